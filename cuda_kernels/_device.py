@@ -1,0 +1,175 @@
+"""Small helpers for the GPU entry points (device arrays, scans, launches).
+
+Everything here imports CUDA lazily.  GPU entry points accept numba device
+arrays, CuPy arrays or anything with ``__cuda_array_interface__`` (and, for
+convenience, NumPy arrays, which are copied to the device).  They return CuPy
+arrays when any input was a CuPy array, and numba device arrays otherwise.
+
+Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) CuPy is never used: the
+simulator's "device" arrays live in host memory.
+"""
+
+import numpy as np
+
+from ._target import LAZY_CUDA, cuda_module, gpu_kernel
+
+cuda = LAZY_CUDA
+
+__all__ = [
+    "is_simulator",
+    "get_cupy",
+    "wants_cupy",
+    "to_device",
+    "device_empty",
+    "device_zeros",
+    "device_full",
+    "exclusive_scan",
+    "as_output",
+    "launch_dims",
+    "to_host",
+    "DEFAULT_TPB",
+]
+
+DEFAULT_TPB = 256
+
+_cupy_state = []
+
+
+def is_simulator():
+    """True when numba.cuda is the CUDA simulator."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def get_cupy():
+    """Return the cupy module, or None (not installed, or simulator on)."""
+    if not _cupy_state:
+        mod = None
+        if not is_simulator():
+            try:
+                import cupy as mod  # noqa: F811
+            except Exception:  # ImportError, or a CUDA runtime problem
+                mod = None
+        _cupy_state.append(mod)
+    return _cupy_state[0]
+
+
+def wants_cupy(*arrays):
+    """True if any of ``arrays`` is a CuPy array (outputs are then CuPy too)."""
+    cp = get_cupy()
+    if cp is None:
+        return False
+    return any(isinstance(a, cp.ndarray) for a in arrays)
+
+
+def to_device(x, dtype=None):
+    """Return a numba device array viewing (or holding a copy of) ``x``.
+
+    Device inputs are not copied.  NumPy inputs are copied to the device.
+    ``dtype`` (optional) converts host inputs; device inputs must already have
+    a matching itemsize and are reinterpreted with ``.view``.
+    """
+    cuda = cuda_module()
+    if x is None:
+        return None
+    if is_simulator():
+        if getattr(x, "__cuda_ndarray__", False):
+            dev = x
+        else:
+            arr = np.ascontiguousarray(x, dtype=dtype)
+            return cuda.to_device(arr)
+    elif cuda.is_cuda_array(x):
+        dev = cuda.as_cuda_array(x)
+    else:
+        arr = np.ascontiguousarray(x, dtype=dtype)
+        return cuda.to_device(arr)
+    if dtype is not None and np.dtype(dev.dtype) != np.dtype(dtype):
+        if np.dtype(dev.dtype).itemsize != np.dtype(dtype).itemsize:
+            msg = f"device array of dtype {dev.dtype} cannot be used as {np.dtype(dtype)}"
+            raise TypeError(msg)
+        dev = dev.view(np.dtype(dtype))
+    return dev
+
+
+def to_host(x):
+    """Copy a device array (numba, CuPy or simulator) to a NumPy array."""
+    if isinstance(x, np.ndarray):
+        return x
+    cp = get_cupy()
+    if cp is not None and isinstance(x, cp.ndarray):
+        return cp.asnumpy(x)
+    if hasattr(x, "copy_to_host"):
+        return x.copy_to_host()
+    return np.asarray(to_device(x).copy_to_host())
+
+
+def device_empty(n, dtype):
+    """Uninitialised device array of ``n`` items (at least one byte is allocated)."""
+    cuda = cuda_module()
+    return cuda.device_array(int(n), dtype=np.dtype(dtype))
+
+
+@gpu_kernel
+def _fill_kernel(out, value):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = value
+
+
+def device_full(n, dtype, value):
+    """Device array of ``n`` items equal to ``value``."""
+    out = device_empty(n, dtype)
+    if n:
+        blocks, tpb = launch_dims(n)
+        _fill_kernel.get()[blocks, tpb](out, np.dtype(dtype).type(value))
+    return out
+
+
+def device_zeros(n, dtype):
+    """Zeroed device array of ``n`` items."""
+    cp = get_cupy()
+    if cp is not None:
+        return cuda_module().as_cuda_array(cp.zeros(int(n), dtype=dtype))
+    return device_full(n, dtype, 0)
+
+
+def exclusive_scan(lengths, total_dtype=np.int64):
+    """Exclusive prefix sum of a device array of ``n`` lengths.
+
+    Returns ``(offsets, total)`` where ``offsets`` is a numba device array of
+    ``n + 1`` int64 values starting with 0, and ``total`` is the Python int
+    ``offsets[n]`` (read back to the host: callers need it to size outputs).
+    With CuPy the scan runs on the device (``cupy.cumsum``); without it (e.g.
+    under the simulator) it runs on the host.
+    """
+    cuda = cuda_module()
+    n = lengths.shape[0]
+    cp = get_cupy()
+    if cp is not None:
+        src = cp.asarray(lengths)
+        out = cp.empty(n + 1, dtype=total_dtype)
+        out[0] = 0
+        if n:
+            cp.cumsum(src, dtype=total_dtype, out=out[1:])
+        total = int(out[n].get())
+        return cuda.as_cuda_array(out), total
+    host = lengths.copy_to_host() if hasattr(lengths, "copy_to_host") else np.asarray(lengths)
+    offs = np.zeros(n + 1, dtype=total_dtype)
+    np.cumsum(host, dtype=total_dtype, out=offs[1:])
+    return cuda.to_device(offs), int(offs[n])
+
+
+def as_output(arr, use_cupy):
+    """Wrap a numba device array as CuPy if ``use_cupy`` (zero copy)."""
+    if use_cupy:
+        return get_cupy().asarray(arr)
+    return arr
+
+
+def launch_dims(n, tpb=DEFAULT_TPB):
+    """(blocks, threads per block) covering ``n`` threads (at least one block)."""
+    n = int(n)
+    tpb = int(tpb)
+    blocks = max(1, (n + tpb - 1) // tpb)
+    return blocks, tpb

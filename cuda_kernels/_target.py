@@ -1,0 +1,270 @@
+"""Compile one plain-Python core for both targets.
+
+Every primitive in this package is written as small *cores*: plain Python
+functions, restricted to what both ``numba.njit`` and
+``numba.cuda.jit(device=True)`` accept (scalars, array indexing, loops).  The
+loops *around* a core differ per target:
+
+* CPU: an ``njit`` *driver* loops over blocks / items (optionally with
+  ``prange``) and calls the core; LLVM inlines it.
+* GPU: a ``cuda.jit`` *kernel* maps one thread (or lane, or warp) to one unit
+  and calls the core once.
+
+Cores, drivers and kernels refer to each other by their module-level names::
+
+    @dual
+    def _unpack_value(words, base, ...):      # the core, written once
+        ...
+
+    @cpu_driver(parallel=False)
+    def _unpack_cpu(words, ...):              # CPU loop
+        for ...:
+            out[i] = _unpack_value(words, ...)
+
+    @gpu_kernel
+    def _unpack_kernel(words, ...):           # GPU loop
+        i = cuda.grid(1)
+        out[i] = _unpack_value(words, ...)
+
+When a driver or kernel is compiled, a copy of its function is made whose
+globals map every :class:`DualFunction` to the right target (``.cpu`` njit
+dispatcher or ``.gpu`` device function) and, for kernels, map the name
+``cuda`` to :mod:`numba.cuda` (modules bind ``cuda = LAZY_CUDA`` at import so
+that importing this package never imports CUDA).  Rebinding the *globals*
+(rather than using closures) is what makes the kernels run under the CUDA
+simulator too: the simulator swaps module globals that are :mod:`numba.cuda`.
+
+Cores are compiled with ``inline="always"`` on the CPU: numba then inlines
+them at the IR level, which LLVM needs to vectorise the driver loops (a core
+called across dispatchers is an opaque call, ~10x slower in the bit-unpack
+lane loop).
+
+CPU dispatchers use ``cache=True``.  Numba invalidates a cached function only
+when *its own* source file changes, so after editing this file (or a core
+used from another module) remove ``cuda_kernels/__pycache__`` to drop stale
+machine code.  Every core here is used only by drivers of its own module.
+
+GPU kernels may be *specialised*: ``kernel.get(T=32)`` compiles a kernel in
+which the global name ``T`` is the compile-time constant 32.  Compiled kernels
+are cached in a dict keyed by the specialisation, so a hot path never builds a
+new dispatcher.  CPU drivers are not specialised this way (numba's on-disk
+cache does not hash globals); they specialise on argument types instead.
+"""
+
+import threading
+import types
+
+__all__ = [
+    "LAZY_CUDA",
+    "DualFunction",
+    "dual",
+    "CpuDriver",
+    "cpu_driver",
+    "GpuKernel",
+    "gpu_kernel",
+    "cuda_module",
+]
+
+
+class _LazyCuda:
+    """Placeholder bound to the global name ``cuda`` in kernel modules."""
+
+    def __getattr__(self, name):
+        msg = (
+            "numba.cuda is bound lazily: GPU kernels get it when they are "
+            "compiled through cuda_kernels._target.gpu_kernel(...).get()"
+        )
+        raise AttributeError(msg)
+
+    def __repr__(self):
+        return "<lazy numba.cuda placeholder>"
+
+
+LAZY_CUDA = _LazyCuda()
+
+_lock = threading.RLock()
+
+
+def cuda_module():
+    """Import and return :mod:`numba.cuda` (lazily, at first GPU use)."""
+    from numba import cuda
+
+    return cuda
+
+
+def _global_names(code):
+    """Names that ``code`` (and the code objects nested in it) may load as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _rebind(pyfunc, target, constants=None):
+    """Copy ``pyfunc`` with globals bound for ``target`` ('cpu' or 'gpu')."""
+    glb = dict(pyfunc.__globals__)
+    # Only the global names the code actually uses are rebound (this also
+    # keeps lazily built cores from compiling each other needlessly).
+    for name in _global_names(pyfunc.__code__):
+        if name not in glb:
+            continue
+        value = glb[name]
+        if isinstance(value, DualFunction):
+            glb[name] = value.cpu if target == "cpu" else value.gpu
+        elif isinstance(value, CpuDriver) and target == "cpu":
+            glb[name] = value.dispatcher
+        elif value is LAZY_CUDA and target == "gpu":
+            glb[name] = cuda_module()
+    if constants:
+        glb.update(constants)
+    func = types.FunctionType(
+        pyfunc.__code__,
+        glb,
+        pyfunc.__name__,
+        pyfunc.__defaults__,
+        pyfunc.__closure__,
+    )
+    func.__qualname__ = pyfunc.__qualname__
+    func.__module__ = pyfunc.__module__
+    func.__doc__ = pyfunc.__doc__
+    func.__kwdefaults__ = pyfunc.__kwdefaults__
+    return func
+
+
+class DualFunction:
+    """A core compiled for the CPU (``.cpu``) and the GPU (``.gpu``), lazily.
+
+    Calling the object itself runs the plain Python function (handy for
+    debugging and for pure-Python references).
+    """
+
+    def __init__(self, pyfunc, inline="always"):
+        self.py = pyfunc
+        self._inline = inline
+        self._cpu = None
+        self._gpu = None
+        self.__name__ = pyfunc.__name__
+        self.__qualname__ = pyfunc.__qualname__
+        self.__doc__ = pyfunc.__doc__
+        self.__module__ = pyfunc.__module__
+
+    @property
+    def cpu(self):
+        """The ``numba.njit`` dispatcher (compiled on first call, cached on disk)."""
+        if self._cpu is None:
+            import numba
+
+            with _lock:
+                if self._cpu is None:
+                    self._cpu = numba.njit(
+                        cache=True, nogil=True, inline=self._inline
+                    )(_rebind(self.py, "cpu"))
+        return self._cpu
+
+    @property
+    def gpu(self):
+        """The ``numba.cuda.jit(device=True)`` function (imports CUDA on first use)."""
+        if self._gpu is None:
+            cuda = cuda_module()
+            with _lock:
+                if self._gpu is None:
+                    self._gpu = cuda.jit(device=True)(_rebind(self.py, "gpu"))
+        return self._gpu
+
+    def __call__(self, *args):
+        return self.py(*args)
+
+    def __repr__(self):
+        return f"<dual core {self.__qualname__}>"
+
+
+def dual(func=None, *, inline="always"):
+    """Decorator: turn a plain Python core into a :class:`DualFunction`."""
+    if func is None:
+        return lambda f: DualFunction(f, inline=inline)
+    return DualFunction(func, inline=inline)
+
+
+class CpuDriver:
+    """A CPU loop compiled with ``numba.njit`` on first call.
+
+    Globals naming :class:`DualFunction` cores (or other drivers) are bound to
+    their njit dispatchers.  ``cache=True`` and ``nogil=True`` are on.
+    """
+
+    def __init__(self, pyfunc, **options):
+        self.py = pyfunc
+        self._options = dict(cache=True, nogil=True)
+        self._options.update(options)
+        self._dispatcher = None
+        self.__name__ = pyfunc.__name__
+        self.__qualname__ = pyfunc.__qualname__
+        self.__doc__ = pyfunc.__doc__
+        self.__module__ = pyfunc.__module__
+
+    @property
+    def dispatcher(self):
+        if self._dispatcher is None:
+            import numba
+
+            with _lock:
+                if self._dispatcher is None:
+                    self._dispatcher = numba.njit(**self._options)(
+                        _rebind(self.py, "cpu")
+                    )
+        return self._dispatcher
+
+    def __call__(self, *args):
+        return self.dispatcher(*args)
+
+    def __repr__(self):
+        return f"<cpu driver {self.__qualname__}>"
+
+
+def cpu_driver(func=None, **options):
+    """Decorator: make ``func`` a lazily compiled njit driver (see :class:`CpuDriver`)."""
+    if func is None:
+        return lambda f: CpuDriver(f, **options)
+    return CpuDriver(func, **options)
+
+
+class GpuKernel:
+    """A ``cuda.jit`` kernel source, compiled per specialisation and cached.
+
+    ``get(**constants)`` returns the compiled kernel in which each keyword is a
+    compile-time constant global.  The cache is a plain dict keyed by the
+    sorted constants, so the same specialisation is compiled once per process.
+    """
+
+    def __init__(self, pyfunc, **options):
+        self.py = pyfunc
+        self._options = options
+        self._cache = {}
+        self.__name__ = pyfunc.__name__
+        self.__qualname__ = pyfunc.__qualname__
+        self.__doc__ = pyfunc.__doc__
+
+    def get(self, **constants):
+        key = tuple(sorted(constants.items()))
+        kernel = self._cache.get(key)
+        if kernel is None:
+            cuda = cuda_module()
+            with _lock:
+                kernel = self._cache.get(key)
+                if kernel is None:
+                    kernel = cuda.jit(**self._options)(
+                        _rebind(self.py, "gpu", constants)
+                    )
+                    self._cache[key] = kernel
+        return kernel
+
+    def __repr__(self):
+        return f"<gpu kernel {self.__qualname__} ({len(self._cache)} compiled)>"
+
+
+def gpu_kernel(func=None, **options):
+    """Decorator: make ``func`` a cached, lazily compiled CUDA kernel."""
+    if func is None:
+        return lambda f: GpuKernel(f, **options)
+    return GpuKernel(func, **options)

@@ -1,0 +1,412 @@
+"""FastLanes bit-unpacking (and packing) of 1024-value blocks.
+
+Layout (the "unified transposed" FastLanes layout, as used by Lance):
+
+* A block holds 1024 values of an unsigned type of ``T`` bits (8, 16, 32, 64)
+  packed to ``W`` bits (``0 <= W <= T``) as ``1024 * W / T`` words of type T.
+* ``LANES = 1024 / T``.  Each lane holds ``T`` rows.  Row ``r`` of lane ``l``
+  keeps its ``W`` bits starting at bit ``(r * W) % T`` of the word
+  ``packed[LANES * (r * W // T) + l]``; when they cross the word boundary the
+  rest continues in the low bits of ``packed[LANES * (r * W // T + 1) + l]``.
+* ``(row r, lane l)`` is the logical value number
+  ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l`` with
+  ``FL_ORDER = [0, 4, 2, 6, 1, 5, 3, 7]`` (the 3-bit reversal of ``r // 8``).
+
+Worked example (T = 8, W = 3, so 3 words per lane and 128 lanes): row 2 of
+lane 5 starts at bit 6 of ``packed[0 * 128 + 5]`` and takes its third bit from
+bit 0 of ``packed[1 * 128 + 5]``; it is value ``0 * 16 + 2 * 128 + 5 = 261``.
+
+CPU: per block, the loop over rows is outside and the loop over the lanes is
+inside, so loads and stores are contiguous and LLVM vectorises the lane loop
+(:func:`_fl_unpack_value`, the same core as the GPU's).  8- and 16-bit words
+take a SWAR path instead (:func:`_fl_unpack_swar`): a word row of a block is
+1024 bits = 16 uint64, so 8 (or 4) lanes are unpacked per 64-bit operation,
+which is 2-5x faster than widening every byte to 64 bits.
+GPU: one thread per (block, lane), looping over the ``T`` rows; adjacent
+threads read adjacent words (coalesced).  All blocks of many pages are
+decoded by one launch: each block names its own word offset and bit width.
+"""
+
+import sys
+
+import numba
+import numpy as np
+from numba import prange
+
+from . import _device
+from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
+
+cuda = LAZY_CUDA
+
+__all__ = [
+    "BLOCK_SIZE",
+    "FL_ORDER",
+    "unpack_blocks",
+    "pack_blocks",
+    "unpack_blocks_gpu",
+    "packed_words_per_block",
+]
+
+BLOCK_SIZE = 1024
+FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+# Above this many blocks the CPU driver uses prange over blocks.
+_PARALLEL_MIN_BLOCKS = 256
+
+
+def packed_words_per_block(bit_width, t):
+    """Number of T-bit words of one packed block of width ``bit_width``."""
+    return BLOCK_SIZE * int(bit_width) // int(t)
+
+
+# --------------------------------------------------------------------------
+# Cores (compiled for both targets)
+# --------------------------------------------------------------------------
+
+
+@dual
+def _fl_position(row, lane):
+    """Logical position inside a block of (row, lane); FL_ORDER is a 3-bit reversal."""
+    g = row >> 3
+    order = ((g & 1) << 2) | (g & 2) | ((g >> 2) & 1)
+    return order * 16 + (row & 7) * 128 + lane
+
+
+@dual
+def _fl_mask(w):
+    """Low ``w`` bits set (1 <= w <= 64), as uint64."""
+    return np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - w)
+
+
+@dual
+def _fl_unpack_value(words, base, t, lanes, w, mask, row, lane):
+    """Value of (row, lane) of the block of width ``w`` that starts at ``words[base]``.
+
+    ``t`` is the word size in bits, ``lanes = 1024 // t``, ``1 <= w <= t``,
+    ``mask`` is :func:`_fl_mask` of ``w``.  Returned as uint64.
+    """
+    bit = row * w
+    wi = bit // t
+    sh = bit - wi * t
+    v = np.uint64(words[base + wi * lanes + lane]) >> np.uint64(sh)
+    if sh + w > t:
+        v |= np.uint64(words[base + (wi + 1) * lanes + lane]) << np.uint64(t - sh)
+    return v & mask
+
+
+@dual
+def _fl_pack_value(words, base, t, lanes, w, value, row, lane):
+    """OR ``value`` (already < 2**w) into its place of (row, lane); inverse of unpack."""
+    bit = row * w
+    wi = bit // t
+    sh = bit - wi * t
+    v = np.uint64(value)
+    words[base + wi * lanes + lane] |= v << np.uint64(sh)
+    if sh + w > t:
+        words[base + (wi + 1) * lanes + lane] |= v >> np.uint64(t - sh)
+
+
+@dual
+def _fl_block_ok(nwords, base, t, w):
+    """True if a block of width ``w`` at ``base`` lies inside ``nwords`` words."""
+    if w < 0 or w > t or base < 0:
+        return False
+    return base + (1024 // t) * w <= nwords
+
+
+@dual
+def _fl_unpack_swar(src, wi, sh, t, w, q, lo_rep, mask_rep):
+    """64 bits (64 / t lanes) of one row, SWAR style; ``src`` is the block as uint64.
+
+    A FastLanes "word row" (the ``1024 / t`` words that share a word index)
+    is exactly 1024 bits = 16 uint64, so the lanes of a row can be unpacked
+    64 bits at a time: shifting a uint64 moves every lane field together;
+    bits that bleed in from the neighbouring lane are masked away with
+    ``lo_rep`` (the low ``t - sh`` bits of every lane) and ``mask_rep`` (the
+    low ``w`` bits of every lane).
+    """
+    x = src[wi * 16 + q] >> np.uint64(sh)
+    if sh + w > t:
+        y = src[(wi + 1) * 16 + q] << np.uint64(t - sh)
+        x = (x & lo_rep) | (y & ~lo_rep)
+    return x & mask_rep
+
+
+# --------------------------------------------------------------------------
+# CPU drivers
+# --------------------------------------------------------------------------
+
+
+@cpu_driver
+def _unpack_block_cpu(words, base, w, out, ob):
+    t = words.itemsize * 8
+    lanes = 1024 // t
+    if w == 0:
+        for i in range(1024):
+            out[ob + i] = 0
+        return
+    mask = _fl_mask(w)
+    for row in range(t):
+        pos = ob + _fl_position(row, 0)
+        for lane in range(lanes):
+            out[pos + lane] = _fl_unpack_value(words, base, t, lanes, w, mask, row, lane)
+
+
+@cpu_driver
+def _unpack_block_swar(words_u8, t, base, w, out64, ob64, tmp, tmp_u8):
+    """Unpack one block of 8- or 16-bit words, 64 bits at a time (CPU only).
+
+    The block's ``128 * w`` bytes are first copied to the aligned scratch
+    ``tmp`` (blocks of narrow words need not be 8-byte aligned in the page).
+    """
+    if w == 0:
+        for k in range(16 * t):
+            out64[ob64 + k] = 0
+        return
+    nbytes = 128 * w
+    b0 = base * (t // 8)
+    for k in range(nbytes):
+        tmp_u8[k] = words_u8[b0 + k]
+    rep = np.uint64(0x0101010101010101) if t == 8 else np.uint64(0x0001000100010001)
+    mask_rep = _fl_mask(w) * rep
+    for row in range(t):
+        bit = row * w
+        wi = bit // t
+        sh = bit - wi * t
+        lo_rep = _fl_mask(t - sh) * rep
+        o = ob64 + (_fl_position(row, 0) * t) // 64
+        for q in range(16):
+            out64[o + q] = _fl_unpack_swar(tmp, wi, sh, t, w, q, lo_rep, mask_rep)
+
+
+@cpu_driver
+def _unpack_range_swar(words_u8, t, offsets, widths, out64, lo, hi):
+    tmp = np.empty(16 * t, dtype=np.uint64)
+    tmp_u8 = tmp.view(np.uint8)
+    for b in range(lo, hi):
+        _unpack_block_swar(words_u8, t, np.int64(offsets[b]), np.int64(widths[b]), out64, b * 16 * t, tmp, tmp_u8)
+
+
+@cpu_driver(parallel=True)
+def _unpack_parallel_swar(words_u8, t, offsets, widths, out64, nchunks):
+    n = offsets.shape[0]
+    for ch in prange(nchunks):
+        _unpack_range_swar(words_u8, t, offsets, widths, out64, ch * n // nchunks, (ch + 1) * n // nchunks)
+
+
+@cpu_driver
+def _check_blocks_cpu(nwords, t, offsets, widths):
+    for b in range(offsets.shape[0]):
+        if not _fl_block_ok(nwords, np.int64(offsets[b]), t, np.int64(widths[b])):
+            return b
+    return -1
+
+
+@cpu_driver
+def _unpack_blocks_serial(words, offsets, widths, out):
+    for b in range(offsets.shape[0]):
+        _unpack_block_cpu(words, np.int64(offsets[b]), np.int64(widths[b]), out, b * 1024)
+
+
+@cpu_driver(parallel=True)
+def _unpack_blocks_parallel(words, offsets, widths, out):
+    for b in prange(offsets.shape[0]):
+        _unpack_block_cpu(words, np.int64(offsets[b]), np.int64(widths[b]), out, b * 1024)
+
+
+@cpu_driver
+def _pack_blocks_cpu(values, w, out):
+    t = values.itemsize * 8
+    lanes = 1024 // t
+    nblocks = values.shape[0] // 1024
+    wpb = lanes * w
+    for b in range(nblocks):
+        base = b * wpb
+        for row in range(t):
+            pos = b * 1024 + _fl_position(row, 0)
+            for lane in range(lanes):
+                _fl_pack_value(out, base, t, lanes, w, values[pos + lane], row, lane)
+
+
+# --------------------------------------------------------------------------
+# GPU kernel
+# --------------------------------------------------------------------------
+
+
+@gpu_kernel
+def _unpack_kernel(words, offsets, widths, out, err):
+    # T (bits per word) is a compile-time constant of the specialisation.
+    lanes = 1024 // T  # noqa: F821
+    tid = cuda.grid(1)
+    blk = tid // lanes
+    lane = tid - blk * lanes
+    if blk >= offsets.shape[0]:
+        return
+    base = np.int64(offsets[blk])
+    w = np.int64(widths[blk])
+    ob = blk * 1024
+    if not _fl_block_ok(words.shape[0], base, T, w):  # noqa: F821
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    if w == 0:
+        for row in range(T):  # noqa: F821
+            out[ob + _fl_position(row, lane)] = 0
+        return
+    mask = _fl_mask(w)
+    for row in range(T):  # noqa: F821
+        out[ob + _fl_position(row, lane)] = _fl_unpack_value(
+            words, base, T, lanes, w, mask, row, lane  # noqa: F821
+        )
+
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
+def _as_unsigned_words(words):
+    words = np.asarray(words)
+    if words.ndim != 1:
+        msg = "words must be a 1-D array"
+        raise ValueError(msg)
+    udt = _UNSIGNED.get(words.dtype.itemsize)
+    if udt is None or words.dtype.kind not in "ui":
+        msg = f"words must be an 8/16/32/64-bit integer array, got {words.dtype}"
+        raise TypeError(msg)
+    return np.ascontiguousarray(words).view(udt)
+
+
+def _check_out(out, n, dtype):
+    if out is None:
+        return np.empty(n, dtype=dtype)
+    if out.shape != (n,) or out.dtype.itemsize != np.dtype(dtype).itemsize:
+        msg = f"out must have shape ({n},) and itemsize {np.dtype(dtype).itemsize}"
+        raise ValueError(msg)
+    if not out.flags.c_contiguous:
+        msg = "out must be C-contiguous"
+        raise ValueError(msg)
+    return out
+
+
+def unpack_blocks(words, block_word_offsets, bit_widths, out=None):
+    """Unpack FastLanes blocks (CPU).
+
+    :param words: ``uint8/16/32/64`` array holding the packed blocks (T = its bit size).
+    :param block_word_offsets: ``int64[nblocks]``; block ``i`` starts at ``words[block_word_offsets[i]]``.
+    :param bit_widths: ``int[nblocks]`` (any integer dtype); width ``W`` of each block, ``0 <= W <= T``.
+    :param out: optional ``uintT[nblocks * 1024]`` output array.
+    :returns: ``uintT[nblocks * 1024]``, the values in logical order.
+    :raises CorruptInputError: a width exceeds T or a block runs past the end of ``words``.
+    """
+    words = _as_unsigned_words(words)
+    offsets = np.ascontiguousarray(block_word_offsets, dtype=np.int64)
+    widths = np.ascontiguousarray(bit_widths)
+    if widths.dtype.kind not in "ui":
+        widths = widths.astype(np.int64)
+    if offsets.shape != widths.shape or offsets.ndim != 1:
+        msg = "block_word_offsets and bit_widths must be 1-D arrays of the same length"
+        raise ValueError(msg)
+    nblocks = offsets.shape[0]
+    t = words.dtype.itemsize * 8
+    out = _check_out(out, nblocks * BLOCK_SIZE, words.dtype)
+    if nblocks == 0:
+        return out
+    bad = _check_blocks_cpu(words.shape[0], t, offsets, widths)
+    if bad >= 0:
+        msg = (
+            f"unpack_blocks: block {bad} (offset {int(offsets[bad])}, width "
+            f"{int(widths[bad])}) does not fit in {words.shape[0]} words of {t} bits"
+        )
+        raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
+    target = out.view(words.dtype)
+    if t <= 16 and target.ctypes.data % 8 == 0 and sys.byteorder == "little":
+        # 8/16-bit words: SWAR path, 64 / t lanes per uint64 operation.
+        out64 = target.view(np.uint64)
+        words_u8 = words.view(np.uint8)
+        if nblocks >= _PARALLEL_MIN_BLOCKS:
+            nchunks = max(1, min(4 * numba.get_num_threads(), nblocks // 64))
+            _unpack_parallel_swar(words_u8, t, offsets, widths, out64, nchunks)
+        else:
+            _unpack_range_swar(words_u8, t, offsets, widths, out64, 0, nblocks)
+        return out
+    if nblocks >= _PARALLEL_MIN_BLOCKS:
+        _unpack_blocks_parallel(words, offsets, widths, target)
+    else:
+        _unpack_blocks_serial(words, offsets, widths, target)
+    return out
+
+
+def pack_blocks(values, bit_width):
+    """Pack values into FastLanes blocks of one width (CPU; inverse of :func:`unpack_blocks`).
+
+    :param values: ``uintT`` array whose length is a multiple of 1024 and whose
+        values fit in ``bit_width`` bits.
+    :param bit_width: ``0 <= W <= T``.
+    :returns: ``uintT[nblocks * 1024 * W / T]``; block ``i`` starts at word ``i * 1024 * W / T``.
+    """
+    values = _as_unsigned_words(values)
+    t = values.dtype.itemsize * 8
+    w = int(bit_width)
+    if not 0 <= w <= t:
+        msg = f"bit_width must be in 0..{t}, got {w}"
+        raise ValueError(msg)
+    if values.shape[0] % BLOCK_SIZE:
+        msg = f"pack_blocks needs a multiple of {BLOCK_SIZE} values, got {values.shape[0]}"
+        raise ValueError(msg)
+    nblocks = values.shape[0] // BLOCK_SIZE
+    out = np.zeros(nblocks * packed_words_per_block(w, t), dtype=values.dtype)
+    if w == 0 or nblocks == 0:
+        if w == 0 and values.size and values.any():
+            msg = "values do not fit in 0 bits"
+            raise ValueError(msg)
+        return out
+    if w < t and values.size and int(values.max()) >> w:
+        msg = f"values do not fit in {w} bits"
+        raise ValueError(msg)
+    _pack_blocks_cpu(values, w, out)
+    return out
+
+
+def unpack_blocks_gpu(words, block_word_offsets, bit_widths, out=None, *, threads_per_block=128):
+    """Unpack FastLanes blocks on the GPU: one thread per (block, lane), one launch.
+
+    Same meaning as :func:`unpack_blocks`; arrays may be numba device arrays,
+    CuPy arrays or NumPy arrays (copied to the device).  Returns a device array
+    (CuPy if any input was CuPy).
+    """
+    use_cp = _device.wants_cupy(words, block_word_offsets, bit_widths, out)
+    d_words = _device.to_device(words)
+    dt = np.dtype(d_words.dtype)
+    udt = _UNSIGNED.get(dt.itemsize)
+    if udt is None or dt.kind not in "ui":
+        msg = f"words must be an 8/16/32/64-bit integer array, got {dt}"
+        raise TypeError(msg)
+    d_words = _device.to_device(d_words, udt)
+    d_offsets = _device.to_device(block_word_offsets)
+    d_widths = _device.to_device(bit_widths)
+    for name, arr in (("block_word_offsets", d_offsets), ("bit_widths", d_widths)):
+        if np.dtype(arr.dtype).kind not in "iu":
+            msg = f"{name} must be an integer array, got {arr.dtype}"
+            raise TypeError(msg)
+    nblocks = d_offsets.shape[0]
+    if d_widths.shape[0] != nblocks:
+        msg = "block_word_offsets and bit_widths must have the same length"
+        raise ValueError(msg)
+    t = dt.itemsize * 8
+    if out is None:
+        d_out = _device.device_empty(nblocks * BLOCK_SIZE, udt)
+    else:
+        d_out = _device.to_device(out, udt)
+        if d_out.shape[0] != nblocks * BLOCK_SIZE:
+            msg = f"out must have {nblocks * BLOCK_SIZE} items"
+            raise ValueError(msg)
+    if nblocks:
+        err = new_error_flag()
+        lanes = BLOCK_SIZE // t
+        blocks, tpb = _device.launch_dims(nblocks * lanes, threads_per_block)
+        _unpack_kernel.get(T=t)[blocks, tpb](d_words, d_offsets, d_widths, d_out, err)
+        raise_if_flagged(err, "unpack_blocks_gpu")
+    return _device.as_output(d_out, use_cp)

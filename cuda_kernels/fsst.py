@@ -1,0 +1,380 @@
+"""FSST decoding (Fast Static Symbol Table string decompression).
+
+A symbol table has up to 255 symbols of 1 to 8 bytes.  Symbol ``c`` is stored
+as a ``uint64`` whose little-endian bytes are the symbol's bytes
+(``symbols[c] & 0xff`` is the first byte), with its length in
+``symbol_lengths[c]``.  A compressed string is a sequence of codes:
+
+* a code ``c < 255`` emits the first ``symbol_lengths[c]`` bytes of ``symbols[c]``;
+* the code ``255`` (escape) emits the following byte literally.
+
+Example: symbols ``{0: b"ab", 1: b"c"}``; the codes ``00 01 ff 7a 00`` decode to
+``b"abcz" + b"ab"``.
+
+Decoding runs in two passes over the strings: pass 1 computes each decoded
+length (and validates the input), an exclusive scan turns the lengths into
+output offsets, and pass 2 writes the bytes.  On the GPU both passes use one
+thread per string and keep the symbol table in shared memory; the scan is
+``cupy.cumsum`` (host scan when CuPy is missing, e.g. under the simulator).
+
+Corrupt input (an escape as the last byte of a string, a code naming a symbol
+``>= n_symbols``, offsets outside the compressed buffer, a symbol longer than
+8 bytes) never reads out of bounds: the CPU raises
+:class:`~cuda_kernels.errors.CorruptInputError`; GPU kernels OR a device error
+flag and the host wrapper raises the same error after the kernel.
+"""
+
+import numba
+import numpy as np
+from numba import prange
+
+from . import _device
+from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+from .errors import (
+    ERR_BAD_CODE,
+    ERR_OUT_OF_BOUNDS,
+    ERR_TRUNCATED,
+    CorruptInputError,
+    new_error_flag,
+    raise_if_flagged,
+)
+
+cuda = LAZY_CUDA
+
+__all__ = ["ESCAPE", "fsst_decode", "fsst_decode_gpu", "fsst_decoded_lengths"]
+
+ESCAPE = 255
+MAX_SYMBOLS = 255
+
+# Negative lengths returned by the length core; mapped to error bits.
+_E_TRUNCATED = -1
+_E_BAD_CODE = -2
+_E_BOUNDS = -3
+
+_PARALLEL_MIN_STRINGS = 4096
+
+
+def _nchunks(n):
+    """Number of prange chunks: a few per thread, none smaller than ~1k items."""
+    return max(1, min(4 * numba.get_num_threads(), n // 1024))
+
+
+# --------------------------------------------------------------------------
+# Cores
+# --------------------------------------------------------------------------
+
+
+@dual
+def _fsst_decoded_len(sym_lens, n_symbols, comp, n_comp, start, end):
+    """Decoded length of ``comp[start:end]``, or a negative error code."""
+    if start < 0 or end < start or end > n_comp:
+        return -3
+    n = 0
+    i = start
+    while i < end:
+        c = np.int64(comp[i])
+        if c == 255:
+            if i + 1 >= end:
+                return -1
+            n += 1
+            i += 2
+        else:
+            if c >= n_symbols:
+                return -2
+            n += np.int64(sym_lens[c])
+            i += 1
+    return n
+
+
+@dual
+def _fsst_decode_one(symbols, sym_lens, comp, start, end, out, pos, out_end):
+    """Write the decoding of ``comp[start:end]`` at ``out[pos:out_end]``.
+
+    The input must have been validated by :func:`_fsst_decoded_len`.  While at
+    least 8 bytes of this string's output remain, a symbol is written as 8
+    unconditional byte stores (the bytes past its length are overwritten by
+    the next code; LLVM merges the stores into one unaligned 64-bit store),
+    so no byte is ever written outside ``out[pos:out_end]``.
+    """
+    i = start
+    while i < end:
+        c = np.int64(comp[i])
+        if c == 255:
+            out[pos] = comp[i + 1]
+            pos += 1
+            i += 2
+        else:
+            s = np.uint64(symbols[c])
+            n = np.int64(sym_lens[c])
+            if pos + 8 <= out_end:
+                out[pos] = s & np.uint64(0xFF)
+                out[pos + 1] = (s >> np.uint64(8)) & np.uint64(0xFF)
+                out[pos + 2] = (s >> np.uint64(16)) & np.uint64(0xFF)
+                out[pos + 3] = (s >> np.uint64(24)) & np.uint64(0xFF)
+                out[pos + 4] = (s >> np.uint64(32)) & np.uint64(0xFF)
+                out[pos + 5] = (s >> np.uint64(40)) & np.uint64(0xFF)
+                out[pos + 6] = (s >> np.uint64(48)) & np.uint64(0xFF)
+                out[pos + 7] = (s >> np.uint64(56)) & np.uint64(0xFF)
+            else:
+                for k in range(n):
+                    out[pos + k] = (s >> np.uint64(8 * k)) & np.uint64(0xFF)
+            pos += n
+            i += 1
+    return pos
+
+
+@dual
+def _error_bit(code):
+    """Map a negative length from :func:`_fsst_decoded_len` to an ``ERR_*`` bit."""
+    if code == -1:
+        return ERR_TRUNCATED
+    if code == -2:
+        return ERR_BAD_CODE
+    return ERR_OUT_OF_BOUNDS
+
+
+# --------------------------------------------------------------------------
+# CPU drivers
+# --------------------------------------------------------------------------
+
+
+@cpu_driver
+def _lengths_range(sym_lens, n_symbols, comp, in_offsets, out_offsets, lo, hi):
+    """out_offsets[i + 1] = decoded length of string i for lo <= i < hi.
+
+    Returns the first bad string index in the range, or -1.
+    """
+    ncomp = comp.shape[0]
+    bad = -1
+    for i in range(lo, hi):
+        length = _fsst_decoded_len(
+            sym_lens, n_symbols, comp, ncomp, np.int64(in_offsets[i]), np.int64(in_offsets[i + 1])
+        )
+        out_offsets[i + 1] = length
+        if length < 0 and bad < 0:
+            bad = i
+    return bad
+
+
+@cpu_driver(parallel=True)
+def _lengths_parallel(sym_lens, n_symbols, comp, in_offsets, out_offsets, nchunks):
+    # prange over contiguous chunks, each a serial loop: this keeps the inner
+    # loop as tight as the serial driver's (a prange over single strings is not).
+    n = in_offsets.shape[0] - 1
+    bads = np.full(nchunks, -1, dtype=np.int64)
+    for ch in prange(nchunks):
+        bads[ch] = _lengths_range(
+            sym_lens, n_symbols, comp, in_offsets, out_offsets, ch * n // nchunks, (ch + 1) * n // nchunks
+        )
+    for ch in range(nchunks):
+        if bads[ch] >= 0:
+            return bads[ch]
+    return -1
+
+
+@cpu_driver
+def _scan_inplace(offsets):
+    """offsets[0] = 0; offsets[1:] = cumsum(offsets[1:])."""
+    offsets[0] = 0
+    acc = np.int64(0)
+    for i in range(1, offsets.shape[0]):
+        acc += offsets[i]
+        offsets[i] = acc
+
+
+@cpu_driver
+def _decode_range(symbols, sym_lens, comp, in_offsets, out_offsets, out, lo, hi):
+    for i in range(lo, hi):
+        _fsst_decode_one(
+            symbols, sym_lens, comp, np.int64(in_offsets[i]), np.int64(in_offsets[i + 1]),
+            out, out_offsets[i], out_offsets[i + 1],
+        )
+
+
+@cpu_driver(parallel=True)
+def _decode_parallel(symbols, sym_lens, comp, in_offsets, out_offsets, out, nchunks):
+    n = in_offsets.shape[0] - 1
+    for ch in prange(nchunks):
+        _decode_range(
+            symbols, sym_lens, comp, in_offsets, out_offsets, out, ch * n // nchunks, (ch + 1) * n // nchunks
+        )
+
+
+# --------------------------------------------------------------------------
+# GPU kernels
+# --------------------------------------------------------------------------
+
+
+@gpu_kernel
+def _lengths_kernel(sym_lens, n_symbols, comp, in_offsets, out_lens, err):
+    sh_lens = cuda.shared.array(256, numba.uint8)
+    t = cuda.threadIdx.x
+    while t < 256:
+        sh_lens[t] = sym_lens[t]
+        t += cuda.blockDim.x
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < out_lens.shape[0]:
+        length = _fsst_decoded_len(
+            sh_lens, n_symbols, comp, comp.shape[0], np.int64(in_offsets[i]), np.int64(in_offsets[i + 1])
+        )
+        if length < 0:
+            cuda.atomic.or_(err, 0, _error_bit(length))
+            length = 0
+        out_lens[i] = length
+
+
+@gpu_kernel
+def _decode_kernel(symbols, sym_lens, comp, in_offsets, out_offsets, out):
+    sh_sym = cuda.shared.array(256, numba.uint64)
+    sh_lens = cuda.shared.array(256, numba.uint8)
+    t = cuda.threadIdx.x
+    while t < 256:
+        sh_sym[t] = symbols[t]
+        sh_lens[t] = sym_lens[t]
+        t += cuda.blockDim.x
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < in_offsets.shape[0] - 1:
+        _fsst_decode_one(
+            sh_sym, sh_lens, comp, np.int64(in_offsets[i]), np.int64(in_offsets[i + 1]),
+            out, out_offsets[i], out_offsets[i + 1],
+        )
+
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
+def _prepare_table(symbols, symbol_lengths, n_symbols):
+    """Validate the symbol table and return 256-entry (u64, u8) host copies and n_symbols."""
+    symbols = np.asarray(symbols)
+    lens = np.asarray(symbol_lengths)
+    if symbols.ndim != 1 or lens.ndim != 1:
+        msg = "symbols and symbol_lengths must be 1-D arrays"
+        raise ValueError(msg)
+    if n_symbols is None:
+        n_symbols = min(MAX_SYMBOLS, symbols.shape[0], lens.shape[0])
+    n_symbols = int(n_symbols)
+    if not 0 <= n_symbols <= MAX_SYMBOLS:
+        msg = f"n_symbols must be in 0..255, got {n_symbols}"
+        raise CorruptInputError(msg, ERR_BAD_CODE)
+    if symbols.shape[0] < n_symbols or lens.shape[0] < n_symbols:
+        msg = f"symbol table has fewer than n_symbols={n_symbols} entries"
+        raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
+    sym = np.zeros(256, dtype=np.uint64)
+    sym[:n_symbols] = symbols[:n_symbols].astype(np.uint64, copy=False)
+    sl = np.zeros(256, dtype=np.uint8)
+    raw_lens = lens[:n_symbols].astype(np.int64)
+    if n_symbols and (raw_lens.min() < 0 or raw_lens.max() > 8):
+        msg = "fsst: a symbol length is outside 0..8"
+        raise CorruptInputError(msg, ERR_BAD_CODE)
+    sl[:n_symbols] = raw_lens
+    return sym, sl, n_symbols
+
+
+def _raise_for(code, index):
+    bit = {_E_TRUNCATED: ERR_TRUNCATED, _E_BAD_CODE: ERR_BAD_CODE}.get(code, ERR_OUT_OF_BOUNDS)
+    what = {
+        ERR_TRUNCATED: "ends with an escape byte",
+        ERR_BAD_CODE: "uses a code beyond the symbol table",
+        ERR_OUT_OF_BOUNDS: "has offsets outside the compressed buffer",
+    }[bit]
+    msg = f"fsst_decode: compressed string {index} {what}"
+    raise CorruptInputError(msg, bit)
+
+
+def _lengths_cpu(sym_lens, n_symbols, comp, in_offsets):
+    n = in_offsets.shape[0] - 1
+    out_offsets = np.empty(n + 1, dtype=np.int64)
+    if n >= _PARALLEL_MIN_STRINGS:
+        bad = _lengths_parallel(sym_lens, n_symbols, comp, in_offsets, out_offsets, _nchunks(n))
+    else:
+        bad = _lengths_range(sym_lens, n_symbols, comp, in_offsets, out_offsets, 0, n)
+    if bad >= 0:
+        _raise_for(int(out_offsets[bad + 1]), bad)
+    return out_offsets
+
+
+def _as_offsets(in_offsets):
+    offs = np.asarray(in_offsets)
+    if offs.ndim != 1 or offs.shape[0] < 1:
+        msg = "in_offsets must be a 1-D array of n + 1 offsets"
+        raise ValueError(msg)
+    if offs.dtype.kind not in "iu":
+        msg = f"in_offsets must be integers, got {offs.dtype}"
+        raise TypeError(msg)
+    if offs.dtype != np.int64 and offs.dtype != np.int32:
+        offs = offs.astype(np.int64)
+    return np.ascontiguousarray(offs)
+
+
+def fsst_decoded_lengths(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None):
+    """Decoded length of each string (pass 1 alone), as ``int64[n]``."""
+    sym, sl, nsym = _prepare_table(symbols, symbol_lengths, n_symbols)
+    comp = np.ascontiguousarray(compressed, dtype=np.uint8)
+    offs = _as_offsets(in_offsets)
+    return _lengths_cpu(sl, nsym, comp, offs)[1:].copy()
+
+
+def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None):
+    """Decode FSST-compressed strings (CPU).
+
+    :param symbols: ``uint64[>= n_symbols]`` symbol bytes (little-endian packed).
+    :param symbol_lengths: ``uint8[>= n_symbols]`` symbol lengths (1..8).
+    :param compressed: ``uint8`` buffer of all compressed strings.
+    :param in_offsets: ``int64[n + 1]`` (int32 accepted); string ``i`` is
+        ``compressed[in_offsets[i]:in_offsets[i + 1]]``.
+    :param n_symbols: number of valid symbols; codes ``>= n_symbols`` (other
+        than 255) are corrupt.  Default: ``min(255, len(symbols))``.
+    :returns: ``(out_offsets int64[n + 1], out_bytes uint8[out_offsets[-1]])``.
+    :raises CorruptInputError: on corrupt input.
+    """
+    sym, sl, nsym = _prepare_table(symbols, symbol_lengths, n_symbols)
+    comp = np.ascontiguousarray(compressed, dtype=np.uint8)
+    offs = _as_offsets(in_offsets)
+    n = offs.shape[0] - 1
+    out_offsets = _lengths_cpu(sl, nsym, comp, offs)
+    _scan_inplace(out_offsets)
+    out = np.empty(int(out_offsets[n]), dtype=np.uint8)
+    if n >= _PARALLEL_MIN_STRINGS:
+        _decode_parallel(sym, sl, comp, offs, out_offsets, out, _nchunks(n))
+    elif n:
+        _decode_range(sym, sl, comp, offs, out_offsets, out, 0, n)
+    return out_offsets, out
+
+
+def fsst_decode_gpu(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None, *, threads_per_block=256):
+    """Decode FSST-compressed strings on the GPU (one thread per string, two passes).
+
+    Same arguments and result as :func:`fsst_decode`; ``compressed`` and
+    ``in_offsets`` may be device arrays (numba, CuPy, or anything with
+    ``__cuda_array_interface__``); the small symbol table may be host or
+    device.  Returns device arrays (CuPy if any input was CuPy).
+    """
+    use_cp = _device.wants_cupy(symbols, symbol_lengths, compressed, in_offsets)
+    sym, sl, nsym = _prepare_table(_device.to_host(symbols), _device.to_host(symbol_lengths), n_symbols)
+    d_sym = _device.to_device(sym)
+    d_sl = _device.to_device(sl)
+    d_comp = _device.to_device(compressed, np.uint8)
+    d_offs = _device.to_device(in_offsets)
+    if np.dtype(d_offs.dtype).kind not in "iu":
+        msg = "in_offsets must be integers"
+        raise TypeError(msg)
+    n = d_offs.shape[0] - 1
+    if n < 0:
+        msg = "in_offsets must hold n + 1 offsets"
+        raise ValueError(msg)
+    d_lens = _device.device_empty(n, np.int64)
+    if n:
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(n, threads_per_block)
+        _lengths_kernel.get()[blocks, tpb](d_sl, np.int64(nsym), d_comp, d_offs, d_lens, err)
+        raise_if_flagged(err, "fsst_decode_gpu")
+    d_out_offsets, total = _device.exclusive_scan(d_lens)
+    d_out = _device.device_empty(total, np.uint8)
+    if n and total:
+        blocks, tpb = _device.launch_dims(n, threads_per_block)
+        _decode_kernel.get()[blocks, tpb](d_sym, d_sl, d_comp, d_offs, d_out_offsets, d_out)
+    return _device.as_output(d_out_offsets, use_cp), _device.as_output(d_out, use_cp)

@@ -1,0 +1,955 @@
+"""Repetition / definition levels <-> Arrow validity and offsets.
+
+Conventions (Lance's, the reverse of Parquet's):
+
+* The layers of a leaf are listed **inner-most first** (the leaf item is
+  layer 0).  Layer kinds: 1 ``ALL_VALID_ITEM``, 2 ``ALL_VALID_LIST``,
+  3 ``NULLABLE_ITEM``, 4 ``NULLABLE_LIST``, 5 ``EMPTYABLE_LIST``,
+  6 ``NULL_AND_EMPTY_LIST``.  A struct contributes an item layer.
+* Definition level 0 means "valid at every layer".  Going inner -> outer, a
+  nullable item, nullable list or emptyable list adds one level, a
+  NULL_AND_EMPTY list adds two (null first, then empty).  A level's def is
+  the one of the *outer-most* null (or empty list) on its path.
+* With ``k`` list layers, rep ``k`` starts a new row; rep ``j`` (1..k) starts
+  a new list at the ``j``-th list layer counted from the inner-most (and so
+  a new entry at every layer inside it); rep 0 continues the inner-most list.
+* A null or empty list has a level but no items below it ("invisible"); a
+  null item (e.g. a null struct) still has one slot in each item layer below
+  it down to the first list layer, whose entry is then a null (or, when the
+  list layer cannot hold nulls, empty) list.
+
+Worked example: ``list<int32>`` with layers ``[ALL_VALID_ITEM,
+NULL_AND_EMPTY_LIST]`` and rows ``[[1, 2], None, [], [3]]`` has
+``rep = [1, 0, 1, 1, 1]``, ``def = [0, 0, 1, 2, 0]`` (def 1 = null list,
+def 2 = empty list), 3 visible values, and unravels to offsets
+``[0, 2, 2, 2, 3]`` with validity ``[T, F, T, T]``.
+
+Decoding rule used here (equivalent to Lance's layer-by-layer unraveller):
+let ``c(M)`` be the number of list layers at or inside layer ``M`` and
+``ltr(d)`` the ``c`` of the layer that def value ``d`` belongs to
+(``ltr(0) = 0``).  Level ``i`` has an entry at layer ``M`` iff
+``rep[i] >= c(M)`` and ``ltr(def[i]) <= c(M)``.  That entry is valid iff
+``def[i] <= below(M)`` (the number of def values of the layers inside ``M``)
+or ``def[i]`` is ``M``'s empty-list level.  A list entry's offset is the
+number of entries of layer ``M - 1`` that precede level ``i``.  Every layer
+is therefore independent: a count pass and a fill pass on the CPU, a flag
+kernel + one scan + a scatter kernel on the GPU.
+
+:func:`ravel_levels` is the encoder direction (validity + offsets -> levels),
+needed by writers; it reproduces what Lance's ``RepDefBuilder`` writes.
+
+Also here: :func:`validity_to_bitmap` / :func:`bitmap_to_validity` (Arrow
+bitmaps, least significant bit first).
+"""
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+from numba import prange
+
+from . import _device
+from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+from .errors import ERR_BAD_LEVEL, CorruptInputError, new_error_flag, raise_if_flagged
+
+cuda = LAZY_CUDA
+
+__all__ = [
+    "ALL_VALID_ITEM",
+    "ALL_VALID_LIST",
+    "NULLABLE_ITEM",
+    "NULLABLE_LIST",
+    "EMPTYABLE_LIST",
+    "NULL_AND_EMPTY_LIST",
+    "LayerResult",
+    "Unraveled",
+    "Raveled",
+    "DefTable",
+    "def_table",
+    "unravel_levels",
+    "unravel_levels_gpu",
+    "ravel_levels",
+    "validity_to_bitmap",
+    "bitmap_to_validity",
+    "validity_to_bitmap_gpu",
+    "bitmap_to_validity_gpu",
+]
+
+ALL_VALID_ITEM = 1
+ALL_VALID_LIST = 2
+NULLABLE_ITEM = 3
+NULLABLE_LIST = 4
+EMPTYABLE_LIST = 5
+NULL_AND_EMPTY_LIST = 6
+
+_LIST_KINDS = (ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST)
+_NULLABLE_KINDS = (NULLABLE_ITEM, NULLABLE_LIST, NULL_AND_EMPTY_LIST)
+_NUM_DEF = {
+    ALL_VALID_ITEM: 0,
+    ALL_VALID_LIST: 0,
+    NULLABLE_ITEM: 1,
+    NULLABLE_LIST: 1,
+    EMPTYABLE_LIST: 1,
+    NULL_AND_EMPTY_LIST: 2,
+}
+
+
+class LayerResult(NamedTuple):
+    """One unravelled layer.
+
+    ``validity``: bool per entry, or None when the layer has no null entry
+    (always None for kinds that cannot hold nulls).  ``offsets``: int64
+    ``[length + 1]`` into the entries of the next-inner layer (list layers),
+    or None (item layers).  ``length``: number of entries.
+    """
+
+    kind: int
+    validity: object
+    offsets: object
+    length: int
+
+
+class Unraveled(NamedTuple):
+    """Result of :func:`unravel_levels`: layers inner-most first."""
+
+    layers: list
+    num_values: int  # entries of layer 0 = value slots in the leaf buffer
+    num_rows: int  # entries of the outer-most layer
+
+
+class Raveled(NamedTuple):
+    """Result of :func:`ravel_levels`."""
+
+    rep: object  # uint16[num_levels] or None (no list layer)
+    def_: object  # uint16[num_levels] or None (nothing null or empty)
+    layer_kinds: np.ndarray  # uint8[num_layers], inner-most first
+    value_index: np.ndarray  # int64[num_values]: leaf-layer entry of each visible value slot
+    num_levels: int
+
+
+class DefTable(NamedTuple):
+    """Per-layer and per-def-value lookup tables derived from the layer kinds."""
+
+    kinds: np.ndarray  # int64[L]
+    is_list: np.ndarray  # int64[L] (0/1)
+    c: np.ndarray  # int64[L]: list layers at or inside each layer
+    below: np.ndarray  # int64[L]: def values used by the layers inside each layer
+    null_level: np.ndarray  # int64[L]: def value of "null here", 0 if none
+    empty_level: np.ndarray  # int64[L]: def value of "empty list here", 0 if none
+    ltr: np.ndarray  # int64[max_def + 1]: c of the layer owning each def value
+    max_def: int
+    max_rep: int
+
+
+def def_table(layer_kinds):
+    """Build the :class:`DefTable` of a layer stack (inner-most first)."""
+    kinds = np.asarray(layer_kinds, dtype=np.int64).reshape(-1)
+    n = kinds.shape[0]
+    if n == 0:
+        msg = "at least one layer is needed"
+        raise ValueError(msg)
+    bad = [int(k) for k in kinds if int(k) not in _NUM_DEF]
+    if bad:
+        msg = f"unknown layer kind(s) {bad}"
+        raise ValueError(msg)
+    if kinds[0] in _LIST_KINDS:
+        msg = "the inner-most layer must be an item layer"
+        raise ValueError(msg)
+    is_list = np.array([1 if k in _LIST_KINDS else 0 for k in kinds], dtype=np.int64)
+    c = np.cumsum(is_list).astype(np.int64)
+    below = np.zeros(n, dtype=np.int64)
+    null_level = np.zeros(n, dtype=np.int64)
+    empty_level = np.zeros(n, dtype=np.int64)
+    ltr = [0]
+    nxt = 1
+    for m, k in enumerate(kinds):
+        below[m] = nxt - 1
+        if k in (NULLABLE_ITEM, NULLABLE_LIST, NULL_AND_EMPTY_LIST):
+            null_level[m] = nxt
+            ltr.append(int(c[m]))
+            nxt += 1
+        if k in (EMPTYABLE_LIST, NULL_AND_EMPTY_LIST):
+            empty_level[m] = nxt
+            ltr.append(int(c[m]))
+            nxt += 1
+    return DefTable(
+        kinds=kinds,
+        is_list=is_list,
+        c=c,
+        below=below,
+        null_level=null_level,
+        empty_level=empty_level,
+        ltr=np.array(ltr, dtype=np.int64),
+        max_def=nxt - 1,
+        max_rep=int(c[-1]),
+    )
+
+
+# --------------------------------------------------------------------------
+# Cores
+# --------------------------------------------------------------------------
+
+
+@dual
+def _level_at(levels, has, i):
+    """levels[i] as int64, or 0 when the level buffer is absent."""
+    if has:
+        return np.int64(levels[i])
+    return np.int64(0)
+
+
+@dual
+def _level_ok(r, d, max_rep, max_def):
+    """Is (rep r, def d) inside the ranges of the layer stack?  (Guards the ltr[d] lookup.)"""
+    return 0 <= r <= max_rep and 0 <= d <= max_def
+
+
+@dual
+def _is_entry(r, d, ltr, cm):
+    """Does a level (rep r, def d) have an entry at a layer with c(M) = cm?
+
+    Written with ``&`` (no short circuit): branch-free, which matters on the
+    CPU where the outcome is data dependent (d must be validated).
+    """
+    return (r >= cm) & (ltr[d] <= cm)
+
+
+@dual
+def _is_valid(d, below, empty_level):
+    """Is the entry of a level with def d valid at a layer (below / empty level)?"""
+    return (d <= below) | ((empty_level > 0) & (d == empty_level))
+
+
+@dual
+def _bitmap_byte(valid, n, b):
+    """Byte ``b`` of the LSB-first bitmap of ``valid[:n]``."""
+    v = 0
+    base = b * 8
+    for k in range(8):
+        p = base + k
+        if p < n and valid[p]:
+            v |= 1 << k
+    return np.uint8(v)
+
+
+@dual
+def _bitmap_bit(bitmap, offset, i):
+    """Bit ``offset + i`` of an LSB-first bitmap."""
+    p = offset + i
+    return (np.int64(bitmap[p >> 3]) >> (p & 7)) & 1 == 1
+
+
+# --------------------------------------------------------------------------
+# CPU drivers: unravel
+# --------------------------------------------------------------------------
+
+
+@cpu_driver
+def _unravel_count_range(rep, has_rep, def_, has_def, c, ltr, max_rep, max_def, counts, lo, hi):
+    """counts[M] = entries of layer M among levels lo..hi.  Returns -1 or the first bad level.
+
+    One tight loop per layer (scalar accumulator, no inner layer loop): the
+    layer count is small and the loops stay vectorisable.
+    """
+    for i in range(lo, hi):
+        r = _level_at(rep, has_rep, i)
+        d = _level_at(def_, has_def, i)
+        if not _level_ok(r, d, max_rep, max_def):
+            return i
+    if lo == 0 and hi > 0 and _level_at(rep, has_rep, 0) != max_rep:
+        return 0
+    for m in range(c.shape[0]):
+        cm = c[m]
+        cnt = 0
+        for i in range(lo, hi):
+            cnt += np.int64(_is_entry(_level_at(rep, has_rep, i), _level_at(def_, has_def, i), ltr, cm))
+        counts[m] = cnt
+    return -1
+
+
+@cpu_driver
+def _fill_layer_range(
+    rep, has_rep, def_, has_def, ltr, cm, c_inner, is_list_m, below_m, empty_m,
+    offsets_all, off_base_m, off_scratch, valid_all, val_base_m, val_scratch, p, q, lo, hi,
+):
+    """Offsets / validity of one layer for levels lo..hi; returns its null count.
+
+    ``p`` / ``q``: entries of this layer / of the next inner layer before level
+    lo.  Branch-free: every level stores, either at its entry's slot or at a
+    scratch slot private to this (chunk, layer).
+    """
+    nulls = np.int64(0)
+    for i in range(lo, hi):
+        r = _level_at(rep, has_rep, i)
+        d = _level_at(def_, has_def, i)
+        e = _is_entry(r, d, ltr, cm)
+        ok = _is_valid(d, below_m, empty_m)
+        ei = np.int64(e)
+        valid_all[val_scratch + (val_base_m + p - val_scratch) * ei] = ok
+        if is_list_m:
+            offsets_all[off_scratch + (off_base_m + p - off_scratch) * ei] = q
+            q += np.int64(_is_entry(r, d, ltr, c_inner))
+        nulls += ei & np.int64(not ok)
+        p += ei
+    return nulls
+
+
+@cpu_driver
+def _unravel_fill_range(
+    rep, has_rep, def_, has_def, c, ltr, is_list, below, empty_level,
+    off_base, val_base, offsets_all, valid_all, pos, null_counts, scratch, lo, hi,
+):
+    """Fill offsets (list layers) and validity of every layer for levels lo..hi (validated).
+
+    ``pos[M]`` = entries of layer M before level ``lo``; ``scratch`` = first
+    of this chunk's private scratch slots (one per layer) at the end of
+    ``offsets_all`` and ``valid_all``.
+    """
+    nl = c.shape[0]
+    off_scratch0 = offsets_all.shape[0] - scratch - nl
+    val_scratch0 = valid_all.shape[0] - scratch - nl
+    for m in range(nl):
+        inner = m - 1 if m > 0 else 0
+        null_counts[m] = _fill_layer_range(
+            rep, has_rep, def_, has_def, ltr, c[m], c[inner], is_list[m] != 0, below[m], empty_level[m],
+            offsets_all, off_base[m], off_scratch0 + m, valid_all, val_base[m], val_scratch0 + m,
+            pos[m], pos[inner], lo, hi,
+        )
+
+
+@cpu_driver(parallel=True)
+def _unravel_count_parallel(rep, has_rep, def_, has_def, n, c, ltr, max_rep, max_def, counts, bads):
+    """counts[ch, M] per chunk of levels; bads[ch] = first bad level of the chunk or -1."""
+    nchunks = counts.shape[0]
+    for ch in prange(nchunks):
+        bads[ch] = _unravel_count_range(
+            rep, has_rep, def_, has_def, c, ltr, max_rep, max_def, counts[ch],
+            ch * n // nchunks, (ch + 1) * n // nchunks,
+        )
+
+
+@cpu_driver(parallel=True)
+def _unravel_fill_parallel(
+    rep, has_rep, def_, has_def, n, c, ltr, is_list, below, empty_level,
+    off_base, val_base, offsets_all, valid_all, starts, null_counts,
+):
+    """Fill per chunk; ``starts[ch, M]`` = entries of layer M before the chunk."""
+    nchunks = starts.shape[0]
+    nl = c.shape[0]
+    for ch in prange(nchunks):
+        _unravel_fill_range(
+            rep, has_rep, def_, has_def, c, ltr, is_list, below, empty_level, off_base, val_base,
+            offsets_all, valid_all, starts[ch], null_counts[ch], (nchunks - 1 - ch) * nl,
+            ch * n // nchunks, (ch + 1) * n // nchunks,
+        )
+
+
+@cpu_driver
+def _defs_le(def_, bound, out):
+    """out[i] = def_[i] <= bound; returns the number of False (nulls)."""
+    nulls = 0
+    for i in range(def_.shape[0]):
+        ok = def_[i] <= bound
+        out[i] = ok
+        nulls += 0 if ok else 1
+    return nulls
+
+
+@cpu_driver
+def _max_level(levels):
+    m = np.int64(0)
+    for i in range(levels.shape[0]):
+        v = np.int64(levels[i])
+        if v > m:
+            m = v
+    return m
+
+
+# --------------------------------------------------------------------------
+# CPU drivers: ravel (encoder direction)
+# --------------------------------------------------------------------------
+
+
+@cpu_driver
+def _ravel_item(defs, idx, special, validity, has_validity, null_level, n_entries):
+    """Apply an item layer's validity to the current levels.  Returns -1 or a bad index."""
+    for i in range(defs.shape[0]):
+        if special[i] or defs[i] != 0:
+            continue
+        j = idx[i]
+        if j < 0 or j >= n_entries:
+            return i
+        if has_validity and not validity[j]:
+            defs[i] = null_level
+    return -1
+
+
+@cpu_driver
+def _ravel_list_count(defs, idx, special, validity, has_validity, offsets, n_entries):
+    """Number of levels after expanding a list layer (or -1 if an index is bad)."""
+    total = 0
+    for i in range(defs.shape[0]):
+        if special[i] or defs[i] != 0:
+            total += 1
+            continue
+        j = idx[i]
+        if j < 0 or j >= n_entries:
+            return -1
+        if has_validity and not validity[j]:
+            total += 1
+            continue
+        length = offsets[j + 1] - offsets[j]
+        if length <= 0:
+            total += 1
+        else:
+            total += length
+    return total
+
+
+@cpu_driver
+def _ravel_list_fill(
+    reps, defs, idx, special, validity, has_validity, offsets, null_level, empty_level, rep_level,
+    new_reps, new_defs, new_idx, new_special,
+):
+    """Expand a list layer; mirrors Lance's ``SerializerContext::record_offsets``."""
+    w = 0
+    for i in range(defs.shape[0]):
+        r = reps[i]
+        list_level = r if r != 0 else rep_level
+        if special[i]:
+            new_reps[w] = r
+            new_defs[w] = defs[i]
+            new_idx[w] = -1
+            new_special[w] = True
+            w += 1
+            continue
+        if defs[i] != 0:
+            # masked by a null parent item: becomes a special (invisible) level
+            new_reps[w] = list_level
+            new_defs[w] = defs[i]
+            new_idx[w] = -1
+            new_special[w] = True
+            w += 1
+            continue
+        j = idx[i]
+        if has_validity and not validity[j]:
+            new_reps[w] = list_level
+            new_defs[w] = null_level
+            new_idx[w] = -1
+            new_special[w] = True
+            w += 1
+            continue
+        start = offsets[j]
+        length = offsets[j + 1] - start
+        if length <= 0:
+            new_reps[w] = list_level
+            new_defs[w] = empty_level
+            new_idx[w] = -1
+            new_special[w] = True
+            w += 1
+            continue
+        for t in range(length):
+            new_reps[w] = list_level if t == 0 else 0
+            new_defs[w] = 0
+            new_idx[w] = start + t
+            new_special[w] = False
+            w += 1
+    return w
+
+
+# --------------------------------------------------------------------------
+# CPU drivers: bitmaps
+# --------------------------------------------------------------------------
+
+
+@cpu_driver
+def _to_bitmap_cpu(valid, out):
+    n = valid.shape[0]
+    for b in range(out.shape[0]):
+        out[b] = _bitmap_byte(valid, n, b)
+
+
+@cpu_driver
+def _from_bitmap_cpu(bitmap, offset, out):
+    for i in range(out.shape[0]):
+        out[i] = _bitmap_bit(bitmap, offset, i)
+
+
+# --------------------------------------------------------------------------
+# GPU kernels
+# --------------------------------------------------------------------------
+
+
+@gpu_kernel
+def _unravel_flags_kernel(rep, has_rep, def_, has_def, n, c, ltr, max_rep, max_def, flags, err):
+    """flags[M * n + i] = 1 if level i has an entry at layer M."""
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    r = _level_at(rep, has_rep, i)
+    d = _level_at(def_, has_def, i)
+    nl = c.shape[0]
+    if not _level_ok(r, d, max_rep, max_def) or (i == 0 and r != max_rep):
+        cuda.atomic.or_(err, 0, ERR_BAD_LEVEL)
+        for m in range(nl):
+            flags[m * n + i] = 0
+        return
+    for m in range(nl):
+        flags[m * n + i] = 1 if _is_entry(r, d, ltr, c[m]) else 0
+
+
+@gpu_kernel
+def _unravel_scatter_kernel(
+    rep, has_rep, def_, has_def, n, c, ltr, is_list, below, empty_level,
+    excl, off_base, val_base, offsets_all, valid_all,
+):
+    """Write offsets / validity; excl is the exclusive scan of the flattened flags."""
+    i = cuda.grid(1)
+    nl = c.shape[0]
+    if i == 0:
+        for m in range(1, nl):
+            if is_list[m]:
+                length = excl[(m + 1) * n] - excl[m * n]
+                offsets_all[off_base[m] + length] = excl[m * n] - excl[(m - 1) * n]
+    if i >= n:
+        return
+    r = _level_at(rep, has_rep, i)
+    d = _level_at(def_, has_def, i)
+    for m in range(nl):
+        if _is_entry(r, d, ltr, c[m]):
+            p = excl[m * n + i] - excl[m * n]
+            if is_list[m]:
+                offsets_all[off_base[m] + p] = excl[(m - 1) * n + i] - excl[(m - 1) * n]
+            valid_all[val_base[m] + p] = _is_valid(d, below[m], empty_level[m])
+
+
+@gpu_kernel
+def _to_bitmap_kernel(valid, n, out):
+    b = cuda.grid(1)
+    if b < out.shape[0]:
+        out[b] = _bitmap_byte(valid, n, b)
+
+
+@gpu_kernel
+def _from_bitmap_kernel(bitmap, offset, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _bitmap_bit(bitmap, offset, i)
+
+
+# --------------------------------------------------------------------------
+# Public API: unravel
+# --------------------------------------------------------------------------
+
+_EMPTY_U16 = np.zeros(0, dtype=np.uint16)
+_LEVELS_PER_CHUNK = 1 << 16
+
+
+def _as_levels(levels, name):
+    if levels is None:
+        return None
+    arr = np.ascontiguousarray(levels)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        msg = f"{name} levels must be a 1-D integer array"
+        raise TypeError(msg)
+    if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
+        msg = f"{name} levels hold negative values"
+        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+    return arr
+
+
+def _num_levels(rep, def_, num_levels):
+    lens = {a.shape[0] for a in (rep, def_) if a is not None}
+    if len(lens) > 1:
+        msg = "rep and def levels differ in length"
+        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+    if lens:
+        n = lens.pop()
+        if num_levels is not None and int(num_levels) != n:
+            msg = f"expected {num_levels} levels, got {n}"
+            raise CorruptInputError(msg, ERR_BAD_LEVEL)
+        return n
+    if num_levels is None:
+        msg = "num_levels is required when both rep and def levels are absent"
+        raise ValueError(msg)
+    return int(num_levels)
+
+
+def _layout(tab, counts):
+    """Per-layer base offsets into the concatenated offsets / validity buffers."""
+    nl = tab.kinds.shape[0]
+    off_base = np.zeros(nl, dtype=np.int64)
+    val_base = np.zeros(nl, dtype=np.int64)
+    off_total = 0
+    val_total = 0
+    for m in range(nl):
+        val_base[m] = val_total
+        val_total += int(counts[m])
+        off_base[m] = off_total
+        if tab.is_list[m]:
+            off_total += int(counts[m]) + 1
+    return off_base, val_base, off_total, val_total
+
+
+def _check_structure(tab, rep):
+    if tab.max_rep and rep is None:
+        msg = "list layers need repetition levels"
+        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+    if not tab.max_rep and rep is not None:
+        msg = "repetition levels given but no list layer"
+        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+
+
+def _bad_level(tab, rep, def_, bad):
+    r = int(rep[bad]) if rep is not None else 0
+    d = int(def_[bad]) if def_ is not None else 0
+    msg = (
+        f"level {bad} (rep {r}, def {d}) is invalid for layers {tab.kinds.tolist()} "
+        f"(max rep {tab.max_rep}, max def {tab.max_def}; the first level must start a row)"
+    )
+    return CorruptInputError(msg, ERR_BAD_LEVEL)
+
+
+def _unravel_flat(def_, tab, n):
+    """No list layer: every level is an entry of every layer; validity is ``def <= below``."""
+    nl = tab.kinds.shape[0]
+    counts = np.full(nl, n, dtype=np.int64)
+    if def_ is not None and n:
+        top = _max_level(def_)
+        if top > tab.max_def:
+            bad = int(np.argmax(def_.astype(np.int64) > tab.max_def))
+            raise _bad_level(tab, None, def_, bad)
+    layers = []
+    for m in range(nl):
+        kind = int(tab.kinds[m])
+        validity = None
+        if def_ is not None and kind in _NULLABLE_KINDS:
+            v = np.empty(n, dtype=np.bool_)
+            if _defs_le(def_, tab.below[m], v):
+                validity = v
+        layers.append(LayerResult(kind, validity, None, n))
+    return layers, counts
+
+
+def _unravel_general(rep, def_, tab, n):
+    nl = tab.kinds.shape[0]
+    rep_a = rep if rep is not None else _EMPTY_U16
+    def_a = def_ if def_ is not None else _EMPTY_U16
+    has_rep = rep is not None
+    has_def = def_ is not None
+    nchunks = max(1, min(4 * numba.get_num_threads(), n // _LEVELS_PER_CHUNK))
+    chunk_counts = np.zeros((nchunks, nl), dtype=np.int64)
+    if nchunks == 1:
+        bad = _unravel_count_range(
+            rep_a, has_rep, def_a, has_def, tab.c, tab.ltr, tab.max_rep, tab.max_def, chunk_counts[0], 0, n
+        )
+    else:
+        bads = np.full(nchunks, -1, dtype=np.int64)
+        _unravel_count_parallel(
+            rep_a, has_rep, def_a, has_def, n, tab.c, tab.ltr, tab.max_rep, tab.max_def, chunk_counts, bads
+        )
+        bad = next((int(b) for b in bads if b >= 0), -1)
+    if bad >= 0:
+        raise _bad_level(tab, rep, def_, bad)
+    counts = chunk_counts.sum(axis=0)
+    starts = np.zeros_like(chunk_counts)
+    np.cumsum(chunk_counts[:-1], axis=0, out=starts[1:])
+    off_base, val_base, off_total, val_total = _layout(tab, counts)
+    # nchunks * nl scratch slots at the end of both buffers (see _fill_layer_range)
+    offsets_all = np.empty(off_total + nchunks * nl, dtype=np.int64)
+    valid_all = np.empty(val_total + nchunks * nl, dtype=np.bool_)
+    null_counts = np.zeros((nchunks, nl), dtype=np.int64)
+    args = (tab.c, tab.ltr, tab.is_list, tab.below, tab.empty_level, off_base, val_base, offsets_all, valid_all)
+    if nchunks == 1:
+        _unravel_fill_range(rep_a, has_rep, def_a, has_def, *args, starts[0], null_counts[0], 0, 0, n)
+    else:
+        _unravel_fill_parallel(rep_a, has_rep, def_a, has_def, n, *args, starts, null_counts)
+    for m in range(1, nl):
+        if tab.is_list[m]:
+            offsets_all[off_base[m] + counts[m]] = counts[m - 1]
+    nulls = null_counts.sum(axis=0)
+    layers = []
+    for m in range(nl):
+        cnt = int(counts[m])
+        kind = int(tab.kinds[m])
+        validity = None
+        if kind in _NULLABLE_KINDS and nulls[m]:
+            validity = valid_all[val_base[m] : val_base[m] + cnt]
+        offsets = None
+        if tab.is_list[m]:
+            offsets = offsets_all[off_base[m] : off_base[m] + cnt + 1]
+        layers.append(LayerResult(kind, validity, offsets, cnt))
+    return layers, counts
+
+
+def unravel_levels(rep, def_, layer_kinds, num_levels=None, num_rows=None):
+    """Turn rep/def levels into per-layer validity and offsets (CPU).
+
+    :param rep: ``uint16[n]`` repetition levels, or None (no list layer).
+    :param def_: ``uint16[n]`` definition levels, or None (nothing null or empty).
+    :param layer_kinds: layer kinds, inner-most first (see module docstring).
+    :param num_levels: number of levels; required when ``rep`` and ``def_`` are both None.
+    :param num_rows: optional expected number of rows (checked).
+    :returns: :class:`Unraveled` (``layers`` inner-most first).
+    :raises CorruptInputError: a level is out of range, the first level does
+        not start a row, or the row count does not match ``num_rows``.
+    """
+    tab = def_table(layer_kinds)
+    rep = _as_levels(rep, "repetition")
+    def_ = _as_levels(def_, "definition")
+    _check_structure(tab, rep)
+    n = _num_levels(rep, def_, num_levels)
+    if rep is None:
+        layers, counts = _unravel_flat(def_, tab, n)
+    else:
+        layers, counts = _unravel_general(rep, def_, tab, n)
+    rows = int(counts[-1])
+    if num_rows is not None and rows != int(num_rows):
+        msg = f"levels describe {rows} rows, expected {num_rows}"
+        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+    return Unraveled(layers, int(counts[0]), rows)
+
+
+def unravel_levels_gpu(rep, def_, layer_kinds, num_levels=None, num_rows=None, *, threads_per_block=256):
+    """GPU twin of :func:`unravel_levels`.
+
+    One flag kernel marks, for every (layer, level), whether the level has an
+    entry there; one exclusive scan over the flattened flags gives every
+    entry's position; one scatter kernel writes all offsets and validity.
+    Returned arrays are device arrays (CuPy if any input was CuPy).
+    """
+    tab = def_table(layer_kinds)
+    use_cp = _device.wants_cupy(rep, def_)
+    _check_structure(tab, rep)
+    d_rep = _device.to_device(rep) if rep is not None else None
+    d_def = _device.to_device(def_) if def_ is not None else None
+    n = _num_levels(d_rep, d_def, num_levels)
+    nl = tab.kinds.shape[0]
+    if d_rep is None:
+        d_rep = _device.to_device(np.zeros(1, dtype=np.uint16))
+    if d_def is None:
+        d_def = _device.to_device(np.zeros(1, dtype=np.uint16))
+    cuda_mod = _device.cuda_module()
+    d_c = cuda_mod.to_device(tab.c)
+    d_ltr = cuda_mod.to_device(tab.ltr)
+    flags = _device.device_empty(max(nl * n, 1), np.int32)
+    blocks, tpb = _device.launch_dims(n, threads_per_block)
+    if n:
+        err = new_error_flag()
+        _unravel_flags_kernel.get()[blocks, tpb](
+            d_rep, rep is not None, d_def, def_ is not None, np.int64(n), d_c, d_ltr,
+            np.int64(tab.max_rep), np.int64(tab.max_def), flags, err,
+        )
+        raise_if_flagged(err, "unravel_levels_gpu")
+    excl, _total = _device.exclusive_scan(flags[: nl * n])
+    # Layer boundaries of the flattened scan: excl[m * n] for m = 0..nl.
+    bounds = np.array([int(_device.to_host(excl[m * n : m * n + 1])[0]) for m in range(nl + 1)])
+    counts = np.diff(bounds)
+    off_base, val_base, off_total, val_total = _layout(tab, counts)
+    offsets_all = _device.device_zeros(max(off_total, 1), np.int64)
+    valid_all = _device.device_empty(max(val_total, 1), np.bool_)
+    _unravel_scatter_kernel.get()[blocks, tpb](
+        d_rep, rep is not None, d_def, def_ is not None, np.int64(n), d_c, d_ltr,
+        cuda_mod.to_device(tab.is_list), cuda_mod.to_device(tab.below), cuda_mod.to_device(tab.empty_level),
+        excl, cuda_mod.to_device(off_base), cuda_mod.to_device(val_base), offsets_all, valid_all,
+    )
+    cp = _device.get_cupy()
+    layers = []
+    for m in range(nl):
+        cnt = int(counts[m])
+        kind = int(tab.kinds[m])
+        validity = None
+        if kind in _NULLABLE_KINDS and cnt:
+            v = valid_all[val_base[m] : val_base[m] + cnt]
+            all_valid = bool(cp.asarray(v).all()) if cp is not None else bool(_device.to_host(v).all())
+            if not all_valid:
+                validity = _device.as_output(v, use_cp)
+        offsets = None
+        if tab.is_list[m]:
+            offsets = _device.as_output(offsets_all[off_base[m] : off_base[m] + cnt + 1], use_cp)
+        layers.append(LayerResult(kind, validity, offsets, cnt))
+    rows = int(counts[-1])
+    if num_rows is not None and rows != int(num_rows):
+        msg = f"levels describe {rows} rows, expected {num_rows}"
+        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+    return Unraveled(layers, int(counts[0]), rows)
+
+
+# --------------------------------------------------------------------------
+# Public API: ravel (encoder direction)
+# --------------------------------------------------------------------------
+
+
+def _layer_kind(is_list_layer, validity, offsets):
+    has_nulls = validity is not None and not bool(np.all(validity))
+    if not is_list_layer:
+        return NULLABLE_ITEM if has_nulls else ALL_VALID_ITEM
+    lengths = np.diff(offsets)
+    empty = lengths == 0
+    if validity is not None:
+        empty &= validity
+    has_empty = bool(empty.any())
+    if has_nulls and has_empty:
+        return NULL_AND_EMPTY_LIST
+    if has_nulls:
+        return NULLABLE_LIST
+    if has_empty:
+        return EMPTYABLE_LIST
+    return ALL_VALID_LIST
+
+
+def _kind_allows(kind, computed):
+    """Can a forced layer kind hold what the data needs (``computed``)?"""
+    need_null = computed in _NULLABLE_KINDS
+    need_empty = computed in (EMPTYABLE_LIST, NULL_AND_EMPTY_LIST)
+    if (kind in _LIST_KINDS) != (computed in _LIST_KINDS):
+        return False
+    if need_null and kind not in _NULLABLE_KINDS:
+        return False
+    return not (need_empty and kind not in (EMPTYABLE_LIST, NULL_AND_EMPTY_LIST))
+
+
+def ravel_levels(layers, num_rows, layer_kinds=None):
+    """Build rep/def levels from per-layer validity and offsets (encoder direction).
+
+    :param layers: sequence, inner-most first, of ``(validity, offsets)``
+        pairs: ``validity`` is a bool array (one per entry of that layer) or
+        None; ``offsets`` is an integer ``[entries + 1]`` array into the next
+        inner layer's entries for a list layer, None for an item layer
+        (struct or leaf).  A struct's child layer has the struct's entries;
+        Arrow offsets under null lists may be non-empty (they are ignored).
+    :param num_rows: entries of the outer-most layer.
+    :param layer_kinds: optional kinds to use instead of the ones derived from
+        the data (e.g. ``NULLABLE_ITEM`` for a column declared nullable); they
+        must be able to represent the data.
+    :returns: :class:`Raveled` with ``rep`` / ``def_`` (uint16, None when not
+        needed), the layer kinds and ``value_index``: for every visible value
+        slot, the entry of the leaf layer (layer 0) it holds (null slots
+        included, in level order).
+    """
+    nl = len(layers)
+    if nl == 0:
+        msg = "at least one layer is needed"
+        raise ValueError(msg)
+    vals = []
+    offs = []
+    for m, (validity, offsets) in enumerate(layers):
+        v = None if validity is None else np.ascontiguousarray(validity, dtype=np.bool_)
+        o = None if offsets is None else np.ascontiguousarray(offsets, dtype=np.int64)
+        if m == 0 and o is not None:
+            msg = "the inner-most layer must be an item layer (offsets=None)"
+            raise ValueError(msg)
+        vals.append(v)
+        offs.append(o)
+    kinds = np.array([_layer_kind(offs[m] is not None, vals[m], offs[m]) for m in range(nl)], dtype=np.int64)
+    if layer_kinds is not None:
+        forced = np.asarray(layer_kinds, dtype=np.int64).reshape(-1)
+        if forced.shape[0] != nl:
+            msg = f"layer_kinds has {forced.shape[0]} entries for {nl} layers"
+            raise ValueError(msg)
+        for m in range(nl):
+            if not _kind_allows(int(forced[m]), int(kinds[m])):
+                msg = f"layer {m}: kind {int(forced[m])} cannot represent this data (needs {int(kinds[m])})"
+                raise ValueError(msg)
+        kinds = forced
+    tab = def_table(kinds)
+    num_rows = int(num_rows)
+    reps = np.full(num_rows, tab.max_rep, dtype=np.int64)
+    defs = np.zeros(num_rows, dtype=np.int64)
+    idx = np.arange(num_rows, dtype=np.int64)
+    special = np.zeros(num_rows, dtype=np.bool_)
+    n_entries = num_rows
+    dummy_valid = np.ones(0, dtype=np.bool_)
+    for m in range(nl - 1, -1, -1):
+        v = vals[m]
+        has_v = v is not None
+        if has_v and v.shape[0] != n_entries:
+            msg = f"layer {m}: validity has {v.shape[0]} entries, expected {n_entries}"
+            raise ValueError(msg)
+        if not tab.is_list[m]:
+            bad = _ravel_item(defs, idx, special, v if has_v else dummy_valid, has_v, tab.null_level[m], n_entries)
+            if bad >= 0:
+                msg = f"layer {m}: entry index out of range"
+                raise ValueError(msg)
+            continue
+        o = offs[m]
+        if o.shape[0] != n_entries + 1:
+            msg = f"layer {m}: offsets have {o.shape[0]} entries, expected {n_entries + 1}"
+            raise ValueError(msg)
+        total = _ravel_list_count(defs, idx, special, v if has_v else dummy_valid, has_v, o, n_entries)
+        if total < 0:
+            msg = f"layer {m}: entry index out of range"
+            raise ValueError(msg)
+        new_reps = np.empty(total, dtype=np.int64)
+        new_defs = np.empty(total, dtype=np.int64)
+        new_idx = np.empty(total, dtype=np.int64)
+        new_special = np.empty(total, dtype=np.bool_)
+        _ravel_list_fill(
+            reps, defs, idx, special, v if has_v else dummy_valid, has_v, o,
+            tab.null_level[m], tab.empty_level[m], tab.c[m], new_reps, new_defs, new_idx, new_special,
+        )
+        reps, defs, idx, special = new_reps, new_defs, new_idx, new_special
+        n_entries = int(o[-1]) if o.shape[0] else 0
+        if n_entries < 0:
+            msg = f"layer {m}: negative offsets"
+            raise ValueError(msg)
+    value_index = idx[~special]
+    rep_out = reps.astype(np.uint16) if tab.max_rep else None
+    def_out = defs.astype(np.uint16) if tab.max_def else None
+    return Raveled(rep_out, def_out, kinds.astype(np.uint8), value_index, int(reps.shape[0]))
+
+
+# --------------------------------------------------------------------------
+# Public API: bitmaps
+# --------------------------------------------------------------------------
+
+
+def validity_to_bitmap(validity):
+    """Bool array -> Arrow validity bitmap (``uint8[ceil(n / 8)]``, LSB first, zero padded)."""
+    valid = np.ascontiguousarray(validity, dtype=np.bool_).reshape(-1)
+    out = np.empty((valid.shape[0] + 7) // 8, dtype=np.uint8)
+    _to_bitmap_cpu(valid, out)
+    return out
+
+
+def bitmap_to_validity(bitmap, length, offset=0):
+    """Arrow validity bitmap -> bool array of ``length`` items starting at bit ``offset``."""
+    bm = np.ascontiguousarray(bitmap).view(np.uint8).reshape(-1)
+    length = int(length)
+    offset = int(offset)
+    if offset < 0 or length < 0 or offset + length > bm.shape[0] * 8:
+        msg = f"bitmap of {bm.shape[0]} bytes is too short for {length} bits at offset {offset}"
+        raise CorruptInputError(msg)
+    out = np.empty(length, dtype=np.bool_)
+    _from_bitmap_cpu(bm, offset, out)
+    return out
+
+
+def validity_to_bitmap_gpu(validity, *, threads_per_block=256):
+    """GPU twin of :func:`validity_to_bitmap` (one thread per output byte)."""
+    use_cp = _device.wants_cupy(validity)
+    d_valid = _device.to_device(validity)
+    n = d_valid.shape[0]
+    nbytes = (n + 7) // 8
+    out = _device.device_empty(nbytes, np.uint8)
+    if nbytes:
+        blocks, tpb = _device.launch_dims(nbytes, threads_per_block)
+        _to_bitmap_kernel.get()[blocks, tpb](d_valid, np.int64(n), out)
+    return _device.as_output(out, use_cp)
+
+
+def bitmap_to_validity_gpu(bitmap, length, offset=0, *, threads_per_block=256):
+    """GPU twin of :func:`bitmap_to_validity` (one thread per output item)."""
+    use_cp = _device.wants_cupy(bitmap)
+    d_bm = _device.to_device(bitmap, np.uint8)
+    length = int(length)
+    offset = int(offset)
+    if offset < 0 or length < 0 or offset + length > d_bm.shape[0] * 8:
+        msg = f"bitmap of {d_bm.shape[0]} bytes is too short for {length} bits at offset {offset}"
+        raise CorruptInputError(msg)
+    out = _device.device_empty(length, np.bool_)
+    if length:
+        blocks, tpb = _device.launch_dims(length, threads_per_block)
+        _from_bitmap_kernel.get()[blocks, tpb](d_bm, np.int64(offset), out)
+    return _device.as_output(out, use_cp)
+

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Choosing where to decode: ``device="auto" | "gpu" | "cpu"``.
+
+``auto`` decodes on the GPU when CuPy sees a usable CUDA device and the GPU decoder is
+available, and on the CPU otherwise, warning once per reason.  ``gpu`` raises
+:class:`~lance_gpu.errors.GpuUnavailableError` when that is not possible.  Nothing here
+imports CUDA libraries at module import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+from lance_gpu.errors import GpuUnavailableError
+
+DEVICES = ("auto", "gpu", "cpu")
+
+
+class GpuFallbackWarning(UserWarning):
+    """``device="auto"`` decoded on the CPU; the message says why."""
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_unusable_reason() -> str | None:
+    """Why the GPU path cannot run here, or None when it can."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "CUDA_VISIBLE_DEVICES hides every GPU"
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:  # ImportError, or a CUDA library load failure
+        return f"CuPy is not usable ({type(exc).__name__}: {exc})"
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device is visible"
+    except Exception as exc:
+        return f"no usable CUDA device ({type(exc).__name__}: {exc})"
+    try:
+        import lance_gpu.gpu  # noqa: F401
+    except ImportError:
+        return "this build of lance-gpu has no GPU decoder yet"
+    return None
+
+
+_warned: set[str] = set()
+
+
+def resolve_device(device: str) -> str:
+    """Return "gpu" or "cpu" for a user's ``device`` choice."""
+    if device not in DEVICES:
+        msg = f"device must be one of {DEVICES}, not {device!r}"
+        raise ValueError(msg)
+    if device == "cpu":
+        return "cpu"
+    reason = gpu_unusable_reason()
+    if reason is None:
+        return "gpu"
+    if device == "gpu":
+        msg = f"device='gpu' requested but the GPU cannot be used: {reason}"
+        raise GpuUnavailableError(msg)
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"lance_gpu: decoding on the CPU because {reason}", GpuFallbackWarning, stacklevel=3)
+    return "cpu"

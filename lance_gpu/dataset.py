@@ -1,0 +1,403 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The user-facing dataset: pylance's read API over our table and file layers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_gpu._device import resolve_device
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import CorruptFileError, SchemaMismatchError
+from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.table.deletion import read_deletion_file
+from lance_gpu.table.features import check_reader_flags
+from lance_gpu.table.manifest import dataset_path, list_versions, read_manifest_file, resolve_manifest
+from lance_gpu.table.rowids import read_fragment_row_ids
+from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
+
+ROW_ID = "_rowid"
+DEFAULT_BATCH_SIZE = 1024
+_THREADS = max(1, min(8, os.cpu_count() or 1))
+
+
+def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *, device: str = "auto") -> LanceDataset:
+    """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag)."""
+    return LanceDataset(uri, version, device=device)
+
+
+@dataclass(slots=True)
+class _FieldSource:
+    """Where one top-level field of a fragment lives."""
+
+    path: str  # data file
+    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first
+    version: FileVersion | None = None
+
+
+class LanceFragment:
+    """One fragment of a dataset version: data files, deletions, row ids."""
+
+    def __init__(self, ds: LanceDataset, pb: table_pb2.DataFragment) -> None:
+        self._ds = ds
+        self.pb = pb
+        self.fragment_id = int(pb.id)
+        self.physical_rows = int(pb.physical_rows)
+        self._readers: dict[str, LanceFileReader] = {}
+
+    def __repr__(self) -> str:
+        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+    @cached_property
+    def deleted_rows(self) -> np.ndarray:
+        """Sorted physical offsets of deleted rows (uint32)."""
+        if not self.pb.HasField("deletion_file"):
+            return np.zeros(0, np.uint32)
+        return read_deletion_file(self._ds.uri, self.fragment_id, self.pb.deletion_file)
+
+    @cached_property
+    def live_rows(self) -> np.ndarray | None:
+        """Physical offsets of the rows not deleted, or None when nothing is deleted."""
+        deleted = self.deleted_rows
+        if deleted.size == 0:
+            return None
+        keep = np.ones(self.physical_rows, np.bool_)
+        if deleted.size and int(deleted[-1]) >= self.physical_rows:
+            raise CorruptFileError(self._ds.uri, f"fragment {self.fragment_id} deletes row {int(deleted[-1])} of {self.physical_rows}")
+        keep[deleted] = False
+        return np.flatnonzero(keep)
+
+    def count_rows(self) -> int:
+        return self.physical_rows - int(self.deleted_rows.size)
+
+    @cached_property
+    def row_ids(self) -> np.ndarray:
+        """Row id of every physical row: stable ids if the dataset has them, else addresses."""
+        ids = read_fragment_row_ids(self._ds.uri, self.pb)
+        if ids is not None:
+            return ids
+        return (np.uint64(self.fragment_id) << np.uint64(32)) | np.arange(self.physical_rows, dtype=np.uint64)
+
+    def _reader(self, path: str) -> LanceFileReader:
+        r = self._readers.get(path)
+        if r is None:
+            r = LanceFileReader(path)
+            if r.num_rows != self.physical_rows:
+                raise CorruptFileError(path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
+            self._readers[path] = r
+        return r
+
+    def _source(self, field: LanceField) -> _FieldSource:
+        data_dir = os.path.join(self._ds.uri, "data")
+        ids = [f.id for f in field.walk()]
+        leaf_ids = [f.id for f in field.walk() if f.is_leaf]
+        for df in self.pb.files:
+            cmap = column_index_map(df, self._ds.lance_schema)
+            path = os.path.join(data_dir, df.path)
+            if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
+                return _FieldSource(path, [cmap[i] for i in ids], FileVersion(2, 0))
+            if leaf_ids and all(i in cmap for i in leaf_ids):
+                return _FieldSource(path, [cmap[i] for i in leaf_ids])
+        raise CorruptFileError(self._ds.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
+
+    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
+        """Read one top-level field, for all physical rows or the sorted ``rows``."""
+        src = self._source(field)
+        reader = self._reader(src.path)
+        if reader.version == FileVersion(2, 0):
+            from lance_gpu.file.v2_0 import read_field as read_v20
+
+            if rows is None:
+                return read_v20(reader, arrow_field, src.columns, None)
+            if rows.size == 0:
+                return read_v20(reader, arrow_field, src.columns, (0, 0))
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            return read_v20(reader, arrow_field, src.columns, (lo, hi)).take(pa.array(rows - lo))
+        from lance_gpu.file.reader import read_field, take_field
+
+        if rows is None:
+            return read_field(reader, arrow_field, src.columns)
+        return take_field(reader, arrow_field, src.columns, rows)
+
+    def rows_to_read(self, offsets: np.ndarray | None = None) -> np.ndarray | None:
+        """Physical rows to read: all live rows (None = every row) or the given offsets."""
+        if offsets is not None:
+            return offsets
+        return self.live_rows
+
+
+class LanceDataset:
+    """A Lance dataset at one version, read with pylance's API."""
+
+    def __init__(self, uri: str | os.PathLike[str], version: int | str | None = None, *, device: str = "auto") -> None:
+        self.uri = os.fspath(dataset_path(uri))
+        self._device = device
+        info = resolve_manifest(self.uri, version)
+        mf = read_manifest_file(info.path)
+        self._manifest_path = info.path
+        self.manifest = mf.manifest
+        self.manifest_file = mf
+        check_reader_flags(self.manifest.reader_feature_flags, info.path)
+        self.lance_schema = LanceSchema.from_manifest(self.manifest, info.path)
+        self.fragments = [LanceFragment(self, f) for f in self.manifest.fragments]
+
+    def __repr__(self) -> str:
+        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest.version)
+
+    @property
+    def latest_version(self) -> int:
+        return list_versions(self.uri)[-1].version
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        return self.lance_schema.to_arrow()
+
+    @property
+    def data_storage_version(self) -> str:
+        return self.manifest.data_format.version or "2.0"
+
+    def versions(self) -> list[dict]:
+        """Every committed version: ``version``, ``timestamp`` and ``metadata``, oldest first."""
+        out = []
+        for info in list_versions(self.uri):
+            ts = info.timestamp.replace(tzinfo=None)
+            out.append({"version": info.version, "timestamp": ts, "metadata": {}})
+        return out
+
+    def checkout_version(self, version: int | str) -> LanceDataset:
+        return LanceDataset(self.uri, version, device=self._device)
+
+    def get_fragments(self) -> list[LanceFragment]:
+        return list(self.fragments)
+
+    def count_rows(self, filter: str | pc.Expression | None = None) -> int:
+        if filter is None:
+            return sum(f.count_rows() for f in self.fragments)
+        return self.to_table(columns=[], filter=filter).num_rows
+
+    @property
+    def index_metadata(self) -> list:
+        """Index metadata of this version (kept, not used for reading)."""
+        section = self.manifest_file.index_section
+        return list(section.indices) if section is not None else []
+
+    def list_indices(self) -> list[dict]:
+        return [{"name": i.name, "uuid": i.uuid.uuid.hex() if i.HasField("uuid") else "", "fields": list(i.fields)} for i in self.index_metadata]
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _projection(self, columns: Sequence[str] | None) -> tuple[list[LanceField], pa.Schema]:
+        if columns is None:
+            fields = list(self.lance_schema.fields)
+            return fields, self.schema
+        names = list(columns)
+        top = {f.name: f for f in self.lance_schema.fields}
+        out = []
+        for name in names:
+            if name in top:
+                out.append(top[name])
+                continue
+            head = name.split(".", 1)[0]
+            if head not in top:
+                msg = f"column {name!r} is not in the dataset's schema {self.schema.names}"
+                raise SchemaMismatchError(msg)
+            out.append(top[head])
+        projected = self.lance_schema.project(names).to_arrow() if names else pa.schema([])
+        return out, projected
+
+    def _read_fragment(
+        self, frag: LanceFragment, fields: list[LanceField], rows: np.ndarray | None, pool: ThreadPoolExecutor | None
+    ) -> list[pa.Array]:
+        arrow_fields = {f.name: af for f, af in zip(self.lance_schema.fields, self.schema)}
+        if pool is None:
+            return [frag.read_field(f, arrow_fields[f.name], rows) for f in fields]
+        futures = [pool.submit(frag.read_field, f, arrow_fields[f.name], rows) for f in fields]
+        return [fu.result() for fu in futures]
+
+    def _fragment_table(
+        self,
+        frag: LanceFragment,
+        fields: list[LanceField],
+        rows: np.ndarray | None,
+        with_row_id: bool,
+        pool: ThreadPoolExecutor | None,
+    ) -> pa.Table:
+        arrays = self._read_fragment(frag, fields, rows, pool)
+        names = [f.name for f in fields]
+        n = frag.physical_rows if rows is None else rows.size
+        table = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({}).append_column("_", pa.nulls(n)).drop(["_"])
+        if with_row_id:
+            ids = frag.row_ids if rows is None else frag.row_ids[rows]
+            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
+        return table
+
+    def _finish(self, table: pa.Table, projected: pa.Schema, columns: Sequence[str] | None, with_row_id: bool) -> pa.Table:
+        """Shape the read top-level fields into the projected schema."""
+        if columns is None:
+            return table
+        arrays = []
+        for f in projected:
+            col = table.column(f.name)
+            if col.type != f.type:
+                col = _project_nested(col, f.type)
+            arrays.append(col)
+        names = list(projected.names)
+        if with_row_id:
+            arrays.append(table.column(ROW_ID))
+            names.append(ROW_ID)
+        return pa.Table.from_arrays(arrays, names=names)
+
+    def to_table(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        *,
+        with_row_id: bool = False,
+        limit: int | None = None,
+        offset: int | None = None,
+        device: str | None = None,
+    ) -> pa.Table:
+        """Read the dataset (or the given columns) into one Arrow table; deleted rows never appear."""
+        resolve_device(device or self._device)
+        batches = list(self._scan(columns, filter, with_row_id))
+        schema = self._result_schema(columns, with_row_id)
+        table = pa.Table.from_batches([], schema=schema) if not batches else pa.concat_tables(batches)
+        if offset or limit is not None:
+            table = table.slice(offset or 0, limit)
+        return table
+
+    def _result_schema(self, columns: Sequence[str] | None, with_row_id: bool) -> pa.Schema:
+        _fields, projected = self._projection(columns)
+        if with_row_id:
+            projected = projected.append(pa.field(ROW_ID, pa.uint64(), nullable=True))
+        return projected
+
+    def _scan(
+        self,
+        columns: Sequence[str] | None,
+        filter: str | pc.Expression | None,
+        with_row_id: bool,
+    ) -> Iterator[pa.Table]:
+        fields, projected = self._projection(columns)
+        compiled = None
+        read_fields = list(fields)
+        if filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            compiled = parse_filter(filter, self.schema)
+            have = {f.name for f in read_fields}
+            top = {f.name: f for f in self.lance_schema.fields}
+            for name in compiled.columns:
+                if name not in have and name in top:
+                    read_fields.append(top[name])
+                    have.add(name)
+        with ThreadPoolExecutor(_THREADS) as pool:
+            futures = [
+                pool.submit(self._fragment_table, frag, read_fields, frag.rows_to_read(), with_row_id, None)
+                for frag in self.fragments
+            ]
+            for fu in futures:
+                table = fu.result()
+                if compiled is not None:
+                    table = compiled.apply(table)
+                yield self._finish(table, projected, columns, with_row_id)
+
+    def to_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_id: bool = False,
+        device: str | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream record batches of at most ``batch_size`` rows, fragment by fragment."""
+        resolve_device(device or self._device)
+        fields, projected = self._projection(columns)
+        compiled = None
+        read_fields = list(fields)
+        if filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            compiled = parse_filter(filter, self.schema)
+            have = {f.name for f in read_fields}
+            top = {f.name: f for f in self.lance_schema.fields}
+            read_fields += [top[n] for n in compiled.columns if n not in have and n in top]
+        window = max(batch_size, 1)
+        for frag in self.fragments:
+            live = frag.rows_to_read()
+            if live is None:
+                live = np.arange(frag.physical_rows, dtype=np.int64)
+            for start in range(0, live.size, window):
+                rows = live[start : start + window]
+                table = self._fragment_table(frag, read_fields, rows, with_row_id, None)
+                if compiled is not None:
+                    table = compiled.apply(table)
+                table = self._finish(table, projected, columns, with_row_id)
+                yield from table.to_batches(max_chunksize=batch_size)
+
+    def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None, *, with_row_id: bool = False) -> pa.Table:
+        """Rows at the given positions (0-based, counting live rows across fragments in order)."""
+        idx = np.asarray(indices.to_numpy() if isinstance(indices, (pa.Array, pa.ChunkedArray)) else indices, dtype=np.int64)
+        fields, projected = self._projection(columns)
+        counts = np.array([f.count_rows() for f in self.fragments], np.int64)
+        starts = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        total = int(starts[-1])
+        if idx.size and (idx.min() < 0 or idx.max() >= total):
+            msg = f"take index out of range for a dataset of {total} rows"
+            raise IndexError(msg)
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1
+        parts = []
+        with ThreadPoolExecutor(_THREADS) as pool:
+            futures = []
+            for fi in np.unique(frag_of):
+                frag = self.fragments[int(fi)]
+                local = sorted_idx[frag_of == fi] - starts[fi]
+                live = frag.live_rows
+                phys = local if live is None else live[local]
+                uniq, inverse = np.unique(phys, return_inverse=True)
+                futures.append((pool.submit(self._fragment_table, frag, fields, uniq, with_row_id, pool), inverse))
+            for fu, inverse in futures:
+                t = fu.result()
+                parts.append(t.take(pa.array(inverse)) if inverse.size != t.num_rows or not np.array_equal(inverse, np.arange(inverse.size)) else t)
+        schema_cols = [f.name for f in fields] + ([ROW_ID] if with_row_id else [])
+        if not parts:
+            return pa.Table.from_batches([], schema=self._result_schema(columns, with_row_id))
+        table = pa.concat_tables(parts)
+        # Back to the caller's order.
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        table = table.take(pa.array(inv)).select(schema_cols)
+        return self._finish(table, projected, columns, with_row_id)
+
+
+def _project_nested(col: pa.ChunkedArray | pa.Array, target: pa.DataType):
+    """Keep only the struct children named in ``target`` (for dotted column projections)."""
+    def one(arr: pa.Array) -> pa.Array:
+        if pa.types.is_struct(arr.type) and pa.types.is_struct(target):
+            kids = []
+            for f in target:
+                child = arr.field(f.name)
+                kids.append(_project_nested(child, f.type) if child.type != f.type else child)
+            return pa.StructArray.from_arrays(kids, fields=list(target), mask=arr.is_null() if arr.null_count else None)
+        return arr.cast(target)
+
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([one(c) for c in col.chunks], type=target)
+    return one(col)

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Decoded data blocks: what every compressive decoder returns.
+
+A block is the flat, buffer-level result of undoing one compressive encoding, before
+structure (validity, lists, structs) is applied:
+
+* :class:`FixedWidthBlock` holds ``num_values`` values of ``bits_per_value`` bits each.
+  Widths that are whole bytes are stored as a little-endian byte array of
+  ``num_values * bits_per_value / 8`` bytes (viewable as a numpy dtype); 1-bit values
+  (booleans) are an LSB-first bitmap of ``ceil(num_values / 8)`` bytes.
+* :class:`VariableWidthBlock` holds ``num_values`` byte strings as ``offsets`` (int64,
+  ``num_values + 1`` entries, ``offsets[0] == 0``) into ``data``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_gpu.errors import CorruptFileError
+
+
+@dataclass(slots=True)
+class FixedWidthBlock:
+    data: np.ndarray  # uint8, or a typed view of the same bytes
+    bits_per_value: int
+    num_values: int
+
+    def as_bytes(self) -> np.ndarray:
+        return self.data.view(np.uint8) if self.data.dtype != np.uint8 else self.data
+
+    def as_uint(self) -> np.ndarray:
+        """The values as unsigned integers of their own width (8, 16, 32 or 64 bits)."""
+        dt = _UINT_BY_BITS.get(self.bits_per_value)
+        if dt is None:
+            msg = f"no integer view for {self.bits_per_value}-bit values"
+            raise ValueError(msg)
+        return self.as_bytes()[: self.num_values * (self.bits_per_value // 8)].view(dt)
+
+
+@dataclass(slots=True)
+class VariableWidthBlock:
+    offsets: np.ndarray  # int64, num_values + 1, starting at 0
+    data: np.ndarray  # uint8
+
+    @property
+    def num_values(self) -> int:
+        return len(self.offsets) - 1
+
+
+Block = FixedWidthBlock | VariableWidthBlock
+
+_UINT_BY_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def uint_dtype(bits: int, path: object = "<page>") -> np.dtype:
+    dt = _UINT_BY_BITS.get(bits)
+    if dt is None:
+        raise CorruptFileError(path, f"unexpected integer width of {bits} bits")
+    return np.dtype(dt)
+
+
+def concat_blocks(blocks: list[Block]) -> Block:
+    """Concatenate blocks of the same kind (pages of one column)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    first = blocks[0]
+    if isinstance(first, VariableWidthBlock):
+        sizes = [b.data.size for b in blocks]  # type: ignore[union-attr]
+        shifts = np.cumsum([0, *sizes[:-1]])
+        offsets = np.concatenate(
+            [first.offsets[:1].astype(np.int64)]
+            + [b.offsets[1:].astype(np.int64) + s for b, s in zip(blocks, shifts)]
+        )
+        data = np.concatenate([b.data for b in blocks])  # type: ignore[union-attr]
+        return VariableWidthBlock(offsets, data)
+    bits = first.bits_per_value
+    n = sum(b.num_values for b in blocks)
+    if bits == 1:
+        bools = np.concatenate(
+            [np.unpackbits(b.as_bytes(), bitorder="little")[: b.num_values] for b in blocks]  # type: ignore[union-attr]
+        )
+        return FixedWidthBlock(np.packbits(bools, bitorder="little"), 1, n)
+    nbytes = bits // 8
+    data = np.concatenate([b.as_bytes()[: b.num_values * nbytes] for b in blocks])  # type: ignore[union-attr]
+    return FixedWidthBlock(data, bits, n)

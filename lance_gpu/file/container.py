@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Lance v2 data-file container (file versions 2.0 to 2.3).
+
+File order::
+
+    data buffers (pages, column buffers; each 64-byte aligned by pylance)
+    global buffers (buffer 0 = lance.file.FileDescriptor)
+    column metadata (one lance.file.v2.ColumnMetadata per column, back to back)   <- A
+    column-metadata offset table: per column  u64 position, u64 size            <- B
+    global-buffer offset table:   per buffer  u64 position, u64 size            <- C
+    footer, 40 bytes LE: u64 A | u64 B | u64 C | u32 num_global_buffers |
+                         u32 num_columns | u16 major | u16 minor | "LANC"
+
+Footer versions: (0, 3) and (2, 0) are file version 2.0; (2, 1), (2, 2), (2, 3) as named;
+(0, <=2) is the legacy v1 layout, whose footer is only 16 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from google.protobuf.any_pb2 import Any
+from google.protobuf.message import DecodeError
+
+from lance_gpu._proto import file2_pb2, file_pb2
+from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+from lance_gpu.file.io import RangeReader
+
+MAGIC = b"LANC"
+FOOTER_SIZE = 40
+# How much of the file's tail to read at once: usually footer, tables and metadata.
+TAIL_READ = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FileVersion:
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+def file_version_from_footer(major: int, minor: int, path: object) -> FileVersion:
+    if major == 0 and minor <= 2:
+        msg = (
+            f"{path}: legacy Lance file format (footer version {major}.{minor}, "
+            "written as data_storage_version='legacy' / 0.1) is not supported"
+        )
+        raise UnsupportedEncodingError(msg)
+    if (major, minor) in ((0, 3), (2, 0)):
+        return FileVersion(2, 0)
+    if major == 2 and minor in (1, 2):
+        return FileVersion(2, minor)
+    if major == 2 and minor == 3:
+        msg = f"{path}: Lance file version 2.3 (unstable, PlanarLayout pages) is not supported"
+        raise UnsupportedEncodingError(msg)
+    raise CorruptFileError(path, f"unknown file version {major}.{minor} in the footer")
+
+
+@dataclass(slots=True)
+class PageInfo:
+    """One page of one column: where its buffers are and how it is encoded."""
+
+    buffer_offsets: tuple[int, ...]
+    buffer_sizes: tuple[int, ...]
+    num_rows: int
+    first_row: int  # the page's ``priority``: index of its first top-level row in the file
+    encoding: Any  # google.protobuf.Any (type_url dispatches the decoder)
+
+
+@dataclass(slots=True)
+class ColumnInfo:
+    index: int
+    pages: list[PageInfo]
+    buffer_offsets: tuple[int, ...]
+    buffer_sizes: tuple[int, ...]
+    encoding: Any | None
+
+
+def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | None:
+    """Return the ``google.protobuf.Any`` an ``Encoding`` carries directly."""
+    kind = enc.WhichOneof("location")
+    if kind is None or kind == "none":
+        return None
+    if kind == "indirect":
+        msg = f"{path}: {what} uses a deferred (indirect) encoding, which is not supported"
+        raise UnsupportedEncodingError(msg)
+    anymsg = Any()
+    try:
+        anymsg.ParseFromString(enc.direct.encoding)
+    except DecodeError as exc:
+        raise CorruptFileError(path, f"{what}: bad encoding protobuf ({exc})") from exc
+    return anymsg
+
+
+class LanceFileReader:
+    """Reads the structure of one v2 data file and byte ranges out of it."""
+
+    def __init__(self, path: str | os.PathLike[str], reader: RangeReader | None = None) -> None:
+        self.path = os.fspath(path)
+        self.io = reader or RangeReader(self.path)
+        size = self.io.size
+        if size < FOOTER_SIZE:
+            # A legacy file may still be this small; check its 16-byte footer's version first.
+            if size >= 16:
+                tail16 = self.io.read(size - 16, 16).tobytes()
+                if tail16[-4:] == MAGIC:
+                    major, minor = struct.unpack_from("<HH", tail16, 8)
+                    file_version_from_footer(major, minor, self.path)
+            raise CorruptFileError(self.path, f"file of {size} bytes is too small for a Lance footer")
+        tail_start = max(0, size - TAIL_READ)
+        tail = self.io.read(tail_start, size - tail_start).tobytes()
+        if tail[-4:] != MAGIC:
+            raise CorruptFileError(self.path, "missing LANC magic at the end of the file")
+        major, minor = struct.unpack_from("<HH", tail, len(tail) - 8)
+        self.version = file_version_from_footer(major, minor, self.path)
+        a, b, c, ngb, ncols = struct.unpack_from("<QQQII", tail, len(tail) - FOOTER_SIZE)
+        footer_start = size - FOOTER_SIZE
+        if not (a <= b <= c <= footer_start) or c + 16 * ngb > footer_start or b + 16 * ncols > c:
+            raise CorruptFileError(self.path, "footer offsets are inconsistent with the file size")
+        self.num_columns = ncols
+        self.num_global_buffers = ngb
+
+        def grab(off: int, n: int) -> bytes:
+            if off >= tail_start:
+                return tail[off - tail_start : off - tail_start + n]
+            return self.io.read(off, n).tobytes()
+
+        cmo = np.frombuffer(grab(b, 16 * ncols), dtype="<u8").reshape(-1, 2) if ncols else np.zeros((0, 2), "<u8")
+        gbo = np.frombuffer(grab(c, 16 * ngb), dtype="<u8").reshape(-1, 2) if ngb else np.zeros((0, 2), "<u8")
+        if ncols and (int((cmo[:, 0] + cmo[:, 1]).max()) > b or int(cmo[:, 0].min()) < a):
+            raise CorruptFileError(self.path, "column metadata offsets point outside the metadata section")
+        if ngb and int((gbo[:, 0] + gbo[:, 1]).max()) > size:
+            raise CorruptFileError(self.path, "global buffer offsets point outside the file")
+        self._cmo = cmo
+        self._gbo = gbo
+        meta_start = a
+        self._meta = grab(meta_start, b - meta_start)
+        self._meta_start = meta_start
+        self._columns: dict[int, ColumnInfo] = {}
+
+    def close(self) -> None:
+        self.io.close()
+
+    @cached_property
+    def descriptor(self) -> file_pb2.FileDescriptor:
+        """Global buffer 0: the file's schema and row count."""
+        if self.num_global_buffers == 0:
+            raise CorruptFileError(self.path, "no global buffers (missing FileDescriptor)")
+        pos, size = (int(x) for x in self._gbo[0])
+        fd = file_pb2.FileDescriptor()
+        try:
+            fd.ParseFromString(self.io.read(pos, size).tobytes())
+        except DecodeError as exc:
+            raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
+        return fd
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.descriptor.length)
+
+    def column(self, index: int) -> ColumnInfo:
+        col = self._columns.get(index)
+        if col is not None:
+            return col
+        if not 0 <= index < self.num_columns:
+            raise CorruptFileError(self.path, f"column index {index} out of range ({self.num_columns} columns)")
+        pos, size = (int(x) for x in self._cmo[index])
+        start = pos - self._meta_start
+        raw = self._meta[start : start + size]
+        cm = file2_pb2.ColumnMetadata()
+        try:
+            cm.ParseFromString(raw)
+        except DecodeError as exc:
+            raise CorruptFileError(self.path, f"bad ColumnMetadata protobuf for column {index} ({exc})") from exc
+        pages = []
+        file_size = self.io.size
+        for p in cm.pages:
+            offs = tuple(int(x) for x in p.buffer_offsets)
+            sizes = tuple(int(x) for x in p.buffer_sizes)
+            if len(offs) != len(sizes) or any(o + s > file_size for o, s in zip(offs, sizes)):
+                raise CorruptFileError(self.path, f"page buffers of column {index} lie outside the file")
+            enc = unpack_encoding(p.encoding, self.path, f"page of column {index}")
+            if enc is None:
+                raise CorruptFileError(self.path, f"page of column {index} has no encoding")
+            pages.append(PageInfo(offs, sizes, int(p.length), int(p.priority), enc))
+        col = ColumnInfo(
+            index,
+            pages,
+            tuple(int(x) for x in cm.buffer_offsets),
+            tuple(int(x) for x in cm.buffer_sizes),
+            unpack_encoding(cm.encoding, self.path, f"column {index}"),
+        )
+        self._columns[index] = col
+        return col
+
+    def read_buffers(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
+        return self.io.read_ranges(ranges)

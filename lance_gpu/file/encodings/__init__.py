@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Compressive encodings of file versions 2.1 and 2.2 (``lance.encodings21``).
+
+One module per encoding; this registry is the exhaustive dispatch on the
+``CompressiveEncoding`` oneof.  Anything not listed raises
+:class:`~lance_gpu.errors.UnsupportedEncodingError` naming it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_gpu.file.blocks import Block
+from lance_gpu.file.encodings import (
+    bitpacking,
+    byte_stream_split,
+    constant,
+    dictionary,
+    fixed_size_list,
+    flat,
+    fsst,
+    general,
+    rle,
+    variable,
+)
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, which
+
+_MINIBLOCK = {
+    "flat": flat.decode_miniblock,
+    "variable": variable.decode_miniblock,
+    "constant": constant.decode_miniblock,
+    "inline_bitpacking": bitpacking.decode_miniblock,
+    "fsst": fsst.decode_miniblock,
+    "dictionary": dictionary.decode_miniblock,
+    "rle": rle.decode_miniblock,
+    "byte_stream_split": byte_stream_split.decode_miniblock,
+    "general": general.decode_miniblock,
+    "fixed_size_list": fixed_size_list.decode_miniblock,
+}
+
+_BLOCK = {
+    "flat": flat.decode_block,
+    "variable": variable.decode_block,
+    "constant": constant.decode_block,
+    "out_of_line_bitpacking": bitpacking.decode_block,
+    "inline_bitpacking": bitpacking.decode_inline_block,
+    "fsst": fsst.decode_block,
+    "dictionary": dictionary.decode_block,
+    "rle": rle.decode_block,
+    "byte_stream_split": byte_stream_split.decode_block,
+    "general": general.decode_block,
+    "fixed_size_list": fixed_size_list.decode_block,
+}
+
+
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Block:
+    """Decode the values of all chunks of a mini-block page."""
+    kind = which(enc, ctx)
+    fn = _MINIBLOCK.get(kind)
+    if fn is None:
+        raise ctx.unsupported(f"{kind} in a mini-block page")
+    return fn(getattr(enc, kind), bufs, ctx)
+
+
+def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> Block:
+    """Decode one buffer holding ``num_values`` values."""
+    kind = which(enc, ctx)
+    fn = _BLOCK.get(kind)
+    if fn is None:
+        raise ctx.unsupported(f"{kind} as a block encoding")
+    return fn(getattr(enc, kind), buf, num_values, ctx)
+
+
+def fixed_bits(enc, ctx: DecodeContext) -> int:
+    """Bits per value of a fixed-width per-value encoding (full-zip)."""
+    kind = which(enc, ctx)
+    if kind == "flat":
+        return int(enc.flat.bits_per_value)
+    if kind == "fixed_size_list":
+        return fixed_size_list.item_bits(enc.fixed_size_list, ctx)
+    raise ctx.unsupported(f"{kind} as a fixed-width per-value encoding")
+
+
+__all__ = ["ChunkBuffers", "DecodeContext", "decode_block", "decode_miniblock", "fixed_bits"]

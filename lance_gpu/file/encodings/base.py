@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What every compressive decoder is handed.
+
+Decoders come in the shapes Lance uses them in:
+
+* **mini-block**: the values of all chunks of a page, batched.  A :class:`ChunkBuffers`
+  names one per-chunk buffer in every chunk (start and size in the page's chunk data, and
+  the chunk's value count).  An encoding that uses several per-chunk buffers (RLE: values
+  and run lengths) receives them in order.
+* **block**: one buffer holding a whole array (dictionary items, levels).
+* **per value** (full-zip): handled by the full-zip layout with help from the encodings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+
+
+@dataclass(slots=True)
+class ChunkBuffers:
+    data: np.ndarray  # uint8, the page's chunk data (or a decompressed copy)
+    starts: np.ndarray  # int64 per chunk: where this buffer starts in ``data``
+    sizes: np.ndarray  # int64 per chunk: its size in bytes
+    counts: np.ndarray  # int64 per chunk: number of values it encodes
+
+    @property
+    def num_values(self) -> int:
+        return int(self.counts.sum())
+
+    def with_counts(self, counts: np.ndarray) -> ChunkBuffers:
+        return ChunkBuffers(self.data, self.starts, self.sizes, counts)
+
+
+@dataclass(slots=True)
+class DecodeContext:
+    """Where we are, for error messages."""
+
+    path: str
+    column: int = -1
+
+    def corrupt(self, reason: str) -> CorruptFileError:
+        where = f"column {self.column}: " if self.column >= 0 else ""
+        return CorruptFileError(self.path, where + reason)
+
+    def unsupported(self, what: str) -> UnsupportedEncodingError:
+        where = f" (column {self.column})" if self.column >= 0 else ""
+        return UnsupportedEncodingError(f"{self.path}{where}: unsupported encoding: {what}")
+
+
+def which(enc: object, ctx: DecodeContext) -> str:
+    kind = enc.WhichOneof("compression")  # type: ignore[attr-defined]
+    if kind is None:
+        raise ctx.corrupt("empty CompressiveEncoding")
+    return kind

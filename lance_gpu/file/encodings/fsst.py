@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FSST: strings compressed with a per-page static symbol table.
+
+``symbol_table`` (2312 bytes): u64 LE header (bits 63..32 magic "FSST", bit 24 encoder
+switch, bits 23..16 suffix_lim, 15..8 terminator, 7..0 n_symbols); then n_symbols u64
+symbols (bytes in order, zero padded); then n_symbols one-byte lengths at 8 + 8*n_symbols.
+The compressed strings are a Variable block (mini-block chunks or full-zip values).  Code
+c < 255 emits symbol c, code 255 escapes one literal byte.  With the encoder switch off the
+strings are stored uncompressed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_gpu.cpu import native
+from lance_gpu.file.blocks import VariableWidthBlock
+from lance_gpu.file.encodings import variable
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
+
+_MAGIC = 0x46535354
+
+
+class SymbolTable:
+    __slots__ = ("symbols", "lengths", "n_symbols", "compressed")
+
+    def __init__(self, raw: bytes, ctx: DecodeContext) -> None:
+        if len(raw) < 8:
+            raise ctx.corrupt("FSST symbol table shorter than its header")
+        header = int.from_bytes(raw[:8], "little")
+        if header >> 32 != _MAGIC:
+            raise ctx.corrupt("FSST symbol table has a bad magic number")
+        self.compressed = bool((header >> 24) & 1)
+        n = header & 0xFF
+        if len(raw) < 8 + 9 * n:
+            raise ctx.corrupt("FSST symbol table truncated")
+        symbols = np.zeros(256, np.uint64)
+        lengths = np.zeros(256, np.uint8)
+        symbols[:n] = np.frombuffer(raw, "<u8", count=n, offset=8)
+        lengths[:n] = np.frombuffer(raw, np.uint8, count=n, offset=8 + 8 * n)
+        if n and (lengths[:n].min() < 1 or lengths[:n].max() > 8):
+            raise ctx.corrupt("FSST symbol lengths outside 1..8")
+        self.symbols = symbols
+        self.lengths = lengths
+        self.n_symbols = n
+
+
+def decompress(table: SymbolTable, compressed: VariableWidthBlock, ctx: DecodeContext) -> VariableWidthBlock:
+    if not table.compressed:
+        return compressed
+    from cuda_kernels.errors import CorruptInputError
+    from cuda_kernels.fsst import fsst_decode
+
+    try:
+        offsets, data = fsst_decode(
+            table.symbols, table.lengths, compressed.data, compressed.offsets, n_symbols=table.n_symbols
+        )
+    except CorruptInputError as exc:
+        raise ctx.corrupt(f"FSST data ({exc})") from exc
+    return VariableWidthBlock(offsets, data)
+
+
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> VariableWidthBlock:
+    table = SymbolTable(enc.symbol_table, ctx)
+    inner = enc.values
+    if inner.WhichOneof("compression") != "variable":
+        raise ctx.unsupported("FSST over anything but Variable")
+    cb = bufs[0]
+    vstart, vlen = variable.chunk_value_ranges(inner.variable, cb, ctx)
+    offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
+    return decompress(table, VariableWidthBlock(offsets, data), ctx)
+
+
+def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> VariableWidthBlock:
+    from lance_gpu.file.encodings import decode_block as inner_decode
+
+    table = SymbolTable(enc.symbol_table, ctx)
+    comp = inner_decode(enc.values, buf, num_values, ctx)
+    return decompress(table, comp, ctx)  # type: ignore[arg-type]

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Plan and decode the pages of leaf columns of one data file (2.1 / 2.2 structural layer).
+
+Pages are dispatched on their encoding's type URL: ``/lance.encodings21.PageLayout`` for
+2.1 and 2.2 (mini-block, constant, full-zip), ``/lance.encodings.ArrayEncoding`` for 2.0
+(handled in :mod:`lance_gpu.file.v2_0`).  Anything else is refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu._proto import encodings_v2_1_pb2
+from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+from lance_gpu.file.arrow import assemble, leaf_types, null_block_for
+from lance_gpu.file.container import LanceFileReader, PageInfo
+from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.page import LeafPage, concat_pages
+from lance_gpu.file.v2_1 import constant, fullzip, miniblock
+from lance_gpu.file.v2_1.levels import common_layers, renumber
+
+PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
+ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
+
+
+def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
+    url = page.encoding.type_url
+    if url.rsplit("/", 1)[-1] != PAGE_LAYOUT_URL[1:]:
+        raise UnsupportedEncodingError(f"{ctx.path} (column {ctx.column}): unsupported page encoding {url!r}")
+    layout = encodings_v2_1_pb2.PageLayout()
+    try:
+        layout.ParseFromString(page.encoding.value)
+    except Exception as exc:  # protobuf DecodeError
+        raise ctx.corrupt(f"bad PageLayout protobuf ({exc})") from exc
+    return layout
+
+
+def decode_page(file: LanceFileReader, page: PageInfo, buffers: list[np.ndarray], ctx: DecodeContext) -> LeafPage:
+    layout = parse_layout(page, ctx)
+    kind = layout.WhichOneof("layout")
+    if kind == "mini_block_layout":
+        return miniblock.decode(layout.mini_block_layout, buffers, page.num_rows, ctx)
+    if kind == "full_zip_layout":
+        return fullzip.decode(layout.full_zip_layout, buffers, page.num_rows, ctx)
+    if kind == "constant_layout":
+        return constant.decode(layout.constant_layout, buffers, page.num_rows, ctx)
+    if kind is None:
+        raise ctx.corrupt("PageLayout names no layout")
+    raise ctx.unsupported(f"page layout {kind}")
+
+
+def pages_in_range(pages: list[PageInfo], start: int, stop: int) -> list[int]:
+    """Indices of the pages holding any row in [start, stop)."""
+    out = []
+    first = 0
+    for i, p in enumerate(pages):
+        lo = first
+        hi = first + p.num_rows
+        first = hi
+        if hi > start and lo < stop:
+            out.append(i)
+    return out
+
+
+def page_starts(pages: list[PageInfo]) -> np.ndarray:
+    starts = np.zeros(len(pages) + 1, np.int64)
+    np.cumsum([p.num_rows for p in pages], out=starts[1:])
+    return starts
+
+
+def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type: pa.DataType) -> LeafPage:
+    """Decode and join the given pages of one leaf column."""
+    ctx = DecodeContext(file.path, column)
+    info = file.column(column)
+    pages = [info.pages[i] for i in page_ids]
+    ranges = [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes)]
+    raw = file.read_buffers(ranges)
+    decoded = []
+    k = 0
+    for p in pages:
+        nb = len(p.buffer_offsets)
+        decoded.append(decode_page(file, p, raw[k : k + nb], ctx))
+        k += nb
+    if not decoded:
+        return LeafPage(null_block_for(leaf_type, 0), 0, None, None, 0, (1,), 0)
+    if len({d.layers for d in decoded}) > 1:
+        try:
+            target = common_layers([d.layers for d in decoded])
+        except ValueError as exc:
+            raise ctx.corrupt(str(exc)) from exc
+        decoded = [renumber(d, target) for d in decoded]
+    return concat_pages(decoded, lambda n: null_block_for(leaf_type, n))
+
+
+def read_field(
+    file: LanceFileReader,
+    field: pa.Field,
+    columns: list[int],
+    row_range: tuple[int, int] | None = None,
+) -> pa.Array:
+    """Read one top-level field from its leaf ``columns`` (2.1 / 2.2 files).
+
+    Whole pages overlapping ``row_range`` are decoded, then sliced to the range.
+    """
+    types = leaf_types(field.type)
+    if len(types) != len(columns):
+        raise CorruptFileError(file.path, f"field {field.name!r} has {len(types)} leaves but {len(columns)} columns")
+    page_lists = [file.column(col).pages for col in columns]
+    if row_range is None:
+        ids_per_leaf = [list(range(len(pages))) for pages in page_lists]
+        start = 0
+    else:
+        # Leaves of one field may cut pages at different rows: widen the start until every
+        # leaf's first page begins at the same row, so their levels line up.
+        start = row_range[0]
+        while True:
+            firsts = []
+            for pages in page_lists:
+                ids = pages_in_range(pages, start, row_range[1])
+                firsts.append(int(page_starts(pages)[ids[0]]) if ids else start)
+            if min(firsts) == start or not firsts:
+                break
+            start = min(firsts)
+        ids_per_leaf = [pages_in_range(pages, start, row_range[1]) for pages in page_lists]
+    leaves = [read_leaf(file, col, ids, t) for col, ids, t in zip(columns, ids_per_leaf, types)]
+    arr = assemble(field, leaves, file.path)
+    if row_range is not None:
+        arr = arr.slice(row_range[0] - start, row_range[1] - row_range[0])
+    return arr
+
+
+def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array:
+    """Rows ``rows`` (sorted, unique, file-local) of one top-level field.
+
+    Single-leaf fields without lists decode only the mini-block chunks that hold the rows;
+    other fields decode the pages covering the rows and take from them.
+    """
+    if rows.size == 0:
+        return read_field(file, field, columns, (0, 0))
+    if not (len(columns) == 1 and leaf_types(field.type) == [field.type]):
+        start, stop = int(rows[0]), int(rows[-1]) + 1
+        return read_field(file, field, columns, (start, stop)).take(pa.array(rows - start))
+    col = columns[0]
+    ctx = DecodeContext(file.path, col)
+    pages = file.column(col).pages
+    starts = page_starts(pages)
+    if rows[-1] >= starts[-1]:
+        raise CorruptFileError(file.path, f"row {int(rows[-1])} beyond the column's {int(starts[-1])} rows")
+    page_of = np.searchsorted(starts, rows, side="right") - 1
+    bounds = np.flatnonzero(np.diff(page_of)) + 1
+    groups = np.split(np.arange(rows.size), bounds)
+    parts = []
+    for g in groups:
+        pi = int(page_of[g[0]])
+        page = pages[pi]
+        local_rows = rows[g] - starts[pi]
+        layout = parse_layout(page, ctx)
+        bufs = file.read_buffers(list(zip(page.buffer_offsets, page.buffer_sizes)))
+        if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
+            leaf, local = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, ctx, rows=local_rows)
+            arr = assemble(field, [leaf], file.path)
+            parts.append(arr.take(pa.array(local)))
+        else:
+            leaf = decode_page(file, page, bufs, ctx)
+            arr = assemble(field, [leaf], file.path)
+            parts.append(arr.take(pa.array(local_rows)))
+    return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]

@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FullZipLayout: large values (embeddings, long strings) with levels zipped in.
+
+Buffer 0 holds one entry per item: ``[control word] [value length] [value bytes]``.
+
+* control word: present when ``bits_rep + bits_def > 0``; 1, 2 or 4 bytes LE holding
+  ``(rep << bits_def) | def``;
+* value length: variable width only (``bits_per_offset`` 32 or 64);
+* value bytes: visible items only (null items included, null or empty lists not); fixed
+  width values take ``bits_per_value / 8`` bytes.
+
+Buffer 1 (variable width, or with repetition) is the repetition index: ``num_rows + 1``
+byte offsets into buffer 0, each 1, 2, 4 or 8 bytes wide; needed only for random access.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_gpu.cpu import native
+from lance_gpu.file import encodings
+from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
+from lance_gpu.file.encodings import fsst, general
+from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.page import LeafPage
+
+def invisible_table(layers: tuple[int, ...]) -> np.ndarray:
+    """invisible[d] is True where def level d leaves the item without a value."""
+    from lance_gpu.file.v2_1.repdef import invisible_levels
+
+    return invisible_levels(layers)
+
+
+def _ctrl_bytes(bits: int) -> int:
+    if bits == 0:
+        return 0
+    if bits <= 8:
+        return 1
+    if bits <= 16:
+        return 2
+    return 4
+
+
+def decode(layout, buffers: list[np.ndarray], num_rows: int, ctx: DecodeContext) -> LeafPage:
+    if not buffers:
+        raise ctx.corrupt("full-zip page without a data buffer")
+    data = buffers[0]
+    layers = tuple(int(x) for x in layout.layers)
+    bits_rep = int(layout.bits_rep)
+    bits_def = int(layout.bits_def)
+    num_items = int(layout.num_items)
+    num_visible = int(layout.num_visible_items)
+    kind = layout.WhichOneof("details")
+    enc = layout.value_compression
+    ctrl = _ctrl_bytes(bits_rep + bits_def)
+    if kind == "bits_per_value":
+        value_bits = int(layout.bits_per_value)
+        if value_bits % 8:
+            raise ctx.unsupported(f"full-zip values of {value_bits} bits")
+        value_bytes = value_bits // 8
+        offset_bytes = 0
+    elif kind == "bits_per_offset":
+        value_bytes = 0
+        offset_bytes = int(layout.bits_per_offset) // 8
+        if offset_bytes not in (4, 8):
+            raise ctx.corrupt(f"full-zip offsets of {layout.bits_per_offset} bits")
+    else:
+        raise ctx.corrupt("full-zip layout names neither bits_per_value nor bits_per_offset")
+
+    rep = def_ = None
+    if ctrl == 0 and offset_bytes == 0:
+        # Plain fixed-width values back to back: no walk needed.
+        need = num_items * value_bytes
+        if data.size < need:
+            raise ctx.corrupt("full-zip buffer shorter than its values")
+        values = FixedWidthBlock(data[:need], value_bytes * 8, num_items)
+        return LeafPage(_fixed_values(enc, values, ctx), num_items, None, None, num_items, layers, num_rows)
+
+    invisible = invisible_table(layers)
+    r, d, vstart, vlen, ok = native.fullzip_scan(
+        data, num_items, ctrl, bits_def, offset_bytes, value_bytes, invisible
+    )
+    if not ok:
+        raise ctx.corrupt("full-zip buffer is truncated or holds an impossible level")
+    if vstart.size != num_visible:
+        raise ctx.corrupt(f"full-zip page has {vstart.size} visible values, expected {num_visible}")
+    if bits_rep:
+        rep = r
+    if bits_def:
+        def_ = d
+    if offset_bytes == 0:
+        raw = native.gather_ranges(data, vstart, vlen)
+        values = _fixed_values(enc, FixedWidthBlock(raw, value_bytes * 8, vstart.size), ctx)
+    else:
+        values = _variable_values(enc, data, vstart, vlen, ctx)
+    return LeafPage(values, vstart.size, rep, def_, num_items, layers, num_rows)
+
+
+def _fixed_values(enc, raw: FixedWidthBlock, ctx: DecodeContext) -> FixedWidthBlock:
+    bits = encodings.fixed_bits(enc, ctx)
+    if bits != raw.bits_per_value:
+        raise ctx.corrupt(f"full-zip value width {raw.bits_per_value} disagrees with its encoding ({bits})")
+    return raw
+
+
+def _variable_values(enc, data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, ctx: DecodeContext):
+    kind = enc.WhichOneof("compression")
+    if kind == "variable":
+        offsets, out = native.ranges_to_variable(data, vstart, vlen)
+        return VariableWidthBlock(offsets, out)
+    if kind == "fsst":
+        table = fsst.SymbolTable(enc.fsst.symbol_table, ctx)
+        offsets, out = native.ranges_to_variable(data, vstart, vlen)
+        return fsst.decompress(table, VariableWidthBlock(offsets, out), ctx)
+    if kind == "general":
+        inner = enc.general.values
+        if inner.WhichOneof("compression") not in ("variable", "flat"):
+            raise ctx.unsupported("full-zip General over anything but Variable")
+        parts = [
+            general.decompress(enc.general.compression, data[s : s + n], ctx) if n else np.zeros(0, np.uint8)
+            for s, n in zip(vstart.tolist(), vlen.tolist())
+        ]
+        lengths = np.array([p.size for p in parts], np.int64)
+        offsets = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        out = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return VariableWidthBlock(offsets, out)
+    raise ctx.unsupported(f"{kind} as a full-zip variable-width encoding")

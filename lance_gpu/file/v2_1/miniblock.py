@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MiniBlockLayout: small values cut into chunks of at most a few KiB.
+
+Page buffers: 0 chunk metadata, 1 chunk data, 2 dictionary (if ``dictionary`` is set), then
+the repetition index (if ``repetition_index_depth > 0``).
+
+* Chunk metadata: one word per chunk, u16 in 2.1 and u32 in 2.2 (``has_large_chunk``):
+  ``((chunk_bytes / 8 - 1) << 4) | log2(values_in_chunk)``; the last chunk holds the rest.
+* Chunk: ``u16 num_levels | [u16 rep_bytes] | [u16 def_bytes] | num_buffers sizes (u16, or
+  u32 with large chunks) | pad to 8 with 0xFE``; then rep bytes, def bytes and each value
+  buffer, each padded to 8.  Levels are compressed per chunk (OutOfLineBitpacking{16}).
+* Values are decoded by the compressive ``value_compression`` over all chunks at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_gpu.cpu import native
+from lance_gpu.file import encodings
+from lance_gpu.file.blocks import FixedWidthBlock
+from lance_gpu.file.encodings import dictionary
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
+from lance_gpu.file.page import LeafPage
+
+
+def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> np.ndarray:
+    """Decode the per-chunk level buffers described by ``spans`` (start, size) into u16."""
+    total = int(nlevels.sum())
+    if enc.WhichOneof("compression") == "out_of_line_bitpacking":
+        ool = enc.out_of_line_bitpacking
+        bits = int(ool.uncompressed_bits_per_value)
+        inner = ool.values
+        if bits == 16 and inner.WhichOneof("compression") == "flat":
+            from cuda_kernels.bitunpack import unpack_blocks
+
+            width = int(inner.flat.bits_per_value)
+            if not 0 <= width <= 16:
+                raise ctx.corrupt(f"level bit width {width}")
+            boff, bcount, tail_off, tail_len, ok = native.ool_chunk_plan(
+                spans[:, 0].copy(), spans[:, 1].copy(), nlevels, width, 2
+            )
+            if not ok:
+                raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
+            words = data[: data.size - data.size % 2].view(np.uint16)
+            unpacked = unpack_blocks(words, boff, np.full(boff.size, width, np.int64))
+            out = np.empty(total, np.uint16)
+            native.ool_chunk_assemble(unpacked, bcount, words, nlevels, tail_off, tail_len, out)
+            return out
+    parts = []
+    for (s, z), n in zip(spans.tolist(), nlevels.tolist()):
+        block = encodings.decode_block(enc, data[s : s + z], n, ctx)
+        if not isinstance(block, FixedWidthBlock) or block.bits_per_value != 16:
+            raise ctx.corrupt("levels must decode to 16-bit values")
+        parts.append(block.as_uint())
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
+
+
+def decode(
+    layout,
+    buffers: list[np.ndarray],
+    num_rows: int,
+    ctx: DecodeContext,
+    rows: np.ndarray | None = None,
+) -> LeafPage | tuple[LeafPage, np.ndarray]:
+    """Decode a whole mini-block page, or only the chunks holding ``rows``.
+
+    With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
+    rows are items) the result is the decoded chunks and the rows' positions in them.
+    """
+    if len(buffers) < 2:
+        raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+    meta, data = buffers[0], buffers[1]
+    large = bool(layout.has_large_chunk)
+    word = 4 if large else 2
+    if meta.size % word:
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    meta_words = meta.view(np.uint32 if large else np.uint16) if meta.ctypes.data % word == 0 else meta.copy().view(np.uint32 if large else np.uint16)
+    num_items = int(layout.num_items)
+    starts, sizes, counts, ok = native.chunk_layout(meta_words, num_items, large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    has_rep = layout.HasField("rep_compression")
+    has_def = layout.HasField("def_compression")
+    nbuf = int(layout.num_buffers)
+    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, nbuf, large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk header points past its chunk")
+    local = None
+    if rows is not None:
+        if has_rep:
+            raise ValueError("row selection needs a page without repetition levels")
+        first_item = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=first_item[1:])
+        chunk_of = np.searchsorted(first_item, rows, side="right") - 1
+        keep = np.unique(chunk_of)
+        sel_first = np.zeros(keep.size + 1, np.int64)
+        np.cumsum(counts[keep], out=sel_first[1:])
+        pos_in_sel = np.searchsorted(keep, chunk_of)
+        local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
+        counts = counts[keep]
+        levels = levels[keep]
+        rep_spans = rep_spans[keep]
+        def_spans = def_spans[keep]
+        bufs = bufs[keep]
+        num_items = int(counts.sum())
+        num_rows = num_items
+    chunk_bufs = [
+        ChunkBuffers(data, bufs[:, b, 0].copy(), bufs[:, b, 1].copy(), counts) for b in range(nbuf)
+    ]
+    layers = tuple(int(x) for x in layout.layers)
+    if nbuf == 0:
+        values = None
+    else:
+        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx)
+    if layout.HasField("dictionary"):
+        if len(buffers) < 3:
+            raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
+        items = encodings.decode_block(layout.dictionary, buffers[2], int(layout.num_dictionary_items), ctx)
+        if not isinstance(values, FixedWidthBlock):
+            raise ctx.corrupt("dictionary indices are not fixed-width")
+        idx = dictionary.indices_of(values, ctx)
+        values = dictionary.apply(items, idx, ctx)
+    rep = def_ = None
+    num_levels = num_items
+    if has_rep or has_def:
+        num_levels = int(levels.sum())
+        if has_rep:
+            rep = _decode_levels(layout.rep_compression, data, rep_spans, levels, ctx)
+        if has_def:
+            def_ = _decode_levels(layout.def_compression, data, def_spans, levels, ctx)
+    page = LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows)
+    return page if local is None else (page, local)

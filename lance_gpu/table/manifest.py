@@ -1,0 +1,331 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Reading manifests, listing versions and reading transaction files.
+
+A manifest file (``_versions/*.manifest``) is a sequence of sections, each a u32 LE length
+followed by that many protobuf bytes, and a 16-byte footer::
+
+    [u32 len | lance.table.IndexSection]   optional; Manifest.index_section = its offset
+    [u32 len | lance.table.Transaction]    optional; Manifest field 23 (else 21) = its offset
+    [u32 len | lance.table.Manifest]
+    u64 LE manifest_position | u16 LE major (0) | u16 LE minor (2) | b"LANC"
+
+``manifest_position`` is the offset of the Manifest's u32 length prefix. Offsets are absolute.
+
+Version file names: V1 ``{version}.manifest``; V2 ``{u64::MAX - version:020}.manifest``
+(20 digits, so the newest version sorts first); ``d{version}.manifest`` is a detached version
+and staging files (``.tmp*``, ``name-uuid``) do not parse; both are ignored.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlparse
+
+from google.protobuf.message import DecodeError
+
+from lance_gpu._proto import table_pb2, transaction_pb2
+from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+
+__all__ = [
+    "MANIFEST_FOOTER_SIZE",
+    "MAGIC",
+    "U64_MAX",
+    "ManifestFile",
+    "VersionInfo",
+    "NamingScheme",
+    "dataset_path",
+    "list_versions",
+    "load_manifest",
+    "manifest_file_name",
+    "parse_manifest_bytes",
+    "parse_version_file_name",
+    "read_manifest",
+    "read_manifest_file",
+    "read_transaction_file",
+    "resolve_manifest",
+    "transaction_section_offset",
+]
+
+MAGIC = b"LANC"
+MANIFEST_FOOTER_SIZE = 16
+U64_MAX = (1 << 64) - 1
+_FOOTER = struct.Struct("<QHH4s")
+_LEN = struct.Struct("<I")
+_V2_NAME_DIGITS = 20
+
+NamingScheme = Literal["V1", "V2"]
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """A parsed manifest file: the Manifest plus its optional inline sections."""
+
+    path: str
+    manifest: table_pb2.Manifest
+    transaction: transaction_pb2.Transaction | None = None
+    index_section: table_pb2.IndexSection | None = None
+
+
+@dataclass
+class VersionInfo:
+    """One committed version found in ``_versions/``.
+
+    ``timestamp`` (UTC, from the manifest's ``timestamp`` field) is read lazily, on first access.
+    """
+
+    version: int
+    path: str
+    naming: NamingScheme
+
+    @cached_property
+    def timestamp(self) -> _dt.datetime:
+        """Commit time of this version (timezone-aware, UTC)."""
+        ts = read_manifest(self.path).timestamp
+        return _dt.datetime.fromtimestamp(ts.seconds, _dt.timezone.utc) + _dt.timedelta(
+            microseconds=ts.nanos // 1000
+        )
+
+
+def dataset_path(uri: str | os.PathLike[str]) -> Path:
+    """The local directory of a dataset URI (a path or a ``file://`` URI).
+
+    Other schemes are refused with :class:`UnsupportedFeatureError`.
+    """
+    text = os.fspath(uri)
+    if "://" in text:
+        parsed = urlparse(text)
+        if parsed.scheme != "file":
+            raise UnsupportedFeatureError(
+                f"{text}: only local paths and file:// URIs are supported, not {parsed.scheme}://"
+            )
+        text = unquote(parsed.path)
+    return Path(text)
+
+
+def _read_section(
+    data: bytes, offset: int, limit: int, cls: type, what: str, path: str
+) -> object:
+    """Parse the ``u32 len | protobuf`` section at ``offset``; it must end by ``limit``."""
+    if offset < 0 or offset + _LEN.size > limit:
+        raise CorruptFileError(path, f"{what} offset {offset} is outside the file (limit {limit})")
+    (length,) = _LEN.unpack_from(data, offset)
+    end = offset + _LEN.size + length
+    if end > limit:
+        raise CorruptFileError(
+            path, f"{what} at offset {offset} has length {length}, running past byte {limit}"
+        )
+    msg = cls()
+    try:
+        msg.ParseFromString(data[offset + _LEN.size : end])
+    except DecodeError as exc:
+        raise CorruptFileError(path, f"{what} at offset {offset} is not valid protobuf: {exc}") from exc
+    return msg
+
+
+def transaction_section_offset(manifest: table_pb2.Manifest) -> int | None:
+    """File offset of the inline Transaction: field 23 if present, else the older field 21."""
+    if manifest.HasField("transaction_section"):
+        return manifest.transaction_section
+    if manifest.HasField("transaction_section_deprecated"):
+        return manifest.transaction_section_deprecated
+    return None
+
+
+def parse_manifest_bytes(
+    data: bytes, path: str | os.PathLike[str] = "<memory>", *, sections: bool = True
+) -> ManifestFile:
+    """Parse a whole manifest file held in memory (layout in the module docstring).
+
+    With ``sections=False`` the inline transaction and index section are not parsed.
+    Raises :class:`CorruptFileError` (naming ``path``) on a bad footer, out-of-range
+    offsets or lengths, or undecodable protobuf.
+    """
+    path = os.fspath(path)
+    size = len(data)
+    if size < MANIFEST_FOOTER_SIZE:
+        raise CorruptFileError(path, f"file has {size} bytes, less than the 16-byte footer")
+    pos, _major, _minor, magic = _FOOTER.unpack_from(data, size - MANIFEST_FOOTER_SIZE)
+    if magic != MAGIC:
+        raise CorruptFileError(path, f"bad footer magic {magic!r} (expected {MAGIC!r})")
+    limit = size - MANIFEST_FOOTER_SIZE
+    manifest = _read_section(data, pos, limit, table_pb2.Manifest, "manifest", path)
+    assert isinstance(manifest, table_pb2.Manifest)
+    transaction = index_section = None
+    if sections:
+        txn_off = transaction_section_offset(manifest)
+        if txn_off is not None:
+            transaction = _read_section(
+                data, txn_off, limit, transaction_pb2.Transaction, "transaction section", path
+            )
+        if manifest.HasField("index_section"):
+            index_section = _read_section(
+                data, manifest.index_section, limit, table_pb2.IndexSection, "index section", path
+            )
+    return ManifestFile(path, manifest, transaction, index_section)  # type: ignore[arg-type]
+
+
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError as exc:
+        raise DatasetNotFoundError(f"manifest {os.fspath(path)} does not exist") from exc
+
+
+def read_manifest_file(path: str | os.PathLike[str]) -> ManifestFile:
+    """Read and parse one ``.manifest`` file, inline transaction and index section included."""
+    return parse_manifest_bytes(_read_bytes(path), path)
+
+
+def read_manifest(path: str | os.PathLike[str]) -> table_pb2.Manifest:
+    """Read one ``.manifest`` file and return only its ``lance.table.Manifest``."""
+    return parse_manifest_bytes(_read_bytes(path), path, sections=False).manifest
+
+
+def read_transaction_file(path: str | os.PathLike[str]) -> transaction_pb2.Transaction:
+    """Read ``_transactions/{read_version}-{uuid}.txn``: one raw Transaction, no prefix or footer.
+
+    A missing or undecodable file raises :class:`CorruptFileError`.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError as exc:
+        raise CorruptFileError(path, "transaction file does not exist") from exc
+    txn = transaction_pb2.Transaction()
+    try:
+        txn.ParseFromString(data)
+    except DecodeError as exc:
+        raise CorruptFileError(path, f"not a valid Transaction protobuf: {exc}") from exc
+    return txn
+
+
+def parse_version_file_name(name: str) -> tuple[int, NamingScheme] | None:
+    """``(version, scheme)`` of a ``_versions/`` entry, or None if it is not a version file.
+
+    Detached (``d{v}.manifest``) and staging names return None.
+    """
+    if not name.endswith(".manifest"):
+        return None
+    stem = name[: -len(".manifest")]
+    if not stem.isascii() or not stem.isdigit():
+        return None
+    if len(stem) == _V2_NAME_DIGITS:
+        value = int(stem)
+        if value > U64_MAX:
+            return None
+        return U64_MAX - value, "V2"
+    return int(stem), "V1"
+
+
+def manifest_file_name(version: int, naming: NamingScheme = "V2") -> str:
+    """File name of ``version`` under ``_versions/`` in the given naming scheme."""
+    if naming == "V2":
+        return f"{U64_MAX - version:020d}.manifest"
+    return f"{version}.manifest"
+
+
+def _versions_dir(uri: str | os.PathLike[str]) -> Path:
+    root = dataset_path(uri)
+    vdir = root / "_versions"
+    if not vdir.is_dir():
+        if not root.exists():
+            raise DatasetNotFoundError(f"dataset {os.fspath(uri)} does not exist")
+        raise DatasetNotFoundError(f"{os.fspath(uri)} is not a Lance dataset (no _versions/)")
+    return vdir
+
+
+def _scan(uri: str | os.PathLike[str]) -> list[VersionInfo]:
+    vdir = _versions_dir(uri)
+    found: list[VersionInfo] = []
+    schemes: set[str] = set()
+    for entry in os.scandir(vdir):
+        parsed = parse_version_file_name(entry.name)
+        if parsed is None or not entry.is_file():
+            continue
+        version, naming = parsed
+        schemes.add(naming)
+        found.append(VersionInfo(version, os.path.join(vdir, entry.name), naming))
+    if len(schemes) > 1:
+        raise CorruptFileError(
+            vdir, "directory mixes V1 ({v}.manifest) and V2 (20-digit) manifest names"
+        )
+    found.sort(key=lambda v: v.version)
+    return found
+
+
+def list_versions(uri: str | os.PathLike[str]) -> list[VersionInfo]:
+    """All committed versions of the dataset, oldest first.
+
+    Raises :class:`DatasetNotFoundError` if the dataset (or any version) is missing and
+    :class:`CorruptFileError` if ``_versions/`` mixes the V1 and V2 naming schemes.
+    """
+    versions = _scan(uri)
+    if not versions:
+        raise DatasetNotFoundError(f"dataset {os.fspath(uri)} has no committed versions")
+    return versions
+
+
+def _tag_version(uri: str | os.PathLike[str], tag: str) -> int:
+    """Version a tag points at: ``_refs/tags/{tag}.json`` holds ``{"version": N, ...}``."""
+    path = dataset_path(uri) / "_refs" / "tags" / f"{tag}.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise DatasetNotFoundError(f"dataset {os.fspath(uri)} has no version or tag {tag!r}") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, f"tag file is not valid JSON: {exc}") from exc
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CorruptFileError(path, "tag file has no integer 'version'")
+    if doc.get("branch"):
+        raise UnsupportedFeatureError(f"{path}: tags on branches are not supported")
+    return version
+
+
+def resolve_manifest(
+    uri: str | os.PathLike[str], version: int | str | None = None
+) -> VersionInfo:
+    """The manifest to open: the highest listed version, or the one asked for.
+
+    ``version`` may be a version number or a tag name (``_refs/tags/{tag}.json``).
+    ``_versions/latest_version_hint.json`` is not trusted: the directory listing decides.
+    Raises :class:`DatasetNotFoundError` if the dataset or the version does not exist.
+    """
+    versions = list_versions(uri)
+    if version is None:
+        return versions[-1]
+    if isinstance(version, str):
+        version = int(version) if version.isdigit() else _tag_version(uri, version)
+    for info in versions:
+        if info.version == version:
+            return info
+    raise DatasetNotFoundError(
+        f"dataset {os.fspath(uri)} has no version {version} "
+        f"(versions {versions[0].version}..{versions[-1].version})"
+    )
+
+
+def load_manifest(
+    uri: str | os.PathLike[str], version: int | str | None = None, *, check_flags: bool = True
+) -> ManifestFile:
+    """Resolve, read and (by default) vet the manifest of ``version`` (latest if None).
+
+    With ``check_flags`` the reader feature flags are checked
+    (:func:`lance_gpu.table.features.check_reader_flags`).
+    """
+    from lance_gpu.table.features import check_reader_flags
+
+    info = resolve_manifest(uri, version)
+    mf = read_manifest_file(info.path)
+    if check_flags:
+        check_reader_flags(mf.manifest.reader_feature_flags, info.path)
+    return mf

@@ -1,0 +1,92 @@
+"""Compile every GPU kernel of cuda_kernels to PTX (sm_90) on a machine without a GPU.
+
+Run by ``test_kernels_ptx.py`` in a subprocess (it patches numba-cuda so that
+device functions, which normally ask the current device for its compute
+capability, compile for sm_90).  Needs libNVVM / NVRTC (e.g. the
+``nvidia-nvvm`` and ``nvidia-cuda-nvrtc`` wheels on ``LD_LIBRARY_PATH``); when
+they cannot be loaded it prints ``PTX-SKIP`` and exits 0.
+
+This catches what the CUDA simulator cannot: code that runs as Python but
+does not type or lower for the real CUDA target.
+"""
+
+import sys
+
+import numba
+import numpy as np
+
+
+def main():
+    from numba import cuda
+
+    import numba.cuda.dispatcher as disp
+
+    class _Sm90:
+        compute_capability = (9, 0)
+
+    disp.get_current_device = lambda: _Sm90()
+
+    def probe(a):
+        a[0] = 1
+
+    try:
+        cuda.compile_ptx(probe, (numba.int64[:],), cc=(9, 0))
+    except Exception as exc:  # no NVVM / NVRTC here
+        print(f"PTX-SKIP {type(exc).__name__}: {str(exc)[:200]}")
+        return 0
+
+    from cuda_kernels import _device, bitunpack, compact, fsst, gather, levels, rle
+    from cuda_kernels._target import _rebind
+
+    z = np.zeros
+    i32, i64, u8, u16, u64, b1 = np.int32, np.int64, np.uint8, np.uint16, np.uint64, np.bool_
+    cases = []
+    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+        t = np.dtype(dt).itemsize * 8
+        cases.append((bitunpack._unpack_kernel, {"T": t}, (z(4, dt), z(2, i64), z(2, u8), z(9, dt), z(1, i32))))
+        cases.append((bitunpack._unpack_kernel, {"T": t}, (z(4, dt), z(2, i32), z(2, i64), z(9, dt), z(1, i32))))
+    cases += [
+        (_device._fill_kernel, {}, (z(3, i64), i64(0))),
+        (_device._fill_kernel, {}, (z(3, b1), b1(True))),
+        (fsst._lengths_kernel, {}, (z(256, u8), i64(3), z(9, u8), z(3, i64), z(2, i64), z(1, i32))),
+        (fsst._lengths_kernel, {}, (z(256, u8), i64(3), z(9, u8), z(3, i32), z(2, i64), z(1, i32))),
+        (fsst._decode_kernel, {}, (z(256, u64), z(256, u8), z(9, u8), z(3, i64), z(3, i64), z(9, u8))),
+        (fsst._decode_kernel, {}, (z(256, u64), z(256, u8), z(9, u8), z(3, i32), z(3, i64), z(9, u8))),
+        (rle._expand_kernel, {}, (z(3, np.float64), z(4, i64), z(9, np.float64))),
+        (rle._expand_kernel, {}, (z(3, b1), z(4, i64), z(9, b1))),
+        (gather._gather_kernel, {}, (z(3, np.float32), z(4, np.uint32), z(4, np.float32), z(1, i32))),
+        (gather._gather_rows_kernel, {}, (z((3, 16), u8), z(4, i64), z((4, 16), u8), z(1, i32))),
+        (gather._binary_lengths_kernel, {}, (z(4, i32), i64(9), z(4, i64), z(4, i64), z(1, i32))),
+        (gather._binary_copy_kernel, {}, (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8))),
+        (compact._clear_deleted_kernel, {}, (z(4, i64), i64(9), z(9, b1), z(1, i32))),
+        (compact._scatter_kept_kernel, {}, (z(9, b1), z(10, i64), z(9, i64))),
+        (
+            levels._unravel_flags_kernel,
+            {},
+            (z(9, u16), True, z(9, u16), True, i64(9), z(2, i64), z(3, i64), i64(1), i64(2), z(18, i32), z(1, i32)),
+        ),
+        (
+            levels._unravel_scatter_kernel,
+            {},
+            (
+                z(9, u16), True, z(9, u16), True, i64(9), z(2, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64),
+                z(19, i64), z(2, i64), z(2, i64), z(9, i64), z(9, b1),
+            ),
+        ),
+        (levels._to_bitmap_kernel, {}, (z(9, b1), i64(9), z(2, u8))),
+        (levels._from_bitmap_kernel, {}, (z(2, u8), i64(0), z(9, b1))),
+    ]
+    failed = 0
+    for kernel, consts, args in cases:
+        sig = tuple(numba.typeof(a) for a in args)
+        try:
+            cuda.compile_ptx(_rebind(kernel.py, "gpu", consts), sig, cc=(9, 0))
+        except Exception as exc:
+            failed += 1
+            print(f"PTX-FAIL {kernel.__name__} {consts}: {type(exc).__name__}: {exc}")
+    print(f"PTX {len(cases) - failed}/{len(cases)} kernels compiled")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

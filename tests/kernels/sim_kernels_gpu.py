@@ -1,0 +1,270 @@
+"""GPU kernels against their CPU twins, on small inputs.
+
+NOT collected by a plain ``pytest tests/`` run (the file name does not match
+``test_*.py``): ``test_kernels_simulator.py`` runs it in a subprocess with
+``NUMBA_ENABLE_CUDASIM=1`` (the CUDA simulator must be switched on before
+``numba.cuda`` is first imported, so it cannot share a process with the
+other tests).  On a machine with a real GPU it can also be run directly::
+
+    python -m pytest tests/kernels/sim_kernels_gpu.py -q                          # real GPU
+    NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/kernels/sim_kernels_gpu.py -q   # simulator
+
+The simulator runs every CUDA thread as a Python thread, so inputs are kept tiny.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from numba import config as numba_config
+from numba import cuda
+
+import cuda_kernels as ck
+from cuda_kernels import CorruptInputError, _device
+from cuda_kernels.bitunpack import _unpack_kernel, packed_words_per_block
+
+if not cuda.is_available():
+    pytest.skip("needs a CUDA GPU or NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
+
+SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
+h = _device.to_host
+
+
+def _rand_values(rng, n, w, dt):
+    if w == 0:
+        return np.zeros(n, dtype=dt)
+    raw = rng.integers(0, np.iinfo(np.uint64).max, n, dtype=np.uint64, endpoint=True)
+    return (raw >> np.uint64(64 - w)).astype(dt)
+
+
+# ------------------------------------------------------------------ bitunpack
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_unpack_gpu_matches_cpu(dt):
+    rng = np.random.default_rng(0)
+    t = np.dtype(dt).itemsize * 8
+    widths = sorted({0, 1, 3, t // 2 + 1, t - 1, t})
+    packed, offsets, pos = [], [], 0
+    for w in widths:
+        p = ck.pack_blocks(_rand_values(rng, 1024, w, dt), w)
+        packed.append(p)
+        offsets.append(pos)
+        pos += p.size
+    words = np.concatenate(packed)
+    offsets = np.array(offsets, dtype=np.int64)
+    widths = np.array(widths, dtype=np.uint8)
+    cpu = ck.unpack_blocks(words, offsets, widths)
+    gpu = ck.unpack_blocks_gpu(cuda.to_device(words), cuda.to_device(offsets), cuda.to_device(widths))
+    np.testing.assert_array_equal(h(gpu), cpu)
+    # into a caller-provided output
+    out = cuda.device_array(cpu.shape[0], dtype=dt)
+    ck.unpack_blocks_gpu(words, offsets, widths, out=out)
+    np.testing.assert_array_equal(h(out), cpu)
+
+
+def test_unpack_gpu_corrupt_block_sets_flag():
+    words = np.zeros(packed_words_per_block(5, 32), dtype=np.uint32)
+    with pytest.raises(CorruptInputError):
+        ck.unpack_blocks_gpu(words, np.array([1]), np.array([5]))
+    with pytest.raises(CorruptInputError):
+        ck.unpack_blocks_gpu(words, np.array([0]), np.array([33]))
+
+
+def test_unpack_gpu_empty_and_kernel_cache():
+    out = ck.unpack_blocks_gpu(np.zeros(0, np.uint16), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert out.shape[0] == 0
+    assert _unpack_kernel.get(T=16) is _unpack_kernel.get(T=16)
+    assert _unpack_kernel.get(T=16) is not _unpack_kernel.get(T=32)
+
+
+# ------------------------------------------------------------------ fsst
+
+
+def _table(syms):
+    symbols = np.zeros(256, dtype=np.uint64)
+    lengths = np.zeros(256, dtype=np.uint8)
+    for i, s in enumerate(syms):
+        symbols[i] = int.from_bytes(s, "little")
+        lengths[i] = len(s)
+    return symbols, lengths
+
+
+def test_fsst_gpu_matches_cpu():
+    rng = np.random.default_rng(1)
+    syms = [bytes(rng.integers(0, 256, rng.integers(1, 9)).astype(np.uint8)) for _ in range(20)]
+    symbols, lengths = _table(syms)
+    strings = []
+    for _ in range(40):
+        codes = []
+        for _ in range(rng.integers(0, 12)):
+            if rng.random() < 0.2:
+                codes += [255, int(rng.integers(0, 256))]
+            else:
+                codes.append(int(rng.integers(0, 20)))
+        strings.append(bytes(codes))
+    offs = np.concatenate([[0], np.cumsum([len(s) for s in strings])]).astype(np.int64)
+    comp = np.frombuffer(b"".join(strings), dtype=np.uint8)
+    cpu = ck.fsst_decode(symbols, lengths, comp, offs, n_symbols=20)
+    gpu = ck.fsst_decode_gpu(symbols, lengths, cuda.to_device(comp), cuda.to_device(offs), n_symbols=20)
+    np.testing.assert_array_equal(h(gpu[0]), cpu[0])
+    np.testing.assert_array_equal(h(gpu[1]), cpu[1])
+    # int32 offsets and device symbol table
+    gpu = ck.fsst_decode_gpu(
+        cuda.to_device(symbols), cuda.to_device(lengths), comp, offs.astype(np.int32), n_symbols=20
+    )
+    np.testing.assert_array_equal(h(gpu[1]), cpu[1])
+
+
+@pytest.mark.parametrize(
+    ("codes", "offsets"),
+    [([0, 255], [0, 2]), ([0, 5], [0, 2]), ([0, 1], [0, 3]), ([0, 255, 1], [0, 2, 3])],
+)
+def test_fsst_gpu_corrupt(codes, offsets):
+    symbols, lengths = _table([b"ab", b"c"])
+    with pytest.raises(CorruptInputError):
+        ck.fsst_decode_gpu(symbols, lengths, np.array(codes, np.uint8), np.array(offsets), n_symbols=2)
+
+
+def test_fsst_gpu_empty():
+    symbols, lengths = _table([b"ab"])
+    offs, data = ck.fsst_decode_gpu(symbols, lengths, np.zeros(0, np.uint8), np.zeros(3, np.int64), n_symbols=1)
+    assert h(offs).tolist() == [0, 0, 0] and data.shape[0] == 0
+
+
+# ------------------------------------------------------------------ rle / gather / compact
+
+
+def test_rle_gpu_matches_cpu():
+    rng = np.random.default_rng(2)
+    for vdt in (np.int32, np.float64, np.uint8, "datetime64[ms]"):
+        values = rng.integers(0, 100, 30).astype(vdt)
+        runs = rng.integers(0, 6, 30).astype(np.uint8)
+        np.testing.assert_array_equal(h(ck.rle_expand_gpu(values, runs)), ck.rle_expand(values, runs))
+    assert ck.rle_expand_gpu(np.zeros(0, np.int64), np.zeros(0, np.uint8)).shape[0] == 0
+
+
+def test_gather_fixed_gpu_matches_cpu():
+    rng = np.random.default_rng(3)
+    items = rng.random(20)
+    idx = rng.integers(0, 20, 50)
+    np.testing.assert_array_equal(h(ck.gather_fixed_gpu(items, idx)), ck.gather_fixed(items, idx))
+    rows = np.arange(60, dtype=np.uint8).reshape(20, 3)
+    np.testing.assert_array_equal(h(ck.gather_fixed_gpu(rows, idx)), ck.gather_fixed(rows, idx))
+    for bad in (20, -1):
+        with pytest.raises(CorruptInputError):
+            ck.gather_fixed_gpu(items, np.array([0, bad]))
+
+
+def test_gather_binary_gpu_matches_cpu():
+    items = [b"", b"a", b"hello", b"\x00\x01", b"xyz" * 5]
+    offs = np.concatenate([[0], np.cumsum([len(x) for x in items])]).astype(np.int64)
+    data = np.frombuffer(b"".join(items), np.uint8)
+    idx = np.array([4, 0, 2, 2, 1, 3, 0])
+    cpu = ck.gather_binary(offs, data, idx)
+    gpu = ck.gather_binary_gpu(offs, data, idx)
+    np.testing.assert_array_equal(h(gpu[0]), cpu[0])
+    np.testing.assert_array_equal(h(gpu[1]), cpu[1])
+    with pytest.raises(CorruptInputError):
+        ck.gather_binary_gpu(offs, data, np.array([5]))
+    with pytest.raises(CorruptInputError):
+        ck.gather_binary_gpu(np.array([0, 2, 99]), data, np.array([1]))
+
+
+def test_compaction_gpu_matches_cpu():
+    rng = np.random.default_rng(4)
+    deleted = np.array([3, 0, 9, 3])
+    np.testing.assert_array_equal(h(ck.keep_mask_from_deleted_gpu(12, deleted)), ck.keep_mask_from_deleted(12, deleted))
+    with pytest.raises(CorruptInputError):
+        ck.keep_mask_from_deleted_gpu(12, np.array([12]))
+    vals = rng.random(12)
+    mask = ck.keep_mask_from_deleted(12, deleted)
+    np.testing.assert_array_equal(h(ck.compact_fixed_gpu(vals, mask)), ck.compact_fixed(vals, mask))
+    items = [bytes([i]) * (i % 4) for i in range(12)]
+    offs = np.concatenate([[0], np.cumsum([len(x) for x in items])]).astype(np.int64)
+    data = np.frombuffer(b"".join(items), np.uint8)
+    cpu = ck.compact_binary(offs, data, mask)
+    gpu = ck.compact_binary_gpu(offs, data, mask)
+    np.testing.assert_array_equal(h(gpu[0]), cpu[0])
+    np.testing.assert_array_equal(h(gpu[1]), cpu[1])
+
+
+# ------------------------------------------------------------------ levels
+
+
+def _raveled(arr):
+    """ravel_levels input for the first leaf of a (list / struct) pyarrow array."""
+    arrays = [arr]
+    while True:
+        a = arrays[-1]
+        if isinstance(a, pa.ListArray):
+            arrays.append(a.values)
+        elif isinstance(a, pa.StructArray):
+            arrays.append(a.field(0))
+        else:
+            break
+    layers = []
+    for a in reversed(arrays):
+        validity = np.asarray(a.is_valid()) if a.null_count else None
+        offsets = np.asarray(a.offsets) if isinstance(a, pa.ListArray) else None
+        layers.append((validity, offsets))
+    return ck.ravel_levels(layers, len(arr))
+
+
+@pytest.mark.parametrize(
+    ("rows", "typ"),
+    [
+        ([[1, 2], None, [], [3]], pa.list_(pa.int32())),
+        ([[[1], None, []], None, [], [[None, 2]], [[]]], pa.list_(pa.list_(pa.int64()))),
+        (
+            [[{"a": [1, None]}, None, {"a": []}], None, [], [{"a": None}]],
+            pa.list_(pa.struct([("a", pa.list_(pa.int64()))])),
+        ),
+        ([{"x": 1}, {"x": None}, None], pa.struct([("x", pa.int64())])),
+        ([1, None, 3], pa.int64()),
+    ],
+)
+def test_unravel_gpu_matches_cpu(rows, typ):
+    rav = _raveled(pa.array(rows, typ))
+    cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+    gpu = ck.unravel_levels_gpu(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+    assert (gpu.num_values, gpu.num_rows) == (cpu.num_values, cpu.num_rows)
+    for lc, lg in zip(cpu.layers, gpu.layers):
+        assert lc.kind == lg.kind and lc.length == lg.length
+        assert (lc.validity is None) == (lg.validity is None)
+        if lc.validity is not None:
+            np.testing.assert_array_equal(h(lg.validity), lc.validity)
+        assert (lc.offsets is None) == (lg.offsets is None)
+        if lc.offsets is not None:
+            np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
+
+
+def test_unravel_gpu_corrupt_levels():
+    kinds = [ck.ALL_VALID_ITEM, ck.NULL_AND_EMPTY_LIST]
+    with pytest.raises(CorruptInputError):
+        ck.unravel_levels_gpu(np.array([1, 0], np.uint16), np.array([0, 3], np.uint16), kinds)
+    with pytest.raises(CorruptInputError):
+        ck.unravel_levels_gpu(np.array([0, 1], np.uint16), np.array([0, 0], np.uint16), kinds)
+
+
+def test_bitmaps_gpu_match_cpu():
+    rng = np.random.default_rng(5)
+    valid = rng.random(21) < 0.5
+    bm = ck.validity_to_bitmap(valid)
+    np.testing.assert_array_equal(h(ck.validity_to_bitmap_gpu(valid)), bm)
+    np.testing.assert_array_equal(
+        h(ck.bitmap_to_validity_gpu(bm, 18, offset=3)), ck.bitmap_to_validity(bm, 18, offset=3)
+    )
+
+
+def test_gather_fixed_gpu_exotic_dtypes():
+    idx = np.array([2, 0, 1, 1])
+    for items in (
+        np.array([1.5, 2.5, -1.0], dtype=np.float16),
+        np.array(["2020-01-01", "2021-01-01", "1999-12-31"], dtype="datetime64[us]"),
+        np.array([1 + 1j, 2 - 2j, 3j], dtype=np.complex128),
+        np.arange(18, dtype=np.float32).reshape(3, 3, 2),
+    ):
+        got = h(ck.gather_fixed_gpu(items, idx))
+        assert got.dtype == items.dtype
+        np.testing.assert_array_equal(got, items[idx])
