@@ -218,32 +218,6 @@ class LanceDataset:
         projected = self.lance_schema.project(names).to_arrow() if names else pa.schema([])
         return out, projected
 
-    def _read_fragment(
-        self, frag: LanceFragment, fields: list[LanceField], rows: np.ndarray | None, pool: ThreadPoolExecutor | None
-    ) -> list[pa.Array]:
-        arrow_fields = {f.name: af for f, af in zip(self.lance_schema.fields, self.schema)}
-        if pool is None:
-            return [frag.read_field(f, arrow_fields[f.name], rows) for f in fields]
-        futures = [pool.submit(frag.read_field, f, arrow_fields[f.name], rows) for f in fields]
-        return [fu.result() for fu in futures]
-
-    def _fragment_table(
-        self,
-        frag: LanceFragment,
-        fields: list[LanceField],
-        rows: np.ndarray | None,
-        with_row_id: bool,
-        pool: ThreadPoolExecutor | None,
-    ) -> pa.Table:
-        arrays = self._read_fragment(frag, fields, rows, pool)
-        names = [f.name for f in fields]
-        n = frag.physical_rows if rows is None else rows.size
-        table = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({}).append_column("_", pa.nulls(n)).drop(["_"])
-        if with_row_id:
-            ids = frag.row_ids if rows is None else frag.row_ids[rows]
-            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
-        return table
-
     def _finish(self, table: pa.Table, projected: pa.Schema, columns: Sequence[str] | None, with_row_id: bool) -> pa.Table:
         """Shape the read top-level fields into the projected schema."""
         if columns is None:
@@ -304,16 +278,38 @@ class LanceDataset:
                 if name not in have and name in top:
                     read_fields.append(top[name])
                     have.add(name)
+        frags = [(frag, frag.rows_to_read()) for frag in self.fragments]
+        for frag, table in self._read_fragments(frags, read_fields, with_row_id):
+            if compiled is not None:
+                table = compiled.apply(table)
+            yield self._finish(table, projected, columns, with_row_id)
+
+    def _read_fragments(
+        self,
+        frags: list[tuple[LanceFragment, np.ndarray | None]],
+        fields: list[LanceField],
+        with_row_id: bool,
+    ) -> Iterator[tuple[LanceFragment, pa.Table]]:
+        """Read ``fields`` of each (fragment, rows) pair, decoding (fragment, field) pairs in
+        threads (the compiled decoders release the GIL); yields tables in fragment order."""
+        arrow_fields = {f.name: af for f, af in zip(self.lance_schema.fields, self.schema)}
+        names = [f.name for f in fields]
         with ThreadPoolExecutor(_THREADS) as pool:
             futures = [
-                pool.submit(self._fragment_table, frag, read_fields, frag.rows_to_read(), with_row_id, None)
-                for frag in self.fragments
+                [pool.submit(frag.read_field, f, arrow_fields[f.name], rows) for f in fields]
+                for frag, rows in frags
             ]
-            for fu in futures:
-                table = fu.result()
-                if compiled is not None:
-                    table = compiled.apply(table)
-                yield self._finish(table, projected, columns, with_row_id)
+            for (frag, rows), futs in zip(frags, futures):
+                arrays = [fu.result() for fu in futs]
+                n = frag.physical_rows if rows is None else rows.size
+                if arrays:
+                    table = pa.Table.from_arrays(arrays, names=names)
+                else:
+                    table = pa.table({"_": pa.nulls(n)}).drop(["_"])
+                if with_row_id:
+                    ids = frag.row_ids if rows is None else frag.row_ids[rows]
+                    table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
+                yield frag, table
 
     def to_batches(
         self,
@@ -336,14 +332,17 @@ class LanceDataset:
             have = {f.name for f in read_fields}
             top = {f.name: f for f in self.lance_schema.fields}
             read_fields += [top[n] for n in compiled.columns if n not in have and n in top]
-        window = max(batch_size, 1)
+        batch_size = max(int(batch_size), 1)
+        # Decode a few batches' worth of rows at a time (at least ~256k rows, to keep the
+        # per-window overhead small), then hand out batch_size slices.
+        window = batch_size * max(1, -(-262_144 // batch_size))
         for frag in self.fragments:
             live = frag.rows_to_read()
             if live is None:
                 live = np.arange(frag.physical_rows, dtype=np.int64)
             for start in range(0, live.size, window):
                 rows = live[start : start + window]
-                table = self._fragment_table(frag, read_fields, rows, with_row_id, None)
+                _frag, table = next(self._read_fragments([(frag, rows)], read_fields, with_row_id))
                 if compiled is not None:
                     table = compiled.apply(table)
                 table = self._finish(table, projected, columns, with_row_id)
@@ -363,19 +362,19 @@ class LanceDataset:
         order = np.argsort(idx, kind="stable")
         sorted_idx = idx[order]
         frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1
+        jobs = []
+        inverses = []
+        for fi in np.unique(frag_of):
+            frag = self.fragments[int(fi)]
+            local = sorted_idx[frag_of == fi] - starts[fi]
+            live = frag.live_rows
+            phys = local if live is None else live[local]
+            uniq, inverse = np.unique(phys, return_inverse=True)
+            jobs.append((frag, uniq))
+            inverses.append(inverse)
         parts = []
-        with ThreadPoolExecutor(_THREADS) as pool:
-            futures = []
-            for fi in np.unique(frag_of):
-                frag = self.fragments[int(fi)]
-                local = sorted_idx[frag_of == fi] - starts[fi]
-                live = frag.live_rows
-                phys = local if live is None else live[local]
-                uniq, inverse = np.unique(phys, return_inverse=True)
-                futures.append((pool.submit(self._fragment_table, frag, fields, uniq, with_row_id, pool), inverse))
-            for fu, inverse in futures:
-                t = fu.result()
-                parts.append(t.take(pa.array(inverse)) if inverse.size != t.num_rows or not np.array_equal(inverse, np.arange(inverse.size)) else t)
+        for (_frag, t), inverse in zip(self._read_fragments(jobs, fields, with_row_id), inverses):
+            parts.append(t if inverse.size == t.num_rows else t.take(pa.array(inverse)))
         schema_cols = [f.name for f in fields] + ([ROW_ID] if with_row_id else [])
         if not parts:
             return pa.Table.from_batches([], schema=self._result_schema(columns, with_row_id))

@@ -366,7 +366,8 @@ def fullzip_scan(data, num_items, ctrl_bytes, bits_def, offset_bytes, value_byte
     Each item is ``[control word: ctrl_bytes LE, (rep << bits_def) | def]`` ``[length:
     offset_bytes LE, variable width only]`` ``[value bytes, visible items only]``.  An item
     is invisible when ``invisible[def]`` (a null or empty list).  Fixed width values take
-    ``value_bytes`` each.  Returns rep, def, per visible value (start, length), and ok.
+    ``value_bytes`` each; a visible null item (def > 0) of a variable-width column has
+    neither length nor bytes (an empty value).  Returns rep, def, per visible value (start, length), and ok.
     """
     rep = np.zeros(num_items, np.uint16)
     dfn = np.zeros(num_items, np.uint16)
@@ -394,6 +395,12 @@ def fullzip_scan(data, num_items, ctrl_bytes, bits_def, offset_bytes, value_byte
             ok = False
             break
         if invisible[d]:
+            continue
+        if offset_bytes and d != 0:
+            # A visible but null item of a variable-width column: no length, no bytes.
+            vstart[k] = p
+            vlen[k] = 0
+            k += 1
             continue
         if offset_bytes:
             if p + offset_bytes > total:

@@ -85,3 +85,27 @@ def concat_blocks(blocks: list[Block]) -> Block:
     nbytes = bits // 8
     data = np.concatenate([b.as_bytes()[: b.num_values * nbytes] for b in blocks])  # type: ignore[union-attr]
     return FixedWidthBlock(data, bits, n)
+
+
+def select_block(block: Block, idx: np.ndarray) -> Block:
+    """The values of ``block`` at positions ``idx`` (in that order)."""
+    if isinstance(block, VariableWidthBlock):
+        from cuda_kernels.gather import gather_binary
+
+        offsets, data = gather_binary(block.offsets, block.data, idx)
+        return VariableWidthBlock(offsets, data)
+    bits = block.bits_per_value
+    if bits == 1:
+        bools = np.unpackbits(block.as_bytes(), bitorder="little")[: block.num_values]
+        return FixedWidthBlock(np.packbits(bools[idx], bitorder="little"), 1, idx.size)
+    width = bits // 8
+    dt = _UINT_BY_BITS.get(bits)
+    raw = block.as_bytes()[: block.num_values * width]
+    if idx.size and int(idx[-1]) - int(idx[0]) + 1 == idx.size and (idx.size < 2 or idx[1] > idx[0]):
+        lo = int(idx[0]) * width
+        return FixedWidthBlock(raw[lo : lo + idx.size * width], bits, idx.size)
+    if dt is not None:
+        taken = raw.view(dt)[idx]
+    else:
+        taken = raw.reshape(-1, width)[idx]
+    return FixedWidthBlock(np.ascontiguousarray(taken).view(np.uint8).reshape(-1), bits, idx.size)

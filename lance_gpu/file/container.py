@@ -143,6 +143,7 @@ class LanceFileReader:
         self._meta = grab(meta_start, b - meta_start)
         self._meta_start = meta_start
         self._columns: dict[int, ColumnInfo] = {}
+        self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] = {}
 
     def close(self) -> None:
         self.io.close()
@@ -201,3 +202,18 @@ class LanceFileReader:
 
     def read_buffers(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         return self.io.read_ranges(ranges)
+
+    def page_buffers(self, column: int, page_index: int) -> list[np.ndarray]:
+        """The buffers of one page, keeping the last page read per column.
+
+        Streaming and take read neighbouring rows of a page many times; the cache holds at
+        most one (encoded) page per column.
+        """
+        key = (column, page_index)
+        hit = self._page_cache.get(column)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        page = self.column(column).pages[page_index]
+        bufs = self.io.read_ranges(list(zip(page.buffer_offsets, page.buffer_sizes)))
+        self._page_cache[column] = (key, bufs)
+        return bufs

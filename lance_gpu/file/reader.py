@@ -156,11 +156,10 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
         layout = parse_layout(page, ctx)
-        bufs = file.read_buffers(list(zip(page.buffer_offsets, page.buffer_sizes)))
+        bufs = file.page_buffers(col, pi)
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
-            leaf, local = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, ctx, rows=local_rows)
-            arr = assemble(field, [leaf], file.path)
-            parts.append(arr.take(pa.array(local)))
+            leaf = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, ctx, rows=local_rows)
+            parts.append(assemble(field, [leaf], file.path))
         else:
             leaf = decode_page(file, page, bufs, ctx)
             arr = assemble(field, [leaf], file.path)

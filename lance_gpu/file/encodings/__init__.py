@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_gpu.file.blocks import Block
+from lance_gpu.file.blocks import Block, select_block
 from lance_gpu.file.encodings import (
     bitpacking,
     byte_stream_split,
@@ -53,13 +53,27 @@ _BLOCK = {
 }
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Block:
-    """Decode the values of all chunks of a mini-block page."""
+# Decoders that can skip work for values that are not selected.
+_MINIBLOCK_SELECTING = {
+    "variable": variable.decode_miniblock,
+    "fsst": fsst.decode_miniblock,
+}
+
+
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> Block:
+    """Decode the values of all chunks of a mini-block page.
+
+    With ``select`` (positions among the chunks' values) only those values are returned,
+    in that order; variable-width decoders then copy and decompress only them.
+    """
     kind = which(enc, ctx)
+    if select is not None and kind in _MINIBLOCK_SELECTING:
+        return _MINIBLOCK_SELECTING[kind](getattr(enc, kind), bufs, ctx, select=select)
     fn = _MINIBLOCK.get(kind)
     if fn is None:
         raise ctx.unsupported(f"{kind} in a mini-block page")
-    return fn(getattr(enc, kind), bufs, ctx)
+    block = fn(getattr(enc, kind), bufs, ctx)
+    return block if select is None else select_block(block, select)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> Block:

@@ -60,13 +60,15 @@ def decompress(table: SymbolTable, compressed: VariableWidthBlock, ctx: DecodeCo
     return VariableWidthBlock(offsets, data)
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> VariableWidthBlock:
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> VariableWidthBlock:
     table = SymbolTable(enc.symbol_table, ctx)
     inner = enc.values
     if inner.WhichOneof("compression") != "variable":
         raise ctx.unsupported("FSST over anything but Variable")
     cb = bufs[0]
     vstart, vlen = variable.chunk_value_ranges(inner.variable, cb, ctx)
+    if select is not None:
+        vstart, vlen = vstart[select], vlen[select]
     offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
     return decompress(table, VariableWidthBlock(offsets, data), ctx)
 

@@ -37,9 +37,11 @@ def chunk_value_ranges(enc, cb: ChunkBuffers, ctx: DecodeContext) -> tuple[np.nd
     return vstart, vlen
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> VariableWidthBlock:
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> VariableWidthBlock:
     cb = bufs[0]
     vstart, vlen = chunk_value_ranges(enc, cb, ctx)
+    if select is not None:
+        vstart, vlen = vstart[select], vlen[select]
     offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
     return VariableWidthBlock(offsets, data)
 

@@ -62,11 +62,12 @@ def decode(
     num_rows: int,
     ctx: DecodeContext,
     rows: np.ndarray | None = None,
-) -> LeafPage | tuple[LeafPage, np.ndarray]:
+) -> LeafPage:
     """Decode a whole mini-block page, or only the chunks holding ``rows``.
 
     With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
-    rows are items) the result is the decoded chunks and the rows' positions in them.
+    rows are items) only the chunks holding them are decoded, and the result holds exactly
+    those rows, in order.
     """
     if len(buffers) < 2:
         raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
@@ -92,12 +93,18 @@ def decode(
             raise ValueError("row selection needs a page without repetition levels")
         first_item = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=first_item[1:])
-        chunk_of = np.searchsorted(first_item, rows, side="right") - 1
-        keep = np.unique(chunk_of)
-        sel_first = np.zeros(keep.size + 1, np.int64)
-        np.cumsum(counts[keep], out=sel_first[1:])
-        pos_in_sel = np.searchsorted(keep, chunk_of)
-        local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
+        if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+            # A contiguous run of rows (streaming): a range of chunks.
+            c0, c1 = np.searchsorted(first_item, [rows[0], rows[-1]], side="right") - 1
+            keep = np.arange(c0, c1 + 1)
+            local = np.arange(rows.size, dtype=np.int64) + (int(rows[0]) - int(first_item[c0]))
+        else:
+            chunk_of = np.searchsorted(first_item, rows, side="right") - 1
+            keep = np.unique(chunk_of)
+            sel_first = np.zeros(keep.size + 1, np.int64)
+            np.cumsum(counts[keep], out=sel_first[1:])
+            pos_in_sel = np.searchsorted(keep, chunk_of)
+            local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
         counts = counts[keep]
         levels = levels[keep]
         rep_spans = rep_spans[keep]
@@ -109,17 +116,22 @@ def decode(
         ChunkBuffers(data, bufs[:, b, 0].copy(), bufs[:, b, 1].copy(), counts) for b in range(nbuf)
     ]
     layers = tuple(int(x) for x in layout.layers)
+    has_dict = layout.HasField("dictionary")
     if nbuf == 0:
         values = None
     else:
-        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx)
-    if layout.HasField("dictionary"):
+        # A selection is pushed into the value decoder, except through a dictionary, whose
+        # indices are selected before the gather below.
+        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx, select=None if has_dict else local)
+    if has_dict:
         if len(buffers) < 3:
             raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
         items = encodings.decode_block(layout.dictionary, buffers[2], int(layout.num_dictionary_items), ctx)
         if not isinstance(values, FixedWidthBlock):
             raise ctx.corrupt("dictionary indices are not fixed-width")
         idx = dictionary.indices_of(values, ctx)
+        if local is not None:
+            idx = idx[local]
         values = dictionary.apply(items, idx, ctx)
     rep = def_ = None
     num_levels = num_items
@@ -129,5 +141,9 @@ def decode(
             rep = _decode_levels(layout.rep_compression, data, rep_spans, levels, ctx)
         if has_def:
             def_ = _decode_levels(layout.def_compression, data, def_spans, levels, ctx)
-    page = LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows)
-    return page if local is None else (page, local)
+    if local is not None:
+        # Rows are items here (no repetition): keep the selected ones, in order.
+        if def_ is not None:
+            def_ = def_[local]
+        num_items = num_levels = num_rows = int(local.size)
+    return LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows)

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Read benchmark: lance-gpu (CPU path) against pylance and pyarrow-Parquet, in one run.
+
+Datasets (written once under benchmarks/data/, reused):
+  (a) "mixed": 5M rows: int64 ids, random int64, float64, a 20-value string category,
+      ~30-character free text, timestamps, bool, a nullable int32;
+  (b) "embeddings": 500k rows of fixed_size_list<float32, 128>.
+
+Each measurement runs in a fresh subprocess (median of --repeat runs after one warm-up) and
+reports its peak RSS growth.  Output: a table on stdout and benchmarks/results/read_cpu.{md,json}.
+Ratios are pylance time / our time (above 1 = we are faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+RESULTS = HERE / "results"
+
+
+def make_data(rows: int, emb_rows: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lance
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    mixed = DATA / f"mixed_{rows}"
+    if not (mixed.with_suffix(".lance")).exists():
+        rng = np.random.default_rng(0)
+        cats = np.array([f"category_{i:02d}" for i in range(20)])
+        words = np.array(["alpha", "beta", "gamma", "delta", "omega", "lorem", "ipsum", "dolor", "sit", "amet", "quick", "brown", "fox"])
+        text = [" ".join(r) for r in words[rng.integers(0, len(words), size=(rows, 5))]]
+        tbl = pa.table(
+            {
+                "id": pa.array(np.arange(rows, dtype=np.int64)),
+                "rand_int": pa.array(rng.integers(0, 1_000_000, rows)),
+                "value": pa.array(rng.random(rows)),
+                "category": pa.array(cats[rng.integers(0, 20, rows)]),
+                "text": pa.array(text),
+                "ts": pa.array((1_600_000_000_000_000 + rng.integers(0, 10**12, rows)).astype("datetime64[us]")),
+                "flag": pa.array(rng.random(rows) < 0.5),
+                "nullable_int": pa.array(rng.integers(0, 1000, rows).astype(np.int32), mask=rng.random(rows) < 0.1),
+            }
+        )
+        lance.write_dataset(tbl, str(mixed.with_suffix(".lance")))
+        pq.write_table(tbl, str(mixed.with_suffix(".parquet")))
+    emb = DATA / f"embeddings_{emb_rows}"
+    if not emb.with_suffix(".lance").exists():
+        rng = np.random.default_rng(1)
+        vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(emb_rows * 128, dtype=np.float32)), 128)
+        tbl = pa.table({"id": pa.array(np.arange(emb_rows, dtype=np.int64)), "vector": vec})
+        lance.write_dataset(tbl, str(emb.with_suffix(".lance")))
+        pq.write_table(tbl, str(emb.with_suffix(".parquet")))
+
+
+# One measurement, run in a child process: prints a JSON line.
+CHILD = r"""
+import json, resource, sys, time, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+engine, op, path, repeat, nrows = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+import pyarrow as pa, pyarrow.parquet as pq
+if engine == "lance":
+    import lance
+    open_ds = lambda: lance.dataset(path)
+elif engine == "lance_gpu":
+    import lance_gpu
+    open_ds = lambda: lance_gpu.dataset(path, device="cpu")
+idx = np.random.default_rng(7).choice(nrows, 10_000, replace=False)
+def run():
+    if engine == "parquet":
+        if op == "scan":
+            return pq.read_table(path)
+        if op == "take":
+            return pq.read_table(path).take(pa.array(idx))
+        if op == "batches":
+            n = 0
+            for b in pq.ParquetFile(path).iter_batches(batch_size=65536):
+                n += b.num_rows
+            return n
+    ds = open_ds()
+    if op == "scan":
+        return ds.to_table()
+    if op == "take":
+        return ds.take(idx)
+    if op == "batches":
+        n = 0
+        for b in ds.to_batches(batch_size=65536):
+            n += b.num_rows
+        return n
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out = run()  # warm-up: compile caches, page cache
+base = rss()
+times = []
+for _ in range(repeat):
+    t0 = time.perf_counter(); out = run(); times.append(time.perf_counter() - t0)
+    del out
+peak_first = None
+print(json.dumps({"times": times, "peak_rss": rss(), "base_rss": base}))
+"""
+
+CHILD_MEM = r"""
+import json, resource, sys, warnings
+warnings.simplefilter("ignore")
+engine, op, path = sys.argv[1], sys.argv[2], sys.argv[3]
+import numpy as np, pyarrow as pa
+if engine == "lance":
+    import lance as mod
+    ds = mod.dataset(path)
+else:
+    import lance_gpu as mod
+    ds = mod.dataset(path, device="cpu")
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# compile / warm on a tiny read first so that JIT memory is not counted
+list(ds.to_batches(batch_size=1024))[:1] if op == "batches" else ds.take([0])
+base = rss()
+if op == "scan":
+    t = ds.to_table(); decoded = t.nbytes
+else:
+    decoded = 0
+    for b in ds.to_batches(batch_size=65536):
+        decoded = max(decoded, b.nbytes)
+print(json.dumps({"peak_growth": rss() - base, "decoded": decoded}))
+"""
+
+
+def child(code: str, *args: object) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=3600)
+    if res.returncode:
+        raise RuntimeError(res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--emb-rows", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    make_data(args.rows, args.emb_rows)
+    rows = []
+    for name, n in (("mixed", args.rows), ("embeddings", args.emb_rows)):
+        base = DATA / f"{name}_{n}"
+        for op in ("scan", "take"):
+            res = {}
+            for engine, path in (("lance_gpu", base.with_suffix(".lance")), ("lance", base.with_suffix(".lance")), ("parquet", base.with_suffix(".parquet"))):
+                r = child(CHILD, engine, op, path, args.repeat, n)
+                res[engine] = sorted(r["times"])[len(r["times"]) // 2]
+            rows.append({"dataset": name, "op": op, **{f"{k}_s": v for k, v in res.items()},
+                         "vs_pylance": res["lance"] / res["lance_gpu"], "vs_parquet": res["parquet"] / res["lance_gpu"]})
+        for engine in ("lance_gpu", "lance"):
+            for op in ("scan", "batches"):
+                m = child(CHILD_MEM, engine, op, base.with_suffix(".lance"))
+                rows.append({"dataset": name, "op": f"memory:{op}", "engine": engine,
+                             "peak_growth_mb": m["peak_growth"] / 1e6, "decoded_mb": m["decoded"] / 1e6,
+                             "ratio": m["peak_growth"] / max(m["decoded"], 1)})
+    meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d"), "rows": args.rows, "emb_rows": args.emb_rows, "repeat": args.repeat}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "read_cpu.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    lines = [f"# Read benchmark (CPU), {meta['date']}, {meta['cpus']} cores, {meta['machine']}, Python {meta['python']}", "",
+             "Median seconds; ratio = other engine's time / lance_gpu's time (above 1: lance_gpu is faster).", "",
+             "| dataset | op | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "vs_pylance" in r:
+            lines.append(f"| {r['dataset']} | {r['op']} | {r['lance_gpu_s']:.3f} | {r['lance_s']:.3f} | {r['parquet_s']:.3f} | {r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x |")
+    lines += ["", "Peak memory growth (RSS) of one full scan / one pass of to_batches(65536), against the decoded table (scan) or the largest batch (batches).", "",
+              "| dataset | op | engine | peak growth MB | decoded MB | ratio |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "peak_growth_mb" in r:
+            lines.append(f"| {r['dataset']} | {r['op']} | {r['engine']} | {r['peak_growth_mb']:.0f} | {r['decoded_mb']:.1f} | {r['ratio']:.2f} |")
+    (RESULTS / "read_cpu.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
