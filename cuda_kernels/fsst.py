@@ -200,6 +200,50 @@ def _decode_parallel(symbols, sym_lens, comp, in_offsets, out_offsets, out, nchu
         )
 
 
+@cpu_driver
+def _lengths_span_range(sym_lens, n_symbols, comp, starts, ends, out_offsets, lo, hi):
+    """As :func:`_lengths_range`, for strings given as (start, end) spans."""
+    ncomp = comp.shape[0]
+    bad = -1
+    for i in range(lo, hi):
+        length = _fsst_decoded_len(sym_lens, n_symbols, comp, ncomp, np.int64(starts[i]), np.int64(ends[i]))
+        out_offsets[i + 1] = length
+        if length < 0 and bad < 0:
+            bad = i
+    return bad
+
+
+@cpu_driver(parallel=True)
+def _lengths_span_parallel(sym_lens, n_symbols, comp, starts, ends, out_offsets, nchunks):
+    n = starts.shape[0]
+    bads = np.full(nchunks, -1, dtype=np.int64)
+    for ch in prange(nchunks):
+        bads[ch] = _lengths_span_range(
+            sym_lens, n_symbols, comp, starts, ends, out_offsets, ch * n // nchunks, (ch + 1) * n // nchunks
+        )
+    for ch in range(nchunks):
+        if bads[ch] >= 0:
+            return bads[ch]
+    return -1
+
+
+@cpu_driver
+def _decode_span_range(symbols, sym_lens, comp, starts, ends, out_offsets, out, lo, hi):
+    for i in range(lo, hi):
+        _fsst_decode_one(
+            symbols, sym_lens, comp, np.int64(starts[i]), np.int64(ends[i]), out, out_offsets[i], out_offsets[i + 1]
+        )
+
+
+@cpu_driver(parallel=True)
+def _decode_span_parallel(symbols, sym_lens, comp, starts, ends, out_offsets, out, nchunks):
+    n = starts.shape[0]
+    for ch in prange(nchunks):
+        _decode_span_range(
+            symbols, sym_lens, comp, starts, ends, out_offsets, out, ch * n // nchunks, (ch + 1) * n // nchunks
+        )
+
+
 # --------------------------------------------------------------------------
 # GPU kernels
 # --------------------------------------------------------------------------
@@ -342,6 +386,33 @@ def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None)
         _decode_parallel(sym, sl, comp, offs, out_offsets, out, _nchunks(n))
     elif n:
         _decode_range(sym, sl, comp, offs, out_offsets, out, 0, n)
+    return out_offsets, out
+
+
+def fsst_decode_spans(symbols, symbol_lengths, compressed, starts, lengths, n_symbols=None):
+    """Decode FSST strings given as spans: string ``i`` is
+    ``compressed[starts[i]:starts[i] + lengths[i]]`` (spans need not be contiguous).
+
+    Same result and errors as :func:`fsst_decode`, without first gathering the spans.
+    """
+    sym, sl, nsym = _prepare_table(symbols, symbol_lengths, n_symbols)
+    comp = np.ascontiguousarray(compressed, dtype=np.uint8)
+    st = np.ascontiguousarray(starts, dtype=np.int64)
+    en = st + np.asarray(lengths, dtype=np.int64)
+    n = st.shape[0]
+    out_offsets = np.empty(n + 1, dtype=np.int64)
+    if n >= _PARALLEL_MIN_STRINGS:
+        bad = _lengths_span_parallel(sl, nsym, comp, st, en, out_offsets, _nchunks(n))
+    else:
+        bad = _lengths_span_range(sl, nsym, comp, st, en, out_offsets, 0, n)
+    if bad >= 0:
+        _raise_for(int(out_offsets[bad + 1]), bad)
+    _scan_inplace(out_offsets)
+    out = np.empty(int(out_offsets[n]), dtype=np.uint8)
+    if n >= _PARALLEL_MIN_STRINGS:
+        _decode_span_parallel(sym, sl, comp, st, en, out_offsets, out, _nchunks(n))
+    elif n:
+        _decode_span_range(sym, sl, comp, st, en, out_offsets, out, 0, n)
     return out_offsets, out
 
 

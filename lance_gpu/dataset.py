@@ -200,39 +200,69 @@ class LanceDataset:
     # -- reading ----------------------------------------------------------------------------
 
     def _projection(self, columns: Sequence[str] | None) -> tuple[list[LanceField], pa.Schema]:
+        """The top-level fields to read, and the result schema.
+
+        As in pylance, a dotted name (``"st.a"``) is a top-level result column named by its
+        path, holding the nested field (nullable, null where an enclosing struct is null).
+        """
         if columns is None:
             fields = list(self.lance_schema.fields)
             return fields, self.schema
         names = list(columns)
         top = {f.name: f for f in self.lance_schema.fields}
-        out = []
+        arrow_top = {f.name: f for f in self.schema}
+        out: list[LanceField] = []
+        result: list[pa.Field] = []
+        seen: set[str] = set()
         for name in names:
+            if name in seen:
+                raise SchemaMismatchError(f"duplicate column name {name!r} in the projection")
+            seen.add(name)
             if name in top:
-                out.append(top[name])
-                continue
-            head = name.split(".", 1)[0]
-            if head not in top:
-                msg = f"column {name!r} is not in the dataset's schema {self.schema.names}"
-                raise SchemaMismatchError(msg)
-            out.append(top[head])
-        projected = self.lance_schema.project(names).to_arrow() if names else pa.schema([])
-        return out, projected
+                lf, af = top[name], arrow_top[name]
+            else:
+                chain = self._nested_chain(name)
+                lf, af = chain[0], arrow_top[chain[0].name]
+                for child in chain[1:]:
+                    af = af.type.field(child.name)
+                af = af.with_name(name).with_nullable(True)
+            if all(f.name != lf.name for f in out):
+                out.append(lf)
+            result.append(af)
+        return out, pa.schema(result, metadata=self.schema.metadata)
+
+    def _nested_chain(self, name: str) -> list[LanceField]:
+        """The fields from the top-level field down to the one a dotted ``name`` points at."""
+        try:
+            chain = self.lance_schema._resolve(name)
+        except SchemaMismatchError:
+            msg = f"column {name!r} is not in the dataset's schema {self.schema.names}"
+            raise SchemaMismatchError(msg) from None
+        if any(f.logical_type != "struct" for f in chain[:-1]):
+            msg = f"column {name!r}: only fields of structs can be projected by a dotted name"
+            raise SchemaMismatchError(msg)
+        return chain
 
     def _finish(self, table: pa.Table, projected: pa.Schema, columns: Sequence[str] | None, with_row_id: bool) -> pa.Table:
-        """Shape the read top-level fields into the projected schema."""
-        if columns is None:
-            return table
+        """Shape the read top-level fields into the projected schema (metadata included);
+        keeps the row count when no column is projected."""
         arrays = []
         for f in projected:
-            col = table.column(f.name)
-            if col.type != f.type:
-                col = _project_nested(col, f.type)
+            if f.name in table.column_names:
+                col = table.column(f.name)
+            else:
+                chain = self._nested_chain(f.name)
+                col = table.column(chain[0].name)
+                for child in chain[1:]:
+                    col = pc.struct_field(col, [col.type.get_field_index(child.name)])
             arrays.append(col)
-        names = list(projected.names)
+        schema = projected
         if with_row_id:
             arrays.append(table.column(ROW_ID))
-            names.append(ROW_ID)
-        return pa.Table.from_arrays(arrays, names=names)
+            schema = schema.append(pa.field(ROW_ID, pa.uint64(), nullable=True))
+        if not arrays:
+            return table.select([]).replace_schema_metadata(schema.metadata)
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     def to_table(
         self,
@@ -385,18 +415,3 @@ class LanceDataset:
         table = table.take(pa.array(inv)).select(schema_cols)
         return self._finish(table, projected, columns, with_row_id)
 
-
-def _project_nested(col: pa.ChunkedArray | pa.Array, target: pa.DataType):
-    """Keep only the struct children named in ``target`` (for dotted column projections)."""
-    def one(arr: pa.Array) -> pa.Array:
-        if pa.types.is_struct(arr.type) and pa.types.is_struct(target):
-            kids = []
-            for f in target:
-                child = arr.field(f.name)
-                kids.append(_project_nested(child, f.type) if child.type != f.type else child)
-            return pa.StructArray.from_arrays(kids, fields=list(target), mask=arr.is_null() if arr.null_count else None)
-        return arr.cast(target)
-
-    if isinstance(col, pa.ChunkedArray):
-        return pa.chunked_array([one(c) for c in col.chunks], type=target)
-    return one(col)

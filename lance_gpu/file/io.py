@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Byte-range reads from local files.
 
-Every read names its file in errors. Reads that fall outside the file, or that return fewer
+Files are memory-mapped read-only and ranges are returned as zero-copy views: Lance data
+files are immutable once committed, fixed-width pages then reach Arrow without a copy, and
+only the pages a query touches are ever read from disk.  Every read names its file in errors. Reads that fall outside the file, or that return fewer
 bytes than asked for, raise :class:`~lance_gpu.errors.CorruptFileError`: a truncated file
 never turns into wrong data.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterable, Sequence
 
@@ -26,7 +29,7 @@ class RangeReader:
     decoding different columns) need no locking.
     """
 
-    __slots__ = ("path", "size", "_fd")
+    __slots__ = ("path", "size", "_fd", "_map")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -36,8 +39,17 @@ class RangeReader:
             msg = f"data file not found: {self.path}"
             raise DatasetNotFoundError(msg) from exc
         self.size = os.fstat(self._fd).st_size
+        self._map: np.ndarray | None = None
+        if self.size:
+            try:
+                mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
+                self._map = np.frombuffer(mm, dtype=np.uint8)
+            except (OSError, ValueError):
+                self._map = None  # fall back to positional reads
 
     def close(self) -> None:
+        # The mapping stays alive as long as arrays reference it; only the descriptor closes.
+        self._map = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -61,6 +73,8 @@ class RangeReader:
                 self.path,
                 f"byte range [{offset}, {offset + size}) lies outside the file of {self.size} bytes",
             )
+        if self._map is not None:
+            return self._map[offset : offset + size]
         out = np.empty(size, dtype=np.uint8)
         done = 0
         view = memoryview(out)

@@ -156,6 +156,10 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
         layout = parse_layout(page, ctx)
+        if layout.WhichOneof("layout") == "full_zip_layout" and layout.full_zip_layout.bits_rep == 0:
+            leaf = fullzip.take_rows(layout.full_zip_layout, page, file, local_rows, ctx)
+            parts.append(assemble(field, [leaf], file.path))
+            continue
         bufs = file.page_buffers(col, pi)
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
             leaf = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, ctx, rows=local_rows)

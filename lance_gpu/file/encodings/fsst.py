@@ -69,8 +69,17 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
     vstart, vlen = variable.chunk_value_ranges(inner.variable, cb, ctx)
     if select is not None:
         vstart, vlen = vstart[select], vlen[select]
-    offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
-    return decompress(table, VariableWidthBlock(offsets, data), ctx)
+    if not table.compressed:
+        offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
+        return VariableWidthBlock(offsets, data)
+    from cuda_kernels.errors import CorruptInputError
+    from cuda_kernels.fsst import fsst_decode_spans
+
+    try:
+        offsets, data = fsst_decode_spans(table.symbols, table.lengths, cb.data, vstart, vlen, n_symbols=table.n_symbols)
+    except CorruptInputError as exc:
+        raise ctx.corrupt(f"FSST data ({exc})") from exc
+    return VariableWidthBlock(offsets, data)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> VariableWidthBlock:

@@ -126,3 +126,53 @@ def _variable_values(enc, data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray
         out = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
         return VariableWidthBlock(offsets, out)
     raise ctx.unsupported(f"{kind} as a full-zip variable-width encoding")
+
+
+def take_rows(layout, page, file, rows: np.ndarray, ctx: DecodeContext) -> LeafPage:
+    """Decode only ``rows`` (sorted, page-local) of a full-zip page without repetition.
+
+    Without repetition every row is one item: fixed-width items have a fixed stride
+    (control word + value) and variable-width ones are found through the repetition index
+    (buffer 1).  Only the rows' bytes are read from the file.
+    """
+    layers = tuple(int(x) for x in layout.layers)
+    bits_def = int(layout.bits_def)
+    ctrl = _ctrl_bytes(bits_def)
+    base = page.buffer_offsets[0]
+    size0 = page.buffer_sizes[0]
+    if layout.WhichOneof("details") == "bits_per_value":
+        value_bytes = int(layout.bits_per_value) // 8
+        offset_bytes = 0
+        stride = ctrl + value_bytes
+        starts = rows * stride
+        lengths = np.full(rows.size, stride, np.int64)
+    else:
+        value_bytes = 0
+        offset_bytes = int(layout.bits_per_offset) // 8
+        if len(page.buffer_offsets) < 2:
+            raise ctx.corrupt("variable-width full-zip page lacks its repetition index")
+        n = page.num_rows
+        width, rem = divmod(page.buffer_sizes[1], n + 1) if n + 1 else (0, 1)
+        if rem or width not in (1, 2, 4, 8):
+            raise ctx.corrupt("full-zip repetition index has an impossible width")
+        idx_dt = np.dtype(f"<u{width}")
+        ranges = [(page.buffer_offsets[1] + int(r) * width, 2 * width) for r in rows]
+        got = file.read_buffers(ranges)
+        pairs = np.concatenate(got).view(idx_dt).astype(np.int64).reshape(-1, 2) if ranges else np.zeros((0, 2), np.int64)
+        starts = pairs[:, 0]
+        lengths = pairs[:, 1] - pairs[:, 0]
+    if rows.size and (np.any(lengths < 0) or int((starts + lengths).max()) > size0):
+        raise ctx.corrupt("full-zip rows point outside the page")
+    chunks = file.read_buffers([(base + int(s), int(z)) for s, z in zip(starts, lengths)])
+    data = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
+    invisible = invisible_table(layers)
+    _r, d, vstart, vlen, ok = native.fullzip_scan(data, rows.size, ctrl, bits_def, offset_bytes, value_bytes, invisible)
+    if not ok:
+        raise ctx.corrupt("full-zip rows are truncated or hold an impossible level")
+    enc = layout.value_compression
+    if offset_bytes == 0:
+        raw = native.gather_ranges(data, vstart, vlen)
+        values = _fixed_values(enc, FixedWidthBlock(raw, value_bytes * 8, vstart.size), ctx)
+    else:
+        values = _variable_values(enc, data, vstart, vlen, ctx)
+    return LeafPage(values, vstart.size, None, d if bits_def else None, rows.size, layers, rows.size)

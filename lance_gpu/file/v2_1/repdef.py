@@ -93,6 +93,23 @@ def unravel(rep: np.ndarray | None, def_: np.ndarray | None, num_levels: int, la
     """Per-layer slots of one leaf; None if the levels are impossible for these layers."""
     k = len(layers)
     is_list = np.array([layer in LIST_LAYERS for layer in layers], np.bool_)
+    if rep is None and not is_list.any():
+        # Items and structs only: one slot per level at every layer; a table lookup per layer.
+        layer_of, is_null, _reach = def_tables(layers)
+        if def_ is None:
+            return [LayerSlots(None, None, num_levels) for _ in layers]
+        if def_.size and int(def_.max()) >= layer_of.size:
+            return None
+        out = []
+        for i in range(k):
+            null_at = (layer_of > i) | ((layer_of == i) & is_null)
+            null_at[0] = False
+            if not null_at.any():
+                out.append(LayerSlots(None, None, num_levels))
+                continue
+            valid = ~null_at[def_]
+            out.append(LayerSlots(valid if not valid.all() else None, None, num_levels))
+        return out
     lists_le = np.cumsum(is_list).astype(np.int64)
     layer_of, is_null, reach = def_tables(layers)
     empty16 = np.zeros(0, np.uint16)
