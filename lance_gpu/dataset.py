@@ -278,7 +278,14 @@ class LanceDataset:
         resolve_device(device or self._device)
         batches = list(self._scan(columns, filter, with_row_id))
         schema = self._result_schema(columns, with_row_id)
-        table = pa.Table.from_batches([], schema=schema) if not batches else pa.concat_tables(batches)
+        if not batches:
+            table = pa.Table.from_batches([], schema=schema)
+        elif not schema.names:
+            # concat_tables drops the row count of tables without columns
+            n = sum(b.num_rows for b in batches)
+            table = pa.table({"_": pa.nulls(n)}).select([]).replace_schema_metadata(schema.metadata)
+        else:
+            table = pa.concat_tables(batches)
         if offset or limit is not None:
             table = table.slice(offset or 0, limit)
         return table

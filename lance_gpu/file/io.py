@@ -29,7 +29,7 @@ class RangeReader:
     decoding different columns) need no locking.
     """
 
-    __slots__ = ("path", "size", "_fd", "_map")
+    __slots__ = ("path", "size", "_fd", "_map", "_mm")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -40,16 +40,18 @@ class RangeReader:
             raise DatasetNotFoundError(msg) from exc
         self.size = os.fstat(self._fd).st_size
         self._map: np.ndarray | None = None
+        self._mm: mmap.mmap | None = None
         if self.size:
             try:
-                mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
-                self._map = np.frombuffer(mm, dtype=np.uint8)
+                self._mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
+                self._map = np.frombuffer(self._mm, dtype=np.uint8)
             except (OSError, ValueError):
                 self._map = None  # fall back to positional reads
 
     def close(self) -> None:
         # The mapping stays alive as long as arrays reference it; only the descriptor closes.
         self._map = None
+        self._mm = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -84,6 +86,29 @@ class RangeReader:
                 raise CorruptFileError(self.path, f"short read at offset {offset + done}")
             done += n
         return out
+
+    def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None:
+        """Drop the mapped pages of ``ranges`` from this process's memory once decoded.
+
+        The file stays in the page cache and a later read faults the pages back in, so this
+        is always safe; it keeps a scan's resident memory near the decoded size.  Address
+        ranges in ``keep`` (``(address, size)`` of buffers still referenced zero-copy) are
+        left alone.
+        """
+        if self._mm is None or self._map is None or not hasattr(self._mm, "madvise"):
+            return
+        base = self._map.ctypes.data
+        kept = [(a - base, a - base + n) for a, n in keep if base <= a < base + self.size]
+        page = mmap.PAGESIZE
+        for off, size in ranges:
+            lo = -(-off // page) * page
+            hi = ((off + size) // page) * page
+            if hi <= lo or any(k0 < hi and k1 > lo for k0, k1 in kept):
+                continue
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                return
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         """Read many ``(offset, size)`` ranges, coalescing near neighbours into one read.

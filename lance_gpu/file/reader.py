@@ -125,9 +125,26 @@ def read_field(
         ids_per_leaf = [pages_in_range(pages, start, row_range[1]) for pages in page_lists]
     leaves = [read_leaf(file, col, ids, t) for col, ids, t in zip(columns, ids_per_leaf, types)]
     arr = assemble(field, leaves, file.path)
+    _release_pages(file, columns, ids_per_leaf, arr)
     if row_range is not None:
         arr = arr.slice(row_range[0] - start, row_range[1] - row_range[0])
     return arr
+
+
+def _buffers_of(arr: pa.Array) -> list[tuple[int, int]]:
+    out = [(b.address, b.size) for b in arr.buffers() if b is not None]
+    return out
+
+
+def _release_pages(file: LanceFileReader, columns: list[int], ids_per_leaf: list[list[int]], arr: pa.Array) -> None:
+    """Let go of the decoded pages' mapped bytes that the result does not reference."""
+    ranges = [
+        (o, s)
+        for col, ids in zip(columns, ids_per_leaf)
+        for i in ids
+        for o, s in zip(file.column(col).pages[i].buffer_offsets, file.column(col).pages[i].buffer_sizes)
+    ]
+    file.io.release(ranges, keep=_buffers_of(arr))
 
 
 def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array:
