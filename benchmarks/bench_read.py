@@ -107,7 +107,6 @@ times = []
 for _ in range(repeat):
     t0 = time.perf_counter(); out = run(); times.append(time.perf_counter() - t0)
     del out
-peak_first = None
 print(json.dumps({"times": times, "peak_rss": rss(), "base_rss": base}))
 """
 
@@ -125,7 +124,7 @@ else:
 def rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 # compile / warm on a tiny read first so that JIT memory is not counted
-list(ds.to_batches(batch_size=1024))[:1] if op == "batches" else ds.take([0])
+next(iter(ds.to_batches(batch_size=1024))) if op == "batches" else ds.take([0])
 base = rss()
 if op == "scan":
     t = ds.to_table(); decoded = t.nbytes

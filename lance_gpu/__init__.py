@@ -19,12 +19,14 @@ from lance_gpu.errors import (
     UnsupportedEncodingError,
     UnsupportedFeatureError,
 )
+from lance_gpu.write import DatasetExistsError, write_dataset
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CommitConflictError",
     "CorruptFileError",
+    "DatasetExistsError",
     "DatasetNotFoundError",
     "FilterError",
     "GpuUnavailableError",
@@ -35,4 +37,5 @@ __all__ = [
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
     "dataset",
+    "write_dataset",
 ]

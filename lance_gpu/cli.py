@@ -42,20 +42,10 @@ def sample_table(rows: int, seed: int = 0) -> pa.Table:
 
 
 def _write_sample(table: pa.Table, uri: str) -> str:
-    try:
-        from lance_gpu.writer import write_dataset  # type: ignore[import-not-found]
-    except ImportError:
-        write_dataset = None
-    if write_dataset is not None:
-        write_dataset(table, uri)
-        return "lance_gpu"
-    try:
-        import lance  # test / benchmark dependency, until our writer lands
-    except ImportError:
-        msg = "the demo needs a writer: install the test extra (pip install -e '.[test]')"
-        raise SystemExit(msg) from None
-    lance.write_dataset(table, uri, max_rows_per_file=max(1, table.num_rows // 2))
-    return "pylance"
+    from lance_gpu import write_dataset
+
+    write_dataset(table, uri, max_rows_per_file=max(1, table.num_rows // 2))
+    return "lance_gpu"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -261,7 +261,7 @@ class LanceDataset:
             arrays.append(table.column(ROW_ID))
             schema = schema.append(pa.field(ROW_ID, pa.uint64(), nullable=True))
         if not arrays:
-            return table.select([]).replace_schema_metadata(schema.metadata)
+            return _empty_columns(table.num_rows, schema.metadata)
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def to_table(
@@ -282,8 +282,7 @@ class LanceDataset:
             table = pa.Table.from_batches([], schema=schema)
         elif not schema.names:
             # concat_tables drops the row count of tables without columns
-            n = sum(b.num_rows for b in batches)
-            table = pa.table({"_": pa.nulls(n)}).select([]).replace_schema_metadata(schema.metadata)
+            table = _empty_columns(sum(b.num_rows for b in batches), schema.metadata)
         else:
             table = pa.concat_tables(batches)
         if offset or limit is not None:
@@ -422,3 +421,8 @@ class LanceDataset:
         table = table.take(pa.array(inv)).select(schema_cols)
         return self._finish(table, projected, columns, with_row_id)
 
+
+def _empty_columns(num_rows: int, metadata: dict | None) -> pa.Table:
+    """A table of ``num_rows`` rows and no columns (pyarrow's replace_schema_metadata and
+    concat_tables both lose the row count of such tables)."""
+    return pa.table({"_": pa.nulls(num_rows)}, metadata=metadata).select([])

@@ -16,6 +16,10 @@ class DatasetNotFoundError(LanceGpuError, FileNotFoundError):
     """The URI holds no Lance dataset, or the requested version does not exist."""
 
 
+class DatasetExistsError(LanceGpuError, FileExistsError):
+    """``mode="create"`` was asked for where a dataset already exists; nothing was written."""
+
+
 class CorruptFileError(LanceGpuError, ValueError):
     """A manifest, data file or deletion file is truncated, malformed or inconsistent.
 

@@ -136,6 +136,21 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
     return arr
 
 
+def dictionary_to_arrow(dictionary: tuple[Block, np.ndarray], t: pa.DataType, n: int, valid: np.ndarray | None, path: str) -> pa.Array:
+    """A dictionary-typed array from a page's own dictionary and indices (as pylance returns it)."""
+    storage = _storage(t)
+    items, indices = dictionary
+    if indices.size != n:
+        raise CorruptFileError(path, f"expected {n} dictionary indices, decoded {indices.size}")
+    index_dtype = storage.index_type.to_pandas_dtype()
+    if n and int(indices.max()) > np.iinfo(index_dtype).max:
+        raise CorruptFileError(path, f"dictionary index {int(indices.max())} does not fit {storage.index_type}")
+    dict_values = values_to_arrow(items, storage.value_type, items.num_values, None, path)
+    idx = pa.Array.from_buffers(storage.index_type, n, [_bitmap(valid), pa.py_buffer(np.ascontiguousarray(indices.astype(index_dtype)))])
+    arr = pa.DictionaryArray.from_arrays(idx, dict_values, ordered=storage.ordered)
+    return arr if storage is t else pa.ExtensionArray.from_storage(t, arr)
+
+
 class _Leaf:
     __slots__ = ("page", "slots", "k")
 
@@ -159,7 +174,7 @@ def assemble(field: pa.Field, pages: list[LeafPage], path: str) -> pa.Array:
         if page.values is None and def_ is None:
             # All-null page without levels: every item is null at the item layer.
             def_ = np.ones(page.num_levels, np.uint16) if page.layers and page.layers[0] == 3 else None
-        page = LeafPage(values, page.num_values, page.rep, def_, page.num_levels, page.layers, page.num_rows)
+        page = LeafPage(values, page.num_values, page.rep, def_, page.num_levels, page.layers, page.num_rows, page.dictionary)
         if page.rep is None and page.def_ is None:
             slots = [LayerSlots(None, None, page.num_levels) for _ in page.layers]
         else:
@@ -204,4 +219,6 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, p
     if li != 0:
         raise CorruptFileError(path, "column's rep/def layers do not match its type's nesting")
     slots = leaf.slots[0]
+    if leaf.page.dictionary is not None and pa.types.is_dictionary(_storage(t)):
+        return dictionary_to_arrow(leaf.page.dictionary, t, slots.count, slots.validity, path)
     return values_to_arrow(leaf.page.values, t, slots.count, slots.validity, path)

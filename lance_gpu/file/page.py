@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lance_gpu.file.blocks import Block, concat_blocks
+from lance_gpu.file.blocks import Block, FixedWidthBlock, concat_blocks
 
 # RepDefLayer values (encodings_v2_1.proto), inner-most layer first in a page's ``layers``.
 ALL_VALID_ITEM = 1
@@ -35,6 +35,30 @@ class LeafPage:
     num_levels: int
     layers: tuple[int, ...]
     num_rows: int
+    # Dictionary-encoded (mini-block) pages: the page's dictionary items and, per value in
+    # ``values``, its index, so that dictionary-typed columns keep pylance's dictionary.
+    dictionary: tuple[Block, np.ndarray] | None = None
+
+
+def _same_items(a: Block, b: Block) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b) or a.num_values != b.num_values:
+        return False
+    if isinstance(a, FixedWidthBlock):
+        return a.bits_per_value == b.bits_per_value and np.array_equal(a.as_bytes(), b.as_bytes())  # type: ignore[union-attr]
+    return np.array_equal(a.offsets, b.offsets) and np.array_equal(a.data, b.data)  # type: ignore[union-attr]
+
+
+def _concat_dictionaries(pages: list[LeafPage]) -> tuple[Block, np.ndarray] | None:
+    """The pages' shared dictionary with their indices joined; None if they do not share one."""
+    dicts = [p.dictionary for p in pages]
+    if any(d is None for d in dicts):
+        return None
+    items = dicts[0][0]  # type: ignore[index]
+    if not all(_same_items(items, d[0]) for d in dicts[1:]):  # type: ignore[index]
+        return None
+    return items, np.concatenate([d[1] for d in dicts])  # type: ignore[index]
 
 
 def _levels_or_zeros(pages: list[LeafPage], attr: str) -> np.ndarray | None:
@@ -60,4 +84,5 @@ def concat_pages(pages: list[LeafPage], null_block) -> LeafPage:
         sum(p.num_levels for p in pages),
         layers,
         sum(p.num_rows for p in pages),
+        _concat_dictionaries(pages),
     )

@@ -8,12 +8,14 @@ Pages are dispatched on their encoding's type URL: ``/lance.encodings21.PageLayo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import encodings_v2_1_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
-from lance_gpu.file.arrow import assemble, leaf_types, null_block_for
+from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
 from lance_gpu.file.container import LanceFileReader, PageInfo
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage, concat_pages
@@ -33,6 +35,11 @@ def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageL
         layout.ParseFromString(page.encoding.value)
     except Exception as exc:  # protobuf DecodeError
         raise ctx.corrupt(f"bad PageLayout protobuf ({exc})") from exc
+    kind = layout.WhichOneof("layout")
+    if kind is not None:
+        bad = [int(x) for x in getattr(layout, kind).layers if not 1 <= int(x) <= 6]
+        if bad:
+            raise ctx.corrupt(f"{kind} names unknown rep/def layers {bad}")
     return layout
 
 
@@ -90,6 +97,12 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
         except ValueError as exc:
             raise ctx.corrupt(str(exc)) from exc
         decoded = [renumber(d, target) for d in decoded]
+    if len(decoded) > 1:
+        # Constant pages carry their one value; spell it out before joining the pages.
+        decoded = [
+            replace(d, values=constant_block(d.values[1], leaf_type, d.num_values)) if isinstance(d.values, tuple) else d
+            for d in decoded
+        ]
     return concat_pages(decoded, lambda n: null_block_for(leaf_type, n))
 
 
@@ -111,20 +124,27 @@ def read_field(
         ids_per_leaf = [list(range(len(pages))) for pages in page_lists]
         start = 0
     else:
-        # Leaves of one field may cut pages at different rows: widen the start until every
-        # leaf's first page begins at the same row, so their levels line up.
-        start = row_range[0]
+        # Leaves of one field may cut pages at different rows: widen [start, stop) until every
+        # leaf's pages in it begin at ``start`` and end at ``stop``, so their levels line up.
+        start, stop = row_range
         while True:
-            firsts = []
+            new_start, new_stop = start, stop
             for pages in page_lists:
-                ids = pages_in_range(pages, start, row_range[1])
-                firsts.append(int(page_starts(pages)[ids[0]]) if ids else start)
-            if min(firsts) == start or not firsts:
+                ids = pages_in_range(pages, start, stop)
+                if ids:
+                    bounds = page_starts(pages)
+                    new_start = min(new_start, int(bounds[ids[0]]))
+                    new_stop = max(new_stop, int(bounds[ids[-1] + 1]))
+            if (new_start, new_stop) == (start, stop):
                 break
-            start = min(firsts)
-        ids_per_leaf = [pages_in_range(pages, start, row_range[1]) for pages in page_lists]
+            start, stop = new_start, new_stop
+        ids_per_leaf = [pages_in_range(pages, start, stop) for pages in page_lists]
     leaves = [read_leaf(file, col, ids, t) for col, ids, t in zip(columns, ids_per_leaf, types)]
     arr = assemble(field, leaves, file.path)
+    expected = sum(page_lists[0][i].num_rows for i in ids_per_leaf[0]) if page_lists else 0
+    if len(arr) != expected:
+        msg = f"field {field.name!r} decoded to {len(arr)} rows where its pages hold {expected}"
+        raise CorruptFileError(file.path, msg)
     _release_pages(file, columns, ids_per_leaf, arr)
     if row_range is not None:
         arr = arr.slice(row_range[0] - start, row_range[1] - row_range[0])

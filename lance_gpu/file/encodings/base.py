@@ -56,3 +56,31 @@ def which(enc: object, ctx: DecodeContext) -> str:
     if kind is None:
         raise ctx.corrupt("empty CompressiveEncoding")
     return kind
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder side (writers)
+
+
+@dataclass(slots=True)
+class MiniBlockChunks:
+    """What a mini-block compressor produces: the values of a page cut into chunks.
+
+    ``counts[i]`` values sit in chunk i (a power of two, except in the last chunk).
+    ``buffers`` holds one ``(data, sizes)`` pair per per-chunk buffer (RLE would use two):
+    ``data`` is the concatenation of that buffer over all chunks and ``sizes[i]`` the size
+    of chunk i's part, as recorded in its chunk header.  ``encoding`` is the
+    ``CompressiveEncoding`` that describes the values.
+    """
+
+    counts: np.ndarray
+    buffers: list[tuple[np.ndarray, np.ndarray]]
+    encoding: object
+
+    @property
+    def log2_counts(self) -> np.ndarray:
+        """log2 of each chunk's value count, 0 for the last chunk (the chunk-metadata rule)."""
+        out = np.zeros(self.counts.size, np.int64)
+        if self.counts.size > 1:
+            out[:-1] = np.log2(self.counts[:-1]).astype(np.int64)
+        return out

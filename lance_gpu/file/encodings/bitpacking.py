@@ -90,3 +90,106 @@ def decode_inline_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContex
     """InlineBitpacking used as a block: one chunk holding all values."""
     cb = ChunkBuffers(buf, np.zeros(1, np.int64), np.array([buf.size], np.int64), np.array([num_values], np.int64))
     return decode_miniblock(enc, [cb], ctx)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoders
+
+
+def bit_length(values: np.ndarray) -> np.ndarray:
+    """Bits needed by each (unsigned) value: 0 for 0, else floor(log2(v)) + 1 (int64)."""
+    x = values.astype(np.uint64)
+    out = np.zeros(x.shape, np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = x >= np.uint64(1 << s)
+        out[big] += s
+        x = np.where(big, x >> np.uint64(s), x)
+    out += x > 0
+    return out
+
+
+def block_bit_widths(values: np.ndarray) -> np.ndarray:
+    """Bit width of each 1024-value block of unsigned ``values`` (the last block padded with 0)."""
+    n = values.size
+    nblocks = max(1, -(-n // 1024))
+    padded = np.zeros(nblocks * 1024, values.dtype)
+    padded[:n] = values
+    return bit_length(padded.reshape(nblocks, 1024).max(axis=1))
+
+
+def inline_size(widths: np.ndarray, bits: int) -> int:
+    """Bytes of the InlineBitpacking chunks for these block widths (one width word each)."""
+    return int((128 * widths).sum()) + widths.size * (bits // 8)
+
+
+def encode_miniblock(values: np.ndarray, widths: np.ndarray | None = None):
+    """InlineBitpacking{T} mini-block chunks: 1024 values per chunk, each chunk one T-bit
+    word holding its bit width W followed by ``1024 * W / T`` FastLanes words (the last
+    chunk zero-padded to 1024 values).  ``values`` is a uint8/16/32/64 array."""
+    from cuda_kernels.bitunpack import pack_blocks
+
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+    from lance_gpu.file.encodings.base import MiniBlockChunks
+
+    dt = values.dtype
+    bits = dt.itemsize * 8
+    n = values.size
+    if widths is None:
+        widths = block_bit_widths(values)
+    nblocks = widths.size
+    padded = np.zeros(nblocks * 1024, dt)
+    padded[:n] = values
+    blocks = padded.reshape(nblocks, 1024)
+    words = 1 + (1024 // bits) * widths  # T-bit words per chunk, width word included
+    starts = np.zeros(nblocks, np.int64)
+    np.cumsum(words[:-1], out=starts[1:])
+    out = np.zeros(int(words.sum()), dt)
+    out[starts] = widths.astype(dt)
+    for w in np.unique(widths).tolist():
+        if w == 0:
+            continue
+        sel = np.flatnonzero(widths == w)
+        packed = pack_blocks(np.ascontiguousarray(blocks[sel]).reshape(-1), w)
+        k = 1024 * w // bits
+        idx = starts[sel][:, None] + 1 + np.arange(k)[None, :]
+        out[idx.reshape(-1)] = packed
+    counts = np.full(nblocks, 1024, np.int64)
+    counts[-1] = n - 1024 * (nblocks - 1)
+    enc = pb.CompressiveEncoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits))
+    return MiniBlockChunks(counts, [(out.view(np.uint8), words * (bits // 8))], enc)
+
+
+def encode_out_of_line(values: np.ndarray, width: int) -> np.ndarray:
+    """OutOfLineBitpacking of ``values`` (uintT) at ``width`` bits: whole 1024-value FastLanes
+    blocks; the tail is packed into one more (zero-padded) block when the padding costs fewer
+    bits than packing saves, otherwise stored as raw T-bit words.  Returns the bytes."""
+    from cuda_kernels.bitunpack import pack_blocks
+
+    dt = values.dtype
+    bits = dt.itemsize * 8
+    n = values.size
+    nfull, rem = divmod(n, 1024)
+    parts = [pack_blocks(np.ascontiguousarray(values[: nfull * 1024]), width)] if nfull else []
+    if rem:
+        tail = values[nfull * 1024 :]
+        if width * (1024 - rem) < (bits - width) * rem:
+            block = np.zeros(1024, dt)
+            block[:rem] = tail
+            parts.append(pack_blocks(block, width))
+        else:
+            parts.append(np.ascontiguousarray(tail))
+    if not parts:
+        return np.zeros(0, np.uint8)
+    return np.concatenate(parts).view(np.uint8)
+
+
+def out_of_line_encoding(bits: int, width: int):
+    """``OutOfLineBitpacking{bits, Flat{width}}``."""
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+
+    return pb.CompressiveEncoding(
+        out_of_line_bitpacking=pb.OutOfLineBitpacking(
+            uncompressed_bits_per_value=bits,
+            values=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=width)),
+        )
+    )

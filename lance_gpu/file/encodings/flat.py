@@ -19,6 +19,8 @@ from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> FixedWidthBlock:
     bits = int(enc.bits_per_value)
+    if bits <= 0:
+        raise ctx.corrupt(f"Flat with {bits} bits per value")
     cb = bufs[0]
     n = cb.num_values
     if enc.HasField("data"):
@@ -51,6 +53,8 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Fixed
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> FixedWidthBlock:
     bits = int(enc.bits_per_value)
+    if bits <= 0:
+        raise ctx.corrupt(f"Flat with {bits} bits per value")
     if enc.HasField("data"):
         buf = general.decompress(enc.data, buf, ctx)
     need = (num_values * bits + 7) // 8
@@ -59,3 +63,47 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> F
     if bits != 1 and bits % 8:
         raise ctx.unsupported(f"Flat with {bits} bits per value")
     return FixedWidthBlock(buf[:need], bits, num_values)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder
+
+#: Upper bound on a mini-block chunk's value bytes (pylance: 8 KiB minus 6 header bytes).
+MAX_MINIBLOCK_BYTES = 8 * 1024 - 6
+#: Upper bound on the values of one mini-block chunk.
+MAX_MINIBLOCK_VALUES = 4096
+
+
+def values_per_chunk(bits: int) -> int:
+    """Values per mini-block chunk of ``bits``-bit values, as pylance picks them.
+
+    Start from 2 values (8 when ``bits`` is not a whole number of bytes, counting 8 values
+    as one ``bits``-byte word) and double while twice the size stays below
+    :data:`MAX_MINIBLOCK_BYTES` and the count stays at most :data:`MAX_MINIBLOCK_VALUES`;
+    this gives 4 KiB chunks for most widths (f64: 512 values, bool: 4096).
+    """
+    if bits % 8 == 0:
+        size, count = 2 * (bits // 8), 2
+    else:
+        size, count = 2 * bits, 8
+    while 2 * size < MAX_MINIBLOCK_BYTES and 2 * count <= MAX_MINIBLOCK_VALUES:
+        size *= 2
+        count *= 2
+    return count
+
+
+def encode_miniblock(data: np.ndarray, bits: int, num_values: int, encoding=None):
+    """Cut ``num_values`` packed ``bits``-bit values (``data``: exactly their bytes) into
+    mini-block chunks; ``encoding`` defaults to ``Flat{bits}``."""
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+    from lance_gpu.file.encodings.base import MiniBlockChunks
+
+    vpc = values_per_chunk(bits)
+    nchunks = max(1, -(-num_values // vpc))
+    counts = np.full(nchunks, vpc, np.int64)
+    counts[-1] = num_values - vpc * (nchunks - 1)
+    sizes = (counts * bits + 7) // 8
+    sizes[-1] = data.size - int(sizes[:-1].sum())
+    if encoding is None:
+        encoding = pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits))
+    return MiniBlockChunks(counts, [(data, sizes)], encoding)

@@ -88,3 +88,35 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> V
     table = SymbolTable(enc.symbol_table, ctx)
     comp = inner_decode(enc.values, buf, num_values, ctx)
     return decompress(table, comp, ctx)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder
+
+#: Size of the serialized symbol table (header, 256 symbols, 256 lengths).
+SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
+
+
+def symbol_table_bytes(symbols: np.ndarray, lengths: np.ndarray) -> bytes:
+    """Serialize a symbol table (encoder switch on), zero-filled to 2312 bytes."""
+    n = int(symbols.size)
+    header = (_MAGIC << 32) | (1 << 24) | n
+    out = bytearray(SYMBOL_TABLE_SIZE)
+    out[0:8] = header.to_bytes(8, "little")
+    out[8 : 8 + 8 * n] = np.asarray(symbols, "<u8").tobytes()
+    out[8 + 8 * n : 8 + 9 * n] = np.asarray(lengths, np.uint8).tobytes()
+    return bytes(out)
+
+
+def compress_strings(offsets: np.ndarray, data: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """FSST-compress strings: ``(symbol table bytes, compressed offsets, compressed bytes)``.
+
+    ``offsets`` (int64, from 0) index into ``data`` (uint8).
+    """
+    from lance_gpu.write import _fsst
+
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    data = np.ascontiguousarray(data, np.uint8)
+    vals, lens = _fsst.build_table(data, offsets)
+    comp_off, comp = _fsst.compress(data, offsets, _fsst._pad(vals), _fsst._pad(lens), vals.size)
+    return symbol_table_bytes(vals, lens), comp_off, comp

@@ -17,6 +17,7 @@ import struct
 
 import numpy as np
 
+from lance_gpu.errors import LanceGpuError
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 LZ4 = 1
@@ -34,6 +35,8 @@ def decompress(compression, buf: np.ndarray | bytes, ctx: DecodeContext) -> np.n
             if len(raw) < 4:
                 raise ctx.corrupt("LZ4 buffer shorter than its size prefix")
             (size,) = struct.unpack_from("<I", raw, 0)
+            if size > 255 * len(raw) + 64:  # beyond LZ4's best ratio: a corrupt prefix
+                raise ctx.corrupt(f"LZ4 buffer of {len(raw)} bytes claims {size} bytes uncompressed")
             out = lz4.block.decompress(raw[4:], uncompressed_size=size)
         elif scheme == ZSTD:
             import zstandard
@@ -49,10 +52,10 @@ def decompress(compression, buf: np.ndarray | bytes, ctx: DecodeContext) -> np.n
                     raise ctx.corrupt(f"zstd buffer decompressed to {len(out)} bytes, expected {size}")
         else:
             raise ctx.unsupported(f"general compression scheme {scheme}")
-    except (ValueError, RuntimeError, MemoryError) as exc:
-        if isinstance(exc, type(ctx.corrupt(""))):
+    except Exception as exc:  # lz4.block.LZ4BlockError and zstandard.ZstdError are plain Exceptions
+        if isinstance(exc, LanceGpuError):
             raise
-        raise ctx.corrupt(f"general decompression failed ({exc})") from exc
+        raise ctx.corrupt(f"general decompression failed ({type(exc).__name__}: {exc})") from exc
     return np.frombuffer(out, dtype=np.uint8)
 
 
@@ -82,3 +85,22 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext):
     from lance_gpu.file.encodings import decode_block as inner_decode
 
     return inner_decode(enc.values, decompress(enc.compression, buf, ctx), num_values, ctx)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder
+
+
+def compress(scheme: int, data: bytes | np.ndarray, level: int | None = None) -> bytes:
+    """Compress one buffer with Lance's framing (see the module docstring)."""
+    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    if scheme == LZ4:
+        import lz4.block
+
+        return lz4.block.compress(raw, store_size=True)
+    if scheme == ZSTD:
+        import zstandard
+
+        cctx = zstandard.ZstdCompressor(level=3 if level is None else int(level))
+        return struct.pack("<Q", len(raw)) + cctx.compress(raw)
+    raise ValueError(f"unknown general compression scheme {scheme}")

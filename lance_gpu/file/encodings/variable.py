@@ -66,3 +66,66 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> V
         raise ctx.corrupt("variable block offsets out of range")
     base = offs[0] if num_values >= 0 and offs.size else 0
     return VariableWidthBlock(offs - base, data[base : offs[-1]] if offs.size else data[:0])
+
+
+# --------------------------------------------------------------------------------------------
+# Encoders
+
+#: Target size of a variable-width mini-block chunk buffer (offsets plus bytes).
+AIM_MINICHUNK_SIZE = 4 * 1024
+
+
+def chunk_bounds(offsets: np.ndarray, offset_bytes: int) -> np.ndarray:
+    """Value index where each mini-block chunk starts, plus ``n`` at the end.
+
+    Like pylance: a chunk takes the largest power-of-two number of values whose offsets
+    (``count + 1`` of them) and bytes fit in :data:`AIM_MINICHUNK_SIZE`, or all remaining
+    values if they fit; at least one value.
+    """
+    from lance_gpu.write import _native
+
+    return _native.variable_chunk_bounds(np.ascontiguousarray(offsets, np.int64), offset_bytes, AIM_MINICHUNK_SIZE)
+
+
+def encode_miniblock(offsets: np.ndarray, data: np.ndarray, offset_bits: int):
+    """Variable{Flat32|64} mini-block chunks: per chunk ``offsets[count + 1]`` measured from the
+    chunk buffer's start, then the bytes, padded to 4 (8 for 64-bit offsets) with 0x48.
+
+    ``offsets`` (int64, ``n + 1``, starting at 0) index into ``data`` (uint8).
+    """
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+    from lance_gpu.file.encodings.base import MiniBlockChunks
+    from lance_gpu.write import _native
+
+    w = offset_bits // 8
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    bounds = chunk_bounds(offsets, w)
+    counts = np.diff(bounds)
+    head = (counts + 1) * w
+    nbytes = offsets[bounds[1:]] - offsets[bounds[:-1]]
+    sizes = -(-(head + nbytes) // w) * w
+    out = _native.variable_chunks_encode(offsets, data, bounds, sizes, w)
+    enc = pb.CompressiveEncoding(
+        variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
+    )
+    return MiniBlockChunks(counts.astype(np.int64), [(out, sizes.astype(np.int64))], enc)
+
+
+def encode_block(offsets: np.ndarray, data: np.ndarray, offset_bits: int) -> np.ndarray:
+    """Variable block form: ``bits_per_offset | bytes_start | offsets[n+1] | bytes`` (u32
+    header words for 32-bit offsets, u64 for 64-bit)."""
+    dt = np.dtype("<u4") if offset_bits == 32 else np.dtype("<u8")
+    offs = (np.asarray(offsets, np.int64) - int(offsets[0])).astype(dt)
+    start = 2 * dt.itemsize + offs.nbytes
+    head = np.array([offset_bits, start], dt)
+    body = data[int(offsets[0]) : int(offsets[-1])]
+    return np.concatenate([head.view(np.uint8), offs.view(np.uint8), np.asarray(body, np.uint8)])
+
+
+def variable_encoding(offset_bits: int):
+    """``Variable{offsets: Flat{offset_bits}}``."""
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+
+    return pb.CompressiveEncoding(
+        variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
+    )

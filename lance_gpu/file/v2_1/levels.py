@@ -78,4 +78,4 @@ def renumber(page: LeafPage, target: tuple[int, ...]) -> LeafPage:
         def_ = None if not def_meaning(target) else np.zeros(page.num_levels, np.uint16)
     else:
         def_ = table[page.def_]
-    return LeafPage(page.values, page.num_values, page.rep, def_, page.num_levels, target, page.num_rows)
+    return LeafPage(page.values, page.num_values, page.rep, def_, page.num_levels, target, page.num_rows, page.dictionary)

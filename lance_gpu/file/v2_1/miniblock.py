@@ -93,6 +93,8 @@ def decode(
             raise ValueError("row selection needs a page without repetition levels")
         first_item = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=first_item[1:])
+        if rows.size and (int(rows[-1]) >= int(first_item[-1]) or int(rows[0]) < 0):
+            raise ctx.corrupt(f"mini-block page of {int(first_item[-1])} items asked for row {int(rows[-1])}")
         if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
             # A contiguous run of rows (streaming): a range of chunks.
             c0, c1 = np.searchsorted(first_item, [rows[0], rows[-1]], side="right") - 1
@@ -117,6 +119,7 @@ def decode(
     ]
     layers = tuple(int(x) for x in layout.layers)
     has_dict = layout.HasField("dictionary")
+    page_dictionary = None
     if nbuf == 0:
         values = None
     else:
@@ -133,6 +136,7 @@ def decode(
         if local is not None:
             idx = idx[local]
         values = dictionary.apply(items, idx, ctx)
+        page_dictionary = (items, idx)
     rep = def_ = None
     num_levels = num_items
     if has_rep or has_def:
@@ -146,4 +150,4 @@ def decode(
         if def_ is not None:
             def_ = def_[local]
         num_items = num_levels = num_rows = int(local.size)
-    return LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows)
+    return LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows, page_dictionary)

@@ -1,0 +1,227 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``df.write.format("lance").mode("append" | "overwrite").save(uri)``.
+
+Protocol (Spark's ``DataSourceArrowWriter``):
+
+1. ``writer(schema, overwrite)`` runs on the driver: it reads the dataset's latest version
+   (if any), checks that the DataFrame fits it (append) and fixes the Arrow schema and file
+   format every task writes in. Everything it decides is plain data in a :class:`WritePlan`.
+2. ``write(batches)`` runs in each task: lance_gpu's file writer writes the task's rows
+   into new data files under ``data/`` (invisible to readers: no manifest names them) and
+   returns their fragment metadata as a :class:`LanceCommitMessage`.
+3. ``commit(messages)`` runs once on the driver: one Lance transaction (``Append`` or
+   ``Overwrite``) on top of the version read in step 1, through lance_gpu's commit layer
+   (an append that races another append is rebased; other races raise
+   :class:`~lance_gpu.errors.CommitConflictError`). If the commit fails, the new files are
+   deleted.
+4. ``abort(messages)`` (some task failed) deletes the files of the tasks that finished; a
+   failing task deletes its own partial files.
+
+Spark's save modes map to ``overwrite=True`` (``overwrite``) and ``False`` (everything else,
+``append`` included). An append to a path without a dataset creates it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.spark._options import WRITE_OPTIONS, LanceSparkOptionError, check_known, require_path
+from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
+from lance_gpu.table.manifest import dataset_path, read_manifest_file, resolve_manifest
+from lance_gpu.table.schema import LanceSchema
+
+__all__ = ["LanceCommitMessage", "LanceWriter", "WritePlan", "make_writer"]
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What every task writes and what the driver commits (picklable)."""
+
+    root: str
+    overwrite: bool
+    read_version: int | None  # the version the write is based on; None: no dataset yet
+    naming: str
+    arrow_schema: pa.Schema  # the schema of the files (the dataset's, for an append)
+    minor: int  # data storage version 2.<minor>
+    max_rows_per_file: int
+    max_bytes_per_file: int
+
+
+@dataclass
+class LanceCommitMessage(WriterCommitMessage):
+    """One task's output: its new fragments (serialized ``DataFragment``s, no ids yet)
+    and the names of the data files it wrote (for ``abort``)."""
+
+    fragments: list[bytes] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+
+
+def _dataset_writer():  # noqa: ANN202 - a module
+    """lance_gpu's dataset writer (imported lazily: it may be absent in a partial build)."""
+    from lance_gpu.write import dataset_writer
+
+    return dataset_writer
+
+
+def _int_option(options: Mapping[str, str], key: str, default: int) -> int:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"option {key!r} must be a positive integer, not {raw!r}"
+        raise LanceSparkOptionError(msg)
+    return value
+
+
+def _base(plan: WritePlan):  # noqa: ANN202 - ManifestFile | None
+    if plan.read_version is None:
+        return None
+    return read_manifest_file(resolve_manifest(plan.root, plan.read_version).path)
+
+
+def _lance_schema(plan: WritePlan, base) -> LanceSchema:  # noqa: ANN001
+    if base is not None and not plan.overwrite:
+        return LanceSchema.from_manifest(base.manifest, base.path)
+    return LanceSchema.from_arrow(plan.arrow_schema)
+
+
+def _append_schema(base, incoming: StructType) -> pa.Schema:  # noqa: ANN001
+    """The dataset's Arrow schema, after checking that Spark rows of ``incoming`` fit it."""
+    target = LanceSchema.from_manifest(base.manifest, base.path).to_arrow(physical=True)
+    if sorted(incoming.names) != sorted(target.names):
+        msg = f"the DataFrame has columns {incoming.names}, the dataset has {target.names}"
+        raise SchemaMismatchError(msg)
+    spark_types = {f.name: f.dataType for f in incoming.fields}
+    spark_arrow = spark_arrow_schema(incoming)
+    for f in target:
+        try:
+            ours = to_spark_type(f, f.name)
+        except UnsupportedFeatureError as exc:
+            msg = f"cannot append to column {f.name!r} from Spark: {exc}"
+            raise SchemaMismatchError(msg) from None
+        if ours != spark_types[f.name]:
+            msg = (
+                f"column {f.name!r} is {ours.simpleString()} in Spark's view of the dataset ({f.type}), "
+                f"the DataFrame has {spark_types[f.name].simpleString()}"
+            )
+            raise SchemaMismatchError(msg)
+        given = spark_arrow.field(f.name).type
+        try:
+            pa.array([], given).cast(f.type)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            msg = f"column {f.name!r}: Spark's {given} cannot be stored as the dataset's {f.type}: {exc}"
+            raise SchemaMismatchError(msg) from None
+    return target
+
+
+def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> LanceWriter:
+    """Plan a write on the driver (``DataSource.writer``)."""
+    check_known(options, WRITE_OPTIONS, "write")
+    dw = _dataset_writer()
+    from lance_gpu.table.features import check_writer_flags
+    from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
+
+    path = require_path(options)
+    root = dataset_path(path)
+    base, naming = latest(root) if root.exists() else (None, "V2")
+    version_opt = options.get("data_storage_version")
+    if base is not None and not overwrite:
+        if version_opt is not None:
+            msg = "option 'data_storage_version' applies to new datasets and overwrites, not appends"
+            raise LanceSparkOptionError(msg)
+        check_appendable(base)
+        arrow_schema = _append_schema(base, schema)
+        minor = int(base.manifest.data_format.version.split(".")[1])
+    else:
+        if base is not None:
+            check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
+        arrow_schema = spark_arrow_schema(schema)
+        minor = dw._minor_of(version_opt)
+        dw._check_types(LanceSchema.from_arrow(arrow_schema), minor)
+    plan = WritePlan(
+        root=os.fspath(root),
+        overwrite=bool(overwrite),
+        read_version=None if base is None else int(base.manifest.version),
+        naming=naming,
+        arrow_schema=arrow_schema,
+        minor=minor,
+        max_rows_per_file=_int_option(options, "max_rows_per_file", dw.DEFAULT_MAX_ROWS_PER_FILE),
+        max_bytes_per_file=dw.DEFAULT_MAX_BYTES_PER_FILE,
+    )
+    return LanceWriter(plan)
+
+
+class LanceWriter(DataSourceArrowWriter):
+    """Writes data files per task, commits them once on the driver."""
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+
+    def _conform(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        target = self.plan.arrow_schema
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            cols = []
+            for f in target:
+                col = batch.column(f.name)
+                cols.append(col if col.type == f.type else col.cast(f.type))
+            yield pa.RecordBatch.from_arrays(cols, schema=target)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        plan = self.plan
+        schema = _lance_schema(plan, _base(plan))
+        fragments, written = _dataset_writer()._write_fragments(
+            Path(plan.root),
+            schema,
+            plan.arrow_schema,
+            self._conform(iterator),
+            None,
+            plan.minor,
+            plan.max_rows_per_file,
+            plan.max_bytes_per_file,
+        )
+        return LanceCommitMessage(
+            fragments=[f.SerializeToString() for f in fragments],
+            files=[p.name for p in written],
+            rows=sum(int(f.physical_rows) for f in fragments),
+        )
+
+    def commit(self, messages: list[LanceCommitMessage | None]) -> None:
+        from lance_gpu.write.commit import PendingCommit, commit
+
+        plan = self.plan
+        base = _base(plan)
+        fragments = [table_pb2.DataFragment.FromString(raw) for m in messages if m is not None for raw in m.fragments]
+        kind = "append" if base is not None and not plan.overwrite else "overwrite"
+        op = PendingCommit(kind, fragments, schema=_lance_schema(plan, base), data_format=f"2.{plan.minor}")
+        try:
+            commit(Path(plan.root), op, base, plan.naming)  # type: ignore[arg-type]
+        except BaseException:
+            self.abort(messages)
+            raise
+
+    def abort(self, messages: list[LanceCommitMessage | None]) -> None:
+        data = Path(self.plan.root) / "data"
+        for m in messages:
+            if m is None:
+                continue
+            for name in m.files:
+                try:
+                    os.unlink(data / name)
+                except FileNotFoundError:
+                    pass

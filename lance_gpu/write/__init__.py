@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The write side: Arrow data to Lance data files (2.1 / 2.2) and committed versions.
+
+* :mod:`~lance_gpu.write.dataset_writer` -- :func:`write_dataset` (create / append /
+  overwrite, streaming, file splitting).
+* :mod:`~lance_gpu.write.file_writer` -- :class:`LanceFileWriter`, one v2 data file.
+* :mod:`~lance_gpu.write.pages` -- encoding one leaf page, choosing encodings like pylance.
+* :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
+* :mod:`~lance_gpu.write.commit` -- transactions, manifests, link-if-absent commits and
+  conflict resolution.
+"""
+
+from __future__ import annotations
+
+from lance_gpu.write.dataset_writer import DatasetExistsError, write_dataset
+
+__all__ = ["DatasetExistsError", "LanceFileWriter", "write_dataset"]
+
+
+def __getattr__(name: str):
+    # The encoders (and the numba kernels behind them) load on first use.
+    if name == "LanceFileWriter":
+        from lance_gpu.write.file_writer import LanceFileWriter
+
+        return LanceFileWriter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""numba-compiled loops of the writer: byte-range scatter and variable-width chunking.
+
+Everything else in the writer is vectorised numpy; these are the loops that are not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = {"cache": True, "nogil": True}
+
+
+@njit(**_JIT)
+def scatter_ranges(dst, dst_starts, src, src_starts, lengths):  # pragma: no cover - compiled
+    """``dst[dst_starts[i] : +lengths[i]] = src[src_starts[i] : +lengths[i]]`` for every i."""
+    for i in range(lengths.size):
+        d = dst_starts[i]
+        s = src_starts[i]
+        n = lengths[i]
+        if n > 16:
+            dst[d : d + n] = src[s : s + n]
+        else:
+            for k in range(n):
+                dst[d + k] = src[s + k]
+
+
+@njit(**_JIT)
+def variable_chunk_bounds(offsets, w, aim):  # pragma: no cover - compiled
+    """Chunk start indices (plus n) of variable-width values: see ``variable.chunk_bounds``."""
+    n = offsets.size - 1
+    out = np.empty(n + 2, np.int64)
+    k = 0
+    last = 0
+    out[k] = 0
+    k += 1
+    while last < n:
+        num = 1
+        nxt = 2
+        end = -1
+        while True:
+            if last + nxt > n:
+                # the rest of the values: take them all if they fit
+                size = offsets[n] - offsets[last] + (n - last + 1) * w
+                if size <= aim:
+                    end = n
+                else:
+                    end = last + num
+                break
+            size = offsets[last + nxt] - offsets[last] + (nxt + 1) * w
+            if size <= aim:
+                num = nxt
+                nxt *= 2
+            else:
+                end = last + num
+                break
+        if end > n:
+            end = n
+        out[k] = end
+        k += 1
+        last = end
+    return out[:k]
+
+
+@njit(**_JIT)
+def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover - compiled
+    """Serialise variable-width mini-block chunks (offsets from the chunk start, then bytes,
+    then 0x48 padding to ``sizes``)."""
+    total = 0
+    for c in range(sizes.size):
+        total += sizes[c]
+    out = np.full(total, 0x48, np.uint8)
+    pos = 0
+    for c in range(bounds.size - 1):
+        a = bounds[c]
+        b = bounds[c + 1]
+        base = (b - a + 1) * w
+        first = offsets[a]
+        for i in range(a, b + 1):
+            v = offsets[i] - first + base
+            p = pos + (i - a) * w
+            for q in range(w):
+                out[p + q] = (v >> (8 * q)) & 0xFF
+        d = pos + base
+        for j in range(offsets[b] - first):
+            out[d + j] = data[first + j]
+        pos += sizes[c]
+    return out
+
+
+@njit(**_JIT)
+def _rle_entries(v, a, b):  # pragma: no cover - compiled
+    """Run entries (runs split at 255) of ``v[a:b]``."""
+    if a >= b:
+        return 0
+    entries = 0
+    run = 1
+    for i in range(a + 1, b):
+        if v[i] == v[i - 1] and run < 255:
+            run += 1
+        else:
+            entries += 1
+            run = 1
+    return entries + 1
+
+
+@njit(**_JIT)
+def rle_encode(v, value_bytes, max_bytes, max_values):  # pragma: no cover - compiled
+    """Run-length encode ``v`` (uint64) into mini-block chunks.
+
+    Every chunk but the last holds a power-of-two number of values (at most
+    ``max_values``) whose runs -- split at 255 -- take at most ``max_bytes`` of values and
+    u8 lengths.  Returns (run values, run lengths, values per chunk, runs per chunk).
+    """
+    n = v.size
+    vals = np.empty(n, np.uint64)
+    lens = np.empty(n, np.uint8)
+    counts = np.empty(n, np.int64)
+    runs = np.empty(n, np.int64)
+    k = 0
+    c = 0
+    pos = 0
+    while pos < n:
+        size = max_values
+        take = 0
+        while True:
+            take = min(size, n - pos)
+            e = _rle_entries(v, pos, pos + take)
+            if e * (value_bytes + 1) <= max_bytes or size == 1:
+                break
+            size //= 2
+        start = k
+        run = 1
+        for i in range(pos + 1, pos + take):
+            if v[i] == v[i - 1] and run < 255:
+                run += 1
+            else:
+                vals[k] = v[i - 1]
+                lens[k] = run
+                k += 1
+                run = 1
+        vals[k] = v[pos + take - 1]
+        lens[k] = run
+        k += 1
+        counts[c] = take
+        runs[c] = k - start
+        c += 1
+        pos += take
+    return vals[:k], lens[:k], counts[:c], runs[:c]

@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writing one Lance v2 data file (file versions 2.1 and 2.2).
+
+Layout (see :mod:`lance_gpu.file.container`): page buffers, each starting on a 64-byte
+boundary, written as pages are encoded; then global buffer 0 (``FileDescriptor{schema,
+length}``, 64-byte aligned); the column metadata (one ``ColumnMetadata`` per leaf column,
+back to back, column encoding ``Any(/lance.encodings.ColumnEncoding, values{})``, pages as
+``Any(/lance.encodings21.PageLayout)``); the column-metadata and global-buffer offset tables;
+and the 40-byte footer.
+
+Batches are buffered per top-level field and encoded into one page (all leaves of the field
+cut at the same rows) once a field holds :data:`PAGE_BYTES` of Arrow data, or when the
+file is finished; rows whose rep / def levels overflow a mini-block chunk's u16 level count
+(long runs of empty lists) are split over more pages.  Only the column metadata stays in memory after a page is written.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf.any_pb2 import Any
+
+from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
+from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
+from lance_gpu.write.shred import shred
+
+__all__ = ["LanceFileWriter", "PAGE_BYTES", "ALIGNMENT"]
+
+#: Arrow bytes of one field buffered before they are encoded as a page.
+PAGE_BYTES = 8 * 1024 * 1024
+#: Every buffer starts on a multiple of this.
+ALIGNMENT = 64
+PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
+COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
+MAGIC = b"LANC"
+
+
+def _any(url: str, msg) -> file2_pb2.Encoding:
+    wrapped = Any(type_url=url, value=msg.SerializeToString())
+    return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
+
+
+class LanceFileWriter:
+    """Streams record batches of ``schema`` into one data file at ``path``.
+
+    ``schema`` is the dataset's Lance schema (field ids included); the Arrow batches must
+    have its fields in order.  :meth:`finish` writes the metadata and returns the file size.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], schema: LanceSchema, minor: int, page_bytes: int | None = None) -> None:
+        if minor not in (1, 2):
+            raise ValueError(f"can only write file versions 2.1 and 2.2, not 2.{minor}")
+        self.path = os.fspath(path)
+        self.schema = schema
+        self.minor = minor
+        self.page_bytes = PAGE_BYTES if page_bytes is None else page_bytes
+        self._fh = open(self.path, "xb")
+        self._pos = 0
+        self._fields = list(schema.fields)
+        leaves_per_field = [sum(1 for f in top.walk() if f.is_leaf) for top in self._fields]
+        self._first_col = np.concatenate([[0], np.cumsum(leaves_per_field)]).astype(int).tolist()
+        self._columns: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in range(self._first_col[-1])]
+        self._pending: list[list[pa.Array]] = [[] for _ in self._fields]
+        self._pending_bytes = [0] * len(self._fields)
+        self._field_rows = [0] * len(self._fields)  # rows already written as pages, per field
+        self.num_rows = 0
+        self._closed = False
+
+    @property
+    def num_columns(self) -> int:
+        return self._first_col[-1]
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes on disk so far plus the Arrow bytes still buffered (an estimate of the size)."""
+        return self._pos + sum(self._pending_bytes)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append the rows of ``batch`` (whose columns are the schema's top-level fields)."""
+        if batch.num_columns != len(self._fields):
+            raise ValueError(f"batch has {batch.num_columns} columns, the schema {len(self._fields)}")
+        n = batch.num_rows
+        if n == 0:
+            return
+        for i in range(len(self._fields)):
+            col = batch.column(i)
+            chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+            for chunk in chunks:
+                if len(chunk):
+                    self._pending[i].append(chunk)
+                    self._pending_bytes[i] += chunk.nbytes
+            if self._pending_bytes[i] >= self.page_bytes:
+                self._flush_field(i)
+        self.num_rows += n
+
+    def _flush_field(self, i: int) -> None:
+        arrays = self._pending[i]
+        if not arrays:
+            return
+        arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
+        self._pending[i] = []
+        self._pending_bytes[i] = 0
+        self._encode_rows(i, arr, self._field_rows[i])
+        self._field_rows[i] += len(arr)
+
+    def _encode_rows(self, i: int, arr: pa.Array, first_row: int) -> None:
+        """Encode rows of field ``i`` as one page per leaf (all cut at the same rows); rows
+        whose levels do not fit one page's chunks are split in halves."""
+        try:
+            pages = [encode_leaf(leaf, self.minor) for leaf in shred(arr, self._fields[i])]
+        except LevelOverflow:
+            if len(arr) < 2:
+                raise
+            half = len(arr) // 2
+            self._encode_rows(i, arr.slice(0, half), first_row)
+            self._encode_rows(i, arr.slice(half), first_row + half)
+            return
+        for k, page in enumerate(pages):
+            self._write_page(self._first_col[i] + k, page, first_row)
+
+    def _align(self) -> None:
+        pad = (-self._pos) % ALIGNMENT
+        if pad:
+            self._fh.write(b"\0" * pad)
+            self._pos += pad
+
+    def _write_buffer(self, data: bytes | np.ndarray) -> tuple[int, int]:
+        self._align()
+        pos = self._pos
+        view = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else memoryview(data)
+        self._fh.write(view)
+        self._pos += view.nbytes
+        return pos, view.nbytes
+
+    def _write_page(self, column: int, page: EncodedPage, first_row: int) -> None:
+        offsets, sizes = [], []
+        for buf in page.buffers:
+            pos, size = self._write_buffer(buf)
+            offsets.append(pos)
+            sizes.append(size)
+        self._columns[column].append(
+            file2_pb2.ColumnMetadata.Page(
+                buffer_offsets=offsets,
+                buffer_sizes=sizes,
+                length=page.num_rows,
+                encoding=_any(PAGE_LAYOUT_URL, page.layout),
+                priority=first_row,
+            )
+        )
+
+    # -- finishing ---------------------------------------------------------------------------
+
+    def finish(self) -> int:
+        """Encode what is buffered, write the metadata and footer, close; returns the size."""
+        for i in range(len(self._fields)):
+            self._flush_field(i)
+        descriptor = file_pb2.FileDescriptor(
+            schema=file_pb2.Schema(fields=self.schema.to_protos(), metadata=self.schema.metadata),
+            length=self.num_rows,
+        )
+        gb_pos, gb_size = self._write_buffer(descriptor.SerializeToString())
+        column_encoding = _any(COLUMN_ENCODING_URL, encodings_v2_0_pb2.ColumnEncoding(values={}))
+        meta_start = self._pos
+        cmo = []
+        for pages in self._columns:
+            cm = file2_pb2.ColumnMetadata(encoding=column_encoding, pages=pages)
+            raw = cm.SerializeToString()
+            cmo.append((self._pos, len(raw)))
+            self._fh.write(raw)
+            self._pos += len(raw)
+        cmo_start = self._pos
+        table = b"".join(struct.pack("<QQ", p, s) for p, s in cmo)
+        self._fh.write(table)
+        self._pos += len(table)
+        gbo_start = self._pos
+        self._fh.write(struct.pack("<QQ", gb_pos, gb_size))
+        self._pos += 16
+        footer = struct.pack(
+            "<QQQIIHH4s", meta_start, cmo_start, gbo_start, 1, len(self._columns), 2, self.minor, MAGIC
+        )
+        self._fh.write(footer)
+        self._pos += len(footer)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._closed = True
+        return self._pos
+
+    def abort(self) -> None:
+        """Close and delete the partial file."""
+        if not self._closed:
+            self._fh.close()
+            self._closed = True
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    if pa.types.is_dictionary(arrays[0].type):
+        chunked = pa.chunked_array(arrays).unify_dictionaries()
+        return pa.concat_arrays(chunked.chunks)
+    return pa.concat_arrays(arrays)

@@ -1,0 +1,636 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Encoding one leaf column's page (file versions 2.1 and 2.2), choosing like pylance 14.
+
+Layouts, first match wins:
+
+1. **ConstantLayout**, no buffers, for a page whose value slots are all null and whose only
+   layer is a nullable item.
+2. **ConstantLayout** with raw u16 rep / def buffers for a page without any value slot
+   (every row a null or empty list).
+3. **ConstantLayout** ``inline_value`` (2.2 only) for a page without nulls or lists whose
+   values are all equal and at most 32 bytes wide (bools, ints, floats, FSB ...).
+4. **MiniBlockLayout** with a page-level dictionary: Arrow dictionary columns always;
+   otherwise strings / binary, 128-bit values and (2.2) 64-bit values when the page has at
+   least 100 values, at most 2048 distinct ones (and at most half the values), and the
+   estimated size (items plus 4-byte indices) is under 80% of the plain size (values plus
+   offsets for strings).  pylance estimates the distinct count with a sketch and lowers its
+   cap on big pages (about 300-600 distinct values at 1M rows), so near the cap the two
+   writers can disagree.  Items are bit-packed when that pays (InlineBitpacking for up to
+   1024 items, else OutOfLineBitpacking), else ``Flat`` / block ``Variable`` wrapped in
+   ``General{LZ4}`` in 2.2; the u32 indices are the chunk values (see 5).
+5. **MiniBlockLayout** for narrow values -- fixed width under 256 bytes, or strings whose
+   longest value is under 256 bytes.  Values: ``Rle{Flat{T}, Flat{8}}`` for 8/16/32/64-bit
+   values with fewer runs than half the values; else ``InlineBitpacking{T}`` when its
+   FastLanes blocks are smaller than the plain values (the bit pattern is packed, so floats,
+   dates and timestamps qualify like ints; negative ints never do); else ``Flat{bits}``
+   (bools 1 bit, FSB / decimals 128+); fixed-size lists ``FixedSizeList{dim, Flat}``;
+   strings ``Fsst{Variable}`` when the page has 32 KiB of strings, a value of 5+ bytes and
+   FSST makes it smaller, else ``Variable{Flat32|64}``.
+6. **FullZipLayout** for the rest (embeddings, long strings): values zipped with their
+   control words; variable-width values FSST-compressed by the same rule as in 5.
+
+Mini-block definition / repetition levels are ``OutOfLineBitpacking{16, Flat{W}}`` per chunk
+(W = bit width of the page's largest level); list pages carry the repetition index
+(``repetition_index_depth`` 1), byte for byte as pylance computes it.  Field metadata
+``lance-encoding:compression``: ``none`` turns off RLE, bitpacking, dictionaries, FSST and
+constants, ``fsst`` forces FSST; ``lance-encoding:structural-encoding`` (``miniblock`` /
+``fullzip``) forces the layout; ``lance-encoding:dict-size-ratio`` sets the 0.8 above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
+from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.file.encodings import bitpacking, flat, fsst, general, rle, variable
+from lance_gpu.file.encodings.base import MiniBlockChunks
+from lance_gpu.file.page import NULLABLE_ITEM
+from lance_gpu.write import _native
+from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, is_variable, storage_type, variable_parts
+
+__all__ = ["EncodedPage", "LevelOverflow", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
+
+COMPRESSION_KEY = "lance-encoding:compression"
+STRUCTURAL_KEY = "lance-encoding:structural-encoding"
+DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
+
+#: Longest value (bytes) a mini-block page holds; wider values go full-zip.
+MINIBLOCK_MAX_VALUE_BYTES = 256
+#: Dictionary rules (see the module docstring).
+DICT_MIN_VALUES = 100
+DICT_MAX_ITEMS = 2048
+DICT_SIZE_RATIO = 0.8
+#: Values sampled to rule out high-cardinality pages before the exact count.
+DICT_SAMPLE = 8192
+#: FSST is tried when the longest value has at least this many bytes ...
+FSST_MIN_MAX_LEN = 5
+#: ... and the page holds at least this many bytes of strings.
+FSST_MIN_BYTES = 32 * 1024
+#: RLE is used when there are fewer runs than this fraction of the values.
+RLE_THRESHOLD = 0.5
+#: Largest constant stored inline in a ConstantLayout.
+MAX_INLINE_CONSTANT = 32
+_PAD_HEADER = 0xFE
+
+
+class LevelOverflow(ValueError):
+    """A mini-block chunk would hold more than 65535 rep / def levels (long runs of null or
+    empty lists between two values): the rows must be split over more pages."""
+
+
+@dataclass(slots=True)
+class EncodedPage:
+    """One page of one column: its ``PageLayout`` and its buffers (uint8 arrays)."""
+
+    layout: pb.PageLayout
+    buffers: list[np.ndarray]
+    num_rows: int
+
+
+@dataclass(slots=True)
+class _Values:
+    """The visible values of a leaf in the form the encoders want."""
+
+    variable: bool
+    data: np.ndarray  # fixed: packed value bytes; variable: the bytes
+    bits: int = 0  # fixed: bits per value (a whole fixed-size list for FSLs)
+    offsets: np.ndarray | None = None  # variable: int64 offsets from 0
+    offset_bits: int = 32
+    fsl_dim: int = 0  # fixed-size lists: items per value
+    num_values: int = 0
+
+    @property
+    def max_len(self) -> int:
+        if self.variable:
+            return int(np.diff(self.offsets).max()) if self.num_values else 0
+        return self.bits // 8
+
+    def item_encoding(self) -> pb.CompressiveEncoding:
+        """Plain encoding of one value (Flat, FixedSizeList{Flat} or Variable)."""
+        if self.variable:
+            return variable.variable_encoding(self.offset_bits)
+        if self.fsl_dim:
+            inner = pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=self.bits // self.fsl_dim))
+            return pb.CompressiveEncoding(
+                fixed_size_list=pb.FixedSizeList(items_per_value=self.fsl_dim, values=inner)
+            )
+        return pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=self.bits))
+
+
+def _values_of(arr: pa.Array) -> _Values:
+    t = storage_type(arr.type)
+    if is_variable(t):
+        offsets, data, obits = variable_parts(arr)
+        return _Values(True, data, offsets=offsets, offset_bits=obits, num_values=len(arr))
+    data, bits = fixed_width_bytes(arr)
+    dim = t.list_size if pa.types.is_fixed_size_list(t) else 0
+    return _Values(False, data, bits=bits, fsl_dim=dim, num_values=len(arr))
+
+
+def _meta(leaf: LeafColumn, key: str) -> str | None:
+    raw = leaf.field.metadata.get(key)
+    if raw is None:
+        return None
+    return (raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)).strip().lower()
+
+
+def _layers(leaf: LeafColumn) -> list[int]:
+    return list(leaf.layers)
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+
+
+def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
+    """Encode one leaf page for file version 2.``minor`` (1 or 2)."""
+    compression = _meta(leaf, COMPRESSION_KEY)
+    structural = _meta(leaf, STRUCTURAL_KEY)
+    n = leaf.num_values
+    nulls = leaf.null_values
+    if n == 0:
+        return _complex_all_null(leaf)
+    if nulls is not None and bool(nulls.all()) and leaf.rep is None and leaf.layers == (NULLABLE_ITEM,):
+        return _simple_all_null(leaf)
+    vals = _values_of(leaf.values) if leaf.dictionary is None else None
+    if (
+        minor >= 2
+        and vals is not None
+        and leaf.rep is None
+        and leaf.def_ is None
+        and compression != "none"
+        and structural is None
+    ):
+        page = _maybe_constant(leaf, vals)
+        if page is not None:
+            return page
+    if leaf.dictionary is not None:
+        return _dictionary_page(leaf, minor, _values_of(leaf.dictionary), _index_values(leaf.values))
+    if compression != "none" and structural != "fullzip":
+        plan = _dictionary_plan(leaf, vals, minor)
+        if plan is not None:
+            items, indices = plan
+            return _dictionary_page(leaf, minor, items, indices)
+    narrow = vals.max_len < MINIBLOCK_MAX_VALUE_BYTES
+    if structural == "miniblock" or (narrow and structural != "fullzip"):
+        return _miniblock(leaf, minor, _value_chunks(vals, compression))
+    return _fullzip(leaf, vals, compression)
+
+
+# --------------------------------------------------------------------------------------------
+# constant layouts
+
+
+def _simple_all_null(leaf: LeafColumn) -> EncodedPage:
+    layout = pb.PageLayout(constant_layout=pb.ConstantLayout(layers=[NULLABLE_ITEM]))
+    return EncodedPage(layout, [], leaf.num_rows)
+
+
+def _complex_all_null(leaf: LeafColumn) -> EncodedPage:
+    """No value slots at all (every row is a null or empty list): raw u16 levels."""
+    if leaf.rep is None:
+        raise AssertionError("a page without value slots must have repetition levels")
+    rep = leaf.rep.astype("<u2").view(np.uint8)
+    def_ = leaf.def_.astype("<u2").view(np.uint8) if leaf.def_ is not None else np.zeros(0, np.uint8)
+    cl = pb.ConstantLayout(
+        layers=_layers(leaf),
+        num_rep_values=leaf.num_levels,
+        num_def_values=leaf.num_levels if leaf.def_ is not None else 0,
+    )
+    return EncodedPage(pb.PageLayout(constant_layout=cl), [rep, def_], leaf.num_rows)
+
+
+def _maybe_constant(leaf: LeafColumn, vals: _Values) -> EncodedPage | None:
+    """2.2: a page of equal fixed-width values (no nulls, no lists) as an inline constant."""
+    if vals.variable or vals.fsl_dim or vals.num_values == 0:
+        return None
+    if vals.bits == 1:
+        bits = np.unpackbits(vals.data, bitorder="little")[: vals.num_values]
+        if bits.min() != bits.max():
+            return None
+        value = bytes([int(bits[0])])
+    else:
+        width = vals.bits // 8
+        if width > MAX_INLINE_CONSTANT or vals.bits % 8:
+            return None
+        rows = vals.data.reshape(vals.num_values, width)
+        if not np.array_equal(rows, np.broadcast_to(rows[0], rows.shape)):
+            return None
+        value = rows[0].tobytes()
+    cl = pb.ConstantLayout(layers=_layers(leaf), inline_value=value)
+    return EncodedPage(pb.PageLayout(constant_layout=cl), [], leaf.num_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# value compression for mini-block pages
+
+
+def _uint_view(data: np.ndarray, bits: int) -> np.ndarray:
+    dt = np.dtype(f"<u{bits // 8}")
+    if data.ctypes.data % dt.itemsize:
+        data = data.copy()
+    return data.view(dt)
+
+
+def _wants_fsst(vals: _Values, compression: str | None) -> bool:
+    if compression == "fsst":
+        return True
+    if compression == "none":
+        return False
+    return vals.max_len >= FSST_MIN_MAX_LEN and vals.data.size >= FSST_MIN_BYTES
+
+
+def _fsst_values(vals: _Values, compression: str | None) -> tuple[bytes, _Values] | None:
+    """FSST-compressed values, or None when compression does not pay (unless forced)."""
+    table, co, cd = fsst.compress_strings(vals.offsets, vals.data)
+    if compression != "fsst" and cd.size + len(table) >= vals.data.size:
+        return None
+    return table, _Values(True, cd, offsets=co, offset_bits=vals.offset_bits, num_values=vals.num_values)
+
+
+def _decodable(raw: np.ndarray, comp: np.ndarray) -> bool:
+    """pylance decodes FSST into 8 bytes per compressed byte with 8-byte stores: every
+    group of strings decoded at once must leave that slack."""
+    return bool(np.all((raw == 0) | (raw + 8 <= 8 * comp)))
+
+
+def _fsst_encoding(table: bytes, inner: pb.CompressiveEncoding) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=table, values=inner))
+
+
+def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
+    if vals.variable:
+        if _wants_fsst(vals, compression):
+            got = _fsst_values(vals, compression)
+            if got is not None:
+                table, comp = got
+                chunks = variable.encode_miniblock(comp.offsets, comp.data, comp.offset_bits)
+                bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
+                if _decodable(np.diff(vals.offsets[bounds]), np.diff(comp.offsets[bounds])):
+                    chunks.encoding = _fsst_encoding(table, chunks.encoding)
+                    return chunks
+        return variable.encode_miniblock(vals.offsets, vals.data, vals.offset_bits)
+    if vals.fsl_dim:
+        return flat.encode_miniblock(vals.data, vals.bits, vals.num_values, encoding=vals.item_encoding())
+    if vals.bits in (8, 16, 32, 64) and compression != "none":
+        words = _uint_view(vals.data, vals.bits)
+        if rle.run_count(words) < RLE_THRESHOLD * vals.num_values:
+            return rle.encode_miniblock(words)
+        widths = bitpacking.block_bit_widths(words)
+        if bitpacking.inline_size(widths, vals.bits) < vals.data.size:
+            return bitpacking.encode_miniblock(words, widths)
+    return flat.encode_miniblock(vals.data, vals.bits, vals.num_values)
+
+
+# --------------------------------------------------------------------------------------------
+# dictionaries
+
+
+def _index_values(indices: pa.Array) -> _Values:
+    """Arrow dictionary indices as unsigned fixed-width values (nulls as index 0)."""
+    arr = indices.fill_null(0) if indices.null_count else indices
+    data, bits = fixed_width_bytes(arr)
+    return _Values(False, data, bits=bits, num_values=len(arr))
+
+
+def _sample_distinct(keys: pa.Array) -> int:
+    """Distinct values among up to :data:`DICT_SAMPLE` evenly spread ones (a lower bound)."""
+    n = len(keys)
+    if n <= DICT_SAMPLE:
+        return n + 1  # no shortcut: the exact count follows anyway
+    pick = pa.array(np.linspace(0, n - 1, DICT_SAMPLE).astype(np.int64))
+    return len(keys.take(pick).unique())
+
+
+def _dictionary_plan(leaf: LeafColumn, vals: _Values, minor: int) -> tuple[_Values, _Values] | None:
+    """Dictionary items and u32 indices, if the page should be dictionary encoded.
+
+    Distinct values are found by hashing the raw bytes (floats by bit pattern, so -0.0 and
+    NaN payloads survive); a sample rules out high-cardinality pages cheaply first.
+    """
+    n = vals.num_values
+    if n < DICT_MIN_VALUES:
+        return None
+    if not vals.variable and (vals.fsl_dim or not (vals.bits == 128 or (minor >= 2 and vals.bits == 64))):
+        return None
+    ratio = DICT_SIZE_RATIO
+    raw_ratio = _meta(leaf, DICT_SIZE_RATIO_KEY)
+    if raw_ratio is not None:
+        try:
+            ratio = float(raw_ratio)
+        except ValueError:
+            pass
+    max_items = min(DICT_MAX_ITEMS, n // 2)
+    if vals.variable:
+        obytes = vals.offset_bits // 8
+        keys = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(vals.offsets), pa.py_buffer(vals.data)])
+        raw = vals.data.size + n * obytes
+
+        def estimate(card: int) -> int:
+            return card * (vals.data.size // n) + card * obytes + n * obytes
+    else:
+        width = vals.bits // 8
+        t = pa.uint64() if vals.bits == 64 else pa.binary(16)
+        keys = pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(vals.data))])
+        raw = vals.data.size
+
+        def estimate(card: int) -> int:
+            return card * width + 4 * n
+
+    low = _sample_distinct(keys)
+    if low <= n and (low > max_items or estimate(low) >= ratio * raw):
+        return None
+    enc = keys.dictionary_encode()
+    card = len(enc.dictionary)
+    if card > max_items or estimate(card) >= ratio * raw:
+        return None
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.uint32)
+    if vals.variable:
+        offsets, data, _ = variable_parts(enc.dictionary)
+        items = _Values(True, data, offsets=offsets, offset_bits=vals.offset_bits, num_values=card)
+    else:
+        data, _bits = fixed_width_bytes(enc.dictionary)
+        items = _Values(False, np.ascontiguousarray(data), bits=vals.bits, num_values=card)
+    indices = _Values(False, idx.view(np.uint8), bits=32, num_values=n)
+    return items, indices
+
+
+def _bitpacked_block(items: _Values) -> tuple[pb.CompressiveEncoding, np.ndarray] | None:
+    """Fixed-width dictionary items bit-packed as a block, when pylance would: no
+    all-zero 1024-value block, some bits saved, and (one block) the packed block smaller
+    than the items.  InlineBitpacking for at most 1024 items, else OutOfLineBitpacking."""
+    if items.variable or items.bits not in (8, 16, 32, 64):
+        return None
+    words = _uint_view(items.data, items.bits)
+    widths = bitpacking.block_bit_widths(words)
+    top = int(widths.max())
+    if (widths == 0).any() or top >= items.bits:
+        return None
+    if widths.size == 1 and 128 * top >= items.data.size:
+        return None
+    if items.num_values <= 1024:
+        chunks = bitpacking.encode_miniblock(words, widths)
+        return chunks.encoding, chunks.buffers[0][0]
+    return bitpacking.out_of_line_encoding(items.bits, top), bitpacking.encode_out_of_line(words, top)
+
+
+def _dictionary_block(items: _Values, minor: int) -> tuple[pb.CompressiveEncoding, np.ndarray]:
+    packed = _bitpacked_block(items)
+    if packed is not None:
+        return packed
+    if items.variable:
+        buf = variable.encode_block(items.offsets, items.data, items.offset_bits)
+    else:
+        buf = items.data
+    enc = items.item_encoding()
+    if minor >= 2:
+        buf = np.frombuffer(general.compress(general.LZ4, buf), np.uint8)
+        enc = pb.CompressiveEncoding(
+            general=pb.General(compression=pb.BufferCompression(scheme=general.LZ4), values=enc)
+        )
+    return enc, buf
+
+
+def _dictionary_page(leaf: LeafColumn, minor: int, items: _Values, indices: _Values) -> EncodedPage:
+    if items.fsl_dim:
+        raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: dictionaries of fixed-size lists")
+    chunks = _value_chunks(indices, None)
+    enc, buf = _dictionary_block(items, minor)
+    return _miniblock(leaf, minor, chunks, dictionary=(enc, items.num_values, buf))
+
+
+# --------------------------------------------------------------------------------------------
+# mini-block layout
+
+
+def _pad8(x: np.ndarray) -> np.ndarray:
+    return (x + 7) // 8 * 8
+
+
+def _level_chunks(levels: np.ndarray, bounds: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """OutOfLineBitpacking of each chunk's levels: (concatenated bytes, per-chunk sizes)."""
+    parts = [bitpacking.encode_out_of_line(levels[a:b], width) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    sizes = np.array([p.size for p in parts], np.int64)
+    return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)), sizes
+
+
+def _level_bounds(leaf: LeafColumn, counts: np.ndarray) -> np.ndarray:
+    """Level index where each chunk starts (plus the level count): a chunk's levels run to
+    its last value; null or empty lists after it go to the next chunk (all to the last)."""
+    bounds = np.zeros(counts.size + 1, np.int64)
+    bounds[-1] = leaf.num_levels
+    if counts.size == 1:
+        return bounds
+    ends = np.cumsum(counts)[:-1]  # values before each later chunk
+    vis = leaf.visible
+    if vis is None:
+        bounds[1:-1] = ends
+    else:
+        pos = np.flatnonzero(vis)
+        bounds[1:-1] = pos[ends - 1] + 1
+    return bounds
+
+
+def _repetition_index(rep: np.ndarray, bounds: np.ndarray, max_rep: int) -> np.ndarray:
+    """Per chunk (rows finished in it, leftover levels of a row running into the next chunk),
+    as pylance computes it; u64 pairs."""
+    nchunks = bounds.size - 1
+    starts, ends = bounds[:-1], bounds[1:]
+    is_row = rep == max_rep
+    csum = np.zeros(rep.size + 1, np.int64)
+    np.cumsum(is_row, out=csum[1:])
+    rows = csum[ends] - csum[np.minimum(starts + 1, ends)]
+    idx = np.where(is_row, np.arange(rep.size), -1)
+    last = np.maximum.accumulate(idx) if rep.size else idx
+    last_in = last[ends - 1]
+    left = np.where(last_in >= starts, ends - last_in, ends - starts)
+    left[-1] = 0
+    rows[-1] += 1
+    if nchunks > 1:
+        fix = (rep[starts[1:]] == max_rep) & (left[:-1] != 0)
+        rows[:-1][fix] += 1
+        left[:-1][fix] = 0
+    return np.stack([rows, left], axis=1).astype("<u8").reshape(-1)
+
+
+def _miniblock(
+    leaf: LeafColumn,
+    minor: int,
+    chunks: MiniBlockChunks,
+    dictionary: tuple[pb.CompressiveEncoding, int, np.ndarray] | None = None,
+) -> EncodedPage:
+    large = minor >= 2
+    counts = chunks.counts
+    nchunks = counts.size
+    has_rep = leaf.rep is not None
+    has_def = leaf.def_ is not None
+    level_sections: list[tuple[np.ndarray, np.ndarray]] = []
+    rep_enc = def_enc = None
+    bounds = _level_bounds(leaf, counts) if (has_rep or has_def) else None
+    nlevels = np.diff(bounds) if bounds is not None else np.zeros(nchunks, np.int64)
+    if bounds is not None and int(nlevels.max()) > 0xFFFF:
+        raise LevelOverflow(f"field {leaf.field.dotted_path!r}: more than 65535 levels in one mini-block chunk")
+    if has_rep:
+        w = max(1, int(bitpacking.bit_length(np.array([leaf.rep.max()]))[0]))
+        level_sections.append(_level_chunks(leaf.rep, bounds, w))
+        rep_enc = bitpacking.out_of_line_encoding(16, w)
+    if has_def:
+        w = max(1, int(bitpacking.bit_length(np.array([leaf.def_.max()]))[0]))
+        level_sections.append(_level_chunks(leaf.def_, bounds, w))
+        def_enc = bitpacking.out_of_line_encoding(16, w)
+    nbuf = len(chunks.buffers)
+    size_word = np.dtype("<u4") if large else np.dtype("<u2")
+    # header: u16 num_levels | [u16 rep bytes] | [u16 def bytes] | value buffer sizes | pad 8
+    head_len = 2 + 2 * len(level_sections) + size_word.itemsize * nbuf
+    head_pad = (head_len + 7) // 8 * 8
+    header = np.full((nchunks, head_pad), _PAD_HEADER, np.uint8)
+    header[:, 0:2] = nlevels.astype("<u2").view(np.uint8).reshape(nchunks, 2) if bounds is not None else 0
+    col = 2
+    for _data, sizes in level_sections:
+        header[:, col : col + 2] = sizes.astype("<u2").view(np.uint8).reshape(nchunks, 2)
+        col += 2
+    for _data, sizes in chunks.buffers:
+        if not large and int(sizes.max()) > 0xFFFF:
+            raise UnsupportedFeatureError("mini-block chunk buffer too large for the 2.1 chunk grammar")
+        header[:, col : col + size_word.itemsize] = sizes.astype(size_word).view(np.uint8).reshape(nchunks, -1)
+        col += size_word.itemsize
+    sections = [(header.reshape(-1), np.full(nchunks, head_pad, np.int64))] + level_sections + list(chunks.buffers)
+    padded = [_pad8(sizes) for _data, sizes in sections]
+    chunk_bytes = np.sum(padded, axis=0)
+    if not large and int(chunk_bytes.max()) > 32 * 1024:
+        raise UnsupportedFeatureError("mini-block chunk larger than 32 KiB in the 2.1 chunk grammar")
+    chunk_start = np.zeros(nchunks, np.int64)
+    np.cumsum(chunk_bytes[:-1], out=chunk_start[1:])
+    out = np.zeros(int(chunk_bytes.sum()), np.uint8)
+    offset_in_chunk = np.zeros(nchunks, np.int64)
+    for (data, sizes), pad in zip(sections, padded):
+        src = np.zeros(nchunks, np.int64)
+        np.cumsum(sizes[:-1], out=src[1:])
+        _native.scatter_ranges(out, chunk_start + offset_in_chunk, np.ascontiguousarray(data), src, sizes.astype(np.int64))
+        offset_in_chunk += pad
+    words = ((chunk_bytes // 8 - 1) << 4) | chunks.log2_counts
+    meta = words.astype(size_word).view(np.uint8)
+    buffers = [meta, out]
+    mb = pb.MiniBlockLayout(
+        value_compression=chunks.encoding,
+        layers=_layers(leaf),
+        num_buffers=nbuf,
+        num_items=leaf.num_values,
+    )
+    if large:
+        mb.has_large_chunk = True
+    if rep_enc is not None:
+        mb.rep_compression.CopyFrom(rep_enc)
+    if def_enc is not None:
+        mb.def_compression.CopyFrom(def_enc)
+    if dictionary is not None:
+        enc, count, buf = dictionary
+        mb.dictionary.CopyFrom(enc)
+        mb.num_dictionary_items = count
+        buffers.append(buf)
+    if has_rep:
+        mb.repetition_index_depth = 1
+        buffers.append(_repetition_index(leaf.rep, bounds, leaf.max_rep).view(np.uint8))
+    return EncodedPage(pb.PageLayout(mini_block_layout=mb), buffers, leaf.num_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# full-zip layout
+
+
+def _ctrl_bytes(bits: int) -> int:
+    if bits == 0:
+        return 0
+    if bits <= 8:
+        return 1
+    if bits <= 16:
+        return 2
+    return 4
+
+
+def _bytepack(values: np.ndarray) -> np.ndarray:
+    """Unsigned integers in the narrowest of 1, 2, 4, 8 bytes that holds the largest."""
+    top = int(values.max()) if values.size else 0
+    for width in (1, 2, 4, 8):
+        if top < (1 << (8 * width)):
+            return values.astype(f"<u{width}").view(np.uint8)
+    raise AssertionError("unreachable")
+
+
+def _fullzip(leaf: LeafColumn, vals: _Values, compression: str | None = None) -> EncodedPage:
+    value_encoding = vals.item_encoding()
+    if vals.variable and _wants_fsst(vals, compression):
+        got = _fsst_values(vals, compression)
+        if got is not None:
+            table, comp = got
+            raw_total = vals.offsets[-1:] - vals.offsets[:1]
+            comp_total = comp.offsets[-1:] - comp.offsets[:1]
+            if _decodable(raw_total, comp_total):
+                vals = comp
+                value_encoding = _fsst_encoding(table, comp.item_encoding())
+    nlev = leaf.num_levels
+    rep, def_ = leaf.rep, leaf.def_
+    bits_rep = int(bitpacking.bit_length(np.array([rep.max()]))[0]) if rep is not None and nlev else 0
+    bits_def = int(bitpacking.bit_length(np.array([def_.max()]))[0]) if def_ is not None and nlev else 0
+    ctrl = _ctrl_bytes(bits_rep + bits_def)
+    vis = leaf.visible
+    visible = np.ones(nlev, np.bool_) if vis is None else vis
+    n = vals.num_values
+    # per visible value: bytes stored after the control word
+    if vals.variable:
+        obytes = vals.offset_bits // 8
+        lengths = np.diff(vals.offsets)
+        nulls = leaf.null_values
+        valid = np.ones(n, np.bool_) if nulls is None else ~nulls
+        body = np.where(valid, obytes + lengths, 0)
+    else:
+        if vals.bits % 8:
+            raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {vals.bits} bits")
+        body = np.full(n, vals.bits // 8, np.int64)
+    item = np.full(nlev, ctrl, np.int64)
+    item[visible] += body
+    starts = np.zeros(nlev + 1, np.int64)
+    np.cumsum(item, out=starts[1:])
+    out = np.zeros(int(starts[-1]), np.uint8)
+    if ctrl:
+        word = np.zeros(nlev, np.int64)
+        if rep is not None:
+            word |= rep.astype(np.int64) << bits_def
+        if def_ is not None:
+            word |= def_.astype(np.int64)
+        wb = word.astype(f"<u{ctrl}").view(np.uint8).reshape(nlev, ctrl)
+        idx = starts[:-1, None] + np.arange(ctrl)[None, :]
+        out[idx.reshape(-1)] = wb.reshape(-1)
+    vstart = starts[:-1][visible] + ctrl
+    if vals.variable:
+        lens = lengths[valid]
+        vs = vstart[valid]
+        lb = lens.astype(f"<u{obytes}").view(np.uint8).reshape(-1, obytes)
+        idx = vs[:, None] + np.arange(obytes)[None, :]
+        out[idx.reshape(-1)] = lb.reshape(-1)
+        _native.scatter_ranges(out, vs + obytes, vals.data, vals.offsets[:-1][valid], lens.astype(np.int64))
+        details = {"bits_per_offset": vals.offset_bits}
+    else:
+        width = vals.bits // 8
+        _native.scatter_ranges(out, vstart, vals.data, np.arange(n, dtype=np.int64) * width, np.full(n, width, np.int64))
+        details = {"bits_per_value": vals.bits}
+    buffers = [out]
+    if vals.variable or rep is not None:
+        row_start = np.ones(nlev, np.bool_) if rep is None else rep == leaf.max_rep
+        index = np.concatenate([starts[:-1][row_start], starts[-1:]])
+        buffers.append(_bytepack(index))
+    fz = pb.FullZipLayout(
+        bits_rep=bits_rep,
+        bits_def=bits_def,
+        num_items=nlev,
+        num_visible_items=n,
+        value_compression=value_encoding,
+        layers=_layers(leaf),
+        **details,
+    )
+    return EncodedPage(pb.PageLayout(full_zip_layout=fz), buffers, leaf.num_rows)
+

@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shredding: one top-level Arrow array into its leaf columns with rep/def levels.
+
+Every schema node on the path from a top-level field to a leaf is one rep/def layer, listed
+inner-most first: the leaf and every struct an item layer, a list / large_list / map a list
+layer (a map's ``entries`` struct an item layer).  Fixed-size lists are values of their
+leaf, not layers.  Levels are built by :func:`cuda_kernels.levels.ravel_levels`, which
+reproduces what Lance's ``RepDefBuilder`` writes; layer kinds follow the data (a nullable
+field without nulls in a page is an ``ALL_VALID`` layer there, as pylance writes it).
+
+A leaf's *visible* values are the value slots the page stores: valid and null items, but
+not the slots of null or empty lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.file.page import LIST_LAYERS
+from lance_gpu.table.schema import LanceField
+
+__all__ = ["LeafColumn", "shred", "fixed_width_bytes", "variable_parts", "storage_type", "is_variable"]
+
+
+@dataclass(slots=True)
+class LeafColumn:
+    """One leaf column of a top-level field, shredded for one page.
+
+    ``values`` holds the visible value slots in level order (for a dictionary leaf: the
+    indices, with ``dictionary`` the items).  ``rep`` / ``def_`` are u16 levels or None.
+    """
+
+    field: LanceField
+    values: pa.Array
+    rep: np.ndarray | None
+    def_: np.ndarray | None
+    layers: tuple[int, ...]
+    num_levels: int
+    num_rows: int
+    dictionary: pa.Array | None = None
+
+    @property
+    def num_values(self) -> int:
+        return len(self.values)
+
+    @property
+    def max_rep(self) -> int:
+        return sum(1 for k in self.layers if k in LIST_LAYERS)
+
+    @property
+    def max_visible_def(self) -> int:
+        """Highest definition level that still has a value slot (levels of item layers inside
+        the inner-most list)."""
+        from cuda_kernels.levels import _NUM_DEF
+
+        total = 0
+        for k in self.layers:
+            if k in LIST_LAYERS:
+                break
+            total += _NUM_DEF[k]
+        return total
+
+    @property
+    def visible(self) -> np.ndarray | None:
+        """Per level: does it hold a value slot?  None when every level does."""
+        if self.rep is None or self.def_ is None:
+            return None
+        return self.def_ <= self.max_visible_def
+
+    @property
+    def null_values(self) -> np.ndarray | None:
+        """Per visible value: is it null?  None when none is."""
+        if self.def_ is None:
+            return None
+        vis = self.visible
+        d = self.def_ if vis is None else self.def_[vis]
+        nulls = d != 0
+        return nulls if nulls.any() else None
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
+def is_variable(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def _validity(arr: pa.Array) -> np.ndarray | None:
+    if arr.null_count == 0:
+        return None
+    if pa.types.is_null(arr.type):
+        return np.zeros(len(arr), np.bool_)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _plain(arr: pa.Array) -> pa.Array:
+    """The array with extension and view types replaced by what Lance stores."""
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage
+    t = arr.type
+    if pa.types.is_string_view(t):
+        return arr.cast(pa.string())
+    if pa.types.is_binary_view(t):
+        return arr.cast(pa.binary())
+    return arr
+
+
+def shred(array: pa.Array, field: LanceField) -> list[LeafColumn]:
+    """The leaf columns of one top-level field's array, in column order."""
+    from cuda_kernels.levels import ravel_levels
+
+    num_rows = len(array)
+    out: list[LeafColumn] = []
+
+    def walk(arr: pa.Array, f: LanceField, chain: list[tuple[np.ndarray | None, np.ndarray | None]]) -> None:
+        arr = _plain(arr)
+        t = arr.type
+        if pa.types.is_struct(t):
+            if not f.children:
+                raise UnsupportedFeatureError(f"field {f.dotted_path!r}: empty structs cannot be written")
+            sub = [*chain, (_validity(arr), None)]
+            for i, child in enumerate(f.children):
+                walk(arr.field(i), child, sub)
+            return
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+            offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+            first, last = int(offsets[0]), int(offsets[-1])
+            sub = [*chain, (_validity(arr), offsets - first)]
+            # The child may be longer than what the offsets reach (slices, rebuilt arrays).
+            walk(arr.values.slice(first, last - first), f.children[0], sub)
+            return
+        if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: list views are not supported")
+        if pa.types.is_fixed_size_list(t) and pa.types.is_struct(t.value_type):
+            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: fixed-size lists of structs are not supported")
+        dictionary = None
+        leaf = arr
+        validity = _validity(arr)
+        if pa.types.is_dictionary(t):
+            leaf = arr.indices
+            dictionary = _plain(arr.dictionary)
+            if dictionary.null_count:
+                # A null dictionary item makes the rows that use it null (normalised nulls).
+                item_valid = dictionary.is_valid().to_numpy(zero_copy_only=False)
+                idx = leaf.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+                ok = item_valid[idx]
+                validity = ok if validity is None else (validity & ok)
+                if validity.all():
+                    validity = None
+        layers = [*chain, (validity, None)][::-1]
+        rav = ravel_levels(layers, num_rows)
+        idx = rav.value_index
+        n = len(leaf)
+        if idx.size == n and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and np.all(np.diff(idx) == 1))):
+            values = leaf
+        else:
+            values = leaf.take(pa.array(idx, pa.int64()))
+        out.append(
+            LeafColumn(
+                field=f,
+                values=values,
+                rep=rav.rep,
+                def_=rav.def_,
+                layers=tuple(int(k) for k in rav.layer_kinds),
+                num_levels=int(rav.num_levels),
+                num_rows=num_rows,
+                dictionary=dictionary,
+            )
+        )
+
+    walk(array, field, [])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# raw buffers of leaf arrays
+
+
+def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
+    """The packed value bytes of a fixed-width array (bools bit-packed LSB first) and the
+    bits per value; fixed-size lists give ``dim`` items per value."""
+    arr = _plain(arr)
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_fixed_size_list(t):
+        dim = t.list_size
+        child = arr.values.slice(arr.offset * dim, n * dim)
+        if child.null_count:
+            raise UnsupportedFeatureError("fixed-size lists with null items cannot be written yet")
+        data, bits = fixed_width_bytes(child)
+        return data, bits * dim
+    if pa.types.is_boolean(t):
+        buf = arr.buffers()[1]
+        raw = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
+        off = arr.offset
+        if off % 8 == 0:
+            data = raw[off // 8 : off // 8 + (n + 7) // 8].copy()
+        else:
+            bits = np.unpackbits(raw, bitorder="little")[off : off + n]
+            data = np.packbits(bits, bitorder="little")
+        if n % 8:
+            data[-1] &= (1 << (n % 8)) - 1
+        return data, 1
+    if pa.types.is_null(t):
+        return np.zeros(n, np.uint8), 8
+    width = t.bit_width
+    if width % 8:
+        raise UnsupportedFeatureError(f"type {t} has a width of {width} bits")
+    nbytes = width // 8
+    buf = arr.buffers()[1]
+    if buf is None or n == 0:
+        return np.zeros(n * nbytes, np.uint8), width
+    data = np.frombuffer(buf, np.uint8, count=n * nbytes, offset=arr.offset * nbytes)
+    return data, width
+
+
+def variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(offsets int64 from 0, bytes, offset bits)`` of a string / binary array."""
+    arr = _plain(arr)
+    t = arr.type
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    n = len(arr)
+    odt = np.int64 if large else np.int32
+    bufs = arr.buffers()
+    if bufs[1] is None or n == 0:
+        return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8), 64 if large else 32
+    offs = np.frombuffer(bufs[1], odt, count=n + 1, offset=arr.offset * np.dtype(odt).itemsize).astype(np.int64)
+    base, end = int(offs[0]), int(offs[-1])
+    data = np.frombuffer(bufs[2], np.uint8)[base:end] if bufs[2] is not None and end > base else np.zeros(0, np.uint8)
+    return offs - base, data, 64 if large else 32

@@ -1,0 +1,419 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Bad input: every failure is one of our error classes, naming the file at fault.
+
+Never an IndexError / ValueError from numpy, a crash, a hang, or silently wrong data where
+the damage is structural.  Random damage to page *values* may legitimately decode to other
+values, so the fuzz cases accept either an error of ours or a result — but nothing else.
+The fuzz runs in a child process so that a crash or a hang fails the test instead of the
+whole session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_gpu
+from lance_gpu.errors import (
+    CorruptFileError,
+    DatasetNotFoundError,
+    LanceGpuError,
+    UnsupportedEncodingError,
+    UnsupportedFeatureError,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
+
+VERSIONS = ["2.0", "2.1", "2.2"]
+FOOTER = 40
+
+
+def _table(n: int = 3000) -> pa.Table:
+    rng = np.random.default_rng(11)
+    words = ["alpha", "beta", "gamma", "delta"]
+    return pa.table(
+        {
+            "id": pa.array(np.arange(n, dtype=np.int64)),
+            "i32": pa.array(rng.integers(-1000, 1000, n).astype(np.int32), mask=rng.random(n) < 0.1),
+            "f": pa.array(rng.standard_normal(n)),
+            "s": pa.array([f"{words[i % 4]}-{int(x)}" for i, x in enumerate(rng.integers(0, 10**6, n))]),
+            "cat": pa.array([words[i] for i in rng.integers(0, 4, n)]),
+            "long": pa.array([f"{i:05d}" + "xyz" * 100 for i in range(n)], mask=rng.random(n) < 0.05),
+            "li": pa.array([list(range(i % 5)) if i % 7 else None for i in range(n)], pa.list_(pa.int32())),
+            "st": pa.StructArray.from_arrays(
+                [pa.array(np.arange(n, dtype=np.int32)), pa.array([words[i % 4] for i in range(n)])], names=["a", "b"]
+            ),
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 64).astype(np.float32)), 64),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One small dataset per storage version (2 fragments, a deletion), written by pylance."""
+    lance = pytest.importorskip("lance")
+    root = tmp_path_factory.mktemp("read_errors")
+    out = {}
+    for v in VERSIONS:
+        uri = root / f"ds_{v}"
+        lance.write_dataset(_table(), str(uri), data_storage_version=v, max_rows_per_file=2000)
+        lance.dataset(str(uri)).delete("id % 100 = 7")
+        out[v] = uri
+    return out
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _data_files(uri: Path) -> list[Path]:
+    return sorted(Path(uri, "data").glob("*.lance"))
+
+
+def _latest_manifest(uri: Path) -> Path:
+    ds = lance_gpu.dataset(uri)
+    return Path(ds._manifest_path)
+
+
+def _read_everything(uri: Path) -> None:
+    ds = lance_gpu.dataset(uri)
+    ds.to_table()
+    n = ds.count_rows()
+    if n:
+        ds.take([0, n - 1, n // 2])
+    for _ in ds.to_batches(batch_size=700):
+        pass
+
+
+def _expect(exc_type: type[LanceGpuError], uri: Path, names: Path | str, *, read: bool = True) -> LanceGpuError:
+    """Opening (and reading) ``uri`` raises ``exc_type``, and its message names ``names``."""
+    with pytest.raises(LanceGpuError) as info:
+        if read:
+            _read_everything(uri)
+        else:
+            lance_gpu.dataset(uri)
+    err = info.value
+    assert isinstance(err, exc_type), f"{type(err).__name__}: {err}"
+    assert str(names) in str(err), f"{err!s} does not name {names}"
+    return err
+
+
+def _page_buffers(path: Path) -> list[tuple[int, int, int]]:
+    """(column, offset, size) of every non-empty page buffer of a data file."""
+    from lance_gpu.file.container import LanceFileReader
+
+    reader = LanceFileReader(path)
+    out = []
+    for ci in range(reader.num_columns):
+        for page in reader.column(ci).pages:
+            out.extend((ci, o, s) for o, s in zip(page.buffer_offsets, page.buffer_sizes) if s)
+    reader.close()
+    return out
+
+
+def _patch(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+# --------------------------------------------------------------------------------------------
+# Data files
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("keep", [0.5, 0.97, "minus10"])
+def test_truncated_data_file(pristine, tmp_path: Path, version: str, keep) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    size = f.stat().st_size
+    os.truncate(f, size - 10 if keep == "minus10" else int(size * keep))
+    _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_truncated_to_almost_nothing(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    for size in (0, 3, 20):
+        os.truncate(f, size)
+        _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wrong_magic(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[1]
+    _patch(f, f.stat().st_size - 4, b"LANX")
+    _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unknown_footer_version(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    _patch(f, f.stat().st_size - 8, struct.pack("<HH", 7, 9))
+    _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_footer_offsets_out_of_range(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    size = f.stat().st_size
+    _patch(f, size - FOOTER, struct.pack("<Q", size * 3))
+    _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_missing_data_file(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    f.unlink()
+    _expect(DatasetNotFoundError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_column_metadata_garbage(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    size = f.stat().st_size
+    with open(f, "rb") as fh:
+        fh.seek(size - FOOTER)
+        a, b = struct.unpack("<QQ", fh.read(16))
+    _patch(f, a, b"\xff" * (b - a))
+    _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_column_metadata_offset_table_garbage(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    size = f.stat().st_size
+    with open(f, "rb") as fh:
+        fh.seek(size - FOOTER)
+        _a, b, c = struct.unpack("<QQQ", fh.read(24))
+    _patch(f, b, b"\x7f" * (c - b))
+    _expect(CorruptFileError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_page_structure_garbage(pristine, tmp_path: Path, version: str) -> None:
+    """Every page buffer of the string column "s" overwritten: offsets / chunk headers no
+    longer add up, which must be detected (not decoded into garbage or an IndexError)."""
+    uri = _copy(pristine[version], tmp_path)
+    f = _data_files(uri)[0]
+    ds = lance_gpu.dataset(uri)
+    frag = next(fr for fr in ds.fragments if Path(ds.uri, "data", fr.pb.files[0].path) == f)
+    field = next(x for x in ds.lance_schema.fields if x.name == "s")
+    cols = set(frag._source(field).columns)
+    for ci, off, size in _page_buffers(f):
+        if ci in cols:
+            _patch(f, off, b"\xff" * size)
+    _expect(LanceGpuError, uri, f)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_data_file_row_count_mismatch(pristine, tmp_path: Path, version: str) -> None:
+    """A data file swapped for another fragment's (different row count) is refused."""
+    uri = _copy(pristine[version], tmp_path)
+    f0, f1 = _data_files(uri)[:2]
+    shutil.copyfile(f1, f0)
+    with pytest.raises(LanceGpuError) as info:
+        _read_everything(uri)
+    assert str(f0) in str(info.value) or str(f1) in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests, versions, deletion files
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("how", ["truncate", "garbage", "empty", "bad_length"])
+def test_bad_manifest(pristine, tmp_path: Path, version: str, how: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    m = _latest_manifest(uri)
+    data = m.read_bytes()
+    if how == "truncate":
+        m.write_bytes(data[: len(data) // 2])
+    elif how == "garbage":
+        m.write_bytes(random.Random(5).randbytes(400) + b"\x00\x00\x02\x00LANC")
+    elif how == "empty":
+        m.write_bytes(b"")
+    else:  # the manifest section's length prefix runs past the end
+        (pos,) = struct.unpack_from("<Q", data, len(data) - 16)
+        m.write_bytes(data[:pos] + struct.pack("<I", 10**6) + data[pos + 4 :])
+    _expect(CorruptFileError, uri, m, read=False)
+
+
+def test_unknown_reader_feature_flag(pristine, tmp_path: Path) -> None:
+    from lance_gpu._proto import table_pb2
+
+    uri = _copy(pristine["2.2"], tmp_path)
+    m = _latest_manifest(uri)
+    data = m.read_bytes()
+    (pos,) = struct.unpack_from("<Q", data, len(data) - 16)
+    (length,) = struct.unpack_from("<I", data, pos)
+    manifest = table_pb2.Manifest()
+    manifest.ParseFromString(data[pos + 4 : pos + 4 + length])
+    manifest.reader_feature_flags |= 1 << 12
+    body = manifest.SerializeToString()
+    m.write_bytes(data[:pos] + struct.pack("<I", len(body)) + body + data[-16:])
+    err = _expect(UnsupportedFeatureError, uri, m, read=False)
+    assert "reader" in str(err)
+
+
+def test_missing_dataset_and_version(tmp_path: Path, pristine) -> None:
+    with pytest.raises(DatasetNotFoundError):
+        lance_gpu.dataset(tmp_path / "nothing-here")
+    with pytest.raises(DatasetNotFoundError) as info:
+        lance_gpu.dataset(pristine["2.2"], version=99)
+    assert "99" in str(info.value)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_deletion_file_missing_or_garbage(pristine, tmp_path: Path, version: str) -> None:
+    uri = _copy(pristine[version], tmp_path)
+    deletions = sorted(Path(uri, "_deletions").glob("*"))
+    assert deletions
+    d = deletions[0]
+    d.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(LanceGpuError) as info:
+        _read_everything(uri)
+    assert str(d) in str(info.value) or d.name in str(info.value)
+    d.unlink()
+    with pytest.raises(LanceGpuError) as info:
+        _read_everything(uri)
+    assert d.name in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Formats we do not read
+# --------------------------------------------------------------------------------------------
+
+
+def test_legacy_dataset(tmp_path: Path) -> None:
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "legacy"
+    lance.write_dataset(_table(200), str(uri), data_storage_version="legacy")
+    f = _data_files(uri)[0]
+    err = _expect(UnsupportedEncodingError, uri, f)
+    assert "legacy" in str(err)
+
+
+def test_2_3_dataset(tmp_path: Path) -> None:
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "v23"
+    lance.write_dataset(_table(200), str(uri), data_storage_version="2.3")
+    f = _data_files(uri)[0]
+    err = _expect(UnsupportedEncodingError, uri, f)
+    assert "2.3" in str(err)
+
+
+# --------------------------------------------------------------------------------------------
+# Random corruption (child process)
+# --------------------------------------------------------------------------------------------
+
+FUZZ_CASES = 30
+FUZZ_META_CASES = 12
+
+
+def _fuzz_worker(uris: list[str], seed: int, cases: int, target: str) -> None:
+    """Corrupt random bytes ``cases`` times, read, print one JSON line per case, restore."""
+    warnings.simplefilter("ignore")
+    import traceback
+
+    rng = random.Random(seed)
+    for case in range(cases):
+        uri = Path(rng.choice(uris))
+        f = rng.choice(_data_files(uri))
+        original = f.read_bytes()
+        size = len(original)
+        if target == "pages":
+            _ci, off, length = rng.choice(_page_buffers(f))
+        else:  # column metadata section
+            a, b = struct.unpack_from("<QQ", original, size - FOOTER)
+            off, length = a, b - a
+        damaged = bytearray(original)
+        mode = rng.choice(["bytes", "burst", "bits"])
+        if mode == "bytes":
+            for _ in range(rng.randint(1, 8)):
+                damaged[off + rng.randrange(length)] = rng.randrange(256)
+        elif mode == "burst":
+            start = off + rng.randrange(length)
+            end = min(off + length, start + rng.randint(4, 64))
+            damaged[start:end] = bytes(rng.randrange(256) for _ in range(end - start))
+        else:
+            for _ in range(rng.randint(1, 4)):
+                p = off + rng.randrange(length)
+                damaged[p] ^= 1 << rng.randrange(8)
+        f.write_bytes(bytes(damaged))
+        record = {"case": case, "file": str(f), "mode": mode, "target": target}
+        print(json.dumps({**record, "outcome": "started"}), flush=True)
+        try:
+            _read_everything(uri)
+            record["outcome"] = "ok"
+        except LanceGpuError as exc:
+            record["outcome"] = "error"
+            record["type"] = type(exc).__name__
+            record["names_file"] = str(f) in str(exc) or f.name in str(exc)
+            record["message"] = str(exc)[:300]
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            record["outcome"] = "foreign"
+            record["type"] = type(exc).__name__
+            record["message"] = str(exc)[:300]
+            record["traceback"] = traceback.format_exc()[-3000:]
+        finally:
+            f.write_bytes(original)
+        print(json.dumps(record), flush=True)
+
+
+def _run_fuzz(pristine, tmp_path: Path, seed: int, cases: int, target: str) -> list[dict]:
+    uris = [str(_copy(pristine[v], tmp_path)) for v in VERSIONS]
+    args = [sys.executable, __file__, "fuzz", json.dumps(uris), str(seed), str(cases), target]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        pytest.fail(f"fuzz child hung; last lines:\n{out[-2000:]}")
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    done = [r for r in lines if r["outcome"] != "started"]
+    if proc.returncode != 0:
+        started = [r for r in lines if r["outcome"] == "started"]
+        last = started[-1] if started else None
+        pytest.fail(f"fuzz child died (rc {proc.returncode}) during {last}:\n{proc.stderr[-3000:]}")
+    assert len(done) == cases
+    foreign = [r for r in done if r["outcome"] == "foreign"]
+    assert not foreign, "foreign exceptions:\n" + "\n\n".join(f"{r}\n{r.get('traceback', '')}" for r in foreign)
+    unnamed = [r for r in done if r["outcome"] == "error" and not r["names_file"]]
+    assert not unnamed, f"errors that do not name the file: {unnamed}"
+    return done
+
+
+def test_random_page_corruption(pristine, tmp_path: Path) -> None:
+    results = _run_fuzz(pristine, tmp_path, seed=20261121, cases=FUZZ_CASES, target="pages")
+    assert any(r["outcome"] == "error" for r in results)  # the fuzz does hit structure
+
+
+def test_random_column_metadata_corruption(pristine, tmp_path: Path) -> None:
+    _run_fuzz(pristine, tmp_path, seed=7, cases=FUZZ_META_CASES, target="metadata")
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "fuzz":
+    _fuzz_worker(json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

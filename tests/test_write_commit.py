@@ -1,0 +1,407 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Commits: manifests, naming, feature flags, interop with pylance 14 in both directions,
+conflicts, concurrent appends and crashed writers."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_gpu
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
+from lance_gpu.write.commit import PendingCommit, commit, serialize_manifest
+
+lance = pytest.importorskip("lance")
+
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+def _tbl(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table({"id": pa.array(ids), "s": pa.array([f"row-{i}" for i in ids]), "x": pa.array(ids * 0.5)})
+
+
+def _snapshot(root) -> dict[str, int]:
+    """Every file under ``root`` with its size."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, root)] = os.path.getsize(p)
+    return out
+
+
+def _ours(uri: str) -> pa.Table:
+    return lance_gpu.dataset(uri, device="cpu").to_table()
+
+
+# --------------------------------------------------------------------------------------------
+# manifest contents
+
+
+def test_manifest_and_transaction(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 3000), uri, max_rows_per_file=1000)
+    lance_gpu.write_dataset(_tbl(3000, 500), uri, mode="append")
+    versions = list_versions(uri)
+    assert [v.version for v in versions] == [1, 2]
+    assert all(v.naming == "V2" for v in versions)
+    assert os.path.basename(versions[0].path) == "18446744073709551614.manifest"
+    mf = read_manifest_file(versions[1].path)
+    m = mf.manifest
+    assert m.version == 2
+    assert [f.id for f in m.fragments] == [0, 1, 2, 3]
+    assert m.max_fragment_id == 3
+    assert m.writer_version.library == "lance-gpu"
+    assert (m.data_format.file_format, m.data_format.version) == ("lance", "2.2")
+    assert m.timestamp.seconds > 0
+    assert m.reader_feature_flags == 0 and m.writer_feature_flags == 0
+    assert [f.physical_rows for f in m.fragments] == [1000, 1000, 1000, 500]
+    df = m.fragments[0].files[0]
+    assert (df.file_major_version, df.file_minor_version) == (2, 2)
+    assert list(df.fields) == [0, 1, 2] and list(df.column_indices) == [0, 1, 2]
+    assert df.file_size_bytes == os.path.getsize(tmp_path / "ds" / "data" / df.path)
+    # the inline transaction equals the .txn file; it names the version read
+    assert mf.transaction is not None and mf.transaction.read_version == 1
+    assert mf.transaction.WhichOneof("operation") == "append"
+    assert m.transaction_file.startswith("1-")
+    assert read_transaction_file(tmp_path / "ds" / "_transactions" / m.transaction_file) == mf.transaction
+    first = read_manifest_file(versions[0].path)
+    assert first.transaction.WhichOneof("operation") == "overwrite" and first.transaction.read_version == 0
+    hint = (tmp_path / "ds" / "_versions" / "latest_version_hint.json").read_text()
+    assert hint == '{"version":2}'
+    # no staging files are left behind
+    assert sorted(os.listdir(tmp_path / "ds" / "_versions")) == sorted(
+        [os.path.basename(v.path) for v in versions] + ["latest_version_hint.json"]
+    )
+
+
+def test_serialize_manifest_layout():
+    m = table_pb2.Manifest(version=3)
+    txn = lance_gpu._proto.transaction_pb2.Transaction(read_version=2, uuid="u")
+    idx = table_pb2.IndexSection()
+    raw = serialize_manifest(m, txn, idx)
+    from lance_gpu.table.manifest import parse_manifest_bytes
+
+    mf = parse_manifest_bytes(raw)
+    assert mf.manifest.version == 3 and mf.transaction == txn
+    assert mf.manifest.index_section == 0 and mf.manifest.transaction_section == 4
+    assert raw[-4:] == b"LANC" and raw[-8:-4] == b"\x00\x00\x02\x00"
+
+
+# --------------------------------------------------------------------------------------------
+# interop with pylance
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_pylance_appends_and_deletes_on_ours(tmp_path, version):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 2000), uri, data_storage_version=version, max_rows_per_file=1500)
+    lance.write_dataset(_tbl(2000, 1000), uri, mode="append")
+    lance.dataset(uri).delete("id % 3 = 0")
+    keep = [i for i in range(3000) if i % 3]
+    expected = _tbl(0, 3000).take(keep)
+    assert lance.dataset(uri).to_table().equals(expected)
+    assert _ours(uri).equals(expected)
+    # and we append on top of pylance's delete (deletion flags carried)
+    lance_gpu.write_dataset(_tbl(3000, 100), uri, mode="append")
+    expected = pa.concat_tables([expected, _tbl(3000, 100)])
+    ds = lance.dataset(uri)
+    assert ds.version == 4 and ds.data_storage_version == version
+    assert ds.to_table().equals(expected)
+    assert _ours(uri).equals(expected)
+    m = read_manifest_file(list_versions(uri)[-1].path).manifest
+    assert m.writer_feature_flags & 1 and m.reader_feature_flags & 1
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_we_append_to_pylance(tmp_path, version):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 1000), uri, data_storage_version=version)
+    lance_gpu.write_dataset(_tbl(1000, 1000), uri, mode="append", data_storage_version="2.2")
+    ds = lance.dataset(uri)
+    assert ds.data_storage_version == version  # appends keep the dataset's version
+    assert ds.to_table().equals(_tbl(0, 2000))
+    assert _ours(uri).equals(_tbl(0, 2000))
+    lance.write_dataset(_tbl(2000, 10), uri, mode="append")
+    assert lance.dataset(uri).to_table().equals(_tbl(0, 2010))
+
+
+def test_append_carries_index_config_and_metadata(tmp_path):
+    uri = str(tmp_path / "ds")
+    ds = lance.write_dataset(_tbl(0, 1000), uri)
+    ds.create_scalar_index("id", "BTREE")
+    lance.dataset(uri).update_config({"k": "v"})
+    lance.dataset(uri).update_metadata({"owner": "me"})
+    before = read_manifest_file(list_versions(uri)[-1].path)
+    lance_gpu.write_dataset(_tbl(1000, 1000), uri, mode="append")
+    after = read_manifest_file(list_versions(uri)[-1].path)
+    assert after.index_section == before.index_section
+    assert dict(after.manifest.config) == {"k": "v"}
+    assert dict(after.manifest.table_metadata) == dict(before.manifest.table_metadata)
+    assert after.manifest.writer_feature_flags == before.manifest.writer_feature_flags
+    ds = lance.dataset(uri)
+    assert [i["name"] for i in ds.list_indices()] == ["id_idx"]
+    assert ds.config() == {"k": "v"}
+    assert ds.to_table(filter="id = 5 or id = 1500").num_rows == 2
+    assert ds.to_table().equals(_tbl(0, 2000))
+
+
+def test_append_with_stable_row_ids(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 1000), uri, enable_stable_row_ids=True)
+    lance_gpu.write_dataset(_tbl(1000, 500), uri, mode="append")
+    lance.write_dataset(_tbl(1500, 10), uri, mode="append")
+    ds = lance.dataset(uri)
+    got = ds.to_table(with_row_id=True)
+    assert got["_rowid"].to_pylist() == list(range(1510))
+    assert got.drop_columns(["_rowid"]).equals(_tbl(0, 1510))
+    ours = lance_gpu.dataset(uri, device="cpu").to_table(with_row_id=True)
+    assert ours["_rowid"].to_pylist() == list(range(1510))
+
+
+def test_v1_manifest_names_are_kept(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 100), uri, enable_v2_manifest_paths=False)
+    lance_gpu.write_dataset(_tbl(100, 100), uri, mode="append")
+    names = sorted(os.listdir(tmp_path / "ds" / "_versions"))
+    assert "1.manifest" in names and "2.manifest" in names
+    assert lance.dataset(uri).to_table().equals(_tbl(0, 200))
+
+
+def test_overwrite(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 100), uri)
+    lance.dataset(uri).delete("id < 10")
+    other = pa.table({"z": pa.array(["a", "b"])})
+    lance_gpu.write_dataset(other, uri, mode="overwrite")
+    ds = lance.dataset(uri)
+    assert ds.version == 3 and ds.to_table().equals(other)
+    m = read_manifest_file(list_versions(uri)[-1].path).manifest
+    assert [f.id for f in m.fragments] == [1]  # fragment ids keep growing
+    assert m.writer_feature_flags & 1 == 0  # no deletion files any more
+    assert ds.checkout_version(2).to_table().equals(_tbl(10, 90))
+    lance.write_dataset(other, uri, mode="append")
+    assert lance.dataset(uri).count_rows() == 4
+
+
+# --------------------------------------------------------------------------------------------
+# refusals that write nothing
+
+
+def test_create_over_existing_writes_nothing(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 100), uri)
+    before = _snapshot(uri)
+    with pytest.raises(lance_gpu.DatasetExistsError):
+        lance_gpu.write_dataset(_tbl(0, 100), uri)
+    with pytest.raises(FileExistsError):
+        lance_gpu.write_dataset(_tbl(0, 100), uri, mode="create")
+    assert _snapshot(uri) == before
+
+
+def test_schema_mismatch_append_writes_nothing(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 100), uri)
+    before = _snapshot(uri)
+    bad = [
+        pa.table({"id": pa.array(np.arange(3)), "s": pa.array(["a", "b", "c"])}),  # missing column
+        _tbl(0, 3).set_column(0, "id", pa.array([1, 2, 3], pa.int32())),  # other type
+        _tbl(0, 3).append_column("extra", pa.array([1, 2, 3])),  # extra column
+    ]
+    for tbl in bad:
+        with pytest.raises(SchemaMismatchError):
+            lance_gpu.write_dataset(tbl, uri, mode="append")
+    assert _snapshot(uri) == before
+    # columns in another order are fine
+    reordered = _tbl(100, 5).select(["x", "id", "s"])
+    lance_gpu.write_dataset(reordered, uri, mode="append")
+    assert lance.dataset(uri).to_table().equals(_tbl(0, 105))
+
+
+def test_unknown_writer_flags_refused(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    mf = read_manifest_file(list_versions(uri)[-1].path)
+    m = table_pb2.Manifest()
+    m.CopyFrom(mf.manifest)
+    m.version = 2
+    m.writer_feature_flags = 1 << 12
+    (tmp_path / "ds" / "_versions" / "18446744073709551613.manifest").write_bytes(serialize_manifest(m, None))
+    before = _snapshot(uri)
+    with pytest.raises(UnsupportedFeatureError):
+        lance_gpu.write_dataset(_tbl(10, 10), uri, mode="append")
+    with pytest.raises(UnsupportedFeatureError):
+        lance_gpu.write_dataset(_tbl(10, 10), uri, mode="overwrite")
+    assert _snapshot(uri) == before
+
+
+# --------------------------------------------------------------------------------------------
+# conflicts
+
+
+def _append_op(uri, start, n):
+    """Data files written for an append, not committed yet."""
+    from lance_gpu.table.schema import LanceSchema
+    from lance_gpu.write.dataset_writer import _write_fragments
+
+    from lance_gpu.table.manifest import dataset_path
+
+    root = dataset_path(uri)
+    mf = read_manifest_file(list_versions(uri)[-1].path)
+    schema = LanceSchema.from_manifest(mf.manifest)
+    tbl = _tbl(start, n)
+    frags, _ = _write_fragments(root, schema, tbl.schema, iter(tbl.to_batches()), None, 2, 10**6, 10**12)
+    return root, mf, frags
+
+
+def test_append_retries_after_concurrent_append(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    root, base, frags = _append_op(uri, 10, 10)
+    lance.write_dataset(_tbl(100, 5), uri, mode="append")  # someone else takes version 2
+    m = commit(root, PendingCommit("append", frags), base)
+    assert m.version == 3
+    assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == list(range(20)) + list(range(100, 105))
+    assert [f.id for f in m.fragments] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("other", ["delete", "overwrite"])
+def test_append_conflicts_with_other_operations(tmp_path, other):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    root, base, frags = _append_op(uri, 10, 10)
+    if other == "delete":
+        lance.dataset(uri).delete("id = 3")
+    else:
+        lance.write_dataset(_tbl(50, 3), uri, mode="overwrite")
+    with pytest.raises(CommitConflictError):
+        commit(root, PendingCommit("append", frags), base)
+    assert lance.dataset(uri).version == 2
+
+
+def test_overwrite_conflicts_with_append(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    root, base, frags = _append_op(uri, 10, 10)
+    lance_gpu.write_dataset(_tbl(100, 5), uri, mode="append")
+    from lance_gpu.table.schema import LanceSchema
+
+    op = PendingCommit("overwrite", frags, schema=LanceSchema.from_manifest(base.manifest))
+    with pytest.raises(CommitConflictError):
+        commit(root, op, base)
+
+
+def test_missing_winner_transaction_is_a_conflict(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    root, base, frags = _append_op(uri, 10, 10)
+    # a version 2 without any transaction: be conservative
+    m = table_pb2.Manifest()
+    m.CopyFrom(base.manifest)
+    m.version = 2
+    m.ClearField("transaction_file")
+    (root / "_versions" / "18446744073709551613.manifest").write_bytes(serialize_manifest(m, None))
+    with pytest.raises(CommitConflictError):
+        commit(root, PendingCommit("append", frags), base)
+
+
+def _writer(uri, writer, barrier):  # runs in a child process
+    import warnings
+
+    warnings.simplefilter("ignore")
+    for k in range(3):
+        start = writer * 1000 + k * 100
+        tbl = _tbl(start, 100)
+        barrier.wait()
+        lance_gpu.write_dataset(tbl, uri, mode="append")
+
+
+def test_concurrent_appends(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_writer, args=(uri, w + 1, barrier)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    versions = [v.version for v in list_versions(uri)]
+    assert versions == list(range(1, 14))  # contiguous: 1 create + 12 appends
+    expected = sorted(list(range(10)) + [w * 1000 + k * 100 + i for w in range(1, 5) for k in range(3) for i in range(100)])
+    ds = lance.dataset(uri)
+    got = ds.to_table()
+    assert sorted(got["id"].to_pylist()) == expected  # nothing lost, nothing doubled
+    assert got.sort_by("id").equals(pa.concat_tables([_tbl(0, 10)] + [_tbl(w * 1000 + k * 100, 100) for w in range(1, 5) for k in range(3)]).sort_by("id"))
+    assert sorted(_ours(uri)["id"].to_pylist()) == expected
+    m = read_manifest_file(list_versions(uri)[-1].path).manifest
+    assert sorted(f.id for f in m.fragments) == list(range(13))
+    txns = [read_manifest_file(v.path).transaction for v in list_versions(uri)]
+    assert [t.WhichOneof("operation") for t in txns] == ["overwrite"] + ["append"] * 12
+    # the barrier makes writers race: some commits were retried on top of another's append
+    assert any(t.read_version < v - 1 for v, t in enumerate(txns, start=1))
+
+
+# --------------------------------------------------------------------------------------------
+# crashed writers
+
+_CRASH = textwrap.dedent(
+    """
+    import os, signal, sys, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, pyarrow as pa
+    import lance_gpu
+    import lance_gpu.write.commit as commit_mod
+    import lance_gpu.write.dataset_writer as dw
+
+    where = sys.argv[2]
+    die = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    if where == "before_commit":
+        dw.commit = die
+    elif where == "before_link":
+        commit_mod.os.link = die
+    elif where == "mid_file":
+        import lance_gpu.write.file_writer as fw
+        real = fw.LanceFileWriter._write_page
+        calls = []
+        def page(self, *a):
+            calls.append(1)
+            if len(calls) == 3:
+                die()
+            return real(self, *a)
+        fw.LanceFileWriter._write_page = page
+    ids = np.arange(1000, 3000)
+    tbl = pa.table({"id": pa.array(ids), "s": pa.array([f"row-{i}" for i in ids]), "x": pa.array(ids * 0.5)})
+    lance_gpu.write_dataset(tbl, sys.argv[1], mode="append", max_rows_per_file=700)
+    """
+)
+
+
+@pytest.mark.parametrize("where", ["mid_file", "before_commit", "before_link"])
+def test_killed_writer_leaves_last_version(tmp_path, where):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 1000), uri)
+    proc = subprocess.run([sys.executable, "-c", _CRASH, uri, where], capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    assert len(os.listdir(tmp_path / "ds" / "data")) > 1  # the killed writer did write data
+    ds = lance.dataset(uri)
+    assert ds.version == 1 and ds.to_table().equals(_tbl(0, 1000))
+    assert [v.version for v in list_versions(uri)] == [1]
+    assert _ours(uri).equals(_tbl(0, 1000))
+    # and the dataset goes on
+    lance_gpu.write_dataset(_tbl(1000, 10), uri, mode="append")
+    lance.write_dataset(_tbl(1010, 10), uri, mode="append")
+    assert lance.dataset(uri).to_table().equals(_tbl(0, 1020))
+    assert _ours(uri).equals(_tbl(0, 1020))
