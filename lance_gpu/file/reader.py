@@ -205,4 +205,9 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             leaf = decode_page(file, page, bufs, ctx)
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.take(pa.array(local_rows)))
-    return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    out = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    # Streaming and take touch many pages: keep resident memory near the output size.
+    touched = {int(page_of[g[0]]) for g in groups}
+    ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
+    file.io.release(ranges, keep=_buffers_of(out))
+    return out
