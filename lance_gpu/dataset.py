@@ -94,10 +94,15 @@ class LanceFragment:
             self._readers[path] = r
         return r
 
-    def _source(self, field: LanceField) -> _FieldSource:
+    def _source(self, field: LanceField) -> _FieldSource | None:
+        """Where ``field`` lives; None if no data file of the fragment holds any of its
+        fields (a column added without data: read as nulls, as the table format says)."""
         data_dir = os.path.join(self._ds.uri, "data")
         ids = [f.id for f in field.walk()]
         leaf_ids = [f.id for f in field.walk() if f.is_leaf]
+        wanted = set(ids)
+        if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
+            return None
         for df in self.pb.files:
             cmap = column_index_map(df, self._ds.lance_schema)
             path = os.path.join(data_dir, df.path)
@@ -110,6 +115,8 @@ class LanceFragment:
     def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
         """Read one top-level field, for all physical rows or the sorted ``rows``."""
         src = self._source(field)
+        if src is None:
+            return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
         reader = self._reader(src.path)
         if reader.version == FileVersion(2, 0):
             from lance_gpu.file.v2_0 import read_field as read_v20
@@ -150,6 +157,64 @@ class LanceDataset:
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+    def _reload(self, version: int) -> None:
+        """Move this object to ``version`` (after a commit of ours), as pylance does."""
+        self.__dict__.pop("schema", None)
+        LanceDataset.__init__(self, self.uri, version, device=self._device)
+
+    # -- writing: each call commits one new version and moves this object to it ------------
+
+    def delete(self, predicate: str | pc.Expression, *, conflict_retries: int = 10) -> dict[str, int]:
+        """Delete the rows matching ``predicate`` (SQL or a pyarrow expression).
+
+        Writes one deletion file per touched fragment (a fragment left without rows is
+        removed) and commits a Delete transaction -- also when nothing matched, as pylance.
+        Returns ``{"num_deleted_rows": n}``; see :func:`lance_gpu.write.operations.delete`
+        for concurrent writers.
+        """
+        from lance_gpu.write.operations import delete
+
+        return delete(self, predicate, conflict_retries=conflict_retries)
+
+    def restore(self, version: int | str | None = None) -> None:
+        """Commit a new latest version whose contents are those of ``version`` (default:
+        the version this object is at -- pylance's ``checkout_version(v).restore()``)."""
+        from lance_gpu.write.operations import restore
+
+        restore(self, version)
+
+    def drop_columns(self, columns: Sequence[str]) -> None:
+        """Remove columns (or dotted struct fields) from the schema; metadata only."""
+        from lance_gpu.write.operations import drop_columns
+
+        drop_columns(self, columns)
+
+    def alter_columns(self, *alterations: dict) -> None:
+        """Rename (``{"path": "a.b", "name": "c"}``) or change nullability of columns."""
+        from lance_gpu.write.operations import alter_columns
+
+        alter_columns(self, *alterations)
+
+    def add_columns(
+        self,
+        transforms,
+        read_columns: Sequence[str] | None = None,
+        reader_schema: pa.Schema | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        """Add columns from aligned data, a batch function, SQL expressions or all-null
+        fields; see :func:`lance_gpu.write.operations.add_columns`."""
+        from lance_gpu.write.operations import add_columns
+
+        add_columns(self, transforms, read_columns, reader_schema, batch_size)
+
+    @property
+    def optimize(self):
+        """``ds.optimize.compact_files(...)``, as pylance."""
+        from lance_gpu.write.compaction import DatasetOptimizer
+
+        return DatasetOptimizer(self)
 
     # -- metadata ---------------------------------------------------------------------------
 

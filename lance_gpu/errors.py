@@ -52,5 +52,11 @@ class CommitConflictError(LanceGpuError, RuntimeError):
     """A concurrent writer committed an incompatible change first."""
 
 
+class RetryableCommitConflictError(CommitConflictError):
+    """A concurrent writer changed what this operation read (e.g. it deleted or compacted
+    the same fragments): re-running the operation on the latest version may succeed.
+    ``LanceDataset.delete`` does that itself, ``conflict_retries`` times."""
+
+
 class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""

@@ -8,13 +8,27 @@
 * :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
 * :mod:`~lance_gpu.write.commit` -- transactions, manifests, link-if-absent commits and
   conflict resolution.
+* :mod:`~lance_gpu.write.fragments` -- :func:`write_fragments` / :func:`commit_fragments`:
+  distributed writes (tasks write fragments, one commit publishes them).
+* :mod:`~lance_gpu.write.operations` -- delete, restore, drop / alter / add columns (the
+  ``LanceDataset`` methods), each one transaction with pylance's conflict rules.
+* :mod:`~lance_gpu.write.deletion_writer` -- deletion files (``.arrow`` / roaring ``.bin``).
+* :mod:`~lance_gpu.write.compaction` -- ``ds.optimize.compact_files``.
 """
 
 from __future__ import annotations
 
 from lance_gpu.write.dataset_writer import DatasetExistsError, write_dataset
+from lance_gpu.write.fragments import commit_fragments, discard_fragments, write_fragments
 
-__all__ = ["DatasetExistsError", "LanceFileWriter", "write_dataset"]
+__all__ = [
+    "DatasetExistsError",
+    "LanceFileWriter",
+    "commit_fragments",
+    "discard_fragments",
+    "write_dataset",
+    "write_fragments",
+]
 
 
 def __getattr__(name: str):

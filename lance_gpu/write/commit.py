@@ -15,7 +15,11 @@ Protocol (pylance's, for local file systems):
 4. On a conflict the winner's transaction is read (inline section, else its ``.txn``).
    Append after append is compatible: the manifest is rebuilt on top of the winner and the
    next version tried.  Anything else -- or a winner whose transaction cannot be read --
-   raises :class:`~lance_gpu.errors.CommitConflictError`.
+   raises :class:`~lance_gpu.errors.CommitConflictError`.  The other operations
+   (:mod:`lance_gpu.write.operations`: delete, restore, project, merge, rewrite, reserve)
+   decide themselves with pylance's rules (``Operation.rebase``): compatible, rebased
+   (concurrent deletes of disjoint rows of one fragment: the deletion vectors are merged and
+   the transaction is written again), retryable or incompatible.
 5. ``_versions/latest_version_hint.json`` is updated (only a hint; readers list ``_versions``).
 """
 
@@ -129,6 +133,9 @@ def _assign_row_ids(fragments: list[table_pb2.DataFragment], next_row_id: int, v
 
 def _transaction(op: PendingCommit, read_version: int, txn_uuid: str) -> transaction_pb2.Transaction:
     txn = transaction_pb2.Transaction(read_version=read_version, uuid=txn_uuid)
+    if not isinstance(op, PendingCommit):  # an operations.Operation fills its own oneof
+        op.fill(txn)
+        return txn
     if op.kind == "append":
         txn.append.fragments.extend(op.fragments)
     elif op.kind == "overwrite":
@@ -151,6 +158,9 @@ def _build_manifest(
     txn_file: str,
 ) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
     """The manifest of ``version``: ``op`` applied on top of ``base`` (None: a new dataset)."""
+    if not isinstance(op, PendingCommit):
+        assert base is not None
+        return _build_operation_manifest(base, op, version, txn_file)
     m = table_pb2.Manifest()
     index_section = None
     start_id = 0
@@ -206,6 +216,40 @@ def _build_manifest(
     if base is None:
         m.data_format.file_format = "lance"
         m.data_format.version = op.data_format
+    return m, index_section
+
+
+def _build_operation_manifest(
+    base: ManifestFile, op, version: int, txn_file: str
+) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    """The manifest of ``version`` for an :class:`lance_gpu.write.operations.Operation`: its
+    contents from ``op.apply(base)``, then what every commit stamps.  The deletion-files flag
+    (reader and writer) is set exactly when some fragment has a deletion file, as pylance's
+    ``apply_feature_flags`` does; ``max_fragment_id`` never goes down."""
+    m, index_section = op.apply(base)
+    for name in (
+        "tag", "version_aux_data", "transaction_section_deprecated", "index_section",
+        "transaction_section", "writer_version",
+    ):
+        m.ClearField(name)
+    has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
+    for name in ("reader_feature_flags", "writer_feature_flags"):
+        flags = int(getattr(m, name)) & ~features.FLAG_DELETION_FILES
+        setattr(m, name, flags | (features.FLAG_DELETION_FILES if has_deletions else 0))
+    ids = [int(f.id) for f in m.fragments]
+    if m.HasField("max_fragment_id"):
+        ids.append(int(m.max_fragment_id))
+    if base.manifest.HasField("max_fragment_id"):
+        ids.append(int(base.manifest.max_fragment_id))
+    if ids:
+        m.max_fragment_id = max(ids)
+    m.version = version
+    secs, nanos = _now()
+    m.timestamp.seconds = secs
+    m.timestamp.nanos = nanos
+    m.writer_version.library = WRITER_LIBRARY
+    m.writer_version.version = WRITER_VERSION
+    m.transaction_file = txn_file
     return m, index_section
 
 
@@ -283,10 +327,22 @@ def _winner_transaction(root: Path, mf: ManifestFile) -> transaction_pb2.Transac
         return None
 
 
+#: Winners an append is rebuilt on top of.  pylance also accepts delete, rewrite, project,
+#: merge, create-index ...; we stay conservative (tests/test_write_commit.py pins this).
+_APPEND_COMPATIBLE = frozenset({"append"})
+
+
 def _compatible(ours: PendingCommit, theirs: transaction_pb2.Transaction | None) -> bool:
     if theirs is None:
         return False
-    return ours.kind == "append" and theirs.WhichOneof("operation") == "append"
+    return ours.kind == "append" and theirs.WhichOneof("operation") in _APPEND_COMPATIBLE
+
+
+def _write_txn_file(path: Path, txn: transaction_pb2.Transaction) -> None:
+    with open(path, "xb") as fh:
+        fh.write(txn.SerializeToString())
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def commit(
@@ -312,10 +368,7 @@ def commit(
     if not skip_txn_file:
         tdir = root / "_transactions"
         tdir.mkdir(exist_ok=True)
-        with open(tdir / txn_name, "xb") as fh:
-            fh.write(txn.SerializeToString())
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_txn_file(tdir / txn_name, txn)
     current = base
     version = read_version + 1
     for _ in range(MAX_RETRIES):
@@ -328,7 +381,19 @@ def commit(
             _write_new(target, data)
         except FileExistsError:
             winner = read_manifest_file(target)
-            if not _compatible(op, _winner_transaction(root, winner)):
+            theirs = _winner_transaction(root, winner)
+            if not isinstance(op, PendingCommit):
+                # Raises CommitConflictError / RetryableCommitConflictError, or rebases.
+                if op.rebase(root, winner, theirs):
+                    old_name, txn = txn_name, _transaction(op, read_version, txn_uuid)
+                    txn_name = f"{txn.read_version}-{txn_uuid}.txn"
+                    if not skip_txn_file:
+                        _write_txn_file(root / "_transactions" / txn_name, txn)
+                        try:
+                            os.unlink(root / "_transactions" / old_name)
+                        except OSError:
+                            pass
+            elif not _compatible(op, theirs):
                 kind = None if winner.transaction is None else winner.transaction.WhichOneof("operation")
                 raise CommitConflictError(
                     f"{root}: version {version} was committed by another writer "

@@ -1,0 +1,318 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``ds.optimize.compact_files``: rewrite small fragments (and fragments with many deleted
+rows) into bigger ones, deletions materialised, as pylance does.
+
+Planning (pylance's ``plan_compaction``): fragments are visited in manifest order; one is a
+candidate if more than ``materialize_deletions_threshold`` of its rows are deleted ("compact
+itself") or it has fewer than ``target_rows_per_fragment`` physical rows ("compact with
+neighbours").  Runs of adjacent candidates form bins; a bin of one fragment that only wants
+neighbours is dropped; a bin is cut into tasks of at least ``target_rows_per_fragment`` live
+rows (the remainder joins the last task).
+
+Each task reads the live rows of its fragments in order and writes them with the dataset's
+schema and file version into one new fragment (pylance 14 does not cut a task's output at
+``target_rows_per_fragment``: two 600k-row fragments become one of 1.2M rows; only
+``max_bytes_per_file`` starts another file).  The ids of all new fragments are reserved
+with one ReserveFragments commit, then a single Rewrite transaction (read version: the version compacted) replaces every task's old fragments with
+its new ones, at the old fragments' position, then the fragments are sorted by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu._proto import rowids_pb2, table_pb2
+from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.table import features
+from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lance_gpu.dataset import LanceDataset, LanceFragment
+
+__all__ = ["CompactionMetrics", "DatasetOptimizer", "compact_files", "plan_compaction"]
+
+
+@dataclass
+class CompactionMetrics:
+    """What :func:`compact_files` did, as pylance's ``lance.optimize.CompactionMetrics``:
+    files count data files plus deletion files."""
+
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+
+
+def _files(frag: table_pb2.DataFragment) -> int:
+    return len(frag.files) + (1 if frag.HasField("deletion_file") else 0)
+
+
+def plan_compaction(
+    fragments: Sequence[LanceFragment],
+    target_rows_per_fragment: int,
+    materialize_deletions: bool = True,
+    materialize_deletions_threshold: float = 0.1,
+    excluded_fragment_ids: Sequence[int] = (),
+) -> list[list[LanceFragment]]:
+    """The tasks (lists of adjacent fragments) a compaction rewrites."""
+    if materialize_deletions and materialize_deletions_threshold >= 1.0:
+        materialize_deletions = False
+    excluded = {int(i) for i in excluded_fragment_ids}
+    bins: list[tuple[list[LanceFragment], list[bool], list[int]]] = []  # fragments, itself?, live rows
+    current: tuple[list, list, list] | None = None
+    for frag in fragments:
+        physical = frag.physical_rows
+        deleted = int(frag.pb.deletion_file.num_deleted_rows) if frag.pb.HasField("deletion_file") else 0
+        if frag.pb.HasField("deletion_file") and not deleted:
+            deleted = int(frag.deleted_rows.size)
+        share = deleted / physical if physical else 0.0
+        if frag.fragment_id in excluded:
+            candidacy = None
+        elif materialize_deletions and share > materialize_deletions_threshold:
+            candidacy = True  # compact itself
+        elif physical < target_rows_per_fragment:
+            candidacy = False  # compact with neighbours
+        else:
+            candidacy = None
+        if candidacy is None:
+            if current is not None:
+                bins.append(current)
+                current = None
+            continue
+        if current is None:
+            current = ([], [], [])
+        current[0].append(frag)
+        current[1].append(candidacy)
+        current[2].append(physical - deleted)
+    if current is not None:
+        bins.append(current)
+
+    tasks: list[list[LanceFragment]] = []
+    for frags, itself, rows in bins:
+        if len(frags) == 1 and not itself[0]:
+            continue
+        # split into bins of at least target rows; a too-small remainder joins the last one
+        while True:
+            n = 0
+            total = 0
+            while total < target_rows_per_fragment and n < len(rows):
+                total += rows[n]
+                n += 1
+            if sum(rows[n:]) >= target_rows_per_fragment:
+                tasks.append(frags[:n])
+                frags, rows = frags[n:], rows[n:]
+            else:
+                tasks.append(frags)
+                break
+    return [t for t in tasks if t]
+
+
+def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    fields = list(ds.lance_schema.fields)
+    for frag in frags:
+        _f, table = next(ds._read_fragments([(frag, frag.rows_to_read())], fields, False))
+        if not table.schema.equals(schema, check_metadata=False):
+            table = table.cast(schema)
+        yield from table.to_batches()
+
+
+def compact_files(
+    ds: LanceDataset,
+    *,
+    target_rows_per_fragment: int | None = None,
+    max_rows_per_group: int | None = None,
+    max_bytes_per_file: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    defer_index_remap: bool | None = None,
+    num_threads: int | None = None,
+    batch_size: int | None = None,
+    excluded_fragment_ids: Sequence[int] | None = None,
+    **unsupported: object,
+) -> CompactionMetrics:
+    """Compact ``ds`` (see the module docstring); ``ds`` moves to the new version.
+
+    ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted and ignored
+    (our writer picks its own pages).  Datasets with indices (which pylance remaps) are
+    refused, as are other pylance options when set.  With stable row ids the new fragments
+    carry the live rows' ids and created / last-updated versions, in order.
+    """
+    from lance_gpu.write.commit import check_appendable
+    from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
+
+    if unsupported.get("compaction_mode") == "reencode":  # what we do anyway
+        unsupported.pop("compaction_mode")
+    bad = sorted(k for k, v in unsupported.items() if v is not None)
+    if bad:
+        raise UnsupportedFeatureError(f"compact_files: options {bad} are not supported")
+    if defer_index_remap:
+        raise UnsupportedFeatureError("compact_files: defer_index_remap is not supported")
+    target = int(target_rows_per_fragment or 1024 * 1024)
+    if target < 1:
+        raise ValueError("target_rows_per_fragment must be positive")
+    base = ds.manifest_file
+    check_appendable(base)
+    tasks = plan_compaction(
+        ds.fragments,
+        target,
+        True if materialize_deletions is None else bool(materialize_deletions),
+        0.1 if materialize_deletions_threshold is None else float(materialize_deletions_threshold),
+        excluded_fragment_ids or (),
+    )
+    metrics = CompactionMetrics()
+    if not tasks:
+        return metrics
+    if base.index_section is not None and len(base.index_section.indices):
+        raise UnsupportedFeatureError(
+            f"{ds.uri}: compaction of a dataset with indices is not supported (they would need remapping)"
+        )
+    stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
+
+    root = Path(ds.uri)
+    schema = ds.lance_schema
+    physical = schema.to_arrow(physical=True)
+    minor = int(ds.manifest.data_format.version.split(".")[1])
+    groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]] = []
+    rewrite = RewriteOp([])
+    try:
+        for task in tasks:
+            new, written = _write_fragments(
+                root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
+                int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE),
+            )
+            rewrite.written.extend(written)
+            if stable:
+                _carry_row_ids(ds, task, new)
+            old = [f.pb for f in task]
+            groups.append((old, new))
+            metrics.fragments_removed += len(old)
+            metrics.fragments_added += len(new)
+            metrics.files_removed += sum(_files(f) for f in old)
+            metrics.files_added += sum(_files(f) for f in new)
+        n_new = sum(len(new) for _old, new in groups)
+        if n_new:
+            reserved = _commit(ds, ReserveFragmentsOp(n_new), _latest(ds))
+            next_id = int(reserved.max_fragment_id) - n_new + 1
+            for _old, new in groups:
+                for frag in new:
+                    frag.id = next_id
+                    next_id += 1
+    except BaseException:
+        rewrite.cleanup()
+        raise
+    rewrite.groups = groups
+    manifest = _commit(ds, rewrite)
+    ds._reload(int(manifest.version))
+    return metrics
+
+
+def _encode_u64(values: np.ndarray) -> rowids_pb2.EncodedU64Array:
+    values = values.astype(np.uint64, copy=False)
+    base = int(values.min()) if values.size else 0
+    span = int(values.max()) - base if values.size else 0
+    if span < 1 << 16:
+        return rowids_pb2.EncodedU64Array(u16_array=rowids_pb2.EncodedU64Array.U16Array(
+            base=base, offsets=(values - np.uint64(base)).astype("<u2").tobytes()))
+    if span < 1 << 32:
+        return rowids_pb2.EncodedU64Array(u32_array=rowids_pb2.EncodedU64Array.U32Array(
+            base=base, offsets=(values - np.uint64(base)).astype("<u4").tobytes()))
+    return rowids_pb2.EncodedU64Array(u64_array=rowids_pb2.EncodedU64Array.U64Array(values=values.astype("<u8").tobytes()))
+
+
+def encode_row_ids(ids: np.ndarray) -> bytes:
+    """A ``RowIdSequence`` of ``ids``, the smallest of: one Range per contiguous run, a
+    range with holes, a range with a bitmap, a sorted array (ids in increasing order) --
+    or a plain array when they are not sorted."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    if ids.size == 0:
+        return rowids_pb2.RowIdSequence().SerializeToString()
+    diffs = np.diff(ids.astype(np.int64))
+    if not bool(np.all(diffs > 0)):
+        return rowids_pb2.RowIdSequence(segments=[rowids_pb2.U64Segment(array=_encode_u64(ids))]).SerializeToString()
+    candidates = [[rowids_pb2.U64Segment(sorted_array=_encode_u64(ids))]]
+    breaks = np.flatnonzero(diffs != 1) + 1
+    if breaks.size < 4096:
+        starts = np.concatenate([[0], breaks]).astype(np.int64)
+        ends = np.concatenate([breaks, [ids.size]]).astype(np.int64)
+        candidates.append([
+            rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(start=int(ids[a]), end=int(ids[b - 1]) + 1))
+            for a, b in zip(starts, ends)
+        ])
+    lo, hi = int(ids[0]), int(ids[-1]) + 1
+    if hi - lo <= 64 * ids.size:
+        present = np.zeros(hi - lo, np.bool_)
+        present[(ids - np.uint64(lo)).astype(np.int64)] = True
+        holes = np.flatnonzero(~present).astype(np.uint64) + np.uint64(lo)
+        candidates.append([rowids_pb2.U64Segment(range_with_holes=rowids_pb2.U64Segment.RangeWithHoles(
+            start=lo, end=hi, holes=_encode_u64(holes)))])
+        candidates.append([rowids_pb2.U64Segment(range_with_bitmap=rowids_pb2.U64Segment.RangeWithBitmap(
+            start=lo, end=hi, bitmap=np.packbits(present, bitorder="little").tobytes()))])
+    encoded = [rowids_pb2.RowIdSequence(segments=c).SerializeToString() for c in candidates]
+    return min(encoded, key=len)
+
+
+def encode_versions(versions: np.ndarray) -> bytes:
+    """A ``RowDatasetVersionSequence``: one run per stretch of equal versions."""
+    versions = np.asarray(versions, dtype=np.uint64)
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    if versions.size:
+        breaks = np.flatnonzero(np.diff(versions) != 0) + 1
+        starts = np.concatenate([[0], breaks]).astype(np.int64)
+        ends = np.concatenate([breaks, [versions.size]]).astype(np.int64)
+        for a, b in zip(starts, ends):
+            seq.runs.append(rowids_pb2.RowDatasetVersionRun(
+                span=rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(start=int(a), end=int(b))),
+                version=int(versions[a])))
+    return seq.SerializeToString()
+
+
+def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[table_pb2.DataFragment]) -> None:
+    """Stable row ids (and their created / last-updated versions) of the live rows of
+    ``old``, in order, handed to the fragments ``new`` that now hold those rows."""
+    from lance_gpu.table.rowids import read_fragment_versions
+
+    def live(values: np.ndarray | None, frag: LanceFragment) -> np.ndarray | None:
+        if values is None:
+            return None
+        rows = frag.live_rows
+        return values if rows is None else values[rows]
+
+    ids = np.concatenate([live(f.row_ids, f) for f in old]) if old else np.zeros(0, np.uint64)
+    versions = {}
+    for which in ("created_at", "last_updated_at"):
+        parts = [live(read_fragment_versions(ds.uri, f.pb, which), f) for f in old]
+        versions[which] = None if any(p is None for p in parts) else np.concatenate(parts)
+    start = 0
+    for frag in new:
+        n = int(frag.physical_rows)
+        frag.inline_row_ids = encode_row_ids(ids[start : start + n])
+        if versions["created_at"] is not None:
+            frag.inline_created_at_versions = encode_versions(versions["created_at"][start : start + n])
+        if versions["last_updated_at"] is not None:
+            frag.inline_last_updated_at_versions = encode_versions(versions["last_updated_at"][start : start + n])
+        start += n
+    if start != ids.size:
+        raise AssertionError(f"compaction wrote {start} rows for {ids.size} row ids")
+
+
+def _latest(ds: LanceDataset):
+    from lance_gpu.table.manifest import list_versions, read_manifest_file
+
+    return read_manifest_file(list_versions(ds.uri)[-1].path)
+
+
+class DatasetOptimizer:
+    """``ds.optimize``, as pylance's ``lance.dataset.DatasetOptimizer``."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        self._ds = ds
+
+    def compact_files(self, **options: object) -> CompactionMetrics:
+        """See :func:`compact_files`."""
+        return compact_files(self._ds, **options)  # type: ignore[arg-type]

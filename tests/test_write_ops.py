@@ -1,0 +1,550 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Table operations (delete, restore, drop / alter / add columns, compaction) and their
+conflicts, each checked against pylance 14: pylance reads what we did and sees exactly what
+pylance's own operation gives on a copy, and we read what pylance did."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+import pytest
+
+import lance_gpu
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import CommitConflictError, RetryableCommitConflictError, SchemaMismatchError
+from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
+from lance_gpu.write import commit_fragments, discard_fragments, write_fragments
+from lance_gpu.write.compaction import CompactionMetrics
+
+lance = pytest.importorskip("lance")
+
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+def _tbl(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "s": pa.array([f"row-{i}" for i in ids]),
+            "st": pa.array([{"a": int(i), "b": float(i) / 2} for i in ids]),
+        }
+    )
+
+
+def _pair(tmp_path, n=3000, rows_per_file=1000, writer="lance"):
+    """The same dataset twice: ours to change with lance_gpu, ref to change with pylance."""
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    if writer == "lance":
+        lance.write_dataset(_tbl(n), ours, max_rows_per_file=rows_per_file)
+    else:
+        lance_gpu.write_dataset(_tbl(n), ours, max_rows_per_file=rows_per_file)
+    shutil.copytree(ours, ref)
+    return ours, ref
+
+
+def _latest(uri):
+    return read_manifest_file(list_versions(uri)[-1].path)
+
+
+def _shape(uri) -> dict:
+    """What must agree between our and pylance's result of the same operation."""
+    mf = _latest(uri)
+    m = mf.manifest
+    return {
+        "version": m.version,
+        "fields": [(f.name, f.id, f.parent_id, f.logical_type, f.nullable) for f in m.fields],
+        "fragments": [
+            (
+                f.id,
+                f.physical_rows,
+                [list(df.fields) for df in f.files],
+                (f.deletion_file.file_type, f.deletion_file.num_deleted_rows) if f.HasField("deletion_file") else None,
+            )
+            for f in m.fragments
+        ],
+        "flags": (m.reader_feature_flags, m.writer_feature_flags),
+        "max_fragment_id": m.max_fragment_id if m.HasField("max_fragment_id") else None,
+        "operation": mf.transaction.WhichOneof("operation"),
+    }
+
+
+def _same(ours, ref):
+    """pylance reads ours as it reads its own; we read pylance's the same way."""
+    expected = lance.dataset(ref).to_table()
+    assert lance.dataset(ours).to_table().equals(expected)
+    assert lance_gpu.dataset(ours, device="cpu").to_table().equals(expected)
+    assert lance_gpu.dataset(ref, device="cpu").to_table().equals(expected)
+    assert _shape(ours) == _shape(ref)
+
+
+# --------------------------------------------------------------------------------------------
+# delete
+
+
+def test_delete_matches_pylance(tmp_path):
+    ours, ref = _pair(tmp_path, n=24000, rows_per_file=8000)
+    ds, rds = lance_gpu.dataset(ours, device="cpu"), lance.dataset(ref)
+    # fragment 0: 2667 rows (.arrow); fragment 1: 5334 (.bin); fragment 2: all (removed)
+    pred = "(id < 8000 and id % 3 = 0) or (id >= 8000 and id < 16000 and id % 3 != 0) or id >= 16000"
+    assert ds.delete(pred) == rds.delete(pred) == {"num_deleted_rows": 2667 + 5333 + 8000}
+    assert ds.version == 2  # the object moved to the new version, as pylance's does
+    assert ds.count_rows() == lance.dataset(ref).count_rows()
+    _same(ours, ref)
+    mf = _latest(ours)
+    m = mf.manifest
+    assert (m.reader_feature_flags, m.writer_feature_flags) == (1, 1)
+    assert m.max_fragment_id == 2 and [f.id for f in m.fragments] == [0, 1]
+    d0, d1 = (f.deletion_file for f in m.fragments)
+    assert d0.file_type == table_pb2.DeletionFile.ARROW_ARRAY and d1.file_type == table_pb2.DeletionFile.BITMAP
+    assert d0.read_version == 1 and d0.id != 0
+    names = sorted(os.listdir(os.path.join(ours, "_deletions")))
+    assert names == sorted([f"0-1-{d0.id}.arrow", f"1-1-{d1.id}.bin"])
+    f = ipc.open_file(os.path.join(ours, "_deletions", f"0-1-{d0.id}.arrow"))
+    assert f.schema == pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
+    assert f.read_all().column(0).to_pylist() == list(range(0, 8000, 3))
+    with open(os.path.join(ours, "_deletions", f"1-1-{d1.id}.bin"), "rb") as fh:
+        raw = fh.read()
+    assert raw[:4] == b"\x3a\x30\x00\x00" or raw[:2] == b"\x3b\x30"  # portable roaring cookie
+    from pyroaring import BitMap
+
+    assert list(BitMap.deserialize(raw)) == [i - 8000 for i in range(8000, 16000) if i % 3]
+    # the transaction: Delete{updated, deleted ids, predicate}, inline and as a .txn file
+    txn = mf.transaction
+    assert txn.read_version == 1
+    assert [u.id for u in txn.delete.updated_fragments] == [0, 1]
+    assert list(txn.delete.deleted_fragment_ids) == [2] and txn.delete.predicate == pred
+    assert read_transaction_file(os.path.join(ours, "_transactions", m.transaction_file)) == txn
+
+    # a second delete: the new file holds old and new rows and replaces the old one
+    assert ds.delete("id = 1 or id = 8000") == rds.delete("id = 1 or id = 8000") == {"num_deleted_rows": 1}
+    _same(ours, ref)
+    assert _latest(ours).manifest.fragments[0].deletion_file.num_deleted_rows == 2668
+    # we delete on top of pylance's deletions and pylance on top of ours
+    lance.dataset(ours).delete("id < 100")
+    lance_gpu.dataset(ref, device="cpu").delete("id < 100")
+    _same(ours, ref)
+
+
+def test_delete_written_by_us_and_edge_cases(tmp_path):
+    ours, ref = _pair(tmp_path, n=2000, writer="ours")
+    ds, rds = lance_gpu.dataset(ours, device="cpu"), lance.dataset(ref)
+    # nothing matches: a new version all the same
+    assert ds.delete("id > 99999") == rds.delete("id > 99999") == {"num_deleted_rows": 0}
+    assert ds.version == 2
+    _same(ours, ref)
+    # a pyarrow expression; a nested field
+    expr = pc.field("id") == 1500
+    assert ds.delete(expr) == rds.delete(expr) == {"num_deleted_rows": 1}
+    _same(ours, ref)
+    assert ds.delete("st.a = 1499") == rds.delete("st.a = 1499") == {"num_deleted_rows": 1}
+    _same(ours, ref)
+    # everything: every fragment leaves the manifest
+    assert ds.delete("true") == rds.delete("true") == {"num_deleted_rows": 1998}
+    _same(ours, ref)
+    assert ds.count_rows() == 0 and ds.fragments == []
+    with pytest.raises(lance_gpu.FilterError):
+        ds.delete("no_such_column = 1")
+
+
+def test_pylance_reads_uncompressed_deletion_files(tmp_path):
+    from lance_gpu.write.deletion_writer import encode_deletion_rows
+
+    kind, data = encode_deletion_rows(np.array([1, 5], np.uint32))
+    assert kind == table_pb2.DeletionFile.ARROW_ARRAY and data[:6] == b"ARROW1"
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(10), uri)
+    lance_gpu.dataset(uri).delete("id = 3 or id = 4")
+    d = _latest(uri).manifest.fragments[0].deletion_file
+    path = os.path.join(uri, "_deletions", f"0-1-{d.id}.arrow")
+    table = ipc.open_file(path).read_all()
+    with ipc.new_file(path, table.schema) as w:  # rewritten without compression
+        w.write_table(table)
+    assert lance.dataset(uri).to_table()["id"].to_pylist() == [0, 1, 2, 5, 6, 7, 8, 9]
+
+
+# --------------------------------------------------------------------------------------------
+# restore
+
+
+def test_restore(tmp_path):
+    ours, ref = _pair(tmp_path)
+    for uri in (ours, ref):
+        lance.dataset(uri).delete("id < 10")
+        lance.write_dataset(_tbl(100, 5000), uri, mode="append")
+    ds = lance_gpu.dataset(ours, version=2, device="cpu")
+    assert ds.restore() is None and lance.dataset(ref, version=2).restore() is None
+    assert ds.version == 4 and ds.count_rows() == 2990
+    _same(ours, ref)
+    txn = _latest(ours).transaction
+    assert txn.restore.version == 2 and txn.read_version == 3
+    # restore(version) from any object; pylance then appends on top
+    lance_gpu.dataset(ours).restore(1)
+    lance.dataset(ref, version=1).restore()
+    _same(ours, ref)
+    for uri in (ours, ref):
+        lance.write_dataset(_tbl(7, 9000), uri, mode="append")
+    _same(ours, ref)
+
+
+# --------------------------------------------------------------------------------------------
+# drop / alter columns
+
+
+def test_drop_and_alter_columns(tmp_path):
+    ours, ref = _pair(tmp_path)
+    ds, rds = lance_gpu.dataset(ours, device="cpu"), lance.dataset(ref)
+    for d in (ds, rds):
+        d.delete("id % 10 = 0")
+    ds.drop_columns(["st.a"])
+    rds.drop_columns(["st.a"])
+    _same(ours, ref)
+    assert ds.schema.field("st").type == pa.struct([pa.field("b", pa.float64())])
+    # data files are kept, with their field lists (pylance's way)
+    assert list(_latest(ours).manifest.fragments[0].files[0].fields) == [0, 1, 3, 4]
+    ds.alter_columns({"path": "id", "name": "ident"}, {"path": "st.b", "name": "half"})
+    rds.alter_columns({"path": "id", "name": "ident"}, {"path": "st.b", "name": "half"})
+    _same(ours, ref)
+    assert _latest(ours).transaction.WhichOneof("operation") == "project"
+    ds.alter_columns({"path": "ident", "nullable": False})
+    rds.alter_columns({"path": "ident", "nullable": False})
+    _same(ours, ref)
+    ds.drop_columns(["s"])
+    rds.drop_columns(["s"])
+    _same(ours, ref)
+    # pylance works on top of ours
+    lance.dataset(ours).alter_columns({"path": "ident", "name": "id"})
+    lance_gpu.dataset(ref).alter_columns({"path": "ident", "name": "id"})
+    _same(ours, ref)
+    ds = lance_gpu.dataset(ours)
+    with pytest.raises(ValueError, match="all columns"):
+        ds.drop_columns(["id", "st"])
+    with pytest.raises(SchemaMismatchError):
+        ds.drop_columns(["nope"])
+    with pytest.raises(SchemaMismatchError):
+        ds.alter_columns({"path": "nope", "name": "x"})
+    with pytest.raises(ValueError, match="Duplicate"):
+        ds.alter_columns({"path": "id", "name": "st"})
+    assert lance.dataset(ours).version == ds.version  # nothing committed by the failures
+
+
+def test_dropped_field_ids_are_not_reused(tmp_path):
+    ours, ref = _pair(tmp_path, n=50)
+    for mod in (lance_gpu, lance):
+        d = mod.dataset(ours if mod is lance_gpu else ref)
+        d.drop_columns(["s"])
+        d.add_columns(pa.table({"c": pa.array(np.arange(50) * 7)}))
+    _same(ours, ref)
+    assert [(f.name, f.id) for f in _latest(ours).manifest.fields][-1] == ("c", 5)
+
+
+# --------------------------------------------------------------------------------------------
+# add columns
+
+
+def _udf(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return pa.record_batch([pc.multiply(batch["id"], 10), pc.utf8_upper(batch["s"])], names=["tenx", "up"])
+
+
+def test_add_columns(tmp_path):
+    ours, ref = _pair(tmp_path)
+    ds, rds = lance_gpu.dataset(ours, device="cpu"), lance.dataset(ref)
+    for d in (ds, rds):
+        d.delete("id % 7 = 3 or (id >= 1000 and id < 1500)")
+    n = ds.count_rows()
+    new = pa.table({"new": pa.array(np.arange(n) * 2), "name": pa.array([f"n{i}" for i in range(n)])})
+    ds.add_columns(new)
+    rds.add_columns(new)
+    _same(ours, ref)
+    mf = _latest(ours)
+    assert mf.transaction.WhichOneof("operation") == "merge"
+    assert [list(df.fields) for df in mf.manifest.fragments[1].files] == [[0, 1, 3, 4], [5, 6]]
+    # deleted rows are stored as nulls
+    df = mf.manifest.fragments[1].files[1]
+    stored = lance.file.LanceFileReader(os.path.join(ours, "data", df.path)).read_all().to_table()
+    assert stored.num_rows == 1000 and stored["new"].null_count == 500 + 72
+    # a reader in pieces
+    reader = pa.RecordBatchReader.from_batches(
+        pa.schema([("r", pa.int32())]), [pa.record_batch([pa.array(np.arange(a, b, dtype=np.int32))], names=["r"]) for a, b in ((0, 7), (7, n))]
+    )
+    ds.add_columns(reader)
+    reader = pa.RecordBatchReader.from_batches(
+        pa.schema([("r", pa.int32())]), [pa.record_batch([pa.array(np.arange(a, b, dtype=np.int32))], names=["r"]) for a, b in ((0, 7), (7, n))]
+    )
+    rds.add_columns(reader)
+    _same(ours, ref)
+    # a function of existing columns, SQL, all-null fields
+    ds.add_columns(_udf, read_columns=["id", "s"])
+    rds.add_columns(_udf, read_columns=["id", "s"])
+    _same(ours, ref)
+    ds.add_columns({"sq": "id * id", "flag": "id > 100"})
+    rds.add_columns({"sq": "id * id", "flag": "id > 100"})
+    _same(ours, ref)
+    ds.add_columns([pa.field("nn", pa.float32()), pa.field("ns", pa.string())])
+    rds.add_columns([pa.field("nn", pa.float32()), pa.field("ns", pa.string())])
+    _same(ours, ref)
+    # pylance compacts what we added
+    lance.dataset(ours).optimize.compact_files()
+    lance.dataset(ref).optimize.compact_files()
+    _same(ours, ref)
+
+
+def test_add_columns_errors(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(100), uri, max_rows_per_file=40)
+    ds = lance_gpu.dataset(uri)
+    before = sorted(os.listdir(os.path.join(uri, "data")))
+    with pytest.raises(ValueError, match="Stream ended"):
+        ds.add_columns(pa.table({"x": pa.array(range(99))}))
+    with pytest.raises(ValueError, match="more rows"):
+        ds.add_columns(pa.table({"x": pa.array(range(101))}))
+    with pytest.raises(SchemaMismatchError, match="already exists"):
+        ds.add_columns(pa.table({"id": pa.array(range(100))}))
+    with pytest.raises(ValueError, match="rows"):
+        ds.add_columns(lambda b: pa.record_batch([pa.array([1])], names=["one"]))
+    assert sorted(os.listdir(os.path.join(uri, "data"))) == before  # partial files removed
+    assert ds.version == 1 and lance.dataset(uri).version == 1
+
+
+# --------------------------------------------------------------------------------------------
+# compaction
+
+
+def test_compact_files(tmp_path):
+    ours, ref = _pair(tmp_path, n=5000, rows_per_file=500)
+    for uri in (ours, ref):
+        lance.dataset(uri).delete("id % 4 = 0 or (id >= 3000 and id < 3400)")
+    ds, rds = lance_gpu.dataset(ours, device="cpu"), lance.dataset(ref)
+    m = ds.optimize.compact_files(target_rows_per_fragment=1200)
+    rm = rds.optimize.compact_files(target_rows_per_fragment=1200)
+    assert isinstance(m, CompactionMetrics)
+    assert (m.fragments_removed, m.fragments_added, m.files_removed, m.files_added) == (
+        rm.fragments_removed, rm.fragments_added, rm.files_removed, rm.files_added)
+    _same(ours, ref)  # same versions too: one ReserveFragments commit, then Rewrite
+    mf = _latest(ours)
+    assert mf.transaction.WhichOneof("operation") == "rewrite" and mf.transaction.read_version == 2
+    assert (mf.manifest.reader_feature_flags, mf.manifest.writer_feature_flags) == (0, 0)
+    assert all(not f.HasField("deletion_file") for f in mf.manifest.fragments)
+    kinds = [read_manifest_file(v.path).transaction.WhichOneof("operation") for v in list_versions(ours)]
+    assert kinds == [read_manifest_file(v.path).transaction.WhichOneof("operation") for v in list_versions(ref)]
+    # nothing left to do: no commit
+    again = ds.optimize.compact_files(target_rows_per_fragment=1200)
+    assert again == CompactionMetrics() and ds.version == mf.manifest.version
+    # pylance appends and deletes on top
+    for uri in (ours, ref):
+        lance.write_dataset(_tbl(10, 9000), uri, mode="append")
+        lance.dataset(uri).delete("id % 5 = 1")
+    _same(ours, ref)
+
+
+def test_compact_default_target_and_threshold(tmp_path):
+    ours, ref = _pair(tmp_path, n=3000, rows_per_file=1000)
+    for uri in (ours, ref):
+        lance.dataset(uri).delete("id >= 1000 and id < 1050")  # 5 %: below the 10 % threshold
+    m = lance_gpu.dataset(ours).optimize.compact_files()
+    rm = lance.dataset(ref).optimize.compact_files()
+    assert (m.fragments_removed, m.fragments_added) == (rm.fragments_removed, rm.fragments_added) == (3, 1)
+    _same(ours, ref)
+
+
+def test_compact_with_stable_row_ids(tmp_path):
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    lance.write_dataset(_tbl(3000), ours, max_rows_per_file=500, enable_stable_row_ids=True)
+    lance.write_dataset(_tbl(200, 3000), ours, mode="append")
+    lance.dataset(ours).delete("id % 3 = 0 or (id > 1000 and id < 1400)")
+    shutil.copytree(ours, ref)
+    m = lance_gpu.dataset(ours).optimize.compact_files(target_rows_per_fragment=1000)
+    rm = lance.dataset(ref).optimize.compact_files(target_rows_per_fragment=1000)
+    assert (m.fragments_removed, m.fragments_added) == (rm.fragments_removed, rm.fragments_added)
+    _same(ours, ref)
+    expected = lance.dataset(ref).to_table(with_row_id=True)
+    assert lance.dataset(ours).to_table(with_row_id=True).equals(expected)
+    assert lance_gpu.dataset(ours).to_table(with_row_id=True).equals(expected)
+    # pylance finds rows by their stable ids and keeps going on top
+    assert lance.dataset(ours)._take_rows([1, 2, 1401, 3100]).to_pylist() == lance.dataset(ref)._take_rows([1, 2, 1401, 3100]).to_pylist()
+    for uri in (ours, ref):
+        lance.dataset(uri).delete("id = 5")
+        lance.write_dataset(_tbl(1, 9999), uri, mode="append")
+    assert lance.dataset(ours).to_table(with_row_id=True).equals(lance.dataset(ref).to_table(with_row_id=True))
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        np.arange(10, 1000),
+        np.concatenate([np.arange(5, 100), np.arange(200, 300)]),
+        np.arange(0, 30000, 3),
+        np.array([7, 1 << 40, 3]),
+        np.random.default_rng(1).choice(1 << 20, 5000, replace=False).astype(np.uint64),
+        np.sort(np.random.default_rng(2).choice(1 << 20, 5000, replace=False)),
+        np.zeros(0, np.uint64),
+    ],
+)
+def test_row_id_and_version_encodings_roundtrip(ids):
+    from lance_gpu.table.rowids import decode_row_id_sequence, decode_version_sequence
+    from lance_gpu.write.compaction import encode_row_ids, encode_versions
+
+    ids = ids.astype(np.uint64)
+    assert np.array_equal(decode_row_id_sequence(encode_row_ids(ids)), ids)
+    versions = (np.arange(ids.size) // 7 % 3 + 1).astype(np.uint64)
+    assert np.array_equal(decode_version_sequence(encode_versions(versions), ids.size or None), versions)
+
+
+# --------------------------------------------------------------------------------------------
+# conflicts: two dataset objects opened at the same version
+
+
+def _ids(uri):
+    return sorted(lance.dataset(uri).to_table(columns=["id"])["id"].to_pylist())
+
+
+def test_concurrent_deletes_of_one_fragment_are_merged(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(100), uri)
+    a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
+    a.delete("id < 5")
+    assert b.delete("id >= 95", conflict_retries=0) == {"num_deleted_rows": 5}  # rebased, not retried
+    assert b.version == 3
+    assert _ids(uri) == list(range(5, 95))
+    mf = _latest(uri)
+    assert mf.transaction.read_version == 2  # rebased onto the winner, like pylance
+    assert mf.manifest.fragments[0].deletion_file.num_deleted_rows == 10
+    assert read_transaction_file(os.path.join(uri, "_transactions", mf.manifest.transaction_file)) == mf.transaction
+    assert len(os.listdir(os.path.join(uri, "_deletions"))) == 2  # b's first file was superseded
+    # and against pylance as the winner
+    c = lance_gpu.dataset(uri)
+    lance.dataset(uri).delete("id = 50")
+    c.delete("id = 51")
+    assert _ids(uri) == [i for i in range(5, 95) if i not in (50, 51)]
+
+
+def test_concurrent_deletes_of_the_same_rows(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(100), uri)
+    a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
+    a.delete("id < 10")
+    files = sorted(os.listdir(os.path.join(uri, "_deletions")))
+    with pytest.raises(RetryableCommitConflictError):
+        b.delete("id < 20", conflict_retries=0)
+    assert b.version == 1 and lance.dataset(uri).version == 2
+    assert sorted(os.listdir(os.path.join(uri, "_deletions"))) == files  # b's file removed
+    # with retries (the default, as pylance) the delete is re-run on the latest version
+    assert b.delete("id < 20") == {"num_deleted_rows": 10}
+    assert _ids(uri) == list(range(20, 100))
+
+
+def test_delete_against_overwrite_is_incompatible(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(100), uri)
+    a = lance_gpu.dataset(uri)
+    lance.write_dataset(_tbl(10, 500), uri, mode="overwrite")
+    with pytest.raises(CommitConflictError) as info:
+        a.delete("id < 20")
+    assert not isinstance(info.value, RetryableCommitConflictError)
+    assert _ids(uri) == list(range(500, 510)) and not os.listdir(os.path.join(uri, "_deletions"))
+    b = lance_gpu.dataset(uri, version=1)
+    lance_gpu.dataset(uri).restore(1)
+    with pytest.raises(CommitConflictError):
+        b.delete("id < 20")
+
+
+def test_delete_against_compaction(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(3000), uri, max_rows_per_file=500)
+    lance.write_dataset(_tbl(5000, 3000), uri, mode="append")  # fragment 6: not compacted
+    a, b, c = (lance_gpu.dataset(uri) for _ in range(3))
+    a.optimize.compact_files(target_rows_per_fragment=3000)
+    assert [f.fragment_id for f in lance.dataset(uri).get_fragments()] == [6, 7]
+    # a delete of the compacted fragments must be re-run ...
+    with pytest.raises(RetryableCommitConflictError):
+        b.delete("id < 10", conflict_retries=0)
+    assert b.delete("id < 10") == {"num_deleted_rows": 10}
+    # ... one of other fragments goes through
+    c.delete("id >= 7000", conflict_retries=0)
+    assert _ids(uri) == list(range(10, 7000))
+    # and a compaction that lost to a delete of its fragments
+    d = lance_gpu.dataset(uri)
+    lance.dataset(uri).delete("id >= 6990")
+    lance.dataset(uri).delete("id < 1000")  # 1/3 of fragment 7: it compacts itself
+    data = sorted(os.listdir(os.path.join(uri, "data")))
+    with pytest.raises(RetryableCommitConflictError):
+        d.optimize.compact_files(materialize_deletions_threshold=0.0)
+    assert _ids(uri) == list(range(1000, 6990))
+    assert sorted(os.listdir(os.path.join(uri, "data"))) == data  # its new files were removed
+
+
+def test_operations_against_each_other(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(100), uri, max_rows_per_file=50)
+    # project and delete commute
+    a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
+    a.drop_columns(["s"])
+    b.delete("id < 3")
+    assert lance.dataset(uri).schema.names == ["id", "st"] and _ids(uri) == list(range(3, 100))
+    # a merge loses to a delete (its fragments would drop the deletion), nothing lost
+    a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
+    a.delete("id = 50")
+    with pytest.raises(RetryableCommitConflictError):
+        b.add_columns({"twice": "id * 2"})
+    assert _ids(uri) == [i for i in range(3, 100) if i != 50]
+    # two renames: the second must be redone on the new schema
+    a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
+    a.alter_columns({"path": "id", "name": "x"})
+    with pytest.raises(RetryableCommitConflictError):
+        b.alter_columns({"path": "st", "name": "y"})
+    # a delete against pylance's merge: retried and applied to the merged fragments
+    a = lance_gpu.dataset(uri)
+    lance.dataset(uri).add_columns({"z": "x + 1"})
+    assert a.delete("x = 60") == {"num_deleted_rows": 1}
+    t = lance.dataset(uri).to_table()
+    assert t.schema.names == ["x", "st", "z"] and 60 not in t["x"].to_pylist()
+    assert t["z"].to_pylist() == [v + 1 for v in t["x"].to_pylist()]
+
+
+def test_spark_private_names_still_work():
+    from lance_gpu.write import commit, dataset_writer
+
+    assert callable(dataset_writer._write_fragments) and dataset_writer._minor_of(None) == 2
+    assert callable(dataset_writer._check_types)
+    assert commit.PendingCommit and commit.commit and commit.latest and commit.check_appendable
+
+
+# --------------------------------------------------------------------------------------------
+# the public fragment API (for distributed writers such as the Spark sink)
+
+
+def test_write_and_commit_fragments(tmp_path):
+    uri = str(tmp_path / "ds")
+    # create: two "tasks" write, the driver commits once
+    parts = [write_fragments(_tbl(300, k * 300), uri, mode="create", max_rows_per_file=200) for k in range(2)]
+    assert all(f.physical_rows in (200, 100) and not f.id for p in parts for f in p)
+    assert not os.path.exists(os.path.join(uri, "_versions"))  # nothing visible yet
+    ds = commit_fragments(uri, parts[0] + parts[1], "create", schema=_tbl(1).schema)
+    assert ds.version == 1 and lance.dataset(uri).to_table().equals(_tbl(600))
+    # append at a read version, with a concurrent append in between: rebuilt on top
+    read = ds.version
+    frags = write_fragments(_tbl(50, 1000).select(["st", "id", "s"]), uri)  # any column order
+    lance.write_dataset(_tbl(10, 5000), uri, mode="append")
+    ds = commit_fragments(uri, [f.SerializeToString() for f in frags], read_version=read)
+    assert ds.version == 3 and _ids(uri) == list(range(600)) + list(range(1000, 1050)) + list(range(5000, 5010))
+    # a concurrent delete: refused, and the caller discards its files
+    frags = write_fragments(_tbl(5, 2000), uri)
+    read = lance_gpu.dataset(uri).version
+    lance.dataset(uri).delete("id < 100")
+    with pytest.raises(CommitConflictError):
+        commit_fragments(uri, frags, read_version=read)
+    before = len(os.listdir(os.path.join(uri, "data")))
+    discard_fragments(uri, frags)
+    assert len(os.listdir(os.path.join(uri, "data"))) == before - 1
+    with pytest.raises(SchemaMismatchError):
+        write_fragments(pa.table({"id": pa.array([1])}), uri)
+    # overwrite with a new schema and file version
+    new = pa.table({"x": pa.array([1.5, 2.5])})
+    frags = write_fragments(new, uri, mode="overwrite", data_storage_version="2.1")
+    ds = commit_fragments(uri, frags, "overwrite", schema=new.schema)
+    assert lance.dataset(uri).to_table().equals(new) and lance.dataset(uri).data_storage_version == "2.1"
