@@ -77,11 +77,12 @@ def concat_blocks(blocks: list[Block]) -> Block:
         return VariableWidthBlock(offsets, data)
     bits = first.bits_per_value
     n = sum(b.num_values for b in blocks)
-    if bits == 1:
+    if bits % 8:
+        # Bit-packed values (booleans, or fixed-size lists of booleans): join as bits.
         bools = np.concatenate(
-            [np.unpackbits(b.as_bytes(), bitorder="little")[: b.num_values] for b in blocks]  # type: ignore[union-attr]
+            [np.unpackbits(b.as_bytes(), bitorder="little")[: b.num_values * bits] for b in blocks]  # type: ignore[union-attr]
         )
-        return FixedWidthBlock(np.packbits(bools, bitorder="little"), 1, n)
+        return FixedWidthBlock(np.packbits(bools, bitorder="little"), bits, n)
     nbytes = bits // 8
     data = np.concatenate([b.as_bytes()[: b.num_values * nbytes] for b in blocks])  # type: ignore[union-attr]
     return FixedWidthBlock(data, bits, n)
@@ -95,9 +96,9 @@ def select_block(block: Block, idx: np.ndarray) -> Block:
         offsets, data = gather_binary(block.offsets, block.data, idx)
         return VariableWidthBlock(offsets, data)
     bits = block.bits_per_value
-    if bits == 1:
-        bools = np.unpackbits(block.as_bytes(), bitorder="little")[: block.num_values]
-        return FixedWidthBlock(np.packbits(bools[idx], bitorder="little"), 1, idx.size)
+    if bits % 8:
+        bools = np.unpackbits(block.as_bytes(), bitorder="little")[: block.num_values * bits].reshape(-1, bits)
+        return FixedWidthBlock(np.packbits(bools[idx].reshape(-1), bitorder="little"), bits, idx.size)
     width = bits // 8
     dt = _UINT_BY_BITS.get(bits)
     raw = block.as_bytes()[: block.num_values * width]

@@ -196,7 +196,12 @@ def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
         dim = t.list_size
         child = arr.values.slice(arr.offset * dim, n * dim)
         if child.null_count:
-            raise UnsupportedFeatureError("fixed-size lists with null items cannot be written yet")
+            # Null items under null lists are don't-care slots; only real null items inside
+            # valid lists need item validity, which is not written yet.
+            parent_valid = np.repeat(arr.is_valid().to_numpy(zero_copy_only=False), dim)
+            child_null = ~child.is_valid().to_numpy(zero_copy_only=False)
+            if np.any(child_null & parent_valid):
+                raise UnsupportedFeatureError("fixed-size lists with null items cannot be written yet")
         data, bits = fixed_width_bytes(child)
         return data, bits * dim
     if pa.types.is_boolean(t):

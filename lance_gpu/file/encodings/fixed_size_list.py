@@ -2,7 +2,8 @@
 """FixedSizeList: ``items_per_value`` items per value, flattened.
 
 The inner ``values`` encoding holds ``n * items_per_value`` items; the result is a fixed
-width block of ``items_per_value * item_bits`` bits per value.  ``has_validity`` (item
+width block of ``items_per_value * item_bits`` bits per value (bit-packed when that is not a
+whole number of bytes: fixed-size lists of booleans).  ``has_validity`` (item
 validity inside the list) is not written by pylance's defaults.
 """
 
@@ -17,8 +18,6 @@ from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 def _wrap(block, dim: int, n: int, ctx: DecodeContext) -> FixedWidthBlock:
     if not isinstance(block, FixedWidthBlock):
         raise ctx.unsupported("FixedSizeList of variable-width items")
-    if block.bits_per_value == 1 and dim % 8:
-        raise ctx.unsupported("FixedSizeList of booleans with a dimension not divisible by 8")
     return FixedWidthBlock(block.as_bytes(), block.bits_per_value * dim, n)
 
 
