@@ -11,7 +11,9 @@ level says which layer (if any) is null or empty at the position:
   to and including the first list layer below it.
 
 The result gives, per layer, the validity of its slots and, for list layers, offsets into
-the slots of the layer inside.  The leaf's slots are the visible values, in order.
+the slots of the layer inside.  The leaf's slots are the visible values, in order.  The
+algorithm itself is the shared CPU/GPU primitive ``cuda_kernels.levels.unravel_levels``;
+this module holds the Lance-side tables (which definition level means what).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1.levels import def_meaning
@@ -59,79 +60,13 @@ def invisible_levels(layers: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-@njit(cache=True, nogil=True)
-def _unravel(rep, dfn, n, k, is_list, lists_le, layer_of, is_null, reach):  # pragma: no cover
-    validity = np.ones((k, n), np.bool_)
-    starts = np.zeros((k, n + 1), np.int64)
-    counts = np.zeros(k, np.int64)
-    any_null = np.zeros(k, np.bool_)
-    ok = True
-    for p in range(n):
-        r = rep[p] if rep.size else 0
-        d = dfn[p] if dfn.size else 0
-        if d >= layer_of.size:
-            ok = False
-            break
-        li = layer_of[d]
-        low = reach[d]
-        for i in range(k - 1, low - 1, -1):
-            if r >= lists_le[i]:
-                s = counts[i]
-                valid = True
-                if d > 0 and (i < li or (i == li and is_null[d])):
-                    valid = False
-                validity[i, s] = valid
-                if not valid:
-                    any_null[i] = True
-                if is_list[i]:
-                    starts[i, s] = counts[i - 1] if i > 0 else 0
-                counts[i] = s + 1
-    return validity, starts, counts, any_null, ok
-
-
 def unravel(rep: np.ndarray | None, def_: np.ndarray | None, num_levels: int, layers: tuple[int, ...]) -> list[LayerSlots] | None:
     """Per-layer slots of one leaf; None if the levels are impossible for these layers."""
-    k = len(layers)
-    is_list = np.array([layer in LIST_LAYERS for layer in layers], np.bool_)
-    if rep is None and not is_list.any():
-        # Items and structs only: one slot per level at every layer; a table lookup per layer.
-        layer_of, is_null, _reach = def_tables(layers)
-        if def_ is None:
-            return [LayerSlots(None, None, num_levels) for _ in layers]
-        if def_.size and int(def_.max()) >= layer_of.size:
-            return None
-        out = []
-        for i in range(k):
-            null_at = (layer_of > i) | ((layer_of == i) & is_null)
-            null_at[0] = False
-            if not null_at.any():
-                out.append(LayerSlots(None, None, num_levels))
-                continue
-            valid = ~null_at[def_]
-            out.append(LayerSlots(valid if not valid.all() else None, None, num_levels))
-        return out
-    lists_le = np.cumsum(is_list).astype(np.int64)
-    layer_of, is_null, reach = def_tables(layers)
-    empty16 = np.zeros(0, np.uint16)
-    validity, starts, counts, any_null, ok = _unravel(
-        rep if rep is not None else empty16,
-        def_ if def_ is not None else empty16,
-        num_levels,
-        k,
-        is_list,
-        lists_le,
-        layer_of,
-        is_null,
-        reach,
-    )
-    if not ok:
+    from cuda_kernels.errors import CorruptInputError
+    from cuda_kernels.levels import unravel_levels
+
+    try:
+        result = unravel_levels(rep, def_, list(layers), num_levels=num_levels)
+    except (CorruptInputError, ValueError):
         return None
-    out = []
-    for i in range(k):
-        c = int(counts[i])
-        offsets = None
-        if is_list[i]:
-            offsets = starts[i, : c + 1].copy()
-            offsets[c] = counts[i - 1] if i > 0 else 0
-        out.append(LayerSlots(validity[i, :c].copy() if any_null[i] else None, offsets, c))
-    return out
+    return [LayerSlots(lr.validity, lr.offsets, int(lr.length)) for lr in result.layers]
