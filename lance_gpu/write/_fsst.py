@@ -97,7 +97,7 @@ def count_round(data, offsets, vals, lens, n, count_pairs):  # pragma: no cover 
     """
     order, starts, single = _index(vals, lens, n)
     count1 = np.zeros(BASE + MAX_SYMBOLS, np.int64)
-    count2 = np.zeros((BASE + MAX_SYMBOLS, BASE + MAX_SYMBOLS), np.int64)
+    count2 = np.zeros((BASE + MAX_SYMBOLS, BASE + MAX_SYMBOLS), np.int32)
     gain = 0
     for r in range(offsets.size - 1):
         a = offsets[r]
@@ -253,20 +253,20 @@ def sample(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> tuple[np.nda
     if total <= SAMPLE_TARGET:
         return data, offsets
     rng = np.random.default_rng(seed)
-    lens = np.diff(offsets)
     picks = []
     got = 0
-    n = lens.size
+    n = offsets.size - 1
     while got < SAMPLE_TARGET:
         idx = rng.integers(0, n, 256)
-        for i in idx.tolist():
+        lens = (offsets[idx + 1] - offsets[idx]).tolist()
+        for i, ln in zip(idx.tolist(), lens):
             picks.append(i)
-            got += int(lens[i])
+            got += int(ln)
             if got >= SAMPLE_TARGET:
                 break
     picks_arr = np.array(picks, np.int64)
     starts = offsets[picks_arr]
-    plen = lens[picks_arr]
+    plen = offsets[picks_arr + 1] - starts
     new_off = np.zeros(plen.size + 1, np.int64)
     np.cumsum(plen, out=new_off[1:])
     out = np.concatenate([data[s : s + k] for s, k in zip(starts.tolist(), plen.tolist())]) if plen.size else data[:0]
@@ -298,3 +298,129 @@ def _pad(a: np.ndarray) -> np.ndarray:
     out = np.zeros(MAX_SYMBOLS, a.dtype)
     out[: a.size] = a
     return out
+
+
+_HASH_BITS = 11
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(**_JIT)
+def _slot(v, ln):  # pragma: no cover - compiled
+    h = (v ^ np.uint64(ln)) * _HASH_MUL
+    return np.int64(h >> np.uint64(64 - _HASH_BITS))
+
+
+@njit(**_JIT)
+def _key4(w):  # pragma: no cover - compiled
+    """Hash (16 bits) of the first 4 bytes of ``w``."""
+    return np.int64(((w & np.uint64(0xFFFFFFFF)) * _HASH_MUL) >> np.uint64(48))
+
+
+@njit(**_JIT)
+def _lookup_tables(vals, lens, n):  # pragma: no cover - compiled
+    """Exact-match lookup of the table: an open-addressing hash of (value, length) for the
+    symbols of 3+ bytes, per 2-byte prefix a bit mask of the lengths (3..8) of the symbols
+    starting with it, and per 2-byte key the longest symbol of at most 2 bytes matching it."""
+    size = 1 << _HASH_BITS
+    slots = np.full(size, -1, np.int64)
+    lenmask = np.zeros(65536, np.int64)
+    lenmask4 = np.zeros(65536, np.int64)
+    short2 = np.full(65536, -1, np.int64)
+    single = np.full(256, -1, np.int64)
+    for i in range(n):
+        ln = np.int64(lens[i])
+        if ln == 1:
+            single[np.int64(vals[i] & np.uint64(0xFF))] = i
+    for key in range(65536):
+        short2[key] = single[key & 0xFF]
+    for i in range(n):
+        ln = np.int64(lens[i])
+        v = vals[i]
+        if ln == 2:
+            short2[np.int64(v & np.uint64(0xFFFF))] = i
+        elif ln >= 3:
+            lenmask[np.int64(v & np.uint64(0xFFFF))] |= np.int64(1) << ln
+            if ln >= 4:
+                lenmask4[_key4(v)] |= np.int64(1) << ln
+            h = _slot(v, ln)
+            while slots[h] >= 0:
+                h = (h + 1) & (size - 1)
+            slots[h] = i
+    return slots, lenmask, lenmask4, short2, single
+
+
+@njit(**_JIT)
+def compress_fast(data, offsets, vals, lens, n):  # pragma: no cover - compiled
+    """:func:`compress` (same greedy longest match, same output) with hashed lookups and
+    word loads; ``offsets`` may start anywhere in ``data`` (compressed offsets from 0)."""
+    slots, lenmask, lenmask4, short2, single = _lookup_tables(vals, lens, n)
+    size = 1 << _HASH_BITS
+    masks = np.empty(9, np.uint64)
+    for k in range(9):
+        masks[k] = _mask(k)
+    lens64 = np.empty(max(n, 1), np.int64)
+    for i in range(n):
+        lens64[i] = np.int64(lens[i])
+    m = offsets.size - 1
+    base = offsets[0]
+    total = offsets[m] - base
+    # the bytes, 8-byte aligned and zero padded, for word loads
+    nw = (total + 15) // 8
+    words = np.empty(nw, np.uint64)
+    wb = words.view(np.uint8)
+    wb[:total] = data[base : base + total]
+    wb[total:] = 0
+    out = np.empty(2 * total + 8, np.uint8)
+    out_off = np.empty(m + 1, np.int64)
+    q = 0
+    out_off[0] = 0
+    for r in range(m):
+        pos = offsets[r] - base
+        e = offsets[r + 1] - base
+        while pos < e:
+            avail = e - pos
+            wi = pos >> 3
+            sh = np.uint64(8 * (pos & 7))
+            if sh == 0:
+                w = words[wi]
+            else:
+                w = (words[wi] >> sh) | (words[wi + 1] << (np.uint64(64) - sh))
+            s = -1
+            if avail >= 2:
+                key = np.int64(w & np.uint64(0xFFFF))
+                lm = lenmask[key]
+                if avail >= 4 and lm > 15:
+                    # lengths 4..8 only where the 4-byte prefix has them
+                    lm = (lm & 8) | lenmask4[_key4(w)]
+                if lm != 0:
+                    ln = 8 if avail > 8 else avail
+                    while ln >= 3:
+                        if (lm >> ln) & 1:
+                            v = w & masks[ln]
+                            h = _slot(v, ln)
+                            while True:
+                                c = slots[h]
+                                if c < 0:
+                                    break
+                                if vals[c] == v and lens64[c] == ln:
+                                    s = c
+                                    break
+                                h = (h + 1) & (size - 1)
+                            if s >= 0:
+                                break
+                        ln -= 1
+                if s < 0:
+                    s = short2[key]
+            else:
+                s = single[np.int64(w & np.uint64(0xFF))]
+            if s >= 0:
+                out[q] = s
+                q += 1
+                pos += lens64[s]
+            else:
+                out[q] = ESCAPE
+                out[q + 1] = np.uint8(w & np.uint64(0xFF))
+                q += 2
+                pos += 1
+        out_off[r + 1] = q
+    return out_off, out[:q]

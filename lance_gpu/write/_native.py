@@ -148,3 +148,16 @@ def rle_encode(v, value_bytes, max_bytes, max_values):  # pragma: no cover - com
         c += 1
         pos += take
     return vals[:k], lens[:k], counts[:c], runs[:c]
+
+
+@njit(**_JIT)
+def all_rows_equal(data, width):  # pragma: no cover - compiled
+    """Are all ``width``-byte rows of ``data`` equal to the first?  Stops at the first
+    difference."""
+    n = data.size // width
+    for i in range(1, n):
+        base = i * width
+        for k in range(width):
+            if data[base + k] != data[k]:
+                return False
+    return True

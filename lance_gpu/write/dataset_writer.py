@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pyarrow as pa
@@ -128,6 +129,26 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
     return order
 
 
+_SYNC_POOL: ThreadPoolExecutor | None = None
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    """One thread that fsyncs and closes finished data files while the next is encoded."""
+    global _SYNC_POOL
+    if _SYNC_POOL is None:
+        _SYNC_POOL = ThreadPoolExecutor(1, thread_name_prefix="lance-gpu-fsync")
+    return _SYNC_POOL
+
+
+def _forget_sync_pool() -> None:
+    global _SYNC_POOL
+    _SYNC_POOL = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_sync_pool)
+
+
 def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_pb2.DataFile:
     leaves = schema.leaf_ids
     return table_pb2.DataFile(
@@ -160,13 +181,30 @@ def _write_fragments(
     name = ""
     not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
 
-    def close() -> None:
-        nonlocal writer
-        assert writer is not None
-        size = writer.finish()
-        frag = table_pb2.DataFragment(physical_rows=writer.num_rows)
-        frag.files.append(_data_file(name, schema, minor, size))
+    syncing: list[Future] = []  # fsync + close of finished files, in the background
+
+    # A full file's last pages are queued at once; its metadata is written (waiting for
+    # them) only once the next file has pages queued too, so no encoder idles in between.
+    closing: tuple[LanceFileWriter, str] | None = None
+
+    def finish_closing() -> None:
+        nonlocal closing
+        if closing is None:
+            return
+        w, wname = closing
+        closing = None
+        size = w.finish(sync=False)
+        syncing.append(_sync_pool().submit(w.sync_close))
+        frag = table_pb2.DataFragment(physical_rows=w.num_rows)
+        frag.files.append(_data_file(wname, schema, minor, size))
         fragments.append(frag)
+
+    def close() -> None:
+        nonlocal writer, closing
+        assert writer is not None
+        finish_closing()
+        writer.flush()
+        closing = (writer, name)
         writer = None
 
     try:
@@ -187,11 +225,19 @@ def _write_fragments(
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)
+                if closing is not None and writer.encoding:
+                    finish_closing()
                 if writer.num_rows >= max_rows_per_file or writer.bytes_written >= max_bytes_per_file:
                     close()
         if writer is not None:
             close()
+        finish_closing()
+        for fut in syncing:
+            fut.result()
     except BaseException:
+        wait(syncing)
+        if closing is not None:
+            closing[0].abort()
         if writer is not None:
             writer.abort()
         for p in written:

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +40,54 @@ ALIGNMENT = 64
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 MAGIC = b"LANC"
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process-wide page-encoding pool (one thread per CPU; the encoders' numba kernels
+    release the GIL)."""
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="lance-gpu-encode")
+    return _POOL
+
+
+def _forget_pool() -> None:
+    """In a forked child the parent's pool threads do not exist: start a new pool on use."""
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[int, EncodedPage, int]]:
+    """Encode buffered arrays of one top-level field: ``(leaf index, page, row offset)`` in
+    write order (one page per leaf; rows whose levels overflow a page are split in halves)."""
+    arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
+    out: list[tuple[int, EncodedPage, int]] = []
+
+    def rows(a: pa.Array, first: int) -> None:
+        try:
+            pages = [encode_leaf(leaf, minor) for leaf in shred(a, field)]
+        except LevelOverflow:
+            if len(a) < 2:
+                raise
+            half = len(a) // 2
+            rows(a.slice(0, half), first)
+            rows(a.slice(half), first + half)
+            return
+        out.extend((k, page, first) for k, page in enumerate(pages))
+
+    rows(arr, 0)
+    return out
 
 
 def _any(url: str, msg) -> file2_pb2.Encoding:
@@ -69,6 +120,10 @@ class LanceFileWriter:
         self._field_rows = [0] * len(self._fields)  # rows already written as pages, per field
         self.num_rows = 0
         self._closed = False
+        # pages being encoded on the pool, written to the file in submission order
+        self._inflight: deque[tuple[int, int, int, Future]] = deque()
+        self._inflight_bytes = 0
+        self._max_inflight = 2 * (os.cpu_count() or 1) + 2
 
     @property
     def num_columns(self) -> int:
@@ -76,8 +131,9 @@ class LanceFileWriter:
 
     @property
     def bytes_written(self) -> int:
-        """Bytes on disk so far plus the Arrow bytes still buffered (an estimate of the size)."""
-        return self._pos + sum(self._pending_bytes)
+        """Bytes on disk so far plus the Arrow bytes still buffered or being encoded (an
+        estimate of the size)."""
+        return self._pos + sum(self._pending_bytes) + self._inflight_bytes
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -103,26 +159,37 @@ class LanceFileWriter:
         arrays = self._pending[i]
         if not arrays:
             return
-        arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
         self._pending[i] = []
+        nbytes = self._pending_bytes[i]
+        first_row = self._field_rows[i]
         self._pending_bytes[i] = 0
-        self._encode_rows(i, arr, self._field_rows[i])
-        self._field_rows[i] += len(arr)
+        self._field_rows[i] += sum(len(a) for a in arrays)
+        fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
+        self._inflight.append((i, first_row, nbytes, fut))
+        self._inflight_bytes += nbytes
+        while len(self._inflight) > self._max_inflight:
+            self._write_next()
 
-    def _encode_rows(self, i: int, arr: pa.Array, first_row: int) -> None:
-        """Encode rows of field ``i`` as one page per leaf (all cut at the same rows); rows
-        whose levels do not fit one page's chunks are split in halves."""
-        try:
-            pages = [encode_leaf(leaf, self.minor) for leaf in shred(arr, self._fields[i])]
-        except LevelOverflow:
-            if len(arr) < 2:
-                raise
-            half = len(arr) // 2
-            self._encode_rows(i, arr.slice(0, half), first_row)
-            self._encode_rows(i, arr.slice(half), first_row + half)
-            return
-        for k, page in enumerate(pages):
-            self._write_page(self._first_col[i] + k, page, first_row)
+    @property
+    def encoding(self) -> bool:
+        """Are pages of this file queued for encoding?"""
+        return bool(self._inflight)
+
+    def flush(self) -> None:
+        """Queue every buffered field for encoding (a page each), the biggest first so the
+        encoders finish together."""
+        for i in sorted(range(len(self._fields)), key=lambda i: -self._pending_bytes[i]):
+            self._flush_field(i)
+
+    def _write_next(self) -> None:
+        i, first_row, nbytes, fut = self._inflight.popleft()
+        self._inflight_bytes -= nbytes
+        for k, page, offset in fut.result():
+            self._write_page(self._first_col[i] + k, page, first_row + offset)
+
+    def _drain(self) -> None:
+        while self._inflight:
+            self._write_next()
 
     def _align(self) -> None:
         pad = (-self._pos) % ALIGNMENT
@@ -156,10 +223,14 @@ class LanceFileWriter:
 
     # -- finishing ---------------------------------------------------------------------------
 
-    def finish(self) -> int:
-        """Encode what is buffered, write the metadata and footer, close; returns the size."""
+    def finish(self, sync: bool = True) -> int:
+        """Encode what is buffered, write the metadata and footer, close; returns the size.
+
+        ``sync=False`` leaves the fsync and close to :meth:`sync_close` (the caller may run
+        it in the background)."""
         for i in range(len(self._fields)):
             self._flush_field(i)
+        self._drain()
         descriptor = file_pb2.FileDescriptor(
             schema=file_pb2.Schema(fields=self.schema.to_protos(), metadata=self.schema.metadata),
             length=self.num_rows,
@@ -187,13 +258,21 @@ class LanceFileWriter:
         self._fh.write(footer)
         self._pos += len(footer)
         self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        self._closed = True
+        if sync:
+            self.sync_close()
         return self._pos
+
+    def sync_close(self) -> None:
+        """fsync and close the finished file."""
+        if not self._closed:
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            self._closed = True
 
     def abort(self) -> None:
         """Close and delete the partial file."""
+        while self._inflight:
+            self._inflight.popleft()[3].cancel()
         if not self._closed:
             self._fh.close()
             self._closed = True

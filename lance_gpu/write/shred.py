@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.file.page import LIST_LAYERS
+from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.table.schema import LanceField
 
 __all__ = ["LeafColumn", "shred", "fixed_width_bytes", "variable_parts", "storage_type", "is_variable"]
@@ -157,6 +157,12 @@ def shred(array: pa.Array, field: LanceField) -> list[LeafColumn]:
                 validity = ok if validity is None else (validity & ok)
                 if validity.all():
                     validity = None
+        if not chain:
+            # a top-level leaf: one item layer, definition level 1 for a null
+            def_ = None if validity is None else (~validity).astype(np.uint16)
+            kind = ALL_VALID_ITEM if validity is None else NULLABLE_ITEM
+            out.append(LeafColumn(f, leaf, None, def_, (kind,), len(leaf), num_rows, dictionary))
+            return
         layers = [*chain, (validity, None)][::-1]
         rav = ravel_levels(layers, num_rows)
         idx = rav.value_index

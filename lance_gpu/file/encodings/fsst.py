@@ -118,5 +118,5 @@ def compress_strings(offsets: np.ndarray, data: np.ndarray) -> tuple[bytes, np.n
     offsets = np.ascontiguousarray(offsets, np.int64)
     data = np.ascontiguousarray(data, np.uint8)
     vals, lens = _fsst.build_table(data, offsets)
-    comp_off, comp = _fsst.compress(data, offsets, _fsst._pad(vals), _fsst._pad(lens), vals.size)
+    comp_off, comp = _fsst.compress_fast(data, offsets, _fsst._pad(vals), _fsst._pad(lens), vals.size)
     return symbol_table_bytes(vals, lens), comp_off, comp
