@@ -118,18 +118,24 @@ def chunk_headers(data, starts, sizes, has_rep, has_def, num_buffers, large):  #
 
 
 @njit(**_JIT)
-def gather_ranges(data, starts, lengths):  # pragma: no cover
-    """Concatenate ``data[starts[i]:starts[i]+lengths[i]]`` for every i."""
-    total = 0
-    for i in range(starts.size):
-        total += lengths[i]
-    out = np.empty(total, np.uint8)
+def _gather_ranges_into(data, starts, lengths, out):  # pragma: no cover
     pos = 0
     for i in range(starts.size):
         s = starts[i]
         ln = lengths[i]
         out[pos : pos + ln] = data[s : s + ln]
         pos += ln
+    return pos
+
+
+def gather_ranges(data, starts, lengths):
+    """Concatenate ``data[starts[i]:starts[i]+lengths[i]]`` for every i.
+
+    Outputs are allocated by numpy (not inside compiled code) so that large ones get
+    transparent huge pages: first-touch page faults are what limits decoding threads.
+    """
+    out = np.empty(int(lengths.sum()), np.uint8)
+    _gather_ranges_into(data, starts, lengths, out)
     return out
 
 
@@ -180,20 +186,21 @@ def variable_chunks(data, starts, sizes, counts, offset_bytes):  # pragma: no co
 
 
 @njit(**_JIT)
-def ranges_to_variable(data, vstart, vlen):  # pragma: no cover
-    """Copy byte ranges into one contiguous (int64 offsets, bytes) pair."""
-    n = vstart.size
-    offsets = np.empty(n + 1, np.int64)
-    offsets[0] = 0
-    for i in range(n):
-        offsets[i + 1] = offsets[i] + vlen[i]
-    out = np.empty(offsets[n], np.uint8)
-    for i in range(n):
+def _copy_ranges(data, vstart, vlen, offsets, out):  # pragma: no cover
+    for i in range(vstart.size):
         s = vstart[i]
-        ln = vlen[i]
         o = offsets[i]
-        for j in range(ln):
+        for j in range(vlen[i]):
             out[o + j] = data[s + j]
+
+
+def ranges_to_variable(data, vstart, vlen):
+    """Copy byte ranges into one contiguous (int64 offsets, bytes) pair."""
+    offsets = np.empty(vstart.size + 1, np.int64)
+    offsets[0] = 0
+    np.cumsum(vlen, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    _copy_ranges(data, vstart, vlen, offsets, out)
     return offsets, out
 
 
