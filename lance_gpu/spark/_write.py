@@ -34,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
-from lance_gpu.spark._options import WRITE_OPTIONS, LanceSparkOptionError, check_known, require_path
+from lance_gpu.spark._options import WRITE_OPTIONS, LanceSparkOptionError, _positive_int, check_known, require_path
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
 from lance_gpu.table.manifest import dataset_path, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
@@ -71,20 +71,6 @@ def _dataset_writer():  # noqa: ANN202 - a module
     from lance_gpu.write import dataset_writer
 
     return dataset_writer
-
-
-def _int_option(options: Mapping[str, str], key: str, default: int) -> int:
-    raw = options.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"option {key!r} must be a positive integer, not {raw!r}"
-        raise LanceSparkOptionError(msg)
-    return value
 
 
 def _base(plan: WritePlan):  # noqa: ANN202 - ManifestFile | None
@@ -159,7 +145,7 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
         naming=naming,
         arrow_schema=arrow_schema,
         minor=minor,
-        max_rows_per_file=_int_option(options, "max_rows_per_file", dw.DEFAULT_MAX_ROWS_PER_FILE),
+        max_rows_per_file=_positive_int(options, "max_rows_per_file", dw.DEFAULT_MAX_ROWS_PER_FILE),
         max_bytes_per_file=dw.DEFAULT_MAX_BYTES_PER_FILE,
     )
     return LanceWriter(plan)

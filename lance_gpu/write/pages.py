@@ -49,6 +49,7 @@ from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.encodings import bitpacking, flat, fsst, general, rle, variable
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.page import NULLABLE_ITEM
+from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.write import _native
 from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, is_variable, storage_type, variable_parts
 
@@ -572,16 +573,6 @@ def _miniblock(
 
 # --------------------------------------------------------------------------------------------
 # full-zip layout
-
-
-def _ctrl_bytes(bits: int) -> int:
-    if bits == 0:
-        return 0
-    if bits <= 8:
-        return 1
-    if bits <= 16:
-        return 2
-    return 4
 
 
 def _bytepack(values: np.ndarray) -> np.ndarray:
