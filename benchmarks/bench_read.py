@@ -136,9 +136,10 @@ print(json.dumps({"peak_growth": rss() - base, "decoded": decoded}))
 """
 
 
-def child(code: str, *args: object) -> dict:
+def child(code: str, *args: object, timeout: int = 3600) -> dict:
+    """Run ``code`` in a fresh interpreter with ``args``; return the JSON of its last line."""
     env = dict(os.environ, PYTHONPATH=str(HERE.parent))
-    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=3600)
+    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
     if res.returncode:
         raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -66,11 +65,9 @@ print(json.dumps({"times": [t for t, _ in runs], "bytes": runs[-1][1], "input_by
 
 
 def child(*args: object) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
-    res = subprocess.run([sys.executable, "-c", CHILD, *map(str, args)], capture_output=True, text=True, env=env, timeout=7200)
-    if res.returncode:
-        raise RuntimeError(res.stderr[-3000:])
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    import bench_read
+
+    return bench_read.child(CHILD, *args, timeout=7200)
 
 
 def main() -> None:

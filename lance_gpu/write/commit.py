@@ -206,6 +206,15 @@ def _build_manifest(
     m.writer_feature_flags = flags
     if new:
         m.max_fragment_id = start_id + len(new) - 1
+    _stamp(m, version, txn_file)
+    if base is None:
+        m.data_format.file_format = "lance"
+        m.data_format.version = op.data_format
+    return m, index_section
+
+
+def _stamp(m: table_pb2.Manifest, version: int, txn_file: str) -> None:
+    """What every commit writes into its manifest: version, time, writer, transaction file."""
     m.version = version
     secs, nanos = _now()
     m.timestamp.seconds = secs
@@ -213,10 +222,6 @@ def _build_manifest(
     m.writer_version.library = WRITER_LIBRARY
     m.writer_version.version = WRITER_VERSION
     m.transaction_file = txn_file
-    if base is None:
-        m.data_format.file_format = "lance"
-        m.data_format.version = op.data_format
-    return m, index_section
 
 
 def _build_operation_manifest(
@@ -243,13 +248,7 @@ def _build_operation_manifest(
         ids.append(int(base.manifest.max_fragment_id))
     if ids:
         m.max_fragment_id = max(ids)
-    m.version = version
-    secs, nanos = _now()
-    m.timestamp.seconds = secs
-    m.timestamp.nanos = nanos
-    m.writer_version.library = WRITER_LIBRARY
-    m.writer_version.version = WRITER_VERSION
-    m.transaction_file = txn_file
+    _stamp(m, version, txn_file)
     return m, index_section
 
 
