@@ -29,6 +29,7 @@ import numpy as np
 from numba import prange
 
 from . import _device
+from ._cpu import store_u64
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import (
     ERR_BAD_CODE,
@@ -41,7 +42,15 @@ from .errors import (
 
 cuda = LAZY_CUDA
 
-__all__ = ["ESCAPE", "fsst_decode", "fsst_decode_gpu", "fsst_decoded_lengths"]
+__all__ = [
+    "ESCAPE",
+    "fsst_decode",
+    "fsst_decode_gpu",
+    "fsst_decoded_lengths",
+    "fsst_decode_segments",
+    "fsst_lengths_segments_gpu",
+    "fsst_decode_segments_gpu",
+]
 
 ESCAPE = 255
 MAX_SYMBOLS = 255
@@ -244,6 +253,50 @@ def _decode_span_parallel(symbols, sym_lens, comp, starts, ends, out_offsets, ou
         )
 
 
+@cpu_driver
+def decode_checked_cpu(symbols, sym_lens, n_symbols, comp, start, end, out, pos):
+    """Decode ``comp[start:end]`` to ``out[pos:]``, checking every code (CPU, one pass).
+
+    ``out`` must have room for ``8 * (end - start)`` bytes from ``pos``: a code consumes at
+    least one byte and emits at most eight, and each symbol is written with one unaligned
+    8-byte store whose tail the next code overwrites.  Returns the position after the
+    string, or -1 (the string ends in an escape) / -2 (a code beyond the table).
+    """
+    i = start
+    while i < end:
+        c = np.int64(comp[i])
+        if c == 255:
+            if i + 1 >= end:
+                return -1
+            out[pos] = comp[i + 1]
+            pos += 1
+            i += 2
+        else:
+            if c >= n_symbols:
+                return -2
+            store_u64(out, pos, symbols[c])
+            pos += np.int64(sym_lens[c])
+            i += 1
+    return pos
+
+
+@cpu_driver
+def decode_stream_cpu(symbols, sym_lens, comp, start, end, out, pos, out_end):
+    """As :func:`_fsst_decode_one` (validated input, exact-size output) with 8-byte stores."""
+    i = start
+    while i < end and pos + 8 <= out_end:
+        c = np.int64(comp[i])
+        if c == 255:
+            out[pos] = comp[i + 1]
+            pos += 1
+            i += 2
+        else:
+            store_u64(out, pos, symbols[c])
+            pos += np.int64(sym_lens[c])
+            i += 1
+    return _fsst_decode_one(symbols, sym_lens, comp, i, end, out, pos, out_end)
+
+
 # --------------------------------------------------------------------------
 # GPU kernels
 # --------------------------------------------------------------------------
@@ -284,6 +337,54 @@ def _decode_kernel(symbols, sym_lens, comp, in_offsets, out_offsets, out):
             sh_sym, sh_lens, comp, np.int64(in_offsets[i]), np.int64(in_offsets[i + 1]),
             out, out_offsets[i], out_offsets[i + 1],
         )
+
+
+# Segmented kernels: strings of many segments (pages), each with its own symbol
+# table.  CUDA block b works on strings blk_first[b]..blk_end[b] of segment
+# blk_seg[b] only, so the block loads one table into shared memory.
+
+
+@gpu_kernel
+def _seg_lengths_kernel(sym_lens2d, n_symbols, comp, starts, lengths, blk_seg, blk_first, blk_end, out_lens, err):
+    sh_lens = cuda.shared.array(256, numba.uint8)
+    b = cuda.blockIdx.x
+    s = np.int64(blk_seg[b])
+    t = cuda.threadIdx.x
+    while t < 256:
+        sh_lens[t] = sym_lens2d[s, t]
+        t += cuda.blockDim.x
+    cuda.syncthreads()
+    i = np.int64(blk_first[b]) + cuda.threadIdx.x
+    if i < np.int64(blk_end[b]):
+        st = np.int64(starts[i])
+        length = _fsst_decoded_len(sh_lens, np.int64(n_symbols[s]), comp, comp.shape[0], st, st + np.int64(lengths[i]))
+        if length < 0:
+            cuda.atomic.or_(err, 0, _error_bit(length))
+            length = 0
+        out_lens[i] = length
+
+
+@gpu_kernel
+def _seg_decode_kernel(symbols2d, sym_lens2d, comp, starts, lengths, blk_seg, blk_first, blk_end, out_offsets, out, err):
+    sh_sym = cuda.shared.array(256, numba.uint64)
+    sh_lens = cuda.shared.array(256, numba.uint8)
+    b = cuda.blockIdx.x
+    s = np.int64(blk_seg[b])
+    t = cuda.threadIdx.x
+    while t < 256:
+        sh_sym[t] = symbols2d[s, t]
+        sh_lens[t] = sym_lens2d[s, t]
+        t += cuda.blockDim.x
+    cuda.syncthreads()
+    i = np.int64(blk_first[b]) + cuda.threadIdx.x
+    if i < np.int64(blk_end[b]):
+        st = np.int64(starts[i])
+        o0 = np.int64(out_offsets[i])
+        o1 = np.int64(out_offsets[i + 1])
+        if o0 < 0 or o1 < o0 or o1 > out.shape[0]:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        else:
+            _fsst_decode_one(sh_sym, sh_lens, comp, st, st + np.int64(lengths[i]), out, o0, o1)
 
 
 # --------------------------------------------------------------------------
@@ -449,3 +550,98 @@ def fsst_decode_gpu(symbols, symbol_lengths, compressed, in_offsets, n_symbols=N
         blocks, tpb = _device.launch_dims(n, threads_per_block)
         _decode_kernel.get()[blocks, tpb](d_sym, d_sl, d_comp, d_offs, d_out_offsets, d_out)
     return _device.as_output(d_out_offsets, use_cp), _device.as_output(d_out, use_cp)
+
+
+def _prepare_tables(symbols2d, lengths2d, n_symbols):
+    """Validate per-segment tables: (uint64[S, 256], uint8[S, 256], int64[S])."""
+    symbols2d = np.asarray(symbols2d)
+    lengths2d = np.asarray(lengths2d)
+    nsym = np.asarray(n_symbols, np.int64).reshape(-1)
+    nseg = nsym.shape[0]
+    if symbols2d.ndim != 2 or lengths2d.ndim != 2 or symbols2d.shape[0] != nseg or lengths2d.shape[0] != nseg:
+        msg = "symbols and symbol_lengths must be [segments, >= n_symbols] arrays"
+        raise ValueError(msg)
+    sym = np.zeros((nseg, 256), np.uint64)
+    sl = np.zeros((nseg, 256), np.uint8)
+    for k in range(nseg):
+        sym[k], sl[k], nsym[k] = _prepare_table(symbols2d[k], lengths2d[k], int(nsym[k]))
+    return sym, sl, nsym
+
+
+def _block_map(seg_bounds, tpb):
+    """Per CUDA block: (segment, first string, end string) so that no block spans segments."""
+    bounds = np.asarray(seg_bounds, np.int64).reshape(-1)
+    if bounds.size < 1 or np.any(np.diff(bounds) < 0):
+        msg = "seg_bounds must be non-decreasing string indices"
+        raise ValueError(msg)
+    counts = np.diff(bounds)
+    nblk = -(-counts // tpb)
+    seg = np.repeat(np.arange(counts.size, dtype=np.int64), nblk)
+    first_blk = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(nblk, out=first_blk[1:])
+    k = np.arange(seg.size, dtype=np.int64) - first_blk[seg]
+    first = bounds[seg] + k * tpb
+    end = np.minimum(first + tpb, bounds[seg + 1])
+    return seg, first, end
+
+
+def fsst_decode_segments(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, seg_bounds):
+    """Decode the strings of several segments, each with its own symbol table (CPU).
+
+    String ``i`` is ``compressed[starts[i]:starts[i] + lengths[i]]``; segment ``s``
+    holds strings ``seg_bounds[s] .. seg_bounds[s + 1]`` and uses table ``s``
+    (``symbols2d[s]``, ``lengths2d[s]``, ``n_symbols[s]``).  Returns the decoded
+    strings of all segments, in order: ``(out_offsets int64, out_bytes uint8)``.
+    """
+    sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
+    bounds = np.asarray(seg_bounds, np.int64)
+    st = np.asarray(starts, np.int64)
+    ln = np.asarray(lengths, np.int64)
+    offs_parts, data_parts = [np.zeros(1, np.int64)], []
+    base = 0
+    for k in range(nsym.size):
+        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        o, d = fsst_decode_spans(sym[k], sl[k], compressed, st[lo:hi], ln[lo:hi], n_symbols=int(nsym[k]))
+        offs_parts.append(o[1:] + base)
+        data_parts.append(d)
+        base += int(o[-1])
+    out = np.concatenate(data_parts) if data_parts else np.zeros(0, np.uint8)
+    return np.concatenate(offs_parts), out
+
+
+def fsst_lengths_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, seg_bounds, out_lens, *, threads_per_block=128):
+    """Decoded lengths of the strings of every segment (pass 1), one launch for all
+    segments: ``out_lens[i]`` is written for every string ``i`` of a segment (in place).
+
+    Strings are given as spans (see :func:`fsst_decode_segments`); ``seg_bounds`` and
+    the tables are host arrays, the spans and ``compressed`` host or device arrays.
+    """
+    sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
+    seg, first, end = _block_map(seg_bounds, threads_per_block)
+    if seg.size:
+        err = new_error_flag()
+        _seg_lengths_kernel.get()[seg.size, threads_per_block](
+            _device.to_device(sl), _device.to_device(nsym), _device.to_device(compressed, np.uint8),
+            _device.to_device(starts), _device.to_device(lengths),
+            _device.to_device(seg), _device.to_device(first), _device.to_device(end), _device.to_device(out_lens), err,
+        )
+        raise_if_flagged(err, "fsst_lengths_segments_gpu")
+    return out_lens
+
+
+def fsst_decode_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, seg_bounds, out_offsets, out_bytes, *, threads_per_block=128):
+    """Write the decoded strings of every segment (pass 2): string ``i`` goes to
+    ``out_bytes[out_offsets[i]:out_offsets[i + 1]]``, where ``out_offsets`` is an exclusive
+    scan of lengths that include pass 1's.  One launch for all segments (in place)."""
+    sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
+    seg, first, end = _block_map(seg_bounds, threads_per_block)
+    if seg.size:
+        err = new_error_flag()
+        _seg_decode_kernel.get()[seg.size, threads_per_block](
+            _device.to_device(sym), _device.to_device(sl), _device.to_device(compressed, np.uint8),
+            _device.to_device(starts), _device.to_device(lengths),
+            _device.to_device(seg), _device.to_device(first), _device.to_device(end),
+            _device.to_device(out_offsets), _device.to_device(out_bytes, np.uint8), err,
+        )
+        raise_if_flagged(err, "fsst_decode_segments_gpu")
+    return out_bytes

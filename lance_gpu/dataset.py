@@ -28,6 +28,13 @@ DEFAULT_BATCH_SIZE = 1024
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
+def _serial_kernels() -> None:
+    """Pool-thread initializer: this thread's numba kernels use one thread (thread-local)."""
+    import numba
+
+    numba.set_num_threads(1)
+
+
 def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *, device: str = "auto") -> LanceDataset:
     """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag)."""
     return LanceDataset(uri, version, device=device)
@@ -395,7 +402,11 @@ class LanceDataset:
         threads (the compiled decoders release the GIL); yields tables in fragment order."""
         arrow_fields = {f.name: af for f, af in zip(self.lance_schema.fields, self.schema)}
         names = [f.name for f in fields]
-        with ThreadPoolExecutor(_THREADS) as pool:
+        # Enough (fragment, field) pairs to keep every core busy: decode them in a pool of
+        # threads whose compiled kernels run serially (nested thread teams only contend);
+        # otherwise decode in this thread and let the kernels use every core.
+        pooled = len(frags) * len(fields) >= 2 * _THREADS and _THREADS > 1
+        with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
             futures = [
                 [pool.submit(frag.read_field, f, arrow_fields[f.name], rows) for f in fields]
                 for frag, rows in frags

@@ -10,7 +10,7 @@ of chunks, never per value from Python, and releases the GIL so columns decode i
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 _JIT = {"cache": True, "nogil": True}
 
@@ -427,3 +427,185 @@ def fullzip_scan(data, num_items, ctrl_bytes, bits_def, offset_bytes, value_byte
         k += 1
         p += ln
     return rep, dfn, vstart[:k], vlen[:k], ok
+
+
+# --------------------------------------------------------------------------------------------
+# FSST over variable-width mini-block chunks, fused: the FSST cores come from cuda_kernels.fsst
+# (one algorithm for both targets); what is here walks Lance's chunk buffers.
+
+from cuda_kernels.fsst import _fsst_decoded_len, decode_checked_cpu, decode_stream_cpu  # noqa: E402
+
+_fsst_len_core = _fsst_decoded_len.cpu
+_fsst_stream = decode_stream_cpu.dispatcher
+_fsst_checked = decode_checked_cpu.dispatcher
+
+#: Status codes of :func:`fsst_chunk_lengths` (FSST's own are -1 truncated, -2 bad code,
+#: -3 out of bounds).
+FSST_BAD_OFFSETS = -4
+
+
+@njit(**_JIT)
+def _chunk_offset(data, p, offset_bytes):  # pragma: no cover - compiled
+    if offset_bytes == 4:
+        return (
+            np.int64(data[p])
+            | (np.int64(data[p + 1]) << 8)
+            | (np.int64(data[p + 2]) << 16)
+            | (np.int64(data[p + 3]) << 24)
+        )
+    o = np.int64(0)
+    for q in range(8):
+        o |= np.int64(data[p + q]) << (8 * q)
+    return o
+
+
+@njit(**_JIT)
+def _fsst_chunk_lengths_range(data, starts, sizes, counts, first, offset_bytes, sym_lens, nsym, out_lens, lo, hi):  # pragma: no cover
+    n_data = data.size
+    for c in range(lo, hi):
+        base = starts[c]
+        cnt = counts[c]
+        size = sizes[c]
+        if (cnt + 1) * offset_bytes > size or base + size > n_data:
+            return FSST_BAD_OFFSETS, c
+        prev = _chunk_offset(data, base, offset_bytes)
+        if prev > size:
+            return FSST_BAD_OFFSETS, c
+        k = first[c]
+        for j in range(cnt):
+            o = _chunk_offset(data, base + (j + 1) * offset_bytes, offset_bytes)
+            if o < prev or o > size:
+                return FSST_BAD_OFFSETS, c
+            ln = _fsst_len_core(sym_lens, nsym, data, n_data, base + prev, base + o)
+            if ln < 0:
+                return ln, c
+            out_lens[k + j + 1] = ln
+            prev = o
+    return 0, -1
+
+
+@njit(**_JIT)
+def _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols, sym_lens, out_offsets, out, lo, hi):  # pragma: no cover
+    for c in range(lo, hi):
+        base = starts[c]
+        cnt = counts[c]
+        o0 = _chunk_offset(data, base, offset_bytes)
+        on = _chunk_offset(data, base + cnt * offset_bytes, offset_bytes)
+        k = first[c]
+        # The chunk's strings are contiguous in both input and output: decode them as one
+        # stream (every string was checked to end on a code boundary by the lengths pass).
+        _fsst_stream(symbols, sym_lens, data, base + o0, base + on, out, out_offsets[k], out_offsets[k + cnt])
+
+
+@njit(**_JIT, parallel=True)
+def _fsst_chunks_parallel(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym, out_offsets, out, phase, ngroups):  # pragma: no cover
+    nchunks = counts.size
+    status = np.zeros(ngroups, np.int64)
+    where = np.full(ngroups, -1, np.int64)
+    for g in prange(ngroups):
+        lo = g * nchunks // ngroups
+        hi = (g + 1) * nchunks // ngroups
+        if phase == 0:
+            s, w = _fsst_chunk_lengths_range(data, starts, sizes, counts, first, offset_bytes, sym_lens, nsym, out_offsets, lo, hi)
+            status[g] = s
+            where[g] = w
+        else:
+            _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols, sym_lens, out_offsets, out, lo, hi)
+    for g in range(ngroups):
+        if status[g] != 0:
+            return status[g], where[g]
+    return 0, -1
+
+
+@njit(**_JIT)
+def _inclusive_scan_from_1(offsets):  # pragma: no cover
+    offsets[0] = 0
+    acc = np.int64(0)
+    for i in range(1, offsets.size):
+        acc += offsets[i]
+        offsets[i] = acc
+
+
+@njit(**_JIT)
+def _fsst_chunks_one_pass(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym, out_offsets, out, c0, pos):  # pragma: no cover
+    """Decode chunks ``c0..`` at ``out[pos:]`` in one pass while ``out`` has room.
+
+    Returns ``(status, chunk, pos)``: status 0 when done, 1 when chunk ``chunk`` needs
+    more room than ``out`` has past ``pos`` (grow it and resume there), or an error code.
+    """
+    n_data = data.size
+    cap = out.size
+    for c in range(c0, counts.size):
+        base = starts[c]
+        cnt = counts[c]
+        size = sizes[c]
+        if (cnt + 1) * offset_bytes > size or base + size > n_data:
+            return FSST_BAD_OFFSETS, c, pos
+        prev = _chunk_offset(data, base, offset_bytes)
+        last = _chunk_offset(data, base + cnt * offset_bytes, offset_bytes)
+        if last > size or prev > last:
+            return FSST_BAD_OFFSETS, c, pos
+        if pos + 8 * (last - prev) > cap:
+            return 1, c, pos
+        k = first[c]
+        for j in range(cnt):
+            o = _chunk_offset(data, base + (j + 1) * offset_bytes, offset_bytes)
+            if o < prev or o > last:
+                return FSST_BAD_OFFSETS, c, pos
+            r = _fsst_checked(symbols, sym_lens, nsym, data, base + prev, base + o, out, pos)
+            if r < 0:
+                return r, c, pos
+            pos = r
+            out_offsets[k + j + 1] = pos
+            prev = o
+    return 0, -1, pos
+
+
+def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_lens, nsym):
+    """FSST-decode the Variable chunk buffers of a mini-block page.
+
+    Each chunk buffer is ``offsets[count + 1]`` (``offset_bytes`` each, relative to the
+    buffer) then the compressed strings.  Returns ``(status, chunk, offsets, bytes)``;
+    ``status`` is 0, an FSST error code (-1 truncated, -2 bad code, -3 bounds) or
+    :data:`FSST_BAD_OFFSETS`, with ``chunk`` the first bad chunk.
+
+    With one numba thread (the usual case: pages decode in a pool of such threads) it
+    decodes in one pass into a buffer sized from the compressed bytes, growing it if a
+    chunk expands beyond the estimate; with more, lengths pass, scan, then a parallel write.
+    """
+    import numba
+
+    counts = np.ascontiguousarray(counts, np.int64)
+    first = np.zeros(counts.size, np.int64)
+    if counts.size > 1:
+        np.cumsum(counts[:-1], out=first[1:])
+    n = int(counts.sum())
+    out_offsets = np.empty(n + 1, np.int64)
+    out_offsets[0] = 0
+    threads = numba.get_num_threads()
+    ngroups = max(1, min(4 * threads, counts.size // 16)) if threads > 1 and n >= 65536 else 1
+    if ngroups == 1:
+        # Strings rarely expand more than 4x; each grow copies what is decoded so far.
+        comp_bytes = int(np.asarray(sizes).sum())
+        out = np.empty(min(8 * comp_bytes, 4 * comp_bytes + (1 << 16)), np.uint8)
+        chunk, pos = 0, 0
+        while True:
+            status, chunk, pos = _fsst_chunks_one_pass(
+                data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym, out_offsets, out, chunk, pos
+            )
+            if status != 1:
+                break
+            grown = np.empty(max(2 * out.size, pos + 8 * int(sizes[chunk])), np.uint8)
+            grown[:pos] = out[:pos]
+            out = grown
+        if status != 0:
+            return int(status), int(chunk), None, None
+        return 0, -1, out_offsets, out[:pos]
+    args = (data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym)
+    status, where = _fsst_chunks_parallel(*args, out_offsets, np.empty(0, np.uint8), 0, ngroups)
+    if status != 0:
+        return int(status), int(where), None, None
+    _inclusive_scan_from_1(out_offsets)
+    out = np.empty(int(out_offsets[-1]), np.uint8)
+    _fsst_chunks_parallel(*args, out_offsets, out, 1, ngroups)
+    return 0, -1, out_offsets, out

@@ -111,15 +111,18 @@ def read_field(
     field: pa.Field,
     columns: list[int],
     row_range: tuple[int, int] | None = None,
-) -> pa.Array:
+) -> pa.Array | pa.ChunkedArray:
     """Read one top-level field from its leaf ``columns`` (2.1 / 2.2 files).
 
-    Whole pages overlapping ``row_range`` are decoded, then sliced to the range.
+    Whole pages overlapping ``row_range`` are decoded, then sliced to the range.  A whole
+    single-leaf field of several pages comes back as a ChunkedArray, a chunk per page.
     """
     types = leaf_types(field.type)
     if len(types) != len(columns):
         raise CorruptFileError(file.path, f"field {field.name!r} has {len(types)} leaves but {len(columns)} columns")
     page_lists = [file.column(col).pages for col in columns]
+    if row_range is None and len(columns) == 1 and len(page_lists[0]) > 1:
+        return _read_pages_chunked(file, field, columns[0], types[0])
     if row_range is None:
         ids_per_leaf = [list(range(len(pages))) for pages in page_lists]
         start = 0
@@ -151,9 +154,23 @@ def read_field(
     return arr
 
 
-def _buffers_of(arr: pa.Array) -> list[tuple[int, int]]:
-    out = [(b.address, b.size) for b in arr.buffers() if b is not None]
-    return out
+def _read_pages_chunked(file: LanceFileReader, field: pa.Field, column: int, leaf_type: pa.DataType) -> pa.ChunkedArray:
+    """A single-leaf field read page by page: one chunk per page, nothing concatenated."""
+    pages = file.column(column).pages
+    chunks = []
+    for i, page in enumerate(pages):
+        arr = assemble(field, [read_leaf(file, column, [i], leaf_type)], file.path)
+        if len(arr) != page.num_rows:
+            msg = f"field {field.name!r} page {i} decoded to {len(arr)} rows where it holds {page.num_rows}"
+            raise CorruptFileError(file.path, msg)
+        _release_pages(file, [column], [[i]], arr)
+        chunks.append(arr)
+    return pa.chunked_array(chunks, type=chunks[0].type)
+
+
+def _buffers_of(arr: pa.Array | pa.ChunkedArray) -> list[tuple[int, int]]:
+    arrays = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    return [(b.address, b.size) for a in arrays for b in a.buffers() if b is not None]
 
 
 def _release_pages(file: LanceFileReader, columns: list[int], ids_per_leaf: list[list[int]], arr: pa.Array) -> None:

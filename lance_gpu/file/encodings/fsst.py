@@ -19,6 +19,7 @@ from lance_gpu.file.encodings import variable
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 _MAGIC = 0x46535354
+_FSST_ERRORS = {-1: "a string ends with an escape byte", -2: "a code beyond the symbol table", -3: "offsets outside the data"}
 
 
 class SymbolTable:
@@ -66,6 +67,18 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
     if inner.WhichOneof("compression") != "variable":
         raise ctx.unsupported("FSST over anything but Variable")
     cb = bufs[0]
+    if select is None and table.compressed:
+        if inner.variable.HasField("values"):
+            raise ctx.unsupported("Variable with per-chunk value compression")
+        bits = variable.offset_bits(inner.variable, ctx)
+        status, chunk, offsets, data = native.fsst_decode_chunks(
+            cb.data, cb.starts, cb.sizes, cb.counts, bits // 8, table.symbols, table.lengths, table.n_symbols
+        )
+        if status == native.FSST_BAD_OFFSETS:
+            raise ctx.corrupt(f"variable-width chunk offsets out of range (chunk {chunk})")
+        if status != 0:
+            raise ctx.corrupt(f"FSST data in chunk {chunk} is malformed ({_FSST_ERRORS.get(status, 'bad input')})")
+        return VariableWidthBlock(offsets, data)
     vstart, vlen = variable.chunk_value_ranges(inner.variable, cb, ctx)
     if select is not None:
         vstart, vlen = vstart[select], vlen[select]

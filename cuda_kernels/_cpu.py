@@ -1,0 +1,54 @@
+"""CPU-only helpers for the njit loops: unaligned little-endian 64-bit loads and stores.
+
+numba gives byte arrays no unaligned wide access, and LLVM does not merge eight byte
+stores into one.  These intrinsics emit a single ``load``/``store`` of ``i64`` with
+alignment 1 at ``arr.data + pos``.  They do no bounds checking: callers guarantee
+``0 <= pos`` and ``pos + 8 <= arr.size``.  x86-64 and AArch64 are little-endian, so the
+first byte in memory is the low byte of the value (as FSST symbols are stored).
+"""
+
+import sys
+
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+if sys.byteorder != "little":  # pragma: no cover - no big-endian targets
+    raise ImportError("cuda_kernels._cpu assumes a little-endian host")
+
+__all__ = ["load_u64", "store_u64"]
+
+
+def _byte_pointer(context, builder, arrty, arr, pos):
+    ary = context.make_array(arrty)(context, builder, arr)
+    ptr = builder.gep(ary.data, [pos])
+    return builder.bitcast(ptr, ir.IntType(64).as_pointer())
+
+
+@intrinsic
+def store_u64(typingctx, arr, pos, value):
+    """``arr[pos:pos + 8] = value.to_bytes(8, "little")`` for a C-contiguous uint8 array."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.layout == "C"):
+        return None
+    sig = types.void(arr, types.int64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        ptr = _byte_pointer(context, builder, signature.args[0], args[0], args[1])
+        builder.store(args[2], ptr, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def load_u64(typingctx, arr, pos):
+    """``int.from_bytes(arr[pos:pos + 8], "little")`` for a C-contiguous uint8 array."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.layout == "C"):
+        return None
+    sig = types.uint64(arr, types.int64)
+
+    def codegen(context, builder, signature, args):
+        ptr = _byte_pointer(context, builder, signature.args[0], args[0], args[1])
+        return builder.load(ptr, align=1)
+
+    return sig, codegen
