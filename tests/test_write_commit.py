@@ -275,18 +275,87 @@ def test_append_retries_after_concurrent_append(tmp_path):
     assert [f.id for f in m.fragments] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("other", ["delete", "overwrite"])
+@pytest.mark.parametrize("other", ["overwrite", "restore"])
 def test_append_conflicts_with_other_operations(tmp_path, other):
+    """An overwrite or restore replaced the table the append was written for: refused."""
     uri = str(tmp_path / "ds")
     lance_gpu.write_dataset(_tbl(0, 10), uri)
-    root, base, frags = _append_op(uri, 10, 10)
-    if other == "delete":
-        lance.dataset(uri).delete("id = 3")
-    else:
+    lance_gpu.write_dataset(_tbl(10, 5), uri, mode="append")
+    root, base, frags = _append_op(uri, 20, 10)
+    if other == "overwrite":
         lance.write_dataset(_tbl(50, 3), uri, mode="overwrite")
-    with pytest.raises(CommitConflictError):
+    else:
+        lance.dataset(uri, version=1).restore()
+    with pytest.raises(CommitConflictError, match=other):
         commit(root, PendingCommit("append", frags), base)
-    assert lance.dataset(uri).version == 2
+    assert lance.dataset(uri).version == 3
+
+
+@pytest.mark.parametrize("winner", ["pylance", "ours"])
+@pytest.mark.parametrize("stable_row_ids", [False, True])
+def test_append_rebased_over_delete_and_compaction(tmp_path, winner, stable_row_ids):
+    """A delete and a compaction commit between an append's read and its commit: the
+    append goes on top of both, with fresh fragment ids (and row ids), and every row is
+    there exactly once with the deletions applied."""
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 3000), uri, max_rows_per_file=500, enable_stable_row_ids=stable_row_ids)
+    lance.write_dataset(_tbl(3000, 1000), uri, mode="append")  # fragment 6
+    root, base, frags = _append_op(uri, 10_000, 700)  # read version 2
+    other = lance if winner == "pylance" else lance_gpu
+    other.dataset(uri).delete("id % 7 = 0 OR id >= 3900")
+    if winner == "pylance":
+        lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=2000)
+    else:
+        lance_gpu.dataset(uri).optimize.compact_files(target_rows_per_fragment=2000)
+    # (pylance reserves the new fragment ids in a version of its own before the rewrite)
+    compacted = read_manifest_file(list_versions(uri)[-1].path)
+    assert compacted.transaction.WhichOneof("operation") == "rewrite"
+    m = commit(root, PendingCommit("append", frags), base)
+    assert m.version == compacted.manifest.version + 1
+    old_ids = [f.id for f in compacted.manifest.fragments]
+    new_ids = [f.id for f in m.fragments[len(old_ids):]]
+    assert [f.id for f in m.fragments[: len(old_ids)]] == old_ids  # the winner's fragments as they are
+    assert new_ids == list(range(compacted.manifest.max_fragment_id + 1, compacted.manifest.max_fragment_id + 1 + len(frags)))
+    assert m.max_fragment_id == new_ids[-1]
+    mf = read_manifest_file(list_versions(uri)[-1].path)
+    assert mf.transaction.WhichOneof("operation") == "append" and mf.transaction.read_version == 2
+    expected = sorted([i for i in range(4000) if i % 7 and i < 3900] + list(range(10_000, 10_700)))
+    ds = lance.dataset(uri)
+    assert ds.version == m.version and ds.count_rows() == len(expected)
+    got = ds.to_table(with_row_id=stable_row_ids)
+    assert sorted(got["id"].to_pylist()) == expected
+    ours = lance_gpu.dataset(uri, device="cpu").to_table()
+    assert sorted(ours["id"].to_pylist()) == expected
+    assert ours.sort_by("id").equals(got.select(ours.column_names).sort_by("id"))
+    if stable_row_ids:
+        rowids = got["_rowid"].to_pylist()
+        assert len(set(rowids)) == len(rowids)
+        new = [r for r, i in zip(rowids, got["id"].to_pylist()) if i >= 10_000]
+        assert sorted(new) == list(range(4000, 4700))  # fresh ids after the winner's next_row_id
+        assert m.next_row_id == 4700
+    # pylance can go on from here
+    lance.write_dataset(_tbl(20_000, 5), uri, mode="append")
+    assert lance.dataset(uri).count_rows() == len(expected) + 5
+
+
+def test_fragment_commit_rebased_over_delete_and_update(tmp_path):
+    """The distributed-write path (commit_fragments at a read version) rebases the same way;
+    a pylance update (rewrites rows into a new fragment) in between is no conflict either."""
+    from lance_gpu.write import commit_fragments, write_fragments
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 100), uri)
+    read = lance.dataset(uri).version
+    frags = write_fragments(_tbl(500, 50), uri)
+    lance.dataset(uri).delete("id < 10")
+    lance.dataset(uri).update({"x": "x + 1000"}, where="id >= 90")
+    ds = commit_fragments(uri, frags, read_version=read)
+    assert ds.version == read + 3
+    got = lance.dataset(uri).to_table().sort_by("id")
+    assert got["id"].to_pylist() == list(range(10, 100)) + list(range(500, 550))
+    assert got["x"].to_pylist() == [i * 0.5 + (1000 if 90 <= i < 100 else 0) for i in got["id"].to_pylist()]
+    ids = [f.id for f in read_manifest_file(list_versions(uri)[-1].path).manifest.fragments]
+    assert len(set(ids)) == len(ids)
 
 
 def test_overwrite_conflicts_with_append(tmp_path):

@@ -532,10 +532,18 @@ def test_write_and_commit_fragments(tmp_path):
     lance.write_dataset(_tbl(10, 5000), uri, mode="append")
     ds = commit_fragments(uri, [f.SerializeToString() for f in frags], read_version=read)
     assert ds.version == 3 and _ids(uri) == list(range(600)) + list(range(1000, 1050)) + list(range(5000, 5010))
-    # a concurrent delete: refused, and the caller discards its files
+    # a concurrent delete: the append goes on top of it
     frags = write_fragments(_tbl(5, 2000), uri)
     read = lance_gpu.dataset(uri).version
     lance.dataset(uri).delete("id < 100")
+    ds = commit_fragments(uri, frags, read_version=read)
+    assert ds.version == read + 2 and _ids(uri) == (
+        list(range(100, 600)) + list(range(1000, 1050)) + list(range(2000, 2005)) + list(range(5000, 5010))
+    )
+    # a concurrent overwrite: refused, and the caller discards its files
+    frags = write_fragments(_tbl(5, 3000), uri)
+    read = lance_gpu.dataset(uri).version
+    lance.write_dataset(_tbl(5, 4000), uri, mode="overwrite")
     with pytest.raises(CommitConflictError):
         commit_fragments(uri, frags, read_version=read)
     before = len(os.listdir(os.path.join(uri, "data")))

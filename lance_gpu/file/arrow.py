@@ -120,12 +120,17 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
             got = block.num_values
             raise CorruptFileError(path, f"expected {n} fixed-width values, decoded {got}")
         bits = fixed_bits_of(storage)
+        if block.bits_per_value == 0 and block.fsl_validity:
+            # items all null, no value bytes stored (full-zip ``FixedSizeList{Constant}``)
+            block = FixedWidthBlock(np.zeros((n * bits + 7) // 8, np.uint8), bits, n, block.fsl_validity)
         if block.bits_per_value != bits:
             raise CorruptFileError(path, f"decoded {block.bits_per_value}-bit values for {storage}")
         if pa.types.is_fixed_size_list(storage):
             inner_t = storage.value_type
             dim = storage.list_size
-            inner = values_to_arrow(FixedWidthBlock(block.as_bytes(), bits // dim, n * dim), inner_t, n * dim, None, path)
+            item_valid = block.fsl_validity[0] if block.fsl_validity else None
+            inner_block = FixedWidthBlock(block.as_bytes(), bits // dim, n * dim, block.fsl_validity[1:])
+            inner = values_to_arrow(inner_block, inner_t, n * dim, item_valid, path)
             arr = pa.FixedSizeListArray.from_arrays(inner, type=storage, mask=None if valid is None else pa.array(~valid))
         elif pa.types.is_null(storage):
             arr = pa.nulls(n)

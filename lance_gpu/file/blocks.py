@@ -10,6 +10,9 @@ structure (validity, lists, structs) is applied:
   (booleans) are an LSB-first bitmap of ``ceil(num_values / 8)`` bytes.
 * :class:`VariableWidthBlock` holds ``num_values`` byte strings as ``offsets`` (int64,
   ``num_values + 1`` entries, ``offsets[0] == 0``) into ``data``.
+
+A block of fixed-size lists whose items can be null also carries the items' validity
+(``FixedWidthBlock.fsl_validity``); the values of null items are don't-care bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ class FixedWidthBlock:
     data: np.ndarray  # uint8, or a typed view of the same bytes
     bits_per_value: int
     num_values: int
+    #: fixed-size lists with null items: per list layer (outer first) the validity of that
+    #: layer's items (bool, ``num_values * dims so far``), None for a layer without nulls
+    fsl_validity: tuple[np.ndarray | None, ...] = ()
 
     def as_bytes(self) -> np.ndarray:
         return self.data.view(np.uint8) if self.data.dtype != np.uint8 else self.data
@@ -77,15 +83,35 @@ def concat_blocks(blocks: list[Block]) -> Block:
         return VariableWidthBlock(offsets, data)
     bits = first.bits_per_value
     n = sum(b.num_values for b in blocks)
+    validity = _concat_validity(blocks)
     if bits % 8:
         # Bit-packed values (booleans, or fixed-size lists of booleans): join as bits.
         bools = np.concatenate(
             [np.unpackbits(b.as_bytes(), bitorder="little")[: b.num_values * bits] for b in blocks]  # type: ignore[union-attr]
         )
-        return FixedWidthBlock(np.packbits(bools, bitorder="little"), bits, n)
+        return FixedWidthBlock(np.packbits(bools, bitorder="little"), bits, n, validity)
     nbytes = bits // 8
     data = np.concatenate([b.as_bytes()[: b.num_values * nbytes] for b in blocks])  # type: ignore[union-attr]
-    return FixedWidthBlock(data, bits, n)
+    return FixedWidthBlock(data, bits, n, validity)
+
+
+def _concat_validity(blocks: list[Block]) -> tuple[np.ndarray | None, ...]:
+    """Item validity of concatenated fixed-size-list blocks (all valid where a block has none)."""
+    depth = max(len(b.fsl_validity) for b in blocks)  # type: ignore[union-attr]
+    out: list[np.ndarray | None] = []
+    for k in range(depth):
+        layer = [b.fsl_validity[k] if k < len(b.fsl_validity) else None for b in blocks]  # type: ignore[union-attr]
+        if all(v is None for v in layer):
+            out.append(None)
+            continue
+        per_value = next(v.size // b.num_values for v, b in zip(layer, blocks) if v is not None and b.num_values)
+        out.append(np.concatenate([v if v is not None else np.ones(b.num_values * per_value, np.bool_) for v, b in zip(layer, blocks)]))
+    return tuple(out)
+
+
+def _select_validity(block: FixedWidthBlock, idx: np.ndarray) -> tuple[np.ndarray | None, ...]:
+    n = block.num_values
+    return tuple(None if v is None else v.reshape(n, -1)[idx].reshape(-1) for v in block.fsl_validity)
 
 
 def select_block(block: Block, idx: np.ndarray) -> Block:
@@ -96,17 +122,18 @@ def select_block(block: Block, idx: np.ndarray) -> Block:
         offsets, data = gather_binary(block.offsets, block.data, idx)
         return VariableWidthBlock(offsets, data)
     bits = block.bits_per_value
+    validity = _select_validity(block, idx)
     if bits % 8:
         bools = np.unpackbits(block.as_bytes(), bitorder="little")[: block.num_values * bits].reshape(-1, bits)
-        return FixedWidthBlock(np.packbits(bools[idx].reshape(-1), bitorder="little"), bits, idx.size)
+        return FixedWidthBlock(np.packbits(bools[idx].reshape(-1), bitorder="little"), bits, idx.size, validity)
     width = bits // 8
     dt = _UINT_BY_BITS.get(bits)
     raw = block.as_bytes()[: block.num_values * width]
     if idx.size and int(idx[-1]) - int(idx[0]) + 1 == idx.size and (idx.size < 2 or idx[1] > idx[0]):
         lo = int(idx[0]) * width
-        return FixedWidthBlock(raw[lo : lo + idx.size * width], bits, idx.size)
+        return FixedWidthBlock(raw[lo : lo + idx.size * width], bits, idx.size, validity)
     if dt is not None:
         taken = raw.view(dt)[idx]
     else:
         taken = raw.reshape(-1, width)[idx]
-    return FixedWidthBlock(np.ascontiguousarray(taken).view(np.uint8).reshape(-1), bits, idx.size)
+    return FixedWidthBlock(np.ascontiguousarray(taken).view(np.uint8).reshape(-1), bits, idx.size, validity)

@@ -14,6 +14,7 @@
   ``LanceDataset`` methods), each one transaction with pylance's conflict rules.
 * :mod:`~lance_gpu.write.deletion_writer` -- deletion files (``.arrow`` / roaring ``.bin``).
 * :mod:`~lance_gpu.write.compaction` -- ``ds.optimize.compact_files``.
+* :mod:`~lance_gpu.write.index_remap` -- indices across a compaction (BTree remapping).
 """
 
 from __future__ import annotations

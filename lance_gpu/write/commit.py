@@ -13,9 +13,12 @@ Protocol (pylance's, for local file systems):
    writer took the version; the staging file is always unlinked.  ``os.rename`` is never
    used: it would replace a committed version.
 4. On a conflict the winner's transaction is read (inline section, else its ``.txn``).
-   Append after append is compatible: the manifest is rebuilt on top of the winner and the
-   next version tried.  Anything else -- or a winner whose transaction cannot be read --
-   raises :class:`~lance_gpu.errors.CommitConflictError`.  The other operations
+   An append is compatible with a winning append, delete, update, rewrite (compaction),
+   create-index, reserve-fragments, update-config or data-replacement: the manifest is
+   rebuilt on top of the winner (fresh fragment ids and row ids) and the next version
+   tried.  Anything else -- overwrite, restore, schema changes, or a winner whose
+   transaction cannot be read -- raises :class:`~lance_gpu.errors.CommitConflictError`;
+   an overwrite conflicts with any winner.  The other operations
    (:mod:`lance_gpu.write.operations`: delete, restore, project, merge, rewrite, reserve)
    decide themselves with pylance's rules (``Operation.rebase``): compatible, rebased
    (concurrent deletes of disjoint rows of one fragment: the deletion vectors are merged and
@@ -326,9 +329,17 @@ def _winner_transaction(root: Path, mf: ManifestFile) -> transaction_pb2.Transac
         return None
 
 
-#: Winners an append is rebuilt on top of.  pylance also accepts delete, rewrite, project,
-#: merge, create-index ...; we stay conservative (tests/test_write_commit.py pins this).
-_APPEND_COMPATIBLE = frozenset({"append"})
+#: Winners an append is rebuilt on top of.  An append only adds fragments, so whatever
+#: the winner did to existing fragments (deleted rows, rewrote them in a compaction, updated
+#: them, indexed them, changed the config) still holds: the append's fragments get fresh
+#: ids above the winner's ``max_fragment_id`` (and stable row ids from its ``next_row_id``)
+#: and go on top of the winner's fragments, deletion files and index section.  Overwrite and
+#: restore replace the table the append was written against and conflict, as in pylance.
+#: pylance also lets an append pass a project or merge (schema changes); we do not: the
+#: data files were written for the schema we read.
+_APPEND_COMPATIBLE = frozenset(
+    {"append", "delete", "update", "rewrite", "create_index", "reserve_fragments", "update_config", "data_replacement"}
+)
 
 
 def _compatible(ours: PendingCommit, theirs: transaction_pb2.Transaction | None) -> bool:

@@ -13,13 +13,21 @@ Each task reads the live rows of its fragments in order and writes them with the
 schema and file version into one new fragment (pylance 14 does not cut a task's output at
 ``target_rows_per_fragment``: two 600k-row fragments become one of 1.2M rows; only
 ``max_bytes_per_file`` starts another file).  The ids of all new fragments are reserved
-with one ReserveFragments commit, then a single Rewrite transaction (read version: the version compacted) replaces every task's old fragments with
-its new ones, at the old fragments' position, then the fragments are sorted by id.
+with one ReserveFragments commit, then a single Rewrite transaction (read version: the
+version compacted) replaces every task's old fragments with its new ones, at the old
+fragments' position, then the fragments are sorted by id.
+
+Indices, as pylance: a bin never mixes fragments covered by different sets of indices (an
+indexed fragment is not compacted with an unindexed one).  Every index covering a rewritten
+fragment is remapped to the new row addresses before the commit -- with stable row ids too,
+as pylance 14 does (its btrees hold row addresses) -- and listed in the transaction's
+``rewritten_indices`` (:mod:`lance_gpu.write.index_remap`: BTree indices; any other type is
+refused before anything is written).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +38,7 @@ import pyarrow as pa
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.table import features
+from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
 from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,13 +68,16 @@ def plan_compaction(
     materialize_deletions: bool = True,
     materialize_deletions_threshold: float = 0.1,
     excluded_fragment_ids: Sequence[int] = (),
+    index_fragments: Sequence[Container[int]] = (),
 ) -> list[list[LanceFragment]]:
-    """The tasks (lists of adjacent fragments) a compaction rewrites."""
+    """The tasks (lists of adjacent fragments) a compaction rewrites.  ``index_fragments``:
+    the fragment ids each index of the dataset covers; a bin ends where that set changes."""
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
     excluded = {int(i) for i in excluded_fragment_ids}
     bins: list[tuple[list[LanceFragment], list[bool], list[int]]] = []  # fragments, itself?, live rows
     current: tuple[list, list, list] | None = None
+    current_key: tuple[int, ...] = ()
     for frag in fragments:
         physical = frag.physical_rows
         deleted = int(frag.pb.deletion_file.num_deleted_rows) if frag.pb.HasField("deletion_file") else 0
@@ -85,8 +97,13 @@ def plan_compaction(
                 bins.append(current)
                 current = None
             continue
+        key = tuple(k for k, covered in enumerate(index_fragments) if frag.fragment_id in covered)
+        if current is not None and key != current_key:
+            bins.append(current)
+            current = None
         if current is None:
             current = ([], [], [])
+            current_key = key
         current[0].append(frag)
         current[1].append(candidacy)
         current[2].append(physical - deleted)
@@ -139,9 +156,11 @@ def compact_files(
     """Compact ``ds`` (see the module docstring); ``ds`` moves to the new version.
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted and ignored
-    (our writer picks its own pages).  Datasets with indices (which pylance remaps) are
-    refused, as are other pylance options when set.  With stable row ids the new fragments
-    carry the live rows' ids and created / last-updated versions, in order.
+    (our writer picks its own pages); other pylance options are refused when set.  Indices
+    are kept: BTree indices covering rewritten fragments are remapped (other index types
+    make the compaction fail with :class:`UnsupportedFeatureError` before anything is
+    written).  With stable row ids the new fragments carry the live rows' ids and created /
+    last-updated versions, in order.
     """
     from lance_gpu.write.commit import check_appendable
     from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
@@ -158,23 +177,30 @@ def compact_files(
         raise ValueError("target_rows_per_fragment must be positive")
     base = ds.manifest_file
     check_appendable(base)
+    root = Path(ds.uri)
+    indices = list(base.index_section.indices) if base.index_section is not None else []
+    bitmaps = [fragment_bitmap(index) for index in indices]
+    for index, bitmap in zip(indices, bitmaps):
+        if bitmap is None:
+            raise UnsupportedFeatureError(f"{ds.uri}: index {index.name!r} records no fragment bitmap")
     tasks = plan_compaction(
         ds.fragments,
         target,
         True if materialize_deletions is None else bool(materialize_deletions),
         0.1 if materialize_deletions_threshold is None else float(materialize_deletions_threshold),
         excluded_fragment_ids or (),
+        bitmaps,
     )
     metrics = CompactionMetrics()
     if not tasks:
         return metrics
-    if base.index_section is not None and len(base.index_section.indices):
-        raise UnsupportedFeatureError(
-            f"{ds.uri}: compaction of a dataset with indices is not supported (they would need remapping)"
-        )
     stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
+    rewritten_ids = {f.fragment_id for task in tasks for f in task}
+    # pylance 14 btrees hold row addresses even with stable row ids: always remapped
+    to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
+    for index in to_remap:
+        check_remappable(index, root)
 
-    root = Path(ds.uri)
     schema = ds.lance_schema
     physical = schema.to_arrow(physical=True)
     minor = int(ds.manifest.data_format.version.split(".")[1])
@@ -203,6 +229,14 @@ def compact_files(
                 for frag in new:
                     frag.id = next_id
                     next_id += 1
+        if to_remap:
+            mapping = RowAddressMap.build(
+                ([(f.fragment_id, f.physical_rows, f.rows_to_read()) for f in task], new)
+                for task, (_old, new) in zip(tasks, groups)
+            )
+            for index in to_remap:
+                new_uuid, files = remap_btree(root, index, mapping, rewrite.written)
+                rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
         rewrite.cleanup()
         raise

@@ -12,7 +12,9 @@ writers such as the Spark sink whose tasks each write data files and whose drive
 ``DataFragment`` protobufs (no ids yet: ids are handed out at commit).  Nothing is visible
 until :func:`commit_fragments` publishes a version; :func:`discard_fragments` deletes the
 files of fragments that will never be committed.  A commit conflicts like ``write_dataset``
-does: an append rebuilt on a concurrent append, anything else a
+does: an append is rebuilt on a concurrent append, delete, update or compaction (fresh
+fragment ids on top of the winner); an overwrite or restore (or anything
+:mod:`lance_gpu.write.commit` does not rebase on) raises
 :class:`~lance_gpu.errors.CommitConflictError`.
 """
 

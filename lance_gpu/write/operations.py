@@ -898,13 +898,21 @@ class ReserveFragmentsOp(Operation):
 
 
 class RewriteOp(Operation):
-    """``Transaction.rewrite``: groups of old fragments replaced by new ones (ids assigned)."""
+    """``Transaction.rewrite``: groups of old fragments replaced by new ones (ids assigned).
+
+    Indices (see :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
+    remapped copies were written (old index, new uuid, new files); their manifest entries get
+    the new uuid and files, and their fragment bitmaps swap each rewritten group's old
+    fragment ids for its new ones.  Other indices cover none of the rewritten fragments.
+    """
 
     name = "rewrite"
 
     def __init__(self, groups: Sequence[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]]) -> None:
         super().__init__()
         self.groups = [(list(o), list(n)) for o, n in groups]
+        #: (old index, new uuid bytes, new files) per remapped index
+        self.rewritten: list[tuple[table_pb2.IndexMetadata, bytes, list[table_pb2.IndexFile]]] = []
 
     @property
     def old_ids(self) -> set[int]:
@@ -916,6 +924,39 @@ class RewriteOp(Operation):
             g = txn.rewrite.groups.add()
             g.old_fragments.extend(old)
             g.new_fragments.extend(new)
+        for index, new_uuid, _files in self.rewritten:
+            r = txn.rewrite.rewritten_indices.add()
+            r.old_id.CopyFrom(index.uuid)
+            r.new_id.uuid = new_uuid
+            r.new_index_details.CopyFrom(index.index_details)
+            r.new_index_version = int(index.index_version)
+
+    def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
+        from lance_gpu.write.index_remap import fragment_bitmap, recalculate_fragment_bitmap
+
+        if section is None:
+            if self.rewritten:
+                raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
+            return None
+        out = table_pb2.IndexSection()
+        out.CopyFrom(section)
+        remapped = {bytes(index.uuid.uuid): (new_uuid, files) for index, new_uuid, files in self.rewritten}
+        found = set()
+        for idx in out.indices:
+            key = bytes(idx.uuid.uuid)
+            if key not in remapped:
+                continue
+            new_uuid, files = remapped[key]
+            idx.uuid.uuid = new_uuid
+            del idx.files[:]
+            idx.files.extend(files)
+            found.add(key)
+            bitmap = fragment_bitmap(idx)
+            if bitmap is not None:
+                idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self.groups).serialize()
+        if found != set(remapped):
+            raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}")
+        return out
 
     def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
         m = _copy_manifest(base)
@@ -938,7 +979,13 @@ class RewriteOp(Operation):
         frags.sort(key=lambda f: int(f.id))
         del m.fragments[:]
         m.fragments.extend(frags)
-        return m, base.index_section
+        return m, self._indices(base.index_section, int(m.version))
+
+    def cleanup(self) -> None:
+        from lance_gpu.write.index_remap import remove_written
+
+        remove_written(self.written)  # data files, remapped index files, their directories
+        self.written = []
 
     def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)

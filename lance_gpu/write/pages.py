@@ -23,11 +23,19 @@ Layouts, first match wins:
    values with fewer runs than half the values; else ``InlineBitpacking{T}`` when its
    FastLanes blocks are smaller than the plain values (the bit pattern is packed, so floats,
    dates and timestamps qualify like ints; negative ints never do); else ``Flat{bits}``
-   (bools 1 bit, FSB / decimals 128+); fixed-size lists ``FixedSizeList{dim, Flat}``;
-   strings ``Fsst{Variable}`` when the page has 32 KiB of strings, a value of 5+ bytes and
-   FSST makes it smaller, else ``Variable{Flat32|64}``.
+   (bools 1 bit, FSB / decimals 128+); fixed-size lists one ``FixedSizeList{dim,
+   has_validity}`` per layer around ``Flat{item bits}`` (with null items: a validity chunk
+   buffer per such layer before the values, rows per chunk counting its bytes); strings
+   ``Fsst{Variable}`` when the page has 32 KiB of strings, a value of 5+ bytes and FSST
+   makes it smaller, else ``Variable{Flat32|64}`` (binary columns never get FSST).
 6. **FullZipLayout** for the rest (embeddings, long strings): values zipped with their
-   control words; variable-width values FSST-compressed by the same rule as in 5.
+   control words.  Variable-width values (strings and binaries alike) whose longest value
+   exceeds 32 KiB -- or any, when ``lance-encoding:compression`` names a general scheme
+   (``zstd``, ``lz4``, ...) -- on a page holding at least 32 KiB of them are compressed one
+   by one: ``General{ZSTD, level 0}(Variable{Flat32|64})``, each valid value (empty ones
+   too) stored as ``u32|u64 length | u64 LE uncompressed size | zstd frame``; pylance 14
+   does this at 2.1 and 2.2 and names ZSTD even where ``lz4`` was asked for.  Otherwise
+   they are FSST-compressed by the same rule as in 5.
 
 Mini-block definition / repetition levels are ``OutOfLineBitpacking{16, Flat{W}}`` per chunk
 (W = bit width of the page's largest level); list pages carry the repetition index
@@ -51,7 +59,7 @@ from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.page import NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.write import _native
-from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, is_variable, storage_type, variable_parts
+from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_variable, storage_type, variable_parts
 
 __all__ = ["EncodedPage", "LevelOverflow", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
 
@@ -75,6 +83,10 @@ FSST_MIN_BYTES = 32 * 1024
 RLE_THRESHOLD = 0.5
 #: Largest constant stored inline in a ConstantLayout.
 MAX_INLINE_CONSTANT = 32
+#: Full-zip values are zstd-compressed one by one when the longest is longer than this ...
+PER_VALUE_MIN_MAX_LEN = 32 * 1024
+#: ... and the page holds at least this many bytes of values.
+PER_VALUE_MIN_BYTES = 32 * 1024
 _PAD_HEADER = 0xFE
 
 
@@ -98,11 +110,22 @@ class _Values:
 
     variable: bool
     data: np.ndarray  # fixed: packed value bytes; variable: the bytes
-    bits: int = 0  # fixed: bits per value (a whole fixed-size list for FSLs)
+    bits: int = 0  # fixed: bits per value (a whole fixed-size list for FSLs, validity excluded)
     offsets: np.ndarray | None = None  # variable: int64 offsets from 0
     offset_bits: int = 32
-    fsl_dim: int = 0  # fixed-size lists: items per value
     num_values: int = 0
+    text: bool = False  # variable: strings (FSST applies), not binaries
+    #: fixed-size lists: (dimension, item validity or None) per layer, outer first
+    fsl: tuple[tuple[int, np.ndarray | None], ...] = ()
+
+    @property
+    def fsl_dim(self) -> int:
+        """Items per value of a fixed-size list (all layers), 0 for anything else."""
+        return int(np.prod([d for d, _v in self.fsl])) if self.fsl else 0
+
+    @property
+    def fsl_has_validity(self) -> bool:
+        return any(v is not None for _d, v in self.fsl)
 
     @property
     def max_len(self) -> int:
@@ -111,25 +134,33 @@ class _Values:
         return self.bits // 8
 
     def item_encoding(self) -> pb.CompressiveEncoding:
-        """Plain encoding of one value (Flat, FixedSizeList{Flat} or Variable)."""
+        """Plain encoding of one value: Flat, Variable, or for fixed-size lists one
+        ``FixedSizeList{dim, has_validity}`` per layer around ``Flat{item bits}``."""
         if self.variable:
             return variable.variable_encoding(self.offset_bits)
-        if self.fsl_dim:
-            inner = pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=self.bits // self.fsl_dim))
-            return pb.CompressiveEncoding(
-                fixed_size_list=pb.FixedSizeList(items_per_value=self.fsl_dim, values=inner)
-            )
+        if self.fsl:
+            enc = pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=self.bits // self.fsl_dim))
+            return _fsl_encoding(self.fsl, enc)
         return pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=self.bits))
+
+
+def _fsl_encoding(layers, inner: pb.CompressiveEncoding) -> pb.CompressiveEncoding:
+    for dim, valid in reversed(layers):
+        inner = pb.CompressiveEncoding(
+            fixed_size_list=pb.FixedSizeList(items_per_value=dim, values=inner, has_validity=valid is not None)
+        )
+    return inner
 
 
 def _values_of(arr: pa.Array) -> _Values:
     t = storage_type(arr.type)
     if is_variable(t):
         offsets, data, obits = variable_parts(arr)
-        return _Values(True, data, offsets=offsets, offset_bits=obits, num_values=len(arr))
+        text = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+        return _Values(True, data, offsets=offsets, offset_bits=obits, num_values=len(arr), text=text)
     data, bits = fixed_width_bytes(arr)
-    dim = t.list_size if pa.types.is_fixed_size_list(t) else 0
-    return _Values(False, data, bits=bits, fsl_dim=dim, num_values=len(arr))
+    layers = tuple(fsl_layers(arr)) if pa.types.is_fixed_size_list(t) else ()
+    return _Values(False, data, bits=bits, num_values=len(arr), fsl=layers)
 
 
 def _meta(leaf: LeafColumn, key: str) -> str | None:
@@ -176,7 +207,7 @@ def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
         if plan is not None:
             items, indices = plan
             return _dictionary_page(leaf, minor, items, indices)
-    narrow = vals.max_len < MINIBLOCK_MAX_VALUE_BYTES
+    narrow = vals.max_len < MINIBLOCK_MAX_VALUE_BYTES and not _fsl_items_all_null(vals)
     if structural == "miniblock" or (narrow and structural != "fullzip"):
         return _miniblock(leaf, minor, _value_chunks(vals, compression))
     return _fullzip(leaf, vals, compression)
@@ -238,9 +269,11 @@ def _uint_view(data: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _wants_fsst(vals: _Values, compression: str | None) -> bool:
+    """pylance's rule: forced by ``compression=fsst``; otherwise strings only (never binary
+    columns) whose longest value has 5+ bytes on a page of 32 KiB of them."""
     if compression == "fsst":
         return True
-    if compression == "none":
+    if compression == "none" or not vals.text:
         return False
     return vals.max_len >= FSST_MIN_MAX_LEN and vals.data.size >= FSST_MIN_BYTES
 
@@ -275,8 +308,8 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
                     chunks.encoding = _fsst_encoding(table, chunks.encoding)
                     return chunks
         return variable.encode_miniblock(vals.offsets, vals.data, vals.offset_bits)
-    if vals.fsl_dim:
-        return flat.encode_miniblock(vals.data, vals.bits, vals.num_values, encoding=vals.item_encoding())
+    if vals.fsl:
+        return _fsl_chunks(vals)
     if vals.bits in (8, 16, 32, 64) and compression != "none":
         words = _uint_view(vals.data, vals.bits)
         if rle.run_count(words) < RLE_THRESHOLD * vals.num_values:
@@ -285,6 +318,95 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
         if bitpacking.inline_size(widths, vals.bits) < vals.data.size:
             return bitpacking.encode_miniblock(words, widths)
     return flat.encode_miniblock(vals.data, vals.bits, vals.num_values)
+
+
+def _fsl_items_all_null(vals: _Values) -> bool:
+    """Fixed-size lists whose inner-most items are all null: pylance has no value bytes to
+    measure and always writes them full-zip."""
+    return bool(vals.fsl) and vals.fsl[-1][1] is not None and not vals.fsl[-1][1].any()
+
+
+def _fsl_rows_per_chunk(bytes_per_word: int, values_per_word: int) -> int:
+    """pylance's rows per mini-block chunk for fixed-size lists: from 2 rows (8 when a row
+    is not whole bytes; a word is then 8 rows) double while twice the estimated size stays
+    below ``MAX_MINIBLOCK_BYTES`` and the count at most ``MAX_MINIBLOCK_VALUES``."""
+    size, rows = 2 * bytes_per_word, (2 if values_per_word == 1 else 8)
+    while 2 * size < flat.MAX_MINIBLOCK_BYTES and 2 * rows <= flat.MAX_MINIBLOCK_VALUES:
+        size *= 2
+        rows *= 2
+    return rows
+
+
+def _pack_bits_per_row(valid: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """Each row's ``width`` validity bits packed LSB first into ``ceil(width / 8)`` bytes
+    (a ``rows x ceil(width / 8)`` array)."""
+    bits = valid.reshape(rows, width)
+    pad = -width % 8
+    if pad:
+        bits = np.concatenate([bits, np.zeros((rows, pad), np.bool_)], axis=1)
+    return np.packbits(bits, axis=1, bitorder="little")
+
+
+def _fsl_chunks(vals: _Values) -> MiniBlockChunks:
+    """Mini-block chunks of fixed-size lists, as pylance's value encoder cuts them: whole
+    rows per chunk, one chunk buffer per layer with item validity (that chunk's items'
+    bits, LSB first, in ``ceil(items / 8)`` bytes) and the value bytes last.  Rows per chunk
+    count ``ceil(dims so far / 8)`` validity bytes per layer in each row's size."""
+    n = vals.num_values
+    if vals.bits % 8 == 0:
+        row_bytes, per_word = vals.bits // 8, 1
+    else:
+        row_bytes, per_word = vals.bits, 8  # bit-packed booleans: 8 rows per word
+    valid_layers: list[tuple[int, np.ndarray]] = []
+    cum = 1
+    for dim, valid in vals.fsl:
+        cum *= dim
+        if valid is not None:
+            valid_layers.append((cum, valid))
+    est = sum(-(-c // 8) for c, _v in valid_layers) * per_word + row_bytes
+    rows = _fsl_rows_per_chunk(est, per_word)
+    nchunks = max(1, -(-n // rows))
+    counts = np.full(nchunks, rows, np.int64)
+    counts[-1] = n - rows * (nchunks - 1)
+    buffers: list[tuple[np.ndarray, np.ndarray]] = []
+    for c, valid in valid_layers:
+        sizes = (counts * c + 7) // 8
+        if (rows * c) % 8 == 0:  # whole chunks end on byte boundaries: one packing
+            data = np.packbits(valid, bitorder="little")
+        else:
+            bounds = np.concatenate([[0], np.cumsum(counts * c)])
+            data = np.concatenate([np.packbits(valid[a:b], bitorder="little") for a, b in zip(bounds[:-1], bounds[1:])])
+        buffers.append((data, sizes))
+    sizes = (counts * vals.bits + 7) // 8
+    sizes[-1] = vals.data.size - int(sizes[:-1].sum())
+    buffers.append((vals.data, sizes))
+    return MiniBlockChunks(counts, buffers, vals.item_encoding())
+
+
+def _fsl_zipped(leaf: LeafColumn, vals: _Values) -> tuple[_Values, pb.CompressiveEncoding]:
+    """Fixed-size lists with item validity as full-zip values: per row, each validity
+    layer's bits for the row (``ceil(dims so far / 8)`` bytes, outer layer first) and then
+    the row's value bytes.  Items that are all null store no value bytes at all: the
+    encoding's inner-most values are ``Constant{}`` (what pylance writes)."""
+    n = vals.num_values
+    if vals.bits % 8:
+        raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip fixed-size lists of booleans with null items")
+    parts = []
+    cum = 1
+    for dim, valid in vals.fsl:
+        cum *= dim
+        if valid is not None:
+            parts.append(_pack_bits_per_row(valid, n, cum))
+    *_outer, (_dim, inner_valid) = vals.fsl
+    all_null = inner_valid is not None and not inner_valid.any()
+    if all_null:
+        enc = _fsl_encoding(vals.fsl, pb.CompressiveEncoding(constant=pb.Constant()))
+    else:
+        parts.append(vals.data[: n * vals.bits // 8].reshape(n, vals.bits // 8))
+        enc = vals.item_encoding()
+    zipped = np.ascontiguousarray(np.concatenate(parts, axis=1)).reshape(-1)
+    width = zipped.size // n if n else sum(p.shape[1] for p in parts)
+    return _Values(False, zipped, bits=8 * width, num_values=n), enc
 
 
 # --------------------------------------------------------------------------------------------
@@ -584,9 +706,50 @@ def _bytepack(values: np.ndarray) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
+def _wants_per_value(vals: _Values, compression: str | None) -> bool:
+    """pylance's per-value general compression rule for variable-width full-zip values."""
+    if not vals.variable or compression == "none":
+        return False
+    requested = compression is not None and compression != "fsst"
+    return (requested or vals.max_len > PER_VALUE_MIN_MAX_LEN) and vals.data.size >= PER_VALUE_MIN_BYTES
+
+
+def _zstd_values(vals: _Values, valid: np.ndarray | None) -> tuple[_Values, pb.CompressiveEncoding]:
+    """Each valid value (empty ones included) as ``u64 LE size | zstd frame``; null slots
+    stay empty.  Offsets keep their width, so the full-zip length prefix is u32 or u64."""
+    import zstandard
+
+    from lance_gpu.file.encodings.general import ZSTD
+
+    cctx = zstandard.ZstdCompressor(level=3)  # what zstd's level 0 ("default") means
+    offs = vals.offsets
+    keep = np.ones(vals.num_values, np.bool_) if valid is None else valid
+    raw = memoryview(vals.data)
+    parts = [
+        (b - a).to_bytes(8, "little") + cctx.compress(raw[a:b]) if k else b""
+        for a, b, k in zip(offs[:-1].tolist(), offs[1:].tolist(), keep.tolist())
+    ]
+    lengths = np.fromiter((len(x) for x in parts), np.int64, len(parts))
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.frombuffer(b"".join(parts), np.uint8)
+    packed = _Values(True, data, offsets=offsets, offset_bits=vals.offset_bits, num_values=vals.num_values)
+    enc = pb.CompressiveEncoding(
+        general=pb.General(
+            compression=pb.BufferCompression(scheme=ZSTD, level=0), values=vals.item_encoding()
+        )
+    )
+    return packed, enc
+
+
 def _fullzip(leaf: LeafColumn, vals: _Values, compression: str | None = None) -> EncodedPage:
     value_encoding = vals.item_encoding()
-    if vals.variable and _wants_fsst(vals, compression):
+    if _wants_per_value(vals, compression):
+        nulls = leaf.null_values
+        vals, value_encoding = _zstd_values(vals, None if nulls is None else ~nulls)
+    elif vals.fsl_has_validity:
+        vals, value_encoding = _fsl_zipped(leaf, vals)
+    elif vals.variable and _wants_fsst(vals, compression):
         got = _fsst_values(vals, compression)
         if got is not None:
             table, comp = got

@@ -4,9 +4,11 @@
 Every schema node on the path from a top-level field to a leaf is one rep/def layer, listed
 inner-most first: the leaf and every struct an item layer, a list / large_list / map a list
 layer (a map's ``entries`` struct an item layer).  Fixed-size lists are values of their
-leaf, not layers.  Levels are built by :func:`cuda_kernels.levels.ravel_levels`, which
-reproduces what Lance's ``RepDefBuilder`` writes; layer kinds follow the data (a nullable
-field without nulls in a page is an ``ALL_VALID`` layer there, as pylance writes it).
+leaf, not layers; null items inside them are not levels either but item validity stored
+with the values (see :func:`fsl_layers`).  Levels are built by
+:func:`cuda_kernels.levels.ravel_levels`, which reproduces what Lance's ``RepDefBuilder``
+writes; layer kinds follow the data (a nullable field without nulls in a page is an
+``ALL_VALID`` layer there, as pylance writes it).
 
 A leaf's *visible* values are the value slots the page stores: valid and null items, but
 not the slots of null or empty lists.
@@ -23,7 +25,7 @@ from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.table.schema import LanceField
 
-__all__ = ["LeafColumn", "shred", "fixed_width_bytes", "variable_parts", "storage_type", "is_variable"]
+__all__ = ["LeafColumn", "shred", "fixed_width_bytes", "fsl_layers", "variable_parts", "storage_type", "is_variable"]
 
 
 @dataclass(slots=True)
@@ -201,14 +203,7 @@ def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
     if pa.types.is_fixed_size_list(t):
         dim = t.list_size
         child = arr.values.slice(arr.offset * dim, n * dim)
-        if child.null_count:
-            # Null items under null lists are don't-care slots; only real null items inside
-            # valid lists need item validity, which is not written yet.
-            parent_valid = np.repeat(arr.is_valid().to_numpy(zero_copy_only=False), dim)
-            child_null = ~child.is_valid().to_numpy(zero_copy_only=False)
-            if np.any(child_null & parent_valid):
-                raise UnsupportedFeatureError("fixed-size lists with null items cannot be written yet")
-        data, bits = fixed_width_bytes(child)
+        data, bits = fixed_width_bytes(child)  # null items keep whatever bytes they hold
         return data, bits * dim
     if pa.types.is_boolean(t):
         buf = arr.buffers()[1]
@@ -233,6 +228,30 @@ def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
         return np.zeros(n * nbytes, np.uint8), width
     data = np.frombuffer(buf, np.uint8, count=n * nbytes, offset=arr.offset * nbytes)
     return data, width
+
+
+def fsl_layers(arr: pa.Array) -> list[tuple[int, np.ndarray | None]]:
+    """``(dimension, item validity)`` of each fixed-size-list layer of an FSL array, outer
+    first: the validity (bool, ``n * dims so far`` entries) of that layer's items, as Arrow
+    holds it, or None when no item is null inside a valid list.  Null items under null
+    lists are don't-care slots: on their own they add no validity (pylance would write it;
+    leaving it out keeps such pages readable by readers without item validity)."""
+    out: list[tuple[int, np.ndarray | None]] = []
+    arr = _plain(arr)
+    n = len(arr)
+    parent = _validity(arr)  # per item of this layer: are it and its lists valid?
+    while pa.types.is_fixed_size_list(arr.type):
+        dim = arr.type.list_size
+        child = _plain(arr.values.slice(arr.offset * dim, n * dim))
+        n *= dim
+        valid = _validity(child)
+        above = None if parent is None else np.repeat(parent, dim)
+        if valid is not None and above is not None and not np.any(~valid & above):
+            valid = None
+        out.append((dim, valid))
+        parent = above if valid is None else (valid if above is None else valid & above)
+        arr = child
+    return out
 
 
 def variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:

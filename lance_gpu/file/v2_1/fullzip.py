@@ -20,7 +20,7 @@ import numpy as np
 from lance_gpu.cpu import native
 from lance_gpu.file import encodings
 from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
-from lance_gpu.file.encodings import fsst, general
+from lance_gpu.file.encodings import fixed_size_list, fsst, general
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage
 
@@ -100,6 +100,8 @@ def _fixed_values(enc, raw: FixedWidthBlock, ctx: DecodeContext) -> FixedWidthBl
     bits = encodings.fixed_bits(enc, ctx)
     if bits != raw.bits_per_value:
         raise ctx.corrupt(f"full-zip value width {raw.bits_per_value} disagrees with its encoding ({bits})")
+    if enc.WhichOneof("compression") == "fixed_size_list" and fixed_size_list.has_validity(enc.fixed_size_list):
+        return fixed_size_list.unzip_per_value(enc.fixed_size_list, raw, ctx)
     return raw
 
 
