@@ -17,10 +17,18 @@ Modules:
 * :mod:`~cuda_kernels.gather` -- dictionary gather (fixed and variable width).
 * :mod:`~cuda_kernels.levels` -- rep/def levels <-> validity and offsets, bitmaps.
 * :mod:`~cuda_kernels.compact` -- deletion masks and stream compaction.
+* :mod:`~cuda_kernels.segments` -- batched (segmented) copies, fills and index
+  arithmetic, so that one launch serves many pages.
 * :mod:`~cuda_kernels.errors` -- :class:`CorruptInputError` and the device error flag.
 """
 
-from .bitunpack import pack_blocks, unpack_blocks, unpack_blocks_gpu
+from .bitunpack import (
+    pack_blocks,
+    unpack_blocks,
+    unpack_blocks_gpu,
+    unpack_blocks_scatter,
+    unpack_blocks_scatter_gpu,
+)
 from .compact import (
     compact_binary,
     compact_binary_gpu,
@@ -30,7 +38,13 @@ from .compact import (
     keep_mask_from_deleted_gpu,
 )
 from .errors import CorruptInputError
-from .fsst import fsst_decode, fsst_decode_gpu
+from .fsst import (
+    fsst_decode,
+    fsst_decode_gpu,
+    fsst_decode_segments,
+    fsst_decode_segments_gpu,
+    fsst_lengths_segments_gpu,
+)
 from .gather import gather_binary, gather_binary_gpu, gather_fixed, gather_fixed_gpu
 from .levels import (
     ALL_VALID_ITEM,
@@ -51,6 +65,22 @@ from .levels import (
     validity_to_bitmap_gpu,
 )
 from .rle import rle_expand, rle_expand_gpu
+from .segments import (
+    add_segment_base,
+    add_segment_base_gpu,
+    bits_to_bytes,
+    bits_to_bytes_gpu,
+    copy_ranges,
+    copy_ranges_gpu,
+    expand_ranges,
+    expand_ranges_gpu,
+    fill_patterns,
+    fill_patterns_gpu,
+    remap_segments,
+    remap_segments_gpu,
+    take_ranges,
+    take_ranges_gpu,
+)
 
 __all__ = [
     "CorruptInputError",
@@ -58,9 +88,14 @@ __all__ = [
     "unpack_blocks",
     "unpack_blocks_gpu",
     "pack_blocks",
+    "unpack_blocks_scatter",
+    "unpack_blocks_scatter_gpu",
     # fsst
     "fsst_decode",
     "fsst_decode_gpu",
+    "fsst_decode_segments",
+    "fsst_lengths_segments_gpu",
+    "fsst_decode_segments_gpu",
     # rle
     "rle_expand",
     "rle_expand_gpu",
@@ -93,4 +128,19 @@ __all__ = [
     "compact_fixed_gpu",
     "compact_binary",
     "compact_binary_gpu",
+    # segments
+    "copy_ranges",
+    "copy_ranges_gpu",
+    "fill_patterns",
+    "fill_patterns_gpu",
+    "bits_to_bytes",
+    "bits_to_bytes_gpu",
+    "expand_ranges",
+    "expand_ranges_gpu",
+    "take_ranges",
+    "take_ranges_gpu",
+    "add_segment_base",
+    "add_segment_base_gpu",
+    "remap_segments",
+    "remap_segments_gpu",
 ]

@@ -45,6 +45,8 @@ __all__ = [
     "unpack_blocks",
     "pack_blocks",
     "unpack_blocks_gpu",
+    "unpack_blocks_scatter",
+    "unpack_blocks_scatter_gpu",
     "packed_words_per_block",
 ]
 
@@ -262,6 +264,34 @@ def _unpack_kernel(words, offsets, widths, out, err):
         )
 
 
+@gpu_kernel
+def _unpack_scatter_kernel(words, offsets, widths, dst, counts, out, err):
+    # As _unpack_kernel, but block ``blk`` keeps only its first counts[blk] values
+    # and writes them at out[dst[blk]:]: blocks of many pages (partial last
+    # blocks included) land straight in their columns, in one launch.
+    lanes = 1024 // T  # noqa: F821
+    tid = cuda.grid(1)
+    blk = tid // lanes
+    lane = tid - blk * lanes
+    if blk >= offsets.shape[0]:
+        return
+    base = np.int64(offsets[blk])
+    w = np.int64(widths[blk])
+    d = np.int64(dst[blk])
+    cnt = np.int64(counts[blk])
+    if not _fl_block_ok(words.shape[0], base, T, w) or cnt < 0 or cnt > 1024 or d < 0 or d + cnt > out.shape[0]:  # noqa: F821
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    mask = _fl_mask(w) if w > 0 else np.uint64(0)
+    for row in range(T):  # noqa: F821
+        pos = _fl_position(row, lane)
+        if pos < cnt:
+            if w == 0:
+                out[d + pos] = 0
+            else:
+                out[d + pos] = _fl_unpack_value(words, base, T, lanes, w, mask, row, lane)  # noqa: F821
+
+
 # --------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------
@@ -410,3 +440,68 @@ def unpack_blocks_gpu(words, block_word_offsets, bit_widths, out=None, *, thread
         _unpack_kernel.get(T=t)[blocks, tpb](d_words, d_offsets, d_widths, d_out, err)
         raise_if_flagged(err, "unpack_blocks_gpu")
     return _device.as_output(d_out, use_cp)
+
+
+def _scatter_check(nblocks, dst, counts, out_size):
+    if dst.shape != (nblocks,) or counts.shape != (nblocks,):
+        msg = "dst and counts must have one entry per block"
+        raise ValueError(msg)
+    if nblocks and (counts.min() < 0 or counts.max() > BLOCK_SIZE or dst.min() < 0 or int((dst + counts).max()) > out_size):
+        msg = "unpack_blocks_scatter: a block's destination lies outside out"
+        raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
+
+
+def unpack_blocks_scatter(words, block_word_offsets, bit_widths, dst, counts, out):
+    """Unpack FastLanes blocks and keep the first ``counts[i]`` values of block ``i`` at
+    ``out[dst[i]:dst[i] + counts[i]]`` (CPU; ``out`` is written in place and returned).
+
+    ``out`` has the words' item size.  The same as :func:`unpack_blocks` followed by a
+    copy per block; it lets one call place blocks of many pages in their columns.
+    """
+    words = _as_unsigned_words(words)
+    dst = np.ascontiguousarray(dst, dtype=np.int64)
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    offsets = np.ascontiguousarray(block_word_offsets, dtype=np.int64)
+    nblocks = offsets.shape[0]
+    if out.dtype.itemsize != words.dtype.itemsize:
+        msg = f"out must have itemsize {words.dtype.itemsize}"
+        raise ValueError(msg)
+    _scatter_check(nblocks, dst, counts, out.shape[0])
+    unpacked = unpack_blocks(words, offsets, bit_widths)
+    target = out.view(words.dtype)
+    for b in range(nblocks):
+        c = int(counts[b])
+        target[dst[b] : dst[b] + c] = unpacked[b * BLOCK_SIZE : b * BLOCK_SIZE + c]
+    return out
+
+
+def unpack_blocks_scatter_gpu(words, block_word_offsets, bit_widths, dst, counts, out, *, threads_per_block=128):
+    """GPU twin of :func:`unpack_blocks_scatter`: one launch, one thread per (block, lane).
+
+    ``out`` is a device array (written in place) whose item size is the words';
+    block descriptors may be host or device arrays.
+    """
+    d_words = _device.to_device(words)
+    dt = np.dtype(d_words.dtype)
+    udt = _UNSIGNED.get(dt.itemsize)
+    if udt is None or dt.kind not in "ui":
+        msg = f"words must be an 8/16/32/64-bit integer array, got {dt}"
+        raise TypeError(msg)
+    d_words = _device.to_device(d_words, udt)
+    d_out = _device.to_device(out, udt)
+    host = [isinstance(a, (np.ndarray, list, tuple)) for a in (block_word_offsets, bit_widths, dst, counts)]
+    if all(host):
+        offsets = np.ascontiguousarray(block_word_offsets, dtype=np.int64)
+        _scatter_check(offsets.shape[0], np.asarray(dst, np.int64), np.asarray(counts, np.int64), d_out.shape[0])
+    d_offsets = _device.to_device(np.asarray(block_word_offsets, np.int64) if host[0] else block_word_offsets)
+    d_widths = _device.to_device(np.asarray(bit_widths, np.int64) if host[1] else bit_widths)
+    d_dst = _device.to_device(np.asarray(dst, np.int64) if host[2] else dst)
+    d_counts = _device.to_device(np.asarray(counts, np.int64) if host[3] else counts)
+    nblocks = d_offsets.shape[0]
+    if nblocks:
+        t = dt.itemsize * 8
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(nblocks * (BLOCK_SIZE // t), threads_per_block)
+        _unpack_scatter_kernel.get(T=t)[blocks, tpb](d_words, d_offsets, d_widths, d_dst, d_counts, d_out, err)
+        raise_if_flagged(err, "unpack_blocks_scatter_gpu")
+    return out

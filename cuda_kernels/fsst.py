@@ -568,39 +568,54 @@ def _prepare_tables(symbols2d, lengths2d, n_symbols):
     return sym, sl, nsym
 
 
-def _block_map(seg_bounds, tpb):
-    """Per CUDA block: (segment, first string, end string) so that no block spans segments."""
-    bounds = np.asarray(seg_bounds, np.int64).reshape(-1)
-    if bounds.size < 1 or np.any(np.diff(bounds) < 0):
-        msg = "seg_bounds must be non-decreasing string indices"
+def _segment_ranges(segments):
+    """(lo, hi) string ranges of the segments: ``bounds[S + 1]`` (contiguous segments)
+    or ``[S, 2]`` rows of ``[lo, hi)`` (segments may leave strings between them out)."""
+    seg = np.asarray(segments, np.int64)
+    if seg.ndim == 2 and seg.shape[1] == 2:
+        lo, hi = seg[:, 0].copy(), seg[:, 1].copy()
+    elif seg.ndim == 1 and seg.size >= 1:
+        lo, hi = seg[:-1].copy(), seg[1:].copy()
+    else:
+        msg = "segments must be bounds[S + 1] or [S, 2] ranges"
         raise ValueError(msg)
-    counts = np.diff(bounds)
+    if np.any(hi < lo) or np.any(lo < 0):
+        msg = "segment ranges must be non-negative and non-decreasing"
+        raise ValueError(msg)
+    return lo, hi
+
+
+def _block_map(segments, tpb):
+    """Per CUDA block: (segment, first string, end string) so that no block spans segments."""
+    lo, hi = _segment_ranges(segments)
+    counts = hi - lo
     nblk = -(-counts // tpb)
     seg = np.repeat(np.arange(counts.size, dtype=np.int64), nblk)
     first_blk = np.zeros(counts.size + 1, np.int64)
     np.cumsum(nblk, out=first_blk[1:])
     k = np.arange(seg.size, dtype=np.int64) - first_blk[seg]
-    first = bounds[seg] + k * tpb
-    end = np.minimum(first + tpb, bounds[seg + 1])
+    first = lo[seg] + k * tpb
+    end = np.minimum(first + tpb, hi[seg])
     return seg, first, end
 
 
-def fsst_decode_segments(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, seg_bounds):
+def fsst_decode_segments(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, segments):
     """Decode the strings of several segments, each with its own symbol table (CPU).
 
-    String ``i`` is ``compressed[starts[i]:starts[i] + lengths[i]]``; segment ``s``
-    holds strings ``seg_bounds[s] .. seg_bounds[s + 1]`` and uses table ``s``
-    (``symbols2d[s]``, ``lengths2d[s]``, ``n_symbols[s]``).  Returns the decoded
-    strings of all segments, in order: ``(out_offsets int64, out_bytes uint8)``.
+    String ``i`` is ``compressed[starts[i]:starts[i] + lengths[i]]``; ``segments`` is
+    either ``bounds[S + 1]`` (segment ``s`` holds strings ``bounds[s] .. bounds[s + 1]``)
+    or ``[S, 2]`` rows ``[lo, hi)``; segment ``s`` uses table ``s`` (``symbols2d[s]``,
+    ``lengths2d[s]``, ``n_symbols[s]``).  Returns the decoded strings of all segments, in
+    order: ``(out_offsets int64, out_bytes uint8)``.
     """
     sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
-    bounds = np.asarray(seg_bounds, np.int64)
+    seg_lo, seg_hi = _segment_ranges(segments)
     st = np.asarray(starts, np.int64)
     ln = np.asarray(lengths, np.int64)
     offs_parts, data_parts = [np.zeros(1, np.int64)], []
     base = 0
     for k in range(nsym.size):
-        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        lo, hi = int(seg_lo[k]), int(seg_hi[k])
         o, d = fsst_decode_spans(sym[k], sl[k], compressed, st[lo:hi], ln[lo:hi], n_symbols=int(nsym[k]))
         offs_parts.append(o[1:] + base)
         data_parts.append(d)
@@ -609,15 +624,16 @@ def fsst_decode_segments(symbols2d, lengths2d, n_symbols, compressed, starts, le
     return np.concatenate(offs_parts), out
 
 
-def fsst_lengths_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, seg_bounds, out_lens, *, threads_per_block=128):
+def fsst_lengths_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, segments, out_lens, *, threads_per_block=128):
     """Decoded lengths of the strings of every segment (pass 1), one launch for all
-    segments: ``out_lens[i]`` is written for every string ``i`` of a segment (in place).
+    segments: ``out_lens[i]`` is written for every string ``i`` of a segment (in place;
+    strings outside the segments are left alone).
 
-    Strings are given as spans (see :func:`fsst_decode_segments`); ``seg_bounds`` and
-    the tables are host arrays, the spans and ``compressed`` host or device arrays.
+    Strings are given as spans, segments as in :func:`fsst_decode_segments`; the segments
+    and tables are host arrays, the spans and ``compressed`` host or device arrays.
     """
     sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
-    seg, first, end = _block_map(seg_bounds, threads_per_block)
+    seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
         _seg_lengths_kernel.get()[seg.size, threads_per_block](
@@ -629,12 +645,12 @@ def fsst_lengths_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, start
     return out_lens
 
 
-def fsst_decode_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, seg_bounds, out_offsets, out_bytes, *, threads_per_block=128):
+def fsst_decode_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, segments, out_offsets, out_bytes, *, threads_per_block=128):
     """Write the decoded strings of every segment (pass 2): string ``i`` goes to
     ``out_bytes[out_offsets[i]:out_offsets[i + 1]]``, where ``out_offsets`` is an exclusive
     scan of lengths that include pass 1's.  One launch for all segments (in place)."""
     sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
-    seg, first, end = _block_map(seg_bounds, threads_per_block)
+    seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
         _seg_decode_kernel.get()[seg.size, threads_per_block](

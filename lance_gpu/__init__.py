@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """lance-gpu: read Lance datasets on the GPU (cuDF) with a fast CPU fallback.
 
-The API mirrors pylance: ``lance_gpu.dataset(uri).to_table(columns=, filter=)``.  Nothing
-here imports CUDA libraries; the GPU path loads them on first use.
+The API mirrors pylance: ``lance_gpu.dataset(uri).to_table(columns=, filter=)``;
+``lance_gpu.read_cudf(uri)`` / ``dataset(uri).to_cudf()`` give a ``cudf.DataFrame`` decoded
+on the GPU.  Nothing here imports CUDA libraries; the GPU path loads them on first use.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from lance_gpu.write import DatasetExistsError, write_dataset
 
 __version__ = "0.1.0"
 
+
+def read_cudf(uri, columns=None, filter=None, version=None, *, on_cpu_fallback: str = "warn"):  # noqa: A002
+    """Read a Lance dataset into a ``cudf.DataFrame``, decoded on the GPU (as
+    ``cudf.read_parquet`` does for Parquet): ``dataset(uri, version).to_cudf(columns, filter)``."""
+    return dataset(uri, version, device="gpu").to_cudf(columns, filter, on_cpu_fallback=on_cpu_fallback)
+
+
 __all__ = [
     "CommitConflictError",
     "CorruptFileError",
@@ -39,5 +47,6 @@ __all__ = [
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
     "dataset",
+    "read_cudf",
     "write_dataset",
 ]

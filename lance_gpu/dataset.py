@@ -345,10 +345,21 @@ class LanceDataset:
         limit: int | None = None,
         offset: int | None = None,
         device: str | None = None,
+        on_cpu_fallback: str = "warn",
     ) -> pa.Table:
-        """Read the dataset (or the given columns) into one Arrow table; deleted rows never appear."""
-        resolve_device(device or self._device)
-        batches = list(self._scan(columns, filter, with_row_id))
+        """Read the dataset (or the given columns) into one Arrow table; deleted rows never appear.
+
+        ``device`` ("auto", "gpu", "cpu"; default: the dataset's) picks the decoder.  On the
+        GPU, a field whose encoding has no GPU kernel is decoded on the CPU with a
+        ``CpuDecodeWarning`` (once per reason), or raises ``UnsupportedEncodingError`` with
+        ``on_cpu_fallback="raise"`` (``"allow"``: silently).
+        """
+        if resolve_device(device or self._device) == "gpu":
+            from lance_gpu.gpu.read import scan_tables
+
+            batches = list(scan_tables(self, columns, filter, with_row_id=with_row_id, on_cpu_fallback=on_cpu_fallback))
+        else:
+            batches = list(self._scan(columns, filter, with_row_id))
         schema = self._result_schema(columns, with_row_id)
         if not batches:
             table = pa.Table.from_batches([], schema=schema)
@@ -431,9 +442,21 @@ class LanceDataset:
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
         device: str | None = None,
+        on_cpu_fallback: str = "warn",
     ) -> Iterator[pa.RecordBatch]:
-        """Stream record batches of at most ``batch_size`` rows, fragment by fragment."""
-        resolve_device(device or self._device)
+        """Stream record batches of at most ``batch_size`` rows, fragment by fragment.
+
+        With the GPU (see :meth:`to_table` for ``device`` and ``on_cpu_fallback``), fragments
+        are decoded on the device as many at a time as the device memory budget allows, and
+        each is copied to the host as it is handed out.
+        """
+        if resolve_device(device or self._device) == "gpu":
+            from lance_gpu.gpu.read import scan_tables
+
+            size = max(int(batch_size), 1)
+            for table in scan_tables(self, columns, filter, with_row_id=with_row_id, on_cpu_fallback=on_cpu_fallback):
+                yield from table.to_batches(max_chunksize=size)
+            return
         fields, projected = self._projection(columns)
         compiled = None
         read_fields = list(fields)
@@ -459,6 +482,23 @@ class LanceDataset:
                     table = compiled.apply(table)
                 table = self._finish(table, projected, columns, with_row_id)
                 yield from table.to_batches(max_chunksize=batch_size)
+
+    def to_cudf(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        *,
+        on_cpu_fallback: str = "warn",
+    ):
+        """Read the dataset (or the given columns, filtered) into one ``cudf.DataFrame``.
+
+        Pages are decoded on the GPU and the frame is built on the decoded device buffers
+        without a copy.  Needs a usable GPU and cuDF (``GpuUnavailableError`` otherwise);
+        ``on_cpu_fallback`` as in :meth:`to_table`.
+        """
+        from lance_gpu.gpu.read import to_cudf
+
+        return to_cudf(self, columns, filter, on_cpu_fallback=on_cpu_fallback)
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None, *, with_row_id: bool = False) -> pa.Table:
         """Rows at the given positions (0-based, counting live rows across fragments in order)."""

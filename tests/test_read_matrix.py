@@ -387,8 +387,14 @@ def _ref(built: Built, version: int | None = None):
     return lance.dataset(built.uri, version=version)
 
 
-def _ours(built: Built, version: int | None = None):
-    return lance_gpu.dataset(built.uri, version=version)
+def _ours(built: Built, version: int | None = None, device: str = "cpu"):
+    return lance_gpu.dataset(built.uri, version=version, device=device)
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request: pytest.FixtureRequest) -> str:
+    """The decoding path of the scans (``gpu``: skipped where no GPU is usable)."""
+    return request.param
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,13 +410,13 @@ def test_schema_and_versions(built: Built) -> None:
     assert len(ours.get_fragments()) == len(ref.get_fragments())
 
 
-def test_to_table(built: Built) -> None:
-    assert_same(_ours(built).to_table(), _ref(built).to_table(), built.name)
+def test_to_table(built: Built, device: str) -> None:
+    assert_same(_ours(built, device=device).to_table(), _ref(built).to_table(), built.name)
 
 
-def test_older_versions(built: Built) -> None:
+def test_older_versions(built: Built, device: str) -> None:
     for v in built.versions:
-        ref, ours = _ref(built, v), _ours(built, v)
+        ref, ours = _ref(built, v), _ours(built, v, device)
         assert ours.version == v
         assert ours.count_rows() == ref.count_rows()
         assert_same(ours.to_table(), ref.to_table(), f"{built.name}@v{v}")
@@ -418,8 +424,8 @@ def test_older_versions(built: Built) -> None:
         assert ours.checkout_version(v).count_rows() == ref.count_rows()
 
 
-def test_projections(built: Built) -> None:
-    ref, ours = _ref(built), _ours(built)
+def test_projections(built: Built, device: str) -> None:
+    ref, ours = _ref(built), _ours(built, device=device)
     for cols in built.projections:
         assert_same(ours.to_table(columns=cols), ref.to_table(columns=cols), f"{built.name} columns={cols}")
     # every column on its own (to_table already reads all of a heavy dataset's), reordered
@@ -429,8 +435,8 @@ def test_projections(built: Built) -> None:
     assert_same(ours.to_table(columns=names[::-1]), ref.to_table(columns=names[::-1]), f"{built.name} reversed")
 
 
-def test_filters(built: Built) -> None:
-    ref, ours = _ref(built), _ours(built)
+def test_filters(built: Built, device: str) -> None:
+    ref, ours = _ref(built), _ours(built, device=device)
     for k, f in enumerate(built.filters):
         cols = ["id", "ts", "lowcard"] if built.heavy and k else None
         assert_same(
@@ -450,8 +456,8 @@ def test_count_rows(built: Built) -> None:
         assert _ours(built, v).count_rows() == _ref(built, v).count_rows()
 
 
-def test_with_row_id(built: Built) -> None:
-    ref, ours = _ref(built), _ours(built)
+def test_with_row_id(built: Built, device: str) -> None:
+    ref, ours = _ref(built), _ours(built, device=device)
     assert_same(ours.to_table(with_row_id=True), ref.to_table(with_row_id=True), f"{built.name} with_row_id")
     cols = built.projections[0]
     f = built.filters[0]
@@ -463,7 +469,7 @@ def test_with_row_id(built: Built) -> None:
     )
     for v in built.versions:
         assert_same(
-            _ours(built, v).to_table(columns=["id"], with_row_id=True),
+            _ours(built, v, device).to_table(columns=["id"], with_row_id=True),
             _ref(built, v).to_table(columns=["id"], with_row_id=True),
             f"{built.name}@v{v} _rowid",
         )
@@ -493,8 +499,8 @@ def test_take(built: Built) -> None:
 
 
 @pytest.mark.parametrize("batch_size", [1000, 4096])
-def test_to_batches(built: Built, batch_size: int) -> None:
-    ref, ours = _ref(built), _ours(built)
+def test_to_batches(built: Built, device: str, batch_size: int) -> None:
+    ref, ours = _ref(built), _ours(built, device=device)
     batches = list(ours.to_batches(batch_size=batch_size))
     assert all(b.num_rows <= batch_size for b in batches)
     expected = ref.to_table()

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GPU read path: Lance pages decoded by CUDA kernels into device columns, handed out as
+``cudf.DataFrame`` (zero copy), Arrow (a host copy), CuPy arrays or DLPack.
+
+Importing this package loads no CUDA library (CuPy, cuDF, ``numba.cuda`` are imported on
+first use), so ``lance_gpu._device.gpu_unusable_reason`` can import it to learn that the
+decoder exists.  Modules:
+
+* :mod:`.plan` -- per-page decode plans from the file layer's parsed layouts, grouped by
+  kernel family (which encodings decode on the GPU, and why others do not);
+* :mod:`.staging` -- the requested byte ranges gathered into pinned host memory and sent to
+  the device in large, double-buffered transfers;
+* :mod:`.decode` -- one launch per kernel family over every page of a read unit;
+* :mod:`.assemble` -- levels to validity and offsets, fields to device column trees;
+* :mod:`.columns` -- device columns and tables: take, Arrow, CuPy / DLPack; :mod:`._cudf`
+  builds cuDF columns on the same buffers;
+* :mod:`.memory` -- the device memory budget and the RMM allocator;
+* :mod:`.read` -- the end-to-end scan used by ``LanceDataset.to_cudf`` / ``to_table(device="gpu")``.
+
+Usage::
+
+    import lance_gpu
+    df = lance_gpu.dataset("/data/events.lance").to_cudf(columns=["id", "text"], filter="id > 10")
+    tbl = lance_gpu.dataset("/data/events.lance").to_table(device="gpu")      # Arrow on the host
+"""
+
+from __future__ import annotations
+
+from lance_gpu._device import GpuFallbackWarning
+from lance_gpu.gpu.memory import memory_budget, memory_limit, set_memory_limit
+
+
+class CpuDecodeWarning(GpuFallbackWarning):
+    """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
+    or its type) and uploaded; the message names the reason.  Warned once per reason."""
+
+
+def scan_device(ds, fields, **kwargs):
+    """See :func:`lance_gpu.gpu.read.scan_device`."""
+    from lance_gpu.gpu.read import scan_device as _scan
+
+    return _scan(ds, fields, **kwargs)
+
+
+__all__ = ["CpuDecodeWarning", "memory_budget", "memory_limit", "scan_device", "set_memory_limit"]

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Device arrays for the GPU reader, whichever library provides them.
+
+The decoder keeps every buffer as a numba device array (what the kernels take).  On a GPU
+with CuPy, memory is allocated through CuPy (so its pool, or RMM when cuDF set it up, serves
+it) and viewed as numba arrays without a copy; under the numba CUDA simulator (no CuPy) the
+arrays are the simulator's.  Nothing here imports CUDA at module import time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuda_kernels import _device
+
+
+def cuda():
+    from numba import cuda as numba_cuda
+
+    return numba_cuda
+
+
+def cupy():
+    """The CuPy module, or None (not installed, or simulator)."""
+    return _device.get_cupy()
+
+
+def empty(n: int, dtype) -> object:
+    """Uninitialised device array of ``n`` items (at least one byte is allocated)."""
+    n = int(n)
+    dtype = np.dtype(dtype)
+    cp = cupy()
+    if cp is not None:
+        return cuda().as_cuda_array(cp.empty(max(n, 1), dtype=dtype)[:n])
+    return cuda().device_array(n, dtype=dtype)
+
+
+def zeros(n: int, dtype) -> object:
+    n = int(n)
+    cp = cupy()
+    if cp is not None:
+        return cuda().as_cuda_array(cp.zeros(max(n, 1), dtype=np.dtype(dtype))[:n])
+    return _device.device_zeros(n, dtype)
+
+
+def full(n: int, dtype, value) -> object:
+    cp = cupy()
+    if cp is not None:
+        return cuda().as_cuda_array(cp.full(max(int(n), 1), value, dtype=np.dtype(dtype))[: int(n)])
+    return _device.device_full(int(n), dtype, value)
+
+
+def upload(host: np.ndarray) -> object:
+    """A device copy of a host array."""
+    host = np.ascontiguousarray(host)
+    out = empty(host.size, host.dtype)
+    if host.size:
+        out.copy_to_device(host.reshape(-1))
+    return out if host.ndim == 1 else out.reshape(host.shape)
+
+
+def as_device(x) -> object:
+    """A numba device array viewing ``x`` (device arrays are not copied)."""
+    return _device.to_device(x)
+
+
+def to_host(x) -> np.ndarray:
+    if x is None:
+        return None  # type: ignore[return-value]
+    return _device.to_host(x)
+
+
+def to_cupy(x):
+    cp = cupy()
+    if cp is None:
+        from lance_gpu.errors import GpuUnavailableError
+
+        msg = "CuPy is not available (or the CUDA simulator is on): device arrays stay numba arrays"
+        raise GpuUnavailableError(msg)
+    return cp.asarray(x)
+
+
+def count_false(x) -> int:
+    """Number of False items of a device bool array."""
+    n = int(x.shape[0])
+    if not n:
+        return 0
+    cp = cupy()
+    if cp is not None:
+        return n - int(cp.count_nonzero(cp.asarray(x)))
+    return n - int(np.count_nonzero(to_host(x)))
+
+
+def iota(n: int, dtype=np.int64) -> object:
+    """Device ``arange(n)``."""
+    cp = cupy()
+    if cp is not None:
+        return cuda().as_cuda_array(cp.arange(int(n), dtype=dtype))
+    from cuda_kernels.segments import expand_ranges_gpu
+
+    idx, _ = expand_ranges_gpu(np.zeros(1, np.int64), np.array([int(n)], np.int64))
+    return idx if np.dtype(dtype) == np.int64 else upload(np.arange(int(n), dtype=dtype))
+
+
+def synchronize() -> None:
+    cuda().synchronize()

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Device columns to ``cudf.DataFrame`` without copying the decoded buffers.
+
+Each column becomes a ``pylibcudf.Column`` over our device buffers (``gpumemoryview`` of
+CuPy views; integration notes §4): fixed width as is, booleans as BOOL8, strings as chars
+plus an INT32 offsets child (rebased to 0), lists / maps as LIST with INT32 offsets,
+fixed-size lists as LIST over their items, structs with the parent's nulls superimposed on
+the children (what ``cudf.DataFrame.from_arrow`` gives).  Null masks are Arrow bitmaps
+padded to 64 bytes.  The cuDF dtype (struct field names, decimals, ...) is then set to
+what ``cudf.Series.from_arrow`` gives for the Arrow type.
+
+Types cuDF has no zero-copy form for here (time-of-day, float16, decimal256, binary,
+time zones, extension types, Arrow dictionaries, columns the CPU reader decoded) go through
+``cudf.Series.from_arrow`` of a host copy, which is exactly what
+``cudf.DataFrame.from_arrow(pylance_table)`` does for them (and raises where it raises).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+import cuda_kernels as ck
+from lance_gpu.gpu import _array
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _is_var, _storage
+
+_INT = {
+    (8, True): "INT8", (16, True): "INT16", (32, True): "INT32", (64, True): "INT64",
+    (8, False): "UINT8", (16, False): "UINT16", (32, False): "UINT32", (64, False): "UINT64",
+}
+_UNIT = {"s": "SECONDS", "ms": "MILLISECONDS", "us": "MICROSECONDS", "ns": "NANOSECONDS"}
+
+
+class _NoZeroCopy(Exception):
+    pass
+
+
+def _plc():
+    import pylibcudf as plc
+
+    return plc
+
+
+def _type_id(s: pa.DataType):
+    plc = _plc()
+    T = plc.TypeId
+    if pa.types.is_integer(s):
+        return plc.DataType(getattr(T, _INT[(s.bit_width, pa.types.is_signed_integer(s))]))
+    if pa.types.is_float32(s):
+        return plc.DataType(T.FLOAT32)
+    if pa.types.is_float64(s):
+        return plc.DataType(T.FLOAT64)
+    if pa.types.is_boolean(s):
+        return plc.DataType(T.BOOL8)
+    if pa.types.is_timestamp(s) and s.tz is None:
+        return plc.DataType(getattr(T, "TIMESTAMP_" + _UNIT[s.unit]))
+    if pa.types.is_duration(s):
+        return plc.DataType(getattr(T, "DURATION_" + _UNIT[s.unit]))
+    if pa.types.is_date32(s):
+        return plc.DataType(T.TIMESTAMP_DAYS)
+    if pa.types.is_date64(s):
+        return plc.DataType(T.TIMESTAMP_MILLISECONDS)
+    if pa.types.is_decimal128(s):
+        return plc.DataType(T.DECIMAL128, -s.scale)
+    raise _NoZeroCopy(str(s))
+
+
+def _mask(col: DeviceColumn):
+    """(gpumemoryview of a 64-byte padded bitmask, null count), or (None, 0)."""
+    if col.validity is None or not col.null_count:
+        return None, 0
+    cp = _array.cupy()
+    bm = cp.asarray(ck.validity_to_bitmap_gpu(col.validity))
+    padded = cp.zeros(-(-max(bm.size, 1) // 64) * 64, dtype=np.uint8)
+    padded[: bm.size] = bm
+    return _plc().gpumemoryview(padded), col.null_count
+
+
+def _view(arr):
+    cp = _array.cupy()
+    a = cp.asarray(arr)
+    if a.size == 0:
+        a = cp.zeros(1, dtype=a.dtype)
+    return _plc().gpumemoryview(a)
+
+
+def _offsets_column(offsets, n: int):
+    """INT32 offsets starting at 0, as a pylibcudf column."""
+    plc = _plc()
+    cp = _array.cupy()
+    off = cp.asarray(offsets).astype(cp.int64)
+    rebased = (off - off[0]).astype(cp.int32) if n else cp.zeros(1, cp.int32)
+    return plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(rebased), None, 0, 0, [])
+
+
+def _with_parent_nulls(child: DeviceColumn, validity) -> DeviceColumn:
+    if validity is None:
+        return child
+    from lance_gpu.gpu._kernels import and_validity
+
+    return DeviceColumn(child.type, child.length, and_validity(validity, child.validity), child.data, child.offsets, child.children)
+
+
+def to_plc_column(col: DeviceColumn):
+    """A ``pylibcudf.Column`` over ``col``'s device buffers (raises _NoZeroCopy)."""
+    plc = _plc()
+    cp = _array.cupy()
+    t = col.type
+    if isinstance(t, pa.ExtensionType):
+        raise _NoZeroCopy(str(t))
+    s = t
+    n = col.length
+    mask, nulls = _mask(col)
+    if pa.types.is_struct(s):
+        children = [to_plc_column(_with_parent_nulls(c, col.validity if nulls else None)) for c in col.children]
+        return plc.Column(plc.DataType(plc.TypeId.STRUCT), n, None, mask, nulls, 0, children)
+    if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+        child = to_plc_column(col.children[0])
+        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [_offsets_column(col.offsets, n), child])
+    if pa.types.is_fixed_size_list(s):
+        dim = s.list_size
+        inner = DeviceColumn(s.value_type, n * dim, None, col.data)
+        offsets = (cp.arange(n + 1, dtype=cp.int32) * dim)
+        off_col = plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(offsets), None, 0, 0, [])
+        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [off_col, to_plc_column(inner)])
+    if pa.types.is_string(s) or pa.types.is_large_string(s):
+        off = cp.asarray(col.offsets)
+        base, end = (int(off[0]), int(off[-1])) if n else (0, 0)
+        chars = cp.asarray(col.data)[base:end]
+        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(chars), mask, nulls, 0, [_offsets_column(col.offsets, n)])
+    if _is_var(s):
+        raise _NoZeroCopy(str(s))
+    dtype = _type_id(s)
+    w = s.bit_width // 8 if not pa.types.is_boolean(s) else 1
+    return plc.Column(dtype, n, _view(col.data[: n * w]), mask, nulls, 0, [])
+
+
+def _expected_dtype(t: pa.DataType):
+    import cudf
+
+    return cudf.Series.from_arrow(pa.array([], type=t)).dtype
+
+
+def column_to_cudf(col: DeviceColumn | pa.Array, name: str):
+    """A ``cudf.Series`` of one column (zero copy where cuDF has the layout)."""
+    import cudf
+
+    if isinstance(col, DeviceColumn):
+        try:
+            series = cudf.Series.from_pylibcudf(to_plc_column(col))
+            expected = _expected_dtype(col.type)
+            if series.dtype != expected:
+                series = cudf.Series._from_column(series._column._with_type_metadata(expected))
+            return series.rename(name)
+        except _NoZeroCopy:
+            pass
+        except Exception as exc:  # a cuDF version whose API differs: still give the data
+            _warn_once(f"column {name!r} ({col.type}) went through a host copy: zero-copy construction failed ({type(exc).__name__}: {exc})")
+        arr = col.to_arrow()
+    else:
+        arr = col
+    return cudf.Series.from_arrow(arr).rename(name)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(msg: str) -> None:
+    import warnings
+
+    from lance_gpu.gpu import CpuDecodeWarning
+
+    if msg not in _warned:
+        _warned.add(msg)
+        warnings.warn(f"lance_gpu: {msg}", CpuDecodeWarning, stacklevel=4)
+
+
+def table_to_cudf(table: DeviceTable):
+    import cudf
+
+    if not table.names:
+        return cudf.DataFrame(index=cudf.RangeIndex(table.num_rows))
+    series = [column_to_cudf(c, name) for name, c in zip(table.names, table.columns)]
+    return cudf.DataFrame({s.name: s for s in series})

@@ -1,0 +1,328 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Decoded columns in device memory, and their ways out: cuDF (zero copy), Arrow (a host
+copy), CuPy / DLPack (numeric columns).
+
+A :class:`DeviceColumn` has the Arrow layout, with two device-friendly choices:
+
+* validity is one bool **byte** per slot (None: no nulls), turned into Arrow / cuDF
+  bitmaps on the device when a column leaves;
+* booleans are one byte per value (cuDF's BOOL8); fixed-size lists are fixed-width values
+  (``data`` holds ``length * width`` bytes, booleans one byte per item);
+* ``offsets`` (strings, binary, lists, maps) are int64 and may start above 0: they index
+  ``data`` (strings) or the child (lists) directly, so a column can be a window into
+  buffers shared by every column of a read unit.
+
+A :class:`DeviceTable` is what one fragment read on the GPU gives: device columns, plus
+Arrow arrays for the fields the CPU reader decoded (no GPU kernel for their encoding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+import cuda_kernels as ck
+from lance_gpu.errors import GpuUnavailableError, UnsupportedEncodingError
+from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu.plan import Unsupported, leaf_kind
+
+
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+
+
+def _is_var(s: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_binary(s)
+        or pa.types.is_large_binary(s) or pa.types.is_string_view(s) or pa.types.is_binary_view(s)
+    )
+
+
+def _is_nested(s: pa.DataType) -> bool:
+    return pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)
+
+
+@dataclass(slots=True, eq=False)
+class DeviceColumn:
+    type: pa.DataType
+    length: int
+    validity: object | None = None  # device bool[length]
+    data: object | None = None  # device uint8
+    offsets: object | None = None  # device int64[length + 1]
+    children: list[DeviceColumn] = field(default_factory=list)
+    _nulls: int | None = None
+
+    # -- basics -----------------------------------------------------------------------------
+
+    @property
+    def null_count(self) -> int:
+        if self._nulls is None:
+            self._nulls = 0 if self.validity is None else _array.count_false(self.validity)
+        return self._nulls
+
+    @property
+    def width(self) -> int:
+        """Bytes per value of a fixed-width (or boolean / fixed-size list) column."""
+        return leaf_kind(self.type)[1]
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"DeviceColumn({self.type}, length={self.length}, nulls={self.null_count})"
+
+    # -- row selection ----------------------------------------------------------------------
+
+    def take(self, indices) -> DeviceColumn:
+        """The rows at ``indices`` (a device int64 array), as a new column."""
+        n = int(indices.shape[0])
+        s = _storage(self.type)
+        validity = None if self.validity is None else ck.gather_fixed_gpu(self.validity, indices)
+        validity = None if validity is None else _array.as_device(validity)
+        if pa.types.is_struct(s):
+            return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children])
+        if _is_var(s):
+            off, data = ck.gather_binary_gpu(self.offsets, self.data, indices)
+            return DeviceColumn(self.type, n, validity, _array.as_device(data), _array.as_device(off))
+        if _is_nested(s):
+            starts, lengths = ck.take_ranges_gpu(self.offsets, indices)
+            child_idx, offsets = ck.expand_ranges_gpu(starts, lengths)
+            child = self.children[0].take(_array.as_device(child_idx))
+            return DeviceColumn(self.type, n, validity, offsets=_array.as_device(offsets), children=[child])
+        w = self.width
+        rows = self.data[: self.length * w]
+        if w in (1, 2, 4, 8):
+            taken = ck.gather_fixed_gpu(rows.view(np.dtype(f"u{w}")), indices)
+            data = _array.as_device(taken).view(np.uint8)
+        else:
+            taken = ck.gather_fixed_gpu(rows.reshape(self.length, w), indices)
+            data = _array.as_device(taken).reshape(n * w)
+        return DeviceColumn(self.type, n, validity, data)
+
+    def field(self, index: int) -> DeviceColumn:
+        """Child ``index`` of a struct column, null where the struct is null (as
+        ``pyarrow.compute.struct_field``)."""
+        child = self.children[index]
+        validity = _kernels.and_validity(self.validity, child.validity)
+        return DeviceColumn(child.type, child.length, validity, child.data, child.offsets, child.children)
+
+    # -- to the host --------------------------------------------------------------------------
+
+    def to_arrow(self) -> pa.Array:
+        """A host (pyarrow) copy; validity and booleans become bitmaps on the device first."""
+        t = self.type
+        s = _storage(t)
+        n = self.length
+        mask = _host_bitmap(self.validity) if self.validity is not None and self.null_count else None
+        if pa.types.is_struct(s):
+            children = [c.to_arrow() for c in self.children]
+            arr = pa.Array.from_buffers(s, n, [mask], children=children)
+        elif pa.types.is_map(s) or pa.types.is_list(s) or pa.types.is_large_list(s):
+            offs = _array.to_host(self.offsets).astype(np.int64)
+            child = self.children[0].to_arrow()
+            if pa.types.is_large_list(s):
+                off_buf = pa.py_buffer(offs)
+            else:
+                if offs.size and offs[-1] > np.iinfo(np.int32).max:
+                    raise UnsupportedEncodingError("a list column of more than 2^31 items needs large_list")
+                off_buf = pa.py_buffer(offs.astype(np.int32))
+            arr = pa.Array.from_buffers(s, n, [mask, off_buf], children=[child])
+        elif _is_var(s):
+            offs = _array.to_host(self.offsets).astype(np.int64)
+            base, end = (int(offs[0]), int(offs[-1])) if offs.size else (0, 0)
+            data = _array.to_host(self.data[base:end]) if end > base else np.zeros(0, np.uint8)
+            offs = offs - base
+            if pa.types.is_string_view(s) or pa.types.is_binary_view(s):
+                big = pa.large_string() if pa.types.is_string_view(s) else pa.large_binary()
+                arr = pa.Array.from_buffers(big, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)]).cast(s)
+            else:
+                if pa.types.is_string(s) or pa.types.is_binary(s):
+                    if offs.size and offs[-1] > np.iinfo(np.int32).max:
+                        raise UnsupportedEncodingError("more than 2 GiB in one string column chunk")
+                    offs = offs.astype(np.int32)
+                arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)])
+        else:
+            arr = _fixed_to_arrow(s, n, self.data, mask)
+        return arr if s is t else pa.ExtensionArray.from_storage(t, arr)
+
+    def to_cupy(self, *, allow_nulls: bool = False):
+        """The values of a numeric (fixed-width) column as a CuPy array, without a copy.
+
+        Fixed-size lists give a ``[length, dim]`` array; booleans a bool array; temporal and
+        decimal types their integer storage.  Null slots hold unspecified values, so columns
+        with nulls are refused unless ``allow_nulls``.
+        """
+        s = _storage(self.type)
+        if _is_var(s) or _is_nested(s):
+            msg = f"to_cupy needs a fixed-width column, not {self.type}"
+            raise TypeError(msg)
+        if self.null_count and not allow_nulls:
+            msg = f"column of {self.type} has {self.null_count} nulls (pass allow_nulls=True to get the raw values)"
+            raise ValueError(msg)
+        dtype, shape = _numpy_layout(s, self.length)
+        raw = self.data[: int(np.prod(shape)) * dtype.itemsize]
+        return _array.to_cupy(raw.view(dtype)).reshape(shape)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.to_cupy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.to_cupy().__dlpack_device__()
+
+    # -- from the host ------------------------------------------------------------------------
+
+    @classmethod
+    def from_arrow(cls, arr: pa.Array | pa.ChunkedArray) -> DeviceColumn:
+        """Upload a pyarrow array (used for the fields the CPU reader decoded)."""
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        t = arr.type
+        s = _storage(t)
+        if isinstance(arr, pa.ExtensionArray):
+            arr = arr.storage
+        n = len(arr)
+        validity = _device_validity(arr)
+        if pa.types.is_struct(s):
+            children = [cls.from_arrow(arr.field(i)) for i in range(s.num_fields)]
+            return cls(t, n, validity, children=children)
+        if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+            offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+            child = cls.from_arrow(arr.values)
+            return cls(t, n, validity, offsets=_array.upload(offs), children=[child])
+        if pa.types.is_string_view(s) or pa.types.is_binary_view(s):
+            big = pa.large_string() if pa.types.is_string_view(s) else pa.large_binary()
+            col = cls.from_arrow(arr.cast(big))
+            return cls(t, n, col.validity, col.data, col.offsets)
+        if _is_var(s):
+            offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+            base, end = (int(offs[0]), int(offs[-1])) if offs.size else (0, 0)
+            buf = arr.buffers()[2]
+            data = np.frombuffer(buf, np.uint8)[base:end] if buf is not None else np.zeros(0, np.uint8)
+            return cls(t, n, validity, _array.upload(data), _array.upload(offs - base))
+        try:
+            kind, w = leaf_kind(t)
+        except Unsupported as exc:
+            raise TypeError(f"cannot upload a column of {t}: {exc}") from exc
+        return cls(t, n, validity, _array.upload(_fixed_bytes(s, arr, kind, w)))
+
+
+# --------------------------------------------------------------------------------------------
+# Fixed width <-> Arrow
+
+
+def _host_bitmap(validity) -> pa.Buffer:
+    return pa.py_buffer(_array.to_host(ck.validity_to_bitmap_gpu(validity)))
+
+
+def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None) -> pa.Array:
+    if pa.types.is_fixed_size_list(s):
+        inner = _fixed_to_arrow(s.value_type, n * s.list_size, data, None)
+        return pa.Array.from_buffers(s, n, [mask], children=[inner])
+    if pa.types.is_boolean(s):
+        bits = _host_bitmap(data[:n].view(np.bool_)) if n else pa.py_buffer(b"")
+        return pa.Array.from_buffers(s, n, [mask, bits])
+    w = s.bit_width // 8
+    raw = _array.to_host(data[: n * w]) if n else np.zeros(0, np.uint8)
+    return pa.Array.from_buffers(s, n, [mask, pa.py_buffer(raw)])
+
+
+def _fixed_bytes(s: pa.DataType, arr: pa.Array, kind: str, w: int) -> np.ndarray:
+    """The ``len(arr) * w`` value bytes of a fixed-width (or bool / fixed-size list) array."""
+    n = len(arr)
+    if pa.types.is_fixed_size_list(s):
+        flat = arr.values.slice(arr.offset * s.list_size, n * s.list_size)
+        return _fixed_bytes(s.value_type, flat, kind, w // s.list_size if s.list_size else 0)
+    if pa.types.is_boolean(s):
+        buf = arr.buffers()[1]
+        bits = np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little") if buf is not None else np.zeros(0, np.uint8)
+        return np.ascontiguousarray(bits[arr.offset : arr.offset + n])
+    buf = arr.buffers()[1]
+    raw = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
+    return np.ascontiguousarray(raw[arr.offset * w : (arr.offset + n) * w])
+
+
+def _device_validity(arr: pa.Array):
+    if arr.null_count == 0 or pa.types.is_null(arr.type):
+        return None
+    buf = arr.buffers()[0]
+    if buf is None:
+        return None
+    return _array.as_device(ck.bitmap_to_validity_gpu(np.frombuffer(buf, np.uint8), len(arr), arr.offset))
+
+
+def _numpy_layout(s: pa.DataType, n: int) -> tuple[np.dtype, tuple[int, ...]]:
+    if pa.types.is_fixed_size_list(s):
+        dt, shape = _numpy_layout(s.value_type, n * s.list_size)
+        return dt, (n, s.list_size) + shape[1:]
+    if pa.types.is_boolean(s):
+        return np.dtype(np.bool_), (n,)
+    if pa.types.is_floating(s):
+        return np.dtype(s.to_pandas_dtype()), (n,)
+    if pa.types.is_integer(s):
+        return np.dtype(s.to_pandas_dtype()), (n,)
+    w = s.bit_width // 8
+    if w in (1, 2, 4, 8):
+        return np.dtype(f"<i{w}"), (n,)
+    return np.dtype(np.uint8), (n, w)
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+
+
+class DeviceTable:
+    """The decoded top-level fields of one fragment (after deletions and the filter).
+
+    ``columns`` maps names to :class:`DeviceColumn` (decoded on the GPU) or ``pyarrow.Array``
+    (decoded by the CPU reader); ``row_ids`` (host uint64) is set when they were asked for.
+    """
+
+    def __init__(self, names: list[str], columns: list[DeviceColumn | pa.Array], num_rows: int, row_ids=None, fragment_id: int = -1) -> None:
+        self.names = list(names)
+        self.columns = list(columns)
+        self.num_rows = int(num_rows)
+        self.row_ids = row_ids
+        self.fragment_id = fragment_id
+
+    def __repr__(self) -> str:
+        return f"DeviceTable({self.num_rows} rows, {self.names})"
+
+    def column(self, name: str) -> DeviceColumn | pa.Array:
+        return self.columns[self.names.index(name)]
+
+    def take(self, rows: np.ndarray) -> DeviceTable:
+        """The rows at the host positions ``rows``."""
+        rows = np.ascontiguousarray(rows, np.int64)
+        d_rows = _array.upload(rows) if any(isinstance(c, DeviceColumn) for c in self.columns) else None
+        cols = [c.take(d_rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows)) for c in self.columns]
+        ids = None if self.row_ids is None else self.row_ids[rows]
+        return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id)
+
+    def to_arrow(self) -> pa.Table:
+        """Host copy of every column (the GPU reader's ``to_table`` output)."""
+        arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in self.columns]
+        if not arrays:
+            return pa.table({"_": pa.nulls(self.num_rows)}).select([])
+        return pa.Table.from_arrays(arrays, names=self.names)
+
+    def device_column(self, name: str) -> DeviceColumn:
+        c = self.column(name)
+        return c if isinstance(c, DeviceColumn) else DeviceColumn.from_arrow(c)
+
+    def to_cupy(self, name: str, **kwargs):
+        """One numeric column as a CuPy array (see :meth:`DeviceColumn.to_cupy`)."""
+        return self.device_column(name).to_cupy(**kwargs)
+
+    def to_cudf(self):
+        """A ``cudf.DataFrame`` built on these device buffers (see :mod:`lance_gpu.gpu._cudf`)."""
+        from lance_gpu.gpu import _cudf
+
+        return _cudf.table_to_cudf(self)
+
+
+def require_cupy() -> None:
+    if _array.cupy() is None:
+        msg = "this needs CuPy and a CUDA device"
+        raise GpuUnavailableError(msg)

@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Run a read unit's plan on the device: one launch per kernel family over all its pages.
+
+Order (each step one launch, or one per word size / destination, and skipped when empty):
+
+1. staging: the unit's file bytes and blobs to the device arena (:mod:`.staging`);
+2. ``copy``: Flat chunks, fixed-width full-zip pages, level tails and constant levels;
+3. ``unpack``: FastLanes blocks of values, dictionary indices and levels, scattered into
+   their columns (``cuda_kernels.unpack_blocks_scatter_gpu``, one launch per destination
+   and word size);
+4. ``bits`` (booleans), ``fill`` (constant and all-null pages, zero levels), ``rle``;
+5. ``full-zip walk`` (count, scan, fill) and ``variable spans`` (mini-block strings);
+6. ``dictionary spans`` then one ``copy`` of the fixed-width dictionary values;
+7. ``remap`` of definition levels where a column's pages describe their layers differently;
+8. variable width: lengths (span lengths, FSST lengths pass over every FSST page with its own
+   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass.
+
+The result is four device buffers shared by every column of the unit: fixed-width values,
+levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import cuda_kernels as ck
+from cuda_kernels import _device
+from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu.plan import _DESTS, UnitPlan
+
+_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+@dataclass(slots=True)
+class UnitBuffers:
+    fixed: object  # uint8: fixed-width values (booleans one byte per item)
+    levels: object  # uint16: repetition / definition levels
+    var_offsets: object  # int64[nslots + 1]: variable-width offsets into var_bytes
+    var_bytes: object  # uint8
+
+
+def _patterns(items: list[tuple[int, int, bytes]]) -> tuple[np.ndarray, ...]:
+    """(dst, nbytes, pattern bytes, pattern starts, pattern lengths) of fill items."""
+    dst = np.array([d for d, _n, _p in items], np.int64)
+    nbytes = np.array([n for _d, n, _p in items], np.int64)
+    uniq: dict[bytes, int] = {}
+    blob = bytearray()
+    starts = []
+    for _d, _n, p in items:
+        if p not in uniq:
+            uniq[p] = len(blob)
+            blob += p
+        starts.append(uniq[p])
+    lens = np.array([len(p) for _d, _n, p in items], np.int64)
+    return dst, nbytes, np.frombuffer(bytes(blob), np.uint8), np.array(starts, np.int64), lens
+
+
+def _copy(src, lst, dst) -> None:
+    if len(lst):
+        a = lst.arrays()
+        ck.copy_ranges_gpu(src, a["src"], a["len"], dst, a["dst"])
+
+
+def _fill(dst, items) -> None:
+    if items:
+        d, n, pats, ps, pl = _patterns(items)
+        ck.fill_patterns_gpu(dst, d, n, pats, ps, pl)
+
+
+def decode_unit(unit: UnitPlan) -> UnitBuffers:
+    """Decode every page of the unit (see the module docstring); raises
+    ``cuda_kernels.CorruptInputError`` when a kernel flags corrupt input."""
+    arena = unit.stage.upload()
+    fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
+    levels = _array.empty(max(unit.level_size, 32), np.uint16)
+    index = {bits: _array.empty(max(n, 8), _UINT[bits]) for bits, n in unit.index_size.items()}
+    nslots = unit.nslots
+    src_start = _array.empty(max(nslots, 1), np.int64)
+    src_len = _array.empty(max(nslots, 1), np.int64)
+
+    def dest(name: str):
+        if name == "fixed":
+            return fixed
+        if name == "level":
+            return levels
+        return index[int(name[5:])]
+
+    # 2. batched copies
+    _copy(arena, unit.copy_fixed, fixed)
+    _copy(arena, unit.copy_level, levels)
+    for bits, lst in unit.copy_index.items():
+        _copy(arena, lst, index[bits])
+
+    # 3. FastLanes unpack, scattered into place
+    for (name, bits), lst in unit.unpack.items():
+        if not len(lst):
+            continue
+        a = lst.arrays()
+        out = dest(name)
+        if np.dtype(out.dtype).itemsize != bits // 8:
+            out = out.view(_UINT[bits])
+        ck.unpack_blocks_scatter_gpu(arena.view(_UINT[bits]), a["words"], a["width"], a["dst"], a["count"], out)
+
+    # 4. booleans, fills, runs
+    if len(unit.bits):
+        a = unit.bits.arrays()
+        ck.bits_to_bytes_gpu(arena, a["src"], a["count"], fixed, a["dst"])
+    _fill(fixed, unit.fill_fixed)
+    _fill(levels.view(np.uint8), unit.fill_level)
+    if unit.fill_slots:
+        starts = [(8 * s, 8 * n, int(st).to_bytes(8, "little", signed=True)) for s, n, st, _ln in unit.fill_slots]
+        lens = [(8 * s, 8 * n, int(ln).to_bytes(8, "little", signed=True)) for s, n, _st, ln in unit.fill_slots]
+        _fill(src_start.view(np.uint8), starts)
+        _fill(src_len.view(np.uint8), lens)
+    for vbits, lst in unit.rle.items():
+        _run_rle(arena, vbits, lst, dest)
+
+    # 5. full-zip pages and mini-block strings
+    if len(unit.fullzip):
+        inv = np.concatenate(unit.invisible) if unit.invisible else np.zeros(1, np.bool_)
+        _kernels.fullzip_walk(arena, unit.fullzip.arrays(), inv, levels, fixed, src_start, src_len)
+    if len(unit.var_chunks):
+        _kernels.variable_spans(arena, unit.var_chunks.arrays(), src_start, src_len)
+
+    # 6. page dictionaries
+    for bits, lst in unit.dictionary.items():
+        a = lst.arrays()
+        n = int(a["count"].sum())
+        fsrc = _array.empty(max(n, 1), np.int64)
+        fdst = _array.empty(max(n, 1), np.int64)
+        flen = _array.empty(max(n, 1), np.int64)
+        widths = a["width"]
+        _fill(flen.view(np.uint8), _width_fill(a["count"], widths))
+        _kernels.dictionary_spans(index[bits], a, arena, fsrc, fdst, src_start, src_len)
+        if np.any(widths > 0):
+            ck.copy_ranges_gpu(arena, fsrc[:n], flen[:n], fixed, fdst[:n])
+
+    # 7. definition levels re-numbered to the column's layers
+    for pos, n, table in unit.remap:
+        if n:
+            out = ck.remap_segments_gpu(levels[pos : pos + n], np.array([0, n], np.int64), table.reshape(1, -1))
+            ck.copy_ranges_gpu(out, [0], [2 * n], levels, [2 * pos])
+
+    # 8. variable-width values
+    var_offsets, var_bytes = _variable(arena, unit, src_start, src_len)
+    return UnitBuffers(fixed, levels, var_offsets, var_bytes)
+
+
+def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:
+    """Fill items setting ``len[i] = width`` of each dictionary page's indices."""
+    out = []
+    pos = 0
+    for c, w in zip(counts.tolist(), widths.tolist()):
+        if c:
+            out.append((8 * pos, 8 * c, int(w).to_bytes(8, "little")))
+        pos += c
+    return out
+
+
+def _run_rle(arena, vbits: int, lst, dest) -> None:
+    """Gather the runs of every RLE chunk of one value width, expand them in one launch,
+    and copy each chunk's expansion to its column (one copy per destination array)."""
+    a = lst.arrays()
+    vb = vbits // 8
+    nruns = a["nruns"]
+    total_runs = int(nruns.sum())
+    first_run = np.zeros(nruns.size + 1, np.int64)
+    np.cumsum(nruns, out=first_run[1:])
+    vals = _array.empty(max(total_runs, 1), _UINT[vbits])
+    runs = _array.empty(max(total_runs, 1), np.uint8)
+    ck.copy_ranges_gpu(arena, a["vals"], nruns * vb, vals, first_run[:-1] * vb)
+    ck.copy_ranges_gpu(arena, a["runs"], nruns, runs, first_run[:-1])
+    first = np.zeros(a["count"].size + 1, np.int64)
+    np.cumsum(a["count"], out=first[1:])
+    # Every chunk's runs must add up to its count (else its values would land in the next).
+    run_starts, _total = _device.exclusive_scan(runs[:total_runs])
+    at = _device.to_host(ck.gather_fixed_gpu(run_starts, first_run))
+    if not np.array_equal(at, first):
+        from cuda_kernels.errors import ERR_OUT_OF_BOUNDS, CorruptInputError
+
+        bad = int(np.flatnonzero(at != first)[0])
+        msg = f"RLE runs of chunk {max(bad - 1, 0)} do not add up to its {int(a['count'][max(bad - 1, 0)])} values"
+        raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
+    expanded = _device.to_device(ck.rle_expand_gpu(vals[:total_runs], runs[:total_runs]))
+    for k, name in enumerate(_DESTS):
+        sel = np.flatnonzero(a["dest"] == k)
+        if sel.size:
+            ck.copy_ranges_gpu(expanded, first[sel] * vb, a["count"][sel] * vb, dest(name), a["dst"][sel])
+
+
+def _variable(arena, unit: UnitPlan, src_start, src_len):
+    """Lengths, one scan, then the plain bytes and the FSST strings of every slot."""
+    n = unit.nslots
+    if not n:
+        return _array.zeros(1, np.int64), _array.empty(1, np.uint8)
+    out_len = _array.empty(n, np.int64)
+    ck.copy_ranges_gpu(src_len, [0], [8 * n], out_len, [0])
+    copy_len = src_len[:n]
+    if unit.fsst:
+        copy_len = _array.empty(n, np.int64)
+        ck.copy_ranges_gpu(src_len, [0], [8 * n], copy_len, [0])
+        seg_bounds, sym, sl, nsym = _fsst_segments(unit)
+        ck.fsst_lengths_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
+        # FSST slots are written by the decode pass, not copied
+        _fill(copy_len.view(np.uint8), [(8 * lo, 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst])
+    offsets, total = _device.exclusive_scan(out_len)
+    data = _array.empty(max(total, 1), np.uint8)
+    if total:
+        ck.copy_ranges_gpu(arena, src_start[:n], copy_len, data, offsets[:n])
+    if unit.fsst and total:
+        ck.fsst_decode_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
+    return offsets, data
+
+
+def _fsst_segments(unit: UnitPlan):
+    """The FSST pages as ``[lo, hi)`` slot ranges with their symbol tables."""
+    segs = sorted(unit.fsst, key=lambda s: s[0])
+    ranges = np.array([[lo, hi] for lo, hi, *_ in segs], np.int64).reshape(-1, 2)
+    sym = np.stack([s[2] for s in segs])
+    sl = np.stack([s[3] for s in segs])
+    nsym = np.array([s[4] for s in segs], np.int64)
+    return ranges, sym, sl, nsym

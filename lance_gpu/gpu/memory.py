@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The device memory budget of the GPU reader, and where its memory comes from.
+
+* **Budget.** A read is cut into *units* (groups of fragments, or of one fragment's fields)
+  whose staged file bytes plus decode scratch are estimated to fit the budget; each unit is
+  staged, decoded and its scratch released before the next.  The budget is, in order: what
+  :func:`set_memory_limit` / :func:`memory_limit` set, ``LANCE_GPU_MEMORY_LIMIT`` (bytes, or
+  with a ``K``/``M``/``G`` suffix), else 60% of the device memory free when first asked.
+  Decoded columns handed to the caller are not counted (they are the result).
+* **Allocator.** When ``rmm`` is importable (it comes with cuDF) and CuPy is not already
+  allocating through it, CuPy is pointed at RMM's current device resource so that the
+  reader shares cuDF's pool.  Nothing is imported before the first GPU read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+
+ENV_LIMIT = "LANCE_GPU_MEMORY_LIMIT"
+DEFAULT_FRACTION = 0.6
+# Without a device to ask (simulator), a modest fixed budget.
+_FALLBACK_BUDGET = 1 << 30
+
+_state = threading.local()
+_global: list[int | None] = [None]
+_allocator_done: list[bool] = [False]
+
+__all__ = ["ENV_LIMIT", "memory_budget", "memory_limit", "set_memory_limit", "use_rmm_if_available"]
+
+
+def _parse_size(text: str) -> int:
+    raw = text.strip().upper()
+    mult = 1
+    for suffix, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if raw.endswith(suffix + "B"):
+            raw = raw[:-2]
+            mult = m
+            break
+        if raw.endswith(suffix):
+            raw = raw[:-1]
+            mult = m
+            break
+    try:
+        value = int(float(raw) * mult)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        msg = f"{ENV_LIMIT} must be a positive size such as 4G or 500000000, not {text!r}"
+        raise ValueError(msg)
+    return value
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """Set (or with None clear) the process-wide device memory budget of GPU reads."""
+    if nbytes is not None and int(nbytes) <= 0:
+        msg = "the device memory limit must be positive"
+        raise ValueError(msg)
+    _global[0] = None if nbytes is None else int(nbytes)
+
+
+@contextlib.contextmanager
+def memory_limit(nbytes: int) -> Iterator[None]:
+    """Context manager: GPU reads in this thread use at most ``nbytes`` of scratch."""
+    if int(nbytes) <= 0:
+        msg = "the device memory limit must be positive"
+        raise ValueError(msg)
+    old = getattr(_state, "limit", None)
+    _state.limit = int(nbytes)
+    try:
+        yield
+    finally:
+        _state.limit = old
+
+
+def memory_budget() -> int:
+    """The budget in bytes that the next GPU read plans with."""
+    local = getattr(_state, "limit", None)
+    if local is not None:
+        return local
+    if _global[0] is not None:
+        return _global[0]
+    env = os.environ.get(ENV_LIMIT)
+    if env:
+        return _parse_size(env)
+    from lance_gpu.gpu import _array
+
+    cp = _array.cupy()
+    if cp is not None:
+        try:
+            free, _total = cp.cuda.runtime.memGetInfo()
+            return max(int(free * DEFAULT_FRACTION), 64 << 20)
+        except Exception:  # pragma: no cover - device query failed
+            return _FALLBACK_BUDGET
+    return _FALLBACK_BUDGET
+
+
+def use_rmm_if_available() -> bool:
+    """Route CuPy allocations through RMM when rmm is importable; True if RMM is in use."""
+    if _allocator_done[0]:
+        return _allocator_done[0]
+    from lance_gpu.gpu import _array
+
+    cp = _array.cupy()
+    if cp is None:
+        return False
+    try:
+        import rmm  # noqa: F401
+        from rmm.allocators.cupy import rmm_cupy_allocator
+    except Exception:
+        return False
+    try:
+        current = cp.cuda.get_allocator()
+        if getattr(current, "__name__", "") != getattr(rmm_cupy_allocator, "__name__", None):
+            cp.cuda.set_allocator(rmm_cupy_allocator)
+    except Exception:  # pragma: no cover - an exotic CuPy
+        return False
+    _allocator_done[0] = True
+    return True

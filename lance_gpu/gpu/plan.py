@@ -1,0 +1,890 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Decode plans: what the device must do for every page of the requested columns.
+
+The file and table layers decide *which* pages and byte ranges a read needs, exactly as on
+the CPU (``LanceFragment._source``, ``LanceFileReader.column(...).pages``,
+``reader.parse_layout``); this module turns each page into work items, grouped by *kernel
+family* over all pages of all requested columns of a read unit, so that
+:mod:`lance_gpu.gpu.decode` launches each family once:
+
+==============================  ========================================================
+family                          pages that feed it
+==============================  ========================================================
+``copy`` (batched memcpy)       Flat / FixedSizeList chunks, full-zip fixed width without
+                                control words, level tails, constant-page levels
+``unpack`` (per word size)      InlineBitpacking values and dictionary indices,
+                                OutOfLineBitpacking rep/def levels (scatter unpack)
+``bits``                        boolean Flat{1} chunks (to one byte per value)
+``fill``                        constant and all-null pages (values, levels, spans)
+``rle`` (per value size)        Rle{Flat, Flat8} chunks
+``variable spans``              Variable chunk buffers (plain and FSST strings)
+``full-zip walk``               full-zip pages with control words or lengths
+``dictionary spans``            mini-block pages with a page dictionary
+``remap``                       definition levels of pages whose layers differ
+``fsst``                        FSST pages (lengths pass, scan, decode pass)
+==============================  ========================================================
+
+Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
+width word of each 1024-value block, page dictionaries (small; decoded with the CPU
+decoders, LZ4 included) and the levels of constant pages.  A field whose pages use anything
+else (General/zstd or LZ4 chunks, byte-stream-split, 2.0 files, Arrow dictionary types, ...)
+is read by the CPU reader instead (:class:`Unsupported` says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.cpu import native
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.file import encodings
+from lance_gpu.file.arrow import leaf_types
+from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
+from lance_gpu.file.container import LanceFileReader, PageInfo
+from lance_gpu.file.encodings import fsst as fsst_enc
+from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.page import LIST_LAYERS
+from lance_gpu.file.reader import parse_layout
+from lance_gpu.file.v2_1 import constant as constant_layout
+from lance_gpu.file.v2_1.levels import common_layers, def_meaning
+from lance_gpu.file.v2_1.repdef import invisible_levels
+from lance_gpu.gpu.staging import Stager
+
+_WORD_BITS = (8, 16, 32, 64)
+
+
+class Unsupported(Exception):
+    """A page (or type) the GPU decoder has no kernel for; the field is read on the CPU."""
+
+
+# --------------------------------------------------------------------------------------------
+# Leaf kinds
+
+
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+
+
+def leaf_kind(t: pa.DataType) -> tuple[str, int]:
+    """(``"fixed"`` | ``"bool"`` | ``"var"``, bytes per value) of a leaf type.
+
+    Booleans take one byte per item on the device (cuDF's BOOL8); a fixed-size list is a
+    fixed-width value of its items (``dim`` bytes per value for booleans).
+    """
+    s = _storage(t)
+    if pa.types.is_dictionary(s):
+        raise Unsupported("Arrow dictionary-typed columns")
+    if pa.types.is_null(s):
+        raise Unsupported("null-typed columns")
+    if (
+        pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_binary(s)
+        or pa.types.is_large_binary(s) or pa.types.is_string_view(s) or pa.types.is_binary_view(s)
+    ):
+        return "var", 0
+    if pa.types.is_boolean(s):
+        return "bool", 1
+    if pa.types.is_fixed_size_list(s):
+        kind, w = leaf_kind(s.value_type)
+        if kind == "var":
+            raise Unsupported("fixed-size lists of variable-width items")
+        return kind, w * s.list_size
+    try:
+        bits = s.bit_width
+    except ValueError as exc:
+        raise Unsupported(f"type {s}") from exc
+    if bits % 8:
+        raise Unsupported(f"{bits}-bit values")
+    return "fixed", bits // 8
+
+
+def _fixed_flat(enc) -> tuple[int, int] | None:
+    """(items per value, bits per item) of Flat or FixedSizeList(...Flat) without extras."""
+    dim = 1
+    while enc.WhichOneof("compression") == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        if fsl.has_validity:
+            return None
+        dim *= int(fsl.items_per_value)
+        enc = fsl.values
+    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
+        return None
+    return dim, int(enc.flat.bits_per_value)
+
+
+def _level_encoding(enc) -> str:
+    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16},
+    OutOfLineBitpacking{16, Flat}, InlineBitpacking{16} or Rle{Flat16, Flat8} (the block
+    forms of each)."""
+    kind = enc.WhichOneof("compression")
+    if kind == "flat":
+        if int(enc.flat.bits_per_value) == 16 and not enc.flat.HasField("data"):
+            return kind
+    elif kind == "out_of_line_bitpacking":
+        ool = enc.out_of_line_bitpacking
+        if int(ool.uncompressed_bits_per_value) == 16 and ool.values.WhichOneof("compression") == "flat":
+            return kind
+    elif kind == "inline_bitpacking":
+        ib = enc.inline_bitpacking
+        if int(ib.uncompressed_bits_per_value) == 16 and not ib.HasField("values"):
+            return kind
+    elif kind == "rle":
+        if _rle_bits(enc) == 16:
+            return kind
+    raise Unsupported(f"{kind} repetition/definition levels")
+
+
+def _variable_width(enc) -> int:
+    """Offset bytes of a Variable encoding the GPU decodes (Flat32 / Flat64 offsets)."""
+    if enc.WhichOneof("compression") != "variable":
+        raise Unsupported(f"{enc.WhichOneof('compression')} strings")
+    var = enc.variable
+    if var.HasField("values"):
+        raise Unsupported("Variable with compressed values")
+    off = var.offsets
+    if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) not in (32, 64):
+        raise Unsupported("Variable offsets other than Flat32 / Flat64")
+    return int(off.flat.bits_per_value) // 8
+
+
+def _index_encoding(enc) -> str:
+    """Kind of a dictionary-index value encoding the GPU decodes."""
+    kind = enc.WhichOneof("compression")
+    if kind == "flat" and not enc.flat.HasField("data") and int(enc.flat.bits_per_value) in _WORD_BITS:
+        return kind
+    if kind == "inline_bitpacking" and not enc.inline_bitpacking.HasField("values"):
+        if int(enc.inline_bitpacking.uncompressed_bits_per_value) in _WORD_BITS:
+            return kind
+    if kind == "rle" and _rle_bits(enc) is not None:
+        return kind
+    raise Unsupported(f"{kind} dictionary indices")
+
+
+def _rle_bits(enc) -> int | None:
+    rle = enc.rle
+    v, r = rle.values, rle.run_lengths
+    if v.WhichOneof("compression") != "flat" or r.WhichOneof("compression") != "flat":
+        return None
+    if v.flat.HasField("data") or r.flat.HasField("data") or int(r.flat.bits_per_value) != 8:
+        return None
+    bits = int(v.flat.bits_per_value)
+    return bits if bits in _WORD_BITS else None
+
+
+# --------------------------------------------------------------------------------------------
+# Plans
+
+
+@dataclass(slots=True)
+class PagePlan:
+    """One page of a leaf, parsed on the host (its work is emitted once the leaf is placed)."""
+
+    info: PageInfo
+    kind: str  # "mini_block_layout" | "full_zip_layout" | "constant_layout"
+    layout: object
+    buffers: list[np.ndarray]
+    layers: tuple[int, ...]
+    num_values: int  # visible values
+    num_levels: int
+    has_rep: bool
+    has_def: bool
+    parsed: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LeafPlan:
+    reader: LanceFileReader
+    column: int
+    arrow_type: pa.DataType
+    kind: str
+    width: int
+    pages: list[PagePlan]
+    layers: tuple[int, ...] = (1,)
+    num_values: int = 0
+    num_levels: int = 0
+    num_rows: int = 0
+    has_rep: bool = False
+    has_def: bool = False
+    value_pos: int = -1  # fixed / bool: byte position in the fixed arena
+    slot_lo: int = -1  # var: first value slot
+    rep_pos: int = -1  # first level in the level arena
+    def_pos: int = -1
+
+    @property
+    def path(self) -> str:
+        return self.reader.path
+
+    def ctx(self) -> DecodeContext:
+        return DecodeContext(self.reader.path, self.column)
+
+
+@dataclass(slots=True)
+class FieldPlan:
+    """One top-level field of one fragment, decoded on the GPU."""
+
+    key: int  # the fragment's position in the read unit
+    name: str
+    arrow_field: pa.Field
+    leaves: list[LeafPlan]
+    num_rows: int
+
+
+class _Lists:
+    """Append-only columns of int64 values (a work list), turned into arrays at the end."""
+
+    def __init__(self, *names: str) -> None:
+        self._names = names
+        self._parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+
+    def add(self, **cols) -> None:
+        arrays = {name: np.atleast_1d(np.asarray(cols[name], np.int64)) for name in self._names}
+        n = max(a.size for a in arrays.values())
+        for name, a in arrays.items():
+            if a.size != n:
+                if a.size != 1:
+                    msg = f"work list column {name} has {a.size} entries, expected {n}"
+                    raise ValueError(msg)
+                a = np.full(n, a[0], np.int64)
+            self._parts[name].append(a)
+
+    def __len__(self) -> int:
+        return sum(a.size for a in self._parts[self._names[0]])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            n: (np.concatenate(p).astype(np.int64) if p else np.zeros(0, np.int64)) for n, p in self._parts.items()
+        }
+
+
+def _ranges() -> _Lists:
+    return _Lists("src", "len", "dst")
+
+
+class UnitPlan:
+    """Every work item of one read unit, grouped by kernel family."""
+
+    def __init__(self) -> None:
+        self.stage = Stager()
+        self.fields: list[FieldPlan] = []
+        self.fixed_size = 0  # bytes of the fixed arena
+        self.level_size = 0  # u16 items of the level arena
+        self.nslots = 0  # variable-width value slots
+        self.index_size = {bits: 0 for bits in _WORD_BITS}  # dictionary index scratch, in items
+        # copy family: (arena byte, bytes, destination byte) per destination array
+        self.copy_fixed = _ranges()
+        self.copy_level = _ranges()
+        self.copy_index = {bits: _ranges() for bits in _WORD_BITS}
+        # unpack family: per (destination, word bits)
+        self.unpack: dict[tuple[str, int], _Lists] = {}
+        # bits family (booleans): arena bit, count, fixed-arena byte
+        self.bits = _Lists("src", "count", "dst")
+        # fill family: destination byte, bytes, pattern
+        self.fill_fixed: list[tuple[int, int, bytes]] = []
+        self.fill_level: list[tuple[int, int, bytes]] = []
+        self.fill_slots: list[tuple[int, int, int, int]] = []  # (slot, count, start, length)
+        # rle family, per value bits: values/runs in the arena, and where the expansion goes
+        self.rle: dict[int, _Lists] = {}
+        # variable chunk spans
+        self.var_chunks = _Lists("start", "size", "width", "count", "dst")
+        # full-zip walk
+        self.fullzip = _Lists(
+            "rows", "data", "size", "index", "iwidth", "stride", "ctrl", "bits_def", "offb", "valb",
+            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible",
+        )
+        self.invisible: list[np.ndarray] = []
+        self.invisible_size = 0
+        # dictionary spans, per index word bits
+        self.dictionary: dict[int, _Lists] = {}
+        # remap of definition levels: (level position, count, table)
+        self.remap: list[tuple[int, int, np.ndarray]] = []
+        # fsst segments: (first slot, end slot, symbols, lengths, n_symbols)
+        self.fsst: list[tuple[int, int, np.ndarray, np.ndarray, int]] = []
+        self.paths: set[str] = set()
+
+    # -- allocation -----------------------------------------------------------------------
+
+    def alloc_fixed(self, nbytes: int) -> int:
+        pos = self.fixed_size
+        self.fixed_size = -(-(pos + nbytes) // 64) * 64
+        return pos
+
+    def alloc_levels(self, n: int) -> int:
+        pos = self.level_size
+        self.level_size = -(-(pos + n) // 32) * 32
+        return pos
+
+    def alloc_slots(self, n: int) -> int:
+        pos = self.nslots
+        self.nslots += n
+        return pos
+
+    def alloc_index(self, bits: int, n: int) -> int:
+        pos = self.index_size[bits]
+        self.index_size[bits] = -(-(pos + n) // 8) * 8
+        return pos
+
+    def unpack_list(self, dest: str, bits: int) -> _Lists:
+        key = (dest, bits)
+        if key not in self.unpack:
+            self.unpack[key] = _Lists("words", "width", "dst", "count")
+        return self.unpack[key]
+
+    def add_invisible(self, table: np.ndarray) -> int:
+        pos = self.invisible_size
+        self.invisible.append(np.asarray(table, np.bool_))
+        self.invisible_size += table.size
+        return pos
+
+    @property
+    def scratch_estimate(self) -> int:
+        """Device bytes this unit needs besides its outputs (a rough upper bound)."""
+        return 2 * self.stage.nbytes + 16 * self.nslots
+
+
+# --------------------------------------------------------------------------------------------
+# Classification: can every page of a field be decoded on the GPU?
+
+
+def check_page(layout, leaf: LeafPlan) -> None:
+    """Raise :class:`Unsupported` unless the GPU decodes this page of ``leaf``."""
+    kind = layout.WhichOneof("layout")
+    if kind == "mini_block_layout":
+        mb = layout.mini_block_layout
+        if mb.HasField("rep_compression"):
+            _level_encoding(mb.rep_compression)
+        if mb.HasField("def_compression"):
+            _level_encoding(mb.def_compression)
+        enc = mb.value_compression
+        nbuf = int(mb.num_buffers)
+        if nbuf == 0:
+            return
+        vk = enc.WhichOneof("compression")
+        if mb.HasField("dictionary"):
+            if nbuf != (2 if vk == "rle" else 1):
+                raise Unsupported(f"mini-block page with {nbuf} buffers")
+            _index_encoding(enc)
+            return
+        if vk == "rle":
+            if nbuf != 2 or leaf.kind != "fixed" or _rle_bits(enc) != 8 * leaf.width:
+                raise Unsupported("this Rle layout")
+            return
+        if nbuf != 1:
+            raise Unsupported(f"mini-block page with {nbuf} buffers")
+        if leaf.kind == "var":
+            if vk == "fsst":
+                _variable_width(enc.fsst.values)
+                return
+            _variable_width(enc)
+            return
+        if vk == "inline_bitpacking":
+            ib = enc.inline_bitpacking
+            if leaf.kind == "fixed" and not ib.HasField("values") and int(ib.uncompressed_bits_per_value) == 8 * leaf.width:
+                return
+            raise Unsupported("this InlineBitpacking layout")
+        ff = _fixed_flat(enc)
+        if ff is None:
+            raise Unsupported(f"{vk} values in mini-block pages")
+        dim, bits = ff
+        if leaf.kind == "bool" and bits == 1 and dim == leaf.width:
+            return
+        if leaf.kind == "fixed" and bits % 8 == 0 and dim * bits == 8 * leaf.width:
+            return
+        raise Unsupported(f"{bits}-bit Flat values for {leaf.arrow_type}")
+    if kind == "full_zip_layout":
+        fz = layout.full_zip_layout
+        det = fz.WhichOneof("details")
+        enc = fz.value_compression
+        if det == "bits_per_value":
+            ff = _fixed_flat(enc)
+            if leaf.kind != "fixed" or ff is None or ff[0] * ff[1] != int(fz.bits_per_value) or int(fz.bits_per_value) != 8 * leaf.width:
+                raise Unsupported("this full-zip fixed-width layout")
+            if int(fz.bits_rep) == 0 and invisible_levels(tuple(int(x) for x in fz.layers)).any():
+                raise Unsupported("full-zip items without values and without repetition")
+            return
+        if det == "bits_per_offset":
+            if leaf.kind != "var" or int(fz.bits_per_offset) not in (32, 64):
+                raise Unsupported("this full-zip variable-width layout")
+            vk = enc.WhichOneof("compression")
+            if vk not in ("variable", "fsst"):
+                raise Unsupported(f"full-zip {vk} values (e.g. per-value zstd)")
+            return
+        raise Unsupported("full-zip layout without value details")
+    if kind == "constant_layout":
+        return
+    raise Unsupported(f"page layout {kind}")
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing (host metadata) and placement
+
+
+def _view_words(buf: np.ndarray, word: int) -> np.ndarray:
+    dt = np.uint32 if word == 4 else np.uint16
+    raw = buf[: buf.size - buf.size % word]
+    if raw.ctypes.data % word:
+        raw = raw.copy()
+    return raw.view(dt)
+
+
+def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]) -> PagePlan:
+    """Parse one page's host metadata: its counts, levels and layers."""
+    ctx = leaf.ctx()
+    kind = layout.WhichOneof("layout")
+    if kind == "mini_block_layout":
+        mb = layout.mini_block_layout
+        if len(buffers) < 2:
+            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+        meta, data = buffers[0], buffers[1]
+        large = bool(mb.has_large_chunk)
+        word = 4 if large else 2
+        if meta.size % word:
+            raise ctx.corrupt("mini-block chunk metadata has a partial word")
+        num_items = int(mb.num_items)
+        starts, sizes, counts, ok = native.chunk_layout(_view_words(meta, word), num_items, large)
+        if not ok:
+            raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+        has_rep = mb.HasField("rep_compression")
+        has_def = mb.HasField("def_compression")
+        nbuf = int(mb.num_buffers)
+        levels, rep_spans, def_spans, cbufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, nbuf, large)
+        if not ok:
+            raise ctx.corrupt("mini-block chunk header points past its chunk")
+        nlev = int(levels.sum()) if (has_rep or has_def) else num_items
+        layers = tuple(int(x) for x in mb.layers)
+        parsed = {"counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs}
+        return PagePlan(info, kind, mb, buffers, layers, num_items, nlev, has_rep, has_def, parsed)
+    if kind == "full_zip_layout":
+        fz = layout.full_zip_layout
+        if not buffers:
+            raise ctx.corrupt("full-zip page without a data buffer")
+        layers = tuple(int(x) for x in fz.layers)
+        n = int(fz.num_items)
+        vis = int(fz.num_visible_items)
+        return PagePlan(info, kind, fz, buffers, layers, vis, n, int(fz.bits_rep) > 0, int(fz.bits_def) > 0)
+    if kind == "constant_layout":
+        lp = constant_layout.decode(layout.constant_layout, buffers, info.num_rows, ctx)
+        return PagePlan(
+            info, kind, layout.constant_layout, buffers, lp.layers, lp.num_values, lp.num_levels,
+            lp.rep is not None, lp.def_ is not None, {"page": lp},
+        )
+    raise Unsupported(f"page layout {kind}")
+
+
+def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int]) -> LeafPlan:
+    """Classify and parse every page of one leaf column (no device work is registered yet)."""
+    kind, width = leaf_kind(arrow_type)
+    leaf = LeafPlan(reader, column, arrow_type, kind, width, [])
+    ctx = leaf.ctx()
+    info = reader.column(column)
+    pages = [info.pages[i] for i in page_ids]
+    layouts = [parse_layout(p, ctx) for p in pages]
+    for layout in layouts:
+        check_page(layout, leaf)
+    ranges = [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes)]
+    raw = reader.read_buffers(ranges)
+    k = 0
+    for p, layout in zip(pages, layouts):
+        nb = len(p.buffer_offsets)
+        leaf.pages.append(parse_page(leaf, p, layout, raw[k : k + nb]))
+        k += nb
+    if leaf.pages:
+        all_layers = [pp.layers for pp in leaf.pages]
+        try:
+            leaf.layers = common_layers(all_layers)
+        except ValueError as exc:
+            raise ctx.corrupt(str(exc)) from exc
+        differ = len(set(all_layers)) > 1
+        leaf.has_rep = any(pp.has_rep for pp in leaf.pages)
+        leaf.has_def = any(pp.has_def for pp in leaf.pages) or (differ and bool(def_meaning(leaf.layers)))
+    else:
+        leaf.layers = (1,)
+    leaf.num_values = sum(pp.num_values for pp in leaf.pages)
+    leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
+    leaf.num_rows = sum(pp.info.num_rows for pp in leaf.pages)
+    return leaf
+
+
+def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
+    """Definition level d of a page with layers ``src`` in terms of ``target`` (levels.renumber)."""
+    target_index = {m: d + 1 for d, m in enumerate(def_meaning(target))}
+    meaning = def_meaning(src)
+    table = np.zeros(len(meaning) + 1, np.uint16)
+    for d, m in enumerate(meaning):
+        table[d + 1] = target_index[m]
+    return table
+
+
+def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
+    """Give the leaf its output regions and emit the work of every page."""
+    unit.paths.add(leaf.path)
+    if leaf.kind == "var":
+        leaf.slot_lo = unit.alloc_slots(leaf.num_values)
+    else:
+        leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width)
+    if leaf.has_rep:
+        leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
+    if leaf.has_def:
+        leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    vpos = 0  # values before the page
+    lpos = 0  # levels before the page
+    for page in leaf.pages:
+        rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
+        def_dst = leaf.def_pos + lpos if leaf.has_def else -1
+        if page.kind == "mini_block_layout":
+            _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst)
+        elif page.kind == "full_zip_layout":
+            _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
+        else:
+            _emit_constant(unit, leaf, page, vpos, rep_dst, def_dst)
+        if leaf.has_rep and not page.has_rep:
+            unit.fill_level.append((2 * rep_dst, 2 * page.num_levels, b"\x00\x00"))
+        if leaf.has_def:
+            if not page.has_def:
+                unit.fill_level.append((2 * def_dst, 2 * page.num_levels, b"\x00\x00"))
+            elif page.layers != leaf.layers:
+                unit.remap.append((def_dst, page.num_levels, _renumber_table(page.layers, leaf.layers)))
+        vpos += page.num_values
+        lpos += page.num_levels
+
+
+def _value_dst(leaf: LeafPlan, vpos: int) -> int:
+    """Fixed: byte position of value ``vpos``; var: its slot."""
+    if leaf.kind == "var":
+        return leaf.slot_lo + vpos
+    return leaf.value_pos + vpos * leaf.width
+
+
+# -- mini-block ------------------------------------------------------------------------------
+
+
+def _emit_levels(unit: UnitPlan, enc, data: np.ndarray, data_pos: int, spans: np.ndarray, nlevels: np.ndarray, dst: int, ctx) -> None:
+    """The per-chunk level buffers of a mini-block page, to ``levels[dst:]`` (u16 items)."""
+    kind = _level_encoding(enc)
+    chunk_first = np.zeros(nlevels.size + 1, np.int64)
+    np.cumsum(nlevels, out=chunk_first[1:])
+    starts = spans[:, 0].copy()
+    sizes = spans[:, 1].copy()
+    if kind == "flat":
+        if np.any(sizes < 2 * nlevels):
+            raise ctx.corrupt("mini-block level buffer shorter than its levels")
+        unit.copy_level.add(src=data_pos + starts, len=2 * nlevels, dst=2 * (dst + chunk_first[:-1]))
+        return
+    if kind == "inline_bitpacking":
+        _emit_inline(unit, "level", 16, data, data_pos, starts, nlevels, dst + chunk_first[:-1], ctx)
+        return
+    if kind == "rle":
+        # block form: u64 values_bytes | u16 values | u8 run lengths
+        if np.any(sizes < 8):
+            raise ctx.corrupt("RLE level buffer shorter than its header")
+        head = data[starts[:, None] + np.arange(8)].copy().view("<u8").reshape(-1).astype(np.int64)
+        nruns = head // 2
+        if np.any(head % 2) or np.any(8 + head + nruns > sizes):
+            raise ctx.corrupt("RLE level buffer sections out of range")
+        lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
+        lst.add(
+            vals=data_pos + starts + 8, runs=data_pos + starts + 8 + head, nruns=nruns, count=nlevels,
+            dest=_DESTS.index("level"), dst=2 * (dst + chunk_first[:-1]),
+        )
+        return
+    ool = enc.out_of_line_bitpacking
+    width = int(ool.values.flat.bits_per_value)
+    if not 0 <= width <= 16:
+        raise ctx.corrupt(f"level bit width {width}")
+    boff, bcount, tail_off, tail_len, ok = native.ool_chunk_plan(starts, sizes, nlevels, width, 2)
+    if not ok:
+        raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
+    packed = nlevels - tail_len
+    nblk = -(-packed // 1024)
+    if int(nblk.sum()) != boff.size:
+        raise ctx.corrupt("mini-block level blocks do not match their counts")
+    if boff.size:
+        chunk = np.repeat(np.arange(nlevels.size), nblk)
+        first_blk = np.zeros(nlevels.size + 1, np.int64)
+        np.cumsum(nblk, out=first_blk[1:])
+        within = np.arange(boff.size) - first_blk[chunk]
+        unit.unpack_list("level", 16).add(
+            words=data_pos // 2 + boff, width=width, dst=dst + chunk_first[chunk] + 1024 * within, count=bcount
+        )
+    tails = np.flatnonzero(tail_len)
+    if tails.size:
+        unit.copy_level.add(
+            src=data_pos + 2 * tail_off[tails], len=2 * tail_len[tails],
+            dst=2 * (dst + chunk_first[tails] + packed[tails]),
+        )
+
+
+def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+    ctx = leaf.ctx()
+    mb = page.layout
+    p = page.parsed
+    counts, cbufs = p["counts"], p["bufs"]
+    data = page.buffers[1]
+    data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], data)
+    if page.has_rep:
+        _emit_levels(unit, mb.rep_compression, data, data_pos, p["rep"], p["levels"], rep_dst, ctx)
+    if page.has_def:
+        _emit_levels(unit, mb.def_compression, data, data_pos, p["def"], p["levels"], def_dst, ctx)
+    nbuf = int(mb.num_buffers)
+    n = page.num_values
+    if nbuf == 0 or n == 0:
+        if nbuf == 0 and n:
+            _fill_nulls(unit, leaf, vpos, n)
+        return
+    enc = mb.value_compression
+    vk = enc.WhichOneof("compression")
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    starts = cbufs[:, 0, 0]
+    sizes = cbufs[:, 0, 1]
+    if mb.HasField("dictionary"):
+        _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, cbufs, vpos, ctx)
+        return
+    if leaf.kind == "var":
+        width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
+        slot = _value_dst(leaf, vpos)
+        unit.var_chunks.add(start=data_pos + starts, size=sizes, width=width, count=counts, dst=slot + first[:-1])
+        if vk == "fsst":
+            _add_fsst(unit, enc.fsst.symbol_table, slot, n, ctx)
+        return
+    dst = _value_dst(leaf, vpos)
+    if vk == "inline_bitpacking":
+        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        _emit_inline(unit, "fixed", bits, data, data_pos, starts, counts, dst // (bits // 8), ctx)
+        return
+    if vk == "rle":
+        _emit_rle(unit, "fixed", enc, data_pos, cbufs, counts, dst, ctx)
+        return
+    dim, bits = _fixed_flat(enc)  # type: ignore[misc]
+    if bits == 1:
+        need = (counts * dim + 7) // 8
+        if np.any(sizes < need):
+            raise ctx.corrupt("boolean chunk shorter than its value count")
+        unit.bits.add(src=8 * (data_pos + starts), count=counts * dim, dst=dst + first[:-1] * dim)
+        return
+    nbytes = counts * dim * (bits // 8)
+    if np.any(sizes < nbytes):
+        raise ctx.corrupt("flat chunk shorter than its value count")
+    unit.copy_fixed.add(src=data_pos + starts, len=nbytes, dst=dst + first[:-1] * leaf.width)
+
+
+def _emit_inline(unit: UnitPlan, dest: str, bits: int, data, data_pos: int, starts, counts, dst_item, ctx) -> None:
+    """InlineBitpacking chunks: ``dst_item`` (one, or one per chunk) counts items of ``bits``
+    in the destination where the first chunk's (or each chunk's) values go."""
+    word = bits // 8
+    word_off, widths, nvals, ok = native.inline_bitpack_blocks(data, starts.copy(), counts, word)
+    if not ok:
+        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
+    if data_pos % word:
+        raise ctx.corrupt("misaligned bit-packed buffer")
+    before = np.zeros(nvals.size, np.int64)
+    np.cumsum(nvals[:-1], out=before[1:])
+    dst_item = np.asarray(dst_item, np.int64)
+    if dst_item.ndim:
+        # per-chunk destinations: chunk c's blocks start at dst_item[c]
+        nblk = -(-np.asarray(counts, np.int64) // 1024)
+        chunk = np.repeat(np.arange(nblk.size), nblk)
+        first_val = np.zeros(nblk.size + 1, np.int64)
+        np.cumsum(counts, out=first_val[1:])
+        dst = dst_item[chunk] + (before - first_val[chunk])
+    else:
+        dst = int(dst_item) + before
+    unit.unpack_list(dest, bits).add(words=data_pos // word + word_off, width=widths, dst=dst, count=nvals)
+
+
+def _emit_rle(unit: UnitPlan, dest: str, enc, data_pos: int, cbufs, counts, dst_byte: int, ctx) -> None:
+    vbits = _rle_bits(enc)
+    if vbits is None:
+        raise Unsupported("this Rle layout")
+    vb = vbits // 8
+    nruns = cbufs[:, 1, 1]
+    if np.any(cbufs[:, 0, 1] < nruns * vb):
+        raise ctx.corrupt("RLE values buffer shorter than its run count")
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
+    lst.add(
+        vals=data_pos + cbufs[:, 0, 0], runs=data_pos + cbufs[:, 1, 0], nruns=nruns, count=counts,
+        dest=_DESTS.index(dest), dst=dst_byte + first[:-1] * vb,
+    )
+
+
+_DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
+
+
+def _add_fsst(unit: UnitPlan, raw_table: bytes, slot: int, n: int, ctx) -> None:
+    table = fsst_enc.SymbolTable(raw_table, ctx)
+    if table.compressed and n:
+        unit.fsst.append((slot, slot + n, table.symbols, table.lengths, table.n_symbols))
+
+
+def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
+    if not n:
+        return
+    if leaf.kind == "var":
+        unit.fill_slots.append((_value_dst(leaf, vpos), n, 0, 0))
+    else:
+        unit.fill_fixed.append((_value_dst(leaf, vpos), n * leaf.width, b"\x00"))
+
+
+def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, cbufs, vpos, ctx) -> None:
+    mb = page.layout
+    if len(page.buffers) < 3:
+        raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
+    nitems = int(mb.num_dictionary_items)
+    items = encodings.decode_block(mb.dictionary, page.buffers[2], nitems, ctx)
+    n = page.num_values
+    kind = _index_encoding(enc)
+    if kind == "inline_bitpacking":
+        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+    elif kind == "flat":
+        bits = int(enc.flat.bits_per_value)
+    else:
+        bits = _rle_bits(enc)  # type: ignore[assignment]
+    ipos = unit.alloc_index(bits, n)
+    word = bits // 8
+    if kind == "inline_bitpacking":
+        _emit_inline(unit, f"index{bits}", bits, data, data_pos, cbufs[:, 0, 0], counts, ipos, ctx)
+    elif kind == "flat":
+        nbytes = counts * word
+        if np.any(cbufs[:, 0, 1] < nbytes):
+            raise ctx.corrupt("flat chunk shorter than its value count")
+        unit.copy_index[bits].add(src=data_pos + cbufs[:, 0, 0], len=nbytes, dst=(ipos + first[:-1]) * word)
+    else:
+        _emit_rle(unit, f"index{bits}", enc, data_pos, cbufs, counts, ipos * word, ctx)
+    lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
+    if isinstance(items, VariableWidthBlock):
+        if leaf.kind != "var":
+            raise ctx.corrupt("variable-width dictionary for a fixed-width column")
+        items_pos = unit.stage.add_bytes(np.ascontiguousarray(items.data, np.uint8))
+        offsets_pos = unit.stage.add_bytes(np.ascontiguousarray(items.offsets, np.int64))
+        lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=0, offsets=offsets_pos,
+                dst=_value_dst(leaf, vpos))
+        return
+    if not isinstance(items, FixedWidthBlock) or leaf.kind == "var":
+        raise ctx.corrupt("fixed-width dictionary for a variable-width column")
+    if leaf.kind == "bool":
+        if items.bits_per_value != leaf.width:
+            raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
+        raw = np.unpackbits(items.as_bytes(), bitorder="little")[: items.num_values * leaf.width]
+    else:
+        if items.bits_per_value != 8 * leaf.width:
+            raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
+        raw = items.as_bytes()[: items.num_values * leaf.width]
+    items_pos = unit.stage.add_bytes(np.ascontiguousarray(raw, np.uint8))
+    lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
+            dst=_value_dst(leaf, vpos))
+
+
+# -- full-zip ---------------------------------------------------------------------------------
+
+
+def _ctrl_bytes(bits: int) -> int:
+    if bits == 0:
+        return 0
+    if bits <= 8:
+        return 1
+    if bits <= 16:
+        return 2
+    return 4
+
+
+def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+    ctx = leaf.ctx()
+    fz = page.layout
+    data = page.buffers[0]
+    bits_rep, bits_def = int(fz.bits_rep), int(fz.bits_def)
+    ctrl = _ctrl_bytes(bits_rep + bits_def)
+    n = page.num_levels
+    vis = page.num_values
+    fixed = fz.WhichOneof("details") == "bits_per_value"
+    valb = int(fz.bits_per_value) // 8 if fixed else 0
+    offb = 0 if fixed else int(fz.bits_per_offset) // 8
+    data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[0], data)
+    dst = _value_dst(leaf, vpos)
+    if fixed and ctrl == 0:
+        if data.size < n * valb:
+            raise ctx.corrupt("full-zip buffer shorter than its values")
+        if vis != n:
+            raise ctx.corrupt(f"full-zip page has {n} values, expected {vis}")
+        unit.copy_fixed.add(src=data_pos, len=n * valb, dst=dst)
+        return
+    rows = page.info.num_rows
+    if bits_rep or not fixed:
+        if len(page.buffers) < 2:
+            raise ctx.corrupt("full-zip page lacks its repetition index")
+        idx = page.buffers[1]
+        width, rem = divmod(idx.size, rows + 1)
+        if rem or width not in (1, 2, 4, 8):
+            raise ctx.corrupt("full-zip repetition index has an impossible width")
+        index_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], idx)
+        stride = 0
+    else:
+        # No lists: one item per row, each a control word and a value.
+        index_pos, width, stride = -1, 0, ctrl + valb
+        if rows != n or data.size < n * stride:
+            raise ctx.corrupt("full-zip buffer shorter than its values")
+    inv = invisible_levels(page.layers)
+    unit.fullzip.add(
+        rows=rows, data=data_pos, size=data.size, index=index_pos, iwidth=width, stride=stride, ctrl=ctrl,
+        bits_def=bits_def, offb=offb, valb=valb, inv=unit.add_invisible(inv), ninv=inv.size,
+        rep_dst=rep_dst if bits_rep else -1, def_dst=def_dst if bits_def else -1, val_dst=dst, items=n, visible=vis,
+    )
+    if not fixed and fz.value_compression.WhichOneof("compression") == "fsst":
+        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, vis, ctx)
+
+
+# -- constant / all-null ---------------------------------------------------------------------
+
+
+def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+    ctx = leaf.ctx()
+    lp = page.parsed["page"]
+    for levels, dst in ((lp.rep, rep_dst), (lp.def_, def_dst)):
+        if levels is not None and levels.size:
+            pos = unit.stage.add_bytes(np.ascontiguousarray(levels, np.uint16))
+            unit.copy_level.add(src=pos, len=2 * levels.size, dst=2 * dst)
+    n = page.num_values
+    if not n:
+        return
+    if lp.values is None:
+        _fill_nulls(unit, leaf, vpos, n)
+        return
+    value = bytes(lp.values[1])
+    dst = _value_dst(leaf, vpos)
+    if leaf.kind == "var":
+        pos = unit.stage.add_bytes(np.frombuffer(value, np.uint8)) if value else 0
+        unit.fill_slots.append((dst, n, pos, len(value)))
+        return
+    if leaf.kind == "bool":
+        if leaf.width != 1:
+            raise Unsupported("constant pages of fixed-size boolean lists")
+        pattern = bytes([value[0] & 1 if value else 0])
+    else:
+        if len(value) != leaf.width:
+            raise CorruptFileError(leaf.path, f"constant of {len(value)} bytes for a {8 * leaf.width}-bit type")
+        pattern = value
+    unit.fill_fixed.append((dst, n * leaf.width, pattern))
+
+
+# --------------------------------------------------------------------------------------------
+# Fields
+
+
+def plan_field_leaves(reader: LanceFileReader, arrow_field: pa.Field, columns: list[int]) -> list[LeafPlan]:
+    """Plan every leaf of one top-level field over all its pages (2.1 / 2.2 files)."""
+    types = leaf_types(arrow_field.type)
+    if len(types) != len(columns):
+        raise CorruptFileError(reader.path, f"field {arrow_field.name!r} has {len(types)} leaves but {len(columns)} columns")
+    leaves = []
+    for col, t in zip(columns, types):
+        npages = len(reader.column(col).pages)
+        leaves.append(plan_leaf(reader, col, t, list(range(npages))))
+    rows = {leaf.num_rows for leaf in leaves}
+    if len(rows) > 1:
+        raise CorruptFileError(reader.path, f"leaves of field {arrow_field.name!r} hold different row counts {sorted(rows)}")
+    for leaf in leaves:
+        if any(layer in LIST_LAYERS for layer in leaf.layers) and not leaf.has_rep:
+            raise CorruptFileError(reader.path, f"list column {leaf.column} without repetition levels")
+    return leaves

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Staging: the file bytes a read needs, gathered into pinned host memory and sent to the
+device in a few large transfers.
+
+Planning registers every byte range it needs (page buffers of the requested columns, read
+zero-copy from the memory-mapped data files) and every small host-made *blob* (dictionary
+items decoded on the host, constant values, levels of constant pages) with a
+:class:`Stager`, which gives each a 64-byte aligned position in one device *arena*.
+:meth:`Stager.upload` then fills pinned slabs of :data:`SLAB_BYTES` from the ranges and
+copies each to the arena asynchronously, on a stream, while the host fills the next slab
+(two slabs, double buffering): disk/page-cache reads overlap the PCIe transfers, and the
+decoded data never comes back to the host.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_gpu.gpu import _array
+
+ALIGN = 64
+SLAB_BYTES = 32 << 20
+
+_pinned_lock = threading.Lock()
+_pinned: list[np.ndarray] = []
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass(slots=True)
+class _Item:
+    pos: int  # position in the arena
+    source: np.ndarray  # uint8 host bytes (a view of the mapped file, or a blob)
+
+
+class Stager:
+    """Collects byte ranges and blobs, assigns arena positions, uploads them in one pass."""
+
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+        self.size = 0
+        self._ranges: dict[tuple[str, int, int], int] = {}
+
+    def add_bytes(self, data: np.ndarray) -> int:
+        """Stage host bytes (a page buffer view or a blob of any dtype); returns the position."""
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        pos = self.size
+        self.items.append(_Item(pos, raw))
+        self.size = _align(pos + raw.size)
+        return pos
+
+    def add_buffer(self, path: str, offset: int, view: np.ndarray) -> int:
+        """Stage one page buffer of a file (registered once however often it is asked for)."""
+        key = (path, int(offset), int(view.size))
+        pos = self._ranges.get(key)
+        if pos is None:
+            pos = self.add_bytes(view)
+            self._ranges[key] = pos
+        return pos
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    def upload(self) -> object:
+        """Copy everything to a new device arena (uint8) and return it."""
+        total = max(_align(self.size), ALIGN)
+        arena = _array.empty(total, np.uint8)
+        if not self.items:
+            return arena
+        cuda = _array.cuda()
+        with _pinned_lock:  # the pinned slabs are shared by every read of the process
+            slabs = _get_pinned(2, min(SLAB_BYTES, total))
+            streams = [cuda.stream(), cuda.stream()]
+            slab_bytes = slabs[0].size
+            which = 0
+            lo = 0
+            k = 0  # first item not wholly below ``lo``
+            while lo < self.size:
+                hi = min(lo + slab_bytes, self.size)
+                slab = slabs[which]
+                streams[which].synchronize()  # this slab's previous copy is done
+                while k < len(self.items) and self.items[k].pos + self.items[k].source.size <= lo:
+                    k += 1
+                j = k
+                while j < len(self.items) and self.items[j].pos < hi:
+                    it = self.items[j]
+                    a = max(it.pos, lo)
+                    b = min(it.pos + it.source.size, hi)
+                    if b > a:
+                        slab[a - lo : b - lo] = it.source[a - it.pos : b - it.pos]
+                    j += 1
+                arena[lo:hi].copy_to_device(slab[: hi - lo], stream=streams[which])
+                which ^= 1
+                lo = hi
+            for st in streams:
+                st.synchronize()
+        return arena
+
+
+def _get_pinned(count: int, nbytes: int) -> list[np.ndarray]:
+    """``count`` pinned host buffers of at least ``nbytes``, kept for later reads (the caller
+    holds ``_pinned_lock``)."""
+    if len(_pinned) < count or _pinned[0].size < nbytes:
+        cuda = _array.cuda()
+        _pinned.clear()
+        for _ in range(count):
+            _pinned.append(cuda.pinned_array(max(nbytes, ALIGN), dtype=np.uint8))
+    return _pinned[:count]

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Small pylance-written datasets for the GPU read path (simulator and real-GPU tests).
+
+Kept small on purpose: under the numba CUDA simulator every CUDA thread is a Python thread.
+Together they make pylance 14 write every layout and encoding the GPU decoder covers
+(see :data:`EXPECTED_ENCODINGS`): mini-block Flat / FastLanes bit-packing / Variable /
+FSST / page dictionaries / RLE / FixedSizeList, levels bit-packed, run-length encoded or
+flat, full-zip fixed width (embeddings) and variable width with control words and
+repetition, constant and all-null pages; with nulls, lists, structs, 2 fragments and a
+deletion file.
+"""
+
+from __future__ import annotations
+
+import decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+WORDS = ["alpha", "beta", "gamma", "delta", "", "épsilon ünïcode ✓", "x" * 40]
+FSST_WORDS = ["lance", "gpu", "decode", "column", "page", "chunk", "string", "value"]
+
+# What the datasets below must exercise (checked by test_encodings_exercised).
+EXPECTED_ENCODINGS = {
+    "mini_block_layout", "full_zip_layout", "constant_layout", "inline_bitpacking", "flat", "variable",
+    "fsst", "dictionary", "rle", "fixed_size_list", "bits_rep", "bits_def", "inline_value",
+}
+
+
+def rich_table(n: int, *, seed: int, start: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+
+    def mask(p: float = 0.2) -> np.ndarray:
+        return rng.random(n) < p
+
+    strs = [WORDS[i % len(WORDS)] + str(int(x)) for i, x in enumerate(rng.integers(0, 1000, n))]
+    longs = [f"{start + i:05d}-" + " ".join(FSST_WORDS[j] for j in rng.integers(0, 8, 50))[:300] for i in range(n)]
+    lists = [None if i % 9 == 0 else ([] if i % 9 == 1 else [int(x) for x in rng.integers(0, 1000, i % 4)]) for i in range(n)]
+    cols = {
+        "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+        "i32n": pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=mask()),
+        "f64": pa.array(rng.standard_normal(n)),
+        "b": pa.array(rng.random(n) < 0.5, mask=mask(0.1)),
+        "s": pa.array(strs, mask=mask(0.1)),
+        "cat": pa.array([WORDS[i] for i in rng.integers(0, 4, n)]),
+        "runs": pa.array(np.repeat(rng.integers(0, 100, n // 25 + 1), 25)[:n]),
+        "ts": pa.array(1_600_000_000_000_000 + rng.integers(0, 10**9, n), pa.timestamp("us")),
+        "dec": pa.array([decimal.Decimal(int(x)).scaleb(-2) for x in rng.integers(-10**6, 10**6, n)], pa.decimal128(10, 2)),
+        "fsb": pa.array([rng.bytes(16) for _ in range(n)], pa.binary(16)),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 64).astype(np.float32)), 64),
+        "embn": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 4).astype(np.float32)), 4, mask=pa.array(mask())),
+        "long": pa.array(longs, mask=mask(0.1)),
+        "li": pa.array(lists, pa.list_(pa.int32())),
+        "llong": pa.array([None if l is None else [longs[(i + j) % n] for j in range(len(l))] for i, l in enumerate(lists)], pa.list_(pa.string())),
+        "st": pa.StructArray.from_arrays(
+            [pa.array(rng.integers(0, 9, n).astype(np.int16)), pa.array(strs[::-1], mask=mask(0.1))], names=["a", "b"],
+            mask=pa.array(mask(0.1)),
+        ),
+        "const": pa.array(np.full(n, 42, np.int32)),
+        "null_s": pa.nulls(n, pa.string()),
+    }
+    return pa.table(cols)
+
+
+def write_rich(lance, root: Path, version: str) -> str:
+    """Two fragments (plus an appended one), and a deletion file: ~300 live rows."""
+    uri = str(root / f"rich_{version}")
+    lance.write_dataset(rich_table(240, seed=1), uri, data_storage_version=version, max_rows_per_file=120)
+    lance.write_dataset(rich_table(100, seed=2, start=240), uri, mode="append", data_storage_version=version)
+    lance.dataset(uri).delete("id % 10 = 3 OR (id >= 50 AND id < 60) OR id = 339")
+    return uri
+
+
+def write_fsst(lance, root: Path, version: str = "2.2") -> str:
+    """One fragment of strings long enough (>= 32 KiB a page) for pylance to FSST them in
+    mini-block chunks, nulls included."""
+    uri = str(root / f"fsst_{version}")
+    n = 1300
+    rng = np.random.default_rng(5)
+    vals = [" ".join(FSST_WORDS[j] for j in rng.integers(0, 8, 5)) + f" {i}" for i in range(n)]
+    tbl = pa.table({"id": pa.array(np.arange(n, dtype=np.int64)), "text": pa.array(vals, mask=rng.random(n) < 0.05)})
+    lance.write_dataset(tbl, uri, data_storage_version=version)
+    return uri
+
+
+def write_fallback(lance, root: Path) -> str:
+    """A column pylance writes with byte-stream-split (no GPU kernel) next to plain ones."""
+    uri = str(root / "fallback")
+    n = 160
+    rng = np.random.default_rng(6)
+    tbl = pa.table({"id": pa.array(np.arange(n, dtype=np.int64)), "x": pa.array(rng.standard_normal(n)), "y": pa.array(rng.random(n).astype(np.float32))})
+    schema = pa.schema([tbl.schema.field(0), pa.field("x", pa.float64(), metadata={"lance-encoding:compression": "zstd", "lance-encoding:bss": "on"}), tbl.schema.field(2)])
+    lance.write_dataset(tbl.cast(schema), uri, max_rows_per_file=80)
+    lance.dataset(uri).delete("id = 7")
+    return uri
+
+
+def write_v20(lance, root: Path) -> str:
+    uri = str(root / "v20")
+    tbl = pa.table({"id": pa.array(np.arange(50, dtype=np.int64)), "s": pa.array([f"v{i}" for i in range(50)])})
+    lance.write_dataset(tbl, uri, data_storage_version="2.0")
+    return uri
+
+
+def write_binary(lance, root: Path) -> str:
+    """Plain (Variable) binary values: the offsets are only ever read on the device."""
+    uri = str(root / "binary")
+    rng = np.random.default_rng(7)
+    tbl = pa.table({"bin": pa.array([rng.bytes(int(k)) for k in rng.integers(0, 24, 100)], pa.binary())})
+    lance.write_dataset(tbl, uri)
+    return uri
+
+
+def encodings_seen(uris: list[str]) -> set[str]:
+    """Layouts and encodings named in the page layouts of the datasets' files."""
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.reader import parse_layout
+
+    seen: set[str] = set()
+    for uri in uris:
+        for path in Path(uri, "data").glob("*.lance"):
+            reader = LanceFileReader(path)
+            for ci in range(reader.num_columns):
+                for page in reader.column(ci).pages:
+                    layout = parse_layout(page, DecodeContext(str(path), ci))
+                    seen.add(layout.WhichOneof("layout"))
+                    text = str(layout)
+                    seen.update(t for t in EXPECTED_ENCODINGS if f"{t} " in text or f"{t}:" in text)
+                    if "fsst" in text and "symbol_table" in text:
+                        kind = layout.WhichOneof("layout")
+                        enc = getattr(layout, kind).value_compression
+                        if enc.WhichOneof("compression") == "fsst" and enc.fsst.symbol_table[0]:
+                            seen.add(f"fsst-compressed-{kind}")
+    return seen

@@ -1,0 +1,325 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GPU read path end to end on small pylance-written datasets, against the CPU path and
+pylance.
+
+NOT collected by a plain ``pytest tests/`` run (the file name does not match ``test_*.py``):
+``tests/test_gpu_simulated.py`` runs it in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` (the
+simulator must be on before ``numba.cuda`` is first imported) and ``--noconftest`` (the
+repository's conftest skips everything under ``tests/gpu/`` where no real GPU is usable).  Under the simulator there is
+no CuPy, so ``lance_gpu._device.gpu_unusable_reason`` is patched to let ``device="gpu"``
+through: the simulator stands in for the device.  On a GPU machine it runs as is::
+
+    python -m pytest tests/gpu/sim_pipeline.py -q                                        # real GPU
+    NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/gpu/sim_pipeline.py -q --noconftest    # simulator
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+lance = pytest.importorskip("lance")
+
+from numba import config as numba_config  # noqa: E402
+from numba import cuda  # noqa: E402
+
+if not cuda.is_available():
+    pytest.skip("needs a CUDA GPU or NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
+
+import gpu_datasets as gd  # noqa: E402
+from test_read_matrix import assert_same  # noqa: E402
+
+import cuda_kernels as ck  # noqa: E402
+import lance_gpu  # noqa: E402
+import lance_gpu._device as device_mod  # noqa: E402
+from cuda_kernels import CorruptInputError, _device  # noqa: E402
+from lance_gpu.errors import CorruptFileError, GpuUnavailableError, UnsupportedEncodingError  # noqa: E402
+from lance_gpu.gpu import CpuDecodeWarning, memory_limit  # noqa: E402
+from lance_gpu.gpu import read as gpu_read  # noqa: E402
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable  # noqa: E402
+
+SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
+h = _device.to_host
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _simulated_device():
+    """Under the simulator, let device="gpu" / "auto" through (there is no CuPy to ask)."""
+    if not SIMULATOR:
+        yield
+        return
+    saved = device_mod.gpu_unusable_reason
+    device_mod.gpu_unusable_reason = lambda: None
+    yield
+    device_mod.gpu_unusable_reason = saved
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gpu_sim")
+
+
+@pytest.fixture(scope="module")
+def rich22(root: Path) -> str:
+    return gd.write_rich(lance, root, "2.2")
+
+
+@pytest.fixture(scope="module")
+def rich21(root: Path) -> str:
+    return gd.write_rich(lance, root, "2.1")
+
+
+@pytest.fixture(scope="module")
+def fsst(root: Path) -> str:
+    return gd.write_fsst(lance, root)
+
+
+# --------------------------------------------------------------------------------------------
+# New primitives against their CPU twins
+
+
+def test_segment_primitives_match_cpu():
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, 500).astype(np.uint8)
+    ss, ln, dd = [4, 0, 100, 7, 300], [2, 3, 0, 50, 120], [0, 2, 5, 5, 60]
+    cpu = ck.copy_ranges(src, ss, ln, np.zeros(200, np.uint8), dd)
+    gpu = _device.to_device(np.zeros(200, np.uint8))
+    ck.copy_ranges_gpu(src, ss, ln, gpu, dd, bytes_per_thread=7)
+    np.testing.assert_array_equal(h(gpu), cpu)
+    np.testing.assert_array_equal(cpu[60:180], src[300:420])
+    with pytest.raises(CorruptInputError):
+        ck.copy_ranges_gpu(src, [490], [20], _device.to_device(np.zeros(10, np.uint8)), [0])
+    pats = np.frombuffer(b"ab\x01\x02\x03", np.uint8)
+    cpu = ck.fill_patterns(np.zeros(40, np.uint8), [0, 10, 30], [10, 20, 3], pats, [0, 2, 4], [2, 3, 1])
+    gpu = _device.to_device(np.zeros(40, np.uint8))
+    ck.fill_patterns_gpu(gpu, [0, 10, 30], [10, 20, 3], pats, [0, 2, 4], [2, 3, 1], bytes_per_thread=3)
+    np.testing.assert_array_equal(h(gpu), cpu)
+    assert bytes(cpu[:4]) == b"abab"
+    bits = rng.integers(0, 256, 20).astype(np.uint8)
+    cpu = ck.bits_to_bytes(bits, [3, 40, 0], [10, 30, 5], np.zeros(60, np.uint8), [0, 10, 50])
+    gpu = _device.to_device(np.zeros(60, np.uint8))
+    ck.bits_to_bytes_gpu(bits, [3, 40, 0], [10, 30, 5], gpu, [0, 10, 50])
+    np.testing.assert_array_equal(h(gpu), cpu)
+    np.testing.assert_array_equal(cpu[10:40], np.unpackbits(bits, bitorder="little")[40:70])
+    idx, off = ck.expand_ranges([5, 0, 9], [2, 0, 3])
+    gidx, goff = ck.expand_ranges_gpu(np.array([5, 0, 9]), np.array([2, 0, 3]))
+    assert idx.tolist() == h(gidx).tolist() == [5, 6, 9, 10, 11] and h(goff).tolist() == off.tolist() == [0, 2, 2, 5]
+    st, ln2 = ck.take_ranges([0, 2, 2, 7], [2, 0, 1])
+    gst, gln = ck.take_ranges_gpu(np.array([0, 2, 2, 7]), np.array([2, 0, 1]))
+    assert h(gst).tolist() == st.tolist() and h(gln).tolist() == ln2.tolist() == [5, 2, 0]
+    vals = np.array([1, 2, 3, 4, 5], np.uint32)
+    assert h(ck.add_segment_base_gpu(vals, np.array([0, 2, 5]), np.array([10, 100]))).tolist() == ck.add_segment_base(vals, [0, 2, 5], [10, 100]).tolist()
+    tab = np.array([[0, 3, 4], [0, 1, 2]], np.uint16)
+    lv = np.array([1, 2, 1, 1], np.uint16)
+    assert h(ck.remap_segments_gpu(lv, np.array([0, 2, 4]), tab)).tolist() == ck.remap_segments(lv, [0, 2, 4], tab).tolist() == [3, 4, 1, 1]
+    with pytest.raises(CorruptInputError):
+        ck.remap_segments_gpu(np.array([3], np.uint16), np.array([0, 1]), tab[:1])
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_unpack_scatter_matches_cpu(dt):
+    rng = np.random.default_rng(1)
+    t = np.dtype(dt).itemsize * 8
+    w = max(t // 2 - 1, 1)
+    vals = (rng.integers(0, 1 << min(w, 62), 2048, dtype=np.uint64)).astype(dt)
+    packed = ck.pack_blocks(vals, w)
+    wpb = 1024 * w // t
+    # a full block, a partial block (chunk tail), a zero-width block
+    offsets, widths, dst, counts = [0, wpb, 0], [w, w, 0], [10, 1500, 2000], [1024, 300, 17]
+    cpu = ck.unpack_blocks_scatter(packed, offsets, widths, dst, counts, np.zeros(3000, dt))
+    gpu = _device.to_device(np.zeros(3000, dt))
+    ck.unpack_blocks_scatter_gpu(packed, offsets, widths, dst, counts, gpu)
+    np.testing.assert_array_equal(h(gpu), cpu)
+    np.testing.assert_array_equal(cpu[10:1034], vals[:1024])
+    np.testing.assert_array_equal(cpu[1500:1800], vals[1024:1324])
+    with pytest.raises(CorruptInputError):
+        ck.unpack_blocks_scatter_gpu(packed, [0], [w], [2990], [1024], gpu)
+
+
+def _table(syms):
+    symbols = np.zeros(256, np.uint64)
+    lengths = np.zeros(256, np.uint8)
+    for i, s in enumerate(syms):
+        symbols[i] = int.from_bytes(s, "little")
+        lengths[i] = len(s)
+    return symbols, lengths
+
+
+def test_fsst_segments_match_cpu():
+    s1, l1 = _table([b"ab", b"cde"])
+    s2, l2 = _table([b"zz"])
+    comp = np.array([0, 1, 255, 65, 0, 0, 0, 1, 255, 66], np.uint8)
+    starts, lens = np.array([0, 4, 0, 5, 7]), np.array([4, 1, 0, 2, 3])
+    sym, sl, nsym = np.stack([s1, s2, s1]), np.stack([l1, l2, l1]), np.array([2, 1, 2])
+    segments = np.array([[0, 2], [2, 4], [4, 5]])
+    offs, data = ck.fsst_decode_segments(sym, sl, nsym, comp, starts, lens, segments)
+    assert bytes(data) == b"abcdeAabzzzzcdeB"
+    out_len = _device.to_device(np.zeros(5, np.int64))
+    ck.fsst_lengths_segments_gpu(sym, sl, nsym, comp, starts, lens, segments, out_len)
+    goffs, total = _device.exclusive_scan(out_len)
+    gdata = _device.device_empty(total, np.uint8)
+    ck.fsst_decode_segments_gpu(sym, sl, nsym, comp, starts, lens, segments, goffs, gdata)
+    np.testing.assert_array_equal(h(goffs), offs)
+    assert bytes(h(gdata)) == bytes(data)
+    # segments may leave strings out (they keep their lengths); bad codes raise
+    out_len = _device.to_device(np.full(5, -1, np.int64))
+    ck.fsst_lengths_segments_gpu(sym[:1], sl[:1], nsym[:1], comp, starts, lens, np.array([[0, 2]]), out_len)
+    assert h(out_len).tolist() == [6, 2, -1, -1, -1]
+    with pytest.raises(CorruptInputError):
+        ck.fsst_lengths_segments_gpu(sym[1:2], sl[1:2], nsym[1:2], comp, starts, lens, np.array([[0, 1]]), out_len)
+
+
+# --------------------------------------------------------------------------------------------
+# Datasets decoded on the GPU against the CPU path and pylance
+
+
+def test_encodings_exercised(rich22, rich21, fsst):
+    seen = gd.encodings_seen([rich22, rich21, fsst])
+    assert gd.EXPECTED_ENCODINGS <= seen, gd.EXPECTED_ENCODINGS - seen
+    assert {"fsst-compressed-mini_block_layout", "fsst-compressed-full_zip_layout"} <= seen, seen
+
+
+def test_rich_22_matches_cpu_and_pylance(rich22):
+    ours = lance_gpu.dataset(rich22)
+    gpu = ours.to_table(device="gpu", on_cpu_fallback="raise")
+    assert_same(gpu, lance.dataset(rich22).to_table(), "rich-2.2 gpu vs pylance")
+    assert_same(gpu, ours.to_table(device="cpu"), "rich-2.2 gpu vs cpu")
+
+
+def test_rich_21_matches_pylance(rich21):
+    cols = ["id", "i32n", "b", "s", "cat", "emb", "embn", "li", "st", "null_s"]
+    gpu = lance_gpu.dataset(rich21).to_table(columns=cols, device="gpu", on_cpu_fallback="raise")
+    assert_same(gpu, lance.dataset(rich21).to_table(columns=cols), "rich-2.1 gpu vs pylance")
+
+
+def test_projection_filter_batches_row_ids(rich22):
+    ref, ours = lance.dataset(rich22), lance_gpu.dataset(rich22)
+    cols = ["st.b", "id", "llong", "dec"]
+    f = "i32n > 300 AND (s LIKE 'a%' OR b = true)"
+    assert_same(
+        ours.to_table(columns=cols, filter=f, with_row_id=True, device="gpu"),
+        ref.to_table(columns=cols, filter=f, with_row_id=True), "projection + filter", exact_dictionaries=False,
+    )
+    batches = list(ours.to_batches(columns=["id", "long", "runs"], batch_size=64, device="gpu"))
+    assert all(b.num_rows <= 64 for b in batches)
+    exp = ref.to_table(columns=["id", "long", "runs"])
+    assert_same(pa.Table.from_batches(batches, schema=exp.schema), exp, "to_batches")
+    assert ours.count_rows(f) == ref.count_rows(f)
+    # version 1 (before the append and the delete), and an empty result
+    assert_same(lance_gpu.dataset(rich22, version=1).to_table(columns=["id", "emb"], device="gpu"),
+                lance.dataset(rich22, version=1).to_table(columns=["id", "emb"]), "version 1")
+    assert ours.to_table(columns=["s"], filter="id < 0", device="gpu").num_rows == 0
+
+
+def test_fsst_miniblock(fsst):
+    assert_same(lance_gpu.dataset(fsst).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(fsst).to_table(), "fsst")
+
+
+def test_auto_routes_to_the_gpu(rich22, monkeypatch):
+    calls = []
+    real = gpu_read.scan_tables
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_read, "scan_tables", spy)
+    ours = lance_gpu.dataset(rich22)  # device="auto"
+    assert_same(ours.to_table(columns=["id", "cat"]), lance.dataset(rich22).to_table(columns=["id", "cat"]), "auto")
+    assert calls
+
+
+# --------------------------------------------------------------------------------------------
+# Fallback, corruption, memory budget, device columns
+
+
+def test_fallback_warns_once_and_matches(root, monkeypatch):
+    uri = gd.write_fallback(lance, root)
+    v20 = gd.write_v20(lance, root)
+    monkeypatch.setattr(gpu_read, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = lance_gpu.dataset(uri).to_table(device="gpu")
+        again = lance_gpu.dataset(uri).to_table(device="gpu")
+        old = lance_gpu.dataset(v20).to_table(device="gpu")
+    msgs = [str(w.message) for w in caught if issubclass(w.category, CpuDecodeWarning)]
+    assert len([m for m in msgs if "'x'" in m]) == 1, msgs  # once per reason
+    assert any("byte_stream_split" in m for m in msgs), msgs
+    assert any("2.0" in m for m in msgs), msgs
+    ref = lance.dataset(uri).to_table()
+    assert_same(got, ref, "fallback")
+    assert_same(again, ref, "fallback again")
+    assert_same(old, lance.dataset(v20).to_table(), "2.0 on the CPU")
+    with pytest.raises(UnsupportedEncodingError, match="'x'"):
+        lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+    with pytest.raises(ValueError, match="on_cpu_fallback"):
+        lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="maybe")
+
+
+def test_device_side_corruption_is_a_corrupt_file_error(root):
+    uri = gd.write_binary(lance, root)
+    bad = root / "binary_corrupt"
+    shutil.copytree(uri, bad)
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.gpu.plan import plan_leaf
+
+    path = next(Path(bad, "data").glob("*.lance"))
+    leaf = plan_leaf(LanceFileReader(path), 0, pa.binary(), [0])
+    page = leaf.pages[0]
+    chunk_start = int(page.parsed["bufs"][0, 0, 0])
+    # The first chunk's second value offset (u32, relative to the chunk buffer) -> far away.
+    at = page.info.buffer_offsets[1] + chunk_start + 4
+    raw = bytearray(path.read_bytes())
+    raw[at : at + 4] = (1 << 30).to_bytes(4, "little")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="device decode") as info:
+        lance_gpu.dataset(str(bad)).to_table(device="gpu")
+    assert path.name in str(info.value)
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset(str(bad)).to_table(device="cpu")
+
+
+def test_memory_budget_splits_units(rich22, monkeypatch):
+    calls = []
+    real = gpu_read.decode_unit
+
+    def spy(unit):
+        calls.append(len(unit.paths))
+        return real(unit)
+
+    monkeypatch.setattr(gpu_read, "decode_unit", spy)
+    cols = ["id", "s", "li"]
+    with memory_limit(1):  # every (fragment, field) its own unit
+        got = lance_gpu.dataset(rich22).to_table(columns=cols, device="gpu")
+    assert len(calls) == 3 * len(cols)
+    assert_same(got, lance.dataset(rich22).to_table(columns=cols), "one field per unit")
+
+
+def test_device_table_and_columns(rich22):
+    ds = lance_gpu.dataset(rich22)
+    fields = [f for f in ds.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
+    tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields)]
+    assert all(isinstance(dt, DeviceTable) for dt in tables)
+    first = tables[0]
+    col = first.column("f64")
+    assert isinstance(col, DeviceColumn) and col.null_count == 0 and len(col) == first.num_rows
+    ref = lance.dataset(rich22).to_table(columns=["id", "f64", "emb", "s"])
+    assert pa.concat_arrays([dt.column("s").to_arrow() for dt in tables]).equals(ref.column("s").combine_chunks())
+    sub = first.take(np.array([3, 0, 3]))
+    assert sub.to_arrow().column("id").to_pylist() == [first.column("id").to_arrow()[i].as_py() for i in (3, 0, 3)]
+    if SIMULATOR:
+        with pytest.raises(GpuUnavailableError):
+            first.to_cupy("f64")
+    else:
+        emb = first.to_cupy("emb")
+        assert emb.shape == (first.num_rows, 64)
+        np.testing.assert_array_equal(emb.get(), np.stack(first.column("emb").to_arrow().to_numpy(zero_copy_only=False)))
