@@ -1,0 +1,755 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GPU benchmark: copy bandwidth, per-kernel throughput and end-to-end reads, in one run.
+
+1. Bandwidth: device-to-device copy (``cudaMemcpyAsync`` and CuPy ``a.copy()``) and
+   host<->device copies from pinned (and pageable) memory; GB/s = bytes copied / time,
+   median of several runs timed with CUDA events.  The D2D figure (the higher of the two) is
+   the reference for the kernels.
+2. Kernels (``cuda_kernels``): FastLanes unpack (32/64-bit lanes, several widths, plain and
+   scattered), dictionary gather (fixed, binary), FSST decode (one table; per-segment tables
+   as the read pipeline calls it), RLE expand, levels -> validity / offsets and bitmaps,
+   deletion compaction and the segmented copies / fills / index kernels.  Inputs live on the
+   device; time = wall time of the wrapper call between two device synchronisations
+   (launches, output allocation, scans and the error-flag readback included), median of
+   --repeat after one warm-up call (JIT compile excluded).  GB/s = bytes of decoded output
+   (all arrays returned: values, offsets, validity) / time, unless the row says otherwise,
+   and as a fraction of the D2D copy bandwidth (target >= 0.30).  Each kernel's warm-up
+   output is checked against its CPU twin (skip with --no-check).
+3. End to end on bench_read.py's datasets ("mixed", "embeddings"): ours -- ``scan_device``
+   (device-resident columns, consumed fully), ``to_table(device="gpu")`` (Arrow on the host),
+   ``to_cudf()`` -- against pylance ``to_table`` + upload of every buffer with CuPy,
+   pylance + ``cudf.DataFrame.from_arrow``, ``cudf.read_parquet``, and our CPU path.  Median
+   seconds of --repeat after one warm-up (dataset opened inside the timed call); ratios =
+   their time / ours (above 1: we are faster).  Targets: >= 10x vs pylance + upload, > 1x vs
+   cudf.read_parquet.  Rows whose library is missing are listed with the reason.
+
+Output: stdout and benchmarks/results/gpu_<device>.{md,json}.  Without a usable GPU it exits
+with status 2 and a one-line message.
+
+    python3 benchmarks/bench_gpu.py [--rows 5000000 --emb-rows 500000 --repeat 5]
+    python3 benchmarks/bench_gpu.py --quick                  # small sizes (smoke run)
+    python3 benchmarks/bench_gpu.py --kernels-only --data DIR
+    NUMBA_ENABLE_CUDASIM=1 python3 benchmarks/bench_gpu.py --simulate --kernels-only --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+KERNEL_TARGET = 0.30  # fraction of the D2D copy bandwidth
+TARGET_VS_UPLOAD = 10.0
+TARGET_VS_CUDF_PARQUET = 1.0
+WORDS = np.array(["alpha", "beta", "gamma", "delta", "omega", "lorem", "ipsum", "dolor", "sit", "amet", "quick", "brown", "fox"])
+
+
+# --------------------------------------------------------------------------------------------
+# Device helpers: CuPy arrays on a GPU, numba arrays under the CUDA simulator
+
+
+class Dev:
+    """Uploads, allocation, synchronisation and pool release for one backend."""
+
+    def __init__(self, simulate: bool) -> None:
+        self.simulate = simulate
+        if simulate:
+            from numba import cuda
+
+            self.cuda, self.cp = cuda, None
+        else:
+            import cupy
+
+            self.cuda, self.cp = None, cupy
+
+    def up(self, a: np.ndarray):
+        a = np.ascontiguousarray(a)
+        return self.cuda.to_device(a) if self.simulate else self.cp.asarray(a)
+
+    def empty(self, n: int, dtype) -> object:
+        return self.cuda.device_array(int(n), np.dtype(dtype)) if self.simulate else self.cp.empty(int(n), dtype)
+
+    def sync(self) -> None:
+        if self.simulate:
+            self.cuda.synchronize()
+        else:
+            self.cp.cuda.Device().synchronize()
+
+    def free(self) -> None:
+        if self.cp is not None:
+            self.cp.get_default_memory_pool().free_all_blocks()
+            self.cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def timed(fn: Callable[[], object], sync: Callable[[], None], repeat: int) -> tuple[object, list[float]]:
+    """(warm-up output, seconds of ``repeat`` further calls), each between synchronisations.
+    With ``repeat == 0`` the warm-up call's time is the only one."""
+    sync()
+    t0 = time.perf_counter()
+    out = fn()
+    sync()
+    warm = time.perf_counter() - t0
+    times: list[float] = []
+    for _ in range(repeat):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return out, times or [warm]
+
+
+def nbytes(obj: object) -> int:
+    """Total bytes of the arrays in ``obj`` (arrays, tuples / named tuples / lists of them)."""
+    if obj is None or isinstance(obj, (int, float, str)):
+        return 0
+    if isinstance(obj, (tuple, list)):
+        return sum(nbytes(o) for o in obj)
+    return int(np.prod(obj.shape)) * np.dtype(obj.dtype).itemsize
+
+
+def same(got: object, want: object, where: str = "") -> None:
+    """Assert that device output ``got`` equals the CPU result ``want`` (recursively)."""
+    from cuda_kernels import _device
+
+    if isinstance(want, (tuple, list)):
+        assert len(got) == len(want), f"{where}: {len(got)} parts, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            same(g, w, f"{where}[{i}]")
+    elif want is None or isinstance(want, (int, np.integer)):
+        assert got == want, f"{where}: {got!r} != {want!r}"
+    else:
+        g = _device.to_host(got)
+        w = np.asarray(want)
+        assert g.shape == w.shape and np.array_equal(g, w), f"{where}: arrays differ ({g.shape} vs {w.shape})"
+
+
+# --------------------------------------------------------------------------------------------
+# 1. Bandwidth
+
+
+def bandwidth(nbytes_: int, repeat: int) -> list[dict]:
+    """D2D, H2D and D2H copy bandwidth (GB/s of bytes copied), timed with CUDA events."""
+    import cupy as cp
+    import cupyx
+
+    rt = cp.cuda.runtime
+    stream = cp.cuda.get_current_stream()
+    a = cp.ones(nbytes_, np.uint8)
+    b = cp.empty_like(a)
+    pinned = cupyx.empty_pinned((nbytes_,), np.uint8)
+    pinned[:] = 1
+    pageable = np.ones(nbytes_, np.uint8)
+
+    def ev(fn: Callable[[], object]) -> float:
+        fn()
+        times = []
+        for _ in range(max(repeat, 5)):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(stream)
+            fn()
+            end.record(stream)
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+        return statistics.median(times)
+
+    cases = [
+        ("D2D cudaMemcpyAsync", lambda: rt.memcpyAsync(b.data.ptr, a.data.ptr, nbytes_, rt.memcpyDeviceToDevice, stream.ptr)),
+        ("D2D cupy a.copy()", a.copy),
+        ("H2D pinned", lambda: rt.memcpyAsync(b.data.ptr, pinned.ctypes.data, nbytes_, rt.memcpyHostToDevice, stream.ptr)),
+        ("D2H pinned", lambda: rt.memcpyAsync(pinned.ctypes.data, a.data.ptr, nbytes_, rt.memcpyDeviceToHost, stream.ptr)),
+        ("H2D pageable (cupy.asarray)", lambda: cp.asarray(pageable)),
+    ]
+    rows = []
+    for name, fn in cases:
+        sec = ev(fn)
+        rows.append({"copy": name, "mb": nbytes_ / 1e6, "s": sec, "gb_s": nbytes_ / sec / 1e9})
+        print(f"  {name:30s} {nbytes_ / sec / 1e9:8.1f} GB/s", flush=True)
+    del a, b, pinned
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Kernels
+
+
+@dataclass
+class Case:
+    family: str
+    name: str
+    fn: Callable[[], object]  # the GPU call; returns its output (device arrays)
+    expect: Callable[[], object] | None = None  # the CPU twin's result
+    basis: str = "output"  # what the GB/s counts
+    nbytes: int | None = None  # bytes counted (default: nbytes of the output)
+
+
+def _uints(rng: np.random.Generator, n: int, w: int, dt) -> np.ndarray:
+    raw = rng.integers(0, np.iinfo(np.uint64).max, n, dtype=np.uint64, endpoint=True)
+    return (raw >> np.uint64(64 - w)).astype(dt) if w else np.zeros(n, dt)
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    out = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def unpack_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+
+    nb = max(n // 1024, 1)
+    for dt, widths in ((np.uint32, (1, 7, 16, 31)), (np.uint64, (1, 13, 32, 63))):
+        t = np.dtype(dt).itemsize * 8
+        for w in widths:
+            base = min(nb, 64)
+            wpb = 1024 * w // t
+            words = np.tile(ck.pack_blocks(_uints(rng, base * 1024, w, dt), w), -(-nb // base))[: nb * wpb]
+            offs = np.arange(nb, dtype=np.int64) * wpb
+            widths_ = np.full(nb, w, np.uint8)
+            d_words, d_offs, d_w, out = dev.up(words), dev.up(offs), dev.up(widths_), dev.empty(nb * 1024, dt)
+            yield Case("unpack", f"unpack_blocks u{t} W={w}", lambda: ck.unpack_blocks_gpu(d_words, d_offs, d_w, out=out),
+                       lambda: ck.unpack_blocks(words, offs, widths_))
+            if w == t // 2:  # scattered into place, 1000 of each block's 1024 values kept (page tails)
+                dst, cnt = np.arange(nb, dtype=np.int64) * 1000, np.full(nb, 1000, np.int64)
+                d_dst, d_cnt, sout = dev.up(dst), dev.up(cnt), dev.empty(nb * 1000, dt)
+                yield Case("unpack", f"unpack_blocks_scatter u{t} W={w}",
+                           lambda: ck.unpack_blocks_scatter_gpu(d_words, d_offs, d_w, d_dst, d_cnt, sout),
+                           lambda: ck.unpack_blocks_scatter(words, offs, widths_, dst, cnt, np.empty(nb * 1000, dt)))
+
+
+def gather_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+
+    for items, label in ((rng.random(1000), "f64, 1000 items"), (rng.integers(0, 2**31, 65536).astype(np.int32), "i32, 65536 items")):
+        idx = rng.integers(0, items.size, n).astype(np.uint32)
+        d_items, d_idx = dev.up(items), dev.up(idx)
+        yield Case("gather", f"gather_fixed {label}", lambda: ck.gather_fixed_gpu(d_items, d_idx), lambda: ck.gather_fixed(items, idx))
+    lens = rng.integers(4, 41, 1000)
+    item_offs = _offsets(lens)
+    item_bytes = rng.integers(32, 127, int(item_offs[-1])).astype(np.uint8)
+    idx = rng.integers(0, 1000, max(n // 4, 1)).astype(np.uint32)
+    d_offs, d_bytes, d_idx = dev.up(item_offs), dev.up(item_bytes), dev.up(idx)
+    yield Case("gather", "gather_binary (1000 items of 4..40 B)", lambda: ck.gather_binary_gpu(d_offs, d_bytes, d_idx),
+               lambda: ck.gather_binary(item_offs, item_bytes, idx), "offsets + bytes")
+
+
+def fsst_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+    from cuda_kernels import _device
+    from lance_gpu.file.encodings import fsst
+    from lance_gpu.file.encodings.base import DecodeContext
+
+    base = min(max(n // 8, 64), 65536)
+    text = [" ".join(r).encode() for r in WORDS[rng.integers(0, WORDS.size, (base, 5))]]
+    table, co, cd = fsst.compress_strings(_offsets(np.array([len(s) for s in text])), np.frombuffer(b"".join(text), np.uint8))
+    st = fsst.SymbolTable(table, DecodeContext("bench_gpu"))
+    reps = max(n // 8 // base, 1)  # tile the compressed strings (one table) to ~n / 8 strings
+    comp = np.tile(cd, reps)
+    offs = np.append((co[:-1][None, :] + np.arange(reps)[:, None] * int(co[-1])).ravel(), reps * int(co[-1])).astype(np.int64)
+    nstr = offs.size - 1
+    d_comp, d_offs = dev.up(comp), dev.up(offs)
+    yield Case("fsst", f"fsst_decode ({nstr} strings, ~30 B)",
+               lambda: ck.fsst_decode_gpu(st.symbols, st.lengths, d_comp, d_offs, n_symbols=st.n_symbols),
+               lambda: ck.fsst_decode(st.symbols, st.lengths, comp, offs, n_symbols=st.n_symbols), "offsets + bytes")
+    nseg = 16 if nstr >= 1024 else 2  # as the pipeline: spans, one table per segment (page)
+    bounds = np.linspace(0, nstr, nseg + 1).astype(np.int64)
+    sym2, len2 = np.tile(st.symbols, (nseg, 1)), np.tile(st.lengths, (nseg, 1))
+    nsym = np.full(nseg, st.n_symbols, np.int64)
+    starts, lens = offs[:-1].copy(), np.diff(offs)
+    d_starts, d_lens, out_lens = dev.up(starts), dev.up(lens), dev.empty(nstr, np.int64)
+
+    def segments() -> tuple:
+        ck.fsst_lengths_segments_gpu(sym2, len2, nsym, d_comp, d_starts, d_lens, bounds, out_lens)
+        out_offs, total = _device.exclusive_scan(out_lens)
+        data = dev.empty(max(total, 1), np.uint8)
+        ck.fsst_decode_segments_gpu(sym2, len2, nsym, d_comp, d_starts, d_lens, bounds, out_offs, data)
+        return out_offs, data[:total]
+
+    yield Case("fsst", f"fsst segments: lengths+scan+decode ({nseg} tables)", segments,
+               lambda: ck.fsst_decode_segments(sym2, len2, nsym, comp, starts, lens, bounds), "offsets + bytes")
+
+
+def rle_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+
+    for dt, lo, hi in ((np.int32, 1, 256), (np.int64, 1, 9)):
+        runs = rng.integers(lo, hi, max(n // ((lo + hi) // 2), 1)).astype(np.uint8)
+        vals = rng.integers(0, 2**30, runs.size).astype(dt)
+        d_vals, d_runs, out = dev.up(vals), dev.up(runs), dev.empty(int(runs.astype(np.int64).sum()), dt)
+        yield Case("rle", f"rle_expand {np.dtype(dt).name} (runs {lo}..{hi - 1})", lambda: ck.rle_expand_gpu(d_vals, d_runs, out=out),
+                   lambda: ck.rle_expand(vals, runs))
+
+
+def levels_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+
+    rows = min(max(n // 16, 16), 65536)  # list<int32?>: lists of 0..7 items, 5% null lists, 10% null items
+    lengths = rng.integers(0, 8, rows)
+    valid = rng.random(rows) > 0.05
+    offsets = _offsets(np.where(valid, lengths, 0))
+    rav = ck.ravel_levels([(rng.random(int(offsets[-1])) > 0.1, None), (valid, offsets)], rows)
+    reps = max(n // rav.num_levels, 1)  # whole rows repeated: still valid levels
+    rep, def_ = np.tile(rav.rep, reps), np.tile(rav.def_, reps)
+    d_rep, d_def, kinds = dev.up(rep), dev.up(def_), rav.layer_kinds
+    yield Case("levels", f"unravel list<int32?> ({rep.size} levels)", lambda: ck.unravel_levels_gpu(d_rep, d_def, kinds, num_levels=rep.size),
+               lambda: ck.unravel_levels(rep, def_, kinds, num_levels=rep.size), "validity + offsets")
+    d1 = (rng.random(n) < 0.1).astype(np.uint16)
+    d_d1, k1 = dev.up(d1), [ck.NULLABLE_ITEM]
+    yield Case("levels", "unravel int32? (def only)", lambda: ck.unravel_levels_gpu(None, d_d1, k1, num_levels=n),
+               lambda: ck.unravel_levels(None, d1, k1, num_levels=n), "validity")
+    bools = rng.random(n) < 0.9
+    bitmap = ck.validity_to_bitmap(bools)
+    d_bools, d_bitmap = dev.up(bools), dev.up(bitmap)
+    yield Case("levels", "bitmap_to_validity", lambda: ck.bitmap_to_validity_gpu(d_bitmap, n), lambda: ck.bitmap_to_validity(bitmap, n))
+    yield Case("levels", "validity_to_bitmap", lambda: ck.validity_to_bitmap_gpu(d_bools), lambda: bitmap, "input bools", n)
+
+
+def compact_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+
+    deleted = rng.integers(0, n, max(n // 10, 1))
+    d_del = dev.up(deleted)
+    mask = ck.keep_mask_from_deleted(n, deleted)
+    yield Case("compact", "keep_mask_from_deleted (10% deleted)", lambda: ck.keep_mask_from_deleted_gpu(n, d_del), lambda: mask)
+    vals = rng.random(n)
+    d_vals, d_mask = dev.up(vals), dev.up(mask)
+    yield Case("compact", "compact_fixed f64", lambda: ck.compact_fixed_gpu(d_vals, d_mask), lambda: ck.compact_fixed(vals, mask))
+    ns = max(n // 8, 1)
+    offs = _offsets(rng.integers(0, 61, ns))
+    data = rng.integers(0, 256, int(offs[-1])).astype(np.uint8)
+    smask = mask[:ns].copy()
+    d_offs, d_data, d_smask = dev.up(offs), dev.up(data), dev.up(smask)
+    yield Case("compact", "compact_binary (0..60 B)", lambda: ck.compact_binary_gpu(d_offs, d_data, d_smask),
+               lambda: ck.compact_binary(offs, data, smask), "offsets + bytes")
+
+
+def segment_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    import cuda_kernels as ck
+
+    for label, lo, hi in (("32 KiB..1 MiB ranges", 32768, 1 << 20), ("1..64 B ranges", 1, 65)):
+        lens = rng.integers(lo, hi, max(4 * n // ((lo + hi) // 2), 1))
+        src_starts = _offsets(lens)[:-1]
+        perm = rng.permutation(lens.size)
+        dst_starts = np.empty_like(src_starts)
+        dst_starts[perm] = _offsets(lens[perm])[:-1]  # every byte of dst written once
+        total = int(lens.sum())
+        src = rng.integers(0, 256, total).astype(np.uint8)
+        d_src, d_ss, d_len, d_ds, dst = dev.up(src), dev.up(src_starts), dev.up(lens), dev.up(dst_starts), dev.empty(total, np.uint8)
+        yield Case("segments", f"copy_ranges ({label})", lambda: ck.copy_ranges_gpu(d_src, d_ss, d_len, dst, d_ds),
+                   lambda: ck.copy_ranges(src, src_starts, lens, np.empty(total, np.uint8), dst_starts), "bytes copied")
+    k = max(n // 4096, 1)  # 16 KiB constant segments, 4 different 8-byte patterns
+    pats = rng.integers(0, 256, 32).astype(np.uint8)
+    fd, fn_, ps, pl = np.arange(k, dtype=np.int64) * 16384, np.full(k, 16384, np.int64), (np.arange(k) % 4 * 8).astype(np.int64), np.full(k, 8, np.int64)
+    d_fd, d_fn, d_pats, d_ps, d_pl, fdst = dev.up(fd), dev.up(fn_), dev.up(pats), dev.up(ps), dev.up(pl), dev.empty(16384 * k, np.uint8)
+    yield Case("segments", "fill_patterns (16 KiB segments)", lambda: ck.fill_patterns_gpu(fdst, d_fd, d_fn, d_pats, d_ps, d_pl),
+               lambda: ck.fill_patterns(np.empty(16384 * k, np.uint8), fd, fn_, pats, ps, pl))
+    counts = rng.integers(1000, 5000, max(n // 3000, 1))  # boolean pages at arbitrary bit offsets
+    bstarts = _offsets(counts)[:-1]
+    bits = rng.integers(0, 256, -(-int(counts.sum()) // 8)).astype(np.uint8)
+    d_bits, d_bs, d_cnt, bdst = dev.up(bits), dev.up(bstarts), dev.up(counts), dev.empty(int(counts.sum()), np.uint8)
+    yield Case("segments", "bits_to_bytes", lambda: ck.bits_to_bytes_gpu(d_bits, d_bs, d_cnt, bdst, d_bs),
+               lambda: ck.bits_to_bytes(bits, bstarts, counts, np.empty(int(counts.sum()), np.uint8), bstarts))
+    es, el = rng.integers(0, 1 << 20, max(n // 16, 1)), rng.integers(0, 32, max(n // 16, 1))
+    d_es, d_el = dev.up(es), dev.up(el)
+    yield Case("segments", "expand_ranges (0..31 each)", lambda: ck.expand_ranges_gpu(d_es, d_el), lambda: ck.expand_ranges(es, el), "indices + offsets")
+    toffs = _offsets(rng.integers(0, 16, max(n // 4, 1)))
+    tidx = rng.integers(0, toffs.size - 1, max(n // 4, 1))
+    d_toffs, d_tidx = dev.up(toffs), dev.up(tidx)
+    yield Case("segments", "take_ranges", lambda: ck.take_ranges_gpu(d_toffs, d_tidx), lambda: ck.take_ranges(toffs, tidx), "starts + lengths")
+    nseg = 64
+    bounds = np.linspace(0, n, nseg + 1).astype(np.int64)
+    vals, bases = rng.integers(0, 2**32, n).astype(np.uint32), rng.integers(0, 2**40, nseg)
+    d_vals, d_bounds, d_bases = dev.up(vals), dev.up(bounds), dev.up(bases)
+    yield Case("segments", f"add_segment_base ({nseg} segments)", lambda: ck.add_segment_base_gpu(d_vals, d_bounds, d_bases),
+               lambda: ck.add_segment_base(vals, bounds, bases))
+    lv, tables = rng.integers(0, 4, n).astype(np.uint16), rng.integers(0, 8, (nseg, 4)).astype(np.uint16)
+    d_lv, d_tables = dev.up(lv), dev.up(tables)
+    yield Case("segments", f"remap_segments u16 ({nseg} tables)", lambda: ck.remap_segments_gpu(d_lv, d_bounds, d_tables),
+               lambda: ck.remap_segments(lv, bounds, tables))
+
+
+FAMILIES = (unpack_cases, gather_cases, fsst_cases, rle_cases, levels_cases, compact_cases, segment_cases)
+
+
+def run_kernels(n: int, dev: Dev, repeat: int, check: bool, ref_gb_s: float | None) -> list[dict]:
+    """Time every case of every family; one row per case (``error`` set when it failed)."""
+    rng = np.random.default_rng(0)
+    rows: list[dict] = []
+    for family in FAMILIES:
+        cases = family(n, rng, dev)
+        while True:
+            row: dict = {"family": family.__name__.removesuffix("_cases")}
+            try:
+                case = next(cases)
+            except StopIteration:
+                break
+            except Exception as exc:  # preparing the input failed: the family's other cases are lost
+                rows.append({**row, "kernel": "(input preparation)", "error": f"{type(exc).__name__}: {exc}"})
+                print(f"  {row['family']}: input preparation failed: {exc}", flush=True)
+                break
+            row.update(kernel=case.name, basis=case.basis)
+            try:
+                out, times = timed(case.fn, dev.sync, repeat)
+                size = case.nbytes if case.nbytes is not None else nbytes(out)
+                sec = statistics.median(times)
+                row.update(mb=size / 1e6, ms=sec * 1e3, gb_s=size / sec / 1e9)
+                if ref_gb_s:
+                    row["of_copy"] = row["gb_s"] / ref_gb_s
+                if check and case.expect is not None:
+                    same(out, case.expect(), case.name)
+                    row["checked"] = True
+                del out
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"
+            rows.append(row)
+            print("  " + _kernel_line(row), flush=True)
+            del case
+            dev.free()
+    return rows
+
+
+def _kernel_line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['kernel']:48s} FAILED {r['error'][:300]}"
+    frac = f"{r['of_copy']:5.2f} of copy" if "of_copy" in r else ""
+    return f"{r['kernel']:48s} {r['mb']:9.1f} MB {r['ms']:9.3f} ms {r['gb_s']:8.1f} GB/s {frac}"
+
+
+# --------------------------------------------------------------------------------------------
+# 3. End to end
+
+ENGINES = (  # key, label, libraries needed besides CuPy
+    ("scan_device", "ours: scan_device (device-resident)", ()),
+    ("to_table_gpu", "ours: to_table(device='gpu') (Arrow on host)", ()),
+    ("to_cudf", "ours: to_cudf()", ("cudf",)),
+    ("pylance_table", "pylance to_table (host only)", ("lance",)),
+    ("pylance_upload", "pylance to_table + CuPy upload", ("lance",)),
+    ("pylance_cudf", "pylance to_table + cudf.from_arrow", ("lance", "cudf")),
+    ("cudf_parquet", "cudf.read_parquet", ("cudf",)),
+    ("cpu", "ours: to_table(device='cpu')", ()),
+)
+LABELS = {key: label for key, label, _needs in ENGINES}
+COMPARISONS = (  # ours, theirs, target (ratio must reach it), strict
+    ("scan_device", "pylance_upload", TARGET_VS_UPLOAD, False),
+    ("to_cudf", "pylance_cudf", TARGET_VS_UPLOAD, False),
+    ("to_cudf", "cudf_parquet", TARGET_VS_CUDF_PARQUET, True),
+    ("to_table_gpu", "pylance_table", None, False),
+    ("to_table_gpu", "cpu", None, False),
+)
+
+
+def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], int]:
+    """A call reading one dataset fully with engine ``key``; returns the row count."""
+    import lance_gpu
+
+    cp, cudf, lance = mods.get("cupy"), mods.get("cudf"), mods.get("lance")
+    if key == "scan_device":
+        from lance_gpu.gpu.read import scan_device
+
+        def run() -> int:
+            ds = lance_gpu.dataset(lance_uri, device="gpu")
+            tables = [dt for _frag, dt in scan_device(ds, ds._projection(None)[0])]
+            cp.cuda.Device().synchronize()
+            return sum(t.num_rows for t in tables)
+        return run
+    if key == "to_table_gpu":
+        return lambda: lance_gpu.dataset(lance_uri, device="gpu").to_table(device="gpu").num_rows
+    if key == "to_cudf":
+        return lambda: len(lance_gpu.dataset(lance_uri, device="gpu").to_cudf())
+    if key == "cpu":
+        return lambda: lance_gpu.dataset(lance_uri, device="cpu").to_table(device="cpu").num_rows
+    if key == "pylance_table":
+        return lambda: lance.dataset(lance_uri).to_table().num_rows
+    if key == "pylance_upload":
+        def run() -> int:
+            tbl = lance.dataset(lance_uri).to_table()
+            bufs = [cp.asarray(np.frombuffer(b, np.uint8)) for col in tbl.columns for chunk in col.chunks
+                    for b in chunk.buffers() if b is not None and b.size]
+            cp.cuda.Device().synchronize()
+            del bufs
+            return tbl.num_rows
+        return run
+    if key == "pylance_cudf":
+        return lambda: len(cudf.DataFrame.from_arrow(lance.dataset(lance_uri).to_table()))
+    if key == "cudf_parquet":
+        return lambda: len(cudf.read_parquet(parquet))
+    raise ValueError(key)
+
+
+def _import(name: str) -> tuple[object | None, str | None]:
+    try:
+        return __import__(name), None
+    except Exception as exc:
+        return None, f"{name} absent ({type(exc).__name__})" if isinstance(exc, ImportError) else f"{name} unusable ({exc})"
+
+
+def make_data(data: Path, rows: int, emb_rows: int, pylance: object | None) -> str:
+    """bench_read.make_data into ``data``; without pylance the Lance copies are written by
+    ``lance_gpu.write_dataset`` instead.  Returns who wrote them."""
+    import bench_read
+
+    bench_read.DATA = data
+    if pylance is not None:
+        bench_read.make_data(rows, emb_rows)
+        return "pylance"
+    import types
+
+    import lance_gpu
+
+    shim = types.ModuleType("lance")
+    shim.write_dataset = lambda table, uri: lance_gpu.write_dataset(table, uri)  # type: ignore[attr-defined]
+    saved = sys.modules.get("lance")
+    sys.modules["lance"] = shim
+    try:
+        bench_read.make_data(rows, emb_rows)
+    finally:
+        if saved is None:
+            sys.modules.pop("lance", None)
+        else:
+            sys.modules["lance"] = saved
+    return "lance_gpu.write_dataset (pylance absent)"
+
+
+def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dict) -> tuple[list[dict], list[dict]]:
+    """Every engine on both datasets, then the ratio rows; ``info`` gets where the data came from."""
+    import bench_read
+
+    data = Path(args.data) if args.data else bench_read.DATA
+    sets = (("mixed", args.rows), ("embeddings", args.emb_rows))
+    paths = {name: data / f"{name}_{n}" for name, n in sets}
+    missing = [p.with_suffix(s) for p in paths.values() for s in (".lance", ".parquet") if not p.with_suffix(s).exists()]
+    info["data"] = str(data)
+    info["data_writer"] = "found in place"
+    if missing:
+        print(f"writing datasets under {data} ...", flush=True)
+        info["data_writer"] = make_data(data, args.rows, args.emb_rows, mods.get("lance"))
+    rows: list[dict] = []
+    from lance_gpu._device import GpuFallbackWarning
+    from lance_gpu.gpu import read as gpu_read
+
+    for name, n in sets:
+        getattr(gpu_read, "_warned", set()).clear()  # CPU-fallback warnings: once per dataset
+        for key, label, needs in ENGINES:
+            row = {"dataset": name, "rows": n, "engine": key, "label": label}
+            absent = [why[m] for m in needs if mods.get(m) is None]
+            if absent:
+                row["not_run"] = "; ".join(absent)
+            else:
+                _run_engine(row, paths[name], mods, dev, args.repeat, GpuFallbackWarning)
+            rows.append(row)
+            dev.free()
+            print(f"  {name:10s} {label:46s} " + (f"{row['s']:8.3f} s" if "s" in row else row.get("error", f"not run: {row.get('not_run')}")), flush=True)
+    return rows, _ratios(rows, [name for name, _ in sets])
+
+
+def _run_engine(row: dict, path: Path, mods: dict, dev: Dev, repeat: int, fallback: type) -> None:
+    """Time one engine on one dataset into ``row`` (seconds, CPU-fallback notes or the error)."""
+    try:
+        fn = _engine(row["engine"], str(path.with_suffix(".lance")), str(path.with_suffix(".parquet")), mods)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            nrows, times = timed(fn, dev.sync, repeat)
+        if nrows != row["rows"]:
+            row["error"] = f"read {nrows} rows, expected {row['rows']}"
+            return
+        notes = sorted({str(w.message) for w in caught if issubclass(w.category, fallback)})
+        row.update(s=statistics.median(times), **({"fallbacks": notes} if notes else {}))
+    except Exception as exc:
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+
+
+def _ratios(rows: list[dict], datasets: list[str]) -> list[dict]:
+    """Their time / ours for every comparison of every dataset."""
+    ratios = []
+    for name in datasets:
+        got = {r["engine"]: r for r in rows if r["dataset"] == name}
+        for ours, theirs, target, strict in COMPARISONS:
+            o, t = got.get(ours, {}), got.get(theirs, {})
+            r = {"dataset": name, "ours": ours, "theirs": theirs, "target": target}
+            if "s" in o and "s" in t:
+                r["ratio"] = t["s"] / o["s"]
+                if target is not None:
+                    r["met"] = r["ratio"] > target if strict else r["ratio"] >= target
+            else:
+                r["not_run"] = o.get("not_run") or t.get("not_run") or o.get("error") or t.get("error") or "not measured"
+            ratios.append(r)
+    return ratios
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+def meta(args: argparse.Namespace, simulate: bool) -> dict:
+    """Device, driver / runtime and library versions, date and sizes."""
+    from importlib import metadata
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except Exception:
+            return "absent"
+
+    m = {"date": time.strftime("%Y-%m-%d %H:%M"), "python": platform.python_version(), "machine": platform.machine(),
+         "cpus": os.cpu_count(), "repeat": args.repeat, "kernel_values": args.kernel_n, "rows": args.rows, "emb_rows": args.emb_rows,
+         **{dist: version(dist) for dist in ("numpy", "pyarrow", "numba", "numba-cuda", "pylance")}}
+    if simulate:
+        return {**m, "device": "numba CUDA simulator (timings meaningless)", "slug": "simulator"}
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    drv, rt = cp.cuda.runtime.driverGetVersion(), cp.cuda.runtime.runtimeGetVersion()
+    return {**m, "device": name, "slug": re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"),
+            "compute_capability": f"{props['major']}.{props['minor']}", "memory_gb": props["totalGlobalMem"] / 1e9,
+            "cuda_driver": f"{drv // 1000}.{drv % 1000 // 10}", "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}", "cupy": cp.__version__}
+
+
+def write_results(out_dir: Path, res: dict) -> Path:
+    """benchmarks/results/gpu_<slug>.{json,md}; returns the .md path."""
+    m = res["meta"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"gpu_{m['slug']}"
+    stem.with_suffix(".json").write_text(json.dumps(res, indent=2, default=str))
+    ver = ", ".join(f"{k} {m[k]}" for k in ("cuda_driver", "cuda_runtime", "cupy", "numba", "numba-cuda", "pyarrow", "pylance", "cudf") if k in m)
+    lines = [f"# GPU benchmark: {m['device']}, {m['date']}", "",
+             f"{ver}; Python {m['python']}, {m['cpus']} CPU cores; kernel inputs {m['kernel_values']} values; "
+             f"datasets {m['rows']} / {m['emb_rows']} rows; median of {m['repeat']} after one warm-up.", ""]
+    if res["bandwidth"]:
+        lines += ["## Copy bandwidth (GB/s of bytes copied)", "", "| copy | MB | GB/s |", "|---|---|---|"]
+        lines += [f"| {r['copy']} | {r['mb']:.0f} | {r['gb_s']:.1f} |" for r in res["bandwidth"]]
+        lines += ["", f"Reference for the kernels: {res['ref_gb_s']:.1f} GB/s (the faster D2D copy).", ""]
+    if res["kernels"]:
+        lines += ["## Kernels", "", f"Inputs on the device; GB/s of the bytes named in 'counted' / wall time of the wrapper call "
+                  f"(launches, allocation, scans, error-flag readback). Target: >= {KERNEL_TARGET:.2f} of the D2D copy.", "",
+                  "| family | kernel | counted | MB | ms | GB/s | of copy | target | checked |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in res["kernels"]:
+            if "error" in r:
+                lines.append(f"| {r['family']} | {r['kernel']} | | | | | | FAILED: {r['error'][:200]} | |")
+                continue
+            frac = f"{r['of_copy']:.2f}" if "of_copy" in r else "n/a"
+            ok = "n/a" if "of_copy" not in r else ("yes" if r["of_copy"] >= KERNEL_TARGET else "**no**")
+            lines.append(f"| {r['family']} | {r['kernel']} | {r['basis']} | {r['mb']:.1f} | {r['ms']:.3f} | {r['gb_s']:.1f} | {frac} | {ok} | "
+                         f"{'yes' if r.get('checked') else 'no'} |")
+        lines.append("")
+    if res["e2e"]:
+        lines += ["## End to end (median seconds, dataset opened inside the timed call)", "",
+                  f"Data: {m.get('data')} (Lance copies: {m.get('data_writer')}).", "", "| dataset | engine | s | note |", "|---|---|---|---|"]
+        for r in res["e2e"]:
+            if "not_run" in r:
+                note = f"not run: {r['not_run']}"
+            elif "error" in r:
+                note = f"FAILED: {r['error'][:200]}"
+            else:
+                note = "CPU fallback: " + "; ".join(r["fallbacks"])[:300] if r.get("fallbacks") else ""
+            secs = f"{r['s']:.3f}" if "s" in r else ""
+            lines.append(f"| {r['dataset']} | {r['label']} | {secs} | {note} |")
+        lines += ["", "Ratios: their time / ours (above 1: we are faster).", "", "| dataset | ours | theirs | ratio | target | met |", "|---|---|---|---|---|---|"]
+        for r in res["ratios"]:
+            tgt = "" if r["target"] is None else (f"> {r['target']:g}x" if r["target"] == TARGET_VS_CUDF_PARQUET else f">= {r['target']:g}x")
+            val = f"{r['ratio']:.2f}x" if "ratio" in r else f"not run: {r['not_run'][:150]}"
+            met = "" if "met" not in r else ("yes" if r["met"] else "**no**")
+            lines.append(f"| {r['dataset']} | {LABELS[r['ours']]} | {LABELS[r['theirs']]} | {val} | {tgt} | {met} |")
+    if res["not_run"]:
+        lines += ["", "## Not run", ""] + [f"- {s}" for s in res["not_run"]]
+    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return stem.with_suffix(".md")
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=None, help="rows of the 'mixed' dataset (default 5_000_000; --quick 100_000)")
+    ap.add_argument("--emb-rows", type=int, default=None, help="rows of 'embeddings' (default 500_000; --quick 10_000)")
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs after one warm-up (default 5; --quick 3)")
+    ap.add_argument("--kernel-n", type=int, default=None, help="values per kernel case (default 2**26; --quick 2**20)")
+    ap.add_argument("--data", type=Path, default=None, help="directory holding (or to receive) bench_read's datasets")
+    ap.add_argument("--results-dir", type=Path, default=None, help="default benchmarks/results (none written under --simulate)")
+    ap.add_argument("--kernels-only", action="store_true", help="bandwidth and kernels, no end-to-end reads")
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    ap.add_argument("--no-check", action="store_true", help="skip comparing kernel outputs with their CPU twins")
+    ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)  # kernels under NUMBA_ENABLE_CUDASIM=1, tiny sizes
+    args = ap.parse_args(argv)
+    sim = args.simulate
+    if sim and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        print("bench_gpu: --simulate needs NUMBA_ENABLE_CUDASIM=1 in the environment", file=sys.stderr)
+        return 2
+    if not sim:
+        from lance_gpu._device import gpu_unusable_reason
+
+        reason = gpu_unusable_reason()
+        if reason is not None:
+            print(f"bench_gpu: no usable GPU ({reason}); nothing measured", file=sys.stderr)
+            return 2
+    q = args.quick
+    args.rows = args.rows or (100_000 if q else 5_000_000)
+    args.emb_rows = args.emb_rows or (10_000 if q else 500_000)
+    args.repeat = (0 if sim else 3 if q else 5) if args.repeat is None else args.repeat
+    args.kernel_n = args.kernel_n or (2048 if sim else 1 << 20 if q else 1 << 26)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    dev = Dev(sim)
+    res: dict = {"meta": meta(args, sim), "bandwidth": [], "ref_gb_s": None, "kernels": [], "e2e": [], "ratios": [], "not_run": []}
+    print(f"device: {res['meta']['device']}", flush=True)
+    if sim:
+        res["not_run"].append("bandwidth and end to end: CUDA simulator (kernels called once on tiny inputs, checked against the CPU)")
+    else:
+        print("copy bandwidth:", flush=True)
+        try:
+            res["bandwidth"] = bandwidth((32 if q else 512) << 20, args.repeat)
+            res["ref_gb_s"] = max(r["gb_s"] for r in res["bandwidth"] if r["copy"].startswith("D2D"))
+        except Exception as exc:  # kernels still run, without the fraction of copy bandwidth
+            res["not_run"].append(f"copy bandwidth (so no kernel fractions): {type(exc).__name__}: {exc}")
+            print(f"  FAILED {type(exc).__name__}: {exc}", flush=True)
+        dev.free()
+    t0 = time.perf_counter()
+    print(f"kernels ({args.kernel_n} values per case):", flush=True)
+    res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"])
+    below = [r["kernel"] for r in res["kernels"] if r.get("of_copy", 1.0) < KERNEL_TARGET]
+    print(f"kernels done in {time.perf_counter() - t0:.0f} s" + (f"; below {KERNEL_TARGET:.2f} of copy: {', '.join(below)}" if below else ""), flush=True)
+    if args.kernels_only or sim:
+        if not sim:
+            res["not_run"].append("end to end: --kernels-only")
+    else:
+        mods: dict = {"cupy": dev.cp}
+        why: dict = {}
+        for name in ("lance", "cudf"):
+            mods[name], why[name] = _import(name)
+            res["meta"][name] = getattr(mods[name], "__version__", "?") if mods[name] else why[name]
+            if why[name]:
+                res["not_run"].append(f"rows needing {name}: {why[name]}")
+        t0 = time.perf_counter()
+        print("end to end:", flush=True)
+        res["e2e"], res["ratios"] = run_e2e(args, dev, mods, why, res["meta"])
+        print(f"end to end done in {time.perf_counter() - t0:.0f} s", flush=True)
+        for r in res["ratios"]:
+            if "ratio" in r:
+                tgt = "" if r["target"] is None else f"  (target {'>' if r['target'] == TARGET_VS_CUDF_PARQUET else '>='} {r['target']:g}x: {'met' if r['met'] else 'NOT met'})"
+                print(f"  {r['dataset']:10s} {r['theirs']} / {r['ours']}: {r['ratio']:.2f}x{tgt}", flush=True)
+    if not sim or args.results_dir is not None:
+        print(f"results: {write_results(args.results_dir or RESULTS, res)}")
+    failed = [r["kernel"] for r in res["kernels"] if "error" in r] + [f"{r['dataset']}/{r['engine']}" for r in res["e2e"] if "error" in r]
+    if failed:
+        print(f"bench_gpu: {len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
