@@ -500,6 +500,23 @@ class LanceDataset:
 
         return to_cudf(self, columns, filter, on_cpu_fallback=on_cpu_fallback)
 
+    def to_device_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        *,
+        with_row_id: bool = False,
+        on_cpu_fallback: str = "warn",
+    ):
+        """Stream the dataset, one fragment at a time, as ``lance_gpu.gpu.columns.DeviceTable``s
+        whose columns stay in device memory: ``dt.to_cupy(name)`` (numeric and fixed-size
+        list columns), ``dt.device_column(name)`` (DLPack: ``torch.from_dlpack(...)``),
+        ``dt.to_cudf()``.  Needs a usable GPU (``GpuUnavailableError`` otherwise).
+        """
+        from lance_gpu.gpu.read import device_tables
+
+        return device_tables(self, columns, filter, with_row_id=with_row_id, on_cpu_fallback=on_cpu_fallback)
+
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None, *, with_row_id: bool = False) -> pa.Table:
         """Rows at the given positions (0-based, counting live rows across fragments in order)."""
         idx = np.asarray(indices.to_numpy() if isinstance(indices, (pa.Array, pa.ChunkedArray)) else indices, dtype=np.int64)

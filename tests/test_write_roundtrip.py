@@ -246,6 +246,40 @@ def test_inputs(tmp_path):
     pd.testing.assert_frame_equal(got.to_pandas(), df)
 
 
+class _CudfLikeFrame:
+    """Stands in for ``cudf.DataFrame`` where cuDF is missing: it lives in a ``cudf`` module,
+    iterates over its column names (as cuDF and pandas frames do) and has
+    ``to_arrow(preserve_index=)``."""
+
+    __module__ = "cudf.core.dataframe"
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    def __iter__(self):
+        return iter(self._table.column_names)
+
+    def to_arrow(self, preserve_index: bool | None = None) -> pa.Table:
+        assert preserve_index is False
+        return self._table
+
+
+def test_cudf_dataframe_input(tmp_path):
+    tbl = _table(pa.int32(), 500).append_column("s", pa.array([f"v{i}" for i in range(500)]))
+    uri = str(tmp_path / "cudf_like")
+    lance_gpu.write_dataset(_CudfLikeFrame(tbl), uri)
+    _check(uri, tbl)
+
+
+@pytest.mark.gpu
+def test_real_cudf_dataframe_input(tmp_path):
+    cudf = pytest.importorskip("cudf")
+    tbl = _table(pa.int32(), 500).append_column("s", pa.array([f"v{i}" for i in range(500)]))
+    uri = str(tmp_path / "cudf")
+    lance_gpu.write_dataset(cudf.DataFrame.from_arrow(tbl), uri)
+    _check(uri, tbl)
+
+
 def test_streaming_files(tmp_path):
     """Batches are consumed lazily: files are finished while the input is still running."""
     uri = tmp_path / "ds"

@@ -295,6 +295,24 @@ def _project_device(ds, dt: DeviceTable, projected: pa.Schema) -> DeviceTable:
     return DeviceTable(names, cols, dt.num_rows, dt.row_ids, dt.fragment_id)
 
 
+def device_tables(
+    ds,
+    columns: Sequence[str] | None = None,
+    filter=None,
+    *,
+    with_row_id: bool = False,
+    on_cpu_fallback: str = "warn",
+) -> Iterator[DeviceTable]:
+    """Per fragment, the requested columns (``filter``-ed, deleted rows dropped) as a
+    :class:`DeviceTable` whose columns stay in device memory."""
+    from lance_gpu._device import resolve_device
+
+    resolve_device("gpu")
+    fields, projected, compiled, read_fields = _read_fields(ds, columns, filter)
+    for _frag, dt in scan_device(ds, read_fields, with_row_id=with_row_id, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
+        yield _project_device(ds, dt, projected)
+
+
 def to_cudf(ds, columns: Sequence[str] | None = None, filter=None, *, on_cpu_fallback: str = "warn"):
     """The dataset (or ``columns``, ``filter``-ed) as one ``cudf.DataFrame``."""
     from lance_gpu._device import gpu_unusable_reason

@@ -26,7 +26,7 @@ __all__ = [
     "parse_read_options",
 ]
 
-DEFAULT_BATCH_SIZE = 8192
+DEFAULT_BATCH_SIZE = 65536
 DEFAULT_MAX_ROWS_PER_PARTITION = 1 << 20
 
 READ_OPTIONS = {

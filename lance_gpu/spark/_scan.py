@@ -29,7 +29,7 @@ from lance_gpu.dataset import LanceDataset, LanceFragment
 from lance_gpu.errors import SchemaMismatchError
 from lance_gpu.spark._filters import combined_expression
 from lance_gpu.spark._gpu import decode_slot, task_gpu
-from lance_gpu.spark._options import ReadOptions
+from lance_gpu.spark._options import DEFAULT_BATCH_SIZE, ReadOptions
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_arrays, to_spark_schema
 from lance_gpu.table.schema import LanceField
 
@@ -47,7 +47,7 @@ class ScanSpec:
     columns: tuple[str, ...]
     schema: StructType
     filter: str | None = None
-    batch_size: int = 8192
+    batch_size: int = DEFAULT_BATCH_SIZE
     device: str = "auto"
     large_types: bool = False
     pushed: tuple[Any, ...] = field(default=())

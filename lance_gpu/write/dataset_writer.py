@@ -45,6 +45,18 @@ def _minor_of(version: str | None) -> int:
     return _VERSIONS[key]
 
 
+def _from_dataframe_library(data: object) -> object:
+    """A cuDF or Polars DataFrame as a pyarrow Table (cuDF copies device columns to the
+    host, the index left out as for pandas with ``preserve_index=False``); anything else
+    unchanged.  Checked by module name, so neither library is imported here."""
+    lib = type(data).__module__.split(".", 1)[0]
+    if lib == "cudf" and hasattr(data, "to_arrow"):
+        return data.to_arrow(preserve_index=False)
+    if lib == "polars" and hasattr(data, "to_arrow"):
+        return data.to_arrow()
+    return data
+
+
 def _as_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     """The Arrow schema and a batch iterator of any supported input."""
     try:
@@ -53,6 +65,7 @@ def _as_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iter
         pd = None
     if pd is not None and isinstance(data, pd.DataFrame):
         data = pa.Table.from_pandas(data, schema=schema)
+    data = _from_dataframe_library(data)
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
@@ -85,7 +98,7 @@ def _as_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iter
         return schema, it
     raise TypeError(
         "data must be a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of "
-        f"RecordBatches or a pandas DataFrame, not {type(data).__name__}"
+        f"RecordBatches or a pandas, cuDF or Polars DataFrame, not {type(data).__name__}"
     )
 
 
@@ -262,7 +275,7 @@ def write_dataset(
     """Write ``data`` as a new version of the Lance dataset at ``uri``.
 
     ``data``: a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of RecordBatches
-    (streamed) or a pandas DataFrame.  ``mode``: ``"create"`` (the dataset must not exist:
+    (streamed), or a pandas, cuDF or Polars DataFrame.  ``mode``: ``"create"`` (the dataset must not exist:
     :class:`DatasetExistsError`, nothing written), ``"append"`` (creates the dataset if
     missing; the data's schema must equal the dataset's, else :class:`SchemaMismatchError`
     before anything is written) or ``"overwrite"``.  ``data_storage_version``: ``"2.1"`` or

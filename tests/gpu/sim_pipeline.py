@@ -323,3 +323,14 @@ def test_device_table_and_columns(rich22):
         emb = first.to_cupy("emb")
         assert emb.shape == (first.num_rows, 64)
         np.testing.assert_array_equal(emb.get(), np.stack(first.column("emb").to_arrow().to_numpy(zero_copy_only=False)))
+
+
+def test_device_batches_stream_fragments(rich22):
+    ds = lance_gpu.dataset(rich22)
+    cols = ["s", "id", "st.a"] if "st" in ds.schema.names else ["s", "id"]
+    ref = lance.dataset(rich22).to_table(columns=cols, filter="id % 3 = 1")
+    tables = list(ds.to_device_batches(columns=cols, filter="id % 3 = 1"))
+    assert len(tables) == len(ds.get_fragments())
+    assert all(isinstance(dt, DeviceTable) and dt.names == cols for dt in tables)
+    got = pa.Table.from_batches([b for dt in tables for b in dt.to_arrow().to_batches()], schema=ref.schema)
+    assert_same(got, ref, "to_device_batches")
