@@ -251,8 +251,11 @@ def _udf(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.record_batch([pc.multiply(batch["id"], 10), pc.utf8_upper(batch["s"])], names=["tenx", "up"])
 
 
-def test_add_columns(tmp_path):
-    ours, ref = _pair(tmp_path)
+@pytest.mark.parametrize("writer", ["lance", "ours"])
+def test_add_columns(tmp_path, writer):
+    """We add columns to a dataset (pylance's or ours) and pylance adds the same columns to a
+    copy of it; each library reads both results."""
+    ours, ref = _pair(tmp_path, writer=writer)
     ds, rds = lance_gpu.dataset(ours, device="cpu"), lance.dataset(ref)
     for d in (ds, rds):
         d.delete("id % 7 = 3 or (id >= 1000 and id < 1500)")
