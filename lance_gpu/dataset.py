@@ -271,6 +271,24 @@ class LanceDataset:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _read_plan(self, columns: Sequence[str] | None, filter) -> tuple[list[LanceField], pa.Schema, object, list[LanceField]]:
+        """``(fields, result schema, compiled filter or None, fields to read)``: the projection
+        plus the top-level fields the filter needs that the projection leaves out."""
+        fields, projected = self._projection(columns)
+        compiled = None
+        read_fields = list(fields)
+        if filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            compiled = parse_filter(filter, self.schema)
+            have = {f.name for f in read_fields}
+            top = {f.name: f for f in self.lance_schema.fields}
+            for name in compiled.columns:
+                if name not in have and name in top:
+                    read_fields.append(top[name])
+                    have.add(name)
+        return fields, projected, compiled, read_fields
+
     def _projection(self, columns: Sequence[str] | None) -> tuple[list[LanceField], pa.Schema]:
         """The top-level fields to read, and the result schema.
 
@@ -384,19 +402,7 @@ class LanceDataset:
         filter: str | pc.Expression | None,
         with_row_id: bool,
     ) -> Iterator[pa.Table]:
-        fields, projected = self._projection(columns)
-        compiled = None
-        read_fields = list(fields)
-        if filter is not None:
-            from lance_gpu.filter import parse_filter
-
-            compiled = parse_filter(filter, self.schema)
-            have = {f.name for f in read_fields}
-            top = {f.name: f for f in self.lance_schema.fields}
-            for name in compiled.columns:
-                if name not in have and name in top:
-                    read_fields.append(top[name])
-                    have.add(name)
+        fields, projected, compiled, read_fields = self._read_plan(columns, filter)
         frags = [(frag, frag.rows_to_read()) for frag in self.fragments]
         for frag, table in self._read_fragments(frags, read_fields, with_row_id):
             if compiled is not None:
@@ -457,16 +463,7 @@ class LanceDataset:
             for table in scan_tables(self, columns, filter, with_row_id=with_row_id, on_cpu_fallback=on_cpu_fallback):
                 yield from table.to_batches(max_chunksize=size)
             return
-        fields, projected = self._projection(columns)
-        compiled = None
-        read_fields = list(fields)
-        if filter is not None:
-            from lance_gpu.filter import parse_filter
-
-            compiled = parse_filter(filter, self.schema)
-            have = {f.name for f in read_fields}
-            top = {f.name: f for f in self.lance_schema.fields}
-            read_fields += [top[n] for n in compiled.columns if n not in have and n in top]
+        fields, projected, compiled, read_fields = self._read_plan(columns, filter)
         batch_size = max(int(batch_size), 1)
         # Decode a few batches' worth of rows at a time (at least ~256k rows, to keep the
         # per-window overhead small), then hand out batch_size slices.

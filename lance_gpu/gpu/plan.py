@@ -49,6 +49,7 @@ from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import constant as constant_layout
+from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.file.v2_1.levels import common_layers, def_meaning
 from lance_gpu.file.v2_1.repdef import invisible_levels
 from lance_gpu.gpu.staging import Stager
@@ -778,16 +779,6 @@ def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, c
 
 
 # -- full-zip ---------------------------------------------------------------------------------
-
-
-def _ctrl_bytes(bits: int) -> int:
-    if bits == 0:
-        return 0
-    if bits <= 8:
-        return 1
-    if bits <= 16:
-        return 2
-    return 4
 
 
 def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:

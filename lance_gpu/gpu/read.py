@@ -237,20 +237,6 @@ def scan_device(
             pending += 1
 
 
-def _read_fields(ds, columns: Sequence[str] | None, filter):
-    fields, projected = ds._projection(columns)
-    compiled = None
-    read_fields = list(fields)
-    if filter is not None:
-        from lance_gpu.filter import parse_filter
-
-        compiled = parse_filter(filter, ds.schema)
-        have = {f.name for f in read_fields}
-        top = {f.name: f for f in ds.lance_schema.fields}
-        read_fields += [top[n] for n in compiled.columns if n not in have and n in top]
-    return fields, projected, compiled, read_fields
-
-
 def scan_tables(
     ds,
     columns: Sequence[str] | None = None,
@@ -263,7 +249,7 @@ def scan_tables(
     GPU, then copied to the host)."""
     from lance_gpu.dataset import ROW_ID
 
-    fields, projected, compiled, read_fields = _read_fields(ds, columns, filter)
+    fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
     keep = [f.name for f in fields]
     for _frag, dt in scan_device(ds, read_fields, with_row_id=with_row_id, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
         cols = [dt.column(n) for n in keep]
@@ -308,7 +294,7 @@ def device_tables(
     from lance_gpu._device import resolve_device
 
     resolve_device("gpu")
-    fields, projected, compiled, read_fields = _read_fields(ds, columns, filter)
+    fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
     for _frag, dt in scan_device(ds, read_fields, with_row_id=with_row_id, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
         yield _project_device(ds, dt, projected)
 
@@ -326,7 +312,7 @@ def to_cudf(ds, columns: Sequence[str] | None = None, filter=None, *, on_cpu_fal
     except ImportError as exc:
         msg = f"to_cudf needs cuDF ({exc})"
         raise GpuUnavailableError(msg) from exc
-    fields, projected, compiled, read_fields = _read_fields(ds, columns, filter)
+    fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
     frames = []
     for _frag, dt in scan_device(ds, read_fields, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
         frames.append(_project_device(ds, dt, projected).to_cudf())

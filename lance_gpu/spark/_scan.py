@@ -201,16 +201,7 @@ def read_range(spec: ScanSpec, fragment_id: int, start: int, stop: int) -> Itera
         msg = f"fragment {fragment_id} is not in version {spec.version} of {spec.uri}"
         raise SchemaMismatchError(msg)
     columns = list(spec.columns)
-    fields, projected = ds._projection(columns)
-    read_fields = list(fields)
-    compiled = None
-    if spec.filter is not None:
-        from lance_gpu.filter import parse_filter
-
-        compiled = parse_filter(spec.filter, ds.schema)
-        have = {f.name for f in read_fields}
-        top = {f.name: f for f in ds.lance_schema.fields}
-        read_fields += [top[n] for n in compiled.columns if n not in have and n in top]
+    _fields, projected, compiled, read_fields = ds._read_plan(columns, spec.filter)
     target = spec.arrow_schema()
     pushed = combined_expression(spec.pushed, target) if spec.pushed else None
     batch_size = spec.batch_size
