@@ -105,8 +105,16 @@ def to_host(x):
 
 
 def device_empty(n, dtype):
-    """Uninitialised device array of ``n`` items (at least one byte is allocated)."""
+    """Uninitialised device array of ``n`` items.
+
+    With CuPy, the memory comes from CuPy's allocator (its pool, or RMM when the
+    application routed CuPy there), so that kernels' outputs share one pool with the
+    caller's arrays instead of numba's separate allocations.
+    """
     cuda = cuda_module()
+    cp = get_cupy()
+    if cp is not None:
+        return cuda.as_cuda_array(cp.empty(max(int(n), 1), dtype=np.dtype(dtype))[: int(n)], sync=False)
     return cuda.device_array(int(n), dtype=np.dtype(dtype))
 
 

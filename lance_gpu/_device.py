@@ -42,6 +42,23 @@ def gpu_unusable_reason() -> str | None:
         import lance_gpu.gpu  # noqa: F401
     except ImportError:
         return "this build of lance-gpu has no GPU decoder yet"
+    return _kernel_compiler_reason()
+
+
+def _kernel_compiler_reason() -> str | None:
+    """Why numba-cuda cannot compile and run our kernels here (no driver, no NVVM), or None."""
+    try:
+        from numba import cuda, types
+
+        if not cuda.is_available():
+            return "numba-cuda finds no usable CUDA driver and device"
+
+        def _probe(out):
+            out[0] = 1
+
+        cuda.compile_ptx(_probe, (types.int32[:],))
+    except Exception as exc:
+        return f"numba-cuda cannot compile kernels ({type(exc).__name__}: {exc}); install lance-gpu[gpu]"
     return None
 
 

@@ -5,9 +5,17 @@ The decoder keeps every buffer as a numba device array (what the kernels take). 
 with CuPy, memory is allocated through CuPy (so its pool, or RMM when cuDF set it up, serves
 it) and viewed as numba arrays without a copy; under the numba CUDA simulator (no CuPy) the
 arrays are the simulator's.  Nothing here imports CUDA at module import time.
+
+Streams: our numba kernels run on the legacy default stream.  The reader does its CuPy work
+under :func:`legacy_stream`, so that CuPy's allocations, scans and frees are ordered with the
+kernels whatever stream the caller has made current; arrays allocated here are therefore
+viewed without the synchronisation ``as_cuda_array`` does by default.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -25,13 +33,29 @@ def cupy():
     return _device.get_cupy()
 
 
+@contextlib.contextmanager
+def legacy_stream() -> Iterator[None]:
+    """Make CuPy's legacy default stream (the one our kernels use) current for the block."""
+    cp = cupy()
+    if cp is None:
+        yield
+        return
+    with cp.cuda.Stream.null:
+        yield
+
+
+def _fresh(a) -> object:
+    """A numba view of a CuPy array just allocated on the legacy stream (no device sync)."""
+    return cuda().as_cuda_array(a, sync=False)
+
+
 def empty(n: int, dtype) -> object:
     """Uninitialised device array of ``n`` items (at least one byte is allocated)."""
     n = int(n)
     dtype = np.dtype(dtype)
     cp = cupy()
     if cp is not None:
-        return cuda().as_cuda_array(cp.empty(max(n, 1), dtype=dtype)[:n])
+        return _fresh(cp.empty(max(n, 1), dtype=dtype)[:n])
     return cuda().device_array(n, dtype=dtype)
 
 
@@ -39,14 +63,14 @@ def zeros(n: int, dtype) -> object:
     n = int(n)
     cp = cupy()
     if cp is not None:
-        return cuda().as_cuda_array(cp.zeros(max(n, 1), dtype=np.dtype(dtype))[:n])
+        return _fresh(cp.zeros(max(n, 1), dtype=np.dtype(dtype))[:n])
     return _device.device_zeros(n, dtype)
 
 
 def full(n: int, dtype, value) -> object:
     cp = cupy()
     if cp is not None:
-        return cuda().as_cuda_array(cp.full(max(int(n), 1), value, dtype=np.dtype(dtype))[: int(n)])
+        return _fresh(cp.full(max(int(n), 1), value, dtype=np.dtype(dtype))[: int(n)])
     return _device.device_full(int(n), dtype, value)
 
 
@@ -95,7 +119,7 @@ def iota(n: int, dtype=np.int64) -> object:
     """Device ``arange(n)``."""
     cp = cupy()
     if cp is not None:
-        return cuda().as_cuda_array(cp.arange(int(n), dtype=dtype))
+        return _fresh(cp.arange(int(n), dtype=dtype))
     from cuda_kernels.segments import expand_ranges_gpu
 
     idx, _ = expand_ranges_gpu(np.zeros(1, np.int64), np.array([int(n)], np.int64))

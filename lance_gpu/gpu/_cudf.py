@@ -84,13 +84,23 @@ def _view(arr):
     return _plc().gpumemoryview(a)
 
 
-def _offsets_column(offsets, n: int):
-    """INT32 offsets starting at 0, as a pylibcudf column."""
+_INT32_MAX = 2**31 - 1
+
+
+def _offsets_column(offsets, n: int, *, allow_int64: bool = False):
+    """Offsets rebased to start at 0, as a pylibcudf column: INT32, or INT64 (cuDF's large
+    strings) when the span does not fit and ``allow_int64``; else :class:`_NoZeroCopy`."""
     plc = _plc()
     cp = _array.cupy()
+    if not n:
+        return plc.Column(plc.DataType(plc.TypeId.INT32), 1, _view(cp.zeros(1, cp.int32)), None, 0, 0, [])
     off = cp.asarray(offsets).astype(cp.int64)
-    rebased = (off - off[0]).astype(cp.int32) if n else cp.zeros(1, cp.int32)
-    return plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(rebased), None, 0, 0, [])
+    rebased = off - off[0]
+    if int(rebased[-1]) > _INT32_MAX:
+        if not allow_int64:
+            raise _NoZeroCopy(f"offsets span {int(rebased[-1])} does not fit int32")
+        return plc.Column(plc.DataType(plc.TypeId.INT64), n + 1, _view(rebased), None, 0, 0, [])
+    return plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(rebased.astype(cp.int32)), None, 0, 0, [])
 
 
 def _with_parent_nulls(child: DeviceColumn, validity) -> DeviceColumn:
@@ -115,19 +125,23 @@ def to_plc_column(col: DeviceColumn):
         children = [to_plc_column(_with_parent_nulls(c, col.validity if nulls else None)) for c in col.children]
         return plc.Column(plc.DataType(plc.TypeId.STRUCT), n, None, mask, nulls, 0, children)
     if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+        if n and int(cp.asarray(col.offsets)[0]) != 0:  # the child would need slicing too
+            raise _NoZeroCopy("list offsets that do not start at 0")
         child = to_plc_column(col.children[0])
         return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [_offsets_column(col.offsets, n), child])
     if pa.types.is_fixed_size_list(s):
         dim = s.list_size
         inner = DeviceColumn(s.value_type, n * dim, None, col.data)
-        offsets = (cp.arange(n + 1, dtype=cp.int32) * dim)
+        if n * dim > _INT32_MAX:
+            raise _NoZeroCopy(f"{n} x {dim} fixed-size list items do not fit int32 offsets")
+        offsets = (cp.arange(n + 1, dtype=cp.int64) * dim).astype(cp.int32)
         off_col = plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(offsets), None, 0, 0, [])
         return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [off_col, to_plc_column(inner)])
     if pa.types.is_string(s) or pa.types.is_large_string(s):
         off = cp.asarray(col.offsets)
         base, end = (int(off[0]), int(off[-1])) if n else (0, 0)
         chars = cp.asarray(col.data)[base:end]
-        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(chars), mask, nulls, 0, [_offsets_column(col.offsets, n)])
+        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(chars), mask, nulls, 0, [_offsets_column(col.offsets, n, allow_int64=True)])
     if _is_var(s):
         raise _NoZeroCopy(str(s))
     dtype = _type_id(s)

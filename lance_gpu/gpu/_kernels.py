@@ -60,7 +60,7 @@ def _variable_spans_kernel(data, c_start, c_size, c_width, c_first, nchunks, c_d
         return
     o0 = _read_le(data, base + j * w, w)
     o1 = _read_le(data, base + (j + 1) * w, w)
-    if o1 < o0 or o1 > size:
+    if o0 < 0 or o1 < o0 or o1 > size:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         out_start[d] = base
         out_len[d] = 0
@@ -230,6 +230,10 @@ def _fullzip_count_kernel(
                     cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
                     break
                 n = _read_le(arena, pos, offb)
+                # a negative length (64-bit offsets) would walk backwards or forever
+                if n < 0 or pos + offb + n > end:
+                    cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+                    break
                 pos += offb + n
             else:
                 pos += valb
@@ -286,6 +290,9 @@ def _fullzip_fill_kernel(
             if d == 0:
                 n = _read_le(arena, pos, offb)
                 start = pos + offb
+                if n < 0 or start + n > end:
+                    cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+                    break
                 pos = start + n
             slot = val_dst + vi
             if slot < out_start.shape[0]:

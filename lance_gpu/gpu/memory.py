@@ -7,9 +7,10 @@
   :func:`set_memory_limit` / :func:`memory_limit` set, ``LANCE_GPU_MEMORY_LIMIT`` (bytes, or
   with a ``K``/``M``/``G`` suffix), else 60% of the device memory free when first asked.
   Decoded columns handed to the caller are not counted (they are the result).
-* **Allocator.** When ``rmm`` is importable (it comes with cuDF) and CuPy is not already
-  allocating through it, CuPy is pointed at RMM's current device resource so that the
-  reader shares cuDF's pool.  Nothing is imported before the first GPU read.
+* **Allocator.** When ``rmm`` is importable (it comes with cuDF), its current device
+  resource pools memory (cuDF's pool, an async resource ...) and CuPy is not already
+  allocating through it, CuPy is pointed at that resource so that the reader shares cuDF's
+  pool.  Nothing is imported before the first GPU read.
 """
 
 from __future__ import annotations
@@ -97,6 +98,17 @@ def memory_budget() -> int:
     return _FALLBACK_BUDGET
 
 
+def _is_pooled(rmm) -> bool:
+    """Whether RMM's current device resource pools memory (a pool, arena, async or other
+    resource that is not the plain ``cudaMalloc`` one)."""
+    try:
+        mr = rmm.mr.get_current_device_resource()
+        plain = (rmm.mr.CudaMemoryResource, getattr(rmm.mr, "ManagedMemoryResource", ()))
+        return not isinstance(mr, plain)
+    except Exception:  # pragma: no cover - an RMM without these names
+        return False
+
+
 def use_rmm_if_available() -> bool:
     """Route CuPy allocations through RMM when rmm is importable; True if RMM is in use."""
     if _allocator_done[0]:
@@ -107,9 +119,13 @@ def use_rmm_if_available() -> bool:
     if cp is None:
         return False
     try:
-        import rmm  # noqa: F401
+        import rmm
         from rmm.allocators.cupy import rmm_cupy_allocator
     except Exception:
+        return False
+    if not _is_pooled(rmm):
+        # RMM's plain resource would make every CuPy allocation a cudaMalloc and every free
+        # a synchronising cudaFree: CuPy's own pool is faster, so keep it.
         return False
     try:
         current = cp.cuda.get_allocator()

@@ -224,16 +224,21 @@ def scan_device(
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
         for items in _units(frags, budget):
-            cols = _decode_located(items)
+            with _array.legacy_stream():
+                cols = _decode_located(items)
             for (k, fp), col in zip(items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
             while pending < len(frags) and remaining[pending] == 0:
-                yield frags[pending].frag, _finish_fragment(frags[pending], names, with_row_id, compiled)
+                with _array.legacy_stream():
+                    done = _finish_fragment(frags[pending], names, with_row_id, compiled)
+                yield frags[pending].frag, done
                 frags[pending] = _Frag(frags[pending].frag)  # let its columns go
                 pending += 1
         while pending < len(frags):
-            yield frags[pending].frag, _finish_fragment(frags[pending], names, with_row_id, compiled)
+            with _array.legacy_stream():
+                done = _finish_fragment(frags[pending], names, with_row_id, compiled)
+            yield frags[pending].frag, done
             pending += 1
 
 
@@ -315,7 +320,8 @@ def to_cudf(ds, columns: Sequence[str] | None = None, filter=None, *, on_cpu_fal
     fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
     frames = []
     for _frag, dt in scan_device(ds, read_fields, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
-        frames.append(_project_device(ds, dt, projected).to_cudf())
+        with _array.legacy_stream():
+            frames.append(_project_device(ds, dt, projected).to_cudf())
     if not frames:
         return cudf.DataFrame.from_arrow(projected.empty_table())
     if len(frames) == 1:

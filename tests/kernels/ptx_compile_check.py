@@ -76,6 +76,7 @@ def main():
         (levels._to_bitmap_kernel, {}, (z(9, b1), i64(9), z(2, u8))),
         (levels._from_bitmap_kernel, {}, (z(2, u8), i64(0), z(9, b1))),
     ]
+    cases += _pipeline_cases()
     failed = 0
     for kernel, consts, args in cases:
         sig = tuple(numba.typeof(a) for a in args)
@@ -86,6 +87,54 @@ def main():
             print(f"PTX-FAIL {kernel.__name__} {consts}: {type(exc).__name__}: {exc}")
     print(f"PTX {len(cases) - failed}/{len(cases)} kernels compiled")
     return 1 if failed else 0
+
+
+def _pipeline_cases():
+    """The batched kernels of cuda_kernels.segments, the scatter unpack, the segmented FSST
+    passes and the GPU reader's Lance-layout kernels (lance_gpu.gpu._kernels)."""
+    from cuda_kernels import bitunpack, fsst, segments
+
+    from lance_gpu.gpu import _kernels
+
+    z = np.zeros
+    i32, i64, u8, u16, u32, u64, b1 = np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_
+    cases = []
+    for dt in (u8, u16, u32, u64):
+        t = np.dtype(dt).itemsize * 8
+        cases.append((bitunpack._unpack_scatter_kernel, {"T": t}, (z(4, dt), z(2, i64), z(2, i64), z(2, i64), z(2, i64), z(9, dt), z(1, i32))))
+    spans11 = [z(2, i64)] * 11
+    cases += [
+        (fsst._seg_lengths_kernel, {}, (z((2, 256), u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(3, i64), z(1, i32))),
+        (
+            fsst._seg_decode_kernel,
+            {},
+            (z((2, 256), u64), z((2, 256), u8), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64), z(9, u8), z(1, i32)),
+        ),
+        (segments._copy_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32))),
+        (segments._fill_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32))),
+        (segments._bits_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), z(1, i32))),
+        (segments._expand_kernel, {}, (z(2, i64), z(3, i64), i64(2), z(9, i64))),
+        (segments._take_ranges_kernel, {}, (z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(1, i32))),
+        (segments._add_base_kernel, {}, (z(3, u16), z(3, i64), i64(2), z(2, i64), z(3, i64))),
+        (segments._remap_kernel, {}, (z(3, u16), z(3, i64), i64(2), z((1, 4), u16), z(3, u16), z(1, i32))),
+        (_kernels._variable_spans_kernel, {}, (z(9, u8), z(2, i64), z(2, i64), z(2, i64), z(3, i64), i64(2), z(2, i64), z(4, i64), z(4, i64), z(1, i32))),
+        (_kernels._fullzip_count_kernel, {}, (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(4, i64), z(4, i64), z(1, i32))),
+        (
+            _kernels._fullzip_fill_kernel,
+            {},
+            (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(5, i64), z(5, i64), z(2, i64), z(2, i64), z(2, i64), z(9, u16), z(9, u8), z(4, i64), z(4, i64), z(1, i32)),
+        ),
+        (_kernels._and_kernel, {}, (z(3, b1), z(3, b1), z(3, b1))),
+    ]
+    for idx in (u32, u64):
+        cases.append(
+            (
+                _kernels._dictionary_spans_kernel,
+                {},
+                (z(4, idx), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32)),
+            )
+        )
+    return cases
 
 
 if __name__ == "__main__":
