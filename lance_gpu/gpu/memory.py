@@ -5,7 +5,9 @@
   whose staged file bytes plus decode scratch are estimated to fit the budget; each unit is
   staged, decoded and its scratch released before the next.  The budget is, in order: what
   :func:`set_memory_limit` / :func:`memory_limit` set, ``LANCE_GPU_MEMORY_LIMIT`` (bytes, or
-  with a ``K``/``M``/``G`` suffix), else 60% of the device memory free when first asked.
+  with a ``K``/``M``/``G`` suffix), else 60% of the device memory free when first asked,
+  and never more than 60% of the RMM pool the RAPIDS Accelerator gives a Python worker
+  (``RAPIDS_POOLED_MEM_MAX_SIZE`` / ``RAPIDS_POOLED_MEM_SIZE``).
   Decoded columns handed to the caller are not counted (they are the result).
 * **Allocator.** When ``rmm`` is importable (it comes with cuDF), its current device
   resource pools memory (cuDF's pool, an async resource ...) and CuPy is not already
@@ -86,16 +88,43 @@ def memory_budget() -> int:
     env = os.environ.get(ENV_LIMIT)
     if env:
         return _parse_size(env)
+    budget = _FALLBACK_BUDGET
     from lance_gpu.gpu import _array
 
     cp = _array.cupy()
     if cp is not None:
         try:
             free, _total = cp.cuda.runtime.memGetInfo()
-            return max(int(free * DEFAULT_FRACTION), 64 << 20)
+            budget = max(int(free * DEFAULT_FRACTION), 64 << 20)
         except Exception:  # pragma: no cover - device query failed
-            return _FALLBACK_BUDGET
-    return _FALLBACK_BUDGET
+            budget = _FALLBACK_BUDGET
+    pool = rapids_python_pool_bytes()
+    if pool is not None:
+        budget = min(budget, max(int(pool * DEFAULT_FRACTION), 64 << 20))
+    return budget
+
+
+RAPIDS_POOL_ENV = ("RAPIDS_POOLED_MEM_MAX_SIZE", "RAPIDS_POOLED_MEM_SIZE")
+
+
+def rapids_python_pool_bytes() -> int | None:
+    """The RMM pool the RAPIDS Accelerator gives this Python worker (bytes), or None.
+
+    The accelerator's GPU Python execs export ``RAPIDS_POOLED_MEM_ENABLED`` and the pool's
+    ``RAPIDS_POOLED_MEM_SIZE`` / ``RAPIDS_POOLED_MEM_MAX_SIZE`` (0 or unset: unbounded); a
+    read inside such a worker plans within the pool's bound (the max size, else the size).
+    """
+    if os.environ.get("RAPIDS_POOLED_MEM_ENABLED", "").strip().lower() not in ("true", "1"):
+        return None
+    for name in RAPIDS_POOL_ENV:
+        raw = os.environ.get(name, "").strip()
+        try:
+            value = int(raw)
+        except ValueError:
+            continue
+        if value > 0:
+            return value
+    return None
 
 
 def _is_pooled(rmm) -> bool:
