@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""[CUDA simulator] The GPU read path end to end (``tests/gpu/sim_pipeline.py``) in a subprocess.
+"""The GPU read path end to end (``tests/gpu/sim_pipeline.py``) in a subprocess: under the CUDA
+simulator everywhere, and on the device where a GPU is usable (``gpu`` marker).
 
 ``NUMBA_ENABLE_CUDASIM=1`` must be set before ``numba.cuda`` is first imported, so the
 pipeline tests cannot share this pytest process.  They decode small pylance-written datasets
@@ -22,9 +23,22 @@ PIPELINE = ROOT / "tests" / "gpu" / "sim_pipeline.py"
 
 
 def test_gpu_pipeline_under_cuda_simulator() -> None:
+    _run_pipeline(simulator=True)
+
+
+@pytest.mark.gpu
+def test_gpu_pipeline_on_the_device() -> None:
+    """The same tests on a real GPU (CuPy, numba-cuda): skipped where no GPU is usable."""
+    _run_pipeline(simulator=False)
+
+
+def _run_pipeline(*, simulator: bool) -> None:
     pytest.importorskip("lance")
     env = dict(os.environ)
-    env["NUMBA_ENABLE_CUDASIM"] = "1"
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     cmd = [
         sys.executable, "-m", "pytest", str(PIPELINE), "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--noconftest",
