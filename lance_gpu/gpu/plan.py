@@ -49,6 +49,7 @@ from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import constant as constant_layout
+from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.file.v2_1.levels import common_layers, def_meaning
 from lance_gpu.file.v2_1.repdef import invisible_levels
@@ -421,37 +422,15 @@ def check_page(layout, leaf: LeafPlan) -> None:
 # Parsing (host metadata) and placement
 
 
-def _view_words(buf: np.ndarray, word: int) -> np.ndarray:
-    dt = np.uint32 if word == 4 else np.uint16
-    raw = buf[: buf.size - buf.size % word]
-    if raw.ctypes.data % word:
-        raw = raw.copy()
-    return raw.view(dt)
-
-
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]) -> PagePlan:
     """Parse one page's host metadata: its counts, levels and layers."""
     ctx = leaf.ctx()
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         mb = layout.mini_block_layout
-        if len(buffers) < 2:
-            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-        meta, data = buffers[0], buffers[1]
-        large = bool(mb.has_large_chunk)
-        word = 4 if large else 2
-        if meta.size % word:
-            raise ctx.corrupt("mini-block chunk metadata has a partial word")
-        num_items = int(mb.num_items)
-        starts, sizes, counts, ok = native.chunk_layout(_view_words(meta, word), num_items, large)
-        if not ok:
-            raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+        meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, cbufs = miniblock.chunk_table(mb, buffers, ctx)
         has_rep = mb.HasField("rep_compression")
         has_def = mb.HasField("def_compression")
-        nbuf = int(mb.num_buffers)
-        levels, rep_spans, def_spans, cbufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, nbuf, large)
-        if not ok:
-            raise ctx.corrupt("mini-block chunk header points past its chunk")
         nlev = int(levels.sum()) if (has_rep or has_def) else num_items
         layers = tuple(int(x) for x in mb.layers)
         parsed = {"counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs}

@@ -56,6 +56,34 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
     return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
 
 
+
+def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
+    """Parse a mini-block page's chunk metadata and chunk headers (host side, shared by the
+    CPU decoder and the GPU planner).
+
+    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``);
+    buffer 1 the chunks.  Returns ``(meta, data, large, num_items, starts, sizes, counts,
+    levels, rep_spans, def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    """
+    if len(buffers) < 2:
+        raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+    meta, data = buffers[0], buffers[1]
+    large = bool(layout.has_large_chunk)
+    word = 4 if large else 2
+    if meta.size % word:
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    words = meta if meta.ctypes.data % word == 0 else meta.copy()
+    num_items = int(layout.num_items)
+    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    has_rep = layout.HasField("rep_compression")
+    has_def = layout.HasField("def_compression")
+    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, int(layout.num_buffers), large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk header points past its chunk")
+    return meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs
+
 def decode(
     layout,
     buffers: list[np.ndarray],
@@ -69,24 +97,10 @@ def decode(
     rows are items) only the chunks holding them are decoded, and the result holds exactly
     those rows, in order.
     """
-    if len(buffers) < 2:
-        raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-    meta, data = buffers[0], buffers[1]
-    large = bool(layout.has_large_chunk)
-    word = 4 if large else 2
-    if meta.size % word:
-        raise ctx.corrupt("mini-block chunk metadata has a partial word")
-    meta_words = meta.view(np.uint32 if large else np.uint16) if meta.ctypes.data % word == 0 else meta.copy().view(np.uint32 if large else np.uint16)
-    num_items = int(layout.num_items)
-    starts, sizes, counts, ok = native.chunk_layout(meta_words, num_items, large)
-    if not ok:
-        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = chunk_table(layout, buffers, ctx)
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
-    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, nbuf, large)
-    if not ok:
-        raise ctx.corrupt("mini-block chunk header points past its chunk")
     local = None
     if rows is not None:
         if has_rep:
