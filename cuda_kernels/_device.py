@@ -17,6 +17,7 @@ cuda = LAZY_CUDA
 
 __all__ = [
     "is_simulator",
+    "adopt",
     "get_cupy",
     "wants_cupy",
     "to_device",
@@ -63,6 +64,27 @@ def wants_cupy(*arrays):
     return any(isinstance(a, cp.ndarray) for a in arrays)
 
 
+def adopt(a):
+    """A numba device array viewing the CAI object ``a`` (no copy, no synchronisation).
+
+    For arrays this package just allocated or computed with CuPy.  Our kernels run on the
+    legacy default stream (CAI stream 1); work pending on any other stream is waited for
+    once, here.  The view carries no stream, so neither numba (at later ``as_cuda_array``)
+    nor CuPy (at ``cupy.asarray``) synchronises on it again.  Foreign arrays go through
+    :func:`to_device`, which honours their stream every time.
+    """
+    desc = dict(a.__cuda_array_interface__)
+    stream = desc.pop("stream", None)
+    cuda = cuda_module()
+    if stream is not None and stream != 1:
+        cuda.external_stream(stream).synchronize()
+    return cuda.from_cuda_array_interface(desc, owner=a, sync=False)
+
+
+def _is_numba_device_array(x):
+    return getattr(x, "__cuda_ndarray__", False) and hasattr(x, "copy_to_host")
+
+
 def to_device(x, dtype=None):
     """Return a numba device array viewing (or holding a copy of) ``x``.
 
@@ -79,6 +101,8 @@ def to_device(x, dtype=None):
         else:
             arr = np.ascontiguousarray(x, dtype=dtype)
             return cuda.to_device(arr)
+    elif _is_numba_device_array(x):
+        dev = x  # already numba's: re-wrapping would synchronise its stream again
     elif cuda.is_cuda_array(x):
         dev = cuda.as_cuda_array(x)
     else:
@@ -105,17 +129,19 @@ def to_host(x):
 
 
 def device_empty(n, dtype):
-    """Uninitialised device array of ``n`` items.
+    """Uninitialised device array of ``n`` items (or of shape ``n``, a tuple).
 
     With CuPy, the memory comes from CuPy's allocator (its pool, or RMM when the
     application routed CuPy there), so that kernels' outputs share one pool with the
     caller's arrays instead of numba's separate allocations.
     """
-    cuda = cuda_module()
+    shape = tuple(int(d) for d in n) if isinstance(n, tuple) else (int(n),)
     cp = get_cupy()
     if cp is not None:
-        return cuda.as_cuda_array(cp.empty(max(int(n), 1), dtype=np.dtype(dtype))[: int(n)], sync=False)
-    return cuda.device_array(int(n), dtype=np.dtype(dtype))
+        size = int(np.prod(shape, dtype=np.int64))
+        flat = cp.empty(max(size, 1), dtype=np.dtype(dtype))[:size]
+        return adopt(flat.reshape(shape))
+    return cuda_module().device_array(shape if len(shape) > 1 else shape[0], dtype=np.dtype(dtype))
 
 
 @gpu_kernel
@@ -138,7 +164,7 @@ def device_zeros(n, dtype):
     """Zeroed device array of ``n`` items."""
     cp = get_cupy()
     if cp is not None:
-        return cuda_module().as_cuda_array(cp.zeros(int(n), dtype=dtype))
+        return adopt(cp.zeros(int(n), dtype=dtype))
     return device_full(n, dtype, 0)
 
 
@@ -161,7 +187,7 @@ def exclusive_scan(lengths, total_dtype=np.int64):
         if n:
             cp.cumsum(src, dtype=total_dtype, out=out[1:])
         total = int(out[n].get())
-        return cuda.as_cuda_array(out), total
+        return adopt(out), total
     host = lengths.copy_to_host() if hasattr(lengths, "copy_to_host") else np.asarray(lengths)
     offs = np.zeros(n + 1, dtype=total_dtype)
     np.cumsum(host, dtype=total_dtype, out=offs[1:])

@@ -137,7 +137,7 @@ def kept_indices_gpu(mask, *, threads_per_block=256):
     """Row numbers where the device bool ``mask`` is True, as a device int64 array."""
     cp = _device.get_cupy()
     if cp is not None:
-        return _device.cuda_module().as_cuda_array(cp.flatnonzero(cp.asarray(mask)).astype(cp.int64))
+        return _device.adopt(cp.flatnonzero(cp.asarray(mask)).astype(cp.int64))
     d_mask = _device.to_device(mask)
     n = d_mask.shape[0]
     positions, total = _device.exclusive_scan(d_mask.view(np.uint8) if np.dtype(d_mask.dtype) == np.bool_ else d_mask)
@@ -154,7 +154,7 @@ def compact_fixed_gpu(values, mask):
     cp = _device.get_cupy()
     if cp is not None:
         res = cp.asarray(values)[cp.asarray(mask)]
-        return res if use_cp else _device.cuda_module().as_cuda_array(res)
+        return res if use_cp else _device.adopt(res)
     return gather_fixed_gpu(values, kept_indices_gpu(mask))
 
 

@@ -61,10 +61,11 @@ def describe_error_code(code):
 
 
 def new_error_flag():
-    """Allocate a zeroed one-element ``int32`` device array used as error flag."""
-    from numba import cuda
+    """A zeroed one-element ``int32`` device array used as error flag (from CuPy's pool
+    when CuPy is in use, so that a launch does not pay a ``cudaMalloc``)."""
+    from . import _device
 
-    return cuda.to_device(np.zeros(1, dtype=np.int32))
+    return _device.device_zeros(1, np.int32)
 
 
 def raise_if_flagged(flag, what):

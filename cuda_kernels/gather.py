@@ -314,8 +314,7 @@ def gather_fixed_gpu(items, indices, *, threads_per_block=256):
     k = d_items.shape[0]
     dt = np.dtype(d_items.dtype)
     shape = (n,) + tuple(d_items.shape[1:])
-    cuda_mod = _device.cuda_module()
-    d_out = cuda_mod.device_array(shape, dtype=dt)
+    d_out = _device.device_empty(shape, dt)
     if n:
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(n, threads_per_block)
