@@ -21,7 +21,9 @@
    pylance + ``cudf.DataFrame.from_arrow``, ``cudf.read_parquet``, and our CPU path.  Median
    seconds of --repeat after one warm-up (dataset opened inside the timed call); ratios =
    their time / ours (above 1: we are faster).  Targets: >= 10x vs pylance + upload, > 1x vs
-   cudf.read_parquet.  Rows whose library is missing are listed with the reason.
+   cudf.read_parquet.  Rows whose library is missing are listed with the reason.  Then one
+   ``scan_device`` read per dataset with its phases timed (units, bytes staged, staging and
+   decoding seconds, and how much of them overlapped).
 
 Output: stdout and benchmarks/results/gpu_<device>.{md,json}.  Without a usable GPU it exits
 with status 2 and a one-line message.
@@ -492,6 +494,49 @@ def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], 
     raise ValueError(key)
 
 
+def phases(lance_uri: str, sync: Callable[[], None]) -> dict:
+    """One ``scan_device`` read of the whole dataset with its phases timed: units, bytes
+    staged, wall seconds of staging (host gathering + H2D copies, in the staging thread) and
+    of decoding (main thread, up to the end of each unit's kernels), and the read's wall
+    time; overlap = stage + decode - wall (0 when the phases ran one after the other)."""
+    import lance_gpu
+    from lance_gpu.gpu import read as gpu_read
+
+    stage_s: list[float] = []
+    decode_s: list[float] = []
+    staged_bytes: list[int] = []
+    real_stage, real_decode = gpu_read._stage, gpu_read.decode_unit
+
+    def stage(items):
+        t0 = time.perf_counter()
+        out = real_stage(items)
+        stage_s.append(time.perf_counter() - t0)
+        staged_bytes.append(out.unit.stage.nbytes)
+        return out
+
+    def decode(unit, arena=None):
+        t0 = time.perf_counter()
+        out = real_decode(unit, arena)
+        sync()
+        decode_s.append(time.perf_counter() - t0)
+        return out
+
+    gpu_read._stage, gpu_read.decode_unit = stage, decode
+    try:
+        sync()
+        t0 = time.perf_counter()
+        ds = lance_gpu.dataset(lance_uri, device="gpu")
+        nrows = sum(dt.num_rows for _frag, dt in gpu_read.scan_device(ds, ds._projection(None)[0]))
+        sync()
+        wall = time.perf_counter() - t0
+    finally:
+        gpu_read._stage, gpu_read.decode_unit = real_stage, real_decode
+    stage_total, decode_total = sum(stage_s), sum(decode_s)
+    return {"rows": nrows, "units": len(decode_s), "staged_mb": sum(staged_bytes) / 1e6, "stage_s": stage_total,
+            "decode_s": decode_total, "wall_s": wall, "overlap_s": max(stage_total + decode_total - wall, 0.0),
+            "stage_gb_s": sum(staged_bytes) / stage_total / 1e9 if stage_total else None}
+
+
 def _import(name: str) -> tuple[object | None, str | None]:
     try:
         return __import__(name), None
@@ -555,6 +600,14 @@ def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dic
             rows.append(row)
             dev.free()
             print(f"  {name:10s} {label:46s} " + (f"{row['s']:8.3f} s" if "s" in row else row.get("error", f"not run: {row.get('not_run')}")), flush=True)
+        try:
+            ph = phases(str(paths[name].with_suffix(".lance")), dev.sync)
+            info.setdefault("phases", {})[name] = ph
+            print(f"  {name:10s} phases of scan_device: {ph['units']} unit(s), {ph['staged_mb']:.0f} MB staged in {ph['stage_s']:.3f} s, "
+                  f"decode {ph['decode_s']:.3f} s, wall {ph['wall_s']:.3f} s, overlap {ph['overlap_s']:.3f} s", flush=True)
+        except Exception as exc:
+            info.setdefault("phases", {})[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        dev.free()
     return rows, _ratios(rows, [name for name, _ in sets])
 
 
@@ -666,6 +719,17 @@ def write_results(out_dir: Path, res: dict) -> Path:
             val = f"{r['ratio']:.2f}x" if "ratio" in r else f"not run: {r['not_run'][:150]}"
             met = "" if "met" not in r else ("yes" if r["met"] else "**no**")
             lines.append(f"| {r['dataset']} | {LABELS[r['ours']]} | {LABELS[r['theirs']]} | {val} | {tgt} | {met} |")
+    if m.get("phases"):
+        lines += ["", "Phases of one scan_device read (staging thread: host gathering + H2D; main thread: kernels; "
+                  "overlap = stage + decode - wall):", "", "| dataset | units | MB staged | stage s | stage GB/s | decode s | wall s | overlap s |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, ph in m["phases"].items():
+            if "error" in ph:
+                lines.append(f"| {name} | FAILED: {ph['error'][:200]} | | | | | | |")
+                continue
+            gbs = f"{ph['stage_gb_s']:.1f}" if ph["stage_gb_s"] else ""
+            lines.append(f"| {name} | {ph['units']} | {ph['staged_mb']:.0f} | {ph['stage_s']:.3f} | {gbs} | {ph['decode_s']:.3f} | "
+                         f"{ph['wall_s']:.3f} | {ph['overlap_s']:.3f} |")
     if res["not_run"]:
         lines += ["", "## Not run", ""] + [f"- {s}" for s in res["not_run"]]
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")

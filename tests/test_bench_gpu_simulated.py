@@ -38,3 +38,34 @@ def test_without_a_gpu_exits_2_with_a_reason() -> None:
     proc = _run(["--quick"], NUMBA_ENABLE_CUDASIM="0")
     assert proc.returncode == 2
     assert "no usable GPU" in proc.stderr + proc.stdout
+
+
+_PHASES = r"""
+import sys, tempfile
+import numpy as np, pyarrow as pa, lance
+sys.path.insert(0, "benchmarks")
+import bench_gpu
+import lance_gpu._device as device_mod
+from numba import cuda
+from lance_gpu.gpu import memory_limit
+
+device_mod.gpu_unusable_reason = lambda: None  # the simulator stands in for the device
+uri = tempfile.mkdtemp() + "/phases.lance"
+n = 3000
+lance.write_dataset(pa.table({"id": np.arange(n), "s": [f"v{i % 97}" for i in range(n)]}), uri, max_rows_per_file=1000)
+with memory_limit(1):  # one (fragment, field) per unit
+    ph = bench_gpu.phases(uri, cuda.synchronize)
+assert ph["rows"] == n and ph["units"] == 6, ph
+assert ph["staged_mb"] > 0 and ph["stage_s"] > 0 and ph["decode_s"] > 0 and ph["wall_s"] > 0, ph
+assert 0 <= ph["overlap_s"] <= ph["stage_s"] + ph["decode_s"], ph
+print("phases ok", ph)
+"""
+
+
+def test_phase_breakdown_under_simulator() -> None:
+    pytest.importorskip("lance")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-c", _PHASES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "phases ok" in proc.stdout

@@ -44,9 +44,30 @@ def legacy_stream() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def current_stream(owner) -> Iterator[None]:
+    """Make the CuPy stream ``owner`` current for the block (nothing when None)."""
+    if owner is None:
+        yield
+        return
+    with owner:
+        yield
+
+
+def sync_kernels() -> None:
+    """Wait for the work queued on the legacy default stream (our kernels and the reader's
+    CuPy work), and for nothing else: copies on non-blocking streams go on."""
+    cp = cupy()
+    if cp is not None:
+        cp.cuda.Stream.null.synchronize()
+    else:
+        cuda().synchronize()
+
+
 def _fresh(a) -> object:
-    """A numba view of a CuPy array just allocated on the legacy stream (no device sync)."""
-    return cuda().as_cuda_array(a, sync=False)
+    """A numba view of a CuPy array just allocated on the legacy stream: no device sync now,
+    and none later (the view carries no stream; see ``cuda_kernels._device.adopt``)."""
+    return _device.adopt(a)
 
 
 def empty(n: int, dtype) -> object:

@@ -69,10 +69,12 @@ def _fill(dst, items) -> None:
         ck.fill_patterns_gpu(dst, d, n, pats, ps, pl)
 
 
-def decode_unit(unit: UnitPlan) -> UnitBuffers:
-    """Decode every page of the unit (see the module docstring); raises
-    ``cuda_kernels.CorruptInputError`` when a kernel flags corrupt input."""
-    arena = unit.stage.upload()
+def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
+    """Decode every page of the unit (see the module docstring) from ``arena``, its staged
+    bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
+    flags corrupt input."""
+    if arena is None:
+        arena = unit.stage.upload()
     fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
     index = {bits: _array.empty(max(n, 8), _UINT[bits]) for bits, n in unit.index_size.items()}

@@ -7,7 +7,11 @@ by the CPU reader in a thread pool meanwhile and kept as Arrow arrays (:class:`C
 once per reason, or :class:`~lance_gpu.errors.UnsupportedEncodingError` with
 ``on_cpu_fallback="raise"``).  Planned fields are packed into *units* that fit the device
 memory budget (:mod:`.memory`); each unit is staged and decoded with one launch per kernel
-family (:mod:`.decode`), then cut into columns (:mod:`.assemble`).  Deleted rows are dropped
+family (:mod:`.decode`), then cut into columns (:mod:`.assemble`).  Units are pipelined: a
+staging thread plans the next unit and copies its file bytes to the device (pinned slabs,
+non-blocking streams) while the current unit's kernels run, so when a read spans several
+units each unit is at most half the budget, and a large read is cut into units of about
+:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  Deleted rows are dropped
 on the device (``cuda_kernels.compact``: keep mask, kept indices, gathers); a filter is
 evaluated on a host copy of the columns it reads only, and the surviving rows are gathered
 on the device.
@@ -35,6 +39,9 @@ from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
 
 FALLBACK_MODES = ("warn", "raise", "allow")
+# Units of a multi-unit read: big enough that launches and syncs per unit do not matter,
+# small enough that staging the next one overlaps decoding this one.
+UNIT_TARGET_BYTES = 256 << 20
 _ROW = "__lance_gpu_row__"
 _THREADS = 4
 
@@ -118,8 +125,18 @@ def _estimate(fp: FieldPlan) -> int:
     return total
 
 
+def _unit_cap(frags: list[_Frag], budget: int) -> int:
+    """The estimate a unit may reach: the whole budget when everything fits one unit; else
+    half of it (the next unit is staged while one decodes), at most UNIT_TARGET_BYTES."""
+    total = sum(_estimate(fp) for fw in frags for fp in fw.gpu.values())
+    if total <= min(budget, UNIT_TARGET_BYTES):
+        return budget
+    return max(min(budget // 2, UNIT_TARGET_BYTES), 1)
+
+
 def _units(frags: list[_Frag], budget: int) -> Iterator[list[tuple[int, FieldPlan]]]:
-    """Pack (fragment, field) plans into units whose estimate fits the budget."""
+    """Pack (fragment, field) plans into units whose estimate fits the budget (a plan
+    larger than the budget is a unit of its own)."""
     unit: list[tuple[int, FieldPlan]] = []
     size = 0
     for k, fw in enumerate(frags):
@@ -134,20 +151,34 @@ def _units(frags: list[_Frag], budget: int) -> Iterator[list[tuple[int, FieldPla
         yield unit
 
 
-def _decode(items: list[tuple[int, FieldPlan]]) -> list[DeviceColumn]:
+@dataclass(slots=True)
+class _Staged:
+    items: list[tuple[int, FieldPlan]]
+    unit: UnitPlan
+    arena: object  # the unit's staged bytes on the device
+
+
+def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
+    """Plan a unit's pages and copy its bytes to the device (runs in the staging thread)."""
     unit = UnitPlan()
     for _k, fp in items:
         for leaf in fp.leaves:
             place_leaf(unit, leaf)
-    bufs = decode_unit(unit)
+    return _Staged(items, unit, unit.stage.upload())
+
+
+def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
+    if staged is None:
+        staged = _stage(items)
+    bufs = decode_unit(staged.unit, staged.arena)
     return [build_field(fp, bufs) for _k, fp in items]
 
 
-def _decode_located(items: list[tuple[int, FieldPlan]]) -> list[DeviceColumn]:
+def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
     (a unit spanning several files is decoded again file by file to find it)."""
     try:
-        return _decode(items)
+        return _decode(items, staged)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -216,28 +247,42 @@ def scan_device(
     arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema)}
     names = [f.name for f in fields]
     frag_list = list(ds.fragments if fragments is None else fragments)
-    with ThreadPoolExecutor(_THREADS) as pool:
+    with ThreadPoolExecutor(_THREADS) as pool, ThreadPoolExecutor(1) as stager:
         seen: dict[str, list[str]] = {}
         frags = [_plan_fragment(ds, frag, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag in frag_list]
         _warn_fallbacks(on_cpu_fallback, seen)
         budget = memory.memory_budget()
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
-        for items in _units(frags, budget):
+
+        def finish(k: int) -> DeviceTable:
             with _array.legacy_stream():
-                cols = _decode_located(items)
-            for (k, fp), col in zip(items, cols):
+                table = _finish_fragment(frags[k], names, with_row_id, compiled)
+                _array.sync_kernels()  # the caller may use it from any stream
+            return table
+
+        units = _units(frags, _unit_cap(frags, budget))
+        first = next(units, None)
+        ahead: Future | None = stager.submit(_stage, first) if first is not None else None
+        while ahead is not None:
+            staged = ahead.result()
+            following = next(units, None)
+            # the next unit's host gathering and copies overlap this unit's kernels
+            ahead = stager.submit(_stage, following) if following is not None else None
+            with _array.legacy_stream():
+                cols = _decode_located(staged.items, staged)
+                _array.sync_kernels()  # its arena is freed now: no kernel may still read it
+            for (k, fp), col in zip(staged.items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
+            del staged
             while pending < len(frags) and remaining[pending] == 0:
-                with _array.legacy_stream():
-                    done = _finish_fragment(frags[pending], names, with_row_id, compiled)
+                done = finish(pending)
                 yield frags[pending].frag, done
                 frags[pending] = _Frag(frags[pending].frag)  # let its columns go
                 pending += 1
         while pending < len(frags):
-            with _array.legacy_stream():
-                done = _finish_fragment(frags[pending], names, with_row_id, compiled)
+            done = finish(pending)
             yield frags[pending].frag, done
             pending += 1
 

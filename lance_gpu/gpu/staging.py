@@ -10,6 +10,12 @@ items decoded on the host, constant values, levels of constant pages) with a
 copies each to the arena asynchronously, on a stream, while the host fills the next slab
 (two slabs, double buffering): disk/page-cache reads overlap the PCIe transfers, and the
 decoded data never comes back to the host.
+
+The copy streams are non-blocking CuPy streams where CuPy is in use, so that a unit staged
+from another thread (:func:`lance_gpu.gpu.read.scan_device` stages the next unit while the
+current one decodes) copies while kernels run on the legacy stream.  The arena is allocated
+on the first copy stream, so a pooled allocator orders its reuse with those copies; the
+reader synchronises the legacy stream after decoding a unit, before its arena is freed.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ SLAB_BYTES = 32 << 20
 
 _pinned_lock = threading.Lock()
 _pinned: list[np.ndarray] = []
+_streams: list[tuple[object, object]] = []  # (numba stream, CuPy owner or None)
 
 
 def _align(n: int) -> int:
@@ -70,13 +77,14 @@ class Stager:
     def upload(self) -> object:
         """Copy everything to a new device arena (uint8) and return it."""
         total = max(_align(self.size), ALIGN)
-        arena = _array.empty(total, np.uint8)
-        if not self.items:
-            return arena
-        cuda = _array.cuda()
-        with _pinned_lock:  # the pinned slabs are shared by every read of the process
+        with _pinned_lock:  # the pinned slabs and streams are shared by every read of the process
+            pairs = _get_streams(2)
+            with _array.current_stream(pairs[0][1]):
+                arena = _array.empty(total, np.uint8)
+            if not self.items:
+                return arena
+            streams = [st for st, _owner in pairs]
             slabs = _get_pinned(2, min(SLAB_BYTES, total))
-            streams = [cuda.stream(), cuda.stream()]
             slab_bytes = slabs[0].size
             which = 0
             lo = 0
@@ -101,6 +109,21 @@ class Stager:
             for st in streams:
                 st.synchronize()
         return arena
+
+
+def _get_streams(count: int) -> list[tuple[object, object]]:
+    """``count`` copy streams, kept for later reads (the caller holds ``_pinned_lock``):
+    non-blocking CuPy streams seen by numba as external streams, else numba streams."""
+    if len(_streams) < count:
+        cp = _array.cupy()
+        cuda = _array.cuda()
+        while len(_streams) < count:
+            if cp is not None:
+                owner = cp.cuda.Stream(non_blocking=True)
+                _streams.append((cuda.external_stream(owner.ptr), owner))
+            else:
+                _streams.append((cuda.stream(), None))
+    return _streams[:count]
 
 
 def _get_pinned(count: int, nbytes: int) -> list[np.ndarray]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -292,9 +293,9 @@ def test_memory_budget_splits_units(rich22, monkeypatch):
     calls = []
     real = gpu_read.decode_unit
 
-    def spy(unit):
+    def spy(unit, arena=None):
         calls.append(len(unit.paths))
-        return real(unit)
+        return real(unit, arena)
 
     monkeypatch.setattr(gpu_read, "decode_unit", spy)
     cols = ["id", "s", "li"]
@@ -302,6 +303,42 @@ def test_memory_budget_splits_units(rich22, monkeypatch):
         got = lance_gpu.dataset(rich22).to_table(columns=cols, device="gpu")
     assert len(calls) == 3 * len(cols)
     assert_same(got, lance.dataset(rich22).to_table(columns=cols), "one field per unit")
+
+
+def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
+    """The staging thread plans and uploads unit k+1 while unit k decodes: unit 0's decode
+    waits (bounded) for unit 1's staging to start, which it only can in another thread."""
+    events = []
+    second_staging = threading.Event()
+    real_stage, real_decode = gpu_read._stage, gpu_read.decode_unit
+    staged = []
+
+    def stage(items):
+        k = len(staged)
+        staged.append(k)
+        events.append(("stage", k, threading.get_ident()))
+        if k == 1:
+            second_staging.set()
+        return real_stage(items)
+
+    def decode(unit, arena=None):
+        k = sum(1 for e in events if e[0] == "decode")
+        events.append(("decode", k, threading.get_ident()))
+        if k == 0:
+            assert second_staging.wait(60), "unit 1 was not staged while unit 0 decoded"
+        return real_decode(unit, arena)
+
+    monkeypatch.setattr(gpu_read, "_stage", stage)
+    monkeypatch.setattr(gpu_read, "decode_unit", decode)
+    cols = ["id", "s"]
+    with memory_limit(1):
+        got = lance_gpu.dataset(rich22).to_table(columns=cols, device="gpu")
+    assert_same(got, lance.dataset(rich22).to_table(columns=cols), "pipelined units")
+    kinds = [e[0] for e in events]
+    assert kinds.count("stage") == kinds.count("decode") >= 2
+    assert kinds.index("stage") < kinds.index("decode")
+    main = {e[2] for e in events if e[0] == "decode"}
+    assert len(main) == 1 and not main & {e[2] for e in events if e[0] == "stage"}
 
 
 def test_device_table_and_columns(rich22):
