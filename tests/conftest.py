@@ -1,9 +1,32 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Shared test configuration: the ``gpu`` marker skips cleanly where no GPU is usable."""
+"""Shared test configuration: the ``gpu`` marker skips cleanly where no GPU is usable.
+
+With ``NUMBA_ENABLE_CUDASIM=1`` and ``LANCE_GPU_TEST_SIM_DEVICE=1`` the numba CUDA simulator
+stands in for the device instead: ``gpu`` tests run (slowly) through the GPU read path on
+the host, e.g. the read matrix::
+
+    NUMBA_ENABLE_CUDASIM=1 LANCE_GPU_TEST_SIM_DEVICE=1 python -m pytest -m gpu tests/test_read_matrix.py -k "types and 2.2"
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+SIM_DEVICE_ENV = "LANCE_GPU_TEST_SIM_DEVICE"
+
+
+def simulated_device() -> bool:
+    """Whether the CUDA simulator stands in for the device in this test process."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and os.environ.get(SIM_DEVICE_ENV) == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if simulated_device():
+        import lance_gpu._device as device_mod
+
+        device_mod.gpu_unusable_reason = lambda: None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -49,3 +49,25 @@ def _run_pipeline(*, simulator: bool) -> None:
     assert proc.returncode == 0, tail
     last = proc.stdout.strip().splitlines()[-1]
     assert " passed" in last and "skipped" not in last and "failed" not in last, tail
+
+
+# A slice of the read matrix through the GPU path (the simulator as the device, see
+# tests/conftest.py): the 2.2 "stable" dataset, pylance-written over several versions with
+# deletions, read whole, with row ids and in batches.  The rest of the GPU matrix takes
+# minutes per case under the simulator; it runs on a GPU under the ``gpu`` marker.
+MATRIX_SLICE = "stable-2.2 and (test_to_table or test_with_row_id or 4096)"
+
+
+def test_read_matrix_slice_on_the_simulated_device() -> None:
+    pytest.importorskip("lance")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LANCE_GPU_TEST_SIM_DEVICE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    cmd = [
+        sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_read_matrix.py"), "-q", "-p", "no:cacheprovider",
+        "-o", "addopts=", "-m", "gpu", "-k", MATRIX_SLICE, "--rootdir", str(ROOT),
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    tail = proc.stdout[-8000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, tail
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "3 passed" in last and "skipped" not in last and "failed" not in last, tail
