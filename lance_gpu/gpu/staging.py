@@ -20,7 +20,9 @@ reader synchronises the legacy stream after decoding a unit, before its arena is
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +31,11 @@ from lance_gpu.gpu import _array
 
 ALIGN = 64
 SLAB_BYTES = 32 << 20
+# A slab is filled by this many threads (NumPy copies release the GIL; one thread's memcpy
+# from the page cache does not keep up with PCIe).  Parts smaller than FILL_PART_MIN are not split.
+FILL_THREADS = max(1, min(4, (os.cpu_count() or 1)))
+FILL_PART_MIN = 4 << 20
+_fill_pool: list[ThreadPoolExecutor] = []
 
 _pinned_lock = threading.Lock()
 _pinned: list[np.ndarray] = []
@@ -74,6 +81,30 @@ class Stager:
     def nbytes(self) -> int:
         return self.size
 
+    def _fill_part(self, slab: np.ndarray, base: int, lo: int, hi: int, k: int) -> None:
+        """Copy the arena bytes ``[lo, hi)`` into ``slab`` (which holds the arena from
+        ``base``); ``k`` is an item index at or before the first item reaching ``lo``."""
+        items = self.items
+        while k < len(items) and items[k].pos + items[k].source.size <= lo:
+            k += 1
+        while k < len(items) and items[k].pos < hi:
+            it = items[k]
+            a = max(it.pos, lo)
+            b = min(it.pos + it.source.size, hi)
+            if b > a:
+                slab[a - base : b - base] = it.source[a - it.pos : b - it.pos]
+            k += 1
+
+    def _fill(self, slab: np.ndarray, lo: int, hi: int, k: int) -> None:
+        """Fill ``slab`` with the arena bytes ``[lo, hi)``, in up to FILL_THREADS parts."""
+        parts = min(FILL_THREADS, max(1, (hi - lo) // FILL_PART_MIN))
+        if parts == 1:
+            self._fill_part(slab, lo, lo, hi, k)
+            return
+        step = _align(-(-(hi - lo) // parts))
+        bounds = [(p, min(p + step, hi)) for p in range(lo, hi, step)]
+        list(_fill_executor().map(lambda ab: self._fill_part(slab, lo, ab[0], ab[1], k), bounds))
+
     def upload(self) -> object:
         """Copy everything to a new device arena (uint8) and return it."""
         total = max(_align(self.size), ALIGN)
@@ -95,20 +126,20 @@ class Stager:
                 streams[which].synchronize()  # this slab's previous copy is done
                 while k < len(self.items) and self.items[k].pos + self.items[k].source.size <= lo:
                     k += 1
-                j = k
-                while j < len(self.items) and self.items[j].pos < hi:
-                    it = self.items[j]
-                    a = max(it.pos, lo)
-                    b = min(it.pos + it.source.size, hi)
-                    if b > a:
-                        slab[a - lo : b - lo] = it.source[a - it.pos : b - it.pos]
-                    j += 1
+                self._fill(slab, lo, hi, k)
                 arena[lo:hi].copy_to_device(slab[: hi - lo], stream=streams[which])
                 which ^= 1
                 lo = hi
             for st in streams:
                 st.synchronize()
         return arena
+
+
+def _fill_executor() -> ThreadPoolExecutor:
+    """The threads that fill slabs, kept for later reads (the caller holds ``_pinned_lock``)."""
+    if not _fill_pool:
+        _fill_pool.append(ThreadPoolExecutor(FILL_THREADS, thread_name_prefix="lance-gpu-stage"))
+    return _fill_pool[0]
 
 
 def _get_streams(count: int) -> list[tuple[object, object]]:
