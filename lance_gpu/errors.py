@@ -60,3 +60,40 @@ class RetryableCommitConflictError(CommitConflictError):
 
 class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""
+
+
+class StorageError(LanceGpuError, OSError):
+    """Reading, writing, listing or deleting an object failed (disk full, I/O error, timeout,
+    throttling, refused connection...).  ``uri`` names the object; ``errno`` is set when the
+    operating system reported one.  Subclasses add the builtin a pylance user catches."""
+
+    def __init__(self, uri: object, reason: str, errno_code: int | None = None) -> None:
+        self.uri = str(uri)
+        self.reason = reason
+        super().__init__(f"{self.uri}: {reason}")
+        self.errno = errno_code
+        self.filename = self.uri
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object (or its bucket / container) does not exist."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """Access was denied: missing permissions or bad credentials."""
+
+
+class ObjectExistsError(StorageError, FileExistsError):
+    """A put-if-absent found the object already there (another writer won)."""
+
+
+class StorageTimeoutError(StorageError, TimeoutError):
+    """A request timed out (after the store's bounded retries)."""
+
+
+class StorageConnectionError(StorageError, ConnectionError):
+    """The store could not be reached (refused or reset connection, DNS failure)."""
+
+
+class ConditionalPutUnsupportedError(StorageError):
+    """The store cannot create an object only if it is absent, so commits would be unsafe."""
