@@ -19,7 +19,8 @@ from lance_gpu.errors import CorruptFileError, SchemaMismatchError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.features import check_reader_flags
-from lance_gpu.table.manifest import dataset_path, list_versions, read_manifest_file, resolve_manifest
+from lance_gpu.io import join, resolve
+from lance_gpu.table.manifest import list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
 
@@ -35,9 +36,32 @@ def _serial_kernels() -> None:
     numba.set_num_threads(1)
 
 
-def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *, device: str = "auto") -> LanceDataset:
-    """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag)."""
-    return LanceDataset(uri, version, device=device)
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    *,
+    device: str = "auto",
+    storage_options: dict[str, str] | None = None,
+    store: object = None,
+) -> LanceDataset:
+    """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag).
+
+    Parameters
+    ----------
+    uri : str or path
+        Local path, ``file://``, ``s3://``, ``gs://``, ``az://``, ``memory://``,
+        ``http(s)://`` (see :mod:`lance_gpu.io.resolve`).
+    version : int or str, optional
+        Version number or tag; the latest if None.
+    device : str, default "auto"
+        ``"cpu"``, ``"gpu"`` or ``"auto"``.
+    storage_options : dict, optional
+        pylance's storage options (credentials, endpoint, ``allow_http``, timeouts, retries).
+    store : optional
+        An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to read
+        from; ``uri`` is then the dataset's path inside it.
+    """
+    return LanceDataset(uri, version, device=device, storage_options=storage_options, store=store)
 
 
 @dataclass(slots=True)
@@ -67,7 +91,7 @@ class LanceFragment:
         """Sorted physical offsets of deleted rows (uint32)."""
         if not self.pb.HasField("deletion_file"):
             return np.zeros(0, np.uint32)
-        return read_deletion_file(self._ds.uri, self.fragment_id, self.pb.deletion_file)
+        return read_deletion_file(self._ds.store, self._ds.root, self.fragment_id, self.pb.deletion_file)
 
     @cached_property
     def live_rows(self) -> np.ndarray | None:
@@ -87,7 +111,7 @@ class LanceFragment:
     @cached_property
     def row_ids(self) -> np.ndarray:
         """Row id of every physical row: stable ids if the dataset has them, else addresses."""
-        ids = read_fragment_row_ids(self._ds.uri, self.pb)
+        ids = read_fragment_row_ids(self._ds.store, self._ds.root, self.pb)
         if ids is not None:
             return ids
         return (np.uint64(self.fragment_id) << np.uint64(32)) | np.arange(self.physical_rows, dtype=np.uint64)
@@ -95,7 +119,7 @@ class LanceFragment:
     def _reader(self, path: str) -> LanceFileReader:
         r = self._readers.get(path)
         if r is None:
-            r = LanceFileReader(path)
+            r = LanceFileReader(path, self._ds.store)
             if r.num_rows != self.physical_rows:
                 raise CorruptFileError(path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
             self._readers[path] = r
@@ -104,7 +128,7 @@ class LanceFragment:
     def _source(self, field: LanceField) -> _FieldSource | None:
         """Where ``field`` lives; None if no data file of the fragment holds any of its
         fields (a column added without data: read as nulls, as the table format says)."""
-        data_dir = os.path.join(self._ds.uri, "data")
+        data_dir = join(self._ds.root, "data")
         ids = [f.id for f in field.walk()]
         leaf_ids = [f.id for f in field.walk() if f.is_leaf]
         wanted = set(ids)
@@ -112,7 +136,7 @@ class LanceFragment:
             return None
         for df in self.pb.files:
             cmap = column_index_map(df, self._ds.lance_schema)
-            path = os.path.join(data_dir, df.path)
+            path = join(data_dir, df.path)
             if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
                 return _FieldSource(path, [cmap[i] for i in ids], FileVersion(2, 0))
             if leaf_ids and all(i in cmap for i in leaf_ids):
@@ -150,16 +174,27 @@ class LanceFragment:
 class LanceDataset:
     """A Lance dataset at one version, read with pylance's API."""
 
-    def __init__(self, uri: str | os.PathLike[str], version: int | str | None = None, *, device: str = "auto") -> None:
-        self.uri = os.fspath(dataset_path(uri))
+    def __init__(
+        self,
+        uri: str | os.PathLike[str],
+        version: int | str | None = None,
+        *,
+        device: str = "auto",
+        storage_options: dict[str, str] | None = None,
+        store: object = None,
+    ) -> None:
+        #: The dataset's store (:class:`lance_gpu.io.ObjectStore`) and its root key there.
+        self.store, self.root = resolve(uri, storage_options, store=store)
+        self.storage_options = dict(storage_options or {})
+        self.uri = self.store.uri(self.root)
         self._device = device
-        info = resolve_manifest(self.uri, version)
-        mf = read_manifest_file(info.path)
+        info = resolve_manifest(self.store, self.root, version)
+        mf = read_manifest_file(self.store, info.path)
         self._manifest_path = info.path
         self.manifest = mf.manifest
         self.manifest_file = mf
-        check_reader_flags(self.manifest.reader_feature_flags, info.path)
-        self.lance_schema = LanceSchema.from_manifest(self.manifest, info.path)
+        check_reader_flags(self.manifest.reader_feature_flags, mf.path)
+        self.lance_schema = LanceSchema.from_manifest(self.manifest, mf.path)
         self.fragments = [LanceFragment(self, f) for f in self.manifest.fragments]
 
     def __repr__(self) -> str:
@@ -168,7 +203,7 @@ class LanceDataset:
     def _reload(self, version: int) -> None:
         """Move this object to ``version`` (after a commit of ours), as pylance does."""
         self.__dict__.pop("schema", None)
-        LanceDataset.__init__(self, self.uri, version, device=self._device)
+        LanceDataset.__init__(self, self.root, version, device=self._device, storage_options=self.storage_options, store=self.store)
 
     # -- writing: each call commits one new version and moves this object to it ------------
 
@@ -231,7 +266,7 @@ class LanceDataset:
 
     @property
     def latest_version(self) -> int:
-        return list_versions(self.uri)[-1].version
+        return list_versions(self.store, self.root)[-1].version
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -244,13 +279,13 @@ class LanceDataset:
     def versions(self) -> list[dict]:
         """Every committed version: ``version``, ``timestamp`` and ``metadata``, oldest first."""
         out = []
-        for info in list_versions(self.uri):
+        for info in list_versions(self.store, self.root):
             ts = info.timestamp.replace(tzinfo=None)
             out.append({"version": info.version, "timestamp": ts, "metadata": {}})
         return out
 
     def checkout_version(self, version: int | str) -> LanceDataset:
-        return LanceDataset(self.uri, version, device=self._device)
+        return LanceDataset(self.root, version, device=self._device, storage_options=self.storage_options, store=self.store)
 
     def get_fragments(self) -> list[LanceFragment]:
         return list(self.fragments)

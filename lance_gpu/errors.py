@@ -70,13 +70,19 @@ class StorageError(LanceGpuError, OSError):
     def __init__(self, uri: object, reason: str, errno_code: int | None = None) -> None:
         self.uri = str(uri)
         self.reason = reason
-        super().__init__(f"{self.uri}: {reason}")
+        self.message = f"{self.uri}: {reason}"
+        super().__init__(self.message)
         self.errno = errno_code
         self.filename = self.uri
 
+    def __str__(self) -> str:
+        return self.message
 
-class ObjectNotFoundError(StorageError, FileNotFoundError):
-    """The object (or its bucket / container) does not exist."""
+
+class ObjectNotFoundError(StorageError, DatasetNotFoundError):
+    """The object (or its bucket / container) does not exist: a missing data, deletion or
+    manifest file is a missing (part of a) dataset, hence a :class:`DatasetNotFoundError`
+    (and a ``FileNotFoundError``)."""
 
 
 class StoragePermissionError(StorageError, PermissionError):

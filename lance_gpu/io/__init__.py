@@ -10,7 +10,7 @@
 """
 
 from lance_gpu.io.faults import FaultInjectingStore
-from lance_gpu.io.local import LocalStore
+from lance_gpu.io.local import LOCAL, LocalStore
 from lance_gpu.io.remote import FsspecStore, ObstoreStore
 from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import (
@@ -20,9 +20,11 @@ from lance_gpu.io.store import (
     StoreStats,
     WriteHandle,
     join,
+    open_with_tail,
 )
 
 __all__ = [
+    "LOCAL",
     "FaultInjectingStore",
     "FsspecStore",
     "LocalStore",
@@ -33,5 +35,6 @@ __all__ = [
     "StoreStats",
     "WriteHandle",
     "join",
+    "open_with_tail",
     "resolve",
 ]

@@ -33,7 +33,7 @@ from lance_gpu.io.store import (
     split_groups,
 )
 
-__all__ = ["STAGING_PREFIX", "LocalFile", "LocalStore", "LocalWriter"]
+__all__ = ["LOCAL", "STAGING_PREFIX", "LocalFile", "LocalStore", "LocalWriter"]
 
 #: Name prefix of staging files (never listed, never parsed as versions).
 STAGING_PREFIX = ".tmp_"
@@ -60,14 +60,15 @@ class LocalFile:
         self.path = path
         self._stats = stats
         self._release = release_pages
+        self._fd = -1
+        self._map: np.ndarray | None = None
+        self._mm: mmap.mmap | None = None
         try:
             self._fd = os.open(path, os.O_RDONLY)
             self.size = os.fstat(self._fd).st_size
         except OSError as exc:
             raise translate(exc, path, "open") from exc
         stats.add("heads")
-        self._map: np.ndarray | None = None
-        self._mm: mmap.mmap | None = None
         if self.size:
             try:
                 self._mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
@@ -196,6 +197,8 @@ class LocalStore:
 
     supports_conditional_put = True
     writable = True
+    #: Reads are memory-mapped: open the file once and slice it.
+    maps_files = True
 
     def __init__(self, *, release_pages: bool = True) -> None:
         self.stats = StoreStats()
@@ -340,4 +343,8 @@ class LocalStore:
 
 
 def _make_local(release_pages: bool) -> LocalStore:
-    return LocalStore(release_pages=release_pages)
+    return LOCAL if release_pages else LocalStore(release_pages=release_pages)
+
+
+#: The process's shared local store (``resolve`` hands it out for every local path).
+LOCAL = LocalStore()

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.io.local import LocalStore
+from lance_gpu.io.local import LOCAL, LocalStore
 from lance_gpu.io.remote import FsspecStore, ObstoreStore
 from lance_gpu.io.store import ObjectStore
 
@@ -65,7 +65,7 @@ _IGNORED_KEYS = frozenset(
 _cache: dict[tuple, ObjectStore] = {}
 _memory: dict[str, Any] = {}
 _lock = threading.Lock()
-_LOCAL = LocalStore()
+_LOCAL = LOCAL
 
 
 def is_object_store(obj: object) -> bool:

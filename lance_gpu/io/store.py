@@ -37,6 +37,7 @@ __all__ = [
     "WriteHandle",
     "coalesce",
     "join",
+    "open_with_tail",
 ]
 
 #: Ranges closer than this are fetched with one request (the gap is read and dropped).
@@ -283,3 +284,14 @@ class BufferedWriter:
     def abort(self) -> None:
         self._done = True
         self._parts = []
+
+
+def open_with_tail(store: ObjectStore, path: str, tail: int) -> tuple[ReadHandle, np.ndarray]:
+    """Open ``path`` and read its last ``tail`` bytes: one request on object stores (a
+    suffix-range GET also reports the size), a mapped file locally."""
+    if getattr(store, "maps_files", False):
+        handle = store.open(path)
+        n = min(tail, handle.size)
+        return handle, handle.read(handle.size - n, n)
+    data, size = store.read_tail(path, tail)
+    return StoreFile(store, path, size), data

@@ -51,6 +51,7 @@ class ScanSpec:
     device: str = "auto"
     large_types: bool = False
     pushed: tuple[Any, ...] = field(default=())
+    storage_options: tuple[tuple[str, str], ...] = ()
 
     def arrow_schema(self) -> pa.Schema:
         return spark_arrow_schema(self.schema, large_types=self.large_types)
@@ -105,7 +106,10 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
     Raises on the driver for a path that is not a dataset, a version that does not exist,
     unknown columns, a filter that does not compile, or a user schema that does not fit.
     """
-    ds = LanceDataset(opts.path, opts.version if version is None else version, device=opts.device)
+    ds = LanceDataset(
+        opts.path, opts.version if version is None else version, device=opts.device,
+        storage_options=dict(opts.storage_options),
+    )
     if user_schema is not None:
         columns = tuple(user_schema.names)
         if opts.columns is not None and tuple(opts.columns) != columns:
@@ -135,6 +139,7 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
         batch_size=opts.batch_size,
         device=opts.device,
         large_types=large_types,
+        storage_options=opts.storage_options,
     )
     return spec, plan_ranges(ds, opts.max_rows_per_partition)
 
@@ -145,9 +150,12 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
 
 
 @functools.lru_cache(maxsize=8)
-def _open(uri: str, version: int, device: str) -> tuple[LanceDataset, dict[int, LanceFragment]]:
-    """The dataset at a pinned version, kept open across the tasks a Python worker runs."""
-    ds = LanceDataset(uri, version, device=device)
+def _open(
+    uri: str, version: int, device: str, storage_options: tuple[tuple[str, str], ...] = ()
+) -> tuple[LanceDataset, dict[int, LanceFragment]]:
+    """The dataset at a pinned version, kept open across the tasks a Python worker runs
+    (executors fetch the bytes themselves, with the scan's storage options)."""
+    ds = LanceDataset(uri, version, device=device, storage_options=dict(storage_options))
     return ds, {f.fragment_id: f for f in ds.fragments}
 
 
@@ -195,7 +203,7 @@ def read_range(spec: ScanSpec, fragment_id: int, start: int, stop: int) -> Itera
     """The rows of physical range ``[start, stop)`` of one fragment, as Spark-typed batches."""
     device = resolve_device(spec.device)
     decode = DECODERS[device]
-    ds, frags = _open(spec.uri, spec.version, spec.device)
+    ds, frags = _open(spec.uri, spec.version, spec.device, spec.storage_options)
     frag = frags.get(fragment_id)
     if frag is None:
         msg = f"fragment {fragment_id} is not in version {spec.version} of {spec.uri}"

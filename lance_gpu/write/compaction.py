@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -177,7 +176,7 @@ def compact_files(
         raise ValueError("target_rows_per_fragment must be positive")
     base = ds.manifest_file
     check_appendable(base)
-    root = Path(ds.uri)
+    store, root = ds.store, ds.root
     indices = list(base.index_section.indices) if base.index_section is not None else []
     bitmaps = [fragment_bitmap(index) for index in indices]
     for index, bitmap in zip(indices, bitmaps):
@@ -199,7 +198,7 @@ def compact_files(
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
     for index in to_remap:
-        check_remappable(index, root)
+        check_remappable(index, store.uri(root))
 
     schema = ds.lance_schema
     physical = schema.to_arrow(physical=True)
@@ -209,7 +208,7 @@ def compact_files(
     try:
         for task in tasks:
             new, written = _write_fragments(
-                root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
+                store, root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
                 int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE),
             )
             rewrite.written.extend(written)
@@ -235,10 +234,10 @@ def compact_files(
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(root, index, mapping, rewrite.written)
+                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
-        rewrite.cleanup()
+        rewrite.cleanup(store)
         raise
     rewrite.groups = groups
     manifest = _commit(ds, rewrite)
@@ -320,7 +319,7 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
     ids = np.concatenate([live(f.row_ids, f) for f in old]) if old else np.zeros(0, np.uint64)
     versions = {}
     for which in ("created_at", "last_updated_at"):
-        parts = [live(read_fragment_versions(ds.uri, f.pb, which), f) for f in old]
+        parts = [live(read_fragment_versions(ds.store, ds.root, f.pb, which), f) for f in old]
         versions[which] = None if any(p is None for p in parts) else np.concatenate(parts)
     start = 0
     for frag in new:
@@ -338,7 +337,7 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
 def _latest(ds: LanceDataset):
     from lance_gpu.table.manifest import list_versions, read_manifest_file
 
-    return read_manifest_file(list_versions(ds.uri)[-1].path)
+    return read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
 
 
 class DatasetOptimizer:

@@ -26,11 +26,9 @@ Dataset-level entry points (used by :class:`lance_gpu.dataset.LanceDataset` meth
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +42,7 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.manifest import ManifestFile, list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceField, LanceSchema
@@ -83,7 +82,7 @@ class Operation:
 
     def __init__(self) -> None:
         #: Files this operation wrote (removed by :meth:`cleanup` if the commit fails).
-        self.written: list[Path] = []
+        self.written: list[str] = []
 
     @property
     def kind(self) -> str:  # error messages of the commit layer use ``op.kind``
@@ -97,7 +96,7 @@ class Operation:
         indices); version, timestamp, writer, transaction file and flags are set by the caller."""
         raise NotImplementedError
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         """Check the committed ``theirs`` (version ``winner``) against this operation.
 
         Returns True if this operation's transaction changed (it must be written again),
@@ -106,12 +105,11 @@ class Operation:
         """
         raise NotImplementedError
 
-    def cleanup(self) -> None:
-        for p in self.written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+    def cleanup(self, store: ObjectStore) -> None:
+        """Remove the files this operation wrote (it will not be committed)."""
+        from lance_gpu.write.dataset_writer import remove_quietly
+
+        remove_quietly(store, self.written)
         self.written = []
 
     # -- helpers -------------------------------------------------------------------------
@@ -187,8 +185,8 @@ def _retain_indices(
     return out
 
 
-def _naming(uri: str):
-    return list_versions(uri)[-1].naming
+def _naming(ds: LanceDataset):
+    return list_versions(ds.store, ds.root)[-1].naming
 
 
 def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
@@ -196,11 +194,10 @@ def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -
     operation wrote are removed if the commit fails."""
     from lance_gpu.write.commit import commit
 
-    root = Path(ds.uri)
     try:
-        return commit(root, op, base if base is not None else ds.manifest_file, _naming(ds.uri))
+        return commit(ds.store, ds.root, op, base if base is not None else ds.manifest_file, _naming(ds))
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
 
 
@@ -262,7 +259,7 @@ class DeleteOp(Operation):
         m.fragments.extend(frags)
         return m, base.index_section
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
         kind = self._classify(
             theirs,
@@ -292,7 +289,7 @@ class DeleteOp(Operation):
                 raise self._retryable(kind, version)
             if now.deletion_file == initial.deletion_file:
                 continue
-            theirs_rows = read_deletion_file(root, fid, now.deletion_file) if now.HasField("deletion_file") else np.zeros(0, np.uint32)
+            theirs_rows = read_deletion_file(store, root, fid, now.deletion_file) if now.HasField("deletion_file") else np.zeros(0, np.uint32)
             ours = self.affected[fid]
             if np.intersect1d(theirs_rows, ours, assume_unique=True).size:
                 raise RetryableCommitConflictError(
@@ -300,14 +297,14 @@ class DeleteOp(Operation):
                     f"deleted rows of fragment {fid}; re-run it on the latest version"
                 )
             merged = np.union1d(theirs_rows, ours).astype(np.uint32)
-            self._replace_deletions(root, fid, now, merged, version)
+            self._replace_deletions(store, root, fid, now, merged, version)
             changed = True
         if changed:
             self.read_version = version
         return changed
 
     def _replace_deletions(
-        self, root: Path, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int
+        self, store: ObjectStore, root: str, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int
     ) -> None:
         from lance_gpu.write.deletion_writer import write_deletion_file
 
@@ -318,17 +315,14 @@ class DeleteOp(Operation):
             # the file we wrote for this fragment is superseded; nothing points at it
             from lance_gpu.table.deletion import deletion_file_path
 
-            path = deletion_file_path(root, fid, old.deletion_file)
+            path = deletion_file_path(store, root, fid, old.deletion_file)
             if path in self.written:
                 self.written.remove(path)
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+                store.delete(path)
         if rows.size >= int(frag.physical_rows):
             self.deleted_ids.append(fid)
             return
-        pb, path = write_deletion_file(root, fid, read_version, rows)
+        pb, path = write_deletion_file(store, root, fid, read_version, rows)
         self.written.append(path)
         new = table_pb2.DataFragment()
         new.CopyFrom(frag)
@@ -346,7 +340,6 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     text = compiled.source if compiled.source is not None else str(predicate)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
-    root = Path(ds.uri)
     initial: dict[int, table_pb2.DataFragment] = {}
     affected: dict[int, np.ndarray] = {}
     updated: list[table_pb2.DataFragment] = []
@@ -372,14 +365,14 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
                 if all_rows.size >= frag.physical_rows:
                     deleted_ids.append(fid)
                     continue
-                pb, path = write_deletion_file(root, fid, ds.version, all_rows)
+                pb, path = write_deletion_file(ds.store, ds.root, fid, ds.version, all_rows)
                 op.written.append(path)
                 new = table_pb2.DataFragment()
                 new.CopyFrom(frag.pb)
                 new.deletion_file.CopyFrom(pb)
                 updated.append(new)
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
     op.initial = initial
     op.affected = affected
@@ -406,7 +399,7 @@ def delete(ds: LanceDataset, predicate: str | pc.Expression, *, conflict_retries
         except RetryableCommitConflictError:
             if attempt >= conflict_retries:
                 raise
-            target = LanceDataset(ds.uri, device=ds._device)
+            target = LanceDataset(ds.root, device=ds._device, storage_options=ds.storage_options, store=ds.store)
             continue
         ds._reload(int(manifest.version))
         return {"num_deleted_rows": n}
@@ -442,7 +435,7 @@ class RestoreOp(Operation):
             m.next_row_id = max(int(m.next_row_id), int(bm.next_row_id))
         return m, self.old.index_section
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") == "update_mem_wal_state":
             raise self._incompatible("update_mem_wal_state", int(winner.manifest.version))
         return False
@@ -454,8 +447,8 @@ def restore(ds: LanceDataset, version: int | str | None = None) -> None:
     if version is None or version == ds.version:
         old = ds.manifest_file
     else:
-        old = read_manifest_file(resolve_manifest(ds.uri, version).path)
-    latest = read_manifest_file(list_versions(ds.uri)[-1].path)
+        old = read_manifest_file(ds.store, resolve_manifest(ds.store, ds.root, version).path)
+    latest = read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
     manifest = _commit(ds, RestoreOp(old), latest)
     ds._reload(int(manifest.version))
 
@@ -493,7 +486,7 @@ class ProjectOp(Operation):
                 frag.files.extend(files)
         return m, _retain_indices(base.index_section, self.schema)
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(
             theirs,
             int(winner.manifest.version),
@@ -624,7 +617,7 @@ class MergeOp(Operation):
         m.fragments.extend(sorted(self.fragments, key=lambda f: int(f.id)))
         return m, _retain_indices(base.index_section, self.schema)
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(
             theirs,
             int(winner.manifest.version),
@@ -785,8 +778,7 @@ def add_columns(
 
     frags_out: list[table_pb2.DataFragment] = []
     op = MergeOp([], LanceSchema([]))
-    data_dir = Path(ds.uri) / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = join(ds.root, "data")
     lance_new: LanceSchema | None = None
     arrow_new: pa.Schema | None = None
     pending: list[pa.RecordBatch] = []  # rows of ``source`` not yet used
@@ -839,9 +831,9 @@ def add_columns(
                 raise SchemaMismatchError(f"add_columns: new values do not match their first batch's schema: {exc}") from exc
             values = _physical(values, live, frag.physical_rows, arrow_new)
             name = f"{uuid.uuid4().hex}.lance"
-            path = data_dir / name
+            path = join(data_dir, name)
             op.written.append(path)
-            writer = LanceFileWriter(path, lance_new, minor)
+            writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
             try:
                 writer.write(values)
                 size = writer.finish()
@@ -860,7 +852,7 @@ def add_columns(
             else:
                 raise ValueError("add_columns: cannot infer the new columns of an empty dataset from a function")
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
     op.fragments = frags_out
     op.schema = merged_schema(lance_new)
@@ -891,7 +883,7 @@ class ReserveFragmentsOp(Operation):
         m.max_fragment_id = current + self.n
         return m, base.index_section
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") in ("overwrite", "restore"):
             raise self._incompatible(theirs.WhichOneof("operation"), int(winner.manifest.version))
         return False
@@ -981,13 +973,13 @@ class RewriteOp(Operation):
         m.fragments.extend(frags)
         return m, self._indices(base.index_section, int(m.version))
 
-    def cleanup(self) -> None:
-        from lance_gpu.write.index_remap import remove_written
+    def cleanup(self, store: ObjectStore) -> None:
+        from lance_gpu.write.dataset_writer import remove_quietly
 
-        remove_written(self.written)  # data files, remapped index files, their directories
+        remove_quietly(store, self.written)  # data files, remapped index files
         self.written = []
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
         kind = self._classify(
             theirs,
