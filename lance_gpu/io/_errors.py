@@ -17,7 +17,7 @@ from lance_gpu.errors import (
     StorageTimeoutError,
 )
 
-_TIMEOUT_WORDS = ("timed out", "timeout", "deadline has elapsed")
+_TIMEOUT_WORDS = ("timed out", "deadline has elapsed", "operation timeout", "request timeout")
 _CONNECT_WORDS = ("connection refused", "connect error", "error sending request", "connection reset", "dns error", "tcp connect")
 _THROTTLE_WORDS = ("slowdown", "slow down", "throttl", "too many requests", "429", "503")
 _AUTH_WORDS = ("accessdenied", "access denied", "forbidden", "403", "invalidaccesskeyid", "signaturedoesnotmatch", "unauthenticated", "401")
@@ -43,9 +43,11 @@ def translate(exc: BaseException, uri: str, action: str) -> StorageError:
         return ObjectNotFoundError(uri, f"{action} failed: no such object or bucket", _errno.ENOENT)
     if isinstance(exc, PermissionError) or name in ("PermissionDeniedError", "UnauthenticatedError"):
         return StoragePermissionError(uri, reason, _errno.EACCES)
+    if isinstance(exc, ConnectionError):
+        return StorageConnectionError(uri, reason, _errno.ECONNREFUSED)
     if isinstance(exc, TimeoutError) or any(w in low for w in _TIMEOUT_WORDS):
         return StorageTimeoutError(uri, reason, _errno.ETIMEDOUT)
-    if isinstance(exc, ConnectionError) or any(w in low for w in _CONNECT_WORDS):
+    if any(w in low for w in _CONNECT_WORDS):
         return StorageConnectionError(uri, reason, _errno.ECONNREFUSED)
     if any(w in low for w in _AUTH_WORDS):
         return StoragePermissionError(uri, reason, _errno.EACCES)

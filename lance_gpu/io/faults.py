@@ -83,6 +83,7 @@ class FaultInjectingStore:
         self.stats = inner.stats
         self.supports_conditional_put = inner.supports_conditional_put
         self.writable = inner.writable
+        self.absolute_keys = getattr(inner, "absolute_keys", False)
 
     def _tick(self, op: str, path: str) -> bool:
         if op != self.op or (self.op_filter and self.op_filter not in path):

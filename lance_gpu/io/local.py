@@ -199,6 +199,8 @@ class LocalStore:
     writable = True
     #: Reads are memory-mapped: open the file once and slice it.
     maps_files = True
+    #: Keys are absolute file-system paths.
+    absolute_keys = True
 
     def __init__(self, *, release_pages: bool = True) -> None:
         self.stats = StoreStats()

@@ -217,6 +217,8 @@ class FsspecStore:
         self.stats = StoreStats()
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self._scheme = protocol
+        #: The local file system's keys are absolute paths.
+        self.absolute_keys = protocol in ("file", "local")
 
     def uri(self, path: str) -> str:
         return f"{self._scheme}://{path.lstrip('/')}" if self._scheme not in ("file", "local") else path

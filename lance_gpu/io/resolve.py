@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.io.local import LOCAL, LocalStore
+from lance_gpu.io.local import LOCAL
 from lance_gpu.io.remote import FsspecStore, ObstoreStore
 from lance_gpu.io.store import ObjectStore
 
@@ -138,9 +138,9 @@ def resolve(
     text = os.fspath(uri)
     if store is not None:
         wrapped = _wrap_user_store(store)
-        if isinstance(wrapped, LocalStore) and not text.startswith("/"):
-            text = os.path.abspath(os.path.expanduser(text))
-        return wrapped, text.strip("/") if not isinstance(wrapped, LocalStore) else text
+        if getattr(wrapped, "absolute_keys", False):  # local files: keys are absolute paths
+            return wrapped, os.path.abspath(os.path.expanduser(text))
+        return wrapped, text.strip("/")
     if "://" not in text and not text.startswith("file:"):
         return _LOCAL, os.path.abspath(os.path.expanduser(text))
     parsed = urlparse(text)
