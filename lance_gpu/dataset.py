@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ class LanceFragment:
         self.fragment_id = int(pb.id)
         self.physical_rows = int(pb.physical_rows)
         self._readers: dict[str, LanceFileReader] = {}
+        self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
@@ -119,10 +121,13 @@ class LanceFragment:
     def _reader(self, path: str) -> LanceFileReader:
         r = self._readers.get(path)
         if r is None:
-            r = LanceFileReader(path, self._ds.store)
-            if r.num_rows != self.physical_rows:
-                raise CorruptFileError(path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
-            self._readers[path] = r
+            with self._readers_lock:
+                r = self._readers.get(path)
+                if r is None:
+                    r = LanceFileReader(path, self._ds.store)
+                    if r.num_rows != self.physical_rows:
+                        raise CorruptFileError(r.path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
+                    self._readers[path] = r
         return r
 
     def _source(self, field: LanceField) -> _FieldSource | None:

@@ -51,10 +51,22 @@ class ObstoreStore:
         Whether ``put(mode="create")`` is atomic on this store.
     writable : bool, default True
         False for read-only stores (HTTP).
+    whole_object_below : int, default 4 MiB
+        Data files up to this size are fetched whole on first read (one request for all
+        their columns); larger ones by coalesced, concurrent range requests.
     """
 
-    def __init__(self, store: Any, base_uri: str, *, conditional_put: bool = True, writable: bool = True) -> None:
+    def __init__(
+        self,
+        store: Any,
+        base_uri: str,
+        *,
+        conditional_put: bool = True,
+        writable: bool = True,
+        whole_object_below: int = 4 << 20,
+    ) -> None:
         self.store = store
+        self.whole_object_below = whole_object_below
         self.base_uri = base_uri.rstrip("/")
         self.supports_conditional_put = conditional_put
         self.writable = writable

@@ -228,29 +228,56 @@ def check_ranges(uri: str, size: int, ranges: Sequence[tuple[int, int]]) -> None
 
 class StoreFile:
     """A :class:`ReadHandle` over any store: the size is fetched once (or given), reads go
-    through :meth:`ObjectStore.read_ranges`.  Release is a no-op (nothing is mapped)."""
+    through :meth:`ObjectStore.read_ranges`.  Release is a no-op (nothing is mapped).
 
-    def __init__(self, store: ObjectStore, path: str, size: int | None = None) -> None:
+    Objects of at most ``whole_below`` bytes are fetched whole on the first read (one
+    request instead of one per column; ``tail`` -- already fetched bytes at the end of the
+    object -- is reused), larger ones range by range.
+    """
+
+    def __init__(
+        self, store: ObjectStore, path: str, size: int | None = None, *, tail: np.ndarray | None = None, whole_below: int = 0
+    ) -> None:
         self.store = store
         self.path = store.uri(path)
         self.key = path
         self.size = store.size(path) if size is None else size
+        self._whole: np.ndarray | None = tail if tail is not None and tail.size == self.size else None
+        self._tail = tail
+        self._fetch_whole = self.size <= whole_below
+        self._lock = threading.Lock()
+
+    def _object(self) -> np.ndarray | None:
+        if self._whole is None and self._fetch_whole:
+            with self._lock:
+                if self._whole is None:
+                    tail = self._tail if self._tail is not None else np.zeros(0, np.uint8)
+                    head = self.store.read_range(self.key, 0, self.size - tail.size) if self.size > tail.size else tail[:0]
+                    self._whole = np.concatenate([head, tail]) if tail.size else head
+        return self._whole
 
     def read(self, offset: int, size: int) -> np.ndarray:
         check_ranges(self.path, self.size, [(offset, size)])
         if size == 0:
             return np.zeros(0, np.uint8)
+        whole = self._object()
+        if whole is not None:
+            return whole[offset : offset + size]
         return self.store.read_range(self.key, offset, size)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         check_ranges(self.path, self.size, ranges)
+        whole = self._object()
+        if whole is not None:
+            return [whole[o : o + n] for o, n in ranges]
         return self.store.read_ranges(self.key, ranges)
 
     def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None:
         return None
 
     def close(self) -> None:
-        return None
+        self._whole = None
+        self._tail = None
 
 
 class BufferedWriter:
@@ -294,4 +321,4 @@ def open_with_tail(store: ObjectStore, path: str, tail: int) -> tuple[ReadHandle
         n = min(tail, handle.size)
         return handle, handle.read(handle.size - n, n)
     data, size = store.read_tail(path, tail)
-    return StoreFile(store, path, size), data
+    return StoreFile(store, path, size, tail=data, whole_below=getattr(store, "whole_object_below", 0)), data
