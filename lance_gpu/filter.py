@@ -153,6 +153,40 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
     return CompiledFilter(compiled.expr, columns, filter)
 
 
+@dataclass(frozen=True)
+class CompiledExpression:
+    """A SQL value expression (a projection ``columns={"name": "sql"}``) ready to evaluate.
+
+    ``expression``: the pyarrow compute expression; ``type``: its result type;
+    ``columns``: the top-level columns it reads; ``source``: the SQL text.
+    """
+
+    expression: pc.Expression
+    type: pa.DataType
+    columns: list[str] = field(default_factory=list)
+    source: str | None = None
+
+
+def parse_expression(text: str, schema: pa.Schema) -> CompiledExpression:
+    """Compile a pylance-style SQL value expression (``"a * 2"``, ``"st.p"``, ``"lower(s)"``)
+    against ``schema``, with the same parser, name rules, literal typing and coercions as
+    :func:`parse_filter`; the result need not be boolean.  Raises :class:`FilterError`."""
+    if not isinstance(text, str):
+        raise TypeError(f"a projection expression must be SQL text, got {type(text).__name__}")
+    if not text.strip():
+        raise FilterError("empty projection expression")
+    tree = _parse_sql(text)
+    if tree.find(exp.Cast) is not None:
+        _check_type_spellings(text)
+    ir = _Builder(schema, text).build(tree)
+    ir = _resolve(ir, text)
+    compiled = _Compiler(text).compile(ir)
+    expr = compiled.expr
+    if compiled.const is not None:
+        expr = pc.scalar(compiled.const)
+    return CompiledExpression(expr, compiled.type, _collect_columns(ir, schema), text)
+
+
 # --------------------------------------------------------------------------------------
 # Parsing
 # --------------------------------------------------------------------------------------

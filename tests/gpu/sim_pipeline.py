@@ -227,13 +227,13 @@ def test_fsst_miniblock(fsst):
 
 def test_auto_routes_to_the_gpu(rich22, monkeypatch):
     calls = []
-    real = gpu_read.scan_tables
+    real = gpu_read.scan_device
 
     def spy(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gpu_read, "scan_tables", spy)
+    monkeypatch.setattr(gpu_read, "scan_device", spy)
     ours = lance_gpu.dataset(rich22)  # device="auto"
     assert_same(ours.to_table(columns=["id", "cat"]), lance.dataset(rich22).to_table(columns=["id", "cat"]), "auto")
     assert calls
@@ -344,7 +344,7 @@ def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
 def test_device_table_and_columns(rich22):
     ds = lance_gpu.dataset(rich22)
     fields = [f for f in ds.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
-    tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields)]
+    tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields, [(f, f.live_rows) for f in ds.fragments])]
     assert all(isinstance(dt, DeviceTable) for dt in tables)
     first = tables[0]
     col = first.column("f64")
