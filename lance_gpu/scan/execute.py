@@ -374,6 +374,50 @@ def take_indices(indices: Any) -> np.ndarray:
     return idx
 
 
+def _take_nesting(ds: LanceDataset, columns: Any) -> dict[str, list[tuple[str, ...]]] | None:
+    """pylance's ``take`` returns a dotted name as its top-level struct pruned to the named
+    fields (``"st.q"`` -> ``st: struct<q>``): top-level name -> requested sub-paths (empty:
+    the whole field), in order of first mention; None when no dotted name is asked for."""
+    if columns is None or isinstance(columns, (str, bytes, dict)) or not isinstance(columns, Sequence):
+        return None
+    top = set(ds.schema.names)
+    if all(not isinstance(c, str) or c in top for c in columns):
+        return None
+    from lance_gpu.scan.plan import nested_path
+
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for name in columns:
+        if name in top:
+            out.setdefault(name, []).append(())
+        else:
+            path = nested_path(ds, name)
+            out.setdefault(path[0], []).append(path[1:])
+    return out
+
+
+def _prune(array: pa.Array, paths: list[tuple[str, ...]]) -> pa.Array:
+    if any(not p for p in paths):
+        return array
+    children: dict[str, list[tuple[str, ...]]] = {}
+    for p in paths:
+        children.setdefault(p[0], []).append(p[1:])
+    arrays = [_prune(array.field(name), sub) for name, sub in children.items()]
+    fields = [array.type.field(name).with_type(a.type) for name, a in zip(children, arrays)]
+    return pa.StructArray.from_arrays(arrays, fields=fields, mask=array.is_null() if array.null_count else None)
+
+
+def _prune_structs(table: pa.Table, nested: dict[str, list[tuple[str, ...]]]) -> pa.Table:
+    names, arrays = [], []
+    for name in table.column_names:
+        col = table.column(name).combine_chunks()
+        if name in nested:
+            col = _prune(col, nested[name])
+        names.append(name)
+        arrays.append(col)
+    fields = [table.schema.field(n).with_type(a.type) for n, a in zip(names, arrays)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
+
+
 def take_rows(
     ds: LanceDataset,
     indices: Any,
@@ -411,8 +455,12 @@ def take_rows(
         selections[frag.fragment_id] = uniq.astype(np.int64)
         inverse_parts.append(inverse + base)
         base += uniq.size
-    plan = build_plan(ds, columns=columns, with_row_id=with_row_id, with_row_address=with_row_address, selections=selections)
+    nested = _take_nesting(ds, columns)
+    read_columns = list(nested) if nested is not None else columns
+    plan = build_plan(ds, columns=read_columns, with_row_id=with_row_id, with_row_address=with_row_address, selections=selections)
     table = concat(list(run_plan(plan, executor or executor_for(ds.device), ds)), resolve(plan, ds).schema)
+    if nested is not None:
+        table = _prune_structs(table, nested)
     if not idx.size:
         return table
     positions = np.concatenate(inverse_parts)  # sorted order -> row of `table`

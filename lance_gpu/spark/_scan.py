@@ -150,11 +150,15 @@ class GpuTaskExecutor(GpuExecutor):
 
     def decode(self, ds, units, fields, ahead):
         ordinal, key = task_gpu()
-        with decode_slot(key):
-            import cupy
+        with decode_slot(key), select_device(ordinal):
+            yield from super().decode(ds, units, fields, ahead)
 
-            with cupy.cuda.Device(ordinal):
-                yield from super().decode(ds, units, fields, ahead)
+
+def select_device(ordinal: int) -> Any:
+    """CuPy's context manager making ``ordinal`` the current CUDA device."""
+    import cupy
+
+    return cupy.cuda.Device(ordinal)
 
 
 EXECUTORS: dict[str, Callable[[], Executor]] = {

@@ -371,3 +371,41 @@ def test_device_batches_stream_fragments(rich22):
     assert all(isinstance(dt, DeviceTable) and dt.names == cols for dt in tables)
     got = pa.Table.from_batches([b for dt in tables for b in dt.to_arrow().to_batches()], schema=ref.schema)
     assert_same(got, ref, "to_device_batches")
+
+
+# --------------------------------------------------------------------------------------------
+# Spark tasks with device="gpu" run the GPU decoder
+
+
+def test_spark_gpu_task_runs_the_gpu_kernels(rich22, monkeypatch):
+    """A Spark task of a ``device="gpu"`` scan decodes with the GPU executor: the device
+    decode (``decode_unit``, which launches the kernels) runs for its range, and the rows
+    are those of the CPU task and of pylance."""
+    pytest.importorskip("pyspark")
+    import contextlib
+
+    from lance_gpu.spark import _scan
+    from lance_gpu.spark._options import parse_read_options
+
+    launches = []
+    real = gpu_read.decode_unit
+
+    def spy(*args, **kwargs):
+        launches.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_read, "decode_unit", spy)
+    if SIMULATOR:  # no CuPy: the simulator is device 0
+        monkeypatch.setattr(_scan, "select_device", lambda ordinal: contextlib.nullcontext())
+    cols = ["id", "i32n", "s", "emb"]
+    results = {}
+    for device in ("gpu", "cpu"):
+        opts = parse_read_options({"path": rich22, "device": device, "columns": ",".join(cols), "filter": "i32n > 100"})
+        spec, ranges = _scan.plan_scan(opts)
+        before = len(launches)
+        batches = [b for r in ranges for b in _scan.read_range(spec, *r)]
+        results[device] = pa.Table.from_batches(batches)
+        assert (len(launches) > before) == (device == "gpu"), device
+    assert results["gpu"].equals(results["cpu"])
+    ref = lance.dataset(rich22).to_table(columns=cols, filter="i32n > 100")
+    assert results["gpu"].column("id").to_pylist() == ref.column("id").to_pylist()
