@@ -85,7 +85,7 @@ class CpuExecutor:
     whole_fragments = False
 
     def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema)}
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
         names = [f.name for f in fields]
         in_flight = len(units) if ahead is None else max(1, ahead)
         pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
@@ -168,7 +168,7 @@ def plan_units(plan: ScanPlan, ds: LanceDataset, window: int | None) -> list[Rea
     """The plan's read units: per fragment its selected rows (or live rows), cut into
     windows of ``window`` rows (None: one unit per fragment)."""
     units: list[ReadUnit] = []
-    for fid, sel in zip(plan.fragment_ids, plan.selections):
+    for fid, sel in zip(plan.fragment_ids, plan.selections, strict=True):
         frag = ds.get_fragment(fid)
         if frag is None:
             msg = f"fragment {fid} is not in version {ds.version} of {ds.uri}"
@@ -192,7 +192,7 @@ class _Offsets:
 
     def __init__(self, ds: LanceDataset) -> None:
         counts = [f.live_count() for f in ds.fragments]
-        self.base = dict(zip((f.fragment_id for f in ds.fragments), np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist() if counts else []))
+        self.base = dict(zip((f.fragment_id for f in ds.fragments), np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist() if counts else [], strict=True))
 
     def __call__(self, frag: LanceFragment, rows: np.ndarray) -> np.ndarray:
         live = frag.live_rows
@@ -286,7 +286,7 @@ def run_plan(
         return
     decoded = executor.decode(ds, units, resolved.read_fields, ahead)
     try:
-        for unit, table in zip(units, decoded):
+        for unit, table in zip(units, decoded, strict=True):
             table = finish_table(resolved, table, unit, offsets)
             if skip:
                 cut = min(skip, table.num_rows)
@@ -402,7 +402,7 @@ def _prune(array: pa.Array, paths: list[tuple[str, ...]]) -> pa.Array:
     for p in paths:
         children.setdefault(p[0], []).append(p[1:])
     arrays = [_prune(array.field(name), sub) for name, sub in children.items()]
-    fields = [array.type.field(name).with_type(a.type) for name, a in zip(children, arrays)]
+    fields = [array.type.field(name).with_type(a.type) for name, a in zip(children, arrays, strict=True)]
     return pa.StructArray.from_arrays(arrays, fields=fields, mask=array.is_null() if array.null_count else None)
 
 
@@ -414,7 +414,7 @@ def _prune_structs(table: pa.Table, nested: dict[str, list[tuple[str, ...]]]) ->
             col = _prune(col, nested[name])
         names.append(name)
         arrays.append(col)
-    fields = [table.schema.field(n).with_type(a.type) for n, a in zip(names, arrays)]
+    fields = [table.schema.field(n).with_type(a.type) for n, a in zip(names, arrays, strict=True)]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
 
 

@@ -212,10 +212,11 @@ def build_plan(
         frag_list = []
         for frag in fragments:
             fid = getattr(frag, "fragment_id", None)
-            if fid is None or ds.get_fragment(int(fid)) is None:
+            own = None if fid is None else ds.get_fragment(int(fid))
+            if own is None:
                 msg = f"fragment {frag!r} is not a fragment of version {ds.version} of {ds.uri}"
                 raise InvalidArgumentError(msg)
-            frag_list.append(ds.get_fragment(int(fid)))
+            frag_list.append(own)
     else:
         frag_list = list(ds.fragments)
     sel: list[np.ndarray | None] = [
@@ -240,7 +241,8 @@ def build_plan(
         batch_readahead=b_ahead,
         fragment_readahead=f_ahead,
         scan_in_order=True if scan_in_order is None else bool(scan_in_order),
-        late_materialization=tuple(late_materialization) if isinstance(late_materialization, (list, tuple)) else late_materialization,
+        late_materialization=late_materialization if late_materialization is None or isinstance(late_materialization, bool)
+        else tuple(late_materialization),
         use_stats=True if use_stats is None else bool(use_stats),
         io_buffer_size=io_buffer_size,
         device=device or ds.device,
@@ -259,7 +261,7 @@ def _push_down_window(plan: ScanPlan, frags: list[LanceFragment]) -> ScanPlan:
     left = plan.limit
     ids: list[int] = []
     sel: list[np.ndarray | None] = []
-    for frag, rows in zip(frags, plan.selections):
+    for frag, rows in zip(frags, plan.selections, strict=True):
         if left is not None and left <= 0:
             break
         if rows is None:

@@ -107,8 +107,8 @@ class LanceScanner:
         if self.plan.limit is not None or self.plan.offset or self._pushed_window():
             raise InvalidArgumentError("Cannot use limit/offset with aggregate. Apply limit to the result instead.")
         if self.plan.filter is None and all(s is None for s in self.plan.selections) and not self.plan.include_deleted_rows:
-            ds = self.dataset
-            return sum(ds.get_fragment(i).live_count() for i in self.plan.fragment_ids)  # type: ignore[union-attr]
+            by_id = {f.fragment_id: f for f in self.dataset.fragments}
+            return sum(by_id[i].live_count() for i in self.plan.fragment_ids)
         return sum(t.num_rows for t in run_plan(self.plan, self._executor(), self.dataset))
 
     def _pushed_window(self) -> bool:
@@ -125,7 +125,7 @@ class LanceScanner:
         if plan.filter is None:
             # re-plan the window over the fragments / selections this plan reads
             ds = self.dataset
-            sel = dict(zip(plan.fragment_ids, plan.selections))
+            sel = dict(zip(plan.fragment_ids, plan.selections, strict=True))
             new = build_plan(ds, columns=_columns_arg(plan), selections=sel, limit=limit,
                              with_row_id=plan.with_row_id, with_row_address=plan.with_row_address,
                              include_deleted_rows=plan.include_deleted_rows, batch_size=plan.batch_size, device=plan.device)
@@ -148,7 +148,7 @@ class LanceScanner:
         executor = GpuExecutor(self.on_cpu_fallback)
         units = plan_units(plan, ds, None)
         skip, left = plan.offset, plan.limit
-        for unit, dt in zip(units, executor.decode_device(ds, units, resolved.read_fields)):
+        for unit, dt in zip(units, executor.decode_device(ds, units, resolved.read_fields), strict=True):
             out = finish_device(resolved, dt, unit, project)
             if skip or left is not None:
                 start = min(skip, out.num_rows)
