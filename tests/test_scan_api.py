@@ -287,3 +287,13 @@ def test_no_private_reaches() -> None:
         for path in (root / pkg).rglob("*.py"):
             hits = [m.group(0) for m in pattern.finditer(path.read_text()) if not m.group(0).startswith("ds._ds")]
             assert not hits, (path, hits)
+
+
+def test_engine_options_accepted_unknown_refused(pair) -> None:
+    ref, ours = pair
+    kw = {"prefilter": True, "use_scalar_index": False, "fast_search": False, "columns": ["a"]}
+    _same(ours.to_table(**kw), ref.to_table(**kw))
+    with pytest.raises(TypeError):
+        ref.to_table(no_such_option=1)
+    with pytest.raises(ArgumentTypeError, match="no_such_option"):
+        ours.to_table(no_such_option=1)

@@ -28,7 +28,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu.errors import ArgumentTypeError, InvalidArgumentError, NegativeArgumentError, SchemaMismatchError
+from lance_gpu.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    NegativeArgumentError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
@@ -45,6 +51,12 @@ DEFAULT_BATCH_SIZE = 8192
 DEFAULT_BATCH_READAHEAD = 16
 DEFAULT_FRAGMENT_READAHEAD = 4
 _MAX_BATCH_SIZE = 2**32 - 1
+# pylance scanner arguments that only tune its engine: accepted and ignored
+ENGINE_OPTIONS = frozenset({"prefilter", "fast_search", "use_scalar_index", "batch_size_bytes",
+                            "disable_scoring_autoprojection", "scan_stats_callback"})
+# pylance scanner arguments for features we do not have: refused unless None
+UNSUPPORTED_OPTIONS = frozenset({"nearest", "full_text_query", "order_by", "blob_handling", "index_segments",
+                                 "row_addr_allowlist", "row_addr_blocklist"})
 
 
 def default_batch_size() -> int:
@@ -187,6 +199,12 @@ def build_plan(
     ``TypeError`` for a wrongly typed argument) where pylance refuses the argument, and the
     projection / filter errors of :func:`resolve` (checked here, on the caller's side).
     """
+    for key, value in options.items():
+        if key in UNSUPPORTED_OPTIONS:
+            if value is not None:
+                raise UnsupportedFeatureError(f"scanner argument {key!r} is not supported by lance_gpu yet")
+        elif key not in ENGINE_OPTIONS:
+            raise ArgumentTypeError(f"scanner() got an unexpected keyword argument {key!r}")
     cols = normalize_columns(columns)
     lim = None if limit is None else _check_int("limit", limit, minimum=0)
     off = 0 if offset is None else _check_int("offset", offset, minimum=0)
