@@ -267,7 +267,7 @@ def scan_device(
             pending += 1
 
 
-def finish_device(resolved, dt: DeviceTable, unit, project) -> DeviceTable:
+def finish_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
     """The scan epilogue on device tables: the filter is evaluated on a host copy of the
     columns it reads (virtual columns included) and the surviving rows are gathered on the
     device; top-level and nested fields are projected on the device, SQL expressions and
@@ -278,7 +278,7 @@ def finish_device(resolved, dt: DeviceTable, unit, project) -> DeviceTable:
         cols = [dt.column(c) for c in names]
         arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
         base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(n)}).select([])
-        return add_virtual(base, unit, resolved.virtual, _offsets(unit))
+        return add_virtual(base, unit, resolved.virtual, offsets)
 
     if resolved.filter is not None:
         probe = host([c for c in resolved.filter.columns if c in dt.names], dt.num_rows)
@@ -301,8 +301,3 @@ def finish_device(resolved, dt: DeviceTable, unit, project) -> DeviceTable:
         cols.append(col)
     return DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
 
-
-def _offsets(unit):
-    from lance_gpu.scan.execute import _Offsets
-
-    return _Offsets(unit.fragment.dataset)

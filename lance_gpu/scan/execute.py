@@ -62,6 +62,11 @@ class Executor(Protocol):
 
     def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]: ...
 
+    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+            ahead: int | None) -> Iterator[pa.Table]:
+        """Decode and finish (virtual columns, filter, projection) each unit, in order."""
+        ...
+
 
 def _serial_kernels() -> None:
     """Pool-thread initializer: this thread's numba kernels use one thread (thread-local)."""
@@ -115,6 +120,15 @@ class CpuExecutor:
                     for fu in futs:
                         fu.cancel()
 
+    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+            ahead: int | None) -> Iterator[pa.Table]:
+        decoded = self.decode(ds, units, resolved.read_fields, ahead)
+        try:
+            for unit, table in zip(units, decoded, strict=True):
+                yield finish_table(resolved, table, unit, offsets)
+        finally:
+            decoded.close()  # type: ignore[attr-defined]
+
 
 class GpuExecutor:
     """Decodes on the GPU (:func:`lance_gpu.gpu.read.scan_device`); fields without a GPU
@@ -140,6 +154,26 @@ class GpuExecutor:
     def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
         for dt in self.decode_device(ds, units, fields):
             yield dt.to_arrow()
+
+    def run_device(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan,
+                   offsets: _Offsets | None = None) -> Iterator[Any]:
+        """Per unit, the finished result as a device table: the filter's surviving rows are
+        gathered on the device before anything is copied to the host."""
+        from lance_gpu.gpu.read import finish_device
+
+        for unit, dt in zip(units, self.decode_device(ds, units, resolved.read_fields), strict=True):
+            yield finish_device(resolved, dt, unit, project, offsets)
+
+    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+            ahead: int | None) -> Iterator[pa.Table]:
+        from lance_gpu.gpu.columns import DeviceColumn
+
+        for dt in self.run_device(ds, units, resolved, offsets):
+            arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in dt.columns]
+            if not arrays:
+                yield empty_table(dt.num_rows, resolved.schema.metadata)
+            else:
+                yield pa.Table.from_arrays(arrays, schema=resolved.schema)
 
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:
@@ -284,10 +318,9 @@ def run_plan(
     left = plan.limit
     if left == 0:
         return
-    decoded = executor.decode(ds, units, resolved.read_fields, ahead)
+    finished = executor.run(ds, units, resolved, offsets, ahead)
     try:
-        for unit, table in zip(units, decoded, strict=True):
-            table = finish_table(resolved, table, unit, offsets)
+        for table in finished:
             if skip:
                 cut = min(skip, table.num_rows)
                 table = table.slice(cut)
@@ -299,7 +332,7 @@ def run_plan(
             if left == 0:
                 return
     finally:
-        close = getattr(decoded, "close", None)
+        close = getattr(finished, "close", None)
         if close is not None:
             close()
 

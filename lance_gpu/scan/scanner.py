@@ -17,15 +17,15 @@ from lance_gpu.errors import GpuUnavailableError
 from lance_gpu.scan.execute import (
     STREAM_WINDOW_ROWS,
     GpuExecutor,
+    _Offsets,
     concat,
     executor_for,
     open_dataset,
     plan_units,
-    project,
     rebatch,
     run_plan,
 )
-from lance_gpu.scan.plan import ScanPlan, resolve
+from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, resolve
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
@@ -139,7 +139,6 @@ class LanceScanner:
         """Per fragment, the scan's columns as a ``DeviceTable`` whose columns stay in device
         memory (needs a usable GPU: ``GpuUnavailableError`` otherwise)."""
         from lance_gpu._device import resolve_device
-        from lance_gpu.gpu.read import finish_device
 
         resolve_device("gpu")
         ds = self.dataset
@@ -148,8 +147,8 @@ class LanceScanner:
         executor = GpuExecutor(self.on_cpu_fallback)
         units = plan_units(plan, ds, None)
         skip, left = plan.offset, plan.limit
-        for unit, dt in zip(units, executor.decode_device(ds, units, resolved.read_fields), strict=True):
-            out = finish_device(resolved, dt, unit, project)
+        offsets = _Offsets(ds) if ROW_OFFSET in resolved.virtual else None
+        for out in executor.run_device(ds, units, resolved, offsets):
             if skip or left is not None:
                 start = min(skip, out.num_rows)
                 skip -= start

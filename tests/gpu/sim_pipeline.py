@@ -409,3 +409,33 @@ def test_spark_gpu_task_runs_the_gpu_kernels(rich22, monkeypatch):
     assert results["gpu"].equals(results["cpu"])
     ref = lance.dataset(rich22).to_table(columns=cols, filter="i32n > 100")
     assert results["gpu"].column("id").to_pylist() == ref.column("id").to_pylist()
+
+
+GPU_SCANS = [
+    {"columns": ["id", "s"], "filter": "i32n > 300 AND _rowaddr > 10"},
+    {"columns": {"twice": "id * 2", "sb": "st.b", "off": "_rowoffset"}, "limit": 50, "offset": 30},
+    {"columns": ["id"], "with_row_id": True, "with_row_address": True, "filter": "id % 3 = 0", "limit": 40},
+    {"columns": ["id", "emb"], "offset": 100, "limit": 7},
+    {"columns": ["id"], "with_row_id": True, "include_deleted_rows": True},
+]
+
+
+@pytest.mark.parametrize("kwargs", GPU_SCANS, ids=[str(i) for i in range(len(GPU_SCANS))])
+def test_scanner_arguments_on_the_gpu(rich22, kwargs):
+    """The GPU executor runs the same plans as the CPU one: row selections (limits, takes),
+    virtual columns, filters and SQL projections give the CPU executor's (and pylance's) rows."""
+    ours = lance_gpu.dataset(rich22)
+    gpu = ours.scanner(device="gpu", **kwargs).to_table()
+    cpu = ours.scanner(device="cpu", **kwargs).to_table()
+    assert gpu.equals(cpu), kwargs
+    assert_same(cpu, lance.dataset(rich22).to_table(**kwargs), str(kwargs), exact_dictionaries=False)
+
+
+def test_take_and_device_batches_on_the_gpu(rich22):
+    ours = lance_gpu.dataset(rich22, device="gpu")
+    idx = [7, 0, 123, 7, 5]
+    assert ours.take(idx, columns=["id", "s"]).equals(lance_gpu.dataset(rich22, device="cpu").take(idx, columns=["id", "s"]))
+    dts = list(ours.to_device_batches(columns=["id", "st.b"], filter="id > 20", limit=30))
+    got = pa.concat_tables([dt.to_arrow() for dt in dts])
+    exp = lance_gpu.dataset(rich22, device="cpu").to_table(columns=["id", "st.b"], filter="id > 20", limit=30)
+    assert got.column("id").equals(exp.column("id")) and got.num_rows == 30
