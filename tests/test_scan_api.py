@@ -297,3 +297,25 @@ def test_engine_options_accepted_unknown_refused(pair) -> None:
         ref.to_table(no_such_option=1)
     with pytest.raises(ArgumentTypeError, match="no_such_option"):
         ours.to_table(no_such_option=1)
+
+
+def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch) -> None:
+    """to_batches decodes ahead of the consumer but only ``batch_readahead`` batches' worth
+    (at least one window): after the first batch, most fragments are still untouched."""
+    from lance_gpu.fragment import LanceFragment
+
+    _ref, ours = pair
+    touched: list[int] = []
+    real = LanceFragment.read_field
+
+    def spy(self, *args, **kwargs):
+        touched.append(self.fragment_id)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    it = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1)
+    next(it)
+    assert 1 <= len(set(touched)) <= 2 < len(ours.get_fragments())
+    rest = list(it)
+    assert len(set(touched)) == sum(1 for f in ours.get_fragments() if f.count_rows())
+    assert sum(b.num_rows for b in rest) + 10 == ours.count_rows()

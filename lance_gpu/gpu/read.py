@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GPU read path end to end: fragments -> plans -> units -> device columns -> results.
 
-For every fragment and requested field the table layer says where the field lives (as on
-the CPU).  Fields whose pages the GPU decodes are planned (:mod:`.plan`); the others are read
+For every ``(fragment, rows)`` job of a scan plan (:mod:`lance_gpu.scan`, whose
+:class:`~lance_gpu.scan.GpuExecutor` drives this module) and every requested field, the
+fragment says where the field lives (as on the CPU).  Fields whose pages the GPU decodes are planned (:mod:`.plan`); the others are read
 by the CPU reader in a thread pool meanwhile and kept as Arrow arrays (:class:`CpuDecodeWarning`
 once per reason, or :class:`~lance_gpu.errors.UnsupportedEncodingError` with
 ``on_cpu_fallback="raise"``).  Planned fields are packed into *units* that fit the device
@@ -11,10 +12,10 @@ family (:mod:`.decode`), then cut into columns (:mod:`.assemble`).  Units are pi
 staging thread plans the next unit and copies its file bytes to the device (pinned slabs,
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
-:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  Deleted rows are dropped
-on the device (``cuda_kernels.compact``: keep mask, kept indices, gathers); a filter is
-evaluated on a host copy of the columns it reads only, and the surviving rows are gathered
-on the device.
+:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  The job's selected rows
+(live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
+filter on a host copy of the columns it reads only and gathers the surviving rows on the
+device.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import cuda_kernels as ck
 from cuda_kernels.errors import CorruptInputError
-from lance_gpu.errors import CorruptFileError, GpuUnavailableError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, memory
 from lance_gpu.gpu.assemble import build_field
