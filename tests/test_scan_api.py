@@ -319,3 +319,19 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch) -> None:
     rest = list(it)
     assert len(set(touched)) == sum(1 for f in ours.get_fragments() if f.count_rows())
     assert sum(b.num_rows for b in rest) + 10 == ours.count_rows()
+
+
+@pytest.mark.parametrize(("text", "words", "pylance_refuses"), [
+    ("a >", "'>' is missing its right-hand operand", True),
+    ("a = 1 AND", "AND is missing", True),
+    ("a > 1)", "unbalanced parenthesis", False),  # pylance ignores the trailing text (filter.py)
+    ("a IS DISTINCT FROM 1", "IS DISTINCT FROM is not supported", False),  # not yet ours
+])
+def test_filter_errors_in_user_terms(pair, text, words, pylance_refuses) -> None:
+    ref, ours = pair
+    if pylance_refuses:
+        with pytest.raises(ValueError):
+            ref.to_table(filter=text)
+    with pytest.raises(FilterError, match=words) as info:
+        ours.to_table(filter=text)
+    assert "sqlglot" not in str(info.value) and "class" not in str(info.value)
