@@ -313,7 +313,12 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch) -> None:
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(LanceFragment, "read_field", spy)
-    it = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1)
+    it2 = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1, fragment_readahead=3)
+    next(it2)
+    assert 3 <= len(set(touched)) <= 4
+    it2.close()
+    touched.clear()
+    it = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1, fragment_readahead=1)
     next(it)
     assert 1 <= len(set(touched)) <= 2 < len(ours.get_fragments())
     rest = list(it)

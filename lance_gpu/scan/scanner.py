@@ -87,12 +87,16 @@ class LanceScanner:
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream the scan in batches of at most ``batch_size`` rows (exactly, but for the
         last, with ``strict_batch_size``).  Windows of rows decode ahead of the consumer in
-        threads: ``batch_readahead`` batches' worth, at least one window, and on the GPU
-        ``fragment_readahead`` fragments through the staging pipeline."""
+        threads: ``batch_readahead`` batches' worth and at least ``fragment_readahead``
+        units (fragments, or windows of large ones); memory is bounded by that many windows.
+        On the GPU, fragments go through the staging pipeline (next unit staged while one
+        decodes)."""
         plan = self.plan
         size = plan.batch_size
         window = size * max(1, -(-STREAM_WINDOW_ROWS // size))
-        ahead = max(1, -(-plan.batch_readahead * size // window)) if plan.batch_readahead else 1
+        # units in flight: batch_readahead batches' worth of windows, and at least
+        # fragment_readahead units (a unit is at most one window of one fragment)
+        ahead = max(1, -(-plan.batch_readahead * size // window), plan.fragment_readahead)
         tables = run_plan(plan, self._executor(), self.dataset, window=window, ahead=ahead)
         return rebatch(tables, size, plan.strict_batch_size)
 
