@@ -104,6 +104,7 @@ class ScanPlan:
     use_stats: bool = True
     io_buffer_size: int | None = None
     device: str = "auto"
+    window_pushed: bool = False  # limit / offset were folded into the selections
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -115,7 +116,8 @@ class ScanPlan:
             f"LanceScan: uri={self.uri}, version={self.version}, device={self.device}",
             f"  projection=[{cols}], with_row_id={self.with_row_id}, with_row_address={self.with_row_address}",
             f"  fragments={list(self.fragment_ids)} ({whole} whole, {len(self.selections) - whole} with {rows} selected rows)",
-            f"  filter={self.filter if self.filter is not None else 'None'}, limit={self.limit}, offset={self.offset}",
+            f"  filter={self.filter if self.filter is not None else 'None'}, limit={self.limit}, offset={self.offset}"
+            + (" (limit/offset pushed into the row selections)" if self.window_pushed else ""),
             f"  batch_size={self.batch_size}, strict_batch_size={self.strict_batch_size}, "
             f"batch_readahead={self.batch_readahead}, fragment_readahead={self.fragment_readahead}",
         ]
@@ -302,8 +304,7 @@ def _push_down_window(plan: ScanPlan, frags: list[LanceFragment]) -> ScanPlan:
         if left is not None:
             left -= stop - skip
         skip = 0
-    options = {**plan.options, "_window_pushed": True}
-    return _replace(plan, fragment_ids=tuple(ids), selections=tuple(sel), limit=None, offset=0, options=options)
+    return _replace(plan, fragment_ids=tuple(ids), selections=tuple(sel), limit=None, offset=0, window_pushed=True)
 
 
 def _replace(plan: ScanPlan, **changes: Any) -> ScanPlan:

@@ -108,15 +108,12 @@ class LanceScanner:
         """Rows the scan returns (pylance refuses a limit or offset here)."""
         from lance_gpu.errors import InvalidArgumentError
 
-        if self.plan.limit is not None or self.plan.offset or self._pushed_window():
+        if self.plan.limit is not None or self.plan.offset or self.plan.window_pushed:
             raise InvalidArgumentError("Cannot use limit/offset with aggregate. Apply limit to the result instead.")
         if self.plan.filter is None and all(s is None for s in self.plan.selections) and not self.plan.include_deleted_rows:
             by_id = {f.fragment_id: f for f in self.dataset.fragments}
             return sum(by_id[i].live_count() for i in self.plan.fragment_ids)
         return sum(t.num_rows for t in run_plan(self.plan, self._executor(), self.dataset))
-
-    def _pushed_window(self) -> bool:
-        return bool(self.plan.options.get("_window_pushed"))
 
     def head(self, num_rows: int) -> pa.Table:
         """The first ``num_rows`` rows of the scan."""
