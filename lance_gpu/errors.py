@@ -103,3 +103,25 @@ class StorageConnectionError(StorageError, ConnectionError):
 
 class ConditionalPutUnsupportedError(StorageError):
     """The store cannot create an object only if it is absent, so commits would be unsafe."""
+class InvalidArgumentError(LanceGpuError, ValueError):
+    """An argument pylance refuses with a ``ValueError`` (negative ``limit`` / ``offset``,
+    ``batch_size`` of 0, ``include_deleted_rows`` without ``with_row_id``, ...)."""
+
+
+class ArgumentTypeError(LanceGpuError, TypeError):
+    """An argument of a type pylance refuses with a ``TypeError`` (``columns`` given as a
+    string, a float ``limit``, non-integer ``take`` indices, an unknown keyword...)."""
+
+
+class NegativeArgumentError(InvalidArgumentError, OverflowError):
+    """A negative value where pylance wants an unsigned one (a ``batch_size`` or a ``take``
+    index below 0): pylance raises ``OverflowError`` converting it."""
+
+
+class RowIndexError(LanceGpuError, IndexError, OSError):
+    """A ``take`` index beyond the rows there are; the message names it (pylance raises
+    ``OSError`` here; ``IndexError`` is what Python code expects)."""
+
+
+class UnknownDeviceError(InvalidArgumentError):
+    """``device=`` is not one of ``"auto"``, ``"gpu"``, ``"cpu"``."""

@@ -37,6 +37,7 @@ import pyarrow as pa
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.table import features
+from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
 from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
 
@@ -132,7 +133,7 @@ def plan_compaction(
 def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     fields = list(ds.lance_schema.fields)
     for frag in frags:
-        _f, table = next(ds._read_fragments([(frag, frag.rows_to_read())], fields, False))
+        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields))
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         yield from table.to_batches()
@@ -230,7 +231,7 @@ def compact_files(
                     next_id += 1
         if to_remap:
             mapping = RowAddressMap.build(
-                ([(f.fragment_id, f.physical_rows, f.rows_to_read()) for f in task], new)
+                ([(f.fragment_id, f.physical_rows, f.live_rows) for f in task], new)
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
@@ -241,7 +242,7 @@ def compact_files(
         raise
     rewrite.groups = groups
     manifest = _commit(ds, rewrite)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
     return metrics
 
 

@@ -46,6 +46,7 @@ from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.manifest import ManifestFile, list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceField, LanceSchema
+from lance_gpu.scan import ReadUnit, decode_fields, read_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset
@@ -349,8 +350,9 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     try:
         for start in range(0, len(ds.fragments), _DELETE_CHUNK):
             chunk = ds.fragments[start : start + _DELETE_CHUNK]
-            jobs = [(frag, frag.rows_to_read()) for frag in chunk]
-            for (frag, rows), (_f, table) in zip(jobs, ds._read_fragments(jobs, fields, False)):
+            units = [ReadUnit(frag, frag.live_rows) for frag in chunk]
+            for unit, table in zip(units, decode_fields(ds, units, fields)):
+                frag, rows = unit.fragment, unit.rows
                 offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
                 table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
                 hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
@@ -399,9 +401,9 @@ def delete(ds: LanceDataset, predicate: str | pc.Expression, *, conflict_retries
         except RetryableCommitConflictError:
             if attempt >= conflict_retries:
                 raise
-            target = LanceDataset(ds.root, device=ds._device, storage_options=ds.storage_options, store=ds.store)
+            target = LanceDataset(ds.root, device=ds.device, storage_options=ds.storage_options, store=ds.store)
             continue
-        ds._reload(int(manifest.version))
+        ds.reload(int(manifest.version))
         return {"num_deleted_rows": n}
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -450,7 +452,7 @@ def restore(ds: LanceDataset, version: int | str | None = None) -> None:
         old = read_manifest_file(ds.store, resolve_manifest(ds.store, ds.root, version).path)
     latest = read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
     manifest = _commit(ds, RestoreOp(old), latest)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,7 +530,7 @@ def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> None:
         if f.logical_type == "struct" and not f.children:
             raise ValueError(f"cannot drop every field of struct {f.dotted_path!r}")
     manifest = _commit(ds, ProjectOp(new))
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 def _rebuild(fields: list[LanceField], prefix: tuple[str, ...] = ()) -> list[LanceField]:
@@ -582,7 +584,7 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
             raise ValueError(f"Duplicate field name {sorted(dup)[0]!r} in schema")
     new = LanceSchema(fields, schema.metadata, schema.source)
     manifest = _commit(ds, ProjectOp(new))
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -678,9 +680,7 @@ def _compile_sql_columns(ds: LanceDataset, exprs: Mapping[str, str]) -> tuple[li
 
 def _read_rows(ds: LanceDataset, frag: Any, rows: np.ndarray, columns: Sequence[str] | None) -> pa.Table:
     """``columns`` (default: all) of the given physical rows (sorted) of one fragment."""
-    fields, projected = ds._projection(columns)
-    _f, table = next(ds._read_fragments([(frag, np.asarray(rows, np.int64))], fields, False))
-    return ds._finish(table, projected, columns, False)
+    return read_rows(ds, frag, np.asarray(rows, np.int64), columns)
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:
@@ -758,7 +758,7 @@ def add_columns(
         lance_new = new_schema(transforms)
         op = MergeOp([f.pb for f in ds.fragments], merged_schema(lance_new))
         manifest = _commit(ds, op)
-        ds._reload(int(manifest.version))
+        ds.reload(int(manifest.version))
         return
 
     fn: Callable[[pa.RecordBatch], pa.Table] | None = None
@@ -857,7 +857,7 @@ def add_columns(
     op.fragments = frags_out
     op.schema = merged_schema(lance_new)
     manifest = _commit(ds, op)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
