@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.manifest import dataset_path
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, PendingCommit, check_appendable, commit, latest
+from lance_gpu.write.inputs import coerce_input
 
 __all__ = ["DatasetExistsError", "write_dataset", "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE"]
 
@@ -43,63 +44,6 @@ def _minor_of(version: str | None) -> int:
             f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.1' and '2.2' ('stable')"
         )
     return _VERSIONS[key]
-
-
-def _from_dataframe_library(data: object) -> object:
-    """A cuDF or Polars DataFrame as a pyarrow Table (cuDF copies device columns to the
-    host, the index left out as for pandas with ``preserve_index=False``); anything else
-    unchanged.  Checked by module name, so neither library is imported here."""
-    lib = type(data).__module__.split(".", 1)[0]
-    if lib == "cudf" and hasattr(data, "to_arrow"):
-        return data.to_arrow(preserve_index=False)
-    if lib == "polars" and hasattr(data, "to_arrow"):
-        return data.to_arrow()
-    return data
-
-
-def _as_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """The Arrow schema and a batch iterator of any supported input."""
-    try:
-        import pandas as pd  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - pandas is optional
-        pd = None
-    if pd is not None and isinstance(data, pd.DataFrame):
-        data = pa.Table.from_pandas(data, schema=schema)
-    data = _from_dataframe_library(data)
-    if isinstance(data, pa.RecordBatch):
-        data = pa.Table.from_batches([data])
-    if isinstance(data, pa.Table):
-        if schema is not None and not data.schema.equals(schema):
-            try:
-                data = data.select(schema.names).cast(schema)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, KeyError) as exc:
-                raise SchemaMismatchError(f"data does not match the given schema: {exc}") from exc
-        return data.schema, iter(data.to_batches())
-    if isinstance(data, pa.RecordBatchReader):
-        return data.schema, iter(data)
-    if hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
-        reader = pa.RecordBatchReader.from_stream(data)
-        return reader.schema, iter(reader)
-    if isinstance(data, Iterable):
-        it = iter(data)
-        if schema is None:
-            try:
-                first = next(it)
-            except StopIteration:
-                raise ValueError("write_dataset got an empty iterable of batches and no schema") from None
-            if not isinstance(first, pa.RecordBatch):
-                raise TypeError(f"expected pyarrow.RecordBatch items, got {type(first).__name__}")
-
-            def chain() -> Iterator[pa.RecordBatch]:
-                yield first
-                yield from it
-
-            return first.schema, chain()
-        return schema, it
-    raise TypeError(
-        "data must be a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of "
-        f"RecordBatches or a pandas, cuDF or Polars DataFrame, not {type(data).__name__}"
-    )
 
 
 def _check_types(schema: LanceSchema, minor: int) -> None:
@@ -291,7 +235,7 @@ def write_dataset(
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     root = dataset_path(uri)
     minor = _minor_of(data_storage_version)
-    arrow_schema, batches = _as_batches(data, schema)
+    arrow_schema, batches = coerce_input(data, schema)
     base, naming = latest(root) if root.exists() else (None, "V2")
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {os.fspath(uri)} already exists (use mode='append' or 'overwrite')")

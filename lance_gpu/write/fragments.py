@@ -83,9 +83,9 @@ def write_fragments(
     from lance_gpu.write.dataset_writer import (
         DEFAULT_MAX_BYTES_PER_FILE,
         DEFAULT_MAX_ROWS_PER_FILE,
-        _as_batches,
         _write_fragments,
     )
+    from lance_gpu.write.inputs import coerce_input
 
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
@@ -94,7 +94,7 @@ def write_fragments(
     if rows < 1 or size < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     root = dataset_path(uri)
-    arrow_schema, batches = _as_batches(data, schema)
+    arrow_schema, batches = coerce_input(data, schema)
     _base, lance_schema, write_schema, order, minor = _target(root, mode, arrow_schema, data_storage_version)
     fragments, _written = _write_fragments(root, lance_schema, write_schema, batches, order, minor, rows, size)
     return fragments

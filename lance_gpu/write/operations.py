@@ -736,7 +736,8 @@ def add_columns(
     use); rows deleted in the fragment are stored as nulls.
     """
     from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _as_batches, _check_types, _data_file
+    from lance_gpu.write.dataset_writer import _check_types, _data_file
+    from lance_gpu.write.inputs import coerce_input
 
     if isinstance(transforms, pa.Field):
         transforms = [transforms]
@@ -780,7 +781,7 @@ def add_columns(
 
         fn = call_udf
     else:
-        _schema, source = _as_batches(transforms, reader_schema)
+        _schema, source = coerce_input(transforms, reader_schema)
     batch_size = int(batch_size or 8192)
 
     frags_out: list[table_pb2.DataFragment] = []
