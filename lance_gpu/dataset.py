@@ -59,6 +59,22 @@ class LanceFragment:
         self.physical_rows = int(pb.physical_rows)
         self._readers: dict[str, LanceFileReader] = {}
 
+    @classmethod
+    def create(cls, dataset_uri, data, fragment_id: int | None = None, schema: pa.Schema | None = None, *args, **kwargs):
+        """Write ``data`` as one uncommitted fragment of the dataset at ``dataset_uri`` and
+        return its :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
+        ``LanceFragment.create``); see :func:`lance_gpu.write.fragments.create_fragment`."""
+        from lance_gpu.write.fragments import create_fragment
+
+        return create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
+
+    @property
+    def metadata(self):
+        """This fragment's :class:`~lance_gpu.txn.fragment.FragmentMetadata`."""
+        from lance_gpu.txn.fragment import FragmentMetadata
+
+        return FragmentMetadata.from_pb(self.pb)
+
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
@@ -164,6 +180,73 @@ class LanceDataset:
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+    # -- the commit API (pylance's), delegating to lance_gpu.txn ----------------------------
+
+    @staticmethod
+    def commit(
+        base_uri,
+        operation,
+        read_version: int | None = None,
+        commit_lock=None,
+        storage_options: dict[str, str] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = 20,
+        *,
+        commit_message: str | None = None,
+        enable_stable_row_ids: bool | None = None,
+    ) -> LanceDataset:
+        """Commit a :class:`~lance_gpu.txn.operations.LanceOperation` (or a
+        :class:`~lance_gpu.txn.transaction.Transaction`) as a new version of the dataset at
+        ``base_uri``; returns the dataset at that version.
+
+        Parameters
+        ----------
+        base_uri : str, Path or LanceDataset
+            The dataset (it may not exist yet for an ``Overwrite``).
+        operation : LanceOperation.BaseOperation or Transaction
+            What to commit.
+        read_version : int, optional
+            The version the operation was planned on; required except for ``Overwrite``.
+        commit_lock : callable, optional
+            ``commit_lock(version)`` returns a context manager held while publishing.
+        storage_options, enable_v2_manifest_paths, detached, max_retries
+            As pylance's (``detached`` commits are not supported).
+        commit_message : str, optional
+            Stored in the transaction's properties (``lance.commit.message``).
+        enable_stable_row_ids : bool, optional
+            For a new dataset: assign stable row ids.
+        """
+        from lance_gpu.txn.transaction import commit_operation
+
+        version = commit_operation(
+            base_uri, operation, read_version, commit_lock, storage_options, enable_v2_manifest_paths, detached,
+            max_retries, commit_message=commit_message, enable_stable_row_ids=enable_stable_row_ids,
+        )
+        uri = base_uri if isinstance(base_uri, (str, os.PathLike)) else base_uri.uri
+        return LanceDataset(uri, version)
+
+    @staticmethod
+    def commit_batch(
+        dest,
+        transactions: Sequence,
+        commit_lock=None,
+        storage_options: dict[str, str] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = 20,
+        **options,
+    ) -> dict:
+        """Merge append transactions into one commit (pylance's ``commit_batch``); returns
+        ``{"dataset": LanceDataset, "merged": Transaction}``."""
+        from lance_gpu.txn.transaction import commit_transactions
+
+        version, merged = commit_transactions(
+            dest, transactions, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries, **options
+        )
+        uri = dest if isinstance(dest, (str, os.PathLike)) else dest.uri
+        return {"dataset": LanceDataset(uri, version), "merged": merged}
 
     def _reload(self, version: int) -> None:
         """Move this object to ``version`` (after a commit of ours), as pylance does."""

@@ -24,7 +24,9 @@ from lance_gpu.errors import DatasetExistsError, LanceGpuError, SchemaMismatchEr
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.manifest import dataset_path
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, PendingCommit, check_appendable, commit, latest
+from lance_gpu.txn.commit import commit
+from lance_gpu.txn.operations import Append, Overwrite
+from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 from lance_gpu.write.inputs import coerce_input
 
 __all__ = ["DatasetExistsError", "write_dataset", "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE"]
@@ -261,14 +263,7 @@ def write_dataset(
     fragments, written = _write_fragments(
         root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
     )
-    op = PendingCommit(kind, fragments, schema=lance_schema, data_format=f"2.{minor}")
-    try:
-        manifest = commit(root, op, base, naming)
-    except BaseException:
-        for p in written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-        raise
+    op = Append(fragments) if kind == "append" else Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}")
+    op.written.extend(written)
+    manifest = commit(root, op, base, naming, mode=mode)
     return LanceDataset(uri, int(manifest.version))
