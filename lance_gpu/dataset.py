@@ -267,6 +267,49 @@ class LanceDataset:
 
         return delete(self, predicate, conflict_retries=conflict_retries)
 
+    def update(
+        self,
+        updates: dict[str, str],
+        where: str | pc.Expression | None = None,
+        conflict_retries: int = 10,
+        retry_timeout=None,
+        data_storage_version: str | None = None,
+    ) -> dict[str, int]:
+        """Set columns of the rows matching ``where`` to SQL expressions, as pylance.
+
+        Parameters
+        ----------
+        updates : dict of str to str
+            Column name to a SQL expression over the row (``{"x": "x + 1"}``).
+        where : str or pyarrow.compute.Expression, optional
+            The rows to update (default: all).
+        conflict_retries : int, default 10
+            Re-plans after this many retryable conflicts at most.
+        retry_timeout, data_storage_version
+            Accepted for pylance compatibility.
+
+        Returns
+        -------
+        dict
+            ``{"num_rows_updated": n}``.
+        """
+        from lance_gpu.write.rowlevel import update
+
+        return update(self, updates, where, conflict_retries, retry_timeout, data_storage_version)
+
+    def merge_insert(self, on):
+        """A :class:`~lance_gpu.write.rowlevel.MergeInsertBuilder` keyed on ``on`` (a column
+        name or names), as pylance's ``merge_insert``."""
+        from lance_gpu.write.rowlevel import MergeInsertBuilder
+
+        return MergeInsertBuilder(self, on)
+
+    def insert(self, data, *, mode: str = "append", **kwargs) -> None:
+        """Append (or overwrite with) ``data``; this object moves to the new version."""
+        from lance_gpu.write.rowlevel import insert
+
+        insert(self, data, mode=mode, **kwargs)
+
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:
         the version this object is at -- pylance's ``checkout_version(v).restore()``)."""
