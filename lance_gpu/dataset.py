@@ -310,6 +310,64 @@ class LanceDataset:
 
         insert(self, data, mode=mode, **kwargs)
 
+    # -- config and metadata (each one UpdateConfig transaction) ------------------------------
+
+    def config(self) -> dict[str, str]:
+        """The table config of this version."""
+        return dict(self.manifest.config)
+
+    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (a value) or remove (None) table config keys; returns the new config.
+
+        Parameters
+        ----------
+        values : dict of str to str or None
+            Keys to set or remove.
+        replace : bool, default False
+            Make the config exactly the keys set in ``values``.
+        """
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, config=values, replace=replace)
+        return self.config()
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        """Remove table config keys."""
+        self.update_config(dict.fromkeys(keys))
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata of this version."""
+        return dict(self.manifest.table_metadata)
+
+    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, table_metadata=values, replace=replace)
+        return self.metadata
+
+    def update_schema_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (a value) or remove (None) schema metadata keys; returns the new metadata."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, schema_metadata=values, replace=replace)
+        return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in self.manifest.schema_metadata.items()}
+
+    def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], replace: bool = False) -> None:
+        """Set (a value) or remove (None) metadata keys of fields (by name or dotted path)."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, field_metadata=field_updates, replace=replace)
+
+    def replace_schema_metadata(self, new_metadata: dict[str, str]) -> None:
+        """The schema metadata becomes ``new_metadata`` (deprecated in pylance)."""
+        self.update_schema_metadata(new_metadata, replace=True)
+
+    def replace_field_metadata(self, field_name: str, new_metadata: dict[str, str]) -> None:
+        """The field's metadata becomes ``new_metadata`` (deprecated in pylance)."""
+        self.update_field_metadata({field_name: new_metadata}, replace=True)
+
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:
         the version this object is at -- pylance's ``checkout_version(v).restore()``)."""

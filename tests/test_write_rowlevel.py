@@ -131,3 +131,24 @@ def test_insert(tmp_path):
     b.insert(_tbl(10, 9000))
     assert a.version == b.version == 2
     _same(ours, ref)
+
+
+def test_config_and_metadata_like_pylance(tmp_path):
+    ours, ref = _pair(tmp_path, n=100)
+    a, b = lance_gpu.dataset(ours), lance.dataset(ref)
+    for ds in (a, b):
+        assert ds.update_config({"k": "v", "k2": "w"}) == {"k": "v", "k2": "w"}
+        ds.delete_config_keys(["k"])
+        assert ds.update_metadata({"m": "1"}) == {"m": "1"}
+        ds.update_schema_metadata({"s": "2"})
+        ds.update_schema_metadata({"t": "3"}, replace=True)
+        ds.update_field_metadata({"x": {"f": "4"}})
+        ds.replace_field_metadata("s", {"g": "5"})
+    assert a.config() == b.config() == {"k2": "w"}
+    pa_, pb_ = lance.dataset(ours), lance.dataset(ref)
+    assert pa_.version == pb_.version
+    assert pa_.schema == pb_.schema and pa_.schema.metadata == {b"t": b"3"}
+    assert pa_.schema.field("x").metadata == {b"f": b"4"} and pa_.schema.field("s").metadata == {b"g": b"5"}
+    assert pa_.config() == pb_.config() and pa_.metadata == pb_.metadata == {"m": "1"}
+    assert lance_gpu.dataset(ours).schema == pa_.schema
+    _same(ours, ref)

@@ -67,6 +67,7 @@ __all__ = [
     "RewrittenIndex",
     "Update",
     "UpdateConfig",
+    "UpdateMap",
 ]
 
 
@@ -1018,64 +1019,108 @@ class DataReplacement(Operation):
 # UpdateConfig: table config, schema and field metadata
 
 
-class UpdateConfig(Operation):
-    """Upsert / delete table config keys and replace schema or field metadata.
+@dataclass
+class UpdateMap:
+    """Keys to set (a value) or remove (None); ``replace``: the map becomes exactly the set
+    keys.  The ``Transaction.UpdateMap`` protobuf."""
 
-    ``schema_metadata`` / ``field_metadata`` (field id -> dict) are the complete new maps
-    (None: unchanged), written with the legacy ``schema_metadata`` / ``field_metadata``
-    transaction fields pylance reads.
-    """
+    updates: dict[str, str | None]
+    replace: bool = False
+
+    def apply(self, current: Mapping[str, str]) -> dict[str, str]:
+        out = {} if self.replace else dict(current)
+        for k, v in self.updates.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+        return out
+
+    def fill(self, pb: Any) -> None:
+        pb.SetInParent()
+        for k, v in self.updates.items():
+            entry = pb.update_entries.add(key=k)
+            if v is not None:
+                entry.value = v
+        pb.replace = self.replace
+
+
+def _update_map(value: UpdateMap | Mapping[str, str | None] | None) -> UpdateMap | None:
+    if value is None or isinstance(value, UpdateMap):
+        return value
+    return UpdateMap(dict(value))
+
+
+class UpdateConfig(Operation):
+    """Change the table config, the table metadata, the schema metadata or fields' metadata
+    (pylance 14's ``UpdateConfig`` with ``UpdateMap`` s; ``field_metadata_updates`` is keyed by
+    field id).  Metadata only: no data file changes."""
 
     name = "update_config"
 
     def __init__(
         self,
-        upsert_values: Mapping[str, str] | None = None,
-        delete_keys: Iterable[str] = (),
-        schema_metadata: Mapping[str, str] | None = None,
-        field_metadata: Mapping[int, Mapping[str, str]] | None = None,
+        config_updates: UpdateMap | Mapping[str, str | None] | None = None,
+        table_metadata_updates: UpdateMap | Mapping[str, str | None] | None = None,
+        schema_metadata_updates: UpdateMap | Mapping[str, str | None] | None = None,
+        field_metadata_updates: Mapping[int, UpdateMap | Mapping[str, str | None]] | None = None,
     ) -> None:
-        self.upsert_values = dict(upsert_values or {})
-        self.delete_keys = list(delete_keys)
-        self.schema_metadata = None if schema_metadata is None else dict(schema_metadata)
-        self.field_metadata = None if field_metadata is None else {int(k): dict(v) for k, v in field_metadata.items()}
+        self.config_updates = _update_map(config_updates)
+        self.table_metadata_updates = _update_map(table_metadata_updates)
+        self.schema_metadata_updates = _update_map(schema_metadata_updates)
+        self.field_metadata_updates = {int(k): _update_map(v) for k, v in (field_metadata_updates or {}).items()}
 
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         u = txn.update_config
         u.SetInParent()
-        for k, v in self.upsert_values.items():
-            u.upsert_values[k] = v
-        u.delete_keys.extend(self.delete_keys)
-        for k, v in (self.schema_metadata or {}).items():
-            u.schema_metadata[k] = v
-        for fid, md in (self.field_metadata or {}).items():
-            entry = u.field_metadata[fid]
-            for k, v in md.items():
-                entry.metadata[k] = v
+        if self.config_updates is not None:
+            self.config_updates.fill(u.config_updates)
+        if self.table_metadata_updates is not None:
+            self.table_metadata_updates.fill(u.table_metadata_updates)
+        if self.schema_metadata_updates is not None:
+            self.schema_metadata_updates.fill(u.schema_metadata_updates)
+        for fid, upd in self.field_metadata_updates.items():
+            assert upd is not None
+            upd.fill(u.field_metadata_updates[fid])
 
     def apply(self, root: Path, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
         assert base is not None
         m = _copy_manifest(base)
-        for k in self.delete_keys:
-            if k in m.config:
-                del m.config[k]
-        for k, v in self.upsert_values.items():
-            m.config[k] = v
-        if self.schema_metadata is not None:
-            m.schema_metadata.clear()
-            for k, v in self.schema_metadata.items():
-                m.schema_metadata[k] = v.encode()
-        if self.field_metadata is not None:
-            for f in m.fields:
-                md = self.field_metadata.get(int(f.id))
-                if md is None:
-                    continue
-                del f.metadata[:]
-                for k, v in md.items():
-                    f.metadata.add(key=k, value=v.encode())
+
+        def put(target: Any, values: Mapping[str, Any], encode: bool) -> None:
+            target.clear()
+            for k, v in values.items():
+                target[k] = v.encode() if encode else v
+
+        if self.config_updates is not None:
+            put(m.config, self.config_updates.apply(dict(m.config)), False)
+        if self.table_metadata_updates is not None:
+            put(m.table_metadata, self.table_metadata_updates.apply(dict(m.table_metadata)), False)
+        if self.schema_metadata_updates is not None:
+            current = {k: bytes(v).decode("utf-8", "surrogateescape") for k, v in m.schema_metadata.items()}
+            put(m.schema_metadata, self.schema_metadata_updates.apply(current), True)
+        by_id = {int(f.id): f for f in m.fields}
+        for fid, upd in self.field_metadata_updates.items():
+            assert upd is not None
+            field = by_id.get(fid)
+            if field is None:
+                raise RetryableCommitConflictError(f"field {fid} is not in version {m.version}")
+            current = {k: bytes(v).decode("utf-8", "surrogateescape") for k, v in field.metadata.items()}
+            put(field.metadata, upd.apply(current), True)
         flags = int(m.writer_feature_flags)
         m.writer_feature_flags = (flags | features.FLAG_TABLE_CONFIG) if m.config else flags
         return m, base.index_section
+
+    def _keys(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for name in ("config_updates", "table_metadata_updates", "schema_metadata_updates"):
+            upd = getattr(self, name)
+            if upd is not None:
+                out[name] = {"*"} if upd.replace else set(upd.updates)
+        for fid, upd in self.field_metadata_updates.items():
+            assert upd is not None
+            out[f"field:{fid}"] = {"*"} if upd.replace else set(upd.updates)
+        return out
 
     def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
@@ -1083,15 +1128,28 @@ class UpdateConfig(Operation):
             theirs,
             version,
             ok=("append", "delete", "update", "rewrite", "create_index", "reserve_fragments", "data_replacement",
-                "clone", "update_bases", "update_config"),
-            retry=("merge", "project"),
+                "clone", "update_bases", "update_config", "merge", "project"),
+            retry=(),
         )
-        if kind == "update_config" and theirs is not None:
-            u = theirs.update_config
-            keys = set(u.upsert_values) | set(u.delete_keys)
-            if keys & (set(self.upsert_values) | set(self.delete_keys)):
-                raise self._retryable(kind, version)
-            if (self.schema_metadata is not None and u.schema_metadata) or (self.field_metadata and u.field_metadata):
+        if kind != "update_config" or theirs is None:
+            return False
+        u = theirs.update_config
+        maps = {
+            "config_updates": u.config_updates if u.HasField("config_updates") else None,
+            "table_metadata_updates": u.table_metadata_updates if u.HasField("table_metadata_updates") else None,
+            "schema_metadata_updates": u.schema_metadata_updates if u.HasField("schema_metadata_updates") else None,
+        }
+        theirs_keys: dict[str, set[str]] = {}
+        for name, pb in maps.items():
+            if pb is not None:
+                theirs_keys[name] = {"*"} if pb.replace else {e.key for e in pb.update_entries}
+        for fid, pb in u.field_metadata_updates.items():
+            theirs_keys[f"field:{fid}"] = {"*"} if pb.replace else {e.key for e in pb.update_entries}
+        if u.upsert_values or u.delete_keys:
+            theirs_keys.setdefault("config_updates", set()).update(set(u.upsert_values) | set(u.delete_keys))
+        for name, mine in self._keys().items():
+            other = theirs_keys.get(name, set())
+            if other and ("*" in mine or "*" in other or mine & other):
                 raise self._retryable(kind, version)
         return False
 
@@ -1114,4 +1172,5 @@ class LanceOperation:
     DataReplacement = DataReplacement
     ReserveFragments = ReserveFragments
     UpdateConfig = UpdateConfig
+    UpdateMap = UpdateMap
 

@@ -520,3 +520,42 @@ def _add_columns_once(
     op.fragments = frags_out
     op.schema = merged_schema(lance_new)
     return _commit(ds, op)
+
+
+# --------------------------------------------------------------------------------------------
+# Config and metadata (UpdateConfig transactions)
+
+
+def update_config(
+    ds: LanceDataset,
+    *,
+    config: Mapping[str, str | None] | None = None,
+    table_metadata: Mapping[str, str | None] | None = None,
+    schema_metadata: Mapping[str, str | None] | None = None,
+    field_metadata: Mapping[str, Mapping[str, str | None]] | None = None,
+    replace: bool = False,
+) -> None:
+    """Commit one UpdateConfig: keys set (a value) or removed (None) in the table config,
+    table metadata, schema metadata or the named fields' metadata (``replace``: each given
+    map becomes exactly its set keys); ``ds`` moves to the new version."""
+    from lance_gpu.txn.operations import UpdateConfig, UpdateMap
+
+    def checked(values: Mapping[str, str | None] | None) -> UpdateMap | None:
+        if values is None:
+            return None
+        for k, v in values.items():
+            if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+                raise TypeError(f"metadata keys and values must be str (or None to remove), got {k!r}: {v!r}")
+        return UpdateMap(dict(values), replace)
+
+    def plan(target: LanceDataset) -> Operation:
+        fields = {}
+        for name, values in (field_metadata or {}).items():
+            try:
+                fid = target.lance_schema.field(name).id
+            except SchemaMismatchError:
+                raise SchemaMismatchError(f"field {name!r} does not exist in the dataset") from None
+            fields[fid] = checked(values)
+        return UpdateConfig(checked(config), checked(table_metadata), checked(schema_metadata), fields)
+
+    _with_retries(ds, plan)
