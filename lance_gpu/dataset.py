@@ -214,7 +214,7 @@ class LanceDataset:
         storage_options, enable_v2_manifest_paths, detached, max_retries
             As pylance's (``detached`` commits are not supported).
         commit_message : str, optional
-            Stored in the transaction's properties (``lance.commit.message``).
+            Stored in the transaction's properties (``__lance_commit_message``, as pylance).
         enable_stable_row_ids : bool, optional
             For a new dataset: assign stable row ids.
         """

@@ -136,3 +136,54 @@ def test_input_kinds(tmp_path, kind):
     assert back.schema == SCHEMA
     assert back.to_table().sort_by("a") == tbl
     assert ours.count_rows() == 10
+
+
+def test_write_options_like_pylance(tmp_path):
+    tbl = pa.Table.from_batches([_batch(0), _batch(5)]).cast(SCHEMA)
+    opts = dict(
+        enable_stable_row_ids=True,
+        enable_v2_manifest_paths=False,
+        auto_cleanup_options={"interval": 5, "older_than_seconds": 100},
+        commit_message="hello",
+        transaction_properties={"p": "q"},
+        max_rows_per_group=128,
+        storage_options={},
+        max_rows_per_file=4,
+    )
+    ours = lance_gpu.write_dataset(tbl, str(tmp_path / "ours"), **opts)
+    ref = lance.write_dataset(tbl, str(tmp_path / "ref"), **opts)
+    back = lance.dataset(str(tmp_path / "ours"))
+    assert back.config() == ref.config() == ours.config()
+    assert back.read_transaction(1).transaction_properties == ref.read_transaction(1).transaction_properties
+    assert sorted(os.listdir(tmp_path / "ours" / "_versions")) == sorted(os.listdir(tmp_path / "ref" / "_versions"))
+    assert back.to_table(with_row_id=True) == ref.to_table(with_row_id=True)
+    assert [f.count_rows() for f in back.get_fragments()] == [f.count_rows() for f in ref.get_fragments()]
+    more = pa.Table.from_batches([_batch(10)]).cast(SCHEMA)
+    lance_gpu.write_dataset(more, str(tmp_path / "ours"), mode="append")
+    lance.write_dataset(more, str(tmp_path / "ref"), mode="append")
+    assert lance.dataset(str(tmp_path / "ours")).to_table(with_row_id=True) == lance.dataset(str(tmp_path / "ref")).to_table(with_row_id=True)
+
+
+def test_progress_and_data_storage_version(tmp_path):
+    seen = []
+
+    class Progress:
+        def begin(self, fragment):
+            seen.append(("begin", fragment.physical_rows))
+
+        def complete(self, fragment):
+            seen.append(("complete", fragment.physical_rows))
+
+    tbl = pa.Table.from_batches([_batch(0), _batch(5)]).cast(SCHEMA)
+    lance_gpu.write_dataset(tbl, str(tmp_path / "a"), progress=Progress(), max_rows_per_file=6, data_storage_version="2.1")
+    assert seen == [("begin", 6), ("complete", 6), ("begin", 4), ("complete", 4)]
+    assert lance.dataset(str(tmp_path / "a")).data_storage_version == "2.1"
+
+
+def test_non_utf8_metadata_refused(tmp_path):
+    bad = pa.table({"a": [1]}).replace_schema_metadata({b"k": b"\xff\xfe"})
+    with pytest.raises(ValueError, match="utf8"):
+        lance.write_dataset(bad, str(tmp_path / "ref"))
+    with pytest.raises(SchemaMismatchError, match="utf8"):
+        lance_gpu.write_dataset(bad, str(tmp_path / "ours"))
+    assert not os.path.exists(tmp_path / "ours")

@@ -90,7 +90,7 @@ def commit_operation(
     if not isinstance(operation, Operation):
         raise TypeError(f"operation must be a LanceOperation, not {type(operation).__name__}")
     if commit_message is not None:
-        properties["lance.commit.message"] = commit_message
+        properties["__lance_commit_message"] = commit_message
     root = dataset_path(_uri(base_uri))
     try:
         versions = list_versions(root)
