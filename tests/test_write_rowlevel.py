@@ -152,3 +152,15 @@ def test_config_and_metadata_like_pylance(tmp_path):
     assert pa_.config() == pb_.config() and pa_.metadata == pb_.metadata == {"m": "1"}
     assert lance_gpu.dataset(ours).schema == pa_.schema
     _same(ours, ref)
+
+
+def test_alter_columns_data_type_like_pylance(tmp_path):
+    ours, ref = _pair(tmp_path, n=300, rows_per_file=100)
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        mod.dataset(uri).delete("id % 7 = 0")
+        mod.dataset(uri).alter_columns({"path": "x", "data_type": pa.float32()}, {"path": "id", "name": "key"})
+    _same(ours, ref)
+    a = lance.dataset(ours)
+    assert a.schema.field("x").type == pa.float32() and a.schema.names == lance.dataset(ref).schema.names
+    with pytest.raises(ValueError):
+        lance_gpu.dataset(ours).alter_columns({"path": "s", "data_type": pa.struct([("q", pa.int8())])})

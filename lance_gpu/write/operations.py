@@ -218,16 +218,26 @@ def _rebuild(fields: list[LanceField], prefix: tuple[str, ...] = ()) -> list[Lan
 
 
 def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
-    """Rename columns and relax / tighten nullability, as pylance's ``alter_columns``:
-    each alteration is ``{"path": "a.b", "name": "new"}`` and/or ``"nullable": bool``.
-    Changing ``data_type`` (a data rewrite) is not supported.  One Project transaction."""
+    """Rename columns, relax / tighten nullability and cast columns, as pylance's
+    ``alter_columns``: each alteration is ``{"path": "a.b", "name": "new"}`` and/or
+    ``"nullable": bool`` (one Project transaction, metadata only) and/or ``"data_type":
+    pyarrow type`` for a top-level column (one Merge transaction: the column is rewritten
+    under a new field id into one new data file per fragment, as pylance does; the old files
+    keep the old field id's data, unreferenced)."""
     if len(alterations) == 1 and isinstance(alterations[0], (list, tuple)):
         alterations = tuple(alterations[0])
-    _with_retries(ds, lambda target: Project(_altered_schema(target, alterations)))
+    casts = [a for a in alterations if isinstance(a, Mapping) and a.get("data_type") is not None]
+    renames = [a for a in alterations if not (isinstance(a, Mapping) and a.get("data_type") is not None)]
+    if casts:  # a data rewrite: one Merge carrying the renames too, as pylance
+        _with_retries(ds, lambda target: _cast_columns(target, casts, renames))
+    else:  # metadata only
+        _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))
 
 
-def _altered_schema(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]]) -> LanceSchema:
-    schema = ds.lance_schema
+def _altered_schema(
+    ds: LanceDataset, alterations: Sequence[Mapping[str, Any]], schema: LanceSchema | None = None
+) -> LanceSchema:
+    schema = ds.lance_schema if schema is None else schema
     changes: dict[int, dict[str, Any]] = {}
     for alt in alterations:
         if not isinstance(alt, Mapping) or "path" not in alt:
@@ -235,8 +245,6 @@ def _altered_schema(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]]) 
         unknown = set(alt) - {"path", "name", "nullable", "data_type"}
         if unknown:
             raise ValueError(f"unknown alteration keys {sorted(unknown)}")
-        if alt.get("data_type") is not None:
-            raise UnsupportedFeatureError("alter_columns: changing a column's data_type is not supported")
         try:
             field = schema.field(alt["path"])
         except SchemaMismatchError:
@@ -559,3 +567,84 @@ def update_config(
         return UpdateConfig(checked(config), checked(table_metadata), checked(schema_metadata), fields)
 
     _with_retries(ds, plan)
+
+
+def _cast_columns(
+    ds: LanceDataset, casts: Sequence[Mapping[str, Any]], renames: Sequence[Mapping[str, Any]] = ()
+) -> Operation:
+    """The Merge of ``alter_columns`` with ``data_type``: each cast column gets a new field id
+    and, in every fragment, a new data file of its values cast (deleted rows as nulls)."""
+    from lance_gpu.write.commit import check_appendable
+    from lance_gpu.write.dataset_writer import _check_types, _data_file
+    from lance_gpu.write.file_writer import LanceFileWriter
+    from lance_gpu.write.rowlevel import row_addresses
+
+    check_appendable(ds.manifest_file)
+    schema = ds.lance_schema
+    minor = int(ds.manifest.data_format.version.split(".")[1])
+    next_id = _next_field_id(ds)
+    new_fields: dict[str, LanceField] = {}
+    arrow_new = []
+    for alt in casts:
+        path = alt["path"]
+        try:
+            field = schema.field(path)
+        except SchemaMismatchError:
+            raise SchemaMismatchError(f'Column "{path}" does not exist in the dataset') from None
+        if len(field.path) != 1:
+            raise UnsupportedFeatureError(f"alter_columns: data_type of nested field {path!r} cannot be changed")
+        typ = alt["data_type"]
+        if not isinstance(typ, pa.DataType):
+            raise TypeError(f"data_type must be a pyarrow.DataType, not {type(typ).__name__}")
+        old_type = ds.schema.field(field.name).type
+        try:
+            pa.array([], old_type).cast(typ)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SchemaMismatchError(f"alter_columns: cannot cast {path!r} from {old_type} to {typ}: {exc}") from None
+        nullable = field.nullable if alt.get("nullable") is None else bool(alt["nullable"])
+        arrow_new.append(pa.field(alt.get("name") or field.name, typ, nullable))
+        new_fields[field.name] = None  # type: ignore[assignment]
+    lance_new = LanceSchema.from_arrow(pa.schema(arrow_new), start_id=next_id)
+    _check_types(lance_new, minor)
+    for old_name, f in zip(list(new_fields), lance_new.fields):
+        new_fields[old_name] = f
+    physical_new = lance_new.to_arrow(physical=True)
+    table = ds.to_table(columns=list(new_fields), with_row_id=True)
+    frag_ids, offsets = row_addresses(ds, table.column("_rowid").to_numpy())
+    try:
+        values = pa.table(
+            [table.column(old).cast(f.type) for old, f in zip(new_fields, physical_new)], schema=physical_new
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(f"alter_columns: a value cannot be cast: {exc}") from exc
+    op = Merge([], LanceSchema([]))
+    data_dir = Path(ds.uri) / "data"
+    frags_out = []
+    try:
+        for frag in ds.get_fragments():
+            sel = np.flatnonzero(frag_ids == frag.fragment_id)
+            part = values.take(pa.array(sel[np.argsort(offsets[sel], kind="stable")]))
+            part = _physical(part, frag.live_rows, frag.physical_rows, physical_new)
+            name = f"{uuid.uuid4().hex}.lance"
+            path = data_dir / name
+            op.written.append(path)
+            writer = LanceFileWriter(path, lance_new, minor)
+            try:
+                writer.write(part)
+                size = writer.finish()
+            except BaseException:
+                writer.abort()
+                raise
+            new = table_pb2.DataFragment()
+            new.CopyFrom(frag.pb)
+            new.files.append(_data_file(name, lance_new, minor, size))
+            frags_out.append(new)
+    except BaseException:
+        op.cleanup()
+        raise
+    fields = [new_fields.get(f.name, f) for f in schema.fields]
+    op.fragments = frags_out
+    op.schema = LanceSchema(fields, schema.metadata, schema.source)
+    if renames:
+        op.schema = _altered_schema(ds, renames, op.schema)
+    return op
