@@ -368,6 +368,25 @@ class LanceDataset:
         """The field's metadata becomes ``new_metadata`` (deprecated in pylance)."""
         self.update_field_metadata({field_name: new_metadata}, replace=True)
 
+    def merge(self, data_obj, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None) -> None:
+        """Add the columns of ``data_obj`` joined on ``left_on`` = ``right_on`` (pylance's
+        ``merge``); rows without a match get nulls.
+
+        Parameters
+        ----------
+        data_obj : ReaderLike
+            The new columns and the join key.
+        left_on : str
+            The key column of this dataset.
+        right_on : str, optional
+            The key column of ``data_obj`` (default: ``left_on``).
+        schema : pyarrow.Schema, optional
+            The schema of ``data_obj``.
+        """
+        from lance_gpu.write.operations import merge
+
+        merge(self, data_obj, left_on, right_on, schema)
+
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:
         the version this object is at -- pylance's ``checkout_version(v).restore()``)."""

@@ -164,3 +164,13 @@ def test_alter_columns_data_type_like_pylance(tmp_path):
     assert a.schema.field("x").type == pa.float32() and a.schema.names == lance.dataset(ref).schema.names
     with pytest.raises(ValueError):
         lance_gpu.dataset(ours).alter_columns({"path": "s", "data_type": pa.struct([("q", pa.int8())])})
+
+
+def test_merge_like_pylance(tmp_path):
+    ours, ref = _pair(tmp_path, n=300, rows_per_file=100)
+    right = pa.table({"key": pa.array(np.arange(0, 400, 3)), "extra": pa.array([f"e{i}" for i in range(0, 400, 3)]),
+                      "w": pa.array(np.arange(0, 400, 3) * 2)})
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        mod.dataset(uri).delete("id % 10 = 1")
+        mod.dataset(uri).merge(right, left_on="id", right_on="key")
+    _same(ours, ref)

@@ -575,8 +575,7 @@ def _cast_columns(
     """The Merge of ``alter_columns`` with ``data_type``: each cast column gets a new field id
     and, in every fragment, a new data file of its values cast (deleted rows as nulls)."""
     from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _check_types, _data_file
-    from lance_gpu.write.file_writer import LanceFileWriter
+    from lance_gpu.write.dataset_writer import _check_types
     from lance_gpu.write.rowlevel import row_addresses
 
     check_appendable(ds.manifest_file)
@@ -618,7 +617,34 @@ def _cast_columns(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SchemaMismatchError(f"alter_columns: a value cannot be cast: {exc}") from exc
     op = Merge([], LanceSchema([]))
+    frags_out = _write_new_columns(ds, op, values, frag_ids, offsets, lance_new, minor)
+    fields = [new_fields.get(f.name, f) for f in schema.fields]
+    op.fragments = frags_out
+    op.schema = LanceSchema(fields, schema.metadata, schema.source)
+    if renames:
+        op.schema = _altered_schema(ds, renames, op.schema)
+    return op
+
+
+def _write_new_columns(
+    ds: LanceDataset,
+    op: Operation,
+    values: pa.Table,
+    frag_ids: np.ndarray,
+    offsets: np.ndarray,
+    lance_new: LanceSchema,
+    minor: int,
+) -> list[table_pb2.DataFragment]:
+    """One new data file of ``lance_new``'s fields per fragment: ``values`` (one row per live
+    row, located by ``frag_ids`` / ``offsets``) spread over the fragment's physical rows,
+    deleted rows as nulls; returns the fragments with the file added (files go to
+    ``op.written``)."""
+    from lance_gpu.write.dataset_writer import _data_file
+    from lance_gpu.write.file_writer import LanceFileWriter
+
+    physical_new = lance_new.to_arrow(physical=True)
     data_dir = Path(ds.uri) / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
     frags_out = []
     try:
         for frag in ds.get_fragments():
@@ -642,9 +668,52 @@ def _cast_columns(
     except BaseException:
         op.cleanup()
         raise
-    fields = [new_fields.get(f.name, f) for f in schema.fields]
-    op.fragments = frags_out
-    op.schema = LanceSchema(fields, schema.metadata, schema.source)
-    if renames:
-        op.schema = _altered_schema(ds, renames, op.schema)
-    return op
+    return frags_out
+
+
+def merge(
+    ds: LanceDataset, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+) -> None:
+    """Add the columns of ``data_obj`` by a left join of ``ds.left_on`` to
+    ``data_obj.right_on`` (pylance's ``merge``): rows without a match get nulls; one Merge
+    transaction, one new data file per fragment."""
+    from lance_gpu.write.commit import check_appendable
+    from lance_gpu.write.dataset_writer import _check_types
+    from lance_gpu.write.inputs import coerce_input
+    from lance_gpu.write.rowlevel import row_addresses
+
+    right_on = left_on if right_on is None else right_on
+    arrow, batches = coerce_input(data_obj, schema)
+    right = pa.Table.from_batches(list(batches), schema=arrow)
+    if left_on not in ds.schema.names:
+        raise SchemaMismatchError(f"merge: column {left_on!r} is not in the dataset")
+    if right_on not in right.schema.names:
+        raise SchemaMismatchError(f"merge: column {right_on!r} is not in the new data")
+    added = [f for f in right.schema if f.name != right_on]
+    dup = [f.name for f in added if f.name in ds.schema.names]
+    if dup:
+        raise SchemaMismatchError(f"merge: column {dup[0]!r} already exists in the dataset")
+    keys = right.column(right_on)
+    if pc.count_distinct(keys).as_py() != len(keys) - keys.null_count + (1 if keys.null_count else 0):
+        raise ValueError(f"merge: the new data has duplicate values of {right_on!r}")
+
+    def plan(target: LanceDataset) -> Operation:
+        check_appendable(target.manifest_file)
+        minor = int(target.manifest.data_format.version.split(".")[1])
+        lance_new = LanceSchema.from_arrow(pa.schema([pa.field(f.name, f.type, True, f.metadata) for f in added]),
+                                           start_id=_next_field_id(target))
+        _check_types(lance_new, minor)
+        left = target.to_table(columns=[left_on], with_row_id=True)
+        frag_ids, offsets = row_addresses(target, left.column("_rowid").to_numpy())
+        pos = "__lance_gpu_left_row__"
+        left = left.select([left_on]).append_column(pos, pa.array(np.arange(left.num_rows, dtype=np.int64)))
+        right_renamed = right.rename_columns([left_on if n == right_on else n for n in right.schema.names])
+        joined = left.join(right_renamed, keys=left_on, join_type="left outer", use_threads=False).sort_by(pos)
+        physical_new = lance_new.to_arrow(physical=True)
+        values = pa.table([joined.column(f.name).cast(f.type) for f in physical_new], schema=physical_new)
+        op = Merge([], LanceSchema([]))
+        op.fragments = _write_new_columns(target, op, values, frag_ids, offsets, lance_new, minor)
+        op.schema = LanceSchema(list(target.lance_schema.fields) + list(lance_new.fields), target.lance_schema.metadata)
+        return op
+
+    _with_retries(ds, plan)
