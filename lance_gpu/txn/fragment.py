@@ -30,7 +30,7 @@ from lance_gpu._proto import table_pb2
 __all__ = ["DataFile", "DeletionFile", "FragmentMetadata", "RowDatasetVersionMeta", "RowIdMeta"]
 
 _DELETION_TYPES = {"array": table_pb2.DeletionFile.ARROW_ARRAY, "bitmap": table_pb2.DeletionFile.BITMAP}
-_DELETION_NAMES = {v: k for k, v in _DELETION_TYPES.items()}
+_DELETION_NAMES: dict[int, str] = {int(v): k for k, v in _DELETION_TYPES.items()}
 
 
 class DataFile:

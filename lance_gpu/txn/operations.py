@@ -375,8 +375,8 @@ class Overwrite(Operation):
         del m.fragments[:]
         m.data_format.file_format = "lance"
         m.data_format.version = self.data_storage_version
-        for k, v in self.config.items():
-            m.config[k] = v
+        for key, value in self.config.items():
+            m.config[key] = value
         flags &= ~features.FLAG_DELETION_FILES
         m.reader_feature_flags = (int(m.reader_feature_flags) | (self.writer_flags & features.FLAG_STABLE_ROW_IDS)) & ~features.FLAG_DELETION_FILES
         if m.config:
@@ -384,10 +384,10 @@ class Overwrite(Operation):
         m.writer_feature_flags = flags
         new = []
         for k, f in enumerate(self._fragments):
-            frag = table_pb2.DataFragment()
-            frag.CopyFrom(f)
-            frag.id = start + k
-            new.append(frag)
+            piece = table_pb2.DataFragment()
+            piece.CopyFrom(f)
+            piece.id = start + k
+            new.append(piece)
         _assign_row_ids(m, new, version)
         m.fragments.extend(new)
         if new:
@@ -594,7 +594,7 @@ class Update(Operation):
         u.new_fragments.extend(self._new)
         u.fields_modified.extend(self.fields_modified)
         u.fields_for_preserving_frag_bitmap.extend(self.fields_for_preserving_frag_bitmap)
-        u.update_mode = 1 if self.update_mode == "rewrite_columns" else 0
+        u.update_mode = transaction_pb2.Transaction.REWRITE_COLUMNS if self.update_mode == "rewrite_columns" else transaction_pb2.Transaction.REWRITE_ROWS  # type: ignore[assignment]
 
     def apply(self, root: Path, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
         assert base is not None

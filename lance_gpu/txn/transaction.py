@@ -21,6 +21,7 @@ from typing import Any
 from lance_gpu.errors import DatasetNotFoundError
 from lance_gpu.table import features
 from lance_gpu.table.manifest import (
+    NamingScheme,
     dataset_path,
     list_versions,
     read_manifest_file,
@@ -100,7 +101,7 @@ def commit_operation(
         if not isinstance(operation, Overwrite):
             raise DatasetNotFoundError(f"dataset {root} does not exist; only an Overwrite can create it")
         base = None
-        naming = "V2" if enable_v2_manifest_paths is not False else "V1"
+        naming: NamingScheme = "V2" if enable_v2_manifest_paths is not False else "V1"
         if enable_stable_row_ids:
             operation.writer_flags |= features.FLAG_STABLE_ROW_IDS
     else:

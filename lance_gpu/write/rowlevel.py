@@ -149,15 +149,15 @@ class _RowChange:
             by_id = {f.fragment_id: f for f in ds.get_fragments()}
             removed, updated = [], []
             for fid, parts in sorted(self.deleted.items()):
-                frag = by_id[fid]
-                rows = np.union1d(frag.deleted_rows, np.concatenate(parts)).astype(np.uint32)
-                if rows.size >= frag.physical_rows:
+                fragment = by_id[fid]
+                rows = np.union1d(fragment.deleted_rows, np.concatenate(parts)).astype(np.uint32)
+                if rows.size >= fragment.physical_rows:
                     removed.append(fid)
                     continue
                 pb, path = write_deletion_file(self.root, fid, ds.version, rows)
                 op.written.append(path)
                 new = table_pb2.DataFragment()
-                new.CopyFrom(frag.pb)
+                new.CopyFrom(fragment.pb)
                 new.deletion_file.CopyFrom(pb)
                 updated.append(new)
             op.removed_fragment_ids = removed
