@@ -21,6 +21,7 @@ from lance_gpu.errors import (
     UnsupportedEncodingError,
     UnsupportedFeatureError,
 )
+from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
 from lance_gpu.write import DatasetExistsError, write_dataset
 
 __version__ = "0.1.0"
@@ -42,12 +43,15 @@ __all__ = [
     "DatasetExistsError",
     "DatasetNotFoundError",
     "FilterError",
+    "FragmentMetadata",
     "GpuUnavailableError",
     "LanceDataset",
     "LanceFragment",
     "LanceGpuError",
+    "LanceOperation",
     "RetryableCommitConflictError",
     "SchemaMismatchError",
+    "Transaction",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
     "dataset",

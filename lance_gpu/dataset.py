@@ -60,6 +60,15 @@ def dataset(
     return LanceDataset(uri, version, device=device, storage_options=storage_options, store=store)
 
 
+def _committed(base_uri: Any, version: int, storage_options: dict[str, str] | None) -> LanceDataset:
+    """The dataset at ``base_uri`` (a URI, or a dataset whose store is reused) at ``version``."""
+    from lance_gpu.txn.transaction import resolve_target
+
+    store, root = resolve_target(base_uri, storage_options)
+    options = getattr(base_uri, "storage_options", None) or storage_options
+    return LanceDataset(root, version, storage_options=options, store=store)
+
+
 def _reopen(uri: str, version: int, device: str, storage_options: dict[str, str]) -> LanceDataset:
     """Unpickle a dataset: open ``uri`` at the pinned ``version`` with the same options."""
     return LanceDataset(uri, version, device=device, storage_options=storage_options)
@@ -97,6 +106,71 @@ class LanceDataset:
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
 
+    # -- the commit API (pylance's), delegating to lance_gpu.txn ----------------------------
+
+    @staticmethod
+    def commit(
+        base_uri,
+        operation,
+        read_version: int | None = None,
+        commit_lock=None,
+        storage_options: dict[str, str] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = 20,
+        *,
+        commit_message: str | None = None,
+        enable_stable_row_ids: bool | None = None,
+    ) -> LanceDataset:
+        """Commit a :class:`~lance_gpu.txn.operations.LanceOperation` (or a
+        :class:`~lance_gpu.txn.transaction.Transaction`) as a new version of the dataset at
+        ``base_uri``; returns the dataset at that version.
+
+        Parameters
+        ----------
+        base_uri : str, Path or LanceDataset
+            The dataset (it may not exist yet for an ``Overwrite``).
+        operation : LanceOperation.BaseOperation or Transaction
+            What to commit.
+        read_version : int, optional
+            The version the operation was planned on; required except for ``Overwrite``.
+        commit_lock : callable, optional
+            ``commit_lock(version)`` returns a context manager held while publishing.
+        storage_options, enable_v2_manifest_paths, detached, max_retries
+            As pylance's (``detached`` commits are not supported).
+        commit_message : str, optional
+            Stored in the transaction's properties (``__lance_commit_message``, as pylance).
+        enable_stable_row_ids : bool, optional
+            For a new dataset: assign stable row ids.
+        """
+        from lance_gpu.txn.transaction import commit_operation
+
+        version = commit_operation(
+            base_uri, operation, read_version, commit_lock, storage_options, enable_v2_manifest_paths, detached,
+            max_retries, commit_message=commit_message, enable_stable_row_ids=enable_stable_row_ids,
+        )
+        return _committed(base_uri, version, storage_options)
+
+    @staticmethod
+    def commit_batch(
+        dest,
+        transactions: Sequence,
+        commit_lock=None,
+        storage_options: dict[str, str] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = 20,
+        **options,
+    ) -> dict:
+        """Merge append transactions into one commit (pylance's ``commit_batch``); returns
+        ``{"dataset": LanceDataset, "merged": Transaction}``."""
+        from lance_gpu.txn.transaction import commit_transactions
+
+        version, merged = commit_transactions(
+            dest, transactions, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries, **options
+        )
+        return {"dataset": _committed(dest, version, storage_options), "merged": merged}
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen, (self.uri, self.version, self._device, self.storage_options))
 
@@ -123,6 +197,126 @@ class LanceDataset:
         from lance_gpu.write.operations import delete
 
         return delete(self, predicate, conflict_retries=conflict_retries)
+
+    def update(
+        self,
+        updates: dict[str, str],
+        where: str | pc.Expression | None = None,
+        conflict_retries: int = 10,
+        retry_timeout=None,
+        data_storage_version: str | None = None,
+    ) -> dict[str, int]:
+        """Set columns of the rows matching ``where`` to SQL expressions, as pylance.
+
+        Parameters
+        ----------
+        updates : dict of str to str
+            Column name to a SQL expression over the row (``{"x": "x + 1"}``).
+        where : str or pyarrow.compute.Expression, optional
+            The rows to update (default: all).
+        conflict_retries : int, default 10
+            Re-plans after this many retryable conflicts at most.
+        retry_timeout, data_storage_version
+            Accepted for pylance compatibility.
+
+        Returns
+        -------
+        dict
+            ``{"num_rows_updated": n}``.
+        """
+        from lance_gpu.write.rowlevel import update
+
+        return update(self, updates, where, conflict_retries, retry_timeout, data_storage_version)
+
+    def merge_insert(self, on):
+        """A :class:`~lance_gpu.write.rowlevel.MergeInsertBuilder` keyed on ``on`` (a column
+        name or names), as pylance's ``merge_insert``."""
+        from lance_gpu.write.rowlevel import MergeInsertBuilder
+
+        return MergeInsertBuilder(self, on)
+
+    def insert(self, data, *, mode: str = "append", **kwargs) -> None:
+        """Append (or overwrite with) ``data``; this object moves to the new version."""
+        from lance_gpu.write.rowlevel import insert
+
+        insert(self, data, mode=mode, **kwargs)
+
+    # -- config and metadata (each one UpdateConfig transaction) ------------------------------
+
+    def config(self) -> dict[str, str]:
+        """The table config of this version."""
+        return dict(self.manifest.config)
+
+    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (a value) or remove (None) table config keys; returns the new config.
+
+        Parameters
+        ----------
+        values : dict of str to str or None
+            Keys to set or remove.
+        replace : bool, default False
+            Make the config exactly the keys set in ``values``.
+        """
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, config=values, replace=replace)
+        return self.config()
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        """Remove table config keys."""
+        self.update_config(dict.fromkeys(keys))
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata of this version."""
+        return dict(self.manifest.table_metadata)
+
+    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, table_metadata=values, replace=replace)
+        return self.metadata
+
+    def update_schema_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (a value) or remove (None) schema metadata keys; returns the new metadata."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, schema_metadata=values, replace=replace)
+        return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in self.manifest.schema_metadata.items()}
+
+    def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], replace: bool = False) -> None:
+        """Set (a value) or remove (None) metadata keys of fields (by name or dotted path)."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self, field_metadata=field_updates, replace=replace)
+
+    def replace_schema_metadata(self, new_metadata: dict[str, str]) -> None:
+        """The schema metadata becomes ``new_metadata`` (deprecated in pylance)."""
+        self.update_schema_metadata(new_metadata, replace=True)
+
+    def replace_field_metadata(self, field_name: str, new_metadata: dict[str, str]) -> None:
+        """The field's metadata becomes ``new_metadata`` (deprecated in pylance)."""
+        self.update_field_metadata({field_name: new_metadata}, replace=True)
+
+    def merge(self, data_obj, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None) -> None:
+        """Add the columns of ``data_obj`` joined on ``left_on`` = ``right_on`` (pylance's
+        ``merge``); rows without a match get nulls.
+
+        Parameters
+        ----------
+        data_obj : ReaderLike
+            The new columns and the join key.
+        left_on : str
+            The key column of this dataset.
+        right_on : str, optional
+            The key column of ``data_obj`` (default: ``left_on``).
+        schema : pyarrow.Schema, optional
+            The schema of ``data_obj``.
+        """
+        from lance_gpu.write.operations import merge
+
+        merge(self, data_obj, left_on, right_on, schema)
 
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:

@@ -52,6 +52,12 @@ class CommitConflictError(LanceGpuError, RuntimeError):
     """A concurrent writer committed an incompatible change first."""
 
 
+class MergeInsertError(LanceGpuError, ValueError, OSError):
+    """A merge_insert cannot run as asked: several source rows match one target row
+    (pylance: "Ambiguous merge inserts are prohibited"), or ``when_matched_fail`` matched.
+    Also an ``OSError``, the type pylance raises."""
+
+
 class RetryableCommitConflictError(CommitConflictError):
     """A concurrent writer changed what this operation read (e.g. it deleted or compacted
     the same fragments): re-running the operation on the latest version may succeed.

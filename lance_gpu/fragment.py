@@ -26,6 +26,7 @@ from lance_gpu.io import join
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, column_index_map
+from lance_gpu.txn.fragment import DataFile, DeletionFile, FragmentMetadata
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
@@ -41,34 +42,6 @@ class FieldSource:
     version: FileVersion | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DataFile:
-    """One data file of a fragment (pylance's ``DataFile``): its path relative to the
-    dataset's ``data/`` folder, the field ids it stores and their column indices."""
-
-    path: str
-    fields: list[int]
-    column_indices: list[int]
-    file_major_version: int
-    file_minor_version: int
-    file_size_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DeletionFile:
-    """The deletion file of a fragment (pylance's ``DeletionFile``)."""
-
-    read_version: int
-    id: int
-    file_type: str  # "array" or "bitmap"
-    num_deleted_rows: int
-
-    def path(self, fragment_id: int, base_uri: str | None = None) -> str:
-        suffix = "arrow" if self.file_type == "array" else "bin"
-        name = f"_deletions/{fragment_id}-{self.read_version}-{self.id}.{suffix}"
-        return name if base_uri is None else join(base_uri, name)
-
-
 class LanceFragment:
     """One fragment of a dataset version: data files, deletions, row ids."""
 
@@ -82,6 +55,24 @@ class LanceFragment:
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+    @classmethod
+    def create(
+        cls, dataset_uri: Any, data: object, fragment_id: int | None = None, schema: pa.Schema | None = None,
+        *args: Any, **kwargs: Any,
+    ) -> FragmentMetadata:
+        """Write ``data`` as one uncommitted fragment of the dataset at ``dataset_uri`` and
+        return its :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
+        ``LanceFragment.create``); see :func:`lance_gpu.write.fragments.create_fragment`."""
+        from lance_gpu.write.fragments import create_fragment
+
+        return create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
+
+    @property
+    def metadata(self) -> FragmentMetadata:
+        """This fragment's :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
+        shape: JSON round trip, pickleable)."""
+        return FragmentMetadata.from_pb(self.pb)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_open_fragment, (self.dataset, self.fragment_id))
@@ -107,19 +98,13 @@ class LanceFragment:
 
     def data_files(self) -> list[DataFile]:
         """The fragment's data files, in manifest order."""
-        return [
-            DataFile(df.path, list(df.fields), list(df.column_indices), int(df.file_major_version),
-                     int(df.file_minor_version), int(df.file_size_bytes) or None)
-            for df in self.pb.files
-        ]
+        return [DataFile.from_pb(df) for df in self.pb.files]
 
     def deletion_file(self) -> DeletionFile | None:
         """The fragment's deletion file, or None when no row is deleted."""
         if not self.pb.HasField("deletion_file"):
             return None
-        d = self.pb.deletion_file
-        kind = "array" if d.file_type == table_pb2.DeletionFile.ARROW_ARRAY else "bitmap"
-        return DeletionFile(int(d.read_version), int(d.id), kind, int(d.num_deleted_rows))
+        return DeletionFile.from_pb(self.pb.deletion_file)
 
     @cached_property
     def deleted_rows(self) -> np.ndarray:

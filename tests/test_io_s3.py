@@ -262,7 +262,7 @@ def test_read_cudf_and_mutations_take_storage_options(s3_server) -> None:
         assert "storage_options" in inspect.signature(lance_gpu.read_cudf).parameters
     uri = s3_server.uri("frags")
     opts = s3_server.storage_options
-    frags = fragments.write_fragments(_tbl(0, 10), uri, mode="create", storage_options=opts)
-    ds = fragments.commit_fragments(uri, frags, mode="create", schema=_tbl(0, 10).schema, storage_options=opts)
+    txn = fragments.write_fragments(_tbl(0, 10), uri, mode="create", storage_options=opts, return_transaction=True)
+    ds = lance_gpu.LanceDataset.commit(uri, txn.operation, storage_options=opts)
     assert lance.dataset(uri, storage_options=opts).to_table().equals(_tbl(0, 10)) and ds.version == 1
     assert pc.sum(ds.to_table()["id"]).as_py() == 45

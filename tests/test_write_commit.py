@@ -20,7 +20,8 @@ import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
-from lance_gpu.write.commit import PendingCommit, commit, serialize_manifest
+from lance_gpu.txn import LanceOperation, commit
+from lance_gpu.write.commit import serialize_manifest
 
 lance = pytest.importorskip("lance")
 
@@ -270,7 +271,7 @@ def test_append_retries_after_concurrent_append(tmp_path):
     lance_gpu.write_dataset(_tbl(0, 10), uri)
     root, base, frags = _append_op(uri, 10, 10)
     lance.write_dataset(_tbl(100, 5), uri, mode="append")  # someone else takes version 2
-    m = commit(LOCAL, root, PendingCommit("append", frags), base)
+    m = commit(LOCAL, root, LanceOperation.Append(frags), base)
     assert m.version == 3
     assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == list(range(20)) + list(range(100, 105))
     assert [f.id for f in m.fragments] == [0, 1, 2]
@@ -288,7 +289,7 @@ def test_append_conflicts_with_other_operations(tmp_path, other):
     else:
         lance.dataset(uri, version=1).restore()
     with pytest.raises(CommitConflictError, match=other):
-        commit(LOCAL, root, PendingCommit("append", frags), base)
+        commit(LOCAL, root, LanceOperation.Append(frags), base)
     assert lance.dataset(uri).version == 3
 
 
@@ -311,7 +312,7 @@ def test_append_rebased_over_delete_and_compaction(tmp_path, winner, stable_row_
     # (pylance reserves the new fragment ids in a version of its own before the rewrite)
     compacted = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     assert compacted.transaction.WhichOneof("operation") == "rewrite"
-    m = commit(LOCAL, root, PendingCommit("append", frags), base)
+    m = commit(LOCAL, root, LanceOperation.Append(frags), base)
     assert m.version == compacted.manifest.version + 1
     old_ids = [f.id for f in compacted.manifest.fragments]
     new_ids = [f.id for f in m.fragments[len(old_ids):]]
@@ -340,9 +341,9 @@ def test_append_rebased_over_delete_and_compaction(tmp_path, winner, stable_row_
 
 
 def test_fragment_commit_rebased_over_delete_and_update(tmp_path):
-    """The distributed-write path (commit_fragments at a read version) rebases the same way;
+    """The distributed-write path (LanceDataset.commit at a read version) rebases the same way;
     a pylance update (rewrites rows into a new fragment) in between is no conflict either."""
-    from lance_gpu.write import commit_fragments, write_fragments
+    from lance_gpu.write import write_fragments
 
     uri = str(tmp_path / "ds")
     lance.write_dataset(_tbl(0, 100), uri)
@@ -350,7 +351,7 @@ def test_fragment_commit_rebased_over_delete_and_update(tmp_path):
     frags = write_fragments(_tbl(500, 50), uri)
     lance.dataset(uri).delete("id < 10")
     lance.dataset(uri).update({"x": "x + 1000"}, where="id >= 90")
-    ds = commit_fragments(uri, frags, read_version=read)
+    ds = lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
     assert ds.version == read + 3
     got = lance.dataset(uri).to_table().sort_by("id")
     assert got["id"].to_pylist() == list(range(10, 100)) + list(range(500, 550))
@@ -366,7 +367,7 @@ def test_overwrite_conflicts_with_append(tmp_path):
     lance_gpu.write_dataset(_tbl(100, 5), uri, mode="append")
     from lance_gpu.table.schema import LanceSchema
 
-    op = PendingCommit("overwrite", frags, schema=LanceSchema.from_manifest(base.manifest))
+    op = LanceOperation.Overwrite(LanceSchema.from_manifest(base.manifest), frags)
     with pytest.raises(CommitConflictError):
         commit(LOCAL, root, op, base)
 
@@ -382,7 +383,7 @@ def test_missing_winner_transaction_is_a_conflict(tmp_path):
     m.ClearField("transaction_file")
     (Path(root) / "_versions" / "18446744073709551613.manifest").write_bytes(serialize_manifest(m, None))
     with pytest.raises(CommitConflictError):
-        commit(LOCAL, root, PendingCommit("append", frags), base)
+        commit(LOCAL, root, LanceOperation.Append(frags), base)
 
 
 def _writer(uri, writer, barrier):  # runs in a child process

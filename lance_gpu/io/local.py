@@ -149,7 +149,7 @@ class LocalWriter:
         self._size = 0
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            self._fh = open(self._staging, "xb")  # noqa: SIM115 - closed in close()/abort()
+            self._fh = open(self._staging, "xb")  # closed in close() or abort()
         except OSError as exc:
             raise translate(exc, path, "write") from exc
 

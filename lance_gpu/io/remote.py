@@ -139,7 +139,7 @@ class ObstoreStore:
             raise translate(exc, self.uri(path), "read") from exc
         blocks = [_array(b) for b in bufs]
         self.stats.add("gets", len(groups), sum(b.size for b in blocks))
-        for (s, e, _), b in zip(groups, blocks):
+        for (s, e, _), b in zip(groups, blocks, strict=True):
             if b.size != e - s:
                 from lance_gpu.errors import CorruptFileError
 

@@ -212,7 +212,7 @@ def split_groups(
 ) -> list[np.ndarray]:
     """The views of each requested range inside the fetched coalesced ``blocks``."""
     out: list[np.ndarray | None] = [None] * len(ranges)
-    for (start, _end, idx), block in zip(groups, blocks):
+    for (start, _end, idx), block in zip(groups, blocks, strict=True):
         for i in idx:
             off, size = ranges[i]
             out[i] = block[off - start : off - start + size]

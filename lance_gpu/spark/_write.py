@@ -204,13 +204,16 @@ class LanceWriter(DataSourceArrowWriter):
         )
 
     def commit(self, messages: list[LanceCommitMessage | None]) -> None:
-        from lance_gpu.write.commit import PendingCommit, commit
+        from lance_gpu.txn.commit import commit
+        from lance_gpu.txn.operations import LanceOperation
 
         plan = self.plan
         base = _base(plan)
         fragments = [table_pb2.DataFragment.FromString(raw) for m in messages if m is not None for raw in m.fragments]
-        kind = "append" if base is not None and not plan.overwrite else "overwrite"
-        op = PendingCommit(kind, fragments, schema=_lance_schema(plan, base), data_format=f"2.{plan.minor}")
+        if base is not None and not plan.overwrite:
+            op: LanceOperation.BaseOperation = LanceOperation.Append(fragments)
+        else:
+            op = LanceOperation.Overwrite(_lance_schema(plan, base), fragments, data_storage_version=f"2.{plan.minor}")
         try:
             store, root = plan.store()
             commit(store, root, op, base, plan.naming)  # type: ignore[arg-type]

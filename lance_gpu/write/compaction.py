@@ -38,8 +38,15 @@ from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.table import features
 from lance_gpu.scan import ReadUnit, decode_fields
-from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
-from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
+from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
+from lance_gpu.txn.operations import ReserveFragments, Rewrite
+from lance_gpu.write.index_remap import (
+    RowAddressMap,
+    check_remappable,
+    fragment_bitmap,
+    remap_btree,
+)
+from lance_gpu.write.operations import _commit
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset, LanceFragment
@@ -139,7 +146,24 @@ def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Sc
         yield from table.to_batches()
 
 
-def compact_files(
+def compact_files(ds: LanceDataset, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES, **options: object) -> CompactionMetrics:
+    """Compact ``ds`` (see :func:`compact_once`), re-planned on the latest version after each
+    retryable conflict (a concurrent delete, update or compaction of the same fragments), at
+    most ``conflict_retries`` times, as pylance retries it; ``ds`` moves to the new version."""
+    first = [True]
+
+    def attempt() -> CompactionMetrics:
+        target = ds if first[0] else ds.checkout_version(ds.latest_version)
+        first[0] = False
+        metrics = compact_once(target, **options)  # type: ignore[arg-type]
+        if target is not ds:
+            ds.reload(target.version)
+        return metrics
+
+    return run_with_retries(attempt, conflict_retries)
+
+
+def compact_once(
     ds: LanceDataset,
     *,
     target_rows_per_fragment: int | None = None,
@@ -163,7 +187,10 @@ def compact_files(
     last-updated versions, in order.
     """
     from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
+    from lance_gpu.write.dataset_writer import (
+        DEFAULT_MAX_BYTES_PER_FILE,
+        _write_fragments,
+    )
 
     if unsupported.get("compaction_mode") == "reencode":  # what we do anyway
         unsupported.pop("compaction_mode")
@@ -205,7 +232,7 @@ def compact_files(
     physical = schema.to_arrow(physical=True)
     minor = int(ds.manifest.data_format.version.split(".")[1])
     groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]] = []
-    rewrite = RewriteOp([])
+    rewrite = Rewrite()
     try:
         for task in tasks:
             new, written = _write_fragments(
@@ -223,7 +250,7 @@ def compact_files(
             metrics.files_added += sum(_files(f) for f in new)
         n_new = sum(len(new) for _old, new in groups)
         if n_new:
-            reserved = _commit(ds, ReserveFragmentsOp(n_new), _latest(ds))
+            reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))
             next_id = int(reserved.max_fragment_id) - n_new + 1
             for _old, new in groups:
                 for frag in new:
