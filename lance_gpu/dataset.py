@@ -525,17 +525,22 @@ class LanceDataset:
         if idx.size and (idx.min() < 0 or idx.max() >= total):
             msg = f"take index out of range for a dataset of {total} rows"
             raise IndexError(msg)
-        order = np.argsort(idx, kind="stable")
-        sorted_idx = idx[order]
-        frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1
+        ascending = idx.size < 2 or bool(np.all(idx[1:] >= idx[:-1]))
+        order = np.arange(idx.size) if ascending else np.argsort(idx, kind="stable")
+        sorted_idx = idx if ascending else idx[order]
+        # fragment of each index: bounds of each fragment's run in the sorted indices
+        cuts = np.searchsorted(sorted_idx, starts)
         jobs = []
         inverses = []
-        for fi in np.unique(frag_of):
+        for fi in np.flatnonzero(cuts[1:] > cuts[:-1]):
             frag = self.fragments[int(fi)]
-            local = sorted_idx[frag_of == fi] - starts[fi]
+            local = sorted_idx[cuts[fi] : cuts[fi + 1]] - starts[fi]
             live = frag.live_rows
             phys = local if live is None else live[local]
-            uniq, inverse = np.unique(phys, return_inverse=True)
+            if phys.size < 2 or bool(np.all(phys[1:] > phys[:-1])):
+                uniq, inverse = phys, np.arange(phys.size)  # already sorted and distinct
+            else:
+                uniq, inverse = np.unique(phys, return_inverse=True)
             jobs.append((frag, uniq))
             inverses.append(inverse)
         parts = []
@@ -545,10 +550,12 @@ class LanceDataset:
         if not parts:
             return pa.Table.from_batches([], schema=self._result_schema(columns, with_row_id))
         table = pa.concat_tables(parts)
-        # Back to the caller's order.
-        inv = np.empty_like(order)
-        inv[order] = np.arange(order.size)
-        table = table.take(pa.array(inv)).select(schema_cols)
+        if idx.size > 1 and not bool(np.all(idx[1:] >= idx[:-1])):
+            # Back to the caller's order.
+            inv = np.empty_like(order)
+            inv[order] = np.arange(order.size)
+            table = table.take(pa.array(inv))
+        table = table.select(schema_cols)
         return self._finish(table, projected, columns, with_row_id)
 
 
