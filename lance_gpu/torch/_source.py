@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every read ``lance_gpu.torch`` makes goes through :class:`RowSource` (and nothing else).
+
+The training feed needs four reads, all in terms of *live* rows (deleted rows never count):
+
+* ``fragments()``: ``(fragment_id, live row count)`` of each fragment, in dataset order;
+* ``read(pos, start, stop)``: live rows ``[start, stop)`` of the fragment at position ``pos``
+  of ``ds.get_fragments()``, with the projected columns, the filter applied (rows failing it
+  are dropped, the rest keep their order) and ``_rowid`` appended when asked;
+* ``take(indices)``: rows at global live-row positions (no filter), in the order asked;
+* ``device_tables(positions)``: the filtered, projected fragments at ``positions`` decoded
+  into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per fragment.
+
+Today they are served by the public dataset API (``ds.take`` with the fragment's global
+offsets, ``lance_gpu.filter.parse_filter`` for the filter, ``lance_gpu.gpu.read.scan_device``
+with ``fragments=`` for the device); a fragment scanner can replace the bodies without any
+caller changing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import SchemaMismatchError
+
+ROW_ID = "_rowid"
+
+
+class RowSource:
+    """The columns, filter and row-id choice of one training feed over one dataset version.
+
+    Picklable (DataLoader workers get a copy): it holds the dataset and plain values only.
+    """
+
+    def __init__(self, ds, columns: Sequence[str] | None, filter, with_row_id: bool) -> None:  # noqa: A002
+        self.ds = ds
+        self.columns = list(columns) if columns is not None else list(ds.schema.names)
+        self.filter = filter
+        self.with_row_id = bool(with_row_id)
+        missing = [c for c in self.columns if c not in ds.schema.names and "." not in c]
+        if missing:
+            msg = f"columns {missing} are not in the dataset's schema {ds.schema.names}"
+            raise SchemaMismatchError(msg)
+        self._compiled = None
+        self._read_columns = list(self.columns)
+        if filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            self._compiled = parse_filter(filter, ds.schema)
+            self._read_columns += [c for c in self._compiled.columns if c not in self._read_columns and c in ds.schema.names]
+        counts = [int(f.count_rows()) for f in ds.get_fragments()]
+        self._ids = [int(f.fragment_id) for f in ds.get_fragments()]
+        self._starts = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=self._starts[1:])
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_compiled"] = None  # rebuilt from the filter text / expression
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            self._compiled = parse_filter(self.filter, self.ds.schema)
+
+    @property
+    def filtered(self) -> bool:
+        return self._compiled is not None
+
+    def fragments(self) -> list[tuple[int, int]]:
+        """``(fragment_id, live rows)`` per fragment, in dataset order."""
+        return [(fid, int(self._starts[i + 1] - self._starts[i])) for i, fid in enumerate(self._ids)]
+
+    @property
+    def num_rows(self) -> int:
+        """Live rows in the dataset (before the filter)."""
+        return int(self._starts[-1])
+
+    def schema(self) -> pa.Schema:
+        """The schema of what :meth:`read` returns."""
+        return self.read(0, 0, 0).schema if self._ids else pa.schema([self.ds.schema.field(c) for c in self.columns])
+
+    def read(self, pos: int, start: int, stop: int) -> pa.Table:
+        """Live rows ``[start, stop)`` of the fragment at position ``pos``, filtered and projected."""
+        base = int(self._starts[pos])
+        idx = np.arange(base + start, base + stop, dtype=np.int64)
+        table = self.ds.take(idx, columns=self._read_columns, with_row_id=self.with_row_id)
+        if self._compiled is not None:
+            table = self._compiled.apply(table)
+            table = table.select(self.columns + ([ROW_ID] if self.with_row_id else []))
+        return table
+
+    def take(self, indices: np.ndarray) -> pa.Table:
+        """Rows at global live-row positions, in the order given (no filter)."""
+        return self.ds.take(np.asarray(indices, np.int64), columns=self.columns, with_row_id=self.with_row_id)
+
+    def device_tables(self, positions: Sequence[int], *, on_cpu_fallback: str = "warn") -> Iterator:
+        """The fragments at ``positions`` decoded on the GPU, one ``DeviceTable`` each (deleted
+        rows dropped, filter applied, columns in projection order, ``row_ids`` on the host)."""
+        from lance_gpu.gpu.read import scan_device
+
+        frags = self.ds.get_fragments()
+        top = {f.name: f for f in self.ds.lance_schema.fields}
+        dotted = [c for c in self._read_columns if c not in top]
+        if dotted:
+            msg = f"the device feed reads top-level columns only, not {dotted}"
+            raise SchemaMismatchError(msg)
+        fields = [top[c] for c in self._read_columns]
+        chosen = [frags[p] for p in positions]
+        for _frag, dt in scan_device(
+            self.ds, fields, with_row_id=self.with_row_id, compiled=self._compiled, on_cpu_fallback=on_cpu_fallback, fragments=chosen
+        ):
+            yield dt
