@@ -306,3 +306,19 @@ def test_map_dataset_takes_equal_pylance(uri, live_ids) -> None:
     loader = torch.utils.data.DataLoader(mds, batch_sampler=sampler, collate_fn=lt.identity_collate, num_workers=1)
     seen = [int(i) for b in loader for i in b["id"]]
     assert sorted(seen) == live_ids.tolist()
+
+
+# -- the GPU feed ------------------------------------------------------------------------------
+
+
+def test_device_feed_under_cuda_simulator() -> None:
+    """tests/test_torch_device.py (gpu-marked) with the numba CUDA simulator as the device."""
+    import os
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LANCE_GPU_TEST_SIM_DEVICE="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_torch_device.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
