@@ -166,6 +166,11 @@ def take_rows(layout, page, file, rows: np.ndarray, ctx: DecodeContext) -> LeafP
     if rows.size and (np.any(lengths < 0) or int((starts + lengths).max()) > size0):
         raise ctx.corrupt("full-zip rows point outside the page")
     data = _read_spans(file, base, starts, lengths)
+    if offset_bytes == 0 and ctrl == 0:
+        # No control words: the rows' bytes are the values back to back (a view of the file
+        # when the rows are contiguous).
+        values = _fixed_values(layout.value_compression, FixedWidthBlock(data, value_bytes * 8, rows.size), ctx)
+        return LeafPage(values, rows.size, None, None, rows.size, layers, rows.size)
     invisible = invisible_table(layers)
     _r, d, vstart, vlen, ok = native.fullzip_scan(data, rows.size, ctrl, bits_def, offset_bytes, value_bytes, invisible)
     if not ok:
