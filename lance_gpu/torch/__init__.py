@@ -11,7 +11,12 @@ Samplers, worker sharding and ordering: :mod:`lance_gpu.torch.sampler`; tensor r
 from __future__ import annotations
 
 from lance_gpu.torch.data import LanceDataset, LanceMapDataset, identity_collate
-from lance_gpu.torch.sampler import FullScanSampler, Sampler, ShardedBatchSampler, ShardedFragmentSampler
+from lance_gpu.torch.sampler import (
+    FullScanSampler,
+    Sampler,
+    ShardedBatchSampler,
+    ShardedFragmentSampler,
+)
 from lance_gpu.torch.tensors import NullValueError, to_tensor
 
 __all__ = [

@@ -36,7 +36,15 @@ import torch
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.torch._source import ROW_ID
 from lance_gpu.torch.sampler import ShardedBatchSampler
-from lance_gpu.torch.tensors import BF16, NULL_RULES, NullValueError, _ext_name, column_to_tensor, to_tensor
+from lance_gpu.torch.tensors import (
+    BF16,
+    NULL_RULES,
+    NullValueError,
+    _ext_name,
+    column_to_tensor,
+    is_text,
+    to_tensor,
+)
 
 _DONE = object()
 
@@ -81,19 +89,6 @@ def _device_view(buf, nbytes: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(raw.copy_to_host()))
 
 
-def _is_text(t: pa.DataType, meta) -> bool:
-    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
-    if pa.types.is_fixed_size_binary(s) and _ext_name(t, meta) == BF16:
-        return False
-    return any(
-        f(s)
-        for f in (
-            pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
-            pa.types.is_string_view, pa.types.is_binary_view, pa.types.is_fixed_size_binary,
-        )
-    )
-
-
 def column_tensors(name: str, col: Any, meta, nulls: str, device: torch.device) -> dict[str, Any]:
     """One decoded column (``DeviceColumn`` or host ``pyarrow.Array``) as ``{name: tensor}``
     (plus ``name_valid`` under ``nulls="mask"``)."""
@@ -104,7 +99,7 @@ def column_tensors(name: str, col: Any, meta, nulls: str, device: torch.device) 
             out[f"{name}_valid"] = valid.to(device)
         return out
     t = col.type
-    if _is_text(t, meta):
+    if is_text(t, meta):
         value, valid = column_to_tensor(name, col.to_arrow(), meta=meta, nulls=nulls)
         out = {name: value}
         if valid is not None:
@@ -238,7 +233,7 @@ def _prefetched(source, positions: list[int], names: list[str], metas: dict, lds
                     if not put((tensors, event)):
                         return
             put(_DONE)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001  (handed to the consumer, raised there)
             put(exc)
 
     worker = threading.Thread(target=produce, daemon=True, name="lance-gpu-torch-device-prefetch")

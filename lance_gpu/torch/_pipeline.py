@@ -38,38 +38,34 @@ def split_reads(reads: list[Read], read_rows: int, rng: np.random.Generator | No
     return out
 
 
-def _produce(source, reads: list[Read], q: queue.Queue, stop: threading.Event) -> None:
+def _produce(items: Iterator, q: queue.Queue, stop: threading.Event) -> None:
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     try:
-        for r in reads:
-            table = source.read(r.pos, r.start, r.stop)
-            while not stop.is_set():
-                try:
-                    q.put((table, r.flush), timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if stop.is_set():
+        for item in items:
+            if not put(item):
                 return
-        item: object = _DONE
-    except BaseException as exc:  # handed to the consumer, raised there
-        item = exc
-    while not stop.is_set():
-        try:
-            q.put(item, timeout=0.1)
-            return
-        except queue.Full:
-            continue
+        put(_DONE)
+    except BaseException as exc:  # noqa: BLE001  (handed to the consumer, raised there)
+        put(exc)
 
 
-def prefetched(source, reads: list[Read], prefetch: int) -> Iterator[tuple[pa.Table, bool]]:
-    """``(table, flush)`` per read, decoded up to ``prefetch`` reads ahead in a thread."""
-    if prefetch <= 0:
-        for r in reads:
-            yield source.read(r.pos, r.start, r.stop), r.flush
+def in_background(items: Iterator, depth: int, name: str) -> Iterator:
+    """``items`` produced in a thread, at most ``depth`` ahead of the consumer (bounded
+    memory); an exception there is raised here; stopping early stops the thread."""
+    if depth <= 0:
+        yield from items
         return
-    q: queue.Queue = queue.Queue(maxsize=prefetch)
+    q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
-    worker = threading.Thread(target=_produce, args=(source, reads, q, stop), daemon=True, name="lance-gpu-torch-prefetch")
+    worker = threading.Thread(target=_produce, args=(items, q, stop), daemon=True, name=name)
     worker.start()
     try:
         while True:
@@ -82,6 +78,12 @@ def prefetched(source, reads: list[Read], prefetch: int) -> Iterator[tuple[pa.Ta
     finally:
         stop.set()
         worker.join()
+
+
+def prefetched(source, reads: list[Read], prefetch: int) -> Iterator[tuple[pa.Table, bool]]:
+    """``(table, flush)`` per read, decoded up to ``prefetch`` reads ahead in a thread."""
+    decoded = ((source.read(r.pos, r.start, r.stop), r.flush) for r in reads)
+    return in_background(decoded, prefetch, "lance-gpu-torch-read")
 
 
 def _strided(stream: Iterator[tuple[pa.Table, bool]], stride: tuple[int, int]) -> Iterator[tuple[pa.Table, bool]]:
@@ -124,7 +126,9 @@ def host_batches(
     if shuffle_buffer > 0:
         if rng is None:
             raise ValueError("a shuffle buffer needs an rng")
-        yield from _shuffled_batches(stream, batch_size, drop_last, shuffle_buffer, rng)
+        # Gathers run in a second thread (NumPy releases the GIL while copying rows).
+        shuffled = _shuffled_batches(stream, batch_size, drop_last, shuffle_buffer, rng)
+        yield from in_background(shuffled, max(prefetch, 1) * 2, "lance-gpu-torch-shuffle")
         return
     parts: list[pa.Table] = []
     have = 0
@@ -145,6 +149,64 @@ def host_batches(
         yield _one_batch(parts)
 
 
+class _Gatherable:
+    """One buffer's columns, ready for row gathers: fixed-width columns without nulls as NumPy
+    arrays (``[rows, width]`` bytes; a gather is one fancy index), the rest as Arrow."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.schema = table.schema
+        self.num_rows = table.num_rows
+        self.columns: list[tuple[np.ndarray, pa.DataType] | pa.Array] = []
+        for col in table.columns:
+            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+            self.columns.append(_as_rows(arr))
+
+    def take(self, idx: np.ndarray) -> pa.RecordBatch:
+        arrays = []
+        for c in self.columns:
+            if isinstance(c, tuple):
+                rows, t = c
+                arrays.append(_from_rows(rows[idx], t, idx.size))
+            else:
+                arrays.append(c.take(pa.array(idx)))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _as_rows(arr: pa.Array) -> tuple[np.ndarray, pa.DataType] | pa.Array:
+    """``(one void item per row view, type)`` of a null-free fixed-width (or nested
+    fixed-size list of fixed-width) array, else the array itself."""
+    t = arr.type
+    if arr.null_count or isinstance(t, pa.BaseExtensionType):
+        return arr
+    width = 1
+    inner = arr
+    while pa.types.is_fixed_size_list(inner.type):
+        d = inner.type.list_size
+        inner = inner.values.slice(inner.offset * d, len(inner) * d)
+        if inner.null_count:
+            return arr
+        width *= d
+    leaf = inner.type
+    if isinstance(leaf, pa.BaseExtensionType) or not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_fixed_size_binary(leaf)):
+        return arr
+    size = leaf.byte_width
+    buf = inner.buffers()[1]
+    if buf is None:
+        return arr
+    raw = np.frombuffer(buf, np.uint8, count=len(inner) * size, offset=inner.offset * size)
+    # one opaque item per row: a gather copies whole rows
+    return raw.view(np.dtype((np.void, width * size))), t
+
+
+def _from_rows(rows: np.ndarray, t: pa.DataType, n: int) -> pa.Array:
+    """Rebuild an array of type ``t`` over gathered row bytes (no copy)."""
+    if pa.types.is_fixed_size_list(t):
+        d = t.list_size
+        child = _from_rows(rows.view(np.uint8).reshape(n * d, -1), t.value_type, n * d)
+        return pa.FixedSizeListArray.from_arrays(child, type=t)
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(rows).view(np.uint8))])
+
+
 def _shuffled_batches(
     stream: Iterator[tuple[pa.Table, bool]], batch_size: int, drop_last: bool, buffer_rows: int, rng: np.random.Generator
 ) -> Iterator[pa.RecordBatch]:
@@ -155,13 +217,14 @@ def _shuffled_batches(
 
     def drain(final: bool) -> Iterator[pa.RecordBatch]:
         nonlocal parts, have
-        table = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0].combine_chunks()
-        perm = rng.permutation(table.num_rows)
-        full = (table.num_rows // batch_size) * batch_size
+        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        buffer = _Gatherable(table)
+        perm = rng.permutation(buffer.num_rows)
+        full = (buffer.num_rows // batch_size) * batch_size
         for i in range(0, full, batch_size):
-            yield _one_batch([table.take(pa.array(perm[i : i + batch_size]))])
+            yield buffer.take(perm[i : i + batch_size])
         rest = perm[full:]
-        parts, have = ([table.take(pa.array(rest))], rest.size) if rest.size else ([], 0)
+        parts, have = ([pa.Table.from_batches([buffer.take(rest)])], rest.size) if rest.size else ([], 0)
         if final and have:
             if not drop_last:
                 yield _one_batch(parts)

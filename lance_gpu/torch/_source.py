@@ -35,7 +35,7 @@ class RowSource:
     Picklable (DataLoader workers get a copy): it holds the dataset and plain values only.
     """
 
-    def __init__(self, ds, columns: Sequence[str] | None, filter, with_row_id: bool) -> None:  # noqa: A002
+    def __init__(self, ds, columns: Sequence[str] | None, filter, with_row_id: bool) -> None:
         self.ds = ds
         self.columns = list(columns) if columns is not None else list(ds.schema.names)
         self.filter = filter

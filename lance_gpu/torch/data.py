@@ -72,7 +72,7 @@ def _simulated() -> bool:
     """The numba CUDA simulator stands in for the device (CPU torch): tests only."""
     from numba import config
 
-    return bool(config.ENABLE_CUDASIM)
+    return bool(getattr(config, "ENABLE_CUDASIM", False))
 
 
 class LanceDataset(torch.utils.data.IterableDataset):
@@ -130,8 +130,8 @@ class LanceDataset(torch.utils.data.IterableDataset):
         when usable.
     shuffle_buffer : int, default 65536
         Rows the shuffle buffer holds.
-    read_rows : int, default 65536
-        Rows per read (the unit of prefetch).
+    read_rows : int, default 32768
+        Rows per read (the unit of prefetch and of the shuffled read order).
     prefetch : int, default 2
         Reads decoded ahead in a background thread (GPU: batches prepared ahead on a side stream).
     pin_memory : bool, default False
@@ -150,7 +150,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         *args: Any,
         dataset_options: dict[str, Any] | None = None,
         columns: list[str] | dict[str, str] | None = None,
-        filter: str | None = None,  # noqa: A002
+        filter: str | None = None,
         samples: int | None = 0,
         cache: str | bool | None = None,
         with_row_id: bool = False,
@@ -166,7 +166,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         drop_last: bool = False,
         device: str = "auto",
         shuffle_buffer: int = 65_536,
-        read_rows: int = 65_536,
+        read_rows: int = 32_768,
         prefetch: int = 2,
         pin_memory: bool = False,
         nulls: str = "raise",
@@ -225,8 +225,9 @@ class LanceDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch``'s order (a shuffled feed differs per epoch; call before each)."""
         self.epoch = int(epoch)
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(self.epoch)
+        set_epoch = getattr(self.sampler, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(self.epoch)
 
     def resolved_sampler(self) -> Sampler | Callable[..., Any]:
         """The sampler this rank uses (pylance's choice when none was given)."""

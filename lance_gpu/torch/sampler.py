@@ -102,7 +102,7 @@ class Sampler(ABC):
         *args: Any,
         batch_size: int = 128,
         columns: list[str] | None = None,
-        filter: str | None = None,  # noqa: A002
+        filter: str | None = None,
         batch_readahead: int = 16,
         with_row_id: bool = False,
         **kwargs: Any,
@@ -144,8 +144,8 @@ class ShardedBatchSampler(Sampler):
         rank, world = _effective(self._rank, self._world_size)
         frags = source.fragments()
         if source.filtered:
-            reads = [Read(pos, 0, n) for pos, (_fid, n) in enumerate(frags) if n]
-            return Plan(reads, stride=(rank, world))
+            whole = [Read(pos, 0, n) for pos, (_fid, n) in enumerate(frags) if n]
+            return Plan(whole, stride=(rank, world))
         total = source.num_rows
         ranges = [(s, min(s + batch_size, total)) for s in range(rank * batch_size, total, world * batch_size)]
         if self._randomize:

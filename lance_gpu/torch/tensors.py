@@ -29,6 +29,7 @@ Fixed-width columns without nulls become tensors that *share* the Arrow buffers 
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,11 +61,13 @@ def _storage(arr: pa.Array) -> pa.Array:
     return arr.storage if isinstance(arr, pa.ExtensionArray) else arr
 
 
+# Arrow buffers are read-only to NumPy and the tensors share them (documented above): torch's
+# warning about it is silenced for this module's conversions.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+
+
 def _from_numpy(values: np.ndarray) -> torch.Tensor:
-    with warnings.catch_warnings():
-        # Arrow buffers are read-only to NumPy; the tensor shares them (documented above).
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(values)
+    return torch.from_numpy(values)
 
 
 def _flat_values(arr: pa.Array) -> tuple[np.ndarray, tuple[int, ...], np.ndarray | None, pa.DataType]:
@@ -80,8 +83,8 @@ def _flat_values(arr: pa.Array) -> tuple[np.ndarray, tuple[int, ...], np.ndarray
         if inner.null_count:
             # a null item makes its whole (top-level) row null under the mask rule
             item_valid = np.asarray(inner.is_valid().to_numpy(zero_copy_only=False), np.bool_)
-            row_valid = item_valid.reshape(n, -1).all(axis=1) if n else np.zeros(0, np.bool_)
-            valid = row_valid if valid is None else (valid & row_valid)
+            row_valid = np.asarray(item_valid.reshape(n, -1).all(axis=1) if n else np.zeros(0, np.bool_), np.bool_)
+            valid = row_valid if valid is None else np.asarray(valid & row_valid)
         shape.append(d)
         arr = inner
     leaf = arr.type
@@ -135,6 +138,60 @@ def _bf16_leaf(arr: pa.Array, meta) -> bool:
         t, ext = item.type, _ext_name(item.type, item.metadata)
 
 
+def is_text(t: pa.DataType, meta: Mapping[bytes, bytes] | None) -> bool:
+    """Strings and binary (not the 2-byte storage of bfloat16): converted to Python lists."""
+    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    if pa.types.is_fixed_size_binary(s):
+        return _ext_name(t, meta) != BF16
+    checks = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string_view, pa.types.is_binary_view)
+    return any(check(s) for check in checks)
+
+
+@functools.lru_cache(maxsize=256)
+def _fast_layout(t: pa.DataType, bf16: bool) -> tuple[int, np.dtype, tuple[int, ...]] | None:
+    """``(fixed-size list depth, leaf dtype, row shape)`` of a plain numeric column or nested
+    fixed-size lists of one (no extension types inside), else None (the general path)."""
+    shape: list[int] = []
+    while pa.types.is_fixed_size_list(t):
+        shape.append(t.list_size)
+        t = t.value_type
+    if isinstance(t, pa.BaseExtensionType):
+        return None
+    if bf16:
+        if not (pa.types.is_fixed_size_binary(t) and t.byte_width == 2 and not shape):
+            return None
+        return 0, np.dtype(np.uint16), ()
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return None
+    return len(shape), np.dtype(t.to_pandas_dtype()), tuple(shape)
+
+
+def _fast(arr: pa.Array, t: pa.DataType, bf16: bool, uint64_as_int64: bool) -> torch.Tensor | None:
+    """The zero-copy tensor of a null-free plain numeric (or fixed-size list) column, or None."""
+    try:
+        layout = _fast_layout(t, bf16)
+    except TypeError:  # an unhashable (extension) type somewhere inside
+        return None
+    if layout is None:
+        return None
+    depth, dtype, shape = layout
+    leaf = arr
+    for _ in range(depth):
+        d = leaf.type.list_size
+        leaf = leaf.values.slice(leaf.offset * d, len(leaf) * d)
+    if leaf.null_count:
+        return None
+    buf = leaf.buffers()[1]
+    if buf is None:
+        return None
+    tensor = torch.from_numpy(np.frombuffer(buf, dtype, count=len(leaf), offset=leaf.offset * dtype.itemsize))
+    if bf16:
+        tensor = tensor.view(torch.bfloat16)
+    elif uint64_as_int64 and tensor.dtype == torch.uint64:
+        tensor = tensor.view(torch.int64)
+    return tensor.reshape(len(arr), *shape) if shape else tensor
+
+
 def column_to_tensor(
     name: str,
     arr: pa.Array | pa.ChunkedArray,
@@ -147,15 +204,22 @@ def column_to_tensor(
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     t = arr.type
-    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
-    if pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_binary(s) or pa.types.is_large_binary(s) or pa.types.is_string_view(s) or pa.types.is_binary_view(s) or pa.types.is_fixed_size_binary(s) and _ext_name(t, meta) != BF16:
+    if isinstance(t, pa.FixedShapeTensorType) and arr.null_count == 0:
+        tensor = _fast(arr.storage, t.storage_type, False, uint64_as_int64)
+        if tensor is not None:
+            return tensor.reshape(len(arr), *(int(x) for x in t.shape)), None
+    elif arr.null_count == 0:
+        tensor = _fast(arr, t, _ext_name(t, meta) == BF16, uint64_as_int64)
+        if tensor is not None:
+            return tensor, None
+    if is_text(t, meta):
         if arr.null_count and nulls == "raise":
             raise NullValueError(f"column {name!r} holds {arr.null_count} nulls (nulls='raise'); use nulls='mask' or a decode hook")
-        valid = _from_numpy(np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.bool_)) if arr.null_count else None
-        return _storage(arr).to_pylist(), valid
+        text_valid = _from_numpy(np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.bool_)) if arr.null_count else None
+        return _storage(arr).to_pylist(), text_valid
     if not _fixed_column(arr, meta):
         raise TypeError(f"column {name!r} of type {t} has no tensor rule; pass decode={{{name!r}: fn}} to convert it")
-    values, shape, valid, leaf = _flat_values(arr)
+    values, shape, valid, _leaf = _flat_values(arr)
     if _bf16_leaf(arr, meta):
         tensor = _from_numpy(values).view(torch.bfloat16)
     else:
