@@ -80,10 +80,32 @@ def in_background(items: Iterator, depth: int, name: str) -> Iterator:
         worker.join()
 
 
-def prefetched(source, reads: list[Read], prefetch: int) -> Iterator[tuple[pa.Table, bool]]:
-    """``(table, flush)`` per read, decoded up to ``prefetch`` reads ahead in a thread."""
-    decoded = ((source.read(r.pos, r.start, r.stop), r.flush) for r in reads)
-    return in_background(decoded, prefetch, "lance-gpu-torch-read")
+def _grouped(reads: list[Read], group_rows: int) -> Iterator[list[Read]]:
+    """Consecutive reads of at most ``group_rows`` rows in all (a read alone may be larger)."""
+    group: list[Read] = []
+    rows = 0
+    for r in reads:
+        n = r.stop - r.start
+        if group and rows + n > group_rows:
+            yield group
+            group, rows = [], 0
+        group.append(r)
+        rows += n
+    if group:
+        yield group
+
+
+def _decode(source, reads: list[Read], group_rows: int) -> Iterator[list[tuple[pa.Table, bool]]]:
+    for group in _grouped(reads, group_rows):
+        tables = source.read_many([(r.pos, r.start, r.stop) for r in group])
+        yield [(t, r.flush) for t, r in zip(tables, group, strict=True)]
+
+
+def prefetched(source, reads: list[Read], prefetch: int, group_rows: int = 32_768) -> Iterator[tuple[pa.Table, bool]]:
+    """``(table, flush)`` per read, decoded up to ``prefetch`` groups of reads (of at most
+    ``group_rows`` rows; small reads share one decode) ahead in a thread."""
+    for group in in_background(_decode(source, reads, group_rows), prefetch, "lance-gpu-torch-read"):
+        yield from group
 
 
 def _strided(stream: Iterator[tuple[pa.Table, bool]], stride: tuple[int, int]) -> Iterator[tuple[pa.Table, bool]]:
@@ -120,7 +142,7 @@ def host_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Batches of ``batch_size`` rows (the last may be short unless ``drop_last``)."""
     reads = split_reads(plan.reads, max(int(read_rows), 1), rng if shuffle_reads else None)
-    stream = prefetched(source, reads, prefetch)
+    stream = prefetched(source, reads, prefetch, max(int(read_rows), 1))
     if plan.stride is not None:
         stream = _strided(stream, plan.stride)
     if shuffle_buffer > 0:

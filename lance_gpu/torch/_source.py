@@ -7,6 +7,8 @@ The training feed needs four reads, all in terms of *live* rows (deleted rows ne
 * ``read(pos, start, stop)``: live rows ``[start, stop)`` of the fragment at position ``pos``
   of ``ds.get_fragments()``, with the projected columns, the filter applied (rows failing it
   are dropped, the rest keep their order) and ``_rowid`` appended when asked;
+  ``read_many(spans)`` the same for many small spans with one decode (a batch sampler's
+  1024-row ranges);
 * ``take(indices)``: rows at global live-row positions (no filter), in the order asked;
 * ``device_tables(positions)``: the filtered, projected fragments at ``positions`` decoded
   into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per fragment.
@@ -27,6 +29,18 @@ import pyarrow as pa
 from lance_gpu.errors import SchemaMismatchError
 
 ROW_ID = "_rowid"
+
+
+def dataset_ref(ds) -> tuple[str, int]:
+    """What a pickled feed keeps of its dataset: URI and version (spawned DataLoader workers
+    reopen that exact version)."""
+    return (ds.uri, int(ds.version))
+
+
+def open_ref(ref: tuple[str, int]):
+    import lance_gpu
+
+    return lance_gpu.dataset(ref[0], ref[1])
 
 
 class RowSource:
@@ -59,10 +73,12 @@ class RowSource:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_compiled"] = None  # rebuilt from the filter text / expression
+        state["ds"] = dataset_ref(self.ds)
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.ds = open_ref(self.ds)
         if self.filter is not None:
             from lance_gpu.filter import parse_filter
 
@@ -94,6 +110,26 @@ class RowSource:
             table = self._compiled.apply(table)
             table = table.select(self.columns + ([ROW_ID] if self.with_row_id else []))
         return table
+
+    def read_many(self, spans: Sequence[tuple[int, int, int]]) -> list[pa.Table]:
+        """``read(pos, start, stop)`` for each span, in the order given, with one decode over
+        all of them (the spans are read in dataset order, then handed out as slices)."""
+        if len(spans) == 1:
+            return [self.read(*spans[0])]
+        bases = [int(self._starts[pos]) + start for pos, start, _stop in spans]
+        order = sorted(range(len(spans)), key=bases.__getitem__)
+        idx = np.concatenate([np.arange(bases[i], bases[i] + spans[i][2] - spans[i][1], dtype=np.int64) for i in order])
+        table = self.ds.take(idx, columns=self._read_columns, with_row_id=self.with_row_id)
+        out: list[pa.Table] = [pa.table({})] * len(spans)
+        at = 0
+        for i in order:
+            n = spans[i][2] - spans[i][1]
+            part = table.slice(at, n)
+            at += n
+            if self._compiled is not None:
+                part = self._compiled.apply(part).select(self.columns + ([ROW_ID] if self.with_row_id else []))
+            out[i] = part
+        return out
 
     def take(self, indices: np.ndarray) -> pa.Table:
         """Rows at global live-row positions, in the order given (no filter)."""

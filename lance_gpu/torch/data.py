@@ -16,7 +16,7 @@ import torch.utils.data
 
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.torch._pipeline import host_batches
-from lance_gpu.torch._source import RowSource
+from lance_gpu.torch._source import RowSource, dataset_ref
 from lance_gpu.torch.sampler import (
     FullScanSampler,
     Sampler,
@@ -215,6 +215,15 @@ class LanceDataset(torch.utils.data.IterableDataset):
         if self.samples and filter is not None:
             raise UnsupportedFeatureError("samples= with a filter is not supported")
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["dataset"] = dataset_ref(self.dataset)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.dataset = self._source.ds  # reopened at the same version by RowSource
+
     def __repr__(self) -> str:
         return f"LanceGpuTorchDataset({self.dataset.uri}, batch_size={self.batch_size}, shuffle={self.shuffle})"
 
@@ -368,6 +377,15 @@ class LanceMapDataset(torch.utils.data.Dataset):
 
     def __len__(self) -> int:
         return self._source.num_rows
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["dataset"] = dataset_ref(self.dataset)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.dataset = self._source.ds  # reopened at the same version by RowSource
 
     def _convert(self, table: pa.Table) -> Any:
         fn = self._to_tensor_fn
