@@ -17,7 +17,10 @@ import pytest
 torch = pytest.importorskip("torch")
 lance = pytest.importorskip("lance")
 
-import lance_gpu.torch as lt  # noqa: E402
+import functools
+import operator
+
+import lance_gpu.torch as lt
 
 pytestmark = pytest.mark.gpu
 
@@ -75,11 +78,11 @@ def test_device_sharding_and_seeded_shuffle(uri) -> None:
         assert sorted(seen) == live
     a = [b["id"].cpu().tolist() for b in _batches(uri, "cuda", shuffle=True, seed=2)]
     assert a == [b["id"].cpu().tolist() for b in _batches(uri, "cuda", shuffle=True, seed=2)]
-    assert sum(a, []) != live
+    assert functools.reduce(operator.iadd, a, []) != live
 
 
 def test_device_filter_nulls_and_row_ids(uri) -> None:
-    kw = dict(columns=["id", "score"], filter="id > 10", with_row_id=True)
+    kw = {"columns": ["id", "score"], "filter": "id > 10", "with_row_id": True}
     dev = list(lt.LanceDataset(uri, 8, device="cuda", nulls="mask", **kw))
     host = list(lt.LanceDataset(uri, 8, device="cpu", nulls="mask", **kw))
     for d, h in zip(dev, host, strict=True):

@@ -2,8 +2,9 @@
 """The host pipeline: a plan's reads -> (prefetch thread) -> shuffle buffer -> batches.
 
 Memory is bounded: at most ``prefetch`` decoded reads of at most ``read_rows`` rows wait in
-the queue, the shuffle buffer holds at most ``shuffle_buffer + batch_size`` rows, and one
-batch is being handed out.  Without a shuffle buffer, batches are zero-copy slices of the
+the queue, the shuffle buffer holds at most ``shuffle_buffer + read_rows + batch_size`` rows
+(gathered in a second thread, at most ``2 * prefetch`` batches ahead), and one batch is being
+handed out.  Without a shuffle buffer, batches are zero-copy slices of the
 reads (a batch that straddles two reads is concatenated).
 
 Order is deterministic: reads are split and (with ``shuffle_reads``) permuted with ``rng``,
