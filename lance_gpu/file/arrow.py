@@ -36,7 +36,7 @@ def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
 def null_block_for(t: pa.DataType, n: int) -> Block:
