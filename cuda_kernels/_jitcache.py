@@ -59,6 +59,7 @@ CACHE_DIR_ENV = "LANCE_GPU_CACHE_DIR"
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _resolved: list[Path | None] = []  # [cache_dir()] once resolved
+_checked_paths: set[str] = set()  # per-module cache directories known to be writable
 _ROOTS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "lance_gpu")
 
 
@@ -138,6 +139,7 @@ def _reset_for_tests() -> None:
     """Forget the resolved directory (tests change the environment between calls)."""
     with _lock:
         _resolved.clear()
+        _checked_paths.clear()
 
 
 def _make_cache_classes() -> type:
@@ -155,8 +157,11 @@ def _make_cache_classes() -> type:
             self._path = str(path / py_func.__module__)
 
         def ensure_cache_path(self) -> None:
+            if self._path in _checked_paths:  # once per directory and process
+                return
             os.makedirs(self._path, mode=0o700, exist_ok=True)
             tempfile.TemporaryFile(dir=self._path).close()
+            _checked_paths.add(self._path)
 
         def get_cache_path(self) -> str:
             return self._path
