@@ -352,6 +352,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few minutes")
     ap.add_argument("--shapes", default="issue,small_frags,wide,long_strings,mixed,embeddings")
     ap.add_argument("--first-read-runs", type=int, default=3, help="fresh processes per first-read figure")
+    ap.add_argument("--out", default=None, help="results file stem (default read_cpu, read_cpu_quick with --quick)")
     args = ap.parse_args()
     sizes = shape_sizes(args.quick, args.rows, args.emb_rows)
     shapes = [s for s in args.shapes.split(",") if s]
@@ -411,7 +412,7 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "repeat": args.repeat,
             "sizes": {s: sizes[s] for s in shapes}, "pylance": lance.__version__, "pyarrow": pyarrow.__version__,
             "numba": numba.__version__}
-    stem = "read_cpu_quick" if args.quick else "read_cpu"
+    stem = args.out or ("read_cpu_quick" if args.quick else "read_cpu")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     title = (f"# Read benchmark (CPU){' --quick' if args.quick else ''}, {meta['date']}, {meta['cpus']} cores, "
