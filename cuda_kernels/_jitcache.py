@@ -305,6 +305,8 @@ def njit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
         import numba
 
         dispatcher = numba.njit(**options)(f)
+        if not hasattr(dispatcher, "stats"):  # NUMBA_DISABLE_JIT=1: the plain Python function
+            return dispatcher
         if cache:
             enable_cache(dispatcher)
         _dispatchers.append(dispatcher)
