@@ -192,3 +192,22 @@ def test_fingerprint_follows_kernel_sources(tmp_path: Path, monkeypatch: pytest.
     assert changed != base
     (lib / "loops.py").write_text("from numba import prange  # edited\n")
     assert _jitcache.source_fingerprint() != changed
+
+
+def test_signatures_get_their_own_data_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_jitcache, "_resolved", [])
+    monkeypatch.setattr(_jitcache, "_checked_paths", set())
+    monkeypatch.setenv(_jitcache.CACHE_DIR_ENV, str(tmp_path))
+
+    def twice(x):  # compiled below for two signatures
+        return x * 2
+
+    first = _jitcache.njit(cache=True)(twice)
+    assert first(3) == 6 and first(1.5) == 3.0
+    data_files = sorted(p.name for p in tmp_path.rglob("*.nbc"))
+    assert len(data_files) == 2, data_files  # named after each key's hash, never a shared counter
+    # A dispatcher made afresh (as in another process) finds both in the index.
+    again = _jitcache.njit(cache=True)(twice)
+    assert again(4) == 8 and again(2.5) == 5.0
+    assert sum(again.stats.cache_hits.values()) == 2
+    assert sum(again.stats.cache_misses.values()) == 0
