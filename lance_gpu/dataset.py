@@ -148,6 +148,27 @@ class LanceFragment:
                 return _FieldSource(path, [cmap[i] for i in leaf_ids])
         raise CorruptFileError(self._ds.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
 
+    def prefetch(self, fields: Sequence[LanceField]) -> None:
+        """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:
+        a failure here surfaces again, typed, when the fields are read)."""
+        try:
+            by_file: dict[str, list[int]] = {}
+            for field in fields:
+                src = self._source(field)
+                if src is not None:
+                    by_file.setdefault(src.path, []).extend(src.columns)
+            for path, cols in by_file.items():  # one coalesced fetch per data file
+                self._reader(path).prefetch(cols)
+        except Exception:  # noqa: BLE001 - the real read raises it
+            return
+
+    def drop_prefetched(self) -> None:
+        """Let go of bytes :meth:`prefetch` fetched (the scan is done with this fragment)."""
+        for reader in list(self._readers.values()):
+            drop = getattr(reader.io, "drop_prefetched", None)
+            if drop is not None:
+                drop()
+
     def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
         """Read one top-level field, for all physical rows or the sorted ``rows``."""
         src = self._source(field)
@@ -508,7 +529,20 @@ class LanceDataset:
         # Decode a few batches' worth of rows at a time (at least ~256k rows, to keep the
         # per-window overhead small), then hand out batch_size slices.
         window = batch_size * max(1, -(-262_144 // batch_size))
-        for frag in self.fragments:
+        # On object stores the next fragment's bytes are fetched while this one decodes.
+        ahead = None if getattr(self.store, "maps_files", False) else ThreadPoolExecutor(1)
+        try:
+            yield from self._batches(ahead, read_fields, compiled, projected, columns, with_row_id, window, batch_size)
+        finally:
+            if ahead is not None:
+                ahead.shutdown(wait=False, cancel_futures=True)
+
+    def _batches(self, ahead, read_fields, compiled, projected, columns, with_row_id, window, batch_size) -> Iterator[pa.RecordBatch]:  # noqa: ANN001
+        if ahead is not None and self.fragments:
+            self.fragments[0].prefetch(read_fields)
+        for k, frag in enumerate(self.fragments):
+            if ahead is not None and k + 1 < len(self.fragments):
+                ahead.submit(self.fragments[k + 1].prefetch, read_fields)
             live = frag.rows_to_read()
             if live is None:
                 live = np.arange(frag.physical_rows, dtype=np.int64)
@@ -519,6 +553,7 @@ class LanceDataset:
                     table = compiled.apply(table)
                 table = self._finish(table, projected, columns, with_row_id)
                 yield from table.to_batches(max_chunksize=batch_size)
+            frag.drop_prefetched()
 
     def to_cudf(
         self,
