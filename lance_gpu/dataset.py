@@ -544,10 +544,13 @@ class LanceDataset:
             if ahead is not None and k + 1 < len(self.fragments):
                 ahead.submit(self.fragments[k + 1].prefetch, read_fields)
             live = frag.rows_to_read()
-            if live is None:
-                live = np.arange(frag.physical_rows, dtype=np.int64)
-            for start in range(0, live.size, window):
-                rows = live[start : start + window]
+            if live is None and frag.physical_rows <= window:
+                windows: list[np.ndarray | None] = [None]  # the whole fragment: a plain full read
+            else:
+                if live is None:
+                    live = np.arange(frag.physical_rows, dtype=np.int64)
+                windows = [live[start : start + window] for start in range(0, live.size, window)]
+            for rows in windows:
                 _frag, table = next(self._read_fragments([(frag, rows)], read_fields, with_row_id))
                 if compiled is not None:
                     table = compiled.apply(table)
