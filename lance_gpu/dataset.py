@@ -540,9 +540,13 @@ class LanceDataset:
     def _batches(self, ahead, read_fields, compiled, projected, columns, with_row_id, window, batch_size) -> Iterator[pa.RecordBatch]:  # noqa: ANN001
         if ahead is not None and self.fragments:
             self.fragments[0].prefetch(read_fields)
+        pending = None
         for k, frag in enumerate(self.fragments):
+            if pending is not None:
+                pending.result()  # this fragment's bytes (fetched while the last one decoded)
+                pending = None
             if ahead is not None and k + 1 < len(self.fragments):
-                ahead.submit(self.fragments[k + 1].prefetch, read_fields)
+                pending = ahead.submit(self.fragments[k + 1].prefetch, read_fields)
             live = frag.rows_to_read()
             if live is None and frag.physical_rows <= window:
                 windows: list[np.ndarray | None] = [None]  # the whole fragment: a plain full read

@@ -268,6 +268,10 @@ class StoreFile:
         whole = self._object()
         if whole is not None:
             return whole[offset : offset + size]
+        with self._lock:
+            hit = self._cached(offset, size)
+        if hit is not None:
+            return hit
         return self.store.read_range(self.key, offset, size)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
@@ -275,21 +279,20 @@ class StoreFile:
         whole = self._object()
         if whole is not None:
             return [whole[o : o + n] for o, n in ranges]
-        if self._prefetched:
-            with self._lock:
-                hits = [self._cached(int(o), int(n)) for o, n in ranges]
-            if all(h is not None for h in hits):
-                return hits  # type: ignore[return-value]
+        with self._lock:
+            hits = [self._cached(int(o), int(n)) for o, n in ranges]
+        if all(h is not None for h in hits):
+            return hits  # type: ignore[return-value]
         return self.store.read_ranges(self.key, ranges)
 
     def prefetch(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Fetch ``ranges`` now (coalesced, concurrently) so that later reads of exactly
         these ranges need no request: the scan calls this for the next fragment while it
         decodes the current one."""
-        if self._fetch_whole:
+        if self._whole is not None or self._fetch_whole:
             self._object()
             return
-        wanted = [(int(o), int(n)) for o, n in ranges if n > 0]
+        wanted = [(int(o), int(n)) for o, n in ranges if n > 0 and self._in_tail(int(o), int(n)) is None]
         if not wanted:
             return
         check_ranges(self.path, self.size, wanted)
@@ -299,10 +302,24 @@ class StoreFile:
             self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got))
             self._prefetched.sort(key=lambda blk: blk[0])
 
+    def _in_tail(self, offset: int, size: int) -> np.ndarray | None:
+        """The bytes of ``[offset, offset + size)`` if the tail read at open holds them."""
+        tail = self._tail
+        if tail is None:
+            return None
+        start = self.size - tail.size
+        if offset >= start:
+            return tail[offset - start : offset - start + size]
+        return None
+
     def _cached(self, offset: int, size: int) -> np.ndarray | None:
-        """The prefetched bytes of ``[offset, offset + size)``, if one block holds them."""
+        """The prefetched bytes of ``[offset, offset + size)``, if one block (or the tail)
+        holds them."""
         if size == 0:
             return _EMPTY
+        hit = self._in_tail(offset, size)
+        if hit is not None:
+            return hit
         i = bisect.bisect_right([blk[0] for blk in self._prefetched], offset) - 1
         if i >= 0:
             start, end, block = self._prefetched[i]
