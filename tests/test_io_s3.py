@@ -266,3 +266,13 @@ def test_read_cudf_and_mutations_take_storage_options(s3_server) -> None:
     ds = fragments.commit_fragments(uri, frags, mode="create", schema=_tbl(0, 10).schema, storage_options=opts)
     assert lance.dataset(uri, storage_options=opts).to_table().equals(_tbl(0, 10)) and ds.version == 1
     assert pc.sum(ds.to_table()["id"]).as_py() == 45
+
+
+def test_large_objects_upload_in_parts(s3_server) -> None:
+    from lance_gpu.io.remote import MULTIPART_ABOVE
+
+    store, root = resolve(s3_server.uri("big"), s3_server.storage_options)
+    payload = np.random.default_rng(0).integers(0, 255, MULTIPART_ABOVE + 12345, dtype=np.uint8).tobytes()
+    store.put(f"{root}/blob", payload)
+    assert store.size(f"{root}/blob") == len(payload)
+    assert store.read_range(f"{root}/blob", MULTIPART_ABOVE, 12345).tobytes() == payload[MULTIPART_ABOVE:]
