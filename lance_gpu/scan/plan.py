@@ -353,8 +353,10 @@ def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) 
 
 def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
     """The field names from the top-level field down to the one a dotted ``name`` points at."""
+    schema = ds.lance_schema
     try:
-        chain = ds.lance_schema._resolve(name)
+        path = schema.field(name).path
+        chain = [schema.field(path[: i + 1]) for i in range(len(path))]
     except SchemaMismatchError:
         msg = f"No field named {name}. Valid fields are {', '.join(ds.schema.names)}"
         raise SchemaMismatchError(msg) from None
