@@ -345,3 +345,18 @@ def test_filter_errors_in_user_terms(pair, text, words, pylance_refuses) -> None
     with pytest.raises(FilterError, match=words) as info:
         ours.to_table(filter=text)
     assert "sqlglot" not in str(info.value) and "class" not in str(info.value)
+
+
+def test_scanner_runs_in_a_worker_process(pair) -> None:
+    """A scanner shipped to a spawned worker reopens the pinned version and reads the same."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    _ref, ours = pair
+    sc = ours.scanner(columns=["a", "_rowaddr"], filter="a % 4 = 1", limit=20)
+    frag = ours.get_fragments()[1]
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        remote = pool.submit(sc.to_table).result(timeout=300)
+        remote_frag = pool.submit(frag.to_table, ["s"]).result(timeout=300)
+    _same(remote, sc.to_table())
+    _same(remote_frag, frag.to_table(["s"]))
