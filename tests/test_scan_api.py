@@ -241,6 +241,11 @@ BAD = [
     ({"filter": "_rowoffset > 1"}, FilterError, ValueError, "_rowoffset"),
     ({"limit": 1.5}, ArgumentTypeError, TypeError, "limit"),
     ({"include_deleted_rows": True}, InvalidArgumentError, ValueError, "with_row_id"),
+    ({"batch_readahead": -1}, InvalidArgumentError, ValueError, "batch_readahead"),
+    ({"batch_readahead": 0}, InvalidArgumentError, ValueError, "batch_readahead"),
+    ({"fragment_readahead": -1}, InvalidArgumentError, ValueError, "fragment_readahead"),
+    ({"io_buffer_size": -1}, NegativeArgumentError, OverflowError, "io_buffer_size"),
+    ({"with_row_id": "x"}, ArgumentTypeError, TypeError, "with_row_id"),
 ]
 
 

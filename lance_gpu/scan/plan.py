@@ -135,11 +135,15 @@ def _check_int(name: str, value: Any, *, minimum: int) -> int:
         raise ArgumentTypeError(msg)
     if value < 0 and name == "batch_size":
         raise NegativeArgumentError(f"batch_size must be between 1 and {_MAX_BATCH_SIZE}, got {int(value)}")
+    if value < 0 and name == "io_buffer_size":
+        raise NegativeArgumentError(f"io_buffer_size must be non-negative, got {int(value)}")
     if value < minimum:
         if name in ("limit", "offset"):
             raise InvalidArgumentError(f"{name.capitalize()} must be non-negative, got {int(value)}")
         if name == "batch_size":
             raise InvalidArgumentError(f"batch_size must be between 1 and {_MAX_BATCH_SIZE}, got {int(value)}")
+        if name == "batch_readahead":
+            raise InvalidArgumentError(f"batch_readahead must be greater than 0, got {int(value)}")
         word = "non-negative" if minimum == 0 else f"at least {minimum}"
         msg = f"{name} must be {word}, got {int(value)}"
         raise InvalidArgumentError(msg)
@@ -214,10 +218,15 @@ def build_plan(
     if size > _MAX_BATCH_SIZE:
         msg = f"batch_size must be between 1 and {_MAX_BATCH_SIZE}, got {size}"
         raise InvalidArgumentError(msg)
-    b_ahead = DEFAULT_BATCH_READAHEAD if batch_readahead is None else _check_int("batch_readahead", batch_readahead, minimum=0)
+    b_ahead = DEFAULT_BATCH_READAHEAD if batch_readahead is None else _check_int("batch_readahead", batch_readahead, minimum=1)
     f_ahead = DEFAULT_FRAGMENT_READAHEAD if fragment_readahead is None else _check_int("fragment_readahead", fragment_readahead, minimum=0)
     if io_buffer_size is not None:
         _check_int("io_buffer_size", io_buffer_size, minimum=0)
+    for flag_name, flag in (("with_row_id", with_row_id), ("with_row_address", with_row_address),
+                            ("include_deleted_rows", include_deleted_rows), ("strict_batch_size", strict_batch_size),
+                            ("scan_in_order", scan_in_order), ("use_stats", use_stats)):
+        if flag is not None and not isinstance(flag, (bool, np.bool_)):
+            raise ArgumentTypeError(f"argument {flag_name!r}: {type(flag).__name__!r} object is not an instance of 'bool'")
     if include_deleted_rows and not with_row_id:
         raise InvalidArgumentError("include_deleted_rows is set but with_row_id is false")
     if filter is not None and not isinstance(filter, (str, pc.Expression)):
