@@ -384,3 +384,31 @@ def test_stable_row_ids_after_compaction(tmp_path: Path) -> None:
           ref.to_table(columns=["a"], with_row_id=True, limit=9, offset=40))
     got = ours.to_table(columns=["_rowid", "_rowaddr"])
     assert got.column("_rowid") != got.column("_rowaddr")
+
+
+@pytest.mark.parametrize("late", [None, True, False, ["s"]])
+def test_late_materialization(pair, monkeypatch, late) -> None:
+    """With a selective filter the fields the filter does not read are decoded for the
+    surviving rows only (unless late_materialization=False); results equal pylance's."""
+    from lance_gpu.fragment import LanceFragment
+
+    ref, ours = pair
+    decoded: dict[str, int] = {}
+    real = LanceFragment.read_field
+
+    def spy(self, field, arrow_field, rows):
+        n = self.physical_rows if rows is None else len(rows)
+        decoded[field.name] = decoded.get(field.name, 0) + n
+        return real(self, field, arrow_field, rows)
+
+    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    kw = {"columns": ["a", "s", "st", "l"], "filter": "a % 50 = 7", "late_materialization": late}
+    _same(ours.to_table(**kw), ref.to_table(**kw))
+    matched = ref.count_rows("a % 50 = 7")
+    assert decoded["a"] >= ours.count_rows()
+    late_names = {"s", "st", "l"} if late in (None, True) else ({"s"} if late == ["s"] else set())
+    for name in ("s", "st", "l"):
+        if name in late_names:
+            assert decoded[name] == matched, (name, decoded)
+        else:
+            assert decoded[name] >= ours.count_rows(), (name, decoded)

@@ -349,6 +349,19 @@ class ResolvedScan:
     filter: CompiledFilter | None
     outputs: list[OutputColumn]
     schema: pa.Schema  # the result schema
+    late_materialization: bool | tuple[str, ...] | None = None
+
+    def late_fields(self) -> list[LanceField]:
+        """Fields decoded only for the rows that pass the filter (late materialization):
+        those the filter does not read -- all of them by default or with True, the listed
+        ones with a list, none with False or without a filter."""
+        if self.filter is None or self.late_materialization is False:
+            return []
+        early = set(self.filter.columns)
+        late = [f for f in self.read_fields if f.name not in early]
+        if isinstance(self.late_materialization, tuple):
+            late = [f for f in late if f.name in self.late_materialization]
+        return late
 
 
 def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
@@ -425,4 +438,4 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
             need(c)
     read_fields = [top[n] for n in needed]
     result = pa.schema([o.field for o in outputs], metadata=schema.metadata)
-    return ResolvedScan(read_fields, arrow_top, virtual, compiled_filter, outputs, result)
+    return ResolvedScan(read_fields, arrow_top, virtual, compiled_filter, outputs, result, plan.late_materialization)
