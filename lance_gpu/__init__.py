@@ -10,17 +10,23 @@ from __future__ import annotations
 
 from lance_gpu.dataset import LanceDataset, LanceFragment, dataset
 from lance_gpu.errors import (
+    ArgumentTypeError,
     CommitConflictError,
     CorruptFileError,
     DatasetNotFoundError,
     FilterError,
     GpuUnavailableError,
+    InvalidArgumentError,
     LanceGpuError,
+    NegativeArgumentError,
     RetryableCommitConflictError,
+    RowIndexError,
     SchemaMismatchError,
     UnsupportedEncodingError,
     UnsupportedFeatureError,
+    UnknownDeviceError,
 )
+from lance_gpu.scan import LanceScanner, ScanPlan
 from lance_gpu.write import DatasetExistsError, write_dataset
 
 __version__ = "0.1.0"
@@ -33,19 +39,26 @@ def read_cudf(uri, columns=None, filter=None, version=None, *, on_cpu_fallback: 
 
 
 __all__ = [
+    "ArgumentTypeError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetExistsError",
     "DatasetNotFoundError",
     "FilterError",
     "GpuUnavailableError",
+    "InvalidArgumentError",
     "LanceDataset",
     "LanceFragment",
     "LanceGpuError",
+    "LanceScanner",
+    "NegativeArgumentError",
     "RetryableCommitConflictError",
+    "RowIndexError",
+    "ScanPlan",
     "SchemaMismatchError",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
+    "UnknownDeviceError",
     "dataset",
     "read_cudf",
     "write_dataset",
