@@ -8,7 +8,7 @@ on the GPU.  Nothing here imports CUDA libraries; the GPU path loads them on fir
 
 from __future__ import annotations
 
-from lance_gpu.dataset import LanceDataset, LanceFragment, dataset
+from lance_gpu.dataset import LanceDataset, LanceFragment, dataset, write_dataset
 from lance_gpu.errors import (
     CommitConflictError,
     CorruptFileError,
@@ -22,12 +22,13 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
 )
 from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
-from lance_gpu.write import DatasetExistsError, write_dataset
+from lance_gpu.write import DatasetExistsError
+from lance_gpu.write.udf import batch_udf
 
 __version__ = "0.1.0"
 
 
-def read_cudf(uri, columns=None, filter=None, version=None, *, on_cpu_fallback: str = "warn"):  # noqa: A002
+def read_cudf(uri, columns=None, filter=None, version=None, *, on_cpu_fallback: str = "warn"):
     """Read a Lance dataset into a ``cudf.DataFrame``, decoded on the GPU (as
     ``cudf.read_parquet`` does for Parquet): ``dataset(uri, version).to_cudf(columns, filter)``."""
     return dataset(uri, version, device="gpu").to_cudf(columns, filter, on_cpu_fallback=on_cpu_fallback)
@@ -50,6 +51,7 @@ __all__ = [
     "Transaction",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
+    "batch_udf",
     "dataset",
     "read_cudf",
     "write_dataset",

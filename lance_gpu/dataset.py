@@ -759,3 +759,14 @@ def _empty_columns(num_rows: int, metadata: dict | None) -> pa.Table:
     """A table of ``num_rows`` rows and no columns (pyarrow's replace_schema_metadata and
     concat_tables both lose the row count of such tables)."""
     return pa.table({"_": pa.nulls(num_rows)}, metadata=metadata).select([])
+
+
+def write_dataset(data, uri, schema: pa.Schema | None = None, mode: str = "create", **options) -> LanceDataset:
+    """Write ``data`` as a new version of the dataset at ``uri`` and return the dataset at it
+    (pylance's ``lance.write_dataset``); every parameter is described at
+    :func:`lance_gpu.write.dataset_writer.write_version`."""
+    from lance_gpu.write.dataset_writer import write_version
+
+    version = write_version(data, uri, schema, mode, **options)
+    path = uri if isinstance(uri, (str, os.PathLike)) else uri.uri
+    return LanceDataset(path, version)

@@ -174,3 +174,31 @@ def test_merge_like_pylance(tmp_path):
         mod.dataset(uri).delete("id % 10 = 1")
         mod.dataset(uri).merge(right, left_on="id", right_on="key")
     _same(ours, ref)
+
+
+def test_add_columns_batch_udf_checkpoint(tmp_path):
+    ours, ref = _pair(tmp_path, n=300, rows_per_file=100)
+    calls = []
+    fail = [True]
+
+    def double(batch):
+        calls.append(batch.num_rows)
+        if fail[0] and len(calls) == 3:
+            raise RuntimeError("worker died")
+        return pa.record_batch([pa.compute.multiply(batch.column("x"), 2)], names=["x2"])
+
+    ckpt = str(tmp_path / "ckpt.sqlite")
+    udf = lance_gpu.batch_udf(output_schema=pa.schema([("x2", pa.float64())]), checkpoint_file=ckpt)(double)
+    with pytest.raises(RuntimeError):
+        lance_gpu.dataset(ours).add_columns(udf, read_columns=["x"], batch_size=50)
+    assert lance.dataset(ours).version == 1  # nothing committed
+    done = len(calls) - 1
+    fail[0] = False
+    calls.clear()
+    lance_gpu.dataset(ours).add_columns(udf, read_columns=["x"], batch_size=50)
+    assert len(calls) == 6 - done  # the checkpointed batches were not recomputed
+    lance.dataset(ref).add_columns(
+        lance.batch_udf(output_schema=pa.schema([("x2", pa.float64())]))(double), read_columns=["x"]
+    )
+    _same(ours, ref)
+    assert not __import__("os").path.exists(ckpt)

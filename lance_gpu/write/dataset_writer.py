@@ -246,7 +246,7 @@ def _check_metadata(schema: pa.Schema) -> None:
         check(f.metadata, f"field {f.name!r}")
 
 
-def write_dataset(
+def write_version(
     data: object,
     uri: str | os.PathLike[str] | object,
     schema: pa.Schema | None = None,
@@ -315,10 +315,9 @@ def write_dataset(
 
     Returns
     -------
-    LanceDataset
-        The dataset at the committed version.
+    int
+        The committed version (``lance_gpu.write_dataset`` returns the dataset at it).
     """
-    from lance_gpu.dataset import LanceDataset
 
     if use_legacy_format is True:
         raise UnsupportedFeatureError("use_legacy_format=True: lance-gpu does not write legacy (0.1) files")
@@ -384,4 +383,4 @@ def write_dataset(
         root, op, base, naming, mode=mode, transaction_properties=properties,
         lock=commit_lock,  # type: ignore[arg-type]
     )
-    return LanceDataset(uri, int(manifest.version))
+    return int(manifest.version)

@@ -427,9 +427,8 @@ def _expr_mask(ds: LanceDataset, target: pa.Table, predicate: str) -> np.ndarray
 def insert(ds: LanceDataset, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
     """``ds.insert(data, mode=)``: ``write_dataset(data, ds, mode=mode)``; ``ds`` moves to
     the committed version."""
-    from lance_gpu.write.dataset_writer import write_dataset
+    from lance_gpu.write.dataset_writer import write_version
 
     if mode not in ("append", "overwrite"):
         raise ValueError(f"insert: mode must be 'append' or 'overwrite', not {mode!r}")
-    out = write_dataset(data, ds.uri, mode=mode, **kwargs)
-    ds._reload(int(out.version))
+    ds._reload(write_version(data, ds.uri, mode=mode, **kwargs))
