@@ -329,7 +329,13 @@ class MergeInsertBuilder:
         src_keys = source.select(on).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
         # null keys never match (SQL equality)
         valid_src = src_keys.filter(pc.invert(_any_null(src_keys, on)))
-        valid_tgt = target.select([*on, _TGT]).filter(pc.invert(_any_null(target, on)))
+        if len(on) == 1:
+            # a hash probe keeps only the target rows whose key is in the source: the join
+            # then runs over the touched rows only (null keys are in no value set)
+            probe = pc.is_in(target.column(on[0]), value_set=valid_src.column(on[0]).combine_chunks())
+            valid_tgt = target.select([*on, _TGT]).filter(probe)
+        else:
+            valid_tgt = target.select([*on, _TGT]).filter(pc.invert(_any_null(target, on)))
         pairs = valid_tgt.join(valid_src, keys=on, join_type="inner", use_threads=False)
         tgt_idx = pairs.column(_TGT).to_numpy()
         src_idx = pairs.column(_SRC).to_numpy()
