@@ -70,6 +70,8 @@ def test_update_keeps_stable_row_ids(tmp_path):
     ra = lance.dataset(ours).to_table(columns=["id"], with_row_id=True).sort_by("id")
     rb = lance.dataset(ref).to_table(columns=["id"], with_row_id=True).sort_by("id")
     assert ra.column("_rowid").equals(rb.column("_rowid"))
+    versions = ["id", "_row_created_at_version", "_row_last_updated_at_version"]
+    assert lance.dataset(ours).to_table(columns=versions).equals(lance.dataset(ref).to_table(columns=versions))
     # a rewritten row keeps its id
     assert lance.dataset(ours).to_table(columns=["id"], filter="id = 13", with_row_id=True)["_rowid"].to_pylist() == [13]
 
@@ -112,6 +114,9 @@ def test_merge_insert_stable_row_ids(tmp_path):
     assert a.drop_columns(["_rowid"]).equals(b.drop_columns(["_rowid"]))
     assert a.column("_rowid").to_pylist()[:3000] == b.column("_rowid").to_pylist()[:3000]
     assert len(set(a.column("_rowid").to_pylist())) == a.num_rows
+    versions = ["id", "_row_created_at_version", "_row_last_updated_at_version"]
+    va = lance.dataset(ours).to_table(columns=versions).sort_by("id")
+    assert va.equals(lance.dataset(ref).to_table(columns=versions).sort_by("id"))
 
 
 def test_merge_insert_duplicate_keys_refused(tmp_path):

@@ -72,6 +72,23 @@ def row_addresses(ds: LanceDataset, row_ids: np.ndarray) -> tuple[np.ndarray, np
     return np.concatenate(frag_of)[hit], np.concatenate(off_of)[hit]
 
 
+def _created_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
+    """The creation version of each row (by fragment id and physical offset), None when the
+    dataset records none."""
+    from lance_gpu.table.rowids import read_fragment_versions
+
+    out = np.zeros(frag_ids.size, np.uint64)
+    for frag in ds.get_fragments():
+        sel = frag_ids == frag.fragment_id
+        if not sel.any():
+            continue
+        versions = read_fragment_versions(ds.uri, frag.pb, "created_at")
+        if versions is None:
+            return None
+        out[sel] = np.asarray(versions, np.uint64)[offsets[sel]]
+    return out
+
+
 def _eval_sql(table: pa.Table, exprs: Mapping[str, str]) -> dict[str, pa.ChunkedArray]:
     """Each SQL expression of ``exprs`` evaluated over ``table``."""
     import pyarrow.dataset as pds
@@ -101,11 +118,15 @@ class _RowChange:
             self.deleted.setdefault(int(fid), []).append(offsets[frag_ids == fid])
 
     def commit(
-        self, new_rows: pa.Table | None, carried_ids: np.ndarray | None, fields_modified: Sequence[int] = ()
+        self,
+        new_rows: pa.Table | None,
+        carried_ids: np.ndarray | None,
+        created_at: np.ndarray | None = None,
     ) -> table_pb2.Manifest:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
-        where given), the new deletion vectors, and commit one Update."""
-        from lance_gpu.write.compaction import encode_row_ids
+        and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
+        inserted row), the new deletion vectors, and commit one Update."""
+        from lance_gpu.write.compaction import encode_row_ids, encode_versions
         from lance_gpu.write.dataset_writer import (
             DEFAULT_MAX_BYTES_PER_FILE,
             DEFAULT_MAX_ROWS_PER_FILE,
@@ -121,16 +142,17 @@ class _RowChange:
                 schema = ds.lance_schema
                 physical = schema.to_arrow(physical=True)
                 minor = int(ds.manifest.data_format.version.split(".")[1])
-                groups = [(new_rows, carried_ids)]
+                groups: list[tuple[pa.Table, np.ndarray | None, np.ndarray | None]] = [(new_rows, None, None)]
                 if carried_ids is not None:
                     # rows with an id (rewritten) and without (inserted) go to separate
                     # fragments: a fragment's row ids are all carried or all assigned
                     fresh = carried_ids == np.iinfo(np.uint64).max
                     groups = [
-                        (new_rows.filter(pa.array(~fresh)), carried_ids[~fresh]),
-                        (new_rows.filter(pa.array(fresh)), None),
+                        (new_rows.filter(pa.array(~fresh)), carried_ids[~fresh],
+                         None if created_at is None else created_at[~fresh]),
+                        (new_rows.filter(pa.array(fresh)), None, None),
                     ]
-                for rows, ids in groups:
+                for rows, ids, created in groups:
                     if rows.num_rows == 0:
                         continue
                     batches = (cast_batch(b, physical) for b in rows.to_batches())
@@ -144,6 +166,8 @@ class _RowChange:
                         for frag in frags:
                             n = int(frag.physical_rows)
                             frag.inline_row_ids = encode_row_ids(ids[start : start + n])
+                            if created is not None:  # a rewritten row keeps its creation version
+                                frag.inline_created_at_versions = encode_versions(created[start : start + n])
                             start += n
                     new_frags.extend(frags)
             by_id = {f.fragment_id: f for f in ds.get_fragments()}
@@ -163,7 +187,6 @@ class _RowChange:
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
-            op.fields_modified = list(fields_modified)
             from lance_gpu.table.manifest import list_versions
 
             return commit(self.root, op, ds.manifest_file, list_versions(ds.uri)[-1].naming)
@@ -231,7 +254,9 @@ def update(
             rows = rows.set_column(rows.schema.get_field_index(col), rows.schema.field(col), arr)
         change = _RowChange(target)
         change.delete_rows(frag_ids, offsets)
-        manifest = change.commit(rows, rowids if _stable(target) else None)
+        stable = _stable(target)
+        created = _created_at(target, frag_ids, offsets) if stable else None
+        manifest = change.commit(rows, rowids if stable else None, created)
         return manifest, {"num_rows_updated": int(rows.num_rows)}
 
     return _run(ds, attempt, conflict_retries)
@@ -389,16 +414,23 @@ class MergeInsertBuilder:
             write_src = np.sort(np.concatenate([act_src, insert_src]))
         else:
             write_src = np.sort(insert_src)
-        carried = None
+        carried = created = None
         if _stable(ds) and write_src.size:
-            # rewritten rows keep their stable ids; inserted rows (no id: u64::MAX marks
-            # them) get fresh ones at commit
+            # rewritten rows keep their stable ids and creation versions; inserted rows (no
+            # id: u64::MAX marks them) get fresh ones at commit
             id_of_src = np.full(source.num_rows, np.iinfo(np.uint64).max, np.uint64)
-            if self._matched == "update":
+            created_of_src: np.ndarray | None = np.zeros(source.num_rows, np.uint64)
+            if self._matched == "update" and act_tgt.size:
                 id_of_src[act_src] = rowids[act_tgt]
+                versions = _created_at(ds, *row_addresses(ds, rowids[act_tgt]))
+                if versions is None:
+                    created_of_src = None
+                else:
+                    created_of_src[act_src] = versions  # type: ignore[index]
             carried = id_of_src[write_src]
+            created = None if created_of_src is None else created_of_src[write_src]
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
-        return change.commit(new_rows, carried), stats
+        return change.commit(new_rows, carried, created), stats
 
 
 def _any_null(table: pa.Table, cols: Sequence[str]) -> pa.ChunkedArray | pa.Array:
