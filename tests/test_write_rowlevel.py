@@ -207,3 +207,22 @@ def test_add_columns_batch_udf_checkpoint(tmp_path):
     )
     _same(ours, ref)
     assert not __import__("os").path.exists(ckpt)
+
+
+@pytest.mark.parametrize("rows", [60_000, pytest.param(1_000_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("every", [100, 2, 1], ids=["1%", "50%", "100%"])
+def test_update_and_merge_insert_at_scale(tmp_path, rows, every):
+    ours, ref = _pair(tmp_path, n=rows, rows_per_file=max(rows // 4, 1))
+    where = f"id % {every} = 0"
+    assert lance_gpu.dataset(ours).update({"x": "x + 1"}, where=where) == lance.dataset(ref).update(
+        {"x": "x + 1"}, where=where
+    )
+    src = _source(np.arange(0, rows, every))
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        got = mod.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+        assert got["num_updated_rows"] == len(src) and got["num_inserted_rows"] == 0
+    a = lance.dataset(ours).to_table().sort_by("id")
+    assert a.equals(lance.dataset(ref).to_table().sort_by("id"))
+    assert [f.count_rows() for f in lance.dataset(ours).get_fragments()] == [
+        f.count_rows() for f in lance.dataset(ref).get_fragments()
+    ]
