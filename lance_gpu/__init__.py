@@ -8,7 +8,7 @@ on the GPU.  Nothing here imports CUDA libraries; the GPU path loads them on fir
 
 from __future__ import annotations
 
-from lance_gpu.dataset import LanceDataset, LanceFragment, dataset
+from lance_gpu.dataset import LanceDataset, LanceFragment, dataset, write_dataset
 from lance_gpu.errors import (
     ArgumentTypeError,
     CommitConflictError,
@@ -28,7 +28,8 @@ from lance_gpu.errors import (
 )
 from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
 from lance_gpu.scan import LanceScanner, ScanPlan
-from lance_gpu.write import DatasetExistsError, write_dataset
+from lance_gpu.write import DatasetExistsError
+from lance_gpu.write.udf import batch_udf
 
 __version__ = "0.1.0"
 
@@ -67,6 +68,7 @@ __all__ = [
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
     "UnknownDeviceError",
+    "batch_udf",
     "dataset",
     "read_cudf",
     "write_dataset",
