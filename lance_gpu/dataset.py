@@ -35,8 +35,21 @@ def _serial_kernels() -> None:
     numba.set_num_threads(1)
 
 
-def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *, device: str = "auto") -> LanceDataset:
-    """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag)."""
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    asof=None,
+    *,
+    device: str = "auto",
+) -> LanceDataset:
+    """Open a Lance dataset at its latest version, at ``version`` (a number or a tag), or at
+    the latest version committed at or before ``asof`` (a datetime; naive means local time)."""
+    if asof is not None:
+        from lance_gpu.table.versions import version_asof
+
+        if version is not None:
+            raise ValueError("dataset(): give either version or asof, not both")
+        version = version_asof(dataset_path(uri), asof)
     return LanceDataset(uri, version, device=device)
 
 
@@ -239,18 +252,88 @@ class LanceDataset:
 
     @property
     def data_storage_version(self) -> str:
-        return self.manifest.data_format.version or "2.0"
+        """The data storage (file format) version, as pylance reports it: ``"0.1"`` for
+        legacy files, ``"2.0"``, ``"2.1"``, ...; see :func:`lance_gpu.table.versions.storage_version`."""
+        from lance_gpu.table.versions import storage_version
+
+        return storage_version(self.manifest)
 
     def versions(self) -> list[dict]:
-        """Every committed version: ``version``, ``timestamp`` and ``metadata``, oldest first."""
-        out = []
-        for info in list_versions(self.uri):
-            ts = info.timestamp.replace(tzinfo=None)
-            out.append({"version": info.version, "timestamp": ts, "metadata": {}})
-        return out
+        """Every committed version, oldest first: ``version``, ``timestamp`` (naive, local) and
+        ``metadata`` (pylance's summary: ``total_rows``, ``total_fragments``, ... as strings)."""
+        from lance_gpu.table.versions import versions
+
+        return versions(self.uri)
 
     def checkout_version(self, version: int | str) -> LanceDataset:
+        """A new dataset object at ``version`` (a number or a tag name)."""
         return LanceDataset(self.uri, version, device=self._device)
+
+    def checkout_latest(self) -> None:
+        """Move this dataset object to the latest version, in place (as pylance)."""
+        self._reload(self.latest_version)
+
+    @property
+    def tags(self):
+        """``ds.tags.list() / create(tag, reference) / update(tag, reference) / delete(tag)``:
+        see :class:`lance_gpu.table.tags.Tags`."""
+        from lance_gpu.table.tags import Tags
+
+        return Tags(self.uri, self.version)
+
+    @property
+    def stats(self):
+        """``ds.stats.dataset_stats()``: see :class:`lance_gpu.table.versions.DatasetStats`."""
+        from lance_gpu.table.versions import DatasetStats
+
+        return DatasetStats(self.manifest)
+
+    def cleanup_old_versions(
+        self,
+        older_than=None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: list[int] | None = None,
+        delete_concurrency: int | None = None,
+    ):
+        """Remove old versions and the files only they reference; returns a ``CleanupStats``.
+
+        Parameters
+        ----------
+        older_than : timedelta, optional
+            Only versions older than this are removed (default: two weeks when neither
+            ``retain_versions`` nor ``versions`` is given).
+        retain_versions : int, optional
+            Keep the last N versions.
+        delete_unverified : bool, default False
+            Also delete files no version references that are less than 7 days old.
+        error_if_tagged_old_versions : bool, default True
+            Raise ``TaggedVersionError`` (an ``OSError``, as pylance) if tagged versions
+            match; otherwise keep them. Bad arguments raise ``CleanupError`` (``OSError``).
+        delete_rate_limit, delete_concurrency : int, optional
+            Accepted for pylance compatibility (local deletes are not throttled).
+        versions : list of int, optional
+            Only consider these versions.
+
+        See :mod:`lance_gpu.ops.cleanup` for which files go.
+        """
+        from lance_gpu.errors import CleanupError
+        from lance_gpu.ops.cleanup import cleanup_old_versions
+
+        for name, value in (("delete_rate_limit", delete_rate_limit), ("delete_concurrency", delete_concurrency)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise CleanupError(f"{name} must be a positive integer, got {value!r}")
+        return cleanup_old_versions(
+            self.uri,
+            older_than,
+            retain_versions,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+            versions=versions,
+        )
 
     def get_fragments(self) -> list[LanceFragment]:
         return list(self.fragments)
