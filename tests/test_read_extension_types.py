@@ -34,19 +34,42 @@ CASES = {
     "blob": _blob_table,
 }
 GAPS = {
-    "fixed_shape_tensor": "the decoder asks the extension type for a bit width instead of its storage type",
-    "json": "Lance JSON is stored as JSONB (large_binary); no JSONB-to-text decoder yet",
     "blob": "blob columns live in a blob sidecar / descriptor layout the reader does not follow yet",
 }
 
 
+def _bfloat16() -> pa.Table:
+    from lance.arrow import bfloat16_array
+
+    return pa.table({"c": bfloat16_array([1.5, None, 2.0])})
+
+
+CASES["bfloat16"] = _bfloat16
+CASES["json_nested"] = lambda: pa.table(
+    {
+        "c": pa.array(
+            [
+                '{"b": [1, -300, 65536, 2.5, 1e20, true, false, null], "a": {"z": "h\\u00e9\\"q", "y": {}}}',
+                "[]",
+                None,
+                "18446744073709551615",
+                '"text"',
+                "-9223372036854775808",
+            ],
+            pa.json_(pa.utf8()),
+        )
+    }
+)
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
 @pytest.mark.parametrize(
     "name",
     [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=GAPS[n])) if n in GAPS else n for n in CASES],
 )
-def test_type_reads_as_pylance_reads_it(tmp_path: Path, name: str) -> None:
+def test_type_reads_as_pylance_reads_it(tmp_path: Path, name: str, storage: str) -> None:
     uri = str(tmp_path / f"{name}.lance")
-    lance.write_dataset(CASES[name](), uri)
+    lance.write_dataset(CASES[name](), uri, data_storage_version=storage)
     ref = lance.dataset(uri).to_table()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -64,3 +87,21 @@ def test_legacy_files_raise_a_typed_error(tmp_path: Path, storage: str) -> None:
     assert ds.data_storage_version == "0.1"
     with pytest.raises(UnsupportedEncodingError, match="legacy"):
         ds.to_table()
+
+
+@pytest.mark.parametrize("storage", ["2.0", "stable"])
+@pytest.mark.parametrize(
+    "predicate",
+    ["json_get_int(c, 'a') = 2", "json_extract(c, '$.b[0]') = '1'", "json_exists(c, '$.b')", "c IS NULL"],
+)
+def test_json_filters_on_a_dataset(tmp_path: Path, storage: str, predicate: str) -> None:
+    uri = str(tmp_path / "j.lance")
+    docs = ['{"a": 1, "b": [1]}', '{"a": 2}', None, '{"b": [2, 1]}']
+    lance.write_dataset(
+        pa.table({"id": range(4), "c": pa.array(docs, pa.json_(pa.utf8()))}), uri, data_storage_version=storage
+    )
+    ref = lance.dataset(uri).to_table(filter=predicate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = lance_gpu.dataset(uri).to_table(filter=predicate)
+    assert ours.equals(ref)

@@ -36,7 +36,8 @@ def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+    # BaseExtensionType: Python-defined extension types and C++ ones (fixed_shape_tensor, json)
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
 def null_block_for(t: pa.DataType, n: int) -> Block:
@@ -94,6 +95,12 @@ def constant_block(value: bytes, t: pa.DataType, n: int) -> Block:
 
 def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | None, path: str) -> pa.Array:
     """Wrap a decoded block as an array of type ``t`` with ``n`` slots."""
+    if getattr(t, "extension_name", None) == "arrow.json":
+        # Lance JSON: the stored values are JSONB documents (lance_gpu.file.jsonb)
+        from lance_gpu.file.jsonb import jsonb_to_text
+
+        raw = values_to_arrow(block, pa.large_binary(), n, valid, path)
+        return pa.ExtensionArray.from_storage(t, jsonb_to_text(raw, path).cast(t.storage_type))
     storage = _storage(t)
     if pa.types.is_dictionary(storage):
         plain = values_to_arrow(block, storage.value_type, n, valid, path)
