@@ -597,6 +597,33 @@ class LanceDataset:
 
         return device_tables(self, columns, filter, with_row_id=with_row_id, on_cpu_fallback=on_cpu_fallback)
 
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | pa.Array | None = None,
+        addresses: Sequence[int] | pa.Array | None = None,
+        indices: Sequence[int] | pa.Array | None = None,
+        *,
+        buffer_size: int = 524288,
+    ) -> list:
+        """File-like objects reading the blobs of the given rows lazily (None for a null blob).
+
+        Parameters
+        ----------
+        blob_column : str
+            A blob column (``lance-encoding:blob`` or a blob v2 struct).
+        ids, addresses, indices : list of int or pyarrow.Array
+            Exactly one: row ids, row addresses (``fragment_id << 32 | offset``) or positions
+            among the live rows.
+        buffer_size : int
+            Accepted for pylance compatibility.
+
+        See :mod:`lance_gpu.table.blobs`.
+        """
+        from lance_gpu.table.blobs import take_blobs
+
+        return take_blobs(self, blob_column, ids, addresses, indices)
+
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None, *, with_row_id: bool = False) -> pa.Table:
         """Rows at the given positions (0-based, counting live rows across fragments in order)."""
         idx = np.asarray(indices.to_numpy() if isinstance(indices, (pa.Array, pa.ChunkedArray)) else indices, dtype=np.int64)

@@ -89,3 +89,8 @@ class CleanupError(LanceGpuError, OSError):
 class TaggedVersionError(CleanupError):
     """``cleanup_old_versions`` would remove tagged versions and ``error_if_tagged_old_versions``
     is set; nothing was deleted."""
+
+
+class RowOutOfRangeError(LanceGpuError, IndexError, ValueError):
+    """A requested row index, id or address does not exist; the message names it. An
+    ``IndexError`` (as ``take`` raises) and a ``ValueError`` (as pylance's ``take_blobs``)."""
