@@ -283,10 +283,10 @@ class LanceDataset:
 
     @property
     def stats(self):
-        """``ds.stats.dataset_stats()``: see :class:`lance_gpu.table.versions.DatasetStats`."""
-        from lance_gpu.table.versions import DatasetStats
+        """``ds.stats.dataset_stats()`` / ``data_stats()``: see :class:`lance_gpu.ops.stats.DatasetStats`."""
+        from lance_gpu.ops.stats import DatasetStats
 
-        return DatasetStats(self.manifest)
+        return DatasetStats(self)
 
     def cleanup_old_versions(
         self,

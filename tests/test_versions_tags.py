@@ -214,3 +214,27 @@ def test_cleanup_bad_arguments(uri: str, kwargs) -> None:
     with pytest.raises(CleanupError, match="positive integer"):
         lance_gpu.dataset(uri).cleanup_old_versions(**kwargs)
     assert _files(uri) == before
+
+
+def _data_stats(stats) -> list[tuple[int, int]]:
+    return [(f.id, f.bytes_on_disk) for f in stats.fields]
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+def test_data_stats(tmp_path: Path, storage: str) -> None:
+    uri = str(tmp_path / "d.lance")
+    t = pa.table(
+        {
+            "a": list(range(50)),
+            "tags": [[str(i)] * (i % 3) for i in range(50)],
+            "st": [{"x": i, "y": float(i)} for i in range(50)],
+            "s": [f"s{i}" * (i % 4) for i in range(50)],
+        }
+    )
+    lance.write_dataset(t, uri, data_storage_version=storage, max_rows_per_file=20)
+    lance.write_dataset(t.slice(0, 5), uri, mode="append")
+    lance.dataset(uri).add_columns({"b": "a * 2"})
+    for version in (1, 2, 3):
+        ref = lance.dataset(uri, version=version).stats.data_stats()
+        ours = lance_gpu.dataset(uri, version=version).stats.data_stats()
+        assert _data_stats(ours) == _data_stats(ref)

@@ -120,20 +120,3 @@ def storage_version(manifest: table_pb2.Manifest) -> str:
     major, minor = max(majors)
     return f"{major}.{minor}"
 
-
-class DatasetStats:
-    """``ds.stats``: statistics of one dataset version."""
-
-    def __init__(self, manifest: table_pb2.Manifest) -> None:
-        self._manifest = manifest
-
-    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
-        """``{"num_deleted_rows", "num_fragments", "num_small_files"}`` as pylance's (a
-        fragment of fewer than 1024 physical rows is a small file).
-
-        Parameters
-        ----------
-        max_rows_per_group : int, default 1024
-            Accepted for pylance compatibility; it does not change the result.
-        """
-        return dataset_stats(self._manifest)
