@@ -105,3 +105,50 @@ def test_json_filters_on_a_dataset(tmp_path: Path, storage: str, predicate: str)
         warnings.simplefilter("ignore")
         ours = lance_gpu.dataset(uri).to_table(filter=predicate)
     assert ours.equals(ref)
+
+
+def test_2_0_files_carry_footer_version_0_3(tmp_path: Path) -> None:
+    """pylance writes file version 2.0 with the footer version of its early releases (0.3)."""
+    uri = str(tmp_path / "f.lance")
+    t = pa.table({"a": range(100), "s": [str(i) for i in range(100)], "l": [[i] * (i % 3) for i in range(100)]})
+    lance.write_dataset(t, uri, data_storage_version="2.0")
+    (data,) = list((tmp_path / "f.lance" / "data").iterdir())
+    assert data.read_bytes()[-8:] == b"\x00\x00\x03\x00LANC"
+    ds = lance_gpu.dataset(uri)
+    assert ds.data_storage_version == lance.dataset(uri).data_storage_version == "2.0"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ds.to_table().equals(lance.dataset(uri).to_table())
+
+
+def _empty_struct_tables() -> dict[str, pa.Table]:
+    empty = pa.struct([])
+    return {
+        "top": pa.table(
+            {"a": [1, 2, 3], "e": pa.array([{}, {}, {}], empty)},
+            schema=pa.schema([pa.field("a", pa.int64()), pa.field("e", empty, nullable=False)]),
+        ),
+        "nested": pa.table(
+            {
+                "a": [1, 2, 3],
+                "s": pa.array(
+                    [{"x": i, "e": {}} for i in range(3)],
+                    pa.struct([pa.field("x", pa.int64()), pa.field("e", empty, nullable=False)]),
+                ),
+            }
+        ),
+    }
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+@pytest.mark.parametrize("shape", ["top", "nested"])
+def test_empty_structs(tmp_path: Path, storage: str, shape: str) -> None:
+    """pylance writes non-nullable empty structs (nullable ones it refuses)."""
+    uri = str(tmp_path / "e.lance")
+    lance.write_dataset(_empty_struct_tables()[shape], uri, data_storage_version=storage)
+    ref = lance.dataset(uri)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = lance_gpu.dataset(uri)
+        assert ours.to_table().equals(ref.to_table())
+        assert ours.take([2, 0]).equals(ref.take([2, 0]))
