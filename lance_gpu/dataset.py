@@ -265,8 +265,24 @@ class LanceDataset:
 
         return versions(self.uri)
 
-    def checkout_version(self, version: int | str) -> LanceDataset:
-        """A new dataset object at ``version`` (a number or a tag name)."""
+    def checkout_version(self, version: int | str | tuple) -> LanceDataset:
+        """A new dataset object at ``version``.
+
+        Parameters
+        ----------
+        version : int, str or (branch, version)
+            A version number, a tag name, or ``(None | "main", version)`` (other branches
+            are not supported: ``UnsupportedFeatureError``; ``(branch, None)`` is the latest).
+        """
+        if isinstance(version, tuple):
+            from lance_gpu.errors import UnsupportedFeatureError
+
+            if len(version) != 2:
+                raise TypeError("a version tuple is (branch, version)")
+            branch, number = version
+            if branch not in (None, "main"):
+                raise UnsupportedFeatureError(f"branch {branch!r}: branches are not supported")
+            version = self.latest_version if number is None else number
         return LanceDataset(self.uri, version, device=self._device)
 
     def checkout_latest(self) -> None:

@@ -151,7 +151,11 @@ class CompiledFilter:
     udfs: tuple[UdfSpec, ...] = ()
 
     def apply(self, table: pa.Table) -> pa.Table:
-        """Keep the rows for which the predicate is true (false and NULL drop the row)."""
+        """Keep the rows for which the predicate is true (false and NULL drop the row).
+
+        ``table`` must hold :attr:`columns` and :attr:`virtual_columns`; a missing virtual
+        column raises :class:`FilterError` naming it."""
+        _check_virtual(self.virtual_columns, table)
         filter_udfs.ensure_registered(self.udfs)
         return table.filter(self.expression)
 
@@ -180,6 +184,7 @@ class CompiledExpression:
         ``virtual_columns``); a constant expression is repeated ``table.num_rows`` times."""
         from pyarrow import acero
 
+        _check_virtual(self.virtual_columns, table)
         filter_udfs.ensure_registered(self.udfs)
         if table.num_columns == 0:
             table = pa.table({"__rows": pa.nulls(table.num_rows)})
@@ -197,6 +202,15 @@ class CompiledExpression:
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"CompiledExpression({self.source!r}: {self.type})"
+
+
+def _check_virtual(virtual: list[str], table: pa.Table) -> None:
+    missing = [name for name in virtual if name not in table.column_names]
+    if missing:
+        raise FilterError(
+            f"the expression reads {missing}, which this read does not provide "
+            "(row-identity columns must be appended by the reader)"
+        )
 
 
 def compile_expression(sql: str, schema: pa.Schema) -> CompiledExpression:

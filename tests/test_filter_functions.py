@@ -210,3 +210,11 @@ def test_errors_name_the_problem(data, text: str, message: str) -> None:
     assert message in str(info.value)
     assert "class" not in str(info.value) and "sqlglot" not in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+def test_missing_virtual_column_is_named(data) -> None:
+    schema, tbl, _ = data
+    with pytest.raises(FilterError, match="_rowaddr"):
+        parse_filter("_rowaddr > 1", schema).apply(tbl.drop(["_rowaddr"]))
+    with pytest.raises(FilterError, match="_rowid"):
+        compile_expression("_rowid + 1", schema).evaluate(tbl.drop(["_rowid"]))

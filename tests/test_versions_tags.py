@@ -238,3 +238,8 @@ def test_data_stats(tmp_path: Path, storage: str) -> None:
         ref = lance.dataset(uri, version=version).stats.data_stats()
         ours = lance_gpu.dataset(uri, version=version).stats.data_stats()
         assert _data_stats(ours) == _data_stats(ref)
+
+
+def test_checkout_version_tuple(uri: str) -> None:
+    for ref_arg in ((None, 2), ("main", 3), (None, None)):
+        assert lance_gpu.dataset(uri).checkout_version(ref_arg).version == lance.dataset(uri).checkout_version(ref_arg).version
