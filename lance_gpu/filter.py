@@ -58,7 +58,10 @@ true where it matches when used as a condition), ``regexp_like`` (flags ``i m s 
 ``character_length``, ``lower``, ``upper``, ``abs``, ``coalesce``, ``round`` (half away from
 zero), ``date_trunc``, ``current_date``, ``now``, ``is_valid``, ``json_extract``,
 ``json_exists``, ``json_array_length``, ``json_array_contains``, ``json_get_string``,
-``json_get_int``, ``json_get_float``, ``json_get_bool``. ``X'0102'`` (and ``0x0102``, as in
+``json_get_int``, ``json_get_float``, ``json_get_bool``; ``sqrt``, ``exp``, ``ln``, ``log10``,
+``log2``, ``power`` / ``pow``, ``signum``, ``trunc``, ``replace``, ``btrim``, ``ltrim``, ``rtrim``,
+``concat``, ``strpos`` (byte positions: equal to pylance's for ASCII), ``reverse``, ``initcap``,
+``octet_length``, ``repeat``. ``X'0102'`` (and ``0x0102``, as in
 pylance) is a binary literal. ``_rowid``, ``_rowaddr`` and ``_rowoffset`` are uint64 virtual
 columns (:data:`VIRTUAL_COLUMNS`; pylance refuses ``_rowoffset`` in filters, we accept it):
 the reader appends those the compiled result lists in ``virtual_columns``.
@@ -66,8 +69,8 @@ the reader appends those the compiled result lists in ``virtual_columns``.
 predicates.
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``sqrt``, ``strpos``, ...; ``json_get``, which returns Lance's binary
-JSONB); function arguments pylance allows to be columns where we need constants (the
+other SQL functions (``left``, ``right``, ``lpad``, ...; ``json_get``, which returns Lance's
+binary JSONB); function arguments pylance allows to be columns where we need constants (the
 pattern of ``starts_with`` / ``regexp_like``, ``round``'s digits); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
 backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; casting floats
@@ -338,7 +341,21 @@ _NOT_FUNCTIONS = frozenset(
 )
 # Every function name we compile (sqlglot's aliases included), lower case.
 SUPPORTED_FUNCTIONS = frozenset(
-    ["array_has", "array_contains", "array_has_any", "array_has_all", "array_length", "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length", "character_length", "lower", "upper", "abs", "coalesce", "round", "date_trunc", "current_date", "now", "current_timestamp", "is_valid", "make_array", "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string", "json_get_int", "json_get_float", "json_get_bool"]
+    (
+        # lists
+        "array_has", "array_contains", "array_has_any", "array_has_all", "array_length", "make_array",
+        # strings
+        "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length",
+        "character_length", "lower", "upper", "replace", "btrim", "ltrim", "rtrim", "concat", "strpos",
+        "reverse", "initcap", "octet_length", "repeat",
+        # numbers
+        "abs", "coalesce", "round", "sqrt", "exp", "ln", "log10", "log2", "power", "pow", "signum", "trunc",
+        # time, validity
+        "date_trunc", "current_date", "now", "current_timestamp", "is_valid",
+        # JSON
+        "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
+        "json_get_int", "json_get_float", "json_get_bool",
+    )
 )
 
 
@@ -574,6 +591,28 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "current_date", []
     if type(node) is exp.CurrentTimestamp:
         return "now", []
+    simple_one = {exp.Sqrt: "sqrt", exp.Exp: "exp", exp.Ln: "ln", exp.Sign: "signum", exp.Trunc: "trunc",
+                  exp.Reverse: "reverse", exp.Initcap: "initcap"}
+    for cls, name in simple_one.items():
+        if type(node) is cls:
+            return name, opt("this")
+    if type(node) is exp.Log:
+        base = node.this
+        if isinstance(base, exp.Literal) and base.this in ("10", "2") and node.expression is not None:
+            return f"log{base.this}", [node.expression]
+        return None
+    if type(node) is exp.Pow:
+        return "power", opt("this", "expression")
+    if type(node) is exp.Replace:
+        return "replace", opt("this", "expression", "replacement")
+    if type(node) is exp.Trim and node.args.get("position") in ("LEADING", "TRAILING"):
+        return ("ltrim" if node.args["position"] == "LEADING" else "rtrim"), opt("this", "expression")
+    if type(node) is exp.Concat:
+        return "concat", list(node.expressions)
+    if type(node) is exp.StrPosition:
+        return "strpos", opt("this", "substr")
+    if type(node) is exp.Repeat:
+        return "repeat", opt("this", "times")
     if type(node) is exp.JSONExtract:
         return "json_extract", [node.this, _json_path_text(node.expression)]
     if type(node) is exp.JSONArrayContains:
@@ -1766,6 +1805,120 @@ class _Compiler:
         return _const(pa.scalar(now, pa.timestamp("us")).cast(pa.timestamp("ns")))
 
     fn_current_timestamp = fn_now
+
+    # -- math (float results) and more string functions ---------------------------------
+
+    def float_arg(self, name: str, node: _Node) -> _C:
+        c = self.compile(node)
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.float64()))
+        if not (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)):
+            raise self.fail(f"{name}() needs a number, got {c.type}")
+        return self.cast(c, pa.float32() if pa.types.is_float32(c.type) else pa.float64())
+
+    def fn_sqrt(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        fn = {
+            "sqrt": pc.sqrt, "exp": pc.exp, "ln": pc.ln, "log10": pc.log10, "log2": pc.log2,
+            "signum": pc.sign, "trunc": pc.trunc,
+        }[name]
+        return self.fold(fn(c.expr), fn, [c], c.type)
+
+    fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_trunc = fn_sqrt
+
+    def fn_power(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        base, exponent = (self.cast(self.float_arg(name, a), pa.float64()) for a in args)
+        return self.fold(pc.power(base.expr, exponent.expr), pc.power, [base, exponent], pa.float64())
+
+    fn_pow = fn_power
+
+    def fn_replace(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        old = self.literal_text(name, args[1], "second argument")
+        new = self.literal_text(name, args[2], "third argument")
+        if old is None or new is None:
+            return _const(pa.scalar(None, arg.type))
+        if old == "":
+            return arg
+
+        def fn(v: Any) -> Any:
+            return pc.replace_substring(v, pattern=old, replacement=new)
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    def fn_btrim(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        chars = self.literal_text(name, args[1], "second argument") if len(args) == 2 else " "
+        if chars is None:
+            return _const(pa.scalar(None, arg.type))
+        fn0 = {"btrim": pc.utf8_trim, "ltrim": pc.utf8_ltrim, "rtrim": pc.utf8_rtrim}[name]
+
+        def fn(v: Any) -> Any:
+            return fn0(v, characters=chars)
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    fn_ltrim = fn_rtrim = fn_btrim
+
+    def fn_concat(self, name: str, args: list[_Node]) -> _C:
+        if not args:
+            raise self.fail("concat() needs at least one argument")
+        parts = []
+        for a in args:
+            c = self.compile(a)
+            if pa.types.is_null(c.type):
+                continue  # NULL arguments are skipped
+            if pa.types.is_floating(c.type) or not (
+                _is_string(c.type) or pa.types.is_integer(c.type) or pa.types.is_boolean(c.type)
+            ):
+                raise self.fail(f"concat() of {c.type} is not supported")
+            parts.append(self.cast(c, pa.string()))
+        if not parts:
+            return _const(pa.scalar("", pa.string()))
+        exprs = [pc.coalesce(p.expr, pc.scalar("")) for p in parts]
+        return _C(pc.binary_join_element_wise(*exprs, pc.scalar("")), pa.string())
+
+    def fn_strpos(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        sub = self.literal_text(name, args[1], "second argument")
+        if sub is None:
+            return _const(pa.scalar(None, pa.int32()))
+        # byte position, 1-based (0: not found); equal to pylance's character position for ASCII
+        found = pc.find_substring(arg.expr, pattern=sub)
+        out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
+        return _C(pc.add(found, pc.scalar(pa.scalar(1, out))), out)
+
+    def fn_reverse(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        fn = pc.utf8_reverse if name == "reverse" else pc.utf8_title
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    fn_initcap = fn_reverse
+
+    def fn_octet_length(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
+        return self.fold(pc.binary_length(arg.expr), pc.binary_length, [arg], out)
+
+    def fn_repeat(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        times = self.compile(args[1])
+        if times.const is None or not pa.types.is_integer(times.type):
+            raise self.fail("repeat() needs a constant integer count")
+        n = max(0, times.const.as_py() or 0)
+
+        def fn(v: Any) -> Any:
+            return pc.binary_repeat(v, n)
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
 
     # -- JSON ---------------------------------------------------------------------------
 

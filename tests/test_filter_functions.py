@@ -113,6 +113,12 @@ FILTERS = [
     "json_array_length(j, '$.a') = 0", "json_get_string(j, 'b') = 'x'", "json_get_string(j, 'a') = '7'",
     "json_get_int(j, 'a') = 3", "json_get_float(j, 'a') > 2", "json_get_bool(j, 'k')",
     "json_get_int(j, 'b') = 1", "json_extract(s, '$.a') is null",
+    # more functions
+    "sqrt(abs(f)) > 1", "exp(i) < 1", "ln(f) > 0", "power(i, 2) = 9", "signum(f) < 0", "trunc(f) = 3",
+    "replace(s, 'an', '') = 'ba'", "btrim(s, 'A') = 'pple'", "ltrim(s) = 'Apple'", "rtrim(s, 'e') like 'Appl%'",
+    "concat(s, '!') = 'Apple!'", "concat(s, NULL) = ''", "strpos(s, 'an') = 2", "reverse(s) = 'elppA'",
+    "initcap(s) = 'Apple Pie'", "octet_length(s) > 5", "repeat(s, 2) = 'AppleApple'", "log10(f) > 0",
+    "ceil(f) > 1", "floor(f) > 1", "substr(s, 1, 2) = 'Ap'", "trim(s) = 'x'",
     # unknown functions and syntax
     "foo(i) = 1", "i >", "i = = 3", "(i > 3", "i in (1,", "array_has(tags)",
 ]
@@ -185,8 +191,8 @@ def test_rowoffset_is_the_position_of_the_live_row(data) -> None:
     ("text", "message"),
     [
         ("foo(i) = 1", "unknown SQL function 'foo'"),
-        ("strpos(s, 'a') = 1", "unknown SQL function 'strpos'"),
-        ("sqrt(f) > 1", "unknown SQL function 'sqrt'"),  # pylance has it; we do not yet
+        ("ceil(f) > 1", "unknown SQL function 'ceil'"),
+        ("left(s, 2) = 'a'", "unknown SQL function 'left'"),  # pylance has it; we do not yet
         ("i >", "an operand is missing next to '>'"),
         ("(i > 3", "closing parenthesis"),
         ("i > 3)", "unexpected ')'"),
