@@ -18,7 +18,6 @@ import lance_gpu
 from lance_gpu.errors import (
     RowOutOfRangeError,
     SchemaMismatchError,
-    UnsupportedEncodingError,
 )
 from lance_gpu.table.blobs import BlobFile, description_field, read_descriptions
 
@@ -40,7 +39,7 @@ def _ours(uri: str):
         return lance_gpu.dataset(uri)
 
 
-@pytest.mark.parametrize("storage", ["2.1", "stable"])
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
 def test_descriptions_match_pylance(tmp_path: Path, storage: str) -> None:
     uri = str(tmp_path / "b.lance")
     _write(uri, storage)
@@ -58,7 +57,7 @@ def _read_all(files) -> list:
     return [None if f is None else f.read() for f in files]
 
 
-@pytest.mark.parametrize("storage", ["2.1", "stable"])
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
 @pytest.mark.parametrize(
     "request_",
     [
@@ -140,10 +139,3 @@ def test_take_blobs_of_a_column_that_is_not_a_blob(tmp_path: Path) -> None:
         lance.dataset(uri).take_blobs("nope", indices=[0])
     with pytest.raises(SchemaMismatchError, match="nope"):
         _ours(uri).take_blobs("nope", indices=[0])
-
-
-def test_blobs_of_2_0_files_are_a_typed_gap(tmp_path: Path) -> None:
-    uri = str(tmp_path / "b.lance")
-    _write(uri, "2.0")
-    with pytest.raises(UnsupportedEncodingError, match="2.0"):
-        _ours(uri).take_blobs("b", indices=[0])

@@ -8,8 +8,9 @@ column itself; ``to_table`` returns the descriptors, ``take_blobs`` file-like ob
   descriptor is ``struct<position: uint64, size: uint64>``, the bytes live in the same data
   file at absolute offset ``position``. In 2.1 files the column is a ``BlobLayout`` page
   over mini-blocks of packed 16-byte rows (position, size; little-endian); a null row is
-  stored as ``size == 0`` with a non-zero position (an empty blob has position 0).
-  2.0 files (ColumnEncoding ``blob``) are not decoded yet (UnsupportedEncodingError).
+  stored as ``size == 0`` with a non-zero position (an empty blob has position 0). In 2.0
+  files (ColumnEncoding ``blob`` over packed-struct pages) a null row reads as
+  ``{position: 1, size: 0}``, as pylance returns it; ``take_blobs`` gives None for it.
 * Blob v2 (``lance.blob.v2`` extension struct of ``data`` / ``uri``; file 2.2): the
   descriptor is ``struct<kind: uint8, position: uint64, size: uint64, blob_id: uint32,
   blob_uri: string>`` (all non-null; the row itself nullable), stored as a full-zip
@@ -88,7 +89,16 @@ def read_descriptions(frag: LanceFragment, field: LanceField, rows: np.ndarray |
     path, column, reader = _column(frag, field)
     kind = blob_kind(field)
     if reader.version == FileVersion(2, 0):
-        raise UnsupportedEncodingError(f"{path}: blob columns of 2.0 files are not decoded yet")
+        # a packed struct<position, size> per row; nulls stay (position 1, size 0) as pylance shows
+        from lance_gpu.file.v2_0 import read_field as read_v20
+
+        desc = pa.field(field.name, V1_DESCRIPTION)
+        if rows is None:
+            return read_v20(reader, desc, [column], None)
+        if rows.size == 0:
+            return read_v20(reader, desc, [column], (0, 0))
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        return read_v20(reader, desc, [column], (lo, hi)).take(pa.array(rows - lo))
     stored = pa.field(field.name, pa.binary(16) if kind == 1 else pa.large_binary())
     raw = read_field(reader, stored, [column]) if rows is None else take_field(reader, stored, [column], rows)
     if isinstance(raw, pa.ChunkedArray):
@@ -201,7 +211,7 @@ def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list
     desc = read_descriptions(frag, field, rows)
     out: list[BlobFile | None] = []
     for d in desc.to_pylist():
-        if d is None:
+        if d is None or (blob_kind(field) == 1 and d["size"] == 0 and d["position"] != 0):
             out.append(None)
             continue
         if d.get("kind", 0) != 0 or d.get("blob_uri"):
