@@ -243,3 +243,25 @@ def test_data_stats(tmp_path: Path, storage: str) -> None:
 def test_checkout_version_tuple(uri: str) -> None:
     for ref_arg in ((None, 2), ("main", 3), (None, None)):
         assert lance_gpu.dataset(uri).checkout_version(ref_arg).version == lance.dataset(uri).checkout_version(ref_arg).version
+
+
+def test_cleanup_with_indices_and_compaction(tmp_path: Path) -> None:
+    """Index directories and data files no kept version references go, exactly as in pylance."""
+    base = str(tmp_path / "base.lance")
+    t = pa.table({"a": list(range(1000)), "s": [str(i) for i in range(1000)]})
+    lance.write_dataset(t, base)
+    lance.dataset(base).create_scalar_index("a", "BTREE")
+    lance.write_dataset(t, base, mode="append")
+    lance.dataset(base).create_scalar_index("a", "BTREE", replace=True)
+    lance.dataset(base).optimize.compact_files()
+    lance.write_dataset(t, base, mode="overwrite")
+    ref_uri, our_uri = str(tmp_path / "ref.lance"), str(tmp_path / "ours.lance")
+    shutil.copytree(base, ref_uri)
+    shutil.copytree(base, our_uri)
+    time.sleep(0.05)
+    ref = lance.dataset(ref_uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    ours = lance_gpu.dataset(our_uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    assert _files(our_uri) == _files(ref_uri)
+    assert ours.index_files_removed == ref.index_files_removed > 0
+    assert ours.data_files_removed == ref.data_files_removed > 0
+    assert ours.bytes_removed == ref.bytes_removed
