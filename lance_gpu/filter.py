@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,12 +123,12 @@ class LanceFilterDialect(Dialect):
     """sqlglot's default dialect with pylance's quoting rules (see the module docstring)."""
 
     class Tokenizer(_SqlglotTokenizer):
-        QUOTES = ["'", '"']
-        IDENTIFIERS = ["`"]
+        QUOTES = ["'", '"']  # noqa: RUF012 - sqlglot's tokenizer settings
+        IDENTIFIERS = ["`"]  # noqa: RUF012 - sqlglot's tokenizer settings
         # Only the doubled delimiter escapes ('it''s', "say ""hi"""); backslash is literal.
-        STRING_ESCAPES = ["'", '"']
+        STRING_ESCAPES = ["'", '"']  # noqa: RUF012 - sqlglot's tokenizer settings
         # X'0102' is a binary literal, as in pylance.
-        HEX_STRINGS = [("x'", "'"), ("X'", "'")]
+        HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # noqa: RUF012 - sqlglot's tokenizer settings
 
 
 # --------------------------------------------------------------------------------------
@@ -304,7 +305,7 @@ def _parse_sql(text: str) -> exp.Expression:
     if len(statements) != 1:
         raise FilterError(f"filter {text!r} must be a single predicate expression")
     tree = statements[0]
-    if isinstance(tree, exp.Block):
+    if isinstance(tree, exp.Block) or not isinstance(tree, exp.Expression):
         raise FilterError(f"filter {text!r} must be a single predicate expression")
     return tree
 
@@ -395,7 +396,7 @@ def _check_type_spellings(text: str) -> None:
         tokens = LanceFilterDialect().tokenize(text)
     except sqlglot.errors.SqlglotError:  # pragma: no cover - it parsed a moment ago
         return
-    for before, token in zip(tokens, tokens[1:]):
+    for before, token in itertools.pairwise(tokens):
         if before.token_type not in (sqlglot.tokens.TokenType.ALIAS, sqlglot.tokens.TokenType.DCOLON):
             continue
         name = " ".join(token.text.lower().split())
@@ -630,8 +631,8 @@ class _Builder:
     def unsupported(self, node: exp.Expression, what: str | None = None) -> FilterError:
         try:
             text = node.sql(dialect=LanceFilterDialect)
-        except Exception:  # pragma: no cover - sqlglot could not print it
-            text = type(node).__name__
+        except (sqlglot.errors.SqlglotError, ValueError, TypeError, KeyError):  # pragma: no cover
+            text = node.key
         what = what or _CONSTRUCT_NAMES.get(type(node), "this SQL construct is")
         return FilterError(f"unsupported filter construct in {self.source!r}: {text!r} ({what} not supported)")
 
@@ -922,16 +923,17 @@ def _literal_only(node: _Node) -> bool:
     )
 
 
-def _coerce_expr(node: _Node, target: pa.DataType, col: _Col, source: str) -> _Node:
+def _coerce_expr(node: _Node, target: pa.DataType, col: _Node, source: str) -> _Node:
     if isinstance(node, _Bin):
         left = _coerce_expr(node.left, target, col, source)
         return _Bin(node.op, left, _coerce_expr(node.right, target, col, source))
     if isinstance(node, _Lit):
         coerced = _safe_coerce_scalar(node.value, target)
         if coerced is None:
+            name = ".".join(col.path) if isinstance(col, _Col) else "?"
             raise FilterError(
                 f"error resolving filter {source!r}: literal {_show(node.value)} ({node.value.type}) "
-                f"cannot be converted to the type of column {'.'.join(col.path)!r} ({target})"
+                f"cannot be converted to the type of column {name!r} ({target})"
             )
         return _Lit(coerced)
     return node
@@ -1393,7 +1395,7 @@ class _Compiler:
             vb = b.const.as_py()
             if vb is None:
                 return _const(_NULL_BOOL)
-            if vb != vb:  # comparing with NaN
+            if math.isnan(vb):  # comparing with NaN
                 result = {
                     "eq": nan_a, "neq": pc.invert(nan_a), "lt": pc.invert(nan_a), "lte": pc.is_valid(a.expr),
                     "gt": pc.scalar(False), "gte": nan_a,
@@ -1500,7 +1502,7 @@ class _Compiler:
         if x.uncast is not None and all(i.const is not None for i in items):
             inner = x.uncast
             lo, hi = _int_range(inner.type)
-            values = [i.const.as_py() for i in items]
+            values = [i.const.as_py() for i in items if i.const is not None]
             if all(pa.types.is_integer(i.type) or pa.types.is_null(i.type) for i in items) and all(
                 v is None or lo <= v <= hi for v in values
             ):
@@ -1517,12 +1519,11 @@ class _Compiler:
         x = self.cast(x, t)
         items = [self.cast(i, t) for i in items]
         if all(i.const is not None for i in items) and not pa.types.is_null(t):
-            values = [i.const for i in items if i.const.is_valid]
+            values = [i.const for i in items if i.const is not None and i.const.is_valid]
             has_null = len(values) != len(items)
             py = [v.as_py() for v in values]
-            if pa.types.is_floating(t):  # both signs of zero match a zero
-                if any(v == 0 for v in py):
-                    py += [0.0, -0.0]
+            if pa.types.is_floating(t) and any(v == 0 for v in py):  # both signs of zero match a zero
+                py += [0.0, -0.0]
             value_set = pa.array(py, t)
             expr = pc.is_in(x.expr, value_set=value_set, skip_nulls=True)
             expr = pc.if_else(pc.is_valid(x.expr), expr, pc.scalar(_NULL_BOOL))
@@ -1530,11 +1531,13 @@ class _Compiler:
                 expr = pc.or_kleene(expr, pc.scalar(_NULL_BOOL))
             result = _C(expr, pa.bool_())
         else:
-            result = None
+            found: _C | None = None
             for item in items:
                 eq = self.compare("eq", x, item)
-                result = eq if result is None else _C(pc.or_kleene(result.expr, eq.expr), pa.bool_())
-            assert result is not None
+                found = eq if found is None else _C(pc.or_kleene(found.expr, eq.expr), pa.bool_())
+            if found is None:  # pragma: no cover - an IN list is never empty
+                raise self.fail("IN needs at least one value")
+            result = found
         if node.negated:
             return _C(pc.invert(result.expr), pa.bool_())
         return result
@@ -1976,7 +1979,7 @@ class _Compiler:
 
 def _total_compare(op: str, a: float, b: float) -> bool:
     def key(v: float) -> tuple[int, float]:
-        return (1, 0.0) if v != v else (0, v + 0.0)
+        return (1, 0.0) if math.isnan(v) else (0, v + 0.0)
 
     ka, kb = key(a), key(b)
     return {
