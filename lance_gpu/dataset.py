@@ -43,12 +43,11 @@ def dataset(
     device: str = "auto",
 ) -> LanceDataset:
     """Open a Lance dataset at its latest version, at ``version`` (a number or a tag), or at
-    the latest version committed at or before ``asof`` (a datetime; naive means local time)."""
-    if asof is not None:
+    the latest version committed at or before ``asof`` (a datetime; naive means local time;
+    ignored when ``version`` is given, as in pylance)."""
+    if asof is not None and version is None:
         from lance_gpu.table.versions import version_asof
 
-        if version is not None:
-            raise ValueError("dataset(): give either version or asof, not both")
         version = version_asof(dataset_path(uri), asof)
     return LanceDataset(uri, version, device=device)
 

@@ -265,3 +265,29 @@ def test_cleanup_with_indices_and_compaction(tmp_path: Path) -> None:
     assert ours.index_files_removed == ref.index_files_removed > 0
     assert ours.data_files_removed == ref.data_files_removed > 0
     assert ours.bytes_removed == ref.bytes_removed
+
+
+def test_tags_list_ordered_and_metadata(uri: str) -> None:
+    for lib in (lance, lance_gpu):
+        d = lib.dataset(uri)
+        for name, version in (("b", 1), ("a", 3), ("c", 2), ("d", 3)):
+            d.tags.create(name, version) if name not in d.tags.list() else None
+    ref, ours = lance.dataset(uri), lance_gpu.dataset(uri)
+    for order in (None, "asc", "desc"):
+        assert [n for n, _ in ours.tags.list_ordered(order)] == [n for n, _ in ref.tags.list_ordered(order)]
+    with pytest.raises(ValueError, match="Invalid sort order"):
+        ours.tags.list_ordered("up")
+    ours.tags.replace_metadata("a", {"k": "v"})
+    assert ref.tags.list()["a"] == ours.tags.list()["a"]
+    assert ref.tags.list()["a"]["metadata"] == {"k": "v"}
+    ref.tags.replace_metadata("c", {"x": "y"})
+    assert ours.tags.list()["c"]["metadata"] == {"x": "y"}
+    with pytest.raises(ValueError):
+        ref.tags.replace_metadata("zz", {})
+    with pytest.raises(TagNotFoundError):
+        ours.tags.replace_metadata("zz", {})
+
+
+def test_version_wins_over_asof(uri: str) -> None:
+    now = dt.datetime.now()
+    assert lance_gpu.dataset(uri, version=1, asof=now).version == lance.dataset(uri, version=1, asof=now).version == 1

@@ -174,6 +174,23 @@ def update_tag(uri: str | os.PathLike[str], tag: str, reference: int | str | tup
     os.replace(staging, path)
 
 
+def replace_tag_metadata(uri: str | os.PathLike[str], tag: str, metadata: dict[str, str]) -> None:
+    """Replace the whole ``metadata`` map of ``tag``; its reference and times are kept."""
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise TypeError("tag metadata must be a dict of strings to strings")
+    path = _tag_path(uri, tag)
+    if not path.is_file():
+        raise TagNotFoundError(f"tag {tag} does not exist")
+    old = _read(path)
+    now = _now()
+    data = _document(
+        old["version"], old.get("manifestSize") or 0, old.get("createdAt") or now, old.get("updatedAt") or now, metadata
+    )
+    staging = path.with_name(f".tmp_{path.name}_{os.getpid()}")
+    staging.write_bytes(data)
+    os.replace(staging, path)
+
+
 def delete_tag(uri: str | os.PathLike[str], tag: str) -> None:
     """Remove ``tag``; :class:`TagNotFoundError` if it does not exist."""
     path = _tag_path(uri, tag)
@@ -202,6 +219,35 @@ class Tags:
         """Every tag: ``{name: {"branch", "version", "created_at", "updated_at",
         "manifest_size", "metadata"}}``."""
         return list_tags(self._uri)
+
+    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict]]:
+        """Every tag as ``(name, tag)``, by version (``"desc"``, the default, or ``"asc"``),
+        then by name.
+
+        Parameters
+        ----------
+        order : str, optional
+            ``"asc"`` or ``"desc"`` (default).
+        """
+        if order is None:
+            order = "desc"
+        if order not in ("asc", "desc"):
+            raise ValueError(f"Invalid sort order {order!r}. Valid values are: asc, desc")
+        tags = list_tags(self._uri)
+        sign = -1 if order == "desc" else 1
+        return sorted(tags.items(), key=lambda kv: (sign * int(kv[1]["version"]), kv[0]))
+
+    def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:
+        """Replace the metadata map of ``tag`` (reference and ``updated_at`` unchanged).
+
+        Parameters
+        ----------
+        tag : str
+            An existing tag.
+        metadata : dict of str to str
+            The new metadata, replacing the old entirely.
+        """
+        replace_tag_metadata(self._uri, tag, metadata)
 
     def get_version(self, tag: str) -> int:
         """The version ``tag`` points at; :class:`TagNotFoundError` if there is no such tag."""
