@@ -22,6 +22,7 @@ two concurrent ``create`` calls of one name cannot both succeed.
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import json
 import os
@@ -220,7 +221,7 @@ class Tags:
         "manifest_size", "metadata"}}``."""
         return list_tags(self._uri)
 
-    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict]]:
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, dict]]:
         """Every tag as ``(name, tag)``, by version (``"desc"``, the default, or ``"asc"``),
         then by name.
 
