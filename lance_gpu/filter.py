@@ -47,6 +47,9 @@ Known differences from pylance 14.0.2:
 * pylance's optimizer merges IN lists over one operand (``x IN (1) AND x IN (2)`` becomes
   ``x IN ()``, ``x NOT IN (1) OR x NOT IN (2)`` becomes ``x NOT IN ()``) and so keeps rows whose
   ``x`` is NULL under a NOT / in the NOT IN case; we keep SQL's NULL (the row is dropped).
+* pylance's simplifier folds ``(x = 0) AND NOT (x = 0)`` to FALSE for a float ``x`` compared
+  with zero (and so keeps a NULL ``x``'s row under an enclosing NOT); we keep SQL's NULL.
+  (``i = 1 AND NOT (i = 1)`` on integers, or ``f > 1 AND NOT (f > 1)``, keep NULL in pylance too.)
 * pylance ignores text after a complete predicate (``x > 5 )``, ``x > 5 LIMIT 1``); we raise.
 * sqlglot drops a unary plus (``x = +5``), which pylance rejects.
 

@@ -544,3 +544,16 @@ def test_random_predicates_match_pylance(prop_data, predicate: str) -> None:
     else:
         assert not isinstance(ours, Exception), (predicate, ref, ours)
         assert ours == ref, (predicate, ref, ours)
+
+
+def test_pylance_float_zero_contradiction_fold(data) -> None:
+    """pylance folds ``(f = 0) AND NOT (f = 0)`` over a float column to FALSE, so the NOT keeps
+    the rows whose ``f64`` is NULL (row 2); SQL says NULL there, and we keep SQL's answer."""
+    tbl, ds = data
+    predicate = "not ((f64 = 0) and (not (f64 = 0)))"
+    assert 2 in _rows(ds.to_table(filter=predicate))
+    assert 2 not in _rows(parse_filter(predicate, tbl.schema).apply(tbl))
+    # the same shape over an integer column keeps SQL's NULL in pylance as well
+    assert _rows(ds.to_table(filter="not ((i32 = 1) and (not (i32 = 1)))")) == _rows(
+        parse_filter("not ((i32 = 1) and (not (i32 = 1)))", tbl.schema).apply(tbl)
+    )
