@@ -109,6 +109,7 @@ __all__ = [
     "CompiledFilter",
     "LanceFilterDialect",
     "compile_expression",
+    "parse_expression",
     "parse_filter",
 ]
 
@@ -240,7 +241,7 @@ def compile_expression(sql: str, schema: pa.Schema) -> CompiledExpression:
     return CompiledExpression(compiled.expr, compiled.type, _collect_columns(ir, schema), virtual, sql, udfs)
 
 
-def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilter:
+def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilter:  # noqa: A002 - pylance's argument name
     """Compile a pylance-style SQL predicate (or a pyarrow expression) against ``schema``.
 
     Raises :class:`FilterError` for SQL that does not parse, refers to unknown columns or
@@ -284,8 +285,20 @@ def _compile_text(text: str, schema: pa.Schema) -> tuple[_C, _Node, tuple[UdfSpe
 
 def _with_virtual(schema: pa.Schema, virtual: list[str]) -> pa.Schema:
     for name in virtual:
-        schema = schema.append(pa.field(name, pa.uint64()))
+        if name not in schema.names:  # the scan passes schemas that already hold them
+            schema = schema.append(pa.field(name, pa.uint64()))
     return schema
+
+
+def parse_expression(text: str, schema: pa.Schema) -> CompiledExpression:
+    """Compile a pylance-style SQL value expression (``"a * 2"``, ``"st.p"``, ``"lower(s)"``)
+    against ``schema`` (the scan's name for :func:`compile_expression`); the result need not
+    be boolean.  Raises :class:`FilterError`."""
+    if not isinstance(text, str):
+        raise TypeError(f"a projection expression must be SQL text, got {type(text).__name__}")
+    if not text.strip():
+        raise FilterError("empty projection expression")
+    return compile_expression(text, schema)
 
 
 # --------------------------------------------------------------------------------------
@@ -313,9 +326,6 @@ def _parse_sql(text: str) -> exp.Expression:
     return tree
 
 
-_CLASS_NAME = re.compile(r"<class '(?:[\w]+\.)*(\w+)'>")
-
-
 def _strip_class_names(message: str) -> str:
     return _CLASS_NAME.sub(lambda m: m.group(1), message)
 
@@ -329,13 +339,19 @@ def _describe_parse_error(e: sqlglot.errors.ParseError) -> str:
     token = str(info.get("highlight") or "").strip()
     where = f" at position {info['col']}" if info.get("col") else ""
     if description.startswith("Required keyword"):
+        m = _MISSING_OPERAND.search(description)
+        if m is not None:
+            op = _OPERATOR_WORDS.get(m.group(2), m.group(2).upper())
+            side = "right-hand operand" if m.group(1) == "expression" else "operand"
+            return f"{op} is missing its {side}{where}"
         return f"an operand is missing next to {token!r}{where}" if token else "an operand is missing"
     if description.startswith("Expecting )"):
         return f"a closing parenthesis ')' is missing{where}"
     if description.startswith("Expecting ("):
         return f"an opening parenthesis '(' is missing{where}"
     if description.startswith("Invalid expression / Unexpected token"):
-        return f"unexpected {token!r}{where}" if token else f"unexpected text{where}"
+        what = f"unexpected {token!r}" if token else "unexpected text"
+        return f"{what}{where} (an unbalanced parenthesis or a stray token?)"
     return _strip_class_names(description) + where
 
 
@@ -409,8 +425,43 @@ def _check_type_spellings(text: str) -> None:
             )
 
 
+_OPERATOR_WORDS = {
+    "GT": "'>'", "GTE": "'>='", "LT": "'<'", "LTE": "'<='", "EQ": "'='", "NEQ": "'!='",
+    "And": "AND", "Or": "OR", "Not": "NOT", "Add": "'+'", "Sub": "'-'", "Mul": "'*'", "Div": "'/'",
+    "Mod": "'%'", "Like": "LIKE", "ILike": "ILIKE", "In": "IN", "Between": "BETWEEN", "Is": "IS",
+}
+_MISSING_OPERAND = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>")
+_CLASS_NAME = re.compile(r"<class '[\w.]*\.(\w+)'>")
+
+
 def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    """The first line of a parser error, in the user's terms: a missing operand names the
+    operator, not sqlglot's expression class."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else "the text is not a SQL expression"
+    m = _MISSING_OPERAND.search(text)
+    if m is not None:
+        op = _OPERATOR_WORDS.get(m.group(2), m.group(2).upper())
+        side = "right-hand operand" if m.group(1) == "expression" else "operand"
+        text = _MISSING_OPERAND.sub(f"{op} is missing its {side}", text)
+    text = _CLASS_NAME.sub(lambda m: m.group(1).upper(), text)
+    return text.replace("Invalid expression / Unexpected token", "unexpected text (an unbalanced parenthesis or a stray token?)")
+
+
+_CONSTRUCT_NAMES = {
+    "BitwiseRightShift": "the '>>' operator", "BitwiseLeftShift": "the '<<' operator", "Case": "CASE",
+    "NullSafeNEQ": "IS DISTINCT FROM", "NullSafeEQ": "IS NOT DISTINCT FROM", "Select": "a SELECT statement",
+    "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal", "Interval": "an INTERVAL",
+    "TryCast": "TRY_CAST", "Anonymous": "this function", "Window": "a window function",
+    "Alias": "a name right after an expression (a missing operator?)", "Div": "typed division",
+}
+
+
+def _construct_name(node: exp.Expression) -> str:
+    """A filter construct named as a SQL user would (not by sqlglot's class name)."""
+    name = type(node).__name__
+    if name in _CONSTRUCT_NAMES:
+        return _CONSTRUCT_NAMES[name]
+    return "the " + re.sub(r"(?<!^)(?=[A-Z])", " ", name).upper() + " construct"
 
 
 # --------------------------------------------------------------------------------------
@@ -531,18 +582,6 @@ def _number_literal(text: str, negative: bool) -> pa.Scalar:
     return pa.scalar(-value if negative else value, pa.float64())
 
 
-_CONSTRUCT_NAMES: dict[type, str] = {
-    exp.Alias: "a name right after an expression (a missing operator?) is",
-    exp.Select: "subqueries are",
-    exp.Subquery: "subqueries are",
-    exp.NullSafeEQ: "IS NOT DISTINCT FROM is",
-    exp.NullSafeNEQ: "IS DISTINCT FROM is",
-    exp.Div: "typed division is",
-    exp.Star: "'*' is",
-    exp.Interval: "INTERVAL literals are",
-}
-
-
 def _json_path_text(node: exp.Expression) -> exp.Expression:
     """sqlglot turns a JSON path literal into a JSONPath node; back to its text."""
     if isinstance(node, exp.JSONPath):
@@ -636,7 +675,7 @@ class _Builder:
             text = node.sql(dialect=LanceFilterDialect)
         except (sqlglot.errors.SqlglotError, ValueError, TypeError, KeyError):  # pragma: no cover
             text = node.key
-        what = what or _CONSTRUCT_NAMES.get(type(node), "this SQL construct is")
+        what = what or f"{_construct_name(node)} is"
         return FilterError(f"unsupported filter construct in {self.source!r}: {text!r} ({what} not supported)")
 
     # -- columns ------------------------------------------------------------------------
@@ -657,7 +696,7 @@ class _Builder:
                 )
         if name.lower() in VIRTUAL_COLUMNS:
             return pa.field(name.lower(), pa.uint64())
-        shown = names if len(names) <= 20 else names[:20] + ["..."]
+        shown = names if len(names) <= 20 else [*names[:20], "..."]
         raise FilterError(
             f"no column named {name!r} in filter {self.source!r}; columns are {shown} "
             "(quote names with backticks; double quotes make a string literal, as in pylance)"
@@ -676,7 +715,7 @@ class _Builder:
                 f"struct column {'.'.join(col.path)!r} has no field {name!r} "
                 f"(filter {self.source!r}); fields are {names}"
             )
-        return _Col(col.path + (name,), col.type.field(index).type)
+        return _Col((*col.path, name), col.type.field(index).type)
 
     def column(self, node: exp.Column) -> _Col:
         parts = [p for p in node.parts if isinstance(p, exp.Identifier)]

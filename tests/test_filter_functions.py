@@ -193,7 +193,7 @@ def test_rowoffset_is_the_position_of_the_live_row(data) -> None:
         ("foo(i) = 1", "unknown SQL function 'foo'"),
         ("ceil(f) > 1", "unknown SQL function 'ceil'"),
         ("left(s, 2) = 'a'", "unknown SQL function 'left'"),  # pylance has it; we do not yet
-        ("i >", "an operand is missing next to '>'"),
+        ("i >", "'>' is missing its right-hand operand"),
         ("(i > 3", "closing parenthesis"),
         ("i > 3)", "unexpected ')'"),
         ("i b", "missing operator"),

@@ -5,6 +5,7 @@ pylance's own operation gives on a copy, and we read what pylance did."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -14,11 +15,13 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pytest
 
+from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, RetryableCommitConflictError, SchemaMismatchError
 from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
-from lance_gpu.write import commit_fragments, discard_fragments, write_fragments
+from lance_gpu.txn import FragmentMetadata, LanceOperation
+from lance_gpu.write import discard_fragments, write_fragments
 from lance_gpu.write.compaction import CompactionMetrics
 
 lance = pytest.importorskip("lance")
@@ -49,7 +52,7 @@ def _pair(tmp_path, n=3000, rows_per_file=1000, writer="lance"):
 
 
 def _latest(uri):
-    return read_manifest_file(list_versions(uri)[-1].path)
+    return read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
 
 
 def _shape(uri) -> dict:
@@ -119,7 +122,7 @@ def test_delete_matches_pylance(tmp_path):
     assert txn.read_version == 1
     assert [u.id for u in txn.delete.updated_fragments] == [0, 1]
     assert list(txn.delete.deleted_fragment_ids) == [2] and txn.delete.predicate == pred
-    assert read_transaction_file(os.path.join(ours, "_transactions", m.transaction_file)) == txn
+    assert read_transaction_file(LOCAL, os.path.join(ours, "_transactions", m.transaction_file)) == txn
 
     # a second delete: the new file holds old and new rows and replaces the old one
     assert ds.delete("id = 1 or id = 8000") == rds.delete("id = 1 or id = 8000") == {"num_deleted_rows": 1}
@@ -333,8 +336,8 @@ def test_compact_files(tmp_path):
     assert mf.transaction.WhichOneof("operation") == "rewrite" and mf.transaction.read_version == 2
     assert (mf.manifest.reader_feature_flags, mf.manifest.writer_feature_flags) == (0, 0)
     assert all(not f.HasField("deletion_file") for f in mf.manifest.fragments)
-    kinds = [read_manifest_file(v.path).transaction.WhichOneof("operation") for v in list_versions(ours)]
-    assert kinds == [read_manifest_file(v.path).transaction.WhichOneof("operation") for v in list_versions(ref)]
+    kinds = [read_manifest_file(LOCAL, v.path).transaction.WhichOneof("operation") for v in list_versions(*resolve(ours))]
+    assert kinds == [read_manifest_file(LOCAL, v.path).transaction.WhichOneof("operation") for v in list_versions(*resolve(ref))]
     # nothing left to do: no commit
     again = ds.optimize.compact_files(target_rows_per_fragment=1200)
     assert again == CompactionMetrics() and ds.version == mf.manifest.version
@@ -417,7 +420,7 @@ def test_concurrent_deletes_of_one_fragment_are_merged(tmp_path):
     mf = _latest(uri)
     assert mf.transaction.read_version == 2  # rebased onto the winner, like pylance
     assert mf.manifest.fragments[0].deletion_file.num_deleted_rows == 10
-    assert read_transaction_file(os.path.join(uri, "_transactions", mf.manifest.transaction_file)) == mf.transaction
+    assert read_transaction_file(LOCAL, os.path.join(uri, "_transactions", mf.manifest.transaction_file)) == mf.transaction
     assert len(os.listdir(os.path.join(uri, "_deletions"))) == 2  # b's first file was superseded
     # and against pylance as the winner
     c = lance_gpu.dataset(uri)
@@ -476,9 +479,15 @@ def test_delete_against_compaction(tmp_path):
     lance.dataset(uri).delete("id < 1000")  # 1/3 of fragment 7: it compacts itself
     data = sorted(os.listdir(os.path.join(uri, "data")))
     with pytest.raises(RetryableCommitConflictError):
-        d.optimize.compact_files(materialize_deletions_threshold=0.0)
+        d.optimize.compact_files(materialize_deletions_threshold=0.0, conflict_retries=0)
     assert _ids(uri) == list(range(1000, 6990))
     assert sorted(os.listdir(os.path.join(uri, "data"))) == data  # its new files were removed
+    # by default the compaction re-plans itself on the latest version, as pylance's does
+    e = lance_gpu.dataset(uri)
+    lance.dataset(uri).delete("id >= 6980")
+    e.optimize.compact_files(materialize_deletions_threshold=0.0)
+    assert e.version == lance.dataset(uri).version and _ids(uri) == list(range(1000, 6980))
+    assert _latest(uri).transaction.WhichOneof("operation") == "rewrite"
 
 
 def test_operations_against_each_other(tmp_path):
@@ -489,17 +498,21 @@ def test_operations_against_each_other(tmp_path):
     a.drop_columns(["s"])
     b.delete("id < 3")
     assert lance.dataset(uri).schema.names == ["id", "st"] and _ids(uri) == list(range(3, 100))
-    # a merge loses to a delete (its fragments would drop the deletion), nothing lost
+    # a merge loses to a delete (its fragments would drop the deletion): re-planned by
+    # itself on the latest version, nothing lost
     a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
     a.delete("id = 50")
-    with pytest.raises(RetryableCommitConflictError):
-        b.add_columns({"twice": "id * 2"})
+    b.add_columns({"twice": "id * 2"})
     assert _ids(uri) == [i for i in range(3, 100) if i != 50]
-    # two renames: the second must be redone on the new schema
+    t = lance.dataset(uri).to_table()
+    assert t["twice"].to_pylist() == [2 * i for i in t["id"].to_pylist()]
+    b.drop_columns(["twice"])
+    # two renames: the second is redone on the new schema
     a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
     a.alter_columns({"path": "id", "name": "x"})
-    with pytest.raises(RetryableCommitConflictError):
-        b.alter_columns({"path": "st", "name": "y"})
+    b.alter_columns({"path": "st", "name": "y"})
+    assert lance.dataset(uri).schema.names == ["x", "y"]
+    b.alter_columns({"path": "y", "name": "st"})
     # a delete against pylance's merge: retried and applied to the merged fragments
     a = lance_gpu.dataset(uri)
     lance.dataset(uri).add_columns({"z": "x + 1"})
@@ -514,7 +527,7 @@ def test_spark_private_names_still_work():
 
     assert callable(dataset_writer._write_fragments) and dataset_writer._minor_of(None) == 2
     assert callable(dataset_writer._check_types)
-    assert commit.PendingCommit and commit.commit and commit.latest and commit.check_appendable
+    assert commit.serialize_manifest and commit.latest and commit.check_appendable
 
 
 # --------------------------------------------------------------------------------------------
@@ -527,19 +540,20 @@ def test_write_and_commit_fragments(tmp_path):
     parts = [write_fragments(_tbl(300, k * 300), uri, mode="create", max_rows_per_file=200) for k in range(2)]
     assert all(f.physical_rows in (200, 100) and not f.id for p in parts for f in p)
     assert not os.path.exists(os.path.join(uri, "_versions"))  # nothing visible yet
-    ds = commit_fragments(uri, parts[0] + parts[1], "create", schema=_tbl(1).schema)
+    ds = lance_gpu.LanceDataset.commit(uri, LanceOperation.Overwrite(_tbl(1).schema, parts[0] + parts[1]))
     assert ds.version == 1 and lance.dataset(uri).to_table().equals(_tbl(600))
     # append at a read version, with a concurrent append in between: rebuilt on top
     read = ds.version
     frags = write_fragments(_tbl(50, 1000).select(["st", "id", "s"]), uri)  # any column order
     lance.write_dataset(_tbl(10, 5000), uri, mode="append")
-    ds = commit_fragments(uri, [f.SerializeToString() for f in frags], read_version=read)
+    shipped = [FragmentMetadata.from_json(json.dumps(f.to_json())) for f in frags]  # across processes
+    ds = lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(shipped), read_version=read)
     assert ds.version == 3 and _ids(uri) == list(range(600)) + list(range(1000, 1050)) + list(range(5000, 5010))
     # a concurrent delete: the append goes on top of it
     frags = write_fragments(_tbl(5, 2000), uri)
     read = lance_gpu.dataset(uri).version
     lance.dataset(uri).delete("id < 100")
-    ds = commit_fragments(uri, frags, read_version=read)
+    ds = lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
     assert ds.version == read + 2 and _ids(uri) == (
         list(range(100, 600)) + list(range(1000, 1050)) + list(range(2000, 2005)) + list(range(5000, 5010))
     )
@@ -548,7 +562,7 @@ def test_write_and_commit_fragments(tmp_path):
     read = lance_gpu.dataset(uri).version
     lance.write_dataset(_tbl(5, 4000), uri, mode="overwrite")
     with pytest.raises(CommitConflictError):
-        commit_fragments(uri, frags, read_version=read)
+        lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
     before = len(os.listdir(os.path.join(uri, "data")))
     discard_fragments(uri, frags)
     assert len(os.listdir(os.path.join(uri, "data"))) == before - 1
@@ -557,5 +571,5 @@ def test_write_and_commit_fragments(tmp_path):
     # overwrite with a new schema and file version
     new = pa.table({"x": pa.array([1.5, 2.5])})
     frags = write_fragments(new, uri, mode="overwrite", data_storage_version="2.1")
-    ds = commit_fragments(uri, frags, "overwrite", schema=new.schema)
+    ds = lance_gpu.LanceDataset.commit(uri, LanceOperation.Overwrite(new.schema, frags))
     assert lance.dataset(uri).to_table().equals(new) and lance.dataset(uri).data_storage_version == "2.1"

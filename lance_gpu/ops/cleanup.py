@@ -9,8 +9,9 @@ deleted) unless ``error_if_tagged_old_versions=False``, which keeps it silently.
 
 Which files go: under ``data/``, ``_deletions/``, ``_transactions/`` and ``_indices/``, a
 file that no kept version references goes when a removed version references it, or -- for a
-file no version references at all (left by a failed or in-flight write) -- when it is more
-than 7 days old or ``delete_unverified=True``. Then the removed versions' manifests go. A
+file no version references at all (left by a failed or in-flight write) -- when
+``delete_unverified=True``. (pylance also deletes such files once they are 7 days old; the
+store protocol reports no modification times, so without ``delete_unverified`` they stay.) Then the removed versions' manifests go. A
 version references its fragments' data files and deletion files, its transaction file and
 its indices' directories (``_indices/{uuid}/``).
 """
@@ -18,23 +19,15 @@ its indices' directories (``_indices/{uuid}/``).
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CleanupError, TaggedVersionError
+from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.deletion import deletion_file_path
-from lance_gpu.table.manifest import (
-    VersionInfo,
-    dataset_path,
-    list_versions,
-    read_manifest_file,
-)
+from lance_gpu.table.manifest import VersionInfo, list_versions, read_manifest_file
 from lance_gpu.table.tags import tagged_versions
 
-UNVERIFIED_GRACE = _dt.timedelta(days=7)
 DEFAULT_OLDER_THAN = _dt.timedelta(days=14)
 _DIRS = ("data", "_deletions", "_transactions", "_indices")
 
@@ -52,34 +45,37 @@ class CleanupStats:
     failed_deletes: int = 0
 
 
-def _referenced(root: Path, manifest: table_pb2.Manifest, index_uuids: list[str]) -> set[Path]:
-    refs: set[Path] = set()
+def _referenced(store: ObjectStore, root: str, manifest: table_pb2.Manifest, index_uuids: list[str]) -> set[str]:
+    refs: set[str] = set()
     for frag in manifest.fragments:
         for df in frag.files:
-            refs.add(root / "data" / df.path)
+            refs.add(join(root, "data", df.path))
         if frag.HasField("deletion_file"):
-            refs.add(deletion_file_path(root, int(frag.id), frag.deletion_file))
+            refs.add(deletion_file_path(store, root, int(frag.id), frag.deletion_file))
     if manifest.transaction_file:
-        refs.add(root / "_transactions" / manifest.transaction_file)
+        refs.add(join(root, "_transactions", manifest.transaction_file))
     for uuid in index_uuids:
-        refs.add(root / "_indices" / uuid)
+        refs.add(join(root, "_indices", uuid))
     return refs
 
 
-def _references(root: Path, info: VersionInfo) -> set[Path]:
-    mf = read_manifest_file(info.path)
+def _references(store: ObjectStore, root: str, info: VersionInfo) -> set[str]:
+    mf = read_manifest_file(store, info.path)
     uuids = []
     if mf.index_section is not None:
         for index in mf.index_section.indices:
             if index.HasField("uuid"):
                 raw = index.uuid.uuid.hex()
                 uuids.append(f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}")
-    return _referenced(root, mf.manifest, uuids)
+    return _referenced(store, root, mf.manifest, uuids)
 
 
-def _covered(path: Path, refs: set[Path]) -> bool:
-    """``path`` is referenced itself or lies in a referenced (index) directory."""
-    return path in refs or any(parent in refs for parent in path.parents)
+def _covered(key: str, refs: set[str]) -> bool:
+    """``key`` is referenced itself or lies in a referenced (index) directory."""
+    if key in refs:
+        return True
+    parts = key.split("/")
+    return any("/".join(parts[:i]) in refs for i in range(1, len(parts)))
 
 
 def _validate(older_than: object, retain_versions: object, versions: object) -> None:
@@ -94,7 +90,8 @@ def _validate(older_than: object, retain_versions: object, versions: object) -> 
 
 
 def cleanup_old_versions(
-    uri: str | os.PathLike[str],
+    store: ObjectStore,
+    root: str,
     older_than: _dt.timedelta | None = None,
     retain_versions: int | None = None,
     *,
@@ -102,13 +99,12 @@ def cleanup_old_versions(
     error_if_tagged_old_versions: bool = True,
     versions: list[int] | None = None,
 ) -> CleanupStats:
-    """Remove old versions of the dataset at ``uri`` and the files only they reference
-    (see the module docstring for the rules); returns what was removed."""
+    """Remove old versions of the dataset at ``root`` of ``store`` and the files only they
+    reference (see the module docstring for the rules); returns what was removed."""
     _validate(older_than, retain_versions, versions)
     if older_than is None and retain_versions is None and versions is None:
         older_than = DEFAULT_OLDER_THAN
-    root = dataset_path(uri)
-    infos = list_versions(root)
+    infos = list_versions(store, root)
     latest = infos[-1].version
     now = _dt.datetime.now(_dt.UTC)
     retained = {i.version for i in infos[-retain_versions:]} if retain_versions else set()
@@ -121,7 +117,7 @@ def cleanup_old_versions(
         and (wanted is None or info.version in wanted)
         and (older_than is None or info.timestamp < now - older_than)
     ]
-    tags = tagged_versions(root)
+    tags = tagged_versions(store, root)
     tagged = [i for i in candidates if i.version in tags]
     if tagged and error_if_tagged_old_versions:
         names = sorted(name for i in tagged for name in tags[i.version])
@@ -131,37 +127,30 @@ def cleanup_old_versions(
         )
     removed = [i for i in candidates if i.version not in tags]
     removed_versions = {i.version for i in removed}
-    kept_refs: set[Path] = set()
-    removed_refs: set[Path] = set()
+    kept_refs: set[str] = set()
+    removed_refs: set[str] = set()
     for info in infos:
-        (removed_refs if info.version in removed_versions else kept_refs).update(_references(root, info))
+        (removed_refs if info.version in removed_versions else kept_refs).update(_references(store, root, info))
 
     counts = dict.fromkeys(_DIRS, 0)
     bytes_removed = failed = 0
-    grace_cutoff = time.time() - UNVERIFIED_GRACE.total_seconds()
     for top in _DIRS:
-        base = root / top
-        if not base.is_dir():
-            continue
-        for dirpath, _dirs, files in os.walk(base):
-            for name in files:
-                path = Path(dirpath) / name
-                if _covered(path, kept_refs):
-                    continue
-                stat = path.stat()
-                if not _covered(path, removed_refs) and not delete_unverified and stat.st_mtime > grace_cutoff:
-                    continue  # maybe part of a write in flight: keep it for now
-                try:
-                    path.unlink()
-                except OSError:
-                    failed += 1
-                    continue
-                bytes_removed += stat.st_size
-                counts[top] += 1
+        for meta in store.list(join(root, top)):
+            if _covered(meta.path, kept_refs):
+                continue
+            if not _covered(meta.path, removed_refs) and not delete_unverified:
+                continue  # no version references it: maybe a write in flight (see the module docstring)
+            try:
+                store.delete(meta.path)
+            except OSError:
+                failed += 1
+                continue
+            bytes_removed += meta.size
+            counts[top] += 1
     for info in removed:
-        size = os.path.getsize(info.path)
         try:
-            os.unlink(info.path)
+            size = store.size(info.path)
+            store.delete(info.path)
         except OSError:
             failed += 1
             continue

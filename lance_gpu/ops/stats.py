@@ -11,10 +11,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from lance_gpu.file.container import LanceFileReader
+from lance_gpu.io.store import join
 from lance_gpu.table.schema import column_index_map
 from lance_gpu.table.versions import dataset_stats
 
@@ -56,11 +55,8 @@ class DatasetStats:
         totals = {f.id: 0 for top in ds.lance_schema.fields for f in top.walk()}
         for frag in ds.fragments:
             for df in frag.pb.files:
-                reader = LanceFileReader(os.path.join(ds.uri, "data", df.path))
-                try:
-                    for fid, col in column_index_map(df, ds.lance_schema).items():
-                        pages = reader.column(col).pages
-                        totals[fid] = totals.get(fid, 0) + sum(sum(p.buffer_sizes) for p in pages)
-                finally:
-                    reader.close()
+                reader = frag.file_reader(join(ds.root, "data", df.path))
+                for fid, col in column_index_map(df, ds.lance_schema).items():
+                    pages = reader.column(col).pages
+                    totals[fid] = totals.get(fid, 0) + sum(sum(p.buffer_sizes) for p in pages)
         return DataStatistics([FieldStatistics(fid, size) for fid, size in sorted(totals.items())])

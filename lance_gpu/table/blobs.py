@@ -30,11 +30,11 @@ import pyarrow as pa
 from lance_gpu.errors import UnsupportedEncodingError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
-from lance_gpu.file.io import RangeReader
+from lance_gpu.io.store import ObjectStore, ReadHandle, join
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceFragment
+    from lance_gpu.fragment import LanceFragment
 
 BLOB_META_KEY = "lance-encoding:blob"
 BLOB_V2 = "lance.blob.v2"
@@ -75,10 +75,10 @@ def _column(frag: LanceFragment, field: LanceField) -> tuple[str, int, LanceFile
     from lance_gpu.table.schema import column_index_map
 
     for df in frag.pb.files:
-        cmap = column_index_map(df, frag._ds.lance_schema)
+        cmap = column_index_map(df, frag.dataset.lance_schema)
         if field.id in cmap:
-            path = f"{frag._ds.uri}/data/{df.path}"
-            return path, cmap[field.id], frag._reader(path)
+            path = join(frag.dataset.root, "data", df.path)
+            return path, cmap[field.id], frag.file_reader(path)
     raise UnsupportedEncodingError(f"fragment {frag.fragment_id}: no data file holds blob field {field.name!r}")
 
 
@@ -151,13 +151,14 @@ class BlobFile(io.RawIOBase):
     is opened on first read and closed by :meth:`close`.
     """
 
-    def __init__(self, path: str, position: int, size: int) -> None:
+    def __init__(self, store: ObjectStore, path: str, position: int, size: int) -> None:
         super().__init__()
+        self._store = store
         self._path = path
         self._start = position
         self._size = size
         self._pos = 0
-        self._reader: RangeReader | None = None
+        self._reader: ReadHandle | None = None
 
     def __repr__(self) -> str:
         return f"<BlobFile size={self._size}>"
@@ -193,7 +194,7 @@ class BlobFile(io.RawIOBase):
         if n == 0:
             return 0
         if self._reader is None:
-            self._reader = RangeReader(self._path)
+            self._reader = self._store.open(self._path)
         view[:n] = self._reader.read(self._start + self._pos, n).tobytes()
         self._pos += n
         return n
@@ -218,7 +219,7 @@ def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list
             raise UnsupportedFeatureError(
                 f"{path}: blob stored outside the data file (kind {d.get('kind')}, uri {d.get('blob_uri')!r})"
             )
-        out.append(BlobFile(path, int(d["position"]), int(d["size"])))
+        out.append(BlobFile(frag.dataset.store, path, int(d["position"]), int(d["size"])))
     return out
 
 
@@ -260,7 +261,7 @@ def take_blobs(
     # (fragment, physical offset) per requested row
     locations: list[tuple[LanceFragment, int]] = []
     if what == "indices":
-        counts = np.array([f.count_rows() for f in frags], np.int64)
+        counts = np.array([f.live_count() for f in frags], np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)])
         if wanted.size and (wanted.min() < 0 or wanted.max() >= starts[-1]):
             bad = wanted[(wanted < 0) | (wanted >= starts[-1])][0]
@@ -297,5 +298,5 @@ def take_blobs(
         files = blob_files(frag, field, uniq)
         for i, j in zip(members, inverse.tolist(), strict=True):
             f = files[j]
-            result[i] = None if f is None else BlobFile(f._path, f._start, f._size)
+            result[i] = None if f is None else BlobFile(f._store, f._path, f._start, f._size)
     return result

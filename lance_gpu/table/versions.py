@@ -17,10 +17,10 @@ pylance (which converts the manifest's nanoseconds through float arithmetic; so 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import VersionNotFoundError
+from lance_gpu.io.store import ObjectStore
 from lance_gpu.table.manifest import VersionInfo, list_versions, read_manifest
 
 # pylance counts a fragment with fewer physical rows than this as a small file.
@@ -45,7 +45,7 @@ def manifest_summary(manifest: table_pb2.Manifest) -> dict[str, str]:
 
 def version_entry(info: VersionInfo) -> dict:
     """``{"version", "timestamp", "metadata"}`` of one version, as pylance's ``versions()``."""
-    manifest = read_manifest(info.path)
+    manifest = read_manifest(info.store, info.path)
     ts_nanos = int(manifest.timestamp.seconds) * 10**9 + int(manifest.timestamp.nanos)
     # pylance's conversion, float arithmetic included: naive local time, microseconds
     when = _dt.datetime.fromtimestamp(ts_nanos // 1e9) + _dt.timedelta(microseconds=(ts_nanos % 1e9) // 1e3)
@@ -56,12 +56,12 @@ def version_entry(info: VersionInfo) -> dict:
     }
 
 
-def versions(uri: str | os.PathLike[str]) -> list[dict]:
-    """Every committed version of the dataset at ``uri``, oldest first."""
-    return [version_entry(info) for info in list_versions(uri)]
+def versions(store: ObjectStore, root: str) -> list[dict]:
+    """Every committed version of the dataset at ``root`` of ``store``, oldest first."""
+    return [version_entry(info) for info in list_versions(store, root)]
 
 
-def version_asof(uri: str | os.PathLike[str], asof: _dt.datetime | _dt.date | str | float) -> int:
+def version_asof(store: ObjectStore, root: str, asof: _dt.datetime | _dt.date | str | float) -> int:
     """The latest version committed at or before ``asof``.
 
     ``asof``: a datetime (naive means local time, as in pylance), a date, an ISO 8601
@@ -75,12 +75,12 @@ def version_asof(uri: str | os.PathLike[str], asof: _dt.datetime | _dt.date | st
     delta = when - epoch
     when_ns = (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000
     chosen = None
-    for info in list_versions(uri):
-        ts = read_manifest(info.path).timestamp
+    for info in list_versions(store, root):
+        ts = read_manifest(store, info.path).timestamp
         if int(ts.seconds) * 10**9 + int(ts.nanos) <= when_ns:
             chosen = info.version
     if chosen is None:
-        raise VersionNotFoundError(f"{asof} is earlier than the first version of this dataset ({os.fspath(uri)})")
+        raise VersionNotFoundError(f"{asof} is earlier than the first version of this dataset ({store.uri(root)})")
     return chosen
 
 

@@ -6,12 +6,13 @@
 * :mod:`~lance_gpu.write.file_writer` -- :class:`LanceFileWriter`, one v2 data file.
 * :mod:`~lance_gpu.write.pages` -- encoding one leaf page, choosing encodings like pylance.
 * :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
-* :mod:`~lance_gpu.write.commit` -- transactions, manifests, link-if-absent commits and
-  conflict resolution.
-* :mod:`~lance_gpu.write.fragments` -- :func:`write_fragments` / :func:`commit_fragments`:
-  distributed writes (tasks write fragments, one commit publishes them).
+* :mod:`~lance_gpu.write.inputs` -- every input kind pylance takes, cast to the schema.
+* :mod:`~lance_gpu.write.commit` -- the bytes of a commit (manifest files, link-if-absent,
+  transaction files); the transaction logic is :mod:`lance_gpu.txn`.
+* :mod:`~lance_gpu.write.fragments` -- :func:`write_fragments` / :func:`create_fragment`:
+  distributed writes (tasks write fragments, one ``LanceDataset.commit`` publishes them).
 * :mod:`~lance_gpu.write.operations` -- delete, restore, drop / alter / add columns (the
-  ``LanceDataset`` methods), each one transaction with pylance's conflict rules.
+  ``LanceDataset`` methods), each one transaction of :mod:`lance_gpu.txn`.
 * :mod:`~lance_gpu.write.deletion_writer` -- deletion files (``.arrow`` / roaring ``.bin``).
 * :mod:`~lance_gpu.write.compaction` -- ``ds.optimize.compact_files``.
 * :mod:`~lance_gpu.write.index_remap` -- indices across a compaction (BTree remapping).
@@ -20,12 +21,12 @@
 from __future__ import annotations
 
 from lance_gpu.write.dataset_writer import DatasetExistsError, write_dataset
-from lance_gpu.write.fragments import commit_fragments, discard_fragments, write_fragments
+from lance_gpu.write.fragments import create_fragment, discard_fragments, write_fragments
 
 __all__ = [
     "DatasetExistsError",
     "LanceFileWriter",
-    "commit_fragments",
+    "create_fragment",
     "discard_fragments",
     "write_dataset",
     "write_fragments",

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,8 +37,16 @@ import pyarrow as pa
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.table import features
-from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
-from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
+from lance_gpu.scan import ReadUnit, decode_fields
+from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
+from lance_gpu.txn.operations import ReserveFragments, Rewrite
+from lance_gpu.write.index_remap import (
+    RowAddressMap,
+    check_remappable,
+    fragment_bitmap,
+    remap_btree,
+)
+from lance_gpu.write.operations import _commit
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset, LanceFragment
@@ -133,13 +140,30 @@ def plan_compaction(
 def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     fields = list(ds.lance_schema.fields)
     for frag in frags:
-        _f, table = next(ds._read_fragments([(frag, frag.rows_to_read())], fields, False))
+        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields))
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         yield from table.to_batches()
 
 
-def compact_files(
+def compact_files(ds: LanceDataset, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES, **options: object) -> CompactionMetrics:
+    """Compact ``ds`` (see :func:`compact_once`), re-planned on the latest version after each
+    retryable conflict (a concurrent delete, update or compaction of the same fragments), at
+    most ``conflict_retries`` times, as pylance retries it; ``ds`` moves to the new version."""
+    first = [True]
+
+    def attempt() -> CompactionMetrics:
+        target = ds if first[0] else ds.checkout_version(ds.latest_version)
+        first[0] = False
+        metrics = compact_once(target, **options)  # type: ignore[arg-type]
+        if target is not ds:
+            ds.reload(target.version)
+        return metrics
+
+    return run_with_retries(attempt, conflict_retries)
+
+
+def compact_once(
     ds: LanceDataset,
     *,
     target_rows_per_fragment: int | None = None,
@@ -163,7 +187,10 @@ def compact_files(
     last-updated versions, in order.
     """
     from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
+    from lance_gpu.write.dataset_writer import (
+        DEFAULT_MAX_BYTES_PER_FILE,
+        _write_fragments,
+    )
 
     if unsupported.get("compaction_mode") == "reencode":  # what we do anyway
         unsupported.pop("compaction_mode")
@@ -177,7 +204,7 @@ def compact_files(
         raise ValueError("target_rows_per_fragment must be positive")
     base = ds.manifest_file
     check_appendable(base)
-    root = Path(ds.uri)
+    store, root = ds.store, ds.root
     indices = list(base.index_section.indices) if base.index_section is not None else []
     bitmaps = [fragment_bitmap(index) for index in indices]
     for index, bitmap in zip(indices, bitmaps):
@@ -199,17 +226,17 @@ def compact_files(
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
     for index in to_remap:
-        check_remappable(index, root)
+        check_remappable(index, store.uri(root))
 
     schema = ds.lance_schema
     physical = schema.to_arrow(physical=True)
     minor = int(ds.manifest.data_format.version.split(".")[1])
     groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]] = []
-    rewrite = RewriteOp([])
+    rewrite = Rewrite()
     try:
         for task in tasks:
             new, written = _write_fragments(
-                root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
+                store, root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
                 int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE),
             )
             rewrite.written.extend(written)
@@ -223,7 +250,7 @@ def compact_files(
             metrics.files_added += sum(_files(f) for f in new)
         n_new = sum(len(new) for _old, new in groups)
         if n_new:
-            reserved = _commit(ds, ReserveFragmentsOp(n_new), _latest(ds))
+            reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))
             next_id = int(reserved.max_fragment_id) - n_new + 1
             for _old, new in groups:
                 for frag in new:
@@ -231,18 +258,18 @@ def compact_files(
                     next_id += 1
         if to_remap:
             mapping = RowAddressMap.build(
-                ([(f.fragment_id, f.physical_rows, f.rows_to_read()) for f in task], new)
+                ([(f.fragment_id, f.physical_rows, f.live_rows) for f in task], new)
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(root, index, mapping, rewrite.written)
+                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
-        rewrite.cleanup()
+        rewrite.cleanup(store)
         raise
     rewrite.groups = groups
     manifest = _commit(ds, rewrite)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
     return metrics
 
 
@@ -320,7 +347,7 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
     ids = np.concatenate([live(f.row_ids, f) for f in old]) if old else np.zeros(0, np.uint64)
     versions = {}
     for which in ("created_at", "last_updated_at"):
-        parts = [live(read_fragment_versions(ds.uri, f.pb, which), f) for f in old]
+        parts = [live(read_fragment_versions(ds.store, ds.root, f.pb, which), f) for f in old]
         versions[which] = None if any(p is None for p in parts) else np.concatenate(parts)
     start = 0
     for frag in new:
@@ -338,7 +365,7 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
 def _latest(ds: LanceDataset):
     from lance_gpu.table.manifest import list_versions, read_manifest_file
 
-    return read_manifest_file(list_versions(ds.uri)[-1].path)
+    return read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
 
 
 class DatasetOptimizer:

@@ -15,18 +15,25 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from pathlib import Path
 
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import DatasetExistsError, LanceGpuError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    DatasetExistsError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
+from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
-from lance_gpu.table.manifest import dataset_path
+from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, PendingCommit, check_appendable, commit, latest
+from lance_gpu.txn.commit import commit
+from lance_gpu.txn.operations import Append, Overwrite
+from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
+from lance_gpu.write.inputs import coerce_input
 
-__all__ = ["DatasetExistsError", "write_dataset", "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE"]
+__all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_dataset"]
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
@@ -43,63 +50,6 @@ def _minor_of(version: str | None) -> int:
             f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.1' and '2.2' ('stable')"
         )
     return _VERSIONS[key]
-
-
-def _from_dataframe_library(data: object) -> object:
-    """A cuDF or Polars DataFrame as a pyarrow Table (cuDF copies device columns to the
-    host, the index left out as for pandas with ``preserve_index=False``); anything else
-    unchanged.  Checked by module name, so neither library is imported here."""
-    lib = type(data).__module__.split(".", 1)[0]
-    if lib == "cudf" and hasattr(data, "to_arrow"):
-        return data.to_arrow(preserve_index=False)
-    if lib == "polars" and hasattr(data, "to_arrow"):
-        return data.to_arrow()
-    return data
-
-
-def _as_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """The Arrow schema and a batch iterator of any supported input."""
-    try:
-        import pandas as pd  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - pandas is optional
-        pd = None
-    if pd is not None and isinstance(data, pd.DataFrame):
-        data = pa.Table.from_pandas(data, schema=schema)
-    data = _from_dataframe_library(data)
-    if isinstance(data, pa.RecordBatch):
-        data = pa.Table.from_batches([data])
-    if isinstance(data, pa.Table):
-        if schema is not None and not data.schema.equals(schema):
-            try:
-                data = data.select(schema.names).cast(schema)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, KeyError) as exc:
-                raise SchemaMismatchError(f"data does not match the given schema: {exc}") from exc
-        return data.schema, iter(data.to_batches())
-    if isinstance(data, pa.RecordBatchReader):
-        return data.schema, iter(data)
-    if hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
-        reader = pa.RecordBatchReader.from_stream(data)
-        return reader.schema, iter(reader)
-    if isinstance(data, Iterable):
-        it = iter(data)
-        if schema is None:
-            try:
-                first = next(it)
-            except StopIteration:
-                raise ValueError("write_dataset got an empty iterable of batches and no schema") from None
-            if not isinstance(first, pa.RecordBatch):
-                raise TypeError(f"expected pyarrow.RecordBatch items, got {type(first).__name__}")
-
-            def chain() -> Iterator[pa.RecordBatch]:
-                yield first
-                yield from it
-
-            return first.schema, chain()
-        return schema, it
-    raise TypeError(
-        "data must be a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of "
-        f"RecordBatches or a pandas, cuDF or Polars DataFrame, not {type(data).__name__}"
-    )
 
 
 def _check_types(schema: LanceSchema, minor: int) -> None:
@@ -175,7 +125,8 @@ def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_p
 
 
 def _write_fragments(
-    root: Path,
+    store: ObjectStore,
+    root: str,
     schema: LanceSchema,
     arrow_schema: pa.Schema,
     batches: Iterator[pa.RecordBatch],
@@ -183,13 +134,14 @@ def _write_fragments(
     minor: int,
     max_rows_per_file: int,
     max_bytes_per_file: int,
-) -> tuple[list[table_pb2.DataFragment], list[Path]]:
+) -> tuple[list[table_pb2.DataFragment], list[str]]:
+    """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
+    failure every file begun here is removed.  Returns the fragments and the files' keys."""
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
-    data_dir = root / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = join(root, "data")
     fragments: list[table_pb2.DataFragment] = []
-    written: list[Path] = []
+    written: list[str] = []
     writer = None
     name = ""
     not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
@@ -232,9 +184,9 @@ def _write_fragments(
             while batch.num_rows:
                 if writer is None:
                     name = f"{uuid.uuid4().hex}.lance"
-                    path = data_dir / name
+                    path = join(data_dir, name)
                     written.append(path)
-                    writer = LanceFileWriter(path, schema, minor)
+                    writer = LanceFileWriter(path, schema, minor, store=store)
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)
@@ -253,48 +205,150 @@ def _write_fragments(
             closing[0].abort()
         if writer is not None:
             writer.abort()
-        for p in written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        remove_quietly(store, written)
         raise
     return fragments, written
 
 
+def remove_quietly(store: ObjectStore, keys: Iterable[str]) -> None:
+    """Delete objects that were written but cannot have been committed (best effort)."""
+    for key in keys:
+        try:
+            store.delete(key)
+        except OSError:
+            pass
+
+
+def _humantime(seconds: int) -> str:
+    """A duration as Rust's ``humantime`` prints it (``"1m 40s"``, ``"14days"``), the form
+    pylance stores ``lance.auto_cleanup.older_than`` in."""
+    units = [(31_557_600, "year", True), (2_630_016, "month", True), (86_400, "day", True),
+             (3600, "h", False), (60, "m", False), (1, "s", False)]
+    rest, parts = int(seconds), []
+    for size, name, word in units:
+        n, rest = divmod(rest, size)
+        if n:
+            parts.append(f"{n}{name}{'s' if word and n > 1 else ''}")
+    return " ".join(parts) or "0s"
+
+
+def _check_metadata(schema: pa.Schema) -> None:
+    """pylance refuses schema or field metadata that is not UTF-8."""
+    def check(md: dict | None, where: str) -> None:
+        for k, v in (md or {}).items():
+            for name, raw in (("key", k), ("value", v)):
+                try:
+                    bytes(raw).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise SchemaMismatchError(
+                        f"Metadata {name} {raw!r} of {where} is not valid utf8. "
+                        "Consider base64 encode for generic binary metadata."
+                    ) from None
+
+    check(schema.metadata, "the schema")
+    for f in schema:
+        check(f.metadata, f"field {f.name!r}")
+
+
 def write_dataset(
     data: object,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | object,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
-    data_storage_version: str | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = 1024,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    commit_lock: object = None,
+    progress: object = None,
+    storage_options: dict[str, str] | None = None,
+    store: object = None,
+    data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
+    enable_v2_manifest_paths: bool = True,
+    enable_stable_row_ids: bool = False,
+    auto_cleanup_options: dict[str, int] | None = None,
+    commit_message: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
 ):
-    """Write ``data`` as a new version of the Lance dataset at ``uri``.
+    """Write ``data`` as a new version of the Lance dataset at ``uri`` (pylance's
+    ``lance.write_dataset``).
 
-    ``data``: a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of RecordBatches
-    (streamed), or a pandas, cuDF or Polars DataFrame.  ``mode``: ``"create"`` (the dataset must not exist:
-    :class:`DatasetExistsError`, nothing written), ``"append"`` (creates the dataset if
-    missing; the data's schema must equal the dataset's, else :class:`SchemaMismatchError`
-    before anything is written) or ``"overwrite"``.  ``data_storage_version``: ``"2.1"`` or
-    ``"2.2"`` (default; ``"stable"``) for new datasets -- appends keep the dataset's version.
+    Parameters
+    ----------
+    data : ReaderLike
+        A pyarrow Table, RecordBatch, RecordBatchReader, Dataset or Scanner, a Lance dataset,
+        an ``__arrow_c_stream__`` object, a pandas, Polars or cuDF DataFrame, a dict of
+        columns, a list of dicts, or an iterable of RecordBatches (streamed; cast to
+        ``schema`` -- an impossible cast raises :class:`SchemaMismatchError` before anything
+        is written).
+    uri : str, Path or dataset
+        Where the dataset is: any URI :func:`lance_gpu.io.resolve` takes (a path,
+        ``file://``, ``s3://``, ``gs://``, ``az://``, ``memory://``...), or a path inside
+        ``store``.  Commits need a store with conditional writes.
+    schema : pyarrow.Schema, optional
+        The schema of ``data``.
+    mode : str, default "create"
+        ``"create"`` (the dataset must not exist: :class:`DatasetExistsError`, nothing
+        written; also for the loser of a race), ``"append"`` (creates the dataset if missing;
+        the data's columns must match the dataset's) or ``"overwrite"``.
+    max_rows_per_file : int, default 1 Mi
+        Rows per data file (each file is one fragment).
+    max_rows_per_group : int, default 1024
+        Accepted; lance-gpu chooses its own page sizes.
+    max_bytes_per_file : int, default 90 GiB
+        A file is closed at the first batch boundary after it reaches this size.
+    commit_lock : callable, optional
+        ``commit_lock(version)`` returns a context manager held while publishing.
+    progress : FragmentWriteProgress, optional
+        ``begin(fragment)`` / ``complete(fragment)`` are called for each written fragment.
+    storage_options : dict, optional
+        pylance's storage options (credentials, endpoint, ``allow_http``, timeouts, retries).
+    store : optional
+        An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
+    data_storage_version : str, optional
+        ``"2.1"``, ``"2.2"`` or ``"stable"`` (default 2.2) for new datasets; appends keep
+        the dataset's version.  ``"2.0"`` and legacy files are not written.
+    use_legacy_format : bool, optional
+        Deprecated: ``False`` means ``"stable"``; ``True`` (legacy files) is not supported.
+    enable_v2_manifest_paths : bool, default True
+        New datasets name manifests ``{u64::MAX - version:020}.manifest`` (else ``{version}.manifest``).
+    enable_stable_row_ids : bool, default False
+        New datasets give rows stable ids.
+    auto_cleanup_options : dict, optional
+        ``{"interval": n, "older_than_seconds": s}`` stored in the new dataset's config.
+    commit_message : str, optional
+        Stored in the transaction's properties.
+    transaction_properties : dict, optional
+        Stored in the transaction.
 
-    Returns the :class:`~lance_gpu.dataset.LanceDataset` at the committed version.
+    Returns
+    -------
+    LanceDataset
+        The dataset at the committed version.
     """
     from lance_gpu.dataset import LanceDataset
 
+    if use_legacy_format is True:
+        raise UnsupportedFeatureError("use_legacy_format=True: lance-gpu does not write legacy (0.1) files")
+    if use_legacy_format is False and data_storage_version is None:
+        data_storage_version = "stable"
+    if not isinstance(uri, (str, os.PathLike)):
+        uri = getattr(uri, "uri", uri)
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
     if max_rows_per_file < 1 or max_bytes_per_file < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
-    root = dataset_path(uri)
+    ostore, root = resolve(uri, storage_options, store=store)  # type: ignore[arg-type]
     minor = _minor_of(data_storage_version)
-    arrow_schema, batches = _as_batches(data, schema)
-    base, naming = latest(root) if root.exists() else (None, "V2")
+    arrow_schema, batches = coerce_input(data, schema)
+    _check_metadata(arrow_schema)
+    base, naming = latest(ostore, root)
+    if base is None:
+        naming = "V2" if enable_v2_manifest_paths else "V1"
     if mode == "create" and (base is not None):
-        raise DatasetExistsError(f"dataset {os.fspath(uri)} already exists (use mode='append' or 'overwrite')")
+        raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
+    check_commit_store(ostore, root)
     order = None
     if mode == "append" and base is not None:
         check_appendable(base)
@@ -315,16 +369,31 @@ def write_dataset(
             check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     _check_types(lance_schema, minor)
     fragments, written = _write_fragments(
-        root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
+        ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
     )
-    op = PendingCommit(kind, fragments, schema=lance_schema, data_format=f"2.{minor}")
-    try:
-        manifest = commit(root, op, base, naming)
-    except BaseException:
-        for p in written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-        raise
-    return LanceDataset(uri, int(manifest.version))
+    if progress is not None:
+        from lance_gpu.txn.fragment import FragmentMetadata
+
+        for frag in fragments:
+            meta = FragmentMetadata.from_pb(frag)
+            for hook in ("begin", "complete"):
+                if callable(getattr(progress, hook, None)):
+                    getattr(progress, hook)(meta)
+    config: dict[str, str] = {}
+    if auto_cleanup_options is not None and base is None:
+        config["lance.auto_cleanup.interval"] = str(int(auto_cleanup_options["interval"]))
+        config["lance.auto_cleanup.older_than"] = _humantime(int(auto_cleanup_options["older_than_seconds"]))
+    if kind == "append":
+        op: Append | Overwrite = Append(fragments)
+    else:
+        flags = features.FLAG_STABLE_ROW_IDS if enable_stable_row_ids and base is None else 0
+        op = Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}", config=config, writer_flags=flags)
+    op.written.extend(written)
+    properties = dict(transaction_properties or {})
+    if commit_message is not None:
+        properties["__lance_commit_message"] = commit_message
+    manifest = commit(
+        ostore, root, op, base, naming, mode=mode, transaction_properties=properties,
+        lock=commit_lock,  # type: ignore[arg-type]
+    )
+    return LanceDataset(root, int(manifest.version), storage_options=storage_options, store=ostore)

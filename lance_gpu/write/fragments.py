@@ -1,45 +1,56 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Distributed writes: write fragments anywhere, commit them once.
+"""Distributed writes: write fragments anywhere, commit them once (pylance's commit API).
 
-pylance's pattern (``lance.fragment.write_fragments`` + ``LanceDataset.commit``), for
-writers such as the Spark sink whose tasks each write data files and whose driver commits::
+pylance's pattern, for writers such as Ray, Dask or Spark jobs whose tasks each write data
+files and whose driver commits::
 
-    base = lance_gpu.dataset(uri).version                       # driver: the version read
-    frags = write_fragments(batches, uri, schema=schema)        # each task
-    ds = commit_fragments(uri, all_frags, "append", read_version=base)   # driver
+    read = lance_gpu.dataset(uri).version                          # driver
+    frags = write_fragments(batches, uri, schema=schema)           # each task (FragmentMetadata)
+    op = LanceOperation.Append(all_frags)                          # driver
+    ds = LanceDataset.commit(uri, op, read_version=read)
 
 :func:`write_fragments` writes data files under ``{uri}/data`` and returns their
-``DataFragment`` protobufs (no ids yet: ids are handed out at commit).  Nothing is visible
-until :func:`commit_fragments` publishes a version; :func:`discard_fragments` deletes the
-files of fragments that will never be committed.  A commit conflicts like ``write_dataset``
-does: an append is rebuilt on a concurrent append, delete, update or compaction (fresh
-fragment ids on top of the winner); an overwrite or restore (or anything
-:mod:`lance_gpu.write.commit` does not rebase on) raises
-:class:`~lance_gpu.errors.CommitConflictError`.
+:class:`~lance_gpu.txn.fragment.FragmentMetadata` (id 0: ids are handed out at commit; they
+pickle and JSON round-trip, so they travel between processes).  Nothing is visible until a
+commit publishes a version; :func:`discard_fragments` deletes the files of fragments that
+will never be committed.  :func:`create_fragment` is ``LanceFragment.create``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.table.manifest import dataset_path, read_manifest_file, resolve_manifest
+from lance_gpu.io import ObjectStore, join
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.txn.fragment import FragmentMetadata
+from lance_gpu.write.dataset_writer import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+)
 
-__all__ = ["commit_fragments", "discard_fragments", "write_fragments"]
+if TYPE_CHECKING:  # pragma: no cover
+    from lance_gpu.txn.transaction import Transaction
+
+__all__ = ["create_fragment", "discard_fragments", "write_fragments"]
 
 
-def _target(root: Path, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
+def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
     """(base manifest or None, Lance schema, Arrow schema to write, column order, minor)."""
     from lance_gpu.table.features import check_writer_flags
     from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
-    from lance_gpu.write.dataset_writer import _append_plan, _check_types, _minor_of, _strip
+    from lance_gpu.write.dataset_writer import (
+        _append_plan,
+        _check_types,
+        _minor_of,
+        _strip,
+    )
 
-    base, _naming = latest(root) if root.exists() else (None, "V2")
+    base, _naming = latest(store, root)
     if mode == "append" and base is not None:
         check_appendable(base)
         schema = LanceSchema.from_manifest(base.manifest, base.path)
@@ -59,33 +70,59 @@ def _target(root: Path, mode: str, arrow_schema: pa.Schema, data_storage_version
 
 def write_fragments(
     data: object,
-    uri: str | os.PathLike[str],
+    dataset_uri: str | os.PathLike[str] | Any,
     schema: pa.Schema | None = None,
     *,
+    return_transaction: bool = False,
     mode: str = "append",
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = 1024,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    progress: Any = None,
     data_storage_version: str | None = None,
-    max_rows_per_file: int | None = None,
-    max_bytes_per_file: int | None = None,
-) -> list[table_pb2.DataFragment]:
-    """Write ``data`` as new data files of the dataset at ``uri``; returns their fragments.
+    use_legacy_format: bool | None = None,
+    storage_options: dict[str, str] | None = None,
+    enable_stable_row_ids: bool = False,
+) -> list[FragmentMetadata] | Transaction:
+    """Write ``data`` as new data files of the dataset at ``dataset_uri`` without committing
+    them (pylance's ``lance.fragment.write_fragments``).
 
-    ``data``: anything :func:`lance_gpu.write_dataset` takes (Table, RecordBatch, reader,
-    iterable of batches, pandas DataFrame), streamed.  ``mode="append"`` (default) writes
-    with the existing dataset's schema, field ids and file version (the data's columns may
-    come in any order; types must match, else :class:`SchemaMismatchError` before anything
-    is written); ``"create"`` / ``"overwrite"`` (or a dataset that does not exist yet) use the
-    data's schema and ``data_storage_version`` (``"2.1"`` / ``"2.2"``, default 2.2).
+    Parameters
+    ----------
+    data : ReaderLike
+        Anything :func:`lance_gpu.write_dataset` takes; streamed and cast to ``schema``.
+    dataset_uri : str, Path or dataset
+        The dataset the fragments are for (it need not exist yet).
+    schema : pyarrow.Schema, optional
+        The schema of ``data``.
+    return_transaction : bool, default False
+        Return a :class:`~lance_gpu.txn.transaction.Transaction` (an ``Append``, or an
+        ``Overwrite`` for ``mode="overwrite"`` / a new dataset) instead of the fragments.
+    mode : str, default "append"
+        ``"append"`` writes with the existing dataset's schema, field ids and file version
+        (columns in any order; types must match, else :class:`SchemaMismatchError` before
+        anything is written); ``"create"`` / ``"overwrite"`` (or a dataset that does not
+        exist yet) use the data's schema and ``data_storage_version``.
+    max_rows_per_file : int, default 1 Mi
+        Each file of at most this many rows is one fragment.
+    max_rows_per_group : int, optional
+        Accepted; lance-gpu chooses its own page sizes.
+    max_bytes_per_file : int
+        A file is closed at the first batch boundary after it reaches this size.
+    progress : optional
+        Accepted for pylance compatibility.
+    data_storage_version : str, optional
+        ``"2.1"`` / ``"2.2"`` (``"stable"``) for new datasets.
+    use_legacy_format, storage_options, enable_stable_row_ids
+        As pylance's (stable row ids are assigned at commit).
 
-    Each file of at most ``max_rows_per_file`` rows (default 1 Mi) is one fragment.  The
-    fragments carry no ids and nothing is committed: pass them to :func:`commit_fragments`
-    (with the same ``mode``, and ``schema`` for overwrites), or to :func:`discard_fragments`.
+    Returns
+    -------
+    list of FragmentMetadata, or Transaction when ``return_transaction``.
     """
-    from lance_gpu.write.dataset_writer import (
-        DEFAULT_MAX_BYTES_PER_FILE,
-        DEFAULT_MAX_ROWS_PER_FILE,
-        _as_batches,
-        _write_fragments,
-    )
+    from lance_gpu.txn.transaction import Transaction, resolve_target
+    from lance_gpu.write.dataset_writer import _write_fragments
+    from lance_gpu.write.inputs import coerce_input
 
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
@@ -93,68 +130,58 @@ def write_fragments(
     size = int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE)
     if rows < 1 or size < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
-    root = dataset_path(uri)
-    arrow_schema, batches = _as_batches(data, schema)
-    _base, lance_schema, write_schema, order, minor = _target(root, mode, arrow_schema, data_storage_version)
-    fragments, _written = _write_fragments(root, lance_schema, write_schema, batches, order, minor, rows, size)
-    return fragments
+    store, root = resolve_target(dataset_uri, storage_options)
+    arrow_schema, batches = coerce_input(data, schema)
+    base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
+    pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size)
+    fragments = [FragmentMetadata.from_pb(f) for f in pbs]
+    if not return_transaction:
+        return fragments
+    from lance_gpu.txn.operations import Append, Overwrite
 
-
-def discard_fragments(uri: str | os.PathLike[str], fragments: Iterable[table_pb2.DataFragment]) -> None:
-    """Delete the data files of fragments that were written but will not be committed."""
-    data = dataset_path(uri) / "data"
-    for frag in fragments:
-        for f in frag.files:
-            try:
-                os.unlink(data / f.path)
-            except FileNotFoundError:
-                pass
-
-
-def commit_fragments(
-    uri: str | os.PathLike[str],
-    fragments: Sequence[table_pb2.DataFragment],
-    mode: str = "append",
-    read_version: int | None = None,
-    *,
-    schema: pa.Schema | None = None,
-):
-    """Commit fragments from :func:`write_fragments` as one new version; returns the
-    :class:`~lance_gpu.dataset.LanceDataset` at that version.
-
-    ``mode="append"`` adds them to the version ``read_version`` (default: the latest) --
-    if other writers committed since, the append is rebuilt on top of concurrent appends and
-    refused (:class:`CommitConflictError`) after anything else.  ``"overwrite"`` /
-    ``"create"`` make them the whole dataset, with ``schema`` (the Arrow schema given to
-    :func:`write_fragments`; its field ids are re-derived the same way).  ``fragments``
-    may also be serialized ``DataFragment`` bytes.
-    """
-    from lance_gpu.dataset import LanceDataset
-    from lance_gpu.errors import DatasetExistsError
-    from lance_gpu.table.manifest import list_versions
-    from lance_gpu.write.commit import PendingCommit, commit
-
-    if mode not in ("create", "append", "overwrite"):
-        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
-    root = dataset_path(uri)
-    frags = [table_pb2.DataFragment.FromString(f) if isinstance(f, (bytes, bytearray)) else f for f in fragments]
-    exists = root.exists() and (root / "_versions").exists()
-    versions = list_versions(root) if exists else []
-    if mode == "create" and versions:
-        raise DatasetExistsError(f"dataset {os.fspath(uri)} already exists (use mode='append' or 'overwrite')")
-    naming = versions[-1].naming if versions else "V2"
-    if versions:
-        info = resolve_manifest(root, read_version) if read_version is not None else versions[-1]
-        base = read_manifest_file(info.path)
-    else:
-        base = None
     if mode == "append" and base is not None:
-        op = PendingCommit("append", frags)
-    else:
-        if schema is None:
-            raise ValueError(f"commit_fragments: mode={mode!r} needs the Arrow schema the fragments were written with")
-        minors = {int(f.file_minor_version) for frag in frags for f in frag.files}
-        minor = minors.pop() if len(minors) == 1 else 2
-        op = PendingCommit("overwrite", frags, schema=LanceSchema.from_arrow(schema), data_format=f"2.{minor}")
-    manifest = commit(root, op, base, naming)
-    return LanceDataset(uri, int(manifest.version))
+        return Transaction(int(base.manifest.version), Append(fragments))
+    return Transaction(
+        0 if base is None else int(base.manifest.version),
+        Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}"),
+    )
+
+
+def create_fragment(
+    dataset_uri: str | os.PathLike[str] | Any,
+    data: object,
+    fragment_id: int | None = None,
+    schema: pa.Schema | None = None,
+    max_rows_per_group: int | None = 1024,
+    progress: Any = None,
+    mode: str = "append",
+    *,
+    data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> FragmentMetadata:
+    """One fragment (one data file) of ``data`` for the dataset at ``dataset_uri``, not
+    committed (pylance's ``LanceFragment.create``); ``fragment_id`` defaults to 0."""
+    frags = write_fragments(
+        data, dataset_uri, schema, mode=mode, max_rows_per_file=1 << 62,
+        data_storage_version=data_storage_version, storage_options=storage_options,
+    )
+    assert isinstance(frags, list)
+    if len(frags) != 1:
+        raise ValueError("LanceFragment.create: data holds no rows")
+    frag = frags[0]
+    frag.id = int(fragment_id or 0)
+    return frag
+
+
+def discard_fragments(
+    uri: str | os.PathLike[str] | Any,
+    fragments: Iterable[FragmentMetadata | table_pb2.DataFragment],
+    storage_options: dict[str, str] | None = None,
+) -> None:
+    """Delete the data files of fragments that were written but will not be committed."""
+    from lance_gpu.txn.transaction import resolve_target
+    from lance_gpu.write.dataset_writer import remove_quietly
+
+    store, root = resolve_target(uri, storage_options)
+    remove_quietly(store, [join(root, "data", f.path) for frag in fragments for f in frag.files])

@@ -1,69 +1,50 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Table operations beyond append / overwrite, each one committed transaction.
-
-Every operation here is an :class:`Operation`: it fills its ``lance.table.Transaction``
-oneof, builds the manifest contents on top of a base version (:meth:`Operation.apply`;
-:func:`lance_gpu.write.commit.commit` stamps version, timestamp, writer, flags), and decides
-what to do when another writer committed first (:meth:`Operation.rebase`), with pylance's
-rules (``rust/lance/src/io/commit/conflict_resolver.rs``):
-
-* compatible: the winner does not touch what we changed -- the manifest is rebuilt on top of
-  the winner and the next version tried;
-* rebased: two deletes of the same fragment whose rows do not overlap -- the deletion
-  vectors are merged into a new deletion file (pylance does the same);
-* :class:`~lance_gpu.errors.RetryableCommitConflictError`: the winner rewrote, deleted or
-  changed the fragments we read (compaction, delete of the same rows, merge ...): re-running
-  the operation on the new version may succeed (``delete`` does, ``conflict_retries`` times);
-* :class:`~lance_gpu.errors.CommitConflictError`: the winner overwrote or restored the table,
-  or its transaction cannot be read.
-
-Nothing is ever silently lost: every path either merges both changes or raises.
+"""Column and row operations on a dataset, each planned on one version and committed as one
+transaction of :mod:`lance_gpu.txn` (operation types and conflict rules live there).
 
 Dataset-level entry points (used by :class:`lance_gpu.dataset.LanceDataset` methods):
 :func:`delete`, :func:`restore`, :func:`drop_columns`, :func:`alter_columns`,
-:func:`add_columns`.  Compaction lives in :mod:`lance_gpu.write.compaction`.
+:func:`add_columns`.  Each re-plans itself on the latest version after a
+:class:`~lance_gpu.errors.RetryableCommitConflictError` (``conflict_retries`` times, as
+pylance), so a concurrent compaction, delete or append does not make it fail.  Compaction
+lives in :mod:`lance_gpu.write.compaction`.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu._proto import table_pb2, transaction_pb2
-from lance_gpu.errors import (
-    CommitConflictError,
-    RetryableCommitConflictError,
-    SchemaMismatchError,
-    UnsupportedFeatureError,
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.io.store import join
+from lance_gpu.scan import ReadUnit, decode_fields, read_rows
+from lance_gpu.table.manifest import (
+    ManifestFile,
+    list_versions,
+    read_manifest_file,
+    resolve_manifest,
 )
-from lance_gpu.table.deletion import read_deletion_file
-from lance_gpu.table.manifest import ManifestFile, list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceField, LanceSchema
+from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
+from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset
 
 __all__ = [
-    "Operation",
-    "DeleteOp",
-    "RestoreOp",
-    "ProjectOp",
-    "MergeOp",
-    "RewriteOp",
-    "ReserveFragmentsOp",
-    "delete",
-    "restore",
-    "drop_columns",
-    "alter_columns",
     "add_columns",
+    "alter_columns",
+    "delete",
+    "drop_columns",
+    "plan_delete",
+    "restore",
 ]
 
 _OFFSET = "__lance_gpu_row_offset__"
@@ -71,272 +52,21 @@ _OFFSET = "__lance_gpu_row_offset__"
 _DELETE_CHUNK = 16
 
 
-# --------------------------------------------------------------------------------------------
-# the operation protocol
-
-
-class Operation:
-    """One transaction the commit layer can commit and rebase (see the module docstring)."""
-
-    #: ``Transaction.operation`` oneof name.
-    name = ""
-
-    def __init__(self) -> None:
-        #: Files this operation wrote (removed by :meth:`cleanup` if the commit fails).
-        self.written: list[Path] = []
-
-    @property
-    def kind(self) -> str:  # error messages of the commit layer use ``op.kind``
-        return self.name
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        raise NotImplementedError
-
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        """A copy of ``base``'s manifest with this operation's changes (fragments, schema,
-        indices); version, timestamp, writer, transaction file and flags are set by the caller."""
-        raise NotImplementedError
-
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        """Check the committed ``theirs`` (version ``winner``) against this operation.
-
-        Returns True if this operation's transaction changed (it must be written again),
-        False if it can be committed unchanged on top of ``winner``; raises
-        :class:`CommitConflictError` / :class:`RetryableCommitConflictError` otherwise.
-        """
-        raise NotImplementedError
-
-    def cleanup(self) -> None:
-        for p in self.written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-        self.written = []
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def _incompatible(self, theirs_kind: str | None, version: int) -> CommitConflictError:
-        return CommitConflictError(
-            f"this {self.name} is incompatible with the concurrent {theirs_kind or 'unknown operation'} "
-            f"committed as version {version}"
-        )
-
-    def _retryable(self, theirs_kind: str | None, version: int) -> RetryableCommitConflictError:
-        return RetryableCommitConflictError(
-            f"this {self.name} was preempted by the concurrent {theirs_kind} committed as version "
-            f"{version}; re-run it on the latest version"
-        )
-
-    def _classify(
-        self,
-        theirs: transaction_pb2.Transaction | None,
-        version: int,
-        ok: Iterable[str],
-        retry: Iterable[str],
-    ) -> str:
-        """The winner's operation name, if it is in ``ok`` or needs a closer look; raise for
-        ``retry`` (retryable) and everything else (incompatible)."""
-        if theirs is None:
-            raise CommitConflictError(
-                f"version {version} was committed by another writer whose transaction cannot be "
-                f"read; this {self.name} cannot tell whether it conflicts"
-            )
-        kind = theirs.WhichOneof("operation")
-        if kind in retry:
-            raise self._retryable(kind, version)
-        if kind in ok:
-            return kind
-        raise self._incompatible(kind, version)
-
-
-def _copy_manifest(base: ManifestFile) -> table_pb2.Manifest:
-    m = table_pb2.Manifest()
-    m.CopyFrom(base.manifest)
-    return m
-
-
-def _touched_ids(theirs: transaction_pb2.Transaction) -> set[int]:
-    """Fragment ids a winner's delete / update / rewrite / data replacement modified or removed."""
-    kind = theirs.WhichOneof("operation")
-    if kind == "delete":
-        return {int(f.id) for f in theirs.delete.updated_fragments} | {int(i) for i in theirs.delete.deleted_fragment_ids}
-    if kind == "update":
-        return {int(f.id) for f in theirs.update.updated_fragments} | {int(i) for i in theirs.update.removed_fragment_ids}
-    if kind == "rewrite":
-        ids = {int(f.id) for f in theirs.rewrite.old_fragments}
-        for g in theirs.rewrite.groups:
-            ids |= {int(f.id) for f in g.old_fragments}
-        return ids
-    if kind == "data_replacement":
-        return {int(r.fragment_id) for r in theirs.data_replacement.replacements}
-    return set()
-
-
-def _retain_indices(
-    section: table_pb2.IndexSection | None, schema: LanceSchema
-) -> table_pb2.IndexSection | None:
-    """Indices whose fields are all still in ``schema`` (as pylance's retain_relevant_indices)."""
-    if section is None:
-        return None
-    ids = set(schema.by_id)
-    out = table_pb2.IndexSection()
-    for idx in section.indices:
-        if all(int(f) in ids for f in idx.fields):
-            out.indices.append(idx)
-    return out
-
-
-def _naming(uri: str):
-    return list_versions(uri)[-1].naming
+def _naming(ds: LanceDataset):
+    return list_versions(ds.store, ds.root)[-1].naming
 
 
 def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
     """Commit ``op`` on top of ``base`` (default: the version ``ds`` is at); files the
     operation wrote are removed if the commit fails."""
-    from lance_gpu.write.commit import commit
-
-    root = Path(ds.uri)
-    try:
-        return commit(root, op, base if base is not None else ds.manifest_file, _naming(ds.uri))
-    except BaseException:
-        op.cleanup()
-        raise
+    return commit(ds.store, ds.root, op, base if base is not None else ds.manifest_file, _naming(ds))
 
 
 # --------------------------------------------------------------------------------------------
 # Delete
 
 
-class DeleteOp(Operation):
-    """``Transaction.delete``: new deletion files for ``updated`` fragments, ``deleted_ids``
-    fragments whose rows are now all deleted, and the predicate (text)."""
-
-    name = "delete"
-
-    def __init__(
-        self,
-        initial: Mapping[int, table_pb2.DataFragment],
-        affected: Mapping[int, np.ndarray],
-        updated: Sequence[table_pb2.DataFragment],
-        deleted_ids: Sequence[int],
-        predicate: str,
-    ) -> None:
-        super().__init__()
-        self.initial = dict(initial)  # the touched fragments as read
-        self.affected = dict(affected)  # fragment id -> newly deleted offsets (sorted)
-        self.updated = {int(f.id): f for f in updated}
-        self.deleted_ids = [int(i) for i in deleted_ids]
-        self.predicate = predicate
-        self.read_version: int | None = None  # set by a rebase
-
-    @property
-    def modified_ids(self) -> set[int]:
-        return set(self.updated) | set(self.deleted_ids)
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        if self.read_version is not None:
-            txn.read_version = self.read_version
-        d = txn.delete
-        d.SetInParent()
-        d.updated_fragments.extend(self.updated[i] for i in sorted(self.updated))
-        d.deleted_fragment_ids.extend(sorted(self.deleted_ids))
-        d.predicate = self.predicate
-
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        m = _copy_manifest(base)
-        present = {int(f.id) for f in m.fragments}
-        missing = sorted(self.modified_ids - present)
-        if missing:
-            raise RetryableCommitConflictError(
-                f"fragments {missing} this delete changes are not in version {m.version}"
-            )
-        dropped = set(self.deleted_ids)
-        frags = []
-        for f in m.fragments:
-            fid = int(f.id)
-            if fid in dropped:
-                continue
-            frags.append(self.updated.get(fid, f))
-        del m.fragments[:]
-        m.fragments.extend(frags)
-        return m, base.index_section
-
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
-        kind = self._classify(
-            theirs,
-            version,
-            ok=("append", "create_index", "reserve_fragments", "clone", "project", "update_config",
-                "update_bases", "rewrite", "data_replacement", "delete", "update"),
-            retry=("merge",),
-        )
-        assert theirs is not None
-        touched = _touched_ids(theirs) & self.modified_ids
-        if not touched:
-            return False
-        if kind in ("rewrite", "data_replacement"):
-            raise self._retryable(kind, version)
-        # A concurrent delete / update of the same fragments: merge the deletion vectors if
-        # only deletion files changed and the rows do not overlap (pylance's rebase).
-        op = getattr(theirs, kind)
-        removed = set(int(i) for i in (op.deleted_fragment_ids if kind == "delete" else op.removed_fragment_ids))
-        if removed & self.modified_ids:
-            raise self._retryable(kind, version)
-        current = {int(f.id): f for f in winner.manifest.fragments}
-        changed = False
-        for fid in sorted(touched):
-            initial = self.initial[fid]
-            now = current.get(fid)
-            if now is None or list(now.files) != list(initial.files):
-                raise self._retryable(kind, version)
-            if now.deletion_file == initial.deletion_file:
-                continue
-            theirs_rows = read_deletion_file(root, fid, now.deletion_file) if now.HasField("deletion_file") else np.zeros(0, np.uint32)
-            ours = self.affected[fid]
-            if np.intersect1d(theirs_rows, ours, assume_unique=True).size:
-                raise RetryableCommitConflictError(
-                    f"this delete and the concurrent {kind} committed as version {version} both "
-                    f"deleted rows of fragment {fid}; re-run it on the latest version"
-                )
-            merged = np.union1d(theirs_rows, ours).astype(np.uint32)
-            self._replace_deletions(root, fid, now, merged, version)
-            changed = True
-        if changed:
-            self.read_version = version
-        return changed
-
-    def _replace_deletions(
-        self, root: Path, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int
-    ) -> None:
-        from lance_gpu.write.deletion_writer import write_deletion_file
-
-        old = self.updated.pop(fid, None)
-        if fid in self.deleted_ids:
-            self.deleted_ids.remove(fid)
-        if old is not None and old.HasField("deletion_file") and old.deletion_file != frag.deletion_file:
-            # the file we wrote for this fragment is superseded; nothing points at it
-            from lance_gpu.table.deletion import deletion_file_path
-
-            path = deletion_file_path(root, fid, old.deletion_file)
-            if path in self.written:
-                self.written.remove(path)
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-        if rows.size >= int(frag.physical_rows):
-            self.deleted_ids.append(fid)
-            return
-        pb, path = write_deletion_file(root, fid, read_version, rows)
-        self.written.append(path)
-        new = table_pb2.DataFragment()
-        new.CopyFrom(frag)
-        new.deletion_file.CopyFrom(pb)
-        self.updated[fid] = new
-
-
-def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[DeleteOp, int]:
+def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delete, int]:
     """Evaluate ``predicate`` on every live row of ``ds`` and write the new deletion files;
     returns the operation (not committed) and the number of newly deleted rows."""
     from lance_gpu.filter import parse_filter
@@ -346,18 +76,18 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     text = compiled.source if compiled.source is not None else str(predicate)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
-    root = Path(ds.uri)
     initial: dict[int, table_pb2.DataFragment] = {}
     affected: dict[int, np.ndarray] = {}
     updated: list[table_pb2.DataFragment] = []
     deleted_ids: list[int] = []
     total = 0
-    op = DeleteOp({}, {}, [], [], text)
+    op = Delete([], [], text)
     try:
         for start in range(0, len(ds.fragments), _DELETE_CHUNK):
             chunk = ds.fragments[start : start + _DELETE_CHUNK]
-            jobs = [(frag, frag.rows_to_read()) for frag in chunk]
-            for (frag, rows), (_f, table) in zip(jobs, ds._read_fragments(jobs, fields, False)):
+            units = [ReadUnit(frag, frag.live_rows) for frag in chunk]
+            for unit, table in zip(units, decode_fields(ds, units, fields)):
+                frag, rows = unit.fragment, unit.rows
                 offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
                 table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
                 hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
@@ -372,136 +102,60 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
                 if all_rows.size >= frag.physical_rows:
                     deleted_ids.append(fid)
                     continue
-                pb, path = write_deletion_file(root, fid, ds.version, all_rows)
+                pb, path = write_deletion_file(ds.store, ds.root, fid, ds.version, all_rows)
                 op.written.append(path)
                 new = table_pb2.DataFragment()
                 new.CopyFrom(frag.pb)
                 new.deletion_file.CopyFrom(pb)
                 updated.append(new)
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
-    op.initial = initial
-    op.affected = affected
+    op.with_rows(initial, affected)
     op.updated = {int(f.id): f for f in updated}
     op.deleted_ids = deleted_ids
     return op, total
 
 
-def delete(ds: LanceDataset, predicate: str | pc.Expression, *, conflict_retries: int = 10) -> dict[str, int]:
+def delete(
+    ds: LanceDataset, predicate: str | pc.Expression, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES
+) -> dict[str, int]:
     """Delete the rows matching ``predicate``; commits one Delete transaction (even when no
     row matches, as pylance does) and moves ``ds`` to the new version.
 
     On a :class:`RetryableCommitConflictError` (a concurrent writer deleted the same rows,
-    compacted or merged the fragments) the delete is re-run on the latest version, at most
-    ``conflict_retries`` times, like pylance.  Returns ``{"num_deleted_rows": n}``.
+    compacted or merged the fragments) the delete is re-planned on the latest version, at
+    most ``conflict_retries`` times, like pylance.  Returns ``{"num_deleted_rows": n}``.
     """
-    from lance_gpu.dataset import LanceDataset
+    first = [True]
 
-    target = ds
-    for attempt in range(max(0, int(conflict_retries)) + 1):
+    def attempt() -> tuple[table_pb2.Manifest, int]:
+        target = ds if first[0] else _latest_of(ds)
+        first[0] = False
         op, n = plan_delete(target, predicate)
-        try:
-            manifest = _commit(target, op)
-        except RetryableCommitConflictError:
-            if attempt >= conflict_retries:
-                raise
-            target = LanceDataset(ds.uri, device=ds._device)
-            continue
-        ds._reload(int(manifest.version))
-        return {"num_deleted_rows": n}
-    raise AssertionError("unreachable")  # pragma: no cover
+        return _commit(target, op), n
+
+    manifest, n = run_with_retries(attempt, conflict_retries)
+    ds.reload(int(manifest.version))
+    return {"num_deleted_rows": n}
 
 
-# --------------------------------------------------------------------------------------------
-# Restore
-
-
-class RestoreOp(Operation):
-    """``Transaction.restore``: a new version whose contents are those of ``old``."""
-
-    name = "restore"
-
-    def __init__(self, old: ManifestFile) -> None:
-        super().__init__()
-        self.old = old
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        txn.restore.version = int(self.old.manifest.version)
-
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        m = table_pb2.Manifest()
-        m.CopyFrom(self.old.manifest)
-        bm = base.manifest
-        # Fragment and row ids handed out since must never be handed out again.
-        ids = [int(x.max_fragment_id) for x in (bm, m) if x.HasField("max_fragment_id")]
-        ids += [int(f.id) for x in (bm, m) for f in x.fragments]
-        if ids:
-            m.max_fragment_id = max(ids)
-        if m.next_row_id or bm.next_row_id:
-            m.next_row_id = max(int(m.next_row_id), int(bm.next_row_id))
-        return m, self.old.index_section
-
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        if theirs is not None and theirs.WhichOneof("operation") == "update_mem_wal_state":
-            raise self._incompatible("update_mem_wal_state", int(winner.manifest.version))
-        return False
+def _latest_of(ds: LanceDataset) -> LanceDataset:
+    """``ds`` at the latest committed version (a new handle)."""
+    return ds.checkout_version(ds.latest_version)
 
 
 def restore(ds: LanceDataset, version: int | str | None = None) -> None:
     """Commit a new version equal to ``version`` (default: the version ``ds`` is at, as
     pylance's ``restore()``); ``ds`` moves to the new version."""
-    if version is None or version == ds.version:
-        old = ds.manifest_file
-    else:
-        old = read_manifest_file(resolve_manifest(ds.uri, version).path)
-    latest = read_manifest_file(list_versions(ds.uri)[-1].path)
-    manifest = _commit(ds, RestoreOp(old), latest)
-    ds._reload(int(manifest.version))
+    number = ds.version if version is None else int(resolve_manifest(ds.store, ds.root, version).version)
+    latest = read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
+    manifest = _commit(ds, Restore(number), latest)
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
 # Project: drop / rename columns
-
-
-class ProjectOp(Operation):
-    """``Transaction.project``: a new schema over the same data files (metadata only)."""
-
-    name = "project"
-
-    def __init__(self, schema: LanceSchema) -> None:
-        super().__init__()
-        self.schema = schema
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        txn.project.SetInParent()
-        txn.project.schema.extend(self.schema.to_protos())
-
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        m = _copy_manifest(base)
-        del m.fields[:]
-        m.fields.extend(self.schema.to_protos())
-        m.schema_metadata.clear()
-        for k, v in self.schema.metadata.items():
-            m.schema_metadata[k] = v
-        keep = set(self.schema.by_id)
-        for frag in m.fragments:
-            # data files none of whose fields remain are no longer part of the fragment
-            files = [f for f in frag.files if any(int(i) in keep for i in f.fields)]
-            if len(files) != len(frag.files):
-                del frag.files[:]
-                frag.files.extend(files)
-        return m, _retain_indices(base.index_section, self.schema)
-
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        self._classify(
-            theirs,
-            int(winner.manifest.version),
-            ok=("append", "update", "delete", "update_config", "create_index", "data_replacement",
-                "rewrite", "clone", "reserve_fragments", "update_bases"),
-            retry=("merge", "project"),
-        )
-        return False
 
 
 def _schema_without(schema: LanceSchema, drop_ids: set[int]) -> LanceSchema:
@@ -517,9 +171,28 @@ def _schema_without(schema: LanceSchema, drop_ids: set[int]) -> LanceSchema:
 
 def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> None:
     """Remove ``columns`` (top-level names or dotted paths of struct fields) from the schema;
-    data files are kept (a data file none of whose fields remain leaves the fragment)."""
+    data files are kept (a data file none of whose fields remain leaves the fragment).
+    Re-planned on the latest version after a retryable conflict."""
     if isinstance(columns, str):
         columns = [columns]
+    _with_retries(ds, lambda target: Project(_dropped_schema(target, columns)))
+
+
+def _with_retries(ds: LanceDataset, plan: Callable[[LanceDataset], Operation]) -> None:
+    """Plan on ``ds`` (then on the latest version after each retryable conflict), commit,
+    and move ``ds`` to the committed version."""
+    first = [True]
+
+    def attempt() -> table_pb2.Manifest:
+        target = ds if first[0] else _latest_of(ds)
+        first[0] = False
+        return _commit(target, plan(target))
+
+    manifest = run_with_retries(attempt)
+    ds.reload(int(manifest.version))
+
+
+def _dropped_schema(ds: LanceDataset, columns: Sequence[str]) -> LanceSchema:
     schema = ds.lance_schema
     drop: set[int] = set()
     for name in columns:
@@ -534,8 +207,7 @@ def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> None:
     for f in list(new.walk()):
         if f.logical_type == "struct" and not f.children:
             raise ValueError(f"cannot drop every field of struct {f.dotted_path!r}")
-    manifest = _commit(ds, ProjectOp(new))
-    ds._reload(int(manifest.version))
+    return new
 
 
 def _rebuild(fields: list[LanceField], prefix: tuple[str, ...] = ()) -> list[LanceField]:
@@ -547,12 +219,26 @@ def _rebuild(fields: list[LanceField], prefix: tuple[str, ...] = ()) -> list[Lan
 
 
 def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
-    """Rename columns and relax / tighten nullability, as pylance's ``alter_columns``:
-    each alteration is ``{"path": "a.b", "name": "new"}`` and/or ``"nullable": bool``.
-    Changing ``data_type`` (a data rewrite) is not supported.  One Project transaction."""
+    """Rename columns, relax / tighten nullability and cast columns, as pylance's
+    ``alter_columns``: each alteration is ``{"path": "a.b", "name": "new"}`` and/or
+    ``"nullable": bool`` (one Project transaction, metadata only) and/or ``"data_type":
+    pyarrow type`` for a top-level column (one Merge transaction: the column is rewritten
+    under a new field id into one new data file per fragment, as pylance does; the old files
+    keep the old field id's data, unreferenced)."""
     if len(alterations) == 1 and isinstance(alterations[0], (list, tuple)):
         alterations = tuple(alterations[0])
-    schema = ds.lance_schema
+    casts = [a for a in alterations if isinstance(a, Mapping) and a.get("data_type") is not None]
+    renames = [a for a in alterations if not (isinstance(a, Mapping) and a.get("data_type") is not None)]
+    if casts:  # a data rewrite: one Merge carrying the renames too, as pylance
+        _with_retries(ds, lambda target: _cast_columns(target, casts, renames))
+    else:  # metadata only
+        _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))
+
+
+def _altered_schema(
+    ds: LanceDataset, alterations: Sequence[Mapping[str, Any]], schema: LanceSchema | None = None
+) -> LanceSchema:
+    schema = ds.lance_schema if schema is None else schema
     changes: dict[int, dict[str, Any]] = {}
     for alt in alterations:
         if not isinstance(alt, Mapping) or "path" not in alt:
@@ -560,8 +246,6 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
         unknown = set(alt) - {"path", "name", "nullable", "data_type"}
         if unknown:
             raise ValueError(f"unknown alteration keys {sorted(unknown)}")
-        if alt.get("data_type") is not None:
-            raise UnsupportedFeatureError("alter_columns: changing a column's data_type is not supported")
         try:
             field = schema.field(alt["path"])
         except SchemaMismatchError:
@@ -586,52 +270,12 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
         names = [f.name for f in level]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ValueError(f"Duplicate field name {sorted(dup)[0]!r} in schema")
-    new = LanceSchema(fields, schema.metadata, schema.source)
-    manifest = _commit(ds, ProjectOp(new))
-    ds._reload(int(manifest.version))
+            raise ValueError(f"Duplicate field name {min(dup)!r} in schema")
+    return LanceSchema(fields, schema.metadata, schema.source)
 
 
 # --------------------------------------------------------------------------------------------
 # Merge: add columns
-
-
-class MergeOp(Operation):
-    """``Transaction.merge``: every fragment (with its new data files) and the new schema."""
-
-    name = "merge"
-
-    def __init__(self, fragments: Sequence[table_pb2.DataFragment], schema: LanceSchema) -> None:
-        super().__init__()
-        self.fragments = list(fragments)
-        self.schema = schema
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        txn.merge.SetInParent()
-        txn.merge.fragments.extend(self.fragments)
-        txn.merge.schema.extend(self.schema.to_protos())
-        for k, v in self.schema.metadata.items():
-            txn.merge.schema_metadata[k] = v
-
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        m = _copy_manifest(base)
-        del m.fields[:]
-        m.fields.extend(self.schema.to_protos())
-        m.schema_metadata.clear()
-        for k, v in self.schema.metadata.items():
-            m.schema_metadata[k] = v
-        del m.fragments[:]
-        m.fragments.extend(sorted(self.fragments, key=lambda f: int(f.id)))
-        return m, _retain_indices(base.index_section, self.schema)
-
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        self._classify(
-            theirs,
-            int(winner.manifest.version),
-            ok=("create_index", "reserve_fragments", "clone", "update_config", "update_bases"),
-            retry=("update", "append", "delete", "rewrite", "merge", "data_replacement"),
-        )
-        return False
 
 
 def _next_field_id(ds: LanceDataset) -> int:
@@ -685,9 +329,7 @@ def _compile_sql_columns(ds: LanceDataset, exprs: Mapping[str, str]) -> tuple[li
 
 def _read_rows(ds: LanceDataset, frag: Any, rows: np.ndarray, columns: Sequence[str] | None) -> pa.Table:
     """``columns`` (default: all) of the given physical rows (sorted) of one fragment."""
-    fields, projected = ds._projection(columns)
-    _f, table = next(ds._read_fragments([(frag, np.asarray(rows, np.int64))], fields, False))
-    return ds._finish(table, projected, columns, False)
+    return read_rows(ds, frag, np.asarray(rows, np.int64), columns)
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:
@@ -735,8 +377,31 @@ def add_columns(
     Each fragment gets one new data file holding the new leaf fields (ids after every id in
     use); rows deleted in the fragment are stored as nulls.
     """
+    stream = not isinstance(transforms, (pa.Field, pa.Schema, list, Mapping)) and not (
+        callable(transforms) and not isinstance(transforms, (pa.RecordBatchReader, pa.Table, pa.RecordBatch))
+    )
+    first = [True]
+
+    def attempt() -> table_pb2.Manifest:
+        target = ds if first[0] else _latest_of(ds)
+        first[0] = False
+        return _add_columns_once(target, transforms, read_columns, reader_schema, batch_size)
+
+    # a stream of values is consumed by the first attempt: it cannot be re-planned
+    manifest = run_with_retries(attempt, 0 if stream else DEFAULT_CONFLICT_RETRIES)
+    ds.reload(int(manifest.version))
+
+
+def _add_columns_once(
+    ds: LanceDataset,
+    transforms: Any,
+    read_columns: Sequence[str] | None,
+    reader_schema: pa.Schema | None,
+    batch_size: int | None,
+) -> table_pb2.Manifest:
     from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _as_batches, _check_types, _data_file
+    from lance_gpu.write.dataset_writer import _check_types, _data_file
+    from lance_gpu.write.inputs import coerce_input
 
     if isinstance(transforms, pa.Field):
         transforms = [transforms]
@@ -763,10 +428,7 @@ def add_columns(
 
     if isinstance(transforms, pa.Schema):
         lance_new = new_schema(transforms)
-        op = MergeOp([f.pb for f in ds.fragments], merged_schema(lance_new))
-        manifest = _commit(ds, op)
-        ds._reload(int(manifest.version))
-        return
+        return _commit(ds, Merge([f.pb for f in ds.fragments], merged_schema(lance_new)))
 
     fn: Callable[[pa.RecordBatch], pa.Table] | None = None
     source = None
@@ -780,13 +442,12 @@ def add_columns(
 
         fn = call_udf
     else:
-        _schema, source = _as_batches(transforms, reader_schema)
+        _schema, source = coerce_input(transforms, reader_schema)
     batch_size = int(batch_size or 8192)
 
     frags_out: list[table_pb2.DataFragment] = []
-    op = MergeOp([], LanceSchema([]))
-    data_dir = Path(ds.uri) / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    op = Merge([], LanceSchema([]))
+    data_dir = join(ds.root, "data")
     lance_new: LanceSchema | None = None
     arrow_new: pa.Schema | None = None
     pending: list[pa.RecordBatch] = []  # rows of ``source`` not yet used
@@ -839,9 +500,9 @@ def add_columns(
                 raise SchemaMismatchError(f"add_columns: new values do not match their first batch's schema: {exc}") from exc
             values = _physical(values, live, frag.physical_rows, arrow_new)
             name = f"{uuid.uuid4().hex}.lance"
-            path = data_dir / name
+            path = join(data_dir, name)
             op.written.append(path)
-            writer = LanceFileWriter(path, lance_new, minor)
+            writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
             try:
                 writer.write(values)
                 size = writer.finish()
@@ -860,143 +521,196 @@ def add_columns(
             else:
                 raise ValueError("add_columns: cannot infer the new columns of an empty dataset from a function")
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
     op.fragments = frags_out
     op.schema = merged_schema(lance_new)
-    manifest = _commit(ds, op)
-    ds._reload(int(manifest.version))
+    return _commit(ds, op)
 
 
 # --------------------------------------------------------------------------------------------
-# Rewrite and ReserveFragments (used by compaction)
+# Config and metadata (UpdateConfig transactions)
 
 
-class ReserveFragmentsOp(Operation):
-    """``Transaction.reserve_fragments``: raise ``max_fragment_id`` by ``n``."""
+def update_config(
+    ds: LanceDataset,
+    *,
+    config: Mapping[str, str | None] | None = None,
+    table_metadata: Mapping[str, str | None] | None = None,
+    schema_metadata: Mapping[str, str | None] | None = None,
+    field_metadata: Mapping[str, Mapping[str, str | None]] | None = None,
+    replace: bool = False,
+) -> None:
+    """Commit one UpdateConfig: keys set (a value) or removed (None) in the table config,
+    table metadata, schema metadata or the named fields' metadata (``replace``: each given
+    map becomes exactly its set keys); ``ds`` moves to the new version."""
+    from lance_gpu.txn.operations import UpdateConfig, UpdateMap
 
-    name = "reserve_fragments"
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n = int(n)
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        txn.reserve_fragments.num_fragments = self.n
-
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        m = _copy_manifest(base)
-        current = max([int(m.max_fragment_id)] + [int(f.id) for f in m.fragments]) if (
-            m.HasField("max_fragment_id") or m.fragments) else 0
-        m.max_fragment_id = current + self.n
-        return m, base.index_section
-
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        if theirs is not None and theirs.WhichOneof("operation") in ("overwrite", "restore"):
-            raise self._incompatible(theirs.WhichOneof("operation"), int(winner.manifest.version))
-        return False
-
-
-class RewriteOp(Operation):
-    """``Transaction.rewrite``: groups of old fragments replaced by new ones (ids assigned).
-
-    Indices (see :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
-    remapped copies were written (old index, new uuid, new files); their manifest entries get
-    the new uuid and files, and their fragment bitmaps swap each rewritten group's old
-    fragment ids for its new ones.  Other indices cover none of the rewritten fragments.
-    """
-
-    name = "rewrite"
-
-    def __init__(self, groups: Sequence[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]]) -> None:
-        super().__init__()
-        self.groups = [(list(o), list(n)) for o, n in groups]
-        #: (old index, new uuid bytes, new files) per remapped index
-        self.rewritten: list[tuple[table_pb2.IndexMetadata, bytes, list[table_pb2.IndexFile]]] = []
-
-    @property
-    def old_ids(self) -> set[int]:
-        return {int(f.id) for old, _new in self.groups for f in old}
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        txn.rewrite.SetInParent()
-        for old, new in self.groups:
-            g = txn.rewrite.groups.add()
-            g.old_fragments.extend(old)
-            g.new_fragments.extend(new)
-        for index, new_uuid, _files in self.rewritten:
-            r = txn.rewrite.rewritten_indices.add()
-            r.old_id.CopyFrom(index.uuid)
-            r.new_id.uuid = new_uuid
-            r.new_index_details.CopyFrom(index.index_details)
-            r.new_index_version = int(index.index_version)
-
-    def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
-        from lance_gpu.write.index_remap import fragment_bitmap, recalculate_fragment_bitmap
-
-        if section is None:
-            if self.rewritten:
-                raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
+    def checked(values: Mapping[str, str | None] | None) -> UpdateMap | None:
+        if values is None:
             return None
-        out = table_pb2.IndexSection()
-        out.CopyFrom(section)
-        remapped = {bytes(index.uuid.uuid): (new_uuid, files) for index, new_uuid, files in self.rewritten}
-        found = set()
-        for idx in out.indices:
-            key = bytes(idx.uuid.uuid)
-            if key not in remapped:
-                continue
-            new_uuid, files = remapped[key]
-            idx.uuid.uuid = new_uuid
-            del idx.files[:]
-            idx.files.extend(files)
-            found.add(key)
-            bitmap = fragment_bitmap(idx)
-            if bitmap is not None:
-                idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self.groups).serialize()
-        if found != set(remapped):
-            raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}")
-        return out
+        for k, v in values.items():
+            if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+                raise TypeError(f"metadata keys and values must be str (or None to remove), got {k!r}: {v!r}")
+        return UpdateMap(dict(values), replace)
 
-    def apply(self, base: ManifestFile) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        m = _copy_manifest(base)
-        frags = list(m.fragments)
-        for old, new in self.groups:
-            current = {int(f.id): f for f in frags}
-            for f in old:
-                now = current.get(int(f.id))
-                if now is None or now != f:
-                    raise RetryableCommitConflictError(
-                        f"fragment {f.id} this compaction rewrote changed in version {m.version}"
-                    )
-            ids = [int(f.id) for f in old]
-            pos = [k for k, f in enumerate(frags) if int(f.id) in ids]
-            contiguous = pos == list(range(pos[0], pos[0] + len(pos))) and [int(frags[k].id) for k in pos] == ids
-            if contiguous:
-                frags[pos[0] : pos[0] + len(pos)] = new
-            else:
-                frags = [f for f in frags if int(f.id) not in ids] + list(new)
-        frags.sort(key=lambda f: int(f.id))
-        del m.fragments[:]
-        m.fragments.extend(frags)
-        return m, self._indices(base.index_section, int(m.version))
+    def plan(target: LanceDataset) -> Operation:
+        fields = {}
+        for name, values in (field_metadata or {}).items():
+            try:
+                fid = target.lance_schema.field(name).id
+            except SchemaMismatchError:
+                raise SchemaMismatchError(f"field {name!r} does not exist in the dataset") from None
+            fields[fid] = checked(values)
+        return UpdateConfig(checked(config), checked(table_metadata), checked(schema_metadata), fields)
 
-    def cleanup(self) -> None:
-        from lance_gpu.write.index_remap import remove_written
+    _with_retries(ds, plan)
 
-        remove_written(self.written)  # data files, remapped index files, their directories
-        self.written = []
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
-        kind = self._classify(
-            theirs,
-            version,
-            ok=("append", "reserve_fragments", "project", "clone", "update_config", "update_mem_wal_state",
-                "update_bases", "delete", "update", "rewrite", "data_replacement"),
-            retry=("merge", "create_index"),
+def _cast_columns(
+    ds: LanceDataset, casts: Sequence[Mapping[str, Any]], renames: Sequence[Mapping[str, Any]] = ()
+) -> Operation:
+    """The Merge of ``alter_columns`` with ``data_type``: each cast column gets a new field id
+    and, in every fragment, a new data file of its values cast (deleted rows as nulls)."""
+    from lance_gpu.write.commit import check_appendable
+    from lance_gpu.write.dataset_writer import _check_types
+    from lance_gpu.write.rowlevel import row_addresses
+
+    check_appendable(ds.manifest_file)
+    schema = ds.lance_schema
+    minor = int(ds.manifest.data_format.version.split(".")[1])
+    next_id = _next_field_id(ds)
+    new_fields: dict[str, LanceField] = {}
+    arrow_new = []
+    for alt in casts:
+        path = alt["path"]
+        try:
+            field = schema.field(path)
+        except SchemaMismatchError:
+            raise SchemaMismatchError(f'Column "{path}" does not exist in the dataset') from None
+        if len(field.path) != 1:
+            raise UnsupportedFeatureError(f"alter_columns: data_type of nested field {path!r} cannot be changed")
+        typ = alt["data_type"]
+        if not isinstance(typ, pa.DataType):
+            raise TypeError(f"data_type must be a pyarrow.DataType, not {type(typ).__name__}")
+        old_type = ds.schema.field(field.name).type
+        try:
+            pa.array([], old_type).cast(typ)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SchemaMismatchError(f"alter_columns: cannot cast {path!r} from {old_type} to {typ}: {exc}") from None
+        nullable = field.nullable if alt.get("nullable") is None else bool(alt["nullable"])
+        arrow_new.append(pa.field(alt.get("name") or field.name, typ, nullable))
+        new_fields[field.name] = None  # type: ignore[assignment]
+    lance_new = LanceSchema.from_arrow(pa.schema(arrow_new), start_id=next_id)
+    _check_types(lance_new, minor)
+    for old_name, f in zip(list(new_fields), lance_new.fields):
+        new_fields[old_name] = f
+    physical_new = lance_new.to_arrow(physical=True)
+    table = ds.to_table(columns=list(new_fields), with_row_id=True)
+    frag_ids, offsets = row_addresses(ds, table.column("_rowid").to_numpy())
+    try:
+        values = pa.table(
+            [table.column(old).cast(f.type) for old, f in zip(new_fields, physical_new)], schema=physical_new
         )
-        assert theirs is not None
-        if _touched_ids(theirs) & self.old_ids:
-            raise self._retryable(kind, version)
-        return False
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(f"alter_columns: a value cannot be cast: {exc}") from exc
+    op = Merge([], LanceSchema([]))
+    frags_out = _write_new_columns(ds, op, values, frag_ids, offsets, lance_new, minor)
+    fields = [new_fields.get(f.name, f) for f in schema.fields]
+    op.fragments = frags_out
+    op.schema = LanceSchema(fields, schema.metadata, schema.source)
+    if renames:
+        op.schema = _altered_schema(ds, renames, op.schema)
+    return op
+
+
+def _write_new_columns(
+    ds: LanceDataset,
+    op: Operation,
+    values: pa.Table,
+    frag_ids: np.ndarray,
+    offsets: np.ndarray,
+    lance_new: LanceSchema,
+    minor: int,
+) -> list[table_pb2.DataFragment]:
+    """One new data file of ``lance_new``'s fields per fragment: ``values`` (one row per live
+    row, located by ``frag_ids`` / ``offsets``) spread over the fragment's physical rows,
+    deleted rows as nulls; returns the fragments with the file added (files go to
+    ``op.written``)."""
+    from lance_gpu.write.dataset_writer import _data_file
+    from lance_gpu.write.file_writer import LanceFileWriter
+
+    physical_new = lance_new.to_arrow(physical=True)
+    data_dir = join(ds.root, "data")
+    frags_out = []
+    try:
+        for frag in ds.get_fragments():
+            sel = np.flatnonzero(frag_ids == frag.fragment_id)
+            part = values.take(pa.array(sel[np.argsort(offsets[sel], kind="stable")]))
+            part = _physical(part, frag.live_rows, frag.physical_rows, physical_new)
+            name = f"{uuid.uuid4().hex}.lance"
+            path = join(data_dir, name)
+            op.written.append(path)
+            writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
+            try:
+                writer.write(part)
+                size = writer.finish()
+            except BaseException:
+                writer.abort()
+                raise
+            new = table_pb2.DataFragment()
+            new.CopyFrom(frag.pb)
+            new.files.append(_data_file(name, lance_new, minor, size))
+            frags_out.append(new)
+    except BaseException:
+        op.cleanup(ds.store)
+        raise
+    return frags_out
+
+
+def merge(
+    ds: LanceDataset, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+) -> None:
+    """Add the columns of ``data_obj`` by a left join of ``ds.left_on`` to
+    ``data_obj.right_on`` (pylance's ``merge``): rows without a match get nulls; one Merge
+    transaction, one new data file per fragment."""
+    from lance_gpu.write.commit import check_appendable
+    from lance_gpu.write.dataset_writer import _check_types
+    from lance_gpu.write.inputs import coerce_input
+    from lance_gpu.write.rowlevel import row_addresses
+
+    right_on = left_on if right_on is None else right_on
+    arrow, batches = coerce_input(data_obj, schema)
+    right = pa.Table.from_batches(list(batches), schema=arrow)
+    if left_on not in ds.schema.names:
+        raise SchemaMismatchError(f"merge: column {left_on!r} is not in the dataset")
+    if right_on not in right.schema.names:
+        raise SchemaMismatchError(f"merge: column {right_on!r} is not in the new data")
+    added = [f for f in right.schema if f.name != right_on]
+    dup = [f.name for f in added if f.name in ds.schema.names]
+    if dup:
+        raise SchemaMismatchError(f"merge: column {dup[0]!r} already exists in the dataset")
+    keys = right.column(right_on)
+    if pc.count_distinct(keys).as_py() != len(keys) - keys.null_count + (1 if keys.null_count else 0):
+        raise ValueError(f"merge: the new data has duplicate values of {right_on!r}")
+
+    def plan(target: LanceDataset) -> Operation:
+        check_appendable(target.manifest_file)
+        minor = int(target.manifest.data_format.version.split(".")[1])
+        lance_new = LanceSchema.from_arrow(pa.schema([pa.field(f.name, f.type, True, f.metadata) for f in added]),
+                                           start_id=_next_field_id(target))
+        _check_types(lance_new, minor)
+        left = target.to_table(columns=[left_on], with_row_id=True)
+        frag_ids, offsets = row_addresses(target, left.column("_rowid").to_numpy())
+        pos = "__lance_gpu_left_row__"
+        left = left.select([left_on]).append_column(pos, pa.array(np.arange(left.num_rows, dtype=np.int64)))
+        right_renamed = right.rename_columns([left_on if n == right_on else n for n in right.schema.names])
+        joined = left.join(right_renamed, keys=left_on, join_type="left outer", use_threads=False).sort_by(pos)
+        physical_new = lance_new.to_arrow(physical=True)
+        values = pa.table([joined.column(f.name).cast(f.type) for f in physical_new], schema=physical_new)
+        op = Merge([], LanceSchema([]))
+        op.fragments = _write_new_columns(target, op, values, frag_ids, offsets, lance_new, minor)
+        op.schema = LanceSchema(list(target.lance_schema.fields) + list(lance_new.fields), target.lance_schema.metadata)
+        return op
+
+    _with_retries(ds, plan)

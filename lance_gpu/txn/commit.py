@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The one commit: an :class:`~lance_gpu.txn.operations.Operation` becomes a new version.
+
+Protocol (pylance's, on any store with put-if-absent; the byte-level steps live in
+:mod:`lance_gpu.write.commit`):
+
+1. Data files are written first; nothing points at them yet.
+2. The ``lance.table.Transaction`` is written to ``_transactions/{read_version}-{uuid}.txn``
+   unless the dataset sets writer flag 32 (no transaction files).
+3. The manifest of version ``read_version + 1`` is ``op.apply`` on top of the version read,
+   published with the store's *put-if-absent* (a hard link locally, a conditional PUT on
+   object stores; ``ObjectExistsError``, a ``FileExistsError``: another writer took the
+   version).  Stores without conditional writes are refused before anything is written.
+4. On a conflict every version committed since is checked in order with ``op.rebase``:
+   compatible winners are built upon, rebased transactions are written again; a retryable or
+   incompatible winner raises.  Compatible winners never use up a retry budget, so a writer
+   1,000 versions behind commits when nothing conflicts.
+5. ``_versions/latest_version_hint.json`` is updated (only a hint; readers list ``_versions``).
+
+A new dataset (``base=None``) whose version 1 was taken by another writer raises
+:class:`~lance_gpu.errors.DatasetExistsError` when ``mode="create"`` was asked for.
+
+:func:`run_with_retries` re-plans an operation on the latest version after a
+:class:`~lance_gpu.errors.RetryableCommitConflictError`, as pylance's row-level operations
+do (``conflict_retries`` real conflicts, default 10).
+"""
+
+from __future__ import annotations
+
+import uuid as _uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, TypeVar
+
+from lance_gpu._proto import table_pb2, transaction_pb2
+from lance_gpu.errors import DatasetExistsError, RetryableCommitConflictError
+from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.table import features
+from lance_gpu.table.manifest import (
+    ManifestFile,
+    NamingScheme,
+    list_versions,
+    manifest_file_name,
+    read_manifest_file,
+)
+from lance_gpu.txn.operations import Operation
+
+__all__ = ["DEFAULT_CONFLICT_RETRIES", "commit", "run_with_retries"]
+
+DEFAULT_CONFLICT_RETRIES = 10
+T = TypeVar("T")
+
+
+def _transaction(
+    op: Operation, read_version: int, txn_uuid: str, properties: dict[str, str] | None
+) -> transaction_pb2.Transaction:
+    txn = transaction_pb2.Transaction(read_version=read_version, uuid=txn_uuid)
+    for k, v in (properties or {}).items():
+        txn.transaction_properties[str(k)] = str(v)
+    op.fill(txn)
+    return txn
+
+
+def _finish_manifest(
+    m: table_pb2.Manifest, base: ManifestFile | None, version: int, txn_file: str
+) -> table_pb2.Manifest:
+    """What every commit sets: derived sections cleared, the deletion-files flags exactly when
+    some fragment has a deletion file (pylance's ``apply_feature_flags``), a
+    ``max_fragment_id`` that never goes down, version, time, writer, transaction file."""
+    from lance_gpu.write.commit import stamp_manifest
+
+    for name in (
+        "tag", "version_aux_data", "transaction_section_deprecated", "index_section",
+        "transaction_section", "writer_version",
+    ):
+        m.ClearField(name)
+    has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
+    for name in ("reader_feature_flags", "writer_feature_flags"):
+        flags = int(getattr(m, name)) & ~features.FLAG_DELETION_FILES
+        setattr(m, name, flags | (features.FLAG_DELETION_FILES if has_deletions else 0))
+    ids = [int(f.id) for f in m.fragments]
+    if m.HasField("max_fragment_id"):
+        ids.append(int(m.max_fragment_id))
+    if base is not None and base.manifest.HasField("max_fragment_id"):
+        ids.append(int(base.manifest.max_fragment_id))
+    if ids:
+        m.max_fragment_id = max(ids)
+    stamp_manifest(m, version, txn_file)
+    return m
+
+
+def commit(
+    store: ObjectStore,
+    root: str,
+    op: Operation,
+    base: ManifestFile | None,
+    naming: NamingScheme = "V2",
+    *,
+    mode: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
+    lock: Callable[[int], AbstractContextManager[Any]] | None = None,
+) -> table_pb2.Manifest:
+    """Commit ``op`` on top of ``base`` (the version the writer read; None: a new dataset)
+    in the dataset at ``root`` of ``store``.
+
+    Returns the committed manifest.  Raises :class:`CommitConflictError` (or its retryable
+    subclass) when another writer committed a conflicting change first, and
+    :class:`DatasetExistsError` when ``mode="create"`` lost the race to create the dataset.
+    ``lock(version)`` (pylance's ``commit_lock``), when given, is entered around each attempt
+    to publish a version.
+    Files ``op`` wrote are removed when the commit fails.
+    """
+    from lance_gpu.write.commit import (
+        SUPPORTED_WRITER_FLAGS,
+        check_commit_store,
+        publish_manifest,
+        serialize_manifest,
+        winner_transaction,
+        write_transaction_file,
+        write_version_hint,
+    )
+
+    txn_key: str | None = None  # the transaction file written, until a manifest names it
+    try:
+        check_commit_store(store, root)
+        read_version = int(base.manifest.version) if base is not None else 0
+        if base is not None:
+            features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
+        txn_uuid = str(_uuid.uuid4())
+        txn_name = f"{read_version}-{txn_uuid}.txn"
+        txn = _transaction(op, read_version, txn_uuid, transaction_properties)
+        skip_txn_file = base is not None and bool(
+            base.manifest.writer_feature_flags & features.FLAG_DISABLE_TRANSACTION_FILE
+        )
+        tdir = join(root, "_transactions")
+        if not skip_txn_file:
+            txn_key = join(tdir, txn_name)
+            write_transaction_file(store, txn_key, txn)
+        current = base
+        version = read_version + 1
+        while True:
+            m, index_section = op.apply(store, root, current, version)
+            manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name)
+            if skip_txn_file:
+                manifest.ClearField("transaction_file")
+            target = join(root, "_versions", manifest_file_name(version, naming))
+            try:
+                with lock(version) if lock is not None else nullcontext():
+                    publish_manifest(store, target, serialize_manifest(manifest, txn, index_section))
+            except FileExistsError:
+                pass
+            else:
+                txn_key = None
+                write_version_hint(store, root, version)
+                return manifest
+            if current is None and mode == "create":
+                raise DatasetExistsError(f"dataset {store.uri(root)} already exists: another writer created it first")
+            # Check every version committed since, in order, then try after the newest.
+            newer = [v for v in list_versions(store, root) if v.version >= version]
+            for info in newer:
+                winner = read_manifest_file(store, info.path)
+                theirs = winner_transaction(store, root, winner)
+                if op.rebase(store, root, winner, theirs):
+                    old_name = txn_name
+                    txn = _transaction(op, read_version, txn_uuid, transaction_properties)
+                    txn_name = f"{txn.read_version}-{txn_uuid}.txn"
+                    if not skip_txn_file:
+                        txn_key = join(tdir, txn_name)
+                        write_transaction_file(store, txn_key, txn)
+                        try:
+                            store.delete(join(tdir, old_name))
+                        except OSError:
+                            pass
+                features.check_writer_flags(winner.manifest.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
+                current = winner
+                version = int(winner.manifest.version) + 1
+    except BaseException:
+        op.cleanup(store)
+        if txn_key is not None:  # the manifest never landed: nothing references it
+            try:
+                store.delete(txn_key)
+            except OSError:
+                pass
+        raise
+
+
+def run_with_retries(attempt: Callable[[], T], conflict_retries: int = DEFAULT_CONFLICT_RETRIES) -> T:
+    """``attempt()`` (which plans on the latest version and commits), run again after each
+    :class:`RetryableCommitConflictError`, at most ``conflict_retries`` more times."""
+    retries = max(0, int(conflict_retries))
+    for n in range(retries + 1):
+        try:
+            return attempt()
+        except RetryableCommitConflictError:
+            if n >= retries:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every input pylance's write API takes, as one Arrow schema and a stream of record batches.
+
+:func:`coerce_input` accepts what ``lance.write_dataset`` accepts (``lance/types.py``
+``_coerce_reader``): a pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset``
+Dataset or Scanner, a Lance dataset (ours or pylance's), any ``__arrow_c_stream__`` object,
+pandas, Polars and cuDF frames, a dict of columns, a list of dicts, or an iterable of
+RecordBatches.
+
+Casting invariant: when a ``schema`` is given, every batch handed out has exactly that
+schema.  A batch of other but castable types (int32 data under an int64 schema) is cast, as
+pylance's ``_casting_recordbatch_iter`` does; one whose columns differ or whose values cannot
+be cast raises :class:`~lance_gpu.errors.SchemaMismatchError`.  The first batch is pulled and
+cast here, so a type that cannot be cast at all is refused before any file is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from lance_gpu.errors import SchemaMismatchError
+
+__all__ = ["cast_batch", "coerce_input"]
+
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, KeyError)
+
+
+def cast_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with exactly ``schema``: columns picked by name, then cast.
+
+    Raises :class:`SchemaMismatchError` when a column is missing or extra, or a value cannot
+    be cast (overflow, unparsable string, no cast kernel between the types).
+    """
+    if batch.schema.equals(schema, check_metadata=False):
+        if batch.schema.equals(schema, check_metadata=True):
+            return batch
+        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+    names = batch.schema.names
+    if sorted(names) != sorted(schema.names) or len(set(names)) != len(names):
+        raise SchemaMismatchError(
+            f"data has columns {names}, the schema {schema.names}"
+        )
+    try:
+        table = pa.Table.from_batches([batch])
+        if names != schema.names:
+            table = table.select(schema.names)
+        out = table.cast(schema).combine_chunks()
+    except _CAST_ERRORS as exc:
+        raise SchemaMismatchError(
+            f"data of schema\n{batch.schema}\ncannot be cast to the schema\n{schema}\n({exc})"
+        ) from exc
+    batches = out.to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
+
+
+def _cast_stream(first: pa.RecordBatch, rest: Iterator[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    yield first
+    for batch in rest:
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError(f"expected pyarrow.RecordBatch items, got {type(batch).__name__}")
+        yield cast_batch(batch, schema)
+
+
+def _frame_table(data: object, schema: pa.Schema | None) -> pa.Table | None:
+    """pandas, Polars or cuDF frames as a Table (checked by module name: none is imported
+    unless the data is one of its frames); None for anything else."""
+    lib = type(data).__module__.split(".", 1)[0]
+    if lib == "pandas" and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, schema=schema, preserve_index=False)
+    if lib == "cudf" and hasattr(data, "to_arrow"):
+        return data.to_arrow(preserve_index=False)
+    if lib == "polars" and type(data).__name__ == "DataFrame" and hasattr(data, "to_arrow"):
+        return data.to_arrow()
+    return None
+
+
+def _as_stream(data: object, schema: pa.Schema | None) -> tuple[pa.Schema | None, Iterator[Any]]:
+    """(the data's own schema if it has one, its batches), uncast."""
+    import pyarrow.dataset as pds
+
+    table = _frame_table(data, schema)
+    if table is not None:
+        return table.schema, iter(table.to_batches())
+    if isinstance(data, pa.RecordBatch):
+        return data.schema, iter([data])
+    if isinstance(data, pa.Table):
+        return data.schema, iter(data.to_batches())
+    if isinstance(data, pa.RecordBatchReader):
+        return data.schema, iter(data)
+    if isinstance(data, pds.Dataset):  # pylance's LanceDataset is one too
+        reader = pds.Scanner.from_dataset(data).to_reader() if type(data).__module__.startswith("pyarrow") else (
+            data.scanner().to_reader()
+        )
+        return reader.schema, iter(reader)
+    if isinstance(data, pds.Scanner):
+        reader = data.to_reader()
+        return reader.schema, iter(reader)
+    if type(data).__module__ == "lance_gpu.dataset" and hasattr(data, "to_batches"):
+        return data.schema, iter(data.to_batches())  # type: ignore[attr-defined]
+    if isinstance(data, dict):
+        batch = pa.RecordBatch.from_pydict(data, schema=schema)
+        return batch.schema, iter([batch])
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        batch = pa.RecordBatch.from_pylist(data, schema=schema)
+        return batch.schema, iter([batch])
+    if hasattr(data, "__arrow_c_stream__"):
+        reader = pa.RecordBatchReader.from_stream(data)
+        return reader.schema, iter(reader)
+    if isinstance(data, Iterable) and not isinstance(data, (str, bytes)):
+        return None, iter(data)
+    raise TypeError(
+        "data must be a pyarrow Table, RecordBatch, RecordBatchReader, Dataset or Scanner, a Lance "
+        "dataset, an __arrow_c_stream__ object, a pandas, Polars or cuDF DataFrame, a dict of columns, "
+        f"a list of dicts or an iterable of RecordBatches, not {type(data).__name__}"
+    )
+
+
+def coerce_input(data: object, schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The schema of ``data`` (``schema`` when given) and an iterator of its batches, each
+    of exactly that schema (see the module docstring for the casting rules)."""
+    own, it = _as_stream(data, schema)
+    target = schema if schema is not None else own
+    try:
+        first = next(it)
+    except StopIteration:
+        if target is None:
+            raise ValueError("write got an empty iterable of batches and no schema") from None
+        return target, iter(())
+    if not isinstance(first, pa.RecordBatch):
+        raise TypeError(f"expected pyarrow.RecordBatch items, got {type(first).__name__}")
+    if target is None:
+        target = first.schema
+    return target, _cast_stream(cast_batch(first, target), it, target)
