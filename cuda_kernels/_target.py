@@ -39,10 +39,11 @@ them at the IR level, which LLVM needs to vectorise the driver loops (a core
 called across dispatchers is an opaque call, ~10x slower in the bit-unpack
 lane loop).
 
-CPU dispatchers use ``cache=True``.  Numba invalidates a cached function only
-when *its own* source file changes, so after editing this file (or a core
-used from another module) remove ``cuda_kernels/__pycache__`` to drop stale
-machine code.  Every core here is used only by drivers of its own module.
+CPU dispatchers use ``cache=True`` through :func:`cuda_kernels._jitcache.njit`:
+one per-user cache directory keyed by a fingerprint of every kernel source
+(editing any core or driver recompiles; see that module for the location
+rules).  Nothing compiles before a driver is first called, and then only for
+the argument types of that call.
 
 GPU kernels may be *specialised*: ``kernel.get(T=32)`` compiles a kernel in
 which the global name ``T`` is the compile-time constant 32.  Compiled kernels
@@ -53,6 +54,8 @@ cache does not hash globals); they specialise on argument types instead.
 
 import threading
 import types
+
+from ._jitcache import njit
 
 __all__ = [
     "LAZY_CUDA",
@@ -153,11 +156,9 @@ class DualFunction:
     def cpu(self):
         """The ``numba.njit`` dispatcher (compiled on first call, cached on disk)."""
         if self._cpu is None:
-            import numba
-
             with _lock:
                 if self._cpu is None:
-                    self._cpu = numba.njit(
+                    self._cpu = njit(
                         cache=True, nogil=True, inline=self._inline
                     )(_rebind(self.py, "cpu"))
         return self._cpu
@@ -206,11 +207,9 @@ class CpuDriver:
     @property
     def dispatcher(self):
         if self._dispatcher is None:
-            import numba
-
             with _lock:
                 if self._dispatcher is None:
-                    self._dispatcher = numba.njit(**self._options)(
+                    self._dispatcher = njit(**self._options)(
                         _rebind(self.py, "cpu")
                     )
         return self._dispatcher

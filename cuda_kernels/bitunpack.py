@@ -55,7 +55,9 @@ FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
-# Above this many blocks the CPU driver uses prange over blocks.
+# Above this many blocks, and with more than one numba thread (pool threads that decode
+# pages run with one), the CPU driver uses prange over blocks.  With one thread the
+# serial driver does the same work, and the parfor driver is never compiled.
 _PARALLEL_MIN_BLOCKS = 256
 
 
@@ -356,13 +358,13 @@ def unpack_blocks(words, block_word_offsets, bit_widths, out=None):
         # 8/16-bit words: SWAR path, 64 / t lanes per uint64 operation.
         out64 = target.view(np.uint64)
         words_u8 = words.view(np.uint8)
-        if nblocks >= _PARALLEL_MIN_BLOCKS:
+        if nblocks >= _PARALLEL_MIN_BLOCKS and numba.get_num_threads() > 1:
             nchunks = max(1, min(4 * numba.get_num_threads(), nblocks // 64))
             _unpack_parallel_swar(words_u8, t, offsets, widths, out64, nchunks)
         else:
             _unpack_range_swar(words_u8, t, offsets, widths, out64, 0, nblocks)
         return out
-    if nblocks >= _PARALLEL_MIN_BLOCKS:
+    if nblocks >= _PARALLEL_MIN_BLOCKS and numba.get_num_threads() > 1:
         _unpack_blocks_parallel(words, offsets, widths, target)
     else:
         _unpack_blocks_serial(words, offsets, widths, target)

@@ -60,6 +60,8 @@ _E_TRUNCATED = -1
 _E_BAD_CODE = -2
 _E_BOUNDS = -3
 
+# prange drivers only above this size and with more than one numba thread: with one
+# (pool threads that decode pages) the serial driver runs and the parfor one never compiles.
 _PARALLEL_MIN_STRINGS = 4096
 
 
@@ -433,7 +435,7 @@ def _raise_for(code, index):
 def _lengths_cpu(sym_lens, n_symbols, comp, in_offsets):
     n = in_offsets.shape[0] - 1
     out_offsets = np.empty(n + 1, dtype=np.int64)
-    if n >= _PARALLEL_MIN_STRINGS:
+    if n >= _PARALLEL_MIN_STRINGS and numba.get_num_threads() > 1:
         bad = _lengths_parallel(sym_lens, n_symbols, comp, in_offsets, out_offsets, _nchunks(n))
     else:
         bad = _lengths_range(sym_lens, n_symbols, comp, in_offsets, out_offsets, 0, n)
@@ -483,7 +485,7 @@ def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None)
     out_offsets = _lengths_cpu(sl, nsym, comp, offs)
     _scan_inplace(out_offsets)
     out = np.empty(int(out_offsets[n]), dtype=np.uint8)
-    if n >= _PARALLEL_MIN_STRINGS:
+    if n >= _PARALLEL_MIN_STRINGS and numba.get_num_threads() > 1:
         _decode_parallel(sym, sl, comp, offs, out_offsets, out, _nchunks(n))
     elif n:
         _decode_range(sym, sl, comp, offs, out_offsets, out, 0, n)
@@ -502,7 +504,7 @@ def fsst_decode_spans(symbols, symbol_lengths, compressed, starts, lengths, n_sy
     en = st + np.asarray(lengths, dtype=np.int64)
     n = st.shape[0]
     out_offsets = np.empty(n + 1, dtype=np.int64)
-    if n >= _PARALLEL_MIN_STRINGS:
+    if n >= _PARALLEL_MIN_STRINGS and numba.get_num_threads() > 1:
         bad = _lengths_span_parallel(sl, nsym, comp, st, en, out_offsets, _nchunks(n))
     else:
         bad = _lengths_span_range(sl, nsym, comp, st, en, out_offsets, 0, n)
@@ -510,7 +512,7 @@ def fsst_decode_spans(symbols, symbol_lengths, compressed, starts, lengths, n_sy
         _raise_for(int(out_offsets[bad + 1]), bad)
     _scan_inplace(out_offsets)
     out = np.empty(int(out_offsets[n]), dtype=np.uint8)
-    if n >= _PARALLEL_MIN_STRINGS:
+    if n >= _PARALLEL_MIN_STRINGS and numba.get_num_threads() > 1:
         _decode_span_parallel(sym, sl, comp, st, en, out_offsets, out, _nchunks(n))
     elif n:
         _decode_span_range(sym, sl, comp, st, en, out_offsets, out, 0, n)

@@ -30,6 +30,8 @@ cuda = LAZY_CUDA
 __all__ = ["gather_fixed", "gather_binary", "gather_fixed_gpu", "gather_binary_gpu"]
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+# prange drivers only above this size and with more than one numba thread: with one
+# (pool threads that decode pages) the serial driver runs and the parfor one never compiles.
 _PARALLEL_MIN = 1 << 16
 
 
@@ -252,7 +254,7 @@ def gather_fixed(items, indices):
     view = _numba_view(items)
     if view.ndim == 1:
         ov = out.view(view.dtype)
-        if n >= _PARALLEL_MIN:
+        if n >= _PARALLEL_MIN and numba.get_num_threads() > 1:
             bad = _gather_parallel(view, idx, ov, _nchunks(n))
         else:
             bad = _gather_range(view, idx, ov, 0, n)
@@ -291,7 +293,7 @@ def gather_binary(item_offsets, item_bytes, indices):
             raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
         raise _oob("gather_binary", int(bad), j, k)
     out_bytes = np.empty(int(out_offsets[n]), dtype=np.uint8)
-    if n >= _PARALLEL_MIN:
+    if n >= _PARALLEL_MIN and numba.get_num_threads() > 1:
         _binary_copy_parallel(offs, data, idx, out_offsets, out_bytes, _nchunks(n))
     elif n:
         _binary_copy_range(offs, data, idx, out_offsets, out_bytes, 0, n)

@@ -25,6 +25,8 @@ cuda = LAZY_CUDA
 
 __all__ = ["rle_expand", "rle_expand_gpu"]
 
+# prange drivers only above this size and with more than one numba thread: with one
+# (pool threads that decode pages) the serial driver runs and the parfor one never compiles.
 _PARALLEL_MIN_RUNS = 1 << 15
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -122,7 +124,7 @@ def rle_expand(values, run_lengths, out=None):
         np.take(values, idx, axis=0, out=out)
         return out
     out_view = out.view(view.dtype)
-    if nruns >= _PARALLEL_MIN_RUNS:
+    if nruns >= _PARALLEL_MIN_RUNS and numba.get_num_threads() > 1:
         nchunks = max(1, min(4 * numba.get_num_threads(), nruns // 4096))
         _expand_parallel(view, starts, out_view, nchunks)
     elif nruns:

@@ -176,6 +176,28 @@ class LanceFragment:
                 return FieldSource(path, [cmap[i] for i in leaf_ids])
         raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
 
+    def prefetch(self, fields: Sequence[LanceField]) -> None:
+        """Fetch the bytes of ``fields`` from an object store ahead of decoding, one coalesced
+        concurrent fetch per data file (best effort: a failure here surfaces again, typed,
+        when the fields are read)."""
+        try:
+            by_file: dict[str, list[int]] = {}
+            for field in fields:
+                src = self.field_source(field)
+                if src is not None:
+                    by_file.setdefault(src.path, []).extend(src.columns)
+            for path, cols in by_file.items():
+                self.file_reader(path).prefetch(cols)
+        except Exception:  # noqa: BLE001 - the real read raises it
+            return
+
+    def drop_prefetched(self) -> None:
+        """Let go of the bytes :meth:`prefetch` fetched (the scan is done with this fragment)."""
+        for reader in list(self._readers.values()):
+            drop = getattr(reader.io, "drop_prefetched", None)
+            if drop is not None:
+                drop()
+
     def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
         """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``."""
         src = self.field_source(field)

@@ -10,7 +10,9 @@ of chunks, never per value from Python, and releases the GIL so columns decode i
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from cuda_kernels._jitcache import njit
 
 _JIT = {"cache": True, "nogil": True}
 
@@ -123,7 +125,10 @@ def _gather_ranges_into(data, starts, lengths, out):  # pragma: no cover
     for i in range(starts.size):
         s = starts[i]
         ln = lengths[i]
-        out[pos : pos + ln] = data[s : s + ln]
+        # An explicit loop, not a slice assignment: numba compiles a slice assignment's
+        # shape-mismatch error path (string formatting, ~2 s on a fresh cache).
+        for j in range(ln):
+            out[pos + j] = data[s + j]
         pos += ln
     return pos
 

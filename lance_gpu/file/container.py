@@ -217,6 +217,21 @@ class LanceFileReader:
         self._columns[index] = col
         return col
 
+    def prefetch(self, columns: list[int]) -> None:
+        """Fetch every buffer of ``columns`` (pages and column buffers) ahead of decoding,
+        coalesced and concurrently, where the store's handle supports it (object stores;
+        local memory maps need nothing)."""
+        fetch = getattr(self.io, "prefetch", None)
+        if fetch is None:
+            return
+        ranges: list[tuple[int, int]] = []
+        for index in columns:
+            col = self.column(index)
+            ranges.extend(zip(col.buffer_offsets, col.buffer_sizes))
+            for page in col.pages:
+                ranges.extend(zip(page.buffer_offsets, page.buffer_sizes))
+        fetch(ranges)
+
     def read_buffers(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         return self.io.read_ranges(ranges)
 

@@ -30,7 +30,7 @@ from lance_gpu.gpu.plan import Unsupported, leaf_kind
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
 def _is_var(s: pa.DataType) -> bool:

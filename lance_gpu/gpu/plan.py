@@ -67,7 +67,7 @@ class Unsupported(Exception):
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
 def leaf_kind(t: pa.DataType) -> tuple[str, int]:

@@ -33,6 +33,11 @@ from lance_gpu.io.store import (
 __all__ = ["FsspecStore", "ObstoreStore"]
 
 
+#: Objects at least this large are uploaded in :data:`PART_SIZE` parts, concurrently.
+MULTIPART_ABOVE = 12 << 20
+PART_SIZE = 6 << 20
+
+
 def _array(buf: Any) -> np.ndarray:
     return np.frombuffer(memoryview(buf), dtype=np.uint8)
 
@@ -171,8 +176,13 @@ class ObstoreStore:
     def put(self, path: str, data: bytes | memoryview) -> None:
         import obstore
 
+        payload = bytes(data)
         try:
-            obstore.put(self.store, path, bytes(data))
+            if len(payload) >= MULTIPART_ABOVE:
+                # large objects: parts uploaded concurrently (S3's minimum part is 5 MiB)
+                obstore.put(self.store, path, payload, use_multipart=True, chunk_size=PART_SIZE, max_concurrency=8)
+            else:
+                obstore.put(self.store, path, payload)
         except Exception as exc:
             raise translate(exc, self.uri(path), "write") from exc
         self.stats.add("puts", 1, len(data))

@@ -17,6 +17,7 @@ writes take ``bytes``-like objects.  Objects are immutable once written, except 
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -226,6 +227,9 @@ def check_ranges(uri: str, size: int, ranges: Sequence[tuple[int, int]]) -> None
             raise CorruptFileError(uri, f"byte range [{off}, {off + n}) lies outside the file of {size} bytes")
 
 
+_EMPTY = np.zeros(0, np.uint8)
+
+
 class StoreFile:
     """A :class:`ReadHandle` over any store: the size is fetched once (or given), reads go
     through :meth:`ObjectStore.read_ranges`.  Release is a no-op (nothing is mapped).
@@ -246,6 +250,7 @@ class StoreFile:
         self._tail = tail
         self._fetch_whole = self.size <= whole_below
         self._lock = threading.Lock()
+        self._prefetched: list[tuple[int, int, np.ndarray]] = []  # (start, end, bytes), sorted
 
     def _object(self) -> np.ndarray | None:
         if self._whole is None and self._fetch_whole:
@@ -263,6 +268,10 @@ class StoreFile:
         whole = self._object()
         if whole is not None:
             return whole[offset : offset + size]
+        with self._lock:
+            hit = self._cached(offset, size)
+        if hit is not None:
+            return hit
         return self.store.read_range(self.key, offset, size)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
@@ -270,7 +279,58 @@ class StoreFile:
         whole = self._object()
         if whole is not None:
             return [whole[o : o + n] for o, n in ranges]
+        with self._lock:
+            hits = [self._cached(int(o), int(n)) for o, n in ranges]
+        if all(h is not None for h in hits):
+            return hits  # type: ignore[return-value]
         return self.store.read_ranges(self.key, ranges)
+
+    def prefetch(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Fetch ``ranges`` now (coalesced, concurrently) so that later reads of exactly
+        these ranges need no request: the scan calls this for the next fragment while it
+        decodes the current one."""
+        if self._whole is not None or self._fetch_whole:
+            self._object()
+            return
+        wanted = [(int(o), int(n)) for o, n in ranges if n > 0 and self._in_tail(int(o), int(n)) is None]
+        if not wanted:
+            return
+        check_ranges(self.path, self.size, wanted)
+        groups = coalesce(wanted)
+        got = self.store.read_ranges(self.key, [(start, end - start) for start, end, _ in groups])
+        with self._lock:
+            self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got))
+            self._prefetched.sort(key=lambda blk: blk[0])
+
+    def _in_tail(self, offset: int, size: int) -> np.ndarray | None:
+        """The bytes of ``[offset, offset + size)`` if the tail read at open holds them."""
+        tail = self._tail
+        if tail is None:
+            return None
+        start = self.size - tail.size
+        if offset >= start:
+            return tail[offset - start : offset - start + size]
+        return None
+
+    def _cached(self, offset: int, size: int) -> np.ndarray | None:
+        """The prefetched bytes of ``[offset, offset + size)``, if one block (or the tail)
+        holds them."""
+        if size == 0:
+            return _EMPTY
+        hit = self._in_tail(offset, size)
+        if hit is not None:
+            return hit
+        i = bisect.bisect_right([blk[0] for blk in self._prefetched], offset) - 1
+        if i >= 0:
+            start, end, block = self._prefetched[i]
+            if offset + size <= end:
+                return block[offset - start : offset - start + size]
+        return None
+
+    def drop_prefetched(self) -> None:
+        """Forget prefetched bytes (the scan is done with this file)."""
+        with self._lock:
+            self._prefetched = []
 
     def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None:
         return None

@@ -81,6 +81,14 @@ def empty_table(num_rows: int, metadata: dict | None = None) -> pa.Table:
     return pa.table({"_": pa.nulls(num_rows)}, metadata=metadata).select([])
 
 
+def _read_after(fetch: Future | None, frag: LanceFragment, field: LanceField, arrow_field: pa.Field,
+                rows: np.ndarray | None) -> pa.Array:
+    """``frag.read_field`` once the fragment's prefetch (if any) is done."""
+    if fetch is not None:
+        fetch.result()
+    return frag.read_field(field, arrow_field, rows)
+
+
 class CpuExecutor:
     """Decodes on the CPU; (unit, field) pairs run in a pool of threads whose numba kernels
     are serial when there are enough pairs to keep every core busy, else in one thread
@@ -94,24 +102,38 @@ class CpuExecutor:
         names = [f.name for f in fields]
         in_flight = len(units) if ahead is None else max(1, ahead)
         pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
+        # On object stores, each fragment's column bytes are fetched first in one coalesced
+        # request per data file (its field reads wait for it; the pool runs tasks in order,
+        # so a one-thread pool cannot deadlock), and dropped once the consumer moves on.
+        remote = not getattr(ds.store, "maps_files", False)
         with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
             queue: deque[tuple[ReadUnit, list[Future]]] = deque()
             it = iter(units)
+            prefetched: dict[int, Future] = {}
 
             def submit() -> bool:
                 unit = next(it, None)
                 if unit is None:
                     return False
-                futs = [pool.submit(unit.fragment.read_field, f, arrow_fields[f.name], unit.rows) for f in fields]
+                frag = unit.fragment
+                fetch = prefetched.get(frag.fragment_id)
+                if remote and fetch is None and fields:
+                    fetch = prefetched[frag.fragment_id] = pool.submit(frag.prefetch, fields)
+                futs = [pool.submit(_read_after, fetch, frag, f, arrow_fields[f.name], unit.rows) for f in fields]
                 queue.append((unit, futs))
                 return True
 
             for _ in range(in_flight):
                 if not submit():
                     break
+            current: LanceFragment | None = None
             try:
                 while queue:
                     unit, futs = queue.popleft()
+                    if remote and current is not None and current is not unit.fragment:
+                        current.drop_prefetched()
+                        prefetched.pop(current.fragment_id, None)
+                    current = unit.fragment
                     arrays = [fu.result() for fu in futs]
                     submit()
                     yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
@@ -119,6 +141,8 @@ class CpuExecutor:
                 for _unit, futs in queue:
                     for fu in futs:
                         fu.cancel()
+                if remote and current is not None:
+                    current.drop_prefetched()
 
     def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from cuda_kernels._jitcache import njit
 
 _JIT = {"cache": True, "nogil": True}
 

@@ -7,7 +7,7 @@ Everything else in the writer is vectorised numpy; these are the loops that are 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from cuda_kernels._jitcache import njit
 
 _JIT = {"cache": True, "nogil": True}
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from cuda_kernels._jitcache import njit
 
 
 @njit(cache=True, nogil=True)

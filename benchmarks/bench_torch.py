@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training-feed benchmark: lance_gpu.torch.LanceDataset against pylance's
+lance.torch.data.LanceDataset, samples per second, in one run.
+
+Dataset (written once with pylance under benchmarks/data/): ``--rows`` (1M) rows of a
+128-float32 embedding (fixed_size_list) and an int64 label, in fragments of 250k rows.
+Batch size 1024.  Cases (each in a fresh process: one warm-up epoch, then the median of
+``--repeat`` epochs; each batch is materialised):
+
+* ``sequential``: ours (``device="cpu"``) / pylance's default loader;
+* ``shuffled``: ours ``shuffle=True`` (seeded read order + a 65,536-row shuffle buffer, so
+  rows are mixed) / pylance's only shuffling loader, ``ShardedBatchSampler(randomize=True)``
+  (contiguous 1024-row ranges in random order);
+* ``shuffled-batches``: ours with pylance's exact semantics (``shard_granularity="batch"``,
+  ``shuffle=True, shuffle_buffer=0``) / the same pylance loader;
+* on a usable GPU also ``gpu-sequential`` / ``gpu-shuffled``: ours ``device="cuda"`` against
+  pylance plus ``.cuda()``, synchronised per batch.
+
+Output: a table on stdout and ``benchmarks/results/torch_cpu.{md,json}`` (``torch_gpu`` on a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+RESULTS = HERE / "results"
+BATCH = 1024
+
+
+def make_data(rows: int) -> Path:
+    path = DATA / f"torch_emb_{rows}.lance"
+    if path.exists():
+        return path
+    import lance
+    import numpy as np
+    import pyarrow as pa
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((rows, 128), dtype=np.float32)
+    table = pa.table(
+        {
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel()), 128),
+            "label": pa.array(rng.integers(0, 1000, rows), pa.int64()),
+        }
+    )
+    lance.write_dataset(table, str(path), max_rows_per_file=250_000)
+    return path
+
+
+def _loader(engine: str, case: str, uri: str):
+    cols = ["emb", "label"]
+    if engine == "lance_gpu":
+        import lance_gpu.torch as lt
+
+        device = "cuda" if case.startswith("gpu") else "cpu"
+        if case.endswith("sequential"):
+            return lt.LanceDataset(uri, BATCH, columns=cols, device=device)
+        if case == "shuffled-batches":
+            return lt.LanceDataset(uri, BATCH, columns=cols, device=device, shard_granularity="batch", shuffle=True, shuffle_buffer=0)
+        return lt.LanceDataset(uri, BATCH, columns=cols, device=device, shuffle=True)
+    import lance
+    from lance.sampler import ShardedBatchSampler
+    from lance.torch.data import LanceDataset
+
+    if case.endswith("sequential"):
+        return LanceDataset(lance.dataset(uri), BATCH, columns=cols)
+    return LanceDataset(lance.dataset(uri), BATCH, columns=cols, sampler=ShardedBatchSampler(0, 1, randomize=True))
+
+
+def _epoch(loader, to_cuda: bool) -> tuple[int, float]:
+    import torch
+
+    rows = 0
+    t0 = time.perf_counter()
+    for batch in loader:
+        emb, label = batch["emb"], batch["label"]
+        if to_cuda and not emb.is_cuda:
+            emb, label = emb.cuda(non_blocking=True), label.cuda(non_blocking=True)
+        if to_cuda:
+            torch.cuda.synchronize()
+        emb[-1, -1].item()  # the batch is materialised (as a training step would read it)
+        rows += int(label.shape[0])
+    return rows, time.perf_counter() - t0
+
+
+def run_case(engine: str, case: str, uri: str, repeat: int) -> dict:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    loader = _loader(engine, case, uri)
+    to_cuda = case.startswith("gpu")
+    rows, _ = _epoch(loader, to_cuda)  # warm-up: compile kernels, fill the page cache
+    times = []
+    for epoch in range(repeat):
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(epoch + 1)
+        n, dt = _epoch(loader, to_cuda)
+        assert n == rows, (n, rows)
+        times.append(dt)
+    med = statistics.median(times)
+    return {"engine": engine, "case": case, "rows": rows, "seconds": med, "samples_per_s": rows / med, "runs": times}
+
+
+def _subprocess(engine: str, case: str, uri: str, repeat: int) -> dict:
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); sys.path.insert(0, {str(HERE)!r}); import bench_torch as b; "
+        f"print(json.dumps(b.run_case({engine!r}, {case!r}, {uri!r}, {repeat})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    uri = str(make_data(args.rows))
+    from lance_gpu._device import gpu_unusable_reason
+
+    cases = ["sequential", "shuffled", "shuffled-batches"]
+    gpu = gpu_unusable_reason() is None
+    if gpu:
+        cases += ["gpu-sequential", "gpu-shuffled"]
+    results = []
+    for case in cases:
+        for engine in ("lance_gpu", "lance"):
+            r = _subprocess(engine, case, uri, args.repeat)
+            results.append(r)
+            print(f"{case:18s} {engine:10s} {r['samples_per_s']:>12,.0f} samples/s  ({r['seconds']:.3f} s/epoch)", flush=True)
+    by = {(r["case"], r["engine"]): r for r in results}
+    host = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
+    lines = [
+        f"# Training-feed benchmark ({'GPU' if gpu else 'CPU'}), {time.strftime('%Y-%m-%d')}, {host}",
+        "",
+        f"{args.rows:,} rows x (128-float32 embedding + int64 label), batch {BATCH}; median of {args.repeat} epochs after a warm-up, each in a fresh process.",
+        "ratio = our samples/s / pylance's (above 1: lance_gpu is faster).",
+        "",
+        "| case | lance_gpu samples/s | pylance samples/s | ratio |",
+        "|---|---|---|---|",
+    ]
+    for case in cases:
+        ours, ref = by[(case, "lance_gpu")], by[(case, "lance")]
+        lines.append(f"| {case} | {ours['samples_per_s']:,.0f} | {ref['samples_per_s']:,.0f} | {ours['samples_per_s'] / ref['samples_per_s']:.2f}x |")
+    RESULTS.mkdir(exist_ok=True)
+    name = "torch_gpu" if gpu else "torch_cpu"
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps({"host": host, "rows": args.rows, "batch": BATCH, "results": results}, indent=1) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

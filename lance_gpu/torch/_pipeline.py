@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The host pipeline: a plan's reads -> (prefetch thread) -> shuffle buffer -> batches.
+
+Memory is bounded: at most ``prefetch`` decoded reads of at most ``read_rows`` rows wait in
+the queue, the shuffle buffer holds at most ``shuffle_buffer + read_rows + batch_size`` rows
+(gathered in a second thread, at most ``2 * prefetch`` batches ahead), and one batch is being
+handed out.  Without a shuffle buffer, batches are zero-copy slices of the
+reads (a batch that straddles two reads is concatenated).
+
+Order is deterministic: reads are split and (with ``shuffle_reads``) permuted with ``rng``,
+and each full shuffle buffer is permuted once with ``rng``; the producer thread only reads
+ahead, it never reorders.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.torch.sampler import Plan, Read
+
+_DONE = object()
+
+
+def split_reads(reads: list[Read], read_rows: int, rng: np.random.Generator | None) -> list[Read]:
+    """Reads of at most ``read_rows`` rows (a flush stays on the last piece); permuted by
+    ``rng`` when given (then batch-sampler flushes lose their meaning and are dropped)."""
+    out: list[Read] = []
+    for r in reads:
+        for a in range(r.start, r.stop, read_rows):
+            b = min(a + read_rows, r.stop)
+            out.append(Read(r.pos, a, b, r.flush and b == r.stop))
+    if rng is not None and out:
+        out = [Read(r.pos, r.start, r.stop) for r in (out[i] for i in rng.permutation(len(out)))]
+    return out
+
+
+def _produce(items: Iterator, q: queue.Queue, stop: threading.Event) -> None:
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for item in items:
+            if not put(item):
+                return
+        put(_DONE)
+    except BaseException as exc:
+        put(exc)
+
+
+def in_background(items: Iterator, depth: int, name: str) -> Iterator:
+    """``items`` produced in a thread, at most ``depth`` ahead of the consumer (bounded
+    memory); an exception there is raised here; stopping early stops the thread."""
+    if depth <= 0:
+        yield from items
+        return
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    worker = threading.Thread(target=_produce, args=(items, q, stop), daemon=True, name=name)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _grouped(reads: list[Read], group_rows: int) -> Iterator[list[Read]]:
+    """Consecutive reads of at most ``group_rows`` rows in all (a read alone may be larger)."""
+    group: list[Read] = []
+    rows = 0
+    for r in reads:
+        n = r.stop - r.start
+        if group and rows + n > group_rows:
+            yield group
+            group, rows = [], 0
+        group.append(r)
+        rows += n
+    if group:
+        yield group
+
+
+def _decode(source, reads: list[Read], group_rows: int) -> Iterator[list[tuple[pa.Table, bool]]]:
+    for group in _grouped(reads, group_rows):
+        tables = source.read_many([(r.pos, r.start, r.stop) for r in group])
+        yield [(t, r.flush) for t, r in zip(tables, group, strict=True)]
+
+
+def prefetched(source, reads: list[Read], prefetch: int, group_rows: int = 32_768) -> Iterator[tuple[pa.Table, bool]]:
+    """``(table, flush)`` per read, decoded up to ``prefetch`` groups of reads (of at most
+    ``group_rows`` rows; small reads share one decode) ahead in a thread."""
+    for group in in_background(_decode(source, reads, group_rows), prefetch, "lance-gpu-torch-read"):
+        yield from group
+
+
+def _strided(stream: Iterator[tuple[pa.Table, bool]], stride: tuple[int, int]) -> Iterator[tuple[pa.Table, bool]]:
+    """Rows ``first, first + step, ...`` of the concatenated stream."""
+    first, step = stride
+    seen = 0
+    for table, flush in stream:
+        n = table.num_rows
+        offset = (first - seen) % step
+        if offset < n:
+            yield table.take(pa.array(np.arange(offset, n, step, dtype=np.int64))), flush
+        seen += n
+
+
+def _one_batch(parts: list[pa.Table]) -> pa.RecordBatch:
+    table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    batches = table.combine_chunks().to_batches() if table.num_rows else []
+    if len(batches) == 1:
+        return batches[0]
+    return pa.RecordBatch.from_pylist([], schema=table.schema) if not batches else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def host_batches(
+    source,
+    plan: Plan,
+    *,
+    batch_size: int,
+    drop_last: bool = False,
+    shuffle_buffer: int = 0,
+    rng: np.random.Generator | None = None,
+    shuffle_reads: bool = False,
+    read_rows: int = 65_536,
+    prefetch: int = 2,
+) -> Iterator[pa.RecordBatch]:
+    """Batches of ``batch_size`` rows (the last may be short unless ``drop_last``)."""
+    reads = split_reads(plan.reads, max(int(read_rows), 1), rng if shuffle_reads else None)
+    stream = prefetched(source, reads, prefetch, max(int(read_rows), 1))
+    if plan.stride is not None:
+        stream = _strided(stream, plan.stride)
+    if shuffle_buffer > 0:
+        if rng is None:
+            raise ValueError("a shuffle buffer needs an rng")
+        # Gathers run in a second thread (NumPy releases the GIL while copying rows).
+        shuffled = _shuffled_batches(stream, batch_size, drop_last, shuffle_buffer, rng)
+        yield from in_background(shuffled, max(prefetch, 1) * 2, "lance-gpu-torch-shuffle")
+        return
+    parts: list[pa.Table] = []
+    have = 0
+    for table, flush in stream:
+        while table.num_rows:
+            take = min(batch_size - have, table.num_rows)
+            parts.append(table.slice(0, take))
+            have += take
+            table = table.slice(take)
+            if have == batch_size:
+                yield _one_batch(parts)
+                parts, have = [], 0
+        if flush and have:
+            if not drop_last:
+                yield _one_batch(parts)
+            parts, have = [], 0
+    if have and not drop_last:
+        yield _one_batch(parts)
+
+
+class _Gatherable:
+    """One buffer's columns, ready for row gathers: fixed-width columns without nulls as NumPy
+    arrays (``[rows, width]`` bytes; a gather is one fancy index), the rest as Arrow."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.schema = table.schema
+        self.num_rows = table.num_rows
+        self.columns: list[tuple[np.ndarray, pa.DataType] | pa.Array] = []
+        for col in table.columns:
+            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+            self.columns.append(_as_rows(arr))
+
+    def take(self, idx: np.ndarray) -> pa.RecordBatch:
+        arrays = []
+        for c in self.columns:
+            if isinstance(c, tuple):
+                rows, t = c
+                arrays.append(_from_rows(rows[idx], t, idx.size))
+            else:
+                arrays.append(c.take(pa.array(idx)))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _as_rows(arr: pa.Array) -> tuple[np.ndarray, pa.DataType] | pa.Array:
+    """``(one void item per row view, type)`` of a null-free fixed-width (or nested
+    fixed-size list of fixed-width) array, else the array itself."""
+    t = arr.type
+    if arr.null_count or isinstance(t, pa.BaseExtensionType):
+        return arr
+    width = 1
+    inner = arr
+    while pa.types.is_fixed_size_list(inner.type):
+        d = inner.type.list_size
+        inner = inner.values.slice(inner.offset * d, len(inner) * d)
+        if inner.null_count:
+            return arr
+        width *= d
+    leaf = inner.type
+    if isinstance(leaf, pa.BaseExtensionType) or not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_fixed_size_binary(leaf)):
+        return arr
+    size = leaf.byte_width
+    buf = inner.buffers()[1]
+    if buf is None:
+        return arr
+    raw = np.frombuffer(buf, np.uint8, count=len(inner) * size, offset=inner.offset * size)
+    # one opaque item per row: a gather copies whole rows
+    return raw.view(np.dtype((np.void, width * size))), t
+
+
+def _from_rows(rows: np.ndarray, t: pa.DataType, n: int) -> pa.Array:
+    """Rebuild an array of type ``t`` over gathered row bytes (no copy)."""
+    if pa.types.is_fixed_size_list(t):
+        d = t.list_size
+        child = _from_rows(rows.view(np.uint8).reshape(n * d, -1), t.value_type, n * d)
+        return pa.FixedSizeListArray.from_arrays(child, type=t)
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(rows).view(np.uint8))])
+
+
+def _shuffled_batches(
+    stream: Iterator[tuple[pa.Table, bool]], batch_size: int, drop_last: bool, buffer_rows: int, rng: np.random.Generator
+) -> Iterator[pa.RecordBatch]:
+    """Fill a buffer of ``buffer_rows`` rows, permute it, hand out full batches; the rows left
+    over (fewer than a batch) join the next buffer."""
+    parts: list[pa.Table] = []
+    have = 0
+
+    def drain(final: bool) -> Iterator[pa.RecordBatch]:
+        nonlocal parts, have
+        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        buffer = _Gatherable(table)
+        perm = rng.permutation(buffer.num_rows)
+        full = (buffer.num_rows // batch_size) * batch_size
+        for i in range(0, full, batch_size):
+            yield buffer.take(perm[i : i + batch_size])
+        rest = perm[full:]
+        parts, have = ([pa.Table.from_batches([buffer.take(rest)])], rest.size) if rest.size else ([], 0)
+        if final and have:
+            if not drop_last:
+                yield _one_batch(parts)
+            parts, have = [], 0
+
+    for table, _flush in stream:
+        if table.num_rows:
+            parts.append(table)
+            have += table.num_rows
+        if have >= buffer_rows:
+            yield from drain(False)
+    if have:
+        yield from drain(True)

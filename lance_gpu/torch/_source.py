@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every read ``lance_gpu.torch`` makes goes through :class:`RowSource` (and nothing else).
+
+The training feed needs four reads, all in terms of *live* rows (deleted rows never count):
+
+* ``fragments()``: ``(fragment_id, live row count)`` of each fragment, in dataset order;
+* ``read(pos, start, stop)``: live rows ``[start, stop)`` of the fragment at position ``pos``
+  of ``ds.get_fragments()``, with the projected columns, the filter applied (rows failing it
+  are dropped, the rest keep their order) and ``_rowid`` appended when asked;
+  ``read_many(spans)`` the same for many small spans with one decode (a batch sampler's
+  1024-row ranges);
+* ``take(indices)``: rows at global live-row positions (no filter), in the order asked;
+* ``device_tables(positions)``: the filtered, projected fragments at ``positions`` decoded
+  into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per fragment.
+
+Today they are served by the public dataset API (``ds.take`` with the fragment's global
+offsets, ``lance_gpu.filter.parse_filter`` for the filter, and ``ds.scanner(fragments=...)``
+run by the GPU executor for the device).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import SchemaMismatchError
+
+ROW_ID = "_rowid"
+
+
+def dataset_ref(ds) -> tuple[str, int]:
+    """What a pickled feed keeps of its dataset: URI and version (spawned DataLoader workers
+    reopen that exact version)."""
+    return (ds.uri, int(ds.version))
+
+
+def open_ref(ref: tuple[str, int]):
+    import lance_gpu
+
+    return lance_gpu.dataset(ref[0], ref[1])
+
+
+class RowSource:
+    """The columns, filter and row-id choice of one training feed over one dataset version.
+
+    Picklable (DataLoader workers get a copy): it holds the dataset and plain values only.
+    """
+
+    def __init__(self, ds, columns: Sequence[str] | None, filter, with_row_id: bool) -> None:  # noqa: A002
+        self.ds = ds
+        self.columns = list(columns) if columns is not None else list(ds.schema.names)
+        self.filter = filter
+        self.with_row_id = bool(with_row_id)
+        missing = [c for c in self.columns if c not in ds.schema.names and "." not in c]
+        if missing:
+            msg = f"columns {missing} are not in the dataset's schema {ds.schema.names}"
+            raise SchemaMismatchError(msg)
+        self._compiled = None
+        self._read_columns = list(self.columns)
+        if filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            self._compiled = parse_filter(filter, ds.schema)
+            self._read_columns += [c for c in self._compiled.columns if c not in self._read_columns and c in ds.schema.names]
+        counts = [int(f.count_rows()) for f in ds.get_fragments()]
+        self._ids = [int(f.fragment_id) for f in ds.get_fragments()]
+        self._starts = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=self._starts[1:])
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_compiled"] = None  # rebuilt from the filter text / expression
+        state["ds"] = dataset_ref(self.ds)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.ds = open_ref(self.ds)
+        if self.filter is not None:
+            from lance_gpu.filter import parse_filter
+
+            self._compiled = parse_filter(self.filter, self.ds.schema)
+
+    @property
+    def filtered(self) -> bool:
+        return self._compiled is not None
+
+    def fragments(self) -> list[tuple[int, int]]:
+        """``(fragment_id, live rows)`` per fragment, in dataset order."""
+        return [(fid, int(self._starts[i + 1] - self._starts[i])) for i, fid in enumerate(self._ids)]
+
+    @property
+    def num_rows(self) -> int:
+        """Live rows in the dataset (before the filter)."""
+        return int(self._starts[-1])
+
+    def schema(self) -> pa.Schema:
+        """The schema of what :meth:`read` returns."""
+        return self.read(0, 0, 0).schema if self._ids else pa.schema([self.ds.schema.field(c) for c in self.columns])
+
+    def read(self, pos: int, start: int, stop: int) -> pa.Table:
+        """Live rows ``[start, stop)`` of the fragment at position ``pos``, filtered and projected."""
+        base = int(self._starts[pos])
+        idx = np.arange(base + start, base + stop, dtype=np.int64)
+        table = self.ds.take(idx, columns=self._read_columns, with_row_id=self.with_row_id)
+        if self._compiled is not None:
+            table = self._compiled.apply(table)
+            table = table.select(self.columns + ([ROW_ID] if self.with_row_id else []))
+        return table
+
+    def read_many(self, spans: Sequence[tuple[int, int, int]]) -> list[pa.Table]:
+        """``read(pos, start, stop)`` for each span, in the order given, with one decode over
+        all of them (the spans are read in dataset order, then handed out as slices)."""
+        if len(spans) == 1:
+            return [self.read(*spans[0])]
+        bases = [int(self._starts[pos]) + start for pos, start, _stop in spans]
+        order = sorted(range(len(spans)), key=bases.__getitem__)
+        idx = np.concatenate([np.arange(bases[i], bases[i] + spans[i][2] - spans[i][1], dtype=np.int64) for i in order])
+        table = self.ds.take(idx, columns=self._read_columns, with_row_id=self.with_row_id)
+        out: list[pa.Table] = [pa.table({})] * len(spans)
+        at = 0
+        for i in order:
+            n = spans[i][2] - spans[i][1]
+            part = table.slice(at, n)
+            at += n
+            if self._compiled is not None:
+                part = self._compiled.apply(part).select(self.columns + ([ROW_ID] if self.with_row_id else []))
+            out[i] = part
+        return out
+
+    def take(self, indices: np.ndarray) -> pa.Table:
+        """Rows at global live-row positions, in the order given (no filter)."""
+        return self.ds.take(np.asarray(indices, np.int64), columns=self.columns, with_row_id=self.with_row_id)
+
+    def device_tables(self, positions: Sequence[int], *, on_cpu_fallback: str = "warn") -> Iterator:
+        """The fragments at ``positions`` decoded on the GPU, one ``DeviceTable`` each (deleted
+        rows dropped, filter applied, columns in projection order, ``row_ids`` on the host):
+        a scan of those fragments run by the GPU executor."""
+        from lance_gpu.gpu.columns import DeviceTable
+        from lance_gpu.scan.plan import ROW_ID
+
+        top = {f.name for f in self.ds.lance_schema.fields}
+        dotted = [c for c in self.columns if c not in top]
+        if dotted:
+            msg = f"the device feed reads top-level columns only, not {dotted}"
+            raise SchemaMismatchError(msg)
+        frags = self.ds.get_fragments()
+        scanner = self.ds.scanner(
+            columns=list(self.columns), filter=self.filter, fragments=[frags[p] for p in positions],
+            with_row_id=self.with_row_id, device="gpu", on_cpu_fallback=on_cpu_fallback,
+        )
+        for dt in scanner.to_device_batches():
+            if self.with_row_id:  # the row ids travel beside the device columns, on the host
+                at = dt.names.index(ROW_ID)
+                ids = np.asarray(dt.columns[at].to_numpy(zero_copy_only=False), np.uint64)
+                keep = [i for i in range(len(dt.names)) if i != at]
+                dt = DeviceTable([dt.names[i] for i in keep], [dt.columns[i] for i in keep], dt.num_rows, ids, dt.fragment_id)
+            yield dt
