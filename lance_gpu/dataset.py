@@ -34,6 +34,7 @@ Columns = Sequence[str] | dict[str, str] | None
 def dataset(
     uri: str | os.PathLike[str],
     version: int | str | None = None,
+    asof: Any = None,
     *,
     device: str = "auto",
     storage_options: dict[str, str] | None = None,
@@ -48,6 +49,9 @@ def dataset(
         ``http(s)://`` (see :mod:`lance_gpu.io.resolve`).
     version : int or str, optional
         Version number or tag; the latest if None.
+    asof : datetime, optional
+        Open the latest version committed at or before this time (a naive datetime is local
+        time); ignored when ``version`` is given, as in pylance.
     device : str, default "auto"
         ``"auto"`` (the GPU when usable), ``"gpu"`` or ``"cpu"``; anything else raises
         :class:`~lance_gpu.errors.UnknownDeviceError` (a ``ValueError``) here.
@@ -57,6 +61,12 @@ def dataset(
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to read
         from; ``uri`` is then the dataset's path inside it.
     """
+    if asof is not None and version is None:
+        from lance_gpu.table.versions import version_asof
+
+        resolved_store, root = resolve(uri, storage_options, store=store)
+        version = version_asof(resolved_store, root, asof)
+        return LanceDataset(root, version, device=device, storage_options=storage_options, store=resolved_store)
     return LanceDataset(uri, version, device=device, storage_options=storage_options, store=store)
 
 
@@ -373,18 +383,132 @@ class LanceDataset:
 
     @property
     def data_storage_version(self) -> str:
-        return self.manifest.data_format.version or "2.0"
+        """The data storage (file format) version, as pylance reports it: ``"0.1"`` for
+        legacy files, ``"2.0"``, ``"2.1"``, ...; see :func:`lance_gpu.table.versions.storage_version`."""
+        from lance_gpu.table.versions import storage_version
+
+        return storage_version(self.manifest)
 
     def versions(self) -> list[dict]:
-        """Every committed version: ``version``, ``timestamp`` and ``metadata``, oldest first."""
-        out = []
-        for info in list_versions(self.store, self.root):
-            ts = info.timestamp.replace(tzinfo=None)
-            out.append({"version": info.version, "timestamp": ts, "metadata": {}})
-        return out
+        """Every committed version, oldest first: ``version``, ``timestamp`` (naive, local) and
+        ``metadata`` (pylance's summary: ``total_rows``, ``total_fragments``, ... as strings)."""
+        from lance_gpu.table.versions import versions
 
-    def checkout_version(self, version: int | str) -> LanceDataset:
+        return versions(self.store, self.root)
+
+    def checkout_version(self, version: int | str | tuple) -> LanceDataset:
+        """A new dataset object at ``version``.
+
+        Parameters
+        ----------
+        version : int, str or (branch, version)
+            A version number, a tag name, or ``(None | "main", version)`` (other branches
+            are not supported: ``UnsupportedFeatureError``; ``(branch, None)`` is the latest).
+        """
+        if isinstance(version, tuple):
+            from lance_gpu.errors import UnsupportedFeatureError
+
+            if len(version) != 2:
+                raise TypeError("a version tuple is (branch, version)")
+            branch, number = version
+            if branch not in (None, "main"):
+                raise UnsupportedFeatureError(f"branch {branch!r}: branches are not supported")
+            version = self.latest_version if number is None else number
         return LanceDataset(self.root, version, device=self._device, storage_options=self.storage_options, store=self.store)
+
+    def checkout_latest(self) -> None:
+        """Move this dataset object to the latest version, in place (as pylance)."""
+        self.reload(self.latest_version)
+
+    @property
+    def tags(self) -> Any:
+        """``ds.tags.list() / list_ordered() / get_version() / create() / update() /
+        replace_metadata() / delete()``: see :class:`lance_gpu.table.tags.Tags`."""
+        from lance_gpu.table.tags import Tags
+
+        return Tags(self.store, self.root, self.version)
+
+    @property
+    def stats(self) -> Any:
+        """``ds.stats.dataset_stats()`` / ``data_stats()``: see :class:`lance_gpu.ops.stats.DatasetStats`."""
+        from lance_gpu.ops.stats import DatasetStats
+
+        return DatasetStats(self)
+
+    def cleanup_old_versions(
+        self,
+        older_than: Any = None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: list[int] | None = None,
+        delete_concurrency: int | None = None,
+    ) -> Any:
+        """Remove old versions and the files only they reference; returns a ``CleanupStats``.
+
+        Parameters
+        ----------
+        older_than : timedelta, optional
+            Only versions older than this are removed (default: two weeks when neither
+            ``retain_versions`` nor ``versions`` is given).
+        retain_versions : int, optional
+            Keep the last N versions.
+        delete_unverified : bool, default False
+            Also delete files no version references (left by failed writes).
+        error_if_tagged_old_versions : bool, default True
+            Raise ``TaggedVersionError`` (an ``OSError``, as pylance) if tagged versions
+            match; otherwise keep them. Bad arguments raise ``CleanupError`` (``OSError``).
+        delete_rate_limit, delete_concurrency : int, optional
+            Accepted for pylance compatibility (deletes are not throttled).
+        versions : list of int, optional
+            Only consider these versions.
+
+        See :mod:`lance_gpu.ops.cleanup` for which files go.
+        """
+        from lance_gpu.errors import CleanupError
+        from lance_gpu.ops.cleanup import cleanup_old_versions
+
+        for name, value in (("delete_rate_limit", delete_rate_limit), ("delete_concurrency", delete_concurrency)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise CleanupError(f"{name} must be a positive integer, got {value!r}")
+        return cleanup_old_versions(
+            self.store,
+            self.root,
+            older_than,
+            retain_versions,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+            versions=versions,
+        )
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | pa.Array | None = None,
+        addresses: Sequence[int] | pa.Array | None = None,
+        indices: Sequence[int] | pa.Array | None = None,
+        *,
+        buffer_size: int = 524288,
+    ) -> list:
+        """File-like objects reading the blobs of the given rows lazily (None for a null blob).
+
+        Parameters
+        ----------
+        blob_column : str
+            A blob column (``lance-encoding:blob`` or a blob v2 struct).
+        ids, addresses, indices : list of int or pyarrow.Array
+            Exactly one: row ids, row addresses (``fragment_id << 32 | offset``) or positions
+            among the live rows.
+        buffer_size : int
+            Accepted for pylance compatibility.
+
+        See :mod:`lance_gpu.table.blobs`.
+        """
+        from lance_gpu.table.blobs import take_blobs
+
+        return take_blobs(self, blob_column, ids, addresses, indices)
 
     def get_fragments(self, filter: str | pc.Expression | None = None) -> list[LanceFragment]:  # noqa: A002
         """The fragments of this version, in manifest order (pylance refuses ``filter``)."""

@@ -68,6 +68,40 @@ class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""
 
 
+class VersionNotFoundError(LanceGpuError, ValueError):
+    """No version matches the request: ``asof`` precedes the first version, or a tag would
+    point at a version that does not exist (pylance raises ``ValueError`` in both cases)."""
+
+
+class TagExistsError(LanceGpuError, ValueError):
+    """``tags.create`` of a tag that already exists; nothing was written."""
+
+
+class TagNotFoundError(LanceGpuError, ValueError):
+    """``tags.update`` / ``tags.delete`` of a tag that does not exist."""
+
+
+class InvalidTagNameError(LanceGpuError, OSError):
+    """A tag name with characters other than letters, digits, ``.``, ``-`` and ``_``
+    (pylance raises ``OSError`` here)."""
+
+
+class CleanupError(LanceGpuError, OSError):
+    """``cleanup_old_versions`` refused to run: a bad argument (``retain_versions`` or
+    ``delete_rate_limit`` below 1), or tagged versions would go (:class:`TaggedVersionError`).
+    pylance raises ``OSError`` ("Cleanup error") in these cases; nothing was deleted."""
+
+
+class TaggedVersionError(CleanupError):
+    """``cleanup_old_versions`` would remove tagged versions and ``error_if_tagged_old_versions``
+    is set; nothing was deleted."""
+
+
+class RowOutOfRangeError(LanceGpuError, IndexError, ValueError):
+    """A requested row index, id or address does not exist; the message names it. An
+    ``IndexError`` (as ``take`` raises) and a ``ValueError`` (as pylance's ``take_blobs``)."""
+
+
 class StorageError(LanceGpuError, OSError):
     """Reading, writing, listing or deleting an object failed (disk full, I/O error, timeout,
     throttling, refused connection...).  ``uri`` names the object; ``errno`` is set when the

@@ -47,20 +47,46 @@ Known differences from pylance 14.0.2:
 * pylance's optimizer merges IN lists over one operand (``x IN (1) AND x IN (2)`` becomes
   ``x IN ()``, ``x NOT IN (1) OR x NOT IN (2)`` becomes ``x NOT IN ()``) and so keeps rows whose
   ``x`` is NULL under a NOT / in the NOT IN case; we keep SQL's NULL (the row is dropped).
+* pylance's simplifier folds ``(x = 0) AND NOT (x = 0)`` to FALSE for a float ``x`` compared
+  with zero (and so keeps a NULL ``x``'s row under an enclosing NOT); we keep SQL's NULL.
+  (``i = 1 AND NOT (i = 1)`` on integers, or ``f > 1 AND NOT (f > 1)``, keep NULL in pylance too.)
 * pylance ignores text after a complete predicate (``x > 5 )``, ``x > 5 LIMIT 1``); we raise.
 * sqlglot drops a unary plus (``x = +5``), which pylance rejects.
 
-Not supported (raise :class:`~lance_gpu.errors.FilterError`): SQL functions other than
-``is_valid``, ``lower`` and ``upper``; ``TRY_CAST``; ``LIKE`` with a non-literal pattern (pylance
-accepts ``s LIKE other_col``) or an ``ESCAPE`` other than backslash (pylance rejects that too);
-date/time arithmetic; decimal arithmetic; casting floats to strings (number formatting differs
-from DataFusion's); subqueries, ``CASE``, ``IS [NOT] DISTINCT FROM``, array literals, hex literals,
-list indexing, ``_rowid``-style virtual columns.
+SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
+:mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
+``array_has_any``, ``array_has_all``, ``array_length``, ``regexp_match`` (a ``list<string>``;
+true where it matches when used as a condition), ``regexp_like`` (flags ``i m s U``),
+``starts_with``, ``ends_with``, ``contains``, ``length`` / ``char_length`` /
+``character_length``, ``lower``, ``upper``, ``abs``, ``coalesce``, ``round`` (half away from
+zero), ``date_trunc``, ``current_date``, ``now``, ``is_valid``, ``json_extract``,
+``json_exists``, ``json_array_length``, ``json_array_contains``, ``json_get_string``,
+``json_get_int``, ``json_get_float``, ``json_get_bool``; ``sqrt``, ``exp``, ``ln``, ``log10``,
+``log2``, ``power`` / ``pow``, ``signum``, ``trunc``, ``replace``, ``btrim``, ``ltrim``, ``rtrim``,
+``concat``, ``strpos`` (byte positions: equal to pylance's for ASCII), ``reverse``, ``initcap``,
+``octet_length``, ``repeat``. ``X'0102'`` (and ``0x0102``, as in
+pylance) is a binary literal. ``_rowid``, ``_rowaddr`` and ``_rowoffset`` are uint64 virtual
+columns (:data:`VIRTUAL_COLUMNS`; pylance refuses ``_rowoffset`` in filters, we accept it):
+the reader appends those the compiled result lists in ``virtual_columns``.
+:func:`compile_expression` compiles any expression (projections), :func:`parse_filter`
+predicates.
+
+Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
+other SQL functions (``left``, ``right``, ``lpad``, ...; ``json_get``, which returns Lance's
+binary JSONB); function arguments pylance allows to be columns where we need constants (the
+pattern of ``starts_with`` / ``regexp_like``, ``round``'s digits); ``TRY_CAST``; ``LIKE`` with a
+non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
+backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; casting floats
+to strings (number formatting differs from DataFusion's); subqueries, ``CASE``,
+``IS [NOT] DISTINCT FROM``, array literals outside ``array_has_any`` / ``array_has_all``,
+list indexing.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,9 +98,24 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Tokenizer as _SqlglotTokenizer
 
+from lance_gpu import filter_udfs
 from lance_gpu.errors import FilterError
+from lance_gpu.filter_udfs import UdfSpec
 
-__all__ = ["CompiledFilter", "LanceFilterDialect", "parse_filter"]
+__all__ = [
+    "SUPPORTED_FUNCTIONS",
+    "VIRTUAL_COLUMNS",
+    "CompiledExpression",
+    "CompiledFilter",
+    "LanceFilterDialect",
+    "compile_expression",
+    "parse_expression",
+    "parse_filter",
+]
+
+# Row-identity columns a predicate or projection may name without them being in the schema.
+# The reader appends them (uint64) to the table before applying the expression.
+VIRTUAL_COLUMNS = ("_rowid", "_rowaddr", "_rowoffset")
 
 
 # --------------------------------------------------------------------------------------
@@ -86,10 +127,12 @@ class LanceFilterDialect(Dialect):
     """sqlglot's default dialect with pylance's quoting rules (see the module docstring)."""
 
     class Tokenizer(_SqlglotTokenizer):
-        QUOTES = ["'", '"']
-        IDENTIFIERS = ["`"]
+        QUOTES = ["'", '"']  # noqa: RUF012 - sqlglot's tokenizer settings
+        IDENTIFIERS = ["`"]  # noqa: RUF012 - sqlglot's tokenizer settings
         # Only the doubled delimiter escapes ('it''s', "say ""hi"""); backslash is literal.
-        STRING_ESCAPES = ["'", '"']
+        STRING_ESCAPES = ["'", '"']  # noqa: RUF012 - sqlglot's tokenizer settings
+        # X'0102' is a binary literal, as in pylance.
+        HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # noqa: RUF012 - sqlglot's tokenizer settings
 
 
 # --------------------------------------------------------------------------------------
@@ -104,21 +147,101 @@ class CompiledFilter:
     ``expression``: the predicate as a pyarrow compute expression.
     ``columns``: the top-level columns it reads (schema order), which a reader must load.
     ``source``: the SQL text it was parsed from (``None`` for an expression input).
+    ``virtual_columns``: the row-identity columns it reads (a subset of
+    :data:`VIRTUAL_COLUMNS`), which a reader must append as uint64 columns of those names.
+    ``udfs``: the pyarrow UDFs the expression calls (registered again by :meth:`apply`).
     """
 
     expression: pc.Expression
     columns: list[str] = field(default_factory=list)
     source: str | None = None
+    virtual_columns: list[str] = field(default_factory=list)
+    udfs: tuple[UdfSpec, ...] = ()
 
     def apply(self, table: pa.Table) -> pa.Table:
-        """Keep the rows for which the predicate is true (false and NULL drop the row)."""
+        """Keep the rows for which the predicate is true (false and NULL drop the row).
+
+        ``table`` must hold :attr:`columns` and :attr:`virtual_columns`; a missing virtual
+        column raises :class:`FilterError` naming it."""
+        _check_virtual(self.virtual_columns, table)
+        filter_udfs.ensure_registered(self.udfs)
         return table.filter(self.expression)
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"CompiledFilter({self.expression!s}, columns={self.columns!r})"
 
 
-def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilter:  # noqa: A002
+@dataclass(frozen=True)
+class CompiledExpression:
+    """Any SQL expression (a projection such as ``lower(s) || '!'``), ready to evaluate.
+
+    ``expression``: the pyarrow compute expression; ``type``: the Arrow type of its result;
+    ``columns`` / ``virtual_columns`` / ``udfs``: as in :class:`CompiledFilter`;
+    ``source``: the SQL text.
+    """
+
+    expression: pc.Expression
+    type: pa.DataType
+    columns: list[str]
+    virtual_columns: list[str]
+    source: str
+    udfs: tuple[UdfSpec, ...] = ()
+
+    def evaluate(self, table: pa.Table) -> pa.ChunkedArray:
+        """The expression's value for every row of ``table`` (which holds ``columns`` and
+        ``virtual_columns``); a constant expression is repeated ``table.num_rows`` times."""
+        from pyarrow import acero
+
+        _check_virtual(self.virtual_columns, table)
+        filter_udfs.ensure_registered(self.udfs)
+        if table.num_columns == 0:
+            table = pa.table({"__rows": pa.nulls(table.num_rows)})
+        plan = acero.Declaration.from_sequence(
+            [
+                acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+                acero.Declaration("project", acero.ProjectNodeOptions([self.expression], ["value"])),
+            ]
+        )
+        try:
+            column = plan.to_table(use_threads=False).column(0)
+        except pa.ArrowNotImplementedError as e:  # pragma: no cover - a kernel pyarrow lacks
+            raise FilterError(f"cannot evaluate {self.source!r}: {_first_line(e)}") from None
+        return column if column.type == self.type else column.cast(self.type)
+
+    def __repr__(self) -> str:  # pragma: no cover - cosmetic
+        return f"CompiledExpression({self.source!r}: {self.type})"
+
+
+def _check_virtual(virtual: list[str], table: pa.Table) -> None:
+    missing = [name for name in virtual if name not in table.column_names]
+    if missing:
+        raise FilterError(
+            f"the expression reads {missing}, which this read does not provide "
+            "(row-identity columns must be appended by the reader)"
+        )
+
+
+def compile_expression(sql: str, schema: pa.Schema) -> CompiledExpression:
+    """Compile any pylance SQL expression (not only predicates) against ``schema``.
+
+    This is the entry point for projections (``columns={"name": "sql expression"}``):
+    columns, struct fields, literals, operators, CAST and every function in
+    :data:`SUPPORTED_FUNCTIONS`, typed as pylance types them. Raises :class:`FilterError`
+    naming what is wrong (unknown column or function, bad argument types, syntax).
+    """
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    if not isinstance(sql, str):
+        raise TypeError(f"a SQL expression must be a string, got {type(sql).__name__}")
+    if not sql.strip():
+        raise FilterError("empty SQL expression")
+    compiled, ir, udfs = _compile_text(sql, schema)
+    virtual = _collect_virtual(ir)
+    _validate(compiled.expr, _with_virtual(schema, virtual), sql, project=True)
+    return CompiledExpression(compiled.expr, compiled.type, _collect_columns(ir, schema), virtual, sql, udfs)
+
+
+def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilter:  # noqa: A002 - pylance's argument name
     """Compile a pylance-style SQL predicate (or a pyarrow expression) against ``schema``.
 
     Raises :class:`FilterError` for SQL that does not parse, refers to unknown columns or
@@ -139,52 +262,43 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
         )
     if not filter.strip():
         raise FilterError("empty filter predicate")
-
-    tree = _parse_sql(filter)
-    if tree.find(exp.Cast) is not None:
-        _check_type_spellings(filter)
-    ir = _Builder(schema, filter).build(tree)
-    ir = _resolve(ir, filter)
-    compiled = _Compiler(filter).compile(ir)
+    compiled, ir, udfs = _compile_text(filter, schema)
+    if compiled.truth is not None:
+        compiled = _C(compiled.truth, pa.bool_())
     if compiled.type == pa.null() or not pa.types.is_boolean(compiled.type):
         raise FilterError(f"the filter {filter!r} does not return a boolean (it is {compiled.type})")
-    _validate(compiled.expr, schema, filter)
-    columns = _collect_columns(ir, schema)
-    return CompiledFilter(compiled.expr, columns, filter)
+    virtual = _collect_virtual(ir)
+    _validate(compiled.expr, _with_virtual(schema, virtual), filter)
+    return CompiledFilter(compiled.expr, _collect_columns(ir, schema), filter, virtual, udfs)
 
 
-@dataclass(frozen=True)
-class CompiledExpression:
-    """A SQL value expression (a projection ``columns={"name": "sql"}``) ready to evaluate.
+def _compile_text(text: str, schema: pa.Schema) -> tuple[_C, _Node, tuple[UdfSpec, ...]]:
+    tree = _parse_sql(text)
+    _check_function_names(text)
+    if tree.find(exp.Cast) is not None:
+        _check_type_spellings(text)
+    ir = _resolve(_Builder(schema, text).build(tree), text)
+    compiler = _Compiler(text)
+    compiled = compiler.compile(ir)
+    return compiled, ir, tuple(compiler.udfs)
 
-    ``expression``: the pyarrow compute expression; ``type``: its result type;
-    ``columns``: the top-level columns it reads; ``source``: the SQL text.
-    """
 
-    expression: pc.Expression
-    type: pa.DataType
-    columns: list[str] = field(default_factory=list)
-    source: str | None = None
+def _with_virtual(schema: pa.Schema, virtual: list[str]) -> pa.Schema:
+    for name in virtual:
+        if name not in schema.names:  # the scan passes schemas that already hold them
+            schema = schema.append(pa.field(name, pa.uint64()))
+    return schema
 
 
 def parse_expression(text: str, schema: pa.Schema) -> CompiledExpression:
     """Compile a pylance-style SQL value expression (``"a * 2"``, ``"st.p"``, ``"lower(s)"``)
-    against ``schema``, with the same parser, name rules, literal typing and coercions as
-    :func:`parse_filter`; the result need not be boolean.  Raises :class:`FilterError`."""
+    against ``schema`` (the scan's name for :func:`compile_expression`); the result need not
+    be boolean.  Raises :class:`FilterError`."""
     if not isinstance(text, str):
         raise TypeError(f"a projection expression must be SQL text, got {type(text).__name__}")
     if not text.strip():
         raise FilterError("empty projection expression")
-    tree = _parse_sql(text)
-    if tree.find(exp.Cast) is not None:
-        _check_type_spellings(text)
-    ir = _Builder(schema, text).build(tree)
-    ir = _resolve(ir, text)
-    compiled = _Compiler(text).compile(ir)
-    expr = compiled.expr
-    if compiled.const is not None:
-        expr = pc.scalar(compiled.const)
-    return CompiledExpression(expr, compiled.type, _collect_columns(ir, schema), text)
+    return compile_expression(text, schema)
 
 
 # --------------------------------------------------------------------------------------
@@ -195,24 +309,100 @@ def parse_expression(text: str, schema: pa.Schema) -> CompiledExpression:
 def _parse_sql(text: str) -> exp.Expression:
     try:
         statements = sqlglot.parse(text, dialect=LanceFilterDialect)
+    except sqlglot.errors.ParseError as e:
+        raise FilterError(f"could not parse {text!r}: {_describe_parse_error(e)}") from None
+    except sqlglot.errors.TokenError:
+        raise FilterError(f"could not parse {text!r}: a string or a `quoted name` is not closed") from None
     except sqlglot.errors.SqlglotError as e:
-        raise FilterError(f"could not parse filter {text!r}: {_first_line(e)}") from None
+        raise FilterError(f"could not parse {text!r}: {_strip_class_names(_first_line(e))}") from None
     except (RecursionError, ValueError, TypeError) as e:
-        raise FilterError(f"could not parse filter {text!r}: {e}") from None
+        raise FilterError(f"could not parse {text!r}: {e}") from None
     statements = [s for s in statements if s is not None]
     if len(statements) != 1:
         raise FilterError(f"filter {text!r} must be a single predicate expression")
     tree = statements[0]
-    if isinstance(tree, exp.Block):
+    if isinstance(tree, exp.Block) or not isinstance(tree, exp.Expression):
         raise FilterError(f"filter {text!r} must be a single predicate expression")
     return tree
+
+
+def _strip_class_names(message: str) -> str:
+    return _CLASS_NAME.sub(lambda m: m.group(1), message)
+
+
+def _describe_parse_error(e: sqlglot.errors.ParseError) -> str:
+    """sqlglot's first parse error in the user's terms (what is wrong, and where)."""
+    if not e.errors:
+        return _strip_class_names(_first_line(e))
+    info = e.errors[0]
+    description = str(info.get("description") or "")
+    token = str(info.get("highlight") or "").strip()
+    where = f" at position {info['col']}" if info.get("col") else ""
+    if description.startswith("Required keyword"):
+        m = _MISSING_OPERAND.search(description)
+        if m is not None:
+            op = _OPERATOR_WORDS.get(m.group(2), m.group(2).upper())
+            side = "right-hand operand" if m.group(1) == "expression" else "operand"
+            return f"{op} is missing its {side}{where}"
+        return f"an operand is missing next to {token!r}{where}" if token else "an operand is missing"
+    if description.startswith("Expecting )"):
+        return f"a closing parenthesis ')' is missing{where}"
+    if description.startswith("Expecting ("):
+        return f"an opening parenthesis '(' is missing{where}"
+    if description.startswith("Invalid expression / Unexpected token"):
+        what = f"unexpected {token!r}" if token else "unexpected text"
+        return f"{what}{where} (an unbalanced parenthesis or a stray token?)"
+    return _strip_class_names(description) + where
+
+
+# SQL keywords that take parentheses but are not function calls.
+_NOT_FUNCTIONS = frozenset(
+    ["in", "cast", "try_cast", "exists", "and", "or", "not", "is", "between", "like", "ilike", "timestamp", "datetime", "date", "decimal", "numeric", "float", "double", "int", "integer", "varchar", "char", "interval", "case", "when", "then", "else", "values", "select", "any", "all", "some", "escape", "array", "struct", "row", "from", "where", "over", "filter", "distinct"]
+)
+# Every function name we compile (sqlglot's aliases included), lower case.
+SUPPORTED_FUNCTIONS = frozenset(
+    (
+        # lists
+        "array_has", "array_contains", "array_has_any", "array_has_all", "array_length", "make_array",
+        # strings
+        "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length",
+        "character_length", "lower", "upper", "replace", "btrim", "ltrim", "rtrim", "concat", "strpos",
+        "reverse", "initcap", "octet_length", "repeat",
+        # numbers
+        "abs", "coalesce", "round", "sqrt", "exp", "ln", "log10", "log2", "power", "pow", "signum", "trunc",
+        # time, validity
+        "date_trunc", "current_date", "now", "current_timestamp", "is_valid",
+        # JSON
+        "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
+        "json_get_int", "json_get_float", "json_get_bool",
+    )
+)
+
+
+def _check_function_names(text: str) -> None:
+    """Every ``name(`` in ``text`` must be a function we compile; names the first that is not."""
+    try:
+        tokens = LanceFilterDialect().tokenize(text)
+    except sqlglot.errors.SqlglotError:  # pragma: no cover - it parsed a moment ago
+        return
+    TT = sqlglot.tokens.TokenType
+    for token, after in itertools.pairwise(tokens):
+        if after.token_type != TT.L_PAREN or token.token_type in (TT.STRING, TT.IDENTIFIER, TT.NUMBER):
+            continue
+        name = token.text.lower()
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name in _NOT_FUNCTIONS:
+            continue
+        if name not in SUPPORTED_FUNCTIONS:
+            raise FilterError(
+                f"unknown SQL function {token.text!r} in {text!r}; lance-gpu supports "
+                f"{', '.join(sorted(SUPPORTED_FUNCTIONS))}"
+            )
 
 
 # The type names pylance's CAST accepts, as spelled. sqlglot maps aliases onto these (BOOL,
 # REAL, TEXT, INT8, DOUBLE PRECISION, ...), which pylance rejects, so the spelling is checked.
 _CAST_TYPE_NAMES = frozenset(
-    "int integer tinyint smallint bigint float double string binary date timestamp datetime "
-    "decimal boolean".split()
+    ["int", "integer", "tinyint", "smallint", "bigint", "float", "double", "string", "binary", "date", "timestamp", "datetime", "decimal", "boolean"]
 )
 _SUPPORTED_TYPES_TEXT = (
     "int [unsigned], tinyint [unsigned], smallint [unsigned], bigint [unsigned], float, double, "
@@ -225,7 +415,7 @@ def _check_type_spellings(text: str) -> None:
         tokens = LanceFilterDialect().tokenize(text)
     except sqlglot.errors.SqlglotError:  # pragma: no cover - it parsed a moment ago
         return
-    for before, token in zip(tokens, tokens[1:]):
+    for before, token in itertools.pairwise(tokens):
         if before.token_type not in (sqlglot.tokens.TokenType.ALIAS, sqlglot.tokens.TokenType.DCOLON):
             continue
         name = " ".join(token.text.lower().split())
@@ -262,6 +452,7 @@ _CONSTRUCT_NAMES = {
     "NullSafeNEQ": "IS DISTINCT FROM", "NullSafeEQ": "IS NOT DISTINCT FROM", "Select": "a SELECT statement",
     "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal", "Interval": "an INTERVAL",
     "TryCast": "TRY_CAST", "Anonymous": "this function", "Window": "a window function",
+    "Alias": "a name right after an expression (a missing operator?)", "Div": "typed division",
 }
 
 
@@ -341,6 +532,11 @@ class _Func(_Node):
     args: list[_Node]
 
 
+@dataclass
+class _ArrayLit(_Node):
+    items: list[_Node]
+
+
 _COMPARISONS = {"eq", "neq", "lt", "lte", "gt", "gte"}
 _ARITHMETIC = {"add", "sub", "mul", "div", "mod"}
 
@@ -386,6 +582,87 @@ def _number_literal(text: str, negative: bool) -> pa.Scalar:
     return pa.scalar(-value if negative else value, pa.float64())
 
 
+def _json_path_text(node: exp.Expression) -> exp.Expression:
+    """sqlglot turns a JSON path literal into a JSONPath node; back to its text."""
+    if isinstance(node, exp.JSONPath):
+        return exp.Literal.string(node.sql(dialect=LanceFilterDialect).strip("'"))
+    return node
+
+
+def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | None:
+    """``(function name, argument nodes)`` of a call to a function we compile, else None.
+
+    sqlglot parses several functions into dedicated nodes (``array_has`` → ArrayContains);
+    this maps them back to pylance's names.
+    """
+
+    def opt(*keys: str) -> list[exp.Expression]:
+        return [node.args[k] for k in keys if node.args.get(k) is not None]
+
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        return (name, list(node.expressions)) if name in SUPPORTED_FUNCTIONS else None
+    simple: dict[type, str] = {
+        exp.ArrayContains: "array_has",
+        exp.ArrayContainsAll: "array_has_all",
+        exp.StartsWith: "starts_with",
+        exp.EndsWith: "ends_with",
+        exp.Contains: "contains",
+    }
+    for cls, name in simple.items():
+        if type(node) is cls:
+            return name, opt("this", "expression")
+    if type(node) is exp.ArraySize:
+        return "array_length", opt("this", "expression")
+    if type(node) is exp.RegexpLike:
+        return "regexp_like", opt("this", "expression", "flag")
+    if type(node) is exp.Length:
+        return "length", opt("this")
+    if type(node) is exp.Lower:
+        return "lower", opt("this")
+    if type(node) is exp.Upper:
+        return "upper", opt("this")
+    if type(node) is exp.Abs:
+        return "abs", opt("this")
+    if type(node) is exp.Coalesce:
+        return "coalesce", opt("this") + list(node.expressions)
+    if type(node) is exp.Round:
+        return "round", opt("this", "decimals")
+    if type(node) is exp.DateTrunc:
+        return "date_trunc", opt("unit", "this")
+    if type(node) is exp.CurrentDate:
+        return "current_date", []
+    if type(node) is exp.CurrentTimestamp:
+        return "now", []
+    simple_one = {exp.Sqrt: "sqrt", exp.Exp: "exp", exp.Ln: "ln", exp.Sign: "signum", exp.Trunc: "trunc",
+                  exp.Reverse: "reverse", exp.Initcap: "initcap"}
+    for cls, name in simple_one.items():
+        if type(node) is cls:
+            return name, opt("this")
+    if type(node) is exp.Log:
+        base = node.this
+        if isinstance(base, exp.Literal) and base.this in ("10", "2") and node.expression is not None:
+            return f"log{base.this}", [node.expression]
+        return None
+    if type(node) is exp.Pow:
+        return "power", opt("this", "expression")
+    if type(node) is exp.Replace:
+        return "replace", opt("this", "expression", "replacement")
+    if type(node) is exp.Trim and node.args.get("position") in ("LEADING", "TRAILING"):
+        return ("ltrim" if node.args["position"] == "LEADING" else "rtrim"), opt("this", "expression")
+    if type(node) is exp.Concat:
+        return "concat", list(node.expressions)
+    if type(node) is exp.StrPosition:
+        return "strpos", opt("this", "substr")
+    if type(node) is exp.Repeat:
+        return "repeat", opt("this", "times")
+    if type(node) is exp.JSONExtract:
+        return "json_extract", [node.this, _json_path_text(node.expression)]
+    if type(node) is exp.JSONArrayContains:
+        return "json_array_contains", opt("this", "expression", "json_type")
+    return None
+
+
 class _Builder:
     """sqlglot AST → logical tree, resolving column names against the schema."""
 
@@ -396,8 +673,8 @@ class _Builder:
     def unsupported(self, node: exp.Expression, what: str | None = None) -> FilterError:
         try:
             text = node.sql(dialect=LanceFilterDialect)
-        except Exception:  # pragma: no cover - sqlglot could not print it
-            text = type(node).__name__
+        except (sqlglot.errors.SqlglotError, ValueError, TypeError, KeyError):  # pragma: no cover
+            text = node.key
         what = what or f"{_construct_name(node)} is"
         return FilterError(f"unsupported filter construct in {self.source!r}: {text!r} ({what} not supported)")
 
@@ -417,7 +694,9 @@ class _Builder:
                     f"column name {name!r} in filter {self.source!r} is ambiguous "
                     f"(matches {folded}); quote it with backticks"
                 )
-        shown = names if len(names) <= 20 else names[:20] + ["..."]
+        if name.lower() in VIRTUAL_COLUMNS:
+            return pa.field(name.lower(), pa.uint64())
+        shown = names if len(names) <= 20 else [*names[:20], "..."]
         raise FilterError(
             f"no column named {name!r} in filter {self.source!r}; columns are {shown} "
             "(quote names with backticks; double quotes make a string literal, as in pylance)"
@@ -436,7 +715,7 @@ class _Builder:
                 f"struct column {'.'.join(col.path)!r} has no field {name!r} "
                 f"(filter {self.source!r}); fields are {names}"
             )
-        return _Col(col.path + (name,), col.type.field(index).type)
+        return _Col((*col.path, name), col.type.field(index).type)
 
     def column(self, node: exp.Column) -> _Col:
         parts = [p for p in node.parts if isinstance(p, exp.Identifier)]
@@ -450,7 +729,7 @@ class _Builder:
 
     # -- expressions --------------------------------------------------------------------
 
-    def build(self, node: exp.Expression) -> _Node:  # noqa: C901 - a dispatch table
+    def build(self, node: exp.Expression) -> _Node:
         b = self.build
         if isinstance(node, exp.Paren):
             return b(node.this)
@@ -517,18 +796,22 @@ class _Builder:
             raise self.unsupported(node, "TRY_CAST is")
         if isinstance(node, exp.Cast):
             return _Cast(b(node.this), self.data_type(node.to, node))
-        if isinstance(node, exp.Lower):
-            return _Func("lower", [b(node.this)])
-        if isinstance(node, exp.Upper):
-            return _Func("upper", [b(node.this)])
-        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "is_valid":
-            if len(node.expressions) != 1:
-                raise self.unsupported(node, "is_valid takes one argument; this call is")
-            return _Func("is_valid", [b(node.expressions[0])])
+        if isinstance(node, exp.HexString):
+            try:
+                digits = node.this if len(node.this) % 2 == 0 else "0" + node.this  # X'1' is 0x01
+                return _Lit(pa.scalar(bytes.fromhex(digits), pa.binary()))
+            except ValueError:
+                raise FilterError(f"invalid binary literal X'{node.this}' in {self.source!r}") from None
+        if isinstance(node, exp.Array) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "make_array"):
+            return _ArrayLit([b(e) for e in node.expressions])
         if isinstance(node, exp.Case):
             raise self.unsupported(node, "CASE expressions are")
+        call = _function_call(node)
+        if call is not None:
+            name, args = call
+            return _Func(name, [b(a) for a in args])
         if isinstance(node, (exp.Func, exp.Anonymous)):
-            raise self.unsupported(node, "SQL functions other than is_valid, lower and upper are")
+            raise self.unsupported(node, "this SQL function is")
         raise self.unsupported(node)
 
     def is_(self, node: exp.Is, negated: bool) -> _Node:
@@ -682,16 +965,17 @@ def _literal_only(node: _Node) -> bool:
     )
 
 
-def _coerce_expr(node: _Node, target: pa.DataType, col: _Col, source: str) -> _Node:
+def _coerce_expr(node: _Node, target: pa.DataType, col: _Node, source: str) -> _Node:
     if isinstance(node, _Bin):
         left = _coerce_expr(node.left, target, col, source)
         return _Bin(node.op, left, _coerce_expr(node.right, target, col, source))
     if isinstance(node, _Lit):
         coerced = _safe_coerce_scalar(node.value, target)
         if coerced is None:
+            name = ".".join(col.path) if isinstance(col, _Col) else "?"
             raise FilterError(
                 f"error resolving filter {source!r}: literal {_show(node.value)} ({node.value.type}) "
-                f"cannot be converted to the type of column {'.'.join(col.path)!r} ({target})"
+                f"cannot be converted to the type of column {name!r} ({target})"
             )
         return _Lit(coerced)
     return node
@@ -751,6 +1035,23 @@ def _collect_columns(node: _Node, schema: pa.Schema) -> list[str]:
 
     walk(node)
     return [name for name in schema.names if name in seen]
+
+
+def _collect_virtual(node: _Node) -> list[str]:
+    seen: set[str] = set()
+
+    def walk(n: Any) -> None:
+        if isinstance(n, _Col) and len(n.path) == 1 and n.path[0] in VIRTUAL_COLUMNS:
+            seen.add(n.path[0])
+        elif isinstance(n, _Node):
+            for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
+                walk(getattr(n, name))
+        elif isinstance(n, list):
+            for item in n:
+                walk(item)
+
+    walk(node)
+    return [name for name in VIRTUAL_COLUMNS if name in seen]
 
 
 # --------------------------------------------------------------------------------------
@@ -960,6 +1261,7 @@ class _C:
     type: pa.DataType
     const: pa.Scalar | None = None
     uncast: _C | None = None  # for CAST(int AS int): the operand before the cast
+    truth: pc.Expression | None = None  # its truth value where SQL coerces it to boolean
 
 
 def _const(value: pa.Scalar) -> _C:
@@ -991,9 +1293,18 @@ _OP_SQL = {
 }
 
 
+# date_trunc granularities (pylance's names) → pyarrow floor_temporal units
+_TRUNC_UNITS = {
+    "microsecond": "microsecond", "millisecond": "millisecond", "second": "second",
+    "minute": "minute", "hour": "hour", "day": "day", "week": "week", "month": "month",
+    "quarter": "quarter", "year": "year",
+}
+
+
 class _Compiler:
     def __init__(self, source: str) -> None:
         self.source = source
+        self.udfs: list[UdfSpec] = []
 
     def fail(self, message: str) -> FilterError:
         return FilterError(f"{message} (filter {self.source!r})")
@@ -1015,6 +1326,8 @@ class _Compiler:
         return _C(_cast_expr(c.expr, c.type, target), target)
 
     def to_bool(self, c: _C, what: str) -> _C:
+        if c.truth is not None:
+            return _C(c.truth, pa.bool_())
         if pa.types.is_boolean(c.type):
             return c
         if pa.types.is_null(c.type):
@@ -1037,7 +1350,7 @@ class _Compiler:
 
     # -- nodes --------------------------------------------------------------------------
 
-    def compile(self, node: _Node) -> _C:  # noqa: C901 - a dispatch table
+    def compile(self, node: _Node) -> _C:
         if isinstance(node, _Col):
             expr = pc.field(*node.path)
             if pa.types.is_dictionary(node.type):  # compare/match the decoded values
@@ -1072,6 +1385,8 @@ class _Compiler:
             return self.cast_node(node)
         if isinstance(node, _Func):
             return self.function(node)
+        if isinstance(node, _ArrayLit):
+            raise self.fail("array literals are supported only as the second argument of array_has_any / array_has_all")
         raise self.fail(f"internal error: unknown node {node!r}")  # pragma: no cover
 
     def unwrap_cast(self, a: _C, b: _C) -> tuple[_C, _C]:
@@ -1122,7 +1437,7 @@ class _Compiler:
             vb = b.const.as_py()
             if vb is None:
                 return _const(_NULL_BOOL)
-            if vb != vb:  # comparing with NaN
+            if math.isnan(vb):  # comparing with NaN
                 result = {
                     "eq": nan_a, "neq": pc.invert(nan_a), "lt": pc.invert(nan_a), "lte": pc.is_valid(a.expr),
                     "gt": pc.scalar(False), "gte": nan_a,
@@ -1229,7 +1544,7 @@ class _Compiler:
         if x.uncast is not None and all(i.const is not None for i in items):
             inner = x.uncast
             lo, hi = _int_range(inner.type)
-            values = [i.const.as_py() for i in items]
+            values = [i.const.as_py() for i in items if i.const is not None]
             if all(pa.types.is_integer(i.type) or pa.types.is_null(i.type) for i in items) and all(
                 v is None or lo <= v <= hi for v in values
             ):
@@ -1246,12 +1561,11 @@ class _Compiler:
         x = self.cast(x, t)
         items = [self.cast(i, t) for i in items]
         if all(i.const is not None for i in items) and not pa.types.is_null(t):
-            values = [i.const for i in items if i.const.is_valid]
+            values = [i.const for i in items if i.const is not None and i.const.is_valid]
             has_null = len(values) != len(items)
             py = [v.as_py() for v in values]
-            if pa.types.is_floating(t):  # both signs of zero match a zero
-                if any(v == 0 for v in py):
-                    py += [0.0, -0.0]
+            if pa.types.is_floating(t) and any(v == 0 for v in py):  # both signs of zero match a zero
+                py += [0.0, -0.0]
             value_set = pa.array(py, t)
             expr = pc.is_in(x.expr, value_set=value_set, skip_nulls=True)
             expr = pc.if_else(pc.is_valid(x.expr), expr, pc.scalar(_NULL_BOOL))
@@ -1259,11 +1573,13 @@ class _Compiler:
                 expr = pc.or_kleene(expr, pc.scalar(_NULL_BOOL))
             result = _C(expr, pa.bool_())
         else:
-            result = None
+            found: _C | None = None
             for item in items:
                 eq = self.compare("eq", x, item)
-                result = eq if result is None else _C(pc.or_kleene(result.expr, eq.expr), pa.bool_())
-            assert result is not None
+                found = eq if found is None else _C(pc.or_kleene(found.expr, eq.expr), pa.bool_())
+            if found is None:  # pragma: no cover - an IN list is never empty
+                raise self.fail("IN needs at least one value")
+            result = found
         if node.negated:
             return _C(pc.invert(result.expr), pa.bool_())
         return result
@@ -1305,20 +1621,407 @@ class _Compiler:
         return out
 
     def function(self, node: _Func) -> _C:
-        (arg,) = [self.compile(a) for a in node.args]
-        if node.name == "is_valid":
-            return _C(pc.is_valid(arg.expr), pa.bool_())
-        if not (_is_string(arg.type) or pa.types.is_null(arg.type)):
-            raise self.fail(f"{node.name}() needs a string argument, got {arg.type}")
-        if pa.types.is_null(arg.type):
+        handler = getattr(self, "fn_" + node.name, None)
+        if handler is None:  # pragma: no cover - SUPPORTED_FUNCTIONS and the handlers agree
+            raise self.fail(f"unknown SQL function {node.name!r}")
+        return handler(node.name, node.args)
+
+    # -- function helpers ------------------------------------------------------------------
+
+    def arity(self, name: str, args: list[_Node], low: int, high: int | None = None) -> None:
+        high = low if high is None else high
+        if not low <= len(args) <= high:
+            want = str(low) if low == high else f"{low} to {high}"
+            raise self.fail(f"{name}() takes {want} argument{'s' if high != 1 else ''}, got {len(args)}")
+
+    def literal_text(self, name: str, node: _Node, what: str) -> str | None:
+        """A string constant argument (None for NULL); anything else is refused."""
+        c = self.compile(node)
+        if c.const is None or not (_is_string(c.type) or pa.types.is_null(c.type)):
+            raise self.fail(f"{name}() needs a constant string as its {what}")
+        return c.const.as_py()
+
+    def string_arg(self, name: str, c: _C) -> _C:
+        if pa.types.is_null(c.type):
             return _const(pa.scalar(None, pa.string()))
-        fn = pc.utf8_lower if node.name == "lower" else pc.utf8_upper
+        if not _is_string(c.type):
+            raise self.fail(f"{name}() needs a string argument, got {c.type}")
+        return c
+
+    def udf(self, kind: str, args: list[_C], out_type: pa.DataType) -> _C:
+        expr, spec = filter_udfs.call(kind, [a.expr for a in args], [a.type for a in args], out_type)
+        self.udfs.append(spec)
+        return _C(expr, out_type)
+
+    # -- functions (fn_<name>, in pylance's spelling) ----------------------------------------
+
+    def fn_is_valid(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        return _C(pc.is_valid(self.compile(args[0]).expr), pa.bool_())
+
+    def fn_lower(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        fn = pc.utf8_lower if name == "lower" else pc.utf8_upper
         return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    fn_upper = fn_lower
+
+    def fn_length(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
+        return self.fold(pc.utf8_length(arg.expr), pc.utf8_length, [arg], out)
+
+    fn_char_length = fn_character_length = fn_length
+
+    def fn_starts_with(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        pattern = self.literal_text(name, args[1], "second argument")
+        if pattern is None or (arg.const is not None and not arg.const.is_valid):
+            return _const(_NULL_BOOL)
+        fn = {"starts_with": pc.starts_with, "ends_with": pc.ends_with, "contains": pc.match_substring}[name]
+        return self.fold(fn(arg.expr, pattern=pattern), lambda v: fn(v, pattern=pattern), [arg], pa.bool_())
+
+    fn_ends_with = fn_contains = fn_starts_with
+
+    def regex(self, name: str, args: list[_Node]) -> tuple[_C, str | None, str]:
+        self.arity(name, args, 2, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        pattern = self.literal_text(name, args[1], "pattern")
+        flags = self.literal_text(name, args[2], "flags") if len(args) == 3 else ""
+        flags = flags or ""
+        bad = set(flags) - set("imsU")
+        if bad:
+            raise self.fail(f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use i, m, s or U)")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise self.fail(f"{name}(): invalid regular expression {pattern!r}: {e}") from None
+        return arg, pattern, flags
+
+    def fn_regexp_like(self, name: str, args: list[_Node]) -> _C:
+        arg, pattern, flags = self.regex(name, args)
+        if pattern is None:
+            return _const(_NULL_BOOL)
+        full = f"(?{flags}){pattern}" if flags else pattern
+        return _C(pc.match_substring_regex(arg.expr, pattern=full), pa.bool_())
+
+    def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
+        arg, pattern, flags = self.regex(name, args)
+        out = pa.list_(pa.string())
+        if pattern is None:
+            return _const(pa.scalar(None, out))
+        full = f"(?{flags}){pattern}" if flags else pattern
+        truth = pc.if_else(pc.match_substring_regex(arg.expr, pattern=full), pc.scalar(True), pc.scalar(_NULL_BOOL))
+        if arg.const is not None:  # a UDF needs one array argument: fold it here
+            value = filter_udfs._regexp_match(1, arg.const, pa.scalar(pattern), pa.scalar(flags))[0]
+            return _C(pc.scalar(value), out, value, truth=truth)
+        c = self.udf("regexp_match_flags", [arg, _const(pa.scalar(pattern)), _const(pa.scalar(flags))], out)
+        return _C(c.expr, out, truth=truth)
+
+    def list_arg(self, name: str, node: _Node) -> _C:
+        c = self.compile(node)
+        if not (pa.types.is_list(c.type) or pa.types.is_large_list(c.type) or pa.types.is_fixed_size_list(c.type)):
+            raise self.fail(f"{name}() needs a list column as its first argument, got {c.type}")
+        if c.const is not None:
+            raise self.fail(f"{name}() needs a column as its first argument")
+        return c
+
+    def fn_array_length(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1, 2)
+        c = self.list_arg(name, args[0])
+        if len(args) == 2:
+            dim = self.compile(args[1])
+            if dim.const is None or not pa.types.is_integer(dim.type) or dim.const.as_py() != 1:
+                raise self.fail(f"{name}(): only dimension 1 is supported")
+        return _C(pc.list_value_length(c.expr).cast(pa.uint64()), pa.uint64())
+
+    def fn_array_has(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        lst = self.list_arg(name, args[0])
+        item_type = lst.type.value_type
+        value = self.compile(args[1])
+        if pa.types.is_null(value.type):
+            return _const(_NULL_BOOL)
+        if _comparison_coercion(item_type, value.type) is None or (_is_string(value.type) != _is_string(item_type)):
+            raise self.fail(f"{name}() cannot look for a {value.type} in a list of {item_type}")
+        value = self.cast(value, item_type)
+        if value.const is not None:
+            return self.udf("array_has", [lst, value], pa.bool_())
+        return self.udf("array_has", [lst, value], pa.bool_())
+
+    fn_array_contains = fn_array_has
+
+    def fn_array_has_any(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        lst = self.list_arg(name, args[0])
+        item_type = lst.type.value_type
+        if not isinstance(args[1], _ArrayLit):
+            raise self.fail(f"{name}() needs an array literal such as ['a', 'b'] as its second argument")
+        values = []
+        for item in args[1].items:
+            c = self.compile(item)
+            if c.const is None:
+                raise self.fail(f"{name}(): the array must hold constants")
+            if not pa.types.is_null(c.type) and (
+                _comparison_coercion(item_type, c.type) is None or _is_string(c.type) != _is_string(item_type)
+            ):
+                raise self.fail(f"{name}() cannot look for a {c.type} in a list of {item_type}")
+            values.append(self.cast(c, item_type).const)
+        literal = pa.scalar([v.as_py() for v in values if v is not None], pa.list_(item_type))
+        return self.udf(name, [lst, _const(literal)], pa.bool_())
+
+    fn_array_has_all = fn_array_has_any
+
+    def fn_abs(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        c = self.compile(args[0])
+        if pa.types.is_null(c.type):
+            return c
+        if not (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)):
+            raise self.fail(f"abs() needs a number, got {c.type}")
+        return self.fold(pc.abs_checked(c.expr), pc.abs_checked, [c], c.type)
+
+    def fn_coalesce(self, name: str, args: list[_Node]) -> _C:
+        if not args:
+            raise self.fail("coalesce() needs at least one argument")
+        items = [self.compile(a) for a in args]
+        t = items[0].type
+        for item in items[1:]:
+            nt = _comparison_coercion(t, item.type)
+            if nt is None:
+                raise self.fail(f"coalesce() cannot combine {t} and {item.type}")
+            t = nt
+        if pa.types.is_null(t):
+            return _const(pa.scalar(None, pa.null()))
+        items = [self.cast(i, t) for i in items]
+        return self.fold(pc.coalesce(*[i.expr for i in items]), pc.coalesce, items, t)
+
+    def fn_round(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1, 2)
+        c = self.compile(args[0])
+        digits = 0
+        if len(args) == 2:
+            d = self.compile(args[1])
+            if d.const is None or not pa.types.is_integer(d.type):
+                raise self.fail("round() needs a constant integer number of decimal places")
+            digits = d.const.as_py()
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.float64()))
+        if not _is_numeric(c.type) or pa.types.is_decimal(c.type):
+            raise self.fail(f"round() needs an integer or floating-point number, got {c.type}")
+        out = pa.float32() if pa.types.is_float32(c.type) else pa.float64()
+        c = self.cast(c, out)
+
+        def fn(v: Any) -> Any:
+            return pc.round(v, ndigits=digits, round_mode="half_towards_infinity")
+
+        return self.fold(fn(c.expr), fn, [c], out)
+
+    def fn_date_trunc(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        unit = self.literal_text(name, args[0], "granularity")
+        if unit is None or unit.lower() not in _TRUNC_UNITS:
+            raise self.fail(
+                f"unsupported date_trunc granularity {unit if unit is None else unit.lower()!r}; supported: {', '.join(_TRUNC_UNITS)}"
+            )
+        c = self.compile(args[1])
+        if pa.types.is_date(c.type):
+            c = self.cast(c, pa.timestamp("ns"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"date_trunc() needs a date or a timestamp, got {c.type}")
+        u = _TRUNC_UNITS[unit.lower()]
+
+        def fn(v: Any) -> Any:
+            return pc.floor_temporal(v, unit=u, week_starts_monday=True)
+
+        return self.fold(fn(c.expr), fn, [c], c.type)
+
+    def fn_current_date(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 0)
+        return _const(pa.scalar(_dt.datetime.now(_dt.UTC).date(), pa.date32()))
+
+    def fn_now(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 0)
+        now = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
+        return _const(pa.scalar(now, pa.timestamp("us")).cast(pa.timestamp("ns")))
+
+    fn_current_timestamp = fn_now
+
+    # -- math (float results) and more string functions ---------------------------------
+
+    def float_arg(self, name: str, node: _Node) -> _C:
+        c = self.compile(node)
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.float64()))
+        if not (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)):
+            raise self.fail(f"{name}() needs a number, got {c.type}")
+        return self.cast(c, pa.float32() if pa.types.is_float32(c.type) else pa.float64())
+
+    def fn_sqrt(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        fn = {
+            "sqrt": pc.sqrt, "exp": pc.exp, "ln": pc.ln, "log10": pc.log10, "log2": pc.log2,
+            "signum": pc.sign, "trunc": pc.trunc,
+        }[name]
+        return self.fold(fn(c.expr), fn, [c], c.type)
+
+    fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_trunc = fn_sqrt
+
+    def fn_power(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        base, exponent = (self.cast(self.float_arg(name, a), pa.float64()) for a in args)
+        return self.fold(pc.power(base.expr, exponent.expr), pc.power, [base, exponent], pa.float64())
+
+    fn_pow = fn_power
+
+    def fn_replace(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        old = self.literal_text(name, args[1], "second argument")
+        new = self.literal_text(name, args[2], "third argument")
+        if old is None or new is None:
+            return _const(pa.scalar(None, arg.type))
+        if old == "":
+            return arg
+
+        def fn(v: Any) -> Any:
+            return pc.replace_substring(v, pattern=old, replacement=new)
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    def fn_btrim(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        chars = self.literal_text(name, args[1], "second argument") if len(args) == 2 else " "
+        if chars is None:
+            return _const(pa.scalar(None, arg.type))
+        fn0 = {"btrim": pc.utf8_trim, "ltrim": pc.utf8_ltrim, "rtrim": pc.utf8_rtrim}[name]
+
+        def fn(v: Any) -> Any:
+            return fn0(v, characters=chars)
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    fn_ltrim = fn_rtrim = fn_btrim
+
+    def fn_concat(self, name: str, args: list[_Node]) -> _C:
+        if not args:
+            raise self.fail("concat() needs at least one argument")
+        parts = []
+        for a in args:
+            c = self.compile(a)
+            if pa.types.is_null(c.type):
+                continue  # NULL arguments are skipped
+            if pa.types.is_floating(c.type) or not (
+                _is_string(c.type) or pa.types.is_integer(c.type) or pa.types.is_boolean(c.type)
+            ):
+                raise self.fail(f"concat() of {c.type} is not supported")
+            parts.append(self.cast(c, pa.string()))
+        if not parts:
+            return _const(pa.scalar("", pa.string()))
+        exprs = [pc.coalesce(p.expr, pc.scalar("")) for p in parts]
+        return _C(pc.binary_join_element_wise(*exprs, pc.scalar("")), pa.string())
+
+    def fn_strpos(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        sub = self.literal_text(name, args[1], "second argument")
+        if sub is None:
+            return _const(pa.scalar(None, pa.int32()))
+        # byte position, 1-based (0: not found); equal to pylance's character position for ASCII
+        found = pc.find_substring(arg.expr, pattern=sub)
+        out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
+        return _C(pc.add(found, pc.scalar(pa.scalar(1, out))), out)
+
+    def fn_reverse(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        fn = pc.utf8_reverse if name == "reverse" else pc.utf8_title
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    fn_initcap = fn_reverse
+
+    def fn_octet_length(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
+        return self.fold(pc.binary_length(arg.expr), pc.binary_length, [arg], out)
+
+    def fn_repeat(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        times = self.compile(args[1])
+        if times.const is None or not pa.types.is_integer(times.type):
+            raise self.fail("repeat() needs a constant integer count")
+        n = max(0, times.const.as_py() or 0)
+
+        def fn(v: Any) -> Any:
+            return pc.binary_repeat(v, n)
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+
+    # -- JSON ---------------------------------------------------------------------------
+
+    def json_arg(self, name: str, node: _Node) -> _C:
+        c = self.compile(node)
+        t = c.type
+        if getattr(t, "extension_name", None) in ("arrow.json", "lance.json"):
+            storage = t.storage_type
+            return _C(c.expr.cast(storage), storage)
+        raise self.fail(f"{name}() needs a JSON column as its first argument, got {t}")
+
+    def json_call(self, name: str, args: list[_Node], n_args: int, out: pa.DataType) -> _C:
+        self.arity(name, args, n_args)
+        doc = self.json_arg(name, args[0])
+        rest = []
+        for i, a in enumerate(args[1:], start=2):
+            c = self.compile(a)
+            if c.const is None:
+                raise self.fail(f"{name}() needs a constant as argument {i}")
+            text = c.const.as_py()
+            rest.append(_const(pa.scalar(None if text is None else str(text), pa.string())))
+        if name in ("json_extract", "json_exists", "json_array_length", "json_array_contains"):
+            path = rest[0].const.as_py() if rest and rest[0].const is not None else None
+            if path is not None:
+                try:
+                    filter_udfs._parse_path(path)
+                except pa.ArrowInvalid as e:
+                    raise self.fail(f"{name}(): {e}") from None
+        return self.udf(name, [doc, *rest], out)
+
+    def fn_json_extract(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.string())
+
+    def fn_json_exists(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.bool_())
+
+    def fn_json_array_length(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.int64())
+
+    def fn_json_array_contains(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 3, pa.bool_())
+
+    def fn_json_get_string(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.string())
+
+    def fn_json_get_int(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.int64())
+
+    def fn_json_get_float(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.float64())
+
+    def fn_json_get_bool(self, name: str, args: list[_Node]) -> _C:
+        return self.json_call(name, args, 2, pa.bool_())
 
 
 def _total_compare(op: str, a: float, b: float) -> bool:
     def key(v: float) -> tuple[int, float]:
-        return (1, 0.0) if v != v else (0, v + 0.0)
+        return (1, 0.0) if math.isnan(v) else (0, v + 0.0)
 
     ka, kb = key(a), key(b)
     return {
@@ -1335,10 +2038,15 @@ def _empty_table(schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches([], schema=schema)
 
 
-def _validate(expr: pc.Expression, schema: pa.Schema, source: str | None) -> None:
+def _validate(expr: pc.Expression, schema: pa.Schema, source: str | None, project: bool = False) -> None:
     """Bind ``expr`` to an empty table of ``schema`` so type errors surface at parse time."""
     try:
-        _empty_table(schema).filter(expr)
+        if project:
+            import pyarrow.dataset as pads
+
+            pads.dataset(_empty_table(schema)).to_table(columns={"value": expr})
+        else:
+            _empty_table(schema).filter(expr)
     except (pa.ArrowException, TypeError, ValueError) as e:
         where = f"filter {source!r}" if source is not None else f"filter expression {expr}"
         raise FilterError(f"invalid {where}: {_first_line(e)}") from None

@@ -19,8 +19,9 @@ from lance_gpu.file.v2_1.repdef import LayerSlots, unravel
 
 
 def leaf_types(t: pa.DataType) -> list[pa.DataType]:
-    """The leaf types of ``t`` in column order."""
-    if pa.types.is_struct(t):
+    """The leaf types of ``t`` in column order (an empty struct is a leaf: 2.1+ files give
+    it a column of its own, holding only its rep/def levels)."""
+    if pa.types.is_struct(t) and t.num_fields:
         return [lt for i in range(t.num_fields) for lt in leaf_types(t.field(i).type)]
     if pa.types.is_map(t):
         return leaf_types(t.key_type) + leaf_types(t.item_type)
@@ -36,6 +37,7 @@ def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
+    # BaseExtensionType: Python-defined extension types and C++ ones (fixed_shape_tensor, json)
     return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
@@ -46,6 +48,8 @@ def null_block_for(t: pa.DataType, n: int) -> Block:
         t = t.value_type
     if _is_variable(t):
         return VariableWidthBlock(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
+    if pa.types.is_struct(t):  # an empty struct's column: levels only, no values
+        return FixedWidthBlock(np.zeros(0, np.uint8), 0, n)
     bits = fixed_bits_of(t)
     return FixedWidthBlock(np.zeros((n * bits + 7) // 8, np.uint8), bits, n)
 
@@ -94,6 +98,12 @@ def constant_block(value: bytes, t: pa.DataType, n: int) -> Block:
 
 def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | None, path: str) -> pa.Array:
     """Wrap a decoded block as an array of type ``t`` with ``n`` slots."""
+    if getattr(t, "extension_name", None) == "arrow.json":
+        # Lance JSON: the stored values are JSONB documents (lance_gpu.file.jsonb)
+        from lance_gpu.file.jsonb import jsonb_to_text
+
+        raw = values_to_arrow(block, pa.large_binary(), n, valid, path)
+        return pa.ExtensionArray.from_storage(t, jsonb_to_text(raw, path).cast(t.storage_type))
     storage = _storage(t)
     if pa.types.is_dictionary(storage):
         plain = values_to_arrow(block, storage.value_type, n, valid, path)
@@ -192,8 +202,22 @@ def assemble(field: pa.Field, pages: list[LeafPage], path: str) -> pa.Array:
     return arr
 
 
-def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, path: str) -> pa.Array:
+def _build(
+    t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, path: str, count: int | None = None
+) -> pa.Array:
     storage = _storage(t)
+    if pa.types.is_struct(storage) and storage.num_fields == 0:
+        # An empty struct (pylance writes only non-nullable ones): its column is a placeholder
+        # (an all-null constant page of one layer); every row is a valid empty struct. Its
+        # row count is its parent struct's (``count``), or the page's at the top level.
+        leaf = leaves[cursor[0]]
+        cursor[0] += 1
+        if count is None:
+            if depth:
+                raise UnsupportedEncodingError(f"{path}: an empty struct inside a list")
+            count = leaf.page.num_rows
+        arr = pa.StructArray.from_buffers(storage, count, [None], children=[])
+        return arr if storage is t else pa.ExtensionArray.from_storage(t, arr)
     if pa.types.is_struct(storage) or pa.types.is_map(storage) or pa.types.is_list(storage) or pa.types.is_large_list(storage):
         first = leaves[cursor[0]]
         li = first.k - 1 - depth
@@ -202,7 +226,10 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, p
         slots = first.slots[li]
         mask = None if slots.validity is None else pa.array(~slots.validity)
         if pa.types.is_struct(storage):
-            children = [_build(storage.field(i).type, leaves, cursor, depth + 1, path) for i in range(storage.num_fields)]
+            children = [
+                _build(storage.field(i).type, leaves, cursor, depth + 1, path, slots.count)
+                for i in range(storage.num_fields)
+            ]
             arr = pa.StructArray.from_arrays(children, fields=list(storage), mask=mask)
         else:
             if slots.offsets is None:

@@ -52,6 +52,14 @@ def decode_page(file: LanceFileReader, page: PageInfo, buffers: list[np.ndarray]
         return fullzip.decode(layout.full_zip_layout, buffers, page.num_rows, ctx)
     if kind == "constant_layout":
         return constant.decode(layout.constant_layout, buffers, page.num_rows, ctx)
+    if kind == "blob_layout":
+        # blob descriptors (2.1): the inner layout holds them; nulls are marked inside the
+        # descriptors themselves (lance_gpu.table.blobs reads them)
+        inner = layout.blob_layout.inner_layout
+        inner_kind = inner.WhichOneof("layout")
+        if inner_kind == "mini_block_layout":
+            return miniblock.decode(inner.mini_block_layout, buffers, page.num_rows, ctx)
+        raise ctx.unsupported(f"blob layout over {inner_kind}")
     if kind is None:
         raise ctx.corrupt("PageLayout names no layout")
     raise ctx.unsupported(f"page layout {kind}")

@@ -20,6 +20,7 @@ from lance_gpu.file.encodings import (
     flat,
     fsst,
     general,
+    packed_struct,
     rle,
     variable,
 )
@@ -36,6 +37,7 @@ _MINIBLOCK = {
     "byte_stream_split": byte_stream_split.decode_miniblock,
     "general": general.decode_miniblock,
     "fixed_size_list": fixed_size_list.decode_miniblock,
+    "packed_struct": packed_struct.decode_miniblock,
 }
 
 _BLOCK = {

@@ -135,6 +135,13 @@ def _fixed_width_bits(t: pa.DataType) -> int | None:
 
 def to_arrow(block, t: pa.DataType, ctx: DecodeContext, validity: np.ndarray | None = None) -> pa.Array:
     """Build the Arrow array of type ``t`` from a decoded block."""
+    if isinstance(t, pa.BaseExtensionType):
+        if t.extension_name == "arrow.json":  # Lance JSON: JSONB documents (lance_gpu.file.jsonb)
+            from lance_gpu.file.jsonb import jsonb_to_text
+
+            raw = to_arrow(block, pa.large_binary(), ctx, validity)
+            return pa.ExtensionArray.from_storage(t, jsonb_to_text(raw, ctx.path).cast(t.storage_type))
+        return pa.ExtensionArray.from_storage(t, to_arrow(block, t.storage_type, ctx, validity))
     if isinstance(block, Nullable):
         v = block.validity if validity is None else (validity & block.validity)
         return to_arrow(block.inner, t, ctx, v)

@@ -59,7 +59,11 @@ def page_encoding(page, ctx: DecodeContext) -> pb.ArrayEncoding:
     return enc
 
 
-def _check_column_encoding(column, ctx: DecodeContext) -> None:
+# The descriptor a 2.0 blob column stores per row (lance_gpu.table.blobs reads it as this type).
+BLOB_DESCRIPTION = pa.struct([pa.field("position", pa.uint64()), pa.field("size", pa.uint64())])
+
+
+def _check_column_encoding(column, ctx: DecodeContext, t: pa.DataType | None = None) -> None:
     anymsg = column.encoding
     if anymsg is None or not anymsg.type_url.endswith(_COLUMN_ENCODING):
         return
@@ -69,8 +73,8 @@ def _check_column_encoding(column, ctx: DecodeContext) -> None:
     except DecodeError as exc:
         raise ctx.corrupt(f"bad ColumnEncoding protobuf ({exc})") from exc
     kind = enc.WhichOneof("column_encoding")
-    if kind == "blob":
-        raise ctx.unsupported("2.0 blob column (ColumnEncoding 'blob')")
+    if kind == "blob" and t != BLOB_DESCRIPTION:
+        raise ctx.unsupported("2.0 blob column (ColumnEncoding 'blob') read as anything but its descriptors")
 
 
 def _empty(t: pa.DataType) -> pa.Array:
@@ -137,7 +141,7 @@ class _Leaf(_Node):
             return _empty(self.type)
         ctx = self.ctx
         col = self.file.column(self.column)
-        _check_column_encoding(col, ctx)
+        _check_column_encoding(col, ctx, self.type)
         arrays = []
         pos = 0
         for page in col.pages:

@@ -107,7 +107,8 @@ def _fixed_values(enc, raw: FixedWidthBlock, ctx: DecodeContext) -> FixedWidthBl
 
 def _variable_values(enc, data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, ctx: DecodeContext):
     kind = enc.WhichOneof("compression")
-    if kind == "variable":
+    if kind in ("variable", "variable_packed_struct"):
+        # a packed struct's rows stay whole (encodings.packed_struct splits the fields)
         offsets, out = native.ranges_to_variable(data, vstart, vlen)
         return VariableWidthBlock(offsets, out)
     if kind == "fsst":

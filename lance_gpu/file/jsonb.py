@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Lance JSON columns: the JSONB values pylance stores, decoded to the JSON text it returns.
+
+pylance stores an ``arrow.json`` column as ``lance.json``: each value a ``large_binary``
+JSONB document. Layout (all integers big-endian):
+
+* A container starts with a u32 header: the top 3 bits give its kind (``0x8`` << 28 array,
+  ``0x4`` << 28 object, ``0x2`` << 28 scalar), the low 28 bits its element count (pairs for
+  an object, 0 for a scalar).
+* Then one u32 *entry* per element (an object lists its n key entries, then its n value
+  entries; a scalar has one entry). An entry's top 4 bits give the type (``0x0`` null,
+  ``0x1`` string, ``0x2`` number, ``0x3`` false, ``0x4`` true, ``0x5`` nested container), the
+  low 28 bits the byte length of its data.
+* Then the elements' data, in entry order (an object: all keys, then all values). Strings
+  are UTF-8; a nested container is a complete document as above.
+* A number's data starts with a tag byte: ``0x00`` zero (no more bytes), ``0x40`` a negative
+  integer (two's complement, 1/2/4/8 bytes), ``0x50`` a non-negative integer (unsigned,
+  1/2/4/8 bytes), ``0x60`` an IEEE 754 float64 (8 bytes).
+
+Objects keep their keys sorted (pylance sorts them on write), so printing in stored order
+gives pylance's text: compact (``{"a":[1,2]}``), strings JSON-escaped with non-ASCII kept,
+floats in the shortest round-trip form (``2.5``, ``1e+20``, ``1.0``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import pyarrow as pa
+
+from lance_gpu.errors import CorruptFileError
+
+_ARRAY, _OBJECT, _SCALAR = 0x8, 0x4, 0x2
+_NULL, _STRING, _NUMBER, _FALSE, _TRUE, _CONTAINER = 0x0, 0x1, 0x2, 0x3, 0x4, 0x5
+_U32 = struct.Struct(">I")
+_F64 = struct.Struct(">d")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _number(data: bytes) -> int | float:
+    if not data:
+        raise _Bad("empty number")
+    tag, rest = data[0], data[1:]
+    if tag == 0x00 and not rest:
+        return 0
+    if tag in (0x40, 0x50) and len(rest) in (1, 2, 4, 8):
+        return int.from_bytes(rest, "big", signed=tag == 0x40)
+    if tag == 0x60 and len(rest) == 8:
+        return _F64.unpack(rest)[0]
+    raise _Bad(f"number tag 0x{tag:02x} with {len(rest)} bytes")
+
+
+def _value(kind: int, data: bytes) -> Any:
+    if kind == _NULL:
+        return None
+    if kind == _STRING:
+        return data.decode("utf-8")
+    if kind == _NUMBER:
+        return _number(data)
+    if kind == _FALSE:
+        return False
+    if kind == _TRUE:
+        return True
+    if kind == _CONTAINER:
+        return decode_jsonb(data)
+    raise _Bad(f"entry type {kind}")
+
+
+def decode_jsonb(doc: bytes) -> Any:
+    """One JSONB document as Python values (dict, list, str, int, float, bool, None)."""
+    if len(doc) < 4:
+        raise _Bad("document shorter than its header")
+    header = _U32.unpack_from(doc, 0)[0]
+    kind, count = header >> 28, header & 0x0FFFFFFF
+    entries = {_ARRAY: count, _OBJECT: 2 * count, _SCALAR: 1}.get(kind)
+    if entries is None or (kind == _SCALAR and count != 0):
+        raise _Bad(f"container header 0x{header:08x}")
+    pos = 4 + 4 * entries
+    if pos > len(doc):
+        raise _Bad("entries run past the end")
+    items = []
+    for i in range(entries):
+        entry = _U32.unpack_from(doc, 4 + 4 * i)[0]
+        length = entry & 0x0FFFFFFF
+        if pos + length > len(doc):
+            raise _Bad("value runs past the end")
+        items.append(_value(entry >> 28, doc[pos : pos + length]))
+        pos += length
+    if pos != len(doc):
+        raise _Bad(f"{len(doc) - pos} trailing bytes")
+    if kind == _SCALAR:
+        return items[0]
+    if kind == _ARRAY:
+        return items
+    keys, values = items[:count], items[count:]
+    if not all(isinstance(k, str) for k in keys):
+        raise _Bad("object key that is not a string")
+    return dict(zip(keys, values, strict=True))
+
+
+def jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
+    """A ``large_binary`` array of JSONB documents as a ``string`` array of JSON text (nulls
+    kept). Raises :class:`CorruptFileError` naming ``path`` for a malformed document."""
+    out: list[str | None] = []
+    for i, raw in enumerate(values.to_pylist()):
+        if raw is None:
+            out.append(None)
+            continue
+        try:
+            out.append(json.dumps(decode_jsonb(raw), separators=(",", ":"), ensure_ascii=False))
+        except (_Bad, UnicodeDecodeError, struct.error) as exc:
+            raise CorruptFileError(path, f"JSON value {i} is not valid JSONB: {exc}") from None
+    return pa.array(out, pa.string())

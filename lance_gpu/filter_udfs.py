@@ -1,0 +1,372 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Arrow compute kernels for the SQL functions of :mod:`lance_gpu.filter` that Arrow lacks.
+
+Each kernel is registered with pyarrow as a scalar UDF so that a compiled filter or
+projection stays one :class:`pyarrow.compute.Expression` (usable with ``Table.filter`` and
+Acero projections). A UDF is registered under a name that encodes its argument types
+(``lance_gpu.array_has(list<item: int32>,int32)``), because pyarrow UDFs have fixed
+signatures; :func:`ensure_registered` re-registers them in a fresh process (after an
+expression was pickled to a worker).
+
+Semantics follow pylance 14.0.2 (DataFusion and Lance's JSON functions):
+
+* ``array_has(list, x)``: true when an element equals ``x``; NULL for a NULL list or ``x``.
+* ``array_has_any(list, [..])`` / ``array_has_all(list, [..])``: any / every value present;
+  ``array_has_all(list, [])`` is true even for a NULL list, as in pylance.
+* ``regexp_match(s, pattern[, flags])``: the capture groups of the first match (the whole
+  match without groups) as ``list<string>``, NULL without a match.
+* JSON functions read JSON text (``arrow.json`` columns). Paths are JSONPath
+  (``$.a.b``, ``$.c[1]``, ``$.c[*]``, ``$['k']``; a bare ``a`` means ``$.a``); the
+  ``json_get_*`` functions take a plain key. Values are printed compactly (``{"a":[1,2]}``).
+  A value that cannot be converted (``json_get_int`` of ``"abc"``) raises ``ArrowInvalid``
+  when evaluated, as pylance fails the query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["UdfSpec", "call", "ensure_registered"]
+
+
+@dataclass(frozen=True)
+class UdfSpec:
+    """One registered kernel: its ``kind`` (which Python kernel), argument and result types."""
+
+    kind: str
+    in_types: tuple[pa.DataType, ...]
+    out_type: pa.DataType
+
+    @property
+    def name(self) -> str:
+        return f"lance_gpu.{self.kind}({','.join(str(t) for t in self.in_types)})"
+
+
+_LOCK = threading.Lock()
+_REGISTERED: set[str] = set()
+
+
+def ensure_registered(specs: tuple[UdfSpec, ...] | list[UdfSpec]) -> None:
+    """Register every UDF of ``specs`` with pyarrow's function registry (idempotent)."""
+    for spec in specs:
+        if spec.name in _REGISTERED:
+            continue
+        with _LOCK:
+            if spec.name in _REGISTERED:
+                continue
+            kernel = _KERNELS[spec.kind]
+            in_types = {f"a{i}": t for i, t in enumerate(spec.in_types)}
+            doc = {"summary": f"lance-gpu SQL function {spec.kind}", "description": spec.name}
+            try:
+                pc.register_scalar_function(_wrap(kernel, spec.out_type), spec.name, doc, in_types, spec.out_type)
+            except pa.ArrowKeyError:  # registered by another copy of this module
+                pass
+            _REGISTERED.add(spec.name)
+
+
+def call(kind: str, args: list[pc.Expression], in_types: list[pa.DataType], out_type: pa.DataType) -> tuple[pc.Expression, UdfSpec]:
+    """An expression calling the ``kind`` kernel on ``args``, and the spec it needs registered."""
+    spec = UdfSpec(kind, tuple(in_types), out_type)
+    ensure_registered([spec])
+    return pc.Expression._call(spec.name, args), spec
+
+
+def _wrap(kernel: Callable[..., pa.Array], out_type: pa.DataType) -> Callable[..., pa.Array]:
+    def udf(ctx: Any, *args: Any) -> pa.Array:
+        n = next((len(a) for a in args if isinstance(a, pa.Array)), 1)
+        out = kernel(n, *args)
+        return out if out.type == out_type else out.cast(out_type)
+
+    return udf
+
+
+def _broadcast(value: pa.Array | pa.Scalar, n: int) -> pa.Array:
+    if isinstance(value, pa.Array):
+        return value
+    return pa.repeat(value, n) if value.is_valid else pa.nulls(n, value.type)
+
+
+# -- lists ---------------------------------------------------------------------------------
+
+
+def _row_hits(lists: pa.Array, matches: pa.Array, n: int) -> np.ndarray:
+    """Per row, how many flattened elements matched (``matches``: bool per flat element)."""
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    hit = pc.fill_null(matches, False).to_numpy(zero_copy_only=False).astype(bool)
+    return np.bincount(parents[hit], minlength=n)[:n]
+
+
+def _array_has(n: int, lists: pa.Array | pa.Scalar, value: pa.Array | pa.Scalar) -> pa.Array:
+    lists = _broadcast(lists, n)
+    if isinstance(value, pa.Scalar):
+        if not value.is_valid:
+            return pa.nulls(n, pa.bool_())
+        matches = pc.equal(pc.list_flatten(lists), value)
+        valid = pc.is_valid(lists)
+    else:
+        flat = pc.list_flatten(lists)
+        parents = pc.list_parent_indices(lists)
+        matches = pc.equal(flat, pc.take(value, parents))
+        valid = pc.and_(pc.is_valid(lists), pc.is_valid(value))
+    hits = _row_hits(lists, matches, n) > 0
+    return pc.if_else(valid, pa.array(hits), pa.scalar(None, pa.bool_()))
+
+
+def _values(values: pa.Scalar | pa.Array) -> list[Any]:
+    if isinstance(values, pa.Array):  # a constant list arrives broadcast to a list array
+        values = values[0]
+    return [v for v in (values.as_py() or []) if v is not None]
+
+
+def _array_has_any(n: int, lists: pa.Array | pa.Scalar, values: pa.Scalar | pa.Array) -> pa.Array:
+    lists = _broadcast(lists, n)
+    wanted = _values(values)
+    flat = pc.list_flatten(lists)
+    matches = pc.is_in(flat, value_set=pa.array(wanted, flat.type))
+    hits = _row_hits(lists, matches, n) > 0
+    return pc.if_else(pc.is_valid(lists), pa.array(hits), pa.scalar(None, pa.bool_()))
+
+
+def _array_has_all(n: int, lists: pa.Array | pa.Scalar, values: pa.Scalar | pa.Array) -> pa.Array:
+    lists = _broadcast(lists, n)
+    wanted = list(dict.fromkeys(_values(values)))
+    if not wanted:
+        return pa.array(np.ones(n, bool))
+    flat = pc.list_flatten(lists)
+    result = np.ones(n, bool)
+    for v in wanted:
+        result &= _row_hits(lists, pc.equal(flat, pa.scalar(v, flat.type)), n) > 0
+    return pc.if_else(pc.is_valid(lists), pa.array(result), pa.scalar(None, pa.bool_()))
+
+
+# -- regular expressions -------------------------------------------------------------------
+
+
+def _regexp_match(n: int, strings: pa.Array | pa.Scalar, pattern: pa.Scalar | pa.Array, flags: pa.Scalar | pa.Array | None = None) -> pa.Array:
+    strings = _broadcast(strings, n)
+    pat = pattern[0] if isinstance(pattern, pa.Array) else pattern
+    flag_text = "" if flags is None else ((flags[0] if isinstance(flags, pa.Array) else flags).as_py() or "")
+    regex = re.compile(f"(?{flag_text}){pat.as_py()}" if flag_text else pat.as_py())
+    out: list[list[str | None] | None] = []
+    for s in strings.to_pylist():
+        m = None if s is None else regex.search(s)
+        if m is None:
+            out.append(None)
+        else:
+            out.append(list(m.groups()) if regex.groups else [m.group(0)])
+    return pa.array(out, pa.list_(pa.string()))
+
+
+def _regexp_match_flags(n: int, strings: Any, pattern: Any, flags: Any) -> pa.Array:
+    return _regexp_match(n, strings, pattern, flags)
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+_MISSING = object()
+_PATH_TOKEN = re.compile(r"\.([A-Za-z_$][\w$]*)|\[(\d+|\*)\]|\[\s*'((?:[^']|'')*)'\s*\]|\[\s*\"((?:[^\"]|\"\")*)\"\s*\]|\.\*")
+
+
+def _parse_path(path: str) -> list[str | int | None]:
+    """``$.a[1].b`` → ``["a", 1, "b"]``; None stands for a wildcard (``[*]`` / ``.*``)."""
+    text = path.strip()
+    if not text.startswith("$"):
+        text = "$." + text
+    steps: list[str | int | None] = []
+    pos = 1
+    while pos < len(text):
+        m = _PATH_TOKEN.match(text, pos)
+        if m is None:
+            raise pa.ArrowInvalid(f"Invalid JSONPath {path!r}")
+        if m.group(1) is not None:
+            steps.append(m.group(1))
+        elif m.group(2) is not None:
+            steps.append(None if m.group(2) == "*" else int(m.group(2)))
+        elif m.group(3) is not None:
+            steps.append(m.group(3).replace("''", "'"))
+        elif m.group(4) is not None:
+            steps.append(m.group(4).replace('""', '"'))
+        else:
+            steps.append(None)
+        pos = m.end()
+    return steps
+
+
+def _select(doc: Any, steps: list[str | int | None]) -> list[Any]:
+    """Every value the path selects (several only through wildcards)."""
+    current = [doc]
+    for step in steps:
+        nxt: list[Any] = []
+        for v in current:
+            if step is None:
+                if isinstance(v, list):
+                    nxt.extend(v)
+                elif isinstance(v, dict):
+                    nxt.extend(v.values())
+            elif isinstance(step, int):
+                if isinstance(v, list) and step < len(v):
+                    nxt.append(v[step])
+            elif isinstance(v, dict) and step in v:
+                nxt.append(v[step])
+        current = nxt
+    return current
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _docs(n: int, column: pa.Array | pa.Scalar) -> list[Any]:
+    column = _broadcast(column, n)
+    if isinstance(column.type, pa.ExtensionType):
+        column = column.storage
+    return [_MISSING if s is None else json.loads(s) for s in column.to_pylist()]
+
+
+def _text(arg: pa.Scalar | pa.Array) -> str:
+    value = (arg[0] if isinstance(arg, pa.Array) else arg).as_py()
+    return "" if value is None else str(value)
+
+
+def _json_extract(n: int, column: Any, path: Any) -> pa.Array:
+    steps = _parse_path(_text(path))
+    out: list[str | None] = []
+    for doc in _docs(n, column):
+        if doc is _MISSING:
+            out.append(None)
+            continue
+        found = _select(doc, steps)
+        if not found:
+            out.append(None)
+        elif len(found) == 1 and None not in steps:
+            out.append(_dump(found[0]))
+        else:
+            out.append(_dump(found[0]) if len(found) == 1 else _dump(found))
+    return pa.array(out, pa.string())
+
+
+def _json_exists(n: int, column: Any, path: Any) -> pa.Array:
+    steps = _parse_path(_text(path))
+    return pa.array([None if d is _MISSING else bool(_select(d, steps)) for d in _docs(n, column)], pa.bool_())
+
+
+def _json_array_length(n: int, column: Any, path: Any) -> pa.Array:
+    steps = _parse_path(_text(path))
+    out: list[int | None] = []
+    for doc in _docs(n, column):
+        found = [] if doc is _MISSING else _select(doc, steps)
+        out.append(None if not found else (len(found[0]) if isinstance(found[0], list) else 0))
+    return pa.array(out, pa.int64())
+
+
+def _scalar_text(value: Any) -> str:
+    """How pylance prints a JSON scalar as a string: strings bare, the rest as JSON."""
+    return value if isinstance(value, str) else _dump(value)
+
+
+def _json_array_contains(n: int, column: Any, path: Any, value: Any) -> pa.Array:
+    steps = _parse_path(_text(path))
+    wanted = _text(value)
+    out: list[bool | None] = []
+    for doc in _docs(n, column):
+        if doc is _MISSING:
+            out.append(None)
+            continue
+        found = _select(doc, steps)
+        items = found[0] if found and isinstance(found[0], list) else []
+        out.append(any(_scalar_text(v) == wanted for v in items if v is not None))
+    return pa.array(out, pa.bool_())
+
+
+def _get(n: int, column: Any, key: Any) -> list[Any]:
+    name = _text(key)
+    return [None if not isinstance(d, dict) else d.get(name) for d in _docs(n, column)]
+
+
+def _cast_error(what: str, value: Any) -> pa.ArrowInvalid:
+    return pa.ArrowInvalid(f"Failed to convert JSON value {_dump(value)} to {what}")
+
+
+def _json_get_string(n: int, column: Any, key: Any) -> pa.Array:
+    out: list[str | None] = []
+    for v in _get(n, column, key):
+        if isinstance(v, (list, dict)):
+            raise _cast_error("string", v)
+        out.append(None if v is None else _scalar_text(v))
+    return pa.array(out, pa.string())
+
+
+def _round_half_away(x: float) -> int:
+    return math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)
+
+
+def _json_get_int(n: int, column: Any, key: Any) -> pa.Array:
+    out: list[int | None] = []
+    for v in _get(n, column, key):
+        if v is None:
+            out.append(None)
+        elif isinstance(v, bool):
+            out.append(int(v))
+        elif isinstance(v, int) and -(2**63) <= v < 2**63:
+            out.append(v)
+        elif isinstance(v, float) and math.isfinite(v) and abs(v) < 2**63:
+            out.append(_round_half_away(v))
+        elif isinstance(v, str) and re.fullmatch(r"[+-]?\d+", v) and -(2**63) <= int(v) < 2**63:
+            out.append(int(v))
+        else:
+            raise _cast_error("an integer", v)
+    return pa.array(out, pa.int64())
+
+
+def _json_get_float(n: int, column: Any, key: Any) -> pa.Array:
+    out: list[float | None] = []
+    for v in _get(n, column, key):
+        if v is None:
+            out.append(None)
+        elif isinstance(v, (bool, int, float)):
+            out.append(float(v))
+        else:
+            try:
+                out.append(float(v) if isinstance(v, str) and v.strip() == v and "_" not in v else float("x"))
+            except ValueError:
+                raise _cast_error("a float", v) from None
+    return pa.array(out, pa.float64())
+
+
+def _json_get_bool(n: int, column: Any, key: Any) -> pa.Array:
+    out: list[bool | None] = []
+    for v in _get(n, column, key):
+        if v is None or isinstance(v, bool):
+            out.append(v)
+        elif v in ("true", "false"):
+            out.append(v == "true")
+        else:
+            raise _cast_error("a boolean", v)
+    return pa.array(out, pa.bool_())
+
+
+_KERNELS: dict[str, Callable[..., pa.Array]] = {
+    "array_has": _array_has,
+    "array_has_any": _array_has_any,
+    "array_has_all": _array_has_all,
+    "regexp_match": _regexp_match,
+    "regexp_match_flags": _regexp_match_flags,
+    "json_extract": _json_extract,
+    "json_exists": _json_exists,
+    "json_array_length": _json_array_length,
+    "json_array_contains": _json_array_contains,
+    "json_get_string": _json_get_string,
+    "json_get_int": _json_get_int,
+    "json_get_float": _json_get_float,
+    "json_get_bool": _json_get_bool,
+}

@@ -1,0 +1,302 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Blob columns: their descriptors as pylance returns them, and lazy file-like readers.
+
+pylance stores a blob column's bytes out of line and keeps one *descriptor* per row in the
+column itself; ``to_table`` returns the descriptors, ``take_blobs`` file-like objects.
+
+* Blob v1 (``lance-encoding:blob`` on a ``large_binary`` field; files 2.0 and 2.1): the
+  descriptor is ``struct<position: uint64, size: uint64>``, the bytes live in the same data
+  file at absolute offset ``position``. In 2.1 files the column is a ``BlobLayout`` page
+  over mini-blocks of packed 16-byte rows (position, size; little-endian); a null row is
+  stored as ``size == 0`` with a non-zero position (an empty blob has position 0). In 2.0
+  files (ColumnEncoding ``blob`` over packed-struct pages) a null row reads as
+  ``{position: 1, size: 0}``, as pylance returns it; ``take_blobs`` gives None for it.
+* Blob v2 (``lance.blob.v2`` extension struct of ``data`` / ``uri``; file 2.2): the
+  descriptor is ``struct<kind: uint8, position: uint64, size: uint64, blob_id: uint32,
+  blob_uri: string>`` (all non-null; the row itself nullable), stored as a full-zip
+  VariablePackedStruct. ``kind`` 0 means inline: the bytes live in the same data file at
+  ``position``. Other kinds (packed / dedicated blob files, external URIs) raise
+  :class:`~lance_gpu.errors.UnsupportedFeatureError` when their bytes are read.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import UnsupportedEncodingError, UnsupportedFeatureError
+from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
+from lance_gpu.io.store import ObjectStore, ReadHandle, join
+from lance_gpu.table.schema import LanceField
+
+if TYPE_CHECKING:
+    from lance_gpu.fragment import LanceFragment
+
+BLOB_META_KEY = "lance-encoding:blob"
+BLOB_V2 = "lance.blob.v2"
+
+V1_DESCRIPTION = pa.struct([pa.field("position", pa.uint64()), pa.field("size", pa.uint64())])
+V2_DESCRIPTION = pa.struct(
+    [
+        pa.field("kind", pa.uint8(), nullable=False),
+        pa.field("position", pa.uint64(), nullable=False),
+        pa.field("size", pa.uint64(), nullable=False),
+        pa.field("blob_id", pa.uint32(), nullable=False),
+        pa.field("blob_uri", pa.string(), nullable=False),
+    ]
+)
+_V2_ROW = [("fixed", 1), ("fixed", 8), ("fixed", 8), ("fixed", 4), ("variable", 4)]
+
+
+def blob_kind(field: LanceField) -> int:
+    """1 for a blob v1 field, 2 for blob v2, 0 for a field that is not a blob."""
+    meta = field.metadata
+    if field.extension_name == BLOB_V2 or meta.get("ARROW:extension:name") in (BLOB_V2, BLOB_V2.encode()):
+        return 2
+    flag = meta.get(BLOB_META_KEY)
+    if flag in ("true", b"true") and field.logical_type in ("large_binary", "binary"):
+        return 1
+    return 0
+
+
+def description_field(field: LanceField, arrow_field: pa.Field) -> pa.Field:
+    """The field ``to_table`` returns for a blob field: its descriptor struct, with the
+    blob field's metadata (v1) as pylance keeps it."""
+    if blob_kind(field) == 2:
+        return pa.field(field.name, V2_DESCRIPTION, nullable=True)
+    return pa.field(field.name, V1_DESCRIPTION, nullable=True, metadata=arrow_field.metadata)
+
+
+def _column(frag: LanceFragment, field: LanceField) -> tuple[str, int, LanceFileReader]:
+    from lance_gpu.table.schema import column_index_map
+
+    for df in frag.pb.files:
+        cmap = column_index_map(df, frag.dataset.lance_schema)
+        if field.id in cmap:
+            path = join(frag.dataset.root, "data", df.path)
+            return path, cmap[field.id], frag.file_reader(path)
+    raise UnsupportedEncodingError(f"fragment {frag.fragment_id}: no data file holds blob field {field.name!r}")
+
+
+def read_descriptions(frag: LanceFragment, field: LanceField, rows: np.ndarray | None) -> pa.Array:
+    """The descriptors of ``field`` for all physical rows of ``frag`` or the sorted ``rows``."""
+    from lance_gpu.file.reader import read_field, take_field
+
+    path, column, reader = _column(frag, field)
+    kind = blob_kind(field)
+    if reader.version == FileVersion(2, 0):
+        # a packed struct<position, size> per row; nulls stay (position 1, size 0) as pylance shows
+        from lance_gpu.file.v2_0 import read_field as read_v20
+
+        desc = pa.field(field.name, V1_DESCRIPTION)
+        if rows is None:
+            return read_v20(reader, desc, [column], None)
+        if rows.size == 0:
+            return read_v20(reader, desc, [column], (0, 0))
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        return read_v20(reader, desc, [column], (lo, hi)).take(pa.array(rows - lo))
+    stored = pa.field(field.name, pa.binary(16) if kind == 1 else pa.large_binary())
+    raw = read_field(reader, stored, [column]) if rows is None else take_field(reader, stored, [column], rows)
+    if isinstance(raw, pa.ChunkedArray):
+        raw = raw.combine_chunks()
+    if kind == 1:
+        return _v1(raw, path)
+    return _v2(raw, path)
+
+
+def _v1(raw: pa.Array, path: str) -> pa.Array:
+    n = len(raw)
+    data = np.frombuffer(raw.buffers()[1], np.uint8, n * 16, raw.offset * 16).reshape(n, 16)
+    position, size = (m.copy().view("<u8").ravel() for m in split_fixed_rows(data, [8, 8], path))
+    null = (size == 0) & (position != 0)
+    return pa.StructArray.from_arrays(
+        [pa.array(position, pa.uint64()), pa.array(size, pa.uint64())],
+        fields=list(V1_DESCRIPTION),
+        mask=pa.array(null),
+    )
+
+
+def _v2(raw: pa.Array, path: str) -> pa.Array:
+    valid = raw.is_valid().to_numpy(zero_copy_only=False)
+    present = raw.drop_null()
+    offsets = np.frombuffer(present.buffers()[1], np.int64, len(present) + 1, present.offset)
+    data = np.frombuffer(present.buffers()[2], np.uint8) if present.buffers()[2] is not None else np.zeros(0, np.uint8)
+    kinds, positions, sizes, ids, uris = split_variable_rows(offsets, data, _V2_ROW, path)
+    where = np.flatnonzero(valid)
+
+    def spread(values: list, t: pa.DataType, fill: object) -> pa.Array:
+        out = [fill] * len(raw)
+        for i, v in zip(where.tolist(), values, strict=True):
+            out[i] = v
+        return pa.array(out, t)
+
+    children = [
+        spread(kinds, pa.uint8(), 0),
+        spread(positions, pa.uint64(), 0),
+        spread(sizes, pa.uint64(), 0),
+        spread(ids, pa.uint32(), 0),
+        spread([u.decode() for u in uris], pa.string(), ""),  # type: ignore[union-attr]
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(V2_DESCRIPTION), mask=pa.array(~valid))
+
+
+class BlobFile(io.RawIOBase):
+    """A read-only, seekable file-like view of one blob; bytes are read only when asked for.
+
+    ``read(n)``, ``readinto``, ``seek``, ``tell``, ``size()``; a context manager. The data file
+    is opened on first read and closed by :meth:`close`.
+    """
+
+    def __init__(self, store: ObjectStore, path: str, position: int, size: int) -> None:
+        super().__init__()
+        self._store = store
+        self._path = path
+        self._start = position
+        self._size = size
+        self._pos = 0
+        self._reader: ReadHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"<BlobFile size={self._size}>"
+
+    def size(self) -> int:
+        """The blob's length in bytes."""
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence {whence}")
+        target = base + offset
+        if target < 0:
+            raise ValueError(f"negative seek position {target}")
+        self._pos = target
+        return target
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def,override]
+        if self.closed:
+            raise ValueError("I/O operation on a closed BlobFile")
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._size - self._pos))
+        if n == 0:
+            return 0
+        if self._reader is None:
+            self._reader = self._store.open(self._path)
+        view[:n] = self._reader.read(self._start + self._pos, n).tobytes()
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        super().close()
+
+
+def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list[BlobFile | None]:
+    """A :class:`BlobFile` (None for a null blob) per physical row of ``rows`` (sorted, unique)."""
+    path, _column_index, _reader = _column(frag, field)
+    desc = read_descriptions(frag, field, rows)
+    out: list[BlobFile | None] = []
+    for d in desc.to_pylist():
+        if d is None or (blob_kind(field) == 1 and d["size"] == 0 and d["position"] != 0):
+            out.append(None)
+            continue
+        if d.get("kind", 0) != 0 or d.get("blob_uri"):
+            raise UnsupportedFeatureError(
+                f"{path}: blob stored outside the data file (kind {d.get('kind')}, uri {d.get('blob_uri')!r})"
+            )
+        out.append(BlobFile(frag.dataset.store, path, int(d["position"]), int(d["size"])))
+    return out
+
+
+def _as_int_array(values: object, what: str) -> np.ndarray:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = values.to_pylist()
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"take_blobs: {what} must be a list of integers")
+    return arr.astype(np.int64)
+
+
+def take_blobs(
+    ds,  # LanceDataset
+    blob_column: str,
+    ids: object = None,
+    addresses: object = None,
+    indices: object = None,
+) -> list[BlobFile | None]:
+    """pylance's ``ds.take_blobs``: one lazily reading :class:`BlobFile` (None for a null
+    blob) per requested row, in the order asked for. Exactly one of ``ids`` (row ids),
+    ``addresses`` (``fragment_id << 32 | offset``) or ``indices`` (positions among the
+    dataset's live rows) must be given."""
+    from lance_gpu.errors import RowOutOfRangeError, SchemaMismatchError
+
+    given = [(k, v) for k, v in (("ids", ids), ("addresses", addresses), ("indices", indices)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("take_blobs needs exactly one of ids, addresses or indices")
+    what, values = given[0]
+    wanted = _as_int_array(values, what)
+    fields = {f.name: f for f in ds.lance_schema.fields}
+    field = fields.get(blob_column)
+    if field is None:
+        raise SchemaMismatchError(f"take_blobs: no column {blob_column!r} in the dataset's schema {list(fields)}")
+    if not blob_kind(field):
+        raise SchemaMismatchError(f"take_blobs: column {blob_column!r} is not a blob column")
+    frags = ds.fragments
+    by_id = {f.fragment_id: f for f in frags}
+    # (fragment, physical offset) per requested row
+    locations: list[tuple[LanceFragment, int]] = []
+    if what == "indices":
+        counts = np.array([f.live_count() for f in frags], np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        if wanted.size and (wanted.min() < 0 or wanted.max() >= starts[-1]):
+            bad = wanted[(wanted < 0) | (wanted >= starts[-1])][0]
+            raise RowOutOfRangeError(f"take_blobs: index {int(bad)} is out of range for a dataset of {int(starts[-1])} rows")
+        for i in wanted.tolist():
+            fi = int(np.searchsorted(starts, i, side="right") - 1)
+            frag = frags[fi]
+            local = i - int(starts[fi])
+            live = frag.live_rows
+            locations.append((frag, local if live is None else int(live[local])))
+    else:
+        lookup: dict[int, tuple[LanceFragment, int]] = {}
+        if what == "ids":
+            for frag in frags:
+                for offset, rid in enumerate(frag.row_ids.tolist()):
+                    lookup[rid] = (frag, offset)
+        for v in wanted.tolist():
+            if what == "ids":
+                loc = lookup.get(v)
+            else:
+                frag = by_id.get(v >> 32)
+                loc = None if frag is None or (v & 0xFFFFFFFF) >= frag.physical_rows else (frag, v & 0xFFFFFFFF)
+            if loc is None:
+                raise RowOutOfRangeError(f"take_blobs: no row with {what[:-1] if what != 'addresses' else 'address'} {v}")
+            locations.append(loc)
+    result: list[BlobFile | None] = [None] * len(locations)
+    groups: dict[int, list[int]] = {}
+    for i, (frag, _offset) in enumerate(locations):
+        groups.setdefault(frag.fragment_id, []).append(i)
+    for fid, members in groups.items():
+        frag = by_id[fid]
+        offsets = np.array([locations[i][1] for i in members], np.int64)
+        uniq, inverse = np.unique(offsets, return_inverse=True)
+        files = blob_files(frag, field, uniq)
+        for i, j in zip(members, inverse.tolist(), strict=True):
+            f = files[j]
+            result[i] = None if f is None else BlobFile(f._store, f._path, f._start, f._size)
+    return result

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Blob columns against pylance 14.0.2: descriptors as pylance's to_table returns them, and
+take_blobs file-like objects reading the same bytes."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+
+import lance_gpu
+from lance_gpu.errors import (
+    RowOutOfRangeError,
+    SchemaMismatchError,
+)
+from lance_gpu.table.blobs import BlobFile, description_field, read_descriptions
+
+BLOBS = [b"abc", None, b"x" * 100, b"", bytes(range(256)) * 40, None, b"tail"]
+
+
+def _write(uri: str, storage: str, deletes: bool = False) -> None:
+    field = pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+    schema = pa.schema([pa.field("id", pa.int64()), field])
+    t = pa.table({"id": range(len(BLOBS)), "b": pa.array(BLOBS, pa.large_binary())}, schema=schema)
+    lance.write_dataset(t, uri, data_storage_version=storage, max_rows_per_file=4)
+    if deletes:
+        lance.dataset(uri).delete("id = 2")
+
+
+def _ours(uri: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return lance_gpu.dataset(uri)
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+def test_descriptions_match_pylance(tmp_path: Path, storage: str) -> None:
+    uri = str(tmp_path / "b.lance")
+    _write(uri, storage)
+    ref = lance.dataset(uri).to_table().column("b")
+    ds = _ours(uri)
+    field = ds.lance_schema.fields[1]
+    ours = pa.chunked_array([read_descriptions(f, field, None) for f in ds.fragments])
+    assert ours.to_pylist() == ref.to_pylist()
+    assert description_field(field, ds.schema.field("b")).type == ref.type
+    rows = np.array([1, 3])
+    assert read_descriptions(ds.fragments[0], field, rows).to_pylist() == [ref[1].as_py(), ref[3].as_py()]
+
+
+def _read_all(files) -> list:
+    return [None if f is None else f.read() for f in files]
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"indices": [0, 2, 1, 3, 4, 6]},
+        {"indices": pa.array([5, 0, 0])},
+        {"addresses": [0, (1 << 32) | 2, 2]},
+        {"ids": [(1 << 32) | 2, 0]},  # without stable row ids a row id is its address
+    ],
+)
+def test_take_blobs_matches_pylance(tmp_path: Path, storage: str, request_: dict) -> None:
+    uri = str(tmp_path / "b.lance")
+    _write(uri, storage)
+    ref = lance.dataset(uri).take_blobs("b", **request_)
+    ours = _ours(uri).take_blobs("b", **request_)
+    assert [f is None for f in ours] == [f is None for f in ref]
+    assert [None if f is None else f.size() for f in ours] == [None if f is None else f.size() for f in ref]
+    assert _read_all(ours) == _read_all(ref)
+
+
+def test_take_blobs_skips_deleted_rows(tmp_path: Path) -> None:
+    """pylance 14.0.2 fails take_blobs on a dataset with deletions ("must not target deleted
+    rows"); ours counts live rows as take does: index 2 is the row after the deleted id 2."""
+    uri = str(tmp_path / "b.lance")
+    _write(uri, "stable", deletes=True)
+    ours = _ours(uri).take_blobs("b", indices=[1, 2, 5])
+    assert _read_all(ours) == [None, BLOBS[3], BLOBS[6]]
+
+
+def test_blob_file_is_lazy_and_seekable(tmp_path: Path) -> None:
+    uri = str(tmp_path / "b.lance")
+    _write(uri, "stable")
+    (blob,) = _ours(uri).take_blobs("b", indices=[4])
+    assert isinstance(blob, BlobFile) and isinstance(blob, io.RawIOBase)
+    assert blob._reader is None  # nothing read yet
+    expected = bytes(range(256)) * 40
+    assert blob.read(10) == expected[:10]
+    blob.seek(-5, io.SEEK_END)
+    assert blob.read() == expected[-5:]
+    blob.seek(1000)
+    buf = bytearray(7)
+    assert blob.readinto(buf) == 7 and bytes(buf) == expected[1000:1007]
+    with blob:
+        pass
+    assert blob.closed
+    with pytest.raises(ValueError):
+        blob.read()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "ours_error"),
+    [
+        ({"indices": [99]}, RowOutOfRangeError),
+        ({"addresses": [(7 << 32) | 1]}, RowOutOfRangeError),
+        ({"ids": [4]}, RowOutOfRangeError),
+        ({}, ValueError),
+        ({"indices": [0], "ids": [0]}, ValueError),
+    ],
+)
+def test_take_blobs_bad_arguments(tmp_path: Path, kwargs: dict, ours_error: type) -> None:
+    uri = str(tmp_path / "b.lance")
+    _write(uri, "stable")
+    with pytest.raises(Exception) as ref_info:
+        lance.dataset(uri).take_blobs("b", **kwargs)
+    with pytest.raises(ours_error) as our_info:
+        _ours(uri).take_blobs("b", **kwargs)
+    builtin = next(c for c in type(ref_info.value).__mro__ if c.__module__ == "builtins")
+    assert isinstance(our_info.value, builtin), (ref_info.value, our_info.value)
+
+
+def test_take_blobs_of_a_column_that_is_not_a_blob(tmp_path: Path) -> None:
+    uri = str(tmp_path / "b.lance")
+    _write(uri, "stable")
+    with pytest.raises(ValueError, match="not a blob column"):
+        lance.dataset(uri).take_blobs("id", indices=[0])
+    with pytest.raises(SchemaMismatchError, match="not a blob column"):
+        _ours(uri).take_blobs("id", indices=[0])
+    # pylance raises RuntimeError for an unknown column; ours is a SchemaMismatchError (ValueError)
+    with pytest.raises(RuntimeError):
+        lance.dataset(uri).take_blobs("nope", indices=[0])
+    with pytest.raises(SchemaMismatchError, match="nope"):
+        _ours(uri).take_blobs("nope", indices=[0])

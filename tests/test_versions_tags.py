@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: Apache-2.0
+"""versions(), checkout, asof, tags, stats and cleanup_old_versions against pylance 14.0.2."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+
+import lance_gpu
+from lance_gpu.errors import (
+    CleanupError,
+    DatasetNotFoundError,
+    InvalidTagNameError,
+    TagExistsError,
+    TaggedVersionError,
+    TagNotFoundError,
+    VersionNotFoundError,
+)
+
+
+def _history(uri: str) -> None:
+    """Five versions: create (3 fragments), overwrite, append, two deletes."""
+    t = pa.table({"a": list(range(10)), "s": [str(i) for i in range(10)]})
+    lance.write_dataset(t, uri, max_rows_per_file=4)
+    lance.write_dataset(t, uri, mode="overwrite")
+    lance.write_dataset(t, uri, mode="append")
+    lance.dataset(uri).delete("a = 3")
+    lance.dataset(uri).delete("a = 4")
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    path = str(tmp_path / "v.lance")
+    _history(path)
+    return path
+
+
+def _files(uri: str) -> set[str]:
+    return {os.path.relpath(os.path.join(r, f), uri) for r, _d, fs in os.walk(uri) for f in fs}
+
+
+def test_versions_match_pylance(uri: str) -> None:
+    ref = lance.dataset(uri).versions()
+    ours = lance_gpu.dataset(uri).versions()
+    assert ours == ref
+
+
+def test_latest_checkout_and_storage_version(uri: str) -> None:
+    ref, ours = lance.dataset(uri, version=2), lance_gpu.dataset(uri, version=2)
+    assert ours.latest_version == ref.latest_version == 5
+    assert ours.checkout_version(3).version == ref.checkout_version(3).version == 3
+    ref.checkout_latest()
+    ours.checkout_latest()
+    assert ours.version == ref.version == 5
+    assert ours.to_table().equals(ref.to_table())
+    assert ours.data_storage_version == ref.data_storage_version
+    with pytest.raises(OSError):
+        ref.checkout_version(99)
+    with pytest.raises(DatasetNotFoundError):
+        ours.checkout_version(99)
+
+
+@pytest.mark.parametrize("storage", ["legacy", "0.1", "2.0", "2.1", "stable"])
+def test_data_storage_version(tmp_path: Path, storage: str) -> None:
+    uri = str(tmp_path / "d.lance")
+    lance.write_dataset(pa.table({"a": [1, 2]}), uri, data_storage_version=storage)
+    assert lance_gpu.dataset(uri).data_storage_version == lance.dataset(uri).data_storage_version
+
+
+def test_asof(uri: str) -> None:
+    stamps = [v["timestamp"] for v in lance.dataset(uri).versions()]
+    for i, when in enumerate(stamps):  # versions() drops the nanoseconds: just before version i+1
+        ref = lance.dataset(uri, asof=when).version if i else None
+        ours = lance_gpu.dataset(uri, asof=when).version if i else None
+        assert ours == ref == (i or None)
+    later = stamps[2] + (stamps[3] - stamps[2]) / 2
+    assert lance_gpu.dataset(uri, asof=later).version == lance.dataset(uri, asof=later).version == 3
+    aware = stamps[1].astimezone(dt.UTC) + dt.timedelta(microseconds=1)
+    assert lance_gpu.dataset(uri, asof=aware).version == 2
+    early = dt.datetime(2000, 1, 1)
+    with pytest.raises(ValueError):
+        lance.dataset(uri, asof=early)
+    with pytest.raises(VersionNotFoundError, match="earlier than the first version"):
+        lance_gpu.dataset(uri, asof=early)
+
+
+def test_tags_we_write_pylance_reads(uri: str) -> None:
+    ours = lance_gpu.dataset(uri)
+    ours.tags.create("first", 1)
+    ours.tags.create("current")  # the version this object is at
+    ours.tags.create("same", "first")
+    ours.tags.update("same", 3)
+    ref = lance.dataset(uri)
+    ref_tags = ref.tags.list()
+    assert {k: v["version"] for k, v in ref_tags.items()} == {"first": 1, "current": 5, "same": 3}
+    assert ref_tags["same"]["manifest_size"] == os.path.getsize(
+        next(p for p in Path(uri, "_versions").iterdir() if p.name.endswith(".manifest")).parent
+        / lance_gpu.table.manifest.manifest_file_name(3)
+    )
+    assert ref.checkout_version("same").to_table().equals(ours.checkout_version("same").to_table())
+    assert ours.tags.list() == ref_tags
+    ref.tags.delete("first")  # pylance deletes a tag we wrote
+    ours.tags.delete("current")
+    assert list(ref.tags.list()) == ["same"]
+
+
+def test_tags_pylance_writes_we_read(uri: str) -> None:
+    ref = lance.dataset(uri)
+    ref.tags.create("t1", 2)
+    ref.tags.create("t2", 4)
+    ref.tags.update("t2", 3)
+    ours = lance_gpu.dataset(uri)
+    assert ours.tags.list() == ref.tags.list()
+    assert ours.tags.get_version("t2") == ref.tags.get_version("t2") == 3
+    assert lance_gpu.dataset(uri, version="t1").to_table().equals(lance.dataset(uri, version="t1").to_table())
+    ours.tags.delete("t1")
+    assert list(ref.tags.list()) == ["t2"]
+
+
+@pytest.mark.parametrize(
+    ("call", "ours_error"),
+    [
+        (lambda d: (d.tags.create("x", 1), d.tags.create("x", 2)), TagExistsError),
+        (lambda d: d.tags.create("y", 99), VersionNotFoundError),
+        (lambda d: d.tags.delete("nope"), TagNotFoundError),
+        (lambda d: d.tags.update("nope", 1), TagNotFoundError),
+        (lambda d: d.tags.create("a/b", 1), InvalidTagNameError),
+        (lambda d: d.checkout_version("nope"), DatasetNotFoundError),
+    ],
+)
+def test_tag_errors(tmp_path: Path, call, ours_error: type) -> None:
+    for name, lib in (("ref", lance), ("ours", lance_gpu)):
+        path = str(tmp_path / f"{name}.lance")
+        _history(path)
+        with pytest.raises(Exception) as info:
+            call(lib.dataset(path))
+        if name == "ref":
+            builtin = next(c for c in type(info.value).__mro__ if c.__module__ == "builtins")
+        else:
+            assert isinstance(info.value, ours_error)
+            assert isinstance(info.value, builtin), (info.value, builtin)
+
+
+def test_dataset_stats(uri: str) -> None:
+    assert lance_gpu.dataset(uri).stats.dataset_stats() == lance.dataset(uri).stats.dataset_stats()
+    assert lance_gpu.dataset(uri, version=1).stats.dataset_stats() == lance.dataset(uri, version=1).stats.dataset_stats()
+
+
+def _cleanup_both(tmp_path: Path, prepare, **kwargs):
+    """Run the same cleanup on two copies of one history; return (ref stats, ours stats,
+    files left by pylance, files left by us)."""
+    ref_uri, our_uri = str(tmp_path / "ref.lance"), str(tmp_path / "ours.lance")
+    _history(ref_uri)
+    prepare(ref_uri)
+    shutil.copytree(ref_uri, our_uri)
+    time.sleep(0.05)
+    ref_stats = lance.dataset(ref_uri).cleanup_old_versions(**kwargs)
+    our_stats = lance_gpu.dataset(our_uri).cleanup_old_versions(**kwargs)
+    return ref_stats, our_stats, _files(ref_uri), _files(our_uri)
+
+
+def _orphan(uri: str) -> None:
+    Path(uri, "data", "orphan-left-by-a-failed-write.lance").write_bytes(b"x" * 10)
+
+
+@pytest.mark.parametrize(
+    ("prepare", "kwargs"),
+    [
+        (lambda u: None, {"older_than": dt.timedelta(0)}),
+        (lambda u: None, {"retain_versions": 2}),
+        (lambda u: None, {"older_than": dt.timedelta(0), "versions": [2, 3]}),
+        (lambda u: None, {}),  # two weeks by default: nothing goes
+        (lambda u: lance.dataset(u).tags.create("keep", 1), {"older_than": dt.timedelta(0), "error_if_tagged_old_versions": False}),
+        (_orphan, {"older_than": dt.timedelta(0)}),
+        (_orphan, {"older_than": dt.timedelta(0), "delete_unverified": True}),
+    ],
+)
+def test_cleanup_removes_what_pylance_removes(tmp_path: Path, prepare, kwargs) -> None:
+    ref_stats, our_stats, ref_files, our_files = _cleanup_both(tmp_path, prepare, **kwargs)
+    assert our_files == ref_files
+    for name in ("old_versions", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "bytes_removed"):
+        assert getattr(our_stats, name) == getattr(ref_stats, name), name
+    ours = lance_gpu.dataset(str(tmp_path / "ours.lance"))
+    assert ours.to_table().equals(lance.dataset(str(tmp_path / "ref.lance")).to_table())
+
+
+def test_cleanup_refuses_tagged_versions(tmp_path: Path) -> None:
+    for name, lib in (("ref", lance), ("ours", lance_gpu)):
+        path = str(tmp_path / f"{name}.lance")
+        _history(path)
+        lance.dataset(path).tags.create("keep", 1)
+        before = _files(path)
+        with pytest.raises(OSError) as info:
+            lib.dataset(path).cleanup_old_versions(older_than=dt.timedelta(0))
+        assert _files(path) == before
+        if lib is lance_gpu:
+            assert isinstance(info.value, TaggedVersionError) and "keep" in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs", [{"retain_versions": 0}, {"retain_versions": -1}, {"delete_rate_limit": 0}])
+def test_cleanup_bad_arguments(uri: str, kwargs) -> None:
+    """pylance: OSError ("Cleanup error"; OverflowError for a negative count); ours: CleanupError."""
+    before = _files(uri)
+    with pytest.raises((OSError, OverflowError)):
+        lance.dataset(uri).cleanup_old_versions(**kwargs)
+    with pytest.raises(CleanupError, match="positive integer"):
+        lance_gpu.dataset(uri).cleanup_old_versions(**kwargs)
+    assert _files(uri) == before
+
+
+def _data_stats(stats) -> list[tuple[int, int]]:
+    return [(f.id, f.bytes_on_disk) for f in stats.fields]
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+def test_data_stats(tmp_path: Path, storage: str) -> None:
+    uri = str(tmp_path / "d.lance")
+    t = pa.table(
+        {
+            "a": list(range(50)),
+            "tags": [[str(i)] * (i % 3) for i in range(50)],
+            "st": [{"x": i, "y": float(i)} for i in range(50)],
+            "s": [f"s{i}" * (i % 4) for i in range(50)],
+        }
+    )
+    lance.write_dataset(t, uri, data_storage_version=storage, max_rows_per_file=20)
+    lance.write_dataset(t.slice(0, 5), uri, mode="append")
+    lance.dataset(uri).add_columns({"b": "a * 2"})
+    for version in (1, 2, 3):
+        ref = lance.dataset(uri, version=version).stats.data_stats()
+        ours = lance_gpu.dataset(uri, version=version).stats.data_stats()
+        assert _data_stats(ours) == _data_stats(ref)
+
+
+def test_checkout_version_tuple(uri: str) -> None:
+    for ref_arg in ((None, 2), ("main", 3), (None, None)):
+        assert lance_gpu.dataset(uri).checkout_version(ref_arg).version == lance.dataset(uri).checkout_version(ref_arg).version
+
+
+def test_cleanup_with_indices_and_compaction(tmp_path: Path) -> None:
+    """Index directories and data files no kept version references go, exactly as in pylance."""
+    base = str(tmp_path / "base.lance")
+    t = pa.table({"a": list(range(1000)), "s": [str(i) for i in range(1000)]})
+    lance.write_dataset(t, base)
+    lance.dataset(base).create_scalar_index("a", "BTREE")
+    lance.write_dataset(t, base, mode="append")
+    lance.dataset(base).create_scalar_index("a", "BTREE", replace=True)
+    lance.dataset(base).optimize.compact_files()
+    lance.write_dataset(t, base, mode="overwrite")
+    ref_uri, our_uri = str(tmp_path / "ref.lance"), str(tmp_path / "ours.lance")
+    shutil.copytree(base, ref_uri)
+    shutil.copytree(base, our_uri)
+    time.sleep(0.05)
+    ref = lance.dataset(ref_uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    ours = lance_gpu.dataset(our_uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    assert _files(our_uri) == _files(ref_uri)
+    assert ours.index_files_removed == ref.index_files_removed > 0
+    assert ours.data_files_removed == ref.data_files_removed > 0
+    assert ours.bytes_removed == ref.bytes_removed
+
+
+def test_tags_list_ordered_and_metadata(uri: str) -> None:
+    for lib in (lance, lance_gpu):
+        d = lib.dataset(uri)
+        for name, version in (("b", 1), ("a", 3), ("c", 2), ("d", 3)):
+            d.tags.create(name, version) if name not in d.tags.list() else None
+    ref, ours = lance.dataset(uri), lance_gpu.dataset(uri)
+    for order in (None, "asc", "desc"):
+        assert [n for n, _ in ours.tags.list_ordered(order)] == [n for n, _ in ref.tags.list_ordered(order)]
+    with pytest.raises(ValueError, match="Invalid sort order"):
+        ours.tags.list_ordered("up")
+    ours.tags.replace_metadata("a", {"k": "v"})
+    assert ref.tags.list()["a"] == ours.tags.list()["a"]
+    assert ref.tags.list()["a"]["metadata"] == {"k": "v"}
+    ref.tags.replace_metadata("c", {"x": "y"})
+    assert ours.tags.list()["c"]["metadata"] == {"x": "y"}
+    with pytest.raises(ValueError):
+        ref.tags.replace_metadata("zz", {})
+    with pytest.raises(TagNotFoundError):
+        ours.tags.replace_metadata("zz", {})
+
+
+def test_version_wins_over_asof(uri: str) -> None:
+    now = dt.datetime.now()
+    assert lance_gpu.dataset(uri, version=1, asof=now).version == lance.dataset(uri, version=1, asof=now).version == 1
