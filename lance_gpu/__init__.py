@@ -12,8 +12,10 @@ from lance_gpu.dataset import LanceDataset, LanceFragment, dataset
 from lance_gpu.errors import (
     CommitConflictError,
     CorruptFileError,
+    CpuDecodeWarning,
     DatasetNotFoundError,
     FilterError,
+    GpuFallbackWarning,
     GpuUnavailableError,
     LanceGpuError,
     RetryableCommitConflictError,
@@ -35,9 +37,11 @@ def read_cudf(uri, columns=None, filter=None, version=None, *, on_cpu_fallback: 
 __all__ = [
     "CommitConflictError",
     "CorruptFileError",
+    "CpuDecodeWarning",
     "DatasetExistsError",
     "DatasetNotFoundError",
     "FilterError",
+    "GpuFallbackWarning",
     "GpuUnavailableError",
     "LanceDataset",
     "LanceFragment",

@@ -60,3 +60,14 @@ class RetryableCommitConflictError(CommitConflictError):
 
 class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""
+
+
+class GpuFallbackWarning(UserWarning):
+    """A read decoded on the CPU although the GPU was asked for or a GPU stack is installed;
+    the message says why.  Warned once per reason and process.  ``device="auto"`` on a machine
+    without CuPy decodes on the CPU silently."""
+
+
+class CpuDecodeWarning(GpuFallbackWarning):
+    """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
+    or its type) and uploaded; the message names the reason.  Warned once per reason."""
