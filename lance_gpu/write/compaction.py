@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.progress import ProgressHook
 from lance_gpu.table import features
 from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
 from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
@@ -151,6 +152,7 @@ def compact_files(
     num_threads: int | None = None,
     batch_size: int | None = None,
     excluded_fragment_ids: Sequence[int] | None = None,
+    progress: ProgressHook | None = None,
     **unsupported: object,
 ) -> CompactionMetrics:
     """Compact ``ds`` (see the module docstring); ``ds`` moves to the new version.
@@ -160,7 +162,8 @@ def compact_files(
     are kept: BTree indices covering rewritten fragments are remapped (other index types
     make the compaction fail with :class:`UnsupportedFeatureError` before anything is
     written).  With stable row ids the new fragments carry the live rows' ids and created /
-    last-updated versions, in order.
+    last-updated versions, in order.  ``progress`` (a :data:`lance_gpu.progress.ProgressHook`)
+    is told ``("fragments compacted", done, total)`` as each group of fragments is rewritten.
     """
     from lance_gpu.write.commit import check_appendable
     from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
@@ -206,6 +209,9 @@ def compact_files(
     minor = int(ds.manifest.data_format.version.split(".")[1])
     groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]] = []
     rewrite = RewriteOp([])
+    total_fragments = sum(len(task) for task in tasks)
+    if progress is not None:
+        progress("fragments compacted", 0, total_fragments)
     try:
         for task in tasks:
             new, written = _write_fragments(
@@ -221,6 +227,8 @@ def compact_files(
             metrics.fragments_added += len(new)
             metrics.files_removed += sum(_files(f) for f in old)
             metrics.files_added += sum(_files(f) for f in new)
+            if progress is not None:
+                progress("fragments compacted", metrics.fragments_removed, total_fragments)
         n_new = sum(len(new) for _old, new in groups)
         if n_new:
             reserved = _commit(ds, ReserveFragmentsOp(n_new), _latest(ds))

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import DatasetExistsError, LanceGpuError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.progress import ProgressHook, count_rows
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.manifest import dataset_path
 from lance_gpu.table.schema import LanceSchema
@@ -271,6 +272,7 @@ def write_dataset(
     data_storage_version: str | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    progress: ProgressHook | None = None,
 ):
     """Write ``data`` as a new version of the Lance dataset at ``uri``.
 
@@ -280,6 +282,8 @@ def write_dataset(
     missing; the data's schema must equal the dataset's, else :class:`SchemaMismatchError`
     before anything is written) or ``"overwrite"``.  ``data_storage_version``: ``"2.1"`` or
     ``"2.2"`` (default; ``"stable"``) for new datasets -- appends keep the dataset's version.
+``progress``: a :data:`lance_gpu.progress.ProgressHook`, told ``("rows written", done, total)``
+as batches are taken (``total`` known for tables, None for streams).
 
     Returns the :class:`~lance_gpu.dataset.LanceDataset` at the committed version.
     """
@@ -292,6 +296,8 @@ def write_dataset(
     root = dataset_path(uri)
     minor = _minor_of(data_storage_version)
     arrow_schema, batches = _as_batches(data, schema)
+    total = data.num_rows if isinstance(data, (pa.Table, pa.RecordBatch)) else None
+    batches = count_rows(batches, progress, "rows written", total)
     base, naming = latest(root) if root.exists() else (None, "V2")
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {os.fspath(uri)} already exists (use mode='append' or 'overwrite')")
