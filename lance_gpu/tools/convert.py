@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Streaming conversion between Lance and Parquet, CSV, Arrow IPC or a pyarrow dataset.
+
+Both directions hold one batch (``batch_size`` rows, plus the writer's open pages) in memory
+at a time, so inputs larger than memory convert:
+
+* to Lance: a pyarrow dataset scanner (Parquet, CSV, a directory of either, Arrow IPC files)
+  or an Arrow IPC stream reader feeds :func:`lance_gpu.write_dataset` as a stream;
+* Lance to Parquet: :meth:`LanceDataset.to_batches` feeds a ``pyarrow.parquet.ParquetWriter``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lance_gpu.errors import LanceGpuError
+from lance_gpu.progress import ProgressHook, count_rows
+from lance_gpu.tools._open import StorageOptions, is_lance_dataset, open_dataset, write
+
+INPUT_FORMATS = ("parquet", "csv", "ipc")
+_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".arrow": "ipc", ".ipc": "ipc", ".feather": "ipc", ".arrows": "ipc"}
+
+
+class ConvertError(LanceGpuError, ValueError):
+    """The source or destination of a conversion cannot be used (unknown format, no files)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertResult:
+    """What :func:`convert` wrote: ``rows`` rows from ``source`` (``source_format``) to ``dest``
+    (``dest_format``: ``"lance"`` or ``"parquet"``); ``version`` is the Lance version written."""
+
+    source: str
+    source_format: str
+    dest: str
+    dest_format: str
+    rows: int
+    version: int | None = None
+
+
+def _guess_format(path: str) -> str:
+    if os.path.isdir(path):
+        suffixes = {os.path.splitext(n)[1].lower() for _root, _dirs, names in os.walk(path) for n in names}
+        found = sorted({_SUFFIXES[s] for s in suffixes if s in _SUFFIXES})
+        if len(found) == 1:
+            return found[0]
+        what = "no Parquet, CSV or Arrow IPC files" if not found else f"files of several formats ({', '.join(found)})"
+        raise ConvertError(f"{path}: directory holds {what}; pass source_format= / --format")
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in _SUFFIXES:
+        raise ConvertError(f"{path}: cannot tell the format from the name; pass source_format= / --format ({', '.join(INPUT_FORMATS)})")
+    return _SUFFIXES[suffix]
+
+
+def _ipc_stream(path: str, batch_size: int) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | None]:
+    """An Arrow IPC file (random access, memory-mapped) or stream, batch by batch."""
+    try:
+        reader = pa.ipc.open_file(pa.memory_map(path))
+    except pa.ArrowInvalid:
+        stream = pa.ipc.open_stream(pa.OSFile(path))
+        return stream.schema, (b for big in stream for b in big.to_batches(max_chunksize=batch_size)), None
+    total = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i in range(reader.num_record_batches):
+            yield from pa.Table.from_batches([reader.get_batch(i)]).to_batches(max_chunksize=batch_size)
+
+    return reader.schema, batches(), total
+
+
+def open_source(source: str, source_format: str | None, batch_size: int) -> tuple[str, pa.Schema, Iterator[pa.RecordBatch], int | None]:
+    """``(format, schema, batches, total rows or None)`` of a non-Lance source, streamed."""
+    import pyarrow.dataset as pads
+
+    fmt = source_format or _guess_format(source)
+    if fmt not in INPUT_FORMATS:
+        raise ConvertError(f"source_format must be one of {INPUT_FORMATS}, not {fmt!r}")
+    if not os.path.exists(source):
+        raise FileNotFoundError(f"{source}: no such file or directory")
+    if fmt == "ipc" and not os.path.isdir(source):
+        schema, batches, total = _ipc_stream(source, batch_size)
+        return fmt, schema, batches, total
+    try:
+        data = pads.dataset(source, format=fmt)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ConvertError(f"{source}: not readable as {fmt}: {exc}") from exc
+    total = data.count_rows() if fmt in ("parquet", "ipc") else None
+    return fmt, data.schema, data.to_batches(batch_size=batch_size), total
+
+
+def convert(
+    source: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    source_format: str | None = None,
+    mode: str = "create",
+    version: int | str | None = None,
+    columns: Sequence[str] | None = None,
+    filter: str | None = None,  # noqa: A002 - pylance's name
+    batch_size: int = 65_536,
+    data_storage_version: str | None = None,
+    max_rows_per_file: int | None = None,
+    progress: ProgressHook | None = None,
+    storage_options: StorageOptions | None = None,
+) -> ConvertResult:
+    """Convert ``source`` to ``dest``, streaming.
+
+    Parameters
+    ----------
+    source : str or path
+        A Lance dataset (converted to the Parquet file ``dest``), or a Parquet, CSV or Arrow
+        IPC file, or a directory of them (a pyarrow dataset), converted to the Lance dataset
+        ``dest``.
+    dest : str or path
+        The Parquet file or Lance dataset to write.
+    source_format : {"parquet", "csv", "ipc"}, optional
+        Format of a non-Lance source; default: from the file suffixes.
+    mode : {"create", "append", "overwrite"}
+        As :func:`lance_gpu.write_dataset` (to Lance).  To Parquet, ``"create"`` refuses an
+        existing ``dest``.
+    version, columns, filter :
+        Which version, columns and rows of a Lance source to write (pylance's meanings).
+    batch_size : int
+        Rows per batch held in memory.
+    data_storage_version, max_rows_per_file :
+        Passed to :func:`lance_gpu.write_dataset`.
+    progress : ProgressHook, optional
+        Told ``("rows converted", done, total)``; ``total`` is None for CSV and IPC streams.
+    storage_options : dict, optional
+        Object store options of the Lance side, passed to ``dataset()`` / ``write_dataset()``.
+    """
+    source, dest = os.fspath(source), os.fspath(dest)
+    if batch_size < 1:
+        raise ValueError("batch_size must be positive")
+    if is_lance_dataset(source):
+        return _lance_to_parquet(source, dest, mode, version, columns, filter, batch_size, progress, storage_options)
+    if version is not None or columns is not None or filter is not None:
+        raise ConvertError("version, columns and filter apply to a Lance source only")
+    fmt, schema, batches, total = open_source(source, source_format, batch_size)
+    counted = count_rows(batches, progress, "rows converted", total)
+    kwargs: dict[str, object] = {"mode": mode}
+    if data_storage_version is not None:
+        kwargs["data_storage_version"] = data_storage_version
+    if max_rows_per_file is not None:
+        kwargs["max_rows_per_file"] = max_rows_per_file
+    ds = write(pa.RecordBatchReader.from_batches(schema, counted), dest, storage_options, **kwargs)
+    return ConvertResult(source, fmt, ds.uri, "lance", ds.count_rows(), ds.version)
+
+
+def _lance_to_parquet(
+    source: str,
+    dest: str,
+    mode: str,
+    version: int | str | None,
+    columns: Sequence[str] | None,
+    filter: str | None,  # noqa: A002
+    batch_size: int,
+    progress: ProgressHook | None,
+    storage_options: StorageOptions | None,
+) -> ConvertResult:
+    import pyarrow.parquet as pq
+
+    if mode not in ("create", "overwrite"):
+        raise ConvertError(f"mode must be 'create' or 'overwrite' when writing Parquet, not {mode!r}")
+    if mode == "create" and os.path.exists(dest):
+        raise FileExistsError(f"{dest} already exists (use mode='overwrite')")
+    ds = open_dataset(source, version, storage_options)
+    total = ds.count_rows() if filter is None else None  # a filtered count would read everything twice
+    batches = count_rows(ds.to_batches(columns, filter, batch_size=batch_size), progress, "rows converted", total)
+    first = next(batches, None)
+    if first is not None:
+        schema = first.schema
+    elif columns is None:
+        schema = ds.schema
+    else:
+        schema = pa.schema([ds.schema.field(c) for c in columns])
+    tmp = f"{dest}.partial"
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for batch in itertools.chain([first] if first is not None else [], batches):
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return ConvertResult(source, "lance", dest, "parquet", rows, ds.version)

@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What ``lance-gpu info`` shows, as data: :func:`describe`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lance_gpu.tools._open import StorageOptions, open_dataset
+
+
+@dataclass(slots=True)
+class DatasetInfo:
+    """One version of a dataset, summarised (see :func:`describe`)."""
+
+    uri: str
+    version: int
+    latest_version: int
+    num_versions: int
+    data_storage_version: str
+    schema: pa.Schema
+    rows: int
+    deleted_rows: int
+    data_files: int
+    data_bytes: int
+    file_versions: list[str]
+    tags: dict[str, int]
+    indices: list[dict[str, Any]]
+    fragments: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self, fragments: bool = True) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("schema", "fragments")}  # type: ignore[attr-defined]
+        out["schema"] = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema]
+        if fragments:
+            out["fragments"] = self.fragments
+        return out
+
+
+def describe(
+    uri: str | os.PathLike[str], version: int | str | None = None, *, storage_options: StorageOptions | None = None
+) -> DatasetInfo:
+    """Summarise one version (default: the latest) of the dataset at ``uri``.
+
+    Sizes are the ``file_size_bytes`` the manifest records for each data file (0 where a
+    writer left it unset); ``file_versions`` are the distinct ``major.minor`` of the data files.
+    """
+    from lance_gpu.tools.cleanup import list_tags
+
+    ds = open_dataset(uri, version, storage_options)
+    frags = []
+    file_versions: set[str] = set()
+    for frag in ds.get_fragments():
+        files = [df.path for df in frag.pb.files]
+        file_versions.update(f"{df.file_major_version}.{df.file_minor_version}" for df in frag.pb.files)
+        frags.append({
+            "id": frag.fragment_id,
+            "physical_rows": frag.physical_rows,
+            "rows": frag.count_rows(),
+            "deleted_rows": frag.physical_rows - frag.count_rows(),
+            "files": files,
+            "bytes": sum(int(df.file_size_bytes) for df in frag.pb.files),
+        })
+    versions = ds.versions()
+    return DatasetInfo(
+        uri=ds.uri,
+        version=ds.version,
+        latest_version=int(versions[-1]["version"]),
+        num_versions=len(versions),
+        data_storage_version=ds.data_storage_version,
+        schema=ds.schema,
+        rows=sum(f["rows"] for f in frags),
+        deleted_rows=sum(f["deleted_rows"] for f in frags),
+        data_files=sum(len(f["files"]) for f in frags),
+        data_bytes=sum(f["bytes"] for f in frags),
+        file_versions=sorted(file_versions),
+        tags=list_tags(ds.uri),
+        indices=ds.list_indices(),
+        fragments=frags,
+    )
