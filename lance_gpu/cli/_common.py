@@ -8,6 +8,7 @@ import base64
 import datetime as _dt
 import decimal
 import json
+import shutil
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -68,7 +69,13 @@ class Bars:
             from tqdm import tqdm
 
             unit = task.split()[0]
-            bar = tqdm(total=total, desc=task.split()[-1], unit=f" {unit}", file=self.stream, dynamic_ncols=True, unit_scale=unit == "rows", leave=False)
+            # a terminal that reports no size (0 x 0, e.g. a fresh pty) gets 80 x 24: tqdm
+            # draws nothing at all on zero rows
+            size = shutil.get_terminal_size()
+            bar = tqdm(
+                total=total, desc=task.split()[-1], unit=f" {unit}", file=self.stream, ncols=size.columns,
+                nrows=size.lines, unit_scale=unit == "rows", leave=False,
+            )
             self.bars[task] = bar
         if total is not None and bar.total != total:
             bar.total = total

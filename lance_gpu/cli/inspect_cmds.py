@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -13,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_gpu.cli._common import Bars, UsageError, add_uri, add_version, cell, jsonable, render_table, storage_options
+from lance_gpu.cli._common import Bars, UsageError, add_uri, add_version, jsonable, render_table, storage_options
 from lance_gpu.tools import describe
 from lance_gpu.tools._open import open_dataset
 
@@ -181,21 +180,48 @@ def _write_rows(fmt: str, output: str | None, batches: Iterator[pa.RecordBatch],
         if writer is None:
             raise UsageError("no rows to write (a Parquet file needs a schema; use --format json or csv)")
         return rows
-    out = sys.stdout if output is None or output == "-" else open(output, "w", newline="", encoding="utf-8")  # noqa: SIM115
+    if fmt == "csv":
+        return _write_csv(output, batches, tick)
+    out = sys.stdout if output is None or output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
     try:
-        csv_writer = None
         for batch in batches:
             for row in batch.to_pylist():
-                if fmt == "json":
-                    out.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
-                else:
-                    if csv_writer is None:
-                        csv_writer = csv.writer(out)
-                        csv_writer.writerow(batch.schema.names)
-                    csv_writer.writerow(["" if v is None else (json.dumps(jsonable(v)) if isinstance(v, dict | list) else cell(v)) for v in row.values()])
+                out.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
             rows += batch.num_rows
             tick(rows)
     finally:
         if out is not sys.stdout:
             out.close()
+    return rows
+
+
+def _csv_ready(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Nested columns (lists, structs, maps) as JSON text; CSV has no nesting."""
+    cols = []
+    for col in batch.columns:
+        if pa.types.is_nested(col.type):
+            col = pa.array([None if v is None else json.dumps(jsonable(v), ensure_ascii=False) for v in col.to_pylist()], pa.string())
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
+
+
+def _write_csv(output: str | None, batches: Iterator[pa.RecordBatch], tick: Any) -> int:
+    """CSV through pyarrow's writer: a header, nulls as empty fields, "" quoted."""
+    import pyarrow.csv as pcsv
+
+    sink: Any = sys.stdout.buffer if output is None or output == "-" else output
+    writer = None
+    rows = 0
+    try:
+        for batch in batches:
+            batch = _csv_ready(batch)
+            if writer is None:
+                sys.stdout.flush()
+                writer = pcsv.CSVWriter(sink, batch.schema)
+            writer.write_batch(batch)
+            rows += batch.num_rows
+            tick(rows)
+    finally:
+        if writer is not None:
+            writer.close()
     return rows

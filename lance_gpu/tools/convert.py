@@ -63,7 +63,8 @@ def _ipc_stream(path: str, batch_size: int) -> tuple[pa.Schema, Iterator[pa.Reco
         reader = pa.ipc.open_file(pa.memory_map(path))
     except pa.ArrowInvalid:
         stream = pa.ipc.open_stream(pa.OSFile(path))
-        return stream.schema, (b for big in stream for b in big.to_batches(max_chunksize=batch_size)), None
+        rechunked = (b for big in stream for b in pa.Table.from_batches([big]).to_batches(max_chunksize=batch_size))
+        return stream.schema, rechunked, None
     total = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -85,8 +86,15 @@ def open_source(source: str, source_format: str | None, batch_size: int) -> tupl
     if fmt == "ipc" and not os.path.isdir(source):
         schema, batches, total = _ipc_stream(source, batch_size)
         return fmt, schema, batches, total
+    file_format: object = fmt
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        # an unquoted empty field is null, a quoted one ("") the empty string: what pyarrow's
+        # (and our ``scan --format csv``) writer produces for null and ""
+        file_format = pads.CsvFileFormat(convert_options=pcsv.ConvertOptions(strings_can_be_null=True, quoted_strings_can_be_null=False))
     try:
-        data = pads.dataset(source, format=fmt)
+        data = pads.dataset(source, format=file_format)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ConvertError(f"{source}: not readable as {fmt}: {exc}") from exc
     total = data.count_rows() if fmt in ("parquet", "ipc") else None
