@@ -11,7 +11,7 @@ import json
 import shutil
 import sys
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 import pyarrow as pa
 
@@ -35,7 +35,7 @@ def version_or_tag(text: str) -> int | str:
     return int(text) if text.isdigit() else text
 
 
-def add_uri(parser: argparse.ArgumentParser, name: str = "uri", help: str = "the Lance dataset (a path or URI)") -> None:  # noqa: A002
+def add_uri(parser: argparse.ArgumentParser, name: str = "uri", help: str = "the Lance dataset (a path or URI)") -> None:
     parser.add_argument(name, help=help)
     parser.add_argument(
         "--storage-option", "-s", dest="storage_options", action="append", type=storage_option, default=[],
@@ -86,7 +86,7 @@ class Bars:
             bar.close()
         self.bars.clear()
 
-    def __enter__(self) -> Bars:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -12,7 +12,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_gpu.cli._common import Bars, UsageError, add_uri, add_version, jsonable, render_table, storage_options
+from lance_gpu.cli._common import (
+    Bars,
+    UsageError,
+    add_uri,
+    add_version,
+    jsonable,
+    render_table,
+    storage_options,
+)
 from lance_gpu.tools import describe
 from lance_gpu.tools._open import open_dataset
 
@@ -83,7 +91,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.fragments:
         print("fragments:")
         for f in info.fragments:
-            print(f"  {f['id']}: {f['rows']} rows ({f['deleted_rows']} deleted), {len(f['files'])} file(s), {_size(f['bytes'])}")
+            print(f"  {f.id}: {f.rows} rows ({f.deleted_rows} deleted), {len(f.files)} file(s), {_size(f.bytes)}")
     return 0
 
 
@@ -154,7 +162,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collect(ds: Any, columns: list[str] | None, filter: str | None, batches: Iterator[pa.RecordBatch]) -> pa.Table:  # noqa: A002
+def _collect(ds: Any, columns: list[str] | None, filter: str | None, batches: Iterator[pa.RecordBatch]) -> pa.Table:
     got = list(batches)
     if got:
         return pa.Table.from_batches(got)

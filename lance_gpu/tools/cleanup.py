@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 from lance_gpu.errors import LanceGpuError
 from lance_gpu.table.deletion import deletion_file_path
-from lance_gpu.table.manifest import _tag_version, dataset_path, list_versions, read_manifest_file
+from lance_gpu.table.manifest import (
+    _tag_version,
+    dataset_path,
+    list_versions,
+    read_manifest_file,
+)
 
 UNVERIFIED_AGE = _dt.timedelta(days=7)
 _DIRS = ("data", "_deletions", "_transactions", "_indices")
@@ -125,7 +130,7 @@ def cleanup_old_versions(
         older_than = _dt.timedelta(days=14)
     root = os.fspath(dataset_path(uri))
     versions = list_versions(root)
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     old = versions[:-1]
     if older_than is not None:
         old = [v for v in old if now - v.timestamp > older_than]

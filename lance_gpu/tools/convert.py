@@ -109,7 +109,7 @@ def convert(
     mode: str = "create",
     version: int | str | None = None,
     columns: Sequence[str] | None = None,
-    filter: str | None = None,  # noqa: A002 - pylance's name
+    filter: str | None = None,
     batch_size: int = 65_536,
     data_storage_version: str | None = None,
     max_rows_per_file: int | None = None,
@@ -166,7 +166,7 @@ def _lance_to_parquet(
     mode: str,
     version: int | str | None,
     columns: Sequence[str] | None,
-    filter: str | None,  # noqa: A002
+    filter: str | None,
     batch_size: int,
     progress: ProgressHook | None,
     storage_options: StorageOptions | None,

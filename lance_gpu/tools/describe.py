@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,18 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.tools._open import StorageOptions, open_dataset
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentInfo:
+    """One fragment: ``rows`` live of ``physical_rows``, its data ``files`` and their ``bytes``."""
+
+    id: int
+    physical_rows: int
+    rows: int
+    deleted_rows: int
+    files: list[str]
+    bytes: int
 
 
 @dataclass(slots=True)
@@ -29,13 +42,14 @@ class DatasetInfo:
     file_versions: list[str]
     tags: dict[str, int]
     indices: list[dict[str, Any]]
-    fragments: list[dict[str, Any]] = field(default_factory=list)
+    fragments: list[FragmentInfo] = field(default_factory=list)
 
     def to_dict(self, fragments: bool = True) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("schema", "fragments")}  # type: ignore[attr-defined]
+        """Plain data (JSON-ready but for nothing): the schema as name/type/nullable records."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("schema", "fragments")}
         out["schema"] = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema]
         if fragments:
-            out["fragments"] = self.fragments
+            out["fragments"] = [dataclasses.asdict(f) for f in self.fragments]
         return out
 
 
@@ -50,19 +64,16 @@ def describe(
     from lance_gpu.tools.cleanup import list_tags
 
     ds = open_dataset(uri, version, storage_options)
-    frags = []
+    frags: list[FragmentInfo] = []
     file_versions: set[str] = set()
     for frag in ds.get_fragments():
         files = [df.path for df in frag.pb.files]
         file_versions.update(f"{df.file_major_version}.{df.file_minor_version}" for df in frag.pb.files)
-        frags.append({
-            "id": frag.fragment_id,
-            "physical_rows": frag.physical_rows,
-            "rows": frag.count_rows(),
-            "deleted_rows": frag.physical_rows - frag.count_rows(),
-            "files": files,
-            "bytes": sum(int(df.file_size_bytes) for df in frag.pb.files),
-        })
+        live = frag.count_rows()
+        frags.append(FragmentInfo(
+            frag.fragment_id, frag.physical_rows, live, frag.physical_rows - live, files,
+            sum(int(df.file_size_bytes) for df in frag.pb.files),
+        ))
     versions = ds.versions()
     return DatasetInfo(
         uri=ds.uri,
@@ -71,10 +82,10 @@ def describe(
         num_versions=len(versions),
         data_storage_version=ds.data_storage_version,
         schema=ds.schema,
-        rows=sum(f["rows"] for f in frags),
-        deleted_rows=sum(f["deleted_rows"] for f in frags),
-        data_files=sum(len(f["files"]) for f in frags),
-        data_bytes=sum(f["bytes"] for f in frags),
+        rows=sum(f.rows for f in frags),
+        deleted_rows=sum(f.deleted_rows for f in frags),
+        data_files=sum(len(f.files) for f in frags),
+        data_bytes=sum(f.bytes for f in frags),
         file_versions=sorted(file_versions),
         tags=list_tags(ds.uri),
         indices=ds.list_indices(),

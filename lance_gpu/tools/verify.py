@@ -98,7 +98,7 @@ def verify(
         ds = open_dataset(uri, version, storage_options, device="cpu")
     except DatasetNotFoundError:
         raise
-    except Exception as exc:  # a manifest that does not parse: that is what we report
+    except Exception as exc:  # noqa: BLE001 - a manifest that does not parse is what we report
         report.problems.append(VerifyProblem(_named_path(exc, os.fspath(uri)), _reason(exc)))
         return report
     report.uri, report.version = ds.uri, ds.version
@@ -125,7 +125,7 @@ def verify(
                     raise CorruptFileError(dpath, f"deleted offsets are not sorted, unique and below {frag.physical_rows}")
                 if pb.deletion_file.num_deleted_rows and deleted.size != pb.deletion_file.num_deleted_rows:
                     raise CorruptFileError(dpath, f"holds {deleted.size} offsets, the manifest says {pb.deletion_file.num_deleted_rows}")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any decode failure is damage to report
                 problems.setdefault(_named_path(exc, dpath), _reason(exc))
 
         if pb.WhichOneof("row_id_sequence") is not None:
@@ -137,7 +137,7 @@ def verify(
                 if ids.size != frag.physical_rows:
                     raise CorruptFileError(where, f"{ids.size} row ids for {frag.physical_rows} rows")
                 seen_ids.append(ids if frag.live_rows is None else ids[frag.live_rows])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any decode failure is damage to report
                 problems.setdefault(_named_path(exc, where), _reason(exc))
 
         fallback = ", ".join(data_files) or f"fragment {frag.fragment_id}"
@@ -147,7 +147,7 @@ def verify(
                 if len(column) != frag.physical_rows:
                     raise CorruptFileError(fallback, f"field {lance_field.name!r} decodes to {len(column)} rows, not {frag.physical_rows}")
                 column.validate(full=True)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any decode failure is damage to report
                 path = _named_path(exc, fallback)
                 problems.setdefault(path, _reason(exc))
         report.problems.extend(VerifyProblem(p, r) for p, r in problems.items())
