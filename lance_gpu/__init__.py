@@ -23,6 +23,7 @@ from lance_gpu.errors import (
     UnsupportedEncodingError,
     UnsupportedFeatureError,
 )
+from lance_gpu.tools import convert, verify
 from lance_gpu.write import DatasetExistsError, write_dataset
 
 __version__ = "0.1.0"
@@ -50,7 +51,9 @@ __all__ = [
     "SchemaMismatchError",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
+    "convert",
     "dataset",
     "read_cudf",
+    "verify",
     "write_dataset",
 ]

@@ -401,6 +401,7 @@ def test_progress_hooks_of_write_compaction_and_convert(tmp_path: Path) -> None:
     assert pq.read_table(tmp_path / "w.parquet").equals(lance.dataset(str(tmp_path / "w.lance")).to_table())
 
 
+@pytest.mark.slow  # compiles every decoder in a fresh process
 def test_demo_still_works() -> None:
     out = run_cli("demo", "--rows", "300").stdout
     assert "round trip: OK" in out
