@@ -21,6 +21,7 @@ from lance_gpu.cli._common import (
     render_table,
     storage_options,
 )
+from lance_gpu.progress import count_rows
 from lance_gpu.tools import describe
 from lance_gpu.tools._open import open_dataset
 
@@ -149,16 +150,18 @@ def cmd_scan(args: argparse.Namespace) -> int:
     ds = open_dataset(args.uri, args.version, storage_options(args), device=args.device)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     batches = _limited(ds.to_batches(columns, args.filter), args.limit)
+    total = None if args.filter is not None else ds.count_rows() if args.limit is None else min(args.limit, ds.count_rows())
+    with Bars(args.quiet) as bars:  # a first read may spend seconds compiling decoders: show it
+        counted = count_rows(batches, bars, "rows read", total)
+        if fmt == "table":
+            table = _collect(ds, columns, args.filter, counted)
+        else:
+            rows = _write_rows(fmt, args.output, counted)
     if fmt == "table":
-        table = _collect(ds, columns, args.filter, batches)
         for line in render_table(table):
             print(line)
-        return 0
-    with Bars(args.quiet) as bars:
-        total = None if args.filter is not None else ds.count_rows() if args.limit is None else min(args.limit, ds.count_rows())
-        rows = _write_rows(fmt, args.output, batches, lambda n: bars("rows written", n, total))
-    if args.output and args.output != "-":
-        print(f"wrote {rows} rows to {args.output} ({fmt})", file=sys.stderr)
+    elif args.output and args.output != "-":
+        print(f"wrote {rows} rows to {args.output} ({fmt})")
     return 0
 
 
@@ -169,7 +172,7 @@ def _collect(ds: Any, columns: list[str] | None, filter: str | None, batches: It
     return ds.to_table(columns, filter, limit=0)
 
 
-def _write_rows(fmt: str, output: str | None, batches: Iterator[pa.RecordBatch], tick: Any) -> int:
+def _write_rows(fmt: str, output: str | None, batches: Iterator[pa.RecordBatch]) -> int:
     rows = 0
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -181,7 +184,6 @@ def _write_rows(fmt: str, output: str | None, batches: Iterator[pa.RecordBatch],
                     writer = pq.ParquetWriter(output, batch.schema)
                 writer.write_batch(batch)
                 rows += batch.num_rows
-                tick(rows)
         finally:
             if writer is not None:
                 writer.close()
@@ -189,14 +191,13 @@ def _write_rows(fmt: str, output: str | None, batches: Iterator[pa.RecordBatch],
             raise UsageError("no rows to write (a Parquet file needs a schema; use --format json or csv)")
         return rows
     if fmt == "csv":
-        return _write_csv(output, batches, tick)
+        return _write_csv(output, batches)
     out = sys.stdout if output is None or output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
     try:
         for batch in batches:
             for row in batch.to_pylist():
                 out.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
             rows += batch.num_rows
-            tick(rows)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -213,7 +214,7 @@ def _csv_ready(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
 
 
-def _write_csv(output: str | None, batches: Iterator[pa.RecordBatch], tick: Any) -> int:
+def _write_csv(output: str | None, batches: Iterator[pa.RecordBatch]) -> int:
     """CSV through pyarrow's writer: a header, nulls as empty fields, "" quoted."""
     import pyarrow.csv as pcsv
 
@@ -228,7 +229,6 @@ def _write_csv(output: str | None, batches: Iterator[pa.RecordBatch], tick: Any)
                 writer = pcsv.CSVWriter(sink, batch.schema)
             writer.write_batch(batch)
             rows += batch.num_rows
-            tick(rows)
     finally:
         if writer is not None:
             writer.close()
