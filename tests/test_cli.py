@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import lance
@@ -99,6 +100,18 @@ def test_info_matches_pylance(pylance_ds: str) -> None:
     assert info["indices"] == []
     text = run_cli("info", pylance_ds, "--version", "first").stdout
     assert f"version 1 of {ref.version}" in text and f"rows: {lance.dataset(pylance_ds, version=1).count_rows()}" in text
+
+
+def test_info_lists_indices_like_pylance(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ix.lance")
+    ds = lance.write_dataset(pa.table({"id": list(range(100)), "x": [str(i) for i in range(100)]}), uri)
+    ds.create_scalar_index("id", "BTREE")
+    info = json.loads(run_cli("info", uri, "--json").stdout)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # list_indices is deprecated, still the flat view
+        ref = lance.dataset(uri).list_indices()
+    assert [(i["name"], i["uuid"], i["fields"], i["version"]) for i in info["indices"]] == [(i["name"], i["uuid"], i["fields"], i["version"]) for i in ref]
+    assert "indices: id_idx (id)" in run_cli("info", uri).stdout
 
 
 def test_versions_match_pylance(pylance_ds: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import uuid as _uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,30 @@ class DatasetInfo:
         return out
 
 
+def _field_paths(fields: Any, prefix: str = "") -> dict[int, str]:
+    """``{field id: dotted path}`` of a Lance schema's fields and their children."""
+    out: dict[int, str] = {}
+    for f in fields:
+        path = f"{prefix}{f.name}"
+        out[int(f.id)] = path
+        out.update(_field_paths(f.children, f"{path}."))
+    return out
+
+
+def _indices(ds: Any) -> list[dict[str, Any]]:
+    """Name, uuid, indexed field paths and dataset version of each index of this version."""
+    paths = _field_paths(ds.lance_schema.fields)
+    return [
+        {
+            "name": i.name,
+            "uuid": str(_uuid.UUID(bytes=bytes(i.uuid.uuid))) if i.HasField("uuid") else "",
+            "fields": [paths.get(int(f), str(f)) for f in i.fields],
+            "version": int(i.dataset_version),
+        }
+        for i in ds.index_metadata
+    ]
+
+
 def describe(
     uri: str | os.PathLike[str], version: int | str | None = None, *, storage_options: StorageOptions | None = None
 ) -> DatasetInfo:
@@ -88,6 +113,6 @@ def describe(
         data_bytes=sum(f.bytes for f in frags),
         file_versions=sorted(file_versions),
         tags=list_tags(ds.uri),
-        indices=ds.list_indices(),
+        indices=_indices(ds),
         fragments=frags,
     )
