@@ -179,6 +179,8 @@ def _lance_to_parquet(
 ) -> ConvertResult:
     import pyarrow.parquet as pq
 
+    if os.path.splitext(dest)[1].lower() not in (".parquet", ".pq"):
+        raise ConvertError(f"{dest}: a Lance dataset converts to Parquet only; name the destination *.parquet")
     if mode not in ("create", "overwrite"):
         raise ConvertError(f"mode must be 'create' or 'overwrite' when writing Parquet, not {mode!r}")
     if mode == "create" and os.path.exists(dest):
