@@ -19,6 +19,7 @@ from typing import TextIO
 
 from lance_gpu.cli import convert_cmd, demo, inspect_cmds, maintain_cmds, verify_cmd
 from lance_gpu.cli._common import UsageError
+from lance_gpu.errors import LanceGpuError
 
 PROG = "lance-gpu"
 EXAMPLES = """\
@@ -58,7 +59,9 @@ def _one_line(exc: BaseException, storage_options_given: bool) -> str:
     if isinstance(exc, KeyError) and text.startswith(("'", '"')):
         text = text[1:-1]
     first = text.splitlines()[0]
-    return first if first.startswith(type(exc).__name__) or isinstance(exc, (OSError, ValueError, KeyError)) else f"{type(exc).__name__}: {first}"
+    if isinstance(exc, (LanceGpuError, OSError, ValueError, KeyError)) or first.startswith(type(exc).__name__):
+        return first  # messages of these name the problem themselves
+    return f"{type(exc).__name__}: {first}"
 
 
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
