@@ -29,10 +29,14 @@ from lance_gpu.write import DatasetExistsError, write_dataset
 __version__ = "0.1.0"
 
 
-def read_cudf(uri, columns=None, filter=None, version=None, *, on_cpu_fallback: str = "warn"):  # noqa: A002
+def read_cudf(
+    uri, columns=None, filter=None, version=None, *, on_cpu_fallback: str = "warn", storage_options=None, store=None  # noqa: A002
+):
     """Read a Lance dataset into a ``cudf.DataFrame``, decoded on the GPU (as
-    ``cudf.read_parquet`` does for Parquet): ``dataset(uri, version).to_cudf(columns, filter)``."""
-    return dataset(uri, version, device="gpu").to_cudf(columns, filter, on_cpu_fallback=on_cpu_fallback)
+    ``cudf.read_parquet`` does for Parquet): ``dataset(uri, version).to_cudf(columns, filter)``.
+    ``storage_options`` / ``store`` as in :func:`dataset` (``s3://`` etc.)."""
+    ds = dataset(uri, version, device="gpu", storage_options=storage_options, store=store)
+    return ds.to_cudf(columns, filter, on_cpu_fallback=on_cpu_fallback)
 
 
 __all__ = [

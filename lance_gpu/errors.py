@@ -62,6 +62,73 @@ class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""
 
 
+class StorageError(LanceGpuError, OSError):
+    """Reading, writing, listing or deleting an object failed (disk full, I/O error, timeout,
+    throttling, refused connection...).  ``uri`` names the object; ``errno`` is set when the
+    operating system reported one.  Subclasses add the builtin a pylance user catches."""
+
+    def __init__(self, uri: object, reason: str, errno_code: int | None = None) -> None:
+        self.uri = str(uri)
+        self.reason = reason
+        self.message = f"{self.uri}: {reason}"
+        super().__init__(self.message)
+        self.errno = errno_code
+        self.filename = self.uri
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ObjectNotFoundError(StorageError, DatasetNotFoundError):
+    """The object (or its bucket / container) does not exist: a missing data, deletion or
+    manifest file is a missing (part of a) dataset, hence a :class:`DatasetNotFoundError`
+    (and a ``FileNotFoundError``)."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """Access was denied: missing permissions or bad credentials."""
+
+
+class ObjectExistsError(StorageError, FileExistsError):
+    """A put-if-absent found the object already there (another writer won)."""
+
+
+class StorageTimeoutError(StorageError, TimeoutError):
+    """A request timed out (after the store's bounded retries)."""
+
+
+class StorageConnectionError(StorageError, ConnectionError):
+    """The store could not be reached (refused or reset connection, DNS failure)."""
+
+
+class ConditionalPutUnsupportedError(StorageError):
+    """The store cannot create an object only if it is absent, so commits would be unsafe."""
+
+
+class InvalidArgumentError(LanceGpuError, ValueError):
+    """An argument pylance refuses with a ``ValueError`` (negative ``limit`` / ``offset``,
+    ``batch_size`` of 0, ``include_deleted_rows`` without ``with_row_id``, ...)."""
+
+
+class ArgumentTypeError(LanceGpuError, TypeError):
+    """An argument of a type pylance refuses with a ``TypeError`` (``columns`` given as a
+    string, a float ``limit``, non-integer ``take`` indices, an unknown keyword...)."""
+
+
+class NegativeArgumentError(InvalidArgumentError, OverflowError):
+    """A negative value where pylance wants an unsigned one (a ``batch_size`` or a ``take``
+    index below 0): pylance raises ``OverflowError`` converting it."""
+
+
+class RowIndexError(LanceGpuError, IndexError, OSError):
+    """A ``take`` index beyond the rows there are; the message names it (pylance raises
+    ``OSError`` here; ``IndexError`` is what Python code expects)."""
+
+
+class UnknownDeviceError(InvalidArgumentError):
+    """``device=`` is not one of ``"auto"``, ``"gpu"``, ``"cpu"``."""
+
+
 class GpuFallbackWarning(UserWarning):
     """A read decoded on the CPU although the GPU was asked for or a GPU stack is installed;
     the message says why.  Warned once per reason and process.  ``device="auto"`` on a machine

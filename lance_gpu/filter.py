@@ -153,6 +153,40 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
     return CompiledFilter(compiled.expr, columns, filter)
 
 
+@dataclass(frozen=True)
+class CompiledExpression:
+    """A SQL value expression (a projection ``columns={"name": "sql"}``) ready to evaluate.
+
+    ``expression``: the pyarrow compute expression; ``type``: its result type;
+    ``columns``: the top-level columns it reads; ``source``: the SQL text.
+    """
+
+    expression: pc.Expression
+    type: pa.DataType
+    columns: list[str] = field(default_factory=list)
+    source: str | None = None
+
+
+def parse_expression(text: str, schema: pa.Schema) -> CompiledExpression:
+    """Compile a pylance-style SQL value expression (``"a * 2"``, ``"st.p"``, ``"lower(s)"``)
+    against ``schema``, with the same parser, name rules, literal typing and coercions as
+    :func:`parse_filter`; the result need not be boolean.  Raises :class:`FilterError`."""
+    if not isinstance(text, str):
+        raise TypeError(f"a projection expression must be SQL text, got {type(text).__name__}")
+    if not text.strip():
+        raise FilterError("empty projection expression")
+    tree = _parse_sql(text)
+    if tree.find(exp.Cast) is not None:
+        _check_type_spellings(text)
+    ir = _Builder(schema, text).build(tree)
+    ir = _resolve(ir, text)
+    compiled = _Compiler(text).compile(ir)
+    expr = compiled.expr
+    if compiled.const is not None:
+        expr = pc.scalar(compiled.const)
+    return CompiledExpression(expr, compiled.type, _collect_columns(ir, schema), text)
+
+
 # --------------------------------------------------------------------------------------
 # Parsing
 # --------------------------------------------------------------------------------------
@@ -201,8 +235,42 @@ def _check_type_spellings(text: str) -> None:
             )
 
 
+_OPERATOR_WORDS = {
+    "GT": "'>'", "GTE": "'>='", "LT": "'<'", "LTE": "'<='", "EQ": "'='", "NEQ": "'!='",
+    "And": "AND", "Or": "OR", "Not": "NOT", "Add": "'+'", "Sub": "'-'", "Mul": "'*'", "Div": "'/'",
+    "Mod": "'%'", "Like": "LIKE", "ILike": "ILIKE", "In": "IN", "Between": "BETWEEN", "Is": "IS",
+}
+_MISSING_OPERAND = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>")
+_CLASS_NAME = re.compile(r"<class '[\w.]*\.(\w+)'>")
+
+
 def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    """The first line of a parser error, in the user's terms: a missing operand names the
+    operator, not sqlglot's expression class."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else "the text is not a SQL expression"
+    m = _MISSING_OPERAND.search(text)
+    if m is not None:
+        op = _OPERATOR_WORDS.get(m.group(2), m.group(2).upper())
+        side = "right-hand operand" if m.group(1) == "expression" else "operand"
+        text = _MISSING_OPERAND.sub(f"{op} is missing its {side}", text)
+    text = _CLASS_NAME.sub(lambda m: m.group(1).upper(), text)
+    return text.replace("Invalid expression / Unexpected token", "unexpected text (an unbalanced parenthesis or a stray token?)")
+
+
+_CONSTRUCT_NAMES = {
+    "BitwiseRightShift": "the '>>' operator", "BitwiseLeftShift": "the '<<' operator", "Case": "CASE",
+    "NullSafeNEQ": "IS DISTINCT FROM", "NullSafeEQ": "IS NOT DISTINCT FROM", "Select": "a SELECT statement",
+    "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal", "Interval": "an INTERVAL",
+    "TryCast": "TRY_CAST", "Anonymous": "this function", "Window": "a window function",
+}
+
+
+def _construct_name(node: exp.Expression) -> str:
+    """A filter construct named as a SQL user would (not by sqlglot's class name)."""
+    name = type(node).__name__
+    if name in _CONSTRUCT_NAMES:
+        return _CONSTRUCT_NAMES[name]
+    return "the " + re.sub(r"(?<!^)(?=[A-Z])", " ", name).upper() + " construct"
 
 
 # --------------------------------------------------------------------------------------
@@ -330,7 +398,7 @@ class _Builder:
             text = node.sql(dialect=LanceFilterDialect)
         except Exception:  # pragma: no cover - sqlglot could not print it
             text = type(node).__name__
-        what = what or f"{type(node).__name__} expressions are"
+        what = what or f"{_construct_name(node)} is"
         return FilterError(f"unsupported filter construct in {self.source!r}: {text!r} ({what} not supported)")
 
     # -- columns ------------------------------------------------------------------------

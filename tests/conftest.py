@@ -41,3 +41,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"no usable GPU: {reason}")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A moto S3 server on loopback with one bucket (see tests/s3_server.py)."""
+    from s3_server import start_s3_server
+
+    server = start_s3_server()
+    yield server
+    server.stop()

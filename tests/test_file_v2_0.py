@@ -12,6 +12,7 @@ import pytest
 
 lance = pytest.importorskip("lance")
 
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu._proto import encodings_v2_0_pb2 as pb  # noqa: E402
 from lance_gpu.errors import (  # noqa: E402
     CorruptFileError,
@@ -212,7 +213,7 @@ def datasets(tmp_path_factory) -> dict[str, Path]:
 
 def _fragments(uri: Path):
     """``[(data file path, {top-level field name: [column indices]}, lance fragment)]``."""
-    manifest = read_manifest(resolve_manifest(uri).path)
+    manifest = read_manifest(LOCAL, resolve_manifest(*resolve(uri)).path)
     children: dict[int, list[int]] = {}
     for f in manifest.fields:
         children.setdefault(f.parent_id, []).append(f.id)

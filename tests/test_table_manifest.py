@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
 from lance_gpu.table import features
@@ -72,7 +73,7 @@ def test_version_file_names() -> None:
 @pytest.mark.parametrize("which", ["v2_ds", "v1_ds"])
 def test_list_versions_matches_pylance(which: str, request: pytest.FixtureRequest) -> None:
     uri = request.getfixturevalue(which)
-    ours = list_versions(uri)
+    ours = list_versions(*resolve(uri))
     theirs = lance.dataset(str(uri)).versions()
     assert [v.version for v in ours] == [v["version"] for v in theirs]
     assert {v.naming for v in ours} == {"V2" if which == "v2_ds" else "V1"}
@@ -86,15 +87,15 @@ def test_list_versions_matches_pylance(which: str, request: pytest.FixtureReques
 
 
 def test_resolve_latest_and_older(v2_ds: Path) -> None:
-    latest = resolve_manifest(v2_ds)
+    latest = resolve_manifest(*resolve(v2_ds))
     assert latest.version == lance.dataset(str(v2_ds)).version == 3
-    old = resolve_manifest(v2_ds, 1)
-    m = read_manifest(old.path)
+    old = resolve_manifest(*resolve(v2_ds), 1)
+    m = read_manifest(LOCAL, old.path)
     assert m.version == 1
     assert sum(f.physical_rows for f in m.fragments) == lance.dataset(str(v2_ds), version=1).count_rows()
     schema = LanceSchema.from_manifest(m, old.path).to_arrow()
     assert schema.equals(lance.dataset(str(v2_ds), version=1).schema, check_metadata=True)
-    assert resolve_manifest(v2_ds, "2").version == 2
+    assert resolve_manifest(*resolve(v2_ds), "2").version == 2
 
 
 def test_hint_and_stray_files_ignored(v2_ds: Path, tmp_path: Path) -> None:
@@ -103,76 +104,76 @@ def test_hint_and_stray_files_ignored(v2_ds: Path, tmp_path: Path) -> None:
     (uri / "_versions" / "d9.manifest").write_bytes(b"detached")
     (uri / "_versions" / ".tmp_18446744073709551610.manifest").write_bytes(b"staging")
     (uri / "_versions" / "18446744073709551610.manifest-8a6f").write_bytes(b"staging")
-    assert [v.version for v in list_versions(uri)] == [1, 2, 3]
-    assert resolve_manifest(uri).version == 3
+    assert [v.version for v in list_versions(*resolve(uri))] == [1, 2, 3]
+    assert resolve_manifest(*resolve(uri)).version == 3
 
 
 def test_mixed_naming_refused(v2_ds: Path, tmp_path: Path) -> None:
     uri = _copy(v2_ds, tmp_path)
     shutil.copy(uri / "_versions" / manifest_file_name(3), uri / "_versions" / "4.manifest")
     with pytest.raises(CorruptFileError, match="mixes V1"):
-        list_versions(uri)
+        list_versions(*resolve(uri))
 
 
 def test_missing_dataset_and_version(v2_ds: Path, tmp_path: Path) -> None:
     with pytest.raises(DatasetNotFoundError):
-        list_versions(tmp_path / "nope")
+        list_versions(*resolve(tmp_path / "nope"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetNotFoundError):
-        resolve_manifest(tmp_path / "empty")
+        resolve_manifest(*resolve(tmp_path / "empty"))
     (tmp_path / "empty" / "_versions").mkdir()
     with pytest.raises(DatasetNotFoundError):
-        resolve_manifest(tmp_path / "empty")
+        resolve_manifest(*resolve(tmp_path / "empty"))
     with pytest.raises(DatasetNotFoundError, match="no version 42"):
-        resolve_manifest(v2_ds, 42)
+        resolve_manifest(*resolve(v2_ds), 42)
     with pytest.raises(DatasetNotFoundError):
-        resolve_manifest(v2_ds, "no_such_tag")
+        resolve_manifest(*resolve(v2_ds), "no_such_tag")
     with pytest.raises(UnsupportedFeatureError):
-        resolve_manifest("s3://bucket/ds")
+        resolve_manifest(*resolve("ftp://host/ds"))  # s3:// etc. are lance_gpu.io stores
 
 
 def test_tags(v2_ds: Path, tmp_path: Path) -> None:
     uri = _copy(v2_ds, tmp_path)
     lance.dataset(str(uri)).tags.create("first", 1)
-    assert resolve_manifest(uri, "first").version == 1
+    assert resolve_manifest(*resolve(uri), "first").version == 1
 
 
 def test_file_uri(v2_ds: Path) -> None:
-    assert resolve_manifest(v2_ds.as_uri()).version == 3
+    assert resolve_manifest(*resolve(v2_ds.as_uri())).version == 3
 
 
 def test_sections_and_transactions(v2_ds: Path) -> None:
     # version 1: inline transaction at offset 0 (field 23), identical to the .txn file
-    mf = read_manifest_file(resolve_manifest(v2_ds, 1).path)
+    mf = read_manifest_file(LOCAL, resolve_manifest(*resolve(v2_ds), 1).path)
     m = mf.manifest
     assert m.HasField("transaction_section") and m.transaction_section == 0
     assert not m.HasField("transaction_section_deprecated")
     assert mf.index_section is None and mf.transaction is not None
     txn_path = v2_ds / "_transactions" / m.transaction_file
-    assert read_transaction_file(txn_path) == mf.transaction
+    assert read_transaction_file(LOCAL, txn_path) == mf.transaction
     assert mf.transaction.WhichOneof("operation") == "overwrite"
     assert m.writer_version.library == "lance" and m.data_format.version == "2.2"
 
     # version 3: index section first, then the transaction, then the manifest
-    mf3 = load_manifest(v2_ds)
+    mf3 = load_manifest(*resolve(v2_ds))
     assert mf3.manifest.index_section == 0 and mf3.manifest.transaction_section > 0
     assert [i.name for i in mf3.index_section.indices] == ["id_idx"]
     assert mf3.index_section.indices[0].index_details.type_url == "/lance.table.BTreeIndexDetails"
     assert mf3.transaction.WhichOneof("operation") == "create_index"
-    assert mf3.transaction == read_transaction_file(v2_ds / "_transactions" / mf3.manifest.transaction_file)
+    assert mf3.transaction == read_transaction_file(LOCAL, v2_ds / "_transactions" / mf3.manifest.transaction_file)
 
 
 def test_field_21_fallback(v2_ds: Path, tmp_path: Path) -> None:
     """An older writer's manifest keeps the transaction offset in field 21."""
-    data = Path(resolve_manifest(v2_ds, 1).path).read_bytes()
+    data = Path(resolve_manifest(*resolve(v2_ds), 1).path).read_bytes()
     pos = struct.unpack_from("<Q", data, len(data) - 16)[0]
-    m = read_manifest(resolve_manifest(v2_ds, 1).path)
+    m = read_manifest(LOCAL, resolve_manifest(*resolve(v2_ds), 1).path)
     off = m.transaction_section
     m.ClearField("transaction_section")
     m.transaction_section_deprecated = off
     path = tmp_path / "old.manifest"
     path.write_bytes(_rebuild(data, pos, m))
-    mf = read_manifest_file(path)
+    mf = read_manifest_file(LOCAL, path)
     assert mf.transaction is not None and mf.transaction.read_version == 0
 
 
@@ -196,50 +197,50 @@ def _rebuild(data: bytes, pos: int, manifest: table_pb2.Manifest) -> bytes:
     ids=["truncated", "tiny", "bad-magic", "pos-out-of-range", "len-out-of-range", "garbage", "empty"],
 )
 def test_corrupt_manifest(v2_ds: Path, tmp_path: Path, mangle, match: str) -> None:
-    src = Path(resolve_manifest(v2_ds, 1).path)
+    src = Path(resolve_manifest(*resolve(v2_ds), 1).path)
     data = src.read_bytes()
     pos = struct.unpack_from("<Q", data, len(data) - 16)[0]
     bad = tmp_path / src.name
     bad.write_bytes(mangle(data, pos))
     with pytest.raises(CorruptFileError, match=match) as info:
-        read_manifest_file(bad)
+        read_manifest_file(LOCAL, bad)
     assert str(bad) in str(info.value)
 
 
 def test_corrupt_inline_transaction(v2_ds: Path, tmp_path: Path) -> None:
-    src = Path(resolve_manifest(v2_ds, 1).path)
+    src = Path(resolve_manifest(*resolve(v2_ds), 1).path)
     data = bytearray(src.read_bytes())
     data[4:40] = b"\xff" * 36  # inside the transaction section at offset 0
     bad = tmp_path / "m.manifest"
     bad.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError, match="transaction section"):
-        read_manifest_file(bad)
-    assert read_manifest(bad).version == 1  # the manifest itself is intact
+        read_manifest_file(LOCAL, bad)
+    assert read_manifest(LOCAL, bad).version == 1  # the manifest itself is intact
 
 
 def test_corrupt_transaction_file(tmp_path: Path) -> None:
     bad = tmp_path / "0-x.txn"
     bad.write_bytes(b"\xff\xff\xff")
     with pytest.raises(CorruptFileError, match=str(bad)):
-        read_transaction_file(bad)
+        read_transaction_file(LOCAL, bad)
     with pytest.raises(CorruptFileError):
-        read_transaction_file(tmp_path / "missing.txn")
+        read_transaction_file(LOCAL, tmp_path / "missing.txn")
 
 
 def test_unknown_reader_flag(v2_ds: Path, tmp_path: Path) -> None:
     uri = _copy(v2_ds, tmp_path)
-    path = Path(resolve_manifest(uri).path)
+    path = Path(resolve_manifest(*resolve(uri)).path)
     data = path.read_bytes()
     pos = struct.unpack_from("<Q", data, len(data) - 16)[0]
-    m = read_manifest(path)
+    m = read_manifest(LOCAL, path)
     m.reader_feature_flags |= 1 << 12
     path.write_bytes(_rebuild(data, pos, m))
-    assert read_manifest_file(path).manifest.reader_feature_flags == 1 << 12
+    assert read_manifest_file(LOCAL, path).manifest.reader_feature_flags == 1 << 12
     with pytest.raises(UnsupportedFeatureError, match=r"bit 12") as info:
-        load_manifest(uri)
+        load_manifest(*resolve(uri))
     assert str(path) in str(info.value)
-    assert load_manifest(uri, check_flags=False).manifest.version == 3
-    assert load_manifest(uri, 2).manifest.version == 2  # older versions are unaffected
+    assert load_manifest(*resolve(uri), check_flags=False).manifest.version == 3
+    assert load_manifest(*resolve(uri), 2).manifest.version == 2  # older versions are unaffected
 
 
 def test_feature_flag_checks() -> None:
@@ -266,7 +267,7 @@ def test_flags_pylance_writes(tmp_path: Path) -> None:
     ds = lance.write_dataset(_tbl(0, 50), str(uri), enable_stable_row_ids=True)
     ds.delete("id < 3")
     ds.update_config({"k": "v"})
-    m = load_manifest(uri).manifest  # passes the reader check
+    m = load_manifest(*resolve(uri)).manifest  # passes the reader check
     assert m.reader_feature_flags == 3 and m.writer_feature_flags == 3 | 8
     features.check_writer_flags(m.writer_feature_flags, "x")
 

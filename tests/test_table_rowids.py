@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.table.deletion import read_deletion_file
@@ -41,22 +42,22 @@ def stable(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _live(uri: Path, which: str) -> np.ndarray:
     """Per live row, in scan order: row id, or a version sequence."""
     out = []
-    for frag in load_manifest(uri).manifest.fragments:
+    for frag in load_manifest(*resolve(uri)).manifest.fragments:
         if which == "rowid":
-            values = read_fragment_row_ids(uri, frag)
+            values = read_fragment_row_ids(*resolve(uri), frag)
         else:
-            values = read_fragment_versions(uri, frag, which)
+            values = read_fragment_versions(*resolve(uri), frag, which)
         assert values is not None and len(values) == frag.physical_rows
         if frag.HasField("deletion_file"):
             keep = np.ones(frag.physical_rows, dtype=bool)
-            keep[read_deletion_file(uri, frag.id, frag.deletion_file)] = False
+            keep[read_deletion_file(*resolve(uri), frag.id, frag.deletion_file)] = False
             values = values[keep]
         out.append(values)
     return np.concatenate(out)
 
 
 def test_row_ids_match_pylance(stable: Path) -> None:
-    mf = load_manifest(stable)
+    mf = load_manifest(*resolve(stable))
     assert mf.manifest.reader_feature_flags & 2
     ref = lance.dataset(str(stable)).to_table(columns=["id"], with_row_id=True)
     np.testing.assert_array_equal(_live(stable, "rowid"), ref.column("_rowid").to_numpy())
@@ -126,14 +127,14 @@ def test_external_row_ids(tmp_path: Path) -> None:
     (tmp_path / "_rowids" / "x.bin").write_bytes(b"pad" + payload + b"tail")
     frag = table_pb2.DataFragment(id=3, physical_rows=5)
     frag.external_row_ids.CopyFrom(table_pb2.ExternalFile(path="_rowids/x.bin", offset=3, size=len(payload)))
-    assert read_fragment_row_ids(tmp_path, frag).tolist() == [10, 11, 12, 13, 14]
+    assert read_fragment_row_ids(*resolve(tmp_path), frag).tolist() == [10, 11, 12, 13, 14]
     frag.external_row_ids.size = 10_000
     with pytest.raises(CorruptFileError, match="past the end"):
-        read_fragment_row_ids(tmp_path, frag)
+        read_fragment_row_ids(*resolve(tmp_path), frag)
     frag.external_row_ids.path = "_rowids/missing.bin"
     with pytest.raises(CorruptFileError, match="missing.bin"):
-        read_fragment_row_ids(tmp_path, frag)
-    assert read_fragment_row_ids(tmp_path, table_pb2.DataFragment(id=1)) is None
+        read_fragment_row_ids(*resolve(tmp_path), frag)
+    assert read_fragment_row_ids(*resolve(tmp_path), table_pb2.DataFragment(id=1)) is None
 
 
 def test_corrupt_sequences() -> None:
@@ -155,7 +156,7 @@ def test_corrupt_sequences() -> None:
     frag = table_pb2.DataFragment(id=0, physical_rows=4)
     frag.inline_row_ids = rowids_pb2.RowIdSequence(segments=[seg(range=seg.Range(start=0, end=3))]).SerializeToString()
     with pytest.raises(CorruptFileError, match="3 row ids for 4"):
-        read_fragment_row_ids("ds", frag)
+        read_fragment_row_ids(*resolve("ds"), frag)
 
 
 def test_large_sequence_is_vectorised() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu._proto import file_pb2, table_pb2
 from lance_gpu.errors import CorruptFileError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.table.manifest import load_manifest
@@ -71,7 +72,7 @@ def all_types(tmp_path_factory: pytest.TempPathFactory) -> tuple[pa.Schema, Path
 
 def test_manifest_schema_equals_pylance(all_types: tuple[pa.Schema, Path]) -> None:
     schema, uri = all_types
-    mf = load_manifest(uri)
+    mf = load_manifest(*resolve(uri))
     ours = LanceSchema.from_manifest(mf.manifest, mf.path).to_arrow()
     theirs = lance.dataset(str(uri)).schema
     assert ours.equals(theirs, check_metadata=True), "\n".join(
@@ -82,13 +83,13 @@ def test_manifest_schema_equals_pylance(all_types: tuple[pa.Schema, Path]) -> No
 
 def test_arrow_to_lance_fields_match_pylance(all_types: tuple[pa.Schema, Path]) -> None:
     schema, uri = all_types
-    written = list(load_manifest(uri).manifest.fields)
+    written = list(load_manifest(*resolve(uri)).manifest.fields)
     ours = LanceSchema.from_arrow(schema)
     mine = ours.to_protos()
     assert len(mine) == len(written)
     for a, b in zip(mine, written, strict=True):
         assert a == b, f"\nours:\n{a}\npylance:\n{b}"
-    assert ours.metadata == dict(load_manifest(uri).manifest.schema_metadata)
+    assert ours.metadata == dict(load_manifest(*resolve(uri)).manifest.schema_metadata)
 
 
 def test_round_trip_through_protos(all_types: tuple[pa.Schema, Path]) -> None:
@@ -176,7 +177,7 @@ def test_column_index_map(version: str, tmp_path: Path) -> None:
     }
     uri = tmp_path / "cols"
     lance.write_dataset(pa.table(cols), str(uri), data_storage_version=version)
-    mf = load_manifest(uri)
+    mf = load_manifest(*resolve(uri))
     schema = LanceSchema.from_manifest(mf.manifest)
     (frag,) = mf.manifest.fragments
     (df,) = frag.files

@@ -4,6 +4,7 @@ conflicts, concurrent appends and crashed writers."""
 
 from __future__ import annotations
 
+from pathlib import Path
 import multiprocessing as mp
 import os
 import subprocess
@@ -14,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
@@ -52,11 +54,11 @@ def test_manifest_and_transaction(tmp_path):
     uri = str(tmp_path / "ds")
     lance_gpu.write_dataset(_tbl(0, 3000), uri, max_rows_per_file=1000)
     lance_gpu.write_dataset(_tbl(3000, 500), uri, mode="append")
-    versions = list_versions(uri)
+    versions = list_versions(*resolve(uri))
     assert [v.version for v in versions] == [1, 2]
     assert all(v.naming == "V2" for v in versions)
     assert os.path.basename(versions[0].path) == "18446744073709551614.manifest"
-    mf = read_manifest_file(versions[1].path)
+    mf = read_manifest_file(LOCAL, versions[1].path)
     m = mf.manifest
     assert m.version == 2
     assert [f.id for f in m.fragments] == [0, 1, 2, 3]
@@ -74,8 +76,8 @@ def test_manifest_and_transaction(tmp_path):
     assert mf.transaction is not None and mf.transaction.read_version == 1
     assert mf.transaction.WhichOneof("operation") == "append"
     assert m.transaction_file.startswith("1-")
-    assert read_transaction_file(tmp_path / "ds" / "_transactions" / m.transaction_file) == mf.transaction
-    first = read_manifest_file(versions[0].path)
+    assert read_transaction_file(LOCAL, tmp_path / "ds" / "_transactions" / m.transaction_file) == mf.transaction
+    first = read_manifest_file(LOCAL, versions[0].path)
     assert first.transaction.WhichOneof("operation") == "overwrite" and first.transaction.read_version == 0
     hint = (tmp_path / "ds" / "_versions" / "latest_version_hint.json").read_text()
     assert hint == '{"version":2}'
@@ -119,7 +121,7 @@ def test_pylance_appends_and_deletes_on_ours(tmp_path, version):
     assert ds.version == 4 and ds.data_storage_version == version
     assert ds.to_table().equals(expected)
     assert _ours(uri).equals(expected)
-    m = read_manifest_file(list_versions(uri)[-1].path).manifest
+    m = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path).manifest
     assert m.writer_feature_flags & 1 and m.reader_feature_flags & 1
 
 
@@ -142,9 +144,9 @@ def test_append_carries_index_config_and_metadata(tmp_path):
     ds.create_scalar_index("id", "BTREE")
     lance.dataset(uri).update_config({"k": "v"})
     lance.dataset(uri).update_metadata({"owner": "me"})
-    before = read_manifest_file(list_versions(uri)[-1].path)
+    before = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     lance_gpu.write_dataset(_tbl(1000, 1000), uri, mode="append")
-    after = read_manifest_file(list_versions(uri)[-1].path)
+    after = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     assert after.index_section == before.index_section
     assert dict(after.manifest.config) == {"k": "v"}
     assert dict(after.manifest.table_metadata) == dict(before.manifest.table_metadata)
@@ -186,7 +188,7 @@ def test_overwrite(tmp_path):
     lance_gpu.write_dataset(other, uri, mode="overwrite")
     ds = lance.dataset(uri)
     assert ds.version == 3 and ds.to_table().equals(other)
-    m = read_manifest_file(list_versions(uri)[-1].path).manifest
+    m = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path).manifest
     assert [f.id for f in m.fragments] == [1]  # fragment ids keep growing
     assert m.writer_feature_flags & 1 == 0  # no deletion files any more
     assert ds.checkout_version(2).to_table().equals(_tbl(10, 90))
@@ -231,7 +233,7 @@ def test_schema_mismatch_append_writes_nothing(tmp_path):
 def test_unknown_writer_flags_refused(tmp_path):
     uri = str(tmp_path / "ds")
     lance_gpu.write_dataset(_tbl(0, 10), uri)
-    mf = read_manifest_file(list_versions(uri)[-1].path)
+    mf = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     m = table_pb2.Manifest()
     m.CopyFrom(mf.manifest)
     m.version = 2
@@ -254,13 +256,12 @@ def _append_op(uri, start, n):
     from lance_gpu.table.schema import LanceSchema
     from lance_gpu.write.dataset_writer import _write_fragments
 
-    from lance_gpu.table.manifest import dataset_path
 
-    root = dataset_path(uri)
-    mf = read_manifest_file(list_versions(uri)[-1].path)
+    _store, root = resolve(uri)
+    mf = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     schema = LanceSchema.from_manifest(mf.manifest)
     tbl = _tbl(start, n)
-    frags, _ = _write_fragments(root, schema, tbl.schema, iter(tbl.to_batches()), None, 2, 10**6, 10**12)
+    frags, _ = _write_fragments(LOCAL, root, schema, tbl.schema, iter(tbl.to_batches()), None, 2, 10**6, 10**12)
     return root, mf, frags
 
 
@@ -269,7 +270,7 @@ def test_append_retries_after_concurrent_append(tmp_path):
     lance_gpu.write_dataset(_tbl(0, 10), uri)
     root, base, frags = _append_op(uri, 10, 10)
     lance.write_dataset(_tbl(100, 5), uri, mode="append")  # someone else takes version 2
-    m = commit(root, PendingCommit("append", frags), base)
+    m = commit(LOCAL, root, PendingCommit("append", frags), base)
     assert m.version == 3
     assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == list(range(20)) + list(range(100, 105))
     assert [f.id for f in m.fragments] == [0, 1, 2]
@@ -287,7 +288,7 @@ def test_append_conflicts_with_other_operations(tmp_path, other):
     else:
         lance.dataset(uri, version=1).restore()
     with pytest.raises(CommitConflictError, match=other):
-        commit(root, PendingCommit("append", frags), base)
+        commit(LOCAL, root, PendingCommit("append", frags), base)
     assert lance.dataset(uri).version == 3
 
 
@@ -308,16 +309,16 @@ def test_append_rebased_over_delete_and_compaction(tmp_path, winner, stable_row_
     else:
         lance_gpu.dataset(uri).optimize.compact_files(target_rows_per_fragment=2000)
     # (pylance reserves the new fragment ids in a version of its own before the rewrite)
-    compacted = read_manifest_file(list_versions(uri)[-1].path)
+    compacted = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     assert compacted.transaction.WhichOneof("operation") == "rewrite"
-    m = commit(root, PendingCommit("append", frags), base)
+    m = commit(LOCAL, root, PendingCommit("append", frags), base)
     assert m.version == compacted.manifest.version + 1
     old_ids = [f.id for f in compacted.manifest.fragments]
     new_ids = [f.id for f in m.fragments[len(old_ids):]]
     assert [f.id for f in m.fragments[: len(old_ids)]] == old_ids  # the winner's fragments as they are
     assert new_ids == list(range(compacted.manifest.max_fragment_id + 1, compacted.manifest.max_fragment_id + 1 + len(frags)))
     assert m.max_fragment_id == new_ids[-1]
-    mf = read_manifest_file(list_versions(uri)[-1].path)
+    mf = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
     assert mf.transaction.WhichOneof("operation") == "append" and mf.transaction.read_version == 2
     expected = sorted([i for i in range(4000) if i % 7 and i < 3900] + list(range(10_000, 10_700)))
     ds = lance.dataset(uri)
@@ -354,7 +355,7 @@ def test_fragment_commit_rebased_over_delete_and_update(tmp_path):
     got = lance.dataset(uri).to_table().sort_by("id")
     assert got["id"].to_pylist() == list(range(10, 100)) + list(range(500, 550))
     assert got["x"].to_pylist() == [i * 0.5 + (1000 if 90 <= i < 100 else 0) for i in got["id"].to_pylist()]
-    ids = [f.id for f in read_manifest_file(list_versions(uri)[-1].path).manifest.fragments]
+    ids = [f.id for f in read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path).manifest.fragments]
     assert len(set(ids)) == len(ids)
 
 
@@ -367,7 +368,7 @@ def test_overwrite_conflicts_with_append(tmp_path):
 
     op = PendingCommit("overwrite", frags, schema=LanceSchema.from_manifest(base.manifest))
     with pytest.raises(CommitConflictError):
-        commit(root, op, base)
+        commit(LOCAL, root, op, base)
 
 
 def test_missing_winner_transaction_is_a_conflict(tmp_path):
@@ -379,9 +380,9 @@ def test_missing_winner_transaction_is_a_conflict(tmp_path):
     m.CopyFrom(base.manifest)
     m.version = 2
     m.ClearField("transaction_file")
-    (root / "_versions" / "18446744073709551613.manifest").write_bytes(serialize_manifest(m, None))
+    (Path(root) / "_versions" / "18446744073709551613.manifest").write_bytes(serialize_manifest(m, None))
     with pytest.raises(CommitConflictError):
-        commit(root, PendingCommit("append", frags), base)
+        commit(LOCAL, root, PendingCommit("append", frags), base)
 
 
 def _writer(uri, writer, barrier):  # runs in a child process
@@ -406,7 +407,7 @@ def test_concurrent_appends(tmp_path):
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
-    versions = [v.version for v in list_versions(uri)]
+    versions = [v.version for v in list_versions(*resolve(uri))]
     assert versions == list(range(1, 14))  # contiguous: 1 create + 12 appends
     expected = sorted(list(range(10)) + [w * 1000 + k * 100 + i for w in range(1, 5) for k in range(3) for i in range(100)])
     ds = lance.dataset(uri)
@@ -414,9 +415,9 @@ def test_concurrent_appends(tmp_path):
     assert sorted(got["id"].to_pylist()) == expected  # nothing lost, nothing doubled
     assert got.sort_by("id").equals(pa.concat_tables([_tbl(0, 10)] + [_tbl(w * 1000 + k * 100, 100) for w in range(1, 5) for k in range(3)]).sort_by("id"))
     assert sorted(_ours(uri)["id"].to_pylist()) == expected
-    m = read_manifest_file(list_versions(uri)[-1].path).manifest
+    m = read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path).manifest
     assert sorted(f.id for f in m.fragments) == list(range(13))
-    txns = [read_manifest_file(v.path).transaction for v in list_versions(uri)]
+    txns = [read_manifest_file(LOCAL, v.path).transaction for v in list_versions(*resolve(uri))]
     assert [t.WhichOneof("operation") for t in txns] == ["overwrite"] + ["append"] * 12
     # the barrier makes writers race: some commits were retried on top of another's append
     assert any(t.read_version < v - 1 for v, t in enumerate(txns, start=1))
@@ -439,7 +440,8 @@ _CRASH = textwrap.dedent(
     if where == "before_commit":
         dw.commit = die
     elif where == "before_link":
-        commit_mod.os.link = die
+        import lance_gpu.io.local as local_io
+        local_io.os.link = die
     elif where == "mid_file":
         import lance_gpu.write.file_writer as fw
         real = fw.LanceFileWriter._write_page
@@ -467,7 +469,7 @@ def test_killed_writer_leaves_last_version(tmp_path, where):
     assert len(os.listdir(tmp_path / "ds" / "data")) > 1  # the killed writer did write data
     ds = lance.dataset(uri)
     assert ds.version == 1 and ds.to_table().equals(_tbl(0, 1000))
-    assert [v.version for v in list_versions(uri)] == [1]
+    assert [v.version for v in list_versions(*resolve(uri))] == [1]
     assert _ours(uri).equals(_tbl(0, 1000))
     # and the dataset goes on
     lance_gpu.write_dataset(_tbl(1000, 10), uri, mode="append")

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from pyroaring import BitMap
 
+from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.table.manifest import list_versions, read_manifest_file
@@ -48,7 +49,7 @@ def _make(uri: str, stable_row_ids: bool = False) -> None:
 
 
 def _latest(uri):
-    return read_manifest_file(list_versions(uri)[-1].path)
+    return read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
 
 
 def _index_state(uri):

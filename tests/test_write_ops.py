@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pytest
 
+from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, RetryableCommitConflictError, SchemaMismatchError
@@ -49,7 +50,7 @@ def _pair(tmp_path, n=3000, rows_per_file=1000, writer="lance"):
 
 
 def _latest(uri):
-    return read_manifest_file(list_versions(uri)[-1].path)
+    return read_manifest_file(LOCAL, list_versions(*resolve(uri))[-1].path)
 
 
 def _shape(uri) -> dict:
@@ -119,7 +120,7 @@ def test_delete_matches_pylance(tmp_path):
     assert txn.read_version == 1
     assert [u.id for u in txn.delete.updated_fragments] == [0, 1]
     assert list(txn.delete.deleted_fragment_ids) == [2] and txn.delete.predicate == pred
-    assert read_transaction_file(os.path.join(ours, "_transactions", m.transaction_file)) == txn
+    assert read_transaction_file(LOCAL, os.path.join(ours, "_transactions", m.transaction_file)) == txn
 
     # a second delete: the new file holds old and new rows and replaces the old one
     assert ds.delete("id = 1 or id = 8000") == rds.delete("id = 1 or id = 8000") == {"num_deleted_rows": 1}
@@ -333,8 +334,8 @@ def test_compact_files(tmp_path):
     assert mf.transaction.WhichOneof("operation") == "rewrite" and mf.transaction.read_version == 2
     assert (mf.manifest.reader_feature_flags, mf.manifest.writer_feature_flags) == (0, 0)
     assert all(not f.HasField("deletion_file") for f in mf.manifest.fragments)
-    kinds = [read_manifest_file(v.path).transaction.WhichOneof("operation") for v in list_versions(ours)]
-    assert kinds == [read_manifest_file(v.path).transaction.WhichOneof("operation") for v in list_versions(ref)]
+    kinds = [read_manifest_file(LOCAL, v.path).transaction.WhichOneof("operation") for v in list_versions(*resolve(ours))]
+    assert kinds == [read_manifest_file(LOCAL, v.path).transaction.WhichOneof("operation") for v in list_versions(*resolve(ref))]
     # nothing left to do: no commit
     again = ds.optimize.compact_files(target_rows_per_fragment=1200)
     assert again == CompactionMetrics() and ds.version == mf.manifest.version
@@ -417,7 +418,7 @@ def test_concurrent_deletes_of_one_fragment_are_merged(tmp_path):
     mf = _latest(uri)
     assert mf.transaction.read_version == 2  # rebased onto the winner, like pylance
     assert mf.manifest.fragments[0].deletion_file.num_deleted_rows == 10
-    assert read_transaction_file(os.path.join(uri, "_transactions", mf.manifest.transaction_file)) == mf.transaction
+    assert read_transaction_file(LOCAL, os.path.join(uri, "_transactions", mf.manifest.transaction_file)) == mf.transaction
     assert len(os.listdir(os.path.join(uri, "_deletions"))) == 2  # b's first file was superseded
     # and against pylance as the winner
     c = lance_gpu.dataset(uri)

@@ -287,7 +287,8 @@ def test_streaming_files(tmp_path):
 
     def gen():
         for k in range(10):
-            seen_files.append(len(list((uri / "data").glob("*.lance"))) if (uri / "data").exists() else 0)
+            # published files and those still being written (staged as .tmp_{name}_{uuid})
+            seen_files.append(len(list((uri / "data").glob("*.lance*"))) if (uri / "data").exists() else 0)
             yield pa.record_batch({"a": pa.array(np.arange(k * 500, (k + 1) * 500))})
 
     lance_gpu.write_dataset(gen(), str(uri), max_rows_per_file=1000)

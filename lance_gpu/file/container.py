@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import file2_pb2, file_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
-from lance_gpu.file.io import RangeReader
+from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
 
 MAGIC = b"LANC"
 FOOTER_SIZE = 40
@@ -101,20 +101,30 @@ def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | N
 class LanceFileReader:
     """Reads the structure of one v2 data file and byte ranges out of it."""
 
-    def __init__(self, path: str | os.PathLike[str], reader: RangeReader | None = None) -> None:
-        self.path = os.fspath(path)
-        self.io = reader or RangeReader(self.path)
+    def __init__(self, path: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
+        """Open the data file at key ``path`` of ``store`` (None: the local file system,
+        ``path`` a file path).  The file's tail -- footer, offset tables and usually all
+        column metadata -- is fetched with the size in one request."""
+        if store is None:
+            from lance_gpu.io.resolve import resolve
+
+            store, path = resolve(path)
+        self.store = store
+        self.key = os.fspath(path)
+        self.io: ReadHandle
+        self.io, tail_arr = open_with_tail(store, self.key, TAIL_READ)
+        self.path = self.io.path
         size = self.io.size
         if size < FOOTER_SIZE:
             # A legacy file may still be this small; check its 16-byte footer's version first.
             if size >= 16:
-                tail16 = self.io.read(size - 16, 16).tobytes()
+                tail16 = tail_arr[-16:].tobytes()
                 if tail16[-4:] == MAGIC:
                     major, minor = struct.unpack_from("<HH", tail16, 8)
                     file_version_from_footer(major, minor, self.path)
             raise CorruptFileError(self.path, f"file of {size} bytes is too small for a Lance footer")
-        tail_start = max(0, size - TAIL_READ)
-        tail = self.io.read(tail_start, size - tail_start).tobytes()
+        tail_start = size - tail_arr.size
+        tail = tail_arr.tobytes()
         if tail[-4:] != MAGIC:
             raise CorruptFileError(self.path, "missing LANC magic at the end of the file")
         major, minor = struct.unpack_from("<HH", tail, len(tail) - 8)
@@ -125,6 +135,9 @@ class LanceFileReader:
             raise CorruptFileError(self.path, "footer offsets are inconsistent with the file size")
         self.num_columns = ncols
         self.num_global_buffers = ngb
+
+        self._tail = tail
+        self._tail_start = tail_start
 
         def grab(off: int, n: int) -> bytes:
             if off >= tail_start:
@@ -156,7 +169,11 @@ class LanceFileReader:
         pos, size = (int(x) for x in self._gbo[0])
         fd = file_pb2.FileDescriptor()
         try:
-            fd.ParseFromString(self.io.read(pos, size).tobytes())
+            if pos >= self._tail_start and pos + size <= self._tail_start + len(self._tail):
+                raw = self._tail[pos - self._tail_start : pos - self._tail_start + size]
+            else:
+                raw = self.io.read(pos, size).tobytes()
+            fd.ParseFromString(raw)
         except DecodeError as exc:
             raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
         return fd

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GPU read path end to end: fragments -> plans -> units -> device columns -> results.
 
-For every fragment and requested field the table layer says where the field lives (as on
-the CPU).  Fields whose pages the GPU decodes are planned (:mod:`.plan`); the others are read
+For every ``(fragment, rows)`` job of a scan plan (:mod:`lance_gpu.scan`, whose
+:class:`~lance_gpu.scan.GpuExecutor` drives this module) and every requested field, the
+fragment says where the field lives (as on the CPU).  Fields whose pages the GPU decodes are planned (:mod:`.plan`); the others are read
 by the CPU reader in a thread pool meanwhile and kept as Arrow arrays (:class:`CpuDecodeWarning`
 once per reason, or :class:`~lance_gpu.errors.UnsupportedEncodingError` with
 ``on_cpu_fallback="raise"``).  Planned fields are packed into *units* that fit the device
@@ -11,10 +12,10 @@ family (:mod:`.decode`), then cut into columns (:mod:`.assemble`).  Units are pi
 staging thread plans the next unit and copies its file bytes to the device (pinned slabs,
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
-:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  Deleted rows are dropped
-on the device (``cuda_kernels.compact``: keep mask, kept indices, gathers); a filter is
-evaluated on a host copy of the columns it reads only, and the surviving rows are gathered
-on the device.
+:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  The job's selected rows
+(live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
+filter on a host copy of the columns it reads only and gathers the surviving rows on the
+device.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import cuda_kernels as ck
 from cuda_kernels.errors import CorruptInputError
-from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, GpuUnavailableError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, memory
 from lance_gpu.gpu.assemble import build_field
@@ -51,12 +51,14 @@ _warned: set[str] = set()
 @dataclass(slots=True)
 class _Frag:
     frag: object  # LanceFragment
+    rows: np.ndarray | None  # physical rows to keep (None: every physical row)
     gpu: dict[str, FieldPlan] = field(default_factory=dict)
     cpu: dict[str, Future] = field(default_factory=dict)
     done: dict[str, DeviceColumn] = field(default_factory=dict)
 
 
-def _check_mode(mode: str) -> None:
+def check_fallback_mode(mode: str) -> None:
+    """Refuse an ``on_cpu_fallback`` that is not one of :data:`FALLBACK_MODES`."""
     if mode not in FALLBACK_MODES:
         msg = f"on_cpu_fallback must be one of {FALLBACK_MODES}, not {mode!r}"
         raise ValueError(msg)
@@ -86,14 +88,14 @@ def _warn_fallbacks(mode: str, seen: dict[str, list[str]]) -> None:
         )
 
 
-def _plan_fragment(ds, frag, fields, arrow_fields, mode: str, pool: ThreadPoolExecutor, seen: dict) -> _Frag:
-    out = _Frag(frag)
+def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPoolExecutor, seen: dict) -> _Frag:
+    out = _Frag(frag, rows)
     for f in fields:
         af = arrow_fields[f.name]
-        src = frag._source(f)
+        src = frag.field_source(f)
         reason = None
         if src is not None:
-            reader = frag._reader(src.path)
+            reader = frag.file_reader(src.path)
             if reader.version == FileVersion(2, 0):
                 reason = "file format 2.0 pages"
             else:
@@ -106,7 +108,7 @@ def _plan_fragment(ds, frag, fields, arrow_fields, mode: str, pool: ThreadPoolEx
                     continue
             _fallback(mode, src.path, f.name, reason, seen)
         # CPU reader: fields without a GPU plan, and fields with no data in this fragment
-        out.cpu[f.name] = pool.submit(frag.read_field, f, af, frag.rows_to_read())
+        out.cpu[f.name] = pool.submit(frag.read_field, f, af, rows)
     return out
 
 
@@ -185,22 +187,14 @@ def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None =
         raise CorruptFileError(", ".join(paths), f"device decode: {exc}") from exc
 
 
-def _kept_indices(frag):
-    """Device indices of the fragment's rows that are not deleted (None: nothing deleted)."""
-    deleted = frag.deleted_rows
-    if deleted.size == 0:
-        return None
-    try:
-        mask = ck.keep_mask_from_deleted_gpu(frag.physical_rows, _array.upload(np.asarray(deleted, np.int64)))
-    except CorruptInputError as exc:
-        raise CorruptFileError(frag._ds.uri, f"fragment {frag.fragment_id}: deletion file ({exc})") from exc
-    return _array.as_device(ck.compact.kept_indices_gpu(mask))
-
-
-def _finish_fragment(fw: _Frag, names: list[str], with_row_id: bool, compiled) -> DeviceTable:
-    frag = fw.frag
-    live = frag.live_rows
-    kept = _kept_indices(frag) if any(n in fw.done for n in names) else None
+def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
+    """The fragment's columns with only the selected rows (gathered on the device)."""
+    frag, rows = fw.frag, fw.rows
+    kept = None
+    if rows is not None and any(n in fw.done for n in names):
+        if rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= frag.physical_rows):
+            raise CorruptFileError(frag.dataset_uri, f"fragment {frag.fragment_id}: row {int(rows[-1])} of {frag.physical_rows}")
+        kept = _array.upload(np.ascontiguousarray(rows, np.int64))
     cols = []
     for name in names:
         if name in fw.done:
@@ -208,42 +202,28 @@ def _finish_fragment(fw: _Frag, names: list[str], with_row_id: bool, compiled) -
             cols.append(col.take(kept) if kept is not None else col)
         else:
             cols.append(fw.cpu[name].result())
-    n = frag.physical_rows if live is None else live.size
-    ids = None
-    if with_row_id:
-        ids = frag.row_ids if live is None else frag.row_ids[live]
-    table = DeviceTable(names, cols, n, ids, frag.fragment_id)
-    if compiled is not None:
-        host = {c: table.column(c) for c in compiled.columns if c in names}
-        arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in host.values()]
-        probe = pa.Table.from_arrays(arrays + [pa.array(np.arange(n, dtype=np.int64))], names=[*host, _ROW])
-        rows = compiled.apply(probe).column(_ROW).to_numpy()
-        table = table.take(rows)
-    return table
+    n = frag.physical_rows if rows is None else int(rows.size)
+    return DeviceTable(names, cols, n, None, frag.fragment_id)
 
 
 def scan_device(
     ds,
     fields,
+    jobs: Sequence[tuple[object, np.ndarray | None]],
     *,
-    with_row_id: bool = False,
-    compiled=None,
     on_cpu_fallback: str = "warn",
-    fragments=None,
 ) -> Iterator[tuple[object, DeviceTable]]:
-    """Decode ``fields`` (``LanceField``s) of every fragment on the GPU, in fragment order.
-
-    Yields ``(fragment, DeviceTable)`` with deleted rows dropped and ``compiled`` (a
-    ``CompiledFilter``) applied.
+    """Decode ``fields`` (``LanceField``s) of each ``(fragment, rows)`` job on the GPU, in
+    job order: the fragment's pages are decoded, then the sorted physical ``rows`` (None:
+    every row) are gathered on the device.  Yields ``(fragment, DeviceTable)``.
     """
-    _check_mode(on_cpu_fallback)
+    check_fallback_mode(on_cpu_fallback)
     memory.use_rmm_if_available()
     arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema)}
     names = [f.name for f in fields]
-    frag_list = list(ds.fragments if fragments is None else fragments)
     with ThreadPoolExecutor(_THREADS) as pool, ThreadPoolExecutor(1) as stager:
         seen: dict[str, list[str]] = {}
-        frags = [_plan_fragment(ds, frag, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag in frag_list]
+        frags = [_plan_fragment(frag, rows, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag, rows in jobs]
         _warn_fallbacks(on_cpu_fallback, seen)
         budget = memory.memory_budget()
         pending = 0  # next fragment to hand out
@@ -251,7 +231,7 @@ def scan_device(
 
         def finish(k: int) -> DeviceTable:
             with _array.legacy_stream():
-                table = _finish_fragment(frags[k], names, with_row_id, compiled)
+                table = _finish_fragment(frags[k], names)
                 _array.sync_kernels()  # the caller may use it from any stream
             return table
 
@@ -273,7 +253,7 @@ def scan_device(
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done
-                frags[pending] = _Frag(frags[pending].frag)  # let its columns go
+                frags[pending] = _Frag(frags[pending].frag, None)  # let its columns go
                 pending += 1
         while pending < len(frags):
             done = finish(pending)
@@ -281,100 +261,37 @@ def scan_device(
             pending += 1
 
 
-def scan_tables(
-    ds,
-    columns: Sequence[str] | None = None,
-    filter=None,
-    *,
-    with_row_id: bool = False,
-    on_cpu_fallback: str = "warn",
-) -> Iterator[pa.Table]:
-    """Per fragment, the Arrow table ``LanceDataset.to_table`` would give (decoded on the
-    GPU, then copied to the host)."""
-    from lance_gpu.dataset import ROW_ID
+def finish_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
+    """The scan epilogue on device tables: the filter is evaluated on a host copy of the
+    columns it reads (virtual columns included) and the surviving rows are gathered on the
+    device; top-level and nested fields are projected on the device, SQL expressions and
+    virtual columns are computed on the host (as Arrow columns of the DeviceTable)."""
+    from lance_gpu.scan.execute import add_virtual, apply_filter
 
-    fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
-    keep = [f.name for f in fields]
-    for _frag, dt in scan_device(ds, read_fields, with_row_id=with_row_id, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
-        cols = [dt.column(n) for n in keep]
+    def host(names: list[str], n: int) -> pa.Table:
+        cols = [dt.column(c) for c in names]
         arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
-        if arrays:
-            table = pa.Table.from_arrays(arrays, names=keep)
-        else:
-            table = pa.table({"_": pa.nulls(dt.num_rows)}).select([])
-        if with_row_id:
-            table = table.append_column(ROW_ID, pa.array(dt.row_ids, pa.uint64()))
-        yield ds._finish(table, projected, columns, with_row_id)
+        base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(n)}).select([])
+        return add_virtual(base, unit, resolved.virtual, offsets)
 
-
-def _project_device(ds, dt: DeviceTable, projected: pa.Schema) -> DeviceTable:
-    """Columns in ``projected`` order; dotted names are struct fields, null under null structs."""
+    if resolved.filter is not None:
+        probe = host([c for c in resolved.filter.columns if c in dt.names], dt.num_rows)
+        probe = probe.append_column(_ROW, pa.array(np.arange(dt.num_rows, dtype=np.int64)))
+        keep = apply_filter(resolved, probe).column(_ROW).to_numpy()
+        dt = dt.take(keep)
+        unit = type(unit)(unit.fragment, (np.arange(unit.fragment.physical_rows) if unit.rows is None else unit.rows)[keep])
     names, cols = [], []
-    for f in projected:
-        if f.name in dt.names:
-            col = dt.column(f.name)
+    for out in resolved.outputs:
+        if out.expression is not None or out.virtual is not None:
+            table = host([c for c in (out.expression.columns if out.expression is not None else []) if c in dt.names], dt.num_rows)
+            col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
+            col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         else:
-            chain = ds._nested_chain(f.name)
-            col = dt.column(chain[0].name)
-            for child in chain[1:]:
-                t = col.type
-                idx = t.get_field_index(child.name)
+            col = dt.column(out.path[0])
+            for child in out.path[1:]:
+                idx = col.type.get_field_index(child)
                 col = col.field(idx) if isinstance(col, DeviceColumn) else pc.struct_field(col, [idx])
-        names.append(f.name)
+        names.append(out.name)
         cols.append(col)
-    return DeviceTable(names, cols, dt.num_rows, dt.row_ids, dt.fragment_id)
+    return DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
 
-
-def device_tables(
-    ds,
-    columns: Sequence[str] | None = None,
-    filter=None,
-    *,
-    with_row_id: bool = False,
-    on_cpu_fallback: str = "warn",
-) -> Iterator[DeviceTable]:
-    """Per fragment, the requested columns (``filter``-ed, deleted rows dropped) as a
-    :class:`DeviceTable` whose columns stay in device memory."""
-    from lance_gpu._device import resolve_device
-
-    resolve_device("gpu")
-    fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
-    for _frag, dt in scan_device(ds, read_fields, with_row_id=with_row_id, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
-        yield _project_device(ds, dt, projected)
-
-
-def to_cudf(ds, columns: Sequence[str] | None = None, filter=None, *, on_cpu_fallback: str = "warn"):
-    """The dataset (or ``columns``, ``filter``-ed) as one ``cudf.DataFrame``."""
-    from lance_gpu._device import gpu_unusable_reason
-
-    reason = gpu_unusable_reason()
-    if reason is not None:
-        msg = f"to_cudf needs a usable GPU: {reason}"
-        raise GpuUnavailableError(msg)
-    try:
-        import cudf
-    except ImportError as exc:
-        msg = f"to_cudf needs cuDF ({exc})"
-        raise GpuUnavailableError(msg) from exc
-    fields, projected, compiled, read_fields = ds._read_plan(columns, filter)
-    frames = []
-    for _frag, dt in scan_device(ds, read_fields, compiled=compiled, on_cpu_fallback=on_cpu_fallback):
-        with _array.legacy_stream():
-            frames.append(_project_device(ds, dt, projected).to_cudf())
-    if not frames:
-        return cudf.DataFrame.from_arrow(projected.empty_table())
-    if len(frames) == 1:
-        return frames[0]
-    return cudf.concat(frames, ignore_index=True)
-
-
-def read_fragments_arrow(ds, frags: list[tuple[object, np.ndarray | None]], fields, with_row_id: bool):
-    """GPU twin of ``LanceDataset._read_fragments`` for whole fragments (rows None or the
-    fragment's live rows): yields ``(fragment, pa.Table)`` of the fields' arrays."""
-    from lance_gpu.dataset import ROW_ID
-
-    for frag, dt in scan_device(ds, fields, with_row_id=with_row_id, fragments=[f for f, _rows in frags]):
-        table = dt.to_arrow()
-        if with_row_id:
-            table = table.append_column(ROW_ID, pa.array(dt.row_ids, pa.uint64()))
-        yield frag, table

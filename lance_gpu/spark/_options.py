@@ -23,6 +23,7 @@ __all__ = [
     "ReadOptions",
     "WRITE_OPTIONS",
     "check_known",
+    "storage_options",
     "parse_read_options",
 ]
 
@@ -54,9 +55,40 @@ def _describe(known: Mapping[str, str]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in known.items())
 
 
+#: Prefix of storage options (``.option("storage_options.aws_region", "us-east-1")``).
+STORAGE_PREFIX = "storage_options."
+_FLAT_STORAGE_PREFIXES = ("aws_", "google_", "azure_", "gcs_", "s3_")
+_FLAT_STORAGE_KEYS = frozenset(
+    {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "read_timeout",
+     "max_retries", "retry_timeout", "client_max_retries", "client_retry_timeout", "proxy_url",
+     "user_agent", "region", "endpoint", "access_key_id", "secret_access_key", "session_token",
+     "service_account", "account_name", "account_key"}
+)
+
+
+def _is_storage_key(key: str) -> bool:
+    low = key.lower()
+    return low.startswith(STORAGE_PREFIX) or low.startswith(_FLAT_STORAGE_PREFIXES) or low in _FLAT_STORAGE_KEYS
+
+
+def storage_options(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The pylance ``storage_options`` among Spark options: ``storage_options.<key>`` keys
+    (prefix removed) and flat keys of known storage option names (``aws_region``...);
+    sorted ``(key, value)`` pairs (hashable, picklable)."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low.startswith(STORAGE_PREFIX):
+            out[low[len(STORAGE_PREFIX) :]] = str(value)
+        elif _is_storage_key(low):
+            out[low] = str(value)
+    return tuple(sorted(out.items()))
+
+
 def check_known(options: Mapping[str, str], known: Mapping[str, str], what: str) -> None:
-    """Raise for an option key that is not in ``known`` (keys compare case-insensitively)."""
-    unknown = sorted(k for k in options if k.lower() not in known)
+    """Raise for an option key that is not in ``known`` (keys compare case-insensitively);
+    storage options (see :func:`storage_options`) are always accepted."""
+    unknown = sorted(k for k in options if k.lower() not in known and not _is_storage_key(k))
     if unknown:
         msg = f"unknown option(s) {unknown} for a lance {what}; the options are: {_describe(known)}"
         raise LanceSparkOptionError(msg)
@@ -145,6 +177,7 @@ class ReadOptions:
     max_rows_per_partition: int = DEFAULT_MAX_ROWS_PER_PARTITION
     device: str = "auto"
     pushdown: bool | None = None
+    storage_options: tuple[tuple[str, str], ...] = ()
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -166,4 +199,5 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_rows_per_partition=_positive_int(options, "max_rows_per_partition", DEFAULT_MAX_ROWS_PER_PARTITION),
         device=device,
         pushdown=parse_bool(options, "pushdown"),
+        storage_options=storage_options(options),
     )

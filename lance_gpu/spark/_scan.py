@@ -7,16 +7,17 @@ a :class:`ScanSpec` (plain values, the version pinned as a number) plus a
 ``(fragment_id, start, stop)`` range, so every task of one query reads the same snapshot even
 if a writer commits meanwhile.
 
-A task (:func:`read_range`) decodes its range in windows with the decoder picked by
-``device`` (see :data:`DECODERS`), applies the pylance SQL ``filter`` on the decoded columns,
+The driver builds one :class:`~lance_gpu.scan.ScanPlan` (projection, filter, batch size)
+carried in the spec.  A task (:func:`read_range`) restricts it to the live rows of its range
+and runs it with the executor picked by ``device`` (see :data:`EXECUTORS`: with "gpu" the
+GPU executor decodes on the task's GPU, holding one of the executor's decode slots),
 converts to Spark's Arrow types, then applies the filters Spark pushed down.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,17 +26,16 @@ from pyspark.sql import types as T
 from pyspark.sql.types import StructType
 
 from lance_gpu._device import resolve_device
-from lance_gpu.dataset import LanceDataset, LanceFragment
+from lance_gpu.dataset import LanceDataset
 from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.scan import CpuExecutor, Executor, GpuExecutor, ScanPlan, build_plan, open_dataset, resolve, run_plan
+from lance_gpu.scan.execute import STREAM_WINDOW_ROWS
 from lance_gpu.spark._filters import combined_expression
 from lance_gpu.spark._gpu import decode_slot, task_gpu
 from lance_gpu.spark._options import DEFAULT_BATCH_SIZE, ReadOptions
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_arrays, to_spark_schema
-from lance_gpu.table.schema import LanceField
 
-__all__ = ["DECODERS", "ScanSpec", "plan_ranges", "plan_scan", "read_range"]
-
-_MIN_WINDOW = 1 << 18  # rows decoded at a time (at least), as in LanceDataset.to_batches
+__all__ = ["EXECUTORS", "ScanSpec", "plan_ranges", "plan_scan", "read_range"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class ScanSpec:
     device: str = "auto"
     large_types: bool = False
     pushed: tuple[Any, ...] = field(default=())
+    storage_options: tuple[tuple[str, str], ...] = ()
+    plan: ScanPlan | None = None  # the whole scan; tasks restrict it to their range
 
     def arrow_schema(self) -> pa.Schema:
         return spark_arrow_schema(self.schema, large_types=self.large_types)
@@ -89,7 +91,7 @@ def _readable_as(ours: T.DataType, user: T.DataType) -> bool:
 
 def _check_user_schema(ds: LanceDataset, user: StructType) -> None:
     """A schema given with ``.schema(...)`` must name dataset columns readable as its types."""
-    ours = to_spark_schema(ds._result_schema(list(user.names), False))
+    ours = to_spark_schema(ds.scanner(columns=list(user.names)).projected_schema)
     for uf, of in zip(user.fields, ours.fields):
         if not _readable_as(of.dataType, uf.dataType):
             msg = (
@@ -105,7 +107,10 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
     Raises on the driver for a path that is not a dataset, a version that does not exist,
     unknown columns, a filter that does not compile, or a user schema that does not fit.
     """
-    ds = LanceDataset(opts.path, opts.version if version is None else version, device=opts.device)
+    ds = LanceDataset(
+        opts.path, opts.version if version is None else version, device=opts.device,
+        storage_options=dict(opts.storage_options),
+    )
     if user_schema is not None:
         columns = tuple(user_schema.names)
         if opts.columns is not None and tuple(opts.columns) != columns:
@@ -116,16 +121,13 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
     if not columns:
         msg = "a lance scan must read at least one column"
         raise SchemaMismatchError(msg)
-    arrow = ds._result_schema(list(columns), False)
+    plan = build_plan(ds, columns=list(columns), filter=opts.filter, batch_size=opts.batch_size, device=opts.device)
+    arrow = resolve(plan, ds).schema
     if user_schema is not None:
         _check_user_schema(ds, user_schema)
         schema = user_schema
     else:
         schema = to_spark_schema(arrow)
-    if opts.filter is not None:
-        from lance_gpu.filter import parse_filter
-
-        parse_filter(opts.filter, ds.schema)
     spec = ScanSpec(
         uri=ds.uri,
         version=ds.version,
@@ -135,6 +137,8 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
         batch_size=opts.batch_size,
         device=opts.device,
         large_types=large_types,
+        storage_options=opts.storage_options,
+        plan=plan,
     )
     return spec, plan_ranges(ds, opts.max_rows_per_partition)
 
@@ -144,73 +148,58 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=8)
-def _open(uri: str, version: int, device: str) -> tuple[LanceDataset, dict[int, LanceFragment]]:
-    """The dataset at a pinned version, kept open across the tasks a Python worker runs."""
-    ds = LanceDataset(uri, version, device=device)
-    return ds, {f.fragment_id: f for f in ds.fragments}
+class GpuTaskExecutor(GpuExecutor):
+    """The GPU executor on this Spark task's GPU, holding one of the executor's decode
+    slots while it decodes (the result is host Arrow memory: all a Python data source or
+    mapInArrow can hand Spark)."""
+
+    def decode(self, ds, units, fields, ahead):
+        ordinal, key = task_gpu()
+        with decode_slot(key), select_device(ordinal):
+            yield from super().decode(ds, units, fields, ahead)
 
 
-def _decode_cpu(ds: LanceDataset, frag: LanceFragment, rows: np.ndarray | None, fields: list[LanceField]) -> pa.Table:
-    return next(ds._read_fragments([(frag, rows)], fields, False))[1]
+def select_device(ordinal: int) -> Any:
+    """CuPy's context manager making ``ordinal`` the current CUDA device."""
+    import cupy
+
+    return cupy.cuda.Device(ordinal)
 
 
-def _decode_gpu(ds: LanceDataset, frag: LanceFragment, rows: np.ndarray | None, fields: list[LanceField]) -> pa.Table:
-    """Decode on this task's GPU, holding one of the executor's decode slots.
-
-    The dataset's reader dispatches to the GPU decoder; the result is host Arrow memory
-    because that is all a Python data source or mapInArrow can hand Spark.
-    """
-    ordinal, key = task_gpu()
-    with decode_slot(key):
-        import cupy
-
-        with cupy.cuda.Device(ordinal):
-            return _decode_cpu(ds, frag, rows, fields)
-
-
-DECODERS: dict[str, Callable[[LanceDataset, LanceFragment, np.ndarray | None, list[LanceField]], pa.Table]] = {
-    "cpu": _decode_cpu,
-    "gpu": _decode_gpu,
+EXECUTORS: dict[str, Callable[[], Executor]] = {
+    "cpu": CpuExecutor,
+    "gpu": GpuTaskExecutor,
 }
 
 
-def _windows(frag: LanceFragment, start: int, stop: int, window: int) -> Iterator[np.ndarray | None]:
-    """The live physical rows of ``[start, stop)`` in sorted chunks (None: the whole fragment)."""
+def range_rows(ds: LanceDataset, fragment_id: int, start: int, stop: int) -> np.ndarray | None:
+    """The live physical rows of ``[start, stop)`` of a fragment (None: all live rows)."""
+    frag = ds.get_fragment(fragment_id)
+    if frag is None:
+        msg = f"fragment {fragment_id} is not in version {ds.version} of {ds.uri}"
+        raise SchemaMismatchError(msg)
     live = frag.live_rows
+    if start == 0 and stop >= frag.physical_rows:
+        return None
     if live is None:
-        if start == 0 and stop == frag.physical_rows and stop <= window:
-            yield None
-            return
-        for lo in range(start, stop, window):
-            yield np.arange(lo, min(lo + window, stop), dtype=np.int64)
-        return
+        return np.arange(start, min(stop, frag.physical_rows), dtype=np.int64)
     lo, hi = np.searchsorted(live, [start, stop])
-    rows = live[lo:hi]
-    for i in range(0, rows.size, window):
-        yield rows[i : i + window]
+    return live[lo:hi].astype(np.int64)
 
 
 def read_range(spec: ScanSpec, fragment_id: int, start: int, stop: int) -> Iterator[pa.RecordBatch]:
     """The rows of physical range ``[start, stop)`` of one fragment, as Spark-typed batches."""
     device = resolve_device(spec.device)
-    decode = DECODERS[device]
-    ds, frags = _open(spec.uri, spec.version, spec.device)
-    frag = frags.get(fragment_id)
-    if frag is None:
-        msg = f"fragment {fragment_id} is not in version {spec.version} of {spec.uri}"
-        raise SchemaMismatchError(msg)
-    columns = list(spec.columns)
-    _fields, projected, compiled, read_fields = ds._read_plan(columns, spec.filter)
+    ds = open_dataset(spec.uri, spec.version, spec.device, spec.storage_options)
+    base = spec.plan
+    if base is None:  # a spec built by hand: plan its columns and filter here
+        base = build_plan(ds, columns=list(spec.columns), filter=spec.filter, batch_size=spec.batch_size, device=spec.device)
+    plan = replace(base, fragment_ids=(fragment_id,), selections=(range_rows(ds, fragment_id, start, stop),))
     target = spec.arrow_schema()
     pushed = combined_expression(spec.pushed, target) if spec.pushed else None
     batch_size = spec.batch_size
-    window = batch_size * max(1, -(-_MIN_WINDOW // batch_size))
-    for rows in _windows(frag, start, stop, window):
-        table = decode(ds, frag, rows, read_fields)
-        if compiled is not None:
-            table = compiled.apply(table)
-        table = ds._finish(table, projected, columns, False)
+    window = batch_size * max(1, -(-STREAM_WINDOW_ROWS // batch_size))
+    for table in run_plan(plan, EXECUTORS[device](), ds, window=window, ahead=2):
         table = to_spark_arrays(table, target)
         if pushed is not None:
             table = table.filter(pushed)

@@ -23,10 +23,8 @@ Spark's save modes map to ``overwrite=True`` (``overwrite``) and ``False`` (ever
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -34,9 +32,17 @@ from pyspark.sql.types import StructType
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
-from lance_gpu.spark._options import WRITE_OPTIONS, LanceSparkOptionError, _positive_int, check_known, require_path
+from lance_gpu.spark._options import (
+    WRITE_OPTIONS,
+    LanceSparkOptionError,
+    _positive_int,
+    check_known,
+    require_path,
+    storage_options,
+)
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
-from lance_gpu.table.manifest import dataset_path, read_manifest_file, resolve_manifest
+from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["LanceCommitMessage", "LanceWriter", "WritePlan", "make_writer"]
@@ -46,7 +52,7 @@ __all__ = ["LanceCommitMessage", "LanceWriter", "WritePlan", "make_writer"]
 class WritePlan:
     """What every task writes and what the driver commits (picklable)."""
 
-    root: str
+    root: str  # the dataset URI
     overwrite: bool
     read_version: int | None  # the version the write is based on; None: no dataset yet
     naming: str
@@ -54,6 +60,11 @@ class WritePlan:
     minor: int  # data storage version 2.<minor>
     max_rows_per_file: int
     max_bytes_per_file: int
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+    def store(self) -> tuple[ObjectStore, str]:
+        """The dataset's store and root key (resolved where it runs: driver or executor)."""
+        return resolve(self.root, dict(self.storage_options))
 
 
 @dataclass
@@ -76,7 +87,8 @@ def _dataset_writer():  # noqa: ANN202 - a module
 def _base(plan: WritePlan):  # noqa: ANN202 - ManifestFile | None
     if plan.read_version is None:
         return None
-    return read_manifest_file(resolve_manifest(plan.root, plan.read_version).path)
+    store, root = plan.store()
+    return read_manifest_file(store, resolve_manifest(store, root, plan.read_version).path)
 
 
 def _lance_schema(plan: WritePlan, base) -> LanceSchema:  # noqa: ANN001
@@ -122,8 +134,9 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 
     path = require_path(options)
-    root = dataset_path(path)
-    base, naming = latest(root) if root.exists() else (None, "V2")
+    storage = storage_options(options)
+    store, root = resolve(path, dict(storage))
+    base, naming = latest(store, root)
     version_opt = options.get("data_storage_version")
     if base is not None and not overwrite:
         if version_opt is not None:
@@ -139,7 +152,7 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
         minor = dw._minor_of(version_opt)
         dw._check_types(LanceSchema.from_arrow(arrow_schema), minor)
     plan = WritePlan(
-        root=os.fspath(root),
+        root=path,
         overwrite=bool(overwrite),
         read_version=None if base is None else int(base.manifest.version),
         naming=naming,
@@ -147,6 +160,7 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
         minor=minor,
         max_rows_per_file=_positive_int(options, "max_rows_per_file", dw.DEFAULT_MAX_ROWS_PER_FILE),
         max_bytes_per_file=dw.DEFAULT_MAX_BYTES_PER_FILE,
+        storage_options=storage,
     )
     return LanceWriter(plan)
 
@@ -171,8 +185,10 @@ class LanceWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         plan = self.plan
         schema = _lance_schema(plan, _base(plan))
+        store, root = plan.store()
         fragments, written = _dataset_writer()._write_fragments(
-            Path(plan.root),
+            store,
+            root,
             schema,
             plan.arrow_schema,
             self._conform(iterator),
@@ -183,7 +199,7 @@ class LanceWriter(DataSourceArrowWriter):
         )
         return LanceCommitMessage(
             fragments=[f.SerializeToString() for f in fragments],
-            files=[p.name for p in written],
+            files=[p.rsplit("/", 1)[-1] for p in written],
             rows=sum(int(f.physical_rows) for f in fragments),
         )
 
@@ -196,18 +212,14 @@ class LanceWriter(DataSourceArrowWriter):
         kind = "append" if base is not None and not plan.overwrite else "overwrite"
         op = PendingCommit(kind, fragments, schema=_lance_schema(plan, base), data_format=f"2.{plan.minor}")
         try:
-            commit(Path(plan.root), op, base, plan.naming)  # type: ignore[arg-type]
+            store, root = plan.store()
+            commit(store, root, op, base, plan.naming)  # type: ignore[arg-type]
         except BaseException:
             self.abort(messages)
             raise
 
     def abort(self, messages: list[LanceCommitMessage | None]) -> None:
-        data = Path(self.plan.root) / "data"
-        for m in messages:
-            if m is None:
-                continue
-            for name in m.files:
-                try:
-                    os.unlink(data / name)
-                except FileNotFoundError:
-                    pass
+        store, root = self.plan.store()
+        _dataset_writer().remove_quietly(
+            store, [join(root, "data", name) for m in messages if m is not None for name in m.files]
+        )

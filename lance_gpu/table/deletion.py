@@ -16,7 +16,6 @@ A deletion file holds every deleted row of the fragment, not a delta against old
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +23,7 @@ import pyarrow.ipc as ipc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
-from lance_gpu.table.manifest import dataset_path
+from lance_gpu.io.store import ObjectStore, join
 
 __all__ = ["deletion_file_path", "read_deletion_file", "parse_deletion_arrow", "parse_deletion_bitmap"]
 
@@ -33,9 +32,10 @@ _ROARING_COOKIE_RUNS = 12347
 
 
 def deletion_file_path(
-    dataset_uri: str | os.PathLike[str], fragment_id: int, deletion_file: table_pb2.DeletionFile
-) -> Path:
-    """``{dataset}/_deletions/{fragment_id}-{read_version}-{id}.{arrow|bin}``."""
+    store: ObjectStore, root: str, fragment_id: int, deletion_file: table_pb2.DeletionFile
+) -> str:
+    """The key ``{root}/_deletions/{fragment_id}-{read_version}-{id}.{arrow|bin}``."""
+    dataset_uri = store.uri(root)
     if deletion_file.HasField("base_id"):
         raise UnsupportedFeatureError(
             f"{os.fspath(dataset_uri)}: deletion file of fragment {fragment_id} lives under "
@@ -51,7 +51,7 @@ def deletion_file_path(
             f"{deletion_file.file_type}"
         )
     name = f"{fragment_id}-{deletion_file.read_version}-{deletion_file.id}.{suffix}"
-    return dataset_path(dataset_uri) / "_deletions" / name
+    return join(root, "_deletions", name)
 
 
 def parse_deletion_arrow(data: bytes, path: str | os.PathLike[str] = "<memory>") -> np.ndarray:
@@ -89,7 +89,8 @@ def parse_deletion_bitmap(data: bytes, path: str | os.PathLike[str] = "<memory>"
 
 
 def read_deletion_file(
-    dataset_uri: str | os.PathLike[str],
+    store: ObjectStore,
+    root: str,
     fragment_id: int,
     deletion_file_pb: table_pb2.DeletionFile,
 ) -> np.ndarray:
@@ -98,9 +99,10 @@ def read_deletion_file(
     Raises :class:`CorruptFileError` naming the file if it is missing, truncated, not the
     expected format, or disagrees with ``num_deleted_rows`` (when that is set).
     """
-    path = deletion_file_path(dataset_uri, fragment_id, deletion_file_pb)
+    key = deletion_file_path(store, root, fragment_id, deletion_file_pb)
+    path = store.uri(key)
     try:
-        data = path.read_bytes()
+        data = store.get(key)
     except FileNotFoundError as exc:
         raise CorruptFileError(path, "deletion file does not exist") from exc
     if deletion_file_pb.file_type == table_pb2.DeletionFile.ARROW_ARRAY:

@@ -11,6 +11,9 @@ followed by that many protobuf bytes, and a 16-byte footer::
 
 ``manifest_position`` is the offset of the Manifest's u32 length prefix. Offsets are absolute.
 
+Every function takes the dataset's ``(store, root)`` (:mod:`lance_gpu.io`) or a
+``(store, key)`` of one file; nothing here touches the file system itself.
+
 Version file names: V1 ``{version}.manifest``; V2 ``{u64::MAX - version:020}.manifest``
 (20 digits, so the newest version sorts first); ``d{version}.manifest`` is a detached version
 and staging files (``.tmp*``, ``name-uuid``) do not parse; both are ignored.
@@ -24,14 +27,13 @@ import os
 import struct
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlparse
 
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+from lance_gpu.io.store import ObjectStore, join
 
 __all__ = [
     "MANIFEST_FOOTER_SIZE",
@@ -40,7 +42,6 @@ __all__ = [
     "ManifestFile",
     "VersionInfo",
     "NamingScheme",
-    "dataset_path",
     "list_versions",
     "load_manifest",
     "manifest_file_name",
@@ -81,32 +82,17 @@ class VersionInfo:
     """
 
     version: int
-    path: str
+    path: str  # the manifest's key in ``store``
     naming: NamingScheme
+    store: ObjectStore
 
     @cached_property
     def timestamp(self) -> _dt.datetime:
         """Commit time of this version (timezone-aware, UTC)."""
-        ts = read_manifest(self.path).timestamp
+        ts = read_manifest(self.store, self.path).timestamp
         return _dt.datetime.fromtimestamp(ts.seconds, _dt.timezone.utc) + _dt.timedelta(
             microseconds=ts.nanos // 1000
         )
-
-
-def dataset_path(uri: str | os.PathLike[str]) -> Path:
-    """The local directory of a dataset URI (a path or a ``file://`` URI).
-
-    Other schemes are refused with :class:`UnsupportedFeatureError`.
-    """
-    text = os.fspath(uri)
-    if "://" in text:
-        parsed = urlparse(text)
-        if parsed.scheme != "file":
-            raise UnsupportedFeatureError(
-                f"{text}: only local paths and file:// URIs are supported, not {parsed.scheme}://"
-            )
-        text = unquote(parsed.path)
-    return Path(text)
 
 
 def _read_section(
@@ -171,40 +157,39 @@ def parse_manifest_bytes(
     return ManifestFile(path, manifest, transaction, index_section)  # type: ignore[arg-type]
 
 
-def _read_bytes(path: str | os.PathLike[str]) -> bytes:
+def _read_bytes(store: ObjectStore, path: str) -> bytes:
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        return store.get(path)
     except FileNotFoundError as exc:
-        raise DatasetNotFoundError(f"manifest {os.fspath(path)} does not exist") from exc
+        raise DatasetNotFoundError(f"manifest {store.uri(path)} does not exist") from exc
 
 
-def read_manifest_file(path: str | os.PathLike[str]) -> ManifestFile:
-    """Read and parse one ``.manifest`` file, inline transaction and index section included."""
-    return parse_manifest_bytes(_read_bytes(path), path)
+def read_manifest_file(store: ObjectStore, path: str) -> ManifestFile:
+    """Read and parse one ``.manifest`` object (one request), inline transaction and
+    index section included."""
+    return parse_manifest_bytes(_read_bytes(store, path), store.uri(path))
 
 
-def read_manifest(path: str | os.PathLike[str]) -> table_pb2.Manifest:
-    """Read one ``.manifest`` file and return only its ``lance.table.Manifest``."""
-    return parse_manifest_bytes(_read_bytes(path), path, sections=False).manifest
+def read_manifest(store: ObjectStore, path: str) -> table_pb2.Manifest:
+    """Read one ``.manifest`` object and return only its ``lance.table.Manifest``."""
+    return parse_manifest_bytes(_read_bytes(store, path), store.uri(path), sections=False).manifest
 
 
-def read_transaction_file(path: str | os.PathLike[str]) -> transaction_pb2.Transaction:
+def read_transaction_file(store: ObjectStore, path: str) -> transaction_pb2.Transaction:
     """Read ``_transactions/{read_version}-{uuid}.txn``: one raw Transaction, no prefix or footer.
 
     A missing or undecodable file raises :class:`CorruptFileError`.
     """
-    path = os.fspath(path)
+    uri = store.uri(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = store.get(path)
     except FileNotFoundError as exc:
-        raise CorruptFileError(path, "transaction file does not exist") from exc
+        raise CorruptFileError(uri, "transaction file does not exist") from exc
     txn = transaction_pb2.Transaction()
     try:
         txn.ParseFromString(data)
     except DecodeError as exc:
-        raise CorruptFileError(path, f"not a valid Transaction protobuf: {exc}") from exc
+        raise CorruptFileError(uri, f"not a valid Transaction protobuf: {exc}") from exc
     return txn
 
 
@@ -233,54 +218,49 @@ def manifest_file_name(version: int, naming: NamingScheme = "V2") -> str:
     return f"{version}.manifest"
 
 
-def _versions_dir(uri: str | os.PathLike[str]) -> Path:
-    root = dataset_path(uri)
-    vdir = root / "_versions"
-    if not vdir.is_dir():
-        if not root.exists():
-            raise DatasetNotFoundError(f"dataset {os.fspath(uri)} does not exist")
-        raise DatasetNotFoundError(f"{os.fspath(uri)} is not a Lance dataset (no _versions/)")
-    return vdir
-
-
-def _scan(uri: str | os.PathLike[str]) -> list[VersionInfo]:
-    vdir = _versions_dir(uri)
+def _scan(store: ObjectStore, root: str) -> list[VersionInfo]:
+    """The version files of ``root``: one listing request of ``_versions/``."""
+    vdir = join(root, "_versions")
     found: list[VersionInfo] = []
     schemes: set[str] = set()
-    for entry in os.scandir(vdir):
-        parsed = parse_version_file_name(entry.name)
-        if parsed is None or not entry.is_file():
+    for meta in store.list(vdir):
+        rel = meta.path[len(vdir) :].lstrip("/")
+        if "/" in rel:
+            continue
+        parsed = parse_version_file_name(rel)
+        if parsed is None:
             continue
         version, naming = parsed
         schemes.add(naming)
-        found.append(VersionInfo(version, os.path.join(vdir, entry.name), naming))
+        found.append(VersionInfo(version, meta.path, naming, store))
     if len(schemes) > 1:
         raise CorruptFileError(
-            vdir, "directory mixes V1 ({v}.manifest) and V2 (20-digit) manifest names"
+            store.uri(vdir), "directory mixes V1 ({v}.manifest) and V2 (20-digit) manifest names"
         )
     found.sort(key=lambda v: v.version)
     return found
 
 
-def list_versions(uri: str | os.PathLike[str]) -> list[VersionInfo]:
-    """All committed versions of the dataset, oldest first.
+def list_versions(store: ObjectStore, root: str) -> list[VersionInfo]:
+    """All committed versions of the dataset at ``root``, oldest first.
 
     Raises :class:`DatasetNotFoundError` if the dataset (or any version) is missing and
     :class:`CorruptFileError` if ``_versions/`` mixes the V1 and V2 naming schemes.
     """
-    versions = _scan(uri)
+    versions = _scan(store, root)
     if not versions:
-        raise DatasetNotFoundError(f"dataset {os.fspath(uri)} has no committed versions")
+        raise DatasetNotFoundError(f"dataset {store.uri(root)} does not exist (no committed versions)")
     return versions
 
 
-def _tag_version(uri: str | os.PathLike[str], tag: str) -> int:
+def _tag_version(store: ObjectStore, root: str, tag: str) -> int:
     """Version a tag points at: ``_refs/tags/{tag}.json`` holds ``{"version": N, ...}``."""
-    path = dataset_path(uri) / "_refs" / "tags" / f"{tag}.json"
+    key = join(root, "_refs", "tags", f"{tag}.json")
+    path = store.uri(key)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(store.get(key).decode("utf-8"))
     except FileNotFoundError as exc:
-        raise DatasetNotFoundError(f"dataset {os.fspath(uri)} has no version or tag {tag!r}") from exc
+        raise DatasetNotFoundError(f"dataset {store.uri(root)} has no version or tag {tag!r}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptFileError(path, f"tag file is not valid JSON: {exc}") from exc
     version = doc.get("version") if isinstance(doc, dict) else None
@@ -292,7 +272,7 @@ def _tag_version(uri: str | os.PathLike[str], tag: str) -> int:
 
 
 def resolve_manifest(
-    uri: str | os.PathLike[str], version: int | str | None = None
+    store: ObjectStore, root: str, version: int | str | None = None
 ) -> VersionInfo:
     """The manifest to open: the highest listed version, or the one asked for.
 
@@ -300,22 +280,22 @@ def resolve_manifest(
     ``_versions/latest_version_hint.json`` is not trusted: the directory listing decides.
     Raises :class:`DatasetNotFoundError` if the dataset or the version does not exist.
     """
-    versions = list_versions(uri)
+    versions = list_versions(store, root)
     if version is None:
         return versions[-1]
     if isinstance(version, str):
-        version = int(version) if version.isdigit() else _tag_version(uri, version)
+        version = int(version) if version.isdigit() else _tag_version(store, root, version)
     for info in versions:
         if info.version == version:
             return info
     raise DatasetNotFoundError(
-        f"dataset {os.fspath(uri)} has no version {version} "
+        f"dataset {store.uri(root)} has no version {version} "
         f"(versions {versions[0].version}..{versions[-1].version})"
     )
 
 
 def load_manifest(
-    uri: str | os.PathLike[str], version: int | str | None = None, *, check_flags: bool = True
+    store: ObjectStore, root: str, version: int | str | None = None, *, check_flags: bool = True
 ) -> ManifestFile:
     """Resolve, read and (by default) vet the manifest of ``version`` (latest if None).
 
@@ -324,8 +304,8 @@ def load_manifest(
     """
     from lance_gpu.table.features import check_reader_flags
 
-    info = resolve_manifest(uri, version)
-    mf = read_manifest_file(info.path)
+    info = resolve_manifest(store, root, version)
+    mf = read_manifest_file(store, info.path)
     if check_flags:
-        check_reader_flags(mf.manifest.reader_feature_flags, info.path)
+        check_reader_flags(mf.manifest.reader_feature_flags, mf.path)
     return mf

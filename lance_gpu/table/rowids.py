@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.table.manifest import dataset_path
+from lance_gpu.io.store import ObjectStore, join
 
 __all__ = [
     "decode_encoded_u64_array",
@@ -157,23 +157,26 @@ def decode_version_sequence(
     return np.repeat(versions, lengths)
 
 
-def _external_bytes(dataset_uri: str | os.PathLike[str], ext: table_pb2.ExternalFile) -> tuple[bytes, str]:
-    path = dataset_path(dataset_uri) / ext.path
+def _external_bytes(store: ObjectStore, root: str, ext: table_pb2.ExternalFile) -> tuple[bytes, str]:
+    key = join(root, ext.path)
+    path = store.uri(key)
+    if ext.size == 0:
+        return b"", path
     try:
-        with open(path, "rb") as fh:
-            fh.seek(ext.offset)
-            data = fh.read(ext.size)
+        f = store.open(key)
+        data = f.read(int(ext.offset), int(ext.size)).tobytes()
+        f.close()
     except FileNotFoundError as exc:
         raise CorruptFileError(path, "external row id / version file does not exist") from exc
-    if len(data) != ext.size:
+    except CorruptFileError as exc:
         raise CorruptFileError(
             path, f"range [{ext.offset}, {ext.offset + ext.size}) runs past the end of the file"
-        )
-    return data, os.fspath(path)
+        ) from exc
+    return data, path
 
 
 def read_fragment_row_ids(
-    dataset_uri: str | os.PathLike[str], fragment: table_pb2.DataFragment
+    store: ObjectStore, root: str, fragment: table_pb2.DataFragment
 ) -> np.ndarray | None:
     """Row ids of a fragment (uint64, one per physical row), or None if it has none.
 
@@ -183,10 +186,10 @@ def read_fragment_row_ids(
     if kind is None:
         return None
     if kind == "inline_row_ids":
-        where = f"{os.fspath(dataset_uri)} (fragment {fragment.id} inline row ids)"
+        where = f"{store.uri(root)} (fragment {fragment.id} inline row ids)"
         ids = decode_row_id_sequence(fragment.inline_row_ids, where)
     else:
-        data, where = _external_bytes(dataset_uri, fragment.external_row_ids)
+        data, where = _external_bytes(store, root, fragment.external_row_ids)
         ids = decode_row_id_sequence(data, where)
     if fragment.physical_rows and len(ids) != fragment.physical_rows:
         raise CorruptFileError(
@@ -196,7 +199,7 @@ def read_fragment_row_ids(
 
 
 def read_fragment_versions(
-    dataset_uri: str | os.PathLike[str], fragment: table_pb2.DataFragment, which: str = "created_at"
+    store: ObjectStore, root: str, fragment: table_pb2.DataFragment, which: str = "created_at"
 ) -> np.ndarray | None:
     """Per-row ``created_at`` or ``last_updated_at`` versions of a fragment, or None."""
     if which not in ("created_at", "last_updated_at"):
@@ -205,8 +208,8 @@ def read_fragment_versions(
     if kind is None:
         return None
     if kind.startswith("inline_"):
-        where = f"{os.fspath(dataset_uri)} (fragment {fragment.id} {which} versions)"
+        where = f"{store.uri(root)} (fragment {fragment.id} {which} versions)"
         data = getattr(fragment, kind)
     else:
-        data, where = _external_bytes(dataset_uri, getattr(fragment, kind))
+        data, where = _external_bytes(store, root, getattr(fragment, kind))
     return decode_version_sequence(data, fragment.physical_rows or None, where)

@@ -8,10 +8,14 @@ Protocol (pylance's, for local file systems):
    (raw protobuf) unless the dataset sets writer flag 32 (no transaction files).
 3. The manifest of version ``read_version + 1`` is built on top of the version read, and the
    manifest file (``[IndexSection] [Transaction] Manifest footer``, Manifest field 23 = the
-   transaction's offset) is published with *link-if-absent*: written to a staging file in
-   ``_versions/`` and hard-linked to its final name.  ``FileExistsError`` means another
-   writer took the version; the staging file is always unlinked.  ``os.rename`` is never
-   used: it would replace a committed version.
+   transaction's offset) is published with the store's ``put_if_absent`` (a hard link of a
+   staging file locally, a conditional PUT ``If-None-Match: *`` on object stores).
+   :class:`~lance_gpu.errors.ObjectExistsError` means another writer took the version.  A
+   committed manifest is never replaced.  Stores without conditional writes are refused
+   (:class:`~lance_gpu.errors.ConditionalPutUnsupportedError`).  When the put fails in a way
+   that leaves its outcome unknown (a timeout, a lost response), the manifest is read back:
+   if it holds our bytes the commit succeeded, otherwise the error is raised (after
+   removing our transaction file) or the version is treated as taken.
 4. On a conflict the winner's transaction is read (inline section, else its ``.txn``).
    An append is compatible with a winning append, delete, update, rewrite (compaction),
    create-index, reserve-fragments, update-config or data-replacement: the manifest is
@@ -30,16 +34,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import struct
 import time
 import uuid as _uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from lance_gpu._proto import rowids_pb2, table_pb2, transaction_pb2
-from lance_gpu.errors import CommitConflictError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    CommitConflictError,
+    ConditionalPutUnsupportedError,
+    ObjectExistsError,
+    StorageError,
+    UnsupportedFeatureError,
+)
+from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.manifest import (
     ManifestFile,
@@ -284,47 +293,48 @@ def serialize_manifest(
     return b"".join(parts)
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` holding ``data``; ``FileExistsError`` if it already exists."""
-    staging = path.with_name(f".tmp_{path.name}_{_uuid.uuid4().hex}")
-    with open(staging, "xb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+def _publish_manifest(store: ObjectStore, key: str, data: bytes) -> None:
+    """Create the manifest ``key`` holding ``data``; :class:`ObjectExistsError` if another
+    writer took it.  An outcome left unknown by the failure is settled by reading it back."""
     try:
-        os.link(staging, path)
-    finally:
-        os.unlink(staging)
+        store.put_if_absent(key, data)
+    except ObjectExistsError:
+        raise
+    except StorageError as exc:
+        try:
+            landed = store.get(key)
+        except FileNotFoundError:
+            raise exc from None
+        except StorageError:
+            raise exc from None
+        if landed == data:
+            return  # our put landed; only its response was lost
+        raise ObjectExistsError(store.uri(key), "taken by another writer") from exc
 
 
-def write_version_hint(root: Path, version: int) -> None:
+def write_version_hint(store: ObjectStore, root: str, version: int) -> None:
     """Best effort: ``_versions/latest_version_hint.json`` = ``{"version": N}`` (never lowered)."""
-    hint = root / "_versions" / "latest_version_hint.json"
+    hint = join(root, "_versions", "latest_version_hint.json")
     try:
-        current = json.loads(hint.read_text()).get("version", 0)
+        current = json.loads(store.get(hint)).get("version", 0)
         if isinstance(current, int) and current > version:
             return
     except (OSError, ValueError, AttributeError):
         pass
-    tmp = hint.with_name(f".tmp_hint_{_uuid.uuid4().hex}")
     try:
-        tmp.write_text(json.dumps({"version": version}, separators=(",", ":")))
-        os.replace(tmp, hint)
+        store.put(hint, json.dumps({"version": version}, separators=(",", ":")).encode())
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
-def _winner_transaction(root: Path, mf: ManifestFile) -> transaction_pb2.Transaction | None:
+def _winner_transaction(store: ObjectStore, root: str, mf: ManifestFile) -> transaction_pb2.Transaction | None:
     if mf.transaction is not None:
         return mf.transaction
     name = mf.manifest.transaction_file
     if not name:
         return None
     try:
-        return read_transaction_file(root / "_transactions" / name)
+        return read_transaction_file(store, join(root, "_transactions", name))
     except Exception:  # noqa: BLE001 - a missing or bad file means "assume conflict"
         return None
 
@@ -348,88 +358,104 @@ def _compatible(ours: PendingCommit, theirs: transaction_pb2.Transaction | None)
     return ours.kind == "append" and theirs.WhichOneof("operation") in _APPEND_COMPATIBLE
 
 
-def _write_txn_file(path: Path, txn: transaction_pb2.Transaction) -> None:
-    with open(path, "xb") as fh:
-        fh.write(txn.SerializeToString())
-        fh.flush()
-        os.fsync(fh.fileno())
+def _write_txn_file(store: ObjectStore, key: str, txn: transaction_pb2.Transaction) -> None:
+    store.put(key, txn.SerializeToString())
+
+
+def check_commit_store(store: ObjectStore, root: str) -> None:
+    """Refuse to commit on a store that cannot put-if-absent (two writers could both win)."""
+    if not store.supports_conditional_put:
+        raise ConditionalPutUnsupportedError(
+            store.uri(root),
+            "this store cannot write a manifest only if it is absent (no conditional PUT), so "
+            "concurrent commits could overwrite each other; use a store with conditional writes",
+        )
+    if not getattr(store, "writable", True):
+        raise ConditionalPutUnsupportedError(store.uri(root), "the store is read-only")
 
 
 def commit(
-    root: Path,
+    store: ObjectStore,
+    root: str,
     op: PendingCommit,
     base: ManifestFile | None,
     naming: NamingScheme = "V2",
 ) -> table_pb2.Manifest:
-    """Commit ``op`` on top of ``base`` (the version the writer read; None to create).
+    """Commit ``op`` on top of ``base`` (the version the writer read; None to create) in the
+    dataset at ``root`` of ``store``.
 
     Returns the committed manifest.  Raises :class:`CommitConflictError` when another
-    writer committed an incompatible change first.
+    writer committed an incompatible change first; on any failure before the manifest
+    landed, the transaction file written here is removed again.
     """
+    check_commit_store(store, root)
     read_version = int(base.manifest.version) if base is not None else 0
     if base is not None:
         features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     txn_uuid = str(_uuid.uuid4())
     txn_name = f"{read_version}-{txn_uuid}.txn"
     txn = _transaction(op, read_version, txn_uuid)
-    vdir = root / "_versions"
-    vdir.mkdir(parents=True, exist_ok=True)
     skip_txn_file = base is not None and bool(base.manifest.writer_feature_flags & features.FLAG_DISABLE_TRANSACTION_FILE)
-    if not skip_txn_file:
-        tdir = root / "_transactions"
-        tdir.mkdir(exist_ok=True)
-        _write_txn_file(tdir / txn_name, txn)
-    current = base
-    version = read_version + 1
-    for _ in range(MAX_RETRIES):
-        manifest, index_section = _build_manifest(current, op, version, "" if skip_txn_file else txn_name)
-        if skip_txn_file:
-            manifest.ClearField("transaction_file")
-        data = serialize_manifest(manifest, txn, index_section)
-        target = vdir / manifest_file_name(version, naming)
-        try:
-            _write_new(target, data)
-        except FileExistsError:
-            winner = read_manifest_file(target)
-            theirs = _winner_transaction(root, winner)
-            if not isinstance(op, PendingCommit):
-                # Raises CommitConflictError / RetryableCommitConflictError, or rebases.
-                if op.rebase(root, winner, theirs):
-                    old_name, txn = txn_name, _transaction(op, read_version, txn_uuid)
-                    txn_name = f"{txn.read_version}-{txn_uuid}.txn"
-                    if not skip_txn_file:
-                        _write_txn_file(root / "_transactions" / txn_name, txn)
-                        try:
-                            os.unlink(root / "_transactions" / old_name)
-                        except OSError:
-                            pass
-            elif not _compatible(op, theirs):
-                kind = None if winner.transaction is None else winner.transaction.WhichOneof("operation")
-                raise CommitConflictError(
-                    f"{root}: version {version} was committed by another writer "
-                    f"({kind or 'unknown operation'}), which conflicts with this {op.kind}"
-                ) from None
-            features.check_writer_flags(winner.manifest.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
-            current = winner
-            version += 1
-            continue
-        write_version_hint(root, version)
-        return manifest
-    raise CommitConflictError(f"{root}: gave up after {MAX_RETRIES} concurrent commits")
-
-
-def latest(root: Path) -> tuple[ManifestFile | None, NamingScheme]:
-    """The latest committed manifest of ``root`` (None if there is none) and its naming."""
+    committed = False
     try:
-        versions = list_versions(root)
-    except Exception as exc:  # DatasetNotFoundError
-        from lance_gpu.errors import DatasetNotFoundError
+        if not skip_txn_file:
+            _write_txn_file(store, join(root, "_transactions", txn_name), txn)
+        current = base
+        version = read_version + 1
+        for _ in range(MAX_RETRIES):
+            manifest, index_section = _build_manifest(current, op, version, "" if skip_txn_file else txn_name)
+            if skip_txn_file:
+                manifest.ClearField("transaction_file")
+            data = serialize_manifest(manifest, txn, index_section)
+            target = join(root, "_versions", manifest_file_name(version, naming))
+            try:
+                _publish_manifest(store, target, data)
+            except ObjectExistsError:
+                winner = read_manifest_file(store, target)
+                theirs = _winner_transaction(store, root, winner)
+                if not isinstance(op, PendingCommit):
+                    # Raises CommitConflictError / RetryableCommitConflictError, or rebases.
+                    if op.rebase(store, root, winner, theirs):
+                        old_name, txn = txn_name, _transaction(op, read_version, txn_uuid)
+                        txn_name = f"{txn.read_version}-{txn_uuid}.txn"
+                        if not skip_txn_file:
+                            _write_txn_file(store, join(root, "_transactions", txn_name), txn)
+                            try:
+                                store.delete(join(root, "_transactions", old_name))
+                            except OSError:
+                                pass
+                elif not _compatible(op, theirs):
+                    kind = None if winner.transaction is None else winner.transaction.WhichOneof("operation")
+                    raise CommitConflictError(
+                        f"{store.uri(root)}: version {version} was committed by another writer "
+                        f"({kind or 'unknown operation'}), which conflicts with this {op.kind}"
+                    ) from None
+                features.check_writer_flags(winner.manifest.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
+                current = winner
+                version += 1
+                continue
+            committed = True
+            write_version_hint(store, root, version)
+            return manifest
+        raise CommitConflictError(f"{store.uri(root)}: gave up after {MAX_RETRIES} concurrent commits")
+    finally:
+        if not committed and not skip_txn_file:
+            try:
+                store.delete(join(root, "_transactions", txn_name))
+            except OSError:
+                pass
 
-        if isinstance(exc, DatasetNotFoundError):
-            return None, "V2"
-        raise
+
+def latest(store: ObjectStore, root: str) -> tuple[ManifestFile | None, NamingScheme]:
+    """The latest committed manifest of ``root`` (None if there is none) and its naming."""
+    from lance_gpu.errors import DatasetNotFoundError
+
+    try:
+        versions = list_versions(store, root)
+    except DatasetNotFoundError:
+        return None, "V2"
     info = versions[-1]
-    return read_manifest_file(info.path), info.naming
+    return read_manifest_file(store, info.path), info.naming
 
 
 def timestamp_of(manifest: table_pb2.Manifest) -> _dt.datetime:

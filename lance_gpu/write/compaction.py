@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,6 +38,7 @@ from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.progress import ProgressHook
 from lance_gpu.table import features
+from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
 from lance_gpu.write.operations import ReserveFragmentsOp, RewriteOp, _commit
 
@@ -134,7 +134,7 @@ def plan_compaction(
 def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     fields = list(ds.lance_schema.fields)
     for frag in frags:
-        _f, table = next(ds._read_fragments([(frag, frag.rows_to_read())], fields, False))
+        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields))
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         yield from table.to_batches()
@@ -180,7 +180,7 @@ def compact_files(
         raise ValueError("target_rows_per_fragment must be positive")
     base = ds.manifest_file
     check_appendable(base)
-    root = Path(ds.uri)
+    store, root = ds.store, ds.root
     indices = list(base.index_section.indices) if base.index_section is not None else []
     bitmaps = [fragment_bitmap(index) for index in indices]
     for index, bitmap in zip(indices, bitmaps):
@@ -202,7 +202,7 @@ def compact_files(
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
     for index in to_remap:
-        check_remappable(index, root)
+        check_remappable(index, store.uri(root))
 
     schema = ds.lance_schema
     physical = schema.to_arrow(physical=True)
@@ -215,7 +215,7 @@ def compact_files(
     try:
         for task in tasks:
             new, written = _write_fragments(
-                root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
+                store, root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
                 int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE),
             )
             rewrite.written.extend(written)
@@ -239,18 +239,18 @@ def compact_files(
                     next_id += 1
         if to_remap:
             mapping = RowAddressMap.build(
-                ([(f.fragment_id, f.physical_rows, f.rows_to_read()) for f in task], new)
+                ([(f.fragment_id, f.physical_rows, f.live_rows) for f in task], new)
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(root, index, mapping, rewrite.written)
+                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
-        rewrite.cleanup()
+        rewrite.cleanup(store)
         raise
     rewrite.groups = groups
     manifest = _commit(ds, rewrite)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
     return metrics
 
 
@@ -328,7 +328,7 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
     ids = np.concatenate([live(f.row_ids, f) for f in old]) if old else np.zeros(0, np.uint64)
     versions = {}
     for which in ("created_at", "last_updated_at"):
-        parts = [live(read_fragment_versions(ds.uri, f.pb, which), f) for f in old]
+        parts = [live(read_fragment_versions(ds.store, ds.root, f.pb, which), f) for f in old]
         versions[which] = None if any(p is None for p in parts) else np.concatenate(parts)
     start = 0
     for frag in new:
@@ -346,7 +346,7 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
 def _latest(ds: LanceDataset):
     from lance_gpu.table.manifest import list_versions, read_manifest_file
 
-    return read_manifest_file(list_versions(ds.uri)[-1].path)
+    return read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
 
 
 class DatasetOptimizer:

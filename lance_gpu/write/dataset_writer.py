@@ -15,7 +15,6 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -23,9 +22,16 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import DatasetExistsError, LanceGpuError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.progress import ProgressHook, count_rows
 from lance_gpu.table.features import check_writer_flags
-from lance_gpu.table.manifest import dataset_path
+from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, PendingCommit, check_appendable, commit, latest
+from lance_gpu.write.commit import (
+    SUPPORTED_WRITER_FLAGS,
+    PendingCommit,
+    check_appendable,
+    check_commit_store,
+    commit,
+    latest,
+)
 
 __all__ = ["DatasetExistsError", "write_dataset", "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE"]
 
@@ -176,7 +182,8 @@ def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_p
 
 
 def _write_fragments(
-    root: Path,
+    store: ObjectStore,
+    root: str,
     schema: LanceSchema,
     arrow_schema: pa.Schema,
     batches: Iterator[pa.RecordBatch],
@@ -184,13 +191,14 @@ def _write_fragments(
     minor: int,
     max_rows_per_file: int,
     max_bytes_per_file: int,
-) -> tuple[list[table_pb2.DataFragment], list[Path]]:
+) -> tuple[list[table_pb2.DataFragment], list[str]]:
+    """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
+    failure every file begun here is removed.  Returns the fragments and the files' keys."""
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
-    data_dir = root / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = join(root, "data")
     fragments: list[table_pb2.DataFragment] = []
-    written: list[Path] = []
+    written: list[str] = []
     writer = None
     name = ""
     not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
@@ -233,9 +241,9 @@ def _write_fragments(
             while batch.num_rows:
                 if writer is None:
                     name = f"{uuid.uuid4().hex}.lance"
-                    path = data_dir / name
+                    path = join(data_dir, name)
                     written.append(path)
-                    writer = LanceFileWriter(path, schema, minor)
+                    writer = LanceFileWriter(path, schema, minor, store=store)
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)
@@ -254,13 +262,18 @@ def _write_fragments(
             closing[0].abort()
         if writer is not None:
             writer.abort()
-        for p in written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        remove_quietly(store, written)
         raise
     return fragments, written
+
+
+def remove_quietly(store: ObjectStore, keys: Iterable[str]) -> None:
+    """Delete objects that were written but cannot have been committed (best effort)."""
+    for key in keys:
+        try:
+            store.delete(key)
+        except OSError:
+            pass
 
 
 def write_dataset(
@@ -272,6 +285,8 @@ def write_dataset(
     data_storage_version: str | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    storage_options: dict[str, str] | None = None,
+    store: object = None,
     progress: ProgressHook | None = None,
 ):
     """Write ``data`` as a new version of the Lance dataset at ``uri``.
@@ -282,8 +297,12 @@ def write_dataset(
     missing; the data's schema must equal the dataset's, else :class:`SchemaMismatchError`
     before anything is written) or ``"overwrite"``.  ``data_storage_version``: ``"2.1"`` or
     ``"2.2"`` (default; ``"stable"``) for new datasets -- appends keep the dataset's version.
-``progress``: a :data:`lance_gpu.progress.ProgressHook`, told ``("rows written", done, total)``
-as batches are taken (``total`` known for tables, None for streams).
+    ``progress``: a :data:`lance_gpu.progress.ProgressHook`, told ``("rows written", done, total)``
+    as batches are taken (``total`` known for tables, None for streams).
+
+    ``uri`` may be any URI :func:`lance_gpu.io.resolve` takes (``s3://``, ``memory://``...),
+    with pylance's ``storage_options``, or a path inside ``store`` (an ObjectStore, obstore
+    store or fsspec file system).  Commits need a store with conditional writes.
 
     Returns the :class:`~lance_gpu.dataset.LanceDataset` at the committed version.
     """
@@ -293,14 +312,15 @@ as batches are taken (``total`` known for tables, None for streams).
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
     if max_rows_per_file < 1 or max_bytes_per_file < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
-    root = dataset_path(uri)
+    ostore, root = resolve(uri, storage_options, store=store)
     minor = _minor_of(data_storage_version)
     arrow_schema, batches = _as_batches(data, schema)
     total = data.num_rows if isinstance(data, (pa.Table, pa.RecordBatch)) else None
     batches = count_rows(batches, progress, "rows written", total)
-    base, naming = latest(root) if root.exists() else (None, "V2")
+    base, naming = latest(ostore, root)
     if mode == "create" and (base is not None):
-        raise DatasetExistsError(f"dataset {os.fspath(uri)} already exists (use mode='append' or 'overwrite')")
+        raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
+    check_commit_store(ostore, root)
     order = None
     if mode == "append" and base is not None:
         check_appendable(base)
@@ -321,16 +341,12 @@ as batches are taken (``total`` known for tables, None for streams).
             check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     _check_types(lance_schema, minor)
     fragments, written = _write_fragments(
-        root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
+        ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
     )
     op = PendingCommit(kind, fragments, schema=lance_schema, data_format=f"2.{minor}")
     try:
-        manifest = commit(root, op, base, naming)
+        manifest = commit(ostore, root, op, base, naming)
     except BaseException:
-        for p in written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        remove_quietly(ostore, written)
         raise
-    return LanceDataset(uri, int(manifest.version))
+    return LanceDataset(root, int(manifest.version), storage_options=storage_options, store=ostore)

@@ -15,15 +15,14 @@ The manifest entry is ``DeletionFile{file_type, read_version, id, num_deleted_ro
 
 from __future__ import annotations
 
-import os
 import secrets
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from lance_gpu._proto import table_pb2
+from lance_gpu.io.store import ObjectStore
 from lance_gpu.table.deletion import deletion_file_path
 
 __all__ = ["BITMAP_THRESHOLD", "encode_deletion_rows", "write_deletion_file"]
@@ -53,10 +52,11 @@ def encode_deletion_rows(rows: np.ndarray) -> tuple[int, bytes]:
 
 
 def write_deletion_file(
-    root: str | os.PathLike[str], fragment_id: int, read_version: int, rows: np.ndarray
-) -> tuple[table_pb2.DeletionFile, Path]:
+    store: ObjectStore, root: str, fragment_id: int, read_version: int, rows: np.ndarray
+) -> tuple[table_pb2.DeletionFile, str]:
     """Write the deletion file of a fragment whose deleted offsets are ``rows`` (sorted,
-    unique, non-empty); returns its manifest entry and its path."""
+    unique, non-empty) into the dataset at ``root`` of ``store``; returns its manifest
+    entry and its key (a fresh random id: never an existing object)."""
     file_type, data = encode_deletion_rows(rows)
     pb = table_pb2.DeletionFile(
         file_type=file_type,
@@ -64,10 +64,6 @@ def write_deletion_file(
         id=secrets.randbits(64),
         num_deleted_rows=int(len(rows)),
     )
-    path = deletion_file_path(root, fragment_id, pb)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "xb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return pb, path
+    key = deletion_file_path(store, root, fragment_id, pb)
+    store.put(key, data)
+    return pb, key

@@ -27,6 +27,7 @@ import pyarrow as pa
 from google.protobuf.any_pb2 import Any
 
 from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
+from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
@@ -102,14 +103,28 @@ class LanceFileWriter:
     have its fields in order.  :meth:`finish` writes the metadata and returns the file size.
     """
 
-    def __init__(self, path: str | os.PathLike[str], schema: LanceSchema, minor: int, page_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: LanceSchema,
+        minor: int,
+        page_bytes: int | None = None,
+        store: ObjectStore | None = None,
+    ) -> None:
+        """Write the new object ``path`` of ``store`` (None: the local file system, ``path``
+        a file path).  The object appears only when :meth:`finish` closes it."""
         if minor not in (1, 2):
             raise ValueError(f"can only write file versions 2.1 and 2.2, not 2.{minor}")
+        if store is None:
+            from lance_gpu.io.resolve import resolve
+
+            store, path = resolve(path)
+        self.store = store
         self.path = os.fspath(path)
         self.schema = schema
         self.minor = minor
         self.page_bytes = PAGE_BYTES if page_bytes is None else page_bytes
-        self._fh = open(self.path, "xb")
+        self._fh: WriteHandle = store.open_writer(self.path)
         self._pos = 0
         self._fields = list(schema.fields)
         leaves_per_field = [sum(1 for f in top.walk() if f.is_leaf) for top in self._fields]
@@ -257,29 +272,26 @@ class LanceFileWriter:
         )
         self._fh.write(footer)
         self._pos += len(footer)
-        self._fh.flush()
         if sync:
             self.sync_close()
         return self._pos
 
     def sync_close(self) -> None:
-        """fsync and close the finished file."""
+        """Publish the finished file (locally: fsync and rename the staging file; on object
+        stores: upload it)."""
         if not self._closed:
-            os.fsync(self._fh.fileno())
-            self._fh.close()
             self._closed = True
+            self._fh.close()
 
     def abort(self) -> None:
-        """Close and delete the partial file."""
+        """Drop the partial file (its staging file, or the object if already published)."""
         while self._inflight:
             self._inflight.popleft()[3].cancel()
         if not self._closed:
-            self._fh.close()
             self._closed = True
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+            self._fh.abort()
+        else:
+            self.store.delete(self.path)
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:

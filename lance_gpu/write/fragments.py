@@ -22,24 +22,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.table.manifest import dataset_path, read_manifest_file, resolve_manifest
+from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["commit_fragments", "discard_fragments", "write_fragments"]
 
 
-def _target(root: Path, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
+def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
     """(base manifest or None, Lance schema, Arrow schema to write, column order, minor)."""
     from lance_gpu.table.features import check_writer_flags
     from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
     from lance_gpu.write.dataset_writer import _append_plan, _check_types, _minor_of, _strip
 
-    base, _naming = latest(root) if root.exists() else (None, "V2")
+    base, _naming = latest(store, root)
     if mode == "append" and base is not None:
         check_appendable(base)
         schema = LanceSchema.from_manifest(base.manifest, base.path)
@@ -66,6 +66,7 @@ def write_fragments(
     data_storage_version: str | None = None,
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``data`` as new data files of the dataset at ``uri``; returns their fragments.
 
@@ -93,22 +94,23 @@ def write_fragments(
     size = int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE)
     if rows < 1 or size < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
-    root = dataset_path(uri)
+    store, root = resolve(uri, storage_options)
     arrow_schema, batches = _as_batches(data, schema)
-    _base, lance_schema, write_schema, order, minor = _target(root, mode, arrow_schema, data_storage_version)
-    fragments, _written = _write_fragments(root, lance_schema, write_schema, batches, order, minor, rows, size)
+    _base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
+    fragments, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size)
     return fragments
 
 
-def discard_fragments(uri: str | os.PathLike[str], fragments: Iterable[table_pb2.DataFragment]) -> None:
+def discard_fragments(
+    uri: str | os.PathLike[str],
+    fragments: Iterable[table_pb2.DataFragment],
+    storage_options: dict[str, str] | None = None,
+) -> None:
     """Delete the data files of fragments that were written but will not be committed."""
-    data = dataset_path(uri) / "data"
-    for frag in fragments:
-        for f in frag.files:
-            try:
-                os.unlink(data / f.path)
-            except FileNotFoundError:
-                pass
+    from lance_gpu.write.dataset_writer import remove_quietly
+
+    store, root = resolve(uri, storage_options)
+    remove_quietly(store, [join(root, "data", f.path) for frag in fragments for f in frag.files])
 
 
 def commit_fragments(
@@ -118,6 +120,7 @@ def commit_fragments(
     read_version: int | None = None,
     *,
     schema: pa.Schema | None = None,
+    storage_options: dict[str, str] | None = None,
 ):
     """Commit fragments from :func:`write_fragments` as one new version; returns the
     :class:`~lance_gpu.dataset.LanceDataset` at that version.
@@ -130,22 +133,24 @@ def commit_fragments(
     may also be serialized ``DataFragment`` bytes.
     """
     from lance_gpu.dataset import LanceDataset
-    from lance_gpu.errors import DatasetExistsError
+    from lance_gpu.errors import DatasetExistsError, DatasetNotFoundError
     from lance_gpu.table.manifest import list_versions
     from lance_gpu.write.commit import PendingCommit, commit
 
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
-    root = dataset_path(uri)
+    store, root = resolve(uri, storage_options)
     frags = [table_pb2.DataFragment.FromString(f) if isinstance(f, (bytes, bytearray)) else f for f in fragments]
-    exists = root.exists() and (root / "_versions").exists()
-    versions = list_versions(root) if exists else []
+    try:
+        versions = list_versions(store, root)
+    except DatasetNotFoundError:
+        versions = []
     if mode == "create" and versions:
-        raise DatasetExistsError(f"dataset {os.fspath(uri)} already exists (use mode='append' or 'overwrite')")
+        raise DatasetExistsError(f"dataset {store.uri(root)} already exists (use mode='append' or 'overwrite')")
     naming = versions[-1].naming if versions else "V2"
     if versions:
-        info = resolve_manifest(root, read_version) if read_version is not None else versions[-1]
-        base = read_manifest_file(info.path)
+        info = resolve_manifest(store, root, read_version) if read_version is not None else versions[-1]
+        base = read_manifest_file(store, info.path)
     else:
         base = None
     if mode == "append" and base is not None:
@@ -156,5 +161,5 @@ def commit_fragments(
         minors = {int(f.file_minor_version) for frag in frags for f in frag.files}
         minor = minors.pop() if len(minors) == 1 else 2
         op = PendingCommit("overwrite", frags, schema=LanceSchema.from_arrow(schema), data_format=f"2.{minor}")
-    manifest = commit(root, op, base, naming)
-    return LanceDataset(uri, int(manifest.version))
+    manifest = commit(store, root, op, base, naming)
+    return LanceDataset(root, int(manifest.version), storage_options=storage_options, store=store)

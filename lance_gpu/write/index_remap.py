@@ -32,11 +32,9 @@ index types (bitmap, inverted, vector ...) and range-partitioned btrees are refu
 
 from __future__ import annotations
 
-import os
 import uuid as _uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +43,7 @@ from pyroaring import BitMap
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = [
@@ -141,11 +140,11 @@ class RowAddressMap:
         return out, ~(hit & (out == _DELETED))
 
 
-def _index_dir(root: Path, index: table_pb2.IndexMetadata) -> Path:
-    return root / "_indices" / str(_uuid.UUID(bytes=bytes(index.uuid.uuid)))
+def _index_dir(root: str, index: table_pb2.IndexMetadata) -> str:
+    return join(root, "_indices", str(_uuid.UUID(bytes=bytes(index.uuid.uuid))))
 
 
-def check_remappable(index: table_pb2.IndexMetadata, root: Path) -> None:
+def check_remappable(index: table_pb2.IndexMetadata, root: str) -> None:
     """Raise :class:`UnsupportedFeatureError` unless :func:`remap_btree` can remap ``index``."""
     what = f"{root}: compaction would have to remap index {index.name!r}"
     if index.name == FRAG_REUSE_INDEX:
@@ -162,9 +161,10 @@ def check_remappable(index: table_pb2.IndexMetadata, root: Path) -> None:
         raise UnsupportedFeatureError(f"{what}, which records no fragment bitmap")
 
 
-def _read_file(path: Path) -> tuple[pa.Table, LanceSchema, int]:
+def _read_file(store: ObjectStore, key: str) -> tuple[pa.Table, LanceSchema, int]:
     """A whole standalone Lance file of top-level leaf columns: (table, schema, minor)."""
-    reader = LanceFileReader(path)
+    reader = LanceFileReader(key, store)
+    path = reader.path
     try:
         fd = reader.descriptor
         schema = LanceSchema.from_protos(fd.schema.fields, dict(fd.schema.metadata), path)
@@ -185,10 +185,10 @@ def _read_file(path: Path) -> tuple[pa.Table, LanceSchema, int]:
     return pa.Table.from_arrays([pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in cols], schema=arrow), schema, minor
 
 
-def _write_file(path: Path, table: pa.Table, schema: LanceSchema, minor: int) -> int:
+def _write_file(store: ObjectStore, key: str, table: pa.Table, schema: LanceSchema, minor: int) -> int:
     from lance_gpu.write.file_writer import LanceFileWriter
 
-    writer = LanceFileWriter(path, schema, minor if minor in (1, 2) else 2)
+    writer = LanceFileWriter(key, schema, minor if minor in (1, 2) else 2, store=store)
     try:
         if table.num_rows:
             writer.write(table.combine_chunks())
@@ -199,21 +199,22 @@ def _write_file(path: Path, table: pa.Table, schema: LanceSchema, minor: int) ->
 
 
 def remap_btree(
-    root: Path, index: table_pb2.IndexMetadata, mapping: RowAddressMap, written: list[Path]
+    store: ObjectStore, root: str, index: table_pb2.IndexMetadata, mapping: RowAddressMap, written: list[str]
 ) -> tuple[bytes, list[table_pb2.IndexFile]]:
     """Write the remapped copy of btree ``index`` (see the module docstring) into a new
-    ``_indices/<uuid>/``; returns (the new uuid's 16 bytes, its files).  Every path created
-    is appended to ``written`` (directory last) as soon as it exists."""
-    src = _index_dir(root, index)
-    pages, pages_schema, minor = _read_file(src / BTREE_PAGES)
-    lookup, lookup_schema, lookup_minor = _read_file(src / BTREE_LOOKUP)
+    ``_indices/<uuid>/``; returns (the new uuid's 16 bytes, its files).  Every key written
+    is appended to ``written`` before it is written."""
+    src_key = _index_dir(root, index)
+    src = store.uri(src_key)
+    pages, pages_schema, minor = _read_file(store, join(src_key, BTREE_PAGES))
+    lookup, lookup_schema, lookup_minor = _read_file(store, join(src_key, BTREE_LOOKUP))
     meta = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in lookup_schema.metadata.items()}
     if meta.get("range_partitioned", "false").lower() != "false":
         raise UnsupportedFeatureError(f"{src}: range-partitioned btree indices are not remapped")
     try:
         batch_size = int(meta["batch_size"])
     except (KeyError, ValueError):
-        raise CorruptFileError(src / BTREE_LOOKUP, "btree lookup without a batch_size") from None
+        raise CorruptFileError(f"{src}/{BTREE_LOOKUP}", "btree lookup without a batch_size") from None
     if pages.column_names != ["values", "ids"] or lookup.column_names != ["min", "max", "null_count", "page_idx"]:
         raise CorruptFileError(src, "unexpected btree index file columns")
     ids = pages.column("ids").to_numpy()
@@ -241,28 +242,14 @@ def remap_btree(
     )
 
     new_uuid = _uuid.uuid4()
-    dest = root / "_indices" / str(new_uuid)
-    dest.mkdir(parents=True)
-    written.append(dest)
+    dest = join(root, "_indices", str(new_uuid))
     files = []
     for name, table, schema, fminor in (
         (BTREE_PAGES, remapped, pages_schema, minor),
         (BTREE_LOOKUP, new_lookup, lookup_schema, lookup_minor),
     ):
-        path = dest / name
-        written.insert(len(written) - 1, path)  # files before their directory
-        size = _write_file(path, table, schema, fminor)
+        path = join(dest, name)
+        written.append(path)
+        size = _write_file(store, path, table, schema, fminor)
         files.append(table_pb2.IndexFile(path=name, size_bytes=size))
     return new_uuid.bytes, files
-
-
-def remove_written(paths: Iterable[Path]) -> None:
-    """Remove files and (empty) directories a failed remap or commit left behind."""
-    for p in paths:
-        try:
-            if os.path.isdir(p):
-                os.rmdir(p)
-            else:
-                os.unlink(p)
-        except FileNotFoundError:
-            pass

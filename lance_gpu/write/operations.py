@@ -26,11 +26,9 @@ Dataset-level entry points (used by :class:`lance_gpu.dataset.LanceDataset` meth
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,9 +42,11 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.manifest import ManifestFile, list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceField, LanceSchema
+from lance_gpu.scan import ReadUnit, decode_fields, read_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset
@@ -83,7 +83,7 @@ class Operation:
 
     def __init__(self) -> None:
         #: Files this operation wrote (removed by :meth:`cleanup` if the commit fails).
-        self.written: list[Path] = []
+        self.written: list[str] = []
 
     @property
     def kind(self) -> str:  # error messages of the commit layer use ``op.kind``
@@ -97,7 +97,7 @@ class Operation:
         indices); version, timestamp, writer, transaction file and flags are set by the caller."""
         raise NotImplementedError
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         """Check the committed ``theirs`` (version ``winner``) against this operation.
 
         Returns True if this operation's transaction changed (it must be written again),
@@ -106,12 +106,11 @@ class Operation:
         """
         raise NotImplementedError
 
-    def cleanup(self) -> None:
-        for p in self.written:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+    def cleanup(self, store: ObjectStore) -> None:
+        """Remove the files this operation wrote (it will not be committed)."""
+        from lance_gpu.write.dataset_writer import remove_quietly
+
+        remove_quietly(store, self.written)
         self.written = []
 
     # -- helpers -------------------------------------------------------------------------
@@ -187,8 +186,8 @@ def _retain_indices(
     return out
 
 
-def _naming(uri: str):
-    return list_versions(uri)[-1].naming
+def _naming(ds: LanceDataset):
+    return list_versions(ds.store, ds.root)[-1].naming
 
 
 def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
@@ -196,11 +195,10 @@ def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -
     operation wrote are removed if the commit fails."""
     from lance_gpu.write.commit import commit
 
-    root = Path(ds.uri)
     try:
-        return commit(root, op, base if base is not None else ds.manifest_file, _naming(ds.uri))
+        return commit(ds.store, ds.root, op, base if base is not None else ds.manifest_file, _naming(ds))
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
 
 
@@ -262,7 +260,7 @@ class DeleteOp(Operation):
         m.fragments.extend(frags)
         return m, base.index_section
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
         kind = self._classify(
             theirs,
@@ -292,7 +290,7 @@ class DeleteOp(Operation):
                 raise self._retryable(kind, version)
             if now.deletion_file == initial.deletion_file:
                 continue
-            theirs_rows = read_deletion_file(root, fid, now.deletion_file) if now.HasField("deletion_file") else np.zeros(0, np.uint32)
+            theirs_rows = read_deletion_file(store, root, fid, now.deletion_file) if now.HasField("deletion_file") else np.zeros(0, np.uint32)
             ours = self.affected[fid]
             if np.intersect1d(theirs_rows, ours, assume_unique=True).size:
                 raise RetryableCommitConflictError(
@@ -300,14 +298,14 @@ class DeleteOp(Operation):
                     f"deleted rows of fragment {fid}; re-run it on the latest version"
                 )
             merged = np.union1d(theirs_rows, ours).astype(np.uint32)
-            self._replace_deletions(root, fid, now, merged, version)
+            self._replace_deletions(store, root, fid, now, merged, version)
             changed = True
         if changed:
             self.read_version = version
         return changed
 
     def _replace_deletions(
-        self, root: Path, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int
+        self, store: ObjectStore, root: str, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int
     ) -> None:
         from lance_gpu.write.deletion_writer import write_deletion_file
 
@@ -318,17 +316,14 @@ class DeleteOp(Operation):
             # the file we wrote for this fragment is superseded; nothing points at it
             from lance_gpu.table.deletion import deletion_file_path
 
-            path = deletion_file_path(root, fid, old.deletion_file)
+            path = deletion_file_path(store, root, fid, old.deletion_file)
             if path in self.written:
                 self.written.remove(path)
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+                store.delete(path)
         if rows.size >= int(frag.physical_rows):
             self.deleted_ids.append(fid)
             return
-        pb, path = write_deletion_file(root, fid, read_version, rows)
+        pb, path = write_deletion_file(store, root, fid, read_version, rows)
         self.written.append(path)
         new = table_pb2.DataFragment()
         new.CopyFrom(frag)
@@ -346,7 +341,6 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     text = compiled.source if compiled.source is not None else str(predicate)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
-    root = Path(ds.uri)
     initial: dict[int, table_pb2.DataFragment] = {}
     affected: dict[int, np.ndarray] = {}
     updated: list[table_pb2.DataFragment] = []
@@ -356,8 +350,9 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     try:
         for start in range(0, len(ds.fragments), _DELETE_CHUNK):
             chunk = ds.fragments[start : start + _DELETE_CHUNK]
-            jobs = [(frag, frag.rows_to_read()) for frag in chunk]
-            for (frag, rows), (_f, table) in zip(jobs, ds._read_fragments(jobs, fields, False)):
+            units = [ReadUnit(frag, frag.live_rows) for frag in chunk]
+            for unit, table in zip(units, decode_fields(ds, units, fields)):
+                frag, rows = unit.fragment, unit.rows
                 offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
                 table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
                 hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
@@ -372,14 +367,14 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
                 if all_rows.size >= frag.physical_rows:
                     deleted_ids.append(fid)
                     continue
-                pb, path = write_deletion_file(root, fid, ds.version, all_rows)
+                pb, path = write_deletion_file(ds.store, ds.root, fid, ds.version, all_rows)
                 op.written.append(path)
                 new = table_pb2.DataFragment()
                 new.CopyFrom(frag.pb)
                 new.deletion_file.CopyFrom(pb)
                 updated.append(new)
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
     op.initial = initial
     op.affected = affected
@@ -406,9 +401,9 @@ def delete(ds: LanceDataset, predicate: str | pc.Expression, *, conflict_retries
         except RetryableCommitConflictError:
             if attempt >= conflict_retries:
                 raise
-            target = LanceDataset(ds.uri, device=ds._device)
+            target = LanceDataset(ds.root, device=ds.device, storage_options=ds.storage_options, store=ds.store)
             continue
-        ds._reload(int(manifest.version))
+        ds.reload(int(manifest.version))
         return {"num_deleted_rows": n}
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -442,7 +437,7 @@ class RestoreOp(Operation):
             m.next_row_id = max(int(m.next_row_id), int(bm.next_row_id))
         return m, self.old.index_section
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") == "update_mem_wal_state":
             raise self._incompatible("update_mem_wal_state", int(winner.manifest.version))
         return False
@@ -454,10 +449,10 @@ def restore(ds: LanceDataset, version: int | str | None = None) -> None:
     if version is None or version == ds.version:
         old = ds.manifest_file
     else:
-        old = read_manifest_file(resolve_manifest(ds.uri, version).path)
-    latest = read_manifest_file(list_versions(ds.uri)[-1].path)
+        old = read_manifest_file(ds.store, resolve_manifest(ds.store, ds.root, version).path)
+    latest = read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
     manifest = _commit(ds, RestoreOp(old), latest)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,7 +488,7 @@ class ProjectOp(Operation):
                 frag.files.extend(files)
         return m, _retain_indices(base.index_section, self.schema)
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(
             theirs,
             int(winner.manifest.version),
@@ -535,7 +530,7 @@ def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> None:
         if f.logical_type == "struct" and not f.children:
             raise ValueError(f"cannot drop every field of struct {f.dotted_path!r}")
     manifest = _commit(ds, ProjectOp(new))
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 def _rebuild(fields: list[LanceField], prefix: tuple[str, ...] = ()) -> list[LanceField]:
@@ -589,7 +584,7 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
             raise ValueError(f"Duplicate field name {sorted(dup)[0]!r} in schema")
     new = LanceSchema(fields, schema.metadata, schema.source)
     manifest = _commit(ds, ProjectOp(new))
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -624,7 +619,7 @@ class MergeOp(Operation):
         m.fragments.extend(sorted(self.fragments, key=lambda f: int(f.id)))
         return m, _retain_indices(base.index_section, self.schema)
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(
             theirs,
             int(winner.manifest.version),
@@ -685,9 +680,7 @@ def _compile_sql_columns(ds: LanceDataset, exprs: Mapping[str, str]) -> tuple[li
 
 def _read_rows(ds: LanceDataset, frag: Any, rows: np.ndarray, columns: Sequence[str] | None) -> pa.Table:
     """``columns`` (default: all) of the given physical rows (sorted) of one fragment."""
-    fields, projected = ds._projection(columns)
-    _f, table = next(ds._read_fragments([(frag, np.asarray(rows, np.int64))], fields, False))
-    return ds._finish(table, projected, columns, False)
+    return read_rows(ds, frag, np.asarray(rows, np.int64), columns)
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:
@@ -765,7 +758,7 @@ def add_columns(
         lance_new = new_schema(transforms)
         op = MergeOp([f.pb for f in ds.fragments], merged_schema(lance_new))
         manifest = _commit(ds, op)
-        ds._reload(int(manifest.version))
+        ds.reload(int(manifest.version))
         return
 
     fn: Callable[[pa.RecordBatch], pa.Table] | None = None
@@ -785,8 +778,7 @@ def add_columns(
 
     frags_out: list[table_pb2.DataFragment] = []
     op = MergeOp([], LanceSchema([]))
-    data_dir = Path(ds.uri) / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = join(ds.root, "data")
     lance_new: LanceSchema | None = None
     arrow_new: pa.Schema | None = None
     pending: list[pa.RecordBatch] = []  # rows of ``source`` not yet used
@@ -839,9 +831,9 @@ def add_columns(
                 raise SchemaMismatchError(f"add_columns: new values do not match their first batch's schema: {exc}") from exc
             values = _physical(values, live, frag.physical_rows, arrow_new)
             name = f"{uuid.uuid4().hex}.lance"
-            path = data_dir / name
+            path = join(data_dir, name)
             op.written.append(path)
-            writer = LanceFileWriter(path, lance_new, minor)
+            writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
             try:
                 writer.write(values)
                 size = writer.finish()
@@ -860,12 +852,12 @@ def add_columns(
             else:
                 raise ValueError("add_columns: cannot infer the new columns of an empty dataset from a function")
     except BaseException:
-        op.cleanup()
+        op.cleanup(ds.store)
         raise
     op.fragments = frags_out
     op.schema = merged_schema(lance_new)
     manifest = _commit(ds, op)
-    ds._reload(int(manifest.version))
+    ds.reload(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -891,7 +883,7 @@ class ReserveFragmentsOp(Operation):
         m.max_fragment_id = current + self.n
         return m, base.index_section
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") in ("overwrite", "restore"):
             raise self._incompatible(theirs.WhichOneof("operation"), int(winner.manifest.version))
         return False
@@ -981,13 +973,13 @@ class RewriteOp(Operation):
         m.fragments.extend(frags)
         return m, self._indices(base.index_section, int(m.version))
 
-    def cleanup(self) -> None:
-        from lance_gpu.write.index_remap import remove_written
+    def cleanup(self, store: ObjectStore) -> None:
+        from lance_gpu.write.dataset_writer import remove_quietly
 
-        remove_written(self.written)  # data files, remapped index files, their directories
+        remove_quietly(store, self.written)  # data files, remapped index files
         self.written = []
 
-    def rebase(self, root: Path, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
         kind = self._classify(
             theirs,

@@ -227,13 +227,13 @@ def test_fsst_miniblock(fsst):
 
 def test_auto_routes_to_the_gpu(rich22, monkeypatch):
     calls = []
-    real = gpu_read.scan_tables
+    real = gpu_read.scan_device
 
     def spy(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gpu_read, "scan_tables", spy)
+    monkeypatch.setattr(gpu_read, "scan_device", spy)
     ours = lance_gpu.dataset(rich22)  # device="auto"
     assert_same(ours.to_table(columns=["id", "cat"]), lance.dataset(rich22).to_table(columns=["id", "cat"]), "auto")
     assert calls
@@ -344,7 +344,7 @@ def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
 def test_device_table_and_columns(rich22):
     ds = lance_gpu.dataset(rich22)
     fields = [f for f in ds.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
-    tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields)]
+    tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields, [(f, f.live_rows) for f in ds.fragments])]
     assert all(isinstance(dt, DeviceTable) for dt in tables)
     first = tables[0]
     col = first.column("f64")
@@ -371,3 +371,71 @@ def test_device_batches_stream_fragments(rich22):
     assert all(isinstance(dt, DeviceTable) and dt.names == cols for dt in tables)
     got = pa.Table.from_batches([b for dt in tables for b in dt.to_arrow().to_batches()], schema=ref.schema)
     assert_same(got, ref, "to_device_batches")
+
+
+# --------------------------------------------------------------------------------------------
+# Spark tasks with device="gpu" run the GPU decoder
+
+
+def test_spark_gpu_task_runs_the_gpu_kernels(rich22, monkeypatch):
+    """A Spark task of a ``device="gpu"`` scan decodes with the GPU executor: the device
+    decode (``decode_unit``, which launches the kernels) runs for its range, and the rows
+    are those of the CPU task and of pylance."""
+    pytest.importorskip("pyspark")
+    import contextlib
+
+    from lance_gpu.spark import _scan
+    from lance_gpu.spark._options import parse_read_options
+
+    launches = []
+    real = gpu_read.decode_unit
+
+    def spy(*args, **kwargs):
+        launches.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_read, "decode_unit", spy)
+    if SIMULATOR:  # no CuPy: the simulator is device 0
+        monkeypatch.setattr(_scan, "select_device", lambda ordinal: contextlib.nullcontext())
+    cols = ["id", "i32n", "s", "emb"]
+    results = {}
+    for device in ("gpu", "cpu"):
+        opts = parse_read_options({"path": rich22, "device": device, "columns": ",".join(cols), "filter": "i32n > 100"})
+        spec, ranges = _scan.plan_scan(opts)
+        before = len(launches)
+        batches = [b for r in ranges for b in _scan.read_range(spec, *r)]
+        results[device] = pa.Table.from_batches(batches)
+        assert (len(launches) > before) == (device == "gpu"), device
+    assert results["gpu"].equals(results["cpu"])
+    ref = lance.dataset(rich22).to_table(columns=cols, filter="i32n > 100")
+    assert results["gpu"].column("id").to_pylist() == ref.column("id").to_pylist()
+
+
+GPU_SCANS = [
+    {"columns": ["id", "s"], "filter": "i32n > 300 AND _rowaddr > 10"},
+    {"columns": {"twice": "id * 2", "sb": "st.b", "off": "_rowoffset"}, "limit": 50, "offset": 30},
+    {"columns": ["id"], "with_row_id": True, "with_row_address": True, "filter": "id % 3 = 0", "limit": 40},
+    {"columns": ["id", "emb"], "offset": 100, "limit": 7},
+    {"columns": ["id"], "with_row_id": True, "include_deleted_rows": True},
+]
+
+
+@pytest.mark.parametrize("kwargs", GPU_SCANS, ids=[str(i) for i in range(len(GPU_SCANS))])
+def test_scanner_arguments_on_the_gpu(rich22, kwargs):
+    """The GPU executor runs the same plans as the CPU one: row selections (limits, takes),
+    virtual columns, filters and SQL projections give the CPU executor's (and pylance's) rows."""
+    ours = lance_gpu.dataset(rich22)
+    gpu = ours.scanner(device="gpu", **kwargs).to_table()
+    cpu = ours.scanner(device="cpu", **kwargs).to_table()
+    assert gpu.equals(cpu), kwargs
+    assert_same(cpu, lance.dataset(rich22).to_table(**kwargs), str(kwargs), exact_dictionaries=False)
+
+
+def test_take_and_device_batches_on_the_gpu(rich22):
+    ours = lance_gpu.dataset(rich22, device="gpu")
+    idx = [7, 0, 123, 7, 5]
+    assert ours.take(idx, columns=["id", "s"]).equals(lance_gpu.dataset(rich22, device="cpu").take(idx, columns=["id", "s"]))
+    dts = list(ours.to_device_batches(columns=["id", "st.b"], filter="id > 20", limit=30))
+    got = pa.concat_tables([dt.to_arrow() for dt in dts])
+    exp = lance_gpu.dataset(rich22, device="cpu").to_table(columns=["id", "st.b"], filter="id > 20", limit=30)
+    assert got.column("id").equals(exp.column("id")) and got.num_rows == 30

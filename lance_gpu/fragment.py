@@ -1,0 +1,267 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One fragment of a dataset version, with pylance's ``LanceFragment`` read API.
+
+A fragment is a manifest ``DataFragment``: ``physical_rows`` rows stored column-wise in one
+or more data files (each holding some of the schema's fields), an optional deletion file
+(the physical offsets of deleted rows) and optional stable row ids.  Reads go through a
+:class:`~lance_gpu.scan.ScanPlan` restricted to this fragment.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.io import join
+from lance_gpu.table.deletion import read_deletion_file
+from lance_gpu.table.rowids import read_fragment_row_ids
+from lance_gpu.table.schema import LanceField, column_index_map
+
+if TYPE_CHECKING:
+    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.scan.scanner import LanceScanner
+
+
+@dataclass(slots=True)
+class FieldSource:
+    """Where one top-level field of a fragment lives."""
+
+    path: str  # data file
+    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first
+    version: FileVersion | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """One data file of a fragment (pylance's ``DataFile``): its path relative to the
+    dataset's ``data/`` folder, the field ids it stores and their column indices."""
+
+    path: str
+    fields: list[int]
+    column_indices: list[int]
+    file_major_version: int
+    file_minor_version: int
+    file_size_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionFile:
+    """The deletion file of a fragment (pylance's ``DeletionFile``)."""
+
+    read_version: int
+    id: int
+    file_type: str  # "array" or "bitmap"
+    num_deleted_rows: int
+
+    def path(self, fragment_id: int, base_uri: str | None = None) -> str:
+        suffix = "arrow" if self.file_type == "array" else "bin"
+        name = f"_deletions/{fragment_id}-{self.read_version}-{self.id}.{suffix}"
+        return name if base_uri is None else join(base_uri, name)
+
+
+class LanceFragment:
+    """One fragment of a dataset version: data files, deletions, row ids."""
+
+    def __init__(self, ds: LanceDataset, pb: table_pb2.DataFragment) -> None:
+        self.dataset = ds
+        self.pb = pb
+        self.fragment_id = int(pb.id)
+        self.physical_rows = int(pb.physical_rows)
+        self._readers: dict[str, LanceFileReader] = {}
+        self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
+
+    def __repr__(self) -> str:
+        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_open_fragment, (self.dataset, self.fragment_id))
+
+    @property
+    def dataset_uri(self) -> str:
+        return self.dataset.uri
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The dataset schema (every fragment of a version reads with it)."""
+        return self.dataset.schema
+
+    @property
+    def num_deletions(self) -> int:
+        """Rows deleted from this fragment."""
+        if not self.pb.HasField("deletion_file"):
+            return 0
+        n = int(self.pb.deletion_file.num_deleted_rows)
+        return n if n else int(self.deleted_rows.size)
+
+    def data_files(self) -> list[DataFile]:
+        """The fragment's data files, in manifest order."""
+        return [
+            DataFile(df.path, list(df.fields), list(df.column_indices), int(df.file_major_version),
+                     int(df.file_minor_version), int(df.file_size_bytes) or None)
+            for df in self.pb.files
+        ]
+
+    def deletion_file(self) -> DeletionFile | None:
+        """The fragment's deletion file, or None when no row is deleted."""
+        if not self.pb.HasField("deletion_file"):
+            return None
+        d = self.pb.deletion_file
+        kind = "array" if d.file_type == table_pb2.DeletionFile.ARROW_ARRAY else "bitmap"
+        return DeletionFile(int(d.read_version), int(d.id), kind, int(d.num_deleted_rows))
+
+    @cached_property
+    def deleted_rows(self) -> np.ndarray:
+        """Sorted physical offsets of deleted rows (uint32)."""
+        if not self.pb.HasField("deletion_file"):
+            return np.zeros(0, np.uint32)
+        return read_deletion_file(self.dataset.store, self.dataset.root, self.fragment_id, self.pb.deletion_file)
+
+    @cached_property
+    def live_rows(self) -> np.ndarray | None:
+        """Physical offsets of the rows not deleted, or None when nothing is deleted."""
+        deleted = self.deleted_rows
+        if deleted.size == 0:
+            return None
+        keep = np.ones(self.physical_rows, np.bool_)
+        if deleted.size and int(deleted[-1]) >= self.physical_rows:
+            raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} deletes row {int(deleted[-1])} of {self.physical_rows}")
+        keep[deleted] = False
+        return np.flatnonzero(keep)
+
+    def live_count(self) -> int:
+        """Rows not deleted (no deletion file is read when the manifest says how many)."""
+        return self.physical_rows - self.num_deletions
+
+    @cached_property
+    def row_ids(self) -> np.ndarray:
+        """Row id of every physical row: stable ids if the dataset has them, else addresses."""
+        ids = read_fragment_row_ids(self.dataset.store, self.dataset.root, self.pb)
+        if ids is not None:
+            return ids
+        return self.row_addresses(None)
+
+    def row_addresses(self, rows: np.ndarray | None) -> np.ndarray:
+        """Row addresses ``fragment_id << 32 | offset`` of the given physical rows (None: all)."""
+        offsets = np.arange(self.physical_rows, dtype=np.uint64) if rows is None else np.asarray(rows, np.uint64)
+        return (np.uint64(self.fragment_id) << np.uint64(32)) | offsets
+
+    # -- where fields live (for the executors) -----------------------------------------------
+
+    def file_reader(self, path: str) -> LanceFileReader:
+        """The (cached) reader of one of this fragment's data files, checked to hold
+        ``physical_rows`` rows."""
+        r = self._readers.get(path)
+        if r is None:
+            with self._readers_lock:
+                r = self._readers.get(path)
+                if r is None:
+                    r = LanceFileReader(path, self.dataset.store)
+                    if r.num_rows != self.physical_rows:
+                        raise CorruptFileError(r.path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
+                    self._readers[path] = r
+        return r
+
+    def field_source(self, field: LanceField) -> FieldSource | None:
+        """Where ``field`` lives; None if no data file of the fragment holds any of its
+        fields (a column added without data: read as nulls, as the table format says)."""
+        data_dir = join(self.dataset.root, "data")
+        ids = [f.id for f in field.walk()]
+        leaf_ids = [f.id for f in field.walk() if f.is_leaf]
+        wanted = set(ids)
+        if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
+            return None
+        for df in self.pb.files:
+            cmap = column_index_map(df, self.dataset.lance_schema)
+            path = join(data_dir, df.path)
+            if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
+                return FieldSource(path, [cmap[i] for i in ids], FileVersion(2, 0))
+            if leaf_ids and all(i in cmap for i in leaf_ids):
+                return FieldSource(path, [cmap[i] for i in leaf_ids])
+        raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
+
+    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
+        """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``."""
+        src = self.field_source(field)
+        if src is None:
+            return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
+        reader = self.file_reader(src.path)
+        if reader.version == FileVersion(2, 0):
+            from lance_gpu.file.v2_0 import read_field as read_v20
+
+            if rows is None:
+                return read_v20(reader, arrow_field, src.columns, None)
+            if rows.size == 0:
+                return read_v20(reader, arrow_field, src.columns, (0, 0))
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            return read_v20(reader, arrow_field, src.columns, (lo, hi)).take(pa.array(rows - lo))
+        from lance_gpu.file.reader import read_field, take_field
+
+        if rows is None:
+            return read_field(reader, arrow_field, src.columns)
+        return take_field(reader, arrow_field, src.columns, rows)
+
+    # -- reading (pylance's API) ---------------------------------------------------------------
+
+    def scanner(self, *, columns: Sequence[str] | dict[str, str] | None = None, batch_size: int | None = None,
+                filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
+                offset: int | None = None, with_row_id: bool = False, with_row_address: bool = False,
+                batch_readahead: int = 16, **options: Any) -> LanceScanner:
+        """A scanner over this fragment only; arguments as :meth:`LanceDataset.scanner`."""
+        return self.dataset.scanner(
+            columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
+            with_row_id=with_row_id, with_row_address=with_row_address, batch_readahead=batch_readahead,
+            fragments=[self], **options,
+        )
+
+    def to_table(self, columns: Sequence[str] | dict[str, str] | None = None,
+                 filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
+                 offset: int | None = None, with_row_id: bool = False, with_row_address: bool = False,
+                 **options: Any) -> pa.Table:
+        """This fragment's rows (deleted rows never appear); arguments as :meth:`scanner`."""
+        return self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
+                            with_row_address=with_row_address, **options).to_table()
+
+    def to_batches(self, *, columns: Sequence[str] | dict[str, str] | None = None, batch_size: int | None = None,
+                   filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
+                   offset: int | None = None, with_row_id: bool = False, with_row_address: bool = False,
+                   batch_readahead: int = 16, **options: Any) -> Iterator[pa.RecordBatch]:
+        """Stream this fragment's rows; arguments as :meth:`scanner`."""
+        return self.scanner(columns=columns, batch_size=batch_size, filter=filter, limit=limit, offset=offset,
+                            with_row_id=with_row_id, with_row_address=with_row_address,
+                            batch_readahead=batch_readahead, **options).to_batches()
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The first ``num_rows`` live rows."""
+        return self.scanner(limit=num_rows).to_table()
+
+    def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
+        """Live rows, or those matching ``filter``."""
+        if filter is None:
+            return self.live_count()
+        return self.scanner(filter=filter).count_rows()
+
+    def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | dict[str, str] | None = None) -> pa.Table:
+        """Rows at the given offsets among this fragment's live rows, in the order given."""
+        from lance_gpu.scan import take_rows
+
+        return take_rows(self.dataset, indices, columns, fragments=[self])
+
+
+def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:
+    frag = ds.get_fragment(fragment_id)
+    if frag is None:  # pragma: no cover - the pickled dataset pins the version
+        msg = f"fragment {fragment_id} is not in version {ds.version} of {ds.uri}"
+        raise KeyError(msg)
+    return frag

@@ -1,0 +1,352 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The local file system as an :class:`~lance_gpu.io.store.ObjectStore`.
+
+Keys are absolute POSIX paths.  Reads are zero-copy views of a read-only memory map (a
+``pread`` fallback where mapping fails); a decoded range's pages may be released from this
+process (``madvise(MADV_DONTNEED)``) when the store's ``release_pages`` says so -- always
+safe, the page cache keeps the file.  Writes go to a staging file ``.tmp_{name}_{uuid}``
+next to the target, fsync'd, then published: :meth:`LocalStore.put` renames it over the
+target, :meth:`LocalStore.put_if_absent` hard-links it (``link`` fails if the target
+exists, so a committed object is never replaced) or, where links are not supported,
+creates the target with ``O_EXCL``.  The staging file is removed on every path, failures
+included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.io._errors import translate
+from lance_gpu.io.store import (
+    ObjectMeta,
+    StoreStats,
+    check_ranges,
+    coalesce,
+    split_groups,
+)
+
+__all__ = ["LOCAL", "STAGING_PREFIX", "LocalFile", "LocalStore", "LocalWriter"]
+
+#: Name prefix of staging files (never listed, never parsed as versions).
+STAGING_PREFIX = ".tmp_"
+
+
+def _staging(path: str) -> str:
+    head, tail = os.path.split(path)
+    return os.path.join(head, f"{STAGING_PREFIX}{tail}_{uuid.uuid4().hex}")
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class LocalFile:
+    """Positional reads of one local file: a read-only memory map, ``pread`` otherwise."""
+
+    __slots__ = ("_fd", "_map", "_mm", "_release", "_stats", "path", "size")
+
+    def __init__(self, path: str, stats: StoreStats, release_pages: bool) -> None:
+        self.path = path
+        self._stats = stats
+        self._release = release_pages
+        self._fd = -1
+        self._map: np.ndarray | None = None
+        self._mm: mmap.mmap | None = None
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+            self.size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise translate(exc, path, "open") from exc
+        stats.add("heads")
+        if self.size:
+            try:
+                self._mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
+                self._map = np.frombuffer(self._mm, dtype=np.uint8)
+            except (OSError, ValueError):
+                self._map = None
+
+    def close(self) -> None:
+        # The mapping lives as long as arrays reference it; only the descriptor closes.
+        self._map = None
+        self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        with contextlib.suppress(OSError):
+            self.close()
+
+    def read(self, offset: int, size: int) -> np.ndarray:
+        """``size`` bytes at ``offset`` (a zero-copy view when mapped)."""
+        check_ranges(self.path, self.size, [(offset, size)])
+        self._stats.add("gets", 1, size)
+        if self._map is not None:
+            return self._map[offset : offset + size]
+        out = np.empty(size, dtype=np.uint8)
+        view = memoryview(out)  # type: ignore[arg-type]
+        done = 0
+        while done < size:
+            try:
+                n = os.preadv(self._fd, [view[done:]], offset + done)
+            except OSError as exc:
+                raise translate(exc, self.path, "read") from exc
+            if n <= 0:
+                raise CorruptFileError(self.path, f"short read at offset {offset + done}")
+            done += n
+        return out
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """Many ranges; near neighbours are read as one block, returned as views of it."""
+        if not ranges:
+            return []
+        check_ranges(self.path, self.size, ranges)
+        groups = coalesce(ranges)
+        blocks = [self.read(start, end - start) for start, end, _ in groups]
+        return split_groups(ranges, groups, blocks)
+
+    def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None:
+        """Drop the mapped pages of decoded ``ranges`` from this process (a hint).
+
+        Address ranges in ``keep`` (``(address, size)`` of buffers still referenced
+        zero-copy) are left alone.
+        """
+        if not self._release or self._mm is None or self._map is None or not hasattr(self._mm, "madvise"):
+            return
+        base = self._map.ctypes.data
+        kept = [(a - base, a - base + n) for a, n in keep if base <= a < base + self.size]
+        page = mmap.PAGESIZE
+        for off, size in ranges:
+            lo = -(-off // page) * page
+            hi = ((off + size) // page) * page
+            if hi <= lo or any(k0 < hi and k1 > lo for k0, k1 in kept):
+                continue
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                return
+
+
+class LocalWriter:
+    """Streams a new local file into a staging file; :meth:`close` fsyncs and renames it
+    to its name, :meth:`abort` (or any failure) removes it."""
+
+    def __init__(self, store: LocalStore, path: str) -> None:
+        self.path = path
+        self._store = store
+        self._staging = _staging(path)
+        self._size = 0
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            self._fh = open(self._staging, "xb")  # noqa: SIM115 - closed in close()/abort()
+        except OSError as exc:
+            raise translate(exc, path, "write") from exc
+
+    def write(self, data: bytes | memoryview) -> int:
+        try:
+            n = self._fh.write(data)
+        except OSError as exc:
+            self.abort()
+            raise translate(exc, self.path, "write") from exc
+        self._size += n
+        return n
+
+    def tell(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._fh.closed:
+            return
+        try:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            os.replace(self._staging, self.path)
+        except OSError as exc:
+            self.abort()
+            raise translate(exc, self.path, "write") from exc
+        self._store.stats.add("puts", 1, self._size)
+
+    def abort(self) -> None:
+        try:
+            self._fh.close()
+        except OSError:
+            pass
+        _unlink_quietly(self._staging)
+
+
+class LocalStore:
+    """The local file system; keys are absolute paths.
+
+    Parameters
+    ----------
+    release_pages : bool, default True
+        Whether :meth:`LocalFile.release` drops decoded pages of memory maps.
+    """
+
+    supports_conditional_put = True
+    writable = True
+    #: Reads are memory-mapped: open the file once and slice it.
+    maps_files = True
+    #: Keys are absolute file-system paths.
+    absolute_keys = True
+
+    def __init__(self, *, release_pages: bool = True) -> None:
+        self.stats = StoreStats()
+        self.release_pages = release_pages
+
+    def __repr__(self) -> str:
+        return "LocalStore()"
+
+    def __reduce__(self) -> tuple:
+        return (_make_local, (self.release_pages,))
+
+    def uri(self, path: str) -> str:
+        return path
+
+    def head(self, path: str) -> ObjectMeta:
+        self.stats.add("heads")
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise translate(exc, path, "head") from exc
+        if not os.path.isfile(path):
+            raise translate(FileNotFoundError(errno.ENOENT, "not a file"), path, "head")
+        return ObjectMeta(path, st.st_size)
+
+    def size(self, path: str) -> int:
+        return self.head(path).size
+
+    def exists(self, path: str) -> bool:
+        self.stats.add("heads")
+        return os.path.isfile(path)
+
+    def open(self, path: str) -> LocalFile:
+        return LocalFile(path, self.stats, self.release_pages)
+
+    def read_range(self, path: str, offset: int, length: int) -> np.ndarray:
+        f = self.open(path)
+        try:
+            return f.read(offset, length)
+        finally:
+            f.close()
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        f = self.open(path)
+        try:
+            return f.read_ranges(ranges)
+        finally:
+            f.close()
+
+    def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
+        f = self.open(path)
+        try:
+            n = min(length, f.size)
+            return f.read(f.size - n, n), f.size
+        finally:
+            f.close()
+
+    def get(self, path: str) -> bytes:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise translate(exc, path, "read") from exc
+        self.stats.add("gets", 1, len(data))
+        return data
+
+    def _stage(self, path: str, data: bytes | memoryview) -> str:
+        staging = _staging(path)
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(staging, "xb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            _unlink_quietly(staging)
+            raise translate(exc, path, "write") from exc
+        return staging
+
+    def put(self, path: str, data: bytes | memoryview) -> None:
+        staging = self._stage(path, data)
+        try:
+            os.replace(staging, path)
+        except OSError as exc:
+            _unlink_quietly(staging)
+            raise translate(exc, path, "write") from exc
+        self.stats.add("puts", 1, len(data))
+
+    def put_if_absent(self, path: str, data: bytes | memoryview) -> None:
+        staging = self._stage(path, data)
+        try:
+            try:
+                os.link(staging, path)
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                # No hard links here: create the target exclusively and copy the bytes.
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, bytes(data))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise translate(exc, path, "conditional put") from exc
+        finally:
+            _unlink_quietly(staging)
+        self.stats.add("puts", 1, len(data))
+
+    def delete(self, path: str) -> None:
+        self.stats.add("deletes")
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            pass
+        except OSError as exc:
+            raise translate(exc, path, "delete") from exc
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        self.stats.add("lists")
+        out: list[ObjectMeta] = []
+        if not os.path.isdir(prefix):
+            return out
+        try:
+            for dirpath, _dirs, files in os.walk(prefix):
+                for name in files:
+                    if name.startswith(STAGING_PREFIX):
+                        continue
+                    full = os.path.join(dirpath, name)
+                    try:
+                        out.append(ObjectMeta(full, os.stat(full).st_size))
+                    except FileNotFoundError:
+                        continue
+        except OSError as exc:
+            raise translate(exc, prefix, "list") from exc
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def open_writer(self, path: str) -> LocalWriter:
+        return LocalWriter(self, path)
+
+
+def _make_local(release_pages: bool) -> LocalStore:
+    return LOCAL if release_pages else LocalStore(release_pages=release_pages)
+
+
+#: The process's shared local store (``resolve`` hands it out for every local path).
+LOCAL = LocalStore()

@@ -1,0 +1,330 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Object stores through obstore (the Rust ``object_store`` crate pylance itself uses), and
+fsspec file systems.
+
+:class:`ObstoreStore` keys are object keys inside the bucket / container the obstore store
+was built for.  Ranged reads of one object are coalesced (gaps up to
+:data:`~lance_gpu.io.store.COALESCE_GAP`) and sent as concurrent requests by
+``obstore.get_ranges``; a tail read is one suffix-range GET that also reports the size.
+``put_if_absent`` is ``put(mode="create")`` (S3 ``If-None-Match: *``, GCS
+``ifGenerationMatch=0``, Azure ``If-None-Match``); stores that cannot do it answer
+``supports_conditional_put = False`` and commits refuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lance_gpu.io._errors import translate
+from lance_gpu.io.local import STAGING_PREFIX
+from lance_gpu.io.store import (
+    BufferedWriter,
+    ObjectMeta,
+    StoreFile,
+    StoreStats,
+    check_ranges,
+    coalesce,
+    split_groups,
+)
+
+__all__ = ["FsspecStore", "ObstoreStore"]
+
+
+def _array(buf: Any) -> np.ndarray:
+    return np.frombuffer(memoryview(buf), dtype=np.uint8)
+
+
+class ObstoreStore:
+    """An obstore store (``S3Store``, ``GCSStore``, ``AzureStore``, ``MemoryStore``,
+    ``HTTPStore``, ``LocalStore``...) as an :class:`~lance_gpu.io.store.ObjectStore`.
+
+    Parameters
+    ----------
+    store : obstore store
+        The obstore store; keys are relative to it.
+    base_uri : str
+        URI of the store's top (``s3://bucket``), used to name objects in errors.
+    conditional_put : bool, default True
+        Whether ``put(mode="create")`` is atomic on this store.
+    writable : bool, default True
+        False for read-only stores (HTTP).
+    whole_object_below : int, default 4 MiB
+        Data files up to this size are fetched whole on first read (one request for all
+        their columns); larger ones by coalesced, concurrent range requests.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        base_uri: str,
+        *,
+        conditional_put: bool = True,
+        writable: bool = True,
+        whole_object_below: int = 4 << 20,
+    ) -> None:
+        self.store = store
+        self.whole_object_below = whole_object_below
+        self.base_uri = base_uri.rstrip("/")
+        self.supports_conditional_put = conditional_put
+        self.writable = writable
+        self.stats = StoreStats()
+
+    def __repr__(self) -> str:
+        return f"ObstoreStore({self.base_uri!r})"
+
+    def __getstate__(self) -> dict:
+        # obstore stores pickle themselves (config included); counters start afresh.
+        return {k: v for k, v in self.__dict__.items() if k != "stats"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.stats = StoreStats()
+
+    def uri(self, path: str) -> str:
+        return f"{self.base_uri}/{path.lstrip('/')}"
+
+    def head(self, path: str) -> ObjectMeta:
+        import obstore
+
+        self.stats.add("heads")
+        try:
+            meta = obstore.head(self.store, path)
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "head") from exc
+        return ObjectMeta(path, int(meta["size"]))
+
+    def size(self, path: str) -> int:
+        return self.head(path).size
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.head(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def open(self, path: str) -> StoreFile:
+        return StoreFile(self, path)
+
+    def read_range(self, path: str, offset: int, length: int) -> np.ndarray:
+        import obstore
+
+        try:
+            buf = obstore.get_range(self.store, path, start=offset, length=length)
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "read") from exc
+        self.stats.add("gets", 1, length)
+        out = _array(buf)
+        if out.size != length:
+            from lance_gpu.errors import CorruptFileError
+
+            raise CorruptFileError(self.uri(path), f"short read: {out.size} of {length} bytes at offset {offset}")
+        return out
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        import obstore
+
+        if not ranges:
+            return []
+        groups = coalesce(ranges)
+        starts = [s for s, _e, _ in groups]
+        ends = [e for _s, e, _ in groups]
+        try:
+            # coalesce=0: we already merged; obstore then issues the groups concurrently.
+            bufs = obstore.get_ranges(self.store, path, starts=starts, ends=ends, coalesce=0)
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "read") from exc
+        blocks = [_array(b) for b in bufs]
+        self.stats.add("gets", len(groups), sum(b.size for b in blocks))
+        for (s, e, _), b in zip(groups, blocks):
+            if b.size != e - s:
+                from lance_gpu.errors import CorruptFileError
+
+                raise CorruptFileError(self.uri(path), f"short read: {b.size} of {e - s} bytes at offset {s}")
+        return split_groups(ranges, groups, blocks)
+
+    def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
+        import obstore
+
+        try:
+            res = obstore.get(self.store, path, options={"range": {"suffix": length}})
+            data = _array(res.bytes())
+            size = int(res.meta["size"])
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "read") from exc
+        self.stats.add("gets", 1, data.size)
+        return data, size
+
+    def get(self, path: str) -> bytes:
+        import obstore
+
+        try:
+            data = bytes(obstore.get(self.store, path).bytes())
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "read") from exc
+        self.stats.add("gets", 1, len(data))
+        return data
+
+    def put(self, path: str, data: bytes | memoryview) -> None:
+        import obstore
+
+        try:
+            obstore.put(self.store, path, bytes(data))
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "write") from exc
+        self.stats.add("puts", 1, len(data))
+
+    def put_if_absent(self, path: str, data: bytes | memoryview) -> None:
+        import obstore
+
+        try:
+            obstore.put(self.store, path, bytes(data), mode="create")
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "conditional put") from exc
+        self.stats.add("puts", 1, len(data))
+
+    def delete(self, path: str) -> None:
+        import obstore
+
+        self.stats.add("deletes")
+        try:
+            obstore.delete(self.store, path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "delete") from exc
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        import obstore
+
+        out: list[ObjectMeta] = []
+        try:
+            for chunk in obstore.list(self.store, prefix.rstrip("/") + "/" if prefix else None):
+                self.stats.add("lists")
+                for meta in chunk:
+                    name = str(meta["path"]).rsplit("/", 1)[-1]
+                    if not name.startswith(STAGING_PREFIX):
+                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"])))
+        except Exception as exc:
+            raise translate(exc, self.uri(prefix), "list") from exc
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def open_writer(self, path: str) -> BufferedWriter:
+        return BufferedWriter(self, path)
+
+
+class FsspecStore:
+    """An fsspec file system as an :class:`~lance_gpu.io.store.ObjectStore` (keys are the
+    file system's paths).  ``put_if_absent`` uses ``open(mode="xb")``, which is atomic only
+    where the file system says so: pass ``conditional_put=True`` only for those."""
+
+    def __init__(self, fs: Any, *, conditional_put: bool = False) -> None:
+        self.fs = fs
+        self.supports_conditional_put = conditional_put
+        self.writable = True
+        self.stats = StoreStats()
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        self._scheme = protocol
+        #: The local file system's keys are absolute paths.
+        self.absolute_keys = protocol in ("file", "local")
+
+    def uri(self, path: str) -> str:
+        return f"{self._scheme}://{path.lstrip('/')}" if self._scheme not in ("file", "local") else path
+
+    def _call(self, action: str, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise translate(exc, self.uri(path), action) from exc
+
+    def head(self, path: str) -> ObjectMeta:
+        self.stats.add("heads")
+        info = self._call("head", path, self.fs.info, path)
+        if info.get("type") == "directory":
+            raise translate(FileNotFoundError(path), self.uri(path), "head")
+        return ObjectMeta(path, int(info["size"]))
+
+    def size(self, path: str) -> int:
+        return self.head(path).size
+
+    def exists(self, path: str) -> bool:
+        self.stats.add("heads")
+        return bool(self._call("head", path, self.fs.isfile, path))
+
+    def open(self, path: str) -> StoreFile:
+        return StoreFile(self, path)
+
+    def read_range(self, path: str, offset: int, length: int) -> np.ndarray:
+        data = self._call("read", path, self.fs.cat_file, path, start=offset, end=offset + length)
+        self.stats.add("gets", 1, len(data))
+        return np.frombuffer(data, np.uint8)
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        if not ranges:
+            return []
+        size = self.size(path)
+        check_ranges(self.uri(path), size, ranges)
+        groups = coalesce(ranges)
+        blocks = [self.read_range(path, s, e - s) for s, e, _ in groups]
+        return split_groups(ranges, groups, blocks)
+
+    def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
+        size = self.size(path)
+        n = min(size, length)
+        return self.read_range(path, size - n, n), size
+
+    def get(self, path: str) -> bytes:
+        data = self._call("read", path, self.fs.cat_file, path)
+        self.stats.add("gets", 1, len(data))
+        return bytes(data)
+
+    def put(self, path: str, data: bytes | memoryview) -> None:
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            self._call("write", path, self.fs.makedirs, parent, exist_ok=True)
+        self._call("write", path, self.fs.pipe_file, path, bytes(data))
+        self.stats.add("puts", 1, len(data))
+
+    def put_if_absent(self, path: str, data: bytes | memoryview) -> None:
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            self._call("write", path, self.fs.makedirs, parent, exist_ok=True)
+
+        def create() -> None:
+            with self.fs.open(path, "xb") as fh:
+                fh.write(bytes(data))
+
+        self._call("conditional put", path, create)
+        self.stats.add("puts", 1, len(data))
+
+    def delete(self, path: str) -> None:
+        self.stats.add("deletes")
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "delete") from exc
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        self.stats.add("lists")
+        try:
+            found = self.fs.find(prefix, detail=True)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise translate(exc, self.uri(prefix), "list") from exc
+        out = [
+            ObjectMeta(str(p), int(info.get("size", 0)))
+            for p, info in found.items()
+            if not str(p).rsplit("/", 1)[-1].startswith(STAGING_PREFIX)
+        ]
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def open_writer(self, path: str) -> BufferedWriter:
+        return BufferedWriter(self, path)

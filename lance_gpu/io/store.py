@@ -1,0 +1,324 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The storage protocol every layer reads and writes dataset bytes through.
+
+An :class:`ObjectStore` addresses objects by *key*: a ``/``-separated string.  For the
+local store a key is an absolute file-system path (``/data/ds.lance/_versions/x``); for an
+object store it is the object's key inside its bucket (``prefix/ds.lance/_versions/x``).
+A dataset is a pair ``(store, root)`` where ``root`` is the key prefix of the dataset
+directory; :func:`join` builds the keys beneath it.  :meth:`ObjectStore.uri` turns a key
+back into the URI a user would recognise (``s3://bucket/prefix/...``), and every error
+names that URI.
+
+Reads return NumPy ``uint8`` arrays (zero-copy views of a memory map for local files);
+writes take ``bytes``-like objects.  Objects are immutable once written, except that
+:meth:`ObjectStore.put` may replace one: commits only ever use
+:meth:`ObjectStore.put_if_absent`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from lance_gpu.errors import CorruptFileError
+
+__all__ = [
+    "COALESCE_GAP",
+    "BufferedWriter",
+    "ObjectMeta",
+    "ObjectStore",
+    "ReadHandle",
+    "StoreFile",
+    "StoreStats",
+    "WriteHandle",
+    "coalesce",
+    "join",
+    "open_with_tail",
+]
+
+#: Ranges closer than this are fetched with one request (the gap is read and dropped).
+COALESCE_GAP = 64 * 1024
+
+
+def join(root: str, *parts: str) -> str:
+    """The key of ``parts`` beneath ``root`` (``root`` may be ``""``: the store's top)."""
+    pieces = [root.rstrip("/")] if root.strip("/") or root.startswith("/") else []
+    pieces.extend(p.strip("/") for p in parts if p)
+    out = "/".join(pieces)
+    if root.startswith("/") and not out.startswith("/"):
+        out = "/" + out
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """One object: its key and size in bytes."""
+
+    path: str
+    size: int
+
+
+@dataclass
+class StoreStats:
+    """Request and byte counters of one store (thread-safe).
+
+    ``requests`` counts every request issued (a coalesced group of ranges is one request);
+    ``gets`` / ``puts`` / ``heads`` / ``lists`` / ``deletes`` split it by kind.
+    """
+
+    requests: int = 0
+    gets: int = 0
+    puts: int = 0
+    heads: int = 0
+    lists: int = 0
+    deletes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, kind: str, n: int = 1, nbytes: int = 0) -> None:
+        with self._lock:
+            self.requests += n
+            setattr(self, kind, getattr(self, kind) + n)
+            if kind == "gets":
+                self.bytes_read += nbytes
+            elif kind == "puts":
+                self.bytes_written += nbytes
+
+    def snapshot(self) -> dict[str, int]:
+        """The counters as a plain dict."""
+        with self._lock:
+            return {
+                k: getattr(self, k)
+                for k in ("requests", "gets", "puts", "heads", "lists", "deletes", "bytes_read", "bytes_written")
+            }
+
+    def reset(self) -> None:
+        with self._lock:
+            for k in ("requests", "gets", "puts", "heads", "lists", "deletes", "bytes_read", "bytes_written"):
+                setattr(self, k, 0)
+
+
+@runtime_checkable
+class ReadHandle(Protocol):
+    """Random access to one immutable object, opened once and read many times."""
+
+    path: str
+    size: int
+
+    def read(self, offset: int, size: int) -> np.ndarray: ...
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]: ...
+
+    def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class WriteHandle(Protocol):
+    """A new object written in pieces; it appears (atomically) only on :meth:`close`."""
+
+    path: str
+
+    def write(self, data: bytes | memoryview) -> int: ...
+
+    def tell(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """What lance-gpu needs of a storage back end.  Every failure raises a
+    :class:`~lance_gpu.errors.StorageError` subclass naming the object's URI."""
+
+    stats: StoreStats
+    #: True when :meth:`put_if_absent` is atomic (commits are refused otherwise).
+    supports_conditional_put: bool
+    #: False for read-only stores (``http(s)://``).
+    writable: bool
+
+    def uri(self, path: str) -> str:
+        """The user-facing URI of key ``path``."""
+        ...
+
+    def head(self, path: str) -> ObjectMeta: ...
+
+    def size(self, path: str) -> int: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def read_range(self, path: str, offset: int, length: int) -> np.ndarray: ...
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """Many ``(offset, length)`` ranges of one object, coalesced, fetched concurrently."""
+        ...
+
+    def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
+        """The last ``min(length, size)`` bytes of an object and its size, in one request."""
+        ...
+
+    def get(self, path: str) -> bytes: ...
+
+    def put(self, path: str, data: bytes | memoryview) -> None:
+        """Write a whole object (replacing one that exists); atomic: readers see all or nothing."""
+        ...
+
+    def put_if_absent(self, path: str, data: bytes | memoryview) -> None:
+        """Create ``path`` only if nothing is there; :class:`ObjectExistsError` otherwise."""
+        ...
+
+    def delete(self, path: str) -> None:
+        """Remove an object; a missing one is not an error."""
+        ...
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        """Every object whose key lies beneath ``prefix/`` (recursively); staging files of
+        unfinished writes are not listed."""
+        ...
+
+    def open(self, path: str) -> ReadHandle: ...
+
+    def open_writer(self, path: str) -> WriteHandle: ...
+
+
+def coalesce(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tuple[int, int, list[int]]]:
+    """Group ``(offset, size)`` ranges whose gaps are at most ``gap`` bytes.
+
+    Returns ``(start, end, indices)`` per group, in offset order.
+    """
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    groups: list[tuple[int, int, list[int]]] = []
+    for i in order:
+        off, size = ranges[i]
+        if groups and off - groups[-1][1] <= gap:
+            start, end, idx = groups[-1]
+            idx.append(i)
+            groups[-1] = (start, max(end, off + size), idx)
+        else:
+            groups.append((off, off + size, [i]))
+    return groups
+
+
+def split_groups(
+    ranges: Sequence[tuple[int, int]], groups: Iterable[tuple[int, int, list[int]]], blocks: Sequence[np.ndarray]
+) -> list[np.ndarray]:
+    """The views of each requested range inside the fetched coalesced ``blocks``."""
+    out: list[np.ndarray | None] = [None] * len(ranges)
+    for (start, _end, idx), block in zip(groups, blocks):
+        for i in idx:
+            off, size = ranges[i]
+            out[i] = block[off - start : off - start + size]
+    return out  # type: ignore[return-value]
+
+
+def check_ranges(uri: str, size: int, ranges: Sequence[tuple[int, int]]) -> None:
+    """Refuse ranges outside an object of ``size`` bytes (a truncated file is corrupt)."""
+    for off, n in ranges:
+        if off < 0 or n < 0 or off + n > size:
+            raise CorruptFileError(uri, f"byte range [{off}, {off + n}) lies outside the file of {size} bytes")
+
+
+class StoreFile:
+    """A :class:`ReadHandle` over any store: the size is fetched once (or given), reads go
+    through :meth:`ObjectStore.read_ranges`.  Release is a no-op (nothing is mapped).
+
+    Objects of at most ``whole_below`` bytes are fetched whole on the first read (one
+    request instead of one per column; ``tail`` -- already fetched bytes at the end of the
+    object -- is reused), larger ones range by range.
+    """
+
+    def __init__(
+        self, store: ObjectStore, path: str, size: int | None = None, *, tail: np.ndarray | None = None, whole_below: int = 0
+    ) -> None:
+        self.store = store
+        self.path = store.uri(path)
+        self.key = path
+        self.size = store.size(path) if size is None else size
+        self._whole: np.ndarray | None = tail if tail is not None and tail.size == self.size else None
+        self._tail = tail
+        self._fetch_whole = self.size <= whole_below
+        self._lock = threading.Lock()
+
+    def _object(self) -> np.ndarray | None:
+        if self._whole is None and self._fetch_whole:
+            with self._lock:
+                if self._whole is None:
+                    tail = self._tail if self._tail is not None else np.zeros(0, np.uint8)
+                    head = self.store.read_range(self.key, 0, self.size - tail.size) if self.size > tail.size else tail[:0]
+                    self._whole = np.concatenate([head, tail]) if tail.size else head
+        return self._whole
+
+    def read(self, offset: int, size: int) -> np.ndarray:
+        check_ranges(self.path, self.size, [(offset, size)])
+        if size == 0:
+            return np.zeros(0, np.uint8)
+        whole = self._object()
+        if whole is not None:
+            return whole[offset : offset + size]
+        return self.store.read_range(self.key, offset, size)
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        check_ranges(self.path, self.size, ranges)
+        whole = self._object()
+        if whole is not None:
+            return [whole[o : o + n] for o, n in ranges]
+        return self.store.read_ranges(self.key, ranges)
+
+    def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None:
+        return None
+
+    def close(self) -> None:
+        self._whole = None
+        self._tail = None
+
+
+class BufferedWriter:
+    """A :class:`WriteHandle` for stores whose objects are written whole: the pieces are
+    gathered in memory and put on :meth:`close` (an aborted writer leaves nothing)."""
+
+    def __init__(self, store: ObjectStore, path: str) -> None:
+        self.store = store
+        self.path = path
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._done = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        b = bytes(data)
+        self._parts.append(b)
+        self._size += len(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        data = b"".join(self._parts)
+        self._parts = []
+        self.store.put(self.path, data)
+
+    def abort(self) -> None:
+        self._done = True
+        self._parts = []
+
+
+def open_with_tail(store: ObjectStore, path: str, tail: int) -> tuple[ReadHandle, np.ndarray]:
+    """Open ``path`` and read its last ``tail`` bytes: one request on object stores (a
+    suffix-range GET also reports the size), a mapped file locally."""
+    if getattr(store, "maps_files", False):
+        handle = store.open(path)
+        n = min(tail, handle.size)
+        return handle, handle.read(handle.size - n, n)
+    data, size = store.read_tail(path, tail)
+    return StoreFile(store, path, size, tail=data, whole_below=getattr(store, "whole_object_below", 0)), data

@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One scan plan, executed by every reader.
+
+``build_plan(ds, **scanner_args) -> ScanPlan`` (picklable); ``run_plan(plan, executor)``
+yields finished Arrow tables; :class:`CpuExecutor` / :class:`GpuExecutor` decode;
+:class:`LanceScanner` is pylance's scanner over a plan; :func:`take_rows` and
+:func:`read_rows` serve takes and the write package.
+"""
+
+from __future__ import annotations
+
+from lance_gpu.scan.execute import (
+    CpuExecutor,
+    Executor,
+    GpuExecutor,
+    ReadUnit,
+    concat,
+    decode_fields,
+    executor_for,
+    open_dataset,
+    plan_units,
+    read_rows,
+    rebatch,
+    run_plan,
+    take_rows,
+)
+from lance_gpu.scan.plan import (
+    ROW_ADDR,
+    ROW_ID,
+    ROW_OFFSET,
+    ResolvedScan,
+    ScanPlan,
+    build_plan,
+    default_batch_size,
+    resolve,
+)
+from lance_gpu.scan.scanner import LanceScanner
+
+__all__ = [
+    "ROW_ADDR",
+    "ROW_ID",
+    "ROW_OFFSET",
+    "CpuExecutor",
+    "Executor",
+    "GpuExecutor",
+    "LanceScanner",
+    "ReadUnit",
+    "ResolvedScan",
+    "ScanPlan",
+    "build_plan",
+    "concat",
+    "decode_fields",
+    "default_batch_size",
+    "executor_for",
+    "open_dataset",
+    "plan_units",
+    "read_rows",
+    "rebatch",
+    "resolve",
+    "run_plan",
+    "take_rows",
+]

@@ -1,0 +1,520 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Running a :class:`~lance_gpu.scan.plan.ScanPlan`: executors decode, one epilogue finishes.
+
+A plan is cut into *read units* ``(fragment, physical rows)`` (a whole fragment, or windows
+of it when streaming).  An executor decodes the plan's top-level fields of each unit, in
+unit order, keeping a bounded number of units decoding ahead of the consumer:
+
+* :class:`CpuExecutor` decodes (unit, field) pairs in a thread pool (the numba decoders
+  release the GIL);
+* :class:`GpuExecutor` runs the device pipeline of :mod:`lance_gpu.gpu.read` (pages staged
+  and decoded on the GPU, deleted / unselected rows dropped on the device).
+
+Both take row selections, so a ``take`` or a pushed-down ``limit`` decodes on either.  The
+epilogue (:func:`finish_table`) is the only place that adds virtual columns, applies the
+filter and shapes the projection; :func:`run_plan` adds ``offset`` / ``limit`` after a
+filter and stops decoding once the limit is reached.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, ResolvedScan, ScanPlan, build_plan, resolve
+from lance_gpu.table.schema import LanceField
+
+if TYPE_CHECKING:
+    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.fragment import LanceFragment
+
+_THREADS = max(1, min(8, os.cpu_count() or 1))
+STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
+
+
+@dataclass(slots=True)
+class ReadUnit:
+    """Physical ``rows`` (sorted; None = every physical row) of one fragment."""
+
+    fragment: LanceFragment
+    rows: np.ndarray | None
+
+    @property
+    def num_rows(self) -> int:
+        return self.fragment.physical_rows if self.rows is None else int(self.rows.size)
+
+
+class Executor(Protocol):
+    """Decodes ``fields`` of each unit; yields one Arrow table per unit, in unit order."""
+
+    name: str
+    whole_fragments: bool  # units must be whole fragments (one unit per fragment)
+
+    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]: ...
+
+    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+            ahead: int | None) -> Iterator[pa.Table]:
+        """Decode and finish (virtual columns, filter, projection) each unit, in order."""
+        ...
+
+
+def _serial_kernels() -> None:
+    """Pool-thread initializer: this thread's numba kernels use one thread (thread-local)."""
+    import numba
+
+    numba.set_num_threads(1)
+
+
+def empty_table(num_rows: int, metadata: dict | None = None) -> pa.Table:
+    """A table of ``num_rows`` rows and no columns (pyarrow's replace_schema_metadata and
+    concat_tables both lose the row count of such tables)."""
+    return pa.table({"_": pa.nulls(num_rows)}, metadata=metadata).select([])
+
+
+class CpuExecutor:
+    """Decodes on the CPU; (unit, field) pairs run in a pool of threads whose numba kernels
+    are serial when there are enough pairs to keep every core busy, else in one thread
+    whose kernels use every core."""
+
+    name = "cpu"
+    whole_fragments = False
+
+    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
+        names = [f.name for f in fields]
+        in_flight = len(units) if ahead is None else max(1, ahead)
+        pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
+        with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
+            queue: deque[tuple[ReadUnit, list[Future]]] = deque()
+            it = iter(units)
+
+            def submit() -> bool:
+                unit = next(it, None)
+                if unit is None:
+                    return False
+                futs = [pool.submit(unit.fragment.read_field, f, arrow_fields[f.name], unit.rows) for f in fields]
+                queue.append((unit, futs))
+                return True
+
+            for _ in range(in_flight):
+                if not submit():
+                    break
+            try:
+                while queue:
+                    unit, futs = queue.popleft()
+                    arrays = [fu.result() for fu in futs]
+                    submit()
+                    yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+            finally:
+                for _unit, futs in queue:
+                    for fu in futs:
+                        fu.cancel()
+
+    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+            ahead: int | None) -> Iterator[pa.Table]:
+        decoded = self.decode(ds, units, resolved.read_fields, ahead)
+        try:
+            for unit, table in zip(units, decoded, strict=True):
+                yield finish_table(resolved, table, unit, offsets)
+        finally:
+            decoded.close()  # type: ignore[attr-defined]
+
+
+class GpuExecutor:
+    """Decodes on the GPU (:func:`lance_gpu.gpu.read.scan_device`); fields without a GPU
+    decoder fall back to the CPU per ``on_cpu_fallback`` ("warn", "raise", "allow")."""
+
+    name = "gpu"
+    whole_fragments = True
+
+    def __init__(self, on_cpu_fallback: str = "warn") -> None:
+        from lance_gpu.gpu.read import check_fallback_mode
+
+        check_fallback_mode(on_cpu_fallback)
+        self.on_cpu_fallback = on_cpu_fallback
+
+    def decode_device(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[Any]:
+        """Per unit, a :class:`~lance_gpu.gpu.columns.DeviceTable` of ``fields``."""
+        from lance_gpu.gpu.read import scan_device
+
+        jobs = [(u.fragment, u.rows) for u in units]
+        for _frag, dt in scan_device(ds, list(fields), jobs, on_cpu_fallback=self.on_cpu_fallback):
+            yield dt
+
+    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
+        for dt in self.decode_device(ds, units, fields):
+            yield dt.to_arrow()
+
+    def run_device(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan,
+                   offsets: _Offsets | None = None) -> Iterator[Any]:
+        """Per unit, the finished result as a device table: the filter's surviving rows are
+        gathered on the device before anything is copied to the host."""
+        from lance_gpu.gpu.read import finish_device
+
+        for unit, dt in zip(units, self.decode_device(ds, units, resolved.read_fields), strict=True):
+            yield finish_device(resolved, dt, unit, project, offsets)
+
+    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+            ahead: int | None) -> Iterator[pa.Table]:
+        from lance_gpu.gpu.columns import DeviceColumn
+
+        for dt in self.run_device(ds, units, resolved, offsets):
+            arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in dt.columns]
+            if not arrays:
+                yield empty_table(dt.num_rows, resolved.schema.metadata)
+            else:
+                yield pa.Table.from_arrays(arrays, schema=resolved.schema)
+
+
+def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:
+    """The executor for ``device`` ("auto", "gpu", "cpu"; "auto" picks what is usable)."""
+    from lance_gpu._device import resolve_device
+
+    if resolve_device(device) == "gpu":
+        return GpuExecutor(on_cpu_fallback)
+    return CpuExecutor()
+
+
+# --------------------------------------------------------------------------------------------
+# Planning the units, and the epilogue
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def open_dataset(uri: str, version: int, device: str = "auto", storage_options: tuple[tuple[str, str], ...] = ()) -> LanceDataset:
+    """The dataset at a plan's pinned version, kept open across the plans a process runs
+    (on an object store, this process fetches the bytes itself with ``storage_options``)."""
+    from lance_gpu.dataset import LanceDataset
+
+    return LanceDataset(uri, version, device=device, storage_options=dict(storage_options))
+
+
+def plan_units(plan: ScanPlan, ds: LanceDataset, window: int | None) -> list[ReadUnit]:
+    """The plan's read units: per fragment its selected rows (or live rows), cut into
+    windows of ``window`` rows (None: one unit per fragment)."""
+    units: list[ReadUnit] = []
+    for fid, sel in zip(plan.fragment_ids, plan.selections, strict=True):
+        frag = ds.get_fragment(fid)
+        if frag is None:
+            msg = f"fragment {fid} is not in version {ds.version} of {ds.uri}"
+            raise KeyError(msg)
+        rows = sel
+        if rows is None and not plan.include_deleted_rows:
+            rows = frag.live_rows
+        if window is None or (rows is None and frag.physical_rows <= window):
+            units.append(ReadUnit(frag, rows))
+            continue
+        if rows is None:
+            rows = np.arange(frag.physical_rows, dtype=np.int64)
+        for start in range(0, int(rows.size), window):
+            units.append(ReadUnit(frag, rows[start : start + window]))
+    return units
+
+
+class _Offsets:
+    """Dataset-level ``_rowoffset`` of physical rows: live rows before the fragment plus
+    the row's position among the fragment's live rows."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        counts = [f.live_count() for f in ds.fragments]
+        self.base = dict(zip((f.fragment_id for f in ds.fragments), np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist() if counts else [], strict=True))
+
+    def __call__(self, frag: LanceFragment, rows: np.ndarray) -> np.ndarray:
+        live = frag.live_rows
+        pos = rows if live is None else np.searchsorted(live, rows)
+        return np.asarray(pos, np.uint64) + np.uint64(self.base[frag.fragment_id])
+
+
+def add_virtual(table: pa.Table, unit: ReadUnit, virtual: set[str], offsets: _Offsets | None) -> pa.Table:
+    """Append the virtual columns ``virtual`` of ``unit``'s rows to ``table``."""
+    if not virtual:
+        return table
+    frag = unit.fragment
+    rows = np.arange(frag.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
+    if ROW_ID in virtual:
+        ids = frag.row_ids[rows]
+        mask = None
+        if frag.deleted_rows.size:
+            mask = np.isin(rows, frag.deleted_rows)
+            mask = mask if mask.any() else None
+        table = table.append_column(ROW_ID, pa.array(ids, pa.uint64(), mask=mask))
+    if ROW_ADDR in virtual:
+        table = table.append_column(ROW_ADDR, pa.array(frag.row_addresses(rows), pa.uint64()))
+    if ROW_OFFSET in virtual and offsets is not None:
+        table = table.append_column(ROW_OFFSET, pa.array(offsets(frag, rows), pa.uint64()))
+    return table
+
+
+def apply_filter(resolved: ResolvedScan, table: pa.Table) -> pa.Table:
+    """Keep the rows for which the plan's filter is true."""
+    return table if resolved.filter is None else resolved.filter.apply(table)
+
+
+def _evaluate(table: pa.Table, expression: pc.Expression) -> pa.ChunkedArray:
+    import pyarrow.acero as acero
+
+    decl = acero.Declaration.from_sequence([
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+        acero.Declaration("project", acero.ProjectNodeOptions([expression], ["v"])),
+    ])
+    return decl.to_table(use_threads=False).column(0)
+
+
+def project(resolved: ResolvedScan, table: pa.Table) -> pa.Table:
+    """Shape decoded top-level fields (and virtual columns) into the result schema."""
+    arrays: list[pa.ChunkedArray | pa.Array] = []
+    for out in resolved.outputs:
+        if out.expression is not None:
+            col = _evaluate(table, out.expression.expression) if table.num_rows else pa.chunked_array([], out.field.type)
+            if col.type != out.field.type:
+                col = col.cast(out.field.type)
+        elif out.virtual is not None:
+            col = table.column(out.virtual)
+        else:
+            col = table.column(out.path[0])
+            for child in out.path[1:]:
+                col = pc.struct_field(col, [col.type.get_field_index(child)])
+        arrays.append(col)
+    if not arrays:
+        return empty_table(table.num_rows, resolved.schema.metadata)
+    return pa.Table.from_arrays(arrays, schema=resolved.schema)
+
+
+def finish_table(resolved: ResolvedScan, table: pa.Table, unit: ReadUnit, offsets: _Offsets | None) -> pa.Table:
+    """The epilogue every Arrow read runs: virtual columns, filter, projection."""
+    table = add_virtual(table, unit, resolved.virtual, offsets)
+    table = apply_filter(resolved, table)
+    return project(resolved, table)
+
+
+def run_plan(
+    plan: ScanPlan,
+    executor: Executor | None = None,
+    ds: LanceDataset | None = None,
+    *,
+    window: int | None = None,
+    ahead: int | None = None,
+) -> Iterator[pa.Table]:
+    """Run ``plan``: one finished Arrow table per read unit (empty ones included), with the
+    plan's ``offset`` / ``limit`` applied over the filtered rows.  ``window``: rows per unit
+    (None: whole fragments); ``ahead``: units decoding ahead of the consumer (None: all)."""
+    if ds is None:
+        ds = open_dataset(plan.uri, plan.version, plan.device, plan.storage_options)
+    if executor is None:
+        executor = executor_for(plan.device)
+    resolved = resolve(plan, ds)
+    units = plan_units(plan, ds, None if executor.whole_fragments else window)
+    offsets = _Offsets(ds) if ROW_OFFSET in resolved.virtual else None
+    skip = plan.offset
+    left = plan.limit
+    if left == 0:
+        return
+    finished = executor.run(ds, units, resolved, offsets, ahead)
+    try:
+        for table in finished:
+            if skip:
+                cut = min(skip, table.num_rows)
+                table = table.slice(cut)
+                skip -= cut
+            if left is not None:
+                table = table.slice(0, left)
+                left -= table.num_rows
+            yield table
+            if left == 0:
+                return
+    finally:
+        close = getattr(finished, "close", None)
+        if close is not None:
+            close()
+
+
+def concat(tables: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
+    """One table of ``tables`` (of ``schema``), keeping the row count without columns."""
+    if not schema.names:
+        return empty_table(sum(t.num_rows for t in tables), schema.metadata)
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def rebatch(tables: Iterator[pa.Table], batch_size: int, strict: bool) -> Iterator[pa.RecordBatch]:
+    """Zero-copy batches of at most ``batch_size`` rows; with ``strict`` every batch but the
+    last has exactly ``batch_size`` rows (slices of consecutive tables are joined)."""
+    if not strict:
+        for table in tables:
+            for batch in table.to_batches(max_chunksize=batch_size):
+                if batch.num_rows:
+                    yield batch
+        return
+    pending: list[pa.RecordBatch] = []
+    have = 0
+    schema = None
+    for table in tables:
+        schema = table.schema
+        for batch in table.to_batches(max_chunksize=batch_size):
+            while batch.num_rows:
+                take = min(batch_size - have, batch.num_rows)
+                pending.append(batch.slice(0, take))
+                have += take
+                batch = batch.slice(take)
+                if have == batch_size:
+                    yield _join(pending, schema)
+                    pending, have = [], 0
+    if have and schema is not None:
+        yield _join(pending, schema)
+
+
+def _empty_batch(num_rows: int, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_struct_array(pa.array([{}] * num_rows, pa.struct([]))).replace_schema_metadata(schema.metadata)
+
+
+def _join(parts: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    if len(parts) == 1:
+        return parts[0]
+    if not schema.names:
+        return _empty_batch(sum(p.num_rows for p in parts), schema)
+    return pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Takes
+# --------------------------------------------------------------------------------------------
+
+
+def take_indices(indices: Any) -> np.ndarray:
+    """pylance's ``take`` indices as int64, refusing non-integers and negatives."""
+    if isinstance(indices, (pa.Array, pa.ChunkedArray)):
+        if not pa.types.is_integer(indices.type):
+            raise ArgumentTypeError(f"argument 'row_indices': {indices.type} values cannot be interpreted as integers")
+        values = indices.to_numpy(zero_copy_only=False)
+    else:
+        values = np.asarray(list(indices) if not isinstance(indices, np.ndarray) else indices)
+        if values.size and values.dtype.kind not in "iu":
+            bad = next((v for v in values.ravel().tolist() if isinstance(v, bool) or not isinstance(v, int)), values.ravel()[0])
+            raise ArgumentTypeError(f"argument 'row_indices': {type(bad).__name__!r} object cannot be interpreted as an integer")
+    idx = np.asarray(values, dtype=np.int64).ravel()
+    if idx.size and int(idx.min()) < 0:
+        raise NegativeArgumentError(f"take index {int(idx.min())} is negative")
+    return idx
+
+
+def _take_nesting(ds: LanceDataset, columns: Any) -> dict[str, list[tuple[str, ...]]] | None:
+    """pylance's ``take`` returns a dotted name as its top-level struct pruned to the named
+    fields (``"st.q"`` -> ``st: struct<q>``): top-level name -> requested sub-paths (empty:
+    the whole field), in order of first mention; None when no dotted name is asked for."""
+    if columns is None or isinstance(columns, (str, bytes, dict)) or not isinstance(columns, Sequence):
+        return None
+    top = set(ds.schema.names)
+    if all(not isinstance(c, str) or c in top for c in columns):
+        return None
+    from lance_gpu.scan.plan import nested_path
+
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for name in columns:
+        if name in top:
+            out.setdefault(name, []).append(())
+        else:
+            path = nested_path(ds, name)
+            out.setdefault(path[0], []).append(path[1:])
+    return out
+
+
+def _prune(array: pa.Array, paths: list[tuple[str, ...]]) -> pa.Array:
+    if any(not p for p in paths):
+        return array
+    children: dict[str, list[tuple[str, ...]]] = {}
+    for p in paths:
+        children.setdefault(p[0], []).append(p[1:])
+    arrays = [_prune(array.field(name), sub) for name, sub in children.items()]
+    fields = [array.type.field(name).with_type(a.type) for name, a in zip(children, arrays, strict=True)]
+    return pa.StructArray.from_arrays(arrays, fields=fields, mask=array.is_null() if array.null_count else None)
+
+
+def _prune_structs(table: pa.Table, nested: dict[str, list[tuple[str, ...]]]) -> pa.Table:
+    names, arrays = [], []
+    for name in table.column_names:
+        col = table.column(name).combine_chunks()
+        if name in nested:
+            col = _prune(col, nested[name])
+        names.append(name)
+        arrays.append(col)
+    fields = [table.schema.field(n).with_type(a.type) for n, a in zip(names, arrays, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
+
+
+def take_rows(
+    ds: LanceDataset,
+    indices: Any,
+    columns: Any = None,
+    *,
+    fragments: Sequence[LanceFragment] | None = None,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+    executor: Executor | None = None,
+) -> pa.Table:
+    """Rows at the given positions among the live rows of ``fragments`` (default: the
+    dataset's), in the order given (repeats allowed): a plan whose row selections are the
+    rows asked for, run by the dataset's executor, put back in the caller's order."""
+    idx = take_indices(indices)
+    frags = list(ds.fragments if fragments is None else fragments)
+    counts = np.array([f.live_count() for f in frags], np.int64)
+    starts = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    total = int(starts[-1])
+    if idx.size and int(idx.max()) >= total:
+        bad = int(idx.max())
+        raise RowIndexError(f"take index {bad} is out of range: there are {total} rows")
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1
+    selections: dict[int, np.ndarray] = {}
+    inverse_parts: list[np.ndarray] = []
+    base = 0
+    for fi in np.unique(frag_of):
+        frag = frags[int(fi)]
+        local = sorted_idx[frag_of == fi] - starts[fi]
+        live = frag.live_rows
+        phys = local if live is None else live[local]
+        uniq, inverse = np.unique(phys, return_inverse=True)
+        selections[frag.fragment_id] = uniq.astype(np.int64)
+        inverse_parts.append(inverse + base)
+        base += uniq.size
+    nested = _take_nesting(ds, columns)
+    read_columns = list(nested) if nested is not None else columns
+    plan = build_plan(ds, columns=read_columns, with_row_id=with_row_id, with_row_address=with_row_address, selections=selections)
+    table = concat(list(run_plan(plan, executor or executor_for(ds.device), ds)), resolve(plan, ds).schema)
+    if nested is not None:
+        table = _prune_structs(table, nested)
+    if not idx.size:
+        return table
+    positions = np.concatenate(inverse_parts)  # sorted order -> row of `table`
+    back = np.empty_like(positions)
+    back[order] = positions
+    if back.size == table.num_rows and np.array_equal(back, np.arange(back.size)):
+        return table
+    if not table.schema.names:
+        return empty_table(int(back.size), table.schema.metadata)
+    return table.take(pa.array(back))
+
+
+def read_rows(ds: LanceDataset, fragment: LanceFragment, rows: np.ndarray | None, columns: Any = None) -> pa.Table:
+    """``columns`` (default: all) of the sorted physical ``rows`` (None: every live row) of
+    one fragment, decoded on the CPU: the plan-and-run the write package reads with."""
+    plan = build_plan(ds, columns=columns, selections={fragment.fragment_id: None if rows is None else np.asarray(rows, np.int64)})
+    return concat(list(run_plan(plan, CpuExecutor(), ds)), resolve(plan, ds).schema)
+
+
+def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+    """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
+    CPU in threads, in unit order: for writers that rewrite whole fields."""
+    return CpuExecutor().decode(ds, units, fields, None)

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``LanceScanner``: pylance's scanner over a :class:`~lance_gpu.scan.plan.ScanPlan`.
+
+A scanner holds a plan (built once by ``ds.scanner(...)``) and runs it with the executor of
+the plan's device.  It pickles as its plan: a worker process reopens the pinned version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import GpuUnavailableError
+from lance_gpu.scan.execute import (
+    STREAM_WINDOW_ROWS,
+    GpuExecutor,
+    _Offsets,
+    concat,
+    executor_for,
+    open_dataset,
+    plan_units,
+    rebatch,
+    run_plan,
+)
+from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, resolve
+
+if TYPE_CHECKING:
+    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.gpu.columns import DeviceTable
+
+
+class LanceScanner:
+    """A planned read: ``to_table``, ``to_batches``, ``to_reader``, ``count_rows``, ``head``,
+    ``projected_schema``, ``dataset_schema``, ``explain_plan``; and on the GPU
+    ``to_cudf`` / ``to_device_batches``."""
+
+    def __init__(self, plan: ScanPlan, ds: LanceDataset | None = None, *, on_cpu_fallback: str = "warn") -> None:
+        self.plan = plan
+        self._ds = ds
+        self.on_cpu_fallback = on_cpu_fallback
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LanceScanner, (self.plan, None), {"on_cpu_fallback": self.on_cpu_fallback})
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.on_cpu_fallback = state["on_cpu_fallback"]
+
+    def __repr__(self) -> str:
+        return f"LanceScanner({self.plan.uri!r}, version={self.plan.version})"
+
+    @property
+    def dataset(self) -> LanceDataset:
+        if self._ds is None:
+            self._ds = open_dataset(self.plan.uri, self.plan.version, self.plan.device, self.plan.storage_options)
+        return self._ds
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """The schema of what the scan returns."""
+        return resolve(self.plan, self.dataset).schema
+
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        """The schema of the dataset version scanned."""
+        return self.dataset.schema
+
+    def explain_plan(self, verbose: bool = False) -> str:
+        """What the scan reads: fragments, rows, projection, filter, limits, batching."""
+        text = self.plan.describe()
+        if verbose:
+            resolved = resolve(self.plan, self.dataset)
+            text += f"\n  decode=[{', '.join(f.name for f in resolved.read_fields)}]"
+            text += f", virtual={sorted(resolved.virtual)}, output={resolved.schema.names}"
+        return text
+
+    def _executor(self):
+        return executor_for(self.plan.device, self.on_cpu_fallback)
+
+    def to_table(self) -> pa.Table:
+        """Every row of the scan in one table."""
+        tables = list(run_plan(self.plan, self._executor(), self.dataset))
+        return concat(tables, self.projected_schema)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Stream the scan in batches of at most ``batch_size`` rows (exactly, but for the
+        last, with ``strict_batch_size``).  Windows of rows decode ahead of the consumer in
+        threads: ``batch_readahead`` batches' worth and at least ``fragment_readahead``
+        units (fragments, or windows of large ones); memory is bounded by that many windows.
+        On the GPU, fragments go through the staging pipeline (next unit staged while one
+        decodes)."""
+        plan = self.plan
+        size = plan.batch_size
+        window = size * max(1, -(-STREAM_WINDOW_ROWS // size))
+        # units in flight: batch_readahead batches' worth of windows, and at least
+        # fragment_readahead units (a unit is at most one window of one fragment)
+        ahead = max(1, -(-plan.batch_readahead * size // window), plan.fragment_readahead)
+        tables = run_plan(plan, self._executor(), self.dataset, window=window, ahead=ahead)
+        return rebatch(tables, size, plan.strict_batch_size)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """A ``pyarrow.RecordBatchReader`` over :meth:`to_batches`."""
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def count_rows(self) -> int:
+        """Rows the scan returns (pylance refuses a limit or offset here)."""
+        from lance_gpu.errors import InvalidArgumentError
+
+        if self.plan.limit is not None or self.plan.offset or self.plan.window_pushed:
+            raise InvalidArgumentError("Cannot use limit/offset with aggregate. Apply limit to the result instead.")
+        if self.plan.filter is None and all(s is None for s in self.plan.selections) and not self.plan.include_deleted_rows:
+            by_id = {f.fragment_id: f for f in self.dataset.fragments}
+            return sum(by_id[i].live_count() for i in self.plan.fragment_ids)
+        return sum(t.num_rows for t in run_plan(self.plan, self._executor(), self.dataset))
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The first ``num_rows`` rows of the scan."""
+        from dataclasses import replace
+
+        from lance_gpu.scan.plan import build_plan
+
+        plan = self.plan
+        limit = num_rows if plan.limit is None else min(num_rows, plan.limit)
+        if plan.filter is None:
+            # re-plan the window over the fragments / selections this plan reads
+            ds = self.dataset
+            sel = dict(zip(plan.fragment_ids, plan.selections, strict=True))
+            new = build_plan(ds, columns=_columns_arg(plan), selections=sel, limit=limit,
+                             with_row_id=plan.with_row_id, with_row_address=plan.with_row_address,
+                             include_deleted_rows=plan.include_deleted_rows, batch_size=plan.batch_size, device=plan.device)
+        else:
+            new = replace(plan, limit=limit)
+        return LanceScanner(new, self._ds, on_cpu_fallback=self.on_cpu_fallback).to_table()
+
+    # -- GPU outputs ---------------------------------------------------------------------------
+
+    def to_device_batches(self) -> Iterator[DeviceTable]:
+        """Per fragment, the scan's columns as a ``DeviceTable`` whose columns stay in device
+        memory (needs a usable GPU: ``GpuUnavailableError`` otherwise)."""
+        from lance_gpu._device import resolve_device
+
+        resolve_device("gpu")
+        ds = self.dataset
+        plan = self.plan
+        resolved = resolve(plan, ds)
+        executor = GpuExecutor(self.on_cpu_fallback)
+        units = plan_units(plan, ds, None)
+        skip, left = plan.offset, plan.limit
+        offsets = _Offsets(ds) if ROW_OFFSET in resolved.virtual else None
+        for out in executor.run_device(ds, units, resolved, offsets):
+            if skip or left is not None:
+                start = min(skip, out.num_rows)
+                skip -= start
+                stop = out.num_rows if left is None else min(out.num_rows, start + left)
+                out = out.take(np.arange(start, stop)) if (start, stop) != (0, out.num_rows) else out
+                if left is not None:
+                    left -= stop - start
+            yield out
+            if left == 0:
+                return
+
+    def to_cudf(self):
+        """The scan as one ``cudf.DataFrame`` decoded on the GPU (``GpuUnavailableError``
+        without a usable GPU or cuDF)."""
+        from lance_gpu._device import gpu_unusable_reason
+        from lance_gpu.gpu import _array
+
+        reason = gpu_unusable_reason()
+        if reason is not None:
+            raise GpuUnavailableError(f"to_cudf needs a usable GPU: {reason}")
+        try:
+            import cudf
+        except ImportError as exc:
+            raise GpuUnavailableError(f"to_cudf needs cuDF ({exc})") from exc
+        frames = []
+        for dt in self.to_device_batches():
+            with _array.legacy_stream():
+                frames.append(dt.to_cudf())
+        if not frames:
+            return cudf.DataFrame.from_arrow(self.projected_schema.empty_table())
+        if len(frames) == 1:
+            return frames[0]
+        return cudf.concat(frames, ignore_index=True)
+
+
+def _columns_arg(plan: ScanPlan) -> Any:
+    if plan.columns is None:
+        return None
+    if all(e is None for _n, e in plan.columns):
+        return [n for n, _e in plan.columns]
+    return {n: (n if e is None else e) for n, e in plan.columns}

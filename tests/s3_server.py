@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A real S3-compatible server on loopback for tests and benchmarks: moto's
+``ThreadedMotoServer`` on 127.0.0.1 (a free port) with one bucket.  obstore and pylance talk
+HTTP to it with the same pylance-style ``storage_options``."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+BUCKET = "lance-gpu-tests"
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    bucket: str = BUCKET
+    server: object = field(default=None, repr=False)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        return {
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+            "aws_region": "us-east-1",
+            "aws_endpoint": self.endpoint,
+            "allow_http": "true",
+        }
+
+    def uri(self, name: str = "") -> str:
+        """A fresh dataset URI in the bucket."""
+        return f"s3://{self.bucket}/{name or 'ds'}-{uuid.uuid4().hex[:10]}"
+
+    def keys(self, prefix: str) -> list[str]:
+        import boto3
+
+        client = boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
+            aws_secret_access_key="testing", region_name="us-east-1",
+        )
+        out: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            out.extend(o["Key"] for o in page.get("Contents", []))
+        return out
+
+    def stop(self) -> None:
+        self.server.stop()  # type: ignore[attr-defined]
+
+
+def start_s3_server() -> S3Server:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="testing",
+        aws_secret_access_key="testing", region_name="us-east-1",
+    ).create_bucket(Bucket=BUCKET)
+    return S3Server(endpoint, BUCKET, server)

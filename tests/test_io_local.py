@@ -1,0 +1,259 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The storage layer on the local file system: LocalStore, the URI resolver, fault injection,
+and the rule that nothing outside ``lance_gpu/io`` touches dataset bytes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_gpu
+from lance_gpu.errors import (
+    ConditionalPutUnsupportedError,
+    CorruptFileError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    StorageConnectionError,
+    StorageError,
+    StoragePermissionError,
+    StorageTimeoutError,
+    UnsupportedFeatureError,
+)
+from lance_gpu.io import LOCAL, FaultInjectingStore, LocalStore, ObstoreStore, resolve
+from lance_gpu.io.store import coalesce
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tbl(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table({"id": pa.array(ids), "s": pa.array([f"r{i}" for i in ids]), "x": pa.array(ids * 0.5)})
+
+
+def _staging(root: Path) -> list[str]:
+    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.startswith(".tmp_")]
+
+
+# -- LocalStore ----------------------------------------------------------------------------
+
+
+def test_local_store_roundtrip_and_counters(tmp_path: Path) -> None:
+    store = LocalStore()
+    key = str(tmp_path / "a" / "b.bin")
+    store.put(key, b"0123456789" * 10)
+    assert store.exists(key) and store.size(key) == 100
+    assert store.get(key) == b"0123456789" * 10
+    store.stats.reset()
+    parts = store.read_ranges(key, [(0, 3), (10, 2), (95, 5)])
+    assert [p.tobytes() for p in parts] == [b"012", b"01", b"56789"]
+    assert store.stats.gets == 1  # three near ranges: one coalesced read
+    assert store.stats.bytes_read == 100
+    tail, size = store.read_tail(key, 4)
+    assert tail.tobytes() == b"6789" and size == 100
+    with pytest.raises(CorruptFileError, match="outside the file"):
+        store.read_range(key, 98, 5)
+    assert [m.path for m in store.list(str(tmp_path))] == [key]
+    store.delete(key)
+    store.delete(key)  # missing: not an error
+    assert not store.exists(key)
+
+
+def test_coalesce_groups_near_ranges() -> None:
+    groups = coalesce([(1_000_000, 10), (0, 10), (20, 10), (200_000, 5)])
+    assert [(s, e, sorted(i)) for s, e, i in groups] == [(0, 30, [1, 2]), (200_000, 200_005, [3]), (1_000_000, 1_000_010, [0])]
+
+
+def test_put_if_absent_is_atomic_and_leaves_no_staging(tmp_path: Path) -> None:
+    key = str(tmp_path / "v" / "1.manifest")
+    LOCAL.put_if_absent(key, b"first")
+    with pytest.raises(ObjectExistsError) as info:
+        LOCAL.put_if_absent(key, b"second")
+    assert isinstance(info.value, FileExistsError) and key in str(info.value)
+    assert LOCAL.get(key) == b"first"
+    assert _staging(tmp_path) == []
+
+
+def test_missing_object_and_permission_errors_are_typed(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    with pytest.raises(ObjectNotFoundError) as info:
+        LOCAL.get(missing)
+    assert isinstance(info.value, FileNotFoundError) and missing in str(info.value)
+    if os.geteuid() == 0:
+        return  # root ignores permissions
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(StoragePermissionError):
+            LOCAL.put(str(locked / "x"), b"1")
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda p: p, lambda p: str(p)),
+        (lambda p: p.as_uri(), lambda p: str(p)),
+        (lambda p: "file:" + str(p), lambda p: str(p)),
+    ],
+)
+def test_resolve_local_forms(tmp_path: Path, make, expected) -> None:
+    store, root = resolve(make(tmp_path / "ds"))
+    assert store is LOCAL and root == expected(tmp_path / "ds")
+
+
+def test_resolve_relative_and_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve("rel/ds") == (LOCAL, str(tmp_path / "rel" / "ds"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve("~/ds") == (LOCAL, str(tmp_path / "ds"))
+
+
+def test_resolve_remote_schemes() -> None:
+    store, root = resolve("memory://unit/some/ds")
+    assert isinstance(store, ObstoreStore) and root == "some/ds" and store.uri(root) == "memory://unit/some/ds"
+    s3, key = resolve("s3://bucket/pre/ds", {"aws_region": "us-east-1", "aws_access_key_id": "a", "aws_secret_access_key": "b"})
+    assert isinstance(s3, ObstoreStore) and key == "pre/ds" and s3.supports_conditional_put
+    http, _ = resolve("https://example.com/ds")
+    assert not http.writable and not http.supports_conditional_put
+    with pytest.raises(UnsupportedFeatureError):
+        resolve("ftp://host/ds")
+    with pytest.raises(ValueError, match="storage_options"):
+        resolve("s3://bucket/ds", {"not_a_real_option": "1"})
+
+
+def test_memory_roundtrip_with_pylance_semantics() -> None:
+    uri = "memory://roundtrip/ds"
+    ds = lance_gpu.write_dataset(_tbl(0, 100), uri, max_rows_per_file=40)
+    assert ds.uri == uri and len(ds.fragments) == 3
+    lance_gpu.write_dataset(_tbl(100, 10), uri, mode="append")
+    ds = lance_gpu.dataset(uri)
+    ds.delete("id % 2 = 0")
+    ds = lance_gpu.dataset(uri)
+    assert ds.version == 3
+    assert ds.to_table().equals(_tbl(0, 110).filter(pa.compute.equal(pa.compute.bit_wise_and(_tbl(0, 110)["id"], 1), 1)))
+    assert lance_gpu.dataset(uri, 1).count_rows() == 100
+
+
+def test_user_store_and_fsspec(tmp_path: Path) -> None:
+    import fsspec
+    import obstore.store
+
+    mem = obstore.store.MemoryStore()
+    ds = lance_gpu.write_dataset(_tbl(0, 5), "tbl", store=mem)
+    assert lance_gpu.dataset("tbl", store=mem).to_table().equals(_tbl(0, 5))
+    assert ds.root == "tbl"
+    fs = fsspec.filesystem("file")
+    lance.write_dataset(_tbl(0, 7), str(tmp_path / "f"))
+    assert lance_gpu.dataset(str(tmp_path / "f"), store=fs).to_table().equals(_tbl(0, 7))
+    # an fsspec file system promises no atomic create: commits are refused
+    with pytest.raises(ConditionalPutUnsupportedError):
+        lance_gpu.write_dataset(_tbl(0, 1), str(tmp_path / "g"), store=fs)
+
+
+# -- fault injection -----------------------------------------------------------------------
+
+FAULTS = [
+    ("ENOSPC", StorageError, errno.ENOSPC),
+    ("EACCES", StoragePermissionError, errno.EACCES),
+    ("EIO", StorageError, errno.EIO),
+    ("timeout", StorageTimeoutError, errno.ETIMEDOUT),
+    ("refused", StorageConnectionError, errno.ECONNREFUSED),
+]
+
+
+def _data_and_deletions(root: Path) -> set[str]:
+    out = set()
+    for sub in ("data", "_deletions"):
+        d = root / sub
+        if d.exists():
+            out |= {f"{sub}/{n}" for n in os.listdir(d)}
+    return out
+
+
+@pytest.mark.parametrize(("fault", "etype", "code"), FAULTS)
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_failed_append_is_clean(tmp_path: Path, fault: str, etype: type, code: int, nth: int) -> None:
+    root = tmp_path / "ds"
+    lance_gpu.write_dataset(_tbl(0, 100), str(root))
+    before = _data_and_deletions(root)
+    faulty = FaultInjectingStore(LOCAL, op="put", nth=nth, error=fault)
+    # puts: data file 1, data file 2, transaction file, manifest, hint
+    with pytest.raises(etype) as info:
+        lance_gpu.write_dataset(_tbl(100, 60), str(root), mode="append", max_rows_per_file=30, store=faulty)
+    err = info.value
+    assert isinstance(err, OSError) and err.errno == code and str(root) in str(err)
+    assert lance.dataset(str(root)).version == 1
+    assert lance_gpu.dataset(str(root)).to_table().equals(_tbl(0, 100))
+    assert _staging(root) == []
+    assert _data_and_deletions(root) == before  # nothing uncommitted stays behind
+    assert os.listdir(root / "_transactions") == [n for n in os.listdir(root / "_transactions") if n.startswith("0-")]
+
+
+@pytest.mark.parametrize(("fault", "etype", "code"), FAULTS[:3])
+def test_failed_manifest_put_is_clean(tmp_path: Path, fault: str, etype: type, code: int) -> None:
+    root = tmp_path / "ds"
+    lance_gpu.write_dataset(_tbl(0, 50), str(root))
+    faulty = FaultInjectingStore(LOCAL, op="put", nth=1, error=fault, op_filter="_versions/")
+    ds = lance_gpu.dataset(str(root), store=faulty)
+    with pytest.raises(etype):
+        ds.delete("id < 10")
+    assert lance_gpu.dataset(str(root)).version == 1 and lance.dataset(str(root)).count_rows() == 50
+    assert _staging(root) == []
+    assert _data_and_deletions(root) == {f"data/{n}" for n in os.listdir(root / "data")}
+    assert not (root / "_deletions").exists() or os.listdir(root / "_deletions") == []
+    assert len(os.listdir(root / "_transactions")) == 1
+
+
+def test_lost_manifest_response_is_read_back(tmp_path: Path) -> None:
+    """The manifest put lands but its response is lost: the commit reads it back and succeeds."""
+    root = tmp_path / "ds"
+    lance_gpu.write_dataset(_tbl(0, 50), str(root))
+    faulty = FaultInjectingStore(LOCAL, op="put", nth=1, error="timeout", after=True, op_filter=".manifest")
+    ds = lance_gpu.write_dataset(_tbl(50, 5), str(root), mode="append", store=faulty)
+    assert faulty.failures == 1 and ds.version == 2
+    assert lance.dataset(str(root)).to_table().equals(_tbl(0, 55))
+
+
+@pytest.mark.parametrize(("fault", "etype", "code"), FAULTS)
+def test_failed_read_is_typed(tmp_path: Path, fault: str, etype: type, code: int) -> None:
+    root = tmp_path / "ds"
+    lance_gpu.write_dataset(_tbl(0, 50), str(root))
+    ds = lance_gpu.dataset(str(root), store=FaultInjectingStore(LOCAL, op="read", nth=2, error=fault))
+    with pytest.raises(etype) as info:
+        ds.to_table()
+    assert info.value.errno == code and str(root) in str(info.value)
+
+
+# -- only lance_gpu/io touches dataset bytes -----------------------------------------------
+
+_FS_CALL = re.compile(
+    r"os\.path|(?<![\w.])open\(|\bmmap\b|shutil|pathlib|"
+    r"os\.(link|rename|replace|listdir|scandir|remove|unlink|makedirs|mkdir|rmdir|fsync|stat|walk|open)\b"
+)
+#: (file, reason): the only raw file-system uses outside lance_gpu/io, none of dataset bytes.
+_ALLOWED = {
+    "lance_gpu/cli.py": "pathlib names a temporary directory for the demo dataset",
+    "lance_gpu/spark/_gpu.py": "lock files in the temp directory that bound GPU decodes per executor",
+}
+
+
+def test_only_io_touches_the_file_system() -> None:
+    offenders = []
+    for path in sorted((REPO / "lance_gpu").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith(("lance_gpu/io/", "lance_gpu/_proto/")) or rel in _ALLOWED:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if _FS_CALL.search(code):
+                offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert offenders == [], "file-system calls outside lance_gpu/io:\n" + "\n".join(offenders)

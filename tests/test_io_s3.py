@@ -1,0 +1,268 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Datasets on a real S3-compatible server (moto on loopback), read and written by lance-gpu
+and pylance over HTTP with the same ``storage_options``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_gpu
+from lance_gpu.errors import (
+    ConditionalPutUnsupportedError,
+    DatasetNotFoundError,
+    ObjectNotFoundError,
+    StorageConnectionError,
+    StorageError,
+    StoragePermissionError,
+    StorageTimeoutError,
+)
+from lance_gpu.io import FaultInjectingStore, ObstoreStore, resolve
+
+pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
+
+
+def _tbl(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "s": pa.array([f"row-{i}" if i % 7 else None for i in ids]),
+            "x": pa.array(ids * 0.25, pa.float32()),
+            "flag": pa.array(ids % 3 == 0),
+            "v": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
+            "st": pa.array([{"a": int(i), "b": f"b{i}"} for i in ids]),
+        }
+    )
+
+
+def test_pylance_writes_we_read(s3_server) -> None:
+    opts = s3_server.storage_options
+    uri = s3_server.uri("pl")
+    lance.write_dataset(_tbl(0, 300), uri, max_rows_per_file=100, storage_options=opts, enable_stable_row_ids=True)
+    lance.write_dataset(_tbl(300, 50), uri, mode="append", storage_options=opts)
+    ref = lance.dataset(uri, storage_options=opts)
+    ref.delete("id % 5 = 1")
+    ref = lance.dataset(uri, storage_options=opts)
+    ours = lance_gpu.dataset(uri, storage_options=opts)
+    assert ours.version == ref.version == 3
+    assert ours.uri == uri and isinstance(ours.store, ObstoreStore)
+    assert ours.to_table().equals(ref.to_table())
+    assert ours.to_table(with_row_id=True)["_rowid"].equals(ref.to_table(with_row_id=True)["_rowid"])
+    assert ours.count_rows() == ref.count_rows()
+    idx = [0, 5, 77, 123, 250, 279]
+    assert ours.take(idx).equals(ref.take(idx))
+    assert ours.to_table(columns=["id", "s"], filter="x > 20").equals(ref.to_table(columns=["id", "s"], filter="x > 20"))
+    assert lance_gpu.dataset(uri, 1, storage_options=opts).to_table().equals(lance.dataset(uri, 1, storage_options=opts).to_table())
+    assert [v["version"] for v in ours.versions()] == [v["version"] for v in ref.versions()]
+
+
+def test_we_write_pylance_reads(s3_server) -> None:
+    opts = s3_server.storage_options
+    uri = s3_server.uri("ours")
+
+    def same() -> None:
+        ref = lance.dataset(uri, storage_options=opts)
+        ours = lance_gpu.dataset(uri, storage_options=opts)
+        assert ref.version == ours.version
+        assert ref.to_table().equals(ours.to_table())
+
+    lance_gpu.write_dataset(_tbl(0, 200), uri, max_rows_per_file=60, storage_options=opts)
+    same()
+    lance_gpu.write_dataset(_tbl(200, 30), uri, mode="append", storage_options=opts)
+    same()
+    ds = lance_gpu.dataset(uri, storage_options=opts)
+    ds.delete("id % 4 = 0")
+    same()
+    ds.add_columns({"y": "id * 2"})
+    same()
+    ds.optimize.compact_files(target_rows_per_fragment=1000)
+    same()
+    assert len(lance.dataset(uri, storage_options=opts).get_fragments()) == 1
+    lance_gpu.write_dataset(_tbl(5, 5), uri, mode="overwrite", storage_options=opts)
+    same()
+    assert lance.dataset(uri, storage_options=opts).to_table().equals(_tbl(5, 5))
+
+
+_APPENDER = textwrap.dedent(
+    """
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, pyarrow as pa
+    import lance_gpu
+    uri, opts, k = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    for j in range(2):
+        start = 1000 * k + 100 * j
+        tbl = pa.table({"id": pa.array(np.arange(start, start + 10))})
+        lance_gpu.write_dataset(tbl, uri, mode="append", storage_options=opts)
+    """
+)
+
+
+def test_concurrent_appends_each_land_once(s3_server) -> None:
+    import json
+
+    opts = s3_server.storage_options
+    uri = s3_server.uri("conc")
+    lance_gpu.write_dataset(pa.table({"id": pa.array(np.arange(-10, 0))}), uri, storage_options=opts)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, uri, json.dumps(opts), str(k)], env=env, stderr=subprocess.PIPE)
+        for k in range(4)
+    ]
+    for p in procs:
+        _out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()[-2000:]
+    expected = sorted([*range(-10, 0), *(1000 * k + 100 * j + i for k in range(4) for j in range(2) for i in range(10))])
+    ref = lance.dataset(uri, storage_options=opts)
+    assert ref.version == 9
+    assert sorted(ref.to_table()["id"].to_pylist()) == expected
+    assert sorted(lance_gpu.dataset(uri, storage_options=opts).to_table()["id"].to_pylist()) == expected
+
+
+_KILLED = textwrap.dedent(
+    """
+    import json, os, signal, sys, warnings
+    warnings.simplefilter("ignore")
+    import pyarrow as pa
+    import lance_gpu
+    from lance_gpu.io.remote import ObstoreStore
+    ObstoreStore.put_if_absent = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    lance_gpu.write_dataset(pa.table({"id": [7, 8, 9]}), sys.argv[1], mode="append", storage_options=json.loads(sys.argv[2]))
+    """
+)
+
+
+def test_writer_killed_before_manifest_leaves_previous_version(s3_server) -> None:
+    import json
+
+    opts = s3_server.storage_options
+    uri = s3_server.uri("killed")
+    lance_gpu.write_dataset(pa.table({"id": [1, 2, 3]}), uri, storage_options=opts)
+    proc = subprocess.run([sys.executable, "-c", _KILLED, uri, json.dumps(opts)], capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    prefix = uri.split("/", 3)[3]
+    assert any("/data/" in k for k in s3_server.keys(prefix)) and len([k for k in s3_server.keys(prefix) if "/data/" in k]) == 2
+    assert lance.dataset(uri, storage_options=opts).version == 1
+    ours = lance_gpu.dataset(uri, storage_options=opts)
+    assert ours.version == 1 and ours.to_table()["id"].to_pylist() == [1, 2, 3]
+    lance_gpu.write_dataset(pa.table({"id": [4]}), uri, mode="append", storage_options=opts)
+    assert lance.dataset(uri, storage_options=opts).to_table()["id"].to_pylist() == [1, 2, 3, 4]
+
+
+def test_store_without_conditional_put_is_refused(s3_server) -> None:
+    opts = s3_server.storage_options
+    uri = s3_server.uri("nocond")
+    store, root = resolve(uri, opts)
+    unsafe = ObstoreStore(store.store, store.base_uri, conditional_put=False)
+    with pytest.raises(ConditionalPutUnsupportedError, match="conditional") as info:
+        lance_gpu.write_dataset(pa.table({"id": [1]}), root, store=unsafe)
+    assert isinstance(info.value, OSError)
+    assert s3_server.keys(root) == []  # refused before anything was written
+
+
+def test_missing_and_unreachable(s3_server) -> None:
+    opts = s3_server.storage_options
+    with pytest.raises(DatasetNotFoundError) as info:
+        lance_gpu.dataset(s3_server.uri("missing"), storage_options=opts)
+    assert isinstance(info.value, FileNotFoundError) and "s3://" in str(info.value)
+    with pytest.raises(ObjectNotFoundError):
+        resolve("s3://no-such-bucket-here/ds", opts)[0].get("ds/x")
+    dead = {**opts, "aws_endpoint": "http://127.0.0.1:9", "max_retries": "1", "retry_timeout": "2", "connect_timeout": "1s"}
+    t0 = time.monotonic()
+    with pytest.raises(StorageConnectionError) as info:
+        lance_gpu.dataset(f"s3://{s3_server.bucket}/ds", storage_options=dead)
+    assert time.monotonic() - t0 < 30  # retries are bounded
+    assert isinstance(info.value, OSError) and f"s3://{s3_server.bucket}/ds" in str(info.value)
+
+
+def test_request_counts_are_visible(s3_server) -> None:
+    opts = s3_server.storage_options
+    uri = s3_server.uri("counts")
+    lance.write_dataset(_tbl(0, 20_000), uri, max_rows_per_file=10_000, storage_options=opts)
+    store, root = resolve(uri, opts)
+    store.stats.reset()
+    ds = lance_gpu.dataset(uri, storage_options=opts)
+    assert store.stats.lists == 1 and store.stats.gets == 1  # listing + the whole manifest
+    store.stats.reset()
+    ds.to_table()
+    small = store.stats.snapshot()
+    # small files: one tail read (footer, offset tables, column metadata, size), then the
+    # rest of the object in one request -- for all six columns
+    assert small["heads"] == 0 and small["gets"] <= 2 * 2, small
+    store.stats.reset()
+    ds.to_table()
+    assert store.stats.gets == 0  # data-file metadata and bytes are cached on the open dataset
+
+    # Larger files (or here: a store told to fetch nothing whole) are read by page ranges,
+    # coalesced per column; a take fetches only the pages holding its rows.
+    ranged = ObstoreStore(store.store, store.base_uri, whole_object_below=0)
+    ds = lance_gpu.dataset(root, store=ranged)
+    full = ds.to_table()
+    assert full.equals(lance.dataset(uri, storage_options=opts).to_table())
+    total = ranged.stats.bytes_read
+    ranged.stats.reset()
+    ds = lance_gpu.dataset(root, store=ranged)
+    ranged.stats.reset()
+    assert ds.take([3, 15_000], columns=["id"]).column("id").to_pylist() == [3, 15_000]
+    assert ranged.stats.gets <= 2 * 2  # per file: tail + the one page
+    from lance_gpu.file.container import TAIL_READ
+
+    assert ranged.stats.bytes_read - 2 * TAIL_READ < 64 * 1024 < total  # only the pages of rows 3 and 15000
+
+
+FAULTS = [("ENOSPC", StorageError), ("EACCES", StoragePermissionError), ("EIO", StorageError),
+          ("timeout", StorageTimeoutError), ("throttle", StorageError), ("refused", StorageConnectionError)]
+
+
+@pytest.mark.parametrize(("fault", "etype"), FAULTS)
+@pytest.mark.parametrize("nth", [1, 3])
+def test_faults_on_s3_are_clean(s3_server, fault: str, etype: type, nth: int) -> None:
+    opts = s3_server.storage_options
+    uri = s3_server.uri("fault")
+    lance_gpu.write_dataset(_tbl(0, 40), uri, storage_options=opts)
+    store, root = resolve(uri, opts)
+    before = sorted(s3_server.keys(root))
+    faulty = FaultInjectingStore(store, op="put", nth=nth, error=fault)
+    with pytest.raises(etype) as info:
+        lance_gpu.write_dataset(_tbl(40, 40), root, mode="append", max_rows_per_file=20, store=faulty)
+    assert isinstance(info.value, OSError) and uri in str(info.value)
+    assert sorted(s3_server.keys(root)) == before  # no data, transaction or staging left
+    assert lance.dataset(uri, storage_options=opts).version == 1
+    assert lance_gpu.dataset(uri, storage_options=opts).to_table().equals(_tbl(0, 40))
+    ds = lance_gpu.dataset(root, store=FaultInjectingStore(store, op="put", nth=1, error=fault, op_filter="_versions/"))
+    with pytest.raises(etype):
+        ds.delete("id < 5")
+    assert sorted(s3_server.keys(root)) == before
+    assert lance.dataset(uri, storage_options=opts).count_rows() == 40
+    read = lance_gpu.dataset(root, store=FaultInjectingStore(store, op="read", nth=2, error=fault))
+    with pytest.raises(etype):
+        read.to_table()
+
+
+def test_read_cudf_and_mutations_take_storage_options(s3_server) -> None:
+    import inspect
+
+    from lance_gpu.write import fragments
+
+    assert "storage_options" in inspect.signature(lance_gpu.write_dataset).parameters
+    assert "storage_options" in inspect.signature(lance_gpu.dataset).parameters
+    assert "storage_options" in inspect.signature(fragments.write_fragments).parameters
+    if hasattr(lance_gpu, "read_cudf"):
+        assert "storage_options" in inspect.signature(lance_gpu.read_cudf).parameters
+    uri = s3_server.uri("frags")
+    opts = s3_server.storage_options
+    frags = fragments.write_fragments(_tbl(0, 10), uri, mode="create", storage_options=opts)
+    ds = fragments.commit_fragments(uri, frags, mode="create", schema=_tbl(0, 10).schema, storage_options=opts)
+    assert lance.dataset(uri, storage_options=opts).to_table().equals(_tbl(0, 10)) and ds.version == 1
+    assert pc.sum(ds.to_table()["id"]).as_py() == 45
