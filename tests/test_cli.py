@@ -118,7 +118,7 @@ def test_versions_match_pylance(pylance_ds: str) -> None:
     rows = [json.loads(line) for line in run_cli("versions", pylance_ds, "--json").stdout.splitlines()]
     ref = lance.dataset(pylance_ds).versions()
     assert [r["version"] for r in rows] == [v["version"] for v in ref]
-    for r, v in zip(rows, ref):
+    for r, v in zip(rows, ref, strict=True):
         assert abs(_dt.datetime.fromisoformat(r["timestamp"]) - v["timestamp"]) < _dt.timedelta(seconds=1)
     assert [r["tags"] for r in rows] == [["first"], []]
 

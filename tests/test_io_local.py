@@ -241,7 +241,6 @@ _FS_CALL = re.compile(
 )
 #: (file, reason): the only raw file-system uses outside lance_gpu/io, none of dataset bytes.
 _ALLOWED = {
-    "lance_gpu/cli.py": "pathlib names a temporary directory for the demo dataset",
     "lance_gpu/spark/_gpu.py": "lock files in the temp directory that bound GPU decodes per executor",
 }
 

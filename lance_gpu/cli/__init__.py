@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `lance-gpu scan ... | head`
         sys.stderr.close()
         return 0
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one line (or a traceback with --debug)
+    except Exception as exc:  # every failure becomes one line (or a traceback with --debug)
         if args.debug:
             traceback.print_exc()
         else:

@@ -8,7 +8,7 @@ import base64
 import datetime as _dt
 import decimal
 import json
-import shutil
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any, Self, TextIO
@@ -35,7 +35,7 @@ def version_or_tag(text: str) -> int | str:
     return int(text) if text.isdigit() else text
 
 
-def add_uri(parser: argparse.ArgumentParser, name: str = "uri", help: str = "the Lance dataset (a path or URI)") -> None:
+def add_uri(parser: argparse.ArgumentParser, name: str = "uri", help: str = "the Lance dataset (a path or URI)") -> None:  # noqa: A002 - argparse's name
     parser.add_argument(name, help=help)
     parser.add_argument(
         "--storage-option", "-s", dest="storage_options", action="append", type=storage_option, default=[],
@@ -71,10 +71,10 @@ class Bars:
             unit = task.split()[0]
             # a terminal that reports no size (0 x 0, e.g. a fresh pty) gets 80 x 24: tqdm
             # draws nothing at all on zero rows
-            size = shutil.get_terminal_size()
+            columns, lines = os.get_terminal_size(self.stream.fileno())
             bar = tqdm(
-                total=total, desc=task.split()[-1], unit=f" {unit}", file=self.stream, ncols=size.columns,
-                nrows=size.lines, unit_scale=unit == "rows", leave=False,
+                total=total, desc=task.split()[-1], unit=f" {unit}", file=self.stream, ncols=columns or 80,
+                nrows=lines or 24, unit_scale=unit == "rows", leave=False,
             )
             self.bars[task] = bar
         if total is not None and bar.total != total:
@@ -145,6 +145,6 @@ def render_table(table: pa.Table, max_width: int = 48) -> Iterator[str]:
     grid = [[clip(x) for x in r] for r in [names, types, *rows]]
     widths = [max(len(r[i]) for r in grid) for i in range(len(names))]
     for k, r in enumerate(grid):
-        yield "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()
+        yield "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
         if k == 1:
             yield "  ".join("-" * w for w in widths)

@@ -8,7 +8,6 @@ import argparse
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +58,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise UsageError("--rows must be at least 3")
     table = sample_table(args.rows)
     with tempfile.TemporaryDirectory() as tmp:
-        uri = str(Path(tmp) / "sample.lance")
+        uri = f"{tmp}/sample.lance"
         with Bars(args.quiet) as bars:
             lance_gpu.write_dataset(table, uri, max_rows_per_file=max(1, table.num_rows // 2), progress=bars)
         reason = gpu_unusable_reason()

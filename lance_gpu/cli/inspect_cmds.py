@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +23,7 @@ from lance_gpu.cli._common import (
 from lance_gpu.progress import count_rows
 from lance_gpu.tools import describe
 from lance_gpu.tools._open import open_dataset
+from lance_gpu.tools.convert import file_suffix, output_stream
 
 OUTPUT_FORMATS = ("table", "csv", "json", "parquet")
 _BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet", ".pq": "parquet"}
@@ -110,7 +110,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
     ds = open_dataset(args.uri, None, storage_options(args))
     tags: dict[int, list[str]] = {}
-    for name, v in list_tags(ds.uri).items():
+    for name, v in list_tags(ds.store, ds.root).items():
         tags.setdefault(v, []).append(name)
     rows = [{"version": v["version"], "timestamp": v["timestamp"], "tags": tags.get(v["version"], [])} for v in ds.versions()]
     if args.json:
@@ -137,7 +137,7 @@ def _limited(batches: Iterator[pa.RecordBatch], limit: int | None) -> Iterator[p
 def cmd_scan(args: argparse.Namespace) -> int:
     fmt = args.format
     if fmt is None:
-        suffix = os.path.splitext(args.output)[1].lower() if args.output and args.output != "-" else ""
+        suffix = file_suffix(args.output) if args.output and args.output != "-" else ""
         if args.output and args.output != "-" and suffix not in _BY_SUFFIX:
             raise UsageError(f"cannot tell the output format from {args.output!r}; pass --format {{csv,json,parquet}}")
         fmt = _BY_SUFFIX.get(suffix, "table")
@@ -165,7 +165,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collect(ds: Any, columns: list[str] | None, filter: str | None, batches: Iterator[pa.RecordBatch]) -> pa.Table:
+def _collect(ds: Any, columns: list[str] | None, filter: str | None, batches: Iterator[pa.RecordBatch]) -> pa.Table:  # noqa: A002
     got = list(batches)
     if got:
         return pa.Table.from_batches(got)
@@ -192,14 +192,16 @@ def _write_rows(fmt: str, output: str | None, batches: Iterator[pa.RecordBatch])
         return rows
     if fmt == "csv":
         return _write_csv(output, batches)
-    out = sys.stdout if output is None or output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
+    to_stdout = output is None or output == "-"
+    out: Any = sys.stdout.buffer if to_stdout else output_stream(str(output))
     try:
         for batch in batches:
-            for row in batch.to_pylist():
-                out.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
+            out.write("".join(json.dumps(jsonable(row), ensure_ascii=False) + "\n" for row in batch.to_pylist()).encode())
             rows += batch.num_rows
     finally:
-        if out is not sys.stdout:
+        if to_stdout:
+            out.flush()
+        else:
             out.close()
     return rows
 
@@ -218,7 +220,7 @@ def _write_csv(output: str | None, batches: Iterator[pa.RecordBatch]) -> int:
     """CSV through pyarrow's writer: a header, nulls as empty fields, "" quoted."""
     import pyarrow.csv as pcsv
 
-    sink: Any = sys.stdout.buffer if output is None or output == "-" else output
+    sink: Any = sys.stdout.buffer if output is None or output == "-" else output_stream(output)
     writer = None
     rows = 0
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from lance_gpu.dataset import LanceDataset
 from lance_gpu.errors import DatasetNotFoundError
+from lance_gpu.io import resolve
 from lance_gpu.table.manifest import list_versions
 
 StorageOptions = dict[str, str]
@@ -37,9 +38,10 @@ def write(data: object, uri: str | os.PathLike[str], storage_options: StorageOpt
     return write_dataset(data, uri, **kwargs)
 
 
-def is_lance_dataset(uri: str | os.PathLike[str]) -> bool:
+def is_lance_dataset(uri: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> bool:
     """Whether ``uri`` holds at least one committed Lance version."""
     try:
-        return bool(list_versions(uri))
+        store, root = resolve(uri, storage_options)
+        return bool(list_versions(store, root))
     except (DatasetNotFoundError, NotADirectoryError):
         return False

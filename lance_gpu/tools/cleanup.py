@@ -5,7 +5,7 @@ A version is removed when it is older than ``older_than`` (or beyond the newest
 ``retain_versions``), is not the latest and carries no tag.  Then every file under ``data/``,
 ``_deletions/``, ``_transactions/`` and ``_indices/`` that no kept version references is
 deleted if a removed version referenced it, or -- a leftover of a failed or running write --
-if it is at least seven days old or ``delete_unverified`` is set.  Manifests of removed
+if ``delete_unverified`` is set.  Everything goes through the dataset's ObjectStore.  Manifests of removed
 versions go last, so an interrupted cleanup leaves every kept version readable.
 """
 
@@ -17,15 +17,10 @@ import uuid as _uuid
 from dataclasses import dataclass
 
 from lance_gpu.errors import LanceGpuError
-from lance_gpu.table.deletion import deletion_file_path
-from lance_gpu.table.manifest import (
-    _tag_version,
-    dataset_path,
-    list_versions,
-    read_manifest_file,
-)
+from lance_gpu.io import ObjectStore, join
+from lance_gpu.table.manifest import _tag_version, list_versions, read_manifest_file
+from lance_gpu.tools._open import StorageOptions, open_dataset
 
-UNVERIFIED_AGE = _dt.timedelta(days=7)
 _DIRS = ("data", "_deletions", "_transactions", "_indices")
 
 
@@ -41,61 +36,44 @@ class CleanupStats:
     old_versions: int = 0
 
 
-def list_tags(uri: str | os.PathLike[str]) -> dict[str, int]:
+def list_tags(store: ObjectStore, root: str) -> dict[str, int]:
     """``{tag: version}`` from ``_refs/tags/*.json``."""
-    tag_dir = dataset_path(uri) / "_refs" / "tags"
-    if not tag_dir.is_dir():
-        return {}
-    names = sorted(p.name[: -len(".json")] for p in tag_dir.iterdir() if p.name.endswith(".json"))
-    return {name: _tag_version(uri, name) for name in names}
+    tag_dir = join(root, "_refs", "tags")
+    names = sorted(m.path[len(tag_dir) + 1 : -len(".json")] for m in store.list(tag_dir) if m.path.endswith(".json"))
+    return {name: _tag_version(store, root, name) for name in names}
 
 
-def _referenced(root: str, manifest_path: str) -> set[str]:
-    """Paths (relative to the dataset root) of every file or index directory a version uses."""
-    mf = read_manifest_file(manifest_path)
+def _referenced(store: ObjectStore, manifest_path: str) -> set[str]:
+    """Keys (relative to the dataset root) of every file or index directory a version uses."""
+    mf = read_manifest_file(store, manifest_path)
     m = mf.manifest
     out: set[str] = set()
     for frag in m.fragments:
-        out.update(os.path.join("data", df.path) for df in frag.files)
+        out.update(f"data/{df.path}" for df in frag.files)
         if frag.HasField("deletion_file"):
-            out.add(os.path.relpath(deletion_file_path(root, frag.id, frag.deletion_file), root))
+            d = frag.deletion_file
+            suffix = "arrow" if d.file_type == d.ARROW_ARRAY else "bin"
+            out.add(f"_deletions/{frag.id}-{d.read_version}-{d.id}.{suffix}")
         if frag.HasField("external_row_ids"):
-            out.add(os.path.normpath(frag.external_row_ids.path))
+            out.add(frag.external_row_ids.path.lstrip("/"))
     if m.transaction_file:
-        out.add(os.path.join("_transactions", m.transaction_file))
+        out.add(f"_transactions/{m.transaction_file}")
     if mf.index_section is not None:
-        out.update(os.path.join("_indices", str(_uuid.UUID(bytes=bytes(i.uuid.uuid)))) for i in mf.index_section.indices)
+        out.update(f"_indices/{_uuid.UUID(bytes=bytes(i.uuid.uuid))}" for i in mf.index_section.indices)
     return out
 
 
-def _candidates(root: str) -> dict[str, tuple[int, float]]:
-    """``{relative path: (bytes, mtime)}`` of the removable files; an index directory is one entry."""
-    out: dict[str, tuple[int, float]] = {}
+def _candidates(store: ObjectStore, root: str) -> dict[str, list[tuple[str, int]]]:
+    """``{relative key: [(object key, bytes)...]}`` of the removable objects; an index
+    directory is one entry holding all its objects."""
+    out: dict[str, list[tuple[str, int]]] = {}
     for top in _DIRS:
-        base = os.path.join(root, top)
-        if not os.path.isdir(base):
-            continue
-        for entry in os.scandir(base):
-            rel = os.path.join(top, entry.name)
-            if entry.is_dir() and top == "_indices":
-                files = [os.path.join(d, n) for d, _s, ns in os.walk(entry.path) for n in ns]
-                size = sum(os.path.getsize(f) for f in files)
-                mtime = max([os.path.getmtime(f) for f in files] or [entry.stat().st_mtime])
-                out[rel] = (size, mtime)
-            elif entry.is_file():
-                st = entry.stat()
-                out[rel] = (st.st_size, st.st_mtime)
+        for meta in store.list(join(root, top)):
+            rel = meta.path[len(root) :].lstrip("/")
+            parts = rel.split("/")
+            unit = "/".join(parts[:2])  # data/x.lance, _indices/<uuid>
+            out.setdefault(unit, []).append((meta.path, meta.size))
     return out
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path):
-        for d, _subdirs, names in os.walk(path, topdown=False):
-            for n in names:
-                os.unlink(os.path.join(d, n))
-            os.rmdir(d)
-    else:
-        os.unlink(path)
 
 
 def cleanup_old_versions(
@@ -105,31 +83,37 @@ def cleanup_old_versions(
     *,
     delete_unverified: bool = False,
     error_if_tagged_old_versions: bool = True,
+    storage_options: StorageOptions | None = None,
 ) -> CleanupStats:
     """Remove old versions of the dataset at ``uri`` and the files only they reference.
 
     Parameters
     ----------
     uri : str or path
-        The dataset (a local path).
+        The dataset.
     older_than : timedelta, optional
         Remove versions committed longer ago than this; default two weeks when
         ``retain_versions`` is not given either.
     retain_versions : int, optional
         Keep the newest N versions (positive).
     delete_unverified : bool, default False
-        Also delete unreferenced files younger than seven days (only safe when no other
-        process is writing).
+        Also delete files no version references (leftovers of failed writes -- or of a
+        write still running: only safe when no other process writes).  Without it they
+        are kept (the store layer lists no modification times, so pylance's "older than
+        seven days" rule cannot be applied).
     error_if_tagged_old_versions : bool, default True
         Raise :class:`TaggedVersionError` (nothing removed) when a version that would be
         removed is tagged; otherwise tagged versions are kept silently.
+    storage_options : dict, optional
+        Passed to :func:`lance_gpu.dataset`.
     """
     if retain_versions is not None and retain_versions < 1:
         raise ValueError("retain_versions must be positive")
     if older_than is None and retain_versions is None:
         older_than = _dt.timedelta(days=14)
-    root = os.fspath(dataset_path(uri))
-    versions = list_versions(root)
+    ds = open_dataset(uri, None, storage_options)
+    store, root = ds.store, ds.root
+    versions = list_versions(store, root)
     now = _dt.datetime.now(_dt.UTC)
     old = versions[:-1]
     if older_than is not None:
@@ -137,29 +121,27 @@ def cleanup_old_versions(
     if retain_versions is not None:
         keep_from = max(len(versions) - retain_versions, 0)
         old = [v for v in old if versions.index(v) < keep_from]
-    tags = list_tags(root)
-    tagged = {v for v in tags.values()}
+    tags = list_tags(store, root)
     hit = sorted(name for name, v in tags.items() if v in {o.version for o in old})
     if hit and error_if_tagged_old_versions:
-        raise TaggedVersionError(f"{root}: versions to remove are tagged ({', '.join(hit)}); untag them or pass error_if_tagged_old_versions=False")
-    old = [v for v in old if v.version not in tagged]
-    removed_versions = {v.version for v in old}
-    kept = [v for v in versions if v.version not in removed_versions]
+        raise TaggedVersionError(f"{ds.uri}: versions to remove are tagged ({', '.join(hit)}); untag them or pass error_if_tagged_old_versions=False")
+    old = [v for v in old if v.version not in set(tags.values())]
+    removed = {v.version for v in old}
     keep_refs: set[str] = set()
-    for v in kept:
-        keep_refs |= _referenced(root, v.path)
+    for v in versions:
+        if v.version not in removed:
+            keep_refs |= _referenced(store, v.path)
     old_refs: set[str] = set()
     for v in old:
-        old_refs |= _referenced(root, v.path)
-    cutoff = now.timestamp() - UNVERIFIED_AGE.total_seconds()
+        old_refs |= _referenced(store, v.path)
     removed_bytes = 0
-    for rel, (size, mtime) in sorted(_candidates(root).items()):
-        if rel in keep_refs:
+    for unit, objects in sorted(_candidates(store, root).items()):
+        if unit in keep_refs or not (unit in old_refs or delete_unverified):
             continue
-        if rel in old_refs or delete_unverified or mtime < cutoff:
-            _remove(os.path.join(root, rel))
+        for key, size in objects:
+            store.delete(key)
             removed_bytes += size
-    for v in old:
-        removed_bytes += os.path.getsize(v.path)
-        os.unlink(v.path)
+    for v in old:  # manifests last: an interrupted cleanup leaves every kept version whole
+        removed_bytes += store.size(v.path)
+        store.delete(v.path)
     return CleanupStats(removed_bytes, len(old))

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from lance_gpu.errors import LanceGpuError
 from lance_gpu.progress import ProgressHook, count_rows
@@ -43,26 +44,44 @@ class ConvertResult:
     version: int | None = None
 
 
-def _guess_format(path: str) -> str:
-    if os.path.isdir(path):
-        suffixes = {os.path.splitext(n)[1].lower() for _root, _dirs, names in os.walk(path) for n in names}
-        found = sorted({_SUFFIXES[s] for s in suffixes if s in _SUFFIXES})
+def _fs(path: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's file system for a Parquet / CSV / IPC path or URI (a bare path is local)."""
+    if "://" in path:
+        fs, key = pafs.FileSystem.from_uri(path)
+        return fs, key
+    return pafs.LocalFileSystem(), path
+
+
+def output_stream(path: str) -> pa.NativeFile:
+    """A binary output stream for an output file (a path or a pyarrow file system URI)."""
+    fs, key = _fs(path)
+    return fs.open_output_stream(key)
+
+
+def file_suffix(name: str) -> str:
+    """``.parquet`` of ``dir/x.PARQUET``; empty when the name has none."""
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    return "." + base.rsplit(".", 1)[1].lower() if "." in base else ""
+
+
+def _guess_format(fs: pafs.FileSystem, path: str, is_dir: bool) -> str:
+    if is_dir:
+        found = sorted({_SUFFIXES[x] for x in (file_suffix(i.path) for i in fs.get_file_info(pafs.FileSelector(path, recursive=True))) if x in _SUFFIXES})
         if len(found) == 1:
             return found[0]
         what = "no Parquet, CSV or Arrow IPC files" if not found else f"files of several formats ({', '.join(found)})"
         raise ConvertError(f"{path}: directory holds {what}; pass source_format= / --format")
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in _SUFFIXES:
+    if file_suffix(path) not in _SUFFIXES:
         raise ConvertError(f"{path}: cannot tell the format from the name; pass source_format= / --format ({', '.join(INPUT_FORMATS)})")
-    return _SUFFIXES[suffix]
+    return _SUFFIXES[file_suffix(path)]
 
 
-def _ipc_stream(path: str, batch_size: int) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | None]:
-    """An Arrow IPC file (random access, memory-mapped) or stream, batch by batch."""
+def _ipc_stream(fs: pafs.FileSystem, path: str, batch_size: int) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | None]:
+    """An Arrow IPC file (random access) or stream, batch by batch."""
     try:
-        reader = pa.ipc.open_file(pa.memory_map(path))
+        reader = pa.ipc.open_file(fs.open_input_file(path))
     except pa.ArrowInvalid:
-        stream = pa.ipc.open_stream(pa.OSFile(path))
+        stream = pa.ipc.open_stream(fs.open_input_stream(path))
         rechunked = (b for big in stream for b in pa.Table.from_batches([big]).to_batches(max_chunksize=batch_size))
         return stream.schema, rechunked, None
     total = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
@@ -78,13 +97,16 @@ def open_source(source: str, source_format: str | None, batch_size: int) -> tupl
     """``(format, schema, batches, total rows or None)`` of a non-Lance source, streamed."""
     import pyarrow.dataset as pads
 
-    fmt = source_format or _guess_format(source)
+    fs, path = _fs(source)
+    kind = fs.get_file_info(path).type
+    if kind == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"{source}: no such file or directory")
+    is_dir = kind == pafs.FileType.Directory
+    fmt = source_format or _guess_format(fs, path, is_dir)
     if fmt not in INPUT_FORMATS:
         raise ConvertError(f"source_format must be one of {INPUT_FORMATS}, not {fmt!r}")
-    if not os.path.exists(source):
-        raise FileNotFoundError(f"{source}: no such file or directory")
-    if fmt == "ipc" and not os.path.isdir(source):
-        schema, batches, total = _ipc_stream(source, batch_size)
+    if fmt == "ipc" and not is_dir:
+        schema, batches, total = _ipc_stream(fs, path, batch_size)
         return fmt, schema, batches, total
     file_format: object = fmt
     if fmt == "csv":
@@ -99,7 +121,7 @@ def open_source(source: str, source_format: str | None, batch_size: int) -> tupl
         scan_options = pads.ParquetFragmentScanOptions(pre_buffer=False)
         file_format = pads.ParquetFileFormat(default_fragment_scan_options=scan_options)
     try:
-        data = pads.dataset(source, format=file_format)
+        data = pads.dataset(path, format=file_format, filesystem=fs)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ConvertError(f"{source}: not readable as {fmt}: {exc}") from exc
     total = data.count_rows() if fmt in ("parquet", "ipc") else None
@@ -115,7 +137,7 @@ def convert(
     mode: str = "create",
     version: int | str | None = None,
     columns: Sequence[str] | None = None,
-    filter: str | None = None,
+    filter: str | None = None,  # noqa: A002 - pylance's name
     batch_size: int = 65_536,
     data_storage_version: str | None = None,
     max_rows_per_file: int | None = None,
@@ -151,7 +173,7 @@ def convert(
     source, dest = os.fspath(source), os.fspath(dest)
     if batch_size < 1:
         raise ValueError("batch_size must be positive")
-    if is_lance_dataset(source):
+    if is_lance_dataset(source, storage_options):
         return _lance_to_parquet(source, dest, mode, version, columns, filter, batch_size, progress, storage_options)
     if version is not None or columns is not None or filter is not None:
         raise ConvertError("version, columns and filter apply to a Lance source only")
@@ -172,18 +194,19 @@ def _lance_to_parquet(
     mode: str,
     version: int | str | None,
     columns: Sequence[str] | None,
-    filter: str | None,
+    filter: str | None,  # noqa: A002
     batch_size: int,
     progress: ProgressHook | None,
     storage_options: StorageOptions | None,
 ) -> ConvertResult:
     import pyarrow.parquet as pq
 
-    if os.path.splitext(dest)[1].lower() not in (".parquet", ".pq"):
+    if file_suffix(dest) not in (".parquet", ".pq"):
         raise ConvertError(f"{dest}: a Lance dataset converts to Parquet only; name the destination *.parquet")
     if mode not in ("create", "overwrite"):
         raise ConvertError(f"mode must be 'create' or 'overwrite' when writing Parquet, not {mode!r}")
-    if mode == "create" and os.path.exists(dest):
+    fs, path = _fs(dest)
+    if mode == "create" and fs.get_file_info(path).type != pafs.FileType.NotFound:
         raise FileExistsError(f"{dest} already exists (use mode='overwrite')")
     ds = open_dataset(source, version, storage_options)
     total = ds.count_rows() if filter is None else None  # a filtered count would read everything twice
@@ -195,16 +218,16 @@ def _lance_to_parquet(
         schema = ds.schema
     else:
         schema = pa.schema([ds.schema.field(c) for c in columns])
-    tmp = f"{dest}.partial"
+    tmp = f"{path}.partial"
     rows = 0
     try:
-        with pq.ParquetWriter(tmp, schema) as writer:
+        with pq.ParquetWriter(tmp, schema, filesystem=fs) as writer:
             for batch in itertools.chain([first] if first is not None else [], batches):
                 writer.write_batch(batch)
                 rows += batch.num_rows
-        os.replace(tmp, dest)
+        fs.move(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if fs.get_file_info(tmp).type != pafs.FileType.NotFound:
+            fs.delete_file(tmp)
         raise
     return ConvertResult(source, "lance", dest, "parquet", rows, ds.version)

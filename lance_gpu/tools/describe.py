@@ -92,12 +92,13 @@ def describe(
     frags: list[FragmentInfo] = []
     file_versions: set[str] = set()
     for frag in ds.get_fragments():
-        files = [df.path for df in frag.pb.files]
-        file_versions.update(f"{df.file_major_version}.{df.file_minor_version}" for df in frag.pb.files)
+        data_files = frag.data_files()
+        files = [df.path for df in data_files]
+        file_versions.update(f"{df.file_major_version}.{df.file_minor_version}" for df in data_files)
         live = frag.count_rows()
         frags.append(FragmentInfo(
             frag.fragment_id, frag.physical_rows, live, frag.physical_rows - live, files,
-            sum(int(df.file_size_bytes) for df in frag.pb.files),
+            sum(int(df.file_size_bytes or 0) for df in data_files),
         ))
     versions = ds.versions()
     return DatasetInfo(
@@ -112,7 +113,7 @@ def describe(
         data_files=sum(len(f.files) for f in frags),
         data_bytes=sum(f.bytes for f in frags),
         file_versions=sorted(file_versions),
-        tags=list_tags(ds.uri),
+        tags=list_tags(ds.store, ds.root),
         indices=_indices(ds),
         fragments=frags,
     )

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lance_gpu.errors import CorruptFileError, DatasetNotFoundError
+from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, StorageError
+from lance_gpu.io import join
 from lance_gpu.progress import ProgressHook
-from lance_gpu.table.deletion import deletion_file_path
 from lance_gpu.tools._open import StorageOptions, open_dataset
 
 
@@ -50,9 +50,12 @@ class VerifyReport:
 
 
 def _named_path(exc: BaseException, fallback: str) -> str:
-    """The file an error is about: ``CorruptFileError.path``, ``OSError.filename``, or ``fallback``."""
+    """The file an error is about: ``CorruptFileError.path``, ``StorageError.uri``,
+    ``OSError.filename``, or ``fallback``."""
     if isinstance(exc, CorruptFileError):
         return exc.path
+    if isinstance(exc, StorageError):
+        return exc.uri
     if isinstance(exc, OSError) and exc.filename:
         return os.fspath(exc.filename)
     return fallback
@@ -98,46 +101,46 @@ def verify(
         ds = open_dataset(uri, version, storage_options, device="cpu")
     except DatasetNotFoundError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a manifest that does not parse is what we report
+    except Exception as exc:  # a manifest that does not parse is what we report
         report.problems.append(VerifyProblem(_named_path(exc, os.fspath(uri)), _reason(exc)))
         return report
     report.uri, report.version = ds.uri, ds.version
     fragments = ds.get_fragments()
     report.fragments = len(fragments)
-    arrow_fields = list(zip(ds.lance_schema.fields, ds.schema))
+    arrow_fields = list(zip(ds.lance_schema.fields, ds.schema, strict=True))
     seen_ids: list[np.ndarray] = []
     stable = False
     if progress is not None:
         progress("fragments verified", 0, len(fragments))
-    data_dir = os.path.join(ds.uri, "data")
     for done, frag in enumerate(fragments, 1):
         pb = frag.pb
-        data_files = [os.path.join(data_dir, df.path) for df in pb.files]
+        data_files = [join(ds.uri, "data", df.path) for df in frag.data_files()]
         report.data_files += len(data_files)
         problems: dict[str, str] = {}
 
-        if pb.HasField("deletion_file"):
+        deletion = frag.deletion_file()
+        if deletion is not None:
             report.deletion_files += 1
-            dpath = os.fspath(deletion_file_path(ds.uri, frag.fragment_id, pb.deletion_file))
+            dpath = deletion.path(frag.fragment_id, ds.uri)
             try:
                 deleted = np.asarray(frag.deleted_rows, dtype=np.int64)
                 if deleted.size and (np.any(np.diff(deleted) <= 0) or deleted[0] < 0 or deleted[-1] >= frag.physical_rows):
                     raise CorruptFileError(dpath, f"deleted offsets are not sorted, unique and below {frag.physical_rows}")
-                if pb.deletion_file.num_deleted_rows and deleted.size != pb.deletion_file.num_deleted_rows:
-                    raise CorruptFileError(dpath, f"holds {deleted.size} offsets, the manifest says {pb.deletion_file.num_deleted_rows}")
-            except Exception as exc:  # noqa: BLE001 - any decode failure is damage to report
+                if deletion.num_deleted_rows and deleted.size != deletion.num_deleted_rows:
+                    raise CorruptFileError(dpath, f"holds {deleted.size} offsets, the manifest says {deletion.num_deleted_rows}")
+            except Exception as exc:  # any decode failure is damage to report
                 problems.setdefault(_named_path(exc, dpath), _reason(exc))
 
         if pb.WhichOneof("row_id_sequence") is not None:
             stable = True
-            where = (os.path.join(ds.uri, pb.external_row_ids.path) if pb.HasField("external_row_ids")
+            where = (join(ds.uri, pb.external_row_ids.path) if pb.HasField("external_row_ids")
                      else f"{ds.uri} (manifest: inline row ids of fragment {frag.fragment_id})")
             try:
                 ids = np.asarray(frag.row_ids)
                 if ids.size != frag.physical_rows:
                     raise CorruptFileError(where, f"{ids.size} row ids for {frag.physical_rows} rows")
                 seen_ids.append(ids if frag.live_rows is None else ids[frag.live_rows])
-            except Exception as exc:  # noqa: BLE001 - any decode failure is damage to report
+            except Exception as exc:  # any decode failure is damage to report
                 problems.setdefault(_named_path(exc, where), _reason(exc))
 
         fallback = ", ".join(data_files) or f"fragment {frag.fragment_id}"
@@ -147,7 +150,7 @@ def verify(
                 if len(column) != frag.physical_rows:
                     raise CorruptFileError(fallback, f"field {lance_field.name!r} decodes to {len(column)} rows, not {frag.physical_rows}")
                 column.validate(full=True)
-            except Exception as exc:  # noqa: BLE001 - any decode failure is damage to report
+            except Exception as exc:  # any decode failure is damage to report
                 path = _named_path(exc, fallback)
                 problems.setdefault(path, _reason(exc))
         report.problems.extend(VerifyProblem(p, r) for p, r in problems.items())
