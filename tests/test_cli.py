@@ -346,7 +346,7 @@ def test_storage_options_are_passed_through_only_when_given(monkeypatch: pytest.
 
     seen: list[dict] = []
     monkeypatch.setattr(lance_gpu, "dataset", lambda uri, version=None, **kw: seen.append(kw))
-    for cmd in (["info", "u"], ["versions", "u"], ["head", "u"], ["scan", "u"], ["convert", "src", "u"], ["delete", "u", "x"], ["compact", "u"], ["verify", "u"]):
+    for cmd in (["info", "u"], ["versions", "u"], ["head", "u"], ["scan", "u"], ["convert", "src", "u"], ["delete", "u", "x"], ["compact", "u"], ["cleanup", "u"], ["verify", "u"]):
         args = build_parser().parse_args([*cmd, "-s", "region=eu", "--storage-option", "token=a=b"])
         assert storage_options(args) == {"region": "eu", "token": "a=b"}, cmd
         assert storage_options(build_parser().parse_args(cmd)) is None
@@ -421,3 +421,16 @@ def test_progress_hooks_of_write_compaction_and_convert(tmp_path: Path) -> None:
 def test_demo_still_works() -> None:
     out = run_cli("demo", "--rows", "300").stdout
     assert "round trip: OK" in out
+
+
+def test_cleanup_keeps_unreferenced_files_unless_told(pylance_ds: str, tmp_path: Path) -> None:
+    from lance_gpu.tools import cleanup_old_versions
+
+    uri = copy_of(pylance_ds, tmp_path)
+    orphan = Path(uri) / "data" / "leftover-of-a-failed-write.lance"
+    orphan.write_bytes(b"x" * 100)
+    stats = cleanup_old_versions(uri, _dt.timedelta(0), error_if_tagged_old_versions=False)
+    assert stats.old_versions == 0 and orphan.exists()  # version 1 is tagged, 2 the latest
+    stats = cleanup_old_versions(uri, _dt.timedelta(0), error_if_tagged_old_versions=False, delete_unverified=True)
+    assert stats.bytes_removed == 100 and not orphan.exists()
+    assert lance.dataset(uri, version=1).to_table().equals(lance.dataset(pylance_ds, version=1).to_table())

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add_uri(p)
     p.add_argument("--older-than", type=duration, default=None, metavar="AGE", help="e.g. 30s, 12h, 7d, 2w")
     p.add_argument("--retain-versions", type=int, default=None, metavar="N", help="keep the newest N versions")
-    p.add_argument("--delete-unverified", action="store_true", help="also delete unreferenced files younger than 7 days (no other writer may be running)")
+    p.add_argument("--delete-unverified", action="store_true", help="also delete files no version references (no other writer may be running)")
     p.add_argument("--ignore-tagged", action="store_true", help="keep tagged old versions instead of failing")
     p.set_defaults(func=cmd_cleanup)
 
@@ -91,11 +91,10 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
     if args.retain_versions is not None and args.retain_versions < 1:
         raise UsageError("--retain-versions must be positive")
-    if args.storage_options:
-        raise UsageError("cleanup works on local datasets only; --storage-option is not supported here yet")
     stats = cleanup_old_versions(
         args.uri, args.older_than, args.retain_versions,
         delete_unverified=args.delete_unverified, error_if_tagged_old_versions=not args.ignore_tagged,
+        storage_options=storage_options(args),
     )
     print(f"removed {stats.old_versions} old versions and {stats.bytes_removed} bytes")
     return 0
