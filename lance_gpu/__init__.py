@@ -13,8 +13,10 @@ from lance_gpu.errors import (
     ArgumentTypeError,
     CommitConflictError,
     CorruptFileError,
+    CpuDecodeWarning,
     DatasetNotFoundError,
     FilterError,
+    GpuFallbackWarning,
     GpuUnavailableError,
     InvalidArgumentError,
     LanceGpuError,
@@ -26,8 +28,9 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
     UnknownDeviceError,
 )
-from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
 from lance_gpu.scan import LanceScanner, ScanPlan
+from lance_gpu.tools import convert, verify
+from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
 from lance_gpu.write import DatasetExistsError
 from lance_gpu.write.udf import batch_udf
 
@@ -48,10 +51,12 @@ __all__ = [
     "ArgumentTypeError",
     "CommitConflictError",
     "CorruptFileError",
+    "CpuDecodeWarning",
     "DatasetExistsError",
     "DatasetNotFoundError",
     "FilterError",
     "FragmentMetadata",
+    "GpuFallbackWarning",
     "GpuUnavailableError",
     "InvalidArgumentError",
     "LanceDataset",
@@ -69,7 +74,9 @@ __all__ = [
     "UnsupportedFeatureError",
     "UnknownDeviceError",
     "batch_udf",
+    "convert",
     "dataset",
     "read_cudf",
+    "verify",
     "write_dataset",
 ]

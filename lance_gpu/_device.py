@@ -2,7 +2,10 @@
 """Choosing where to decode: ``device="auto" | "gpu" | "cpu"``.
 
 ``auto`` decodes on the GPU when CuPy sees a usable CUDA device and the GPU decoder is
-available, and on the CPU otherwise, warning once per reason.  ``gpu`` raises
+available, and on the CPU otherwise.  Falling back is silent when no GPU stack (CuPy) is
+installed or ``CUDA_VISIBLE_DEVICES`` hides every GPU -- the CPU is then what the user
+chose -- and warns (:class:`~lance_gpu.errors.GpuFallbackWarning`, once per reason and
+process) when CuPy is installed but the GPU cannot be used.  ``gpu`` raises
 :class:`~lance_gpu.errors.GpuUnavailableError` when that is not possible.  Nothing here
 imports CUDA libraries at module import time.
 """
@@ -10,23 +13,29 @@ imports CUDA libraries at module import time.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import warnings
 
-from lance_gpu.errors import GpuUnavailableError
+from lance_gpu.errors import GpuFallbackWarning, GpuUnavailableError
 
 DEVICES = ("auto", "gpu", "cpu")
 
 
-class GpuFallbackWarning(UserWarning):
-    """``device="auto"`` decoded on the CPU; the message says why."""
+_HIDDEN = "CUDA_VISIBLE_DEVICES hides every GPU"
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_stack_installed() -> bool:
+    """Whether CuPy is installed (whether or not a device or driver is usable)."""
+    return importlib.util.find_spec("cupy") is not None
 
 
 @functools.lru_cache(maxsize=1)
 def gpu_unusable_reason() -> str | None:
     """Why the GPU path cannot run here, or None when it can."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return "CUDA_VISIBLE_DEVICES hides every GPU"
+        return _HIDDEN
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a CUDA library load failure
@@ -66,7 +75,7 @@ _warned: set[str] = set()
 
 
 def resolve_device(device: str) -> str:
-    """Return "gpu" or "cpu" for a user's ``device`` choice."""
+    """Return "gpu" or "cpu" for a user's ``device`` choice (see the module docstring)."""
     if device not in DEVICES:
         msg = f"device must be one of {DEVICES}, not {device!r}"
         raise ValueError(msg)
@@ -78,6 +87,8 @@ def resolve_device(device: str) -> str:
     if device == "gpu":
         msg = f"device='gpu' requested but the GPU cannot be used: {reason}"
         raise GpuUnavailableError(msg)
+    if reason == _HIDDEN or not gpu_stack_installed():
+        return "cpu"  # the CPU is the only choice the user set up: nothing to warn about
     if reason not in _warned:
         _warned.add(reason)
         warnings.warn(f"lance_gpu: decoding on the CPU because {reason}", GpuFallbackWarning, stacklevel=3)

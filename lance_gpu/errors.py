@@ -143,6 +143,8 @@ class StorageConnectionError(StorageError, ConnectionError):
 
 class ConditionalPutUnsupportedError(StorageError):
     """The store cannot create an object only if it is absent, so commits would be unsafe."""
+
+
 class InvalidArgumentError(LanceGpuError, ValueError):
     """An argument pylance refuses with a ``ValueError`` (negative ``limit`` / ``offset``,
     ``batch_size`` of 0, ``include_deleted_rows`` without ``with_row_id``, ...)."""
@@ -165,3 +167,14 @@ class RowIndexError(LanceGpuError, IndexError, OSError):
 
 class UnknownDeviceError(InvalidArgumentError):
     """``device=`` is not one of ``"auto"``, ``"gpu"``, ``"cpu"``."""
+
+
+class GpuFallbackWarning(UserWarning):
+    """A read decoded on the CPU although the GPU was asked for or a GPU stack is installed;
+    the message says why.  Warned once per reason and process.  ``device="auto"`` on a machine
+    without CuPy decodes on the CPU silently."""
+
+
+class CpuDecodeWarning(GpuFallbackWarning):
+    """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
+    or its type) and uploaded; the message names the reason.  Warned once per reason."""

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -44,10 +45,53 @@ def test_device_choice() -> None:
         pytest.skip("a GPU is usable here")
     with pytest.raises(GpuUnavailableError, match="device='gpu'"):
         resolve_device("gpu")
+
+
+def _auto_warnings(monkeypatch: pytest.MonkeyPatch, installed: bool, reason: str) -> list[warnings.WarningMessage]:
     import lance_gpu._device as dev
 
-    dev._warned.clear()
+    monkeypatch.setattr(dev, "gpu_stack_installed", lambda: installed)
+    monkeypatch.setattr(dev, "gpu_unusable_reason", lambda: reason)
+    monkeypatch.setattr(dev, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert resolve_device("auto") == "cpu"
-    assert any(issubclass(w.category, GpuFallbackWarning) and reason in str(w.message) for w in caught)
+        assert resolve_device("auto") == "cpu"
+    return [w for w in caught if issubclass(w.category, GpuFallbackWarning)]
+
+
+def test_auto_is_silent_without_a_gpu_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _auto_warnings(monkeypatch, False, "CuPy is not usable (ModuleNotFoundError: no cupy)") == []
+    assert _auto_warnings(monkeypatch, True, "CUDA_VISIBLE_DEVICES hides every GPU") == []
+
+
+def test_auto_warns_once_when_an_installed_gpu_stack_is_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+    caught = _auto_warnings(monkeypatch, True, "no CUDA device is visible")
+    assert len(caught) == 1 and "no CUDA device is visible" in str(caught[0].message)
+
+
+def test_auto_read_without_cupy_warns_nothing(tmp_path) -> None:
+    code = (
+        "import warnings, pyarrow as pa, lance_gpu; warnings.simplefilter('error');"
+        f"lance_gpu.write_dataset(pa.table({{'a': [1, 2]}}), {str(tmp_path / 'd.lance')!r});"
+        f"print(lance_gpu.dataset({str(tmp_path / 'd.lance')!r}).to_table().num_rows)"
+    )
+    if lance_gpu._device.gpu_stack_installed():
+        pytest.skip("CuPy is installed here")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2" and "Warning" not in out.stderr
+
+
+def test_warning_classes_are_public() -> None:
+    from lance_gpu.errors import CpuDecodeWarning as C
+    from lance_gpu.errors import GpuFallbackWarning as G
+
+    assert lance_gpu.CpuDecodeWarning is C and lance_gpu.GpuFallbackWarning is G is GpuFallbackWarning
+    assert issubclass(C, G) and issubclass(G, UserWarning)
+    import importlib
+
+    assert importlib.import_module("lance_gpu.gpu").CpuDecodeWarning is C
+
+
+def test_ships_py_typed() -> None:
+    assert (Path(lance_gpu.__file__).parent / "py.typed").is_file()

@@ -242,7 +242,6 @@ _FS_CALL = re.compile(
 )
 #: (file, reason): the only raw file-system uses outside lance_gpu/io, none of dataset bytes.
 _ALLOWED = {
-    "lance_gpu/cli.py": "pathlib names a temporary directory for the demo dataset",
     "lance_gpu/spark/_gpu.py": "lock files in the temp directory that bound GPU decodes per executor",
     "lance_gpu/write/udf.py": "batch_udf's checkpoint: a local SQLite file the user names (as pylance's)",
 }

@@ -26,13 +26,8 @@ Usage::
 
 from __future__ import annotations
 
-from lance_gpu._device import GpuFallbackWarning
+from lance_gpu.errors import CpuDecodeWarning
 from lance_gpu.gpu.memory import memory_budget, memory_limit, set_memory_limit
-
-
-class CpuDecodeWarning(GpuFallbackWarning):
-    """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
-    or its type) and uploaded; the message names the reason.  Warned once per reason."""
 
 
 def scan_device(ds, fields, **kwargs):

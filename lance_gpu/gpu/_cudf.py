@@ -182,7 +182,7 @@ _warned: set[str] = set()
 def _warn_once(msg: str) -> None:
     import warnings
 
-    from lance_gpu.gpu import CpuDecodeWarning
+    from lance_gpu.errors import CpuDecodeWarning
 
     if msg not in _warned:
         _warned.add(msg)

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cuda_kernels.errors import CorruptInputError
-from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, memory
 from lance_gpu.gpu.assemble import build_field
@@ -46,12 +46,6 @@ _ROW = "__lance_gpu_row__"
 _THREADS = 4
 
 _warned: set[str] = set()
-
-
-def _warning_class():
-    from lance_gpu.gpu import CpuDecodeWarning
-
-    return CpuDecodeWarning
 
 
 @dataclass(slots=True)
@@ -90,7 +84,7 @@ def _warn_fallbacks(mode: str, seen: dict[str, list[str]]) -> None:
         fields = ", ".join(repr(n) for n in names)
         warnings.warn(
             f"lance_gpu: decoding field(s) {fields} on the CPU and uploading them: no GPU kernel for {reason}",
-            _warning_class(), stacklevel=5,
+            CpuDecodeWarning, stacklevel=5,
         )
 
 

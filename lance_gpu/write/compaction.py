@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.progress import ProgressHook
 from lance_gpu.table import features
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
@@ -175,6 +176,7 @@ def compact_once(
     num_threads: int | None = None,
     batch_size: int | None = None,
     excluded_fragment_ids: Sequence[int] | None = None,
+    progress: ProgressHook | None = None,
     **unsupported: object,
 ) -> CompactionMetrics:
     """Compact ``ds`` (see the module docstring); ``ds`` moves to the new version.
@@ -184,7 +186,8 @@ def compact_once(
     are kept: BTree indices covering rewritten fragments are remapped (other index types
     make the compaction fail with :class:`UnsupportedFeatureError` before anything is
     written).  With stable row ids the new fragments carry the live rows' ids and created /
-    last-updated versions, in order.
+    last-updated versions, in order.  ``progress`` (a :data:`lance_gpu.progress.ProgressHook`)
+    is told ``("fragments compacted", done, total)`` as each group of fragments is rewritten.
     """
     from lance_gpu.write.commit import check_appendable
     from lance_gpu.write.dataset_writer import (
@@ -233,6 +236,9 @@ def compact_once(
     minor = int(ds.manifest.data_format.version.split(".")[1])
     groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]] = []
     rewrite = Rewrite()
+    total_fragments = sum(len(task) for task in tasks)
+    if progress is not None:
+        progress("fragments compacted", 0, total_fragments)
     try:
         for task in tasks:
             new, written = _write_fragments(
@@ -248,6 +254,8 @@ def compact_once(
             metrics.fragments_added += len(new)
             metrics.files_removed += sum(_files(f) for f in old)
             metrics.files_added += sum(_files(f) for f in new)
+            if progress is not None:
+                progress("fragments compacted", metrics.fragments_removed, total_fragments)
         n_new = sum(len(new) for _old, new in groups)
         if n_new:
             reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))

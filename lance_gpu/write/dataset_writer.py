@@ -24,6 +24,7 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
@@ -300,8 +301,11 @@ def write_version(
         A file is closed at the first batch boundary after it reaches this size.
     commit_lock : callable, optional
         ``commit_lock(version)`` returns a context manager held while publishing.
-    progress : FragmentWriteProgress, optional
-        ``begin(fragment)`` / ``complete(fragment)`` are called for each written fragment.
+    progress : FragmentWriteProgress or callable, optional
+        pylance's ``FragmentWriteProgress``: ``begin(fragment)`` / ``complete(fragment)`` are
+        called for each written fragment; or a :data:`lance_gpu.progress.ProgressHook`
+        ``progress(task, done, total)``, told ``("rows written", done, total)`` as batches are
+        taken (``total`` known for tables, None for streams).
     storage_options : dict, optional
         pylance's storage options (credentials, endpoint, ``allow_http``, timeouts, retries).
     store : optional
@@ -342,6 +346,12 @@ def write_version(
     minor = _minor_of(data_storage_version)
     arrow_schema, batches = coerce_input(data, schema)
     _check_metadata(arrow_schema)
+    # progress: pylance's FragmentWriteProgress (begin / complete per fragment), or our
+    # ProgressHook callable told ("rows written", done, total) as batches are taken.
+    fragment_progress = progress if hasattr(progress, "begin") or hasattr(progress, "complete") else None
+    row_progress = progress if fragment_progress is None and callable(progress) else None
+    total = data.num_rows if isinstance(data, (pa.Table, pa.RecordBatch)) else None
+    batches = count_rows(batches, row_progress, "rows written", total)
     base, naming = latest(ostore, root)
     if base is None:
         naming = "V2" if enable_v2_manifest_paths else "V1"
@@ -370,14 +380,14 @@ def write_version(
     fragments, written = _write_fragments(
         ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
     )
-    if progress is not None:
+    if fragment_progress is not None:
         from lance_gpu.txn.fragment import FragmentMetadata
 
         for frag in fragments:
             meta = FragmentMetadata.from_pb(frag)
             for hook in ("begin", "complete"):
-                if callable(getattr(progress, hook, None)):
-                    getattr(progress, hook)(meta)
+                if callable(getattr(fragment_progress, hook, None)):
+                    getattr(fragment_progress, hook)(meta)
     config: dict[str, str] = {}
     if auto_cleanup_options is not None and base is None:
         config["lance.auto_cleanup.interval"] = str(int(auto_cleanup_options["interval"]))
