@@ -99,7 +99,7 @@ def main() -> None:
         args.rows, args.repeat = 200_000, 1
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
     results = []
-    with tempfile.TemporaryDirectory(dir=HERE) as work:
+    with tempfile.TemporaryDirectory(prefix="lance_gpu_bench_") as work:
         base = os.path.join(work, "base")
         _make_base(base, args.rows)
         for op in ("update", "merge_insert", "write_fragments+commit"):

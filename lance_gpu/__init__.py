@@ -8,21 +8,28 @@ on the GPU.  Nothing here imports CUDA libraries; the GPU path loads them on fir
 
 from __future__ import annotations
 
-from lance_gpu.dataset import LanceDataset, LanceFragment, dataset
+from lance_gpu.dataset import LanceDataset, LanceFragment, dataset, write_dataset
 from lance_gpu.errors import (
+    ArgumentTypeError,
     CommitConflictError,
     CorruptFileError,
     DatasetNotFoundError,
     FilterError,
     GpuUnavailableError,
+    InvalidArgumentError,
     LanceGpuError,
+    NegativeArgumentError,
     RetryableCommitConflictError,
+    RowIndexError,
     SchemaMismatchError,
     UnsupportedEncodingError,
     UnsupportedFeatureError,
+    UnknownDeviceError,
 )
 from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
-from lance_gpu.write import DatasetExistsError, write_dataset
+from lance_gpu.scan import LanceScanner, ScanPlan
+from lance_gpu.write import DatasetExistsError
+from lance_gpu.write.udf import batch_udf
 
 __version__ = "0.1.0"
 
@@ -38,6 +45,7 @@ def read_cudf(
 
 
 __all__ = [
+    "ArgumentTypeError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetExistsError",
@@ -45,15 +53,22 @@ __all__ = [
     "FilterError",
     "FragmentMetadata",
     "GpuUnavailableError",
+    "InvalidArgumentError",
     "LanceDataset",
     "LanceFragment",
     "LanceGpuError",
     "LanceOperation",
+    "LanceScanner",
+    "NegativeArgumentError",
     "RetryableCommitConflictError",
+    "RowIndexError",
+    "ScanPlan",
     "SchemaMismatchError",
     "Transaction",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
+    "UnknownDeviceError",
+    "batch_udf",
     "dataset",
     "read_cudf",
     "write_dataset",

@@ -26,7 +26,7 @@ from lance_gpu.io import resolve
 from lance_gpu.table.manifest import list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 
-__all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset"]
+__all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
 Columns = Sequence[str] | dict[str, str] | None
 
@@ -639,3 +639,19 @@ class LanceDataset:
         stay in device memory: ``dt.to_cupy(name)``, ``dt.device_column(name)`` (DLPack),
         ``dt.to_cudf()``.  Needs a usable GPU (``GpuUnavailableError`` otherwise)."""
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches()
+
+
+def write_dataset(data: Any, uri: Any, schema: pa.Schema | None = None, mode: str = "create", **options: Any) -> LanceDataset:
+    """Write ``data`` as a new version of the dataset at ``uri`` and return the dataset at it
+    (pylance's ``lance.write_dataset``); every parameter is described at
+    :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
+    reach object stores)."""
+    from lance_gpu.txn.transaction import resolve_target
+    from lance_gpu.write.dataset_writer import write_version
+
+    version = write_version(data, uri, schema, mode, **options)
+    store = options.get("store")
+    if store is not None:
+        return LanceDataset(uri, version, storage_options=options.get("storage_options"), store=store)
+    store, root = resolve_target(uri, options.get("storage_options"))
+    return LanceDataset(root, version, storage_options=options.get("storage_options"), store=store)

@@ -200,6 +200,8 @@ class LanceFragment:
 
     def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
         """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``."""
+        if rows is not None and rows.size == 0:  # nothing to decode (a filter kept no row)
+            return pa.schema([arrow_field]).empty_table().column(0).combine_chunks()
         src = self.field_source(field)
         if src is None:
             return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)

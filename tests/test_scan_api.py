@@ -241,6 +241,11 @@ BAD = [
     ({"filter": "_rowoffset > 1"}, FilterError, ValueError, "_rowoffset"),
     ({"limit": 1.5}, ArgumentTypeError, TypeError, "limit"),
     ({"include_deleted_rows": True}, InvalidArgumentError, ValueError, "with_row_id"),
+    ({"batch_readahead": -1}, InvalidArgumentError, ValueError, "batch_readahead"),
+    ({"batch_readahead": 0}, InvalidArgumentError, ValueError, "batch_readahead"),
+    ({"fragment_readahead": -1}, InvalidArgumentError, ValueError, "fragment_readahead"),
+    ({"io_buffer_size": -1}, NegativeArgumentError, OverflowError, "io_buffer_size"),
+    ({"with_row_id": "x"}, ArgumentTypeError, TypeError, "with_row_id"),
 ]
 
 
@@ -283,7 +288,7 @@ def test_no_private_reaches() -> None:
     import re
 
     root = Path(lance_gpu.__file__).parent
-    pattern = re.compile(r"\b(ds|dataset|frag|fragment|self\._ds)\._[a-z]\w*")
+    pattern = re.compile(r"\b(ds|dataset|frag|fragment|self\._ds|lance_schema)\._[a-z]\w*")
     for pkg in ("gpu", "spark", "write", "scan"):
         for path in (root / pkg).rglob("*.py"):
             hits = [m.group(0) for m in pattern.finditer(path.read_text()) if not m.group(0).startswith("ds._ds")]
@@ -350,3 +355,65 @@ def test_filter_errors_in_user_terms(pair, text, words, pylance_refuses) -> None
     with pytest.raises(FilterError, match=words) as info:
         ours.to_table(filter=text)
     assert "sqlglot" not in str(info.value) and "class" not in str(info.value)
+
+
+def test_scanner_runs_in_a_worker_process(pair) -> None:
+    """A scanner shipped to a spawned worker reopens the pinned version and reads the same."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    _ref, ours = pair
+    sc = ours.scanner(columns=["a", "_rowaddr"], filter="a % 4 = 1", limit=20)
+    frag = ours.get_fragments()[1]
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        remote = pool.submit(sc.to_table).result(timeout=300)
+        remote_frag = pool.submit(frag.to_table, ["s"]).result(timeout=300)
+    _same(remote, sc.to_table())
+    _same(remote_frag, frag.to_table(["s"]))
+
+
+def test_stable_row_ids_after_compaction(tmp_path: Path) -> None:
+    """With stable row ids, ``_rowid`` and ``_rowaddr`` differ after a compaction; both, and
+    filters on them, match pylance."""
+    path = str(tmp_path / "stable")
+    table = pa.table({"a": pa.array(np.arange(400, dtype=np.int64)), "s": pa.array([f"v{i}" for i in range(400)])})
+    lance.write_dataset(table, path, max_rows_per_file=100, enable_stable_row_ids=True)
+    ds = lance.dataset(path)
+    ds.delete("a % 3 = 0")
+    ds.optimize.compact_files(target_rows_per_fragment=1000)
+    ref, ours = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+    cols = ["a", "_rowid", "_rowaddr", "_rowoffset"]
+    _same(ours.to_table(columns=cols), ref.to_table(columns=cols))
+    _same(ours.to_table(columns=["a"], filter="_rowid > 200"), ref.to_table(columns=["a"], filter="_rowid > 200"))
+    _same(ours.to_table(columns=["a"], with_row_id=True, limit=9, offset=40),
+          ref.to_table(columns=["a"], with_row_id=True, limit=9, offset=40))
+    got = ours.to_table(columns=["_rowid", "_rowaddr"])
+    assert got.column("_rowid") != got.column("_rowaddr")
+
+
+@pytest.mark.parametrize("late", [None, True, False, ["s"]])
+def test_late_materialization(pair, monkeypatch, late) -> None:
+    """With a selective filter the fields the filter does not read are decoded for the
+    surviving rows only (unless late_materialization=False); results equal pylance's."""
+    from lance_gpu.fragment import LanceFragment
+
+    ref, ours = pair
+    decoded: dict[str, int] = {}
+    real = LanceFragment.read_field
+
+    def spy(self, field, arrow_field, rows):
+        n = self.physical_rows if rows is None else len(rows)
+        decoded[field.name] = decoded.get(field.name, 0) + n
+        return real(self, field, arrow_field, rows)
+
+    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    kw = {"columns": ["a", "s", "st", "l"], "filter": "a % 50 = 7", "late_materialization": late}
+    _same(ours.to_table(**kw), ref.to_table(**kw))
+    matched = ref.count_rows("a % 50 = 7")
+    assert decoded["a"] >= ours.count_rows()
+    late_names = {"s", "st", "l"} if late in (None, True) else ({"s"} if late == ["s"] else set())
+    for name in ("s", "st", "l"):
+        if name in late_names:
+            assert decoded[name] == matched, (name, decoded)
+        else:
+            assert decoded[name] >= ours.count_rows(), (name, decoded)

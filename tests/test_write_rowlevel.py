@@ -70,6 +70,8 @@ def test_update_keeps_stable_row_ids(tmp_path):
     ra = lance.dataset(ours).to_table(columns=["id"], with_row_id=True).sort_by("id")
     rb = lance.dataset(ref).to_table(columns=["id"], with_row_id=True).sort_by("id")
     assert ra.column("_rowid").equals(rb.column("_rowid"))
+    versions = ["id", "_row_created_at_version", "_row_last_updated_at_version"]
+    assert lance.dataset(ours).to_table(columns=versions).equals(lance.dataset(ref).to_table(columns=versions))
     # a rewritten row keeps its id
     assert lance.dataset(ours).to_table(columns=["id"], filter="id = 13", with_row_id=True)["_rowid"].to_pylist() == [13]
 
@@ -112,6 +114,9 @@ def test_merge_insert_stable_row_ids(tmp_path):
     assert a.drop_columns(["_rowid"]).equals(b.drop_columns(["_rowid"]))
     assert a.column("_rowid").to_pylist()[:3000] == b.column("_rowid").to_pylist()[:3000]
     assert len(set(a.column("_rowid").to_pylist())) == a.num_rows
+    versions = ["id", "_row_created_at_version", "_row_last_updated_at_version"]
+    va = lance.dataset(ours).to_table(columns=versions).sort_by("id")
+    assert va.equals(lance.dataset(ref).to_table(columns=versions).sort_by("id"))
 
 
 def test_merge_insert_duplicate_keys_refused(tmp_path):
@@ -174,3 +179,50 @@ def test_merge_like_pylance(tmp_path):
         mod.dataset(uri).delete("id % 10 = 1")
         mod.dataset(uri).merge(right, left_on="id", right_on="key")
     _same(ours, ref)
+
+
+def test_add_columns_batch_udf_checkpoint(tmp_path):
+    ours, ref = _pair(tmp_path, n=300, rows_per_file=100)
+    calls = []
+    fail = [True]
+
+    def double(batch):
+        calls.append(batch.num_rows)
+        if fail[0] and len(calls) == 3:
+            raise RuntimeError("worker died")
+        return pa.record_batch([pa.compute.multiply(batch.column("x"), 2)], names=["x2"])
+
+    ckpt = str(tmp_path / "ckpt.sqlite")
+    udf = lance_gpu.batch_udf(output_schema=pa.schema([("x2", pa.float64())]), checkpoint_file=ckpt)(double)
+    with pytest.raises(RuntimeError):
+        lance_gpu.dataset(ours).add_columns(udf, read_columns=["x"], batch_size=50)
+    assert lance.dataset(ours).version == 1  # nothing committed
+    done = len(calls) - 1
+    fail[0] = False
+    calls.clear()
+    lance_gpu.dataset(ours).add_columns(udf, read_columns=["x"], batch_size=50)
+    assert len(calls) == 6 - done  # the checkpointed batches were not recomputed
+    lance.dataset(ref).add_columns(
+        lance.batch_udf(output_schema=pa.schema([("x2", pa.float64())]))(double), read_columns=["x"]
+    )
+    _same(ours, ref)
+    assert not __import__("os").path.exists(ckpt)
+
+
+@pytest.mark.parametrize("rows", [60_000, pytest.param(1_000_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("every", [100, 2, 1], ids=["1%", "50%", "100%"])
+def test_update_and_merge_insert_at_scale(tmp_path, rows, every):
+    ours, ref = _pair(tmp_path, n=rows, rows_per_file=max(rows // 4, 1))
+    where = f"id % {every} = 0"
+    assert lance_gpu.dataset(ours).update({"x": "x + 1"}, where=where) == lance.dataset(ref).update(
+        {"x": "x + 1"}, where=where
+    )
+    src = _source(np.arange(0, rows, every))
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        got = mod.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+        assert got["num_updated_rows"] == len(src) and got["num_inserted_rows"] == 0
+    a = lance.dataset(ours).to_table().sort_by("id")
+    assert a.equals(lance.dataset(ref).to_table().sort_by("id"))
+    assert [f.count_rows() for f in lance.dataset(ours).get_fragments()] == [
+        f.count_rows() for f in lance.dataset(ref).get_fragments()
+    ]

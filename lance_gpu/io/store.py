@@ -299,7 +299,7 @@ class StoreFile:
         groups = coalesce(wanted)
         got = self.store.read_ranges(self.key, [(start, end - start) for start, end, _ in groups])
         with self._lock:
-            self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got))
+            self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got, strict=True))
             self._prefetched.sort(key=lambda blk: blk[0])
 
     def _in_tail(self, offset: int, size: int) -> np.ndarray | None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
+_POSITION = "__lance_gpu_position__"
 
 
 @dataclass(slots=True)
@@ -146,12 +147,36 @@ class CpuExecutor:
 
     def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
-        decoded = self.decode(ds, units, resolved.read_fields, ahead)
+        late = resolved.late_fields()
+        early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
+        decoded = self.decode(ds, units, early, ahead)
         try:
             for unit, table in zip(units, decoded, strict=True):
-                yield finish_table(resolved, table, unit, offsets)
+                if late:
+                    table, unit = self._materialize_late(ds, resolved, table, unit, late, offsets)
+                    yield project(resolved, table)
+                else:
+                    yield finish_table(resolved, table, unit, offsets)
         finally:
             decoded.close()  # type: ignore[attr-defined]
+
+    def _materialize_late(self, ds: LanceDataset, resolved: ResolvedScan, table: pa.Table, unit: ReadUnit,
+                          late: list[LanceField], offsets: _Offsets | None) -> tuple[pa.Table, ReadUnit]:
+        """Filter on the early fields, then decode the late ones for the surviving rows only
+        (or for the whole unit, filtered by the same mask, when most rows survive)."""
+        table = add_virtual(table, unit, resolved.virtual, offsets)
+        table = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        table = apply_filter(resolved, table)
+        keep = table.column(_POSITION).to_numpy()
+        table = table.drop_columns([_POSITION])
+        all_rows = np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
+        if keep.size * 2 > unit.num_rows:  # most rows survive: one sequential decode is cheaper
+            rest = next(self.decode(ds, [unit], late, None)).take(pa.array(keep))
+        else:
+            rest = next(self.decode(ds, [ReadUnit(unit.fragment, all_rows[keep])], late, None))
+        for f in late:
+            table = table.append_column(f.name, rest.column(f.name))
+        return table, ReadUnit(unit.fragment, all_rows[keep])
 
 
 class GpuExecutor:

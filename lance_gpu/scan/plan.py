@@ -136,11 +136,15 @@ def _check_int(name: str, value: Any, *, minimum: int) -> int:
         raise ArgumentTypeError(msg)
     if value < 0 and name == "batch_size":
         raise NegativeArgumentError(f"batch_size must be between 1 and {_MAX_BATCH_SIZE}, got {int(value)}")
+    if value < 0 and name == "io_buffer_size":
+        raise NegativeArgumentError(f"io_buffer_size must be non-negative, got {int(value)}")
     if value < minimum:
         if name in ("limit", "offset"):
             raise InvalidArgumentError(f"{name.capitalize()} must be non-negative, got {int(value)}")
         if name == "batch_size":
             raise InvalidArgumentError(f"batch_size must be between 1 and {_MAX_BATCH_SIZE}, got {int(value)}")
+        if name == "batch_readahead":
+            raise InvalidArgumentError(f"batch_readahead must be greater than 0, got {int(value)}")
         word = "non-negative" if minimum == 0 else f"at least {minimum}"
         msg = f"{name} must be {word}, got {int(value)}"
         raise InvalidArgumentError(msg)
@@ -215,10 +219,15 @@ def build_plan(
     if size > _MAX_BATCH_SIZE:
         msg = f"batch_size must be between 1 and {_MAX_BATCH_SIZE}, got {size}"
         raise InvalidArgumentError(msg)
-    b_ahead = DEFAULT_BATCH_READAHEAD if batch_readahead is None else _check_int("batch_readahead", batch_readahead, minimum=0)
+    b_ahead = DEFAULT_BATCH_READAHEAD if batch_readahead is None else _check_int("batch_readahead", batch_readahead, minimum=1)
     f_ahead = DEFAULT_FRAGMENT_READAHEAD if fragment_readahead is None else _check_int("fragment_readahead", fragment_readahead, minimum=0)
     if io_buffer_size is not None:
         _check_int("io_buffer_size", io_buffer_size, minimum=0)
+    for flag_name, flag in (("with_row_id", with_row_id), ("with_row_address", with_row_address),
+                            ("include_deleted_rows", include_deleted_rows), ("strict_batch_size", strict_batch_size),
+                            ("scan_in_order", scan_in_order), ("use_stats", use_stats)):
+        if flag is not None and not isinstance(flag, (bool, np.bool_)):
+            raise ArgumentTypeError(f"argument {flag_name!r}: {type(flag).__name__!r} object is not an instance of 'bool'")
     if include_deleted_rows and not with_row_id:
         raise InvalidArgumentError("include_deleted_rows is set but with_row_id is false")
     if filter is not None and not isinstance(filter, (str, pc.Expression)):
@@ -342,6 +351,19 @@ class ResolvedScan:
     filter: CompiledFilter | None
     outputs: list[OutputColumn]
     schema: pa.Schema  # the result schema
+    late_materialization: bool | tuple[str, ...] | None = None
+
+    def late_fields(self) -> list[LanceField]:
+        """Fields decoded only for the rows that pass the filter (late materialization):
+        those the filter does not read -- all of them by default or with True, the listed
+        ones with a list, none with False or without a filter."""
+        if self.filter is None or self.late_materialization is False:
+            return []
+        early = set(self.filter.columns)
+        late = [f for f in self.read_fields if f.name not in early]
+        if isinstance(self.late_materialization, tuple):
+            late = [f for f in late if f.name in self.late_materialization]
+        return late
 
 
 def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
@@ -355,8 +377,10 @@ def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) 
 
 def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
     """The field names from the top-level field down to the one a dotted ``name`` points at."""
+    schema = ds.lance_schema
     try:
-        chain = ds.lance_schema._resolve(name)
+        path = schema.field(name).path
+        chain = [schema.field(path[: i + 1]) for i in range(len(path))]
     except SchemaMismatchError:
         msg = f"No field named {name}. Valid fields are {', '.join(ds.schema.names)}"
         raise SchemaMismatchError(msg) from None
@@ -416,4 +440,4 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
             need(c)
     read_fields = [top[n] for n in needed]
     result = pa.schema([o.field for o in outputs], metadata=schema.metadata)
-    return ResolvedScan(read_fields, arrow_top, virtual, compiled_filter, outputs, result)
+    return ResolvedScan(read_fields, arrow_top, virtual, compiled_filter, outputs, result, plan.late_materialization)

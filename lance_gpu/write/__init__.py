@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The write side: Arrow data to Lance data files (2.1 / 2.2) and committed versions.
 
-* :mod:`~lance_gpu.write.dataset_writer` -- :func:`write_dataset` (create / append /
-  overwrite, streaming, file splitting).
+* :mod:`~lance_gpu.write.dataset_writer` -- :func:`write_version` (create / append /
+  overwrite, streaming, file splitting; ``lance_gpu.write_dataset`` wraps it).
+  Nothing in this package imports :mod:`lance_gpu.dataset`.
 * :mod:`~lance_gpu.write.file_writer` -- :class:`LanceFileWriter`, one v2 data file.
 * :mod:`~lance_gpu.write.pages` -- encoding one leaf page, choosing encodings like pylance.
 * :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
@@ -20,7 +21,7 @@
 
 from __future__ import annotations
 
-from lance_gpu.write.dataset_writer import DatasetExistsError, write_dataset
+from lance_gpu.write.dataset_writer import DatasetExistsError, write_version
 from lance_gpu.write.fragments import create_fragment, discard_fragments, write_fragments
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
     "LanceFileWriter",
     "create_fragment",
     "discard_fragments",
-    "write_dataset",
+    "write_version",
     "write_fragments",
 ]
 

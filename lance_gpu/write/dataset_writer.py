@@ -33,7 +33,7 @@ from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.inputs import coerce_input
 
-__all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_dataset"]
+__all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
@@ -250,7 +250,7 @@ def _check_metadata(schema: pa.Schema) -> None:
         check(f.metadata, f"field {f.name!r}")
 
 
-def write_dataset(
+def write_version(
     data: object,
     uri: str | os.PathLike[str] | object,
     schema: pa.Schema | None = None,
@@ -324,10 +324,9 @@ def write_dataset(
 
     Returns
     -------
-    LanceDataset
-        The dataset at the committed version.
+    int
+        The committed version (``lance_gpu.write_dataset`` returns the dataset at it).
     """
-    from lance_gpu.dataset import LanceDataset
 
     if use_legacy_format is True:
         raise UnsupportedFeatureError("use_legacy_format=True: lance-gpu does not write legacy (0.1) files")
@@ -396,4 +395,4 @@ def write_dataset(
         ostore, root, op, base, naming, mode=mode, transaction_properties=properties,
         lock=commit_lock,  # type: ignore[arg-type]
     )
-    return LanceDataset(root, int(manifest.version), storage_options=storage_options, store=ostore)
+    return int(manifest.version)

@@ -55,8 +55,9 @@ def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, d
         check_appendable(base)
         schema = LanceSchema.from_manifest(base.manifest, base.path)
         target = schema.to_arrow(physical=True)
-        order: list[int] | None = _append_plan(target, arrow_schema)
-        if order == list(range(len(order))) and all(_strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema)):
+        plan = _append_plan(target, arrow_schema)
+        order: list[int] | None = plan
+        if plan == list(range(len(plan))) and all(_strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema, strict=False)):
             order = None
         minor = int(base.manifest.data_format.version.split(".")[1])
         return base, schema, (target if order is not None else arrow_schema), order, minor

@@ -432,13 +432,20 @@ def _add_columns_once(
 
     fn: Callable[[pa.RecordBatch], pa.Table] | None = None
     source = None
+    checkpoint = None
     if isinstance(transforms, Mapping):
         read_columns, fn = _compile_sql_columns(ds, transforms)
     elif callable(transforms) and not isinstance(transforms, (pa.RecordBatchReader, pa.Table, pa.RecordBatch)):
+        from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
+
         udf = transforms
+        out_schema = udf.output_schema if isinstance(udf, BatchUDF) else None
+        if isinstance(udf, BatchUDF) and udf.checkpoint_file is not None:
+            checkpoint = BatchUDFCheckpoint(udf.checkpoint_file)
 
         def call_udf(batch: pa.RecordBatch) -> pa.Table:
-            return _as_table(udf(batch))
+            out = _as_table(udf(batch))
+            return out if out_schema is None else out.select(out_schema.names).cast(out_schema)
 
         fn = call_udf
     else:
@@ -478,8 +485,12 @@ def _add_columns_once(
                 parts = []
                 for start in range(0, n_live, batch_size):
                     rows = (np.arange(start, min(n_live, start + batch_size)) if live is None else live[start : start + batch_size])
-                    cols = _read_rows(ds, frag, rows, read_columns)
-                    out = fn(_one_batch(cols))
+                    out = checkpoint.get(frag.fragment_id, start) if checkpoint is not None else None
+                    if out is None:
+                        cols = _read_rows(ds, frag, rows, read_columns)
+                        out = fn(_one_batch(cols))
+                        if checkpoint is not None:
+                            checkpoint.put(frag.fragment_id, start, out)
                     if out.num_rows != len(rows):
                         raise ValueError(f"add_columns: the function returned {out.num_rows} rows for a batch of {len(rows)}")
                     parts.append(out)
@@ -525,7 +536,10 @@ def _add_columns_once(
         raise
     op.fragments = frags_out
     op.schema = merged_schema(lance_new)
-    return _commit(ds, op)
+    manifest = _commit(ds, op)
+    if checkpoint is not None:
+        checkpoint.close(remove=True)  # committed: nothing to resume
+    return manifest
 
 
 # --------------------------------------------------------------------------------------------

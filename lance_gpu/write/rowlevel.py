@@ -71,6 +71,23 @@ def row_addresses(ds: LanceDataset, row_ids: np.ndarray) -> tuple[np.ndarray, np
     return np.concatenate(frag_of)[hit], np.concatenate(off_of)[hit]
 
 
+def _created_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
+    """The creation version of each row (by fragment id and physical offset), None when the
+    dataset records none."""
+    from lance_gpu.table.rowids import read_fragment_versions
+
+    out = np.zeros(frag_ids.size, np.uint64)
+    for frag in ds.get_fragments():
+        sel = frag_ids == frag.fragment_id
+        if not sel.any():
+            continue
+        versions = read_fragment_versions(ds.store, ds.root, frag.pb, "created_at")
+        if versions is None:
+            return None
+        out[sel] = np.asarray(versions, np.uint64)[offsets[sel]]
+    return out
+
+
 def _eval_sql(table: pa.Table, exprs: Mapping[str, str]) -> dict[str, pa.ChunkedArray]:
     """Each SQL expression of ``exprs`` evaluated over ``table``."""
     import pyarrow.dataset as pds
@@ -100,11 +117,15 @@ class _RowChange:
             self.deleted.setdefault(int(fid), []).append(offsets[frag_ids == fid])
 
     def commit(
-        self, new_rows: pa.Table | None, carried_ids: np.ndarray | None, fields_modified: Sequence[int] = ()
+        self,
+        new_rows: pa.Table | None,
+        carried_ids: np.ndarray | None,
+        created_at: np.ndarray | None = None,
     ) -> table_pb2.Manifest:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
-        where given), the new deletion vectors, and commit one Update."""
-        from lance_gpu.write.compaction import encode_row_ids
+        and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
+        inserted row), the new deletion vectors, and commit one Update."""
+        from lance_gpu.write.compaction import encode_row_ids, encode_versions
         from lance_gpu.write.dataset_writer import (
             DEFAULT_MAX_BYTES_PER_FILE,
             DEFAULT_MAX_ROWS_PER_FILE,
@@ -120,16 +141,17 @@ class _RowChange:
                 schema = ds.lance_schema
                 physical = schema.to_arrow(physical=True)
                 minor = int(ds.manifest.data_format.version.split(".")[1])
-                groups = [(new_rows, carried_ids)]
+                groups: list[tuple[pa.Table, np.ndarray | None, np.ndarray | None]] = [(new_rows, None, None)]
                 if carried_ids is not None:
                     # rows with an id (rewritten) and without (inserted) go to separate
                     # fragments: a fragment's row ids are all carried or all assigned
                     fresh = carried_ids == np.iinfo(np.uint64).max
                     groups = [
-                        (new_rows.filter(pa.array(~fresh)), carried_ids[~fresh]),
-                        (new_rows.filter(pa.array(fresh)), None),
+                        (new_rows.filter(pa.array(~fresh)), carried_ids[~fresh],
+                         None if created_at is None else created_at[~fresh]),
+                        (new_rows.filter(pa.array(fresh)), None, None),
                     ]
-                for rows, ids in groups:
+                for rows, ids, created in groups:
                     if rows.num_rows == 0:
                         continue
                     batches = (cast_batch(b, physical) for b in rows.to_batches())
@@ -143,6 +165,8 @@ class _RowChange:
                         for frag in frags:
                             n = int(frag.physical_rows)
                             frag.inline_row_ids = encode_row_ids(ids[start : start + n])
+                            if created is not None:  # a rewritten row keeps its creation version
+                                frag.inline_created_at_versions = encode_versions(created[start : start + n])
                             start += n
                     new_frags.extend(frags)
             by_id = {f.fragment_id: f for f in ds.get_fragments()}
@@ -162,7 +186,6 @@ class _RowChange:
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
-            op.fields_modified = list(fields_modified)
             from lance_gpu.table.manifest import list_versions
 
             return commit(self.store, self.root, op, ds.manifest_file, list_versions(self.store, self.root)[-1].naming)
@@ -230,7 +253,9 @@ def update(
             rows = rows.set_column(rows.schema.get_field_index(col), rows.schema.field(col), arr)
         change = _RowChange(target)
         change.delete_rows(frag_ids, offsets)
-        manifest = change.commit(rows, rowids if _stable(target) else None)
+        stable = _stable(target)
+        created = _created_at(target, frag_ids, offsets) if stable else None
+        manifest = change.commit(rows, rowids if stable else None, created)
         return manifest, {"num_rows_updated": int(rows.num_rows)}
 
     return _run(ds, attempt, conflict_retries)
@@ -328,7 +353,13 @@ class MergeInsertBuilder:
         src_keys = source.select(on).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
         # null keys never match (SQL equality)
         valid_src = src_keys.filter(pc.invert(_any_null(src_keys, on)))
-        valid_tgt = target.select([*on, _TGT]).filter(pc.invert(_any_null(target, on)))
+        if len(on) == 1:
+            # a hash probe keeps only the target rows whose key is in the source: the join
+            # then runs over the touched rows only (null keys are in no value set)
+            probe = pc.is_in(target.column(on[0]), value_set=valid_src.column(on[0]).combine_chunks())
+            valid_tgt = target.select([*on, _TGT]).filter(probe)
+        else:
+            valid_tgt = target.select([*on, _TGT]).filter(pc.invert(_any_null(target, on)))
         pairs = valid_tgt.join(valid_src, keys=on, join_type="inner", use_threads=False)
         tgt_idx = pairs.column(_TGT).to_numpy()
         src_idx = pairs.column(_SRC).to_numpy()
@@ -382,16 +413,23 @@ class MergeInsertBuilder:
             write_src = np.sort(np.concatenate([act_src, insert_src]))
         else:
             write_src = np.sort(insert_src)
-        carried = None
+        carried = created = None
         if _stable(ds) and write_src.size:
-            # rewritten rows keep their stable ids; inserted rows (no id: u64::MAX marks
-            # them) get fresh ones at commit
+            # rewritten rows keep their stable ids and creation versions; inserted rows (no
+            # id: u64::MAX marks them) get fresh ones at commit
             id_of_src = np.full(source.num_rows, np.iinfo(np.uint64).max, np.uint64)
-            if self._matched == "update":
+            created_of_src: np.ndarray | None = np.zeros(source.num_rows, np.uint64)
+            if self._matched == "update" and act_tgt.size:
                 id_of_src[act_src] = rowids[act_tgt]
+                versions = _created_at(ds, *row_addresses(ds, rowids[act_tgt]))
+                if versions is None:
+                    created_of_src = None
+                else:
+                    created_of_src[act_src] = versions  # type: ignore[index]
             carried = id_of_src[write_src]
+            created = None if created_of_src is None else created_of_src[write_src]
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
-        return change.commit(new_rows, carried), stats
+        return change.commit(new_rows, carried, created), stats
 
 
 def _any_null(table: pa.Table, cols: Sequence[str]) -> pa.ChunkedArray | pa.Array:
@@ -426,9 +464,9 @@ def _expr_mask(ds: LanceDataset, target: pa.Table, predicate: str) -> np.ndarray
 def insert(ds: LanceDataset, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
     """``ds.insert(data, mode=)``: ``write_dataset(data, ds, mode=mode)``; ``ds`` moves to
     the committed version."""
-    from lance_gpu.write.dataset_writer import write_dataset
+    from lance_gpu.write.dataset_writer import write_version
 
     if mode not in ("append", "overwrite"):
         raise ValueError(f"insert: mode must be 'append' or 'overwrite', not {mode!r}")
-    out = write_dataset(data, ds.uri, mode=mode, **kwargs)
-    ds.reload(int(out.version))
+    kwargs.setdefault("storage_options", ds.storage_options)
+    ds.reload(write_version(data, ds.root, mode=mode, store=ds.store, **kwargs))
