@@ -228,7 +228,7 @@ def _dump(value: Any) -> str:
 
 def _docs(n: int, column: pa.Array | pa.Scalar) -> list[Any]:
     column = _broadcast(column, n)
-    if isinstance(column.type, pa.ExtensionType):
+    if isinstance(column.type, pa.BaseExtensionType):
         column = column.storage
     return [_MISSING if s is None else json.loads(s) for s in column.to_pylist()]
 
