@@ -140,7 +140,7 @@ class _Leaf(_Node):
         _check_column_encoding(col, ctx)
         arrays = []
         pos = 0
-        for page in col.pages:
+        for page_index, page in enumerate(col.pages):
             if pos >= stop:
                 break
             rows = int(page.num_rows)
@@ -148,6 +148,7 @@ class _Leaf(_Node):
             if rows > 0 and end > start:
                 a = max(start, pos) - pos
                 b = min(stop, end) - pos
+                ctx = self.ctx.at_page(page_index)
                 enc = page_encoding(page, ctx)
                 src = PageSource(self.file, col, page, ctx)
                 block = guard(ctx, registry.decode, enc, src, a, b, self.type)
@@ -155,6 +156,7 @@ class _Leaf(_Node):
                     raise ctx.corrupt(f"page decoded to {block.n} values, expected {b - a}")
                 arrays.append(guard(ctx, to_arrow, block, self.type, ctx))
             pos = end
+        ctx = self.ctx
         if pos < stop:
             raise ctx.corrupt(f"column holds {pos} rows, rows up to {stop} wanted")
         return guard(ctx, _concat, arrays, self.type)
