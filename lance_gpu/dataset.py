@@ -17,6 +17,7 @@ from lance_gpu._device import resolve_device
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, SchemaMismatchError
 from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.table.consistency import check_data_file, data_file_of
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.features import check_reader_flags
 from lance_gpu.table.manifest import dataset_path, list_versions, read_manifest_file, resolve_manifest
@@ -96,8 +97,7 @@ class LanceFragment:
         r = self._readers.get(path)
         if r is None:
             r = LanceFileReader(path)
-            if r.num_rows != self.physical_rows:
-                raise CorruptFileError(path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
+            check_data_file(r, self.pb, data_file_of(self.pb, path, os.path.join(self._ds.uri, "data")))
             self._readers[path] = r
         return r
 

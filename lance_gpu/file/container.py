@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 from lance_gpu._proto import file2_pb2, file_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.io import RangeReader
+from lance_gpu.protobuf import check_strict
 
 MAGIC = b"LANC"
 FOOTER_SIZE = 40
@@ -95,6 +96,7 @@ def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | N
         anymsg.ParseFromString(enc.direct.encoding)
     except DecodeError as exc:
         raise CorruptFileError(path, f"{what}: bad encoding protobuf ({exc})") from exc
+    check_strict(anymsg, path, what)
     return anymsg
 
 
@@ -159,6 +161,7 @@ class LanceFileReader:
             fd.ParseFromString(self.io.read(pos, size).tobytes())
         except DecodeError as exc:
             raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
+        check_strict(fd, self.path, "FileDescriptor")
         return fd
 
     @property
@@ -179,6 +182,7 @@ class LanceFileReader:
             cm.ParseFromString(raw)
         except DecodeError as exc:
             raise CorruptFileError(self.path, f"bad ColumnMetadata protobuf for column {index} ({exc})") from exc
+        check_strict(cm, self.path, f"ColumnMetadata of column {index}")
         pages = []
         file_size = self.io.size
         for p in cm.pages:

@@ -22,6 +22,7 @@ from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
 from lance_gpu.file.v2_1.levels import common_layers, renumber
 from lance_gpu.file.validate import check_leaf_page
+from lance_gpu.protobuf import check_strict
 
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
@@ -36,6 +37,7 @@ def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageL
         layout.ParseFromString(page.encoding.value)
     except Exception as exc:  # protobuf DecodeError
         raise ctx.corrupt(f"bad PageLayout protobuf ({exc})") from exc
+    check_strict(layout, ctx.path, ctx.corrupt("PageLayout").reason)
     kind = layout.WhichOneof("layout")
     if kind is not None:
         bad = [int(x) for x in getattr(layout, kind).layers if not 1 <= int(x) <= 6]

@@ -32,6 +32,8 @@ from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+from lance_gpu.protobuf import check_strict
+from lance_gpu.table.consistency import check_manifest
 
 __all__ = [
     "MANIFEST_FOOTER_SIZE",
@@ -126,6 +128,7 @@ def _read_section(
         msg.ParseFromString(data[offset + _LEN.size : end])
     except DecodeError as exc:
         raise CorruptFileError(path, f"{what} at offset {offset} is not valid protobuf: {exc}") from exc
+    check_strict(msg, path, what)
     return msg
 
 
@@ -157,6 +160,7 @@ def parse_manifest_bytes(
     limit = size - MANIFEST_FOOTER_SIZE
     manifest = _read_section(data, pos, limit, table_pb2.Manifest, "manifest", path)
     assert isinstance(manifest, table_pb2.Manifest)
+    check_manifest(manifest, path)
     transaction = index_section = None
     if sections:
         txn_off = transaction_section_offset(manifest)
@@ -205,6 +209,7 @@ def read_transaction_file(path: str | os.PathLike[str]) -> transaction_pb2.Trans
         txn.ParseFromString(data)
     except DecodeError as exc:
         raise CorruptFileError(path, f"not a valid Transaction protobuf: {exc}") from exc
+    check_strict(txn, path, "transaction file")
     return txn
 
 

@@ -27,6 +27,7 @@ from lance_gpu.file.v2_0 import registry
 from lance_gpu.file.v2_0 import struct as struct_enc
 from lance_gpu.file.v2_0.blocks import to_arrow, validity_buffer
 from lance_gpu.file.v2_0.page import PageSource
+from lance_gpu.protobuf import check_strict
 
 _ARRAY_ENCODING = "lance.encodings.ArrayEncoding"
 _COLUMN_ENCODING = "lance.encodings.ColumnEncoding"
@@ -56,6 +57,7 @@ def page_encoding(page, ctx: DecodeContext) -> pb.ArrayEncoding:
         enc.ParseFromString(anymsg.value)
     except (DecodeError, RecursionError) as exc:
         raise ctx.corrupt(f"bad ArrayEncoding protobuf ({exc})") from exc
+    check_strict(enc, ctx.path, ctx.corrupt("ArrayEncoding").reason)
     return enc
 
 
@@ -68,6 +70,7 @@ def _check_column_encoding(column, ctx: DecodeContext) -> None:
         enc.ParseFromString(anymsg.value)
     except DecodeError as exc:
         raise ctx.corrupt(f"bad ColumnEncoding protobuf ({exc})") from exc
+    check_strict(enc, ctx.path, ctx.corrupt("ColumnEncoding").reason)
     kind = enc.WhichOneof("column_encoding")
     if kind == "blob":
         raise ctx.unsupported("2.0 blob column (ColumnEncoding 'blob')")
