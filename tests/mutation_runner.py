@@ -117,12 +117,25 @@ def take_indices(count: int) -> list[int]:
 
 
 def mutable_files(uri: Path) -> list[str]:
-    """Every file of the dataset a reader may touch (the latest manifest only)."""
+    """Every file of the dataset a reader may touch (the latest manifest only), in an order
+    that does not depend on the random parts of their names (so that a seed names the same
+    mutations in every build): data and deletion files by fragment, transactions by version."""
+    import lance
+
+    ds = lance.dataset(str(uri))
     files = []
-    for sub in ("data", "_deletions", "_transactions", "_rowids"):
-        d = uri / sub
-        if d.is_dir():
-            files += [f"{sub}/{p.name}" for p in sorted(d.iterdir()) if p.is_file()]
+    for frag in ds.get_fragments():
+        meta = frag.metadata
+        files += [f"data/{df.path}" for df in meta.files]
+    for frag in ds.get_fragments():
+        deletion = frag.metadata.deletion_file
+        if deletion is not None:
+            files.append(deletion.path(frag.fragment_id))
+    txns = sorted((uri / "_transactions").iterdir(), key=lambda p: int(p.name.split("-", 1)[0]))
+    files += [f"_transactions/{p.name}" for p in txns]
+    rowids = uri / "_rowids"
+    if rowids.is_dir():
+        files += [f"_rowids/{p.name}" for p in sorted(rowids.iterdir())]
     manifests = sorted((uri / "_versions").glob("*.manifest"))
     files.append(f"_versions/{manifests[0].name}")  # V2 names: the newest version sorts first
     return files

@@ -33,6 +33,7 @@ from lance_gpu.protobuf import check_strict
 
 MAGIC = b"LANC"
 FOOTER_SIZE = 40
+COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 # How much of the file's tail to read at once: usually footer, tables and metadata.
 TAIL_READ = 256 * 1024
 
@@ -194,13 +195,15 @@ class LanceFileReader:
             if enc is None:
                 raise CorruptFileError(self.path, f"page of column {index} has no encoding")
             pages.append(PageInfo(offs, sizes, int(p.length), int(p.priority), enc))
-        col = ColumnInfo(
-            index,
-            pages,
-            tuple(int(x) for x in cm.buffer_offsets),
-            tuple(int(x) for x in cm.buffer_sizes),
-            unpack_encoding(cm.encoding, self.path, f"column {index}"),
-        )
+        column_encoding = unpack_encoding(cm.encoding, self.path, f"column {index}")
+        if column_encoding is not None and column_encoding.type_url != COLUMN_ENCODING_URL:
+            # pylance refuses any other message here ("unexpected type URL")
+            raise CorruptFileError(self.path, f"column {index}: column encoding of unexpected type {column_encoding.type_url!r}")
+        buffer_offsets = tuple(int(x) for x in cm.buffer_offsets)
+        buffer_sizes = tuple(int(x) for x in cm.buffer_sizes)
+        if len(buffer_offsets) != len(buffer_sizes) or any(o + s > file_size for o, s in zip(buffer_offsets, buffer_sizes)):
+            raise CorruptFileError(self.path, f"column buffers of column {index} lie outside the file")
+        col = ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding)
         self._columns[index] = col
         return col
 
