@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._device import resolve_device
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import CorruptFileError, SchemaMismatchError
+from lance_gpu.errors import CorruptFileError, RowIndexError, SchemaMismatchError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.table.consistency import check_data_file, data_file_of
 from lance_gpu.table.deletion import read_deletion_file
@@ -524,7 +524,7 @@ class LanceDataset:
         total = int(starts[-1])
         if idx.size and (idx.min() < 0 or idx.max() >= total):
             msg = f"take index out of range for a dataset of {total} rows"
-            raise IndexError(msg)
+            raise RowIndexError(msg)
         order = np.argsort(idx, kind="stable")
         sorted_idx = idx[order]
         frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1

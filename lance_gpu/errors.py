@@ -32,6 +32,12 @@ class CorruptFileError(LanceGpuError, ValueError):
         super().__init__(f"corrupt Lance file {self.path}: {reason}")
 
 
+class RowIndexError(LanceGpuError, IndexError, OSError):
+    """A row position (``take``) lies outside the dataset's rows.
+
+    An ``IndexError``, and an ``OSError`` as pylance raises in the same case."""
+
+
 class UnsupportedEncodingError(LanceGpuError, NotImplementedError):
     """A page uses an encoding, layout or file version this reader does not decode."""
 
