@@ -20,16 +20,15 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
 """
 
 import numpy as np
-
-from . import _device
 from numba import prange
 
+from . import _device
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError
 
 cuda = LAZY_CUDA
 
-__all__ = ["check_variable", "check_variable_segments_gpu", "VALID", "BAD_OFFSETS", "BAD_UTF8"]
+__all__ = ["BAD_OFFSETS", "BAD_UTF8", "VALID", "check_variable", "check_variable_segments_gpu"]
 
 VALID = 0
 BAD_OFFSETS = 1

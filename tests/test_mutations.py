@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from mutation_runner import build_datasets, make_cases, mutable_files, mutate, run_cases
 
 SEED = int(os.environ.get("LANCE_GPU_MUTATION_SEED", "20261124"))

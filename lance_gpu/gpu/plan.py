@@ -40,7 +40,6 @@ import pyarrow as pa
 
 from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
@@ -54,6 +53,7 @@ from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.file.v2_1.levels import common_layers, def_meaning
 from lance_gpu.file.v2_1.repdef import invisible_levels
+from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu.staging import Stager
 
 _WORD_BITS = (8, 16, 32, 64)

@@ -79,7 +79,7 @@ def data_file_of(fragment: table_pb2.DataFragment, path: str, data_dir: str) -> 
     return None
 
 
-def check_data_file(reader: "LanceFileReader", fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None) -> None:
+def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None) -> None:
     """Check an opened data file against its fragment's manifest entry."""
     path = reader.path
     physical = int(fragment.physical_rows)

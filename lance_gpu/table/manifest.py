@@ -31,7 +31,11 @@ from urllib.parse import unquote, urlparse
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import table_pb2, transaction_pb2
-from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    CorruptFileError,
+    DatasetNotFoundError,
+    UnsupportedFeatureError,
+)
 from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
 
