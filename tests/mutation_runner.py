@@ -16,7 +16,8 @@ Not collected by pytest (no ``test_`` prefix).  Three parts:
 
 A case passes when every read (``to_table``, ``count_rows``, ``take``, ``to_batches``)
 either returns exactly the pristine result or raises a ``LanceGpuError``, and every table
-returned passes ``validate(full=True)``.  A result that differs from the pristine one is
+returned passes ``validate(full=True)``; a mutated transaction file is also parsed directly
+(``read_transaction_file``: a result or a ``LanceGpuError``).  A result that differs from the pristine one is
 accepted only where pylance, reading the same damaged bytes, returns the very same result
 (damage to plain values that no format check can see: Lance files carry no checksums).
 """
@@ -248,6 +249,17 @@ def _child(spec_path: str, start: int) -> None:
         expected = expected_cache.setdefault(case.dataset, _load_expected(case.dataset))
         uri = _mutated_copy(case, scratch)
         outcome = {"id": case.id, "ok": True, "notes": []}
+        if case.file.startswith("_transactions/"):
+            # read by writers resolving conflicts, not by reads: parse it directly too
+            from lance_gpu.table.manifest import read_transaction_file
+
+            try:
+                read_transaction_file(uri / case.file)
+            except LanceGpuError as exc:
+                outcome["notes"].append(f"transaction: typed {type(exc).__name__}")
+            except Exception as exc:  # noqa: BLE001
+                outcome["ok"] = False
+                outcome["notes"].append(f"transaction: UNTYPED {type(exc).__name__}: {str(exc)[:300]}")
         for op in OPS:
             want = expected[op]
             try:

@@ -275,3 +275,19 @@ def test_pristine_datasets_read_as_pylance_reads_them(pristine):
 def test_errors_are_lance_gpu_errors():
     assert issubclass(CorruptFileError, LanceGpuError) and issubclass(CorruptFileError, ValueError)
     assert os.sep  # (keeps the module's imports honest on every platform)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_invalid_utf8_is_corrupt_on_the_device(copy, version):
+    """The device decode validates strings in one launch per unit (run on a GPU, or under the
+    simulator with ``NUMBA_ENABLE_CUDASIM=1 LANCE_GPU_TEST_SIM_DEVICE=1``)."""
+    uri = copy(version)
+    assert lance_gpu.dataset(uri, device="gpu").to_table().equals(lance_gpu.dataset(uri, device="cpu").to_table())
+    f = next(f for f in _data_files(uri) if b"row0000-MARKER" in f.read_bytes())
+    raw = bytearray(f.read_bytes())
+    raw[raw.find(b"MARKER")] = 0xFF
+    f.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="invalid utf-8 sequence") as info:
+        lance_gpu.dataset(uri, device="gpu").to_table()
+    assert str(f) in str(info.value) and "column 1 page 0" in str(info.value)
