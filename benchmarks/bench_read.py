@@ -342,6 +342,73 @@ def case_label(case: str) -> str:
         share = {v: k for k, v in KEEP.items()}[float(arg)]
         return f"{kind}_{share}"
     return kind
+def make_strings(rows: int) -> dict[str, Path]:
+    """String-heavy datasets (per file version): ~40-character text with some non-ASCII
+    words, and URLs; written once by pylance."""
+    import numpy as np
+    import pyarrow as pa
+
+    import lance
+
+    out = {}
+    for version in ("2.0", "2.1"):
+        path = DATA / f"strings_{rows}_{version}.lance"
+        out[version] = path
+        if path.exists():
+            continue
+        rng = np.random.default_rng(2)
+        words = np.array(["alpha", "beta", "gamma", "delta", "omega", "lorem", "ipsum", "dolor", "quick", "brown",
+                          "naïve", "café", "日本語", "straße"])
+        text = [" ".join(r) for r in words[rng.integers(0, len(words), size=(rows, 6))]]
+        urls = [f"https://example.com/{int(a)}/item/{int(b)}" for a, b in rng.integers(0, 10**9, size=(rows, 2))]
+        tbl = pa.table({"text": pa.array(text), "url": pa.array(urls)})
+        lance.write_dataset(tbl, str(path), data_storage_version=version)
+    return out
+
+
+# Full scans of a string-heavy dataset with the page validation on and off (the validator
+# replaced by a no-op in this process only), alternating, after one warm-up of each.
+CHILD_VALIDATION = r"""
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+path, repeat = sys.argv[1], int(sys.argv[2])
+import lance_gpu
+import lance_gpu.file.validate as validate
+real = validate.check_variable
+def scan(on):
+    validate.check_variable = real if on else (lambda offsets, data, utf8: None)
+    t0 = time.perf_counter(); tbl = lance_gpu.dataset(path, device="cpu").to_table(); dt = time.perf_counter() - t0
+    return dt, tbl.nbytes
+scan(True); scan(False)
+on, off = [], []
+for _ in range(repeat):
+    on.append(scan(True)[0]); off.append(scan(False)[0])
+print(json.dumps({"on": on, "off": off, "bytes": scan(True)[1]}))
+"""
+
+
+def validation_main(rows: int, repeat: int) -> None:
+    """Cost of validating decoded strings (offsets and UTF-8) on a string-heavy scan."""
+    paths = make_strings(rows)
+    results = []
+    for version, path in paths.items():
+        r = child(CHILD_VALIDATION, path, repeat)
+        on = sorted(r["on"])[len(r["on"]) // 2]
+        off = sorted(r["off"])[len(r["off"]) // 2]
+        results.append({"version": version, "rows": rows, "decoded_mb": r["bytes"] / 1e6, "validated_s": on,
+                        "unvalidated_s": off, "overhead_pct": 100 * (on - off) / off})
+    meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d"), "rows": rows, "repeat": repeat}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "read_validation.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=2))
+    lines = [f"# Cost of string validation on a full scan (CPU), {meta['date']}, {meta['cpus']} cores, {meta['machine']}", "",
+             f"{rows} rows of ~45-character text (some non-ASCII words) and ~45-character URLs, written by pylance;",
+             f"median of {repeat} scans each, validation on and off alternating in one process.", "",
+             "| file version | decoded MB | validated s | unvalidated s | overhead |", "|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['version']} | {r['decoded_mb']:.0f} | {r['validated_s']:.3f} | {r['unvalidated_s']:.3f} | {r['overhead_pct']:+.1f}% |")
+    (RESULTS / "read_validation.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def main() -> None:
@@ -353,7 +420,11 @@ def main() -> None:
     ap.add_argument("--shapes", default="issue,small_frags,wide,long_strings,mixed,embeddings")
     ap.add_argument("--first-read-runs", type=int, default=3, help="fresh processes per first-read figure")
     ap.add_argument("--out", default=None, help="results file stem (default read_cpu, read_cpu_quick with --quick)")
+    ap.add_argument("--validation", action="store_true", help="only the string-validation cost case (read_validation.md)")
     args = ap.parse_args()
+    if args.validation:
+        validation_main(2_000_000 if args.rows == 5_000_000 else args.rows, max(args.repeat, 7))
+        return
     sizes = shape_sizes(args.quick, args.rows, args.emb_rows)
     shapes = [s for s in args.shapes.split(",") if s]
     if "mixed" in shapes or "embeddings" in shapes:

@@ -19,6 +19,7 @@ Modules:
 * :mod:`~cuda_kernels.compact` -- deletion masks and stream compaction.
 * :mod:`~cuda_kernels.segments` -- batched (segmented) copies, fills and index
   arithmetic, so that one launch serves many pages.
+* :mod:`~cuda_kernels.utf8` -- validation of variable-width offsets and UTF-8 bytes.
 * :mod:`~cuda_kernels.errors` -- :class:`CorruptInputError` and the device error flag.
 """
 
@@ -81,6 +82,7 @@ from .segments import (
     take_ranges,
     take_ranges_gpu,
 )
+from .utf8 import check_variable, check_variable_segments_gpu
 
 __all__ = [
     "CorruptInputError",
@@ -143,4 +145,7 @@ __all__ = [
     "add_segment_base_gpu",
     "remap_segments",
     "remap_segments_gpu",
+    # utf8
+    "check_variable",
+    "check_variable_segments_gpu",
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "ERR_BAD_CODE",
     "ERR_TRUNCATED",
     "ERR_BAD_LEVEL",
+    "ERR_BAD_UTF8",
     "new_error_flag",
     "raise_if_flagged",
     "describe_error_code",
@@ -30,12 +31,14 @@ ERR_OUT_OF_BOUNDS = 1  # an index or an offset points outside its buffer
 ERR_BAD_CODE = 2  # an FSST code refers to a symbol that does not exist
 ERR_TRUNCATED = 4  # an FSST escape byte is the last byte of a string
 ERR_BAD_LEVEL = 8  # a repetition/definition level is out of range
+ERR_BAD_UTF8 = 16  # string bytes are not well-formed UTF-8
 
 _CODE_NAMES = {
     ERR_OUT_OF_BOUNDS: "index or offset out of bounds",
     ERR_BAD_CODE: "code refers to a symbol beyond the symbol table",
     ERR_TRUNCATED: "input ends in the middle of an escape sequence",
     ERR_BAD_LEVEL: "repetition or definition level out of range",
+    ERR_BAD_UTF8: "invalid utf-8 sequence",
 }
 
 

@@ -19,10 +19,10 @@ import pyarrow.compute as pc
 from lance_gpu._device import DEVICES
 from lance_gpu.errors import InvalidArgumentError, UnknownDeviceError
 from lance_gpu.fragment import LanceFragment
+from lance_gpu.io import resolve
 from lance_gpu.scan import LanceScanner, build_plan, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.features import check_reader_flags
-from lance_gpu.io import resolve
 from lance_gpu.table.manifest import list_versions, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 

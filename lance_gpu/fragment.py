@@ -23,6 +23,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.io import join
+from lance_gpu.table.consistency import check_data_file, data_file_of
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, column_index_map
@@ -145,16 +146,16 @@ class LanceFragment:
     # -- where fields live (for the executors) -----------------------------------------------
 
     def file_reader(self, path: str) -> LanceFileReader:
-        """The (cached) reader of one of this fragment's data files, checked to hold
-        ``physical_rows`` rows."""
+        """The (cached) reader of one of this fragment's data files, checked against the
+        fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
         r = self._readers.get(path)
         if r is None:
             with self._readers_lock:
                 r = self._readers.get(path)
                 if r is None:
                     r = LanceFileReader(path, self.dataset.store)
-                    if r.num_rows != self.physical_rows:
-                        raise CorruptFileError(r.path, f"holds {r.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}")
+                    # its row count, columns and field ids against this fragment's manifest entry
+                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.dataset.root, "data")))
                     self._readers[path] = r
         return r
 

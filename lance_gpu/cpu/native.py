@@ -180,7 +180,8 @@ def variable_chunks(data, starts, sizes, counts, offset_bytes):  # pragma: no co
                 o = np.int64(0)
                 for q in range(8):
                     o |= np.int64(data[p + q]) << (8 * q)
-            if o > size or (j > 0 and o < prev):
+            if o > size or (j > 0 and o < prev) or (j == 0 and o != (c + 1) * offset_bytes):
+                # offsets[0] is where the bytes start: right after the offsets themselves
                 ok = False
             if j > 0:
                 vstart[k] = base + prev

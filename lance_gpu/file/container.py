@@ -29,9 +29,11 @@ from google.protobuf.message import DecodeError
 from lance_gpu._proto import file2_pb2, file_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
+from lance_gpu.protobuf import check_strict
 
 MAGIC = b"LANC"
 FOOTER_SIZE = 40
+COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 # How much of the file's tail to read at once: usually footer, tables and metadata.
 TAIL_READ = 256 * 1024
 
@@ -95,6 +97,7 @@ def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | N
         anymsg.ParseFromString(enc.direct.encoding)
     except DecodeError as exc:
         raise CorruptFileError(path, f"{what}: bad encoding protobuf ({exc})") from exc
+    check_strict(anymsg, path, what)
     return anymsg
 
 
@@ -176,6 +179,7 @@ class LanceFileReader:
             fd.ParseFromString(raw)
         except DecodeError as exc:
             raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
+        check_strict(fd, self.path, "FileDescriptor")
         return fd
 
     @property
@@ -196,6 +200,7 @@ class LanceFileReader:
             cm.ParseFromString(raw)
         except DecodeError as exc:
             raise CorruptFileError(self.path, f"bad ColumnMetadata protobuf for column {index} ({exc})") from exc
+        check_strict(cm, self.path, f"ColumnMetadata of column {index}")
         pages = []
         file_size = self.io.size
         for p in cm.pages:
@@ -207,13 +212,15 @@ class LanceFileReader:
             if enc is None:
                 raise CorruptFileError(self.path, f"page of column {index} has no encoding")
             pages.append(PageInfo(offs, sizes, int(p.length), int(p.priority), enc))
-        col = ColumnInfo(
-            index,
-            pages,
-            tuple(int(x) for x in cm.buffer_offsets),
-            tuple(int(x) for x in cm.buffer_sizes),
-            unpack_encoding(cm.encoding, self.path, f"column {index}"),
-        )
+        column_encoding = unpack_encoding(cm.encoding, self.path, f"column {index}")
+        if column_encoding is not None and column_encoding.type_url != COLUMN_ENCODING_URL:
+            # pylance refuses any other message here ("unexpected type URL")
+            raise CorruptFileError(self.path, f"column {index}: column encoding of unexpected type {column_encoding.type_url!r}")
+        buffer_offsets = tuple(int(x) for x in cm.buffer_offsets)
+        buffer_sizes = tuple(int(x) for x in cm.buffer_sizes)
+        if len(buffer_offsets) != len(buffer_sizes) or any(o + s > file_size for o, s in zip(buffer_offsets, buffer_sizes)):
+            raise CorruptFileError(self.path, f"column buffers of column {index} lie outside the file")
+        col = ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding)
         self._columns[index] = col
         return col
 

@@ -21,6 +21,8 @@ from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
 from lance_gpu.file.v2_1.levels import common_layers, renumber
+from lance_gpu.file.validate import check_leaf_page
+from lance_gpu.protobuf import check_strict
 
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
@@ -35,6 +37,7 @@ def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageL
         layout.ParseFromString(page.encoding.value)
     except Exception as exc:  # protobuf DecodeError
         raise ctx.corrupt(f"bad PageLayout protobuf ({exc})") from exc
+    check_strict(layout, ctx.path, ctx.corrupt("PageLayout").reason)
     kind = layout.WhichOneof("layout")
     if kind is not None:
         bad = [int(x) for x in getattr(layout, kind).layers if not 1 <= int(x) <= 6]
@@ -93,9 +96,12 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
     raw = file.read_buffers(ranges)
     decoded = []
     k = 0
-    for p in pages:
+    for pi, p in zip(page_ids, pages):
         nb = len(p.buffer_offsets)
-        decoded.append(decode_page(file, p, raw[k : k + nb], ctx))
+        page_ctx = ctx.at_page(pi)
+        leaf = decode_page(file, p, raw[k : k + nb], page_ctx)
+        check_leaf_page(leaf, leaf_type, page_ctx)
+        decoded.append(leaf)
         k += nb
     if not decoded:
         return LeafPage(null_block_for(leaf_type, 0), 0, None, None, 0, (1,), 0)
@@ -217,17 +223,21 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         pi = int(page_of[g[0]])
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
-        layout = parse_layout(page, ctx)
+        page_ctx = ctx.at_page(pi)
+        layout = parse_layout(page, page_ctx)
         if layout.WhichOneof("layout") == "full_zip_layout" and layout.full_zip_layout.bits_rep == 0:
-            leaf = fullzip.take_rows(layout.full_zip_layout, page, file, local_rows, ctx)
+            leaf = fullzip.take_rows(layout.full_zip_layout, page, file, local_rows, page_ctx)
+            check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue
         bufs = file.page_buffers(col, pi)
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
-            leaf = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, ctx, rows=local_rows)
+            leaf = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, page_ctx, rows=local_rows)
+            check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
         else:
-            leaf = decode_page(file, page, bufs, ctx)
+            leaf = decode_page(file, page, bufs, page_ctx)
+            check_leaf_page(leaf, field.type, page_ctx)
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.take(pa.array(local_rows)))
     out = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]

@@ -60,7 +60,8 @@ def _variable_spans_kernel(data, c_start, c_size, c_width, c_first, nchunks, c_d
         return
     o0 = _read_le(data, base + j * w, w)
     o1 = _read_le(data, base + (j + 1) * w, w)
-    if o0 < 0 or o1 < o0 or o1 > size:
+    # offsets[0] is where the bytes start: right after the chunk's count + 1 offsets
+    if o0 < 0 or o1 < o0 or o1 > size or (j == 0 and o0 != (count + 1) * w):
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         out_start[d] = base
         out_len[d] = 0

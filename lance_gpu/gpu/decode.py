@@ -27,6 +27,7 @@ import numpy as np
 
 import cuda_kernels as ck
 from cuda_kernels import _device
+from lance_gpu.errors import CorruptFileError
 from lance_gpu.gpu import _array, _kernels
 from lance_gpu.gpu.plan import _DESTS, UnitPlan
 
@@ -145,9 +146,28 @@ def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
             out = ck.remap_segments_gpu(levels[pos : pos + n], np.array([0, n], np.int64), table.reshape(1, -1))
             ck.copy_ranges_gpu(out, [0], [2 * n], levels, [2 * pos])
 
-    # 8. variable-width values
+    # 8. variable-width values, then their validation (offsets in order and in bounds,
+    #    UTF-8 for string columns)
     var_offsets, var_bytes = _variable(arena, unit, src_start, src_len)
+    _check_variable(unit, var_offsets, var_bytes)
     return UnitBuffers(fixed, levels, var_offsets, var_bytes)
+
+
+def _check_variable(unit: UnitPlan, offsets, data) -> None:
+    """One launch over every variable-width value of the unit; a bad value raises
+    ``CorruptFileError`` naming its file, column and page."""
+    checks = [c for c in unit.var_checks if c[1]]
+    if not checks:
+        return
+    n_bytes = int(_device.to_host(offsets[unit.nslots : unit.nslots + 1])[0])
+    slot = np.array([c[0] for c in checks], np.int64)
+    count = np.array([c[1] for c in checks], np.int64)
+    utf8 = np.array([c[2] for c in checks], np.bool_)
+    bad = ck.check_variable_segments_gpu(offsets, data, n_bytes, slot, count, utf8)
+    if bad >= 0:
+        _s, _n, is_utf8, path, column, page = checks[bad]
+        what = "invalid utf-8 sequence" if is_utf8 else "variable-width offsets out of order or out of bounds"
+        raise CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
 
 
 def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:

@@ -53,6 +53,7 @@ from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.file.v2_1.levels import common_layers, def_meaning
 from lance_gpu.file.v2_1.repdef import invisible_levels
+from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu.staging import Stager
 
 _WORD_BITS = (8, 16, 32, 64)
@@ -193,6 +194,7 @@ class PagePlan:
     has_rep: bool
     has_def: bool
     parsed: dict = field(default_factory=dict)
+    index: int = -1  # the page's index in its column (for error messages)
 
 
 @dataclass(slots=True)
@@ -303,6 +305,9 @@ class UnitPlan:
         self.remap: list[tuple[int, int, np.ndarray]] = []
         # fsst segments: (first slot, end slot, symbols, lengths, n_symbols)
         self.fsst: list[tuple[int, int, np.ndarray, np.ndarray, int]] = []
+        # validation of the decoded variable-width values, one entry per page of a var leaf:
+        # (first slot, values, must be UTF-8, file, column, page)
+        self.var_checks: list[tuple[int, int, bool, str, int, int]] = []
         self.paths: set[str] = set()
 
     # -- allocation -----------------------------------------------------------------------
@@ -465,9 +470,11 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     ranges = [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes)]
     raw = reader.read_buffers(ranges)
     k = 0
-    for p, layout in zip(pages, layouts):
+    for pi, p, layout in zip(page_ids, pages, layouts):
         nb = len(p.buffer_offsets)
-        leaf.pages.append(parse_page(leaf, p, layout, raw[k : k + nb]))
+        page_plan = parse_page(leaf, p, layout, raw[k : k + nb])
+        page_plan.index = pi
+        leaf.pages.append(page_plan)
         k += nb
     if leaf.pages:
         all_layers = [pp.layers for pp in leaf.pages]
@@ -509,7 +516,10 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
+    utf8 = is_utf8_type(leaf.arrow_type)
     for page in leaf.pages:
+        if leaf.kind == "var":
+            unit.var_checks.append((leaf.slot_lo + vpos, page.num_values, utf8, leaf.path, leaf.column, page.index))
         rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
         def_dst = leaf.def_pos + lpos if leaf.has_def else -1
         if page.kind == "mini_block_layout":

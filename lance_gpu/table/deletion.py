@@ -59,11 +59,13 @@ def parse_deletion_arrow(data: bytes, path: str | os.PathLike[str] = "<memory>")
     try:
         reader = ipc.open_file(pa.py_buffer(data))
         table = reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        # any Arrow failure on these bytes (ArrowInvalid, ArrowNotImplementedError for a
+        # damaged type, ...) means the file is corrupt
         raise CorruptFileError(path, f"not a readable Arrow IPC file: {exc}") from exc
-    if table.num_columns != 1 or not pa.types.is_unsigned_integer(table.schema.field(0).type):
+    if table.num_columns != 1 or not pa.types.is_uint32(table.schema.field(0).type):
         raise CorruptFileError(
-            path, f"expected one unsigned integer column 'row_id', found schema {table.schema}"
+            path, f"expected one uint32 column 'row_id', found schema {table.schema}"
         )
     col = table.column(0)
     if col.null_count:

@@ -34,6 +34,8 @@ from google.protobuf.message import DecodeError
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.protobuf import check_strict
+from lance_gpu.table.consistency import check_manifest
 
 __all__ = [
     "MANIFEST_FOOTER_SIZE",
@@ -112,6 +114,7 @@ def _read_section(
         msg.ParseFromString(data[offset + _LEN.size : end])
     except DecodeError as exc:
         raise CorruptFileError(path, f"{what} at offset {offset} is not valid protobuf: {exc}") from exc
+    check_strict(msg, path, what)
     return msg
 
 
@@ -143,6 +146,7 @@ def parse_manifest_bytes(
     limit = size - MANIFEST_FOOTER_SIZE
     manifest = _read_section(data, pos, limit, table_pb2.Manifest, "manifest", path)
     assert isinstance(manifest, table_pb2.Manifest)
+    check_manifest(manifest, path)
     transaction = index_section = None
     if sections:
         txn_off = transaction_section_offset(manifest)
@@ -190,6 +194,7 @@ def read_transaction_file(store: ObjectStore, path: str) -> transaction_pb2.Tran
         txn.ParseFromString(data)
     except DecodeError as exc:
         raise CorruptFileError(uri, f"not a valid Transaction protobuf: {exc}") from exc
+    check_strict(txn, uri, "transaction file")
     return txn
 
 

@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 from lance_gpu._proto import rowids_pb2, table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.protobuf import check_strict
 
 __all__ = [
     "decode_encoded_u64_array",
@@ -113,6 +114,7 @@ def decode_row_id_sequence(data: bytes, where: str | os.PathLike[str] = "<memory
         seq.ParseFromString(data)
     except DecodeError as exc:
         raise CorruptFileError(where, f"row id sequence is not valid protobuf: {exc}") from exc
+    check_strict(seq, where, "row id sequence")
     parts = [decode_segment(s, where) for s in seq.segments]
     if not parts:
         return np.empty(0, dtype=np.uint64)
@@ -149,6 +151,7 @@ def decode_version_sequence(
         seq.ParseFromString(data)
     except DecodeError as exc:
         raise CorruptFileError(where, f"version sequence is not valid protobuf: {exc}") from exc
+    check_strict(seq, where, "version sequence")
     lengths = np.array([segment_length(run.span, where) for run in seq.runs], dtype=np.int64)
     versions = np.array([run.version for run in seq.runs], dtype=np.uint64)
     total = int(lengths.sum())

@@ -268,3 +268,35 @@ def test_gather_fixed_gpu_exotic_dtypes():
         got = h(ck.gather_fixed_gpu(items, idx))
         assert got.dtype == items.dtype
         np.testing.assert_array_equal(got, items[idx])
+
+
+# ------------------------------------------------------------------ utf8
+
+
+def test_check_variable_segments_gpu_matches_cpu():
+    rng = np.random.default_rng(5)
+    alphabet = np.array([0x41, 0xC3, 0xA9, 0xE6, 0x97, 0xA5, 0xED, 0xA0, 0xF0, 0x9F, 0x98, 0x80, 0xFF], np.uint8)
+    for _ in range(6):
+        values = [bytes(alphabet[rng.integers(0, alphabet.size, rng.integers(0, 7))]) for _ in range(24)]
+        offsets = np.zeros(len(values) + 1, np.int64)
+        offsets[1:] = np.cumsum([len(v) for v in values])
+        data = np.frombuffer(b"".join(values) + b"\0", np.uint8)
+        seg_slot = np.array([0, 8, 16], np.int64)
+        seg_count = np.array([8, 8, 8], np.int64)
+        seg_utf8 = np.array([True, False, True])
+        want = -1
+        for s, (lo, n, u) in enumerate(zip(seg_slot, seg_count, seg_utf8)):
+            try:
+                ck.check_variable(offsets[lo : lo + n + 1], data, bool(u))
+            except CorruptInputError:
+                want = s
+                break
+        got = ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), int(offsets[-1]), seg_slot, seg_count, seg_utf8)
+        assert got == want
+
+
+def test_check_variable_segments_gpu_bad_offsets():
+    offsets = np.array([0, 2, 1, 4, 9], np.int64)
+    data = np.frombuffer(b"abcdefgh", np.uint8)
+    got = ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), 8, [0, 2], [2, 2], [False, False])
+    assert got == 0

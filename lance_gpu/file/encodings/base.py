@@ -41,9 +41,16 @@ class DecodeContext:
 
     path: str
     column: int = -1
+    page: int = -1
+
+    def at_page(self, page: int) -> DecodeContext:
+        """The same context, naming page ``page`` of the column."""
+        return DecodeContext(self.path, self.column, page)
 
     def corrupt(self, reason: str) -> CorruptFileError:
         where = f"column {self.column}: " if self.column >= 0 else ""
+        if self.page >= 0:
+            where = f"column {self.column} page {self.page}: " if self.column >= 0 else f"page {self.page}: "
         return CorruptFileError(self.path, where + reason)
 
     def unsupported(self, what: str) -> UnsupportedEncodingError:

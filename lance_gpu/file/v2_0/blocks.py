@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.validate import check_values, is_utf8_type
 
 _I32_MAX = 2**31 - 1
 
@@ -180,6 +181,7 @@ def to_arrow(block, t: pa.DataType, ctx: DecodeContext, validity: np.ndarray | N
             offs = block.offsets
         else:
             raise ctx.corrupt(f"variable-width values where the field type is {t}")
+        check_values(offs, block.data, is_utf8_type(t), ctx)
         return pa.Array.from_buffers(
             t, n, [vbuf, pa.py_buffer(offs), pa.py_buffer(block.data)], null_count=nulls
         )

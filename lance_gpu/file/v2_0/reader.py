@@ -27,6 +27,7 @@ from lance_gpu.file.v2_0 import registry
 from lance_gpu.file.v2_0 import struct as struct_enc
 from lance_gpu.file.v2_0.blocks import to_arrow, validity_buffer
 from lance_gpu.file.v2_0.page import PageSource
+from lance_gpu.protobuf import check_strict
 
 _ARRAY_ENCODING = "lance.encodings.ArrayEncoding"
 _COLUMN_ENCODING = "lance.encodings.ColumnEncoding"
@@ -56,6 +57,7 @@ def page_encoding(page, ctx: DecodeContext) -> pb.ArrayEncoding:
         enc.ParseFromString(anymsg.value)
     except (DecodeError, RecursionError) as exc:
         raise ctx.corrupt(f"bad ArrayEncoding protobuf ({exc})") from exc
+    check_strict(enc, ctx.path, ctx.corrupt("ArrayEncoding").reason)
     return enc
 
 
@@ -72,6 +74,7 @@ def _check_column_encoding(column, ctx: DecodeContext, t: pa.DataType | None = N
         enc.ParseFromString(anymsg.value)
     except DecodeError as exc:
         raise ctx.corrupt(f"bad ColumnEncoding protobuf ({exc})") from exc
+    check_strict(enc, ctx.path, ctx.corrupt("ColumnEncoding").reason)
     kind = enc.WhichOneof("column_encoding")
     if kind == "blob" and t != BLOB_DESCRIPTION:
         raise ctx.unsupported("2.0 blob column (ColumnEncoding 'blob') read as anything but its descriptors")
@@ -144,7 +147,7 @@ class _Leaf(_Node):
         _check_column_encoding(col, ctx, self.type)
         arrays = []
         pos = 0
-        for page in col.pages:
+        for page_index, page in enumerate(col.pages):
             if pos >= stop:
                 break
             rows = int(page.num_rows)
@@ -152,6 +155,7 @@ class _Leaf(_Node):
             if rows > 0 and end > start:
                 a = max(start, pos) - pos
                 b = min(stop, end) - pos
+                ctx = self.ctx.at_page(page_index)
                 enc = page_encoding(page, ctx)
                 src = PageSource(self.file, col, page, ctx)
                 block = guard(ctx, registry.decode, enc, src, a, b, self.type)
@@ -159,6 +163,7 @@ class _Leaf(_Node):
                     raise ctx.corrupt(f"page decoded to {block.n} values, expected {b - a}")
                 arrays.append(guard(ctx, to_arrow, block, self.type, ctx))
             pos = end
+        ctx = self.ctx
         if pos < stop:
             raise ctx.corrupt(f"column holds {pos} rows, rows up to {stop} wanted")
         return guard(ctx, _concat, arrays, self.type)

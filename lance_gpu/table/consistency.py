@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Cross-checks of a manifest and of its data files: metadata that parses but cannot be right.
+
+:func:`check_manifest` runs on every manifest that is loaded; :func:`check_data_file` on
+every data file when a fragment first opens it.  Each failure is a
+:class:`~lance_gpu.errors.CorruptFileError` naming the file at fault.
+
+Invariants (pylance writes nothing else):
+
+* ``data_format`` is ``lance`` (or unset, very old datasets) with a storage version we know
+  (``0.1`` legacy, ``2.0`` .. ``2.3``; unset reads as 2.0); data files name a known file
+  version: ``(0, 1|2)`` legacy, ``(0, 3)`` / ``(2, 0)`` .. ``(2, 3)``.
+* fragment ids are unique; a data file path is a non-empty relative name without NUL bytes
+  or ``..`` components; ``fields`` and ``column_indices`` agree in length; a deletion file
+  deletes at most ``physical_rows`` rows.
+* a data file holds exactly ``physical_rows`` rows, its column indices lie inside the file,
+  and the field ids the manifest names for it are ids of the file's own schema (v2 files
+  carry their schema, with field ids, in the ``FileDescriptor``) -- a corrupted id would
+  otherwise move a column to the wrong field or make it read as nulls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.io.store import join
+
+if TYPE_CHECKING:
+    from lance_gpu.file.container import LanceFileReader
+
+__all__ = ["KNOWN_DATA_FORMATS", "KNOWN_FILE_VERSIONS", "check_data_file", "check_manifest"]
+
+KNOWN_DATA_FORMATS = frozenset({"", "0.1", "legacy", "2.0", "2.1", "2.2", "2.3"})
+KNOWN_FILE_VERSIONS = frozenset({(0, 0), (0, 1), (0, 2), (0, 3), (2, 0), (2, 1), (2, 2), (2, 3)})
+
+
+def check_data_file_path(name: str, where: object) -> None:
+    """A data file name from a manifest: non-empty, relative, no NUL, no ``..``."""
+    if not name or "\x00" in name or name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
+        raise CorruptFileError(where, f"invalid data file path {name!r}")
+
+
+def check_manifest(manifest: table_pb2.Manifest, path: object) -> None:
+    """Vet a parsed manifest's data format, fragments and data file entries."""
+    fmt = manifest.data_format
+    if fmt.file_format not in ("", "lance"):
+        raise CorruptFileError(path, f"unknown data file format {fmt.file_format!r}")
+    if fmt.version not in KNOWN_DATA_FORMATS:
+        raise CorruptFileError(path, f"unknown data storage version {fmt.version!r}")
+    seen: set[int] = set()
+    for frag in manifest.fragments:
+        fid = int(frag.id)
+        if fid in seen:
+            raise CorruptFileError(path, f"fragment id {fid} appears twice")
+        seen.add(fid)
+        for df in frag.files:
+            check_data_file_path(df.path, path)
+            version = (int(df.file_major_version), int(df.file_minor_version))
+            if version not in KNOWN_FILE_VERSIONS:
+                raise CorruptFileError(path, f"data file {df.path!r} of fragment {fid} names unknown file version {version[0]}.{version[1]}")
+            if df.column_indices and len(df.column_indices) != len(df.fields):
+                raise CorruptFileError(path, f"data file {df.path!r} lists {len(df.fields)} fields but {len(df.column_indices)} column indices")
+            if any(int(i) < -2 for i in df.fields):
+                raise CorruptFileError(path, f"data file {df.path!r} names field ids below -2")
+        if frag.HasField("deletion_file"):
+            deleted = int(frag.deletion_file.num_deleted_rows)
+            if deleted > int(frag.physical_rows):
+                raise CorruptFileError(path, f"fragment {fid} deletes {deleted} of its {int(frag.physical_rows)} rows")
+
+
+def data_file_of(fragment: table_pb2.DataFragment, key: str, data_dir: str) -> table_pb2.DataFile | None:
+    """The fragment's ``DataFile`` entry stored at ``key`` (a store key under ``data_dir``,
+    both built with :func:`lance_gpu.io.join`)."""
+    for df in fragment.files:
+        if join(data_dir, df.path) == key:
+            return df
+    return None
+
+
+def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None) -> None:
+    """Check an opened data file against its fragment's manifest entry."""
+    path = reader.path
+    physical = int(fragment.physical_rows)
+    if reader.num_rows != physical:
+        raise CorruptFileError(path, f"holds {reader.num_rows} rows but fragment {int(fragment.id)} has {physical}")
+    if data_file is None:
+        return
+    cols = [int(c) for c in data_file.column_indices]
+    if any(c >= reader.num_columns for c in cols):
+        raise CorruptFileError(path, f"the manifest names column {max(cols)} of a file of {reader.num_columns} columns")
+    own = [int(f.id) for f in reader.descriptor.schema.fields]
+    if own:
+        own_ids = set(own)
+        foreign = [int(i) for i in data_file.fields if int(i) >= 0 and int(i) not in own_ids]
+        if foreign:
+            raise CorruptFileError(path, f"the manifest names field ids {foreign} that the file's schema does not hold")
