@@ -16,7 +16,7 @@ def _frags(*sizes_per_fragment: list[int]) -> list:
     """Stand-in fragments whose field plans are their own size estimates."""
     out = []
     for sizes in sizes_per_fragment:
-        fw = gpu_read._Frag(frag=None)
+        fw = gpu_read._Frag(frag=None, rows=None)
         fw.gpu = {f"f{i}": size for i, size in enumerate(sizes)}
         out.append(fw)
     return out
