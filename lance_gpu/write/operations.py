@@ -400,7 +400,7 @@ def _add_columns_once(
     batch_size: int | None,
 ) -> table_pb2.Manifest:
     from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _check_types, _data_file
+    from lance_gpu.write.dataset_writer import _check_types
     from lance_gpu.write.inputs import coerce_input
 
     if isinstance(transforms, pa.Field):
@@ -454,7 +454,6 @@ def _add_columns_once(
 
     frags_out: list[table_pb2.DataFragment] = []
     op = Merge([], LanceSchema([]))
-    data_dir = join(ds.root, "data")
     lance_new: LanceSchema | None = None
     arrow_new: pa.Schema | None = None
     pending: list[pa.RecordBatch] = []  # rows of ``source`` not yet used
@@ -476,7 +475,6 @@ def _add_columns_once(
         return head
 
     try:
-        from lance_gpu.write.file_writer import LanceFileWriter
 
         for frag in ds.fragments:
             live = frag.live_rows
@@ -510,20 +508,7 @@ def _add_columns_once(
             except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
                 raise SchemaMismatchError(f"add_columns: new values do not match their first batch's schema: {exc}") from exc
             values = _physical(values, live, frag.physical_rows, arrow_new)
-            name = f"{uuid.uuid4().hex}.lance"
-            path = join(data_dir, name)
-            op.written.append(path)
-            writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
-            try:
-                writer.write(values)
-                size = writer.finish()
-            except BaseException:
-                writer.abort()
-                raise
-            new = table_pb2.DataFragment()
-            new.CopyFrom(frag.pb)
-            new.files.append(_data_file(name, lance_new, minor, size))
-            frags_out.append(new)
+            frags_out.append(_with_new_data_file(ds, frag, values, lance_new, minor, op))
         if source is not None and (pending or next(source, None) is not None):
             raise ValueError("add_columns: the new values have more rows than the dataset")
         if lance_new is None:  # a dataset without fragments
@@ -651,31 +636,15 @@ def _write_new_columns(
     row, located by ``frag_ids`` / ``offsets``) spread over the fragment's physical rows,
     deleted rows as nulls; returns the fragments with the file added (files go to
     ``op.written``)."""
-    from lance_gpu.write.dataset_writer import _data_file
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     physical_new = lance_new.to_arrow(physical=True)
-    data_dir = join(ds.root, "data")
     frags_out = []
     try:
         for frag in ds.get_fragments():
             sel = np.flatnonzero(frag_ids == frag.fragment_id)
             part = values.take(pa.array(sel[np.argsort(offsets[sel], kind="stable")]))
             part = _physical(part, frag.live_rows, frag.physical_rows, physical_new)
-            name = f"{uuid.uuid4().hex}.lance"
-            path = join(data_dir, name)
-            op.written.append(path)
-            writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
-            try:
-                writer.write(part)
-                size = writer.finish()
-            except BaseException:
-                writer.abort()
-                raise
-            new = table_pb2.DataFragment()
-            new.CopyFrom(frag.pb)
-            new.files.append(_data_file(name, lance_new, minor, size))
-            frags_out.append(new)
+            frags_out.append(_with_new_data_file(ds, frag, part, lance_new, minor, op))
     except BaseException:
         op.cleanup(ds.store)
         raise
@@ -728,3 +697,28 @@ def merge(
         return op
 
     _with_retries(ds, plan)
+
+
+def _with_new_data_file(
+    ds: LanceDataset, frag: Any, values: pa.Table, lance_new: LanceSchema, minor: int, op: Operation
+) -> table_pb2.DataFragment:
+    """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
+    row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
+    The file's key goes to ``op.written`` first, so a failed commit removes it."""
+    from lance_gpu.write.dataset_writer import _data_file
+    from lance_gpu.write.file_writer import LanceFileWriter
+
+    name = f"{uuid.uuid4().hex}.lance"
+    path = join(ds.root, "data", name)
+    op.written.append(path)
+    writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
+    try:
+        writer.write(values)
+        size = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    new = table_pb2.DataFragment()
+    new.CopyFrom(frag.pb)
+    new.files.append(_data_file(name, lance_new, minor, size))
+    return new
