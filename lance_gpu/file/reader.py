@@ -24,6 +24,8 @@ from lance_gpu.file.v2_1.levels import common_layers, renumber
 
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
+#: Takes of fewer rows leave the pages they touched mapped (no release hint to the store).
+RELEASE_MIN_ROWS = 1 << 16
 
 
 def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
@@ -223,7 +225,11 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.take(pa.array(local_rows)))
     out = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
-    # Streaming and take touch many pages: keep resident memory near the output size.
+    if rows.size < RELEASE_MIN_ROWS:
+        # A small take touches a few OS pages per row; dropping the whole pages' mappings
+        # would only make the next take fault them in again.
+        return out
+    # Streaming and large takes touch many pages: keep resident memory near the output size.
     touched = {int(page_of[g[0]]) for g in groups}
     ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
     file.io.release(ranges, keep=_buffers_of(out))

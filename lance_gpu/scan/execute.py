@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
+# Row selections of at most this many rows in all, read without a read-ahead bound (a take),
+# are decoded in the calling thread: starting a pool thread costs more than the decode.
+INLINE_DECODE_ROWS = 1 << 14
 
 
 @dataclass(slots=True)
@@ -94,6 +97,11 @@ class CpuExecutor:
         names = [f.name for f in fields]
         in_flight = len(units) if ahead is None else max(1, ahead)
         pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
+        if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
+            for unit in units:
+                arrays = [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
+                yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+            return
         with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
             queue: deque[tuple[ReadUnit, list[Future]]] = deque()
             it = iter(units)

@@ -22,8 +22,11 @@ from lance_gpu.file.blocks import FixedWidthBlock, uint_dtype
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> FixedWidthBlock:
-    from cuda_kernels.bitunpack import unpack_blocks
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> FixedWidthBlock:
+    """Decode the chunks' values; with ``select`` (positions among them) only those values,
+    each unpacked on its own (no block is unpacked whole)."""
+    from cuda_kernels.bitunpack import unpack_blocks, unpack_selected
+    from cuda_kernels.errors import CorruptInputError
 
     if enc.HasField("values"):
         raise ctx.unsupported("InlineBitpacking with buffer compression")
@@ -36,6 +39,17 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Fixed
         raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
     usable = cb.data.size - cb.data.size % (bits // 8)
     words = cb.data[:usable].view(dt)
+    if select is not None:
+        first = np.zeros(nvals.size + 1, np.int64)
+        np.cumsum(nvals, out=first[1:])
+        if select.size and (int(select.min()) < 0 or int(select.max()) >= n):
+            raise ctx.corrupt(f"selected value {int(select.max())} beyond the chunks' {n} values")
+        block_of = np.searchsorted(first, select, side="right") - 1
+        try:
+            picked = unpack_selected(words, word_off, widths, block_of, select - first[block_of])
+        except CorruptInputError as exc:
+            raise ctx.corrupt(str(exc)) from exc
+        return FixedWidthBlock(picked.view(np.uint8), bits, int(select.size))
     unpacked = unpack_blocks(words, word_off, widths)
     if n == unpacked.size:
         out = unpacked

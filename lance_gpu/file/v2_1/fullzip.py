@@ -158,15 +158,13 @@ def take_rows(layout, page, file, rows: np.ndarray, ctx: DecodeContext) -> LeafP
         if rem or width not in (1, 2, 4, 8):
             raise ctx.corrupt("full-zip repetition index has an impossible width")
         idx_dt = np.dtype(f"<u{width}")
-        ranges = [(page.buffer_offsets[1] + int(r) * width, 2 * width) for r in rows]
-        got = file.read_buffers(ranges)
-        pairs = np.concatenate(got).view(idx_dt).astype(np.int64).reshape(-1, 2) if ranges else np.zeros((0, 2), np.int64)
+        got = file.read_gather(page.buffer_offsets[1] + rows * width, np.full(rows.size, 2 * width, np.int64))
+        pairs = got.view(idx_dt).astype(np.int64).reshape(-1, 2)
         starts = pairs[:, 0]
         lengths = pairs[:, 1] - pairs[:, 0]
-    if rows.size and (np.any(lengths < 0) or int((starts + lengths).max()) > size0):
+    if rows.size and (np.any(lengths < 0) or np.any(np.diff(starts) < 0) or int((starts + lengths).max()) > size0):
         raise ctx.corrupt("full-zip rows point outside the page")
-    chunks = file.read_buffers([(base + int(s), int(z)) for s, z in zip(starts, lengths)])
-    data = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
+    data = file.read_gather(base + starts, lengths)
     invisible = invisible_table(layers)
     _r, d, vstart, vlen, ok = native.fullzip_scan(data, rows.size, ctrl, bits_def, offset_bytes, value_bytes, invisible)
     if not ok:
