@@ -251,7 +251,7 @@ class LanceFileReader:
         last = np.append(first[1:], starts.size) - 1
         g_start = starts[first]
         g_end = reach[last]
-        blocks = self.io.read_ranges(list(zip(g_start.tolist(), (g_end - g_start).tolist())))
+        blocks = self.io.read_ranges(list(zip(g_start.tolist(), (g_end - g_start).tolist(), strict=True)))
         joined = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         # Where each group begins in ``joined``; each range is read relative to its group.
         g_pos = np.zeros(first.size, np.int64)

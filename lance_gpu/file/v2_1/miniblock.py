@@ -116,10 +116,14 @@ def decode(
             local = np.arange(rows.size, dtype=np.int64) + (int(rows[0]) - int(first_item[c0]))
         else:
             chunk_of = np.searchsorted(first_item, rows, side="right") - 1
-            keep = np.unique(chunk_of)
+            # ``rows`` are sorted, so are their chunks: new chunks start where chunk_of steps.
+            starts_chunk = np.empty(chunk_of.size, bool)
+            starts_chunk[0] = True
+            np.not_equal(chunk_of[1:], chunk_of[:-1], out=starts_chunk[1:])
+            keep = chunk_of[starts_chunk]
             sel_first = np.zeros(keep.size + 1, np.int64)
             np.cumsum(counts[keep], out=sel_first[1:])
-            pos_in_sel = np.searchsorted(keep, chunk_of)
+            pos_in_sel = np.cumsum(starts_chunk) - 1
             local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
         counts = counts[keep]
         levels = levels[keep]
