@@ -165,11 +165,15 @@ def take_rows(layout, page, file, rows: np.ndarray, ctx: DecodeContext) -> LeafP
     if rows.size and (np.any(lengths < 0) or np.any(np.diff(starts) < 0) or int((starts + lengths).max()) > size0):
         raise ctx.corrupt("full-zip rows point outside the page")
     data = file.read_gather(base + starts, lengths)
+    enc = layout.value_compression
+    if ctrl == 0 and offset_bytes == 0:
+        # Plain fixed-width values: the gathered rows are the values, back to back.
+        values = _fixed_values(enc, FixedWidthBlock(data, value_bytes * 8, rows.size), ctx)
+        return LeafPage(values, rows.size, None, None, rows.size, layers, rows.size)
     invisible = invisible_table(layers)
     _r, d, vstart, vlen, ok = native.fullzip_scan(data, rows.size, ctrl, bits_def, offset_bytes, value_bytes, invisible)
     if not ok:
         raise ctx.corrupt("full-zip rows are truncated or hold an impossible level")
-    enc = layout.value_compression
     if offset_bytes == 0:
         raw = native.gather_ranges(data, vstart, vlen)
         values = _fixed_values(enc, FixedWidthBlock(raw, value_bytes * 8, vstart.size), ctx)
