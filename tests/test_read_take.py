@@ -173,3 +173,23 @@ def test_read_gather_mapped_and_coalesced_agree(tmp_path, monkeypatch) -> None:
     np.testing.assert_array_equal(reader.read_gather(starts, lengths), expected)
     with pytest.raises(ValueError):
         reader.read_gather(starts[::-1].copy(), lengths)
+
+
+def test_repeated_takes_parse_each_page_once(tmp_path, monkeypatch) -> None:
+    """A training loop's takes parse a mini-block page's chunk headers once per reader."""
+    path = str(tmp_path / "ds.lance")
+    lance.write_dataset(_table(), path, data_storage_version="2.2")
+    ref, ours = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+    parsed: list[int] = []
+    real = miniblock.chunk_table
+
+    def spy(layout, buffers, ctx):
+        parsed.append(ctx.column)
+        return real(layout, buffers, ctx)
+
+    monkeypatch.setattr(miniblock, "chunk_table", spy)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        idx = np.sort(rng.choice(N, 64, replace=False))
+        assert ours.take(idx, columns=["small", "text"]).equals(ref.take(idx, columns=["small", "text"]))
+    assert parsed and len(parsed) == len(set(parsed))

@@ -157,6 +157,9 @@ class LanceFileReader:
         self._meta_start = meta_start
         self._columns: dict[int, ColumnInfo] = {}
         self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] = {}
+        #: Per-page metadata derived by decoders, kept for repeated takes: (column, page,
+        #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
+        self.page_meta: dict[tuple[int, int, str], object] = {}
 
     def close(self) -> None:
         self.io.close()

@@ -186,6 +186,27 @@ def _release_pages(file: LanceFileReader, columns: list[int], ids_per_leaf: list
     file.io.release(ranges, keep=_buffers_of(arr))
 
 
+def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
+    """The page's parsed layout, kept in ``file.page_meta`` for repeated takes."""
+    key = (column, page_index, "layout")
+    layout = file.page_meta.get(key)
+    if layout is None:
+        layout = file.page_meta[key] = parse_layout(file.column(column).pages[page_index], ctx)
+    return layout  # type: ignore[return-value]
+
+
+def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
+    """The mini-block page's :func:`miniblock.chunk_table`; its derived arrays are kept in
+    ``file.page_meta`` (not the page bytes: those are fetched again per take)."""
+    key = (column, page_index, "chunks")
+    table = file.page_meta.get(key)
+    if table is None:
+        table = miniblock.chunk_table(layout, buffers, ctx)
+        file.page_meta[key] = (None, None, *table[2:])
+        return table
+    return (buffers[0], buffers[1], *table[2:])  # type: ignore[misc]
+
+
 def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array:
     """Rows ``rows`` (sorted, unique, file-local) of one top-level field.
 
@@ -211,14 +232,16 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         pi = int(page_of[g[0]])
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
-        layout = parse_layout(page, ctx)
+        layout = _page_layout(file, col, pi, ctx)
         if layout.WhichOneof("layout") == "full_zip_layout" and layout.full_zip_layout.bits_rep == 0:
             leaf = fullzip.take_rows(layout.full_zip_layout, page, file, local_rows, ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue
         bufs = file.page_buffers(col, pi)
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
-            leaf = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, ctx, rows=local_rows)
+            mb = layout.mini_block_layout
+            table = _chunk_table(file, col, pi, mb, bufs, ctx)
+            leaf = miniblock.decode(mb, bufs, page.num_rows, ctx, rows=local_rows, table=table)
             parts.append(assemble(field, [leaf], file.path))
         else:
             leaf = decode_page(file, page, bufs, ctx)

@@ -90,14 +90,18 @@ def decode(
     num_rows: int,
     ctx: DecodeContext,
     rows: np.ndarray | None = None,
+    table: tuple | None = None,
 ) -> LeafPage:
     """Decode a whole mini-block page, or only the chunks holding ``rows``.
 
     With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
     rows are items) only the chunks holding them are decoded, and the result holds exactly
-    those rows, in order.
+    those rows, in order.  ``table``: this page's :func:`chunk_table`, when the caller keeps
+    it between calls (repeated takes from one page parse its chunk headers once).
     """
-    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = chunk_table(layout, buffers, ctx)
+    if table is None:
+        table = chunk_table(layout, buffers, ctx)
+    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = table
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
