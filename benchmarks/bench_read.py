@@ -516,5 +516,59 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
     print("\n".join(lines))
 
 
+TAKE_CHILD = r"""
+import json, sys, time
+import numpy as np
+import lance, lance_gpu
+path, ntakes, batch, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+engines = {"lance_gpu": lance_gpu.dataset(path, device="cpu"), "lance": lance.dataset(path)}
+n = engines["lance"].count_rows()
+rng = np.random.default_rng(3)
+sets = [np.sort(rng.choice(n, batch, replace=False)) for _ in range(ntakes)]
+for ds in engines.values():
+    ds.take(sets[0])  # compile caches
+assert engines["lance_gpu"].take(sets[1]).equals(engines["lance"].take(sets[1]))
+best = {k: float("inf") for k in engines}
+for _ in range(rounds):  # interleaved, so both engines see the same machine load
+    for name, ds in engines.items():
+        t0 = time.perf_counter()
+        for s in sets:
+            ds.take(s)
+        best[name] = min(best[name], time.perf_counter() - t0)
+print(json.dumps(best))
+"""
+
+
+def take_batches(rows: int = 1_000_000, takes: int = 200, batch: int = 1024, rounds: int = 3) -> None:
+    """A training loop's shuffled batches: ``takes`` takes of ``batch`` sorted random rows of
+    a pylance-written ``rows`` x (int64 label, 128-float32 embedding, string) dataset, both
+    engines in one process; best of ``rounds``.  Writes benchmarks/results/take_cpu.md."""
+    import numpy as np
+    import pyarrow as pa
+
+    import lance
+
+    path = DATA / f"take_{rows}.lance"
+    if not path.exists():
+        rng = np.random.default_rng(0)
+        vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 128, dtype=np.float32)), 128)
+        text = pa.array([f"item-{i}-{'x' * (i % 17)}" for i in range(rows)])
+        lance.write_dataset(pa.table({"label": pa.array(rng.integers(0, 1000, rows)), "emb": vec, "s": text}), str(path))
+    load = os.getloadavg()
+    best = child(TAKE_CHILD, path, takes, batch, rounds)
+    per = {k: 1000 * v / takes for k, v in best.items()}
+    lines = [f"# Take benchmark (CPU), {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", "",
+             f"{rows} rows x (int64 label, fixed_size_list<float32, 128>, string), written by pylance; {takes} takes of {batch} sorted",
+             f"random indices (all columns), best of {rounds} interleaved rounds, ms per take.", "",
+             "| lance_gpu ms | pylance ms | vs pylance |", "|---|---|---|",
+             f"| {per['lance_gpu']:.2f} | {per['lance']:.2f} | {per['lance'] / per['lance_gpu']:.2f}x |"]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "take_cpu.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 if __name__ == "__main__":
-    main()
+    if "--take-batches" in sys.argv:
+        take_batches()
+    else:
+        main()

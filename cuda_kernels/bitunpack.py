@@ -43,6 +43,7 @@ __all__ = [
     "BLOCK_SIZE",
     "FL_ORDER",
     "unpack_blocks",
+    "unpack_selected",
     "pack_blocks",
     "unpack_blocks_gpu",
     "unpack_blocks_scatter",
@@ -221,6 +222,30 @@ def _unpack_blocks_parallel(words, offsets, widths, out):
         _unpack_block_cpu(words, np.int64(offsets[b]), np.int64(widths[b]), out, b * 1024)
 
 
+@dual
+def _fl_row_lane(pos, lanes):
+    """Inverse of :func:`_fl_position`: (row, lane) of logical position ``pos`` of a block."""
+    m = pos & 127
+    lane = m % lanes
+    order = (m - lane) >> 4
+    g = ((order & 1) << 2) | (order & 2) | ((order >> 2) & 1)
+    return g * 8 + (pos >> 7), lane
+
+
+@cpu_driver
+def _unpack_selected_cpu(words, offsets, widths, block_of, index, out):
+    t = words.itemsize * 8
+    lanes = 1024 // t
+    for i in range(block_of.shape[0]):
+        b = block_of[i]
+        w = np.int64(widths[b])
+        if w == 0:
+            out[i] = 0
+            continue
+        row, lane = _fl_row_lane(np.int64(index[i]), lanes)
+        out[i] = _fl_unpack_value(words, np.int64(offsets[b]), t, lanes, w, _fl_mask(w), row, lane)
+
+
 @cpu_driver
 def _pack_blocks_cpu(values, w, out):
     t = values.itemsize * 8
@@ -368,6 +393,44 @@ def unpack_blocks(words, block_word_offsets, bit_widths, out=None):
         _unpack_blocks_parallel(words, offsets, widths, target)
     else:
         _unpack_blocks_serial(words, offsets, widths, target)
+    return out
+
+
+def unpack_selected(words, block_word_offsets, bit_widths, block_of, index_in_block):
+    """Unpack single values of FastLanes blocks (CPU): value ``index_in_block[i]`` (0..1023)
+    of block ``block_of[i]``, for every i; no other value of any block is unpacked.
+
+    :param words: as :func:`unpack_blocks`.
+    :param block_word_offsets: ``int64[nblocks]`` as :func:`unpack_blocks`.
+    :param bit_widths: ``int[nblocks]`` as :func:`unpack_blocks`.
+    :param block_of: ``int64[n]``, block numbers in ``0..nblocks-1``.
+    :param index_in_block: ``int64[n]``, logical positions in ``0..1023``.
+    :returns: ``uintT[n]``.
+    :raises CorruptInputError: a width exceeds T or a block runs past the end of ``words``.
+    """
+    words = _as_unsigned_words(words)
+    offsets = np.ascontiguousarray(block_word_offsets, dtype=np.int64)
+    widths = np.ascontiguousarray(bit_widths, dtype=np.int64)
+    block_of = np.ascontiguousarray(block_of, dtype=np.int64)
+    index = np.ascontiguousarray(index_in_block, dtype=np.int64)
+    if offsets.shape != widths.shape or block_of.shape != index.shape:
+        msg = "offsets/widths and block_of/index_in_block must have matching shapes"
+        raise ValueError(msg)
+    out = np.empty(block_of.shape[0], dtype=words.dtype)
+    if out.size == 0:
+        return out
+    if int(block_of.min()) < 0 or int(block_of.max()) >= offsets.shape[0] or int(index.min()) < 0 or int(index.max()) >= BLOCK_SIZE:
+        msg = "unpack_selected: block or position out of range"
+        raise ValueError(msg)
+    t = words.dtype.itemsize * 8
+    bad = _check_blocks_cpu(words.shape[0], t, offsets, widths)
+    if bad >= 0:
+        msg = (
+            f"unpack_selected: block {bad} (offset {int(offsets[bad])}, width "
+            f"{int(widths[bad])}) does not fit in {words.shape[0]} words of {t} bits"
+        )
+        raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
+    _unpack_selected_cpu(words, offsets, widths, block_of, index, out)
     return out
 
 

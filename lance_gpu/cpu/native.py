@@ -192,6 +192,42 @@ def variable_chunks(data, starts, sizes, counts, offset_bytes):  # pragma: no co
 
 
 @njit(**_JIT)
+def variable_selected(data, starts, sizes, counts, offset_bytes, chunk, index):  # pragma: no cover
+    """(start, length) absolute in ``data`` of value ``index[i]`` of chunk ``chunk[i]`` of
+    variable-width mini-block chunk buffers (layout as :func:`variable_chunks`), reading
+    only the two offsets around each selected value and the chunk's first offset; ok=False
+    if one leaves its chunk buffer, runs backwards, or starts inside the offsets (the first
+    offset must be where the bytes begin, as :func:`variable_chunks` checks)."""
+    n = chunk.size
+    vstart = np.empty(n, np.int64)
+    vlen = np.empty(n, np.int64)
+    ok = True
+    for i in range(n):
+        c = chunk[i]
+        j = index[i]
+        base = starts[c]
+        size = sizes[c]
+        header = (counts[c] + 1) * offset_bytes
+        if j < 0 or j >= counts[c] or header > size:
+            ok = False
+            break
+        p = base + j * offset_bytes
+        first = np.int64(0)
+        o0 = np.int64(0)
+        o1 = np.int64(0)
+        for q in range(offset_bytes):
+            first |= np.int64(data[base + q]) << (8 * q)
+            o0 |= np.int64(data[p + q]) << (8 * q)
+            o1 |= np.int64(data[p + offset_bytes + q]) << (8 * q)
+        if first != header or o0 < header or o1 > size or o1 < o0:
+            ok = False
+            break
+        vstart[i] = base + o0
+        vlen[i] = o1 - o0
+    return vstart, vlen, ok
+
+
+@njit(**_JIT)
 def _copy_ranges(data, vstart, vlen, offsets, out):  # pragma: no cover
     for i in range(vstart.size):
         s = vstart[i]

@@ -160,6 +160,9 @@ class LanceFileReader:
         self._meta_start = meta_start
         self._columns: dict[int, ColumnInfo] = {}
         self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] = {}
+        #: Per-page metadata derived by decoders, kept for repeated takes: (column, page,
+        #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
+        self.page_meta: dict[tuple[int, int, str], object] = {}
 
     def close(self) -> None:
         self.io.close()
@@ -241,6 +244,48 @@ class LanceFileReader:
 
     def read_buffers(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         return self.io.read_ranges(ranges)
+
+    def read_gather(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The byte ranges ``[starts[i], starts[i] + lengths[i])`` (int64, ``starts``
+        ascending) of the file, back to back in one array.
+
+        Ranges closer than the store's coalescing gap are fetched as one request; the
+        grouping is computed vectorised, so thousands of small ranges (a take's rows of a
+        full-zip page) cost a few requests' worth of Python work.
+        """
+        from lance_gpu.cpu import native
+        from lance_gpu.io.store import COALESCE_GAP
+
+        if starts.size == 0:
+            return np.zeros(0, np.uint8)
+        if starts.size > 1 and bool(np.any(np.diff(starts) < 0)):
+            raise ValueError("read_gather needs ascending range starts")
+        whole = getattr(self.io, "mapped", None)
+        if whole is not None:
+            # A memory-mapped local file: gather straight out of the map.
+            if int(starts[0]) < 0 or int(lengths.min()) < 0 or int((starts + lengths).max()) > whole.size:
+                raise CorruptFileError(self.path, "byte ranges lie outside the file")
+            self.io.count_reads(int(starts.size), int(lengths.sum()))
+            return native.gather_ranges(whole, starts, lengths)
+        ends = starts + lengths
+        reach = np.maximum.accumulate(ends)
+        new_group = np.empty(starts.size, bool)
+        new_group[0] = True
+        new_group[1:] = starts[1:] - reach[:-1] > COALESCE_GAP
+        first = np.flatnonzero(new_group)
+        last = np.append(first[1:], starts.size) - 1
+        g_start = starts[first]
+        g_end = reach[last]
+        blocks = self.io.read_ranges(list(zip(g_start.tolist(), (g_end - g_start).tolist(), strict=True)))
+        joined = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+        # Where each group begins in ``joined``; each range is read relative to its group.
+        g_pos = np.zeros(first.size, np.int64)
+        np.cumsum((g_end - g_start)[:-1], out=g_pos[1:])
+        group_of = np.cumsum(new_group) - 1
+        pos = g_pos[group_of] + (starts - g_start[group_of])
+        if first.size == starts.size and np.array_equal(lengths, g_end - g_start):
+            return joined
+        return native.gather_ranges(joined, pos, lengths)
 
     def page_buffers(self, column: int, page_index: int) -> list[np.ndarray]:
         """The buffers of one page, keeping the last page read per column.

@@ -26,6 +26,8 @@ from lance_gpu.protobuf import check_strict
 
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
+#: Takes of fewer rows leave the pages they touched mapped (no release hint to the store).
+RELEASE_MIN_ROWS = 1 << 16
 
 
 def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
@@ -198,6 +200,27 @@ def _release_pages(file: LanceFileReader, columns: list[int], ids_per_leaf: list
     file.io.release(ranges, keep=_buffers_of(arr))
 
 
+def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
+    """The page's parsed layout, kept in ``file.page_meta`` for repeated takes."""
+    key = (column, page_index, "layout")
+    layout = file.page_meta.get(key)
+    if layout is None:
+        layout = file.page_meta[key] = parse_layout(file.column(column).pages[page_index], ctx)
+    return layout  # type: ignore[return-value]
+
+
+def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
+    """The mini-block page's :func:`miniblock.chunk_table`; its derived arrays are kept in
+    ``file.page_meta`` (not the page bytes: those are fetched again per take)."""
+    key = (column, page_index, "chunks")
+    table = file.page_meta.get(key)
+    if table is None:
+        table = miniblock.chunk_table(layout, buffers, ctx)
+        file.page_meta[key] = (None, None, *table[2:])
+        return table
+    return (buffers[0], buffers[1], *table[2:])  # type: ignore[misc]
+
+
 def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array:
     """Rows ``rows`` (sorted, unique, file-local) of one top-level field.
 
@@ -224,7 +247,7 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
         page_ctx = ctx.at_page(pi)
-        layout = parse_layout(page, page_ctx)
+        layout = _page_layout(file, col, pi, page_ctx)
         if layout.WhichOneof("layout") == "full_zip_layout" and layout.full_zip_layout.bits_rep == 0:
             leaf = fullzip.take_rows(layout.full_zip_layout, page, file, local_rows, page_ctx)
             check_leaf_page(leaf, field.type, page_ctx)
@@ -232,7 +255,9 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             continue
         bufs = file.page_buffers(col, pi)
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
-            leaf = miniblock.decode(layout.mini_block_layout, bufs, page.num_rows, page_ctx, rows=local_rows)
+            mb = layout.mini_block_layout
+            table = _chunk_table(file, col, pi, mb, bufs, page_ctx)
+            leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, table=table)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
         else:
@@ -241,7 +266,11 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.take(pa.array(local_rows)))
     out = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
-    # Streaming and take touch many pages: keep resident memory near the output size.
+    if rows.size < RELEASE_MIN_ROWS:
+        # A small take touches a few OS pages per row; dropping the whole pages' mappings
+        # would only make the next take fault them in again.
+        return out
+    # Streaming and large takes touch many pages: keep resident memory near the output size.
     touched = {int(page_of[g[0]]) for g in groups}
     ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
     file.io.release(ranges, keep=_buffers_of(out))

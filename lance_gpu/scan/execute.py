@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
 _POSITION = "__lance_gpu_position__"
+# Row selections of at most this many rows in all, read without a read-ahead bound (a take),
+# are decoded in the calling thread: starting a pool thread costs more than the decode.
+INLINE_DECODE_ROWS = 1 << 14
 
 
 @dataclass(slots=True)
@@ -103,6 +106,11 @@ class CpuExecutor:
         names = [f.name for f in fields]
         in_flight = len(units) if ahead is None else max(1, ahead)
         pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
+        if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
+            for unit in units:
+                arrays = [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
+                yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+            return
         # On object stores, each fragment's column bytes are fetched first in one coalesced
         # request per data file (its field reads wait for it; the pool runs tasks in order,
         # so a one-thread pool cannot deadlock), and dropped once the consumer moves on.

@@ -57,6 +57,7 @@ _BLOCK = {
 
 # Decoders that can skip work for values that are not selected.
 _MINIBLOCK_SELECTING = {
+    "inline_bitpacking": bitpacking.decode_miniblock,
     "variable": variable.decode_miniblock,
     "fsst": fsst.decode_miniblock,
 }

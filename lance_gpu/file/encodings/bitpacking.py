@@ -18,12 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from lance_gpu.cpu import native
-from lance_gpu.file.blocks import FixedWidthBlock, uint_dtype
+from lance_gpu.file.blocks import FixedWidthBlock, select_block, uint_dtype
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> FixedWidthBlock:
-    from cuda_kernels.bitunpack import unpack_blocks
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> FixedWidthBlock:
+    """Decode the chunks' values; with ``select`` (positions among them) only those values,
+    each unpacked on its own when they are under a quarter of the chunks' values."""
+    from cuda_kernels.bitunpack import unpack_blocks, unpack_selected
+    from cuda_kernels.errors import CorruptInputError
 
     if enc.HasField("values"):
         raise ctx.unsupported("InlineBitpacking with buffer compression")
@@ -36,6 +39,21 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Fixed
         raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
     usable = cb.data.size - cb.data.size % (bits // 8)
     words = cb.data[:usable].view(dt)
+    if select is not None and select.size * 4 <= n:
+        # Sparse selections (a take): unpack each value on its own.  Dense ones (streaming
+        # windows) unpack whole blocks, which is faster per value, and select afterwards.
+        first = np.zeros(nvals.size + 1, np.int64)
+        np.cumsum(nvals, out=first[1:])
+        if select.size and (int(select.min()) < 0 or int(select.max()) >= n):
+            raise ctx.corrupt(f"selected value {int(select.max())} beyond the chunks' {n} values")
+        block_of = np.searchsorted(first, select, side="right") - 1
+        try:
+            picked = unpack_selected(words, word_off, widths, block_of, select - first[block_of])
+        except CorruptInputError as exc:
+            raise ctx.corrupt(str(exc)) from exc
+        return FixedWidthBlock(picked.view(np.uint8), bits, int(select.size))
+    if select is not None:
+        return select_block(decode_miniblock(enc, bufs, ctx), select)
     unpacked = unpack_blocks(words, word_off, widths)
     if n == unpacked.size:
         out = unpacked

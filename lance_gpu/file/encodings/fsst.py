@@ -79,9 +79,7 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
         if status != 0:
             raise ctx.corrupt(f"FSST data in chunk {chunk} is malformed ({_FSST_ERRORS.get(status, 'bad input')})")
         return VariableWidthBlock(offsets, data)
-    vstart, vlen = variable.chunk_value_ranges(inner.variable, cb, ctx)
-    if select is not None:
-        vstart, vlen = vstart[select], vlen[select]
+    vstart, vlen = variable.value_ranges(inner.variable, cb, ctx, select)
     if not table.compressed:
         offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
         return VariableWidthBlock(offsets, data)

@@ -37,11 +37,28 @@ def chunk_value_ranges(enc, cb: ChunkBuffers, ctx: DecodeContext) -> tuple[np.nd
     return vstart, vlen
 
 
+def value_ranges(enc, cb: ChunkBuffers, ctx: DecodeContext, select: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute (start, length) of every value of the chunks, or only of the ``select``-ed
+    ones (positions among the chunks' values): then only their offsets are read."""
+    if select is None:
+        return chunk_value_ranges(enc, cb, ctx)
+    if enc.HasField("values"):
+        raise ctx.unsupported("Variable with per-chunk value compression")
+    bits = offset_bits(enc, ctx)
+    first = np.zeros(cb.counts.size + 1, np.int64)
+    np.cumsum(cb.counts, out=first[1:])
+    chunk = np.searchsorted(first, select, side="right") - 1
+    if select.size and (int(select.min()) < 0 or int(select.max()) >= int(first[-1])):
+        raise ctx.corrupt(f"selected value {int(select.max())} beyond the chunks' {int(first[-1])} values")
+    vstart, vlen, ok = native.variable_selected(cb.data, cb.starts, cb.sizes, cb.counts, bits // 8, chunk, select - first[chunk])
+    if not ok:
+        raise ctx.corrupt("variable-width chunk offsets out of range")
+    return vstart, vlen
+
+
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> VariableWidthBlock:
     cb = bufs[0]
-    vstart, vlen = chunk_value_ranges(enc, cb, ctx)
-    if select is not None:
-        vstart, vlen = vstart[select], vlen[select]
+    vstart, vlen = value_ranges(enc, cb, ctx, select)
     offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
     return VariableWidthBlock(offsets, data)
 

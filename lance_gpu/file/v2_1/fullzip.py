@@ -159,24 +159,22 @@ def take_rows(layout, page, file, rows: np.ndarray, ctx: DecodeContext) -> LeafP
         if rem or width not in (1, 2, 4, 8):
             raise ctx.corrupt("full-zip repetition index has an impossible width")
         idx_dt = np.dtype(f"<u{width}")
-        ranges = [(page.buffer_offsets[1] + int(r) * width, 2 * width) for r in rows]
-        got = file.read_buffers(ranges)
-        pairs = np.concatenate(got).view(idx_dt).astype(np.int64).reshape(-1, 2) if ranges else np.zeros((0, 2), np.int64)
+        got = file.read_gather(page.buffer_offsets[1] + rows * width, np.full(rows.size, 2 * width, np.int64))
+        pairs = got.view(idx_dt).astype(np.int64).reshape(-1, 2)
         starts = pairs[:, 0]
         lengths = pairs[:, 1] - pairs[:, 0]
-    if rows.size and (np.any(lengths < 0) or int((starts + lengths).max()) > size0):
+    if rows.size and (np.any(lengths < 0) or np.any(np.diff(starts) < 0) or int((starts + lengths).max()) > size0):
         raise ctx.corrupt("full-zip rows point outside the page")
-    data = _read_spans(file, base, starts, lengths)
-    if offset_bytes == 0 and ctrl == 0:
-        # No control words: the rows' bytes are the values back to back (a view of the file
-        # when the rows are contiguous).
-        values = _fixed_values(layout.value_compression, FixedWidthBlock(data, value_bytes * 8, rows.size), ctx)
+    data = file.read_gather(base + starts, lengths)
+    enc = layout.value_compression
+    if ctrl == 0 and offset_bytes == 0:
+        # Plain fixed-width values: the gathered rows are the values, back to back.
+        values = _fixed_values(enc, FixedWidthBlock(data, value_bytes * 8, rows.size), ctx)
         return LeafPage(values, rows.size, None, None, rows.size, layers, rows.size)
     invisible = invisible_table(layers)
     _r, d, vstart, vlen, ok = native.fullzip_scan(data, rows.size, ctrl, bits_def, offset_bytes, value_bytes, invisible)
     if not ok:
         raise ctx.corrupt("full-zip rows are truncated or hold an impossible level")
-    enc = layout.value_compression
     if offset_bytes == 0:
         raw = native.gather_ranges(data, vstart, vlen)
         values = _fixed_values(enc, FixedWidthBlock(raw, value_bytes * 8, vstart.size), ctx)
@@ -184,18 +182,3 @@ def take_rows(layout, page, file, rows: np.ndarray, ctx: DecodeContext) -> LeafP
         values = _variable_values(enc, data, vstart, vlen, ctx)
     return LeafPage(values, vstart.size, None, d if bits_def else None, rows.size, layers, rows.size)
 
-
-def _read_spans(file, base: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The bytes of the spans ``[base + starts[i], + lengths[i])`` concatenated in order.
-
-    Spans that abut (consecutive rows of a fixed stride, or of a variable-width run) are
-    merged first, so a contiguous row range costs one read instead of one per row.
-    """
-    if starts.size == 0:
-        return np.zeros(0, np.uint8)
-    ends = starts + lengths
-    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
-    run_starts = starts[np.concatenate(([0], breaks))]
-    run_ends = ends[np.concatenate((breaks - 1, [starts.size - 1]))]
-    chunks = file.read_buffers([(base + int(s), int(e - s)) for s, e in zip(run_starts.tolist(), run_ends.tolist())])
-    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)

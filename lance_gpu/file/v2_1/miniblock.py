@@ -90,14 +90,18 @@ def decode(
     num_rows: int,
     ctx: DecodeContext,
     rows: np.ndarray | None = None,
+    table: tuple | None = None,
 ) -> LeafPage:
     """Decode a whole mini-block page, or only the chunks holding ``rows``.
 
     With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
     rows are items) only the chunks holding them are decoded, and the result holds exactly
-    those rows, in order.
+    those rows, in order.  ``table``: this page's :func:`chunk_table`, when the caller keeps
+    it between calls (repeated takes from one page parse its chunk headers once).
     """
-    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = chunk_table(layout, buffers, ctx)
+    if table is None:
+        table = chunk_table(layout, buffers, ctx)
+    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = table
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
@@ -116,10 +120,14 @@ def decode(
             local = np.arange(rows.size, dtype=np.int64) + (int(rows[0]) - int(first_item[c0]))
         else:
             chunk_of = np.searchsorted(first_item, rows, side="right") - 1
-            keep = np.unique(chunk_of)
+            # ``rows`` are sorted, so are their chunks: new chunks start where chunk_of steps.
+            starts_chunk = np.empty(chunk_of.size, bool)
+            starts_chunk[0] = True
+            np.not_equal(chunk_of[1:], chunk_of[:-1], out=starts_chunk[1:])
+            keep = chunk_of[starts_chunk]
             sel_first = np.zeros(keep.size + 1, np.int64)
             np.cumsum(counts[keep], out=sel_first[1:])
-            pos_in_sel = np.searchsorted(keep, chunk_of)
+            pos_in_sel = np.cumsum(starts_chunk) - 1
             local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
         counts = counts[keep]
         levels = levels[keep]
