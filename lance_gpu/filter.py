@@ -85,6 +85,7 @@ list indexing.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import itertools
 import math
 import re
@@ -1279,12 +1280,30 @@ _COMPARE_FN = {
     "gte": pc.greater_equal,
 }
 _FLIP = {"eq": "eq", "neq": "neq", "lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte"}
+def _remainder(a, b, floating: bool | None = None):
+    """SQL ``%``: the truncated remainder (its sign is the dividend's), as DataFusion.
+
+    ``pyarrow.compute.remainder`` where pyarrow has it (26 and later); before that
+    ``a - b * trunc(a / b)`` (Arrow's integer ``divide`` already truncates toward zero).
+    ``floating`` says whether the operands are floating point (needed for expressions, which
+    carry no type; arrays and scalars tell it themselves)."""
+    if _PC_REMAINDER is not None:
+        return _PC_REMAINDER(a, b)
+    if floating is None:
+        floating = pa.types.is_floating(a.type)
+    quotient = pc.divide(a, b)
+    if floating:
+        quotient = pc.trunc(quotient)
+    return pc.subtract(a, pc.multiply(b, quotient))
+
+
+_PC_REMAINDER = getattr(pc, "remainder", None)
 _ARITH_FN = {
     "add": pc.add,  # wrapping, like DataFusion
     "sub": pc.subtract,
     "mul": pc.multiply,
     "div": pc.divide,  # integer division truncates; raises on a zero integer divisor
-    "mod": pc.remainder,  # truncated remainder (sign of the dividend)
+    "mod": _remainder,  # truncated remainder (sign of the dividend)
 }
 _OP_SQL = {
     "eq": "=", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
@@ -1491,6 +1510,8 @@ class _Compiler:
             raise self.fail(f"decimal arithmetic is not supported ({lt} {_OP_SQL[op]} {rt})")
         left, right = self.cast(left, t), self.cast(right, t)
         fn = _ARITH_FN[op]
+        if op == "mod":
+            fn = functools.partial(_remainder, floating=pa.types.is_floating(t))
         return self.fold(fn(left.expr, right.expr), fn, [left, right], t)
 
     def concat(self, left: _C, right: _C) -> _C:

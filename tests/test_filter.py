@@ -557,3 +557,20 @@ def test_pylance_float_zero_contradiction_fold(data) -> None:
     assert _rows(ds.to_table(filter="not ((i32 = 1) and (not (i32 = 1)))")) == _rows(
         parse_filter("not ((i32 = 1) and (not (i32 = 1)))", tbl.schema).apply(tbl)
     )
+
+
+def test_remainder_without_pyarrow_remainder(monkeypatch) -> None:
+    """SQL ``%`` on pyarrow releases before ``pyarrow.compute.remainder`` (26): the fallback
+    gives the truncated remainder (sign of the dividend), equal to pyarrow's own."""
+    import pyarrow.compute as pc
+
+    import lance_gpu.filter as filter_mod
+
+    table = pa.table({"a": pa.array([7, -7, 7, -7, 0, 5], pa.int64()), "x": pa.array([7.5, -7.5, 7.5, -7.5, 0.0, 1.0])})
+    divisors = pa.array([3, 3, -3, -3, 5, 3], pa.int64())
+    expected = (pc.remainder(table["a"], divisors).to_pylist(), pc.remainder(table["x"], pa.scalar(2.0)).to_pylist())
+    monkeypatch.setattr(filter_mod, "_PC_REMAINDER", None)
+    assert filter_mod._remainder(table["a"], divisors).to_pylist() == expected[0]
+    assert filter_mod._remainder(table["x"], pa.scalar(2.0)).to_pylist() == expected[1]
+    compiled = filter_mod.parse_filter("a % 3 = 1", table.schema)
+    assert compiled.apply(table)["a"].to_pylist() == [7, 7]
