@@ -347,6 +347,15 @@ class StoreFile:
             self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got, strict=True))
             self._prefetched.sort(key=lambda blk: blk[0])
 
+    def needs_request(self, offset: int, size: int) -> bool:
+        """True when reading ``[offset, offset + size)`` would issue a request: the bytes
+        are not held yet (not a whole small object, not the tail read at open, not a
+        prefetched block).  The GPU path then reads them straight into its staging slabs."""
+        if self._whole is not None or self._fetch_whole or size == 0:
+            return False
+        with self._lock:
+            return self._cached(offset, size) is None
+
     def _in_tail(self, offset: int, size: int) -> np.ndarray | None:
         """The bytes of ``[offset, offset + size)`` if the tail read at open holds them."""
         tail = self._tail
