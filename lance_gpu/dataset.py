@@ -145,7 +145,9 @@ class LanceDataset:
         read_version : int, optional
             The version the operation was planned on; required except for ``Overwrite``.
         commit_lock : callable, optional
-            ``commit_lock(version)`` returns a context manager held while publishing.
+            ``commit_lock(version)`` returns a context manager held while publishing; with
+            one, a store without conditional writes is accepted (the lock guards the
+            manifest's check-then-put).
         storage_options, enable_v2_manifest_paths, detached, max_retries
             As pylance's (``detached`` commits are not supported).
         commit_message : str, optional

@@ -64,3 +64,35 @@ def start_s3_server() -> S3Server:
         aws_secret_access_key="testing", region_name="us-east-1",
     ).create_bucket(Bucket=BUCKET)
     return S3Server(endpoint, BUCKET, server)
+
+
+def start_auth_s3_server() -> tuple[object, str]:
+    """A SEPARATE moto server, in its own process, that enforces authentication
+    (``INITIAL_NO_AUTH_ACTION_COUNT=0``: every request must carry credentials known to its
+    IAM, so any key the tests use is rejected with 403).  Returns (process, endpoint); the
+    caller terminates the process."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("the authenticating moto server did not start") from None
+            time.sleep(0.1)
+    return proc, f"http://127.0.0.1:{port}"

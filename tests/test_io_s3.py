@@ -171,6 +171,30 @@ def test_store_without_conditional_put_is_refused(s3_server) -> None:
     assert s3_server.keys(root) == []  # refused before anything was written
 
 
+def test_bad_credentials_raise_permission_error() -> None:
+    """A server that rejects the credentials (403): opening or writing a dataset raises our
+    StoragePermissionError (a PermissionError) naming the URI, promptly (no endless retries)."""
+    from s3_server import start_auth_s3_server
+
+    proc, endpoint = start_auth_s3_server()
+    try:
+        bad = {
+            "aws_access_key_id": "not-a-key", "aws_secret_access_key": "wrong", "aws_region": "us-east-1",
+            "aws_endpoint": endpoint, "allow_http": "true", "max_retries": "2", "retry_timeout": "5",
+        }
+        uri = "s3://locked-bucket/ds"
+        t0 = time.monotonic()
+        with pytest.raises(StoragePermissionError) as info:
+            lance_gpu.dataset(uri, storage_options=bad)
+        assert isinstance(info.value, PermissionError) and uri in str(info.value)
+        with pytest.raises(PermissionError, match="s3://locked-bucket/ds"):
+            lance_gpu.write_dataset(pa.table({"id": [1]}), uri, storage_options=bad)
+        assert time.monotonic() - t0 < 30  # rejected, not retried without end
+    finally:
+        proc.terminate()  # type: ignore[attr-defined]
+        proc.wait(10)  # type: ignore[attr-defined]
+
+
 def test_missing_and_unreachable(s3_server) -> None:
     opts = s3_server.storage_options
     with pytest.raises(DatasetNotFoundError) as info:

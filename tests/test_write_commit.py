@@ -477,3 +477,89 @@ def test_killed_writer_leaves_last_version(tmp_path, where):
     lance.write_dataset(_tbl(1010, 10), uri, mode="append")
     assert lance.dataset(uri).to_table().equals(_tbl(0, 1020))
     assert _ours(uri).equals(_tbl(0, 1020))
+
+
+# --------------------------------------------------------------------------------------------
+# stores without conditional writes: refused, unless the user passes a commit lock
+
+
+def test_store_without_conditional_put_needs_a_commit_lock(tmp_path):
+    """An fsspec file system promises no atomic create: commits are refused, unless every
+    writer passes the same commit lock; two appenders racing for one version then both land
+    exactly once (the loser finds the manifest under the lock and rebases), and pylance
+    reads the result."""
+    import contextlib
+    import threading
+
+    import fsspec
+
+    from lance_gpu.errors import ConditionalPutUnsupportedError
+    from lance_gpu.write import write_fragments
+
+    fs = fsspec.filesystem("file")
+    uri = str(tmp_path / "ds")
+    with pytest.raises(ConditionalPutUnsupportedError, match="commit_lock"):
+        lance_gpu.write_dataset(_tbl(0, 10), uri, store=fs)
+    assert not os.path.exists(uri)  # refused before anything was written
+
+    mutex = threading.Lock()
+    barrier = threading.Barrier(2, timeout=60)
+    raced: set[str] = set()
+    published: list[int] = []
+
+    @contextlib.contextmanager
+    def commit_lock(version):
+        name = threading.current_thread().name
+        if name.startswith("appender") and name not in raced:
+            raced.add(name)
+            barrier.wait()  # both appenders read version 1 and now want version 2
+        with mutex:
+            published.append(version)
+            yield
+
+    lance_gpu.write_dataset(_tbl(0, 10), uri, store=fs, commit_lock=commit_lock)
+    errors: list[BaseException] = []
+
+    def append(start):
+        try:
+            lance_gpu.write_dataset(_tbl(start, 5), uri, mode="append", store=fs, commit_lock=commit_lock)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append, args=(s,), name=f"appender{s}") for s in (100, 200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert published == [1, 2, 2, 3]  # the loser retried on top of the winner
+    ref = lance.dataset(uri)
+    assert ref.version == 3
+    assert sorted(ref.to_table()["id"].to_pylist()) == list(range(10)) + list(range(100, 105)) + list(range(200, 205))
+
+    # LanceDataset.commit takes the lock the same way (and refuses without it)
+    ds = lance_gpu.dataset(uri, store=fs)
+    frags = write_fragments(_tbl(300, 5), uri)
+    with pytest.raises(ConditionalPutUnsupportedError):
+        lance_gpu.LanceDataset.commit(ds, LanceOperation.Append(frags), read_version=3)
+    out = lance_gpu.LanceDataset.commit(ds, LanceOperation.Append(frags), read_version=3, commit_lock=commit_lock)
+    assert out.version == 4 and lance.dataset(uri).count_rows() == 25
+
+
+def test_memory_store_without_conditional_put_with_lock():
+    import threading
+
+    import obstore.store
+
+    from lance_gpu.errors import ConditionalPutUnsupportedError
+    from lance_gpu.io import ObstoreStore
+
+    unsafe = ObstoreStore(obstore.store.MemoryStore(), "memory://nocond", conditional_put=False)
+    with pytest.raises(ConditionalPutUnsupportedError):
+        lance_gpu.write_dataset(_tbl(0, 3), "ds", store=unsafe)
+    assert unsafe.list("ds") == []
+    mutex = threading.Lock()
+    lance_gpu.write_dataset(_tbl(0, 3), "ds", store=unsafe, commit_lock=lambda version: mutex)
+    lance_gpu.write_dataset(_tbl(3, 3), "ds", store=unsafe, mode="append", commit_lock=lambda version: mutex)
+    ds = lance_gpu.dataset("ds", store=unsafe)
+    assert ds.version == 2 and ds.to_table()["id"].to_pylist() == list(range(6))

@@ -242,6 +242,12 @@ class LanceFileReader:
                 ranges.extend(zip(page.buffer_offsets, page.buffer_sizes))
         fetch(ranges)
 
+    def needs_request(self, offset: int, size: int) -> bool:
+        """Whether reading ``[offset, offset + size)`` would be a request to an object store
+        (False for memory-mapped local files and for bytes already fetched)."""
+        check = getattr(self.io, "needs_request", None)
+        return bool(check(offset, size)) if check is not None else False
+
     def read_buffers(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         return self.io.read_ranges(ranges)
 

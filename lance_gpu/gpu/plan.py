@@ -195,6 +195,9 @@ class PagePlan:
     has_def: bool
     parsed: dict = field(default_factory=dict)
     index: int = -1  # the page's index in its column (for error messages)
+    #: full-zip data buffer not read while planning (buffers[0] is empty): the slab fill
+    #: reads it from the object store straight into the pinned staging buffer
+    data_deferred: bool = False
 
 
 @dataclass(slots=True)
@@ -457,6 +460,9 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
     raise Unsupported(f"page layout {kind}")
 
 
+_EMPTY = np.zeros(0, np.uint8)
+
+
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int]) -> LeafPlan:
     """Classify and parse every page of one leaf column (no device work is registered yet)."""
     kind, width = leaf_kind(arrow_type)
@@ -467,13 +473,32 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     layouts = [parse_layout(p, ctx) for p in pages]
     for layout in layouts:
         check_page(layout, leaf)
-    ranges = [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes)]
-    raw = reader.read_buffers(ranges)
+    # A full-zip page's data buffer is not parsed on the host: on object stores it is not
+    # fetched now but read at upload time straight into the pinned staging slabs.
+    deferred = [
+        layout.WhichOneof("layout") == "full_zip_layout"
+        and len(p.buffer_offsets) > 0
+        and reader.needs_request(int(p.buffer_offsets[0]), int(p.buffer_sizes[0]))
+        for p, layout in zip(pages, layouts, strict=True)
+    ]
+    ranges = [
+        (o, s)
+        for p, d in zip(pages, deferred, strict=True)
+        for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
+        if not (d and j == 0)
+    ]
+    fetched = iter(reader.read_buffers(ranges))
+    raw = [
+        _EMPTY if d and j == 0 else next(fetched)
+        for p, d in zip(pages, deferred, strict=True)
+        for j in range(len(p.buffer_offsets))
+    ]
     k = 0
-    for pi, p, layout in zip(page_ids, pages, layouts):
+    for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
         nb = len(p.buffer_offsets)
         page_plan = parse_page(leaf, p, layout, raw[k : k + nb])
         page_plan.index = pi
+        page_plan.data_deferred = d
         leaf.pages.append(page_plan)
         k += nb
     if leaf.pages:
@@ -773,7 +798,7 @@ def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, c
 def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
     ctx = leaf.ctx()
     fz = page.layout
-    data = page.buffers[0]
+    data_size = int(page.info.buffer_sizes[0])
     bits_rep, bits_def = int(fz.bits_rep), int(fz.bits_def)
     ctrl = _ctrl_bytes(bits_rep + bits_def)
     n = page.num_levels
@@ -781,10 +806,13 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
     fixed = fz.WhichOneof("details") == "bits_per_value"
     valb = int(fz.bits_per_value) // 8 if fixed else 0
     offb = 0 if fixed else int(fz.bits_per_offset) // 8
-    data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[0], data)
+    if page.data_deferred:
+        data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, int(page.info.buffer_offsets[0]), data_size)
+    else:
+        data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[0], page.buffers[0])
     dst = _value_dst(leaf, vpos)
     if fixed and ctrl == 0:
-        if data.size < n * valb:
+        if data_size < n * valb:
             raise ctx.corrupt("full-zip buffer shorter than its values")
         if vis != n:
             raise ctx.corrupt(f"full-zip page has {n} values, expected {vis}")
@@ -803,11 +831,11 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
     else:
         # No lists: one item per row, each a control word and a value.
         index_pos, width, stride = -1, 0, ctrl + valb
-        if rows != n or data.size < n * stride:
+        if rows != n or data_size < n * stride:
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
     unit.fullzip.add(
-        rows=rows, data=data_pos, size=data.size, index=index_pos, iwidth=width, stride=stride, ctrl=ctrl,
+        rows=rows, data=data_pos, size=data_size, index=index_pos, iwidth=width, stride=stride, ctrl=ctrl,
         bits_def=bits_def, offb=offb, valb=valb, inv=unit.add_invisible(inv), ninv=inv.size,
         rep_dst=rep_dst if bits_rep else -1, def_dst=def_dst if bits_def else -1, val_dst=dst, items=n, visible=vis,
     )

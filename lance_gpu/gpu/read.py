@@ -116,7 +116,7 @@ def _estimate(fp: FieldPlan) -> int:
     total = 0
     for leaf in fp.leaves:
         for page in leaf.pages:
-            total += sum(b.size for b in page.buffers)
+            total += sum(int(n) for n in page.info.buffer_sizes)  # deferred buffers too
         total += leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels
     return total
 

@@ -11,6 +11,11 @@ copies each to the arena asynchronously, on a stream, while the host fills the n
 (two slabs, double buffering): disk/page-cache reads overlap the PCIe transfers, and the
 decoded data never comes back to the host.
 
+Byte ranges registered with :meth:`Stager.add_range` are not read at planning time: the
+slab fill reads them with the store's ``read_ranges_into`` straight into the pinned slab (a
+copy out of the memory map locally; obstore's response buffers copied into the slab for
+remote stores), so remote bytes land in the staging buffers without an intermediate array.
+
 The copy streams are non-blocking CuPy streams where CuPy is in use, so that a unit staged
 from another thread (:func:`lance_gpu.gpu.read.scan_device` stages the next unit while the
 current one decodes) copies while kernels run on the legacy stream.  The arena is allocated
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_gpu.gpu import _array
+from lance_gpu.io.store import ObjectStore, read_ranges_into
 
 ALIGN = 64
 SLAB_BYTES = 32 << 20
@@ -49,7 +55,11 @@ def _align(n: int) -> int:
 @dataclass(slots=True)
 class _Item:
     pos: int  # position in the arena
-    source: np.ndarray  # uint8 host bytes (a view of the mapped file, or a blob)
+    size: int  # bytes
+    source: np.ndarray | None  # uint8 host bytes (a view of the mapped file, or a blob)
+    store: ObjectStore | None = None  # else: read [offset, offset + size) of key at fill time
+    key: str = ""
+    offset: int = 0
 
 
 class Stager:
@@ -64,8 +74,20 @@ class Stager:
         """Stage host bytes (a page buffer view or a blob of any dtype); returns the position."""
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         pos = self.size
-        self.items.append(_Item(pos, raw))
+        self.items.append(_Item(pos, raw.size, raw))
         self.size = _align(pos + raw.size)
+        return pos
+
+    def add_range(self, store: ObjectStore, key: str, offset: int, size: int) -> int:
+        """Stage ``size`` bytes at ``offset`` of object ``key`` of ``store``, read only when
+        the slabs are filled (straight into them); registered once however often asked for."""
+        rkey = (store.uri(key), int(offset), int(size))
+        pos = self._ranges.get(rkey)
+        if pos is None:
+            pos = self.size
+            self.items.append(_Item(pos, int(size), None, store, key, int(offset)))
+            self.size = _align(pos + int(size))
+            self._ranges[rkey] = pos
         return pos
 
     def add_buffer(self, path: str, offset: int, view: np.ndarray) -> int:
@@ -85,15 +107,25 @@ class Stager:
         """Copy the arena bytes ``[lo, hi)`` into ``slab`` (which holds the arena from
         ``base``); ``k`` is an item index at or before the first item reaching ``lo``."""
         items = self.items
-        while k < len(items) and items[k].pos + items[k].source.size <= lo:
+        while k < len(items) and items[k].pos + items[k].size <= lo:
             k += 1
+        # deferred ranges in this window, per object: (ranges, slab offsets)
+        reads: dict[tuple[int, str], tuple[ObjectStore, list[tuple[int, int]], list[int]]] = {}
         while k < len(items) and items[k].pos < hi:
             it = items[k]
             a = max(it.pos, lo)
-            b = min(it.pos + it.source.size, hi)
+            b = min(it.pos + it.size, hi)
             if b > a:
-                slab[a - base : b - base] = it.source[a - it.pos : b - it.pos]
+                if it.source is not None:
+                    slab[a - base : b - base] = it.source[a - it.pos : b - it.pos]
+                else:
+                    assert it.store is not None
+                    _store, ranges, offsets = reads.setdefault((id(it.store), it.key), (it.store, [], []))
+                    ranges.append((it.offset + a - it.pos, b - a))
+                    offsets.append(a - base)
             k += 1
+        for (_sid, key), (store, ranges, offsets) in reads.items():
+            read_ranges_into(store, key, ranges, slab, offsets)
 
     def _fill(self, slab: np.ndarray, lo: int, hi: int, k: int) -> None:
         """Fill ``slab`` with the arena bytes ``[lo, hi)``, in up to FILL_THREADS parts."""
@@ -124,7 +156,7 @@ class Stager:
                 hi = min(lo + slab_bytes, self.size)
                 slab = slabs[which]
                 streams[which].synchronize()  # this slab's previous copy is done
-                while k < len(self.items) and self.items[k].pos + self.items[k].source.size <= lo:
+                while k < len(self.items) and self.items[k].pos + self.items[k].size <= lo:
                     k += 1
                 self._fill(slab, lo, hi, k)
                 arena[lo:hi].copy_to_device(slab[: hi - lo], stream=streams[which])

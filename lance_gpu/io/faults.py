@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from lance_gpu.io._errors import translate
-from lance_gpu.io.store import BufferedWriter, ObjectMeta, ObjectStore, StoreFile
+from lance_gpu.io.store import BufferedWriter, ObjectMeta, ObjectStore, StoreFile, read_ranges_into
 
 __all__ = ["FaultInjectingStore", "make_fault"]
 
@@ -120,6 +120,13 @@ class FaultInjectingStore:
         if self._tick("read", path):
             self._fail(path, "read")
         return self.inner.read_ranges(path, ranges)
+
+    def read_ranges_into(
+        self, path: str, ranges: Sequence[tuple[int, int]], out: np.ndarray | memoryview, offsets: Sequence[int]
+    ) -> None:
+        if self._tick("read", path):
+            self._fail(path, "read")
+        read_ranges_into(self.inner, path, ranges, out, offsets)
 
     def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
         if self._tick("read", path):

@@ -30,6 +30,7 @@ from lance_gpu.io.store import (
     StoreStats,
     check_ranges,
     coalesce,
+    copy_into,
     split_groups,
 )
 
@@ -263,6 +264,16 @@ class LocalStore:
         f = self.open(path)
         try:
             return f.read_ranges(ranges)
+        finally:
+            f.close()
+
+    def read_ranges_into(
+        self, path: str, ranges: Sequence[tuple[int, int]], out: np.ndarray | memoryview, offsets: Sequence[int]
+    ) -> None:
+        """Copy the ranges from the file's memory map (``pread`` when unmapped) into ``out``."""
+        f = self.open(path)
+        try:
+            copy_into(f.read_ranges(ranges), out, offsets)
         finally:
             f.close()
 

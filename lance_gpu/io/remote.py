@@ -25,8 +25,10 @@ from lance_gpu.io.store import (
     ObjectMeta,
     StoreFile,
     StoreStats,
+    byte_view,
     check_ranges,
     coalesce,
+    copy_into,
     split_groups,
 )
 
@@ -150,6 +152,41 @@ class ObstoreStore:
 
                 raise CorruptFileError(self.uri(path), f"short read: {b.size} of {e - s} bytes at offset {s}")
         return split_groups(ranges, groups, blocks)
+
+    def read_ranges_into(
+        self, path: str, ranges: Sequence[tuple[int, int]], out: np.ndarray | memoryview, offsets: Sequence[int]
+    ) -> None:
+        """The ranges, coalesced and fetched concurrently as :meth:`read_ranges`, each copied
+        from obstore's response buffer straight into ``out`` (no intermediate array)."""
+        import obstore
+
+        dst = byte_view(out)
+        if len(ranges) != len(offsets):
+            raise ValueError(f"{len(ranges)} ranges but {len(offsets)} output offsets")
+        for (_off, n), at in zip(ranges, offsets, strict=True):
+            if at < 0 or at + n > dst.size:
+                raise ValueError(f"{n} bytes at {at} do not fit an output buffer of {dst.size} bytes")
+        if not ranges:
+            return
+        groups = coalesce(ranges)
+        try:
+            bufs = obstore.get_ranges(
+                self.store, path, starts=[s for s, _e, _ in groups], ends=[e for _s, e, _ in groups], coalesce=0
+            )
+        except Exception as exc:
+            raise translate(exc, self.uri(path), "read") from exc
+        got = 0
+        for (start, end, idx), buf in zip(groups, bufs, strict=True):
+            block = memoryview(buf)
+            got += block.nbytes
+            if block.nbytes != end - start:
+                from lance_gpu.errors import CorruptFileError
+
+                raise CorruptFileError(self.uri(path), f"short read: {block.nbytes} of {end - start} bytes at offset {start}")
+            for i in idx:
+                off, n = ranges[i]
+                dst[offsets[i] : offsets[i] + n] = np.frombuffer(block, np.uint8, n, off - start)
+        self.stats.add("gets", len(groups), got)
 
     def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
         import obstore
@@ -281,6 +318,11 @@ class FsspecStore:
         groups = coalesce(ranges)
         blocks = [self.read_range(path, s, e - s) for s, e, _ in groups]
         return split_groups(ranges, groups, blocks)
+
+    def read_ranges_into(
+        self, path: str, ranges: Sequence[tuple[int, int]], out: np.ndarray | memoryview, offsets: Sequence[int]
+    ) -> None:
+        copy_into(self.read_ranges(path, ranges), out, offsets)
 
     def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
         size = self.size(path)

@@ -39,6 +39,7 @@ __all__ = [
     "coalesce",
     "join",
     "open_with_tail",
+    "read_ranges_into",
 ]
 
 #: Ranges closer than this are fetched with one request (the gap is read and dropped).
@@ -162,6 +163,14 @@ class ObjectStore(Protocol):
         """Many ``(offset, length)`` ranges of one object, coalesced, fetched concurrently."""
         ...
 
+    def read_ranges_into(
+        self, path: str, ranges: Sequence[tuple[int, int]], out: np.ndarray | memoryview, offsets: Sequence[int]
+    ) -> None:
+        """Read each ``(offset, length)`` range of ``path`` into the caller's writable buffer
+        ``out`` (a pinned staging slab), range ``i`` at byte ``offsets[i]``; requests as
+        :meth:`read_ranges`.  This default reads the ranges and copies them."""
+        copy_into(self.read_ranges(path, ranges), out, offsets)
+
     def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
         """The last ``min(length, size)`` bytes of an object and its size, in one request."""
         ...
@@ -188,6 +197,42 @@ class ObjectStore(Protocol):
     def open(self, path: str) -> ReadHandle: ...
 
     def open_writer(self, path: str) -> WriteHandle: ...
+
+
+def byte_view(out: np.ndarray | memoryview) -> np.ndarray:
+    """``out`` (a C-contiguous array of any dtype, or a writable buffer) as flat uint8."""
+    arr = out if isinstance(out, np.ndarray) else np.frombuffer(out, dtype=np.uint8)
+    if not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise ValueError("the output buffer must be C-contiguous and writable")
+    return arr.reshape(-1).view(np.uint8)
+
+
+def copy_into(blocks: Sequence[np.ndarray | memoryview], out: np.ndarray | memoryview, offsets: Sequence[int]) -> None:
+    """Copy ``blocks[i]`` to ``out[offsets[i]:]`` (refused if one would not fit)."""
+    dst = byte_view(out)
+    if len(blocks) != len(offsets):
+        raise ValueError(f"{len(blocks)} ranges but {len(offsets)} output offsets")
+    for block, at in zip(blocks, offsets, strict=True):
+        src = block if isinstance(block, np.ndarray) else np.frombuffer(block, dtype=np.uint8)
+        if at < 0 or at + src.size > dst.size:
+            raise ValueError(f"{src.size} bytes at {at} do not fit an output buffer of {dst.size} bytes")
+        dst[at : at + src.size] = src
+
+
+def read_ranges_into(
+    store: ObjectStore,
+    path: str,
+    ranges: Sequence[tuple[int, int]],
+    out: np.ndarray | memoryview,
+    offsets: Sequence[int],
+) -> None:
+    """:meth:`ObjectStore.read_ranges_into` on any store: stores without the method (a
+    user's own) read the ranges and copy them."""
+    into = getattr(store, "read_ranges_into", None)
+    if into is not None:
+        into(path, ranges, out, offsets)
+    else:
+        copy_into(store.read_ranges(path, ranges), out, offsets)
 
 
 def coalesce(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tuple[int, int, list[int]]]:
@@ -301,6 +346,15 @@ class StoreFile:
         with self._lock:
             self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got, strict=True))
             self._prefetched.sort(key=lambda blk: blk[0])
+
+    def needs_request(self, offset: int, size: int) -> bool:
+        """True when reading ``[offset, offset + size)`` would issue a request: the bytes
+        are not held yet (not a whole small object, not the tail read at open, not a
+        prefetched block).  The GPU path then reads them straight into its staging slabs."""
+        if self._whole is not None or self._fetch_whole or size == 0:
+            return False
+        with self._lock:
+            return self._cached(offset, size) is None
 
     def _in_tail(self, offset: int, size: int) -> np.ndarray | None:
         """The bytes of ``[offset, offset + size)`` if the tail read at open holds them."""

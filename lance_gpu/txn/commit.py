@@ -10,7 +10,8 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
 3. The manifest of version ``read_version + 1`` is ``op.apply`` on top of the version read,
    published with the store's *put-if-absent* (a hard link locally, a conditional PUT on
    object stores; ``ObjectExistsError``, a ``FileExistsError``: another writer took the
-   version).  Stores without conditional writes are refused before anything is written.
+   version).  Stores without conditional writes are refused before anything is written,
+   unless ``lock`` is given: the manifest is then checked for and put under that lock.
 4. On a conflict every version committed since is checked in order with ``op.rebase``:
    compatible winners are built upon, rebased transactions are written again; a retryable or
    incompatible winner raises.  Compatible winners never use up a retry budget, so a writer
@@ -107,7 +108,8 @@ def commit(
     subclass) when another writer committed a conflicting change first, and
     :class:`DatasetExistsError` when ``mode="create"`` lost the race to create the dataset.
     ``lock(version)`` (pylance's ``commit_lock``), when given, is entered around each attempt
-    to publish a version.
+    to publish a version; it also makes a store without conditional writes usable (the
+    manifest is then checked for, and put, under the lock).
     Files ``op`` wrote are removed when the commit fails.
     """
     from lance_gpu.write.commit import (
@@ -122,7 +124,7 @@ def commit(
 
     txn_key: str | None = None  # the transaction file written, until a manifest names it
     try:
-        check_commit_store(store, root)
+        check_commit_store(store, root, locked=lock is not None)
         read_version = int(base.manifest.version) if base is not None else 0
         if base is not None:
             features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
@@ -146,7 +148,9 @@ def commit(
             target = join(root, "_versions", manifest_file_name(version, naming))
             try:
                 with lock(version) if lock is not None else nullcontext():
-                    publish_manifest(store, target, serialize_manifest(manifest, txn, index_section))
+                    publish_manifest(
+                        store, target, serialize_manifest(manifest, txn, index_section), locked=lock is not None
+                    )
             except FileExistsError:
                 pass
             else:

@@ -10,7 +10,8 @@ The transaction logic (operations, conflict rules, the commit loop) is
   locally, a conditional PUT on object stores); ``ObjectExistsError`` (a ``FileExistsError``)
   means another writer took the version, and an unknown outcome is settled by reading the
   manifest back.  A committed version is never replaced; :func:`check_commit_store` refuses
-  stores without conditional writes;
+  stores without conditional writes unless the caller holds a commit lock (then the manifest
+  is published by check-then-put under that lock);
 * :func:`write_transaction_file` / :func:`winner_transaction`: ``_transactions/*.txn``
   (raw protobuf) and a committed version's transaction (inline section, else its file);
 * :func:`write_version_hint`: ``_versions/latest_version_hint.json`` (only a hint).
@@ -120,7 +121,7 @@ def serialize_manifest(
     return b"".join(parts)
 
 
-def publish_manifest(store: ObjectStore, key: str, data: bytes) -> None:
+def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool = False) -> None:
     """Create the manifest ``key`` holding ``data`` with the store's ``put_if_absent`` (a hard
     link of a staging file locally, a conditional PUT ``If-None-Match: *`` on object stores).
 
@@ -128,7 +129,16 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes) -> None:
     writer took the version.  A committed manifest is never replaced.  An outcome the failure
     left unknown (a timeout, a lost response) is settled by reading the manifest back: our
     bytes there mean the commit landed, other bytes mean another writer took the version.
+
+    ``locked``: the caller holds the user's commit lock around this call.  On a store without
+    conditional writes the manifest is then published by *check, then put* (safe only because
+    every writer takes the same lock): an existing ``key`` raises ``ObjectExistsError``.
     """
+    if locked and not store.supports_conditional_put:
+        if store.exists(key):
+            raise ObjectExistsError(store.uri(key), "taken by another writer")
+        store.put(key, data)
+        return
     try:
         store.put_if_absent(key, data)
     except ObjectExistsError:
@@ -143,13 +153,16 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes) -> None:
         raise ObjectExistsError(store.uri(key), "taken by another writer") from exc
 
 
-def check_commit_store(store: ObjectStore, root: str) -> None:
-    """Refuse to commit on a store that cannot put-if-absent (two writers could both win)."""
-    if not store.supports_conditional_put:
+def check_commit_store(store: ObjectStore, root: str, *, locked: bool = False) -> None:
+    """Refuse to commit on a store that cannot put-if-absent (two writers could both win),
+    unless ``locked``: the user passed a commit lock, which then guards the manifest's
+    check-then-put (:func:`publish_manifest`)."""
+    if not store.supports_conditional_put and not locked:
         raise ConditionalPutUnsupportedError(
             store.uri(root),
             "this store cannot write a manifest only if it is absent (no conditional PUT), so "
-            "concurrent commits could overwrite each other; use a store with conditional writes",
+            "concurrent commits could overwrite each other; use a store with conditional writes "
+            "or pass commit_lock= (a lock every writer of this dataset takes)",
         )
     if not getattr(store, "writable", True):
         raise ConditionalPutUnsupportedError(store.uri(root), "the store is read-only")

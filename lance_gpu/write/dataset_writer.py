@@ -300,7 +300,9 @@ def write_version(
     max_bytes_per_file : int, default 90 GiB
         A file is closed at the first batch boundary after it reaches this size.
     commit_lock : callable, optional
-        ``commit_lock(version)`` returns a context manager held while publishing.
+        ``commit_lock(version)`` returns a context manager held while publishing; with one,
+        a store without conditional writes is accepted (the lock guards the manifest's
+        check-then-put, so every writer of the dataset must take the same lock).
     progress : FragmentWriteProgress or callable, optional
         pylance's ``FragmentWriteProgress``: ``begin(fragment)`` / ``complete(fragment)`` are
         called for each written fragment; or a :data:`lance_gpu.progress.ProgressHook`
@@ -357,7 +359,7 @@ def write_version(
         naming = "V2" if enable_v2_manifest_paths else "V1"
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
-    check_commit_store(ostore, root)
+    check_commit_store(ostore, root, locked=commit_lock is not None)
     order = None
     if mode == "append" and base is not None:
         check_appendable(base)
