@@ -57,7 +57,7 @@ SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow 
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
 ``array_has_any``, ``array_has_all``, ``array_length``, ``regexp_match`` (a ``list<string>``;
 true where it matches when used as a condition), ``regexp_like`` (flags ``i m s U``; the pattern
-may be a column), ``starts_with``, ``ends_with``, ``contains`` (the pattern may be a column),
+of both may be a column), ``starts_with``, ``ends_with``, ``contains`` (the pattern may be a column),
 ``left`` / ``right`` (``string_view``, as pylance), ``lpad`` / ``rpad``, ``length`` / ``char_length`` /
 ``character_length``, ``lower``, ``upper``, ``abs``, ``coalesce``, ``round`` (half away from
 zero; the digits may be a column), ``date_trunc``, ``current_date``, ``now``, ``is_valid``, ``json_extract``,
@@ -75,8 +75,7 @@ predicates.
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
 other SQL functions (``ceil``, ``floor``, ``substr``, ...); function arguments pylance allows
-to be columns where we need constants (the pattern of ``regexp_match``, regular expression
-flags, JSON paths and keys); non-string first arguments of string functions (pylance casts
+to be columns where we need constants (regular expression flags, JSON paths and keys); non-string first arguments of string functions (pylance casts
 ``left(int_col, 2)``); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
 backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; casting floats
@@ -1730,18 +1729,25 @@ class _Compiler:
                 raise self.fail(f"{name}(): invalid regular expression {pattern!r}: {e}") from None
         return arg, pattern, flags
 
-    def fn_regexp_like(self, name: str, args: list[_Node]) -> _C:
+    def row_regex(self, name: str, args: list[_Node]) -> list[_C] | None:
+        """``[string, pattern column, constant flags]`` when the pattern is a column (one
+        regular expression per row), else None."""
         self.arity(name, args, 2, 3)
         column_pattern = self.compile(args[1])
-        if column_pattern.const is None:  # a pattern per row (the flags stay constant)
-            arg = self.string_arg(name, self.compile(args[0]))
-            column_pattern = self.string_arg(name, column_pattern)
-            flags = self.literal_text(name, args[2], "flags") if len(args) == 3 else ""
-            bad = set(flags or "") - set("imsU")
-            if bad:
-                raise self.fail(f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use i, m, s or U)")
-            flag_arg = _const(pa.scalar(flags or "", pa.string()))
-            return self.udf("regexp_like_rows", [arg, column_pattern, flag_arg], pa.bool_())
+        if column_pattern.const is not None:
+            return None
+        arg = self.string_arg(name, self.compile(args[0]))
+        column_pattern = self.string_arg(name, column_pattern)
+        flags = (self.literal_text(name, args[2], "flags") if len(args) == 3 else "") or ""
+        bad = set(flags) - set("imsU")
+        if bad:
+            raise self.fail(f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use i, m, s or U)")
+        return [arg, column_pattern, _const(pa.scalar(flags, pa.string()))]
+
+    def fn_regexp_like(self, name: str, args: list[_Node]) -> _C:
+        per_row = self.row_regex(name, args)
+        if per_row is not None:
+            return self.udf("regexp_like_rows", per_row, pa.bool_())
         arg, pattern, flags = self.regex(name, args)
         if pattern is None:
             return _const(_NULL_BOOL)
@@ -1749,8 +1755,12 @@ class _Compiler:
         return _C(pc.match_substring_regex(arg.expr, pattern=full), pa.bool_())
 
     def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
-        arg, pattern, flags = self.regex(name, args)
         out = pa.list_(pa.string())
+        per_row = self.row_regex(name, args)
+        if per_row is not None:
+            c = self.udf("regexp_match_rows", per_row, out)
+            return _C(c.expr, out, truth=pc.if_else(pc.is_valid(c.expr), pc.scalar(True), pc.scalar(_NULL_BOOL)))
+        arg, pattern, flags = self.regex(name, args)
         if pattern is None:
             return _const(pa.scalar(None, out))
         full = f"(?{flags}){pattern}" if flags else pattern

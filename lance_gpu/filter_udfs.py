@@ -479,15 +479,16 @@ def _pad(left: bool) -> Callable[..., str]:
     return pad
 
 
-def _regexp_like_rows(n: int, strings: Any, patterns: Any, flags: Any = None) -> pa.Array:
-    """``regexp_like(s, pattern)`` with a pattern per row (``flags`` constant); a pattern
-    that does not compile fails the query, as in pylance."""
-    flag_text = "" if flags is None else ((flags[0] if isinstance(flags, pa.Array) else flags).as_py() or "")
+def _row_matches(n: int, strings: Any, patterns: Any, flags: Any) -> list[re.Match[str] | bool | None]:
+    """Per row, the first match of the row's pattern (``flags`` constant), None without one,
+    False where the string or the pattern is NULL; a pattern that does not compile fails
+    the query, as in pylance."""
+    flag_text = (flags[0] if isinstance(flags, pa.Array) else flags).as_py() or ""
     cache: dict[str, re.Pattern[str]] = {}
-    out: list[bool | None] = []
+    out: list[re.Match[str] | bool | None] = []
     for s, p in zip(*_rows(n, strings, patterns), strict=True):
         if s is None or p is None:
-            out.append(None)
+            out.append(False)
             continue
         regex = cache.get(p)
         if regex is None:
@@ -495,8 +496,25 @@ def _regexp_like_rows(n: int, strings: Any, patterns: Any, flags: Any = None) ->
                 regex = cache[p] = re.compile(f"(?{flag_text}){p}" if flag_text else p)
             except re.error as e:
                 raise pa.ArrowInvalid(f"Regular expression did not compile: {p!r}: {e}") from None
-        out.append(regex.search(s) is not None)
-    return pa.array(out, pa.bool_())
+        out.append(regex.search(s))
+    return out
+
+
+def _regexp_like_rows(n: int, strings: Any, patterns: Any, flags: Any) -> pa.Array:
+    """``regexp_like(s, pattern[, flags])`` with a pattern per row."""
+    found = _row_matches(n, strings, patterns, flags)
+    return pa.array([None if m is False else m is not None for m in found], pa.bool_())
+
+
+def _regexp_match_rows(n: int, strings: Any, patterns: Any, flags: Any) -> pa.Array:
+    """``regexp_match(s, pattern[, flags])`` with a pattern per row."""
+    out: list[list[str | None] | None] = []
+    for m in _row_matches(n, strings, patterns, flags):
+        if m is False or m is None or m is True:
+            out.append(None)
+        else:
+            out.append(list(m.groups()) if m.re.groups else [m.group(0)])
+    return pa.array(out, pa.list_(pa.string()))
 
 
 def _round_rows(n: int, values: Any, digits: Any) -> pa.Array:
@@ -522,6 +540,7 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "ends_with_rows": _rowwise(str.endswith, pa.bool_()),
     "contains_rows": _rowwise(lambda s, p: p in s, pa.bool_()),
     "regexp_like_rows": _regexp_like_rows,
+    "regexp_match_rows": _regexp_match_rows,
     "left": _rowwise(_left, pa.string()),
     "right": _rowwise(_right, pa.string()),
     "lpad": _rowwise(_pad(True), pa.string()),

@@ -127,7 +127,8 @@ FILTERS = [
     "rpad(s, 3) = 'ban'", "lpad(s, i, pat) = 'A'", "rpad(s, 8, pat) = 'Applep'", "lpad(s, 8, '') = 'Apple'",
     "lpad(ls, 6, 'xy') = 'xÄpfel'", "rpad(s, -1) = ''", "lpad(s, 5, NULL) IS NULL", "starts_with(s, pat)",
     "ends_with(s, pat)", "contains(s, pat)", "starts_with(ls, pat)", "not starts_with(s, pat)",
-    "regexp_like(s, pat)", "regexp_like(s, pat, 'i')", "regexp_like(s, pat, 'q')", "round(f, i) = 1.3",
+    "regexp_like(s, pat)", "regexp_like(s, pat, 'i')", "regexp_like(s, pat, 'q')", "regexp_match(s, pat)",
+    "round(f, i) = 1.3",
     "round(f, i) < 0", "round(i, i) > 0", "round(f, f) > 1", "json_get(j, 'a') IS NOT NULL",
     "json_get(j, 'c') = X'80000003200000022000000220000002500150025003'", "json_get(j, 'zz') IS NULL",
     "json_get(j, 'a') = json_get(j, 'a')",
@@ -165,7 +166,8 @@ PROJECTIONS = [
     "right(ls, 0)", "left(s, NULL)", "lpad(s, 7, '*')", "rpad(s, 7, '*')", "lpad(s, 3)", "rpad(s, i)",
     "lpad(s, i, pat)", "rpad(s, 8, pat)", "lpad(ls, 7, 'xy')", "rpad(ls, 2)", "lpad(s, 8, '')", "lpad(s, -3, 'a')",
     "lpad(s, 5, NULL)", "starts_with(s, pat)", "ends_with(s, pat)", "contains(s, pat)", "starts_with(ls, pat)",
-    "regexp_like(s, pat)", "regexp_like(s, pat, 'i')", "round(f, i)", "round(i, i)", "round(f32, i)",
+    "regexp_like(s, pat)", "regexp_like(s, pat, 'i')", "regexp_match(s, pat)", "regexp_match(s, pat, 'i')",
+    "regexp_match(s, '(a)(p*)')", "round(f, i)", "round(i, i)", "round(f32, i)",
     "round(f, i - 10)", "round(f, i * 1000)", "json_get(j, 'a')", "json_get(j, 'c')", "json_get(j, 'd')",
     "json_get(j, 'b')", "json_get(j, 'k')", "json_get(j, 'zz')", "json_get(j, NULL)", "json_get(j, 0)",
 ]
@@ -211,7 +213,7 @@ def test_rowoffset_is_the_position_of_the_live_row(data) -> None:
     [
         ("foo(i) = 1", "unknown SQL function 'foo'"),
         ("ceil(f) > 1", "unknown SQL function 'ceil'"),
-        ("regexp_match(s, pat) IS NULL", "constant string as its pattern"),  # pylance has it; we do not yet
+        ("regexp_like(s, pat, 'q')", "flag 'q'"),
         ("i >", "'>' is missing its right-hand operand"),
         ("(i > 3", "closing parenthesis"),
         ("i > 3)", "unexpected ')'"),
