@@ -572,9 +572,10 @@ def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[
 
 
 def _refuse_blob_rewrite(fields: Sequence[LanceField]) -> None:
-    """Scans read a blob field as its descriptors, which a writer must not copy as the
-    field's data: rewriting blob columns is refused until the writers move blob bytes."""
+    """Scans read a blob field as its descriptors, which a writer must not copy (nor a
+    delete predicate judge) as the field's data: refused until the writers move blob bytes."""
     blobs = [f.name for f in fields if blob_kind(f)]
     if blobs:
-        msg = f"rewriting blob column(s) {', '.join(map(repr, blobs))} is not supported yet (lance-gpu reads only their descriptors)"
+        msg = (f"rewriting or deleting by blob column(s) {', '.join(map(repr, blobs))} is not supported yet "
+               "(lance-gpu reads only their descriptors)")
         raise UnsupportedFeatureError(msg)
