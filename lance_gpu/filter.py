@@ -56,12 +56,14 @@ Known differences from pylance 14.0.2:
 SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
 ``array_has_any``, ``array_has_all``, ``array_length``, ``regexp_match`` (a ``list<string>``;
-true where it matches when used as a condition), ``regexp_like`` (flags ``i m s U``),
-``starts_with``, ``ends_with``, ``contains``, ``length`` / ``char_length`` /
+true where it matches when used as a condition), ``regexp_like`` (flags ``i m s U``; the pattern
+of both may be a column), ``starts_with``, ``ends_with``, ``contains`` (the pattern may be a column),
+``left`` / ``right`` (``string_view``, as pylance), ``lpad`` / ``rpad``, ``length`` / ``char_length`` /
 ``character_length``, ``lower``, ``upper``, ``abs``, ``coalesce``, ``round`` (half away from
-zero), ``date_trunc``, ``current_date``, ``now``, ``is_valid``, ``json_extract``,
+zero; the digits may be a column), ``date_trunc``, ``current_date``, ``now``, ``is_valid``, ``json_extract``,
 ``json_exists``, ``json_array_length``, ``json_array_contains``, ``json_get_string``,
-``json_get_int``, ``json_get_float``, ``json_get_bool``; ``sqrt``, ``exp``, ``ln``, ``log10``,
+``json_get_int``, ``json_get_float``, ``json_get_bool``, ``json_get`` (Lance's binary JSONB of the
+member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``,
 ``log2``, ``power`` / ``pow``, ``signum``, ``trunc``, ``replace``, ``btrim``, ``ltrim``, ``rtrim``,
 ``concat``, ``strpos`` (byte positions: equal to pylance's for ASCII), ``reverse``, ``initcap``,
 ``octet_length``, ``repeat``. ``X'0102'`` (and ``0x0102``, as in
@@ -72,9 +74,9 @@ the reader appends those the compiled result lists in ``virtual_columns``.
 predicates.
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``left``, ``right``, ``lpad``, ...; ``json_get``, which returns Lance's
-binary JSONB); function arguments pylance allows to be columns where we need constants (the
-pattern of ``starts_with`` / ``regexp_like``, ``round``'s digits); ``TRY_CAST``; ``LIKE`` with a
+other SQL functions (``ceil``, ``floor``, ``substr``, ...); function arguments pylance allows
+to be columns where we need constants (regular expression flags, JSON paths and keys); non-string first arguments of string functions (pylance casts
+``left(int_col, 2)``); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
 backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; casting floats
 to strings (number formatting differs from DataFusion's); subqueries, ``CASE``,
@@ -368,14 +370,14 @@ SUPPORTED_FUNCTIONS = frozenset(
         # strings
         "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length",
         "character_length", "lower", "upper", "replace", "btrim", "ltrim", "rtrim", "concat", "strpos",
-        "reverse", "initcap", "octet_length", "repeat",
+        "reverse", "initcap", "octet_length", "repeat", "left", "right", "lpad", "rpad",
         # numbers
         "abs", "coalesce", "round", "sqrt", "exp", "ln", "log10", "log2", "power", "pow", "signum", "trunc",
         # time, validity
         "date_trunc", "current_date", "now", "current_timestamp", "is_valid",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
-        "json_get_int", "json_get_float", "json_get_bool",
+        "json_get_int", "json_get_float", "json_get_bool", "json_get",
     )
 )
 
@@ -629,6 +631,12 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "coalesce", opt("this") + list(node.expressions)
     if type(node) is exp.Round:
         return "round", opt("this", "decimals")
+    if type(node) is exp.Left:
+        return "left", opt("this", "expression")
+    if type(node) is exp.Right:
+        return "right", opt("this", "expression")
+    if type(node) is exp.Pad:
+        return ("lpad" if node.args.get("is_left") else "rpad"), opt("this", "expression", "fill_pattern")
     if type(node) is exp.DateTrunc:
         return "date_trunc", opt("unit", "this")
     if type(node) is exp.CurrentDate:
@@ -1153,6 +1161,9 @@ def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         return t
     if _is_string(a) and _is_string(b):
         return pa.large_string() if pa.large_string() in (a, b) else pa.string()
+    binary = (pa.types.is_binary, pa.types.is_large_binary)
+    if any(f(a) for f in binary) and any(f(b) for f in binary):  # json_get's JSONB vs X'..'
+        return pa.large_binary()
     t = _temporal_coercion(a, b)
     if t is not None:
         return t
@@ -1672,7 +1683,19 @@ class _Compiler:
     def udf(self, kind: str, args: list[_C], out_type: pa.DataType) -> _C:
         expr, spec = filter_udfs.call(kind, [a.expr for a in args], [a.type for a in args], out_type)
         self.udfs.append(spec)
+        if all(a.const is not None for a in args):  # a UDF needs an array argument: fold it now
+            value = filter_udfs.evaluate(spec, [a.const for a in args])
+            return _C(pc.scalar(value), out_type, value)
         return _C(expr, out_type)
+
+    def int_arg(self, name: str, node: _Node, what: str) -> _C:
+        """An integer argument (a column or a constant; NULL allowed), as int64."""
+        c = self.compile(node)
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.int64()))
+        if not pa.types.is_integer(c.type):
+            raise self.fail(f"{name}() needs an integer {what}, got {c.type}")
+        return self.cast(c, pa.int64())
 
     # -- functions (fn_<name>, in pylance's spelling) ----------------------------------------
 
@@ -1699,6 +1722,10 @@ class _Compiler:
     def fn_starts_with(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         arg = self.string_arg(name, self.compile(args[0]))
+        column_pattern = self.compile(args[1])
+        if column_pattern.const is None:  # a pattern per row
+            column_pattern = self.string_arg(name, column_pattern)
+            return self.udf(f"{name}_rows", [arg, column_pattern], pa.bool_())
         pattern = self.literal_text(name, args[1], "second argument")
         if pattern is None or (arg.const is not None and not arg.const.is_valid):
             return _const(_NULL_BOOL)
@@ -1723,7 +1750,25 @@ class _Compiler:
                 raise self.fail(f"{name}(): invalid regular expression {pattern!r}: {e}") from None
         return arg, pattern, flags
 
+    def row_regex(self, name: str, args: list[_Node]) -> list[_C] | None:
+        """``[string, pattern column, constant flags]`` when the pattern is a column (one
+        regular expression per row), else None."""
+        self.arity(name, args, 2, 3)
+        column_pattern = self.compile(args[1])
+        if column_pattern.const is not None:
+            return None
+        arg = self.string_arg(name, self.compile(args[0]))
+        column_pattern = self.string_arg(name, column_pattern)
+        flags = (self.literal_text(name, args[2], "flags") if len(args) == 3 else "") or ""
+        bad = set(flags) - set("imsU")
+        if bad:
+            raise self.fail(f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use i, m, s or U)")
+        return [arg, column_pattern, _const(pa.scalar(flags, pa.string()))]
+
     def fn_regexp_like(self, name: str, args: list[_Node]) -> _C:
+        per_row = self.row_regex(name, args)
+        if per_row is not None:
+            return self.udf("regexp_like_rows", per_row, pa.bool_())
         arg, pattern, flags = self.regex(name, args)
         if pattern is None:
             return _const(_NULL_BOOL)
@@ -1731,8 +1776,12 @@ class _Compiler:
         return _C(pc.match_substring_regex(arg.expr, pattern=full), pa.bool_())
 
     def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
-        arg, pattern, flags = self.regex(name, args)
         out = pa.list_(pa.string())
+        per_row = self.row_regex(name, args)
+        if per_row is not None:
+            c = self.udf("regexp_match_rows", per_row, out)
+            return _C(c.expr, out, truth=pc.if_else(pc.is_valid(c.expr), pc.scalar(True), pc.scalar(_NULL_BOOL)))
+        arg, pattern, flags = self.regex(name, args)
         if pattern is None:
             return _const(pa.scalar(None, out))
         full = f"(?{flags}){pattern}" if flags else pattern
@@ -1825,6 +1874,11 @@ class _Compiler:
         self.arity(name, args, 1, 2)
         c = self.compile(args[0])
         digits = 0
+        if len(args) == 2 and self.compile(args[1]).const is None:  # digits per row
+            d = self.int_arg(name, args[1], "number of decimal places")
+            if not _is_numeric(c.type) or pa.types.is_decimal(c.type):
+                raise self.fail(f"round() needs an integer or floating-point number, got {c.type}")
+            return self.udf("round_rows", [c, d], pa.float32() if pa.types.is_float32(c.type) else pa.float64())
         if len(args) == 2:
             d = self.compile(args[1])
             if d.const is None or not pa.types.is_integer(d.type):
@@ -1986,6 +2040,27 @@ class _Compiler:
 
         return self.fold(fn(arg.expr), fn, [arg], arg.type)
 
+    def fn_left(self, name: str, args: list[_Node]) -> _C:
+        """``left(s, n)`` / ``right(s, n)``: the first / last ``n`` characters (``n < 0``: all
+        but the last / first ``-n``), as pylance's ``string_view``."""
+        self.arity(name, args, 2)
+        arg = self.string_arg(name, self.compile(args[0]))
+        n = self.int_arg(name, args[1], "length")
+        return self.udf(name, [arg, n], pa.string_view())
+
+    fn_right = fn_left
+
+    def fn_lpad(self, name: str, args: list[_Node]) -> _C:
+        """``lpad(s, n[, fill])`` / ``rpad``: ``s`` padded with ``fill`` (default a space) on
+        the left / right to ``n`` characters, or cut to its first ``n``; typed as ``s``."""
+        self.arity(name, args, 2, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        n = self.int_arg(name, args[1], "length")
+        rest = [self.string_arg(name, self.compile(args[2]))] if len(args) == 3 else []
+        return self.udf(name, [arg, n, *rest], arg.type)
+
+    fn_rpad = fn_lpad
+
     # -- JSON ---------------------------------------------------------------------------
 
     def json_arg(self, name: str, node: _Node) -> _C:
@@ -2014,6 +2089,10 @@ class _Compiler:
                 except pa.ArrowInvalid as e:
                     raise self.fail(f"{name}(): {e}") from None
         return self.udf(name, [doc, *rest], out)
+
+    def fn_json_get(self, name: str, args: list[_Node]) -> _C:
+        """``json_get(doc, key)``: the member or array element as Lance's binary JSONB."""
+        return self.json_call(name, args, 2, pa.large_binary())
 
     def fn_json_extract(self, name: str, args: list[_Node]) -> _C:
         return self.json_call(name, args, 2, pa.string())

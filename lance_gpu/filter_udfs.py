@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["UdfSpec", "call", "ensure_registered"]
+__all__ = ["UdfSpec", "call", "ensure_registered", "evaluate"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,12 @@ def call(kind: str, args: list[pc.Expression], in_types: list[pa.DataType], out_
     spec = UdfSpec(kind, tuple(in_types), out_type)
     ensure_registered([spec])
     return pc.Expression._call(spec.name, args), spec
+
+
+def evaluate(spec: UdfSpec, args: list[pa.Scalar]) -> pa.Scalar:
+    """The kernel of ``spec`` on constant arguments (one row), as a scalar of its type."""
+    out = _KERNELS[spec.kind](1, *args)
+    return (out if out.type == spec.out_type else out.cast(spec.out_type))[0]
 
 
 def _wrap(kernel: Callable[..., pa.Array], out_type: pa.DataType) -> Callable[..., pa.Array]:
@@ -355,7 +362,190 @@ def _json_get_bool(n: int, column: Any, key: Any) -> pa.Array:
     return pa.array(out, pa.bool_())
 
 
+_JSONB_U32 = struct.Struct(">I")
+_JSONB_F64 = struct.Struct(">d")
+
+
+def _jsonb_number(value: int | float) -> bytes:
+    """A JSONB number: ``0x00`` for integer zero, ``0x50`` + the shortest of 1/2/4/8 unsigned
+    big-endian bytes for a positive integer, ``0x40`` + the shortest two's complement for a
+    negative one, ``0x60`` + a big-endian float64 for a float."""
+    if isinstance(value, float):
+        return b"\x60" + _JSONB_F64.pack(value)
+    if value == 0:
+        return b"\x00"
+    signed = value < 0
+    for width in (1, 2, 4, 8):
+        try:
+            return (b"\x40" if signed else b"\x50") + value.to_bytes(width, "big", signed=signed)
+        except OverflowError:
+            continue
+    raise pa.ArrowInvalid(f"JSON number {value} does not fit in 64 bits")
+
+
+def _jsonb_entry(value: Any) -> tuple[int, bytes]:
+    """(entry type << 28, data) of one element inside a container."""
+    if value is None:
+        return 0x0 << 28, b""
+    if value is True:
+        return 0x4 << 28, b""
+    if value is False:
+        return 0x3 << 28, b""
+    if isinstance(value, str):
+        return 0x1 << 28, value.encode("utf-8")
+    if isinstance(value, (int, float)):
+        return 0x2 << 28, _jsonb_number(value)
+    return 0x5 << 28, _jsonb(value)
+
+
+def _jsonb(value: Any) -> bytes:
+    """``value`` (parsed JSON) as a Lance JSONB document, the inverse of
+    :func:`lance_gpu.file.jsonb.decode_jsonb`: a u32 header (kind << 28 | count), one u32
+    entry (type << 28 | data length) per element (an object: its keys, then its values,
+    keys sorted by their UTF-8 bytes), then the elements' data; a scalar is a header of kind
+    0x2 with one entry."""
+    if isinstance(value, list):
+        header, items = 0x8 << 28 | len(value), [_jsonb_entry(v) for v in value]
+    elif isinstance(value, dict):
+        keys = sorted(value, key=lambda k: k.encode("utf-8"))
+        header = 0x4 << 28 | len(keys)
+        items = [_jsonb_entry(k) for k in keys] + [_jsonb_entry(value[k]) for k in keys]
+    else:
+        header, items = 0x2 << 28, [_jsonb_entry(value)]
+    parts = [_JSONB_U32.pack(header)]
+    parts += [_JSONB_U32.pack(kind | len(data)) for kind, data in items]
+    parts += [data for _kind, data in items]
+    return b"".join(parts)
+
+
+def _json_get(n: int, column: Any, key: Any) -> pa.Array:
+    """``json_get(doc, key)``: the member ``key`` of an object, or the element at index
+    ``key`` (a non-negative decimal) of an array, as a JSONB document; NULL when absent."""
+    name = (key[0] if isinstance(key, pa.Array) else key).as_py()
+    out: list[bytes | None] = []
+    for doc in _docs(n, column):
+        found: Any = _MISSING
+        if name is None:
+            pass
+        elif isinstance(doc, dict):
+            found = doc.get(name, _MISSING)
+        elif isinstance(doc, list) and re.fullmatch(r"\d+", name) and int(name) < len(doc):
+            found = doc[int(name)]
+        out.append(None if found is _MISSING else _jsonb(found))
+    return pa.array(out, pa.large_binary())
+
+
+# -- strings and numbers with column arguments (row by row; DataFusion's semantics) ---------
+
+
+def _rows(n: int, *args: Any) -> list[list[Any]]:
+    return [_broadcast(a, n).to_pylist() for a in args]
+
+
+def _rowwise(fn: Callable[..., Any], out_type: pa.DataType) -> Callable[..., pa.Array]:
+    """A kernel applying ``fn`` to each row's values; NULL where any argument is NULL."""
+
+    def kernel(n: int, *args: Any) -> pa.Array:
+        columns = _rows(n, *args)
+        return pa.array(
+            [None if any(v is None for v in row) else fn(*row) for row in zip(*columns, strict=True)], out_type
+        )
+
+    return kernel
+
+
+def _left(s: str, k: int) -> str:
+    return s[:k] if k >= 0 else s[: max(0, len(s) + k)]
+
+
+def _right(s: str, k: int) -> str:
+    if k == 0:
+        return ""
+    return s[-k:] if k > 0 else s[min(len(s), -k) :]
+
+
+def _pad(left: bool) -> Callable[..., str]:
+    def pad(s: str, width: int, fill: str = " ") -> str:
+        if width <= 0:
+            return ""
+        if len(s) >= width:
+            return s[:width]
+        if not fill:
+            return s
+        need = width - len(s)
+        padding = (fill * (need // len(fill) + 1))[:need]
+        return padding + s if left else s + padding
+
+    return pad
+
+
+def _row_matches(n: int, strings: Any, patterns: Any, flags: Any) -> list[re.Match[str] | bool | None]:
+    """Per row, the first match of the row's pattern (``flags`` constant), None without one,
+    False where the string or the pattern is NULL; a pattern that does not compile fails
+    the query, as in pylance."""
+    flag_text = (flags[0] if isinstance(flags, pa.Array) else flags).as_py() or ""
+    cache: dict[str, re.Pattern[str]] = {}
+    out: list[re.Match[str] | bool | None] = []
+    for s, p in zip(*_rows(n, strings, patterns), strict=True):
+        if s is None or p is None:
+            out.append(False)
+            continue
+        regex = cache.get(p)
+        if regex is None:
+            try:
+                regex = cache[p] = re.compile(f"(?{flag_text}){p}" if flag_text else p)
+            except re.error as e:
+                raise pa.ArrowInvalid(f"Regular expression did not compile: {p!r}: {e}") from None
+        out.append(regex.search(s))
+    return out
+
+
+def _regexp_like_rows(n: int, strings: Any, patterns: Any, flags: Any) -> pa.Array:
+    """``regexp_like(s, pattern[, flags])`` with a pattern per row."""
+    found = _row_matches(n, strings, patterns, flags)
+    return pa.array([None if m is False else m is not None for m in found], pa.bool_())
+
+
+def _regexp_match_rows(n: int, strings: Any, patterns: Any, flags: Any) -> pa.Array:
+    """``regexp_match(s, pattern[, flags])`` with a pattern per row."""
+    out: list[list[str | None] | None] = []
+    for m in _row_matches(n, strings, patterns, flags):
+        if m is False or m is None or m is True:
+            out.append(None)
+        else:
+            out.append(list(m.groups()) if m.re.groups else [m.group(0)])
+    return pa.array(out, pa.list_(pa.string()))
+
+
+def _round_rows(n: int, values: Any, digits: Any) -> pa.Array:
+    """``round(x, d)`` with ``d`` per row: ``round_half_away(x * 10^d) / 10^d`` in float64,
+    as DataFusion computes it (an overflowing scale gives NaN)."""
+    x = pc.cast(_broadcast(values, n), pa.float64())
+    d = pc.cast(_broadcast(digits, n), pa.float64())
+    valid = pc.and_(pc.is_valid(x), pc.is_valid(d)).to_numpy(zero_copy_only=False)
+    xv = pc.fill_null(x, 0.0).to_numpy(zero_copy_only=False)
+    dv = pc.fill_null(d, 0.0).to_numpy(zero_copy_only=False)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scale = np.power(10.0, dv)
+        y = xv * scale
+        r = np.trunc(y)
+        r = np.where(np.abs(y - r) >= 0.5, r + np.sign(y), r)
+        out = r / scale
+    return pa.array(out, pa.float64(), mask=~valid)
+
+
 _KERNELS: dict[str, Callable[..., pa.Array]] = {
+    "json_get": _json_get,
+    "starts_with_rows": _rowwise(str.startswith, pa.bool_()),
+    "ends_with_rows": _rowwise(str.endswith, pa.bool_()),
+    "contains_rows": _rowwise(lambda s, p: p in s, pa.bool_()),
+    "regexp_like_rows": _regexp_like_rows,
+    "regexp_match_rows": _regexp_match_rows,
+    "left": _rowwise(_left, pa.string()),
+    "right": _rowwise(_right, pa.string()),
+    "lpad": _rowwise(_pad(True), pa.string()),
+    "rpad": _rowwise(_pad(False), pa.string()),
+    "round_rows": _round_rows,
     "array_has": _array_has,
     "array_has_any": _array_has_any,
     "array_has_all": _array_has_all,

@@ -200,10 +200,24 @@ class LanceFragment:
                 drop()
 
     def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
-        """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``."""
+        """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``.
+
+        A blob field (:func:`~lance_gpu.table.blobs.blob_kind`) reads as its descriptors
+        (``struct<position, size>`` for blob v1), typed by
+        :func:`~lance_gpu.table.blobs.description_field`, as pylance's scans return it."""
+        from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
+
+        blob = blob_kind(field) != 0
+        if blob:
+            arrow_field = description_field(field, arrow_field)
         if rows is not None and rows.size == 0:  # nothing to decode (a filter kept no row)
             return pa.schema([arrow_field]).empty_table().column(0).combine_chunks()
-        src = self.field_source(field)
+        if blob:  # one descriptor column (for blob v2 the struct's own id), not the children
+            if any(int(i) == field.id for df in self.pb.files for i in df.fields):
+                return read_descriptions(self, field, rows)
+            src = None
+        else:
+            src = self.field_source(field)
         if src is None:
             return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
         reader = self.file_reader(src.path)

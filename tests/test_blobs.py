@@ -139,3 +139,68 @@ def test_take_blobs_of_a_column_that_is_not_a_blob(tmp_path: Path) -> None:
         lance.dataset(uri).take_blobs("nope", indices=[0])
     with pytest.raises(SchemaMismatchError, match="nope"):
         _ours(uri).take_blobs("nope", indices=[0])
+
+
+SCANS = {
+    "to_table": lambda d: d.to_table(),
+    "to_batches": lambda d: pa.Table.from_batches(list(d.to_batches(batch_size=3))),
+    "scanner": lambda d: d.scanner(columns=["b", "id"]).to_table(),
+    "filter_other_column": lambda d: d.to_table(filter="id >= 2"),
+    "filter_late": lambda d: d.to_table(columns=["b"], filter="id % 2 = 0", late_materialization=True),
+    "columns_dict": lambda d: d.to_table(columns={"desc": "b", "twice": "id * 2"}),
+    "with_row_id": lambda d: d.to_table(columns=["b"], with_row_id=True),
+    "take": lambda d: d.take([5, 0, 3]),
+    "take_blob_only": lambda d: d.take([4, 1], columns=["b"]),
+    "head": lambda d: d.head(2),
+    "fragment": lambda d: d.get_fragments()[1].to_table(),
+}
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+@pytest.mark.parametrize("call", list(SCANS))
+def test_scans_of_a_dataset_with_a_blob_column(tmp_path: Path, storage: str, call: str) -> None:
+    """Scans return the blob column as its descriptors, typed as pylance types them."""
+    uri = str(tmp_path / "b.lance")
+    _write(uri, storage, deletes=True)
+    ref = SCANS[call](lance.dataset(uri))
+    ours = SCANS[call](_ours(uri))
+    assert ours.schema == ref.schema
+    assert ours.to_pylist() == ref.to_pylist()
+
+
+@pytest.mark.parametrize("storage", ["2.0", "2.1", "stable"])
+def test_scanner_schema_of_a_blob_column(tmp_path: Path, storage: str) -> None:
+    uri = str(tmp_path / "b.lance")
+    _write(uri, storage)
+    ref = lance.dataset(uri).scanner()
+    ours = _ours(uri).scanner()
+    assert ours.projected_schema == ref.projected_schema
+    assert ours.projected_schema.field("b").metadata == ref.projected_schema.field("b").metadata
+    assert ours.to_reader().schema == ref.to_reader().schema
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("storage", ["2.1", "stable"])
+def test_gpu_scan_reads_blob_descriptors(tmp_path: Path, storage: str) -> None:
+    """The GPU executor hands blob descriptors to the CPU reader; the result is pylance's."""
+    uri = str(tmp_path / "b.lance")
+    _write(uri, storage, deletes=True)
+    ref = lance.dataset(uri).to_table(filter="id > 0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = lance_gpu.dataset(uri, device="gpu").to_table(filter="id > 0")
+    assert ours.schema == ref.schema
+    assert ours.to_pylist() == ref.to_pylist()
+
+
+def test_compaction_refuses_to_rewrite_a_blob_column(tmp_path: Path) -> None:
+    """Scans read blob descriptors; a writer must not copy them as the column's data."""
+    from lance_gpu.errors import UnsupportedFeatureError
+
+    uri = str(tmp_path / "b.lance")
+    _write(uri, "2.1", deletes=True)
+    before = lance.dataset(uri).version
+    with pytest.raises(UnsupportedFeatureError, match="blob column"):
+        _ours(uri).optimize.compact_files()
+    assert lance.dataset(uri).version == before
+    assert [None if f is None else f.read() for f in lance.dataset(uri).take_blobs("b", indices=[0, 3])] == [b"abc", BLOBS[4]]

@@ -33,9 +33,7 @@ CASES = {
     "json": lambda: pa.table({"c": pa.array(['{"a":1}', None, "[1,2]"], pa.json_(pa.utf8()))}),
     "blob": _blob_table,
 }
-GAPS = {
-    "blob": "to_table of a blob column needs the scan to read it with lance_gpu.table.blobs.read_descriptions",
-}
+GAPS: dict[str, str] = {}
 
 
 def _bfloat16() -> pa.Table:

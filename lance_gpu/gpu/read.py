@@ -37,6 +37,7 @@ from lance_gpu.gpu.assemble import build_field
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
+from lance_gpu.table.blobs import blob_kind
 
 FALLBACK_MODES = ("warn", "raise", "allow")
 # Units of a multi-unit read: big enough that launches and syncs per unit do not matter,
@@ -92,6 +93,9 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
     out = _Frag(frag, rows)
     for f in fields:
         af = arrow_fields[f.name]
+        if blob_kind(f):  # blob descriptors: read by the CPU reader (small, fixed-width rows)
+            out.cpu[f.name] = pool.submit(frag.read_field, f, af, rows)
+            continue
         src = frag.field_source(f)
         reason = None
         if src is not None:

@@ -30,8 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError
+from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, ResolvedScan, ScanPlan, build_plan, resolve
+from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
@@ -574,4 +575,15 @@ def read_rows(ds: LanceDataset, fragment: LanceFragment, rows: np.ndarray | None
 def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
     """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
     CPU in threads, in unit order: for writers that rewrite whole fields."""
+    _refuse_blob_rewrite(fields)
     return CpuExecutor().decode(ds, units, fields, None)
+
+
+def _refuse_blob_rewrite(fields: Sequence[LanceField]) -> None:
+    """Scans read a blob field as its descriptors, which a writer must not copy (nor a
+    delete predicate judge) as the field's data: refused until the writers move blob bytes."""
+    blobs = [f.name for f in fields if blob_kind(f)]
+    if blobs:
+        msg = (f"rewriting or deleting by blob column(s) {', '.join(map(repr, blobs))} is not supported yet "
+               "(lance-gpu reads only their descriptors)")
+        raise UnsupportedFeatureError(msg)

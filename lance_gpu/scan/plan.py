@@ -35,6 +35,7 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
@@ -366,9 +367,20 @@ class ResolvedScan:
         return late
 
 
-def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
-    """The dataset schema plus the given virtual columns (uint64)."""
+def read_schema(ds: LanceDataset) -> pa.Schema:
+    """The schema scans read ``ds`` with: the dataset schema, with each blob field typed as
+    its descriptors (:func:`~lance_gpu.table.blobs.description_field`), as pylance's
+    scanner reports it."""
     schema = ds.schema
+    for i, (lf, af) in enumerate(zip(ds.lance_schema.fields, schema, strict=True)):
+        if blob_kind(lf):
+            schema = schema.set(i, description_field(lf, af))
+    return schema
+
+
+def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
+    """The read schema (:func:`read_schema`) plus the given virtual columns (uint64)."""
+    schema = read_schema(ds)
     for name in names:
         if name not in schema.names:
             schema = schema.append(pa.field(name, pa.uint64()))
@@ -394,7 +406,7 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
     """Resolve ``plan``'s projection and filter against ``ds`` (the plan's version)."""
     from lance_gpu.filter import parse_expression, parse_filter
 
-    schema = ds.schema
+    schema = read_schema(ds)
     top = {f.name: f for f in ds.lance_schema.fields}
     arrow_top = {f.name: f for f in schema}
     needed: list[str] = []

@@ -49,6 +49,7 @@ V2_DESCRIPTION = pa.struct(
         pa.field("blob_uri", pa.string(), nullable=False),
     ]
 )
+V2_DESCRIPTION_METADATA = {BLOB_META_KEY: "true", "lance-encoding:packed": "true"}
 _V2_ROW = [("fixed", 1), ("fixed", 8), ("fixed", 8), ("fixed", 4), ("variable", 4)]
 
 
@@ -65,9 +66,9 @@ def blob_kind(field: LanceField) -> int:
 
 def description_field(field: LanceField, arrow_field: pa.Field) -> pa.Field:
     """The field ``to_table`` returns for a blob field: its descriptor struct, with the
-    blob field's metadata (v1) as pylance keeps it."""
+    blob field's metadata (v1) or the blob and packed flags (v2) as pylance reports them."""
     if blob_kind(field) == 2:
-        return pa.field(field.name, V2_DESCRIPTION, nullable=True)
+        return pa.field(field.name, V2_DESCRIPTION, nullable=True, metadata=V2_DESCRIPTION_METADATA)
     return pa.field(field.name, V1_DESCRIPTION, nullable=True, metadata=arrow_field.metadata)
 
 
