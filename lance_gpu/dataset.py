@@ -643,7 +643,16 @@ class LanceDataset:
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches()
 
 
-def write_dataset(data: Any, uri: Any, schema: pa.Schema | None = None, mode: str = "create", **options: Any) -> LanceDataset:
+def write_dataset(
+    data: Any,
+    uri: Any,
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    storage_options: dict[str, str] | None = None,
+    store: object = None,
+    **options: Any,
+) -> LanceDataset:
     """Write ``data`` as a new version of the dataset at ``uri`` and return the dataset at it
     (pylance's ``lance.write_dataset``); every parameter is described at
     :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
@@ -651,9 +660,8 @@ def write_dataset(data: Any, uri: Any, schema: pa.Schema | None = None, mode: st
     from lance_gpu.txn.transaction import resolve_target
     from lance_gpu.write.dataset_writer import write_version
 
-    version = write_version(data, uri, schema, mode, **options)
-    store = options.get("store")
+    version = write_version(data, uri, schema, mode, storage_options=storage_options, store=store, **options)
     if store is not None:
-        return LanceDataset(uri, version, storage_options=options.get("storage_options"), store=store)
-    store, root = resolve_target(uri, options.get("storage_options"))
-    return LanceDataset(root, version, storage_options=options.get("storage_options"), store=store)
+        return LanceDataset(uri, version, storage_options=storage_options, store=store)
+    store, root = resolve_target(uri, storage_options)
+    return LanceDataset(root, version, storage_options=storage_options, store=store)
