@@ -127,6 +127,18 @@ def test_gpu_decoder_holds_a_slot_on_the_task_device(small_ds: str, monkeypatch:
         return real_slot(key, **kw)
 
     monkeypatch.setattr(_scan, "decode_slot", recording_slot)
+
+    # No GPU here: the executor's device decode is stood in for by the CPU decoder (host
+    # columns in a DeviceTable), so what is checked is the slot and the device around it.
+    from lance_gpu.gpu.columns import DeviceTable
+    from lance_gpu.scan import CpuExecutor, GpuExecutor
+
+    def cpu_decode_device(self, ds, units, fields):
+        for unit, table in zip(units, CpuExecutor().decode(ds, units, fields, None), strict=True):
+            cols = [c.combine_chunks() for c in table.columns]
+            yield DeviceTable(table.column_names, cols, table.num_rows, None, unit.fragment.fragment_id)
+
+    monkeypatch.setattr(GpuExecutor, "decode_device", cpu_decode_device)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     got = _read_all(small_ds, "gpu")
     assert got.column("id").to_pylist() == list(range(100))

@@ -153,10 +153,12 @@ class GpuTaskExecutor(GpuExecutor):
     slots while it decodes (the result is host Arrow memory: all a Python data source or
     mapInArrow can hand Spark)."""
 
-    def decode(self, ds, units, fields, ahead):
+    def decode_device(self, ds, units, fields):
+        # The one entry point of every GPU decode (host tables and device tables alike), so
+        # the slot and the device are held for as long as this task's decode runs.
         ordinal, key = task_gpu()
         with decode_slot(key), select_device(ordinal):
-            yield from super().decode(ds, units, fields, ahead)
+            yield from super().decode_device(ds, units, fields)
 
 
 def select_device(ordinal: int) -> Any:
