@@ -266,12 +266,23 @@ class LanceFileReader:
             return np.zeros(0, np.uint8)
         if starts.size > 1 and bool(np.any(np.diff(starts) < 0)):
             raise ValueError("read_gather needs ascending range starts")
+        if starts.size > 1:
+            # Ranges that abut (consecutive rows of a page) are one range: one copy instead
+            # of one per row, and a contiguous row run of a mapped file is a view of it.
+            ends = starts + lengths
+            joins = starts[1:] == ends[:-1]
+            if bool(joins.any()):
+                first = np.flatnonzero(np.concatenate(([True], ~joins)))
+                group_end = np.append(ends[first[1:] - 1], ends[-1])
+                starts, lengths = starts[first], group_end - starts[first]
         whole = getattr(self.io, "mapped", None)
         if whole is not None:
             # A memory-mapped local file: gather straight out of the map.
             if int(starts[0]) < 0 or int(lengths.min()) < 0 or int((starts + lengths).max()) > whole.size:
                 raise CorruptFileError(self.path, "byte ranges lie outside the file")
             self.io.count_reads(int(starts.size), int(lengths.sum()))
+            if starts.size == 1:
+                return whole[int(starts[0]) : int(starts[0] + lengths[0])]
             return native.gather_ranges(whole, starts, lengths)
         ends = starts + lengths
         reach = np.maximum.accumulate(ends)
