@@ -198,6 +198,11 @@ def test_read_gather_joins_abutting_ranges(tmp_path) -> None:
     lens = np.full(runs.size, 8, np.int64)
     expected = np.concatenate([raw[s : s + 8] for s in runs])
     np.testing.assert_array_equal(reader.read_gather(runs, lens), expected)
+    # few long ranges (blocks of rows) take the range-by-range copy
+    blocks = np.array([0, 10_000, 30_000], np.int64)
+    sizes = np.array([6000, 5000, 7000], np.int64)
+    expected = np.concatenate([raw[s : s + n] for s, n in zip(blocks, sizes, strict=True)])
+    np.testing.assert_array_equal(reader.read_gather(blocks, sizes), expected)
 
 
 def test_repeated_takes_parse_each_page_once(tmp_path, monkeypatch) -> None:
