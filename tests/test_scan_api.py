@@ -417,3 +417,23 @@ def test_late_materialization(pair, monkeypatch, late) -> None:
             assert decoded[name] == matched, (name, decoded)
         else:
             assert decoded[name] >= ours.count_rows(), (name, decoded)
+
+
+def test_count_rows_with_a_filter_decodes_only_the_filter_columns(pair, monkeypatch) -> None:
+    """``count_rows(filter)`` reads the filter's columns and nothing else, and counts as pylance."""
+    from lance_gpu.fragment import LanceFragment
+
+    ref, ours = pair
+    read: set[str] = set()
+    real = LanceFragment.read_field
+
+    def spy(self, field, *args, **kwargs):
+        read.add(field.name)
+        return real(self, field, *args, **kwargs)
+
+    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    assert ours.count_rows("a > 10") == ref.count_rows("a > 10")
+    assert read == {"a"}
+    read.clear()
+    assert ours.scanner(columns=["f", "s"], filter="a > 10", with_row_id=True).count_rows() == ref.count_rows("a > 10")
+    assert read == {"a"}

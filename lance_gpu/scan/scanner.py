@@ -113,7 +113,11 @@ class LanceScanner:
         if self.plan.filter is None and all(s is None for s in self.plan.selections) and not self.plan.include_deleted_rows:
             by_id = {f.fragment_id: f for f in self.dataset.fragments}
             return sum(by_id[i].live_count() for i in self.plan.fragment_ids)
-        return sum(t.num_rows for t in run_plan(self.plan, self._executor(), self.dataset))
+        # Counting needs no output column: only the filter's columns are decoded.
+        from dataclasses import replace
+
+        counting = replace(self.plan, columns=(), with_row_id=False, with_row_address=False)
+        return sum(t.num_rows for t in run_plan(counting, self._executor(), self.dataset))
 
     def head(self, num_rows: int) -> pa.Table:
         """The first ``num_rows`` rows of the scan."""
