@@ -8,7 +8,7 @@
 * :mod:`~lance_gpu.write.pages` -- encoding one leaf page, choosing encodings like pylance.
 * :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
 * :mod:`~lance_gpu.write.inputs` -- every input kind pylance takes, cast to the schema.
-* :mod:`~lance_gpu.write.commit` -- the bytes of a commit (manifest files, link-if-absent,
+* :mod:`~lance_gpu.write.commit` -- the bytes of a commit (manifest files, put-if-absent,
   transaction files); the transaction logic is :mod:`lance_gpu.txn`.
 * :mod:`~lance_gpu.write.fragments` -- :func:`write_fragments` / :func:`create_fragment`:
   distributed writes (tasks write fragments, one ``LanceDataset.commit`` publishes them).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The bytes of a commit: manifest files, link-if-absent publishing, transaction files.
+"""The bytes of a commit: manifest files, put-if-absent publishing, transaction files.
 
 The transaction logic (operations, conflict rules, the commit loop) is
 :mod:`lance_gpu.txn`; this module holds the I/O it uses:
