@@ -511,7 +511,7 @@ class Delete(Operation):
 
     def _replace_deletions(self, store: ObjectStore, root: str, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int) -> None:
         from lance_gpu.table.deletion import deletion_file_path
-        from lance_gpu.write.deletion_writer import write_deletion_file
+        from lance_gpu.write.deletion_writer import fragment_with_deletions
 
         old = self.updated.pop(fid, None)
         if fid in self.deleted_ids:
@@ -524,15 +524,11 @@ class Delete(Operation):
                     store.delete(path)
                 except FileNotFoundError:
                     pass
-        if rows.size >= int(frag.physical_rows):
+        new = fragment_with_deletions(store, root, frag, read_version, rows, self.written)
+        if new is None:
             self.deleted_ids.append(fid)
-            return
-        pb, path = write_deletion_file(store, root, fid, read_version, rows)
-        self.written.append(path)
-        new = table_pb2.DataFragment()
-        new.CopyFrom(frag)
-        new.deletion_file.CopyFrom(pb)
-        self.updated[fid] = new
+        else:
+            self.updated[fid] = new
 
 
 # --------------------------------------------------------------------------------------------

@@ -67,3 +67,21 @@ def write_deletion_file(
     key = deletion_file_path(store, root, fragment_id, pb)
     store.put(key, data)
     return pb, key
+
+
+def fragment_with_deletions(
+    store: ObjectStore, root: str, fragment: table_pb2.DataFragment, read_version: int, rows: np.ndarray,
+    written: list[str],
+) -> table_pb2.DataFragment | None:
+    """``fragment``'s manifest entry with a new deletion file for ``rows`` (all its deleted
+    offsets: sorted, unique, uint32), or None when every row is deleted (the fragment leaves
+    the manifest, as pylance does).  The file's key is appended to ``written`` (removed if the
+    commit fails)."""
+    if rows.size >= int(fragment.physical_rows):
+        return None
+    pb, key = write_deletion_file(store, root, int(fragment.id), read_version, rows)
+    written.append(key)
+    new = table_pb2.DataFragment()
+    new.CopyFrom(fragment)
+    new.deletion_file.CopyFrom(pb)
+    return new

@@ -70,7 +70,7 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     """Evaluate ``predicate`` on every live row of ``ds`` and write the new deletion files;
     returns the operation (not committed) and the number of newly deleted rows."""
     from lance_gpu.filter import parse_filter
-    from lance_gpu.write.deletion_writer import write_deletion_file
+    from lance_gpu.write.deletion_writer import fragment_with_deletions
 
     compiled = parse_filter(predicate, ds.schema)
     text = compiled.source if compiled.source is not None else str(predicate)
@@ -99,15 +99,11 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
                 initial[fid] = frag.pb
                 affected[fid] = hit
                 all_rows = np.union1d(frag.deleted_rows, hit).astype(np.uint32)
-                if all_rows.size >= frag.physical_rows:
+                new = fragment_with_deletions(ds.store, ds.root, frag.pb, ds.version, all_rows, op.written)
+                if new is None:
                     deleted_ids.append(fid)
-                    continue
-                pb, path = write_deletion_file(ds.store, ds.root, fid, ds.version, all_rows)
-                op.written.append(path)
-                new = table_pb2.DataFragment()
-                new.CopyFrom(frag.pb)
-                new.deletion_file.CopyFrom(pb)
-                updated.append(new)
+                else:
+                    updated.append(new)
     except BaseException:
         op.cleanup(ds.store)
         raise

@@ -131,7 +131,7 @@ class _RowChange:
             DEFAULT_MAX_ROWS_PER_FILE,
             _write_fragments,
         )
-        from lance_gpu.write.deletion_writer import write_deletion_file
+        from lance_gpu.write.deletion_writer import fragment_with_deletions
 
         ds = self.ds
         op = Update()
@@ -174,15 +174,11 @@ class _RowChange:
             for fid, parts in sorted(self.deleted.items()):
                 fragment = by_id[fid]
                 rows = np.union1d(fragment.deleted_rows, np.concatenate(parts)).astype(np.uint32)
-                if rows.size >= fragment.physical_rows:
+                new = fragment_with_deletions(self.store, self.root, fragment.pb, ds.version, rows, op.written)
+                if new is None:
                     removed.append(fid)
-                    continue
-                pb, path = write_deletion_file(self.store, self.root, fid, ds.version, rows)
-                op.written.append(path)
-                new = table_pb2.DataFragment()
-                new.CopyFrom(fragment.pb)
-                new.deletion_file.CopyFrom(pb)
-                updated.append(new)
+                else:
+                    updated.append(new)
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
