@@ -4,6 +4,7 @@ and pylance over HTTP with the same ``storage_options``."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import subprocess
 import sys
@@ -302,3 +303,61 @@ def test_large_objects_upload_in_parts(s3_server) -> None:
     store.put(f"{root}/blob", payload)
     assert store.size(f"{root}/blob") == len(payload)
     assert store.read_range(f"{root}/blob", MULTIPART_ABOVE, 12345).tobytes() == payload[MULTIPART_ABOVE:]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},  # two weeks by default: no version goes, unreferenced files 7+ days old do
+        {"older_than": _dt.timedelta(0)},
+        {"retain_versions": 2, "delete_unverified": True},
+    ],
+)
+def test_cleanup_age_rule_matches_pylance(s3_server, kwargs) -> None:
+    """The same history on two prefixes (server-side copies), the same files aged at the
+    server; pylance cleans one, we clean the other: the same keys are left.  The age of an
+    unreferenced file comes from the object's Last-Modified, as in pylance."""
+    import boto3
+
+    opts = s3_server.storage_options
+    base = s3_server.uri("cl")
+    lance.write_dataset(_tbl(0, 40), base, max_rows_per_file=15, storage_options=opts)
+    lance.write_dataset(_tbl(40, 10), base, mode="overwrite", storage_options=opts)
+    lance.write_dataset(_tbl(50, 10), base, mode="append", storage_options=opts)
+    lance.dataset(base, storage_options=opts).delete("id = 55")
+    client = boto3.client(
+        "s3", endpoint_url=s3_server.endpoint, aws_access_key_id="testing",
+        aws_secret_access_key="testing", region_name="us-east-1",
+    )
+    prefix = base.split("/", 3)[3]
+    orphans = {
+        "data/old-orphan.lance": 8, "data/young-orphan.lance": 6, "data/old-notes.txt": 30,
+        "_deletions/9-9-1.arrow": 8, "_transactions/9-old.txn": 10, "_transactions/9-young.txn": 1,
+        "_indices/0b1e2f7a-0000-4000-8000-000000000001/page_data.lance": 8,
+    }
+    for rel in orphans:
+        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{rel}", Body=b"z" * 13)
+    uris = {}
+    for side in ("ref", "ours"):
+        dst = f"{prefix}-{side}"
+        for key in s3_server.keys(prefix + "/"):
+            client.copy_object(Bucket=s3_server.bucket, Key=dst + key[len(prefix):],
+                               CopySource={"Bucket": s3_server.bucket, "Key": key})
+        for rel, days in orphans.items():
+            s3_server.age(f"{dst}/{rel}", days)
+        uris[side] = f"s3://{s3_server.bucket}/{dst}"
+    ref_stats = lance.dataset(uris["ref"], storage_options=opts).cleanup_old_versions(**kwargs)
+    our_stats = lance_gpu.dataset(uris["ours"], storage_options=opts).cleanup_old_versions(**kwargs)
+
+    def left(side: str) -> set[str]:
+        return {k[len(prefix) + len(side) + 2 :] for k in s3_server.keys(f"{prefix}-{side}/")}
+
+    assert left("ours") == left("ref")
+    assert "data/old-orphan.lance" not in left("ours") and "data/old-notes.txt" in left("ours")
+    assert ("data/young-orphan.lance" in left("ours")) != kwargs.get("delete_unverified", False)
+    for name in ("old_versions", "data_files_removed", "transaction_files_removed", "deletion_files_removed",
+                 "index_files_removed", "bytes_removed"):
+        assert getattr(our_stats, name) == getattr(ref_stats, name), name
+    assert lance_gpu.dataset(uris["ours"], storage_options=opts).to_table().equals(
+        lance.dataset(uris["ref"], storage_options=opts).to_table()
+    )

@@ -13,6 +13,7 @@ was built for.  Ranged reads of one object are coalesced (gaps up to
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,26 @@ __all__ = ["FsspecStore", "ObstoreStore"]
 #: Objects at least this large are uploaded in :data:`PART_SIZE` parts, concurrently.
 MULTIPART_ABOVE = 12 << 20
 PART_SIZE = 6 << 20
+
+
+def _fsspec_mtime(info: dict[str, Any]) -> _dt.datetime | None:
+    """The modification time in an fsspec ``info`` dict, as UTC (file systems name it
+    differently: ``mtime`` local / memory, ``LastModified`` s3fs, ``updated`` gcsfs,
+    ``last_modified`` adlfs); ``None`` when the file system reports none."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, _dt.datetime):
+            return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
+        if isinstance(value, int | float):
+            return _dt.datetime.fromtimestamp(value, _dt.UTC)
+        try:
+            parsed = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=_dt.UTC)
+    return None
 
 
 def _array(buf: Any) -> np.ndarray:
@@ -101,7 +122,7 @@ class ObstoreStore:
             meta = obstore.head(self.store, path)
         except Exception as exc:
             raise translate(exc, self.uri(path), "head") from exc
-        return ObjectMeta(path, int(meta["size"]))
+        return ObjectMeta(path, int(meta["size"]), meta.get("last_modified"))
 
     def size(self, path: str) -> int:
         return self.head(path).size
@@ -254,7 +275,7 @@ class ObstoreStore:
                 for meta in chunk:
                     name = str(meta["path"]).rsplit("/", 1)[-1]
                     if not name.startswith(STAGING_PREFIX):
-                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"])))
+                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"]), meta.get("last_modified")))
         except Exception as exc:
             raise translate(exc, self.uri(prefix), "list") from exc
         out.sort(key=lambda m: m.path)
@@ -293,7 +314,7 @@ class FsspecStore:
         info = self._call("head", path, self.fs.info, path)
         if info.get("type") == "directory":
             raise translate(FileNotFoundError(path), self.uri(path), "head")
-        return ObjectMeta(path, int(info["size"]))
+        return ObjectMeta(path, int(info["size"]), _fsspec_mtime(info))
 
     def size(self, path: str) -> int:
         return self.head(path).size
@@ -371,7 +392,7 @@ class FsspecStore:
         except Exception as exc:
             raise translate(exc, self.uri(prefix), "list") from exc
         out = [
-            ObjectMeta(str(p), int(info.get("size", 0)))
+            ObjectMeta(str(p), int(info.get("size", 0)), _fsspec_mtime(info))
             for p, info in found.items()
             if not str(p).rsplit("/", 1)[-1].startswith(STAGING_PREFIX)
         ]
