@@ -51,3 +51,17 @@ def s3_server():
     server = start_s3_server()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite():
+    """Azurite (the Azure Storage emulator) on loopback with one container (see
+    tests/azurite_server.py); skips, saying why, where it cannot be installed."""
+    from azurite_server import azurite_binary, start_azurite
+
+    binary, why = azurite_binary()
+    if binary is None:
+        pytest.skip(why)
+    server = start_azurite(binary)
+    yield server
+    server.stop()
