@@ -1727,12 +1727,12 @@ class _Compiler:
         return _C(pc.is_valid(self.compile(args[0]).expr), pa.bool_())
 
     def fn_lower(self, name: str, args: list[_Node]) -> _C:
+        """``lower`` / ``upper`` / ``initcap`` (Unicode's full case mappings, as Rust's)."""
         self.arity(name, args, 1)
         arg = self.string_arg(name, self.compile(args[0]))
-        fn = pc.utf8_lower if name == "lower" else pc.utf8_upper
-        return self.fold(fn(arg.expr), fn, [arg], arg.type)
-
-    fn_upper = fn_lower
+        if arg.const is not None and not arg.const.is_valid:
+            return _const(pa.scalar(None, arg.type))
+        return self.udf(name, [arg], arg.type)
 
     def fn_length(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
@@ -2039,12 +2039,10 @@ class _Compiler:
 
     def fn_reverse(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
-        first = self.compile(args[0])
-        arg = self.text_arg(name, first) if name == "reverse" else self.string_arg(name, first)
-        fn = pc.utf8_reverse if name == "reverse" else pc.utf8_title
-        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+        arg = self.text_arg(name, self.compile(args[0]))
+        return self.fold(pc.utf8_reverse(arg.expr), pc.utf8_reverse, [arg], arg.type)
 
-    fn_initcap = fn_reverse
+    fn_upper = fn_initcap = fn_lower
 
     def fn_octet_length(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)

@@ -563,6 +563,30 @@ def _strpos(n: int, strings: Any, subs: Any) -> pa.Array:
     )
 
 
+def _initcap(text: str) -> str:
+    """DataFusion's ``initcap``: each character upper-cased after a non-alphanumeric one (or
+    first), lower-cased after an alphanumeric one, character by character."""
+    out: list[str] = []
+    after_alnum = False
+    for ch in text:
+        out.append(ch.lower() if after_alnum else ch.upper())
+        after_alnum = ch.isalnum()
+    return "".join(out)
+
+
+def _case_kernel(arrow: Callable[[pa.Array], pa.Array], python: Callable[[str], str]) -> Callable[..., pa.Array]:
+    """``upper`` / ``lower`` / ``initcap``: Arrow's kernel on ASCII text; otherwise Unicode's
+    full case mappings row by row, as Rust's (``ß`` → ``SS``, a final ``Σ`` → ``ς``)."""
+
+    def kernel(n: int, strings: Any) -> pa.Array:
+        values = _broadcast(strings, n)
+        if pc.all(pc.string_is_ascii(values)).as_py() is not False:
+            return arrow(values)
+        return pa.array([None if v is None else python(v) for v in values.to_pylist()], values.type)
+
+    return kernel
+
+
 def float_text(value: float, single: bool) -> str:
     """``value`` as DataFusion casts a float to a string (Rust's ``ryu`` layout): the
     shortest digits that read back as the same float32 / float64, written plainly while the
@@ -615,6 +639,9 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "round_rows": _round_rows,
     "repeat_rows": _rowwise(lambda s, k: s * max(0, k), pa.string()),
     "strpos": _strpos,
+    "upper": _case_kernel(pc.utf8_upper, str.upper),
+    "lower": _case_kernel(pc.utf8_lower, str.lower),
+    "initcap": _case_kernel(pc.utf8_title, _initcap),
     "float_text": _float_text,
     "array_has": _array_has,
     "array_has_any": _array_has_any,

@@ -284,6 +284,7 @@ def _text_table() -> pa.Table:
         {
             "s": ["héllo wörld", "abc", None, "", "ñañ", "日本語テキスト"],
             "sub": ["wö", "c", "x", None, "ñ", "テ"],
+            "u": ["straße", "ǅemal ÉCOLE", "İstanbul", "ﬁne", "a\u0301b", "ΣΑΣ"],
             "pat": ["H.*", "B", "a", "", "Ñ", "本"],
             "flags": ["i", "s", "i", None, "i", "x"],
             "n": pa.array([2, -1, 3, None, 0, 1], pa.int64()),
@@ -317,6 +318,9 @@ TEXT_EXPRESSIONS = [
     "reverse(d)", "left(b, 2)", "concat(f, s)", "concat(s, b, d, i)", "concat(f32)", "cast(f as string)",
     "cast(f32 as string)", "regexp_match(i, '1')", "regexp_match(b, 't')", "repeat(s, n)", "lpad(s, n, s)",
     "left(s, n)", "right(s, n)", "length(s)", "reverse(s)", "upper(s)", "initcap(s)",
+    # Unicode's full case mappings, combining marks, multi-byte trims and fills
+    "upper(u)", "lower(u)", "initcap(u)", "reverse(u)", "length(u)", "octet_length(u)", "lpad(u, 8, 'ñé')",
+    "btrim(u, 'ßa')", "right(u, 2)", "regexp_like(u, 'é', 'i')", "u ilike '%é%'", "strpos(u, 'b')", "contains(u, 'ﬁ')",
     # regular expression flags as a column (NULL flags: none), verbose mode
     "regexp_like(s, pat, flags)", "regexp_like(s, 'H', flags)", "regexp_match(s, pat, flags)",
     "regexp_match(s, '(h)(.)', flags)", "regexp_like(s, 'L L', 'ix')", "regexp_like(s, 'h', NULL)",
