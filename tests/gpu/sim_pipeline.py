@@ -578,3 +578,46 @@ def test_s3_miniblock_corrupt_chunk_header_is_refused(s3):
     for device in ("gpu", "cpu"):
         with pytest.raises(CorruptFileError):
             lance_gpu.dataset(name, store=_ranged_s3_store(s3)).to_table(device=device, on_cpu_fallback="raise")
+
+
+# --------------------------------------------------------------------------------------------
+# C++ canonical extension types (not pa.ExtensionType subclasses) on the GPU path
+
+
+def _canonical_extension_table() -> pa.Table:
+    import uuid
+
+    n = 5
+    return pa.table(
+        {
+            "u": pa.array([uuid.UUID(int=i * 7919).bytes for i in range(n)], pa.uuid()),
+            "ten": pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(n * 4, dtype=np.float32).reshape(n, 2, 2)),
+            "j": pa.array(['{"a":1}', None, "[1,2]", "{}", '"é"'], pa.json_(pa.utf8())),
+            "b8": pa.ExtensionArray.from_storage(pa.bool8(), pa.array([1, 0, None, 2, 0], pa.int8())),
+            "op": pa.ExtensionArray.from_storage(
+                pa.opaque(pa.binary(), "geom", "postgis"), pa.array([b"a", None, b"", b"xy", b"z"])
+            ),
+        }
+    )
+
+
+@pytest.mark.parametrize("storage", ["2.1", "2.2"])  # 2.0 pages have no GPU decoder
+def test_canonical_extension_types_on_the_gpu(root, storage):
+    """uuid, fixed_shape_tensor, json (JSONB on the device, text on the way out), bool8 and
+    opaque come back from the GPU path as pylance returns them, and leave for cuDF through
+    the host copy (``cudf.Series.from_arrow``, as ``cudf.DataFrame.from_arrow`` of pylance's
+    table), never through the zero-copy storage layout."""
+    from lance_gpu.gpu import _cudf
+
+    uri = str(root / f"canonical-{storage}.lance")
+    lance.write_dataset(_canonical_extension_table(), uri, data_storage_version=storage)
+    ref = lance.dataset(uri).to_table()
+    gpu = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+    assert gpu.schema == ref.schema
+    assert gpu.equals(ref)
+    (dt,) = list(lance_gpu.dataset(uri).to_device_batches())
+    for name, col in zip(dt.names, dt.columns):
+        assert isinstance(col, DeviceColumn) and col.type == ref.schema.field(name).type, name
+        with pytest.raises(_cudf._NoZeroCopy):
+            _cudf.to_plc_column(col)
+        assert col.to_arrow().equals(ref.column(name).combine_chunks()), name
