@@ -218,7 +218,7 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
         calls = ("count_rows", "to_table", "take", "fragment.count_rows")
         for call in calls:
             # a count below the deletions is refused when the manifest loads, others on use
-            with pytest.raises(CorruptFileError, match="fragment 0 (has|deletes)"):
+            with pytest.raises(CorruptFileError, match=r"fragment 0 (has|deletes)"):
                 ds = lance_gpu.dataset(uri, device="cpu")
                 if call == "take":
                     ds.take([0])
