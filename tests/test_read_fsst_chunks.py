@@ -202,3 +202,32 @@ def test_utf8_verdict_of_the_decode_loop(threads: int) -> None:
     split = list(strings)
     split[10], split[11] = b"ab\xe6\x97", b"\xa5x"
     assert _utf8_case(split, threads) is False
+
+
+def test_copied_ranges_report_utf8_from_the_copy_loop() -> None:
+    """native.ranges_to_variable (mini-block Variable, full-zip values) validates the bytes it
+    copies, group by group; a cut character, a bad byte or a value starting inside a
+    character anywhere (first group, a group boundary, the last value) is found."""
+    rng = np.random.default_rng(9)
+    good = ["café ", "日x", "naïve ", "ab", "", "\U0001f600", "long ascii text " * 40]
+    values = ["".join(good[j] for j in rng.integers(0, len(good), rng.integers(0, 5))).encode() for _ in range(20_000)]
+
+    def run(vals: list[bytes]) -> bool:
+        gap = b"\x00\xff"  # bytes between the ranges, never copied
+        src = gap.join(vals)
+        starts = np.cumsum([0] + [len(v) + len(gap) for v in vals[:-1]]).astype(np.int64)
+        offsets, out, utf8 = native.ranges_to_variable(np.frombuffer(src, np.uint8), starts, np.array([len(v) for v in vals], np.int64))
+        assert out.tobytes() == b"".join(vals) and offsets[-1] == out.size
+        return utf8
+
+    assert run(values) is True
+    total = np.cumsum([len(v) for v in values])
+    at_group_edge = int(np.searchsorted(total, native.UTF8_GROUP_BYTES))
+    for where in (0, at_group_edge, at_group_edge + 1, len(values) - 1):
+        for bad in (b"\xff", b"ab\xe6\x97", b"\xa9x", b"\xed\xa0\x80"):
+            mutated = list(values)
+            mutated[where] = bad
+            assert run(mutated) is False, (where, bad)
+        split = list(values)
+        split[where - 1 if where else 0], split[where if where else 1] = b"x\xe6\x97", b"\xa5"
+        assert run(split) is False, where

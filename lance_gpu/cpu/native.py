@@ -227,23 +227,56 @@ def variable_selected(data, starts, sizes, counts, offset_bytes, chunk, index): 
     return vstart, vlen, ok
 
 
+#: Bytes of copied values validated at a time, while they are still in the L1/L2 cache.
+UTF8_GROUP_BYTES = 1 << 14
+
+
 @njit(**_JIT)
 def _copy_ranges(data, vstart, vlen, offsets, out):  # pragma: no cover
-    for i in range(vstart.size):
+    """Copy the ranges; returns whether every value is well-formed UTF-8, checked group by
+    group of values (about :data:`UTF8_GROUP_BYTES`) right after their copy: a group's bytes
+    with the vectorised check of :mod:`cuda_kernels.utf8`, looking back no further than
+    the group's start, and no value of it starting on a continuation byte."""
+    ok = True
+    g = 0  # first value of the group being copied
+    n = vstart.size
+    for i in range(n):
         s = vstart[i]
         o = offsets[i]
         for j in range(vlen[i]):
             out[o + j] = data[s + j]
+        if ok and (offsets[i + 1] - offsets[g] >= UTF8_GROUP_BYTES or i == n - 1):
+            lo = offsets[g]
+            hi = offsets[i + 1]
+            bad = _utf8_bytes_bad(out, lo, lo, hi) | _utf8_tail_bad(out, lo, hi)
+            for k in range(g + 1, i + 1):
+                p = offsets[k]
+                bad |= (p < hi) & ((out[min(p, hi - 1)] & 0xC0) == 0x80)
+            ok = not bad
+            g = i + 1
+    return ok
 
 
 def ranges_to_variable(data, vstart, vlen):
-    """Copy byte ranges into one contiguous (int64 offsets, bytes) pair."""
+    """Copy byte ranges (``vlen`` >= 0) into one contiguous (int64 offsets, bytes) pair.
+
+    Returns ``(offsets, bytes, utf8)``: the offsets start at 0, never decrease and end at
+    ``len(bytes)`` by construction; ``utf8`` whether every value is well-formed UTF-8,
+    found by the copy loop (see :func:`_copy_ranges`).
+    """
     offsets = np.empty(vstart.size + 1, np.int64)
     offsets[0] = 0
     np.cumsum(vlen, out=offsets[1:])
     out = np.empty(int(offsets[-1]), np.uint8)
-    _copy_ranges(data, vstart, vlen, offsets, out)
-    return offsets, out
+    utf8 = bool(_copy_ranges(data, vstart, vlen, offsets, out)) if vstart.size else True
+    return offsets, out, utf8
+
+
+from cuda_kernels.utf8 import _utf8_bytes_bad as _utf8_bytes_bad_dual  # noqa: E402
+from cuda_kernels.utf8 import _utf8_tail_bad as _utf8_tail_bad_dual  # noqa: E402
+
+_utf8_bytes_bad = _utf8_bytes_bad_dual.cpu
+_utf8_tail_bad = _utf8_tail_bad_dual.cpu
 
 
 @njit(**_JIT)

@@ -81,8 +81,8 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
         return VariableWidthBlock(offsets, data, True, utf8_valid)
     vstart, vlen = variable.value_ranges(inner.variable, cb, ctx, select)
     if not table.compressed:
-        offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
-        return VariableWidthBlock(offsets, data)
+        offsets, data, utf8_valid = native.ranges_to_variable(cb.data, vstart, vlen)
+        return VariableWidthBlock(offsets, data, True, utf8_valid)
     from cuda_kernels.errors import CorruptInputError
     from cuda_kernels.fsst import fsst_decode_spans
 
