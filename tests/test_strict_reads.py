@@ -122,6 +122,26 @@ def test_invalid_utf8_is_corrupt(copy, version):
     rows.validate(full=True)
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.1"])  # 2.2 compresses the dictionary
+def test_invalid_utf8_in_a_dictionary_is_corrupt(tmp_path, version):
+    """A dictionary page is validated once, its dictionary, not each expanded value: a bad
+    dictionary item is still found, and a sound dictionary reads as pylance reads it."""
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "dict"
+    words = [f"DICTWORD{i}-é" for i in range(4)]
+    tbl = pa.table({"d": pa.array([words[i % 4] for i in range(3000)])})
+    lance.write_dataset(tbl, str(uri), data_storage_version=version)
+    assert lance_gpu.dataset(uri, device="cpu").to_table().equals(lance.dataset(str(uri)).to_table())
+    (f,) = _data_files(uri)
+    raw = bytearray(f.read_bytes())
+    assert raw.count(b"DICTWORD2") == 1, "the column is dictionary-encoded, items stored plainly"
+    raw[raw.find(b"DICTWORD2")] = 0xFF
+    f.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="invalid utf-8 sequence") as info:
+        lance_gpu.dataset(uri, device="cpu").to_table()
+    assert str(f) in str(info.value)
+
+
 @pytest.mark.parametrize("version", ["2.1"])  # 2.2 compresses this column's chunks
 def test_binary_miniblock_with_zeroed_offsets_is_corrupt(copy, version):
     uri = copy(version)
