@@ -366,47 +366,87 @@ def make_strings(rows: int) -> dict[str, Path]:
     return out
 
 
-# Full scans of a string-heavy dataset with the page validation on and off (the validator
-# replaced by a no-op in this process only), alternating, after one warm-up of each.
+# Full scans of a string-heavy dataset, validated and not.  Validation now runs partly inside the
+# decode loops (FSST), so "off" cannot be had by switching a function off in this tree: it is
+# the tree of BASELINE_REV (the decoders before they validated anything) with its separate
+# validator replaced by a no-op; "old" is that tree with its validator on (the cost before
+# fusion).  Each mode runs in its own processes, interleaved on, off, old, for ``rounds`` rounds
+# of ``repeat`` scans after one warm-up; the figure is the median of every scan of a mode.
+BASELINE_REV = "222682d"
+
 CHILD_VALIDATION = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
-path, repeat = sys.argv[1], int(sys.argv[2])
+path, repeat, off = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "off"
 import lance_gpu
 import lance_gpu.file.validate as validate
-real = validate.check_variable
-def scan(on):
-    validate.check_variable = real if on else (lambda offsets, data, utf8: None)
+if off:
+    validate.check_variable = lambda offsets, data, utf8: None
+def scan():
     t0 = time.perf_counter(); tbl = lance_gpu.dataset(path, device="cpu").to_table(); dt = time.perf_counter() - t0
     return dt, tbl.nbytes
-scan(True); scan(False)
-on, off = [], []
-for _ in range(repeat):
-    on.append(scan(True)[0]); off.append(scan(False)[0])
-print(json.dumps({"on": on, "off": off, "bytes": scan(True)[1]}))
+scan()
+times = [scan()[0] for _ in range(repeat)]
+print(json.dumps({"times": times, "bytes": scan()[1]}))
 """
 
 
-def validation_main(rows: int, repeat: int) -> None:
+def baseline_tree(rev: str) -> Path:
+    """``lance_gpu`` and ``cuda_kernels`` as of ``rev``, exported once under benchmarks/data/."""
+    out = DATA / f"ref_{rev}"
+    if not (out / "lance_gpu").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", rev, "lance_gpu", "cuda_kernels"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
+def child_at(root: Path, code: str, *args: object, timeout: int = 3600) -> dict:
+    """:func:`child` with ``root`` first on PYTHONPATH (another tree of the packages)."""
+    env = dict(os.environ, PYTHONPATH=str(root))
+    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    if res.returncode:
+        raise RuntimeError(res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def validation_main(rows: int, repeat: int, rounds: int = 3) -> None:
     """Cost of validating decoded strings (offsets and UTF-8) on a string-heavy scan."""
     paths = make_strings(rows)
+    base = baseline_tree(BASELINE_REV)
     results = []
+    loads = [Path("/proc/loadavg").read_text().split()[0]]
     for version, path in paths.items():
-        r = child(CHILD_VALIDATION, path, repeat)
-        on = sorted(r["on"])[len(r["on"]) // 2]
-        off = sorted(r["off"])[len(r["off"]) // 2]
-        results.append({"version": version, "rows": rows, "decoded_mb": r["bytes"] / 1e6, "validated_s": on,
-                        "unvalidated_s": off, "overhead_pct": 100 * (on - off) / off})
+        times: dict[str, list[float]] = {"on": [], "off": [], "old": []}
+        nbytes = 0
+        for _ in range(rounds):
+            r = child_at(HERE.parent, CHILD_VALIDATION, path, repeat, "on")
+            times["on"] += r["times"]
+            nbytes = r["bytes"]
+            times["off"] += child_at(base, CHILD_VALIDATION, path, repeat, "off")["times"]
+            times["old"] += child_at(base, CHILD_VALIDATION, path, repeat, "on")["times"]
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        loads.append(Path("/proc/loadavg").read_text().split()[0])
+        results.append({"version": version, "rows": rows, "decoded_mb": nbytes / 1e6, "validated_s": med["on"],
+                        "unvalidated_s": med["off"], "old_validated_s": med["old"],
+                        "overhead_pct": 100 * (med["on"] - med["off"]) / med["off"],
+                        "old_overhead_pct": 100 * (med["old"] - med["off"]) / med["off"]})
     meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"), "rows": rows, "repeat": repeat}
+            "date": time.strftime("%Y-%m-%d"), "rows": rows, "repeat": repeat, "rounds": rounds,
+            "baseline": BASELINE_REV, "loadavg_1min": loads}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "read_validation.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=2))
     lines = [f"# Cost of string validation on a full scan (CPU), {meta['date']}, {meta['cpus']} cores, {meta['machine']}", "",
              f"{rows} rows of ~45-character text (some non-ASCII words) and ~45-character URLs, written by pylance;",
-             f"median of {repeat} scans each, validation on and off alternating in one process.", "",
-             "| file version | decoded MB | validated s | unvalidated s | overhead |", "|---|---|---|---|---|"]
+             f"median of {rounds} x {repeat} scans per mode, modes in separate processes interleaved (on, off, old).",
+             f"unvalidated: the decoders of {BASELINE_REV} (before any validation in them) with the validator off;",
+             f"before fusion: {BASELINE_REV} with its separate validator on.  1-min loadavg at start and after each version: {', '.join(loads)}.", "",
+             "| file version | decoded MB | validated s | unvalidated s | overhead | before fusion s | overhead before |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['version']} | {r['decoded_mb']:.0f} | {r['validated_s']:.3f} | {r['unvalidated_s']:.3f} | {r['overhead_pct']:+.1f}% |")
+        lines.append(f"| {r['version']} | {r['decoded_mb']:.0f} | {r['validated_s']:.3f} | {r['unvalidated_s']:.3f} | "
+                     f"{r['overhead_pct']:+.1f}% | {r['old_validated_s']:.3f} | {r['old_overhead_pct']:+.1f}% |")
     (RESULTS / "read_validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -423,7 +463,7 @@ def main() -> None:
     ap.add_argument("--validation", action="store_true", help="only the string-validation cost case (read_validation.md)")
     args = ap.parse_args()
     if args.validation:
-        validation_main(2_000_000 if args.rows == 5_000_000 else args.rows, max(args.repeat, 7))
+        validation_main(2_000_000 if args.rows == 5_000_000 else args.rows, max(args.repeat, 5))
         return
     sizes = shape_sizes(args.quick, args.rows, args.emb_rows)
     shapes = [s for s in args.shapes.split(",") if s]

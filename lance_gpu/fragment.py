@@ -53,6 +53,7 @@ class LanceFragment:
         self.physical_rows = int(pb.physical_rows)
         self._readers: dict[str, LanceFileReader] = {}
         self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
+        self._rows_checked = False
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
@@ -117,6 +118,7 @@ class LanceFragment:
     @cached_property
     def live_rows(self) -> np.ndarray | None:
         """Physical offsets of the rows not deleted, or None when nothing is deleted."""
+        self.check_row_count()  # before sizing anything by physical_rows
         deleted = self.deleted_rows
         if deleted.size == 0:
             return None
@@ -127,8 +129,32 @@ class LanceFragment:
         return np.flatnonzero(keep)
 
     def live_count(self) -> int:
-        """Rows not deleted (no deletion file is read when the manifest says how many)."""
+        """Rows not deleted (no deletion file is read when the manifest says how many), after
+        :meth:`check_row_count`: ``count_rows``, a take's row positions and a window's
+        skipped fragments all stand on these counts."""
+        self.check_row_count()
         return self.physical_rows - self.num_deletions
+
+    def check_row_count(self) -> None:
+        """Check the manifest's ``physical_rows`` against the row count of the fragment's
+        first data file, from its footer (opening the reader runs
+        :func:`~lance_gpu.table.consistency.check_data_file`, which raises
+        :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
+
+        Reads that decode open the files anyway; counting (and mapping row positions to
+        fragments) needs this for a corrupted but parseable ``physical_rows``.  Once per
+        fragment object (one per dataset version handle), and the reader is kept for later
+        reads.  Legacy (v1) files, which this package does not read, are not opened.
+        """
+        if self._rows_checked:
+            return
+        data_dir = join(self.dataset.root, "data")
+        for df in self.pb.files:
+            if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
+                continue
+            self.file_reader(join(data_dir, df.path))
+            break
+        self._rows_checked = True
 
     @cached_property
     def row_ids(self) -> np.ndarray:

@@ -49,6 +49,12 @@ class FixedWidthBlock:
 class VariableWidthBlock:
     offsets: np.ndarray  # int64, num_values + 1, starting at 0
     data: np.ndarray  # uint8
+    #: set by a decoder that built the offsets itself: they start at 0, never decrease and
+    #: end at ``len(data)`` (:mod:`lance_gpu.file.validate` then skips them)
+    offsets_valid: bool = False
+    #: set by a decoder that validated the bytes as it wrote them: every value is
+    #: well-formed UTF-8 (meaningful only with ``offsets_valid``)
+    utf8_valid: bool = False
 
     @property
     def num_values(self) -> int:
