@@ -238,12 +238,20 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     starts = page_starts(pages)
     if rows[-1] >= starts[-1]:
         raise CorruptFileError(file.path, f"row {int(rows[-1])} beyond the column's {int(starts[-1])} rows")
-    page_of = np.searchsorted(starts, rows, side="right") - 1
-    bounds = np.flatnonzero(np.diff(page_of)) + 1
-    groups = np.split(np.arange(rows.size), bounds)
+    lo, hi = int(rows[0]), int(rows[-1]) + 1
+    if hi - lo == rows.size:
+        # A run of rows (streaming): each page's share is a slice, no per-row search.
+        first, last = np.searchsorted(starts, [lo, hi - 1], side="right") - 1
+        cuts = np.clip(starts[first : last + 2], lo, hi) - lo
+        spans = [(int(first) + k, slice(int(cuts[k]), int(cuts[k + 1]))) for k in range(int(last) - int(first) + 1)]
+        touched = {pi for pi, _sl in spans}
+    else:
+        page_of = np.searchsorted(starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(page_of)) + 1
+        spans = [(int(page_of[g[0]]), g) for g in np.split(np.arange(rows.size), bounds)]
+        touched = {pi for pi, _g in spans}
     parts = []
-    for g in groups:
-        pi = int(page_of[g[0]])
+    for pi, g in spans:
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
         page_ctx = ctx.at_page(pi)
@@ -271,7 +279,6 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         # would only make the next take fault them in again.
         return out
     # Streaming and large takes touch many pages: keep resident memory near the output size.
-    touched = {int(page_of[g[0]]) for g in groups}
     ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
     file.io.release(ranges, keep=_buffers_of(out))
     return out
