@@ -242,17 +242,24 @@ def run(engine, case):
     if kind == "count":
         return ds.count_rows(filter=f"{fcol} < {thr(arg)}")
     raise ValueError(case)
+import resource
+def cpu_seconds():  # user + system time of every thread of this process
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 out = {e: {} for e in engines}
 for case in cases:
     for e in engines:
         run(e, case)  # warm-up: compile caches, page cache
     times = {e: [] for e in engines}
+    cpu = {e: [] for e in engines}
     for _ in range(repeat):
         for e in engines:
-            t0 = time.perf_counter(); r = run(e, case); times[e].append(time.perf_counter() - t0)
+            c0 = cpu_seconds(); t0 = time.perf_counter(); r = run(e, case)
+            times[e].append(time.perf_counter() - t0); cpu[e].append(cpu_seconds() - c0)
             del r
     for e in engines:
         out[e][case] = min(times[e])
+        out[e]["cpu:" + case] = min(cpu[e])
 print(json.dumps(out))
 """
 
@@ -457,8 +464,10 @@ def main() -> None:
         print(f"  {name} timed cases: done", file=sys.stderr, flush=True)
         for case in cases:
             ours, pyl, par = (got[e][case] for e in ENGINES)
+            cpu_ours, cpu_pyl = (got[e]["cpu:" + case] for e in ("lance_gpu", "lance"))
             rows.append({"shape": name, "case": case_label(case), "lance_gpu_s": ours, "lance_s": pyl, "parquet_s": par,
-                         "vs_pylance": pyl / ours, "vs_parquet": par / ours})
+                         "vs_pylance": pyl / ours, "vs_parquet": par / ours, "lance_gpu_cpu_s": cpu_ours,
+                         "lance_cpu_s": cpu_pyl, "cpu_vs_pylance": cpu_pyl / max(cpu_ours, 1e-9)})
         for engine in ENGINES if not args.cases else ():
             for op in ("batches", "scan"):
                 m = child(CHILD_MEM, engine, op, ppath if engine == "parquet" else lpath)
@@ -507,11 +516,16 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
              "Sizes: " + "; ".join(f"{s} {sizes[s]}" for s in shapes), "",
              f"Best of {args.repeat} interleaved repeats (every engine in turn in one process), seconds; ratio = other "
              "engine's time / lance_gpu's time (above 1: lance_gpu is faster).", "",
-             "| shape | case | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet |", "|---|---|---|---|---|---|---|"]
+             "CPU s: user + system seconds of the process (every thread) during the best run of each engine; on a loaded "
+             "machine the CPU ratio shows the work each engine does, the wall ratio also how many threads it has to win "
+             "cores from other jobs.", "",
+             "| shape | case | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet | lance_gpu CPU s | pylance CPU s | CPU vs pylance |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "vs_pylance" in r:
             lines.append(f"| {r['shape']} | {r['case']} | {r['lance_gpu_s']:.3f} | {r['lance_s']:.3f} | {r['parquet_s']:.3f} | "
-                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x |")
+                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x | {r['lance_gpu_cpu_s']:.3f} | {r['lance_cpu_s']:.3f} | "
+                         f"{r['cpu_vs_pylance']:.2f}x |")
     first_note = ("First `to_table()` in a fresh process, seconds from interpreter start (imports included); median of "
                   "fresh processes. Empty cache = a new `LANCE_GPU_CACHE_DIR`; warm = the next process on that cache. "
                   "Bound = max(1.5 s, 2 x pylance).")

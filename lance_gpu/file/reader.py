@@ -221,11 +221,12 @@ def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, bu
     return (buffers[0], buffers[1], *table[2:])  # type: ignore[misc]
 
 
-def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array:
+def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array | pa.ChunkedArray:
     """Rows ``rows`` (sorted, unique, file-local) of one top-level field.
 
     Single-leaf fields without lists decode only the mini-block chunks that hold the rows;
-    other fields decode the pages covering the rows and take from them.
+    other fields decode the pages covering the rows and take from them.  A run of rows
+    (a streaming window) that crosses pages comes back as a ChunkedArray, a chunk per page.
     """
     if rows.size == 0:
         return read_field(file, field, columns, (0, 0))
@@ -239,7 +240,8 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     if rows[-1] >= starts[-1]:
         raise CorruptFileError(file.path, f"row {int(rows[-1])} beyond the column's {int(starts[-1])} rows")
     lo, hi = int(rows[0]), int(rows[-1]) + 1
-    if hi - lo == rows.size:
+    run = hi - lo == rows.size
+    if run:
         # A run of rows (streaming): each page's share is a slice, no per-row search.
         first, last = np.searchsorted(starts, [lo, hi - 1], side="right") - 1
         cuts = np.clip(starts[first : last + 2], lo, hi) - lo
@@ -273,7 +275,12 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             check_leaf_page(leaf, field.type, page_ctx)
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.take(pa.array(local_rows)))
-    out = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    if len(parts) == 1:
+        out = parts[0]
+    elif run:
+        out = pa.chunked_array(parts, type=parts[0].type)  # a run across pages: a chunk per page, no copy
+    else:
+        out = pa.concat_arrays(parts)
     if rows.size < RELEASE_MIN_ROWS:
         # A small take touches a few OS pages per row; dropping the whole pages' mappings
         # would only make the next take fault them in again.
