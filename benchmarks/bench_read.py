@@ -11,8 +11,9 @@ Shapes (written once under benchmarks/data/ by pylance and pyarrow-Parquet, reus
 * ``mixed`` and ``embeddings``: the earlier benchmark's tables (5M mixed rows, 500k x 128 float32;
   :func:`make_data`, which bench_write, bench_spark and bench_gpu also use).
 
-Cases, each measured for every engine in the same run (median of ``--repeat`` after one warm-up,
-each engine's cases in one fresh process per shape):
+Cases, each measured for every engine in the same run (best of ``--repeat`` after one warm-up per
+engine; all engines in one fresh process per shape, interleaved repeat by repeat so that they share
+the machine's load; ``--cases`` runs a subset of the timed cases only):
 
 * ``scan``: ``to_table()``; ``take``: 10k random rows (Parquet: read + take);
 * ``batches8k`` / ``batches64k``: ``to_batches(batch_size)`` consumed (Parquet: ``iter_batches``);
@@ -188,32 +189,37 @@ def projection(name: str) -> list[str] | None:
     }[name]
 
 
-# All timed cases of one engine on one shape, in one fresh process: prints a JSON line.
+# All timed cases of every engine on one shape, in one fresh process, engines interleaved
+# (each repeat runs every engine in turn, so all see the same machine load): prints a JSON
+# line {engine: {case: best seconds}}.
 CHILD = r"""
 import json, sys, time, warnings
 import numpy as np
 warnings.simplefilter("ignore")
-engine, path, nrows, repeat, cases, cols = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
+engines, path, nrows, repeat, cases, cols = sys.argv[1].split(","), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
 fcol, fscale = sys.argv[7], float(sys.argv[8])
+paths = dict(zip(engines, path))
 def thr(arg):
     v = float(arg) * fscale
     return int(v) if fcol == "id" else v
 import pyarrow as pa, pyarrow.parquet as pq, pyarrow.dataset as pads
-if engine == "lance":
+opener = {}
+if "lance" in engines:
     import lance
-    open_ds = lambda: lance.dataset(path)
-elif engine == "lance_gpu":
+    opener["lance"] = lambda: lance.dataset(paths["lance"])
+if "lance_gpu" in engines:
     import lance_gpu
-    open_ds = lambda: lance_gpu.dataset(path, device="cpu")
+    opener["lance_gpu"] = lambda: lance_gpu.dataset(paths["lance_gpu"], device="cpu")
 idx = np.sort(np.random.default_rng(7).choice(nrows, min(10_000, nrows), replace=False))
 def consume(it):
     n = 0
     for b in it:
         n += b.num_rows
     return n
-def run(case):
+def run(engine, case):
     kind, _, arg = case.partition(":")
     if engine == "parquet":
+        path = paths["parquet"]
         if kind == "scan":
             return pq.read_table(path)
         if kind == "take":
@@ -224,7 +230,7 @@ def run(case):
             return pq.read_table(path, columns=cols, filters=[(fcol, "<", thr(arg))])
         if kind == "count":
             return pq.read_table(path, columns=[fcol], filters=[(fcol, "<", thr(arg))]).num_rows
-    ds = open_ds()
+    ds = opener[engine]()
     if kind == "scan":
         return ds.to_table()
     if kind == "take":
@@ -236,14 +242,24 @@ def run(case):
     if kind == "count":
         return ds.count_rows(filter=f"{fcol} < {thr(arg)}")
     raise ValueError(case)
-out = {}
+import resource
+def cpu_seconds():  # user + system time of every thread of this process
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+out = {e: {} for e in engines}
 for case in cases:
-    run(case)  # warm-up: compile caches, page cache
-    times = []
+    for e in engines:
+        run(e, case)  # warm-up: compile caches, page cache
+    times = {e: [] for e in engines}
+    cpu = {e: [] for e in engines}
     for _ in range(repeat):
-        t0 = time.perf_counter(); r = run(case); times.append(time.perf_counter() - t0)
-        del r
-    out[case] = sorted(times)[len(times) // 2]
+        for e in engines:
+            c0 = cpu_seconds(); t0 = time.perf_counter(); r = run(e, case)
+            times[e].append(time.perf_counter() - t0); cpu[e].append(cpu_seconds() - c0)
+            del r
+    for e in engines:
+        out[e][case] = min(times[e])
+        out[e]["cpu:" + case] = min(cpu[e])
 print(json.dumps(out))
 """
 
@@ -461,7 +477,10 @@ def main() -> None:
     ap.add_argument("--first-read-runs", type=int, default=3, help="fresh processes per first-read figure")
     ap.add_argument("--out", default=None, help="results file stem (default read_cpu, read_cpu_quick with --quick)")
     ap.add_argument("--validation", action="store_true", help="only the string-validation cost case (read_validation.md)")
+    ap.add_argument("--cases", default=None,
+                    help="only these timed cases, by label (e.g. scan,batches64k,filter_10%%); skips memory and first read")
     args = ap.parse_args()
+    args.loadavg_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if args.validation:
         validation_main(2_000_000 if args.rows == 5_000_000 else args.rows, max(args.repeat, 5))
         return
@@ -476,23 +495,26 @@ def main() -> None:
         nrows = size["rows"] * size.get("frags", 1)
         fcol, fscale = filter_column(name, nrows)
         cases = timed_cases(name)
+        if args.cases:
+            wanted = set(args.cases.split(","))
+            cases = [c for c in cases if case_label(c) in wanted]
         cols = json.dumps(projection(name))
-        got = {}
-        for engine in ENGINES:
-            path = ppath if engine == "parquet" else lpath
-            got[engine] = child(CHILD, engine, path, nrows, args.repeat, json.dumps(cases), cols, fcol, fscale)
-            print(f"  {name} {engine}: done", file=sys.stderr, flush=True)
+        paths = ",".join(str(ppath if engine == "parquet" else lpath) for engine in ENGINES)
+        got = child(CHILD, ",".join(ENGINES), paths, nrows, args.repeat, json.dumps(cases), cols, fcol, fscale)
+        print(f"  {name} timed cases: done", file=sys.stderr, flush=True)
         for case in cases:
             ours, pyl, par = (got[e][case] for e in ENGINES)
+            cpu_ours, cpu_pyl = (got[e]["cpu:" + case] for e in ("lance_gpu", "lance"))
             rows.append({"shape": name, "case": case_label(case), "lance_gpu_s": ours, "lance_s": pyl, "parquet_s": par,
-                         "vs_pylance": pyl / ours, "vs_parquet": par / ours})
-        for engine in ENGINES:
+                         "vs_pylance": pyl / ours, "vs_parquet": par / ours, "lance_gpu_cpu_s": cpu_ours,
+                         "lance_cpu_s": cpu_pyl, "cpu_vs_pylance": cpu_pyl / max(cpu_ours, 1e-9)})
+        for engine in ENGINES if not args.cases else ():
             for op in ("batches", "scan"):
                 m = child(CHILD_MEM, engine, op, ppath if engine == "parquet" else lpath)
                 rows.append({"shape": name, "case": f"memory:{op}", "engine": engine,
                              "peak_growth_mb": m["peak_growth"] / 1e6, "decoded_mb": m["decoded"] / 1e6,
                              "ratio": m["peak_growth"] / max(m["decoded"], 1)})
-        if name in ("issue", "wide"):
+        if name in ("issue", "wide") and not args.cases:
             rows.append(first_read_row(name, lpath, args.first_read_runs))
         print(f"{name}: done", file=sys.stderr, flush=True)
     write_results(rows, args, sizes, shapes)
@@ -519,7 +541,7 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
     import pyarrow
 
     meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "host": platform.node(), "processor": platform.processor(),
+            "loadavg": args.loadavg_start + " -> " + " ".join(f"{x:.2f}" for x in os.getloadavg()), "host": platform.node(), "processor": platform.processor(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "repeat": args.repeat,
             "sizes": {s: sizes[s] for s in shapes}, "pylance": lance.__version__, "pyarrow": pyarrow.__version__,
             "numba": numba.__version__}
@@ -529,14 +551,21 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
     title = (f"# Read benchmark (CPU){' --quick' if args.quick else ''}, {meta['date']}, {meta['cpus']} cores, "
              f"{meta['machine']}, Python {meta['python']}, pylance {meta['pylance']}, pyarrow {meta['pyarrow']}, numba {meta['numba']}")
     lines = [title, "",
-             "Shared machine: other jobs ran at the same time, so figures are noisy; ratios are within this one run.", "",
+             "Shared machine: other jobs ran at the same time, so figures are noisy; ratios are within this one run.",
+             f"Load average (1/5/15 min) at start -> end: {meta['loadavg']}.", "",
              "Sizes: " + "; ".join(f"{s} {sizes[s]}" for s in shapes), "",
-             "Median seconds; ratio = other engine's time / lance_gpu's time (above 1: lance_gpu is faster).", "",
-             "| shape | case | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet |", "|---|---|---|---|---|---|---|"]
+             f"Best of {args.repeat} interleaved repeats (every engine in turn in one process), seconds; ratio = other "
+             "engine's time / lance_gpu's time (above 1: lance_gpu is faster).", "",
+             "CPU s: user + system seconds of the process (every thread) during the best run of each engine; on a loaded "
+             "machine the CPU ratio shows the work each engine does, the wall ratio also how many threads it has to win "
+             "cores from other jobs.", "",
+             "| shape | case | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet | lance_gpu CPU s | pylance CPU s | CPU vs pylance |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "vs_pylance" in r:
             lines.append(f"| {r['shape']} | {r['case']} | {r['lance_gpu_s']:.3f} | {r['lance_s']:.3f} | {r['parquet_s']:.3f} | "
-                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x |")
+                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x | {r['lance_gpu_cpu_s']:.3f} | {r['lance_cpu_s']:.3f} | "
+                         f"{r['cpu_vs_pylance']:.2f}x |")
     first_note = ("First `to_table()` in a fresh process, seconds from interpreter start (imports included); median of "
                   "fresh processes. Empty cache = a new `LANCE_GPU_CACHE_DIR`; warm = the next process on that cache. "
                   "Bound = max(1.5 s, 2 x pylance).")

@@ -225,7 +225,7 @@ class LanceFragment:
             if drop is not None:
                 drop()
 
-    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
+    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array | pa.ChunkedArray:
         """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``.
 
         A blob field (:func:`~lance_gpu.table.blobs.blob_kind`) reads as its descriptors
