@@ -10,8 +10,8 @@ The training feed needs four reads, all in terms of *live* rows (deleted rows ne
   ``read_many(spans)`` the same for many small spans with one decode (a batch sampler's
   1024-row ranges);
 * ``take(indices)``: rows at global live-row positions (no filter), in the order asked;
-* ``device_tables(positions)``: the filtered, projected fragments at ``positions`` decoded
-  into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per fragment.
+* ``device_tables(selections)``: the filtered, projected rows of ``(pos, live rows or None)``
+  items decoded into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per item.
 
 Host reads are one scan plan (projection, the filter's columns, row ids) built and resolved
 once per source, run by the CPU executor over per-fragment row selections (no planning per
@@ -22,11 +22,15 @@ reads are ``ds.scanner(fragments=...)`` run by the GPU executor.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+
+if TYPE_CHECKING:
+    from lance_gpu.scan import ResolvedScan
 
 ROW_ID = "_rowid"
 
@@ -69,7 +73,7 @@ class RowSource:
         self._ids = [int(f.fragment_id) for f in ds.get_fragments()]
         self._starts = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=self._starts[1:])
-        self._resolved = None  # the read plan, resolved on first read (not pickled)
+        self._resolved: ResolvedScan | None = None  # the read plan, resolved on first read (not pickled)
         self._frags: list = []
 
     def __getstate__(self) -> dict:
@@ -183,11 +187,14 @@ class RowSource:
         """Rows at global live-row positions, in the order given (no filter)."""
         return self.ds.take(np.asarray(indices, np.int64), columns=self.columns, with_row_id=self.with_row_id)
 
-    def device_tables(self, positions: Sequence[int], *, on_cpu_fallback: str = "warn") -> Iterator:
-        """The fragments at ``positions`` decoded on the GPU, one ``DeviceTable`` each (deleted
-        rows dropped, filter applied, columns in projection order, ``row_ids`` on the host):
-        a scan of those fragments run by the GPU executor."""
-        from lance_gpu.gpu.columns import DeviceTable
+    def device_tables(self, selections: Sequence[tuple[int, np.ndarray | None]], *, on_cpu_fallback: str = "warn") -> Iterator:
+        """Per ``(pos, rows)`` item (``rows``: sorted live-row positions in the fragment at
+        ``pos``, None for all of them; each fragment at most once), those rows decoded on the
+        GPU as one ``DeviceTable`` (filter applied, columns in projection order, ``row_ids`` on
+        the host), in the order given: one scan plan whose row selections are these rows,
+        run by the GPU executor."""
+        from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+        from lance_gpu.scan import LanceScanner, build_plan
         from lance_gpu.scan.plan import ROW_ID
 
         top = {f.name for f in self.ds.lance_schema.fields}
@@ -196,14 +203,20 @@ class RowSource:
             msg = f"the device feed reads top-level columns only, not {dotted}"
             raise SchemaMismatchError(msg)
         frags = self.ds.get_fragments()
-        scanner = self.ds.scanner(
-            columns=list(self.columns), filter=self.filter, fragments=[frags[p] for p in positions],
-            with_row_id=self.with_row_id, device="gpu", on_cpu_fallback=on_cpu_fallback,
+        chosen: dict[int, np.ndarray | None] = {}
+        for pos, rows in selections:
+            frag = frags[pos]
+            live = frag.live_rows
+            chosen[int(frag.fragment_id)] = None if rows is None else (rows if live is None else live[rows])
+        plan = build_plan(
+            self.ds, columns=list(self.columns), filter=self.filter, with_row_id=self.with_row_id,
+            selections=chosen, device="gpu",
         )
-        for dt in scanner.to_device_batches():
+        for dt in LanceScanner(plan, self.ds, on_cpu_fallback=on_cpu_fallback).to_device_batches():
             if self.with_row_id:  # the row ids travel beside the device columns, on the host
                 at = dt.names.index(ROW_ID)
-                ids = np.asarray(dt.columns[at].to_numpy(zero_copy_only=False), np.uint64)
+                col = dt.columns[at]
+                ids = np.asarray((col.to_arrow() if isinstance(col, DeviceColumn) else col).to_numpy(zero_copy_only=False), np.uint64)
                 keep = [i for i in range(len(dt.names)) if i != at]
                 dt = DeviceTable([dt.names[i] for i in keep], [dt.columns[i] for i in keep], dt.num_rows, ids, dt.fragment_id)
             yield dt
