@@ -8,11 +8,14 @@ Batch size 1024.  Cases (each in a fresh process: one warm-up epoch, then the me
 ``--repeat`` epochs; each batch is materialised):
 
 * ``sequential``: ours (``device="cpu"``) / pylance's default loader;
-* ``shuffled``: ours ``shuffle=True`` (seeded read order + a 65,536-row shuffle buffer, so
-  rows are mixed) / pylance's only shuffling loader, ``ShardedBatchSampler(randomize=True)``
-  (contiguous 1024-row ranges in random order);
-* ``shuffled-batches``: ours with pylance's exact semantics (``shard_granularity="batch"``,
-  ``shuffle=True, shuffle_buffer=0``) / the same pylance loader;
+* ``shuffled-fragments``: both ``ShardedFragmentSampler(0, 1, randomize=True)`` (whole
+  fragments in a seeded order, the same sampler semantics on both sides);
+* ``shuffled-batches``: both ``ShardedBatchSampler`` randomized (contiguous 1024-row ranges in a
+  seeded order; ours ``shard_granularity="batch", shuffle=True, shuffle_buffer=0`` gives
+  pylance's order at epoch 0);
+* ``shuffled-rows``: ours ``shuffle=True`` (seeded read order + a 65,536-row shuffle buffer,
+  so rows are mixed) / pylance's randomized ``ShardedBatchSampler``: *not* like with like,
+  pylance's loader has no row-mixing shuffle, so ours does strictly more work here;
 * on a usable GPU also ``gpu-sequential`` / ``gpu-shuffled``: ours ``device="cuda"`` against
   pylance plus ``.cuda()``, synchronised per batch.
 
@@ -66,15 +69,19 @@ def _loader(engine: str, case: str, uri: str):
         device = "cuda" if case.startswith("gpu") else "cpu"
         if case.endswith("sequential"):
             return lt.LanceDataset(uri, BATCH, columns=cols, device=device)
+        if case == "shuffled-fragments":
+            return lt.LanceDataset(uri, BATCH, columns=cols, device=device, sampler=lt.ShardedFragmentSampler(0, 1, randomize=True))
         if case == "shuffled-batches":
             return lt.LanceDataset(uri, BATCH, columns=cols, device=device, shard_granularity="batch", shuffle=True, shuffle_buffer=0)
         return lt.LanceDataset(uri, BATCH, columns=cols, device=device, shuffle=True)
     import lance
-    from lance.sampler import ShardedBatchSampler
+    from lance.sampler import ShardedBatchSampler, ShardedFragmentSampler
     from lance.torch.data import LanceDataset
 
     if case.endswith("sequential"):
         return LanceDataset(lance.dataset(uri), BATCH, columns=cols)
+    if case == "shuffled-fragments":
+        return LanceDataset(lance.dataset(uri), BATCH, columns=cols, sampler=ShardedFragmentSampler(0, 1, randomize=True))
     return LanceDataset(lance.dataset(uri), BATCH, columns=cols, sampler=ShardedBatchSampler(0, 1, randomize=True))
 
 
@@ -129,7 +136,7 @@ def main() -> None:
     uri = str(make_data(args.rows))
     from lance_gpu._device import gpu_unusable_reason
 
-    cases = ["sequential", "shuffled", "shuffled-batches"]
+    cases = ["sequential", "shuffled-fragments", "shuffled-batches", "shuffled-rows"]
     gpu = gpu_unusable_reason() is None
     if gpu:
         cases += ["gpu-sequential", "gpu-shuffled"]
