@@ -102,8 +102,11 @@ class CpuExecutor:
     name = "cpu"
     whole_fragments = False
 
-    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
+    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+               physical: bool = False) -> Iterator[pa.Table]:
+        """``physical=True``: fields as stored (JSON columns as their JSONB large_binary)."""
+        arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
         names = [f.name for f in fields]
         in_flight = len(units) if ahead is None else max(1, ahead)
         pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
@@ -572,11 +575,13 @@ def read_rows(ds: LanceDataset, fragment: LanceFragment, rows: np.ndarray | None
     return concat(list(run_plan(plan, CpuExecutor(), ds)), resolve(plan, ds).schema)
 
 
-def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField],
+                  physical: bool = False) -> Iterator[pa.Table]:
     """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
-    CPU in threads, in unit order: for writers that rewrite whole fields."""
+    CPU in threads, in unit order: for writers that rewrite whole fields (``physical=True``:
+    as stored, JSON columns as JSONB, so a rewrite copies them byte for byte)."""
     _refuse_blob_rewrite(fields)
-    return CpuExecutor().decode(ds, units, fields, None)
+    return CpuExecutor().decode(ds, units, fields, None, physical=physical)
 
 
 def _refuse_blob_rewrite(fields: Sequence[LanceField]) -> None:

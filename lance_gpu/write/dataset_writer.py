@@ -57,14 +57,21 @@ def _check_types(schema: LanceSchema, minor: int) -> None:
     for f in schema.walk():
         if f.logical_type == "map" and minor < 2:
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: map columns need data_storage_version 2.2")
-        if f.logical_type == "json":
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: arrow.json columns cannot be written yet")
+        if f.logical_type == "json" and f.parent_id != -1:
+            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: arrow.json columns can only be top-level fields")
         if f.logical_type.startswith("fixed_size_list:struct"):
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: fixed-size lists of structs cannot be written")
 
 
+def _is_json(t: pa.DataType) -> bool:
+    return getattr(t, "extension_name", None) == "arrow.json"
+
+
 def _strip(t: pa.DataType) -> pa.DataType:
-    """``t`` with the types Lance stores for view types (what a read gives back)."""
+    """``t`` with the types Lance stores for view and JSON types (what a physical read
+    gives back: JSON text is stored as JSONB in large_binary)."""
+    if _is_json(t):
+        return pa.large_binary()
     if pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_binary_view(t):
@@ -87,6 +94,10 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
             raise SchemaMismatchError(
                 f"column {f.name!r}: appended data has type {g.type}, the dataset {f.type}"
             )
+        if (f.metadata or {}).get(b"ARROW:extension:name") == b"lance.json" and not (
+            _is_json(g.type) or (g.metadata or {}).get(b"ARROW:extension:name") == b"lance.json"
+        ):
+            raise SchemaMismatchError(f"column {f.name!r}: the dataset holds JSON, the data {g.type}")
         if g.nullable and not f.nullable:
             raise SchemaMismatchError(f"column {f.name!r} is not nullable in the dataset but nullable in the data")
         order.append(i)
@@ -159,7 +170,11 @@ def _write_fragments(
             return
         w, wname = closing
         closing = None
-        size = w.finish(sync=False)
+        try:
+            size = w.finish(sync=False)
+        except BaseException:
+            w.abort()  # an encoder failed: drop the staging file
+            raise
         syncing.append(_sync_pool().submit(w.sync_close))
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         frag.files.append(_data_file(wname, schema, minor, size))
@@ -177,8 +192,8 @@ def _write_fragments(
         for batch in batches:
             if order is not None:
                 cols = [batch.column(i) for i in order]
-                cols = [c if c.type == f.type else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
-                batch = pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+                cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
+                batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
             for i in not_null:
                 if batch.column(i).null_count:
                     raise SchemaMismatchError(f"column {arrow_schema.field(i).name!r} is not nullable but holds nulls")
