@@ -28,9 +28,11 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.table.blobs import BLOB_V2, blob_kind
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import Append, Overwrite
+from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.inputs import coerce_input
 
@@ -79,6 +81,12 @@ def _strip(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _is_blob_target(f: pa.Field) -> bool:
+    """Is ``f`` (of a physical dataset schema) a blob field, v1 or v2?"""
+    meta = f.metadata or {}
+    return is_blob_input(f) or meta.get(b"ARROW:extension:name") == BLOB_V2.encode()
+
+
 def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
     """Column order of ``incoming`` that gives ``target``; SchemaMismatchError if impossible."""
     names = incoming.names
@@ -94,6 +102,12 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
             raise SchemaMismatchError(
                 f"column {f.name!r}: appended data has type {g.type}, the dataset {f.type}"
             )
+        if _is_blob_target(f):
+            if not is_blob_input(g):
+                raise SchemaMismatchError(f"column {f.name!r}: the dataset holds blobs, the data {g.type} without "
+                                          "the lance-encoding:blob flag")
+            order.append(i)
+            continue
         if (f.metadata or {}).get(b"ARROW:extension:name") == b"lance.json" and not (
             _is_json(g.type) or (g.metadata or {}).get(b"ARROW:extension:name") == b"lance.json"
         ):
@@ -125,7 +139,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_pb2.DataFile:
-    leaves = schema.leaf_ids
+    leaves = column_field_ids(schema)
     return table_pb2.DataFile(
         path=path,
         fields=leaves,
@@ -157,6 +171,7 @@ def _write_fragments(
     writer = None
     name = ""
     not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
+    blobs = [bool(blob_kind(f)) for f in schema.fields]  # blob data stays binary
 
     syncing: list[Future] = []  # fsync + close of finished files, in the background
 
@@ -192,7 +207,8 @@ def _write_fragments(
         for batch in batches:
             if order is not None:
                 cols = [batch.column(i) for i in order]
-                cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
+                cols = [c if c.type == f.type or _is_json(c.type) or blob else c.cast(f.type)
+                        for c, f, blob in zip(cols, arrow_schema, blobs)]
                 batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
             for i in not_null:
                 if batch.column(i).null_count:
@@ -389,7 +405,7 @@ def write_version(
         arrow_schema = target if order is not None else arrow_schema
         kind = "append"
     else:
-        lance_schema = LanceSchema.from_arrow(arrow_schema)
+        lance_schema = LanceSchema.from_arrow(blob_v2_schema(arrow_schema, minor))
         kind = "overwrite"
         if base is not None:  # mode == "overwrite"
             check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)

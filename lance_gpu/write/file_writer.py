@@ -8,7 +8,8 @@ back to back, column encoding ``Any(/lance.encodings.ColumnEncoding, values{})``
 ``Any(/lance.encodings21.PageLayout)``); the column-metadata and global-buffer offset tables;
 and the 40-byte footer.
 
-Batches are buffered per top-level field and encoded into one page (all leaves of the field
+Blob fields (:mod:`lance_gpu.write.blobs`) write their values' bytes when their page is
+flushed and store descriptors in the column.  Batches are buffered per top-level field and encoded into one page (all leaves of the field
 cut at the same rows) once a field holds :data:`PAGE_BYTES` of Arrow data, or when the
 file is finished; rows whose rep / def levels overflow a mini-block chunk's u16 level count
 (long runs of empty lists) are split over more pages.  Only the column metadata stays in memory after a page is written.
@@ -28,7 +29,9 @@ from google.protobuf.any_pb2 import Any
 
 from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_gpu.io.store import ObjectStore, WriteHandle
+from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.blobs import column_field_ids, encode_blob_page
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
 
@@ -127,7 +130,8 @@ class LanceFileWriter:
         self._fh: WriteHandle = store.open_writer(self.path)
         self._pos = 0
         self._fields = list(schema.fields)
-        leaves_per_field = [sum(1 for f in top.walk() if f.is_leaf) for top in self._fields]
+        leaves_per_field = [len(column_field_ids(LanceSchema([top], {}))) for top in self._fields]
+        self._blob = [bool(blob_kind(top)) for top in self._fields]
         self._first_col = np.concatenate([[0], np.cumsum(leaves_per_field)]).astype(int).tolist()
         self._columns: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in range(self._first_col[-1])]
         self._pending: list[list[pa.Array]] = [[] for _ in self._fields]
@@ -179,7 +183,14 @@ class LanceFileWriter:
         first_row = self._field_rows[i]
         self._pending_bytes[i] = 0
         self._field_rows[i] += sum(len(a) for a in arrays)
-        fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
+        if self._blob[i]:
+            # blob bytes go into the file now (the descriptors hold their offsets)
+            arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
+            page = encode_blob_page(arr, self._fields[i], self.minor, self._write_blob_bytes)
+            fut: Future = Future()
+            fut.set_result([(0, page, 0)])
+        else:
+            fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
         self._inflight.append((i, first_row, nbytes, fut))
         self._inflight_bytes += nbytes
         while len(self._inflight) > self._max_inflight:
@@ -219,6 +230,9 @@ class LanceFileWriter:
         self._fh.write(view)
         self._pos += view.nbytes
         return pos, view.nbytes
+
+    def _write_blob_bytes(self, data: np.ndarray) -> int:
+        return self._write_buffer(data)[0]
 
     def _write_page(self, column: int, page: EncodedPage, first_row: int) -> None:
         offsets, sizes = [], []
