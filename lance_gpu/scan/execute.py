@@ -579,9 +579,25 @@ def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[
                   physical: bool = False) -> Iterator[pa.Table]:
     """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
     CPU in threads, in unit order: for writers that rewrite whole fields (``physical=True``:
-    as stored, JSON columns as JSONB, so a rewrite copies them byte for byte)."""
-    _refuse_blob_rewrite(fields)
-    return CpuExecutor().decode(ds, units, fields, None, physical=physical)
+    as writers take them, JSON columns as JSONB, blob columns as their bytes, so a rewrite
+    copies them byte for byte; without it blob columns are refused)."""
+    if not physical:
+        _refuse_blob_rewrite(fields)
+        return CpuExecutor().decode(ds, units, fields, None)
+    plain = [f for f in fields if not blob_kind(f)]
+    if len(plain) == len(fields):
+        return CpuExecutor().decode(ds, units, fields, None, physical=True)
+    return _with_blob_bytes(CpuExecutor().decode(ds, units, plain, None, physical=True), units, fields)
+
+
+def _with_blob_bytes(tables: Iterator[pa.Table], units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+    """Each unit's table with its blob fields' bytes added, in ``fields`` order."""
+    from lance_gpu.table.blobs import read_blob_bytes
+
+    for unit, table in zip(units, tables, strict=True):
+        rows = unit.rows if unit.rows is not None else np.arange(unit.fragment.physical_rows, dtype=np.int64)
+        columns = [read_blob_bytes(unit.fragment, f, rows) if blob_kind(f) else table.column(f.name) for f in fields]
+        yield pa.Table.from_arrays(columns, names=[f.name for f in fields])
 
 
 def _refuse_blob_rewrite(fields: Sequence[LanceField]) -> None:

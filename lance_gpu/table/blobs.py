@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_gpu.errors import UnsupportedEncodingError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
@@ -222,6 +223,67 @@ def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list
             )
         out.append(BlobFile(frag.dataset.store, path, int(d["position"]), int(d["size"])))
     return out
+
+
+def read_blob_bytes(frag: LanceFragment, field: LanceField, rows: np.ndarray | None) -> pa.LargeBinaryArray:
+    """The bytes of blob ``field`` for every physical row of ``frag`` or the sorted ``rows``,
+    as ``large_binary`` (null blobs null): what a writer rewrites the field from."""
+    path, _column_index, reader = _column(frag, field)
+    desc = read_descriptions(frag, field, rows)
+    n = len(desc)
+    position = desc.field("position").to_numpy(zero_copy_only=False).astype(np.int64)
+    size = desc.field("size").to_numpy(zero_copy_only=False).astype(np.int64)
+    valid = desc.is_valid().to_numpy(zero_copy_only=False)
+    if blob_kind(field) == 1:  # 2.0 files show a null as (1, 0)
+        valid &= ~((size == 0) & (position != 0))
+    else:
+        outside = valid & ((desc.field("kind").to_numpy(zero_copy_only=False) != 0)
+                           | (pc.utf8_length(desc.field("blob_uri")).to_numpy(zero_copy_only=False) > 0))
+        if outside.any():
+            raise UnsupportedFeatureError(f"{path}: blob stored outside the data file (kind != 0 or a uri)")
+    size = np.where(valid, size, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    order = np.argsort(position, kind="stable")
+    order = order[size[order] > 0]
+    gathered = reader.read_gather(position[order], size[order])
+    data = np.empty(int(offsets[-1]), np.uint8)
+    src = np.zeros(order.size + 1, np.int64)
+    np.cumsum(size[order], out=src[1:])
+    for k, i in enumerate(order.tolist()):  # one copy per blob (blobs are large)
+        data[offsets[i] : offsets[i + 1]] = gathered[src[k] : src[k + 1]]
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.LargeBinaryArray.from_buffers(  # type: ignore[return-value]
+        pa.large_binary(), n, [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes())]
+    )
+
+
+def with_blob_bytes(ds, table: pa.Table, fragment_ids: np.ndarray, offsets: np.ndarray) -> pa.Table:  # type: ignore[no-untyped-def]
+    """``table`` (rows of ``ds`` at physical ``offsets`` of ``fragment_ids``, as a scan gives
+    them) with each blob column's descriptors replaced by the blobs' bytes (``large_binary``
+    marked ``lance-encoding:blob``): what a writer rewrites the rows from."""
+    fields = {f.name: f for f in ds.lance_schema.fields if blob_kind(f)}
+    names = [n for n in table.column_names if n in fields]
+    if not names:
+        return table
+    frags = {f.fragment_id: f for f in ds.get_fragments()}
+    fragment_ids = np.asarray(fragment_ids, np.int64)
+    offsets = np.asarray(offsets, np.int64)
+    for name in names:
+        pieces: list[pa.Array] = []
+        where: list[np.ndarray] = []
+        for fid in np.unique(fragment_ids).tolist():
+            picked = np.flatnonzero(fragment_ids == fid)
+            rows, inverse = np.unique(offsets[picked], return_inverse=True)
+            pieces.append(read_blob_bytes(frags[fid], fields[name], rows).take(pa.array(inverse)))
+            where.append(picked)
+        order = np.argsort(np.concatenate(where), kind="stable") if where else np.zeros(0, np.int64)
+        stacked = pa.concat_arrays(pieces) if pieces else pa.array([], pa.large_binary())
+        column = stacked.take(pa.array(order))
+        i = table.schema.get_field_index(name)
+        field = pa.field(name, pa.large_binary(), fields[name].nullable, metadata={BLOB_META_KEY: "true"})
+        table = table.set_column(i, field, column)
+    return table
 
 
 def _as_int_array(values: object, what: str) -> np.ndarray:

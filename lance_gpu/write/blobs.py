@@ -150,7 +150,7 @@ def _v1_page(field: LanceField, positions: np.ndarray, sizes: np.ndarray, nulls:
         pb.CompressiveEncoding(packed_struct=pb.PackedStruct(bits_per_value=[64, 64], values=mb.value_compression))
     )
     outer = NULLABLE_ITEM if nulls.any() else ALL_VALID_ITEM
-    layout = pb.PageLayout(blob_layout=pb.BlobLayout(inner_layout=inner.layout, layers=[outer]))
+    layout = pb.PageLayout(blob_layout=pb.BlobLayout(inner_layout=inner.layout, layers=[outer]))  # type: ignore[list-item]
     return EncodedPage(layout, inner.buffers, n)
 
 

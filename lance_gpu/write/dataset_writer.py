@@ -28,7 +28,6 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
-from lance_gpu.table.blobs import BLOB_V2, blob_kind
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import Append, Overwrite
@@ -81,12 +80,6 @@ def _strip(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _is_blob_target(f: pa.Field) -> bool:
-    """Is ``f`` (of a physical dataset schema) a blob field, v1 or v2?"""
-    meta = f.metadata or {}
-    return is_blob_input(f) or meta.get(b"ARROW:extension:name") == BLOB_V2.encode()
-
-
 def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
     """Column order of ``incoming`` that gives ``target``; SchemaMismatchError if impossible."""
     names = incoming.names
@@ -98,16 +91,16 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
     for f in target:
         i = names.index(f.name)
         g = incoming.field(i)
-        if not _strip(g.type).equals(f.type, check_metadata=False):
-            raise SchemaMismatchError(
-                f"column {f.name!r}: appended data has type {g.type}, the dataset {f.type}"
-            )
-        if _is_blob_target(f):
+        if is_blob_input(f):
             if not is_blob_input(g):
                 raise SchemaMismatchError(f"column {f.name!r}: the dataset holds blobs, the data {g.type} without "
                                           "the lance-encoding:blob flag")
             order.append(i)
             continue
+        if not _strip(g.type).equals(f.type, check_metadata=False):
+            raise SchemaMismatchError(
+                f"column {f.name!r}: appended data has type {g.type}, the dataset {f.type}"
+            )
         if (f.metadata or {}).get(b"ARROW:extension:name") == b"lance.json" and not (
             _is_json(g.type) or (g.metadata or {}).get(b"ARROW:extension:name") == b"lance.json"
         ):
@@ -171,7 +164,6 @@ def _write_fragments(
     writer = None
     name = ""
     not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
-    blobs = [bool(blob_kind(f)) for f in schema.fields]  # blob data stays binary
 
     syncing: list[Future] = []  # fsync + close of finished files, in the background
 
@@ -207,8 +199,7 @@ def _write_fragments(
         for batch in batches:
             if order is not None:
                 cols = [batch.column(i) for i in order]
-                cols = [c if c.type == f.type or _is_json(c.type) or blob else c.cast(f.type)
-                        for c, f, blob in zip(cols, arrow_schema, blobs)]
+                cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
                 batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
             for i in not_null:
                 if batch.column(i).null_count:
