@@ -125,7 +125,7 @@ def _v1(raw: pa.Array, path: str) -> pa.Array:
 def _v2(raw: pa.Array, path: str) -> pa.Array:
     valid = raw.is_valid().to_numpy(zero_copy_only=False)
     present = raw.drop_null()
-    offsets = np.frombuffer(present.buffers()[1], np.int64, len(present) + 1, present.offset)
+    offsets = np.frombuffer(present.buffers()[1], np.int64, len(present) + 1, 8 * present.offset)
     data = np.frombuffer(present.buffers()[2], np.uint8) if present.buffers()[2] is not None else np.zeros(0, np.uint8)
     kinds, positions, sizes, ids, uris = split_variable_rows(offsets, data, _V2_ROW, path)
     where = np.flatnonzero(valid)

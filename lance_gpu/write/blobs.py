@@ -75,9 +75,12 @@ def blob_v2_schema(schema: pa.Schema, minor: int) -> pa.Schema:
     return pa.schema(fields, metadata=schema.metadata)
 
 
-def column_field_ids(schema: LanceSchema) -> list[int]:
-    """Ids of the fields that own a column in a 2.1+ data file, in column order: leaves,
-    except that a blob v2 struct owns one column and its children none."""
+def column_field_ids(schema: LanceSchema, minor: int = 2) -> list[int]:
+    """Ids of the fields that own a column in a data file of version 2.``minor``, in column
+    order: in 2.0 every field, depth-first; in 2.1+ the leaves, except that a blob v2 struct
+    owns one column and its children none."""
+    if minor == 0:
+        return [f.id for f in schema.walk()]
     out: list[int] = []
 
     def visit(f: LanceField) -> None:
@@ -113,7 +116,7 @@ def encode_blob_page(
     arr = blob_values(arr)
     n = len(arr)
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else np.ones(n, np.bool_)
-    offsets = np.frombuffer(arr.buffers()[1], np.int64, n + 1, arr.offset)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64, n + 1, 8 * arr.offset)
     sizes = np.where(valid, np.diff(offsets), 0).astype(np.int64)
     padded = (sizes + _ALIGN - 1) // _ALIGN * _ALIGN
     rel = np.zeros(n, np.int64)

@@ -28,6 +28,7 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import Append, Overwrite
@@ -39,7 +40,7 @@ __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetEx
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
-_VERSIONS = {"2.1": 1, "2.2": 2, "stable": 2}
+_VERSIONS = {"2.0": 0, "2.1": 1, "2.2": 2, "stable": 2}
 
 
 
@@ -49,13 +50,15 @@ def _minor_of(version: str | None) -> int:
     key = str(version).strip().lower()
     if key not in _VERSIONS:
         raise UnsupportedFeatureError(
-            f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.1' and '2.2' ('stable')"
+            f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.0', '2.1' and '2.2' ('stable')"
         )
     return _VERSIONS[key]
 
 
 def _check_types(schema: LanceSchema, minor: int) -> None:
     for f in schema.walk():
+        if minor == 0 and blob_kind(f):
+            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: blob columns cannot be written to 2.0 files")
         if f.logical_type == "map" and minor < 2:
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: map columns need data_storage_version 2.2")
         if f.logical_type == "json" and f.parent_id != -1:
@@ -132,7 +135,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_pb2.DataFile:
-    leaves = column_field_ids(schema)
+    leaves = column_field_ids(schema, minor)
     return table_pb2.DataFile(
         path=path,
         fields=leaves,
@@ -335,8 +338,8 @@ def write_version(
     store : optional
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
     data_storage_version : str, optional
-        ``"2.1"``, ``"2.2"`` or ``"stable"`` (default 2.2) for new datasets; appends keep
-        the dataset's version.  ``"2.0"`` and legacy files are not written.
+        ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default 2.2) for new datasets;
+        appends keep the dataset's version.  Legacy (0.1) files are not written.
     use_legacy_format : bool, optional
         Deprecated: ``False`` means ``"stable"``; ``True`` (legacy files) is not supported.
     enable_v2_manifest_paths : bool, default True
