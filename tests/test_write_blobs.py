@@ -93,3 +93,14 @@ def test_blob_column_takes_only_blobs(tmp_path):
     plain = pa.table({"id": [1], "b": pa.array([b"x"], pa.large_binary())})
     with pytest.raises(SchemaMismatchError):
         lance_gpu.write_dataset(plain, uri, mode="append")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_blob_write_of_sliced_batches(tmp_path, version):
+    """Files cut inside a batch hand the writer sliced arrays."""
+    uri = str(tmp_path / "ours")
+    lance_gpu.write_dataset(_table(VALUES * 3), uri, data_storage_version=version, max_rows_per_file=4)
+    ds = lance.dataset(uri)
+    assert len(ds.get_fragments()) == 7
+    rows = list(range(3 * len(VALUES)))
+    assert [None if f is None else f.read() for f in ds.take_blobs("b", indices=rows)] == VALUES * 3
