@@ -38,14 +38,14 @@ from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
 
 __all__ = [
-    "MANIFEST_FOOTER_SIZE",
-    "MAGIC",
-    "U64_MAX",
     "DETACHED_VERSION_MASK",
-    "detached_manifest_name",
+    "MAGIC",
+    "MANIFEST_FOOTER_SIZE",
+    "U64_MAX",
     "ManifestFile",
-    "VersionInfo",
     "NamingScheme",
+    "VersionInfo",
+    "detached_manifest_name",
     "list_versions",
     "load_manifest",
     "manifest_file_name",
@@ -97,7 +97,7 @@ class VersionInfo:
     def timestamp(self) -> _dt.datetime:
         """Commit time of this version (timezone-aware, UTC)."""
         ts = read_manifest(self.store, self.path).timestamp
-        return _dt.datetime.fromtimestamp(ts.seconds, _dt.timezone.utc) + _dt.timedelta(
+        return _dt.datetime.fromtimestamp(ts.seconds, _dt.UTC) + _dt.timedelta(
             microseconds=ts.nanos // 1000
         )
 
