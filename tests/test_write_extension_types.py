@@ -125,7 +125,7 @@ def _extension_table(n: int) -> pa.Table:
     })
 
 
-@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
 def test_extension_types_round_trip(tmp_path, version):
     tbl = _extension_table(3000)
     theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
