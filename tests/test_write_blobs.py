@@ -104,3 +104,23 @@ def test_blob_write_of_sliced_batches(tmp_path, version):
     assert len(ds.get_fragments()) == 7
     rows = list(range(3 * len(VALUES)))
     assert [None if f is None else f.read() for f in ds.take_blobs("b", indices=rows)] == VALUES * 3
+
+
+def test_pylance_sidecar_blobs_read_compacted_and_updated(tmp_path):
+    """pylance 14 packs 2.2 blobs of 64 KiB and more into sidecar files (kind 1) and gives
+    the biggest their own (kind 2); take_blobs, compaction and update read them."""
+    values = [b"a" * 70_000, b"b" * 80_000, b"c" * 10, b"d" * (9 * 1024 * 1024), None, b"e" * 70_000]
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    for uri in (theirs, ours):
+        lance.write_dataset(_table(values), uri)
+    kinds = {d["kind"] for d in lance.dataset(ours).to_table()["b"].to_pylist() if d}
+    assert kinds == {0, 1, 2}
+    rows = list(range(len(values)))
+    assert [None if f is None else f.read() for f in lance_gpu.dataset(ours).take_blobs("b", indices=rows)] == values
+    for uri in (theirs, ours):
+        lance.dataset(uri).delete("id = 1")
+    lance.dataset(theirs).optimize.compact_files()
+    lance_gpu.dataset(ours).optimize.compact_files()
+    lance.dataset(theirs).update({"id": "id + 10"}, where="id > 3")
+    lance_gpu.dataset(ours).update({"id": "id + 10"}, where="id > 3")
+    assert _blobs_by_id(ours) == _blobs_by_id(theirs)

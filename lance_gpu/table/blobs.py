@@ -15,8 +15,11 @@ column itself; ``to_table`` returns the descriptors, ``take_blobs`` file-like ob
   descriptor is ``struct<kind: uint8, position: uint64, size: uint64, blob_id: uint32,
   blob_uri: string>`` (all non-null; the row itself nullable), stored as a full-zip
   VariablePackedStruct. ``kind`` 0 means inline: the bytes live in the same data file at
-  ``position``. Other kinds (packed / dedicated blob files, external URIs) raise
-  :class:`~lance_gpu.errors.UnsupportedFeatureError` when their bytes are read.
+  ``position``; kind 1 (pylance packs values of 64 KiB and more) and kind 2 (a dedicated
+  file for the biggest values) at ``position`` of the sidecar file
+  ``data/{data file stem}/{blob_id bit-reversed as 32 binary digits}.blob``.  External URIs
+  (kind 3, or a ``blob_uri``) raise :class:`~lance_gpu.errors.UnsupportedFeatureError`
+  when their bytes are read.
 """
 
 from __future__ import annotations
@@ -208,6 +211,25 @@ class BlobFile(io.RawIOBase):
         super().close()
 
 
+def sidecar_name(blob_id: int) -> str:
+    """File name pylance gives the sidecar blob file ``blob_id`` (its u32 bits reversed,
+    as 32 binary digits)."""
+    return f"{int(f'{blob_id:032b}'[::-1], 2):032b}.blob"
+
+
+def _blob_path(data_path: str, d: dict) -> str:
+    """Where the bytes of descriptor ``d`` (a ``to_pylist`` row) live."""
+    kind = int(d.get("kind", 0))
+    if kind == 0 and not d.get("blob_uri"):
+        return data_path
+    if kind in (1, 2) and not d.get("blob_uri"):
+        stem = data_path[: -len(".lance")] if data_path.endswith(".lance") else data_path
+        return f"{stem}/{sidecar_name(int(d['blob_id']))}"
+    raise UnsupportedFeatureError(
+        f"{data_path}: blob stored outside the dataset (kind {kind}, uri {d.get('blob_uri')!r})"
+    )
+
+
 def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list[BlobFile | None]:
     """A :class:`BlobFile` (None for a null blob) per physical row of ``rows`` (sorted, unique)."""
     path, _column_index, _reader = _column(frag, field)
@@ -217,11 +239,7 @@ def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list
         if d is None or (blob_kind(field) == 1 and d["size"] == 0 and d["position"] != 0):
             out.append(None)
             continue
-        if d.get("kind", 0) != 0 or d.get("blob_uri"):
-            raise UnsupportedFeatureError(
-                f"{path}: blob stored outside the data file (kind {d.get('kind')}, uri {d.get('blob_uri')!r})"
-            )
-        out.append(BlobFile(frag.dataset.store, path, int(d["position"]), int(d["size"])))
+        out.append(BlobFile(frag.dataset.store, _blob_path(path, d), int(d["position"]), int(d["size"])))
     return out
 
 
@@ -234,24 +252,29 @@ def read_blob_bytes(frag: LanceFragment, field: LanceField, rows: np.ndarray | N
     position = desc.field("position").to_numpy(zero_copy_only=False).astype(np.int64)
     size = desc.field("size").to_numpy(zero_copy_only=False).astype(np.int64)
     valid = desc.is_valid().to_numpy(zero_copy_only=False)
+    inline = valid.copy()
     if blob_kind(field) == 1:  # 2.0 files show a null as (1, 0)
         valid &= ~((size == 0) & (position != 0))
+        inline = valid
     else:
-        outside = valid & ((desc.field("kind").to_numpy(zero_copy_only=False) != 0)
-                           | (pc.utf8_length(desc.field("blob_uri")).to_numpy(zero_copy_only=False) > 0))
-        if outside.any():
-            raise UnsupportedFeatureError(f"{path}: blob stored outside the data file (kind != 0 or a uri)")
+        inline &= (desc.field("kind").to_numpy(zero_copy_only=False) == 0) & (
+            pc.utf8_length(desc.field("blob_uri")).to_numpy(zero_copy_only=False) == 0)
     size = np.where(valid, size, 0)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(size, out=offsets[1:])
-    order = np.argsort(position, kind="stable")
-    order = order[size[order] > 0]
-    gathered = reader.read_gather(position[order], size[order])
     data = np.empty(int(offsets[-1]), np.uint8)
+    order = np.argsort(position, kind="stable")
+    order = order[(size[order] > 0) & inline[order]]
+    gathered = reader.read_gather(position[order], size[order])
     src = np.zeros(order.size + 1, np.int64)
     np.cumsum(size[order], out=src[1:])
     for k, i in enumerate(order.tolist()):  # one copy per blob (blobs are large)
         data[offsets[i] : offsets[i + 1]] = gathered[src[k] : src[k + 1]]
+    store = frag.dataset.store
+    rows_desc = desc.to_pylist() if not inline[valid].all() else []
+    for i in np.flatnonzero(valid & ~inline & (size > 0)).tolist():  # sidecar files (pylance's big blobs)
+        d = rows_desc[i]
+        data[offsets[i] : offsets[i + 1]] = store.read_range(_blob_path(path, d), int(d["position"]), int(size[i]))
     validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
     return pa.LargeBinaryArray.from_buffers(  # type: ignore[return-value]
         pa.large_binary(), n, [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes())]
