@@ -124,3 +124,23 @@ def test_pylance_sidecar_blobs_read_compacted_and_updated(tmp_path):
     lance.dataset(theirs).update({"id": "id + 10"}, where="id > 3")
     lance_gpu.dataset(ours).update({"id": "id + 10"}, where="id > 3")
     assert _blobs_by_id(ours) == _blobs_by_id(theirs)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_add_blob_column(tmp_path, version):
+    """pylance 14 adds blob columns at 2.1 (and fails at 2.2); lance-gpu adds them at both."""
+    schema = pa.schema([BLOB])
+
+    def udf(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.record_batch([pa.array([b"x" * i if i % 3 else None for i in batch["id"].to_pylist()],
+                                         pa.large_binary())], schema=schema)
+
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    for uri in (theirs, ours):
+        lance.write_dataset(pa.table({"id": pa.array(range(10), pa.int64())}), uri, data_storage_version=version)
+    lance_gpu.dataset(ours).add_columns(udf)
+    if version == "2.1":
+        lance.dataset(theirs).add_columns(udf)
+        assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+        assert _blobs_by_id(ours) == _blobs_by_id(theirs)
+    assert _blobs_by_id(ours) == [(i, b"x" * i if i % 3 else None) for i in range(10)]

@@ -136,3 +136,20 @@ def test_extension_types_round_trip(tmp_path, version):
     assert B.to_table().equals(A.to_table())
     assert lance_gpu.dataset(ours).to_table().equals(A.to_table())
     assert B.take([0, 999, 1000, 2999]).equals(A.take([0, 999, 1000, 2999]))
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_add_json_column(tmp_path, version):
+    def udf(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.record_batch({"j": pa.array([f'{{"v":[{x}]}}' for x in batch["id"].to_pylist()], pa.json_())})
+
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    for uri in (theirs, ours):
+        lance.write_dataset(pa.table({"id": pa.array(range(10), pa.int64())}), uri, data_storage_version=version)
+    lance.dataset(theirs).add_columns(udf)
+    lance_gpu.dataset(ours).add_columns(udf)
+    want = lance.dataset(theirs).to_table()
+    assert lance.dataset(ours).to_table().equals(want)
+    assert lance_gpu.dataset(ours).to_table().equals(want)
+    assert [t["j"].to_pylist() for t in _stored(ours) if "j" in t.column_names] == \
+        [t["j"].to_pylist() for t in _stored(theirs) if "j" in t.column_names]
