@@ -18,7 +18,8 @@ order the tree lists them).  What pylance 14 writes, and this module too:
   A ``string`` (not ``large_string`` or binary) page of at least 100 values with fewer than
   100 distinct ones is ``Dictionary{indices: Nullable{no_nulls{Flat{8}}}, items: Binary,
   num_dictionary_items}``: u8 indices, 1-based, 0 for null; items in first-seen order (a
-  page of only nulls has the one item ``""``).
+  page of only nulls has the one item ``""``).  An empty page (list items) of fixed-width
+  values is ``Nullable{all_nulls}``, of binaries a ``Binary`` with ``null_adjustment`` 0.
 * lists: ``List{offsets: Nullable{no_nulls{Flat{64}}}, null_offset_adjustment, num_items}``
   -- u64 end offsets relative to the page's first item, a null list ``end + num_items + 1``;
   the items are the next column(s), with their own pages of ``num_items`` rows.
@@ -107,7 +108,7 @@ def _binary(bufs: _Buffers, arr: pa.Array) -> pb.ArrayEncoding:
     data = arr.buffers()[2]
     first, last = int(offsets[0]), int(offsets[-1])
     raw = np.frombuffer(data, np.uint8)[first:last] if data is not None else np.zeros(0, np.uint8)
-    adjustment = last - first + 1
+    adjustment = last - first + 1 if len(arr) else 0  # pylance leaves it 0 on an empty page
     indices = _nullable(bufs, None, lambda b: _flat(b, _ends(offsets, _valid(arr), adjustment), 64))
     return pb.ArrayEncoding(binary=pb.Binary(indices=indices, bytes=_flat(bufs, raw, 8), null_adjustment=adjustment))
 
@@ -143,6 +144,8 @@ def _leaf(bufs: _Buffers, arr: pa.Array, path: str) -> pb.ArrayEncoding:
 
         return _nullable(bufs, _valid(arr), fsl)
     if _is_fixed(t):
+        if len(arr) == 0:  # an empty items page: pylance marks it all-null
+            return pb.ArrayEncoding(nullable=pb.Nullable(all_nulls=pb.Nullable.AllNull()))
         return _nullable(bufs, _valid(arr), lambda b: _flat(b, *_fixed_bytes(arr)))
     raise UnsupportedFeatureError(f"field {path!r}: {t} cannot be written to a 2.0 file")
 
