@@ -118,3 +118,26 @@ def test_v2_0_appends_compaction_and_update_stay_2_0(tmp_path):
     assert lance_gpu.dataset(ours).to_table().sort_by("id").equals(want)
     lance.write_dataset(more, ours, mode="append")  # pylance appends to ours
     assert lance.dataset(ours).count_rows() == want.num_rows + more.num_rows
+
+
+def test_v2_0_nested_and_empty_pages(tmp_path):
+    inner = pa.struct([("l", pa.list_(pa.int32())), ("f", pa.list_(pa.float64(), 2)), ("s", pa.string())])
+    n = 500
+    tbl = pa.table({
+        "deep": pa.array([[{"l": [i, None], "f": [1.0, 2.0], "s": "a" if i % 2 else None}] * (i % 3) if i % 5 else None
+                          for i in range(n)], pa.list_(inner)),
+        "empty_lists": pa.array([[] for _ in range(n)], pa.list_(pa.int64())),
+        "null_lists": pa.array([None] * n, pa.list_(pa.string())),
+        "lfsl": pa.array([[[1, None]] if i % 2 else [] for i in range(n)], pa.list_(pa.list_(pa.int8(), 2))),
+        "st_fsl": pa.array([{"v": [i, i], "w": i * 1.5} for i in range(n)],
+                           pa.struct([("v", pa.list_(pa.int64(), 2)), ("w", pa.float32())])),
+        "dates": pa.array(list(range(n)), pa.int32()).cast(pa.date32()),
+        "bools_all_null": pa.nulls(n, pa.bool_()),
+    }).slice(7)  # sliced input: offsets into every buffer
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    lance.write_dataset(tbl, theirs, data_storage_version="2.0", max_rows_per_file=200)
+    lance_gpu.write_dataset(tbl, ours, data_storage_version="2.0", max_rows_per_file=200)
+    assert _pages(ours) == _pages(theirs)
+    want = lance.dataset(theirs).to_table()
+    assert lance.dataset(ours).to_table().equals(want)
+    assert lance_gpu.dataset(ours).to_table().equals(want)
