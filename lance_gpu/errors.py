@@ -58,6 +58,11 @@ class MergeInsertError(LanceGpuError, ValueError, OSError):
     Also an ``OSError``, the type pylance raises."""
 
 
+class InvalidJsonError(SchemaMismatchError, OSError):
+    """A value of an ``arrow.json`` column being written is not JSON (or repeats an object
+    key); pylance refuses it with an ``OSError`` ("Failed to encode JSON")."""
+
+
 class RetryableCommitConflictError(CommitConflictError):
     """A concurrent writer changed what this operation read (e.g. it deleted or compacted
     the same fragments): re-running the operation on the latest version may succeed.

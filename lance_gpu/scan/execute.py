@@ -208,8 +208,11 @@ class CpuExecutor:
                 if remote and current is not None:
                     current.drop_prefetched()
 
-    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
+    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+               physical: bool = False) -> Iterator[pa.Table]:
+        """``physical=True``: fields as stored (JSON columns as their JSONB large_binary)."""
+        arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
         names = [f.name for f in fields]
         if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
             for unit in units:
@@ -635,11 +638,29 @@ def read_rows(ds: LanceDataset, fragment: LanceFragment, rows: np.ndarray | None
     return concat(list(run_plan(plan, CpuExecutor(), ds)), resolve(plan, ds).schema)
 
 
-def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField],
+                  physical: bool = False) -> Iterator[pa.Table]:
     """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
-    CPU in threads, in unit order: for writers that rewrite whole fields."""
-    _refuse_blob_rewrite(fields)
-    return CpuExecutor().decode(ds, units, fields, None)
+    CPU in threads, in unit order: for writers that rewrite whole fields (``physical=True``:
+    as writers take them, JSON columns as JSONB, blob columns as their bytes, so a rewrite
+    copies them byte for byte; without it blob columns are refused)."""
+    if not physical:
+        _refuse_blob_rewrite(fields)
+        return CpuExecutor().decode(ds, units, fields, None)
+    plain = [f for f in fields if not blob_kind(f)]
+    if len(plain) == len(fields):
+        return CpuExecutor().decode(ds, units, fields, None, physical=True)
+    return _with_blob_bytes(CpuExecutor().decode(ds, units, plain, None, physical=True), units, fields)
+
+
+def _with_blob_bytes(tables: Iterator[pa.Table], units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+    """Each unit's table with its blob fields' bytes added, in ``fields`` order."""
+    from lance_gpu.table.blobs import read_blob_bytes
+
+    for unit, table in zip(units, tables, strict=True):
+        rows = unit.rows if unit.rows is not None else np.arange(unit.fragment.physical_rows, dtype=np.int64)
+        columns = [read_blob_bytes(unit.fragment, f, rows) if blob_kind(f) else table.column(f.name) for f in fields]
+        yield pa.Table.from_arrays(columns, names=[f.name for f in fields])
 
 
 def _refuse_blob_rewrite(fields: Sequence[LanceField]) -> None:

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import MergeInsertError, SchemaMismatchError
+from lance_gpu.table.blobs import with_blob_bytes
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
 from lance_gpu.write.inputs import cast_batch, coerce_input
@@ -247,6 +248,7 @@ def update(
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 raise SchemaMismatchError(f"update: the value of {col!r} cannot be stored as {typ}: {exc}") from exc
             rows = rows.set_column(rows.schema.get_field_index(col), rows.schema.field(col), arr)
+        rows = with_blob_bytes(target, rows, frag_ids, offsets)  # blob columns are rewritten from their bytes
         change = _RowChange(target)
         change.delete_rows(frag_ids, offsets)
         stable = _stable(target)
