@@ -172,13 +172,17 @@ class CpuExecutor:
     def _materialize_late(self, ds: LanceDataset, resolved: ResolvedScan, table: pa.Table, unit: ReadUnit,
                           late: list[LanceField], offsets: _Offsets | None) -> tuple[pa.Table, ReadUnit]:
         """Filter on the early fields, then decode the late ones for the surviving rows only
-        (or for the whole unit, filtered by the same mask, when most rows survive)."""
-        table = add_virtual(table, unit, resolved.virtual, offsets)
+        (or for the whole unit, filtered by the same mask, when most rows survive).  Virtual
+        columns the filter does not read are made for the surviving rows only, too."""
+        assert resolved.filter is not None  # late fields exist only under a filter
+        early_virtual = resolved.virtual & set(resolved.filter.virtual_columns)
+        table = add_virtual(table, unit, early_virtual, offsets)
         table = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
         table = apply_filter(resolved, table)
         keep = table.column(_POSITION).to_numpy()
         table = table.drop_columns([_POSITION])
         all_rows = np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
+        table = add_virtual(table, ReadUnit(unit.fragment, all_rows[keep]), resolved.virtual - early_virtual, offsets)
         if keep.size * 2 > unit.num_rows:  # most rows survive: one sequential decode is cheaper
             rest = next(self.decode(ds, [unit], late, None)).take(pa.array(keep))
         else:
