@@ -144,6 +144,37 @@ def _read_at(ds: LanceDataset, addresses: np.ndarray) -> pa.Table:
     return table.drop_columns([ROW_ADDR]).take(pa.array(where))
 
 
+class _Scanned:
+    """``columns`` of every live row of ``ds`` in scan order, and the row address of any of
+    them on demand (a scan's rows are each fragment's live rows in turn, so a position
+    is placed by the fragments' live counts: no address column over every row)."""
+
+    def __init__(self, ds: LanceDataset, columns: Sequence[str]) -> None:
+        from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan
+
+        plan = build_plan(ds, columns=list(columns))
+        self.table = concat(list(run_plan(plan, executor_for(ds.device), ds)), resolve(plan, ds).schema)
+        self.fragments = [ds.get_fragment(fid) for fid in plan.fragment_ids]
+        counts = np.array([f.live_count() for f in self.fragments if f is not None], np.int64)
+        self.starts = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=self.starts[1:])
+        assert self.starts[-1] == self.table.num_rows, "a scan returned another number of rows than live"
+
+    def addresses(self, rows: np.ndarray) -> np.ndarray:
+        """``fragment_id << 32 | physical offset`` of the scan's rows ``rows``."""
+        rows = np.asarray(rows, np.int64)
+        out = np.empty(rows.size, np.uint64)
+        which = np.searchsorted(self.starts, rows, side="right") - 1
+        for i in np.flatnonzero(np.bincount(which, minlength=len(self.fragments))).tolist():
+            frag = self.fragments[i]
+            assert frag is not None
+            sel = which == i
+            local = rows[sel] - self.starts[i]
+            live = frag.live_rows
+            out[sel] = frag.row_addresses(local if live is None else live[local])
+        return out
+
+
 class _RowChange:
     """The rows one attempt deletes from existing fragments and the rows it writes."""
 
@@ -424,8 +455,8 @@ class MergeInsertBuilder:
 
     def _attempt(self, ds: LanceDataset, source: pa.Table) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
         on = self._on
-        target = ds.to_table(columns=on, with_row_address=True)
-        addresses = target.column(ROW_ADDR).to_numpy()
+        scanned = _Scanned(ds, on)
+        target = scanned.table
         tgt_idx, src_idx = _match(target, source, on)
         if self._matched == "fail" and tgt_idx.size:
             raise MergeInsertError("merge_insert: when_matched_fail and source rows match existing rows")
@@ -434,7 +465,7 @@ class MergeInsertBuilder:
         act_tgt, act_src = tgt_idx, src_idx
         if self._matched == "update" and self._matched_condition is not None and tgt_idx.size:
             # the condition reads both sides: only the matched target rows are read whole
-            matched_rows = _read_at(ds, addresses[tgt_idx])
+            matched_rows = _read_at(ds, scanned.addresses(tgt_idx))
             columns = list(ds.schema)
             joined = pa.table(
                 {
@@ -456,7 +487,7 @@ class MergeInsertBuilder:
             unmatched = np.ones(target.num_rows, np.bool_)
             unmatched[tgt_idx] = False
             if self._by_source_expr is not None:
-                unmatched &= _expr_mask(ds, addresses, self._by_source_expr)
+                unmatched &= _expr_mask(ds, scanned.addresses(np.arange(target.num_rows)), self._by_source_expr)
             delete_tgt = np.flatnonzero(unmatched)
         n_updated = int(act_tgt.size) if self._matched == "update" else 0
         n_deleted = int(delete_tgt.size) + (int(act_tgt.size) if self._matched == "delete" else 0)
@@ -464,7 +495,7 @@ class MergeInsertBuilder:
         gone = np.sort(np.concatenate([act_tgt, delete_tgt]).astype(np.int64))
         change = _RowChange(ds)
         if gone.size:
-            change.delete_rows(*split_addresses(addresses[gone]))
+            change.delete_rows(*split_addresses(scanned.addresses(gone)))
         # as pylance writes them: the updated rows in target order, then the inserted rows in
         # source order (pylance's hash join keeps that order for single batches; over many
         # it interleaves them in its own way)
@@ -476,7 +507,7 @@ class MergeInsertBuilder:
             id_of_src = np.full(source.num_rows, _NO_ID, np.uint64)
             created_of_src: np.ndarray | None = np.zeros(source.num_rows, np.uint64)
             if self._matched == "update" and act_tgt.size:
-                frag_ids, offsets = split_addresses(addresses[act_tgt])
+                frag_ids, offsets = split_addresses(scanned.addresses(act_tgt))
                 id_of_src[act_src] = _row_ids_at(ds, frag_ids, offsets)
                 versions = _created_at(ds, frag_ids, offsets)
                 if versions is None:
@@ -494,15 +525,25 @@ def _match(target: pa.Table, source: pa.Table, on: Sequence[str]) -> tuple[np.nd
     ascending; null keys never match.  A target row matched by more than one source row
     is refused (:class:`MergeInsertError`), as pylance refuses it."""
     if len(on) == 1:
-        from lance_gpu.cpu.keyjoin import int_keys, match_int_keys
+        from lance_gpu.cpu.keyjoin import KeyTable, int_keys
 
-        tkeys, skeys = int_keys(target.column(on[0])), int_keys(source.column(on[0]))
-        if tkeys is not None and skeys is not None:
-            src_of, ambiguous = match_int_keys(tkeys, skeys)
-            if ambiguous >= 0:
-                _refuse_ambiguous(target, on, ambiguous)
-            tgt_idx = np.flatnonzero(src_of >= 0)
-            return tgt_idx, src_of[tgt_idx]
+        skeys = int_keys(source.column(on[0]))
+        if skeys is not None:
+            table = KeyTable(skeys)
+            tgt_parts, src_parts = [], []
+            base = 0
+            for chunk in target.column(on[0]).chunks:  # one per fragment: no concatenated copy
+                tkeys = int_keys(chunk)
+                assert tkeys is not None  # the source was cast to the target's type
+                tgt, src, ambiguous = table.probe(tkeys)
+                if ambiguous >= 0:
+                    _refuse_ambiguous(target, on, base + ambiguous)
+                tgt_parts.append(tgt + base)
+                src_parts.append(src)
+                base += len(chunk)
+            if not tgt_parts:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.concatenate(tgt_parts), np.concatenate(src_parts)
     keys = target.select(on).append_column(_TGT, pa.array(np.arange(target.num_rows, dtype=np.int64)))
     src_keys = source.select(on).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     valid_src = src_keys.filter(pc.invert(_any_null(src_keys, on)))
