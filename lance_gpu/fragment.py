@@ -166,8 +166,10 @@ class LanceFragment:
 
     def row_addresses(self, rows: np.ndarray | None) -> np.ndarray:
         """Row addresses ``fragment_id << 32 | offset`` of the given physical rows (None: all)."""
-        offsets = np.arange(self.physical_rows, dtype=np.uint64) if rows is None else np.asarray(rows, np.uint64)
-        return (np.uint64(self.fragment_id) << np.uint64(32)) | offsets
+        base = np.uint64(self.fragment_id) << np.uint64(32)
+        if rows is None:  # one pass: the addresses of a whole fragment are a range
+            return np.arange(base, base + np.uint64(self.physical_rows), dtype=np.uint64)
+        return base | np.asarray(rows, np.uint64)
 
     # -- where fields live (for the executors) -----------------------------------------------
 
@@ -315,3 +317,27 @@ def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:
         msg = f"fragment {fragment_id} is not in version {ds.version} of {ds.uri}"
         raise KeyError(msg)
     return frag
+
+
+def write_fragments(data: object, dataset_uri: Any, schema: pa.Schema | None = None, **kwargs: Any) -> Any:
+    """Write ``data`` as uncommitted fragments of the dataset at ``dataset_uri`` (pylance's
+    ``lance.fragment.write_fragments``, the first half of the commit API): returns their
+    :class:`~lance_gpu.txn.fragment.FragmentMetadata` (or a transaction with
+    ``return_transaction=True``) for :meth:`LanceDataset.commit`.
+
+    Parameters
+    ----------
+    data : ReaderLike
+        Anything :func:`lance_gpu.write_dataset` takes.
+    dataset_uri : str, Path or LanceDataset
+        The dataset the fragments are for (it need not exist yet).
+    schema : pyarrow.Schema, optional
+        The schema of ``data``.
+    **kwargs
+        pylance's keyword options (``mode``, ``max_rows_per_file``, ``max_bytes_per_file``,
+        ``data_storage_version``, ``storage_options``, ``enable_stable_row_ids``,
+        ``return_transaction``...); see :func:`lance_gpu.write.fragments.write_fragments`.
+    """
+    from lance_gpu.write.fragments import write_fragments as write
+
+    return write(data, dataset_uri, schema, **kwargs)

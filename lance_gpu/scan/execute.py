@@ -132,13 +132,17 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     frag = unit.fragment
     arrays = [frag.read_field(f, arrow_fields[f.name], unit.rows) for f in early]
     table = pa.Table.from_arrays(arrays, names=[f.name for f in early]) if arrays else empty_table(unit.num_rows)
-    table = add_virtual(table, unit, resolved.virtual, offsets)
+    assert resolved.filter is not None  # late fields exist only under a filter
+    early_virtual = resolved.virtual & set(resolved.filter.virtual_columns)
+    table = add_virtual(table, unit, early_virtual, offsets)
     table = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     table = apply_filter(resolved, table)
     keep = table.column(_POSITION).to_numpy()
     table = table.drop_columns([_POSITION])
     all_rows = np.arange(frag.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
     kept_rows = all_rows[keep]
+    # virtual columns the filter does not read are made for the surviving rows only
+    table = add_virtual(table, ReadUnit(frag, kept_rows), resolved.virtual - early_virtual, offsets)
     share = keep.size / max(1, unit.num_rows)
     for f in late:
         af = arrow_fields[f.name]
