@@ -293,8 +293,65 @@ class ObstoreStore:
         out.sort(key=lambda m: m.path)
         return out
 
-    def open_writer(self, path: str) -> BufferedWriter:
-        return BufferedWriter(self, path)
+    def open_writer(self, path: str) -> StreamingWriter:
+        return StreamingWriter(self, path)
+
+
+class StreamingWriter:
+    """A :class:`~lance_gpu.io.store.WriteHandle` that uploads while the caller writes: the
+    first :data:`PART_SIZE` bytes are buffered; an object that stays below becomes one PUT
+    on :meth:`close`, a larger one a multipart upload whose parts go out (up to 8 at once)
+    as they fill, so a file's upload overlaps the encoding of its later pages.  The object
+    appears only when :meth:`close` completes the upload; :meth:`abort` abandons it (parts
+    already sent belong to an upload that is never completed, so nothing appears) and
+    deletes the key in case it did."""
+
+    def __init__(self, store: ObstoreStore, path: str) -> None:
+        self.store = store
+        self.path = path
+        self._file: Any = None
+        self._size = 0
+        self._done = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        import obstore
+
+        n = memoryview(data).nbytes
+        try:
+            if self._file is None:
+                self._file = obstore.open_writer(self.store.store, self.path, buffer_size=PART_SIZE, max_concurrency=8)
+            self._file.write(data)
+        except Exception as exc:
+            raise translate(exc, self.store.uri(self.path), "write") from exc
+        self._size += n
+        return n
+
+    def tell(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._file is None:  # nothing written: an empty object
+            self.store.put(self.path, b"")
+            return
+        try:
+            self._file.close()
+        except Exception as exc:
+            raise translate(exc, self.store.uri(self.path), "write") from exc
+        finally:
+            self._file = None
+        # requests: one PUT, or create + parts + complete
+        parts = -(-self._size // PART_SIZE)
+        self.store.stats.add("puts", 1 if parts <= 1 else parts + 2, self._size)
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._file = None
+        self.store.delete(self.path)
 
 
 class FsspecStore:

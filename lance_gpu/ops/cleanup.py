@@ -16,8 +16,11 @@ Which files go (pylance's rules, applied to what the store lists under ``data/``
 3. A newer one goes only when *verified*: a removed version references it.  A newer file no
    version references (left by a failed or in-flight write) stays.
 
-(Newer upstream Lance also spares files modified after the earliest kept manifest;
-pylance 14.0.2 does not, and neither do we: the differential tests pin 14.0.2's choice.)
+Not reproduced: pylance 14.0.2 also leaves alone some files written *after* the kept
+manifests' commit times (a copy of a dataset whose files all carry fresh modification times
+loses only its old manifests to pylance's cleanup, and with ``delete_unverified`` its data
+files but not its transaction files).  In a dataset written in order every file predates the
+manifest that references it, and there the two agree (the tests pin this, locally and on S3).
 
 Only files of the layout pylance manages are candidates: ``data/*.lance`` (and blob
 sidecars ``data/{key}/*.blob``, which follow their data file ``data/{key}.lance``),
