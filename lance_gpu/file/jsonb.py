@@ -136,13 +136,15 @@ def jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
 
 def _encode_number(v: int | float) -> bytes:
     if isinstance(v, int):
+        if 0 < v < 256:
+            return _SMALL_UINTS[v]
         if v == 0:
             return b"\x00"
         if 0 < v <= _U64_MAX:
-            size = next(n for n in (1, 2, 4, 8) if v < 1 << (8 * n))
+            size = 2 if v < 1 << 16 else 4 if v < 1 << 32 else 8
             return b"\x50" + v.to_bytes(size, "big")
         if _I64_MIN <= v < 0:
-            size = next(n for n in (1, 2, 4, 8) if v >= -(1 << (8 * n - 1)))
+            size = 1 if v >= -(1 << 7) else 2 if v >= -(1 << 15) else 4 if v >= -(1 << 31) else 8
             return b"\x40" + v.to_bytes(size, "big", signed=True)
         try:
             v = float(v)
@@ -155,38 +157,53 @@ def _encode_number(v: int | float) -> bytes:
     return b"\x60" + _F64.pack(v)
 
 
-def _encode_element(v: Any) -> tuple[int, bytes]:
-    """(entry type, data) of one value inside a container."""
-    if v is None:
-        return _NULL, b""
-    if v is True:
-        return _TRUE, b""
-    if v is False:
-        return _FALSE, b""
-    if isinstance(v, str):
-        return _STRING, v.encode("utf-8")
-    if isinstance(v, (int, float)):
-        return _NUMBER, _encode_number(v)
-    return _CONTAINER, _encode_container(v)
+_SMALL_UINTS = [b""] + [b"\x50" + bytes([i]) for i in range(1, 256)]
+_STR, _NUM, _BOX = _STRING << 28, _NUMBER << 28, _CONTAINER << 28
+_ENTRY_NULL, _ENTRY_FALSE, _ENTRY_TRUE = _NULL << 28, _FALSE << 28, _TRUE << 28
 
 
 def _encode_container(v: list | dict) -> bytes:
-    if isinstance(v, list):
+    """One array or object as a JSONB container (keys sorted: code point order is UTF-8
+    byte order)."""
+    if type(v) is list:
         header, items = (_ARRAY << 28) | len(v), v
     else:
-        keys = sorted(v, key=lambda k: k.encode("utf-8"))
+        keys = sorted(v)
         header, items = (_OBJECT << 28) | len(keys), [*keys, *(v[k] for k in keys)]
-    parts = [_encode_element(item) for item in items]
-    entries = b"".join(_U32.pack((kind << 28) | len(data)) for kind, data in parts)
-    return _U32.pack(header) + entries + b"".join(data for _kind, data in parts)
+    entries = [header]
+    datas = []
+    for item in items:
+        t = type(item)
+        if t is str:
+            d = item.encode("utf-8")
+            entries.append(_STR | len(d))
+            datas.append(d)
+        elif t is int or t is float:
+            d = _encode_number(item)
+            entries.append(_NUM | len(d))
+            datas.append(d)
+        elif item is None:
+            entries.append(_ENTRY_NULL)
+        elif item is True:
+            entries.append(_ENTRY_TRUE)
+        elif item is False:
+            entries.append(_ENTRY_FALSE)
+        else:
+            d = _encode_container(item)
+            entries.append(_BOX | len(d))
+            datas.append(d)
+    return struct.pack(f">{len(entries)}I", *entries) + b"".join(datas)
 
 
 def encode_jsonb(value: Any) -> bytes:
     """One JSON value (as :func:`json.loads` gives it) as a JSONB document."""
-    if isinstance(value, (list, dict)):
+    if type(value) is list or type(value) is dict:
         return _encode_container(value)
-    kind, data = _encode_element(value)
-    return _U32.pack(_SCALAR << 28) + _U32.pack((kind << 28) | len(data)) + data
+    # a scalar: a one-entry container of kind scalar
+    return _SCALAR_HEADER + _encode_container([value])[4:]
+
+
+_SCALAR_HEADER = _U32.pack(_SCALAR << 28)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -7,6 +7,10 @@ metadata ``lance-encoding:blob = "true"``.  Its bytes go into the data file itse
 non-empty value at the next 64-byte boundary, written when the field's page is flushed
 (before the page's own buffers); the column holds one descriptor per row:
 
+* File version 2.0 (blob v1): the column's ``ColumnEncoding`` is ``blob{inner: values{}}``,
+  each page a ``PackedStruct{inner: [Nullable{no_nulls{Flat{64}}}] * 2}`` over one buffer of
+  16-byte rows ``u64 LE position | u64 LE size``; an empty value is ``(0, 0)``, a null one
+  ``(1, 0)``.
 * File version 2.1 (blob v1): the Lance field stays ``large_binary`` with the blob flag.
   The page is ``BlobLayout{inner: MiniBlockLayout{PackedStruct{64, 64}(Flat{128}),
   ALL_VALID_ITEM}, layers: [ALL_VALID_ITEM | NULLABLE_ITEM]}`` over 16-byte rows ``u64 LE
@@ -39,10 +43,12 @@ from lance_gpu.table.schema import LanceField, LanceSchema
 if TYPE_CHECKING:
     from lance_gpu.write.pages import EncodedPage
 
-__all__ = ["V1_NULL_POSITION", "blob_v2_schema", "column_field_ids", "encode_blob_page", "is_blob_input"]
+__all__ = ["V1_NULL_POSITION", "V2_0_NULL_POSITION", "blob_v2_schema", "column_field_ids", "encode_blob_page", "is_blob_input", "v2_0_blob_column_encoding"]
 
 #: The position pylance 14 stores in the v1 descriptor of a null blob (its size is 0).
 V1_NULL_POSITION = 65536
+#: The position of a null blob in a 2.0 file (its size is 0).
+V2_0_NULL_POSITION = 1
 _ALIGN = 64
 _EXT_NAME = b"ARROW:extension:name"
 _V2_STORAGE = pa.struct([pa.field("data", pa.large_binary()), pa.field("uri", pa.string())])
@@ -132,6 +138,10 @@ def encode_blob_page(
     nulls = ~valid
     if minor >= 2:
         return _v2_page(field, positions, sizes, nulls)
+    if minor == 0:
+        positions[(sizes == 0) & valid] = 0
+        positions[nulls] = V2_0_NULL_POSITION
+        return _v2_0_page(positions, sizes)
     positions[(sizes == 0) & valid] = 0
     positions[nulls] = V1_NULL_POSITION
     return _v1_page(field, positions, sizes, nulls)
@@ -155,6 +165,27 @@ def _v1_page(field: LanceField, positions: np.ndarray, sizes: np.ndarray, nulls:
     outer = NULLABLE_ITEM if nulls.any() else ALL_VALID_ITEM
     layout = pb.PageLayout(blob_layout=pb.BlobLayout(inner_layout=inner.layout, layers=[outer]))  # type: ignore[list-item]
     return EncodedPage(layout, inner.buffers, n)
+
+
+def _v2_0_page(positions: np.ndarray, sizes: np.ndarray) -> EncodedPage:
+    from lance_gpu._proto import encodings_v2_0_pb2 as pb20
+    from lance_gpu.write.pages import EncodedPage
+
+    rows = np.empty((positions.size, 2), "<u8")
+    rows[:, 0] = positions
+    rows[:, 1] = sizes
+    u64 = pb20.ArrayEncoding(nullable=pb20.Nullable(no_nulls=pb20.Nullable.NoNull(values=pb20.ArrayEncoding(
+        flat=pb20.Flat(bits_per_value=64, buffer=pb20.Buffer(buffer_index=0, buffer_type=pb20.Buffer.page))))))
+    packed = pb20.PackedStruct(inner=[u64, u64], buffer=pb20.Buffer(buffer_index=0, buffer_type=pb20.Buffer.page))
+    enc = pb20.ArrayEncoding(packed_struct=packed)
+    return EncodedPage(enc, [rows.view(np.uint8).reshape(-1)], positions.size)  # type: ignore[arg-type]
+
+
+def v2_0_blob_column_encoding():  # type: ignore[no-untyped-def]
+    """The ``ColumnEncoding`` of a blob column in a 2.0 file: ``blob{inner: values{}}``."""
+    from lance_gpu._proto import encodings_v2_0_pb2 as pb20
+
+    return pb20.ColumnEncoding(blob=pb20.Blob(inner=pb20.ColumnEncoding(values={})))
 
 
 _V2_ROW = np.dtype([("kind", "u1"), ("position", "<u8"), ("size", "<u8"), ("blob_id", "<u4"), ("uri_len", "<u4")])

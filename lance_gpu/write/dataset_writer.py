@@ -28,7 +28,6 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
-from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import Append, Overwrite
@@ -57,8 +56,6 @@ def _minor_of(version: str | None) -> int:
 
 def _check_types(schema: LanceSchema, minor: int) -> None:
     for f in schema.walk():
-        if minor == 0 and blob_kind(f):
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: blob columns cannot be written to 2.0 files")
         if f.logical_type == "map" and minor < 2:
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: map columns need data_storage_version 2.2")
         if f.logical_type == "json" and f.parent_id != -1:

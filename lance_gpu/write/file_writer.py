@@ -32,7 +32,7 @@ from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.write.blobs import column_field_ids, encode_blob_page
+from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_column_encoding
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
 
@@ -273,10 +273,12 @@ class LanceFileWriter:
         )
         gb_pos, gb_size = self._write_buffer(descriptor.SerializeToString())
         column_encoding = _any(COLUMN_ENCODING_URL, encodings_v2_0_pb2.ColumnEncoding(values={}))
+        blob_encoding = _any(COLUMN_ENCODING_URL, v2_0_blob_column_encoding())
+        blob_columns = {self._first_col[i] for i, blob in enumerate(self._blob) if blob and self.minor == 0}
         meta_start = self._pos
         cmo = []
-        for pages in self._columns:
-            cm = file2_pb2.ColumnMetadata(encoding=column_encoding, pages=pages)
+        for c, pages in enumerate(self._columns):
+            cm = file2_pb2.ColumnMetadata(encoding=blob_encoding if c in blob_columns else column_encoding, pages=pages)
             raw = cm.SerializeToString()
             cmo.append((self._pos, len(raw)))
             self._fh.write(raw)
