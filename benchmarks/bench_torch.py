@@ -108,15 +108,27 @@ def run_case(engine: str, case: str, uri: str, repeat: int) -> dict:
     loader = _loader(engine, case, uri)
     to_cuda = case.startswith("gpu")
     rows, _ = _epoch(loader, to_cuda)  # warm-up: compile kernels, fill the page cache
-    times = []
+    times, cpu = [], []
     for epoch in range(repeat):
         if hasattr(loader, "set_epoch"):
             loader.set_epoch(epoch + 1)
+        c0 = time.process_time()
         n, dt = _epoch(loader, to_cuda)
+        cpu.append(time.process_time() - c0)
         assert n == rows, (n, rows)
         times.append(dt)
     med = statistics.median(times)
-    return {"engine": engine, "case": case, "rows": rows, "seconds": med, "samples_per_s": rows / med, "runs": times}
+    return {
+        "engine": engine, "case": case, "rows": rows, "seconds": med, "samples_per_s": rows / med, "runs": times,
+        "cpu_seconds": statistics.median(cpu), "loadavg": _loadavg(),
+    }
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
 
 
 def _subprocess(engine: str, case: str, uri: str, repeat: int) -> dict:
@@ -141,6 +153,7 @@ def main() -> None:
     if gpu:
         cases += ["gpu-sequential", "gpu-shuffled"]
     results = []
+    start_load = _loadavg()
     for case in cases:
         for engine in ("lance_gpu", "lance"):
             r = _subprocess(engine, case, uri, args.repeat)
@@ -152,14 +165,19 @@ def main() -> None:
         f"# Training-feed benchmark ({'GPU' if gpu else 'CPU'}), {time.strftime('%Y-%m-%d')}, {host}",
         "",
         f"{args.rows:,} rows x (128-float32 embedding + int64 label), batch {BATCH}; median of {args.repeat} epochs after a warm-up, each in a fresh process.",
-        "ratio = our samples/s / pylance's (above 1: lance_gpu is faster).",
+        "ratio = our samples/s / pylance's (above 1: lance_gpu is faster). cpu s = process CPU seconds per epoch",
+        "(all threads; on a loaded machine wall time also depends on how many runnable threads a loader has).",
+        f"Load average at the start: {start_load}; after each case: see the last column.",
         "",
-        "| case | lance_gpu samples/s | pylance samples/s | ratio |",
-        "|---|---|---|---|",
+        "| case | lance_gpu samples/s | pylance samples/s | ratio | cpu s ours / pylance | loadavg |",
+        "|---|---|---|---|---|---|",
     ]
     for case in cases:
         ours, ref = by[(case, "lance_gpu")], by[(case, "lance")]
-        lines.append(f"| {case} | {ours['samples_per_s']:,.0f} | {ref['samples_per_s']:,.0f} | {ours['samples_per_s'] / ref['samples_per_s']:.2f}x |")
+        lines.append(
+            f"| {case} | {ours['samples_per_s']:,.0f} | {ref['samples_per_s']:,.0f} | {ours['samples_per_s'] / ref['samples_per_s']:.2f}x "
+            f"| {ours['cpu_seconds']:.3f} / {ref['cpu_seconds']:.3f} | {ref['loadavg']} |"
+        )
     RESULTS.mkdir(exist_ok=True)
     name = "torch_gpu" if gpu else "torch_cpu"
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The host pipeline: a plan's reads -> (prefetch thread) -> shuffle buffer -> batches.
 
-Memory is bounded: at most ``prefetch`` decoded reads of at most ``read_rows`` rows wait in
-the queue, the shuffle buffer holds at most ``shuffle_buffer + read_rows + batch_size`` rows
+Memory is bounded: at most ``prefetch`` decoded groups of reads of at most
+``GROUP_READS * read_rows`` rows in all wait in the queue (a group is one decode: small reads,
+a batch sampler's ranges, share it, so each fragment's row selection is long), the shuffle buffer holds at most ``shuffle_buffer + read_rows + batch_size`` rows
 (gathered in a second thread, at most ``2 * prefetch`` batches ahead), and one batch is being
 handed out.  Without a shuffle buffer, batches are zero-copy slices of the
 reads (a batch that straddles two reads is concatenated).
@@ -28,6 +29,10 @@ import pyarrow as pa
 from lance_gpu.torch.sampler import Plan, Read
 
 _DONE = object()
+# Reads decoded together, in ``read_rows`` units: a batch sampler's 1024-row ranges spread over
+# every fragment, and a window twice the read size halves the row selections per range
+# (decode CPU of a shuffled-batches epoch over 4 fragments 0.44-0.49 s -> 0.34-0.41 s).
+GROUP_READS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +203,7 @@ def host_batches(
     """Batches of ``batch_size`` rows (the last may be short unless ``drop_last``) of the
     plan's reads, decoded on the CPU by ``source``."""
     reads = split_reads(plan.reads, max(int(read_rows), 1), rng if shuffle_reads else None)
-    stream = prefetched(source, reads, prefetch, max(int(read_rows), 1))
+    stream = prefetched(source, reads, prefetch, GROUP_READS * max(int(read_rows), 1))
     yield from batches_of(
         stream, plan.stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng, prefetch=prefetch
     )

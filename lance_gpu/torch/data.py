@@ -131,7 +131,8 @@ class LanceDataset(torch.utils.data.IterableDataset):
     shuffle_buffer : int, default 65536
         Rows the shuffle buffer holds.
     read_rows : int, default 32768
-        Rows per read (the unit of prefetch and of the shuffled read order).
+        Rows per read (the unit of the shuffled read order); reads are decoded in groups of up
+        to ``2 * read_rows`` rows (the unit of prefetch).
     prefetch : int, default 2
         Reads decoded ahead in a background thread (GPU: batches prepared ahead on a side stream).
     pin_memory : bool, default False
