@@ -327,6 +327,18 @@ def test_deletion_file_of_the_wrong_type_is_corrupt(copy):
     assert str(files[0]) in str(info.value)
 
 
+def test_deletion_file_with_a_damaged_field_name_is_corrupt(copy):
+    uri = copy("2.2")
+    files = sorted(Path(uri, "_deletions").glob("*.arrow"))
+    assert files
+    raw = files[0].read_bytes()
+    assert b"row_id" in raw
+    files[0].write_bytes(raw.replace(b"row_id", b"\xc0ow_id"))  # the name is no longer UTF-8
+    with pytest.raises(CorruptFileError, match="damaged Arrow schema") as info:
+        lance_gpu.dataset(uri).to_table()
+    assert str(files[0]) in str(info.value)
+
+
 def test_pristine_datasets_read_as_pylance_reads_them(pristine):
     lance = pytest.importorskip("lance")
     for uri in pristine.values():
