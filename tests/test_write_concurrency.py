@@ -135,7 +135,7 @@ def test_two_processes_update_without_retries(tmp_path):
     uri = _start(tmp_path)
     got = _race(uri, ["update-x", "update-s"], retries=0)
     assert "ok" in got.values()
-    for job, outcome in got.items():
+    for outcome in got.values():
         assert outcome == "ok" or outcome.startswith("OSError: RetryableCommitConflictError"), got
     t = _check(uri)
     assert t["id"].to_pylist() == list(range(3000))
