@@ -18,8 +18,9 @@ includes opening the dataset:
 Each operation runs in one subprocess that imports both libraries, warms each up once, then
 alternates them for ``--repeat`` rounds (the order flips every round), so both see the same
 machine load; the figure is the best of the rounds (the median is kept in the JSON).
-ratio = pylance's time / lance_gpu's time (above 1: lance_gpu is faster).  The load
-average is recorded before and after each operation.
+ratio = pylance's time / lance_gpu's time (above 1: lance_gpu is faster); cpu ratio the
+same over the process's CPU time (all threads).  The load average is recorded before and
+after each operation.
 Output: a table on stdout and ``benchmarks/results/write_ops_cpu.{md,json}``.
 
     python3 benchmarks/bench_write_ops.py [--rows 5000000 --repeat 5] [--quick] [--ops update_1,merge_insert_1]
@@ -79,22 +80,26 @@ def once(engine):
     d = tempfile.mkdtemp(dir=workdir)
     path = d + "/ds"
     shutil.copytree(base, path)
-    t0 = time.perf_counter(); run(engine, path); dt = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    run(engine, path)
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     rows_after = lance.dataset(path).count_rows()
     shutil.rmtree(d)
-    return dt, rows_after
+    return dt, cpu, rows_after
 
 times = {"lance": [], "lance_gpu": []}
+cpu_times = {"lance": [], "lance_gpu": []}
 counts = {}
 for engine in times:
     once(engine)  # warm-up: imports, kernel compilation, page cache
 for r in range(repeat):
     for engine in (("lance", "lance_gpu") if r % 2 == 0 else ("lance_gpu", "lance")):
-        dt, n = once(engine)
+        dt, cpu, n = once(engine)
         times[engine].append(dt)
+        cpu_times[engine].append(cpu)
         counts.setdefault(engine, n)
 assert counts["lance"] == counts["lance_gpu"], counts
-print(json.dumps({"op": op, "times": times, "rows_after": counts["lance"]}))
+print(json.dumps({"op": op, "times": times, "cpu": cpu_times, "rows_after": counts["lance"]}))
 """
 
 OPS = ("update_1", "merge_insert_1", "write_fragments+commit", "update_50", "merge_insert_50", "update_100",
@@ -148,10 +153,13 @@ def main() -> None:
                 row[engine] = min(times)
                 row[f"{engine}_median"] = sorted(times)[len(times) // 2]
                 row[f"{engine}_all"] = times
+            for engine, cpu in got["cpu"].items():
+                row[f"{engine}_cpu"] = min(cpu)
             row["ratio"] = row["lance"] / row["lance_gpu"]
+            row["cpu_ratio"] = row["lance_cpu"] / row["lance_gpu_cpu"]
             results.append(row)
             print(f"{op:24s} pylance {row['lance']:8.3f}s  lance_gpu {row['lance_gpu']:8.3f}s  "
-                  f"ratio {row['ratio']:.2f}  (load {row['loadavg']})", flush=True)
+                  f"ratio {row['ratio']:.2f}  cpu ratio {row['cpu_ratio']:.2f}  (load {row['loadavg']})", flush=True)
     RESULTS.mkdir(exist_ok=True)
     meta = {"rows": args.rows, "repeat": args.repeat, "machine": platform.platform(), "cpus": os.cpu_count()}
     suffix = "_quick" if args.quick else ""
@@ -161,13 +169,15 @@ def main() -> None:
         "",
         f"{meta['machine']}, {meta['cpus']} CPUs. ratio = pylance time / lance_gpu time (>1: lance_gpu faster).",
         "`update_P` / `merge_insert_P` touch P% of the rows; loadavg (1/5/15 min) before / after each operation.",
+        "cpu = the process's CPU time over the operation (all threads; least of the rounds): the work done,",
+        "which the machine's load hardly changes.",
         "Produced by `python3 benchmarks/bench_write_ops.py`; medians and every round are in the JSON.",
         "",
-        "| operation | pylance s | lance_gpu s | ratio | loadavg before / after |",
-        "| --- | ---: | ---: | ---: | --- |",
+        "| operation | pylance s | lance_gpu s | ratio | pylance cpu s | lance_gpu cpu s | cpu ratio | loadavg before / after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    lines += [f"| {r['op']} | {r['lance']:.3f} | {r['lance_gpu']:.3f} | {r['ratio']:.2f} | {r['loadavg']} |"
-              for r in results]
+    lines += [f"| {r['op']} | {r['lance']:.3f} | {r['lance_gpu']:.3f} | {r['ratio']:.2f} | {r['lance_cpu']:.3f} | "
+              f"{r['lance_gpu_cpu']:.3f} | {r['cpu_ratio']:.2f} | {r['loadavg']} |" for r in results]
     (RESULTS / f"write_ops_cpu{suffix}.md").write_text("\n".join(lines) + "\n")
 
 
