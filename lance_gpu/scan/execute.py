@@ -181,15 +181,16 @@ class CpuExecutor:
         table = apply_filter(resolved, table)
         keep = table.column(_POSITION).to_numpy()
         table = table.drop_columns([_POSITION])
-        all_rows = np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
-        table = add_virtual(table, ReadUnit(unit.fragment, all_rows[keep]), resolved.virtual - early_virtual, offsets)
+        # the surviving physical rows (a whole unit's position is its physical row)
+        kept = keep.astype(np.int64, copy=False) if unit.rows is None else unit.rows[keep]
+        table = add_virtual(table, ReadUnit(unit.fragment, kept), resolved.virtual - early_virtual, offsets)
         if keep.size * 2 > unit.num_rows:  # most rows survive: one sequential decode is cheaper
             rest = next(self.decode(ds, [unit], late, None)).take(pa.array(keep))
         else:
-            rest = next(self.decode(ds, [ReadUnit(unit.fragment, all_rows[keep])], late, None))
+            rest = next(self.decode(ds, [ReadUnit(unit.fragment, kept)], late, None))
         for f in late:
             table = table.append_column(f.name, rest.column(f.name))
-        return table, ReadUnit(unit.fragment, all_rows[keep])
+        return table, ReadUnit(unit.fragment, kept)
 
 
 class GpuExecutor:
