@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
 from cuda_kernels._jitcache import njit
 
 __all__ = ["KeyTable", "int_keys"]
