@@ -48,8 +48,10 @@ class FilterError(LanceGpuError, ValueError):
     """A filter predicate could not be parsed or refers to unknown columns."""
 
 
-class CommitConflictError(LanceGpuError, RuntimeError):
-    """A concurrent writer committed an incompatible change first."""
+class CommitConflictError(LanceGpuError, RuntimeError, OSError):
+    """A concurrent writer committed an incompatible change first.  Also an ``OSError``,
+    the type pylance raises (``lance.commit.CommitConflictError``, and "Too many
+    concurrent writers" once an update's retries run out)."""
 
 
 class MergeInsertError(LanceGpuError, ValueError, OSError):

@@ -10,8 +10,9 @@ thus reads one cache line.  In front of the table, a one-hash Bloom filter of
 ``2^filter_bits`` bits (about 16 per source key, so it stays in cache) answers most
 misses: a target key whose bit (``h >> (64 - filter_bits)``) is clear matches nothing.
 
-Target keys are taken in chunks of :data:`_PROBE_CHUNK` rows (in parallel); a chunk whose
-keys are already ascending (ids, timestamps: the common case) is merged with the sorted
+Target keys are taken in chunks of :data:`_PROBE_CHUNK` rows, on one core (a parallel
+region stalls whenever the machine is busier than its cores: the caller probes each
+fragment's keys as they come instead); a chunk whose keys are already ascending (ids, timestamps: the common case) is merged with the sorted
 source keys instead, a sequential walk without the table.  The result is, per target row,
 the source row it matches (-1: none).  Null keys (``valid`` false) never match, as SQL
 equality says.
@@ -25,14 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from numba import prange
 
 from cuda_kernels._jitcache import njit
 
 __all__ = ["KeyTable", "int_keys"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-# Target rows per parallel probe task.
+# Target rows per probe chunk (each chooses the merge or the table on its own).
 _PROBE_CHUNK = 1 << 16
 
 
@@ -148,16 +148,16 @@ def _merge_range(keys, valid, sorted_keys, sorted_rows, tgt, src, lo, hi):  # pr
     return w - lo, ambiguous
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def _probe(keys, valid, table, bloom, bits, filter_bits, sorted_keys, sorted_rows):  # pragma: no cover - compiled
     n = keys.size
     tasks = (n + _PROBE_CHUNK - 1) // _PROBE_CHUNK
     counts = np.zeros(tasks, np.int64)
     first = np.full(tasks, -1, np.int64)
-    # uninitialised: a task writes its matches at the start of its own range
+    # uninitialised: a chunk writes its matches at the start of its own range
     tgt = np.empty(n, np.int64)
     src = np.empty(n, np.int64)
-    for t in prange(tasks):
+    for t in range(tasks):
         lo = t * _PROBE_CHUNK
         hi = min(lo + _PROBE_CHUNK, n)
         if _ascending(keys, valid, lo, hi):

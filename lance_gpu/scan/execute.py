@@ -139,8 +139,8 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     table = apply_filter(resolved, table)
     keep = table.column(_POSITION).to_numpy()
     table = table.drop_columns([_POSITION])
-    all_rows = np.arange(frag.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
-    kept_rows = all_rows[keep]
+    # the surviving physical rows (a whole unit's position is its physical row)
+    kept_rows = keep.astype(np.int64, copy=False) if unit.rows is None else unit.rows[keep]
     # virtual columns the filter does not read are made for the surviving rows only
     table = add_virtual(table, ReadUnit(frag, kept_rows), resolved.virtual - early_virtual, offsets)
     share = keep.size / max(1, unit.num_rows)
