@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
-_POSITION = "__lance_gpu_position__"
 # Row selections of at most this many rows in all, read without a read-ahead bound (a take),
 # are decoded in the calling thread: starting a pool thread costs more than the decode.
 INLINE_DECODE_ROWS = 1 << 14
@@ -122,6 +121,15 @@ def take_sorted(column: pa.Array | pa.ChunkedArray, positions: np.ndarray) -> pa
     return pa.chunked_array(parts, type=column.type)
 
 
+def take_table_sorted(table: pa.Table, positions: np.ndarray) -> pa.Table:
+    """The rows of ``table`` at the sorted ``positions``, column by column and chunk by chunk."""
+    if positions.size == table.num_rows:
+        return table
+    if not table.num_columns:
+        return empty_table(int(positions.size), table.schema.metadata)
+    return pa.Table.from_arrays([take_sorted(c, positions) for c in table.columns], schema=table.schema)
+
+
 def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit, early: Sequence[LanceField],
                    late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> pa.Table:
     """One unit of a filtered read with late materialization, start to finish (a pool task):
@@ -133,10 +141,9 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     arrays = [frag.read_field(f, arrow_fields[f.name], unit.rows) for f in early]
     table = pa.Table.from_arrays(arrays, names=[f.name for f in early]) if arrays else empty_table(unit.num_rows)
     table = add_virtual(table, unit, resolved.virtual, offsets)
-    table = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    table = apply_filter(resolved, table)
-    keep = table.column(_POSITION).to_numpy()
-    table = table.drop_columns([_POSITION])
+    assert resolved.filter is not None  # late fields exist only under a filter
+    keep = resolved.filter.positions(table)
+    table = take_table_sorted(table, keep)
     all_rows = np.arange(frag.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
     kept_rows = all_rows[keep]
     share = keep.size / max(1, unit.num_rows)
@@ -378,7 +385,7 @@ def add_virtual(table: pa.Table, unit: ReadUnit, virtual: set[str], offsets: _Of
 
 def apply_filter(resolved: ResolvedScan, table: pa.Table) -> pa.Table:
     """Keep the rows for which the plan's filter is true."""
-    return table if resolved.filter is None else resolved.filter.apply(table)
+    return table if resolved.filter is None else take_table_sorted(table, resolved.filter.positions(table))
 
 
 def _evaluate(table: pa.Table, expression: pc.Expression) -> pa.ChunkedArray:
@@ -414,6 +421,8 @@ def project(resolved: ResolvedScan, table: pa.Table) -> pa.Table:
 def finish_table(resolved: ResolvedScan, table: pa.Table, unit: ReadUnit, offsets: _Offsets | None) -> pa.Table:
     """The epilogue every Arrow read runs: virtual columns, filter, projection."""
     table = add_virtual(table, unit, resolved.virtual, offsets)
+    if resolved.filter is not None and not resolved.outputs:  # counting: no row is built
+        return empty_table(resolved.filter.count(table), resolved.schema.metadata)
     table = apply_filter(resolved, table)
     return project(resolved, table)
 
