@@ -306,6 +306,13 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
         )
     if not filter.strip():
         raise FilterError("empty filter predicate")
+    return _parse_filter_text(filter, schema)
+
+
+@functools.lru_cache(maxsize=128)
+def _parse_filter_text(filter: str, schema: pa.Schema) -> CompiledFilter:  # noqa: A002 - as parse_filter
+    """:func:`parse_filter` of SQL text, kept per (text, schema): a read plans and runs its
+    filter more than once (and a frozen CompiledFilter is safe to share)."""
     compiled, ir, udfs = _compile_text(filter, schema)
     if compiled.truth is not None:
         compiled = _C(compiled.truth, pa.bool_())
