@@ -306,13 +306,14 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
         )
     if not filter.strip():
         raise FilterError("empty filter predicate")
-    return _parse_filter_text(filter, schema)
+    try:
+        hash(schema)
+    except TypeError:  # a schema with an unhashable (extension) type: compiled every time
+        return _parse_filter_text(filter, schema)
+    return _parse_filter_text_cached(filter, schema)
 
 
-@functools.lru_cache(maxsize=128)
 def _parse_filter_text(filter: str, schema: pa.Schema) -> CompiledFilter:  # noqa: A002 - as parse_filter
-    """:func:`parse_filter` of SQL text, kept per (text, schema): a read plans and runs its
-    filter more than once (and a frozen CompiledFilter is safe to share)."""
     compiled, ir, udfs = _compile_text(filter, schema)
     if compiled.truth is not None:
         compiled = _C(compiled.truth, pa.bool_())
@@ -321,6 +322,11 @@ def _parse_filter_text(filter: str, schema: pa.Schema) -> CompiledFilter:  # noq
     virtual = _collect_virtual(ir)
     _validate(compiled.expr, _with_virtual(schema, virtual), filter)
     return CompiledFilter(compiled.expr, _collect_columns(ir, schema), filter, virtual, udfs)
+
+
+#: :func:`parse_filter` of SQL text, kept per (text, schema): a read plans and runs its filter
+#: more than once (and a frozen CompiledFilter is safe to share).
+_parse_filter_text_cached = functools.lru_cache(maxsize=128)(_parse_filter_text)
 
 
 def _compile_text(text: str, schema: pa.Schema) -> tuple[_C, _Node, tuple[UdfSpec, ...]]:
