@@ -481,6 +481,7 @@ def main() -> None:
     ap.add_argument("--first-read-runs", type=int, default=3, help="fresh processes per first-read figure")
     ap.add_argument("--out", default=None, help="results file stem (default read_cpu, read_cpu_quick with --quick)")
     ap.add_argument("--validation", action="store_true", help="only the string-validation cost case (read_validation.md)")
+    ap.add_argument("--no-parquet", action="store_true", help="time lance_gpu and pylance only")
     ap.add_argument("--cases", default=None,
                     help="only these timed cases, by label (e.g. scan,batches64k,filter_10%%); skips memory and first read")
     args = ap.parse_args()
@@ -503,11 +504,13 @@ def main() -> None:
             wanted = set(args.cases.split(","))
             cases = [c for c in cases if case_label(c) in wanted]
         cols = json.dumps(projection(name))
-        paths = ",".join(str(ppath if engine == "parquet" else lpath) for engine in ENGINES)
-        got = child(CHILD, ",".join(ENGINES), paths, nrows, args.repeat, json.dumps(cases), cols, fcol, fscale)
+        engines = ENGINES if not args.no_parquet else ENGINES[:2]
+        paths = ",".join(str(ppath if engine == "parquet" else lpath) for engine in engines)
+        got = child(CHILD, ",".join(engines), paths, nrows, args.repeat, json.dumps(cases), cols, fcol, fscale)
+        got.setdefault("parquet", {})
         print(f"  {name} timed cases: done", file=sys.stderr, flush=True)
         for case in cases:
-            ours, pyl, par = (got[e][case] for e in ENGINES)
+            ours, pyl, par = (got[e].get(case, float("nan")) for e in ENGINES)
             cpu_ours, cpu_pyl = (got[e]["cpu:" + case] for e in ("lance_gpu", "lance"))
             rows.append({"shape": name, "case": case_label(case), "lance_gpu_s": ours, "lance_s": pyl, "parquet_s": par,
                          "vs_pylance": pyl / ours, "vs_parquet": par / ours, "lance_gpu_cpu_s": cpu_ours,
@@ -567,8 +570,10 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "vs_pylance" in r:
-            lines.append(f"| {r['shape']} | {r['case']} | {r['lance_gpu_s']:.3f} | {r['lance_s']:.3f} | {r['parquet_s']:.3f} | "
-                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x | {r['lance_gpu_cpu_s']:.3f} | {r['lance_cpu_s']:.3f} | "
+            par = "-" if r["parquet_s"] != r["parquet_s"] else f"{r['parquet_s']:.3f}"  # NaN: not timed
+            vs_par = "-" if r["parquet_s"] != r["parquet_s"] else f"{r['vs_parquet']:.2f}x"
+            lines.append(f"| {r['shape']} | {r['case']} | {r['lance_gpu_s']:.3f} | {r['lance_s']:.3f} | {par} | "
+                         f"{r['vs_pylance']:.2f}x | {vs_par} | {r['lance_gpu_cpu_s']:.3f} | {r['lance_cpu_s']:.3f} | "
                          f"{r['cpu_vs_pylance']:.2f}x |")
     first_note = ("First `to_table()` in a fresh process, seconds from interpreter start (imports included); median of "
                   "fresh processes. Empty cache = a new `LANCE_GPU_CACHE_DIR`; warm = the next process on that cache. "

@@ -97,6 +97,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
@@ -164,14 +165,40 @@ class CompiledFilter:
     virtual_columns: list[str] = field(default_factory=list)
     udfs: tuple[UdfSpec, ...] = ()
 
+    def mask(self, table: pa.Table) -> pa.BooleanArray:
+        """The predicate's value for every row of ``table``, as one boolean array (NULL
+        where the predicate is NULL), evaluated in the calling thread.
+
+        ``table`` must hold :attr:`columns` and :attr:`virtual_columns`; a missing virtual
+        column raises :class:`FilterError` naming it."""
+        from pyarrow import acero
+
+        _check_virtual(self.virtual_columns, table)
+        filter_udfs.ensure_registered(self.udfs)
+        source = table if table.num_columns else pa.table({"__rows": pa.nulls(table.num_rows)})
+        plan = acero.Declaration.from_sequence([
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(source)),
+            acero.Declaration("project", acero.ProjectNodeOptions([self.expression], ["keep"])),
+        ])
+        column = plan.to_table(use_threads=False).column(0)
+        if column.type != pa.bool_():
+            column = column.cast(pa.bool_())
+        return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+    def positions(self, table: pa.Table) -> np.ndarray:
+        """Row numbers (int64, ascending) of ``table`` where the predicate is true."""
+        return true_positions(self.mask(table))
+
+    def count(self, table: pa.Table) -> int:
+        """How many rows of ``table`` the predicate keeps."""
+        return int(pc.sum(self.mask(table)).as_py() or 0)
+
     def apply(self, table: pa.Table) -> pa.Table:
         """Keep the rows for which the predicate is true (false and NULL drop the row).
 
         ``table`` must hold :attr:`columns` and :attr:`virtual_columns`; a missing virtual
         column raises :class:`FilterError` naming it."""
-        _check_virtual(self.virtual_columns, table)
-        filter_udfs.ensure_registered(self.udfs)
-        return table.filter(self.expression)
+        return table.filter(self.mask(table))
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"CompiledFilter({self.expression!s}, columns={self.columns!r})"
@@ -216,6 +243,20 @@ class CompiledExpression:
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"CompiledExpression({self.source!r}: {self.type})"
+
+
+def true_positions(mask: pa.BooleanArray) -> np.ndarray:
+    """Positions (int64, ascending) where ``mask`` is true and not NULL, straight from its
+    bitmaps (pyarrow's indices_nonzero is several times slower)."""
+    n = len(mask)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    validity, values = mask.buffers()[0], mask.buffers()[1]
+    bits = np.unpackbits(np.frombuffer(values, np.uint8), bitorder="little", count=mask.offset + n)[mask.offset :]
+    if mask.null_count and validity is not None:
+        valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little", count=mask.offset + n)[mask.offset :]
+        bits &= valid
+    return np.flatnonzero(bits).astype(np.int64, copy=False)
 
 
 def _check_virtual(virtual: list[str], table: pa.Table) -> None:
@@ -268,6 +309,14 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
         )
     if not filter.strip():
         raise FilterError("empty filter predicate")
+    try:
+        hash(schema)
+    except TypeError:  # a schema with an unhashable (extension) type: compiled every time
+        return _parse_filter_text(filter, schema)
+    return _parse_filter_text_cached(filter, schema)
+
+
+def _parse_filter_text(filter: str, schema: pa.Schema) -> CompiledFilter:  # noqa: A002 - as parse_filter
     compiled, ir, udfs = _compile_text(filter, schema)
     if compiled.truth is not None:
         compiled = _C(compiled.truth, pa.bool_())
@@ -276,6 +325,11 @@ def parse_filter(filter: str | pc.Expression, schema: pa.Schema) -> CompiledFilt
     virtual = _collect_virtual(ir)
     _validate(compiled.expr, _with_virtual(schema, virtual), filter)
     return CompiledFilter(compiled.expr, _collect_columns(ir, schema), filter, virtual, udfs)
+
+
+#: :func:`parse_filter` of SQL text, kept per (text, schema): a read plans and runs its filter
+#: more than once (and a frozen CompiledFilter is safe to share).
+_parse_filter_text_cached = functools.lru_cache(maxsize=128)(_parse_filter_text)
 
 
 def _compile_text(text: str, schema: pa.Schema) -> tuple[_C, _Node, tuple[UdfSpec, ...]]:

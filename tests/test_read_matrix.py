@@ -498,8 +498,12 @@ def test_take(built: Built) -> None:
         assert_same(_ours(built, v).take([0, 5, 3]), _ref(built, v).take([0, 5, 3]), f"{built.name}@v{v} take", exact_dictionaries=False)
 
 
-@pytest.mark.parametrize("batch_size", [1000, 4096])
-def test_to_batches(built: Built, device: str, batch_size: int) -> None:
+@pytest.mark.parametrize(("batch_size", "window"), [(1000, None), (4096, None), (1000, 1777)])
+def test_to_batches(built: Built, device: str, batch_size: int, window: int | None, monkeypatch) -> None:
+    """Streamed batches equal pylance's scan; with a small decode window (1777 rows, cut
+    into pages, chunks and fragments at odd places) the CPU executor decodes row spans."""
+    if window is not None:
+        monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", window)
     ref, ours = _ref(built), _ours(built, device=device)
     batches = list(ours.to_batches(batch_size=batch_size))
     assert all(b.num_rows <= batch_size for b in batches)

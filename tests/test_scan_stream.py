@@ -151,3 +151,32 @@ def test_filtered_stream_equals_pylance(pair, monkeypatch) -> None:
     for flt in ("key % 97 = 5", "key % 3 != 0"):
         got = pa.Table.from_batches(list(ours.to_batches(columns=["s", "payload"], filter=flt, batch_size=400)))
         assert got.equals(ref.to_table(columns=["s", "payload"], filter=flt))
+
+
+def test_long_values_are_decoded_selectively_even_when_most_rows_survive(tmp_path, monkeypatch) -> None:
+    """Long variable-width values (hundreds of bytes a row) are decoded for the survivors
+    only, whatever their share; short ones are decoded whole once most rows survive."""
+    path = str(tmp_path / "long")
+    rng = np.random.default_rng(9)
+    n = 3000
+    letters = np.frombuffer(b"abcdefghij klmnop", np.uint8)
+    table = pa.table({
+        "key": pa.array(np.arange(n, dtype=np.int64)),
+        "short": pa.array([f"s{i % 50}" for i in range(n)]),
+        "doc": pa.array([letters[rng.integers(0, letters.size, 600)].tobytes().decode() for _ in range(n)]),
+    })
+    lance.write_dataset(table, path)
+    ref, ours = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+    decoded: dict[str, int] = {}
+    real = LanceFragment.read_field
+
+    def spy(self, field, arrow_field, rows):
+        decoded[field.name] = decoded.get(field.name, 0) + (self.physical_rows if rows is None else len(rows))
+        return real(self, field, arrow_field, rows)
+
+    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    flt = "key % 10 < 7"
+    got = ours.to_table(columns=["short", "doc"], filter=flt)
+    assert got.equals(ref.to_table(columns=["short", "doc"], filter=flt))
+    assert decoded["doc"] == got.num_rows < n
+    assert decoded["short"] == n

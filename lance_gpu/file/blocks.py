@@ -120,6 +120,21 @@ def _select_validity(block: FixedWidthBlock, idx: np.ndarray) -> tuple[np.ndarra
     return tuple(None if v is None else v.reshape(n, -1)[idx].reshape(-1) for v in block.fsl_validity)
 
 
+def slice_block(block: Block, start: int, count: int) -> Block:
+    """Values ``start .. start + count`` of ``block``, sharing its bytes where whole bytes
+    hold them (a variable-width slice copies only its offsets)."""
+    if isinstance(block, VariableWidthBlock):
+        offsets = block.offsets[start : start + count + 1]
+        first = int(offsets[0])
+        return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])])
+    if block.bits_per_value % 8:
+        return select_block(block, np.arange(start, start + count, dtype=np.int64))
+    width = block.bits_per_value // 8
+    validity = tuple(None if v is None else v.reshape(block.num_values, -1)[start : start + count].reshape(-1)
+                     for v in block.fsl_validity)
+    return FixedWidthBlock(block.as_bytes()[start * width : (start + count) * width], block.bits_per_value, count, validity)
+
+
 def select_block(block: Block, idx: np.ndarray) -> Block:
     """The values of ``block`` at positions ``idx`` (in that order); a run of consecutive
     positions is a slice (the bytes are not copied)."""

@@ -9,6 +9,7 @@ Pages are dispatched on their encoding's type URL: ``/lance.encodings21.PageLayo
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -232,7 +233,8 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         return read_field(file, field, columns, (0, 0))
     if not (len(columns) == 1 and leaf_types(field.type) == [field.type]):
         start, stop = int(rows[0]), int(rows[-1]) + 1
-        return read_field(file, field, columns, (start, stop)).take(pa.array(rows - start))
+        whole = read_field(file, field, columns, (start, stop))
+        return whole if stop - start == rows.size else whole.take(pa.array(rows - start))
     col = columns[0]
     ctx = DecodeContext(file.path, col)
     pages = file.column(col).pages
@@ -241,6 +243,7 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         raise CorruptFileError(file.path, f"row {int(rows[-1])} beyond the column's {int(starts[-1])} rows")
     lo, hi = int(rows[0]), int(rows[-1]) + 1
     run = hi - lo == rows.size
+    spans: list[tuple[int, Any]]  # (page, slice of a run | positions in ``rows``)
     if run:
         # A run of rows (streaming): each page's share is a slice, no per-row search.
         first, last = np.searchsorted(starts, [lo, hi - 1], side="right") - 1
@@ -255,11 +258,14 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     parts = []
     for pi, g in spans:
         page = pages[pi]
-        local_rows = rows[g] - starts[pi]
+        # a run's share of a page is a span of it; scattered rows are page-local row numbers
+        span = (lo + g.start - int(starts[pi]), lo + g.stop - int(starts[pi])) if run else None
+        local_rows = None if span is not None else rows[g] - starts[pi]
         page_ctx = ctx.at_page(pi)
         layout = _page_layout(file, col, pi, page_ctx)
         if layout.WhichOneof("layout") == "full_zip_layout" and layout.full_zip_layout.bits_rep == 0:
-            leaf = fullzip.take_rows(layout.full_zip_layout, page, file, local_rows, page_ctx)
+            wanted = np.arange(*span, dtype=np.int64) if span is not None else np.asarray(local_rows)
+            leaf = fullzip.take_rows(layout.full_zip_layout, page, file, wanted, page_ctx)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue
@@ -267,14 +273,14 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
             mb = layout.mini_block_layout
             table = _chunk_table(file, col, pi, mb, bufs, page_ctx)
-            leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, table=table)
+            leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, table=table, span=span)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
         else:
             leaf = decode_page(file, page, bufs, page_ctx)
             check_leaf_page(leaf, field.type, page_ctx)
             arr = assemble(field, [leaf], file.path)
-            parts.append(arr.take(pa.array(local_rows)))
+            parts.append(arr.slice(span[0], span[1] - span[0]) if span is not None else arr.take(pa.array(local_rows)))
     if len(parts) == 1:
         out = parts[0]
     elif run:

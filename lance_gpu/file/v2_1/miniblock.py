@@ -18,7 +18,7 @@ import numpy as np
 
 from lance_gpu.cpu import native
 from lance_gpu.file import encodings
-from lance_gpu.file.blocks import FixedWidthBlock, select_block
+from lance_gpu.file.blocks import FixedWidthBlock, slice_block
 from lance_gpu.file.encodings import dictionary
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 from lance_gpu.file.page import LeafPage
@@ -91,13 +91,17 @@ def decode(
     ctx: DecodeContext,
     rows: np.ndarray | None = None,
     table: tuple | None = None,
+    span: tuple[int, int] | None = None,
 ) -> LeafPage:
-    """Decode a whole mini-block page, or only the chunks holding ``rows``.
+    """Decode a whole mini-block page, or only the chunks holding ``rows`` or ``span``.
 
     With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
     rows are items) only the chunks holding them are decoded, and the result holds exactly
-    those rows, in order.  ``table``: this page's :func:`chunk_table`, when the caller keeps
-    it between calls (repeated takes from one page parse its chunk headers once).
+    those rows, in order.  With ``span`` (``(start, stop)``, page-local: a run of rows, as
+    streaming reads) the chunks holding it are decoded whole and the run is sliced from
+    them (selective decoders only pay off on scattered rows).  ``table``: this page's
+    :func:`chunk_table`, when the caller keeps it between calls (repeated takes from one
+    page parse its chunk headers once).
     """
     if table is None:
         table = chunk_table(layout, buffers, ctx)
@@ -106,21 +110,27 @@ def decode(
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
     local = None
-    run = False  # the selection is one run of rows: decode its chunks whole, then slice
-    if rows is not None:
+    cut: tuple[int, int] | None = None  # a run: (first item, items) sliced from the decoded chunks
+    if rows is not None and rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+        span, rows = (int(rows[0]), int(rows[-1]) + 1), None
+    if rows is not None or span is not None:
         if has_rep:
             raise ValueError("row selection needs a page without repetition levels")
         first_item = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=first_item[1:])
-        if rows.size and (int(rows[-1]) >= int(first_item[-1]) or int(rows[0]) < 0):
-            raise ctx.corrupt(f"mini-block page of {int(first_item[-1])} items asked for row {int(rows[-1])}")
-        if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
-            # A contiguous run of rows (streaming): a range of chunks.
-            c0, c1 = np.searchsorted(first_item, [rows[0], rows[-1]], side="right") - 1
-            keep = np.arange(c0, c1 + 1)
-            local = np.arange(rows.size, dtype=np.int64) + (int(rows[0]) - int(first_item[c0]))
-            run = True
+        if span is not None:
+            lo, hi = span
         else:
+            assert rows is not None
+            lo, hi = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
+        if hi > lo and (hi > int(first_item[-1]) or lo < 0):
+            raise ctx.corrupt(f"mini-block page of {int(first_item[-1])} items asked for row {hi - 1}")
+        if span is not None:
+            c0, c1 = (np.searchsorted(first_item, [lo, max(lo, hi - 1)], side="right") - 1).tolist()
+            keep = np.arange(c0, c1 + 1)
+            cut = (lo - int(first_item[c0]), hi - lo)
+        else:
+            assert rows is not None
             chunk_of = np.searchsorted(first_item, rows, side="right") - 1
             # ``rows`` are sorted, so are their chunks: new chunks start where chunk_of steps.
             starts_chunk = np.empty(chunk_of.size, bool)
@@ -148,12 +158,10 @@ def decode(
         values = None
     else:
         # A scattered selection is pushed into the value decoder, except through a dictionary,
-        # whose indices are selected before the gather below; a run of rows is sliced from
-        # the decoded chunks (selective decoders only pay off on scattered rows).
-        pushed = None if has_dict or run else local
-        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx, select=pushed)
-        if run and not has_dict and local is not None:
-            values = select_block(values, local)
+        # whose indices are selected before the gather below; a run is sliced afterwards.
+        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx, select=None if has_dict else local)
+        if cut is not None and not has_dict:
+            values = slice_block(values, *cut)
     if has_dict:
         if len(buffers) < 3:
             raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
@@ -163,6 +171,8 @@ def decode(
         idx = dictionary.indices_of(values, ctx)
         if local is not None:
             idx = idx[local]
+        elif cut is not None:
+            idx = idx[cut[0] : cut[0] + cut[1]]
         values = dictionary.apply(items, idx, ctx)
         page_dictionary = (items, idx)
     rep = def_ = None
@@ -178,4 +188,8 @@ def decode(
         if def_ is not None:
             def_ = def_[local]
         num_items = num_levels = num_rows = int(local.size)
+    elif cut is not None:
+        if def_ is not None:
+            def_ = def_[cut[0] : cut[0] + cut[1]]
+        num_items = num_levels = num_rows = cut[1]
     return LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows, page_dictionary)
