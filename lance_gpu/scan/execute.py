@@ -228,7 +228,9 @@ class GpuExecutor:
         for unit, dt in zip(units, self.decode_device(ds, units, early), strict=True):
             dt, unit = filter_device(resolved, dt, unit, offsets)
             if late:
-                (rest,) = list(self.decode_device(ds, [unit], late))
+                # the base decode: a subclass holding a resource across decode_device (the
+                # Spark task's GPU slot) holds it here already, for the outer decode
+                (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
                 dt = DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
             yield project_device(resolved, dt, unit, project, offsets)
 

@@ -549,7 +549,7 @@ def _selective_table(n: int, start: int = 0) -> pa.Table:
 @pytest.fixture(scope="module")
 def selective(root: Path) -> str:
     uri = str(root / "selective")
-    lance.write_dataset(_selective_table(5000), uri, data_storage_version="2.1", max_rows_per_file=3000)
+    lance.write_dataset(_selective_table(2600), uri, data_storage_version="2.1", max_rows_per_file=1600)
     lance.dataset(uri).delete("id % 101 = 7")
     return uri
 
@@ -578,7 +578,7 @@ def test_gpu_take_decodes_only_the_chunks_and_rows_it_selects(selective, staged_
     for _k, name, ext in staged_extents:
         full_chunks[name] = full_chunks.get(name, 0) + ext["chunks"]
     staged_extents.clear()
-    idx = [4200, 3, 2999, 17, 3]  # two fragments; a repeat; 3 distinct rows in the first
+    idx = [2200, 3, 1599, 17, 3]  # two fragments; a repeat; 3 distinct rows in the first
     got = gpu.take(idx)
     assert got.equals(cpu.take(idx))
     assert_same(got, lance.dataset(selective).take(idx), "gpu take vs pylance")
@@ -599,7 +599,7 @@ def test_gpu_take_decodes_only_the_chunks_and_rows_it_selects(selective, staged_
 @pytest.mark.parametrize(
     ("predicate", "columns"),
     [
-        ("id = 17 OR id = 4321", ["id", "x", "s", "long", "emb", "embn", "st", "li"]),
+        ("id = 17 OR id = 2321", ["id", "x", "s", "long", "emb", "embn", "st", "li"]),
         ("x > 0.999", ["s", "long", "emb"]),
         ("id % 3 = 0 AND s IS NOT NULL", ["x", "long", "embn", "st"]),
         ("id < 0", ["x", "long"]),
