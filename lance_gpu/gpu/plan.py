@@ -205,6 +205,11 @@ class PagePlan:
     #: buffer.  Full-zip pages defer buffer 0; mini-block pages that :func:`_defers_chunks`
     #: accepts defer buffer 1 (the chunks), planned from the chunk metadata alone.
     data_deferred: bool = False
+    #: a row selection (:mod:`lance_gpu.gpu.rows`): a mini-block page's ``buffers[1]`` may be
+    #: cut to the chunks kept, starting ``data_shift`` bytes into the file's buffer; a full-zip
+    #: page without repetition decodes only ``row_runs`` (page-local ``[start, end)`` rows)
+    data_shift: int = 0
+    row_runs: np.ndarray | None = None
 
 
 @dataclass(slots=True)
@@ -242,7 +247,10 @@ class FieldPlan:
     name: str
     arrow_field: pa.Field
     leaves: list[LeafPlan]
-    num_rows: int
+    num_rows: int  # rows the leaves decode
+    #: the physical rows decoded, as sorted disjoint ``[start, end)`` ranges (k x 2); None:
+    #: every row of the fragment (:mod:`lance_gpu.gpu.rows`)
+    ranges: np.ndarray | None = None
 
 
 class _Lists:
@@ -524,7 +532,10 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
         has_def = mb.HasField("def_compression")
         nlev = int(levels.sum()) if (has_rep or has_def) else num_items
         layers = tuple(int(x) for x in mb.layers)
-        parsed = {"counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs}
+        parsed = {
+            "counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs,
+            "starts": starts, "sizes": sizes,
+        }
         if deferred:
             parsed["check"] = _chunk_header_check(ctx, starts, sizes, cbufs[:, 0, 1], large)
         return PagePlan(info, kind, mb, buffers, layers, num_items, nlev, has_rep, has_def, parsed)
@@ -734,12 +745,16 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     counts, cbufs = p["counts"], p["bufs"]
     data = page.buffers[1]
     if page.data_deferred:
+        # a row selection cut the page to the bytes of its kept chunks (data_shift on)
+        shift = page.data_shift
+        size = p.get("data_size", int(page.info.buffer_sizes[1]))
+        check = p["check"]
         data_pos = unit.stage.add_range(
-            leaf.reader.store, leaf.reader.key, int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1]),
-            check=p["check"],
+            leaf.reader.store, leaf.reader.key, int(page.info.buffer_offsets[1]) + shift, size,
+            check=check if not shift else (lambda rel, view: check(rel + shift, view)),
         )
     else:
-        data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], data)
+        data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1] + page.data_shift, data)
     if page.has_rep:
         _emit_levels(unit, mb.rep_compression, data, data_pos, p["rep"], p["levels"], rep_dst, ctx)
     if page.has_def:
@@ -899,6 +914,9 @@ def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, c
 
 
 def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+    if page.row_runs is not None:
+        _emit_fullzip_rows(unit, leaf, page, vpos, def_dst)
+        return
     ctx = leaf.ctx()
     fz = page.layout
     data_size = int(page.info.buffer_sizes[0])
@@ -944,6 +962,101 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
     )
     if not fixed and fz.value_compression.WhichOneof("compression") == "fsst":
         _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, vis, ctx)
+
+
+#: rows of a selection whose bytes are at most this far apart are staged as one span
+FULLZIP_STAGE_GAP = 1 << 16
+
+
+def _concat_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(a, b) for a, b in zip(starts, stops)])``, vectorized."""
+    lengths = stops - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    before = np.zeros(lengths.size, np.int64)
+    np.cumsum(lengths[:-1], out=before[1:])
+    return np.arange(total, dtype=np.int64) - np.repeat(before - starts, lengths)
+
+
+def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, def_dst: int) -> None:
+    """Only the rows of ``page.row_runs`` of a full-zip page without repetition, where every
+    row is one item: fixed-width rows have a fixed stride (control word + value), variable
+    ones start where the repetition index (buffer 1, ``num_rows + 1`` byte offsets) says.
+
+    The runs' bytes are staged in spans (runs less than :data:`FULLZIP_STAGE_GAP` bytes
+    apart share one; read from the store straight into the slab when the page's data is
+    deferred); each run is one work item, its index entries staged rebased to its span."""
+    ctx = leaf.ctx()
+    fz = page.layout
+    if int(fz.bits_rep):
+        raise ctx.corrupt("row selection of a full-zip page with repetition")
+    data_size = int(page.info.buffer_sizes[0])
+    bits_def = int(fz.bits_def)
+    ctrl = _ctrl_bytes(bits_def)
+    rows = page.info.num_rows
+    fixed = fz.WhichOneof("details") == "bits_per_value"
+    valb = int(fz.bits_per_value) // 8 if fixed else 0
+    offb = 0 if fixed else int(fz.bits_per_offset) // 8
+    runs = np.asarray(page.row_runs, np.int64).reshape(-1, 2)
+    lengths = runs[:, 1] - runs[:, 0]
+    before = np.zeros(runs.shape[0], np.int64)
+    np.cumsum(lengths[:-1], out=before[1:])
+    index = None
+    width = 0
+    stride = 0
+    if fixed:
+        stride = ctrl + valb
+        if data_size < rows * stride:
+            raise ctx.corrupt("full-zip buffer shorter than its values")
+        byte_lo, byte_hi = runs[:, 0] * stride, runs[:, 1] * stride
+    else:
+        if len(page.buffers) < 2:
+            raise ctx.corrupt("full-zip page lacks its repetition index")
+        raw = page.buffers[1]
+        width, rem = divmod(raw.size, rows + 1)
+        if rem or width not in (1, 2, 4, 8):
+            raise ctx.corrupt("full-zip repetition index has an impossible width")
+        index = np.ascontiguousarray(raw).view(f"<u{width}").astype(np.int64)
+        byte_lo, byte_hi = index[runs[:, 0]], index[runs[:, 1]]
+        if np.any(byte_hi < byte_lo) or np.any(byte_lo[1:] < byte_hi[:-1]) or (byte_hi.size and int(byte_hi.max()) > data_size):
+            raise ctx.corrupt("full-zip rows point outside the page")
+    # staging spans: runs whose bytes are close share one
+    new_span = np.ones(runs.shape[0], np.bool_)
+    new_span[1:] = byte_lo[1:] - byte_hi[:-1] > FULLZIP_STAGE_GAP
+    span_of = np.cumsum(new_span) - 1
+    firsts = np.flatnonzero(new_span)
+    lasts = np.concatenate([firsts[1:] - 1, [runs.shape[0] - 1]])
+    span_lo, span_hi = byte_lo[firsts], byte_hi[lasts]
+    base = int(page.info.buffer_offsets[0])
+    span_pos = np.empty(firsts.size, np.int64)
+    for k, (lo, hi) in enumerate(zip(span_lo.tolist(), span_hi.tolist(), strict=True)):
+        if page.data_deferred:
+            span_pos[k] = unit.stage.add_range(leaf.reader.store, leaf.reader.key, base + lo, hi - lo)
+        else:
+            span_pos[k] = unit.stage.add_buffer(leaf.path, base + lo, page.buffers[0][lo:hi])
+    run_pos = span_pos[span_of] + (byte_lo - span_lo[span_of])
+    dst = _value_dst(leaf, vpos)
+    if fixed and ctrl == 0:
+        unit.copy_fixed.add(src=run_pos, len=byte_hi - byte_lo, dst=dst + before * valb)
+        return
+    if index is None:
+        index_pos = np.full(runs.shape[0], -1, np.int64)
+    else:
+        entries = _concat_ranges(runs[:, 0], runs[:, 1] + 1)  # each run's row starts and its end
+        rebased = index[entries] - np.repeat(byte_lo, lengths + 1)
+        staged_at = unit.stage.add_bytes(rebased.astype(f"<u{width}"))
+        first_entry = before + np.arange(runs.shape[0], dtype=np.int64)
+        index_pos = staged_at + first_entry * width
+    inv = invisible_levels(page.layers)
+    unit.fullzip.add(
+        rows=lengths, data=run_pos, size=byte_hi - byte_lo, index=index_pos, iwidth=width, stride=stride, ctrl=ctrl,
+        bits_def=bits_def, offb=offb, valb=valb, inv=unit.add_invisible(inv), ninv=inv.size, rep_dst=-1,
+        def_dst=def_dst + before if bits_def else -1, val_dst=dst + before * valb if fixed else dst + before,
+        items=lengths, visible=lengths,
+    )
+    if not fixed and fz.value_compression.WhichOneof("compression") == "fsst":
+        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, page.num_values, ctx)
 
 
 # -- constant / all-null ---------------------------------------------------------------------
@@ -992,10 +1105,15 @@ def plan_field_leaves(reader: LanceFileReader, arrow_field: pa.Field, columns: l
     for col, t in zip(columns, types):
         npages = len(reader.column(col).pages)
         leaves.append(plan_leaf(reader, col, t, list(range(npages))))
+    check_field_leaves(reader, arrow_field, leaves)
+    return leaves
+
+
+def check_field_leaves(reader: LanceFileReader, arrow_field: pa.Field, leaves: list[LeafPlan]) -> None:
+    """The leaves of one field decode the same rows; list leaves have repetition levels."""
     rows = {leaf.num_rows for leaf in leaves}
     if len(rows) > 1:
         raise CorruptFileError(reader.path, f"leaves of field {arrow_field.name!r} hold different row counts {sorted(rows)}")
     for leaf in leaves:
         if any(layer in LIST_LAYERS for layer in leaf.layers) and not leaf.has_rep:
             raise CorruptFileError(reader.path, f"list column {leaf.column} without repetition levels")
-    return leaves

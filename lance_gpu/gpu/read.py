@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +38,7 @@ from lance_gpu.gpu.assemble import build_field
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
+from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blobs import blob_kind
 
 FALLBACK_MODES = ("warn", "raise", "allow")
@@ -91,9 +93,13 @@ def _warn_fallbacks(mode: str, seen: dict[str, list[str]]) -> None:
 
 def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPoolExecutor, seen: dict) -> _Frag:
     out = _Frag(frag, rows)
+    if rows is not None and rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= frag.physical_rows):
+        raise CorruptFileError(frag.dataset_uri, f"fragment {frag.fragment_id}: row {int(rows[-1])} of {frag.physical_rows}")
     for f in fields:
         af = arrow_fields[f.name]
-        if blob_kind(f):  # blob descriptors: read by the CPU reader (small, fixed-width rows)
+        if blob_kind(f) or (rows is not None and not rows.size):
+            # blob descriptors (small, fixed-width rows), and empty selections (no filter
+            # survivor: nothing to decode): the CPU reader gives the (empty) column
             out.cpu[f.name] = pool.submit(frag.read_field, f, af, rows)
             continue
         src = frag.field_source(f)
@@ -104,11 +110,15 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
                 reason = "file format 2.0 pages"
             else:
                 try:
-                    leaves = plan_field_leaves(reader, af, src.columns)
+                    if rows is None:
+                        leaves, ranges = plan_field_leaves(reader, af, src.columns), None
+                    else:  # only the pages / chunks / full-zip rows holding the selected rows
+                        leaves, ranges = plan_field_rows(reader, af, src.columns, rows)
                 except Unsupported as exc:
                     reason = str(exc)
                 else:
-                    out.gpu[f.name] = FieldPlan(-1, f.name, af, leaves, frag.physical_rows)
+                    n = frag.physical_rows if ranges is None else int((ranges[:, 1] - ranges[:, 0]).sum())
+                    out.gpu[f.name] = FieldPlan(-1, f.name, af, leaves, n, ranges)
                     continue
             _fallback(mode, src.path, f.name, reason, seen)
         # CPU reader: fields without a GPU plan, and fields with no data in this fragment
@@ -192,20 +202,24 @@ def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None =
 
 
 def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
-    """The fragment's columns with only the selected rows (gathered on the device)."""
+    """The fragment's columns with only the selected rows (gathered on the device from the
+    rows each field decoded: all of them, or the ranges of its row selection)."""
     frag, rows = fw.frag, fw.rows
-    kept = None
-    if rows is not None and any(n in fw.done for n in names):
-        if rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= frag.physical_rows):
-            raise CorruptFileError(frag.dataset_uri, f"fragment {frag.fragment_id}: row {int(rows[-1])} of {frag.physical_rows}")
-        kept = _array.upload(np.ascontiguousarray(rows, np.int64))
+    uploaded: dict[bytes, object] = {}
     cols = []
     for name in names:
-        if name in fw.done:
-            col = fw.done[name]
-            cols.append(col.take(kept) if kept is not None else col)
-        else:
+        if name not in fw.done:
             cols.append(fw.cpu[name].result())
+            continue
+        col = fw.done[name]
+        fp = fw.gpu.get(name)
+        pos = None if rows is None or fp is None else positions(rows, fp.ranges)
+        if pos is not None:
+            key = pos.tobytes()
+            if key not in uploaded:
+                uploaded[key] = _array.upload(np.ascontiguousarray(pos, np.int64))
+            col = col.take(uploaded[key])
+        cols.append(col)
     n = frag.physical_rows if rows is None else int(rows.size)
     return DeviceTable(names, cols, n, None, frag.fragment_id)
 
@@ -265,29 +279,39 @@ def scan_device(
             pending += 1
 
 
-def finish_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
-    """The scan epilogue on device tables: the filter is evaluated on a host copy of the
-    columns it reads (virtual columns included) and the surviving rows are gathered on the
-    device; top-level and nested fields are projected on the device, SQL expressions and
-    virtual columns are computed on the host (as Arrow columns of the DeviceTable)."""
-    from lance_gpu.scan.execute import add_virtual, apply_filter
+def _host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets) -> pa.Table:
+    """A host copy of the columns ``names`` of ``dt`` plus the virtual columns ``virtual``."""
+    from lance_gpu.scan.execute import add_virtual
 
-    def host(names: list[str], n: int) -> pa.Table:
-        cols = [dt.column(c) for c in names]
-        arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
-        base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(n)}).select([])
-        return add_virtual(base, unit, resolved.virtual, offsets)
+    cols = [dt.column(c) for c in names]
+    arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
+    base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(dt.num_rows)}).select([])
+    return add_virtual(base, unit, virtual, offsets)
 
-    if resolved.filter is not None:
-        probe = host([c for c in resolved.filter.columns if c in dt.names], dt.num_rows)
-        probe = probe.append_column(_ROW, pa.array(np.arange(dt.num_rows, dtype=np.int64)))
-        keep = apply_filter(resolved, probe).column(_ROW).to_numpy()
-        dt = dt.take(keep)
-        unit = type(unit)(unit.fragment, (np.arange(unit.fragment.physical_rows) if unit.rows is None else unit.rows)[keep])
+
+def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[DeviceTable, Any]:
+    """The rows of ``dt`` passing the plan's filter, evaluated on a host copy of the columns
+    it reads (virtual columns included) and gathered on the device; and the unit of those
+    rows (its ``rows``: the surviving physical rows)."""
+    from lance_gpu.scan.execute import apply_filter
+
+    if resolved.filter is None:
+        return dt, unit
+    probe = _host_table(dt, [c for c in resolved.filter.columns if c in dt.names], unit, resolved.virtual, offsets)
+    probe = probe.append_column(_ROW, pa.array(np.arange(dt.num_rows, dtype=np.int64)))
+    keep = apply_filter(resolved, probe).column(_ROW).to_numpy()
+    rows = (np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows)[keep]
+    return dt.take(keep), type(unit)(unit.fragment, rows)
+
+
+def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
+    """Top-level and nested fields projected on the device; SQL expressions and virtual
+    columns computed on the host (as Arrow columns of the DeviceTable)."""
     names, cols = [], []
     for out in resolved.outputs:
         if out.expression is not None or out.virtual is not None:
-            table = host([c for c in (out.expression.columns if out.expression is not None else []) if c in dt.names], dt.num_rows)
+            needed = [c for c in (out.expression.columns if out.expression is not None else []) if c in dt.names]
+            table = _host_table(dt, needed, unit, resolved.virtual, offsets)
             col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         else:
@@ -299,3 +323,8 @@ def finish_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> Dev
         cols.append(col)
     return DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
 
+
+def finish_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
+    """The scan epilogue on device tables: :func:`filter_device`, then :func:`project_device`."""
+    dt, unit = filter_device(resolved, dt, unit, offsets)
+    return project_device(resolved, dt, unit, project, offsets)

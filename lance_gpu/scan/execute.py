@@ -313,11 +313,23 @@ class GpuExecutor:
     def run_device(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan,
                    offsets: _Offsets | None = None) -> Iterator[Any]:
         """Per unit, the finished result as a device table: the filter's surviving rows are
-        gathered on the device before anything is copied to the host."""
-        from lance_gpu.gpu.read import finish_device
+        gathered on the device before anything is copied to the host.  With a filter, only
+        its columns are decoded first; the other fields (late materialization) are decoded
+        for the surviving rows only -- the mini-block chunks and full-zip rows holding them
+        (:mod:`lance_gpu.gpu.rows`) -- and none at all where no row survives."""
+        from lance_gpu.gpu.columns import DeviceTable
+        from lance_gpu.gpu.read import filter_device, project_device
 
-        for unit, dt in zip(units, self.decode_device(ds, units, resolved.read_fields), strict=True):
-            yield finish_device(resolved, dt, unit, project, offsets)
+        late = resolved.late_fields()
+        early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
+        for unit, dt in zip(units, self.decode_device(ds, units, early), strict=True):
+            dt, unit = filter_device(resolved, dt, unit, offsets)
+            if late:
+                # the base decode: a subclass holding a resource across decode_device (the
+                # Spark task's GPU slot) holds it here already, for the outer decode
+                (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
+                dt = DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
+            yield project_device(resolved, dt, unit, project, offsets)
 
     def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:

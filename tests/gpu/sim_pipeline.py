@@ -616,8 +616,124 @@ def test_canonical_extension_types_on_the_gpu(root, storage):
     assert gpu.schema == ref.schema
     assert gpu.equals(ref)
     (dt,) = list(lance_gpu.dataset(uri).to_device_batches())
-    for name, col in zip(dt.names, dt.columns):
+    for name, col in zip(dt.names, dt.columns, strict=True):
         assert isinstance(col, DeviceColumn) and col.type == ref.schema.field(name).type, name
         with pytest.raises(_cudf._NoZeroCopy):
             _cudf.to_plc_column(col)
         assert col.to_arrow().equals(ref.column(name).combine_chunks()), name
+
+
+# --------------------------------------------------------------------------------------------
+# Row selections: takes and late materialization decode only the chunks / rows holding them
+
+
+def _selective_table(n: int, start: int = 0) -> pa.Table:
+    rng = np.random.default_rng(11 + start)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    valid = rng.random(n) > 0.1
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "x": pa.array(rng.random(n)),
+            "s": pa.array([f"v{i % 97}é" if i % 13 else None for i in ids]),
+            # full-zip: variable-width (repetition index), fixed-width with and without control words
+            "long": pa.array([f"{i:06d}" + "lance-gpu " * (30 + i % 7) if i % 17 else None for i in ids]),
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 64, dtype=np.float32)), 64),
+            "embn": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 64, dtype=np.float32)), 64, mask=pa.array(~valid)),
+            "st": pa.array([{"a": int(i), "b": f"b{i}"} if i % 5 else None for i in ids]),
+            "li": pa.array([[int(i)] * int(i % 3) if i % 4 else None for i in ids], pa.list_(pa.int64())),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def selective(root: Path) -> str:
+    uri = str(root / "selective")
+    lance.write_dataset(_selective_table(2600), uri, data_storage_version="2.1", max_rows_per_file=1600)
+    lance.dataset(uri).delete("id % 101 = 7")
+    return uri
+
+
+@pytest.fixture
+def staged_extents(monkeypatch):
+    """Per staged unit, ``(fragment position, field, extent)`` of every field it decodes."""
+    from lance_gpu.gpu.rows import extent
+
+    seen: list[tuple[int, str, dict]] = []
+    real = gpu_read._stage
+
+    def spy(items):
+        seen.extend((k, fp.name, extent(fp.leaves)) for k, fp in items)
+        return real(items)
+
+    monkeypatch.setattr(gpu_read, "_stage", spy)
+    return seen
+
+
+def test_gpu_take_decodes_only_the_chunks_and_rows_it_selects(selective, staged_extents):
+    gpu = lance_gpu.dataset(selective, device="gpu")
+    cpu = lance_gpu.dataset(selective, device="cpu")
+    gpu.to_table()
+    full_chunks: dict[str, int] = {}
+    for _k, name, ext in staged_extents:
+        full_chunks[name] = full_chunks.get(name, 0) + ext["chunks"]
+    staged_extents.clear()
+    idx = [2200, 3, 1599, 17, 3]  # two fragments; a repeat; 3 distinct rows in the first
+    got = gpu.take(idx)
+    assert got.equals(cpu.take(idx))
+    assert_same(got, lance.dataset(selective).take(idx), "gpu take vs pylance")
+    by_field: dict[str, list[dict]] = {}
+    for _k, name, ext in staged_extents:
+        by_field.setdefault(name, []).append(ext)
+    # full-zip pages without repetition decode exactly the rows taken (3 + 1 across two fragments)
+    for name in ("long", "emb", "embn"):
+        assert sum(e["fullzip_rows"] for e in by_field[name]) == 4, (name, by_field[name])
+    # mini-block columns: at most one chunk per distinct row (rows 3 and 17 share one), far fewer than a scan
+    for name in ("id", "x", "s"):
+        chunks = sum(e["chunks"] for e in by_field[name])
+        assert chunks <= 4 and chunks < full_chunks[name], (name, chunks, full_chunks[name])
+    # a struct's two leaves decode the same widened rows
+    assert all(e["rows"] % 2 == 0 for e in by_field["st"])
+
+
+@pytest.mark.parametrize(
+    ("predicate", "columns"),
+    [
+        ("id = 17 OR id = 2321", ["id", "x", "s", "long", "emb", "embn", "st", "li"]),
+        ("x > 0.999", ["s", "long", "emb"]),
+        ("id % 3 = 0 AND s IS NOT NULL", ["x", "long", "embn", "st"]),
+        ("id < 0", ["x", "long"]),
+    ],
+)
+def test_gpu_late_materialization_decodes_only_survivors(selective, staged_extents, predicate, columns):
+    """A filtered read decodes the filter's columns first, then only the chunks / full-zip
+    rows of the other columns that hold surviving rows (none where no row survives), with
+    the CPU executor's and pylance's rows."""
+    gpu = lance_gpu.dataset(selective, device="gpu")
+    got = gpu.to_table(columns=columns, filter=predicate)
+    assert got.equals(lance_gpu.dataset(selective, device="cpu").to_table(columns=columns, filter=predicate))
+    ref = lance.dataset(selective).to_table(columns=columns, filter=predicate)
+    assert_same(got, ref, predicate)
+    filter_cols = {"id", "x", "s"} & set(predicate.replace("(", " ").split())
+    late = [c for c in columns if c not in filter_cols]
+    survivors = got.num_rows
+    for name in late:
+        exts = [e for _k, n, e in staged_extents if n == name]
+        if name in ("long", "emb", "embn"):
+            assert sum(e["fullzip_rows"] for e in exts) == survivors, (name, exts)
+        if survivors == 0:
+            assert not exts, (name, exts)
+    if predicate.startswith("id = 17"):
+        for name in ("s",):  # two survivors: at most two chunks of a late mini-block column
+            assert sum(e["chunks"] for _k, n, e in staged_extents if n == name) <= 2
+    # the filter's own columns are decoded whole (live rows), once per fragment
+    for name in filter_cols & set(columns) - set(late):
+        assert len([1 for _k, n, _e in staged_extents if n == name]) == 2
+
+
+def test_gpu_late_materialization_can_be_turned_off(selective, staged_extents):
+    gpu = lance_gpu.dataset(selective, device="gpu")
+    got = gpu.scanner(columns=["long"], filter="id = 17", late_materialization=False).to_table()
+    assert got.column("long").to_pylist() == lance.dataset(selective).to_table(columns=["long"], filter="id = 17").column("long").to_pylist()
+    # decoded together with the filter's column for every live row of both fragments
+    assert sum(e["fullzip_rows"] for _k, n, e in staged_extents if n == "long") == lance.dataset(selective).count_rows()

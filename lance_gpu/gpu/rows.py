@@ -1,0 +1,254 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Row selections on the GPU path: decode only what holds the selected rows.
+
+A take, a pushed-down limit, a fragment's live rows or the survivors of a filter (late
+materialization) select physical rows of a fragment.  Instead of decoding every page and
+gathering, each leaf of a field decodes only its *units* that hold selected rows:
+
+* a mini-block page without repetition: its chunks (a chunk holds ``counts[i]`` whole rows,
+  one item per row; the page's data buffer is cut to the kept chunks' bytes);
+* a full-zip page without repetition: single rows (fixed stride, or found through the
+  repetition index), staged run by run;
+* anything else (pages with repetition, constant / all-null pages): the whole page.
+
+The rows a field decodes, ``U``, are the selected rows widened to unit boundaries: a sorted
+list of disjoint half-open ``[start, end)`` row ranges (k x 2 int64).  Every leaf of a field
+must decode the same rows to be assembled together, so ``U`` is widened for each leaf in turn
+until no leaf widens it further (a fixpoint: one leaf's chunk can cross another's).  The
+selected rows are then gathered from the decoded column at :func:`positions`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.cpu import native
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.arrow import leaf_types
+from lance_gpu.file.container import LanceFileReader
+from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.reader import parse_layout
+from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, plan_leaf
+
+__all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
+
+_NO_RANGES = np.zeros((0, 2), np.int64)
+
+
+def ranges_of(rows: np.ndarray) -> np.ndarray:
+    """Sorted unique ``rows`` as maximal ``[start, end)`` runs (k x 2)."""
+    rows = np.asarray(rows, np.int64)
+    if not rows.size:
+        return _NO_RANGES
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    starts = rows[np.concatenate([[0], breaks])]
+    ends = rows[np.concatenate([breaks - 1, [rows.size - 1]])] + 1
+    return np.stack([starts, ends], axis=1)
+
+
+def _merge(ranges: np.ndarray) -> np.ndarray:
+    """Overlapping or touching ranges joined; sorted by start."""
+    if not ranges.size:
+        return _NO_RANGES
+    r = ranges[np.argsort(ranges[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(r[:, 1])
+    new = np.ones(r.shape[0], np.bool_)
+    new[1:] = r[1:, 0] > reach[:-1]
+    group = np.cumsum(new) - 1
+    ends = np.zeros(int(new.sum()), np.int64)
+    np.maximum.at(ends, group, r[:, 1])
+    return np.stack([r[new, 0], ends], axis=1)
+
+
+def _covered(points: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """Per point, whether it lies in one of the sorted disjoint ``ranges``."""
+    if not ranges.size:
+        return np.zeros(points.size, np.bool_)
+    i = np.searchsorted(ranges[:, 0], points, side="right") - 1
+    ok = i >= 0
+    out = np.zeros(points.size, np.bool_)
+    out[ok] = points[ok] < ranges[i[ok], 1]
+    return out
+
+
+def _clip(ranges: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``ranges`` cut to ``[lo, hi)``, shifted to start at ``lo`` (page-local)."""
+    a = np.maximum(ranges[:, 0], lo)
+    b = np.minimum(ranges[:, 1], hi)
+    keep = b > a
+    return np.stack([a[keep] - lo, b[keep] - lo], axis=1)
+
+
+class _LeafUnits:
+    """The decodable units of one leaf column, found from page headers and chunk metadata
+    (read only for the pages a selection's range ends fall in)."""
+
+    def __init__(self, reader: LanceFileReader, column: int) -> None:
+        self.reader = reader
+        self.column = column
+        self.pages = reader.column(column).pages
+        self.page_start = np.zeros(len(self.pages) + 1, np.int64)
+        np.cumsum([p.num_rows for p in self.pages], out=self.page_start[1:])
+        self._units: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
+
+    def units(self, p: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """``(starts, ends, fine)`` of page ``p``'s units in absolute rows; ``fine``: every row
+        is a unit (the page is one entry then)."""
+        got = self._units.get(p)
+        if got is not None:
+            return got
+        page = self.pages[p]
+        lo, hi = int(self.page_start[p]), int(self.page_start[p + 1])
+        ctx = DecodeContext(self.reader.path, self.column)
+        layout = parse_layout(page, ctx)
+        kind = layout.WhichOneof("layout")
+        whole = (np.array([lo], np.int64), np.array([hi], np.int64), False)
+        got = whole
+        if kind == "full_zip_layout" and not int(layout.full_zip_layout.bits_rep):
+            got = (np.array([lo], np.int64), np.array([hi], np.int64), True)
+        elif kind == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression") and page.buffer_sizes:
+            mb = layout.mini_block_layout
+            large = bool(mb.has_large_chunk)
+            (meta,) = self.reader.read_buffers([(page.buffer_offsets[0], page.buffer_sizes[0])])
+            word = 4 if large else 2
+            if meta.size % word == 0:
+                words = np.ascontiguousarray(meta).view(np.uint32 if large else np.uint16)
+                _starts, _sizes, counts, ok = native.chunk_layout(words, int(mb.num_items), large)
+                if ok and int(counts.sum()) == hi - lo and np.all(counts > 0):
+                    first = lo + np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+                    got = (first[:-1], first[1:], False)
+        self._units[p] = got
+        return got
+
+    def widen(self, ranges: np.ndarray) -> np.ndarray:
+        """``ranges`` with each end moved out to the boundary of the unit it falls in."""
+        if not ranges.size:
+            return ranges
+        a, b = ranges[:, 0], ranges[:, 1]
+        pa_ = np.searchsorted(self.page_start, a, side="right") - 1
+        pb = np.searchsorted(self.page_start, b - 1, side="right") - 1
+        if int(pb.max()) >= len(self.pages) or int(pa_.min()) < 0:
+            raise CorruptFileError(self.reader.path, f"column {self.column}: row {int(b.max()) - 1} past its {int(self.page_start[-1])} rows")
+        parts = [self.units(int(p)) for p in np.unique(np.concatenate([pa_, pb]))]
+        starts = np.concatenate([u[0] for u in parts])
+        ends = np.concatenate([u[1] for u in parts])
+        fine = np.concatenate([np.full(u[0].size, u[2]) for u in parts])
+        i = np.searchsorted(starts, a, side="right") - 1
+        j = np.searchsorted(starts, b - 1, side="right") - 1
+        new_a = np.where(fine[i], a, starts[i])
+        new_b = np.where(fine[j], b, ends[j])
+        return _merge(np.stack([new_a, new_b], axis=1))
+
+
+def _restrict_miniblock(pp: PagePlan, runs: np.ndarray, ctx: DecodeContext) -> None:
+    """Keep the chunks of a mini-block page (no repetition) whose rows lie in ``runs``; cut
+    its data buffer to their bytes and rebase every span to the cut."""
+    p = pp.parsed
+    counts = p["counts"]
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    sel = np.flatnonzero(_covered(first[:-1], runs))
+    kept = int(counts[sel].sum())
+    if kept != int((runs[:, 1] - runs[:, 0]).sum()):
+        raise ctx.corrupt("row selection does not fall on mini-block chunk boundaries")
+    starts, sizes = p["starts"][sel], p["sizes"][sel]
+    lo = int(starts.min()) if sel.size else 0
+    hi = int((starts + sizes).max()) if sel.size else 0
+    for key in ("counts", "levels", "starts", "sizes", "bufs", "rep", "def"):
+        if isinstance(p[key], np.ndarray) and p[key].shape[:1] == counts.shape:
+            p[key] = p[key][sel].copy()
+    p["starts"] -= lo
+    if p["bufs"].size:
+        p["bufs"][:, :, 0] -= lo
+    if pp.has_rep:
+        p["rep"][:, 0] -= lo
+    if pp.has_def:
+        p["def"][:, 0] -= lo
+    pp.buffers = list(pp.buffers)
+    pp.buffers[1] = pp.buffers[1][lo:hi]  # empty when the page's chunks are deferred
+    pp.data_shift = lo
+    p["data_size"] = hi - lo
+    pp.num_values = kept
+    pp.num_levels = int(p["levels"].sum()) if (pp.has_rep or pp.has_def) else kept
+
+
+def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
+    """Cut the planned pages of ``leaf`` to the rows of ``ranges`` (aligned to its units)."""
+    ctx = leaf.ctx()
+    for pid, pp in zip(page_ids, leaf.pages, strict=True):
+        lo, hi = int(units.page_start[pid]), int(units.page_start[pid + 1])
+        runs = _clip(ranges, lo, hi)
+        if runs.shape[0] == 1 and int(runs[0, 0]) == 0 and int(runs[0, 1]) == hi - lo:
+            continue  # the whole page
+        if pp.kind == "mini_block_layout" and not pp.has_rep:
+            _restrict_miniblock(pp, runs, ctx)
+        elif pp.kind == "full_zip_layout" and not pp.has_rep:
+            pp.row_runs = runs
+            pp.num_values = pp.num_levels = int((runs[:, 1] - runs[:, 0]).sum())
+        else:
+            raise ctx.corrupt(f"row selection cuts page {pid}, which decodes only whole")
+    leaf.num_values = sum(pp.num_values for pp in leaf.pages)
+    leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
+    leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
+
+
+def plan_field_rows(
+    reader: LanceFileReader, arrow_field: pa.Field, columns: list[int], rows: np.ndarray
+) -> tuple[list[LeafPlan], np.ndarray]:
+    """Plan the leaves of one field for the sorted physical ``rows`` of the file: only the
+    pages, chunks and full-zip rows holding them.  Returns the leaves and the decoded rows
+    (``[start, end)`` ranges, a superset of ``rows``)."""
+    types = leaf_types(arrow_field.type)
+    if len(types) != len(columns):
+        raise CorruptFileError(reader.path, f"field {arrow_field.name!r} has {len(types)} leaves but {len(columns)} columns")
+    units = [_LeafUnits(reader, c) for c in columns]
+    ranges = ranges_of(rows)
+    for _ in range(64):
+        before = ranges
+        for lu in units:
+            ranges = lu.widen(ranges)
+        if np.array_equal(before, ranges):
+            break
+    else:
+        raise CorruptFileError(reader.path, f"field {arrow_field.name!r}: row selection does not settle on unit boundaries")
+    leaves = []
+    for lu, col, t in zip(units, columns, types, strict=True):
+        starts, ends = lu.page_start[:-1], lu.page_start[1:]
+        last = np.searchsorted(ranges[:, 0], ends, side="left") - 1
+        hit = (last >= 0) & (ranges[np.maximum(last, 0), 1] > starts)
+        page_ids = np.flatnonzero(hit).tolist()
+        leaf = plan_leaf(reader, col, t, page_ids)
+        _restrict(leaf, lu, page_ids, ranges)
+        leaves.append(leaf)
+    check_field_leaves(reader, arrow_field, leaves)
+    return leaves, ranges
+
+
+def positions(rows: np.ndarray, ranges: np.ndarray | None) -> np.ndarray | None:
+    """Where the sorted physical ``rows`` are in a column decoded for ``ranges`` (None:
+    decoded for every physical row); None when they are the whole column, in order."""
+    rows = np.asarray(rows, np.int64)
+    if ranges is None:
+        return rows
+    lengths = ranges[:, 1] - ranges[:, 0]
+    if rows.size == int(lengths.sum()):
+        return None  # every decoded row is selected (ranges are a superset)
+    before = np.zeros(lengths.size, np.int64)
+    np.cumsum(lengths[:-1], out=before[1:])
+    i = np.searchsorted(ranges[:, 0], rows, side="right") - 1
+    return before[i] + rows - ranges[i, 0]
+
+
+def extent(leaves: list[LeafPlan]) -> dict[str, int]:
+    """What a plan decodes: ``pages``, mini-block ``chunks``, full-zip ``fullzip_rows`` and
+    all ``rows`` (summed over the leaves), for tests and explain output."""
+    pages = chunks = fz_rows = 0
+    for leaf in leaves:
+        for pp in leaf.pages:
+            pages += 1
+            if pp.kind == "mini_block_layout":
+                chunks += int(pp.parsed["counts"].size)
+            elif pp.kind == "full_zip_layout":
+                fz_rows += pp.num_levels if pp.row_runs is None or pp.has_rep else int((pp.row_runs[:, 1] - pp.row_runs[:, 0]).sum())
+    return {"pages": pages, "chunks": chunks, "fullzip_rows": fz_rows, "rows": sum(leaf.num_rows for leaf in leaves)}
