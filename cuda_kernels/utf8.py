@@ -22,7 +22,7 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
 import numpy as np
 from numba import prange
 
-from . import _device
+from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError
 
@@ -147,7 +147,7 @@ def _high_bits(data, s, e):
     return acc
 
 
-@cpu_driver(parallel=True)
+@cpu_driver(parallel=True, twin=_twins.utf8_valid)
 def _utf8_valid_cpu(data, lo, hi, nchunks):
     """0: ``data[lo:hi]`` is not UTF-8; 1: it is; 2: it is ASCII (no value boundary can
     then fall inside a character)."""
@@ -181,7 +181,7 @@ def _value_ok(offsets, data, n_bytes, i, utf8):
     return VALID
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.check_variable)
 def _check_variable_cpu(offsets, data, utf8, bytes_ok):
     n = offsets.shape[0] - 1
     size = np.int64(data.shape[0])
