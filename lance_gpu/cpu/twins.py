@@ -127,9 +127,12 @@ def inline_bitpack_blocks(data: np.ndarray, starts: np.ndarray, counts: np.ndarr
     if cnt.size and (int(cnt.min()) < 0 or bool((s % word_bytes != 0).any())):
         return NotImplemented
     nblk = (cnt + 1023) // 1024
-    maxb = int(nblk.max()) if nblk.size else 0
     bits = word_bytes * 8
     total = data.size
+    # every block holds at least its width word: more blocks than words means a bad chunk
+    if cnt.size and (int(nblk.sum()) * word_bytes > total or int((s + nblk * word_bytes).max()) > total):
+        return NotImplemented
+    maxb = int(nblk.max()) if nblk.size else 0
     word_off = np.zeros((cnt.size, maxb), np.int64)
     widths = np.zeros((cnt.size, maxb), np.int64)
     nvals = np.zeros((cnt.size, maxb), np.int64)
