@@ -21,6 +21,7 @@ __all__ = [
     "check_blocks",
     "check_variable",
     "unpack_blocks",
+    "unpack_range_swar",
     "utf8_valid",
 ]
 
@@ -138,3 +139,15 @@ def check_variable(offsets: np.ndarray, data: np.ndarray, utf8: bool, bytes_ok: 
         if bool(((data[inner] & 0xC0) == 0x80).any()):
             return NotImplemented
     return 0, np.int64(-1)
+
+
+def unpack_range_swar(
+    words_u8: np.ndarray, t: int, offsets: np.ndarray, widths: np.ndarray, out64: np.ndarray, lo: int, hi: int
+) -> Any:
+    """Twin of ``bitunpack._unpack_range_swar`` (8- or 16-bit words, blocks already checked):
+    blocks ``lo..hi`` into ``out64`` viewed as T-bit words, by :func:`unpack_blocks`."""
+    dtype = np.uint8 if t == 8 else np.uint16
+    words = words_u8[: words_u8.size // (t // 8) * (t // 8)].view(dtype)
+    target = out64.view(dtype)[lo * 1024 : hi * 1024]
+    unpack_blocks(words, offsets[lo:hi], widths[lo:hi], target)
+    return None

@@ -187,7 +187,7 @@ def _unpack_block_swar(words_u8, t, base, w, out64, ob64, tmp, tmp_u8):
             out64[o + q] = _fl_unpack_swar(tmp, wi, sh, t, w, q, lo_rep, mask_rep)
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.unpack_range_swar)
 def _unpack_range_swar(words_u8, t, offsets, widths, out64, lo, hi):
     tmp = np.empty(16 * t, dtype=np.uint64)
     tmp_u8 = tmp.view(np.uint8)

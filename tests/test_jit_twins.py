@@ -28,6 +28,7 @@ def _table(n: int, rng: np.random.Generator) -> pa.Table:
     text = [
         "".join(rng.choice(list("abcdefgh éü€😀\u00ff\x7f{}"), size=int(rng.integers(0, 40)))) for _ in range(n)
     ]
+    offsets = np.concatenate(([0], np.cumsum(rng.integers(0, 5, n)))).astype(np.int32)
     return pa.table(
         {
             "id": pa.array(np.arange(n, dtype=np.int64)),
@@ -38,6 +39,10 @@ def _table(n: int, rng: np.random.Generator) -> pa.Table:
             "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 8, dtype=np.float32)), 8),
             "u8": pa.array(rng.integers(0, 200, n).astype(np.uint8)),
             "flag": pa.array(rng.random(n) < 0.3),
+            "tags": pa.ListArray.from_arrays(pa.array(offsets), pa.array(rng.integers(0, 100, int(offsets[-1])).astype(np.int16))),
+            "user": pa.StructArray.from_arrays(
+                [pa.array([f"user{i % 700}" for i in range(n)]), pa.array(rng.random(n).astype(np.float32))], names=["name", "score"]
+            ),
         }
     )
 
@@ -102,7 +107,8 @@ def test_reads_use_every_twin(calls: list[Call]) -> None:
     names = {k.__qualname__ for k, _ in calls}
     for expected in ("chunk_layout", "chunk_headers", "_gather_ranges_into", "inline_bitpack_blocks",
                      "_fsst_chunks_one_pass", "_check_blocks_cpu", "_unpack_blocks_serial", "_utf8_valid_cpu",
-                     "_check_variable_cpu", "_binary_lengths", "_binary_copy_range"):
+                     "_check_variable_cpu", "_binary_lengths", "_binary_copy_range", "_unpack_range_swar",
+                     "ool_chunk_plan", "ool_chunk_assemble"):
         assert expected in names, names
 
 
@@ -119,7 +125,7 @@ def test_twins_equal_kernels_on_real_pages(calls: list[Call]) -> None:
 
 # Kernels that validate their input themselves, and which of their arguments come from a
 # file (the others run on checked input only; the rest of their arguments are the caller's).
-_SELF_CHECKING = {"chunk_layout": [0], "chunk_headers": [0], "inline_bitpack_blocks": [0], "_fsst_chunks_one_pass": [0],
+_SELF_CHECKING = {"chunk_layout": [0], "ool_chunk_plan": [2], "chunk_headers": [0], "inline_bitpack_blocks": [0], "_fsst_chunks_one_pass": [0],
                   "_check_blocks_cpu": [2, 3], "_utf8_valid_cpu": [0], "_check_variable_cpu": [0, 1],
                   "_binary_lengths": [0, 2]}
 

@@ -336,7 +336,7 @@ def bits_concat(data, starts, counts, out):  # pragma: no cover
     return pos
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.ool_chunk_plan)
 def ool_chunk_plan(starts, sizes, nlevels, width, word_bytes):  # pragma: no cover
     """Plan the OutOfLineBitpacking level buffers of many mini-block chunks.
 
@@ -389,7 +389,7 @@ def ool_chunk_plan(starts, sizes, nlevels, width, word_bytes):  # pragma: no cov
     return boff, bcount, tail_off, tail_len, ok
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.ool_chunk_assemble)
 def ool_chunk_assemble(unpacked, bcount, words, nlevels, tail_off, tail_len, out):  # pragma: no cover
     """Lay the unpacked blocks and raw tails of ``ool_chunk_plan`` out in chunk order."""
     pos = 0

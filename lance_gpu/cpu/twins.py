@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["chunk_headers", "chunk_layout", "fsst_chunks_one_pass", "gather_ranges_into", "inline_bitpack_blocks"]
+__all__ = [
+    "chunk_headers",
+    "chunk_layout",
+    "fsst_chunks_one_pass",
+    "gather_ranges_into",
+    "inline_bitpack_blocks",
+    "ool_chunk_assemble",
+    "ool_chunk_plan",
+]
 
 
 def _le(data: np.ndarray, pos: np.ndarray, nbytes: int) -> np.ndarray:
@@ -260,3 +268,69 @@ def _segment_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndar
     cum = np.zeros(values.size + 1, np.int64)
     np.cumsum(values, out=cum[1:])
     return cum[hi] - cum[lo]
+
+
+def ool_chunk_plan(starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray, width: int, word_bytes: int) -> Any:
+    """Twin of ``native.ool_chunk_plan``."""
+    p = np.asarray(starts).astype(np.int64)
+    size = np.asarray(sizes).astype(np.int64)
+    nl = np.asarray(nlevels).astype(np.int64)
+    block_bytes = 128 * width
+    nfull = nl // 1024
+    rem = nl % 1024
+    if bool(((nl < 0) | (p % word_bytes != 0) | (size < nfull * block_bytes)).any()):
+        return NotImplemented
+    part_block = (rem > 0) & ((block_bytes == 0) | (size >= (nfull + 1) * block_bytes))
+    tail = (rem > 0) & ~part_block
+    if bool((tail & (size < nfull * block_bytes + rem * word_bytes)).any()):
+        return NotImplemented
+    nb = nfull + part_block
+    chunk_of = np.repeat(np.arange(nl.size), nb)
+    first = np.zeros(nl.size, np.int64)
+    np.cumsum(nb[:-1], out=first[1:])
+    b = np.arange(int(nb.sum()), dtype=np.int64) - first[chunk_of]
+    boff = (p[chunk_of] + b * block_bytes) // word_bytes
+    bcount = np.where(b < nfull[chunk_of], 1024, rem[chunk_of]).astype(np.int64)
+    tail_off = np.where(tail, (p + nfull * block_bytes) // word_bytes, -1).astype(np.int64)
+    tail_len = np.where(tail, rem, 0).astype(np.int64)
+    return boff, bcount, tail_off, tail_len, True
+
+
+def ool_chunk_assemble(
+    unpacked: np.ndarray, bcount: np.ndarray, words: np.ndarray, nlevels: np.ndarray, tail_off: np.ndarray,
+    tail_len: np.ndarray, out: np.ndarray,
+) -> Any:
+    """Twin of ``native.ool_chunk_assemble`` for a plan of ``ool_chunk_plan`` (each chunk's
+    blocks hold exactly its values before the tail); NotImplemented for anything else."""
+    nl = np.asarray(nlevels).astype(np.int64)
+    tl = np.asarray(tail_len).astype(np.int64)
+    to = np.asarray(tail_off).astype(np.int64)
+    bc = np.asarray(bcount).astype(np.int64)
+    need = nl - tl
+    block_ends = np.cumsum(bc)
+    chunk_ends = np.cumsum(need)
+    if (
+        bool(((bc < 0) | (bc > 1024)).any())
+        or bc.size * 1024 > unpacked.size
+        or bool((need < 0).any())
+        or not bool(np.isin(chunk_ends[need > 0], block_ends).all())
+        or int(bc.sum()) != int(need.sum())
+        or bool(((tl > 0) & ((to < 0) | (to + tl > words.size))).any())
+    ):
+        return NotImplemented
+    total = int(nl.sum())
+    if total > out.size:
+        return NotImplemented
+    values = unpacked[: bc.size * 1024].reshape(-1, 1024)[np.arange(1024)[None, :] < bc[:, None]]
+    start = np.zeros(nl.size, np.int64)
+    np.cumsum(nl[:-1], out=start[1:])
+    is_tail = np.zeros(total, bool)
+    has = np.flatnonzero(tl > 0)
+    if has.size:
+        tail_pos = np.repeat(start[has] + need[has], tl[has])
+        tail_pos += np.arange(tail_pos.size) - np.repeat(np.cumsum(tl[has]) - tl[has], tl[has])
+        is_tail[tail_pos] = True
+        src = np.repeat(to[has], tl[has]) + (np.arange(tail_pos.size) - np.repeat(np.cumsum(tl[has]) - tl[has], tl[has]))
+        out[:total][is_tail] = words[src]
+    out[:total][~is_tail] = values
+    return total
