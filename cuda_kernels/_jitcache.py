@@ -369,6 +369,7 @@ class TwinnedKernel:
         self.__doc__ = dispatcher.py_func.__doc__
         self._armed: bool | None = None  # None: undecided; False: twins off
         self._next_look: dict[tuple[Any, ...], float] = {}
+        self._look_lock = threading.Lock()
         self.twin_calls = 0
 
     def _arm(self) -> bool:
@@ -406,15 +407,22 @@ class TwinnedKernel:
         """Add the cached compiled code for ``sig`` (looked for at most every RECHECK_SECONDS)."""
         import time
 
+        d = self.dispatcher
+        # One look at a time per kernel: threads arriving while another loads wait for it
+        # (rather than run the twin and ask the worker for code that is in the cache).
+        with self._look_lock:
+            if sig in d.overloads:  # another thread loaded it meanwhile
+                return True
+            now = time.monotonic()
+            if now < self._next_look.get(sig, 0.0):
+                return False
+            self._next_look[sig] = now + RECHECK_SECONDS
+            return self._load(sig)
+
+    def _load(self, sig: tuple[Any, ...]) -> bool:
         from numba.core.compiler_lock import global_compiler_lock
 
         d = self.dispatcher
-        if sig in d.overloads:  # another thread loaded it meanwhile
-            return True
-        now = time.monotonic()
-        if now < self._next_look.get(sig, 0.0):
-            return False
-        self._next_look[sig] = now + RECHECK_SECONDS
         with global_compiler_lock:
             if sig in d.overloads:
                 return True
