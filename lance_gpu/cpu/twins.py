@@ -219,8 +219,14 @@ def fsst_chunks_one_pass(
         return NotImplemented
     table = np.zeros((256, 8), np.uint8)
     table[:nsym] = symbols[:nsym].view(np.uint8).reshape(-1, 8)
-    lens = lens_of[comp]
-    rows = table[comp]
+    # keep[L]: a uint64 whose first L bytes are 1 (viewed as 8 bools); per code: keep[its length]
+    keep = (np.arange(8)[None, :] < np.arange(9)[:, None]).view(np.uint64).reshape(9)
+    keep_of = np.zeros(256, np.uint64)
+    keep_of[:nsym] = keep[lens_of[:nsym]]
+    idx = comp.astype(np.intp)
+    lens = lens_of[idx]
+    rows = np.take(table.view(np.uint64).reshape(256), idx)  # each code's 8 bytes
+    mask = np.take(keep_of, idx)
     is255 = comp == 255
     if bool(is255.any()):
         head = np.zeros(ncomp + 1, bool)
@@ -237,15 +243,17 @@ def fsst_chunks_one_pass(
         literal[1:] = esc[:-1]
         lens[esc] = 0
         lens[literal] = 1
-        rows[literal, 0] = comp[literal]
+        mask[esc] = 0
+        mask[literal] = keep[1]
+        rows[literal] = comp[literal]  # little-endian: the byte comes first
     if bool((lens > 8).any()):  # a code beyond the table
         return NotImplemented
-    decoded = rows[np.arange(8, dtype=np.uint8)[None, :] < lens[:, None]]
-    # decoded length of every string, then of every chunk
+    decoded = rows.view(np.uint8)[mask.view(bool)]
+    # decoded length of every string (nonempty strings tile ``comp`` in order), then of every chunk
     str_len = np.zeros(str_lo.size, np.int64)
     nonempty = np.flatnonzero(str_hi > str_lo)
     if nonempty.size:
-        str_len[nonempty] = _segment_sums(lens, str_lo[nonempty], str_hi[nonempty])
+        str_len[nonempty] = np.add.reduceat(lens, str_lo[nonempty], dtype=np.int64)
     chunk_len = np.zeros(cnt.size, np.int64)
     np.add.at(chunk_len, str_chunk, str_len)
     chunk_pos = pos + np.concatenate(([0], np.cumsum(chunk_len)[:-1]))
@@ -261,13 +269,6 @@ def fsst_chunks_one_pass(
     if stop < cnt.size:
         return 1, c0 + stop, pos + nout
     return 0, -1, pos + nout
-
-
-def _segment_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``values[lo[i]:hi[i]].sum()`` for ascending, non-overlapping, nonempty segments."""
-    cum = np.zeros(values.size + 1, np.int64)
-    np.cumsum(values, out=cum[1:])
-    return cum[hi] - cum[lo]
 
 
 def ool_chunk_plan(starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray, width: int, word_bytes: int) -> Any:
