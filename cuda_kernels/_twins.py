@@ -20,6 +20,8 @@ __all__ = [
     "binary_lengths",
     "check_blocks",
     "check_variable",
+    "defs_le",
+    "max_level",
     "unpack_blocks",
     "unpack_range_swar",
     "utf8_valid",
@@ -151,3 +153,14 @@ def unpack_range_swar(
     target = out64.view(dtype)[lo * 1024 : hi * 1024]
     unpack_blocks(words, offsets[lo:hi], widths[lo:hi], target)
     return None
+
+
+def defs_le(def_: np.ndarray, bound: int, out: np.ndarray) -> int:
+    """Twin of ``levels._defs_le``: ``out = def_ <= bound``; the number of False."""
+    np.less_equal(def_, bound, out=out)
+    return int(def_.shape[0] - np.count_nonzero(out))
+
+
+def max_level(levels: np.ndarray) -> int:
+    """Twin of ``levels._max_level``: the largest level, at least 0."""
+    return max(0, int(levels.max())) if levels.size else 0

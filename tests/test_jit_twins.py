@@ -108,7 +108,7 @@ def test_reads_use_every_twin(calls: list[Call]) -> None:
     for expected in ("chunk_layout", "chunk_headers", "_gather_ranges_into", "inline_bitpack_blocks",
                      "_fsst_chunks_one_pass", "_check_blocks_cpu", "_unpack_blocks_serial", "_utf8_valid_cpu",
                      "_check_variable_cpu", "_binary_lengths", "_binary_copy_range", "_unpack_range_swar",
-                     "ool_chunk_plan", "ool_chunk_assemble"):
+                     "ool_chunk_plan", "ool_chunk_assemble", "_max_level", "_defs_le"):
         assert expected in names, names
 
 
