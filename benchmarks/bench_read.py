@@ -11,8 +11,9 @@ Shapes (written once under benchmarks/data/ by pylance and pyarrow-Parquet, reus
 * ``mixed`` and ``embeddings``: the earlier benchmark's tables (5M mixed rows, 500k x 128 float32;
   :func:`make_data`, which bench_write, bench_spark and bench_gpu also use).
 
-Cases, each measured for every engine in the same run (median of ``--repeat`` after one warm-up,
-each engine's cases in one fresh process per shape):
+Cases, each measured for every engine in the same run (best of ``--repeat`` after one warm-up per
+engine; all engines in one fresh process per shape, interleaved repeat by repeat so that they share
+the machine's load; ``--cases`` runs a subset of the timed cases only):
 
 * ``scan``: ``to_table()``; ``take``: 10k random rows (Parquet: read + take);
 * ``batches8k`` / ``batches64k``: ``to_batches(batch_size)`` consumed (Parquet: ``iter_batches``);
@@ -189,32 +190,37 @@ def projection(name: str) -> list[str] | None:
     }[name]
 
 
-# All timed cases of one engine on one shape, in one fresh process: prints a JSON line.
+# All timed cases of every engine on one shape, in one fresh process, engines interleaved
+# (each repeat runs every engine in turn, so all see the same machine load): prints a JSON
+# line {engine: {case: best seconds}}.
 CHILD = r"""
 import json, sys, time, warnings
 import numpy as np
 warnings.simplefilter("ignore")
-engine, path, nrows, repeat, cases, cols = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
+engines, path, nrows, repeat, cases, cols = sys.argv[1].split(","), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
 fcol, fscale = sys.argv[7], float(sys.argv[8])
+paths = dict(zip(engines, path))
 def thr(arg):
     v = float(arg) * fscale
     return int(v) if fcol == "id" else v
 import pyarrow as pa, pyarrow.parquet as pq, pyarrow.dataset as pads
-if engine == "lance":
+opener = {}
+if "lance" in engines:
     import lance
-    open_ds = lambda: lance.dataset(path)
-elif engine == "lance_gpu":
+    opener["lance"] = lambda: lance.dataset(paths["lance"])
+if "lance_gpu" in engines:
     import lance_gpu
-    open_ds = lambda: lance_gpu.dataset(path, device="cpu")
+    opener["lance_gpu"] = lambda: lance_gpu.dataset(paths["lance_gpu"], device="cpu")
 idx = np.sort(np.random.default_rng(7).choice(nrows, min(10_000, nrows), replace=False))
 def consume(it):
     n = 0
     for b in it:
         n += b.num_rows
     return n
-def run(case):
+def run(engine, case):
     kind, _, arg = case.partition(":")
     if engine == "parquet":
+        path = paths["parquet"]
         if kind == "scan":
             return pq.read_table(path)
         if kind == "take":
@@ -225,7 +231,7 @@ def run(case):
             return pq.read_table(path, columns=cols, filters=[(fcol, "<", thr(arg))])
         if kind == "count":
             return pq.read_table(path, columns=[fcol], filters=[(fcol, "<", thr(arg))]).num_rows
-    ds = open_ds()
+    ds = opener[engine]()
     if kind == "scan":
         return ds.to_table()
     if kind == "take":
@@ -237,14 +243,24 @@ def run(case):
     if kind == "count":
         return ds.count_rows(filter=f"{fcol} < {thr(arg)}")
     raise ValueError(case)
-out = {}
+import resource
+def cpu_seconds():  # user + system time of every thread of this process
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+out = {e: {} for e in engines}
 for case in cases:
-    run(case)  # warm-up: compile caches, page cache
-    times = []
+    for e in engines:
+        run(e, case)  # warm-up: compile caches, page cache
+    times = {e: [] for e in engines}
+    cpu = {e: [] for e in engines}
     for _ in range(repeat):
-        t0 = time.perf_counter(); r = run(case); times.append(time.perf_counter() - t0)
-        del r
-    out[case] = sorted(times)[len(times) // 2]
+        for e in engines:
+            c0 = cpu_seconds(); t0 = time.perf_counter(); r = run(e, case)
+            times[e].append(time.perf_counter() - t0); cpu[e].append(cpu_seconds() - c0)
+            del r
+    for e in engines:
+        out[e][case] = min(times[e])
+        out[e]["cpu:" + case] = min(cpu[e])
 print(json.dumps(out))
 """
 
@@ -372,47 +388,91 @@ def make_strings(rows: int) -> dict[str, Path]:
     return out
 
 
-# Full scans of a string-heavy dataset with the page validation on and off (the validator
-# replaced by a no-op in this process only), alternating, after one warm-up of each.
+# Full scans of a string-heavy dataset, validated and not.  Validation now runs partly inside the
+# decode loops (FSST), so "off" cannot be had by switching a function off in this tree: it is
+# the tree of BASELINE_REV (the decoders before they validated anything) with its separate
+# validator replaced by a no-op; "old" is that tree with its validator on (the cost before
+# fusion).  Each mode runs in its own processes, interleaved on, off, old, for ``rounds`` rounds
+# of ``repeat`` scans after one warm-up; the figure is the median of every scan of a mode.
+BASELINE_REV = "222682d"
+
 CHILD_VALIDATION = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
-path, repeat = sys.argv[1], int(sys.argv[2])
+path, repeat, off = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "off"
 import lance_gpu
 import lance_gpu.file.validate as validate
-real = validate.check_variable
-def scan(on):
-    validate.check_variable = real if on else (lambda offsets, data, utf8: None)
+if off:
+    validate.check_variable = lambda offsets, data, utf8: None
+def scan():
     t0 = time.perf_counter(); tbl = lance_gpu.dataset(path, device="cpu").to_table(); dt = time.perf_counter() - t0
     return dt, tbl.nbytes
-scan(True); scan(False)
-on, off = [], []
-for _ in range(repeat):
-    on.append(scan(True)[0]); off.append(scan(False)[0])
-print(json.dumps({"on": on, "off": off, "bytes": scan(True)[1]}))
+scan()
+times = [scan()[0] for _ in range(repeat)]
+print(json.dumps({"times": times, "bytes": scan()[1]}))
 """
 
 
-def validation_main(rows: int, repeat: int) -> None:
+def baseline_tree(rev: str) -> Path:
+    """``lance_gpu`` and ``cuda_kernels`` as of ``rev``, exported once under benchmarks/data/."""
+    out = DATA / f"ref_{rev}"
+    if not (out / "lance_gpu").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", rev, "lance_gpu", "cuda_kernels"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
+def child_at(root: Path, code: str, *args: object, timeout: int = 3600) -> dict:
+    """:func:`child` with ``root`` first on PYTHONPATH (another tree of the packages)."""
+    env = dict(os.environ, PYTHONPATH=str(root))
+    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    if res.returncode:
+        raise RuntimeError(res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def validation_main(rows: int, repeat: int, rounds: int = 4) -> None:
     """Cost of validating decoded strings (offsets and UTF-8) on a string-heavy scan."""
     paths = make_strings(rows)
+    base = baseline_tree(BASELINE_REV)
     results = []
+    loads = [Path("/proc/loadavg").read_text().split()[0]]
     for version, path in paths.items():
-        r = child(CHILD_VALIDATION, path, repeat)
-        on = sorted(r["on"])[len(r["on"]) // 2]
-        off = sorted(r["off"])[len(r["off"]) // 2]
-        results.append({"version": version, "rows": rows, "decoded_mb": r["bytes"] / 1e6, "validated_s": on,
-                        "unvalidated_s": off, "overhead_pct": 100 * (on - off) / off})
+        times: dict[str, list[float]] = {"on": [], "off": [], "old": []}
+        nbytes = 0
+        for _ in range(rounds):
+            r = child_at(HERE.parent, CHILD_VALIDATION, path, repeat, "on")
+            times["on"] += r["times"]
+            nbytes = r["bytes"]
+            times["off"] += child_at(base, CHILD_VALIDATION, path, repeat, "off")["times"]
+            times["old"] += child_at(base, CHILD_VALIDATION, path, repeat, "on")["times"]
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        best = {k: min(v) for k, v in times.items()}
+        loads.append(Path("/proc/loadavg").read_text().split()[0])
+        results.append({"version": version, "rows": rows, "decoded_mb": nbytes / 1e6, "validated_s": med["on"],
+                        "unvalidated_s": med["off"], "old_validated_s": med["old"],
+                        "overhead_pct": 100 * (med["on"] - med["off"]) / med["off"],
+                        "old_overhead_pct": 100 * (med["old"] - med["off"]) / med["off"],
+                        "best_s": best, "best_overhead_pct": 100 * (best["on"] - best["off"]) / best["off"],
+                        "best_old_overhead_pct": 100 * (best["old"] - best["off"]) / best["off"], "times": times})
     meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"), "rows": rows, "repeat": repeat}
+            "date": time.strftime("%Y-%m-%d"), "rows": rows, "repeat": repeat, "rounds": rounds,
+            "baseline": BASELINE_REV, "loadavg_1min": loads}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "read_validation.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=2))
     lines = [f"# Cost of string validation on a full scan (CPU), {meta['date']}, {meta['cpus']} cores, {meta['machine']}", "",
              f"{rows} rows of ~45-character text (some non-ASCII words) and ~45-character URLs, written by pylance;",
-             f"median of {repeat} scans each, validation on and off alternating in one process.", "",
-             "| file version | decoded MB | validated s | unvalidated s | overhead |", "|---|---|---|---|---|"]
+             f"median of {rounds} x {repeat} scans per mode, modes in separate processes interleaved (on, off, old).",
+             f"unvalidated: the decoders of {BASELINE_REV} (before any validation in them) with the validator off;",
+             f"before fusion: {BASELINE_REV} with its separate validator on.  1-min loadavg at start and after each version: {', '.join(loads)}.", "",
+             "| file version | decoded MB | validated s | unvalidated s | overhead | before fusion s | overhead before | best-of overhead (before) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['version']} | {r['decoded_mb']:.0f} | {r['validated_s']:.3f} | {r['unvalidated_s']:.3f} | {r['overhead_pct']:+.1f}% |")
+        lines.append(f"| {r['version']} | {r['decoded_mb']:.0f} | {r['validated_s']:.3f} | {r['unvalidated_s']:.3f} | "
+                     f"{r['overhead_pct']:+.1f}% | {r['old_validated_s']:.3f} | {r['old_overhead_pct']:+.1f}% | "
+                     f"{r['best_overhead_pct']:+.1f}% ({r['best_old_overhead_pct']:+.1f}%) |")
     (RESULTS / "read_validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -427,9 +487,12 @@ def main() -> None:
     ap.add_argument("--first-read-runs", type=int, default=3, help="fresh processes per first-read figure")
     ap.add_argument("--out", default=None, help="results file stem (default read_cpu, read_cpu_quick with --quick)")
     ap.add_argument("--validation", action="store_true", help="only the string-validation cost case (read_validation.md)")
+    ap.add_argument("--cases", default=None,
+                    help="only these timed cases, by label (e.g. scan,batches64k,filter_10%%); skips memory and first read")
     args = ap.parse_args()
+    args.loadavg_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if args.validation:
-        validation_main(2_000_000 if args.rows == 5_000_000 else args.rows, max(args.repeat, 7))
+        validation_main(2_000_000 if args.rows == 5_000_000 else args.rows, max(args.repeat, 5))
         return
     sizes = shape_sizes(args.quick, args.rows, args.emb_rows)
     shapes = [s for s in args.shapes.split(",") if s]
@@ -442,23 +505,26 @@ def main() -> None:
         nrows = size["rows"] * size.get("frags", 1)
         fcol, fscale = filter_column(name, nrows)
         cases = timed_cases(name)
+        if args.cases:
+            wanted = set(args.cases.split(","))
+            cases = [c for c in cases if case_label(c) in wanted]
         cols = json.dumps(projection(name))
-        got = {}
-        for engine in ENGINES:
-            path = ppath if engine == "parquet" else lpath
-            got[engine] = child(CHILD, engine, path, nrows, args.repeat, json.dumps(cases), cols, fcol, fscale)
-            print(f"  {name} {engine}: done", file=sys.stderr, flush=True)
+        paths = ",".join(str(ppath if engine == "parquet" else lpath) for engine in ENGINES)
+        got = child(CHILD, ",".join(ENGINES), paths, nrows, args.repeat, json.dumps(cases), cols, fcol, fscale)
+        print(f"  {name} timed cases: done", file=sys.stderr, flush=True)
         for case in cases:
             ours, pyl, par = (got[e][case] for e in ENGINES)
+            cpu_ours, cpu_pyl = (got[e]["cpu:" + case] for e in ("lance_gpu", "lance"))
             rows.append({"shape": name, "case": case_label(case), "lance_gpu_s": ours, "lance_s": pyl, "parquet_s": par,
-                         "vs_pylance": pyl / ours, "vs_parquet": par / ours})
-        for engine in ENGINES:
+                         "vs_pylance": pyl / ours, "vs_parquet": par / ours, "lance_gpu_cpu_s": cpu_ours,
+                         "lance_cpu_s": cpu_pyl, "cpu_vs_pylance": cpu_pyl / max(cpu_ours, 1e-9)})
+        for engine in ENGINES if not args.cases else ():
             for op in ("batches", "scan"):
                 m = child(CHILD_MEM, engine, op, ppath if engine == "parquet" else lpath)
                 rows.append({"shape": name, "case": f"memory:{op}", "engine": engine,
                              "peak_growth_mb": m["peak_growth"] / 1e6, "decoded_mb": m["decoded"] / 1e6,
                              "ratio": m["peak_growth"] / max(m["decoded"], 1)})
-        if name in ("issue", "wide"):
+        if name in ("issue", "wide") and not args.cases:
             rows.append(first_read_row(name, lpath, args.first_read_runs))
         print(f"{name}: done", file=sys.stderr, flush=True)
     write_results(rows, args, sizes, shapes)
@@ -485,7 +551,7 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
     import pyarrow
 
     meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "host": platform.node(), "processor": platform.processor(),
+            "loadavg": args.loadavg_start + " -> " + " ".join(f"{x:.2f}" for x in os.getloadavg()), "host": platform.node(), "processor": platform.processor(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "repeat": args.repeat,
             "sizes": {s: sizes[s] for s in shapes}, "pylance": lance.__version__, "pyarrow": pyarrow.__version__,
             "numba": numba.__version__}
@@ -495,14 +561,21 @@ def write_results(rows: list[dict], args: argparse.Namespace, sizes: dict, shape
     title = (f"# Read benchmark (CPU){' --quick' if args.quick else ''}, {meta['date']}, {meta['cpus']} cores, "
              f"{meta['machine']}, Python {meta['python']}, pylance {meta['pylance']}, pyarrow {meta['pyarrow']}, numba {meta['numba']}")
     lines = [title, "",
-             "Shared machine: other jobs ran at the same time, so figures are noisy; ratios are within this one run.", "",
+             "Shared machine: other jobs ran at the same time, so figures are noisy; ratios are within this one run.",
+             f"Load average (1/5/15 min) at start -> end: {meta['loadavg']}.", "",
              "Sizes: " + "; ".join(f"{s} {sizes[s]}" for s in shapes), "",
-             "Median seconds; ratio = other engine's time / lance_gpu's time (above 1: lance_gpu is faster).", "",
-             "| shape | case | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet |", "|---|---|---|---|---|---|---|"]
+             f"Best of {args.repeat} interleaved repeats (every engine in turn in one process), seconds; ratio = other "
+             "engine's time / lance_gpu's time (above 1: lance_gpu is faster).", "",
+             "CPU s: user + system seconds of the process (every thread) during the best run of each engine; on a loaded "
+             "machine the CPU ratio shows the work each engine does, the wall ratio also how many threads it has to win "
+             "cores from other jobs.", "",
+             "| shape | case | lance_gpu s | pylance s | parquet s | vs pylance | vs parquet | lance_gpu CPU s | pylance CPU s | CPU vs pylance |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "vs_pylance" in r:
             lines.append(f"| {r['shape']} | {r['case']} | {r['lance_gpu_s']:.3f} | {r['lance_s']:.3f} | {r['parquet_s']:.3f} | "
-                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x |")
+                         f"{r['vs_pylance']:.2f}x | {r['vs_parquet']:.2f}x | {r['lance_gpu_cpu_s']:.3f} | {r['lance_cpu_s']:.3f} | "
+                         f"{r['cpu_vs_pylance']:.2f}x |")
     first_note = ("First `to_table()` in a fresh process, seconds from interpreter start (imports included); median of "
                   "fresh processes. Empty cache = a new `LANCE_GPU_CACHE_DIR`; warm = the next process on that cache. "
                   "Bound = max(1.5 s, 2 x pylance).")

@@ -8,11 +8,14 @@ Batch size 1024.  Cases (each in a fresh process: one warm-up epoch, then the me
 ``--repeat`` epochs; each batch is materialised):
 
 * ``sequential``: ours (``device="cpu"``) / pylance's default loader;
-* ``shuffled``: ours ``shuffle=True`` (seeded read order + a 65,536-row shuffle buffer, so
-  rows are mixed) / pylance's only shuffling loader, ``ShardedBatchSampler(randomize=True)``
-  (contiguous 1024-row ranges in random order);
-* ``shuffled-batches``: ours with pylance's exact semantics (``shard_granularity="batch"``,
-  ``shuffle=True, shuffle_buffer=0``) / the same pylance loader;
+* ``shuffled-fragments``: both ``ShardedFragmentSampler(0, 1, randomize=True)`` (whole
+  fragments in a seeded order, the same sampler semantics on both sides);
+* ``shuffled-batches``: both ``ShardedBatchSampler`` randomized (contiguous 1024-row ranges in a
+  seeded order; ours ``shard_granularity="batch", shuffle=True, shuffle_buffer=0`` gives
+  pylance's order at epoch 0);
+* ``shuffled-rows``: ours ``shuffle=True`` (seeded read order + a 65,536-row shuffle buffer,
+  so rows are mixed) / pylance's randomized ``ShardedBatchSampler``: *not* like with like,
+  pylance's loader has no row-mixing shuffle, so ours does strictly more work here;
 * on a usable GPU also ``gpu-sequential`` / ``gpu-shuffled``: ours ``device="cuda"`` against
   pylance plus ``.cuda()``, synchronised per batch.
 
@@ -66,15 +69,19 @@ def _loader(engine: str, case: str, uri: str):
         device = "cuda" if case.startswith("gpu") else "cpu"
         if case.endswith("sequential"):
             return lt.LanceDataset(uri, BATCH, columns=cols, device=device)
+        if case == "shuffled-fragments":
+            return lt.LanceDataset(uri, BATCH, columns=cols, device=device, sampler=lt.ShardedFragmentSampler(0, 1, randomize=True))
         if case == "shuffled-batches":
             return lt.LanceDataset(uri, BATCH, columns=cols, device=device, shard_granularity="batch", shuffle=True, shuffle_buffer=0)
         return lt.LanceDataset(uri, BATCH, columns=cols, device=device, shuffle=True)
     import lance
-    from lance.sampler import ShardedBatchSampler
+    from lance.sampler import ShardedBatchSampler, ShardedFragmentSampler
     from lance.torch.data import LanceDataset
 
     if case.endswith("sequential"):
         return LanceDataset(lance.dataset(uri), BATCH, columns=cols)
+    if case == "shuffled-fragments":
+        return LanceDataset(lance.dataset(uri), BATCH, columns=cols, sampler=ShardedFragmentSampler(0, 1, randomize=True))
     return LanceDataset(lance.dataset(uri), BATCH, columns=cols, sampler=ShardedBatchSampler(0, 1, randomize=True))
 
 
@@ -101,15 +108,27 @@ def run_case(engine: str, case: str, uri: str, repeat: int) -> dict:
     loader = _loader(engine, case, uri)
     to_cuda = case.startswith("gpu")
     rows, _ = _epoch(loader, to_cuda)  # warm-up: compile kernels, fill the page cache
-    times = []
+    times, cpu = [], []
     for epoch in range(repeat):
         if hasattr(loader, "set_epoch"):
             loader.set_epoch(epoch + 1)
+        c0 = time.process_time()
         n, dt = _epoch(loader, to_cuda)
+        cpu.append(time.process_time() - c0)
         assert n == rows, (n, rows)
         times.append(dt)
     med = statistics.median(times)
-    return {"engine": engine, "case": case, "rows": rows, "seconds": med, "samples_per_s": rows / med, "runs": times}
+    return {
+        "engine": engine, "case": case, "rows": rows, "seconds": med, "samples_per_s": rows / med, "runs": times,
+        "cpu_seconds": statistics.median(cpu), "loadavg": _loadavg(),
+    }
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
 
 
 def _subprocess(engine: str, case: str, uri: str, repeat: int) -> dict:
@@ -129,11 +148,12 @@ def main() -> None:
     uri = str(make_data(args.rows))
     from lance_gpu._device import gpu_unusable_reason
 
-    cases = ["sequential", "shuffled", "shuffled-batches"]
+    cases = ["sequential", "shuffled-fragments", "shuffled-batches", "shuffled-rows"]
     gpu = gpu_unusable_reason() is None
     if gpu:
         cases += ["gpu-sequential", "gpu-shuffled"]
     results = []
+    start_load = _loadavg()
     for case in cases:
         for engine in ("lance_gpu", "lance"):
             r = _subprocess(engine, case, uri, args.repeat)
@@ -145,14 +165,19 @@ def main() -> None:
         f"# Training-feed benchmark ({'GPU' if gpu else 'CPU'}), {time.strftime('%Y-%m-%d')}, {host}",
         "",
         f"{args.rows:,} rows x (128-float32 embedding + int64 label), batch {BATCH}; median of {args.repeat} epochs after a warm-up, each in a fresh process.",
-        "ratio = our samples/s / pylance's (above 1: lance_gpu is faster).",
+        "ratio = our samples/s / pylance's (above 1: lance_gpu is faster). cpu s = process CPU seconds per epoch",
+        "(all threads; on a loaded machine wall time also depends on how many runnable threads a loader has).",
+        f"Load average at the start: {start_load}; after each case: see the last column.",
         "",
-        "| case | lance_gpu samples/s | pylance samples/s | ratio |",
-        "|---|---|---|---|",
+        "| case | lance_gpu samples/s | pylance samples/s | ratio | cpu s ours / pylance | loadavg |",
+        "|---|---|---|---|---|---|",
     ]
     for case in cases:
         ours, ref = by[(case, "lance_gpu")], by[(case, "lance")]
-        lines.append(f"| {case} | {ours['samples_per_s']:,.0f} | {ref['samples_per_s']:,.0f} | {ours['samples_per_s'] / ref['samples_per_s']:.2f}x |")
+        lines.append(
+            f"| {case} | {ours['samples_per_s']:,.0f} | {ref['samples_per_s']:,.0f} | {ours['samples_per_s'] / ref['samples_per_s']:.2f}x "
+            f"| {ours['cpu_seconds']:.3f} / {ref['cpu_seconds']:.3f} | {ref['loadavg']} |"
+        )
     RESULTS.mkdir(exist_ok=True)
     name = "torch_gpu" if gpu else "torch_cpu"
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")

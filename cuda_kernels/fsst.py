@@ -39,6 +39,7 @@ from .errors import (
     new_error_flag,
     raise_if_flagged,
 )
+from .utf8 import BYTE_NEXT, symbol_next
 
 cuda = LAZY_CUDA
 
@@ -135,6 +136,50 @@ def _fsst_decode_one(symbols, sym_lens, comp, start, end, out, pos, out_end):
 
 
 @dual
+def _fsst_decode_one_utf8(symbols, sym_lens, sym_next, byte_next, comp, start, end, out, pos, out_end, st):
+    """:func:`_fsst_decode_one` that also runs the UTF-8 automaton (:mod:`cuda_kernels.utf8`)
+    over the emitted bytes, a whole symbol per step (``sym_next``) or one escaped byte
+    (``byte_next``), from state ``st``; returns the state after the last code (0: every
+    character complete and well-formed so far).
+
+    At a character boundary the next state is ``sym_next[code]``, a load that does not
+    depend on the previous one: on text that is mostly whole characters per symbol the
+    branch is predicted and the automaton adds no dependency chain to the decode loop.
+    """
+    i = start
+    while i < end:
+        c = np.int64(comp[i])
+        if c == 255:
+            b = comp[i + 1]
+            out[pos] = b
+            st = np.int64(byte_next[st * 256 + np.int64(b)])
+            pos += 1
+            i += 2
+        else:
+            s = np.uint64(symbols[c])
+            n = np.int64(sym_lens[c])
+            if pos + 8 <= out_end:
+                out[pos] = s & np.uint64(0xFF)
+                out[pos + 1] = (s >> np.uint64(8)) & np.uint64(0xFF)
+                out[pos + 2] = (s >> np.uint64(16)) & np.uint64(0xFF)
+                out[pos + 3] = (s >> np.uint64(24)) & np.uint64(0xFF)
+                out[pos + 4] = (s >> np.uint64(32)) & np.uint64(0xFF)
+                out[pos + 5] = (s >> np.uint64(40)) & np.uint64(0xFF)
+                out[pos + 6] = (s >> np.uint64(48)) & np.uint64(0xFF)
+                out[pos + 7] = (s >> np.uint64(56)) & np.uint64(0xFF)
+            else:
+                for k in range(n):
+                    out[pos + k] = (s >> np.uint64(8 * k)) & np.uint64(0xFF)
+            if st == 0:
+                st = np.int64(sym_next[c])
+            else:
+                st = np.int64(sym_next[st * 256 + c])
+            pos += n
+            i += 1
+    return st
+
+
+@dual
 def _error_bit(code):
     """Map a negative length from :func:`_fsst_decoded_len` to an ``ERR_*`` bit."""
     if code == -1:
@@ -194,21 +239,32 @@ def _scan_inplace(offsets):
 
 
 @cpu_driver
-def _decode_range(symbols, sym_lens, comp, in_offsets, out_offsets, out, lo, hi):
+def _decode_range(symbols, sym_lens, sym_next, byte_next, comp, in_offsets, out_offsets, out, lo, hi):
+    """Decode strings ``lo..hi``; returns the first one that is not UTF-8, or -1."""
+    bad = -1
     for i in range(lo, hi):
-        _fsst_decode_one(
-            symbols, sym_lens, comp, np.int64(in_offsets[i]), np.int64(in_offsets[i + 1]),
-            out, out_offsets[i], out_offsets[i + 1],
+        st = _fsst_decode_one_utf8(
+            symbols, sym_lens, sym_next, byte_next, comp, np.int64(in_offsets[i]), np.int64(in_offsets[i + 1]),
+            out, out_offsets[i], out_offsets[i + 1], np.int64(0),
         )
+        if st != 0 and bad < 0:
+            bad = i
+    return bad
 
 
 @cpu_driver(parallel=True)
-def _decode_parallel(symbols, sym_lens, comp, in_offsets, out_offsets, out, nchunks):
+def _decode_parallel(symbols, sym_lens, sym_next, byte_next, comp, in_offsets, out_offsets, out, nchunks):
     n = in_offsets.shape[0] - 1
+    bads = np.full(nchunks, -1, dtype=np.int64)
     for ch in prange(nchunks):
-        _decode_range(
-            symbols, sym_lens, comp, in_offsets, out_offsets, out, ch * n // nchunks, (ch + 1) * n // nchunks
+        bads[ch] = _decode_range(
+            symbols, sym_lens, sym_next, byte_next, comp, in_offsets, out_offsets, out,
+            ch * n // nchunks, (ch + 1) * n // nchunks,
         )
+    for ch in range(nchunks):
+        if bads[ch] >= 0:
+            return bads[ch]
+    return -1
 
 
 @cpu_driver
@@ -239,64 +295,92 @@ def _lengths_span_parallel(sym_lens, n_symbols, comp, starts, ends, out_offsets,
 
 
 @cpu_driver
-def _decode_span_range(symbols, sym_lens, comp, starts, ends, out_offsets, out, lo, hi):
+def _decode_span_range(symbols, sym_lens, sym_next, byte_next, comp, starts, ends, out_offsets, out, lo, hi):
+    """As :func:`_decode_range`, for strings given as (start, end) spans."""
+    bad = -1
     for i in range(lo, hi):
-        _fsst_decode_one(
-            symbols, sym_lens, comp, np.int64(starts[i]), np.int64(ends[i]), out, out_offsets[i], out_offsets[i + 1]
+        st = _fsst_decode_one_utf8(
+            symbols, sym_lens, sym_next, byte_next, comp, np.int64(starts[i]), np.int64(ends[i]),
+            out, out_offsets[i], out_offsets[i + 1], np.int64(0),
         )
+        if st != 0 and bad < 0:
+            bad = i
+    return bad
 
 
 @cpu_driver(parallel=True)
-def _decode_span_parallel(symbols, sym_lens, comp, starts, ends, out_offsets, out, nchunks):
+def _decode_span_parallel(symbols, sym_lens, sym_next, byte_next, comp, starts, ends, out_offsets, out, nchunks):
     n = starts.shape[0]
+    bads = np.full(nchunks, -1, dtype=np.int64)
     for ch in prange(nchunks):
-        _decode_span_range(
-            symbols, sym_lens, comp, starts, ends, out_offsets, out, ch * n // nchunks, (ch + 1) * n // nchunks
+        bads[ch] = _decode_span_range(
+            symbols, sym_lens, sym_next, byte_next, comp, starts, ends, out_offsets, out,
+            ch * n // nchunks, (ch + 1) * n // nchunks,
         )
+    for ch in range(nchunks):
+        if bads[ch] >= 0:
+            return bads[ch]
+    return -1
 
 
 @cpu_driver
-def decode_checked_cpu(symbols, sym_lens, n_symbols, comp, start, end, out, pos):
+def decode_checked_cpu(symbols, sym_lens, sym_next, byte_next, n_symbols, comp, start, end, out, pos):
     """Decode ``comp[start:end]`` to ``out[pos:]``, checking every code (CPU, one pass).
 
     ``out`` must have room for ``8 * (end - start)`` bytes from ``pos``: a code consumes at
     least one byte and emits at most eight, and each symbol is written with one unaligned
-    8-byte store whose tail the next code overwrites.  Returns the position after the
-    string, or -1 (the string ends in an escape) / -2 (a code beyond the table).
+    8-byte store whose tail the next code overwrites.  Returns ``(end position, UTF-8
+    automaton state)`` (state 0: the string is well-formed UTF-8), or ``(-1, 0)`` (the
+    string ends in an escape) / ``(-2, 0)`` (a code beyond the table).
     """
     i = start
+    st = np.int64(0)
     while i < end:
         c = np.int64(comp[i])
         if c == 255:
             if i + 1 >= end:
-                return -1
-            out[pos] = comp[i + 1]
+                return np.int64(-1), st
+            b = comp[i + 1]
+            out[pos] = b
+            st = np.int64(byte_next[st * 256 + np.int64(b)])
             pos += 1
             i += 2
         else:
             if c >= n_symbols:
-                return -2
+                return np.int64(-2), st
             store_u64(out, pos, symbols[c])
+            if st == 0:
+                st = np.int64(sym_next[c])
+            else:
+                st = np.int64(sym_next[st * 256 + c])
             pos += np.int64(sym_lens[c])
             i += 1
-    return pos
+    return pos, st
 
 
 @cpu_driver
-def decode_stream_cpu(symbols, sym_lens, comp, start, end, out, pos, out_end):
-    """As :func:`_fsst_decode_one` (validated input, exact-size output) with 8-byte stores."""
+def decode_stream_cpu(symbols, sym_lens, sym_next, byte_next, comp, start, end, out, pos, out_end):
+    """As :func:`_fsst_decode_one_utf8` from state 0 (validated input, exact-size output)
+    with 8-byte stores; returns the automaton's final state."""
     i = start
+    st = np.int64(0)
     while i < end and pos + 8 <= out_end:
         c = np.int64(comp[i])
         if c == 255:
-            out[pos] = comp[i + 1]
+            b = comp[i + 1]
+            out[pos] = b
+            st = np.int64(byte_next[st * 256 + np.int64(b)])
             pos += 1
             i += 2
         else:
             store_u64(out, pos, symbols[c])
+            if st == 0:
+                st = np.int64(sym_next[c])
+            else:
+                st = np.int64(sym_next[st * 256 + c])
             pos += np.int64(sym_lens[c])
             i += 1
-    return _fsst_decode_one(symbols, sym_lens, comp, i, end, out, pos, out_end)
+    return _fsst_decode_one_utf8(symbols, sym_lens, sym_next, byte_next, comp, i, end, out, pos, out_end, st)
 
 
 # --------------------------------------------------------------------------
@@ -465,7 +549,7 @@ def fsst_decoded_lengths(symbols, symbol_lengths, compressed, in_offsets, n_symb
     return _lengths_cpu(sl, nsym, comp, offs)[1:].copy()
 
 
-def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None):
+def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None, *, utf8=False):
     """Decode FSST-compressed strings (CPU).
 
     :param symbols: ``uint64[>= n_symbols]`` symbol bytes (little-endian packed).
@@ -475,7 +559,11 @@ def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None)
         ``compressed[in_offsets[i]:in_offsets[i + 1]]``.
     :param n_symbols: number of valid symbols; codes ``>= n_symbols`` (other
         than 255) are corrupt.  Default: ``min(255, len(symbols))``.
-    :returns: ``(out_offsets int64[n + 1], out_bytes uint8[out_offsets[-1]])``.
+    :param utf8: also return whether every decoded string is well-formed UTF-8, found by
+        the decode loop itself (:func:`_fsst_decode_one_utf8`; no second pass).
+    :returns: ``(out_offsets int64[n + 1], out_bytes uint8[out_offsets[-1]])``, plus that
+        verdict (``bool``) with ``utf8``.  The offsets start at 0, never decrease and end
+        at ``len(out_bytes)`` by construction.
     :raises CorruptInputError: on corrupt input.
     """
     sym, sl, nsym = _prepare_table(symbols, symbol_lengths, n_symbols)
@@ -485,18 +573,23 @@ def fsst_decode(symbols, symbol_lengths, compressed, in_offsets, n_symbols=None)
     out_offsets = _lengths_cpu(sl, nsym, comp, offs)
     _scan_inplace(out_offsets)
     out = np.empty(int(out_offsets[n]), dtype=np.uint8)
+    snext = symbol_next(sym, sl, nsym)
+    bad = -1
     if n >= _PARALLEL_MIN_STRINGS and numba.get_num_threads() > 1:
-        _decode_parallel(sym, sl, comp, offs, out_offsets, out, _nchunks(n))
+        bad = _decode_parallel(sym, sl, snext, BYTE_NEXT, comp, offs, out_offsets, out, _nchunks(n))
     elif n:
-        _decode_range(sym, sl, comp, offs, out_offsets, out, 0, n)
+        bad = _decode_range(sym, sl, snext, BYTE_NEXT, comp, offs, out_offsets, out, 0, n)
+    if utf8:
+        return out_offsets, out, bool(bad < 0)
     return out_offsets, out
 
 
-def fsst_decode_spans(symbols, symbol_lengths, compressed, starts, lengths, n_symbols=None):
+def fsst_decode_spans(symbols, symbol_lengths, compressed, starts, lengths, n_symbols=None, *, utf8=False):
     """Decode FSST strings given as spans: string ``i`` is
     ``compressed[starts[i]:starts[i] + lengths[i]]`` (spans need not be contiguous).
 
-    Same result and errors as :func:`fsst_decode`, without first gathering the spans.
+    Same result (and ``utf8`` verdict) and errors as :func:`fsst_decode`, without first
+    gathering the spans.
     """
     sym, sl, nsym = _prepare_table(symbols, symbol_lengths, n_symbols)
     comp = np.ascontiguousarray(compressed, dtype=np.uint8)
@@ -512,10 +605,14 @@ def fsst_decode_spans(symbols, symbol_lengths, compressed, starts, lengths, n_sy
         _raise_for(int(out_offsets[bad + 1]), bad)
     _scan_inplace(out_offsets)
     out = np.empty(int(out_offsets[n]), dtype=np.uint8)
+    snext = symbol_next(sym, sl, nsym)
+    bad = -1
     if n >= _PARALLEL_MIN_STRINGS and numba.get_num_threads() > 1:
-        _decode_span_parallel(sym, sl, comp, st, en, out_offsets, out, _nchunks(n))
+        bad = _decode_span_parallel(sym, sl, snext, BYTE_NEXT, comp, st, en, out_offsets, out, _nchunks(n))
     elif n:
-        _decode_span_range(sym, sl, comp, st, en, out_offsets, out, 0, n)
+        bad = _decode_span_range(sym, sl, snext, BYTE_NEXT, comp, st, en, out_offsets, out, 0, n)
+    if utf8:
+        return out_offsets, out, bool(bad < 0)
     return out_offsets, out
 
 

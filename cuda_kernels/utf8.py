@@ -28,11 +28,79 @@ from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError
 
 cuda = LAZY_CUDA
 
-__all__ = ["BAD_OFFSETS", "BAD_UTF8", "VALID", "check_variable", "check_variable_segments_gpu"]
+__all__ = [
+    "BAD_OFFSETS",
+    "BAD_UTF8",
+    "BYTE_NEXT",
+    "VALID",
+    "check_variable",
+    "check_variable_segments_gpu",
+    "symbol_next",
+]
 
 VALID = 0
 BAD_OFFSETS = 1
 BAD_UTF8 = 2
+
+
+# --------------------------------------------------------------------------------------------
+# UTF-8 as an automaton, for decoders that emit whole symbols (FSST) and validate as they go.
+#
+# States: 0 at a character boundary; 1, 2, 3 continuation bytes (80..BF) still due; 4 after
+# E0 (A0..BF due, then one more), 5 after ED (80..9F, then one), 6 after F0 (90..BF, then
+# two), 7 after F4 (80..8F, then two); 8 an error (sticky).  A table is ``uint8[9 * 256]``:
+# ``next = table[state * 256 + input]``.  A value is well-formed UTF-8 exactly when the
+# automaton, started at 0, ends at 0 after its last byte (RFC 3629; the same language as
+# :func:`_utf8_first_invalid`).
+
+UTF8_STATES = 9
+UTF8_ERROR = 8
+
+
+def _byte_next() -> np.ndarray:
+    t = np.full((UTF8_STATES, 256), UTF8_ERROR, np.uint8)
+    b = np.arange(256)
+    t[0, b < 0x80] = 0
+    t[0, (b >= 0xC2) & (b <= 0xDF)] = 1
+    t[0, 0xE0] = 4
+    t[0, (b >= 0xE1) & (b <= 0xEF)] = 2
+    t[0, 0xED] = 5
+    t[0, 0xF0] = 6
+    t[0, (b >= 0xF1) & (b <= 0xF3)] = 3
+    t[0, 0xF4] = 7
+    cont = (b >= 0x80) & (b <= 0xBF)
+    t[1, cont] = 0
+    t[2, cont] = 1
+    t[3, cont] = 2
+    t[4, (b >= 0xA0) & (b <= 0xBF)] = 1
+    t[5, (b >= 0x80) & (b <= 0x9F)] = 1
+    t[6, (b >= 0x90) & (b <= 0xBF)] = 2
+    t[7, (b >= 0x80) & (b <= 0x8F)] = 2
+    return t.reshape(-1)
+
+
+#: The automaton over single bytes (FSST escapes, literal copies).
+BYTE_NEXT = _byte_next()
+
+
+def symbol_next(symbols: np.ndarray, lengths: np.ndarray, n_symbols: int) -> np.ndarray:
+    """The automaton over whole FSST symbols: ``uint8[9 * 256]``, entry ``state * 256 + code``
+    the state after the symbol's bytes (codes ``>= n_symbols`` lead to the error state).
+
+    ``symbols`` hold a symbol's bytes little-endian in a u64, ``lengths`` 1..8 bytes.  Built
+    with eight vectorised steps (a few microseconds per page).
+    """
+    n = int(n_symbols)
+    table = BYTE_NEXT.reshape(UTF8_STATES, 256)
+    state = np.repeat(np.arange(UTF8_STATES, dtype=np.int64)[:, None], n, axis=1)
+    sym = np.asarray(symbols[:n], np.uint64)
+    lens = np.asarray(lengths[:n], np.int64)
+    for k in range(8):
+        byte = ((sym >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.int64)
+        state = np.where(k < lens, table[state, byte], state)
+    out = np.full((UTF8_STATES, 256), UTF8_ERROR, np.uint8)
+    out[:, :n] = state
+    return out.reshape(-1)
 
 
 @dual
@@ -219,6 +287,15 @@ def _check_variable_cpu(offsets, data, utf8, bytes_ok):
     return VALID, np.int64(-1)
 
 
+def _read_only(a):
+    """A read-only view of ``a`` (``a`` itself when it already is)."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def check_variable(offsets, data, utf8):
     """Validate Arrow variable-width values (CPU).
 
@@ -232,6 +309,9 @@ def check_variable(offsets, data, utf8):
     if offsets.dtype not in (np.int32, np.int64):
         offsets = offsets.astype(np.int64)
     data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    # One array flavour for the compiled drivers: bytes and offsets come both from read-only
+    # file maps and from writable decode buffers, and numba compiles (seconds) per flavour.
+    offsets, data = _read_only(offsets), _read_only(data)
     bytes_ok = False
     if utf8 and offsets.size > 1:
         # the bytes as a whole, in parallel; the exact place is only searched for on failure

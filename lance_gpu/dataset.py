@@ -148,8 +148,12 @@ class LanceDataset:
             ``commit_lock(version)`` returns a context manager held while publishing; with
             one, a store without conditional writes is accepted (the lock guards the
             manifest's check-then-put).
-        storage_options, enable_v2_manifest_paths, detached, max_retries
-            As pylance's (``detached`` commits are not supported).
+        storage_options, enable_v2_manifest_paths, max_retries
+            As pylance's.
+        detached : bool, default False
+            Commit a version outside the lineage (a random version with bit 63 set, stored as
+            ``_versions/d{version}.manifest``): never the latest, found only by checking it
+            out by number; ``read_version`` may itself be detached.
         commit_message : str, optional
             Stored in the transaction's properties (``__lance_commit_message``, as pylance).
         enable_stable_row_ids : bool, optional

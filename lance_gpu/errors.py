@@ -48,14 +48,21 @@ class FilterError(LanceGpuError, ValueError):
     """A filter predicate could not be parsed or refers to unknown columns."""
 
 
-class CommitConflictError(LanceGpuError, RuntimeError):
-    """A concurrent writer committed an incompatible change first."""
+class CommitConflictError(LanceGpuError, RuntimeError, OSError):
+    """A concurrent writer committed an incompatible change first.  Also an ``OSError``,
+    the type pylance raises (``lance.commit.CommitConflictError``, and "Too many
+    concurrent writers" once an update's retries run out)."""
 
 
 class MergeInsertError(LanceGpuError, ValueError, OSError):
     """A merge_insert cannot run as asked: several source rows match one target row
     (pylance: "Ambiguous merge inserts are prohibited"), or ``when_matched_fail`` matched.
     Also an ``OSError``, the type pylance raises."""
+
+
+class InvalidJsonError(SchemaMismatchError, OSError):
+    """A value of an ``arrow.json`` column being written is not JSON (or repeats an object
+    key); pylance refuses it with an ``OSError`` ("Failed to encode JSON")."""
 
 
 class RetryableCommitConflictError(CommitConflictError):

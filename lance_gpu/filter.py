@@ -56,8 +56,8 @@ Known differences from pylance 14.0.2:
 SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
 ``array_has_any``, ``array_has_all``, ``array_length``, ``regexp_match`` (a ``list<string>``;
-true where it matches when used as a condition), ``regexp_like`` (flags ``i m s U``; the pattern
-of both may be a column), ``starts_with``, ``ends_with``, ``contains`` (the pattern may be a column),
+true where it matches when used as a condition), ``regexp_like`` (flags ``i m s x U``; the
+pattern and the flags of both may be columns), ``starts_with``, ``ends_with``, ``contains`` (the pattern may be a column),
 ``left`` / ``right`` (``string_view``, as pylance), ``lpad`` / ``rpad``, ``length`` / ``char_length`` /
 ``character_length``, ``lower``, ``upper``, ``abs``, ``coalesce``, ``round`` (half away from
 zero; the digits may be a column), ``date_trunc``, ``current_date``, ``now``, ``is_valid``, ``json_extract``,
@@ -65,8 +65,12 @@ zero; the digits may be a column), ``date_trunc``, ``current_date``, ``now``, ``
 ``json_get_int``, ``json_get_float``, ``json_get_bool``, ``json_get`` (Lance's binary JSONB of the
 member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``,
 ``log2``, ``power`` / ``pow``, ``signum``, ``trunc``, ``replace``, ``btrim``, ``ltrim``, ``rtrim``,
-``concat``, ``strpos`` (byte positions: equal to pylance's for ASCII), ``reverse``, ``initcap``,
-``octet_length``, ``repeat``. ``X'0102'`` (and ``0x0102``, as in
+``concat``, ``strpos`` (character positions; the substring may be a column), ``reverse``,
+``initcap``, ``octet_length``, ``repeat`` (the count may be a column). As in pylance, ``length``,
+``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match`` and ``concat`` take
+integers, booleans, dates and floats as text (floats printed as DataFusion prints them, also
+for ``CAST(f AS STRING)``); the other string functions refuse them. JSON paths, keys and
+values may be columns. ``X'0102'`` (and ``0x0102``, as in
 pylance) is a binary literal. ``_rowid``, ``_rowaddr`` and ``_rowoffset`` are uint64 virtual
 columns (:data:`VIRTUAL_COLUMNS`; pylance refuses ``_rowoffset`` in filters, we accept it):
 the reader appends those the compiled result lists in ``virtual_columns``.
@@ -74,12 +78,11 @@ the reader appends those the compiled result lists in ``virtual_columns``.
 predicates.
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``ceil``, ``floor``, ``substr``, ...); function arguments pylance allows
-to be columns where we need constants (regular expression flags, JSON paths and keys); non-string first arguments of string functions (pylance casts
-``left(int_col, 2)``); ``TRY_CAST``; ``LIKE`` with a
+other SQL functions (``ceil``, ``floor``, ``substr``, ...); float16 as text; the ``U`` flag in
+a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
+(``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
-backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; casting floats
-to strings (number formatting differs from DataFusion's); subqueries, ``CASE``,
+backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; subqueries, ``CASE``,
 ``IS [NOT] DISTINCT FROM``, array literals outside ``array_has_any`` / ``array_has_all``,
 list indexing.
 """
@@ -1281,6 +1284,7 @@ def _const(value: pa.Scalar) -> _C:
 
 
 _NULL_BOOL = pa.nulls(1, pa.bool_())[0]  # not pa.scalar(None, ...): that imports pandas (~0.5 s at the first read)
+_REGEX_FLAGS = "imsxU"  # the inline flags both Rust's regex (pylance) and ours accept
 
 _COMPARE_FN = {
     "eq": pc.equal,
@@ -1345,7 +1349,7 @@ class _Compiler:
         if c.type == target:
             return c
         if pa.types.is_floating(c.type) and _is_string(target):
-            raise self.fail(f"casting {c.type} to a string is not supported (its formatting differs from pylance's)")
+            return self.float_text(c, target)
         if c.const is not None:
             try:
                 return _const(_cast_scalar(c.const, target))
@@ -1680,6 +1684,25 @@ class _Compiler:
             raise self.fail(f"{name}() needs a string argument, got {c.type}")
         return c
 
+    def float_text(self, c: _C, target: pa.DataType) -> _C:
+        """A float as DataFusion prints it (:func:`filter_udfs.float_text`), typed ``target``."""
+        if pa.types.is_float16(c.type):
+            raise self.fail("casting float16 to a string is not supported")
+        single = pa.types.is_float32(c.type)
+        if c.const is not None:
+            value = c.const.as_py()
+            return _const(pa.scalar(None if value is None else filter_udfs.float_text(value, single), target))
+        return self.cast(self.udf("float_text", [c], pa.string()), target)
+
+    def text_arg(self, name: str, c: _C) -> _C:
+        """A string argument of a function pylance coerces into a string (``length``,
+        ``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match``, ``concat``):
+        integers, booleans and dates become their text, floats as DataFusion prints them."""
+        t = c.type
+        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_floating(t):
+            return self.cast(c, pa.string())
+        return self.string_arg(name, c)
+
     def udf(self, kind: str, args: list[_C], out_type: pa.DataType) -> _C:
         expr, spec = filter_udfs.call(kind, [a.expr for a in args], [a.type for a in args], out_type)
         self.udfs.append(spec)
@@ -1704,16 +1727,16 @@ class _Compiler:
         return _C(pc.is_valid(self.compile(args[0]).expr), pa.bool_())
 
     def fn_lower(self, name: str, args: list[_Node]) -> _C:
+        """``lower`` / ``upper`` / ``initcap`` (Unicode's full case mappings, as Rust's)."""
         self.arity(name, args, 1)
         arg = self.string_arg(name, self.compile(args[0]))
-        fn = pc.utf8_lower if name == "lower" else pc.utf8_upper
-        return self.fold(fn(arg.expr), fn, [arg], arg.type)
-
-    fn_upper = fn_lower
+        if arg.const is not None and not arg.const.is_valid:
+            return _const(pa.scalar(None, arg.type))
+        return self.udf(name, [arg], arg.type)
 
     def fn_length(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
-        arg = self.string_arg(name, self.compile(args[0]))
+        arg = self.text_arg(name, self.compile(args[0]))
         out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
         return self.fold(pc.utf8_length(arg.expr), pc.utf8_length, [arg], out)
 
@@ -1734,62 +1757,67 @@ class _Compiler:
 
     fn_ends_with = fn_contains = fn_starts_with
 
-    def regex(self, name: str, args: list[_Node]) -> tuple[_C, str | None, str]:
-        self.arity(name, args, 2, 3)
-        arg = self.string_arg(name, self.compile(args[0]))
-        pattern = self.literal_text(name, args[1], "pattern")
-        flags = self.literal_text(name, args[2], "flags") if len(args) == 3 else ""
-        flags = flags or ""
-        bad = set(flags) - set("imsU")
+    def regex_flags(self, name: str, node: _Node) -> _C:
+        """The flags argument: a string column, or a constant checked now (NULL when empty or
+        NULL: no flags)."""
+        c = self.compile(node)
+        if c.const is None:
+            return self.string_arg(name, c)
+        flags = self.literal_text(name, node, "flags") or ""
+        bad = set(flags) - set(_REGEX_FLAGS)
         if bad:
-            raise self.fail(f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use i, m, s or U)")
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise self.fail(f"{name}(): invalid regular expression {pattern!r}: {e}") from None
-        return arg, pattern, flags
+            raise self.fail(
+                f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use {', '.join(_REGEX_FLAGS)})"
+            )
+        return _const(pa.scalar(flags or None, pa.string()))
 
-    def row_regex(self, name: str, args: list[_Node]) -> list[_C] | None:
-        """``[string, pattern column, constant flags]`` when the pattern is a column (one
-        regular expression per row), else None."""
+    def regex(self, name: str, args: list[_Node]) -> tuple[_C, _C, str | None, _C]:
+        """``(string, pattern, constant pattern text or None, flags)``; ``regexp_match``
+        coerces a non-string first argument to text, ``regexp_like`` refuses it."""
         self.arity(name, args, 2, 3)
-        column_pattern = self.compile(args[1])
-        if column_pattern.const is not None:
-            return None
-        arg = self.string_arg(name, self.compile(args[0]))
-        column_pattern = self.string_arg(name, column_pattern)
-        flags = (self.literal_text(name, args[2], "flags") if len(args) == 3 else "") or ""
-        bad = set(flags) - set("imsU")
-        if bad:
-            raise self.fail(f"{name}(): unsupported regular expression flag {''.join(sorted(bad))!r} (use i, m, s or U)")
-        return [arg, column_pattern, _const(pa.scalar(flags, pa.string()))]
+        first = self.compile(args[0])
+        arg = self.text_arg(name, first) if name == "regexp_match" else self.string_arg(name, first)
+        pattern = self.compile(args[1])
+        text = None
+        if pattern.const is not None:
+            text = self.literal_text(name, args[1], "pattern")
+            if text is not None:
+                try:
+                    re.compile(text)
+                except re.error as e:
+                    raise self.fail(f"{name}(): invalid regular expression {text!r}: {e}") from None
+        else:
+            pattern = self.string_arg(name, pattern)
+        flags = self.regex_flags(name, args[2]) if len(args) == 3 else _const(pa.scalar(None, pa.string()))
+        return arg, pattern, text, flags
 
     def fn_regexp_like(self, name: str, args: list[_Node]) -> _C:
-        per_row = self.row_regex(name, args)
-        if per_row is not None:
-            return self.udf("regexp_like_rows", per_row, pa.bool_())
-        arg, pattern, flags = self.regex(name, args)
-        if pattern is None:
+        arg, pattern, text, flags = self.regex(name, args)
+        if pattern.const is None or flags.const is None or "x" in (flags.const.as_py() or ""):
+            # a pattern or flags per row, or verbose mode (Arrow's RE2 lacks it): Python's re row by row
+            return self.udf("regexp_like_rows", [arg, pattern, flags], pa.bool_())
+        if text is None:
             return _const(_NULL_BOOL)
-        full = f"(?{flags}){pattern}" if flags else pattern
+        flag_text = flags.const.as_py()
+        full = f"(?{flag_text}){text}" if flag_text else text
         return _C(pc.match_substring_regex(arg.expr, pattern=full), pa.bool_())
 
     def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
         out = pa.list_(pa.string())
-        per_row = self.row_regex(name, args)
-        if per_row is not None:
-            c = self.udf("regexp_match_rows", per_row, out)
+        arg, pattern, text, flags = self.regex(name, args)
+        if pattern.const is None or flags.const is None or "x" in (flags.const.as_py() or ""):
+            # a pattern or flags per row, or verbose mode (Arrow's RE2 lacks it): Python's re row by row
+            c = self.udf("regexp_match_rows", [arg, pattern, flags], out)
             return _C(c.expr, out, truth=pc.if_else(pc.is_valid(c.expr), pc.scalar(True), pc.scalar(_NULL_BOOL)))
-        arg, pattern, flags = self.regex(name, args)
-        if pattern is None:
+        if text is None:
             return _const(pa.scalar(None, out))
-        full = f"(?{flags}){pattern}" if flags else pattern
+        flag_text = flags.const.as_py()
+        full = f"(?{flag_text}){text}" if flag_text else text
         truth = pc.if_else(pc.match_substring_regex(arg.expr, pattern=full), pc.scalar(True), pc.scalar(_NULL_BOOL))
         if arg.const is not None:  # a UDF needs one array argument: fold it here
-            value = filter_udfs._regexp_match(1, arg.const, pa.scalar(pattern), pa.scalar(flags))[0]
+            value = filter_udfs._regexp_match(1, arg.const, pa.scalar(text), flags.const)[0]
             return _C(pc.scalar(value), out, value, truth=truth)
-        c = self.udf("regexp_match_flags", [arg, _const(pa.scalar(pattern)), _const(pa.scalar(flags))], out)
+        c = self.udf("regexp_match_flags", [arg, _const(pa.scalar(text)), flags], out)
         return _C(c.expr, out, truth=truth)
 
     def list_arg(self, name: str, node: _Node) -> _C:
@@ -1992,34 +2020,29 @@ class _Compiler:
             c = self.compile(a)
             if pa.types.is_null(c.type):
                 continue  # NULL arguments are skipped
-            if pa.types.is_floating(c.type) or not (
-                _is_string(c.type) or pa.types.is_integer(c.type) or pa.types.is_boolean(c.type)
-            ):
-                raise self.fail(f"concat() of {c.type} is not supported")
-            parts.append(self.cast(c, pa.string()))
+            parts.append(self.cast(self.text_arg(name, c), pa.string()))
         if not parts:
             return _const(pa.scalar("", pa.string()))
         exprs = [pc.coalesce(p.expr, pc.scalar("")) for p in parts]
         return _C(pc.binary_join_element_wise(*exprs, pc.scalar("")), pa.string())
 
     def fn_strpos(self, name: str, args: list[_Node]) -> _C:
+        """``strpos(s, sub)``: the 1-based character position of ``sub`` in ``s`` (0: absent);
+        ``sub`` may be a column."""
         self.arity(name, args, 2)
         arg = self.string_arg(name, self.compile(args[0]))
-        sub = self.literal_text(name, args[1], "second argument")
-        if sub is None:
-            return _const(pa.scalar(None, pa.int32()))
-        # byte position, 1-based (0: not found); equal to pylance's character position for ASCII
-        found = pc.find_substring(arg.expr, pattern=sub)
+        sub = self.string_arg(name, self.compile(args[1]))
         out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
-        return _C(pc.add(found, pc.scalar(pa.scalar(1, out))), out)
+        if sub.const is not None and not sub.const.is_valid:
+            return _const(pa.scalar(None, out))
+        return self.udf("strpos", [arg, sub], out)
 
     def fn_reverse(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
-        arg = self.string_arg(name, self.compile(args[0]))
-        fn = pc.utf8_reverse if name == "reverse" else pc.utf8_title
-        return self.fold(fn(arg.expr), fn, [arg], arg.type)
+        arg = self.text_arg(name, self.compile(args[0]))
+        return self.fold(pc.utf8_reverse(arg.expr), pc.utf8_reverse, [arg], arg.type)
 
-    fn_initcap = fn_reverse
+    fn_upper = fn_initcap = fn_lower
 
     def fn_octet_length(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
@@ -2030,10 +2053,12 @@ class _Compiler:
     def fn_repeat(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         arg = self.string_arg(name, self.compile(args[0]))
-        times = self.compile(args[1])
-        if times.const is None or not pa.types.is_integer(times.type):
-            raise self.fail("repeat() needs a constant integer count")
-        n = max(0, times.const.as_py() or 0)
+        times = self.int_arg(name, args[1], "count")
+        if times.const is None:  # a count per row
+            return self.udf("repeat_rows", [arg, times], arg.type)
+        if not times.const.is_valid:
+            return _const(pa.scalar(None, arg.type))
+        n = max(0, times.const.as_py())
 
         def fn(v: Any) -> Any:
             return pc.binary_repeat(v, n)
@@ -2044,7 +2069,7 @@ class _Compiler:
         """``left(s, n)`` / ``right(s, n)``: the first / last ``n`` characters (``n < 0``: all
         but the last / first ``-n``), as pylance's ``string_view``."""
         self.arity(name, args, 2)
-        arg = self.string_arg(name, self.compile(args[0]))
+        arg = self.text_arg(name, self.compile(args[0]))
         n = self.int_arg(name, args[1], "length")
         return self.udf(name, [arg, n], pa.string_view())
 
@@ -2054,9 +2079,9 @@ class _Compiler:
         """``lpad(s, n[, fill])`` / ``rpad``: ``s`` padded with ``fill`` (default a space) on
         the left / right to ``n`` characters, or cut to its first ``n``; typed as ``s``."""
         self.arity(name, args, 2, 3)
-        arg = self.string_arg(name, self.compile(args[0]))
+        arg = self.text_arg(name, self.compile(args[0]))
         n = self.int_arg(name, args[1], "length")
-        rest = [self.string_arg(name, self.compile(args[2]))] if len(args) == 3 else []
+        rest = [self.text_arg(name, self.compile(args[2]))] if len(args) == 3 else []
         return self.udf(name, [arg, n, *rest], arg.type)
 
     fn_rpad = fn_lpad
@@ -2075,10 +2100,13 @@ class _Compiler:
         self.arity(name, args, n_args)
         doc = self.json_arg(name, args[0])
         rest = []
-        for i, a in enumerate(args[1:], start=2):
+        for i, a in enumerate(args[1:], start=2):  # paths, keys and values: text, per row or constant
             c = self.compile(a)
+            if not (_is_string(c.type) or pa.types.is_integer(c.type) or pa.types.is_null(c.type)):
+                raise self.fail(f"{name}() needs a string or an integer as argument {i}, got {c.type}")
             if c.const is None:
-                raise self.fail(f"{name}() needs a constant as argument {i}")
+                rest.append(self.cast(c, pa.string()))
+                continue
             text = c.const.as_py()
             rest.append(_const(pa.scalar(None if text is None else str(text), pa.string())))
         if name in ("json_extract", "json_exists", "json_array_length", "json_array_contains"):

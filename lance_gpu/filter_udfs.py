@@ -181,7 +181,7 @@ def _regexp_match_flags(n: int, strings: Any, pattern: Any, flags: Any) -> pa.Ar
 # -- JSON ----------------------------------------------------------------------------------
 
 _MISSING = object()
-_PATH_TOKEN = re.compile(r"\.([A-Za-z_$][\w$]*)|\[(\d+|\*)\]|\[\s*'((?:[^']|'')*)'\s*\]|\[\s*\"((?:[^\"]|\"\")*)\"\s*\]|\.\*")
+_PATH_TOKEN = re.compile(r"\.([\w$]+)|\[(\d+|\*)\]|\[\s*'((?:[^']|'')*)'\s*\]|\[\s*\"((?:[^\"]|\"\")*)\"\s*\]|\.\*")
 
 
 def _parse_path(path: str) -> list[str | int | None]:
@@ -240,38 +240,54 @@ def _docs(n: int, column: pa.Array | pa.Scalar) -> list[Any]:
     return [_MISSING if s is None else json.loads(s) for s in column.to_pylist()]
 
 
-def _text(arg: pa.Scalar | pa.Array) -> str:
-    value = (arg[0] if isinstance(arg, pa.Array) else arg).as_py()
-    return "" if value is None else str(value)
+def _texts(n: int, arg: pa.Scalar | pa.Array) -> list[str | None]:
+    """Per row, the argument as text (a JSON path, key or value may be a column); None for NULL."""
+    return [None if v is None else str(v) for v in _broadcast(arg, n).to_pylist()]
+
+
+def _paths(n: int, path: Any) -> list[list[str | int | None] | None]:
+    """Per row, the parsed JSONPath (None for a NULL path); each distinct path parsed once."""
+    cache: dict[str, list[str | int | None]] = {}
+    out: list[list[str | int | None] | None] = []
+    for text in _texts(n, path):
+        if text is None:
+            out.append(None)
+            continue
+        steps = cache.get(text)
+        if steps is None:
+            steps = cache[text] = _parse_path(text)
+        out.append(steps)
+    return out
 
 
 def _json_extract(n: int, column: Any, path: Any) -> pa.Array:
-    steps = _parse_path(_text(path))
     out: list[str | None] = []
-    for doc in _docs(n, column):
-        if doc is _MISSING:
+    for doc, steps in zip(_docs(n, column), _paths(n, path), strict=True):
+        if doc is _MISSING or steps is None:
             out.append(None)
             continue
         found = _select(doc, steps)
         if not found:
             out.append(None)
-        elif len(found) == 1 and None not in steps:
-            out.append(_dump(found[0]))
         else:
             out.append(_dump(found[0]) if len(found) == 1 else _dump(found))
     return pa.array(out, pa.string())
 
 
 def _json_exists(n: int, column: Any, path: Any) -> pa.Array:
-    steps = _parse_path(_text(path))
-    return pa.array([None if d is _MISSING else bool(_select(d, steps)) for d in _docs(n, column)], pa.bool_())
+    return pa.array(
+        [
+            None if d is _MISSING or steps is None else bool(_select(d, steps))
+            for d, steps in zip(_docs(n, column), _paths(n, path), strict=True)
+        ],
+        pa.bool_(),
+    )
 
 
 def _json_array_length(n: int, column: Any, path: Any) -> pa.Array:
-    steps = _parse_path(_text(path))
     out: list[int | None] = []
-    for doc in _docs(n, column):
-        found = [] if doc is _MISSING else _select(doc, steps)
+    for doc, steps in zip(_docs(n, column), _paths(n, path), strict=True):
+        found = [] if doc is _MISSING or steps is None else _select(doc, steps)
         out.append(None if not found else (len(found[0]) if isinstance(found[0], list) else 0))
     return pa.array(out, pa.int64())
 
@@ -282,11 +298,10 @@ def _scalar_text(value: Any) -> str:
 
 
 def _json_array_contains(n: int, column: Any, path: Any, value: Any) -> pa.Array:
-    steps = _parse_path(_text(path))
-    wanted = _text(value)
     out: list[bool | None] = []
-    for doc in _docs(n, column):
-        if doc is _MISSING:
+    rows = zip(_docs(n, column), _paths(n, path), _texts(n, value), strict=True)
+    for doc, steps, wanted in rows:
+        if doc is _MISSING or steps is None or wanted is None:
             out.append(None)
             continue
         found = _select(doc, steps)
@@ -295,9 +310,21 @@ def _json_array_contains(n: int, column: Any, path: Any, value: Any) -> pa.Array
     return pa.array(out, pa.bool_())
 
 
+def _member(doc: Any, key: str | None) -> Any:
+    """The member ``key`` of an object, or the element at index ``key`` (a non-negative
+    decimal) of an array; ``_MISSING`` when absent or when the document or key is NULL."""
+    if key is None:
+        return _MISSING
+    if isinstance(doc, dict):
+        return doc.get(key, _MISSING)
+    if isinstance(doc, list) and re.fullmatch(r"\d+", key) and int(key) < len(doc):
+        return doc[int(key)]
+    return _MISSING
+
+
 def _get(n: int, column: Any, key: Any) -> list[Any]:
-    name = _text(key)
-    return [None if not isinstance(d, dict) else d.get(name) for d in _docs(n, column)]
+    members = (_member(d, k) for d, k in zip(_docs(n, column), _texts(n, key), strict=True))
+    return [None if v is _MISSING else v for v in members]
 
 
 def _cast_error(what: str, value: Any) -> pa.ArrowInvalid:
@@ -421,18 +448,8 @@ def _jsonb(value: Any) -> bytes:
 def _json_get(n: int, column: Any, key: Any) -> pa.Array:
     """``json_get(doc, key)``: the member ``key`` of an object, or the element at index
     ``key`` (a non-negative decimal) of an array, as a JSONB document; NULL when absent."""
-    name = (key[0] if isinstance(key, pa.Array) else key).as_py()
-    out: list[bytes | None] = []
-    for doc in _docs(n, column):
-        found: Any = _MISSING
-        if name is None:
-            pass
-        elif isinstance(doc, dict):
-            found = doc.get(name, _MISSING)
-        elif isinstance(doc, list) and re.fullmatch(r"\d+", name) and int(name) < len(doc):
-            found = doc[int(name)]
-        out.append(None if found is _MISSING else _jsonb(found))
-    return pa.array(out, pa.large_binary())
+    members = (_member(d, k) for d, k in zip(_docs(n, column), _texts(n, key), strict=True))
+    return pa.array([None if v is _MISSING else _jsonb(v) for v in members], pa.large_binary())
 
 
 # -- strings and numbers with column arguments (row by row; DataFusion's semantics) ---------
@@ -480,22 +497,21 @@ def _pad(left: bool) -> Callable[..., str]:
 
 
 def _row_matches(n: int, strings: Any, patterns: Any, flags: Any) -> list[re.Match[str] | bool | None]:
-    """Per row, the first match of the row's pattern (``flags`` constant), None without one,
-    False where the string or the pattern is NULL; a pattern that does not compile fails
-    the query, as in pylance."""
-    flag_text = (flags[0] if isinstance(flags, pa.Array) else flags).as_py() or ""
-    cache: dict[str, re.Pattern[str]] = {}
+    """Per row, the first match of the row's pattern under the row's flags (NULL flags: none;
+    empty flags fail, as pylance builds ``(?)``), None without one, False where the string or
+    the pattern is NULL; a pattern that does not compile fails the query, as in pylance."""
+    cache: dict[tuple[str, str | None], re.Pattern[str]] = {}
     out: list[re.Match[str] | bool | None] = []
-    for s, p in zip(*_rows(n, strings, patterns), strict=True):
+    for s, p, f in zip(*_rows(n, strings, patterns, flags), strict=True):
         if s is None or p is None:
             out.append(False)
             continue
-        regex = cache.get(p)
+        regex = cache.get((p, f))
         if regex is None:
             try:
-                regex = cache[p] = re.compile(f"(?{flag_text}){p}" if flag_text else p)
+                regex = cache[(p, f)] = re.compile(p if f is None else f"(?{f}){p}")
             except re.error as e:
-                raise pa.ArrowInvalid(f"Regular expression did not compile: {p!r}: {e}") from None
+                raise pa.ArrowInvalid(f"Regular expression did not compile: {p!r} (flags {f!r}): {e}") from None
         out.append(regex.search(s))
     return out
 
@@ -534,6 +550,81 @@ def _round_rows(n: int, values: Any, digits: Any) -> pa.Array:
     return pa.array(out, pa.float64(), mask=~valid)
 
 
+def _strpos(n: int, strings: Any, subs: Any) -> pa.Array:
+    """``strpos(s, sub)``: the 1-based character position of the first ``sub`` in ``s`` (0:
+    absent, 1 for an empty ``sub``); NULL where either is NULL. Byte positions from Arrow
+    where every string is ASCII, else counted in characters row by row."""
+    values = _broadcast(strings, n)
+    if isinstance(subs, pa.Scalar) and subs.is_valid and pc.all(pc.string_is_ascii(values)).as_py() is not False:
+        return pc.add(pc.find_substring(values, pattern=subs.as_py()), 1)
+    return pa.array(
+        [None if v is None or t is None else v.find(t) + 1 for v, t in zip(*_rows(n, values, subs), strict=True)],
+        pa.int64(),
+    )
+
+
+def _initcap(text: str) -> str:
+    """DataFusion's ``initcap``: each character upper-cased after a non-alphanumeric one (or
+    first), lower-cased after an alphanumeric one, character by character."""
+    out: list[str] = []
+    after_alnum = False
+    for ch in text:
+        out.append(ch.lower() if after_alnum else ch.upper())
+        after_alnum = ch.isalnum()
+    return "".join(out)
+
+
+def _case_kernel(arrow: Callable[[pa.Array], pa.Array], python: Callable[[str], str]) -> Callable[..., pa.Array]:
+    """``upper`` / ``lower`` / ``initcap``: Arrow's kernel on ASCII text; otherwise Unicode's
+    full case mappings row by row, as Rust's (``ß`` → ``SS``, a final ``Σ`` → ``ς``)."""
+
+    def kernel(n: int, strings: Any) -> pa.Array:
+        values = _broadcast(strings, n)
+        if pc.all(pc.string_is_ascii(values)).as_py() is not False:
+            return arrow(values)
+        return pa.array([None if v is None else python(v) for v in values.to_pylist()], values.type)
+
+    return kernel
+
+
+def float_text(value: float, single: bool) -> str:
+    """``value`` as DataFusion casts a float to a string (Rust's ``ryu`` layout): the
+    shortest digits that read back as the same float32 / float64, written plainly while the
+    decimal exponent is small (up to 16 integer digits for float64, 13 for float32; up to 4
+    / 5 zeros after the point) and as ``1.5e20`` / ``1e-7`` beyond; ``NaN``, ``inf``, ``-0.0``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    text = np.format_float_scientific(np.float32(value) if single else np.float64(value), unique=True, trim="-")
+    sign = "-" if text.startswith("-") else ""
+    mantissa, exponent = text.lstrip("-").split("e")
+    digits = mantissa.replace(".", "")
+    length = len(digits)
+    kk = int(exponent) + 1  # 10^(kk-1) <= |value| < 10^kk
+    k = kk - length
+    widest, smallest = (13, -6) if single else (16, -5)
+    if 0 <= k and kk <= widest:
+        body = digits + "0" * k + ".0"
+    elif 0 < kk <= widest:
+        body = digits[:kk] + "." + digits[kk:]
+    elif smallest < kk <= 0:
+        body = "0." + "0" * -kk + digits
+    elif length == 1:
+        body = f"{digits}e{kk - 1}"
+    else:
+        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
+    return sign + body
+
+
+def _float_text(n: int, values: Any) -> pa.Array:
+    array = _broadcast(values, n)
+    single = pa.types.is_float32(array.type)
+    return pa.array([None if v is None else float_text(v, single) for v in array.to_pylist()], pa.string())
+
+
 _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "json_get": _json_get,
     "starts_with_rows": _rowwise(str.startswith, pa.bool_()),
@@ -546,6 +637,12 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "lpad": _rowwise(_pad(True), pa.string()),
     "rpad": _rowwise(_pad(False), pa.string()),
     "round_rows": _round_rows,
+    "repeat_rows": _rowwise(lambda s, k: s * max(0, k), pa.string()),
+    "strpos": _strpos,
+    "upper": _case_kernel(pc.utf8_upper, str.upper),
+    "lower": _case_kernel(pc.utf8_lower, str.lower),
+    "initcap": _case_kernel(pc.utf8_title, _initcap),
+    "float_text": _float_text,
     "array_has": _array_has,
     "array_has_any": _array_has_any,
     "array_has_all": _array_has_all,

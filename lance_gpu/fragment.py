@@ -53,6 +53,7 @@ class LanceFragment:
         self.physical_rows = int(pb.physical_rows)
         self._readers: dict[str, LanceFileReader] = {}
         self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
+        self._rows_checked = False
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
@@ -117,6 +118,7 @@ class LanceFragment:
     @cached_property
     def live_rows(self) -> np.ndarray | None:
         """Physical offsets of the rows not deleted, or None when nothing is deleted."""
+        self.check_row_count()  # before sizing anything by physical_rows
         deleted = self.deleted_rows
         if deleted.size == 0:
             return None
@@ -127,8 +129,32 @@ class LanceFragment:
         return np.flatnonzero(keep)
 
     def live_count(self) -> int:
-        """Rows not deleted (no deletion file is read when the manifest says how many)."""
+        """Rows not deleted (no deletion file is read when the manifest says how many), after
+        :meth:`check_row_count`: ``count_rows``, a take's row positions and a window's
+        skipped fragments all stand on these counts."""
+        self.check_row_count()
         return self.physical_rows - self.num_deletions
+
+    def check_row_count(self) -> None:
+        """Check the manifest's ``physical_rows`` against the row count of the fragment's
+        first data file, from its footer (opening the reader runs
+        :func:`~lance_gpu.table.consistency.check_data_file`, which raises
+        :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
+
+        Reads that decode open the files anyway; counting (and mapping row positions to
+        fragments) needs this for a corrupted but parseable ``physical_rows``.  Once per
+        fragment object (one per dataset version handle), and the reader is kept for later
+        reads.  Legacy (v1) files, which this package does not read, are not opened.
+        """
+        if self._rows_checked:
+            return
+        data_dir = join(self.dataset.root, "data")
+        for df in self.pb.files:
+            if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
+                continue
+            self.file_reader(join(data_dir, df.path))
+            break
+        self._rows_checked = True
 
     @cached_property
     def row_ids(self) -> np.ndarray:
@@ -140,8 +166,10 @@ class LanceFragment:
 
     def row_addresses(self, rows: np.ndarray | None) -> np.ndarray:
         """Row addresses ``fragment_id << 32 | offset`` of the given physical rows (None: all)."""
-        offsets = np.arange(self.physical_rows, dtype=np.uint64) if rows is None else np.asarray(rows, np.uint64)
-        return (np.uint64(self.fragment_id) << np.uint64(32)) | offsets
+        base = np.uint64(self.fragment_id) << np.uint64(32)
+        if rows is None:  # one pass: the addresses of a whole fragment are a range
+            return np.arange(base, base + np.uint64(self.physical_rows), dtype=np.uint64)
+        return base | np.asarray(rows, np.uint64)
 
     # -- where fields live (for the executors) -----------------------------------------------
 
@@ -199,7 +227,7 @@ class LanceFragment:
             if drop is not None:
                 drop()
 
-    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array:
+    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array | pa.ChunkedArray:
         """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``.
 
         A blob field (:func:`~lance_gpu.table.blobs.blob_kind`) reads as its descriptors
@@ -289,3 +317,27 @@ def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:
         msg = f"fragment {fragment_id} is not in version {ds.version} of {ds.uri}"
         raise KeyError(msg)
     return frag
+
+
+def write_fragments(data: object, dataset_uri: Any, schema: pa.Schema | None = None, **kwargs: Any) -> Any:
+    """Write ``data`` as uncommitted fragments of the dataset at ``dataset_uri`` (pylance's
+    ``lance.fragment.write_fragments``, the first half of the commit API): returns their
+    :class:`~lance_gpu.txn.fragment.FragmentMetadata` (or a transaction with
+    ``return_transaction=True``) for :meth:`LanceDataset.commit`.
+
+    Parameters
+    ----------
+    data : ReaderLike
+        Anything :func:`lance_gpu.write_dataset` takes.
+    dataset_uri : str, Path or LanceDataset
+        The dataset the fragments are for (it need not exist yet).
+    schema : pyarrow.Schema, optional
+        The schema of ``data``.
+    **kwargs
+        pylance's keyword options (``mode``, ``max_rows_per_file``, ``max_bytes_per_file``,
+        ``data_storage_version``, ``storage_options``, ``enable_stable_row_ids``,
+        ``return_transaction``...); see :func:`lance_gpu.write.fragments.write_fragments`.
+    """
+    from lance_gpu.write.fragments import write_fragments as write
+
+    return write(data, dataset_uri, schema, **kwargs)

@@ -53,6 +53,20 @@ def s3_server():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def azurite():
+    """Azurite (the Azure Storage emulator) on loopback with one container (see
+    tests/azurite_server.py); skips, saying why, where it cannot be installed."""
+    from azurite_server import azurite_binary, start_azurite
+
+    binary, why = azurite_binary()
+    if binary is None:
+        pytest.skip(why)
+    server = start_azurite(binary)
+    yield server
+    server.stop()
+
+
 # The suite runs the compiled kernels (twins are tested against them in test_jit_twins.py and,
 # in fresh processes, test_jit_cache.py) and starts no background compile workers.
 os.environ.setdefault("LANCE_GPU_JIT_TWINS", "0")

@@ -44,6 +44,20 @@ class S3Server:
             out.extend(o["Key"] for o in page.get("Contents", []))
         return out
 
+    def age(self, key: str, days: float) -> None:
+        """Set the ``Last-Modified`` the server reports for ``key`` to ``days`` ago: the
+        server runs in this process, so its object is reached directly (S3 itself has no
+        call to change it; cleanup's age rules need old files)."""
+        import datetime as dt
+
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        obj = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets[self.bucket].keys.get(key)
+        if obj is None:
+            raise KeyError(key)
+        obj.last_modified = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=days)
+
     def stop(self) -> None:
         self.server.stop()  # type: ignore[attr-defined]
 

@@ -191,16 +191,3 @@ def test_gpu_scan_reads_blob_descriptors(tmp_path: Path, storage: str) -> None:
         ours = lance_gpu.dataset(uri, device="gpu").to_table(filter="id > 0")
     assert ours.schema == ref.schema
     assert ours.to_pylist() == ref.to_pylist()
-
-
-def test_compaction_refuses_to_rewrite_a_blob_column(tmp_path: Path) -> None:
-    """Scans read blob descriptors; a writer must not copy them as the column's data."""
-    from lance_gpu.errors import UnsupportedFeatureError
-
-    uri = str(tmp_path / "b.lance")
-    _write(uri, "2.1", deletes=True)
-    before = lance.dataset(uri).version
-    with pytest.raises(UnsupportedFeatureError, match="blob column"):
-        _ours(uri).optimize.compact_files()
-    assert lance.dataset(uri).version == before
-    assert [None if f is None else f.read() for f in lance.dataset(uri).take_blobs("b", indices=[0, 3])] == [b"abc", BLOBS[4]]

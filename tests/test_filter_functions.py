@@ -275,3 +275,90 @@ def test_a_pattern_column_that_does_not_compile_fails_the_query(tmp_path) -> Non
         lance.dataset(uri).to_table(filter="regexp_like(s, p)")
     with pytest.raises(pa.ArrowInvalid, match="Regular expression did not compile"):
         lance_gpu.dataset(uri).to_table(filter="regexp_like(s, p)")
+
+
+def _text_table() -> pa.Table:
+    """Non-ASCII, empty and NULL text; flags, patterns, JSON paths and keys as columns."""
+    docs = [{"a": 1, "b": "x", "c": [1, 2]}, {"a": 2, "c": ["q"]}, None, {}, {"ñ": 3, "c": [3]}, [1, 2]]
+    return pa.table(
+        {
+            "s": ["héllo wörld", "abc", None, "", "ñañ", "日本語テキスト"],
+            "sub": ["wö", "c", "x", None, "ñ", "テ"],
+            "u": ["straße", "ǅemal ÉCOLE", "İstanbul", "ﬁne", "a\u0301b", "ΣΑΣ"],
+            "pat": ["H.*", "B", "a", "", "Ñ", "本"],
+            "flags": ["i", "s", "i", None, "i", "x"],
+            "n": pa.array([2, -1, 3, None, 0, 1], pa.int64()),
+            "i": pa.array([12345, -7, None, 0, 99, 5], pa.int64()),
+            "f": pa.array([1.5, 1e20, None, -0.0, 1e-7, 123456.789]),
+            "f32": pa.array([1.5, 1e13, None, 0.1, 1e-6, float("nan")], pa.float32()),
+            "b": [True, False, None, True, True, False],
+            "d": pa.array([dt.date(2020, 1, 2)] * 5 + [None], pa.date32()),
+            "j": pa.array([None if d is None else json.dumps(d) for d in docs], pa.json_(pa.utf8())),
+            "path": ["$.c", "c", "$.a", None, "$.ñ", "$[0]"],
+            "key": ["a", "b", "a", None, "ñ", "1"],
+            "val": ["2", "q", "1", "1", None, "1"],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def text_data(tmp_path_factory: pytest.TempPathFactory):
+    uri = str(tmp_path_factory.mktemp("text") / "text.lance")
+    lance.write_dataset(_text_table(), uri)
+    return lance.dataset(uri)
+
+
+TEXT_EXPRESSIONS = [
+    # strpos counts characters; the substring may be a column
+    "strpos(s, sub)", "strpos(s, 'ö')", "strpos(s, 'テ')", "strpos(s, '')", "strpos(s, NULL)", "strpos(NULL, s)",
+    "strpos(s, 'c')",
+    # numbers, booleans and dates coerced to text where pylance coerces them
+    "left(i, 2)", "right(i, 2)", "left(f, 3)", "right(f32, 4)", "lpad(i, 8, '0')", "rpad(f, 12, '*')", "lpad('ab', 5, i)",
+    "length(i)", "char_length(f)", "character_length(f32)", "length(b)", "length(d)", "reverse(i)", "reverse(f)",
+    "reverse(d)", "left(b, 2)", "concat(f, s)", "concat(s, b, d, i)", "concat(f32)", "cast(f as string)",
+    "cast(f32 as string)", "regexp_match(i, '1')", "regexp_match(b, 't')", "repeat(s, n)", "lpad(s, n, s)",
+    "left(s, n)", "right(s, n)", "length(s)", "reverse(s)", "upper(s)", "initcap(s)",
+    # Unicode's full case mappings, combining marks, multi-byte trims and fills
+    "upper(u)", "lower(u)", "initcap(u)", "reverse(u)", "length(u)", "octet_length(u)", "lpad(u, 8, 'ñé')",
+    "btrim(u, 'ßa')", "right(u, 2)", "regexp_like(u, 'é', 'i')", "u ilike '%é%'", "strpos(u, 'b')", "contains(u, 'ﬁ')",
+    # regular expression flags as a column (NULL flags: none), verbose mode
+    "regexp_like(s, pat, flags)", "regexp_like(s, 'H', flags)", "regexp_match(s, pat, flags)",
+    "regexp_match(s, '(h)(.)', flags)", "regexp_like(s, 'L L', 'ix')", "regexp_like(s, 'h', NULL)",
+    # JSON paths, keys and values as columns
+    "json_extract(j, path)", "json_exists(j, path)", "json_array_length(j, path)",
+    "json_array_contains(j, path, val)", "json_array_contains(j, '$.c', val)", "json_get(j, key)",
+    "json_get_int(j, key)", "json_get_string(j, key)", "json_get(j, n)", "json_get_int(j, n)",
+    "json_extract(j, NULL)", "json_get_string(j, NULL)", "json_extract(j, '$.ñ')",
+    # refused by both
+    "upper(i)", "strpos(i, '3')", "starts_with(i, '1')", "octet_length(f)", "replace(i, '1', 'x')",
+    "regexp_like(i, '1')", "initcap(b)", "repeat(i, 2)",
+]
+
+
+@pytest.mark.parametrize("expression", TEXT_EXPRESSIONS)
+def test_text_functions_match_pylance(text_data, expression: str) -> None:
+    """Projections over non-ASCII, empty and NULL text; refusals match refusals."""
+    import lance_gpu
+
+    try:
+        ref = text_data.to_table(columns={"v": expression}).column("v")
+    except (ValueError, pa.ArrowInvalid) as e:
+        with pytest.raises((FilterError, pa.ArrowInvalid)):
+            lance_gpu.dataset(text_data.uri).to_table(columns={"v": expression})
+        assert isinstance(e, ValueError)
+        return
+    ours = lance_gpu.dataset(text_data.uri).to_table(columns={"v": expression}).column("v")
+    assert ours.type == ref.type, (expression, ours.type, ref.type)
+    assert repr(ours.to_pylist()) == repr(ref.to_pylist()), expression
+
+
+def test_per_row_empty_flags_fail_as_in_pylance(tmp_path) -> None:
+    """pylance builds ``(?)pattern`` for an empty flags value in a flags column and fails."""
+    import lance_gpu
+
+    uri = str(tmp_path / "flags.lance")
+    lance.write_dataset(pa.table({"s": ["a", "b"], "fl": ["i", ""]}), uri)
+    with pytest.raises(Exception, match="did not compile"):
+        lance.dataset(uri).to_table(filter="regexp_like(s, 'A', fl)")
+    with pytest.raises(pa.ArrowInvalid, match="did not compile"):
+        lance_gpu.dataset(uri).to_table(filter="regexp_like(s, 'A', fl)")

@@ -129,3 +129,41 @@ def test_ranges_read_into_the_slab_from_s3(s3_server, monkeypatch) -> None:
 
     store, root = resolve(s3_server.uri("staging"), s3_server.storage_options)
     _check_ranged(store, [f"{root}/a.lance", f"{root}/b.lance"], 300_000, 2, monkeypatch)
+
+
+@pytest.mark.parametrize("window", [4096, 70_000, 1 << 20])
+def test_range_checks_see_every_byte_once_and_may_refuse(window: int) -> None:
+    """A range's ``check`` sees, slab window by slab window, exactly the bytes that landed
+    for it (relative offset + view), each once; a check that raises stops the window."""
+    from lance_gpu.io import resolve
+
+    store, root = resolve(f"memory://staging-check-{window}/x")
+    rng = np.random.default_rng(window)
+    data = rng.integers(0, 256, 400_000, dtype=np.uint8)
+    key = f"{root}/c.lance"
+    store.put(key, data.tobytes())
+    seen: list[tuple[int, bytes]] = []
+    st = staging.Stager()
+    st.add_bytes(rng.integers(0, 256, 40, dtype=np.uint8))
+    off, n = 1_000, 250_000
+    pos = st.add_range(store, key, off, n, check=lambda rel, view: seen.append((rel, view.tobytes())))
+    slab = np.empty(window, np.uint8)
+    lo, k = 0, 0
+    while lo < st.nbytes:
+        hi = min(lo + window, st.nbytes)
+        st._fill(slab, lo, hi, k)
+        st._check(slab, lo, hi, k)
+        lo = hi
+    rels = [rel for rel, _ in seen]
+    assert rels == sorted(rels) and rels[0] == 0
+    assert b"".join(v for _, v in seen) == data[off : off + n].tobytes()
+    assert all(rel == 0 or (pos + rel) % window == 0 for rel in rels)  # cut at window bounds only
+
+    def refuse(rel: int, view: np.ndarray) -> None:
+        raise ValueError(f"refused {rel}")
+
+    st2 = staging.Stager()
+    st2.add_range(store, key, off, n, check=refuse)
+    st2._fill(slab[: min(window, st2.nbytes)], 0, min(window, st2.nbytes), 0)
+    with pytest.raises(ValueError, match="refused 0"):
+        st2._check(slab, 0, min(window, st2.nbytes), 0)

@@ -4,6 +4,7 @@ and pylance over HTTP with the same ``storage_options``."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import subprocess
 import sys
@@ -302,3 +303,104 @@ def test_large_objects_upload_in_parts(s3_server) -> None:
     store.put(f"{root}/blob", payload)
     assert store.size(f"{root}/blob") == len(payload)
     assert store.read_range(f"{root}/blob", MULTIPART_ABOVE, 12345).tobytes() == payload[MULTIPART_ABOVE:]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},  # two weeks by default: no version goes, unreferenced files 7+ days old do
+        {"older_than": _dt.timedelta(0)},
+        {"retain_versions": 2, "delete_unverified": True},
+    ],
+)
+def test_cleanup_age_rule_matches_pylance(s3_server, kwargs) -> None:
+    """The same history written twice by pylance (in order, as real writers do), the same
+    unreferenced files added and aged at the server; pylance cleans one, we clean the other:
+    the same files go.  The age of an unreferenced file comes from the object's
+    Last-Modified, as in pylance.  (Server-side copies are avoided: a copy's fresh
+    modification times trigger a rule of pylance's about files newer than its manifests
+    that lance-gpu does not reproduce; see lance_gpu/ops/cleanup.py.)"""
+    import boto3
+
+    opts = s3_server.storage_options
+    client = boto3.client(
+        "s3", endpoint_url=s3_server.endpoint, aws_access_key_id="testing",
+        aws_secret_access_key="testing", region_name="us-east-1",
+    )
+    orphans = {
+        "data/old-orphan.lance": 8, "data/young-orphan.lance": 6, "data/old-notes.txt": 30,
+        "_deletions/9-9-1.arrow": 8, "_transactions/9-old.txn": 10, "_transactions/9-young.txn": 1,
+        "_indices/0b1e2f7a-0000-4000-8000-000000000001/page_data.lance": 8,
+    }
+    uris: dict[str, str] = {}
+    for side in ("ref", "ours"):
+        uri = uris[side] = s3_server.uri(f"cl-{side}")
+        lance.write_dataset(_tbl(0, 40), uri, max_rows_per_file=15, storage_options=opts)
+        lance.write_dataset(_tbl(40, 10), uri, mode="overwrite", storage_options=opts)
+        lance.write_dataset(_tbl(50, 10), uri, mode="append", storage_options=opts)
+        lance.dataset(uri, storage_options=opts).delete("id = 55")
+        prefix = uri.split("/", 3)[3]
+        for rel, days in orphans.items():
+            client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{rel}", Body=b"z" * 13)
+            s3_server.age(f"{prefix}/{rel}", days)
+    before = {side: _tree(s3_server, uri) for side, uri in uris.items()}
+    ref_stats = lance.dataset(uris["ref"], storage_options=opts).cleanup_old_versions(**kwargs)
+    our_stats = lance_gpu.dataset(uris["ours"], storage_options=opts).cleanup_old_versions(**kwargs)
+    after = {side: _tree(s3_server, uri) for side, uri in uris.items()}
+    # the histories' file names differ (uuids): compare what went by kind, and the orphans by name
+    for side in uris:
+        assert set(after[side]) <= set(before[side])
+    gone = {side: sorted(_kind(k) for k in set(before[side]) - set(after[side])) for side in uris}
+    assert gone["ours"] == gone["ref"]
+    assert {r for r in orphans if r in after["ours"]} == {r for r in orphans if r in after["ref"]}
+    assert "data/old-orphan.lance" not in after["ours"] and "data/old-notes.txt" in after["ours"]
+    assert ("data/young-orphan.lance" in after["ours"]) != kwargs.get("delete_unverified", False)
+    for name in ("old_versions", "data_files_removed", "transaction_files_removed", "deletion_files_removed",
+                 "index_files_removed"):
+        assert getattr(our_stats, name) == getattr(ref_stats, name), name
+    for side, stats in (("ref", ref_stats), ("ours", our_stats)):  # sizes differ a little between the histories
+        assert stats.bytes_removed == sum(n for k, n in before[side].items() if k not in after[side]), side
+    assert lance_gpu.dataset(uris["ours"], storage_options=opts).to_table().equals(
+        lance.dataset(uris["ref"], storage_options=opts).to_table()
+    )
+
+
+def _tree(s3_server, uri: str) -> dict[str, int]:
+    """Every object of the dataset at ``uri``: relative key -> size."""
+    store, root = resolve(uri, s3_server.storage_options)
+    return {m.path[len(root) + 1 :]: m.size for m in store.list(root)}
+
+
+def _kind(rel: str) -> str:
+    """A dataset file named by its directory and extension (names carry uuids), or itself
+    for the test's orphans."""
+    if "orphan" in rel or rel.startswith(("data/old-", "_deletions/9-", "_transactions/9-", "_indices/0b1e2f7a")):
+        return rel
+    top, _, name = rel.partition("/")
+    return f"{top}/*.{name.rsplit('.', 1)[-1]}"
+
+
+@pytest.mark.parametrize("size", [1000, 13 << 20])
+def test_streaming_writer_appears_only_on_close(s3_server, size: int) -> None:
+    """Data files stream to S3 while they are written (parts go out as they fill); the object
+    appears only when the writer closes, and an aborted writer leaves no object."""
+    from lance_gpu.io.remote import PART_SIZE
+
+    store, root = resolve(s3_server.uri("stream"), s3_server.storage_options)
+    payload = np.random.default_rng(size).integers(0, 255, size, dtype=np.uint8)
+    for end, key in ((True, f"{root}/kept.lance"), (False, f"{root}/aborted.lance")):
+        store.stats.reset()
+        w = store.open_writer(key)
+        for lo in range(0, size, 1 << 20):
+            w.write(payload[lo : lo + (1 << 20)])
+            assert not store.exists(key)
+        assert w.tell() == size
+        if end:
+            w.close()
+            assert store.get(key) == payload.tobytes()
+            parts = -(-size // PART_SIZE)
+            assert store.stats.snapshot()["puts"] == (1 if parts == 1 else parts + 2)
+        else:
+            w.abort()
+            assert not store.exists(key)
+    assert [m.path.rsplit("/", 1)[-1] for m in store.list(root)] == ["kept.lance"]

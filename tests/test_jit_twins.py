@@ -64,7 +64,8 @@ def calls(tmp_path_factory: pytest.TempPathFactory) -> list[Call]:
         return self.dispatcher(*args)
 
     paths = []
-    for version, n in (("2.0", 5000), ("2.1", 20_000), ("2.2", 20_000)):
+    # the small one: pages of one short chunk, which ``native.gather_ranges`` leaves to its compiled loop
+    for version, n in (("2.0", 5000), ("2.1", 20_000), ("2.2", 20_000), ("2.1", 600)):
         path = str(tmp_path_factory.mktemp("twins") / f"d{version}.lance")
         lance.write_dataset(_table(n, rng), path, data_storage_version=version, max_rows_per_file=n // 2)
         paths.append(path)
@@ -89,10 +90,9 @@ def _same(a: Any, b: Any) -> bool:
 def _outputs(kernel: TwinnedKernel, args: tuple[Any, ...], result: Any) -> list[Any]:
     """What a call produced: its result and every array argument after the call.  FSST
     writes each symbol with an 8-byte store, so its ``out`` is compared up to the end."""
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
     if kernel.__qualname__ == "_fsst_chunks_one_pass":
-        arrays[-1] = arrays[-1][: result[2]]  # ``out``, up to the returned position
-    return [result, *arrays]
+        args = (*args[:11], args[11][: result[2]], *args[12:])  # ``out``, up to the returned position
+    return [result, *(a for a in args if isinstance(a, np.ndarray))]
 
 
 def _run(kernel: TwinnedKernel, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
@@ -193,3 +193,95 @@ def test_twins_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_jitcache, "_twins_on", [])
     monkeypatch.setenv(_jitcache.TWINS_ENV, "1")
     assert _jitcache.twins_enabled() == (_jitcache.cache_dir() is not None)
+
+
+def _fsst_chunk_args(rng: np.random.Generator, cap: int) -> tuple[Any, ...]:
+    """``native._fsst_chunks_one_pass`` arguments over random chunks whose symbols (and escaped
+    bytes) are pieces of UTF-8 text cut anywhere, so that strings are UTF-8 or not."""
+    from cuda_kernels.utf8 import symbol_next
+
+    text = np.frombuffer("aé€😀b".encode() + bytes([0x80, 0xC3, 0xED, 0xA0, 0xF4, 0x90]), np.uint8)
+    nsym = int(rng.integers(1, 40))
+    sym_lens = rng.integers(1, 9, 255).astype(np.uint8)
+    symbols = np.zeros(255, np.uint64)
+    for c in range(nsym):
+        at = int(rng.integers(0, text.size - 8))
+        for k in range(int(sym_lens[c])):
+            symbols[c] |= np.uint64(text[at + k]) << np.uint64(8 * k)
+    weights = np.where(np.arange(text.size) < text.size - 6, 30.0, 1.0)  # invalid bytes rarer
+    buffers, starts, sizes, counts = [], [], [], []
+    at = 0
+    for _ in range(int(rng.integers(1, 6))):
+        strings = []
+        for _ in range(int(rng.integers(0, 12))):
+            codes: list[int] = []
+            for _ in range(int(rng.integers(0, 6))):
+                if rng.random() < 0.2:
+                    codes += [255, int(rng.choice(text, p=weights / weights.sum()))]
+                else:
+                    codes.append(int(rng.integers(0, nsym)))
+            strings.append(bytes(codes))
+        offs = np.cumsum([0, *map(len, strings)]) + 4 * (len(strings) + 1)
+        chunk = offs.astype("<u4").tobytes() + b"".join(strings)
+        buffers.append(chunk)
+        starts.append(at)
+        sizes.append(len(chunk))
+        counts.append(len(strings))
+        at += len(chunk)
+    counts_a = np.array(counts, np.int64)
+    first = np.concatenate(([0], np.cumsum(counts_a)[:-1])).astype(np.int64)
+    data = np.frombuffer(b"".join(buffers), np.uint8)
+    out_offsets = np.zeros(int(counts_a.sum()) + 1, np.int64)
+    return (data, np.array(starts, np.int64), np.array(sizes, np.int64), counts_a, first, 4, symbols, sym_lens,
+            symbol_next(symbols, sym_lens, nsym), nsym, out_offsets, np.zeros(cap, np.uint8), 0, 0,
+            np.full(1, -1, np.int64))
+
+
+def test_fsst_twin_finds_the_first_non_utf8_string() -> None:
+    from lance_gpu.cpu import native
+
+    kernel = native._fsst_chunks_one_pass
+    rng = np.random.default_rng(3)
+    verdicts = set()
+    for trial in range(300):
+        args = _fsst_chunk_args(rng, 1 << 12 if trial % 3 else int(rng.integers(0, 400)))
+        want_result, want = _run(kernel, kernel.dispatcher, args)
+        got_result, got = _run(kernel, kernel.twin, args)
+        assert got_result is not NotImplemented
+        assert _same(want_result, got_result), (want_result, got_result)
+        for w, g in zip(want, got, strict=True):
+            assert _same(w, g), (trial, w, g)
+        verdicts.add((int(want_result[0]), int(want[-1][0]) >= 0))
+    assert {(0, True), (0, False), (1, False)} <= verdicts, verdicts
+
+
+def test_first_bad_utf8_string_against_each_string_decoded() -> None:
+    from lance_gpu.cpu import twins
+
+    rng = np.random.default_rng(13)
+    pieces = np.frombuffer("aé€😀".encode() + bytes([0x80, 0xC3, 0xED, 0xA0, 0xF4, 0x90, 0xE2, 0x82]), np.uint8)
+    kinds = set()
+    for _ in range(2000):
+        buf = pieces[rng.integers(0, pieces.size, int(rng.integers(0, 24)))] if rng.random() < 0.3 else np.frombuffer(
+            "".join(rng.choice(list("aé€😀"), size=int(rng.integers(0, 8)))).encode(), np.uint8)
+        cuts = np.sort(rng.integers(0, buf.size + 1, int(rng.integers(0, 6))))
+        lengths = np.diff(np.concatenate(([0], cuts, [buf.size]))).astype(np.int64)
+        want = -1
+        for i, (lo, n) in enumerate(zip((np.cumsum(lengths) - lengths).tolist(), lengths.tolist(), strict=True)):
+            try:
+                bytes(buf[lo : lo + n]).decode("utf-8")
+            except UnicodeDecodeError:
+                want = i
+                break
+        got = twins._first_bad_utf8(buf, lengths)
+        assert got == want, (bytes(buf), lengths, got, want)
+        kinds.add((want >= 0, want >= 0 and _decodes(buf)))
+    assert kinds == {(False, False), (True, False), (True, True)}, kinds  # valid; bad stream; cut characters
+
+
+def _decodes(buf: np.ndarray) -> bool:
+    try:
+        bytes(buf).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

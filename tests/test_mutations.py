@@ -59,6 +59,18 @@ def test_mutation_suite(datasets: list[Path], tmp_path: Path) -> None:
     _check(datasets, int(os.environ.get("LANCE_GPU_MUTATION_CASES", "240")), SEED, tmp_path / "scratch", 600.0)
 
 
+def test_large_draw_regressions(datasets: list[Path], tmp_path: Path) -> None:
+    """Cases of the large draw that once failed, run in CI: a flipped bit in a data file that
+    made one field of a struct decode to another row count than its sibling (a take
+    raised ``ArrowInvalid``), and one in an ``.arrow`` deletion file's field name (not
+    UTF-8: ``UnicodeDecodeError``)."""
+    wanted = {494, 835}
+    cases = [c for c in make_cases(datasets, 2000, SEED + 1) if c.id in wanted]
+    results = run_cases(cases, tmp_path / "scratch", timeout=30.0, total_timeout=300.0)
+    assert [r for r in results if not r["ok"]] == []
+    assert all(any("typed" in n for n in r["notes"]) for r in results), results
+
+
 @pytest.mark.slow
 def test_mutation_suite_large(datasets: list[Path], tmp_path: Path) -> None:
     """A larger draw with another seed."""

@@ -150,6 +150,32 @@ def test_unpack_selected_matches_unpack_blocks(t: int) -> None:
         bitunpack.unpack_selected(words, offsets_arr, widths, np.array([widths.size]), np.array([0]))
 
 
+@pytest.mark.parametrize("layout", ["strided", "strided_short_last", "long", "short", "empty"])
+def test_gather_ranges_paths_agree(layout: str) -> None:
+    """native.gather_ranges gives the concatenated ranges whichever copy it picks: one
+    strided view (evenly spaced chunks of one length), a memcpy per long range, or the
+    compiled byte loop for many short ones."""
+    from lance_gpu.cpu import native
+
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 1 << 20).astype(np.uint8)
+    if layout.startswith("strided"):
+        starts = np.arange(16, 1 << 19, 4104, dtype=np.int64)
+        lengths = np.full(starts.size, 4096, np.int64)
+        if layout == "strided_short_last":
+            lengths[-1] = 100
+    elif layout == "long":
+        starts = np.sort(rng.integers(0, 1 << 19, 60)).astype(np.int64)
+        lengths = rng.integers(4096, 20000, 60).astype(np.int64)
+    elif layout == "short":
+        starts = np.sort(rng.integers(0, 1 << 19, 1000)).astype(np.int64)
+        lengths = rng.integers(0, 40, 1000).astype(np.int64)
+    else:
+        starts = lengths = np.zeros(0, np.int64)
+    expected = np.concatenate([data[s : s + n] for s, n in zip(starts, lengths, strict=True)] or [np.zeros(0, np.uint8)])
+    np.testing.assert_array_equal(native.gather_ranges(data, starts, lengths), expected)
+
+
 def test_read_gather_mapped_and_coalesced_agree(tmp_path, monkeypatch) -> None:
     """LanceFileReader.read_gather gives the same bytes straight from a local map and
     through the store's coalesced range reads (remote stores), near and far ranges mixed."""

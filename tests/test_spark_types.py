@@ -93,3 +93,54 @@ def test_bfloat16_becomes_float() -> None:
     assert to_spark_type(marked) == T.FloatType()
     assert to_spark_type(pa.field("x", pa.binary(2))) == T.BinaryType()
     assert to_spark_array(arr.storage, pa.float32()).to_pylist() == [None, -2.0, 3.0]
+
+
+def _canonical_extension_arrays() -> dict[str, pa.Array]:
+    """C++ canonical extension types (``pa.BaseExtensionType``, not ``pa.ExtensionType``)."""
+    import uuid
+
+    return {
+        "u": pa.array([uuid.UUID(int=i).bytes for i in range(4)], pa.uuid()),
+        "ten": pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(16, dtype=np.float32).reshape(4, 2, 2)),
+        "j": pa.array(['{"a":1}', None, "[1,2]", "{}"], pa.json_(pa.utf8())),
+        "b8": pa.ExtensionArray.from_storage(pa.bool8(), pa.array([1, 0, None, 2], pa.int8())),
+        "op": pa.ExtensionArray.from_storage(pa.opaque(pa.binary(), "geom", "postgis"), pa.array([b"a", None, b"", b"xy"])),
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "spark", "values"),
+    [
+        ("u", T.BinaryType(), None),
+        ("ten", T.ArrayType(T.FloatType()), [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0], [12.0, 13.0, 14.0, 15.0]]),
+        ("j", T.StringType(), ['{"a":1}', None, "[1,2]", "{}"]),
+        ("b8", T.BooleanType(), [True, False, None, True]),
+        ("op", T.BinaryType(), [b"a", None, b"", b"xy"]),
+    ],
+)
+def test_canonical_extension_types(name: str, spark: T.DataType, values: list | None) -> None:
+    """uuid, fixed_shape_tensor, json, bool8 and opaque map through their storage (bool8 to
+    booleans), for the schema and for the arrays, sliced too."""
+    arr = _canonical_extension_arrays()[name]
+    assert to_spark_type(arr.type) == spark
+    target = spark_arrow_schema(T.StructType([T.StructField(name, spark)])).field(name).type
+    for offset in (0, 1):
+        got = to_spark_array(arr.slice(offset), target)
+        got.validate(full=True)
+        expected = [v.bytes for v in arr.to_pylist()] if values is None else values
+        assert got.to_pylist() == expected[offset:], name
+
+
+def test_canonical_extension_types_read_by_spark(tmp_path) -> None:
+    """The Spark source over a pylance-written dataset of those types (Spark local mode)."""
+    lance = pytest.importorskip("lance")
+    from test_spark_read import get_spark
+
+    uri = str(tmp_path / "ext.lance")
+    lance.write_dataset(pa.table(_canonical_extension_arrays()), uri)
+    rows = get_spark().read.format("lance").load(uri).orderBy("op").collect()
+    ref = sorted(lance.dataset(uri).to_table().to_pylist(), key=lambda r: (r["op"] is not None, r["op"]))
+    assert [r["b8"] for r in rows] == [r["b8"] for r in ref]
+    assert [r["j"] for r in rows] == [r["j"] for r in ref]
+    assert [bytes(r["u"]) for r in rows] == [r["u"].bytes for r in ref]
+    assert [list(r["ten"]) for r in rows] == [list(np.asarray(r["ten"]).ravel()) if r["ten"] is not None else None for r in ref]

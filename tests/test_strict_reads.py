@@ -73,9 +73,9 @@ def _manifest_path(uri: Path) -> Path:
     return Path(lance_gpu.dataset(uri)._manifest_path)
 
 
-def _rewrite_manifest(uri: Path, edit) -> Path:
-    """Replace the latest manifest's Manifest message by ``edit(manifest) -> bytes``."""
-    path = _manifest_path(uri)
+def _rewrite_manifest(uri: Path, edit, path: Path | None = None) -> Path:
+    """Replace the latest manifest's Manifest message (or ``path``'s) by ``edit(manifest) -> bytes``."""
+    path = path or _manifest_path(uri)
     raw = path.read_bytes()
     (pos,) = struct.unpack_from("<Q", raw, len(raw) - MANIFEST_FOOTER_SIZE)
     (length,) = struct.unpack_from("<I", raw, pos)
@@ -120,6 +120,26 @@ def test_invalid_utf8_is_corrupt(copy, version):
     # the bad value is not needed by this take: the rows come back, valid
     rows = lance_gpu.dataset(uri, device="cpu").take([250, 260])
     rows.validate(full=True)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1"])  # 2.2 compresses the dictionary
+def test_invalid_utf8_in_a_dictionary_is_corrupt(tmp_path, version):
+    """A dictionary page is validated once, its dictionary, not each expanded value: a bad
+    dictionary item is still found, and a sound dictionary reads as pylance reads it."""
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "dict"
+    words = [f"DICTWORD{i}-é" for i in range(4)]
+    tbl = pa.table({"d": pa.array([words[i % 4] for i in range(3000)])})
+    lance.write_dataset(tbl, str(uri), data_storage_version=version)
+    assert lance_gpu.dataset(uri, device="cpu").to_table().equals(lance.dataset(str(uri)).to_table())
+    (f,) = _data_files(uri)
+    raw = bytearray(f.read_bytes())
+    assert raw.count(b"DICTWORD2") == 1, "the column is dictionary-encoded, items stored plainly"
+    raw[raw.find(b"DICTWORD2")] = 0xFF
+    f.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="invalid utf-8 sequence") as info:
+        lance_gpu.dataset(uri, device="cpu").to_table()
+    assert str(f) in str(info.value)
 
 
 @pytest.mark.parametrize("version", ["2.1"])  # 2.2 compresses this column's chunks
@@ -186,10 +206,53 @@ def test_row_count_disagreeing_with_data_file_is_corrupt(copy, version):
 
     _rewrite_manifest(uri, grow)
     ds = lance_gpu.dataset(uri, device="cpu")
-    for call in (ds.to_table, lambda: ds.take([440]), lambda: list(ds.to_batches())):
+    frag = ds.get_fragment(1)
+    calls = (ds.to_table, lambda: ds.take([440]), lambda: list(ds.to_batches()), ds.count_rows, frag.count_rows)
+    for call in calls:
         with pytest.raises(CorruptFileError, match="holds 200 rows but fragment"):
             call()
-    assert ds.take([5]).num_rows == 1  # the sound fragment still reads
+    # the sound fragment still reads on its own (a dataset-wide take maps positions over
+    # every fragment's count, the corrupt one's included, so it raises too)
+    assert ds.get_fragment(0).to_table().num_rows == 199  # one row of it deleted
+    assert ds.get_fragment(0).count_rows() == 199
+    with pytest.raises(CorruptFileError, match="holds 200 rows but fragment"):
+        ds.take([5])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_count_rows_over_any_corrupted_row_count(copy, version):
+    """Mutation-suite style: ``physical_rows`` of one fragment rewritten to parseable wrong
+    values; every read, ``count_rows`` included, raises the typed error (pylance's own
+    ``count_rows`` trusts the manifest), and the pristine count comes back once repaired."""
+    uri = copy(version)
+    pristine = lance_gpu.dataset(uri, device="cpu").count_rows()
+    seen: list[int] = []
+    path = _rewrite_manifest(uri, lambda m: seen.append(int(m.fragments[0].physical_rows)) or m.SerializeToString())
+    raw = seen[0]
+    for bad in (0, 1, raw - 1, raw + 1, 1 << 31, (1 << 63) - 1):
+        def set_rows(m: table_pb2.Manifest, bad: int = bad) -> bytes:
+            m.fragments[0].physical_rows = bad
+            return m.SerializeToString()
+
+        _rewrite_manifest(uri, set_rows, path)
+        calls = ("count_rows", "to_table", "take", "fragment.count_rows")
+        for call in calls:
+            # a count below the deletions is refused when the manifest loads, others on use
+            with pytest.raises(CorruptFileError, match=r"fragment 0 (has|deletes)"):
+                ds = lance_gpu.dataset(uri, device="cpu")
+                if call == "take":
+                    ds.take([0])
+                elif call == "fragment.count_rows":
+                    ds.get_fragment(0).count_rows()
+                else:
+                    getattr(ds, call)()
+
+    def repair(m: table_pb2.Manifest) -> bytes:
+        m.fragments[0].physical_rows = raw
+        return m.SerializeToString()
+
+    _rewrite_manifest(uri, repair, path)
+    assert lance_gpu.dataset(uri, device="cpu").count_rows() == pristine
 
 
 def test_unknown_data_storage_version_is_refused(copy):
@@ -260,6 +323,18 @@ def test_deletion_file_of_the_wrong_type_is_corrupt(copy):
         w.write_table(tbl)
     files[0].write_bytes(sink.getvalue().to_pybytes())
     with pytest.raises(CorruptFileError, match="uint32") as info:
+        lance_gpu.dataset(uri).to_table()
+    assert str(files[0]) in str(info.value)
+
+
+def test_deletion_file_with_a_damaged_field_name_is_corrupt(copy):
+    uri = copy("2.2")
+    files = sorted(Path(uri, "_deletions").glob("*.arrow"))
+    assert files
+    raw = files[0].read_bytes()
+    assert b"row_id" in raw
+    files[0].write_bytes(raw.replace(b"row_id", b"\xc0ow_id"))  # the name is no longer UTF-8
+    with pytest.raises(CorruptFileError, match="damaged Arrow schema") as info:
         lance_gpu.dataset(uri).to_table()
     assert str(files[0]) in str(info.value)
 

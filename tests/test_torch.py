@@ -334,3 +334,42 @@ def test_device_feed_under_cuda_simulator() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+
+
+# -- the README ----------------------------------------------------------------------------------
+
+
+def test_readme_training_example_runs(tmp_path) -> None:
+    """The README's training example, as written, over a small dataset at its path, run as a
+    fresh script (its DataLoader workers fork: a parent that has decoded already, as this
+    test process has, must not fork them; see the README)."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Training (PyTorch)") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "/data/train.lance" in code
+    rng = np.random.default_rng(0)
+    n = 6000
+    table = pa.table(
+        {
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 128, dtype=np.float32)), 128),
+            "label": pa.array(rng.integers(0, 10, n), pa.int64()),
+            "split": pa.array(np.where(np.arange(n) % 6 == 0, "test", "train")),
+        }
+    )
+    path = tmp_path / "train.lance"
+    lance.write_dataset(table, str(path), max_rows_per_file=1000)
+    script = tmp_path / "train.py"
+    script.write_text(
+        code.replace("/data/train.lance", str(path))
+        + "\nassert torch.isfinite(loss).item()  # the training loop ran\n"
+        + "assert x.shape[1:] == (128,) and y.dtype == torch.int64\nprint('trained')\n"
+    )
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]

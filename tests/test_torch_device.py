@@ -53,8 +53,8 @@ def test_device_batches_equal_host_batches(uri, monkeypatch) -> None:
     decoded = []
     real = _source.RowSource.device_tables
 
-    def spy(self, positions, **kw):
-        for dt in real(self, positions, **kw):
+    def spy(self, selections, **kw):
+        for dt in real(self, selections, **kw):
             decoded.append(dt.fragment_id)
             yield dt
 
@@ -92,6 +92,52 @@ def test_device_filter_nulls_and_row_ids(uri) -> None:
         list(lt.LanceDataset(uri, 8, device="cuda", columns=["score"]))
 
 
-def test_device_feed_refuses_batch_sampler(uri) -> None:
-    with pytest.raises(NotImplementedError):
-        list(lt.LanceDataset(uri, 8, device="cuda", shard_granularity="batch"))
+def test_device_batch_sampler_equals_host(uri, monkeypatch) -> None:
+    """A batch sampler's ranges read as row selections by the GPU executor: the same batches
+    as the host path (sharded, shuffled as pylance's, a flush per range), never whole
+    fragments."""
+    from lance_gpu.torch import _source
+
+    selected = []
+    real = _source.RowSource.device_tables
+
+    def spy(self, selections, **kw):
+        selected.extend(rows is not None for _pos, rows in selections)
+        yield from real(self, selections, **kw)
+
+    monkeypatch.setattr(_source.RowSource, "device_tables", spy)
+    for kw in ({}, {"rank": 1, "world_size": 2}, {"shuffle": True, "shuffle_buffer": 0, "seed": 3}):
+        args = {"shard_granularity": "batch", "read_rows": 16, **kw}
+        dev, host = _batches(uri, "cuda", **args), _batches(uri, "cpu", **args)
+        assert len(dev) == len(host)
+        for d, h in zip(dev, host, strict=True):
+            for k in h:
+                assert torch.equal(d[k].cpu(), h[k]), (kw, k)
+    assert selected and all(selected)
+
+
+def test_device_filtered_batch_sampler_equals_host(uri) -> None:
+    kw = {"columns": ["id"], "filter": "id % 3 = 0", "shard_granularity": "batch", "rank": 1, "world_size": 2}
+    dev = [b.cpu().tolist() for b in lt.LanceDataset(uri, 4, device="cuda", **kw)]
+    host = [b.tolist() for b in lt.LanceDataset(uri, 4, device="cpu", **kw)]
+    assert dev == host and dev
+
+
+def test_device_custom_to_tensor_fn_gets_record_batches(uri) -> None:
+    """A custom to_tensor_fn gets pylance's arguments (a RecordBatch); its tensors land on
+    the device; to_tensor_fn=None yields the RecordBatches."""
+    seen = []
+
+    def fn(batch, hf_converter=None, use_blob_api=False):
+        seen.append((type(batch), hf_converter, use_blob_api))
+        return {"double": torch.from_numpy(batch.column("id").to_numpy()) * 2}
+
+    dev = list(lt.LanceDataset(uri, 8, columns=["id"], device="cuda", to_tensor_fn=fn))
+    host = list(lt.LanceDataset(uri, 8, columns=["id"], device="cpu", to_tensor_fn=fn))
+    assert [d["double"].cpu().tolist() for d in dev] == [h["double"].tolist() for h in host]
+    assert {s[0] for s in seen} == {pa.RecordBatch} and all(s[1:] == (None, False) for s in seen)
+    if torch.cuda.is_available():
+        assert dev[0]["double"].is_cuda
+    raw = list(lt.LanceDataset(uri, 8, columns=["id", "emb"], device="cuda", to_tensor_fn=None))
+    assert all(isinstance(b, pa.RecordBatch) for b in raw)
+    assert pa.Table.from_batches(raw).equals(pa.Table.from_batches(list(lt.LanceDataset(uri, 8, columns=["id", "emb"], device="cpu", to_tensor_fn=None))))

@@ -171,6 +171,32 @@ def _orphan(uri: str) -> None:
     Path(uri, "data", "orphan-left-by-a-failed-write.lance").write_bytes(b"x" * 10)
 
 
+#: Files no version references, by how many days ago they were last written: pylance
+#: deletes unreferenced files of the layout it manages once 7 days old, keeps younger ones
+#: (unless delete_unverified) and never touches files outside that layout.
+_ORPHANS = {
+    "data/old-orphan.lance": 8,
+    "data/young-orphan.lance": 6,
+    "data/old-notes.txt": 30,
+    "data/old-orphan/00000000.blob": 9,
+    "_deletions/9-9-123.arrow": 8,
+    "_deletions/9-9-456.bin": 2,
+    "_transactions/9-old-orphan.txn": 10,
+    "_transactions/9-young-orphan.txn": 1,
+    "_indices/0b1e2f7a-0000-4000-8000-000000000001/page_data.lance": 8,
+    "_indices/0b1e2f7a-0000-4000-8000-000000000002/page_data.lance": 3,
+}
+
+
+def _aged_orphans(uri: str) -> None:
+    now = time.time()
+    for rel, days in _ORPHANS.items():
+        path = Path(uri, rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"y" * 17)
+        os.utime(path, (now - days * 86400, now - days * 86400))
+
+
 @pytest.mark.parametrize(
     ("prepare", "kwargs"),
     [
@@ -181,13 +207,23 @@ def _orphan(uri: str) -> None:
         (lambda u: lance.dataset(u).tags.create("keep", 1), {"older_than": dt.timedelta(0), "error_if_tagged_old_versions": False}),
         (_orphan, {"older_than": dt.timedelta(0)}),
         (_orphan, {"older_than": dt.timedelta(0), "delete_unverified": True}),
+        (_aged_orphans, {}),
+        (_aged_orphans, {"older_than": dt.timedelta(0)}),
+        (_aged_orphans, {"retain_versions": 2, "delete_unverified": True}),
     ],
 )
 def test_cleanup_removes_what_pylance_removes(tmp_path: Path, prepare, kwargs) -> None:
     ref_stats, our_stats, ref_files, our_files = _cleanup_both(tmp_path, prepare, **kwargs)
     assert our_files == ref_files
-    for name in ("old_versions", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "bytes_removed"):
+    for name in (
+        "old_versions", "data_files_removed", "transaction_files_removed", "deletion_files_removed",
+        "index_files_removed", "bytes_removed",
+    ):
         assert getattr(our_stats, name) == getattr(ref_stats, name), name
+    if prepare is _aged_orphans:  # the age rule decided: old orphans went, young ones stayed
+        left = {rel for rel in _ORPHANS if rel in our_files}
+        assert "data/old-orphan.lance" not in left and "data/old-notes.txt" in left
+        assert ("data/young-orphan.lance" in left) != kwargs.get("delete_unverified", False)
     ours = lance_gpu.dataset(str(tmp_path / "ours.lance"))
     assert ours.to_table().equals(lance.dataset(str(tmp_path / "ref.lance")).to_table())
 

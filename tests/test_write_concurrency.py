@@ -23,33 +23,36 @@ def _tbl(n: int, start: int = 0) -> pa.Table:
     return pa.table({"id": pa.array(ids), "x": pa.array(ids * 1.0), "s": pa.array([f"r{i}" for i in ids])})
 
 
-def _run(uri: str, job: str, barrier, out) -> None:  # in a child process
+def _run(uri: str, job: str, barrier, out, retries: int = 10) -> None:  # in a child process
+    """Run ``job`` (``"update-x"``, or ``"lance:update-x"`` to run it with pylance)."""
     import warnings
 
     warnings.simplefilter("ignore")
+    engine, _, what = job.rpartition(":")
+    mod = lance if engine == "lance" else lance_gpu
     try:
-        ds = lance_gpu.dataset(uri)
+        ds = mod.dataset(uri)
         barrier.wait()
-        if job == "append":
-            lance_gpu.write_dataset(_tbl(100, 10_000), uri, mode="append")
-        elif job == "update-x":
-            ds.update({"x": "x + 0.25"}, where="id < 1500")
-        elif job == "update-s":
-            ds.update({"s": "'b'"}, where="id < 1500")
-        elif job == "upsert":
+        if what == "append":
+            mod.write_dataset(_tbl(100, 10_000), uri, mode="append")
+        elif what == "update-x":
+            ds.update({"x": "x + 0.25"}, where="id < 1500", conflict_retries=retries)
+        elif what == "update-s":
+            ds.update({"s": "'b'"}, where="id < 1500", conflict_retries=retries)
+        elif what == "upsert":
             src = _tbl(50, 950).set_column(1, "x", pa.array(np.full(50, -1.0)))
             ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
-        elif job == "compact":
+        elif what == "compact":
             ds.optimize.compact_files(target_rows_per_fragment=4000)
         out.put((job, "ok"))
     except Exception as exc:  # noqa: BLE001 - reported to the parent
-        out.put((job, repr(exc)))
+        out.put((job, f"{'OSError' if isinstance(exc, OSError) else 'other'}: {exc!r}"))
 
 
-def _race(uri: str, jobs: list[str]) -> dict[str, str]:
+def _race(uri: str, jobs: list[str], retries: int = 10) -> dict[str, str]:
     ctx = mp.get_context("spawn")  # a fork would copy the locks of threads earlier tests left (moto, decode pools)
     barrier, out = ctx.Barrier(len(jobs)), ctx.Queue()
-    procs = [ctx.Process(target=_run, args=(uri, job, barrier, out)) for job in jobs]
+    procs = [ctx.Process(target=_run, args=(uri, job, barrier, out, retries)) for job in jobs]
     for p in procs:
         p.start()
     for p in procs:
@@ -98,14 +101,65 @@ def test_merge_insert_vs_compaction(tmp_path):
     assert t["x"].to_pylist() == [-1.0 if 950 <= i < 1000 else float(i) for i in expected]
 
 
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        ["update-x", "lance:append"],
+        ["lance:update-x", "update-s"],
+        ["upsert", "lance:compact"],
+        pytest.param(["lance:upsert", "compact"], marks=pytest.mark.slow),
+    ],
+    ids=["ours-update-vs-pylance-append", "pylance-update-vs-ours-update", "ours-upsert-vs-pylance-compact",
+         "pylance-upsert-vs-ours-compact"],
+)
+def test_race_with_pylance_matches_pylance_alone(tmp_path, jobs):
+    """One process runs pylance, the other lance-gpu: both commit (rebased or retried under
+    each library's conflict rules, which must agree), and the table ends exactly as the
+    same race run by pylance in both processes ends: no row lost or duplicated."""
+    mixed = _start(tmp_path / "mixed")
+    ref = _start(tmp_path / "ref")
+    for uri in (mixed, ref):
+        if "compact" in " ".join(jobs):
+            lance.dataset(uri).delete("id % 2 = 1 AND id >= 2000")  # something to compact
+    assert _race(mixed, jobs) == dict.fromkeys(jobs, "ok")
+    plain = [f"lance:{j.rpartition(':')[2]}" for j in jobs]
+    assert _race(ref, plain) == dict.fromkeys(plain, "ok")
+    assert _check(mixed).equals(_check(ref))
+
+
+def test_two_processes_update_without_retries(tmp_path):
+    """Two processes update the same rows with ``conflict_retries=0``: whichever commits
+    second conflicts (an ``OSError``, as pylance's "Too many concurrent writers") unless the
+    first had already committed before it read; each committed change is in the table
+    whole, a refused one not at all."""
+    uri = _start(tmp_path)
+    got = _race(uri, ["update-x", "update-s"], retries=0)
+    assert "ok" in got.values()
+    for outcome in got.values():
+        assert outcome == "ok" or outcome.startswith("OSError: RetryableCommitConflictError"), got
+    t = _check(uri)
+    assert t["id"].to_pylist() == list(range(3000))
+    bump = 0.25 if got["update-x"] == "ok" else 0.0
+    assert t["x"].to_pylist() == [i + (bump if i < 1500 else 0) for i in range(3000)]
+    new_s = got["update-s"] == "ok"
+    assert t["s"].to_pylist() == ["b" if i < 1500 and new_s else f"r{i}" for i in range(3000)]
+
+
 def test_conflict_rules_without_retries(tmp_path):
     """Deterministic: the second of two updates of the same fragments is retryable (and
     re-planned by default); an update and an append of other rows commute."""
     uri = _start(tmp_path)
     a, b = lance_gpu.dataset(uri), lance_gpu.dataset(uri)
     a.update({"x": "0"}, where="id < 10")
-    with pytest.raises(RetryableCommitConflictError):
+    with pytest.raises(RetryableCommitConflictError) as caught:
         b.update({"s": "'z'"}, where="id < 10", conflict_retries=0)
+    assert isinstance(caught.value, OSError)  # pylance raises OSError here
+    la, lb = lance.dataset(uri), lance.dataset(uri, version=a.version - 1)
+    la.update({"x": "1"}, where="id < 10")
+    with pytest.raises(OSError):  # pylance: the same rule, the same builtin type
+        lb.update({"s": "'y'"}, where="id < 10", conflict_retries=0)
+    lance.dataset(uri, version=a.version).restore()  # back to our first update's state (a new version)
+    b = lance_gpu.dataset(uri, a.version)
     b.update({"s": "'z'"}, where="id < 10")
     c = lance_gpu.dataset(uri)
     lance.write_dataset(_tbl(5, 9000), uri, mode="append")

@@ -36,16 +36,20 @@ def _pair(tmp_path, n=3000, rows_per_file=1000, **kw):
     return ours, ref
 
 
-def _same(ours: str, ref: str) -> None:
-    """Every version: same rows in the same order, same fragment layout; and lance-gpu reads
-    what pylance reads."""
+def _same(ours: str, ref: str, ordered: bool = True) -> None:
+    """Every version: same rows in the same order (``ordered=False``: in any order), same
+    fragment layout; and lance-gpu reads what pylance reads."""
+
+    def rows(t: pa.Table) -> pa.Table:
+        return t if ordered else t.sort_by([(n, "ascending") for n in t.schema.names])
+
     a, b = lance.dataset(ours), lance.dataset(ref)
     assert a.version == b.version
     for v in range(1, b.version + 1):
-        ta, tb = a.checkout_version(v).to_table(), b.checkout_version(v).to_table()
+        ta, tb = rows(a.checkout_version(v).to_table()), rows(b.checkout_version(v).to_table())
         assert ta.schema == tb.schema
         assert ta.equals(tb), f"version {v} differs"
-        assert lance_gpu.dataset(ours, v).to_table().equals(ta)
+        assert rows(lance_gpu.dataset(ours, v).to_table()).equals(ta)
         fa = [(f.count_rows(), f.metadata.physical_rows) for f in a.checkout_version(v).get_fragments()]
         fb = [(f.count_rows(), f.metadata.physical_rows) for f in b.checkout_version(v).get_fragments()]
         assert fa == fb, f"version {v}: fragments {fa} != {fb}"
@@ -101,6 +105,77 @@ def test_merge_insert_like_pylance(tmp_path, build):
     assert {k: got[k] for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows")} == {
         k: exp[k] for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows")
     }
+    _same(ours, ref)
+
+
+def test_update_reads_what_the_new_values_need(tmp_path):
+    """A column set from another column's old value is read even when it is overwritten
+    itself (``s`` from ``x``, ``x`` from a constant); deleted rows stay deleted.  Every
+    expression sees the row's old values, as SQL's UPDATE says (pylance applies its
+    expressions one after another in its hash map's order, so it may show either)."""
+    ours, ref = _pair(tmp_path)
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        mod.dataset(uri).delete("id % 10 = 3")
+    got = lance_gpu.dataset(ours).update({"x": "0", "s": "CAST(CAST(x * 2 AS BIGINT) AS STRING)"}, where="id % 7 = 3")
+    assert got == lance.dataset(ref).update({"x": "0"}, where="id % 7 = 3") == {"num_rows_updated": 386}
+    lance.dataset(ref).update({"s": "CAST(id AS STRING)"}, where="x = 0 AND id % 7 = 3")
+    t = lance.dataset(ours).to_table()
+    assert t.slice(t.num_rows - 386)["s"].to_pylist() == [str(i) for i in range(3000) if i % 7 == 3 and i % 10 != 3]
+    b = lance.dataset(ref).to_table()
+    assert t.sort_by("id").equals(b.sort_by("id"))
+    assert lance_gpu.dataset(ours).to_table().equals(t)
+
+
+def _keyed(n: int) -> pa.Table:
+    ids = np.arange(n)
+    name = pa.array([None if i % 50 == 49 else f"k{i}" for i in ids])
+    return pa.table({"id": pa.array(ids), "part": pa.array(ids % 3, pa.int32()), "name": name,
+                     "v": pa.array(ids * 0.5)})
+
+
+@pytest.mark.parametrize("on", ["name", ["part", "id"], "part_nullable"], ids=["string", "compound", "int-nulls"])
+def test_merge_insert_other_keys_like_pylance(tmp_path, on):
+    """Keys the integer hash join does not take (strings, several columns) and integer keys
+    with nulls on both sides (a null key never matches)."""
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    start = _keyed(600)
+    if on == "part_nullable":
+        start = start.set_column(1, "part", pa.array([None if i % 40 == 0 else i for i in range(600)], pa.int32()))
+        on = "part"
+    lance.write_dataset(start, ours, max_rows_per_file=200)
+    shutil.copytree(ours, ref)
+    src = start.take(pa.array(np.arange(1, 600, 13))).set_column(3, "v", pa.array(np.full(47, -1.0)))
+    src = pa.concat_tables([src, pa.table({"id": pa.array([10_000, 10_001]), "part": pa.array([None, 7], pa.int32()),
+                                           "name": pa.array([None, "new"]), "v": pa.array([1.0, 2.0])})])
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        mod.dataset(uri).delete("id % 11 = 5")
+    got = lance_gpu.dataset(ours).merge_insert(on).when_matched_update_all().when_not_matched_insert_all().execute(src)
+    exp = lance.dataset(ref).merge_insert(on).when_matched_update_all().when_not_matched_insert_all().execute(src)
+    assert {k: got[k] for k in got} == {k: exp[k] for k in got}
+    # pylance writes the new rows of string and compound keys in its hash join's order
+    _same(ours, ref, ordered=on == "part")
+
+
+def test_merge_insert_writes_updated_rows_in_target_order(tmp_path):
+    """The source in any order: pylance writes the updated rows in target order, then the
+    inserted ones in source order."""
+    ours, ref = _pair(tmp_path)
+    src = _source([9001, 2500, 17, 9000, 1200, 3, 9002])
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        mod.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    _same(ours, ref)
+    assert lance.dataset(ours).to_table()["id"].to_pylist()[-7:] == [3, 17, 1200, 2500, 9001, 9000, 9002]
+
+
+def test_merge_insert_condition_over_deleted_rows_like_pylance(tmp_path):
+    """The conditional update reads the matched target rows whole, in target order, across
+    fragments with deletions."""
+    ours, ref = _pair(tmp_path)
+    src = _source(list(range(2999, 0, -7)))
+    src = src.set_column(1, "x", pa.array(np.where(np.arange(len(src)) % 2 == 0, -1.0, 1e9)))
+    for mod, uri in ((lance_gpu, ours), (lance, ref)):
+        mod.dataset(uri).delete("id % 5 = 1")
+        mod.dataset(uri).merge_insert("id").when_matched_update_all(condition="source.x < target.x").execute(src)
     _same(ours, ref)
 
 

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--columns", "-c", default=None, help="columns of a Lance SOURCE, comma-separated")
     p.add_argument("--filter", "-f", default=None, help="rows of a Lance SOURCE, a SQL predicate")
     p.add_argument("--batch-size", type=int, default=65_536, metavar="N", help="rows per batch in memory (default 65536)")
-    p.add_argument("--data-storage-version", choices=("2.1", "2.2", "stable"), default=None, help="file version of a new Lance DEST")
+    p.add_argument("--data-storage-version", choices=("2.0", "2.1", "2.2", "stable"), default=None, help="file version of a new Lance DEST")
     p.add_argument("--max-rows-per-file", type=int, default=None, metavar="N", help="rows per Lance data file")
     p.set_defaults(func=cmd_convert)
 

@@ -134,13 +134,47 @@ def _gather_ranges_into(data, starts, lengths, out):  # pragma: no cover
     return pos
 
 
+#: Ranges at least this long on average are copied one numpy slice (a memcpy) each: the
+#: compiled byte loop moves about 1 GB/s, a memcpy several times that, and the per-range
+#: Python cost is then negligible.
+MEMCPY_MEAN_RANGE = 4096
+#: Evenly spaced ranges at least this long are copied as one strided view.
+STRIDED_MIN_RANGE = 256
+
+
 def gather_ranges(data, starts, lengths):
     """Concatenate ``data[starts[i]:starts[i]+lengths[i]]`` for every i.
 
     Outputs are allocated by numpy (not inside compiled code) so that large ones get
     transparent huge pages: first-touch page faults are what limits decoding threads.
+    Evenly spaced ranges of one length (the chunks of a mini-block page of fixed-width
+    values, but for the last) are copied as one strided 2-D view; few long ranges one
+    memcpy each; many short ones by the compiled loop.  numpy copies release the GIL.
     """
-    out = np.empty(int(lengths.sum()), np.uint8)
+    n = int(starts.size)
+    total = int(lengths.sum())
+    out = np.empty(total, np.uint8)
+    if n == 0:
+        return out
+    if n >= 3 and int(lengths[0]) >= STRIDED_MIN_RANGE:
+        width = int(lengths[0])
+        step = int(starts[1]) - int(starts[0])
+        body = n - 1  # every range but the last, which may be shorter
+        if (width > 0 and step >= width and int(starts[0]) >= 0
+                and int(starts[body - 1]) + width <= data.size
+                and np.all(lengths[:body] == width) and np.all(np.diff(starts[:body + 1]) == step)):
+            first = int(starts[0])
+            view = np.lib.stride_tricks.as_strided(data[first:], shape=(body, width), strides=(step, data.strides[0]))
+            out[: body * width].reshape(body, width)[...] = view
+            last, size = int(starts[body]), int(lengths[body])
+            out[body * width :] = data[last : last + size]
+            return out
+    if total >= MEMCPY_MEAN_RANGE * n:
+        at = 0
+        for s, size in zip(starts.tolist(), lengths.tolist(), strict=True):
+            out[at : at + size] = data[s : s + size]
+            at += size
+        return out
     _gather_ranges_into(data, starts, lengths, out)
     return out
 
@@ -228,23 +262,56 @@ def variable_selected(data, starts, sizes, counts, offset_bytes, chunk, index): 
     return vstart, vlen, ok
 
 
+#: Bytes of copied values validated at a time, while they are still in the L1/L2 cache.
+UTF8_GROUP_BYTES = 1 << 14
+
+
 @njit(**_JIT)
 def _copy_ranges(data, vstart, vlen, offsets, out):  # pragma: no cover
-    for i in range(vstart.size):
+    """Copy the ranges; returns whether every value is well-formed UTF-8, checked group by
+    group of values (about :data:`UTF8_GROUP_BYTES`) right after their copy: a group's bytes
+    with the vectorised check of :mod:`cuda_kernels.utf8`, looking back no further than
+    the group's start, and no value of it starting on a continuation byte."""
+    ok = True
+    g = 0  # first value of the group being copied
+    n = vstart.size
+    for i in range(n):
         s = vstart[i]
         o = offsets[i]
         for j in range(vlen[i]):
             out[o + j] = data[s + j]
+        if ok and (offsets[i + 1] - offsets[g] >= UTF8_GROUP_BYTES or i == n - 1):
+            lo = offsets[g]
+            hi = offsets[i + 1]
+            bad = _utf8_bytes_bad(out, lo, lo, hi) | _utf8_tail_bad(out, lo, hi)
+            for k in range(g + 1, i + 1):
+                p = offsets[k]
+                bad |= (p < hi) & ((out[min(p, hi - 1)] & 0xC0) == 0x80)
+            ok = not bad
+            g = i + 1
+    return ok
 
 
 def ranges_to_variable(data, vstart, vlen):
-    """Copy byte ranges into one contiguous (int64 offsets, bytes) pair."""
+    """Copy byte ranges (``vlen`` >= 0) into one contiguous (int64 offsets, bytes) pair.
+
+    Returns ``(offsets, bytes, utf8)``: the offsets start at 0, never decrease and end at
+    ``len(bytes)`` by construction; ``utf8`` whether every value is well-formed UTF-8,
+    found by the copy loop (see :func:`_copy_ranges`).
+    """
     offsets = np.empty(vstart.size + 1, np.int64)
     offsets[0] = 0
     np.cumsum(vlen, out=offsets[1:])
     out = np.empty(int(offsets[-1]), np.uint8)
-    _copy_ranges(data, vstart, vlen, offsets, out)
-    return offsets, out
+    utf8 = bool(_copy_ranges(data, vstart, vlen, offsets, out)) if vstart.size else True
+    return offsets, out, utf8
+
+
+from cuda_kernels.utf8 import _utf8_bytes_bad as _utf8_bytes_bad_dual  # noqa: E402
+from cuda_kernels.utf8 import _utf8_tail_bad as _utf8_tail_bad_dual  # noqa: E402
+
+_utf8_bytes_bad = _utf8_bytes_bad_dual.cpu
+_utf8_tail_bad = _utf8_tail_bad_dual.cpu
 
 
 @njit(**_JIT, twin=twins.inline_bitpack_blocks)
@@ -477,6 +544,7 @@ def fullzip_scan(data, num_items, ctrl_bytes, bits_def, offset_bytes, value_byte
 # (one algorithm for both targets); what is here walks Lance's chunk buffers.
 
 from cuda_kernels.fsst import _fsst_decoded_len, decode_checked_cpu, decode_stream_cpu  # noqa: E402
+from cuda_kernels.utf8 import BYTE_NEXT, symbol_next  # noqa: E402
 
 _fsst_len_core = _fsst_decoded_len.cpu
 _fsst_stream = decode_stream_cpu.dispatcher
@@ -528,7 +596,10 @@ def _fsst_chunk_lengths_range(data, starts, sizes, counts, first, offset_bytes, 
 
 
 @njit(**_JIT)
-def _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols, sym_lens, out_offsets, out, lo, hi):  # pragma: no cover
+def _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols, sym_lens, sym_next, out_offsets, out, lo, hi):  # pragma: no cover
+    """Decode chunks ``lo..hi``; returns the first chunk holding a string that is not
+    well-formed UTF-8, or -1."""
+    bad = -1
     for c in range(lo, hi):
         base = starts[c]
         cnt = counts[c]
@@ -537,11 +608,26 @@ def _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols,
         k = first[c]
         # The chunk's strings are contiguous in both input and output: decode them as one
         # stream (every string was checked to end on a code boundary by the lengths pass).
-        _fsst_stream(symbols, sym_lens, data, base + o0, base + on, out, out_offsets[k], out_offsets[k + cnt])
+        # The stream is UTF-8 and no string starts on a continuation byte exactly when
+        # every string is UTF-8 (a string cut inside a character leaves the next one
+        # starting on a continuation byte).
+        lo_out = out_offsets[k]
+        hi_out = out_offsets[k + cnt]
+        st = _fsst_stream(symbols, sym_lens, sym_next, BYTE_NEXT, data, base + o0, base + on, out, lo_out, hi_out)
+        cut = False
+        for j in range(1, cnt):
+            o = out_offsets[k + j]
+            if o < hi_out:
+                cut |= (out[o] & 0xC0) == 0x80
+        if (st != 0 or cut) and bad < 0:
+            bad = c
+    return bad
 
 
 @njit(**_JIT, parallel=True)
-def _fsst_chunks_parallel(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym, out_offsets, out, phase, ngroups):  # pragma: no cover
+def _fsst_chunks_parallel(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, sym_next, nsym, out_offsets, out, phase, ngroups):  # pragma: no cover
+    """Phase 0: lengths, ``(status, chunk)``; phase 1: decode, ``(0, first chunk that is
+    not UTF-8 or -1)``."""
     nchunks = counts.size
     status = np.zeros(ngroups, np.int64)
     where = np.full(ngroups, -1, np.int64)
@@ -553,9 +639,9 @@ def _fsst_chunks_parallel(data, starts, sizes, counts, first, offset_bytes, symb
             status[g] = s
             where[g] = w
         else:
-            _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols, sym_lens, out_offsets, out, lo, hi)
+            where[g] = _fsst_chunk_decode_range(data, starts, counts, first, offset_bytes, symbols, sym_lens, sym_next, out_offsets, out, lo, hi)
     for g in range(ngroups):
-        if status[g] != 0:
+        if status[g] != 0 or where[g] >= 0:
             return status[g], where[g]
     return 0, -1
 
@@ -570,11 +656,13 @@ def _inclusive_scan_from_1(offsets):  # pragma: no cover
 
 
 @njit(**_JIT, twin=twins.fsst_chunks_one_pass)
-def _fsst_chunks_one_pass(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym, out_offsets, out, c0, pos):  # pragma: no cover
+def _fsst_chunks_one_pass(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, sym_next, nsym, out_offsets, out, c0, pos, utf8_bad):  # pragma: no cover
     """Decode chunks ``c0..`` at ``out[pos:]`` in one pass while ``out`` has room.
 
     Returns ``(status, chunk, pos)``: status 0 when done, 1 when chunk ``chunk`` needs
     more room than ``out`` has past ``pos`` (grow it and resume there), or an error code.
+    ``utf8_bad[0]`` becomes the first string that is not well-formed UTF-8 (left as is
+    when there is none).
     """
     n_data = data.size
     cap = out.size
@@ -595,9 +683,11 @@ def _fsst_chunks_one_pass(data, starts, sizes, counts, first, offset_bytes, symb
             o = _chunk_offset(data, base + (j + 1) * offset_bytes, offset_bytes)
             if o < prev or o > last:
                 return FSST_BAD_OFFSETS, c, pos
-            r = _fsst_checked(symbols, sym_lens, nsym, data, base + prev, base + o, out, pos)
+            r, st = _fsst_checked(symbols, sym_lens, sym_next, BYTE_NEXT, nsym, data, base + prev, base + o, out, pos)
             if r < 0:
                 return r, c, pos
+            if st != 0 and utf8_bad[0] < 0:
+                utf8_bad[0] = k + j
             pos = r
             out_offsets[k + j + 1] = pos
             prev = o
@@ -608,9 +698,12 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     """FSST-decode the Variable chunk buffers of a mini-block page.
 
     Each chunk buffer is ``offsets[count + 1]`` (``offset_bytes`` each, relative to the
-    buffer) then the compressed strings.  Returns ``(status, chunk, offsets, bytes)``;
-    ``status`` is 0, an FSST error code (-1 truncated, -2 bad code, -3 bounds) or
-    :data:`FSST_BAD_OFFSETS`, with ``chunk`` the first bad chunk.
+    buffer) then the compressed strings.  Returns ``(status, chunk, offsets, bytes,
+    utf8)``; ``status`` is 0, an FSST error code (-1 truncated, -2 bad code, -3 bounds) or
+    :data:`FSST_BAD_OFFSETS`, with ``chunk`` the first bad chunk; ``utf8`` whether every
+    decoded string is well-formed UTF-8, found by the decode loop itself (the UTF-8
+    automaton of :mod:`cuda_kernels.utf8` stepped once per symbol).  The offsets start
+    at 0, never decrease and end at ``len(bytes)`` by construction.
 
     With one numba thread (the usual case: pages decode in a pool of such threads) it
     decodes in one pass into a buffer sized from the compressed bytes, growing it if a
@@ -626,15 +719,18 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     out_offsets = np.empty(n + 1, np.int64)
     out_offsets[0] = 0
     threads = numba.get_num_threads()
+    sym_next = symbol_next(symbols, sym_lens, nsym)
     ngroups = max(1, min(4 * threads, counts.size // 16)) if threads > 1 and n >= 65536 else 1
     if ngroups == 1:
         # Strings rarely expand more than 4x; each grow copies what is decoded so far.
         comp_bytes = int(np.asarray(sizes).sum())
         out = np.empty(min(8 * comp_bytes, 4 * comp_bytes + (1 << 16)), np.uint8)
         chunk, pos = 0, 0
+        utf8_bad = np.full(1, -1, np.int64)
         while True:
             status, chunk, pos = _fsst_chunks_one_pass(
-                data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym, out_offsets, out, chunk, pos
+                data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, sym_next, nsym, out_offsets, out,
+                chunk, pos, utf8_bad,
             )
             if status != 1:
                 break
@@ -642,13 +738,13 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
             grown[:pos] = out[:pos]
             out = grown
         if status != 0:
-            return int(status), int(chunk), None, None
-        return 0, -1, out_offsets, out[:pos]
-    args = (data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, nsym)
+            return int(status), int(chunk), None, None, False
+        return 0, -1, out_offsets, out[:pos], bool(utf8_bad[0] < 0)
+    args = (data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, sym_next, nsym)
     status, where = _fsst_chunks_parallel(*args, out_offsets, np.empty(0, np.uint8), 0, ngroups)
     if status != 0:
-        return int(status), int(where), None, None
+        return int(status), int(where), None, None, False
     _inclusive_scan_from_1(out_offsets)
     out = np.empty(int(out_offsets[-1]), np.uint8)
-    _fsst_chunks_parallel(*args, out_offsets, out, 1, ngroups)
-    return 0, -1, out_offsets, out
+    _status, where = _fsst_chunks_parallel(*args, out_offsets, out, 1, ngroups)
+    return 0, -1, out_offsets, out, bool(where < 0)

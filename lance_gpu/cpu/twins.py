@@ -9,9 +9,12 @@ Tested against the drivers in tests/test_jit_twins.py.
 
 from __future__ import annotations
 
+import codecs
 from typing import Any
 
 import numpy as np
+
+from cuda_kernels.utf8 import symbol_next
 
 __all__ = [
     "chunk_headers",
@@ -167,19 +170,24 @@ def inline_bitpack_blocks(data: np.ndarray, starts: np.ndarray, counts: np.ndarr
 
 def fsst_chunks_one_pass(
     data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, first: np.ndarray, offset_bytes: int,
-    symbols: np.ndarray, sym_lens: np.ndarray, nsym: int, out_offsets: np.ndarray, out: np.ndarray, c0: int, pos: int,
+    symbols: np.ndarray, sym_lens: np.ndarray, sym_next: np.ndarray, nsym: int, out_offsets: np.ndarray,
+    out: np.ndarray, c0: int, pos: int, utf8_bad: np.ndarray,
 ) -> Any:
     """Twin of ``native._fsst_chunks_one_pass``: every string of chunks ``c0..`` decoded at once.
 
     Each compressed byte becomes its symbol's 8 bytes and a length (two table lookups), and
     the first ``length`` bytes of every row are kept.  Escapes (code 255) are told from
     escaped literals per run of 255 bytes inside a string (a run starts on a code, so codes
-    0, 2, 4, ... of a run are escapes), with no byte loop.
+    0, 2, 4, ... of a run are escapes), with no byte loop.  The first string that is not
+    well-formed UTF-8 (``utf8_bad``) is found by :func:`_first_bad_utf8` over the decoded
+    bytes (``sym_next`` must be the automaton of ``symbols``; the kernel steps it).
     """
     nchunks = counts.size
     if c0 >= nchunks:
         return 0, -1, pos
     if symbols.dtype != np.uint64 or not symbols.flags.c_contiguous or not 0 <= nsym <= 255:
+        return NotImplemented
+    if not np.array_equal(sym_next, symbol_next(symbols, sym_lens, nsym)):
         return NotImplemented
     base = np.asarray(starts[c0:]).astype(np.int64)
     cnt = np.asarray(counts[c0:]).astype(np.int64)
@@ -266,9 +274,41 @@ def fsst_chunks_one_pass(
     nbefore = np.concatenate(([0], np.cumsum(cnt)[:-1]))
     slots = np.asarray(first[c0:]).astype(np.int64)[str_chunk] + (np.arange(str_chunk.size) - nbefore[str_chunk])
     out_offsets[slots[done] + 1] = ends[done]
+    if int(utf8_bad[0]) < 0:
+        ndone = int(np.count_nonzero(done))
+        bad = _first_bad_utf8(out[pos : pos + nout], str_len[:ndone])
+        if bad >= 0:
+            utf8_bad[0] = slots[bad]
     if stop < cnt.size:
         return 1, c0 + stop, pos + nout
     return 0, -1, pos + nout
+
+
+def _first_bad_utf8(buf: np.ndarray, lengths: np.ndarray) -> int:
+    """The first of the strings tiling ``buf`` (``lengths`` bytes each, in order) that is not
+    well-formed UTF-8 (RFC 3629, as Python's strict decoder and the kernel's automaton), or -1.
+
+    ``buf`` is decoded once as a whole.  Every string is UTF-8 exactly when the whole is and
+    no nonempty string starts on a continuation byte.  Otherwise, with ``e`` the start of the
+    whole's first invalid sequence and ``p`` the first nonempty string starting on a
+    continuation byte: everything before ``min(e, start of p)`` is whole characters whose
+    string starts are character boundaries, so if ``p`` starts before ``e`` the string
+    before ``p`` ends inside a character (the first bad one), else the string holding ``e``
+    cannot hold a whole character at ``e`` (the first bad one).
+    """
+    try:
+        codecs.utf_8_decode(np.ascontiguousarray(buf).data, "strict", True)
+        e = buf.size
+    except UnicodeDecodeError as err:
+        e = int(err.start)
+    nonempty = np.flatnonzero(lengths > 0)
+    starts = (np.cumsum(lengths) - lengths)[nonempty]
+    cont = np.flatnonzero((buf[starts] & 0xC0) == 0x80)
+    if cont.size and int(starts[cont[0]]) < e:
+        return int(nonempty[cont[0] - 1])  # cont[0] >= 1: buf[0] on a continuation byte makes e 0
+    if e < buf.size:
+        return int(nonempty[int(np.searchsorted(starts, e, side="right")) - 1])
+    return -1
 
 
 def ool_chunk_plan(starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray, width: int, word_bytes: int) -> Any:

@@ -230,6 +230,10 @@ def _build(
                 _build(storage.field(i).type, leaves, cursor, depth + 1, path, slots.count)
                 for i in range(storage.num_fields)
             ]
+            if any(len(c) != len(children[0]) for c in children) or (mask is not None and children and len(mask) != len(children[0])):
+                # pages of the fields disagree (damaged levels or chunk metadata in one of them)
+                lengths = sorted({len(c) for c in children})
+                raise CorruptFileError(path, f"the fields of struct {t} decode to {lengths} rows (validity: {None if mask is None else len(mask)})")
             arr = pa.StructArray.from_arrays(children, fields=list(storage), mask=mask)
         else:
             if slots.offsets is None:

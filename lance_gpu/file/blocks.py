@@ -49,6 +49,12 @@ class FixedWidthBlock:
 class VariableWidthBlock:
     offsets: np.ndarray  # int64, num_values + 1, starting at 0
     data: np.ndarray  # uint8
+    #: set by a decoder that built the offsets itself: they start at 0, never decrease and
+    #: end at ``len(data)`` (:mod:`lance_gpu.file.validate` then skips them)
+    offsets_valid: bool = False
+    #: set by a decoder that validated the bytes as it wrote them: every value is
+    #: well-formed UTF-8 (meaningful only with ``offsets_valid``)
+    utf8_valid: bool = False
 
     @property
     def num_values(self) -> int:
@@ -115,8 +121,15 @@ def _select_validity(block: FixedWidthBlock, idx: np.ndarray) -> tuple[np.ndarra
 
 
 def select_block(block: Block, idx: np.ndarray) -> Block:
-    """The values of ``block`` at positions ``idx`` (in that order)."""
+    """The values of ``block`` at positions ``idx`` (in that order); a run of consecutive
+    positions is a slice (the bytes are not copied)."""
+    run = bool(idx.size) and int(idx[-1]) - int(idx[0]) + 1 == idx.size and (idx.size < 2 or idx[1] > idx[0])
     if isinstance(block, VariableWidthBlock):
+        if run:
+            lo, hi = int(idx[0]), int(idx[-1]) + 1
+            offsets = block.offsets[lo : hi + 1]
+            first = int(offsets[0])
+            return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])])
         from cuda_kernels.gather import gather_binary
 
         offsets, data = gather_binary(block.offsets, block.data, idx)
@@ -129,7 +142,7 @@ def select_block(block: Block, idx: np.ndarray) -> Block:
     width = bits // 8
     dt = _UINT_BY_BITS.get(bits)
     raw = block.as_bytes()[: block.num_values * width]
-    if idx.size and int(idx[-1]) - int(idx[0]) + 1 == idx.size and (idx.size < 2 or idx[1] > idx[0]):
+    if run:
         lo = int(idx[0]) * width
         return FixedWidthBlock(raw[lo : lo + idx.size * width], bits, idx.size, validity)
     if dt is not None:

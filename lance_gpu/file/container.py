@@ -101,10 +101,6 @@ def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | N
     return anymsg
 
 
-#: Mean range length (bytes) from which read_gather copies range by range with memcpy
-#: instead of gathering in one compiled byte loop (its per-range Python cost is then negligible).
-_MEMCPY_MEAN_RANGE = 4096
-
 class LanceFileReader:
     """Reads the structure of one v2 data file and byte ranges out of it."""
 
@@ -287,14 +283,6 @@ class LanceFileReader:
             self.io.count_reads(int(starts.size), int(lengths.sum()))
             if starts.size == 1:
                 return whole[int(starts[0]) : int(starts[0] + lengths[0])]
-            if int(lengths.sum()) >= _MEMCPY_MEAN_RANGE * starts.size:
-                # Few long ranges (blocks of rows): one memcpy each beats the byte loop.
-                out = np.empty(int(lengths.sum()), np.uint8)
-                at = 0
-                for s, n in zip(starts.tolist(), lengths.tolist(), strict=True):
-                    out[at : at + n] = whole[s : s + n]
-                    at += n
-                return out
             return native.gather_ranges(whole, starts, lengths)
         ends = starts + lengths
         reach = np.maximum.accumulate(ends)

@@ -15,7 +15,15 @@ JSONB document. Layout (all integers big-endian):
   are UTF-8; a nested container is a complete document as above.
 * A number's data starts with a tag byte: ``0x00`` zero (no more bytes), ``0x40`` a negative
   integer (two's complement, 1/2/4/8 bytes), ``0x50`` a non-negative integer (unsigned,
-  1/2/4/8 bytes), ``0x60`` an IEEE 754 float64 (8 bytes).
+  1/2/4/8 bytes), ``0x60`` an IEEE 754 float64 (8 bytes); ``0x10`` NaN, ``0x20``
+  +infinity, ``0x30`` -infinity (no more bytes; pylance prints them as ``null``).
+
+Writing (:func:`text_to_jsonb`, what pylance 14 stores for each text): integers take the
+fewest bytes that hold them (``0`` and ``-0`` the zero tag, ``255`` ``50 ff``, ``-129``
+``40 ff 7f``); integers beyond u64 / i64 and every number with a fraction or exponent are
+float64 (``1.0``, ``1E2``); ``NaN`` / ``Infinity`` / overflowing floats the special tags;
+object keys sorted by their UTF-8 bytes, a repeated key refused; an empty or blank text is
+the document ``null``.
 
 Objects keep their keys sorted (pylance sorts them on write), so printing in stored order
 gives pylance's text: compact (``{"a":[1,2]}``), strings JSON-escaped with non-ASCII kept,
@@ -30,19 +38,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_gpu.errors import CorruptFileError
+from lance_gpu.errors import CorruptFileError, InvalidJsonError
 
 _ARRAY, _OBJECT, _SCALAR = 0x8, 0x4, 0x2
 _NULL, _STRING, _NUMBER, _FALSE, _TRUE, _CONTAINER = 0x0, 0x1, 0x2, 0x3, 0x4, 0x5
 _U32 = struct.Struct(">I")
 _F64 = struct.Struct(">d")
+_NAN, _POS_INF, _NEG_INF = 0x10, 0x20, 0x30
+_U64_MAX = (1 << 64) - 1
+_I64_MIN = -(1 << 63)
 
 
 class _Bad(Exception):
     pass
 
 
-def _number(data: bytes) -> int | float:
+def _number(data: bytes) -> int | float | None:
     if not data:
         raise _Bad("empty number")
     tag, rest = data[0], data[1:]
@@ -52,6 +63,8 @@ def _number(data: bytes) -> int | float:
         return int.from_bytes(rest, "big", signed=tag == 0x40)
     if tag == 0x60 and len(rest) == 8:
         return _F64.unpack(rest)[0]
+    if tag in (_NAN, _POS_INF, _NEG_INF) and not rest:
+        return None  # pylance prints NaN and the infinities as null
     raise _Bad(f"number tag 0x{tag:02x} with {len(rest)} bytes")
 
 
@@ -116,3 +129,107 @@ def jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
         except (_Bad, UnicodeDecodeError, struct.error) as exc:
             raise CorruptFileError(path, f"JSON value {i} is not valid JSONB: {exc}") from None
     return pa.array(out, pa.string())
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def _encode_number(v: int | float) -> bytes:
+    if isinstance(v, int):
+        if 0 < v < 256:
+            return _SMALL_UINTS[v]
+        if v == 0:
+            return b"\x00"
+        if 0 < v <= _U64_MAX:
+            size = 2 if v < 1 << 16 else 4 if v < 1 << 32 else 8
+            return b"\x50" + v.to_bytes(size, "big")
+        if _I64_MIN <= v < 0:
+            size = 1 if v >= -(1 << 7) else 2 if v >= -(1 << 15) else 4 if v >= -(1 << 31) else 8
+            return b"\x40" + v.to_bytes(size, "big", signed=True)
+        try:
+            v = float(v)
+        except OverflowError:
+            v = float("inf") if v > 0 else float("-inf")
+    if v != v:
+        return bytes([_NAN])
+    if v in (float("inf"), float("-inf")):
+        return bytes([_POS_INF if v > 0 else _NEG_INF])
+    return b"\x60" + _F64.pack(v)
+
+
+_SMALL_UINTS = [b""] + [b"\x50" + bytes([i]) for i in range(1, 256)]
+_STR, _NUM, _BOX = _STRING << 28, _NUMBER << 28, _CONTAINER << 28
+_ENTRY_NULL, _ENTRY_FALSE, _ENTRY_TRUE = _NULL << 28, _FALSE << 28, _TRUE << 28
+
+
+def _encode_container(v: list | dict) -> bytes:
+    """One array or object as a JSONB container (keys sorted: code point order is UTF-8
+    byte order)."""
+    if type(v) is list:
+        header, items = (_ARRAY << 28) | len(v), v
+    else:
+        keys = sorted(v)
+        header, items = (_OBJECT << 28) | len(keys), [*keys, *(v[k] for k in keys)]
+    entries = [header]
+    datas = []
+    for item in items:
+        t = type(item)
+        if t is str:
+            d = item.encode("utf-8")
+            entries.append(_STR | len(d))
+            datas.append(d)
+        elif t is int or t is float:
+            d = _encode_number(item)
+            entries.append(_NUM | len(d))
+            datas.append(d)
+        elif item is None:
+            entries.append(_ENTRY_NULL)
+        elif item is True:
+            entries.append(_ENTRY_TRUE)
+        elif item is False:
+            entries.append(_ENTRY_FALSE)
+        else:
+            d = _encode_container(item)
+            entries.append(_BOX | len(d))
+            datas.append(d)
+    return struct.pack(f">{len(entries)}I", *entries) + b"".join(datas)
+
+
+def encode_jsonb(value: Any) -> bytes:
+    """One JSON value (as :func:`json.loads` gives it) as a JSONB document."""
+    if type(value) is list or type(value) is dict:
+        return _encode_container(value)
+    # a scalar: a one-entry container of kind scalar
+    return _SCALAR_HEADER + _encode_container([value])[4:]
+
+
+_SCALAR_HEADER = _U32.pack(_SCALAR << 28)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _v in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate object attribute {dup!r}")
+    return out
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
+
+
+def text_to_jsonb(values: pa.Array, column: str) -> pa.Array:
+    """A string / large_string array of JSON text (nulls kept) as the ``large_binary``
+    JSONB documents pylance stores for an ``arrow.json`` column.  A value that is not JSON
+    raises :class:`InvalidJsonError` naming ``column`` and the row."""
+    out: list[bytes | None] = []
+    for i, text in enumerate(values.to_pylist()):
+        if text is None:
+            out.append(None)
+            continue
+        try:
+            value = _DECODER.decode(text) if text.strip(" \t\n\r") else None
+            out.append(encode_jsonb(value))
+        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+            raise InvalidJsonError(f"Failed to encode JSON of column {column!r}, row {i}: {exc}") from None
+    return pa.array(out, pa.large_binary())

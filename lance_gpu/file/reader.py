@@ -221,11 +221,12 @@ def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, bu
     return (buffers[0], buffers[1], *table[2:])  # type: ignore[misc]
 
 
-def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array:
+def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array | pa.ChunkedArray:
     """Rows ``rows`` (sorted, unique, file-local) of one top-level field.
 
     Single-leaf fields without lists decode only the mini-block chunks that hold the rows;
-    other fields decode the pages covering the rows and take from them.
+    other fields decode the pages covering the rows and take from them.  A run of rows
+    (a streaming window) that crosses pages comes back as a ChunkedArray, a chunk per page.
     """
     if rows.size == 0:
         return read_field(file, field, columns, (0, 0))
@@ -238,12 +239,21 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     starts = page_starts(pages)
     if rows[-1] >= starts[-1]:
         raise CorruptFileError(file.path, f"row {int(rows[-1])} beyond the column's {int(starts[-1])} rows")
-    page_of = np.searchsorted(starts, rows, side="right") - 1
-    bounds = np.flatnonzero(np.diff(page_of)) + 1
-    groups = np.split(np.arange(rows.size), bounds)
+    lo, hi = int(rows[0]), int(rows[-1]) + 1
+    run = hi - lo == rows.size
+    if run:
+        # A run of rows (streaming): each page's share is a slice, no per-row search.
+        first, last = np.searchsorted(starts, [lo, hi - 1], side="right") - 1
+        cuts = np.clip(starts[first : last + 2], lo, hi) - lo
+        spans = [(int(first) + k, slice(int(cuts[k]), int(cuts[k + 1]))) for k in range(int(last) - int(first) + 1)]
+        touched = {pi for pi, _sl in spans}
+    else:
+        page_of = np.searchsorted(starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(page_of)) + 1
+        spans = [(int(page_of[g[0]]), g) for g in np.split(np.arange(rows.size), bounds)]
+        touched = {pi for pi, _g in spans}
     parts = []
-    for g in groups:
-        pi = int(page_of[g[0]])
+    for pi, g in spans:
         page = pages[pi]
         local_rows = rows[g] - starts[pi]
         page_ctx = ctx.at_page(pi)
@@ -265,13 +275,17 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             check_leaf_page(leaf, field.type, page_ctx)
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.take(pa.array(local_rows)))
-    out = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    if len(parts) == 1:
+        out = parts[0]
+    elif run:
+        out = pa.chunked_array(parts, type=parts[0].type)  # a run across pages: a chunk per page, no copy
+    else:
+        out = pa.concat_arrays(parts)
     if rows.size < RELEASE_MIN_ROWS:
         # A small take touches a few OS pages per row; dropping the whole pages' mappings
         # would only make the next take fault them in again.
         return out
     # Streaming and large takes touch many pages: keep resident memory near the output size.
-    touched = {int(page_of[g[0]]) for g in groups}
     ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
     file.io.release(ranges, keep=_buffers_of(out))
     return out

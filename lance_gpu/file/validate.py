@@ -8,9 +8,15 @@ values are one) must hold well-formed UTF-8 in every value.  Otherwise the page 
 corrupt: :class:`~lance_gpu.errors.CorruptFileError` names the file, column and page
 (pylance refuses such a page with "invalid utf-8 sequence" too).
 
-The checks are :func:`cuda_kernels.check_variable` (CPU; one vectorised pass over the
-bytes) here, and :func:`cuda_kernels.check_variable_segments_gpu` inside the device
-decode (:mod:`lance_gpu.gpu.decode`).
+Most string bytes are validated where they are written: the FSST decoders run a UTF-8
+automaton once per symbol in their decode loops (:mod:`cuda_kernels.utf8`) and mark the
+block (``offsets_valid`` / ``utf8_valid``), so a valid block costs no second pass here.
+A dictionary page is validated once, its dictionary, not its expansion (the expansion is
+a gather of whole dictionary values under offsets the gather builds).  Anything else, and
+every block a decoder could not vouch for, goes through :func:`cuda_kernels.check_variable`
+(CPU; one vectorised pass over the bytes), which also finds the first bad value for the
+error.  The device decode uses :func:`cuda_kernels.check_variable_segments_gpu`
+(:mod:`lance_gpu.gpu.decode`).
 """
 
 from __future__ import annotations
@@ -33,8 +39,21 @@ def is_utf8_type(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
-def check_values(offsets: np.ndarray, data: np.ndarray, utf8: bool, ctx: DecodeContext) -> None:
-    """Raise ``ctx.corrupt`` unless ``offsets`` / ``data`` are valid variable-width values."""
+def check_values(
+    offsets: np.ndarray,
+    data: np.ndarray,
+    utf8: bool,
+    ctx: DecodeContext,
+    offsets_valid: bool = False,
+    utf8_valid: bool = False,
+) -> None:
+    """Raise ``ctx.corrupt`` unless ``offsets`` / ``data`` are valid variable-width values.
+
+    ``offsets_valid`` / ``utf8_valid``: what the decoder already established (see
+    :class:`~lance_gpu.file.blocks.VariableWidthBlock`); nothing is read again then.
+    """
+    if offsets_valid and (utf8_valid or not utf8):
+        return
     try:
         check_variable(offsets, data, utf8)
     except CorruptInputError as exc:
@@ -44,7 +63,7 @@ def check_values(offsets: np.ndarray, data: np.ndarray, utf8: bool, ctx: DecodeC
 def check_block(block: object, utf8: bool, ctx: DecodeContext) -> None:
     """Check a decoded block if it is variable-width (fixed-width blocks have nothing to check)."""
     if isinstance(block, VariableWidthBlock):
-        check_values(block.offsets, block.data, utf8, ctx)
+        check_values(block.offsets, block.data, utf8, ctx, block.offsets_valid, block.utf8_valid)
 
 
 def check_leaf_page(page: LeafPage, leaf_type: pa.DataType, ctx: DecodeContext) -> None:
@@ -55,7 +74,8 @@ def check_leaf_page(page: LeafPage, leaf_type: pa.DataType, ctx: DecodeContext) 
         if utf8:
             raw = np.frombuffer(values[1], np.uint8)
             check_values(np.array([0, raw.size], np.int64), raw, True, ctx)
-    else:
+    elif page.dictionary is None:
         check_block(values, utf8, ctx)
     if page.dictionary is not None:
+        # the values are the dictionary's gathered by index (offsets built by the gather)
         check_block(page.dictionary[0], utf8, ctx)

@@ -113,11 +113,11 @@ def _with_parent_nulls(child: DeviceColumn, validity) -> DeviceColumn:
 
 def to_plc_column(col: DeviceColumn):
     """A ``pylibcudf.Column`` over ``col``'s device buffers (raises _NoZeroCopy)."""
+    t = col.type
+    if isinstance(t, pa.BaseExtensionType):  # Python-defined and C++ canonical (fixed_shape_tensor, uuid, json, bool8, opaque)
+        raise _NoZeroCopy(str(t))
     plc = _plc()
     cp = _array.cupy()
-    t = col.type
-    if isinstance(t, pa.ExtensionType):
-        raise _NoZeroCopy(str(t))
     s = t
     n = col.length
     mask, nulls = _mask(col)

@@ -145,6 +145,12 @@ class DeviceColumn:
                 arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)])
         else:
             arr = _fixed_to_arrow(s, n, self.data, mask)
+        if getattr(t, "extension_name", None) == "arrow.json":
+            # Lance JSON: the device holds the stored JSONB documents; the text is made here, as
+            # the CPU reader makes it (lance_gpu.file.arrow.values_to_arrow)
+            from lance_gpu.file.jsonb import jsonb_to_text
+
+            arr = jsonb_to_text(arr.cast(pa.large_binary()), "<device column>").cast(s)
         return arr if s is t else pa.ExtensionArray.from_storage(t, arr)
 
     def to_cupy(self, *, allow_nulls: bool = False):

@@ -24,6 +24,11 @@ family                          pages that feed it
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
 ==============================  ========================================================
 
+On object stores, the value bytes of full-zip pages and of level-free Flat /
+FixedSizeList(Flat) mini-block pages are not fetched while planning: they are registered
+with :meth:`Stager.add_range` and read straight into the pinned staging slabs
+(:func:`_deferred_buffer`).
+
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block, page dictionaries (small; decoded with the CPU
 decoders, LZ4 included) and the levels of constant pages.  A field whose pages use anything
@@ -195,8 +200,10 @@ class PagePlan:
     has_def: bool
     parsed: dict = field(default_factory=dict)
     index: int = -1  # the page's index in its column (for error messages)
-    #: full-zip data buffer not read while planning (buffers[0] is empty): the slab fill
-    #: reads it from the object store straight into the pinned staging buffer
+    #: the page's value bytes were not read while planning (their buffer is an empty array):
+    #: the slab fill reads them from the object store straight into the pinned staging
+    #: buffer.  Full-zip pages defer buffer 0; mini-block pages that :func:`_defers_chunks`
+    #: accepts defer buffer 1 (the chunks), planned from the chunk metadata alone.
     data_deferred: bool = False
 
 
@@ -430,18 +437,96 @@ def check_page(layout, leaf: LeafPlan) -> None:
 # Parsing (host metadata) and placement
 
 
-def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]) -> PagePlan:
-    """Parse one page's host metadata: its counts, levels and layers."""
+def _defers_chunks(layout) -> bool:
+    """True for mini-block pages the planner can place from the chunk metadata (buffer 0)
+    alone, without the chunks (buffer 1): no repetition or definition levels, no dictionary,
+    one value buffer of Flat or FixedSizeList(Flat) values (embeddings, booleans, plain
+    numbers).  Each chunk then is ``u16 num_levels = 0 | u16/u32 value bytes | pad to 8 |
+    values``, so its values start 8 bytes in and hold ``count * dim * bits / 8`` bytes
+    (rounded up for booleans): every position follows from the metadata, and the header's
+    buffer size is checked when the chunks land in the staging slab (:func:`_chunk_header_check`).
+    Bit-packed, RLE, variable-width and dictionary chunks carry per-chunk facts the planner
+    reads on the host, so their pages are fetched while planning."""
+    if layout.WhichOneof("layout") != "mini_block_layout":
+        return False
+    mb = layout.mini_block_layout
+    return (
+        not mb.HasField("rep_compression")
+        and not mb.HasField("def_compression")
+        and not mb.HasField("dictionary")
+        and int(mb.num_buffers) == 1
+        and _fixed_flat(mb.value_compression) is not None
+    )
+
+
+def _metadata_chunk_table(mb, meta: np.ndarray, ctx: DecodeContext) -> tuple:
+    """:func:`miniblock.chunk_table` of a page :func:`_defers_chunks` accepts, from its
+    chunk metadata alone (``data`` is empty; the value spans are derived, see there)."""
+    large = bool(mb.has_large_chunk)
+    word = 4 if large else 2
+    if meta.size % word:
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    words = meta if meta.ctypes.data % word == 0 else meta.copy()
+    num_items = int(mb.num_items)
+    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    dim, bits = _fixed_flat(mb.value_compression)  # type: ignore[misc]
+    nbytes = (counts * dim * bits + 7) // 8
+    if np.any(8 + nbytes > sizes):
+        raise ctx.corrupt("mini-block chunk shorter than its values")
+    n = counts.size
+    cbufs = np.zeros((n, 1, 2), np.int64)
+    cbufs[:, 0, 0] = starts + 8
+    cbufs[:, 0, 1] = nbytes
+    spans = np.zeros((n, 2), np.int64)
+    return meta, _EMPTY, large, num_items, starts, sizes, counts, np.zeros(n, np.int64), spans, spans, cbufs
+
+
+def _chunk_header_check(ctx: DecodeContext, starts: np.ndarray, sizes: np.ndarray, nbytes: np.ndarray, large: bool):
+    """A check of the chunk headers of a deferred mini-block page, run on the bytes as they
+    land in the staging slab (``view`` holds the page's data buffer from byte ``rel``).  It
+    refuses what the CPU reader refuses: a header whose value buffer is shorter than the
+    values the metadata counts, or whose (8-byte padded) buffer runs past its chunk."""
+
+    def check(rel: int, view: np.ndarray) -> None:
+        inside = (starts >= rel) & (starts + 8 <= rel + view.size)
+        if not inside.any():
+            return
+        at = starts[inside] - rel
+        head = view[at[:, None] + np.arange(8)].astype(np.int64)
+        size = head[:, 2] | (head[:, 3] << 8)
+        if large:
+            size |= (head[:, 4] << 16) | (head[:, 5] << 24)
+        if np.any(size < nbytes[inside]):
+            raise ctx.corrupt("flat chunk shorter than its value count")
+        if np.any(8 + (size + 7) // 8 * 8 - sizes[inside] >= 8):
+            raise ctx.corrupt("mini-block chunk header points past its chunk")
+
+    return check
+
+
+def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
+    """Parse one page's host metadata: its counts, levels and layers (``deferred``: the
+    value bytes were not read, see :attr:`PagePlan.data_deferred`)."""
     ctx = leaf.ctx()
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         mb = layout.mini_block_layout
-        meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, cbufs = miniblock.chunk_table(mb, buffers, ctx)
+        if deferred:
+            if len(buffers) < 2:
+                raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+            table = _metadata_chunk_table(mb, buffers[0], ctx)
+        else:
+            table = miniblock.chunk_table(mb, buffers, ctx)
+        meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, cbufs = table
         has_rep = mb.HasField("rep_compression")
         has_def = mb.HasField("def_compression")
         nlev = int(levels.sum()) if (has_rep or has_def) else num_items
         layers = tuple(int(x) for x in mb.layers)
         parsed = {"counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs}
+        if deferred:
+            parsed["check"] = _chunk_header_check(ctx, starts, sizes, cbufs[:, 0, 1], large)
         return PagePlan(info, kind, mb, buffers, layers, num_items, nlev, has_rep, has_def, parsed)
     if kind == "full_zip_layout":
         fz = layout.full_zip_layout
@@ -463,6 +548,22 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
 _EMPTY = np.zeros(0, np.uint8)
 
 
+def _deferred_buffer(reader: LanceFileReader, page: PageInfo, layout) -> int:
+    """Which buffer of ``page`` the slab fill reads instead of the planner (-1: none): the
+    value bytes of a full-zip page (0) or the chunks of a mini-block page (1) when reading
+    them would be a request to the store (not a mapped file, not bytes already held)."""
+    kind = layout.WhichOneof("layout")
+    if kind == "full_zip_layout":
+        j = 0
+    elif _defers_chunks(layout):
+        j = 1
+    else:
+        return -1
+    if len(page.buffer_offsets) > j and reader.needs_request(int(page.buffer_offsets[j]), int(page.buffer_sizes[j])):
+        return j
+    return -1
+
+
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int]) -> LeafPlan:
     """Classify and parse every page of one leaf column (no device work is registered yet)."""
     kind, width = leaf_kind(arrow_type)
@@ -473,32 +574,28 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     layouts = [parse_layout(p, ctx) for p in pages]
     for layout in layouts:
         check_page(layout, leaf)
-    # A full-zip page's data buffer is not parsed on the host: on object stores it is not
+    # The value bytes of full-zip pages, and the chunks of mini-block pages that
+    # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    deferred = [
-        layout.WhichOneof("layout") == "full_zip_layout"
-        and len(p.buffer_offsets) > 0
-        and reader.needs_request(int(p.buffer_offsets[0]), int(p.buffer_sizes[0]))
-        for p, layout in zip(pages, layouts, strict=True)
-    ]
+    deferred = [_deferred_buffer(reader, p, layout) for p, layout in zip(pages, layouts, strict=True)]
     ranges = [
         (o, s)
         for p, d in zip(pages, deferred, strict=True)
         for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
-        if not (d and j == 0)
+        if j != d
     ]
     fetched = iter(reader.read_buffers(ranges))
     raw = [
-        _EMPTY if d and j == 0 else next(fetched)
+        _EMPTY if j == d else next(fetched)
         for p, d in zip(pages, deferred, strict=True)
         for j in range(len(p.buffer_offsets))
     ]
     k = 0
     for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
         nb = len(p.buffer_offsets)
-        page_plan = parse_page(leaf, p, layout, raw[k : k + nb])
+        page_plan = parse_page(leaf, p, layout, raw[k : k + nb], deferred=d >= 0)
         page_plan.index = pi
-        page_plan.data_deferred = d
+        page_plan.data_deferred = d >= 0
         leaf.pages.append(page_plan)
         k += nb
     if leaf.pages:
@@ -636,7 +733,13 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     p = page.parsed
     counts, cbufs = p["counts"], p["bufs"]
     data = page.buffers[1]
-    data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], data)
+    if page.data_deferred:
+        data_pos = unit.stage.add_range(
+            leaf.reader.store, leaf.reader.key, int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1]),
+            check=p["check"],
+        )
+    else:
+        data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], data)
     if page.has_rep:
         _emit_levels(unit, mb.rep_compression, data, data_pos, p["rep"], p["levels"], rep_dst, ctx)
     if page.has_def:

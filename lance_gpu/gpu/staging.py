@@ -15,6 +15,9 @@ Byte ranges registered with :meth:`Stager.add_range` are not read at planning ti
 slab fill reads them with the store's ``read_ranges_into`` straight into the pinned slab (a
 copy out of the memory map locally; obstore's response buffers copied into the slab for
 remote stores), so remote bytes land in the staging buffers without an intermediate array.
+A range may carry a ``check``, run on its bytes in the slab before the slab is copied to the
+device (the planner checks the in-band chunk headers of mini-block pages it placed from
+their chunk metadata alone).
 
 The copy streams are non-blocking CuPy streams where CuPy is in use, so that a unit staged
 from another thread (:func:`lance_gpu.gpu.read.scan_device` stages the next unit while the
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -60,6 +64,9 @@ class _Item:
     store: ObjectStore | None = None  # else: read [offset, offset + size) of key at fill time
     key: str = ""
     offset: int = 0
+    #: called as ``check(rel, view)`` once the range's bytes ``[rel, rel + view.size)`` are
+    #: in a slab, before the slab goes to the device (raises on bytes it refuses)
+    check: Callable[[int, np.ndarray], None] | None = None
 
 
 class Stager:
@@ -78,14 +85,19 @@ class Stager:
         self.size = _align(pos + raw.size)
         return pos
 
-    def add_range(self, store: ObjectStore, key: str, offset: int, size: int) -> int:
+    def add_range(
+        self, store: ObjectStore, key: str, offset: int, size: int, *, check: Callable[[int, np.ndarray], None] | None = None
+    ) -> int:
         """Stage ``size`` bytes at ``offset`` of object ``key`` of ``store``, read only when
-        the slabs are filled (straight into them); registered once however often asked for."""
+        the slabs are filled (straight into them); registered once however often asked for.
+        ``check(rel, view)`` sees each part of the range as it lands in a slab (``view`` holds
+        the range's bytes from ``rel``; 8-byte aligned parts, as the arena and slabs are) and
+        may raise to refuse them before they reach the device."""
         rkey = (store.uri(key), int(offset), int(size))
         pos = self._ranges.get(rkey)
         if pos is None:
             pos = self.size
-            self.items.append(_Item(pos, int(size), None, store, key, int(offset)))
+            self.items.append(_Item(pos, int(size), None, store, key, int(offset), check))
             self.size = _align(pos + int(size))
             self._ranges[rkey] = pos
         return pos
@@ -137,6 +149,18 @@ class Stager:
         bounds = [(p, min(p + step, hi)) for p in range(lo, hi, step)]
         list(_fill_executor().map(lambda ab: self._fill_part(slab, lo, ab[0], ab[1], k), bounds))
 
+    def _check(self, slab: np.ndarray, lo: int, hi: int, k: int) -> None:
+        """Run the checks of the ranges in the arena window ``[lo, hi)`` held by ``slab``."""
+        items = self.items
+        while k < len(items) and items[k].pos < hi:
+            it = items[k]
+            if it.check is not None:
+                a = max(it.pos, lo)
+                b = min(it.pos + it.size, hi)
+                if b > a:
+                    it.check(a - it.pos, slab[a - lo : b - lo])
+            k += 1
+
     def upload(self) -> object:
         """Copy everything to a new device arena (uint8) and return it."""
         total = max(_align(self.size), ALIGN)
@@ -159,6 +183,7 @@ class Stager:
                 while k < len(self.items) and self.items[k].pos + self.items[k].size <= lo:
                     k += 1
                 self._fill(slab, lo, hi, k)
+                self._check(slab, lo, hi, k)
                 arena[lo:hi].copy_to_device(slab[: hi - lo], stream=streams[which])
                 which ^= 1
                 lo = hi

@@ -15,6 +15,7 @@ included.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import errno
 import mmap
 import os
@@ -38,6 +39,11 @@ __all__ = ["LOCAL", "STAGING_PREFIX", "LocalFile", "LocalStore", "LocalWriter"]
 
 #: Name prefix of staging files (never listed, never parsed as versions).
 STAGING_PREFIX = ".tmp_"
+
+
+def _mtime(st: os.stat_result) -> _dt.datetime:
+    """A file's modification time as a UTC datetime (what object stores call ``last_modified``)."""
+    return _dt.datetime.fromtimestamp(st.st_mtime, _dt.UTC)
 
 
 def _staging(path: str) -> str:
@@ -241,7 +247,7 @@ class LocalStore:
             raise translate(exc, path, "head") from exc
         if not os.path.isfile(path):
             raise translate(FileNotFoundError(errno.ENOENT, "not a file"), path, "head")
-        return ObjectMeta(path, st.st_size)
+        return ObjectMeta(path, st.st_size, _mtime(st))
 
     def size(self, path: str) -> int:
         return self.head(path).size
@@ -360,7 +366,8 @@ class LocalStore:
                         continue
                     full = os.path.join(dirpath, name)
                     try:
-                        out.append(ObjectMeta(full, os.stat(full).st_size))
+                        st = os.stat(full)
+                        out.append(ObjectMeta(full, st.st_size, _mtime(st)))
                     except FileNotFoundError:
                         continue
         except OSError as exc:

@@ -13,6 +13,7 @@ was built for.  Ranged reads of one object are coalesced (gaps up to
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,26 @@ __all__ = ["FsspecStore", "ObstoreStore"]
 #: Objects at least this large are uploaded in :data:`PART_SIZE` parts, concurrently.
 MULTIPART_ABOVE = 12 << 20
 PART_SIZE = 6 << 20
+
+
+def _fsspec_mtime(info: dict[str, Any]) -> _dt.datetime | None:
+    """The modification time in an fsspec ``info`` dict, as UTC (file systems name it
+    differently: ``mtime`` local / memory, ``LastModified`` s3fs, ``updated`` gcsfs,
+    ``last_modified`` adlfs); ``None`` when the file system reports none."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, _dt.datetime):
+            return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
+        if isinstance(value, int | float):
+            return _dt.datetime.fromtimestamp(value, _dt.UTC)
+        try:
+            parsed = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=_dt.UTC)
+    return None
 
 
 def _array(buf: Any) -> np.ndarray:
@@ -78,6 +99,8 @@ class ObstoreStore:
         self.supports_conditional_put = conditional_put
         self.writable = writable
         self.stats = StoreStats()
+        #: Whether suffix-range GETs work (Azure has none: read_tail then heads first).
+        self._suffix_ranges = type(store).__name__ != "AzureStore"
 
     def __repr__(self) -> str:
         return f"ObstoreStore({self.base_uri!r})"
@@ -101,7 +124,7 @@ class ObstoreStore:
             meta = obstore.head(self.store, path)
         except Exception as exc:
             raise translate(exc, self.uri(path), "head") from exc
-        return ObjectMeta(path, int(meta["size"]))
+        return ObjectMeta(path, int(meta["size"]), meta.get("last_modified"))
 
     def size(self, path: str) -> int:
         return self.head(path).size
@@ -189,16 +212,26 @@ class ObstoreStore:
         self.stats.add("gets", len(groups), got)
 
     def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
+        """One suffix-range GET (it reports the size too); Azure Blob Storage has no suffix
+        ranges, so there (and on any store that refuses one) a HEAD and a ranged GET."""
         import obstore
+        from obstore.exceptions import NotSupportedError
 
-        try:
-            res = obstore.get(self.store, path, options={"range": {"suffix": length}})
-            data = _array(res.bytes())
-            size = int(res.meta["size"])
-        except Exception as exc:
-            raise translate(exc, self.uri(path), "read") from exc
-        self.stats.add("gets", 1, data.size)
-        return data, size
+        if self._suffix_ranges:
+            try:
+                res = obstore.get(self.store, path, options={"range": {"suffix": length}})
+                data = _array(res.bytes())
+                size = int(res.meta["size"])
+            except NotSupportedError:
+                self._suffix_ranges = False
+            except Exception as exc:
+                raise translate(exc, self.uri(path), "read") from exc
+            else:
+                self.stats.add("gets", 1, data.size)
+                return data, size
+        size = self.size(path)
+        n = min(size, length)
+        return (self.read_range(path, size - n, n) if n else np.zeros(0, np.uint8)), size
 
     def get(self, path: str) -> bytes:
         import obstore
@@ -254,14 +287,71 @@ class ObstoreStore:
                 for meta in chunk:
                     name = str(meta["path"]).rsplit("/", 1)[-1]
                     if not name.startswith(STAGING_PREFIX):
-                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"])))
+                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"]), meta.get("last_modified")))
         except Exception as exc:
             raise translate(exc, self.uri(prefix), "list") from exc
         out.sort(key=lambda m: m.path)
         return out
 
-    def open_writer(self, path: str) -> BufferedWriter:
-        return BufferedWriter(self, path)
+    def open_writer(self, path: str) -> StreamingWriter:
+        return StreamingWriter(self, path)
+
+
+class StreamingWriter:
+    """A :class:`~lance_gpu.io.store.WriteHandle` that uploads while the caller writes: the
+    first :data:`PART_SIZE` bytes are buffered; an object that stays below becomes one PUT
+    on :meth:`close`, a larger one a multipart upload whose parts go out (up to 8 at once)
+    as they fill, so a file's upload overlaps the encoding of its later pages.  The object
+    appears only when :meth:`close` completes the upload; :meth:`abort` abandons it (parts
+    already sent belong to an upload that is never completed, so nothing appears) and
+    deletes the key in case it did."""
+
+    def __init__(self, store: ObstoreStore, path: str) -> None:
+        self.store = store
+        self.path = path
+        self._file: Any = None
+        self._size = 0
+        self._done = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        import obstore
+
+        n = memoryview(data).nbytes
+        try:
+            if self._file is None:
+                self._file = obstore.open_writer(self.store.store, self.path, buffer_size=PART_SIZE, max_concurrency=8)
+            self._file.write(data)
+        except Exception as exc:
+            raise translate(exc, self.store.uri(self.path), "write") from exc
+        self._size += n
+        return n
+
+    def tell(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._file is None:  # nothing written: an empty object
+            self.store.put(self.path, b"")
+            return
+        try:
+            self._file.close()
+        except Exception as exc:
+            raise translate(exc, self.store.uri(self.path), "write") from exc
+        finally:
+            self._file = None
+        # requests: one PUT, or create + parts + complete
+        parts = -(-self._size // PART_SIZE)
+        self.store.stats.add("puts", 1 if parts <= 1 else parts + 2, self._size)
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._file = None
+        self.store.delete(self.path)
 
 
 class FsspecStore:
@@ -293,7 +383,7 @@ class FsspecStore:
         info = self._call("head", path, self.fs.info, path)
         if info.get("type") == "directory":
             raise translate(FileNotFoundError(path), self.uri(path), "head")
-        return ObjectMeta(path, int(info["size"]))
+        return ObjectMeta(path, int(info["size"]), _fsspec_mtime(info))
 
     def size(self, path: str) -> int:
         return self.head(path).size
@@ -371,7 +461,7 @@ class FsspecStore:
         except Exception as exc:
             raise translate(exc, self.uri(prefix), "list") from exc
         out = [
-            ObjectMeta(str(p), int(info.get("size", 0)))
+            ObjectMeta(str(p), int(info.get("size", 0)), _fsspec_mtime(info))
             for p, info in found.items()
             if not str(p).rsplit("/", 1)[-1].startswith(STAGING_PREFIX)
         ]

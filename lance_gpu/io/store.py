@@ -18,6 +18,7 @@ writes take ``bytes``-like objects.  Objects are immutable once written, except 
 from __future__ import annotations
 
 import bisect
+import datetime as _dt
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -58,10 +59,16 @@ def join(root: str, *parts: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ObjectMeta:
-    """One object: its key and size in bytes."""
+    """One object: its key, size in bytes and the time it was last written.
+
+    ``last_modified`` is a timezone-aware UTC datetime (local files: the ``st_mtime``;
+    object stores: the ``Last-Modified`` the service reports), or ``None`` where a store
+    cannot tell (some fsspec file systems).  Cleanup uses it for pylance's age rules.
+    """
 
     path: str
     size: int
+    last_modified: _dt.datetime | None = None
 
 
 @dataclass
@@ -151,7 +158,9 @@ class ObjectStore(Protocol):
         """The user-facing URI of key ``path``."""
         ...
 
-    def head(self, path: str) -> ObjectMeta: ...
+    def head(self, path: str) -> ObjectMeta:
+        """Size and ``last_modified`` of one object (:class:`ObjectNotFoundError` if absent)."""
+        ...
 
     def size(self, path: str) -> int: ...
 
@@ -190,8 +199,8 @@ class ObjectStore(Protocol):
         ...
 
     def list(self, prefix: str) -> list[ObjectMeta]:
-        """Every object whose key lies beneath ``prefix/`` (recursively); staging files of
-        unfinished writes are not listed."""
+        """Every object whose key lies beneath ``prefix/`` (recursively), with its size and
+        ``last_modified``; staging files of unfinished writes are not listed."""
         ...
 
     def open(self, path: str) -> ReadHandle: ...

@@ -7,13 +7,27 @@ Which versions go (pylance's rules): a version is removed when it is older than
 that would otherwise go raises :class:`~lance_gpu.errors.TaggedVersionError` (nothing is
 deleted) unless ``error_if_tagged_old_versions=False``, which keeps it silently.
 
-Which files go: under ``data/``, ``_deletions/``, ``_transactions/`` and ``_indices/``, a
-file that no kept version references goes when a removed version references it, or -- for a
-file no version references at all (left by a failed or in-flight write) -- when
-``delete_unverified=True``. (pylance also deletes such files once they are 7 days old; the
-store protocol reports no modification times, so without ``delete_unverified`` they stay.) Then the removed versions' manifests go. A
-version references its fragments' data files and deletion files, its transaction file and
-its indices' directories (``_indices/{uuid}/``).
+Which files go (pylance's rules, applied to what the store lists under ``data/``,
+``_deletions/``, ``_transactions/`` and ``_indices/``):
+
+1. A file a kept version references stays.
+2. A file that is not *maybe in progress* goes: its ``last_modified`` is at least
+   :data:`UNVERIFIED_AFTER` (7 days) ago, or ``delete_unverified=True``.
+3. A newer one goes only when *verified*: a removed version references it.  A newer file no
+   version references (left by a failed or in-flight write) stays.
+
+Not reproduced: pylance 14.0.2 also leaves alone some files written *after* the kept
+manifests' commit times (a copy of a dataset whose files all carry fresh modification times
+loses only its old manifests to pylance's cleanup, and with ``delete_unverified`` its data
+files but not its transaction files).  In a dataset written in order every file predates the
+manifest that references it, and there the two agree (the tests pin this, locally and on S3).
+
+Only files of the layout pylance manages are candidates: ``data/*.lance`` (and blob
+sidecars ``data/{key}/*.blob``, which follow their data file ``data/{key}.lance``),
+``_deletions/*.arrow|*.bin``, ``_transactions/*.txn`` and files under
+``_indices/{uuid}/`` (an index is referenced by its uuid).  A file whose store reports no
+modification time counts as new (rule 2 then needs ``delete_unverified``).  Then the removed versions' manifests go.  A version references its fragments' data
+files and deletion files, its transaction file and its indices' directories.
 """
 
 from __future__ import annotations
@@ -29,6 +43,9 @@ from lance_gpu.table.manifest import VersionInfo, list_versions, read_manifest_f
 from lance_gpu.table.tags import tagged_versions
 
 DEFAULT_OLDER_THAN = _dt.timedelta(days=14)
+#: Files no removed version references are deleted only when at least this old (pylance's
+#: "unverified" threshold), unless ``delete_unverified=True``.
+UNVERIFIED_AFTER = _dt.timedelta(days=7)
 _DIRS = ("data", "_deletions", "_transactions", "_indices")
 
 
@@ -70,12 +87,25 @@ def _references(store: ObjectStore, root: str, info: VersionInfo) -> set[str]:
     return _referenced(store, root, mf.manifest, uuids)
 
 
-def _covered(key: str, refs: set[str]) -> bool:
-    """``key`` is referenced itself or lies in a referenced (index) directory."""
-    if key in refs:
-        return True
-    parts = key.split("/")
-    return any("/".join(parts[:i]) in refs for i in range(1, len(parts)))
+def _reference_key(root: str, key: str) -> str | None:
+    """The key whose reference keeps ``key`` (a file listed beneath ``root``): itself for
+    data, deletion and transaction files, the parent data file for a blob sidecar, the index
+    directory ``_indices/{uuid}`` for index files; ``None`` for files outside the layout
+    pylance manages (never deleted)."""
+    rel = key[len(root) :].lstrip("/") if root else key.lstrip("/")
+    parts = rel.split("/")
+    top, name = parts[0], parts[-1]
+    if top == "_indices":
+        return join(root, "_indices", parts[1]) if len(parts) >= 3 else None
+    if top == "data" and len(parts) == 2 and name.endswith(".lance"):
+        return key
+    if top == "data" and len(parts) == 3 and name.endswith(".blob"):
+        return join(root, "data", parts[1] + ".lance")
+    if top == "_deletions" and len(parts) == 2 and name.endswith((".arrow", ".bin")):
+        return key
+    if top == "_transactions" and len(parts) == 2 and name.endswith(".txn"):
+        return key
+    return None
 
 
 def _validate(older_than: object, retain_versions: object, versions: object) -> None:
@@ -132,14 +162,18 @@ def cleanup_old_versions(
     for info in infos:
         (removed_refs if info.version in removed_versions else kept_refs).update(_references(store, root, info))
 
+    young_after = now - UNVERIFIED_AFTER
     counts = dict.fromkeys(_DIRS, 0)
     bytes_removed = failed = 0
     for top in _DIRS:
         for meta in store.list(join(root, top)):
-            if _covered(meta.path, kept_refs):
+            ref = _reference_key(root, meta.path)
+            if ref is None or ref in kept_refs:
                 continue
-            if not _covered(meta.path, removed_refs) and not delete_unverified:
-                continue  # no version references it: maybe a write in flight (see the module docstring)
+            modified = meta.last_modified
+            maybe_in_progress = not delete_unverified and (modified is None or modified >= young_after)
+            if maybe_in_progress and ref not in removed_refs:
+                continue  # new and unreferenced: maybe a write in flight (see the module docstring)
             try:
                 store.delete(meta.path)
             except OSError:

@@ -94,34 +94,93 @@ def _read_after(fetch: Future | None, frag: LanceFragment, field: LanceField, ar
     return frag.read_field(field, arrow_field, rows)
 
 
+#: Late materialization: a late field is decoded for the surviving rows only while they are
+#: at most this share of the unit's rows; above it, decoding the whole unit sequentially and
+#: taking the survivors is cheaper.  Variable-width values (strings, binary, lists) gain
+#: from selective decoding up to a larger share (only the selected values are copied and
+#: decompressed) than fixed-width ones, whose chunks are mostly all touched by then.
+LATE_SELECT_SHARE_VARIABLE = 0.2
+LATE_SELECT_SHARE_FIXED = 0.04
+
+
+def late_select_share(arrow_type: pa.DataType) -> float:
+    """The survivor share up to which a late field of ``arrow_type`` is decoded selectively."""
+    variable = (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+                or pa.types.is_large_binary(arrow_type) or pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
+                or pa.types.is_string_view(arrow_type) or pa.types.is_binary_view(arrow_type))
+    return LATE_SELECT_SHARE_VARIABLE if variable else LATE_SELECT_SHARE_FIXED
+
+
+def take_sorted(column: pa.Array | pa.ChunkedArray, positions: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """``column`` at the sorted ``positions``, chunk by chunk (pyarrow's take of a chunked
+    array joins the chunks first: a copy of the whole column)."""
+    if not isinstance(column, pa.ChunkedArray) or column.num_chunks < 2:
+        return column.take(pa.array(positions))
+    bounds = np.cumsum([0, *(len(c) for c in column.chunks)])
+    cuts = np.searchsorted(positions, bounds)
+    parts = [chunk.take(pa.array(positions[cuts[i] : cuts[i + 1]] - bounds[i])) for i, chunk in enumerate(column.chunks)]
+    return pa.chunked_array(parts, type=column.type)
+
+
+def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit, early: Sequence[LanceField],
+                   late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> pa.Table:
+    """One unit of a filtered read with late materialization, start to finish (a pool task):
+    decode the filter's fields, filter, then decode each late field for the survivors only
+    (or for the whole unit, taking the survivors, when they are a large share of it)."""
+    if fetch is not None:
+        fetch.result()
+    frag = unit.fragment
+    arrays = [frag.read_field(f, arrow_fields[f.name], unit.rows) for f in early]
+    table = pa.Table.from_arrays(arrays, names=[f.name for f in early]) if arrays else empty_table(unit.num_rows)
+    assert resolved.filter is not None  # late fields exist only under a filter
+    early_virtual = resolved.virtual & set(resolved.filter.virtual_columns)
+    table = add_virtual(table, unit, early_virtual, offsets)
+    table = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    table = apply_filter(resolved, table)
+    keep = table.column(_POSITION).to_numpy()
+    table = table.drop_columns([_POSITION])
+    # the surviving physical rows (a whole unit's position is its physical row)
+    kept_rows = keep.astype(np.int64, copy=False) if unit.rows is None else unit.rows[keep]
+    # virtual columns the filter does not read are made for the surviving rows only
+    table = add_virtual(table, ReadUnit(frag, kept_rows), resolved.virtual - early_virtual, offsets)
+    share = keep.size / max(1, unit.num_rows)
+    for f in late:
+        af = arrow_fields[f.name]
+        if share <= late_select_share(af.type):
+            col = frag.read_field(f, af, kept_rows)
+        else:
+            col = take_sorted(frag.read_field(f, af, unit.rows), keep)
+        table = table.append_column(f.name, col)
+    return project(resolved, table)
+
+
 class CpuExecutor:
-    """Decodes on the CPU; (unit, field) pairs run in a pool of threads whose numba kernels
-    are serial when there are enough pairs to keep every core busy, else in one thread
-    whose kernels use every core."""
+    """Decodes on the CPU in a pool of threads (the numba decoders release the GIL): tasks
+    are (unit, field) pairs, or whole units for filtered reads with late materialization.
+    The pool's numba kernels are serial when there are enough tasks in flight to keep every
+    core busy, else one thread runs them with kernels using every core."""
 
     name = "cpu"
     whole_fragments = False
 
-    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
-        names = [f.name for f in fields]
+    def _ordered(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+                 tasks_per_unit: int, submit: Any) -> Iterator[tuple[ReadUnit, list[Any]]]:
+        """Run ``submit(pool, unit, fetch) -> futures`` for each unit, at most ``ahead`` units
+        ahead of the consumer (None: all), and yield ``(unit, results)`` in unit order.
+
+        On object stores, each fragment's bytes of ``fields`` are fetched first in one
+        coalesced request per data file (its tasks wait for it; the pool runs tasks in
+        order, so a one-thread pool cannot deadlock), and dropped once the consumer moves on.
+        """
         in_flight = len(units) if ahead is None else max(1, ahead)
-        pooled = min(in_flight, len(units)) * len(fields) >= 2 * _THREADS and _THREADS > 1
-        if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
-            for unit in units:
-                arrays = [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
-                yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
-            return
-        # On object stores, each fragment's column bytes are fetched first in one coalesced
-        # request per data file (its field reads wait for it; the pool runs tasks in order,
-        # so a one-thread pool cannot deadlock), and dropped once the consumer moves on.
+        pooled = min(in_flight, len(units)) * tasks_per_unit >= 2 * _THREADS and _THREADS > 1
         remote = not getattr(ds.store, "maps_files", False)
         with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
             queue: deque[tuple[ReadUnit, list[Future]]] = deque()
             it = iter(units)
             prefetched: dict[int, Future] = {}
 
-            def submit() -> bool:
+            def next_unit() -> bool:
                 unit = next(it, None)
                 if unit is None:
                     return False
@@ -129,12 +188,11 @@ class CpuExecutor:
                 fetch = prefetched.get(frag.fragment_id)
                 if remote and fetch is None and fields:
                     fetch = prefetched[frag.fragment_id] = pool.submit(frag.prefetch, fields)
-                futs = [pool.submit(_read_after, fetch, frag, f, arrow_fields[f.name], unit.rows) for f in fields]
-                queue.append((unit, futs))
+                queue.append((unit, submit(pool, unit, fetch)))
                 return True
 
             for _ in range(in_flight):
-                if not submit():
+                if not next_unit():
                     break
             current: LanceFragment | None = None
             try:
@@ -144,9 +202,9 @@ class CpuExecutor:
                         current.drop_prefetched()
                         prefetched.pop(current.fragment_id, None)
                     current = unit.fragment
-                    arrays = [fu.result() for fu in futs]
-                    submit()
-                    yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+                    results = [fu.result() for fu in futs]
+                    next_unit()
+                    yield unit, results
             finally:
                 for _unit, futs in queue:
                     for fu in futs:
@@ -154,38 +212,50 @@ class CpuExecutor:
                 if remote and current is not None:
                     current.drop_prefetched()
 
+    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+               physical: bool = False) -> Iterator[pa.Table]:
+        """``physical=True``: fields as stored (JSON columns as their JSONB large_binary)."""
+        arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
+        names = [f.name for f in fields]
+        if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
+            for unit in units:
+                arrays = [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
+                yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+            return
+
+        def submit(pool: ThreadPoolExecutor, unit: ReadUnit, fetch: Future | None) -> list[Future]:
+            return [pool.submit(_read_after, fetch, unit.fragment, f, arrow_fields[f.name], unit.rows) for f in fields]
+
+        for unit, arrays in self._ordered(ds, units, fields, ahead, len(fields), submit):
+            yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+
     def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
         late = resolved.late_fields()
-        early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
-        decoded = self.decode(ds, units, early, ahead)
-        try:
-            for unit, table in zip(units, decoded, strict=True):
-                if late:
-                    table, unit = self._materialize_late(ds, resolved, table, unit, late, offsets)
-                    yield project(resolved, table)
-                else:
+        if not late:
+            decoded = self.decode(ds, units, resolved.read_fields, ahead)
+            try:
+                for unit, table in zip(units, decoded, strict=True):
                     yield finish_table(resolved, table, unit, offsets)
-        finally:
-            decoded.close()  # type: ignore[attr-defined]
+            finally:
+                decoded.close()  # type: ignore[attr-defined]
+            return
+        # Late materialization: each unit is one task (filter fields, filter, late fields for
+        # the survivors), so units filter and materialize in parallel.
+        early = [f for f in resolved.read_fields if f not in late]
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
 
-    def _materialize_late(self, ds: LanceDataset, resolved: ResolvedScan, table: pa.Table, unit: ReadUnit,
-                          late: list[LanceField], offsets: _Offsets | None) -> tuple[pa.Table, ReadUnit]:
-        """Filter on the early fields, then decode the late ones for the surviving rows only
-        (or for the whole unit, filtered by the same mask, when most rows survive)."""
-        table = add_virtual(table, unit, resolved.virtual, offsets)
-        table = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        table = apply_filter(resolved, table)
-        keep = table.column(_POSITION).to_numpy()
-        table = table.drop_columns([_POSITION])
-        all_rows = np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows
-        if keep.size * 2 > unit.num_rows:  # most rows survive: one sequential decode is cheaper
-            rest = next(self.decode(ds, [unit], late, None)).take(pa.array(keep))
-        else:
-            rest = next(self.decode(ds, [ReadUnit(unit.fragment, all_rows[keep])], late, None))
-        for f in late:
-            table = table.append_column(f.name, rest.column(f.name))
-        return table, ReadUnit(unit.fragment, all_rows[keep])
+        def submit(pool: ThreadPoolExecutor, unit: ReadUnit, fetch: Future | None) -> list[Future]:
+            return [pool.submit(_filtered_unit, fetch, resolved, unit, early, late, arrow_fields, offsets)]
+
+        # Each unit task decodes its fields in turn: count them as tasks for the pool choice.
+        finished = self._ordered(ds, units, resolved.read_fields, ahead, _THREADS, submit)
+        try:
+            for _unit, (table,) in finished:
+                yield table
+        finally:
+            finished.close()  # type: ignore[attr-defined]
 
 
 class GpuExecutor:
@@ -572,11 +642,29 @@ def read_rows(ds: LanceDataset, fragment: LanceFragment, rows: np.ndarray | None
     return concat(list(run_plan(plan, CpuExecutor(), ds)), resolve(plan, ds).schema)
 
 
-def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField],
+                  physical: bool = False) -> Iterator[pa.Table]:
     """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
-    CPU in threads, in unit order: for writers that rewrite whole fields."""
-    _refuse_blob_rewrite(fields)
-    return CpuExecutor().decode(ds, units, fields, None)
+    CPU in threads, in unit order: for writers that rewrite whole fields (``physical=True``:
+    as writers take them, JSON columns as JSONB, blob columns as their bytes, so a rewrite
+    copies them byte for byte; without it blob columns are refused)."""
+    if not physical:
+        _refuse_blob_rewrite(fields)
+        return CpuExecutor().decode(ds, units, fields, None)
+    plain = [f for f in fields if not blob_kind(f)]
+    if len(plain) == len(fields):
+        return CpuExecutor().decode(ds, units, fields, None, physical=True)
+    return _with_blob_bytes(CpuExecutor().decode(ds, units, plain, None, physical=True), units, fields)
+
+
+def _with_blob_bytes(tables: Iterator[pa.Table], units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
+    """Each unit's table with its blob fields' bytes added, in ``fields`` order."""
+    from lance_gpu.table.blobs import read_blob_bytes
+
+    for unit, table in zip(units, tables, strict=True):
+        rows = unit.rows if unit.rows is not None else np.arange(unit.fragment.physical_rows, dtype=np.int64)
+        columns = [read_blob_bytes(unit.fragment, f, rows) if blob_kind(f) else table.column(f.name) for f in fields]
+        yield pa.Table.from_arrays(columns, names=[f.name for f in fields])
 
 
 def _refuse_blob_rewrite(fields: Sequence[LanceField]) -> None:

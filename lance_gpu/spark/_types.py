@@ -14,7 +14,11 @@ Arrow (Lance)                Spark
 ``float32 / float64``        ``FloatType / DoubleType``
 ``decimal128/256(p<=38, s)`` ``DecimalType(p, s)``
 ``string`` / ``large_*``     ``StringType``; ``arrow.json`` -> ``StringType``
-``binary`` / ``large_*``     ``BinaryType`` (also ``fixed_size_binary``)
+``binary`` / ``large_*``     ``BinaryType`` (also ``fixed_size_binary``, ``arrow.uuid``)
+``arrow.bool8``              ``BooleanType`` (non-zero bytes are true)
+other extension types        their storage type (``arrow.fixed_shape_tensor`` ->
+                             ``ArrayType``, ``arrow.opaque`` -> its storage), Python-defined
+                             and C++ canonical ones alike
 ``date32 / date64``          ``DateType``
 ``timestamp(unit, tz)``      ``TimestampType`` (``TimestampNTZType`` without a zone); ns
                              values are truncated to microseconds, as Spark stores them
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -45,6 +50,7 @@ from lance_gpu.errors import UnsupportedFeatureError
 __all__ = ["spark_arrow_schema", "to_spark_arrays", "to_spark_schema", "to_spark_type"]
 
 _BF16 = "lance.bfloat16"
+_BOOL8 = "arrow.bool8"
 _EXT_NAME = b"ARROW:extension:name"
 _SIMPLE: dict[pa.DataType, T.DataType] = {
     pa.bool_(): T.BooleanType(),
@@ -75,7 +81,7 @@ def _is_bf16(f: pa.Field) -> bool:
     """A ``lance.bfloat16`` field: the registered extension type, or (where pylance is not
     imported, as in Spark workers) its ``fixed_size_binary(2)`` storage with the marker."""
     t = f.type
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):  # Python-defined and C++ canonical extension types
         return t.extension_name == _BF16
     return pa.types.is_fixed_size_binary(t) and t.byte_width == 2 and bool(f.metadata) and f.metadata.get(_EXT_NAME) == _BF16.encode()
 
@@ -84,7 +90,9 @@ def _field_type(f: pa.Field, column: str) -> T.DataType:  # noqa: C901 - one bra
     if _is_bf16(f):
         return T.FloatType()
     t = f.type
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
+        if t.extension_name == _BOOL8:
+            return T.BooleanType()
         return _field_type(pa.field(f.name, t.storage_type, f.nullable), column)
     simple = _SIMPLE.get(t)
     if simple is not None:
@@ -175,8 +183,10 @@ def _mask(arr: pa.Array) -> pa.Array | None:
 def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:  # noqa: C901 - one branch per layout
     """Convert one Arrow array to ``target``, the Arrow type Spark expects for its column."""
     t = arr.type
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         arr = _bf16_to_float32(arr) if t.extension_name == _BF16 else arr.storage
+        if t.extension_name == _BOOL8:
+            arr = pc.not_equal(arr, 0)  # bool8 storage: int8, non-zero is true
         t = arr.type
     if pa.types.is_dictionary(t):
         arr = arr.dictionary_decode()

@@ -15,8 +15,11 @@ column itself; ``to_table`` returns the descriptors, ``take_blobs`` file-like ob
   descriptor is ``struct<kind: uint8, position: uint64, size: uint64, blob_id: uint32,
   blob_uri: string>`` (all non-null; the row itself nullable), stored as a full-zip
   VariablePackedStruct. ``kind`` 0 means inline: the bytes live in the same data file at
-  ``position``. Other kinds (packed / dedicated blob files, external URIs) raise
-  :class:`~lance_gpu.errors.UnsupportedFeatureError` when their bytes are read.
+  ``position``; kind 1 (pylance packs values of 64 KiB and more) and kind 2 (a dedicated
+  file for the biggest values) at ``position`` of the sidecar file
+  ``data/{data file stem}/{blob_id bit-reversed as 32 binary digits}.blob``.  External URIs
+  (kind 3, or a ``blob_uri``) raise :class:`~lance_gpu.errors.UnsupportedFeatureError`
+  when their bytes are read.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_gpu.errors import UnsupportedEncodingError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
@@ -124,7 +128,7 @@ def _v1(raw: pa.Array, path: str) -> pa.Array:
 def _v2(raw: pa.Array, path: str) -> pa.Array:
     valid = raw.is_valid().to_numpy(zero_copy_only=False)
     present = raw.drop_null()
-    offsets = np.frombuffer(present.buffers()[1], np.int64, len(present) + 1, present.offset)
+    offsets = np.frombuffer(present.buffers()[1], np.int64, len(present) + 1, 8 * present.offset)
     data = np.frombuffer(present.buffers()[2], np.uint8) if present.buffers()[2] is not None else np.zeros(0, np.uint8)
     kinds, positions, sizes, ids, uris = split_variable_rows(offsets, data, _V2_ROW, path)
     where = np.flatnonzero(valid)
@@ -207,6 +211,25 @@ class BlobFile(io.RawIOBase):
         super().close()
 
 
+def sidecar_name(blob_id: int) -> str:
+    """File name pylance gives the sidecar blob file ``blob_id`` (its u32 bits reversed,
+    as 32 binary digits)."""
+    return f"{int(f'{blob_id:032b}'[::-1], 2):032b}.blob"
+
+
+def _blob_path(data_path: str, d: dict) -> str:
+    """Where the bytes of descriptor ``d`` (a ``to_pylist`` row) live."""
+    kind = int(d.get("kind", 0))
+    if kind == 0 and not d.get("blob_uri"):
+        return data_path
+    if kind in (1, 2) and not d.get("blob_uri"):
+        stem = data_path[: -len(".lance")] if data_path.endswith(".lance") else data_path
+        return f"{stem}/{sidecar_name(int(d['blob_id']))}"
+    raise UnsupportedFeatureError(
+        f"{data_path}: blob stored outside the dataset (kind {kind}, uri {d.get('blob_uri')!r})"
+    )
+
+
 def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list[BlobFile | None]:
     """A :class:`BlobFile` (None for a null blob) per physical row of ``rows`` (sorted, unique)."""
     path, _column_index, _reader = _column(frag, field)
@@ -216,12 +239,74 @@ def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list
         if d is None or (blob_kind(field) == 1 and d["size"] == 0 and d["position"] != 0):
             out.append(None)
             continue
-        if d.get("kind", 0) != 0 or d.get("blob_uri"):
-            raise UnsupportedFeatureError(
-                f"{path}: blob stored outside the data file (kind {d.get('kind')}, uri {d.get('blob_uri')!r})"
-            )
-        out.append(BlobFile(frag.dataset.store, path, int(d["position"]), int(d["size"])))
+        out.append(BlobFile(frag.dataset.store, _blob_path(path, d), int(d["position"]), int(d["size"])))
     return out
+
+
+def read_blob_bytes(frag: LanceFragment, field: LanceField, rows: np.ndarray | None) -> pa.LargeBinaryArray:
+    """The bytes of blob ``field`` for every physical row of ``frag`` or the sorted ``rows``,
+    as ``large_binary`` (null blobs null): what a writer rewrites the field from."""
+    path, _column_index, reader = _column(frag, field)
+    desc = read_descriptions(frag, field, rows)
+    n = len(desc)
+    position = desc.field("position").to_numpy(zero_copy_only=False).astype(np.int64)
+    size = desc.field("size").to_numpy(zero_copy_only=False).astype(np.int64)
+    valid = desc.is_valid().to_numpy(zero_copy_only=False)
+    inline = valid.copy()
+    if blob_kind(field) == 1:  # 2.0 files show a null as (1, 0)
+        valid &= ~((size == 0) & (position != 0))
+        inline = valid
+    else:
+        inline &= (desc.field("kind").to_numpy(zero_copy_only=False) == 0) & (
+            pc.utf8_length(desc.field("blob_uri")).to_numpy(zero_copy_only=False) == 0)
+    size = np.where(valid, size, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    data = np.empty(int(offsets[-1]), np.uint8)
+    order = np.argsort(position, kind="stable")
+    order = order[(size[order] > 0) & inline[order]]
+    gathered = reader.read_gather(position[order], size[order])
+    src = np.zeros(order.size + 1, np.int64)
+    np.cumsum(size[order], out=src[1:])
+    for k, i in enumerate(order.tolist()):  # one copy per blob (blobs are large)
+        data[offsets[i] : offsets[i + 1]] = gathered[src[k] : src[k + 1]]
+    store = frag.dataset.store
+    rows_desc = desc.to_pylist() if not inline[valid].all() else []
+    for i in np.flatnonzero(valid & ~inline & (size > 0)).tolist():  # sidecar files (pylance's big blobs)
+        d = rows_desc[i]
+        data[offsets[i] : offsets[i + 1]] = store.read_range(_blob_path(path, d), int(d["position"]), int(size[i]))
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.LargeBinaryArray.from_buffers(  # type: ignore[return-value]
+        pa.large_binary(), n, [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes())]
+    )
+
+
+def with_blob_bytes(ds, table: pa.Table, fragment_ids: np.ndarray, offsets: np.ndarray) -> pa.Table:  # type: ignore[no-untyped-def]
+    """``table`` (rows of ``ds`` at physical ``offsets`` of ``fragment_ids``, as a scan gives
+    them) with each blob column's descriptors replaced by the blobs' bytes (``large_binary``
+    marked ``lance-encoding:blob``): what a writer rewrites the rows from."""
+    fields = {f.name: f for f in ds.lance_schema.fields if blob_kind(f)}
+    names = [n for n in table.column_names if n in fields]
+    if not names:
+        return table
+    frags = {f.fragment_id: f for f in ds.get_fragments()}
+    fragment_ids = np.asarray(fragment_ids, np.int64)
+    offsets = np.asarray(offsets, np.int64)
+    for name in names:
+        pieces: list[pa.Array] = []
+        where: list[np.ndarray] = []
+        for fid in np.unique(fragment_ids).tolist():
+            picked = np.flatnonzero(fragment_ids == fid)
+            rows, inverse = np.unique(offsets[picked], return_inverse=True)
+            pieces.append(read_blob_bytes(frags[fid], fields[name], rows).take(pa.array(inverse)))
+            where.append(picked)
+        order = np.argsort(np.concatenate(where), kind="stable") if where else np.zeros(0, np.int64)
+        stacked = pa.concat_arrays(pieces) if pieces else pa.array([], pa.large_binary())
+        column = stacked.take(pa.array(order))
+        i = table.schema.get_field_index(name)
+        field = pa.field(name, pa.large_binary(), fields[name].nullable, metadata={BLOB_META_KEY: "true"})
+        table = table.set_column(i, field, column)
+    return table
 
 
 def _as_int_array(values: object, what: str) -> np.ndarray:

@@ -67,7 +67,10 @@ def parse_deletion_arrow(data: bytes, path: str | os.PathLike[str] = "<memory>")
         raise CorruptFileError(
             path, f"expected one uint32 column 'row_id', found schema {table.schema}"
         )
-    col = table.column(0)
+    try:
+        col = table.column(0)  # decodes the field's name: damaged bytes there are not UTF-8
+    except (pa.ArrowException, ValueError) as exc:
+        raise CorruptFileError(path, f"damaged Arrow schema ({exc})") from exc
     if col.null_count:
         raise CorruptFileError(path, "row_id column holds nulls")
     values = col.to_numpy().astype(np.uint32, copy=False)

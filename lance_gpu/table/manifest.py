@@ -38,12 +38,14 @@ from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
 
 __all__ = [
-    "MANIFEST_FOOTER_SIZE",
+    "DETACHED_VERSION_MASK",
     "MAGIC",
+    "MANIFEST_FOOTER_SIZE",
     "U64_MAX",
     "ManifestFile",
-    "VersionInfo",
     "NamingScheme",
+    "VersionInfo",
+    "detached_manifest_name",
     "list_versions",
     "load_manifest",
     "manifest_file_name",
@@ -59,6 +61,9 @@ __all__ = [
 MAGIC = b"LANC"
 MANIFEST_FOOTER_SIZE = 16
 U64_MAX = (1 << 64) - 1
+#: A detached version (``LanceDataset.commit(..., detached=True)``) has this bit set; its
+#: manifest is ``_versions/d{version}.manifest`` and no listing ever returns it.
+DETACHED_VERSION_MASK = 1 << 63
 _FOOTER = struct.Struct("<QHH4s")
 _LEN = struct.Struct("<I")
 _V2_NAME_DIGITS = 20
@@ -92,7 +97,7 @@ class VersionInfo:
     def timestamp(self) -> _dt.datetime:
         """Commit time of this version (timezone-aware, UTC)."""
         ts = read_manifest(self.store, self.path).timestamp
-        return _dt.datetime.fromtimestamp(ts.seconds, _dt.timezone.utc) + _dt.timedelta(
+        return _dt.datetime.fromtimestamp(ts.seconds, _dt.UTC) + _dt.timedelta(
             microseconds=ts.nanos // 1000
         )
 
@@ -216,6 +221,11 @@ def parse_version_file_name(name: str) -> tuple[int, NamingScheme] | None:
     return int(stem), "V1"
 
 
+def detached_manifest_name(version: int) -> str:
+    """File name of the detached ``version`` under ``_versions/``."""
+    return f"d{version}.manifest"
+
+
 def manifest_file_name(version: int, naming: NamingScheme = "V2") -> str:
     """File name of ``version`` under ``_versions/`` in the given naming scheme."""
     if naming == "V2":
@@ -281,7 +291,8 @@ def resolve_manifest(
 ) -> VersionInfo:
     """The manifest to open: the highest listed version, or the one asked for.
 
-    ``version`` may be a version number or a tag name (``_refs/tags/{tag}.json``).
+    ``version`` may be a version number (a detached one too) or a tag name
+    (``_refs/tags/{tag}.json``).
     ``_versions/latest_version_hint.json`` is not trusted: the directory listing decides.
     Raises :class:`DatasetNotFoundError` if the dataset or the version does not exist.
     """
@@ -290,6 +301,10 @@ def resolve_manifest(
         return versions[-1]
     if isinstance(version, str):
         version = int(version) if version.isdigit() else _tag_version(store, root, version)
+    if version & DETACHED_VERSION_MASK and version <= U64_MAX:
+        path = join(root, "_versions", detached_manifest_name(version))
+        if store.exists(path):
+            return VersionInfo(version, path, versions[-1].naming, store)
     for info in versions:
         if info.version == version:
             return info

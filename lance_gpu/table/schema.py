@@ -354,6 +354,9 @@ class LanceField:
         lt = self.logical_type
         meta = dict(self.metadata)
         kids = self.children
+        if physical and lt == "struct" and meta.get(EXT_NAME_KEY) in (b"lance.blob.v2", "lance.blob.v2"):
+            # a blob v2 field is written from its bytes (lance_gpu.write.blobs)
+            return pa.field(self.name, pa.large_binary(), self.nullable, metadata={b"lance-encoding:blob": b"true"})
         if lt == "json" and (self.extension_name == LANCE_JSON or meta.get(EXT_NAME_KEY) == b"lance.json"):
             if physical:
                 t: pa.DataType = pa.large_binary()
@@ -652,8 +655,9 @@ class LanceSchema:
 
         Extension types (``arrow.uuid``, ``arrow.json``, ``lance.bfloat16`` …) are rebuilt if
         registered with pyarrow; otherwise the storage type is kept with the
-        ``ARROW:extension:*`` metadata. ``physical=True`` gives json columns their stored
-        type (large_binary, JSONB) instead of ``arrow.json``.
+        ``ARROW:extension:*`` metadata. ``physical=True`` gives the types writers take: json
+        columns their stored type (large_binary, JSONB) instead of ``arrow.json``, blob v2
+        fields ``large_binary`` marked ``lance-encoding:blob`` (their bytes).
         """
         try:
             fields = [f.to_arrow(physical) for f in self.fields]

@@ -1,16 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The GPU feed: fragments decoded into device memory, handed to torch by DLPack, batched on
-the device.
+"""The GPU feed: a :class:`~lance_gpu.torch._pipeline.Feed`'s reads decoded into device
+memory, handed to torch by DLPack, batched on the device.
 
-A producer thread decodes this rank's fragments with the GPU reader (its memory budget and
-staging apply: ``lance_gpu.gpu.set_memory_limit``) and wraps every column as a torch tensor
-*without a copy* (``torch.from_dlpack`` of the decoded buffer) under a side CUDA stream; an
-event recorded there is waited on by the consumer's stream before use, and each tensor is
-``record_stream``-ed onto it so the caching allocator cannot recycle it early.  At most
-``prefetch`` decoded fragments wait in the queue; the one being batched is the only other
-device memory held.  Batches are slices (views) of the fragment's tensors, or, shuffled,
-``index_select``-ed through a seeded ``torch.randperm`` (rows mix within a fragment plus the
-carried-over rows of the previous one).
+Reads: whole fragments (fragment and full-scan samplers, and a filtered batch sampler) are
+scanned whole; a batch sampler's row ranges are grouped into windows of ``read_rows`` rows
+whose rows are one row selection per fragment (:meth:`RowSource.device_tables`: a scan plan
+with those selections run by the GPU executor).  A producer thread
+(:func:`~lance_gpu.torch._pipeline.in_background`, entered into a side CUDA stream) decodes
+them with the GPU reader (its memory budget and staging apply:
+``lance_gpu.gpu.set_memory_limit``) and wraps every column as a torch tensor *without a copy*
+(``torch.from_dlpack`` of the decoded buffer); an event recorded there is waited on by the
+consumer's stream before use, and each tensor is ``record_stream``-ed onto it so the caching
+allocator cannot recycle it early.  At most ``prefetch`` decoded windows wait in the queue.
+
+Batching follows the host pipeline's rules: every ``stride``'s row of a filtered batch
+sampler; without a shuffle buffer, batches are slices (views) of the reads, a flush (a batch
+sampler's range) ending a batch; with one, ``shuffle_buffer`` rows are permuted on the device
+by a seeded ``torch.randperm`` and cut into batches (the rest carried into the next buffer).
+
+A custom ``to_tensor_fn`` (or decode hooks, or ``to_tensor_fn=None``) gets what pylance gives
+it, a host ``pyarrow.RecordBatch``: the reads decoded on the GPU are copied to the host as
+Arrow, batched by the host pipeline's :func:`~lance_gpu.torch._pipeline.batches_of`, converted
+there, and the tensors it returns are moved to the device.
 
 Tensor rules are :mod:`lance_gpu.torch.tensors`'s: numeric and boolean columns 1-D,
 fixed-size lists / fixed-shape tensors N-D, bfloat16 reinterpreted, strings and binary as
@@ -24,18 +35,16 @@ build: the same plumbing runs with a copy out of the simulator in place of DLPac
 from __future__ import annotations
 
 import contextlib
-import queue
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.torch._pipeline import Feed, batches_of, in_background, split_reads
 from lance_gpu.torch._source import ROW_ID
-from lance_gpu.torch.sampler import ShardedBatchSampler
+from lance_gpu.torch.sampler import Read
 from lance_gpu.torch.tensors import (
     BF16,
     NULL_RULES,
@@ -43,10 +52,7 @@ from lance_gpu.torch.tensors import (
     _ext_name,
     column_to_tensor,
     is_text,
-    to_tensor,
 )
-
-_DONE = object()
 
 
 def _torch_device() -> torch.device:
@@ -130,7 +136,7 @@ def column_tensors(name: str, col: Any, meta, nulls: str, device: torch.device) 
     return out
 
 
-def _fragment_tensors(dt, names: list[str], metas: dict, nulls: str, device: torch.device, with_row_id: bool) -> dict[str, Any]:
+def _table_tensors(dt, names: list[str], metas: dict, nulls: str, device: torch.device, with_row_id: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
         out.update(column_tensors(name, dt.column(name), metas.get(name), nulls, device))
@@ -154,105 +160,209 @@ def _cat(parts: list[Any]) -> Any:
     return [v for p in parts for v in p]
 
 
-def _length(fragment: dict[str, Any]) -> int:
-    return len(next(iter(fragment.values()))) if fragment else 0
-
-
-def device_batches(lds) -> Iterator[Any]:
-    """The batches of this rank and worker of ``lds`` (a :class:`LanceDataset`) as tensors
-    on the GPU (dict, or a lone tensor for one column, as the host path)."""
-    if lds.nulls not in NULL_RULES:
-        raise ValueError(f"nulls must be one of {NULL_RULES}, not {lds.nulls!r}")
-    if lds._to_tensor_fn is not None and lds._to_tensor_fn is not to_tensor:
-        raise UnsupportedFeatureError("a custom to_tensor_fn converts host Arrow batches: use device='cpu' with it")
-    sampler = lds.resolved_sampler()
-    if isinstance(sampler, ShardedBatchSampler) or not hasattr(sampler, "plan"):
-        raise UnsupportedFeatureError("the GPU feed reads whole fragments: use the fragment or full-scan sampler, or device='cpu'")
-    source = lds._source
-    plan = sampler.plan(source, lds.batch_size)
-    positions = [r.pos for r in plan.reads]
-    schema = source.ds.schema
-    names = list(source.columns)
-    metas = {f.name: f.metadata for f in schema if f.name in names}
-    device = _torch_device()
-    gen = torch.Generator().manual_seed(int(lds._rng().integers(2**62)))
-    stream = _prefetched(source, positions, names, metas, lds, device)
-    pending: list[dict[str, Any]] = []
-    have = 0
-    bs = lds.batch_size
-    for fragment in stream:
-        n = _length(fragment)
-        if not n:
-            continue
-        pending.append(fragment)
-        have += n
-        merged = {k: _cat([p[k] for p in pending]) for k in pending[0]}
-        if lds.shuffle:
-            order = torch.randperm(have, generator=gen)
-            merged = {k: _rows(v, order.to(device) if isinstance(v, torch.Tensor) else order) for k, v in merged.items()}
-        full = (have // bs) * bs
-        for i in range(0, full, bs):
-            yield _single({k: _rows(v, slice(i, i + bs)) for k, v in merged.items()})
-        rest = {k: _rows(v, slice(full, have)) for k, v in merged.items()}
-        pending, have = ([rest], have - full) if have > full else ([], 0)
-    if have and not lds.drop_last:
-        yield _single(pending[0])
+def _length(rows: dict[str, Any]) -> int:
+    return len(next(iter(rows.values()))) if rows else 0
 
 
 def _single(batch: dict[str, Any]) -> Any:
     return next(iter(batch.values())) if len(batch) == 1 else batch
 
 
-def _prefetched(source, positions: list[int], names: list[str], metas: dict, lds, device: torch.device) -> Iterator[dict[str, Any]]:
-    """Fragments as tensor dicts, decoded and wrapped in a thread on a side stream, at most
-    ``lds.prefetch`` ahead."""
-    q: queue.Queue = queue.Queue(maxsize=max(1, lds.prefetch))
-    stop = threading.Event()
-    cuda = torch.cuda.is_available()
-    side = torch.cuda.Stream() if cuda else None
+def _windows(feed: Feed) -> Iterator[list[Read]]:
+    """The feed's reads in reading order, grouped: a whole-fragment read alone, a batch
+    sampler's ranges in windows of at most ``read_rows`` rows (consecutive reads)."""
+    counts = [n for _fid, n in feed.source.fragments()]
+    # whole fragments stay whole (a shuffled read order permutes them)
+    reads = split_reads(feed.plan.reads, max(counts, default=1) or 1, feed.rng if feed.shuffle_reads else None)
+    window: list[Read] = []
+    rows = 0
+    for r in reads:
+        whole = r.start == 0 and r.stop == counts[r.pos]
+        if window and (whole or rows + r.stop - r.start > feed.read_rows):
+            yield window
+            window, rows = [], 0
+        window.append(r)
+        rows += r.stop - r.start
+        if whole:
+            yield window
+            window, rows = [], 0
+    if window:
+        yield window
 
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
 
-    def produce() -> None:
-        try:
-            ctx = torch.cuda.stream(side) if side is not None else contextlib.nullcontext()
-            with ctx:
-                for dt in source.device_tables(positions):
-                    tensors = _fragment_tensors(dt, names, metas, lds.nulls, device, source.with_row_id)
-                    event = None
-                    if side is not None:
-                        event = torch.cuda.Event()
-                        event.record(side)
-                    if not put((tensors, event)):
-                        return
-            put(_DONE)
-        except BaseException as exc:
-            put(exc)
+def _decoded(feed: Feed, window: list[Read], wrap: Callable[[Any], Any], cut: Callable[[Any, int, int], Any]) -> list[tuple[Any, bool]]:
+    """``(rows, flush)`` per read of ``window``, in window order: one device scan of the
+    window's fragments (each read's rows one selection), each table wrapped by ``wrap``
+    (tensors or host Arrow), each read ``cut`` out of its fragment's (in row order)."""
+    source = feed.source
+    counts = [n for _fid, n in source.fragments()]
+    by_pos: dict[int, list[int]] = {}
+    for i, r in enumerate(window):
+        by_pos.setdefault(r.pos, []).append(i)
+    selections: list[tuple[int, np.ndarray | None]] = []
+    for pos, members in by_pos.items():
+        members.sort(key=lambda i: window[i].start)
+        if len(members) == 1 and window[members[0]].start == 0 and window[members[0]].stop == counts[pos]:
+            selections.append((pos, None))
+        else:
+            if source.filtered:  # a filtered plan reads whole fragments only
+                raise AssertionError("row ranges of a filtered read")
+            selections.append((pos, np.concatenate([np.arange(window[i].start, window[i].stop, dtype=np.int64) for i in members])))
+    out: list[tuple[Any, bool]] = [(None, False)] * len(window)
+    for (pos, _rows_sel), dt in zip(selections, source.device_tables(selections), strict=True):
+        table = wrap(dt)
+        at = 0
+        for i in by_pos[pos]:
+            r = window[i]
+            n = dt.num_rows if _rows_sel is None else r.stop - r.start
+            out[i] = (cut(table, at, n), r.flush)
+            at += n
+    return out
 
-    worker = threading.Thread(target=produce, daemon=True, name="lance-gpu-torch-device-prefetch")
-    worker.start()
-    try:
-        while True:
-            item = q.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            tensors, event = item
+
+def device_batches(feed: Feed) -> Iterator[Any]:
+    """The batches of ``feed`` (one rank and worker) decoded on the GPU: tensors on the
+    device (a dict, or a lone tensor for one column, as the host path), or, with a custom
+    conversion, what it returns, moved to the device."""
+    if feed.nulls not in NULL_RULES:
+        raise ValueError(f"nulls must be one of {NULL_RULES}, not {feed.nulls!r}")
+    source = feed.source
+    device = _torch_device()
+    side = torch.cuda.Stream() if torch.cuda.is_available() else None
+
+    def on_side_stream() -> contextlib.AbstractContextManager:
+        return torch.cuda.stream(side) if side is not None else contextlib.nullcontext()
+
+    if not feed.tensor_rules:
+        arrow = _arrow_reads(feed, on_side_stream)
+        for batch in batches_of(
+            arrow, feed.plan.stride, batch_size=feed.batch_size, drop_last=feed.drop_last,
+            shuffle_buffer=feed.shuffle_buffer, rng=feed.rng, prefetch=feed.prefetch,
+        ):
+            yield batch if feed.convert is None else _to_device(feed.convert(batch), device)
+        return
+    names = list(source.columns)
+    metas = {f.name: f.metadata for f in source.ds.schema if f.name in names}
+
+    def tensors(dt) -> dict[str, Any]:
+        return _table_tensors(dt, names, metas, feed.nulls, device, source.with_row_id)
+
+    def produce() -> Iterator[tuple[list[tuple[dict[str, Any], bool]], Any]]:
+        for window in _windows(feed):
+            reads = _decoded(feed, window, tensors, lambda t, a, n: {k: _rows(v, slice(a, a + n)) for k, v in t.items()})
+            event = None
+            if side is not None:
+                event = torch.cuda.Event()
+                event.record(side)
+            yield reads, event
+
+    def landed() -> Iterator[tuple[dict[str, Any], bool]]:
+        for reads, event in in_background(produce(), max(1, feed.prefetch), "lance-gpu-torch-device-prefetch", context=on_side_stream):
             if event is not None:
                 current = torch.cuda.current_stream()
                 current.wait_event(event)
-                for v in tensors.values():
-                    if isinstance(v, torch.Tensor) and v.is_cuda:
-                        v.record_stream(current)
-            yield tensors
-    finally:
-        stop.set()
-        worker.join()
+                for rows, _flush in reads:
+                    for v in rows.values():
+                        if isinstance(v, torch.Tensor) and v.is_cuda:
+                            v.record_stream(current)
+            yield from reads
+
+    stream: Iterator[tuple[dict[str, Any], bool]] = landed()
+    if feed.plan.stride is not None:
+        stream = _strided(stream, feed.plan.stride)
+    if feed.shuffle_buffer > 0 and feed.rng is not None:
+        gen = torch.Generator().manual_seed(int(feed.rng.integers(2**62)))
+        yield from _shuffled(stream, feed, gen, device)
+    else:
+        yield from _in_order(stream, feed)
+
+
+def _arrow_reads(feed: Feed, on_side_stream: Callable[[], contextlib.AbstractContextManager]) -> Iterator[tuple[pa.Table, bool]]:
+    """The feed's reads decoded on the GPU and copied to the host as Arrow (for a custom
+    conversion, which takes what pylance gives it), in reading order."""
+
+    def produce() -> Iterator[list[tuple[pa.Table, bool]]]:
+        for window in _windows(feed):
+            yield _decoded(feed, window, lambda dt: dt.to_arrow(), lambda t, a, n: t.slice(a, n))
+
+    for reads in in_background(produce(), max(1, feed.prefetch), "lance-gpu-torch-device-prefetch", context=on_side_stream):
+        yield from reads
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=True)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if isinstance(value, list | tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(_to_device(v, device) for v in value)
+    return value
+
+
+def _strided(stream: Iterator[tuple[dict[str, Any], bool]], stride: tuple[int, int]) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Rows ``first, first + step, ...`` of the concatenated stream (as the host's)."""
+    first, step = stride
+    seen = 0
+    for rows, flush in stream:
+        n = _length(rows)
+        offset = (first - seen) % step
+        if offset < n:
+            yield {k: v[offset::step] for k, v in rows.items()}, flush
+        seen += n
+
+
+def _in_order(stream: Iterator[tuple[dict[str, Any], bool]], feed: Feed) -> Iterator[Any]:
+    """Batches cut in reading order (views of the reads; one straddling two is concatenated);
+    a flush ends a batch."""
+    bs = feed.batch_size
+    parts: list[dict[str, Any]] = []
+    have = 0
+    for rows, flush in stream:
+        n = _length(rows)
+        at = 0
+        while at < n:
+            take = min(bs - have, n - at)
+            parts.append({k: _rows(v, slice(at, at + take)) for k, v in rows.items()})
+            have += take
+            at += take
+            if have == bs:
+                yield _single({k: _cat([p[k] for p in parts]) for k in parts[0]})
+                parts, have = [], 0
+        if flush and have:
+            if not feed.drop_last:
+                yield _single({k: _cat([p[k] for p in parts]) for k in parts[0]})
+            parts, have = [], 0
+    if have and not feed.drop_last:
+        yield _single({k: _cat([p[k] for p in parts]) for k in parts[0]})
+
+
+def _shuffled(stream: Iterator[tuple[dict[str, Any], bool]], feed: Feed, gen: torch.Generator, device: torch.device) -> Iterator[Any]:
+    """Fill a buffer of ``shuffle_buffer`` rows, permute it on the device, hand out full
+    batches; the rows left over (fewer than a batch) join the next buffer."""
+    bs = feed.batch_size
+    pending: list[dict[str, Any]] = []
+    have = 0
+
+    def drain() -> Iterator[Any]:
+        nonlocal pending, have
+        merged = {k: _cat([p[k] for p in pending]) for k in pending[0]}
+        order = torch.randperm(have, generator=gen)
+        merged = {k: _rows(v, order.to(device) if isinstance(v, torch.Tensor) else order) for k, v in merged.items()}
+        full = (have // bs) * bs
+        for i in range(0, full, bs):
+            yield _single({k: _rows(v, slice(i, i + bs)) for k, v in merged.items()})
+        rest = {k: _rows(v, slice(full, have)) for k, v in merged.items()}
+        pending, have = ([rest], have - full) if have > full else ([], 0)
+
+    for rows, _flush in stream:
+        n = _length(rows)
+        if not n:
+            continue
+        pending.append(rows)
+        have += n
+        if have >= feed.shuffle_buffer:
+            yield from drain()
+    if have:
+        yield from drain()
+    if have and not feed.drop_last:
+        yield _single(pending[0])

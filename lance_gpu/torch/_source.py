@@ -10,22 +10,27 @@ The training feed needs four reads, all in terms of *live* rows (deleted rows ne
   ``read_many(spans)`` the same for many small spans with one decode (a batch sampler's
   1024-row ranges);
 * ``take(indices)``: rows at global live-row positions (no filter), in the order asked;
-* ``device_tables(positions)``: the filtered, projected fragments at ``positions`` decoded
-  into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per fragment.
+* ``device_tables(selections)``: the filtered, projected rows of ``(pos, live rows or None)``
+  items decoded into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per item.
 
-Today they are served by the public dataset API (``ds.take`` with the fragment's global
-offsets, ``lance_gpu.filter.parse_filter`` for the filter, and ``ds.scanner(fragments=...)``
-run by the GPU executor for the device).
+Host reads are one scan plan (projection, the filter's columns, row ids) built and resolved
+once per source, run by the CPU executor over per-fragment row selections (no planning per
+read); ``take`` is ``ds.take``; the filter is ``lance_gpu.filter.parse_filter``'s; device
+reads are ``ds.scanner(fragments=...)`` run by the GPU executor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+
+if TYPE_CHECKING:
+    from lance_gpu.scan import ResolvedScan
 
 ROW_ID = "_rowid"
 
@@ -68,10 +73,14 @@ class RowSource:
         self._ids = [int(f.fragment_id) for f in ds.get_fragments()]
         self._starts = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=self._starts[1:])
+        self._resolved: ResolvedScan | None = None  # the read plan, resolved on first read (not pickled)
+        self._frags: list = []
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_compiled"] = None  # rebuilt from the filter text / expression
+        state["_resolved"] = None
+        state["_frags"] = []
         state["ds"] = dataset_ref(self.ds)
         return state
 
@@ -102,43 +111,90 @@ class RowSource:
 
     def read(self, pos: int, start: int, stop: int) -> pa.Table:
         """Live rows ``[start, stop)`` of the fragment at position ``pos``, filtered and projected."""
-        base = int(self._starts[pos])
-        idx = np.arange(base + start, base + stop, dtype=np.int64)
-        table = self.ds.take(idx, columns=self._read_columns, with_row_id=self.with_row_id)
-        if self._compiled is not None:
-            table = self._compiled.apply(table)
-            table = table.select(self.columns + ([ROW_ID] if self.with_row_id else []))
-        return table
+        return self.read_many([(pos, start, stop)])[0]
+
+    def _resolved_plan(self):
+        """The read plan (projected columns plus the filter's, row ids), resolved once per
+        source: every read runs it over row selections without planning again."""
+        if self._resolved is None:
+            from lance_gpu.scan import build_plan, resolve
+
+            plan = build_plan(self.ds, columns=self._read_columns, with_row_id=self.with_row_id)
+            self._resolved = resolve(plan, self.ds)
+            self._frags = self.ds.get_fragments()
+        return self._resolved
 
     def read_many(self, spans: Sequence[tuple[int, int, int]]) -> list[pa.Table]:
-        """``read(pos, start, stop)`` for each span, in the order given, with one decode over
-        all of them (the spans are read in dataset order, then handed out as slices)."""
-        if len(spans) == 1:
-            return [self.read(*spans[0])]
-        bases = [int(self._starts[pos]) + start for pos, start, _stop in spans]
-        order = sorted(range(len(spans)), key=bases.__getitem__)
-        idx = np.concatenate([np.arange(bases[i], bases[i] + spans[i][2] - spans[i][1], dtype=np.int64) for i in order])
-        table = self.ds.take(idx, columns=self._read_columns, with_row_id=self.with_row_id)
-        out: list[pa.Table] = [pa.table({})] * len(spans)
-        at = 0
+        """``read(pos, start, stop)`` for each span, in the order given, decoded in the calling
+        thread (the feed's read thread) over the plan resolved once.
+
+        The spans' physical rows, in dataset order, are cut into row selections of at most
+        ``INLINE_DECODE_ROWS`` rows of one fragment, which the CPU executor decodes inline
+        (no pool threads: the feed already reads in its own thread, beside the training
+        loop); contiguous rows of a plain column arrive as views of the data file, the rest
+        as one gather per column and selection.  A span is a zero-copy slice of its
+        selection's table (a span cut into several selections, a concatenation of them).
+        """
+        from lance_gpu.scan import CpuExecutor, ReadUnit
+        from lance_gpu.scan.execute import INLINE_DECODE_ROWS
+
+        resolved = self._resolved_plan()
+        executor = CpuExecutor()
+        pieces: list[list[pa.Table]] = [[] for _ in spans]
+        order = sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1]))
+        batch: list[tuple[int, int, int]] = []  # (span, start, stop) of one selection
+        rows = 0
+
+        def flush() -> None:
+            nonlocal batch, rows
+            if not batch:
+                return
+            frag = self._frags[spans[batch[0][0]][0]]
+            local = np.concatenate([np.arange(a, b, dtype=np.int64) for _i, a, b in batch])
+            live = frag.live_rows
+            (table,) = executor.run(self.ds, [ReadUnit(frag, local if live is None else live[local])], resolved, None, None)
+            at = 0
+            for i, a, b in batch:
+                pieces[i].append(table.slice(at, b - a))
+                at += b - a
+            batch, rows = [], 0
+
         for i in order:
-            n = spans[i][2] - spans[i][1]
-            part = table.slice(at, n)
-            at += n
+            pos, start, stop = spans[i]
+            if batch and spans[batch[0][0]][0] != pos:
+                flush()
+            if batch and start < batch[-1][2]:  # overlapping spans: read apart
+                flush()
+            while True:
+                n = min(stop - start, INLINE_DECODE_ROWS - rows)
+                batch.append((i, start, start + n))
+                rows += n
+                start += n
+                if rows >= INLINE_DECODE_ROWS:
+                    flush()
+                if start >= stop:
+                    break
+        flush()
+        out = []
+        for parts in pieces:
+            table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
             if self._compiled is not None:
-                part = self._compiled.apply(part).select(self.columns + ([ROW_ID] if self.with_row_id else []))
-            out[i] = part
+                table = self._compiled.apply(table).select(self.columns + ([ROW_ID] if self.with_row_id else []))
+            out.append(table)
         return out
 
     def take(self, indices: np.ndarray) -> pa.Table:
         """Rows at global live-row positions, in the order given (no filter)."""
         return self.ds.take(np.asarray(indices, np.int64), columns=self.columns, with_row_id=self.with_row_id)
 
-    def device_tables(self, positions: Sequence[int], *, on_cpu_fallback: str = "warn") -> Iterator:
-        """The fragments at ``positions`` decoded on the GPU, one ``DeviceTable`` each (deleted
-        rows dropped, filter applied, columns in projection order, ``row_ids`` on the host):
-        a scan of those fragments run by the GPU executor."""
-        from lance_gpu.gpu.columns import DeviceTable
+    def device_tables(self, selections: Sequence[tuple[int, np.ndarray | None]], *, on_cpu_fallback: str = "warn") -> Iterator:
+        """Per ``(pos, rows)`` item (``rows``: sorted live-row positions in the fragment at
+        ``pos``, None for all of them; each fragment at most once), those rows decoded on the
+        GPU as one ``DeviceTable`` (filter applied, columns in projection order, ``row_ids`` on
+        the host), in the order given: one scan plan whose row selections are these rows,
+        run by the GPU executor."""
+        from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+        from lance_gpu.scan import LanceScanner, build_plan
         from lance_gpu.scan.plan import ROW_ID
 
         top = {f.name for f in self.ds.lance_schema.fields}
@@ -147,14 +203,20 @@ class RowSource:
             msg = f"the device feed reads top-level columns only, not {dotted}"
             raise SchemaMismatchError(msg)
         frags = self.ds.get_fragments()
-        scanner = self.ds.scanner(
-            columns=list(self.columns), filter=self.filter, fragments=[frags[p] for p in positions],
-            with_row_id=self.with_row_id, device="gpu", on_cpu_fallback=on_cpu_fallback,
+        chosen: dict[int, np.ndarray | None] = {}
+        for pos, rows in selections:
+            frag = frags[pos]
+            live = frag.live_rows
+            chosen[int(frag.fragment_id)] = None if rows is None else (rows if live is None else live[rows])
+        plan = build_plan(
+            self.ds, columns=list(self.columns), filter=self.filter, with_row_id=self.with_row_id,
+            selections=chosen, device="gpu",
         )
-        for dt in scanner.to_device_batches():
+        for dt in LanceScanner(plan, self.ds, on_cpu_fallback=on_cpu_fallback).to_device_batches():
             if self.with_row_id:  # the row ids travel beside the device columns, on the host
                 at = dt.names.index(ROW_ID)
-                ids = np.asarray(dt.columns[at].to_numpy(zero_copy_only=False), np.uint64)
+                col = dt.columns[at]
+                ids = np.asarray((col.to_arrow() if isinstance(col, DeviceColumn) else col).to_numpy(zero_copy_only=False), np.uint64)
                 keep = [i for i in range(len(dt.names)) if i != at]
                 dt = DeviceTable([dt.names[i] for i in keep], [dt.columns[i] for i in keep], dt.num_rows, ids, dt.fragment_id)
             yield dt

@@ -15,7 +15,7 @@ import torch
 import torch.utils.data
 
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.torch._pipeline import host_batches
+from lance_gpu.torch._pipeline import Feed
 from lance_gpu.torch._source import RowSource, dataset_ref
 from lance_gpu.torch.sampler import (
     FullScanSampler,
@@ -131,7 +131,8 @@ class LanceDataset(torch.utils.data.IterableDataset):
     shuffle_buffer : int, default 65536
         Rows the shuffle buffer holds.
     read_rows : int, default 32768
-        Rows per read (the unit of prefetch and of the shuffled read order).
+        Rows per read (the unit of the shuffled read order); reads are decoded in groups of up
+        to ``2 * read_rows`` rows (the unit of prefetch).
     prefetch : int, default 2
         Reads decoded ahead in a background thread (GPU: batches prepared ahead on a side stream).
     pin_memory : bool, default False
@@ -265,6 +266,29 @@ class LanceDataset(torch.utils.data.IterableDataset):
         rank = self.rank if self.rank is not None else dist_rank_world()[0]
         return np.random.default_rng([self.seed, self.epoch, rank, wid, nw])
 
+    def feed(self, sampler: Sampler | Callable[..., Any] | None = None) -> Feed:
+        """This rank's and DataLoader worker's feed for the current epoch (what the host
+        pipeline and the GPU feed run); ``sampler`` defaults to :meth:`resolved_sampler`."""
+        if sampler is None:
+            sampler = self.resolved_sampler()
+        if not isinstance(sampler, Sampler):
+            raise UnsupportedFeatureError("a sampler that is not a lance_gpu.torch Sampler has no read plan")
+        plan = sampler.plan(self._source, self.batch_size)
+        return Feed(
+            source=self._source,
+            plan=plan,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            shuffle_buffer=self.shuffle_buffer if self.shuffle else 0,
+            rng=self._rng() if self.shuffle else None,
+            shuffle_reads=self.shuffle and plan.stride is None and not isinstance(sampler, ShardedBatchSampler),
+            read_rows=self.read_rows,
+            prefetch=self.prefetch,
+            nulls=self.nulls,
+            convert=None if self._to_tensor_fn is None else self._convert,
+            tensor_rules=self._to_tensor_fn is to_tensor and not self.decode,
+        )
+
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
         """The batches of this rank and worker as ``pyarrow.RecordBatch``\\ es (host path)."""
         sampler = self.resolved_sampler()
@@ -281,18 +305,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
                 with_row_id=self.with_row_id,
             )
             return
-        plan = sampler.plan(self._source, self.batch_size)
-        yield from host_batches(
-            self._source,
-            plan,
-            batch_size=self.batch_size,
-            drop_last=self.drop_last,
-            shuffle_buffer=self.shuffle_buffer if self.shuffle else 0,
-            rng=self._rng() if self.shuffle else None,
-            shuffle_reads=self.shuffle and plan.stride is None and not isinstance(sampler, ShardedBatchSampler),
-            read_rows=self.read_rows,
-            prefetch=self.prefetch,
-        )
+        yield from self.feed(sampler).host_batches()
 
     def _sampled(self) -> Iterator[pa.RecordBatch]:
         """``samples`` distinct rows chosen with the seed (the same on every rank), split
@@ -322,7 +335,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         if resolve_torch_device(self.device) == "cuda" and not self.samples:
             from lance_gpu.torch._device_feed import device_batches
 
-            yield from device_batches(self)
+            yield from device_batches(self.feed())
             return
         for batch in self.arrow_batches():
             yield self._convert(batch)

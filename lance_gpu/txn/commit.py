@@ -28,6 +28,7 @@ do (``conflict_retries`` real conflicts, default 10).
 
 from __future__ import annotations
 
+import secrets
 import uuid as _uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -38,8 +39,10 @@ from lance_gpu.errors import DatasetExistsError, RetryableCommitConflictError
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.manifest import (
+    DETACHED_VERSION_MASK,
     ManifestFile,
     NamingScheme,
+    detached_manifest_name,
     list_versions,
     manifest_file_name,
     read_manifest_file,
@@ -90,6 +93,10 @@ def _finish_manifest(
     return m
 
 
+def _detached_version() -> int:
+    return secrets.randbits(63) | DETACHED_VERSION_MASK
+
+
 def commit(
     store: ObjectStore,
     root: str,
@@ -100,6 +107,7 @@ def commit(
     mode: str | None = None,
     transaction_properties: dict[str, str] | None = None,
     lock: Callable[[int], AbstractContextManager[Any]] | None = None,
+    detached: bool = False,
 ) -> table_pb2.Manifest:
     """Commit ``op`` on top of ``base`` (the version the writer read; None: a new dataset)
     in the dataset at ``root`` of ``store``.
@@ -111,6 +119,11 @@ def commit(
     to publish a version; it also makes a store without conditional writes usable (the
     manifest is then checked for, and put, under the lock).
     Files ``op`` wrote are removed when the commit fails.
+
+    ``detached=True`` (pylance's detached commit) publishes the new manifest as
+    ``_versions/d{version}.manifest`` with a random version that has bit 63 set: it never
+    becomes the latest version, conflicts with nothing (another random version is drawn if
+    the name is taken) and leaves the version hint alone.
     """
     from lance_gpu.write.commit import (
         SUPPORTED_WRITER_FLAGS,
@@ -139,13 +152,14 @@ def commit(
             txn_key = join(tdir, txn_name)
             write_transaction_file(store, txn_key, txn)
         current = base
-        version = read_version + 1
+        version = read_version + 1 if not detached else _detached_version()
         while True:
             m, index_section = op.apply(store, root, current, version)
             manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name)
             if skip_txn_file:
                 manifest.ClearField("transaction_file")
-            target = join(root, "_versions", manifest_file_name(version, naming))
+            name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
+            target = join(root, "_versions", name)
             try:
                 with lock(version) if lock is not None else nullcontext():
                     publish_manifest(
@@ -155,8 +169,12 @@ def commit(
                 pass
             else:
                 txn_key = None
-                write_version_hint(store, root, version)
+                if not detached:
+                    write_version_hint(store, root, version)
                 return manifest
+            if detached:
+                version = _detached_version()
+                continue
             if current is None and mode == "create":
                 raise DatasetExistsError(f"dataset {store.uri(root)} already exists: another writer created it first")
             # Check every version committed since, in order, then try after the newest.

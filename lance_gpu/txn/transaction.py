@@ -83,10 +83,10 @@ def commit_operation(
 
     ``read_version`` is required unless the operation is an ``Overwrite`` (which may create
     the dataset) -- as in pylance.  Conflicts with versions committed since are resolved by
-    the operation's rules (:mod:`lance_gpu.txn.operations`).
+    the operation's rules (:mod:`lance_gpu.txn.operations`).  ``detached=True`` commits a
+    detached version (``_versions/d{version}.manifest``, bit 63 set; see
+    :func:`lance_gpu.txn.commit.commit`) that only checking it out by number finds.
     """
-    if detached:
-        raise ValueError("detached commits are not supported by lance-gpu")
     properties: dict[str, str] = {}
     if isinstance(operation, Transaction):
         read_version = operation.read_version if read_version is None else read_version
@@ -116,7 +116,10 @@ def commit_operation(
         naming = versions[-1].naming
     if isinstance(operation, Merge) and not hasattr(operation.schema, "by_id"):
         operation.schema = _as_lance_schema(operation.schema, base)
-    manifest = commit(store, root, operation, base, naming, transaction_properties=properties, lock=commit_lock)
+    if detached and base is None:
+        raise ValueError("a detached commit needs an existing dataset")
+    manifest = commit(store, root, operation, base, naming, transaction_properties=properties, lock=commit_lock,
+                      detached=bool(detached))
     return int(manifest.version)
 
 

@@ -223,8 +223,8 @@ def check_appendable(base: ManifestFile) -> None:
     """Refuse appends to datasets whose writer flags or file format we cannot honour."""
     features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     fmt = base.manifest.data_format.version
-    if fmt not in ("2.1", "2.2"):
+    if fmt not in ("2.0", "2.1", "2.2"):
         raise UnsupportedFeatureError(
             f"{base.path}: appending to a dataset of data storage version {fmt or 'legacy'} is not supported "
-            "(lance-gpu writes 2.1 and 2.2)"
+            "(lance-gpu writes 2.0, 2.1 and 2.2)"
         )

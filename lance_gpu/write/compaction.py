@@ -141,7 +141,7 @@ def plan_compaction(
 def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     fields = list(ds.lance_schema.fields)
     for frag in frags:
-        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields))
+        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields, physical=True))
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         yield from table.to_batches()

@@ -31,6 +31,7 @@ from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import Append, Overwrite
+from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.inputs import coerce_input
 
@@ -38,7 +39,7 @@ __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetEx
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
-_VERSIONS = {"2.1": 1, "2.2": 2, "stable": 2}
+_VERSIONS = {"2.0": 0, "2.1": 1, "2.2": 2, "stable": 2}
 
 
 
@@ -48,7 +49,7 @@ def _minor_of(version: str | None) -> int:
     key = str(version).strip().lower()
     if key not in _VERSIONS:
         raise UnsupportedFeatureError(
-            f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.1' and '2.2' ('stable')"
+            f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.0', '2.1' and '2.2' ('stable')"
         )
     return _VERSIONS[key]
 
@@ -57,14 +58,21 @@ def _check_types(schema: LanceSchema, minor: int) -> None:
     for f in schema.walk():
         if f.logical_type == "map" and minor < 2:
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: map columns need data_storage_version 2.2")
-        if f.logical_type == "json":
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: arrow.json columns cannot be written yet")
+        if f.logical_type == "json" and f.parent_id != -1:
+            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: arrow.json columns can only be top-level fields")
         if f.logical_type.startswith("fixed_size_list:struct"):
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: fixed-size lists of structs cannot be written")
 
 
+def _is_json(t: pa.DataType) -> bool:
+    return getattr(t, "extension_name", None) == "arrow.json"
+
+
 def _strip(t: pa.DataType) -> pa.DataType:
-    """``t`` with the types Lance stores for view types (what a read gives back)."""
+    """``t`` with the types Lance stores for view and JSON types (what a physical read
+    gives back: JSON text is stored as JSONB in large_binary)."""
+    if _is_json(t):
+        return pa.large_binary()
     if pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_binary_view(t):
@@ -83,10 +91,20 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
     for f in target:
         i = names.index(f.name)
         g = incoming.field(i)
+        if is_blob_input(f):
+            if not is_blob_input(g):
+                raise SchemaMismatchError(f"column {f.name!r}: the dataset holds blobs, the data {g.type} without "
+                                          "the lance-encoding:blob flag")
+            order.append(i)
+            continue
         if not _strip(g.type).equals(f.type, check_metadata=False):
             raise SchemaMismatchError(
                 f"column {f.name!r}: appended data has type {g.type}, the dataset {f.type}"
             )
+        if (f.metadata or {}).get(b"ARROW:extension:name") == b"lance.json" and not (
+            _is_json(g.type) or (g.metadata or {}).get(b"ARROW:extension:name") == b"lance.json"
+        ):
+            raise SchemaMismatchError(f"column {f.name!r}: the dataset holds JSON, the data {g.type}")
         if g.nullable and not f.nullable:
             raise SchemaMismatchError(f"column {f.name!r} is not nullable in the dataset but nullable in the data")
         order.append(i)
@@ -114,7 +132,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_pb2.DataFile:
-    leaves = schema.leaf_ids
+    leaves = column_field_ids(schema, minor)
     return table_pb2.DataFile(
         path=path,
         fields=leaves,
@@ -159,7 +177,11 @@ def _write_fragments(
             return
         w, wname = closing
         closing = None
-        size = w.finish(sync=False)
+        try:
+            size = w.finish(sync=False)
+        except BaseException:
+            w.abort()  # an encoder failed: drop the staging file
+            raise
         syncing.append(_sync_pool().submit(w.sync_close))
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         frag.files.append(_data_file(wname, schema, minor, size))
@@ -177,8 +199,8 @@ def _write_fragments(
         for batch in batches:
             if order is not None:
                 cols = [batch.column(i) for i in order]
-                cols = [c if c.type == f.type else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
-                batch = pa.RecordBatch.from_arrays(cols, schema=arrow_schema)
+                cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
+                batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
             for i in not_null:
                 if batch.column(i).null_count:
                     raise SchemaMismatchError(f"column {arrow_schema.field(i).name!r} is not nullable but holds nulls")
@@ -313,8 +335,8 @@ def write_version(
     store : optional
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
     data_storage_version : str, optional
-        ``"2.1"``, ``"2.2"`` or ``"stable"`` (default 2.2) for new datasets; appends keep
-        the dataset's version.  ``"2.0"`` and legacy files are not written.
+        ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default 2.2) for new datasets;
+        appends keep the dataset's version.  Legacy (0.1) files are not written.
     use_legacy_format : bool, optional
         Deprecated: ``False`` means ``"stable"``; ``True`` (legacy files) is not supported.
     enable_v2_manifest_paths : bool, default True
@@ -374,7 +396,7 @@ def write_version(
         arrow_schema = target if order is not None else arrow_schema
         kind = "append"
     else:
-        lance_schema = LanceSchema.from_arrow(arrow_schema)
+        lance_schema = LanceSchema.from_arrow(blob_v2_schema(arrow_schema, minor))
         kind = "overwrite"
         if base is not None:  # mode == "overwrite"
             check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)

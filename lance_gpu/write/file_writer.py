@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Writing one Lance v2 data file (file versions 2.1 and 2.2).
+"""Writing one Lance v2 data file (file versions 2.0, 2.1 and 2.2).
 
 Layout (see :mod:`lance_gpu.file.container`): page buffers, each starting on a 64-byte
 boundary, written as pages are encoded; then global buffer 0 (``FileDescriptor{schema,
 length}``, 64-byte aligned); the column metadata (one ``ColumnMetadata`` per leaf column,
 back to back, column encoding ``Any(/lance.encodings.ColumnEncoding, values{})``, pages as
-``Any(/lance.encodings21.PageLayout)``); the column-metadata and global-buffer offset tables;
+``Any(/lance.encodings21.PageLayout)``, in 2.0 files ``Any(/lance.encodings.ArrayEncoding)``
+from :mod:`lance_gpu.write.pages_v2_0`, whose footer says 0.3); the column-metadata and global-buffer offset tables;
 and the 40-byte footer.
 
-Batches are buffered per top-level field and encoded into one page (all leaves of the field
+Blob fields (:mod:`lance_gpu.write.blobs`) write their values' bytes when their page is
+flushed and store descriptors in the column.  Batches are buffered per top-level field and encoded into one page (all leaves of the field
 cut at the same rows) once a field holds :data:`PAGE_BYTES` of Arrow data, or when the
 file is finished; rows whose rep / def levels overflow a mini-block chunk's u16 level count
 (long runs of empty lists) are split over more pages.  Only the column metadata stays in memory after a page is written.
@@ -28,7 +30,9 @@ from google.protobuf.any_pb2 import Any
 
 from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_gpu.io.store import ObjectStore, WriteHandle
+from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_column_encoding
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
 
@@ -39,6 +43,7 @@ PAGE_BYTES = 8 * 1024 * 1024
 #: Every buffer starts on a multiple of this.
 ALIGNMENT = 64
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
+ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
 COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 MAGIC = b"LANC"
 
@@ -70,9 +75,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[int, EncodedPage, int]]:
-    """Encode buffered arrays of one top-level field: ``(leaf index, page, row offset)`` in
-    write order (one page per leaf; rows whose levels overflow a page are split in halves)."""
+    """Encode buffered arrays of one top-level field: ``(column index within the field, page,
+    row offset)`` in write order (2.1+: one page per leaf; rows whose levels overflow a page
+    are split in halves; 2.0: one page per column, parents included)."""
     arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
+    if minor == 0:
+        from lance_gpu.write.pages_v2_0 import encode_field_v2_0
+
+        return [(k, page, 0) for k, page in encode_field_v2_0(arr, field)]
     out: list[tuple[int, EncodedPage, int]] = []
 
     def rows(a: pa.Array, first: int) -> None:
@@ -113,8 +123,8 @@ class LanceFileWriter:
     ) -> None:
         """Write the new object ``path`` of ``store`` (None: the local file system, ``path``
         a file path).  The object appears only when :meth:`finish` closes it."""
-        if minor not in (1, 2):
-            raise ValueError(f"can only write file versions 2.1 and 2.2, not 2.{minor}")
+        if minor not in (0, 1, 2):
+            raise ValueError(f"can only write file versions 2.0, 2.1 and 2.2, not 2.{minor}")
         if store is None:
             from lance_gpu.io.resolve import resolve
 
@@ -127,7 +137,8 @@ class LanceFileWriter:
         self._fh: WriteHandle = store.open_writer(self.path)
         self._pos = 0
         self._fields = list(schema.fields)
-        leaves_per_field = [sum(1 for f in top.walk() if f.is_leaf) for top in self._fields]
+        leaves_per_field = [len(column_field_ids(LanceSchema([top], {}), minor)) for top in self._fields]
+        self._blob = [bool(blob_kind(top)) for top in self._fields]
         self._first_col = np.concatenate([[0], np.cumsum(leaves_per_field)]).astype(int).tolist()
         self._columns: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in range(self._first_col[-1])]
         self._pending: list[list[pa.Array]] = [[] for _ in self._fields]
@@ -179,7 +190,14 @@ class LanceFileWriter:
         first_row = self._field_rows[i]
         self._pending_bytes[i] = 0
         self._field_rows[i] += sum(len(a) for a in arrays)
-        fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
+        if self._blob[i]:
+            # blob bytes go into the file now (the descriptors hold their offsets)
+            arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
+            page = encode_blob_page(arr, self._fields[i], self.minor, self._write_blob_bytes)
+            fut: Future = Future()
+            fut.set_result([(0, page, 0)])
+        else:
+            fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
         self._inflight.append((i, first_row, nbytes, fut))
         self._inflight_bytes += nbytes
         while len(self._inflight) > self._max_inflight:
@@ -220,6 +238,9 @@ class LanceFileWriter:
         self._pos += view.nbytes
         return pos, view.nbytes
 
+    def _write_blob_bytes(self, data: np.ndarray) -> int:
+        return self._write_buffer(data)[0]
+
     def _write_page(self, column: int, page: EncodedPage, first_row: int) -> None:
         offsets, sizes = [], []
         for buf in page.buffers:
@@ -231,7 +252,7 @@ class LanceFileWriter:
                 buffer_offsets=offsets,
                 buffer_sizes=sizes,
                 length=page.num_rows,
-                encoding=_any(PAGE_LAYOUT_URL, page.layout),
+                encoding=_any(PAGE_LAYOUT_URL if self.minor else ARRAY_ENCODING_URL, page.layout),
                 priority=first_row,
             )
         )
@@ -252,10 +273,12 @@ class LanceFileWriter:
         )
         gb_pos, gb_size = self._write_buffer(descriptor.SerializeToString())
         column_encoding = _any(COLUMN_ENCODING_URL, encodings_v2_0_pb2.ColumnEncoding(values={}))
+        blob_encoding = _any(COLUMN_ENCODING_URL, v2_0_blob_column_encoding())
+        blob_columns = {self._first_col[i] for i, blob in enumerate(self._blob) if blob and self.minor == 0}
         meta_start = self._pos
         cmo = []
-        for pages in self._columns:
-            cm = file2_pb2.ColumnMetadata(encoding=column_encoding, pages=pages)
+        for c, pages in enumerate(self._columns):
+            cm = file2_pb2.ColumnMetadata(encoding=blob_encoding if c in blob_columns else column_encoding, pages=pages)
             raw = cm.SerializeToString()
             cmo.append((self._pos, len(raw)))
             self._fh.write(raw)
@@ -267,9 +290,8 @@ class LanceFileWriter:
         gbo_start = self._pos
         self._fh.write(struct.pack("<QQ", gb_pos, gb_size))
         self._pos += 16
-        footer = struct.pack(
-            "<QQQIIHH4s", meta_start, cmo_start, gbo_start, 1, len(self._columns), 2, self.minor, MAGIC
-        )
+        major, minor = (2, self.minor) if self.minor else (0, 3)  # 2.0 files say 0.3
+        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, 1, len(self._columns), major, minor, MAGIC)
         self._fh.write(footer)
         self._pos += len(footer)
         if sync:

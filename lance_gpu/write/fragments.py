@@ -42,6 +42,7 @@ __all__ = ["create_fragment", "discard_fragments", "write_fragments"]
 def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
     """(base manifest or None, Lance schema, Arrow schema to write, column order, minor)."""
     from lance_gpu.table.features import check_writer_flags
+    from lance_gpu.write.blobs import blob_v2_schema
     from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
     from lance_gpu.write.dataset_writer import (
         _append_plan,
@@ -64,7 +65,7 @@ def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, d
     if base is not None:
         check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     minor = _minor_of(data_storage_version)
-    schema = LanceSchema.from_arrow(arrow_schema)
+    schema = LanceSchema.from_arrow(blob_v2_schema(arrow_schema, minor))
     _check_types(schema, minor)
     return base, schema, arrow_schema, None, minor
 

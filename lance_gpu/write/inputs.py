@@ -22,10 +22,40 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.file.jsonb import text_to_jsonb
 
-__all__ = ["cast_batch", "coerce_input"]
+__all__ = ["cast_batch", "cast_to_stored", "coerce_input"]
 
 _CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, KeyError)
+
+
+def _json_to_stored(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with its ``arrow.json`` columns encoded as JSONB where ``schema`` (a physical
+    dataset schema) stores them as large_binary marked ``lance.json``."""
+    for i, col in enumerate(batch.columns):
+        name = batch.schema.field(i).name
+        if getattr(col.type, "extension_name", None) != "arrow.json" or schema.get_field_index(name) < 0:
+            continue
+        target = schema.field(name)
+        if (target.metadata or {}).get(b"ARROW:extension:name") == b"lance.json":
+            stored = text_to_jsonb(col.storage, name)
+            batch = batch.set_column(i, pa.field(name, stored.type, target.nullable, target.metadata), stored)
+    return batch
+
+
+def cast_to_stored(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` cast to the physical dataset ``schema`` (``LanceSchema.to_arrow(physical=True)``:
+    what writers take), its ``arrow.json`` columns encoded as JSONB on the way (a plain
+    cast would store their text).  Arrow cast errors propagate."""
+    columns = []
+    for target in schema:
+        col = table.column(target.name)
+        if getattr(col.type, "extension_name", None) == "arrow.json" and (target.metadata or {}).get(
+            b"ARROW:extension:name"
+        ) == b"lance.json":
+            col = pa.chunked_array([text_to_jsonb(c.storage, target.name) for c in col.chunks], pa.large_binary())
+        columns.append(col if col.type == target.type else col.cast(target.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def cast_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -34,6 +64,7 @@ def cast_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     Raises :class:`SchemaMismatchError` when a column is missing or extra, or a value cannot
     be cast (overflow, unparsable string, no cast kernel between the types).
     """
+    batch = _json_to_stored(batch, schema)
     if batch.schema.equals(schema, check_metadata=False):
         if batch.schema.equals(schema, check_metadata=True):
             return batch

@@ -34,6 +34,8 @@ from lance_gpu.table.manifest import (
 from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore
+from lance_gpu.write.blobs import blob_v2_schema
+from lance_gpu.write.inputs import cast_to_stored
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset
@@ -415,7 +417,7 @@ def _add_columns_once(
             raise SchemaMismatchError(f"Column {dup[0]} already exists in the dataset")
         if len(set(arrow.names)) != len(arrow.names):
             raise SchemaMismatchError(f"duplicate new column names {arrow.names}")
-        lance_new = LanceSchema.from_arrow(arrow, start_id=start_id)
+        lance_new = LanceSchema.from_arrow(blob_v2_schema(arrow, minor), start_id=start_id)
         _check_types(lance_new, minor)
         return lance_new
 
@@ -500,7 +502,7 @@ def _add_columns_once(
             if values is None:
                 values = arrow_new.empty_table()
             try:
-                values = values.select(arrow_new.names).cast(arrow_new)
+                values = cast_to_stored(values, arrow_new)
             except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
                 raise SchemaMismatchError(f"add_columns: new values do not match their first batch's schema: {exc}") from exc
             values = _physical(values, live, frag.physical_rows, arrow_new)
@@ -604,9 +606,7 @@ def _cast_columns(
     table = ds.to_table(columns=list(new_fields), with_row_id=True)
     frag_ids, offsets = row_addresses(ds, table.column("_rowid").to_numpy())
     try:
-        values = pa.table(
-            [table.column(old).cast(f.type) for old, f in zip(new_fields, physical_new)], schema=physical_new
-        )
+        values = cast_to_stored(pa.table([table.column(old) for old in new_fields], names=physical_new.names), physical_new)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SchemaMismatchError(f"alter_columns: a value cannot be cast: {exc}") from exc
     op = Merge([], LanceSchema([]))
@@ -676,8 +676,8 @@ def merge(
     def plan(target: LanceDataset) -> Operation:
         check_appendable(target.manifest_file)
         minor = int(target.manifest.data_format.version.split(".")[1])
-        lance_new = LanceSchema.from_arrow(pa.schema([pa.field(f.name, f.type, True, f.metadata) for f in added]),
-                                           start_id=_next_field_id(target))
+        added_schema = pa.schema([pa.field(f.name, f.type, True, f.metadata) for f in added])
+        lance_new = LanceSchema.from_arrow(blob_v2_schema(added_schema, minor), start_id=_next_field_id(target))
         _check_types(lance_new, minor)
         left = target.to_table(columns=[left_on], with_row_id=True)
         frag_ids, offsets = row_addresses(target, left.column("_rowid").to_numpy())
@@ -686,7 +686,7 @@ def merge(
         right_renamed = right.rename_columns([left_on if n == right_on else n for n in right.schema.names])
         joined = left.join(right_renamed, keys=left_on, join_type="left outer", use_threads=False).sort_by(pos)
         physical_new = lance_new.to_arrow(physical=True)
-        values = pa.table([joined.column(f.name).cast(f.type) for f in physical_new], schema=physical_new)
+        values = cast_to_stored(joined, physical_new)
         op = Merge([], LanceSchema([]))
         op.fragments = _write_new_columns(target, op, values, frag_ids, offsets, lance_new, minor)
         op.schema = LanceSchema(list(target.lance_schema.fields) + list(lance_new.fields), target.lance_schema.metadata)

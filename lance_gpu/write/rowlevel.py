@@ -9,8 +9,14 @@ fragments change; untouched fragments keep their files and deletion vectors.  Wi
 row ids the rewritten rows keep their ids (the new fragments carry them); inserted rows get
 fresh ids at commit.
 
-Rows are read through the public read API (``to_table(filter=, with_row_id=True)``); a
-row's place (fragment id, physical offset) comes from :func:`row_addresses`.
+Reads go through the scan API with ``_rowaddr`` (``fragment_id << 32 | physical offset``),
+which places every row without a row-id lookup:
+
+* ``update`` reads, for the rows ``where`` selects, only the columns the new rows need
+  (a column whose new value does not read its old one is not read at all);
+* ``merge_insert`` reads only the key columns to find matches (an integer key is joined
+  through :mod:`lance_gpu.cpu.keyjoin`'s hash table); target rows are read whole only for
+  a ``when_matched_update_all(condition=)``, and then only the matched ones.
 
 Both operations re-plan themselves on the latest version after a retryable conflict
 (``conflict_retries``, default 10), as pylance's do.
@@ -19,6 +25,7 @@ Both operations re-plan themselves on the latest version after a retryable confl
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +34,8 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import MergeInsertError, SchemaMismatchError
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
+from lance_gpu.table.blobs import with_blob_bytes
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
 from lance_gpu.write.inputs import cast_batch, coerce_input
@@ -36,9 +45,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["MergeInsertBuilder", "insert", "row_addresses", "update"]
 
-_ROWID = "_rowid"
 _SRC = "__lance_gpu_source_row__"
 _TGT = "__lance_gpu_target_row__"
+_NO_ID = np.iinfo(np.uint64).max  # an inserted row's carried id: assigned at commit
+# Deletion files written at once (each put ends in an fsync on a local store).
+_DELETION_WRITERS = 8
 
 
 def _stable(ds: LanceDataset) -> bool:
@@ -53,7 +64,7 @@ def row_addresses(ds: LanceDataset, row_ids: np.ndarray) -> tuple[np.ndarray, np
     row ids, looked up in the fragments' row-id sequences."""
     ids = np.asarray(row_ids, dtype=np.uint64)
     if not _stable(ds):
-        return (ids >> np.uint64(32)).astype(np.int64), (ids & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        return split_addresses(ids)
     all_ids, frag_of, off_of = [], [], []
     for frag in ds.get_fragments():
         rid = np.asarray(frag.row_ids, dtype=np.uint64)
@@ -71,37 +82,98 @@ def row_addresses(ds: LanceDataset, row_ids: np.ndarray) -> tuple[np.ndarray, np
     return np.concatenate(frag_of)[hit], np.concatenate(off_of)[hit]
 
 
+def split_addresses(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fragment id, physical offset) of row addresses ``fragment_id << 32 | offset``."""
+    a = np.asarray(addresses, dtype=np.uint64)
+    return (a >> np.uint64(32)).astype(np.int64), (a & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+def _by_fragment(frag_ids: np.ndarray) -> dict[int, np.ndarray]:
+    """Positions of each fragment id in ``frag_ids``, in order.  A scan yields a fragment's
+    rows as one run, so the runs are found first; an id seen in several runs is merged."""
+    if frag_ids.size == 0:
+        return {}
+    cuts = np.flatnonzero(frag_ids[1:] != frag_ids[:-1]) + 1
+    starts = np.concatenate([[0], cuts])
+    stops = np.concatenate([cuts, [frag_ids.size]])
+    out: dict[int, np.ndarray] = {}
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+        fid = int(frag_ids[a])
+        run = np.arange(a, b, dtype=np.int64)
+        out[fid] = np.concatenate([out[fid], run]) if fid in out else run
+    return out
+
+
+def _row_ids_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The stable row id of each (fragment id, physical offset)."""
+    out = np.empty(frag_ids.size, np.uint64)
+    for fid, pos in _by_fragment(frag_ids).items():
+        frag = ds.get_fragment(fid)
+        assert frag is not None, f"fragment {fid} read from the dataset is not in it"
+        out[pos] = np.asarray(frag.row_ids, np.uint64)[offsets[pos]]
+    return out
+
+
 def _created_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
     """The creation version of each row (by fragment id and physical offset), None when the
     dataset records none."""
     from lance_gpu.table.rowids import read_fragment_versions
 
     out = np.zeros(frag_ids.size, np.uint64)
-    for frag in ds.get_fragments():
-        sel = frag_ids == frag.fragment_id
-        if not sel.any():
-            continue
+    for fid, pos in _by_fragment(frag_ids).items():
+        frag = ds.get_fragment(fid)
+        assert frag is not None, f"fragment {fid} read from the dataset is not in it"
         versions = read_fragment_versions(ds.store, ds.root, frag.pb, "created_at")
         if versions is None:
             return None
-        out[sel] = np.asarray(versions, np.uint64)[offsets[sel]]
+        out[pos] = np.asarray(versions, np.uint64)[offsets[pos]]
     return out
 
 
-def _eval_sql(table: pa.Table, exprs: Mapping[str, str]) -> dict[str, pa.ChunkedArray]:
-    """Each SQL expression of ``exprs`` evaluated over ``table``."""
-    import pyarrow.dataset as pds
+def _read_at(ds: LanceDataset, addresses: np.ndarray) -> pa.Table:
+    """Every column of the rows at ``addresses`` (unique), in the order given."""
+    from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan
 
-    from lance_gpu import filter as lf
+    frag_ids, offsets = split_addresses(addresses)
+    order = np.lexsort((offsets, frag_ids))
+    selections = {fid: offsets[order[pos]] for fid, pos in _by_fragment(frag_ids[order]).items()}
+    plan = build_plan(ds, with_row_address=True, selections=selections)
+    table = concat(list(run_plan(plan, executor_for(ds.device), ds)), resolve(plan, ds).schema)
+    got = table.column(ROW_ADDR).to_numpy()
+    # the plan reads fragments in manifest order: put its rows in the caller's order
+    where = np.argsort(got, kind="stable")[np.searchsorted(np.sort(got), np.asarray(addresses, np.uint64))]
+    return table.drop_columns([ROW_ADDR]).take(pa.array(where))
 
-    compiled = {}
-    for name, text in exprs.items():
-        if not isinstance(text, str):
-            raise TypeError(f"the expression of {name!r} must be a SQL string")
-        ir = lf._resolve(lf._Builder(table.schema, text).build(lf._parse_sql(text)), text)
-        compiled[name] = lf._Compiler(text).compile(ir).expr
-    out = pds.dataset(table).to_table(columns=compiled)
-    return {name: out.column(name) for name in compiled}
+
+class _Scanned:
+    """``columns`` of every live row of ``ds`` in scan order, and the row address of any of
+    them on demand (a scan's rows are each fragment's live rows in turn, so a position
+    is placed by the fragments' live counts: no address column over every row)."""
+
+    def __init__(self, ds: LanceDataset, columns: Sequence[str]) -> None:
+        from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan
+
+        plan = build_plan(ds, columns=list(columns))
+        self.table = concat(list(run_plan(plan, executor_for(ds.device), ds)), resolve(plan, ds).schema)
+        self.fragments = [ds.get_fragment(fid) for fid in plan.fragment_ids]
+        counts = np.array([f.live_count() for f in self.fragments if f is not None], np.int64)
+        self.starts = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=self.starts[1:])
+        assert self.starts[-1] == self.table.num_rows, "a scan returned another number of rows than live"
+
+    def addresses(self, rows: np.ndarray) -> np.ndarray:
+        """``fragment_id << 32 | physical offset`` of the scan's rows ``rows``."""
+        rows = np.asarray(rows, np.int64)
+        out = np.empty(rows.size, np.uint64)
+        which = np.searchsorted(self.starts, rows, side="right") - 1
+        for i in np.flatnonzero(np.bincount(which, minlength=len(self.fragments))).tolist():
+            frag = self.fragments[i]
+            assert frag is not None
+            sel = which == i
+            local = rows[sel] - self.starts[i]
+            live = frag.live_rows
+            out[sel] = frag.row_addresses(local if live is None else live[local])
+        return out
 
 
 class _RowChange:
@@ -113,8 +185,8 @@ class _RowChange:
         self.deleted: dict[int, list[np.ndarray]] = {}
 
     def delete_rows(self, frag_ids: np.ndarray, offsets: np.ndarray) -> None:
-        for fid in np.unique(frag_ids):
-            self.deleted.setdefault(int(fid), []).append(offsets[frag_ids == fid])
+        for fid, pos in _by_fragment(frag_ids).items():
+            self.deleted.setdefault(fid, []).append(offsets[pos])
 
     def commit(
         self,
@@ -124,57 +196,19 @@ class _RowChange:
     ) -> table_pb2.Manifest:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
-        inserted row), the new deletion vectors, and commit one Update."""
-        from lance_gpu.write.compaction import encode_row_ids, encode_versions
-        from lance_gpu.write.dataset_writer import (
-            DEFAULT_MAX_BYTES_PER_FILE,
-            DEFAULT_MAX_ROWS_PER_FILE,
-            _write_fragments,
-        )
-        from lance_gpu.write.deletion_writer import fragment_with_deletions
+        inserted row), the new deletion vectors, and commit one Update.  The deletion files
+        are written in threads while the new rows are encoded."""
+        from lance_gpu.table.manifest import list_versions
 
         ds = self.ds
         op = Update()
+        pool = ThreadPoolExecutor(max(1, min(_DELETION_WRITERS, len(self.deleted))))
         try:
-            new_frags: list[table_pb2.DataFragment] = []
-            if new_rows is not None and new_rows.num_rows:
-                schema = ds.lance_schema
-                physical = schema.to_arrow(physical=True)
-                minor = int(ds.manifest.data_format.version.split(".")[1])
-                groups: list[tuple[pa.Table, np.ndarray | None, np.ndarray | None]] = [(new_rows, None, None)]
-                if carried_ids is not None:
-                    # rows with an id (rewritten) and without (inserted) go to separate
-                    # fragments: a fragment's row ids are all carried or all assigned
-                    fresh = carried_ids == np.iinfo(np.uint64).max
-                    groups = [
-                        (new_rows.filter(pa.array(~fresh)), carried_ids[~fresh],
-                         None if created_at is None else created_at[~fresh]),
-                        (new_rows.filter(pa.array(fresh)), None, None),
-                    ]
-                for rows, ids, created in groups:
-                    if rows.num_rows == 0:
-                        continue
-                    batches = (cast_batch(b, physical) for b in rows.to_batches())
-                    frags, written = _write_fragments(
-                        self.store, self.root, schema, physical, batches, None, minor, DEFAULT_MAX_ROWS_PER_FILE,
-                        DEFAULT_MAX_BYTES_PER_FILE,
-                    )
-                    op.written.extend(written)
-                    if ids is not None:
-                        start = 0
-                        for frag in frags:
-                            n = int(frag.physical_rows)
-                            frag.inline_row_ids = encode_row_ids(ids[start : start + n])
-                            if created is not None:  # a rewritten row keeps its creation version
-                                frag.inline_created_at_versions = encode_versions(created[start : start + n])
-                            start += n
-                    new_frags.extend(frags)
-            by_id = {f.fragment_id: f for f in ds.get_fragments()}
+            deletions = self._write_deletions(pool, op)
+            new_frags = self._write_rows(op, new_rows, carried_ids, created_at)
             removed, updated = [], []
-            for fid, parts in sorted(self.deleted.items()):
-                fragment = by_id[fid]
-                rows = np.union1d(fragment.deleted_rows, np.concatenate(parts)).astype(np.uint32)
-                new = fragment_with_deletions(self.store, self.root, fragment.pb, ds.version, rows, op.written)
+            for fid, future in deletions:
+                new = future.result()
                 if new is None:
                     removed.append(fid)
                 else:
@@ -182,12 +216,81 @@ class _RowChange:
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
-            from lance_gpu.table.manifest import list_versions
-
             return commit(self.store, self.root, op, ds.manifest_file, list_versions(self.store, self.root)[-1].naming)
         except BaseException:
+            pool.shutdown(wait=True)
             op.cleanup(self.store)
             raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def _write_deletions(self, pool: ThreadPoolExecutor, op: Update) -> list[tuple[int, Any]]:
+        """Start writing each touched fragment's new deletion file (every deleted offset,
+        old and new); the futures give the fragment's new manifest entry, or None when no
+        row is left (the fragment is removed)."""
+        from lance_gpu.write.deletion_writer import fragment_with_deletions
+
+        ds = self.ds
+        futures = []
+        for fid, parts in sorted(self.deleted.items()):
+            fragment = ds.get_fragment(fid)
+            assert fragment is not None, f"fragment {fid} read from the dataset is not in it"
+            new = np.concatenate(parts)
+            old = fragment.deleted_rows
+            rows = np.union1d(old, new) if old.size or len(parts) > 1 else np.sort(new)
+            rows = rows.astype(np.uint32)
+            # list.append is atomic: the threads add the keys they write to op.written
+            futures.append((fid, pool.submit(fragment_with_deletions, self.store, self.root, fragment.pb, ds.version,
+                                             rows, op.written)))
+        return futures
+
+    def _write_rows(
+        self, op: Update, new_rows: pa.Table | None, carried_ids: np.ndarray | None, created_at: np.ndarray | None
+    ) -> list[table_pb2.DataFragment]:
+        """The new fragments of ``new_rows`` (their files' keys go to ``op.written``)."""
+        from lance_gpu.write.compaction import encode_row_ids, encode_versions
+        from lance_gpu.write.dataset_writer import (
+            DEFAULT_MAX_BYTES_PER_FILE,
+            DEFAULT_MAX_ROWS_PER_FILE,
+            _write_fragments,
+        )
+
+        if new_rows is None or not new_rows.num_rows:
+            return []
+        ds = self.ds
+        schema = ds.lance_schema
+        physical = schema.to_arrow(physical=True)
+        minor = int(ds.manifest.data_format.version.split(".")[1])
+        groups: list[tuple[pa.Table, np.ndarray | None, np.ndarray | None]] = [(new_rows, None, None)]
+        if carried_ids is not None:
+            # rows with an id (rewritten) and without (inserted) go to separate
+            # fragments: a fragment's row ids are all carried or all assigned
+            fresh = carried_ids == _NO_ID
+            groups = [
+                (new_rows.filter(pa.array(~fresh)), carried_ids[~fresh],
+                 None if created_at is None else created_at[~fresh]),
+                (new_rows.filter(pa.array(fresh)), None, None),
+            ]
+        new_frags: list[table_pb2.DataFragment] = []
+        for rows, ids, created in groups:
+            if rows.num_rows == 0:
+                continue
+            batches = (cast_batch(b, physical) for b in rows.to_batches())
+            frags, written = _write_fragments(
+                self.store, self.root, schema, physical, batches, None, minor, DEFAULT_MAX_ROWS_PER_FILE,
+                DEFAULT_MAX_BYTES_PER_FILE,
+            )
+            op.written.extend(written)
+            if ids is not None:
+                start = 0
+                for frag in frags:
+                    n = int(frag.physical_rows)
+                    frag.inline_row_ids = encode_row_ids(ids[start : start + n])
+                    if created is not None:  # a rewritten row keeps its creation version
+                        frag.inline_created_at_versions = encode_versions(created[start : start + n])
+                    start += n
+            new_frags.extend(frags)
+        return new_frags
 
 
 def _latest_of(ds: LanceDataset) -> LanceDataset:
@@ -233,26 +336,40 @@ def update(
             raise SchemaMismatchError(f"update: column {col!r} does not exist in the dataset")
 
     def attempt(target: LanceDataset) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
-        rows = target.to_table(filter=where, with_row_id=True)
+        from lance_gpu.filter import compile_expression
+
+        schema = target.schema
+        compiled = {col: compile_expression(text, schema) for col, text in updates.items()}
+        needs = {c for expr in compiled.values() for c in expr.columns}
+        # a column whose new value does not read its old one is never read
+        read = [n for n in schema.names if n not in compiled or n in needs]
+        with_row_id = any(ROW_ID in expr.virtual_columns for expr in compiled.values())
+        rows = target.to_table(columns=read, filter=where, with_row_address=True, with_row_id=with_row_id or None)
         if rows.num_rows == 0:  # pylance commits an empty Update too
             return _RowChange(target).commit(None, None), {"num_rows_updated": 0}
-        frag_ids, offsets = row_addresses(target, rows.column(_ROWID).to_numpy())
-        rowids = rows.column(_ROWID).to_numpy().astype(np.uint64)
-        rows = rows.drop_columns([_ROWID])
-        values = _eval_sql(rows, updates)
-        for col, arr in values.items():
-            typ = rows.schema.field(col).type
+        frag_ids, offsets = split_addresses(rows.column(ROW_ADDR).to_numpy())
+        rows = with_blob_bytes(target, rows, frag_ids, offsets)  # blob columns are rewritten from their bytes
+        arrays, fields = [], []
+        for field in schema:
+            if field.name not in compiled:
+                arrays.append(rows.column(field.name))
+                fields.append(rows.schema.field(field.name))
+                continue
+            fields.append(field)
             try:
-                arr = arr.cast(typ)
+                arrays.append(compiled[field.name].evaluate(rows).cast(field.type))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise SchemaMismatchError(f"update: the value of {col!r} cannot be stored as {typ}: {exc}") from exc
-            rows = rows.set_column(rows.schema.get_field_index(col), rows.schema.field(col), arr)
+                msg = f"update: the value of {field.name!r} cannot be stored as {field.type}: {exc}"
+                raise SchemaMismatchError(msg) from exc
+        new_rows = pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))
         change = _RowChange(target)
         change.delete_rows(frag_ids, offsets)
-        stable = _stable(target)
-        created = _created_at(target, frag_ids, offsets) if stable else None
-        manifest = change.commit(rows, rowids if stable else None, created)
-        return manifest, {"num_rows_updated": int(rows.num_rows)}
+        carried = created = None
+        if _stable(target):
+            carried = _row_ids_at(target, frag_ids, offsets)
+            created = _created_at(target, frag_ids, offsets)
+        manifest = change.commit(new_rows, carried, created)
+        return manifest, {"num_rows_updated": int(new_rows.num_rows)}
 
     return _run(ds, attempt, conflict_retries)
 
@@ -342,41 +459,22 @@ class MergeInsertBuilder:
 
     def _attempt(self, ds: LanceDataset, source: pa.Table) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
         on = self._on
-        cond_cols = list(ds.schema.names) if self._matched_condition is not None else []
-        read = list(dict.fromkeys(on + cond_cols))
-        target = ds.to_table(columns=read, with_row_id=True)
-        target = target.append_column(_TGT, pa.array(np.arange(target.num_rows, dtype=np.int64)))
-        src_keys = source.select(on).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-        # null keys never match (SQL equality)
-        valid_src = src_keys.filter(pc.invert(_any_null(src_keys, on)))
-        if len(on) == 1:
-            # a hash probe keeps only the target rows whose key is in the source: the join
-            # then runs over the touched rows only (null keys are in no value set)
-            probe = pc.is_in(target.column(on[0]), value_set=valid_src.column(on[0]).combine_chunks())
-            valid_tgt = target.select([*on, _TGT]).filter(probe)
-        else:
-            valid_tgt = target.select([*on, _TGT]).filter(pc.invert(_any_null(target, on)))
-        pairs = valid_tgt.join(valid_src, keys=on, join_type="inner", use_threads=False)
-        tgt_idx = pairs.column(_TGT).to_numpy()
-        src_idx = pairs.column(_SRC).to_numpy()
-        if tgt_idx.size and np.unique(tgt_idx).size != tgt_idx.size:
-            dup = int(np.sort(tgt_idx)[np.flatnonzero(np.diff(np.sort(tgt_idx)) == 0)[0]])
-            keys = {k: target.column(k)[dup].as_py() for k in on}
-            raise MergeInsertError(
-                "Ambiguous merge inserts are prohibited: multiple source rows match the same target row on "
-                f"{keys}. Please ensure each target row is matched by at most one source row."
-            )
+        scanned = _Scanned(ds, on)
+        target = scanned.table
+        tgt_idx, src_idx = _match(target, source, on)
         if self._matched == "fail" and tgt_idx.size:
             raise MergeInsertError("merge_insert: when_matched_fail and source rows match existing rows")
         matched_src = np.zeros(source.num_rows, np.bool_)
         matched_src[src_idx] = True
         act_tgt, act_src = tgt_idx, src_idx
         if self._matched == "update" and self._matched_condition is not None and tgt_idx.size:
+            # the condition reads both sides: only the matched target rows are read whole
+            matched_rows = _read_at(ds, scanned.addresses(tgt_idx))
             columns = list(ds.schema)
             joined = pa.table(
                 {
                     "target": pa.StructArray.from_arrays(
-                        [target.column(f.name).combine_chunks().take(pa.array(tgt_idx)) for f in columns], fields=columns
+                        [matched_rows.column(f.name).combine_chunks() for f in columns], fields=columns
                     ),
                     "source": pa.StructArray.from_arrays(
                         [source.column(f.name).combine_chunks().take(pa.array(src_idx)) for f in columns], fields=columns
@@ -393,31 +491,29 @@ class MergeInsertBuilder:
             unmatched = np.ones(target.num_rows, np.bool_)
             unmatched[tgt_idx] = False
             if self._by_source_expr is not None:
-                unmatched &= _expr_mask(ds, target, self._by_source_expr)
+                unmatched &= _expr_mask(ds, scanned.addresses(np.arange(target.num_rows)), self._by_source_expr)
             delete_tgt = np.flatnonzero(unmatched)
         n_updated = int(act_tgt.size) if self._matched == "update" else 0
         n_deleted = int(delete_tgt.size) + (int(act_tgt.size) if self._matched == "delete" else 0)
         stats = {"num_inserted_rows": int(insert_src.size), "num_updated_rows": n_updated, "num_deleted_rows": n_deleted}
-        rowids = target.column(_ROWID).to_numpy().astype(np.uint64)
-        gone = np.concatenate([act_tgt, delete_tgt]).astype(np.int64)
+        gone = np.sort(np.concatenate([act_tgt, delete_tgt]).astype(np.int64))
         change = _RowChange(ds)
         if gone.size:
-            frag_ids, offsets = row_addresses(ds, rowids[gone])
-            change.delete_rows(frag_ids, offsets)
-        if self._matched == "update":
-            # updated and inserted rows in source order, as pylance writes them
-            write_src = np.sort(np.concatenate([act_src, insert_src]))
-        else:
-            write_src = np.sort(insert_src)
+            change.delete_rows(*split_addresses(scanned.addresses(gone)))
+        # as pylance writes them: the updated rows in target order, then the inserted rows in
+        # source order (pylance's hash join keeps that order for single batches; over many
+        # it interleaves them in its own way)
+        write_src = np.concatenate([act_src, insert_src]) if self._matched == "update" else insert_src
         carried = created = None
         if _stable(ds) and write_src.size:
             # rewritten rows keep their stable ids and creation versions; inserted rows (no
             # id: u64::MAX marks them) get fresh ones at commit
-            id_of_src = np.full(source.num_rows, np.iinfo(np.uint64).max, np.uint64)
+            id_of_src = np.full(source.num_rows, _NO_ID, np.uint64)
             created_of_src: np.ndarray | None = np.zeros(source.num_rows, np.uint64)
             if self._matched == "update" and act_tgt.size:
-                id_of_src[act_src] = rowids[act_tgt]
-                versions = _created_at(ds, *row_addresses(ds, rowids[act_tgt]))
+                frag_ids, offsets = split_addresses(scanned.addresses(act_tgt))
+                id_of_src[act_src] = _row_ids_at(ds, frag_ids, offsets)
+                versions = _created_at(ds, frag_ids, offsets)
                 if versions is None:
                     created_of_src = None
                 else:
@@ -426,6 +522,58 @@ class MergeInsertBuilder:
             created = None if created_of_src is None else created_of_src[write_src]
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
         return change.commit(new_rows, carried, created), stats
+
+
+def _match(target: pa.Table, source: pa.Table, on: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The matching (target row, source row) pairs on the key columns ``on``, target rows
+    ascending; null keys never match.  A target row matched by more than one source row
+    is refused (:class:`MergeInsertError`), as pylance refuses it."""
+    if len(on) == 1:
+        from lance_gpu.cpu.keyjoin import KeyTable, int_keys
+
+        skeys = int_keys(source.column(on[0]))
+        if skeys is not None:
+            table = KeyTable(skeys)
+            tgt_parts, src_parts = [], []
+            base = 0
+            for chunk in target.column(on[0]).chunks:  # one per fragment: no concatenated copy
+                tkeys = int_keys(chunk)
+                assert tkeys is not None  # the source was cast to the target's type
+                tgt, src, ambiguous = table.probe(tkeys)
+                if ambiguous >= 0:
+                    _refuse_ambiguous(target, on, base + ambiguous)
+                tgt_parts.append(tgt + base)
+                src_parts.append(src)
+                base += len(chunk)
+            if not tgt_parts:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.concatenate(tgt_parts), np.concatenate(src_parts)
+    keys = target.select(on).append_column(_TGT, pa.array(np.arange(target.num_rows, dtype=np.int64)))
+    src_keys = source.select(on).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
+    valid_src = src_keys.filter(pc.invert(_any_null(src_keys, on)))
+    if len(on) == 1:
+        # a hash probe keeps only the target rows whose key is in the source: the join
+        # then runs over the touched rows only (null keys are in no value set)
+        keys = keys.filter(pc.is_in(keys.column(on[0]), value_set=valid_src.column(on[0]).combine_chunks()))
+    else:
+        keys = keys.filter(pc.invert(_any_null(keys, on)))
+    pairs = keys.join(valid_src, keys=list(on), join_type="inner", use_threads=False)
+    tgt_idx = pairs.column(_TGT).to_numpy()
+    src_idx = pairs.column(_SRC).to_numpy()
+    order = np.argsort(tgt_idx, kind="stable")
+    tgt_idx, src_idx = tgt_idx[order], src_idx[order]
+    repeated = np.flatnonzero(tgt_idx[1:] == tgt_idx[:-1])
+    if repeated.size:
+        _refuse_ambiguous(target, on, int(tgt_idx[repeated[0]]))
+    return tgt_idx, src_idx
+
+
+def _refuse_ambiguous(target: pa.Table, on: Sequence[str], row: int) -> None:
+    keys = {k: target.column(k)[row].as_py() for k in on}
+    raise MergeInsertError(
+        "Ambiguous merge inserts are prohibited: multiple source rows match the same target row on "
+        f"{keys}. Please ensure each target row is matched by at most one source row."
+    )
 
 
 def _any_null(table: pa.Table, cols: Sequence[str]) -> pa.ChunkedArray | pa.Array:
@@ -446,11 +594,10 @@ def _filter_mask(table: pa.Table, predicate: str) -> np.ndarray:
     return mask
 
 
-def _expr_mask(ds: LanceDataset, target: pa.Table, predicate: str) -> np.ndarray:
-    """Which rows of ``target`` (read with ``_rowid``) satisfy ``predicate`` over the
-    dataset's columns."""
-    hit = ds.to_table(columns=[], filter=predicate, with_row_id=True).column(_ROWID)
-    return pc.is_in(target.column(_ROWID), value_set=hit.combine_chunks()).to_numpy(zero_copy_only=False)
+def _expr_mask(ds: LanceDataset, addresses: np.ndarray, predicate: str) -> np.ndarray:
+    """Which of the rows at ``addresses`` satisfy ``predicate`` over the dataset's columns."""
+    hit = ds.to_table(columns=[], filter=predicate, with_row_address=True).column(ROW_ADDR).to_numpy()
+    return np.isin(addresses, hit)
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.file.jsonb import text_to_jsonb
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.table.schema import LanceField
 
@@ -125,6 +126,9 @@ def shred(array: pa.Array, field: LanceField) -> list[LeafColumn]:
     out: list[LeafColumn] = []
 
     def walk(arr: pa.Array, f: LanceField, chain: list[tuple[np.ndarray | None, np.ndarray | None]]) -> None:
+        if f.logical_type == "json" and isinstance(arr, pa.ExtensionArray):
+            # arrow.json text is stored as JSONB; large_binary input (a rewrite) already is
+            arr = text_to_jsonb(arr.storage, f.dotted_path)
         arr = _plain(arr)
         t = arr.type
         if pa.types.is_struct(t):

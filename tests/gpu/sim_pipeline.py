@@ -463,9 +463,9 @@ def test_object_store_fullzip_bytes_land_in_the_slabs(monkeypatch):
     deferred: list[int] = []
     add_range = staging.Stager.add_range
 
-    def spy(self, st, key, offset, size):
+    def spy(self, st, key, offset, size, **kw):
         deferred.append(size)
-        return add_range(self, st, key, offset, size)
+        return add_range(self, st, key, offset, size, **kw)
 
     monkeypatch.setattr(staging.Stager, "add_range", spy)
     store.stats.reset()
@@ -478,3 +478,146 @@ def test_object_store_fullzip_bytes_land_in_the_slabs(monkeypatch):
     assert_same(cpu, tbl, "full-zip from an object store, cpu")
     assert sum(deferred) >= n * dim * 4  # every embedding byte went store -> slab
     assert gpu_bytes <= cpu_bytes  # fetched once, not read on the host and again
+
+
+# --------------------------------------------------------------------------------------------
+# Object stores: mini-block chunks of flat values (embeddings, booleans) go from the store
+# straight into the staging slabs, planned from their chunk metadata
+
+
+@pytest.fixture(scope="module")
+def s3():
+    from s3_server import start_s3_server
+
+    server = start_s3_server()
+    yield server
+    server.stop()
+
+
+def _ranged_s3_store(s3):
+    """An S3 store on the moto server that reads data files by ranges (as large files are),
+    with its own request / byte counters."""
+    import obstore.store
+
+    from lance_gpu.io import ObstoreStore
+    from lance_gpu.io.resolve import split_options
+
+    config, client, _retry = split_options(s3.storage_options)
+    raw = obstore.store.S3Store(s3.bucket, config=config, client_options=client)
+    return ObstoreStore(raw, f"s3://{s3.bucket}", whole_object_below=0)
+
+
+def test_s3_miniblock_chunks_land_in_the_slabs(monkeypatch, s3):
+    from lance_gpu.gpu import staging
+
+    n, dim = 6000, 16  # 64-byte embeddings: mini-block pages of FixedSizeList(Flat) chunks
+    rng = np.random.default_rng(11)
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * dim, dtype=np.float32)), dim)
+    tbl = pa.table({"emb": emb, "flag": pa.array(rng.random(n) > 0.5), "id": pa.array(np.arange(n))})
+    name = f"mb-{rng.integers(1 << 30)}"
+    lance.write_dataset(tbl, f"s3://{s3.bucket}/{name}", storage_options=s3.storage_options)
+    store = _ranged_s3_store(s3)
+
+    deferred: list[tuple[int, bool]] = []
+    at_upload: list[dict] = []
+    add_range, upload = staging.Stager.add_range, staging.Stager.upload
+
+    def spy_add(self, st, key, offset, size, **kw):
+        deferred.append((size, kw.get("check") is not None))
+        return add_range(self, st, key, offset, size, **kw)
+
+    def spy_upload(self):
+        at_upload.append(store.stats.snapshot())
+        return upload(self)
+
+    monkeypatch.setattr(staging.Stager, "add_range", spy_add)
+    monkeypatch.setattr(staging.Stager, "upload", spy_upload)
+    store.stats.reset()
+    gpu = lance_gpu.dataset(name, store=store).to_table(device="gpu", on_cpu_fallback="raise")
+    gpu_stats = store.stats.snapshot()
+    store.stats.reset()
+    cpu = lance_gpu.dataset(name, store=store).to_table(device="cpu")
+    cpu_stats = store.stats.snapshot()
+    ref = lance.dataset(f"s3://{s3.bucket}/{name}", storage_options=s3.storage_options).to_table()
+    assert_same(gpu, ref, "mini-block chunks from S3, gpu")
+    assert_same(cpu, ref, "mini-block chunks from S3, cpu")
+    checked = sum(size for size, with_check in deferred if with_check)
+    assert checked >= n * dim * 4  # every embedding chunk went store -> slab, its headers checked there
+    # the planner did not fetch them: the bytes read before the upload leave the embeddings out
+    assert at_upload and at_upload[0]["bytes_read"] + n * dim * 4 <= gpu_stats["bytes_read"]
+    assert gpu_stats["bytes_read"] <= cpu_stats["bytes_read"]  # fetched once, not on the host and again
+    assert gpu_stats["gets"] <= cpu_stats["gets"] + 2
+
+
+def test_s3_miniblock_corrupt_chunk_header_is_refused(s3):
+    """A deferred chunk whose header says its value buffer is shorter than its values is
+    refused when it lands in the slab (the CPU reader refuses it too), never decoded."""
+    import boto3
+
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.reader import parse_layout
+
+    n, dim = 6000, 16
+    rng = np.random.default_rng(12)
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * dim, dtype=np.float32)), dim)
+    name = f"mbbad-{rng.integers(1 << 30)}"
+    lance.write_dataset(pa.table({"emb": emb}), f"s3://{s3.bucket}/{name}", storage_options=s3.storage_options)
+    store = _ranged_s3_store(s3)
+    key = next(k for k in s3.keys(name + "/data/"))
+    page = LanceFileReader(key, store).column(0).pages[0]
+    mb = parse_layout(page, DecodeContext(key)).mini_block_layout
+    assert not mb.HasField("def_compression")
+    client = boto3.client(
+        "s3", endpoint_url=s3.endpoint, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    body = bytearray(client.get_object(Bucket=s3.bucket, Key=key)["Body"].read())
+    at = int(page.buffer_offsets[1]) + 2  # the first chunk's header: its value buffer size
+    body[at : at + 4 if mb.has_large_chunk else at + 2] = bytes(4 if mb.has_large_chunk else 2)
+    client.put_object(Bucket=s3.bucket, Key=key, Body=bytes(body))
+    for device in ("gpu", "cpu"):
+        with pytest.raises(CorruptFileError):
+            lance_gpu.dataset(name, store=_ranged_s3_store(s3)).to_table(device=device, on_cpu_fallback="raise")
+
+
+# --------------------------------------------------------------------------------------------
+# C++ canonical extension types (not pa.ExtensionType subclasses) on the GPU path
+
+
+def _canonical_extension_table() -> pa.Table:
+    import uuid
+
+    n = 5
+    return pa.table(
+        {
+            "u": pa.array([uuid.UUID(int=i * 7919).bytes for i in range(n)], pa.uuid()),
+            "ten": pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(n * 4, dtype=np.float32).reshape(n, 2, 2)),
+            "j": pa.array(['{"a":1}', None, "[1,2]", "{}", '"é"'], pa.json_(pa.utf8())),
+            "b8": pa.ExtensionArray.from_storage(pa.bool8(), pa.array([1, 0, None, 2, 0], pa.int8())),
+            "op": pa.ExtensionArray.from_storage(
+                pa.opaque(pa.binary(), "geom", "postgis"), pa.array([b"a", None, b"", b"xy", b"z"])
+            ),
+        }
+    )
+
+
+@pytest.mark.parametrize("storage", ["2.1", "2.2"])  # 2.0 pages have no GPU decoder
+def test_canonical_extension_types_on_the_gpu(root, storage):
+    """uuid, fixed_shape_tensor, json (JSONB on the device, text on the way out), bool8 and
+    opaque come back from the GPU path as pylance returns them, and leave for cuDF through
+    the host copy (``cudf.Series.from_arrow``, as ``cudf.DataFrame.from_arrow`` of pylance's
+    table), never through the zero-copy storage layout."""
+    from lance_gpu.gpu import _cudf
+
+    uri = str(root / f"canonical-{storage}.lance")
+    lance.write_dataset(_canonical_extension_table(), uri, data_storage_version=storage)
+    ref = lance.dataset(uri).to_table()
+    gpu = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+    assert gpu.schema == ref.schema
+    assert gpu.equals(ref)
+    (dt,) = list(lance_gpu.dataset(uri).to_device_batches())
+    for name, col in zip(dt.names, dt.columns):
+        assert isinstance(col, DeviceColumn) and col.type == ref.schema.field(name).type, name
+        with pytest.raises(_cudf._NoZeroCopy):
+            _cudf.to_plc_column(col)
+        assert col.to_arrow().equals(ref.column(name).combine_chunks()), name

@@ -90,3 +90,49 @@ def test_bad_offsets(offsets):
 def test_empty():
     check_variable(np.zeros(1, np.int64), np.zeros(0, np.uint8), True)
     check_variable(np.zeros(0, np.int64), np.zeros(0, np.uint8), True)
+
+
+def _run_automaton(value: bytes) -> int:
+    state = 0
+    for b in value:
+        state = int(utf8_mod.BYTE_NEXT[state * 256 + b])
+    return state
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ALPHABET), max_size=12).map(bytes))
+def test_automaton_matches_python(value):
+    """The byte automaton the fused decoders run ends at 0 exactly on well-formed UTF-8."""
+    assert (_run_automaton(value) == 0) == (_first_bad([value]) is None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_ALPHABET), min_size=1, max_size=8).map(bytes), min_size=1, max_size=6),
+       st.lists(st.integers(0, 5), max_size=10))
+def test_symbol_automaton_is_the_byte_automaton_over_whole_symbols(symbols, codes):
+    sym = np.array([int.from_bytes(s.ljust(8, b"\0"), "little") for s in symbols], np.uint64)
+    lens = np.array([len(s) for s in symbols], np.uint8)
+    table = utf8_mod.symbol_next(sym, lens, len(symbols))
+    assert table[len(symbols)] == utf8_mod.UTF8_ERROR  # a code past the table
+    state = 0
+    out = b""
+    for c in codes:
+        c %= len(symbols)
+        state = int(table[state * 256 + c])
+        out += symbols[c]
+    assert state == _run_automaton(out)
+
+
+def test_fsst_decode_reports_utf8_from_its_loop():
+    from cuda_kernels.fsst import fsst_decode
+
+    symbols = [b"caf\xc3", b"\xa9 ", b"\xe6\x97"]
+    sym = np.array([int.from_bytes(s.ljust(8, b"\0"), "little") for s in symbols], np.uint64)
+    lens = np.array([len(s) for s in symbols], np.uint8)
+    # "café " | "日" as symbol + escape | a cut character | an escaped 0xFF
+    comp = bytes([0, 1, 2, 255, 0xA5, 2, 255, 0xFF])
+    offs = np.array([0, 2, 5, 6, 8], np.int64)
+    o, d, ok = fsst_decode(sym, lens, np.frombuffer(comp, np.uint8), offs, n_symbols=3, utf8=True)
+    assert d.tobytes() == "café 日".encode() + b"\xe6\x97\xff" and ok is False
+    o, d, ok = fsst_decode(sym, lens, np.frombuffer(comp, np.uint8), offs[:3], n_symbols=3, utf8=True)
+    assert ok is True and o.tolist() == [0, 6, 9]

@@ -53,12 +53,12 @@ def decompress(table: SymbolTable, compressed: VariableWidthBlock, ctx: DecodeCo
     from cuda_kernels.fsst import fsst_decode
 
     try:
-        offsets, data = fsst_decode(
-            table.symbols, table.lengths, compressed.data, compressed.offsets, n_symbols=table.n_symbols
+        offsets, data, utf8_valid = fsst_decode(
+            table.symbols, table.lengths, compressed.data, compressed.offsets, n_symbols=table.n_symbols, utf8=True
         )
     except CorruptInputError as exc:
         raise ctx.corrupt(f"FSST data ({exc})") from exc
-    return VariableWidthBlock(offsets, data)
+    return VariableWidthBlock(offsets, data, True, utf8_valid)
 
 
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> VariableWidthBlock:
@@ -71,26 +71,28 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
         if inner.variable.HasField("values"):
             raise ctx.unsupported("Variable with per-chunk value compression")
         bits = variable.offset_bits(inner.variable, ctx)
-        status, chunk, offsets, data = native.fsst_decode_chunks(
+        status, chunk, offsets, data, utf8_valid = native.fsst_decode_chunks(
             cb.data, cb.starts, cb.sizes, cb.counts, bits // 8, table.symbols, table.lengths, table.n_symbols
         )
         if status == native.FSST_BAD_OFFSETS:
             raise ctx.corrupt(f"variable-width chunk offsets out of range (chunk {chunk})")
         if status != 0:
             raise ctx.corrupt(f"FSST data in chunk {chunk} is malformed ({_FSST_ERRORS.get(status, 'bad input')})")
-        return VariableWidthBlock(offsets, data)
+        return VariableWidthBlock(offsets, data, True, utf8_valid)
     vstart, vlen = variable.value_ranges(inner.variable, cb, ctx, select)
     if not table.compressed:
-        offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
-        return VariableWidthBlock(offsets, data)
+        offsets, data, utf8_valid = native.ranges_to_variable(cb.data, vstart, vlen)
+        return VariableWidthBlock(offsets, data, True, utf8_valid)
     from cuda_kernels.errors import CorruptInputError
     from cuda_kernels.fsst import fsst_decode_spans
 
     try:
-        offsets, data = fsst_decode_spans(table.symbols, table.lengths, cb.data, vstart, vlen, n_symbols=table.n_symbols)
+        offsets, data, utf8_valid = fsst_decode_spans(
+            table.symbols, table.lengths, cb.data, vstart, vlen, n_symbols=table.n_symbols, utf8=True
+        )
     except CorruptInputError as exc:
         raise ctx.corrupt(f"FSST data ({exc})") from exc
-    return VariableWidthBlock(offsets, data)
+    return VariableWidthBlock(offsets, data, True, utf8_valid)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> VariableWidthBlock:

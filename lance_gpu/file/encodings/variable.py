@@ -59,8 +59,8 @@ def value_ranges(enc, cb: ChunkBuffers, ctx: DecodeContext, select: np.ndarray |
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> VariableWidthBlock:
     cb = bufs[0]
     vstart, vlen = value_ranges(enc, cb, ctx, select)
-    offsets, data = native.ranges_to_variable(cb.data, vstart, vlen)
-    return VariableWidthBlock(offsets, data)
+    offsets, data, utf8_valid = native.ranges_to_variable(cb.data, vstart, vlen)
+    return VariableWidthBlock(offsets, data, True, utf8_valid)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> VariableWidthBlock:

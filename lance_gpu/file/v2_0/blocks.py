@@ -60,6 +60,10 @@ class Bits:
 class Var:
     offsets: np.ndarray  # int64[n + 1], offsets[0] == 0
     data: np.ndarray  # uint8
+    #: as :class:`lance_gpu.file.blocks.VariableWidthBlock`: offsets built by the decoder
+    #: (from 0, non-decreasing, ending at ``len(data)``) and, with that, every value UTF-8
+    offsets_valid: bool = False
+    utf8_valid: bool = False
 
     @property
     def n(self) -> int:
@@ -181,7 +185,7 @@ def to_arrow(block, t: pa.DataType, ctx: DecodeContext, validity: np.ndarray | N
             offs = block.offsets
         else:
             raise ctx.corrupt(f"variable-width values where the field type is {t}")
-        check_values(offs, block.data, is_utf8_type(t), ctx)
+        check_values(offs, block.data, is_utf8_type(t), ctx, block.offsets_valid, block.utf8_valid)
         return pa.Array.from_buffers(
             t, n, [vbuf, pa.py_buffer(offs), pa.py_buffer(block.data)], null_count=nulls
         )

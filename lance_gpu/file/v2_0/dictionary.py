@@ -12,6 +12,10 @@ exactly as its reader does:
   are returned as they are, with the page's dictionary.  A key that points at a null
   dictionary item is reported as a null key (the writer moves null keys into the
   dictionary that way).
+
+Materialised values are validated once, as the dictionary (:mod:`lance_gpu.file.validate`),
+before the gather: the gathered block then holds only whole dictionary values under
+offsets the gather builds, and is marked so.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from lance_gpu.file.v2_0.blocks import (
     split_validity,
 )
 from lance_gpu.file.v2_0.page import PageSource
+from lance_gpu.file.validate import check_values, is_utf8_type
 
 
 def _take_var(block: Var, idx: np.ndarray) -> Var:
@@ -43,7 +48,8 @@ def _take_var(block: Var, idx: np.ndarray) -> Var:
         return Var(offsets, np.zeros(0, np.uint8))
     # Byte j of value i comes from data[starts[i] + (j - offsets[i])].
     src_pos = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
-    return Var(offsets, block.data[src_pos])
+    # whole values of a checked dictionary (see decode) under offsets built here
+    return Var(offsets, block.data[src_pos], True, block.utf8_valid)
 
 
 def _take(block, idx: np.ndarray, src: PageSource):
@@ -95,6 +101,11 @@ def decode(msg, src: PageSource, start: int, stop: int, arrow_type):
         if valid.any():
             raise src.ctx.corrupt("dictionary index into an empty dictionary")
         return AllNull(n)
+    if isinstance(item_block, Var):
+        utf8 = value_type is not None and is_utf8_type(value_type)
+        check_values(item_block.offsets, item_block.data, utf8, src.ctx, item_block.offsets_valid, item_block.utf8_valid)
+        item_block.offsets_valid = True
+        item_block.utf8_valid = utf8
     out = _take(item_block, pos, src)
     if item_valid is not None:
         valid &= item_valid[pos]

@@ -26,10 +26,11 @@ def decode(msg, src: PageSource, start: int, stop: int, arrow_type):
         from cuda_kernels.fsst import fsst_decode
 
         try:
-            offsets, data = fsst_decode(
-                table.symbols, table.lengths, block.data, block.offsets, n_symbols=table.n_symbols
+            offsets, data, utf8_valid = fsst_decode(
+                table.symbols, table.lengths, block.data, block.offsets, n_symbols=table.n_symbols, utf8=True
             )
         except CorruptInputError as exc:
             raise src.ctx.corrupt(f"FSST data ({exc})") from exc
-        block = Var(offsets.astype("int64", copy=False), data)
+        # the decoder built the offsets and validated the strings as it wrote them
+        block = Var(offsets.astype("int64", copy=False), data, True, utf8_valid)
     return block if validity is None else Nullable(block, validity)

@@ -109,12 +109,12 @@ def _variable_values(enc, data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray
     kind = enc.WhichOneof("compression")
     if kind in ("variable", "variable_packed_struct"):
         # a packed struct's rows stay whole (encodings.packed_struct splits the fields)
-        offsets, out = native.ranges_to_variable(data, vstart, vlen)
-        return VariableWidthBlock(offsets, out)
+        offsets, out, utf8_valid = native.ranges_to_variable(data, vstart, vlen)
+        return VariableWidthBlock(offsets, out, True, utf8_valid)
     if kind == "fsst":
         table = fsst.SymbolTable(enc.fsst.symbol_table, ctx)
-        offsets, out = native.ranges_to_variable(data, vstart, vlen)
-        return fsst.decompress(table, VariableWidthBlock(offsets, out), ctx)
+        offsets, out, _ = native.ranges_to_variable(data, vstart, vlen)
+        return fsst.decompress(table, VariableWidthBlock(offsets, out, True), ctx)
     if kind == "general":
         inner = enc.general.values
         if inner.WhichOneof("compression") not in ("variable", "flat"):

@@ -18,7 +18,7 @@ import numpy as np
 
 from lance_gpu.cpu import native
 from lance_gpu.file import encodings
-from lance_gpu.file.blocks import FixedWidthBlock
+from lance_gpu.file.blocks import FixedWidthBlock, select_block
 from lance_gpu.file.encodings import dictionary
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 from lance_gpu.file.page import LeafPage
@@ -106,6 +106,7 @@ def decode(
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
     local = None
+    run = False  # the selection is one run of rows: decode its chunks whole, then slice
     if rows is not None:
         if has_rep:
             raise ValueError("row selection needs a page without repetition levels")
@@ -118,6 +119,7 @@ def decode(
             c0, c1 = np.searchsorted(first_item, [rows[0], rows[-1]], side="right") - 1
             keep = np.arange(c0, c1 + 1)
             local = np.arange(rows.size, dtype=np.int64) + (int(rows[0]) - int(first_item[c0]))
+            run = True
         else:
             chunk_of = np.searchsorted(first_item, rows, side="right") - 1
             # ``rows`` are sorted, so are their chunks: new chunks start where chunk_of steps.
@@ -145,9 +147,13 @@ def decode(
     if nbuf == 0:
         values = None
     else:
-        # A selection is pushed into the value decoder, except through a dictionary, whose
-        # indices are selected before the gather below.
-        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx, select=None if has_dict else local)
+        # A scattered selection is pushed into the value decoder, except through a dictionary,
+        # whose indices are selected before the gather below; a run of rows is sliced from
+        # the decoded chunks (selective decoders only pay off on scattered rows).
+        pushed = None if has_dict or run else local
+        values = encodings.decode_miniblock(layout.value_compression, chunk_bufs, ctx, select=pushed)
+        if run and not has_dict and local is not None:
+            values = select_block(values, local)
     if has_dict:
         if len(buffers) < 3:
             raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
