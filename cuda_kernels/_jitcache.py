@@ -36,6 +36,29 @@ an ``fcntl`` lock on ``<index>.lock``, so concurrent writers cannot drop each
 other's entries or point an index entry at another signature's code.  A cache
 file that cannot be read or unpickled is a miss (the kernel recompiles and
 rewrites it), never an error.
+
+Twins: no waiting for the compiler on a cold cache.  A kernel made with
+``njit(cache=True, twin=f)`` (or ``cpu_driver(twin=f)``) is a
+:class:`TwinnedKernel`: ``f`` is a numpy implementation of the same contract
+(same arguments, same results, same writes into output arguments) for every
+*valid* input; it returns ``NotImplemented`` for anything else (corrupt input,
+an error to report), and the kernel then runs -- compiled in this process if
+need be -- so error results are the kernel's own.  When a call's argument
+types have no compiled code in this process:
+
+1. if the cache holds them, they load (milliseconds) and the kernel runs;
+2. otherwise the twin runs, and the signature is sent to a background compile
+   worker (:mod:`cuda_kernels._jitworker`, one ``python`` subprocess per
+   process, niced), which compiles it into the cache; a later call of this
+   process (the cache is looked at again at most every
+   :data:`RECHECK_SECONDS`) or any later process loads it from there.
+
+Workers of concurrent processes take turns (an ``fcntl`` lock per request),
+so a signature is compiled once; a worker outlives its process until its
+requests are done.  Twins are off (every kernel compiles in the calling
+process as before) when ``$LANCE_GPU_JIT_TWINS`` is ``0`` or no cache
+directory is usable.  Kernels called from other compiled code cannot be
+twinned (numba must see a dispatcher there).
 """
 
 from __future__ import annotations
@@ -51,10 +74,27 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE_DIR_ENV", "cache_dir", "cache_stats", "enable_cache", "njit", "source_fingerprint"]
+__all__ = [
+    "CACHE_DIR_ENV",
+    "RECHECK_SECONDS",
+    "TWINS_ENV",
+    "TwinnedKernel",
+    "cache_dir",
+    "cache_stats",
+    "enable_cache",
+    "njit",
+    "source_fingerprint",
+    "twin_stats",
+    "twins_enabled",
+    "wait_for_worker",
+]
 
 #: Environment variable naming the kernel cache directory (see the module docstring).
 CACHE_DIR_ENV = "LANCE_GPU_CACHE_DIR"
+#: Environment variable: ``0`` turns numpy twins (and the background compile worker) off.
+TWINS_ENV = "LANCE_GPU_JIT_TWINS"
+#: Seconds between two looks into the cache for a signature a twin is standing in for.
+RECHECK_SECONDS = 0.25
 
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -293,13 +333,231 @@ def cache_stats() -> dict[str, dict[str, int]]:
     return out
 
 
+_twins_on: list[bool] = []  # [twins_enabled()] once decided
+
+
+def twins_enabled() -> bool:
+    """Whether twinned kernels stand in with numpy for code not compiled yet (module docstring)."""
+    if not _twins_on:
+        on = os.environ.get(TWINS_ENV, "1") != "0" and cache_dir() is not None
+        with _lock:
+            if not _twins_on:
+                _twins_on.append(on)
+    return _twins_on[0]
+
+
+_NO_MATCH = "No matching definition for argument type"
+
+
+class TwinnedKernel:
+    """A numba CPU dispatcher and its numpy twin (see "Twins" in the module docstring).
+
+    Calls run compiled code when this process has it for the argument types, else
+    load it from the cache, else run ``twin`` (and have the worker compile).  With
+    twins on, the dispatcher never compiles at call time (``_can_compile`` is off, so a
+    call with new types raises numba's "No matching definition" TypeError, which is
+    what sends it here); :meth:`compile_here` compiles on purpose.
+    """
+
+    def __init__(self, dispatcher: Any, twin: Callable[..., Any]) -> None:
+        self.dispatcher = dispatcher
+        self.twin = twin
+        self.py_func = dispatcher.py_func
+        self.__name__ = dispatcher.py_func.__name__
+        self.__qualname__ = dispatcher.py_func.__qualname__
+        self.__module__ = dispatcher.py_func.__module__
+        self.__doc__ = dispatcher.py_func.__doc__
+        self._armed: bool | None = None  # None: undecided; False: twins off
+        self._next_look: dict[tuple[Any, ...], float] = {}
+        self._look_lock = threading.Lock()
+        self.twin_calls = 0
+
+    def _arm(self) -> bool:
+        on = twins_enabled()
+        with _compile_here_lock:
+            if self._armed is None:
+                if on:
+                    self.dispatcher._can_compile = False
+                self._armed = on
+        return bool(self._armed)
+
+    def __call__(self, *args: Any) -> Any:
+        if self._armed is False or (self._armed is None and not self._arm()):
+            return self.dispatcher(*args)
+        try:
+            return self.dispatcher(*args)
+        except TypeError as exc:
+            if _NO_MATCH not in str(exc):
+                raise
+        return self._cold_call(args)
+
+    def _cold_call(self, args: tuple[Any, ...]) -> Any:
+        sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+        if self._load_cached(sig):
+            return self.dispatcher(*args)
+        _request_compile(self.dispatcher, sig)
+        self.twin_calls += 1
+        result = self.twin(*args)
+        if result is NotImplemented:  # input the twin leaves to the kernel (errors)
+            self.compile_here(sig)
+            return self.dispatcher(*args)
+        return result
+
+    def _load_cached(self, sig: tuple[Any, ...]) -> bool:
+        """Add the cached compiled code for ``sig`` (looked for at most every RECHECK_SECONDS)."""
+        import time
+
+        d = self.dispatcher
+        # One look at a time per kernel: threads arriving while another loads wait for it
+        # (rather than run the twin and ask the worker for code that is in the cache).
+        with self._look_lock:
+            if sig in d.overloads:  # another thread loaded it meanwhile
+                return True
+            now = time.monotonic()
+            if now < self._next_look.get(sig, 0.0):
+                return False
+            self._next_look[sig] = now + RECHECK_SECONDS
+            return self._load(sig)
+
+    def _load(self, sig: tuple[Any, ...]) -> bool:
+        from numba.core.compiler_lock import global_compiler_lock
+
+        d = self.dispatcher
+        with global_compiler_lock:
+            if sig in d.overloads:
+                return True
+            cres = d._cache.load_overload(sig, d.targetctx)
+            if cres is None:
+                return False
+            # as numba's Dispatcher.compile does for a cache hit
+            d._cache_hits[sig] += 1
+            if not cres.objectmode:
+                d.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            d.add_overload(cres)
+        return True
+
+    def compile_here(self, sig: tuple[Any, ...]) -> None:
+        """Compile (or load) ``sig`` in this process, whatever the twin state."""
+        with _compile_here_lock:
+            d = self.dispatcher
+            before = d._can_compile
+            d._can_compile = True
+            try:
+                d.compile(sig)
+            finally:
+                d._can_compile = before
+
+    def __repr__(self) -> str:
+        return f"<twinned kernel {self.__module__}.{self.__qualname__}>"
+
+
+_compile_here_lock = threading.RLock()
+
+
+class _Worker:
+    """The background compile worker of this process (started on the first request)."""
+
+    def __init__(self) -> None:
+        self.proc: Any = None
+        self.pid = -1  # the process that started ``proc`` (a fork must start its own)
+        self.sent: set[tuple[str, str, tuple[Any, ...]]] = set()
+        self.lock = threading.Lock()
+
+    def request(self, dispatcher: Any, sig: tuple[Any, ...]) -> None:
+        import base64
+        import pickle
+
+        key = (dispatcher.py_func.__module__, dispatcher.py_func.__qualname__, sig)
+        with self.lock:
+            if self.pid != os.getpid():
+                self.proc, self.pid, self.sent = None, os.getpid(), set()
+            if key in self.sent:
+                return
+            self.sent.add(key)
+            try:
+                if self.proc is None or self.proc.poll() is not None:
+                    self.proc = self._start()
+                line = base64.b64encode(pickle.dumps(key, protocol=4)) + b"\n"
+                self.proc.stdin.write(line)
+                self.proc.stdin.flush()
+            except (OSError, ValueError, pickle.PicklingError) as exc:
+                _log.debug("kernel compile worker unavailable: %r", exc)
+
+    @staticmethod
+    def _start() -> Any:
+        import subprocess
+
+        base = cache_dir()
+        assert base is not None  # twins are on only with a cache directory
+        env = dict(os.environ)
+        env[TWINS_ENV] = "0"
+        env[CACHE_DIR_ENV] = str(base.parent)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
+        log = open(base / "compile-worker.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "cuda_kernels._jitworker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+                start_new_session=True,  # outlives this process (and its process group)
+            )
+        finally:
+            log.close()
+
+    def wait(self, timeout: float | None) -> bool:
+        with self.lock:
+            proc = self.proc if self.pid == os.getpid() else None
+            self.proc = None
+            self.sent = set()
+        if proc is None:
+            return True
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+            return False
+        return True
+
+
+_worker = _Worker()
+
+
+def _request_compile(dispatcher: Any, sig: tuple[Any, ...]) -> None:
+    _worker.request(dispatcher, sig)
+
+
+def wait_for_worker(timeout: float | None = None) -> bool:
+    """Let this process's compile worker finish its requests (and exit); False on timeout.
+
+    Not needed for correctness (the worker outlives the process); benchmarks and tests
+    use it to find a warm cache afterwards.
+    """
+    return _worker.wait(timeout)
+
+
+def twin_stats() -> dict[str, int]:
+    """Per twinned kernel of this process (``module.qualname``): calls its numpy twin served."""
+    return {
+        f"{k.__module__}.{k.__qualname__}": k.twin_calls for k in tuple(_twinned) if k.twin_calls
+    }
+
+
+_twinned: list[TwinnedKernel] = []
+
+
 def njit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``numba.njit`` whose ``cache=True`` uses the kernel cache (:func:`cache_dir`) instead of numba's.
 
     Usable as ``@njit``, ``@njit(**options)`` or ``njit(**options)(func)``; compilation stays lazy
-    (on first call, per signature).
+    (on first call, per signature).  ``twin=f`` (with ``cache=True``) returns a
+    :class:`TwinnedKernel` instead of the dispatcher (see "Twins" in the module docstring).
     """
     cache = bool(options.pop("cache", False))
+    twin = options.pop("twin", None)
 
     def wrap(f: Callable[..., Any]) -> Any:
         import numba
@@ -310,6 +568,10 @@ def njit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
         if cache:
             enable_cache(dispatcher)
         _dispatchers.append(dispatcher)
+        if twin is not None and cache:
+            kernel = TwinnedKernel(dispatcher, twin)
+            _twinned.append(kernel)
+            return kernel
         return dispatcher
 
     if func is None:

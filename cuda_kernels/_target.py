@@ -191,14 +191,18 @@ class CpuDriver:
     """A CPU loop compiled with ``numba.njit`` on first call.
 
     Globals naming :class:`DualFunction` cores (or other drivers) are bound to
-    their njit dispatchers.  ``cache=True`` and ``nogil=True`` are on.
+    their njit dispatchers.  ``cache=True`` and ``nogil=True`` are on.  ``twin=f``:
+    calls from Python go through a numpy twin while the cache is cold (see
+    :mod:`cuda_kernels._jitcache`).
     """
 
-    def __init__(self, pyfunc, **options):
+    def __init__(self, pyfunc, twin=None, **options):
         self.py = pyfunc
         self._options = dict(cache=True, nogil=True)
         self._options.update(options)
         self._dispatcher = None
+        self.twin = twin
+        self._twinned = None
         self.__name__ = pyfunc.__name__
         self.__qualname__ = pyfunc.__qualname__
         self.__doc__ = pyfunc.__doc__
@@ -214,7 +218,22 @@ class CpuDriver:
                     )
         return self._dispatcher
 
+    @property
+    def twinned(self):
+        """Calls from Python with a numpy twin (:class:`~cuda_kernels._jitcache.TwinnedKernel`).
+
+        It holds a dispatcher of its own (same cache entries): compiled callers keep
+        :attr:`dispatcher`, which compiles at call time as usual.
+        """
+        if self._twinned is None:
+            with _lock:
+                if self._twinned is None:
+                    self._twinned = njit(twin=self.twin, **self._options)(_rebind(self.py, "cpu"))
+        return self._twinned
+
     def __call__(self, *args):
+        if self.twin is not None:
+            return self.twinned(*args)
         return self.dispatcher(*args)
 
     def __repr__(self):

@@ -33,7 +33,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from . import _device
+from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 
@@ -187,7 +187,7 @@ def _unpack_block_swar(words_u8, t, base, w, out64, ob64, tmp, tmp_u8):
             out64[o + q] = _fl_unpack_swar(tmp, wi, sh, t, w, q, lo_rep, mask_rep)
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.unpack_range_swar)
 def _unpack_range_swar(words_u8, t, offsets, widths, out64, lo, hi):
     tmp = np.empty(16 * t, dtype=np.uint64)
     tmp_u8 = tmp.view(np.uint8)
@@ -202,7 +202,7 @@ def _unpack_parallel_swar(words_u8, t, offsets, widths, out64, nchunks):
         _unpack_range_swar(words_u8, t, offsets, widths, out64, ch * n // nchunks, (ch + 1) * n // nchunks)
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.check_blocks)
 def _check_blocks_cpu(nwords, t, offsets, widths):
     for b in range(offsets.shape[0]):
         if not _fl_block_ok(nwords, np.int64(offsets[b]), t, np.int64(widths[b])):
@@ -210,7 +210,7 @@ def _check_blocks_cpu(nwords, t, offsets, widths):
     return -1
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.unpack_blocks)
 def _unpack_blocks_serial(words, offsets, widths, out):
     for b in range(offsets.shape[0]):
         _unpack_block_cpu(words, np.int64(offsets[b]), np.int64(widths[b]), out, b * 1024)

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from . import _device
+from . import _device, _twins
 from ._cpu import load_u64, store_u64
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
@@ -122,7 +122,7 @@ def _gather_rows(items, indices, out):
     return -1
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.binary_lengths)
 def _binary_lengths(item_offsets, n_bytes, indices, out_offsets):
     """out_offsets = exclusive scan of the gathered lengths; returns first bad index or -1."""
     out_offsets[0] = 0
@@ -136,7 +136,7 @@ def _binary_lengths(item_offsets, n_bytes, indices, out_offsets):
     return -1
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.binary_copy_range)
 def _binary_copy_range(item_offsets, item_bytes, indices, out_offsets, out_bytes, lo, hi):
     """Copy items lo..hi, eight bytes at a time where both sides have room.
 

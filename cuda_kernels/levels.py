@@ -48,7 +48,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from . import _device
+from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_BAD_LEVEL, CorruptInputError, new_error_flag, raise_if_flagged
 
@@ -344,7 +344,7 @@ def _unravel_fill_parallel(
         )
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.defs_le)
 def _defs_le(def_, bound, out):
     """out[i] = def_[i] <= bound; returns the number of False (nulls)."""
     nulls = 0
@@ -355,7 +355,7 @@ def _defs_le(def_, bound, out):
     return nulls
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.max_level)
 def _max_level(levels):
     m = np.int64(0)
     for i in range(levels.shape[0]):

@@ -22,7 +22,7 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
 import numpy as np
 from numba import prange
 
-from . import _device
+from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError
 
@@ -215,7 +215,7 @@ def _high_bits(data, s, e):
     return acc
 
 
-@cpu_driver(parallel=True)
+@cpu_driver(parallel=True, twin=_twins.utf8_valid)
 def _utf8_valid_cpu(data, lo, hi, nchunks):
     """0: ``data[lo:hi]`` is not UTF-8; 1: it is; 2: it is ASCII (no value boundary can
     then fall inside a character)."""
@@ -249,7 +249,7 @@ def _value_ok(offsets, data, n_bytes, i, utf8):
     return VALID
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.check_variable)
 def _check_variable_cpu(offsets, data, utf8, bytes_ok):
     n = offsets.shape[0] - 1
     size = np.int64(data.shape[0])
@@ -287,6 +287,15 @@ def _check_variable_cpu(offsets, data, utf8, bytes_ok):
     return VALID, np.int64(-1)
 
 
+def _read_only(a):
+    """A read-only view of ``a`` (``a`` itself when it already is)."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def check_variable(offsets, data, utf8):
     """Validate Arrow variable-width values (CPU).
 
@@ -300,6 +309,9 @@ def check_variable(offsets, data, utf8):
     if offsets.dtype not in (np.int32, np.int64):
         offsets = offsets.astype(np.int64)
     data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    # One array flavour for the compiled drivers: bytes and offsets come both from read-only
+    # file maps and from writable decode buffers, and numba compiles (seconds) per flavour.
+    offsets, data = _read_only(offsets), _read_only(data)
     bytes_ok = False
     if utf8 and offsets.size > 1:
         # the bytes as a whole, in parallel; the exact place is only searched for on failure

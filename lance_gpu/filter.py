@@ -1337,7 +1337,7 @@ def _const(value: pa.Scalar) -> _C:
     return _C(pc.scalar(value), value.type, value)
 
 
-_NULL_BOOL = pa.scalar(None, pa.bool_())
+_NULL_BOOL = pa.nulls(1, pa.bool_())[0]  # not pa.scalar(None, ...): that imports pandas (~0.5 s at the first read)
 _REGEX_FLAGS = "imsxU"  # the inline flags both Rust's regex (pylance) and ours accept
 
 _COMPARE_FN = {

@@ -65,3 +65,8 @@ def azurite():
     server = start_azurite(binary)
     yield server
     server.stop()
+
+
+# The suite runs the compiled kernels (twins are tested against them in test_jit_twins.py and,
+# in fresh processes, test_jit_cache.py) and starts no background compile workers.
+os.environ.setdefault("LANCE_GPU_JIT_TWINS", "0")

@@ -31,7 +31,9 @@ from cuda_kernels import _jitcache
 path, cols = sys.argv[1], sys.argv[2].split(",")
 t = lance_gpu.dataset(path, device="cpu").to_table(columns=cols)
 digest = hashlib.sha256(str(t.to_pydict()).encode()).hexdigest()
-print(json.dumps({"digest": digest, "stats": _jitcache.cache_stats(), "dir": str(_jitcache.cache_dir())}))
+twins = _jitcache.twin_stats()
+assert _jitcache.wait_for_worker(600)
+print(json.dumps({"digest": digest, "stats": _jitcache.cache_stats(), "dir": str(_jitcache.cache_dir()), "twins": twins}))
 """
 
 
@@ -59,8 +61,8 @@ def _expected(path: str, cols: list[str]) -> str:
     return hashlib.sha256(str(t.to_pydict()).encode()).hexdigest()
 
 
-def _start(cache: str | Path, path: str, cols: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LANCE_GPU_CACHE_DIR=str(cache))
+def _start(cache: str | Path, path: str, cols: str, twins: str = "0") -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LANCE_GPU_CACHE_DIR=str(cache), LANCE_GPU_JIT_TWINS=twins)
     env.pop("NUMBA_CACHE_DIR", None)
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, path, cols], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -73,8 +75,8 @@ def _finish(proc: subprocess.Popen[str]) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _read(cache: str | Path, path: str, cols: str) -> dict:
-    return _finish(_start(cache, path, cols))
+def _read(cache: str | Path, path: str, cols: str, twins: str = "0") -> dict:
+    return _finish(_start(cache, path, cols, twins))
 
 
 def _totals(stats: dict) -> tuple[int, int]:
@@ -211,3 +213,19 @@ def test_signatures_get_their_own_data_files(tmp_path: Path, monkeypatch: pytest
     assert again(4) == 8 and again(2.5) == 5.0
     assert sum(again.stats.cache_hits.values()) == 2
     assert sum(again.stats.cache_misses.values()) == 0
+
+
+def test_cold_read_runs_twins_while_the_worker_fills_the_cache(tmp_path: Path, data: str) -> None:
+    cache = tmp_path / "c"
+    first = _read(cache, data, "id,v,s", twins="1")
+    assert first["digest"] == _expected(data, ["id", "v", "s"])
+    assert first["twins"], "numpy twins stood in for kernels not compiled yet"
+    compiled_here = {name for name, s in first["stats"].items() if s["misses"]}
+    assert not compiled_here & set(first["twins"]), compiled_here
+    # the worker (waited for by the child) compiled what the twins stood in for
+    second = _read(cache, data, "id,v,s", twins="1")
+    assert second["digest"] == first["digest"]
+    assert not second["twins"], second["twins"]
+    hits, misses = _totals(second["stats"])
+    assert hits > 0 and misses == 0, second["stats"]
+    assert not list(cache.rglob("*.tmp.*"))

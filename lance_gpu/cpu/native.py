@@ -13,11 +13,12 @@ import numpy as np
 from numba import prange
 
 from cuda_kernels._jitcache import njit
+from lance_gpu.cpu import twins
 
 _JIT = {"cache": True, "nogil": True}
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.chunk_layout)
 def chunk_layout(meta_words, num_items, large):  # pragma: no cover - compiled
     """Decode mini-block chunk metadata words into chunk starts, sizes and value counts.
 
@@ -49,7 +50,7 @@ def chunk_layout(meta_words, num_items, large):  # pragma: no cover - compiled
     return starts, sizes, counts, ok and seen == num_items
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.chunk_headers)
 def chunk_headers(data, starts, sizes, has_rep, has_def, num_buffers, large):  # pragma: no cover
     """Parse every chunk header of a mini-block page.
 
@@ -119,7 +120,7 @@ def chunk_headers(data, starts, sizes, has_rep, has_def, num_buffers, large):  #
     return levels, rep, dfn, bufs, ok
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.gather_ranges_into)
 def _gather_ranges_into(data, starts, lengths, out):  # pragma: no cover
     pos = 0
     for i in range(starts.size):
@@ -313,7 +314,7 @@ _utf8_bytes_bad = _utf8_bytes_bad_dual.cpu
 _utf8_tail_bad = _utf8_tail_bad_dual.cpu
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.inline_bitpack_blocks)
 def inline_bitpack_blocks(data, starts, counts, word_bytes):  # pragma: no cover
     """Locate the FastLanes blocks of InlineBitpacking chunk buffers.
 
@@ -402,7 +403,7 @@ def bits_concat(data, starts, counts, out):  # pragma: no cover
     return pos
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.ool_chunk_plan)
 def ool_chunk_plan(starts, sizes, nlevels, width, word_bytes):  # pragma: no cover
     """Plan the OutOfLineBitpacking level buffers of many mini-block chunks.
 
@@ -455,7 +456,7 @@ def ool_chunk_plan(starts, sizes, nlevels, width, word_bytes):  # pragma: no cov
     return boff, bcount, tail_off, tail_len, ok
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.ool_chunk_assemble)
 def ool_chunk_assemble(unpacked, bcount, words, nlevels, tail_off, tail_len, out):  # pragma: no cover
     """Lay the unpacked blocks and raw tails of ``ool_chunk_plan`` out in chunk order."""
     pos = 0
@@ -654,7 +655,7 @@ def _inclusive_scan_from_1(offsets):  # pragma: no cover
         offsets[i] = acc
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.fsst_chunks_one_pass)
 def _fsst_chunks_one_pass(data, starts, sizes, counts, first, offset_bytes, symbols, sym_lens, sym_next, nsym, out_offsets, out, c0, pos, utf8_bad):  # pragma: no cover
     """Decode chunks ``c0..`` at ``out[pos:]`` in one pass while ``out`` has room.
 
