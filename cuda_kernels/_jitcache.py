@@ -352,13 +352,16 @@ class ForkSafeKernel:
     in a process where :func:`serial_only` holds.
 
     ``dispatcher`` is the parallel numba dispatcher (compiled code calling the kernel must
-    be given that one: this wrapper is for calls from Python).  The serial variant is
-    compiled with the same options but ``parallel``, on its first call, under the name
-    ``<qualname>__serial`` in the kernel cache.
+    be given that one: this wrapper is for calls from Python); other calls run ``call``
+    (default: ``dispatcher``; a wrapper of it, such as a numpy twin, otherwise).  The
+    serial variant is compiled with the same options but ``parallel``, on its first call,
+    under the name ``<qualname>__serial`` in the kernel cache.
     """
 
-    def __init__(self, dispatcher: Any, options: dict[str, Any], cache: bool) -> None:
+    def __init__(self, dispatcher: Any, options: dict[str, Any], cache: bool,
+                 call: Callable[..., Any] | None = None) -> None:
         self.dispatcher = dispatcher
+        self._call = dispatcher if call is None else call
         self.py_func = dispatcher.py_func
         self.__name__ = dispatcher.py_func.__name__
         self.__qualname__ = dispatcher.py_func.__qualname__
@@ -387,7 +390,7 @@ class ForkSafeKernel:
     def __call__(self, *args: Any) -> Any:
         if _serial_only[0]:
             return self.serial(*args)
-        return self.dispatcher(*args)
+        return self._call(*args)
 
     def __repr__(self) -> str:
         return f"<fork-safe parallel kernel {self.__module__}.{self.__qualname__}>"
