@@ -136,10 +136,12 @@ def test_forked_child_reads_what_the_parent_read(uri) -> None:
 
 def test_forked_child_runs_every_parallel_kernel_serially() -> None:
     """Kernel calls large enough for the parallel branches of levels, RLE, gather and FSST
-    (reads split these into smaller pages), in the parent and in a forked child."""
+    (reads split these into smaller pages) and merge_insert's key join, in the parent and in
+    a forked child."""
     from cuda_kernels import NULL_AND_EMPTY_LIST, NULLABLE_ITEM, fsst_decode, gather_binary, gather_fixed, rle_expand
     from cuda_kernels.fsst import MAX_SYMBOLS
     from cuda_kernels.levels import unravel_levels
+    from lance_gpu.cpu.keyjoin import KeyTable
 
     rng = np.random.default_rng(5)
     # list<int?> over more than two chunks of levels: rep 1 starts a row, 0 continues the
@@ -161,6 +163,8 @@ def test_forked_child_runs_every_parallel_kernel_serially() -> None:
     comp = np.frombuffer(b"\x00\x01\x02" * 50_000, np.uint8)
     comp_offsets = np.arange(0, comp.size + 1, 3, dtype=np.int64)
     kinds = [NULLABLE_ITEM, NULL_AND_EMPTY_LIST]
+    source_keys = rng.permutation(50_000).astype(np.int64)
+    target_keys = rng.integers(-1000, 60_000, 100_000)
 
     def decode() -> list[np.ndarray]:
         un = unravel_levels(rep, def_, kinds)
@@ -170,11 +174,17 @@ def test_forked_child_runs_every_parallel_kernel_serially() -> None:
         g_off, g_bytes = gather_binary(offsets, data, indices[:150_000] % len(strings))
         out += [g_off, g_bytes]
         f_off, f_bytes = fsst_decode(symbols, sym_lens, comp, comp_offsets, 3)
-        return [*out, f_off, f_bytes]
+        tgt, src, ambiguous = KeyTable((source_keys, np.ones(source_keys.size, np.bool_))).probe(
+            (target_keys, target_keys % 11 != 0)
+        )
+        return [*out, f_off, f_bytes, tgt, src, np.int64(ambiguous)]
 
     want = decode()
     np.testing.assert_array_equal(want[3], np.repeat(values, runs))
-    assert bytes(want[-1]) == "s-é".encode() * 50_000
+    assert bytes(want[8]) == "s-é".encode() * 50_000
+    hit = (target_keys >= 0) & (target_keys < 50_000) & (target_keys % 11 != 0)
+    np.testing.assert_array_equal(want[9], np.flatnonzero(hit))
+    np.testing.assert_array_equal(source_keys[want[10]], target_keys[hit])
     child = _in_fork(decode)
     for a, b in zip(child["result"], want, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -183,6 +193,8 @@ def test_forked_child_runs_every_parallel_kernel_serially() -> None:
                 "cuda_kernels.rle._expand_parallel", "cuda_kernels.gather._gather_parallel",
                 "cuda_kernels.gather._binary_copy_parallel", "cuda_kernels.fsst._lengths_parallel",
                 "cuda_kernels.fsst._decode_parallel"} <= child["serial_ran"]
+    if child["serial_only"]:
+        assert "lance_gpu.cpu.keyjoin._probe" in child["serial_ran"]
 
 
 def test_serial_variant_is_built_only_in_forked_children() -> None:
