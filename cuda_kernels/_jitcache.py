@@ -59,6 +59,19 @@ requests are done.  Twins are off (every kernel compiles in the calling
 process as before) when ``$LANCE_GPU_JIT_TWINS`` is ``0`` or no cache
 directory is usable.  Kernels called from other compiled code cannot be
 twinned (numba must see a dispatcher there).
+
+Fork safety.  numba's GNU OpenMP threading layer ("omp", the one numba picks when
+``tbb`` is not installed) is not fork-safe: a process forked from one whose OpenMP
+pool was started (numba starts it at the first ``numba.get_num_threads()`` or
+``parallel=True`` call) is terminated ("fork() called from a process already using
+GNU OpenMP") when it enters a parallel region.  Every ``parallel=True`` kernel made
+by :func:`njit` (the ``cpu_driver(parallel=True)`` drivers included) is therefore a
+:class:`ForkSafeKernel`: in such a child (marked by an ``os.register_at_fork`` hook,
+see :func:`serial_only`) calls run a serial compile of the same function --
+``prange`` is then ``range``, the results are the same -- compiled on first use in
+such a child only and cached under its own name (``<qualname>__serial``; numba's
+cache key does not tell ``parallel=True`` from ``False``).  Other processes never
+compile or load the serial variants.
 """
 
 from __future__ import annotations
@@ -70,12 +83,14 @@ import os
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "CACHE_DIR_ENV",
+    "ForkSafeKernel",
     "RECHECK_SECONDS",
     "TWINS_ENV",
     "TwinnedKernel",
@@ -86,6 +101,7 @@ __all__ = [
     "source_fingerprint",
     "twin_stats",
     "twins_enabled",
+    "serial_only",
     "wait_for_worker",
 ]
 
@@ -549,12 +565,101 @@ def twin_stats() -> dict[str, int]:
 _twinned: list[TwinnedKernel] = []
 
 
+_serial_only: list[bool] = [False]  # [this process must not enter a GNU OpenMP parallel region]
+
+
+def _after_fork_in_child() -> None:
+    """``os.register_at_fork`` hook: mark a child forked from a process whose GNU OpenMP
+    pool numba started (numba terminates such a child when it runs a parallel region).
+
+    Reads numba's state without importing anything: a process that never imported
+    numba's parallel backend has no pool.  The mark is inherited by later forks.
+    """
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is None or not getattr(parallel, "_is_initialized", False):
+        return
+    if getattr(parallel, "_threading_layer", None) != "omp":  # tbb and workqueue are fork-safe
+        return
+    omppool = sys.modules.get("numba.np.ufunc.omppool")
+    if getattr(omppool, "openmp_vendor", "GNU") != "GNU":  # Intel's OpenMP is fork-safe
+        return
+    _serial_only[0] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def serial_only() -> bool:
+    """Whether this process is a fork of one that started numba's GNU OpenMP pool, so that
+    ``parallel=True`` kernels run their serial variants here (see "Fork safety" above)."""
+    return _serial_only[0]
+
+
+class ForkSafeKernel:
+    """A ``parallel=True`` njit dispatcher that runs a serial compile of the same function
+    in a process where :func:`serial_only` holds.
+
+    ``dispatcher`` is the parallel numba dispatcher (compiled code calling the kernel must
+    be given that one: this wrapper is for calls from Python); other calls run ``call``
+    (default: ``dispatcher``; a wrapper of it, such as a numpy twin, otherwise).  The
+    serial variant is compiled with the same options but ``parallel``, on its first call,
+    under the name ``<qualname>__serial`` in the kernel cache.
+    """
+
+    def __init__(self, dispatcher: Any, options: dict[str, Any], cache: bool,
+                 call: Callable[..., Any] | None = None) -> None:
+        self.dispatcher = dispatcher
+        self._call = dispatcher if call is None else call
+        self.py_func = dispatcher.py_func
+        self.__name__ = dispatcher.py_func.__name__
+        self.__qualname__ = dispatcher.py_func.__qualname__
+        self.__module__ = dispatcher.py_func.__module__
+        self.__doc__ = dispatcher.py_func.__doc__
+        self._options = {k: v for k, v in options.items() if k != "parallel"}
+        self._cache = cache
+        self._serial: Any = None
+        self._serial_lock = threading.Lock()
+
+    @property
+    def serial(self) -> Any:
+        """The serial njit dispatcher of the same function (built on first use)."""
+        if self._serial is None:
+            with self._serial_lock:
+                if self._serial is None:
+                    f = self.py_func
+                    copy = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+                    copy.__qualname__ = f"{f.__qualname__}__serial"
+                    copy.__module__ = f.__module__
+                    copy.__doc__ = f.__doc__
+                    copy.__kwdefaults__ = f.__kwdefaults__
+                    self._serial = njit(cache=self._cache, **self._options)(copy)
+        return self._serial
+
+    def __call__(self, *args: Any) -> Any:
+        if _serial_only[0]:
+            return self.serial(*args)
+        return self._call(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        # what the wrapped call offers (a TwinnedKernel's twin, twin_calls, compile_here)
+        call = self.__dict__.get("_call")
+        if call is None:
+            raise AttributeError(name)
+        return getattr(call, name)
+
+    def __repr__(self) -> str:
+        return f"<fork-safe parallel kernel {self.__module__}.{self.__qualname__}>"
+
+
 def njit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``numba.njit`` whose ``cache=True`` uses the kernel cache (:func:`cache_dir`) instead of numba's.
 
     Usable as ``@njit``, ``@njit(**options)`` or ``njit(**options)(func)``; compilation stays lazy
     (on first call, per signature).  ``twin=f`` (with ``cache=True``) returns a
-    :class:`TwinnedKernel` instead of the dispatcher (see "Twins" in the module docstring).
+    :class:`TwinnedKernel` instead of the dispatcher (see "Twins" in the module docstring);
+    ``parallel=True`` wraps what it returns in a :class:`ForkSafeKernel` (see "Fork
+    safety" in the module docstring).
     """
     cache = bool(options.pop("cache", False))
     twin = options.pop("twin", None)
@@ -568,11 +673,13 @@ def njit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
         if cache:
             enable_cache(dispatcher)
         _dispatchers.append(dispatcher)
+        kernel = dispatcher
         if twin is not None and cache:
             kernel = TwinnedKernel(dispatcher, twin)
             _twinned.append(kernel)
-            return kernel
-        return dispatcher
+        if options.get("parallel"):
+            return ForkSafeKernel(dispatcher, options, cache, call=None if kernel is dispatcher else kernel)
+        return kernel
 
     if func is None:
         return wrap

@@ -55,7 +55,7 @@ cache does not hash globals); they specialise on argument types instead.
 import threading
 import types
 
-from ._jitcache import njit
+from ._jitcache import ForkSafeKernel, njit
 
 __all__ = [
     "LAZY_CUDA",
@@ -193,7 +193,9 @@ class CpuDriver:
     Globals naming :class:`DualFunction` cores (or other drivers) are bound to
     their njit dispatchers.  ``cache=True`` and ``nogil=True`` are on.  ``twin=f``:
     calls from Python go through a numpy twin while the cache is cold (see
-    :mod:`cuda_kernels._jitcache`).
+    :mod:`cuda_kernels._jitcache`).  A ``parallel=True`` driver called from Python
+    runs its serial variant in a process forked from one using GNU OpenMP (see "Fork
+    safety" in :mod:`cuda_kernels._jitcache`); compiled callers get :attr:`dispatcher`.
     """
 
     def __init__(self, pyfunc, twin=None, **options):
@@ -203,6 +205,7 @@ class CpuDriver:
         self._dispatcher = None
         self.twin = twin
         self._twinned = None
+        self._kernel = None  # what calls from Python run (a ForkSafeKernel when parallel)
         self.__name__ = pyfunc.__name__
         self.__qualname__ = pyfunc.__qualname__
         self.__doc__ = pyfunc.__doc__
@@ -210,12 +213,13 @@ class CpuDriver:
 
     @property
     def dispatcher(self):
+        """The numba dispatcher (the parallel one for a ``parallel=True`` driver)."""
         if self._dispatcher is None:
             with _lock:
                 if self._dispatcher is None:
-                    self._dispatcher = njit(**self._options)(
-                        _rebind(self.py, "cpu")
-                    )
+                    kernel = njit(**self._options)(_rebind(self.py, "cpu"))
+                    self._kernel = kernel
+                    self._dispatcher = kernel.dispatcher if isinstance(kernel, ForkSafeKernel) else kernel
         return self._dispatcher
 
     @property
@@ -234,7 +238,9 @@ class CpuDriver:
     def __call__(self, *args):
         if self.twin is not None:
             return self.twinned(*args)
-        return self.dispatcher(*args)
+        if self._kernel is None:
+            self.dispatcher  # noqa: B018 - builds both
+        return self._kernel(*args)
 
     def __repr__(self):
         return f"<cpu driver {self.__qualname__}>"
