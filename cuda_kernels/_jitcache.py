@@ -90,18 +90,18 @@ from typing import Any
 
 __all__ = [
     "CACHE_DIR_ENV",
-    "ForkSafeKernel",
     "RECHECK_SECONDS",
     "TWINS_ENV",
+    "ForkSafeKernel",
     "TwinnedKernel",
     "cache_dir",
     "cache_stats",
     "enable_cache",
     "njit",
+    "serial_only",
     "source_fingerprint",
     "twin_stats",
     "twins_enabled",
-    "serial_only",
     "wait_for_worker",
 ]
 
