@@ -563,3 +563,35 @@ def test_memory_store_without_conditional_put_with_lock():
     lance_gpu.write_dataset(_tbl(3, 3), "ds", store=unsafe, mode="append", commit_lock=lambda version: mutex)
     ds = lance_gpu.dataset("ds", store=unsafe)
     assert ds.version == 2 and ds.to_table()["id"].to_pylist() == list(range(6))
+
+
+def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatch):
+    """write_fragments publishes its data files unsynced (no task waits on a disk); the commit
+    fsyncs every data and deletion file its manifest adds, and only those, before the
+    manifest is put -- so a committed manifest never names a file a crash could truncate."""
+    import lance_gpu.fragment
+    from lance_gpu.io.local import LocalStore
+
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(pa.table({"a": np.arange(10)}), uri)
+    calls: list[tuple[list[str], int]] = []
+    real_sync = LocalStore.sync
+
+    def recording_sync(self, paths):
+        calls.append((list(paths), len(list_versions(LOCAL, uri))))
+        real_sync(self, paths)
+
+    monkeypatch.setattr(LocalStore, "sync", recording_sync)
+    read = lance_gpu.dataset(uri).version
+    frags = lance_gpu.fragment.write_fragments(pa.table({"a": np.arange(10, 30)}), uri, max_rows_per_file=8)
+    data_keys = sorted(os.path.join(uri, "data", f.path) for frag in frags for f in frag.files)
+    assert len(data_keys) == 3 and all(os.path.exists(k) for k in data_keys)  # published before commit
+    calls.clear()  # (the background's early syncs)
+    lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
+    assert calls == [(data_keys, 1)]  # the new files only, while version 1 was still the latest
+    assert lance.dataset(uri).to_table()["a"].to_pylist() == list(range(30))
+
+    calls.clear()
+    lance_gpu.dataset(uri).delete("a = 12")
+    [(keys, _n)] = calls
+    assert len(keys) == 1 and "/_deletions/" in keys[0]

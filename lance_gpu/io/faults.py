@@ -164,5 +164,8 @@ class FaultInjectingStore:
     def open(self, path: str) -> StoreFile:
         return StoreFile(self, path)
 
+    def sync(self, paths: Sequence[str]) -> None:
+        self.inner.sync(paths)
+
     def open_writer(self, path: str) -> BufferedWriter:
         return BufferedWriter(self, path)

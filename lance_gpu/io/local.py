@@ -9,7 +9,9 @@ next to the target, fsync'd, then published: :meth:`LocalStore.put` renames it o
 target, :meth:`LocalStore.put_if_absent` hard-links it (``link`` fails if the target
 exists, so a committed object is never replaced) or, where links are not supported,
 creates the target with ``O_EXCL``.  The staging file is removed on every path, failures
-included.
+included.  A streamed data file may be published unsynced (``LocalWriter.close(sync=False)``)
+and fsync'd later by :meth:`LocalStore.sync`, which a commit runs on every file its manifest
+adds before publishing the manifest.
 """
 
 from __future__ import annotations
@@ -164,7 +166,8 @@ class LocalFile:
 
 class LocalWriter:
     """Streams a new local file into a staging file; :meth:`close` fsyncs and renames it
-    to its name, :meth:`abort` (or any failure) removes it."""
+    to its name (``close(sync=False)`` renames it unsynced: :meth:`LocalStore.sync` it
+    before a manifest names it), :meth:`abort` (or any failure) removes it."""
 
     def __init__(self, store: LocalStore, path: str) -> None:
         self.path = path
@@ -189,12 +192,13 @@ class LocalWriter:
     def tell(self) -> int:
         return self._size
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         if self._fh.closed:
             return
         try:
             self._fh.flush()
-            os.fsync(self._fh.fileno())
+            if sync:
+                os.fsync(self._fh.fileno())
             self._fh.close()
             os.replace(self._staging, self.path)
         except OSError as exc:
@@ -377,6 +381,35 @@ class LocalStore:
 
     def open_writer(self, path: str) -> LocalWriter:
         return LocalWriter(self, path)
+
+    def sync(self, paths: Sequence[str]) -> None:
+        """fsync each file (by path: Linux writes back a file's dirty pages whichever
+        descriptor asks), several at once so their write-backs overlap; a file already
+        synced costs one system call."""
+        if len(paths) <= 1:
+            for path in paths:
+                _fsync_path(path)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(_SYNC_THREADS, len(paths)), thread_name_prefix="lance-gpu-sync") as pool:
+            for _ in pool.map(_fsync_path, paths):
+                pass
+
+
+#: Files fsync'd at once by :meth:`LocalStore.sync`.
+_SYNC_THREADS = 8
+
+
+def _fsync_path(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise translate(exc, path, "sync") from exc
 
 
 def _make_local(release_pages: bool) -> LocalStore:

@@ -293,6 +293,9 @@ class ObstoreStore:
         out.sort(key=lambda m: m.path)
         return out
 
+    def sync(self, paths: Sequence[str]) -> None:
+        """Uploaded objects are durable once visible: nothing to do."""
+
     def open_writer(self, path: str) -> StreamingWriter:
         return StreamingWriter(self, path)
 
@@ -329,7 +332,7 @@ class StreamingWriter:
     def tell(self) -> int:
         return self._size
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         if self._done:
             return
         self._done = True
@@ -467,6 +470,9 @@ class FsspecStore:
         ]
         out.sort(key=lambda m: m.path)
         return out
+
+    def sync(self, paths: Sequence[str]) -> None:
+        """Uploaded objects are durable once visible: nothing to do."""
 
     def open_writer(self, path: str) -> BufferedWriter:
         return BufferedWriter(self, path)

@@ -138,7 +138,11 @@ class WriteHandle(Protocol):
 
     def tell(self) -> int: ...
 
-    def close(self) -> None: ...
+    def close(self, sync: bool = True) -> None:
+        """Publish the object.  ``sync=False`` (local files) skips making its bytes durable
+        first: the caller must :meth:`ObjectStore.sync` it before anything durable (a
+        manifest) names it.  Stores whose writes are durable once visible ignore it."""
+        ...
 
     def abort(self) -> None: ...
 
@@ -206,6 +210,12 @@ class ObjectStore(Protocol):
     def open(self, path: str) -> ReadHandle: ...
 
     def open_writer(self, path: str) -> WriteHandle: ...
+
+    def sync(self, paths: Sequence[str]) -> None:
+        """Make the published objects ``paths`` durable (local files: fsync; a no-op where
+        a visible object is already durable).  A commit calls it on every file its
+        manifest adds before publishing the manifest."""
+        ...
 
 
 def byte_view(out: np.ndarray | memoryview) -> np.ndarray:
@@ -423,7 +433,7 @@ class BufferedWriter:
     def tell(self) -> int:
         return self._size
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         if self._done:
             return
         self._done = True

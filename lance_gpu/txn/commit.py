@@ -4,7 +4,10 @@
 Protocol (pylance's, on any store with put-if-absent; the byte-level steps live in
 :mod:`lance_gpu.write.commit`):
 
-1. Data files are written first; nothing points at them yet.
+1. Data files are written first; nothing points at them yet.  Writers may publish them
+   unsynced: every data and deletion file the new manifest adds is made durable with the
+   store's ``sync`` (locally: fsync, several at once) before the manifest is put, so a
+   committed manifest never names a file that a crash could leave incomplete.
 2. The ``lance.table.Transaction`` is written to ``_transactions/{read_version}-{uuid}.txn``
    unless the dataset sets writer flag 32 (no transaction files).
 3. The manifest of version ``read_version + 1`` is ``op.apply`` on top of the version read,
@@ -93,6 +96,23 @@ def _finish_manifest(
     return m
 
 
+def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
+                 base: table_pb2.Manifest | None) -> list[str]:
+    """Keys of the data and deletion files ``manifest`` names that ``base`` does not (files
+    under another base path are left to their writer)."""
+    from lance_gpu.table.deletion import deletion_file_path
+
+    def files(m: table_pb2.Manifest | None) -> set[str]:
+        out: set[str] = set()
+        for frag in m.fragments if m is not None else ():
+            out.update(join(root, "data", f.path) for f in frag.files if not f.HasField("base_id"))
+            if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id"):
+                out.add(deletion_file_path(store, root, int(frag.id), frag.deletion_file))
+        return out
+
+    return sorted(files(manifest) - files(base))
+
+
 def _detached_version() -> int:
     return secrets.randbits(63) | DETACHED_VERSION_MASK
 
@@ -153,8 +173,12 @@ def commit(
             write_transaction_file(store, txn_key, txn)
         current = base
         version = read_version + 1 if not detached else _detached_version()
+        synced: set[str] = set()
         while True:
             m, index_section = op.apply(store, root, current, version)
+            unsynced = [k for k in _added_files(store, root, m, current.manifest if current else None) if k not in synced]
+            store.sync(unsynced)
+            synced.update(unsynced)
             manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name)
             if skip_txn_file:
                 manifest.ClearField("transaction_file")

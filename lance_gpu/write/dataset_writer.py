@@ -115,7 +115,7 @@ _SYNC_POOL: ThreadPoolExecutor | None = None
 
 
 def _sync_pool() -> ThreadPoolExecutor:
-    """One thread that fsyncs and closes finished data files while the next is encoded."""
+    """One thread that fsyncs published data files while the next is encoded."""
     global _SYNC_POOL
     if _SYNC_POOL is None:
         _SYNC_POOL = ThreadPoolExecutor(1, thread_name_prefix="lance-gpu-fsync")
@@ -129,6 +129,15 @@ def _forget_sync_pool() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_sync_pool)
+
+
+def _sync_quietly(store: ObjectStore, key: str) -> None:
+    """Start a published data file's write-back early (the commit's sync of it then finds
+    it clean); a failure is left to that sync to report."""
+    try:
+        store.sync([key])
+    except OSError:
+        pass
 
 
 def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_pb2.DataFile:
@@ -155,17 +164,22 @@ def _write_fragments(
     max_bytes_per_file: int,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
-    failure every file begun here is removed.  Returns the fragments and the files' keys."""
+    failure every file begun here is removed.  Returns the fragments and the files' keys.
+
+    The files are published unsynced (their fsync starts in the background): only a commit
+    (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
+    durable, before the manifest that names them is put."""
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     data_dir = join(root, "data")
+
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer = None
     name = ""
     not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
 
-    syncing: list[Future] = []  # fsync + close of finished files, in the background
+    syncing: list[Future] = []  # early fsyncs of published files, in the background
 
     # A full file's last pages are queued at once; its metadata is written (waiting for
     # them) only once the next file has pages queued too, so no encoder idles in between.
@@ -179,10 +193,13 @@ def _write_fragments(
         closing = None
         try:
             size = w.finish(sync=False)
+            # published unsynced: the commit syncs every file its manifest adds before the
+            # manifest is put, so this call (a write_fragments task) never waits on a disk
+            w.sync_close(sync=False)
         except BaseException:
             w.abort()  # an encoder failed: drop the staging file
             raise
-        syncing.append(_sync_pool().submit(w.sync_close))
+        syncing.append(_sync_pool().submit(_sync_quietly, store, join(data_dir, wname)))
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         frag.files.append(_data_file(wname, schema, minor, size))
         fragments.append(frag)
@@ -220,8 +237,6 @@ def _write_fragments(
         if writer is not None:
             close()
         finish_closing()
-        for fut in syncing:
-            fut.result()
     except BaseException:
         wait(syncing)
         if closing is not None:

@@ -18,6 +18,7 @@ file is finished; rows whose rep / def levels overflow a mini-block chunk's u16 
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import threading
@@ -36,7 +37,7 @@ from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
 
-__all__ = ["LanceFileWriter", "PAGE_BYTES", "ALIGNMENT"]
+__all__ = ["ALIGNMENT", "PAGE_BYTES", "LanceFileWriter"]
 
 #: Arrow bytes of one field buffered before they are encoded as a page.
 PAGE_BYTES = 8 * 1024 * 1024
@@ -174,12 +175,30 @@ class LanceFileWriter:
             col = batch.column(i)
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
-                if len(chunk):
-                    self._pending[i].append(chunk)
-                    self._pending_bytes[i] += chunk.nbytes
-            if self._pending_bytes[i] >= self.page_bytes:
-                self._flush_field(i)
+                for piece in self._pieces(chunk, i):
+                    self._pending[i].append(piece)
+                    self._pending_bytes[i] += piece.nbytes
+                    if self._pending_bytes[i] >= self.page_bytes:
+                        self._flush_field(i)
         self.num_rows += n
+
+    def _pieces(self, chunk: pa.Array, i: int) -> list[pa.Array]:
+        """``chunk`` cut so that no page gets much more than :attr:`page_bytes` of it: a big
+        chunk becomes several pages that encode in parallel on the pool instead of one
+        page that keeps a single encoder busy while the others idle (blob fields, whose
+        bytes are written as they are flushed, are not cut)."""
+        n = len(chunk)
+        nbytes = chunk.nbytes
+        if not n or self._blob[i] or self._pending_bytes[i] + nbytes <= self.page_bytes:
+            return [chunk] if n else []
+        per_row = nbytes / n
+        first = max(1, int((self.page_bytes - self._pending_bytes[i]) / per_row))
+        rows = max(1, int(self.page_bytes / per_row))
+        cuts = [0, *range(first, n, rows)]
+        if n - cuts[-1] < rows // 4 and len(cuts) > 1:
+            cuts.pop()  # no sliver of a page at the end: the last piece runs a little over
+        cuts.append(n)
+        return [chunk.slice(a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
 
     def _flush_field(self, i: int) -> None:
         arrays = self._pending[i]
@@ -298,12 +317,13 @@ class LanceFileWriter:
             self.sync_close()
         return self._pos
 
-    def sync_close(self) -> None:
-        """Publish the finished file (locally: fsync and rename the staging file; on object
-        stores: upload it)."""
+    def sync_close(self, sync: bool = True) -> None:
+        """Publish the finished file (locally: fsync and rename the staging file, or with
+        ``sync=False`` rename it unsynced -- the commit's :meth:`ObjectStore.sync` makes it
+        durable before a manifest names it; on object stores: upload it)."""
         if not self._closed:
             self._closed = True
-            self._fh.close()
+            self._fh.close(sync)
 
     def abort(self) -> None:
         """Drop the partial file (its staging file, or the object if already published)."""

@@ -441,7 +441,7 @@ class MergeInsertBuilder:
     def execute(self, data_obj: Any, *, schema: pa.Schema | None = None) -> dict[str, int]:
         """Run the merge; returns ``{"num_inserted_rows", "num_updated_rows",
         "num_deleted_rows"}`` and moves the dataset to the committed version."""
-        target_schema = self._ds.schema
+        target_schema = _source_schema(self._ds)
         _s, batches = coerce_input(data_obj, schema)
         source = pa.Table.from_batches(list(batches), schema=_s)
         missing = [n for n in target_schema.names if n not in source.schema.names]
@@ -470,14 +470,16 @@ class MergeInsertBuilder:
         if self._matched == "update" and self._matched_condition is not None and tgt_idx.size:
             # the condition reads both sides: only the matched target rows are read whole
             matched_rows = _read_at(ds, scanned.addresses(tgt_idx))
-            columns = list(ds.schema)
+            # (each side with its own types: a blob column is descriptors in the target,
+            # bytes in the source)
+            names = ds.schema.names
             joined = pa.table(
                 {
                     "target": pa.StructArray.from_arrays(
-                        [matched_rows.column(f.name).combine_chunks() for f in columns], fields=columns
+                        [matched_rows.column(n).combine_chunks() for n in names], names=names
                     ),
                     "source": pa.StructArray.from_arrays(
-                        [source.column(f.name).combine_chunks().take(pa.array(src_idx)) for f in columns], fields=columns
+                        [source.column(n).combine_chunks().take(pa.array(src_idx)) for n in names], names=names
                     ),
                 }
             )
@@ -522,6 +524,21 @@ class MergeInsertBuilder:
             created = None if created_of_src is None else created_of_src[write_src]
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
         return change.commit(new_rows, carried, created), stats
+
+
+def _source_schema(ds: LanceDataset) -> pa.Schema:
+    """The schema a merge_insert source is cast to: the dataset's, except that a blob column
+    (shown as pylance shows it: ``lance.blob.v2`` descriptors in 2.2, ``large_binary`` before)
+    takes the blobs' bytes, ``large_binary`` marked ``lance-encoding:blob``, as the writer
+    stores them (pylance's merge_insert takes the bytes too)."""
+    from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind
+
+    blobs = {f.name: f for f in ds.lance_schema.fields if blob_kind(f)}
+    schema = ds.schema
+    for name, field in blobs.items():
+        i = schema.get_field_index(name)
+        schema = schema.set(i, pa.field(name, pa.large_binary(), field.nullable, metadata={BLOB_META_KEY: "true"}))
+    return schema
 
 
 def _match(target: pa.Table, source: pa.Table, on: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
