@@ -373,7 +373,7 @@ def make_strings(rows: int) -> dict[str, Path]:
     import lance
 
     out = {}
-    for version in ("2.0", "2.1"):
+    for version in ("2.0", "2.1", "2.2"):
         path = DATA / f"strings_{rows}_{version}.lance"
         out[version] = path
         if path.exists():

@@ -50,7 +50,7 @@ def _parallel_kernels() -> dict[str, _jitcache.ForkSafeKernel]:
     """The parallel kernels built so far in this process, by ``module.qualname``."""
     import gc
 
-    return {f"{k.__module__}.{k.__qualname__}": k for k in gc.get_objects() if isinstance(k, _jitcache.ForkSafeKernel)}
+    return {f"{k.__module__}.{k.__qualname__}": k for k in gc.get_objects() if type(k) is _jitcache.ForkSafeKernel}  # type(): isinstance() reads __class__, which warns on some torch objects
 
 
 def _ran(kernels: dict[str, _jitcache.ForkSafeKernel], serial: bool) -> set[str]:

@@ -586,7 +586,10 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     frags = lance_gpu.fragment.write_fragments(pa.table({"a": np.arange(10, 30)}), uri, max_rows_per_file=8)
     data_keys = sorted(os.path.join(uri, "data", f.path) for frag in frags for f in frag.files)
     assert len(data_keys) == 3 and all(os.path.exists(k) for k in data_keys)  # published before commit
-    calls.clear()  # (the background's early syncs)
+    from lance_gpu.write.dataset_writer import _sync_pool
+
+    _sync_pool().submit(lambda: None).result()  # the background's early syncs are done (one FIFO thread)
+    calls.clear()
     lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
     assert calls == [(data_keys, 1)]  # the new files only, while version 1 was still the latest
     assert lance.dataset(uri).to_table()["a"].to_pylist() == list(range(30))

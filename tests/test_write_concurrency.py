@@ -121,9 +121,14 @@ def test_race_with_pylance_matches_pylance_alone(tmp_path, jobs):
     for uri in (mixed, ref):
         if "compact" in " ".join(jobs):
             lance.dataset(uri).delete("id % 2 = 1 AND id >= 2000")  # something to compact
-    assert _race(mixed, jobs) == dict.fromkeys(jobs, "ok")
-    plain = [f"lance:{j.rpartition(':')[2]}" for j in jobs]
-    assert _race(ref, plain) == dict.fromkeys(plain, "ok")
+    for uri, race in ((mixed, jobs), (ref, [f"lance:{j.rpartition(':')[2]}" for j in jobs])):
+        got = _race(uri, race)
+        for job, outcome in got.items():
+            # pylance's compact_files does not retry a Rewrite an Update of the same
+            # fragments preempted ("Retryable commit conflict", pylance's own rule, timing
+            # dependent); compaction changes no row, so the tables still compare
+            pylance_refused = job == "lance:compact" and "Retryable commit conflict" in outcome
+            assert outcome == "ok" or pylance_refused, got
     assert _check(mixed).equals(_check(ref))
 
 
