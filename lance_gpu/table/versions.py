@@ -43,15 +43,19 @@ def manifest_summary(manifest: table_pb2.Manifest) -> dict[str, str]:
     }
 
 
+def _version_time(manifest: table_pb2.Manifest) -> _dt.datetime:
+    """A version's commit time as pylance's ``versions()`` gives it: naive local time in
+    microseconds, from pylance's own conversion (float arithmetic included)."""
+    ts_nanos = int(manifest.timestamp.seconds) * 10**9 + int(manifest.timestamp.nanos)
+    return _dt.datetime.fromtimestamp(ts_nanos // 1e9) + _dt.timedelta(microseconds=(ts_nanos % 1e9) // 1e3)
+
+
 def version_entry(info: VersionInfo) -> dict:
     """``{"version", "timestamp", "metadata"}`` of one version, as pylance's ``versions()``."""
     manifest = read_manifest(info.store, info.path)
-    ts_nanos = int(manifest.timestamp.seconds) * 10**9 + int(manifest.timestamp.nanos)
-    # pylance's conversion, float arithmetic included: naive local time, microseconds
-    when = _dt.datetime.fromtimestamp(ts_nanos // 1e9) + _dt.timedelta(microseconds=(ts_nanos % 1e9) // 1e3)
     return {
         "version": info.version,
-        "timestamp": when,
+        "timestamp": _version_time(manifest),
         "metadata": manifest_summary(manifest),
     }
 
@@ -62,7 +66,8 @@ def versions(store: ObjectStore, root: str) -> list[dict]:
 
 
 def version_asof(store: ObjectStore, root: str, asof: _dt.datetime | _dt.date | str | float) -> int:
-    """The latest version committed at or before ``asof``.
+    """The latest version committed before ``asof`` (as pylance: strictly before, comparing
+    the commit times its ``versions()`` gives).
 
     ``asof``: a datetime (naive means local time, as in pylance), a date, an ISO 8601
     string, or seconds since the epoch. Raises :class:`VersionNotFoundError` (a
@@ -70,14 +75,10 @@ def version_asof(store: ObjectStore, root: str, asof: _dt.datetime | _dt.date | 
     any other kind of value.
     """
     when = _as_utc(asof)
-    # compare in nanoseconds: a manifest's commit time has nanoseconds, a datetime has not
-    epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-    delta = when - epoch
-    when_ns = (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000
     chosen = None
     for info in list_versions(store, root):
-        ts = read_manifest(store, info.path).timestamp
-        if int(ts.seconds) * 10**9 + int(ts.nanos) <= when_ns:
+        # pylance keeps the versions whose versions() time is < asof
+        if _version_time(read_manifest(store, info.path)).astimezone(_dt.UTC) < when:
             chosen = info.version
     if chosen is None:
         raise VersionNotFoundError(f"{asof} is earlier than the first version of this dataset ({store.uri(root)})")
