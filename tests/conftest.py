@@ -67,6 +67,23 @@ def azurite():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def gcs_server():
+    """fake-gcs-server on loopback with one bucket, behind the XML-API front object_store
+    needs (see tests/gcs_server.py); skips, saying why, where its binary cannot run."""
+    from gcs_server import fake_gcs_binary, start_gcs_server
+
+    binary, why = fake_gcs_binary()
+    if binary is None:
+        pytest.skip(why)
+    try:
+        server = start_gcs_server(binary)
+    except (OSError, RuntimeError) as exc:
+        pytest.skip(f"fake-gcs-server did not start: {exc}")
+    yield server
+    server.stop()
+
+
 # The suite runs the compiled kernels (twins are tested against them in test_jit_twins.py and,
 # in fresh processes, test_jit_cache.py) and starts no background compile workers.
 os.environ.setdefault("LANCE_GPU_JIT_TWINS", "0")
