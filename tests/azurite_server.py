@@ -18,14 +18,13 @@ import hashlib
 import hmac
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from stores import StoreServer, free_port, stop_child, wait_listening
 
 AZURITE_VERSION = "3.35.0"
 #: Azurite's well-known development account (public, documented by Microsoft).
@@ -82,11 +81,12 @@ def _shared_key_request(endpoint: str, method: str, resource: str, query: dict[s
 
 
 @dataclass
-class AzuriteServer:
+class AzuriteServer(StoreServer):
     endpoint: str
-    container: str = CONTAINER
+    bucket: str = CONTAINER  # the container
     proc: subprocess.Popen | None = field(default=None, repr=False)
     workdir: str = ""
+    scheme: str = "az"
 
     @property
     def storage_options(self) -> dict[str, str]:
@@ -97,26 +97,12 @@ class AzuriteServer:
             "allow_http": "true",
         }
 
-    def uri(self, name: str = "") -> str:
-        """A fresh dataset URI in the container."""
-        return f"az://{self.container}/{name or 'ds'}-{uuid.uuid4().hex[:10]}"
-
     def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        if self.workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        stop_child(self.proc, self.workdir)
 
 
 def start_azurite(binary: str) -> AzuriteServer:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     workdir = tempfile.mkdtemp(prefix="azurite-")
     log = open(os.path.join(workdir, "azurite.log"), "wb")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(
@@ -126,16 +112,10 @@ def start_azurite(binary: str) -> AzuriteServer:
     )
     log.close()
     server = AzuriteServer(f"http://127.0.0.1:{port}", CONTAINER, proc, workdir)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                err = Path(workdir, "azurite.log").read_text(errors="replace")[-500:]
-                server.stop()
-                raise RuntimeError(f"Azurite did not start: {err}") from None
-            time.sleep(0.1)
+    try:
+        wait_listening(port, proc, os.path.join(workdir, "azurite.log"), "Azurite")
+    except RuntimeError:
+        server.stop()
+        raise
     _shared_key_request(server.endpoint, "PUT", CONTAINER, {"restype": "container"})
     return server

@@ -84,6 +84,31 @@ def gcs_server():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def memory_store():
+    """``memory://`` with the test servers' interface (see tests/stores.py)."""
+    from stores import start_memory_store
+
+    server = start_memory_store()
+    yield server
+    server.stop()
+
+
+STORES = {"s3": "s3_server", "azure": "azurite", "gcs": "gcs_server", "memory": "memory_store"}
+
+
+@pytest.fixture(params=list(STORES))
+def any_store(request: pytest.FixtureRequest):
+    """Each store in turn: S3 (moto), Azure (Azurite), GCS (fake-gcs-server), memory://."""
+    return request.getfixturevalue(STORES[request.param])
+
+
+@pytest.fixture(params=["s3", "azure", "gcs"])
+def remote_store(request: pytest.FixtureRequest):
+    """Each store served over HTTP that pylance can also write to: S3, Azure, GCS."""
+    return request.getfixturevalue(STORES[request.param])
+
+
 # The suite runs the compiled kernels (twins are tested against them in test_jit_twins.py and,
 # in fresh processes, test_jit_cache.py) and starts no background compile workers.
 os.environ.setdefault("LANCE_GPU_JIT_TWINS", "0")

@@ -26,18 +26,17 @@ import http.client
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from stores import StoreServer, free_port, stop_child, wait_listening
 
 BUCKET = "lance-gpu-tests"
 _HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "host", "content-length"})
@@ -59,12 +58,6 @@ def fake_gcs_binary() -> tuple[str | None, str]:
         except OSError as exc:
             return None, f"fake-gcs-server binary {binary} is not executable: {exc}"
     return str(binary), ""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _Front(BaseHTTPRequestHandler):
@@ -128,6 +121,13 @@ class _Front(BaseHTTPRequestHandler):
     def _passthrough(self, body: bytes) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
         status, resp_headers, out = self._backend(self.command, self.path, body, headers)
+        if status == 500 and b"no bucket named" in out:
+            # fake-gcs-server answers an XML listing of a missing bucket with 500; GCS says
+            # 404 NoSuchBucket (a 500 would also be retried ten times by the client)
+            bucket = self._split()[0]
+            xml = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NoSuchBucket</Code><Message>{bucket}</Message></Error>"
+            self._reply(404, xml.encode(), {"Content-Type": "application/xml"})
+            return
         # a HEAD answer keeps the object's Content-Length (it has no body of its own)
         dropped = _HOP_HEADERS - {"content-length"} if self.command == "HEAD" else _HOP_HEADERS
         self._reply(status, out, {k: v for k, v in resp_headers if k.lower() not in dropped})
@@ -213,53 +213,34 @@ class _FrontServer(ThreadingHTTPServer):
 
 
 @dataclass
-class GcsServer:
+class GcsServer(StoreServer):
     endpoint: str
     bucket: str = BUCKET
     service_account: str = ""
     proc: subprocess.Popen | None = field(default=None, repr=False)
     front: _FrontServer | None = field(default=None, repr=False)
     workdir: str = ""
+    scheme: str = "gs"
 
     @property
     def storage_options(self) -> dict[str, str]:
         return {"google_service_account": self.service_account, "allow_http": "true"}
 
-    def uri(self, name: str = "") -> str:
-        """A fresh dataset URI in the bucket."""
-        return f"gs://{self.bucket}/{name or 'ds'}-{uuid.uuid4().hex[:10]}"
-
-    def keys(self, prefix: str) -> list[str]:
-        """Every object name under ``prefix``, from the server's JSON listing."""
-        out: list[str] = []
-        token = ""
-        while True:
-            url = f"{self.endpoint}/storage/v1/b/{self.bucket}/o?prefix={quote(prefix, safe='')}"
-            if token:
-                url += f"&pageToken={quote(token, safe='')}"
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                page = json.load(resp)
-            out.extend(item["name"] for item in page.get("items", []))
-            token = page.get("nextPageToken", "")
-            if not token:
-                return out
+    def service_account_json(self, base_url: str) -> str:
+        """A service-account key (JSON text) that points a client at ``base_url`` without
+        OAuth, as object_store reads its emulator settings."""
+        return json.dumps({"gcs_base_url": base_url, "disable_oauth": True, "client_email": "", "private_key": "",
+                           "private_key_id": ""})
 
     def stop(self) -> None:
         if self.front is not None:
             self.front.shutdown()
             self.front.server_close()
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        if self.workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        stop_child(self.proc, self.workdir)
 
 
 def start_gcs_server(binary: str) -> GcsServer:
-    port = _free_port()
+    port = free_port()
     workdir = tempfile.mkdtemp(prefix="fake-gcs-")
     log_path = os.path.join(workdir, "fake-gcs.log")
     with open(log_path, "wb") as log:
@@ -269,17 +250,11 @@ def start_gcs_server(binary: str) -> GcsServer:
             stdout=log, stderr=subprocess.STDOUT,
         )
     server = GcsServer("", BUCKET, "", proc, None, workdir)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                err = Path(log_path).read_text(errors="replace")[-500:]
-                server.stop()
-                raise RuntimeError(f"fake-gcs-server did not start: {err}") from None
-            time.sleep(0.05)
+    try:
+        wait_listening(port, proc, log_path, "fake-gcs-server", timeout=30)
+    except RuntimeError:
+        server.stop()
+        raise
     front = _FrontServer(port)
     threading.Thread(target=front.serve_forever, name="gcs-front", daemon=True).start()
     server.front = front
@@ -290,8 +265,5 @@ def start_gcs_server(binary: str) -> GcsServer:
     )
     urllib.request.urlopen(req, timeout=10).close()
     server.service_account = os.path.join(workdir, "service-account.json")
-    Path(server.service_account).write_text(
-        json.dumps({"gcs_base_url": server.endpoint, "disable_oauth": True, "client_email": "", "private_key": "",
-                    "private_key_id": ""})
-    )
+    Path(server.service_account).write_text(server.service_account_json(server.endpoint))
     return server

@@ -5,18 +5,19 @@ HTTP to it with the same pylance-style ``storage_options``."""
 
 from __future__ import annotations
 
-import socket
-import uuid
 from dataclasses import dataclass, field
+
+from stores import StoreServer, free_port, stop_child, wait_listening
 
 BUCKET = "lance-gpu-tests"
 
 
 @dataclass
-class S3Server:
+class S3Server(StoreServer):
     endpoint: str
     bucket: str = BUCKET
     server: object = field(default=None, repr=False)
+    scheme: str = "s3"
 
     @property
     def storage_options(self) -> dict[str, str]:
@@ -27,22 +28,6 @@ class S3Server:
             "aws_endpoint": self.endpoint,
             "allow_http": "true",
         }
-
-    def uri(self, name: str = "") -> str:
-        """A fresh dataset URI in the bucket."""
-        return f"s3://{self.bucket}/{name or 'ds'}-{uuid.uuid4().hex[:10]}"
-
-    def keys(self, prefix: str) -> list[str]:
-        import boto3
-
-        client = boto3.client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
-            aws_secret_access_key="testing", region_name="us-east-1",
-        )
-        out: list[str] = []
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            out.extend(o["Key"] for o in page.get("Contents", []))
-        return out
 
     def age(self, key: str, days: float) -> None:
         """Set the ``Last-Modified`` the server reports for ``key`` to ``days`` ago: the
@@ -66,10 +51,7 @@ def start_s3_server() -> S3Server:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
@@ -88,25 +70,16 @@ def start_auth_s3_server() -> tuple[object, str]:
     import os
     import subprocess
     import sys
-    import time
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError("the authenticating moto server did not start") from None
-            time.sleep(0.1)
+    try:
+        wait_listening(port, proc, "", "the authenticating moto server", timeout=30)
+    except RuntimeError:
+        stop_child(proc)
+        raise
     return proc, f"http://127.0.0.1:{port}"

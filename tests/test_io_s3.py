@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Datasets on a real S3-compatible server (moto on loopback), read and written by lance-gpu
-and pylance over HTTP with the same ``storage_options``."""
+"""S3-specific cases on a real S3-compatible server (moto on loopback): processes racing,
+a killed writer, refused credentials, request counts, injected faults, cleanup ages.  The
+round trips every store shares are in tests/test_io_stores.py."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ import pytest
 import lance_gpu
 from lance_gpu.errors import (
     ConditionalPutUnsupportedError,
-    DatasetNotFoundError,
-    ObjectNotFoundError,
     StorageConnectionError,
     StorageError,
     StoragePermissionError,
@@ -44,54 +43,6 @@ def _tbl(start: int, n: int) -> pa.Table:
             "st": pa.array([{"a": int(i), "b": f"b{i}"} for i in ids]),
         }
     )
-
-
-def test_pylance_writes_we_read(s3_server) -> None:
-    opts = s3_server.storage_options
-    uri = s3_server.uri("pl")
-    lance.write_dataset(_tbl(0, 300), uri, max_rows_per_file=100, storage_options=opts, enable_stable_row_ids=True)
-    lance.write_dataset(_tbl(300, 50), uri, mode="append", storage_options=opts)
-    ref = lance.dataset(uri, storage_options=opts)
-    ref.delete("id % 5 = 1")
-    ref = lance.dataset(uri, storage_options=opts)
-    ours = lance_gpu.dataset(uri, storage_options=opts)
-    assert ours.version == ref.version == 3
-    assert ours.uri == uri and isinstance(ours.store, ObstoreStore)
-    assert ours.to_table().equals(ref.to_table())
-    assert ours.to_table(with_row_id=True)["_rowid"].equals(ref.to_table(with_row_id=True)["_rowid"])
-    assert ours.count_rows() == ref.count_rows()
-    idx = [0, 5, 77, 123, 250, 279]
-    assert ours.take(idx).equals(ref.take(idx))
-    assert ours.to_table(columns=["id", "s"], filter="x > 20").equals(ref.to_table(columns=["id", "s"], filter="x > 20"))
-    assert lance_gpu.dataset(uri, 1, storage_options=opts).to_table().equals(lance.dataset(uri, 1, storage_options=opts).to_table())
-    assert [v["version"] for v in ours.versions()] == [v["version"] for v in ref.versions()]
-
-
-def test_we_write_pylance_reads(s3_server) -> None:
-    opts = s3_server.storage_options
-    uri = s3_server.uri("ours")
-
-    def same() -> None:
-        ref = lance.dataset(uri, storage_options=opts)
-        ours = lance_gpu.dataset(uri, storage_options=opts)
-        assert ref.version == ours.version
-        assert ref.to_table().equals(ours.to_table())
-
-    lance_gpu.write_dataset(_tbl(0, 200), uri, max_rows_per_file=60, storage_options=opts)
-    same()
-    lance_gpu.write_dataset(_tbl(200, 30), uri, mode="append", storage_options=opts)
-    same()
-    ds = lance_gpu.dataset(uri, storage_options=opts)
-    ds.delete("id % 4 = 0")
-    same()
-    ds.add_columns({"y": "id * 2"})
-    same()
-    ds.optimize.compact_files(target_rows_per_fragment=1000)
-    same()
-    assert len(lance.dataset(uri, storage_options=opts).get_fragments()) == 1
-    lance_gpu.write_dataset(_tbl(5, 5), uri, mode="overwrite", storage_options=opts)
-    same()
-    assert lance.dataset(uri, storage_options=opts).to_table().equals(_tbl(5, 5))
 
 
 _APPENDER = textwrap.dedent(
@@ -196,13 +147,9 @@ def test_bad_credentials_raise_permission_error() -> None:
         proc.wait(10)  # type: ignore[attr-defined]
 
 
-def test_missing_and_unreachable(s3_server) -> None:
+def test_unreachable(s3_server) -> None:
+    """(A missing dataset, object or bucket: tests/test_io_stores.py, on every store.)"""
     opts = s3_server.storage_options
-    with pytest.raises(DatasetNotFoundError) as info:
-        lance_gpu.dataset(s3_server.uri("missing"), storage_options=opts)
-    assert isinstance(info.value, FileNotFoundError) and "s3://" in str(info.value)
-    with pytest.raises(ObjectNotFoundError):
-        resolve("s3://no-such-bucket-here/ds", opts)[0].get("ds/x")
     dead = {**opts, "aws_endpoint": "http://127.0.0.1:9", "max_retries": "1", "retry_timeout": "2", "connect_timeout": "1s"}
     t0 = time.monotonic()
     with pytest.raises(StorageConnectionError) as info:
@@ -295,16 +242,6 @@ def test_read_cudf_and_mutations_take_storage_options(s3_server) -> None:
     assert pc.sum(ds.to_table()["id"]).as_py() == 45
 
 
-def test_large_objects_upload_in_parts(s3_server) -> None:
-    from lance_gpu.io.remote import MULTIPART_ABOVE
-
-    store, root = resolve(s3_server.uri("big"), s3_server.storage_options)
-    payload = np.random.default_rng(0).integers(0, 255, MULTIPART_ABOVE + 12345, dtype=np.uint8).tobytes()
-    store.put(f"{root}/blob", payload)
-    assert store.size(f"{root}/blob") == len(payload)
-    assert store.read_range(f"{root}/blob", MULTIPART_ABOVE, 12345).tobytes() == payload[MULTIPART_ABOVE:]
-
-
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -378,29 +315,3 @@ def _kind(rel: str) -> str:
         return rel
     top, _, name = rel.partition("/")
     return f"{top}/*.{name.rsplit('.', 1)[-1]}"
-
-
-@pytest.mark.parametrize("size", [1000, 13 << 20])
-def test_streaming_writer_appears_only_on_close(s3_server, size: int) -> None:
-    """Data files stream to S3 while they are written (parts go out as they fill); the object
-    appears only when the writer closes, and an aborted writer leaves no object."""
-    from lance_gpu.io.remote import PART_SIZE
-
-    store, root = resolve(s3_server.uri("stream"), s3_server.storage_options)
-    payload = np.random.default_rng(size).integers(0, 255, size, dtype=np.uint8)
-    for end, key in ((True, f"{root}/kept.lance"), (False, f"{root}/aborted.lance")):
-        store.stats.reset()
-        w = store.open_writer(key)
-        for lo in range(0, size, 1 << 20):
-            w.write(payload[lo : lo + (1 << 20)])
-            assert not store.exists(key)
-        assert w.tell() == size
-        if end:
-            w.close()
-            assert store.get(key) == payload.tobytes()
-            parts = -(-size // PART_SIZE)
-            assert store.stats.snapshot()["puts"] == (1 if parts == 1 else parts + 2)
-        else:
-            w.abort()
-            assert not store.exists(key)
-    assert [m.path.rsplit("/", 1)[-1] for m in store.list(root)] == ["kept.lance"]

@@ -17,6 +17,9 @@ from lance_gpu.errors import (
     StorageTimeoutError,
 )
 
+#: A missing bucket or container (S3 and GCS ``NoSuchBucket``, Azure ``ContainerNotFound``),
+#: which obstore reports as a generic error.
+_MISSING_WORDS = ("nosuchbucket", "containernotfound")
 _TIMEOUT_WORDS = ("timed out", "deadline has elapsed", "operation timeout", "request timeout")
 _CONNECT_WORDS = ("connection refused", "connect error", "error sending request", "connection reset", "dns error", "tcp connect")
 _THROTTLE_WORDS = ("slowdown", "slow down", "throttl", "too many requests", "429", "503")
@@ -39,7 +42,7 @@ def translate(exc: BaseException, uri: str, action: str) -> StorageError:
         return ConditionalPutUnsupportedError(uri, "the store does not support conditional (put-if-absent) writes")
     if isinstance(exc, FileExistsError) or name in ("AlreadyExistsError", "PreconditionError"):
         return ObjectExistsError(uri, f"{action} failed: the object already exists", _errno.EEXIST)
-    if isinstance(exc, FileNotFoundError) or name == "NotFoundError" or "nosuchbucket" in low:
+    if isinstance(exc, FileNotFoundError) or name == "NotFoundError" or any(w in low for w in _MISSING_WORDS):
         return ObjectNotFoundError(uri, f"{action} failed: no such object or bucket", _errno.ENOENT)
     if isinstance(exc, PermissionError) or name in ("PermissionDeniedError", "UnauthenticatedError"):
         return StoragePermissionError(uri, reason, _errno.EACCES)
