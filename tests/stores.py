@@ -23,6 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
+
+def mixed_table(start: int, n: int) -> pa.Table:
+    """Rows ``start .. start+n`` of the store tests' table: ints, strings with nulls, floats,
+    bools, a list and a struct column."""
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "s": pa.array([f"row-{i}" if i % 7 else None for i in ids]),
+            "x": pa.array(ids * 0.25, pa.float32()),
+            "flag": pa.array(ids % 3 == 0),
+            "v": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
+            "st": pa.array([{"a": int(i), "b": f"b{i}"} for i in ids]),
+        }
+    )
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from stores import mixed_table as _tbl
 
 import lance_gpu
 from lance_gpu.errors import (
@@ -29,20 +30,6 @@ from lance_gpu.errors import (
 from lance_gpu.io import FaultInjectingStore, ObstoreStore, resolve
 
 pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
-
-
-def _tbl(start: int, n: int) -> pa.Table:
-    ids = np.arange(start, start + n)
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "s": pa.array([f"row-{i}" if i % 7 else None for i in ids]),
-            "x": pa.array(ids * 0.25, pa.float32()),
-            "flag": pa.array(ids % 3 == 0),
-            "v": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
-            "st": pa.array([{"a": int(i), "b": f"b{i}"} for i in ids]),
-        }
-    )
 
 
 _APPENDER = textwrap.dedent(

@@ -13,26 +13,13 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from stores import mixed_table as _tbl
 
 import lance_gpu
 from lance_gpu.errors import DatasetNotFoundError, ObjectExistsError, ObjectNotFoundError
 from lance_gpu.io import ObstoreStore, resolve
 
 pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
-
-
-def _tbl(start: int, n: int) -> pa.Table:
-    ids = np.arange(start, start + n)
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "s": pa.array([f"row-{i}" if i % 7 else None for i in ids]),
-            "x": pa.array(ids * 0.25, pa.float32()),
-            "flag": pa.array(ids % 3 == 0),
-            "v": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
-            "st": pa.array([{"a": int(i), "b": f"b{i}"} for i in ids]),
-        }
-    )
 
 
 def _pylance(server, uri: str) -> lance.LanceDataset:
