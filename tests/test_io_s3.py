@@ -21,7 +21,6 @@ from stores import mixed_table as _tbl
 
 import lance_gpu
 from lance_gpu.errors import (
-    ConditionalPutUnsupportedError,
     StorageConnectionError,
     StorageError,
     StoragePermissionError,
@@ -97,17 +96,6 @@ def test_writer_killed_before_manifest_leaves_previous_version(s3_server) -> Non
     assert ours.version == 1 and ours.to_table()["id"].to_pylist() == [1, 2, 3]
     lance_gpu.write_dataset(pa.table({"id": [4]}), uri, mode="append", storage_options=opts)
     assert lance.dataset(uri, storage_options=opts).to_table()["id"].to_pylist() == [1, 2, 3, 4]
-
-
-def test_store_without_conditional_put_is_refused(s3_server) -> None:
-    opts = s3_server.storage_options
-    uri = s3_server.uri("nocond")
-    store, root = resolve(uri, opts)
-    unsafe = ObstoreStore(store.store, store.base_uri, conditional_put=False)
-    with pytest.raises(ConditionalPutUnsupportedError, match="conditional") as info:
-        lance_gpu.write_dataset(pa.table({"id": [1]}), root, store=unsafe)
-    assert isinstance(info.value, OSError)
-    assert s3_server.keys(root) == []  # refused before anything was written
 
 
 def test_bad_credentials_raise_permission_error() -> None:

@@ -16,7 +16,7 @@ import pytest
 from stores import mixed_table as _tbl
 
 import lance_gpu
-from lance_gpu.errors import DatasetNotFoundError, ObjectExistsError, ObjectNotFoundError
+from lance_gpu.errors import ConditionalPutUnsupportedError, DatasetNotFoundError, ObjectExistsError, ObjectNotFoundError
 from lance_gpu.io import ObstoreStore, resolve
 
 pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
@@ -89,6 +89,17 @@ def test_put_if_absent_is_conditional(any_store) -> None:
     assert isinstance(info.value, FileExistsError) and f"{any_store.scheme}://" in str(info.value)
     assert store.get(key) == b"first"
     assert any_store.keys(root) == [key]
+
+
+def test_store_without_conditional_put_is_refused(any_store) -> None:
+    """A store that cannot create conditionally is refused for commits, before anything is
+    written, with a clear typed error (never a silently unsafe commit)."""
+    store, root = resolve(any_store.uri("nocond"), any_store.storage_options)
+    unsafe = ObstoreStore(store.store, store.base_uri, conditional_put=False)
+    with pytest.raises(ConditionalPutUnsupportedError, match="conditional") as info:
+        lance_gpu.write_dataset(pa.table({"id": [1]}), root, store=unsafe)
+    assert isinstance(info.value, OSError)
+    assert any_store.keys(root) == []
 
 
 def test_missing_dataset_and_object(any_store) -> None:
