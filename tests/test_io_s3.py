@@ -26,7 +26,7 @@ from lance_gpu.errors import (
     StoragePermissionError,
     StorageTimeoutError,
 )
-from lance_gpu.io import FaultInjectingStore, ObstoreStore, resolve
+from lance_gpu.io import FaultInjectingStore, resolve
 
 pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
 
@@ -131,41 +131,6 @@ def test_unreachable(s3_server) -> None:
         lance_gpu.dataset(f"s3://{s3_server.bucket}/ds", storage_options=dead)
     assert time.monotonic() - t0 < 30  # retries are bounded
     assert isinstance(info.value, OSError) and f"s3://{s3_server.bucket}/ds" in str(info.value)
-
-
-def test_request_counts_are_visible(s3_server) -> None:
-    opts = s3_server.storage_options
-    uri = s3_server.uri("counts")
-    lance.write_dataset(_tbl(0, 20_000), uri, max_rows_per_file=10_000, storage_options=opts)
-    store, root = resolve(uri, opts)
-    store.stats.reset()
-    ds = lance_gpu.dataset(uri, storage_options=opts)
-    assert store.stats.lists == 1 and store.stats.gets == 1  # listing + the whole manifest
-    store.stats.reset()
-    ds.to_table()
-    small = store.stats.snapshot()
-    # small files: one tail read (footer, offset tables, column metadata, size), then the
-    # rest of the object in one request -- for all six columns
-    assert small["heads"] == 0 and small["gets"] <= 2 * 2, small
-    store.stats.reset()
-    ds.to_table()
-    assert store.stats.gets == 0  # data-file metadata and bytes are cached on the open dataset
-
-    # Larger files (or here: a store told to fetch nothing whole) are read by page ranges,
-    # coalesced per column; a take fetches only the pages holding its rows.
-    ranged = ObstoreStore(store.store, store.base_uri, whole_object_below=0)
-    ds = lance_gpu.dataset(root, store=ranged)
-    full = ds.to_table()
-    assert full.equals(lance.dataset(uri, storage_options=opts).to_table())
-    total = ranged.stats.bytes_read
-    ranged.stats.reset()
-    ds = lance_gpu.dataset(root, store=ranged)
-    ranged.stats.reset()
-    assert ds.take([3, 15_000], columns=["id"]).column("id").to_pylist() == [3, 15_000]
-    assert ranged.stats.gets <= 2 * 2  # per file: tail + the one page
-    from lance_gpu.file.container import TAIL_READ
-
-    assert ranged.stats.bytes_read - 2 * TAIL_READ < 64 * 1024 < total  # only the pages of rows 3 and 15000
 
 
 FAULTS = [("ENOSPC", StorageError), ("EACCES", StoragePermissionError), ("EIO", StorageError),
