@@ -364,6 +364,15 @@ def test_direct_path_only_where_it_applies(paged_uri, monkeypatch) -> None:
     monkeypatch.setattr(_source, "DIRECT_DECODED_BYTES", 1000)  # the label does not fit: the scan
     assert not RowSource(ds, ["emb", "label"], None, False).direct()
     assert RowSource(ds, ["emb"], None, False).direct()  # nothing to keep decoded
+    # label and score of two fragments (2 x 300 x 16 bytes) fit, the third fragment's do not
+    monkeypatch.setattr(_source, "DIRECT_DECODED_BYTES", 10_000)
+    source = RowSource(ds, ["emb", "label", "score"], None, False)
+    spans = [(pos, 5, n - 3) for pos, (_fid, n) in enumerate(source.fragments())]
+    got = source.read_many(spans)
+    assert source.direct() and source._direct_bytes == 9600
+    assert [source._direct_fragment(pos) is not None for pos in range(3)] == [True, True, False]
+    for a, b in zip(got, source._scan_many(spans), strict=True):
+        assert a.equals(b)
 
 
 def test_direct_feed_equals_pylance_batch_sampler(paged_uri) -> None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 ROW_ID = "_rowid"
 #: The direct read path keeps the columns that are not stored plain decoded, per fragment, for
-#: the source's life: taken only when all of them, over every fragment, fit in this many bytes.
+#: the source's life, at most this many bytes in all (fragments beyond it are read by the scan).
 DIRECT_DECODED_BYTES = 64 << 20
 
 
@@ -59,7 +59,7 @@ class _DirectFragment:
 
     def __init__(self, frag, fields: list, arrow_fields: list[pa.Field]) -> None:
         from lance_gpu.file.container import FileVersion
-        from lance_gpu.file.reader import plain_row_pages
+        from lance_gpu.file.reader import plain_row_bytes, plain_row_pages
 
         self.frag = frag
         self.live = frag.live_rows
@@ -80,6 +80,10 @@ class _DirectFragment:
             starts = np.zeros(len(views) + 1, np.int64)
             np.cumsum([v.shape[0] for v in views], out=starts[1:])
             self.pages.append((views, starts))
+        #: what :meth:`column` keeps decoded: every physical row of the columns not stored plain
+        self.decoded_bytes = int(frag.physical_rows) * sum(
+            plain_row_bytes(af.type) or 0 for af, paged in zip(arrow_fields, self.pages, strict=True) if paged is None
+        )
 
     def column(self, i: int, lo: int, hi: int, rows: np.ndarray | None) -> pa.Array | pa.ChunkedArray:
         """Physical rows ``[lo, hi)`` of field ``i`` (``rows``: the sorted physical rows
@@ -160,7 +164,8 @@ class RowSource:
         np.cumsum(counts, out=self._starts[1:])
         self._resolved: ResolvedScan | None = None  # the read plan, resolved on first read (not pickled)
         self._frags: list = []
-        self._direct: list[_DirectFragment | None] | None = None  # per fragment (not pickled)
+        self._direct: list[_DirectFragment | bool | None] | None = None  # per fragment, False: by the scan (not pickled)
+        self._direct_bytes = 0  # what the direct readers keep decoded
         self._direct_ok: bool | None = None  # the direct path applies (decided on first read)
 
     def __getstate__(self) -> dict:
@@ -169,6 +174,7 @@ class RowSource:
         state["_resolved"] = None
         state["_frags"] = []
         state["_direct"] = None
+        state["_direct_bytes"] = 0
         state["_direct_ok"] = None
         state["ds"] = dataset_ref(self.ds)
         return state
@@ -213,20 +219,29 @@ class RowSource:
             self._frags = self.ds.get_fragments()
         return self._resolved
 
-    def _direct_fragment(self, pos: int) -> _DirectFragment:
+    def _direct_fragment(self, pos: int) -> _DirectFragment | None:
+        """The direct reader of the fragment at ``pos`` (planned on first use), or None when
+        the columns it would keep decoded no longer fit in ``DIRECT_DECODED_BYTES`` (its
+        reads then take the scan)."""
         assert self._direct is not None
         got = self._direct[pos]
         if got is None:
             resolved = self._resolved_plan()
             fields = list(resolved.read_fields)
-            got = self._direct[pos] = _DirectFragment(self._frags[pos], fields, [resolved.arrow_fields[f.name] for f in fields])
-        return got
+            frag = _DirectFragment(self._frags[pos], fields, [resolved.arrow_fields[f.name] for f in fields])
+            if self._direct_bytes + frag.decoded_bytes > DIRECT_DECODED_BYTES:
+                got = self._direct[pos] = False
+            else:
+                self._direct_bytes += frag.decoded_bytes
+                got = self._direct[pos] = frag
+        return got if isinstance(got, _DirectFragment) else None
 
     def direct(self) -> bool:
         """Whether reads take the direct path: no filter, no row ids, every output a
-        top-level column of a plain fixed-width type, the columns that are not stored plain
-        small enough to keep decoded (``DIRECT_DECODED_BYTES``), and the direct read of a
-        fragment's first rows equal to the scan's (checked once)."""
+        top-level column of a plain fixed-width type, and the direct read of a fragment's
+        first rows equal to the scan's (checked once).  A fragment whose columns that are
+        not stored plain do not fit in what is left of ``DIRECT_DECODED_BYTES`` is read by
+        the scan."""
         if self._direct_ok is None:
             self._direct_ok = self._decide_direct()
         return self._direct_ok
@@ -234,20 +249,19 @@ class RowSource:
     def _decide_direct(self) -> bool:
         from lance_gpu.file.reader import plain_row_bytes
 
-        if self._compiled is not None or self.with_row_id or not self._ids:
+        if self._compiled is not None or self.with_row_id or not self.num_rows:
             return False
         resolved = self._resolved_plan()
         names = [f.name for f in resolved.read_fields]
         if [o.name for o in resolved.outputs] != names or any(o.path != (o.name,) for o in resolved.outputs):
             return False
-        widths = [plain_row_bytes(resolved.arrow_fields[n].type) for n in names]
-        if any(w is None for w in widths):
+        if any(plain_row_bytes(resolved.arrow_fields[n].type) is None for n in names):
             return False
         self._direct = [None] * len(self._ids)
-        probe = next(i for i in range(len(self._ids)) if self._starts[i + 1] > self._starts[i]) if self.num_rows else 0
+        self._direct_bytes = 0
+        probe = next(i for i in range(len(self._ids)) if self._starts[i + 1] > self._starts[i])
         first = self._direct_fragment(probe)
-        decoded_row_bytes = sum(w for w, paged in zip(widths, first.pages, strict=True) if paged is None)  # type: ignore[misc]
-        if decoded_row_bytes * sum(int(f.physical_rows) for f in self._frags) > DIRECT_DECODED_BYTES:
+        if first is None:
             self._direct = None
             return False
         n = int(min(8, self._starts[probe + 1] - self._starts[probe]))
@@ -262,10 +276,20 @@ class RowSource:
         """``read(pos, start, stop)`` for each span, in the order given: by the direct path
         where it applies (:meth:`direct`; each span a few slices, zero-copy within a page),
         else by the scan (:meth:`_scan_many`)."""
-        if self.direct():
-            schema = self._resolved_plan().schema
-            return [self._direct_fragment(pos).read(start, stop, schema) for pos, start, stop in spans]
-        return self._scan_many(spans)
+        if not self.direct():
+            return self._scan_many(spans)
+        schema = self._resolved_plan().schema
+        out: list[pa.Table | None] = [None] * len(spans)
+        rest = []
+        for i, (pos, start, stop) in enumerate(spans):
+            frag = self._direct_fragment(pos)
+            if frag is None:
+                rest.append(i)
+            else:
+                out[i] = frag.read(start, stop, schema)
+        for i, table in zip(rest, self._scan_many([spans[i] for i in rest]), strict=True):
+            out[i] = table
+        return out  # type: ignore[return-value]
 
     def _scan_many(self, spans: Sequence[tuple[int, int, int]]) -> list[pa.Table]:
         """``read(pos, start, stop)`` for each span, in the order given, decoded in the calling
