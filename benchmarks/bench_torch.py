@@ -19,6 +19,9 @@ Batch size 1024.  Cases (each in a fresh process: one warm-up epoch, then the me
 * on a usable GPU also ``gpu-sequential`` / ``gpu-shuffled``: ours ``device="cuda"`` against
   pylance plus ``.cuda()``, synchronised per batch.
 
+With ``--interleaved``, a second table: per case both loaders in one process, their epochs
+alternating, so each round sees about the same machine load.
+
 Output: a table on stdout and ``benchmarks/results/torch_cpu.{md,json}`` (``torch_gpu`` on a GPU).
 """
 
@@ -124,6 +127,35 @@ def run_case(engine: str, case: str, uri: str, repeat: int) -> dict:
     }
 
 
+def run_interleaved(case: str, uri: str, repeat: int) -> dict:
+    """Both loaders of ``case`` in one process, their epochs alternating (one warm-up each,
+    then ``repeat`` rounds): each round sees about the same load on both."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    loaders = {engine: _loader(engine, case, uri) for engine in ("lance_gpu", "lance")}
+    to_cuda = case.startswith("gpu")
+    rows = {engine: _epoch(loader, to_cuda)[0] for engine, loader in loaders.items()}
+    times: dict[str, list[float]] = {engine: [] for engine in loaders}
+    cpu: dict[str, list[float]] = {engine: [] for engine in loaders}
+    loads = []
+    for epoch in range(repeat):
+        for engine, loader in loaders.items():
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(epoch + 1)
+            c0 = time.process_time()
+            n, dt = _epoch(loader, to_cuda)
+            cpu[engine].append(time.process_time() - c0)
+            assert n == rows[engine], (n, rows[engine])
+            times[engine].append(dt)
+        loads.append(_loadavg().split()[0])
+    out = {"case": case, "loadavg": " ".join(loads)}
+    for engine in loaders:
+        out[engine] = {"rows": rows[engine], "median_s": statistics.median(times[engine]), "best_s": min(times[engine]),
+                       "runs": times[engine], "cpu_seconds": statistics.median(cpu[engine])}
+    return out
+
+
 def _loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -132,9 +164,10 @@ def _loadavg() -> str:
 
 
 def _subprocess(engine: str, case: str, uri: str, repeat: int) -> dict:
+    call = f"b.run_interleaved({case!r}, {uri!r}, {repeat})" if engine == "both" else f"b.run_case({engine!r}, {case!r}, {uri!r}, {repeat})"
     code = (
         f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); sys.path.insert(0, {str(HERE)!r}); import bench_torch as b; "
-        f"print(json.dumps(b.run_case({engine!r}, {case!r}, {uri!r}, {repeat})))"
+        f"print(json.dumps({call}))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -144,6 +177,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--interleaved", action="store_true", help="also run both loaders per case in one process, epochs alternating")
     args = ap.parse_args()
     uri = str(make_data(args.rows))
     from lance_gpu._device import gpu_unusable_reason
@@ -178,10 +212,29 @@ def main() -> None:
             f"| {case} | {ours['samples_per_s']:,.0f} | {ref['samples_per_s']:,.0f} | {ours['samples_per_s'] / ref['samples_per_s']:.2f}x "
             f"| {ours['cpu_seconds']:.3f} / {ref['cpu_seconds']:.3f} | {ref['loadavg']} |"
         )
+    inter = []
+    if args.interleaved:
+        lines += [
+            "",
+            f"Interleaved: both loaders in one process per case, epochs alternating ({args.repeat} rounds after a warm-up each);",
+            "ratio of medians (and of best epochs); loadavg (1 min) after each round.",
+            "",
+            "| case | lance_gpu samples/s (median) | pylance samples/s (median) | ratio median | ratio best | cpu s ours / pylance | loadavg per round |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for case in cases:
+            r = _subprocess("both", case, uri, args.repeat)
+            inter.append(r)
+            ours, ref = r["lance_gpu"], r["lance"]
+            print(f"{case:18s} interleaved {ours['rows'] / ours['median_s']:>12,.0f} / {ref['rows'] / ref['median_s']:>12,.0f} samples/s", flush=True)
+            lines.append(
+                f"| {case} | {ours['rows'] / ours['median_s']:,.0f} | {ref['rows'] / ref['median_s']:,.0f} | {ref['median_s'] / ours['median_s']:.2f}x "
+                f"| {ref['best_s'] / ours['best_s']:.2f}x | {ours['cpu_seconds']:.3f} / {ref['cpu_seconds']:.3f} | {r['loadavg']} |"
+            )
     RESULTS.mkdir(exist_ok=True)
     name = "torch_gpu" if gpu else "torch_cpu"
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{name}.json").write_text(json.dumps({"host": host, "rows": args.rows, "batch": BATCH, "results": results}, indent=1) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps({"host": host, "rows": args.rows, "batch": BATCH, "results": results, "interleaved": inter}, indent=1) + "\n")
     print("\n".join(lines))
 
 

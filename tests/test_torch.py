@@ -298,6 +298,97 @@ def test_tensors_share_arrow_memory(types_uri) -> None:
     assert out["emb"].data_ptr() == batch.column("emb").values.buffers()[1].address
 
 
+# -- the direct read path ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def paged_uri(tmp_path_factory) -> str:
+    """Three fragments of 300 rows: a 64-float32 embedding stored full-zip in pages of 40 rows
+    (20 at the cuts), a dictionary-encoded int64 label, a float64; every row with label 7
+    deleted."""
+    rng = np.random.default_rng(3)
+    n, d = 900, 64
+    table = pa.table(
+        {
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * d).astype(np.float32)), d),
+            "label": pa.array(rng.integers(0, 50, n), pa.int64()),
+            "score": pa.array(rng.standard_normal(n)),
+            "flag": pa.array(np.arange(n) % 2 == 0),
+        }
+    )
+    path = str(tmp_path_factory.mktemp("paged") / "paged.lance")
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=40))
+    ds = lance.write_dataset(reader, path, max_rows_per_file=300, max_rows_per_group=40, data_cache_bytes=4 * 16384, max_page_bytes=16384)
+    ds.delete("label = 7")
+    return path
+
+
+def test_direct_reads_equal_the_scan(paged_uri) -> None:
+    """The direct path (page views of the plain embedding, the other columns decoded once per
+    fragment) gives the scan's rows for spans inside a page, across pages, over deleted rows."""
+    from lance_gpu.torch._source import RowSource
+
+    source = RowSource(lance_gpu.dataset(paged_uri), ["emb", "label", "score"], None, False)
+    assert source.direct()
+    frag = source._direct_fragment(1)
+    assert frag.pages[0] is not None and len(frag.pages[0][0]) > 1  # the embedding: page views
+    assert frag.pages[1] is None and frag.pages[2] is None  # decoded once
+    rng = np.random.default_rng(0)
+    spans = [(pos, 0, n) for pos, (_fid, n) in enumerate(source.fragments())]
+    for _ in range(60):
+        pos = int(rng.integers(0, 3))
+        n = source.fragments()[pos][1]
+        a = int(rng.integers(0, n))
+        spans.append((pos, a, int(rng.integers(a, min(n, a + 90) + 1))))
+    direct = source.read_many(spans)
+    general = source._scan_many(spans)
+    for span, got, want in zip(spans, direct, general, strict=True):
+        assert got.equals(want), span
+    # ten live rows in a row inside one page: a view of the mapped file, no copy
+    views, starts = frag.pages[0]
+    live = frag.live if frag.live is not None else np.arange(int(starts[-1]))
+    a = next(i for i in range(live.size - 9) if live[i + 9] - live[i] == 9 and np.searchsorted(starts, live[i], "right") == np.searchsorted(starts, live[i + 9], "right"))
+    page = int(np.searchsorted(starts, live[a], "right")) - 1
+    got = source.read(1, a, a + 10).column("emb").chunk(0)
+    assert got.values.buffers()[1].address == int(views[page][int(live[a] - starts[page]) :].ctypes.data)
+
+
+def test_direct_path_only_where_it_applies(paged_uri, monkeypatch) -> None:
+    from lance_gpu.torch import _source
+    from lance_gpu.torch._source import RowSource
+
+    ds = lance_gpu.dataset(paged_uri)
+    assert not RowSource(ds, ["emb", "flag"], None, False).direct()  # booleans are not plain
+    assert not RowSource(ds, ["emb", "label"], "label > 3", False).direct()
+    assert not RowSource(ds, ["emb", "label"], None, True).direct()
+    monkeypatch.setattr(_source, "DIRECT_DECODED_BYTES", 1000)  # the label does not fit: the scan
+    assert not RowSource(ds, ["emb", "label"], None, False).direct()
+    assert RowSource(ds, ["emb"], None, False).direct()  # nothing to keep decoded
+    # label and score of two fragments (2 x 300 x 16 bytes) fit, the third fragment's do not
+    monkeypatch.setattr(_source, "DIRECT_DECODED_BYTES", 10_000)
+    source = RowSource(ds, ["emb", "label", "score"], None, False)
+    spans = [(pos, 5, n - 3) for pos, (_fid, n) in enumerate(source.fragments())]
+    got = source.read_many(spans)
+    assert source.direct() and source._direct_bytes == 9600
+    assert [source._direct_fragment(pos) is not None for pos in range(3)] == [True, True, False]
+    for a, b in zip(got, source._scan_many(spans), strict=True):
+        assert a.equals(b)
+
+
+def test_direct_feed_equals_pylance_batch_sampler(paged_uri) -> None:
+    from lance.sampler import ShardedBatchSampler as PylanceBatchSampler
+    from lance.torch.data import LanceDataset as PylanceDataset
+
+    cols = ["emb", "label", "score"]
+    for rank in range(2):
+        ref = list(PylanceDataset(lance.dataset(paged_uri), 32, columns=cols, sampler=PylanceBatchSampler(rank, 2, randomize=True, seed=9)))
+        ours = list(lt.LanceDataset(paged_uri, 32, columns=cols, rank=rank, world_size=2, shard_granularity="batch", shuffle=True, seed=9, shuffle_buffer=0, device="cpu"))
+        assert len(ours) == len(ref)
+        for a, b in zip(ours, ref, strict=True):
+            for c in cols:
+                assert torch.equal(a[c], b[c]), c
+
+
 # -- map-style ---------------------------------------------------------------------------------
 
 

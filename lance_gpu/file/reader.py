@@ -295,3 +295,66 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
     file.io.release(ranges, keep=_buffers_of(out))
     return out
+
+
+def plain_row_bytes(t: pa.DataType) -> int | None:
+    """Bytes per row of a plain fixed-width Arrow type (integers, floats, fixed-size lists of
+    them), None for anything else (booleans, extension types, variable width)."""
+    if isinstance(t, pa.BaseExtensionType):
+        return None
+    if pa.types.is_fixed_size_list(t):
+        inner = plain_row_bytes(t.value_type)
+        return None if inner is None else inner * t.list_size
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return t.bit_width // 8
+    return None
+
+
+def _plain_values(enc, t: pa.DataType) -> bool:
+    """The full-zip value encoding of Arrow type ``t`` is the values themselves: flat values
+    of ``t``'s width, or fixed-size lists (``t``'s sizes, without item validity) of them."""
+    kind = enc.WhichOneof("compression")
+    if pa.types.is_fixed_size_list(t):
+        if kind != "fixed_size_list":
+            return False
+        fsl = enc.fixed_size_list
+        return not bool(fsl.has_validity) and int(fsl.items_per_value) == t.list_size and _plain_values(fsl.values, t.value_type)
+    return kind == "flat" and int(enc.flat.bits_per_value) == t.bit_width
+
+
+def plain_row_pages(file: LanceFileReader, field: pa.Field, columns: list[int]) -> list[np.ndarray] | None:
+    """Per page, the rows of a plain fixed-width field as a ``[page rows, row bytes]`` uint8
+    view of the memory-mapped data file, or None where the field is not stored so.
+
+    A field qualifies when it is one leaf column of a plain type (integers, floats, fixed-size
+    lists of them; no extension type) and every page is a full-zip page without control
+    words (no repetition, no definition: no nulls) whose values are the row bytes themselves
+    (flat, or a fixed-size list of flat values without item validity): row ``i`` of the page
+    is then bytes ``[i * row_bytes, (i + 1) * row_bytes)`` of the page's buffer 0.  The
+    views alias the file's map (no copy; valid while the reader is open); a file that is
+    not mapped (object stores) gives None.
+    """
+    row_bytes = plain_row_bytes(field.type)
+    whole = getattr(file.io, "mapped", None)
+    if row_bytes is None or whole is None or len(columns) != 1 or leaf_types(field.type) != [field.type]:
+        return None
+    col = columns[0]
+    ctx = DecodeContext(file.path, col)
+    out = []
+    for pi, page in enumerate(file.column(col).pages):
+        layout = _page_layout(file, col, pi, ctx.at_page(pi))
+        if layout.WhichOneof("layout") != "full_zip_layout":
+            return None
+        fz = layout.full_zip_layout
+        if int(fz.bits_rep) or int(fz.bits_def) or fz.WhichOneof("details") != "bits_per_value":
+            return None
+        if int(fz.bits_per_value) != 8 * row_bytes or not _plain_values(fz.value_compression, field.type):
+            return None
+        if int(fz.num_items) != page.num_rows or not page.buffer_offsets:
+            return None
+        start, size = int(page.buffer_offsets[0]), int(page.buffer_sizes[0])
+        need = page.num_rows * row_bytes
+        if size < need or start + need > whole.size:
+            raise CorruptFileError(file.path, f"column {col} page {pi}: full-zip buffer shorter than its {page.num_rows} values")
+        out.append(whole[start : start + need].reshape(page.num_rows, row_bytes))
+    return out
