@@ -43,6 +43,14 @@ class FieldSource:
     version: FileVersion | None = None
 
 
+def _single_leaf(ds: LanceDataset, field: LanceField) -> bool:
+    """Whether a take decodes ``field`` chunk by chunk (one leaf, no lists or structs)."""
+    from lance_gpu.file.arrow import leaf_types
+
+    arrow_type = ds.schema.field(field.name).type
+    return leaf_types(arrow_type) == [arrow_type]
+
+
 class LanceFragment:
     """One fragment of a dataset version: data files, deletions, row ids."""
 
@@ -205,18 +213,34 @@ class LanceFragment:
                 return FieldSource(path, [cmap[i] for i in leaf_ids])
         raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
 
-    def prefetch(self, fields: Sequence[LanceField]) -> None:
-        """Fetch the bytes of ``fields`` from an object store ahead of decoding, one coalesced
-        concurrent fetch per data file (best effort: a failure here surfaces again, typed,
-        when the fields are read)."""
+    def prefetch(self, fields: Sequence[LanceField], rows: np.ndarray | None = None) -> None:
+        """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:
+        a failure here surfaces again, typed, when the fields are read).
+
+        ``rows`` None (or a run of rows): every buffer of the fields, one coalesced
+        concurrent fetch per data file.  Scattered sorted physical ``rows`` (a take, late
+        materialization): for single-leaf fields of 2.1+ files only the mini-block chunks
+        holding them (:func:`~lance_gpu.file.reader.prefetch_take`); other fields read
+        what they need when decoded."""
+        scattered = rows is not None and rows.size > 0 and int(rows[-1]) - int(rows[0]) + 1 != rows.size
         try:
             by_file: dict[str, list[int]] = {}
             for field in fields:
                 src = self.field_source(field)
-                if src is not None:
-                    by_file.setdefault(src.path, []).extend(src.columns)
+                if src is None:
+                    continue
+                if scattered and (len(src.columns) != 1 or src.version is not None or not _single_leaf(self.dataset, field)):
+                    continue
+                by_file.setdefault(src.path, []).extend(src.columns)
             for path, cols in by_file.items():
-                self.file_reader(path).prefetch(cols)
+                reader = self.file_reader(path)
+                if not scattered:
+                    reader.prefetch(cols)
+                elif reader.version != FileVersion(2, 0):
+                    from lance_gpu.file.reader import prefetch_take
+
+                    assert rows is not None
+                    prefetch_take(reader, cols, rows)
         except Exception:  # noqa: BLE001 - the real read raises it
             return
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -170,6 +170,8 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     # virtual columns the filter does not read are made for the surviving rows only
     table = add_virtual(table, ReadUnit(frag, kept_rows), resolved.virtual - early_virtual, offsets)
     share = keep.size / max(1, unit.num_rows)
+    if not getattr(frag.dataset.store, "maps_files", False):  # an object store: the survivors' late bytes at once
+        frag.prefetch([f for f in late if share <= late_select_share(arrow_fields[f.name].type)], kept_rows)
     for f in late:
         af = arrow_fields[f.name]
         size = encoded_bytes_per_row(frag, f) if _is_variable(af.type) and share > LATE_SELECT_SHARE_VARIABLE else 0.0
@@ -179,6 +181,20 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
             col = take_sorted(frag.read_field(f, af, unit.rows), keep)
         table = table.append_column(f.name, col)
     return project(resolved, table)
+
+
+def _prefetch_rows(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> list[LanceFragment]:
+    """On an object store, fetch the bytes a take of each unit's rows reads, the fragments
+    concurrently (:meth:`LanceFragment.prefetch`); returns the fragments to drop them from."""
+    if getattr(ds.store, "maps_files", False) or not fields or not units:
+        return []
+    frags = [u.fragment for u in units]
+    if len(units) == 1:
+        frags[0].prefetch(fields, units[0].rows)
+    else:
+        with ThreadPoolExecutor(min(len(units), _THREADS * 2)) as pool:
+            list(pool.map(lambda u: u.fragment.prefetch(fields, u.rows), units))
+    return frags
 
 
 class CpuExecutor:
@@ -206,6 +222,7 @@ class CpuExecutor:
             queue: deque[tuple[ReadUnit, list[Future]]] = deque()
             it = iter(units)
             prefetched: dict[int, Future] = {}
+            units_of = Counter(u.fragment.fragment_id for u in units)
 
             def next_unit() -> bool:
                 unit = next(it, None)
@@ -214,7 +231,9 @@ class CpuExecutor:
                 frag = unit.fragment
                 fetch = prefetched.get(frag.fragment_id)
                 if remote and fetch is None and fields:
-                    fetch = prefetched[frag.fragment_id] = pool.submit(frag.prefetch, fields)
+                    # a fragment read as one unit of selected rows fetches only their chunks
+                    rows = unit.rows if units_of[frag.fragment_id] == 1 else None
+                    fetch = prefetched[frag.fragment_id] = pool.submit(frag.prefetch, fields, rows)
                 queue.append((unit, submit(pool, unit, fetch)))
                 return True
 
@@ -246,9 +265,14 @@ class CpuExecutor:
         arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
         names = [f.name for f in fields]
         if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
-            for unit in units:
-                arrays = [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
-                yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+            fetched = _prefetch_rows(ds, units, fields)
+            try:
+                for unit in units:
+                    arrays = [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
+                    yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+            finally:
+                for frag in fetched:
+                    frag.drop_prefetched()
             return
 
         def submit(pool: ThreadPoolExecutor, unit: ReadUnit, fetch: Future | None) -> list[Future]:
@@ -277,7 +301,7 @@ class CpuExecutor:
             return [pool.submit(_filtered_unit, fetch, resolved, unit, early, late, arrow_fields, offsets)]
 
         # Each unit task decodes its fields in turn: count them as tasks for the pool choice.
-        finished = self._ordered(ds, units, resolved.read_fields, ahead, _THREADS, submit)
+        finished = self._ordered(ds, units, early, ahead, _THREADS, submit)
         try:
             for _unit, (table,) in finished:
                 yield table
