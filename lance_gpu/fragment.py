@@ -217,29 +217,33 @@ class LanceFragment:
         """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:
         a failure here surfaces again, typed, when the fields are read).
 
-        ``rows`` None (or a run of rows): every buffer of the fields, one coalesced
-        concurrent fetch per data file.  Scattered sorted physical ``rows`` (a take, late
-        materialization): for single-leaf fields of 2.1+ files only the mini-block chunks
-        holding them (:func:`~lance_gpu.file.reader.prefetch_take`); other fields read
-        what they need when decoded."""
-        scattered = rows is not None and rows.size > 0 and int(rows[-1]) - int(rows[0]) + 1 != rows.size
+        ``rows`` None: every buffer of the fields, one coalesced concurrent fetch per data
+        file.  Sorted physical ``rows`` (a take, late materialization): for single-leaf
+        fields of 2.1+ files only what a take of them reads
+        (:func:`~lance_gpu.file.reader.prefetch_take`: the chunks holding scattered rows,
+        the pages holding a run); other fields whole, as before; nothing for no rows."""
+        if rows is not None and rows.size == 0:
+            return
         try:
-            by_file: dict[str, list[int]] = {}
+            whole: dict[str, list[int]] = {}
+            by_rows: dict[str, list[int]] = {}
             for field in fields:
                 src = self.field_source(field)
                 if src is None:
                     continue
-                if scattered and (len(src.columns) != 1 or src.version is not None or not _single_leaf(self.dataset, field)):
-                    continue
-                by_file.setdefault(src.path, []).extend(src.columns)
-            for path, cols in by_file.items():
-                reader = self.file_reader(path)
-                if not scattered:
-                    reader.prefetch(cols)
-                elif reader.version != FileVersion(2, 0):
-                    from lance_gpu.file.reader import prefetch_take
+                chunked = (rows is not None and len(src.columns) == 1 and src.version is None
+                           and _single_leaf(self.dataset, field))
+                (by_rows if chunked else whole).setdefault(src.path, []).extend(src.columns)
+            for path, cols in whole.items():
+                self.file_reader(path).prefetch(cols)
+            for path, cols in by_rows.items():
+                from lance_gpu.file.reader import prefetch_take
 
-                    assert rows is not None
+                reader = self.file_reader(path)
+                assert rows is not None
+                if reader.version == FileVersion(2, 0):
+                    reader.prefetch(cols)
+                else:
                     prefetch_take(reader, cols, rows)
         except Exception:  # noqa: BLE001 - the real read raises it
             return

@@ -91,7 +91,7 @@ def test_take_without_prefetch_reads_chunks(remote_ds) -> None:
 
 
 def test_filtered_read_fetches_late_columns_by_chunk(remote_ds) -> None:
-    uri, opts, store, root, size = remote_ds
+    uri, opts, store, root, _size = remote_ds
     flt = "id % 40000 = 11"
     expected = lance.dataset(uri, storage_options=opts).to_table(columns=["id", "vec", "name"], filter=flt)
     ranged, ds = _fresh(store, root, coalesce_gap=0)
@@ -100,6 +100,12 @@ def test_filtered_read_fetches_late_columns_by_chunk(remote_ds) -> None:
     id_bytes = ROWS * 8
     # the filter column whole (its pages), the late columns' chunks of 3 rows only
     assert ranged.stats.bytes_read - TAIL_READ < id_bytes + 3 * 2 * 64 * 1024, ranged.stats.bytes_read
+    # no survivor: nothing of the late columns; a run of survivors: only the chunks holding it
+    for flt, late_bytes in (("id < 0", 0), ("id >= 500 AND id < 600", 2 * 64 * 1024)):
+        ranged, ds = _fresh(store, root, coalesce_gap=0)
+        got = ds.to_table(columns=["id", "vec", "name"], filter=flt)
+        assert got.equals(lance.dataset(uri, storage_options=opts).to_table(columns=["id", "vec", "name"], filter=flt))
+        assert ranged.stats.bytes_read - TAIL_READ <= id_bytes + late_bytes, (flt, ranged.stats.bytes_read)
 
 
 def test_dense_take_fetches_pages_in_one_round(remote_ds) -> None:

@@ -241,18 +241,19 @@ def _chunk_sizes(file: LanceFileReader, column: int, page_index: int, layout, ct
     return sizes  # type: ignore[return-value]
 
 
-def _fetches_by_chunk(file: LanceFileReader, page: PageInfo, layout, num_rows: int) -> bool:
-    """Whether a take of ``num_rows`` scattered rows from this page reads only the
-    mini-block chunks holding them (chunk metadata first, then the chunks): pages of object
-    stores whose chunk data is not held yet (a memory map, or bytes a scan prefetched, are
-    decoded from the whole page as before), and sparse enough that the chunks would not
-    coalesce into the whole page anyway (at least the store's coalescing gap of page bytes
-    per row; denser takes fetch the page in one round)."""
+def _fetches_by_chunk(file: LanceFileReader, page: PageInfo, layout, num_rows: int, run: bool = False) -> bool:
+    """Whether a take of ``num_rows`` rows from this page reads only the mini-block chunks
+    holding them (chunk metadata first, then the chunks): pages of object stores whose
+    chunk data is not held yet (a memory map, or bytes a scan prefetched, are decoded from
+    the whole page as before), holding a ``run`` of rows (its chunks are one range), or
+    scattered rows sparse enough that their chunks would not coalesce into the whole page
+    anyway (at least the store's coalescing gap of page bytes per row; denser takes fetch
+    the page in one round)."""
     return (
         layout.WhichOneof("layout") == "mini_block_layout"
         and not layout.mini_block_layout.HasField("rep_compression")
         and len(page.buffer_offsets) >= 2
-        and page.buffer_sizes[1] > num_rows * getattr(file.io, "coalesce_gap", COALESCE_GAP)
+        and (run or page.buffer_sizes[1] > num_rows * getattr(file.io, "coalesce_gap", COALESCE_GAP))
         and file.needs_request(page.buffer_offsets[1], page.buffer_sizes[1])
     )
 
@@ -286,17 +287,18 @@ def _take_chunks(file: LanceFileReader, column: int, page_index: int, layout, ro
 
 
 def prefetch_take(file: LanceFileReader, columns: list[int], rows: np.ndarray) -> None:
-    """Fetch what a take of the sorted, scattered file rows ``rows`` from the single-leaf
+    """Fetch what :func:`take_field` of the sorted file rows ``rows`` from the single-leaf
     ``columns`` will read, in two rounds of concurrent coalesced requests: the chunk
-    metadata of the mini-block pages holding the rows sparsely (:func:`_fetches_by_chunk`)
-    with the whole buffers of the other pages holding rows, then the chunks holding the
-    rows and their pages' dictionaries.  Only object stores fetch (a memory map needs
-    nothing); full-zip pages read only their rows themselves when decoded."""
+    metadata of the mini-block pages holding a run of rows or scattered rows sparsely
+    (:func:`_fetches_by_chunk`) with the whole buffers of the other pages holding rows,
+    then the chunks holding the rows and their pages' dictionaries.  Only object stores fetch (a memory map needs nothing); full-zip pages
+    read only their rows themselves when decoded."""
     fetch = getattr(file.io, "prefetch", None)
     if fetch is None or rows.size == 0:
         return
     picked: list[tuple[int, int, Any, np.ndarray]] = []  # (column, page, layout, local rows)
     first: list[tuple[int, int]] = []
+    run = int(rows[-1]) - int(rows[0]) + 1 == rows.size
     for col in columns:
         pages = file.column(col).pages
         starts = page_starts(pages)
@@ -309,9 +311,10 @@ def prefetch_take(file: LanceFileReader, columns: list[int], rows: np.ndarray) -
             page = pages[pi]
             ctx = DecodeContext(file.path, col).at_page(pi)
             layout = _page_layout(file, col, pi, ctx)
-            if not _fetches_by_chunk(file, page, layout, int(g.size)):
+            if not _fetches_by_chunk(file, page, layout, int(g.size), run=run):
                 # read whole when decoded (full-zip: only its rows, by itself)
-                if layout.WhichOneof("layout") != "full_zip_layout":
+                held = all(not file.needs_request(o, n) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True))
+                if layout.WhichOneof("layout") != "full_zip_layout" and not held:
                     first.extend(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
                 continue
             picked.append((col, pi, layout.mini_block_layout, rows[g] - starts[pi]))
@@ -378,8 +381,10 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue
-        if local_rows is not None and _fetches_by_chunk(file, page, layout, len(local_rows)):
-            leaf = _take_chunks(file, col, pi, layout, np.asarray(local_rows), page_ctx)
+        count = len(local_rows) if span is None else span[1] - span[0]
+        if _fetches_by_chunk(file, page, layout, count, run=span is not None):
+            wanted = np.asarray(local_rows) if span is None else np.arange(*span, dtype=np.int64)
+            leaf = _take_chunks(file, col, pi, layout, wanted, page_ctx)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue

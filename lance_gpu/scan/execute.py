@@ -177,12 +177,18 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     # virtual columns the filter does not read are made for the surviving rows only
     table = add_virtual(table, ReadUnit(frag, kept_rows), resolved.virtual - early_virtual, offsets)
     share = keep.size / max(1, unit.num_rows)
-    if not getattr(frag.dataset.store, "maps_files", False):  # an object store: the survivors' late bytes at once
-        frag.prefetch([f for f in late if share <= late_select_share(arrow_fields[f.name].type)], kept_rows)
+    selective = {}
     for f in late:
         af = arrow_fields[f.name]
         size = encoded_bytes_per_row(frag, f) if _is_variable(af.type) and share > LATE_SELECT_SHARE_VARIABLE else 0.0
-        if share <= late_select_share(af.type, size):
+        selective[f.name] = share <= late_select_share(af.type, size)
+    if not getattr(frag.dataset.store, "maps_files", False):
+        # an object store: the late fields' bytes for the survivors (or the unit) at once
+        frag.prefetch([f for f in late if selective[f.name]], kept_rows)
+        frag.prefetch([f for f in late if not selective[f.name]], unit.rows)
+    for f in late:
+        af = arrow_fields[f.name]
+        if selective[f.name]:
             col = frag.read_field(f, af, kept_rows)
         else:
             col = take_sorted(frag.read_field(f, af, unit.rows), keep)
