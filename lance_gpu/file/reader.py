@@ -245,15 +245,16 @@ def _fetches_by_chunk(file: LanceFileReader, page: PageInfo, layout, num_rows: i
     """Whether a take of ``num_rows`` rows from this page reads only the mini-block chunks
     holding them (chunk metadata first, then the chunks): pages of object stores whose
     chunk data is not held yet (a memory map, or bytes a scan prefetched, are decoded from
-    the whole page as before), holding a ``run`` of rows (its chunks are one range), or
-    scattered rows sparse enough that their chunks would not coalesce into the whole page
+    the whole page as before), holding a ``run`` of less than half its rows (its chunks
+    are one range; a longer run fetches the page in one round), or scattered rows sparse enough that their chunks would not coalesce into the whole page
     anyway (at least the store's coalescing gap of page bytes per row; denser takes fetch
     the page in one round)."""
     return (
         layout.WhichOneof("layout") == "mini_block_layout"
         and not layout.mini_block_layout.HasField("rep_compression")
         and len(page.buffer_offsets) >= 2
-        and (run or page.buffer_sizes[1] > num_rows * getattr(file.io, "coalesce_gap", COALESCE_GAP))
+        and (2 * num_rows < page.num_rows if run
+             else page.buffer_sizes[1] > num_rows * getattr(file.io, "coalesce_gap", COALESCE_GAP))
         and file.needs_request(page.buffer_offsets[1], page.buffer_sizes[1])
     )
 
@@ -291,8 +292,9 @@ def prefetch_take(file: LanceFileReader, columns: list[int], rows: np.ndarray) -
     ``columns`` will read, in two rounds of concurrent coalesced requests: the chunk
     metadata of the mini-block pages holding a run of rows or scattered rows sparsely
     (:func:`_fetches_by_chunk`) with the whole buffers of the other pages holding rows,
-    then the chunks holding the rows and their pages' dictionaries.  Only object stores fetch (a memory map needs nothing); full-zip pages
-    read only their rows themselves when decoded."""
+    then the chunks holding the rows and their pages' dictionaries.  Only object stores
+    fetch (a memory map needs nothing); full-zip pages read only their rows themselves when
+    decoded."""
     fetch = getattr(file.io, "prefetch", None)
     if fetch is None or rows.size == 0:
         return
