@@ -9,7 +9,8 @@ a string column and a 16-float vector, ``--rows`` rows, 4 files).  Timed, each t
 
 - full scan: ``dataset(uri).to_table()``
 - to_batches: every batch of ``to_batches()`` (pylance's default batch size, ours 65536)
-- take: 10,000 random rows
+- take: 10,000 random rows (dense: nearly every mini-block chunk holds one, so the chunks
+  coalesce into whole pages), and 10 of them (sparse: only the chunks holding them)
 - write: ``write_dataset`` of 200,000 rows to a fresh URI
 
 Request counts are counted at the server (one log line per HTTP request) for both libraries;
@@ -172,6 +173,14 @@ def main() -> int:
         def ref_take() -> object:
             return lance.dataset(uri, storage_options=opts).take(take_idx)
 
+        few_idx = take_idx[::1000]
+
+        def ours_take_few() -> object:
+            return lance_gpu.dataset(uri, storage_options=opts, device="cpu").take(few_idx)
+
+        def ref_take_few() -> object:
+            return lance.dataset(uri, storage_options=opts).take(few_idx)
+
         def ours_write() -> object:
             return lance_gpu.write_dataset(small, f"s3://{BUCKET}/w-{uuid.uuid4().hex}", storage_options=opts)
 
@@ -179,11 +188,13 @@ def main() -> int:
             return lance.write_dataset(small, f"s3://{BUCKET}/w-{uuid.uuid4().hex}", storage_options=opts)
 
         assert ours_scan().equals(ref_scan())
+        assert ours_take().equals(ref_take()) and ours_take_few().equals(ref_take_few())
         rows = []
         for name, ours, ref in (
             ("full scan", ours_scan, ref_scan),
             ("to_batches", ours_batches, ref_batches),
             ("take 10k rows", ours_take, ref_take),
+            ("take 10 rows", ours_take_few, ref_take_few),
             ("write 200k rows", ours_write, ref_write),
         ):
             load = loadavg()

@@ -43,6 +43,14 @@ class FieldSource:
     version: FileVersion | None = None
 
 
+def _single_leaf(ds: LanceDataset, field: LanceField) -> bool:
+    """Whether a take decodes ``field`` chunk by chunk (one leaf, no lists or structs)."""
+    from lance_gpu.file.arrow import leaf_types
+
+    arrow_type = ds.schema.field(field.name).type
+    return leaf_types(arrow_type) == [arrow_type]
+
+
 class LanceFragment:
     """One fragment of a dataset version: data files, deletions, row ids."""
 
@@ -205,18 +213,38 @@ class LanceFragment:
                 return FieldSource(path, [cmap[i] for i in leaf_ids])
         raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
 
-    def prefetch(self, fields: Sequence[LanceField]) -> None:
-        """Fetch the bytes of ``fields`` from an object store ahead of decoding, one coalesced
-        concurrent fetch per data file (best effort: a failure here surfaces again, typed,
-        when the fields are read)."""
+    def prefetch(self, fields: Sequence[LanceField], rows: np.ndarray | None = None) -> None:
+        """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:
+        a failure here surfaces again, typed, when the fields are read).
+
+        ``rows`` None: every buffer of the fields, one coalesced concurrent fetch per data
+        file.  Sorted physical ``rows`` (a take, late materialization): for single-leaf
+        fields of 2.1+ files only what a take of them reads
+        (:func:`~lance_gpu.file.reader.prefetch_take`: the chunks holding scattered rows,
+        the pages holding a run); other fields whole, as before; nothing for no rows."""
+        if rows is not None and rows.size == 0:
+            return
         try:
-            by_file: dict[str, list[int]] = {}
+            whole: dict[str, list[int]] = {}
+            by_rows: dict[str, list[int]] = {}
             for field in fields:
                 src = self.field_source(field)
-                if src is not None:
-                    by_file.setdefault(src.path, []).extend(src.columns)
-            for path, cols in by_file.items():
+                if src is None:
+                    continue
+                chunked = (rows is not None and len(src.columns) == 1 and src.version is None
+                           and _single_leaf(self.dataset, field))
+                (by_rows if chunked else whole).setdefault(src.path, []).extend(src.columns)
+            for path, cols in whole.items():
                 self.file_reader(path).prefetch(cols)
+            for path, cols in by_rows.items():
+                from lance_gpu.file.reader import prefetch_take
+
+                reader = self.file_reader(path)
+                assert rows is not None
+                if reader.version == FileVersion(2, 0):
+                    reader.prefetch(cols)
+                else:
+                    prefetch_take(reader, cols, rows)
         except Exception:  # noqa: BLE001 - the real read raises it
             return
 

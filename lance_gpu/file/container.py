@@ -255,7 +255,8 @@ class LanceFileReader:
         """The byte ranges ``[starts[i], starts[i] + lengths[i])`` (int64, ``starts``
         ascending) of the file, back to back in one array.
 
-        Ranges closer than the store's coalescing gap are fetched as one request; the
+        Ranges closer than the store's coalescing gap (``coalesce_gap`` of the handle) are
+        fetched as one request; the
         grouping is computed vectorised, so thousands of small ranges (a take's rows of a
         full-zip page) cost a few requests' worth of Python work.
         """
@@ -288,7 +289,7 @@ class LanceFileReader:
         reach = np.maximum.accumulate(ends)
         new_group = np.empty(starts.size, bool)
         new_group[0] = True
-        new_group[1:] = starts[1:] - reach[:-1] > COALESCE_GAP
+        new_group[1:] = starts[1:] - reach[:-1] > getattr(self.io, "coalesce_gap", COALESCE_GAP)
         first = np.flatnonzero(new_group)
         last = np.append(first[1:], starts.size) - 1
         g_start = starts[first]

@@ -23,6 +23,7 @@ from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
 from lance_gpu.file.v2_1.levels import common_layers, renumber
 from lance_gpu.file.validate import check_leaf_page
+from lance_gpu.io.store import COALESCE_GAP
 from lance_gpu.protobuf import check_strict
 
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
@@ -222,6 +223,119 @@ def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, bu
     return (buffers[0], buffers[1], *table[2:])  # type: ignore[misc]
 
 
+def _chunk_sizes(file: LanceFileReader, column: int, page_index: int, layout, ctx: DecodeContext) -> tuple:
+    """:func:`miniblock.chunk_sizes` of a mini-block page (its chunk metadata buffer is read,
+    or found prefetched), kept in ``file.page_meta`` for repeated takes."""
+    key = (column, page_index, "chunk_sizes")
+    sizes = file.page_meta.get(key)
+    if sizes is None:
+        page = file.column(column).pages[page_index]
+        if len(page.buffer_offsets) < 2:
+            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+        meta = file.io.read(page.buffer_offsets[0], page.buffer_sizes[0])
+        sizes = miniblock.chunk_sizes(layout, meta, ctx)
+        starts_, sizes_, _counts = sizes
+        if starts_.size and int(starts_[-1] + sizes_[-1]) > page.buffer_sizes[1]:
+            raise ctx.corrupt(f"mini-block chunks reach past their buffer of {page.buffer_sizes[1]} bytes")
+        file.page_meta[key] = sizes
+    return sizes  # type: ignore[return-value]
+
+
+def _fetches_by_chunk(file: LanceFileReader, page: PageInfo, layout, num_rows: int, run: bool = False) -> bool:
+    """Whether a take of ``num_rows`` rows from this page reads only the mini-block chunks
+    holding them (chunk metadata first, then the chunks): pages of object stores whose
+    chunk data is not held yet (a memory map, or bytes a scan prefetched, are decoded from
+    the whole page as before), holding a ``run`` of less than half its rows (its chunks
+    are one range; a longer run fetches the page in one round), or scattered rows sparse enough that their chunks would not coalesce into the whole page
+    anyway (at least the store's coalescing gap of page bytes per row; denser takes fetch
+    the page in one round)."""
+    return (
+        layout.WhichOneof("layout") == "mini_block_layout"
+        and not layout.mini_block_layout.HasField("rep_compression")
+        and len(page.buffer_offsets) >= 2
+        and (2 * num_rows < page.num_rows if run
+             else page.buffer_sizes[1] > num_rows * getattr(file.io, "coalesce_gap", COALESCE_GAP))
+        and file.needs_request(page.buffer_offsets[1], page.buffer_sizes[1])
+    )
+
+
+def _chunk_ranges(file: LanceFileReader, column: int, page_index: int, layout, rows: np.ndarray,
+                  ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For page-local ``rows`` of a mini-block page: the chunks holding them as file byte
+    ranges (starts, sizes), their item counts, and the rows renumbered among their items."""
+    page = file.column(column).pages[page_index]
+    starts, sizes, counts = _chunk_sizes(file, column, page_index, layout, ctx)
+    keep, local = miniblock.select_chunks(counts, rows, ctx)
+    return page.buffer_offsets[1] + starts[keep], sizes[keep], counts[keep], local
+
+
+def _take_chunks(file: LanceFileReader, column: int, page_index: int, layout, rows: np.ndarray,
+                 ctx: DecodeContext) -> LeafPage:
+    """Page-local ``rows`` of a mini-block page read chunk by chunk: the chunk metadata, the
+    chunks holding the rows (coalesced, fetched concurrently) and the dictionary, if any;
+    never the rest of the page."""
+    page = file.column(column).pages[page_index]
+    mb = layout.mini_block_layout
+    at, sizes, counts, local = _chunk_ranges(file, column, page_index, mb, rows, ctx)
+    data = file.read_gather(at, sizes)
+    table = miniblock.sub_table(mb, data, sizes, counts, ctx)
+    buffers = [np.zeros(0, np.uint8), data]
+    if mb.HasField("dictionary"):
+        if len(page.buffer_offsets) < 3:
+            raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
+        buffers.append(file.io.read(page.buffer_offsets[2], page.buffer_sizes[2]))
+    return miniblock.decode(mb, buffers, int(local.size), ctx, rows=local, table=table)
+
+
+def prefetch_take(file: LanceFileReader, columns: list[int], rows: np.ndarray) -> None:
+    """Fetch what :func:`take_field` of the sorted file rows ``rows`` from the single-leaf
+    ``columns`` will read, in two rounds of concurrent coalesced requests: the chunk
+    metadata of the mini-block pages holding a run of rows or scattered rows sparsely
+    (:func:`_fetches_by_chunk`) with the whole buffers of the other pages holding rows,
+    then the chunks holding the rows and their pages' dictionaries.  Only object stores
+    fetch (a memory map needs nothing); full-zip pages read only their rows themselves when
+    decoded."""
+    fetch = getattr(file.io, "prefetch", None)
+    if fetch is None or rows.size == 0:
+        return
+    picked: list[tuple[int, int, Any, np.ndarray]] = []  # (column, page, layout, local rows)
+    first: list[tuple[int, int]] = []
+    run = int(rows[-1]) - int(rows[0]) + 1 == rows.size
+    for col in columns:
+        pages = file.column(col).pages
+        starts = page_starts(pages)
+        if int(rows[-1]) >= int(starts[-1]):
+            return  # the read itself raises
+        page_of = np.searchsorted(starts, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(page_of)) + 1
+        for g in np.split(np.arange(rows.size), cuts):
+            pi = int(page_of[g[0]])
+            page = pages[pi]
+            ctx = DecodeContext(file.path, col).at_page(pi)
+            layout = _page_layout(file, col, pi, ctx)
+            if not _fetches_by_chunk(file, page, layout, int(g.size), run=run):
+                # read whole when decoded (full-zip: only its rows, by itself)
+                held = all(not file.needs_request(o, n) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True))
+                if layout.WhichOneof("layout") != "full_zip_layout" and not held:
+                    first.extend(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
+                continue
+            picked.append((col, pi, layout.mini_block_layout, rows[g] - starts[pi]))
+            if (col, pi, "chunk_sizes") not in file.page_meta:
+                first.append((page.buffer_offsets[0], page.buffer_sizes[0]))
+    if first:
+        fetch(first)
+    second: list[tuple[int, int]] = []
+    for col, pi, mb, local_rows in picked:
+        ctx = DecodeContext(file.path, col).at_page(pi)
+        at, lengths, _counts, _local = _chunk_ranges(file, col, pi, mb, local_rows, ctx)
+        second.extend(zip(at.tolist(), lengths.tolist(), strict=True))
+        if mb.HasField("dictionary"):
+            page = file.column(col).pages[pi]
+            second.extend(zip(page.buffer_offsets[2:3], page.buffer_sizes[2:3], strict=True))
+    if second:
+        fetch(second)
+
+
 def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows: np.ndarray) -> pa.Array | pa.ChunkedArray:
     """Rows ``rows`` (sorted, unique, file-local) of one top-level field.
 
@@ -266,6 +380,13 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         if layout.WhichOneof("layout") == "full_zip_layout" and layout.full_zip_layout.bits_rep == 0:
             wanted = np.arange(*span, dtype=np.int64) if span is not None else np.asarray(local_rows)
             leaf = fullzip.take_rows(layout.full_zip_layout, page, file, wanted, page_ctx)
+            check_leaf_page(leaf, field.type, page_ctx)
+            parts.append(assemble(field, [leaf], file.path))
+            continue
+        count = len(local_rows) if span is None else span[1] - span[0]
+        if _fetches_by_chunk(file, page, layout, count, run=span is not None):
+            wanted = np.asarray(local_rows) if span is None else np.arange(*span, dtype=np.int64)
+            leaf = _take_chunks(file, col, pi, layout, wanted, page_ctx)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue

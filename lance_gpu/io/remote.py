@@ -4,7 +4,7 @@ fsspec file systems.
 
 :class:`ObstoreStore` keys are object keys inside the bucket / container the obstore store
 was built for.  Ranged reads of one object are coalesced (gaps up to
-:data:`~lance_gpu.io.store.COALESCE_GAP`) and sent as concurrent requests by
+:data:`REMOTE_COALESCE_GAP`) and sent as concurrent requests by
 ``obstore.get_ranges``; a tail read is one suffix-range GET that also reports the size.
 ``put_if_absent`` is ``put(mode="create")`` (S3 ``If-None-Match: *``, GCS
 ``ifGenerationMatch=0``, Azure ``If-None-Match``); stores that cannot do it answer
@@ -33,8 +33,13 @@ from lance_gpu.io.store import (
     split_groups,
 )
 
-__all__ = ["FsspecStore", "ObstoreStore"]
+__all__ = ["REMOTE_COALESCE_GAP", "FsspecStore", "ObstoreStore"]
 
+
+#: Object stores read ranges closer than this with one request: a request costs about as
+#: much as transferring a megabyte (S3's first-byte latency against its per-connection
+#: bandwidth; also moto's per-request work on loopback), the coalescing gap object_store uses.
+REMOTE_COALESCE_GAP = 1 << 20
 
 #: Objects at least this large are uploaded in :data:`PART_SIZE` parts, concurrently.
 MULTIPART_ABOVE = 12 << 20
@@ -82,6 +87,8 @@ class ObstoreStore:
     whole_object_below : int, default 4 MiB
         Data files up to this size are fetched whole on first read (one request for all
         their columns); larger ones by coalesced, concurrent range requests.
+    coalesce_gap : int, default :data:`REMOTE_COALESCE_GAP`
+        Ranges of one object at most this far apart are fetched with one request.
     """
 
     def __init__(
@@ -92,8 +99,10 @@ class ObstoreStore:
         conditional_put: bool = True,
         writable: bool = True,
         whole_object_below: int = 4 << 20,
+        coalesce_gap: int = REMOTE_COALESCE_GAP,
     ) -> None:
         self.store = store
+        self.coalesce_gap = coalesce_gap
         self.whole_object_below = whole_object_below
         self.base_uri = base_uri.rstrip("/")
         self.supports_conditional_put = conditional_put
@@ -159,7 +168,7 @@ class ObstoreStore:
 
         if not ranges:
             return []
-        groups = coalesce(ranges)
+        groups = coalesce(ranges, self.coalesce_gap)
         starts = [s for s, _e, _ in groups]
         ends = [e for _s, e, _ in groups]
         try:
@@ -191,7 +200,7 @@ class ObstoreStore:
                 raise ValueError(f"{n} bytes at {at} do not fit an output buffer of {dst.size} bytes")
         if not ranges:
             return
-        groups = coalesce(ranges)
+        groups = coalesce(ranges, self.coalesce_gap)
         try:
             bufs = obstore.get_ranges(
                 self.store, path, starts=[s for s, _e, _ in groups], ends=[e for _s, e, _ in groups], coalesce=0
@@ -367,6 +376,7 @@ class FsspecStore:
         self.supports_conditional_put = conditional_put
         self.writable = True
         self.stats = StoreStats()
+        self.coalesce_gap = REMOTE_COALESCE_GAP
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self._scheme = protocol
         #: The local file system's keys are absolute paths.
@@ -408,7 +418,7 @@ class FsspecStore:
             return []
         size = self.size(path)
         check_ranges(self.uri(path), size, ranges)
-        groups = coalesce(ranges)
+        groups = coalesce(ranges, self.coalesce_gap)
         blocks = [self.read_range(path, s, e - s) for s, e, _ in groups]
         return split_groups(ranges, groups, blocks)
 

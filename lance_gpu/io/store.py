@@ -17,7 +17,6 @@ writes take ``bytes``-like objects.  Objects are immutable once written, except 
 
 from __future__ import annotations
 
-import bisect
 import datetime as _dt
 import threading
 from collections.abc import Iterable, Sequence
@@ -43,7 +42,10 @@ __all__ = [
     "read_ranges_into",
 ]
 
-#: Ranges closer than this are fetched with one request (the gap is read and dropped).
+#: Ranges closer than this are read as one block (the gap is read and dropped): the
+#: default, and local files'.  Stores may set their own ``coalesce_gap`` (object stores:
+#: :data:`~lance_gpu.io.remote.REMOTE_COALESCE_GAP`, where a request costs more than
+#: transferring a megabyte).
 COALESCE_GAP = 64 * 1024
 
 
@@ -313,6 +315,8 @@ class StoreFile:
         self._whole: np.ndarray | None = tail if tail is not None and tail.size == self.size else None
         self._tail = tail
         self._fetch_whole = self.size <= whole_below
+        #: Gap up to which ranges are fetched as one request (the store's).
+        self.coalesce_gap = int(getattr(store, "coalesce_gap", COALESCE_GAP))
         self._lock = threading.Lock()
         self._prefetched: list[tuple[int, int, np.ndarray]] = []  # (start, end, bytes), sorted
 
@@ -360,7 +364,7 @@ class StoreFile:
         if not wanted:
             return
         check_ranges(self.path, self.size, wanted)
-        groups = coalesce(wanted)
+        groups = coalesce(wanted, self.coalesce_gap)
         got = self.store.read_ranges(self.key, [(start, end - start) for start, end, _ in groups])
         with self._lock:
             self._prefetched.extend((start, end, block) for (start, end, _), block in zip(groups, got, strict=True))
@@ -386,19 +390,31 @@ class StoreFile:
         return None
 
     def _cached(self, offset: int, size: int) -> np.ndarray | None:
-        """The prefetched bytes of ``[offset, offset + size)``, if one block (or the tail)
-        holds them."""
+        """The held bytes of ``[offset, offset + size)`` -- from the tail read at open and
+        the prefetched blocks (which may overlap) -- or None if some byte is not held.  A
+        view when one block holds the range, else the pieces joined."""
         if size == 0:
             return _EMPTY
         hit = self._in_tail(offset, size)
         if hit is not None:
             return hit
-        i = bisect.bisect_right([blk[0] for blk in self._prefetched], offset) - 1
-        if i >= 0:
-            start, end, block = self._prefetched[i]
-            if offset + size <= end:
-                return block[offset - start : offset - start + size]
-        return None
+        segments = self._prefetched
+        if self._tail is not None and self._tail.size:
+            segments = [*segments, (self.size - self._tail.size, self.size, self._tail)]
+        pieces: list[np.ndarray] = []
+        pos, stop = offset, offset + size
+        while pos < stop:
+            # the held segment starting at or before ``pos`` that reaches furthest
+            best = max((seg for seg in segments if seg[0] <= pos < seg[1]), key=lambda seg: seg[1], default=None)
+            if best is None:
+                return None
+            start, end, block = best
+            take = min(end, stop)
+            if pos == offset and take == stop:
+                return block[pos - start : stop - start]
+            pieces.append(block[pos - start : take - start])
+            pos = take
+        return np.concatenate(pieces)
 
     def drop_prefetched(self) -> None:
         """Forget prefetched bytes (the scan is done with this file)."""

@@ -57,6 +57,33 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
 
 
 
+def chunk_sizes(layout, meta: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, sizes, counts)`` of every chunk of a mini-block page, from its chunk
+    metadata (buffer 0) alone: chunk ``i`` is bytes ``[starts[i], starts[i] + sizes[i])`` of
+    buffer 1 and holds ``counts[i]`` items.  A take from an object store fetches buffer 0
+    first, then only the chunks holding its rows."""
+    large = bool(layout.has_large_chunk)
+    word = 4 if large else 2
+    if meta.size % word:
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    words = meta if meta.ctypes.data % word == 0 else meta.copy()
+    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), int(layout.num_items), large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    return starts, sizes, counts
+
+
+def _headers(layout, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ctx: DecodeContext) -> tuple:
+    has_rep = layout.HasField("rep_compression")
+    has_def = layout.HasField("def_compression")
+    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(
+        data, starts, sizes, has_rep, has_def, int(layout.num_buffers), bool(layout.has_large_chunk)
+    )
+    if not ok:
+        raise ctx.corrupt("mini-block chunk header points past its chunk")
+    return levels, rep_spans, def_spans, bufs
+
+
 def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
     """Parse a mini-block page's chunk metadata and chunk headers (host side, shared by the
     CPU decoder and the GPU planner).
@@ -68,21 +95,39 @@ def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
     if len(buffers) < 2:
         raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
     meta, data = buffers[0], buffers[1]
-    large = bool(layout.has_large_chunk)
-    word = 4 if large else 2
-    if meta.size % word:
-        raise ctx.corrupt("mini-block chunk metadata has a partial word")
-    words = meta if meta.ctypes.data % word == 0 else meta.copy()
-    num_items = int(layout.num_items)
-    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
-    if not ok:
-        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
-    has_rep = layout.HasField("rep_compression")
-    has_def = layout.HasField("def_compression")
-    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, int(layout.num_buffers), large)
-    if not ok:
-        raise ctx.corrupt("mini-block chunk header points past its chunk")
-    return meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs
+    starts, sizes, counts = chunk_sizes(layout, meta, ctx)
+    levels, rep_spans, def_spans, bufs = _headers(layout, data, starts, sizes, ctx)
+    return meta, data, bool(layout.has_large_chunk), int(layout.num_items), starts, sizes, counts, levels, rep_spans, def_spans, bufs
+
+
+def select_chunks(counts: np.ndarray, rows: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks holding the sorted page-local item numbers ``rows`` (ascending chunk
+    indices) and ``rows`` renumbered among the items of those chunks only."""
+    first_item = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first_item[1:])
+    if rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= int(first_item[-1])):
+        raise ctx.corrupt(f"mini-block page of {int(first_item[-1])} items asked for row {int(rows[-1])}")
+    chunk_of = np.searchsorted(first_item, rows, side="right") - 1
+    new_chunk = np.ones(chunk_of.size, bool)
+    np.not_equal(chunk_of[1:], chunk_of[:-1], out=new_chunk[1:])
+    keep = chunk_of[new_chunk]
+    sel_first = np.zeros(keep.size + 1, np.int64)
+    np.cumsum(counts[keep], out=sel_first[1:])
+    local = sel_first[np.cumsum(new_chunk) - 1] + (rows - first_item[chunk_of])
+    return keep, local
+
+
+def sub_table(layout, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray, ctx: DecodeContext) -> tuple:
+    """:func:`chunk_table` of some chunks of a page, fetched back to back into ``data``
+    (chunk ``i`` of ``sizes`` / ``counts`` at byte ``sum(sizes[:i])``): decoding with it and
+    rows renumbered by :func:`select_chunks` reads nothing else of the page."""
+    starts = np.zeros(sizes.size, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    if data.size != int(sizes.sum()):
+        raise ctx.corrupt(f"mini-block chunks of {int(sizes.sum())} bytes read as {data.size}")
+    levels, rep_spans, def_spans, bufs = _headers(layout, data, starts, sizes, ctx)
+    return None, data, bool(layout.has_large_chunk), int(counts.sum()), starts, sizes, counts, levels, rep_spans, def_spans, bufs
+
 
 def decode(
     layout,
@@ -131,16 +176,7 @@ def decode(
             cut = (lo - int(first_item[c0]), hi - lo)
         else:
             assert rows is not None
-            chunk_of = np.searchsorted(first_item, rows, side="right") - 1
-            # ``rows`` are sorted, so are their chunks: new chunks start where chunk_of steps.
-            starts_chunk = np.empty(chunk_of.size, bool)
-            starts_chunk[0] = True
-            np.not_equal(chunk_of[1:], chunk_of[:-1], out=starts_chunk[1:])
-            keep = chunk_of[starts_chunk]
-            sel_first = np.zeros(keep.size + 1, np.int64)
-            np.cumsum(counts[keep], out=sel_first[1:])
-            pos_in_sel = np.cumsum(starts_chunk) - 1
-            local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
+            keep, local = select_chunks(counts, rows, ctx)
         counts = counts[keep]
         levels = levels[keep]
         rep_spans = rep_spans[keep]
