@@ -221,3 +221,28 @@ def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
     assert v1.to_table().equals(lance.dataset(path, version=1).to_table())
     again = lance_gpu.dataset(path, version=2, device="cpu")  # another object, its own caches
     assert again._column_maps == {} and again.to_table().equals(v2.to_table())
+
+
+def test_page_layouts_are_parsed_once_per_dataset_object(pair, monkeypatch) -> None:
+    """A second scan of one dataset object parses no page layout again (they are kept with
+    the fragment's file readers); another object of the same version parses its own."""
+    from lance_gpu.file import reader
+
+    calls = [0]
+    real = reader.parse_layout
+
+    def spy(page, ctx):
+        calls[0] += 1
+        return real(page, ctx)
+
+    monkeypatch.setattr(reader, "parse_layout", spy)
+    ref, _ours = pair
+    ds = lance_gpu.dataset(ref.uri, device="cpu")
+    assert ds.to_table().equals(ref.to_table())
+    first = calls[0]
+    assert first > 0
+    assert pa.Table.from_batches(list(ds.to_batches(batch_size=1000))).equals(ref.to_table())
+    assert calls[0] == first
+    other = lance_gpu.dataset(ref.uri, device="cpu")
+    assert other.to_table().equals(ref.to_table())
+    assert calls[0] == 2 * first
