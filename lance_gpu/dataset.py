@@ -24,7 +24,7 @@ from lance_gpu.scan import LanceScanner, build_plan, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.features import check_reader_flags
 from lance_gpu.table.manifest import list_versions, read_manifest_file, resolve_manifest
-from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema import LanceSchema, column_index_map
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
@@ -112,6 +112,19 @@ class LanceDataset:
         check_reader_flags(self.manifest.reader_feature_flags, mf.path)
         self.lance_schema = LanceSchema.from_manifest(self.manifest, mf.path)
         self.fragments = [LanceFragment(self, f) for f in self.manifest.fragments]
+        #: Field id -> column index maps of this version's data files, by the file's
+        #: (field ids, column indices) lists: fragments written together share one.
+        self._column_maps: dict[tuple[tuple[int, ...], tuple[int, ...]], dict[int, int]] = {}
+
+    def column_map(self, data_file: Any) -> dict[int, int]:
+        """:func:`~lance_gpu.table.schema.column_index_map` of one of this version's data
+        files (a ``DataFile`` protobuf) against this version's schema, computed once per
+        distinct layout (the cache lives and dies with this dataset object: one version)."""
+        key = (tuple(data_file.fields), tuple(data_file.column_indices))
+        cmap = self._column_maps.get(key)
+        if cmap is None:
+            cmap = self._column_maps[key] = column_index_map(data_file, self.lance_schema)
+        return cmap
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"

@@ -26,7 +26,7 @@ from lance_gpu.io import join
 from lance_gpu.table.consistency import check_data_file, data_file_of
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.rowids import read_fragment_row_ids
-from lance_gpu.table.schema import LanceField, column_index_map
+from lance_gpu.table.schema import LanceField
 from lance_gpu.txn.fragment import DataFile, DeletionFile, FragmentMetadata
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class LanceFragment:
         self._readers: dict[str, LanceFileReader] = {}
         self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
         self._rows_checked = False
+        self._sources: dict[int, FieldSource | None] = {}  # field id -> where it lives
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
@@ -197,7 +198,17 @@ class LanceFragment:
 
     def field_source(self, field: LanceField) -> FieldSource | None:
         """Where ``field`` lives; None if no data file of the fragment holds any of its
-        fields (a column added without data: read as nulls, as the table format says)."""
+        fields (a column added without data: read as nulls, as the table format says).
+        Kept per field id on the fragment (a fragment object belongs to one dataset version,
+        whose schema fixes the field ids): each streaming window of the fragment asks again."""
+        key = field.id
+        if key in self._sources:
+            return self._sources[key]
+        src = self._field_source(field)
+        self._sources[key] = src
+        return src
+
+    def _field_source(self, field: LanceField) -> FieldSource | None:
         data_dir = join(self.dataset.root, "data")
         ids = [f.id for f in field.walk()]
         leaf_ids = [f.id for f in field.walk() if f.is_leaf]
@@ -205,7 +216,7 @@ class LanceFragment:
         if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
             return None
         for df in self.pb.files:
-            cmap = column_index_map(df, self.dataset.lance_schema)
+            cmap = self.dataset.column_map(df)
             path = join(data_dir, df.path)
             if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
                 return FieldSource(path, [cmap[i] for i in ids], FileVersion(2, 0))

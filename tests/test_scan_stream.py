@@ -180,3 +180,69 @@ def test_long_values_are_decoded_selectively_even_when_most_rows_survive(tmp_pat
     assert got.equals(ref.to_table(columns=["short", "doc"], filter=flt))
     assert decoded["doc"] == got.num_rows < n
     assert decoded["short"] == n
+
+
+def test_many_small_fragments_stream_exactly(tmp_path) -> None:
+    """Many fragments smaller than a batch: each decodes in one pool task, batches still
+    come exact (``strict_batch_size``) and in order, across fragment edges, and a deleted
+    row is skipped (its fragment's live rows are read)."""
+    path = str(tmp_path / "small")
+    n = 40 * 150
+    table = pa.table({"id": pa.array(np.arange(n, dtype=np.int64)), "s": pa.array([f"v{i % 7}" for i in range(n)])})
+    lance.write_dataset(table, path, max_rows_per_file=150)
+    ref = lance.dataset(path)
+    ref.delete("id = 301")
+    ref = lance.dataset(path)
+    ours = lance_gpu.dataset(path, device="cpu")
+    batches = list(ours.to_batches(batch_size=512, strict_batch_size=True))
+    assert [b.num_rows for b in batches[:-1]] == [512] * (len(batches) - 1)
+    assert pa.Table.from_batches(batches).equals(ref.to_table())
+
+
+def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
+    """The column maps (field id -> column of a data file layout) and the fragments' field
+    sources are kept on the dataset object of one version: fragments written together share
+    one map, a new version (a new column: new data files) starts its own, and an old
+    version's object keeps reading what it read."""
+    path = str(tmp_path / "meta")
+    n = 4 * 100
+    lance.write_dataset(pa.table({"a": pa.array(np.arange(n, dtype=np.int64))}), path, max_rows_per_file=100)
+    v1 = lance_gpu.dataset(path, device="cpu")
+    assert v1.to_table().equals(lance.dataset(path).to_table())
+    assert len(v1._column_maps) == 1  # four fragments, one layout
+    assert all(set(f._sources) == {v1.lance_schema.fields[0].id} for f in v1.fragments)
+    lance.dataset(path).add_columns({"b": "a * 2"})
+    v2 = lance_gpu.dataset(path, device="cpu")
+    assert v2._column_maps == {} and v2._column_maps is not v1._column_maps
+    assert v2.to_table().equals(lance.dataset(path).to_table())
+    assert len(v2._column_maps) == 2  # the old files' layout and the new column's files
+    assert all(len(f._sources) == 2 for f in v2.fragments)
+    assert len(v1._column_maps) == 1
+    assert v1.to_table().equals(lance.dataset(path, version=1).to_table())
+    again = lance_gpu.dataset(path, version=2, device="cpu")  # another object, its own caches
+    assert again._column_maps == {} and again.to_table().equals(v2.to_table())
+
+
+def test_page_layouts_are_parsed_once_per_dataset_object(pair, monkeypatch) -> None:
+    """A second scan of one dataset object parses no page layout again (they are kept with
+    the fragment's file readers); another object of the same version parses its own."""
+    from lance_gpu.file import reader
+
+    calls = [0]
+    real = reader.parse_layout
+
+    def spy(page, ctx):
+        calls[0] += 1
+        return real(page, ctx)
+
+    monkeypatch.setattr(reader, "parse_layout", spy)
+    ref, _ours = pair
+    ds = lance_gpu.dataset(ref.uri, device="cpu")
+    assert ds.to_table().equals(ref.to_table())
+    first = calls[0]
+    assert first > 0
+    assert pa.Table.from_batches(list(ds.to_batches(batch_size=1000))).equals(ref.to_table())
+    assert calls[0] == first
+    other = lance_gpu.dataset(ref.uri, device="cpu")
+    assert other.to_table().equals(ref.to_table())
+    assert calls[0] == 2 * first

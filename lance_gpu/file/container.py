@@ -127,7 +127,7 @@ class LanceFileReader:
                     file_version_from_footer(major, minor, self.path)
             raise CorruptFileError(self.path, f"file of {size} bytes is too small for a Lance footer")
         tail_start = size - tail_arr.size
-        tail = tail_arr.tobytes()
+        tail = memoryview(tail_arr)  # no copy: the tail of a memory-mapped file is a view of the map
         if tail[-4:] != MAGIC:
             raise CorruptFileError(self.path, "missing LANC magic at the end of the file")
         major, minor = struct.unpack_from("<HH", tail, len(tail) - 8)
@@ -142,7 +142,7 @@ class LanceFileReader:
         self._tail = tail
         self._tail_start = tail_start
 
-        def grab(off: int, n: int) -> bytes:
+        def grab(off: int, n: int) -> bytes | memoryview:
             if off >= tail_start:
                 return tail[off - tail_start : off - tail_start + n]
             return self.io.read(off, n).tobytes()

@@ -50,8 +50,8 @@ def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageL
     return layout
 
 
-def decode_page(file: LanceFileReader, page: PageInfo, buffers: list[np.ndarray], ctx: DecodeContext) -> LeafPage:
-    layout = parse_layout(page, ctx)
+def decode_page(layout: encodings_v2_1_pb2.PageLayout, page: PageInfo, buffers: list[np.ndarray], ctx: DecodeContext) -> LeafPage:
+    """Decode one whole page given its parsed ``layout`` (:func:`_page_layout`)."""
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         return miniblock.decode(layout.mini_block_layout, buffers, page.num_rows, ctx)
@@ -103,7 +103,7 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
     for pi, p in zip(page_ids, pages):
         nb = len(p.buffer_offsets)
         page_ctx = ctx.at_page(pi)
-        leaf = decode_page(file, p, raw[k : k + nb], page_ctx)
+        leaf = decode_page(_page_layout(file, column, pi, page_ctx), p, raw[k : k + nb], page_ctx)
         check_leaf_page(leaf, leaf_type, page_ctx)
         decoded.append(leaf)
         k += nb
@@ -203,7 +203,8 @@ def _release_pages(file: LanceFileReader, columns: list[int], ids_per_leaf: list
 
 
 def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
-    """The page's parsed layout, kept in ``file.page_meta`` for repeated takes."""
+    """The page's parsed layout, kept in ``file.page_meta`` for repeated reads (the reader
+    lives on its fragment: one dataset version)."""
     key = (column, page_index, "layout")
     layout = file.page_meta.get(key)
     if layout is None:
@@ -398,7 +399,7 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
         else:
-            leaf = decode_page(file, page, bufs, page_ctx)
+            leaf = decode_page(layout, page, bufs, page_ctx)
             check_leaf_page(leaf, field.type, page_ctx)
             arr = assemble(field, [leaf], file.path)
             parts.append(arr.slice(span[0], span[1] - span[0]) if span is not None else arr.take(pa.array(local_rows)))

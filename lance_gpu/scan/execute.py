@@ -44,6 +44,9 @@ STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming
 # Row selections of at most this many rows in all, read without a read-ahead bound (a take),
 # are decoded in the calling thread: starting a pool thread costs more than the decode.
 INLINE_DECODE_ROWS = 1 << 14
+#: Units of at most this many values (rows x fields) decode all their fields in one pool
+#: task; larger ones decode a task per field (fields of a window decode in parallel).
+SMALL_UNIT_VALUES = 1 << 16
 
 
 @dataclass(slots=True)
@@ -110,6 +113,13 @@ def _read_after(fetch: Future | None, frag: LanceFragment, field: LanceField, ar
 LATE_SELECT_SHARE_VARIABLE = 0.2
 LATE_SELECT_SHARE_FIXED = 0.04
 LONG_VALUE_BYTES = 128
+
+
+def _read_unit(fetch: Future | None, unit: ReadUnit, fields: Sequence[LanceField], arrow_fields: dict[str, pa.Field]) -> list[pa.Array]:
+    """Every field of one unit, in one pool task (once the fragment's prefetch is done)."""
+    if fetch is not None:
+        fetch.result()
+    return [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
 
 
 def _is_variable(arrow_type: pa.DataType) -> bool:
@@ -293,9 +303,17 @@ class CpuExecutor:
             return
 
         def submit(pool: ThreadPoolExecutor, unit: ReadUnit, fetch: Future | None) -> list[Future]:
+            if unit.num_rows * len(fields) <= SMALL_UNIT_VALUES:
+                # one task for all fields of a small unit: each field decodes in well under a
+                # millisecond, and every task is a hand-off between threads
+                return [pool.submit(_read_unit, fetch, unit, fields, arrow_fields)]
             return [pool.submit(_read_after, fetch, unit.fragment, f, arrow_fields[f.name], unit.rows) for f in fields]
 
-        for unit, arrays in self._ordered(ds, units, fields, ahead, len(fields), submit):
+        small = all(u.num_rows * len(fields) <= SMALL_UNIT_VALUES for u in units[: max(1, ahead or len(units))])
+        tasks_per_unit = 1 if small else len(fields)
+        for unit, arrays in self._ordered(ds, units, fields, ahead, tasks_per_unit, submit):
+            if len(arrays) == 1 and isinstance(arrays[0], list):
+                arrays = arrays[0]
             yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
 
     def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
@@ -417,7 +435,9 @@ def plan_units(plan: ScanPlan, ds: LanceDataset, window: int | None) -> list[Rea
             msg = f"fragment {fid} is not in version {ds.version} of {ds.uri}"
             raise KeyError(msg)
         rows = sel
-        if rows is None and not plan.include_deleted_rows:
+        if rows is None and not plan.include_deleted_rows and frag.pb.HasField("deletion_file"):
+            # (without deletions every row is live: the data file's footer is then checked
+            # against the manifest when the unit's decode opens it, on a pool thread)
             rows = frag.live_rows
         if window is None or (rows is None and frag.physical_rows <= window):
             units.append(ReadUnit(frag, rows))

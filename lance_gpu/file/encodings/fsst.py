@@ -80,19 +80,25 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
             raise ctx.corrupt(f"FSST data in chunk {chunk} is malformed ({_FSST_ERRORS.get(status, 'bad input')})")
         return VariableWidthBlock(offsets, data, True, utf8_valid)
     vstart, vlen = variable.value_ranges(inner.variable, cb, ctx, select)
+    return decompress_spans(table, cb.data, vstart, vlen, ctx)
+
+
+def decompress_spans(table: SymbolTable, data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, ctx: DecodeContext) -> VariableWidthBlock:
+    """The values ``data[vstart[i] : vstart[i] + vlen[i]]``, decompressed straight from
+    where they lie (no gathering copy first); copied out as they are without a table."""
     if not table.compressed:
-        offsets, data, utf8_valid = native.ranges_to_variable(cb.data, vstart, vlen)
-        return VariableWidthBlock(offsets, data, True, utf8_valid)
+        offsets, out, utf8_valid = native.ranges_to_variable(data, vstart, vlen)
+        return VariableWidthBlock(offsets, out, True, utf8_valid)
     from cuda_kernels.errors import CorruptInputError
     from cuda_kernels.fsst import fsst_decode_spans
 
     try:
-        offsets, data, utf8_valid = fsst_decode_spans(
-            table.symbols, table.lengths, cb.data, vstart, vlen, n_symbols=table.n_symbols, utf8=True
+        offsets, out, utf8_valid = fsst_decode_spans(
+            table.symbols, table.lengths, data, vstart, vlen, n_symbols=table.n_symbols, utf8=True
         )
     except CorruptInputError as exc:
         raise ctx.corrupt(f"FSST data ({exc})") from exc
-    return VariableWidthBlock(offsets, data, True, utf8_valid)
+    return VariableWidthBlock(offsets, out, True, utf8_valid)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> VariableWidthBlock:

@@ -112,9 +112,7 @@ def _variable_values(enc, data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray
         offsets, out, utf8_valid = native.ranges_to_variable(data, vstart, vlen)
         return VariableWidthBlock(offsets, out, True, utf8_valid)
     if kind == "fsst":
-        table = fsst.SymbolTable(enc.fsst.symbol_table, ctx)
-        offsets, out, _ = native.ranges_to_variable(data, vstart, vlen)
-        return fsst.decompress(table, VariableWidthBlock(offsets, out, True), ctx)
+        return fsst.decompress_spans(fsst.SymbolTable(enc.fsst.symbol_table, ctx), data, vstart, vlen, ctx)
     if kind == "general":
         inner = enc.general.values
         if inner.WhichOneof("compression") not in ("variable", "flat"):
