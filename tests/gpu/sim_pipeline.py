@@ -523,7 +523,7 @@ def test_s3_miniblock_chunks_land_in_the_slabs(monkeypatch, s3):
     add_range, upload = staging.Stager.add_range, staging.Stager.upload
 
     def spy_add(self, st, key, offset, size, **kw):
-        deferred.append((size, kw.get("check") is not None))
+        deferred.append((size, kw.get("land") is not None))
         return add_range(self, st, key, offset, size, **kw)
 
     def spy_upload(self):

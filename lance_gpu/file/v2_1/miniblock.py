@@ -56,18 +56,15 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
     return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
 
 
+def chunk_layout(layout, meta: np.ndarray, ctx: DecodeContext) -> tuple[bool, int, np.ndarray, np.ndarray, np.ndarray]:
+    """Parse a mini-block page's chunk metadata (buffer 0) alone: ``(large, num_items,
+    starts, sizes, counts)``, each chunk's byte offset and size in the chunk data buffer and
+    its item count.
 
-def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
-    """Parse a mini-block page's chunk metadata and chunk headers (host side, shared by the
-    CPU decoder and the GPU planner).
-
-    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``);
-    buffer 1 the chunks.  Returns ``(meta, data, large, num_items, starts, sizes, counts,
-    levels, rep_spans, def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``):
+    ``((chunk_bytes / 8 - 1) << 4) | log2(items_in_chunk)``, the last chunk holding the rest
+    of ``num_items``.  Raises ``ctx.corrupt`` on a partial word or counts that do not add up.
     """
-    if len(buffers) < 2:
-        raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-    meta, data = buffers[0], buffers[1]
     large = bool(layout.has_large_chunk)
     word = 4 if large else 2
     if meta.size % word:
@@ -77,12 +74,40 @@ def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
     starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
     if not ok:
         raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    return large, num_items, starts, sizes, counts
+
+
+def chunk_headers(
+    layout, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ctx: DecodeContext
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Parse the in-band header of every chunk (``data[starts[i]:starts[i] + sizes[i]]``):
+    ``u16 num_levels | [u16 rep_bytes] | [u16 def_bytes] | num_buffers sizes (u16 / u32) |
+    pad to 8``.  Returns ``(levels, rep_spans, def_spans, value_spans)`` (spans: ``(start,
+    size)`` in ``data``; value spans ``chunks x num_buffers x 2``); raises ``ctx.corrupt``
+    where a header points past its chunk."""
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
+    large = bool(layout.has_large_chunk)
     levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, int(layout.num_buffers), large)
     if not ok:
         raise ctx.corrupt("mini-block chunk header points past its chunk")
+    return levels, rep_spans, def_spans, bufs
+
+
+def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
+    """Parse a mini-block page's chunk metadata and chunk headers (:func:`chunk_layout`,
+    :func:`chunk_headers`; host side, shared by the CPU decoder and the GPU planner).
+
+    Returns ``(meta, data, large, num_items, starts, sizes, counts, levels, rep_spans,
+    def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    """
+    if len(buffers) < 2:
+        raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+    meta, data = buffers[0], buffers[1]
+    large, num_items, starts, sizes, counts = chunk_layout(layout, meta, ctx)
+    levels, rep_spans, def_spans, bufs = chunk_headers(layout, data, starts, sizes, ctx)
     return meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs
+
 
 def decode(
     layout,
