@@ -24,14 +24,22 @@ family                          pages that feed it
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
 ==============================  ========================================================
 
-On object stores, the value bytes of full-zip pages and of level-free Flat /
-FixedSizeList(Flat) mini-block pages are not fetched while planning: they are registered
-with :meth:`Stager.add_range` and read straight into the pinned staging slabs
-(:func:`_deferred_buffer`).
+On object stores, the data buffer of every full-zip page and the chunks of every mini-block
+page without repetition levels (flat, bit-packed, RLE, plain / FSST strings, dictionary
+indices, definition levels) are not fetched while planning: those pages are planned from
+their chunk metadata (:func:`miniblock.chunk_layout`) and their bytes registered with
+:meth:`Stager.add_range`, which reads them straight into the pinned staging slabs; the chunk
+headers are parsed there, on the landed bytes, by the file layer's parser
+(:func:`miniblock.chunk_headers`), which refuses bad headers before anything reaches the
+device and emits the work that depends on them (:func:`_emit_miniblock`).  Still fetched
+while planning: chunk metadata, page dictionaries, full-zip repetition indices and the
+chunks of pages with repetition levels (whose level counts are only in their headers).
+:attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
-width word of each 1024-value block, page dictionaries (small; decoded with the CPU
-decoders, LZ4 included) and the levels of constant pages.  A field whose pages use anything
+width word of each 1024-value block (both read in the pinned slab for deferred pages), page
+dictionaries (small; decoded with the CPU decoders, LZ4 included) and the levels of
+constant pages.  A field whose pages use anything
 else (General/zstd or LZ4 chunks, byte-stream-split, 2.0 files, Arrow dictionary types, ...)
 is read by the CPU reader instead (:class:`Unsupported` says why).
 """
@@ -39,6 +47,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -191,7 +200,7 @@ class PagePlan:
 
     info: PageInfo
     kind: str  # "mini_block_layout" | "full_zip_layout" | "constant_layout"
-    layout: object
+    layout: Any  # the page's layout protobuf message (MiniBlockLayout, FullZipLayout, ...)
     buffers: list[np.ndarray]
     layers: tuple[int, ...]
     num_values: int  # visible values
@@ -205,6 +214,9 @@ class PagePlan:
     #: buffer.  Full-zip pages defer buffer 0; mini-block pages that :func:`_defers_chunks`
     #: accepts defer buffer 1 (the chunks), planned from the chunk metadata alone.
     data_deferred: bool = False
+    #: a full-zip page's repetition index (buffer 1) was not read while planning either: it
+    #: is staged straight from the store, or read when a row selection needs it on the host
+    index_deferred: bool = False
     #: a row selection (:mod:`lance_gpu.gpu.rows`): a mini-block page's ``buffers[1]`` may be
     #: cut to the chunks kept, starting ``data_shift`` bytes into the file's buffer; a full-zip
     #: page without repetition decodes only ``row_runs`` (page-local ``[start, end)`` rows)
@@ -509,20 +521,23 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
 _EMPTY = np.zeros(0, np.uint8)
 
 
-def _deferred_buffer(reader: LanceFileReader, page: PageInfo, layout) -> int:
-    """Which buffer of ``page`` the slab fill reads instead of the planner (-1: none): the
-    value bytes of a full-zip page (0) or the chunks of a mini-block page (1) when reading
-    them would be a request to the store (not a mapped file, not bytes already held)."""
+def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout) -> tuple[int, ...]:
+    """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
+    (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
+    :func:`_defers_chunks` accepts, where reading them would be a request to the store (not
+    a mapped file, not bytes already held)."""
     kind = layout.WhichOneof("layout")
     if kind == "full_zip_layout":
-        j = 0
+        candidates: tuple[int, ...] = (0, 1)
     elif _defers_chunks(layout):
-        j = 1
+        candidates = (1,)
     else:
-        return -1
-    if len(page.buffer_offsets) > j and reader.needs_request(int(page.buffer_offsets[j]), int(page.buffer_sizes[j])):
-        return j
-    return -1
+        return ()
+    return tuple(
+        j
+        for j in candidates
+        if len(page.buffer_offsets) > j and reader.needs_request(int(page.buffer_offsets[j]), int(page.buffer_sizes[j]))
+    )
 
 
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int]) -> LeafPlan:
@@ -538,25 +553,28 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    deferred = [_deferred_buffer(reader, p, layout) for p, layout in zip(pages, layouts, strict=True)]
+    deferred = [_deferred_buffers(reader, p, layout) for p, layout in zip(pages, layouts, strict=True)]
     ranges = [
         (o, s)
         for p, d in zip(pages, deferred, strict=True)
         for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
-        if j != d
+        if j not in d
     ]
     fetched = iter(reader.read_buffers(ranges))
     raw = [
-        _EMPTY if j == d else next(fetched)
+        _EMPTY if j in d else next(fetched)
         for p, d in zip(pages, deferred, strict=True)
         for j in range(len(p.buffer_offsets))
     ]
     k = 0
     for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
         nb = len(p.buffer_offsets)
-        page_plan = parse_page(leaf, p, layout, raw[k : k + nb], deferred=d >= 0)
+        full_zip = layout.WhichOneof("layout") == "full_zip_layout"
+        data_deferred = (0 if full_zip else 1) in d
+        page_plan = parse_page(leaf, p, layout, raw[k : k + nb], deferred=data_deferred)
         page_plan.index = pi
-        page_plan.data_deferred = d >= 0
+        page_plan.data_deferred = data_deferred
+        page_plan.index_deferred = full_zip and 1 in d
         leaf.pages.append(page_plan)
         k += nb
     if leaf.pages:
@@ -932,13 +950,24 @@ def _fullzip_shape(page: PagePlan) -> _FullZipShape:
     )
 
 
-def _fullzip_index(page: PagePlan, rows: int, ctx) -> tuple[np.ndarray, int]:
-    """A full-zip page's repetition index (buffer 1: ``rows + 1`` byte offsets) and its width."""
-    if len(page.buffers) < 2:
+def _fullzip_index_width(page: PagePlan, rows: int, ctx) -> int:
+    """The width of a full-zip page's repetition index (buffer 1: ``rows + 1`` byte offsets)."""
+    if len(page.info.buffer_sizes) < 2:
         raise ctx.corrupt("full-zip page lacks its repetition index")
-    raw = page.buffers[1]
-    width, rem = divmod(raw.size, rows + 1)
+    width, rem = divmod(int(page.info.buffer_sizes[1]), rows + 1)
     if rem or width not in (1, 2, 4, 8):
+        raise ctx.corrupt("full-zip repetition index has an impossible width")
+    return width
+
+
+def _fullzip_index(leaf: LeafPlan, page: PagePlan, rows: int, ctx) -> tuple[np.ndarray, int]:
+    """A full-zip page's repetition index on the host (read now if it was deferred) and its width."""
+    width = _fullzip_index_width(page, rows, ctx)
+    if page.index_deferred:
+        (raw,) = leaf.reader.read_buffers([(int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1]))])
+    else:
+        raw = page.buffers[1]
+    if raw.size != (rows + 1) * width:
         raise ctx.corrupt("full-zip repetition index has an impossible width")
     return raw, width
 
@@ -978,8 +1007,12 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
         unit.copy_fixed.add(src=data_pos, len=n * z.valb, dst=dst)
         return
     if z.bits_rep or not z.fixed:
-        idx, width = _fullzip_index(page, z.rows, ctx)
-        index_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], idx)
+        width = _fullzip_index_width(page, z.rows, ctx)
+        index_at, index_size = int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1])
+        if page.index_deferred:
+            index_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, index_at, index_size)
+        else:
+            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1])
         stride = 0
     else:
         # No lists: one item per row, each a control word and a value.
@@ -1035,7 +1068,7 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
             raise ctx.corrupt("full-zip buffer shorter than its values")
         byte_lo, byte_hi = runs[:, 0] * stride, runs[:, 1] * stride
     else:
-        raw, width = _fullzip_index(page, z.rows, ctx)
+        raw, width = _fullzip_index(leaf, page, z.rows, ctx)
         index = np.ascontiguousarray(raw).view(f"<u{width}").astype(np.int64)
         byte_lo, byte_hi = index[runs[:, 0]], index[runs[:, 1]]
         if np.any(byte_hi < byte_lo) or np.any(byte_lo[1:] < byte_hi[:-1]) or (byte_hi.size and int(byte_hi.max()) > z.data_size):
@@ -1078,7 +1111,6 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
 
 
 def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
-    ctx = leaf.ctx()
     lp = page.parsed["page"]
     for levels, dst in ((lp.rep, rep_dst), (lp.def_, def_dst)):
         if levels is not None and levels.size:
@@ -1117,7 +1149,7 @@ def plan_field_leaves(reader: LanceFileReader, arrow_field: pa.Field, columns: l
     if len(types) != len(columns):
         raise CorruptFileError(reader.path, f"field {arrow_field.name!r} has {len(types)} leaves but {len(columns)} columns")
     leaves = []
-    for col, t in zip(columns, types):
+    for col, t in zip(columns, types, strict=True):
         npages = len(reader.column(col).pages)
         leaves.append(plan_leaf(reader, col, t, list(range(npages))))
     check_field_leaves(reader, arrow_field, leaves)

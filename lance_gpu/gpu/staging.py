@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ _fill_pool: list[ThreadPoolExecutor] = []
 
 _pinned_lock = threading.Lock()
 _pinned: list[np.ndarray] = []
-_streams: list[tuple[object, object]] = []  # (numba stream, CuPy owner or None)
+_streams: list[tuple[Any, Any]] = []  # (numba stream, CuPy owner or None)
 
 
 def _align(n: int) -> int:
@@ -181,7 +182,7 @@ class Stager:
         with _pinned_lock:  # the pinned slabs and streams are shared by every read of the process
             pairs = _get_streams(2)
             with _array.current_stream(pairs[0][1]):
-                arena = _array.empty(total, np.uint8)
+                arena: Any = _array.empty(total, np.uint8)
             if not self.items:
                 return arena
             streams = [st for st, _owner in pairs]
@@ -213,7 +214,7 @@ def _fill_executor() -> ThreadPoolExecutor:
     return _fill_pool[0]
 
 
-def _get_streams(count: int) -> list[tuple[object, object]]:
+def _get_streams(count: int) -> list[tuple[Any, Any]]:
     """``count`` copy streams, kept for later reads (the caller holds ``_pinned_lock``):
     non-blocking CuPy streams seen by numba as external streams, else numba streams."""
     if len(_streams) < count:

@@ -764,7 +764,8 @@ FEATURES: set[str] = set()
 
 def _expected_direct(store, name: str) -> tuple[dict[str, int], int]:
     """Per layout, the pages of every data file of dataset ``name`` the planner should defer
-    (mini-block pages without repetition, full-zip pages), and their deferred bytes."""
+    (mini-block pages without repetition, full-zip pages), and their deferred bytes (chunks;
+    full-zip data and repetition index)."""
     from lance_gpu.file.container import LanceFileReader
     from lance_gpu.file.encodings.base import DecodeContext
     from lance_gpu.file.reader import parse_layout
@@ -786,7 +787,7 @@ def _expected_direct(store, name: str) -> tuple[dict[str, int], int]:
                     nbytes += int(page.buffer_sizes[1])
                 elif kind == "full_zip_layout":
                     want[kind] = want.get(kind, 0) + 1
-                    nbytes += int(page.buffer_sizes[0])
+                    nbytes += sum(int(x) for x in page.buffer_sizes[:2])  # data and repetition index
     return want, nbytes
 
 

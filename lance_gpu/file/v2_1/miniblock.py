@@ -48,7 +48,7 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
             native.ool_chunk_assemble(unpacked, bcount, words, nlevels, tail_off, tail_len, out)
             return out
     parts = []
-    for (s, z), n in zip(spans.tolist(), nlevels.tolist()):
+    for (s, z), n in zip(spans.tolist(), nlevels.tolist(), strict=True):
         block = encodings.decode_block(enc, data[s : s + z], n, ctx)
         if not isinstance(block, FixedWidthBlock) or block.bits_per_value != 16:
             raise ctx.corrupt("levels must decode to 16-bit values")
@@ -130,7 +130,7 @@ def decode(
     """
     if table is None:
         table = chunk_table(layout, buffers, ctx)
-    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = table
+    _meta, data, _large, num_items, _starts, _sizes, counts, levels, rep_spans, def_spans, bufs = table
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
