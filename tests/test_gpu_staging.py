@@ -132,38 +132,45 @@ def test_ranges_read_into_the_slab_from_s3(s3_server, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("window", [4096, 70_000, 1 << 20])
-def test_range_checks_see_every_byte_once_and_may_refuse(window: int) -> None:
-    """A range's ``check`` sees, slab window by slab window, exactly the bytes that landed
-    for it (relative offset + view), each once; a check that raises stops the window."""
+def test_a_range_lands_once_whole_and_may_refuse(window: int) -> None:
+    """A range's ``land`` callback is called once with all its bytes, whether the range lies
+    in one slab window (a view of the slab) or spans several (a host copy of the parts),
+    after the window holding its last byte is filled; a callback that raises stops the
+    upload before that window goes on."""
     from lance_gpu.io import resolve
 
-    store, root = resolve(f"memory://staging-check-{window}/x")
+    store, root = resolve(f"memory://staging-land-{window}/x")
     rng = np.random.default_rng(window)
     data = rng.integers(0, 256, 400_000, dtype=np.uint8)
     key = f"{root}/c.lance"
     store.put(key, data.tobytes())
-    seen: list[tuple[int, bytes]] = []
+    landed: list[tuple[int, bytes, bool]] = []
     st = staging.Stager()
     st.add_bytes(rng.integers(0, 256, 40, dtype=np.uint8))
-    off, n = 1_000, 250_000
-    pos = st.add_range(store, key, off, n, check=lambda rel, view: seen.append((rel, view.tobytes())))
+    ranges = [(1_000, 250_000), (300_000, 3_000), (303_000, 17)]
+    for off, n in ranges:
+        st.add_range(store, key, off, n, land=lambda view, off=off: landed.append((off, view.tobytes(), False)))
     slab = np.empty(window, np.uint8)
     lo, k = 0, 0
     while lo < st.nbytes:
         hi = min(lo + window, st.nbytes)
         st._fill(slab, lo, hi, k)
-        st._check(slab, lo, hi, k)
+        st._land(slab, lo, hi, k)
+        while k < len(st.items) and st.items[k].pos + st.items[k].size <= hi:
+            k += 1
         lo = hi
-    rels = [rel for rel, _ in seen]
-    assert rels == sorted(rels) and rels[0] == 0
-    assert b"".join(v for _, v in seen) == data[off : off + n].tobytes()
-    assert all(rel == 0 or (pos + rel) % window == 0 for rel in rels)  # cut at window bounds only
+    assert [off for off, _, _ in landed] == [off for off, _ in ranges]  # each once, in arena order
+    for (off, n), (_, got, _) in zip(ranges, landed, strict=True):
+        assert got == data[off : off + n].tobytes()
+    assert not st._partial  # no copy of a spanning range is kept
 
-    def refuse(rel: int, view: np.ndarray) -> None:
-        raise ValueError(f"refused {rel}")
+    def refuse(view: np.ndarray) -> None:
+        raise ValueError(f"refused {view.size}")
 
     st2 = staging.Stager()
-    st2.add_range(store, key, off, n, check=refuse)
-    st2._fill(slab[: min(window, st2.nbytes)], 0, min(window, st2.nbytes), 0)
-    with pytest.raises(ValueError, match="refused 0"):
-        st2._check(slab, 0, min(window, st2.nbytes), 0)
+    st2.add_range(store, key, 10, 100, land=refuse)
+    st2._fill(slab, 0, st2.nbytes, 0)
+    with pytest.raises(ValueError, match="refused 100"):
+        st2._land(slab, 0, st2.nbytes, 0)
+    with pytest.raises(ValueError, match="no bytes"):
+        st2.add_range(store, key, 10, 0, land=refuse)

@@ -225,8 +225,9 @@ def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, bu
 
 
 def _chunk_sizes(file: LanceFileReader, column: int, page_index: int, layout, ctx: DecodeContext) -> tuple:
-    """:func:`miniblock.chunk_sizes` of a mini-block page (its chunk metadata buffer is read,
-    or found prefetched), kept in ``file.page_meta`` for repeated takes."""
+    """``(starts, sizes, counts)`` of a mini-block page (:func:`miniblock.chunk_layout`; its
+    chunk metadata buffer is read, or found prefetched), kept in ``file.page_meta`` for
+    repeated takes."""
     key = (column, page_index, "chunk_sizes")
     sizes = file.page_meta.get(key)
     if sizes is None:
@@ -234,7 +235,7 @@ def _chunk_sizes(file: LanceFileReader, column: int, page_index: int, layout, ct
         if len(page.buffer_offsets) < 2:
             raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
         meta = file.io.read(page.buffer_offsets[0], page.buffer_sizes[0])
-        sizes = miniblock.chunk_sizes(layout, meta, ctx)
+        sizes = miniblock.chunk_layout(layout, meta, ctx)[2:]
         starts_, sizes_, _counts = sizes
         if starts_.size and int(starts_[-1] + sizes_[-1]) > page.buffer_sizes[1]:
             raise ctx.corrupt(f"mini-block chunks reach past their buffer of {page.buffer_sizes[1]} bytes")

@@ -24,14 +24,22 @@ family                          pages that feed it
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
 ==============================  ========================================================
 
-On object stores, the value bytes of full-zip pages and of level-free Flat /
-FixedSizeList(Flat) mini-block pages are not fetched while planning: they are registered
-with :meth:`Stager.add_range` and read straight into the pinned staging slabs
-(:func:`_deferred_buffer`).
+On object stores, the data buffer of every full-zip page and the chunks of every mini-block
+page without repetition levels (flat, bit-packed, RLE, plain / FSST strings, dictionary
+indices, definition levels) are not fetched while planning: those pages are planned from
+their chunk metadata (:func:`miniblock.chunk_layout`) and their bytes registered with
+:meth:`Stager.add_range`, which reads them straight into the pinned staging slabs; the chunk
+headers are parsed there, on the landed bytes, by the file layer's parser
+(:func:`miniblock.chunk_headers`), which refuses bad headers before anything reaches the
+device and emits the work that depends on them (:func:`_emit_miniblock`).  Still fetched
+while planning: chunk metadata, page dictionaries, full-zip repetition indices and the
+chunks of pages with repetition levels (whose level counts are only in their headers).
+:attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
-width word of each 1024-value block, page dictionaries (small; decoded with the CPU
-decoders, LZ4 included) and the levels of constant pages.  A field whose pages use anything
+width word of each 1024-value block (both read in the pinned slab for deferred pages), page
+dictionaries (small; decoded with the CPU decoders, LZ4 included) and the levels of
+constant pages.  A field whose pages use anything
 else (General/zstd or LZ4 chunks, byte-stream-split, 2.0 files, Arrow dictionary types, ...)
 is read by the CPU reader instead (:class:`Unsupported` says why).
 """
@@ -39,6 +47,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -191,7 +200,7 @@ class PagePlan:
 
     info: PageInfo
     kind: str  # "mini_block_layout" | "full_zip_layout" | "constant_layout"
-    layout: object
+    layout: Any  # the page's layout protobuf message (MiniBlockLayout, FullZipLayout, ...)
     buffers: list[np.ndarray]
     layers: tuple[int, ...]
     num_values: int  # visible values
@@ -205,6 +214,9 @@ class PagePlan:
     #: buffer.  Full-zip pages defer buffer 0; mini-block pages that :func:`_defers_chunks`
     #: accepts defer buffer 1 (the chunks), planned from the chunk metadata alone.
     data_deferred: bool = False
+    #: a full-zip page's repetition index (buffer 1) was not read while planning either: it
+    #: is staged straight from the store, or read when a row selection needs it on the host
+    index_deferred: bool = False
     #: a row selection (:mod:`lance_gpu.gpu.rows`): a mini-block page's ``buffers[1]`` may be
     #: cut to the chunks kept, starting ``data_shift`` bytes into the file's buffer; a full-zip
     #: page without repetition decodes only ``row_runs`` (page-local ``[start, end)`` rows)
@@ -327,6 +339,9 @@ class UnitPlan:
         # (first slot, values, must be UTF-8, file, column, page)
         self.var_checks: list[tuple[int, int, bool, str, int, int]] = []
         self.paths: set[str] = set()
+        #: pages whose value bytes are read from the object store straight into the pinned
+        #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
+        self.direct_pages: dict[str, int] = {}
 
     # -- allocation -----------------------------------------------------------------------
 
@@ -355,6 +370,9 @@ class UnitPlan:
         if key not in self.unpack:
             self.unpack[key] = _Lists("words", "width", "dst", "count")
         return self.unpack[key]
+
+    def count_direct(self, page: PagePlan) -> None:
+        self.direct_pages[page.kind] = self.direct_pages.get(page.kind, 0) + 1
 
     def add_invisible(self, table: np.ndarray) -> int:
         pos = self.invisible_size
@@ -447,71 +465,16 @@ def check_page(layout, leaf: LeafPlan) -> None:
 
 def _defers_chunks(layout) -> bool:
     """True for mini-block pages the planner can place from the chunk metadata (buffer 0)
-    alone, without the chunks (buffer 1): no repetition or definition levels, no dictionary,
-    one value buffer of Flat or FixedSizeList(Flat) values (embeddings, booleans, plain
-    numbers).  Each chunk then is ``u16 num_levels = 0 | u16/u32 value bytes | pad to 8 |
-    values``, so its values start 8 bytes in and hold ``count * dim * bits / 8`` bytes
-    (rounded up for booleans): every position follows from the metadata, and the header's
-    buffer size is checked when the chunks land in the staging slab (:func:`_chunk_header_check`).
-    Bit-packed, RLE, variable-width and dictionary chunks carry per-chunk facts the planner
-    reads on the host, so their pages are fetched while planning."""
+    alone, without the chunks (buffer 1): every page without repetition levels.  Their item
+    and level counts follow from the metadata (a page with definition levels holds one level
+    per item), so the output regions are allocated while planning; the chunk headers and what
+    depends on them (value / level spans, bit-packing widths, RLE headers) are parsed where
+    the chunks land in the pinned staging slab (:func:`_emit_miniblock`), which refuses what
+    the CPU reader refuses.  Pages with repetition levels have per-chunk level counts only
+    in-band, so their chunks are fetched while planning."""
     if layout.WhichOneof("layout") != "mini_block_layout":
         return False
-    mb = layout.mini_block_layout
-    return (
-        not mb.HasField("rep_compression")
-        and not mb.HasField("def_compression")
-        and not mb.HasField("dictionary")
-        and int(mb.num_buffers) == 1
-        and _fixed_flat(mb.value_compression) is not None
-    )
-
-
-def _metadata_chunk_table(mb, meta: np.ndarray, ctx: DecodeContext) -> tuple:
-    """:func:`miniblock.chunk_table` of a page :func:`_defers_chunks` accepts, from its
-    chunk metadata alone (``data`` is empty; the value spans are derived, see there)."""
-    large = bool(mb.has_large_chunk)
-    word = 4 if large else 2
-    if meta.size % word:
-        raise ctx.corrupt("mini-block chunk metadata has a partial word")
-    words = meta if meta.ctypes.data % word == 0 else meta.copy()
-    num_items = int(mb.num_items)
-    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
-    if not ok:
-        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
-    dim, bits = _fixed_flat(mb.value_compression)  # type: ignore[misc]
-    nbytes = (counts * dim * bits + 7) // 8
-    if np.any(8 + nbytes > sizes):
-        raise ctx.corrupt("mini-block chunk shorter than its values")
-    n = counts.size
-    cbufs = np.zeros((n, 1, 2), np.int64)
-    cbufs[:, 0, 0] = starts + 8
-    cbufs[:, 0, 1] = nbytes
-    spans = np.zeros((n, 2), np.int64)
-    return meta, _EMPTY, large, num_items, starts, sizes, counts, np.zeros(n, np.int64), spans, spans, cbufs
-
-
-def _chunk_header_check(ctx: DecodeContext, starts: np.ndarray, sizes: np.ndarray, nbytes: np.ndarray, large: bool):
-    """A check of the chunk headers of a deferred mini-block page, run on the bytes as they
-    land in the staging slab (``view`` holds the page's data buffer from byte ``rel``).  It
-    refuses what the CPU reader refuses: a header whose value buffer is shorter than the
-    values the metadata counts, or whose (8-byte padded) buffer runs past its chunk."""
-
-    def check(rel: int, view: np.ndarray) -> None:
-        inside = (starts >= rel) & (starts + 8 <= rel + view.size)
-        if not inside.any():
-            return
-        at = starts[inside] - rel
-        head = view[at[:, None] + np.arange(8)].astype(np.int64)
-        size = head[:, 2] | (head[:, 3] << 8)
-        if large:
-            size |= (head[:, 4] << 16) | (head[:, 5] << 24)
-        if np.any(size < nbytes[inside]):
-            raise ctx.corrupt("flat chunk shorter than its value count")
-        if np.any(8 + (size + 7) // 8 * 8 - sizes[inside] >= 8):
-            raise ctx.corrupt("mini-block chunk header points past its chunk")
-
-    return check
+    return not layout.mini_block_layout.HasField("rep_compression")
 
 
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
@@ -521,23 +484,22 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         mb = layout.mini_block_layout
-        if deferred:
-            if len(buffers) < 2:
-                raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-            table = _metadata_chunk_table(mb, buffers[0], ctx)
-        else:
-            table = miniblock.chunk_table(mb, buffers, ctx)
-        meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, cbufs = table
         has_rep = mb.HasField("rep_compression")
         has_def = mb.HasField("def_compression")
+        if deferred:
+            # chunk metadata only: the chunk headers are parsed where the chunks land
+            _large, num_items, starts, sizes, counts = miniblock.chunk_layout(mb, buffers[0], ctx)
+            levels = counts if has_def else np.zeros(counts.size, np.int64)
+            parsed = {"counts": counts, "levels": levels, "starts": starts, "sizes": sizes}
+        else:
+            table = miniblock.chunk_table(mb, buffers, ctx)
+            _meta, _data, _large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, cbufs = table
+            parsed = {
+                "counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs,
+                "starts": starts, "sizes": sizes,
+            }
         nlev = int(levels.sum()) if (has_rep or has_def) else num_items
         layers = tuple(int(x) for x in mb.layers)
-        parsed = {
-            "counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs,
-            "starts": starts, "sizes": sizes,
-        }
-        if deferred:
-            parsed["check"] = _chunk_header_check(ctx, starts, sizes, cbufs[:, 0, 1], large)
         return PagePlan(info, kind, mb, buffers, layers, num_items, nlev, has_rep, has_def, parsed)
     if kind == "full_zip_layout":
         fz = layout.full_zip_layout
@@ -559,20 +521,23 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
 _EMPTY = np.zeros(0, np.uint8)
 
 
-def _deferred_buffer(reader: LanceFileReader, page: PageInfo, layout) -> int:
-    """Which buffer of ``page`` the slab fill reads instead of the planner (-1: none): the
-    value bytes of a full-zip page (0) or the chunks of a mini-block page (1) when reading
-    them would be a request to the store (not a mapped file, not bytes already held)."""
+def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout) -> tuple[int, ...]:
+    """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
+    (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
+    :func:`_defers_chunks` accepts, where reading them would be a request to the store (not
+    a mapped file, not bytes already held)."""
     kind = layout.WhichOneof("layout")
     if kind == "full_zip_layout":
-        j = 0
+        candidates: tuple[int, ...] = (0, 1)
     elif _defers_chunks(layout):
-        j = 1
+        candidates = (1,)
     else:
-        return -1
-    if len(page.buffer_offsets) > j and reader.needs_request(int(page.buffer_offsets[j]), int(page.buffer_sizes[j])):
-        return j
-    return -1
+        return ()
+    return tuple(
+        j
+        for j in candidates
+        if len(page.buffer_offsets) > j and reader.needs_request(int(page.buffer_offsets[j]), int(page.buffer_sizes[j]))
+    )
 
 
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int]) -> LeafPlan:
@@ -588,25 +553,28 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    deferred = [_deferred_buffer(reader, p, layout) for p, layout in zip(pages, layouts, strict=True)]
+    deferred = [_deferred_buffers(reader, p, layout) for p, layout in zip(pages, layouts, strict=True)]
     ranges = [
         (o, s)
         for p, d in zip(pages, deferred, strict=True)
         for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
-        if j != d
+        if j not in d
     ]
     fetched = iter(reader.read_buffers(ranges))
     raw = [
-        _EMPTY if j == d else next(fetched)
+        _EMPTY if j in d else next(fetched)
         for p, d in zip(pages, deferred, strict=True)
         for j in range(len(p.buffer_offsets))
     ]
     k = 0
     for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
         nb = len(p.buffer_offsets)
-        page_plan = parse_page(leaf, p, layout, raw[k : k + nb], deferred=d >= 0)
+        full_zip = layout.WhichOneof("layout") == "full_zip_layout"
+        data_deferred = (0 if full_zip else 1) in d
+        page_plan = parse_page(leaf, p, layout, raw[k : k + nb], deferred=data_deferred)
         page_plan.index = pi
-        page_plan.data_deferred = d >= 0
+        page_plan.data_deferred = data_deferred
+        page_plan.index_deferred = full_zip and 1 in d
         leaf.pages.append(page_plan)
         k += nb
     if leaf.pages:
@@ -739,31 +707,65 @@ def _emit_levels(unit: UnitPlan, enc, data: np.ndarray, data_pos: int, spans: np
 
 
 def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+    """Stage a mini-block page's chunks and emit their work.  Chunks the planner holds
+    (mapped files, bytes already fetched) are emitted now; deferred ones are read from the
+    store straight into the pinned slab, and their chunk headers are parsed and their work
+    emitted there (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
     ctx = leaf.ctx()
     mb = page.layout
     p = page.parsed
-    counts, cbufs = p["counts"], p["bufs"]
-    data = page.buffers[1]
-    if page.data_deferred:
-        # a row selection cut the page to the bytes of its kept chunks (data_shift on)
-        shift = page.data_shift
-        size = p.get("data_size", int(page.info.buffer_sizes[1]))
-        check = p["check"]
-        data_pos = unit.stage.add_range(
-            leaf.reader.store, leaf.reader.key, int(page.info.buffer_offsets[1]) + shift, size,
-            check=check if not shift else (lambda rel, view: check(rel + shift, view)),
-        )
-    else:
-        data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1] + page.data_shift, data)
-    if page.has_rep:
-        _emit_levels(unit, mb.rep_compression, data, data_pos, p["rep"], p["levels"], rep_dst, ctx)
-    if page.has_def:
-        _emit_levels(unit, mb.def_compression, data, data_pos, p["def"], p["levels"], def_dst, ctx)
     nbuf = int(mb.num_buffers)
     n = page.num_values
-    if nbuf == 0 or n == 0:
-        if nbuf == 0 and n:
-            _fill_nulls(unit, leaf, vpos, n)
+    if nbuf == 0 and n:
+        _fill_nulls(unit, leaf, vpos, n)
+    # a dictionary's items are decoded on the host and staged now; its indices are chunk work
+    dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
+    offset = int(page.info.buffer_offsets[1]) + page.data_shift
+    if not page.data_deferred:
+        data = page.buffers[1]
+        data_pos = unit.stage.add_buffer(leaf.path, offset, data)
+        chunks = (p["levels"], p["rep"], p["def"], p["bufs"])
+        _emit_chunks(unit, leaf, page, data, data_pos, chunks, vpos, rep_dst, def_dst, dictionary)
+        return
+    # a row selection cut the page to the bytes of its kept chunks (data_shift on)
+    size = p.get("data_size", int(page.info.buffer_sizes[1]))
+    if not size:
+        _land_chunks(unit, leaf, page, _EMPTY, 0, vpos, rep_dst, def_dst, dictionary)
+        return
+    at: list[int] = []
+
+    def land(data: np.ndarray) -> None:
+        _land_chunks(unit, leaf, page, data, at[0], vpos, rep_dst, def_dst, dictionary)
+
+    at.append(unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size, land=land))
+    unit.count_direct(page)
+
+
+def _land_chunks(unit, leaf, page, data, data_pos, vpos, rep_dst, def_dst, dictionary) -> None:
+    """The chunks of a deferred page have landed (``data``, at arena ``data_pos``): parse
+    their headers with the file layer's parser, check the level counts the plan allocated
+    for, and emit their work."""
+    ctx = leaf.ctx()
+    p = page.parsed
+    chunks = miniblock.chunk_headers(page.layout, data, p["starts"], p["sizes"], ctx)
+    if page.has_def and not np.array_equal(chunks[0], p["levels"]):
+        raise ctx.corrupt("mini-block chunk holds a level count other than its item count")
+    _emit_chunks(unit, leaf, page, data, data_pos, chunks, vpos, rep_dst, def_dst, dictionary)
+
+
+def _emit_chunks(unit, leaf, page, data, data_pos, chunks, vpos, rep_dst, def_dst, dictionary) -> None:
+    """The work of a mini-block page's chunks (``data`` at arena ``data_pos``; ``chunks``:
+    :func:`miniblock.chunk_headers` of them)."""
+    ctx = leaf.ctx()
+    mb = page.layout
+    counts = page.parsed["counts"]
+    levels, rep_spans, def_spans, cbufs = chunks
+    if page.has_rep:
+        _emit_levels(unit, mb.rep_compression, data, data_pos, rep_spans, levels, rep_dst, ctx)
+    if page.has_def:
+        _emit_levels(unit, mb.def_compression, data, data_pos, def_spans, levels, def_dst, ctx)
+    n = page.num_values
+    if int(mb.num_buffers) == 0 or n == 0:
         return
     enc = mb.value_compression
     vk = enc.WhichOneof("compression")
@@ -771,8 +773,8 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     np.cumsum(counts, out=first[1:])
     starts = cbufs[:, 0, 0]
     sizes = cbufs[:, 0, 1]
-    if mb.HasField("dictionary"):
-        _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, cbufs, vpos, ctx)
+    if dictionary is not None:
+        _emit_indices(unit, enc, dictionary, data, data_pos, counts, first, cbufs, ctx)
         return
     if leaf.kind == "var":
         width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
@@ -861,8 +863,12 @@ def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
         unit.fill_fixed.append((_value_dst(leaf, vpos), n * leaf.width, b"\x00"))
 
 
-def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, cbufs, vpos, ctx) -> None:
+def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, ctx) -> tuple[int, int]:
+    """Decode a dictionary page's items on the host (buffer 2; small), stage them and
+    register the gather from the page's index scratch; returns ``(index bits, first index
+    item)`` for :func:`_emit_indices`."""
     mb = page.layout
+    enc = mb.value_compression
     if len(page.buffers) < 3:
         raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
     nitems = int(mb.num_dictionary_items)
@@ -876,16 +882,6 @@ def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, c
     else:
         bits = _rle_bits(enc)  # type: ignore[assignment]
     ipos = unit.alloc_index(bits, n)
-    word = bits // 8
-    if kind == "inline_bitpacking":
-        _emit_inline(unit, f"index{bits}", bits, data, data_pos, cbufs[:, 0, 0], counts, ipos, ctx)
-    elif kind == "flat":
-        nbytes = counts * word
-        if np.any(cbufs[:, 0, 1] < nbytes):
-            raise ctx.corrupt("flat chunk shorter than its value count")
-        unit.copy_index[bits].add(src=data_pos + cbufs[:, 0, 0], len=nbytes, dst=(ipos + first[:-1]) * word)
-    else:
-        _emit_rle(unit, f"index{bits}", enc, data_pos, cbufs, counts, ipos * word, ctx)
     lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
     if isinstance(items, VariableWidthBlock):
         if leaf.kind != "var":
@@ -894,7 +890,7 @@ def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, c
         offsets_pos = unit.stage.add_bytes(np.ascontiguousarray(items.offsets, np.int64))
         lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=0, offsets=offsets_pos,
                 dst=_value_dst(leaf, vpos))
-        return
+        return bits, ipos
     if not isinstance(items, FixedWidthBlock) or leaf.kind == "var":
         raise ctx.corrupt("fixed-width dictionary for a variable-width column")
     if leaf.kind == "bool":
@@ -908,60 +904,128 @@ def _emit_dictionary(unit, leaf, page, enc, vk, data, data_pos, counts, first, c
     items_pos = unit.stage.add_bytes(np.ascontiguousarray(raw, np.uint8))
     lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
             dst=_value_dst(leaf, vpos))
+    return bits, ipos
+
+
+def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], data, data_pos: int, counts, first, cbufs, ctx) -> None:
+    """The dictionary indices of a page's chunks, to the index scratch from ``dictionary``."""
+    bits, ipos = dictionary
+    kind = _index_encoding(enc)
+    word = bits // 8
+    if kind == "inline_bitpacking":
+        _emit_inline(unit, f"index{bits}", bits, data, data_pos, cbufs[:, 0, 0], counts, ipos, ctx)
+    elif kind == "flat":
+        nbytes = counts * word
+        if np.any(cbufs[:, 0, 1] < nbytes):
+            raise ctx.corrupt("flat chunk shorter than its value count")
+        unit.copy_index[bits].add(src=data_pos + cbufs[:, 0, 0], len=nbytes, dst=(ipos + first[:-1]) * word)
+    else:
+        _emit_rle(unit, f"index{bits}", enc, data_pos, cbufs, counts, ipos * word, ctx)
 
 
 # -- full-zip ---------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _FullZipShape:
+    """The facts of a full-zip page's layout its work items need."""
+
+    data_size: int  # bytes of the data buffer (buffer 0)
+    bits_rep: int
+    bits_def: int
+    ctrl: int  # control word bytes per item
+    rows: int
+    fixed: bool  # fixed-width values (else: each value a length/offset word and its bytes)
+    valb: int  # value bytes (fixed)
+    offb: int  # offset word bytes (variable)
+
+
+def _fullzip_shape(page: PagePlan) -> _FullZipShape:
+    fz = page.layout
+    bits_rep, bits_def = int(fz.bits_rep), int(fz.bits_def)
+    fixed = fz.WhichOneof("details") == "bits_per_value"
+    return _FullZipShape(
+        int(page.info.buffer_sizes[0]), bits_rep, bits_def, _ctrl_bytes(bits_rep + bits_def), page.info.num_rows, fixed,
+        int(fz.bits_per_value) // 8 if fixed else 0, 0 if fixed else int(fz.bits_per_offset) // 8,
+    )
+
+
+def _fullzip_index_width(page: PagePlan, rows: int, ctx) -> int:
+    """The width of a full-zip page's repetition index (buffer 1: ``rows + 1`` byte offsets)."""
+    if len(page.info.buffer_sizes) < 2:
+        raise ctx.corrupt("full-zip page lacks its repetition index")
+    width, rem = divmod(int(page.info.buffer_sizes[1]), rows + 1)
+    if rem or width not in (1, 2, 4, 8):
+        raise ctx.corrupt("full-zip repetition index has an impossible width")
+    return width
+
+
+def _fullzip_index(leaf: LeafPlan, page: PagePlan, rows: int, ctx) -> tuple[np.ndarray, int]:
+    """A full-zip page's repetition index on the host (read now if it was deferred) and its width."""
+    width = _fullzip_index_width(page, rows, ctx)
+    if page.index_deferred:
+        (raw,) = leaf.reader.read_buffers([(int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1]))])
+    else:
+        raw = page.buffers[1]
+    if raw.size != (rows + 1) * width:
+        raise ctx.corrupt("full-zip repetition index has an impossible width")
+    return raw, width
+
+
+def _stage_fullzip_bytes(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, lo: int, hi: int) -> int:
+    """Stage bytes ``[lo, hi)`` of a full-zip page's data buffer: read from the store straight
+    into the slab when the page's data is deferred, else from the bytes the planner holds."""
+    offset = int(page.info.buffer_offsets[0]) + lo
+    if page.data_deferred:
+        return unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, hi - lo)
+    return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi])
+
+
+def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst: int, n: int, ctx) -> None:
+    fz = page.layout
+    if not shape.fixed and fz.value_compression.WhichOneof("compression") == "fsst":
+        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, n, ctx)
+
+
 def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+    if page.data_deferred:
+        unit.count_direct(page)
     if page.row_runs is not None:
         _emit_fullzip_rows(unit, leaf, page, vpos, def_dst)
         return
     ctx = leaf.ctx()
-    fz = page.layout
-    data_size = int(page.info.buffer_sizes[0])
-    bits_rep, bits_def = int(fz.bits_rep), int(fz.bits_def)
-    ctrl = _ctrl_bytes(bits_rep + bits_def)
+    z = _fullzip_shape(page)
     n = page.num_levels
     vis = page.num_values
-    fixed = fz.WhichOneof("details") == "bits_per_value"
-    valb = int(fz.bits_per_value) // 8 if fixed else 0
-    offb = 0 if fixed else int(fz.bits_per_offset) // 8
-    if page.data_deferred:
-        data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, int(page.info.buffer_offsets[0]), data_size)
-    else:
-        data_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[0], page.buffers[0])
+    data_pos = _stage_fullzip_bytes(unit, leaf, page, 0, z.data_size)
     dst = _value_dst(leaf, vpos)
-    if fixed and ctrl == 0:
-        if data_size < n * valb:
+    if z.fixed and z.ctrl == 0:
+        if z.data_size < n * z.valb:
             raise ctx.corrupt("full-zip buffer shorter than its values")
         if vis != n:
             raise ctx.corrupt(f"full-zip page has {n} values, expected {vis}")
-        unit.copy_fixed.add(src=data_pos, len=n * valb, dst=dst)
+        unit.copy_fixed.add(src=data_pos, len=n * z.valb, dst=dst)
         return
-    rows = page.info.num_rows
-    if bits_rep or not fixed:
-        if len(page.buffers) < 2:
-            raise ctx.corrupt("full-zip page lacks its repetition index")
-        idx = page.buffers[1]
-        width, rem = divmod(idx.size, rows + 1)
-        if rem or width not in (1, 2, 4, 8):
-            raise ctx.corrupt("full-zip repetition index has an impossible width")
-        index_pos = unit.stage.add_buffer(leaf.path, page.info.buffer_offsets[1], idx)
+    if z.bits_rep or not z.fixed:
+        width = _fullzip_index_width(page, z.rows, ctx)
+        index_at, index_size = int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1])
+        if page.index_deferred:
+            index_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, index_at, index_size)
+        else:
+            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1])
         stride = 0
     else:
         # No lists: one item per row, each a control word and a value.
-        index_pos, width, stride = -1, 0, ctrl + valb
-        if rows != n or data_size < n * stride:
+        index_pos, width, stride = -1, 0, z.ctrl + z.valb
+        if z.rows != n or z.data_size < n * stride:
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
     unit.fullzip.add(
-        rows=rows, data=data_pos, size=data_size, index=index_pos, iwidth=width, stride=stride, ctrl=ctrl,
-        bits_def=bits_def, offb=offb, valb=valb, inv=unit.add_invisible(inv), ninv=inv.size,
-        rep_dst=rep_dst if bits_rep else -1, def_dst=def_dst if bits_def else -1, val_dst=dst, items=n, visible=vis,
+        rows=z.rows, data=data_pos, size=z.data_size, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
+        bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=unit.add_invisible(inv), ninv=inv.size,
+        rep_dst=rep_dst if z.bits_rep else -1, def_dst=def_dst if z.bits_def else -1, val_dst=dst, items=n, visible=vis,
     )
-    if not fixed and fz.value_compression.WhichOneof("compression") == "fsst":
-        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, vis, ctx)
+    _add_fullzip_fsst(unit, page, z, dst, vis, ctx)
 
 
 #: rows of a selection whose bytes are at most this far apart are staged as one span
@@ -988,16 +1052,9 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
     apart share one; read from the store straight into the slab when the page's data is
     deferred); each run is one work item, its index entries staged rebased to its span."""
     ctx = leaf.ctx()
-    fz = page.layout
-    if int(fz.bits_rep):
+    z = _fullzip_shape(page)
+    if z.bits_rep:
         raise ctx.corrupt("row selection of a full-zip page with repetition")
-    data_size = int(page.info.buffer_sizes[0])
-    bits_def = int(fz.bits_def)
-    ctrl = _ctrl_bytes(bits_def)
-    rows = page.info.num_rows
-    fixed = fz.WhichOneof("details") == "bits_per_value"
-    valb = int(fz.bits_per_value) // 8 if fixed else 0
-    offb = 0 if fixed else int(fz.bits_per_offset) // 8
     runs = np.asarray(page.row_runs, np.int64).reshape(-1, 2)
     lengths = runs[:, 1] - runs[:, 0]
     before = np.zeros(runs.shape[0], np.int64)
@@ -1005,21 +1062,16 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
     index = None
     width = 0
     stride = 0
-    if fixed:
-        stride = ctrl + valb
-        if data_size < rows * stride:
+    if z.fixed:
+        stride = z.ctrl + z.valb
+        if z.data_size < z.rows * stride:
             raise ctx.corrupt("full-zip buffer shorter than its values")
         byte_lo, byte_hi = runs[:, 0] * stride, runs[:, 1] * stride
     else:
-        if len(page.buffers) < 2:
-            raise ctx.corrupt("full-zip page lacks its repetition index")
-        raw = page.buffers[1]
-        width, rem = divmod(raw.size, rows + 1)
-        if rem or width not in (1, 2, 4, 8):
-            raise ctx.corrupt("full-zip repetition index has an impossible width")
+        raw, width = _fullzip_index(leaf, page, z.rows, ctx)
         index = np.ascontiguousarray(raw).view(f"<u{width}").astype(np.int64)
         byte_lo, byte_hi = index[runs[:, 0]], index[runs[:, 1]]
-        if np.any(byte_hi < byte_lo) or np.any(byte_lo[1:] < byte_hi[:-1]) or (byte_hi.size and int(byte_hi.max()) > data_size):
+        if np.any(byte_hi < byte_lo) or np.any(byte_lo[1:] < byte_hi[:-1]) or (byte_hi.size and int(byte_hi.max()) > z.data_size):
             raise ctx.corrupt("full-zip rows point outside the page")
     # staging spans: runs whose bytes are close share one
     new_span = np.ones(runs.shape[0], np.bool_)
@@ -1028,17 +1080,14 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
     firsts = np.flatnonzero(new_span)
     lasts = np.concatenate([firsts[1:] - 1, [runs.shape[0] - 1]])
     span_lo, span_hi = byte_lo[firsts], byte_hi[lasts]
-    base = int(page.info.buffer_offsets[0])
-    span_pos = np.empty(firsts.size, np.int64)
-    for k, (lo, hi) in enumerate(zip(span_lo.tolist(), span_hi.tolist(), strict=True)):
-        if page.data_deferred:
-            span_pos[k] = unit.stage.add_range(leaf.reader.store, leaf.reader.key, base + lo, hi - lo)
-        else:
-            span_pos[k] = unit.stage.add_buffer(leaf.path, base + lo, page.buffers[0][lo:hi])
+    span_pos = np.array(
+        [_stage_fullzip_bytes(unit, leaf, page, lo, hi) for lo, hi in zip(span_lo.tolist(), span_hi.tolist(), strict=True)],
+        np.int64,
+    )
     run_pos = span_pos[span_of] + (byte_lo - span_lo[span_of])
     dst = _value_dst(leaf, vpos)
-    if fixed and ctrl == 0:
-        unit.copy_fixed.add(src=run_pos, len=byte_hi - byte_lo, dst=dst + before * valb)
+    if z.fixed and z.ctrl == 0:
+        unit.copy_fixed.add(src=run_pos, len=byte_hi - byte_lo, dst=dst + before * z.valb)
         return
     if index is None:
         index_pos = np.full(runs.shape[0], -1, np.int64)
@@ -1050,20 +1099,18 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
         index_pos = staged_at + first_entry * width
     inv = invisible_levels(page.layers)
     unit.fullzip.add(
-        rows=lengths, data=run_pos, size=byte_hi - byte_lo, index=index_pos, iwidth=width, stride=stride, ctrl=ctrl,
-        bits_def=bits_def, offb=offb, valb=valb, inv=unit.add_invisible(inv), ninv=inv.size, rep_dst=-1,
-        def_dst=def_dst + before if bits_def else -1, val_dst=dst + before * valb if fixed else dst + before,
+        rows=lengths, data=run_pos, size=byte_hi - byte_lo, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
+        bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=unit.add_invisible(inv), ninv=inv.size, rep_dst=-1,
+        def_dst=def_dst + before if z.bits_def else -1, val_dst=dst + before * z.valb if z.fixed else dst + before,
         items=lengths, visible=lengths,
     )
-    if not fixed and fz.value_compression.WhichOneof("compression") == "fsst":
-        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, page.num_values, ctx)
+    _add_fullzip_fsst(unit, page, z, dst, page.num_values, ctx)
 
 
 # -- constant / all-null ---------------------------------------------------------------------
 
 
 def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
-    ctx = leaf.ctx()
     lp = page.parsed["page"]
     for levels, dst in ((lp.rep, rep_dst), (lp.def_, def_dst)):
         if levels is not None and levels.size:
@@ -1102,7 +1149,7 @@ def plan_field_leaves(reader: LanceFileReader, arrow_field: pa.Field, columns: l
     if len(types) != len(columns):
         raise CorruptFileError(reader.path, f"field {arrow_field.name!r} has {len(types)} leaves but {len(columns)} columns")
     leaves = []
-    for col, t in zip(columns, types):
+    for col, t in zip(columns, types, strict=True):
         npages = len(reader.column(col).pages)
         leaves.append(plan_leaf(reader, col, t, list(range(npages))))
     check_field_leaves(reader, arrow_field, leaves)

@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.reader import parse_layout
+from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, plan_leaf
 
 __all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
@@ -109,15 +109,14 @@ class _LeafUnits:
             got = (np.array([lo], np.int64), np.array([hi], np.int64), True)
         elif kind == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression") and page.buffer_sizes:
             mb = layout.mini_block_layout
-            large = bool(mb.has_large_chunk)
             (meta,) = self.reader.read_buffers([(page.buffer_offsets[0], page.buffer_sizes[0])])
-            word = 4 if large else 2
-            if meta.size % word == 0:
-                words = np.ascontiguousarray(meta).view(np.uint32 if large else np.uint16)
-                _starts, _sizes, counts, ok = native.chunk_layout(words, int(mb.num_items), large)
-                if ok and int(counts.sum()) == hi - lo and np.all(counts > 0):
-                    first = lo + np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-                    got = (first[:-1], first[1:], False)
+            try:
+                *_, counts = miniblock.chunk_layout(mb, np.ascontiguousarray(meta), ctx)
+            except CorruptFileError:
+                counts = None  # the page is planned (and refused) whole
+            if counts is not None and int(counts.sum()) == hi - lo and np.all(counts > 0):
+                first = lo + np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+                got = (first[:-1], first[1:], False)
         self._units[p] = got
         return got
 
@@ -155,15 +154,17 @@ def _restrict_miniblock(pp: PagePlan, runs: np.ndarray, ctx: DecodeContext) -> N
     starts, sizes = p["starts"][sel], p["sizes"][sel]
     lo = int(starts.min()) if sel.size else 0
     hi = int((starts + sizes).max()) if sel.size else 0
+    # a page whose chunks are deferred holds no header spans ("bufs", "rep", "def") yet:
+    # they are parsed where the cut chunks land, from the rebased starts
     for key in ("counts", "levels", "starts", "sizes", "bufs", "rep", "def"):
-        if isinstance(p[key], np.ndarray) and p[key].shape[:1] == counts.shape:
+        if isinstance(p.get(key), np.ndarray) and p[key].shape[:1] == counts.shape:
             p[key] = p[key][sel].copy()
     p["starts"] -= lo
-    if p["bufs"].size:
+    if "bufs" in p and p["bufs"].size:
         p["bufs"][:, :, 0] -= lo
-    if pp.has_rep:
+    if pp.has_rep and "rep" in p:
         p["rep"][:, 0] -= lo
-    if pp.has_def:
+    if pp.has_def and "def" in p:
         p["def"][:, 0] -= lo
     pp.buffers = list(pp.buffers)
     pp.buffers[1] = pp.buffers[1][lo:hi]  # empty when the page's chunks are deferred

@@ -15,9 +15,10 @@ Byte ranges registered with :meth:`Stager.add_range` are not read at planning ti
 slab fill reads them with the store's ``read_ranges_into`` straight into the pinned slab (a
 copy out of the memory map locally; obstore's response buffers copied into the slab for
 remote stores), so remote bytes land in the staging buffers without an intermediate array.
-A range may carry a ``check``, run on its bytes in the slab before the slab is copied to the
-device (the planner checks the in-band chunk headers of mini-block pages it placed from
-their chunk metadata alone).
+A range may carry a ``land`` callback, run once on all its bytes as they lie in the pinned
+memory, before they are copied to the device: the planner parses the in-band chunk headers
+of mini-block pages there (validating them, and emitting the work that depends on them), so
+those pages are planned from their chunk metadata alone and fetched once, into the slab.
 
 The copy streams are non-blocking CuPy streams where CuPy is in use, so that a unit staged
 from another thread (:func:`lance_gpu.gpu.read.scan_device` stages the next unit while the
@@ -33,6 +34,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +51,7 @@ _fill_pool: list[ThreadPoolExecutor] = []
 
 _pinned_lock = threading.Lock()
 _pinned: list[np.ndarray] = []
-_streams: list[tuple[object, object]] = []  # (numba stream, CuPy owner or None)
+_streams: list[tuple[Any, Any]] = []  # (numba stream, CuPy owner or None)
 
 
 def _align(n: int) -> int:
@@ -64,9 +66,10 @@ class _Item:
     store: ObjectStore | None = None  # else: read [offset, offset + size) of key at fill time
     key: str = ""
     offset: int = 0
-    #: called as ``check(rel, view)`` once the range's bytes ``[rel, rel + view.size)`` are
-    #: in a slab, before the slab goes to the device (raises on bytes it refuses)
-    check: Callable[[int, np.ndarray], None] | None = None
+    #: called as ``land(view)`` once all the range's bytes are in pinned memory (``view``: a
+    #: view of the slab, or a host copy when the range spans slabs), before the slab holding
+    #: its last byte goes to the device; may raise to refuse them
+    land: Callable[[np.ndarray], None] | None = None
 
 
 class Stager:
@@ -76,6 +79,7 @@ class Stager:
         self.items: list[_Item] = []
         self.size = 0
         self._ranges: dict[tuple[str, int, int], int] = {}
+        self._partial: dict[int, np.ndarray] = {}  # item index -> bytes of a range spanning slabs
 
     def add_bytes(self, data: np.ndarray) -> int:
         """Stage host bytes (a page buffer view or a blob of any dtype); returns the position."""
@@ -86,18 +90,20 @@ class Stager:
         return pos
 
     def add_range(
-        self, store: ObjectStore, key: str, offset: int, size: int, *, check: Callable[[int, np.ndarray], None] | None = None
+        self, store: ObjectStore, key: str, offset: int, size: int, *, land: Callable[[np.ndarray], None] | None = None
     ) -> int:
         """Stage ``size`` bytes at ``offset`` of object ``key`` of ``store``, read only when
-        the slabs are filled (straight into them); registered once however often asked for.
-        ``check(rel, view)`` sees each part of the range as it lands in a slab (``view`` holds
-        the range's bytes from ``rel``; 8-byte aligned parts, as the arena and slabs are) and
-        may raise to refuse them before they reach the device."""
+        the slabs are filled (straight into them); registered once however often asked for
+        (a range with ``land`` is always registered anew).  ``land(view)`` is called once
+        with all the range's bytes (a view of the pinned slab; a host copy only where the
+        range spans two slabs) before they go to the device, and may raise to refuse them."""
+        if land is not None and not size:
+            raise ValueError("a range with a land callback needs bytes (no bytes never land)")
         rkey = (store.uri(key), int(offset), int(size))
-        pos = self._ranges.get(rkey)
+        pos = None if land is not None else self._ranges.get(rkey)
         if pos is None:
             pos = self.size
-            self.items.append(_Item(pos, int(size), None, store, key, int(offset), check))
+            self.items.append(_Item(pos, int(size), None, store, key, int(offset), land))
             self.size = _align(pos + int(size))
             self._ranges[rkey] = pos
         return pos
@@ -149,16 +155,25 @@ class Stager:
         bounds = [(p, min(p + step, hi)) for p in range(lo, hi, step)]
         list(_fill_executor().map(lambda ab: self._fill_part(slab, lo, ab[0], ab[1], k), bounds))
 
-    def _check(self, slab: np.ndarray, lo: int, hi: int, k: int) -> None:
-        """Run the checks of the ranges in the arena window ``[lo, hi)`` held by ``slab``."""
+    def _land(self, slab: np.ndarray, lo: int, hi: int, k: int) -> None:
+        """Call the ``land`` callbacks of the ranges in the arena window ``[lo, hi)`` held
+        by ``slab``: at once for a range wholly inside it, else once its last part is in."""
         items = self.items
         while k < len(items) and items[k].pos < hi:
             it = items[k]
-            if it.check is not None:
-                a = max(it.pos, lo)
-                b = min(it.pos + it.size, hi)
-                if b > a:
-                    it.check(a - it.pos, slab[a - lo : b - lo])
+            a = max(it.pos, lo)
+            b = min(it.pos + it.size, hi)
+            if it.land is not None and b > a:
+                if a == it.pos and b == it.pos + it.size:
+                    it.land(slab[a - lo : b - lo])
+                else:
+                    part = self._partial.get(k)
+                    if part is None:
+                        part = self._partial[k] = np.empty(it.size, np.uint8)
+                    part[a - it.pos : b - it.pos] = slab[a - lo : b - lo]
+                    if b == it.pos + it.size:
+                        del self._partial[k]
+                        it.land(part)
             k += 1
 
     def upload(self) -> object:
@@ -167,7 +182,7 @@ class Stager:
         with _pinned_lock:  # the pinned slabs and streams are shared by every read of the process
             pairs = _get_streams(2)
             with _array.current_stream(pairs[0][1]):
-                arena = _array.empty(total, np.uint8)
+                arena: Any = _array.empty(total, np.uint8)
             if not self.items:
                 return arena
             streams = [st for st, _owner in pairs]
@@ -183,7 +198,7 @@ class Stager:
                 while k < len(self.items) and self.items[k].pos + self.items[k].size <= lo:
                     k += 1
                 self._fill(slab, lo, hi, k)
-                self._check(slab, lo, hi, k)
+                self._land(slab, lo, hi, k)
                 arena[lo:hi].copy_to_device(slab[: hi - lo], stream=streams[which])
                 which ^= 1
                 lo = hi
@@ -199,7 +214,7 @@ def _fill_executor() -> ThreadPoolExecutor:
     return _fill_pool[0]
 
 
-def _get_streams(count: int) -> list[tuple[object, object]]:
+def _get_streams(count: int) -> list[tuple[Any, Any]]:
     """``count`` copy streams, kept for later reads (the caller holds ``_pinned_lock``):
     non-blocking CuPy streams seen by numba as external streams, else numba streams."""
     if len(_streams) < count:

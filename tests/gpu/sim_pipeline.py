@@ -523,7 +523,7 @@ def test_s3_miniblock_chunks_land_in_the_slabs(monkeypatch, s3):
     add_range, upload = staging.Stager.add_range, staging.Stager.upload
 
     def spy_add(self, st, key, offset, size, **kw):
-        deferred.append((size, kw.get("check") is not None))
+        deferred.append((size, kw.get("land") is not None))
         return add_range(self, st, key, offset, size, **kw)
 
     def spy_upload(self):
@@ -737,3 +737,201 @@ def test_gpu_late_materialization_can_be_turned_off(selective, staged_extents):
     assert got.column("long").to_pylist() == lance.dataset(selective).to_table(columns=["long"], filter="id = 17").column("long").to_pylist()
     # decoded together with the filter's column for every live row of both fragments
     assert sum(e["fullzip_rows"] for _k, n, e in staged_extents if n == "long") == lance.dataset(selective).count_rows()
+
+
+# --------------------------------------------------------------------------------------------
+# Object stores: every mini-block page without repetition levels (bit-packed ints, nullable
+# ints, plain and FSST strings, dictionary indices) and every full-zip page is read from the
+# store straight into the pinned staging slabs, its chunk headers parsed where they land
+
+
+def _direct_table(n: int) -> pa.Table:
+    rng = np.random.default_rng(21)
+    words = ["alpha", "beta", "gamma", "delta"]
+    return pa.table({
+        "s": pa.array([None if i % 11 == 0 else f"{words[i % 4]}-{i}-{'xyz' * (i % 9)}" for i in range(n)]),
+        "d": pa.array([["red", "green", "blue", None][i % 4] for i in range(n)]),  # low cardinality: dictionary
+        "ni": pa.array([None if i % 7 == 0 else int(v) for i, v in enumerate(rng.integers(-10**12, 10**12, n))], pa.int64()),
+        "bp": pa.array(rng.integers(0, 100, n), pa.int32()),  # small range: bit-packed
+        "l": pa.array([[i, i + 1] if i % 5 else ([] if i % 2 else None) for i in range(n)], pa.list_(pa.int32())),
+        "big": pa.array([f"{i:06d}" * 50 if i % 3 else None for i in range(n)]),  # 300-byte strings: full-zip
+    })
+
+
+#: what the deferred mini-block pages of the datasets seen so far use (value encodings, levels)
+FEATURES: set[str] = set()
+
+
+def _expected_direct(store, name: str) -> tuple[dict[str, int], int]:
+    """Per layout, the pages of every data file of dataset ``name`` the planner should defer
+    (mini-block pages without repetition, full-zip pages), and their deferred bytes (chunks;
+    full-zip data and repetition index)."""
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.reader import parse_layout
+
+    want: dict[str, int] = {}
+    nbytes = 0
+    for meta in store.list(f"{name}/data/"):
+        key = meta.path
+        reader = LanceFileReader(key, store)
+        for c in range(reader.num_columns):
+            for page in reader.column(c).pages:
+                layout = parse_layout(page, DecodeContext(key, c))
+                kind = layout.WhichOneof("layout")
+                if kind == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
+                    mb = layout.mini_block_layout
+                    want[kind] = want.get(kind, 0) + 1
+                    FEATURES.add(mb.value_compression.WhichOneof("compression"))
+                    FEATURES.update(f for f in ("dictionary", "def_compression") if mb.HasField(f))
+                    nbytes += int(page.buffer_sizes[1])
+                elif kind == "full_zip_layout":
+                    want[kind] = want.get(kind, 0) + 1
+                    nbytes += sum(int(x) for x in page.buffer_sizes[:2])  # data and repetition index
+    return want, nbytes
+
+
+def _spy_direct(monkeypatch) -> tuple[list[str], list[int]]:
+    """Record the layout of each page the planner stages straight from the store into the
+    slabs (:meth:`UnitPlan.count_direct`) and the sizes of ranges read into the slabs.
+    Files are opened with a 4 KiB tail read, so that their pages are not read with it (as
+    in large files)."""
+    from lance_gpu.file import container
+    from lance_gpu.gpu import plan, staging
+
+    monkeypatch.setattr(container, "TAIL_READ", 4096)
+    kinds: list[str] = []
+    sizes: list[int] = []
+    count_direct, add_range = plan.UnitPlan.count_direct, staging.Stager.add_range
+
+    def spy_count(self, page):
+        kinds.append(page.kind)
+        return count_direct(self, page)
+
+    def spy_add(self, st, key, offset, size, **kw):
+        sizes.append(size)
+        return add_range(self, st, key, offset, size, **kw)
+
+    monkeypatch.setattr(plan.UnitPlan, "count_direct", spy_count)
+    monkeypatch.setattr(staging.Stager, "add_range", spy_add)
+    return kinds, sizes
+
+
+def _sum_direct(kinds: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for k in kinds:
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+def _memory_copy(local: str, prefix: str):
+    """An obstore memory:// store holding a copy of the pylance-written dataset ``local``
+    under ``prefix`` (data files read by ranges, as large files on object stores are)."""
+    import obstore.store
+
+    from lance_gpu.io import ObstoreStore
+
+    store = ObstoreStore(obstore.store.MemoryStore(), f"memory://{prefix}", whole_object_below=0)
+    for path in Path(local).rglob("*"):
+        if path.is_file():
+            store.put(f"ds/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return store
+
+
+@pytest.fixture(scope="module")
+def direct21(root: Path) -> str:
+    path = str(root / "direct21")
+    lance.write_dataset(_direct_table(3000), path, data_storage_version="2.1", max_rows_per_file=2000)
+    return path
+
+
+def _assert_all_direct(units, sizes, want, want_bytes):
+    got = _sum_direct(units)
+    assert got == want, (got, want)
+    assert want.get("mini_block_layout", 0) >= 8 and want.get("full_zip_layout", 0) >= 1, want
+    assert {"inline_bitpacking", "fsst", "dictionary", "def_compression"} <= FEATURES, FEATURES
+    assert sum(sizes) >= want_bytes  # every deferred buffer went store -> slab
+
+
+def test_memory_store_every_page_kind_lands_in_the_slabs(direct21, monkeypatch):
+    store = _memory_copy(direct21, "direct21")
+    want, want_bytes = _expected_direct(store, "ds")
+    units, sizes = _spy_direct(monkeypatch)
+    store.stats.reset()
+    gpu = lance_gpu.dataset("ds", store=store).to_table(device="gpu", on_cpu_fallback="raise")
+    gpu_bytes = store.stats.snapshot()["bytes_read"]
+    _assert_all_direct(units, sizes, want, want_bytes)
+    assert_same(gpu, lance.dataset(direct21).to_table(), "every page kind from memory://, gpu")
+    store.stats.reset()
+    lance_gpu.dataset("ds", store=store).to_table(device="cpu")
+    # fetched once, not on the host and again; the slab fill's coalesced reads may span the
+    # small buffers the planner fetched (chunk metadata, dictionaries, list pages' chunks)
+    assert gpu_bytes <= 1.05 * store.stats.snapshot()["bytes_read"]
+    # a take decodes only the chunks holding its rows, deferred chunks cut to them
+    idx = [0, 1, 2, 1500, 2999, 2000, 17]
+    units.clear()
+    got = lance_gpu.dataset("ds", store=store, device="gpu").take(idx)
+    assert _sum_direct(units).get("mini_block_layout", 0) >= 5
+    assert_same(got, lance.dataset(direct21).take(idx), "take from memory://, gpu")
+
+
+def test_s3_every_page_kind_lands_in_the_slabs(s3, monkeypatch):
+    name = f"direct-{np.random.default_rng().integers(1 << 30)}"
+    uri = f"s3://{s3.bucket}/{name}"
+    lance.write_dataset(_direct_table(3000), uri, storage_options=s3.storage_options, data_storage_version="2.2", max_rows_per_file=2000)
+    store = _ranged_s3_store(s3)
+    want, want_bytes = _expected_direct(store, name)
+    units, sizes = _spy_direct(monkeypatch)
+    ds = lance_gpu.dataset(name, store=store)
+    gpu = ds.to_table(device="gpu", on_cpu_fallback="raise")
+    _assert_all_direct(units, sizes, want, want_bytes)
+    ref = lance.dataset(uri, storage_options=s3.storage_options)
+    assert_same(gpu, ref.to_table(), "every page kind from S3, gpu")
+    filtered = ds.to_table(device="gpu", columns=["s", "ni", "d"], filter="bp < 10", on_cpu_fallback="raise")
+    assert_same(filtered, ref.to_table(columns=["s", "ni", "d"], filter="bp < 10"), "filter from S3, gpu")
+
+
+def _corrupt_first_chunk(store, name: str, field: str, edit) -> None:
+    """Rewrite the first data file of ``name`` with ``edit(body, page, layout)`` applied to
+    the first page of ``field``'s (first) column."""
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.reader import parse_layout
+
+    key = sorted(meta.path for meta in store.list(f"{name}/data/"))[0]
+    column = list(_direct_table(1).column_names).index(field)  # one leaf per field up to "l"
+    page = LanceFileReader(key, store).column(column).pages[0]
+    mb = parse_layout(page, DecodeContext(key, column)).mini_block_layout
+    body = bytearray(store.get(key))
+    edit(body, int(page.buffer_offsets[1]), mb)
+    store.put(key, bytes(body))
+
+
+def _put16(body: bytearray, at: int, value: int) -> None:
+    body[at : at + 2] = int(value).to_bytes(2, "little")
+
+
+@pytest.mark.parametrize(
+    "field, edit",
+    [
+        # nullable strings: the definition-level bytes run past the chunk
+        ("s", lambda body, at, mb: _put16(body, at + 2, 0xFFF8)),
+        # nullable ints: a chunk claims more levels than its items
+        ("ni", lambda body, at, mb: _put16(body, at, int.from_bytes(body[at : at + 2], "little") + 1)),
+        # bit-packed ints: the first block's bit width word is impossible
+        ("bp", lambda body, at, mb: body.__setitem__(slice(at + 8, at + 12), (200).to_bytes(4, "little"))),
+        # dictionary indices: the value buffer size runs past the chunk
+        ("d", lambda body, at, mb: _put16(body, at + 4 if mb.HasField("def_compression") else at + 2, 0xFFF8)),
+    ],
+)
+def test_deferred_corrupt_chunk_header_is_refused_where_it_lands(direct21, field, edit, monkeypatch):
+    """A deferred page's chunk header is checked where the chunk lands in the slab: the GPU
+    path raises CorruptFileError there, as the CPU reader does for the same bytes."""
+    store = _memory_copy(direct21, f"bad-{field}")
+    units, _sizes = _spy_direct(monkeypatch)
+    _corrupt_first_chunk(store, "ds", field, edit)
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset("ds", store=store).to_table(columns=[field], device="gpu", on_cpu_fallback="raise")
+    assert _sum_direct(units).get("mini_block_layout", 0) >= 1  # refused where it landed
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset("ds", store=store).to_table(columns=[field], device="cpu")

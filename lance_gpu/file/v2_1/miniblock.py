@@ -48,7 +48,7 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
             native.ool_chunk_assemble(unpacked, bcount, words, nlevels, tail_off, tail_len, out)
             return out
     parts = []
-    for (s, z), n in zip(spans.tolist(), nlevels.tolist()):
+    for (s, z), n in zip(spans.tolist(), nlevels.tolist(), strict=True):
         block = encodings.decode_block(enc, data[s : s + z], n, ctx)
         if not isinstance(block, FixedWidthBlock) or block.bits_per_value != 16:
             raise ctx.corrupt("levels must decode to 16-bit values")
@@ -56,48 +56,57 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
     return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
 
 
+def chunk_layout(layout, meta: np.ndarray, ctx: DecodeContext) -> tuple[bool, int, np.ndarray, np.ndarray, np.ndarray]:
+    """Parse a mini-block page's chunk metadata (buffer 0) alone: ``(large, num_items,
+    starts, sizes, counts)``, each chunk's byte offset and size in the chunk data buffer and
+    its item count.
 
-def chunk_sizes(layout, meta: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(starts, sizes, counts)`` of every chunk of a mini-block page, from its chunk
-    metadata (buffer 0) alone: chunk ``i`` is bytes ``[starts[i], starts[i] + sizes[i])`` of
-    buffer 1 and holds ``counts[i]`` items.  A take from an object store fetches buffer 0
-    first, then only the chunks holding its rows."""
+    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``):
+    ``((chunk_bytes / 8 - 1) << 4) | log2(items_in_chunk)``, the last chunk holding the rest
+    of ``num_items``.  Raises ``ctx.corrupt`` on a partial word or counts that do not add up.
+    """
     large = bool(layout.has_large_chunk)
     word = 4 if large else 2
     if meta.size % word:
         raise ctx.corrupt("mini-block chunk metadata has a partial word")
     words = meta if meta.ctypes.data % word == 0 else meta.copy()
-    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), int(layout.num_items), large)
+    num_items = int(layout.num_items)
+    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
     if not ok:
         raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
-    return starts, sizes, counts
+    return large, num_items, starts, sizes, counts
 
 
-def _headers(layout, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ctx: DecodeContext) -> tuple:
+def chunk_headers(
+    layout, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ctx: DecodeContext
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Parse the in-band header of every chunk (``data[starts[i]:starts[i] + sizes[i]]``):
+    ``u16 num_levels | [u16 rep_bytes] | [u16 def_bytes] | num_buffers sizes (u16 / u32) |
+    pad to 8``.  Returns ``(levels, rep_spans, def_spans, value_spans)`` (spans: ``(start,
+    size)`` in ``data``; value spans ``chunks x num_buffers x 2``); raises ``ctx.corrupt``
+    where a header points past its chunk."""
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
-    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(
-        data, starts, sizes, has_rep, has_def, int(layout.num_buffers), bool(layout.has_large_chunk)
-    )
+    large = bool(layout.has_large_chunk)
+    levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, int(layout.num_buffers), large)
     if not ok:
         raise ctx.corrupt("mini-block chunk header points past its chunk")
     return levels, rep_spans, def_spans, bufs
 
 
 def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
-    """Parse a mini-block page's chunk metadata and chunk headers (host side, shared by the
-    CPU decoder and the GPU planner).
+    """Parse a mini-block page's chunk metadata and chunk headers (:func:`chunk_layout`,
+    :func:`chunk_headers`; host side, shared by the CPU decoder and the GPU planner).
 
-    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``);
-    buffer 1 the chunks.  Returns ``(meta, data, large, num_items, starts, sizes, counts,
-    levels, rep_spans, def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    Returns ``(meta, data, large, num_items, starts, sizes, counts, levels, rep_spans,
+    def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
     """
     if len(buffers) < 2:
         raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
     meta, data = buffers[0], buffers[1]
-    starts, sizes, counts = chunk_sizes(layout, meta, ctx)
-    levels, rep_spans, def_spans, bufs = _headers(layout, data, starts, sizes, ctx)
-    return meta, data, bool(layout.has_large_chunk), int(layout.num_items), starts, sizes, counts, levels, rep_spans, def_spans, bufs
+    large, num_items, starts, sizes, counts = chunk_layout(layout, meta, ctx)
+    levels, rep_spans, def_spans, bufs = chunk_headers(layout, data, starts, sizes, ctx)
+    return meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs
 
 
 def select_chunks(counts: np.ndarray, rows: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +134,7 @@ def sub_table(layout, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray, c
     np.cumsum(sizes[:-1], out=starts[1:])
     if data.size != int(sizes.sum()):
         raise ctx.corrupt(f"mini-block chunks of {int(sizes.sum())} bytes read as {data.size}")
-    levels, rep_spans, def_spans, bufs = _headers(layout, data, starts, sizes, ctx)
+    levels, rep_spans, def_spans, bufs = chunk_headers(layout, data, starts, sizes, ctx)
     return None, data, bool(layout.has_large_chunk), int(counts.sum()), starts, sizes, counts, levels, rep_spans, def_spans, bufs
 
 
@@ -150,7 +159,7 @@ def decode(
     """
     if table is None:
         table = chunk_table(layout, buffers, ctx)
-    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = table
+    _meta, data, _large, num_items, _starts, _sizes, counts, levels, rep_spans, def_spans, bufs = table
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
