@@ -24,9 +24,9 @@ __all__ = [
     "gather_range",
     "max_level",
     "unpack_blocks",
+    "unpack_range_swar",
     "unravel_count_range",
     "unravel_fill_range",
-    "unpack_range_swar",
     "utf8_valid",
 ]
 
