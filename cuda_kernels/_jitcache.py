@@ -46,12 +46,22 @@ an error to report), and the kernel then runs -- compiled in this process if
 need be -- so error results are the kernel's own.  When a call's argument
 types have no compiled code in this process:
 
-1. if the cache holds them, they load (milliseconds) and the kernel runs;
+1. if the cache holds them, they load (milliseconds, after numba's target
+   context is set up: a second or more of imports once per process) and the
+   kernel runs;
 2. otherwise the twin runs, and the signature is sent to a background compile
    worker (:mod:`cuda_kernels._jitworker`, one ``python`` subprocess per
-   process, niced), which compiles it into the cache; a later call of this
-   process (the cache is looked at again at most every
-   :data:`RECHECK_SECONDS`) or any later process loads it from there.
+   process, niced), which compiles it into the cache.  This process never looks
+   in the cache for that signature again: a thread of it loads the compiled code
+   of everything its worker compiled once the worker has no request left (so
+   loading, and setting up numba's target context, stay out of the first reads,
+   which run on twins), and any later process loads it from the cache.  A
+   signature sent by another process's worker is looked for at most every
+   :data:`RECHECK_SECONDS`, and not before the kernel's cache index exists.
+
+A process whose first read finds every kernel it needs twinned therefore imports
+numba (``import lance_gpu`` does) but never sets up its typing or target context,
+nor compiles or loads anything, during that read.
 
 Workers of concurrent processes take turns (an ``fcntl`` lock per request),
 so a signature is compiled once; a worker outlives its process until its
@@ -400,18 +410,21 @@ class TwinnedKernel:
     def __call__(self, *args: Any) -> Any:
         if self._armed is False or (self._armed is None and not self._arm()):
             return self.dispatcher(*args)
-        try:
-            return self.dispatcher(*args)
-        except TypeError as exc:
-            if _NO_MATCH not in str(exc):
-                raise
+        if self.dispatcher.overloads:  # else the call would only fail (and set up numba's typing first)
+            try:
+                return self.dispatcher(*args)
+            except TypeError as exc:
+                if _NO_MATCH not in str(exc):
+                    raise
         return self._cold_call(args)
 
     def _cold_call(self, args: tuple[Any, ...]) -> Any:
         sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
-        if self._load_cached(sig):
+        # A signature this process sent to its worker is not looked for again here: the worker
+        # says when it is compiled, and the process loads it then (``_Worker``), off the reads.
+        if not _worker.requested(self, sig) and self._load_cached(sig):
             return self.dispatcher(*args)
-        _request_compile(self.dispatcher, sig)
+        _worker.request(self, sig)
         self.twin_calls += 1
         result = self.twin(*args)
         if result is NotImplemented:  # input the twin leaves to the kernel (errors)
@@ -433,6 +446,10 @@ class TwinnedKernel:
             if now < self._next_look.get(sig, 0.0):
                 return False
             self._next_look[sig] = now + RECHECK_SECONDS
+            if not os.path.exists(d._cache._cache_file._index_path):
+                # nothing cached for this kernel yet: no lookup, which would first set up
+                # numba's target context (a second or more of imports in a cold process)
+                return False
             return self._load(sig)
 
     def _load(self, sig: tuple[Any, ...]) -> bool:
@@ -471,33 +488,84 @@ _compile_here_lock = threading.RLock()
 
 
 class _Worker:
-    """The background compile worker of this process (started on the first request)."""
+    """The background compile worker of this process (started on the first request).
+
+    The worker writes one line per request it has finished (compiled into the cache, or
+    failed).  A thread of this process reads them; when every request sent so far is
+    finished, it loads the compiled code of all of them into their kernels, so that later
+    calls run it.  Loading first sets up numba's target context (a second or more of
+    imports): done then, in that thread, it stays off the first reads, which run twins
+    meanwhile (the worker needs longer to compile than a first read takes).
+    """
 
     def __init__(self) -> None:
         self.proc: Any = None
         self.pid = -1  # the process that started ``proc`` (a fork must start its own)
-        self.sent: set[tuple[str, str, tuple[Any, ...]]] = set()
+        self.sent: dict[tuple[str, str, tuple[Any, ...]], TwinnedKernel] = {}
+        self.pending = 0
+        self.done: list[tuple[TwinnedKernel, tuple[Any, ...]]] = []
+        self.reader: threading.Thread | None = None
         self.lock = threading.Lock()
 
-    def request(self, dispatcher: Any, sig: tuple[Any, ...]) -> None:
+    @staticmethod
+    def _key(kernel: TwinnedKernel, sig: tuple[Any, ...]) -> tuple[str, str, tuple[Any, ...]]:
+        return (kernel.py_func.__module__, kernel.py_func.__qualname__, sig)
+
+    def requested(self, kernel: TwinnedKernel, sig: tuple[Any, ...]) -> bool:
+        """Whether this process has sent ``sig`` of ``kernel`` to its worker."""
+        return self.pid == os.getpid() and self._key(kernel, sig) in self.sent
+
+    def request(self, kernel: TwinnedKernel, sig: tuple[Any, ...]) -> None:
         import base64
         import pickle
 
-        key = (dispatcher.py_func.__module__, dispatcher.py_func.__qualname__, sig)
+        key = self._key(kernel, sig)
         with self.lock:
             if self.pid != os.getpid():
-                self.proc, self.pid, self.sent = None, os.getpid(), set()
+                self.proc, self.pid, self.sent, self.pending, self.done, self.reader = None, os.getpid(), {}, 0, [], None
             if key in self.sent:
                 return
-            self.sent.add(key)
+            self.sent[key] = kernel
             try:
                 if self.proc is None or self.proc.poll() is not None:
                     self.proc = self._start()
+                    self.pending = 0
+                    self.reader = threading.Thread(
+                        target=self._read_done, args=(self.proc,), name="lance-gpu-jit-loader", daemon=True
+                    )
+                    self.reader.start()
                 line = base64.b64encode(pickle.dumps(key, protocol=4)) + b"\n"
+                self.pending += 1
                 self.proc.stdin.write(line)
                 self.proc.stdin.flush()
             except (OSError, ValueError, pickle.PicklingError) as exc:
                 _log.debug("kernel compile worker unavailable: %r", exc)
+
+    def _read_done(self, proc: Any) -> None:
+        """Thread: count the worker's finished requests; load them all when none is left."""
+        import base64
+        import pickle
+
+        for line in proc.stdout:
+            try:
+                key = pickle.loads(base64.b64decode(line))
+            except Exception:  # noqa: BLE001 - a garbled line: that request stays on its twin
+                continue
+            with self.lock:
+                if self.proc is not proc:
+                    return
+                kernel = self.sent.get(key)
+                if kernel is not None:
+                    self.done.append((kernel, key[2]))
+                self.pending -= 1
+                ready = self.done if self.pending <= 0 else []
+                if ready:
+                    self.done = []
+            for kernel, sig in ready:
+                try:
+                    kernel._load(sig)
+                except Exception as exc:  # noqa: BLE001 - not loaded: the twin keeps serving
+                    _log.debug("loading compiled %s failed: %r", kernel, exc)
 
     @staticmethod
     def _start() -> Any:
@@ -515,7 +583,7 @@ class _Worker:
             return subprocess.Popen(
                 [sys.executable, "-m", "cuda_kernels._jitworker"],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
                 start_new_session=True,  # outlives this process (and its process group)
@@ -525,9 +593,9 @@ class _Worker:
 
     def wait(self, timeout: float | None) -> bool:
         with self.lock:
-            proc = self.proc if self.pid == os.getpid() else None
-            self.proc = None
-            self.sent = set()
+            mine = self.pid == os.getpid()
+            proc = self.proc if mine else None
+            reader = self.reader if mine else None
         if proc is None:
             return True
         with contextlib.suppress(OSError):
@@ -536,18 +604,20 @@ class _Worker:
             proc.wait(timeout)
         except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
             return False
+        if reader is not None:
+            reader.join(timeout)
+        with self.lock:
+            if self.proc is proc:
+                self.proc, self.reader, self.sent, self.pending, self.done = None, None, {}, 0, []
         return True
 
 
 _worker = _Worker()
 
 
-def _request_compile(dispatcher: Any, sig: tuple[Any, ...]) -> None:
-    _worker.request(dispatcher, sig)
-
-
 def wait_for_worker(timeout: float | None = None) -> bool:
-    """Let this process's compile worker finish its requests (and exit); False on timeout.
+    """Let this process's compile worker finish its requests (and exit), and this process
+    load what it compiled; False on timeout.
 
     Not needed for correctness (the worker outlives the process); benchmarks and tests
     use it to find a warm cache afterwards.

@@ -6,8 +6,9 @@ cache (``$LANCE_GPU_CACHE_DIR``, set by the parent to its resolved base; twins
 are off here).  Requests are served one at a time under an exclusive ``fcntl``
 lock on ``<cache dir>/compile-worker.lock``, so the workers of concurrent
 processes compile each signature once (the later ones load it from the cache).
-Exits at end of input, i.e. when its parent has closed the pipe (or exited) and
-every request is done.  Errors are written to stderr (the parent points it at
+Each finished request (compiled, or failed) is echoed on stdout, which the parent
+reads to load the compiled code.  Exits at end of input, i.e. when its parent has
+closed the pipe (or exited) and every request is done.  Errors are written to stderr (the parent points it at
 ``<cache dir>/compile-worker.log``) and skip that request only.
 """
 
@@ -72,6 +73,9 @@ def main() -> int:
                 _dispatcher(module, qualname).compile(sig)
         except Exception:  # noqa: BLE001 - one bad request must not stop the others
             traceback.print_exc()
+        with contextlib.suppress(OSError, ValueError):  # the parent may be gone: fine
+            sys.stdout.buffer.write(line.strip() + b"\n")  # done (the parent loads it or keeps the twin)
+            sys.stdout.buffer.flush()
     return 0
 
 

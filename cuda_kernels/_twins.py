@@ -21,9 +21,12 @@ __all__ = [
     "check_blocks",
     "check_variable",
     "defs_le",
+    "gather_range",
     "max_level",
     "unpack_blocks",
     "unpack_range_swar",
+    "unravel_count_range",
+    "unravel_fill_range",
     "utf8_valid",
 ]
 
@@ -164,3 +167,92 @@ def defs_le(def_: np.ndarray, bound: int, out: np.ndarray) -> int:
 def max_level(levels: np.ndarray) -> int:
     """Twin of ``levels._max_level``: the largest level, at least 0."""
     return max(0, int(levels.max())) if levels.size else 0
+
+
+def _in_bounds(indices: np.ndarray, k: int) -> np.ndarray | None:
+    """``indices`` as int64 when every one is in ``[0, k)`` (as the kernels read them), else None."""
+    j = np.asarray(indices).astype(np.int64)
+    if j.size and (int(j.min()) < 0 or int(j.max()) >= k):
+        return None
+    return j
+
+
+def gather_range(items: np.ndarray, indices: np.ndarray, out: np.ndarray, lo: int, hi: int) -> Any:
+    """Twin of ``gather._gather_range``: ``out[lo:hi] = items[indices[lo:hi]]``; -1."""
+    j = _in_bounds(indices[lo:hi], items.shape[0])
+    if j is None:
+        return NotImplemented
+    np.take(items, j, out=out[lo:hi])
+    return -1
+
+
+def _levels(levels: np.ndarray, has: bool, lo: int, hi: int) -> np.ndarray:
+    """``levels[lo:hi]`` as int64, zeros when the buffer is absent (``levels._level_at``)."""
+    if has:
+        return np.asarray(levels[lo:hi]).astype(np.int64)
+    return np.zeros(max(hi - lo, 0), np.int64)
+
+
+def unravel_count_range(
+    rep: np.ndarray, has_rep: bool, def_: np.ndarray, has_def: bool, c: np.ndarray, ltr: np.ndarray,
+    max_rep: int, max_def: int, counts: np.ndarray, lo: int, hi: int,
+) -> Any:
+    """Twin of ``levels._unravel_count_range`` for valid levels: ``counts[M]`` = entries of
+    layer M among levels ``lo..hi``; -1."""
+    r = _levels(rep, has_rep, lo, hi)
+    d = _levels(def_, has_def, lo, hi)
+    if r.size and (int(r.min()) < 0 or int(r.max()) > max_rep or int(d.min()) < 0 or int(d.max()) > max_def):
+        return NotImplemented
+    if lo == 0 and r.size and int(r[0]) != max_rep:
+        return NotImplemented
+    ltr_d = np.asarray(ltr).astype(np.int64)[d]
+    for m in range(c.shape[0]):
+        cm = int(c[m])
+        counts[m] = np.count_nonzero((r >= cm) & (ltr_d <= cm))
+    return -1
+
+
+def unravel_fill_range(
+    rep: np.ndarray, has_rep: bool, def_: np.ndarray, has_def: bool, c: np.ndarray, ltr: np.ndarray,
+    is_list: np.ndarray, below: np.ndarray, empty_level: np.ndarray, off_base: np.ndarray, val_base: np.ndarray,
+    offsets_all: np.ndarray, valid_all: np.ndarray, pos: np.ndarray, null_counts: np.ndarray, scratch: int,
+    lo: int, hi: int,
+) -> Any:
+    """Twin of ``levels._unravel_fill_range`` (levels already validated): per layer M, each
+    entry's validity (and, for a list layer, its offset: entries of the next inner layer
+    before it) at its slot, and for the last level that is no entry of M, what the kernel
+    leaves in M's scratch slots."""
+    r = _levels(rep, has_rep, lo, hi)
+    d = _levels(def_, has_def, lo, hi)
+    ltr_d = np.asarray(ltr).astype(np.int64)[d]
+    nl = c.shape[0]
+    off_scratch0 = offsets_all.shape[0] - scratch - nl
+    val_scratch0 = valid_all.shape[0] - scratch - nl
+    for m in range(nl):
+        inner = m - 1 if m > 0 else 0
+        cm = int(c[m])
+        entry = (r >= cm) & (ltr_d <= cm)
+        em = int(empty_level[m])
+        ok = d <= int(below[m])
+        if em > 0:
+            ok |= d == em
+        at = np.flatnonzero(entry)
+        p0 = int(val_base[m]) + int(pos[m])
+        valid_all[p0 : p0 + at.size] = ok[at]
+        others = np.flatnonzero(~entry)
+        if others.size:
+            valid_all[val_scratch0 + m] = ok[others[-1]]
+        if is_list[m] != 0:
+            ci = int(c[inner])
+            inner_entry = ((r >= ci) & (ltr_d <= ci)).astype(np.int64)
+            q = np.empty(r.size, np.int64)  # entries of the inner layer before each level
+            if r.size:
+                q[0] = 0
+                np.cumsum(inner_entry[:-1], out=q[1:])
+            q += int(pos[inner])
+            o0 = int(off_base[m]) + int(pos[m])
+            offsets_all[o0 : o0 + at.size] = q[at]
+            if others.size:
+                offsets_all[off_scratch0 + m] = q[others[-1]]
+        null_counts[m] = np.count_nonzero(entry & ~ok)
+    return None

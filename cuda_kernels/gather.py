@@ -93,7 +93,7 @@ def _copy_item(item_offsets, item_bytes, indices, i, out_offsets, out_bytes):
 # --------------------------------------------------------------------------
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.gather_range)
 def _gather_range(items, indices, out, lo, hi):
     bad = -1
     for i in range(lo, hi):

@@ -244,7 +244,7 @@ def _bitmap_bit(bitmap, offset, i):
 # --------------------------------------------------------------------------
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.unravel_count_range)
 def _unravel_count_range(rep, has_rep, def_, has_def, c, ltr, max_rep, max_def, counts, lo, hi):
     """counts[M] = entries of layer M among levels lo..hi.  Returns -1 or the first bad level.
 
@@ -294,7 +294,7 @@ def _fill_layer_range(
     return nulls
 
 
-@cpu_driver
+@cpu_driver(twin=_twins.unravel_fill_range)
 def _unravel_fill_range(
     rep, has_rep, def_, has_def, c, ltr, is_list, below, empty_level,
     off_base, val_base, offsets_all, valid_all, pos, null_counts, scratch, lo, hi,

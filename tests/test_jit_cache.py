@@ -229,3 +229,36 @@ def test_cold_read_runs_twins_while_the_worker_fills_the_cache(tmp_path: Path, d
     hits, misses = _totals(second["stats"])
     assert hits > 0 and misses == 0, second["stats"]
     assert not list(cache.rglob("*.tmp.*"))
+
+
+# Two reads in one fresh process with twins on: what the first read set up, then the second
+# read after the worker finished (the process loads its compiled code in the background).
+CHILD_SWITCH = r"""
+import json, sys
+import lance_gpu
+from cuda_kernels import _jitcache
+path = sys.argv[1]
+first = lance_gpu.dataset(path, device="cpu").to_table()
+context = "numba.np.arraymath" in sys.modules  # imported when numba sets up its target context
+twins1 = sum(_jitcache.twin_stats().values())
+assert _jitcache.wait_for_worker(600)
+second = lance_gpu.dataset(path, device="cpu").to_table()
+twins2 = sum(_jitcache.twin_stats().values()) - twins1
+print(json.dumps({"same": first.equals(second), "context": context, "twins1": twins1, "twins2": twins2,
+                  "stats": _jitcache.cache_stats()}))
+"""
+
+
+def test_cold_process_switches_to_compiled_code_in_the_background(tmp_path: Path, data: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LANCE_GPU_CACHE_DIR=str(tmp_path / "c"), LANCE_GPU_JIT_TWINS="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", CHILD_SWITCH, data], env=env, text=True, capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["same"]
+    # the first read ran twins only: nothing compiled or loaded in the process, no target context
+    assert got["twins1"] > 0 and not got["context"]
+    # once the worker was done, the process had loaded its code: the second read ran no twin
+    assert got["twins2"] == 0
+    hits, misses = _totals(got["stats"])
+    assert hits > 0 and misses == 0, got["stats"]

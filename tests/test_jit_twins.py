@@ -33,6 +33,7 @@ def _table(n: int, rng: np.random.Generator) -> pa.Table:
         {
             "id": pa.array(np.arange(n, dtype=np.int64)),
             "small": pa.array(rng.integers(-5, 5, n).astype(np.int32)),
+            "cat": pa.array(rng.integers(0, 1000, n)),  # dictionary-encoded int64 (a fixed-width gather)
             "x": pa.array(rng.random(n)),
             "s": pa.array(words[rng.integers(0, 300, n)]),
             "text": pa.array(text, mask=rng.random(n) < 0.1),
@@ -108,7 +109,8 @@ def test_reads_use_every_twin(calls: list[Call]) -> None:
     for expected in ("chunk_layout", "chunk_headers", "_gather_ranges_into", "inline_bitpack_blocks",
                      "_fsst_chunks_one_pass", "_check_blocks_cpu", "_unpack_blocks_serial", "_utf8_valid_cpu",
                      "_check_variable_cpu", "_binary_lengths", "_binary_copy_range", "_unpack_range_swar",
-                     "ool_chunk_plan", "ool_chunk_assemble", "_max_level", "_defs_le"):
+                     "ool_chunk_plan", "ool_chunk_assemble", "_max_level", "_defs_le", "_gather_range",
+                     "_unravel_count_range", "_unravel_fill_range"):
         assert expected in names, names
 
 
@@ -127,7 +129,7 @@ def test_twins_equal_kernels_on_real_pages(calls: list[Call]) -> None:
 # file (the others run on checked input only; the rest of their arguments are the caller's).
 _SELF_CHECKING = {"chunk_layout": [0], "ool_chunk_plan": [2], "chunk_headers": [0], "inline_bitpack_blocks": [0], "_fsst_chunks_one_pass": [0],
                   "_check_blocks_cpu": [2, 3], "_utf8_valid_cpu": [0], "_check_variable_cpu": [0, 1],
-                  "_binary_lengths": [0, 2]}
+                  "_binary_lengths": [0, 2], "_gather_range": [1], "_unravel_count_range": [0, 2]}
 
 
 def test_twins_on_corrupt_input_match_or_defer(calls: list[Call]) -> None:

@@ -258,10 +258,9 @@ def fsst_chunks_one_pass(
         return NotImplemented
     decoded = rows.view(np.uint8)[mask.view(bool)]
     # decoded length of every string (nonempty strings tile ``comp`` in order), then of every chunk
-    str_len = np.zeros(str_lo.size, np.int64)
-    nonempty = np.flatnonzero(str_hi > str_lo)
-    if nonempty.size:
-        str_len[nonempty] = np.add.reduceat(lens, str_lo[nonempty], dtype=np.int64)
+    decoded_at = np.zeros(ncomp + 1, np.int64)  # decoded bytes before each compressed byte
+    np.cumsum(lens, out=decoded_at[1:])
+    str_len = decoded_at[str_hi] - decoded_at[str_lo]
     chunk_len = np.zeros(cnt.size, np.int64)
     np.add.at(chunk_len, str_chunk, str_len)
     chunk_pos = pos + np.concatenate(([0], np.cumsum(chunk_len)[:-1]))

@@ -36,6 +36,21 @@ def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
+def _primitive(values: np.ndarray, t: pa.DataType) -> pa.Array:
+    """``values`` (a 1-D numpy array of ``t``'s width) as an Arrow array without nulls, over the
+    same memory.  (``pa.array`` on a numpy array imports pandas, a quarter second or more of a
+    process's first read.)"""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(t, values.size, [None, pa.py_buffer(values)])
+
+
+def _mask(valid: np.ndarray | None) -> pa.Array | None:
+    """The Arrow ``mask=`` (True: null) of a validity array (True: valid), or None."""
+    if valid is None:
+        return None
+    return pa.Array.from_buffers(pa.bool_(), valid.size, [None, _bitmap(~valid)])
+
+
 def _storage(t: pa.DataType) -> pa.DataType:
     # BaseExtensionType: Python-defined extension types and C++ ones (fixed_shape_tensor, json)
     return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
@@ -141,7 +156,7 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
             item_valid = block.fsl_validity[0] if block.fsl_validity else None
             inner_block = FixedWidthBlock(block.as_bytes(), bits // dim, n * dim, block.fsl_validity[1:])
             inner = values_to_arrow(inner_block, inner_t, n * dim, item_valid, path)
-            arr = pa.FixedSizeListArray.from_arrays(inner, type=storage, mask=None if valid is None else pa.array(~valid))
+            arr = pa.FixedSizeListArray.from_arrays(inner, type=storage, mask=_mask(valid))
         elif pa.types.is_null(storage):
             arr = pa.nulls(n)
         else:
@@ -224,7 +239,7 @@ def _build(
         if li < 0:
             raise CorruptFileError(path, "column has fewer rep/def layers than its type's nesting")
         slots = first.slots[li]
-        mask = None if slots.validity is None else pa.array(~slots.validity)
+        mask = _mask(slots.validity)
         if pa.types.is_struct(storage):
             children = [
                 _build(storage.field(i).type, leaves, cursor, depth + 1, path, slots.count)
@@ -240,14 +255,14 @@ def _build(
                 raise CorruptFileError(path, "list column without list levels")
             if pa.types.is_map(storage):
                 entries = _build(pa.struct([storage.key_field, storage.item_field]), leaves, cursor, depth + 1, path)
-                offsets = pa.array(slots.offsets.astype(np.int32))
+                offsets = _primitive(slots.offsets.astype(np.int32), pa.int32())
                 arr = pa.MapArray.from_arrays(offsets, entries.field(0), entries.field(1), type=storage, mask=mask)
             else:
                 child = _build(storage.value_type, leaves, cursor, depth + 1, path)
                 if pa.types.is_large_list(storage):
-                    arr = pa.LargeListArray.from_arrays(pa.array(slots.offsets), child, type=storage, mask=mask)
+                    arr = pa.LargeListArray.from_arrays(_primitive(slots.offsets.astype(np.int64), pa.int64()), child, type=storage, mask=mask)
                 else:
-                    arr = pa.ListArray.from_arrays(pa.array(slots.offsets.astype(np.int32)), child, type=storage, mask=mask)
+                    arr = pa.ListArray.from_arrays(_primitive(slots.offsets.astype(np.int32), pa.int32()), child, type=storage, mask=mask)
         return arr if storage is t else pa.ExtensionArray.from_storage(t, arr)
     leaf = leaves[cursor[0]]
     cursor[0] += 1

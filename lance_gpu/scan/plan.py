@@ -404,8 +404,7 @@ def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
 
 def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
     """Resolve ``plan``'s projection and filter against ``ds`` (the plan's version)."""
-    from lance_gpu.filter import parse_expression, parse_filter
-
+    # lance_gpu.filter (sqlglot) is imported only by scans with SQL: not on a plain first read
     schema = read_schema(ds)
     top = {f.name: f for f in ds.lance_schema.fields}
     arrow_top = {f.name: f for f in schema}
@@ -423,6 +422,8 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
     expr_schema = virtual_schema(ds, VIRTUAL_COLUMNS)
     for name, sql in spec:
         if sql is not None:
+            from lance_gpu.filter import parse_expression
+
             compiled = parse_expression(sql, expr_schema)
             for c in compiled.columns:
                 need(c)
@@ -447,6 +448,8 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
             outputs.append(OutputColumn(name, pa.field(name, pa.uint64()), virtual=name))
     compiled_filter = None
     if plan.filter is not None:
+        from lance_gpu.filter import parse_filter
+
         compiled_filter = parse_filter(plan.filter, virtual_schema(ds))
         for c in compiled_filter.columns:
             need(c)
