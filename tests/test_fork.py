@@ -120,7 +120,9 @@ def test_forked_child_reads_what_the_parent_read(uri) -> None:
     kernels = _parallel_kernels()
     ran = _ran(kernels, serial=False)
     # what this read runs (earlier tests of the same process may have run other kernels)
-    used = {"cuda_kernels.utf8._utf8_valid_cpu"}  # every string page, whatever the thread count
+    # (the UTF-8 check of a one-chunk page runs on whichever variant is at hand, so it is not
+    # required here; a parallel call in the child would end it with -15, which _in_fork catches)
+    used: set[str] = set()
     if numba.get_num_threads() > 1:
         used |= {"lance_gpu.cpu.native._fsst_chunks_parallel", "cuda_kernels.bitunpack._unpack_blocks_parallel",
                  "cuda_kernels.gather._binary_copy_parallel"}
