@@ -70,7 +70,7 @@ def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover
     total = 0
     for c in range(sizes.size):
         total += sizes[c]
-    out = np.full(total, 0x48, np.uint8)
+    out = np.empty(total, np.uint8)
     pos = 0
     for c in range(bounds.size - 1):
         a = bounds[c]
@@ -83,8 +83,9 @@ def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover
             for q in range(w):
                 out[p + q] = (v >> (8 * q)) & 0xFF
         d = pos + base
-        for j in range(offsets[b] - first):
-            out[d + j] = data[first + j]
+        ln = offsets[b] - first
+        out[d : d + ln] = data[first : first + ln]
+        out[d + ln : pos + sizes[c]] = 0x48
         pos += sizes[c]
     return out
 
