@@ -20,6 +20,8 @@ to the reference, which writes the infinity tag instead).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +31,7 @@ from lance_gpu.errors import InvalidJsonError
 
 __all__ = ["MAX_DEPTH", "text_to_jsonb"]
 
-_JIT = {"cache": True, "nogil": True}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True}
 
 #: Deeper documents go to the reference encoder.
 MAX_DEPTH = 64
