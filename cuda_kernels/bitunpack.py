@@ -260,6 +260,40 @@ def _pack_blocks_cpu(values, w, out):
                 _fl_pack_value(out, base, t, lanes, w, values[pos + lane], row, lane)
 
 
+@cpu_driver
+def _block_widths_cpu(values, n, widths):
+    """Bit width of each 1024-value block of ``values[:n]`` (of the OR of its values)."""
+    for b in range(widths.shape[0]):
+        acc = np.uint64(0)
+        for i in range(b * 1024, min(n, b * 1024 + 1024)):
+            acc |= np.uint64(values[i])
+        w = 0
+        while acc:
+            acc >>= np.uint64(1)
+            w += 1
+        widths[b] = w
+
+
+@cpu_driver
+def _pack_chunks_cpu(values, n, widths, starts, out):
+    """Block ``b`` of ``values[:n]`` (zero padded to 1024) packed at ``widths[b]`` bits into
+    ``out[starts[b] + 1 :]``, its width in the word ``out[starts[b]]``; ``out`` is zeroed."""
+    t = values.itemsize * 8
+    lanes = 1024 // t
+    for b in range(widths.shape[0]):
+        w = np.int64(widths[b])
+        out[starts[b]] = w
+        if w == 0:
+            continue
+        base = starts[b] + 1
+        full = (b + 1) * 1024 <= n
+        for row in range(t):
+            pos = b * 1024 + _fl_position(row, 0)
+            for lane in range(lanes):
+                if full or pos + lane < n:
+                    _fl_pack_value(out, base, t, lanes, w, values[pos + lane], row, lane)
+
+
 # --------------------------------------------------------------------------
 # GPU kernel
 # --------------------------------------------------------------------------
@@ -463,6 +497,32 @@ def pack_blocks(values, bit_width):
         raise ValueError(msg)
     _pack_blocks_cpu(values, w, out)
     return out
+
+
+def block_bit_widths(values):
+    """Bit width of each 1024-value block of unsigned ``values`` (the last block zero
+    padded): int64, one per block (at least one block)."""
+    values = _as_unsigned_words(np.ascontiguousarray(values))
+    n = values.shape[0]
+    widths = np.zeros(max(1, -(-n // BLOCK_SIZE)), np.int64)
+    _block_widths_cpu(values, n, widths)
+    return widths
+
+
+def pack_chunks(values, widths):
+    """Inline FastLanes chunks: for each 1024-value block of ``values`` (uintT; the last
+    zero padded) one T-bit word holding its width ``widths[b]`` followed by the block
+    packed at that width (``1024 * W / T`` words).  Returns ``(words, words per chunk)``.
+    The widths must hold the blocks' values (:func:`block_bit_widths`)."""
+    values = _as_unsigned_words(np.ascontiguousarray(values))
+    t = values.dtype.itemsize * 8
+    widths = np.ascontiguousarray(widths, np.int64)
+    per_chunk = 1 + (BLOCK_SIZE // t) * widths
+    starts = np.zeros(widths.shape[0], np.int64)
+    np.cumsum(per_chunk[:-1], out=starts[1:])
+    out = np.zeros(int(per_chunk.sum()), values.dtype)
+    _pack_chunks_cpu(values, values.shape[0], widths, starts, out)
+    return out, per_chunk
 
 
 def unpack_blocks_gpu(words, block_word_offsets, bit_widths, out=None, *, threads_per_block=128):

@@ -60,6 +60,13 @@ class MergeInsertError(LanceGpuError, ValueError, OSError):
     Also an ``OSError``, the type pylance raises."""
 
 
+class IncompatibleSchemaError(SchemaMismatchError, OSError):
+    """Rows added to an existing dataset (append, ``insert``, ``merge_insert``) whose columns
+    do not fit it: a type other than the column's (even a castable one, such as int32 for
+    int64), a column the dataset lacks, or a missing non-nullable column.  Also an
+    ``OSError``, the type pylance raises ("Append with different schema")."""
+
+
 class InvalidJsonError(SchemaMismatchError, OSError):
     """A value of an ``arrow.json`` column being written is not JSON (or repeats an object
     key); pylance refuses it with an ``OSError`` ("Failed to encode JSON")."""

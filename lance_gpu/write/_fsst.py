@@ -667,18 +667,17 @@ def sample(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> tuple[np.nda
     if total <= SAMPLE_TARGET:
         return data, offsets
     rng = np.random.default_rng(seed)
-    picks = []
-    got = 0
     n = offsets.size - 1
-    while got < SAMPLE_TARGET:
+    batches = []
+    got = 0
+    while got < SAMPLE_TARGET:  # batches of 256 random strings until the bytes suffice
         idx = rng.integers(0, n, 256)
-        lens = (offsets[idx + 1] - offsets[idx]).tolist()
-        for i, ln in zip(idx.tolist(), lens):
-            picks.append(i)
-            got += int(ln)
-            if got >= SAMPLE_TARGET:
-                break
-    picks_arr = np.array(picks, np.int64)
+        batches.append(idx)
+        got += int((offsets[idx + 1] - offsets[idx]).sum())
+    idx = np.concatenate(batches)
+    # whole strings up to and including the one that reaches SAMPLE_TARGET bytes
+    cum = np.cumsum(offsets[idx + 1] - offsets[idx])
+    picks_arr = idx[: int(np.searchsorted(cum, SAMPLE_TARGET)) + 1].astype(np.int64)
     starts = offsets[picks_arr]
     plen = offsets[picks_arr + 1] - starts
     new_off = np.zeros(plen.size + 1, np.int64)

@@ -70,7 +70,7 @@ def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover
     total = 0
     for c in range(sizes.size):
         total += sizes[c]
-    out = np.full(total, 0x48, np.uint8)
+    out = np.empty(total, np.uint8)
     pos = 0
     for c in range(bounds.size - 1):
         a = bounds[c]
@@ -83,10 +83,53 @@ def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover
             for q in range(w):
                 out[p + q] = (v >> (8 * q)) & 0xFF
         d = pos + base
-        for j in range(offsets[b] - first):
-            out[d + j] = data[first + j]
+        ln = offsets[b] - first
+        out[d : d + ln] = data[first : first + ln]
+        out[d + ln : pos + sizes[c]] = 0x48
         pos += sizes[c]
     return out
+
+
+@njit(**_JIT)
+def variable_miniblock_page(offsets, data, bounds, sizes, w, head_pad, size_bytes):  # pragma: no cover - compiled
+    """The value buffer of a mini-block page of variable-width values without rep / def
+    levels, in one pass: per chunk its header (u16 0 levels, the chunk buffer's size as a
+    ``size_bytes`` LE word, 0xFE up to ``head_pad``), then the chunk buffer as
+    :func:`variable_chunks_encode` writes it, then zeros up to a multiple of 8.  Returns
+    ``(bytes, bytes per chunk)``."""
+    nchunks = sizes.size
+    chunk_bytes = np.empty(nchunks, np.int64)
+    total = 0
+    for c in range(nchunks):
+        chunk_bytes[c] = head_pad + (sizes[c] + 7) // 8 * 8
+        total += chunk_bytes[c]
+    out = np.empty(total, np.uint8)
+    pos = 0
+    for c in range(nchunks):
+        out[pos] = 0
+        out[pos + 1] = 0
+        v = sizes[c]
+        for q in range(size_bytes):
+            out[pos + 2 + q] = (v >> (8 * q)) & 0xFF
+        for q in range(2 + size_bytes, head_pad):
+            out[pos + q] = 0xFE
+        p = pos + head_pad
+        a = bounds[c]
+        b = bounds[c + 1]
+        base = (b - a + 1) * w
+        first = offsets[a]
+        for i in range(a, b + 1):
+            v = offsets[i] - first + base
+            o = p + (i - a) * w
+            for q in range(w):
+                out[o + q] = (v >> (8 * q)) & 0xFF
+        d = p + base
+        ln = offsets[b] - first
+        out[d : d + ln] = data[first : first + ln]
+        out[d + ln : p + sizes[c]] = 0x48
+        out[p + sizes[c] : pos + chunk_bytes[c]] = 0
+        pos += chunk_bytes[c]
+    return out, chunk_bytes
 
 
 @njit(**_JIT)

@@ -21,6 +21,7 @@ import pyarrow as pa
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
     DatasetExistsError,
+    IncompatibleSchemaError,
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
@@ -81,14 +82,27 @@ def _strip(t: pa.DataType) -> pa.DataType:
 
 
 def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
-    """Column order of ``incoming`` that gives ``target``; SchemaMismatchError if impossible."""
+    """Column of ``incoming`` for each column of ``target`` (-1: missing, written as nulls),
+    as pylance appends: columns in any order, missing nullable columns allowed; a column the
+    dataset lacks, a missing non-nullable column or a type other than the column's (even a
+    castable one) raise :class:`IncompatibleSchemaError` (pylance: ``OSError``, "Append with
+    different schema").  Nullable data may go into a non-nullable column (rows holding nulls
+    there are refused as they are written)."""
     names = incoming.names
-    if sorted(names) != sorted(target.names) or len(set(names)) != len(names):
-        raise SchemaMismatchError(
-            f"appended data has columns {names}, the dataset has {target.names}"
+    if len(set(names)) != len(names):
+        raise SchemaMismatchError(f"appended data has duplicate columns: {names}")
+    unexpected = [n for n in names if n not in target.names]
+    missing = [f.name for f in target if f.name not in names]
+    if unexpected or any(not target.field(n).nullable for n in missing):
+        raise IncompatibleSchemaError(
+            f"Append with different schema: appended data has columns {names}, the dataset has {target.names} "
+            f"(missing={missing}, unexpected={unexpected}; only nullable columns may be left out)"
         )
     order = []
     for f in target:
+        if f.name not in names:
+            order.append(-1)
+            continue
         i = names.index(f.name)
         g = incoming.field(i)
         if is_blob_input(f):
@@ -98,15 +112,13 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
             order.append(i)
             continue
         if not _strip(g.type).equals(f.type, check_metadata=False):
-            raise SchemaMismatchError(
-                f"column {f.name!r}: appended data has type {g.type}, the dataset {f.type}"
+            raise IncompatibleSchemaError(
+                f"Append with different schema: column {f.name!r} should have type {f.type} but the data has {g.type}"
             )
         if (f.metadata or {}).get(b"ARROW:extension:name") == b"lance.json" and not (
             _is_json(g.type) or (g.metadata or {}).get(b"ARROW:extension:name") == b"lance.json"
         ):
             raise SchemaMismatchError(f"column {f.name!r}: the dataset holds JSON, the data {g.type}")
-        if g.nullable and not f.nullable:
-            raise SchemaMismatchError(f"column {f.name!r} is not nullable in the dataset but nullable in the data")
         order.append(i)
     return order
 
@@ -177,7 +189,8 @@ def _write_fragments(
     written: list[str] = []
     writer = None
     name = ""
-    not_null = [i for i, f in enumerate(arrow_schema) if not f.nullable]
+    # the dataset's non-nullable columns (the data's own fields may be nullable)
+    not_null = [i for i, f in enumerate(schema.fields) if not f.nullable]
 
     syncing: list[Future] = []  # early fsyncs of published files, in the background
 
@@ -215,7 +228,7 @@ def _write_fragments(
     try:
         for batch in batches:
             if order is not None:
-                cols = [batch.column(i) for i in order]
+                cols = [pa.nulls(batch.num_rows, f.type) if i < 0 else batch.column(i) for i, f in zip(order, arrow_schema, strict=True)]
                 cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
                 batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
             for i in not_null:

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
-from lance_gpu.file.jsonb import text_to_jsonb
+from lance_gpu.write._jsonb import text_to_jsonb
 
 __all__ = ["cast_batch", "cast_to_stored", "coerce_input"]
 

@@ -302,12 +302,12 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
             got = _fsst_values(vals, compression)
             if got is not None:
                 table, comp = got
-                chunks = variable.encode_miniblock(comp.offsets, comp.data, comp.offset_bits)
+                chunks = _variable_chunks(comp.offsets, comp.data, comp.offset_bits)
                 bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
                 if _decodable(np.diff(vals.offsets[bounds]), np.diff(comp.offsets[bounds])):
                     chunks.encoding = _fsst_encoding(table, chunks.encoding)
                     return chunks
-        return variable.encode_miniblock(vals.offsets, vals.data, vals.offset_bits)
+        return _variable_chunks(vals.offsets, vals.data, vals.offset_bits)
     if vals.fsl:
         return _fsl_chunks(vals)
     if vals.bits in (8, 16, 32, 64) and compression != "none":
@@ -318,6 +318,34 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
         if bitpacking.inline_size(widths, vals.bits) < vals.data.size:
             return bitpacking.encode_miniblock(words, widths)
     return flat.encode_miniblock(vals.data, vals.bits, vals.num_values)
+
+
+@dataclass(slots=True)
+class _VariableChunks(MiniBlockChunks):
+    """Variable{Flat} chunks not yet serialised: :func:`_miniblock` writes a page without
+    levels straight from the values (one copy); anything else calls :meth:`materialize`."""
+
+    offsets: np.ndarray | None = None
+    data: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+    width: int = 4
+
+    def materialize(self) -> None:
+        if self.data is not None:
+            sizes = self.buffers[0][1]
+            out = _native.variable_chunks_encode(self.offsets, self.data, self.bounds, sizes, self.width)
+            self.buffers = [(out, sizes)]
+            self.data = None
+
+
+def _variable_chunks(offsets: np.ndarray, data: np.ndarray, offset_bits: int) -> _VariableChunks:
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    bounds, counts, sizes = variable.miniblock_plan(offsets, offset_bits)
+    empty = np.zeros(0, np.uint8)
+    return _VariableChunks(
+        counts, [(empty, sizes)], variable.miniblock_encoding(offset_bits), offsets, np.ascontiguousarray(data, np.uint8),
+        bounds, offset_bits // 8,
+    )
 
 
 def _fsl_items_all_null(vals: _Values) -> bool:
@@ -425,8 +453,11 @@ def _sample_distinct(keys: pa.Array) -> int:
     n = len(keys)
     if n <= DICT_SAMPLE:
         return n + 1  # no shortcut: the exact count follows anyway
-    pick = pa.array(np.linspace(0, n - 1, DICT_SAMPLE).astype(np.int64))
-    return len(keys.take(pick).unique())
+    pick = np.linspace(0, n - 1, DICT_SAMPLE).astype(np.int64)
+    if pa.types.is_uint64(keys.type) and keys.null_count == 0:  # 64-bit values: numpy, no Arrow round trip
+        words = np.frombuffer(keys.buffers()[1], np.uint64, count=n, offset=keys.offset * 8)
+        return int(np.unique(words[pick]).size)
+    return len(keys.take(pa.array(pick)).unique())
 
 
 def _dictionary_plan(leaf: LeafColumn, vals: _Values, minor: int) -> tuple[_Values, _Values] | None:
@@ -612,33 +643,33 @@ def _repetition_index(rep: np.ndarray, bounds: np.ndarray, max_rep: int) -> np.n
     return np.stack([rows, left], axis=1).astype("<u8").reshape(-1)
 
 
-def _miniblock(
-    leaf: LeafColumn,
-    minor: int,
+def _fused_variable_page(chunks: _VariableChunks, large: bool, size_word: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_assemble_chunks` of variable-width chunks without levels, written straight
+    from the values."""
+    sizes = chunks.buffers[0][1]
+    if not large and int(sizes.max()) > 0xFFFF:
+        raise UnsupportedFeatureError("mini-block chunk buffer too large for the 2.1 chunk grammar")
+    head_pad = (2 + size_word.itemsize + 7) // 8 * 8
+    out, chunk_bytes = _native.variable_miniblock_page(
+        chunks.offsets, chunks.data, chunks.bounds, sizes, chunks.width, head_pad, size_word.itemsize
+    )
+    if not large and int(chunk_bytes.max()) > 32 * 1024:
+        raise UnsupportedFeatureError("mini-block chunk larger than 32 KiB in the 2.1 chunk grammar")
+    return out, chunk_bytes
+
+
+def _assemble_chunks(
     chunks: MiniBlockChunks,
-    dictionary: tuple[pb.CompressiveEncoding, int, np.ndarray] | None = None,
-) -> EncodedPage:
-    large = minor >= 2
-    counts = chunks.counts
-    nchunks = counts.size
-    has_rep = leaf.rep is not None
-    has_def = leaf.def_ is not None
-    level_sections: list[tuple[np.ndarray, np.ndarray]] = []
-    rep_enc = def_enc = None
-    bounds = _level_bounds(leaf, counts) if (has_rep or has_def) else None
-    nlevels = np.diff(bounds) if bounds is not None else np.zeros(nchunks, np.int64)
-    if bounds is not None and int(nlevels.max()) > 0xFFFF:
-        raise LevelOverflow(f"field {leaf.field.dotted_path!r}: more than 65535 levels in one mini-block chunk")
-    if has_rep:
-        w = max(1, int(bitpacking.bit_length(np.array([leaf.rep.max()]))[0]))
-        level_sections.append(_level_chunks(leaf.rep, bounds, w))
-        rep_enc = bitpacking.out_of_line_encoding(16, w)
-    if has_def:
-        w = max(1, int(bitpacking.bit_length(np.array([leaf.def_.max()]))[0]))
-        level_sections.append(_level_chunks(leaf.def_, bounds, w))
-        def_enc = bitpacking.out_of_line_encoding(16, w)
+    level_sections: list[tuple[np.ndarray, np.ndarray]],
+    nlevels: np.ndarray,
+    bounds: np.ndarray | None,
+    large: bool,
+    size_word: np.dtype,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mini-block page's value buffer: per chunk its header, level sections and value
+    buffers, each padded to 8; returns ``(bytes, bytes per chunk)``."""
+    nchunks = chunks.counts.size
     nbuf = len(chunks.buffers)
-    size_word = np.dtype("<u4") if large else np.dtype("<u2")
     # header: u16 num_levels | [u16 rep bytes] | [u16 def bytes] | value buffer sizes | pad 8
     head_len = 2 + 2 * len(level_sections) + size_word.itemsize * nbuf
     head_pad = (head_len + 7) // 8 * 8
@@ -667,6 +698,42 @@ def _miniblock(
         np.cumsum(sizes[:-1], out=src[1:])
         _native.scatter_ranges(out, chunk_start + offset_in_chunk, np.ascontiguousarray(data), src, sizes.astype(np.int64))
         offset_in_chunk += pad
+    return out, chunk_bytes
+
+
+def _miniblock(
+    leaf: LeafColumn,
+    minor: int,
+    chunks: MiniBlockChunks,
+    dictionary: tuple[pb.CompressiveEncoding, int, np.ndarray] | None = None,
+) -> EncodedPage:
+    large = minor >= 2
+    counts = chunks.counts
+    nchunks = counts.size
+    has_rep = leaf.rep is not None
+    has_def = leaf.def_ is not None
+    level_sections: list[tuple[np.ndarray, np.ndarray]] = []
+    rep_enc = def_enc = None
+    bounds = _level_bounds(leaf, counts) if (has_rep or has_def) else None
+    nlevels = np.diff(bounds) if bounds is not None else np.zeros(nchunks, np.int64)
+    if bounds is not None and int(nlevels.max()) > 0xFFFF:
+        raise LevelOverflow(f"field {leaf.field.dotted_path!r}: more than 65535 levels in one mini-block chunk")
+    if has_rep:
+        w = max(1, int(bitpacking.bit_length(np.array([leaf.rep.max()]))[0]))
+        level_sections.append(_level_chunks(leaf.rep, bounds, w))
+        rep_enc = bitpacking.out_of_line_encoding(16, w)
+    if has_def:
+        w = max(1, int(bitpacking.bit_length(np.array([leaf.def_.max()]))[0]))
+        level_sections.append(_level_chunks(leaf.def_, bounds, w))
+        def_enc = bitpacking.out_of_line_encoding(16, w)
+    nbuf = len(chunks.buffers)
+    size_word = np.dtype("<u4") if large else np.dtype("<u2")
+    if isinstance(chunks, _VariableChunks) and chunks.data is not None and bounds is None:
+        out, chunk_bytes = _fused_variable_page(chunks, large, size_word)
+    else:
+        if isinstance(chunks, _VariableChunks):
+            chunks.materialize()
+        out, chunk_bytes = _assemble_chunks(chunks, level_sections, nlevels, bounds, large, size_word)
     words = ((chunk_bytes // 8 - 1) << 4) | chunks.log2_counts
     meta = words.astype(size_word).view(np.uint8)
     buffers = [meta, out]

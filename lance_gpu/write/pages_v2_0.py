@@ -164,7 +164,7 @@ def encode_field_v2_0(array: pa.Array, field: LanceField) -> list[tuple[int, Enc
         column = counter[0]
         counter[0] += 1
         if f.logical_type == "json" and isinstance(arr, pa.ExtensionArray):
-            from lance_gpu.file.jsonb import text_to_jsonb
+            from lance_gpu.write._jsonb import text_to_jsonb
 
             arr = text_to_jsonb(arr.storage, f.dotted_path)
         arr = _plain(arr)

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import MergeInsertError, SchemaMismatchError
+from lance_gpu.errors import IncompatibleSchemaError, MergeInsertError, SchemaMismatchError
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import with_blob_bytes
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
@@ -444,16 +444,8 @@ class MergeInsertBuilder:
         target_schema = _source_schema(self._ds)
         _s, batches = coerce_input(data_obj, schema)
         source = pa.Table.from_batches(list(batches), schema=_s)
-        missing = [n for n in target_schema.names if n not in source.schema.names]
-        extra = [n for n in source.schema.names if n not in target_schema.names]
-        if missing or extra:
-            raise SchemaMismatchError(
-                f"merge_insert: the source has columns {source.schema.names}, the dataset {target_schema.names}"
-            )
-        try:
-            source = source.select(target_schema.names).cast(target_schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise SchemaMismatchError(f"merge_insert: the source cannot be cast to the dataset's schema: {exc}") from exc
+        keys_only = not self._insert and self._matched in (None, "delete")
+        source = _check_source(source, target_schema, self._on, keys_only, inserts=self._insert)
         source = source.combine_chunks()
         return _run(self._ds, lambda target: self._attempt(target, source), self._retries)
 
@@ -479,7 +471,8 @@ class MergeInsertBuilder:
                         [matched_rows.column(n).combine_chunks() for n in names], names=names
                     ),
                     "source": pa.StructArray.from_arrays(
-                        [source.column(n).combine_chunks().take(pa.array(src_idx)) for n in names], names=names
+                        [source.column(n).combine_chunks().take(pa.array(src_idx)) for n in source.schema.names],
+                        names=source.schema.names,
                     ),
                 }
             )
@@ -523,7 +516,72 @@ class MergeInsertBuilder:
             carried = id_of_src[write_src]
             created = None if created_of_src is None else created_of_src[write_src]
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
+        if new_rows is not None and new_rows.num_columns < len(ds.schema.names):
+            new_rows = self._fill_partial(ds, scanned, new_rows, act_tgt if self._matched == "update" else act_tgt[:0])
         return change.commit(new_rows, carried, created), stats
+
+    def _fill_partial(self, ds: LanceDataset, scanned: _Scanned, rows: pa.Table, updated_tgt: np.ndarray) -> pa.Table:
+        """A partial-schema source's rows with the dataset's other columns: updated rows (the
+        first ``updated_tgt.size``) keep their current values, inserted rows get nulls."""
+        target_schema = _source_schema(ds)
+        missing = [f for f in target_schema if f.name not in rows.schema.names]
+        old = _read_at(ds, scanned.addresses(updated_tgt)) if updated_tgt.size else None
+        n_new = rows.num_rows - int(updated_tgt.size)
+        cols = {}
+        for f in missing:
+            parts = [] if old is None else [old.column(f.name).combine_chunks().cast(f.type)]
+            parts.append(pa.nulls(n_new, f.type))
+            cols[f.name] = pa.concat_arrays(parts)
+        arrays = [rows.column(f.name) if f.name in rows.schema.names else cols[f.name] for f in target_schema]
+        return pa.table(arrays, schema=target_schema)
+
+
+def _check_source(
+    source: pa.Table, target_schema: pa.Schema, on: Sequence[str], keys_only: bool, inserts: bool
+) -> pa.Table:
+    """The merge_insert source as pylance accepts it, cast to the dataset's types.
+
+    A merge that only deletes (``keys_only``) needs just the key columns (any castable
+    type).  Otherwise the source's columns must be the dataset's (any order; a subset is a
+    partial-schema source: updated rows keep their other columns, inserted rows get nulls,
+    so with ``when_not_matched_insert_all`` the columns left out must be nullable) with
+    exactly the dataset's types: a castable but different type (int32 for int64) is refused
+    as pylance refuses it.  Refusals are :class:`IncompatibleSchemaError` (an ``OSError``
+    like pylance's) before anything is written."""
+    names = source.schema.names
+    absent_keys = [k for k in on if k not in names]
+    if absent_keys:
+        raise IncompatibleSchemaError(f"merge_insert: the source lacks the key column(s) {absent_keys}")
+    if keys_only:
+        fields = [target_schema.field(k) for k in on]
+        try:
+            return source.select(list(on)).cast(pa.schema(fields)).combine_chunks()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise IncompatibleSchemaError(f"merge_insert: the source's keys cannot be compared with the dataset's: {exc}") from exc
+    unexpected = [n for n in names if n not in target_schema.names]
+    if unexpected or len(set(names)) != len(names):
+        raise IncompatibleSchemaError(
+            f"merge_insert: Append with different schema: the source has columns {names}, the dataset "
+            f"{target_schema.names} (unexpected: {unexpected})"
+        )
+    for name in names:
+        f, g = target_schema.field(name), source.schema.field(name)
+        plain = not isinstance(f.type, pa.ExtensionType) and not isinstance(g.type, pa.ExtensionType)
+        if plain and not (f.metadata or {}).get(b"lance-encoding:blob") and not g.type.equals(f.type):
+            raise IncompatibleSchemaError(
+                f"merge_insert: Append with different schema: {name!r} should have type {f.type} but type was {g.type}"
+            )
+    left_out = [f.name for f in target_schema if f.name not in names and not f.nullable]
+    if inserts and left_out:
+        raise IncompatibleSchemaError(
+            f"merge_insert: Cannot insert rows with a partial-schema source: target column(s) {left_out} are non-nullable"
+        )
+    present = [f for f in target_schema if f.name in names]
+    try:
+        source = source.select([f.name for f in present]).cast(pa.schema(present))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(f"merge_insert: the source cannot be cast to the dataset's schema: {exc}") from exc
+    return source.combine_chunks()
 
 
 def _source_schema(ds: LanceDataset) -> pa.Schema:

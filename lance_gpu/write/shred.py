@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.file.jsonb import text_to_jsonb
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.table.schema import LanceField
+from lance_gpu.write._jsonb import text_to_jsonb
 
 __all__ = ["LeafColumn", "shred", "fixed_width_bytes", "fsl_layers", "variable_parts", "storage_type", "is_variable"]
 

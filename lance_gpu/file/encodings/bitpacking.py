@@ -128,11 +128,9 @@ def bit_length(values: np.ndarray) -> np.ndarray:
 
 def block_bit_widths(values: np.ndarray) -> np.ndarray:
     """Bit width of each 1024-value block of unsigned ``values`` (the last block padded with 0)."""
-    n = values.size
-    nblocks = max(1, -(-n // 1024))
-    padded = np.zeros(nblocks * 1024, values.dtype)
-    padded[:n] = values
-    return bit_length(padded.reshape(nblocks, 1024).max(axis=1))
+    from cuda_kernels.bitunpack import block_bit_widths as widths_of
+
+    return widths_of(values)
 
 
 def inline_size(widths: np.ndarray, bits: int) -> int:
@@ -144,33 +142,16 @@ def encode_miniblock(values: np.ndarray, widths: np.ndarray | None = None):
     """InlineBitpacking{T} mini-block chunks: 1024 values per chunk, each chunk one T-bit
     word holding its bit width W followed by ``1024 * W / T`` FastLanes words (the last
     chunk zero-padded to 1024 values).  ``values`` is a uint8/16/32/64 array."""
-    from cuda_kernels.bitunpack import pack_blocks
-
+    from cuda_kernels.bitunpack import pack_chunks
     from lance_gpu._proto import encodings_v2_1_pb2 as pb
     from lance_gpu.file.encodings.base import MiniBlockChunks
 
-    dt = values.dtype
-    bits = dt.itemsize * 8
+    bits = values.dtype.itemsize * 8
     n = values.size
     if widths is None:
         widths = block_bit_widths(values)
     nblocks = widths.size
-    padded = np.zeros(nblocks * 1024, dt)
-    padded[:n] = values
-    blocks = padded.reshape(nblocks, 1024)
-    words = 1 + (1024 // bits) * widths  # T-bit words per chunk, width word included
-    starts = np.zeros(nblocks, np.int64)
-    np.cumsum(words[:-1], out=starts[1:])
-    out = np.zeros(int(words.sum()), dt)
-    out[starts] = widths.astype(dt)
-    for w in np.unique(widths).tolist():
-        if w == 0:
-            continue
-        sel = np.flatnonzero(widths == w)
-        packed = pack_blocks(np.ascontiguousarray(blocks[sel]).reshape(-1), w)
-        k = 1024 * w // bits
-        idx = starts[sel][:, None] + 1 + np.arange(k)[None, :]
-        out[idx.reshape(-1)] = packed
+    out, words = pack_chunks(values, widths)
     counts = np.full(nblocks, 1024, np.int64)
     counts[-1] = n - 1024 * (nblocks - 1)
     enc = pb.CompressiveEncoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits))

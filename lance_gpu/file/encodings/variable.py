@@ -104,28 +104,40 @@ def chunk_bounds(offsets: np.ndarray, offset_bytes: int) -> np.ndarray:
     return _native.variable_chunk_bounds(np.ascontiguousarray(offsets, np.int64), offset_bytes, AIM_MINICHUNK_SIZE)
 
 
+def miniblock_plan(offsets: np.ndarray, offset_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunk bounds, values per chunk, chunk buffer sizes)`` of Variable{Flat32|64}
+    mini-block chunks (see :func:`encode_miniblock`); ``offsets`` int64 from 0."""
+    w = offset_bits // 8
+    bounds = chunk_bounds(offsets, w)
+    counts = np.diff(bounds)
+    head = (counts + 1) * w
+    nbytes = offsets[bounds[1:]] - offsets[bounds[:-1]]
+    sizes = -(-(head + nbytes) // w) * w
+    return bounds, counts.astype(np.int64), sizes.astype(np.int64)
+
+
+def miniblock_encoding(offset_bits: int):
+    """The ``CompressiveEncoding`` of Variable{Flat32|64} values."""
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+
+    return pb.CompressiveEncoding(
+        variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
+    )
+
+
 def encode_miniblock(offsets: np.ndarray, data: np.ndarray, offset_bits: int):
     """Variable{Flat32|64} mini-block chunks: per chunk ``offsets[count + 1]`` measured from the
     chunk buffer's start, then the bytes, padded to 4 (8 for 64-bit offsets) with 0x48.
 
     ``offsets`` (int64, ``n + 1``, starting at 0) index into ``data`` (uint8).
     """
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
     from lance_gpu.file.encodings.base import MiniBlockChunks
     from lance_gpu.write import _native
 
-    w = offset_bits // 8
     offsets = np.ascontiguousarray(offsets, np.int64)
-    bounds = chunk_bounds(offsets, w)
-    counts = np.diff(bounds)
-    head = (counts + 1) * w
-    nbytes = offsets[bounds[1:]] - offsets[bounds[:-1]]
-    sizes = -(-(head + nbytes) // w) * w
-    out = _native.variable_chunks_encode(offsets, data, bounds, sizes, w)
-    enc = pb.CompressiveEncoding(
-        variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
-    )
-    return MiniBlockChunks(counts.astype(np.int64), [(out, sizes.astype(np.int64))], enc)
+    bounds, counts, sizes = miniblock_plan(offsets, offset_bits)
+    out = _native.variable_chunks_encode(offsets, data, bounds, sizes, offset_bits // 8)
+    return MiniBlockChunks(counts, [(out, sizes)], miniblock_encoding(offset_bits))
 
 
 def encode_block(offsets: np.ndarray, data: np.ndarray, offset_bits: int) -> np.ndarray:
