@@ -298,7 +298,7 @@ def test_tensors_share_arrow_memory(types_uri) -> None:
     assert out["emb"].data_ptr() == batch.column("emb").values.buffers()[1].address
 
 
-# -- the direct read path ----------------------------------------------------------------------
+# -- range reads (lance_gpu.scan.ranges; tests/test_scan_ranges.py pins them) ------------------
 
 
 @pytest.fixture(scope="module")
@@ -323,56 +323,21 @@ def paged_uri(tmp_path_factory) -> str:
     return path
 
 
-def test_direct_reads_equal_the_scan(paged_uri) -> None:
-    """The direct path (page views of the plain embedding, the other columns decoded once per
-    fragment) gives the scan's rows for spans inside a page, across pages, over deleted rows."""
-    from lance_gpu.torch._source import RowSource
-
-    source = RowSource(lance_gpu.dataset(paged_uri), ["emb", "label", "score"], None, False)
-    assert source.direct()
-    frag = source._direct_fragment(1)
-    assert frag.pages[0] is not None and len(frag.pages[0][0]) > 1  # the embedding: page views
-    assert frag.pages[1] is None and frag.pages[2] is None  # decoded once
-    rng = np.random.default_rng(0)
-    spans = [(pos, 0, n) for pos, (_fid, n) in enumerate(source.fragments())]
-    for _ in range(60):
-        pos = int(rng.integers(0, 3))
-        n = source.fragments()[pos][1]
-        a = int(rng.integers(0, n))
-        spans.append((pos, a, int(rng.integers(a, min(n, a + 90) + 1))))
-    direct = source.read_many(spans)
-    general = source._scan_many(spans)
-    for span, got, want in zip(spans, direct, general, strict=True):
-        assert got.equals(want), span
-    # ten live rows in a row inside one page: a view of the mapped file, no copy
-    views, starts = frag.pages[0]
-    live = frag.live if frag.live is not None else np.arange(int(starts[-1]))
-    a = next(i for i in range(live.size - 9) if live[i + 9] - live[i] == 9 and np.searchsorted(starts, live[i], "right") == np.searchsorted(starts, live[i + 9], "right"))
-    page = int(np.searchsorted(starts, live[a], "right")) - 1
-    got = source.read(1, a, a + 10).column("emb").chunk(0)
-    assert got.values.buffers()[1].address == int(views[page][int(live[a] - starts[page]) :].ctypes.data)
-
-
-def test_direct_path_only_where_it_applies(paged_uri, monkeypatch) -> None:
-    from lance_gpu.torch import _source
+def test_source_reads_by_the_scan_range_reader(paged_uri) -> None:
+    """RowSource reads through one RangeReader: the range path without a filter or row ids
+    (a filter is applied to each range read after it), the executor with row ids."""
     from lance_gpu.torch._source import RowSource
 
     ds = lance_gpu.dataset(paged_uri)
-    assert not RowSource(ds, ["emb", "flag"], None, False).direct()  # booleans are not plain
-    assert not RowSource(ds, ["emb", "label"], "label > 3", False).direct()
-    assert not RowSource(ds, ["emb", "label"], None, True).direct()
-    monkeypatch.setattr(_source, "DIRECT_DECODED_BYTES", 1000)  # the label does not fit: the scan
-    assert not RowSource(ds, ["emb", "label"], None, False).direct()
-    assert RowSource(ds, ["emb"], None, False).direct()  # nothing to keep decoded
-    # label and score of two fragments (2 x 300 x 16 bytes) fit, the third fragment's do not
-    monkeypatch.setattr(_source, "DIRECT_DECODED_BYTES", 10_000)
-    source = RowSource(ds, ["emb", "label", "score"], None, False)
-    spans = [(pos, 5, n - 3) for pos, (_fid, n) in enumerate(source.fragments())]
-    got = source.read_many(spans)
-    assert source.direct() and source._direct_bytes == 9600
-    assert [source._direct_fragment(pos) is not None for pos in range(3)] == [True, True, False]
-    for a, b in zip(got, source._scan_many(spans), strict=True):
-        assert a.equals(b)
+    ref = lance.dataset(paged_uri)
+    plain = RowSource(ds, ["emb", "score"], None, False)
+    assert plain.ranges().ranged
+    assert plain.read(1, 3, 50).equals(ref.get_fragments()[1].to_table(columns=["emb", "score"]).slice(3, 47))
+    filtered = RowSource(ds, ["emb"], "label > 20", False)
+    assert filtered.ranges().ranged
+    want = ref.get_fragments()[2].to_table(columns=["emb", "label"]).slice(10, 100)
+    assert filtered.read(2, 10, 110).equals(want.filter(pa.compute.greater(want.column("label"), 20)).select(["emb"]))
+    assert not RowSource(ds, ["emb"], None, True).ranges().ranged
 
 
 def test_direct_feed_equals_pylance_batch_sampler(paged_uri) -> None:

@@ -4,7 +4,8 @@
 ``build_plan(ds, **scanner_args) -> ScanPlan`` (picklable); ``run_plan(plan, executor)``
 yields finished Arrow tables; :class:`CpuExecutor` / :class:`GpuExecutor` decode;
 :class:`LanceScanner` is pylance's scanner over a plan; :func:`take_rows` and
-:func:`read_rows` serve takes and the write package.
+:func:`read_rows` serve takes and the write package; :class:`RangeReader` reads live-row
+ranges of single fragments (a training feed's batches).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from lance_gpu.scan.plan import (
     default_batch_size,
     resolve,
 )
+from lance_gpu.scan.ranges import RangeReader
 from lance_gpu.scan.scanner import LanceScanner
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "Executor",
     "GpuExecutor",
     "LanceScanner",
+    "RangeReader",
     "ReadUnit",
     "ResolvedScan",
     "ScanPlan",

@@ -5,8 +5,8 @@ Memory is bounded: at most ``prefetch`` decoded groups of reads of at most
 ``GROUP_READS * read_rows`` rows in all wait in the queue (a group is one decode: small reads,
 a batch sampler's ranges, share it, so each fragment's row selection is long), the shuffle buffer holds at most ``shuffle_buffer + read_rows + batch_size`` rows
 (gathered in a second thread, at most ``2 * prefetch`` batches ahead), and one batch is being
-handed out; the source's direct read path (:class:`lance_gpu.torch._source.RowSource`) keeps
-at most ``DIRECT_DECODED_BYTES`` of decoded columns besides.  Without a shuffle buffer,
+handed out; the source's range reader (:class:`lance_gpu.scan.ranges.RangeReader`) keeps
+at most ``lance_gpu.scan.ranges.DECODED_BYTES`` of decoded columns besides.  Without a shuffle buffer,
 batches are zero-copy slices of the reads (a batch that straddles two reads is concatenated).
 
 Order is deterministic: reads are split and (with ``shuffle_reads``) permuted with ``rng``,
