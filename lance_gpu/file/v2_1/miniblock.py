@@ -14,11 +14,13 @@ the repetition index (if ``repetition_index_depth > 0``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from lance_gpu.cpu import native
 from lance_gpu.file import encodings
-from lance_gpu.file.blocks import FixedWidthBlock, slice_block
+from lance_gpu.file.blocks import FixedWidthBlock, per_bucket, slice_block
 from lance_gpu.file.encodings import dictionary
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 from lance_gpu.file.page import LeafPage
@@ -57,32 +59,63 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
 
 
 
-def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
+class ChunkLayout(NamedTuple):
+    """Where every chunk of a mini-block page sits, from the chunk metadata alone: chunk
+    ``i`` is ``sizes[i]`` bytes at ``starts[i]`` of the chunk data and holds ``counts[i]``
+    values, the first of them value ``first[i]`` of the page (``first`` has one more entry:
+    the page's value count)."""
+
+    starts: np.ndarray
+    sizes: np.ndarray
+    counts: np.ndarray
+    first: np.ndarray
+
+
+def chunk_layout(layout, meta: np.ndarray, ctx: DecodeContext) -> ChunkLayout:
+    """Parse a mini-block page's chunk metadata (buffer 0: one little-endian word per chunk,
+    u16, or u32 with ``has_large_chunk``) without touching the chunks; raises
+    ``ctx.corrupt`` when the counts do not add up to ``num_items``."""
+    large = bool(layout.has_large_chunk)
+    word = 4 if large else 2
+    if meta.size % word:
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    words = meta if meta.ctypes.data % word == 0 else meta.copy()
+    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), int(layout.num_items), large)
+    if not ok:
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    return ChunkLayout(starts, sizes, counts, first)
+
+
+def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext, chunks: ChunkLayout | None = None,
+                keep: np.ndarray | None = None) -> tuple:
     """Parse a mini-block page's chunk metadata and chunk headers (host side, shared by the
     CPU decoder and the GPU planner).
 
     Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``);
     buffer 1 the chunks.  Returns ``(meta, data, large, num_items, starts, sizes, counts,
     levels, rep_spans, def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    ``keep`` (chunk numbers, ascending): only those chunks' headers are read and described
+    (a selective read touches the chunk data of the chunks holding its rows only);
+    ``chunks``: the page's :func:`chunk_layout`, when the caller keeps it.
     """
     if len(buffers) < 2:
         raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
     meta, data = buffers[0], buffers[1]
     large = bool(layout.has_large_chunk)
-    word = 4 if large else 2
-    if meta.size % word:
-        raise ctx.corrupt("mini-block chunk metadata has a partial word")
-    words = meta if meta.ctypes.data % word == 0 else meta.copy()
-    num_items = int(layout.num_items)
-    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
-    if not ok:
-        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    if chunks is None:
+        chunks = chunk_layout(layout, meta, ctx)
+    starts, sizes, counts = chunks.starts, chunks.sizes, chunks.counts
+    if keep is not None:
+        starts, sizes, counts = starts[keep], sizes[keep], counts[keep]
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     levels, rep_spans, def_spans, bufs, ok = native.chunk_headers(data, starts, sizes, has_rep, has_def, int(layout.num_buffers), large)
     if not ok:
         raise ctx.corrupt("mini-block chunk header points past its chunk")
-    return meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs
+    return meta, data, large, int(layout.num_items), starts, sizes, counts, levels, rep_spans, def_spans, bufs
+
 
 def decode(
     layout,
@@ -90,22 +123,19 @@ def decode(
     num_rows: int,
     ctx: DecodeContext,
     rows: np.ndarray | None = None,
-    table: tuple | None = None,
+    chunks: ChunkLayout | None = None,
     span: tuple[int, int] | None = None,
 ) -> LeafPage:
     """Decode a whole mini-block page, or only the chunks holding ``rows`` or ``span``.
 
     With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
-    rows are items) only the chunks holding them are decoded, and the result holds exactly
-    those rows, in order.  With ``span`` (``(start, stop)``, page-local: a run of rows, as
-    streaming reads) the chunks holding it are decoded whole and the run is sliced from
-    them (selective decoders only pay off on scattered rows).  ``table``: this page's
-    :func:`chunk_table`, when the caller keeps it between calls (repeated takes from one
-    page parse its chunk headers once).
+    rows are items) only the chunks holding them are read (their headers included) and
+    decoded, and the result holds exactly those rows, in order.  With ``span`` (``(start,
+    stop)``, page-local: a run of rows, as streaming reads) the chunks holding it are
+    decoded whole and the run is sliced from them (selective decoders only pay off on
+    scattered rows).  ``chunks``: this page's :func:`chunk_layout`, when the caller keeps it
+    between calls (repeated takes from one page parse its chunk metadata once).
     """
-    if table is None:
-        table = chunk_table(layout, buffers, ctx)
-    meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs = table
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
@@ -113,11 +143,16 @@ def decode(
     cut: tuple[int, int] | None = None  # a run: (first item, items) sliced from the decoded chunks
     if rows is not None and rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
         span, rows = (int(rows[0]), int(rows[-1]) + 1), None
-    if rows is not None or span is not None:
+    if rows is None and span is None:
+        table = chunk_table(layout, buffers, ctx, chunks)
+    else:
         if has_rep:
             raise ValueError("row selection needs a page without repetition levels")
-        first_item = np.zeros(counts.size + 1, np.int64)
-        np.cumsum(counts, out=first_item[1:])
+        if len(buffers) < 2:
+            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+        if chunks is None:
+            chunks = chunk_layout(layout, buffers[0], ctx)
+        first_item = chunks.first
         if span is not None:
             lo, hi = span
         else:
@@ -131,21 +166,17 @@ def decode(
             cut = (lo - int(first_item[c0]), hi - lo)
         else:
             assert rows is not None
-            chunk_of = np.searchsorted(first_item, rows, side="right") - 1
-            # ``rows`` are sorted, so are their chunks: new chunks start where chunk_of steps.
-            starts_chunk = np.empty(chunk_of.size, bool)
-            starts_chunk[0] = True
-            np.not_equal(chunk_of[1:], chunk_of[:-1], out=starts_chunk[1:])
-            keep = chunk_of[starts_chunk]
+            # ``rows`` are sorted: count them per chunk, keep the chunks holding any, and
+            # number each row among the kept chunks' values (its row minus its chunk's first
+            # item, plus the kept values before its chunk).
+            per = per_bucket(rows, first_item)
+            keep = np.flatnonzero(per)
             sel_first = np.zeros(keep.size + 1, np.int64)
-            np.cumsum(counts[keep], out=sel_first[1:])
-            pos_in_sel = np.cumsum(starts_chunk) - 1
-            local = sel_first[pos_in_sel] + (rows - first_item[chunk_of])
-        counts = counts[keep]
-        levels = levels[keep]
-        rep_spans = rep_spans[keep]
-        def_spans = def_spans[keep]
-        bufs = bufs[keep]
+            np.cumsum(chunks.counts[keep], out=sel_first[1:])
+            local = rows + np.repeat(sel_first[:-1] - first_item[keep], per[keep])
+        table = chunk_table(layout, buffers, ctx, chunks, keep)
+    _meta, data, _large, num_items, _starts, _sizes, counts, levels, rep_spans, def_spans, bufs = table
+    if local is not None or cut is not None:
         num_items = int(counts.sum())
         num_rows = num_items
     chunk_bufs = [
