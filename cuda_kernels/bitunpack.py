@@ -153,6 +153,15 @@ def _unpack_block_cpu(words, base, w, out, ob):
         for i in range(1024):
             out[ob + i] = 0
         return
+    if w == t:
+        # Full width: row ``row`` is the ``lanes`` words at ``base + row * lanes``, stored
+        # as they are (no shifts): a copy of each row to its place.
+        for row in range(t):
+            pos = ob + _fl_position(row, 0)
+            src = base + row * lanes
+            for lane in range(lanes):
+                out[pos + lane] = words[src + lane]
+        return
     mask = _fl_mask(w)
     for row in range(t):
         pos = ob + _fl_position(row, 0)

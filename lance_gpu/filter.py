@@ -256,7 +256,9 @@ def true_positions(mask: pa.BooleanArray) -> np.ndarray:
     if mask.null_count and validity is not None:
         valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little", count=mask.offset + n)[mask.offset :]
         bits &= valid
-    return np.flatnonzero(bits).astype(np.int64, copy=False)
+    # unpackbits gives 0 / 1 bytes: read them as booleans (flatnonzero of uint8 first
+    # compares every byte with zero, five times slower)
+    return np.flatnonzero(bits.view(np.bool_)).astype(np.int64, copy=False)
 
 
 def _check_virtual(virtual: list[str], table: pa.Table) -> None:

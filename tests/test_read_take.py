@@ -232,20 +232,30 @@ def test_read_gather_joins_abutting_ranges(tmp_path) -> None:
 
 
 def test_repeated_takes_parse_each_page_once(tmp_path, monkeypatch) -> None:
-    """A training loop's takes parse a mini-block page's chunk headers once per reader."""
+    """A training loop's takes parse a mini-block page's chunk metadata once per reader,
+    and read the chunk headers of the chunks holding the rows only."""
     path = str(tmp_path / "ds.lance")
     lance.write_dataset(_table(), path, data_storage_version="2.2")
     ref, ours = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
     parsed: list[int] = []
-    real = miniblock.chunk_table
+    headers: list[tuple[int, int]] = []  # (chunks whose headers were read, chunks of the page)
+    real_layout, real_table = miniblock.chunk_layout, miniblock.chunk_table
 
-    def spy(layout, buffers, ctx):
+    def spy_layout(layout, meta, ctx):
         parsed.append(ctx.column)
-        return real(layout, buffers, ctx)
+        return real_layout(layout, meta, ctx)
 
-    monkeypatch.setattr(miniblock, "chunk_table", spy)
+    def spy_table(layout, buffers, ctx, chunks=None, keep=None):
+        table = real_table(layout, buffers, ctx, chunks, keep)
+        headers.append((int(table[6].size), int(chunks.counts.size)))
+        return table
+
+    monkeypatch.setattr(miniblock, "chunk_layout", spy_layout)
+    monkeypatch.setattr(miniblock, "chunk_table", spy_table)
     rng = np.random.default_rng(1)
     for _ in range(5):
         idx = np.sort(rng.choice(N, 64, replace=False))
         assert ours.take(idx, columns=["small", "text"]).equals(ref.take(idx, columns=["small", "text"]))
     assert parsed and len(parsed) == len(set(parsed))
+    assert headers and all(read <= 64 for read, _ in headers)
+    assert any(read < total for read, total in headers)

@@ -165,3 +165,15 @@ def select_block(block: Block, idx: np.ndarray) -> Block:
     else:
         taken = raw.reshape(-1, width)[idx]
     return FixedWidthBlock(np.ascontiguousarray(taken).view(np.uint8).reshape(-1), bits, idx.size, validity)
+
+
+def per_bucket(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """How many of the ascending ``values`` fall in each bucket ``[edges[i], edges[i + 1])``
+    (``edges`` ascending, ``edges[0] <= values[0]``, ``values[-1] < edges[-1]``): int64, one
+    count per bucket.  The searches run in whichever direction is fewer (values in edges,
+    or edges in values), so a few rows of many chunks and many rows of a few chunks both
+    cost about the smaller of the two sizes."""
+    if values.size <= edges.size:
+        bucket = np.searchsorted(edges, values, side="right") - 1
+        return np.bincount(bucket, minlength=edges.size - 1).astype(np.int64, copy=False)
+    return np.diff(np.searchsorted(values, edges, side="left")).astype(np.int64, copy=False)

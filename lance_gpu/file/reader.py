@@ -17,7 +17,8 @@ import pyarrow as pa
 from lance_gpu._proto import encodings_v2_1_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
-from lance_gpu.file.container import LanceFileReader, PageInfo
+from lance_gpu.file.blocks import per_bucket
+from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
@@ -41,7 +42,7 @@ def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageL
         layout.ParseFromString(page.encoding.value)
     except Exception as exc:  # protobuf DecodeError
         raise ctx.corrupt(f"bad PageLayout protobuf ({exc})") from exc
-    check_strict(layout, ctx.path, ctx.corrupt("PageLayout").reason)
+    check_strict(layout, ctx.path, ctx.where("PageLayout"))
     kind = layout.WhichOneof("layout")
     if kind is not None:
         bad = [int(x) for x in getattr(layout, kind).layers if not 1 <= int(x) <= 6]
@@ -212,35 +213,89 @@ def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: Decod
     return layout  # type: ignore[return-value]
 
 
-def _chunk_table(file: LanceFileReader, column: int, page_index: int, layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
-    """The mini-block page's :func:`miniblock.chunk_table`; its derived arrays are kept in
-    ``file.page_meta`` (not the page bytes: those are fetched again per take)."""
+def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, meta: np.ndarray | None,
+                  ctx: DecodeContext) -> miniblock.ChunkLayout:
+    """The mini-block page's :func:`miniblock.chunk_layout`, parsed from its chunk metadata
+    (``meta``, or read here: found prefetched, or fetched) once per reader and kept in
+    ``file.page_meta``; the chunk headers are read per take, for the chunks holding the
+    rows only.  Chunks reaching past the chunk data buffer are refused."""
     key = (column, page_index, "chunks")
-    table = file.page_meta.get(key)
-    if table is None:
-        table = miniblock.chunk_table(layout, buffers, ctx)
-        file.page_meta[key] = (None, None, *table[2:])
-        return table
-    return (buffers[0], buffers[1], *table[2:])  # type: ignore[misc]
-
-
-def _chunk_sizes(file: LanceFileReader, column: int, page_index: int, layout, ctx: DecodeContext) -> tuple:
-    """``(starts, sizes, counts)`` of a mini-block page (:func:`miniblock.chunk_layout`; its
-    chunk metadata buffer is read, or found prefetched), kept in ``file.page_meta`` for
-    repeated takes."""
-    key = (column, page_index, "chunk_sizes")
-    sizes = file.page_meta.get(key)
-    if sizes is None:
+    chunks = file.page_meta.get(key)
+    if chunks is None:
         page = file.column(column).pages[page_index]
         if len(page.buffer_offsets) < 2:
             raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-        meta = file.io.read(page.buffer_offsets[0], page.buffer_sizes[0])
-        sizes = miniblock.chunk_layout(layout, meta, ctx)[2:]
-        starts_, sizes_, _counts = sizes
-        if starts_.size and int(starts_[-1] + sizes_[-1]) > page.buffer_sizes[1]:
+        if meta is None:
+            meta = file.io.read(page.buffer_offsets[0], page.buffer_sizes[0])
+        chunks = miniblock.chunk_layout(layout, meta, ctx)
+        if chunks.starts.size and int(chunks.starts[-1] + chunks.sizes[-1]) > page.buffer_sizes[1]:
             raise ctx.corrupt(f"mini-block chunks reach past their buffer of {page.buffer_sizes[1]} bytes")
-        file.page_meta[key] = sizes
-    return sizes  # type: ignore[return-value]
+        file.page_meta[key] = chunks
+    return chunks  # type: ignore[return-value]
+
+
+#: Late materialization (a filtered read decodes the other fields for the surviving rows
+#: only): the survivor share up to which :func:`take_field` of a page beats decoding the
+#: whole page and taking the rows from it, by how the page's values are stored (measured on
+#: 1M-row pages with one thread: issue 14's table).
+#: Values read straight from the page, row by row: flat (and fixed-size lists of flat)
+#: mini-block chunks, full-zip rows; the whole page is one sequential copy, faster per byte.
+SELECT_SHARE_DIRECT = 0.35
+#: Variable-width and dictionary values: only the selected values (or indices) are copied,
+#: decompressed or looked up, but every chunk holding one is read.
+SELECT_SHARE_VARIABLE = 0.2
+#: Bit-packed values, general-compressed chunks: whole chunks are decoded either way, and
+#: value-by-value unpacking is slower per value than unpacking whole blocks.
+SELECT_SHARE_CHUNKED = 0.04
+#: Values of at least this many encoded bytes a row (long strings, blobs of bytes) are
+#: always decoded selectively (measured: 2 KB strings decode selectively cheaper than
+#: whole-and-take even when 80 % of rows survive).
+LONG_VALUE_BYTES = 128
+
+
+def _page_select_share(layout) -> float:
+    kind = layout.WhichOneof("layout")
+    if kind == "full_zip_layout":
+        return SELECT_SHARE_DIRECT
+    if kind == "constant_layout":
+        return 1.0  # nothing is decoded per row
+    if kind != "mini_block_layout":
+        return SELECT_SHARE_CHUNKED
+    mb = layout.mini_block_layout
+    if mb.HasField("dictionary"):
+        return SELECT_SHARE_VARIABLE
+    enc = mb.value_compression
+    value = enc.WhichOneof("compression")
+    if value == "fixed_size_list" and not enc.fixed_size_list.has_validity:
+        enc = enc.fixed_size_list.values
+        value = enc.WhichOneof("compression")
+    if value == "flat" and int(enc.flat.bits_per_value) % 8 == 0 and not enc.flat.HasField("data"):
+        return SELECT_SHARE_DIRECT
+    if value in ("variable", "fsst"):
+        return SELECT_SHARE_VARIABLE
+    return SELECT_SHARE_CHUNKED
+
+
+def selective_share(file: LanceFileReader, field: pa.Field, columns: list[int]) -> float:
+    """The survivor share up to which :func:`take_field` of ``field`` (its leaf
+    ``columns``) is cheaper than :func:`read_field` of its pages and a take: the pages'
+    shares (see :data:`SELECT_SHARE_DIRECT` and its siblings) weighted by their rows; 1.0
+    for values of at least :data:`LONG_VALUE_BYTES` encoded bytes a row, and for fields
+    whose takes decode the pages over the rows' range anyway (2.0 files, several leaves)."""
+    if not columns or file.num_rows == 0:
+        return 1.0
+    pages = [p for c in columns for p in file.column(c).pages]
+    if sum(sum(p.buffer_sizes) for p in pages) >= LONG_VALUE_BYTES * file.num_rows:
+        return 1.0
+    if file.version == FileVersion(2, 0) or not (len(columns) == 1 and leaf_types(field.type) == [field.type]):
+        return 1.0  # a take decodes the pages over the rows' range and takes: never more work
+    total = 0.0
+    rows = 0
+    for pi, page in enumerate(file.column(columns[0]).pages):
+        layout = _page_layout(file, columns[0], pi, DecodeContext(file.path, columns[0]).at_page(pi))
+        total += _page_select_share(layout) * page.num_rows
+        rows += page.num_rows
+    return total / rows if rows else 1.0
 
 
 def _fetches_by_chunk(file: LanceFileReader, page: PageInfo, layout, num_rows: int, run: bool = False) -> bool:
@@ -266,9 +321,11 @@ def _chunk_ranges(file: LanceFileReader, column: int, page_index: int, layout, r
     """For page-local ``rows`` of a mini-block page: the chunks holding them as file byte
     ranges (starts, sizes), their item counts, and the rows renumbered among their items."""
     page = file.column(column).pages[page_index]
-    starts, sizes, counts = _chunk_sizes(file, column, page_index, layout, ctx)
-    keep, local = miniblock.select_chunks(counts, rows, ctx)
-    return page.buffer_offsets[1] + starts[keep], sizes[keep], counts[keep], local
+    chunks = _chunk_layout(file, column, page_index, layout, None, ctx)
+    if rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= int(chunks.first[-1])):
+        raise ctx.corrupt(f"mini-block page of {int(chunks.first[-1])} items asked for row {int(rows[-1])}")
+    keep, local = miniblock.select_chunks(chunks, rows)
+    return page.buffer_offsets[1] + chunks.starts[keep], chunks.sizes[keep], chunks.counts[keep], local
 
 
 def _take_chunks(file: LanceFileReader, column: int, page_index: int, layout, rows: np.ndarray,
@@ -280,13 +337,13 @@ def _take_chunks(file: LanceFileReader, column: int, page_index: int, layout, ro
     mb = layout.mini_block_layout
     at, sizes, counts, local = _chunk_ranges(file, column, page_index, mb, rows, ctx)
     data = file.read_gather(at, sizes)
-    table = miniblock.sub_table(mb, data, sizes, counts, ctx)
+    chunks = miniblock.packed_layout(sizes, counts, data.size, ctx)
     buffers = [np.zeros(0, np.uint8), data]
     if mb.HasField("dictionary"):
         if len(page.buffer_offsets) < 3:
             raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
         buffers.append(file.io.read(page.buffer_offsets[2], page.buffer_sizes[2]))
-    return miniblock.decode(mb, buffers, int(local.size), ctx, rows=local, table=table)
+    return miniblock.decode(mb, buffers, int(local.size), ctx, rows=local, chunks=chunks)
 
 
 def prefetch_take(file: LanceFileReader, columns: list[int], rows: np.ndarray) -> None:
@@ -322,7 +379,7 @@ def prefetch_take(file: LanceFileReader, columns: list[int], rows: np.ndarray) -
                     first.extend(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
                 continue
             picked.append((col, pi, layout.mini_block_layout, rows[g] - starts[pi]))
-            if (col, pi, "chunk_sizes") not in file.page_meta:
+            if (col, pi, "chunks") not in file.page_meta:
                 first.append((page.buffer_offsets[0], page.buffer_sizes[0]))
     if first:
         fetch(first)
@@ -367,9 +424,10 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         spans = [(int(first) + k, slice(int(cuts[k]), int(cuts[k + 1]))) for k in range(int(last) - int(first) + 1)]
         touched = {pi for pi, _sl in spans}
     else:
-        page_of = np.searchsorted(starts, rows, side="right") - 1
-        bounds = np.flatnonzero(np.diff(page_of)) + 1
-        spans = [(int(page_of[g[0]]), g) for g in np.split(np.arange(rows.size), bounds)]
+        # the rows (sorted) of each page: a slice of ``rows``
+        cuts = np.zeros(starts.size, np.int64)
+        np.cumsum(per_bucket(rows, starts), out=cuts[1:])
+        spans = [(pi, slice(int(cuts[pi]), int(cuts[pi + 1]))) for pi in range(len(pages)) if cuts[pi + 1] > cuts[pi]]
         touched = {pi for pi, _g in spans}
     parts = []
     for pi, g in spans:
@@ -395,8 +453,10 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
         bufs = file.page_buffers(col, pi)
         if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
             mb = layout.mini_block_layout
-            table = _chunk_table(file, col, pi, mb, bufs, page_ctx)
-            leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, table=table, span=span)
+            if len(bufs) < 2:
+                raise page_ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+            chunks = _chunk_layout(file, col, pi, mb, bufs[0], page_ctx)
+            leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, chunks=chunks, span=span)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
         else:

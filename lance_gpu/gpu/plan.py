@@ -488,7 +488,8 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
         has_def = mb.HasField("def_compression")
         if deferred:
             # chunk metadata only: the chunk headers are parsed where the chunks land
-            _large, num_items, starts, sizes, counts = miniblock.chunk_layout(mb, buffers[0], ctx)
+            chunks = miniblock.chunk_layout(mb, buffers[0], ctx)
+            num_items, starts, sizes, counts = int(mb.num_items), chunks.starts, chunks.sizes, chunks.counts
             levels = counts if has_def else np.zeros(counts.size, np.int64)
             parsed = {"counts": counts, "levels": levels, "starts": starts, "sizes": sizes}
         else:

@@ -111,7 +111,7 @@ class _LeafUnits:
             mb = layout.mini_block_layout
             (meta,) = self.reader.read_buffers([(page.buffer_offsets[0], page.buffer_sizes[0])])
             try:
-                *_, counts = miniblock.chunk_layout(mb, np.ascontiguousarray(meta), ctx)
+                counts = miniblock.chunk_layout(mb, np.ascontiguousarray(meta), ctx).counts
             except CorruptFileError:
                 counts = None  # the page is planned (and refused) whole
             if counts is not None and int(counts.sum()) == hi - lo and np.all(counts > 0):

@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
+from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
+from lance_gpu.file.reader import selective_share as file_share
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, ResolvedScan, ScanPlan, build_plan, resolve
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceField
@@ -103,18 +105,6 @@ def _read_after(fetch: Future | None, frag: LanceFragment, field: LanceField, ar
     return frag.read_field(field, arrow_field, rows)
 
 
-#: Late materialization: a late field is decoded for the surviving rows only while they are
-#: at most this share of the unit's rows; above it, decoding the whole unit sequentially and
-#: taking the survivors is cheaper.  Variable-width values (strings, binary, lists) gain
-#: from selective decoding up to a larger share (only the selected values are copied and
-#: decompressed) than fixed-width ones, whose chunks are mostly all touched by then; long
-#: values (at least LONG_VALUE_BYTES encoded bytes a row) always do (measured: 2 KB strings
-#: decode selectively cheaper than whole-and-take even when 80 % of rows survive).
-LATE_SELECT_SHARE_VARIABLE = 0.2
-LATE_SELECT_SHARE_FIXED = 0.04
-LONG_VALUE_BYTES = 128
-
-
 def _read_unit(fetch: Future | None, unit: ReadUnit, fields: Sequence[LanceField], arrow_fields: dict[str, pa.Field]) -> list[pa.Array]:
     """Every field of one unit, in one pool task (once the fragment's prefetch is done)."""
     if fetch is not None:
@@ -122,29 +112,18 @@ def _read_unit(fetch: Future | None, unit: ReadUnit, fields: Sequence[LanceField
     return [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
 
 
-def _is_variable(arrow_type: pa.DataType) -> bool:
-    return (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
-            or pa.types.is_large_binary(arrow_type) or pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
-            or pa.types.is_string_view(arrow_type) or pa.types.is_binary_view(arrow_type))
-
-
-def late_select_share(arrow_type: pa.DataType, bytes_per_row: float = 0.0) -> float:
-    """The survivor share up to which a late field of ``arrow_type`` (``bytes_per_row``
-    encoded bytes a row) is decoded selectively."""
-    if not _is_variable(arrow_type):
-        return LATE_SELECT_SHARE_FIXED
-    return 1.0 if bytes_per_row >= LONG_VALUE_BYTES else LATE_SELECT_SHARE_VARIABLE
-
-
-def encoded_bytes_per_row(frag: LanceFragment, field: LanceField) -> float:
-    """Bytes of ``field``'s pages in ``frag``'s data file per physical row (0 when the
-    fragment holds no data for it)."""
+def selective_share(frag: LanceFragment, field: LanceField, arrow_field: pa.Field) -> float:
+    """Late materialization: the survivor share of a unit up to which ``field`` is decoded
+    for the surviving rows only; above it, decoding the fragment's whole pages and taking
+    the survivors is cheaper.  It depends on how the pages store the values
+    (:func:`lance_gpu.file.reader.selective_share`); blob descriptors and fields the
+    fragment holds no data for are always read for the survivors."""
+    if blob_kind(field):
+        return 1.0
     src = frag.field_source(field)
-    if src is None or not frag.physical_rows:
-        return 0.0
-    reader = frag.file_reader(src.path)
-    total = sum(sum(p.buffer_sizes) for c in src.columns for p in reader.column(c).pages)
-    return total / frag.physical_rows
+    if src is None:
+        return 1.0
+    return file_share(frag.file_reader(src.path), arrow_field, src.columns)
 
 
 def take_sorted(column: pa.Array | pa.ChunkedArray, positions: np.ndarray) -> pa.Array | pa.ChunkedArray:
@@ -190,8 +169,7 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     selective = {}
     for f in late:
         af = arrow_fields[f.name]
-        size = encoded_bytes_per_row(frag, f) if _is_variable(af.type) and share > LATE_SELECT_SHARE_VARIABLE else 0.0
-        selective[f.name] = share <= late_select_share(af.type, size)
+        selective[f.name] = share <= SELECT_SHARE_CHUNKED or share <= selective_share(frag, f, af)
     if not getattr(frag.dataset.store, "maps_files", False):
         # an object store: the late fields' bytes for the survivors (or the unit) at once
         frag.prefetch([f for f in late if selective[f.name]], kept_rows)

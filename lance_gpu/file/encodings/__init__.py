@@ -57,6 +57,8 @@ _BLOCK = {
 
 # Decoders that can skip work for values that are not selected.
 _MINIBLOCK_SELECTING = {
+    "flat": flat.decode_miniblock,
+    "fixed_size_list": fixed_size_list.decode_miniblock,
     "inline_bitpacking": bitpacking.decode_miniblock,
     "variable": variable.decode_miniblock,
     "fsst": fsst.decode_miniblock,

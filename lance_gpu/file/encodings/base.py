@@ -47,11 +47,15 @@ class DecodeContext:
         """The same context, naming page ``page`` of the column."""
         return DecodeContext(self.path, self.column, page)
 
-    def corrupt(self, reason: str) -> CorruptFileError:
+    def where(self, reason: str) -> str:
+        """``reason`` prefixed with the column and page it concerns."""
         where = f"column {self.column}: " if self.column >= 0 else ""
         if self.page >= 0:
             where = f"column {self.column} page {self.page}: " if self.column >= 0 else f"page {self.page}: "
-        return CorruptFileError(self.path, where + reason)
+        return where + reason
+
+    def corrupt(self, reason: str) -> CorruptFileError:
+        return CorruptFileError(self.path, self.where(reason))
 
     def unsupported(self, what: str) -> UnsupportedEncodingError:
         where = f" (column {self.column})" if self.column >= 0 else ""

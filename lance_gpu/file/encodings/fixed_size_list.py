@@ -43,10 +43,22 @@ def _chunk_bits(cb: ChunkBuffers, ctx: DecodeContext) -> np.ndarray:
     return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)).astype(np.bool_)
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> FixedWidthBlock:
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> FixedWidthBlock:
+    """Decode the chunks' lists; with ``select`` (positions among them) only those lists:
+    lists of whole-byte flat items without item validity are read straight from the
+    chunks, anything else is decoded whole and selected."""
+    from lance_gpu.file.blocks import select_block
     from lance_gpu.file.encodings import decode_miniblock as inner_decode
+    from lance_gpu.file.encodings import flat
 
     dim = int(enc.items_per_value)
+    if select is not None:
+        inner_enc = enc.values
+        if (not enc.has_validity and inner_enc.WhichOneof("compression") == "flat" and not inner_enc.flat.HasField("data")
+                and int(inner_enc.flat.bits_per_value) % 8 == 0 and int(inner_enc.flat.bits_per_value) > 0 and bufs):
+            bits = int(inner_enc.flat.bits_per_value) * dim
+            return FixedWidthBlock(flat.select_values(bufs[0], bits // 8, select, ctx), bits, int(select.size))
+        return select_block(decode_miniblock(enc, bufs, ctx), select)
     valid = None
     if enc.has_validity:
         if len(bufs) < 2:

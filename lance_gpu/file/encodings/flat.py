@@ -12,12 +12,46 @@ from __future__ import annotations
 import numpy as np
 
 from lance_gpu.cpu import native
-from lance_gpu.file.blocks import FixedWidthBlock
+from lance_gpu.file.blocks import FixedWidthBlock, per_bucket, select_block
 from lance_gpu.file.encodings import general
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 
-def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> FixedWidthBlock:
+#: Value widths (bytes) that a selection gathers as one typed (unsigned) integer each.
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def select_values(cb: ChunkBuffers, width: int, select: np.ndarray, ctx: DecodeContext) -> np.ndarray:
+    """The bytes of the values at positions ``select`` among the chunks' values (``width``
+    bytes each, ``cb.counts[i]`` of them back to back at ``cb.starts[i]``), gathered
+    straight from the chunk data: only the selected values' bytes are read."""
+    need = cb.counts * width
+    if np.any(cb.sizes < need):
+        raise ctx.corrupt("flat chunk shorter than its value count")
+    n = cb.num_values
+    if not select.size:
+        return np.zeros(0, np.uint8)
+    if int(select.min()) < 0 or int(select.max()) >= n:
+        raise ctx.corrupt(f"selected value {int(select.max())} beyond the chunks' {n} values")
+    first = np.zeros(cb.counts.size + 1, np.int64)
+    np.cumsum(cb.counts, out=first[1:])
+    base = cb.starts - first[:-1] * width  # value v of chunk c sits at base[c] + v * width
+    if select.size < 2 or bool(np.all(select[1:] >= select[:-1])):
+        at = select * width + np.repeat(base, per_bucket(select, first))
+    else:
+        at = select * width + base[np.searchsorted(first, select, side="right") - 1]
+    data = cb.data
+    dt = _UINT.get(width)
+    if dt is not None and data.ctypes.data % width == 0 and not np.any(at % width):
+        return data[: data.size - data.size % width].view(dt)[at // width].view(np.uint8)
+    # any other width: the values as opaque items of ``width`` bytes, one item per byte offset
+    items = np.ndarray(shape=(data.size - width + 1,), dtype=np.dtype((np.void, width)), buffer=data, strides=(1,))
+    return items[at].view(np.uint8).reshape(-1)
+
+
+def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> FixedWidthBlock:
+    """Decode the chunks' values; with ``select`` (positions among them) only those values,
+    read straight from the chunks (whole-byte widths) without copying the chunks first."""
     bits = int(enc.bits_per_value)
     if bits <= 0:
         raise ctx.corrupt(f"Flat with {bits} bits per value")
@@ -25,6 +59,10 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Fixed
     n = cb.num_values
     if enc.HasField("data"):
         raise ctx.unsupported("Flat with buffer compression inside a mini-block chunk")
+    if select is not None:
+        if bits % 8:
+            return select_block(decode_miniblock(enc, bufs, ctx), select)
+        return FixedWidthBlock(select_values(cb, bits // 8, select, ctx), bits, int(select.size))
     if bits == 1:
         need = (cb.counts + 7) // 8
         if np.any(cb.sizes < need):

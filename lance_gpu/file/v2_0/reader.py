@@ -57,7 +57,7 @@ def page_encoding(page, ctx: DecodeContext) -> pb.ArrayEncoding:
         enc.ParseFromString(anymsg.value)
     except (DecodeError, RecursionError) as exc:
         raise ctx.corrupt(f"bad ArrayEncoding protobuf ({exc})") from exc
-    check_strict(enc, ctx.path, ctx.corrupt("ArrayEncoding").reason)
+    check_strict(enc, ctx.path, ctx.where("ArrayEncoding"))
     return enc
 
 
@@ -74,7 +74,7 @@ def _check_column_encoding(column, ctx: DecodeContext, t: pa.DataType | None = N
         enc.ParseFromString(anymsg.value)
     except DecodeError as exc:
         raise ctx.corrupt(f"bad ColumnEncoding protobuf ({exc})") from exc
-    check_strict(enc, ctx.path, ctx.corrupt("ColumnEncoding").reason)
+    check_strict(enc, ctx.path, ctx.where("ColumnEncoding"))
     kind = enc.WhichOneof("column_encoding")
     if kind == "blob" and t != BLOB_DESCRIPTION:
         raise ctx.unsupported("2.0 blob column (ColumnEncoding 'blob') read as anything but its descriptors")

@@ -14,11 +14,13 @@ the repetition index (if ``repetition_index_depth > 0``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from lance_gpu.cpu import native
 from lance_gpu.file import encodings
-from lance_gpu.file.blocks import FixedWidthBlock, slice_block
+from lance_gpu.file.blocks import FixedWidthBlock, per_bucket, slice_block
 from lance_gpu.file.encodings import dictionary
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 from lance_gpu.file.page import LeafPage
@@ -56,25 +58,33 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
     return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
 
 
-def chunk_layout(layout, meta: np.ndarray, ctx: DecodeContext) -> tuple[bool, int, np.ndarray, np.ndarray, np.ndarray]:
-    """Parse a mini-block page's chunk metadata (buffer 0) alone: ``(large, num_items,
-    starts, sizes, counts)``, each chunk's byte offset and size in the chunk data buffer and
-    its item count.
+class ChunkLayout(NamedTuple):
+    """Where every chunk of a mini-block page sits, from the chunk metadata alone: chunk
+    ``i`` is ``sizes[i]`` bytes at ``starts[i]`` of the chunk data and holds ``counts[i]``
+    values, the first of them value ``first[i]`` of the page (``first`` has one more entry:
+    the page's value count)."""
 
-    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``):
-    ``((chunk_bytes / 8 - 1) << 4) | log2(items_in_chunk)``, the last chunk holding the rest
-    of ``num_items``.  Raises ``ctx.corrupt`` on a partial word or counts that do not add up.
-    """
+    starts: np.ndarray
+    sizes: np.ndarray
+    counts: np.ndarray
+    first: np.ndarray
+
+
+def chunk_layout(layout, meta: np.ndarray, ctx: DecodeContext) -> ChunkLayout:
+    """Parse a mini-block page's chunk metadata (buffer 0: one little-endian word per chunk,
+    u16, or u32 with ``has_large_chunk``) without touching the chunks; raises
+    ``ctx.corrupt`` when the counts do not add up to ``num_items``."""
     large = bool(layout.has_large_chunk)
     word = 4 if large else 2
     if meta.size % word:
         raise ctx.corrupt("mini-block chunk metadata has a partial word")
     words = meta if meta.ctypes.data % word == 0 else meta.copy()
-    num_items = int(layout.num_items)
-    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), num_items, large)
+    starts, sizes, counts, ok = native.chunk_layout(words.view(np.uint32 if large else np.uint16), int(layout.num_items), large)
     if not ok:
         raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
-    return large, num_items, starts, sizes, counts
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    return ChunkLayout(starts, sizes, counts, first)
 
 
 def chunk_headers(
@@ -94,48 +104,53 @@ def chunk_headers(
     return levels, rep_spans, def_spans, bufs
 
 
-def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext) -> tuple:
-    """Parse a mini-block page's chunk metadata and chunk headers (:func:`chunk_layout`,
-    :func:`chunk_headers`; host side, shared by the CPU decoder and the GPU planner).
+def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext, chunks: ChunkLayout | None = None,
+                keep: np.ndarray | None = None) -> tuple:
+    """Parse a mini-block page's chunk metadata and chunk headers (host side, shared by the
+    CPU decoder and the GPU planner).
 
-    Returns ``(meta, data, large, num_items, starts, sizes, counts, levels, rep_spans,
-    def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    Buffer 0 holds one little-endian word per chunk (u16, or u32 with ``has_large_chunk``);
+    buffer 1 the chunks.  Returns ``(meta, data, large, num_items, starts, sizes, counts,
+    levels, rep_spans, def_spans, value_spans)``; raises ``ctx.corrupt`` when they do not add up.
+    ``keep`` (chunk numbers, ascending): only those chunks' headers are read and described
+    (a selective read touches the chunk data of the chunks holding its rows only);
+    ``chunks``: the page's :func:`chunk_layout`, when the caller keeps it.
     """
     if len(buffers) < 2:
         raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
     meta, data = buffers[0], buffers[1]
-    large, num_items, starts, sizes, counts = chunk_layout(layout, meta, ctx)
+    large = bool(layout.has_large_chunk)
+    if chunks is None:
+        chunks = chunk_layout(layout, meta, ctx)
+    starts, sizes, counts = chunks.starts, chunks.sizes, chunks.counts
+    if keep is not None:
+        starts, sizes, counts = starts[keep], sizes[keep], counts[keep]
     levels, rep_spans, def_spans, bufs = chunk_headers(layout, data, starts, sizes, ctx)
-    return meta, data, large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, bufs
+    return meta, data, large, int(layout.num_items), starts, sizes, counts, levels, rep_spans, def_spans, bufs
 
 
-def select_chunks(counts: np.ndarray, rows: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray]:
+def select_chunks(chunks: ChunkLayout, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The chunks holding the sorted page-local item numbers ``rows`` (ascending chunk
-    indices) and ``rows`` renumbered among the items of those chunks only."""
-    first_item = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=first_item[1:])
-    if rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= int(first_item[-1])):
-        raise ctx.corrupt(f"mini-block page of {int(first_item[-1])} items asked for row {int(rows[-1])}")
-    chunk_of = np.searchsorted(first_item, rows, side="right") - 1
-    new_chunk = np.ones(chunk_of.size, bool)
-    np.not_equal(chunk_of[1:], chunk_of[:-1], out=new_chunk[1:])
-    keep = chunk_of[new_chunk]
+    numbers) and ``rows`` renumbered among those chunks' items (its row minus its chunk's
+    first item, plus the kept items before its chunk).  ``rows`` must lie in the page."""
+    per = per_bucket(rows, chunks.first)
+    keep = np.flatnonzero(per)
     sel_first = np.zeros(keep.size + 1, np.int64)
-    np.cumsum(counts[keep], out=sel_first[1:])
-    local = sel_first[np.cumsum(new_chunk) - 1] + (rows - first_item[chunk_of])
-    return keep, local
+    np.cumsum(chunks.counts[keep], out=sel_first[1:])
+    return keep, rows + np.repeat(sel_first[:-1] - chunks.first[keep], per[keep])
 
 
-def sub_table(layout, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray, ctx: DecodeContext) -> tuple:
-    """:func:`chunk_table` of some chunks of a page, fetched back to back into ``data``
-    (chunk ``i`` of ``sizes`` / ``counts`` at byte ``sum(sizes[:i])``): decoding with it and
-    rows renumbered by :func:`select_chunks` reads nothing else of the page."""
+def packed_layout(sizes: np.ndarray, counts: np.ndarray, data_size: int, ctx: DecodeContext) -> ChunkLayout:
+    """The :class:`ChunkLayout` of some chunks of a page fetched back to back (chunk ``i`` of
+    ``sizes`` / ``counts`` at byte ``sum(sizes[:i])`` of ``data_size`` bytes): decoding with
+    it and rows renumbered by :func:`select_chunks` reads nothing else of the page."""
+    if data_size != int(sizes.sum()):
+        raise ctx.corrupt(f"mini-block chunks of {int(sizes.sum())} bytes read as {data_size}")
     starts = np.zeros(sizes.size, np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    if data.size != int(sizes.sum()):
-        raise ctx.corrupt(f"mini-block chunks of {int(sizes.sum())} bytes read as {data.size}")
-    levels, rep_spans, def_spans, bufs = chunk_headers(layout, data, starts, sizes, ctx)
-    return None, data, bool(layout.has_large_chunk), int(counts.sum()), starts, sizes, counts, levels, rep_spans, def_spans, bufs
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    return ChunkLayout(starts, sizes, counts, first)
 
 
 def decode(
@@ -144,22 +159,19 @@ def decode(
     num_rows: int,
     ctx: DecodeContext,
     rows: np.ndarray | None = None,
-    table: tuple | None = None,
+    chunks: ChunkLayout | None = None,
     span: tuple[int, int] | None = None,
 ) -> LeafPage:
     """Decode a whole mini-block page, or only the chunks holding ``rows`` or ``span``.
 
     With ``rows`` (sorted page-local row numbers; only for pages without repetition, where
-    rows are items) only the chunks holding them are decoded, and the result holds exactly
-    those rows, in order.  With ``span`` (``(start, stop)``, page-local: a run of rows, as
-    streaming reads) the chunks holding it are decoded whole and the run is sliced from
-    them (selective decoders only pay off on scattered rows).  ``table``: this page's
-    :func:`chunk_table`, when the caller keeps it between calls (repeated takes from one
-    page parse its chunk headers once).
+    rows are items) only the chunks holding them are read (their headers included) and
+    decoded, and the result holds exactly those rows, in order.  With ``span`` (``(start,
+    stop)``, page-local: a run of rows, as streaming reads) the chunks holding it are
+    decoded whole and the run is sliced from them (selective decoders only pay off on
+    scattered rows).  ``chunks``: this page's :func:`chunk_layout`, when the caller keeps it
+    between calls (repeated takes from one page parse its chunk metadata once).
     """
-    if table is None:
-        table = chunk_table(layout, buffers, ctx)
-    _meta, data, _large, num_items, _starts, _sizes, counts, levels, rep_spans, def_spans, bufs = table
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     nbuf = int(layout.num_buffers)
@@ -167,11 +179,16 @@ def decode(
     cut: tuple[int, int] | None = None  # a run: (first item, items) sliced from the decoded chunks
     if rows is not None and rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
         span, rows = (int(rows[0]), int(rows[-1]) + 1), None
-    if rows is not None or span is not None:
+    if rows is None and span is None:
+        table = chunk_table(layout, buffers, ctx, chunks)
+    else:
         if has_rep:
             raise ValueError("row selection needs a page without repetition levels")
-        first_item = np.zeros(counts.size + 1, np.int64)
-        np.cumsum(counts, out=first_item[1:])
+        if len(buffers) < 2:
+            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+        if chunks is None:
+            chunks = chunk_layout(layout, buffers[0], ctx)
+        first_item = chunks.first
         if span is not None:
             lo, hi = span
         else:
@@ -185,12 +202,10 @@ def decode(
             cut = (lo - int(first_item[c0]), hi - lo)
         else:
             assert rows is not None
-            keep, local = select_chunks(counts, rows, ctx)
-        counts = counts[keep]
-        levels = levels[keep]
-        rep_spans = rep_spans[keep]
-        def_spans = def_spans[keep]
-        bufs = bufs[keep]
+            keep, local = select_chunks(chunks, rows)
+        table = chunk_table(layout, buffers, ctx, chunks, keep)
+    _meta, data, _large, num_items, _starts, _sizes, counts, levels, rep_spans, def_spans, bufs = table
+    if local is not None or cut is not None:
         num_items = int(counts.sum())
         num_rows = num_items
     chunk_bufs = [
