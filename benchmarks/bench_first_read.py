@@ -11,6 +11,9 @@ that writes the packages' ``__pycache__`` (as pip's install-time compile, or the
 run, leave it).  Without it a machine-wide ``PYTHONDONTWRITEBYTECODE=1`` (as on the shared benchmark box) makes
 every lance_gpu process compile its ~100 source files (0.3-0.6 s), which no installed package pays.
 
+``--after-compile``: per round and dataset, ``python -m lance_gpu compile`` (untimed) fills the fresh cache
+first, then lance_gpu ("compiled": the first read after the README's install command) and pylance are timed.
+
     PYTHONPATH=$PWD python3 benchmarks/bench_first_read.py --rounds 3 issue=PATH second=PATH
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--write-bytecode", action="store_true", help="children use (and first write) __pycache__")
+    ap.add_argument("--after-compile", action="store_true", help="time lance_gpu after `lance-gpu compile` (not cold/warm)")
     ap.add_argument("datasets", nargs="+", help="name=path of a pylance-written dataset")
     args = ap.parse_args()
     base_env: dict[str, str] = {}
@@ -42,7 +47,12 @@ def main() -> None:
             name, path = spec.split("=", 1)
             with tempfile.TemporaryDirectory() as cache:
                 env = {**base_env, "LANCE_GPU_CACHE_DIR": cache}
-                for kind, engine, e in (("cold", "lance_gpu", env), ("warm", "lance_gpu", env), ("pylance", "lance", base_env)):
+                kinds = (("cold", "lance_gpu", env), ("warm", "lance_gpu", env), ("pylance", "lance", base_env))
+                if args.after_compile:
+                    subprocess.run([sys.executable, "-m", "lance_gpu", "compile", "--quiet"], check=True, stdout=subprocess.DEVNULL,
+                                   env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent), **env))
+                    kinds = (("compiled", "lance_gpu", env), ("pylance", "lance", base_env))
+                for kind, engine, e in kinds:
                     load = os.getloadavg()[0]
                     got = child(CHILD_FIRST, engine, path, env=e)
                     print(json.dumps({"round": rnd, "shape": name, "kind": kind, "seconds": round(got["seconds"], 3),

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TextIO
 
-from lance_gpu.cli import convert_cmd, demo, inspect_cmds, maintain_cmds, verify_cmd
+from lance_gpu.cli import compile_cmd, convert_cmd, demo, inspect_cmds, maintain_cmds, verify_cmd
 from lance_gpu.cli._common import UsageError
 from lance_gpu.errors import LanceGpuError
 
@@ -25,6 +25,7 @@ PROG = "lance-gpu"
 EXAMPLES = """\
 examples:
   lance-gpu demo                                   write a sample dataset and read it back
+  lance-gpu compile                                compile the CPU kernels into the per-user cache (once)
   lance-gpu convert events.parquet events.lance    Parquet (or CSV, Arrow IPC, a directory) to Lance
   lance-gpu info events.lance                      schema, versions, fragments, files, indices
   lance-gpu head events.lance -c id,text -f "id > 10"
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
-    for module in (demo, inspect_cmds, convert_cmd, maintain_cmds, verify_cmd):
+    for module in (demo, compile_cmd, inspect_cmds, convert_cmd, maintain_cmds, verify_cmd):
         module.register(sub, common)
     return parser
 

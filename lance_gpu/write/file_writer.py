@@ -354,6 +354,12 @@ class LanceFileWriter:
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:
     if pa.types.is_dictionary(arrays[0].type):
+        if any(a.dictionary.null_count for a in arrays):
+            # Arrow cannot unify dictionaries holding nulls (2.0 files store a null key as a key to a null
+            # item, and read back so): re-encode the values, nulls as null keys.
+            t = arrays[0].type
+            values = pa.concat_arrays([a.cast(t.value_type) for a in arrays]).dictionary_encode()
+            return pa.DictionaryArray.from_arrays(values.indices.cast(t.index_type), values.dictionary)
         chunked = pa.chunked_array(arrays).unify_dictionaries()
         return pa.concat_arrays(chunked.chunks)
     return pa.concat_arrays(arrays)

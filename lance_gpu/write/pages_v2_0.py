@@ -127,7 +127,27 @@ def _dictionary(bufs: _Buffers, arr: pa.Array) -> pb.ArrayEncoding | None:
     return pb.ArrayEncoding(dictionary=pb.Dictionary(indices=ind, items=items, num_dictionary_items=len(unique)))
 
 
+def _arrow_dictionary(bufs: _Buffers, arr: pa.DictionaryArray) -> pb.ArrayEncoding:
+    """An Arrow dictionary column as pylance 14 writes it: ``Dictionary{indices:
+    Nullable{no_nulls{Flat{key bits}}}, items: Binary}`` with the array's own 0-based keys
+    and dictionary; a null key points at one null item appended to the dictionary.
+    Dictionaries of other than strings / binary are written as plain values."""
+    t = arr.type
+    if not any(f(t.value_type) for f in (pa.types.is_string, pa.types.is_binary, pa.types.is_large_string, pa.types.is_large_binary)):
+        return _leaf(bufs, arr.cast(t.value_type), "")
+    items = arr.dictionary
+    keys = arr.indices.to_numpy(zero_copy_only=False)
+    if arr.null_count:
+        keys = arr.indices.fill_null(len(items)).to_numpy(zero_copy_only=False)
+        items = pa.concat_arrays([items, pa.nulls(1, items.type)])
+    ind = _nullable(bufs, None, lambda b: _flat(b, keys, t.index_type.bit_width))
+    enc = _binary(bufs, items)
+    return pb.ArrayEncoding(dictionary=pb.Dictionary(indices=ind, items=enc, num_dictionary_items=len(items)))
+
+
 def _leaf(bufs: _Buffers, arr: pa.Array, path: str) -> pb.ArrayEncoding:
+    if pa.types.is_dictionary(arr.type):
+        return _arrow_dictionary(bufs, arr)
     t = arr.type
     if pa.types.is_null(t):
         return pb.ArrayEncoding(nullable=pb.Nullable(all_nulls=pb.Nullable.AllNull()))
