@@ -26,13 +26,19 @@ def test_gpu_pipeline_under_cuda_simulator() -> None:
     _run_pipeline(simulator=True)
 
 
+@pytest.mark.slow
+def test_gpu_pipeline_slow_cases_under_cuda_simulator() -> None:
+    """The pipeline's heavier cases (every page kind staged from memory:// and S3; the chunks a GPU take decodes)."""
+    _run_pipeline(simulator=True, marks="slow")
+
+
 @pytest.mark.gpu
 def test_gpu_pipeline_on_the_device() -> None:
     """The same tests on a real GPU (CuPy, numba-cuda): skipped where no GPU is usable."""
-    _run_pipeline(simulator=False)
+    _run_pipeline(simulator=False, marks="slow or not slow")
 
 
-def _run_pipeline(*, simulator: bool) -> None:
+def _run_pipeline(*, simulator: bool, marks: str = "not slow") -> None:
     pytest.importorskip("lance")
     env = dict(os.environ)
     if simulator:
@@ -42,7 +48,7 @@ def _run_pipeline(*, simulator: bool) -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     cmd = [
         sys.executable, "-m", "pytest", str(PIPELINE), "-q", "-rs", "-p", "no:cacheprovider", "-o", "addopts=", "--noconftest",
-        "-W", "error::FutureWarning", "--rootdir", str(ROOT),
+        "-m", marks, "-W", "error::FutureWarning", "--rootdir", str(ROOT),
     ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     tail = proc.stdout[-8000:] + proc.stderr[-4000:]

@@ -143,7 +143,7 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
             if progress is not None:
                 progress(version)
             table = coverage_table(rows, version)
-            uri = os.path.join(tmp, f"v{version}.lance")
+            uri = f"{tmp}/v{version}.lance"
             lance_gpu.write_dataset(table, uri, data_storage_version=version, max_rows_per_file=rows // 2)
             _read_all(lance_gpu.dataset(uri, device="cpu"), rows, rng)
     stats = _jitcache.cache_stats()
