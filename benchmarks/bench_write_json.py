@@ -18,14 +18,8 @@ import shutil
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
-
-def _loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:  # pragma: no cover - not Linux
-        return "n/a"
+from bench_write_ops import _loadavg  # sibling script (run as benchmarks/bench_write_json.py)
 
 
 def main() -> None:

@@ -64,6 +64,24 @@ def variable_chunk_bounds(offsets, w, aim):  # pragma: no cover - compiled
 
 
 @njit(**_JIT)
+def _write_variable_chunk(out, pos, offsets, data, a, b, size, w):  # pragma: no cover - compiled
+    """One variable-width chunk buffer at ``out[pos:pos + size]``: the ``b - a + 1`` offsets of
+    values ``a..b`` from the chunk start (``w``-byte LE words, the first one past the offsets
+    themselves), then the values' bytes, then 0x48 padding up to ``size``."""
+    base = (b - a + 1) * w
+    first = offsets[a]
+    for i in range(a, b + 1):
+        v = offsets[i] - first + base
+        o = pos + (i - a) * w
+        for q in range(w):
+            out[o + q] = (v >> (8 * q)) & 0xFF
+    d = pos + base
+    ln = offsets[b] - first
+    out[d : d + ln] = data[first : first + ln]
+    out[d + ln : pos + size] = 0x48
+
+
+@njit(**_JIT)
 def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover - compiled
     """Serialise variable-width mini-block chunks (offsets from the chunk start, then bytes,
     then 0x48 padding to ``sizes``)."""
@@ -73,19 +91,7 @@ def variable_chunks_encode(offsets, data, bounds, sizes, w):  # pragma: no cover
     out = np.empty(total, np.uint8)
     pos = 0
     for c in range(bounds.size - 1):
-        a = bounds[c]
-        b = bounds[c + 1]
-        base = (b - a + 1) * w
-        first = offsets[a]
-        for i in range(a, b + 1):
-            v = offsets[i] - first + base
-            p = pos + (i - a) * w
-            for q in range(w):
-                out[p + q] = (v >> (8 * q)) & 0xFF
-        d = pos + base
-        ln = offsets[b] - first
-        out[d : d + ln] = data[first : first + ln]
-        out[d + ln : pos + sizes[c]] = 0x48
+        _write_variable_chunk(out, pos, offsets, data, bounds[c], bounds[c + 1], sizes[c], w)
         pos += sizes[c]
     return out
 
@@ -114,19 +120,7 @@ def variable_miniblock_page(offsets, data, bounds, sizes, w, head_pad, size_byte
         for q in range(2 + size_bytes, head_pad):
             out[pos + q] = 0xFE
         p = pos + head_pad
-        a = bounds[c]
-        b = bounds[c + 1]
-        base = (b - a + 1) * w
-        first = offsets[a]
-        for i in range(a, b + 1):
-            v = offsets[i] - first + base
-            o = p + (i - a) * w
-            for q in range(w):
-                out[o + q] = (v >> (8 * q)) & 0xFF
-        d = p + base
-        ln = offsets[b] - first
-        out[d : d + ln] = data[first : first + ln]
-        out[d + ln : p + sizes[c]] = 0x48
+        _write_variable_chunk(out, p, offsets, data, bounds[c], bounds[c + 1], sizes[c], w)
         out[p + sizes[c] : pos + chunk_bytes[c]] = 0
         pos += chunk_bytes[c]
     return out, chunk_bytes
