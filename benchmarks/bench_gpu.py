@@ -488,7 +488,9 @@ def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], 
             return tbl.num_rows
         return run
     if key == "pylance_cudf":
-        return lambda: len(cudf.DataFrame.from_arrow(lance.dataset(lance_uri).to_table()))
+        from lance_gpu.gpu._cudf import cudf_arrow_table  # cuDF has no fixed-size list: embeddings become lists
+
+        return lambda: len(cudf.DataFrame.from_arrow(cudf_arrow_table(lance.dataset(lance_uri).to_table())))
     if key == "cudf_parquet":
         return lambda: len(cudf.read_parquet(parquet))
     raise ValueError(key)

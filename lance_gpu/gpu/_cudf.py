@@ -4,7 +4,8 @@
 Each column becomes a ``pylibcudf.Column`` over our device buffers (``gpumemoryview`` of
 CuPy views; integration notes §4): fixed width as is, booleans as BOOL8, strings as chars
 plus an INT32 offsets child (rebased to 0), lists / maps as LIST with INT32 offsets,
-fixed-size lists as LIST over their items, structs with the parent's nulls superimposed on
+fixed-size lists as LIST over their items (cuDF has no fixed-size list; a host copy is
+cast the same way, see :func:`cudf_arrow_type`), structs with the parent's nulls superimposed on
 the children (what ``cudf.DataFrame.from_arrow`` gives).  Null masks are Arrow bitmaps
 padded to 64 bytes.  The cuDF dtype (struct field names, decimals, ...) is then set to
 what ``cudf.Series.from_arrow`` gives for the Arrow type.
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 import cuda_kernels as ck
 from lance_gpu.gpu import _array
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _is_var, _storage
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _is_var
 
 _INT = {
     (8, True): "INT8", (16, True): "INT16", (32, True): "INT32", (64, True): "INT64",
@@ -149,10 +150,30 @@ def to_plc_column(col: DeviceColumn):
     return plc.Column(dtype, n, _view(col.data[: n * w]), mask, nulls, 0, [])
 
 
+def cudf_arrow_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every fixed-size list made a list: cuDF has no fixed-size list type
+    (``cudf.Series.from_arrow`` refuses one), and a LIST column is how it holds embeddings."""
+    if isinstance(t, pa.BaseExtensionType):
+        return t
+    if pa.types.is_fixed_size_list(t) or pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(cudf_arrow_type(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(cudf_arrow_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(cudf_arrow_type(f.type)) for f in t])
+    return t
+
+
+def cudf_arrow_table(table: pa.Table) -> pa.Table:
+    """``table`` cast to the types :func:`cudf_arrow_type` gives (a no-op without fixed-size lists)."""
+    schema = pa.schema([f.with_type(cudf_arrow_type(f.type)) for f in table.schema], metadata=table.schema.metadata)
+    return table if schema.equals(table.schema) else table.cast(schema)
+
+
 def _expected_dtype(t: pa.DataType):
     import cudf
 
-    return cudf.Series.from_arrow(pa.array([], type=t)).dtype
+    return cudf.Series.from_arrow(pa.array([], type=cudf_arrow_type(t))).dtype
 
 
 def column_to_cudf(col: DeviceColumn | pa.Array, name: str):
@@ -161,10 +182,7 @@ def column_to_cudf(col: DeviceColumn | pa.Array, name: str):
 
     if isinstance(col, DeviceColumn):
         try:
-            series = cudf.Series.from_pylibcudf(to_plc_column(col))
-            expected = _expected_dtype(col.type)
-            if series.dtype != expected:
-                series = cudf.Series._from_column(series._column._with_type_metadata(expected))
+            series = _with_dtype(cudf.Series.from_pylibcudf(to_plc_column(col)), _expected_dtype(col.type))
             return series.rename(name)
         except _NoZeroCopy:
             pass
@@ -173,7 +191,22 @@ def column_to_cudf(col: DeviceColumn | pa.Array, name: str):
         arr = col.to_arrow()
     else:
         arr = col
-    return cudf.Series.from_arrow(arr).rename(name)
+    wanted = cudf_arrow_type(arr.type)
+    return cudf.Series.from_arrow(arr if wanted.equals(arr.type) else arr.cast(wanted)).rename(name)
+
+
+def _with_dtype(series, expected):
+    """``series`` over the same device buffers, typed ``expected`` (the struct field names,
+    decimal precision, ... that a pylibcudf column does not carry)."""
+    import cudf
+
+    if series.dtype == expected:
+        return series
+    from cudf.core.column.column import ColumnBase
+
+    if hasattr(ColumnBase, "create"):  # cuDF 26: a column is made with its dtype
+        return cudf.Series._from_column(ColumnBase.create(series._column.plc_column, expected))
+    return cudf.Series._from_column(series._column._with_type_metadata(expected))
 
 
 _warned: set[str] = set()
@@ -194,5 +227,5 @@ def table_to_cudf(table: DeviceTable):
 
     if not table.names:
         return cudf.DataFrame(index=cudf.RangeIndex(table.num_rows))
-    series = [column_to_cudf(c, name) for name, c in zip(table.names, table.columns)]
+    series = [column_to_cudf(c, name) for name, c in zip(table.names, table.columns, strict=True)]
     return cudf.DataFrame({s.name: s for s in series})

@@ -184,7 +184,9 @@ class LanceScanner:
             with _array.legacy_stream():
                 frames.append(dt.to_cudf())
         if not frames:
-            return cudf.DataFrame.from_arrow(self.projected_schema.empty_table())
+            from lance_gpu.gpu._cudf import cudf_arrow_table
+
+            return cudf.DataFrame.from_arrow(cudf_arrow_table(self.projected_schema.empty_table()))
         if len(frames) == 1:
             return frames[0]
         return cudf.concat(frames, ignore_index=True)

@@ -487,6 +487,7 @@ def test_object_store_fullzip_bytes_land_in_the_slabs(monkeypatch):
 
 @pytest.fixture(scope="module")
 def s3():
+    pytest.importorskip("moto", reason="the S3 cases need moto's server (pip install 'lance-gpu[test]')")
     from s3_server import start_s3_server
 
     server = start_s3_server()
