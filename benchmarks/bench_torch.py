@@ -169,7 +169,7 @@ def _subprocess(engine: str, case: str, uri: str, repeat: int) -> dict:
         f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); sys.path.insert(0, {str(HERE)!r}); import bench_torch as b; "
         f"print(json.dumps({call}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

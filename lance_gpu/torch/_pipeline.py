@@ -3,23 +3,27 @@
 
 Memory is bounded: at most ``prefetch`` decoded groups of reads of at most
 ``GROUP_READS * read_rows`` rows in all wait in the queue (a group is one decode: small reads,
-a batch sampler's ranges, share it, so each fragment's row selection is long), the shuffle buffer holds at most ``shuffle_buffer + read_rows + batch_size`` rows
-(gathered in a second thread, at most ``2 * prefetch`` batches ahead), and one batch is being
+a batch sampler's ranges, share it, so each fragment's row selection is long), the shuffle buffer holds at most ``shuffle_buffer`` rows rounded up to whole batches
+(filled in a second thread while the batches of the fill before are handed out: at most
+three fills are held, the one handed out, one queued and one being filled), and one batch is being
 handed out; the source's range reader (:class:`lance_gpu.scan.ranges.RangeReader`) keeps
 at most ``lance_gpu.scan.ranges.DECODED_BYTES`` of decoded columns besides.  Without a shuffle buffer,
 batches are zero-copy slices of the reads (a batch that straddles two reads is concatenated).
 
 Order is deterministic: reads are split and (with ``shuffle_reads``) permuted with ``rng``,
-and each full shuffle buffer is permuted once with ``rng``; the producer thread only reads
+and each shuffle buffer's rows are scattered into a permutation drawn from ``rng``; the producer thread only reads
 ahead, it never reorders.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -228,9 +232,13 @@ def batches_of(
     if shuffle_buffer > 0:
         if rng is None:
             raise ValueError("a shuffle buffer needs an rng")
-        # Gathers run in a second thread (NumPy releases the GIL while copying rows).
-        shuffled = _shuffled_batches(stream, batch_size, drop_last, shuffle_buffer, rng)
-        yield from in_background(shuffled, max(prefetch, 1) * 2, "lance-gpu-torch-shuffle")
+        # Fills run in a second thread (NumPy releases the GIL while copying rows).
+        # A fill's batches (slices of it) pass the queue as one item: the next fill is
+        # scattered while this one's are consumed, and the threads meet once a fill, not
+        # once a batch.
+        fills = _shuffled_fills(stream, batch_size, drop_last, shuffle_buffer, rng)
+        for batches in in_background(fills, 1, "lance-gpu-torch-shuffle"):
+            yield from batches
         return
     parts: list[pa.Table] = []
     have = 0
@@ -249,29 +257,6 @@ def batches_of(
             parts, have = [], 0
     if have and not drop_last:
         yield _one_batch(parts)
-
-
-class _Gatherable:
-    """One buffer's columns, ready for row gathers: fixed-width columns without nulls as NumPy
-    arrays (``[rows, width]`` bytes; a gather is one fancy index), the rest as Arrow."""
-
-    def __init__(self, table: pa.Table) -> None:
-        self.schema = table.schema
-        self.num_rows = table.num_rows
-        self.columns: list[tuple[np.ndarray, pa.DataType] | pa.Array] = []
-        for col in table.columns:
-            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-            self.columns.append(_as_rows(arr))
-
-    def take(self, idx: np.ndarray) -> pa.RecordBatch:
-        arrays = []
-        for c in self.columns:
-            if isinstance(c, tuple):
-                rows, t = c
-                arrays.append(_from_rows(rows[idx], t, idx.size))
-            else:
-                arrays.append(c.take(pa.array(idx)))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 def _as_rows(arr: pa.Array) -> tuple[np.ndarray, pa.DataType] | pa.Array:
@@ -309,34 +294,137 @@ def _from_rows(rows: np.ndarray, t: pa.DataType, n: int) -> pa.Array:
     return pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(rows).view(np.uint8))])
 
 
-def _shuffled_batches(
+#: A fill's rows are scattered by up to this many threads at once (NumPy releases the GIL
+#: while it copies), in pieces of at least :data:`SCATTER_ROWS` rows.  Random writes of whole
+#: rows are bound by memory latency, which a second thread hides: 64Ki rows of 520 bytes
+#: scatter in 5.5 ms on one thread and 3.6 ms on two (the 2-core machine).
+SCATTER_THREADS = min(4, os.cpu_count() or 1)
+SCATTER_ROWS = 8192
+_scatter_pool: tuple[int, ThreadPoolExecutor] | None = None
+_scatter_lock = threading.Lock()
+
+
+def _scatter_threads() -> ThreadPoolExecutor:
+    """This process's scatter pool (a DataLoader worker forked from a parent that had one
+    makes its own: the parent's threads do not exist in the child)."""
+    global _scatter_pool
+    pid = os.getpid()
+    with _scatter_lock:
+        if _scatter_pool is None or _scatter_pool[0] != pid:
+            _scatter_pool = (pid, ThreadPoolExecutor(SCATTER_THREADS - 1, thread_name_prefix="lance-gpu-torch-scatter"))
+        return _scatter_pool[1]
+
+
+def _scatter(slots: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:
+    """``slots[dest] = rows``, split over the scatter threads and this one."""
+    pieces = min(SCATTER_THREADS, len(rows) // SCATTER_ROWS)
+    if pieces <= 1:
+        slots[dest] = rows
+        return
+    bounds = np.linspace(0, len(rows), pieces + 1).astype(np.int64).tolist()
+    pool = _scatter_threads()
+    futures = [pool.submit(_scatter_piece, slots, dest[a:b], rows[a:b]) for a, b in itertools.pairwise(bounds[1:])]
+    slots[dest[: bounds[1]]] = rows[: bounds[1]]
+    for f in futures:
+        f.result()
+
+
+def _scatter_piece(slots: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:
+    slots[dest] = rows
+
+
+class _Fill:
+    """One shuffle buffer being filled: ``size`` row slots, and row ``i`` of the fill (in
+    stream order) bound for slot ``slots[i]``, a seeded permutation drawn when the fill starts.
+
+    Columns that are fixed width (or fixed-size lists of it) and null free in every part are
+    scattered into their slots as the parts arrive: that is the one copy of their rows, and a
+    full fill's batches are then slices of it.  The other columns keep their Arrow parts and
+    are gathered per batch (``take`` of the inverse permutation).  Either way the batches
+    hold the rows in slot order, so every column of a batch holds the same rows.
+
+    A fill short of ``size`` (the stream ended) holds its rows in the order of their slots:
+    a seeded random order still, gathered rather than sliced.
+    """
+
+    def __init__(self, schema: pa.Schema, size: int, rng: np.random.Generator) -> None:
+        self.schema = schema
+        self.size = size
+        self.slots = rng.permutation(size)
+        self.have = 0
+        self.parts: list[pa.Table] = []
+        # per column: the slot buffer (one opaque item per row) and the Arrow type, or None
+        self.rows: list[tuple[np.ndarray, pa.DataType] | None] = [None] * len(schema)
+        self.arrow: set[int] = set()
+
+    def add(self, table: pa.Table) -> None:
+        """Scatter ``table`` (at most ``size - have`` rows) into the next slots."""
+        n = table.num_rows
+        dest = self.slots[self.have : self.have + n]
+        for c, column in enumerate(table.columns):
+            if c in self.arrow:
+                continue
+            at = 0
+            for chunk in column.chunks:
+                got = _as_rows(chunk)
+                if not isinstance(got, tuple):
+                    self.arrow.add(c)
+                    self.rows[c] = None
+                    break
+                rows, t = got
+                held = self.rows[c]
+                if held is None:
+                    # from Arrow's pool, which keeps freed pages: a fresh NumPy allocation of
+                    # this size is mapped anew each fill and faults in every page
+                    slots = np.frombuffer(pa.allocate_buffer(self.size * rows.dtype.itemsize), rows.dtype)
+                    held = self.rows[c] = (slots, t)
+                _scatter(held[0], dest[at : at + len(chunk)], rows)
+                at += len(chunk)
+        self.parts.append(table)
+        self.have += n
+
+    def batches(self, batch_size: int, drop_last: bool) -> Iterator[pa.RecordBatch]:
+        """The fill's rows in slot order, ``batch_size`` at a time (a short fill's last batch
+        may be short, unless ``drop_last``)."""
+        n = self.have
+        order = None if n == self.size else np.sort(self.slots[:n])  # slots held, in order
+        inverse = arrow = None
+        if self.arrow:
+            inverse = np.empty(self.size, np.int64)
+            inverse[self.slots] = np.arange(self.size)
+            table = pa.concat_tables(self.parts) if len(self.parts) > 1 else self.parts[0]
+            arrow = {c: table.column(c).combine_chunks() for c in self.arrow}
+        stop = n - n % batch_size if drop_last else n
+        for a in range(0, stop, batch_size):
+            b = min(a + batch_size, n)
+            picked = slice(a, b) if order is None else order[a:b]
+            arrays = []
+            for c, held in enumerate(self.rows):
+                if held is not None:
+                    arrays.append(_from_rows(held[0][picked], held[1], b - a))
+                else:
+                    assert arrow is not None and inverse is not None
+                    arrays.append(arrow[c].take(pa.array(inverse[picked])))
+            yield pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _shuffled_fills(
     stream: Iterator[tuple[pa.Table, bool]], batch_size: int, drop_last: bool, buffer_rows: int, rng: np.random.Generator
-) -> Iterator[pa.RecordBatch]:
-    """Fill a buffer of ``buffer_rows`` rows, permute it, hand out full batches; the rows left
-    over (fewer than a batch) join the next buffer."""
-    parts: list[pa.Table] = []
-    have = 0
-
-    def drain(final: bool) -> Iterator[pa.RecordBatch]:
-        nonlocal parts, have
-        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        buffer = _Gatherable(table)
-        perm = rng.permutation(buffer.num_rows)
-        full = (buffer.num_rows // batch_size) * batch_size
-        for i in range(0, full, batch_size):
-            yield buffer.take(perm[i : i + batch_size])
-        rest = perm[full:]
-        parts, have = ([pa.Table.from_batches([buffer.take(rest)])], rest.size) if rest.size else ([], 0)
-        if final and have:
-            if not drop_last:
-                yield _one_batch(parts)
-            parts, have = [], 0
-
+) -> Iterator[list[pa.RecordBatch]]:
+    """Rows mixed through fills of ``buffer_rows`` rows rounded up to whole batches (so no row
+    waits for a second fill): each fill's rows are scattered into a seeded permutation of its
+    slots as they arrive, and its batches handed out in slot order, a list per fill."""
+    size = -(-max(buffer_rows, 1) // batch_size) * batch_size
+    fill: _Fill | None = None
     for table, _flush in stream:
-        if table.num_rows:
-            parts.append(table)
-            have += table.num_rows
-        if have >= buffer_rows:
-            yield from drain(False)
-    if have:
-        yield from drain(True)
+        while table.num_rows:
+            if fill is None:
+                fill = _Fill(table.schema, size, rng)
+            take = min(size - fill.have, table.num_rows)
+            fill.add(table.slice(0, take) if take < table.num_rows else table)
+            table = table.slice(take)
+            if fill.have == size:
+                yield list(fill.batches(batch_size, drop_last))
+                fill = None
+    if fill is not None and fill.have:
+        yield list(fill.batches(batch_size, drop_last))
