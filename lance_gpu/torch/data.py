@@ -129,7 +129,9 @@ class LanceDataset(torch.utils.data.IterableDataset):
         :mod:`lance_gpu.torch._device_feed`); ``cpu``: zero-copy host tensors; ``auto``: the GPU
         when usable.
     shuffle_buffer : int, default 65536
-        Rows the shuffle buffer holds.
+        Rows the shuffle buffer holds, rounded up to whole batches: each fill of that many
+        rows is handed out in a seeded random order before the next one starts (0: no row
+        mixing, only the units and reads are shuffled).
     read_rows : int, default 32768
         Rows per read (the unit of the shuffled read order); reads are decoded in groups of up
         to ``2 * read_rows`` rows (the unit of prefetch).
