@@ -180,6 +180,43 @@ def test_pickles_for_spawned_workers(uri) -> None:
     assert int(mds[5]) == int(lance.dataset(uri).take([5]).column("id")[0].as_py())
 
 
+def test_a_pylance_dataset_object_is_read_at_its_version(tmp_path) -> None:
+    """pylance's loader takes a ``lance.LanceDataset``: so does ours (a script changes only its
+    import), read by lance_gpu at that dataset's version."""
+    from lance.torch.data import LanceDataset as PylanceDataset
+
+    path = str(tmp_path / "v.lance")
+    lance.write_dataset(pa.table({"id": np.arange(100, dtype=np.int64)}), path)
+    lance.write_dataset(pa.table({"id": np.arange(100, 150, dtype=np.int64)}), path, mode="append")
+    for version in (1, 2):
+        old = lance.dataset(path, version=version)
+        ours = lt.LanceDataset(old, 32, columns=["id"], device="cpu")
+        assert ours.dataset.version == version
+        # the same rows in the same order (pylance also cuts a short batch at each fragment's end)
+        assert torch.cat(list(ours)).tolist() == torch.cat(list(PylanceDataset(old, 32, columns=["id"]))).tolist()
+    with pytest.raises(TypeError, match="pylance dataset"):
+        lt.LanceDataset(object(), 8)
+
+
+def test_pickled_feed_over_s3_keeps_its_storage_options(s3_server) -> None:
+    """A spawned DataLoader worker gets a pickled feed: over S3 it must reopen the dataset with
+    the storage options it was opened with (endpoint, credentials), at the same version."""
+    import pickle
+
+    uri = s3_server.uri("torch")
+    opts = s3_server.storage_options
+    lance_gpu.write_dataset(pa.table({"id": np.arange(200, dtype=np.int64)}), uri, storage_options=opts, max_rows_per_file=64)
+    ds = lt.LanceDataset(uri, 16, columns=["id"], filter="id % 3 = 0", dataset_options={"storage_options": opts},
+                         shuffle=True, seed=1, shuffle_buffer=48, read_rows=32, device="cpu")
+    first = _ids(ds)
+    lance_gpu.write_dataset(pa.table({"id": np.arange(200, 210, dtype=np.int64)}), uri, mode="append", storage_options=opts)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.dataset.storage_options == opts and copy.dataset.version == ds.dataset.version
+    assert _ids(copy) == first and sorted(first) == list(range(0, 200, 3))
+    mds = pickle.loads(pickle.dumps(lt.LanceMapDataset(uri, columns=["id"], dataset_options={"storage_options": opts})))
+    assert len(mds) == 210 and int(mds[205]) == 205
+
+
 def test_pylance_style_call_of_a_sampler(uri, live_ids) -> None:
     ds = lance_gpu.dataset(uri)
     batches = list(lt.FullScanSampler()(ds, batch_size=50, columns=["id"]))
@@ -296,6 +333,23 @@ def test_tensors_share_arrow_memory(types_uri) -> None:
     out = lt.to_tensor(batch)
     assert out["f64"].data_ptr() == batch.column("f64").buffers()[1].address
     assert out["emb"].data_ptr() == batch.column("emb").values.buffers()[1].address
+
+
+def test_record_batches_of_changing_schemas_convert_by_their_own_types(types_uri) -> None:
+    """to_tensor keeps the last schema's field plans: a batch of another schema (same names,
+    other types, a slice with an offset, an extension type) must still convert by its own."""
+    table = lance.dataset(types_uri).to_table(columns=["i8", "f64", "fst", "bf"])
+    other = pa.table({"i8": pa.array(np.arange(12) * 1.5), "f64": pa.array(np.arange(12), pa.int32()),
+                      "fst": table.column("fst"), "bf": pa.array(np.arange(12), pa.uint64())})
+    for batch, want in [(table, (torch.int8, torch.float64, torch.bfloat16)), (other, (torch.float64, torch.int32, torch.int64)),
+                        (table, (torch.int8, torch.float64, torch.bfloat16))]:
+        rb = batch.combine_chunks().to_batches()[0].slice(3, 7)
+        out = lt.to_tensor(rb)
+        assert (out["i8"].dtype, out["f64"].dtype, out["bf"].dtype) == want
+        assert out["fst"].shape == (7, 2, 3) and torch.equal(out["fst"], torch.arange(18, 60, dtype=torch.float32).reshape(7, 2, 3))
+        assert out["i8"].tolist() == rb.column("i8").to_pylist()
+        general = lt.to_tensor(pa.Table.from_batches([rb]))  # a table takes the per-column path
+        assert all(torch.equal(out[k], general[k]) for k in out)
 
 
 # -- range reads (lance_gpu.scan.ranges; tests/test_scan_ranges.py pins them) ------------------

@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from lance_gpu.torch._pipeline import Feed, batches_of, in_background, split_reads
+from lance_gpu.torch._pipeline import Feed, batches_of, cut, in_background, split_reads, strided
 from lance_gpu.torch._source import ROW_ID
 from lance_gpu.torch.sampler import Read
 from lance_gpu.torch.tensors import (
@@ -237,7 +237,7 @@ def device_batches(feed: Feed) -> Iterator[Any]:
         arrow = _arrow_reads(feed, on_side_stream)
         for batch in batches_of(
             arrow, feed.plan.stride, batch_size=feed.batch_size, drop_last=feed.drop_last,
-            shuffle_buffer=feed.shuffle_buffer, rng=feed.rng, prefetch=feed.prefetch,
+            shuffle_buffer=feed.shuffle_buffer, rng=feed.rng,
         ):
             yield batch if feed.convert is None else _to_device(feed.convert(batch), device)
         return
@@ -269,7 +269,7 @@ def device_batches(feed: Feed) -> Iterator[Any]:
 
     stream: Iterator[tuple[dict[str, Any], bool]] = landed()
     if feed.plan.stride is not None:
-        stream = _strided(stream, feed.plan.stride)
+        stream = strided(stream, feed.plan.stride, _length, _every)
     if feed.shuffle_buffer > 0 and feed.rng is not None:
         gen = torch.Generator().manual_seed(int(feed.rng.integers(2**62)))
         yield from _shuffled(stream, feed, gen, device)
@@ -299,41 +299,15 @@ def _to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
-def _strided(stream: Iterator[tuple[dict[str, Any], bool]], stride: tuple[int, int]) -> Iterator[tuple[dict[str, Any], bool]]:
-    """Rows ``first, first + step, ...`` of the concatenated stream (as the host's)."""
-    first, step = stride
-    seen = 0
-    for rows, flush in stream:
-        n = _length(rows)
-        offset = (first - seen) % step
-        if offset < n:
-            yield {k: v[offset::step] for k, v in rows.items()}, flush
-        seen += n
+def _every(rows: dict[str, Any], offset: int, step: int) -> dict[str, Any]:
+    return {k: v[offset::step] for k, v in rows.items()}
 
 
 def _in_order(stream: Iterator[tuple[dict[str, Any], bool]], feed: Feed) -> Iterator[Any]:
     """Batches cut in reading order (views of the reads; one straddling two is concatenated);
     a flush ends a batch."""
-    bs = feed.batch_size
-    parts: list[dict[str, Any]] = []
-    have = 0
-    for rows, flush in stream:
-        n = _length(rows)
-        at = 0
-        while at < n:
-            take = min(bs - have, n - at)
-            parts.append({k: _rows(v, slice(at, at + take)) for k, v in rows.items()})
-            have += take
-            at += take
-            if have == bs:
-                yield _single({k: _cat([p[k] for p in parts]) for k in parts[0]})
-                parts, have = [], 0
-        if flush and have:
-            if not feed.drop_last:
-                yield _single({k: _cat([p[k] for p in parts]) for k in parts[0]})
-            parts, have = [], 0
-    if have and not feed.drop_last:
-        yield _single({k: _cat([p[k] for p in parts]) for k in parts[0]})
+    for pieces in cut(stream, feed.batch_size, feed.drop_last, _length):
+        yield _single({k: _cat([_rows(rows[k], slice(a, b)) for rows, a, b in pieces]) for k in pieces[0][0]})
 
 
 def _shuffled(stream: Iterator[tuple[dict[str, Any], bool]], feed: Feed, gen: torch.Generator, device: torch.device) -> Iterator[Any]:

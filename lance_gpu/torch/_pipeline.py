@@ -1,18 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The host pipeline: a plan's reads -> (prefetch thread) -> shuffle buffer -> batches.
+"""The host pipeline: a plan's reads -> (prefetch thread) -> units -> batches.
+
+A *unit* is rows that batches are cut from without copying: a record batch of a read (a
+read's table, one per chunk) or, with a shuffle buffer, one whole fill of it.  :func:`cut`
+turns units into batches (lists of ``(unit, start, stop)`` pieces: one piece, a slice of one
+unit, except for a batch that straddles two); the same cutter serves the GPU feed's device
+tensors.  Converted to tensors with :func:`lance_gpu.torch.to_tensor`'s rules, a unit without
+nulls is converted once and its batches are slices of those tensors
+(:func:`converted_batches`); otherwise every batch is converted on its own.
 
 Memory is bounded: at most ``prefetch`` decoded groups of reads of at most
 ``GROUP_READS * read_rows`` rows in all wait in the queue (a group is one decode: small reads,
-a batch sampler's ranges, share it, so each fragment's row selection is long), the shuffle buffer holds at most ``shuffle_buffer`` rows rounded up to whole batches
-(filled in a second thread while the batches of the fill before are handed out: at most
-three fills are held, the one handed out, one queued and one being filled), and one batch is being
-handed out; the source's range reader (:class:`lance_gpu.scan.ranges.RangeReader`) keeps
-at most ``lance_gpu.scan.ranges.DECODED_BYTES`` of decoded columns besides.  Without a shuffle buffer,
-batches are zero-copy slices of the reads (a batch that straddles two reads is concatenated).
+a batch sampler's ranges, share it, so each fragment's row selection is long), the shuffle
+buffer holds at most ``shuffle_buffer`` rows rounded up to whole batches (filled in a second
+thread while the batches of the fill before are handed out: at most three fills are held, the
+one handed out, one queued and one being filled), and one unit is being cut; the source's
+range reader (:class:`lance_gpu.scan.ranges.RangeReader`) keeps at most
+``lance_gpu.scan.ranges.DECODED_BYTES`` of decoded columns besides.  Without a shuffle buffer,
+batches are zero-copy slices of the reads (a batch that straddles two units is concatenated).
 
 Order is deterministic: reads are split and (with ``shuffle_reads``) permuted with ``rng``,
-and each shuffle buffer's rows are scattered into a permutation drawn from ``rng``; the producer thread only reads
-ahead, it never reorders.
+and each shuffle buffer's rows are scattered into a permutation drawn from ``rng``; the
+producer threads only work ahead, they never reorder.
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ import pyarrow as pa
 from lance_gpu.torch.sampler import Plan, Read
 
 _DONE = object()
+#: ``(unit, start, stop)``: rows ``[start, stop)`` of a unit (see :func:`cut`).
+Piece = tuple[Any, int, int]
 # Reads decoded together, in ``read_rows`` units: a batch sampler's 1024-row ranges spread over
 # every fragment, and a window twice the read size halves the row selections per range
 # (decode CPU of a shuffled-batches epoch over 4 fragments 0.44-0.49 s -> 0.34-0.41 s).
@@ -67,9 +78,9 @@ class Feed:
     convert: Callable[[pa.RecordBatch], Any] | None
     tensor_rules: bool
 
-    def host_batches(self) -> Iterator[pa.RecordBatch]:
-        """The feed's batches decoded on the CPU, as Arrow (before ``convert``)."""
-        return host_batches(
+    def pieces(self) -> Iterator[list[Piece]]:
+        """The feed's batches decoded on the CPU, as pieces of Arrow units (:func:`cut`)."""
+        return host_pieces(
             self.source,
             self.plan,
             batch_size=self.batch_size,
@@ -80,6 +91,20 @@ class Feed:
             read_rows=self.read_rows,
             prefetch=self.prefetch,
         )
+
+    def host_batches(self) -> Iterator[pa.RecordBatch]:
+        """The feed's batches decoded on the CPU, as Arrow (before ``convert``)."""
+        return (arrow_batch(p) for p in self.pieces())
+
+    def converted(self) -> Iterator[Any]:
+        """The feed's batches decoded on the CPU and converted: under ``tensor_rules`` each
+        null-free unit once, its batches slices of its tensors (:func:`converted_batches`)."""
+        if self.convert is None:
+            return self.host_batches()
+        if self.tensor_rules:
+            return converted_batches(self.pieces(), self.convert)
+        convert = self.convert
+        return (convert(arrow_batch(p)) for p in self.pieces())
 
 
 def split_reads(reads: list[Read], read_rows: int, rng: np.random.Generator | None) -> list[Read]:
@@ -173,27 +198,121 @@ def prefetched(source, reads: list[Read], prefetch: int, group_rows: int = 32_76
         yield from group
 
 
-def _strided(stream: Iterator[tuple[pa.Table, bool]], stride: tuple[int, int]) -> Iterator[tuple[pa.Table, bool]]:
-    """Rows ``first, first + step, ...`` of the concatenated stream."""
+def strided(
+    stream: Iterator[tuple[Any, bool]], stride: tuple[int, int], length: Callable[[Any], int], every: Callable[[Any, int, int], Any]
+) -> Iterator[tuple[Any, bool]]:
+    """Rows ``first, first + step, ...`` of the concatenated stream; ``every(rows, offset,
+    step)`` picks rows ``offset, offset + step, ...`` of one item (of ``length(rows)`` rows)."""
     first, step = stride
     seen = 0
-    for table, flush in stream:
-        n = table.num_rows
+    for rows, flush in stream:
+        n = length(rows)
         offset = (first - seen) % step
         if offset < n:
-            yield table.take(pa.array(np.arange(offset, n, step, dtype=np.int64))), flush
+            yield every(rows, offset, step), flush
         seen += n
 
 
-def _one_batch(parts: list[pa.Table]) -> pa.RecordBatch:
-    table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-    batches = table.combine_chunks().to_batches() if table.num_rows else []
-    if len(batches) == 1:
-        return batches[0]
-    return pa.RecordBatch.from_pylist([], schema=table.schema) if not batches else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+def _every(table: pa.Table, offset: int, step: int) -> pa.Table:
+    return table.take(pa.array(np.arange(offset, table.num_rows, step, dtype=np.int64)))
 
 
-def host_batches(
+
+def cut(stream: Iterator[tuple[Any, bool]], batch_size: int, drop_last: bool, length: Callable[[Any], int]) -> Iterator[list[Piece]]:
+    """The batches of a stream of ``(unit, flush)``, in order: each a list of ``(unit, start,
+    stop)`` pieces of ``batch_size`` rows in all (one piece unless the batch straddles units).
+    A flush ends a batch early; the short batch of a flush or of the stream's end is dropped
+    with ``drop_last``.  ``length(unit)`` is its row count."""
+    parts: list[Piece] = []
+    have = 0
+    for rows, flush in stream:
+        n = length(rows)
+        at = 0
+        while at < n:
+            take = min(batch_size - have, n - at)
+            parts.append((rows, at, at + take))
+            have += take
+            at += take
+            if have == batch_size:
+                yield parts
+                parts, have = [], 0
+        if flush and have:
+            if not drop_last:
+                yield parts
+            parts, have = [], 0
+    if have and not drop_last:
+        yield parts
+
+
+def _record_batches(stream: Iterator[tuple[pa.Table, bool]]) -> Iterator[tuple[pa.RecordBatch | pa.Table, bool]]:
+    """Each read's table as its record batches (zero-copy, one per run of aligned chunks),
+    the read's flush on the last; an empty read passes as it is (its flush still counts)."""
+    for table, flush in stream:
+        batches = table.to_batches()
+        if not batches:
+            yield table, flush
+            continue
+        for rb in batches[:-1]:
+            yield rb, False
+        yield batches[-1], flush
+
+
+def _num_rows(unit: pa.RecordBatch | pa.Table) -> int:
+    return unit.num_rows
+
+
+def arrow_batch(pieces: list[Piece]) -> pa.RecordBatch:
+    """One batch of Arrow units' pieces: a zero-copy slice of one unit, or the pieces concatenated."""
+    if len(pieces) == 1:
+        unit, a, b = pieces[0]
+        return unit.slice(a, b - a)
+    return pa.Table.from_batches([unit.slice(a, b - a) for unit, a, b in pieces]).combine_chunks().to_batches()[0]
+
+
+def _has_nulls(arr: pa.Array) -> bool:
+    """Nulls in ``arr`` or in the items of its fixed-size lists (extension storage included)."""
+    while True:
+        if arr.null_count:
+            return True
+        if isinstance(arr, pa.ExtensionArray):
+            arr = arr.storage
+            continue
+        if not pa.types.is_fixed_size_list(arr.type):
+            return False
+        d = arr.type.list_size
+        arr = arr.values.slice(arr.offset * d, len(arr) * d)
+
+
+def _slice_converted(value: Any, a: int, b: int) -> Any:
+    if isinstance(value, dict):
+        return {k: v[a:b] for k, v in value.items()}
+    return value[a:b]
+
+
+def converted_batches(batches: Iterator[list[Piece]], convert: Callable[[pa.RecordBatch], Any]) -> Iterator[Any]:
+    """``convert`` (a conversion by :func:`lance_gpu.torch.to_tensor`'s rules, row for row) of
+    each batch of Arrow pieces.  A unit free of nulls is converted once, its batches being
+    slices of the result: what converting each slice gives, without the per-batch cost.  A
+    unit with nulls (whose masks, or ``NullValueError``, depend on the rows of each batch) and a
+    batch straddling units are converted batch by batch."""
+    unit: Any = None
+    whole: Any = None
+    for pieces in batches:
+        if len(pieces) == 1:
+            rows, a, b = pieces[0]
+            if a == 0 and b == rows.num_rows:
+                yield convert(rows)
+                continue
+            if rows is not unit:
+                unit = rows
+                whole = None if any(_has_nulls(c) for c in rows.columns) else convert(rows)
+            if whole is not None:
+                yield _slice_converted(whole, a, b)
+                continue
+        yield convert(arrow_batch(pieces))
+
+
+def host_pieces(
     source,
     plan: Plan,
     *,
@@ -204,14 +323,36 @@ def host_batches(
     shuffle_reads: bool = False,
     read_rows: int = 65_536,
     prefetch: int = 2,
-) -> Iterator[pa.RecordBatch]:
-    """Batches of ``batch_size`` rows (the last may be short unless ``drop_last``) of the
-    plan's reads, decoded on the CPU by ``source``."""
+) -> Iterator[list[Piece]]:
+    """The batches (as pieces of Arrow units, see :func:`cut`) of ``batch_size`` rows (the last
+    may be short unless ``drop_last``) of the plan's reads, decoded on the CPU by ``source``."""
     reads = split_reads(plan.reads, max(int(read_rows), 1), rng if shuffle_reads else None)
     stream = prefetched(source, reads, prefetch, GROUP_READS * max(int(read_rows), 1))
-    yield from batches_of(
-        stream, plan.stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng, prefetch=prefetch
-    )
+    return batch_pieces(stream, plan.stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng)
+
+
+def batch_pieces(
+    stream: Iterator[tuple[pa.Table, bool]],
+    stride: tuple[int, int] | None,
+    *,
+    batch_size: int,
+    drop_last: bool = False,
+    shuffle_buffer: int = 0,
+    rng: np.random.Generator | None = None,
+) -> Iterator[list[Piece]]:
+    """The batches of a stream of ``(table, flush)`` reads (whoever decoded them), as pieces of
+    units: every ``stride``'s row kept, then cut in order (a flush ends a batch), or, with
+    ``shuffle_buffer``, mixed through the buffer (each fill a unit)."""
+    if stride is not None:
+        stream = strided(stream, stride, _num_rows, _every)
+    if shuffle_buffer <= 0:
+        return cut(_record_batches(stream), batch_size, drop_last, _num_rows)
+    if rng is None:
+        raise ValueError("a shuffle buffer needs an rng")
+    # Fills run in a second thread (NumPy releases the GIL while copying rows): the next fill
+    # is scattered while this one's batches are consumed, and the threads meet once a fill.
+    fills = _shuffled_fills(stream, batch_size, shuffle_buffer, rng)
+    return cut(((fill, True) for fill in in_background(fills, 1, "lance-gpu-torch-shuffle")), batch_size, drop_last, _num_rows)
 
 
 def batches_of(
@@ -222,41 +363,10 @@ def batches_of(
     drop_last: bool = False,
     shuffle_buffer: int = 0,
     rng: np.random.Generator | None = None,
-    prefetch: int = 2,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of a stream of ``(table, flush)`` reads (whoever decoded them): every
-    ``stride``'s row kept, then cut in order (a flush ends a batch), or, with
-    ``shuffle_buffer``, mixed through the buffer."""
-    if stride is not None:
-        stream = _strided(stream, stride)
-    if shuffle_buffer > 0:
-        if rng is None:
-            raise ValueError("a shuffle buffer needs an rng")
-        # Fills run in a second thread (NumPy releases the GIL while copying rows).
-        # A fill's batches (slices of it) pass the queue as one item: the next fill is
-        # scattered while this one's are consumed, and the threads meet once a fill, not
-        # once a batch.
-        fills = _shuffled_fills(stream, batch_size, drop_last, shuffle_buffer, rng)
-        for batches in in_background(fills, 1, "lance-gpu-torch-shuffle"):
-            yield from batches
-        return
-    parts: list[pa.Table] = []
-    have = 0
-    for table, flush in stream:
-        while table.num_rows:
-            take = min(batch_size - have, table.num_rows)
-            parts.append(table.slice(0, take))
-            have += take
-            table = table.slice(take)
-            if have == batch_size:
-                yield _one_batch(parts)
-                parts, have = [], 0
-        if flush and have:
-            if not drop_last:
-                yield _one_batch(parts)
-            parts, have = [], 0
-    if have and not drop_last:
-        yield _one_batch(parts)
+    """:func:`batch_pieces` as ``pyarrow.RecordBatch``\\ es."""
+    pieces = batch_pieces(stream, stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng)
+    return (arrow_batch(p) for p in pieces)
 
 
 def _as_rows(arr: pa.Array) -> tuple[np.ndarray, pa.DataType] | pa.Array:
@@ -383,37 +493,33 @@ class _Fill:
         self.parts.append(table)
         self.have += n
 
-    def batches(self, batch_size: int, drop_last: bool) -> Iterator[pa.RecordBatch]:
-        """The fill's rows in slot order, ``batch_size`` at a time (a short fill's last batch
-        may be short, unless ``drop_last``)."""
+    def record_batch(self) -> pa.RecordBatch:
+        """The fill's rows in slot order: views of the scattered columns (a full fill), the
+        other columns gathered by the inverse permutation.  A short fill (the stream ended)
+        holds the rows of the slots it filled, in slot order (gathered)."""
         n = self.have
-        order = None if n == self.size else np.sort(self.slots[:n])  # slots held, in order
-        inverse = arrow = None
+        picked: slice | np.ndarray = slice(0, n) if n == self.size else np.sort(self.slots[:n])
+        gathered: pa.Array | None = None
         if self.arrow:
             inverse = np.empty(self.size, np.int64)
             inverse[self.slots] = np.arange(self.size)
+            gathered = pa.array(inverse[picked])
             table = pa.concat_tables(self.parts) if len(self.parts) > 1 else self.parts[0]
-            arrow = {c: table.column(c).combine_chunks() for c in self.arrow}
-        stop = n - n % batch_size if drop_last else n
-        for a in range(0, stop, batch_size):
-            b = min(a + batch_size, n)
-            picked = slice(a, b) if order is None else order[a:b]
-            arrays = []
-            for c, held in enumerate(self.rows):
-                if held is not None:
-                    arrays.append(_from_rows(held[0][picked], held[1], b - a))
-                else:
-                    assert arrow is not None and inverse is not None
-                    arrays.append(arrow[c].take(pa.array(inverse[picked])))
-            yield pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        arrays = []
+        for c, held in enumerate(self.rows):
+            if held is not None:
+                arrays.append(_from_rows(held[0][picked], held[1], n))
+            else:
+                arrays.append(table.column(c).combine_chunks().take(gathered))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 def _shuffled_fills(
-    stream: Iterator[tuple[pa.Table, bool]], batch_size: int, drop_last: bool, buffer_rows: int, rng: np.random.Generator
-) -> Iterator[list[pa.RecordBatch]]:
-    """Rows mixed through fills of ``buffer_rows`` rows rounded up to whole batches (so no row
-    waits for a second fill): each fill's rows are scattered into a seeded permutation of its
-    slots as they arrive, and its batches handed out in slot order, a list per fill."""
+    stream: Iterator[tuple[pa.Table, bool]], batch_size: int, buffer_rows: int, rng: np.random.Generator
+) -> Iterator[pa.RecordBatch]:
+    """Rows mixed through fills of ``buffer_rows`` rows rounded up to whole batches (so no batch
+    straddles two fills): each fill's rows are scattered into a seeded permutation of its slots
+    as they arrive, and the fill handed out whole, in slot order."""
     size = -(-max(buffer_rows, 1) // batch_size) * batch_size
     fill: _Fill | None = None
     for table, _flush in stream:
@@ -424,7 +530,7 @@ def _shuffled_fills(
             fill.add(table.slice(0, take) if take < table.num_rows else table)
             table = table.slice(take)
             if fill.have == size:
-                yield list(fill.batches(batch_size, drop_last))
+                yield fill.record_batch()
                 fill = None
     if fill is not None and fill.have:
-        yield list(fill.batches(batch_size, drop_last))
+        yield fill.record_batch()

@@ -37,22 +37,11 @@ if TYPE_CHECKING:
 ROW_ID = "_rowid"
 
 
-def dataset_ref(ds) -> tuple[str, int]:
-    """What a pickled feed keeps of its dataset: URI and version (spawned DataLoader workers
-    reopen that exact version)."""
-    return (ds.uri, int(ds.version))
-
-
-def open_ref(ref: tuple[str, int]):
-    import lance_gpu
-
-    return lance_gpu.dataset(ref[0], ref[1])
-
-
 class RowSource:
     """The columns, filter and row-id choice of one training feed over one dataset version.
 
-    Picklable (DataLoader workers get a copy): it holds the dataset and plain values only.
+    Picklable (DataLoader workers get a copy): it holds the dataset (which reopens the same
+    version with the same storage options) and plain values only.
     """
 
     def __init__(self, ds, columns: Sequence[str] | None, filter, with_row_id: bool) -> None:  # noqa: A002
@@ -81,12 +70,10 @@ class RowSource:
         state = dict(self.__dict__)
         state["_compiled"] = None  # rebuilt from the filter text / expression
         state["_ranges"] = None
-        state["ds"] = dataset_ref(self.ds)
-        return state
+        return state  # the dataset pickles as its URI, version and storage options
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.ds = open_ref(self.ds)
         if self.filter is not None:
             from lance_gpu.filter import parse_filter
 

@@ -16,7 +16,7 @@ import torch.utils.data
 
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.torch._pipeline import Feed
-from lance_gpu.torch._source import RowSource, dataset_ref
+from lance_gpu.torch._source import RowSource
 from lance_gpu.torch.sampler import (
     FullScanSampler,
     Sampler,
@@ -37,7 +37,12 @@ def _open(dataset, dataset_options: Mapping[str, Any] | None):
         return dataset
     if isinstance(dataset, str | os.PathLike):
         return lance_gpu.dataset(dataset, **dict(dataset_options or {}))
-    raise TypeError(f"dataset must be a URI or a lance_gpu.LanceDataset, not {type(dataset).__name__}")
+    uri, version = getattr(dataset, "uri", None), getattr(dataset, "version", None)
+    if isinstance(uri, str) and isinstance(version, int):
+        # a pylance ``lance.LanceDataset`` (what pylance's loader takes): the same version,
+        # read by lance_gpu; its storage options are its own, pass them in dataset_options
+        return lance_gpu.dataset(uri, version, **dict(dataset_options or {}))
+    raise TypeError(f"dataset must be a URI, a lance_gpu.LanceDataset or a pylance dataset, not {type(dataset).__name__}")
 
 
 def _pin(value: Any) -> Any:
@@ -83,8 +88,9 @@ class LanceDataset(torch.utils.data.IterableDataset):
 
     Parameters
     ----------
-    dataset : str, os.PathLike or lance_gpu.LanceDataset
-        The dataset (a URI is opened with ``lance_gpu.dataset(uri, **dataset_options)``).
+    dataset : str, os.PathLike, lance_gpu.LanceDataset or lance.LanceDataset
+        The dataset (a URI is opened with ``lance_gpu.dataset(uri, **dataset_options)``; a
+        pylance dataset's URI is opened at its version the same way, read by lance_gpu).
     batch_size : int
         Rows per batch; every batch is full except the last of each rank and worker
         (dropped with ``drop_last``) and a :class:`ShardedBatchSampler`'s short range.
@@ -218,15 +224,6 @@ class LanceDataset(torch.utils.data.IterableDataset):
         if self.samples and filter is not None:
             raise UnsupportedFeatureError("samples= with a filter is not supported")
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["dataset"] = dataset_ref(self.dataset)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.dataset = self._source.ds  # reopened at the same version by RowSource
-
     def __repr__(self) -> str:
         return f"LanceGpuTorchDataset({self.dataset.uri}, batch_size={self.batch_size}, shuffle={self.shuffle})"
 
@@ -339,8 +336,12 @@ class LanceDataset(torch.utils.data.IterableDataset):
 
             yield from device_batches(self.feed())
             return
-        for batch in self.arrow_batches():
-            yield self._convert(batch)
+        sampler = self.resolved_sampler()
+        if self.samples or not isinstance(sampler, Sampler):
+            for batch in self.arrow_batches():
+                yield self._convert(batch)
+            return
+        yield from self.feed(sampler).converted()
 
 
 def identity_collate(batch: Any) -> Any:
@@ -359,8 +360,8 @@ class LanceMapDataset(torch.utils.data.Dataset):
 
     Parameters
     ----------
-    dataset : str, os.PathLike or lance_gpu.LanceDataset
-        The dataset.
+    dataset : str, os.PathLike, lance_gpu.LanceDataset or lance.LanceDataset
+        The dataset (as :class:`LanceDataset`).
     columns : list of str, optional
         Columns to read.
     with_row_id : bool, default False
@@ -392,15 +393,6 @@ class LanceMapDataset(torch.utils.data.Dataset):
 
     def __len__(self) -> int:
         return self._source.num_rows
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["dataset"] = dataset_ref(self.dataset)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.dataset = self._source.ds  # reopened at the same version by RowSource
 
     def _convert(self, table: pa.Table) -> Any:
         fn = self._to_tensor_fn

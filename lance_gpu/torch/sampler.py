@@ -107,11 +107,12 @@ class Sampler(ABC):
         with_row_id: bool = False,
         **kwargs: Any,
     ) -> Iterator[pa.RecordBatch]:
-        from lance_gpu.torch._pipeline import host_batches
+        from lance_gpu.torch._pipeline import arrow_batch, host_pieces
         from lance_gpu.torch._source import RowSource
 
         source = RowSource(ds, columns, filter, with_row_id)
-        yield from host_batches(source, self.plan(source, batch_size), batch_size=batch_size, prefetch=2)
+        for pieces in host_pieces(source, self.plan(source, batch_size), batch_size=batch_size, prefetch=2):
+            yield arrow_batch(pieces)
 
 
 class ShardedFragmentSampler(Sampler):

@@ -172,8 +172,11 @@ def _fast(arr: pa.Array, t: pa.DataType, bf16: bool, uint64_as_int64: bool) -> t
         layout = _fast_layout(t, bf16)
     except TypeError:  # an unhashable (extension) type somewhere inside
         return None
-    if layout is None:
-        return None
+    return None if layout is None else _fast_tensor(arr, layout, bf16, uint64_as_int64)
+
+
+def _fast_tensor(arr: pa.Array, layout: tuple[int, np.dtype, tuple[int, ...]], bf16: bool, uint64_as_int64: bool) -> torch.Tensor | None:
+    """:func:`_fast` for a column whose :func:`_fast_layout` is ``layout``."""
     depth, dtype, shape = layout
     leaf = arr
     for _ in range(depth):
@@ -190,6 +193,37 @@ def _fast(arr: pa.Array, t: pa.DataType, bf16: bool, uint64_as_int64: bool) -> t
     elif uint64_as_int64 and tensor.dtype == torch.uint64:
         tensor = tensor.view(torch.int64)
     return tensor.reshape(len(arr), *shape) if shape else tensor
+
+
+#: ``(name, metadata, storage?, fast layout or None, bfloat16?, fixed_shape_tensor shape or None)``
+#: per field: what :func:`to_tensor` needs to know of a schema before it sees a column.
+_FieldPlan = tuple[str, Any, bool, tuple[int, np.dtype, tuple[int, ...]] | None, bool, tuple[int, ...] | None]
+
+
+def _field_plan(field: pa.Field) -> _FieldPlan:
+    t = field.type
+    try:
+        if isinstance(t, pa.FixedShapeTensorType):
+            return field.name, field.metadata, True, _fast_layout(t.storage_type, False), False, tuple(int(x) for x in t.shape)
+        bf16 = _ext_name(t, field.metadata) == BF16
+        return field.name, field.metadata, False, _fast_layout(t, bf16), bf16, None
+    except TypeError:  # an unhashable (extension) type somewhere inside
+        return field.name, field.metadata, False, None, False, None
+
+
+_last_plan: tuple[pa.Schema, list[_FieldPlan]] | None = None
+
+
+def _schema_plan(schema: pa.Schema) -> list[_FieldPlan]:
+    """The field plans of ``schema``; the last schema's are kept (a feed converts batch after
+    batch of one schema: hashing a schema costs more than comparing it with the last)."""
+    global _last_plan
+    last = _last_plan
+    if last is not None and (last[0] is schema or last[0] == schema):
+        return last[1]
+    plan = [_field_plan(f) for f in schema]
+    _last_plan = (schema, plan)
+    return plan
 
 
 def column_to_tensor(
@@ -274,7 +308,9 @@ def to_tensor(
     if nulls not in NULL_RULES:
         raise ValueError(f"nulls must be one of {NULL_RULES}, not {nulls!r}")
     decode = decode or {}
-    if isinstance(batch, pa.RecordBatch | pa.Table):
+    if isinstance(batch, pa.RecordBatch):
+        return _record_batch_tensors(batch, uint64_as_int64, nulls, decode)
+    if isinstance(batch, pa.Table):
         names = batch.schema.names
         metas = {f.name: f.metadata for f in batch.schema}
         getter = batch.column
@@ -289,6 +325,30 @@ def to_tensor(
             out[name] = decode[name](arr)
             continue
         value, valid = column_to_tensor(name, arr, meta=metas.get(name), nulls=nulls, uint64_as_int64=uint64_as_int64)
+        out[name] = value
+        if valid is not None:
+            out[f"{name}_valid"] = valid
+    if len(out) == 1:
+        return next(iter(out.values()))
+    return out
+
+
+def _record_batch_tensors(batch: pa.RecordBatch, uint64_as_int64: bool, nulls: str, decode: Mapping[str, Callable[[pa.Array], Any]]) -> dict[str, Any] | torch.Tensor:
+    """:func:`to_tensor` of a record batch: its schema's field plans (:func:`_schema_plan`) take
+    null-free fixed-width columns straight to tensors; the rest go through
+    :func:`column_to_tensor`."""
+    out: dict[str, Any] = {}
+    for i, (name, meta, storage, layout, bf16, shape) in enumerate(_schema_plan(batch.schema)):
+        arr = batch.column(i)
+        if name in decode:
+            out[name] = decode[name](arr)
+            continue
+        if layout is not None and arr.null_count == 0:
+            tensor = _fast_tensor(arr.storage if storage else arr, layout, bf16, uint64_as_int64)
+            if tensor is not None:
+                out[name] = tensor.reshape(len(arr), *shape) if shape is not None else tensor
+                continue
+        value, valid = column_to_tensor(name, arr, meta=meta, nulls=nulls, uint64_as_int64=uint64_as_int64)
         out[name] = value
         if valid is not None:
             out[f"{name}_valid"] = valid
