@@ -355,18 +355,9 @@ def batch_pieces(
     return cut(((fill, True) for fill in in_background(fills, 1, "lance-gpu-torch-shuffle")), batch_size, drop_last, _num_rows)
 
 
-def batches_of(
-    stream: Iterator[tuple[pa.Table, bool]],
-    stride: tuple[int, int] | None,
-    *,
-    batch_size: int,
-    drop_last: bool = False,
-    shuffle_buffer: int = 0,
-    rng: np.random.Generator | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """:func:`batch_pieces` as ``pyarrow.RecordBatch``\\ es."""
-    pieces = batch_pieces(stream, stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng)
-    return (arrow_batch(p) for p in pieces)
+def batches_of(stream: Iterator[tuple[pa.Table, bool]], stride: tuple[int, int] | None, **options: Any) -> Iterator[pa.RecordBatch]:
+    """:func:`batch_pieces` (same ``options``) as ``pyarrow.RecordBatch``\\ es."""
+    return (arrow_batch(p) for p in batch_pieces(stream, stride, **options))
 
 
 def _as_rows(arr: pa.Array) -> tuple[np.ndarray, pa.DataType] | pa.Array:

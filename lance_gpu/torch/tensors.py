@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -308,38 +308,16 @@ def to_tensor(
     if nulls not in NULL_RULES:
         raise ValueError(f"nulls must be one of {NULL_RULES}, not {nulls!r}")
     decode = decode or {}
+    columns: Iterable[tuple[_FieldPlan, Any]]
     if isinstance(batch, pa.RecordBatch):
-        return _record_batch_tensors(batch, uint64_as_int64, nulls, decode)
-    if isinstance(batch, pa.Table):
-        names = batch.schema.names
-        metas = {f.name: f.metadata for f in batch.schema}
-        getter = batch.column
+        # the schema's field plans take null-free fixed-width columns straight to tensors
+        columns = zip(_schema_plan(batch.schema), batch.columns, strict=True)
+    elif isinstance(batch, pa.Table):
+        columns = (((f.name, f.metadata, False, None, False, None), col) for f, col in zip(batch.schema, batch.columns, strict=True))
     else:
-        names = list(batch.keys())
-        metas = {}
-        getter = batch.__getitem__
+        columns = (((name, None, False, None, False, None), arr) for name, arr in batch.items())
     out: dict[str, Any] = {}
-    for name in names:
-        arr = getter(name)
-        if name in decode:
-            out[name] = decode[name](arr)
-            continue
-        value, valid = column_to_tensor(name, arr, meta=metas.get(name), nulls=nulls, uint64_as_int64=uint64_as_int64)
-        out[name] = value
-        if valid is not None:
-            out[f"{name}_valid"] = valid
-    if len(out) == 1:
-        return next(iter(out.values()))
-    return out
-
-
-def _record_batch_tensors(batch: pa.RecordBatch, uint64_as_int64: bool, nulls: str, decode: Mapping[str, Callable[[pa.Array], Any]]) -> dict[str, Any] | torch.Tensor:
-    """:func:`to_tensor` of a record batch: its schema's field plans (:func:`_schema_plan`) take
-    null-free fixed-width columns straight to tensors; the rest go through
-    :func:`column_to_tensor`."""
-    out: dict[str, Any] = {}
-    for i, (name, meta, storage, layout, bf16, shape) in enumerate(_schema_plan(batch.schema)):
-        arr = batch.column(i)
+    for (name, meta, storage, layout, bf16, shape), arr in columns:
         if name in decode:
             out[name] = decode[name](arr)
             continue
