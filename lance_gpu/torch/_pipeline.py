@@ -217,7 +217,6 @@ def _every(table: pa.Table, offset: int, step: int) -> pa.Table:
     return table.take(pa.array(np.arange(offset, table.num_rows, step, dtype=np.int64)))
 
 
-
 def cut(stream: Iterator[tuple[Any, bool]], batch_size: int, drop_last: bool, length: Callable[[Any], int]) -> Iterator[list[Piece]]:
     """The batches of a stream of ``(unit, flush)``, in order: each a list of ``(unit, start,
     stop)`` pieces of ``batch_size`` rows in all (one piece unless the batch straddles units).
