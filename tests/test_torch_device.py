@@ -141,3 +141,30 @@ def test_device_custom_to_tensor_fn_gets_record_batches(uri) -> None:
     raw = list(lt.LanceDataset(uri, 8, columns=["id", "emb"], device="cuda", to_tensor_fn=None))
     assert all(isinstance(b, pa.RecordBatch) for b in raw)
     assert pa.Table.from_batches(raw).equals(pa.Table.from_batches(list(lt.LanceDataset(uri, 8, columns=["id", "emb"], device="cpu", to_tensor_fn=None))))
+
+
+def test_device_feed_plans_within_the_callers_memory_limit(uri, monkeypatch) -> None:
+    """The GPU reader's budget rules apply to the feed: a ``memory_limit`` entered around the
+    loop (thread-local) is the budget its prefetch thread plans with, for both conversions."""
+    import threading
+
+    from lance_gpu.gpu import memory, memory_limit
+
+    seen: list[tuple[str, int]] = []
+    real = memory.memory_budget
+
+    def spy() -> int:
+        budget = real()
+        seen.append((threading.current_thread().name, budget))
+        return budget
+
+    monkeypatch.setattr(memory, "memory_budget", spy)
+    with memory_limit(12_345_678):
+        dev = _batches(uri, "cuda")
+        custom = list(lt.LanceDataset(uri, 8, columns=["id"], device="cuda", to_tensor_fn=lambda b, **kw: b.num_rows))
+    assert sum(custom) == 39 and sum(len(b["id"]) for b in dev) == 39
+    prefetch = [budget for name, budget in seen if name.startswith("lance-gpu-torch-device-prefetch")]
+    assert prefetch and set(prefetch) == {12_345_678}
+    seen.clear()
+    _batches(uri, "cuda")
+    assert seen and 12_345_678 not in {budget for _name, budget in seen}

@@ -31,7 +31,7 @@ _state = threading.local()
 _global: list[int | None] = [None]
 _allocator_done: list[bool] = [False]
 
-__all__ = ["ENV_LIMIT", "memory_budget", "memory_limit", "set_memory_limit", "use_rmm_if_available"]
+__all__ = ["ENV_LIMIT", "memory_budget", "memory_limit", "set_memory_limit", "thread_limit", "use_rmm_if_available"]
 
 
 def _parse_size(text: str) -> int:
@@ -78,9 +78,15 @@ def memory_limit(nbytes: int) -> Iterator[None]:
         _state.limit = old
 
 
+def thread_limit() -> int | None:
+    """The limit :func:`memory_limit` set for this thread, or None: what a thread that reads on
+    behalf of this one (a prefetch thread) enters to plan with the same budget."""
+    return getattr(_state, "limit", None)
+
+
 def memory_budget() -> int:
     """The budget in bytes that the next GPU read plans with."""
-    local = getattr(_state, "limit", None)
+    local = thread_limit()
     if local is not None:
         return local
     if _global[0] is not None:

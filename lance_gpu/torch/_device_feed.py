@@ -7,8 +7,9 @@ scanned whole; a batch sampler's row ranges are grouped into windows of ``read_r
 whose rows are one row selection per fragment (:meth:`RowSource.device_tables`: a scan plan
 with those selections run by the GPU executor).  A producer thread
 (:func:`~lance_gpu.torch._pipeline.in_background`, entered into a side CUDA stream) decodes
-them with the GPU reader (its memory budget and staging apply:
-``lance_gpu.gpu.set_memory_limit``) and wraps every column as a torch tensor *without a copy*
+them with the GPU reader (its memory budget and staging apply: ``lance_gpu.gpu.set_memory_limit``,
+``LANCE_GPU_MEMORY_LIMIT``, and a thread-local ``memory_limit`` of the consuming thread, which
+the producer enters too) and wraps every column as a torch tensor *without a copy*
 (``torch.from_dlpack`` of the decoded buffer); an event recorded there is waited on by the
 consumer's stream before use, and each tensor is ``record_stream``-ed onto it so the caching
 allocator cannot recycle it early.  At most ``prefetch`` decoded windows wait in the queue.
@@ -42,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from lance_gpu.gpu.memory import memory_limit, thread_limit
 from lance_gpu.torch._pipeline import Feed, batches_of, cut, in_background, split_reads, strided
 from lance_gpu.torch._source import ROW_ID
 from lance_gpu.torch.sampler import Read
@@ -230,8 +232,18 @@ def device_batches(feed: Feed) -> Iterator[Any]:
     device = _torch_device()
     side = torch.cuda.Stream() if torch.cuda.is_available() else None
 
-    def on_side_stream() -> contextlib.AbstractContextManager:
-        return torch.cuda.stream(side) if side is not None else contextlib.nullcontext()
+    # the producer thread decodes on the side stream, within the budget this thread reads with
+    # (a ``memory_limit`` entered around the loop is thread-local: it is carried over)
+    limit = thread_limit()
+
+    @contextlib.contextmanager
+    def on_side_stream() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            if side is not None:
+                stack.enter_context(torch.cuda.stream(side))
+            if limit is not None:
+                stack.enter_context(memory_limit(limit))
+            yield
 
     if not feed.tensor_rules:
         arrow = _arrow_reads(feed, on_side_stream)
