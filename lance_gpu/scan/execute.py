@@ -18,6 +18,7 @@ filter and stops decoding once the limit is reached.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections import Counter, deque
@@ -49,6 +50,47 @@ INLINE_DECODE_ROWS = 1 << 14
 #: Units of at most this many values (rows x fields) decode all their fields in one pool
 #: task; larger ones decode a task per field (fields of a window decode in parallel).
 SMALL_UNIT_VALUES = 1 << 16
+#: Units of fewer rows are decoded in the consumer's thread, one after the other, not in a
+#: pool: decoding them is mostly Python (page metadata, Arrow assembly) holding the GIL, and
+#: threads taking turns at the GIL around the decoders' short GIL-free kernels ran slower
+#: than one thread (measured on 2 cores: 200 fragments of 5,000 rows 2x slower, one of
+#: 50,000 rows x 200 columns 1.2x slower in a pool; issue 14's 250,000-row fragments gain).
+POOL_MIN_ROWS = 1 << 17
+
+
+class _Deferred:
+    """A task run in the consumer's thread when its result is first asked for (a
+    :class:`~concurrent.futures.Future` look-alike for :meth:`CpuExecutor._ordered`)."""
+
+    __slots__ = ("_args", "_done", "_fn", "_result")
+
+    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
+        self._fn, self._args, self._done, self._result = fn, args, False, None
+
+    def result(self) -> Any:
+        if not self._done:
+            fn, args = self._fn, self._args
+            self._fn = self._args = None
+            self._result = fn(*args)
+            self._done = True
+        return self._result
+
+    def cancel(self) -> bool:
+        self._fn = self._args = None
+        return True
+
+
+class _InlinePool:
+    """Runs submitted tasks lazily in the consumer's thread (see :data:`POOL_MIN_ROWS`)."""
+
+    def submit(self, fn: Any, *args: Any) -> _Deferred:
+        return _Deferred(fn, args)
+
+
+def decode_inline(units: Sequence[ReadUnit], ahead: int | None) -> bool:
+    """Whether the units decode in the consumer's thread (:data:`POOL_MIN_ROWS`): all
+    those in the first read-ahead window are small."""
+    return all(u.num_rows < POOL_MIN_ROWS for u in units[: max(1, ahead or len(units))])
 
 
 @dataclass(slots=True)
@@ -211,6 +253,8 @@ class CpuExecutor:
                  tasks_per_unit: int, submit: Any) -> Iterator[tuple[ReadUnit, list[Any]]]:
         """Run ``submit(pool, unit, fetch) -> futures`` for each unit, at most ``ahead`` units
         ahead of the consumer (None: all), and yield ``(unit, results)`` in unit order.
+        Small units (:func:`decode_inline`) run in the consumer's thread when it reaches
+        them (their fetches, on object stores, still run ahead).
 
         On object stores, each fragment's bytes of ``fields`` are fetched by a pool of
         :data:`IO_THREADS` threads of their own (decode threads never wait for a fetch they
@@ -221,7 +265,9 @@ class CpuExecutor:
         pooled = min(in_flight, len(units)) * tasks_per_unit >= 2 * _THREADS and _THREADS > 1
         remote = not getattr(ds.store, "maps_files", False)
         io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lance-gpu-fetch") if remote else None
-        with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
+        inline = decode_inline(units, ahead)
+        with (contextlib.nullcontext(_InlinePool()) if inline else
+              ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None)) as pool:
             queue: deque[tuple[ReadUnit, list[Future]]] = deque()
             it = iter(units)
             prefetched: dict[int, Future] = {}
