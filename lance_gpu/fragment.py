@@ -51,6 +51,16 @@ def _single_leaf(ds: LanceDataset, field: LanceField) -> bool:
     return leaf_types(arrow_type) == [arrow_type]
 
 
+@dataclass(frozen=True, slots=True)
+class _Location:
+    """Where a field lives in the data files of one layout: the data file's position in the
+    fragment's list, its columns (as :class:`FieldSource`) and version (2.0 or None)."""
+
+    file: int
+    columns: list[int]
+    version: FileVersion | None
+
+
 #: :meth:`LanceFragment._locate` results: the field has no data in the fragment / no data
 #: file holds it although its ids are listed (corrupt).
 _NOWHERE = object()
@@ -231,12 +241,12 @@ class LanceFragment:
             return None
         if found is _MISSING:
             raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
-        index, columns, version = found  # type: ignore[misc]
-        return FieldSource(join(self.dataset.root, "data", self.pb.files[index].path), columns, version)
+        assert isinstance(found, _Location)
+        return FieldSource(join(self.dataset.root, "data", self.pb.files[found.file].path), found.columns, found.version)
 
     def _locate(self, field: LanceField) -> object:
-        """Where ``field`` lives in data files laid out as this fragment's: ``(file index,
-        columns, version)``, :data:`_NOWHERE` (no data: nulls) or :data:`_MISSING` (corrupt)."""
+        """Where ``field`` lives in data files laid out as this fragment's: a
+        :class:`_Location`, :data:`_NOWHERE` (no data: nulls) or :data:`_MISSING` (corrupt)."""
         ids = [f.id for f in field.walk()]
         leaf_ids = [f.id for f in field.walk() if f.is_leaf]
         wanted = set(ids)
@@ -245,9 +255,9 @@ class LanceFragment:
         for index, df in enumerate(self.pb.files):
             cmap = self.dataset.column_map(df)
             if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
-                return (index, [cmap[i] for i in ids], FileVersion(2, 0))
+                return _Location(index, [cmap[i] for i in ids], FileVersion(2, 0))
             if leaf_ids and all(i in cmap for i in leaf_ids):
-                return (index, [cmap[i] for i in leaf_ids], None)
+                return _Location(index, [cmap[i] for i in leaf_ids], None)
         return _MISSING
 
     def prefetch(self, fields: Sequence[LanceField], rows: np.ndarray | None = None) -> None:

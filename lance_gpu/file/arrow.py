@@ -17,7 +17,6 @@ from lance_gpu.file.blocks import Block, FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.page import LeafPage
 from lance_gpu.file.v2_1.repdef import LayerSlots, unravel
 
-
 _leaf_types_of: dict[pa.DataType, tuple[pa.DataType, ...]] = {}
 
 

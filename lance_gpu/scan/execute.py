@@ -65,13 +65,16 @@ class _Deferred:
     __slots__ = ("_args", "_done", "_fn", "_result")
 
     def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
-        self._fn, self._args, self._done, self._result = fn, args, False, None
+        self._fn: Any = fn
+        self._args: tuple[Any, ...] | None = args
+        self._done = False
+        self._result: Any = None
 
     def result(self) -> Any:
         if not self._done:
             fn, args = self._fn, self._args
             self._fn = self._args = None
-            self._result = fn(*args)
+            self._result = fn(*(args or ()))
             self._done = True
         return self._result
 
