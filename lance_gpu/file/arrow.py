@@ -22,8 +22,12 @@ _leaf_types_of: dict[pa.DataType, tuple[pa.DataType, ...]] = {}
 
 def leaf_types(t: pa.DataType) -> list[pa.DataType]:
     """The leaf types of ``t`` in column order (an empty struct is a leaf: 2.1+ files give
-    it a column of its own, holding only its rep/def levels); remembered per type."""
-    found = _leaf_types_of.get(t)
+    it a column of its own, holding only its rep/def levels); remembered per type (but for
+    types that cannot be hashed: some Python extension types)."""
+    try:
+        found = _leaf_types_of.get(t)
+    except TypeError:
+        return _leaf_types(t)
     if found is None:
         found = _leaf_types_of[t] = tuple(_leaf_types(t))
     return list(found)
