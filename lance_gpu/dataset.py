@@ -115,6 +115,10 @@ class LanceDataset:
         #: Field id -> column index maps of this version's data files, by the file's
         #: (field ids, column indices) lists: fragments written together share one.
         self._column_maps: dict[tuple[tuple[int, ...], tuple[int, ...]], dict[int, int]] = {}
+        #: Where fields live in fragments of one data-file layout, by (the fragment's
+        #: ``layout_key``, field id): computed once per layout, not per fragment
+        #: (:meth:`LanceFragment.field_source`).
+        self.field_locations: dict[tuple[Any, int], object] = {}
 
     def column_map(self, data_file: Any) -> dict[int, int]:
         """:func:`~lance_gpu.table.schema.column_index_map` of one of this version's data

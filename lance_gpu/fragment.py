@@ -51,6 +51,22 @@ def _single_leaf(ds: LanceDataset, field: LanceField) -> bool:
     return leaf_types(arrow_type) == [arrow_type]
 
 
+@dataclass(frozen=True, slots=True)
+class _Location:
+    """Where a field lives in the data files of one layout: the data file's position in the
+    fragment's list, its columns (as :class:`FieldSource`) and version (2.0 or None)."""
+
+    file: int
+    columns: list[int]
+    version: FileVersion | None
+
+
+#: :meth:`LanceFragment._locate` results: the field has no data in the fragment / no data
+#: file holds it although its ids are listed (corrupt).
+_NOWHERE = object()
+_MISSING = object()
+
+
 class LanceFragment:
     """One fragment of a dataset version: data files, deletions, row ids."""
 
@@ -208,21 +224,41 @@ class LanceFragment:
         self._sources[key] = src
         return src
 
+    @cached_property
+    def layout_key(self) -> tuple[tuple[Any, ...], ...]:
+        """What places fields in this fragment's data files, without their names: per data
+        file its field ids, column indices and file version.  Fragments written together
+        share it, and so share where each field lives (:meth:`field_source`)."""
+        return tuple((tuple(df.fields), tuple(df.column_indices), int(df.file_major_version), int(df.file_minor_version))
+                     for df in self.pb.files)
+
     def _field_source(self, field: LanceField) -> FieldSource | None:
-        data_dir = join(self.dataset.root, "data")
+        key = (self.layout_key, field.id)
+        found = self.dataset.field_locations.get(key)
+        if found is None:
+            found = self.dataset.field_locations[key] = self._locate(field)
+        if found is _NOWHERE:
+            return None
+        if found is _MISSING:
+            raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
+        assert isinstance(found, _Location)
+        return FieldSource(join(self.dataset.root, "data", self.pb.files[found.file].path), found.columns, found.version)
+
+    def _locate(self, field: LanceField) -> object:
+        """Where ``field`` lives in data files laid out as this fragment's: a
+        :class:`_Location`, :data:`_NOWHERE` (no data: nulls) or :data:`_MISSING` (corrupt)."""
         ids = [f.id for f in field.walk()]
         leaf_ids = [f.id for f in field.walk() if f.is_leaf]
         wanted = set(ids)
         if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
-            return None
-        for df in self.pb.files:
+            return _NOWHERE
+        for index, df in enumerate(self.pb.files):
             cmap = self.dataset.column_map(df)
-            path = join(data_dir, df.path)
             if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
-                return FieldSource(path, [cmap[i] for i in ids], FileVersion(2, 0))
+                return _Location(index, [cmap[i] for i in ids], FileVersion(2, 0))
             if leaf_ids and all(i in cmap for i in leaf_ids):
-                return FieldSource(path, [cmap[i] for i in leaf_ids])
-        raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
+                return _Location(index, [cmap[i] for i in leaf_ids], None)
+        return _MISSING
 
     def prefetch(self, fields: Sequence[LanceField], rows: np.ndarray | None = None) -> None:
         """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:

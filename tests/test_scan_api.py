@@ -305,11 +305,17 @@ def test_engine_options_accepted_unknown_refused(pair) -> None:
         ours.to_table(no_such_option=1)
 
 
-def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch) -> None:
+@pytest.mark.parametrize("pooled", [True, False])
+def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> None:
     """to_batches decodes ahead of the consumer but only ``batch_readahead`` batches' worth
-    (at least one window): after the first batch, most fragments are still untouched."""
+    (at least one window): after the first batch, most fragments are still untouched.
+    Units too small for the pool (``POOL_MIN_ROWS``) are decoded in the consumer's thread
+    as it reaches them: nothing beyond the first is touched."""
     from lance_gpu.fragment import LanceFragment
+    from lance_gpu.scan import execute
 
+    if pooled:
+        monkeypatch.setattr(execute, "POOL_MIN_ROWS", 0)
     _ref, ours = pair
     touched: list[int] = []
     real = LanceFragment.read_field
@@ -330,7 +336,10 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch) -> None:
 
     it2 = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1, fragment_readahead=3)
     next(it2)
-    assert 3 <= touched_after_readahead(3) <= 4
+    if pooled:
+        assert 3 <= touched_after_readahead(3) <= 4
+    else:
+        assert touched_after_readahead(1) == 1
     it2.close()
     touched.clear()
     it = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1, fragment_readahead=1)

@@ -223,10 +223,11 @@ def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
     assert again._column_maps == {} and again.to_table().equals(v2.to_table())
 
 
-def test_page_layouts_are_parsed_once_per_dataset_object(pair, monkeypatch) -> None:
-    """A second scan of one dataset object parses no page layout again (they are kept with
-    the fragment's file readers); another object of the same version parses its own."""
-    from lance_gpu.file import reader
+def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
+    """A second scan of one dataset object parses no page layout again, nor does a scan of
+    another object of the same version: layouts are kept with the file's metadata, for the
+    process, keyed by the file's identity (:func:`lance_gpu.file.container.file_metadata`)."""
+    from lance_gpu.file import container, reader
 
     calls = [0]
     real = reader.parse_layout
@@ -236,6 +237,7 @@ def test_page_layouts_are_parsed_once_per_dataset_object(pair, monkeypatch) -> N
         return real(page, ctx)
 
     monkeypatch.setattr(reader, "parse_layout", spy)
+    container.clear_metadata_cache()
     ref, _ours = pair
     ds = lance_gpu.dataset(ref.uri, device="cpu")
     assert ds.to_table().equals(ref.to_table())
@@ -245,4 +247,7 @@ def test_page_layouts_are_parsed_once_per_dataset_object(pair, monkeypatch) -> N
     assert calls[0] == first
     other = lance_gpu.dataset(ref.uri, device="cpu")
     assert other.to_table().equals(ref.to_table())
+    assert calls[0] == first
+    container.clear_metadata_cache()
+    assert lance_gpu.dataset(ref.uri, device="cpu").to_table().equals(ref.to_table())
     assert calls[0] == 2 * first

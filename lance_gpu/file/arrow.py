@@ -17,10 +17,23 @@ from lance_gpu.file.blocks import Block, FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.page import LeafPage
 from lance_gpu.file.v2_1.repdef import LayerSlots, unravel
 
+_leaf_types_of: dict[pa.DataType, tuple[pa.DataType, ...]] = {}
+
 
 def leaf_types(t: pa.DataType) -> list[pa.DataType]:
     """The leaf types of ``t`` in column order (an empty struct is a leaf: 2.1+ files give
-    it a column of its own, holding only its rep/def levels)."""
+    it a column of its own, holding only its rep/def levels); remembered per type (but for
+    types that cannot be hashed: some Python extension types)."""
+    try:
+        found = _leaf_types_of.get(t)
+    except TypeError:
+        return _leaf_types(t)
+    if found is None:
+        found = _leaf_types_of[t] = tuple(_leaf_types(t))
+    return list(found)
+
+
+def _leaf_types(t: pa.DataType) -> list[pa.DataType]:
     if pa.types.is_struct(t) and t.num_fields:
         return [lt for i in range(t.num_fields) for lt in leaf_types(t.field(i).type)]
     if pa.types.is_map(t):

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from google.protobuf.any_pb2 import Any
@@ -101,93 +103,90 @@ def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | N
     return anymsg
 
 
-class LanceFileReader:
-    """Reads the structure of one v2 data file and byte ranges out of it."""
+class FileMetadata:
+    """What a data file's tail says -- footer, offset tables, column metadata, the
+    ``FileDescriptor`` -- parsed once, plus what decoders derive from the pages
+    (:attr:`page_meta`).  Independent of any open handle: it holds copies of the metadata
+    bytes, never a view of a mapped file, so it outlives the reader that parsed it.
 
-    def __init__(self, path: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
-        """Open the data file at key ``path`` of ``store`` (None: the local file system,
-        ``path`` a file path).  The file's tail -- footer, offset tables and usually all
-        column metadata -- is fetched with the size in one request."""
-        if store is None:
-            from lance_gpu.io.resolve import resolve
+    Invariant: everything here is a function of the file's bytes; a :class:`LanceFileReader`
+    adopts a cached instance only for a handle whose :attr:`~lance_gpu.io.ReadHandle.identity`
+    (the file's exact state) matches the one it was parsed from (:func:`file_metadata`).
+    Lazily parsed parts (columns, the descriptor, ``page_meta`` entries) may be computed
+    twice by racing threads; both results are equal, either is kept.
+    """
 
-            store, path = resolve(path)
-        self.store = store
-        self.key = os.fspath(path)
-        self.io: ReadHandle
-        self.io, tail_arr = open_with_tail(store, self.key, TAIL_READ)
-        self.path = self.io.path
-        size = self.io.size
+    __slots__ = ("_cmo", "_columns", "_descriptor", "_descriptor_bytes", "_gbo", "_meta", "_meta_start", "file_size", "num_columns", "num_global_buffers", "page_meta", "path", "version")
+
+    def __init__(self, path: str, size: int, tail_arr: np.ndarray, read: Callable[[int, int], np.ndarray]) -> None:
+        """Parse the file's tail (``tail_arr``: its last bytes; ``read(offset, size)``
+        fetches anything before them); raises :class:`CorruptFileError` naming ``path``."""
+        self.path = path
+        self.file_size = size
         if size < FOOTER_SIZE:
             # A legacy file may still be this small; check its 16-byte footer's version first.
             if size >= 16:
                 tail16 = tail_arr[-16:].tobytes()
                 if tail16[-4:] == MAGIC:
                     major, minor = struct.unpack_from("<HH", tail16, 8)
-                    file_version_from_footer(major, minor, self.path)
-            raise CorruptFileError(self.path, f"file of {size} bytes is too small for a Lance footer")
+                    file_version_from_footer(major, minor, path)
+            raise CorruptFileError(path, f"file of {size} bytes is too small for a Lance footer")
         tail_start = size - tail_arr.size
-        tail = memoryview(tail_arr)  # no copy: the tail of a memory-mapped file is a view of the map
+        tail = memoryview(tail_arr)  # no copy yet: only the metadata section is kept (copied)
         if tail[-4:] != MAGIC:
-            raise CorruptFileError(self.path, "missing LANC magic at the end of the file")
+            raise CorruptFileError(path, "missing LANC magic at the end of the file")
         major, minor = struct.unpack_from("<HH", tail, len(tail) - 8)
-        self.version = file_version_from_footer(major, minor, self.path)
+        self.version = file_version_from_footer(major, minor, path)
         a, b, c, ngb, ncols = struct.unpack_from("<QQQII", tail, len(tail) - FOOTER_SIZE)
         footer_start = size - FOOTER_SIZE
         if not (a <= b <= c <= footer_start) or c + 16 * ngb > footer_start or b + 16 * ncols > c:
-            raise CorruptFileError(self.path, "footer offsets are inconsistent with the file size")
+            raise CorruptFileError(path, "footer offsets are inconsistent with the file size")
         self.num_columns = ncols
         self.num_global_buffers = ngb
 
-        self._tail = tail
-        self._tail_start = tail_start
-
-        def grab(off: int, n: int) -> bytes | memoryview:
+        def grab(off: int, n: int) -> bytes:
             if off >= tail_start:
-                return tail[off - tail_start : off - tail_start + n]
-            return self.io.read(off, n).tobytes()
+                return bytes(tail[off - tail_start : off - tail_start + n])
+            return read(off, n).tobytes()
 
         cmo = np.frombuffer(grab(b, 16 * ncols), dtype="<u8").reshape(-1, 2) if ncols else np.zeros((0, 2), "<u8")
         gbo = np.frombuffer(grab(c, 16 * ngb), dtype="<u8").reshape(-1, 2) if ngb else np.zeros((0, 2), "<u8")
         if ncols and (int((cmo[:, 0] + cmo[:, 1]).max()) > b or int(cmo[:, 0].min()) < a):
-            raise CorruptFileError(self.path, "column metadata offsets point outside the metadata section")
+            raise CorruptFileError(path, "column metadata offsets point outside the metadata section")
         if ngb and int((gbo[:, 0] + gbo[:, 1]).max()) > size:
-            raise CorruptFileError(self.path, "global buffer offsets point outside the file")
+            raise CorruptFileError(path, "global buffer offsets point outside the file")
         self._cmo = cmo
         self._gbo = gbo
-        meta_start = a
-        self._meta = grab(meta_start, b - meta_start)
-        self._meta_start = meta_start
+        self._meta = grab(a, b - a)
+        self._meta_start = a
+        # the descriptor's bytes, when the tail holds them (else read through a handle)
+        self._descriptor_bytes: bytes | None = None
+        if ngb and int(gbo[0, 0]) >= tail_start:
+            self._descriptor_bytes = grab(int(gbo[0, 0]), int(gbo[0, 1]))
+        self._descriptor: file_pb2.FileDescriptor | None = None
         self._columns: dict[int, ColumnInfo] = {}
-        self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] = {}
-        #: Per-page metadata derived by decoders, kept for repeated takes: (column, page,
+        #: Per-page metadata derived by decoders, kept for repeated reads: (column, page,
         #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
         self.page_meta: dict[tuple[int, int, str], object] = {}
 
-    def close(self) -> None:
-        self.io.close()
-
-    @cached_property
-    def descriptor(self) -> file_pb2.FileDescriptor:
-        """Global buffer 0: the file's schema and row count."""
+    def descriptor(self, read: Callable[[int, int], np.ndarray]) -> file_pb2.FileDescriptor:
+        """Global buffer 0: the file's schema and row count (``read`` fetches its bytes
+        when the tail did not hold them)."""
+        fd = self._descriptor
+        if fd is not None:
+            return fd
         if self.num_global_buffers == 0:
             raise CorruptFileError(self.path, "no global buffers (missing FileDescriptor)")
         pos, size = (int(x) for x in self._gbo[0])
         fd = file_pb2.FileDescriptor()
         try:
-            if pos >= self._tail_start and pos + size <= self._tail_start + len(self._tail):
-                raw = self._tail[pos - self._tail_start : pos - self._tail_start + size]
-            else:
-                raw = self.io.read(pos, size).tobytes()
+            raw = self._descriptor_bytes if self._descriptor_bytes is not None else read(pos, size).tobytes()
             fd.ParseFromString(raw)
         except DecodeError as exc:
             raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
         check_strict(fd, self.path, "FileDescriptor")
+        self._descriptor = fd
         return fd
-
-    @property
-    def num_rows(self) -> int:
-        return int(self.descriptor.length)
 
     def column(self, index: int) -> ColumnInfo:
         col = self._columns.get(index)
@@ -205,7 +204,7 @@ class LanceFileReader:
             raise CorruptFileError(self.path, f"bad ColumnMetadata protobuf for column {index} ({exc})") from exc
         check_strict(cm, self.path, f"ColumnMetadata of column {index}")
         pages = []
-        file_size = self.io.size
+        file_size = self.file_size
         for p in cm.pages:
             offs = tuple(int(x) for x in p.buffer_offsets)
             sizes = tuple(int(x) for x in p.buffer_sizes)
@@ -226,6 +225,88 @@ class LanceFileReader:
         col = ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding)
         self._columns[index] = col
         return col
+
+
+#: Files whose :class:`FileMetadata` is kept for the process (least recently opened first
+#: out); entries are small (the metadata section, parsed columns and page layouts, chunk
+#: tables of pages read by takes).
+METADATA_CACHE_FILES = 1024
+_metadata_cache: OrderedDict[Hashable, FileMetadata] = OrderedDict()
+_metadata_lock = threading.Lock()
+#: Footers parsed (cache misses) in this process: tests pin that re-opening a file parses nothing.
+metadata_parses = 0
+
+
+def file_metadata(io: ReadHandle, tail_arr: np.ndarray) -> FileMetadata:
+    """The parsed metadata of the file open as ``io`` (its last bytes ``tail_arr``): from
+    the process-wide cache when the handle names its exact state (``io.identity``, e.g.
+    device, inode, size and change times of a local file), else parsed (and cached under
+    that identity).  Handles without an identity (object stores) always parse."""
+    global metadata_parses
+    identity = getattr(io, "identity", None)
+    if identity is not None:
+        with _metadata_lock:
+            meta = _metadata_cache.get(identity)
+            if meta is not None:
+                _metadata_cache.move_to_end(identity)
+                return meta
+    meta = FileMetadata(io.path, io.size, tail_arr, io.read)
+    metadata_parses += 1
+    if identity is not None:
+        with _metadata_lock:
+            _metadata_cache[identity] = meta
+            while len(_metadata_cache) > METADATA_CACHE_FILES:
+                _metadata_cache.popitem(last=False)
+    return meta
+
+
+def clear_metadata_cache() -> None:
+    """Forget every cached :class:`FileMetadata` (tests; memory)."""
+    with _metadata_lock:
+        _metadata_cache.clear()
+
+
+class LanceFileReader:
+    """Reads the structure of one v2 data file and byte ranges out of it: an open handle
+    (:attr:`io`) and the file's :class:`FileMetadata` (shared by every reader of the same
+    file state in the process)."""
+
+    def __init__(self, path: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
+        """Open the data file at key ``path`` of ``store`` (None: the local file system,
+        ``path`` a file path).  The file's tail -- footer, offset tables and usually all
+        column metadata -- is fetched with the size in one request, and parsed unless this
+        process parsed the same file (same identity) before."""
+        if store is None:
+            from lance_gpu.io.resolve import resolve
+
+            store, path = resolve(path)
+        self.store = store
+        self.key = os.fspath(path)
+        self.io: ReadHandle
+        self.io, tail_arr = open_with_tail(store, self.key, TAIL_READ)
+        self.path = self.io.path
+        self.meta = file_metadata(self.io, tail_arr)
+        self.version = self.meta.version
+        self.num_columns = self.meta.num_columns
+        self.num_global_buffers = self.meta.num_global_buffers
+        #: Per-page metadata derived by decoders (the file's, shared): see :class:`FileMetadata`.
+        self.page_meta = self.meta.page_meta
+        self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] = {}
+
+    def close(self) -> None:
+        self.io.close()
+
+    @property
+    def descriptor(self) -> file_pb2.FileDescriptor:
+        """Global buffer 0: the file's schema and row count."""
+        return self.meta.descriptor(self.io.read)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.descriptor.length)
+
+    def column(self, index: int) -> ColumnInfo:
+        return self.meta.column(index)
 
     def prefetch(self, columns: list[int]) -> None:
         """Fetch every buffer of ``columns`` (pages and column buffers) ahead of decoding,

@@ -31,6 +31,10 @@ PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
 #: Takes of fewer rows leave the pages they touched mapped (no release hint to the store).
 RELEASE_MIN_ROWS = 1 << 16
+#: Whole-page reads of fewer encoded bytes (all leaves' pages of one field) leave them mapped
+#: too: a release is a system call per page, costing more than the memory it returns for
+#: small pages (clean pages of the file, which the kernel reclaims under pressure).
+RELEASE_MIN_BYTES = 1 << 16
 
 
 def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
@@ -105,7 +109,7 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
         nb = len(p.buffer_offsets)
         page_ctx = ctx.at_page(pi)
         leaf = decode_page(_page_layout(file, column, pi, page_ctx), p, raw[k : k + nb], page_ctx)
-        check_leaf_page(leaf, leaf_type, page_ctx)
+        _check_page(file, column, pi, leaf, leaf_type, page_ctx)
         decoded.append(leaf)
         k += nb
     if not decoded:
@@ -187,6 +191,18 @@ def _read_pages_chunked(file: LanceFileReader, field: pa.Field, column: int, lea
     return pa.chunked_array(chunks, type=chunks[0].type)
 
 
+def _check_page(file: LanceFileReader, column: int, page_index: int, leaf: LeafPage, leaf_type: pa.DataType,
+                ctx: DecodeContext) -> None:
+    """:func:`check_leaf_page` of a whole decoded page; a page's dictionary is checked once
+    per file state (decoding the same bytes gives the same dictionary), then marked in
+    ``file.page_meta``."""
+    key = (column, page_index, "dictionary checked")
+    checked = leaf.dictionary is not None and key in file.page_meta
+    check_leaf_page(leaf, leaf_type, ctx, dictionary_checked=checked)
+    if leaf.dictionary is not None and not checked:
+        file.page_meta[key] = True
+
+
 def _buffers_of(arr: pa.Array | pa.ChunkedArray) -> list[tuple[int, int]]:
     arrays = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
     return [(b.address, b.size) for a in arrays for b in a.buffers() if b is not None]
@@ -200,6 +216,8 @@ def _release_pages(file: LanceFileReader, columns: list[int], ids_per_leaf: list
         for i in ids
         for o, s in zip(file.column(col).pages[i].buffer_offsets, file.column(col).pages[i].buffer_sizes)
     ]
+    if sum(s for _o, s in ranges) < RELEASE_MIN_BYTES:
+        return
     file.io.release(ranges, keep=_buffers_of(arr))
 
 

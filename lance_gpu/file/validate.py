@@ -66,8 +66,9 @@ def check_block(block: object, utf8: bool, ctx: DecodeContext) -> None:
         check_values(block.offsets, block.data, utf8, ctx, block.offsets_valid, block.utf8_valid)
 
 
-def check_leaf_page(page: LeafPage, leaf_type: pa.DataType, ctx: DecodeContext) -> None:
-    """Check the values, dictionary items or constant value of one decoded 2.1 / 2.2 page."""
+def check_leaf_page(page: LeafPage, leaf_type: pa.DataType, ctx: DecodeContext, dictionary_checked: bool = False) -> None:
+    """Check the values, dictionary items or constant value of one decoded 2.1 / 2.2 page
+    (``dictionary_checked``: the page's dictionary passed this check before)."""
     utf8 = is_utf8_type(leaf_type)
     values = page.values
     if isinstance(values, tuple):  # a constant page: (kind, value bytes)
@@ -76,6 +77,6 @@ def check_leaf_page(page: LeafPage, leaf_type: pa.DataType, ctx: DecodeContext) 
             check_values(np.array([0, raw.size], np.int64), raw, True, ctx)
     elif page.dictionary is None:
         check_block(values, utf8, ctx)
-    if page.dictionary is not None:
+    if page.dictionary is not None and not dictionary_checked:
         # the values are the dictionary's gathered by index (offsets built by the gather)
         check_block(page.dictionary[0], utf8, ctx)

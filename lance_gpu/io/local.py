@@ -63,7 +63,7 @@ def _unlink_quietly(path: str) -> None:
 class LocalFile:
     """Positional reads of one local file: a read-only memory map, ``pread`` otherwise."""
 
-    __slots__ = ("_fd", "_map", "_mm", "_release", "_stats", "path", "size")
+    __slots__ = ("_fd", "_map", "_mm", "_release", "_stats", "identity", "path", "size")
 
     def __init__(self, path: str, stats: StoreStats, release_pages: bool) -> None:
         self.path = path
@@ -74,9 +74,13 @@ class LocalFile:
         self._mm: mmap.mmap | None = None
         try:
             self._fd = os.open(path, os.O_RDONLY)
-            self.size = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
         except OSError as exc:
             raise translate(exc, path, "open") from exc
+        self.size = st.st_size
+        #: The file's state: any write, truncation, rename over it or replacement changes the
+        #: inode, size or change time (``st_ctime_ns`` cannot be set back from user space).
+        self.identity = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         stats.add("heads")
         if self.size:
             try:

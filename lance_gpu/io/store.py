@@ -116,7 +116,12 @@ class StoreStats:
 
 @runtime_checkable
 class ReadHandle(Protocol):
-    """Random access to one immutable object, opened once and read many times."""
+    """Random access to one immutable object, opened once and read many times.
+
+    A handle may also have ``identity``: a hashable value naming the object's exact state
+    (equal identities, equal bytes), or None / absent where the store cannot tell; caches
+    of what is parsed from an object (file metadata) are keyed by it.
+    """
 
     path: str
     size: int

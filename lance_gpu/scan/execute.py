@@ -18,6 +18,7 @@ filter and stops decoding once the limit is reached.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections import Counter, deque
@@ -49,6 +50,50 @@ INLINE_DECODE_ROWS = 1 << 14
 #: Units of at most this many values (rows x fields) decode all their fields in one pool
 #: task; larger ones decode a task per field (fields of a window decode in parallel).
 SMALL_UNIT_VALUES = 1 << 16
+#: Units of fewer rows are decoded in the consumer's thread, one after the other, not in a
+#: pool: decoding them is mostly Python (page metadata, Arrow assembly) holding the GIL, and
+#: threads taking turns at the GIL around the decoders' short GIL-free kernels ran slower
+#: than one thread (measured on 2 cores: 200 fragments of 5,000 rows 2x slower, one of
+#: 50,000 rows x 200 columns 1.2x slower in a pool; issue 14's 250,000-row fragments gain).
+POOL_MIN_ROWS = 1 << 17
+
+
+class _Deferred:
+    """A task run in the consumer's thread when its result is first asked for (a
+    :class:`~concurrent.futures.Future` look-alike for :meth:`CpuExecutor._ordered`)."""
+
+    __slots__ = ("_args", "_done", "_fn", "_result")
+
+    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
+        self._fn: Any = fn
+        self._args: tuple[Any, ...] | None = args
+        self._done = False
+        self._result: Any = None
+
+    def result(self) -> Any:
+        if not self._done:
+            fn, args = self._fn, self._args
+            self._fn = self._args = None
+            self._result = fn(*(args or ()))
+            self._done = True
+        return self._result
+
+    def cancel(self) -> bool:
+        self._fn = self._args = None
+        return True
+
+
+class _InlinePool:
+    """Runs submitted tasks lazily in the consumer's thread (see :data:`POOL_MIN_ROWS`)."""
+
+    def submit(self, fn: Any, *args: Any) -> _Deferred:
+        return _Deferred(fn, args)
+
+
+def decode_inline(units: Sequence[ReadUnit], ahead: int | None) -> bool:
+    """Whether the units decode in the consumer's thread (:data:`POOL_MIN_ROWS`): all
+    those in the first read-ahead window are small."""
+    return all(u.num_rows < POOL_MIN_ROWS for u in units[: max(1, ahead or len(units))])
 
 
 @dataclass(slots=True)
@@ -153,13 +198,52 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     (or for the whole unit, taking the survivors, when they are a large share of it)."""
     if fetch is not None:
         fetch.result()
+    table = _early_table(resolved, unit, early, arrow_fields, offsets)
+    assert resolved.filter is not None  # late fields exist only under a filter
+    return _late_unit(resolved, unit, table, resolved.filter.positions(table), late, arrow_fields, offsets)
+
+
+def _filtered_group(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Sequence[LanceField],
+                    late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> list[pa.Table]:
+    """:func:`_filtered_unit` of each unit of a group of small units, the filter evaluated
+    once over all their filter columns (:func:`group_positions`)."""
+    tables = [_early_table(resolved, unit, early, arrow_fields, offsets) for unit in group]
+    assert resolved.filter is not None  # late fields exist only under a filter
+    keeps = group_positions(resolved, tables)
+    return [_late_unit(resolved, unit, table, keep, late, arrow_fields, offsets)
+            for unit, table, keep in zip(group, tables, keeps, strict=True)]
+
+
+def group_positions(resolved: ResolvedScan, tables: Sequence[pa.Table]) -> list[np.ndarray]:
+    """Per table, the rows (ascending) the plan's filter keeps, from one evaluation over
+    all of them (their concatenation, no copy): evaluating a filter has a fixed cost (an
+    Acero plan) that tables of a few thousand rows would each pay."""
+    assert resolved.filter is not None
+    if len(tables) == 1:
+        return [resolved.filter.positions(tables[0])]
+    bounds = np.cumsum([0, *(t.num_rows for t in tables)])
+    kept = resolved.filter.positions(concat(tables, tables[0].schema))
+    cuts = np.searchsorted(kept, bounds)
+    return [kept[cuts[i] : cuts[i + 1]] - bounds[i] for i in range(len(tables))]
+
+
+def _early_table(resolved: ResolvedScan, unit: ReadUnit, early: Sequence[LanceField], arrow_fields: dict[str, pa.Field],
+                 offsets: _Offsets | None) -> pa.Table:
+    """The filter's fields of ``unit`` and the virtual columns the filter reads."""
     frag = unit.fragment
     arrays = [frag.read_field(f, arrow_fields[f.name], unit.rows) for f in early]
     table = pa.Table.from_arrays(arrays, names=[f.name for f in early]) if arrays else empty_table(unit.num_rows)
     assert resolved.filter is not None  # late fields exist only under a filter
+    return add_virtual(table, unit, resolved.virtual & set(resolved.filter.virtual_columns), offsets)
+
+
+def _late_unit(resolved: ResolvedScan, unit: ReadUnit, table: pa.Table, keep: np.ndarray, late: Sequence[LanceField],
+               arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> pa.Table:
+    """A unit's rows that pass the filter (``keep``, rows of its early ``table``): the late
+    fields decoded for them, the other virtual columns added, the projection applied."""
+    frag = unit.fragment
+    assert resolved.filter is not None  # late fields exist only under a filter
     early_virtual = resolved.virtual & set(resolved.filter.virtual_columns)
-    table = add_virtual(table, unit, early_virtual, offsets)
-    keep = resolved.filter.positions(table)
     table = take_table_sorted(table, keep)
     # the surviving physical rows (a whole unit's position is its physical row)
     kept_rows = keep.astype(np.int64, copy=False) if unit.rows is None else unit.rows[keep]
@@ -182,6 +266,57 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
             col = take_sorted(frag.read_field(f, af, unit.rows), keep)
         table = table.append_column(f.name, col)
     return project(resolved, table)
+
+
+#: Small units decoded in the consumer's thread on a mapped store are filtered in groups
+#: of up to this many rows (:func:`group_positions`).
+FILTER_GROUP_ROWS = 1 << 16
+
+
+def filter_groups(units: Sequence[ReadUnit]) -> list[list[ReadUnit]]:
+    """Consecutive units in groups of at most :data:`FILTER_GROUP_ROWS` rows (a larger unit
+    alone)."""
+    groups: list[list[ReadUnit]] = []
+    rows = FILTER_GROUP_ROWS
+    for unit in units:
+        if rows + unit.num_rows > FILTER_GROUP_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(unit)
+        rows += unit.num_rows
+    return groups
+
+
+class _GroupSlot:
+    """One unit's result of a group task run (once, in the consumer's thread) when the
+    first of its units' results is asked for (a Future look-alike, as :class:`_Deferred`)."""
+
+    __slots__ = ("_index", "_task")
+
+    def __init__(self, task: _Deferred, index: int) -> None:
+        self._task, self._index = task, index
+
+    def result(self) -> Any:
+        return self._task.result()[self._index]
+
+    def cancel(self) -> bool:
+        return True
+
+
+def _grouped_submit(groups: list[list[ReadUnit]], run_group: Any) -> Any:
+    """A ``submit(pool, unit, fetch)`` for :meth:`CpuExecutor._ordered` handing out each
+    unit's slot of its group's task ``run_group(group) -> [result per unit]``."""
+    slot_of: dict[int, tuple[_Deferred, int]] = {}
+    for group in groups:
+        task = _Deferred(run_group, (group,))
+        for i, unit in enumerate(group):
+            slot_of[id(unit)] = (task, i)
+
+    def submit(pool: Any, unit: ReadUnit, fetch: Future | None) -> list[Any]:
+        task, i = slot_of[id(unit)]
+        return [_GroupSlot(task, i)]
+
+    return submit
 
 
 def _prefetch_rows(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> list[LanceFragment]:
@@ -211,6 +346,8 @@ class CpuExecutor:
                  tasks_per_unit: int, submit: Any) -> Iterator[tuple[ReadUnit, list[Any]]]:
         """Run ``submit(pool, unit, fetch) -> futures`` for each unit, at most ``ahead`` units
         ahead of the consumer (None: all), and yield ``(unit, results)`` in unit order.
+        Small units (:func:`decode_inline`) run in the consumer's thread when it reaches
+        them (their fetches, on object stores, still run ahead).
 
         On object stores, each fragment's bytes of ``fields`` are fetched by a pool of
         :data:`IO_THREADS` threads of their own (decode threads never wait for a fetch they
@@ -221,7 +358,9 @@ class CpuExecutor:
         pooled = min(in_flight, len(units)) * tasks_per_unit >= 2 * _THREADS and _THREADS > 1
         remote = not getattr(ds.store, "maps_files", False)
         io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lance-gpu-fetch") if remote else None
-        with ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None) as pool:
+        inline = decode_inline(units, ahead)
+        with (contextlib.nullcontext(_InlinePool()) if inline else
+              ThreadPoolExecutor(_THREADS if pooled else 1, initializer=_serial_kernels if pooled else None)) as pool:
             queue: deque[tuple[ReadUnit, list[Future]]] = deque()
             it = iter(units)
             prefetched: dict[int, Future] = {}
@@ -297,22 +436,41 @@ class CpuExecutor:
     def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
         late = resolved.late_fields()
+        # small units of a mapped store, decoded in this thread: filtered in groups
+        grouped = (resolved.filter is not None and getattr(ds.store, "maps_files", False)
+                   and decode_inline(units, ahead) and len(units) > 1)
         if not late:
             decoded = self.decode(ds, units, resolved.read_fields, ahead)
             try:
-                for unit, table in zip(units, decoded, strict=True):
-                    yield finish_table(resolved, table, unit, offsets)
+                if not grouped:
+                    for unit, table in zip(units, decoded, strict=True):
+                        yield finish_table(resolved, table, unit, offsets)
+                    return
+                pending = iter(zip(units, decoded, strict=True))
+                for group in filter_groups(units):
+                    tables = [(unit, add_virtual(table, unit, resolved.virtual, offsets)) for unit, table in
+                              (next(pending) for _ in group)]
+                    keeps = group_positions(resolved, [t for _u, t in tables])
+                    for (_unit, table), keep in zip(tables, keeps, strict=True):
+                        if not resolved.outputs:  # counting: no row is built
+                            yield empty_table(int(keep.size), resolved.schema.metadata)
+                        else:
+                            yield project(resolved, take_table_sorted(table, keep))
             finally:
                 decoded.close()  # type: ignore[attr-defined]
             return
         # Late materialization: each unit is one task (filter fields, filter, late fields for
-        # the survivors), so units filter and materialize in parallel.
+        # the survivors), so units filter and materialize in parallel; small units decoded
+        # in this thread are filtered in groups.
         early = [f for f in resolved.read_fields if f not in late]
         arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
 
         def submit(pool: ThreadPoolExecutor, unit: ReadUnit, fetch: Future | None) -> list[Future]:
             return [pool.submit(_filtered_unit, fetch, resolved, unit, early, late, arrow_fields, offsets)]
 
+        if grouped:
+            submit = _grouped_submit(  # type: ignore[assignment]
+                filter_groups(units), lambda group: _filtered_group(resolved, group, early, late, arrow_fields, offsets))
         # Each unit task decodes its fields in turn: count them as tasks for the pool choice.
         finished = self._ordered(ds, units, early, ahead, _THREADS, submit)
         try:

@@ -20,6 +20,7 @@ live rows of the dataset version), all ``uint64``; the first two may appear in f
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -367,14 +368,22 @@ class ResolvedScan:
         return late
 
 
+#: :func:`read_schema` per dataset object (whose schema never changes: one version).
+_read_schemas: weakref.WeakKeyDictionary[LanceDataset, pa.Schema] = weakref.WeakKeyDictionary()
+
+
 def read_schema(ds: LanceDataset) -> pa.Schema:
     """The schema scans read ``ds`` with: the dataset schema, with each blob field typed as
     its descriptors (:func:`~lance_gpu.table.blobs.description_field`), as pylance's
-    scanner reports it."""
+    scanner reports it.  Built once per dataset object (every plan resolves with it)."""
+    found = _read_schemas.get(ds)
+    if found is not None:
+        return found
     schema = ds.schema
     for i, (lf, af) in enumerate(zip(ds.lance_schema.fields, schema, strict=True)):
         if blob_kind(lf):
             schema = schema.set(i, description_field(lf, af))
+    _read_schemas[ds] = schema
     return schema
 
 

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Datasets of many small fragments, differentially and counted: every read API equals
+pylance's on fragments of a few rows (one row, deletions, a fragment whose rows are all
+deleted), whose units decode in the consumer's thread and are filtered in groups; re-opening
+a dataset parses no data file's metadata again (the process-wide cache keyed by the file's
+identity), and a file whose bytes change is parsed anew."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+
+import lance_gpu  # noqa: E402
+from lance_gpu.file import container  # noqa: E402
+from lance_gpu.scan import execute  # noqa: E402
+
+FRAGMENT_ROWS = [1, 7, 1, 300, 50, 1, 120, 9, 64, 1, 33, 200]
+
+
+def _table(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i:03d}_{'y' * (i % 5)}" for i in range(40)])
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64) + seed * 10_000),
+        "x": pa.array(rng.random(n)),
+        "s": pa.array(words[rng.integers(0, 40, n)]),
+        "n": pa.array(rng.integers(0, 100, n).astype(np.int32), mask=rng.random(n) < 0.2),
+    })
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """Fragments of 1 to 300 rows, with deleted rows in several and one fully deleted."""
+    path = str(tmp_path_factory.mktemp("small") / "ds")
+    for i, n in enumerate(FRAGMENT_ROWS):
+        lance.write_dataset(_table(n, i), path, mode="append" if i else "create")
+    ds = lance.dataset(path)
+    ds.delete("id % 5 = 3")  # rows of many fragments
+    ds.delete("id >= 30000 AND id < 40000")  # fragment 3 (300 rows) entirely
+    return lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+
+
+def test_every_read_equals_pylance(pair) -> None:
+    ref, ours = pair
+    assert len(ours.get_fragments()) == len(ref.get_fragments()) > 8
+    assert ours.to_table().equals(ref.to_table())
+    assert ours.count_rows() == ref.count_rows()
+    assert pa.Table.from_batches(list(ours.to_batches(batch_size=17))).equals(ref.to_table())
+    idx = np.random.default_rng(1).choice(ref.count_rows(), 60, replace=False)
+    assert ours.take(idx, columns=["s", "id", "n"]).equals(ref.take(idx, columns=["s", "id", "n"]))
+    assert ours.to_table(limit=25, offset=40).equals(ref.to_table(limit=25, offset=40))
+    for frag_ours, frag_ref in zip(ours.get_fragments(), ref.get_fragments(), strict=True):
+        assert frag_ours.to_table().equals(frag_ref.to_table())
+
+
+@pytest.mark.parametrize("group_rows", [1, 100, execute.FILTER_GROUP_ROWS])
+@pytest.mark.parametrize("where", ["x < 0.3", "n IS NULL OR s = 'w001_y'", "id % 7 = 0 AND x > 0.5", "x > 2", "_rowaddr >= 21474836480 AND x < 0.7"])
+def test_filters_equal_pylance_in_any_grouping(pair, monkeypatch, group_rows, where) -> None:
+    """Grouped filtering (one filter evaluation over many units) gives each unit the rows
+    a filter of it alone keeps: groups of one unit, of a few, of all."""
+    monkeypatch.setattr(execute, "FILTER_GROUP_ROWS", group_rows)
+    ref, ours = pair
+    for columns, late in ((["id", "s", "n"], None), (None, False), (["s"], True)):
+        kw = {"columns": columns, "filter": where}
+        want = ref.to_table(**kw)
+        assert ours.to_table(**kw, late_materialization=late).equals(want), (columns, late)
+        assert ours.to_table(**kw, with_row_id=True).equals(ref.to_table(**kw, with_row_id=True))
+    assert ours.count_rows(where) == ref.count_rows(where)
+    got = pa.Table.from_batches(list(ours.to_batches(columns=["id", "x"], filter=where, batch_size=50)),
+                                schema=ours.scanner(columns=["id", "x"]).projected_schema)
+    assert got.equals(ref.to_table(columns=["id", "x"], filter=where))
+
+
+def test_small_units_decode_in_the_consumers_thread(pair, monkeypatch) -> None:
+    """Units under ``POOL_MIN_ROWS`` rows start no decode thread; the pool gives the same table."""
+    import concurrent.futures
+
+    _ref, ours = pair
+    started: list[object] = []
+    real = concurrent.futures.ThreadPoolExecutor
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            started.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(execute, "ThreadPoolExecutor", Counting)
+    inline = ours.to_table(filter="x < 0.5")
+    assert started == []
+    monkeypatch.setattr(execute, "POOL_MIN_ROWS", 0)
+    assert ours.to_table(filter="x < 0.5").equals(inline)
+    assert started
+
+
+def test_reopening_parses_no_file_metadata(pair) -> None:
+    """A second dataset object of the same version (a fresh open) parses no data file's
+    footer and column metadata: they are kept for the process by file identity."""
+    ref, _ours = pair
+    container.clear_metadata_cache()
+    before = container.metadata_parses
+    assert lance_gpu.dataset(ref.uri, device="cpu").to_table().equals(ref.to_table())
+    files = sum(len(f.data_files()) for f in ref.get_fragments())
+    assert container.metadata_parses - before == files
+    again = lance_gpu.dataset(ref.uri, device="cpu")
+    assert again.to_table(filter="x < 0.5").equals(ref.to_table(filter="x < 0.5"))
+    assert again.count_rows("x < 0.5") == ref.count_rows("x < 0.5")
+    assert container.metadata_parses - before == files
+
+
+def test_a_changed_file_is_parsed_again(tmp_path) -> None:
+    """The cache key is the file's identity (inode, size, change times): the same path
+    with other bytes is parsed anew, and read correctly, in the same process."""
+    path = str(tmp_path / "ds")
+    lance.write_dataset(_table(50, 0), path)
+    assert lance_gpu.dataset(path, device="cpu").to_table().equals(lance.dataset(path).to_table())
+    data_file = os.path.join(path, "data", lance.dataset(path).get_fragments()[0].data_files()[0].path)
+    other = str(tmp_path / "other")
+    lance.write_dataset(_table(50, 1), other)  # same schema and rows, other values
+    other_file = os.path.join(other, "data", lance.dataset(other).get_fragments()[0].data_files()[0].path)
+    with open(other_file, "rb") as src, open(data_file, "wb") as dst:  # rewritten in place
+        dst.write(src.read())
+    before = container.metadata_parses
+    assert lance_gpu.dataset(path, device="cpu").to_table().equals(lance.dataset(other).to_table())
+    assert container.metadata_parses == before + 1
