@@ -213,9 +213,12 @@ class LanceDataset:
         return self._device
 
     def reload(self, version: int) -> None:
-        """Move this object to ``version`` (after a commit of ours), as pylance does."""
-        self.__dict__.pop("schema", None)
-        LanceDataset.__init__(self, self.root, version, device=self._device, storage_options=self.storage_options, store=self.store)
+        """Move this object to ``version`` (after a commit of ours), as pylance does: every
+        attribute is built anew, so nothing derived from the old version (the schema, fragment
+        objects, caches of field locations) survives."""
+        root, device, options, store = self.root, self._device, self.storage_options, self.store
+        self.__dict__.clear()
+        LanceDataset.__init__(self, root, version, device=device, storage_options=options, store=store)
 
     # -- writing: each call commits one new version and moves this object to it ------------
 

@@ -573,3 +573,42 @@ def test_write_and_commit_fragments(tmp_path):
     frags = write_fragments(new, uri, mode="overwrite", data_storage_version="2.1")
     ds = lance_gpu.LanceDataset.commit(uri, LanceOperation.Overwrite(new.schema, frags))
     assert lance.dataset(uri).to_table().equals(new) and lance.dataset(uri).data_storage_version == "2.1"
+
+
+def _same_object_reads(ds) -> dict:
+    """Every read of one dataset object that must follow it to a new version."""
+    frags = ds.get_fragments()
+    return {
+        "version": ds.version,
+        "schema": ds.schema.names,
+        "table": ds.to_table().sort_by("id").to_pydict(),
+        "fragments": {f.fragment_id: ds.get_fragment(f.fragment_id).to_table().sort_by("id").to_pydict() for f in frags},
+        "take": ds.take([0, 5, 1000]).to_pydict(),
+        "count": ds.count_rows(),
+        "filtered": ds.count_rows("id % 7 = 0"),
+    }
+
+
+def test_an_operation_moves_the_same_object_to_what_it_committed(tmp_path):
+    """pylance moves the dataset object an operation ran on to the version it committed:
+    every read of that object, fragment lookups by id included, must then see the new
+    version (a fragment cached by id from before an add_columns read the new column as
+    nulls)."""
+    ours_uri, ref_uri = _pair(tmp_path, n=2000, rows_per_file=700)
+    ours, ref = lance_gpu.dataset(ours_uri), lance.dataset(ref_uri)
+    steps = [
+        lambda d: d.add_columns({"double": "id * 2"}),
+        lambda d: d.delete("id % 5 = 1"),
+        lambda d: d.alter_columns({"path": "double", "name": "twice"}),
+        lambda d: d.update({"twice": "twice + 1"}, where="id < 100"),
+        lambda d: d.merge_insert("id").when_matched_update_all().execute(
+            pa.table({"id": pa.array([0, 5, 1999]), "s": pa.array(["x", "y", "z"]),
+                      "st": pa.array([{"a": 0, "b": 0.0}] * 3), "twice": pa.array([7, 7, 7])})),
+        lambda d: d.drop_columns(["st"]),
+        lambda d: d.optimize.compact_files(target_rows_per_fragment=5000),
+    ]
+    for i, step in enumerate(steps):
+        assert _same_object_reads(ours) == _same_object_reads(ref), i  # caches filled before the step
+        step(ours)
+        step(ref)
+        assert _same_object_reads(ours) == _same_object_reads(ref), i

@@ -368,22 +368,23 @@ class ResolvedScan:
         return late
 
 
-#: :func:`read_schema` per dataset object (whose schema never changes: one version).
-_read_schemas: weakref.WeakKeyDictionary[LanceDataset, pa.Schema] = weakref.WeakKeyDictionary()
+#: :func:`read_schema` per dataset object, with the manifest it was built from (an object
+#: moved to another version by a commit has another manifest).
+_read_schemas: weakref.WeakKeyDictionary[LanceDataset, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
 
 
 def read_schema(ds: LanceDataset) -> pa.Schema:
     """The schema scans read ``ds`` with: the dataset schema, with each blob field typed as
     its descriptors (:func:`~lance_gpu.table.blobs.description_field`), as pylance's
-    scanner reports it.  Built once per dataset object (every plan resolves with it)."""
+    scanner reports it.  Built once per dataset object and version (every plan resolves with it)."""
     found = _read_schemas.get(ds)
-    if found is not None:
-        return found
+    if found is not None and found[0] is ds.manifest:
+        return found[1]
     schema = ds.schema
     for i, (lf, af) in enumerate(zip(ds.lance_schema.fields, schema, strict=True)):
         if blob_kind(lf):
             schema = schema.set(i, description_field(lf, af))
-    _read_schemas[ds] = schema
+    _read_schemas[ds] = (ds.manifest, schema)
     return schema
 
 
