@@ -7,6 +7,8 @@ catch without knowing us (pyarrow's pattern: ``ArrowInvalid(ValueError, ArrowExc
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 
 class LanceGpuError(Exception):
     """Base class of every error lance-gpu raises."""
@@ -46,6 +48,12 @@ class SchemaMismatchError(LanceGpuError, ValueError):
 
 class FilterError(LanceGpuError, ValueError):
     """A filter predicate could not be parsed or refers to unknown columns."""
+
+
+class DecimalArithmeticError(LanceGpuError, pa.ArrowInvalid):
+    """Decimal arithmetic in a filter or projection failed while it was evaluated: a zero
+    divisor of ``/`` or ``%``, or a result outside the 128-bit range.  Also an
+    ``ArrowInvalid`` (a ``ValueError``), the type pylance raises for these."""
 
 
 class CommitConflictError(LanceGpuError, RuntimeError, OSError):

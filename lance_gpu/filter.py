@@ -32,7 +32,11 @@ types and the same predicates are rejected):
    timestamps, timestamps of different units compare at the coarser unit,
    ``CAST(int AS narrower int) <op> literal`` compares the uncast value (DataFusion's "unwrap cast
    in comparison" rewrite), ``IN`` / ``NOT IN`` and every boolean operator use SQL's three-valued
-   logic. Float comparisons follow lance: Arrow's total order (NaN equals NaN and sorts above
+   logic. Arithmetic DataFusion does in Decimal128 (a decimal operand; uint64 with a signed
+   integer, as in ``_rowid % 3``) has arrow-rs's result types and is computed exactly
+   (:mod:`lance_gpu.filter_udfs`); a zero divisor or a 128-bit overflow raises
+   :class:`~lance_gpu.errors.DecimalArithmeticError` (an ``ArrowInvalid``) when evaluated.
+   Float comparisons follow lance: Arrow's total order (NaN equals NaN and sorts above
    +inf; ``-0.0 < 0.0``) except that a comparison with a zero constant treats ``-0.0`` and
    ``0.0`` as equal.
 
@@ -82,7 +86,7 @@ other SQL functions (``ceil``, ``floor``, ``substr``, ...); float16 as text; the
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
-backslash (pylance rejects that too); date/time arithmetic; decimal arithmetic; subqueries, ``CASE``,
+backslash (pylance rejects that too); date/time arithmetic; decimal256 arithmetic; subqueries, ``CASE``,
 ``IS [NOT] DISTINCT FROM``, array literals outside ``array_has_any`` / ``array_has_all``,
 list indexing.
 """
@@ -998,8 +1002,8 @@ def _safe_coerce_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar | No
         if pa.types.is_floating(target):
             return pa.scalar(None if v is None else float(v), target)
         if pa.types.is_decimal(target) and pa.types.is_signed_integer(src):
-            try:
-                return value.cast(target)
+            try:  # through a 38-digit decimal: the target's precision is checked, not int64's
+                return pc.cast(pc.cast(value, _wide_decimal(target)), target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return None
         return None
@@ -1155,6 +1159,41 @@ def _decimal_common(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     scale = max(a.scale, b.scale)
     precision = min(max(a.precision - a.scale, b.precision - b.scale) + scale, 38)
     return pa.decimal128(precision, scale)
+
+
+_DECIMAL128_MAX_PRECISION = 38
+
+
+def _operand_decimal(t: pa.DataType) -> pa.Decimal128Type:
+    """The decimal an arithmetic operand is cast to (DataFusion's ``coerce_numeric_type_to_decimal``)."""
+    if pa.types.is_decimal128(t):
+        return t
+    return _decimal_for_int(t)
+
+
+def _decimal_result_type(op: str, a: pa.Decimal128Type, b: pa.Decimal128Type) -> pa.Decimal128Type:
+    """The type of ``a <op> b`` for decimals, as arrow-rs's decimal kernels compute it.
+
+    ``+``/``-``: scale max(s1, s2), precision max(p1 - s1, p2 - s2) + scale + 1;
+    ``*``: precision p1 + p2 + 1, scale s1 + s2 (an error above 38);
+    ``/``: scale s1 + 4, precision p1 - s1 + s2 + scale;
+    ``%``: scale max(s1, s2), precision min(p1 - s1, p2 - s2) + scale.
+    Precisions are capped at 38 (values beyond the precision are kept, as arrow-rs does)."""
+    p1, s1, p2, s2 = a.precision, a.scale, b.precision, b.scale
+    if op in ("add", "sub"):
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    elif op == "mul":
+        precision, scale = p1 + p2 + 1, s1 + s2
+        if scale > _DECIMAL128_MAX_PRECISION:
+            raise ValueError(f"decimal multiplication result scale {scale} is above 38")
+    elif op == "div":
+        scale = min(s1 + 4, _DECIMAL128_MAX_PRECISION)
+        precision = scale - s1 + s2 + p1
+    else:  # mod
+        scale = max(s1, s2)
+        precision = min(p1 - s1, p2 - s2) + scale
+    return pa.decimal128(max(1, min(precision, _DECIMAL128_MAX_PRECISION)), scale)
 
 
 def _numeric_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
@@ -1578,12 +1617,34 @@ class _Compiler:
         if t is None:
             raise self.fail(f"cannot apply {_OP_SQL[op]} to {lt} and {rt}")
         if pa.types.is_decimal(t):
-            raise self.fail(f"decimal arithmetic is not supported ({lt} {_OP_SQL[op]} {rt})")
+            return self.decimal_arithmetic(op, left, right)
         left, right = self.cast(left, t), self.cast(right, t)
         fn = _ARITH_FN[op]
         if op == "mod":
             fn = functools.partial(_remainder, floating=pa.types.is_floating(t))
         return self.fold(fn(left.expr, right.expr), fn, [left, right], t)
+
+    def decimal_arithmetic(self, op: str, left: _C, right: _C) -> _C:
+        """Arithmetic DataFusion evaluates in decimal: a decimal operand, or uint64 with a
+        signed integer. With a decimal, each integer operand is the decimal of its digits
+        (int32 is Decimal128(10, 0), int64 Decimal128(20, 0)); uint64 with a signed integer
+        are both Decimal128(20, 0) (``binary_numeric_coercion``). The result type follows arrow-rs (:func:`_decimal_result_type`) and
+        the values are computed exactly by a :mod:`lance_gpu.filter_udfs` kernel."""
+        lt, rt = left.type, right.type
+        if pa.types.is_decimal256(lt) or pa.types.is_decimal256(rt):
+            raise self.fail(f"decimal256 arithmetic is not supported ({lt} {_OP_SQL[op]} {rt})")
+        if pa.types.is_decimal(lt) or pa.types.is_decimal(rt):  # each integer as its own decimal
+            left_decimal = None if pa.types.is_null(lt) else _operand_decimal(lt)
+            right_decimal = None if pa.types.is_null(rt) else _operand_decimal(rt)
+        else:  # uint64 with a signed integer: both Decimal128(20, 0), the common type
+            left_decimal = right_decimal = pa.decimal128(20, 0)
+        try:
+            out = _decimal_result_type(op, left_decimal or right_decimal, right_decimal or left_decimal)
+        except ValueError as e:
+            raise self.fail(str(e)) from None
+        if left_decimal is None or right_decimal is None:  # NULL with a decimal
+            return _const(pa.nulls(1, out)[0])
+        return self.udf(f"decimal_{op}", [left, right], out)
 
     def concat(self, left: _C, right: _C) -> _C:
         def as_string(c: _C) -> _C:
@@ -1611,7 +1672,7 @@ class _Compiler:
         if op == "neg":
             if pa.types.is_null(c.type):
                 return c
-            if not (pa.types.is_signed_integer(c.type) or pa.types.is_floating(c.type)):
+            if not (pa.types.is_signed_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_decimal(c.type)):
                 raise self.fail(f"negation is not supported for {c.type}")
             return self.fold(pc.negate(c.expr), pc.negate, [c], c.type)
         if op == "is_null":
@@ -1935,7 +1996,7 @@ class _Compiler:
         c = self.compile(args[0])
         if pa.types.is_null(c.type):
             return c
-        if not (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)):
+        if not _is_numeric(c.type):
             raise self.fail(f"abs() needs a number, got {c.type}")
         return self.fold(pc.abs_checked(c.expr), pc.abs_checked, [c], c.type)
 

@@ -24,6 +24,7 @@ Semantics follow pylance 14.0.2 (DataFusion and Lance's JSON functions):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -36,6 +37,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from lance_gpu.errors import DecimalArithmeticError
 
 __all__ = ["UdfSpec", "call", "ensure_registered", "evaluate"]
 
@@ -65,7 +68,7 @@ def ensure_registered(specs: tuple[UdfSpec, ...] | list[UdfSpec]) -> None:
         with _LOCK:
             if spec.name in _REGISTERED:
                 continue
-            kernel = _KERNELS[spec.kind]
+            kernel = _kernel(spec)
             in_types = {f"a{i}": t for i, t in enumerate(spec.in_types)}
             doc = {"summary": f"lance-gpu SQL function {spec.kind}", "description": spec.name}
             try:
@@ -84,8 +87,15 @@ def call(kind: str, args: list[pc.Expression], in_types: list[pa.DataType], out_
 
 def evaluate(spec: UdfSpec, args: list[pa.Scalar]) -> pa.Scalar:
     """The kernel of ``spec`` on constant arguments (one row), as a scalar of its type."""
-    out = _KERNELS[spec.kind](1, *args)
+    out = _kernel(spec)(1, *args)
     return (out if out.type == spec.out_type else out.cast(spec.out_type))[0]
+
+
+def _kernel(spec: UdfSpec) -> Callable[..., pa.Array]:
+    """The Python kernel of ``spec``; decimal kernels are told their result type."""
+    if spec.kind in _DECIMAL_KERNELS:
+        return functools.partial(_DECIMAL_KERNELS[spec.kind], out_type=spec.out_type)
+    return _KERNELS[spec.kind]
 
 
 def _wrap(kernel: Callable[..., pa.Array], out_type: pa.DataType) -> Callable[..., pa.Array]:
@@ -623,6 +633,153 @@ def _float_text(n: int, values: Any) -> pa.Array:
     array = _broadcast(values, n)
     single = pa.types.is_float32(array.type)
     return pa.array([None if v is None else float_text(v, single) for v in array.to_pylist()], pa.string())
+
+
+# -- decimal arithmetic --------------------------------------------------------------------
+#
+# DataFusion evaluates arithmetic on decimals (and on uint64 with a signed integer, which it
+# coerces to Decimal128(20, 0)) with arrow-rs's decimal kernels: each operand is rescaled to
+# the result's scale in 128-bit integers, ``/`` and ``%`` truncate toward zero, a zero
+# divisor or a 128-bit overflow fails the query.  These kernels do the same on exact Python
+# integers (the unscaled values), so no digit is lost; integer-only ``%`` stays in numpy.
+
+_I128_MIN, _I128_MAX = -(2**127), 2**127 - 1
+_LOW_64 = 2**64 - 1
+
+
+def _valid_mask(arr: pa.Array) -> np.ndarray:
+    if arr.null_count == 0:
+        return np.ones(len(arr), dtype=bool)
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _unscaled(n: int, arg: pa.Array | pa.Scalar) -> tuple[np.ndarray, np.ndarray, int]:
+    """The operand's unscaled values (Python ints in an object array; 0 where NULL), its
+    validity and its scale (0 for integers)."""
+    arr = _broadcast(arg, n)
+    t = arr.type
+    valid = _valid_mask(arr)
+    if pa.types.is_decimal128(t):
+        words = np.frombuffer(arr.buffers()[1], dtype=np.uint64, count=2 * (arr.offset + n))
+        words = words[2 * arr.offset :].reshape(n, 2)
+        low = words[:, 0].astype(object)
+        high = np.ascontiguousarray(words[:, 1]).view(np.int64).astype(object)
+        values = low + high * (1 << 64)
+        return np.where(valid, values, 0), valid, t.scale
+    if pa.types.is_integer(t):
+        return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(object), valid, 0
+    raise TypeError(f"decimal arithmetic on {t}")  # pragma: no cover - the compiler checks types
+
+
+def _decimal_array(values: np.ndarray, valid: np.ndarray, out_type: pa.DataType) -> pa.Array:
+    """A decimal128 array of the unscaled Python ints ``values`` (NULL where not ``valid``)."""
+    n = len(values)
+    values = np.where(valid, values, 0)
+    data = np.empty((n, 2), dtype=np.uint64)
+    data[:, 0] = (values & _LOW_64).astype(np.uint64)
+    data[:, 1] = (values >> 64).astype(np.int64).view(np.uint64)
+    return _with_validity(pa.py_buffer(data.tobytes()), valid, out_type)
+
+
+def _with_validity(data: pa.Buffer, valid: np.ndarray, out_type: pa.DataType) -> pa.Array:
+    n = len(valid)
+    if valid.all():
+        return pa.Array.from_buffers(out_type, n, [None, data], null_count=0)
+    mask = pa.array(valid, pa.bool_()).buffers()[1]
+    return pa.Array.from_buffers(out_type, n, [mask, data], null_count=int(n - valid.sum()))
+
+
+def _overflow_check(values: np.ndarray, what: str) -> None:
+    if len(values) and bool(np.any((values > _I128_MAX) | (values < _I128_MIN))):
+        raise DecimalArithmeticError(f"Arithmetic overflow: Overflow happened on: {what}")
+
+
+def _zero_check(divisors: np.ndarray) -> None:
+    if len(divisors) and bool(np.any(divisors == 0)):
+        raise DecimalArithmeticError("Divide by zero error")
+
+
+def _truncated(x: np.ndarray, y: np.ndarray, remainder: bool) -> np.ndarray:
+    """``x / y`` or ``x % y`` on Python ints, truncated toward zero (Rust's semantics)."""
+    ax, ay = np.abs(x), np.abs(y)
+    if remainder:
+        r = ax % ay
+        return np.where(x < 0, -r, r)
+    q = ax // ay
+    return np.where((x < 0) != (y < 0), -q, q)
+
+
+def _decimal_kernel(op: str) -> Callable[..., pa.Array]:
+    """The arrow-rs decimal kernel of ``op`` (add, sub, mul, div, mod) for operands that
+    are decimal128 or integers (integers are decimals of scale 0)."""
+
+    def kernel(n: int, left: Any, right: Any, *, out_type: pa.DataType) -> pa.Array:
+        if op == "mod" and _is_int_operand(left) and _is_int_operand(right):
+            return _integer_mod(n, left, right, out_type)
+        a, valid_a, sa = _unscaled(n, left)
+        b, valid_b, sb = _unscaled(n, right)
+        valid = valid_a & valid_b
+        a, b = a[valid], b[valid]
+        scale = out_type.scale
+        if op in ("add", "sub", "mod"):
+            a, b = a * 10 ** (scale - sa), b * 10 ** (scale - sb)
+            _overflow_check(a, f"{op} rescale")
+            _overflow_check(b, f"{op} rescale")
+            if op == "mod":
+                _zero_check(b)
+                out = _truncated(a, b, remainder=True)
+            else:
+                out = a + b if op == "add" else a - b
+        elif op == "mul":
+            out = a * b
+        else:  # div: the dividend is scaled up by 10 ** (scale - sa + sb), as arrow-rs
+            shift = scale - sa + sb
+            a, b = (a * 10**shift, b) if shift >= 0 else (a, b * 10**-shift)
+            _overflow_check(a, "div rescale")
+            _overflow_check(b, "div rescale")
+            _zero_check(b)
+            out = _truncated(a, b, remainder=False)
+        _overflow_check(out, op)
+        full = np.zeros(n, dtype=object)
+        full[valid] = out
+        return _decimal_array(full, valid, out_type)
+
+    return kernel
+
+
+def _is_int_operand(value: pa.Array | pa.Scalar) -> bool:
+    return pa.types.is_integer(value.type)
+
+
+def _sign_and_magnitude(n: int, arg: pa.Array | pa.Scalar) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An integer operand as (negative, |value| as uint64, valid) numpy arrays."""
+    arr = _broadcast(arg, n)
+    valid = _valid_mask(arr)
+    values = arr.fill_null(0).to_numpy(zero_copy_only=False)
+    if pa.types.is_signed_integer(arr.type):
+        signed = values.astype(np.int64)
+        # |int64 min| wraps to int64 min, whose uint64 view is 2**63: the right magnitude
+        return signed < 0, np.abs(signed).view(np.uint64), valid
+    return np.zeros(n, dtype=bool), values.astype(np.uint64), valid
+
+
+def _integer_mod(n: int, left: Any, right: Any, out_type: pa.DataType) -> pa.Array:
+    """``%`` of two integers as a scale-0 decimal, on uint64 magnitudes (no Python ints)."""
+    neg_a, mag_a, valid_a = _sign_and_magnitude(n, left)
+    _, mag_b, valid_b = _sign_and_magnitude(n, right)
+    valid = valid_a & valid_b
+    if bool(np.any(valid & (mag_b == 0))):
+        raise DecimalArithmeticError("Divide by zero error")
+    with np.errstate(divide="ignore"):
+        rem = np.where(valid, mag_a % np.where(mag_b == 0, 1, mag_b), 0).astype(np.uint64)
+    negative = neg_a & (rem != 0)
+    data = np.empty((n, 2), dtype=np.uint64)
+    data[:, 0] = np.where(negative, ~rem + np.uint64(1), rem)  # two's complement of -rem
+    data[:, 1] = np.where(negative, np.uint64(_LOW_64), np.uint64(0))
+    return _with_validity(pa.py_buffer(data.tobytes()), valid, out_type)
+
+
+_DECIMAL_KERNELS = {f"decimal_{op}": _decimal_kernel(op) for op in ("add", "sub", "mul", "div", "mod")}
 
 
 _KERNELS: dict[str, Callable[..., pa.Array]] = {

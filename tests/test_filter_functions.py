@@ -362,3 +362,128 @@ def test_per_row_empty_flags_fail_as_in_pylance(tmp_path) -> None:
         lance.dataset(uri).to_table(filter="regexp_like(s, 'A', fl)")
     with pytest.raises(pa.ArrowInvalid, match="did not compile"):
         lance_gpu.dataset(uri).to_table(filter="regexp_like(s, 'A', fl)")
+
+
+# -- decimal arithmetic (uint64 with signed integers, decimal128 columns) ------------------
+#
+# DataFusion evaluates ``uint64 <op> int64`` (``_rowid % 3``) and arithmetic on decimals in
+# Decimal128; each case runs on pylance and on lance_gpu over one pylance-written dataset.
+
+D = __import__("decimal").Decimal
+
+
+def _decimal_table() -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([0, 1, 2, None, 4, 5, -6, 7, 8, -(2**63)], pa.int64()),
+            "u": pa.array([0, 1, 2, 3, None, 5, 6, 7, 2**64 - 1, 9], pa.uint64()),
+            "i32": pa.array([1, -2, 3, -4, 5, None, 7, 8, 9, 10], pa.int32()),
+            "nz": pa.array([3, -7, 2, 5, None, -1, 4, 9, 6, 2**63 - 1], pa.int64()),  # no zero
+            "d": pa.array(
+                [D("1.50"), D("-2.25"), None, D("3.00"), D("0.01"), D("10.10"), D("-0.50"), D("7.77"), D("8.00"), D("9.99")],
+                pa.decimal128(10, 2),
+            ),
+            "e": pa.array(
+                [D("1.5"), D("2.0"), D("3.1"), D("4"), D("1.0"), None, D("-2.5"), D("3.3"), D("1.1"), D("-2.2")],
+                pa.decimal128(5, 1),
+            ),
+            "z": pa.array([D("1.5"), D("0"), None, D("1"), D("2"), D("3"), D("4"), D("5"), D("6"), D("7")], pa.decimal128(5, 1)),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def decimal_data(tmp_path_factory: pytest.TempPathFactory):
+    import lance_gpu
+
+    uri = str(tmp_path_factory.mktemp("dec") / "dec.lance")
+    lance.write_dataset(_decimal_table(), uri, max_rows_per_file=4)
+    return lance.dataset(uri), lance_gpu.dataset(uri)
+
+
+def _run(ds, **kwargs):
+    try:
+        return ds.to_table(**kwargs)
+    except Exception as e:  # noqa: BLE001 - the caller judges the type
+        return e
+
+
+def _assert_same_result(ref, ours, what: str) -> None:
+    if isinstance(ref, Exception):
+        assert isinstance(ours, Exception), (what, ref, ours)
+        # ours subclasses the class pylance raises (ArrowInvalid, or ValueError for a bad literal)
+        assert isinstance(ours, type(ref)), (what, type(ref), type(ours))
+        return
+    assert not isinstance(ours, Exception), (what, ref, ours)
+    assert ours.schema == ref.schema, (what, ours.schema, ref.schema)
+    assert ours.to_pylist() == ref.to_pylist(), what
+
+
+DECIMAL_FILTERS = [
+    # the brief's examples: uint64 (row ids, columns) with an int64 literal or column
+    "_rowid % 3 = 0", "u % 3 = 0", "u + id > 5",
+    "_rowid % 2 = 1", "_rowid % 4 = 0 and id > 2", "_rowid + 1 = 3", "_rowid / 3 = 1", "_rowid - 5 < 0",
+    "u - 20 < 0", "u - id = 0", "u * id > 10", "u / nz > 1", "u % nz = 0", "id % u = 0", "nz % u = 1",
+    "u + i32 > 8", "u * i32 < 0", "(u + id) % 4 = 2", "u % 3 = 0.0", "u + id > id", "u % nz > i32",
+    "u - id > 18446744073709551615", "u * 1000000000000000000000 > 0", "u / id > 1", "u % id = 0",
+    "(u + id) * (u + id) > 0", "-(u - id) > 0",
+    # decimal128 columns
+    "d * 2 > 3", "d + e > id", "d % 3 = 1.5", "d = 3", "d + 1 > 5", "d - 20 < 0", "d + i32 > 5",
+    "d * e < 0", "d / e > 1", "d % e > 0", "d / z > 1", "d % z = 0", "d / 0 > 1", "d + u > 10",
+    "d * d * d * d * d > 100", "-d > 0", "abs(d) > 2", "d / id > 0", "d > 1.5", "d = 100000000000", "d + NULL > 1", "NULL % u = 1",
+]
+
+
+@pytest.mark.parametrize("predicate", DECIMAL_FILTERS)
+def test_decimal_arithmetic_filter_matches_pylance(decimal_data, predicate: str) -> None:
+    ref_ds, our_ds = decimal_data
+    ref = _run(ref_ds, filter=predicate, with_row_id=True)
+    ours = _run(our_ds, filter=predicate, with_row_id=True)
+    _assert_same_result(ref, ours, predicate)
+
+
+DECIMAL_PROJECTIONS = [
+    "u % 3", "u + id", "u - id", "u * id", "u / nz", "u % nz", "nz % u", "u / id", "u + i32", "u * i32",
+    "u % i32", "i32 % u", "(u + id) % 7", "(u + id) / 3", "u - 20", "u % -3", "id + nz",
+    "d + e", "d - e", "d * e", "d / z", "d % z", "z / d", "d + id", "d * id", "d / nz", "d % nz",
+    "d % i32", "d / 3", "d % 3", "d + 1", "d * 2", "d + 1.5", "d / 0", "d % 0", "u + d", "i32 + d",
+    "d * d * d * d * d", "d * d * d * d * d * d * d * d * d * d", "e / e", "-d", "abs(d)",
+    "(u + id) * (u + id)", "d + 100000000000",
+]
+
+
+@pytest.mark.parametrize("expression", DECIMAL_PROJECTIONS)
+def test_decimal_arithmetic_projection_matches_pylance(decimal_data, expression: str) -> None:
+    ref_ds, our_ds = decimal_data
+    ref = _run(ref_ds, columns={"x": expression})
+    ours = _run(our_ds, columns={"x": expression})
+    _assert_same_result(ref, ours, expression)
+
+
+def test_decimal_division_by_zero_is_our_typed_arrow_invalid(decimal_data) -> None:
+    from lance_gpu.errors import DecimalArithmeticError, LanceGpuError
+
+    _, our_ds = decimal_data
+    for predicate in ("u % id = 0", "d / z > 1", "d % 0 > 1"):
+        with pytest.raises(DecimalArithmeticError, match="Divide by zero") as info:
+            our_ds.to_table(filter=predicate)
+        assert isinstance(info.value, pa.ArrowInvalid) and isinstance(info.value, LanceGpuError)
+
+
+def test_decimal_modulo_of_extreme_integers_is_exact() -> None:
+    from lance_gpu.filter import parse_expression
+
+    values = [2**64 - 1, 2**63, 2**63 - 1, 0, None, 12345678901234567891]
+    divisors = [-(2**63), 2**63 - 1, -1, -7, 3, None]
+    tbl = pa.table({"u": pa.array(values, pa.uint64()), "s": pa.array(divisors, pa.int64())})
+    for text, op in (("u % s", "mod"), ("u + s", "add"), ("u - s", "sub"), ("u * s", "mul")):
+        got = parse_expression(text, tbl.schema).evaluate(tbl).to_pylist()
+        want: list[object] = []
+        for a, b in zip(values, divisors, strict=True):
+            if a is None or b is None:
+                want.append(None)
+            elif op == "mod":
+                want.append(D(a % abs(b)))  # u is never negative: the remainder is not either
+            else:
+                want.append(D({"add": a + b, "sub": a - b, "mul": a * b}[op]))
+        assert got == want, (text, got, want)
