@@ -132,6 +132,16 @@ def test_rows_equal_pylance_full_scan_filter_and_row_ids(uri) -> None:
     assert ours.num_rows > 0
 
 
+@pytest.mark.parametrize("with_row_id", [False, True])
+def test_filters_on_row_identity_columns_equal_pylance(uri, with_row_id) -> None:
+    """``_rowid % 4 = 0`` shards or samples rows by id: the feed reads the row ids the filter
+    needs (and drops them unless asked for), as pylance's loader gives."""
+    for flt in ("_rowid % 4 = 0", "_rowaddr % 3 = 1 AND id > 20"):
+        kw = {"batch_size": 16, "columns": ["id", "label"], "filter": flt, "with_row_id": with_row_id, "auto_detect_rank": False}
+        ours, ref = _our_rows(uri, **kw), _pylance_rows(uri, **kw)
+        assert ours.num_rows > 0 and ours.equals(ref), flt
+
+
 def test_batches_equal_pylance_randomized_batch_sampler(uri) -> None:
     from lance.sampler import ShardedBatchSampler as PylanceBatchSampler
     from lance.torch.data import LanceDataset as PylanceDataset

@@ -60,6 +60,9 @@ class RowSource:
 
             self._compiled = parse_filter(filter, ds.schema)
             self._read_columns += [c for c in self._compiled.columns if c not in self._read_columns and c in ds.schema.names]
+            # row-identity columns the filter reads (``_rowid % 4 = 0``) are read too, then dropped
+            provided = {ROW_ID} if self.with_row_id else set()
+            self._read_columns += [v for v in self._compiled.virtual_columns if v not in provided and v not in self._read_columns]
         counts = [int(f.count_rows()) for f in ds.get_fragments()]
         self._ids = [int(f.fragment_id) for f in ds.get_fragments()]
         self._starts = np.zeros(len(counts) + 1, np.int64)
