@@ -168,3 +168,13 @@ def test_device_feed_plans_within_the_callers_memory_limit(uri, monkeypatch) -> 
     seen.clear()
     _batches(uri, "cuda")
     assert seen and 12_345_678 not in {budget for _name, budget in seen}
+
+
+def test_device_filter_on_row_ids_equals_host(uri) -> None:
+    kw = {"columns": ["id", "emb"], "filter": "_rowid % 3 = 0"}
+    dev = list(lt.LanceDataset(uri, 8, device="cuda", **kw))
+    host = list(lt.LanceDataset(uri, 8, device="cpu", **kw))
+    assert len(dev) == len(host) > 0
+    for d, h in zip(dev, host, strict=True):
+        assert set(d) == set(h) == {"id", "emb"}
+        assert all(torch.equal(d[k].cpu(), h[k]) for k in h)
