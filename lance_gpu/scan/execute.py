@@ -198,9 +198,7 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
     (or for the whole unit, taking the survivors, when they are a large share of it)."""
     if fetch is not None:
         fetch.result()
-    table = _early_table(resolved, unit, early, arrow_fields, offsets)
-    assert resolved.filter is not None  # late fields exist only under a filter
-    return _late_unit(resolved, unit, table, resolved.filter.positions(table), late, arrow_fields, offsets)
+    return _filtered_group(resolved, [unit], early, late, arrow_fields, offsets)[0]
 
 
 def _filtered_group(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Sequence[LanceField],
@@ -208,7 +206,6 @@ def _filtered_group(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Se
     """:func:`_filtered_unit` of each unit of a group of small units, the filter evaluated
     once over all their filter columns (:func:`group_positions`)."""
     tables = [_early_table(resolved, unit, early, arrow_fields, offsets) for unit in group]
-    assert resolved.filter is not None  # late fields exist only under a filter
     keeps = group_positions(resolved, tables)
     return [_late_unit(resolved, unit, table, keep, late, arrow_fields, offsets)
             for unit, table, keep in zip(group, tables, keeps, strict=True)]
@@ -218,7 +215,7 @@ def group_positions(resolved: ResolvedScan, tables: Sequence[pa.Table]) -> list[
     """Per table, the rows (ascending) the plan's filter keeps, from one evaluation over
     all of them (their concatenation, no copy): evaluating a filter has a fixed cost (an
     Acero plan) that tables of a few thousand rows would each pay."""
-    assert resolved.filter is not None
+    assert resolved.filter is not None  # late fields and groups exist only under a filter
     if len(tables) == 1:
         return [resolved.filter.positions(tables[0])]
     bounds = np.cumsum([0, *(t.num_rows for t in tables)])
