@@ -25,6 +25,7 @@ __all__ = [
     "device_zeros",
     "device_full",
     "exclusive_scan",
+    "exclusive_scan_device",
     "as_output",
     "launch_dims",
     "to_host",
@@ -192,6 +193,34 @@ def exclusive_scan(lengths, total_dtype=np.int64):
     offs = np.zeros(n + 1, dtype=total_dtype)
     np.cumsum(host, dtype=total_dtype, out=offs[1:])
     return cuda.to_device(offs), int(offs[n])
+
+
+@gpu_kernel
+def _serial_scan_kernel(lengths, n, out):
+    if cuda.grid(1) == 0:
+        acc = out[0] * 0
+        for i in range(n):
+            out[i] = acc
+            acc += lengths[i]
+        out[n] = acc
+
+
+def exclusive_scan_device(lengths, total_dtype=np.int64):
+    """Exclusive prefix sum of a device array of ``n`` lengths, left on the device: an
+    ``n + 1`` array starting with 0, nothing read back (``cupy.cumsum`` where CuPy is in
+    use; else one serial kernel, for the simulator's small inputs)."""
+    n = lengths.shape[0]
+    cp = get_cupy()
+    if cp is not None:
+        src = cp.asarray(lengths)
+        out = cp.empty(n + 1, dtype=total_dtype)
+        out[:1] = 0
+        if n:
+            cp.cumsum(src, dtype=total_dtype, out=out[1:])
+        return adopt(out)
+    out = device_empty(n + 1, total_dtype)
+    _serial_scan_kernel.get()[1, 1](lengths, np.int64(n), out)
+    return out
 
 
 def as_output(arr, use_cupy):

@@ -9,7 +9,19 @@ On the GPU a kernel cannot raise.  Kernels instead OR an error code into a
 one-element ``int32`` device array (the *error flag*); the host wrapper reads
 it back once after the launch (a single 4-byte copy, done anyway when the
 wrapper needs the output size) and raises :class:`CorruptInputError`.
+
+Inside :func:`deferred_errors` the flags of every launch are slots of one
+device array, zeroed once, and nothing is read back per launch: the block's
+end reads every slot in one copy and raises for the first flagged launch, in
+launch order.  A pipeline that launches many kernels then pays one blocking
+copy instead of one per launch.  The kernels bound every read and write, so a
+launch after a flagged one is safe; if the block raises anyway (an allocation
+sized from corrupt data, say), the flags are read first and a flagged launch
+is what is raised, the other exception chained.
 """
+
+import contextlib
+import threading
 
 import numpy as np
 
@@ -22,6 +34,7 @@ __all__ = [
     "ERR_BAD_UTF8",
     "new_error_flag",
     "raise_if_flagged",
+    "deferred_errors",
     "describe_error_code",
 ]
 
@@ -63,20 +76,115 @@ def describe_error_code(code):
     return "; ".join(names) if names else "no error"
 
 
+class _ErrorScope:
+    """The error flags of the launches of one :func:`deferred_errors` block: slots of
+    zeroed ``int32`` device arrays of :attr:`SLOTS` each, handed out in launch order."""
+
+    SLOTS = 256
+
+    def __init__(self):
+        self.blocks = []  # device int32[SLOTS] arrays
+        self.used = 0  # slots handed out
+        self.names = {}  # slot -> primitive name (set by raise_if_flagged)
+        self.slot_of = {}  # id(flag view) -> slot
+        self.flags = []  # the views handed out, kept alive so that their ids stay theirs
+
+    def take(self):
+        from . import _device
+
+        block, at = divmod(self.used, self.SLOTS)
+        if block == len(self.blocks):
+            self.blocks.append(_device.device_zeros(self.SLOTS, np.int32))
+        flag = self.blocks[block][at : at + 1]
+        self.slot_of[id(flag)] = self.used
+        self.flags.append(flag)
+        self.used += 1
+        return flag
+
+    def note(self, flag, what):
+        """Remember who launched with ``flag``; False if the flag is not this scope's."""
+        slot = self.slot_of.get(id(flag))
+        if slot is None:
+            return False
+        self.names[slot] = what
+        return True
+
+    def check(self):
+        """Read every slot handed out (one copy per block of slots) and raise for the
+        first flagged launch."""
+        from . import _device
+
+        remaining = self.used
+        for k, block in enumerate(self.blocks):
+            if remaining <= 0:
+                break
+            take = min(remaining, self.SLOTS)
+            codes = _device.to_host(block[:take])
+            remaining -= take
+            hit = np.flatnonzero(codes)
+            if hit.size:
+                slot = k * self.SLOTS + int(hit[0])
+                code = int(codes[hit[0]])
+                what = self.names.get(slot, "kernel")
+                msg = f"{what}: corrupt input ({describe_error_code(code)})"
+                raise CorruptInputError(msg, code)
+
+
+_scopes = threading.local()
+
+
+def _scope():
+    stack = getattr(_scopes, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def deferred_errors():
+    """Defer the error checks of the launches made in this thread inside the block to its
+    end: one copy back for all of them (see the module docstring).  Nested blocks check at
+    their own end.
+
+    :raises CorruptInputError: at the end of the block, for the first flagged launch.
+    """
+    scope = _ErrorScope()
+    stack = getattr(_scopes, "stack", None)
+    if stack is None:
+        stack = _scopes.stack = []
+    stack.append(scope)
+    try:
+        yield scope
+    except BaseException as exc:
+        stack.pop()
+        if scope.used and not isinstance(exc, CorruptInputError):
+            scope.check()  # a flagged launch explains the failure better (exc chained)
+        raise
+    stack.pop()
+    if scope.used:
+        scope.check()
+
+
 def new_error_flag():
     """A zeroed one-element ``int32`` device array used as error flag (from CuPy's pool
-    when CuPy is in use, so that a launch does not pay a ``cudaMalloc``)."""
+    when CuPy is in use, so that a launch does not pay a ``cudaMalloc``); inside
+    :func:`deferred_errors`, the next slot of the block's flags."""
+    scope = _scope()
+    if scope is not None:
+        return scope.take()
     from . import _device
 
     return _device.device_zeros(1, np.int32)
 
 
 def raise_if_flagged(flag, what):
-    """Copy the device error flag back and raise if any bit is set.
+    """Copy the device error flag back and raise if any bit is set (inside
+    :func:`deferred_errors`: note the launch, checked at the block's end).
 
     :param flag: the one-element device array filled by a kernel.
     :param what: the name of the primitive, used in the message.
     """
+    scope = _scope()
+    if scope is not None and scope.note(flag, what):
+        return
     code = int(flag.copy_to_host()[0])
     if code:
         msg = f"{what}: corrupt input ({describe_error_code(code)})"

@@ -50,7 +50,8 @@ from numba import prange
 
 from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
-from .errors import ERR_BAD_LEVEL, CorruptInputError, new_error_flag, raise_if_flagged
+from .errors import ERR_BAD_LEVEL, CorruptInputError, describe_error_code, new_error_flag, raise_if_flagged
+from .segments import _segment_of
 
 cuda = LAZY_CUDA
 
@@ -68,6 +69,8 @@ __all__ = [
     "def_table",
     "unravel_levels",
     "unravel_levels_gpu",
+    "LevelSegment",
+    "unravel_segments_gpu",
     "ravel_levels",
     "validity_to_bitmap",
     "bitmap_to_validity",
@@ -523,6 +526,97 @@ def _unravel_scatter_kernel(
             valid_all[val_base[m] + p] = _is_valid(d, below[m], empty_level[m])
 
 
+# Segmented unravel: every leaf of a read unit in one pass.  ``desc`` is one int64 array
+# holding, at the positions given by the scalar arguments:
+#   seg[S, _SEG_FIELDS]  per segment: rep position (-1: none), def position (-1: none),
+#                        levels, first layer (global index), layers, first ltr entry,
+#                        max rep, max def, first flag
+#   level_start[S + 1]   exclusive prefix of the segments' level counts (thread -> segment)
+#   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
+#                        validity base
+#   ltr[...]             the segments' ltr tables, concatenated
+# ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
+# the error codes of each segment.
+_SEG_FIELDS = 9
+_LAY_FIELDS = 6
+
+
+@gpu_kernel
+def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, flags, result, err0):
+    """flags[first flag + m * n + j] = 1 if level j of a segment has an entry at its layer m."""
+    i = cuda.grid(1)
+    if i >= total:
+        return
+    s = _segment_of(desc[ls0:], nseg, i)
+    b = seg0 + s * _SEG_FIELDS
+    j = i - desc[ls0 + s]
+    n = desc[b + 2]
+    rp = desc[b]
+    dp = desc[b + 1]
+    r = np.int64(0)
+    d = np.int64(0)
+    if rp >= 0:
+        r = np.int64(levels[rp + j])
+    if dp >= 0:
+        d = np.int64(levels[dp + j])
+    l0 = desc[b + 3]
+    nl = desc[b + 4]
+    ltr = desc[ltr0 + desc[b + 5]:]
+    fb = desc[b + 8] + j
+    if not _level_ok(r, d, desc[b + 6], desc[b + 7]) or (j == 0 and r != desc[b + 6]):
+        cuda.atomic.or_(result, err0 + s, ERR_BAD_LEVEL)
+        for m in range(nl):
+            flags[fb + m * n] = 0
+        return
+    for m in range(nl):
+        flags[fb + m * n] = 1 if _is_entry(r, d, ltr, desc[lay0 + (l0 + m) * _LAY_FIELDS]) else 0
+
+
+@gpu_kernel
+def _unravel_segments_scatter_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, excl, offsets_all, valid_all, result, nlayers):
+    """Offsets, validity, entry and null counts of every layer of every segment."""
+    i = cuda.grid(1)
+    if i >= total:
+        return
+    s = _segment_of(desc[ls0:], nseg, i)
+    b = seg0 + s * _SEG_FIELDS
+    j = i - desc[ls0 + s]
+    n = desc[b + 2]
+    rp = desc[b]
+    dp = desc[b + 1]
+    l0 = desc[b + 3]
+    nl = desc[b + 4]
+    fb = desc[b + 8]
+    if j == 0:
+        for m in range(nl):
+            lb = lay0 + (l0 + m) * _LAY_FIELDS
+            count = excl[fb + (m + 1) * n] - excl[fb + m * n]
+            result[l0 + m] = count
+            if m > 0 and desc[lb + 1]:
+                offsets_all[desc[lb + 4] + count] = excl[fb + m * n] - excl[fb + (m - 1) * n]
+    r = np.int64(0)
+    d = np.int64(0)
+    if rp >= 0:
+        r = np.int64(levels[rp + j])
+    if dp >= 0:
+        d = np.int64(levels[dp + j])
+    if not _level_ok(r, d, desc[b + 6], desc[b + 7]):
+        return
+    ltr = desc[ltr0 + desc[b + 5]:]
+    for m in range(nl):
+        lb = lay0 + (l0 + m) * _LAY_FIELDS
+        if _is_entry(r, d, ltr, desc[lb]):
+            at = fb + m * n
+            p = excl[at + j] - excl[at]
+            if desc[lb + 1]:
+                inner = at - n
+                offsets_all[desc[lb + 4] + p] = excl[inner + j] - excl[inner]
+            ok = _is_valid(d, desc[lb + 2], desc[lb + 3])
+            valid_all[desc[lb + 5] + p] = ok
+            if not ok:
+                cuda.atomic.add(result, nlayers + l0 + m, 1)
+
+
 @gpu_kernel
 def _to_bitmap_kernel(valid, n, out):
     b = cuda.grid(1)
@@ -773,6 +867,145 @@ def unravel_levels_gpu(rep, def_, layer_kinds, num_levels=None, num_rows=None, *
         msg = f"levels describe {rows} rows, expected {num_rows}"
         raise CorruptInputError(msg, ERR_BAD_LEVEL)
     return Unraveled(layers, int(counts[0]), rows)
+
+
+class LevelSegment(NamedTuple):
+    """The levels of one leaf within a shared ``uint16`` level buffer (see
+    :func:`unravel_segments_gpu`): positions of its repetition / definition levels (-1:
+    absent), their count, and its layer kinds (inner-most first)."""
+
+    rep_pos: int
+    def_pos: int
+    num_levels: int
+    layer_kinds: tuple
+
+
+_tables: dict[tuple, DefTable] = {}
+
+
+def _cached_table(kinds: tuple) -> DefTable:
+    tab = _tables.get(kinds)
+    if tab is None:
+        tab = _tables[kinds] = def_table(kinds)
+    return tab
+
+
+def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
+    """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
+    :class:`LevelSegment` of ``segments``, in two launches and one scan over all of them,
+    with one copy back to the host (entry counts, null counts and error codes of every
+    layer and segment).
+
+    ``levels`` is a ``uint16`` device array holding every segment's levels.  Returns one
+    :class:`Unraveled` per segment, whose arrays are views of two shared device buffers:
+    ``int64`` offsets and ``bool`` validity (``None`` for a layer without null entries).
+    Every host-side descriptor travels in one upload.
+
+    :raises CorruptInputError: a segment's levels are out of range for its layers or its
+        first level does not start a row; ``segment`` on the exception is the index of the
+        first such segment.
+    """
+    segments = list(segments)
+    nseg = len(segments)
+    if not nseg:
+        return []
+    tabs = [_cached_table(tuple(int(k) for k in sg.layer_kinds)) for sg in segments]
+    for sg, tab in zip(segments, tabs):
+        try:
+            _check_structure(tab, None if sg.rep_pos < 0 else True)
+        except CorruptInputError as exc:
+            exc.segment = segments.index(sg)
+            raise
+    nls = np.array([t.kinds.shape[0] for t in tabs], np.int64)
+    ns = np.array([int(sg.num_levels) for sg in segments], np.int64)
+    nlayers = int(nls.sum())
+    layer_first = np.zeros(nseg + 1, np.int64)
+    np.cumsum(nls, out=layer_first[1:])
+    level_start = np.zeros(nseg + 1, np.int64)
+    np.cumsum(ns, out=level_start[1:])
+    flag_first = np.zeros(nseg + 1, np.int64)
+    np.cumsum(nls * ns, out=flag_first[1:])
+    ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
+    ltr_first = np.zeros(nseg + 1, np.int64)
+    np.cumsum(ltr_len, out=ltr_first[1:])
+    seg = np.empty((nseg, _SEG_FIELDS), np.int64)
+    seg[:, 0] = [sg.rep_pos for sg in segments]
+    seg[:, 1] = [sg.def_pos for sg in segments]
+    seg[:, 2] = ns
+    seg[:, 3] = layer_first[:-1]
+    seg[:, 4] = nls
+    seg[:, 5] = ltr_first[:-1]
+    seg[:, 6] = [t.max_rep for t in tabs]
+    seg[:, 7] = [t.max_def for t in tabs]
+    seg[:, 8] = flag_first[:-1]
+    # every layer gets room for one entry per level of its segment (the entry counts are
+    # only known after the scan); list layers one more offset
+    seg_of_layer = np.repeat(np.arange(nseg), nls)
+    is_list = np.concatenate([t.is_list for t in tabs])
+    cap = ns[seg_of_layer]
+    val_base = np.zeros(nlayers + 1, np.int64)
+    np.cumsum(cap, out=val_base[1:])
+    off_cap = np.where(is_list != 0, cap + 1, 0)
+    off_base = np.zeros(nlayers + 1, np.int64)
+    np.cumsum(off_cap, out=off_base[1:])
+    lay = np.empty((nlayers, _LAY_FIELDS), np.int64)
+    lay[:, 0] = np.concatenate([t.c for t in tabs])
+    lay[:, 1] = is_list
+    lay[:, 2] = np.concatenate([t.below for t in tabs])
+    lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
+    lay[:, 4] = off_base[:-1]
+    lay[:, 5] = val_base[:-1]
+    parts = [seg.reshape(-1), level_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
+    starts = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([p.size for p in parts], out=starts[1:])
+    desc = _device.to_device(np.concatenate(parts))
+    seg0, ls0, lay0, ltr0 = (np.int64(x) for x in starts[:4])
+    total = int(level_start[-1])
+    d_levels = _device.to_device(levels) if levels is not None and levels.shape[0] else _device.device_zeros(1, np.uint16)
+    result = _device.device_zeros(2 * nlayers + nseg, np.int64)
+    offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
+    valid_all = _device.device_empty(max(int(val_base[-1]), 1), np.bool_)
+    if total:
+        nflags = int(flag_first[-1])
+        flags = _device.device_empty(nflags, np.int32)
+        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        _unravel_segments_flags_kernel.get()[blocks, tpb](
+            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(total), flags, result, np.int64(2 * nlayers),
+        )
+        excl = _device.exclusive_scan_device(flags)
+        _unravel_segments_scatter_kernel.get()[blocks, tpb](
+            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(total), excl, offsets_all, valid_all, result,
+            np.int64(nlayers),
+        )
+    host = _device.to_host(result)
+    counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers :]
+    bad = np.flatnonzero(errs)
+    if bad.size:
+        s = int(bad[0])
+        exc = CorruptInputError(
+            f"unravel_segments_gpu: segment {s}: corrupt input ({describe_error_code(int(errs[s]))}): levels out of range for "
+            f"layers {tabs[s].kinds.tolist()} or the first level does not start a row",
+            int(errs[s]),
+        )
+        exc.segment = s
+        raise exc
+    out = []
+    for s in range(nseg):
+        tab = tabs[s]
+        layers = []
+        for m in range(int(nls[s])):
+            g = int(layer_first[s]) + m
+            cnt = int(counts[g])
+            kind = int(tab.kinds[m])
+            validity = None
+            if kind in _NULLABLE_KINDS and nulls[g]:
+                validity = valid_all[val_base[g] : val_base[g] + cnt]
+            offsets = None
+            if tab.is_list[m]:
+                offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
+            layers.append(LayerResult(kind, validity, offsets, cnt))
+        out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
+    return out
 
 
 # --------------------------------------------------------------------------

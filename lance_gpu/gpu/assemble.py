@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Decoded leaves to device columns: levels to validity and offsets, then the field's tree.
 
-Mirrors the CPU's :func:`lance_gpu.file.arrow.assemble` (same layer walk, same checks), with
-the levels of each leaf unravelled on the device (``cuda_kernels.unravel_levels_gpu``) and
-every buffer a view into the unit's shared device buffers.
+Mirrors the CPU's :func:`lance_gpu.file.arrow.assemble` (same layer walk, same checks).  The
+levels of every leaf of every field of a read unit, across its fragments, are unravelled
+together on the device (``cuda_kernels.unravel_segments_gpu``: two launches, one scan and
+one copy back per unit, however many fragments and leaves), and every buffer is a view into
+the unit's shared device buffers.
 """
 
 from __future__ import annotations
@@ -38,21 +40,35 @@ class _Leaf:
         self.k = len(slots)
 
 
-def _unravel(leaf: LeafPlan, bufs: UnitBuffers) -> list[_Slots]:
-    if not leaf.has_rep and not leaf.has_def:
-        return [_Slots(None, None, leaf.num_levels) for _ in leaf.layers]
-    n = leaf.num_levels
-    rep = bufs.levels[leaf.rep_pos : leaf.rep_pos + n] if leaf.has_rep else None
-    def_ = bufs.levels[leaf.def_pos : leaf.def_pos + n] if leaf.has_def else None
+def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> list[list[_Slots]]:
+    """The slots of every layer of every leaf: leaves without levels directly, the others in
+    one segmented unravel over the unit's level buffer."""
+    out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels) for _ in leaf.layers] for leaf in leaves]
+    leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def]
+    if not leveled:
+        return out
+    segments = [
+        ck.LevelSegment(
+            leaves[k].rep_pos if leaves[k].has_rep else -1, leaves[k].def_pos if leaves[k].has_def else -1,
+            leaves[k].num_levels, tuple(leaves[k].layers),
+        )
+        for k in leveled
+    ]
     try:
-        result = ck.unravel_levels_gpu(rep, def_, list(leaf.layers), num_levels=n)
+        results = ck.unravel_segments_gpu(bufs.levels, segments)
     except (CorruptInputError, ValueError) as exc:
+        at = getattr(exc, "segment", 0)
+        leaf = leaves[leveled[at]]
         raise CorruptFileError(leaf.path, f"column {leaf.column}: repetition / definition levels do not fit the column's layers ({exc})") from exc
-    out = []
-    for lr in result.layers:
-        validity = None if lr.validity is None else _array.as_device(lr.validity)
-        offsets = None if lr.offsets is None else _array.as_device(lr.offsets)
-        out.append(_Slots(validity, offsets, int(lr.length)))
+    for k, result in zip(leveled, results, strict=True):
+        out[k] = [
+            _Slots(
+                None if lr.validity is None else _array.as_device(lr.validity),
+                None if lr.offsets is None else _array.as_device(lr.offsets),
+                int(lr.length),
+            )
+            for lr in result.layers
+        ]
     return out
 
 
@@ -95,20 +111,28 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
     return _leaf_column(t, leaf.plan, leaf.slots[0], bufs)
 
 
-def build_field(fp: FieldPlan, bufs: UnitBuffers) -> DeviceColumn:
-    """The device column of one planned field (all physical rows of its fragment)."""
-    leaves = [_Leaf(lp, _unravel(lp, bufs)) for lp in fp.leaves]
-    path = fp.leaves[0].path if fp.leaves else "<no file>"
-    col = _build(fp.arrow_field.type, leaves, [0], 0, bufs, path)
-    if col.length != fp.num_rows:
-        raise CorruptFileError(path, f"field {fp.name!r} decoded to {col.length} rows where its pages hold {fp.num_rows}")
-    return col
+def build_fields(fps: list[FieldPlan], bufs: UnitBuffers) -> list[DeviceColumn]:
+    """The device columns of a unit's planned fields (each: all the physical rows its
+    fragment decoded), with the levels of all their leaves unravelled at once."""
+    flat = [lp for fp in fps for lp in fp.leaves]
+    slots = _unravel_all(flat, bufs)
+    cols = []
+    at = 0
+    for fp in fps:
+        leaves = [_Leaf(lp, sl) for lp, sl in zip(fp.leaves, slots[at : at + len(fp.leaves)], strict=True)]
+        at += len(fp.leaves)
+        path = fp.leaves[0].path if fp.leaves else "<no file>"
+        col = _build(fp.arrow_field.type, leaves, [0], 0, bufs, path)
+        if col.length != fp.num_rows:
+            raise CorruptFileError(path, f"field {fp.name!r} decoded to {col.length} rows where its pages hold {fp.num_rows}")
+        cols.append(col)
+    return cols
 
 
 def empty_like(t: pa.DataType) -> DeviceColumn:
     return DeviceColumn.from_arrow(pa.array([], type=t))
 
 
-__all__ = ["build_field", "empty_like"]
+__all__ = ["build_fields", "empty_like"]
 
 _ = np  # numpy is used by callers through this module's types

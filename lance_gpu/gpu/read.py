@@ -30,11 +30,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cuda_kernels.errors import CorruptInputError
+from cuda_kernels.errors import CorruptInputError, deferred_errors
 from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, memory
-from lance_gpu.gpu.assemble import build_field
+from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
@@ -180,8 +180,10 @@ def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
     if staged is None:
         staged = _stage(items)
-    bufs = decode_unit(staged.unit, staged.arena)
-    return [build_field(fp, bufs) for _k, fp in items]
+    # every launch's corruption flag is read back once, at the end of the unit
+    with deferred_errors():
+        bufs = decode_unit(staged.unit, staged.arena)
+        return build_fields([fp for _k, fp in items], bufs)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:

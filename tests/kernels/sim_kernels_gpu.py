@@ -247,6 +247,100 @@ def test_unravel_gpu_corrupt_levels():
         ck.unravel_levels_gpu(np.array([0, 1], np.uint16), np.array([0, 0], np.uint16), kinds)
 
 
+_SEGMENT_CASES = [
+    ([[1, 2], None, [], [3]], pa.list_(pa.int32())),
+    ([[[1], None, []], None, [], [[None, 2]], [[]]], pa.list_(pa.list_(pa.int64()))),
+    ([[{"a": [1, None]}, None, {"a": []}], None, [], [{"a": None}]], pa.list_(pa.struct([("a", pa.list_(pa.int64()))]))),
+    ([{"x": 1}, {"x": None}, None], pa.struct([("x", pa.int64())])),
+    ([1, None, 3], pa.int64()),
+    ([[None], [1, 2, 3], None], pa.list_(pa.int16())),
+]
+
+
+def _random_rows(rng, typ, n):
+    """Random rows of a (nested) list / struct / int type, nulls and empty lists included."""
+
+    def value(t, depth):
+        if rng.random() < 0.2:
+            return None
+        if pa.types.is_list(t):
+            return [value(t.value_type, depth + 1) for _ in range(int(rng.integers(0, 4)))]
+        if pa.types.is_struct(t):
+            return {t.field(0).name: value(t.field(0).type, depth + 1)}
+        return int(rng.integers(0, 100))
+
+    return [value(typ, 0) for _ in range(n)]
+
+
+def _segments_and_levels(raveled):
+    """One shared uint16 level buffer (with gaps) and a LevelSegment per raveled leaf."""
+    parts, segs, pos = [], [], 0
+    for rav in raveled:
+        rep_pos = def_pos = -1
+        for which in ("rep", "def_"):
+            lv = getattr(rav, which)
+            if lv is None:
+                continue
+            parts.append(np.full(3, 7, np.uint16))  # a gap: segments need not touch
+            pos += 3
+            if which == "rep":
+                rep_pos = pos
+            else:
+                def_pos = pos
+            parts.append(np.asarray(lv, np.uint16))
+            pos += len(lv)
+        segs.append(ck.LevelSegment(rep_pos, def_pos, rav.num_levels, tuple(int(k) for k in rav.layer_kinds)))
+    levels = np.concatenate(parts) if parts else np.zeros(1, np.uint16)
+    return levels, segs
+
+
+def _assert_unraveled_equal(cpu, gpu):
+    assert (gpu.num_values, gpu.num_rows) == (cpu.num_values, cpu.num_rows)
+    for lc, lg in zip(cpu.layers, gpu.layers, strict=True):
+        assert lc.kind == lg.kind and lc.length == lg.length
+        assert (lc.validity is None) == (lg.validity is None)
+        if lc.validity is not None:
+            np.testing.assert_array_equal(h(lg.validity), lc.validity)
+        assert (lc.offsets is None) == (lg.offsets is None)
+        if lc.offsets is not None:
+            np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_unravel_segments_gpu_matches_cpu_per_segment(seed):
+    """Many leaves of different layer stacks, levels in one buffer: one segmented unravel
+    equals unravel_levels of each leaf (fixed cases plus random rows and lengths)."""
+    rng = np.random.default_rng(seed)
+    cases = list(_SEGMENT_CASES)
+    for typ in (pa.list_(pa.int32()), pa.struct([("x", pa.list_(pa.int8()))]), pa.list_(pa.list_(pa.int32())), pa.int32()):
+        cases.append((_random_rows(rng, typ, int(rng.integers(0, 12))), typ))
+    rng.shuffle(cases)
+    raveled = [_raveled(pa.array(rows, typ)) for rows, typ in cases]
+    levels, segs = _segments_and_levels(raveled)
+    gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs)
+    assert len(gpu) == len(segs)
+    for rav, g in zip(raveled, gpu, strict=True):
+        cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+        _assert_unraveled_equal(cpu, g)
+
+
+def test_unravel_segments_gpu_names_the_corrupt_segment():
+    good = _raveled(pa.array([[1, 2], None, [], [3]], pa.list_(pa.int32())))
+    kinds = tuple(int(k) for k in good.layer_kinds)
+    levels, segs = _segments_and_levels([good, good])
+    bad_def = segs[1].def_pos + 1
+    levels[bad_def] = 9  # beyond the layers' max def
+    with pytest.raises(CorruptInputError) as info:
+        ck.unravel_segments_gpu(cuda.to_device(levels), segs)
+    assert info.value.segment == 1
+    levels, segs = _segments_and_levels([good])
+    levels[segs[0].rep_pos] = 0  # the first level does not start a row
+    with pytest.raises(CorruptInputError):
+        ck.unravel_segments_gpu(cuda.to_device(levels), segs)
+    assert ck.unravel_segments_gpu(cuda.to_device(levels), []) == []
+    assert kinds
+
+
 def test_bitmaps_gpu_match_cpu():
     rng = np.random.default_rng(5)
     valid = rng.random(21) < 0.5

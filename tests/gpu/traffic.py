@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Device traffic of a block of code, counted at numba's API under the CUDA simulator.
+
+The simulator runs every kernel on the host, so wall time says nothing about a GPU; what it
+does show is what the host asks of the device, and that is what makes a read slow on one:
+each launch costs a few microseconds of Python and driver time, each blocking copy back to
+the host stalls the host until the device has drained its queue, and each upload from
+pageable memory is staged by the driver and serialises with the streams.
+
+:func:`count_device_traffic` patches the simulator's entry points for the duration of a
+``with`` block and counts:
+
+``launches``
+    kernel launches from the host (``kernel[grid, block](...)``; device functions called
+    from kernels are not launches);
+``d2h_blocking``
+    copies to the host that wait for the device: ``copy_to_host`` without a stream, and the
+    write-back numba performs after a launch that was given a NumPy array argument;
+``h2d_pageable``
+    copies of pageable host memory to the device: ``cuda.to_device`` and
+    ``copy_to_device`` of an ordinary NumPy array, and the implicit upload of a NumPy array
+    passed to a launch;
+``h2d_pinned``
+    copies of page-locked memory (``cuda.pinned_array`` results) to the device.
+
+Only meaningful with ``NUMBA_ENABLE_CUDASIM=1`` (it raises otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+
+_lock = threading.Lock()
+
+
+class _Pinned(np.ndarray):
+    """Marks the simulator's pinned arrays, so their uploads count as pinned."""
+
+
+def _is_pinned(a) -> bool:
+    base = a
+    while isinstance(base, np.ndarray):
+        if isinstance(base, _Pinned):
+            return True
+        base = base.base
+    return False
+
+
+def _caller() -> str:
+    import sys
+
+    frame = sys._getframe(3)
+    kernel_site = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "/lance_gpu/" in name:
+            return f"{name.rsplit('/lance_gpu/', 1)[1]}:{frame.f_code.co_name}" + (f" <- {kernel_site}" if kernel_site else "")
+        if "/cuda_kernels/" in name and kernel_site is None:
+            kernel_site = frame.f_code.co_name
+        frame = frame.f_back
+    return kernel_site or "?"
+
+
+@contextlib.contextmanager
+def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
+    """Count the device traffic of the block (see the module docstring) into a Counter;
+    ``where`` (optional) also counts ``(kind, caller)`` pairs, the caller being the first
+    frame of ``lance_gpu`` outside the kernel wrappers (for finding who asks)."""
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        msg = "count_device_traffic needs the CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
+        raise RuntimeError(msg)
+    from numba import cuda
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator.cudadrv import devicearray as sim_array
+
+    counts: Counter = Counter()
+
+    def bump(key: str, n: int = 1) -> None:
+        with _lock:
+            counts[key] += n
+            if where is not None:
+                where[(key, _caller())] += n
+
+    fake_call = sim_kernel.FakeCUDAKernel.__call__
+    copy_to_host = sim_array.FakeCUDAArray.copy_to_host
+    copy_to_device = sim_array.FakeCUDAArray.copy_to_device
+    to_device = sim_array.to_device
+    pinned_array = sim_array.pinned_array
+
+    def counted_call(self, *args):
+        if not (self._device or sim_kernel._kernel_context):
+            bump("launches")
+            host_args = sum(1 for a in args if isinstance(a, np.ndarray) and a.ndim > 0)
+            if host_args:
+                bump("h2d_pageable", host_args)
+                bump("d2h_blocking", host_args)
+        return fake_call(self, *args)
+
+    def counted_copy_to_host(self, ary=None, stream=0):
+        if not stream:
+            bump("d2h_blocking")
+        else:
+            bump("d2h_async")
+        return copy_to_host(self, ary, stream)
+
+    def counted_copy_to_device(self, ary, stream=0):
+        if isinstance(ary, np.ndarray):
+            bump("h2d_pinned" if _is_pinned(ary) else "h2d_pageable")
+        return copy_to_device(self, ary, stream)
+
+    def counted_to_device(ary, stream=0, copy=True, to=None):
+        if to is None:  # with ``to``, copy_to_device counts it
+            bump("h2d_pinned" if isinstance(ary, np.ndarray) and _is_pinned(ary) else "h2d_pageable")
+        return to_device(ary, stream, copy, to)
+
+    def marked_pinned_array(shape, dtype=np.float64, strides=None, order="C"):
+        return pinned_array(shape, dtype, strides, order).view(_Pinned)
+
+    patches = [
+        (sim_kernel.FakeCUDAKernel, "__call__", counted_call),
+        (sim_array.FakeCUDAArray, "copy_to_host", counted_copy_to_host),
+        (sim_array.FakeCUDAArray, "copy_to_device", counted_copy_to_device),
+        (sim_array, "to_device", counted_to_device),
+        (cuda, "to_device", counted_to_device),
+        (sim_array, "pinned_array", marked_pinned_array),
+        (cuda, "pinned_array", marked_pinned_array),
+    ]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _new in patches]
+    for obj, name, new in patches:
+        setattr(obj, name, new)
+    try:
+        yield counts
+    finally:
+        for obj, name, old in saved:
+            setattr(obj, name, old)
