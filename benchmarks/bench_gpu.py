@@ -321,6 +321,26 @@ def levels_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
     d_d1, k1 = dev.up(d1), [ck.NULLABLE_ITEM]
     yield Case("levels", "unravel int32? (def only)", lambda: ck.unravel_levels_gpu(None, d_d1, k1, num_levels=n),
                lambda: ck.unravel_levels(None, d1, k1, num_levels=n), "validity")
+    # the read path's form: one segmented pass over many leaves (here 16 fragments of each
+    # of the two columns above), their levels in one buffer
+    parts = 16
+    row_starts = np.flatnonzero(rep == rep.max())
+    cuts = np.append(row_starts[np.linspace(0, row_starts.size, parts, endpoint=False).astype(np.int64)], rep.size)
+    lv_flat = n // parts
+    level_buf = np.concatenate([rep, def_, d1])
+    segs = [ck.LevelSegment(int(a), rep.size + int(a), int(b - a), tuple(kinds)) for a, b in zip(cuts[:-1], cuts[1:])]
+    segs += [ck.LevelSegment(-1, 2 * rep.size + k * lv_flat, lv_flat, tuple(k1)) for k in range(parts)]
+    d_buf = dev.up(level_buf)
+
+    def seg_expect():
+        out = []
+        for sg in segs:
+            r = None if sg.rep_pos < 0 else level_buf[sg.rep_pos : sg.rep_pos + sg.num_levels]
+            out.append(ck.unravel_levels(r, level_buf[sg.def_pos : sg.def_pos + sg.num_levels], list(sg.layer_kinds), num_levels=sg.num_levels))
+        return out
+
+    yield Case("levels", f"unravel_segments ({parts} list<int32?> + {parts} int32? leaves)", lambda: ck.unravel_segments_gpu(d_buf, segs),
+               seg_expect, "validity + offsets")
     bools = rng.random(n) < 0.9
     bitmap = ck.validity_to_bitmap(bools)
     d_bools, d_bitmap = dev.up(bools), dev.up(bitmap)

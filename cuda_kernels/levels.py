@@ -565,9 +565,12 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     fb = desc[b + 8] + j
     if not _level_ok(r, d, desc[b + 6], desc[b + 7]) or (j == 0 and r != desc[b + 6]):
         cuda.atomic.or_(result, err0 + s, ERR_BAD_LEVEL)
-        for m in range(nl):
-            flags[fb + m * n] = 0
+        if rp >= 0:
+            for m in range(nl):
+                flags[fb + m * n] = 0
         return
+    if rp < 0:
+        return  # no list layer: every level is an entry of every layer (no flags)
     for m in range(nl):
         flags[fb + m * n] = 1 if _is_entry(r, d, ltr, desc[lay0 + (l0 + m) * _LAY_FIELDS]) else 0
 
@@ -590,6 +593,9 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, 
     if j == 0:
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
+            if rp < 0:
+                result[l0 + m] = n
+                continue
             count = excl[fb + (m + 1) * n] - excl[fb + m * n]
             result[l0 + m] = count
             if m > 0 and desc[lb + 1]:
@@ -601,6 +607,15 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, 
     if dp >= 0:
         d = np.int64(levels[dp + j])
     if not _level_ok(r, d, desc[b + 6], desc[b + 7]):
+        return
+    if rp < 0:
+        # item layers only: level j is entry j of every layer
+        for m in range(nl):
+            lb = lay0 + (l0 + m) * _LAY_FIELDS
+            ok = _is_valid(d, desc[lb + 2], desc[lb + 3])
+            valid_all[desc[lb + 5] + j] = ok
+            if not ok:
+                cuda.atomic.add(result, nlayers + l0 + m, 1)
         return
     ltr = desc[ltr0 + desc[b + 5]:]
     for m in range(nl):
@@ -894,7 +909,8 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
     """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
     :class:`LevelSegment` of ``segments``, in two launches and one scan over all of them,
     with one copy back to the host (entry counts, null counts and error codes of every
-    layer and segment).
+    layer and segment).  Segments without repetition levels (no list layer: level ``j`` is
+    entry ``j`` of every layer) take no part in the scan.
 
     ``levels`` is a ``uint16`` device array holding every segment's levels.  Returns one
     :class:`Unraveled` per segment, whose arrays are views of two shared device buffers:
@@ -923,8 +939,9 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
     np.cumsum(nls, out=layer_first[1:])
     level_start = np.zeros(nseg + 1, np.int64)
     np.cumsum(ns, out=level_start[1:])
+    has_rep = np.array([sg.rep_pos >= 0 for sg in segments])
     flag_first = np.zeros(nseg + 1, np.int64)
-    np.cumsum(nls * ns, out=flag_first[1:])
+    np.cumsum(np.where(has_rep, nls * ns, 0), out=flag_first[1:])  # flags: segments with list layers only
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
     ltr_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(ltr_len, out=ltr_first[1:])
@@ -967,12 +984,12 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
     valid_all = _device.device_empty(max(int(val_base[-1]), 1), np.bool_)
     if total:
         nflags = int(flag_first[-1])
-        flags = _device.device_empty(nflags, np.int32)
+        flags = _device.device_empty(max(nflags, 1), np.int32)
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _unravel_segments_flags_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(total), flags, result, np.int64(2 * nlayers),
         )
-        excl = _device.exclusive_scan_device(flags)
+        excl = _device.exclusive_scan_device(flags[:nflags])
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(total), excl, offsets_all, valid_all, result,
             np.int64(nlayers),
