@@ -55,6 +55,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 sys.path[:0] = [str(ROOT), str(HERE)]
+# --code DIR: time another checkout's lance_gpu / cuda_kernels with this script (a baseline
+# in the same run); read before anything imports them
+if "--code" in sys.argv[1:-1]:
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--code") + 1]).resolve()))
 
 KERNEL_TARGET = 0.30  # fraction of the D2D copy bandwidth
 TARGET_VS_UPLOAD = 10.0
@@ -711,7 +715,8 @@ def write_results(out_dir: Path, res: dict) -> Path:
     ver = ", ".join(f"{k} {m[k]}" for k in ("cuda_driver", "cuda_runtime", "cupy", "numba", "numba-cuda", "pyarrow", "pylance", "cudf") if k in m)
     lines = [f"# GPU benchmark: {m['device']}, {m['date']}", "",
              f"{ver}; Python {m['python']}, {m['cpus']} CPU cores; kernel inputs {m['kernel_values']} values; "
-             f"datasets {m['rows']} / {m['emb_rows']} rows; median of {m['repeat']} after one warm-up.", ""]
+             f"datasets {m['rows']} / {m['emb_rows']} rows; median of {m['repeat']} after one warm-up.", "",
+             f"Code timed: `{m.get('code', '?')}`.", ""]
     if res["bandwidth"]:
         lines += ["## Copy bandwidth (GB/s of bytes copied)", "", "| copy | MB | GB/s |", "|---|---|---|"]
         lines += [f"| {r['copy']} | {r['mb']:.0f} | {r['gb_s']:.1f} |" for r in res["bandwidth"]]
@@ -776,6 +781,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=None, help="directory holding (or to receive) bench_read's datasets")
     ap.add_argument("--results-dir", type=Path, default=None, help="default benchmarks/results (none written under --simulate)")
     ap.add_argument("--kernels-only", action="store_true", help="bandwidth and kernels, no end-to-end reads")
+    ap.add_argument("--e2e-only", action="store_true", help="end-to-end reads and phases only (no bandwidth, no kernels)")
+    ap.add_argument("--code", type=Path, default=None, help="import lance_gpu / cuda_kernels from this checkout (a baseline)")
+    ap.add_argument("--tag", default="", help="suffix of the results files (gpu_<device>_<tag>)")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--no-check", action="store_true", help="skip comparing kernel outputs with their CPU twins")
     ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)  # kernels under NUMBA_ENABLE_CUDASIM=1, tiny sizes
@@ -800,8 +808,16 @@ def main(argv: list[str] | None = None) -> int:
     dev = Dev(sim)
     res: dict = {"meta": meta(args, sim), "bandwidth": [], "ref_gb_s": None, "kernels": [], "e2e": [], "ratios": [], "not_run": []}
     print(f"device: {res['meta']['device']}", flush=True)
+    import lance_gpu
+
+    res["meta"]["code"] = str(Path(lance_gpu.__file__).resolve().parents[1])
+    if args.tag:
+        res["meta"]["slug"] += f"_{re.sub(r'[^a-z0-9]+', '-', args.tag.lower())}"
+    print(f"code: {res['meta']['code']}", flush=True)
     if sim:
         res["not_run"].append("bandwidth and end to end: CUDA simulator (kernels called once on tiny inputs, checked against the CPU)")
+    elif args.e2e_only:
+        res["not_run"].append("bandwidth and kernels: --e2e-only")
     else:
         print("copy bandwidth:", flush=True)
         try:
@@ -811,11 +827,12 @@ def main(argv: list[str] | None = None) -> int:
             res["not_run"].append(f"copy bandwidth (so no kernel fractions): {type(exc).__name__}: {exc}")
             print(f"  FAILED {type(exc).__name__}: {exc}", flush=True)
         dev.free()
-    t0 = time.perf_counter()
-    print(f"kernels ({args.kernel_n} values per case):", flush=True)
-    res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"])
-    below = [r["kernel"] for r in res["kernels"] if r.get("of_copy", 1.0) < KERNEL_TARGET]
-    print(f"kernels done in {time.perf_counter() - t0:.0f} s" + (f"; below {KERNEL_TARGET:.2f} of copy: {', '.join(below)}" if below else ""), flush=True)
+    if not args.e2e_only:
+        t0 = time.perf_counter()
+        print(f"kernels ({args.kernel_n} values per case):", flush=True)
+        res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"])
+        below = [r["kernel"] for r in res["kernels"] if r.get("of_copy", 1.0) < KERNEL_TARGET]
+        print(f"kernels done in {time.perf_counter() - t0:.0f} s" + (f"; below {KERNEL_TARGET:.2f} of copy: {', '.join(below)}" if below else ""), flush=True)
     if args.kernels_only or sim:
         if not sim:
             res["not_run"].append("end to end: --kernels-only")

@@ -9,6 +9,9 @@ Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) CuPy is never used: the
 simulator's "device" arrays live in host memory.
 """
 
+import contextlib
+import threading
+
 import numpy as np
 
 from ._target import LAZY_CUDA, cuda_module, gpu_kernel
@@ -21,6 +24,7 @@ __all__ = [
     "get_cupy",
     "wants_cupy",
     "to_device",
+    "pinned_uploads",
     "device_empty",
     "device_zeros",
     "device_full",
@@ -86,6 +90,93 @@ def _is_numba_device_array(x):
     return getattr(x, "__cuda_ndarray__", False) and hasattr(x, "copy_to_host")
 
 
+# --------------------------------------------------------------------------
+# Uploads of small host arrays (kernel arguments) through pinned memory
+
+
+class _PinnedUploads:
+    """Host arrays copied into reusable page-locked blocks and sent to pool memory with
+    asynchronous copies on the legacy stream (the stream our kernels run on, so every
+    launch after an upload sees its data): no copy waits for the device, and no
+    allocation goes around the pool.  A block is reused only after the scope that filled
+    it has synchronised the legacy stream (see :func:`pinned_uploads`)."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, free):
+        self.free = free  # this thread's idle pinned blocks
+        self.blocks = []  # (block, bytes used) in use by this scope
+        self.uploads = 0
+
+    def _room(self, nbytes):
+        if self.blocks and self.blocks[-1][1] + nbytes <= self.blocks[-1][0].size:
+            return
+        size = max(self.BLOCK, nbytes)
+        block = next((b for b in self.free if b.size >= size), None)
+        if block is None:
+            block = cuda_module().pinned_array(size, dtype=np.uint8)
+        else:
+            self.free.remove(block)
+        self.blocks.append([block, 0])
+
+    def put(self, arr):
+        nbytes = arr.nbytes
+        out = device_empty(arr.shape, arr.dtype)
+        if not nbytes:
+            return out
+        self._room(nbytes + 15)
+        entry = self.blocks[-1]
+        at = -(-entry[1] // 16) * 16
+        staged = entry[0][at : at + nbytes].view(arr.dtype).reshape(arr.shape)
+        staged[...] = arr
+        entry[1] = at + nbytes
+        out.copy_to_device(staged, stream=cuda_module().legacy_default_stream())
+        self.uploads += 1
+        return out
+
+    def close(self):
+        self.free.extend(b for b, _used in self.blocks)
+        self.blocks = []
+
+
+_upload_state = threading.local()
+
+
+def _upload_scope():
+    stack = getattr(_upload_state, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def pinned_uploads():
+    """Inside the block, host arrays that this thread's kernel wrappers upload (descriptors,
+    tables, small arguments) go through pinned memory with asynchronous copies into the
+    memory pool instead of one blocking pageable copy and one allocation each.  The legacy
+    stream is synchronised when the block ends, before its pinned blocks are reused."""
+    stack = getattr(_upload_state, "stack", None)
+    if stack is None:
+        stack = _upload_state.stack = []
+        _upload_state.free = []
+    scope = _PinnedUploads(_upload_state.free)
+    stack.append(scope)
+    try:
+        yield scope
+    finally:
+        stack.pop()
+        if scope.blocks:
+            cuda_module().legacy_default_stream().synchronize()
+        scope.close()
+
+
+def _upload(arr):
+    """A device copy of the contiguous host array ``arr`` (pinned and asynchronous inside
+    :func:`pinned_uploads`)."""
+    scope = _upload_scope()
+    if scope is not None and arr.ndim:
+        return scope.put(arr)
+    return cuda_module().to_device(arr)
+
+
 def to_device(x, dtype=None):
     """Return a numba device array viewing (or holding a copy of) ``x``.
 
@@ -100,15 +191,13 @@ def to_device(x, dtype=None):
         if getattr(x, "__cuda_ndarray__", False):
             dev = x
         else:
-            arr = np.ascontiguousarray(x, dtype=dtype)
-            return cuda.to_device(arr)
+            return _upload(np.ascontiguousarray(x, dtype=dtype))
     elif _is_numba_device_array(x):
         dev = x  # already numba's: re-wrapping would synchronise its stream again
     elif cuda.is_cuda_array(x):
         dev = cuda.as_cuda_array(x)
     else:
-        arr = np.ascontiguousarray(x, dtype=dtype)
-        return cuda.to_device(arr)
+        return _upload(np.ascontiguousarray(x, dtype=dtype))
     if dtype is not None and np.dtype(dev.dtype) != np.dtype(dtype):
         if np.dtype(dev.dtype).itemsize != np.dtype(dtype).itemsize:
             msg = f"device array of dtype {dev.dtype} cannot be used as {np.dtype(dtype)}"
@@ -176,7 +265,7 @@ def exclusive_scan(lengths, total_dtype=np.int64):
     ``n + 1`` int64 values starting with 0, and ``total`` is the Python int
     ``offsets[n]`` (read back to the host: callers need it to size outputs).
     With CuPy the scan runs on the device (``cupy.cumsum``); without it (e.g.
-    under the simulator) it runs on the host.
+    under the simulator) in :func:`exclusive_scan_device`'s serial kernel.
     """
     cuda = cuda_module()
     n = lengths.shape[0]
@@ -189,10 +278,9 @@ def exclusive_scan(lengths, total_dtype=np.int64):
             cp.cumsum(src, dtype=total_dtype, out=out[1:])
         total = int(out[n].get())
         return adopt(out), total
-    host = lengths.copy_to_host() if hasattr(lengths, "copy_to_host") else np.asarray(lengths)
-    offs = np.zeros(n + 1, dtype=total_dtype)
-    np.cumsum(host, dtype=total_dtype, out=offs[1:])
-    return cuda.to_device(offs), int(offs[n])
+    # the simulator (small inputs): a device scan and one readback of the total, as on a GPU
+    offs = exclusive_scan_device(to_device(lengths), total_dtype)
+    return offs, int(offs[n : n + 1].copy_to_host()[0])
 
 
 @gpu_kernel

@@ -86,6 +86,7 @@ class _ErrorScope:
         self.blocks = []  # device int32[SLOTS] arrays
         self.used = 0  # slots handed out
         self.names = {}  # slot -> primitive name (set by raise_if_flagged)
+        self.explain = {}  # slot -> callable returning the exception to raise for it
         self.slot_of = {}  # id(flag view) -> slot
         self.flags = []  # the views handed out, kept alive so that their ids stay theirs
 
@@ -101,12 +102,15 @@ class _ErrorScope:
         self.used += 1
         return flag
 
-    def note(self, flag, what):
-        """Remember who launched with ``flag``; False if the flag is not this scope's."""
+    def note(self, flag, what, explain=None):
+        """Remember who launched with ``flag`` (and how to explain a flag); False if the
+        flag is not this scope's."""
         slot = self.slot_of.get(id(flag))
         if slot is None:
             return False
         self.names[slot] = what
+        if explain is not None:
+            self.explain[slot] = explain
         return True
 
     def check(self):
@@ -125,6 +129,8 @@ class _ErrorScope:
             if hit.size:
                 slot = k * self.SLOTS + int(hit[0])
                 code = int(codes[hit[0]])
+                if slot in self.explain:
+                    raise self.explain[slot]()
                 what = self.names.get(slot, "kernel")
                 msg = f"{what}: corrupt input ({describe_error_code(code)})"
                 raise CorruptInputError(msg, code)
@@ -175,17 +181,21 @@ def new_error_flag():
     return _device.device_zeros(1, np.int32)
 
 
-def raise_if_flagged(flag, what):
+def raise_if_flagged(flag, what, explain=None):
     """Copy the device error flag back and raise if any bit is set (inside
     :func:`deferred_errors`: note the launch, checked at the block's end).
 
     :param flag: the one-element device array filled by a kernel.
     :param what: the name of the primitive, used in the message.
+    :param explain: optional callable returning the exception to raise instead (it may
+        read more back from the device: it only runs when the flag is set).
     """
     scope = _scope()
-    if scope is not None and scope.note(flag, what):
+    if scope is not None and scope.note(flag, what, explain):
         return
     code = int(flag.copy_to_host()[0])
+    if code and explain is not None:
+        raise explain()
     if code:
         msg = f"{what}: corrupt input ({describe_error_code(code)})"
         raise CorruptInputError(msg, code)

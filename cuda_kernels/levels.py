@@ -110,6 +110,7 @@ class LayerResult(NamedTuple):
     validity: object
     offsets: object
     length: int
+    null_count: int = -1  # null entries, where the unraveller counted them (-1: not counted)
 
 
 class Unraveled(NamedTuple):
@@ -1020,7 +1021,7 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
             offsets = None
             if tab.is_list[m]:
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
-            layers.append(LayerResult(kind, validity, offsets, cnt))
+            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out
 

@@ -230,6 +230,7 @@ def _expand_cpu(starts, offsets, nranges, out):
 def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_thread, err):
     t = cuda.grid(1)
     lo = np.int64(t) * per_thread
+    total = min(total, np.int64(prefix[nranges]))  # ``total`` may be a bound (see copy_ranges_gpu)
     if lo >= total:
         return
     hi = min(lo + per_thread, total)
@@ -392,15 +393,20 @@ def copy_ranges(src, src_starts, lengths, dst, dst_starts):
     return dst
 
 
-def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, bytes_per_thread=None, threads_per_block=128):
+def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None, bytes_per_thread=None, threads_per_block=128):
     """GPU twin of :func:`copy_ranges` (one launch for all ranges; ``dst`` is written in place).
 
     ``src`` / ``dst`` are device arrays of any dtype (addressed in bytes); the range
-    descriptors may be host or device integer arrays.  Returns ``dst``.
+    descriptors may be host or device integer arrays.  With device ``lengths``, their total
+    is read back to size the launch unless ``max_total`` bounds it (nothing is read back
+    then; threads past the real total do nothing).  Returns ``dst``.
     """
     d_src = _as_bytes_device(src)
     d_dst = _as_bytes_device(dst)
-    prefix, total = _host_or_scan(lengths)
+    if max_total is not None and not isinstance(lengths, (np.ndarray, list, tuple)):
+        prefix, total = _device.exclusive_scan_device(_device.to_device(lengths)), int(max_total)
+    else:
+        prefix, total = _host_or_scan(lengths)
     d_ss = _descriptor(src_starts)
     d_dd = _descriptor(dst_starts)
     n = d_ss.shape[0]

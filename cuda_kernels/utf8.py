@@ -25,7 +25,7 @@ from numba import prange
 
 from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
-from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError
+from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 
 cuda = LAZY_CUDA
 
@@ -378,7 +378,13 @@ def _check_segments_kernel(offsets, data, n_bytes, seg_slot, seg_first, seg_utf8
         cuda.atomic.min(first_bad, 0, s)
 
 
-def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg_utf8, *, threads_per_block=256):
+@gpu_kernel
+def _flag_bad_segment_kernel(first_bad, nseg, err):
+    if cuda.grid(1) == 0 and first_bad[0] < nseg:
+        err[0] |= ERR_OUT_OF_BOUNDS
+
+
+def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg_utf8, *, on_bad=None, threads_per_block=256):
     """Validate segments of device variable-width values in one launch.
 
     :param offsets: device ``int64[m + 1]`` offsets into ``data``.
@@ -386,7 +392,11 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
     :param seg_slot: host int64 per segment: index of its first value.
     :param seg_count: host int64 per segment: its number of values.
     :param seg_utf8: host bool per segment: whether its values must be UTF-8.
-    :returns: the index of the first segment holding a bad value, or -1.
+    :param on_bad: optional ``on_bad(index)`` returning the exception to raise for the
+        first bad segment ``index``; with it nothing is read back unless a value is bad,
+        and inside :func:`cuda_kernels.errors.deferred_errors` not before the block ends.
+    :returns: the index of the first segment holding a bad value, or -1 (always -1 with
+        ``on_bad``, which raises instead).
     """
     seg_count = np.asarray(seg_count, np.int64)
     nseg = seg_count.size
@@ -404,5 +414,10 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
         offsets, data, np.int64(n_bytes), dev(np.asarray(seg_slot, np.int64)), dev(seg_first),
         dev(np.asarray(seg_utf8, np.uint8)), np.int64(nseg), first_bad,
     )
+    if on_bad is not None:
+        err = new_error_flag()
+        _flag_bad_segment_kernel.get()[1, 1](first_bad, np.int64(nseg), err)
+        raise_if_flagged(err, "check_variable_segments_gpu", explain=lambda: on_bad(int(_device.to_host(first_bad)[0])))
+        return -1
     bad = int(_device.to_host(first_bad)[0])
     return -1 if bad >= nseg else bad

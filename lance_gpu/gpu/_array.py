@@ -54,6 +54,20 @@ def current_stream(owner) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def nvtx_range(name: str) -> Iterator[None]:
+    """An NVTX range around the block (seen by Nsight Systems), where CuPy is in use."""
+    cp = cupy()
+    if cp is None:
+        yield
+        return
+    cp.cuda.nvtx.RangePush(name)
+    try:
+        yield
+    finally:
+        cp.cuda.nvtx.RangePop()
+
+
 def sync_kernels() -> None:
     """Wait for the work queued on the legacy default stream (our kernels and the reader's
     CuPy work), and for nothing else: copies on non-blocking streams go on."""
@@ -98,6 +112,8 @@ def full(n: int, dtype, value) -> object:
 def upload(host: np.ndarray) -> object:
     """A device copy of a host array."""
     host = np.ascontiguousarray(host)
+    if _device._upload_scope() is not None:  # asynchronous, through pinned memory
+        return _device.to_device(host)
     out = empty(host.size, host.dtype)
     if host.size:
         out.copy_to_device(host.reshape(-1))

@@ -13,6 +13,8 @@ device error flag (``cuda_kernels.errors``) instead of reading out of bounds.
   (fixed-width items become copy ranges, variable-width items value spans).
 * :func:`fullzip_walk` -- full-zip pages (``[control word][length][bytes]`` per item), one
   thread per row: a count pass, a scan, then a fill pass writing levels and values.
+* :func:`rle_chunks` -- the runs of many RLE chunks expanded in one launch, each chunk's
+  runs checked to add up to its value count on the device (nothing read back).
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ import numpy as np
 
 from cuda_kernels import _device
 from cuda_kernels._target import LAZY_CUDA, dual, gpu_kernel
-from cuda_kernels.errors import ERR_BAD_LEVEL, ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
-from cuda_kernels.gather import gather_fixed_gpu
+from cuda_kernels.errors import ERR_BAD_LEVEL, ERR_OUT_OF_BOUNDS, new_error_flag, raise_if_flagged
 from cuda_kernels.segments import _segment_of
 
 cuda = LAZY_CUDA
 
-__all__ = ["variable_spans", "dictionary_spans", "fullzip_walk"]
+__all__ = ["dictionary_spans", "fullzip_walk", "rle_chunks", "variable_spans"]
 
 
 @dual
@@ -246,6 +247,18 @@ def _fullzip_count_kernel(
 
 
 @gpu_kernel
+def _fullzip_check_kernel(item_off, vis_off, p_rows, npages, items, visible, err):
+    """Page ``p`` must hold ``items[p]`` items of which ``visible[p]`` are visible."""
+    p = cuda.grid(1)
+    if p >= npages:
+        return
+    lo = np.int64(p_rows[p])
+    hi = np.int64(p_rows[p + 1])
+    if np.int64(item_off[hi]) - np.int64(item_off[lo]) != np.int64(items[p]) or np.int64(vis_off[hi]) - np.int64(vis_off[lo]) != np.int64(visible[p]):
+        cuda.atomic.or_(err, 0, ERR_BAD_LEVEL)
+
+
+@gpu_kernel
 def _fullzip_fill_kernel(
     arena, p_rows, npages, p_data, p_size, p_index, p_iwidth, p_stride, p_ctrl, p_bits_def,
     p_offb, p_valb, p_inv, p_ninv, invisible, item_off, vis_off,
@@ -323,7 +336,7 @@ def fullzip_walk(arena, pages: dict, invisible: np.ndarray, levels, fixed, out_s
     bytes), ``inv`` / ``ninv`` (the page's slice of ``invisible``), ``rep_dst`` / ``def_dst``
     (first level of the page in ``levels``, -1 for none) and ``val_dst`` (byte position in
     ``fixed``, or first slot), ``items`` / ``visible`` (what the page header promises;
-    checked before anything is written).
+    checked on the device, every write bounded by its array).
     """
     rows = pages["rows"]
     npages = rows.size
@@ -342,24 +355,64 @@ def fullzip_walk(arena, pages: dict, invisible: np.ndarray, levels, fixed, out_s
     blocks, tpb = _device.launch_dims(total)
     _fullzip_count_kernel.get()[blocks, tpb](arena, d_rows, np.int64(npages), *geo, d_inv, row_items, row_vis, err)
     raise_if_flagged(err, "full-zip walk")
-    item_off, _ = _device.exclusive_scan(row_items)
-    vis_off, _ = _device.exclusive_scan(row_vis)
-    d_bounds = dev(p_rows)
-    per_page_items = np.diff(_device.to_host(gather_fixed_gpu(item_off, d_bounds)))
-    per_page_vis = np.diff(_device.to_host(gather_fixed_gpu(vis_off, d_bounds)))
-    bad = np.flatnonzero((per_page_items != pages["items"]) | (per_page_vis != pages["visible"]))
-    if bad.size:
-        k = int(bad[0])
-        msg = (
-            f"full-zip page {k} holds {int(per_page_items[k])} items ({int(per_page_vis[k])} visible) "
-            f"where its header says {int(pages['items'][k])} ({int(pages['visible'][k])})"
-        )
-        raise CorruptInputError(msg, ERR_BAD_LEVEL)
+    item_off = _device.exclusive_scan_device(row_items)
+    vis_off = _device.exclusive_scan_device(row_vis)
+    # every page must hold the items its header promises (checked on the device; the fill
+    # below bounds every write, and the flag is read with the others)
+    check = new_error_flag()
+    cblocks, ctpb = _device.launch_dims(npages)
+    _fullzip_check_kernel.get()[cblocks, ctpb](item_off, vis_off, d_rows, np.int64(npages), dev(pages["items"]), dev(pages["visible"]), check)
+    raise_if_flagged(check, "full-zip pages hold other item counts than their headers say")
     _fullzip_fill_kernel.get()[blocks, tpb](
         arena, d_rows, np.int64(npages), *geo, d_inv, item_off, vis_off,
         dev(pages["rep_dst"]), dev(pages["def_dst"]), dev(pages["val_dst"]), levels, fixed, out_start, out_len, err,
     )
     raise_if_flagged(err, "full-zip walk")
+
+
+# --------------------------------------------------------------------------------------------
+# RLE chunks
+
+
+@gpu_kernel
+def _rle_chunks_kernel(values, runs, run_starts, first_run, first, nchunks, nruns, out, err):
+    """Thread ``i < nruns`` writes run ``i`` (``runs[i]`` copies of ``values[i]``) at
+    ``out[run_starts[i]:]``; thread ``i <= nchunks`` checks that chunk ``i``'s runs start
+    where its values do (``run_starts[first_run[i]] == first[i]``; ``i == nchunks``: all the
+    runs end where the last chunk's values do)."""
+    i = cuda.grid(1)
+    if i <= nchunks:
+        if np.int64(run_starts[np.int64(first_run[i])]) != np.int64(first[i]):
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+    if i < nruns:
+        lo = np.int64(run_starts[i])
+        hi = lo + np.int64(runs[i])
+        if hi > out.shape[0]:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+            return
+        v = values[i]
+        for p in range(lo, hi):
+            out[p] = v
+
+
+def rle_chunks(values, runs, first_run: np.ndarray, first: np.ndarray, out) -> None:
+    """Expand the runs of many RLE chunks into ``out`` (``first[-1]`` items), in one scan
+    and one launch, nothing read back.
+
+    ``values`` / ``runs`` (uint8 lengths): every chunk's runs, concatenated on the device;
+    ``first_run`` / ``first``: host int64 prefixes of the chunks' run and value counts.  A
+    chunk whose runs do not add up to its value count flags ``ERR_OUT_OF_BOUNDS`` (and no
+    run is written past ``out``).
+    """
+    nruns = int(first_run[-1])
+    nchunks = int(first_run.size - 1)
+    run_starts = _device.exclusive_scan_device(runs[:nruns])
+    err = new_error_flag()
+    blocks, tpb = _device.launch_dims(max(nruns, nchunks + 1))
+    _rle_chunks_kernel.get()[blocks, tpb](
+        values, runs, run_starts, _device.to_device(first_run), _device.to_device(first), np.int64(nchunks), np.int64(nruns), out, err,
+    )
+    raise_if_flagged(err, "RLE runs do not add up to their chunks' value counts")
 
 
 # --------------------------------------------------------------------------------------------

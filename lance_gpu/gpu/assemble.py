@@ -23,12 +23,13 @@ from lance_gpu.gpu.plan import FieldPlan, LeafPlan
 
 
 class _Slots:
-    __slots__ = ("validity", "offsets", "count")
+    __slots__ = ("count", "nulls", "offsets", "validity")
 
-    def __init__(self, validity, offsets, count: int) -> None:
+    def __init__(self, validity, offsets, count: int, nulls: int | None = None) -> None:
         self.validity = validity
         self.offsets = offsets
         self.count = count
+        self.nulls = nulls  # null entries, counted on the device (None: count when asked)
 
 
 class _Leaf:
@@ -66,6 +67,7 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> list[list[_Slots]
                 None if lr.validity is None else _array.as_device(lr.validity),
                 None if lr.offsets is None else _array.as_device(lr.offsets),
                 int(lr.length),
+                None if lr.null_count < 0 else int(lr.null_count),
             )
             for lr in result.layers
         ]
@@ -78,9 +80,9 @@ def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffer
     n = leaf.num_values
     if leaf.kind == "var":
         offsets = bufs.var_offsets[leaf.slot_lo : leaf.slot_lo + n + 1]
-        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets)
+        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls)
     data = bufs.fixed[leaf.value_pos : leaf.value_pos + n * leaf.width]
-    return DeviceColumn(t, n, slots.validity, data)
+    return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls)
 
 
 def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, bufs: UnitBuffers, path: str) -> DeviceColumn:
@@ -96,14 +98,14 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
             for c in children:
                 if c.length != slots.count:
                     raise CorruptFileError(path, f"struct field of {c.length} rows under a struct of {slots.count}")
-            return DeviceColumn(t, slots.count, slots.validity, children=children)
+            return DeviceColumn(t, slots.count, slots.validity, children=children, _nulls=slots.nulls)
         if slots.offsets is None:
             raise CorruptFileError(path, "list column without list levels")
         if pa.types.is_map(s):
             child = _build(pa.struct([s.key_field, s.item_field]), leaves, cursor, depth + 1, bufs, path)
         else:
             child = _build(s.value_type, leaves, cursor, depth + 1, bufs, path)
-        return DeviceColumn(t, slots.count, slots.validity, offsets=slots.offsets, children=[child])
+        return DeviceColumn(t, slots.count, slots.validity, offsets=slots.offsets, children=[child], _nulls=slots.nulls)
     leaf = leaves[cursor[0]]
     cursor[0] += 1
     if leaf.k - 1 - depth != 0:

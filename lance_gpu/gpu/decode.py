@@ -148,26 +148,29 @@ def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
 
     # 8. variable-width values, then their validation (offsets in order and in bounds,
     #    UTF-8 for string columns)
-    var_offsets, var_bytes = _variable(arena, unit, src_start, src_len)
-    _check_variable(unit, var_offsets, var_bytes)
+    var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len)
+    _check_variable(unit, var_offsets, var_bytes, n_bytes)
     return UnitBuffers(fixed, levels, var_offsets, var_bytes)
 
 
-def _check_variable(unit: UnitPlan, offsets, data) -> None:
-    """One launch over every variable-width value of the unit; a bad value raises
-    ``CorruptFileError`` naming its file, column and page."""
+def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int) -> None:
+    """One launch over every variable-width value of the unit (``n_bytes``: their total,
+    ``offsets[nslots]``); a bad value raises ``CorruptFileError`` naming its file, column
+    and page."""
     checks = [c for c in unit.var_checks if c[1]]
     if not checks:
         return
-    n_bytes = int(_device.to_host(offsets[unit.nslots : unit.nslots + 1])[0])
     slot = np.array([c[0] for c in checks], np.int64)
     count = np.array([c[1] for c in checks], np.int64)
     utf8 = np.array([c[2] for c in checks], np.bool_)
-    bad = ck.check_variable_segments_gpu(offsets, data, n_bytes, slot, count, utf8)
-    if bad >= 0:
+
+    def bad_value(bad: int) -> CorruptFileError:
         _s, _n, is_utf8, path, column, page = checks[bad]
         what = "invalid utf-8 sequence" if is_utf8 else "variable-width offsets out of order or out of bounds"
-        raise CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
+        return CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
+
+    # read back only if a value is bad (with the unit's other error flags)
+    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot, count, utf8, on_bad=bad_value)
 
 
 def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:
@@ -182,8 +185,9 @@ def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, 
 
 
 def _run_rle(arena, vbits: int, lst, dest) -> None:
-    """Gather the runs of every RLE chunk of one value width, expand them in one launch,
-    and copy each chunk's expansion to its column (one copy per destination array)."""
+    """Gather the runs of every RLE chunk of one value width, expand them in one launch
+    (which checks that each chunk's runs add up to its values), and copy each chunk's
+    expansion to its column (one copy per destination array)."""
     a = lst.arrays()
     vb = vbits // 8
     nruns = a["nruns"]
@@ -196,16 +200,10 @@ def _run_rle(arena, vbits: int, lst, dest) -> None:
     ck.copy_ranges_gpu(arena, a["runs"], nruns, runs, first_run[:-1])
     first = np.zeros(a["count"].size + 1, np.int64)
     np.cumsum(a["count"], out=first[1:])
-    # Every chunk's runs must add up to its count (else its values would land in the next).
-    run_starts, _total = _device.exclusive_scan(runs[:total_runs])
-    at = _device.to_host(ck.gather_fixed_gpu(run_starts, first_run))
-    if not np.array_equal(at, first):
-        from cuda_kernels.errors import ERR_OUT_OF_BOUNDS, CorruptInputError
-
-        bad = int(np.flatnonzero(at != first)[0])
-        msg = f"RLE runs of chunk {max(bad - 1, 0)} do not add up to its {int(a['count'][max(bad - 1, 0)])} values"
-        raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
-    expanded = _device.to_device(ck.rle_expand_gpu(vals[:total_runs], runs[:total_runs]))
+    # every chunk's runs must add up to its count (else its values would land in the next):
+    # checked on the device, with the expansion
+    expanded = _array.empty(max(int(first[-1]), 1), _UINT[vbits])
+    _kernels.rle_chunks(vals, runs, first_run, first, expanded)
     for k, name in enumerate(_DESTS):
         sel = np.flatnonzero(a["dest"] == k)
         if sel.size:
@@ -216,7 +214,7 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
     """Lengths, one scan, then the plain bytes and the FSST strings of every slot."""
     n = unit.nslots
     if not n:
-        return _array.zeros(1, np.int64), _array.empty(1, np.uint8)
+        return _array.zeros(1, np.int64), _array.empty(1, np.uint8), 0
     out_len = _array.empty(n, np.int64)
     ck.copy_ranges_gpu(src_len, [0], [8 * n], out_len, [0])
     copy_len = src_len[:n]
@@ -230,10 +228,10 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
     offsets, total = _device.exclusive_scan(out_len)
     data = _array.empty(max(total, 1), np.uint8)
     if total:
-        ck.copy_ranges_gpu(arena, src_start[:n], copy_len, data, offsets[:n])
+        ck.copy_ranges_gpu(arena, src_start[:n], copy_len, data, offsets[:n], max_total=total)  # plain bytes <= all bytes
     if unit.fsst and total:
         ck.fsst_decode_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
-    return offsets, data
+    return offsets, data, int(total)
 
 
 def _fsst_segments(unit: UnitPlan):

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cuda_kernels import _device
 from cuda_kernels.errors import CorruptInputError, deferred_errors
 from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
@@ -170,11 +171,13 @@ class _Staged:
 
 def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
     """Plan a unit's pages and copy its bytes to the device (runs in the staging thread)."""
-    unit = UnitPlan()
-    for _k, fp in items:
-        for leaf in fp.leaves:
-            place_leaf(unit, leaf)
-    return _Staged(items, unit, unit.stage.upload())
+    with _array.nvtx_range("lance_gpu.plan_unit"):
+        unit = UnitPlan()
+        for _k, fp in items:
+            for leaf in fp.leaves:
+                place_leaf(unit, leaf)
+    with _array.nvtx_range("lance_gpu.stage"):
+        return _Staged(items, unit, unit.stage.upload())
 
 
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
@@ -182,8 +185,10 @@ def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
-        bufs = decode_unit(staged.unit, staged.arena)
-        return build_fields([fp for _k, fp in items], bufs)
+        with _array.nvtx_range("lance_gpu.decode"):
+            bufs = decode_unit(staged.unit, staged.arena)
+        with _array.nvtx_range("lance_gpu.assemble"):
+            return build_fields([fp for _k, fp in items], bufs)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
@@ -243,14 +248,15 @@ def scan_device(
     names = [f.name for f in fields]
     with ThreadPoolExecutor(_THREADS) as pool, ThreadPoolExecutor(1) as stager:
         seen: dict[str, list[str]] = {}
-        frags = [_plan_fragment(frag, rows, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag, rows in jobs]
+        with _array.nvtx_range("lance_gpu.plan"):
+            frags = [_plan_fragment(frag, rows, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag, rows in jobs]
         _warn_fallbacks(on_cpu_fallback, seen)
         budget = memory.memory_budget()
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
 
         def finish(k: int) -> DeviceTable:
-            with _array.legacy_stream():
+            with _array.legacy_stream(), _device.pinned_uploads(), _array.nvtx_range("lance_gpu.finish"):
                 table = _finish_fragment(frags[k], names)
                 _array.sync_kernels()  # the caller may use it from any stream
             return table
@@ -263,7 +269,8 @@ def scan_device(
             following = next(units, None)
             # the next unit's host gathering and copies overlap this unit's kernels
             ahead = stager.submit(_stage, following) if following is not None else None
-            with _array.legacy_stream():
+            # kernel arguments go up through pinned memory without waiting for the device
+            with _array.legacy_stream(), _device.pinned_uploads():
                 cols = _decode_located(staged.items, staged)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
             for (k, fp), col in zip(staged.items, cols):

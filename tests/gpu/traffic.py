@@ -21,7 +21,11 @@ pageable memory is staged by the driver and serialises with the streams.
     ``copy_to_device`` of an ordinary NumPy array, and the implicit upload of a NumPy array
     passed to a launch;
 ``h2d_pinned``
-    copies of page-locked memory (``cuda.pinned_array`` results) to the device.
+    copies of page-locked memory (``cuda.pinned_array`` results made inside the block) to
+    the device;
+``h2d_async``
+    other copies to the device given a stream (asynchronous: the code under test stages
+    them in pinned memory made before the block).
 
 Only meaningful with ``NUMBA_ENABLE_CUDASIM=1`` (it raises otherwise).
 """
@@ -112,7 +116,7 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
 
     def counted_copy_to_device(self, ary, stream=0):
         if isinstance(ary, np.ndarray):
-            bump("h2d_pinned" if _is_pinned(ary) else "h2d_pageable")
+            bump("h2d_pinned" if _is_pinned(ary) else "h2d_async" if stream else "h2d_pageable")
         return copy_to_device(self, ary, stream)
 
     def counted_to_device(ary, stream=0, copy=True, to=None):

@@ -322,6 +322,8 @@ def test_unravel_segments_gpu_matches_cpu_per_segment(seed):
     for rav, g in zip(raveled, gpu, strict=True):
         cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
         _assert_unraveled_equal(cpu, g)
+        for lc, lg in zip(cpu.layers, g.layers, strict=True):  # null entries counted on the device
+            assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
 
 
 def test_unravel_segments_gpu_names_the_corrupt_segment():
