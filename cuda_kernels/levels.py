@@ -634,6 +634,17 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, 
 
 
 @gpu_kernel
+def _gather_into_kernel(src, positions, out, base):
+    i = cuda.grid(1)
+    if i < positions.shape[0]:
+        p = positions[i]
+        if 0 <= p < src.shape[0]:
+            out[base + i] = src[p]
+        else:
+            out[base + i] = -1
+
+
+@gpu_kernel
 def _to_bitmap_kernel(valid, n, out):
     b = cuda.grid(1)
     if b < out.shape[0]:
@@ -906,7 +917,7 @@ def _cached_table(kinds: tuple) -> DefTable:
     return tab
 
 
-def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
+def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=256):
     """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
     :class:`LevelSegment` of ``segments``, in two launches and one scan over all of them,
     with one copy back to the host (entry counts, null counts and error codes of every
@@ -918,14 +929,25 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
     ``int64`` offsets and ``bool`` validity (``None`` for a layer without null entries).
     Every host-side descriptor travels in one upload.
 
+    ``read_also``: optional ``(values, positions)``, a device ``int64`` array and host
+    positions in it, read back in the same copy; then ``(results, values[positions])`` is
+    returned (-1 for a position outside ``values``).
+
     :raises CorruptInputError: a segment's levels are out of range for its layers or its
         first level does not start a row; ``segment`` on the exception is the index of the
         first such segment.
     """
     segments = list(segments)
     nseg = len(segments)
+    extra = 0 if read_also is None else int(np.asarray(read_also[1]).size)
     if not nseg:
-        return []
+        if read_also is None:
+            return []
+        if not extra:
+            return [], np.zeros(0, np.int64)
+        got = _device.device_empty(extra, np.int64)
+        _gather_into_kernel.get()[_device.launch_dims(extra)](read_also[0], _device.to_device(np.asarray(read_also[1], np.int64)), got, np.int64(0))
+        return [], _device.to_host(got)
     tabs = [_cached_table(tuple(int(k) for k in sg.layer_kinds)) for sg in segments]
     for sg, tab in zip(segments, tabs):
         try:
@@ -980,7 +1002,11 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
     seg0, ls0, lay0, ltr0 = (np.int64(x) for x in starts[:4])
     total = int(level_start[-1])
     d_levels = _device.to_device(levels) if levels is not None and levels.shape[0] else _device.device_zeros(1, np.uint16)
-    result = _device.device_zeros(2 * nlayers + nseg, np.int64)
+    result = _device.device_zeros(2 * nlayers + nseg + extra, np.int64)
+    if extra:
+        _gather_into_kernel.get()[_device.launch_dims(extra)](
+            read_also[0], _device.to_device(np.asarray(read_also[1], np.int64)), result, np.int64(2 * nlayers + nseg),
+        )
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
     valid_all = _device.device_empty(max(int(val_base[-1]), 1), np.bool_)
     if total:
@@ -996,7 +1022,8 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
             np.int64(nlayers),
         )
     host = _device.to_host(result)
-    counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers :]
+    counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
+    also = host[2 * nlayers + nseg :]
     bad = np.flatnonzero(errs)
     if bad.size:
         s = int(bad[0])
@@ -1023,7 +1050,7 @@ def unravel_segments_gpu(levels, segments, *, threads_per_block=256):
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
             layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
-    return out
+    return out if read_also is None else (out, also)
 
 
 # --------------------------------------------------------------------------

@@ -88,20 +88,26 @@ def _view(arr):
 _INT32_MAX = 2**31 - 1
 
 
-def _offsets_column(offsets, n: int, *, allow_int64: bool = False):
+def _offsets_column(offsets, n: int, *, allow_int64: bool = False, span: tuple[int, int] | None = None):
     """Offsets rebased to start at 0, as a pylibcudf column: INT32, or INT64 (cuDF's large
-    strings) when the span does not fit and ``allow_int64``; else :class:`_NoZeroCopy`."""
+    strings) when the span does not fit and ``allow_int64``; else :class:`_NoZeroCopy`.
+    ``span`` (``offsets[0]``, ``offsets[n]``), where the host knows it, spares reading them
+    back."""
     plc = _plc()
     cp = _array.cupy()
     if not n:
         return plc.Column(plc.DataType(plc.TypeId.INT32), 1, _view(cp.zeros(1, cp.int32)), None, 0, 0, [])
-    off = cp.asarray(offsets).astype(cp.int64)
-    rebased = off - off[0]
-    if int(rebased[-1]) > _INT32_MAX:
+    off = cp.asarray(offsets)
+    if span is None:
+        ends = cp.asnumpy(off[[0, n]]) if off.dtype == cp.int64 else cp.asnumpy(off[[0, n]].astype(cp.int64))
+        span = (int(ends[0]), int(ends[1]))
+    base, end = span
+    if end - base > _INT32_MAX:
         if not allow_int64:
-            raise _NoZeroCopy(f"offsets span {int(rebased[-1])} does not fit int32")
-        return plc.Column(plc.DataType(plc.TypeId.INT64), n + 1, _view(rebased), None, 0, 0, [])
-    return plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(rebased.astype(cp.int32)), None, 0, 0, [])
+            raise _NoZeroCopy(f"offsets span {end - base} does not fit int32")
+        return plc.Column(plc.DataType(plc.TypeId.INT64), n + 1, _view(off.astype(cp.int64) - base), None, 0, 0, [])
+    rebased = (off - base).astype(cp.int32) if base else off.astype(cp.int32)
+    return plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(rebased), None, 0, 0, [])
 
 
 def _with_parent_nulls(child: DeviceColumn, validity) -> DeviceColumn:
@@ -109,7 +115,7 @@ def _with_parent_nulls(child: DeviceColumn, validity) -> DeviceColumn:
         return child
     from lance_gpu.gpu._kernels import and_validity
 
-    return DeviceColumn(child.type, child.length, and_validity(validity, child.validity), child.data, child.offsets, child.children)
+    return DeviceColumn(child.type, child.length, and_validity(validity, child.validity), child.data, child.offsets, child.children, span=child.span)
 
 
 def to_plc_column(col: DeviceColumn):
@@ -126,10 +132,11 @@ def to_plc_column(col: DeviceColumn):
         children = [to_plc_column(_with_parent_nulls(c, col.validity if nulls else None)) for c in col.children]
         return plc.Column(plc.DataType(plc.TypeId.STRUCT), n, None, mask, nulls, 0, children)
     if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
-        if n and int(cp.asarray(col.offsets)[0]) != 0:  # the child would need slicing too
+        first = col.span[0] if col.span is not None else (int(cp.asarray(col.offsets)[0]) if n else 0)
+        if n and first != 0:  # the child would need slicing too
             raise _NoZeroCopy("list offsets that do not start at 0")
         child = to_plc_column(col.children[0])
-        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [_offsets_column(col.offsets, n), child])
+        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [_offsets_column(col.offsets, n, span=col.span), child])
     if pa.types.is_fixed_size_list(s):
         dim = s.list_size
         inner = DeviceColumn(s.value_type, n * dim, None, col.data)
@@ -139,10 +146,13 @@ def to_plc_column(col: DeviceColumn):
         off_col = plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(offsets), None, 0, 0, [])
         return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [off_col, to_plc_column(inner)])
     if pa.types.is_string(s) or pa.types.is_large_string(s):
-        off = cp.asarray(col.offsets)
-        base, end = (int(off[0]), int(off[-1])) if n else (0, 0)
+        span = col.span
+        if span is None and n:
+            ends = cp.asnumpy(cp.asarray(col.offsets)[[0, n]])
+            span = (int(ends[0]), int(ends[1]))
+        base, end = span if n and span is not None else (0, 0)
         chars = cp.asarray(col.data)[base:end]
-        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(chars), mask, nulls, 0, [_offsets_column(col.offsets, n, allow_int64=True)])
+        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(chars), mask, nulls, 0, [_offsets_column(col.offsets, n, allow_int64=True, span=span)])
     if _is_var(s):
         raise _NoZeroCopy(str(s))
     dtype = _type_id(s)

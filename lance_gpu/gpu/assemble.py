@@ -33,21 +33,25 @@ class _Slots:
 
 
 class _Leaf:
-    __slots__ = ("plan", "slots", "k")
+    __slots__ = ("k", "plan", "slots", "span")
 
-    def __init__(self, plan: LeafPlan, slots: list[_Slots]) -> None:
+    def __init__(self, plan: LeafPlan, slots: list[_Slots], span: tuple[int, int] | None) -> None:
         self.plan = plan
         self.slots = slots
         self.k = len(slots)
+        self.span = span
 
 
-def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> list[list[_Slots]]:
-    """The slots of every layer of every leaf: leaves without levels directly, the others in
-    one segmented unravel over the unit's level buffer."""
-    out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels) for _ in leaf.layers] for leaf in leaves]
+def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
+    """The slots of every layer of every leaf (leaves without levels directly, the others in
+    one segmented unravel over the unit's level buffer), and the span ``(offsets[0],
+    offsets[n])`` of every variable-width leaf's values, read back in the same copy (so that
+    no column needs a readback on its way out)."""
+    out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels, 0) for _ in leaf.layers] for leaf in leaves]
     leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def]
-    if not leveled:
-        return out
+    var = [k for k, leaf in enumerate(leaves) if leaf.kind == "var"]
+    if not leveled and not var:
+        return out, {}
     segments = [
         ck.LevelSegment(
             leaves[k].rep_pos if leaves[k].has_rep else -1, leaves[k].def_pos if leaves[k].has_def else -1,
@@ -55,8 +59,9 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> list[list[_Slots]
         )
         for k in leveled
     ]
+    positions = np.array([[leaves[k].slot_lo, leaves[k].slot_lo + leaves[k].num_values] for k in var], np.int64).reshape(-1)
     try:
-        results = ck.unravel_segments_gpu(bufs.levels, segments)
+        results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions))
     except (CorruptInputError, ValueError) as exc:
         at = getattr(exc, "segment", 0)
         leaf = leaves[leveled[at]]
@@ -71,16 +76,17 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> list[list[_Slots]
             )
             for lr in result.layers
         ]
-    return out
+    spans = {k: (int(bounds[2 * j]), int(bounds[2 * j + 1])) for j, k in enumerate(var)}
+    return out, spans
 
 
-def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffers) -> DeviceColumn:
+def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffers, span: tuple[int, int] | None) -> DeviceColumn:
     if slots.count != leaf.num_values:
         raise CorruptFileError(leaf.path, f"column {leaf.column}: expected {slots.count} values, decoded {leaf.num_values}")
     n = leaf.num_values
     if leaf.kind == "var":
         offsets = bufs.var_offsets[leaf.slot_lo : leaf.slot_lo + n + 1]
-        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls)
+        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span)
     data = bufs.fixed[leaf.value_pos : leaf.value_pos + n * leaf.width]
     return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls)
 
@@ -105,23 +111,24 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
             child = _build(pa.struct([s.key_field, s.item_field]), leaves, cursor, depth + 1, bufs, path)
         else:
             child = _build(s.value_type, leaves, cursor, depth + 1, bufs, path)
-        return DeviceColumn(t, slots.count, slots.validity, offsets=slots.offsets, children=[child], _nulls=slots.nulls)
+        # the unravelled offsets start at 0 and end at the child's length
+        return DeviceColumn(t, slots.count, slots.validity, offsets=slots.offsets, children=[child], _nulls=slots.nulls, span=(0, child.length))
     leaf = leaves[cursor[0]]
     cursor[0] += 1
     if leaf.k - 1 - depth != 0:
         raise CorruptFileError(path, "column's rep/def layers do not match its type's nesting")
-    return _leaf_column(t, leaf.plan, leaf.slots[0], bufs)
+    return _leaf_column(t, leaf.plan, leaf.slots[0], bufs, leaf.span)
 
 
 def build_fields(fps: list[FieldPlan], bufs: UnitBuffers) -> list[DeviceColumn]:
     """The device columns of a unit's planned fields (each: all the physical rows its
     fragment decoded), with the levels of all their leaves unravelled at once."""
     flat = [lp for fp in fps for lp in fp.leaves]
-    slots = _unravel_all(flat, bufs)
+    slots, spans = _unravel_all(flat, bufs)
     cols = []
     at = 0
     for fp in fps:
-        leaves = [_Leaf(lp, sl) for lp, sl in zip(fp.leaves, slots[at : at + len(fp.leaves)], strict=True)]
+        leaves = [_Leaf(lp, sl, spans.get(at + j)) for j, (lp, sl) in enumerate(zip(fp.leaves, slots[at : at + len(fp.leaves)], strict=True))]
         at += len(fp.leaves)
         path = fp.leaves[0].path if fp.leaves else "<no file>"
         col = _build(fp.arrow_field.type, leaves, [0], 0, bufs, path)
@@ -137,4 +144,3 @@ def empty_like(t: pa.DataType) -> DeviceColumn:
 
 __all__ = ["build_fields", "empty_like"]
 
-_ = np  # numpy is used by callers through this module's types

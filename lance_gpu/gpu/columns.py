@@ -53,6 +53,9 @@ class DeviceColumn:
     offsets: object | None = None  # device int64[length + 1]
     children: list[DeviceColumn] = field(default_factory=list)
     _nulls: int | None = None
+    #: ``(offsets[0], offsets[length])`` where known on the host (from the read's one
+    #: readback), so that handing the column out reads nothing back; None: not known
+    span: tuple[int, int] | None = None
 
     # -- basics -----------------------------------------------------------------------------
 
@@ -106,7 +109,7 @@ class DeviceColumn:
         ``pyarrow.compute.struct_field``)."""
         child = self.children[index]
         validity = _kernels.and_validity(self.validity, child.validity)
-        return DeviceColumn(child.type, child.length, validity, child.data, child.offsets, child.children)
+        return DeviceColumn(child.type, child.length, validity, child.data, child.offsets, child.children, span=child.span)
 
     # -- to the host --------------------------------------------------------------------------
 

@@ -980,6 +980,8 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
         got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
         assert_same(got, lance.dataset(uri).to_table(), f"budget read, {nfrag} fragments")
         counts[nfrag] = dict(c)
+        for b in batches:  # what spared the readbacks on the way out is what the device holds
+            _assert_spans_and_null_counts(b)
     for nfrag, c in counts.items():
         assert c.get("launches", 0) <= BUDGET_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= BUDGET_D2H, (nfrag, c)
@@ -987,6 +989,28 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
     few, many = counts[2], counts[16]
     for key in ("launches", "d2h_blocking", "h2d_async"):
         assert many.get(key, 0) <= 1.25 * max(few.get(key, 0), 1), (key, counts)
+
+
+def _assert_spans_and_null_counts(table: DeviceTable) -> None:
+    """Every device column's host-known offset span and null count equal the device's."""
+    checked = 0
+
+    def check(col: DeviceColumn) -> None:
+        nonlocal checked
+        if col.span is not None:
+            off = col.offsets.copy_to_host()
+            assert col.span == (int(off[0]), int(off[col.length])), (col, col.span, off[[0, col.length]])
+            checked += 1
+        if col._nulls is not None:
+            want = 0 if col.validity is None else int((~col.validity.copy_to_host().astype(bool)).sum())
+            assert col._nulls == want, (col, col._nulls, want)
+        for child in col.children:
+            check(child)
+
+    for col in table.columns:
+        if isinstance(col, DeviceColumn):
+            check(col)
+    assert checked, "no column carried an offset span"
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
