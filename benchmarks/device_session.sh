@@ -12,14 +12,15 @@
 #   ...
 #   bash benchmarks/device_session.sh install A B           # check, unpack, pip install --target /tmp/site
 #   bash benchmarks/device_session.sh bench                 # bench_gpu.py (this code) + the baseline's end to end
-#   bash benchmarks/device_session.sh tests                 # pytest -m gpu, the device pipeline, nsys summary
+#   bash benchmarks/device_session.sh tests                 # cuDF hand-off, the pipeline on the device, pytest -m gpu
+#   bash benchmarks/device_session.sh nsys                  # Nsight Systems summary of three reads (NVTX phases)
 # Results land under $OUT (at most 8 files a call come back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-step=${1:?probe | receive BUNDLE PART | install BUNDLE... | bench | tests}
+step=${1:?probe | receive BUNDLE PART | install BUNDLE... | bench | tests | nsys}
 shift
 
 nsys_bin() {
@@ -56,20 +57,25 @@ bench)
         --code .carry/baseline --tag baseline --results-dir "$OUT" 2>&1 | tee "$OUT/bench_baseline.log" | tail -25
     ;;
 tests)
-    timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -x \
-        --deselect tests/test_gpu_simulated.py::test_gpu_pipeline_on_the_device 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
-    timeout "${PIPE_TIMEOUT:-150}" python3 -m pytest tests/gpu/sim_pipeline.py -q -p no:cacheprovider -o addopts= --noconftest \
-        -k "not s3" 2>&1 | tee "$OUT/pipeline_device.log" | tail -8
+    # cuDF hand-off first (zero copy), then the pipeline's page kinds on the device, then
+    # the rest of the gpu-marked tests while time lasts
+    timeout "${CUDF_TIMEOUT:-90}" python3 -m pytest tests/test_gpu_cudf.py -m gpu -q -p no:cacheprovider 2>&1 \
+        | tee "$OUT/pytest_cudf.log" | tail -6
+    timeout "${PIPE_TIMEOUT:-120}" python3 -m pytest tests/gpu/sim_pipeline.py -q -p no:cacheprovider -o addopts= --noconftest \
+        -k "not s3" 2>&1 | tee "$OUT/pipeline_device.log" | tail -6
+    timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+        --deselect tests/test_gpu_simulated.py::test_gpu_pipeline_on_the_device --ignore tests/test_gpu_cudf.py 2>&1 \
+        | tee "$OUT/pytest_gpu.log" | tail -8
+    ;;
+nsys)
     nsys=$(nsys_bin)
-    if [ -n "$nsys" ]; then
-        timeout "${NSYS_TIMEOUT:-120}" "$nsys" profile -t cuda,nvtx -o /tmp/prof --force-overwrite true \
-            python3 benchmarks/profile_read.py /tmp/bench-data/mixed_5000000.lance > "$OUT/nsys_run.log" 2>&1
-        timeout 60 "$nsys" stats -r nvtx_sum,cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum /tmp/prof.nsys-rep \
-            > "$OUT/nsys_summary.txt" 2>&1
-        tail -60 "$OUT/nsys_summary.txt"
-    else
-        echo "no nsys on this machine"
-    fi
+    [ -n "$nsys" ] || { echo "no nsys on this machine"; exit 0; }
+    timeout "${NSYS_TIMEOUT:-90}" "$nsys" profile -t cuda,nvtx -o /tmp/prof --force-overwrite true \
+        python3 benchmarks/profile_read.py /tmp/bench-data/mixed_5000000.lance --engine "${ENGINE:-scan_device}" > "$OUT/nsys_run.log" 2>&1
+    tail -5 "$OUT/nsys_run.log"
+    timeout 60 "$nsys" stats -r nvtx_sum,cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum /tmp/prof.nsys-rep \
+        > "$OUT/nsys_summary.txt" 2>&1
+    head -c 9000 "$OUT/nsys_summary.txt"
     ;;
 *)
     echo "unknown step $step" >&2

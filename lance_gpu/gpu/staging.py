@@ -44,8 +44,8 @@ from lance_gpu.io.store import ObjectStore, read_ranges_into
 ALIGN = 64
 SLAB_BYTES = 32 << 20
 # A slab is filled by this many threads (NumPy copies release the GIL; one thread's memcpy
-# from the page cache does not keep up with PCIe).  Parts smaller than FILL_PART_MIN are not split.
-FILL_THREADS = max(1, min(4, (os.cpu_count() or 1)))
+# from the page cache does not keep up with PCIe): up to 8, LANCE_GPU_STAGE_THREADS to set.  Parts smaller than FILL_PART_MIN are not split.
+FILL_THREADS = max(1, int(os.environ.get("LANCE_GPU_STAGE_THREADS", 0)) or min(8, (os.cpu_count() or 1)))
 FILL_PART_MIN = 4 << 20
 _fill_pool: list[ThreadPoolExecutor] = []
 
