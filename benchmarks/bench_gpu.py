@@ -340,7 +340,9 @@ def levels_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
         out = []
         for sg in segs:
             r = None if sg.rep_pos < 0 else level_buf[sg.rep_pos : sg.rep_pos + sg.num_levels]
-            out.append(ck.unravel_levels(r, level_buf[sg.def_pos : sg.def_pos + sg.num_levels], list(sg.layer_kinds), num_levels=sg.num_levels))
+            u = ck.unravel_levels(r, level_buf[sg.def_pos : sg.def_pos + sg.num_levels], list(sg.layer_kinds), num_levels=sg.num_levels)
+            # the segmented unravel also counts null entries (the CPU one leaves -1)
+            out.append(u._replace(layers=[lr._replace(null_count=0 if lr.validity is None else int((~lr.validity).sum())) for lr in u.layers]))
         return out
 
     yield Case("levels", f"unravel_segments ({parts} list<int32?> + {parts} int32? leaves)", lambda: ck.unravel_segments_gpu(d_buf, segs),

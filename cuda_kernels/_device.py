@@ -95,47 +95,60 @@ def _is_numba_device_array(x):
 
 
 class _PinnedUploads:
-    """Host arrays copied into reusable page-locked blocks and sent to pool memory with
+    """Host arrays copied into reusable page-locked blocks and sent to the device with
     asynchronous copies on the legacy stream (the stream our kernels run on, so every
-    launch after an upload sees its data): no copy waits for the device, and no
-    allocation goes around the pool.  A block is reused only after the scope that filled
-    it has synchronised the legacy stream (see :func:`pinned_uploads`)."""
+    launch after an upload sees its data): no copy waits for the device.  On a GPU each
+    pinned block has a device block of the same size from the pool, and an upload is a
+    view of it plus one ``cudaMemcpyAsync`` (a few microseconds, where numba's
+    ``to_device`` allocates and copies synchronously).  A block is reused only after the
+    scope that filled it has synchronised the legacy stream (see :func:`pinned_uploads`)."""
 
     BLOCK = 1 << 20
+    ALIGN = 16
 
     def __init__(self, free):
-        self.free = free  # this thread's idle pinned blocks
-        self.blocks = []  # (block, bytes used) in use by this scope
+        self.free = free  # this thread's idle [pinned, device] block pairs
+        self.blocks = []  # [pinned, device, bytes used] in use by this scope
         self.uploads = 0
 
     def _room(self, nbytes):
-        if self.blocks and self.blocks[-1][1] + nbytes <= self.blocks[-1][0].size:
+        if self.blocks and -(-self.blocks[-1][2] // self.ALIGN) * self.ALIGN + nbytes <= self.blocks[-1][0].size:
             return
         size = max(self.BLOCK, nbytes)
-        block = next((b for b in self.free if b.size >= size), None)
-        if block is None:
-            block = cuda_module().pinned_array(size, dtype=np.uint8)
+        pair = next((p for p in self.free if p[0].size >= size), None)
+        if pair is None:
+            # a device block where CuPy gives pool memory and a raw async copy (else: the
+            # simulator, or numba alone, copy per upload)
+            pair = [cuda_module().pinned_array(size, dtype=np.uint8), None if get_cupy() is None else device_empty(size, np.uint8)]
         else:
-            self.free.remove(block)
-        self.blocks.append([block, 0])
+            self.free.remove(pair)
+        self.blocks.append([pair[0], pair[1], 0])
 
     def put(self, arr):
         nbytes = arr.nbytes
-        out = device_empty(arr.shape, arr.dtype)
         if not nbytes:
-            return out
-        self._room(nbytes + 15)
+            return device_empty(arr.shape, arr.dtype)
+        self._room(nbytes)
         entry = self.blocks[-1]
-        at = -(-entry[1] // 16) * 16
-        staged = entry[0][at : at + nbytes].view(arr.dtype).reshape(arr.shape)
-        staged[...] = arr
-        entry[1] = at + nbytes
-        out.copy_to_device(staged, stream=cuda_module().legacy_default_stream())
+        host, dev = entry[0], entry[1]
+        at = -(-entry[2] // self.ALIGN) * self.ALIGN
+        entry[2] = at + nbytes
+        staged = host[at : at + nbytes]
+        staged[:] = arr.reshape(-1).view(np.uint8)
         self.uploads += 1
+        if dev is None:  # the simulator (or no CuPy)
+            out = device_empty(arr.shape, arr.dtype)
+            out.copy_to_device(staged.view(arr.dtype).reshape(arr.shape), stream=cuda_module().legacy_default_stream())
+            return out
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        strides = tuple(int(x) * arr.itemsize for x in np.cumprod((*arr.shape[1:], 1)[::-1])[::-1])  # C order
+        out = DeviceNDArray(arr.shape, strides, arr.dtype, gpu_data=dev.gpu_data.view(at, at + nbytes))
+        get_cupy().cuda.runtime.memcpyAsync(dev.device_ctypes_pointer.value + at, staged.ctypes.data, nbytes, 1, 0)
         return out
 
     def close(self):
-        self.free.extend(b for b, _used in self.blocks)
+        self.free.extend([p, d] for p, d, _used in self.blocks)
         self.blocks = []
 
 
