@@ -625,6 +625,8 @@ def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dic
     for name, n in sets:
         getattr(gpu_read, "_warned", set()).clear()  # CPU-fallback warnings: once per dataset
         for key, label, needs in ENGINES:
+            if args.engines and key not in args.engines:
+                continue
             row = {"dataset": name, "rows": n, "engine": key, "label": label}
             absent = [why[m] for m in needs if mods.get(m) is None]
             if absent:
@@ -786,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--e2e-only", action="store_true", help="end-to-end reads and phases only (no bandwidth, no kernels)")
     ap.add_argument("--code", type=Path, default=None, help="import lance_gpu / cuda_kernels from this checkout (a baseline)")
     ap.add_argument("--tag", default="", help="suffix of the results files (gpu_<device>_<tag>)")
+    ap.add_argument("--engines", type=lambda v: [e for e in v.split(",") if e], default=None,
+                    help=f"end-to-end engines to run (comma-separated; default all: {','.join(k for k, _l, _n in ENGINES)})")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--no-check", action="store_true", help="skip comparing kernel outputs with their CPU twins")
     ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)  # kernels under NUMBA_ENABLE_CUDASIM=1, tiny sizes

@@ -14,13 +14,14 @@
 #   bash benchmarks/device_session.sh bench                 # bench_gpu.py (this code) + the baseline's end to end
 #   bash benchmarks/device_session.sh tests                 # cuDF hand-off, the pipeline on the device, pytest -m gpu
 #   bash benchmarks/device_session.sh nsys                  # Nsight Systems summary of three reads (NVTX phases)
+#   bash benchmarks/device_session.sh verify                # a short second look: some end-to-end rows + the pipeline
 # Results land under $OUT (at most 8 files a call come back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-step=${1:?probe | receive BUNDLE PART | install BUNDLE... | bench | tests | nsys}
+step=${1:?probe | receive BUNDLE PART | install BUNDLE... | bench | tests | nsys | verify}
 shift
 
 nsys_bin() {
@@ -66,6 +67,13 @@ tests)
     timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         --deselect tests/test_gpu_simulated.py::test_gpu_pipeline_on_the_device --ignore tests/test_gpu_cudf.py 2>&1 \
         | tee "$OUT/pytest_gpu.log" | tail -8
+    ;;
+verify)
+    # a short second look after a change: end-to-end rows (ENGINES) and the pipeline on the device
+    timeout "${BENCH_TIMEOUT:-120}" python3 benchmarks/bench_gpu.py --e2e-only --repeat "${REPEAT:-3}" --data /tmp/bench-data \
+        --engines "${ENGINES:-scan_device,pylance_upload}" --tag "${TAG:-verify}" --results-dir "$OUT" 2>&1 | tee "$OUT/verify_bench.log" | tail -12
+    timeout "${PIPE_TIMEOUT:-90}" python3 -m pytest tests/gpu/sim_pipeline.py -q -x -p no:cacheprovider -o addopts= --noconftest \
+        -k "not s3" 2>&1 | tee "$OUT/verify_pipeline.log" | tail -3
     ;;
 nsys)
     nsys=$(nsys_bin)
