@@ -104,6 +104,7 @@ class _PinnedUploads:
     scope that filled it has synchronised the legacy stream (see :func:`pinned_uploads`)."""
 
     BLOCK = 1 << 20
+    KEEP = 8  # idle blocks kept per thread
     ALIGN = 16
 
     def __init__(self, free):
@@ -148,7 +149,11 @@ class _PinnedUploads:
         return out
 
     def close(self):
-        self.free.extend([p, d] for p, d, _used in self.blocks)
+        # keep a few standard blocks for the next scope; larger ones (one big upload, say
+        # the positions of a large take) go back to the driver and the pool
+        for p, d, _used in self.blocks:
+            if p.size == self.BLOCK and len(self.free) < self.KEEP:
+                self.free.append([p, d])
         self.blocks = []
 
 

@@ -396,3 +396,31 @@ def test_check_variable_segments_gpu_bad_offsets():
     data = np.frombuffer(b"abcdefgh", np.uint8)
     got = ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), 8, [0, 2], [2, 2], [False, False])
     assert got == 0
+
+
+def test_pinned_uploads_round_trip_and_recycle_blocks():
+    """Inside pinned_uploads, host arrays of any dtype and shape (empty, 2-D, larger than a
+    block) reach the device intact; standard blocks are kept for the next scope, a large
+    one is not."""
+    from cuda_kernels._device import _PinnedUploads, _upload_state, pinned_uploads, to_device
+
+    rng = np.random.default_rng(5)
+    arrays = [
+        np.arange(10, dtype=np.int64), np.zeros(0, np.int32), rng.integers(0, 255, (7, 3)).astype(np.uint8),
+        rng.standard_normal(33).astype(np.float32), np.array([True, False, True]),
+        rng.integers(0, 2**40, _PinnedUploads.BLOCK // 8 + 5).astype(np.int64),  # more than one block
+        np.arange(5, dtype=np.uint16),
+    ]
+    with pinned_uploads() as scope:
+        got = [to_device(a) for a in arrays]
+        assert scope.uploads == sum(1 for a in arrays if a.size)
+    for a, g in zip(arrays, got, strict=True):
+        np.testing.assert_array_equal(h(g), a)
+        assert h(g).shape == a.shape and h(g).dtype == a.dtype
+    free = _upload_state.free
+    assert free and all(p.size == _PinnedUploads.BLOCK for p, _d in free)
+    kept = [id(p) for p, _d in free]
+    with pinned_uploads():
+        again = to_device(np.arange(4, dtype=np.int32))
+    np.testing.assert_array_equal(h(again), np.arange(4))
+    assert {id(p) for p, _d in _upload_state.free} == set(kept)  # the same block came back
