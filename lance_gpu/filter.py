@@ -69,8 +69,12 @@ zero; the digits may be a column), ``date_trunc``, ``current_date``, ``now``, ``
 ``json_get_int``, ``json_get_float``, ``json_get_bool``, ``json_get`` (Lance's binary JSONB of the
 member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``,
 ``log2``, ``power`` / ``pow``, ``signum``, ``trunc``, ``replace``, ``btrim``, ``ltrim``, ``rtrim``,
-``concat``, ``strpos`` (character positions; the substring may be a column), ``reverse``,
-``initcap``, ``octet_length``, ``repeat`` (the count may be a column). As in pylance, ``length``,
+``concat``, ``strpos`` / ``instr`` (character positions; the substring may be a column), ``reverse``,
+``initcap``, ``octet_length``, ``bit_length``, ``split_part`` (constant delimiter and part), ``repeat``
+(the count may be a column); ``log`` (``log(base, x)``; ``log(x)`` is ``log(10, x)``), ``sin``, ``cos``,
+``tan``, ``asin``, ``acos``, ``atan``, ``atan2``, ``cot``, ``degrees``, ``radians``, ``isnan``,
+``iszero``, ``nanvl``, ``nullif``, ``ifnull`` / ``nvl`` (``coalesce``), ``nvl2``, ``greatest``,
+``least`` (of the non-NULL arguments). As in pylance, ``length``,
 ``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match`` and ``concat`` take
 integers, booleans, dates and floats as text (floats printed as DataFusion prints them, also
 for ``CAST(f AS STRING)``); the other string functions refuse them. JSON paths, keys and
@@ -82,7 +86,8 @@ the reader appends those the compiled result lists in ``virtual_columns``.
 predicates.
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``ceil``, ``floor``, ``substr``, ...); float16 as text; the ``U`` flag in
+other SQL functions (``md5``, ``translate``, ``regexp_replace``, ...; pylance 14 refuses ``ceil``,
+``floor`` and ``substr`` too); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
@@ -433,9 +438,12 @@ SUPPORTED_FUNCTIONS = frozenset(
         # strings
         "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length",
         "character_length", "lower", "upper", "replace", "btrim", "ltrim", "rtrim", "concat", "strpos",
-        "reverse", "initcap", "octet_length", "repeat", "left", "right", "lpad", "rpad",
+        "reverse", "initcap", "octet_length", "repeat", "left", "right", "lpad", "rpad", "instr", "bit_length",
+        "split_part",
         # numbers
         "abs", "coalesce", "round", "sqrt", "exp", "ln", "log10", "log2", "power", "pow", "signum", "trunc",
+        "log", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "cot", "degrees", "radians", "isnan", "iszero",
+        "nanvl", "nullif", "ifnull", "nvl", "nvl2", "greatest", "least",
         # time, validity
         "date_trunc", "current_date", "now", "current_timestamp", "is_valid",
         # JSON
@@ -712,10 +720,26 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         if type(node) is cls:
             return name, opt("this")
     if type(node) is exp.Log:
-        base = node.this
-        if isinstance(base, exp.Literal) and base.this in ("10", "2") and node.expression is not None:
-            return f"log{base.this}", [node.expression]
-        return None
+        # log(base, x) is ln(x) / ln(base) as DataFusion computes it; log(x) is log(10, x)
+        # (the same division, not log10: they differ in the last bit)
+        if node.expression is not None:
+            return "log", [node.this, node.expression]
+        return "log", [exp.Literal.number(10), node.this]
+    trig = {exp.Sin: "sin", exp.Cos: "cos", exp.Tan: "tan", exp.Asin: "asin", exp.Acos: "acos", exp.Atan: "atan",
+            exp.Cot: "cot", exp.Degrees: "degrees", exp.Radians: "radians", exp.IsNan: "isnan", exp.BitLength: "bit_length"}
+    for cls, name in trig.items():
+        if type(node) is cls:
+            return name, opt("this")
+    two = {exp.Atan2: "atan2", exp.Nanvl: "nanvl", exp.Nullif: "nullif"}
+    for cls, name in two.items():
+        if type(node) is cls:
+            return name, opt("this", "expression")
+    if type(node) is exp.Nvl2:
+        return "nvl2", opt("this", "true", "false")
+    if type(node) in (exp.Greatest, exp.Least):
+        return ("greatest" if type(node) is exp.Greatest else "least"), opt("this") + list(node.expressions)
+    if type(node) is exp.SplitPart:
+        return "split_part", opt("this", "delimiter", "part_index")
     if type(node) is exp.Pow:
         return "power", opt("this", "expression")
     if type(node) is exp.Replace:
@@ -733,6 +757,10 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
     if type(node) is exp.JSONArrayContains:
         return "json_array_contains", opt("this", "expression", "json_type")
     return None
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 class _Builder:
@@ -2092,6 +2120,127 @@ class _Compiler:
 
     fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_trunc = fn_sqrt
 
+    @staticmethod
+    def _lit(value: Any, t: pa.DataType, like: Any) -> Any:
+        """``value`` as a ``t`` literal that combines with ``like`` (an expression or an array)."""
+        scalar = pa.scalar(value, t)
+        return pc.scalar(scalar) if isinstance(like, pc.Expression) else scalar
+
+    def fn_sin(self, name: str, args: list[_Node]) -> _C:
+        """Trigonometry and angle conversions, as DataFusion computes them (``cot`` is
+        ``1 / tan``, ``degrees`` / ``radians`` multiply by ``180 / pi`` / ``pi / 180``)."""
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        t = c.type
+        unary = {"sin": pc.sin, "cos": pc.cos, "tan": pc.tan, "asin": pc.asin, "acos": pc.acos, "atan": pc.atan}
+        if name in unary:
+            fn = unary[name]
+        else:
+            factor = {"degrees": 180.0 / math.pi, "radians": math.pi / 180.0}.get(name)
+
+            def fn(v: Any) -> Any:
+                if factor is not None:
+                    return pc.multiply(v, self._lit(factor, t, v))
+                return pc.divide(self._lit(1.0, t, v), pc.tan(v))  # cot
+
+        return self.fold(fn(c.expr), fn, [c], t)
+
+    fn_cos = fn_tan = fn_asin = fn_acos = fn_atan = fn_cot = fn_degrees = fn_radians = fn_sin
+
+    def fn_atan2(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 2)
+        y, x = (self.float_arg(name, a) for a in args)
+        t = pa.float32() if pa.types.is_float32(y.type) and pa.types.is_float32(x.type) else pa.float64()
+        y, x = self.cast(y, t), self.cast(x, t)
+        return self.fold(pc.atan2(y.expr, x.expr), pc.atan2, [y, x], t)
+
+    def fn_log(self, name: str, args: list[_Node]) -> _C:
+        """``log(base, x)``: ``ln(x) / ln(base)`` (DataFusion's two-argument log), in the
+        precision of ``x`` (float32 stays float32)."""
+        self.arity(name, args, 2)
+        base, x = (self.float_arg(name, a) for a in args)
+        t = x.type
+        base = self.cast(base, t)
+
+        def fn(b: Any, v: Any) -> Any:
+            return pc.divide(pc.ln(v), pc.ln(b))
+
+        return self.fold(fn(base.expr, x.expr), fn, [base, x], t)
+
+    def fn_isnan(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+
+        def fn(v: Any) -> Any:
+            return pc.is_nan(v) if name == "isnan" else pc.equal(v, self._lit(0.0, c.type, v))
+
+        return self.fold(fn(c.expr), fn, [c], pa.bool_())
+
+    fn_iszero = fn_isnan
+
+    def fn_nanvl(self, name: str, args: list[_Node]) -> _C:
+        """``nanvl(x, y)``: ``y`` where ``x`` is NaN, else ``x``."""
+        self.arity(name, args, 2)
+        x, y = (self.float_arg(name, a) for a in args)
+        t = pa.float32() if pa.types.is_float32(x.type) and pa.types.is_float32(y.type) else pa.float64()
+        x, y = self.cast(x, t), self.cast(y, t)
+
+        def fn(a: Any, b: Any) -> Any:
+            return pc.if_else(pc.is_nan(a), b, a)
+
+        return self.fold(fn(x.expr, y.expr), fn, [x, y], t)
+
+    def _common(self, name: str, items: list[_C]) -> tuple[list[_C], pa.DataType]:
+        t = items[0].type
+        for item in items[1:]:
+            nt = _comparison_coercion(t, item.type)
+            if nt is None:
+                raise self.fail(f"{name}() cannot combine {t} and {item.type}")
+            t = nt
+        return [self.cast(i, t) for i in items], t
+
+    def fn_nullif(self, name: str, args: list[_Node]) -> _C:
+        """``nullif(a, b)``: NULL where ``a = b``, else ``a`` (both as their common type)."""
+        self.arity(name, args, 2)
+        (a, b), t = self._common(name, [self.compile(x) for x in args])
+        if pa.types.is_null(t):
+            return _const(pa.scalar(None, pa.null()))
+
+        def fn(x: Any, y: Any) -> Any:
+            return pc.if_else(pc.coalesce(pc.equal(x, y), self._lit(False, pa.bool_(), x)), self._lit(None, t, x), x)
+
+        return self.fold(fn(a.expr, b.expr), fn, [a, b], t)
+
+    def fn_nvl2(self, name: str, args: list[_Node]) -> _C:
+        """``nvl2(a, b, c)``: ``b`` where ``a`` is not NULL, else ``c``."""
+        self.arity(name, args, 3)
+        a = self.compile(args[0])
+        (b, c), t = self._common(name, [self.compile(x) for x in args[1:]])
+        if _is_text(a.type) and not _is_text(t) and not pa.types.is_null(t):
+            # DataFusion coerces all three arguments: a string first one makes the values text
+            b, c, t = self.cast(b, pa.string()), self.cast(c, pa.string()), pa.string()
+
+        def fn(x: Any, y: Any, z: Any) -> Any:
+            return pc.if_else(pc.is_valid(x), y, z)
+
+        return self.fold(fn(a.expr, b.expr, c.expr), fn, [a, b, c], t)
+
+    def fn_greatest(self, name: str, args: list[_Node]) -> _C:
+        """``greatest`` / ``least``: of the non-NULL arguments (NULL only where all are)."""
+        if not args:
+            raise self.fail(f"{name}() needs at least one argument")
+        items, t = self._common(name, [self.compile(x) for x in args])
+        if pa.types.is_null(t):
+            return _const(pa.scalar(None, pa.null()))
+        fn0 = pc.max_element_wise if name == "greatest" else pc.min_element_wise
+
+        def fn(*vs: Any) -> Any:
+            return fn0(*vs, skip_nulls=True)
+
+        return self.fold(fn(*[i.expr for i in items]), fn, items, t)
+
+    fn_least = fn_greatest
+
     def fn_power(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         base, exponent = (self.cast(self.float_arg(name, a), pa.float64()) for a in args)
@@ -2160,6 +2309,46 @@ class _Compiler:
         return self.fold(pc.utf8_reverse(arg.expr), pc.utf8_reverse, [arg], arg.type)
 
     fn_upper = fn_initcap = fn_lower
+
+    def fn_bit_length(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        arg = self.string_arg(name, self.compile(args[0]))
+        out = pa.int64() if pa.types.is_large_string(arg.type) else pa.int32()
+
+        def fn(v: Any) -> Any:
+            return pc.multiply(pc.binary_length(v), pa.scalar(8, out))
+
+        return self.fold(fn(arg.expr), fn, [arg], out)
+
+    def fn_split_part(self, name: str, args: list[_Node]) -> _C:
+        """``split_part(s, delimiter, n)``: the ``n``-th piece of ``s`` cut at ``delimiter``
+        (1-based; negative counts from the end; '' past the last; the whole string for an
+        empty delimiter and ``n`` of 1 or -1).  The delimiter and ``n`` are constants."""
+        self.arity(name, args, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        delim = self.literal_text(name, args[1], "delimiter")
+        n_c = self.compile(args[2])
+        if n_c.const is None:
+            raise self.fail("split_part() needs a constant part number in lance-gpu")
+        if not (pa.types.is_integer(n_c.type) or pa.types.is_null(n_c.type)):
+            raise self.fail(f"split_part() needs an integer part number, got {n_c.type}")
+        n = n_c.const.as_py()
+        if delim is None or n is None:
+            return _const(pa.scalar(None, arg.type))
+        if n == 0:
+            raise self.fail("split_part(): field position must not be zero")
+
+        def fn(v: Any) -> Any:
+            if delim == "":
+                return v if n in (1, -1) else pc.if_else(pc.is_valid(v), self._lit("", arg.type, v), self._lit(None, arg.type, v))
+            if n > 0:
+                parts = pc.split_pattern(v, pattern=delim)
+                return pc.binary_join(pc.list_slice(parts, n - 1, n), self._lit("", arg.type, v))
+            # from the end: split the reversed string at the reversed delimiter
+            parts = pc.split_pattern(pc.utf8_reverse(v), pattern=delim[::-1])
+            return pc.utf8_reverse(pc.binary_join(pc.list_slice(parts, -n - 1, -n), self._lit("", arg.type, v)))
+
+        return self.fold(fn(arg.expr), fn, [arg], arg.type)
 
     def fn_octet_length(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)

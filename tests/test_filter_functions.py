@@ -487,3 +487,49 @@ def test_decimal_modulo_of_extreme_integers_is_exact() -> None:
             else:
                 want.append(D({"add": a + b, "sub": a - b, "mul": a * b}[op]))
         assert got == want, (text, got, want)
+
+
+# DataFusion functions pylance 14 accepts (issue 26 item 5): math, NULL handling, strings
+DATAFUSION_PROJECTIONS = [
+    "sin(f)", "cos(f32)", "tan(i)", "asin(f32)", "acos(f32)", "atan(f)", "atan2(f, f32)", "atan2(f32, f32)", "cot(f)",
+    "cot(f32)", "degrees(f)", "radians(f32)", "isnan(f)", "iszero(f32)", "iszero(i)", "nanvl(f, 1.0)", "nanvl(f32, f32)",
+    "log(f)", "log(2, f)", "log(10, i)", "log(3.5, f32)", "nullif(i, 1)", "nullif(s, 'banana')", "ifnull(i, 0)",
+    "nvl(s, 'z')", "nvl2(i, 1, 0)", "nvl2(s, f, f32)", "nvl2(s, i, 1)", "greatest(i, 2)", "least(i, 2, f)",
+    "greatest(f, f32)", "least(s, 'b')", "split_part(s, 'a', 2)", "split_part(s, 'a', -1)", "split_part(s, 'p', 5)",
+    "split_part(ls, 'e', 2)", "split_part(ls, 'an', -2)", "split_part(s, '', 1)", "split_part(s, '', 2)",
+    "split_part(s, '', -1)", "split_part(s, NULL, 1)", "bit_length(s)", "bit_length(ls)", "instr(s, 'a')",
+]
+
+
+@pytest.mark.parametrize("expression", DATAFUSION_PROJECTIONS)
+def test_datafusion_functions_match_pylance(data, expression: str) -> None:
+    """Values and types as pylance's, through a dataset scan and the compiled expression."""
+    schema, tbl, ds = data
+    ref = ds.to_table(columns={"v": expression}).column("v")
+    compiled = compile_expression(expression, schema)
+    ours = compiled.evaluate(tbl)
+    assert ours.type == ref.type == compiled.type, (expression, ours.type, ref.type)
+    assert repr(ours.to_pylist()) == repr(ref.to_pylist()), expression  # NaN equal to NaN
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    ["nullif(i, 1) IS NULL", "greatest(i, 2) > 2", "split_part(s, 'a', 2) = 'nan'", "isnan(f)", "sin(f) > 0",
+     "nvl(i, 0) = 0", "instr(s, 'p') = 2", "least(f, f32) < 0"],
+)
+def test_datafusion_functions_in_filters_match_pylance(data, predicate: str) -> None:
+    _schema, _tbl, ds = data
+    import lance_gpu
+
+    ours = lance_gpu.dataset(ds.uri).to_table(filter=predicate, columns=["id"]).column("id").to_pylist()
+    assert ours == ds.to_table(filter=predicate, columns=["id"]).column("id").to_pylist(), predicate
+
+
+def test_split_part_zero_is_refused_as_pylance_refuses_it(data) -> None:
+    _schema, _tbl, ds = data
+    import lance_gpu
+
+    with pytest.raises(ValueError):
+        ds.to_table(columns={"v": "split_part(s, 'a', 0)"})
+    with pytest.raises(FilterError, match="must not be zero"):
+        lance_gpu.dataset(ds.uri).to_table(columns={"v": "split_part(s, 'a', 0)"})
