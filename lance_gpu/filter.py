@@ -74,7 +74,8 @@ member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``
 (the count may be a column); ``log`` (``log(base, x)``; ``log(x)`` is ``log(10, x)``), ``sin``, ``cos``,
 ``tan``, ``asin``, ``acos``, ``atan``, ``atan2``, ``cot``, ``degrees``, ``radians``, ``isnan``,
 ``iszero``, ``nanvl``, ``nullif``, ``ifnull`` / ``nvl`` (``coalesce``), ``nvl2``, ``greatest``,
-``least`` (of the non-NULL arguments). As in pylance, ``length``,
+``least`` (of the non-NULL arguments), ``regexp_count``, ``regexp_replace`` (``g`` flag; constant
+pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (primitive types). As in pylance, ``length``,
 ``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match`` and ``concat`` take
 integers, booleans, dates and floats as text (floats printed as DataFusion prints them, also
 for ``CAST(f AS STRING)``); the other string functions refuse them. JSON paths, keys and
@@ -104,7 +105,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar, Any
 
 import numpy as np
 import pyarrow as pa
@@ -439,7 +440,7 @@ SUPPORTED_FUNCTIONS = frozenset(
         "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length",
         "character_length", "lower", "upper", "replace", "btrim", "ltrim", "rtrim", "concat", "strpos",
         "reverse", "initcap", "octet_length", "repeat", "left", "right", "lpad", "rpad", "instr", "bit_length",
-        "split_part",
+        "split_part", "regexp_count", "regexp_replace", "arrow_cast", "arrow_typeof",
         # numbers
         "abs", "coalesce", "round", "sqrt", "exp", "ln", "log10", "log2", "power", "pow", "signum", "trunc",
         "log", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "cot", "degrees", "radians", "isnan", "iszero",
@@ -738,6 +739,11 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "nvl2", opt("this", "true", "false")
     if type(node) in (exp.Greatest, exp.Least):
         return ("greatest" if type(node) is exp.Greatest else "least"), opt("this") + list(node.expressions)
+    if type(node) is exp.RegexpReplace:
+        # sqlglot files a fourth argument (the flags) under "position"
+        return "regexp_replace", opt("this", "expression", "replacement") + opt("modifiers", "position")
+    if type(node) is exp.RegexpCount:
+        return "regexp_count", opt("this", "expression", "position", "parameters")
     if type(node) is exp.SplitPart:
         return "split_part", opt("this", "delimiter", "part_index")
     if type(node) is exp.Pow:
@@ -1946,6 +1952,97 @@ class _Compiler:
         flag_text = flags.const.as_py()
         full = f"(?{flag_text}){text}" if flag_text else text
         return _C(pc.match_substring_regex(arg.expr, pattern=full), pa.bool_())
+
+    def const_regex(self, name: str, node: _Node, flags_node: _Node | None, allowed: str) -> tuple[str | None, str]:
+        """A constant pattern with its inline flags (``(?ims)``), and the flags outside
+        ``ims`` (``g`` for ``regexp_replace``); None for a NULL pattern."""
+        text = self.literal_text(name, node, "pattern")
+        flags = "" if flags_node is None else self.literal_text(name, flags_node, "flags") or ""
+        bad = [f for f in flags if f not in allowed]
+        if bad:
+            raise self.fail(f"{name}(): flag {bad[0]!r} is not supported (use {', '.join(allowed)})")
+        if text is None:
+            return None, flags
+        try:
+            re.compile(text)
+        except re.error as e:
+            raise self.fail(f"{name}(): invalid regular expression {text!r}: {e}") from None
+        inline = "".join(f for f in flags if f in "ims")
+        return (f"(?{inline}){text}" if inline else text), flags
+
+    def fn_regexp_count(self, name: str, args: list[_Node]) -> _C:
+        """``regexp_count(s, pattern[, start[, flags]])``: non-overlapping matches from the
+        1-based character ``start`` (0 for a NULL string, as pylance); the pattern, start and
+        flags are constants."""
+        self.arity(name, args, 2, 4)
+        arg = self.string_arg(name, self.compile(args[0]))
+        start = 1
+        if len(args) >= 3:
+            st = self.compile(args[2])
+            if st.const is None or not pa.types.is_integer(st.type):
+                raise self.fail("regexp_count() needs a constant integer start in lance-gpu")
+            start = st.const.as_py()
+            if start is None or start < 1:
+                raise self.fail("regexp_count(): start must be a positive integer")
+        pattern, _flags = self.const_regex(name, args[1], args[3] if len(args) == 4 else None, "ims")
+        if pattern is None:
+            return _const(pa.scalar(None, pa.int64()))
+
+        def fn(v: Any) -> Any:
+            if start > 1:
+                v = pc.utf8_slice_codeunits(v, start=start - 1)
+            count = pc.count_substring_regex(v, pattern=pattern).cast(pa.int64())
+            return pc.coalesce(count, self._lit(0, pa.int64(), v))  # a NULL string counts 0, as in pylance
+
+        return self.fold(fn(arg.expr), fn, [arg], pa.int64())
+
+    def fn_regexp_replace(self, name: str, args: list[_Node]) -> _C:
+        """``regexp_replace(s, pattern, replacement[, flags])``: the first match replaced, every
+        match with ``g``; ``$1`` / ``${1}`` / ``\\1`` name groups.  Constant pattern,
+        replacement and flags; as pylance, a ``large_string`` gives ``string_view``."""
+        self.arity(name, args, 3, 4)
+        arg = self.string_arg(name, self.compile(args[0]))
+        pattern, flags = self.const_regex(name, args[1], args[3] if len(args) == 4 else None, "imsg")
+        replacement = self.literal_text(name, args[2], "replacement")
+        out = pa.string_view() if pa.types.is_large_string(arg.type) else arg.type
+        if pattern is None or replacement is None:
+            return _const(pa.scalar(None, out))
+        re2 = re.sub(r"\$\{(\d+)\}|\$(\d+)", lambda m: "\\" + (m.group(1) or m.group(2)), replacement)
+        limit = None if "g" in flags else 1
+
+        def fn(v: Any) -> Any:
+            r = pc.replace_substring_regex(v, pattern=pattern, replacement=re2, max_replacements=limit)
+            return r.cast(out) if out != arg.type else r
+
+        return self.fold(fn(arg.expr), fn, [arg], out)
+
+    # DataFusion's names of the Arrow types arrow_cast / arrow_typeof know here
+    _ARROW_NAMES: ClassVar[dict[str, pa.DataType]] = {
+        "Int8": pa.int8(), "Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64(), "UInt8": pa.uint8(),
+        "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(), "Float16": pa.float16(),
+        "Float32": pa.float32(), "Float64": pa.float64(), "Boolean": pa.bool_(), "Utf8": pa.string(),
+        "LargeUtf8": pa.large_string(), "Utf8View": pa.string_view(), "Binary": pa.binary(),
+        "LargeBinary": pa.large_binary(), "BinaryView": pa.binary_view(), "Date32": pa.date32(), "Date64": pa.date64(),
+        "Null": pa.null(),
+    }
+
+    def fn_arrow_cast(self, name: str, args: list[_Node]) -> _C:
+        """``arrow_cast(x, 'Int64')``: a cast to the type DataFusion names (primitive types)."""
+        self.arity(name, args, 2)
+        target = self.literal_text(name, args[1], "type name")
+        t = self._ARROW_NAMES.get(target or "")
+        if t is None:
+            raise self.fail(f"arrow_cast(): type {target!r} is not one lance-gpu casts to ({', '.join(self._ARROW_NAMES)})")
+        return self.cast(self.compile(args[0]), t)
+
+    def fn_arrow_typeof(self, name: str, args: list[_Node]) -> _C:
+        """``arrow_typeof(x)``: DataFusion's name of ``x``'s type (primitive types)."""
+        self.arity(name, args, 1)
+        t = self.compile(args[0]).type
+        names = {v: k for k, v in self._ARROW_NAMES.items()}
+        if t not in names:
+            raise self.fail(f"arrow_typeof(): lance-gpu does not name type {t}")
+        return _const(pa.scalar(names[t], pa.string()))
 
     def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
         out = pa.list_(pa.string())

@@ -498,6 +498,12 @@ DATAFUSION_PROJECTIONS = [
     "greatest(f, f32)", "least(s, 'b')", "split_part(s, 'a', 2)", "split_part(s, 'a', -1)", "split_part(s, 'p', 5)",
     "split_part(ls, 'e', 2)", "split_part(ls, 'an', -2)", "split_part(s, '', 1)", "split_part(s, '', 2)",
     "split_part(s, '', -1)", "split_part(s, NULL, 1)", "bit_length(s)", "bit_length(ls)", "instr(s, 'a')",
+    "regexp_count(s, 'a')", "regexp_count(s, '[a-z]')", "regexp_count(s, 'A', 1, 'i')", "regexp_count(s, 'p', 3)",
+    "regexp_count(ls, 'e')", "regexp_replace(s, 'a', 'A')", "regexp_replace(s, 'a', 'A', 'g')",
+    "regexp_replace(s, '(a)(n)', '$2$1', 'g')", "regexp_replace(s, '(p)(p)', '${2}-${1}')", "regexp_replace(s, '(a)(n)', '\\2\\1')",
+    "regexp_replace(ls, 'e', '_', 'g')", "regexp_replace(s, 'A', '_', 'gi')", "arrow_cast(i, 'Int64')",
+    "arrow_cast(f, 'Float32')", "arrow_cast(i, 'Utf8')", "arrow_cast(s, 'LargeUtf8')", "arrow_cast(i, 'Int8')",
+    "arrow_typeof(i)", "arrow_typeof(s)", "arrow_typeof(ls)", "arrow_typeof(f32)",
 ]
 
 
