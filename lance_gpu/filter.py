@@ -105,7 +105,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import ClassVar, Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
