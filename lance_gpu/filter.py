@@ -75,7 +75,9 @@ member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``
 ``tan``, ``asin``, ``acos``, ``atan``, ``atan2``, ``cot``, ``degrees``, ``radians``, ``isnan``,
 ``iszero``, ``nanvl``, ``nullif``, ``ifnull`` / ``nvl`` (``coalesce``), ``nvl2``, ``greatest``,
 ``least`` (of the non-NULL arguments), ``regexp_count``, ``regexp_replace`` (``g`` flag; constant
-pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (primitive types). As in pylance, ``length``,
+pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (primitive types), ``ascii``, ``md5``,
+``sha224`` / ``sha256`` / ``sha384`` / ``sha512``, ``to_hex``, ``translate``, ``levenshtein``,
+``find_in_set``, ``substr_index``, ``encode`` (hex, base64). As in pylance, ``length``,
 ``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match`` and ``concat`` take
 integers, booleans, dates and floats as text (floats printed as DataFusion prints them, also
 for ``CAST(f AS STRING)``); the other string functions refuse them. JSON paths, keys and
@@ -440,7 +442,8 @@ SUPPORTED_FUNCTIONS = frozenset(
         "regexp_match", "regexp_like", "starts_with", "ends_with", "contains", "length", "char_length",
         "character_length", "lower", "upper", "replace", "btrim", "ltrim", "rtrim", "concat", "strpos",
         "reverse", "initcap", "octet_length", "repeat", "left", "right", "lpad", "rpad", "instr", "bit_length",
-        "split_part", "regexp_count", "regexp_replace", "arrow_cast", "arrow_typeof",
+        "split_part", "regexp_count", "regexp_replace", "arrow_cast", "arrow_typeof", "ascii", "md5", "sha224", "sha256",
+        "sha384", "sha512", "to_hex", "translate", "levenshtein", "find_in_set", "substr_index", "encode",
         # numbers
         "abs", "coalesce", "round", "sqrt", "exp", "ln", "log10", "log2", "power", "pow", "signum", "trunc",
         "log", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "cot", "degrees", "radians", "isnan", "iszero",
@@ -744,6 +747,16 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "regexp_replace", opt("this", "expression", "replacement") + opt("modifiers", "position")
     if type(node) is exp.RegexpCount:
         return "regexp_count", opt("this", "expression", "position", "parameters")
+    one_arg = {exp.Ascii: "ascii", exp.MD5: "md5", exp.Hex: "to_hex"}
+    for cls, name in one_arg.items():
+        if type(node) is cls:
+            return name, opt("this")
+    if type(node) is exp.Translate:
+        return "translate", opt("this", "from_", "to")
+    if type(node) is exp.Levenshtein:
+        return "levenshtein", opt("this", "expression")
+    if type(node) is exp.Encode:
+        return "encode", opt("this", "charset")
     if type(node) is exp.SplitPart:
         return "split_part", opt("this", "delimiter", "part_index")
     if type(node) is exp.Pow:
@@ -2406,6 +2419,49 @@ class _Compiler:
         return self.fold(pc.utf8_reverse(arg.expr), pc.utf8_reverse, [arg], arg.type)
 
     fn_upper = fn_initcap = fn_lower
+
+    def fn_ascii(self, name: str, args: list[_Node]) -> _C:
+        """Row-by-row string functions (Python kernels in :mod:`lance_gpu.filter_udfs`):
+        ``ascii``, ``md5`` (hex, ``string_view``), ``sha224`` / ``sha256`` / ``sha384`` /
+        ``sha512`` (binary digests), ``translate``, ``levenshtein``, ``find_in_set``,
+        ``substr_index``, ``encode(s, 'hex' | 'base64')``; typed as pylance types them."""
+        arity = {"translate": 3, "levenshtein": 2, "find_in_set": 2, "substr_index": 3, "encode": 2}.get(name, 1)
+        self.arity(name, args, arity)
+        items = [self.string_arg(name, self.compile(a)) for a in args[:2]] if name != "substr_index" else [
+            self.string_arg(name, self.compile(args[0])), self.string_arg(name, self.compile(args[1]))]
+        if name == "translate":
+            items.append(self.string_arg(name, self.compile(args[2])))
+        if name == "substr_index":
+            items.append(self.int_arg(name, args[2], "count"))
+        if name == "encode":
+            how = self.literal_text(name, args[1], "encoding")
+            if how not in ("hex", "base64", None):
+                raise self.fail(f"encode(): encoding {how!r} is not supported (hex, base64)")
+        large = pa.types.is_large_string(items[0].type)
+        # the result types pylance gives (a large_string first argument changes some)
+        out = {
+            "ascii": pa.int32(), "md5": pa.string_view(), "find_in_set": pa.int32(),
+            "levenshtein": pa.int64() if large else pa.int32(),
+            "translate": pa.large_string() if large else pa.string(), "encode": pa.large_string() if large else pa.string(),
+            "substr_index": pa.string_view() if large else pa.string(),
+        }.get(name, pa.binary())
+        items = [self.cast(i, pa.string()) if pa.types.is_large_string(i.type) or pa.types.is_string_view(i.type) else i for i in items]
+        if any(i.const is not None and not i.const.is_valid for i in items):
+            return _const(pa.scalar(None, out))
+        return self.udf(name, items, out)
+
+    fn_md5 = fn_sha224 = fn_sha256 = fn_sha384 = fn_sha512 = fn_translate = fn_ascii
+    fn_levenshtein = fn_find_in_set = fn_substr_index = fn_encode = fn_ascii
+
+    def fn_to_hex(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        c = self.compile(args[0])
+        if not (pa.types.is_integer(c.type) or pa.types.is_null(c.type)):
+            raise self.fail(f"to_hex() needs an integer, got {c.type}")
+        c = self.cast(c, pa.int64())
+        if c.const is not None and not c.const.is_valid:
+            return _const(pa.scalar(None, pa.string()))
+        return self.udf("to_hex", [c], pa.string())
 
     def fn_bit_length(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import base64
+import hashlib
 import re
 import struct
 import threading
@@ -573,6 +575,52 @@ def _strpos(n: int, strings: Any, subs: Any) -> pa.Array:
     )
 
 
+def _levenshtein(a: str, b: str) -> int:
+    """Edit distance in characters (insertions, deletions, substitutions of one each)."""
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _translate(s: str, src: str, dst: str) -> str:
+    """Each character of ``src`` in ``s`` becomes the one at its position in ``dst`` (deleted
+    where ``dst`` is shorter); the first occurrence in ``src`` decides."""
+    table: dict[str, str | None] = {}
+    for k, ch in enumerate(src):
+        table.setdefault(ch, dst[k] if k < len(dst) else None)
+    return "".join(c if c not in table else (table[c] or "") for c in s)
+
+
+def _substr_index(s: str, delim: str, count: int) -> str:
+    """MySQL's / DataFusion's ``substr_index``: ``s`` up to the ``count``-th ``delim`` (from
+    the end for a negative ``count``); '' for a zero count or an empty delimiter."""
+    if count == 0 or delim == "":
+        return ""
+    parts = s.split(delim)
+    return delim.join(parts[:count] if count > 0 else parts[count:])
+
+
+def _find_in_set(item: str, items: str) -> int:
+    """1-based position of ``item`` in the comma-separated ``items`` (0: absent)."""
+    for k, part in enumerate(items.split(","), 1):
+        if part == item:
+            return k
+    return 0
+
+
+def _encode(s: str, how: str) -> str:
+    data = s.encode()
+    if how == "hex":
+        return data.hex()
+    return base64.b64encode(data).decode().rstrip("=")  # DataFusion's base64: no padding
+
+
 def _initcap(text: str) -> str:
     """DataFusion's ``initcap``: each character upper-cased after a non-alphanumeric one (or
     first), lower-cased after an alphanumeric one, character by character."""
@@ -796,6 +844,18 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "round_rows": _round_rows,
     "repeat_rows": _rowwise(lambda s, k: s * max(0, k), pa.string()),
     "strpos": _strpos,
+    "ascii": _rowwise(lambda s: ord(s[0]) if s else 0, pa.int32()),
+    "md5": _rowwise(lambda s: hashlib.md5(s.encode()).hexdigest(), pa.string_view()),
+    "sha224": _rowwise(lambda s: hashlib.sha224(s.encode()).digest(), pa.binary()),
+    "sha256": _rowwise(lambda s: hashlib.sha256(s.encode()).digest(), pa.binary()),
+    "sha384": _rowwise(lambda s: hashlib.sha384(s.encode()).digest(), pa.binary()),
+    "sha512": _rowwise(lambda s: hashlib.sha512(s.encode()).digest(), pa.binary()),
+    "to_hex": _rowwise(lambda v: format(v & 0xFFFFFFFFFFFFFFFF, "x"), pa.string()),
+    "translate": _rowwise(_translate, pa.string()),
+    "levenshtein": _rowwise(_levenshtein, pa.int32()),
+    "find_in_set": _rowwise(_find_in_set, pa.int32()),
+    "substr_index": _rowwise(_substr_index, pa.string()),
+    "encode": _rowwise(_encode, pa.string()),
     "upper": _case_kernel(pc.utf8_upper, str.upper),
     "lower": _case_kernel(pc.utf8_lower, str.lower),
     "initcap": _case_kernel(pc.utf8_title, _initcap),

@@ -504,6 +504,11 @@ DATAFUSION_PROJECTIONS = [
     "regexp_replace(ls, 'e', '_', 'g')", "regexp_replace(s, 'A', '_', 'gi')", "arrow_cast(i, 'Int64')",
     "arrow_cast(f, 'Float32')", "arrow_cast(i, 'Utf8')", "arrow_cast(s, 'LargeUtf8')", "arrow_cast(i, 'Int8')",
     "arrow_typeof(i)", "arrow_typeof(s)", "arrow_typeof(ls)", "arrow_typeof(f32)",
+    "ascii(s)", "ascii(ls)", "md5(s)", "md5(ls)", "sha224(s)", "sha256(s)", "sha384(ls)", "sha512(s)", "to_hex(i)",
+    "translate(s, 'ap', 'AP')", "translate(s, 'abc', 'x')", "translate(ls, 'e', 'E')", "levenshtein(s, 'apple')",
+    "levenshtein(ls, 'x')", "find_in_set('b', s)", "find_in_set(s, 'x,cherry')", "find_in_set(ls, 'banana')",
+    "substr_index(s, 'a', 1)", "substr_index(s, 'a', -1)", "substr_index(s, 'a', 0)", "substr_index(ls, 'e', 2)",
+    "encode(s, 'hex')", "encode(s, 'base64')", "encode(ls, 'hex')",
 ]
 
 
