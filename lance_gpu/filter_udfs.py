@@ -24,11 +24,11 @@ Semantics follow pylance 14.0.2 (DataFusion and Lance's JSON functions):
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import json
 import math
-import base64
-import hashlib
 import re
 import struct
 import threading
