@@ -307,6 +307,60 @@ class LanceDataset:
         """The table metadata of this version."""
         return dict(self.manifest.table_metadata)
 
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """The schema's metadata of this version, decoded (``{}`` when there is none)."""
+        return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in self.manifest.schema_metadata.items()}
+
+    @property
+    def max_field_id(self) -> int:
+        """The largest field id of this version's schema (nested fields included)."""
+        return max((f.id for f in self.lance_schema.by_id.values()), default=-1)
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        """Whether row ids survive compaction and updates (the stable row id feature)."""
+        from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
+
+        return bool(self.manifest.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+
+    def to_pandas(self, columns: Columns = None, filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
+                  offset: int | None = None, **kwargs: Any):
+        """Read into a ``pandas.DataFrame`` (:meth:`to_table`, then Arrow's conversion).
+
+        Parameters
+        ----------
+        columns, filter, limit, offset, **kwargs
+            As :meth:`scanner`.
+        """
+        return self.to_table(columns, filter, limit, offset, **kwargs).to_pandas()
+
+    def sample(self, num_rows: int, columns: Columns = None, randomize_order: bool = True, **kwargs: Any) -> pa.Table:
+        """``num_rows`` live rows drawn at random without replacement.
+
+        Parameters
+        ----------
+        num_rows : int
+            How many rows; more than the live rows raises ``ValueError``.
+        columns : list of str or dict of str to str, optional
+            Columns (or SQL expressions) to read; all when None.
+        randomize_order : bool, default True
+            Rows in random order; False returns them in dataset order (fewer, larger reads).
+        **kwargs
+            As :meth:`take`.
+        """
+        import random
+
+        total = self.count_rows()
+        if not isinstance(num_rows, int) or isinstance(num_rows, bool) or num_rows < 0:
+            raise InvalidArgumentError(f"sample: num_rows must be a non-negative integer, not {num_rows!r}")
+        if num_rows > total:
+            raise InvalidArgumentError(f"sample: {num_rows} rows asked for, the dataset has {total}")
+        indices = random.sample(range(total), num_rows)
+        if not randomize_order:
+            indices.sort()
+        return self.take(indices, columns, **kwargs)
+
     def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
         from lance_gpu.write.operations import update_config

@@ -369,6 +369,17 @@ class LanceFragment:
                             with_row_id=with_row_id, with_row_address=with_row_address,
                             batch_readahead=batch_readahead, **options).to_batches()
 
+    def to_pandas(self, columns: Sequence[str] | dict[str, str] | None = None, filter: str | pc.Expression | None = None,  # noqa: A002
+                  limit: int | None = None, offset: int | None = None, **options: Any):
+        """This fragment's rows as a ``pandas.DataFrame``.
+
+        Parameters
+        ----------
+        columns, filter, limit, offset, **options
+            As :meth:`to_table`.
+        """
+        return self.to_table(columns=columns, filter=filter, limit=limit, offset=offset, **options).to_pandas()
+
     def head(self, num_rows: int) -> pa.Table:
         """The first ``num_rows`` live rows."""
         return self.scanner(limit=num_rows).to_table()

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Conveniences of pylance's dataset API (issue 26 items 2 and 6), against pylance 14.0.2:
+``to_pandas`` (dataset and fragment), ``sample``, ``schema_metadata``, ``max_field_id``,
+``has_stable_row_ids``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+pd = pytest.importorskip("pandas")
+
+import lance_gpu  # noqa: E402
+
+
+def _table(n: int = 40) -> pa.Table:
+    rng = np.random.default_rng(11)
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "x": pa.array(rng.standard_normal(n), mask=rng.random(n) < 0.2),
+        "s": pa.array([f"w{k % 7}" for k in range(n)]),
+        "st": pa.array([{"a": k, "b": [k, k + 1]} for k in range(n)]),
+        "li": pa.array([[k] * (k % 3) for k in range(n)], pa.list_(pa.int32())),
+    })
+
+
+@pytest.fixture(params=[False, True], ids=["plain-row-ids", "stable-row-ids"])
+def uri(tmp_path, request) -> str:
+    path = str(tmp_path / "api.lance")
+    table = _table().replace_schema_metadata({"owner": "team-a", "k": "v"})
+    lance.write_dataset(table, path, max_rows_per_file=15, enable_stable_row_ids=request.param)
+    lance.dataset(path).delete("id % 9 = 4")
+    return path
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"columns": ["id", "s"]}, {"filter": "x > 0", "columns": ["id", "x", "st"]},
+                                    {"columns": {"twice": "id * 2"}, "limit": 5, "offset": 3}])
+def test_to_pandas_matches_pylance(uri: str, kwargs: dict) -> None:
+    ours = lance_gpu.dataset(uri).to_pandas(**kwargs)
+    ref = lance.dataset(uri).to_pandas(**kwargs)
+    pd.testing.assert_frame_equal(ours, ref)
+
+
+def test_fragment_to_pandas_matches_pylance(uri: str) -> None:
+    ours = lance_gpu.dataset(uri).get_fragments()
+    ref = lance.dataset(uri).get_fragments()
+    for a, b in zip(ours, ref, strict=True):
+        pd.testing.assert_frame_equal(a.to_pandas(columns=["id", "li"], filter="id > 3"), b.to_pandas(columns=["id", "li"], filter="id > 3"))
+
+
+def test_sample_draws_distinct_live_rows(uri: str) -> None:
+    ds = lance_gpu.dataset(uri)
+    live = set(ds.to_table(columns=["id"]).column("id").to_pylist())
+    got = ds.sample(12, columns=["id", "s"])
+    ids = got.column("id").to_pylist()
+    assert got.schema == lance.dataset(uri).sample(12, columns=["id", "s"]).schema
+    assert len(ids) == len(set(ids)) == 12 and set(ids) <= live
+    ordered = ds.sample(20, randomize_order=False).column("id").to_pylist()
+    assert ordered == sorted(ordered) and len(set(ordered)) == 20
+    draws = {tuple(ds.sample(5, columns=["id"]).column("id").to_pylist()) for _ in range(8)}
+    assert len(draws) > 1  # random, not a fixed choice
+    assert ds.sample(len(live), columns=["id"]).num_rows == len(live)
+    assert ds.sample(0).num_rows == lance.dataset(uri).sample(0).num_rows == 0
+
+
+def test_sample_of_more_rows_than_live_is_refused_as_pylance(uri: str) -> None:
+    n = lance.dataset(uri).count_rows() + 1
+    with pytest.raises(ValueError):
+        lance.dataset(uri).sample(n)
+    with pytest.raises(ValueError, match="has"):
+        lance_gpu.dataset(uri).sample(n)
+
+
+def test_schema_facts_match_pylance(uri: str) -> None:
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+    assert ours.schema_metadata == ref.schema_metadata == {"owner": "team-a", "k": "v"}
+    assert ours.max_field_id == ref.max_field_id
+    assert ours.has_stable_row_ids == ref.has_stable_row_ids
+    ref.add_columns({"y": "id + 1"})
+    ref.update_schema_metadata({"owner": "team-b"}, replace=True)
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+    assert ours.max_field_id == ref.max_field_id
+    assert ours.schema_metadata == ref.schema_metadata == {"owner": "team-b"}
