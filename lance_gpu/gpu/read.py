@@ -24,11 +24,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from cuda_kernels import _device
 from cuda_kernels.errors import CorruptInputError, deferred_errors
@@ -46,7 +43,6 @@ FALLBACK_MODES = ("warn", "raise", "allow")
 # Units of a multi-unit read: big enough that launches and syncs per unit do not matter,
 # small enough that staging the next one overlaps decoding this one.
 UNIT_TARGET_BYTES = 256 << 20
-_ROW = "__lance_gpu_row__"
 _THREADS = 4
 
 _warned: set[str] = set()
@@ -286,54 +282,3 @@ def scan_device(
             done = finish(pending)
             yield frags[pending].frag, done
             pending += 1
-
-
-def _host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets) -> pa.Table:
-    """A host copy of the columns ``names`` of ``dt`` plus the virtual columns ``virtual``."""
-    from lance_gpu.scan.execute import add_virtual
-
-    cols = [dt.column(c) for c in names]
-    arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
-    base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(dt.num_rows)}).select([])
-    return add_virtual(base, unit, virtual, offsets)
-
-
-def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[DeviceTable, Any]:
-    """The rows of ``dt`` passing the plan's filter, evaluated on a host copy of the columns
-    it reads (virtual columns included) and gathered on the device; and the unit of those
-    rows (its ``rows``: the surviving physical rows)."""
-    from lance_gpu.scan.execute import apply_filter
-
-    if resolved.filter is None:
-        return dt, unit
-    probe = _host_table(dt, [c for c in resolved.filter.columns if c in dt.names], unit, resolved.virtual, offsets)
-    probe = probe.append_column(_ROW, pa.array(np.arange(dt.num_rows, dtype=np.int64)))
-    keep = apply_filter(resolved, probe).column(_ROW).to_numpy()
-    rows = (np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows)[keep]
-    return dt.take(keep), type(unit)(unit.fragment, rows)
-
-
-def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
-    """Top-level and nested fields projected on the device; SQL expressions and virtual
-    columns computed on the host (as Arrow columns of the DeviceTable)."""
-    names, cols = [], []
-    for out in resolved.outputs:
-        if out.expression is not None or out.virtual is not None:
-            needed = [c for c in (out.expression.columns if out.expression is not None else []) if c in dt.names]
-            table = _host_table(dt, needed, unit, resolved.virtual, offsets)
-            col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
-            col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        else:
-            col = dt.column(out.path[0])
-            for child in out.path[1:]:
-                idx = col.type.get_field_index(child)
-                col = col.field(idx) if isinstance(col, DeviceColumn) else pc.struct_field(col, [idx])
-        names.append(out.name)
-        cols.append(col)
-    return DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
-
-
-def finish_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
-    """The scan epilogue on device tables: :func:`filter_device`, then :func:`project_device`."""
-    dt, unit = filter_device(resolved, dt, unit, offsets)
-    return project_device(resolved, dt, unit, project, offsets)

@@ -41,6 +41,7 @@ from lance_gpu.table.schema import LanceField
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
     from lance_gpu.fragment import LanceFragment
+    from lance_gpu.gpu.columns import DeviceTable
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
@@ -510,7 +511,6 @@ class GpuExecutor:
         for the surviving rows only -- the mini-block chunks and full-zip rows holding them
         (:mod:`lance_gpu.gpu.rows`) -- and none at all where no row survives."""
         from lance_gpu.gpu.columns import DeviceTable
-        from lance_gpu.gpu.read import filter_device, project_device
 
         late = resolved.late_fields()
         early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
@@ -533,6 +533,57 @@ class GpuExecutor:
                 yield empty_table(dt.num_rows, resolved.schema.metadata)
             else:
                 yield pa.Table.from_arrays(arrays, schema=resolved.schema)
+
+
+# -- the scan epilogue on device tables (the GPU executor's filter and projection) ----------
+
+
+_DEVICE_ROW = "__lance_gpu_row__"
+
+
+def _device_host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets) -> pa.Table:
+    """A host copy of the columns ``names`` of ``dt`` plus the virtual columns ``virtual``."""
+    from lance_gpu.gpu.columns import DeviceColumn
+
+    cols = [dt.column(c) for c in names]
+    arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
+    base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(dt.num_rows)}).select([])
+    return add_virtual(base, unit, virtual, offsets)
+
+
+def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[DeviceTable, Any]:
+    """The rows of ``dt`` passing the plan's filter, evaluated on a host copy of the columns
+    it reads (virtual columns included) and gathered on the device; and the unit of those
+    rows (its ``rows``: the surviving physical rows)."""
+    if resolved.filter is None:
+        return dt, unit
+    probe = _device_host_table(dt, [c for c in resolved.filter.columns if c in dt.names], unit, resolved.virtual, offsets)
+    probe = probe.append_column(_DEVICE_ROW, pa.array(np.arange(dt.num_rows, dtype=np.int64)))
+    keep = apply_filter(resolved, probe).column(_DEVICE_ROW).to_numpy()
+    rows = (np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows)[keep]
+    return dt.take(keep), type(unit)(unit.fragment, rows)
+
+
+def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
+    """Top-level and nested fields projected on the device; SQL expressions and virtual
+    columns computed on the host (as Arrow columns of the DeviceTable)."""
+    from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+
+    names, cols = [], []
+    for out in resolved.outputs:
+        if out.expression is not None or out.virtual is not None:
+            needed = [c for c in (out.expression.columns if out.expression is not None else []) if c in dt.names]
+            table = _device_host_table(dt, needed, unit, resolved.virtual, offsets)
+            col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
+            col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        else:
+            col = dt.column(out.path[0])
+            for child in out.path[1:]:
+                idx = col.type.get_field_index(child)
+                col = col.field(idx) if isinstance(col, DeviceColumn) else pc.struct_field(col, [idx])
+        names.append(out.name)
+        cols.append(col)
+    return DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
 
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:

@@ -117,7 +117,7 @@ def encode_blob_page(
 ) -> EncodedPage:
     """Write the values of ``arr`` through ``write`` (which puts bytes at the next 64-byte
     boundary of the file and returns their offset) and return the descriptor page."""
-    from lance_gpu.write import _native  # the encoders load on first use
+    from lance_gpu.file.encodings import _native  # the encoders load on first use
 
     arr = blob_values(arr)
     n = len(arr)

@@ -54,11 +54,10 @@ import pyarrow as pa
 
 from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.file.encodings import bitpacking, flat, fsst, general, rle, variable
+from lance_gpu.file.encodings import _native, bitpacking, flat, fsst, general, rle, variable
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.page import NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
-from lance_gpu.write import _native
 from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_variable, storage_type, variable_parts
 
 __all__ = ["EncodedPage", "LevelOverflow", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]

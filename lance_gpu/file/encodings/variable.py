@@ -99,7 +99,7 @@ def chunk_bounds(offsets: np.ndarray, offset_bytes: int) -> np.ndarray:
     (``count + 1`` of them) and bytes fit in :data:`AIM_MINICHUNK_SIZE`, or all remaining
     values if they fit; at least one value.
     """
-    from lance_gpu.write import _native
+    from lance_gpu.file.encodings import _native
 
     return _native.variable_chunk_bounds(np.ascontiguousarray(offsets, np.int64), offset_bytes, AIM_MINICHUNK_SIZE)
 
@@ -132,7 +132,7 @@ def encode_miniblock(offsets: np.ndarray, data: np.ndarray, offset_bits: int):
     ``offsets`` (int64, ``n + 1``, starting at 0) index into ``data`` (uint8).
     """
     from lance_gpu.file.encodings.base import MiniBlockChunks
-    from lance_gpu.write import _native
+    from lance_gpu.file.encodings import _native
 
     offsets = np.ascontiguousarray(offsets, np.int64)
     bounds, counts, sizes = miniblock_plan(offsets, offset_bits)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""numba-compiled loops of the writer: byte-range scatter and variable-width chunking.
+"""numba-compiled loops of the encoders: byte-range scatter, variable-width chunking and
+RLE runs (used by the page encoders here and by :mod:`lance_gpu.write`).
 
 Everything else in the writer is vectorised numpy; these are the loops that are not.
 """
