@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from cuda_kernels import _device
+
+#: a device array: numba's ``DeviceNDArray`` (or the simulator's), a CuPy array, or anything
+#: with ``__cuda_array_interface__`` -- typed loosely, as numba and CuPy ship no stubs
+DeviceArray = Any
 
 
 def cuda():
@@ -78,13 +83,13 @@ def sync_kernels() -> None:
         cuda().synchronize()
 
 
-def _fresh(a) -> object:
+def _fresh(a) -> DeviceArray:
     """A numba view of a CuPy array just allocated on the legacy stream: no device sync now,
     and none later (the view carries no stream; see ``cuda_kernels._device.adopt``)."""
     return _device.adopt(a)
 
 
-def empty(n: int, dtype) -> object:
+def empty(n: int, dtype) -> DeviceArray:
     """Uninitialised device array of ``n`` items (at least one byte is allocated)."""
     n = int(n)
     dtype = np.dtype(dtype)
@@ -94,7 +99,7 @@ def empty(n: int, dtype) -> object:
     return cuda().device_array(n, dtype=dtype)
 
 
-def zeros(n: int, dtype) -> object:
+def zeros(n: int, dtype) -> DeviceArray:
     n = int(n)
     cp = cupy()
     if cp is not None:
@@ -102,14 +107,14 @@ def zeros(n: int, dtype) -> object:
     return _device.device_zeros(n, dtype)
 
 
-def full(n: int, dtype, value) -> object:
+def full(n: int, dtype, value) -> DeviceArray:
     cp = cupy()
     if cp is not None:
         return _fresh(cp.full(max(int(n), 1), value, dtype=np.dtype(dtype))[: int(n)])
     return _device.device_full(int(n), dtype, value)
 
 
-def upload(host: np.ndarray) -> object:
+def upload(host: np.ndarray) -> DeviceArray:
     """A device copy of a host array."""
     host = np.ascontiguousarray(host)
     if _device._upload_scope() is not None:  # asynchronous, through pinned memory
@@ -120,7 +125,7 @@ def upload(host: np.ndarray) -> object:
     return out if host.ndim == 1 else out.reshape(host.shape)
 
 
-def as_device(x) -> object:
+def as_device(x) -> DeviceArray:
     """A numba device array viewing ``x`` (device arrays are not copied)."""
     return _device.to_device(x)
 
@@ -152,7 +157,7 @@ def count_false(x) -> int:
     return n - int(np.count_nonzero(to_host(x)))
 
 
-def iota(n: int, dtype=np.int64) -> object:
+def iota(n: int, dtype=np.int64) -> DeviceArray:
     """Device ``arange(n)``."""
     cp = cupy()
     if cp is not None:

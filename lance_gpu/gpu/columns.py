@@ -26,6 +26,7 @@ import pyarrow as pa
 import cuda_kernels as ck
 from lance_gpu.errors import GpuUnavailableError, UnsupportedEncodingError
 from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
 
 
@@ -48,9 +49,9 @@ def _is_nested(s: pa.DataType) -> bool:
 class DeviceColumn:
     type: pa.DataType
     length: int
-    validity: object | None = None  # device bool[length]
-    data: object | None = None  # device uint8
-    offsets: object | None = None  # device int64[length + 1]
+    validity: DeviceArray | None = None  # device bool[length]
+    data: DeviceArray = None  # device uint8 (None for struct and list columns)
+    offsets: DeviceArray = None  # device int64[length + 1] (None for fixed-width and struct columns)
     children: list[DeviceColumn] = field(default_factory=list)
     _nulls: int | None = None
     #: ``(offsets[0], offsets[length])`` where known on the host (from the read's one

@@ -29,6 +29,7 @@ import cuda_kernels as ck
 from cuda_kernels import _device
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.plan import _DESTS, UnitPlan
 
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -36,10 +37,10 @@ _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 @dataclass(slots=True)
 class UnitBuffers:
-    fixed: object  # uint8: fixed-width values (booleans one byte per item)
-    levels: object  # uint16: repetition / definition levels
-    var_offsets: object  # int64[nslots + 1]: variable-width offsets into var_bytes
-    var_bytes: object  # uint8
+    fixed: DeviceArray  # uint8: fixed-width values (booleans one byte per item)
+    levels: DeviceArray  # uint16: repetition / definition levels
+    var_offsets: DeviceArray  # int64[nslots + 1]: variable-width offsets into var_bytes
+    var_bytes: DeviceArray  # uint8
 
 
 def _patterns(items: list[tuple[int, int, bytes]]) -> tuple[np.ndarray, ...]:

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from cuda_kernels.errors import CorruptInputError, deferred_errors
 from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, memory
+from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.gpu.decode import decode_unit
@@ -50,7 +52,7 @@ _warned: set[str] = set()
 
 @dataclass(slots=True)
 class _Frag:
-    frag: object  # LanceFragment
+    frag: Any  # LanceFragment (the layer above: duck-typed here)
     rows: np.ndarray | None  # physical rows to keep (None: every physical row)
     gpu: dict[str, FieldPlan] = field(default_factory=dict)
     cpu: dict[str, Future] = field(default_factory=dict)
@@ -162,7 +164,7 @@ def _units(frags: list[_Frag], budget: int) -> Iterator[list[tuple[int, FieldPla
 class _Staged:
     items: list[tuple[int, FieldPlan]]
     unit: UnitPlan
-    arena: object  # the unit's staged bytes on the device
+    arena: DeviceArray  # the unit's staged bytes on the device
 
 
 def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
@@ -208,7 +210,7 @@ def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
     """The fragment's columns with only the selected rows (gathered on the device from the
     rows each field decoded: all of them, or the ranges of its row selection)."""
     frag, rows = fw.frag, fw.rows
-    uploaded: dict[bytes, object] = {}
+    uploaded: dict[bytes, DeviceArray] = {}
     cols = []
     for name in names:
         if name not in fw.done:
