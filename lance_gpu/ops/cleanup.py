@@ -150,10 +150,10 @@ def cleanup_old_versions(
     tags = tagged_versions(store, root)
     tagged = [i for i in candidates if i.version in tags]
     if tagged and error_if_tagged_old_versions:
-        names = sorted(name for i in tagged for name in tags[i.version])
+        named = ", ".join(f"{name} ({i.version})" for i in tagged for name in sorted(tags[i.version]))
         raise TaggedVersionError(
-            f"{len(tagged)} tagged version(s) would be cleaned up (tags {names}); delete the tags "
-            "or pass error_if_tagged_old_versions=False"
+            f"{store.uri(root)}: {len(tagged)} tagged version(s) would be cleaned up: {named}; delete "
+            "these tags or pass error_if_tagged_old_versions=False"
         )
     removed = [i for i in candidates if i.version not in tags]
     removed_versions = {i.version for i in removed}
