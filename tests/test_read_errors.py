@@ -238,6 +238,58 @@ def test_data_file_row_count_mismatch(pristine, tmp_path: Path, version: str) ->
     assert str(f0) in str(info.value) or str(f1) in str(info.value)
 
 
+def _list_page_flips(seed: int, count: int, size: int) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    return [tuple(sorted(rng.sample(range(size), 2))) for _ in range(count)]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("storage", ["2.1", "2.2"])
+def test_list_levels_flipped_bytes_agree_with_pylance(tmp_path: Path, storage: str) -> None:
+    """Two bytes flipped in the chunk data of a ``list<int32>`` mini-block page (levels and
+    values, null and empty lists among them): wherever pylance raises, so do we (a
+    CorruptFileError naming the file), never lists of other lengths.  A flipped repetition
+    level that puts an item inside a list its level left null or empty gave offsets that
+    disagree with the values; the CPU decode returned it silently (pylance: "Max offset ...
+    exceeds length of values")."""
+    lance = pytest.importorskip("lance")
+    base = tmp_path / "base.lance"
+    n = 2000
+    lance.write_dataset(
+        pa.table({"li": pa.array([list(range(i % 5)) if i % 7 else None for i in range(n)], pa.list_(pa.int32()))}),
+        str(base), data_storage_version=storage,
+    )
+    (f,) = _data_files(base)
+    pages = _page_buffers(f)
+    assert len(pages) >= 2
+    _ci, chunk_off, chunk_size = pages[1]  # buffer 0: chunk metadata, 1: the chunks
+    original = f.read_bytes()
+    want = lance.dataset(str(base)).to_table()
+    uri = tmp_path / "flipped.lance"
+    shutil.copytree(base, uri)
+    (g,) = _data_files(uri)
+    pylance_raised = caught = 0
+    for pair in _list_page_flips(7, 80, chunk_size):
+        data = bytearray(original)
+        for p in pair:
+            data[chunk_off + p] ^= 0xFF
+        g.write_bytes(bytes(data))
+        try:
+            lance.dataset(str(uri)).to_table()
+        except Exception:
+            pylance_raised += 1
+        else:
+            continue
+        try:
+            got = lance_gpu.dataset(uri).to_table()
+        except CorruptFileError as exc:
+            assert str(g) in str(exc)
+            caught += 1
+            continue
+        pytest.fail(f"flipping bytes {pair} of the chunk data: pylance raises, we return "
+                    f"{'the same' if got.equals(want) else 'other'} data")
+    assert pylance_raised == caught and caught >= 20
+
+
 # --------------------------------------------------------------------------------------------
 # Manifests, versions, deletion files
 # --------------------------------------------------------------------------------------------
