@@ -338,6 +338,75 @@ def test_missing_dataset_and_version(tmp_path: Path, pristine) -> None:
     assert "99" in str(info.value)
 
 
+def _builtin(exc: BaseException) -> type[BaseException]:
+    """The first builtin exception class ``exc`` is an instance of (pylance raises pyarrow's
+    ``ArrowInvalid``, a ``ValueError``, or plain ``OSError``)."""
+    return next(c for c in type(exc).__mro__ if c.__module__ == "builtins")
+
+
+_CALLS = {
+    "to_table": lambda ds: ds.to_table(),
+    "filter": lambda ds: ds.to_table(filter="id > 3"),
+    "to_batches": lambda ds: list(ds.to_batches()),
+    "take": lambda ds: ds.take([1, 2]),
+    "count_rows_filter": lambda ds: ds.count_rows("id > 3"),
+}
+
+
+@pytest.mark.parametrize("missing", ["deletion", "data"])
+@pytest.mark.parametrize("call", list(_CALLS))
+def test_missing_file_is_file_not_found_and_pylances_builtin(tmp_path: Path, missing: str, call: str) -> None:
+    """A data or deletion file the manifest references is gone: the same call on pylance and
+    on us raises; ours is a MissingFileError -- a FileNotFoundError, a CorruptFileError, and an
+    instance of the builtin pylance raised for that call (ValueError for scans, OSError for
+    take and count_rows) -- naming the file."""
+    from lance_gpu.errors import MissingFileError
+
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "d.lance"
+    lance.write_dataset(pa.table({"id": np.arange(100)}), str(uri))
+    lance.dataset(str(uri)).delete("id < 5")
+    gone = next(Path(uri, "_deletions" if missing == "deletion" else "data").iterdir())
+    gone.unlink()
+    with pytest.raises(Exception) as ref:  # noqa: B017 - pylance's class is what is compared
+        _CALLS[call](lance.dataset(str(uri)))
+    with pytest.raises(MissingFileError) as ours:
+        _CALLS[call](lance_gpu.dataset(uri))
+    assert isinstance(ours.value, FileNotFoundError) and isinstance(ours.value, CorruptFileError)
+    assert isinstance(ours.value, _builtin(ref.value)), (type(ref.value), ref.value)
+    assert gone.name in str(ours.value)
+
+
+@pytest.mark.parametrize("layout", ["nothing", "empty_dir", "other_files", "empty_versions"])
+def test_not_a_dataset_says_so(tmp_path: Path, layout: str) -> None:
+    """A path with no committed version: pylance raises ValueError; ours is a
+    DatasetNotFoundError (a FileNotFoundError) that is also a ValueError, and says whether
+    nothing is there or a directory that is not a Lance dataset."""
+    from lance_gpu.errors import NotADatasetError
+
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "x.lance"
+    if layout != "nothing":
+        uri.mkdir()
+    if layout == "other_files":
+        (uri / "data").mkdir()
+        (uri / "data" / "part-0.parquet").write_bytes(b"PAR1")
+    if layout == "empty_versions":
+        (uri / "_versions").mkdir()
+    with pytest.raises(Exception) as ref:  # noqa: B017
+        lance.dataset(str(uri))
+    with pytest.raises(NotADatasetError) as ours:
+        lance_gpu.dataset(uri)
+    assert isinstance(ours.value, DatasetNotFoundError) and isinstance(ours.value, _builtin(ref.value))
+    expected = {
+        "nothing": "does not exist",
+        "empty_dir": "is not a Lance dataset: no _versions/",
+        "other_files": "is not a Lance dataset: no _versions/",
+        "empty_versions": "is not a Lance dataset: no committed version in _versions/",
+    }[layout]
+    assert expected in str(ours.value) and str(uri) in str(ours.value)
+
+
 @pytest.mark.parametrize("version", ["2.0", "2.2"])
 def test_deletion_file_missing_or_garbage(pristine, tmp_path: Path, version: str) -> None:
     uri = _copy(pristine[version], tmp_path)

@@ -156,6 +156,11 @@ class FaultInjectingStore:
             self._fail(path, "delete")
         self.inner.delete(path)
 
+    def has_objects(self, prefix: str) -> bool:
+        """The inner store's answer (``False`` where it cannot tell)."""
+        probe = getattr(self.inner, "has_objects", None)
+        return bool(probe(prefix)) if probe is not None else False
+
     def list(self, prefix: str) -> list[ObjectMeta]:
         if self._tick("list", prefix):
             self._fail(prefix, "list")

@@ -362,6 +362,11 @@ class LocalStore:
         except OSError as exc:
             raise translate(exc, path, "delete") from exc
 
+    def has_objects(self, prefix: str) -> bool:
+        """Whether ``prefix`` is a directory (an empty one included): one ``stat``."""
+        self.stats.add("heads")
+        return os.path.isdir(prefix)
+
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.stats.add("lists")
         out: list[ObjectMeta] = []

@@ -286,6 +286,17 @@ class ObstoreStore:
         except Exception as exc:
             raise translate(exc, self.uri(path), "delete") from exc
 
+    def has_objects(self, prefix: str) -> bool:
+        """Whether any object lies beneath ``prefix``: one listing request of one key."""
+        import obstore
+
+        self.stats.add("lists")
+        try:
+            stream = obstore.list(self.store, prefix.rstrip("/") + "/" if prefix else None, chunk_size=1)
+            return bool(next(iter(stream), None))
+        except Exception as exc:
+            raise translate(exc, self.uri(prefix), "list") from exc
+
     def list(self, prefix: str) -> list[ObjectMeta]:
         import obstore
 
@@ -464,6 +475,11 @@ class FsspecStore:
             pass
         except Exception as exc:
             raise translate(exc, self.uri(path), "delete") from exc
+
+    def has_objects(self, prefix: str) -> bool:
+        """Whether ``prefix`` exists on the file system (a directory or objects beneath it)."""
+        self.stats.add("heads")
+        return bool(self._call("head", prefix, self.fs.exists, prefix))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.stats.add("lists")
