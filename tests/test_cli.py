@@ -375,7 +375,7 @@ def test_common_mistakes_print_one_line(pylance_ds: str, tmp_path: Path) -> None
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     out = run_cli("info", str(tmp_path / "missing.lance"), "--debug", ok=False)
-    assert out.returncode == 1 and "Traceback (most recent call last)" in out.stderr and "DatasetNotFoundError" in out.stderr
+    assert out.returncode == 1 and "Traceback (most recent call last)" in out.stderr and "NotADatasetError" in out.stderr
 
 
 # -- storage options --------------------------------------------------------------------------

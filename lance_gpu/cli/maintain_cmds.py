@@ -94,5 +94,10 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         args.older_than, args.retain_versions,
         delete_unverified=args.delete_unverified, error_if_tagged_old_versions=not args.ignore_tagged,
     )
-    print(f"removed {stats.old_versions} old versions and {stats.bytes_removed} bytes")
+    extra = ""
+    if stats.staging_files_removed:
+        extra += f"; {stats.staging_files_removed} staging files of killed writers"
+    if stats.multipart_uploads_aborted:
+        extra += f"; aborted {stats.multipart_uploads_aborted} incomplete multipart uploads"
+    print(f"removed {stats.old_versions} old versions and {stats.bytes_removed} bytes{extra}")
     return 0

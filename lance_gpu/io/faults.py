@@ -156,6 +156,11 @@ class FaultInjectingStore:
             self._fail(path, "delete")
         self.inner.delete(path)
 
+    def list_staging(self, prefix: str) -> list[ObjectMeta]:
+        """The inner store's staging files (none where it cannot list them)."""
+        probe = getattr(self.inner, "list_staging", None)
+        return list(probe(prefix)) if probe is not None else []
+
     def has_objects(self, prefix: str) -> bool:
         """The inner store's answer (``False`` where it cannot tell)."""
         probe = getattr(self.inner, "has_objects", None)

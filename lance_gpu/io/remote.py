@@ -13,6 +13,7 @@ was built for.  Ranged reads of one object are coalesced (gaps up to
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lance_gpu.io._errors import translate
-from lance_gpu.io.local import STAGING_PREFIX
+from lance_gpu.io.local import STAGING_NAME, STAGING_PREFIX
 from lance_gpu.io.store import (
     BufferedWriter,
     ObjectMeta,
@@ -32,6 +33,7 @@ from lance_gpu.io.store import (
     copy_into,
     split_groups,
 )
+from lance_gpu.io.uploads import Upload, abort_upload, list_uploads, make_client
 
 __all__ = ["REMOTE_COALESCE_GAP", "FsspecStore", "ObstoreStore"]
 
@@ -110,17 +112,22 @@ class ObstoreStore:
         self.stats = StoreStats()
         #: Whether suffix-range GETs work (Azure has none: read_tail then heads first).
         self._suffix_ranges = type(store).__name__ != "AzureStore"
+        #: ``(bucket, obstore config)`` of an S3 store built from a URI: multipart uploads
+        #: are listed and aborted with them (:mod:`lance_gpu.io.uploads`); None elsewhere.
+        self.s3_bucket: tuple[str, dict[str, Any]] | None = None
+        self._upload_client: Any = None
 
     def __repr__(self) -> str:
         return f"ObstoreStore({self.base_uri!r})"
 
     def __getstate__(self) -> dict:
         # obstore stores pickle themselves (config included); counters start afresh.
-        return {k: v for k, v in self.__dict__.items() if k != "stats"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("stats", "_upload_client")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.stats = StoreStats()
+        self._upload_client = None
 
     def uri(self, path: str) -> str:
         return f"{self.base_uri}/{path.lstrip('/')}"
@@ -313,6 +320,44 @@ class ObstoreStore:
         out.sort(key=lambda m: m.path)
         return out
 
+    def list_staging(self, prefix: str) -> builtins.list[ObjectMeta]:
+        """Objects beneath ``prefix`` named as staging files (:data:`STAGING_NAME`), which
+        :meth:`list` leaves out (this store writes none; a copied local dataset may hold some)."""
+        import obstore
+
+        out: list[ObjectMeta] = []
+        try:
+            for chunk in obstore.list(self.store, prefix.rstrip("/") + "/" if prefix else None):
+                self.stats.add("lists")
+                for meta in chunk:
+                    if STAGING_NAME.fullmatch(str(meta["path"]).rsplit("/", 1)[-1]):
+                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"]), meta.get("last_modified")))
+        except Exception as exc:
+            raise translate(exc, self.uri(prefix), "list") from exc
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def list_uploads(self, prefix: str) -> builtins.list[Upload]:
+        """Incomplete multipart uploads of keys beneath ``prefix`` (S3 stores built from a
+        URI; none elsewhere): see :mod:`lance_gpu.io.uploads`."""
+        if self.s3_bucket is None:
+            return []
+        self.stats.add("lists")
+        return list_uploads(self._uploads_client(), self.s3_bucket[0], self.base_uri, prefix)
+
+    def abort_upload(self, upload: Upload) -> None:
+        """Abort one upload :meth:`list_uploads` found (its parts are deleted)."""
+        client = self._uploads_client()
+        if self.s3_bucket is None or client is None:
+            return
+        self.stats.add("deletes")
+        abort_upload(client, self.s3_bucket[0], self.base_uri, upload)
+
+    def _uploads_client(self) -> Any:
+        if self._upload_client is None and self.s3_bucket is not None:
+            self._upload_client = make_client(self.s3_bucket[1])
+        return self._upload_client
+
     def sync(self, paths: Sequence[str]) -> None:
         """Uploaded objects are durable once visible: nothing to do."""
 
@@ -493,6 +538,24 @@ class FsspecStore:
             ObjectMeta(str(p), int(info.get("size", 0)), _fsspec_mtime(info))
             for p, info in found.items()
             if not str(p).rsplit("/", 1)[-1].startswith(STAGING_PREFIX)
+        ]
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def list_staging(self, prefix: str) -> builtins.list[ObjectMeta]:
+        """Files beneath ``prefix`` named as staging files (:data:`STAGING_NAME`), which
+        :meth:`list` leaves out."""
+        self.stats.add("lists")
+        try:
+            found = self.fs.find(prefix, detail=True)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise translate(exc, self.uri(prefix), "list") from exc
+        out = [
+            ObjectMeta(str(p), int(info.get("size", 0)), _fsspec_mtime(info))
+            for p, info in found.items()
+            if STAGING_NAME.fullmatch(str(p).rsplit("/", 1)[-1])
         ]
         out.sort(key=lambda m: m.path)
         return out
