@@ -313,3 +313,39 @@ def test_not_a_dataset_on_s3(s3_server) -> None:
         with pytest.raises(NotADatasetError, match=words) as info:
             lance_gpu.dataset(uri, storage_options=opts)
         assert isinstance(info.value, ValueError) and isinstance(info.value, FileNotFoundError)
+
+
+_KILLED_STREAMING = textwrap.dedent(
+    """
+    import json, os, signal, sys, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, pyarrow as pa
+    import lance_gpu
+    from lance_gpu.io.remote import StreamingWriter
+    StreamingWriter.close = lambda self, sync=True: os.kill(os.getpid(), signal.SIGKILL)
+    tbl = pa.table({"id": pa.array(np.arange(2_000_000, dtype=np.int64)),
+                    "f": pa.array(np.random.default_rng(0).random(2_000_000))})
+    lance_gpu.write_dataset(tbl, sys.argv[1], mode="append", storage_options=json.loads(sys.argv[2]))
+    """
+)
+
+
+def test_cleanup_aborts_a_killed_writers_upload(s3_server) -> None:
+    """An append of a large data file killed before the file's upload completes (the
+    streaming writer has sent parts): a multipart upload under data/ stays behind, no object.
+    Cleanup aborts it; the dataset is untouched."""
+    import json
+
+    opts = s3_server.storage_options
+    uri = s3_server.uri("kw")
+    lance_gpu.write_dataset(pa.table({"id": pa.array(np.arange(10)), "f": pa.array(np.zeros(10))}), uri, storage_options=opts)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", _KILLED_STREAMING, uri, json.dumps(opts)], env=env, capture_output=True, timeout=300, check=False)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    prefix = uri.split("/", 3)[3]
+    client = _boto(s3_server)
+    left = _uploads(client, s3_server.bucket, f"{prefix}/")
+    assert len(left) == 1 and next(iter(left))[0].startswith(f"{prefix}/data/")
+    stats = lance_gpu.dataset(uri, storage_options=opts).cleanup_old_versions(older_than=_dt.timedelta(days=7))
+    assert stats.multipart_uploads_aborted == 1 and _uploads(client, s3_server.bucket, f"{prefix}/") == set()
+    assert lance.dataset(uri, storage_options=opts).to_table()["id"].to_pylist() == list(range(10))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lance_gpu.io._errors import translate
-from lance_gpu.io.local import STAGING_NAME, STAGING_PREFIX
+from lance_gpu.io.local import STAGING_PREFIX
 from lance_gpu.io.store import (
     BufferedWriter,
     ObjectMeta,
@@ -320,23 +320,6 @@ class ObstoreStore:
         out.sort(key=lambda m: m.path)
         return out
 
-    def list_staging(self, prefix: str) -> builtins.list[ObjectMeta]:
-        """Objects beneath ``prefix`` named as staging files (:data:`STAGING_NAME`), which
-        :meth:`list` leaves out (this store writes none; a copied local dataset may hold some)."""
-        import obstore
-
-        out: list[ObjectMeta] = []
-        try:
-            for chunk in obstore.list(self.store, prefix.rstrip("/") + "/" if prefix else None):
-                self.stats.add("lists")
-                for meta in chunk:
-                    if STAGING_NAME.fullmatch(str(meta["path"]).rsplit("/", 1)[-1]):
-                        out.append(ObjectMeta(str(meta["path"]), int(meta["size"]), meta.get("last_modified")))
-        except Exception as exc:
-            raise translate(exc, self.uri(prefix), "list") from exc
-        out.sort(key=lambda m: m.path)
-        return out
-
     def list_uploads(self, prefix: str) -> builtins.list[Upload]:
         """Incomplete multipart uploads of keys beneath ``prefix`` (S3 stores built from a
         URI; none elsewhere): see :mod:`lance_gpu.io.uploads`."""
@@ -538,24 +521,6 @@ class FsspecStore:
             ObjectMeta(str(p), int(info.get("size", 0)), _fsspec_mtime(info))
             for p, info in found.items()
             if not str(p).rsplit("/", 1)[-1].startswith(STAGING_PREFIX)
-        ]
-        out.sort(key=lambda m: m.path)
-        return out
-
-    def list_staging(self, prefix: str) -> builtins.list[ObjectMeta]:
-        """Files beneath ``prefix`` named as staging files (:data:`STAGING_NAME`), which
-        :meth:`list` leaves out."""
-        self.stats.add("lists")
-        try:
-            found = self.fs.find(prefix, detail=True)
-        except FileNotFoundError:
-            return []
-        except Exception as exc:
-            raise translate(exc, self.uri(prefix), "list") from exc
-        out = [
-            ObjectMeta(str(p), int(info.get("size", 0)), _fsspec_mtime(info))
-            for p, info in found.items()
-            if STAGING_NAME.fullmatch(str(p).rsplit("/", 1)[-1])
         ]
         out.sort(key=lambda m: m.path)
         return out

@@ -234,7 +234,7 @@ def remove_leftovers(
 ) -> tuple[int, int, int, int]:
     """Remove what killed writers left beneath ``root`` before ``cutoff``: staging files
     (``.tmp_{name}_{uuid}`` next to a manifest, version hint, data, deletion, transaction,
-    index or tag file: the store's ``list_staging``) and incomplete multipart uploads (the
+    index or tag file: the store's ``list_staging``; only local files are staged) and incomplete multipart uploads (the
     store's ``list_uploads``, S3; pylance leaves them, and their parts are billed).  A
     leftover with no known time goes only with ``delete_unverified``.  Stores without these
     calls have none.  Returns ``(staging files removed, their bytes, uploads aborted,
