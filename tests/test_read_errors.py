@@ -377,7 +377,7 @@ def test_missing_file_is_file_not_found_and_pylances_builtin(tmp_path: Path, mis
     assert gone.name in str(ours.value)
 
 
-@pytest.mark.parametrize("layout", ["nothing", "empty_dir", "other_files", "empty_versions"])
+@pytest.mark.parametrize("layout", ["nothing", "empty_dir", "other_files", "empty_versions", "a_file"])
 def test_not_a_dataset_says_so(tmp_path: Path, layout: str) -> None:
     """A path with no committed version: pylance raises ValueError; ours is a
     DatasetNotFoundError (a FileNotFoundError) that is also a ValueError, and says whether
@@ -386,7 +386,9 @@ def test_not_a_dataset_says_so(tmp_path: Path, layout: str) -> None:
 
     lance = pytest.importorskip("lance")
     uri = tmp_path / "x.lance"
-    if layout != "nothing":
+    if layout == "a_file":
+        uri.write_bytes(b"PAR1")
+    elif layout != "nothing":
         uri.mkdir()
     if layout == "other_files":
         (uri / "data").mkdir()
@@ -403,6 +405,7 @@ def test_not_a_dataset_says_so(tmp_path: Path, layout: str) -> None:
         "empty_dir": "is not a Lance dataset: no _versions/",
         "other_files": "is not a Lance dataset: no _versions/",
         "empty_versions": "is not a Lance dataset: no committed version in _versions/",
+        "a_file": "is not a Lance dataset: no _versions/",
     }[layout]
     assert expected in str(ours.value) and str(uri) in str(ours.value)
 

@@ -367,9 +367,10 @@ class LocalStore:
             raise translate(exc, path, "delete") from exc
 
     def has_objects(self, prefix: str) -> bool:
-        """Whether ``prefix`` is a directory (an empty one included): one ``stat``."""
+        """Whether anything is at ``prefix`` (a directory, an empty one included, or a file):
+        one ``stat``."""
         self.stats.add("heads")
-        return os.path.isdir(prefix)
+        return os.path.exists(prefix)
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.stats.add("lists")
