@@ -545,6 +545,13 @@ class LanceDataset:
         versions : list of int, optional
             Only consider these versions.
 
+        Returns
+        -------
+        CleanupStats
+            pylance's counts, plus ``staging_files_removed`` and ``multipart_uploads_aborted``:
+            leftovers of killed writers older than the retention (and seven days, unless
+            ``delete_unverified``), which pylance leaves.
+
         See :mod:`lance_gpu.ops.cleanup` for which files go.
         """
         from lance_gpu.errors import CleanupError

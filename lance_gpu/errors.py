@@ -7,6 +7,8 @@ catch without knowing us (pyarrow's pattern: ``ArrowInvalid(ValueError, ArrowExc
 
 from __future__ import annotations
 
+import errno as _errno
+
 import pyarrow as pa
 
 
@@ -145,6 +147,32 @@ class ObjectNotFoundError(StorageError, DatasetNotFoundError):
     """The object (or its bucket / container) does not exist: a missing data, deletion or
     manifest file is a missing (part of a) dataset, hence a :class:`DatasetNotFoundError`
     (and a ``FileNotFoundError``)."""
+
+
+class MissingFileError(ObjectNotFoundError, CorruptFileError):
+    """A file a committed manifest references (a data or deletion file) does not exist: the
+    dataset is damaged.  A ``FileNotFoundError`` (an ``OSError``, as pylance's ``take`` and
+    ``count_rows`` raise) and a :class:`CorruptFileError` (a ``ValueError``, as pylance's
+    scans raise).  ``uri`` and ``path`` name the file."""
+
+    def __init__(self, uri: object, reason: str = "referenced by the manifest but does not exist") -> None:
+        # StorageError's attributes and message; CorruptFileError's ``path`` and ``reason``
+        # (its __init__ takes other arguments, so neither runs up the chain).
+        self.uri = self.path = str(uri)
+        self.reason = reason
+        self.message = f"{self.uri}: {reason}"
+        OSError.__init__(self, self.message)
+        self.errno = _errno.ENOENT
+        self.filename = self.uri
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.uri, self.reason))
+
+
+class NotADatasetError(DatasetNotFoundError, ValueError):
+    """The URI holds no Lance dataset: nothing is there, or a directory without committed
+    versions in ``_versions/`` (the message says which).  A ``FileNotFoundError`` and, as
+    pylance raises here, a ``ValueError``."""
 
 
 class StoragePermissionError(StorageError, PermissionError):

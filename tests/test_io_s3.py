@@ -255,3 +255,97 @@ def _kind(rel: str) -> str:
         return rel
     top, _, name = rel.partition("/")
     return f"{top}/*.{name.rsplit('.', 1)[-1]}"
+
+
+def _boto(s3_server):
+    import boto3
+
+    return boto3.client(
+        "s3", endpoint_url=s3_server.endpoint, aws_access_key_id="testing",
+        aws_secret_access_key="testing", region_name="us-east-1",
+    )
+
+
+def _uploads(client, bucket: str, prefix: str) -> set[tuple[str, str]]:
+    found = client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    return {(u["Key"], u["UploadId"]) for u in found}
+
+
+def test_cleanup_aborts_stale_multipart_uploads(s3_server) -> None:
+    """A multipart upload started under the dataset and left (a writer killed while it
+    streamed a large data file; its parts are billed): pylance's cleanup leaves it, ours
+    aborts it (moto reports every upload as started in 2010, so it is older than any
+    retention).  An upload of a neighbouring prefix stays."""
+    opts = s3_server.storage_options
+    uri = s3_server.uri("mpu")
+    lance.write_dataset(_tbl(0, 30), uri, storage_options=opts)
+    lance.write_dataset(_tbl(30, 10), uri, mode="append", storage_options=opts)
+    prefix = uri.split("/", 3)[3]
+    client = _boto(s3_server)
+    mine = client.create_multipart_upload(Bucket=s3_server.bucket, Key=f"{prefix}/data/killed-writer.lance")["UploadId"]
+    client.upload_part(Bucket=s3_server.bucket, Key=f"{prefix}/data/killed-writer.lance", UploadId=mine, PartNumber=1, Body=b"p" * 1024)
+    other = client.create_multipart_upload(Bucket=s3_server.bucket, Key=f"{prefix}-other/data/x.lance")["UploadId"]
+    assert _uploads(client, s3_server.bucket, f"{prefix}/") == {(f"{prefix}/data/killed-writer.lance", mine)}
+
+    lance.dataset(uri, storage_options=opts).cleanup_old_versions(older_than=_dt.timedelta(0))
+    assert _uploads(client, s3_server.bucket, f"{prefix}/") == {(f"{prefix}/data/killed-writer.lance", mine)}  # pylance leaves it
+
+    stats = lance_gpu.dataset(uri, storage_options=opts).cleanup_old_versions()
+    assert stats.multipart_uploads_aborted == 1 and stats.old_versions == 0
+    assert _uploads(client, s3_server.bucket, f"{prefix}/") == set()
+    assert _uploads(client, s3_server.bucket, f"{prefix}-other/") == {(f"{prefix}-other/data/x.lance", other)}
+    assert lance_gpu.dataset(uri, storage_options=opts).to_table().equals(lance.dataset(uri, storage_options=opts).to_table())
+    client.abort_multipart_upload(Bucket=s3_server.bucket, Key=f"{prefix}-other/data/x.lance", UploadId=other)
+
+
+def test_not_a_dataset_on_s3(s3_server) -> None:
+    """A prefix without committed versions: pylance raises ValueError; ours says whether
+    nothing is there or something that is not a Lance dataset (same builtin class)."""
+    from lance_gpu.errors import NotADatasetError
+
+    opts = s3_server.storage_options
+    uri = s3_server.uri("notds")
+    for present, words in ((False, "does not exist"), (True, "is not a Lance dataset: no _versions/")):
+        if present:
+            _boto(s3_server).put_object(Bucket=s3_server.bucket, Key=f"{uri.split('/', 3)[3]}/data/part-0.parquet", Body=b"PAR1")
+        with pytest.raises(ValueError):
+            lance.dataset(uri, storage_options=opts)
+        with pytest.raises(NotADatasetError, match=words) as info:
+            lance_gpu.dataset(uri, storage_options=opts)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, FileNotFoundError)
+
+
+_KILLED_STREAMING = textwrap.dedent(
+    """
+    import json, os, signal, sys, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, pyarrow as pa
+    import lance_gpu
+    from lance_gpu.io.remote import StreamingWriter
+    StreamingWriter.close = lambda self, sync=True: os.kill(os.getpid(), signal.SIGKILL)
+    tbl = pa.table({"id": pa.array(np.arange(2_000_000, dtype=np.int64)),
+                    "f": pa.array(np.random.default_rng(0).random(2_000_000))})
+    lance_gpu.write_dataset(tbl, sys.argv[1], mode="append", storage_options=json.loads(sys.argv[2]))
+    """
+)
+
+
+def test_cleanup_aborts_a_killed_writers_upload(s3_server) -> None:
+    """An append of a large data file killed before the file's upload completes (the
+    streaming writer has sent parts): a multipart upload under data/ stays behind, no object.
+    Cleanup aborts it; the dataset is untouched."""
+    import json
+
+    opts = s3_server.storage_options
+    uri = s3_server.uri("kw")
+    lance_gpu.write_dataset(pa.table({"id": pa.array(np.arange(10)), "f": pa.array(np.zeros(10))}), uri, storage_options=opts)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", _KILLED_STREAMING, uri, json.dumps(opts)], env=env, capture_output=True, timeout=300, check=False)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    prefix = uri.split("/", 3)[3]
+    client = _boto(s3_server)
+    left = _uploads(client, s3_server.bucket, f"{prefix}/")
+    assert len(left) == 1 and next(iter(left))[0].startswith(f"{prefix}/data/")
+    stats = lance_gpu.dataset(uri, storage_options=opts).cleanup_old_versions(older_than=_dt.timedelta(days=7))
+    assert stats.multipart_uploads_aborted == 1 and _uploads(client, s3_server.bucket, f"{prefix}/") == set()
+    assert lance.dataset(uri, storage_options=opts).to_table()["id"].to_pylist() == list(range(10))

@@ -238,6 +238,58 @@ def test_data_file_row_count_mismatch(pristine, tmp_path: Path, version: str) ->
     assert str(f0) in str(info.value) or str(f1) in str(info.value)
 
 
+def _list_page_flips(seed: int, count: int, size: int) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    return [tuple(sorted(rng.sample(range(size), 2))) for _ in range(count)]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("storage", ["2.1", "2.2"])
+def test_list_levels_flipped_bytes_agree_with_pylance(tmp_path: Path, storage: str) -> None:
+    """Two bytes flipped in the chunk data of a ``list<int32>`` mini-block page (levels and
+    values, null and empty lists among them): wherever pylance raises, so do we (a
+    CorruptFileError naming the file), never lists of other lengths.  A flipped repetition
+    level that puts an item inside a list its level left null or empty gave offsets that
+    disagree with the values; the CPU decode returned it silently (pylance: "Max offset ...
+    exceeds length of values")."""
+    lance = pytest.importorskip("lance")
+    base = tmp_path / "base.lance"
+    n = 2000
+    lance.write_dataset(
+        pa.table({"li": pa.array([list(range(i % 5)) if i % 7 else None for i in range(n)], pa.list_(pa.int32()))}),
+        str(base), data_storage_version=storage,
+    )
+    (f,) = _data_files(base)
+    pages = _page_buffers(f)
+    assert len(pages) >= 2
+    _ci, chunk_off, chunk_size = pages[1]  # buffer 0: chunk metadata, 1: the chunks
+    original = f.read_bytes()
+    want = lance.dataset(str(base)).to_table()
+    uri = tmp_path / "flipped.lance"
+    shutil.copytree(base, uri)
+    (g,) = _data_files(uri)
+    pylance_raised = caught = 0
+    for pair in _list_page_flips(7, 80, chunk_size):
+        data = bytearray(original)
+        for p in pair:
+            data[chunk_off + p] ^= 0xFF
+        g.write_bytes(bytes(data))
+        try:
+            lance.dataset(str(uri)).to_table()
+        except Exception:
+            pylance_raised += 1
+        else:
+            continue
+        try:
+            got = lance_gpu.dataset(uri).to_table()
+        except CorruptFileError as exc:
+            assert str(g) in str(exc)
+            caught += 1
+            continue
+        pytest.fail(f"flipping bytes {pair} of the chunk data: pylance raises, we return "
+                    f"{'the same' if got.equals(want) else 'other'} data")
+    assert pylance_raised == caught and caught >= 20
+
+
 # --------------------------------------------------------------------------------------------
 # Manifests, versions, deletion files
 # --------------------------------------------------------------------------------------------
@@ -284,6 +336,78 @@ def test_missing_dataset_and_version(tmp_path: Path, pristine) -> None:
     with pytest.raises(DatasetNotFoundError) as info:
         lance_gpu.dataset(pristine["2.2"], version=99)
     assert "99" in str(info.value)
+
+
+def _builtin(exc: BaseException) -> type[BaseException]:
+    """The first builtin exception class ``exc`` is an instance of (pylance raises pyarrow's
+    ``ArrowInvalid``, a ``ValueError``, or plain ``OSError``)."""
+    return next(c for c in type(exc).__mro__ if c.__module__ == "builtins")
+
+
+_CALLS = {
+    "to_table": lambda ds: ds.to_table(),
+    "filter": lambda ds: ds.to_table(filter="id > 3"),
+    "to_batches": lambda ds: list(ds.to_batches()),
+    "take": lambda ds: ds.take([1, 2]),
+    "count_rows_filter": lambda ds: ds.count_rows("id > 3"),
+}
+
+
+@pytest.mark.parametrize("missing", ["deletion", "data"])
+@pytest.mark.parametrize("call", list(_CALLS))
+def test_missing_file_is_file_not_found_and_pylances_builtin(tmp_path: Path, missing: str, call: str) -> None:
+    """A data or deletion file the manifest references is gone: the same call on pylance and
+    on us raises; ours is a MissingFileError -- a FileNotFoundError, a CorruptFileError, and an
+    instance of the builtin pylance raised for that call (ValueError for scans, OSError for
+    take and count_rows) -- naming the file."""
+    from lance_gpu.errors import MissingFileError
+
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "d.lance"
+    lance.write_dataset(pa.table({"id": np.arange(100)}), str(uri))
+    lance.dataset(str(uri)).delete("id < 5")
+    gone = next(Path(uri, "_deletions" if missing == "deletion" else "data").iterdir())
+    gone.unlink()
+    with pytest.raises(Exception) as ref:  # noqa: B017 - pylance's class is what is compared
+        _CALLS[call](lance.dataset(str(uri)))
+    with pytest.raises(MissingFileError) as ours:
+        _CALLS[call](lance_gpu.dataset(uri))
+    assert isinstance(ours.value, FileNotFoundError) and isinstance(ours.value, CorruptFileError)
+    assert isinstance(ours.value, _builtin(ref.value)), (type(ref.value), ref.value)
+    assert gone.name in str(ours.value)
+
+
+@pytest.mark.parametrize("layout", ["nothing", "empty_dir", "other_files", "empty_versions", "a_file"])
+def test_not_a_dataset_says_so(tmp_path: Path, layout: str) -> None:
+    """A path with no committed version: pylance raises ValueError; ours is a
+    DatasetNotFoundError (a FileNotFoundError) that is also a ValueError, and says whether
+    nothing is there or a directory that is not a Lance dataset."""
+    from lance_gpu.errors import NotADatasetError
+
+    lance = pytest.importorskip("lance")
+    uri = tmp_path / "x.lance"
+    if layout == "a_file":
+        uri.write_bytes(b"PAR1")
+    elif layout != "nothing":
+        uri.mkdir()
+    if layout == "other_files":
+        (uri / "data").mkdir()
+        (uri / "data" / "part-0.parquet").write_bytes(b"PAR1")
+    if layout == "empty_versions":
+        (uri / "_versions").mkdir()
+    with pytest.raises(Exception) as ref:  # noqa: B017
+        lance.dataset(str(uri))
+    with pytest.raises(NotADatasetError) as ours:
+        lance_gpu.dataset(uri)
+    assert isinstance(ours.value, DatasetNotFoundError) and isinstance(ours.value, _builtin(ref.value))
+    expected = {
+        "nothing": "does not exist",
+        "empty_dir": "is not a Lance dataset: no _versions/",
+        "other_files": "is not a Lance dataset: no _versions/",
+        "empty_versions": "is not a Lance dataset: no committed version in _versions/",
+        "a_file": "is not a Lance dataset: no _versions/",
+    }[layout]
+    assert expected in str(ours.value) and str(uri) in str(ours.value)
 
 
 @pytest.mark.parametrize("version", ["2.0", "2.2"])

@@ -289,8 +289,8 @@ def test_user_schema_is_a_projection(spark, types_ds: str) -> None:
 @pytest.mark.parametrize(
     ("configure", "message"),
     [
-        (lambda r, p: r.load(p + "_missing"), "DatasetNotFoundError"),
-        (lambda r, p: r.load(str(Path(p) / "data")), "DatasetNotFoundError"),
+        (lambda r, p: r.load(p + "_missing"), "does not exist"),
+        (lambda r, p: r.load(str(Path(p) / "data")), "is not a Lance dataset: no _versions/"),
         (lambda r, p: r.option("verison", 2).load(p), "unknown option"),
         (lambda r, p: r.option("version", 99).load(p), "has no version 99"),
         (lambda r, p: r.option("version", "no_such_tag").load(p), "no_such_tag"),

@@ -228,6 +228,86 @@ def test_cleanup_removes_what_pylance_removes(tmp_path: Path, prepare, kwargs) -
     assert ours.to_table().equals(lance.dataset(str(tmp_path / "ref.lance")).to_table())
 
 
+_KILLED_WRITER = """
+import os, signal, sys, warnings
+warnings.simplefilter("ignore")
+import pyarrow as pa
+import lance_gpu
+uri, where = sys.argv[1], sys.argv[2]
+real_link, real_replace = os.link, os.replace
+def die_on(dst, fragment):
+    if fragment in str(dst):
+        os.kill(os.getpid(), signal.SIGKILL)
+def link(src, dst, *a, **k):
+    die_on(dst, "/_versions/" if where == "manifest" else "<never>")
+    return real_link(src, dst, *a, **k)
+def replace(src, dst, *a, **k):
+    die_on(dst, {"hint": "latest_version_hint.json", "data": "/data/"}.get(where, "<never>"))
+    return real_replace(src, dst, *a, **k)
+os.link, os.replace = link, replace
+lance_gpu.write_dataset(pa.table({"a": [70, 80], "s": ["x", "y"]}), uri, mode="append")
+"""
+
+
+def _staging_files(uri: str) -> list[str]:
+    return sorted(f for f in _files(uri) if os.path.basename(f).startswith(".tmp_"))
+
+
+def test_cleanup_removes_a_killed_writers_staging_files(tmp_path: Path) -> None:
+    """Writers killed (SIGKILL) before publishing a data file, the manifest and the version
+    hint leave their staging files (``.tmp_{name}_{uuid}``).  pylance's cleanup leaves
+    them; ours removes them once older than the retention (and 7 days, unless
+    delete_unverified), and the dataset still reads as pylance reads it."""
+    import subprocess
+    import sys
+
+    uri = str(tmp_path / "ours.lance")
+    _history(uri)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for where in ("data", "manifest", "hint"):
+        before = set(_staging_files(uri))
+        proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, uri, where], env=env, capture_output=True, timeout=300, check=False)
+        assert proc.returncode == -9, (where, proc.returncode, proc.stderr.decode()[-2000:])
+        assert set(_staging_files(uri)) - before, where  # the killed writer left one
+    staged = _staging_files(uri)
+    assert any(f.startswith("_versions/.tmp_latest_version_hint.json_") for f in staged)
+    assert any(f.startswith("_versions/.tmp_") and ".manifest_" in f for f in staged)
+    assert any(f.startswith("data/.tmp_") for f in staged)
+    ref_uri = str(tmp_path / "ref.lance")
+    shutil.copytree(uri, ref_uri)
+    lance.dataset(ref_uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    assert _staging_files(ref_uri) == staged  # pylance leaves them
+
+    ours = lance_gpu.dataset(uri)
+    stats = ours.cleanup_old_versions(older_than=dt.timedelta(0))
+    assert stats.staging_files_removed == 0 and _staging_files(uri) == staged  # young: maybe a writer at work
+    week_ago = time.time() - 8 * 86400
+    for rel in staged:
+        os.utime(os.path.join(uri, rel), (week_ago, week_ago))
+    stats = lance_gpu.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(days=14))
+    assert stats.staging_files_removed == 0 and _staging_files(uri) == staged  # younger than the retention
+    sizes = sum(os.path.getsize(os.path.join(uri, rel)) for rel in staged)
+    stats = lance_gpu.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(days=7))
+    assert stats.staging_files_removed == len(staged) and stats.bytes_removed >= sizes
+    assert _staging_files(uri) == []
+    assert lance_gpu.dataset(uri).to_table().equals(lance.dataset(ref_uri).to_table())
+    assert lance.dataset(uri).to_table().equals(lance.dataset(ref_uri).to_table())
+
+
+def test_cleanup_delete_unverified_removes_young_staging_files(tmp_path: Path) -> None:
+    """With delete_unverified (no other writer runs) staging files go whatever their age;
+    a file that only looks like one (no uuid suffix) stays."""
+    uri = str(tmp_path / "d.lance")
+    _history(uri)
+    staged = Path(uri, "_versions", ".tmp_00000000000000000001.manifest_" + "ab" * 16)
+    staged.write_bytes(b"m" * 40)
+    lookalike = Path(uri, "data", ".tmp_notes")
+    lookalike.write_bytes(b"n")
+    stats = lance_gpu.dataset(uri).cleanup_old_versions(retain_versions=5, delete_unverified=True)
+    assert stats.staging_files_removed == 1 and stats.old_versions == 0 and stats.bytes_removed == 40
+    assert not staged.exists() and lookalike.exists()
+
+
 def test_cleanup_refuses_tagged_versions(tmp_path: Path) -> None:
     for name, lib in (("ref", lance), ("ours", lance_gpu)):
         path = str(tmp_path / f"{name}.lance")

@@ -106,12 +106,10 @@ def _size(n: int) -> str:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from lance_gpu.tools.cleanup import list_tags
+    from lance_gpu.table.tags import tagged_versions
 
     ds = open_dataset(args.uri, None, storage_options(args))
-    tags: dict[int, list[str]] = {}
-    for name, v in list_tags(ds.store, ds.root).items():
-        tags.setdefault(v, []).append(name)
+    tags = tagged_versions(ds.store, ds.root)
     rows = [{"version": v["version"], "timestamp": v["timestamp"], "tags": tags.get(v["version"], [])} for v in ds.versions()]
     if args.json:
         for r in rows:

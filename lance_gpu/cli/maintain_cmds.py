@@ -87,14 +87,17 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from lance_gpu.tools.cleanup import cleanup_old_versions
-
     if args.retain_versions is not None and args.retain_versions < 1:
         raise UsageError("--retain-versions must be positive")
-    stats = cleanup_old_versions(
-        args.uri, args.older_than, args.retain_versions,
+    ds = open_dataset(args.uri, None, storage_options(args))
+    stats = ds.cleanup_old_versions(
+        args.older_than, args.retain_versions,
         delete_unverified=args.delete_unverified, error_if_tagged_old_versions=not args.ignore_tagged,
-        storage_options=storage_options(args),
     )
-    print(f"removed {stats.old_versions} old versions and {stats.bytes_removed} bytes")
+    extra = ""
+    if stats.staging_files_removed:
+        extra += f"; {stats.staging_files_removed} staging files of killed writers"
+    if stats.multipart_uploads_aborted:
+        extra += f"; aborted {stats.multipart_uploads_aborted} incomplete multipart uploads"
+    print(f"removed {stats.old_versions} old versions and {stats.bytes_removed} bytes{extra}")
     return 0

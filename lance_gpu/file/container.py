@@ -29,7 +29,7 @@ from google.protobuf.any_pb2 import Any
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import file2_pb2, file_pb2
-from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, MissingFileError, ObjectNotFoundError, UnsupportedEncodingError
 from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
 from lance_gpu.protobuf import check_strict
 
@@ -283,7 +283,12 @@ class LanceFileReader:
         self.store = store
         self.key = os.fspath(path)
         self.io: ReadHandle
-        self.io, tail_arr = open_with_tail(store, self.key, TAIL_READ)
+        try:
+            self.io, tail_arr = open_with_tail(store, self.key, TAIL_READ)
+        except ObjectNotFoundError as exc:
+            # a FileNotFoundError that is also a CorruptFileError (ValueError), as a missing
+            # deletion file: pylance raises OSError or ValueError here depending on the call
+            raise MissingFileError(exc.uri, "data file does not exist") from exc
         self.path = self.io.path
         self.meta = file_metadata(self.io, tail_arr)
         self.version = self.meta.version

@@ -156,6 +156,16 @@ class FaultInjectingStore:
             self._fail(path, "delete")
         self.inner.delete(path)
 
+    def list_staging(self, prefix: str) -> list[ObjectMeta]:
+        """The inner store's staging files (none where it cannot list them)."""
+        probe = getattr(self.inner, "list_staging", None)
+        return list(probe(prefix)) if probe is not None else []
+
+    def has_objects(self, prefix: str) -> bool:
+        """The inner store's answer (``False`` where it cannot tell)."""
+        probe = getattr(self.inner, "has_objects", None)
+        return bool(probe(prefix)) if probe is not None else False
+
     def list(self, prefix: str) -> list[ObjectMeta]:
         if self._tick("list", prefix):
             self._fail(prefix, "list")

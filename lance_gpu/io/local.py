@@ -16,11 +16,13 @@ adds before publishing the manifest.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as _dt
 import errno
 import mmap
 import os
+import re
 import uuid
 from collections.abc import Sequence
 
@@ -37,10 +39,12 @@ from lance_gpu.io.store import (
     split_groups,
 )
 
-__all__ = ["LOCAL", "STAGING_PREFIX", "LocalFile", "LocalStore", "LocalWriter"]
+__all__ = ["LOCAL", "STAGING_NAME", "STAGING_PREFIX", "LocalFile", "LocalStore", "LocalWriter"]
 
 #: Name prefix of staging files (never listed, never parsed as versions).
 STAGING_PREFIX = ".tmp_"
+#: A staging file's whole name: ``.tmp_{target name}_{uuid4 hex}`` (see :func:`_staging`).
+STAGING_NAME = re.compile(r"\.tmp_.+_[0-9a-f]{32}")
 
 
 def _mtime(st: os.stat_result) -> _dt.datetime:
@@ -362,6 +366,12 @@ class LocalStore:
         except OSError as exc:
             raise translate(exc, path, "delete") from exc
 
+    def has_objects(self, prefix: str) -> bool:
+        """Whether anything is at ``prefix`` (a directory, an empty one included, or a file):
+        one ``stat``."""
+        self.stats.add("heads")
+        return os.path.exists(prefix)
+
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.stats.add("lists")
         out: list[ObjectMeta] = []
@@ -378,6 +388,30 @@ class LocalStore:
                         out.append(ObjectMeta(full, st.st_size, _mtime(st)))
                     except FileNotFoundError:
                         continue
+        except OSError as exc:
+            raise translate(exc, prefix, "list") from exc
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def list_staging(self, prefix: str) -> builtins.list[ObjectMeta]:
+        """The staging files (:data:`STAGING_NAME`) beneath ``prefix``, which :meth:`list`
+        leaves out: a writer killed between writing one and publishing it leaves it behind
+        (cleanup removes old ones)."""
+        self.stats.add("lists")
+        out: builtins.list[ObjectMeta] = []
+        if not os.path.isdir(prefix):
+            return out
+        try:
+            for dirpath, _dirs, files in os.walk(prefix):
+                for name in files:
+                    if not STAGING_NAME.fullmatch(name):
+                        continue
+                    full = os.path.join(dirpath, name)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue  # published or removed meanwhile
+                    out.append(ObjectMeta(full, st.st_size, _mtime(st)))
         except OSError as exc:
             raise translate(exc, prefix, "list") from exc
         out.sort(key=lambda m: m.path)

@@ -13,6 +13,7 @@ was built for.  Ranged reads of one object are coalesced (gaps up to
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from lance_gpu.io.store import (
     copy_into,
     split_groups,
 )
+from lance_gpu.io.uploads import Upload, abort_upload, list_uploads, make_client
 
 __all__ = ["REMOTE_COALESCE_GAP", "FsspecStore", "ObstoreStore"]
 
@@ -110,17 +112,22 @@ class ObstoreStore:
         self.stats = StoreStats()
         #: Whether suffix-range GETs work (Azure has none: read_tail then heads first).
         self._suffix_ranges = type(store).__name__ != "AzureStore"
+        #: ``(bucket, obstore config)`` of an S3 store built from a URI: multipart uploads
+        #: are listed and aborted with them (:mod:`lance_gpu.io.uploads`); None elsewhere.
+        self.s3_bucket: tuple[str, dict[str, Any]] | None = None
+        self._upload_client: Any = None
 
     def __repr__(self) -> str:
         return f"ObstoreStore({self.base_uri!r})"
 
     def __getstate__(self) -> dict:
         # obstore stores pickle themselves (config included); counters start afresh.
-        return {k: v for k, v in self.__dict__.items() if k != "stats"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("stats", "_upload_client")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.stats = StoreStats()
+        self._upload_client = None
 
     def uri(self, path: str) -> str:
         return f"{self.base_uri}/{path.lstrip('/')}"
@@ -286,6 +293,17 @@ class ObstoreStore:
         except Exception as exc:
             raise translate(exc, self.uri(path), "delete") from exc
 
+    def has_objects(self, prefix: str) -> bool:
+        """Whether any object lies beneath ``prefix``: one listing request of one key."""
+        import obstore
+
+        self.stats.add("lists")
+        try:
+            stream = obstore.list(self.store, prefix.rstrip("/") + "/" if prefix else None, chunk_size=1)
+            return bool(next(iter(stream), None))
+        except Exception as exc:
+            raise translate(exc, self.uri(prefix), "list") from exc
+
     def list(self, prefix: str) -> list[ObjectMeta]:
         import obstore
 
@@ -301,6 +319,27 @@ class ObstoreStore:
             raise translate(exc, self.uri(prefix), "list") from exc
         out.sort(key=lambda m: m.path)
         return out
+
+    def list_uploads(self, prefix: str) -> builtins.list[Upload]:
+        """Incomplete multipart uploads of keys beneath ``prefix`` (S3 stores built from a
+        URI; none elsewhere): see :mod:`lance_gpu.io.uploads`."""
+        if self.s3_bucket is None:
+            return []
+        self.stats.add("lists")
+        return list_uploads(self._uploads_client(), self.s3_bucket[0], self.base_uri, prefix)
+
+    def abort_upload(self, upload: Upload) -> None:
+        """Abort one upload :meth:`list_uploads` found (its parts are deleted)."""
+        client = self._uploads_client()
+        if self.s3_bucket is None or client is None:
+            return
+        self.stats.add("deletes")
+        abort_upload(client, self.s3_bucket[0], self.base_uri, upload)
+
+    def _uploads_client(self) -> Any:
+        if self._upload_client is None and self.s3_bucket is not None:
+            self._upload_client = make_client(self.s3_bucket[1])
+        return self._upload_client
 
     def sync(self, paths: Sequence[str]) -> None:
         """Uploaded objects are durable once visible: nothing to do."""
@@ -464,6 +503,11 @@ class FsspecStore:
             pass
         except Exception as exc:
             raise translate(exc, self.uri(path), "delete") from exc
+
+    def has_objects(self, prefix: str) -> bool:
+        """Whether ``prefix`` exists on the file system (a directory or objects beneath it)."""
+        self.stats.add("heads")
+        return bool(self._call("head", prefix, self.fs.exists, prefix))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.stats.add("lists")

@@ -188,4 +188,7 @@ def _build(base: str, scheme: str, config: dict, client: dict, retry: dict) -> O
     except Exception as exc:
         err = translate(exc, base, "configure")
         raise ValueError(f"{base}: bad storage_options: {err.reason}") from exc
-    return ObstoreStore(raw, base, conditional_put=not readonly, writable=not readonly)
+    out = ObstoreStore(raw, base, conditional_put=not readonly, writable=not readonly)
+    if scheme in ("s3", "s3a"):
+        out.s3_bucket = (base.split("://", 1)[1], dict(config))
+    return out

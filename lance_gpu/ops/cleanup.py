@@ -28,6 +28,15 @@ sidecars ``data/{key}/*.blob``, which follow their data file ``data/{key}.lance`
 ``_indices/{uuid}/`` (an index is referenced by its uuid).  A file whose store reports no
 modification time counts as new (rule 2 then needs ``delete_unverified``).  Then the removed versions' manifests go.  A version references its fragments' data
 files and deletion files, its transaction file and its indices' directories.
+
+Beyond pylance, leftovers of killed writers go too (:func:`remove_leftovers`): our staging
+files (``.tmp_{name}_{uuid}``: a temporary manifest, version hint, data, deletion,
+transaction or tag file that was never published) and, on S3, incomplete multipart uploads
+beneath the dataset (pylance leaves both; the uploads' parts are billed).  They go when
+older than the retention ``older_than`` and, unless ``delete_unverified``, older than
+:data:`UNVERIFIED_AFTER` (:func:`leftover_cutoff`), so a write in progress keeps them.
+``CleanupStats`` counts them in ``staging_files_removed`` / ``multipart_uploads_aborted``
+(staging bytes in ``bytes_removed``).
 """
 
 from __future__ import annotations
@@ -60,6 +69,10 @@ class CleanupStats:
     index_files_removed: int = 0
     deletion_files_removed: int = 0
     failed_deletes: int = 0
+    #: Beyond pylance: staging files a killed writer left (:func:`remove_leftovers`).
+    staging_files_removed: int = 0
+    #: Beyond pylance: incomplete multipart uploads aborted (S3).
+    multipart_uploads_aborted: int = 0
 
 
 def _referenced(store: ObjectStore, root: str, manifest: table_pb2.Manifest, index_uuids: list[str]) -> set[str]:
@@ -150,10 +163,10 @@ def cleanup_old_versions(
     tags = tagged_versions(store, root)
     tagged = [i for i in candidates if i.version in tags]
     if tagged and error_if_tagged_old_versions:
-        names = sorted(name for i in tagged for name in tags[i.version])
+        named = ", ".join(f"{name} ({i.version})" for i in tagged for name in sorted(tags[i.version]))
         raise TaggedVersionError(
-            f"{len(tagged)} tagged version(s) would be cleaned up (tags {names}); delete the tags "
-            "or pass error_if_tagged_old_versions=False"
+            f"{store.uri(root)}: {len(tagged)} tagged version(s) would be cleaned up: {named}; delete "
+            "these tags or pass error_if_tagged_old_versions=False"
         )
     removed = [i for i in candidates if i.version not in tags]
     removed_versions = {i.version for i in removed}
@@ -189,12 +202,67 @@ def cleanup_old_versions(
             failed += 1
             continue
         bytes_removed += size
+    staged, staged_bytes, aborted, leftover_failures = remove_leftovers(
+        store, root, leftover_cutoff(now, older_than, delete_unverified), delete_unverified
+    )
     return CleanupStats(
-        bytes_removed=bytes_removed,
+        bytes_removed=bytes_removed + staged_bytes,
         old_versions=len(removed),
         data_files_removed=counts["data"],
         transaction_files_removed=counts["_transactions"],
         index_files_removed=counts["_indices"],
         deletion_files_removed=counts["_deletions"],
-        failed_deletes=failed,
+        failed_deletes=failed + leftover_failures,
+        staging_files_removed=staged,
+        multipart_uploads_aborted=aborted,
     )
+
+
+def leftover_cutoff(now: _dt.datetime, older_than: _dt.timedelta | None, delete_unverified: bool) -> _dt.datetime:
+    """Leftovers of writes (staging files, multipart uploads) started before this go: older
+    than the retention ``older_than`` (none when only ``retain_versions`` / ``versions``
+    is given) and, unless ``delete_unverified`` says no other writer runs, at least
+    :data:`UNVERIFIED_AFTER` old, as pylance's rule for files no version references."""
+    age = older_than if older_than is not None else _dt.timedelta(0)
+    if not delete_unverified:
+        age = max(age, UNVERIFIED_AFTER)
+    return now - age
+
+
+def remove_leftovers(
+    store: ObjectStore, root: str, cutoff: _dt.datetime, delete_unverified: bool
+) -> tuple[int, int, int, int]:
+    """Remove what killed writers left beneath ``root`` before ``cutoff``: staging files
+    (``.tmp_{name}_{uuid}`` next to a manifest, version hint, data, deletion, transaction,
+    index or tag file: the store's ``list_staging``; only local files are staged) and incomplete multipart uploads (the
+    store's ``list_uploads``, S3; pylance leaves them, and their parts are billed).  A
+    leftover with no known time goes only with ``delete_unverified``.  Stores without these
+    calls have none.  Returns ``(staging files removed, their bytes, uploads aborted,
+    failures)``."""
+
+    def old(when: _dt.datetime | None) -> bool:
+        return delete_unverified if when is None else when < cutoff
+
+    files = removed_bytes = aborted = failed = 0
+    list_staging = getattr(store, "list_staging", None)
+    for meta in list_staging(root) if list_staging is not None else []:
+        if not old(meta.last_modified):
+            continue
+        try:
+            store.delete(meta.path)
+        except OSError:
+            failed += 1
+            continue
+        files += 1
+        removed_bytes += meta.size
+    list_uploads = getattr(store, "list_uploads", None)
+    for upload in list_uploads(root) if list_uploads is not None else []:
+        if not old(upload.initiated):
+            continue
+        try:
+            store.abort_upload(upload)  # type: ignore[attr-defined]
+        except OSError:
+            failed += 1
+            continue
+        aborted += 1
+    return files, removed_bytes, aborted, failed

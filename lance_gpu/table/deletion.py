@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
+from lance_gpu.errors import CorruptFileError, MissingFileError, UnsupportedFeatureError
 from lance_gpu.io.store import ObjectStore, join
 
 __all__ = ["deletion_file_path", "read_deletion_file", "parse_deletion_arrow", "parse_deletion_bitmap"]
@@ -101,15 +101,17 @@ def read_deletion_file(
 ) -> np.ndarray:
     """Deleted row offsets of a fragment, as a sorted ``numpy.ndarray[uint32]``.
 
-    Raises :class:`CorruptFileError` naming the file if it is missing, truncated, not the
-    expected format, or disagrees with ``num_deleted_rows`` (when that is set).
+    Raises :class:`~lance_gpu.errors.MissingFileError` (a ``FileNotFoundError`` and a
+    :class:`CorruptFileError`) if it is missing, :class:`CorruptFileError` naming the file if
+    it is truncated, not the expected format, or disagrees with ``num_deleted_rows`` (when
+    that is set).
     """
     key = deletion_file_path(store, root, fragment_id, deletion_file_pb)
     path = store.uri(key)
     try:
         data = store.get(key)
     except FileNotFoundError as exc:
-        raise CorruptFileError(path, "deletion file does not exist") from exc
+        raise MissingFileError(path, "deletion file referenced by the manifest does not exist") from exc
     if deletion_file_pb.file_type == table_pb2.DeletionFile.ARROW_ARRAY:
         rows = parse_deletion_arrow(data, path)
     else:

@@ -32,7 +32,7 @@ from typing import Literal
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import table_pb2, transaction_pb2
-from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, NotADatasetError, UnsupportedFeatureError
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
@@ -264,8 +264,27 @@ def list_versions(store: ObjectStore, root: str) -> list[VersionInfo]:
     """
     versions = _scan(store, root)
     if not versions:
-        raise DatasetNotFoundError(f"dataset {store.uri(root)} does not exist (no committed versions)")
+        raise not_a_dataset(store, root)
     return versions
+
+
+def not_a_dataset(store: ObjectStore, root: str) -> NotADatasetError:
+    """The error for a ``root`` without committed versions: nothing there ("does not exist"),
+    or something that is not a Lance dataset ("is not a Lance dataset: no _versions/")."""
+    uri = store.uri(root)
+    probe = getattr(store, "has_objects", None)
+    try:
+        present = probe(root) if probe is not None else None
+        has_vdir = present and probe(join(root, "_versions"))
+    except OSError:
+        present = has_vdir = None
+    if present is None:
+        return NotADatasetError(f"dataset {uri} does not exist or is not a Lance dataset (no committed version in _versions/)")
+    if not present:
+        return NotADatasetError(f"dataset {uri} does not exist")
+    if has_vdir:
+        return NotADatasetError(f"{uri} is not a Lance dataset: no committed version in _versions/")
+    return NotADatasetError(f"{uri} is not a Lance dataset: no _versions/")
 
 
 def _tag_version(store: ObjectStore, root: str, tag: str) -> int:

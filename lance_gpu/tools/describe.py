@@ -86,7 +86,7 @@ def describe(
     Sizes are the ``file_size_bytes`` the manifest records for each data file (0 where a
     writer left it unset); ``file_versions`` are the distinct ``major.minor`` of the data files.
     """
-    from lance_gpu.tools.cleanup import list_tags
+    from lance_gpu.table.tags import list_tags
 
     ds = open_dataset(uri, version, storage_options)
     frags: list[FragmentInfo] = []
@@ -113,7 +113,7 @@ def describe(
         data_files=sum(len(f.files) for f in frags),
         data_bytes=sum(f.bytes for f in frags),
         file_versions=sorted(file_versions),
-        tags=list_tags(ds.store, ds.root),
+        tags={name: int(tag["version"]) for name, tag in list_tags(ds.store, ds.root).items()},
         indices=_indices(ds),
         fragments=frags,
     )

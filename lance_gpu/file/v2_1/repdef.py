@@ -60,11 +60,52 @@ def invisible_levels(layers: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def restart_levels(layers: tuple[int, ...]) -> np.ndarray:
+    """``restart[d]``: the repetition level the position after one with definition level
+    ``d`` needs at least.  A level that leaves a list layer null or empty (``d`` invisible,
+    its slot at list layer ``reach[d]`` holds nothing) must be followed by a level that
+    starts a new slot at that layer: repetition level at least the number of list layers
+    at or below it.  0 where anything may follow."""
+    _layer_of, _is_null, reach = def_tables(layers)
+    invisible = invisible_levels(layers)
+    out = np.zeros(reach.size, np.int64)
+    for d in range(1, reach.size):
+        if invisible[d]:
+            out[d] = sum(1 for layer in layers[: int(reach[d]) + 1] if layer in LIST_LAYERS)
+    return out
+
+
+def continues_empty_list(rep: np.ndarray | None, def_: np.ndarray | None, layers: tuple[int, ...]) -> int:
+    """The first position that puts an item inside a list left null or empty, or -1.
+
+    A level whose definition level leaves a list layer null or empty must start a new slot
+    at that layer (its repetition level at least :func:`restart_levels`), and so must the
+    level after it: otherwise an item would sit inside a null or empty list, and the
+    offsets would disagree with the values (a corrupt rep/def pair; pylance raises there).
+    Definition levels beyond the layers' are left to :func:`unravel`."""
+    if rep is None or def_ is None or not rep.size:
+        return -1
+    restart = restart_levels(layers)
+    if not restart.any() or int(def_.max()) >= restart.size:
+        return -1  # nothing can be null or empty / an out-of-range level (unravel_levels says so)
+    need = restart[def_]
+    bad = np.flatnonzero(rep < need)
+    first = int(bad[0]) if bad.size else -1
+    after = np.flatnonzero(rep[1:] < need[:-1])
+    if after.size and (first < 0 or int(after[0]) + 1 < first):
+        first = int(after[0]) + 1
+    return first
+
+
 def unravel(rep: np.ndarray | None, def_: np.ndarray | None, num_levels: int, layers: tuple[int, ...]) -> list[LayerSlots] | None:
-    """Per-layer slots of one leaf; None if the levels are impossible for these layers."""
+    """Per-layer slots of one leaf; None if the levels are impossible for these layers
+    (a level out of range, a first level that does not start a row, an item continuing a
+    list its previous level left null or empty: :func:`continues_empty_list`)."""
     from cuda_kernels.errors import CorruptInputError
     from cuda_kernels.levels import unravel_levels
 
+    if continues_empty_list(rep, def_, layers) >= 0:
+        return None
     try:
         result = unravel_levels(rep, def_, list(layers), num_levels=num_levels)
     except (CorruptInputError, ValueError):
