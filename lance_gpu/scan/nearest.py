@@ -1,0 +1,302 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Exact nearest-neighbour search (``nearest=`` of pylance's scanner), on the CPU.
+
+:func:`parse_nearest` checks the ``nearest`` mapping the way pylance 14 does and returns a
+:class:`NearestQuery` (a plain value kept in the :class:`~lance_gpu.scan.plan.ScanPlan`).
+:func:`run_search` runs a plan that has one: the vector column is decoded (with the plan's
+filter when ``prefilter=True``) in windows, distances of each window to the queries come from
+one matrix product, and a running top-k per query is kept with ``np.argpartition``; the other
+projected columns are then read for the winning rows only (with the filter, when it is a
+post-filter, which may leave fewer than ``k`` rows).
+
+As pylance without an index: ``l2`` is the squared Euclidean distance, ``cosine`` is
+``1 - cos``, ``dot`` is ``1 - x.q``, ``hamming`` (uint8 vectors only) counts differing bits;
+``_distance`` is float32, ascending, ties in row-address order; null vectors are skipped,
+null values inside a vector count as 0, a zero vector has no cosine distance (skipped).
+Several queries (a 2-D ``q``) give ``k`` rows each, tagged by a leading ``query_index``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.scan.execute import Executor
+    from lance_gpu.scan.plan import ScanPlan
+
+DISTANCE = "_distance"
+QUERY_INDEX = "query_index"
+DEFAULT_K = 10
+#: metric names pylance accepts (lower-cased) -> ours
+METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot", "hamming": "hamming"}
+#: keys of pylance's ``nearest`` mapping that tune its index search only (no effect exact)
+_INDEX_KEYS = frozenset({"nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor", "use_index", "ef"})
+_FLOAT_TYPES = {pa.float16(): np.float32, pa.float32(): np.float32, pa.float64(): np.float64}
+#: rows of vectors scored per matrix product
+BLOCK_ROWS = 65536
+
+
+@dataclass(frozen=True, eq=False)
+class NearestQuery:
+    """A checked ``nearest`` request: ``q`` is ``(queries, dim)``; ``single``: ``q`` was 1-D
+    (no ``query_index`` column)."""
+
+    column: str
+    q: np.ndarray
+    single: bool
+    k: int
+    metric: str
+    prefilter: bool = False
+
+    def describe(self) -> str:
+        mode = "prefilter" if self.prefilter else "postfilter"
+        return (f"  nearest: column={self.column}, queries={self.q.shape[0]}, dim={self.q.shape[1]}, "
+                f"k={self.k}, metric={self.metric}, exact (flat), {mode}")
+
+
+def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None) -> NearestQuery:
+    """Check pylance's ``nearest`` mapping against ``ds`` (the errors pylance raises: a
+    ``TypeError`` for a missing / unexpected key, a non-integer ``k`` or a non-vector column;
+    a ``ValueError`` for ``k <= 0``, an unknown metric, an absent column, a query of another
+    dimension, or an element type the metric does not take)."""
+    if not isinstance(nearest, Mapping):
+        raise ArgumentTypeError(f"nearest must be a mapping, not {type(nearest).__name__}")
+    for key in nearest:
+        if key not in ("column", "q", "k", "metric", "distance_range") and key not in _INDEX_KEYS:
+            raise ArgumentTypeError(f"nearest() got an unexpected keyword argument {key!r}")
+    for key in ("column", "q"):
+        if key not in nearest:
+            raise ArgumentTypeError(f"nearest() missing 1 required positional argument: {key!r}")
+    if nearest.get("distance_range") is not None:
+        raise UnsupportedFeatureError("nearest: distance_range is not supported by lance_gpu yet")
+    column = nearest["column"]
+    if not isinstance(column, str):
+        raise ArgumentTypeError(f"nearest column must be a str, not {type(column).__name__}")
+    k = nearest.get("k")
+    if k is None:
+        k = DEFAULT_K
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ArgumentTypeError(f"{type(k).__name__!r} object cannot be interpreted as an integer")
+    if k <= 0:
+        raise InvalidArgumentError(f"Nearest-K must be > 0 but got {int(k)}")
+    metric_arg = nearest.get("metric")
+    metric_name = "l2" if metric_arg is None else str(metric_arg)
+    metric = METRICS.get(metric_name.lower())
+    if metric is None:
+        raise InvalidArgumentError(f"Metric type {metric_name!r} is not supported")
+    if column not in ds.schema.names:
+        raise InvalidArgumentError(f"Embedding column {column} is not in the dataset")
+    ftype = ds.schema.field(column).type
+    if not pa.types.is_fixed_size_list(ftype):
+        raise ArgumentTypeError(f"Query column {column} must be a vector. Got {ftype}.")
+    dim = ftype.list_size
+    elem = ftype.value_type
+    q = _query_array(nearest["q"])
+    if q.shape[-1] != dim:
+        raise InvalidArgumentError(f"Query vector size {q.shape[-1]} does not match index column size {dim}")
+    if elem == pa.uint8():
+        if metric != "hamming":
+            raise InvalidArgumentError(f"Distance type {metric} does not support UInt8 vectors (column {column})")
+    elif elem in _FLOAT_TYPES:
+        if metric == "hamming":
+            raise InvalidArgumentError(f"Distance type hamming does not support {elem} vectors (column {column}); "
+                                       "it needs uint8 vectors")
+    else:
+        raise InvalidArgumentError(f"Column {column} has element type {elem} and the query vector is float32: "
+                                   "only float16/float32/float64 and uint8 vectors can be searched")
+    if prefilter is not None and not isinstance(prefilter, (bool, np.bool_)):
+        raise ArgumentTypeError(f"argument 'prefilter': {type(prefilter).__name__!r} object is not an instance of 'bool'")
+    single = q.ndim == 1
+    q2 = q.reshape(1, dim) if single else q
+    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
+
+
+def _query_array(value: Any) -> np.ndarray:
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        value = value.to_numpy(zero_copy_only=False)
+    try:
+        if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+            q = np.stack([np.asarray(v) for v in value])
+        else:
+            q = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentTypeError(f"nearest q must be a vector or a list of vectors: {exc}") from None
+    if q.ndim not in (1, 2) or q.size == 0 or not (np.issubdtype(q.dtype, np.number) or q.dtype == np.bool_):
+        raise ArgumentTypeError(f"nearest q must be a numeric vector or a 2-D array of them, got shape {q.shape} "
+                                f"dtype {q.dtype}")
+    return q
+
+
+# --------------------------------------------------------------------------------------------
+# Distances and the running top-k
+# --------------------------------------------------------------------------------------------
+
+
+def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, dim)`` values of the non-null vectors (nulls inside a vector as 0) and the
+    mask of the rows kept."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    values = arr.values.slice(arr.offset * dim, n * dim)
+    if values.null_count:
+        values = values.fill_null(0)
+    flat = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    mat = flat.reshape(n, dim)
+    if arr.null_count:
+        keep = arr.is_valid().to_numpy(zero_copy_only=False)
+        return mat[keep], keep
+    return mat, np.ones(n, dtype=bool)
+
+
+def _scores(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
+    """``(rows, queries)`` distances (l2 by the expanded form: a ranking, refined later)."""
+    if metric == "hamming":
+        out = np.empty((x.shape[0], q.shape[0]), dtype=np.float32)
+        for j in range(q.shape[0]):
+            out[:, j] = np.unpackbits(np.bitwise_xor(x, q[j]), axis=1).sum(axis=1, dtype=np.int64)
+        return out
+    prod = x @ q.T
+    if metric == "dot":
+        return 1 - prod
+    if metric == "cosine":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 1 - prod / np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(q, axis=1))
+    sq = np.einsum("ij,ij->i", x, x)
+    return sq[:, None] - 2 * prod + np.einsum("ij,ij->i", q, q)[None, :]
+
+
+class _TopK:
+    """The ``k`` smallest distances seen for one query, ties in row-address order."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.dist = np.empty(0, dtype=np.float64)
+        self.addr = np.empty(0, dtype=np.uint64)
+
+    def push(self, dist: np.ndarray, addr: np.ndarray) -> None:
+        dist = np.concatenate([self.dist, dist])
+        addr = np.concatenate([self.addr, addr])
+        order = np.lexsort((addr, dist))[: self.k]
+        self.dist, self.addr = dist[order], addr[order]
+
+
+def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK]) -> None:
+    scores = _scores(x, q, metric)
+    for j, top in enumerate(tops):
+        col = scores[:, j]
+        ok = ~np.isnan(col)
+        if not ok.all():
+            idx_all = np.flatnonzero(ok)
+            col = col[idx_all]
+        else:
+            idx_all = None
+        # candidates by the fast ranking (with slack for l2's rounding), then exact distances
+        want = min(col.size, 2 * top.k + 8)
+        if want == 0:
+            continue
+        cand = np.argpartition(col, want - 1)[:want] if want < col.size else np.arange(col.size)
+        rows = cand if idx_all is None else idx_all[cand]
+        if metric == "l2":
+            diff = x[rows] - q[j]
+            dist = np.einsum("ij,ij->i", diff, diff)
+        else:
+            dist = col[cand]
+        top.push(dist.astype(np.float32).astype(np.float64), addr[rows])
+
+
+# --------------------------------------------------------------------------------------------
+# Running a plan with ``nearest``
+# --------------------------------------------------------------------------------------------
+
+
+def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
+    """The result of a plan with a ``nearest`` query (see the module docstring)."""
+    from lance_gpu.scan.execute import concat, run_plan
+    from lance_gpu.scan.plan import ROW_ADDR, resolve
+
+    nq = plan.nearest
+    assert nq is not None
+    resolved = resolve(plan, ds)
+    ftype = ds.schema.field(nq.column).type
+    dim = ftype.list_size
+    if ftype.value_type == pa.uint8():
+        dtype: Any = np.uint8
+        q = np.clip(np.rint(nq.q), 0, 255).astype(np.uint8) if nq.q.dtype != np.uint8 else nq.q
+    else:
+        dtype = _FLOAT_TYPES[ftype.value_type]
+        q = nq.q.astype(dtype)
+    tops = [_TopK(nq.k) for _ in range(q.shape[0])]
+
+    # 1. score every (pre-filtered) vector, window by window
+    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
+                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
+                   window_pushed=False, late_materialization=None)
+    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
+        if not table.num_rows:
+            continue
+        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
+        vec = table.column(nq.column)
+        for start in range(0, table.num_rows, BLOCK_ROWS):
+            stop = min(table.num_rows, start + BLOCK_ROWS)
+            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
+            if x.shape[0]:
+                _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
+
+    # 2. read the projected columns of the winners (post-filter applied here)
+    winners = np.unique(np.concatenate([t.addr for t in tops])) if tops else np.empty(0, np.uint64)
+    frag_of = (winners >> np.uint64(32)).astype(np.int64)
+    offsets = (winners & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    ids = [fid for fid in plan.fragment_ids if np.any(frag_of == fid)]
+    fetch_cols = None if plan.columns is None else tuple(
+        (n, e) for n, e in plan.columns if not (e is None and n in (DISTANCE, QUERY_INDEX)))
+    fetch = replace(plan, fragment_ids=tuple(ids), selections=tuple(offsets[frag_of == fid] for fid in ids),
+                    columns=fetch_cols, filter=None if nq.prefilter else plan.filter, with_row_address=True,
+                    limit=None, offset=0, nearest=None, window_pushed=False)
+    if ids:
+        fetch_resolved = resolve(fetch, ds)
+        fetched = concat(list(run_plan(fetch, executor, ds)), fetch_resolved.schema)
+        got = fetched.column(ROW_ADDR).to_numpy().astype(np.uint64)
+    else:
+        fetched = None
+        got = np.empty(0, np.uint64)
+    order = np.argsort(got, kind="stable")
+    sorted_got = got[order]
+
+    # 3. assemble: per query, winners in distance order that survived the post-filter
+    take_idx: list[np.ndarray] = []
+    dists: list[np.ndarray] = []
+    qidx: list[np.ndarray] = []
+    for j, top in enumerate(tops):
+        pos = np.searchsorted(sorted_got, top.addr)
+        pos_c = np.minimum(pos, max(sorted_got.size - 1, 0))
+        found = (pos < sorted_got.size) & (sorted_got[pos_c] == top.addr) if sorted_got.size else np.zeros(top.addr.size, bool)
+        take_idx.append(order[pos_c[found]])
+        dists.append(top.dist[found])
+        qidx.append(np.full(int(found.sum()), j, dtype=np.int32))
+    idx = np.concatenate(take_idx) if take_idx else np.empty(0, np.int64)
+    dist = np.concatenate(dists).astype(np.float32) if dists else np.empty(0, np.float32)
+    qcol = np.concatenate(qidx) if qidx else np.empty(0, np.int32)
+    stop = None if plan.limit is None else plan.offset + plan.limit
+    idx, dist, qcol = idx[plan.offset:stop], dist[plan.offset:stop], qcol[plan.offset:stop]
+    columns: list[pa.Array | pa.ChunkedArray] = []
+    for out in resolved.outputs:
+        if out.virtual == DISTANCE:
+            columns.append(pa.array(dist, type=pa.float32()))
+        elif out.virtual == QUERY_INDEX:
+            columns.append(pa.array(qcol, type=pa.int32()))
+        else:
+            assert fetched is not None or idx.size == 0
+            if fetched is None:
+                columns.append(pa.array([], type=out.field.type))
+            else:
+                columns.append(fetched.column(out.name).take(pa.array(idx, type=pa.int64())))
+    return pa.Table.from_arrays(columns, schema=resolved.schema)
