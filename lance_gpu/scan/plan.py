@@ -289,6 +289,10 @@ def build_plan(
     if nearest_arg is not None:
         from lance_gpu.scan.nearest import parse_nearest
 
+        if fragments is not None:
+            # as pylance: a search runs over the whole version, not over chosen fragments
+            raise InvalidArgumentError("nearest: a search is not supported for a fragment scan (fragments=)")
+
         plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter")))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
     if filter is None and plan.nearest is None and (lim is not None or off):
