@@ -237,3 +237,17 @@ def test_streams_in_blocks(f32: tuple[str, np.ndarray], monkeypatch: pytest.Monk
     for metric in ("l2", "cosine", "dot"):
         _same(*_both(path, nearest={"column": "vec", "q": values[77], "k": 25, "metric": metric},
                      filter="id > 30", prefilter=True))
+
+
+def test_stable_row_ids_after_update(tmp_path: object) -> None:
+    """With stable row ids (and a row moved by an update) ``_rowid`` / ``_rowaddr`` come out as pylance's."""
+    path = str(tmp_path / "s")  # type: ignore[operator]
+    values = np.random.default_rng(9).standard_normal((100, 8)).astype(np.float32)
+    table = pa.table({"id": np.arange(100), "vec": _vectors(values, pa.float32())})
+    ds = lance.write_dataset(table, path, max_rows_per_file=30, enable_stable_row_ids=True)
+    ds.delete("id < 5")
+    ds.update({"id": "id + 1000"}, where="id = 50")
+    nearest = {"column": "vec", "q": values[50], "k": 6}
+    _same(*_both(path, nearest=nearest, with_row_id=True, with_row_address=True))
+    _same(*_both(path, nearest=nearest, with_row_id=True, filter="_rowid > 10", prefilter=True))
+    _same(*_both(path, nearest=nearest, filter="id > 900", prefilter=False))
