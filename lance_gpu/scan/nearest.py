@@ -158,20 +158,28 @@ def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.
 
 
 def _scores(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
-    """``(rows, queries)`` distances (l2 by the expanded form: a ranking, refined later)."""
+    """``(queries, rows)`` distances (l2 by the expanded form: a ranking, refined later)."""
     if metric == "hamming":
-        out = np.empty((x.shape[0], q.shape[0]), dtype=np.float32)
+        out = np.empty((q.shape[0], x.shape[0]), dtype=np.float32)
         for j in range(q.shape[0]):
-            out[:, j] = np.unpackbits(np.bitwise_xor(x, q[j]), axis=1).sum(axis=1, dtype=np.int64)
+            out[j] = np.unpackbits(np.bitwise_xor(x, q[j]), axis=1).sum(axis=1, dtype=np.int64)
         return out
-    prod = x @ q.T
+    prod = q @ x.T
     if metric == "dot":
-        return 1 - prod
+        np.subtract(1, prod, out=prod)
+        return prod
     if metric == "cosine":
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        qn = np.sqrt(np.einsum("ij,ij->i", q, q))
         with np.errstate(divide="ignore", invalid="ignore"):
-            return 1 - prod / np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(q, axis=1))
-    sq = np.einsum("ij,ij->i", x, x)
-    return sq[:, None] - 2 * prod + np.einsum("ij,ij->i", q, q)[None, :]
+            prod /= qn[:, None]
+            prod /= norms[None, :]
+        np.subtract(1, prod, out=prod)
+        return prod
+    prod *= -2
+    prod += np.einsum("ij,ij->i", x, x)[None, :]
+    prod += np.einsum("ij,ij->i", q, q)[:, None]
+    return prod
 
 
 class _TopK:
@@ -192,7 +200,7 @@ class _TopK:
 def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK]) -> None:
     scores = _scores(x, q, metric)
     for j, top in enumerate(tops):
-        col = scores[:, j]
+        col = scores[j]
         ok = ~np.isnan(col)
         if not ok.all():
             idx_all = np.flatnonzero(ok)
