@@ -85,9 +85,9 @@ def main() -> None:
             ours_t: list[float] = []
             theirs = ds_out = None
             for _ in range(args.rounds + 1):
-                t, theirs = _time(lambda: pds.to_table(nearest=nearest, **kwargs))
+                t, theirs = _time(lambda n=nearest, kw=kwargs: pds.to_table(nearest=n, **kw))
                 theirs_t.append(t)
-                t, ds_out = _time(lambda: ds.to_table(nearest=nearest, **kwargs))
+                t, ds_out = _time(lambda n=nearest, kw=kwargs: ds.to_table(nearest=n, **kw))
                 ours_t.append(t)
             assert theirs is not None and ds_out is not None
             same = theirs.column("id").equals(ds_out.column("id"))
