@@ -202,6 +202,11 @@ BAD = [
     ({"column": "vec", "k": 3}, "no q"),
     ({"column": "vec", "q": np.zeros(DIM, np.float32), "bogus": 1}, "unknown key"),
     (7, "not a mapping"),
+    ({"column": "vec", "q": "abc", "k": 3}, "string query"),
+    ({"column": "vec", "q": np.zeros((2, 2, DIM), np.float32), "k": 3}, "3-d query"),
+    ({"column": "vec", "q": [], "k": 3}, "empty query"),
+    ({"column": None, "q": np.zeros(DIM, np.float32), "k": 3}, "column None"),
+    ({"column": "vec", "q": np.zeros(DIM, np.float32), "k": 3, "metric": 5}, "metric int"),
 ]
 
 
@@ -213,6 +218,26 @@ def test_bad_input(f32: tuple[str, np.ndarray], nearest: object, what: str) -> N
     with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
         lance_gpu.dataset(path).to_table(nearest=nearest)
     assert isinstance(ours.value, type(theirs.value)), (what, type(theirs.value), ours.value)
+
+
+def test_bad_scan_arguments(f32: tuple[str, np.ndarray]) -> None:
+    """include_deleted_rows, a non-bool prefilter, and fragments' reads (which take no nearest)."""
+    path, values = f32
+    nearest = {"column": "vec", "q": values[0], "k": 3}
+    pds, ds = lance.dataset(path), lance_gpu.dataset(path)
+    calls = [
+        (lambda d: d.to_table(nearest=nearest, with_row_id=True, include_deleted_rows=True)),
+        (lambda d: d.to_table(nearest=nearest, prefilter="yes")),
+        (lambda d: d.get_fragments()[0].to_table(nearest=nearest)),
+        (lambda d: d.get_fragments()[0].scanner(nearest=nearest)),
+        (lambda d: list(d.get_fragments()[0].to_batches(nearest=nearest))),
+    ]
+    for call in calls:
+        with pytest.raises(Exception) as theirs:  # noqa: PT011
+            call(pds)
+        with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+            call(ds)
+        assert isinstance(ours.value, type(theirs.value)), (type(theirs.value), ours.value)
 
 
 def test_bad_element_type(tmp_path: object) -> None:

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    ArgumentTypeError,
+    EmptyQueryError,
+    InvalidArgumentError,
+    QueryShapeError,
+    UnsupportedFeatureError,
+)
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
@@ -62,11 +68,11 @@ class NearestQuery:
                 f"k={self.k}, metric={self.metric}, exact (flat), {mode}")
 
 
-def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None) -> NearestQuery:
+def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
     """Check pylance's ``nearest`` mapping against ``ds`` (the errors pylance raises: a
     ``TypeError`` for a missing / unexpected key, a non-integer ``k`` or a non-vector column;
     a ``ValueError`` for ``k <= 0``, an unknown metric, an absent column, a query of another
-    dimension, or an element type the metric does not take)."""
+    dimension, an element type the metric does not take, or ``include_deleted_rows``)."""
     if not isinstance(nearest, Mapping):
         raise ArgumentTypeError(f"nearest must be a mapping, not {type(nearest).__name__}")
     for key in nearest:
@@ -114,6 +120,8 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None) -> Near
                                    "only float16/float32/float64 and uint8 vectors can be searched")
     if prefilter is not None and not isinstance(prefilter, (bool, np.bool_)):
         raise ArgumentTypeError(f"argument 'prefilter': {type(prefilter).__name__!r} object is not an instance of 'bool'")
+    if include_deleted_rows:
+        raise InvalidArgumentError("Cannot include deleted rows in a nearest neighbor search")
     single = q.ndim == 1
     q2 = q.reshape(1, dim) if single else q
     return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
@@ -129,9 +137,12 @@ def _query_array(value: Any) -> np.ndarray:
             q = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise ArgumentTypeError(f"nearest q must be a vector or a list of vectors: {exc}") from None
-    if q.ndim not in (1, 2) or q.size == 0 or not (np.issubdtype(q.dtype, np.number) or q.dtype == np.bool_):
-        raise ArgumentTypeError(f"nearest q must be a numeric vector or a 2-D array of them, got shape {q.shape} "
-                                f"dtype {q.dtype}")
+    if not (np.issubdtype(q.dtype, np.number) or q.dtype == np.bool_):
+        raise ArgumentTypeError(f"nearest q must be list-like numbers (a vector or a 2-D array of them), got dtype {q.dtype}")
+    if q.size == 0:
+        raise EmptyQueryError(f"nearest q is empty (shape {q.shape}): a query needs one value per dimension")
+    if q.ndim not in (1, 2):
+        raise QueryShapeError(f"nearest q must be a vector or a 2-D array of vectors, got shape {q.shape}")
     return q
 
 

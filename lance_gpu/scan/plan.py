@@ -293,7 +293,7 @@ def build_plan(
             # as pylance: a search runs over the whole version, not over chosen fragments
             raise InvalidArgumentError("nearest: a search is not supported for a fragment scan (fragments=)")
 
-        plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter")))
+        plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
     if filter is None and plan.nearest is None and (lim is not None or off):
         plan = _push_down_window(plan, frag_list)
