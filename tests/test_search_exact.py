@@ -276,3 +276,20 @@ def test_stable_row_ids_after_update(tmp_path: object) -> None:
     _same(*_both(path, nearest=nearest, with_row_id=True, with_row_address=True))
     _same(*_both(path, nearest=nearest, with_row_id=True, filter="_rowid > 10", prefilter=True))
     _same(*_both(path, nearest=nearest, filter="id > 900", prefilter=False))
+
+
+@pytest.mark.gpu
+def test_gpu_decoded_vectors(f32: tuple[str, np.ndarray]) -> None:
+    """``device="gpu"``: the vectors decode through the GPU executor, the search (CPU) gives pylance's rows."""
+    path, values = f32
+    pds, ds = lance.dataset(path), lance_gpu.dataset(path, device="gpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kwargs in ({}, {"filter": "id > 100", "prefilter": True}, {"filter": "id > 100", "with_row_id": True}):
+            nearest = {"column": "vec", "q": values[123], "k": 7}
+            _same(pds.to_table(nearest=nearest, **kwargs), ds.to_table(nearest=nearest, **kwargs))
+
+
+def test_many_queries(f32: tuple[str, np.ndarray]) -> None:
+    path, values = f32
+    _same(*_both(path, nearest={"column": "vec", "q": values[::7] * 0.5, "k": 3}, columns=["id"]))

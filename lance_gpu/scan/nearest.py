@@ -254,6 +254,8 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
         dtype = _FLOAT_TYPES[ftype.value_type]
         q = nq.q.astype(dtype)
     tops = [_TopK(nq.k) for _ in range(q.shape[0])]
+    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
+    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
 
     # 1. score every (pre-filtered) vector, window by window
     scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
@@ -264,8 +266,8 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
             continue
         addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
         vec = table.column(nq.column)
-        for start in range(0, table.num_rows, BLOCK_ROWS):
-            stop = min(table.num_rows, start + BLOCK_ROWS)
+        for start in range(0, table.num_rows, block):
+            stop = min(table.num_rows, start + block)
             x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
             if x.shape[0]:
                 _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
