@@ -293,3 +293,14 @@ def test_gpu_decoded_vectors(f32: tuple[str, np.ndarray]) -> None:
 def test_many_queries(f32: tuple[str, np.ndarray]) -> None:
     path, values = f32
     _same(*_both(path, nearest={"column": "vec", "q": values[::7] * 0.5, "k": 3}, columns=["id"]))
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_ties_across_fragments(tmp_path: object, metric: str) -> None:
+    """Many equal distances, across fragments, with k cutting through them: pylance's rows and order."""
+    path = str(tmp_path / "t")  # type: ignore[operator]
+    values = np.random.default_rng(4).integers(0, 3, (3000, 4)).astype(np.float32)
+    lance.write_dataset(pa.table({"id": np.arange(3000), "vec": _vectors(values, pa.float32())}), path,
+                        max_rows_per_file=500)
+    for k in (5, 40, 200):
+        _same(*_both(path, nearest={"column": "vec", "q": values[0], "k": k, "metric": metric}, columns=["id"]))
