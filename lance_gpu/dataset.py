@@ -668,6 +668,15 @@ class LanceDataset:
             "auto", "gpu" or "cpu" (default: the dataset's).
         on_cpu_fallback : str
             On the GPU, for a field without a GPU kernel: "warn", "raise" or "allow".
+        nearest : dict, optional
+            An exact nearest-neighbour search, as pylance's: ``{"column": name, "q": vector or
+            2-D array of vectors, "k": 10, "metric": "l2" | "cosine" | "dot" | "hamming",
+            "nprobes", "refine_factor", "use_index", ...}`` (the index options are accepted;
+            every search is exact).  Adds a float32 ``_distance`` column (and a leading
+            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.
+        prefilter : bool, optional
+            With ``nearest`` and ``filter``: filter first, then search (True), or search then
+            filter, which may leave fewer than ``k`` rows (False, the default).
         """
         if device is not None and device not in DEVICES:
             raise UnknownDeviceError(f"device must be one of {DEVICES}, not {device!r}")
