@@ -208,8 +208,19 @@ class _TopK:
         self.dist, self.addr = dist[order], addr[order]
 
 
+def _l2_error_bound(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per query, a bound on |expanded - exact| of the l2 ranking over the block ``x``: each of
+    ``|x|^2``, ``2 x.q`` and ``|q|^2`` is a sum of ``dim`` products, so off by at most about
+    ``dim * eps`` of ``(|x| + |q|)^2`` (doubled for safety)."""
+    eps = float(np.finfo(x.dtype).eps)
+    max_norm = float(np.sqrt(np.einsum("ij,ij->i", x, x).max()))
+    qn = np.sqrt(np.einsum("ij,ij->i", q, q).astype(np.float64))
+    return 2.0 * x.shape[1] * eps * (max_norm + qn) ** 2
+
+
 def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK]) -> None:
     scores = _scores(x, q, metric)
+    bound = _l2_error_bound(x, q) if metric == "l2" else None
     for j, top in enumerate(tops):
         col = scores[j]
         ok = ~np.isnan(col)
@@ -218,11 +229,21 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
             col = col[idx_all]
         else:
             idx_all = None
-        # candidates by the fast ranking (with slack for l2's rounding), then exact distances
+        # candidates by the fast ranking (with slack), then exact distances (l2: by differences)
         want = min(col.size, 2 * top.k + 8)
         if want == 0:
             continue
         cand = np.argpartition(col, want - 1)[:want] if want < col.size else np.arange(col.size)
+        if bound is not None and want < col.size:
+            # a row left out ranks at or above the want-th expanded distance; if that is not
+            # clearly past the k-th exact distance of the candidates, take every row that
+            # could still be among the k nearest
+            rows = cand if idx_all is None else idx_all[cand]
+            diff = x[rows] - q[j]
+            exact = np.sort(np.einsum("ij,ij->i", diff, diff))
+            kth = float(exact[min(top.k, exact.size) - 1])
+            if float(col[cand].max()) - bound[j] <= kth:
+                cand = np.flatnonzero(col <= kth + bound[j])
         rows = cand if idx_all is None else idx_all[cand]
         if metric == "l2":
             diff = x[rows] - q[j]
