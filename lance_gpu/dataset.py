@@ -700,7 +700,9 @@ class LanceDataset:
         return self.scanner(columns, filter, limit, offset, **kwargs).to_batches()
 
     def count_rows(self, filter: str | pc.Expression | None = None, **kwargs: Any) -> int:  # noqa: A002
-        """Live rows, or those matching ``filter``; other arguments as :meth:`scanner`."""
+        """Live rows, or those matching ``filter``; other arguments as :meth:`scanner`
+        (``nearest`` is ignored here, as pylance ignores it: the count is of the matching rows)."""
+        kwargs.pop("nearest", None)
         return self.scanner(filter=filter, **kwargs).count_rows()
 
     def head(self, num_rows: int, **kwargs: Any) -> pa.Table:

@@ -315,3 +315,26 @@ def test_l2_large_norms(tmp_path: object) -> None:
                         max_rows_per_file=5000)
     for k in (1, 10, 50):
         _same(*_both(path, nearest={"column": "vec", "q": values[7] + 0.001, "k": k}, columns=["id"]), rtol=1e-3)
+
+
+def test_scoring_autoprojection_and_counts(f32: tuple[str, np.ndarray]) -> None:
+    """disable_scoring_autoprojection drops an unnamed _distance; ds.count_rows ignores nearest (as
+    pylance); head / to_reader / several batches' worth of rows come as pylance's."""
+    path, values = f32
+    nearest = {"column": "vec", "q": values[8], "k": 5}
+    pds, ds = lance.dataset(path), lance_gpu.dataset(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kwargs in ({"columns": ["id"]}, {}, {"columns": ["id", "_distance"]}):
+            theirs = pds.to_table(nearest=nearest, disable_scoring_autoprojection=True, **kwargs)
+            ours = ds.to_table(nearest=nearest, disable_scoring_autoprojection=True, **kwargs)
+            assert ours.schema == theirs.schema
+            assert ours["id"].equals(theirs["id"])
+        assert ds.count_rows(nearest=nearest) == pds.count_rows(nearest=nearest)
+        assert ds.count_rows("id > 100", nearest=nearest) == pds.count_rows("id > 100", nearest=nearest)
+        _same(pds.scanner(nearest=nearest).head(3), ds.scanner(nearest=nearest).head(3))
+        _same(pds.head(2, nearest=nearest), ds.head(2, nearest=nearest))
+        _same(pds.scanner(nearest=nearest).to_reader().read_all(), ds.scanner(nearest=nearest).to_reader().read_all())
+        big = {"column": "vec", "q": values[8], "k": 400}
+        assert [b.num_rows for b in ds.to_batches(nearest=big, batch_size=100)] == \
+            [b.num_rows for b in pds.to_batches(nearest=big, batch_size=100)]

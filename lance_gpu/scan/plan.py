@@ -470,7 +470,8 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
             outputs.append(OutputColumn(name, af.with_name(name).with_nullable(True), path=path))
     present = {o.name for o in outputs}
     if nearest is not None:
-        if "_distance" not in present:
+        # pylance adds _distance unless disable_scoring_autoprojection (then only where named)
+        if "_distance" not in present and not plan.options.get("disable_scoring_autoprojection"):
             outputs.append(_search_output("_distance"))
         if not nearest.single and "query_index" not in present:
             outputs.insert(0, _search_output("query_index"))
