@@ -338,3 +338,28 @@ def test_scoring_autoprojection_and_counts(f32: tuple[str, np.ndarray]) -> None:
         big = {"column": "vec", "q": values[8], "k": 400}
         assert [b.num_rows for b in ds.to_batches(nearest=big, batch_size=100)] == \
             [b.num_rows for b in pds.to_batches(nearest=big, batch_size=100)]
+
+
+@pytest.mark.parametrize("flt", ["_distance < 18", "_distance < 18 AND id > 100", "_distance > 9.5 OR cat = 'c2'",
+                                 "_rowid > 200"])
+def test_postfilter_reads_distance(f32: tuple[str, np.ndarray], flt: str) -> None:
+    """A post-filter may read _distance (each result judged on its own distance, several queries too);
+    a pre-filter may not (ValueError, as pylance)."""
+    path, values = f32
+    q = np.stack([values[4], values[300] * 0.5])
+    for kwargs in ({}, {"columns": ["id"]}, {"columns": ["id"], "disable_scoring_autoprojection": True},
+                   {"limit": 5, "offset": 2}):
+        _check = _same if "disable_scoring_autoprojection" not in kwargs else _same_ids
+        _check(*_both(path, nearest={"column": "vec", "q": values[4], "k": 30}, filter=flt, **kwargs))
+        _check(*_both(path, nearest={"column": "vec", "q": q, "k": 30}, filter=flt, **kwargs))
+    if "_distance" in flt:
+        with pytest.raises(ValueError) as theirs:
+            lance.dataset(path).to_table(nearest={"column": "vec", "q": values[4], "k": 3}, filter=flt, prefilter=True)
+        with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+            lance_gpu.dataset(path).to_table(nearest={"column": "vec", "q": values[4], "k": 3}, filter=flt, prefilter=True)
+        assert isinstance(ours.value, type(theirs.value))
+
+
+def _same_ids(theirs: pa.Table, ours: pa.Table) -> None:
+    assert ours.schema == theirs.schema
+    assert ours.equals(theirs)

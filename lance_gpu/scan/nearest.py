@@ -260,7 +260,7 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
 
 def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
     """The result of a plan with a ``nearest`` query (see the module docstring)."""
-    from lance_gpu.scan.execute import concat, run_plan
+    from lance_gpu.scan.execute import run_plan
     from lance_gpu.scan.plan import ROW_ADDR, resolve
 
     nq = plan.nearest
@@ -293,42 +293,28 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
             if x.shape[0]:
                 _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
 
-    # 2. read the projected columns of the winners (post-filter applied here)
-    winners = np.unique(np.concatenate([t.addr for t in tops])) if tops else np.empty(0, np.uint64)
-    frag_of = (winners >> np.uint64(32)).astype(np.int64)
-    offsets = (winners & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    ids = [fid for fid in plan.fragment_ids if np.any(frag_of == fid)]
+    # 2. the (query, row, distance) results, in distance order per query
+    qcol = np.concatenate([np.full(t.addr.size, j, dtype=np.int32) for j, t in enumerate(tops)])
+    addrs = np.concatenate([t.addr for t in tops])
+    dist = np.concatenate([t.dist for t in tops]).astype(np.float32)
+    if plan.filter is not None and not nq.prefilter and resolved.filter is not None:
+        # post-filter: judge each result on its row's columns and its own _distance
+        compiled = resolved.filter
+        names = [c for c in compiled.columns if c != DISTANCE]
+        names += [c for c in compiled.virtual_columns if c not in names]
+        rows = _read_rows(plan, ds, executor, addrs, tuple((c, None) for c in names))
+        if DISTANCE in compiled.columns:
+            rows = rows.append_column(pa.field(DISTANCE, pa.float32()), pa.array(dist, type=pa.float32()))
+        keep = compiled.positions(rows)
+        qcol, addrs, dist = qcol[keep], addrs[keep], dist[keep]
+    stop = None if plan.limit is None else plan.offset + plan.limit
+    qcol, addrs, dist = qcol[plan.offset:stop], addrs[plan.offset:stop], dist[plan.offset:stop]
+
+    # 3. the projected columns of those rows only
     fetch_cols = None if plan.columns is None else tuple(
         (n, e) for n, e in plan.columns if not (e is None and n in (DISTANCE, QUERY_INDEX)))
-    fetch = replace(plan, fragment_ids=tuple(ids), selections=tuple(offsets[frag_of == fid] for fid in ids),
-                    columns=fetch_cols, filter=None if nq.prefilter else plan.filter, with_row_address=True,
-                    limit=None, offset=0, nearest=None, window_pushed=False)
-    if ids:
-        fetch_resolved = resolve(fetch, ds)
-        fetched = concat(list(run_plan(fetch, executor, ds)), fetch_resolved.schema)
-        got = fetched.column(ROW_ADDR).to_numpy().astype(np.uint64)
-    else:
-        fetched = None
-        got = np.empty(0, np.uint64)
-    order = np.argsort(got, kind="stable")
-    sorted_got = got[order]
-
-    # 3. assemble: per query, winners in distance order that survived the post-filter
-    take_idx: list[np.ndarray] = []
-    dists: list[np.ndarray] = []
-    qidx: list[np.ndarray] = []
-    for j, top in enumerate(tops):
-        pos = np.searchsorted(sorted_got, top.addr)
-        pos_c = np.minimum(pos, max(sorted_got.size - 1, 0))
-        found = (pos < sorted_got.size) & (sorted_got[pos_c] == top.addr) if sorted_got.size else np.zeros(top.addr.size, bool)
-        take_idx.append(order[pos_c[found]])
-        dists.append(top.dist[found])
-        qidx.append(np.full(int(found.sum()), j, dtype=np.int32))
-    idx = np.concatenate(take_idx) if take_idx else np.empty(0, np.int64)
-    dist = np.concatenate(dists).astype(np.float32) if dists else np.empty(0, np.float32)
-    qcol = np.concatenate(qidx) if qidx else np.empty(0, np.int32)
-    stop = None if plan.limit is None else plan.offset + plan.limit
-    idx, dist, qcol = idx[plan.offset:stop], dist[plan.offset:stop], qcol[plan.offset:stop]
+    needs_rows = any(o.virtual not in (DISTANCE, QUERY_INDEX) for o in resolved.outputs)
+    fetched = _read_rows(plan, ds, executor, addrs, fetch_cols) if needs_rows else None
     columns: list[pa.Array | pa.ChunkedArray] = []
     for out in resolved.outputs:
         if out.virtual == DISTANCE:
@@ -336,9 +322,31 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
         elif out.virtual == QUERY_INDEX:
             columns.append(pa.array(qcol, type=pa.int32()))
         else:
-            assert fetched is not None or idx.size == 0
-            if fetched is None:
-                columns.append(pa.array([], type=out.field.type))
-            else:
-                columns.append(fetched.column(out.name).take(pa.array(idx, type=pa.int64())))
+            assert fetched is not None
+            columns.append(fetched.column(out.name))
     return pa.Table.from_arrays(columns, schema=resolved.schema)
+
+
+def _read_rows(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray,
+               columns: tuple[tuple[str, str | None], ...] | None) -> pa.Table:
+    """``columns`` of the rows at row addresses ``addrs`` (repeats allowed), in that order: one
+    plan reading each row once, with ``plan``'s ``with_row_id`` / ``with_row_address``."""
+    from lance_gpu.scan.execute import concat, run_plan
+    from lance_gpu.scan.plan import ROW_ADDR, resolve
+
+    unique = np.unique(addrs)
+    frag_of = (unique >> np.uint64(32)).astype(np.int64)
+    offsets = (unique & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    ids = [fid for fid in plan.fragment_ids if np.any(frag_of == fid)]
+    cols = columns
+    if cols is not None and not plan.with_row_address and not any(n == ROW_ADDR for n, _e in cols):
+        cols = (*cols, (ROW_ADDR, None))
+    fetch = replace(plan, fragment_ids=tuple(ids), selections=tuple(offsets[frag_of == fid] for fid in ids),
+                    columns=cols, filter=None, with_row_address=True, limit=None, offset=0, nearest=None,
+                    window_pushed=False, options={})
+    resolved = resolve(fetch, ds)
+    table = concat(list(run_plan(fetch, executor, ds)), resolved.schema) if ids else resolved.schema.empty_table()
+    got = table.column(ROW_ADDR).to_numpy().astype(np.uint64)
+    order = np.argsort(got, kind="stable")
+    pos = order[np.searchsorted(got[order], addrs)]
+    return table.take(pa.array(pos, type=pa.int64()))

@@ -483,9 +483,14 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
     if plan.filter is not None:
         from lance_gpu.filter import parse_filter
 
-        compiled_filter = parse_filter(plan.filter, virtual_schema(ds))
+        filter_schema = virtual_schema(ds)
+        if nearest is not None and not nearest.prefilter and "_distance" not in filter_schema.names:
+            # a post-filter of a search may read the distance (pylance allows it there only)
+            filter_schema = filter_schema.append(pa.field("_distance", pa.float32()))
+        compiled_filter = parse_filter(plan.filter, filter_schema)
         for c in compiled_filter.columns:
-            need(c)
+            if not (nearest is not None and c == "_distance" and c not in top):
+                need(c)
     read_fields = [top[n] for n in needed]
     result = pa.schema([o.field for o in outputs], metadata=schema.metadata)
     return ResolvedScan(read_fields, arrow_top, virtual, compiled_filter, outputs, result, plan.late_materialization)
