@@ -363,3 +363,28 @@ def test_postfilter_reads_distance(f32: tuple[str, np.ndarray], flt: str) -> Non
 def _same_ids(theirs: pa.Table, ours: pa.Table) -> None:
     assert ours.schema == theirs.schema
     assert ours.equals(theirs)
+
+
+def test_struct_field_vectors_and_other_list_columns(tmp_path: object) -> None:
+    """A vector in a struct (dotted name) searches as pylance; a variable-size list is refused as
+    pylance refuses it (TypeError); multivectors, which pylance searches, are refused as unsupported."""
+    path = str(tmp_path / "nested")  # type: ignore[operator]
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((300, 4)).astype(np.float32)
+    table = pa.table({
+        "id": np.arange(300),
+        "st": pa.StructArray.from_arrays([_vectors(values, pa.float32()), pa.array(np.arange(300) % 3)], ["v", "g"]),
+        "lv": pa.array([list(map(float, r)) for r in values], pa.list_(pa.float32())),
+        "mv": pa.array([[list(map(float, r))] for r in values], pa.list_(pa.list_(pa.float32(), 4))),
+    })
+    lance.write_dataset(table, path, max_rows_per_file=100)
+    for kwargs in ({}, {"columns": ["id", "st"]}, {"with_row_id": True, "filter": "st.g = 1", "prefilter": True}):
+        _same(*_both(path, nearest={"column": "st.v", "q": values[17], "k": 8}, **kwargs))
+    nearest = {"column": "lv", "q": values[0], "k": 3}
+    with pytest.raises(TypeError) as theirs:
+        lance.dataset(path).to_table(nearest=nearest)
+    with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+        lance_gpu.dataset(path).to_table(nearest=nearest)
+    assert isinstance(ours.value, type(theirs.value))
+    with pytest.raises(lance_gpu.errors.UnsupportedFeatureError, match="multivector"):
+        lance_gpu.dataset(path).to_table(nearest={"column": "mv", "q": values[0], "k": 3})

@@ -98,9 +98,12 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
     metric = METRICS.get(metric_name.lower())
     if metric is None:
         raise InvalidArgumentError(f"Metric type {metric_name!r} is not supported")
-    if column not in ds.schema.names:
+    ftype = column_type(ds, column)
+    if ftype is None:
         raise InvalidArgumentError(f"Embedding column {column} is not in the dataset")
-    ftype = ds.schema.field(column).type
+    if pa.types.is_list(ftype) and pa.types.is_fixed_size_list(ftype.value_type):
+        raise UnsupportedFeatureError(f"nearest: column {column} holds multivectors ({ftype}); "
+                                      "multivector search is not supported by lance_gpu yet")
     if not pa.types.is_fixed_size_list(ftype):
         raise ArgumentTypeError(f"Query column {column} must be a vector. Got {ftype}.")
     dim = ftype.list_size
@@ -125,6 +128,21 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
     single = q.ndim == 1
     q2 = q.reshape(1, dim) if single else q
     return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
+
+
+def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
+    """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
+    if column in ds.schema.names:
+        return ds.schema.field(column).type
+    parts = column.split(".")
+    if parts[0] not in ds.schema.names:
+        return None
+    typ = ds.schema.field(parts[0]).type
+    for part in parts[1:]:
+        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
+            return None
+        typ = typ.field(part).type
+    return typ
 
 
 def _query_array(value: Any) -> np.ndarray:
@@ -266,7 +284,8 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
     nq = plan.nearest
     assert nq is not None
     resolved = resolve(plan, ds)
-    ftype = ds.schema.field(nq.column).type
+    ftype = column_type(ds, nq.column)
+    assert isinstance(ftype, pa.FixedSizeListType)
     dim = ftype.list_size
     if ftype.value_type == pa.uint8():
         dtype: Any = np.uint8
