@@ -388,3 +388,15 @@ def test_struct_field_vectors_and_other_list_columns(tmp_path: object) -> None:
     assert isinstance(ours.value, type(theirs.value))
     with pytest.raises(lance_gpu.errors.UnsupportedFeatureError, match="multivector"):
         lance_gpu.dataset(path).to_table(nearest={"column": "mv", "q": values[0], "k": 3})
+
+
+def test_nan_and_inf_values(tmp_path: object) -> None:
+    """NaN in a vector or in the query drops the row / everything; inf gives an inf distance (l2, dot)
+    or none (cosine): as pylance."""
+    path = str(tmp_path / "nan")  # type: ignore[operator]
+    values = np.array([[1, 1], [np.nan, 1], [2, 2], [np.inf, 0], [0, 0], [3, -1]], np.float32)
+    lance.write_dataset(pa.table({"id": np.arange(6), "vec": _vectors(values, pa.float32())}), path)
+    for metric in ("l2", "cosine", "dot"):
+        for q in (np.array([1, 1], np.float32), np.array([np.nan, 1], np.float32)):
+            theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 6, "metric": metric})
+            assert ours.equals(theirs), (metric, q)

@@ -231,7 +231,7 @@ def _l2_error_bound(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     ``|x|^2``, ``2 x.q`` and ``|q|^2`` is a sum of ``dim`` products, so off by at most about
     ``dim * eps`` of ``(|x| + |q|)^2`` (doubled for safety)."""
     eps = float(np.finfo(x.dtype).eps)
-    max_norm = float(np.sqrt(np.einsum("ij,ij->i", x, x).max()))
+    max_norm = float(np.sqrt(np.nanmax(np.einsum("ij,ij->i", x, x))))  # NaN rows are dropped anyway
     qn = np.sqrt(np.einsum("ij,ij->i", q, q).astype(np.float64))
     return 2.0 * x.shape[1] * eps * (max_norm + qn) ** 2
 
@@ -242,6 +242,12 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
     for j, top in enumerate(tops):
         col = scores[j]
         ok = ~np.isnan(col)
+        if metric == "l2" and not ok.all():
+            # inf - inf in the expanded form: the exact distance may still be a number (inf)
+            bad = np.flatnonzero(~ok)
+            diff = x[bad] - q[j]
+            col[bad] = np.einsum("ij,ij->i", diff, diff)
+            ok = ~np.isnan(col)
         if not ok.all():
             idx_all = np.flatnonzero(ok)
             col = col[idx_all]
