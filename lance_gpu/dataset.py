@@ -675,6 +675,15 @@ class LanceDataset:
             "auto", "gpu" or "cpu" (default: the dataset's).
         on_cpu_fallback : str
             On the GPU, for a field without a GPU kernel: "warn", "raise" or "allow".
+        nearest : dict, optional
+            An exact nearest-neighbour search, as pylance's: ``{"column": name, "q": vector or
+            2-D array of vectors, "k": 10, "metric": "l2" | "cosine" | "dot" | "hamming",
+            "nprobes", "refine_factor", "use_index", ...}`` (the index options are accepted;
+            every search is exact).  Adds a float32 ``_distance`` column (and a leading
+            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.
+        prefilter : bool, optional
+            With ``nearest`` and ``filter``: filter first, then search (True), or search then
+            filter, which may leave fewer than ``k`` rows (False, the default).
         """
         if device is not None and device not in DEVICES:
             raise UnknownDeviceError(f"device must be one of {DEVICES}, not {device!r}")
@@ -698,7 +707,9 @@ class LanceDataset:
         return self.scanner(columns, filter, limit, offset, **kwargs).to_batches()
 
     def count_rows(self, filter: str | pc.Expression | None = None, **kwargs: Any) -> int:  # noqa: A002
-        """Live rows, or those matching ``filter``; other arguments as :meth:`scanner`."""
+        """Live rows, or those matching ``filter``; other arguments as :meth:`scanner`
+        (``nearest`` is ignored here, as pylance ignores it: the count is of the matching rows)."""
+        kwargs.pop("nearest", None)
         return self.scanner(filter=filter, **kwargs).count_rows()
 
     def head(self, num_rows: int, **kwargs: Any) -> pa.Table:

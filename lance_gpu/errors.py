@@ -205,6 +205,15 @@ class ArgumentTypeError(LanceGpuError, TypeError):
     string, a float ``limit``, non-integer ``take`` indices, an unknown keyword...)."""
 
 
+class QueryShapeError(InvalidArgumentError, pa.ArrowInvalid):
+    """A ``nearest`` query that is neither a vector nor a 2-D array of vectors (pylance:
+    ``ArrowInvalid`` as it builds the query array)."""
+
+
+class EmptyQueryError(InvalidArgumentError, IndexError):
+    """A ``nearest`` query with no values (pylance: an ``IndexError`` as it reads the query)."""
+
+
 class NegativeArgumentError(InvalidArgumentError, OverflowError):
     """A negative value where pylance wants an unsigned one (a ``batch_size`` or a ``take``
     index below 0): pylance raises ``OverflowError`` converting it."""

@@ -345,7 +345,9 @@ class LanceFragment:
                 filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
                 offset: int | None = None, with_row_id: bool = False, with_row_address: bool = False,
                 batch_readahead: int = 16, **options: Any) -> LanceScanner:
-        """A scanner over this fragment only; arguments as :meth:`LanceDataset.scanner`."""
+        """A scanner over this fragment only; arguments as :meth:`LanceDataset.scanner`
+        (but ``nearest``: pylance's fragments have no search)."""
+        _refuse_search("scanner", options)
         return self.dataset.scanner(
             columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
             with_row_id=with_row_id, with_row_address=with_row_address, batch_readahead=batch_readahead,
@@ -357,6 +359,7 @@ class LanceFragment:
                  offset: int | None = None, with_row_id: bool = False, with_row_address: bool = False,
                  **options: Any) -> pa.Table:
         """This fragment's rows (deleted rows never appear); arguments as :meth:`scanner`."""
+        _refuse_search("to_table", options)
         return self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
                             with_row_address=with_row_address, **options).to_table()
 
@@ -365,6 +368,7 @@ class LanceFragment:
                    offset: int | None = None, with_row_id: bool = False, with_row_address: bool = False,
                    batch_readahead: int = 16, **options: Any) -> Iterator[pa.RecordBatch]:
         """Stream this fragment's rows; arguments as :meth:`scanner`."""
+        _refuse_search("to_batches", options)
         return self.scanner(columns=columns, batch_size=batch_size, filter=filter, limit=limit, offset=offset,
                             with_row_id=with_row_id, with_row_address=with_row_address,
                             batch_readahead=batch_readahead, **options).to_batches()
@@ -403,6 +407,14 @@ def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:
         msg = f"fragment {fragment_id} is not in version {ds.version} of {ds.uri}"
         raise KeyError(msg)
     return frag
+
+
+def _refuse_search(method: str, options: dict[str, Any]) -> None:
+    """pylance's fragment reads take no ``nearest`` (a ``TypeError``): a search runs on the dataset."""
+    if "nearest" in options:
+        from lance_gpu.errors import ArgumentTypeError
+
+        raise ArgumentTypeError(f"LanceFragment.{method}() got an unexpected keyword argument 'nearest'")
 
 
 def write_fragments(data: object, dataset_uri: Any, schema: pa.Schema | None = None, **kwargs: Any) -> Any:

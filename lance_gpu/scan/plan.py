@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
     from lance_gpu.filter import CompiledExpression, CompiledFilter
     from lance_gpu.fragment import LanceFragment
+    from lance_gpu.scan.nearest import NearestQuery
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -57,7 +58,7 @@ _MAX_BATCH_SIZE = 2**32 - 1
 ENGINE_OPTIONS = frozenset({"prefilter", "fast_search", "use_scalar_index", "batch_size_bytes",
                             "disable_scoring_autoprojection", "scan_stats_callback"})
 # pylance scanner arguments for features we do not have: refused unless None
-UNSUPPORTED_OPTIONS = frozenset({"nearest", "full_text_query", "order_by", "blob_handling", "index_segments",
+UNSUPPORTED_OPTIONS = frozenset({"full_text_query", "order_by", "blob_handling", "index_segments",
                                  "row_addr_allowlist", "row_addr_blocklist"})
 
 
@@ -109,6 +110,7 @@ class ScanPlan:
     storage_options: tuple[tuple[str, str], ...] = ()  # how the executing process reopens ``uri``
     window_pushed: bool = False  # limit / offset were folded into the selections
     options: Mapping[str, Any] = field(default_factory=dict)
+    nearest: NearestQuery | None = None  # exact nearest-neighbour search (lance_gpu.scan.nearest)
 
     def describe(self) -> str:
         """A readable account of what the plan reads (``explain_plan``)."""
@@ -124,6 +126,8 @@ class ScanPlan:
             f"  batch_size={self.batch_size}, strict_batch_size={self.strict_batch_size}, "
             f"batch_readahead={self.batch_readahead}, fragment_readahead={self.fragment_readahead}",
         ]
+        if self.nearest is not None:
+            lines.append(self.nearest.describe())
         return "\n".join(lines)
 
 
@@ -208,6 +212,7 @@ def build_plan(
     ``TypeError`` for a wrongly typed argument) where pylance refuses the argument, and the
     projection / filter errors of :func:`resolve` (checked here, on the caller's side).
     """
+    nearest_arg = options.pop("nearest", None)
     for key, value in options.items():
         if key in UNSUPPORTED_OPTIONS:
             if value is not None:
@@ -281,8 +286,16 @@ def build_plan(
         storage_options=tuple(sorted(ds.storage_options.items())),
         options=dict(options),
     )
+    if nearest_arg is not None:
+        from lance_gpu.scan.nearest import parse_nearest
+
+        if fragments is not None:
+            # as pylance: a search runs over the whole version, not over chosen fragments
+            raise InvalidArgumentError("nearest: a search is not supported for a fragment scan (fragments=)")
+
+        plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
-    if filter is None and (lim is not None or off):
+    if filter is None and plan.nearest is None and (lim is not None or off):
         plan = _push_down_window(plan, frag_list)
     return plan
 
@@ -430,8 +443,12 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
     outputs: list[OutputColumn] = []
     spec = plan.columns if plan.columns is not None else tuple((n, None) for n in schema.names)
     expr_schema = virtual_schema(ds, VIRTUAL_COLUMNS)
+    nearest = plan.nearest
+    search_columns = () if nearest is None else ("_distance", "query_index")
     for name, sql in spec:
-        if sql is not None:
+        if sql is None and name in search_columns and name not in top:
+            outputs.append(_search_output(name))
+        elif sql is not None:
             from lance_gpu.filter import parse_expression
 
             compiled = parse_expression(sql, expr_schema)
@@ -452,6 +469,12 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
             need(path[0])
             outputs.append(OutputColumn(name, af.with_name(name).with_nullable(True), path=path))
     present = {o.name for o in outputs}
+    if nearest is not None:
+        # pylance adds _distance unless disable_scoring_autoprojection (then only where named)
+        if "_distance" not in present and not plan.options.get("disable_scoring_autoprojection"):
+            outputs.append(_search_output("_distance"))
+        if not nearest.single and "query_index" not in present:
+            outputs.insert(0, _search_output("query_index"))
     for flag, name in ((plan.with_row_id, ROW_ID), (plan.with_row_address, ROW_ADDR)):
         if flag and name not in present:
             need(name)
@@ -460,9 +483,21 @@ def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
     if plan.filter is not None:
         from lance_gpu.filter import parse_filter
 
-        compiled_filter = parse_filter(plan.filter, virtual_schema(ds))
+        filter_schema = virtual_schema(ds)
+        if nearest is not None and not nearest.prefilter and "_distance" not in filter_schema.names:
+            # a post-filter of a search may read the distance (pylance allows it there only)
+            filter_schema = filter_schema.append(pa.field("_distance", pa.float32()))
+        compiled_filter = parse_filter(plan.filter, filter_schema)
         for c in compiled_filter.columns:
-            need(c)
+            if not (nearest is not None and c == "_distance" and c not in top):
+                need(c)
     read_fields = [top[n] for n in needed]
     result = pa.schema([o.field for o in outputs], metadata=schema.metadata)
     return ResolvedScan(read_fields, arrow_top, virtual, compiled_filter, outputs, result, plan.late_materialization)
+
+
+def _search_output(name: str) -> OutputColumn:
+    """``_distance`` (float32) or ``query_index`` (int32, not null) of a nearest search."""
+    if name == "_distance":
+        return OutputColumn(name, pa.field(name, pa.float32()), virtual=name)
+    return OutputColumn(name, pa.field(name, pa.int32(), nullable=False), virtual=name)

@@ -81,6 +81,10 @@ class LanceScanner:
 
     def to_table(self) -> pa.Table:
         """Every row of the scan in one table."""
+        if self.plan.nearest is not None:
+            from lance_gpu.scan.nearest import run_search
+
+            return run_search(self.plan, self.dataset, self._executor())
         tables = list(run_plan(self.plan, self._executor(), self.dataset))
         return concat(tables, self.projected_schema)
 
@@ -92,6 +96,9 @@ class LanceScanner:
         On the GPU, fragments go through the staging pipeline (next unit staged while one
         decodes)."""
         plan = self.plan
+        if plan.nearest is not None:
+            # a search's k rows come as one batch, as pylance gives them
+            return iter(self.to_table().combine_chunks().to_batches())
         size = plan.batch_size
         window = size * max(1, -(-STREAM_WINDOW_ROWS // size))
         # units in flight: batch_readahead batches' worth of windows, and at least
@@ -110,6 +117,8 @@ class LanceScanner:
 
         if self.plan.limit is not None or self.plan.offset or self.plan.window_pushed:
             raise InvalidArgumentError("Cannot use limit/offset with aggregate. Apply limit to the result instead.")
+        if self.plan.nearest is not None:
+            return self.to_table().num_rows
         if self.plan.filter is None and all(s is None for s in self.plan.selections) and not self.plan.include_deleted_rows:
             by_id = {f.fragment_id: f for f in self.dataset.fragments}
             # the manifest's counts, each checked once against its data file's footer
@@ -128,7 +137,7 @@ class LanceScanner:
 
         plan = self.plan
         limit = num_rows if plan.limit is None else min(num_rows, plan.limit)
-        if plan.filter is None:
+        if plan.filter is None and plan.nearest is None:
             # re-plan the window over the fragments / selections this plan reads
             ds = self.dataset
             sel = dict(zip(plan.fragment_ids, plan.selections, strict=True))

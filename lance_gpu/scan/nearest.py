@@ -1,0 +1,377 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Exact nearest-neighbour search (``nearest=`` of pylance's scanner), on the CPU.
+
+:func:`parse_nearest` checks the ``nearest`` mapping the way pylance 14 does and returns a
+:class:`NearestQuery` (a plain value kept in the :class:`~lance_gpu.scan.plan.ScanPlan`).
+:func:`run_search` runs a plan that has one: the vector column is decoded (with the plan's
+filter when ``prefilter=True``) in windows, distances of each window to the queries come from
+one matrix product, and a running top-k per query is kept with ``np.argpartition``; the other
+projected columns are then read for the winning rows only (with the filter, when it is a
+post-filter, which may leave fewer than ``k`` rows).
+
+As pylance without an index: ``l2`` is the squared Euclidean distance, ``cosine`` is
+``1 - cos``, ``dot`` is ``1 - x.q``, ``hamming`` (uint8 vectors only) counts differing bits;
+``_distance`` is float32, ascending, ties in row-address order; null vectors are skipped,
+null values inside a vector count as 0, a zero vector has no cosine distance (skipped).
+Several queries (a 2-D ``q``) give ``k`` rows each, tagged by a leading ``query_index``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import (
+    ArgumentTypeError,
+    EmptyQueryError,
+    InvalidArgumentError,
+    QueryShapeError,
+    UnsupportedFeatureError,
+)
+
+if TYPE_CHECKING:
+    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.scan.execute import Executor
+    from lance_gpu.scan.plan import ScanPlan
+
+DISTANCE = "_distance"
+QUERY_INDEX = "query_index"
+DEFAULT_K = 10
+#: metric names pylance accepts (lower-cased) -> ours
+METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot", "hamming": "hamming"}
+#: keys of pylance's ``nearest`` mapping that tune its index search only (no effect exact)
+_INDEX_KEYS = frozenset({"nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor", "use_index", "ef"})
+_FLOAT_TYPES = {pa.float16(): np.float32, pa.float32(): np.float32, pa.float64(): np.float64}
+#: rows of vectors scored per matrix product
+BLOCK_ROWS = 65536
+
+
+@dataclass(frozen=True, eq=False)
+class NearestQuery:
+    """A checked ``nearest`` request: ``q`` is ``(queries, dim)``; ``single``: ``q`` was 1-D
+    (no ``query_index`` column)."""
+
+    column: str
+    q: np.ndarray
+    single: bool
+    k: int
+    metric: str
+    prefilter: bool = False
+
+    def describe(self) -> str:
+        mode = "prefilter" if self.prefilter else "postfilter"
+        return (f"  nearest: column={self.column}, queries={self.q.shape[0]}, dim={self.q.shape[1]}, "
+                f"k={self.k}, metric={self.metric}, exact (flat), {mode}")
+
+
+def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
+    """Check pylance's ``nearest`` mapping against ``ds`` (the errors pylance raises: a
+    ``TypeError`` for a missing / unexpected key, a non-integer ``k`` or a non-vector column;
+    a ``ValueError`` for ``k <= 0``, an unknown metric, an absent column, a query of another
+    dimension, an element type the metric does not take, or ``include_deleted_rows``)."""
+    if not isinstance(nearest, Mapping):
+        raise ArgumentTypeError(f"nearest must be a mapping, not {type(nearest).__name__}")
+    for key in nearest:
+        if key not in ("column", "q", "k", "metric", "distance_range") and key not in _INDEX_KEYS:
+            raise ArgumentTypeError(f"nearest() got an unexpected keyword argument {key!r}")
+    for key in ("column", "q"):
+        if key not in nearest:
+            raise ArgumentTypeError(f"nearest() missing 1 required positional argument: {key!r}")
+    if nearest.get("distance_range") is not None:
+        raise UnsupportedFeatureError("nearest: distance_range is not supported by lance_gpu yet")
+    column = nearest["column"]
+    if not isinstance(column, str):
+        raise ArgumentTypeError(f"nearest column must be a str, not {type(column).__name__}")
+    k = nearest.get("k")
+    if k is None:
+        k = DEFAULT_K
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ArgumentTypeError(f"{type(k).__name__!r} object cannot be interpreted as an integer")
+    if k <= 0:
+        raise InvalidArgumentError(f"Nearest-K must be > 0 but got {int(k)}")
+    metric_arg = nearest.get("metric")
+    metric_name = "l2" if metric_arg is None else str(metric_arg)
+    metric = METRICS.get(metric_name.lower())
+    if metric is None:
+        raise InvalidArgumentError(f"Metric type {metric_name!r} is not supported")
+    ftype = column_type(ds, column)
+    if ftype is None:
+        raise InvalidArgumentError(f"Embedding column {column} is not in the dataset")
+    if pa.types.is_list(ftype) and pa.types.is_fixed_size_list(ftype.value_type):
+        raise UnsupportedFeatureError(f"nearest: column {column} holds multivectors ({ftype}); "
+                                      "multivector search is not supported by lance_gpu yet")
+    if not pa.types.is_fixed_size_list(ftype):
+        raise ArgumentTypeError(f"Query column {column} must be a vector. Got {ftype}.")
+    dim = ftype.list_size
+    elem = ftype.value_type
+    q = _query_array(nearest["q"])
+    if q.shape[-1] != dim:
+        raise InvalidArgumentError(f"Query vector size {q.shape[-1]} does not match index column size {dim}")
+    if elem == pa.uint8():
+        if metric != "hamming":
+            raise InvalidArgumentError(f"Distance type {metric} does not support UInt8 vectors (column {column})")
+    elif elem in _FLOAT_TYPES:
+        if metric == "hamming":
+            raise InvalidArgumentError(f"Distance type hamming does not support {elem} vectors (column {column}); "
+                                       "it needs uint8 vectors")
+    else:
+        raise InvalidArgumentError(f"Column {column} has element type {elem} and the query vector is float32: "
+                                   "only float16/float32/float64 and uint8 vectors can be searched")
+    if prefilter is not None and not isinstance(prefilter, (bool, np.bool_)):
+        raise ArgumentTypeError(f"argument 'prefilter': {type(prefilter).__name__!r} object is not an instance of 'bool'")
+    if include_deleted_rows:
+        raise InvalidArgumentError("Cannot include deleted rows in a nearest neighbor search")
+    single = q.ndim == 1
+    q2 = q.reshape(1, dim) if single else q
+    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
+
+
+def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
+    """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
+    if column in ds.schema.names:
+        return ds.schema.field(column).type
+    parts = column.split(".")
+    if parts[0] not in ds.schema.names:
+        return None
+    typ = ds.schema.field(parts[0]).type
+    for part in parts[1:]:
+        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
+            return None
+        typ = typ.field(part).type
+    return typ
+
+
+def _query_array(value: Any) -> np.ndarray:
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        value = value.to_numpy(zero_copy_only=False)
+    try:
+        if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+            q = np.stack([np.asarray(v) for v in value])
+        else:
+            q = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentTypeError(f"nearest q must be a vector or a list of vectors: {exc}") from None
+    if not (np.issubdtype(q.dtype, np.number) or q.dtype == np.bool_):
+        raise ArgumentTypeError(f"nearest q must be list-like numbers (a vector or a 2-D array of them), got dtype {q.dtype}")
+    if q.size == 0:
+        raise EmptyQueryError(f"nearest q is empty (shape {q.shape}): a query needs one value per dimension")
+    if q.ndim not in (1, 2):
+        raise QueryShapeError(f"nearest q must be a vector or a 2-D array of vectors, got shape {q.shape}")
+    return q
+
+
+# --------------------------------------------------------------------------------------------
+# Distances and the running top-k
+# --------------------------------------------------------------------------------------------
+
+
+def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, dim)`` values of the non-null vectors (nulls inside a vector as 0) and the
+    mask of the rows kept."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    values = arr.values.slice(arr.offset * dim, n * dim)
+    if values.null_count:
+        values = values.fill_null(0)
+    flat = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    mat = flat.reshape(n, dim)
+    if arr.null_count:
+        keep = arr.is_valid().to_numpy(zero_copy_only=False)
+        return mat[keep], keep
+    return mat, np.ones(n, dtype=bool)
+
+
+def _scores(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
+    """``(queries, rows)`` distances (l2 by the expanded form: a ranking, refined later)."""
+    if metric == "hamming":
+        out = np.empty((q.shape[0], x.shape[0]), dtype=np.float32)
+        for j in range(q.shape[0]):
+            out[j] = np.unpackbits(np.bitwise_xor(x, q[j]), axis=1).sum(axis=1, dtype=np.int64)
+        return out
+    prod = q @ x.T
+    if metric == "dot":
+        np.subtract(1, prod, out=prod)
+        return prod
+    if metric == "cosine":
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        qn = np.sqrt(np.einsum("ij,ij->i", q, q))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prod /= qn[:, None]
+            prod /= norms[None, :]
+        np.subtract(1, prod, out=prod)
+        return prod
+    prod *= -2
+    prod += np.einsum("ij,ij->i", x, x)[None, :]
+    prod += np.einsum("ij,ij->i", q, q)[:, None]
+    return prod
+
+
+class _TopK:
+    """The ``k`` smallest distances seen for one query, ties in row-address order."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.dist = np.empty(0, dtype=np.float64)
+        self.addr = np.empty(0, dtype=np.uint64)
+
+    def push(self, dist: np.ndarray, addr: np.ndarray) -> None:
+        dist = np.concatenate([self.dist, dist])
+        addr = np.concatenate([self.addr, addr])
+        order = np.lexsort((addr, dist))[: self.k]
+        self.dist, self.addr = dist[order], addr[order]
+
+
+def _l2_error_bound(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per query, a bound on |expanded - exact| of the l2 ranking over the block ``x``: each of
+    ``|x|^2``, ``2 x.q`` and ``|q|^2`` is a sum of ``dim`` products, so off by at most about
+    ``dim * eps`` of ``(|x| + |q|)^2`` (doubled for safety)."""
+    eps = float(np.finfo(x.dtype).eps)
+    max_norm = float(np.sqrt(np.nanmax(np.einsum("ij,ij->i", x, x))))  # NaN rows are dropped anyway
+    qn = np.sqrt(np.einsum("ij,ij->i", q, q).astype(np.float64))
+    return 2.0 * x.shape[1] * eps * (max_norm + qn) ** 2
+
+
+def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK]) -> None:
+    scores = _scores(x, q, metric)
+    bound = _l2_error_bound(x, q) if metric == "l2" else None
+    for j, top in enumerate(tops):
+        col = scores[j]
+        ok = ~np.isnan(col)
+        if metric == "l2" and not ok.all():
+            # inf - inf in the expanded form: the exact distance may still be a number (inf)
+            bad = np.flatnonzero(~ok)
+            diff = x[bad] - q[j]
+            col[bad] = np.einsum("ij,ij->i", diff, diff)
+            ok = ~np.isnan(col)
+        if not ok.all():
+            idx_all = np.flatnonzero(ok)
+            col = col[idx_all]
+        else:
+            idx_all = None
+        # candidates by the fast ranking (with slack), then exact distances (l2: by differences)
+        want = min(col.size, 2 * top.k + 8)
+        if want == 0:
+            continue
+        cand = np.argpartition(col, want - 1)[:want] if want < col.size else np.arange(col.size)
+        if bound is not None and want < col.size:
+            # a row left out ranks at or above the want-th expanded distance; if that is not
+            # clearly past the k-th exact distance of the candidates, take every row that
+            # could still be among the k nearest
+            rows = cand if idx_all is None else idx_all[cand]
+            diff = x[rows] - q[j]
+            exact = np.sort(np.einsum("ij,ij->i", diff, diff))
+            kth = float(exact[min(top.k, exact.size) - 1])
+            if float(col[cand].max()) - bound[j] <= kth:
+                cand = np.flatnonzero(col <= kth + bound[j])
+        rows = cand if idx_all is None else idx_all[cand]
+        if metric == "l2":
+            diff = x[rows] - q[j]
+            dist = np.einsum("ij,ij->i", diff, diff)
+        else:
+            dist = col[cand]
+        top.push(dist.astype(np.float32).astype(np.float64), addr[rows])
+
+
+# --------------------------------------------------------------------------------------------
+# Running a plan with ``nearest``
+# --------------------------------------------------------------------------------------------
+
+
+def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
+    """The result of a plan with a ``nearest`` query (see the module docstring)."""
+    from lance_gpu.scan.execute import run_plan
+    from lance_gpu.scan.plan import ROW_ADDR, resolve
+
+    nq = plan.nearest
+    assert nq is not None
+    resolved = resolve(plan, ds)
+    ftype = column_type(ds, nq.column)
+    assert isinstance(ftype, pa.FixedSizeListType)
+    dim = ftype.list_size
+    if ftype.value_type == pa.uint8():
+        dtype: Any = np.uint8
+        q = np.clip(np.rint(nq.q), 0, 255).astype(np.uint8) if nq.q.dtype != np.uint8 else nq.q
+    else:
+        dtype = _FLOAT_TYPES[ftype.value_type]
+        q = nq.q.astype(dtype)
+    tops = [_TopK(nq.k) for _ in range(q.shape[0])]
+    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
+    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
+
+    # 1. score every (pre-filtered) vector, window by window
+    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
+                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
+                   window_pushed=False, late_materialization=None)
+    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
+        if not table.num_rows:
+            continue
+        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
+        vec = table.column(nq.column)
+        for start in range(0, table.num_rows, block):
+            stop = min(table.num_rows, start + block)
+            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
+            if x.shape[0]:
+                _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
+
+    # 2. the (query, row, distance) results, in distance order per query
+    qcol = np.concatenate([np.full(t.addr.size, j, dtype=np.int32) for j, t in enumerate(tops)])
+    addrs = np.concatenate([t.addr for t in tops])
+    dist = np.concatenate([t.dist for t in tops]).astype(np.float32)
+    if plan.filter is not None and not nq.prefilter and resolved.filter is not None:
+        # post-filter: judge each result on its row's columns and its own _distance
+        compiled = resolved.filter
+        names = [c for c in compiled.columns if c != DISTANCE]
+        names += [c for c in compiled.virtual_columns if c not in names]
+        rows = _read_rows(plan, ds, executor, addrs, tuple((c, None) for c in names))
+        if DISTANCE in compiled.columns:
+            rows = rows.append_column(pa.field(DISTANCE, pa.float32()), pa.array(dist, type=pa.float32()))
+        keep = compiled.positions(rows)
+        qcol, addrs, dist = qcol[keep], addrs[keep], dist[keep]
+    stop = None if plan.limit is None else plan.offset + plan.limit
+    qcol, addrs, dist = qcol[plan.offset:stop], addrs[plan.offset:stop], dist[plan.offset:stop]
+
+    # 3. the projected columns of those rows only
+    fetch_cols = None if plan.columns is None else tuple(
+        (n, e) for n, e in plan.columns if not (e is None and n in (DISTANCE, QUERY_INDEX)))
+    needs_rows = any(o.virtual not in (DISTANCE, QUERY_INDEX) for o in resolved.outputs)
+    fetched = _read_rows(plan, ds, executor, addrs, fetch_cols) if needs_rows else None
+    columns: list[pa.Array | pa.ChunkedArray] = []
+    for out in resolved.outputs:
+        if out.virtual == DISTANCE:
+            columns.append(pa.array(dist, type=pa.float32()))
+        elif out.virtual == QUERY_INDEX:
+            columns.append(pa.array(qcol, type=pa.int32()))
+        else:
+            assert fetched is not None
+            columns.append(fetched.column(out.name))
+    return pa.Table.from_arrays(columns, schema=resolved.schema)
+
+
+def _read_rows(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray,
+               columns: tuple[tuple[str, str | None], ...] | None) -> pa.Table:
+    """``columns`` of the rows at row addresses ``addrs`` (repeats allowed), in that order: one
+    plan reading each row once, with ``plan``'s ``with_row_id`` / ``with_row_address``."""
+    from lance_gpu.scan.execute import concat, run_plan
+    from lance_gpu.scan.plan import ROW_ADDR, resolve
+
+    unique = np.unique(addrs)
+    frag_of = (unique >> np.uint64(32)).astype(np.int64)
+    offsets = (unique & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    ids = [fid for fid in plan.fragment_ids if np.any(frag_of == fid)]
+    cols = columns
+    if cols is not None and not plan.with_row_address and not any(n == ROW_ADDR for n, _e in cols):
+        cols = (*cols, (ROW_ADDR, None))
+    fetch = replace(plan, fragment_ids=tuple(ids), selections=tuple(offsets[frag_of == fid] for fid in ids),
+                    columns=cols, filter=None, with_row_address=True, limit=None, offset=0, nearest=None,
+                    window_pushed=False, options={})
+    resolved = resolve(fetch, ds)
+    table = concat(list(run_plan(fetch, executor, ds)), resolved.schema) if ids else resolved.schema.empty_table()
+    got = table.column(ROW_ADDR).to_numpy().astype(np.uint64)
+    order = np.argsort(got, kind="stable")
+    pos = order[np.searchsorted(got[order], addrs)]
+    return table.take(pa.array(pos, type=pa.int64()))
