@@ -273,11 +273,14 @@ def not_a_dataset(store: ObjectStore, root: str) -> NotADatasetError:
     or something that is not a Lance dataset ("is not a Lance dataset: no _versions/")."""
     uri = store.uri(root)
     probe = getattr(store, "has_objects", None)
-    try:
-        present = probe(root) if probe is not None else None
-        has_vdir = present and probe(join(root, "_versions"))
-    except OSError:
-        present = has_vdir = None
+    present: bool | None = None
+    has_vdir: bool | None = None
+    if probe is not None:
+        try:
+            present = bool(probe(root))
+            has_vdir = present and bool(probe(join(root, "_versions")))
+        except OSError:
+            present = has_vdir = None
     if present is None:
         return NotADatasetError(f"dataset {uri} does not exist or is not a Lance dataset (no committed version in _versions/)")
     if not present:
