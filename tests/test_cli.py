@@ -354,7 +354,7 @@ def _errors(pylance_ds: str, tmp_path: Path) -> list[tuple[list[str], str, int]]
         (["convert", str(tmp_path / "nothing.parquet"), str(tmp_path / "x.lance")], "nothing.parquet", 1),
         (["convert", str(tmp_path / "t.txt"), str(tmp_path / "x.lance")], "cannot tell the format", 1),
         (["convert", pylance_ds, str(tmp_path / "out.csv")], "converts to Parquet only", 1),
-        (["info", str(tmp_path / "t.parquet")], "is not a Lance dataset", 1),
+        (["info", str(tmp_path / "t.parquet")], "is not a Lance dataset: no _versions/", 1),
         (["head", pylance_ds, "--format", "parquet"], "needs --output", 2),
         (["delete", pylance_ds, "nope = 1"], "nope", 1),
         (["cleanup", pylance_ds, "--retain-versions", "0"], "--retain-versions must be positive", 2),
