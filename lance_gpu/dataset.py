@@ -23,7 +23,7 @@ from lance_gpu.io import resolve
 from lance_gpu.scan import LanceScanner, build_plan, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.features import check_reader_flags
-from lance_gpu.table.manifest import list_versions, read_manifest_file, resolve_manifest
+from lance_gpu.table.manifest import latest_version, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema, column_index_map
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
@@ -455,7 +455,7 @@ class LanceDataset:
 
     @property
     def latest_version(self) -> int:
-        return list_versions(self.store, self.root)[-1].version
+        return latest_version(self.store, self.root).version
 
     @cached_property
     def schema(self) -> pa.Schema:

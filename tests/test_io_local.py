@@ -227,8 +227,10 @@ def test_lost_manifest_response_is_read_back(tmp_path: Path) -> None:
 def test_failed_read_is_typed(tmp_path: Path, fault: str, etype: type, code: int) -> None:
     root = tmp_path / "ds"
     lance_gpu.write_dataset(_tbl(0, 50), str(root))
-    # A lasting fault from the 2nd read on (a best-effort prefetch may absorb a single one).
-    ds = lance_gpu.dataset(str(root), store=FaultInjectingStore(LOCAL, op="read", nth=2, error=fault, times=10**6))
+    # A lasting fault from the first read after opening on (a best-effort prefetch may absorb a single one).
+    faulty = FaultInjectingStore(LOCAL, op="read", nth=10**9, error=fault, times=10**6)
+    ds = lance_gpu.dataset(str(root), store=faulty)
+    faulty.nth = faulty.calls + 1
     with pytest.raises(etype) as info:
         ds.to_table()
     assert info.value.errno == code and str(root) in str(info.value)

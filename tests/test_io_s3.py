@@ -157,9 +157,11 @@ def test_faults_on_s3_are_clean(s3_server, fault: str, etype: type, nth: int) ->
         ds.delete("id < 5")
     assert sorted(s3_server.keys(root)) == before
     assert lance.dataset(uri, storage_options=opts).count_rows() == 40
-    # From the 2nd read on every read fails: a best-effort prefetch may absorb one failure
-    # (the read that needs the bytes tries again), a lasting fault must surface typed.
-    read = lance_gpu.dataset(root, store=FaultInjectingStore(store, op="read", nth=2, error=fault, times=10**6))
+    # From the first read after opening on every read fails: a best-effort prefetch may absorb
+    # one failure (the read that needs the bytes tries again), a lasting fault must surface typed.
+    failing = FaultInjectingStore(store, op="read", nth=10**9, error=fault, times=10**6)
+    read = lance_gpu.dataset(root, store=failing)
+    failing.nth = failing.calls + 1
     with pytest.raises(etype):
         read.to_table()
 

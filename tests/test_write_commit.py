@@ -569,7 +569,8 @@ def test_memory_store_without_conditional_put_with_lock():
 def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatch):
     """write_fragments publishes its data files unsynced (no task waits on a disk); the commit
     fsyncs every data and deletion file its manifest adds, and only those, before the
-    manifest is put -- so a committed manifest never names a file a crash could truncate."""
+    manifest is put -- so a committed manifest never names a file a crash could truncate.
+    The transaction file the manifest names is written unsynced and synced in the same round."""
     import lance_gpu.fragment
     from lance_gpu.io.local import LocalStore
 
@@ -592,10 +593,14 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     _sync_pool().submit(lambda: None).result()  # the background's early syncs are done (one FIFO thread)
     calls.clear()
     lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
-    assert calls == [(data_keys, 1)]  # the new files only, while version 1 was still the latest
+    [(keys, n)] = calls  # one round, while version 1 was still the latest
+    assert n == 1
+    txns = [k for k in keys if "/_transactions/" in k]
+    assert sorted(k for k in keys if k not in txns) == data_keys  # the new data files only
+    assert txns == [os.path.join(uri, "_transactions", lance_gpu.dataset(uri).manifest.transaction_file)]
     assert lance.dataset(uri).to_table()["a"].to_pylist() == list(range(30))
 
     calls.clear()
     lance_gpu.dataset(uri).delete("a = 12")
     [(keys, _n)] = calls
-    assert len(keys) == 1 and "/_deletions/" in keys[0]
+    assert len(keys) == 2 and "/_deletions/" in keys[0] and "/_transactions/" in keys[1]

@@ -42,10 +42,12 @@ __all__ = [
     "MAGIC",
     "MANIFEST_FOOTER_SIZE",
     "U64_MAX",
+    "VERSION_HINT",
     "ManifestFile",
     "NamingScheme",
     "VersionInfo",
     "detached_manifest_name",
+    "latest_version",
     "list_versions",
     "load_manifest",
     "manifest_file_name",
@@ -54,6 +56,7 @@ __all__ = [
     "read_manifest",
     "read_manifest_file",
     "read_transaction_file",
+    "read_version_hint",
     "resolve_manifest",
     "transaction_section_offset",
 ]
@@ -67,6 +70,11 @@ DETACHED_VERSION_MASK = 1 << 63
 _FOOTER = struct.Struct("<QHH4s")
 _LEN = struct.Struct("<I")
 _V2_NAME_DIGITS = 20
+#: ``_versions/`` entry where writers (pylance's and ours) record the latest version they
+#: committed: ``{"version": N}``.  Only a hint: :func:`latest_version` checks it.
+VERSION_HINT = "latest_version_hint.json"
+#: Versions past a stale hint :func:`latest_version` checks one by one before it lists ``_versions/``.
+_HINT_PROBES = 8
 
 NamingScheme = Literal["V1", "V2"]
 
@@ -268,6 +276,52 @@ def list_versions(store: ObjectStore, root: str) -> list[VersionInfo]:
     return versions
 
 
+def read_version_hint(store: ObjectStore, root: str) -> int | None:
+    """The version ``_versions/latest_version_hint.json`` names, or None where it is
+    missing, unreadable or not ``{"version": N}`` with N a positive attached version."""
+    try:
+        doc = json.loads(store.get(join(root, "_versions", VERSION_HINT)))
+    except (OSError, ValueError):
+        return None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 < version < DETACHED_VERSION_MASK:
+        return None
+    return version
+
+
+def _probe(store: ObjectStore, root: str, version: int) -> VersionInfo | None:
+    """The manifest of ``version`` if it exists under either naming (V2 checked first)."""
+    namings: tuple[NamingScheme, ...] = ("V2", "V1")
+    for naming in namings:
+        key = join(root, "_versions", manifest_file_name(version, naming))
+        if store.exists(key):
+            return VersionInfo(version, key, naming, store)
+    return None
+
+
+def latest_version(store: ObjectStore, root: str) -> VersionInfo:
+    """The latest committed version of the dataset at ``root``, found in a fixed number of
+    requests however long its history is.
+
+    The version hint names a version N; it is taken when N's manifest exists and N + 1's
+    does not (versions are committed one after the other, each only once: N + 1 absent
+    means nothing newer was committed when it was checked).  A hint that lags is followed
+    forward a few versions; one that is missing, unreadable or wrong (its version absent),
+    or that lags further, falls back to listing ``_versions/`` (:func:`list_versions`).
+    Requests on the fast path: one read of the hint and two existence checks (four on a
+    dataset of V1 manifest names).
+    """
+    hinted = read_version_hint(store, root)
+    info = _probe(store, root, hinted) if hinted is not None else None
+    if info is not None:
+        for _ in range(_HINT_PROBES):
+            key = join(root, "_versions", manifest_file_name(info.version + 1, info.naming))
+            if not store.exists(key):
+                return info
+            info = VersionInfo(info.version + 1, key, info.naming, store)
+    return list_versions(store, root)[-1]
+
+
 def not_a_dataset(store: ObjectStore, root: str) -> NotADatasetError:
     """The error for a ``root`` without committed versions: nothing there ("does not exist"),
     or something that is not a Lance dataset ("is not a Lance dataset: no _versions/")."""
@@ -311,22 +365,27 @@ def _tag_version(store: ObjectStore, root: str, tag: str) -> int:
 def resolve_manifest(
     store: ObjectStore, root: str, version: int | str | None = None
 ) -> VersionInfo:
-    """The manifest to open: the highest listed version, or the one asked for.
+    """The manifest to open: the latest version (:func:`latest_version`), or the one asked for.
 
     ``version`` may be a version number (a detached one too) or a tag name
-    (``_refs/tags/{tag}.json``).
-    ``_versions/latest_version_hint.json`` is not trusted: the directory listing decides.
+    (``_refs/tags/{tag}.json``).  A version asked for is found by checking its manifest's
+    name (V2, then V1), without listing ``_versions/``; only a version that is not there
+    lists it, to say which versions are.
     Raises :class:`DatasetNotFoundError` if the dataset or the version does not exist.
     """
-    versions = list_versions(store, root)
     if version is None:
-        return versions[-1]
+        return latest_version(store, root)
     if isinstance(version, str):
         version = int(version) if version.isdigit() else _tag_version(store, root, version)
     if version & DETACHED_VERSION_MASK and version <= U64_MAX:
         path = join(root, "_versions", detached_manifest_name(version))
         if store.exists(path):
-            return VersionInfo(version, path, versions[-1].naming, store)
+            return VersionInfo(version, path, latest_version(store, root).naming, store)
+    elif 0 < version <= U64_MAX:
+        info = _probe(store, root, version)
+        if info is not None:
+            return info
+    versions = list_versions(store, root)
     for info in versions:
         if info.version == version:
             return info

@@ -19,7 +19,13 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
    compatible winners are built upon, rebased transactions are written again; a retryable or
    incompatible winner raises.  Compatible winners never use up a retry budget, so a writer
    1,000 versions behind commits when nothing conflicts.
-5. ``_versions/latest_version_hint.json`` is updated (only a hint; readers list ``_versions``).
+5. ``_versions/latest_version_hint.json`` is updated (only a hint, not synced; readers check
+   it: :func:`~lance_gpu.table.manifest.latest_version`).
+
+A commit's requests and fsyncs do not grow with the history: the version read is found from
+the hint (one read, two existence checks), nothing lists ``_versions/``, and the files the
+manifest names (data, deletion and transaction files) are synced in one parallel round before
+the manifest, the only file synced on its own; the hint is not synced.
 
 A new dataset (``base=None``) whose version 1 was taken by another writer raises
 :class:`~lance_gpu.errors.DatasetExistsError` when ``mode="create"`` was asked for.
@@ -33,12 +39,12 @@ from __future__ import annotations
 
 import secrets
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from lance_gpu._proto import table_pb2, transaction_pb2
-from lance_gpu.errors import DatasetExistsError, RetryableCommitConflictError
+from lance_gpu.errors import DatasetExistsError, DatasetNotFoundError, RetryableCommitConflictError
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.manifest import (
@@ -113,6 +119,24 @@ def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
     return sorted(files(manifest) - files(base))
 
 
+def _committed_since(store: ObjectStore, root: str, version: int, naming: NamingScheme) -> Iterator[ManifestFile]:
+    """The manifests of ``version``, ``version + 1``, ... up to the first that does not exist
+    (one read each, no listing: a writer lost ``version`` to the first of them).  A missing
+    ``version`` itself (a manifest named in the other scheme) lists ``_versions/``."""
+    v = version
+    while True:
+        key = join(root, "_versions", manifest_file_name(v, naming))
+        try:
+            yield read_manifest_file(store, key)
+        except DatasetNotFoundError:
+            if v == version:  # someone else's naming: fall back to the listing
+                for info in list_versions(store, root):
+                    if info.version >= version:
+                        yield read_manifest_file(store, info.path)
+            return
+        v += 1
+
+
 def _detached_version() -> int:
     return secrets.randbits(63) | DETACHED_VERSION_MASK
 
@@ -170,14 +194,16 @@ def commit(
         tdir = join(root, "_transactions")
         if not skip_txn_file:
             txn_key = join(tdir, txn_name)
-            write_transaction_file(store, txn_key, txn)
+            write_transaction_file(store, txn_key, txn, sync=False)
         current = base
         version = read_version + 1 if not detached else _detached_version()
         synced: set[str] = set()
         while True:
             m, index_section = op.apply(store, root, current, version)
             unsynced = [k for k in _added_files(store, root, m, current.manifest if current else None) if k not in synced]
-            store.sync(unsynced)
+            if txn_key is not None and txn_key not in synced:
+                unsynced.append(txn_key)
+            store.sync(unsynced)  # one round of fsyncs, in parallel, before the manifest names them
             synced.update(unsynced)
             manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name)
             if skip_txn_file:
@@ -201,10 +227,9 @@ def commit(
                 continue
             if current is None and mode == "create":
                 raise DatasetExistsError(f"dataset {store.uri(root)} already exists: another writer created it first")
-            # Check every version committed since, in order, then try after the newest.
-            newer = [v for v in list_versions(store, root) if v.version >= version]
-            for info in newer:
-                winner = read_manifest_file(store, info.path)
+            # Check every version committed since, in order (read one by one until the first
+            # that is not there: versions are consecutive), then try after the newest.
+            for winner in _committed_since(store, root, version, naming):
                 theirs = winner_transaction(store, root, winner)
                 if op.rebase(store, root, winner, theirs):
                     old_name = txn_name
@@ -212,7 +237,7 @@ def commit(
                     txn_name = f"{txn.read_version}-{txn_uuid}.txn"
                     if not skip_txn_file:
                         txn_key = join(tdir, txn_name)
-                        write_transaction_file(store, txn_key, txn)
+                        write_transaction_file(store, txn_key, txn, sync=False)
                         try:
                             store.delete(join(tdir, old_name))
                         except OSError:

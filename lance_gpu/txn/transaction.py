@@ -23,7 +23,7 @@ from lance_gpu.io import ObjectStore, resolve
 from lance_gpu.table import features
 from lance_gpu.table.manifest import (
     NamingScheme,
-    list_versions,
+    latest_version,
     read_manifest_file,
     resolve_manifest,
 )
@@ -98,10 +98,10 @@ def commit_operation(
         properties["__lance_commit_message"] = commit_message
     store, root = resolve_target(base_uri, storage_options)
     try:
-        versions = list_versions(store, root)
+        latest_info = latest_version(store, root)
     except DatasetNotFoundError:
-        versions = []
-    if not versions:
+        latest_info = None
+    if latest_info is None:
         if not isinstance(operation, Overwrite):
             raise DatasetNotFoundError(f"dataset {store.uri(root)} does not exist; only an Overwrite can create it")
         base = None
@@ -111,9 +111,9 @@ def commit_operation(
     else:
         if read_version is None and not isinstance(operation, Overwrite):
             raise ValueError("read_version is required for operations other than Overwrite")
-        info = resolve_manifest(store, root, read_version) if read_version is not None else versions[-1]
+        info = resolve_manifest(store, root, read_version) if read_version is not None else latest_info
         base = read_manifest_file(store, info.path)
-        naming = versions[-1].naming
+        naming = latest_info.naming
     if isinstance(operation, Merge) and not hasattr(operation.schema, "by_id"):
         operation.schema = _as_lance_schema(operation.schema, base)
     if detached and base is None:

@@ -34,9 +34,10 @@ from lance_gpu.errors import (
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.manifest import (
+    VERSION_HINT,
     ManifestFile,
     NamingScheme,
-    list_versions,
+    latest_version,
     read_manifest_file,
     read_transaction_file,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "check_commit_store",
     "latest",
     "publish_manifest",
+    "put_unsynced",
     "serialize_manifest",
     "stamp_manifest",
     "winner_transaction",
@@ -168,17 +170,29 @@ def check_commit_store(store: ObjectStore, root: str, *, locked: bool = False) -
         raise ConditionalPutUnsupportedError(store.uri(root), "the store is read-only")
 
 
+def put_unsynced(store: ObjectStore, key: str, data: bytes) -> None:
+    """Write the whole object ``key`` without making it durable (locally: no fsync).  The
+    caller syncs it (:meth:`~lance_gpu.io.store.ObjectStore.sync`) before anything durable
+    names it, or it is only a hint.  Published atomically all the same: readers see all of it
+    or nothing."""
+    writer = store.open_writer(key)
+    try:
+        writer.write(data)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close(sync=False)
+
+
 def write_version_hint(store: ObjectStore, root: str, version: int) -> None:
-    """Best effort: ``_versions/latest_version_hint.json`` = ``{"version": N}`` (never lowered)."""
-    hint = join(root, "_versions", "latest_version_hint.json")
+    """Best effort: ``_versions/latest_version_hint.json`` = ``{"version": N}``, as pylance
+    writes it (whatever it said before: a hint left too high by someone else is corrected).
+
+    One request, not synced: a crash that loses it, or a slower writer of an older version that
+    puts its hint last, leaves an older (or no) hint, which readers check and follow forward
+    or replace by a listing (:func:`lance_gpu.table.manifest.latest_version`)."""
     try:
-        current = json.loads(store.get(hint)).get("version", 0)
-        if isinstance(current, int) and current > version:
-            return
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        store.put(hint, json.dumps({"version": version}, separators=(",", ":")).encode())
+        put_unsynced(store, join(root, "_versions", VERSION_HINT), json.dumps({"version": version}, separators=(",", ":")).encode())
     except OSError:
         pass
 
@@ -197,20 +211,26 @@ def winner_transaction(store: ObjectStore, root: str, mf: ManifestFile) -> trans
         return None
 
 
-def write_transaction_file(store: ObjectStore, key: str, txn: transaction_pb2.Transaction) -> None:
-    """``_transactions/{read_version}-{uuid}.txn``: the raw ``Transaction`` protobuf."""
-    store.put(key, txn.SerializeToString())
+def write_transaction_file(store: ObjectStore, key: str, txn: transaction_pb2.Transaction, *, sync: bool = True) -> None:
+    """``_transactions/{read_version}-{uuid}.txn``: the raw ``Transaction`` protobuf.
+
+    ``sync=False``: published unsynced; the commit syncs it with the data files, before the
+    manifest that names it."""
+    if sync:
+        store.put(key, txn.SerializeToString())
+    else:
+        put_unsynced(store, key, txn.SerializeToString())
 
 
 def latest(store: ObjectStore, root: str) -> tuple[ManifestFile | None, NamingScheme]:
-    """The latest committed manifest of ``root`` (None if there is none) and its naming."""
+    """The latest committed manifest of ``root`` (None if there is none) and its naming
+    (found as :func:`lance_gpu.table.manifest.latest_version` finds it)."""
     from lance_gpu.errors import DatasetNotFoundError
 
     try:
-        versions = list_versions(store, root)
+        info = latest_version(store, root)
     except DatasetNotFoundError:
         return None, "V2"
-    info = versions[-1]
     return read_manifest_file(store, info.path), info.naming
 
 

@@ -371,9 +371,9 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
 
 
 def _latest(ds: LanceDataset):
-    from lance_gpu.table.manifest import list_versions, read_manifest_file
+    from lance_gpu.table.manifest import latest_version, read_manifest_file
 
-    return read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
+    return read_manifest_file(ds.store, latest_version(ds.store, ds.root).path)
 
 
 class DatasetOptimizer:

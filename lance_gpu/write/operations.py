@@ -27,7 +27,7 @@ from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_fields, read_rows
 from lance_gpu.table.manifest import (
     ManifestFile,
-    list_versions,
+    latest_version,
     read_manifest_file,
     resolve_manifest,
 )
@@ -55,7 +55,7 @@ _DELETE_CHUNK = 16
 
 
 def _naming(ds: LanceDataset):
-    return list_versions(ds.store, ds.root)[-1].naming
+    return latest_version(ds.store, ds.root).naming
 
 
 def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
@@ -147,7 +147,7 @@ def restore(ds: LanceDataset, version: int | str | None = None) -> None:
     """Commit a new version equal to ``version`` (default: the version ``ds`` is at, as
     pylance's ``restore()``); ``ds`` moves to the new version."""
     number = ds.version if version is None else int(resolve_manifest(ds.store, ds.root, version).version)
-    latest = read_manifest_file(ds.store, list_versions(ds.store, ds.root)[-1].path)
+    latest = read_manifest_file(ds.store, latest_version(ds.store, ds.root).path)
     manifest = _commit(ds, Restore(number), latest)
     ds.reload(int(manifest.version))
 

@@ -198,7 +198,7 @@ class _RowChange:
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
         inserted row), the new deletion vectors, and commit one Update.  The deletion files
         are written in threads while the new rows are encoded."""
-        from lance_gpu.table.manifest import list_versions
+        from lance_gpu.table.manifest import latest_version
 
         ds = self.ds
         op = Update()
@@ -216,7 +216,7 @@ class _RowChange:
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
-            return commit(self.store, self.root, op, ds.manifest_file, list_versions(self.store, self.root)[-1].naming)
+            return commit(self.store, self.root, op, ds.manifest_file, latest_version(self.store, self.root).naming)
         except BaseException:
             pool.shutdown(wait=True)
             op.cleanup(self.store)
