@@ -708,8 +708,16 @@ class LanceDataset:
 
     def count_rows(self, filter: str | pc.Expression | None = None, **kwargs: Any) -> int:  # noqa: A002
         """Live rows, or those matching ``filter``; other arguments as :meth:`scanner`
-        (``nearest`` is ignored here, as pylance ignores it: the count is of the matching rows)."""
+        (``nearest`` is ignored here, as pylance ignores it: the count is of the matching rows).
+
+        Without a filter (or other arguments) the count comes from the manifest alone, as
+        pylance's: no data file is opened, so a manifest whose ``physical_rows`` disagrees
+        with a data file is not noticed here but when that file is read."""
         kwargs.pop("nearest", None)
+        if filter is None and not kwargs:
+            # as pylance: the manifest's counts, no data file opened (a fragment whose
+            # deletion file does not say how many rows it deletes reads that file)
+            return sum(frag.count_rows() for frag in self.fragments)
         return self.scanner(filter=filter, **kwargs).count_rows()
 
     def head(self, num_rows: int, **kwargs: Any) -> pa.Table:

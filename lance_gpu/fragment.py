@@ -155,8 +155,9 @@ class LanceFragment:
 
     def live_count(self) -> int:
         """Rows not deleted (no deletion file is read when the manifest says how many), after
-        :meth:`check_row_count`: ``count_rows``, a take's row positions and a window's
-        skipped fragments all stand on these counts."""
+        :meth:`check_row_count`: a take's row positions, a window's skipped fragments and a
+        scan's ``count_rows`` stand on these counts (:meth:`count_rows` without a filter
+        trusts the manifest, as pylance's does)."""
         self.check_row_count()
         return self.physical_rows - self.num_deletions
 
@@ -389,9 +390,13 @@ class LanceFragment:
         return self.scanner(limit=num_rows).to_table()
 
     def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
-        """Live rows, or those matching ``filter``."""
+        """Live rows, or those matching ``filter``.
+
+        Without a filter, as pylance: the manifest's ``physical_rows`` less the deleted rows
+        (the deletion file is read only where the manifest does not say how many), no data
+        file opened -- its row count is checked when it is read (:meth:`check_row_count`)."""
         if filter is None:
-            return self.live_count()
+            return self.physical_rows - self.num_deletions
         return self.scanner(filter=filter).count_rows()
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | dict[str, str] | None = None) -> pa.Table:

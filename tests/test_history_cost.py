@@ -193,3 +193,57 @@ def test_a_conflicting_commit_reads_the_winners_without_listing(tmp_path: Path) 
     assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == sorted(
         list(range(16)) + list(range(100, 116)) + [200 + k for k in range(48)]
     )
+
+
+class _RecordingStore(LocalStore):
+    """The local store, recording the key of every object read (opened, fetched or sized)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touched: list[str] = []
+
+    def open(self, path: str):  # type: ignore[no-untyped-def]
+        self.touched.append(path)
+        return super().open(path)
+
+    def get(self, path: str) -> bytes:
+        self.touched.append(path)
+        return super().get(path)
+
+    def head(self, path: str):  # type: ignore[no-untyped-def]
+        self.touched.append(path)
+        return super().head(path)
+
+    def exists(self, path: str) -> bool:
+        self.touched.append(path)
+        return super().exists(path)
+
+    def data_reads(self) -> list[str]:
+        return [p for p in self.touched if "/data/" in p or "/_deletions/" in p]
+
+
+def test_metadata_opens_no_data_file(histories: dict[int, Path], tmp_path: Path) -> None:
+    """Opening a version, ``count_rows()``, ``versions()``, ``stats.dataset_stats()``,
+    ``get_fragments()`` and fragments' ``count_rows()`` read manifests (and the hint) only:
+    not one data or deletion file, and answer as pylance."""
+    uri = _copy(histories[10], tmp_path, "m")
+    lance.dataset(uri).delete("id % 5 = 0")  # deletion files that say how many rows they delete
+    ref = lance.dataset(uri)
+    store = _RecordingStore()
+    ds = lance_gpu.dataset(uri, store=store)
+    assert ds.count_rows() == ref.count_rows() == 16 * 10 - 32
+    assert [(v["version"], v["metadata"]) for v in ds.versions()] == [(v["version"], v["metadata"]) for v in ref.versions()]
+    assert ds.stats.dataset_stats() == ref.stats.dataset_stats()
+    frags = ds.get_fragments()
+    assert [f.count_rows() for f in frags] == [f.count_rows() for f in ref.get_fragments()]
+    assert [f.fragment_id for f in frags] == [f.fragment_id for f in ref.get_fragments()]
+    assert ds.get_fragment(3).count_rows() == ref.get_fragment(3).count_rows()
+    old = ds.checkout_version(4)
+    assert old.count_rows() == ref.checkout_version(4).count_rows()
+    assert ds.latest_version == ref.latest_version and ds.schema == ref.schema
+    assert ds.data_storage_version == ref.data_storage_version
+    assert store.data_reads() == []
+    assert store.touched  # the recorder saw the manifests
+    # reading rows does open them (and checks their row counts then)
+    assert ds.to_table().equals(ref.to_table())
+    assert store.data_reads()

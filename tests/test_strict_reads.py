@@ -207,10 +207,14 @@ def test_row_count_disagreeing_with_data_file_is_corrupt(copy, version):
     _rewrite_manifest(uri, grow)
     ds = lance_gpu.dataset(uri, device="cpu")
     frag = ds.get_fragment(1)
-    calls = (ds.to_table, lambda: ds.take([440]), lambda: list(ds.to_batches()), ds.count_rows, frag.count_rows)
+    calls = (ds.to_table, lambda: ds.take([440]), lambda: list(ds.to_batches()), lambda: frag.to_table())
     for call in calls:
         with pytest.raises(CorruptFileError, match="holds 200 rows but fragment"):
             call()
+    # counting without a filter reads no data file: the manifest's counts, as pylance's
+    lance = pytest.importorskip("lance")
+    assert ds.count_rows() == lance.dataset(str(uri)).count_rows() == 449
+    assert frag.count_rows() == lance.dataset(str(uri)).get_fragment(1).count_rows() == 250
     # the sound fragment still reads on its own (a dataset-wide take maps positions over
     # every fragment's count, the corrupt one's included, so it raises too)
     assert ds.get_fragment(0).to_table().num_rows == 199  # one row of it deleted
@@ -222,8 +226,10 @@ def test_row_count_disagreeing_with_data_file_is_corrupt(copy, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_count_rows_over_any_corrupted_row_count(copy, version):
     """Mutation-suite style: ``physical_rows`` of one fragment rewritten to parseable wrong
-    values; every read, ``count_rows`` included, raises the typed error (pylance's own
-    ``count_rows`` trusts the manifest), and the pristine count comes back once repaired."""
+    values; every read raises the typed error, ``count_rows`` without a filter trusts the
+    manifest as pylance's does (and answers as pylance), and the pristine count comes back
+    once repaired.  A count below the fragment's deletions is refused when the manifest loads."""
+    lance = pytest.importorskip("lance")
     uri = copy(version)
     pristine = lance_gpu.dataset(uri, device="cpu").count_rows()
     seen: list[int] = []
@@ -235,17 +241,23 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
             return m.SerializeToString()
 
         _rewrite_manifest(uri, set_rows, path)
-        calls = ("count_rows", "to_table", "take", "fragment.count_rows")
-        for call in calls:
-            # a count below the deletions is refused when the manifest loads, others on use
-            with pytest.raises(CorruptFileError, match=r"fragment 0 (has|deletes)"):
+        if bad == 0:  # fewer rows than the deletions: refused when the manifest loads
+            with pytest.raises(CorruptFileError, match=r"fragment 0 deletes"):
+                lance_gpu.dataset(uri, device="cpu")
+            continue
+        for call in ("to_table", "take", "fragment.to_table"):
+            with pytest.raises(CorruptFileError, match=r"fragment 0 has"):
                 ds = lance_gpu.dataset(uri, device="cpu")
                 if call == "take":
                     ds.take([0])
-                elif call == "fragment.count_rows":
-                    ds.get_fragment(0).count_rows()
+                elif call == "fragment.to_table":
+                    ds.get_fragment(0).to_table()
                 else:
                     getattr(ds, call)()
+        ds = lance_gpu.dataset(uri, device="cpu")
+        ref = lance.dataset(str(uri))
+        assert ds.count_rows() == ref.count_rows() == pristine - raw + bad
+        assert ds.get_fragment(0).count_rows() == ref.get_fragment(0).count_rows()
 
     def repair(m: table_pb2.Manifest) -> bytes:
         m.fragments[0].physical_rows = raw
