@@ -51,7 +51,7 @@ def test_pylance_writes_we_read(remote_store) -> None:
     assert ours.take(idx).equals(ref.take(idx))
     assert ours.to_table(columns=["id", "s"], filter="x > 20").equals(ref.to_table(columns=["id", "s"], filter="x > 20"))
     assert lance_gpu.dataset(uri, 1, storage_options=opts).to_table().equals(lance.dataset(uri, 1, storage_options=opts).to_table())
-    assert [v["version"] for v in ours.versions()] == [v["version"] for v in ref.versions()]
+    assert ours.versions() == ref.versions()  # read several manifests at once from object stores
     assert ours.store.stats.requests > 0
 
 

@@ -53,6 +53,57 @@ def test_versions_match_pylance(uri: str) -> None:
     assert ours == ref
 
 
+def test_versions_parse_each_fragment_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """versions() keeps each manifest's fragments as bytes and parses a fragment once for all
+    the versions that list it: 40 appends, a delete, a compaction and an overwrite parse as
+    many fragments as there are distinct ones (not one per version and fragment), and the
+    answer is pylance's."""
+    import lance_gpu.table.versions as tv
+
+    path = str(tmp_path / "h.lance")
+    for i in range(40):
+        lance.write_dataset(pa.table({"a": [2 * i, 2 * i + 1]}), path, mode="create" if i == 0 else "append")
+    lance.dataset(path).delete("a % 7 = 0")
+    lance.dataset(path).optimize.compact_files()
+    lance.write_dataset(pa.table({"a": [1]}), path, mode="append")
+    parsed: list[bytes] = []
+    real = tv.parse_strict
+
+    def counting(cls, data, *args):  # type: ignore[no-untyped-def]
+        parsed.append(bytes(data))
+        return real(cls, data, *args)
+
+    monkeypatch.setattr(tv, "parse_strict", counting)
+    ours = lance_gpu.dataset(path).versions()
+    assert ours == lance.dataset(path).versions()
+    assert len(ours) == lance.dataset(path).version > 42
+    assert len(parsed) == len(set(parsed)) < 100  # 40 appended + 40 with deletions + compacted + last
+
+
+def test_versions_huge_counts_add_as_pylance(tmp_path: Path) -> None:
+    """Counts a manifest states add up as pylance's u64s (wrapping around), not as int64."""
+    import struct
+
+    from lance_gpu._proto import table_pb2
+    from lance_gpu.table.manifest import MANIFEST_FOOTER_SIZE
+
+    path = tmp_path / "big.lance"
+    lance.write_dataset(pa.table({"a": list(range(8))}), str(path), max_rows_per_file=4)
+    mpath = Path(lance_gpu.dataset(str(path))._manifest_path)
+    raw = mpath.read_bytes()
+    (pos,) = struct.unpack_from("<Q", raw, len(raw) - MANIFEST_FOOTER_SIZE)
+    (n,) = struct.unpack_from("<I", raw, pos)
+    m = table_pb2.Manifest()
+    m.ParseFromString(raw[pos + 4 : pos + 4 + n])
+    for frag in m.fragments:
+        frag.physical_rows = (1 << 64) - 1
+    body = m.SerializeToString()
+    mpath.write_bytes(raw[:pos] + struct.pack("<I", len(body)) + body + struct.pack("<QHH4s", pos, 0, 2, b"LANC"))
+    ref = lance.dataset(str(path)).versions()
+    assert lance_gpu.dataset(str(path)).versions() == ref
+    assert ref[-1]["metadata"]["total_data_file_rows"] == str((1 << 64) - 2)
+
+
 def test_latest_checkout_and_storage_version(uri: str) -> None:
     ref, ours = lance.dataset(uri, version=2), lance_gpu.dataset(uri, version=2)
     assert ours.latest_version == ref.latest_version == 5

@@ -27,7 +27,7 @@ import os
 import struct
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from google.protobuf.message import DecodeError
 
@@ -52,6 +52,7 @@ __all__ = [
     "load_manifest",
     "manifest_file_name",
     "parse_manifest_bytes",
+    "parse_manifest_message",
     "parse_version_file_name",
     "read_manifest",
     "read_manifest_file",
@@ -140,6 +141,24 @@ def transaction_section_offset(manifest: table_pb2.Manifest) -> int | None:
     return None
 
 
+def parse_manifest_message(data: bytes, path: str | os.PathLike[str] = "<memory>", cls: type = table_pb2.Manifest) -> Any:
+    """The ``Manifest`` message of a manifest file held in memory, parsed strictly as ``cls``
+    (``table_pb2.Manifest``, or a message of the same fields declared otherwise), without the
+    inline sections and without :func:`~lance_gpu.table.consistency.check_manifest`.
+
+    Raises :class:`CorruptFileError` (naming ``path``) on a bad footer, an out-of-range
+    offset or length, or undecodable protobuf.
+    """
+    path = os.fspath(path)
+    size = len(data)
+    if size < MANIFEST_FOOTER_SIZE:
+        raise CorruptFileError(path, f"file has {size} bytes, less than the 16-byte footer")
+    pos, _major, _minor, magic = _FOOTER.unpack_from(data, size - MANIFEST_FOOTER_SIZE)
+    if magic != MAGIC:
+        raise CorruptFileError(path, f"bad footer magic {magic!r} (expected {MAGIC!r})")
+    return _read_section(data, pos, size - MANIFEST_FOOTER_SIZE, cls, "manifest", path)
+
+
 def parse_manifest_bytes(
     data: bytes, path: str | os.PathLike[str] = "<memory>", *, sections: bool = True
 ) -> ManifestFile:
@@ -150,14 +169,8 @@ def parse_manifest_bytes(
     offsets or lengths, or undecodable protobuf.
     """
     path = os.fspath(path)
-    size = len(data)
-    if size < MANIFEST_FOOTER_SIZE:
-        raise CorruptFileError(path, f"file has {size} bytes, less than the 16-byte footer")
-    pos, _major, _minor, magic = _FOOTER.unpack_from(data, size - MANIFEST_FOOTER_SIZE)
-    if magic != MAGIC:
-        raise CorruptFileError(path, f"bad footer magic {magic!r} (expected {MAGIC!r})")
-    limit = size - MANIFEST_FOOTER_SIZE
-    manifest = _read_section(data, pos, limit, table_pb2.Manifest, "manifest", path)
+    limit = len(data) - MANIFEST_FOOTER_SIZE
+    manifest = parse_manifest_message(data, path)
     assert isinstance(manifest, table_pb2.Manifest)
     check_manifest(manifest, path)
     transaction = index_section = None
