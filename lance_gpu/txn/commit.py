@@ -105,18 +105,33 @@ def _finish_manifest(
 def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
                  base: table_pb2.Manifest | None) -> list[str]:
     """Keys of the data and deletion files ``manifest`` names that ``base`` does not (files
-    under another base path are left to their writer)."""
+    under another base path are left to their writer).  Compared by the names the manifests
+    hold; keys are built for the new files only."""
     from lance_gpu.table.deletion import deletion_file_path
 
-    def files(m: table_pb2.Manifest | None) -> set[str]:
-        out: set[str] = set()
-        for frag in m.fragments if m is not None else ():
-            out.update(join(root, "data", f.path) for f in frag.files if not f.HasField("base_id"))
-            if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id"):
-                out.add(deletion_file_path(store, root, int(frag.id), frag.deletion_file))
-        return out
+    def data_files(m: table_pb2.Manifest | None) -> set[str]:
+        if m is None:
+            return set()
+        return {df.path for frag in m.fragments for df in frag.files if not df.HasField("base_id")}
 
-    return sorted(files(manifest) - files(base))
+    def deletion_files(m: table_pb2.Manifest | None) -> dict[tuple[int, bytes], table_pb2.DataFragment]:
+        if m is None:
+            return {}
+        return {
+            (frag.id, frag.deletion_file.SerializeToString()): frag
+            for frag in m.fragments
+            if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id")
+        }
+
+    data_dir = join(root, "data")
+    out = [join(data_dir, name) for name in data_files(manifest) - data_files(base)]
+    theirs = deletion_files(base)
+    out.extend(
+        deletion_file_path(store, root, int(frag.id), frag.deletion_file)
+        for key, frag in deletion_files(manifest).items()
+        if key not in theirs
+    )
+    return sorted(out)
 
 
 def _committed_since(store: ObjectStore, root: str, version: int, naming: NamingScheme) -> Iterator[ManifestFile]:
