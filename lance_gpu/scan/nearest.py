@@ -34,9 +34,9 @@ from lance_gpu.errors import (
 )
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.execute import Executor
     from lance_gpu.scan.plan import ScanPlan
+    from lance_gpu.table.snapshot import TableSnapshot
 
 DISTANCE = "_distance"
 QUERY_INDEX = "query_index"
@@ -68,7 +68,7 @@ class NearestQuery:
                 f"k={self.k}, metric={self.metric}, exact (flat), {mode}")
 
 
-def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
+def parse_nearest(ds: TableSnapshot, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
     """Check pylance's ``nearest`` mapping against ``ds`` (the errors pylance raises: a
     ``TypeError`` for a missing / unexpected key, a non-integer ``k`` or a non-vector column;
     a ``ValueError`` for ``k <= 0``, an unknown metric, an absent column, a query of another
@@ -130,7 +130,7 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
     return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
 
 
-def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
+def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
     """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
     if column in ds.schema.names:
         return ds.schema.field(column).type
@@ -282,7 +282,7 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
 # --------------------------------------------------------------------------------------------
 
 
-def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
+def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Table:
     """The result of a plan with a ``nearest`` query (see the module docstring)."""
     from lance_gpu.scan.execute import run_plan
     from lance_gpu.scan.plan import ROW_ADDR, resolve
@@ -352,7 +352,7 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
     return pa.Table.from_arrays(columns, schema=resolved.schema)
 
 
-def _read_rows(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray,
+def _read_rows(plan: ScanPlan, ds: TableSnapshot, executor: Executor, addrs: np.ndarray,
                columns: tuple[tuple[str, str | None], ...] | None) -> pa.Table:
     """``columns`` of the rows at row addresses ``addrs`` (repeats allowed), in that order: one
     plan reading each row once, with ``plan``'s ``with_row_id`` / ``with_row_address``."""

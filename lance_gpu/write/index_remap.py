@@ -44,13 +44,12 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = [
     "BTREE_DETAILS",
     "RowAddressMap",
-    "fragment_bitmap",
-    "recalculate_fragment_bitmap",
     "remap_btree",
     "check_remappable",
 ]
@@ -61,30 +60,6 @@ BTREE_LOOKUP = "page_lookup.lance"
 #: pylance's fragment-reuse system index (deferred remapping); we never write one.
 FRAG_REUSE_INDEX = "__lance_frag_reuse"
 _DELETED = np.uint64(np.iinfo(np.uint64).max)
-
-
-def fragment_bitmap(index: table_pb2.IndexMetadata) -> BitMap | None:
-    """The fragment ids an index covers (portable roaring), None when it stores none."""
-    if not index.fragment_bitmap:
-        return None
-    return BitMap.deserialize(index.fragment_bitmap)
-
-
-def recalculate_fragment_bitmap(
-    old: BitMap, groups: Iterable[tuple[Sequence[table_pb2.DataFragment], Sequence[table_pb2.DataFragment]]]
-) -> BitMap:
-    """pylance's rule: a rewrite group covered by the index swaps its old fragment ids for
-    its new ones; a group the index does not cover changes nothing."""
-    new = BitMap(old)
-    for old_frags, new_frags in groups:
-        ids = [int(f.id) for f in old_frags]
-        covered = [i in old for i in ids]
-        if any(covered):
-            if not all(covered):
-                raise AssertionError("a rewrite group mixes indexed and unindexed fragments")
-            new.difference_update(BitMap(ids))
-            new.update(BitMap(int(f.id) for f in new_frags))
-    return new
 
 
 @dataclass

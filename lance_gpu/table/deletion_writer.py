@@ -62,7 +62,7 @@ def write_deletion_file(
         file_type=file_type,
         read_version=int(read_version),
         id=secrets.randbits(64),
-        num_deleted_rows=int(len(rows)),
+        num_deleted_rows=len(rows),
     )
     key = deletion_file_path(store, root, fragment_id, pb)
     store.put(key, data)
