@@ -281,10 +281,12 @@ class FragmentSnapshot:
         :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
 
         Called by reads that position rows before decoding them; once per fragment of a
-        snapshot, and the reader is kept for the read.  Legacy (v1) files, which this
+        snapshot, and the reader is kept for the read.  A fragment one of whose data files
+        is open already is checked (every reader is checked when opened: all of a
+        fragment's files hold ``physical_rows`` rows).  Legacy (v1) files, which this
         package does not read, are not opened.
         """
-        if self._rows_checked:
+        if self._rows_checked or self._readers:
             return
         data_dir = join(self.snapshot.root, "data")
         for df in self.pb.files:
