@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -313,7 +313,7 @@ class LanceDataset:
         """The table config of this version."""
         return dict(self._snapshot.manifest.config)
 
-    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+    def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table config keys; returns the new config.
 
         Parameters
@@ -387,17 +387,17 @@ class LanceDataset:
             indices.sort()
         return self.take(indices, columns, **kwargs)
 
-    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+    def update_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
         self._advance(update_config(self._snapshot, table_metadata=values, replace=replace))
         return self.metadata
 
-    def update_schema_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+    def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) schema metadata keys; returns the new metadata."""
         self._advance(update_config(self._snapshot, schema_metadata=values, replace=replace))
         return self.schema_metadata
 
-    def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], replace: bool = False) -> None:
+    def update_field_metadata(self, field_updates: Mapping[str, Mapping[str, str | None]], replace: bool = False) -> None:
         """Set (a value) or remove (None) metadata keys of fields (by name or dotted path)."""
         self._advance(update_config(self._snapshot, field_metadata=field_updates, replace=replace))
 

@@ -33,7 +33,7 @@ BITMAP_THRESHOLD = 5000
 _SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
 
 
-def encode_deletion_rows(rows: np.ndarray) -> tuple[int, bytes]:
+def encode_deletion_rows(rows: np.ndarray) -> tuple[table_pb2.DeletionFile.DeletionFileType, bytes]:
     """``(file_type, bytes)`` of a deletion file holding the sorted unique ``rows``."""
     rows = np.asarray(rows, dtype=np.uint32)
     if rows.size <= BITMAP_THRESHOLD:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Stable row ids: decoding ``lance.table.RowIdSequence`` into numpy arrays.
+"""Stable row ids: ``lance.table.RowIdSequence`` decoded into numpy arrays, and encoded
+(:func:`encode_row_ids`, :func:`encode_versions`: the smallest segment form) by writers.
 
 With stable row ids (reader flag 2) every fragment carries a serialized ``RowIdSequence``
 (``DataFragment.inline_row_ids`` = 5, or ``external_row_ids`` = 6: an ``ExternalFile``
@@ -36,9 +37,11 @@ __all__ = [
     "decode_row_id_sequence",
     "decode_segment",
     "decode_version_sequence",
-    "segment_length",
+    "encode_row_ids",
+    "encode_versions",
     "read_fragment_row_ids",
     "read_fragment_versions",
+    "segment_length",
 ]
 
 _U64 = np.dtype("<u8")
@@ -47,6 +50,7 @@ _U64 = np.dtype("<u8")
 def decode_encoded_u64_array(arr: rowids_pb2.EncodedU64Array, where: str = "<memory>") -> np.ndarray:
     """Values of an ``EncodedU64Array`` as uint64."""
     kind = arr.WhichOneof("array")
+    dtype: np.dtype
     if kind == "u16_array":
         raw, dtype, base = arr.u16_array.offsets, np.dtype("<u2"), arr.u16_array.base
     elif kind == "u32_array":
