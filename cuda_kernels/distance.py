@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     TR: int
     TQ: int
     TD: int
+    TDP: int
     ACC: Any
     HAS_VALID: bool
     HAS_LOWER: bool
@@ -76,7 +77,7 @@ _LOW32 = 0xFFFFFFFF
 @gpu_kernel
 def _distance_tile_kernel(x, q, valid, out):
     # constants: METRIC, TR (rows per block), TQ (queries per block), TD (dims per step),
-    # ACC (accumulator type), HAS_VALID
+    # TDP (TD + 1), ACC (accumulator type), HAS_VALID
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     r0 = cuda.blockIdx.x * TR
@@ -86,8 +87,8 @@ def _distance_tile_kernel(x, q, valid, out):
     n = x.shape[0]
     nq = q.shape[0]
     dim = x.shape[1]
-    xs = cuda.shared.array((TR, TD + 1), ACC)
-    qs = cuda.shared.array((TQ, TD + 1), ACC)
+    xs = cuda.shared.array((TR, TDP), ACC)  # TDP = TD + 1: a padded row, no bank conflicts
+    qs = cuda.shared.array((TQ, TDP), ACC)
     t = ty * TR + tx
     acc = ACC(0)
     xx = ACC(0)
@@ -168,8 +169,8 @@ def distance_tile_gpu(x, q, metric, valid=None, out=None, *, dims_per_step=16):
     tr, tq = _tile_shape(nq)
     has_valid = valid is not None
     d_valid = _device.to_device(valid).view(np.uint8) if has_valid else _device.device_empty(1, np.uint8)
-    kernel = _distance_tile_kernel.get(METRIC=code, TR=tr, TQ=tq, TD=int(min(dims_per_step, max(dim, 1))),
-                                       ACC=acc, HAS_VALID=has_valid)
+    td = int(min(dims_per_step, max(dim, 1)))
+    kernel = _distance_tile_kernel.get(METRIC=code, TR=tr, TQ=tq, TD=td, TDP=td + 1, ACC=acc, HAS_VALID=has_valid)
     kernel[(-(-n // tr), -(-nq // tq)), (tr, tq)](d_x, d_q, d_valid, out)
     return out
 
