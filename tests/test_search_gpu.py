@@ -275,3 +275,32 @@ def test_topk_merge_kernel() -> None:
             order = idx[np.lexsort((seq[idx], d[idx] + 0.0))][:k]
             assert pay.tolist() == addr[order].tolist()
             np.testing.assert_array_equal(keys_to_distances(keys), dist[j, order] + np.float32(0))
+
+
+def test_device_results(f32: tuple[str, np.ndarray]) -> None:
+    """``to_device_batches(nearest=...)``: one device table of the search's rows (the way to
+    ``to_cudf`` / ``to_cupy``), the same rows as ``to_table``."""
+    from lance_gpu.gpu.columns import DeviceColumn
+
+    path, values = f32
+    ds = lance_gpu.dataset(path, device="gpu")
+    nearest = {"column": "vec", "q": np.stack([values[1], values[2]]), "k": 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (dt,) = list(ds.to_device_batches(columns=["id"], nearest=nearest, filter="id > 10", prefilter=True))
+        want = ds.to_table(columns=["id"], nearest=nearest, filter="id > 10", prefilter=True)
+    assert dt.names == want.column_names == ["query_index", "id", "_distance"]
+    assert isinstance(dt.column("_distance"), DeviceColumn)
+    assert pa.Table.from_arrays(dt.to_arrow().columns, schema=want.schema).equals(want)  # (DeviceTable keeps no nullability)
+
+
+def test_multivector_with_the_gpu_executor(tmp_path: object) -> None:
+    """A multivector column decodes through the GPU executor; its (host) search gives pylance's rows."""
+    path = str(tmp_path / "mv")  # type: ignore[operator]
+    rng = np.random.default_rng(5)
+    rows = [[list(map(float, r)) for r in rng.standard_normal((int(rng.integers(1, 4)), 4)).astype(np.float32)]
+            for _ in range(90)]
+    rows[3] = None
+    lance.write_dataset(pa.table({"id": np.arange(90), "mv": pa.array(rows, pa.list_(pa.list_(pa.float32(), 4)))}), path,
+                        max_rows_per_file=40)
+    _check(path, tol=1e-3, nearest={"column": "mv", "q": np.array(rows[10], np.float32), "k": 5, "metric": "cosine"})

@@ -164,3 +164,16 @@ def _stored_dtype(ds: LanceDataset, column: str) -> np.dtype:
     ftype = column_type(ds, column)
     assert isinstance(ftype, pa.FixedSizeListType)
     return np.dtype(ftype.value_type.to_pandas_dtype())
+
+
+def device_result(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> Any:
+    """The search's result as one :class:`~lance_gpu.gpu.columns.DeviceTable` (the
+    ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search runs on the device,
+    its ``queries x k`` rows (``_distance``, ``query_index`` and the projected columns of the
+    winning rows) are uploaded as device columns."""
+    from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+    from lance_gpu.scan.nearest import run_search
+
+    table = run_search(plan, ds, executor)
+    columns = [DeviceColumn.from_arrow(table.column(i)) for i in range(table.num_columns)]
+    return DeviceTable(table.column_names, columns, table.num_rows)
