@@ -21,6 +21,8 @@ exact search is compared with.  The one command for the GPU machine::
     PYTHONPATH=$PWD python3 benchmarks/bench_search.py --device gpu --rows 1000000 --dim 768 \
         --markdown benchmarks/results/search_gpu.md
 
+(``--metrics l2 --rounds 3`` builds one IVF_PQ index only, where device time is short.)
+
 Without a usable GPU it exits 2 with one line saying why.  ``--simulate`` (with
 ``NUMBA_ENABLE_CUDASIM=1``) runs the same code under the CUDA simulator at a tiny size (the
 test ``tests/test_bench_search_simulated.py``); its timings mean nothing.
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sub-vectors", type=int, default=None, help="IVF_PQ sub-vectors (default dim / 8)")
     ap.add_argument("--index-accelerator", default=None, help="pylance's create_index accelerator (e.g. cuda)")
     ap.add_argument("--target-recall", type=float, default=1.0)
+    ap.add_argument("--metrics", default="l2,cosine,dot", help="gpu: metrics searched (one IVF_PQ index built per metric)")
+    ap.add_argument("--batch", type=int, default=16, help="gpu: queries of the batched case (0: none)")
     ap.add_argument("--quick", action="store_true", help="fewer cases and IVF_PQ points")
     ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)  # CUDA simulator, tiny sizes
     args = ap.parse_args(argv)
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(tmp, "emb")
         values = _write(path, args.rows, args.dim)
         pds, ds = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
-        q1 = values[12345 % args.rows] + 0.01
+        q1 = values[45 % values.shape[0]] + 0.01  # (values: the first 64 vectors written)
         for name, extra in cases:
             kwargs = dict(extra)
             nq = kwargs.pop("queries", 1)
@@ -216,7 +220,10 @@ def main_gpu(args: argparse.Namespace) -> int:
     probes = [1, 4, 16, 64, 256, partitions] if not args.quick else [1, partitions]
     probes = sorted({min(p, partitions) for p in probes})
     refines = [None, 10, 50] if not args.quick else [None, 20]
-    cases = [("l2", "l2", 1), ("cosine", "cosine", 1), ("dot", "dot", 1), ("l2, 16 queries", "l2", 16)]
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    cases = [(m, m, 1) for m in metrics]
+    if args.batch:
+        cases.append((f"{metrics[0]}, {args.batch} queries", metrics[0], args.batch))
     if args.quick:
         cases = [("l2", "l2", 1), ("cosine, 4 queries", "cosine", 4)]
     results: list[dict[str, Any]] = []
