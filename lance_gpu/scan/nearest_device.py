@@ -6,8 +6,8 @@ The vector column is read by the GPU read path (:meth:`GpuExecutor.run_device
 deleted rows and -- with ``prefilter=True`` -- the filter's rejects dropped there) in
 *windows* of rows, each window sized so that its decoded vectors plus its ``(queries, rows)``
 distance tile and keys take at most a quarter of the device memory budget
-(:func:`lance_gpu.gpu.memory.memory_budget`): data larger than device memory streams through
-in passes, one window at a time.  Per window, :func:`cuda_kernels.distance.distance_tile_gpu`
+(:func:`lance_gpu.gpu.memory.memory_budget`), while the decode stages its pages within half of
+it: data larger than device memory streams through in passes, one window at a time.  Per window, :func:`cuda_kernels.distance.distance_tile_gpu`
 computes the distances and :func:`cuda_kernels.distance.topk_merge_gpu` merges them into the
 running top-k kept on the device; the vectors never come to the host.  At the end the
 ``queries x k`` keys and row addresses are copied back and handed to the CPU path's epilogue
@@ -112,7 +112,8 @@ def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: Near
                    window_pushed=False, late_materialization=None)
     resolved = resolve(scan, ds)
     stored = _stored_dtype(ds, nq.column)
-    window = window_rows(dim * stored.itemsize, q.shape[0], nq.k, memory.memory_budget())
+    budget = memory.memory_budget()
+    window = window_rows(dim * stored.itemsize, q.shape[0], nq.k, budget)
     units = plan_units(scan, ds, window)
     bases = _seq_bases(units)
     offsets = _Offsets(ds) if ROW_OFFSET in resolved.virtual else None
@@ -135,7 +136,8 @@ def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: Near
         addrs.clear()
         seqs.clear()
 
-    with _array.legacy_stream():
+    # the decode plans its staging within half the budget, the search's windows take a quarter
+    with _array.legacy_stream(), memory.memory_limit(max(1, budget // 2)):
         for base, dt in zip(bases, run_device(ds, units, resolved, offsets), strict=True):
             n = dt.num_rows
             if not n:
