@@ -248,13 +248,15 @@ def test_distance_tile_kernel(metric: str) -> None:
     np.testing.assert_allclose(got[:, keep], want[:, keep], rtol=1e-5, atol=1e-5)
 
 
-def test_topk_merge_kernel() -> None:
-    """Several windows merged: the k smallest (distance, seq) of all, NaN and out-of-range
-    dropped, ties by seq; sortable keys round-trip the float32 distances (-0.0 as 0.0)."""
+@pytest.mark.parametrize("k", [9, 60])
+def test_topk_merge_kernel(k: int) -> None:
+    """Several windows merged (k below and above a window's rows): the k smallest
+    (distance, seq) of all, NaN and out-of-range dropped, ties by seq; sortable keys round-trip
+    the float32 distances (-0.0 as 0.0)."""
     from cuda_kernels.distance import TopKState, keys_to_distances, topk_merge_gpu
 
-    rng = np.random.default_rng(7)
-    nq, k = 2, 9
+    rng = np.random.default_rng(7 + k)
+    nq = 2
     dist = np.round(rng.standard_normal((nq, 150)), 1).astype(np.float32)  # many ties
     dist[:, 5] = np.nan
     dist[0, 6] = -0.0
