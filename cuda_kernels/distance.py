@@ -15,6 +15,8 @@ smallest distances seen so far.  Everything here is format-agnostic:
   - ``hamming``: differing bits of the uint8 bytes.
 
   Rows whose ``valid`` byte is 0 (null vectors) get NaN.
+* :func:`segment_min_sum_gpu` -- multivector distances from a tile over every row's vectors:
+  per row, the sum over query vectors of the distance to the row's nearest vector.
 * :func:`topk_merge_gpu` -- the running top-k: every distance becomes a 64-bit *key*
   ``sortable(float32 bits) << 32 | seq`` where ``seq`` (below 2**32) is the row's rank in
   the order ties must break (the caller's row-address order), so keys are unique and the k
@@ -58,6 +60,7 @@ __all__ = [
     "TopKState",
     "distance_tile_gpu",
     "keys_to_distances",
+    "segment_min_sum_gpu",
     "sortable_bits",
     "topk_merge_gpu",
 ]
@@ -172,6 +175,50 @@ def distance_tile_gpu(x, q, metric, valid=None, out=None, *, dims_per_step=16):
     td = int(min(dims_per_step, max(dim, 1)))
     kernel = _distance_tile_kernel.get(METRIC=code, TR=tr, TQ=tq, TD=td, TDP=td + 1, ACC=acc, HAS_VALID=has_valid)
     kernel[(-(-n // tr), -(-nq // tq)), (tr, tq)](d_x, d_q, d_valid, out)
+    return out
+
+
+@gpu_kernel
+def _segment_min_sum_kernel(dist, offsets, valid, out):
+    # constants: HAS_VALID.  Row i owns vectors offsets[i]..offsets[i+1]: its distance is the
+    # sum over query vectors j of the smallest dist[j, v] of its vectors (NaN propagates)
+    i = cuda.grid(1)
+    if i < out.shape[1]:
+        start = offsets[i]
+        stop = offsets[i + 1]
+        if stop <= start or (HAS_VALID and valid[i] == 0):
+            out[0, i] = np.float32(math.nan)
+        else:
+            total = np.float64(0)
+            for j in range(dist.shape[0]):
+                low = np.float64(math.inf)
+                for v in range(start, stop):
+                    d = np.float64(dist[j, v])
+                    if d < low or d != d:
+                        low = d
+                    if low != low:
+                        break
+                total += low
+            out[0, i] = np.float32(total)
+
+
+def segment_min_sum_gpu(dist, offsets, out, valid=None, *, threads_per_block=None):
+    """Multivector distances: for row ``i`` (vectors ``offsets[i]`` to ``offsets[i + 1]`` of
+    ``dist``'s columns), ``sum_j min_v dist[j, v]`` into ``out[0, i]`` (float32; NaN for an
+    empty row, a null row -- ``valid`` 0 -- or a NaN distance).
+
+    :param dist: device float32 ``(query vectors, vectors)``.
+    :param offsets: device int64 ``[rows + 1]`` into ``dist``'s columns.
+    :param out: device float32 ``(1, rows)`` (may be a strided view).
+    """
+    d_off = _device.to_device(offsets)
+    n = int(d_off.shape[0]) - 1
+    if n <= 0:
+        return out
+    has_valid = valid is not None
+    d_valid = _device.to_device(valid).view(np.uint8) if has_valid else _device.device_empty(1, np.uint8)
+    blocks, tpb = _device.launch_dims(n, threads_per_block or _threads())
+    _segment_min_sum_kernel.get(HAS_VALID=has_valid)[blocks, tpb](_device.to_device(dist), d_off, d_valid, out)
     return out
 
 

@@ -296,16 +296,23 @@ def test_device_results(f32: tuple[str, np.ndarray]) -> None:
     assert pa.Table.from_arrays(dt.to_arrow().columns, schema=want.schema).equals(want)  # (DeviceTable keeps no nullability)
 
 
-def test_multivector_with_the_gpu_executor(tmp_path: object) -> None:
-    """A multivector column decodes through the GPU executor; its (host) search gives pylance's rows."""
+def test_multivector(tmp_path: object) -> None:
+    """Multivector columns searched on the device (each row's vectors scored, the nearest per
+    query vector summed): pylance's rows, with null and empty rows, filters and a range."""
     path = str(tmp_path / "mv")  # type: ignore[operator]
     rng = np.random.default_rng(5)
-    rows = [[list(map(float, r)) for r in rng.standard_normal((int(rng.integers(1, 4)), 4)).astype(np.float32)]
-            for _ in range(90)]
+    rows: list = [[list(map(float, r)) for r in rng.standard_normal((int(rng.integers(1, 4)), 4)).astype(np.float32)]
+                  for _ in range(90)]
     rows[3] = None
+    rows[4] = []
     lance.write_dataset(pa.table({"id": np.arange(90), "mv": pa.array(rows, pa.list_(pa.list_(pa.float32(), 4)))}), path,
                         max_rows_per_file=40)
-    _check(path, tol=1e-3, nearest={"column": "mv", "q": np.array(rows[10], np.float32), "k": 5, "metric": "cosine"})
+    q = np.array(rows[10], np.float32)
+    for metric in ("l2", "cosine", "dot"):
+        _check(path, tol=1e-3, nearest={"column": "mv", "q": q, "k": 5, "metric": metric})
+    _check(path, tol=1e-3, nearest={"column": "mv", "q": q[0], "k": 4}, filter="id > 30", prefilter=True)
+    _check(path, tol=1e-3, nearest={"column": "mv", "q": q, "k": 4, "metric": "cosine", "distance_range": (0.3, None)},
+           filter="id < 60")
 
 
 def test_nulls_inside_vectors(tmp_path: object) -> None:
@@ -316,3 +323,16 @@ def test_nulls_inside_vectors(tmp_path: object) -> None:
     lance.write_dataset(pa.table({"id": np.arange(5), "vec": pa.FixedSizeListArray.from_arrays(flat, 2)}), path)
     for metric in ("l2", "cosine", "dot"):
         _check(path, nearest={"column": "vec", "q": np.ones(2, np.float32), "k": 5, "metric": metric})
+
+
+def test_segment_min_sum_kernel() -> None:
+    from cuda_kernels._device import to_host
+    from cuda_kernels.distance import segment_min_sum_gpu
+
+    dist = np.array([[3, 1, 2, 5, np.nan, 4], [0, 7, 1, 2, 2, 9]], np.float32)
+    offsets = np.array([0, 3, 3, 4, 6], np.int64)  # rows: [0, 3), empty, [3, 4), [4, 6)
+    out = to_host(segment_min_sum_gpu(dist, offsets, np.zeros((1, 4), np.float32), np.array([1, 1, 0, 1], np.uint8)))
+    assert out[0, 0] == 1 + 0
+    assert np.isnan(out[0, 1:]).all()  # empty, null, a NaN distance
+    out = to_host(segment_min_sum_gpu(dist[:, :4], offsets[:4], np.zeros((1, 3), np.float32)))
+    np.testing.assert_array_equal(out[0], [1.0, np.nan, 7.0])

@@ -326,7 +326,7 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
         q = nq.q.astype(dtype)
 
     # 1. the k nearest rows of each query: (distances, row addresses) in (distance, address) order
-    if getattr(executor, "name", "") == "gpu" and not nq.multivector:
+    if getattr(executor, "name", "") == "gpu":
         from lance_gpu.scan.nearest_device import search_device
 
         found = search_device(plan, ds, executor, nq, q, nq.distance_range)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cuda_kernels.distance import TopKState, distance_tile_gpu, keys_to_distances, topk_merge_gpu
+from cuda_kernels.distance import TopKState, distance_tile_gpu, keys_to_distances, segment_min_sum_gpu, topk_merge_gpu
 from lance_gpu.errors import UnsupportedFeatureError
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 WINDOW_SHARE = 4
 #: fewest rows of a window (unless the scan has fewer)
 MIN_WINDOW_ROWS = 1024
+#: vectors per row assumed when sizing windows of a multivector column
+MULTIVECTOR_ROW_VECTORS = 8
 
 
 def window_rows(row_bytes: int, num_queries: int, k: int, budget: int) -> int:
@@ -93,6 +95,25 @@ def _device_vectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any]:
     return vectors, validity
 
 
+def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any, Any]:
+    """A multivector (list of fixed-size-list) column on the device: its ``(vectors, dim)``
+    values, int64 row offsets into them and the rows' validity (None: no nulls); a column the
+    CPU reader decoded is uploaded, nulls inside a vector as 0."""
+    from lance_gpu.gpu.columns import DeviceColumn
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not isinstance(col, DeviceColumn):
+        child = col.values
+        if child.values.null_count:
+            inner = child.values.slice(child.offset * dim, len(child) * dim).fill_null(0)
+            child = pa.FixedSizeListArray.from_arrays(inner, dim, mask=child.is_null() if child.null_count else None)
+        col = DeviceColumn.from_arrow(pa.ListArray.from_arrays(col.offsets, child, mask=col.is_null() if col.null_count else None))
+    vectors, _inner = _device_vectors(col.children[0], dim, dtype)
+    validity = col.validity if col.validity is not None and col.null_count else None
+    return vectors, col.offsets, validity
+
+
 def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: NearestQuery, q: np.ndarray,
                   distance_range: tuple[float | None, float | None] = (None, None)) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per query, ``(distances float64, row addresses uint64)`` of its ``k`` nearest rows in
@@ -113,15 +134,18 @@ def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: Near
     resolved = resolve(scan, ds)
     stored = _stored_dtype(ds, nq.column)
     budget = memory.memory_budget()
-    window = window_rows(dim * stored.itemsize, q.shape[0], nq.k, budget)
+    # a multivector query is one query (its vectors are scored apart, then summed per row)
+    queries = 1 if nq.multivector else q.shape[0]
+    per_row = MULTIVECTOR_ROW_VECTORS * (dim * stored.itemsize + 4 * q.shape[0]) if nq.multivector else dim * stored.itemsize
+    window = window_rows(per_row, queries, nq.k, budget)
     units = plan_units(scan, ds, window)
     bases = _seq_bases(units)
     offsets = _Offsets(ds) if ROW_OFFSET in resolved.virtual else None
     d_q = _array.upload(np.ascontiguousarray(q))
-    state = TopKState(q.shape[0], nq.k)
+    state = TopKState(queries, nq.k)
     lower, upper = distance_range
     # units' distance tiles gather in one (queries, window) buffer, merged when it is full
-    tile = _array.empty(q.shape[0] * window, np.float32).reshape(q.shape[0], window)
+    tile = _array.empty(queries * window, np.float32).reshape(queries, window)
     filled = 0
     addrs: list[np.ndarray] = []
     seqs: list[np.ndarray] = []
@@ -144,8 +168,14 @@ def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: Near
                 continue
             if filled + n > window:
                 merge()
-            vectors, validity = _device_vectors(dt.column(nq.column), dim, stored)
-            distance_tile_gpu(vectors, d_q, nq.metric, validity, out=tile[:, filled:filled + n])
+            if nq.multivector:
+                vectors, row_offsets, validity = _device_multivectors(dt.column(nq.column), dim, stored)
+                per_vector = distance_tile_gpu(vectors, d_q, nq.metric)
+                segment_min_sum_gpu(per_vector, row_offsets, tile[:, filled:filled + n], validity)
+                del per_vector, row_offsets
+            else:
+                vectors, validity = _device_vectors(dt.column(nq.column), dim, stored)
+                distance_tile_gpu(vectors, d_q, nq.metric, validity, out=tile[:, filled:filled + n])
             del vectors, validity
             addrs.append(dt.column(ROW_ADDR).to_numpy(zero_copy_only=False))  # a virtual column: host Arrow
             seqs.append(np.arange(base, base + n, dtype=np.int64))
@@ -164,6 +194,8 @@ def _stored_dtype(ds: LanceDataset, column: str) -> np.dtype:
     from lance_gpu.scan.nearest import column_type
 
     ftype = column_type(ds, column)
+    if isinstance(ftype, pa.ListType):  # multivectors
+        ftype = ftype.value_type
     assert isinstance(ftype, pa.FixedSizeListType)
     return np.dtype(ftype.value_type.to_pandas_dtype())
 

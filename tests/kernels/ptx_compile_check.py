@@ -159,6 +159,8 @@ def _search_cases():
                           (z((2, 9), f32), z((2, 9), u32), i64(9), z(9, u32), f32(0), f32(1), z((2, 12), u64), i64(3))))
     cases += [
         (distance._copy_running_kernel, {}, (z((2, 3), u64), z((2, 12), u64))),
+        (distance._segment_min_sum_kernel, {"HAS_VALID": True}, (z((2, 9), f32), z(4, i64), z(3, u8), z((1, 8), f32)[:, 2:5])),
+        (distance._segment_min_sum_kernel, {"HAS_VALID": False}, (z((2, 9), f32), z(4, i64), z(3, u8), z((1, 3), f32))),
         (distance._count_kernel, {}, (z((2, 12), u64), z(2, i64))),
         (distance._hist_kernel, {}, (z((2, 12), u64), z(2, u64), i64(56), z((2, 256), i32))),
         (distance._pick_kernel, {}, (z((2, 256), i32), i64(56), z(2, i64), z(2, u64), z(2, i64), i64(3))),
