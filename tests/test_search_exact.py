@@ -205,6 +205,7 @@ BAD = [
     ({"column": "vec", "q": "abc", "k": 3}, "string query"),
     ({"column": "vec", "q": np.zeros((2, 2, DIM), np.float32), "k": 3}, "3-d query"),
     ({"column": "vec", "q": [], "k": 3}, "empty query"),
+    ({"column": "vec", "q": [[0.0] * DIM, [0.0] * (DIM - 1)], "k": 3}, "ragged queries"),
     ({"column": None, "q": np.zeros(DIM, np.float32), "k": 3}, "column None"),
     ({"column": "vec", "q": np.zeros(DIM, np.float32), "k": 3, "metric": 5}, "metric int"),
 ]

@@ -173,6 +173,11 @@ def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
 def _query_array(value: Any) -> np.ndarray:
     if isinstance(value, (pa.Array, pa.ChunkedArray)):
         value = value.to_numpy(zero_copy_only=False)
+    if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+        sizes = [np.size(v) for v in value]
+        if len(set(sizes)) > 1:
+            other = next(n for n in sizes if n != sizes[0])
+            raise InvalidArgumentError(f"All query vectors must have the same length, but got {sizes[0]} and {other}")
     try:
         if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
             q = np.stack([np.asarray(v) for v in value])
