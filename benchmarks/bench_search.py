@@ -70,6 +70,18 @@ def _write(path: str, rows: int, dim: int, seed: int = 0, fragments: int = 4) ->
     return head[0]
 
 
+def _write_multivector(path: str, rows: int, dim: int, per_row: int = 4, seed: int = 1) -> None:
+    """pylance writes ``rows`` rows of ``per_row`` random float32 vectors (a multivector column)."""
+    import lance
+
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((rows * per_row, dim), dtype=np.float32)
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), dim)
+    offsets = pa.array(np.arange(0, rows * per_row + 1, per_row, dtype=np.int32))
+    table = pa.table({"id": pa.array(np.arange(rows, dtype=np.int64)), "mv": pa.ListArray.from_arrays(offsets, vectors)})
+    lance.write_dataset(table, path, max_rows_per_file=max(1, -(-rows // 4)))
+
+
 def _time(fn: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
@@ -111,26 +123,38 @@ def main(argv: list[str] | None = None) -> int:
         ("l2, prefilter cat = 3", {"filter": "cat = 3", "prefilter": True}),
         ("l2, postfilter cat = 3", {"filter": "cat = 3", "prefilter": False}),
         ("l2, 8 queries", {"queries": 8}),
+        ("l2, distance_range (1.5 dim, 2.5 dim)", {"range": (1.5 * args.dim, 2.5 * args.dim)}),
+        ("cosine, multivector (rows / 8 rows of 4 vectors, 2-vector query)", {"multivector": True}),
     ]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "emb")
         values = _write(path, args.rows, args.dim)
-        pds, ds = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+        emb = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
         q1 = values[45 % values.shape[0]] + 0.01  # (values: the first 64 vectors written)
+        mv_path = os.path.join(tmp, "multi")
         for name, extra in cases:
             kwargs = dict(extra)
             nq = kwargs.pop("queries", 1)
             metric = name.split(",")[0]
             q = q1 if nq == 1 else values[:nq] + 0.01
             nearest = {"column": "vec", "q": q, "k": args.k, "metric": metric}
+            pds, ds = emb
+            rng_bounds = kwargs.pop("range", None)
+            if rng_bounds is not None:
+                nearest["distance_range"] = rng_bounds
+            if kwargs.pop("multivector", False):
+                if not os.path.exists(mv_path):
+                    _write_multivector(mv_path, max(1, args.rows // 8), args.dim)
+                pds, ds = lance.dataset(mv_path), lance_gpu.dataset(mv_path, device="cpu")
+                nearest = {"column": "mv", "q": values[:2] + 0.01, "k": args.k, "metric": metric}
             theirs_t: list[float] = []
             ours_t: list[float] = []
             theirs = ds_out = None
             for _ in range(args.rounds + 1):
-                t, theirs = _time(lambda n=nearest, kw=kwargs: pds.to_table(nearest=n, **kw))
+                t, theirs = _time(lambda d=pds, n=nearest, kw=kwargs: d.to_table(nearest=n, **kw))
                 theirs_t.append(t)
-                t, ds_out = _time(lambda n=nearest, kw=kwargs: ds.to_table(nearest=n, **kw))
+                t, ds_out = _time(lambda d=ds, n=nearest, kw=kwargs: d.to_table(nearest=n, **kw))
                 ours_t.append(t)
             assert theirs is not None and ds_out is not None
             same = theirs.column("id").equals(ds_out.column("id"))

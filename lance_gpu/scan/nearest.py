@@ -456,14 +456,14 @@ def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metri
     x, _valid = _vectors(flat, dim, dtype)
     if not keep.any():
         return np.empty(0, np.float64), keep
-    # float64 products: the expanded l2 form stays within float32 rounding of the distance
-    x64, q64 = x.astype(np.float64), q.astype(np.float64)
-    per_vector = _scores(x64, q64, metric)  # (query vectors, row vectors)
+    if metric == "l2":  # float64 products: the expanded l2 form stays within float32 rounding
+        x, q = x.astype(np.float64), q.astype(np.float64)
+    per_vector = _scores(x, q, metric)  # (query vectors, row vectors)
     if metric == "l2":
         np.maximum(per_vector, 0, out=per_vector)
     starts = (offsets[:-1] - offsets[0])[keep]
     per_row = np.minimum.reduceat(per_vector, starts, axis=1)  # nearest vector of each row
-    dist = per_row.sum(axis=0)
+    dist = per_row.sum(axis=0, dtype=np.float64)
     return dist, keep
 
 
