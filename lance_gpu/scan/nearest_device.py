@@ -13,6 +13,10 @@ running top-k kept on the device; the vectors never come to the host.  At the en
 ``queries x k`` keys and row addresses are copied back and handed to the CPU path's epilogue
 (post-filter, ``limit`` / ``offset``, the projected columns of the winning rows).
 
+A multivector column (a list of vectors per row) is scored vector by vector in the same tile
+kernel, then :func:`cuda_kernels.distance.segment_min_sum_gpu` gives each row the sum, over the
+query's vectors, of the distance to its nearest vector (one query, as pylance's flat search).
+
 Ties break in row-address order as on the CPU: each window's rows get ``seq`` numbers that
 follow row-address order across the whole scan (windows ranked by their first address), so
 the device's unique ``(distance, seq)`` keys order rows as ``(distance, address)``.  A scan
