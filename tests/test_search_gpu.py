@@ -336,3 +336,17 @@ def test_segment_min_sum_kernel() -> None:
     assert np.isnan(out[0, 1:]).all()  # empty, null, a NaN distance
     out = to_host(segment_min_sum_gpu(dist[:, :4], offsets[:4], np.zeros((1, 3), np.float32)))
     np.testing.assert_array_equal(out[0], [1.0, np.nan, 7.0])
+
+
+def test_stable_row_ids_after_update(tmp_path: object) -> None:
+    """Stable row ids with a row moved by an update: ``_rowid`` / ``_rowaddr`` and a pre-filter on
+    ``_rowid`` as pylance's (ties order by address on the device too)."""
+    path = str(tmp_path / "s")  # type: ignore[operator]
+    values = np.random.default_rng(9).standard_normal((100, 8)).astype(np.float32)
+    ds = lance.write_dataset(pa.table({"id": np.arange(100), "vec": _vectors(values, pa.float32())}), path,
+                             max_rows_per_file=30, enable_stable_row_ids=True)
+    ds.delete("id < 5")
+    ds.update({"id": "id + 1000"}, where="id = 50")
+    nearest = {"column": "vec", "q": values[50], "k": 6}
+    _check(path, nearest=nearest, with_row_id=True, with_row_address=True)
+    _check(path, nearest=nearest, with_row_id=True, filter="_rowid > 10", prefilter=True)
