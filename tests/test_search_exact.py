@@ -495,3 +495,21 @@ def test_multivector_ranges_and_errors(multivectors: tuple[str, list]) -> None:
         with pytest.raises(lance_gpu.errors.LanceGpuError) as our_err:
             lance_gpu.dataset(path).to_table(nearest=nearest)
         assert isinstance(our_err.value, type(their_err.value)), (nearest, type(their_err.value), our_err.value)
+
+
+def test_multivector_hamming(tmp_path: object) -> None:
+    """uint8 multivectors take hamming (the nearest vector's differing bits, summed), as pylance."""
+    path = str(tmp_path / "mvu8")  # type: ignore[operator]
+    rng = np.random.default_rng(0)
+    rows: list = [[list(map(int, r)) for r in rng.integers(0, 256, (int(rng.integers(1, 4)), 4))] for _ in range(120)]
+    rows[9] = None
+    lance.write_dataset(pa.table({"id": np.arange(120), "mv": pa.array(rows, pa.list_(pa.list_(pa.uint8(), 4)))}), path,
+                        max_rows_per_file=50)
+    for q in (np.array(rows[2], np.uint8), np.array(rows[2][0], np.uint8)):
+        _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": "hamming"}, columns=["id"]))
+    nearest = {"column": "mv", "q": np.array(rows[2], np.uint8), "k": 6, "metric": "l2"}
+    with pytest.raises(ValueError) as theirs:
+        lance.dataset(path).to_table(nearest=nearest)
+    with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+        lance_gpu.dataset(path).to_table(nearest=nearest)
+    assert isinstance(ours.value, type(theirs.value))

@@ -350,3 +350,13 @@ def test_stable_row_ids_after_update(tmp_path: object) -> None:
     nearest = {"column": "vec", "q": values[50], "k": 6}
     _check(path, nearest=nearest, with_row_id=True, with_row_address=True)
     _check(path, nearest=nearest, with_row_id=True, filter="_rowid > 10", prefilter=True)
+
+
+def test_multivector_hamming(tmp_path: object) -> None:
+    path = str(tmp_path / "mvu8")  # type: ignore[operator]
+    rng = np.random.default_rng(0)
+    rows: list = [[list(map(int, r)) for r in rng.integers(0, 256, (int(rng.integers(1, 4)), 4))] for _ in range(60)]
+    rows[9] = None
+    lance.write_dataset(pa.table({"id": np.arange(60), "mv": pa.array(rows, pa.list_(pa.list_(pa.uint8(), 4)))}), path,
+                        max_rows_per_file=25)
+    _check(path, nearest={"column": "mv", "q": np.array(rows[2], np.uint8), "k": 6, "metric": "hamming"}, columns=["id"])

@@ -128,8 +128,6 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
         raise ArgumentTypeError(f"argument 'prefilter': {type(prefilter).__name__!r} object is not an instance of 'bool'")
     if include_deleted_rows:
         raise InvalidArgumentError("Cannot include deleted rows in a nearest neighbor search")
-    if multivector and elem == pa.uint8():
-        raise InvalidArgumentError(f"multivector search over uint8 vectors (column {column}) is not supported")
     # a multivector query is one query of several vectors (one result set, no query_index)
     single = q.ndim == 1 or multivector
     q2 = q.reshape(-1, dim)
