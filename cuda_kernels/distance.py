@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     TDP: int
     ACC: Any
     HAS_VALID: bool
+    NULL_ZERO: bool
     HAS_LOWER: bool
     HAS_UPPER: bool
 
@@ -80,7 +81,8 @@ _LOW32 = 0xFFFFFFFF
 @gpu_kernel
 def _distance_tile_kernel(x, q, valid, out):
     # constants: METRIC, TR (rows per block), TQ (queries per block), TD (dims per step),
-    # TDP (TD + 1), ACC (accumulator type), HAS_VALID
+    # TDP (TD + 1), ACC (accumulator type), HAS_VALID, NULL_ZERO (null rows are zero vectors,
+    # not NaN distances)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     r0 = cuda.blockIdx.x * TR
@@ -100,7 +102,7 @@ def _distance_tile_kernel(x, q, valid, out):
         for e in range(t, TR * TD, TR * TQ):
             rr = e // TD
             dd = e - rr * TD
-            if r0 + rr < n and d0 + dd < dim:
+            if r0 + rr < n and d0 + dd < dim and not (NULL_ZERO and valid[r0 + rr] == 0):
                 xs[rr, dd] = ACC(x[r0 + rr, d0 + dd])
             else:
                 xs[rr, dd] = ACC(0)
@@ -127,7 +129,7 @@ def _distance_tile_kernel(x, q, valid, out):
                     qq += b * b
         cuda.syncthreads()
     if i < n and j < nq:
-        if HAS_VALID and valid[i] == 0:
+        if HAS_VALID and not NULL_ZERO and valid[i] == 0:
             out[j, i] = np.float32(math.nan)
         elif METRIC == 1:
             out[j, i] = np.float32(ACC(1) - acc / math.sqrt(qq) / math.sqrt(xx))
@@ -150,7 +152,7 @@ def _tile_shape(num_queries):
     return max(1, _threads() // tq), tq
 
 
-def distance_tile_gpu(x, q, metric, valid=None, out=None, *, dims_per_step=16):
+def distance_tile_gpu(x, q, metric, valid=None, out=None, *, dims_per_step=16, null_as_zero=False):
     """``(queries, rows)`` float32 distances of the device vectors ``x`` to the queries ``q``.
 
     :param x: device ``(rows, dim)`` float16 / float32 / float64 (uint8 for ``hamming``).
@@ -158,6 +160,8 @@ def distance_tile_gpu(x, q, metric, valid=None, out=None, *, dims_per_step=16):
     :param metric: ``"l2"``, ``"cosine"``, ``"dot"`` or ``"hamming"``.
     :param valid: optional device uint8 / bool ``[rows]``: 0 marks a null vector (NaN out).
     :param out: optional device float32 ``(queries, rows)`` to write into.
+    :param null_as_zero: a row whose ``valid`` byte is 0 is a zero vector (the vectors inside a
+        multivector row, as pylance) rather than a NaN distance.
     """
     code = METRICS[metric]
     d_x = _device.to_device(x)
@@ -173,7 +177,8 @@ def distance_tile_gpu(x, q, metric, valid=None, out=None, *, dims_per_step=16):
     has_valid = valid is not None
     d_valid = _device.to_device(valid).view(np.uint8) if has_valid else _device.device_empty(1, np.uint8)
     td = int(min(dims_per_step, max(dim, 1)))
-    kernel = _distance_tile_kernel.get(METRIC=code, TR=tr, TQ=tq, TD=td, TDP=td + 1, ACC=acc, HAS_VALID=has_valid)
+    kernel = _distance_tile_kernel.get(METRIC=code, TR=tr, TQ=tq, TD=td, TDP=td + 1, ACC=acc, HAS_VALID=has_valid,
+                                       NULL_ZERO=bool(null_as_zero and has_valid))
     kernel[(-(-n // tr), -(-nq // tq)), (tr, tq)](d_x, d_q, d_valid, out)
     return out
 

@@ -513,3 +513,15 @@ def test_multivector_hamming(tmp_path: object) -> None:
     with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
         lance_gpu.dataset(path).to_table(nearest=nearest)
     assert isinstance(ours.value, type(theirs.value))
+
+
+def test_multivector_null_vectors_inside_rows(tmp_path: object) -> None:
+    """A null vector inside a multivector row counts as a zero vector (no cosine distance: the
+    row is skipped), as pylance."""
+    path = str(tmp_path / "mvn")  # type: ignore[operator]
+    rows = [[[1.0, 0, 0, 0], None, [0, 1.0, 0, 0]], [[0, 0, 1.0, 0]], [None], [[0.5, 0.5, 0, 0]],
+            [[0, 0, 0, 1.0], [1.0, 1.0, 0, 0]], None]
+    lance.write_dataset(pa.table({"id": np.arange(6), "mv": pa.array(rows, pa.list_(pa.list_(pa.float32(), 4)))}), path)
+    q = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
+    for metric in ("l2", "cosine", "dot"):
+        _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": metric}))

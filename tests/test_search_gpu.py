@@ -360,3 +360,13 @@ def test_multivector_hamming(tmp_path: object) -> None:
     lance.write_dataset(pa.table({"id": np.arange(60), "mv": pa.array(rows, pa.list_(pa.list_(pa.uint8(), 4)))}), path,
                         max_rows_per_file=25)
     _check(path, nearest={"column": "mv", "q": np.array(rows[2], np.uint8), "k": 6, "metric": "hamming"}, columns=["id"])
+
+
+def test_multivector_null_vectors_inside_rows(tmp_path: object) -> None:
+    path = str(tmp_path / "mvn")  # type: ignore[operator]
+    rows = [[[1.0, 0, 0, 0], None, [0, 1.0, 0, 0]], [[0, 0, 1.0, 0]], [None], [[0.5, 0.5, 0, 0]],
+            [[0, 0, 0, 1.0], [1.0, 1.0, 0, 0]], None]
+    lance.write_dataset(pa.table({"id": np.arange(6), "mv": pa.array(rows, pa.list_(pa.list_(pa.float32(), 4)))}), path)
+    q = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
+    for metric in ("l2", "cosine", "dot"):
+        _check(path, nearest={"column": "mv", "q": q, "k": 6, "metric": metric})

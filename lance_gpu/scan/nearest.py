@@ -441,7 +441,7 @@ def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metri
     """Multivector distances of a window of rows (each a list of vectors) to one query of
     ``q.shape[0]`` vectors, as pylance's flat multivector search: for every query vector the
     distance to the row's nearest vector, summed over the query vectors (l2 squared, cosine
-    ``1 - cos``, dot ``1 - x.q``).  Returns the distances of the rows kept (not null, not
+    ``1 - cos``, dot ``1 - x.q``; a null vector inside a row is a zero vector, as pylance).  Returns the distances of the rows kept (not null, not
     empty) and their mask."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -451,7 +451,11 @@ def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metri
     if arr.null_count:
         keep &= arr.is_valid().to_numpy(zero_copy_only=False)
     flat = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    x, _valid = _vectors(flat, dim, dtype)
+    # every vector of the rows, a null vector (or null value) as zeros, as pylance
+    values = flat.values.slice(flat.offset * dim, len(flat) * dim)
+    if values.null_count:
+        values = values.fill_null(0)
+    x = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False).reshape(len(flat), dim)
     if not keep.any():
         return np.empty(0, np.float64), keep
     if metric == "l2":  # float64 products: the expanded l2 form stays within float32 rounding

@@ -99,10 +99,11 @@ def _device_vectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any]:
     return vectors, validity
 
 
-def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any, Any]:
+def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any, Any, Any]:
     """A multivector (list of fixed-size-list) column on the device: its ``(vectors, dim)``
-    values, int64 row offsets into them and the rows' validity (None: no nulls); a column the
-    CPU reader decoded is uploaded, nulls inside a vector as 0."""
+    values, their validity (a null vector inside a row counts as a zero vector, as pylance),
+    int64 row offsets into them and the rows' validity (None: no nulls); a column the CPU
+    reader decoded is uploaded, nulls inside a vector as 0."""
     from lance_gpu.gpu.columns import DeviceColumn
 
     if isinstance(col, pa.ChunkedArray):
@@ -113,9 +114,9 @@ def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any,
             inner = child.values.slice(child.offset * dim, len(child) * dim).fill_null(0)
             child = pa.FixedSizeListArray.from_arrays(inner, dim, mask=child.is_null() if child.null_count else None)
         col = DeviceColumn.from_arrow(pa.ListArray.from_arrays(col.offsets, child, mask=col.is_null() if col.null_count else None))
-    vectors, _inner = _device_vectors(col.children[0], dim, dtype)
+    vectors, inner = _device_vectors(col.children[0], dim, dtype)
     validity = col.validity if col.validity is not None and col.null_count else None
-    return vectors, col.offsets, validity
+    return vectors, inner, col.offsets, validity
 
 
 def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: NearestQuery, q: np.ndarray,
@@ -173,8 +174,8 @@ def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: Near
             if filled + n > window:
                 merge()
             if nq.multivector:
-                vectors, row_offsets, validity = _device_multivectors(dt.column(nq.column), dim, stored)
-                per_vector = distance_tile_gpu(vectors, d_q, nq.metric)
+                vectors, inner, row_offsets, validity = _device_multivectors(dt.column(nq.column), dim, stored)
+                per_vector = distance_tile_gpu(vectors, d_q, nq.metric, inner, null_as_zero=True)
                 segment_min_sum_gpu(per_vector, row_offsets, tile[:, filled:filled + n], validity)
                 del per_vector, row_offsets
             else:

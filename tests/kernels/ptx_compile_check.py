@@ -149,9 +149,10 @@ def _search_cases():
     tile = {"TR": 32, "TQ": 8, "TD": 16, "TDP": 17}
     for metric, x_t, q_t, acc in ((0, f32, f32, f32), (1, f16, f32, f32), (2, f64, f64, f64), (3, u8, u8, f32), (1, f32, f32, f32)):
         for has_valid in (False, True):
-            consts = dict(tile, METRIC=metric, ACC=acc, HAS_VALID=has_valid)
-            cases.append((distance._distance_tile_kernel, consts, (z((9, 4), x_t), z((2, 4), q_t), z(9, u8), z((2, 9), f32))))
-        consts = dict(tile, METRIC=metric, ACC=acc, HAS_VALID=False)
+            for null_zero in (False, True) if has_valid else (False,):
+                consts = dict(tile, METRIC=metric, ACC=acc, HAS_VALID=has_valid, NULL_ZERO=null_zero)
+                cases.append((distance._distance_tile_kernel, consts, (z((9, 4), x_t), z((2, 4), q_t), z(9, u8), z((2, 9), f32))))
+        consts = dict(tile, METRIC=metric, ACC=acc, HAS_VALID=False, NULL_ZERO=False)
         cases.append((distance._distance_tile_kernel, consts, (z((9, 4), x_t), z((2, 4), q_t), z(9, u8), z((2, 20), f32)[:, 3:12])))
     for lower in (False, True):
         for upper in (False, True):
