@@ -441,8 +441,8 @@ def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metri
     """Multivector distances of a window of rows (each a list of vectors) to one query of
     ``q.shape[0]`` vectors, as pylance's flat multivector search: for every query vector the
     distance to the row's nearest vector, summed over the query vectors (l2 squared, cosine
-    ``1 - cos``, dot ``1 - x.q``; a null vector inside a row is a zero vector, as pylance).  Returns the distances of the rows kept (not null, not
-    empty) and their mask."""
+    ``1 - cos``, dot ``1 - x.q``, hamming; a null vector inside a row is a zero vector, as
+    pylance).  Returns the distances of the rows kept (not null, not empty) and their mask."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     offsets = arr.offsets.to_numpy().astype(np.int64)
