@@ -370,3 +370,15 @@ def test_multivector_null_vectors_inside_rows(tmp_path: object) -> None:
     q = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
     for metric in ("l2", "cosine", "dot"):
         _check(path, nearest={"column": "mv", "q": q, "k": 6, "metric": metric})
+
+
+def test_empty_and_fully_deleted(tmp_path: object) -> None:
+    path = str(tmp_path / "e")  # type: ignore[operator]
+    values = np.ones((20, 4), np.float32)
+    ds = lance.write_dataset(pa.table({"id": np.arange(20), "vec": _vectors(values, pa.float32())}), path)
+    ds.delete("id >= 0")
+    _check(path, nearest={"column": "vec", "q": values[0], "k": 3})
+    empty = str(tmp_path / "none")  # type: ignore[operator]
+    lance.write_dataset(pa.table({"id": pa.array([], pa.int64()), "vec": _vectors(np.zeros((0, 4), np.float32), pa.float32())}),
+                        empty)
+    _check(empty, nearest={"column": "vec", "q": values[0], "k": 3})
