@@ -237,3 +237,21 @@ class GpuFallbackWarning(UserWarning):
 class CpuDecodeWarning(GpuFallbackWarning):
     """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
     or its type) and uploaded; the message names the reason.  Warned once per reason."""
+
+
+class ColumnNotFoundError(LanceGpuError, KeyError):
+    """An index asked for on a column the schema does not have (pylance raises ``KeyError``
+    ``"<name> not found in schema"``)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IndexExistsError(LanceGpuError, RuntimeError):
+    """An index of that name exists and ``replace`` is false, or it indexes other fields
+    (pylance raises ``RuntimeError`` ``LanceError(Index): Index name ... already exists``)."""
+
+
+class IndexNotFoundError(LanceGpuError, RuntimeError):
+    """No index of that name in this version (pylance's ``RuntimeError`` ``Lance index not
+    found: name=...``)."""

@@ -51,6 +51,7 @@ from lance_gpu.txn.fragment import DataFile, FragmentMetadata, as_pb
 
 __all__ = [
     "Append",
+    "CreateIndex",
     "DataReplacement",
     "DataReplacementGroup",
     "Delete",
@@ -1148,6 +1149,67 @@ class UpdateConfig(Operation):
         return False
 
 
+# --------------------------------------------------------------------------------------------
+# CreateIndex
+
+
+class CreateIndex(Operation):
+    """Add ``new_indices`` and remove ``removed_indices`` (``lance.table.IndexMetadata``
+    protobufs) from the manifest's index section, as pylance's ``LanceOperation.CreateIndex``.
+
+    Applied as pylance applies it: the base's entries lose those whose uuid is removed and
+    those of the same name and fields as a new one (a replaced index); the new entries are
+    appended.  Builders: :mod:`lance_gpu.write.indices` (scalar), vector indices likewise.
+
+    Conflicts: committed on top of a concurrent append, delete, config change or index change
+    of other names (the new entries cover the fragments they were built from; later ones are
+    scanned); a concurrent rewrite, update, merge, data replacement or schema change, or an
+    index change of the same name, makes it retryable; overwrite and restore are incompatible.
+    """
+
+    name = "create_index"
+
+    def __init__(self, new_indices: Iterable[table_pb2.IndexMetadata] = (),
+                 removed_indices: Iterable[table_pb2.IndexMetadata] = ()) -> None:
+        self.new_indices: list[table_pb2.IndexMetadata] = list(new_indices)
+        self.removed_indices: list[table_pb2.IndexMetadata] = list(removed_indices)
+
+    def fill(self, txn: transaction_pb2.Transaction) -> None:
+        txn.create_index.SetInParent()
+        txn.create_index.new_indices.extend(self.new_indices)
+        txn.create_index.removed_indices.extend(self.removed_indices)
+
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+        if base is None:
+            raise ValueError("CreateIndex needs an existing dataset")
+        m = _copy_manifest(base)
+        removed = {bytes(i.uuid.uuid) for i in self.removed_indices}
+        replaced = {(i.name, tuple(i.fields)) for i in self.new_indices}
+        out = table_pb2.IndexSection()
+        if base.index_section is not None:
+            for idx in base.index_section.indices:
+                if bytes(idx.uuid.uuid) in removed or (idx.name, tuple(idx.fields)) in replaced:
+                    continue
+                out.indices.append(idx)
+        out.indices.extend(self.new_indices)
+        return m, out
+
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+        version = int(winner.manifest.version)
+        kind = self._classify(
+            theirs, version,
+            ok=("append", "delete", "create_index", "reserve_fragments", "update_config", "update_bases", "clone",
+                "update_mem_wal_state"),
+            retry=("rewrite", "update", "merge", "data_replacement", "project"),
+        )
+        if kind == "create_index" and theirs is not None:
+            mine = {i.name for i in self.new_indices} | {i.name for i in self.removed_indices}
+            ci = theirs.create_index
+            if mine & ({i.name for i in ci.new_indices} | {i.name for i in ci.removed_indices}):
+                raise self._retryable(kind, version)
+        return False
+
+
 class LanceOperation:
     """pylance's namespace of operations: ``LanceOperation.Append(fragments)`` etc."""
 
@@ -1167,4 +1229,5 @@ class LanceOperation:
     ReserveFragments = ReserveFragments
     UpdateConfig = UpdateConfig
     UpdateMap = UpdateMap
+    CreateIndex = CreateIndex
 

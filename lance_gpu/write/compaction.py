@@ -385,3 +385,9 @@ class DatasetOptimizer:
     def compact_files(self, **options: object) -> CompactionMetrics:
         """See :func:`compact_files`."""
         return compact_files(self._ds, **options)  # type: ignore[arg-type]
+
+    def optimize_indices(self, **kwargs: object) -> None:
+        """See :func:`lance_gpu.write.indices.optimize_indices`."""
+        from lance_gpu.write.indices import optimize_indices
+
+        optimize_indices(self._ds, **kwargs)

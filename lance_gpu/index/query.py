@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which rows of a scan a filter's indexed terms select (pylance's scalar index query).
+
+The filter's resolved tree (:func:`lance_gpu.filter.predicate_tree`) is walked for terms
+an index of the version answers on a top-level column: ``col = v``, ``<``, ``<=``, ``>``,
+``>=`` (either side), ``BETWEEN``, ``IN (...)``, ``IS NULL`` (BTree, Bitmap) and
+``array_has_any`` / ``array_has_all`` / ``array_has`` / ``array_contains`` (LabelList),
+joined by ``AND`` / ``OR``.  Each sub-tree gives a :class:`_Answer`: the fragments it
+*covers* and, for those, the rows that may match; a fragment it does not cover may hold a
+match anywhere.  ``AND`` covers what either side covers (intersecting where both do),
+``OR`` what both cover (uniting); any other construct covers nothing.
+
+A fragment an index entry's ``fragment_bitmap`` lists is covered by it; fragments appended
+or rewritten later are not, and are scanned whole, as pylance does.  The scan still applies
+the whole filter to the rows selected, so an index only narrows what is decoded.  Indices
+are not used on a dataset with stable row ids (their row ids are not row addresses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_gpu._proto import table_pb2
+from lance_gpu.index.metadata import fragment_bitmap, index_type_name
+from lance_gpu.index.rowset import FULL, intersection, union
+from lance_gpu.index.scalar import Term, Unusable, open_scalar_index
+from lance_gpu.io.store import ObjectStore
+from lance_gpu.table import features
+from lance_gpu.table.schema import LanceSchema
+
+__all__ = ["IndexSelection", "index_selections", "terms_of"]
+
+_FLIP = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq"}
+_SYMBOL = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
+
+@dataclass
+class IndexSelection:
+    """Rows to read per covered fragment (sorted live physical offsets, or None for every
+    live row), and how each index was used (``explain_plan`` lines)."""
+
+    selections: dict[int, np.ndarray | None]
+    used: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Answer:
+    covered: set[int]
+    rows: dict[int, BitMap | None]
+    used: list[str] = field(default_factory=list)
+
+
+def _show(v: pa.Scalar) -> str:
+    return str(v.as_py())
+
+
+def _term(node: Any) -> Term | None:
+    """The index term of one leaf of the tree, or None."""
+    from lance_gpu import filter as f
+
+    def column(n: Any) -> str | None:
+        return n.path[0] if isinstance(n, f._Col) and len(n.path) == 1 else None
+
+    if isinstance(node, f._Bin) and node.op in _SYMBOL:
+        op, left, right = node.op, node.left, node.right
+        if column(left) is None and column(right) is not None:
+            op, left, right = _FLIP[op], right, left
+        name = column(left)
+        if name is None or not isinstance(right, f._Lit):
+            return None
+        v = right.value
+        text = f"{name} {_SYMBOL[op]} {_show(v)}"
+        if op == "eq":
+            return Term("eq", name, text, (v,))
+        if op in ("lt", "lte"):
+            return Term("range", name, text, high=v, high_inclusive=op == "lte")
+        return Term("range", name, text, low=v, low_inclusive=op == "gte")
+    if isinstance(node, f._Between) and not node.negated:
+        name = column(node.operand)
+        if name is None or not isinstance(node.low, f._Lit) or not isinstance(node.high, f._Lit):
+            return None
+        text = f"{name} BETWEEN {_show(node.low.value)} AND {_show(node.high.value)}"
+        return Term("range", name, text, low=node.low.value, high=node.high.value)
+    if isinstance(node, f._InList) and not node.negated:
+        name = column(node.operand)
+        if name is None or not all(isinstance(i, f._Lit) for i in node.items):
+            return None
+        values = tuple(i.value for i in node.items if isinstance(i, f._Lit))
+        return Term("in", name, f"{name} IN [{', '.join(_show(v) for v in values)}]", values)
+    if isinstance(node, f._Unary) and node.op == "is_null":
+        name = column(node.operand)
+        return None if name is None else Term("is_null", name, f"{name} IS NULL")
+    if isinstance(node, f._Func) and node.name in ("array_has_any", "array_has_all", "array_has") and len(node.args) == 2:
+        name = column(node.args[0])
+        arg = node.args[1]
+        if name is None:
+            return None
+        if node.name == "array_has":
+            if not isinstance(arg, f._Lit):
+                return None
+            return Term("has_any", name, f"array_has({name}, {_show(arg.value)})", (arg.value,))
+        if not isinstance(arg, f._ArrayLit) or not all(isinstance(i, f._Lit) for i in arg.items):
+            return None
+        values = tuple(i.value for i in arg.items if isinstance(i, f._Lit))
+        kind = "has_any" if node.name == "array_has_any" else "has_all"
+        return Term(kind, name, f"{node.name}({name}, List([{', '.join(_show(v) for v in values)}]))", values)
+    return None
+
+
+def terms_of(node: Any) -> list[Term]:
+    """Every index term in the tree (through AND / OR)."""
+    from lance_gpu import filter as f
+
+    if isinstance(node, f._Bin) and node.op in ("and", "or"):
+        return terms_of(node.left) + terms_of(node.right)
+    t = _term(node)
+    return [] if t is None else [t]
+
+
+class _Planner:
+    def __init__(self, store: ObjectStore, root: str, section: table_pb2.IndexSection, schema: LanceSchema,
+                 present: set[int]) -> None:
+        self.store, self.root, self.present = store, root, present
+        top = {fl.name: int(fl.id) for fl in schema.fields}
+        #: column name -> index entries on it alone (grouped by index name, manifest order)
+        self.by_column: dict[str, dict[str, list[table_pb2.IndexMetadata]]] = {}
+        ids = {v: k for k, v in top.items()}
+        for index in section.indices:
+            if len(index.fields) != 1 or int(index.fields[0]) not in ids or fragment_bitmap(index) is None:
+                continue
+            self.by_column.setdefault(ids[int(index.fields[0])], {}).setdefault(index.name, []).append(index)
+
+    def leaf(self, term: Term) -> _Answer:
+        for name, entries in self.by_column.get(term.column, {}).items():
+            try:
+                readers = [open_scalar_index(self.store, self.root, e) for e in entries]
+                if any(r is None or term.kind not in r.kinds for r in readers):
+                    continue
+                covered: set[int] = set()
+                rows: dict[int, BitMap | None] = {}
+                for entry, reader in zip(entries, readers, strict=True):
+                    frags = set(fragment_bitmap(entry) or ()) & self.present
+                    assert reader is not None
+                    found = reader.search(term)
+                    rows = union([rows, {k: v for k, v in found.items() if k in frags}])
+                    covered |= frags
+            except Unusable:
+                continue
+            return _Answer(covered, rows, [f"[{term.text}]@{name}({index_type_name(entries[0])})"])
+        return _Answer(set(), {})
+
+    def walk(self, node: Any) -> _Answer:
+        from lance_gpu import filter as f
+
+        if isinstance(node, f._Bin) and node.op in ("and", "or"):
+            a, b = self.walk(node.left), self.walk(node.right)
+            if node.op == "and":
+                rows = intersection(a.rows, b.rows)
+                both = a.covered & b.covered
+                rows = {k: v for k, v in rows.items() if k in both}
+                rows.update({k: v for k, v in a.rows.items() if k in a.covered - b.covered})
+                rows.update({k: v for k, v in b.rows.items() if k in b.covered - a.covered})
+                used = [f"AND({','.join(a.used + b.used)})"] if a.used and b.used else a.used + b.used
+                return _Answer(a.covered | b.covered, rows, used)
+            covered = a.covered & b.covered
+            if not covered:
+                return _Answer(set(), {})
+            rows = union([{k: v for k, v in a.rows.items() if k in covered}, {k: v for k, v in b.rows.items() if k in covered}])
+            return _Answer(covered, rows, [f"OR({','.join(a.used + b.used)})"])
+        term = _term(node)
+        return _Answer(set(), {}) if term is None else self.leaf(term)
+
+
+def index_selections(
+    store: ObjectStore,
+    root: str,
+    manifest: table_pb2.Manifest,
+    section: table_pb2.IndexSection | None,
+    schema: LanceSchema,
+    filter_schema: pa.Schema,
+    filter_text: str,
+    fragments: Sequence[Any],
+) -> IndexSelection | None:
+    """The rows the scalar indices of the version select for ``filter_text`` among
+    ``fragments`` (objects with ``fragment_id``, ``physical_rows``, ``deleted_rows``);
+    None when no index answers any of its terms."""
+    if section is None or not section.indices:
+        return None
+    if int(manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS:
+        return None
+    from lance_gpu.filter import predicate_tree
+
+    tree = predicate_tree(filter_text, filter_schema)
+    if not terms_of(tree):
+        return None
+    present = {int(fr.fragment_id) for fr in fragments}
+    answer = _Planner(store, root, section, schema, present).walk(tree)
+    if not answer.covered:
+        return None
+    out: dict[int, np.ndarray | None] = {}
+    for fr in fragments:
+        fid = int(fr.fragment_id)
+        if fid not in answer.covered:
+            continue
+        bitmap = answer.rows.get(fid, BitMap())
+        if bitmap is FULL:
+            out[fid] = None
+            continue
+        rows = np.frombuffer(bitmap.to_array(), np.uint32).astype(np.int64)
+        rows = rows[rows < int(fr.physical_rows)]
+        deleted = fr.deleted_rows
+        if deleted.size:
+            rows = rows[~np.isin(rows, deleted)]
+        out[fid] = rows
+    return IndexSelection(out, answer.used)
