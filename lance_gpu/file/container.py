@@ -188,6 +188,13 @@ class FileMetadata:
         self._descriptor = fd
         return fd
 
+    def global_buffer_range(self, index: int) -> tuple[int, int]:
+        """(position, size) of global buffer ``index`` (0 is the FileDescriptor)."""
+        if not 0 <= index < self.num_global_buffers:
+            raise CorruptFileError(self.path, f"global buffer {index} out of range ({self.num_global_buffers} buffers)")
+        pos, size = (int(x) for x in self._gbo[index])
+        return pos, size
+
     def column(self, index: int) -> ColumnInfo:
         col = self._columns.get(index)
         if col is not None:

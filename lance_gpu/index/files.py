@@ -60,6 +60,11 @@ class IndexFile:
             col = read_field(self.reader, f, [i], row_range)
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
+    def global_buffer(self, index: int) -> bytes:
+        """The bytes of global buffer ``index`` (index files keep side data in buffers 1..)."""
+        pos, size = self.reader.meta.global_buffer_range(index)
+        return self.reader.io.read(pos, size).tobytes() if size else b""
+
     def take(self, name: str, rows: np.ndarray) -> pa.Array:
         """Rows ``rows`` (sorted, unique) of column ``name``."""
         rows = np.asarray(rows, np.int64)

@@ -616,7 +616,7 @@ class Update(Operation):
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
-            from lance_gpu.write.index_remap import fragment_bitmap
+            from lance_gpu.index.metadata import fragment_bitmap
 
             out = table_pb2.IndexSection()
             out.CopyFrom(section)

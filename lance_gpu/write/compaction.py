@@ -45,7 +45,7 @@ from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
     fragment_bitmap,
-    remap_btree,
+    remap_index,
 )
 from lance_gpu.write.operations import _commit
 
@@ -270,7 +270,7 @@ def compact_once(
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
+                new_uuid, files = remap_index(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
         rewrite.cleanup(store)

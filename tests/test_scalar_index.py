@@ -1,0 +1,296 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Scalar indices (BTREE, BITMAP, LABEL_LIST) against pylance 14: files we write are the ones
+pylance writes (read back with pylance's file reader) and pylance uses them; our scans use
+pylance's and our own indices to read only the rows they select, with the scan's results;
+list / describe / drop, refusals, and indices across append, delete, update, compaction and
+optimize_indices as pylance keeps them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_gpu
+from lance_gpu.index.rowset import deserialize_rowset
+
+lance = pytest.importorskip("lance")
+from lance.file import LanceFileReader  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+N = 6000
+FILTERS = [
+    "i = 4099", "i < 40", "i >= 5990", "i > 100 AND i <= 130", "i BETWEEN 2000 AND 2010", "i IN (3, 4096, 5999, 77777)",
+    "i IS NULL", "s = 'v3'", "s IS NULL", "s IN ('v1', 'v5')", "s > 'v4'", "f = 0", "f > 45.5", "f < -49",
+    "array_has_any(tags, ['t1'])", "array_has_all(tags, ['t1', 't2'])", "array_has(tags, 't3')",
+    "array_contains(tags, 'zz')", "i < 100 OR s = 'v2'", "i < 3000 AND array_has_any(tags, ['t0', 't4'])",
+    "s = 'v3' AND x > 0.5", "i = 5 OR x > 0.99",
+]
+INDICES = [("i", "BTREE"), ("s", "BITMAP"), ("f", "BTREE"), ("tags", "LABEL_LIST")]
+
+
+def _table(n: int = N, start: int = 0) -> pa.Table:
+    rng = np.random.default_rng(start)
+    r = np.arange(start, start + n)
+    return pa.table({
+        "i": pa.array(r, pa.int64(), mask=r % 17 == 0),
+        "s": pa.array([f"v{k % 7}" for k in r], mask=r % 13 == 0),
+        "f": pa.array([-0.0 if k % 50 == 0 else float(k % 100) - 50 for k in r], pa.float64()),
+        "tags": pa.array([None if k % 11 == 0 else [f"t{k % 5}", f"t{k % 3}"] + ([None] if k % 7 == 0 else []) for k in r]),
+        "x": pa.array(rng.random(n)),
+    })
+
+
+def _make(uri: str, n: int = N) -> None:
+    lance.write_dataset(_table(n), uri, max_rows_per_file=2000)
+
+
+def _sort(t: pa.Table) -> pa.Table:
+    return t.sort_by([("x", "ascending")])
+
+
+def _check_filters(uri: str, filters=FILTERS) -> None:
+    """Our results with indices = our scan without = pylance's (with its indices)."""
+    ours, theirs = lance_gpu.dataset(uri, device="cpu"), lance.dataset(uri)
+    for flt in filters:
+        got = ours.to_table(filter=flt)
+        assert got.equals(ours.to_table(filter=flt, use_scalar_index=False)), flt
+        assert _sort(got).equals(_sort(theirs.to_table(filter=flt))), flt
+
+
+def _selected(ds, flt: str) -> tuple[int, tuple[str, ...]]:
+    plan = ds.scanner(filter=flt).plan
+    rows = sum(ds.get_fragment(f).live_count() if s is None else int(s.size) for f, s in zip(plan.fragment_ids, plan.selections, strict=False))
+    return rows, plan.index_queries
+
+
+def _index_files(uri: str) -> dict:
+    """Every index's files, as pylance's file reader reads them (row sets decoded), with the
+    label list's null-list global buffer."""
+    out = {}
+    for info in lance.dataset(uri).list_indices():
+        d = os.path.join(uri, "_indices", info["uuid"])
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            t = LanceFileReader(path).read_all().to_table()
+            if "bitmaps" in t.column_names:
+                value = (t.column("keys").to_pylist(), [deserialize_rowset(b) for b in t.column("bitmaps").to_pylist()],
+                         t.schema.metadata, _global_buffers(path)[1:])
+            elif name == "page_data.lance":
+                # values in order; rows of equal values in any order (pylance's sort is unstable)
+                cols = t.to_pydict()
+                pairs = sorted(zip(cols["values"], cols["ids"], strict=False), key=lambda p: (p[0] is not None, p[0] if p[0] is not None else 0, p[1]))
+                value = (cols["values"], pairs, t.schema)
+            else:
+                value = (t.to_pydict(), t.schema)
+            out[(info["name"], name)] = value
+        out[info["name"]] = (info["type"], info["fields"], sorted(info["fragment_ids"]))
+    return out
+
+
+def _global_buffers(path: str) -> list[dict | bytes]:
+    data = open(path, "rb").read()
+    _a, _b, c, count = struct.unpack_from("<QQQI", data, len(data) - 40)
+    out: list[dict | bytes] = []
+    for k in range(count):
+        pos, size = struct.unpack_from("<QQ", data, c + 16 * k)
+        out.append(data[pos:pos + size] if k == 0 else deserialize_rowset(data[pos:pos + size]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# building: our files are pylance's, pylance uses them
+
+
+def test_indices_we_build_are_pylances(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours)
+    shutil.copytree(ours, theirs)
+    g, p = lance_gpu.dataset(ours), lance.dataset(theirs)
+    for column, kind in INDICES:
+        g.create_scalar_index(column, kind)
+        p.create_scalar_index(column, kind)
+    assert g.version == p.version == 5
+    a, b = _index_files(ours), _index_files(theirs)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key] == b[key], key
+    # the manifest entries and transactions as pylance's, bar uuids and times
+    strip = [{k: v for k, v in d.items() if k != "uuid"} for d in lance.dataset(ours).list_indices()]
+    assert strip == [{k: v for k, v in d.items() if k != "uuid"} for d in lance.dataset(theirs).list_indices()]
+    assert lance.dataset(ours).list_indices() == lance_gpu.dataset(ours).list_indices()
+    txn = lance.dataset(ours).get_transactions(1)[0]
+    assert type(txn.operation).__name__ == "CreateIndex" and [i.name for i in txn.operation.new_indices] == ["tags_idx"]
+    # pylance plans index queries on them
+    ds = lance.dataset(ours)
+    for flt, name in [("i = 7", "i_idx(BTree)"), ("s = 'v1'", "s_idx(Bitmap)"), ("array_has_any(tags, ['t1'])", "tags_idx(LabelList)")]:
+        assert f"@{name}" in ds.scanner(filter=flt).explain_plan(), flt
+    _check_filters(ours)
+
+
+def test_pylance_built_indices_select_rows(tmp_path):
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    ds = lance.dataset(uri)
+    for column, kind in INDICES:
+        ds.create_scalar_index(column, kind)
+    _check_filters(uri)
+    g = lance_gpu.dataset(uri)
+    rows, used = _selected(g, "i = 4099")
+    assert rows == 1 and used == ("[i = 4099]@i_idx(BTree)",)
+    rows, used = _selected(g, "s = 'v3'")
+    assert rows == g.count_rows("s = 'v3'") and used[0].endswith("@s_idx(Bitmap)")
+    rows, used = _selected(g, "array_has_all(tags, ['t1', 't2'])")
+    assert rows == g.count_rows("array_has_all(tags, ['t1', 't2'])") and "LabelList" in used[0]
+    # an unindexed conjunct is refined on the selected rows only; an unindexed disjunct reads all
+    assert _selected(g, "s = 'v3' AND x > 0.5")[0] == g.count_rows("s = 'v3'")
+    assert _selected(g, "i = 5 OR x > 0.99") == (N, ())
+    # the btree reads only the pages the lookup says may hold the value
+    from lance_gpu.index.scalar import open_scalar_index
+
+    btree = open_scalar_index(g.store, g.root, next(i for i in g.index_metadata if i.name == "i_idx"))
+    before = btree.rows_read
+    g.to_table(filter="i = 5000")
+    assert 0 < btree.rows_read - before <= 4096 < N  # one page of the two
+    assert "ScalarIndexQuery: query=[i = 4099]@i_idx(BTree)" in g.scanner(filter="i = 4099").explain_plan()
+
+
+def test_use_scalar_index_false_and_fragments(tmp_path):
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    lance.dataset(uri).create_scalar_index("i", "BTREE")
+    g = lance_gpu.dataset(uri)
+    assert g.scanner(filter="i = 3", use_scalar_index=False).plan.index_queries == ()
+    frag = g.get_fragments()[1]
+    assert frag.to_table(filter="i = 2500")["i"].to_pylist() == [2500]
+    assert g.scanner(filter="i = 2500", fragments=[g.get_fragments()[0]]).to_table().num_rows == 0
+    got = g.to_table(filter="i < 100", with_row_id=True, limit=5, offset=3)
+    assert got.equals(g.to_table(filter="i < 100", with_row_id=True, limit=5, offset=3, use_scalar_index=False))
+
+
+# --------------------------------------------------------------------------------------------
+# list / describe / drop, refusals
+
+
+def test_list_describe_drop_like_pylance(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours)
+    lance.dataset(ours).delete("i < 10")
+    shutil.copytree(ours, theirs)
+    for ds in (lance_gpu.dataset(ours), lance.dataset(theirs)):
+        ds.create_scalar_index("s", "BITMAP")
+        ds.create_scalar_index("i", "BTREE", name="by_i")
+        ds.create_scalar_index("i", "BITMAP", name="by_i", replace=True)
+    g, p = lance_gpu.dataset(ours), lance.dataset(theirs)
+    for a, b in zip(g.describe_indices(), p.describe_indices(), strict=True):
+        assert (a.name, a.type_url, a.index_type, a.fields, a.field_names, a.num_rows_indexed) == \
+            (b.name, b.type_url, b.index_type, b.fields, b.field_names, b.num_rows_indexed)
+        sa, sb = a.segments[0], b.segments[0]
+        assert (sa.fragment_ids, sa.dataset_version_at_last_update, sa.index_version) == \
+            (sb.fragment_ids, sb.dataset_version_at_last_update, sb.index_version)
+        # sizes: our files' (our encodings may differ from pylance's in size)
+        d = os.path.join(ours, "_indices", sa.uuid)
+        assert a.total_size_bytes == sa.size_bytes == sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    assert [(d["name"], d["type"], d["version"]) for d in g.list_indices()] == \
+        [(d["name"], d["type"], d["version"]) for d in p.list_indices()] == [("by_i", "Bitmap", 4), ("s_idx", "Bitmap", 2)]
+    g.drop_index("by_i")
+    p.drop_index("by_i")
+    assert [d["name"] for d in lance.dataset(ours).list_indices()] == [d["name"] for d in p.list_indices()] == ["s_idx"]
+    for ds in (g, p):
+        with pytest.raises(RuntimeError, match="not found"):
+            ds.drop_index("by_i")
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    (("nope", "BTREE"), KeyError, "nope not found in schema"),
+    (("i", "FOO"), NotImplementedError, "Received FOO"),
+    (("tags", "BTREE"), TypeError, "BTREE/BITMAP index column tags must be"),
+    (("x", "LABEL_LIST"), TypeError, "LABEL_LIST index column x must be a list"),
+])
+def test_bad_input_refused_as_pylance(tmp_path, args, exc, match):
+    uri = str(tmp_path / "ds")
+    _make(uri, 100)
+    for ds in (lance_gpu.dataset(uri), lance.dataset(uri)):
+        with pytest.raises(exc, match=match):
+            ds.create_scalar_index(*args)
+    assert lance.dataset(uri).version == 1 and not os.path.exists(os.path.join(uri, "_indices"))
+
+
+def test_existing_names_refused_as_pylance(tmp_path):
+    uri = str(tmp_path / "ds")
+    _make(uri, 100)
+    lance.dataset(uri).create_scalar_index("i", "BTREE")
+    for ds in (lance_gpu.dataset(uri), lance.dataset(uri)):
+        with pytest.raises(RuntimeError, match="already exists, please specify a different name or use replace=True"):
+            ds.create_scalar_index("i", "BTREE", replace=False)
+        with pytest.raises(RuntimeError, match="already exists with different fields"):
+            ds.create_scalar_index("s", "BTREE", name="i_idx")
+    assert lance.dataset(uri).version == 2
+
+
+# --------------------------------------------------------------------------------------------
+# across append, delete, update, compaction, optimize_indices
+
+
+def test_append_delete_update_keep_indices_as_pylance(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours)
+    for column, kind in INDICES:
+        lance.dataset(ours).create_scalar_index(column, kind)
+    shutil.copytree(ours, theirs)
+    for uri, mod in ((ours, lance_gpu), (theirs, lance)):
+        mod.write_dataset(_table(1000, start=N), uri, mode="append")
+        mod.dataset(uri).delete("i % 10 = 3")
+        mod.dataset(uri).update({"s": "'v3'"}, where="i = 4100 OR i = 6100")
+    a, b = lance.dataset(ours).list_indices(), lance.dataset(theirs).list_indices()
+    assert [(d["name"], sorted(d["fragment_ids"])) for d in a] == [(d["name"], sorted(d["fragment_ids"])) for d in b]
+    _check_filters(ours, [*FILTERS, "s = 'v3' AND i > 4000", "i = 6100", "i = 4100"])
+    g = lance_gpu.dataset(ours)
+    plan = g.scanner(filter="i = 6002").plan
+    # the appended fragment (and the update's new one) are not covered: read whole
+    assert [f for f, s in zip(plan.fragment_ids, plan.selections, strict=False) if s is None] == [3, 4]
+    assert g.to_table(filter="i = 6002")["i"].to_pylist() == [6002]
+
+
+def test_optimize_indices_like_pylance(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours)
+    for column, kind in INDICES:
+        lance.dataset(ours).create_scalar_index(column, kind)
+    lance.write_dataset(_table(1000, start=N), ours, mode="append")
+    lance.dataset(ours).delete("i % 10 = 3")
+    shutil.copytree(ours, theirs)
+    lance_gpu.dataset(ours).optimize.optimize_indices()
+    lance.dataset(theirs).optimize.optimize_indices()
+    a, b = lance.dataset(ours), lance.dataset(theirs)
+    assert a.version == b.version
+    strip = [{k: v for k, v in d.items() if k != "uuid"} for d in a.list_indices()]
+    assert strip == [{k: v for k, v in d.items() if k != "uuid"} for d in b.list_indices()]
+    assert [d.num_rows_indexed for d in a.describe_indices()] == [d.num_rows_indexed for d in b.describe_indices()]
+    assert "ScalarIndexQuery" in a.scanner(filter="i = 6002").explain_plan()
+    assert _selected(lance_gpu.dataset(ours), "i = 6002")[0] == 1
+    _check_filters(ours)
+    version = a.version
+    lance_gpu.dataset(ours).optimize.optimize_indices()  # up to date: nothing committed
+    assert lance.dataset(ours).version == version
+
+
+def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours)
+    for column, kind in INDICES:
+        lance_gpu.dataset(ours).create_scalar_index(column, kind)
+    lance.dataset(ours).delete("i % 5 = 2")
+    shutil.copytree(ours, theirs)
+    lance_gpu.dataset(ours).optimize.compact_files(target_rows_per_fragment=3000)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=3000)
+    a, b = _index_files(ours), _index_files(theirs)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key] == b[key], key
+    _check_filters(ours)
