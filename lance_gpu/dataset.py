@@ -612,15 +612,20 @@ class LanceDataset:
 
     @property
     def index_metadata(self) -> list:
-        """Index metadata of this version (kept, not used for reading)."""
+        """The manifest's index entries of this version (``lance.table.IndexMetadata``; see
+        :mod:`lance_gpu.index.metadata`)."""
         section = self.manifest_file.index_section
         return list(section.indices) if section is not None else []
 
     def list_indices(self) -> list[dict]:
         """The indices of this version, as pylance: one dict per entry, sorted by name
         (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
+        import warnings
+
         from lance_gpu.index.metadata import list_indices
 
+        warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
+                      "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
         return list_indices(self.manifest, self.manifest_file.index_section)
 
     def describe_indices(self) -> list:

@@ -294,3 +294,16 @@ def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path):
     for key in a:
         assert a[key] == b[key], key
     _check_filters(ours)
+
+
+@pytest.mark.gpu
+def test_gpu_scan_uses_the_index_selection(tmp_path):
+    """``device="gpu"``: the rows an index selects decode on the device; results are the CPU's."""
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(600).drop_columns(["tags"]), uri, max_rows_per_file=200)
+    lance.dataset(uri).create_scalar_index("i", "BTREE")
+    lance.dataset(uri).create_scalar_index("s", "BITMAP")
+    gpu, cpu = lance_gpu.dataset(uri, device="gpu"), lance_gpu.dataset(uri, device="cpu")
+    for flt in ["i = 301", "i < 30 OR s = 'v2'", "s IS NULL"]:
+        assert gpu.scanner(filter=flt).plan.index_queries, flt
+        assert gpu.to_table(filter=flt, on_cpu_fallback="allow").equals(cpu.to_table(filter=flt)), flt
