@@ -46,8 +46,8 @@ def _table(n: int = N, start: int = 0) -> pa.Table:
     })
 
 
-def _make(uri: str, n: int = N) -> None:
-    lance.write_dataset(_table(n), uri, max_rows_per_file=2000)
+def _make(uri: str, n: int = N, stable_row_ids: bool = False) -> None:
+    lance.write_dataset(_table(n), uri, max_rows_per_file=2000, enable_stable_row_ids=stable_row_ids)
 
 
 def _sort(t: pa.Table) -> pa.Table:
@@ -107,9 +107,11 @@ def _global_buffers(path: str) -> list[dict | bytes]:
 # building: our files are pylance's, pylance uses them
 
 
-def test_indices_we_build_are_pylances(tmp_path):
+@pytest.mark.parametrize("stable_row_ids", [False, True])
+def test_indices_we_build_are_pylances(tmp_path, stable_row_ids):
+    """(With stable row ids pylance's btree holds row addresses, its bitmaps row ids.)"""
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    _make(ours)
+    _make(ours, stable_row_ids=stable_row_ids)
     shutil.copytree(ours, theirs)
     g, p = lance_gpu.dataset(ours), lance.dataset(theirs)
     for column, kind in INDICES:
@@ -124,6 +126,9 @@ def test_indices_we_build_are_pylances(tmp_path):
     strip = [{k: v for k, v in d.items() if k != "uuid"} for d in lance.dataset(ours).list_indices()]
     assert strip == [{k: v for k, v in d.items() if k != "uuid"} for d in lance.dataset(theirs).list_indices()]
     assert lance.dataset(ours).list_indices() == lance_gpu.dataset(ours).list_indices()
+    entries = [[(i.name, list(i.fields), i.dataset_version, i.index_version, i.fragment_bitmap, i.index_details)
+                for i in lance_gpu.dataset(uri).index_metadata] for uri in (ours, theirs)]
+    assert entries[0] == entries[1]
     txn = lance.dataset(ours).get_transactions(1)[0]
     assert type(txn.operation).__name__ == "CreateIndex" and [i.name for i in txn.operation.new_indices] == ["tags_idx"]
     # pylance plans index queries on them

@@ -13,7 +13,8 @@ match anywhere.  ``AND`` covers what either side covers (intersecting where both
 A fragment an index entry's ``fragment_bitmap`` lists is covered by it; fragments appended
 or rewritten later are not, and are scanned whole, as pylance does.  The scan still applies
 the whole filter to the rows selected, so an index only narrows what is decoded.  Indices
-are not used on a dataset with stable row ids (their row ids are not row addresses).
+on a dataset with stable row ids: BTrees of ``index_version`` 1 are used (pylance 14's hold
+row addresses there), other indices are not (their rows are the stable row ids).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.index.metadata import fragment_bitmap, index_type_name
+from lance_gpu.index.metadata import BTREE_DETAILS, fragment_bitmap, index_type_name
 from lance_gpu.index.rowset import FULL, intersection, union
 from lance_gpu.index.scalar import Term, Unusable, open_scalar_index
 from lance_gpu.io.store import ObjectStore
@@ -125,7 +126,7 @@ def terms_of(node: Any) -> list[Term]:
 
 class _Planner:
     def __init__(self, store: ObjectStore, root: str, section: table_pb2.IndexSection, schema: LanceSchema,
-                 present: set[int]) -> None:
+                 present: set[int], stable_row_ids: bool = False) -> None:
         self.store, self.root, self.present = store, root, present
         top = {fl.name: int(fl.id) for fl in schema.fields}
         #: column name -> index entries on it alone (grouped by index name, manifest order)
@@ -134,6 +135,8 @@ class _Planner:
         for index in section.indices:
             if len(index.fields) != 1 or int(index.fields[0]) not in ids or fragment_bitmap(index) is None:
                 continue
+            if stable_row_ids and (index.index_details.type_url != BTREE_DETAILS or int(index.index_version) < 1):
+                continue  # its rows are stable row ids, not addresses
             self.by_column.setdefault(ids[int(index.fields[0])], {}).setdefault(index.name, []).append(index)
 
     def leaf(self, term: Term) -> _Answer:
@@ -192,15 +195,14 @@ def index_selections(
     None when no index answers any of its terms."""
     if section is None or not section.indices:
         return None
-    if int(manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS:
-        return None
+    stable = bool(int(manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
     from lance_gpu.filter import predicate_tree
 
     tree = predicate_tree(filter_text, filter_schema)
     if not terms_of(tree):
         return None
     present = {int(fr.fragment_id) for fr in fragments}
-    answer = _Planner(store, root, section, schema, present).walk(tree)
+    answer = _Planner(store, root, section, schema, present, stable).walk(tree)
     if not answer.covered:
         return None
     out: dict[int, np.ndarray | None] = {}

@@ -8,7 +8,8 @@ files) and commits a ``CreateIndex`` transaction (:class:`lance_gpu.txn.operatio
 whose ``new_indices`` holds the new entry and whose ``removed_indices`` the entries it
 replaces.  The entry: ``fields`` = [the column's field id], ``dataset_version`` = the version
 read, ``fragment_bitmap`` = the fragments read, ``index_version`` 0 (BTree, Bitmap) or 1
-(LabelList), ``created_at`` in ms, ``files`` with their sizes.
+(LabelList; BTree on a dataset with stable row ids, whose btrees hold row addresses while
+bitmaps hold the stable row ids), ``created_at`` in ms, ``files`` with their sizes.
 
 ``drop_index(name)`` commits a ``CreateIndex`` that removes every entry of that name.
 ``optimize_indices()`` brings every BTree / Bitmap / LabelList index up to date with the
@@ -51,6 +52,7 @@ from lance_gpu.index.metadata import (
 from lance_gpu.index.rowset import rowset_from_addresses, serialize_rowset
 from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.table import features
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import CreateIndex
@@ -229,12 +231,14 @@ def write_bitmap(store: ObjectStore, directory: str, values: pa.Array, addrs: np
 # the operations
 
 
-def _read_column(ds: LanceDataset, column: str, fragment_ids: set[int] | None) -> tuple[pa.Array, np.ndarray, list[int]]:
-    """(values, row addresses, fragment ids read) of every live row."""
+def _read_column(ds: LanceDataset, column: str, fragment_ids: set[int] | None, row_ids: bool) -> tuple[pa.Array, np.ndarray, list[int]]:
+    """(values, row addresses -- or stable row ids with ``row_ids`` --, fragment ids read) of
+    every live row."""
     frags = [f for f in ds.fragments if fragment_ids is None or f.fragment_id in fragment_ids]
-    table = ds.scanner(columns=[column], with_row_address=True, fragments=frags).to_table()
+    key = "_rowid" if row_ids else "_rowaddr"
+    table = ds.scanner(columns=[column, key], fragments=frags).to_table()
     values = table.column(column).combine_chunks()
-    addrs = np.asarray(table.column("_rowaddr").to_numpy(), np.uint64)
+    addrs = np.asarray(table.column(key).to_numpy(), np.uint64)
     return values, addrs, [f.fragment_id for f in frags]
 
 
@@ -251,7 +255,10 @@ def _labels(values: pa.Array, addrs: np.ndarray) -> tuple[pa.Array, np.ndarray, 
 
 def _build(ds: LanceDataset, kind: str, column: str, field_id: int, name: str, dataset_version: int,
            fragment_ids: set[int] | None, written: list[str], index_uuid: str | None = None) -> table_pb2.IndexMetadata:
-    values, addrs, frags = _read_column(ds, column, fragment_ids)
+    # pylance 14: a btree holds row addresses; bitmap and label-list indices hold row ids
+    # (the stable ones where the dataset has them)
+    stable = bool(int(ds.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
+    values, addrs, frags = _read_column(ds, column, fragment_ids, stable and kind != "BTREE")
     new_uuid = _uuid.UUID(index_uuid) if index_uuid is not None else _uuid.uuid4()
     directory = join(ds.root, "_indices", str(new_uuid))
     if kind == "BTREE":
@@ -262,6 +269,8 @@ def _build(ds: LanceDataset, kind: str, column: str, field_id: int, name: str, d
         items, rows, null_lists = _labels(values, addrs)
         files = write_bitmap(ds.store, directory, items, rows, written, null_lists)
     details, version = _BUILT[kind]
+    if kind == "BTREE" and stable:
+        version = 1  # pylance 14: a btree of row addresses on a dataset with stable row ids
     meta = table_pb2.IndexMetadata(
         uuid=table_pb2.UUID(uuid=new_uuid.bytes), fields=[field_id], name=name, dataset_version=dataset_version,
         fragment_bitmap=BitMap(frags).serialize(), index_version=version, created_at=int(time.time() * 1000),
