@@ -229,7 +229,8 @@ class BTreeIndex(ScalarIndex):
             k = j + 1
             if start >= stop:
                 continue
-            values = self.pages.read("values", (start, stop))
+            # (a take of a run decodes only the mini-block chunks of the run, not the file page)
+            values = self.pages.take("values", np.arange(start, stop, dtype=np.int64))
             mask = value_mask(values, term)
             self.rows_read += stop - start
             if mask.any():
