@@ -312,3 +312,17 @@ def test_gpu_scan_uses_the_index_selection(tmp_path):
     for flt in ["i = 301", "i < 30 OR s = 'v2'", "s IS NULL"]:
         assert gpu.scanner(filter=flt).plan.index_queries, flt
         assert gpu.to_table(filter=flt, on_cpu_fallback="allow").equals(cpu.to_table(filter=flt)), flt
+
+
+def test_index_built_while_another_writer_appends(tmp_path):
+    """The CreateIndex commits on top of a concurrent append; the appended rows are scanned."""
+    uri = str(tmp_path / "ds")
+    _make(uri, 1000)
+    g = lance_gpu.dataset(uri)
+    lance.write_dataset(_table(500, start=1000), uri, mode="append")
+    g.create_scalar_index("i", "BTREE")
+    assert g.version == 3
+    p = lance.dataset(uri)
+    assert [sorted(d["fragment_ids"]) for d in p.list_indices()] == [[0]]
+    assert [t.operation.__class__.__name__ for t in p.get_transactions(2)] == ["CreateIndex", "Append"]
+    _check_filters(uri, ["i = 1200", "i < 20", "i > 1490"])

@@ -95,7 +95,11 @@ def _scalar_ok(t: pa.DataType) -> bool:
 def _check_column(ds: LanceDataset, column: str, kind: str) -> tuple[int, pa.DataType]:
     top = {f.name: f for f in ds.lance_schema.fields}
     if column not in top:
-        raise ColumnNotFoundError(f"{column} not found in schema")
+        try:
+            ds.lance_schema.field(column)
+        except Exception:  # noqa: BLE001 - any lookup failure: the column is not there
+            raise ColumnNotFoundError(f"{column} not found in schema") from None
+        raise UnsupportedFeatureError(f"create_scalar_index: {column!r} is a nested field; only top-level columns are indexed")
     t = ds.schema.field(column).type
     if kind == "LABEL_LIST":
         if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not _scalar_ok(t.value_type):
