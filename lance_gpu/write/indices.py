@@ -115,44 +115,37 @@ def _check_column(ds: LanceDataset, column: str, kind: str) -> tuple[int, pa.Dat
 # sorting values as lance does
 
 
-def _sorted_order(values: pa.Array, addrs: np.ndarray) -> np.ndarray:
-    """Positions of ``values`` in lance's order: nulls first, then ascending (floats in IEEE
-    total order: ``-0.0`` before ``0.0``, NaN last), ties by row address."""
+def _group_keys(values: pa.Array) -> np.ndarray:
+    """An int64 key per value, ordered as lance orders the values and equal exactly where
+    they are one index key: nulls first (-1), then ascending -- through a dictionary of the
+    distinct values (a sort of those only); floats by their bits in IEEE total order
+    (``-0.0`` before ``0.0``, NaN last)."""
     valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
-    nulls = np.flatnonzero(~valid)
-    nulls = nulls[np.argsort(addrs[nulls], kind="stable")]
-    rest = np.flatnonzero(valid)
-    if pa.types.is_floating(values.type):
-        v = np.asarray(values.to_numpy(zero_copy_only=False), np.float64)[rest]
-        nan = np.isnan(v)
-        key = np.where(nan, 0.0, v)
-        order = np.lexsort((addrs[rest], ~np.signbit(key), key, nan))
-        return np.concatenate([nulls, rest[order]]).astype(np.int64)
-    if rest.size == 0:
-        return nulls.astype(np.int64)
-    part = pa.table({"v": values.take(pa.array(rest)), "a": pa.array(addrs[rest], pa.uint64())})
-    order = np.asarray(pc.sort_indices(part, sort_keys=[("v", "ascending"), ("a", "ascending")]), np.int64)
-    return np.concatenate([nulls, rest[order]]).astype(np.int64)
-
-
-def _group_bounds(values: pa.Array) -> np.ndarray:
-    """Start positions of runs of equal values in sorted ``values`` (NULLs one run; floats
-    by bits, so ``-0.0`` and ``0.0`` are two keys), plus the end."""
-    n = len(values)
-    if n == 0:
-        return np.zeros(1, np.int64)
     if pa.types.is_floating(values.type):
         v = np.asarray(values.to_numpy(zero_copy_only=False), np.float64)
-        bits = v.view(np.int64).copy()
-        bits[np.isnan(v)] = 0x7FF8000000000000
-        valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
-        bits[~valid] = 0
-        change = (bits[1:] != bits[:-1]) | (valid[1:] != valid[:-1])
-    else:
-        same = pc.fill_null(pc.equal(values.slice(1), values.slice(0, n - 1)), False)
-        both_null = pc.and_(values.slice(1).is_null(), values.slice(0, n - 1).is_null())
-        change = ~np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), np.bool_)
-    return np.concatenate([[0], np.flatnonzero(change) + 1, [n]]).astype(np.int64)
+        bits = np.where(np.isnan(v), np.float64("nan"), v).view(np.int64)
+        # total order on IEEE bits: flip the magnitude of negatives
+        total = np.where(bits < 0, np.int64(-(2**63)) - bits - 1, bits)
+        _distinct, inverse = np.unique(total[valid], return_inverse=True)
+        keys = np.full(v.size, -1, np.int64)
+        keys[valid] = inverse
+        return keys
+    enc = pc.dictionary_encode(values)
+    dictionary = enc.dictionary
+    rank = np.empty(len(dictionary), np.int64)
+    rank[np.asarray(pc.sort_indices(dictionary), np.int64)] = np.arange(len(dictionary), dtype=np.int64)
+    idx = np.asarray(pc.fill_null(enc.indices, 0).to_numpy(zero_copy_only=False), np.int64)
+    return np.where(valid, rank[idx] if len(dictionary) else -1, -1).astype(np.int64)
+
+
+def _sorted_groups(values: pa.Array, addrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of ``values`` in lance's order, ties by row address; start positions of
+    each run of one key in that order, plus the end)."""
+    keys = _group_keys(values)
+    order = np.lexsort((addrs, keys)).astype(np.int64)
+    k = keys[order]
+    bounds = np.concatenate([[0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]]).astype(np.int64)
+    return order, bounds
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,7 +171,7 @@ def _write(store: ObjectStore, key: str, table: pa.Table, written: list[str], gl
 def write_btree(store: ObjectStore, directory: str, values: pa.Array, addrs: np.ndarray, written: list[str],
                 batch_size: int = BTREE_BATCH_SIZE) -> list[table_pb2.IndexFile]:
     """Write ``page_data.lance`` and ``page_lookup.lance`` (layout: :mod:`lance_gpu.index.scalar`)."""
-    order = _sorted_order(values, addrs)
+    order, _bounds = _sorted_groups(values, addrs)
     v = values.take(pa.array(order)) if len(values) else values
     ids = addrs[order].astype(np.uint64)
     pages = pa.Table.from_arrays(
@@ -211,10 +204,9 @@ def write_bitmap(store: ObjectStore, directory: str, values: pa.Array, addrs: np
     """Write ``bitmap_page_lookup.lance``: one (key, serialized row set) per distinct value,
     the null key first (layout: :mod:`lance_gpu.index.scalar`).  ``null_lists``: a LabelList
     index's rows whose list is null (its global buffer 1)."""
-    order = _sorted_order(values, addrs)
+    order, bounds = _sorted_groups(values, addrs)
     v = values.take(pa.array(order)) if len(values) else values
     a = addrs[order].astype(np.uint64)
-    bounds = _group_bounds(v)
     starts = bounds[:-1]
     keys = v.take(pa.array(starts)) if starts.size else pa.array([], values.type)
     bitmaps = [serialize_rowset(rowset_from_addresses(a[lo:hi])) for lo, hi in itertools.pairwise(bounds)]
