@@ -135,6 +135,10 @@ def test_indices_we_build_are_pylances(tmp_path, stable_row_ids):
     ds = lance.dataset(ours)
     for flt, name in [("i = 7", "i_idx(BTree)"), ("s = 'v1'", "s_idx(Bitmap)"), ("array_has_any(tags, ['t1'])", "tags_idx(LabelList)")]:
         assert f"@{name}" in ds.scanner(filter=flt).explain_plan(), flt
+        # ours too (with stable row ids a bitmap's row ids are mapped to addresses)
+        rows, used = _selected(lance_gpu.dataset(ours), flt)
+        assert len(used) == 1 and used[0].endswith(f"@{name}"), (flt, used)
+        assert rows == lance_gpu.dataset(ours).count_rows(flt), flt
     _check_filters(ours)
 
 
@@ -242,9 +246,10 @@ def test_existing_names_refused_as_pylance(tmp_path):
 # across append, delete, update, compaction, optimize_indices
 
 
-def test_append_delete_update_keep_indices_as_pylance(tmp_path):
+@pytest.mark.parametrize("stable_row_ids", [False, True])
+def test_append_delete_update_keep_indices_as_pylance(tmp_path, stable_row_ids):
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    _make(ours)
+    _make(ours, stable_row_ids=stable_row_ids)
     for column, kind in INDICES:
         lance.dataset(ours).create_scalar_index(column, kind)
     shutil.copytree(ours, theirs)

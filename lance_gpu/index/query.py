@@ -13,13 +13,14 @@ match anywhere.  ``AND`` covers what either side covers (intersecting where both
 A fragment an index entry's ``fragment_bitmap`` lists is covered by it; fragments appended
 or rewritten later are not, and are scanned whole, as pylance does.  The scan still applies
 the whole filter to the rows selected, so an index only narrows what is decoded.  Indices
-on a dataset with stable row ids: BTrees of ``index_version`` 1 are used (pylance 14's hold
-row addresses there), other indices are not (their rows are the stable row ids).
+on a dataset with stable row ids hold row ids (pylance 14: all but BTrees of ``index_version``
+1, which hold addresses there): their row sets are mapped to addresses through the fragments'
+row ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from pyroaring import BitMap
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.index.metadata import BTREE_DETAILS, fragment_bitmap, index_type_name
-from lance_gpu.index.rowset import FULL, intersection, union
+from lance_gpu.index.rowset import FULL, intersection, rowset_from_addresses, union
 from lance_gpu.index.scalar import Term, Unusable, open_scalar_index
 from lance_gpu.io.store import ObjectStore
 from lance_gpu.table import features
@@ -126,8 +127,12 @@ def terms_of(node: Any) -> list[Term]:
 
 class _Planner:
     def __init__(self, store: ObjectStore, root: str, section: table_pb2.IndexSection, schema: LanceSchema,
-                 present: set[int], stable_row_ids: bool = False) -> None:
+                 present: set[int], row_id_map: Callable[[], _RowIdMap] | None = None) -> None:
+        """``row_id_map``: on a dataset with stable row ids, the map of its row ids to row
+        addresses (built when an index of row ids is first used)."""
         self.store, self.root, self.present = store, root, present
+        self.row_id_map = row_id_map
+        self._map: _RowIdMap | None = None
         top = {fl.name: int(fl.id) for fl in schema.fields}
         #: column name -> index entries on it alone (grouped by index name, manifest order)
         self.by_column: dict[str, dict[str, list[table_pb2.IndexMetadata]]] = {}
@@ -135,8 +140,6 @@ class _Planner:
         for index in section.indices:
             if len(index.fields) != 1 or int(index.fields[0]) not in ids or fragment_bitmap(index) is None:
                 continue
-            if stable_row_ids and (index.index_details.type_url != BTREE_DETAILS or int(index.index_version) < 1):
-                continue  # its rows are stable row ids, not addresses
             self.by_column.setdefault(ids[int(index.fields[0])], {}).setdefault(index.name, []).append(index)
 
     def leaf(self, term: Term) -> _Answer:
@@ -151,6 +154,10 @@ class _Planner:
                     frags = set(fragment_bitmap(entry) or ()) & self.present
                     assert reader is not None
                     found = reader.search(term)
+                    if self.row_id_map is not None and _holds_row_ids(entry):
+                        if self._map is None:
+                            self._map = self.row_id_map()
+                        found = self._map.addresses(found)
                     rows = union([rows, {k: v for k, v in found.items() if k in frags}])
                     covered |= frags
             except Unusable:
@@ -180,6 +187,39 @@ class _Planner:
         return _Answer(set(), {}) if term is None else self.leaf(term)
 
 
+def _holds_row_ids(index: table_pb2.IndexMetadata) -> bool:
+    """On a dataset with stable row ids: whether the index's rows are row ids (pylance 14:
+    all but BTrees of ``index_version`` 1, which hold row addresses)."""
+    return not (index.index_details.type_url == BTREE_DETAILS and int(index.index_version) >= 1)
+
+
+class _RowIdMap:
+    """Stable row id -> row address of every physical row of the scanned fragments."""
+
+    def __init__(self, fragments: Sequence[Any]) -> None:
+        ids = [np.asarray(fr.row_ids, np.uint64) for fr in fragments]
+        addrs = [fr.row_addresses(None) for fr in fragments]
+        all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+        order = np.argsort(all_ids, kind="stable")
+        self.ids = all_ids[order]
+        self.addrs = (np.concatenate(addrs) if addrs else np.zeros(0, np.uint64))[order]
+
+    def addresses(self, rows: dict[int, BitMap | None]) -> dict[int, BitMap | None]:
+        """A row set of row ids (grouped by their high 32 bits) as one of row addresses;
+        ids of rows no longer in the scanned fragments are dropped."""
+        parts = []
+        for hi, bitmap in rows.items():
+            if bitmap is FULL:
+                raise Unusable("a whole-range row id set")
+            parts.append((np.uint64(hi) << np.uint64(32)) | np.frombuffer(bitmap.to_array(), np.uint32).astype(np.uint64))
+        ids = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        if self.ids.size == 0 or ids.size == 0:
+            return {}
+        pos = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        hit = self.ids[pos] == ids
+        return rowset_from_addresses(self.addrs[pos[hit]])
+
+
 def index_selections(
     store: ObjectStore,
     root: str,
@@ -191,7 +231,8 @@ def index_selections(
     fragments: Sequence[Any],
 ) -> IndexSelection | None:
     """The rows the scalar indices of the version select for ``filter_text`` among
-    ``fragments`` (objects with ``fragment_id``, ``physical_rows``, ``deleted_rows``);
+    ``fragments`` (objects with ``fragment_id``, ``physical_rows``, ``deleted_rows``,
+    ``row_ids``, ``row_addresses``);
     None when no index answers any of its terms."""
     if section is None or not section.indices:
         return None
@@ -202,7 +243,7 @@ def index_selections(
     if not terms_of(tree):
         return None
     present = {int(fr.fragment_id) for fr in fragments}
-    answer = _Planner(store, root, section, schema, present, stable).walk(tree)
+    answer = _Planner(store, root, section, schema, present, (lambda: _RowIdMap(fragments)) if stable else None).walk(tree)
     if not answer.covered:
         return None
     out: dict[int, np.ndarray | None] = {}
