@@ -17,12 +17,13 @@ from lance_gpu.torch.sampler import (
     ShardedBatchSampler,
     ShardedFragmentSampler,
 )
-from lance_gpu.torch.tensors import NullValueError, to_tensor
+from lance_gpu.torch.tensors import NoTensorRuleError, NullValueError, to_tensor
 
 __all__ = [
     "FullScanSampler",
     "LanceDataset",
     "LanceMapDataset",
+    "NoTensorRuleError",
     "NullValueError",
     "Sampler",
     "ShardedBatchSampler",

@@ -19,6 +19,8 @@ from lance_gpu.torch._pipeline import Feed
 from lance_gpu.torch._source import RowSource
 from lance_gpu.torch.sampler import (
     FullScanSampler,
+    Plan,
+    Read,
     Sampler,
     ShardedBatchSampler,
     ShardedFragmentSampler,
@@ -150,6 +152,13 @@ class LanceDataset(torch.utils.data.IterableDataset):
         The null rule of :mod:`lance_gpu.torch.tensors`.
     decode : dict of str to callable, optional
         Per-column conversion hooks (images, text...).
+    batch_edges : {"exact", "fragment"}, default "exact"
+        ``"exact"``: every batch holds ``batch_size`` rows, across fragment ends.
+        ``"fragment"``: pylance's batches, for code that counts on them: each fragment's rows
+        in runs of ``batch_size`` (its last run short), consecutive runs joined while they fit
+        in ``batch_size`` (in order; not with ``shuffle``; a :class:`ShardedBatchSampler`'s
+        batches are its ranges either way).  Without a filter the sizes equal pylance's; with
+        one, runs are cut after filtering where pylance cuts before.
     """
 
     def __init__(
@@ -180,6 +189,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         pin_memory: bool = False,
         nulls: str = "raise",
         decode: Mapping[str, Callable[[pa.Array], Any]] | None = None,
+        batch_edges: Literal["exact", "fragment"] = "exact",
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -193,6 +203,10 @@ class LanceDataset(torch.utils.data.IterableDataset):
             raise ValueError(f"Invalid shard_granularity: {shard_granularity!r}")
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        if batch_edges not in ("exact", "fragment"):
+            raise ValueError(f"batch_edges must be 'exact' or 'fragment', not {batch_edges!r}")
+        if batch_edges == "fragment" and shuffle:
+            raise ValueError("batch_edges='fragment' gives pylance's in-order batches; it cannot be combined with shuffle=True")
         self.dataset = _open(dataset, dataset_options)
         self.batch_size = int(batch_size)
         self.columns = list(columns) if columns is not None else None
@@ -214,6 +228,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         self.prefetch = int(prefetch)
         self.nulls = nulls
         self.decode = dict(decode or {})
+        self.batch_edges = batch_edges
         self._to_tensor_fn = to_tensor_fn
         self.epoch = 0
         if pin_memory and not torch.cuda.is_available():
@@ -273,6 +288,10 @@ class LanceDataset(torch.utils.data.IterableDataset):
         if not isinstance(sampler, Sampler):
             raise UnsupportedFeatureError("a sampler that is not a lance_gpu.torch Sampler has no read plan")
         plan = sampler.plan(self._source, self.batch_size)
+        fragment_edges = self.batch_edges == "fragment" and not isinstance(sampler, ShardedBatchSampler)
+        if fragment_edges:
+            # a fragment sampler's reads are whole fragments: each ends a run
+            plan = Plan([Read(r.pos, r.start, r.stop, flush=True) for r in plan.reads], plan.stride, plan.units)
         return Feed(
             source=self._source,
             plan=plan,
@@ -286,6 +305,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
             nulls=self.nulls,
             convert=None if self._to_tensor_fn is None else self._convert,
             tensor_rules=self._to_tensor_fn is to_tensor and not self.decode,
+            fragment_edges=fragment_edges,
         )
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
