@@ -255,3 +255,10 @@ class IndexExistsError(LanceGpuError, RuntimeError):
 class IndexNotFoundError(LanceGpuError, RuntimeError):
     """No index of that name in this version (pylance's ``RuntimeError`` ``Lance index not
     found: name=...``)."""
+
+
+class IndexStatsNotFoundError(LanceGpuError, KeyError):
+    """``ds.stats.index_stats`` of a name no index has (pylance's ``KeyError``)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -331,3 +331,19 @@ def test_index_built_while_another_writer_appends(tmp_path):
     assert [sorted(d["fragment_ids"]) for d in p.list_indices()] == [[0]]
     assert [t.operation.__class__.__name__ for t in p.get_transactions(2)] == ["CreateIndex", "Append"]
     _check_filters(uri, ["i = 1200", "i < 20", "i > 1490"])
+
+
+def test_index_stats_like_pylance(tmp_path):
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    for column, kind in INDICES:
+        lance.dataset(uri).create_scalar_index(column, kind)
+    lance.write_dataset(_table(500, start=N), uri, mode="append")
+    lance.dataset(uri).delete("i % 9 = 4")
+    ours, theirs = lance_gpu.dataset(uri), lance.dataset(uri)
+    for column, _kind in INDICES:
+        name = f"{column}_idx"
+        assert ours.stats.index_stats(name) == theirs.stats.index_stats(name), name
+    for ds in (ours, theirs):
+        with pytest.raises(KeyError, match="not found"):
+            ds.stats.index_stats("nope")

@@ -303,9 +303,7 @@ def create_scalar_index(
     """Build a BTree / Bitmap / LabelList index of ``column`` and commit it (see the module
     docstring); ``ds`` moves to the new version."""
     kind = _check_type(index_type)
-    unsupported = sorted(k for k, v in kwargs.items() if v is not None and k not in ("progress_callback",))
-    if unsupported:
-        raise UnsupportedFeatureError(f"create_scalar_index: options {unsupported} are not supported")
+    # (other keyword arguments are index parameters of other types: pylance ignores them too)
     if not train:
         raise UnsupportedFeatureError("create_scalar_index: train=False (an empty index) is not supported")
     field_id, _t = _check_column(ds, column, kind)
