@@ -115,36 +115,41 @@ def _check_column(ds: LanceDataset, column: str, kind: str) -> tuple[int, pa.Dat
 # sorting values as lance does
 
 
-def _group_keys(values: pa.Array) -> np.ndarray:
-    """An int64 key per value, ordered as lance orders the values and equal exactly where
-    they are one index key: nulls first (-1), then ascending -- through a dictionary of the
-    distinct values (a sort of those only); floats by their bits in IEEE total order
-    (``-0.0`` before ``0.0``, NaN last)."""
+def _group_keys(values: pa.Array) -> list[np.ndarray]:
+    """Sort keys (least significant first, as ``np.lexsort`` takes them) ordering the values
+    as lance orders them and equal exactly where they are one index key: nulls first, then
+    ascending -- integers and temporals as themselves, floats by their bits in IEEE total
+    order (``-0.0`` before ``0.0``, NaN last), other types by their rank in a sorted
+    dictionary of the distinct values."""
     valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
-    if pa.types.is_floating(values.type):
-        v = np.asarray(values.to_numpy(zero_copy_only=False), np.float64)
+    t = values.type
+    if pa.types.is_floating(t):
+        v = np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), np.float64)
         bits = np.where(np.isnan(v), np.float64("nan"), v).view(np.int64)
         # total order on IEEE bits: flip the magnitude of negatives
-        total = np.where(bits < 0, np.int64(-(2**63)) - bits - 1, bits)
-        _distinct, inverse = np.unique(total[valid], return_inverse=True)
-        keys = np.full(v.size, -1, np.int64)
-        keys[valid] = inverse
-        return keys
+        return [np.where(bits < 0, np.int64(-(2**63)) - bits - 1, bits), valid]
+    if pa.types.is_integer(t) or pa.types.is_temporal(t):
+        storage = pa.int64() if pa.types.is_temporal(t) else t
+        v = np.asarray(pc.fill_null(values.cast(storage), 0).to_numpy(zero_copy_only=False))
+        return [v, valid]
     enc = pc.dictionary_encode(values)
     dictionary = enc.dictionary
     rank = np.empty(len(dictionary), np.int64)
     rank[np.asarray(pc.sort_indices(dictionary), np.int64)] = np.arange(len(dictionary), dtype=np.int64)
     idx = np.asarray(pc.fill_null(enc.indices, 0).to_numpy(zero_copy_only=False), np.int64)
-    return np.where(valid, rank[idx] if len(dictionary) else -1, -1).astype(np.int64)
+    return [np.where(valid, rank[idx] if len(dictionary) else -1, -1).astype(np.int64)]
 
 
 def _sorted_groups(values: pa.Array, addrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions of ``values`` in lance's order, ties by row address; start positions of
     each run of one key in that order, plus the end)."""
     keys = _group_keys(values)
-    order = np.lexsort((addrs, keys)).astype(np.int64)
-    k = keys[order]
-    bounds = np.concatenate([[0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]]).astype(np.int64)
+    order = np.lexsort((addrs, *keys)).astype(np.int64)
+    change = np.zeros(max(order.size - 1, 0), np.bool_)
+    for key in keys:
+        k = key[order]
+        change |= k[1:] != k[:-1]
+    bounds = np.concatenate([[0], np.flatnonzero(change) + 1, [order.size]]).astype(np.int64)
     return order, bounds
 
 
