@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Sets of row addresses, per fragment, and their serialized form in bitmap index files.
 
-A row address is ``fragment_id << 32 | physical row offset``.  :class:`RowSet` maps a
+A row address is ``fragment_id << 32 | physical row offset``.  A row set is a dict from a
 fragment id to a ``pyroaring.BitMap`` of row offsets, or to :data:`FULL` (every row of the
 fragment).
 
@@ -24,12 +24,10 @@ from pyroaring import BitMap
 
 from lance_gpu.errors import CorruptFileError
 
-__all__ = ["FULL", "RowSet", "deserialize_rowset", "serialize_rowset"]
+__all__ = ["FULL", "deserialize_rowset", "intersection", "rowset_from_addresses", "serialize_rowset", "union"]
 
 #: The marker of a whole fragment.
 FULL = None
-
-RowSet = dict  # dict[int, BitMap | None]
 
 
 def deserialize_rowset(data: bytes, path: str = "<index>") -> dict[int, BitMap | None]:

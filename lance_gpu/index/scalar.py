@@ -42,7 +42,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.index.files import IndexFile
 from lance_gpu.index.metadata import BITMAP_DETAILS, BTREE_DETAILS, LABEL_LIST_DETAILS, index_dir
-from lance_gpu.index.rowset import FULL, deserialize_rowset, intersection, rowset_from_addresses, union
+from lance_gpu.index.rowset import deserialize_rowset, intersection, rowset_from_addresses, union
 from lance_gpu.io.store import ObjectStore, join
 
 __all__ = [
@@ -324,5 +324,3 @@ def open_scalar_index(store: ObjectStore, root: str, index: table_pb2.IndexMetad
             _cache.popitem(last=False)
     return opened
 
-
-__all__ += ["FULL", "BTreeIndex", "BitmapIndex", "LabelListIndex", "ScalarIndex"]
