@@ -653,7 +653,7 @@ class LanceDataset:
         train : bool
             Must be True (empty indices are not supported).
         fragment_ids : list of int, optional
-            Index only these fragments.
+            Refused, as pylance refuses it here (``ValueError``).
         index_uuid : str, optional
             The new index's uuid.
 

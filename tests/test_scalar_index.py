@@ -220,13 +220,15 @@ def test_list_describe_drop_like_pylance(tmp_path):
     (("i", "FOO"), NotImplementedError, "Received FOO"),
     (("tags", "BTREE"), TypeError, "BTREE/BITMAP index column tags must be"),
     (("x", "LABEL_LIST"), TypeError, "LABEL_LIST index column x must be a list"),
+    (("i", "BTREE", None, {"fragment_ids": [0]}), ValueError, "BTREE distributed indexing uses create_index_uncommitted"),
 ])
 def test_bad_input_refused_as_pylance(tmp_path, args, exc, match):
     uri = str(tmp_path / "ds")
     _make(uri, 100)
+    args, kwargs = (args[:3], args[3]) if len(args) == 4 else (args, {})
     for ds in (lance_gpu.dataset(uri), lance.dataset(uri)):
         with pytest.raises(exc, match=match):
-            ds.create_scalar_index(*args)
+            ds.create_scalar_index(*args, **kwargs)
     assert lance.dataset(uri).version == 1 and not os.path.exists(os.path.join(uri, "_indices"))
 
 
@@ -347,3 +349,22 @@ def test_index_stats_like_pylance(tmp_path):
     for ds in (ours, theirs):
         with pytest.raises(KeyError, match="not found"):
             ds.stats.index_stats("nope")
+
+
+def test_delta_segments_of_one_index(tmp_path):
+    """pylance's ``optimize_indices(num_indices_to_merge=0)`` adds a segment (a second entry of
+    the name) over the new fragments: listed, described and used like pylance."""
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    for column, kind in INDICES:
+        lance.dataset(uri).create_scalar_index(column, kind)
+    lance.write_dataset(_table(1000, start=N), uri, mode="append")
+    lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
+    ours, theirs = lance_gpu.dataset(uri), lance.dataset(uri)
+    assert ours.list_indices() == theirs.list_indices() and len(ours.list_indices()) == 2 * len(INDICES)
+    for a, b in zip(ours.describe_indices(), theirs.describe_indices(), strict=True):
+        assert (a.name, a.num_rows_indexed, [s.fragment_ids for s in a.segments]) == \
+            (b.name, b.num_rows_indexed, [s.fragment_ids for s in b.segments])
+    rows, used = _selected(ours, "i = 6002")
+    assert rows == 1 and used
+    _check_filters(uri, ["i = 6002", "i > 6990", "s = 'v3'", "array_has_any(tags, ['t1'])"])

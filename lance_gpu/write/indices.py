@@ -19,7 +19,8 @@ entry over all fragments of the version (new uuid; name, fields, ``dataset_versi
 
 Refusals (pylance's exception classes): an unknown index type ``NotImplementedError``; a
 column not in the schema ``KeyError``; a column of the wrong type ``TypeError``; an existing
-name without ``replace``, or over other fields, ``RuntimeError``.
+name without ``replace``, or over other fields, ``RuntimeError``; ``fragment_ids`` (pylance's
+distributed indexing goes through ``create_index_uncommitted``) ``ValueError``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
     ArgumentTypeError,
     ColumnNotFoundError,
+    InvalidArgumentError,
     IndexExistsError,
     IndexNotFoundError,
     UnsupportedFeatureError,
@@ -309,6 +311,9 @@ def create_scalar_index(
     docstring); ``ds`` moves to the new version."""
     kind = _check_type(index_type)
     # (other keyword arguments are index parameters of other types: pylance ignores them too)
+    if fragment_ids is not None:
+        raise InvalidArgumentError(
+            f'{kind} distributed indexing uses create_index_uncommitted(..., index_type="{kind}", fragment_ids=...)')
     if not train:
         raise UnsupportedFeatureError("create_scalar_index: train=False (an empty index) is not supported")
     field_id, _t = _check_column(ds, column, kind)
@@ -321,8 +326,7 @@ def create_scalar_index(
             raise IndexExistsError(f"Index name '{name}' already exists, please specify a different name or use replace=True")
     op = CreateIndex([], old)
     try:
-        meta = _build(ds, kind, column, field_id, name, ds.version,
-                      None if fragment_ids is None else {int(i) for i in fragment_ids}, op.written, index_uuid)
+        meta = _build(ds, kind, column, field_id, name, ds.version, None, op.written, index_uuid)
     except BaseException:
         op.cleanup(ds.store)
         raise
