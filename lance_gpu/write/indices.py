@@ -40,9 +40,9 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
     ArgumentTypeError,
     ColumnNotFoundError,
-    InvalidArgumentError,
     IndexExistsError,
     IndexNotFoundError,
+    InvalidArgumentError,
     UnsupportedFeatureError,
 )
 from lance_gpu.index.metadata import (
