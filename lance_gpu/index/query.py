@@ -62,6 +62,23 @@ def _show(v: pa.Scalar) -> str:
     return str(v.as_py())
 
 
+def _literal(node: Any) -> pa.Scalar | None:
+    """A literal, or a CAST of one (``date '2024-01-05'``, ``timestamp '...'``) folded; None
+    for anything else or a cast that fails."""
+    from lance_gpu import filter as f
+
+    if isinstance(node, f._Lit):
+        return node.value
+    if isinstance(node, f._Cast):
+        inner = _literal(node.operand)
+        if inner is not None:
+            try:
+                return inner.cast(node.to)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                return None
+    return None
+
+
 def _term(node: Any) -> Term | None:
     """The index term of one leaf of the tree, or None."""
     from lance_gpu import filter as f
@@ -74,9 +91,9 @@ def _term(node: Any) -> Term | None:
         if column(left) is None and column(right) is not None:
             op, left, right = _FLIP[op], right, left
         name = column(left)
-        if name is None or not isinstance(right, f._Lit):
+        v = _literal(right)
+        if name is None or v is None:
             return None
-        v = right.value
         text = f"{name} {_SYMBOL[op]} {_show(v)}"
         if op == "eq":
             return Term("eq", name, text, (v,))
@@ -85,15 +102,16 @@ def _term(node: Any) -> Term | None:
         return Term("range", name, text, low=v, low_inclusive=op == "gte")
     if isinstance(node, f._Between) and not node.negated:
         name = column(node.operand)
-        if name is None or not isinstance(node.low, f._Lit) or not isinstance(node.high, f._Lit):
+        low, high = _literal(node.low), _literal(node.high)
+        if name is None or low is None or high is None:
             return None
-        text = f"{name} BETWEEN {_show(node.low.value)} AND {_show(node.high.value)}"
-        return Term("range", name, text, low=node.low.value, high=node.high.value)
+        return Term("range", name, f"{name} BETWEEN {_show(low)} AND {_show(high)}", low=low, high=high)
     if isinstance(node, f._InList) and not node.negated:
         name = column(node.operand)
-        if name is None or not all(isinstance(i, f._Lit) for i in node.items):
+        items = [_literal(i) for i in node.items]
+        if name is None or any(v is None for v in items):
             return None
-        values = tuple(i.value for i in node.items if isinstance(i, f._Lit))
+        values = tuple(v for v in items if v is not None)
         return Term("in", name, f"{name} IN [{', '.join(_show(v) for v in values)}]", values)
     if isinstance(node, f._Unary) and node.op == "is_null":
         name = column(node.operand)
