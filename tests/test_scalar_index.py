@@ -409,3 +409,22 @@ def _check_filters_plain(uri: str, filters) -> None:
         got = ours.to_table(filter=flt)
         assert got.equals(ours.to_table(filter=flt, use_scalar_index=False)), flt
         assert got.equals(theirs.to_table(filter=flt)), flt
+
+
+def test_create_index_operation_from_pylance_shapes(tmp_path):
+    """``LanceOperation.CreateIndex`` committed through our commit takes pylance's ``Index``
+    objects: pylance's drop of an index replayed by us."""
+    uri = str(tmp_path / "ds")
+    _make(uri, 500)
+    lance.dataset(uri).create_scalar_index("i", "BTREE")
+    lance.dataset(uri).create_scalar_index("s", "BITMAP")
+    ds = lance.dataset(uri)
+    ds.drop_index("s_idx")
+    dropped = lance.dataset(uri).get_transactions(1)[0].operation
+    ds.restore()  # back to both indices (pylance's restore of version 3)
+    before = lance.dataset(uri).version
+    assert [d["name"] for d in lance.dataset(uri).list_indices()] == ["i_idx", "s_idx"]
+    op = lance_gpu.LanceOperation.CreateIndex(new_indices=dropped.new_indices, removed_indices=dropped.removed_indices)
+    lance_gpu.LanceDataset.commit(uri, op, read_version=before)
+    assert [d["name"] for d in lance.dataset(uri).list_indices()] == ["i_idx"]
+    assert lance.dataset(uri).version == before + 1

@@ -1153,6 +1153,35 @@ class UpdateConfig(Operation):
 # CreateIndex
 
 
+def _index_pb(index: Any) -> table_pb2.IndexMetadata:
+    """An index entry as a protobuf (see :class:`CreateIndex`)."""
+    if isinstance(index, table_pb2.IndexMetadata):
+        return index
+    import uuid as _uuid
+
+    from pyroaring import BitMap
+
+    pb = table_pb2.IndexMetadata(
+        uuid=table_pb2.UUID(uuid=_uuid.UUID(str(index.uuid)).bytes), name=str(index.name),
+        fields=[int(f) for f in index.fields], dataset_version=int(index.dataset_version),
+        index_version=int(index.index_version),
+    )
+    frags = getattr(index, "fragment_ids", None)
+    if frags is not None:
+        pb.fragment_bitmap = BitMap(int(i) for i in frags).serialize()
+    created = getattr(index, "created_at", None)
+    if created is not None:
+        pb.created_at = int(created.timestamp() * 1000)
+    if getattr(index, "base_id", None) is not None:
+        pb.base_id = int(index.base_id)
+    for f in getattr(index, "files", None) or ():
+        pb.files.append(table_pb2.IndexFile(path=str(f.path), size_bytes=int(f.size_bytes)))
+    details = getattr(index, "index_details", None)
+    if details is not None:
+        pb.index_details.type_url, pb.index_details.value = str(details[0]), bytes(details[1])
+    return pb
+
+
 class CreateIndex(Operation):
     """Add ``new_indices`` and remove ``removed_indices`` (``lance.table.IndexMetadata``
     protobufs) from the manifest's index section, as pylance's ``LanceOperation.CreateIndex``.
@@ -1169,10 +1198,13 @@ class CreateIndex(Operation):
 
     name = "create_index"
 
-    def __init__(self, new_indices: Iterable[table_pb2.IndexMetadata] = (),
-                 removed_indices: Iterable[table_pb2.IndexMetadata] = ()) -> None:
-        self.new_indices: list[table_pb2.IndexMetadata] = list(new_indices)
-        self.removed_indices: list[table_pb2.IndexMetadata] = list(removed_indices)
+    def __init__(self, new_indices: Iterable[Any] = (), removed_indices: Iterable[Any] = ()) -> None:
+        """Entries are ``lance.table.IndexMetadata`` protobufs or objects shaped as pylance's
+        ``lance.dataset.Index`` (``uuid``, ``name``, ``fields``, ``dataset_version``,
+        ``fragment_ids``, ``index_version``, ``created_at``, ``base_id``, ``files``,
+        ``index_details`` = (type_url, bytes))."""
+        self.new_indices: list[table_pb2.IndexMetadata] = [_index_pb(i) for i in new_indices]
+        self.removed_indices: list[table_pb2.IndexMetadata] = [_index_pb(i) for i in removed_indices]
 
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         txn.create_index.SetInParent()
