@@ -421,7 +421,7 @@ def test_create_index_operation_from_pylance_shapes(tmp_path):
     ds = lance.dataset(uri)
     ds.drop_index("s_idx")
     dropped = lance.dataset(uri).get_transactions(1)[0].operation
-    ds.restore()  # back to both indices (pylance's restore of version 3)
+    lance.dataset(uri, version=3).restore()  # back to both indices
     before = lance.dataset(uri).version
     assert [d["name"] for d in lance.dataset(uri).list_indices()] == ["i_idx", "s_idx"]
     op = lance_gpu.LanceOperation.CreateIndex(new_indices=dropped.new_indices, removed_indices=dropped.removed_indices)
