@@ -428,3 +428,21 @@ def test_create_index_operation_from_pylance_shapes(tmp_path):
     lance_gpu.LanceDataset.commit(uri, op, read_version=before)
     assert [d["name"] for d in lance.dataset(uri).list_indices()] == ["i_idx"]
     assert lance.dataset(uri).version == before + 1
+
+
+def test_delete_reads_the_rows_an_index_selects(tmp_path, monkeypatch):
+    """A delete by an indexed predicate evaluates it on the index's rows only; the result is
+    pylance's delete."""
+    from lance_gpu.write import operations
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours)
+    lance.dataset(ours).create_scalar_index("i", "BTREE")
+    shutil.copytree(ours, theirs)
+    seen = []
+    real = operations.decode_fields
+    monkeypatch.setattr(operations, "decode_fields", lambda ds, units, fields: (seen.extend(u.rows.size for u in units), real(ds, units, fields))[1])
+    assert lance_gpu.dataset(ours).delete("i = 4099 OR i IN (10, 11)") == {"num_deleted_rows": 3}
+    lance.dataset(theirs).delete("i = 4099 OR i IN (10, 11)")
+    assert seen == [2, 1]  # two rows of fragment 0, one of fragment 2
+    assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
