@@ -262,3 +262,8 @@ class IndexStatsNotFoundError(LanceGpuError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class IndexedColumnError(LanceGpuError, OSError):
+    """An ``alter_columns`` cast of a column an index is attached to (pylance's ``OSError``
+    "Cannot cast column(s) ... index(es) attached")."""

@@ -446,3 +446,20 @@ def test_delete_reads_the_rows_an_index_selects(tmp_path, monkeypatch):
     lance.dataset(theirs).delete("i = 4099 OR i IN (10, 11)")
     assert seen == [2, 1]  # two rows of fragment 0, one of fragment 2
     assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+
+
+def test_schema_changes_keep_or_refuse_as_pylance(tmp_path):
+    """A cast of an indexed column is refused (OSError) as pylance; a rename and added
+    columns keep the index, which filters on the new name use."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _make(ours, 300)
+    lance.dataset(ours).create_scalar_index("s", "BITMAP")
+    shutil.copytree(ours, theirs)
+    for mod, uri in ((lance_gpu, ours), (lance, theirs)):
+        with pytest.raises(OSError, match=r"Cannot cast column\(s\) \[s\] to a new type: they have 1 index\(es\) attached: \[s_idx\]"):
+            mod.dataset(uri).alter_columns({"path": "s", "data_type": pa.large_string()})
+        mod.dataset(uri).alter_columns({"path": "s", "name": "s2"})
+        mod.dataset(uri).add_columns({"z": "x * 2"})
+    assert lance.dataset(ours).list_indices()[0]["fields"] == lance.dataset(theirs).list_indices()[0]["fields"] == ["s2"]
+    assert lance_gpu.dataset(ours).scanner(filter="s2 = 'v1'").plan.index_queries
+    _check_filters_plain(ours, ["s2 = 'v1'", "s2 IS NULL"])

@@ -247,9 +247,35 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
     casts = [a for a in alterations if isinstance(a, Mapping) and a.get("data_type") is not None]
     renames = [a for a in alterations if not (isinstance(a, Mapping) and a.get("data_type") is not None)]
     if casts:  # a data rewrite: one Merge carrying the renames too, as pylance
+        _refuse_indexed_casts(ds, casts)
         _with_retries(ds, lambda target: _cast_columns(target, casts, renames))
     else:  # metadata only
         _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))
+
+
+def _refuse_indexed_casts(ds: LanceDataset, casts: Sequence[Mapping[str, Any]]) -> None:
+    """pylance refuses to cast a column an index is attached to (the rewrite invalidates it)."""
+    from lance_gpu.errors import IndexedColumnError
+
+    section = ds.manifest_file.index_section
+    if section is None:
+        return
+    names = []
+    for alt in casts:
+        try:
+            fid = ds.lance_schema.field(alt["path"]).id
+        except (SchemaMismatchError, KeyError):
+            continue  # reported by the cast itself
+        hit = sorted({i.name for i in section.indices if fid in i.fields})
+        if hit:
+            names.append((str(alt["path"]), hit))
+    if names:
+        cols = ", ".join(c for c, _ in names)
+        idx = sorted({n for _, hit in names for n in hit})
+        raise IndexedColumnError(
+            f"Invalid user input: Cannot cast column(s) [{cols}] to a new type: they have {len(idx)} index(es) attached: "
+            f"[{', '.join(idx)}]. Cast rewrites column data and invalidates any index on the affected column(s). "
+            "Drop the index(es) with drop_index() before altering, then recreate them after the cast completes.")
 
 
 def _altered_schema(
