@@ -463,3 +463,18 @@ def test_schema_changes_keep_or_refuse_as_pylance(tmp_path):
     assert lance.dataset(ours).list_indices()[0]["fields"] == lance.dataset(theirs).list_indices()[0]["fields"] == ["s2"]
     assert lance_gpu.dataset(ours).scanner(filter="s2 = 'v1'").plan.index_queries
     _check_filters_plain(ours, ["s2 = 'v1'", "s2 IS NULL"])
+
+
+def test_vector_indices_listed_and_described_as_pylance(tmp_path):
+    uri = str(tmp_path / "ds")
+    vectors = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    lance.write_dataset(pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 8), "i": pa.array(range(300))}), uri)
+    ds = lance.dataset(uri)
+    ds.create_index("v", "IVF_PQ", name="pq", num_partitions=2, num_sub_vectors=2)
+    ds.create_index("v", "IVF_HNSW_SQ", name="hnsw", num_partitions=2)
+    ds.create_scalar_index("i", "BTREE")
+    ours, theirs = lance_gpu.dataset(uri), lance.dataset(uri)
+    assert ours.list_indices() == theirs.list_indices()
+    assert [(d.name, d.index_type, d.type_url, d.num_rows_indexed) for d in ours.describe_indices()] == \
+        [(d.name, d.index_type, d.type_url, d.num_rows_indexed) for d in theirs.describe_indices()]
+    assert ours.to_table(filter="i = 7")["i"].to_pylist() == [7]

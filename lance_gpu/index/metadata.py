@@ -37,6 +37,7 @@ __all__ = [
     "BITMAP_DETAILS",
     "BTREE_DETAILS",
     "LABEL_LIST_DETAILS",
+    "VECTOR_DETAILS",
     "IndexDescription",
     "IndexSegmentDescription",
     "describe_indices",
@@ -52,12 +53,54 @@ BTREE_DETAILS = "/lance.table.BTreeIndexDetails"
 BITMAP_DETAILS = "/lance.table.BitmapIndexDetails"
 LABEL_LIST_DETAILS = "/lance.table.LabelListIndexDetails"
 
+VECTOR_DETAILS = "/lance.index.pb.VectorIndexDetails"
+
+
+def _top_level_fields(data: bytes) -> set[int]:
+    """The field numbers present at the top level of a serialized protobuf message."""
+    from google.protobuf.internal.decoder import _DecodeVarint
+
+    found: set[int] = set()
+    pos = 0
+    try:
+        while pos < len(data):
+            key, pos = _DecodeVarint(data, pos)
+            number, wire = key >> 3, key & 7
+            found.add(number)
+            if wire == 0:
+                _, pos = _DecodeVarint(data, pos)
+            elif wire == 1:
+                pos += 8
+            elif wire == 2:
+                size, pos = _DecodeVarint(data, pos)
+                pos += size
+            elif wire == 5:
+                pos += 4
+            else:
+                return found
+    except IndexError:
+        return found
+    return found
+
+
+def _vector_type_name(index: table_pb2.IndexMetadata) -> str:
+    """pylance's name of a vector index, from its ``VectorIndexDetails`` (fields read from
+    pylance 14's messages: 3 = HNSW graph parameters, 4 = PQ, 5 = SQ, 8 = flat): ``IVF_PQ``,
+    ``IVF_HNSW_SQ`` ..., ``Vector`` when none is recognised."""
+    present = _top_level_fields(bytes(index.index_details.value))
+    for number, kind in ((4, "PQ"), (5, "SQ"), (8, "FLAT")):
+        if number in present:
+            return f"IVF_HNSW_{kind}" if 3 in present else f"IVF_{kind}"
+    return "Vector"
+
+
 #: type_url -> the type name pylance shows (``list_indices()[i]["type"]``), or a function of
 #: the index metadata for types whose name depends on their details (vector indices).
 _TYPE_NAMES: dict[str, str | Callable[[table_pb2.IndexMetadata], str]] = {
     BTREE_DETAILS: "BTree",
     BITMAP_DETAILS: "Bitmap",
     LABEL_LIST_DETAILS: "LabelList",
+    VECTOR_DETAILS: _vector_type_name,
 }
 
 
