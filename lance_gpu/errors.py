@@ -239,17 +239,16 @@ class CpuDecodeWarning(GpuFallbackWarning):
     or its type) and uploaded; the message names the reason.  Warned once per reason."""
 
 
-class ColumnNotFoundError(LanceGpuError, KeyError):
-    """An index asked for on a column the schema does not have (pylance raises ``KeyError``
-    ``"<name> not found in schema"``)."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
-
-
 class IndexExistsError(LanceGpuError, RuntimeError):
-    """An index of that name exists and ``replace`` is false, or it indexes other fields
-    (pylance raises ``RuntimeError`` ``LanceError(Index): Index name ... already exists``)."""
+    """``create_index`` / ``create_scalar_index`` with the name of an existing index and
+    ``replace=False`` (pylance: a ``RuntimeError``)."""
+
+
+class FieldNotFoundError(LanceGpuError, KeyError):
+    """A column named to build an index on is not in the schema (pylance: a ``KeyError``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class IndexNotFoundError(LanceGpuError, RuntimeError):

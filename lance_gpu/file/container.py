@@ -188,13 +188,6 @@ class FileMetadata:
         self._descriptor = fd
         return fd
 
-    def global_buffer_range(self, index: int) -> tuple[int, int]:
-        """(position, size) of global buffer ``index`` (0 is the FileDescriptor)."""
-        if not 0 <= index < self.num_global_buffers:
-            raise CorruptFileError(self.path, f"global buffer {index} out of range ({self.num_global_buffers} buffers)")
-        pos, size = (int(x) for x in self._gbo[index])
-        return pos, size
-
     def column(self, index: int) -> ColumnInfo:
         col = self._columns.get(index)
         if col is not None:
@@ -319,6 +312,14 @@ class LanceFileReader:
 
     def column(self, index: int) -> ColumnInfo:
         return self.meta.column(index)
+
+    def global_buffer(self, index: int) -> bytes:
+        """The bytes of global buffer ``index`` (0 is the ``FileDescriptor``; index files
+        keep protobufs and tensors in the others, named by their schema metadata)."""
+        if not 0 <= index < self.num_global_buffers:
+            raise CorruptFileError(self.path, f"global buffer {index} out of range ({self.num_global_buffers} buffers)")
+        pos, size = (int(x) for x in self.meta._gbo[index])
+        return self.io.read(pos, size).tobytes()
 
     def prefetch(self, columns: list[int]) -> None:
         """Fetch every buffer of ``columns`` (pages and column buffers) ahead of decoding,

@@ -62,8 +62,7 @@ class IndexFile:
 
     def global_buffer(self, index: int) -> bytes:
         """The bytes of global buffer ``index`` (index files keep side data in buffers 1..)."""
-        pos, size = self.reader.meta.global_buffer_range(index)
-        return self.reader.io.read(pos, size).tobytes() if size else b""
+        return self.reader.global_buffer(index)
 
     def take(self, name: str, rows: np.ndarray) -> pa.Array:
         """Rows ``rows`` (sorted, unique) of column ``name``."""

@@ -153,7 +153,6 @@ class LanceFileWriter:
         self.page_bytes = PAGE_BYTES if page_bytes is None else page_bytes
         self._fh: WriteHandle = store.open_writer(self.path)
         self._pos = 0
-        self._global_buffers: list[bytes] = []
         self._fields = list(schema.fields)
         leaves_per_field = [len(column_field_ids(LanceSchema([top], {}), minor)) for top in self._fields]
         self._blob = [bool(blob_kind(top)) for top in self._fields]
@@ -168,6 +167,8 @@ class LanceFileWriter:
         self._inflight: deque[tuple[int, int, int, Future]] = deque()
         self._inflight_bytes = 0
         self._max_inflight = 2 * encode_threads() + 2
+        #: (position, size) of global buffers 1.. (:meth:`add_global_buffer`)
+        self._extra_buffers: list[tuple[int, int]] = []
 
     @property
     def num_columns(self) -> int:
@@ -274,6 +275,14 @@ class LanceFileWriter:
         self._pos += view.nbytes
         return pos, view.nbytes
 
+    def add_global_buffer(self, data: bytes) -> int:
+        """Write ``data`` now (64-byte aligned, between pages) as the next global buffer and
+        return its index (1, 2, ...; 0 is the ``FileDescriptor`` written by :meth:`finish`).
+        Index files name these buffers in their schema metadata."""
+        self._drain()
+        self._extra_buffers.append(self._write_buffer(bytes(data)))
+        return len(self._extra_buffers)
+
     def _write_blob_bytes(self, data: np.ndarray) -> int:
         return self._write_buffer(data)[0]
 
@@ -295,12 +304,6 @@ class LanceFileWriter:
 
     # -- finishing ---------------------------------------------------------------------------
 
-    def add_global_buffer(self, data: bytes) -> int:
-        """Store ``data`` as a global buffer of the file (written by :meth:`finish`); returns
-        its index (buffer 0 is the FileDescriptor).  Index files keep side data there."""
-        self._global_buffers.append(bytes(data))
-        return len(self._global_buffers)
-
     def finish(self, sync: bool = True) -> int:
         """Encode what is buffered, write the metadata and footer, close; returns the size.
 
@@ -314,8 +317,6 @@ class LanceFileWriter:
             length=self.num_rows,
         )
         gb_pos, gb_size = self._write_buffer(descriptor.SerializeToString())
-        # buffers 1.. (add_global_buffer), after the descriptor, each 64-byte aligned
-        extra = [self._write_buffer(data) for data in self._global_buffers]
         column_encoding = _any(COLUMN_ENCODING_URL, encodings_v2_0_pb2.ColumnEncoding(values={}))
         blob_encoding = _any(COLUMN_ENCODING_URL, v2_0_blob_column_encoding())
         blob_columns = {self._first_col[i] for i, blob in enumerate(self._blob) if blob and self.minor == 0}
@@ -332,11 +333,12 @@ class LanceFileWriter:
         self._fh.write(table)
         self._pos += len(table)
         gbo_start = self._pos
-        for pos, size in [(gb_pos, gb_size), *extra]:
+        buffers = [(gb_pos, gb_size), *self._extra_buffers]
+        for pos, size in buffers:
             self._fh.write(struct.pack("<QQ", pos, size))
             self._pos += 16
         major, minor = (2, self.minor) if self.minor else (0, 3)  # 2.0 files say 0.3
-        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, 1 + len(extra), len(self._columns), major, minor, MAGIC)
+        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, len(buffers), len(self._columns), major, minor, MAGIC)
         self._fh.write(footer)
         self._pos += len(footer)
         if sync:

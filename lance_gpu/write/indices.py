@@ -39,7 +39,7 @@ from pyroaring import BitMap
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
     ArgumentTypeError,
-    ColumnNotFoundError,
+    FieldNotFoundError,
     IndexExistsError,
     IndexNotFoundError,
     InvalidArgumentError,
@@ -100,7 +100,7 @@ def _check_column(ds: LanceDataset, column: str, kind: str) -> tuple[int, pa.Dat
         try:
             ds.lance_schema.field(column)
         except Exception:  # noqa: BLE001 - any lookup failure: the column is not there
-            raise ColumnNotFoundError(f"{column} not found in schema") from None
+            raise FieldNotFoundError(f"{column} not found in schema") from None
         raise UnsupportedFeatureError(f"create_scalar_index: {column!r} is a nested field; only top-level columns are indexed")
     t = ds.schema.field(column).type
     if kind == "LABEL_LIST":
