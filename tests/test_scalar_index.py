@@ -292,9 +292,12 @@ def test_optimize_indices_like_pylance(tmp_path):
     assert lance.dataset(ours).version == version
 
 
-def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path):
+@pytest.mark.parametrize("stable_row_ids", [False, True])
+def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path, stable_row_ids):
+    """(With stable row ids bitmaps and label lists keep their files, their fragment bitmaps
+    move to the new fragments; btrees are remapped.)"""
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    _make(ours)
+    _make(ours, stable_row_ids=stable_row_ids)
     for column, kind in INDICES:
         lance_gpu.dataset(ours).create_scalar_index(column, kind)
     lance.dataset(ours).delete("i % 5 = 2")
@@ -305,6 +308,8 @@ def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         assert a[key] == b[key], key
+    uuids = [[d["uuid"] for d in lance.dataset(uri).list_indices()] for uri in (ours, theirs)]
+    assert [x == y for x, y in zip(*uuids, strict=True)] == [False, False, stable_row_ids, stable_row_ids]  # f, i, s, tags
     _check_filters(ours)
 
 

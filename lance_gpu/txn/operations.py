@@ -834,7 +834,9 @@ class Rewrite(Operation):
     Indices (see :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
     remapped copies were written (old index, new uuid, new files); their manifest entries get
     the new uuid and files, and their fragment bitmaps swap each rewritten group's old
-    fragment ids for its new ones.  Other indices cover none of the rewritten fragments.
+    fragment ids for its new ones.  ``moved`` lists the uuids of indices whose files stay
+    valid (indices of stable row ids, which a compaction keeps) and whose fragment bitmaps
+    move the same way.  Other indices cover none of the rewritten fragments.
     """
 
     name = "rewrite"
@@ -846,6 +848,8 @@ class Rewrite(Operation):
             raise ValueError("Rewrite: rewritten_indices from outside lance-gpu's compaction are not supported")
         #: (old index, new uuid bytes, new files) per remapped index
         self.rewritten: list[tuple[table_pb2.IndexMetadata, bytes, list[table_pb2.IndexFile]]] = []
+        #: uuids of indices kept as they are but for their fragment bitmaps
+        self.moved: set[bytes] = set()
 
     @property
     def groups(self) -> list[RewriteGroup]:
@@ -895,6 +899,11 @@ class Rewrite(Operation):
         found = set()
         for idx in out.indices:
             key = bytes(idx.uuid.uuid)
+            if key in self.moved:
+                bitmap = fragment_bitmap(idx)
+                if bitmap is not None:
+                    idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self._groups).serialize()
+                continue
             if key not in remapped:
                 continue
             new_uuid, files = remapped[key]

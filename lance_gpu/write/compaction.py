@@ -41,7 +41,7 @@ from lance_gpu.table import features
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
-from lance_gpu.index.metadata import BTREE_DETAILS
+from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
@@ -229,12 +229,12 @@ def compact_once(
     rewritten_ids = {f.fragment_id for task in tasks for f in task}
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
+    # with stable row ids, indices of row ids (bitmaps, label lists) stay valid: pylance 14
+    # keeps their files and moves their fragment bitmaps; btrees (row addresses) are remapped
+    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS)]
+    to_remap = [i for i in to_remap if i not in moved]
     for index in to_remap:
         check_remappable(index, store.uri(root))
-        if stable and index.index_details.type_url != BTREE_DETAILS:
-            # (their bitmaps hold stable row ids, which a compaction keeps: pylance's handling unverified)
-            raise UnsupportedFeatureError(f"{store.uri(root)}: compaction of a dataset with stable row ids and the "
-                                          f"bitmap-type index {index.name!r} is not supported")
 
     schema = ds.lance_schema
     physical = schema.to_arrow(physical=True)
@@ -281,6 +281,7 @@ def compact_once(
         rewrite.cleanup(store)
         raise
     rewrite.groups = groups
+    rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
     manifest = _commit(ds, rewrite)
     ds.reload(int(manifest.version))
     return metrics
