@@ -29,7 +29,8 @@ FILTERS = [
     "i IS NULL", "s = 'v3'", "s IS NULL", "s IN ('v1', 'v5')", "s > 'v4'", "f = 0", "f > 45.5", "f < -49",
     "array_has_any(tags, ['t1'])", "array_has_all(tags, ['t1', 't2'])", "array_has(tags, 't3')",
     "array_contains(tags, 'zz')", "i < 100 OR s = 'v2'", "i < 3000 AND array_has_any(tags, ['t0', 't4'])",
-    "s = 'v3' AND x > 0.5", "i = 5 OR x > 0.99",
+    "s = 'v3' AND x > 0.5", "i = 5 OR x > 0.99", "s != 'v3'", "s IS NOT NULL", "s <> 'v1' AND i < 100",
+    "s != 'v3' OR s IS NULL",
 ]
 INDICES = [("i", "BTREE"), ("s", "BITMAP"), ("f", "BTREE"), ("tags", "LABEL_LIST")]
 

@@ -3,7 +3,8 @@
 
 The filter's resolved tree (:func:`lance_gpu.filter.predicate_tree`) is walked for terms
 an index of the version answers on a top-level column: ``col = v``, ``<``, ``<=``, ``>``,
-``>=`` (either side), ``BETWEEN``, ``IN (...)``, ``IS NULL`` (BTree, Bitmap) and
+``>=`` (either side), ``BETWEEN``, ``IN (...)``, ``IS NULL`` (BTree, Bitmap), ``!=`` and
+``IS NOT NULL`` (Bitmap) and
 ``array_has_any`` / ``array_has_all`` / ``array_has`` / ``array_contains`` (LabelList),
 joined by ``AND`` / ``OR``.  Each sub-tree gives a :class:`_Answer`: the fragments it
 *covers* and, for those, the rows that may match; a fragment it does not cover may hold a
@@ -38,8 +39,8 @@ from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["IndexSelection", "index_selections", "terms_of"]
 
-_FLIP = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq"}
-_SYMBOL = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+_FLIP = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq", "neq": "neq"}
+_SYMBOL = {"eq": "=", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
 @dataclass
@@ -95,8 +96,8 @@ def _term(node: Any) -> Term | None:
         if name is None or v is None:
             return None
         text = f"{name} {_SYMBOL[op]} {_show(v)}"
-        if op == "eq":
-            return Term("eq", name, text, (v,))
+        if op in ("eq", "neq"):
+            return Term(op, name, text, (v,))
         if op in ("lt", "lte"):
             return Term("range", name, text, high=v, high_inclusive=op == "lte")
         return Term("range", name, text, low=v, low_inclusive=op == "gte")
@@ -113,9 +114,10 @@ def _term(node: Any) -> Term | None:
             return None
         values = tuple(v for v in items if v is not None)
         return Term("in", name, f"{name} IN [{', '.join(_show(v) for v in values)}]", values)
-    if isinstance(node, f._Unary) and node.op == "is_null":
+    if isinstance(node, f._Unary) and node.op in ("is_null", "is_not_null"):
         name = column(node.operand)
-        return None if name is None else Term("is_null", name, f"{name} IS NULL")
+        text = f"{name} IS NULL" if node.op == "is_null" else f"{name} IS NOT NULL"
+        return None if name is None else Term(node.op, name, text)
     if isinstance(node, f._Func) and node.name in ("array_has_any", "array_has_all", "array_has") and len(node.args) == 2:
         name = column(node.args[0])
         arg = node.args[1]

@@ -67,8 +67,9 @@ class Unusable(Exception):
 class Term:
     """One condition on one column an index may answer.
 
-    ``kind``: ``eq`` / ``in`` (``values``), ``range`` (``low`` / ``high``, None = unbounded,
-    with inclusiveness), ``is_null``, ``has_any`` / ``has_all`` (``values``: list items).
+    ``kind``: ``eq`` / ``neq`` / ``in`` (``values``), ``range`` (``low`` / ``high``, None =
+    unbounded, with inclusiveness), ``is_null`` / ``is_not_null``, ``has_any`` / ``has_all``
+    (``values``: list items).
     ``text``: how pylance's ``explain_plan`` shows it (``i = 5``).
     """
 
@@ -117,6 +118,15 @@ def value_mask(values: pa.Array, term: Term) -> np.ndarray:
     t = values.type
     if term.kind == "is_null":
         return np.asarray(values.is_null().to_numpy(zero_copy_only=False), np.bool_)
+    if term.kind == "is_not_null":
+        return np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+    if term.kind == "neq":
+        v = _cast(term.values[0], t)
+        if _nan(v):
+            raise Unusable("NaN")
+        # (IEEE: NaN differs from every value, as in lance's order; -0.0 equals 0.0, as lance
+        # compares with a zero constant)
+        return _true(pc.not_equal(values, v))
     floating = _is_float(t)
     if term.kind in ("eq", "in"):
         vals = [_cast(v, t) for v in term.values]
@@ -240,9 +250,10 @@ class BTreeIndex(ScalarIndex):
 
 
 class BitmapIndex(ScalarIndex):
-    """A Bitmap index: the keys are read when opened, a key's bitmap when a term needs it."""
+    """A Bitmap index: the keys are read when opened, a key's bitmap when a term needs it
+    (``!=`` and ``IS NOT NULL`` too: the union of the other keys' bitmaps)."""
 
-    kinds = frozenset({"eq", "in", "range", "is_null"})
+    kinds = frozenset({"eq", "in", "range", "is_null", "neq", "is_not_null"})
 
     def __init__(self, store: ObjectStore, directory: str) -> None:
         self.file = IndexFile(store, join(directory, BITMAP_LOOKUP))
