@@ -270,7 +270,9 @@ def test_append_delete_update_keep_indices_as_pylance(tmp_path, stable_row_ids):
     assert g.to_table(filter="i = 6002")["i"].to_pylist() == [6002]
 
 
-def test_optimize_indices_like_pylance(tmp_path):
+@pytest.mark.parametrize("merge", [None, 0])
+def test_optimize_indices_like_pylance(tmp_path, merge):
+    """Default: one entry over every fragment; ``num_indices_to_merge=0``: a delta segment."""
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
     _make(ours)
     for column, kind in INDICES:
@@ -278,9 +280,11 @@ def test_optimize_indices_like_pylance(tmp_path):
     lance.write_dataset(_table(1000, start=N), ours, mode="append")
     lance.dataset(ours).delete("i % 10 = 3")
     shutil.copytree(ours, theirs)
-    lance_gpu.dataset(ours).optimize.optimize_indices()
-    lance.dataset(theirs).optimize.optimize_indices()
+    kwargs = {} if merge is None else {"num_indices_to_merge": merge}
+    lance_gpu.dataset(ours).optimize.optimize_indices(**kwargs)
+    lance.dataset(theirs).optimize.optimize_indices(**kwargs)
     a, b = lance.dataset(ours), lance.dataset(theirs)
+    assert len(a.list_indices()) == len(INDICES) * (2 if merge == 0 else 1)
     assert a.version == b.version
     strip = [{k: v for k, v in d.items() if k != "uuid"} for d in a.list_indices()]
     assert strip == [{k: v for k, v in d.items() if k != "uuid"} for d in b.list_indices()]
@@ -289,7 +293,7 @@ def test_optimize_indices_like_pylance(tmp_path):
     assert _selected(lance_gpu.dataset(ours), "i = 6002")[0] == 1
     _check_filters(ours)
     version = a.version
-    lance_gpu.dataset(ours).optimize.optimize_indices()  # up to date: nothing committed
+    lance_gpu.dataset(ours).optimize.optimize_indices(**kwargs)  # up to date: nothing committed
     assert lance.dataset(ours).version == version
 
 

@@ -1195,9 +1195,9 @@ class CreateIndex(Operation):
     """Add ``new_indices`` and remove ``removed_indices`` (``lance.table.IndexMetadata``
     protobufs) from the manifest's index section, as pylance's ``LanceOperation.CreateIndex``.
 
-    Applied as pylance applies it: the base's entries lose those whose uuid is removed and
-    those of the same name and fields as a new one (a replaced index); the new entries are
-    appended.  Builders: :mod:`lance_gpu.write.indices` (scalar), vector indices likewise.
+    Applied as pylance applies it: the base's entries lose those whose uuid is removed (a
+    replaced index is removed by uuid; a delta segment adds an entry of an existing name);
+    the new entries are appended.  Builders: :mod:`lance_gpu.write.indices` (scalar), vector indices likewise.
 
     Conflicts: committed on top of a concurrent append, delete, config change or index change
     of other names (the new entries cover the fragments they were built from; later ones are
@@ -1225,13 +1225,11 @@ class CreateIndex(Operation):
             raise ValueError("CreateIndex needs an existing dataset")
         m = _copy_manifest(base)
         removed = {bytes(i.uuid.uuid) for i in self.removed_indices}
-        replaced = {(i.name, tuple(i.fields)) for i in self.new_indices}
         out = table_pb2.IndexSection()
         if base.index_section is not None:
             for idx in base.index_section.indices:
-                if bytes(idx.uuid.uuid) in removed or (idx.name, tuple(idx.fields)) in replaced:
-                    continue
-                out.indices.append(idx)
+                if bytes(idx.uuid.uuid) not in removed:
+                    out.indices.append(idx)
         out.indices.extend(self.new_indices)
         return m, out
 

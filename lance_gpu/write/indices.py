@@ -15,7 +15,9 @@ bitmaps hold the stable row ids), ``created_at`` in ms, ``files`` with their siz
 ``optimize_indices()`` brings every BTree / Bitmap / LabelList index up to date with the
 fragments appended or rewritten since it was built: its entries are replaced by one new
 entry over all fragments of the version (new uuid; name, fields, ``dataset_version`` and
-``index_version`` kept), all in one ``CreateIndex``, as pylance's default merge does.
+``index_version`` kept), all in one ``CreateIndex``, as pylance's default merge does; with
+``num_indices_to_merge=0`` a new segment (an entry of the same name) covers only the
+unindexed fragments and the old segments stay.
 
 Refusals (pylance's exception classes): an unknown index type ``NotImplementedError``; a
 column not in the schema ``KeyError``; a column of the wrong type ``TypeError``; an existing
@@ -347,6 +349,9 @@ def optimize_indices(ds: LanceDataset, **kwargs: Any) -> None:
     docstring); other index types are left alone.  Nothing is committed when every index is
     up to date."""
     index_names = kwargs.pop("index_names", None)
+    # 0: a new segment (delta) over the unindexed fragments, the old ones kept; else one
+    # entry over every fragment replaces the index's segments
+    delta = kwargs.pop("num_indices_to_merge", None) == 0
     section = ds.manifest_file.index_section
     if section is None:
         return
@@ -367,13 +372,16 @@ def optimize_indices(ds: LanceDataset, **kwargs: Any) -> None:
             covered: set[int] = set()
             for e in entries:
                 covered |= set(fragment_bitmap(e) or ())
-            if present <= covered and len(entries) == 1:
+            if present <= covered and (delta or len(entries) == 1):
                 continue
+            # (a merged entry keeps the index's dataset_version, a delta has the version read)
             meta = _build(ds, kind, fields[int(first.fields[0])], int(first.fields[0]), name,
-                          int(first.dataset_version), None, op.written)
+                          ds.version if delta else int(first.dataset_version), present - covered if delta else None,
+                          op.written)
             meta.index_version = first.index_version
             op.new_indices.append(meta)
-            op.removed_indices.extend(entries)
+            if not delta:
+                op.removed_indices.extend(entries)
     except BaseException:
         op.cleanup(ds.store)
         raise
