@@ -3,8 +3,8 @@
 
 The filter's resolved tree (:func:`lance_gpu.filter.predicate_tree`) is walked for terms
 an index of the version answers on a top-level column: ``col = v``, ``<``, ``<=``, ``>``,
-``>=`` (either side), ``BETWEEN``, ``IN (...)``, ``IS NULL`` (BTree, Bitmap), ``!=`` and
-``IS NOT NULL`` (Bitmap) and
+``>=`` (either side), ``BETWEEN``, ``IN (...)``, ``IS NULL`` (BTree, Bitmap), ``!=``,
+``NOT IN``, ``IS NOT NULL`` and ``NOT`` of those (Bitmap) and
 ``array_has_any`` / ``array_has_all`` / ``array_has`` / ``array_contains`` (LabelList),
 joined by ``AND`` / ``OR``.  Each sub-tree gives a :class:`_Answer`: the fragments it
 *covers* and, for those, the rows that may match; a fragment it does not cover may hold a
@@ -107,13 +107,22 @@ def _term(node: Any) -> Term | None:
         if name is None or low is None or high is None:
             return None
         return Term("range", name, f"{name} BETWEEN {_show(low)} AND {_show(high)}", low=low, high=high)
-    if isinstance(node, f._InList) and not node.negated:
+    if isinstance(node, f._InList):
         name = column(node.operand)
         items = [_literal(i) for i in node.items]
         if name is None or any(v is None for v in items):
             return None
         values = tuple(v for v in items if v is not None)
-        return Term("in", name, f"{name} IN [{', '.join(_show(v) for v in values)}]", values)
+        word = "NOT IN" if node.negated else "IN"
+        return Term("not_in" if node.negated else "in", name, f"{name} {word} [{', '.join(_show(v) for v in values)}]", values)
+    if isinstance(node, f._Unary) and node.op == "not":
+        # NOT of a comparison keeps SQL's NULL (dropped): NOT (c = v) is c != v, NOT (c IN ...)
+        # is c NOT IN ..., NOT (c IS NULL) is c IS NOT NULL
+        inner = _term(node.operand)
+        flip = {"eq": "neq", "neq": "eq", "in": "not_in", "not_in": "in", "is_null": "is_not_null", "is_not_null": "is_null"}
+        if inner is None or inner.kind not in flip:
+            return None
+        return Term(flip[inner.kind], inner.column, f"NOT ({inner.text})", inner.values)
     if isinstance(node, f._Unary) and node.op in ("is_null", "is_not_null"):
         name = column(node.operand)
         text = f"{name} IS NULL" if node.op == "is_null" else f"{name} IS NOT NULL"

@@ -67,7 +67,7 @@ class Unusable(Exception):
 class Term:
     """One condition on one column an index may answer.
 
-    ``kind``: ``eq`` / ``neq`` / ``in`` (``values``), ``range`` (``low`` / ``high``, None =
+    ``kind``: ``eq`` / ``neq`` / ``in`` / ``not_in`` (``values``), ``range`` (``low`` / ``high``, None =
     unbounded, with inclusiveness), ``is_null`` / ``is_not_null``, ``has_any`` / ``has_all``
     (``values``: list items).
     ``text``: how pylance's ``explain_plan`` shows it (``i = 5``).
@@ -120,6 +120,14 @@ def value_mask(values: pa.Array, term: Term) -> np.ndarray:
         return np.asarray(values.is_null().to_numpy(zero_copy_only=False), np.bool_)
     if term.kind == "is_not_null":
         return np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+    if term.kind == "not_in":
+        vals = [_cast(v, t) for v in term.values]
+        if any(_nan(v) for v in vals):
+            raise Unusable("NaN")
+        if not vals:
+            return np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+        return _true(pc.invert(pc.is_in(values, value_set=pa.array([v.as_py() for v in vals], t)))) & \
+            np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
     if term.kind == "neq":
         v = _cast(term.values[0], t)
         if _nan(v):
@@ -253,7 +261,7 @@ class BitmapIndex(ScalarIndex):
     """A Bitmap index: the keys are read when opened, a key's bitmap when a term needs it
     (``!=`` and ``IS NOT NULL`` too: the union of the other keys' bitmaps)."""
 
-    kinds = frozenset({"eq", "in", "range", "is_null", "neq", "is_not_null"})
+    kinds = frozenset({"eq", "in", "range", "is_null", "neq", "not_in", "is_not_null"})
 
     def __init__(self, store: ObjectStore, directory: str) -> None:
         self.file = IndexFile(store, join(directory, BITMAP_LOOKUP))
