@@ -547,3 +547,29 @@ def test_readme_training_example_runs(tmp_path) -> None:
         capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0 and "trained" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def _ids_of_rows(rows: list[dict]) -> list[int]:
+    return [r["id"] for r in rows]
+
+
+def test_safe_dataset_and_loader_equal_pylance(uri) -> None:
+    """``SafeLanceDataset`` / ``get_safe_loader`` as pylance's: rows as dicts by one take, the
+    dataset pickled into spawned workers without an open dataset."""
+    import pickle
+
+    from lance.torch.data import SafeLanceDataset as PylanceSafe
+
+    ours, ref = lt.SafeLanceDataset(uri), PylanceSafe(uri)
+    assert len(ours) == len(ref) == lance.dataset(uri).count_rows()
+    picks = [0, 9, 10, 44, 45, len(ref) - 1]
+    mine = ours.__getitems__(picks)
+    theirs = ref.__getitems__(picks)
+    assert [r["id"] for r in mine] == [r["id"] for r in theirs]
+    assert [r["emb"] for r in mine] == [pytest.approx(r["emb"]) for r in theirs]
+    assert ours[3]["id"] == ref[3]["id"]
+    assert pickle.loads(pickle.dumps(ours))._ds is None  # nothing open crosses a spawn
+    loader = lt.get_safe_loader(ours, batch_size=50, num_workers=1, collate_fn=_ids_of_rows)
+    assert loader.multiprocessing_context.get_start_method() == "spawn" and loader.persistent_workers
+    got = [i for batch in loader for i in batch]
+    assert got == [r["id"] for r in ref.__getitems__(list(range(len(ref))))]

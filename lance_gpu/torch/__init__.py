@@ -10,7 +10,7 @@ Samplers, worker sharding and ordering: :mod:`lance_gpu.torch.sampler`; tensor r
 
 from __future__ import annotations
 
-from lance_gpu.torch.data import LanceDataset, LanceMapDataset, identity_collate
+from lance_gpu.torch.data import LanceDataset, LanceMapDataset, SafeLanceDataset, get_safe_loader, identity_collate
 from lance_gpu.torch.sampler import (
     FullScanSampler,
     Sampler,
@@ -25,9 +25,11 @@ __all__ = [
     "LanceMapDataset",
     "NoTensorRuleError",
     "NullValueError",
+    "SafeLanceDataset",
     "Sampler",
     "ShardedBatchSampler",
     "ShardedFragmentSampler",
+    "get_safe_loader",
     "identity_collate",
     "to_tensor",
 ]

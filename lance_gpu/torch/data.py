@@ -435,3 +435,64 @@ class LanceMapDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Sequence[int]) -> Any:
         return self._convert(self._source.take(np.asarray(indices, np.int64)))
+
+
+class SafeLanceDataset(torch.utils.data.Dataset):
+    """pylance's ``lance.torch.data.SafeLanceDataset``: a map-style dataset safe to pickle into
+    spawned DataLoader workers.  The parent opens the dataset only to count its rows; each
+    worker opens it on its first batch (nothing open crosses the process boundary), and a batch
+    of indices is one ``take`` returned as a list of row dicts (``to_pylist``), as pylance's.
+
+    Parameters
+    ----------
+    uri : str or os.PathLike
+        The dataset.
+    dataset_options : dict, optional
+        Keyword arguments of ``lance_gpu.dataset`` (``version=``, ``storage_options=``, ...).
+    """
+
+    def __init__(self, uri: str | os.PathLike, *, dataset_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.uri = uri
+        self.dataset_options = dict(dataset_options or {})
+        self._len = _open(uri, self.dataset_options).count_rows()
+        self._ds: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_ds": None}
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        return self.__getitems__([idx])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The rows at ``indices`` (positions among the live rows) as a list of dicts."""
+        if self._ds is None:
+            self._ds = _open(self.uri, self.dataset_options)
+        return self._ds.take(list(indices)).to_pylist()
+
+
+def get_safe_loader(dataset: Any, batch_size: int = 32, num_workers: int = 4, **kwargs: Any) -> torch.utils.data.DataLoader:
+    """pylance's ``lance.torch.data.get_safe_loader``: a ``DataLoader`` over ``dataset`` with
+    spawned workers (``multiprocessing_context="spawn"``) and ``persistent_workers=True`` unless
+    given; every other keyword argument is the ``DataLoader``'s and overrides these defaults.
+
+    Parameters
+    ----------
+    dataset : torch.utils.data.Dataset
+        Usually a :class:`SafeLanceDataset`.
+    batch_size : int, default 32
+    num_workers : int, default 4
+    **kwargs
+        More ``DataLoader`` arguments.
+    """
+    options: dict[str, Any] = {
+        "batch_size": batch_size,
+        "num_workers": num_workers,
+        "persistent_workers": kwargs.pop("persistent_workers", True),
+        "multiprocessing_context": torch.multiprocessing.get_context("spawn"),
+        **kwargs,
+    }
+    return torch.utils.data.DataLoader(dataset, **options)
