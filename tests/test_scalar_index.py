@@ -78,7 +78,10 @@ def _index_files(uri: str) -> dict:
         d = os.path.join(uri, "_indices", info["uuid"])
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
-            t = LanceFileReader(path).read_all().to_table()
+            reader = LanceFileReader(path)
+            meta = reader.metadata()
+            out[(info["name"], name, "version")] = (meta.major_version, meta.minor_version)
+            t = reader.read_all().to_table()
             if "bitmaps" in t.column_names:
                 value = (t.column("keys").to_pylist(), [deserialize_rowset(b) for b in t.column("bitmaps").to_pylist()],
                          t.schema.metadata, _global_buffers(path)[1:])
@@ -108,11 +111,13 @@ def _global_buffers(path: str) -> list[dict | bytes]:
 # building: our files are pylance's, pylance uses them
 
 
-@pytest.mark.parametrize("stable_row_ids", [False, True])
-def test_indices_we_build_are_pylances(tmp_path, stable_row_ids):
-    """(With stable row ids pylance's btree holds row addresses, its bitmaps row ids.)"""
+@pytest.mark.parametrize("stable_row_ids, storage", [(False, "2.2"), (True, "2.2"), (False, "2.0"), (False, "2.1")])
+def test_indices_we_build_are_pylances(tmp_path, stable_row_ids, storage):
+    """(With stable row ids pylance's btree holds row addresses, its bitmaps row ids.  Index
+    files are written in the dataset's file version.)"""
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    _make(ours, stable_row_ids=stable_row_ids)
+    lance.write_dataset(_table(), ours, max_rows_per_file=2000, enable_stable_row_ids=stable_row_ids,
+                        data_storage_version=storage)
     shutil.copytree(ours, theirs)
     g, p = lance_gpu.dataset(ours), lance.dataset(theirs)
     for column, kind in INDICES:
@@ -297,12 +302,13 @@ def test_optimize_indices_like_pylance(tmp_path, merge):
     assert lance.dataset(ours).version == version
 
 
-@pytest.mark.parametrize("stable_row_ids", [False, True])
-def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path, stable_row_ids):
+@pytest.mark.parametrize("stable_row_ids, storage", [(False, "2.2"), (True, "2.2"), (False, "2.0")])
+def test_compaction_remaps_bitmap_and_label_list_like_pylance(tmp_path, stable_row_ids, storage):
     """(With stable row ids bitmaps and label lists keep their files, their fragment bitmaps
     move to the new fragments; btrees are remapped.)"""
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    _make(ours, stable_row_ids=stable_row_ids)
+    lance.write_dataset(_table(), ours, max_rows_per_file=2000, enable_stable_row_ids=stable_row_ids,
+                        data_storage_version=storage)
     for column, kind in INDICES:
         lance_gpu.dataset(ours).create_scalar_index(column, kind)
     lance.dataset(ours).delete("i % 5 = 2")

@@ -150,7 +150,7 @@ def check_remappable(index: table_pb2.IndexMetadata, root: str) -> None:
 def _write_file(store: ObjectStore, key: str, table: pa.Table, schema: LanceSchema, minor: int) -> int:
     from lance_gpu.write.file_writer import LanceFileWriter
 
-    writer = LanceFileWriter(key, schema, minor if minor in (1, 2) else 2, store=store)
+    writer = LanceFileWriter(key, schema, minor if minor in (0, 1, 2) else 2, store=store)
     try:
         if table.num_rows:
             writer.write(table.combine_chunks())
@@ -258,6 +258,7 @@ def remap_bitmap(
         if nulls_at is not None:
             extra.append(_remap_rowset(src.global_buffer(int(nulls_at)), mapping, src.path))
         schema = src.lance_schema
+        minor = src.minor
     finally:
         src.close()
     remapped = pa.array([_remap_rowset(b.as_py(), mapping, src.path) for b in bitmaps], pa.binary())
@@ -267,7 +268,7 @@ def remap_bitmap(
     written.append(path)
     from lance_gpu.write.file_writer import LanceFileWriter
 
-    writer = LanceFileWriter(path, schema, 2, store=store)
+    writer = LanceFileWriter(path, schema, minor if minor in (0, 1, 2) else 2, store=store)
     try:
         for data in extra:
             writer.add_global_buffer(data)

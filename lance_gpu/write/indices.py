@@ -3,8 +3,8 @@
 
 ``create_scalar_index(column, "BTREE" | "BITMAP" | "LABEL_LIST", name=, replace=)`` reads the
 column's live values with their row addresses from every fragment of the version, writes
-the index files of :mod:`lance_gpu.index.scalar` into a new ``_indices/<uuid>/`` (Lance 2.2
-files) and commits a ``CreateIndex`` transaction (:class:`lance_gpu.txn.operations.CreateIndex`)
+the index files of :mod:`lance_gpu.index.scalar` into a new ``_indices/<uuid>/`` (Lance files
+of the dataset's file version, as pylance) and commits a ``CreateIndex`` transaction (:class:`lance_gpu.txn.operations.CreateIndex`)
 whose ``new_indices`` holds the new entry and whose ``removed_indices`` the entries it
 replaces.  The entry: ``fields`` = [the column's field id], ``dataset_version`` = the version
 read, ``fragment_bitmap`` = the fragments read, ``index_version`` 0 (BTree, Bitmap) or 1
@@ -161,11 +161,12 @@ def _sorted_groups(values: pa.Array, addrs: np.ndarray) -> tuple[np.ndarray, np.
 # writing the files
 
 
-def _write(store: ObjectStore, key: str, table: pa.Table, written: list[str], global_buffers: tuple[bytes, ...] = ()) -> int:
+def _write(store: ObjectStore, key: str, table: pa.Table, written: list[str], global_buffers: tuple[bytes, ...] = (),
+           minor: int = 2) -> int:
     from lance_gpu.write.file_writer import LanceFileWriter
 
     written.append(key)
-    writer = LanceFileWriter(key, LanceSchema.from_arrow(table.schema), 2, store=store)
+    writer = LanceFileWriter(key, LanceSchema.from_arrow(table.schema), minor, store=store)
     try:
         for data in global_buffers:
             writer.add_global_buffer(data)
@@ -178,8 +179,9 @@ def _write(store: ObjectStore, key: str, table: pa.Table, written: list[str], gl
 
 
 def write_btree(store: ObjectStore, directory: str, values: pa.Array, addrs: np.ndarray, written: list[str],
-                batch_size: int = BTREE_BATCH_SIZE) -> list[table_pb2.IndexFile]:
-    """Write ``page_data.lance`` and ``page_lookup.lance`` (layout: :mod:`lance_gpu.index.scalar`)."""
+                batch_size: int = BTREE_BATCH_SIZE, minor: int = 2) -> list[table_pb2.IndexFile]:
+    """Write ``page_data.lance`` and ``page_lookup.lance`` (layout: :mod:`lance_gpu.index.scalar`)
+    as Lance 2.``minor`` files."""
     order, _bounds = _sorted_groups(values, addrs)
     v = values.take(pa.array(order)) if len(values) else values
     ids = addrs[order].astype(np.uint64)
@@ -203,13 +205,13 @@ def write_btree(store: ObjectStore, directory: str, values: pa.Array, addrs: np.
     )
     files = []
     for name, table in ((BTREE_PAGES, pages), (BTREE_LOOKUP, lookup)):
-        size = _write(store, join(directory, name), table, written)
+        size = _write(store, join(directory, name), table, written, minor=minor)
         files.append(table_pb2.IndexFile(path=name, size_bytes=size))
     return files
 
 
 def write_bitmap(store: ObjectStore, directory: str, values: pa.Array, addrs: np.ndarray, written: list[str],
-                 null_lists: np.ndarray | None = None) -> list[table_pb2.IndexFile]:
+                 null_lists: np.ndarray | None = None, minor: int = 2) -> list[table_pb2.IndexFile]:
     """Write ``bitmap_page_lookup.lance``: one (key, serialized row set) per distinct value,
     the null key first (layout: :mod:`lance_gpu.index.scalar`).  ``null_lists``: a LabelList
     index's rows whose list is null (its global buffer 1)."""
@@ -228,7 +230,7 @@ def write_bitmap(store: ObjectStore, directory: str, values: pa.Array, addrs: np
         [keys, pa.array(bitmaps, pa.binary())],
         schema=pa.schema([pa.field("keys", values.type), pa.field("bitmaps", pa.binary())], metadata=meta),
     )
-    size = _write(store, join(directory, BITMAP_LOOKUP), table, written, extra)
+    size = _write(store, join(directory, BITMAP_LOOKUP), table, written, extra, minor)
     return [table_pb2.IndexFile(path=BITMAP_LOOKUP, size_bytes=size)]
 
 
@@ -258,6 +260,13 @@ def _labels(values: pa.Array, addrs: np.ndarray) -> tuple[pa.Array, np.ndarray, 
     return flat, addrs[parents], addrs[null_lists]
 
 
+def _file_minor(ds: LanceDataset) -> int:
+    """The minor of the dataset's 2.x file version (2 when it says nothing else)."""
+    text = ds.manifest.data_format.version if ds.manifest.HasField("data_format") else ""
+    major, _, minor = text.partition(".")
+    return int(minor) if major == "2" and minor in ("0", "1", "2") else 2
+
+
 def _build(ds: LanceDataset, kind: str, column: str, field_id: int, name: str, dataset_version: int,
            fragment_ids: set[int] | None, written: list[str], index_uuid: str | None = None) -> table_pb2.IndexMetadata:
     # pylance 14: a btree holds row addresses; bitmap and label-list indices hold row ids
@@ -266,13 +275,15 @@ def _build(ds: LanceDataset, kind: str, column: str, field_id: int, name: str, d
     values, addrs, frags = _read_column(ds, column, fragment_ids, stable and kind != "BTREE")
     new_uuid = _uuid.UUID(index_uuid) if index_uuid is not None else _uuid.uuid4()
     directory = join(ds.root, "_indices", str(new_uuid))
+    # index files in the dataset's file version, as pylance writes them
+    minor = _file_minor(ds)
     if kind == "BTREE":
-        files = write_btree(ds.store, directory, values, addrs, written)
+        files = write_btree(ds.store, directory, values, addrs, written, minor=minor)
     elif kind == "BITMAP":
-        files = write_bitmap(ds.store, directory, values, addrs, written)
+        files = write_bitmap(ds.store, directory, values, addrs, written, minor=minor)
     else:
         items, rows, null_lists = _labels(values, addrs)
-        files = write_bitmap(ds.store, directory, items, rows, written, null_lists)
+        files = write_bitmap(ds.store, directory, items, rows, written, null_lists, minor)
     details, version = _BUILT[kind]
     if kind == "BTREE" and stable:
         version = 1  # pylance 14: a btree of row addresses on a dataset with stable row ids
