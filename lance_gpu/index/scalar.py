@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Scalar index readers: the rows a BTree, Bitmap or LabelList index selects for a term.
 
-File layouts (pylance 14 writes them as Lance 2.2 files in ``_indices/<uuid>/``):
+File layouts (pylance 14 writes them in ``_indices/<uuid>/`` as Lance files of the dataset's file
+version, 2.0 to 2.2):
 
 **BTree** (``index_version`` 0)
 
