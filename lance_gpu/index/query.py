@@ -21,6 +21,8 @@ row ids.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -249,6 +251,25 @@ class _RowIdMap:
         return rowset_from_addresses(self.addrs[pos[hit]])
 
 
+_row_id_maps: OrderedDict[tuple, _RowIdMap] = OrderedDict()
+_row_id_maps_lock = threading.Lock()
+
+
+def _row_id_map(key: tuple, fragments: Sequence[Any]) -> _RowIdMap:
+    """The :class:`_RowIdMap` of these fragments of a version, kept for the next scans (4)."""
+    with _row_id_maps_lock:
+        found = _row_id_maps.get(key)
+        if found is not None:
+            _row_id_maps.move_to_end(key)
+            return found
+    built = _RowIdMap(fragments)
+    with _row_id_maps_lock:
+        _row_id_maps[key] = built
+        while len(_row_id_maps) > 4:
+            _row_id_maps.popitem(last=False)
+    return built
+
+
 def index_selections(
     store: ObjectStore,
     root: str,
@@ -272,7 +293,8 @@ def index_selections(
     if not terms_of(tree):
         return None
     present = {int(fr.fragment_id) for fr in fragments}
-    answer = _Planner(store, root, section, schema, present, (lambda: _RowIdMap(fragments)) if stable else None).walk(tree)
+    key = (store.uri(root), int(manifest.version), tuple(sorted(present)))
+    answer = _Planner(store, root, section, schema, present, (lambda: _row_id_map(key, fragments)) if stable else None).walk(tree)
     if not answer.covered:
         return None
     out: dict[int, np.ndarray | None] = {}
