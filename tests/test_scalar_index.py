@@ -494,3 +494,23 @@ def test_vector_indices_listed_and_described_as_pylance(tmp_path):
     assert [(d.name, d.index_type, d.type_url, d.num_rows_indexed) for d in ours.describe_indices()] == \
         [(d.name, d.index_type, d.type_url, d.num_rows_indexed) for d in theirs.describe_indices()]
     assert ours.to_table(filter="i = 7")["i"].to_pylist() == [7]
+
+
+def test_nearest_prefilter_uses_the_index(tmp_path):
+    """An exact search with ``prefilter=True`` searches the rows the index selects (pylance's
+    rows); a post-filter searches every row."""
+    uri = str(tmp_path / "ds")
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((3000, 8)).astype(np.float32)
+    lance.write_dataset(pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 8),
+                                  "c": pa.array([f"c{k % 30}" for k in range(3000)])}), uri, max_rows_per_file=1000)
+    lance.dataset(uri).create_scalar_index("c", "BITMAP")
+    ours, theirs = lance_gpu.dataset(uri), lance.dataset(uri)
+    nearest = {"column": "v", "q": vectors[5], "k": 5, "use_index": False}
+    for prefilter in (True, False):
+        scanner = ours.scanner(nearest=nearest, filter="c = 'c5'", prefilter=prefilter)
+        assert bool(scanner.plan.index_queries) == prefilter
+        got = scanner.to_table()
+        want = theirs.to_table(nearest=nearest, filter="c = 'c5'", prefilter=prefilter)
+        assert got.column("c").to_pylist() == want.column("c").to_pylist()
+        assert np.allclose(got.column("_distance").to_numpy(), want.column("_distance").to_numpy(), rtol=1e-5)

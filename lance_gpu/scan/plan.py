@@ -297,8 +297,9 @@ def build_plan(
 
         plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
-    if isinstance(filter, str) and selections is None and plan.nearest is None and not include_deleted_rows \
-            and options.get("use_scalar_index") is not False:
+    # (a search's pre-filter narrows the rows searched; a post-filter must see every row)
+    if isinstance(filter, str) and selections is None and (plan.nearest is None or plan.nearest.prefilter) \
+            and not include_deleted_rows and options.get("use_scalar_index") is not False:
         plan = _use_scalar_indices(plan, ds, filter, frag_list)
     if filter is None and plan.nearest is None and (lim is not None or off):
         plan = _push_down_window(plan, frag_list)
