@@ -514,3 +514,28 @@ def test_nearest_prefilter_uses_the_index(tmp_path):
         want = theirs.to_table(nearest=nearest, filter="c = 'c5'", prefilter=prefilter)
         assert got.column("c").to_pylist() == want.column("c").to_pylist()
         assert np.allclose(got.column("_distance").to_numpy(), want.column("_distance").to_numpy(), rtol=1e-5)
+
+
+def test_index_rebuilt_after_a_concurrent_compaction(tmp_path, monkeypatch):
+    """A compaction committed while the index is built makes it stale: it is built again on
+    the latest version (as pylance's retries do) and answers with the compacted rows."""
+    from lance_gpu.write import indices
+
+    uri = str(tmp_path / "ds")
+    _make(uri, 3000)
+    lance.dataset(uri).delete("i % 4 = 1")
+    real, calls = indices._build, []
+
+    def build(ds, *args, **kwargs):
+        calls.append(ds.version)
+        out = real(ds, *args, **kwargs)
+        if len(calls) == 1:
+            lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=3000)
+        return out
+
+    monkeypatch.setattr(indices, "_build", build)
+    lance_gpu.dataset(uri).create_scalar_index("i", "BTREE")
+    p = lance.dataset(uri)
+    assert calls == [2, p.version - 1]  # built again on the compacted version
+    assert [sorted(d["fragment_ids"]) for d in p.list_indices()] == [[f.fragment_id for f in p.get_fragments()]]
+    _check_filters(uri, ["i = 2002", "i < 30", "i = 5"])

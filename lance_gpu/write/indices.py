@@ -11,6 +11,10 @@ read, ``fragment_bitmap`` = the fragments read, ``index_version`` 0 (BTree, Bitm
 (LabelList; BTree on a dataset with stable row ids, whose btrees hold row addresses while
 bitmaps hold the stable row ids), ``created_at`` in ms, ``files`` with their sizes.
 
+A concurrent writer that rewrote rows (compaction, update, merge) while the index was built
+makes the commit retryable: the index is built again on the latest version, at most
+``DEFAULT_CONFLICT_RETRIES`` times; a concurrent append or delete is committed over.
+
 ``drop_index(name)`` commits a ``CreateIndex`` that removes every entry of that name.
 ``optimize_indices()`` brings every BTree / Bitmap / LabelList index up to date with the
 fragments appended or rewritten since it was built: its entries are replaced by one new
@@ -58,7 +62,7 @@ from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.txn.commit import commit
+from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import CreateIndex
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -329,22 +333,33 @@ def create_scalar_index(
             f'{kind} distributed indexing uses create_index_uncommitted(..., index_type="{kind}", fragment_ids=...)')
     if not train:
         raise UnsupportedFeatureError("create_scalar_index: train=False (an empty index) is not supported")
-    field_id, _t = _check_column(ds, column, kind)
     name = f"{column}_idx" if name is None else name
-    old = _entries(ds, name)
-    if old:
-        if any(list(e.fields) != [field_id] for e in old):
-            raise IndexExistsError(f"Index name '{name}' already exists with different fields, please specify a different name")
-        if not replace:
-            raise IndexExistsError(f"Index name '{name}' already exists, please specify a different name or use replace=True")
-    op = CreateIndex([], old)
-    try:
-        meta = _build(ds, kind, column, field_id, name, ds.version, None, op.written, index_uuid)
-    except BaseException:
-        op.cleanup(ds.store)
-        raise
-    op.new_indices.append(meta)
-    _commit(ds, op)
+    first = [True]
+
+    def attempt() -> table_pb2.Manifest:
+        # the first attempt builds on ``ds``'s version; after a concurrent rewrite (compaction,
+        # update) made the built index stale, the next builds on the latest version
+        target = ds if first[0] else ds.checkout_version(ds.latest_version)
+        first[0] = False
+        field_id, _t = _check_column(target, column, kind)
+        old = _entries(target, name)
+        if old:
+            if any(list(e.fields) != [field_id] for e in old):
+                raise IndexExistsError(f"Index name '{name}' already exists with different fields, please specify a different name")
+            if not replace:
+                raise IndexExistsError(f"Index name '{name}' already exists, please specify a different name or use replace=True")
+        op = CreateIndex([], old)
+        try:
+            op.new_indices.append(_build(target, kind, column, field_id, name, target.version, None, op.written, index_uuid))
+        except BaseException:
+            op.cleanup(target.store)
+            raise
+        from lance_gpu.table.manifest import latest_version
+
+        return commit(target.store, target.root, op, target.manifest_file, latest_version(target.store, target.root).naming)
+
+    manifest = run_with_retries(attempt, DEFAULT_CONFLICT_RETRIES)
+    ds.reload(int(manifest.version))
 
 
 def drop_index(ds: LanceDataset, name: str) -> None:
