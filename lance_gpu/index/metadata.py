@@ -32,6 +32,7 @@ from pyroaring import BitMap
 
 from lance_gpu._proto import file_pb2, table_pb2
 from lance_gpu.io.store import join
+from lance_gpu.table.indices import fragment_bitmap
 
 __all__ = [
     "BITMAP_DETAILS",
@@ -130,13 +131,6 @@ def index_uuid(index: table_pb2.IndexMetadata) -> str:
 def index_dir(root: str, index: table_pb2.IndexMetadata) -> str:
     """The store key of the index's directory, ``<root>/_indices/<uuid>``."""
     return join(root, "_indices", index_uuid(index))
-
-
-def fragment_bitmap(index: table_pb2.IndexMetadata) -> BitMap | None:
-    """The fragment ids an index covers (portable roaring), None when it stores none."""
-    if not index.fragment_bitmap:
-        return None
-    return BitMap.deserialize(index.fragment_bitmap)
 
 
 def _field_names(schema_fields: Sequence[file_pb2.Field] | None, ids: Sequence[int]) -> list[str]:

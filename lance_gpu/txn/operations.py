@@ -616,7 +616,7 @@ class Update(Operation):
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
-            from lance_gpu.index.metadata import fragment_bitmap
+            from lance_gpu.table.indices import fragment_bitmap
 
             out = table_pb2.IndexSection()
             out.CopyFrom(section)
@@ -884,10 +884,7 @@ class Rewrite(Operation):
             r.new_index_version = int(index.index_version)
 
     def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
-        from lance_gpu.write.index_remap import (
-            fragment_bitmap,
-            recalculate_fragment_bitmap,
-        )
+        from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
 
         if section is None:
             if self.rewritten:

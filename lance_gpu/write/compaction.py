@@ -42,10 +42,10 @@ from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
 from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
+from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
-    fragment_bitmap,
     remap_index,
 )
 from lance_gpu.write.operations import _commit

@@ -37,18 +37,17 @@ from pyroaring import BitMap
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
 from lance_gpu.index.files import IndexFile, read_index_table
-from lance_gpu.index.metadata import BITMAP_DETAILS, BTREE_DETAILS, LABEL_LIST_DETAILS, fragment_bitmap, index_dir
+from lance_gpu.index.metadata import BITMAP_DETAILS, BTREE_DETAILS, LABEL_LIST_DETAILS, index_dir
 from lance_gpu.index.rowset import FULL, deserialize_rowset, rowset_from_addresses, serialize_rowset
 from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = [
     "BTREE_DETAILS",
     "RowAddressMap",
     "check_remappable",
-    "fragment_bitmap",
-    "recalculate_fragment_bitmap",
     "remap_bitmap",
     "remap_btree",
     "remap_index",
@@ -57,23 +56,6 @@ __all__ = [
 #: pylance's fragment-reuse system index (deferred remapping); we never write one.
 FRAG_REUSE_INDEX = "__lance_frag_reuse"
 _DELETED = np.uint64(np.iinfo(np.uint64).max)
-
-
-def recalculate_fragment_bitmap(
-    old: BitMap, groups: Iterable[tuple[Sequence[table_pb2.DataFragment], Sequence[table_pb2.DataFragment]]]
-) -> BitMap:
-    """pylance's rule: a rewrite group covered by the index swaps its old fragment ids for
-    its new ones; a group the index does not cover changes nothing."""
-    new = BitMap(old)
-    for old_frags, new_frags in groups:
-        ids = [int(f.id) for f in old_frags]
-        covered = [i in old for i in ids]
-        if any(covered):
-            if not all(covered):
-                raise AssertionError("a rewrite group mixes indexed and unindexed fragments")
-            new.difference_update(BitMap(ids))
-            new.update(BitMap(int(f.id) for f in new_frags))
-    return new
 
 
 @dataclass
