@@ -539,3 +539,22 @@ def test_index_rebuilt_after_a_concurrent_compaction(tmp_path, monkeypatch):
     assert calls == [2, p.version - 1]  # built again on the compacted version
     assert [sorted(d["fragment_ids"]) for d in p.list_indices()] == [[f.fragment_id for f in p.get_fragments()]]
     _check_filters(uri, ["i = 2002", "i < 30", "i = 5"])
+
+
+@pytest.mark.parametrize(("nth", "op_filter"), [(1, "_indices/"), (2, "_indices/"), (1, "_versions/")])
+def test_failed_index_build_is_clean(tmp_path, nth, op_filter):
+    """A put that fails (the second index file, or the manifest) leaves the version and the
+    index section as they were and no index files behind."""
+    from lance_gpu.io import LOCAL
+    from lance_gpu.io.faults import FaultInjectingStore
+
+    uri = str(tmp_path / "ds")
+    _make(uri, 500)
+    faulty = FaultInjectingStore(LOCAL, op="put", nth=nth, error="ENOSPC", op_filter=op_filter)
+    with pytest.raises(OSError):
+        lance_gpu.dataset(uri, store=faulty).create_scalar_index("i", "BTREE")
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).list_indices() == []
+    left = [f for _r, _d, files in os.walk(os.path.join(uri, "_indices")) for f in files]
+    assert left == []
+    lance_gpu.dataset(uri).create_scalar_index("i", "BTREE")  # and a retry succeeds
+    assert lance.dataset(uri).to_table(filter="i = 20")["i"].to_pylist() == [20]
