@@ -387,8 +387,9 @@ def test_delta_segments_of_one_index(tmp_path):
 
 
 def test_column_types(tmp_path):
-    """BTree / Bitmap indices (pylance's) on integer, unsigned, boolean, float32, date,
-    timestamp, decimal, binary and large-string columns answer with the scan's rows."""
+    """BTree / Bitmap indices on integer, unsigned, boolean, float32, date, timestamp,
+    decimal, binary, fixed-size binary and large-string columns: ours are pylance's files,
+    pylance's answer with the scan's rows."""
     import datetime as dt
     import decimal
 
@@ -403,12 +404,18 @@ def test_column_types(tmp_path):
         "dec": pa.array([decimal.Decimal(x % 20) / 4 for x in range(n)], pa.decimal128(10, 2)),
         "bin": pa.array([bytes([x % 9]) for x in range(n)]),
         "ls": pa.array([f"s{x % 11}" for x in range(n)], pa.large_string()),
+        "ts_tz": pa.array([dt.datetime(2024, 1, 1) + dt.timedelta(hours=x) for x in range(n)], pa.timestamp("us", tz="UTC")),
+        "fsb": pa.array([bytes([x % 7, 1]) for x in range(n)], pa.binary(2)),
+        "u64": pa.array([x * 3 for x in range(n)], pa.uint64()),
     })
-    uri = str(tmp_path / "ds")
+    uri, ours = str(tmp_path / "ds"), str(tmp_path / "ours")
     lance.write_dataset(t, uri, max_rows_per_file=100)
-    ds = lance.dataset(uri)
+    shutil.copytree(uri, ours)
+    ds, g = lance.dataset(uri), lance_gpu.dataset(ours)
     for k, c in enumerate(t.column_names):
         ds.create_scalar_index(c, "BTREE" if k % 2 else "BITMAP")
+        g.create_scalar_index(c, "BTREE" if k % 2 else "BITMAP")
+    assert _index_files(ours) == _index_files(uri)  # our files are pylance's, type by type
     filters = ["i8 = -3", "i8 < -20", "i8 IN (1, 2, 3)", "u32 BETWEEN 30 AND 60", "u32 > 800", "b = true", "b IS NULL",
                "f32 = 2.5", "f32 > 4", "d = date '2024-01-05'", "d BETWEEN date '2024-01-02' AND date '2024-01-09'",
                "ts >= timestamp '2024-01-10 00:00:00'", "dec > 4", "dec = CAST(2.25 AS DECIMAL(10,2))", "bin = X'03'",

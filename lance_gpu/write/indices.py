@@ -137,8 +137,9 @@ def _group_keys(values: pa.Array) -> list[np.ndarray]:
         # total order on IEEE bits: flip the magnitude of negatives
         return [np.where(bits < 0, np.int64(-(2**63)) - bits - 1, bits), valid]
     if pa.types.is_integer(t) or pa.types.is_temporal(t):
-        storage = pa.int64() if pa.types.is_temporal(t) else t
-        v = np.asarray(pc.fill_null(values.cast(storage), 0).to_numpy(zero_copy_only=False))
+        # temporals as their storage integers (dates, times, timestamps, durations)
+        ints = values.view(pa.int32() if t.bit_width == 32 else pa.int64()) if pa.types.is_temporal(t) else values
+        v = np.asarray(pc.fill_null(ints, 0).to_numpy(zero_copy_only=False))
         return [v, valid]
     enc = pc.dictionary_encode(values)
     dictionary = enc.dictionary
