@@ -31,6 +31,7 @@ FILTERS = [
     "array_contains(tags, 'zz')", "i < 100 OR s = 'v2'", "i < 3000 AND array_has_any(tags, ['t0', 't4'])",
     "s = 'v3' AND x > 0.5", "i = 5 OR x > 0.99", "s != 'v3'", "s IS NOT NULL", "s <> 'v1' AND i < 100",
     "s != 'v3' OR s IS NULL", "s NOT IN ('v3', 'v4')", "NOT (s = 'v2')", "NOT (s IS NULL) AND i < 300",
+    "s LIKE 'v3%'", "starts_with(s, 'v') AND i < 200", "s LIKE 'v_'",
 ]
 INDICES = [("i", "BTREE"), ("s", "BITMAP"), ("f", "BTREE"), ("tags", "LABEL_LIST")]
 

@@ -4,7 +4,8 @@
 The filter's resolved tree (:func:`lance_gpu.filter.predicate_tree`) is walked for terms
 an index of the version answers on a top-level column: ``col = v``, ``<``, ``<=``, ``>``,
 ``>=`` (either side), ``BETWEEN``, ``IN (...)``, ``IS NULL`` (BTree, Bitmap), ``!=``,
-``NOT IN``, ``IS NOT NULL`` and ``NOT`` of those (Bitmap) and
+``NOT IN``, ``IS NOT NULL`` and ``NOT`` of those (Bitmap), ``LIKE 'prefix%'`` and
+``starts_with`` on strings (a range; BTree, Bitmap) and
 ``array_has_any`` / ``array_has_all`` / ``array_has`` / ``array_contains`` (LabelList),
 joined by ``AND`` / ``OR``.  Each sub-tree gives a :class:`_Answer`: the fragments it
 *covers* and, for those, the rows that may match; a fragment it does not cover may hold a
@@ -82,6 +83,25 @@ def _literal(node: Any) -> pa.Scalar | None:
     return None
 
 
+def _prefix_term(name: str, t: pa.DataType, prefix: str, text: str) -> Term | None:
+    """Strings starting with ``prefix``: the range [prefix, the next string of its length)
+    (UTF-8 orders as code points: the last code point is incremented, dropped when it is
+    the largest)."""
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or not prefix:
+        return None
+    chars = list(prefix)
+    while chars:
+        cp = ord(chars[-1]) + 1
+        if cp == 0xD800:
+            cp = 0xE000
+        if cp <= 0x10FFFF:
+            chars[-1] = chr(cp)
+            break
+        chars.pop()
+    high = pa.scalar("".join(chars), t) if chars else None
+    return Term("range", name, text, low=pa.scalar(prefix, t), high=high, high_inclusive=False)
+
+
 def _term(node: Any) -> Term | None:
     """The index term of one leaf of the tree, or None."""
     from lance_gpu import filter as f
@@ -125,6 +145,20 @@ def _term(node: Any) -> Term | None:
         if inner is None or inner.kind not in flip:
             return None
         return Term(flip[inner.kind], inner.column, f"NOT ({inner.text})", inner.values)
+    if isinstance(node, f._Like) and not node.negated and not node.ignore_case:
+        name = column(node.operand)
+        pattern = _literal(node.pattern)
+        like = pattern.as_py() if pattern is not None and pa.types.is_string(pattern.type) else None
+        if name is None or not isinstance(node.operand, f._Col) or not isinstance(like, str) \
+                or not like.endswith("%") or any(ch in like[:-1] for ch in "%_\\"):
+            return None
+        return _prefix_term(name, node.operand.type, like[:-1], f"{name} LIKE {like}")
+    if isinstance(node, f._Func) and node.name == "starts_with" and len(node.args) == 2:
+        name, operand = column(node.args[0]), node.args[0]
+        prefix = _literal(node.args[1])
+        if name is None or not isinstance(operand, f._Col) or prefix is None or not pa.types.is_string(prefix.type):
+            return None
+        return _prefix_term(name, operand.type, prefix.as_py(), f"starts_with({name}, {prefix.as_py()})")
     if isinstance(node, f._Unary) and node.op in ("is_null", "is_not_null"):
         name = column(node.operand)
         text = f"{name} IS NULL" if node.op == "is_null" else f"{name} IS NOT NULL"
