@@ -34,6 +34,7 @@ from lance_gpu.table.versions import storage_version, version_asof, versions
 from lance_gpu.txn.transaction import commit_operation, commit_transactions, resolve_target
 from lance_gpu.write.compaction import DatasetOptimizer
 from lance_gpu.write.dataset_writer import write_version
+from lance_gpu.write.indices import create_scalar_index, drop_index
 from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
 from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, update
 
@@ -603,12 +604,67 @@ class LanceDataset:
 
     @property
     def index_metadata(self) -> list:
-        """Index metadata of this version (kept, not used for reading)."""
+        """The manifest's index entries of this version (``lance.table.IndexMetadata``; see
+        :mod:`lance_gpu.index.metadata`)."""
         section = self._snapshot.manifest_file.index_section
         return list(section.indices) if section is not None else []
 
     def list_indices(self) -> list[dict]:
-        return [{"name": i.name, "uuid": i.uuid.uuid.hex() if i.HasField("uuid") else "", "fields": list(i.fields)} for i in self.index_metadata]
+        """The indices of this version, as pylance: one dict per entry, sorted by name
+        (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
+        import warnings
+
+        from lance_gpu.index.metadata import list_indices
+
+        warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
+                      "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
+        snapshot = self._snapshot
+        return list_indices(snapshot.manifest, snapshot.manifest_file.index_section)
+
+    def describe_indices(self) -> list:
+        """One :class:`~lance_gpu.index.metadata.IndexDescription` per index, as pylance."""
+        from lance_gpu.index.metadata import describe_indices
+
+        snapshot = self._snapshot
+        return describe_indices(snapshot.manifest, snapshot.manifest_file.index_section,
+                                lambda i: snapshot.fragment(i).live_count())
+
+    def create_scalar_index(self, column: str, index_type: Any, name: str | None = None, *, replace: bool = True,
+                            train: bool = True, fragment_ids: list[int] | None = None, index_uuid: str | None = None,
+                            **kwargs: Any) -> None:
+        """Build a scalar index and commit it; this object moves to the new version.
+
+        Parameters
+        ----------
+        column : str
+            The top-level column to index.
+        index_type : str
+            ``"BTREE"``, ``"BITMAP"`` or ``"LABEL_LIST"`` (a list column).
+        name : str, optional
+            The index name (default ``"<column>_idx"``).
+        replace : bool
+            Replace an index of that name (on the same column); refused when False.
+        train : bool
+            Must be True (empty indices are not supported).
+        fragment_ids : list of int, optional
+            Refused, as pylance refuses it here (``ValueError``).
+        index_uuid : str, optional
+            The new index's uuid.
+
+        See :mod:`lance_gpu.write.indices`.
+        """
+        self._advance(create_scalar_index(self._snapshot, column, index_type, name, replace=replace, train=train,
+                                          fragment_ids=fragment_ids, index_uuid=index_uuid, **kwargs))
+
+    def drop_index(self, name: str) -> None:
+        """Remove the index ``name`` from a new version (its files stay for older ones).
+
+        Parameters
+        ----------
+        name : str
+            The index name.
+        """
+        self._advance(drop_index(self._snapshot, name))
 
     # -- reading: every read is a scan plan run by an executor ---------------------------
 

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
 from lance_gpu.progress import ProgressHook
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table import features
@@ -49,8 +50,9 @@ from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fr
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
-    remap_btree,
+    remap_index,
 )
+from lance_gpu.write.indices import optimize_indices
 from lance_gpu.write.operations import _commit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -229,6 +231,10 @@ def compact_once(
     rewritten_ids = {f.fragment_id for task in tasks for f in task}
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
+    # with stable row ids, indices of row ids (bitmaps, label lists) stay valid: pylance 14
+    # keeps their files and moves their fragment bitmaps; btrees (row addresses) are remapped
+    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS)]
+    to_remap = [i for i in to_remap if i not in moved]
     for index in to_remap:
         check_remappable(index, store.uri(root))
 
@@ -271,12 +277,13 @@ def compact_once(
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
+                new_uuid, files = remap_index(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
         rewrite.cleanup(store)
         raise
     rewrite.groups = groups
+    rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
     manifest = _commit(ds, rewrite)
     return ds.checkout(int(manifest.version)), metrics
 
@@ -325,3 +332,10 @@ class DatasetOptimizer:
         if self._on_commit is not None and compacted is not self._ds:
             self._on_commit(compacted)
         return metrics
+
+    def optimize_indices(self, **kwargs: object) -> None:
+        """See :func:`lance_gpu.write.indices.optimize_indices`; the committed version's
+        snapshot goes to ``on_commit``."""
+        committed = optimize_indices(self._ds, **kwargs)
+        if self._on_commit is not None and committed is not self._ds:
+            self._on_commit(committed)
