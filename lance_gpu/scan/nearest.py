@@ -61,11 +61,19 @@ class NearestQuery:
     k: int
     metric: str
     prefilter: bool = False
+    #: a vector index on the column may answer (``use_index``); its knobs, see
+    #: :mod:`lance_gpu.scan.vector_index`
+    use_index: bool = True
+    metric_given: bool = False
+    minimum_nprobes: int | None = None
+    maximum_nprobes: int | None = None
+    refine_factor: int | None = None
 
     def describe(self) -> str:
         mode = "prefilter" if self.prefilter else "postfilter"
+        how = "index if any" if self.use_index else "exact (flat)"
         return (f"  nearest: column={self.column}, queries={self.q.shape[0]}, dim={self.q.shape[1]}, "
-                f"k={self.k}, metric={self.metric}, exact (flat), {mode}")
+                f"k={self.k}, metric={self.metric}, {how}, {mode}")
 
 
 def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
@@ -127,7 +135,10 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
         raise InvalidArgumentError("Cannot include deleted rows in a nearest neighbor search")
     single = q.ndim == 1
     q2 = q.reshape(1, dim) if single else q
-    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
+    from lance_gpu.scan.vector_index import parse_index_options
+
+    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter), metric_given=metric_arg is not None,
+                        **parse_index_options(nearest))
 
 
 def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
@@ -284,39 +295,23 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
 
 def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
     """The result of a plan with a ``nearest`` query (see the module docstring)."""
-    from lance_gpu.scan.execute import run_plan
-    from lance_gpu.scan.plan import ROW_ADDR, resolve
+    from lance_gpu.scan.plan import resolve
+    from lance_gpu.scan.vector_index import indexed_tops
 
     nq = plan.nearest
     assert nq is not None
     resolved = resolve(plan, ds)
     ftype = column_type(ds, nq.column)
     assert isinstance(ftype, pa.FixedSizeListType)
-    dim = ftype.list_size
     if ftype.value_type == pa.uint8():
-        dtype: Any = np.uint8
         q = np.clip(np.rint(nq.q), 0, 255).astype(np.uint8) if nq.q.dtype != np.uint8 else nq.q
     else:
-        dtype = _FLOAT_TYPES[ftype.value_type]
-        q = nq.q.astype(dtype)
-    tops = [_TopK(nq.k) for _ in range(q.shape[0])]
-    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
-    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
+        q = nq.q.astype(_FLOAT_TYPES[ftype.value_type])
+    # 1. the k nearest rows per query: from a vector index, or by scoring every vector
 
-    # 1. score every (pre-filtered) vector, window by window
-    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
-                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
-                   window_pushed=False, late_materialization=None)
-    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
-        if not table.num_rows:
-            continue
-        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
-        vec = table.column(nq.column)
-        for start in range(0, table.num_rows, block):
-            stop = min(table.num_rows, start + block)
-            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
-            if x.shape[0]:
-                _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
+    tops = indexed_tops(plan, ds, executor, q) if nq.use_index else None
+    if tops is None:
+        tops = exact_tops(plan, ds, executor, q, nq.metric)
 
     # 2. the (query, row, distance) results, in distance order per query
     qcol = np.concatenate([np.full(t.addr.size, j, dtype=np.int32) for j, t in enumerate(tops)])
@@ -350,6 +345,38 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
             assert fetched is not None
             columns.append(fetched.column(out.name))
     return pa.Table.from_arrays(columns, schema=resolved.schema)
+
+
+def exact_tops(plan: ScanPlan, ds: LanceDataset, executor: Executor, q: np.ndarray, metric: str,
+               k: int | None = None) -> list[_TopK]:
+    """The exact ``k`` (default: the plan's) nearest rows per query over the plan's fragments,
+    scoring every (pre-filtered) vector window by window; ``q`` has the column's dtype."""
+    from lance_gpu.scan.execute import run_plan
+    from lance_gpu.scan.plan import ROW_ADDR
+
+    nq = plan.nearest
+    assert nq is not None
+    ftype = column_type(ds, nq.column)
+    assert isinstance(ftype, pa.FixedSizeListType)
+    dim = ftype.list_size
+    dtype = q.dtype
+    tops = [_TopK(nq.k if k is None else k) for _ in range(q.shape[0])]
+    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
+    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
+    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
+                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
+                   window_pushed=False, late_materialization=None)
+    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
+        if not table.num_rows:
+            continue
+        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
+        vec = table.column(nq.column)
+        for start in range(0, table.num_rows, block):
+            stop = min(table.num_rows, start + block)
+            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
+            if x.shape[0]:
+                _score_block(x, addr_all[start:stop][keep], q, metric, tops)
+    return tops
 
 
 def _read_rows(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray,
