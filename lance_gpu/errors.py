@@ -237,3 +237,15 @@ class GpuFallbackWarning(UserWarning):
 class CpuDecodeWarning(GpuFallbackWarning):
     """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
     or its type) and uploaded; the message names the reason.  Warned once per reason."""
+
+
+class IndexExistsError(LanceGpuError, RuntimeError):
+    """``create_index`` / ``create_scalar_index`` with the name of an existing index and
+    ``replace=False`` (pylance: a ``RuntimeError``)."""
+
+
+class FieldNotFoundError(LanceGpuError, KeyError):
+    """A column named to build an index on is not in the schema (pylance: a ``KeyError``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -167,6 +167,8 @@ class LanceFileWriter:
         self._inflight: deque[tuple[int, int, int, Future]] = deque()
         self._inflight_bytes = 0
         self._max_inflight = 2 * encode_threads() + 2
+        #: (position, size) of global buffers 1.. (:meth:`add_global_buffer`)
+        self._extra_buffers: list[tuple[int, int]] = []
 
     @property
     def num_columns(self) -> int:
@@ -273,6 +275,14 @@ class LanceFileWriter:
         self._pos += view.nbytes
         return pos, view.nbytes
 
+    def add_global_buffer(self, data: bytes) -> int:
+        """Write ``data`` now (64-byte aligned, between pages) as the next global buffer and
+        return its index (1, 2, ...; 0 is the ``FileDescriptor`` written by :meth:`finish`).
+        Index files name these buffers in their schema metadata."""
+        self._drain()
+        self._extra_buffers.append(self._write_buffer(bytes(data)))
+        return len(self._extra_buffers)
+
     def _write_blob_bytes(self, data: np.ndarray) -> int:
         return self._write_buffer(data)[0]
 
@@ -323,10 +333,12 @@ class LanceFileWriter:
         self._fh.write(table)
         self._pos += len(table)
         gbo_start = self._pos
-        self._fh.write(struct.pack("<QQ", gb_pos, gb_size))
-        self._pos += 16
+        buffers = [(gb_pos, gb_size), *self._extra_buffers]
+        for pos, size in buffers:
+            self._fh.write(struct.pack("<QQ", pos, size))
+            self._pos += 16
         major, minor = (2, self.minor) if self.minor else (0, 3)  # 2.0 files say 0.3
-        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, 1, len(self._columns), major, minor, MAGIC)
+        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, len(buffers), len(self._columns), major, minor, MAGIC)
         self._fh.write(footer)
         self._pos += len(footer)
         if sync:
