@@ -307,3 +307,30 @@ def test_create_index_bad_input(tmp_path: object, kwargs: dict, exc: type) -> No
     with pytest.raises(exc):
         lance_gpu.dataset(path).create_index(**kwargs)
     assert lance.dataset(path).version == 1 and lance.dataset(path).list_indices() == []
+
+
+@pytest.mark.slow
+def test_kmeans_on_the_device_under_cuda_simulator() -> None:
+    """[CUDA simulator] ``tests/kernels/sim_kmeans_gpu.py`` in a subprocess (the simulator must
+    be selected before ``numba.cuda`` is imported): GPU k-means steps equal the CPU's and
+    ``create_index(accelerator="cuda")`` writes the index the CPU build writes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(root / "tests/kernels/sim_kmeans_gpu.py"), "-q",
+                           "-p", "no:cacheprovider", "-o", "addopts="], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert "5 passed" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_accelerator_refusals(tmp_path: object) -> None:
+    path = str(tmp_path) + "/acc"  # type: ignore[operator]
+    lance.write_dataset(_table(_data(rows=300)), path)
+    with pytest.raises(ValueError, match="accelerator"):
+        lance_gpu.dataset(path).create_index("vec", "IVF_FLAT", num_partitions=2, accelerator="tpu")

@@ -2,7 +2,7 @@
 """``create_index(column, "IVF_FLAT" | "IVF_PQ", ...)``: train, write and commit an IVF vector
 index that pylance 14 lists and uses.
 
-Build (numpy on the CPU):
+Build (numpy on the CPU; k-means steps on the GPU with ``accelerator="cuda"``):
 
 1. the column's live, non-null vectors and their row ids are read (``cosine``: normalized);
 2. IVF: k-means (:func:`kmeans`; ``dot`` indices assign by the largest ``x.c``, as searches
@@ -40,6 +40,7 @@ from lance_gpu._proto import index_vector_pb2, table_pb2, transaction_pb2
 from lance_gpu.errors import (
     ArgumentTypeError,
     FieldNotFoundError,
+    GpuUnavailableError,
     IndexExistsError,
     InvalidArgumentError,
     UnsupportedFeatureError,
@@ -63,6 +64,8 @@ MAX_ITERS = 50
 IVF_SAMPLE_RATE = 256
 PQ_SAMPLE_ROWS = 256 * 256
 PQ_CENTROIDS = 256
+#: widest rows assigned by the compiled loop (wider: matrix products)
+NARROW_DIM = 16
 #: IVF k-means runs (the centroids of the lowest loss are kept)
 IVF_REDOS = 3
 #: rows per partition aimed at when ``num_partitions`` is not given (rounded to a power of two)
@@ -76,7 +79,13 @@ _BLOCK = 32768
 
 
 def _nearest(x: np.ndarray, c: np.ndarray, metric: str = "l2") -> tuple[np.ndarray, np.ndarray]:
-    """(index of the nearest centroid, its distance) per row of ``x``, in blocks."""
+    """(index of the nearest centroid, its distance) per row of ``x``: narrow rows (PQ
+    sub-vectors) by the compiled loop of :mod:`cuda_kernels.kmeans`, wide ones by blocks of
+    matrix products."""
+    if x.shape[1] <= NARROW_DIM:
+        from cuda_kernels.kmeans import assign_nearest
+
+        return assign_nearest(x, c, dot=metric == "dot")
     labels = np.empty(x.shape[0], np.int64)
     dist = np.empty(x.shape[0], np.float32)
     cn = np.einsum("ij,ij->i", c, c)
@@ -114,20 +123,32 @@ def _seed(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, max_iters: int = MAX_ITERS,
-           metric: str = "l2", tolerance: float = 1e-4) -> tuple[np.ndarray, float]:
+           metric: str = "l2", tolerance: float = 1e-4, device: bool = False) -> tuple[np.ndarray, float]:
     """``k`` centroids of the rows of ``x`` (float32) by Lloyd's iterations -- rows assigned by
     squared l2 (``metric="dot"``: by the largest ``x.c``), centroids the means -- seeded by
     k-means++ (l2; :func:`_seed`) or by ``k`` random rows (dot, or no more rows than ``k``:
     then repeated); an emptied cluster is
     re-seeded by the row farthest from its centroid.  Stops after ``max_iters`` iterations,
     when no row moves, or when the loss improves by less than ``tolerance`` (relative).
+    ``device=True``: the rows go to the GPU once; each iteration assigns and sums there
+    (:mod:`cuda_kernels.kmeans`), only the ``k x d`` sums, counts and distances come back.
     Returns (centroids, loss)."""
     n = x.shape[0]
     c = _seed(x, k, rng) if metric == "l2" and n > k else x[rng.choice(n, size=k, replace=n < k)].astype(np.float32)
     labels = np.full(n, -1, np.int64)
     loss = math.inf
+    dx = None
+    if device:
+        from cuda_kernels import _device
+        from cuda_kernels.kmeans import assign_nearest_gpu, cluster_sums_gpu
+
+        dx = _device.to_device(np.ascontiguousarray(x, np.float32))
     for _ in range(max_iters):
-        new, dist = _nearest(x, c, metric)
+        if dx is not None:
+            d_labels, d_dist = assign_nearest_gpu(dx, c, dot=metric == "dot")
+            new, dist = _device.to_host(d_labels), _device.to_host(d_dist)
+        else:
+            new, dist = _nearest(x, c, metric)
         new_loss = float(dist.sum(dtype=np.float64))
         converged = np.array_equal(new, labels) or (
             math.isfinite(loss) and abs(loss - new_loss) <= tolerance * max(abs(loss), 1e-30))
@@ -135,8 +156,12 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, max_iters: int = MAX
         if converged:
             break
         labels = new
-        counts = np.bincount(labels, minlength=k)
-        sums = np.stack([np.bincount(labels, weights=x[:, j], minlength=k) for j in range(x.shape[1])], axis=1)
+        if dx is not None:
+            d_sums, d_counts = cluster_sums_gpu(dx, d_labels, k)
+            sums, counts = _device.to_host(d_sums), _device.to_host(d_counts)
+        else:
+            counts = np.bincount(labels, minlength=k)
+            sums = np.stack([np.bincount(labels, weights=x[:, j], minlength=k) for j in range(x.shape[1])], axis=1)
         filled = counts > 0
         c[filled] = (sums[filled] / counts[filled, None]).astype(np.float32)
         empty = np.flatnonzero(~filled)
@@ -304,8 +329,7 @@ def create_index(
     to the new version and is returned, as pylance's ``create_index``."""
     col, metric_name, _ftype, dim = _check(ds, column, index_type, metric, num_partitions, num_sub_vectors)
     kind = index_type.upper()
-    if accelerator is not None:
-        raise UnsupportedFeatureError("create_index: accelerator= (training on the GPU) is not supported by lance_gpu yet")
+    device = _accelerator(accelerator)
     index_name = name if name is not None else f"{col}_idx"
     removed = [i for i in ds.index_metadata if i.name == index_name]
     if removed and not replace:
@@ -321,7 +345,8 @@ def create_index(
     parts = max(1, min(int(parts), n))
     sample = x if n <= IVF_SAMPLE_RATE * parts else x[rng.choice(n, IVF_SAMPLE_RATE * parts, replace=False)]
     ivf_metric = "dot" if metric_name == "dot" else "l2"
-    centroids, loss = min((kmeans(sample, parts, rng, metric=ivf_metric) for _ in range(IVF_REDOS)), key=lambda r: r[1])
+    centroids, loss = min((kmeans(sample, parts, rng, metric=ivf_metric, device=device) for _ in range(IVF_REDOS)),
+                          key=lambda r: r[1])
     labels, _ = _nearest(x, centroids, ivf_metric)
     order = np.lexsort((row_ids, labels))
     x, row_ids, labels = x[order], row_ids[order], labels[order]
@@ -348,7 +373,7 @@ def create_index(
         code = np.empty((n, m), np.uint8)
         for j in range(m):
             part = np.ascontiguousarray(resid[:, j * sub:(j + 1) * sub])
-            book[j], _ = kmeans(part[pick], PQ_CENTROIDS, rng)
+            book[j], _ = kmeans(part[pick], PQ_CENTROIDS, rng, device=device)
             code[:, j] = _nearest(part, book[j])[0].astype(np.uint8)
         flat = np.empty(n * m, np.uint8)
         for off, cnt in zip(offsets.tolist(), lengths.tolist(), strict=True):
@@ -403,6 +428,23 @@ def create_index(
         raise
     ds.reload(int(manifest.version))
     return ds
+
+
+def _accelerator(accelerator: Any) -> bool:
+    """Whether to train on the GPU: ``accelerator="cuda"`` (or a ``torch.device`` of type
+    cuda) needs a usable CUDA device (the numba simulator counts); None trains on the CPU."""
+    if accelerator is None:
+        return False
+    kind = getattr(accelerator, "type", accelerator)
+    if not isinstance(kind, str) or kind.split(":")[0].lower() not in ("cuda", "gpu"):
+        raise InvalidArgumentError(f"accelerator must be 'cuda' (or None), got {accelerator!r}")
+    try:
+        from numba import cuda
+    except ImportError as exc:
+        raise GpuUnavailableError(f"accelerator={accelerator!r}: numba.cuda is not importable ({exc})") from None
+    if not cuda.is_available():
+        raise GpuUnavailableError(f"accelerator={accelerator!r}: no usable CUDA device")
+    return True
 
 
 def _field_id(ds: LanceDataset, column: str) -> int:
