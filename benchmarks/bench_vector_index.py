@@ -34,7 +34,7 @@ import pyarrow as pa
 
 def _data(rows: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((max(8, rows // 1000), dim)).astype(np.float32) * 2
+    centres = rng.standard_normal((max(8, rows // 1000), dim)).astype(np.float32) * 0.7
     pick = rng.integers(0, centres.shape[0], rows)
     values = centres[pick] + rng.standard_normal((rows, dim), dtype=np.float32)
     queries = centres[rng.integers(0, centres.shape[0], 64)] + rng.standard_normal((64, dim), dtype=np.float32)

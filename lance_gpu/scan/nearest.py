@@ -14,6 +14,10 @@ As pylance without an index: ``l2`` is the squared Euclidean distance, ``cosine`
 ``_distance`` is float32, ascending, ties in row-address order; null vectors are skipped,
 null values inside a vector count as 0, a zero vector has no cosine distance (skipped).
 Several queries (a 2-D ``q``) give ``k`` rows each, tagged by a leading ``query_index``.
+
+With a vector index on the column (and ``use_index`` not False), the candidates come from the
+index instead: :mod:`lance_gpu.scan.vector_index` (``nprobes``, ``refine_factor``, rows the
+index does not cover searched exactly here and merged).
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -151,6 +152,8 @@ class IvfIndex:
     codes: np.ndarray
     codebook: np.ndarray | None = None  # PQ: (m, 256, dim / m) float32
     bounds: tuple[float, float] = (0.0, 0.0)  # SQ
+    #: (dataset URI, version) -> (row address, live?) per storage row, for the last version searched
+    live: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def num_partitions(self) -> int:
@@ -218,18 +221,24 @@ def _fsl_values(col: pa.ChunkedArray, width: int, dtype: Any) -> np.ndarray:
     return values.to_numpy(zero_copy_only=False).astype(dtype, copy=False).reshape(len(arr), width)
 
 
-_CACHE: dict[tuple[str, str], IvfIndex] = {}
+#: indices read, most recently used last (dataset URI, index uuid) -> index
+_CACHE: OrderedDict[tuple[str, str], IvfIndex] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+#: indices kept in memory at most
+CACHE_ENTRIES = 8
 
 
 def load_index(ds: LanceDataset, index: table_pb2.IndexMetadata) -> IvfIndex:
-    """The IVF index of manifest entry ``index`` (read once per process and index uuid)."""
+    """The IVF index of manifest entry ``index``, read whole (the last ``CACHE_ENTRIES`` read
+    stay in memory: an index's files never change under its uuid)."""
     import uuid as _uuid
 
     uid = str(_uuid.UUID(bytes=bytes(index.uuid.uuid)))
     key = (ds.uri, uid)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
     if hit is not None:
         return hit
     base = join(ds.root, "_indices", uid)
@@ -296,6 +305,8 @@ def load_index(ds: LanceDataset, index: table_pb2.IndexMetadata) -> IvfIndex:
                    row_ids, codes, codebook, bounds)
     with _CACHE_LOCK:
         _CACHE[key] = out
+        while len(_CACHE) > CACHE_ENTRIES:
+            _CACHE.popitem(last=False)
     return out
 
 
@@ -362,8 +373,9 @@ def _probes(index: IvfIndex, lo: int | None, hi: int | None) -> tuple[int, int]:
     return lo, hi
 
 
-def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Storage distances of the query ``q`` (normalized for cosine) to ``rows`` of ``part``."""
+def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q: np.ndarray) -> np.ndarray:
+    """Storage distances of the query ``q`` (normalized for cosine) to ``rows`` (storage row
+    numbers, or a slice: a view, no copy) of partition ``part``."""
     codes = index.codes[rows]
     if index.quantizer == "FLAT":
         if index.metric == "l2":
@@ -422,13 +434,25 @@ def ann_candidates(index: IvfIndex, q: np.ndarray, k: int, allowed: np.ndarray, 
             late = True
         part = int(order[i])
         off, n = int(index.offsets[part]), int(index.lengths[part])
-        rows = np.arange(off, off + n)[allowed[off:off + n]]
-        if not rows.size:
-            continue
-        d = _partition_distances(index, part, rows, qv).astype(np.float32)
+        ok = allowed[off:off + n]
+        if ok.all():
+            d = _partition_distances(index, part, slice(off, off + n), qv).astype(np.float32, copy=False)
+            rows = None
+        else:
+            rows = off + np.flatnonzero(ok)
+            if not rows.size:
+                continue
+            d = _partition_distances(index, part, rows, qv).astype(np.float32, copy=False)
         if d.size > k:
-            keep = np.lexsort((index.row_ids[rows], d))[:k]
-            d, rows = d[keep], rows[keep]
+            # the k nearest, ties at the k-th distance all kept, then ordered by (distance, row id)
+            kth = np.partition(d, k - 1)[k - 1]
+            local = np.flatnonzero(d <= kth)
+            picked = local if rows is None else rows[local]
+            picked = picked + off if rows is None else picked
+            keep = np.lexsort((index.row_ids[picked], d[local]))[:k]
+            d, rows = d[local][keep], picked[keep]
+        elif rows is None:
+            rows = np.arange(off, off + n)
         dists.append(d)
         rows_out.append(rows)
         found += d.size
@@ -538,8 +562,14 @@ def indexed_tops(plan: ScanPlan, ds: LanceDataset, executor: Executor, q: np.nda
     indexed = covered & frag_ids
     unindexed = [fid for fid in plan.fragment_ids if fid not in covered]
 
-    addrs = _addresses(ds, index.row_ids)
-    allowed = _live_mask(ds, addrs, indexed)
+    # row addresses of the storage rows and which are live, per dataset version (kept for the last one)
+    key = (ds.uri, int(ds.version))
+    pair = index.live.get(key)
+    if pair is None:
+        addrs = _addresses(ds, index.row_ids)
+        pair = (addrs, _live_mask(ds, addrs, indexed))
+        index.live = {key: pair}
+    addrs, allowed = pair
     max_results = None
     if nq.prefilter and plan.filter is not None:
         scan = replace(plan, columns=(), filter=plan.filter, with_row_id=False, with_row_address=True,
@@ -549,9 +579,9 @@ def indexed_tops(plan: ScanPlan, ds: LanceDataset, executor: Executor, q: np.nda
         ok = np.sort(np.concatenate(hits)) if hits else np.zeros(0, np.uint64)
         if ok.size:
             pos = np.minimum(np.searchsorted(ok, addrs), ok.size - 1)
-            allowed &= ok[pos] == addrs
+            allowed = allowed & (ok[pos] == addrs)
         else:
-            allowed[:] = False
+            allowed = np.zeros_like(allowed)
         max_results = int(allowed.sum())
     rf = nq.refine_factor
     kk = nq.k * (rf or 1)
