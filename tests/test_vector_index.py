@@ -334,3 +334,19 @@ def test_accelerator_refusals(tmp_path: object) -> None:
     lance.write_dataset(_table(_data(rows=300)), path)
     with pytest.raises(ValueError, match="accelerator"):
         lance_gpu.dataset(path).create_index("vec", "IVF_FLAT", num_partitions=2, accelerator="tpu")
+
+
+@pytest.mark.parametrize("typ", [pa.float16(), pa.float64()])
+@pytest.mark.parametrize("index_type", ["IVF_FLAT", "IVF_PQ"])
+def test_create_index_other_float_types(tmp_path: object, typ: pa.DataType, index_type: str) -> None:
+    """Centroids, flat vectors and codebook are stored in the column's type (pylance refuses a
+    float32 centroid tensor for a float64 column)."""
+    path = str(tmp_path) + "/t"  # type: ignore[operator]
+    x = _data(rows=600)
+    lance.write_dataset(pa.table({"id": np.arange(600), "vec": pa.FixedSizeListArray.from_arrays(
+        pa.array(x.ravel().astype(typ.to_pandas_dtype()), typ), DIM)}), path)
+    params = {"num_sub_vectors": 4} if index_type == "IVF_PQ" else {}
+    lance_gpu.dataset(path).create_index("vec", index_type, num_partitions=2, seed=0, **params)
+    for q in _queries(2, seed=21):
+        nearest = {"column": "vec", "q": q, "k": 5, "nprobes": 1}
+        _same(*_both(path, nearest=nearest, columns=["id", "_distance"]), tol=1e-2)

@@ -282,13 +282,26 @@ def _training_data(ds: LanceDataset, column: str, metric: str) -> tuple[np.ndarr
     return np.ascontiguousarray(x), ids, [f.fragment_id for f in ds.fragments]
 
 
+#: column element type -> (numpy dtype, Tensor data type) of what the index stores
+_ELEMENT: dict[pa.DataType, tuple[np.dtype, Any]] = {
+    pa.float16(): (np.dtype("<f2"), index_vector_pb2.Tensor.FLOAT16),
+    pa.float32(): (np.dtype("<f4"), index_vector_pb2.Tensor.FLOAT32),
+    pa.float64(): (np.dtype("<f8"), index_vector_pb2.Tensor.FLOAT64),
+}
+
+
+def _tensor(values: np.ndarray, shape: list[int], elem: pa.DataType) -> index_vector_pb2.Tensor:
+    """A Tensor of the column's element type (pylance compares the centroids' and codebook's
+    type with the query's, which has the column's)."""
+    dtype, code = _ELEMENT[elem]
+    return index_vector_pb2.Tensor(data_type=code, shape=shape, data=np.ascontiguousarray(values, dtype).tobytes())
+
+
 def _ivf_pb(offsets: np.ndarray, lengths: np.ndarray, centroids: np.ndarray | None = None,
-            loss: float | None = None) -> bytes:
+            loss: float | None = None, elem: pa.DataType | None = None) -> bytes:
     ivf = index_vector_pb2.IVF(offsets=[int(o) for o in offsets], lengths=[int(n) for n in lengths])
     if centroids is not None:
-        ivf.centroids_tensor.data_type = index_vector_pb2.Tensor.FLOAT32
-        ivf.centroids_tensor.shape.extend(list(centroids.shape))
-        ivf.centroids_tensor.data = np.ascontiguousarray(centroids, "<f4").tobytes()
+        ivf.centroids_tensor.CopyFrom(_tensor(centroids, list(centroids.shape), pa.float32() if elem is None else elem))
     if loss is not None:
         ivf.loss = loss
     return ivf.SerializeToString()
@@ -327,8 +340,9 @@ def create_index(
 ) -> LanceDataset:
     """Build and commit an IVF_FLAT / IVF_PQ index (see the module docstring); ``ds`` moves
     to the new version and is returned, as pylance's ``create_index``."""
-    col, metric_name, _ftype, dim = _check(ds, column, index_type, metric, num_partitions, num_sub_vectors)
+    col, metric_name, ftype, dim = _check(ds, column, index_type, metric, num_partitions, num_sub_vectors)
     kind = index_type.upper()
+    elem = ftype.value_type
     device = _accelerator(accelerator)
     index_name = name if name is not None else f"{col}_idx"
     removed = [i for i in ds.index_metadata if i.name == index_name]
@@ -362,8 +376,8 @@ def create_index(
     if kind == "IVF_FLAT":
         details.flat.SetInParent()
         aux_meta["storage_metadata"] = json.dumps([json.dumps({"dim": dim}, separators=(",", ":"))], separators=(",", ":"))
-        code_field = pa.field("flat", pa.list_(pa.float32(), dim), nullable=False)
-        codes = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel(), pa.float32()), dim)
+        code_field = pa.field("flat", pa.list_(elem, dim), nullable=False)
+        codes = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel().astype(_ELEMENT[elem][0]), elem), dim)
     else:
         m = int(num_sub_vectors)  # type: ignore[arg-type]
         sub = dim // m
@@ -378,8 +392,7 @@ def create_index(
         flat = np.empty(n * m, np.uint8)
         for off, cnt in zip(offsets.tolist(), lengths.tolist(), strict=True):
             flat[off * m:(off + cnt) * m] = code[off:off + cnt].T.ravel()
-        tensor = index_vector_pb2.Tensor(data_type=index_vector_pb2.Tensor.FLOAT32, shape=[PQ_CENTROIDS, dim],
-                                         data=np.ascontiguousarray(book, "<f4").tobytes())
+        tensor = _tensor(book, [PQ_CENTROIDS, dim], elem)
         buffers.append(tensor.SerializeToString())
         details.pq.num_bits = 8
         details.pq.num_sub_vectors = m
@@ -402,7 +415,7 @@ def create_index(
         files = []
         for fname, schema, table, bufs in (
             ("auxiliary.idx", aux_schema, aux_table, buffers),
-            ("index.idx", index_schema, None, [_ivf_pb(np.zeros(parts), np.zeros(parts), centroids, loss)]),
+            ("index.idx", index_schema, None, [_ivf_pb(np.zeros(parts), np.zeros(parts), centroids, loss, elem)]),
         ):
             key = join(base, fname)
             written.append(key)

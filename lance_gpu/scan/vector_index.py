@@ -585,15 +585,26 @@ def indexed_tops(plan: ScanPlan, ds: LanceDataset, executor: Executor, q: np.nda
         max_results = int(allowed.sum())
     rf = nq.refine_factor
     kk = nq.k * (rf or 1)
+    found = [ann_candidates(index, q[j], kk, allowed, nq.minimum_nprobes, nq.maximum_nprobes, max_results)
+             for j in range(q.shape[0])]
+    exact = rf is not None or bool(unindexed)
+    vectors: dict[int, np.ndarray] = {}
+    if exact and index.quantizer == "FLAT" and ftype.value_type == pa.float32():
+        # the flat storage holds the column's float32 vectors (normalized for cosine, which
+        # leaves cosine distances alone): no read of the data
+        vectors = {j: index.codes[rows] for j, (_, rows, _) in enumerate(found)}
+    elif exact:
+        # one read of every candidate's vector, for all queries
+        every = np.unique(np.concatenate([addrs[rows] for _, rows, _ in found])) if found else np.zeros(0, np.uint64)
+        if every.size:
+            x_all = _vectors_of(plan, ds, executor, every, nq.column, dim)
+            vectors = {j: x_all[np.searchsorted(every, addrs[rows])] for j, (_, rows, _) in enumerate(found)}
     tops: list[_TopK] = []
-    for j in range(q.shape[0]):
-        d, rows, late = ann_candidates(index, q[j], kk, allowed, nq.minimum_nprobes, nq.maximum_nprobes, max_results)
+    for j, (d, rows, late) in enumerate(found):
         top = _TopK(nq.k)
         cand_addr = addrs[rows]
-        if rf is not None or unindexed:
-            if cand_addr.size:
-                x = _vectors_of(plan, ds, executor, cand_addr, nq.column, dim)
-                d = _exact_distances(x, q[j], index.metric).astype(np.float32)
+        if exact and cand_addr.size:
+            d = _exact_distances(vectors[j], q[j], index.metric).astype(np.float32)
         if late and max_results is not None and max_results <= nq.k and d.size < max_results:
             # no more allowed rows than k, and the first probes missed some: pylance's late
             # search returns the missed ones at +inf
