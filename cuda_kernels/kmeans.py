@@ -3,7 +3,7 @@
 * :func:`assign_nearest` / :func:`assign_nearest_gpu`: for each row of ``x`` (``n x d``
   float32) the index of its nearest centroid of ``c`` (``k x d`` float32) and that distance:
   squared l2, or with ``dot=True`` the largest ``x.c`` (distance ``1 - x.c``).  Ties go to
-  the lower centroid index.  One CPU loop / one GPU thread per row.
+  the lower centroid index.  A parallel CPU loop / one GPU thread per row.
 * :func:`cluster_sums_gpu`: per cluster the sum of its rows (float64, ``k x d``) and the row
   count (int64), by atomic adds (one thread per row), for the centroid update.
 
@@ -12,6 +12,7 @@ device arrays (CuPy when the input was CuPy).
 """
 
 import numpy as np
+from numba import prange
 
 from . import _device
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
@@ -44,9 +45,9 @@ def _nearest_row(x, c, dot, i, labels, dists):
     dists[i] = best
 
 
-@cpu_driver
+@cpu_driver(parallel=True)
 def _assign_cpu(x, c, dot, labels, dists):
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         _nearest_row(x, c, dot, i, labels, dists)
 
 
