@@ -13,6 +13,11 @@ Prints one JSON line per case; ``--markdown PATH`` writes the tables.
 
     PYTHONPATH=$PWD python3 benchmarks/bench_vector_index.py --rows 100000 --dim 128 \\
         --partitions 64 --sub-vectors 16 --markdown benchmarks/results/vector_index_cpu.md
+
+On a GPU machine, index builds trained on the device by both libraries (pending)::
+
+    PYTHONPATH=$PWD python3 benchmarks/bench_vector_index.py --rows 1000000 --dim 768 \\
+        --partitions 1024 --sub-vectors 96 --accelerator cuda --markdown benchmarks/results/vector_index_gpu.md
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--nprobes", default="1,4,16")
+    ap.add_argument("--accelerator", default=None,
+                    help="'cuda': both libraries train on the GPU (pylance through torch, lance_gpu through numba-cuda)")
     ap.add_argument("--markdown", help="write the results as a markdown table here")
     args = ap.parse_args()
 
@@ -91,7 +98,7 @@ def main() -> None:
     build_rows, query_rows = [], []
     try:
         for index_type in ("IVF_FLAT", "IVF_PQ"):
-            params: dict[str, Any] = {"num_partitions": args.partitions}
+            params: dict[str, Any] = {"num_partitions": args.partitions, "accelerator": args.accelerator}
             if index_type == "IVF_PQ":
                 params["num_sub_vectors"] = args.sub_vectors
             built = {}
@@ -143,7 +150,8 @@ def main() -> None:
     if args.markdown:
         cmd = (f"PYTHONPATH=$PWD python3 benchmarks/bench_vector_index.py --rows {args.rows} --dim {args.dim} "
                f"--partitions {args.partitions} --sub-vectors {args.sub_vectors} --k {k} --queries {args.queries} "
-               f"--rounds {args.rounds} --nprobes {args.nprobes}")
+               f"--rounds {args.rounds} --nprobes {args.nprobes}"
+               + (f" --accelerator {args.accelerator}" if args.accelerator else ""))
         env = (f"{os.cpu_count()} CPUs ({platform.machine()}), numpy {np.__version__}, pylance {lance.__version__}; "
                "a shared, loaded box (other jobs running), so times are indicative only")
         lines = [f"# IVF vector indices on the CPU: lance_gpu vs pylance ({args.rows:,} x {args.dim})", "",

@@ -152,6 +152,9 @@ class IvfIndex:
     codes: np.ndarray
     codebook: np.ndarray | None = None  # PQ: (m, 256, dim / m) float32
     bounds: tuple[float, float] = (0.0, 0.0)  # SQ
+    #: PQ: ``code + sub-vector * 256`` per storage row and sub-vector (positions in a flat
+    #: distance table), made on the first search
+    pq_lookup: np.ndarray | None = field(default=None, repr=False)
     #: (dataset URI, version) -> (row address, live?) per storage row, for the last version searched
     live: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -376,8 +379,8 @@ def _probes(index: IvfIndex, lo: int | None, hi: int | None) -> tuple[int, int]:
 def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q: np.ndarray) -> np.ndarray:
     """Storage distances of the query ``q`` (normalized for cosine) to ``rows`` (storage row
     numbers, or a slice: a view, no copy) of partition ``part``."""
-    codes = index.codes[rows]
     if index.quantizer == "FLAT":
+        codes = index.codes[rows]
         if index.metric == "l2":
             diff = codes - q
             return np.einsum("ij,ij->i", diff, diff)
@@ -394,8 +397,11 @@ def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q
             diff = cb - qs
             table = np.einsum("mcs,mcs->mc", diff, diff)
         table = table.astype(np.float32)
-        dist = table[np.arange(m)[None, :], codes.astype(np.intp)].sum(axis=1, dtype=np.float32)
+        if index.pq_lookup is None:
+            index.pq_lookup = (index.codes.astype(np.int32) + np.arange(m, dtype=np.int32) * table.shape[1])
+        dist = table.ravel()[index.pq_lookup[rows]].sum(axis=1, dtype=np.float32)
         return dist - (m - 1) if index.metric == "dot" else dist
+    codes = index.codes[rows]
     lo, hi = index.bounds
     span = hi - lo
     if span == 0:
