@@ -155,6 +155,8 @@ class IvfIndex:
     #: PQ: ``code + sub-vector * 256`` per storage row and sub-vector (positions in a flat
     #: distance table), made on the first search
     pq_lookup: np.ndarray | None = field(default=None, repr=False)
+    #: FLAT: ``|x|^2`` per storage row, made on the first l2 search
+    flat_norms: np.ndarray | None = field(default=None, repr=False)
     #: (dataset URI, version) -> (row address, live?) per storage row, for the last version searched
     live: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -376,15 +378,38 @@ def _probes(index: IvfIndex, lo: int | None, hi: int | None) -> tuple[int, int]:
     return lo, hi
 
 
-def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q: np.ndarray) -> np.ndarray:
+def _flat_l2(index: IvfIndex, rows: np.ndarray | slice, q: np.ndarray, k: int | None) -> np.ndarray:
+    """Squared l2 distances of flat rows: ranked by the expanded form ``|x|^2 - 2 x.q + |q|^2``
+    (one matrix-vector product), then every row that may be among the ``k`` nearest -- within
+    twice the expanded form's float32 error bound of the k-th -- recomputed from differences.
+    Rows left with expanded values are farther than the k nearest, whose values are exact."""
+    codes = index.codes[rows]
+    n = codes.shape[0]
+    if k is None or n <= 4 * k:
+        diff = codes - q
+        return np.einsum("ij,ij->i", diff, diff)
+    if index.flat_norms is None:
+        index.flat_norms = np.einsum("ij,ij->i", index.codes, index.codes)
+    norms = index.flat_norms[rows]
+    qq = np.float32(q @ q)
+    dist = norms - np.float32(2) * (codes @ q) + qq
+    bound = 4.0 * codes.shape[1] * float(np.finfo(np.float32).eps) * (float(norms.max()) + float(qq))
+    kth = float(np.partition(dist, k - 1)[k - 1])
+    near = np.flatnonzero(dist <= kth + 2 * bound)
+    diff = codes[near] - q
+    dist[near] = np.einsum("ij,ij->i", diff, diff)
+    return dist
+
+
+def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q: np.ndarray,
+                         k: int | None = None) -> np.ndarray:
     """Storage distances of the query ``q`` (normalized for cosine) to ``rows`` (storage row
-    numbers, or a slice: a view, no copy) of partition ``part``."""
+    numbers, or a slice: a view, no copy) of partition ``part``; with ``k``, only the ``k``
+    nearest need exact values (see :func:`_flat_l2`)."""
     if index.quantizer == "FLAT":
-        codes = index.codes[rows]
         if index.metric == "l2":
-            diff = codes - q
-            return np.einsum("ij,ij->i", diff, diff)
-        return 1.0 - codes @ q
+            return _flat_l2(index, rows, q, k)
+        return 1.0 - index.codes[rows] @ q
     if index.quantizer == "PQ":
         assert index.codebook is not None
         cb = index.codebook
@@ -442,13 +467,13 @@ def ann_candidates(index: IvfIndex, q: np.ndarray, k: int, allowed: np.ndarray, 
         off, n = int(index.offsets[part]), int(index.lengths[part])
         ok = allowed[off:off + n]
         if ok.all():
-            d = _partition_distances(index, part, slice(off, off + n), qv).astype(np.float32, copy=False)
+            d = _partition_distances(index, part, slice(off, off + n), qv, k).astype(np.float32, copy=False)
             rows = None
         else:
             rows = off + np.flatnonzero(ok)
             if not rows.size:
                 continue
-            d = _partition_distances(index, part, rows, qv).astype(np.float32, copy=False)
+            d = _partition_distances(index, part, rows, qv, k).astype(np.float32, copy=False)
         if d.size > k:
             # the k nearest, ties at the k-th distance all kept, then ordered by (distance, row id)
             kth = np.partition(d, k - 1)[k - 1]
