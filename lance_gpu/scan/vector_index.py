@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from lance_gpu._proto import table_pb2
     from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.execute import Executor
-    from lance_gpu.scan.nearest import _TopK
     from lance_gpu.scan.plan import ScanPlan
 
 VECTOR_DETAILS = "/lance.index.pb.VectorIndexDetails"
@@ -564,15 +563,19 @@ def _vectors_of(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.
     return values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(arr), dim)
 
 
-def indexed_tops(plan: ScanPlan, ds: LanceDataset, executor: Executor, q: np.ndarray) -> list[_TopK] | None:
-    """The ``k`` nearest rows per query from the column's vector index (see the module
-    docstring), or None when no index applies (no index; another metric; fragment scans)."""
+def indexed_search(plan: ScanPlan, ds: LanceDataset, executor: Executor,
+                   q: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Per query, ``(distances, row addresses)`` of the ``k`` nearest rows from the column's
+    vector index (see the module docstring), in (distance, address) order; None when no index
+    applies (no index; another metric; multivectors or a ``distance_range``: searched exactly)."""
     from lance_gpu.scan.execute import run_plan
-    from lance_gpu.scan.nearest import _TopK, column_type, exact_tops
+    from lance_gpu.scan.nearest import _search_host, _TopK, column_type
     from lance_gpu.scan.plan import ROW_ADDR
 
     nq = plan.nearest
     assert nq is not None
+    if nq.multivector or nq.distance_range != (None, None):
+        return None
     meta = vector_index_of(ds, nq.column)
     if meta is None:
         return None
@@ -646,10 +649,10 @@ def indexed_tops(plan: ScanPlan, ds: LanceDataset, executor: Executor, q: np.nda
         tops.append(top)
     if unindexed:
         sub = replace(plan, **_only_fragments(plan, set(unindexed)))
-        flat = exact_tops(sub, ds, executor, q.astype(np.float32) if q.dtype != np.float64 else q, index.metric)
-        for top, extra in zip(tops, flat, strict=True):
-            top.push(extra.dist, extra.addr)
-    return tops
+        flat = _search_host(sub, ds, executor, replace(nq, metric=index.metric), q, q.dtype, dim)
+        for top, (dist, addr) in zip(tops, flat, strict=True):
+            top.push(np.asarray(dist, np.float64), addr)
+    return [(t.dist, t.addr) for t in tops]
 
 
 def _only_fragments(plan: ScanPlan, keep: set[int]) -> dict[str, Any]:
