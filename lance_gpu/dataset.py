@@ -752,7 +752,7 @@ class LanceDataset:
     def create_index(self, column: str | list[str], index_type: str, name: str | None = None, metric: str = "L2",
                      replace: bool = False, num_partitions: int | None = None, num_sub_vectors: int | None = None,
                      accelerator: Any = None, **kwargs: Any) -> LanceDataset:
-        """Build an IVF_FLAT / IVF_PQ vector index that pylance uses; see
+        """Build an IVF_FLAT / IVF_PQ / IVF_SQ vector index that pylance uses; see
         :mod:`lance_gpu.ops.vector_index`.
 
         Parameters
@@ -760,7 +760,7 @@ class LanceDataset:
         column : str
             The vector column (fixed-size list of floats).
         index_type : str
-            "IVF_FLAT" or "IVF_PQ" (other vector types are refused).
+            "IVF_FLAT", "IVF_PQ" or "IVF_SQ" (other vector types are refused).
         name : str, optional
             Index name (default ``{column}_idx``).
         metric : str

@@ -240,6 +240,8 @@ def _recall(path: str, metric: str, nprobes: int, queries: np.ndarray) -> int:
     ("IVF_FLAT", "cosine", {}),
     ("IVF_FLAT", "dot", {}),
     ("IVF_PQ", "l2", {"num_sub_vectors": 4}),
+    ("IVF_SQ", "l2", {}),
+    ("IVF_SQ", "cosine", {}),
 ])
 def test_create_index_used_by_pylance(tmp_path: object, index_type: str, metric: str, params: dict) -> None:
     theirs_path, ours_path = str(tmp_path) + "/theirs", str(tmp_path) + "/ours"  # type: ignore[operator]

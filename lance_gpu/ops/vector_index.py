@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``create_index(column, "IVF_FLAT" | "IVF_PQ", ...)``: train, write and commit an IVF vector
-index that pylance 14 lists and uses.
+"""``create_index(column, "IVF_FLAT" | "IVF_PQ" | "IVF_SQ", ...)``: train, write and commit an
+IVF vector index that pylance 14 lists and uses.
 
 Build (numpy on the CPU; k-means steps on the GPU with ``accelerator="cuda"``):
 
@@ -10,7 +10,8 @@ Build (numpy on the CPU; k-means steps on the GPU with ``accelerator="cuda"``):
    ``IVF_REDOS`` runs; every vector goes to its nearest centroid;
 3. PQ: per sub-vector a 256-centroid k-means (at most 50 iterations) of at most 65,536
    residuals (``x - centroid``; raw vectors for ``dot``), every vector encoded by its nearest
-   sub-centroid;
+   sub-centroid; SQ: one range ``[min, max]`` of all values, codes ``trunc((x - min) * 255 /
+   (max - min))``;
 4. files (layout in :mod:`lance_gpu.scan.vector_index`), Lance 2.2 files as pylance writes
    them: ``auxiliary.idx`` (rows by partition, ascending row id within one; PQ codes
    transposed per partition) and ``index.idx`` (centroids), under ``_indices/<uuid>/``;
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["CreateVectorIndex", "create_index", "kmeans"]
 
 VECTOR_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_RQ")
-BUILT_TYPES = ("IVF_FLAT", "IVF_PQ")
+BUILT_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ")
 METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot"}
 _METRIC_PB = {"l2": index_vector_pb2.L2, "cosine": index_vector_pb2.Cosine, "dot": index_vector_pb2.Dot}
 MAX_ITERS = 50
@@ -338,7 +339,7 @@ def create_index(
     seed: int | None = None,
     **kwargs: Any,
 ) -> LanceDataset:
-    """Build and commit an IVF_FLAT / IVF_PQ index (see the module docstring); ``ds`` moves
+    """Build and commit an IVF_FLAT / IVF_PQ / IVF_SQ index (see the module docstring); ``ds`` moves
     to the new version and is returned, as pylance's ``create_index``."""
     col, metric_name, ftype, dim = _check(ds, column, index_type, metric, num_partitions, num_sub_vectors)
     kind = index_type.upper()
@@ -378,6 +379,17 @@ def create_index(
         aux_meta["storage_metadata"] = json.dumps([json.dumps({"dim": dim}, separators=(",", ":"))], separators=(",", ":"))
         code_field = pa.field("flat", pa.list_(elem, dim), nullable=False)
         codes = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel().astype(_ELEMENT[elem][0]), elem), dim)
+    elif kind == "IVF_SQ":
+        # 8-bit scalar quantization of the (normalized for cosine) vectors over one range
+        lo, hi = float(x.min()), float(x.max())
+        span = hi - lo
+        scaled = np.zeros_like(x, dtype=np.float64) if span == 0 else (x.astype(np.float64) - lo) * 255.0 / span
+        sq = np.clip(np.trunc(scaled), 0, 255).astype(np.uint8)
+        details.sq.num_bits = 8
+        aux_meta["storage_metadata"] = json.dumps([json.dumps(
+            {"dim": dim, "num_bits": 8, "bounds": {"start": lo, "end": hi}}, separators=(",", ":"))], separators=(",", ":"))
+        code_field = pa.field("__sq_code", pa.list_(pa.uint8(), dim))
+        codes = pa.FixedSizeListArray.from_arrays(pa.array(sq.ravel(), pa.uint8()), dim)
     else:
         m = int(num_sub_vectors)  # type: ignore[arg-type]
         sub = dim // m
