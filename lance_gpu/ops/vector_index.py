@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 from google.protobuf import any_pb2
+from pyroaring import BitMap
 
+from cuda_kernels.kmeans import assign_nearest
 from lance_gpu._proto import index_vector_pb2, table_pb2, transaction_pb2
 from lance_gpu.errors import (
     ArgumentTypeError,
@@ -47,10 +49,14 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
 )
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.scan.nearest import column_type
+from lance_gpu.scan.vector_index import field_id_of
 from lance_gpu.table.manifest import ManifestFile, latest_version
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit, run_with_retries
 from lance_gpu.txn.operations import Operation
+from lance_gpu.write.dataset_writer import remove_quietly
+from lance_gpu.write.file_writer import LanceFileWriter
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
@@ -84,8 +90,6 @@ def _nearest(x: np.ndarray, c: np.ndarray, metric: str = "l2") -> tuple[np.ndarr
     sub-vectors) by the compiled loop of :mod:`cuda_kernels.kmeans`, wide ones by blocks of
     matrix products."""
     if x.shape[1] <= NARROW_DIM:
-        from cuda_kernels.kmeans import assign_nearest
-
         return assign_nearest(x, c, dot=metric == "dot")
     labels = np.empty(x.shape[0], np.int64)
     dist = np.empty(x.shape[0], np.float32)
@@ -236,8 +240,6 @@ def _check(ds: LanceDataset, column: Any, index_type: Any, metric: Any, num_part
     if kind not in BUILT_TYPES:
         raise UnsupportedFeatureError(f"create_index: lance_gpu builds {list(BUILT_TYPES)} indices, not {kind} "
                                       "(pylance-built ones are searched)")
-    from lance_gpu.scan.nearest import column_type
-
     ftype = column_type(ds, str(column))
     if ftype is None:
         raise FieldNotFoundError(f"{column} not found in schema")
@@ -311,8 +313,6 @@ def _ivf_pb(offsets: np.ndarray, lengths: np.ndarray, centroids: np.ndarray | No
 def _write(store: ObjectStore, key: str, schema: pa.Schema, table: pa.Table | None,
            buffers: list[bytes]) -> int:
     """A Lance 2.2 file of ``table`` whose global buffers 1.. are ``buffers`` (written first)."""
-    from lance_gpu.write.file_writer import LanceFileWriter
-
     writer = LanceFileWriter(key, LanceSchema.from_arrow(schema), 2, store=store)
     try:
         for buf in buffers:
@@ -349,7 +349,9 @@ def create_index(
     removed = [i for i in ds.index_metadata if i.name == index_name]
     if removed and not replace:
         raise IndexExistsError(f"Index name '{index_name}' already exists, please specify a different name or use replace=True")
-    field_id = _field_id(ds, col)
+    field_id = field_id_of(ds, col)
+    if field_id is None:
+        raise FieldNotFoundError(f"{col} not found in schema")
     rng = np.random.default_rng(seed)
 
     x, row_ids, fragment_ids = _training_data(ds, col, metric_name)
@@ -433,8 +435,6 @@ def create_index(
             written.append(key)
             size = _write(ds.store, key, schema, table, bufs)
             files.append(table_pb2.IndexFile(path=fname, size_bytes=size))
-        from pyroaring import BitMap
-
         meta = table_pb2.IndexMetadata(
             fields=[field_id], name=index_name, dataset_version=int(ds.version),
             fragment_bitmap=BitMap(fragment_ids).serialize(),
@@ -447,8 +447,6 @@ def create_index(
         naming = latest_version(ds.store, ds.root).naming
         manifest = run_with_retries(lambda: commit(ds.store, ds.root, op, ds.manifest_file, naming), 0)
     except BaseException:
-        from lance_gpu.write.dataset_writer import remove_quietly
-
         remove_quietly(ds.store, written)
         raise
     ds.reload(int(manifest.version))
@@ -470,15 +468,3 @@ def _accelerator(accelerator: Any) -> bool:
     if not cuda.is_available():
         raise GpuUnavailableError(f"accelerator={accelerator!r}: no usable CUDA device")
     return True
-
-
-def _field_id(ds: LanceDataset, column: str) -> int:
-    fields = ds.lance_schema.fields
-    node = None
-    for part in column.split("."):
-        node = next((f for f in fields if f.name == part), None)
-        if node is None:
-            raise FieldNotFoundError(f"{column} not found in schema")
-        fields = node.children
-    assert node is not None
-    return int(node.id)

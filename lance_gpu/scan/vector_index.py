@@ -321,7 +321,7 @@ def _schema_meta(reader: LanceFileReader) -> dict[str, str]:
 
 def vector_index_of(ds: LanceDataset, column: str) -> table_pb2.IndexMetadata | None:
     """The first vector index (manifest order) over ``column``, as pylance picks it."""
-    field_id = _field_id(ds, column)
+    field_id = field_id_of(ds, column)
     if field_id is None:
         return None
     for index in ds.index_metadata:
@@ -330,7 +330,8 @@ def vector_index_of(ds: LanceDataset, column: str) -> table_pb2.IndexMetadata | 
     return None
 
 
-def _field_id(ds: LanceDataset, column: str) -> int | None:
+def field_id_of(ds: LanceDataset, column: str) -> int | None:
+    """The field id of a top-level column or dotted struct field (None: absent)."""
     parts = column.split(".")
     fields = ds.lance_schema.fields
     node = None
