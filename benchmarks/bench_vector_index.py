@@ -3,7 +3,7 @@
 
 Writes clustered float32 embeddings with pylance (4 fragments), then
 
-* **build**: ``create_index`` of each library (IVF_FLAT, IVF_PQ) on copies of the dataset,
+* **build**: ``create_index`` of each library (IVF_FLAT, IVF_SQ, IVF_PQ) on copies of the dataset,
   timed once each; the recall@k of *pylance's* search over each index at several ``nprobes``
   (against pylance's exact search), so the two builds are judged by the same searcher;
 * **query**: over pylance's own index, ``to_table(nearest=...)`` of each library, rounds
@@ -97,7 +97,7 @@ def main() -> None:
     k = args.k
     build_rows, query_rows = [], []
     try:
-        for index_type in ("IVF_FLAT", "IVF_PQ"):
+        for index_type in ("IVF_FLAT", "IVF_SQ", "IVF_PQ"):
             params: dict[str, Any] = {"num_partitions": args.partitions, "accelerator": args.accelerator}
             if index_type == "IVF_PQ":
                 params["num_sub_vectors"] = args.sub_vectors
