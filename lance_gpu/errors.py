@@ -249,3 +249,20 @@ class FieldNotFoundError(LanceGpuError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class IndexNotFoundError(LanceGpuError, RuntimeError):
+    """No index of that name in this version (pylance's ``RuntimeError`` ``Lance index not
+    found: name=...``)."""
+
+
+class IndexStatsNotFoundError(LanceGpuError, KeyError):
+    """``ds.stats.index_stats`` of a name no index has (pylance's ``KeyError``)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IndexedColumnError(LanceGpuError, OSError):
+    """An ``alter_columns`` cast of a column an index is attached to (pylance's ``OSError``
+    "Cannot cast column(s) ... index(es) attached")."""

@@ -20,9 +20,7 @@ Build (numpy on the CPU; k-means steps on the GPU with ``accelerator="cuda"``):
    the metric and the quantizer's parameters, ``index_version`` 1, ``created_at``, the files)
    replacing an index of the same name when ``replace=True``.
 
-This module carries its own ``CreateIndex`` operation; the scalar-index work adds the common
-one in :mod:`lance_gpu.txn.operations`, which should replace :class:`CreateVectorIndex` when
-both land.
+The commit is :class:`lance_gpu.txn.operations.CreateIndex` (shared with the scalar indices).
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from cuda_kernels.kmeans import assign_nearest
-from lance_gpu._proto import index_vector_pb2, table_pb2, transaction_pb2
+from lance_gpu._proto import index_vector_pb2, table_pb2
 from lance_gpu.errors import (
     ArgumentTypeError,
     FieldNotFoundError,
@@ -51,17 +49,17 @@ from lance_gpu.errors import (
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.scan.nearest import column_type
 from lance_gpu.scan.vector_index import field_id_of
-from lance_gpu.table.manifest import ManifestFile, latest_version
+from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit, run_with_retries
-from lance_gpu.txn.operations import Operation
+from lance_gpu.txn.operations import CreateIndex
 from lance_gpu.write.dataset_writer import remove_quietly
 from lance_gpu.write.file_writer import LanceFileWriter
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
 
-__all__ = ["CreateVectorIndex", "create_index", "kmeans"]
+__all__ = ["create_index", "kmeans"]
 
 VECTOR_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_RQ")
 BUILT_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ")
@@ -174,51 +172,6 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, max_iters: int = MAX
             far = np.argsort(dist)[::-1][: empty.size]
             c[empty] = x[far]
     return c, loss
-
-
-# --------------------------------------------------------------------------------------------
-# The operation
-# --------------------------------------------------------------------------------------------
-
-
-class CreateVectorIndex(Operation):
-    """``CreateIndex``: add ``new_index`` to the manifest's index section, dropping
-    ``removed`` (an index of the same name being replaced)."""
-
-    name = "create_index"
-
-    def __init__(self, new_index: table_pb2.IndexMetadata, removed: list[table_pb2.IndexMetadata]) -> None:
-        self.new_index = new_index
-        self.removed = list(removed)
-
-    def fill(self, txn: transaction_pb2.Transaction) -> None:
-        txn.create_index.new_indices.add().CopyFrom(self.new_index)
-        for old in self.removed:
-            txn.create_index.removed_indices.add().CopyFrom(old)
-
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        assert base is not None
-        m = table_pb2.Manifest()
-        m.CopyFrom(base.manifest)
-        gone = {bytes(i.uuid.uuid) for i in self.removed}
-        section = table_pb2.IndexSection()
-        if base.index_section is not None:
-            for old in base.index_section.indices:
-                if bytes(old.uuid.uuid) not in gone:
-                    section.indices.add().CopyFrom(old)
-        section.indices.add().CopyFrom(self.new_index)
-        return m, section
-
-    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        kind = self._classify(theirs, int(winner.manifest.version),
-                              ok=("append", "delete", "update", "update_config", "reserve_fragments", "create_index",
-                                  "merge", "data_replacement"),
-                              retry=("rewrite", "project"))
-        if kind == "create_index" and theirs is not None:
-            names = {i.name for i in theirs.create_index.new_indices}
-            if self.new_index.name in names:
-                raise self._retryable(kind, int(winner.manifest.version))
-        return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,7 +376,6 @@ def create_index(
         "lance:flat": json.dumps([""] * parts),
     })
 
-    op: CreateVectorIndex | None = None
     written: list[str] = []
     try:
         files = []
@@ -442,7 +394,7 @@ def create_index(
             index_version=1, created_at=int(time.time() * 1000), files=files,
         )
         meta.uuid.uuid = uid.bytes
-        op = CreateVectorIndex(meta, removed)
+        op = CreateIndex([meta], removed)
         op.written.extend(written)
         naming = latest_version(ds.store, ds.root).naming
         manifest = run_with_retries(lambda: commit(ds.store, ds.root, op, ds.manifest_file, naming), 0)
