@@ -352,3 +352,47 @@ def test_create_index_other_float_types(tmp_path: object, typ: pa.DataType, inde
     for q in _queries(2, seed=21):
         nearest = {"column": "vec", "q": q, "k": 5, "nprobes": 1}
         _same(*_both(path, nearest=nearest, columns=["id", "_distance"]), tol=1e-2)
+
+
+@pytest.mark.parametrize(("index_type", "params"), [("IVF_PQ", {"num_sub_vectors": 4}), ("IVF_FLAT", {})])
+def test_compaction_remaps_vector_index(tmp_path: object, index_type: str, params: dict) -> None:
+    """Our compaction rewrites the index's storage with the moved rows' addresses (deleted
+    rows dropped); pylance lists the remapped index, plans with it and both searches agree."""
+    path = str(tmp_path) + "/c"  # type: ignore[operator]
+    lance.write_dataset(_table(_data()), path, max_rows_per_file=500)
+    lance.dataset(path).create_index("vec", index_type, num_partitions=6, **params)
+    lance.dataset(path).delete("id % 3 = 0")
+    ds = lance_gpu.dataset(path)
+    old_uuid = ds.list_indices()[0]["uuid"]
+    ds.optimize.compact_files(target_rows_per_fragment=1500)
+    pl = lance.dataset(path)
+    (info,) = pl.list_indices()
+    assert info["uuid"] != old_uuid and info["type"] == index_type
+    assert sorted(info["fragment_ids"]) == sorted(f.fragment_id for f in pl.get_fragments())
+    q = _queries(1)[0]
+    plan = pl.scanner(nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}).explain_plan()
+    assert f"uuid={info['uuid']}" in plan
+    assert pl.stats.index_stats("vec_idx")["num_indexed_rows"] == pl.count_rows()
+    for q in _queries(4, seed=23):
+        nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2}
+        theirs, ours = _both(path, nearest=nearest, columns=["id", "_distance"])
+        _same(theirs, ours)
+        assert not any(i % 3 == 0 for i in ours["id"].to_pylist())
+
+
+def test_compaction_with_stable_row_ids_keeps_vector_index(tmp_path: object) -> None:
+    """With stable row ids the stored ids stay valid: the index's files are kept, its fragment
+    bitmap moves to the new fragments."""
+    path = str(tmp_path) + "/s"  # type: ignore[operator]
+    lance.write_dataset(_table(_data()), path, max_rows_per_file=500, enable_stable_row_ids=True)
+    lance.dataset(path).create_index("vec", "IVF_PQ", num_partitions=6, num_sub_vectors=4)
+    lance.dataset(path).delete("id % 4 = 1")
+    ds = lance_gpu.dataset(path)
+    old_uuid = ds.list_indices()[0]["uuid"]
+    ds.optimize.compact_files(target_rows_per_fragment=1500)
+    (info,) = lance.dataset(path).list_indices()
+    assert info["uuid"] == old_uuid
+    for q in _queries(3, seed=29):
+        for refine in (None, 2):
+            nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2, "refine_factor": refine}
+            _same(*_both(path, nearest=nearest, columns=["id", "_distance"]))

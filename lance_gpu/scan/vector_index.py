@@ -189,7 +189,7 @@ def _tensor(t: index_vector_pb2.Tensor, where: str) -> np.ndarray:
     return arr.reshape(shape).astype(np.float32)
 
 
-def _read_lance_file(reader: LanceFileReader) -> tuple[pa.Table, dict[str, str]]:
+def read_lance_file(reader: LanceFileReader) -> tuple[pa.Table, dict[str, str]]:
     """Every column of a standalone Lance file of top-level fields, and its schema metadata."""
     fd = reader.descriptor
     schema = LanceSchema.from_protos(fd.schema.fields, dict(fd.schema.metadata), reader.path)
@@ -265,7 +265,7 @@ def load_index(ds: LanceDataset, index: table_pb2.IndexMetadata) -> IvfIndex:
     centroids = _tensor(ivf.centroids_tensor, where)
     reader = LanceFileReader(join(base, AUX_FILE), ds.store)
     try:
-        table, ameta = _read_lance_file(reader)
+        table, ameta = read_lance_file(reader)
         where = reader.path
         try:
             aivf = _parse(index_vector_pb2.IVF(), reader.global_buffer(int(ameta["lance:ivf"])), where)
@@ -500,6 +500,9 @@ def ann_candidates(index: IvfIndex, q: np.ndarray, k: int, allowed: np.ndarray, 
 # --------------------------------------------------------------------------------------------
 
 
+_GONE = np.uint64(2**64 - 1)
+
+
 def _addresses(ds: LanceDataset, ids: np.ndarray) -> np.ndarray:
     """Row addresses of row ids (the identity without stable row ids); ``2**64 - 1`` for ids
     no longer in the dataset."""
@@ -602,7 +605,12 @@ def indexed_search(plan: ScanPlan, ds: LanceDataset, executor: Executor,
     pair = index.live.get(key)
     if pair is None:
         addrs = _addresses(ds, index.row_ids)
-        pair = (addrs, _live_mask(ds, addrs, indexed))
+        live = _live_mask(ds, addrs, indexed)
+        if ds.has_stable_row_ids:
+            # ids no fragment holds any more (rows deleted, then compacted away): pylance's
+            # deletion mask does not know them, its search finds them and its read drops them
+            live |= addrs == _GONE
+        pair = (addrs, live)
         index.live = {key: pair}
     addrs, allowed = pair
     max_results = None
@@ -631,13 +639,21 @@ def indexed_search(plan: ScanPlan, ds: LanceDataset, executor: Executor,
     elif exact:
         # one read of every candidate's vector, for all queries
         every = np.unique(np.concatenate([addrs[rows] for _, rows, _ in found])) if found else np.zeros(0, np.uint64)
+        every = every[every != _GONE]
         if every.size:
             x_all = _vectors_of(plan, ds, executor, every, nq.column, dim)
-            vectors = {j: x_all[np.searchsorted(every, addrs[rows])] for j, (_, rows, _) in enumerate(found)}
+            # (a row no fragment holds gets any vector: it is dropped below)
+            vectors = {j: x_all[np.minimum(np.searchsorted(every, addrs[rows]), every.size - 1)]
+                       for j, (_, rows, _) in enumerate(found)}
     tops: list[_TopK] = []
     for j, (d, rows, late) in enumerate(found):
         top = _TopK(nq.k)
         cand_addr = addrs[rows]
+        if ds.has_stable_row_ids and np.any(cand_addr == _GONE):
+            there = cand_addr != _GONE
+            d, rows, cand_addr = d[there], rows[there], cand_addr[there]
+            if j in vectors:
+                vectors[j] = vectors[j][there]
         if exact and cand_addr.size:
             d = _exact_distances(vectors[j], q[j], index.metric).astype(np.float32)
         if late and max_results is not None and max_results <= nq.k and d.size < max_results:
