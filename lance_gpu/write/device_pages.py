@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Encoding pages on the GPU (file versions 2.1 and 2.2): the device twin of
+:func:`lance_gpu.write.pages.encode_leaf` for top-level columns held in device memory.
+
+The choices are the CPU encoder's, made from statistics computed on the device (null
+count, all-equal test, run count, 1024-value block widths, the distinct values of a sample)
+with the same rules and thresholds, so the pages are byte for byte the CPU encoder's.  The
+per-value work runs in numba-cuda kernels: definition levels from validity and their
+OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes InlineBitpacking, the
+variable-width chunk buffers, and the mini-block assembly (one range copy per section).
+Each page buffer then comes back once, device -> pinned host, to be written.
+
+Covered on the device: top-level (not nested) columns of ints, floats, booleans and
+temporal types, with or without nulls (all-null ``ConstantLayout``, 2.2 inline constants,
+``InlineBitpacking`` / ``Flat`` mini-blocks with def levels), and strings / binaries whose
+values are under 256 bytes (``Variable`` mini-blocks).  Anything the rules send elsewhere --
+a dictionary, RLE, FSST, full-zip, lists, structs, fixed-size lists, field metadata that
+steers the encoder, file version 2.0 -- is encoded by the CPU encoder from a host copy of
+the column (:func:`encode_device_column` returns None and says why in :data:`last_reason`
+for the tests and the benchmark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.file.encodings import flat
+from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
+from lance_gpu.file.encodings.variable import device as variable_device
+from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
+from lance_gpu.gpu import _array
+from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.table.schema import LanceField
+from lance_gpu.write import pages
+from lance_gpu.write.pages import EncodedPage, PageBackend
+
+__all__ = ["encode_device_field", "encode_device_column", "DeviceBackend", "to_pinned_host", "host_fallbacks"]
+
+#: why pages of this process went to the CPU encoder: reason -> count
+host_fallbacks: dict[str, int] = {}
+
+
+def to_pinned_host(dev) -> np.ndarray:
+    """Copy a device array into a new page-locked host array (one DMA, no staging copy)."""
+    from numba import cuda
+
+    n = int(dev.shape[0])
+    out = cuda.pinned_array(n, np.uint8)
+    if n:
+        dev.view(np.uint8).copy_to_host(out)
+    return out
+
+
+class DeviceBackend(PageBackend):
+    """:class:`~lance_gpu.write.pages.PageBackend` over device arrays."""
+
+    def level_max(self, levels) -> int:
+        return self._max
+
+    def __init__(self, level_max: int = 1) -> None:
+        self._max = level_max
+
+    def level_chunks(self, levels, bounds: np.ndarray, width: int):
+        return bitpacking_device.encode_level_chunks(levels, bounds, width)
+
+    def zeros(self, nbytes: int):
+        return _array.zeros(nbytes, np.uint8)
+
+    def scatter(self, out, dst_starts, data, src_starts, sizes) -> None:
+        from cuda_kernels.segments import copy_ranges_gpu
+
+        keep = sizes > 0
+        if not keep.any():
+            return
+        src = _array.upload(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
+        copy_ranges_gpu(src, src_starts[keep], sizes[keep], out, dst_starts[keep])
+
+    def finish(self, out) -> np.ndarray:
+        return to_pinned_host(out)
+
+
+@dataclass(slots=True)
+class DeviceLeaf:
+    """A top-level leaf on the device, with what :func:`pages._miniblock` asks of a leaf."""
+
+    field: LanceField
+    def_: object  # device u16 levels, or None
+    layers: tuple[int, ...]
+    num_values: int
+    rep: object = None
+    visible: object = None
+    max_rep: int = 0
+
+    @property
+    def num_rows(self) -> int:
+        return self.num_values
+
+    @property
+    def num_levels(self) -> int:
+        return self.num_values
+
+
+def _fallback(reason: str) -> None:
+    host_fallbacks[reason] = host_fallbacks.get(reason, 0) + 1
+
+
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
+def _fixed_kind(s: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(s) or pa.types.is_floating(s) or pa.types.is_boolean(s)
+        or pa.types.is_date(s) or pa.types.is_time(s) or pa.types.is_timestamp(s) or pa.types.is_duration(s)
+    )
+
+
+def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
+    """The page of a top-level device column, or None where the CPU encoder must make it
+    (the reason is counted in :data:`host_fallbacks`)."""
+    s = _storage(col.type)
+    if minor < 1:
+        return _fallback("file version 2.0")
+    if col.children or field.children:
+        return _fallback("nested column")
+    if field.logical_type == "json" or pa.types.is_dictionary(s):
+        return _fallback("json or dictionary column")
+    if any(k in (field.metadata or {}) for k in (pages.COMPRESSION_KEY, pages.STRUCTURAL_KEY, pages.DICT_SIZE_RATIO_KEY)):
+        return _fallback("encoding steered by field metadata")
+    n = col.length
+    if n == 0:
+        return _fallback("empty page")
+    nulls = col.null_count
+    leaf = DeviceLeaf(field, None, (ALL_VALID_ITEM,), n)
+    if nulls == n:
+        layout = pages.pb.PageLayout(constant_layout=pages.pb.ConstantLayout(layers=[NULLABLE_ITEM]))
+        return EncodedPage(layout, [], n)
+    if nulls:
+        from cuda_kernels.encode import def_levels_from_validity_gpu
+
+        leaf.def_ = def_levels_from_validity_gpu(col.validity)
+        leaf.layers = (NULLABLE_ITEM,)
+    if _fixed_kind(s):
+        return _fixed_page(leaf, col, s, minor)
+    if pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s):
+        return _variable_page(leaf, col, s, minor)
+    return _fallback(f"type {s}")
+
+
+# --------------------------------------------------------------------------------------------
+# fixed width
+
+
+def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    from cuda_kernels.encode import rows_all_equal_gpu
+
+    n = col.length
+    if pa.types.is_boolean(s):
+        import cuda_kernels as ck
+
+        data = _array.as_device(ck.validity_to_bitmap_gpu(col.data[:n].view(np.bool_)))
+        bits = 1
+    else:
+        bits = s.bit_width
+        data = col.data[: n * (bits // 8)]
+    if minor >= 2 and leaf.def_ is None:
+        if bits == 1:
+            if rows_all_equal_gpu(col.data[:n], 1):
+                value = bytes([int(_array.to_host(col.data[:1])[0] != 0)])
+                return _constant(leaf, value)
+        elif bits // 8 <= pages.MAX_INLINE_CONSTANT and rows_all_equal_gpu(data, bits // 8):
+            return _constant(leaf, _array.to_host(data[: bits // 8]).tobytes())
+    if n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
+        if _may_want_dictionary(data, n, bits):
+            return _fallback("dictionary candidate")
+    if bits in (8, 16, 32, 64):
+        from cuda_kernels.encode import run_count_gpu
+
+        words = data.view(np.dtype(f"<u{bits // 8}"))
+        if run_count_gpu(words) < pages.RLE_THRESHOLD * n:
+            return _fallback("rle")
+        widths = bitpacking_device.block_bit_widths(words)
+        if bitpacking_device.inline_size(widths, bits) < n * bits // 8:
+            chunks = bitpacking_device.encode_miniblock(words, widths)
+            return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
+    chunks = flat.encode_miniblock(data, bits, n)
+    return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
+
+
+def _constant(leaf: DeviceLeaf, value: bytes) -> EncodedPage:
+    cl = pages.pb.ConstantLayout(layers=list(leaf.layers), inline_value=value)
+    return EncodedPage(pages.pb.PageLayout(constant_layout=cl), [], leaf.num_rows)
+
+
+def _sample_positions(n: int) -> np.ndarray | None:
+    """The values :func:`pages._sample_distinct` looks at, or None when it looks at all."""
+    if n <= pages.DICT_SAMPLE:
+        return None
+    return np.linspace(0, n - 1, pages.DICT_SAMPLE).astype(np.int64)
+
+
+def _may_want_dictionary(data, n: int, bits: int) -> bool:
+    """Could the CPU encoder's dictionary rule pick a dictionary for these fixed-width
+    values?  The same test on the same sample (read back: at most 8192 values)."""
+    import cuda_kernels as ck
+
+    width = bits // 8
+    pick = _sample_positions(n)
+    rows = data.reshape(n, width) if width not in (1, 2, 4, 8) else data.view(np.dtype(f"<u{width}"))
+    got = _array.to_host(rows) if pick is None else _array.to_host(ck.gather_fixed_gpu(rows, _array.upload(pick)))
+    flat_rows = got.reshape(got.shape[0], -1) if got.ndim > 1 else got
+    distinct = int(np.unique(flat_rows, axis=0).shape[0]) if flat_rows.ndim > 1 else int(np.unique(flat_rows).size)
+    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
+    return not (distinct > max_items or distinct * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width)
+
+
+# --------------------------------------------------------------------------------------------
+# variable width
+
+
+def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    n = col.length
+    offsets = _array.to_host(col.offsets[: n + 1]).astype(np.int64)
+    rel = offsets - offsets[0]
+    nbytes = int(rel[-1])
+    large = pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+    obits = 64 if large else 32
+    text = pa.types.is_string(s) or pa.types.is_large_string(s)
+    max_len = int(np.diff(rel).max()) if n else 0
+    if n >= pages.DICT_MIN_VALUES and _strings_may_want_dictionary(col, offsets, nbytes, obits):
+        return _fallback("dictionary candidate")
+    if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
+        return _fallback("full-zip strings")
+    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+        return _fallback("fsst")
+    chunks = variable_device.variable_chunks(rel, col.offsets[: n + 1], col.data, obits)
+    return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
+
+
+def _strings_may_want_dictionary(col: DeviceColumn, offsets: np.ndarray, nbytes: int, obits: int) -> bool:
+    """The CPU encoder's dictionary test for strings, on the sampled values read back."""
+    import cuda_kernels as ck
+
+    n = col.length
+    obytes = obits // 8
+    pick = _sample_positions(n)
+    if pick is None:
+        pick = np.arange(n, dtype=np.int64)
+    off, data = ck.gather_binary_gpu(col.offsets[: n + 1], col.data, _array.upload(pick))
+    h_off = _array.to_host(off).astype(np.int64)
+    h_data = _array.to_host(data) if int(h_off[-1]) else np.zeros(0, np.uint8)
+    keys = pa.Array.from_buffers(pa.large_binary(), pick.size, [None, pa.py_buffer(h_off), pa.py_buffer(h_data)])
+    distinct = len(keys.unique())
+    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
+    raw = nbytes + n * obytes
+    estimate = distinct * (nbytes // n) + distinct * obytes + n * obytes
+    return not (distinct > max_items or estimate >= pages.DICT_SIZE_RATIO * raw)
+
+
+def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | list[pa.Array]:
+    """The pages of one top-level field's buffered device columns, as
+    ``(column index within the field, page, row offset)`` -- or, where the CPU encoder must
+    make them, the rows as host arrays for it."""
+    from lance_gpu.write.device_input import concat_columns
+
+    col = concat_columns(columns)
+    if col is None:
+        _fallback("nested column")
+        return [c.to_arrow() for c in columns]
+    page = encode_device_column(col, field, minor)
+    if page is None:
+        return [col.to_arrow()]
+    return [(0, page, 0)]
