@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.errors import GpuUnavailableError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 
@@ -44,7 +44,8 @@ __all__ = [
 
 
 def _has_cai(x: object) -> bool:
-    return hasattr(x, "__cuda_array_interface__")
+    """A CUDA array (the simulator's device arrays say so with ``__cuda_ndarray__``)."""
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
 
 
 def _is_cudf_frame(data: object) -> bool:
@@ -163,7 +164,7 @@ def _check_lengths(names: list[str], cols: list[DeviceColumn]) -> int:
     lengths = {len(c) for c in cols}
     if len(lengths) > 1:
         desc = ", ".join(f"{n!r}: {len(c)}" for n, c in zip(names, cols, strict=True))
-        raise pa.ArrowInvalid(f"device columns of different lengths ({desc})")
+        raise InvalidArgumentError(f"device columns of different lengths ({desc})")
     return lengths.pop() if lengths else 0
 
 
