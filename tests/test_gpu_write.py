@@ -40,6 +40,10 @@ def _device_column(arr: pa.Array):
         offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
         data = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else np.zeros(1, np.uint8)
         return DeviceColumn(arr.type, len(arr), valid, _array.upload(data), _array.upload(offs))
+    if pa.types.is_fixed_size_list(arr.type):
+        values = arr.values.slice(arr.offset * arr.type.list_size, len(arr) * arr.type.list_size)
+        inner = _device_column(values)
+        return DeviceColumn(arr.type, len(arr), valid, inner.data)
     if pa.types.is_boolean(arr.type):
         bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[: len(arr)]
         return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
@@ -69,6 +73,7 @@ def _table() -> pa.Table:
         "same": pa.array(np.full(n, 7, np.int16)),  # 2.2: inline constant
         "when": pa.array(rng.integers(0, 10**6, n).astype("datetime64[us]")),
         "name": pa.array([None if i % 13 == 0 else f"user-{v}" for i, v in enumerate(rng.integers(0, 10**9, n))]),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 80).astype(np.float32)), 80),
     })
 
 

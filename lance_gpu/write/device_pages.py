@@ -124,7 +124,7 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
     s = _storage(col.type)
     if minor < 1:
         return _fallback("file version 2.0")
-    if col.children or field.children:
+    if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
         return _fallback("nested column")
     if field.logical_type == "json" or pa.types.is_dictionary(s):
         return _fallback("json or dictionary column")
@@ -143,6 +143,8 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
 
         leaf.def_ = def_levels_from_validity_gpu(col.validity)
         leaf.layers = (NULLABLE_ITEM,)
+    if pa.types.is_fixed_size_list(s):
+        return _fsl_page(leaf, col, s)
     if _fixed_kind(s):
         return _fixed_page(leaf, col, s, minor)
     if pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s):
@@ -215,6 +217,32 @@ def _may_want_dictionary(data, n: int, bits: int) -> bool:
     distinct = int(np.unique(flat_rows, axis=0).shape[0]) if flat_rows.ndim > 1 else int(np.unique(flat_rows).size)
     max_items = min(pages.DICT_MAX_ITEMS, n // 2)
     return not (distinct > max_items or distinct * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width)
+
+
+def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPage | None:
+    """Fixed-size lists of one layer (embeddings) of numeric items, no nulls, at least 256
+    bytes a row: a FullZipLayout without control words, whose one buffer is the rows' bytes
+    as they are (``FixedSizeList{dim, Flat{item bits}}``), as the CPU encoder writes it."""
+    item = s.value_type
+    if leaf.def_ is not None or not (pa.types.is_integer(item) or pa.types.is_floating(item)):
+        return _fallback("fixed-size list with nulls or of non-numeric items")
+    dim = s.list_size
+    bits = item.bit_width * dim
+    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES or bits % 8:
+        return _fallback("narrow fixed-size list (mini-block)")
+    enc = pages.pb.CompressiveEncoding(
+        fixed_size_list=pages.pb.FixedSizeList(
+            items_per_value=dim,
+            values=pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=item.bit_width)),
+            has_validity=False,
+        )
+    )
+    n = col.length
+    fz = pages.pb.FullZipLayout(
+        bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
+        layers=list(leaf.layers), bits_per_value=bits,
+    )
+    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(col.data[: n * bits // 8])], n)
 
 
 # --------------------------------------------------------------------------------------------
