@@ -153,21 +153,21 @@ def run(args: argparse.Namespace) -> dict:
             source = cudf.DataFrame.from_arrow(table) if cudf is not None else device_columns(table)
             row["source"] = "cudf.DataFrame" if cudf is not None else "device columns"
             before = dict(device_pages.host_fallbacks)
-            row["gpu_s"], out = timed(lambda p: lance_gpu.write_dataset(source, p), work / "gpu", args.repeat, sync)
+            row["gpu_s"], out = timed(lambda p, source=source: lance_gpu.write_dataset(source, p), work / "gpu", args.repeat, sync)
             row["gpu_bytes"] = data_bytes(out)
             row["host_pages"] = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
             check = lance.dataset(out).to_table() if lance is not None else lance_gpu.dataset(out).to_table()
             if not check.equals(table):
                 raise AssertionError(f"{name}: the GPU-written dataset does not read back as the frame")
-            row["cpu_s"], out = timed(lambda p: lance_gpu.write_dataset(table, p), work / "cpu", args.repeat, sync)
+            row["cpu_s"], out = timed(lambda p, table=table: lance_gpu.write_dataset(table, p), work / "cpu", args.repeat, sync)
             row["cpu_bytes"] = data_bytes(out)
             if lance is not None:
-                row["pylance_s"], out = timed(lambda p: lance.write_dataset(table, p), work / "pylance", args.repeat, sync)
+                row["pylance_s"], out = timed(lambda p, table=table: lance.write_dataset(table, p), work / "pylance", args.repeat, sync)
                 row["pylance_bytes"] = data_bytes(out)
                 row["size_vs_pylance"] = row["gpu_bytes"] / row["pylance_bytes"]
             if cudf is not None:
                 row["parquet_s"], out = timed(
-                    lambda p: (p.mkdir(parents=True), source.to_parquet(p / "f.parquet")), work / "pq", args.repeat, sync
+                    lambda p, source=source: (p.mkdir(parents=True), source.to_parquet(p / "f.parquet")), work / "pq", args.repeat, sync
                 )
                 row["parquet_bytes"] = data_bytes(out)
                 row["vs_to_parquet"] = row["parquet_s"] / row["gpu_s"]
@@ -185,7 +185,7 @@ def write_results(report: dict) -> None:
     (RESULTS / f"gpu_write_{slug}.json").write_text(json.dumps(report, indent=2, default=str))
     lines = [f"# GPU write benchmark on {report['device']}", "", "| frame | rows | GPU s | CPU writer s | x CPU | to_parquet s | x to_parquet | pylance s | size / pylance | pages left to the CPU |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in report["frames"].items():
-        def f(key: str, fmt: str = "{:.3f}") -> str:
+        def f(key: str, fmt: str = "{:.3f}", r: dict = r) -> str:
             return fmt.format(r[key]) if key in r else "n/a"
         lines.append(
             f"| {name} | {r['rows']} | {f('gpu_s')} | {f('cpu_s')} | {f('vs_cpu_writer', '{:.2f}')} | {f('parquet_s')} | "

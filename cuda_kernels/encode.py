@@ -27,14 +27,17 @@ from .bitunpack import BLOCK_SIZE, _fl_pack_value, _fl_position
 
 cuda = LAZY_CUDA
 
+#: bits per word: a compile-time constant bound by each specialisation (``kernel.get(T=32)``)
+T: int
+
 __all__ = [
     "block_bit_widths_gpu",
+    "def_levels_from_validity_gpu",
+    "logical_not_gpu",
     "pack_chunks_gpu",
     "pack_level_blocks_gpu",
     "rows_all_equal_gpu",
     "run_count_gpu",
-    "def_levels_from_validity_gpu",
-    "logical_not_gpu",
     "widen_to_int64_gpu",
 ]
 

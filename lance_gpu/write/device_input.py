@@ -35,11 +35,11 @@ from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 
 __all__ = [
     "DeviceBatch",
+    "column_nbytes",
+    "concat_columns",
     "device_batches",
     "is_device_input",
-    "column_nbytes",
     "slice_column",
-    "concat_columns",
 ]
 
 
@@ -235,8 +235,9 @@ def column_nbytes(col: DeviceColumn) -> int:
     if col.children:
         return valid + (8 * (n + 1) if col.offsets is not None else 0) + sum(column_nbytes(c) for c in col.children)
     if col.offsets is not None:
-        lo, hi = col.span if col.span is not None else (None, None)
-        if lo is None:
+        if col.span is not None:
+            lo, hi = col.span
+        else:
             ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
             lo, hi = int(ends[0]), int(ends[-1])
         word = 8 if (pa.types.is_large_string(s) or pa.types.is_large_binary(s)) else 4

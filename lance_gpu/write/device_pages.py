@@ -37,7 +37,7 @@ from lance_gpu.table.schema import LanceField
 from lance_gpu.write import pages
 from lance_gpu.write.pages import EncodedPage, PageBackend
 
-__all__ = ["encode_device_field", "encode_device_column", "DeviceBackend", "to_pinned_host", "host_fallbacks"]
+__all__ = ["DeviceBackend", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
 
 #: why pages of this process went to the CPU encoder: reason -> count
 host_fallbacks: dict[str, int] = {}
@@ -103,8 +103,15 @@ class DeviceLeaf:
         return self.num_values
 
 
-def _fallback(reason: str) -> None:
+def _layers(kinds: tuple[int, ...]) -> list:
+    """Layer kinds as the protobuf field takes them (its stubs name the enum type)."""
+    return list(kinds)
+
+
+def _fallback(reason: str) -> EncodedPage | None:
+    """Count why a page goes to the CPU encoder; None (no device page)."""
     host_fallbacks[reason] = host_fallbacks.get(reason, 0) + 1
+    return None
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
@@ -136,7 +143,7 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
     nulls = col.null_count
     leaf = DeviceLeaf(field, None, (ALL_VALID_ITEM,), n)
     if nulls == n:
-        layout = pages.pb.PageLayout(constant_layout=pages.pb.ConstantLayout(layers=[NULLABLE_ITEM]))
+        layout = pages.pb.PageLayout(constant_layout=pages.pb.ConstantLayout(layers=_layers((NULLABLE_ITEM,))))
         return EncodedPage(layout, [], n)
     if nulls:
         from cuda_kernels.encode import def_levels_from_validity_gpu
@@ -193,7 +200,7 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
 
 
 def _constant(leaf: DeviceLeaf, value: bytes) -> EncodedPage:
-    cl = pages.pb.ConstantLayout(layers=list(leaf.layers), inline_value=value)
+    cl = pages.pb.ConstantLayout(layers=_layers(leaf.layers), inline_value=value)
     return EncodedPage(pages.pb.PageLayout(constant_layout=cl), [], leaf.num_rows)
 
 
@@ -240,7 +247,7 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPag
     n = col.length
     fz = pages.pb.FullZipLayout(
         bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
-        layers=list(leaf.layers), bits_per_value=bits,
+        layers=_layers(leaf.layers), bits_per_value=bits,
     )
     return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(col.data[: n * bits // 8])], n)
 

@@ -15,7 +15,7 @@ import numpy as np
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import inline_size
 
-__all__ = ["block_bit_widths", "encode_miniblock", "encode_level_chunks", "inline_size"]
+__all__ = ["block_bit_widths", "encode_level_chunks", "encode_miniblock", "inline_size"]
 
 
 def block_bit_widths(values) -> np.ndarray:

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
 from cuda_kernels._jitcache import njit
 
-_JIT = {"cache": True, "nogil": True}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True}
 
 
 @njit(**_JIT)
