@@ -70,7 +70,8 @@ def _table() -> pa.Table:
         "neg": pa.array(rng.integers(-(2**40), 2**40, n)),  # 64-bit, high cardinality: flat
         "flags": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.2),  # booleans with nulls
         "gone": pa.nulls(n, pa.int32()),  # all null: ConstantLayout
-        "same": pa.array(np.full(n, 7, np.int16)),  # 2.2: inline constant
+        "same": pa.array(np.full(n, 7, np.int16)),  # 2.2: inline constant; 2.1: RLE
+        "runs": pa.array(np.repeat(np.arange(11, dtype=np.int32), n // 11), mask=np.arange(n) % 50 == 0),  # RLE + def
         "when": pa.array(rng.integers(0, 10**6, n).astype("datetime64[us]")),
         "name": pa.array([None if i % 13 == 0 else f"user-{v}" for i, v in enumerate(rng.integers(0, 10**9, n))]),
         "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 80).astype(np.float32)), 80),
@@ -86,8 +87,7 @@ def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
     made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
-    # every page on the device, but at 2.1 the constant column (no inline constants): RLE
-    assert made_on_host == ({"rle": 1} if version == "2.1" else {})
+    assert made_on_host == {}, "every page here is made on the device"
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
@@ -96,19 +96,18 @@ def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -
 
 @pytest.mark.gpu
 def test_pages_the_device_leaves_to_the_cpu_are_still_identical(tmp_path: Path) -> None:
-    """Dictionary candidates and RLE go to the CPU encoder (from a host copy of the column):
-    the file is the same and the fallback is counted."""
+    """Dictionary candidates go to the CPU encoder (from a host copy of the column): the
+    file is the same and the fallback is counted."""
     from lance_gpu.write import device_pages
 
     n = 300
     table = pa.table({
         "few": pa.array(np.arange(n, dtype=np.int64) % 5),  # 2.2 dictionary of 64-bit values
-        "runs": pa.array(np.repeat(np.arange(6, dtype=np.int32), n // 6)),  # RLE
         "cat": pa.array([f"c{i % 4}" for i in range(n)]),  # dictionary of strings
     })
     before = sum(device_pages.host_fallbacks.values())
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.2")
-    assert sum(device_pages.host_fallbacks.values()) == before + 3
+    assert sum(device_pages.host_fallbacks.values()) == before + 2
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)

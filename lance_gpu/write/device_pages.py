@@ -6,7 +6,7 @@ The choices are the CPU encoder's, made from statistics computed on the device (
 count, all-equal test, run count, 1024-value block widths, the distinct values of a sample)
 with the same rules and thresholds, so the pages are byte for byte the CPU encoder's.  The
 per-value work runs in numba-cuda kernels: definition levels from validity and their
-OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes InlineBitpacking, the
+OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes InlineBitpacking, RLE, the
 variable-width chunk buffers, and the mini-block assembly (one range copy per section).
 Each page buffer then comes back once, device -> pinned host, to be written.
 
@@ -14,7 +14,7 @@ Covered on the device: top-level (not nested) columns of ints, floats, booleans 
 temporal types, with or without nulls (all-null ``ConstantLayout``, 2.2 inline constants,
 ``InlineBitpacking`` / ``Flat`` mini-blocks with def levels), and strings / binaries whose
 values are under 256 bytes (``Variable`` mini-blocks).  Anything the rules send elsewhere --
-a dictionary, RLE, FSST, full-zip, lists, structs, fixed-size lists, field metadata that
+a dictionary, FSST, full-zip strings, lists, structs, fixed-size lists, field metadata that
 steers the encoder, file version 2.0 -- is encoded by the CPU encoder from a host copy of
 the column (:func:`encode_device_column` returns None and says why in :data:`last_reason`
 for the tests and the benchmark).
@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from lance_gpu.file.encodings import flat
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
+from lance_gpu.file.encodings.rle import device as rle_device
 from lance_gpu.file.encodings.variable import device as variable_device
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
 from lance_gpu.gpu import _array
@@ -190,7 +191,7 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
 
         words = data.view(np.dtype(f"<u{bits // 8}"))
         if run_count_gpu(words) < pages.RLE_THRESHOLD * n:
-            return _fallback("rle")
+            return pages._miniblock(leaf, minor, rle_device.encode_miniblock(words), backend=DeviceBackend())  # type: ignore[arg-type]
         widths = bitpacking_device.block_bit_widths(words)
         if bitpacking_device.inline_size(widths, bits) < n * bits // 8:
             chunks = bitpacking_device.encode_miniblock(words, widths)
