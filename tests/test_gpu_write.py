@@ -95,19 +95,46 @@ def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -
 
 
 @pytest.mark.gpu
-def test_pages_the_device_leaves_to_the_cpu_are_still_identical(tmp_path: Path) -> None:
-    """Dictionary candidates go to the CPU encoder (from a host copy of the column): the
-    file is the same and the fallback is counted."""
-    from lance_gpu.write import device_pages
+@pytest.mark.parametrize("sample", [None, 64])
+def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sample: int | None) -> None:
+    """64-bit values in 2.2 and 128-bit decimals get the CPU encoder's page dictionary
+    (items in order of first occurrence, u32 indices) from the device -- counted exactly on a
+    small page, from the sample on a big one (``sample``: a smaller sample makes 300 values
+    a big page for both encoders).  A value the sample did not see, and string
+    dictionaries, send the page to the CPU encoder: still the same file."""
+    from lance_gpu.write import device_pages, pages
 
+    if sample is not None:
+        monkeypatch.setattr(pages, "DICT_SAMPLE", sample)
     n = 300
+    rare = np.arange(n, dtype=np.int64) % 5
+    rare[7] = 99  # not at a sampled position (every ~4.7th value of 300 with 64 samples)
     table = pa.table({
-        "few": pa.array(np.arange(n, dtype=np.int64) % 5),  # 2.2 dictionary of 64-bit values
-        "cat": pa.array([f"c{i % 4}" for i in range(n)]),  # dictionary of strings
+        "few": pa.array((np.arange(n, dtype=np.int64) * 7919) % 5 - 2),
+        "dec": pa.array([None if i % 17 == 0 else (i % 3) * 10**20 for i in range(n)], pa.decimal128(38, 0)),
+        "rare": pa.array(rare),
+        "cat": pa.array([f"c{i % 4}" for i in range(n)]),
     })
-    before = sum(device_pages.host_fallbacks.values())
+    from lance_gpu.file.encodings.dictionary import device as dictionary_device
+
+    built: list[int] = []
+    real = dictionary_device.dictionary_of_sample
+
+    def spy(*args):
+        got = real(*args)
+        built.append(-1 if got is None else got[0].shape[0])
+        return got
+
+    monkeypatch.setattr(dictionary_device, "dictionary_of_sample", spy)
+    before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.2")
-    assert sum(device_pages.host_fallbacks.values()) == before + 2
+    made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
+    # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6, or a miss)
+    assert sorted(built) == ([-1, 3, 5] if sample is not None else [3, 5, 6])
+    expect = {"dictionary candidate": 1}  # the strings
+    if sample is not None:
+        expect["dictionary: the sample did not see every value"] = 1  # "rare"
+    assert made_on_host == expect
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)

@@ -28,7 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.file.encodings import flat
+from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
+from lance_gpu.file.encodings.dictionary import device as dictionary_device
 from lance_gpu.file.encodings.rle import device as rle_device
 from lance_gpu.file.encodings.variable import device as variable_device
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
@@ -123,6 +125,7 @@ def _fixed_kind(s: pa.DataType) -> bool:
     return (
         pa.types.is_integer(s) or pa.types.is_floating(s) or pa.types.is_boolean(s)
         or pa.types.is_date(s) or pa.types.is_time(s) or pa.types.is_timestamp(s) or pa.types.is_duration(s)
+        or pa.types.is_decimal(s) or pa.types.is_fixed_size_binary(s)
     )
 
 
@@ -175,6 +178,8 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
         bits = 1
     else:
         bits = s.bit_width
+        if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
+            return _fallback("full-zip fixed-width values")
         data = col.data[: n * (bits // 8)]
     if minor >= 2 and leaf.def_ is None:
         if bits == 1:
@@ -184,20 +189,64 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
         elif bits // 8 <= pages.MAX_INLINE_CONSTANT and rows_all_equal_gpu(data, bits // 8):
             return _constant(leaf, _array.to_host(data[: bits // 8]).tobytes())
     if n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
-        if _may_want_dictionary(data, n, bits):
-            return _fallback("dictionary candidate")
+        got = _fixed_dictionary_page(leaf, data, n, bits, minor)
+        if got is None:
+            return _fallback("dictionary: the sample did not see every value")
+        if isinstance(got, EncodedPage):
+            return got
+    return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend())  # type: ignore[arg-type]
+
+
+def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
+    """The CPU encoder's choice for fixed-width values (``pages._value_chunks``): RLE when
+    there are fewer runs than half the values, else InlineBitpacking when its blocks are
+    smaller than the values, else Flat -- made on the device."""
     if bits in (8, 16, 32, 64):
         from cuda_kernels.encode import run_count_gpu
 
         words = data.view(np.dtype(f"<u{bits // 8}"))
         if run_count_gpu(words) < pages.RLE_THRESHOLD * n:
-            return pages._miniblock(leaf, minor, rle_device.encode_miniblock(words), backend=DeviceBackend())  # type: ignore[arg-type]
+            return rle_device.encode_miniblock(words)
         widths = bitpacking_device.block_bit_widths(words)
         if bitpacking_device.inline_size(widths, bits) < n * bits // 8:
-            chunks = bitpacking_device.encode_miniblock(words, widths)
-            return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
-    chunks = flat.encode_miniblock(data, bits, n)
-    return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
+            return bitpacking_device.encode_miniblock(words, widths)
+    return flat.encode_miniblock(data, bits, n)
+
+
+def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool | None:
+    """The page with a dictionary when the CPU encoder's rule wants one; False when it does
+    not (the caller goes on); None when only the CPU encoder can tell (see
+    :mod:`lance_gpu.file.encodings.dictionary.device`)."""
+    import cuda_kernels as ck
+
+    width = bits // 8
+    kw = width // 8
+    words = data.view(np.uint64)
+    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
+
+    def rejected(card: int) -> bool:
+        return card > max_items or card * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width
+
+    pick = _sample_positions(n)
+    if pick is None:  # the CPU encoder counts all values of a small page
+        sample = _array.to_host(words).reshape(n, kw)
+    else:
+        rows = data.reshape(n, width) if kw > 1 else words
+        sample = np.ascontiguousarray(_array.to_host(ck.gather_fixed_gpu(rows, _array.upload(pick)))).view(np.uint64).reshape(-1, kw)
+    keys = np.unique(sample, axis=0)
+    if rejected(keys.shape[0]):
+        return False
+    got = dictionary_device.dictionary_of_sample(words, kw, keys)
+    if got is None:
+        return None
+    items, indices = got
+    card = items.shape[0]
+    if rejected(card):
+        return False
+    item_values = pages._Values(False, items.view(np.uint8).reshape(-1), bits=bits, num_values=card)
+    enc, buf = pages._dictionary_block(item_values, minor)
+    chunks = _value_chunks(indices, 32, n)
+    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, card, buf), backend=DeviceBackend())  # type: ignore[arg-type]
 
 
 def _constant(leaf: DeviceLeaf, value: bytes) -> EncodedPage:
@@ -210,21 +259,6 @@ def _sample_positions(n: int) -> np.ndarray | None:
     if n <= pages.DICT_SAMPLE:
         return None
     return np.linspace(0, n - 1, pages.DICT_SAMPLE).astype(np.int64)
-
-
-def _may_want_dictionary(data, n: int, bits: int) -> bool:
-    """Could the CPU encoder's dictionary rule pick a dictionary for these fixed-width
-    values?  The same test on the same sample (read back: at most 8192 values)."""
-    import cuda_kernels as ck
-
-    width = bits // 8
-    pick = _sample_positions(n)
-    rows = data.reshape(n, width) if width not in (1, 2, 4, 8) else data.view(np.dtype(f"<u{width}"))
-    got = _array.to_host(rows) if pick is None else _array.to_host(ck.gather_fixed_gpu(rows, _array.upload(pick)))
-    flat_rows = got.reshape(got.shape[0], -1) if got.ndim > 1 else got
-    distinct = int(np.unique(flat_rows, axis=0).shape[0]) if flat_rows.ndim > 1 else int(np.unique(flat_rows).size)
-    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
-    return not (distinct > max_items or distinct * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width)
 
 
 def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPage | None:
