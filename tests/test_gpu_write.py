@@ -97,11 +97,11 @@ def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -
 @pytest.mark.gpu
 @pytest.mark.parametrize("sample", [None, 64])
 def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sample: int | None) -> None:
-    """64-bit values in 2.2 and 128-bit decimals get the CPU encoder's page dictionary
+    """64-bit values in 2.2, 128-bit decimals, strings and binaries get the CPU encoder's page dictionary
     (items in order of first occurrence, u32 indices) from the device -- counted exactly on a
     small page, from the sample on a big one (``sample``: a smaller sample makes 300 values
-    a big page for both encoders).  A value the sample did not see, and string
-    dictionaries, send the page to the CPU encoder: still the same file."""
+    a big page for both encoders).  A value the sample did not see sends the page to the CPU
+    encoder: still the same file."""
     from lance_gpu.write import device_pages, pages
 
     if sample is not None:
@@ -113,7 +113,8 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
         "few": pa.array((np.arange(n, dtype=np.int64) * 7919) % 5 - 2),
         "dec": pa.array([None if i % 17 == 0 else (i % 3) * 10**20 for i in range(n)], pa.decimal128(38, 0)),
         "rare": pa.array(rare),
-        "cat": pa.array([f"c{i % 4}" for i in range(n)]),
+        "cat": pa.array([None if i % 9 == 0 else f"category-{(i * 31) % 4}" for i in range(n)]),
+        "bin": pa.array([bytes([i % 3]) * 9 for i in range(n)]),
     })
     from lance_gpu.file.encodings.dictionary import device as dictionary_device
 
@@ -131,9 +132,7 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
     # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6, or a miss)
     assert sorted(built) == ([-1, 3, 5] if sample is not None else [3, 5, 6])
-    expect = {"dictionary candidate": 1}  # the strings
-    if sample is not None:
-        expect["dictionary: the sample did not see every value"] = 1  # "rare"
+    expect = {"dictionary: the sample did not see every value": 1} if sample is not None else {}  # "rare"
     assert made_on_host == expect
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")

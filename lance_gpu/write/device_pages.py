@@ -300,8 +300,12 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     obits = 64 if large else 32
     text = pa.types.is_string(s) or pa.types.is_large_string(s)
     max_len = int(np.diff(rel).max()) if n else 0
-    if n >= pages.DICT_MIN_VALUES and _strings_may_want_dictionary(col, offsets, nbytes, obits):
-        return _fallback("dictionary candidate")
+    if n >= pages.DICT_MIN_VALUES:
+        got = _string_dictionary_page(leaf, col, nbytes, obits, minor)
+        if got is None:
+            return _fallback("dictionary: the sample did not see every value")
+        if isinstance(got, EncodedPage):
+            return got
     if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
         return _fallback("full-zip strings")
     if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
@@ -310,24 +314,41 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
 
 
-def _strings_may_want_dictionary(col: DeviceColumn, offsets: np.ndarray, nbytes: int, obits: int) -> bool:
-    """The CPU encoder's dictionary test for strings, on the sampled values read back."""
+def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool | None:
+    """The CPU encoder's dictionary rule for strings and binaries, on the device: the page
+    with its dictionary, False (no dictionary), or None (only the CPU encoder can tell)."""
     import cuda_kernels as ck
 
     n = col.length
     obytes = obits // 8
+    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
+    raw = nbytes + n * obytes
+
+    def rejected(card: int) -> bool:
+        return card > max_items or card * (nbytes // n) + card * obytes + n * obytes >= pages.DICT_SIZE_RATIO * raw
+
     pick = _sample_positions(n)
     if pick is None:
         pick = np.arange(n, dtype=np.int64)
     off, data = ck.gather_binary_gpu(col.offsets[: n + 1], col.data, _array.upload(pick))
     h_off = _array.to_host(off).astype(np.int64)
-    h_data = _array.to_host(data) if int(h_off[-1]) else np.zeros(0, np.uint8)
-    keys = pa.Array.from_buffers(pa.large_binary(), pick.size, [None, pa.py_buffer(h_off), pa.py_buffer(h_data)])
-    distinct = len(keys.unique())
-    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
-    raw = nbytes + n * obytes
-    estimate = distinct * (nbytes // n) + distinct * obytes + n * obytes
-    return not (distinct > max_items or estimate >= pages.DICT_SIZE_RATIO * raw)
+    h_data = _array.to_host(data).tobytes() if int(h_off[-1]) else b""
+    keys = sorted({h_data[a:b] for a, b in zip(h_off[:-1].tolist(), h_off[1:].tolist(), strict=True)})
+    if rejected(len(keys)):
+        return False
+    got = dictionary_device.string_dictionary_of_sample(col.offsets[: n + 1], col.data, n, keys)
+    if got is None:
+        return None
+    items, indices = got
+    if rejected(len(items)):
+        return False
+    item_offsets = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(x) for x in items], out=item_offsets[1:])
+    item_bytes = np.frombuffer(b"".join(items), np.uint8)
+    item_values = pages._Values(True, item_bytes, offsets=item_offsets, offset_bits=obits, num_values=len(items))
+    enc, buf = pages._dictionary_block(item_values, minor)
+    chunks = _value_chunks(indices, 32, n)
+    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, len(items), buf), backend=DeviceBackend())  # type: ignore[arg-type]
 
 
 def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | list[pa.Array]:

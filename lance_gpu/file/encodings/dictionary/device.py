@@ -14,6 +14,7 @@ CPU encoder samples it first, the distinct values of the same sample (read back:
    the exact distinct values, ranked by first position;
 3. a gather turns slots into u32 indices by that rank.
 
+Strings work the same way, compared as byte strings (``memcmp`` order, a prefix first).
 Keys are compared as 64-bit words (128-bit values as two, in order), so values are equal
 exactly when their bit patterns are (floats by bit pattern, as the CPU encoder hashes them).
 """
@@ -26,7 +27,7 @@ from cuda_kernels._target import LAZY_CUDA, gpu_kernel
 
 cuda = LAZY_CUDA
 
-__all__ = ["dictionary_of_sample"]
+__all__ = ["dictionary_of_sample", "string_dictionary_of_sample"]
 
 
 @gpu_kernel
@@ -49,6 +50,44 @@ def _lookup_kernel(words, kw, n, keys, m, slots, first, miss):
                 if a > b:
                     cmp = 1
                     break
+            if cmp == 0:
+                found = mid
+                break
+            if cmp < 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        if found < 0:
+            miss[0] = 1
+        else:
+            slots[i] = found
+            cuda.atomic.min(first, found, i)
+
+
+@gpu_kernel
+def _lookup_strings_kernel(offsets, data, n, key_offsets, key_data, m, slots, first, miss):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for i in range(start, n, step):
+        a0 = offsets[i]
+        alen = offsets[i + 1] - a0
+        lo = 0
+        hi = m
+        found = -1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            b0 = key_offsets[mid]
+            blen = key_offsets[mid + 1] - b0
+            cmp = 0
+            common = min(alen, blen)
+            for q in range(common):
+                x = data[a0 + q]
+                y = key_data[b0 + q]
+                if x != y:
+                    cmp = -1 if x < y else 1
+                    break
+            if cmp == 0 and alen != blen:
+                cmp = -1 if alen < blen else 1
             if cmp == 0:
                 found = mid
                 break
@@ -103,3 +142,37 @@ def dictionary_of_sample(words, kw: int, sample_keys: np.ndarray) -> tuple[np.nd
     out = kdev.device_empty(n, np.uint32)
     _remap_kernel.get()[blocks, tpb](slots, kdev.to_device(rank), np.int64(n), out)
     return np.ascontiguousarray(sample_keys.reshape(m, kw)[order]), out
+
+
+def _ranks(first, m: int):
+    from cuda_kernels import _device as kdev
+
+    order = np.argsort(first.copy_to_host(), kind="stable")
+    rank = np.empty(m, np.uint32)
+    rank[order] = np.arange(m, dtype=np.uint32)
+    return order, kdev.to_device(rank)
+
+
+def string_dictionary_of_sample(offsets, data, n: int, keys: list[bytes]) -> tuple[list[bytes], object] | None:
+    """:func:`dictionary_of_sample` for byte strings: ``offsets`` (device int64, ``n + 1``,
+    indexing ``data``) and the distinct sampled ``keys`` sorted as bytes.  Returns (items in
+    order of first occurrence, device u32 indices) or None when some value is not a key."""
+    from cuda_kernels import _device as kdev
+
+    m = len(keys)
+    key_offsets = np.zeros(m + 1, np.int64)
+    np.cumsum([len(k) for k in keys], out=key_offsets[1:])
+    key_data = np.frombuffer(b"".join(keys) or b"\0", np.uint8)
+    slots = kdev.device_empty(n, np.int32)
+    first = kdev.device_full(m, np.int64, np.iinfo(np.int64).max)
+    miss = kdev.device_zeros(1, np.int32)
+    blocks, tpb = _dims(n)
+    _lookup_strings_kernel.get()[blocks, tpb](
+        offsets, data, np.int64(n), kdev.to_device(key_offsets), kdev.to_device(key_data), np.int64(m), slots, first, miss
+    )
+    if int(miss.copy_to_host()[0]):
+        return None
+    order, rank = _ranks(first, m)
+    out = kdev.device_empty(n, np.uint32)
+    _remap_kernel.get()[blocks, tpb](slots, rank, np.int64(n), out)
+    return [keys[i] for i in order], out
