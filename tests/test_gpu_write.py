@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401
 import pytest
 
 import lance_gpu
@@ -136,6 +137,29 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     assert made_on_host == expect
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_fsst_from_the_device(tmp_path: Path) -> None:
+    """Strings of 32 KiB and more get FSST: the symbol table trained on the host from the
+    CPU encoder's sample (a random ~16 KiB of whole strings, gathered on the device), the
+    compression on the device -- the same bytes, smaller than the strings."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(11)
+    words = ["alpha", "beta", "gamma", "delta", "lance", "device", "write", "column"]
+    rows = 700
+    text = [None if i % 23 == 0 else " ".join(rng.choice(words, 9)) + f" #{i}" for i in range(rows)]
+    table = pa.table({"text": pa.array(text)})
+    raw = pa.compute.sum(pa.compute.binary_length(table.column("text"))).as_py()
+    assert raw >= 32 * 1024
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.1")
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.1")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert len(_data_files(tmp_path / "gpu")[0]) < raw  # compressed
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
 
 

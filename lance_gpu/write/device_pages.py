@@ -6,7 +6,7 @@ The choices are the CPU encoder's, made from statistics computed on the device (
 count, all-equal test, run count, 1024-value block widths, the distinct values of a sample)
 with the same rules and thresholds, so the pages are byte for byte the CPU encoder's.  The
 per-value work runs in numba-cuda kernels: definition levels from validity and their
-OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes InlineBitpacking, RLE, the
+OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes InlineBitpacking, RLE, page dictionaries, FSST, the
 variable-width chunk buffers, and the mini-block assembly (one range copy per section).
 Each page buffer then comes back once, device -> pinned host, to be written.
 
@@ -14,7 +14,7 @@ Covered on the device: top-level (not nested) columns of ints, floats, booleans 
 temporal types, with or without nulls (all-null ``ConstantLayout``, 2.2 inline constants,
 ``InlineBitpacking`` / ``Flat`` mini-blocks with def levels), and strings / binaries whose
 values are under 256 bytes (``Variable`` mini-blocks).  Anything the rules send elsewhere --
-a dictionary, FSST, full-zip strings, lists, structs, fixed-size lists, field metadata that
+full-zip strings (over 255 bytes), lists, structs, fixed-size lists, field metadata that
 steers the encoder, file version 2.0 -- is encoded by the CPU encoder from a host copy of
 the column (:func:`encode_device_column` returns None and says why in :data:`last_reason`
 for the tests and the benchmark).
@@ -31,6 +31,7 @@ from lance_gpu.file.encodings import flat
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
 from lance_gpu.file.encodings.dictionary import device as dictionary_device
+from lance_gpu.file.encodings.fsst import device as fsst_device
 from lance_gpu.file.encodings.rle import device as rle_device
 from lance_gpu.file.encodings.variable import device as variable_device
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
@@ -309,7 +310,13 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
         return _fallback("full-zip strings")
     if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
-        return _fallback("fsst")
+        table, comp_off, d_comp_off, d_comp = fsst_device.compress_strings(offsets, col.offsets[: n + 1], col.data)
+        if int(comp_off[-1]) + len(table) < nbytes:  # FSST pays
+            chunks = variable_device.variable_chunks(comp_off, d_comp_off, d_comp, obits)
+            bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
+            if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
+                chunks.encoding = pages._fsst_encoding(table, chunks.encoding)
+                return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
     chunks = variable_device.variable_chunks(rel, col.offsets[: n + 1], col.data, obits)
     return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
 
