@@ -315,7 +315,7 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
             chunks = variable_device.variable_chunks(comp_off, d_comp_off, d_comp, obits)
             bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
             if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
-                chunks.encoding = pages._fsst_encoding(table, chunks.encoding)
+                chunks.encoding = pages._fsst_encoding(table, chunks.encoding)  # type: ignore[arg-type]
                 return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
     chunks = variable_device.variable_chunks(rel, col.offsets[: n + 1], col.data, obits)
     return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
