@@ -59,15 +59,20 @@ def to_pinned_host(dev) -> np.ndarray:
 
 
 class DeviceBackend(PageBackend):
-    """:class:`~lance_gpu.write.pages.PageBackend` over device arrays."""
+    """:class:`~lance_gpu.write.pages.PageBackend` over device arrays (host repetition
+    levels of list leaves are uploaded for their chunks)."""
 
     def level_max(self, levels) -> int:
+        if isinstance(levels, np.ndarray):
+            return int(levels.max()) if levels.size else 0
         return self._max
 
     def __init__(self, level_max: int = 1) -> None:
         self._max = level_max
 
     def level_chunks(self, levels, bounds: np.ndarray, width: int):
+        if isinstance(levels, np.ndarray):
+            levels = _array.upload(levels)
         return bitpacking_device.encode_level_chunks(levels, bounds, width)
 
     def zeros(self, nbytes: int):
@@ -88,23 +93,28 @@ class DeviceBackend(PageBackend):
 
 @dataclass(slots=True)
 class DeviceLeaf:
-    """A top-level leaf on the device, with what :func:`pages._miniblock` asks of a leaf."""
+    """A leaf whose values are on the device, with what :func:`pages._miniblock` asks of a
+    leaf: ``def_`` device u16 levels (or None); for a list leaf also ``rep`` (host u16), the
+    host ``visible`` flags and the counts."""
 
     field: LanceField
-    def_: object  # device u16 levels, or None
+    def_: object
     layers: tuple[int, ...]
     num_values: int
     rep: object = None
     visible: object = None
     max_rep: int = 0
+    rows: int = -1
+    levels: int = -1
+    max_level: int = 1
 
     @property
     def num_rows(self) -> int:
-        return self.num_values
+        return self.num_values if self.rows < 0 else self.rows
 
     @property
     def num_levels(self) -> int:
-        return self.num_values
+        return self.num_values if self.levels < 0 else self.levels
 
 
 def _layers(kinds: tuple[int, ...]) -> list:
@@ -136,6 +146,8 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
     s = _storage(col.type)
     if minor < 1:
         return _fallback("file version 2.0")
+    if (pa.types.is_list(s) or pa.types.is_large_list(s)) and len(col.children) == 1:
+        return _list_page(col, field, minor)
     if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
         return _fallback("nested column")
     if field.logical_type == "json" or pa.types.is_dictionary(s):
@@ -182,7 +194,7 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
         if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
             return _fallback("full-zip fixed-width values")
         data = col.data[: n * (bits // 8)]
-    if minor >= 2 and leaf.def_ is None:
+    if minor >= 2 and leaf.def_ is None and leaf.rep is None:
         if bits == 1:
             if rows_all_equal_gpu(col.data[:n], 1):
                 value = bytes([int(_array.to_host(col.data[:1])[0] != 0)])
@@ -195,7 +207,7 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
             return _fallback("dictionary: the sample did not see every value")
         if isinstance(got, EncodedPage):
             return got
-    return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend())  # type: ignore[arg-type]
+    return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
 
 
 def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
@@ -247,7 +259,7 @@ def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int
     item_values = pages._Values(False, items.view(np.uint8).reshape(-1), bits=bits, num_values=card)
     enc, buf = pages._dictionary_block(item_values, minor)
     chunks = _value_chunks(indices, 32, n)
-    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, card, buf), backend=DeviceBackend())  # type: ignore[arg-type]
+    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, card, buf), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
 
 
 def _constant(leaf: DeviceLeaf, value: bytes) -> EncodedPage:
@@ -289,6 +301,73 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPag
 
 
 # --------------------------------------------------------------------------------------------
+# lists
+
+
+def _list_page(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
+    """A list of numbers, booleans or strings.  The rep / def levels are made on the host,
+    as the CPU encoder makes them (:func:`cuda_kernels.levels.ravel_levels`), from the list
+    offsets and the validities read back (8 + 1 bytes a row, 1 byte an item); the visible
+    values are gathered on the device and encoded there, with the def levels packed there."""
+    import cuda_kernels as ck
+    from cuda_kernels.levels import ravel_levels
+    from lance_gpu.write.shred import LeafColumn
+
+    child = col.children[0]
+    item_field = field.children[0] if field.children else field
+    s = _storage(child.type)
+    if child.children or not (_fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s)
+                              or pa.types.is_large_string(s) or pa.types.is_large_binary(s)):
+        return _fallback("nested column")
+    if pa.types.is_fixed_size_list(s):
+        return _fallback("nested column")
+    n = col.length
+    offsets = _array.to_host(col.offsets[: n + 1]).astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    list_valid = None if col.validity is None or not col.null_count else _array.to_host(col.validity[:n])
+    item_valid = None
+    if child.validity is not None and last > first:
+        item_valid = _array.to_host(child.validity[first:last])
+        if item_valid.all():
+            item_valid = None
+    rav = ravel_levels([(item_valid, None), (list_valid, offsets - first)], n)
+    host = LeafColumn(item_field, pa.nulls(0), rav.rep, rav.def_, tuple(int(k) for k in rav.layer_kinds), int(rav.num_levels), n)
+    idx = rav.value_index
+    nvals = int(idx.size)
+    if nvals == 0:
+        return _fallback("list page without values")
+    identity = nvals == last - first and idx[0] == 0 and idx[-1] == nvals - 1 and bool(np.all(np.diff(idx) == 1))
+    d_idx = None if identity else _array.upload(idx + first)
+    if child.offsets is not None:
+        if identity:
+            values = DeviceColumn(child.type, nvals, None, child.data, child.offsets[first : last + 1])
+        else:
+            off, data = ck.gather_binary_gpu(child.offsets, child.data, d_idx)
+            values = DeviceColumn(child.type, nvals, None, _array.as_device(data), _array.as_device(off))
+    else:
+        w = child.width
+        if identity:
+            data = child.data[first * w : last * w]
+        elif w in (1, 2, 4, 8):
+            data = _array.as_device(ck.gather_fixed_gpu(child.data.view(np.dtype(f"u{w}")), d_idx)).view(np.uint8)
+        else:
+            rows = child.data[: child.length * w].reshape(child.length, w)
+            data = _array.as_device(ck.gather_fixed_gpu(rows, d_idx)).reshape(nvals * w)
+        values = DeviceColumn(child.type, nvals, None, data)
+    def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
+    leaf = DeviceLeaf(
+        item_field, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep,
+        rows=n, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
+    )
+    try:
+        if _fixed_kind(s):
+            return _fixed_page(leaf, values, s, minor)
+        return _variable_page(leaf, values, s, minor)
+    except pages.LevelOverflow:
+        return _fallback("list levels over one chunk's 65535")
+
+
+# --------------------------------------------------------------------------------------------
 # variable width
 
 
@@ -316,9 +395,9 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
             bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
             if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
                 chunks.encoding = pages._fsst_encoding(table, chunks.encoding)  # type: ignore[arg-type]
-                return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
+                return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
     chunks = variable_device.variable_chunks(rel, col.offsets[: n + 1], col.data, obits)
-    return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend())  # type: ignore[arg-type]
+    return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
 
 
 def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool | None:
@@ -355,7 +434,7 @@ def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, ob
     item_values = pages._Values(True, item_bytes, offsets=item_offsets, offset_bits=obits, num_values=len(items))
     enc, buf = pages._dictionary_block(item_values, minor)
     chunks = _value_chunks(indices, 32, n)
-    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, len(items), buf), backend=DeviceBackend())  # type: ignore[arg-type]
+    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, len(items), buf), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
 
 
 def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | list[pa.Array]:
