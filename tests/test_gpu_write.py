@@ -199,6 +199,43 @@ def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full-zip pages: long strings (plain, and FSST-compressed once 32 KiB), long binaries,
+    nullable embeddings (control words), lists of long strings (repetition in the control
+    words and the row index) -- the same bytes."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(9)
+    n = 60
+    words = ["gpu", "lance", "write", "zip", "page"]
+    long_text = [None if i % 7 == 0 else " ".join(rng.choice(words, 160)) for i in range(n)]
+    table = pa.table({
+        "text": pa.array(long_text),  # ~0.8 KiB each, over 32 KiB: FSST
+        "short_long": pa.array([None if i % 5 == 0 else "x" * (300 + i) for i in range(n)]),  # under 32 KiB: plain
+        "blob": pa.array([bytes(rng.integers(0, 256, 260 + i, dtype=np.uint8)) for i in range(n)]),
+        "emb": pa.FixedSizeListArray.from_arrays(
+            pa.array(rng.standard_normal(n * 70).astype(np.float32)), 70, mask=pa.array(np.arange(n) % 4 == 0)
+        ),
+        "docs": pa.array([None if i % 9 == 0 else ["y" * (260 + j) for j in range(i % 3)] for i in range(n)]),
+    })
+    assert sum(len(t) for t in long_text if t) >= 32 * 1024
+    from lance_gpu.file.encodings.fsst import device as fsst_device
+
+    fsst_calls: list[int] = []
+    real = fsst_device.compress_strings
+    monkeypatch.setattr(fsst_device, "compress_strings", lambda *a: fsst_calls.append(1) or real(*a))
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    gpu_files = _data_files(tmp_path / "gpu")
+    assert gpu_files == _data_files(tmp_path / "cpu")
+    assert fsst_calls == [1], "the long strings were FSST-compressed on the device"
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
 def test_append_overwrite_and_fragments_from_the_device(tmp_path: Path) -> None:
     small = _table().slice(0, 200)
     uri = tmp_path / "ds"

@@ -14,7 +14,7 @@ Covered on the device: top-level (not nested) columns of ints, floats, booleans 
 temporal types, with or without nulls (all-null ``ConstantLayout``, 2.2 inline constants,
 ``InlineBitpacking`` / ``Flat`` mini-blocks with def levels), and strings / binaries whose
 values are under 256 bytes (``Variable`` mini-blocks).  Anything the rules send elsewhere --
-full-zip strings (over 255 bytes), lists, structs, fixed-size lists, field metadata that
+values over 32 KiB (zstd one by one), structs, nested lists, boolean or nullable-item fixed-size lists, field metadata that
 steers the encoder, file version 2.0 -- is encoded by the CPU encoder from a host copy of
 the column (:func:`encode_device_column` returns None and says why in :data:`last_reason`
 for the tests and the benchmark).
@@ -23,6 +23,7 @@ for the tests and the benchmark).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -98,15 +99,23 @@ class DeviceLeaf:
     host ``visible`` flags and the counts."""
 
     field: LanceField
-    def_: object
+    def_: Any
     layers: tuple[int, ...]
     num_values: int
-    rep: object = None
-    visible: object = None
+    rep: np.ndarray | None = None
+    visible: np.ndarray | None = None
     max_rep: int = 0
     rows: int = -1
     levels: int = -1
     max_level: int = 1
+    host_def: np.ndarray | None = None  # host u16 def levels of a list leaf (flat leaves: read when needed)
+    validity: Any = None  # device validity of a flat leaf (for host_def)
+
+    def def_levels_host(self) -> np.ndarray | None:
+        """The def levels on the host (a flat leaf's from its validity, read back)."""
+        if self.host_def is None and self.def_ is not None:
+            self.host_def = (~_array.to_host(self.validity)).astype(np.uint16)
+        return self.host_def
 
     @property
     def num_rows(self) -> int:
@@ -166,6 +175,7 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
         from cuda_kernels.encode import def_levels_from_validity_gpu
 
         leaf.def_ = def_levels_from_validity_gpu(col.validity)
+        leaf.validity = col.validity[:n]  # type: ignore[index]
         leaf.layers = (NULLABLE_ITEM,)
     if pa.types.is_fixed_size_list(s):
         return _fsl_page(leaf, col, s)
@@ -191,9 +201,9 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
         bits = 1
     else:
         bits = s.bit_width
-        if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
-            return _fallback("full-zip fixed-width values")
         data = col.data[: n * (bits // 8)]
+        if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
+            return _fullzip(leaf, data, pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=bits)), fixed_bytes=bits // 8)
     if minor >= 2 and leaf.def_ is None and leaf.rep is None:
         if bits == 1:
             if rows_all_equal_gpu(col.data[:n], 1):
@@ -279,8 +289,8 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPag
     bytes a row: a FullZipLayout without control words, whose one buffer is the rows' bytes
     as they are (``FixedSizeList{dim, Flat{item bits}}``), as the CPU encoder writes it."""
     item = s.value_type
-    if leaf.def_ is not None or not (pa.types.is_integer(item) or pa.types.is_floating(item)):
-        return _fallback("fixed-size list with nulls or of non-numeric items")
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item)):
+        return _fallback("fixed-size list of non-numeric items")
     dim = s.list_size
     bits = item.bit_width * dim
     if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES or bits % 8:
@@ -293,11 +303,93 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPag
         )
     )
     n = col.length
+    if leaf.def_ is not None:
+        return _fullzip(leaf, col.data[: n * bits // 8], enc, fixed_bytes=bits // 8)
     fz = pages.pb.FullZipLayout(
         bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
         layers=_layers(leaf.layers), bits_per_value=bits,
     )
     return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(col.data[: n * bits // 8])], n)
+
+
+def _fullzip(
+    leaf: DeviceLeaf,
+    data,
+    encoding,
+    *,
+    fixed_bytes: int = 0,
+    offsets: np.ndarray | None = None,
+    obits: int = 32,
+) -> EncodedPage:
+    """A FullZipLayout page, as ``pages._fullzip`` lays it out: per level its control word
+    (rep and def bits, 0 / 1 / 2 / 4 bytes), then for a visible value its bytes (fixed
+    width), or for a valid variable-width one its length word and bytes; the byte-packed
+    start of every row follows (variable width or lists).  Sizes and positions are worked
+    out on the host from the levels and offsets; the bytes are placed on the device (range
+    copies of the control words, the length words and the values)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+    from lance_gpu.file.encodings import bitpacking
+    from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
+
+    nlev = leaf.num_levels
+    rep = leaf.rep
+    def_ = leaf.def_levels_host()
+    bits_rep = int(bitpacking.bit_length(np.array([rep.max()]))[0]) if rep is not None and nlev else 0
+    bits_def = int(bitpacking.bit_length(np.array([def_.max()]))[0]) if def_ is not None and nlev else 0
+    ctrl = _ctrl_bytes(bits_rep + bits_def)
+    vis = leaf.visible
+    visible = np.ones(nlev, np.bool_) if vis is None else vis
+    n = leaf.num_values
+    variable = offsets is not None
+    if variable:
+        assert offsets is not None
+        obytes = obits // 8
+        lengths = np.diff(offsets)
+        nulls = None if def_ is None else (def_ if vis is None else def_[visible]) != 0
+        valid = np.ones(n, np.bool_) if nulls is None else ~nulls
+        body = np.where(valid, obytes + lengths, 0)
+    else:
+        body = np.full(n, fixed_bytes, np.int64)
+    item = np.full(nlev, ctrl, np.int64)
+    item[visible] += body
+    starts = np.zeros(nlev + 1, np.int64)
+    np.cumsum(item, out=starts[1:])
+    out = _array.zeros(int(starts[-1]), np.uint8)
+
+    def place(src, src_starts, lengths, dst_starts) -> None:
+        keep = lengths > 0
+        if keep.any():
+            copy_ranges_gpu(src, src_starts[keep], lengths[keep], out, dst_starts[keep])
+
+    if ctrl:
+        word = np.zeros(nlev, np.int64)
+        if rep is not None:
+            word |= rep.astype(np.int64) << bits_def
+        if def_ is not None:
+            word |= def_.astype(np.int64)
+        words = _array.upload(np.ascontiguousarray(word.astype(f"<u{ctrl}")).view(np.uint8))
+        place(words, np.arange(nlev, dtype=np.int64) * ctrl, np.full(nlev, ctrl, np.int64), starts[:-1])
+    vstart = starts[:-1][visible] + ctrl
+    if variable:
+        assert offsets is not None
+        lens = lengths[valid]
+        vs = vstart[valid]
+        lb = _array.upload(np.ascontiguousarray(lens.astype(f"<u{obytes}")).view(np.uint8))
+        place(lb, np.arange(lens.size, dtype=np.int64) * obytes, np.full(lens.size, obytes, np.int64), vs)
+        place(data, offsets[:-1][valid], lens.astype(np.int64), vs + obytes)
+        details = {"bits_per_offset": obits}
+    else:
+        place(data, np.arange(n, dtype=np.int64) * fixed_bytes, np.full(n, fixed_bytes, np.int64), vstart)
+        details = {"bits_per_value": 8 * fixed_bytes}
+    buffers = [to_pinned_host(out)]
+    if variable or rep is not None:
+        row_start = np.ones(nlev, np.bool_) if rep is None else rep == leaf.max_rep
+        buffers.append(pages._bytepack(np.concatenate([starts[:-1][row_start], starts[-1:]])))
+    fz = pages.pb.FullZipLayout(
+        bits_rep=bits_rep, bits_def=bits_def, num_items=nlev, num_visible_items=n,
+        value_compression=encoding, layers=_layers(leaf.layers), **details,
+    )
+    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), buffers, leaf.num_rows)
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,7 +448,7 @@ def _list_page(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage 
         values = DeviceColumn(child.type, nvals, None, data)
     def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
     leaf = DeviceLeaf(
-        item_field, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep,
+        item_field, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep, host_def=rav.def_,
         rows=n, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
     )
     try:
@@ -387,7 +479,7 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
         if isinstance(got, EncodedPage):
             return got
     if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
-        return _fallback("full-zip strings")
+        return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text)
     if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
         table, comp_off, d_comp_off, d_comp = fsst_device.compress_strings(offsets, col.offsets[: n + 1], col.data)
         if int(comp_off[-1]) + len(table) < nbytes:  # FSST pays
@@ -398,6 +490,23 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
                 return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
     chunks = variable_device.variable_chunks(rel, col.offsets[: n + 1], col.data, obits)
     return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+
+
+def _variable_fullzip(
+    leaf: DeviceLeaf, col: DeviceColumn, offsets: np.ndarray, rel: np.ndarray, max_len: int, obits: int, text: bool
+) -> EncodedPage | None:
+    """Long strings and binaries as full-zip values, FSST-compressed by the CPU encoder's rule
+    (values over 32 KiB are compressed one by one with zstd: left to the CPU encoder)."""
+    nbytes = int(rel[-1])
+    if max_len > pages.PER_VALUE_MIN_MAX_LEN and nbytes >= pages.PER_VALUE_MIN_BYTES:
+        return _fallback("per-value zstd")
+    encoding = pages.variable.variable_encoding(obits)
+    n = col.length
+    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+        table, comp_off, _d_off, d_comp = fsst_device.compress_strings(offsets, col.offsets[: n + 1], col.data)
+        if int(comp_off[-1]) + len(table) < nbytes and pages._decodable(rel[-1:], comp_off[-1:]):
+            return _fullzip(leaf, d_comp, pages._fsst_encoding(table, encoding), offsets=comp_off, obits=obits)
+    return _fullzip(leaf, col.data, encoding, offsets=offsets, obits=obits)
 
 
 def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool | None:
