@@ -121,17 +121,18 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
         "cat": pa.array([None if i % 9 == 0 else f"category-{(i * 31) % 4}" for i in range(n)]),
         "bin": pa.array([bytes([i % 3]) * 9 for i in range(n)]),
     })
-    from lance_gpu.file.encodings.dictionary import device as dictionary_device
+    from lance_gpu.file import encodings
 
     built: list[int] = []
-    real = dictionary_device.dictionary_of_sample
+    real = encodings.ENCODERS["dictionary"].device
+    assert real is not None
 
     def spy(*args):
         got = real(*args)
         built.append(-1 if got is None else got[0].shape[0])
         return got
 
-    monkeypatch.setattr(dictionary_device, "dictionary_of_sample", spy)
+    monkeypatch.setitem(encodings.ENCODERS, "dictionary", encodings.Encoder(None, spy))
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.2")
     made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
@@ -220,11 +221,12 @@ def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch
         "docs": pa.array([None if i % 9 == 0 else ["y" * (260 + j) for j in range(i % 3)] for i in range(n)]),
     })
     assert sum(len(t) for t in long_text if t) >= 32 * 1024
-    from lance_gpu.file.encodings.fsst import device as fsst_device
+    from lance_gpu.file import encodings
 
     fsst_calls: list[int] = []
-    real = fsst_device.compress_strings
-    monkeypatch.setattr(fsst_device, "compress_strings", lambda *a: fsst_calls.append(1) or real(*a))
+    cpu, real = encodings.ENCODERS["fsst"]
+    assert real is not None
+    monkeypatch.setitem(encodings.ENCODERS, "fsst", encodings.Encoder(cpu, lambda *a: fsst_calls.append(1) or real(*a)))
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
     assert device_pages.host_fallbacks == before

@@ -22,19 +22,16 @@ for the tests and the benchmark).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.file.encodings import flat
+from lance_gpu.file.encodings import ENCODERS
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
-from lance_gpu.file.encodings.dictionary import device as dictionary_device
-from lance_gpu.file.encodings.fsst import device as fsst_device
-from lance_gpu.file.encodings.rle import device as rle_device
-from lance_gpu.file.encodings.variable import device as variable_device
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn
@@ -74,7 +71,7 @@ class DeviceBackend(PageBackend):
     def level_chunks(self, levels, bounds: np.ndarray, width: int):
         if isinstance(levels, np.ndarray):
             levels = _array.upload(levels)
-        return bitpacking_device.encode_level_chunks(levels, bounds, width)
+        return _encoder("out_of_line_bitpacking")(levels, bounds, width)
 
     def zeros(self, nbytes: int):
         return _array.zeros(nbytes, np.uint8)
@@ -129,6 +126,13 @@ class DeviceLeaf:
 def _layers(kinds: tuple[int, ...]) -> list:
     """Layer kinds as the protobuf field takes them (its stubs name the enum type)."""
     return list(kinds)
+
+
+def _encoder(name: str) -> Callable[..., Any]:
+    """The device encoder of encoding ``name`` (registered in ``lance_gpu.file.encodings``)."""
+    fn = ENCODERS[name].device
+    assert fn is not None, name
+    return fn
 
 
 def _fallback(reason: str) -> EncodedPage | None:
@@ -229,11 +233,11 @@ def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
 
         words = data.view(np.dtype(f"<u{bits // 8}"))
         if run_count_gpu(words) < pages.RLE_THRESHOLD * n:
-            return rle_device.encode_miniblock(words)
+            return _encoder("rle")(words)
         widths = bitpacking_device.block_bit_widths(words)
         if bitpacking_device.inline_size(widths, bits) < n * bits // 8:
-            return bitpacking_device.encode_miniblock(words, widths)
-    return flat.encode_miniblock(data, bits, n)
+            return _encoder("inline_bitpacking")(words, widths)
+    return _encoder("flat")(data, bits, n)
 
 
 def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool | None:
@@ -259,7 +263,7 @@ def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int
     keys = np.unique(sample, axis=0)
     if rejected(keys.shape[0]):
         return False
-    got = dictionary_device.dictionary_of_sample(words, kw, keys)
+    got = _encoder("dictionary")(words, kw, keys)
     if got is None:
         return None
     items, indices = got
@@ -481,14 +485,14 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
         return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text)
     if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
-        table, comp_off, d_comp_off, d_comp = fsst_device.compress_strings(offsets, col.offsets[: n + 1], col.data)
+        table, comp_off, d_comp_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
         if int(comp_off[-1]) + len(table) < nbytes:  # FSST pays
-            chunks = variable_device.variable_chunks(comp_off, d_comp_off, d_comp, obits)
+            chunks = _encoder("variable")(comp_off, d_comp_off, d_comp, obits)
             bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
             if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
                 chunks.encoding = pages._fsst_encoding(table, chunks.encoding)  # type: ignore[arg-type]
                 return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
-    chunks = variable_device.variable_chunks(rel, col.offsets[: n + 1], col.data, obits)
+    chunks = _encoder("variable")(rel, col.offsets[: n + 1], col.data, obits)
     return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
 
 
@@ -503,7 +507,7 @@ def _variable_fullzip(
     encoding = pages.variable.variable_encoding(obits)
     n = col.length
     if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
-        table, comp_off, _d_off, d_comp = fsst_device.compress_strings(offsets, col.offsets[: n + 1], col.data)
+        table, comp_off, _d_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
         if int(comp_off[-1]) + len(table) < nbytes and pages._decodable(rel[-1:], comp_off[-1:]):
             return _fullzip(leaf, d_comp, pages._fsst_encoding(table, encoding), offsets=comp_off, obits=obits)
     return _fullzip(leaf, col.data, encoding, offsets=offsets, obits=obits)
@@ -531,7 +535,7 @@ def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, ob
     keys = sorted({h_data[a:b] for a, b in zip(h_off[:-1].tolist(), h_off[1:].tolist(), strict=True)})
     if rejected(len(keys)):
         return False
-    got = dictionary_device.string_dictionary_of_sample(col.offsets[: n + 1], col.data, n, keys)
+    got = _encoder("dictionary_strings")(col.offsets[: n + 1], col.data, n, keys)
     if got is None:
         return None
     items, indices = got
