@@ -39,21 +39,79 @@ from lance_gpu.table.schema import LanceField
 from lance_gpu.write import pages
 from lance_gpu.write.pages import EncodedPage, PageBackend
 
-__all__ = ["DeviceBackend", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
+__all__ = ["DeviceBackend", "StagedBuffer", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
 
 #: why pages of this process went to the CPU encoder: reason -> count
 host_fallbacks: dict[str, int] = {}
 
 
-def to_pinned_host(dev) -> np.ndarray:
-    """Copy a device array into a new page-locked host array (one DMA, no staging copy)."""
-    from numba import cuda
+class StagedBuffer:
+    """A page buffer on its way from the device into page-locked host memory.
 
-    n = int(dev.shape[0])
-    out = cuda.pinned_array(n, np.uint8)
-    if n:
-        dev.view(np.uint8).copy_to_host(out)
-    return out
+    With CuPy (a real GPU), the copy is queued on a non-blocking copy stream after an event
+    that marks the end of the encoding kernels queued so far on the legacy stream: the DMA
+    runs while the next columns encode, and the writer waits for it only when it writes the
+    buffer (``numpy.asarray(buffer)``).  Elsewhere (the simulator) the copy is done at once.
+    The device array is kept alive until the copy has finished."""
+
+    def __init__(self, dev) -> None:
+        from numba import cuda
+
+        from lance_gpu.gpu import _array as arrays
+
+        n = int(dev.shape[0])
+        self.nbytes = n
+        self._host = cuda.pinned_array(n, np.uint8)
+        self._dev = dev
+        self._done = None
+        if not n:
+            return
+        cp = arrays.cupy()
+        if cp is None:
+            dev.view(np.uint8).copy_to_host(self._host)
+            self._dev = None
+            return
+        stream = _copy_stream(cp)
+        encoded = cp.cuda.Event(block=False, disable_timing=True)
+        encoded.record(cp.cuda.Stream.null)
+        stream.wait_event(encoded)
+        src = dev.__cuda_array_interface__["data"][0]
+        cp.cuda.runtime.memcpyAsync(self._host.ctypes.data, src, n, cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        self._done = cp.cuda.Event(block=False, disable_timing=True)
+        self._done.record(stream)
+
+    def result(self) -> np.ndarray:
+        """The host bytes (waits for the copy)."""
+        if self._done is not None:
+            self._done.synchronize()
+            self._done = None
+            self._dev = None
+        return self._host
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self.result()
+        return out if dtype is None else out.astype(dtype)
+
+    @property
+    def size(self) -> int:
+        return self.nbytes
+
+
+_streams: dict[int, Any] = {}
+
+
+def _copy_stream(cp) -> Any:
+    """One non-blocking copy stream per device (page buffers come back in order on it)."""
+    dev = int(cp.cuda.runtime.getDevice())
+    stream = _streams.get(dev)
+    if stream is None:
+        stream = _streams[dev] = cp.cuda.Stream(non_blocking=True)
+    return stream
+
+
+def to_pinned_host(dev) -> StagedBuffer:
+    """Start copying a device array into new page-locked host memory (see :class:`StagedBuffer`)."""
+    return StagedBuffer(dev)
 
 
 class DeviceBackend(PageBackend):
@@ -85,7 +143,7 @@ class DeviceBackend(PageBackend):
         src = _array.upload(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
         copy_ranges_gpu(src, src_starts[keep], sizes[keep], out, dst_starts[keep])
 
-    def finish(self, out) -> np.ndarray:
+    def finish(self, out) -> StagedBuffer:  # type: ignore[override]
         return to_pinned_host(out)
 
 
@@ -385,7 +443,7 @@ def _fullzip(
     else:
         place(data, np.arange(n, dtype=np.int64) * fixed_bytes, np.full(n, fixed_bytes, np.int64), vstart)
         details = {"bits_per_value": 8 * fixed_bytes}
-    buffers = [to_pinned_host(out)]
+    buffers: list[Any] = [to_pinned_host(out)]
     if variable or rep is not None:
         row_start = np.ones(nlev, np.bool_) if rep is None else rep == leaf.max_rep
         buffers.append(pages._bytepack(np.concatenate([starts[:-1][row_start], starts[-1:]])))

@@ -30,13 +30,13 @@ import pyarrow as pa
 from google.protobuf.any_pb2 import Any
 
 from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
-from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_column_encoding
 from lance_gpu.write.device_input import DeviceBatch, column_nbytes, slice_column
-from lance_gpu.write.device_pages import encode_device_field
+from lance_gpu.write.device_pages import StagedBuffer, encode_device_field
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
 
@@ -290,6 +290,8 @@ class LanceFileWriter:
     def _write_buffer(self, data: bytes | np.ndarray) -> tuple[int, int]:
         self._align()
         pos = self._pos
+        if isinstance(data, StagedBuffer):
+            data = data.result()  # a device page buffer: wait for its copy to the host
         view = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else memoryview(data)
         self._fh.write(view)
         self._pos += view.nbytes

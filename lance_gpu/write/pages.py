@@ -97,10 +97,12 @@ class LevelOverflow(ValueError):
 
 @dataclass(slots=True)
 class EncodedPage:
-    """One page of one column: its ``PageLayout`` and its buffers (uint8 arrays)."""
+    """One page of one column: its ``PageLayout`` and its buffers (uint8 arrays; the GPU
+    encoder's may be :class:`~lance_gpu.write.device_pages.StagedBuffer` s still being copied
+    to the host, which the file writer waits for)."""
 
     layout: pb.PageLayout
-    buffers: list[np.ndarray]
+    buffers: list
     num_rows: int
 
 
