@@ -41,6 +41,9 @@ def _device_column(arr: pa.Array):
         offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
         data = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else np.zeros(1, np.uint8)
         return DeviceColumn(arr.type, len(arr), valid, _array.upload(data), _array.upload(offs))
+    if pa.types.is_struct(arr.type):
+        children = [_device_column(arr.field(i)) for i in range(arr.type.num_fields)]
+        return DeviceColumn(arr.type, len(arr), valid, children=children)
     if pa.types.is_list(arr.type):
         offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
         child = _device_column(arr.values)
@@ -171,7 +174,8 @@ def test_fsst_from_the_device(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
-    """Lists of numbers and of strings, with null and empty lists and null items: the levels
+    """Structs of flat fields, and lists of numbers and of strings with null and empty lists
+    and null items: the levels
     made as the CPU encoder makes them, the values gathered and encoded on the device, the
     repetition index -- the same bytes."""
     from lance_gpu.write import device_pages
@@ -186,7 +190,12 @@ def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
             out.append(None if i % 11 == 0 else [None if (i + j) % 7 == 0 else make() for j in range(k)])
         return out
 
+    point = pa.struct([("x", pa.int32()), ("label", pa.string()), ("ok", pa.bool_())])
     table = pa.table({
+        "point": pa.array(
+            [None if i % 6 == 0 else {"x": None if i % 4 == 0 else i, "label": f"p{i}", "ok": i % 3 == 0} for i in range(n)],
+            point,
+        ),
         "nums": pa.array(rows(lambda: int(rng.integers(0, 3000))), pa.list_(pa.int32())),
         "words": pa.array(rows(lambda: f"w{int(rng.integers(0, 10**6))}"), pa.list_(pa.string())),
         "dense": pa.array([[float(i), float(i) / 2] for i in range(n)], pa.list_(pa.float64())),

@@ -233,7 +233,12 @@ def column_nbytes(col: DeviceColumn) -> int:
     valid = (n + 7) // 8 if col.validity is not None else 0
     s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
     if col.children:
-        return valid + (8 * (n + 1) if col.offsets is not None else 0) + sum(column_nbytes(c) for c in col.children)
+        if col.offsets is None:  # struct: the fields' rows
+            return valid + sum(column_nbytes(c) for c in col.children)
+        ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
+        lo, hi = int(ends[0]), int(ends[-1])
+        word = 8 if pa.types.is_large_list(s) else 4
+        return valid + word * (n + 1) + column_nbytes(slice_column(col.children[0], lo, hi - lo))
     if col.offsets is not None:
         if col.span is not None:
             lo, hi = col.span
@@ -247,6 +252,22 @@ def column_nbytes(col: DeviceColumn) -> int:
     return valid + n * col.width
 
 
+def _concat_validity(cols: list[DeviceColumn], n: int):
+    """The validity of the concatenated rows (None when no piece has one)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+
+    if all(c.validity is None for c in cols):
+        return None
+    valid = _array.empty(n, np.bool_)
+    pos = 0
+    for c in cols:
+        if c.length:
+            src = c.validity if c.validity is not None else _array.full(c.length, np.bool_, True)
+            copy_ranges_gpu(src, [0], [c.length], valid, [pos])
+        pos += c.length
+    return valid
+
+
 def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
     """One device column of the rows of ``cols`` (same type), or None where only the host
     can concatenate them (nested columns)."""
@@ -254,19 +275,18 @@ def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
 
     if len(cols) == 1:
         return cols[0]
+    if all(c.children and c.offsets is None for c in cols):  # structs: field by field
+        fields = [concat_columns([c.children[k] for c in cols]) for k in range(len(cols[0].children))]
+        if any(f is None for f in fields):
+            return None
+        n = sum(c.length for c in cols)
+        valid = _concat_validity(cols, n)
+        return DeviceColumn(cols[0].type, n, valid, children=fields)  # type: ignore[arg-type]
     if not all(_is_flat(c) for c in cols):
         return None
     n = sum(c.length for c in cols)
     t = cols[0].type
-    valid = None
-    if any(c.validity is not None for c in cols):
-        valid = _array.empty(n, np.bool_)
-        pos = 0
-        for c in cols:
-            if c.length:
-                src = c.validity if c.validity is not None else _array.full(c.length, np.bool_, True)
-                copy_ranges_gpu(src, [0], [c.length], valid, [pos])
-            pos += c.length
+    valid = _concat_validity(cols, n)
     if cols[0].offsets is None:
         w = cols[0].width
         data = _array.empty(n * w, np.uint8)

@@ -14,7 +14,7 @@ Covered on the device: top-level (not nested) columns of ints, floats, booleans 
 temporal types, with or without nulls (all-null ``ConstantLayout``, 2.2 inline constants,
 ``InlineBitpacking`` / ``Flat`` mini-blocks with def levels), and strings / binaries whose
 values are under 256 bytes (``Variable`` mini-blocks).  Anything the rules send elsewhere --
-values over 32 KiB (zstd one by one), structs, nested lists, boolean or nullable-item fixed-size lists, field metadata that
+values over 32 KiB (zstd one by one), structs of anything but flat fields, nested lists, boolean or nullable-item fixed-size lists, field metadata that
 steers the encoder, file version 2.0 -- is encoded by the CPU encoder from a host copy of
 the column (:func:`encode_device_column` returns None and says why in :data:`last_reason`
 for the tests and the benchmark).
@@ -211,20 +211,61 @@ def _fixed_kind(s: pa.DataType) -> bool:
     )
 
 
+def _steered(field: LanceField) -> bool:
+    """Does field metadata steer the encoder (here or below)?"""
+    keys = (pages.COMPRESSION_KEY, pages.STRUCTURAL_KEY, pages.DICT_SIZE_RATIO_KEY)
+    return any(k in (field.metadata or {}) for k in keys) or any(_steered(c) for c in field.children)
+
+
+def _struct_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
+    """A struct of number, boolean and string fields: one page per field, whose def levels
+    (struct validity, then the field's) are made as the CPU encoder makes them from the
+    validities read back (a byte a row each) and packed on the device with the values."""
+    from cuda_kernels.levels import ravel_levels
+    from lance_gpu.write.shred import LeafColumn
+
+    if minor < 1 or _steered(field) or len(col.children) != len(field.children):
+        return None
+    n = col.length
+    if n == 0:
+        return None
+    struct_valid = None if col.validity is None or not col.null_count else _array.to_host(col.validity[:n])
+    out: list[tuple[int, EncodedPage, int]] = []
+    for k, (child, cf) in enumerate(zip(col.children, field.children, strict=True)):
+        s = _storage(child.type)
+        if child.children or cf.logical_type == "json" or not (
+            _fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+        ):
+            return None
+        child_valid = None if child.validity is None or not child.null_count else _array.to_host(child.validity[:n])
+        rav = ravel_levels([(child_valid, None), (struct_valid, None)], n)
+        host = LeafColumn(cf, pa.nulls(0), rav.rep, rav.def_, tuple(int(x) for x in rav.layer_kinds), int(rav.num_levels), n)
+        def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
+        leaf = DeviceLeaf(
+            cf, def_, host.layers, n, host_def=rav.def_, rows=n, levels=n,
+            max_level=int(rav.def_.max()) if rav.def_ is not None else 0,
+        )
+        page = _fixed_page(leaf, child, s, minor) if _fixed_kind(s) else _variable_page(leaf, child, s, minor)
+        if page is None:
+            return None
+        out.append((k, page, 0))
+    return out
+
+
 def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
     """The page of a top-level device column, or None where the CPU encoder must make it
     (the reason is counted in :data:`host_fallbacks`)."""
     s = _storage(col.type)
     if minor < 1:
         return _fallback("file version 2.0")
+    if field.logical_type == "json" or pa.types.is_dictionary(s):
+        return _fallback("json or dictionary column")
+    if _steered(field):
+        return _fallback("encoding steered by field metadata")
     if (pa.types.is_list(s) or pa.types.is_large_list(s)) and len(col.children) == 1:
         return _list_page(col, field, minor)
     if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
         return _fallback("nested column")
-    if field.logical_type == "json" or pa.types.is_dictionary(s):
-        return _fallback("json or dictionary column")
-    if any(k in (field.metadata or {}) for k in (pages.COMPRESSION_KEY, pages.STRUCTURAL_KEY, pages.DICT_SIZE_RATIO_KEY)):
-        return _fallback("encoding steered by field metadata")
     n = col.length
     if n == 0:
         return _fallback("empty page")
@@ -618,6 +659,12 @@ def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: i
     if col is None:
         _fallback("nested column")
         return [c.to_arrow() for c in columns]
+    if pa.types.is_struct(_storage(col.type)):
+        struct_pages = _struct_pages(col, field, minor)
+        if struct_pages is None:
+            _fallback("nested column")
+            return [col.to_arrow()]
+        return struct_pages
     page = encode_device_column(col, field, minor)
     if page is None:
         return [col.to_arrow()]
