@@ -268,6 +268,28 @@ def test_append_overwrite_and_fragments_from_the_device(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
+def test_a_failed_device_write_commits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device encoder that fails part-way (here the string chunker, after other pages were
+    written) leaves the dataset as it was and no data file behind."""
+    from lance_gpu.file import encodings
+
+    small = _table().slice(0, 120)
+    uri = tmp_path / "ds"
+    lance_gpu.write_dataset(small, uri)
+    files_before = sorted(os.listdir(uri / "data"))
+
+    def broken(*_args):
+        raise MemoryError("out of device memory (simulated)")
+
+    monkeypatch.setitem(encodings.ENCODERS, "variable", encodings.Encoder(None, broken))
+    with pytest.raises(MemoryError):
+        lance_gpu.write_dataset(_device_dict(small), uri, mode="append")
+    assert lance.dataset(uri).version == 1
+    assert sorted(os.listdir(uri / "data")) == files_before
+    assert lance.dataset(uri).to_table().equals(small)
+
+
+@pytest.mark.gpu
 def test_bad_device_input_gets_the_cpu_writers_errors(tmp_path: Path) -> None:
     from numba import cuda
 
