@@ -101,23 +101,26 @@ def _pack_levels_kernel(levels, src, count, dst, w, out):
 
 @gpu_kernel
 def _rows_equal_kernel(data, width, nrows, flag):
-    i = cuda.grid(1)
-    if i == 0 or i >= nrows:
-        return
-    base = i * width
-    for k in range(width):
-        if data[base + k] != data[k]:
-            flag[0] = 1
+    # grid-stride: each thread checks its rows and raises the flag once
+    for i in range(cuda.grid(1), nrows, cuda.gridsize(1)):
+        if flag[0]:
             return
+        base = i * width
+        for k in range(width):
+            if data[base + k] != data[k]:
+                flag[0] = 1
+                return
 
 
 @gpu_kernel
 def _run_breaks_kernel(values, n, count):
-    i = cuda.grid(1)
-    if i == 0 or i >= n:
-        return
-    if values[i] != values[i - 1]:
-        cuda.atomic.add(count, 0, 1)
+    # grid-stride: one atomic add per thread, not per run
+    local = 0
+    for i in range(cuda.grid(1) + 1, n, cuda.gridsize(1)):
+        if values[i] != values[i - 1]:
+            local += 1
+    if local:
+        cuda.atomic.add(count, 0, local)
 
 
 @gpu_kernel
@@ -130,6 +133,14 @@ def _def_from_valid_kernel(valid, out):
 def _tpb(n):
     # the simulator runs each thread as a Python thread: small blocks keep it usable
     return 32 if _device.is_simulator() else 256
+
+
+def _stride_dims(n):
+    """Launch shape of the grid-stride kernels: about 8 items a thread on a GPU; a few
+    looping threads under the simulator."""
+    if _device.is_simulator():
+        return max(1, min(4, -(-n // 256))), 32
+    return _device.launch_dims(max(1, -(-n // 8)), 256)
 
 
 def block_bit_widths_gpu(values):
@@ -192,7 +203,7 @@ def rows_all_equal_gpu(data, width):
     if nrows < 2:
         return True
     flag = _device.device_zeros(1, np.int32)
-    blocks, tpb = _device.launch_dims(nrows, _tpb(nrows))
+    blocks, tpb = _stride_dims(nrows)
     _rows_equal_kernel.get()[blocks, tpb](data, np.int64(width), np.int64(nrows), flag)
     return int(flag.copy_to_host()[0]) == 0
 
@@ -203,7 +214,7 @@ def run_count_gpu(values):
     if n == 0:
         return 0
     count = _device.device_zeros(1, np.int64)
-    blocks, tpb = _device.launch_dims(n, _tpb(n))
+    blocks, tpb = _stride_dims(n)
     _run_breaks_kernel.get()[blocks, tpb](values, np.int64(n), count)
     return int(count.copy_to_host()[0]) + 1
 
