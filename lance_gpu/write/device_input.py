@@ -138,14 +138,32 @@ def _cudf_column(name: str, series: Any) -> DeviceColumn:
         return DeviceColumn.from_arrow(series.to_arrow())
     if kind in ("object", "str", "string"):
         col = series._column
-        offs32 = _array.as_device(col.children[0].values)
+        first = int(getattr(col, "offset", 0) or 0)
+        offs32 = _array.as_device(col.children[0].values)[first : first + n + 1]
         offs = _widen_offsets(offs32)
-        data = _array.as_device(col.data).view(np.uint8) if int(offs32.shape[0]) else _array.zeros(0, np.uint8)
+        chars = col.data
+        data = _array.as_device(_CudaBytes.of(chars)).view(np.uint8) if chars is not None else _array.zeros(0, np.uint8)
         return DeviceColumn(pa.string(), n, valid, data, offs)
     values = series.fillna(False if np.dtype(dtype) == np.bool_ else 0).values if valid is not None else series.values
     out = _column_of_array(name, values)
     out.validity = valid
     return out
+
+
+class _CudaBytes:
+    """A device buffer as ``__cuda_array_interface__`` bytes (cuDF buffers that only give
+    their pointer and size)."""
+
+    def __init__(self, ptr: int, size: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+    @staticmethod
+    def of(buf: Any) -> Any:
+        if _has_cai(buf):
+            return buf
+        get_ptr = getattr(buf, "get_ptr", None)
+        ptr = get_ptr(mode="read") if get_ptr is not None else buf.ptr
+        return _CudaBytes(int(ptr), int(buf.size))
 
 
 def _not(valid):
