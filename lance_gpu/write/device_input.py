@@ -40,6 +40,7 @@ __all__ = [
     "device_batches",
     "is_device_input",
     "slice_column",
+    "upload_arrow",
 ]
 
 
@@ -135,7 +136,7 @@ def _cudf_column(name: str, series: Any) -> DeviceColumn:
     kind = str(dtype)
     if kind in ("list", "struct", "category") or kind.startswith(("decimal", "list", "struct", "interval")):
         # no buffer adapter for these (yet): through cuDF's own host conversion
-        return DeviceColumn.from_arrow(series.to_arrow())
+        return upload_arrow(series.to_arrow())
     if kind in ("object", "str", "string"):
         col = series._column
         first = int(getattr(col, "offset", 0) or 0)
@@ -164,6 +165,34 @@ class _CudaBytes:
         get_ptr = getattr(buf, "get_ptr", None)
         ptr = get_ptr(mode="read") if get_ptr is not None else buf.ptr
         return _CudaBytes(int(ptr), int(buf.size))
+
+
+def upload_arrow(arr: pa.Array | pa.ChunkedArray) -> DeviceColumn:
+    """A host Arrow array as a device column (for host columns of a ``DeviceTable`` and the
+    cuDF types without a buffer adapter): strings, binaries, lists and structs here, the
+    fixed-width rest through :meth:`DeviceColumn.from_arrow`."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    t = arr.type
+    storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
+    s = storage.type
+    n = len(storage)
+    valid = None
+    if storage.null_count and not pa.types.is_null(s):
+        valid = _array.upload(storage.is_valid().to_numpy(zero_copy_only=False))
+    if _is_variable(s):
+        large = pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+        odt = np.int64 if large else np.int32
+        bufs = storage.buffers()
+        offs = np.frombuffer(bufs[1], odt)[storage.offset : storage.offset + n + 1].astype(np.int64) if n else np.zeros(1, np.int64)
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        return DeviceColumn(t, n, valid, _array.upload(data), _array.upload(offs), span=(int(offs[0]), int(offs[-1])))
+    if pa.types.is_list(s) or pa.types.is_large_list(s):
+        offs = np.asarray(storage.offsets.to_numpy(zero_copy_only=False), np.int64)
+        return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[upload_arrow(storage.values)])
+    if pa.types.is_struct(s):
+        return DeviceColumn(t, n, valid, children=[upload_arrow(storage.field(i)) for i in range(s.num_fields)])
+    return DeviceColumn.from_arrow(arr)
 
 
 def _not(valid):
@@ -196,7 +225,7 @@ def device_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, I
         raise GpuUnavailableError(f"writing data held in device memory needs a usable GPU: {reason}")
     if isinstance(data, DeviceTable):
         names = list(data.names)
-        cols = [c if isinstance(c, DeviceColumn) else DeviceColumn.from_arrow(c) for c in data.columns]
+        cols = [c if isinstance(c, DeviceColumn) else upload_arrow(c) for c in data.columns]
     elif _is_cudf_frame(data):
         names = [str(c) for c in data.columns]  # type: ignore[attr-defined]
         cols = [_cudf_column(nm, data[nm]) for nm in names]  # type: ignore[index]
