@@ -82,13 +82,13 @@ def device_columns(table: pa.Table) -> dict:
             offs = np.frombuffer(arr.buffers()[1], np.int32)[: len(arr) + 1].astype(np.int64)
             return DeviceColumn(t, len(arr), valid, _array.upload(np.frombuffer(arr.buffers()[2], np.uint8)), _array.upload(offs))
         if pa.types.is_boolean(t):
-            bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[: len(arr)]
+            bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)]
             return DeviceColumn(t, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
         if pa.types.is_fixed_size_list(t):
             raw = arr.values.to_numpy(zero_copy_only=False).view(np.uint8)
             return DeviceColumn(t, len(arr), valid, _array.upload(raw))
         w = t.bit_width // 8
-        raw = np.frombuffer(arr.buffers()[1], np.uint8)[: len(arr) * w]
+        raw = np.frombuffer(arr.buffers()[1], np.uint8)[arr.offset * w : (arr.offset + len(arr)) * w]
         return DeviceColumn(t, len(arr), valid, _array.upload(np.ascontiguousarray(raw)))
 
     return {name: one(table.column(name).combine_chunks()) for name in table.column_names}

@@ -53,10 +53,11 @@ def _device_column(arr: pa.Array):
         inner = _device_column(values)
         return DeviceColumn(arr.type, len(arr), valid, inner.data)
     if pa.types.is_boolean(arr.type):
-        bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[: len(arr)]
+        bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)]
         return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
     w = arr.type.bit_width // 8
-    raw = np.frombuffer(arr.buffers()[1], np.uint8)[: len(arr) * w] if arr.buffers()[1] is not None else np.zeros(len(arr) * w, np.uint8)
+    buf = arr.buffers()[1]
+    raw = np.frombuffer(buf, np.uint8)[arr.offset * w : (arr.offset + len(arr)) * w] if buf is not None else np.zeros(len(arr) * w, np.uint8)
     return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(raw)))
 
 
@@ -100,6 +101,29 @@ def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
     assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_many_pages_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small pages: columns cut into several pages at the CPU writer's rows, and rows of
+    several appended batches buffered and joined on the device -- the same files."""
+    from lance_gpu.write import file_writer
+
+    monkeypatch.setattr(file_writer, "PAGE_BYTES", 700)
+    table = _table().slice(0, 240).drop_columns(["emb"])
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu")
+    lance_gpu.write_dataset(table, tmp_path / "cpu")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+    monkeypatch.setattr(file_writer, "PAGE_BYTES", 1 << 20)
+    parts = [table.slice(0, 100), table.slice(100, 40), table.slice(140)]
+    batches = [b for p in parts for b in p.to_batches()]
+    from lance_gpu.write.device_input import DeviceBatch
+
+    device = [DeviceBatch(table.schema, [_device_column(b.column(i)) for i in range(b.num_columns)], b.num_rows) for b in batches]
+    lance_gpu.write_dataset(iter(device), tmp_path / "gpu2", schema=table.schema)
+    lance_gpu.write_dataset(iter(batches), tmp_path / "cpu2", schema=table.schema)
+    assert _data_files(tmp_path / "gpu2") == _data_files(tmp_path / "cpu2")
 
 
 @pytest.mark.gpu

@@ -38,6 +38,7 @@ __all__ = [
     "column_nbytes",
     "concat_columns",
     "device_batches",
+    "device_stream",
     "is_device_input",
     "slice_column",
     "upload_arrow",
@@ -238,10 +239,43 @@ def device_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, I
     n = _check_lengths(names, cols)
     own = pa.schema([pa.field(nm, c.type) for nm, c in zip(names, cols, strict=True)])
     if schema is not None:
-        if schema.names != own.names or not all(f.type.equals(g.type) for f, g in zip(schema, own, strict=True)):
+        if not _same_types(schema, own):
             raise SchemaMismatchError(f"device data has schema {own}, not the given {schema} (device columns are not cast)")
         own = schema
     return own, iter([DeviceBatch(own, cols, n)])
+
+
+def device_stream(first: object, rest: Iterator[Any], schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[DeviceBatch]]:
+    """A stream whose items are device data (:class:`DeviceBatch` es or anything
+    :func:`device_batches` takes): its schema (``schema``, else the first item's) and its
+    batches, each checked against it (device columns are not cast: another type raises
+    :class:`SchemaMismatchError`)."""
+
+    def batches_of(item: object) -> Iterator[DeviceBatch]:
+        if isinstance(item, DeviceBatch):
+            if schema_ is not None and not _same_types(item.schema, schema_):
+                raise SchemaMismatchError(f"device batch has schema {item.schema}, not {schema_} (device columns are not cast)")
+            yield item if schema_ is None else DeviceBatch(schema_, item.columns, item.num_rows)
+            return
+        if not is_device_input(item):
+            raise TypeError(f"expected device data items (a stream that began with device data), got {type(item).__name__}")
+        yield from device_batches(item, schema_)[1]
+
+    schema_ = schema
+    head = list(batches_of(first))
+    if schema_ is None:
+        schema_ = head[0].schema if head else pa.schema([])
+
+    def stream() -> Iterator[DeviceBatch]:
+        yield from head
+        for item in rest:
+            yield from batches_of(item)
+
+    return schema_, stream()
+
+
+def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
+    return a.names == b.names and all(f.type.equals(g.type) for f, g in zip(a, b, strict=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +309,10 @@ def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
 
 
 def column_nbytes(col: DeviceColumn) -> int:
-    """Bytes the column's rows take in Arrow's layout (what the writer cuts pages by)."""
+    """Bytes the column's rows take in Arrow's layout, counted as ``pyarrow.Array.nbytes``
+    counts them (what the writer cuts pages by): a validity byte per 8 rows when there is a
+    validity, values, one offset word per row (not ``n + 1``) and the referenced bytes or
+    child rows."""
     n = col.length
     valid = (n + 7) // 8 if col.validity is not None else 0
     s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
@@ -285,7 +322,7 @@ def column_nbytes(col: DeviceColumn) -> int:
         ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
         lo, hi = int(ends[0]), int(ends[-1])
         word = 8 if pa.types.is_large_list(s) else 4
-        return valid + word * (n + 1) + column_nbytes(slice_column(col.children[0], lo, hi - lo))
+        return valid + word * n + column_nbytes(slice_column(col.children[0], lo, hi - lo))
     if col.offsets is not None:
         if col.span is not None:
             lo, hi = col.span
@@ -293,7 +330,7 @@ def column_nbytes(col: DeviceColumn) -> int:
             ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
             lo, hi = int(ends[0]), int(ends[-1])
         word = 8 if (pa.types.is_large_string(s) or pa.types.is_large_binary(s)) else 4
-        return valid + word * (n + 1) + int(hi) - int(lo)
+        return valid + word * n + int(hi) - int(lo)
     if pa.types.is_boolean(s):
         return valid + (n + 7) // 8
     return valid + n * col.width

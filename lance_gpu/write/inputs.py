@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
 from lance_gpu.write._jsonb import text_to_jsonb
-from lance_gpu.write.device_input import device_batches, is_device_input
+from lance_gpu.write.device_input import DeviceBatch, device_batches, device_stream, is_device_input
 
 __all__ = ["cast_batch", "cast_to_stored", "coerce_input"]
 
@@ -174,6 +174,12 @@ def coerce_input(
         if target is None:
             raise ValueError("write got an empty iterable of batches and no schema") from None
         return target, iter(())
+    if isinstance(first, DeviceBatch) or is_device_input(first):
+        # a stream of device data (DeviceBatches, cuDF frames, device tables ...)
+        target, stream = device_stream(first, it, target)
+        if device:
+            return target, stream  # type: ignore[return-value]
+        return target, (b.to_arrow() for b in stream)
     if not isinstance(first, pa.RecordBatch):
         raise TypeError(f"expected pyarrow.RecordBatch items, got {type(first).__name__}")
     if target is None:
