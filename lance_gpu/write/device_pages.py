@@ -1,23 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
 """Encoding pages on the GPU (file versions 2.1 and 2.2): the device twin of
-:func:`lance_gpu.write.pages.encode_leaf` for top-level columns held in device memory.
+:func:`lance_gpu.write.pages.encode_leaf` for columns held in device memory.
 
 The choices are the CPU encoder's, made from statistics computed on the device (null
 count, all-equal test, run count, 1024-value block widths, the distinct values of a sample)
-with the same rules and thresholds, so the pages are byte for byte the CPU encoder's.  The
-per-value work runs in numba-cuda kernels: definition levels from validity and their
-OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes InlineBitpacking, RLE, page dictionaries, FSST, the
-variable-width chunk buffers, and the mini-block assembly (one range copy per section).
-Each page buffer then comes back once, device -> pinned host, to be written.
+with the same rules and thresholds, so the pages are byte for byte the CPU encoder's (the
+page layout and chunk metadata come from the same code: :func:`pages._miniblock` with a
+:class:`DeviceBackend`).  The per-value work runs in numba-cuda kernels, through the
+encoders registered in :data:`lance_gpu.file.encodings.ENCODERS`: definition levels from
+validity and their OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes
+InlineBitpacking, RLE, page dictionaries (keys from the CPU encoder's sample, lookup and
+first-occurrence ranks on the device), FSST (symbol table trained on the host from the CPU
+encoder's sample, compression on the device), variable-width chunks, full-zip values with
+their control and length words, and the mini-block assembly (one range copy per section).
+Each page buffer then comes back once, device -> pinned host (:class:`StagedBuffer`, on a
+copy stream while the next columns encode), to be written.
 
-Covered on the device: top-level (not nested) columns of ints, floats, booleans and
-temporal types, with or without nulls (all-null ``ConstantLayout``, 2.2 inline constants,
-``InlineBitpacking`` / ``Flat`` mini-blocks with def levels), and strings / binaries whose
-values are under 256 bytes (``Variable`` mini-blocks).  Anything the rules send elsewhere --
-values over 32 KiB (zstd one by one), structs of anything but flat fields, nested lists, boolean or nullable-item fixed-size lists, field metadata that
-steers the encoder, file version 2.0 -- is encoded by the CPU encoder from a host copy of
-the column (:func:`encode_device_column` returns None and says why in :data:`last_reason`
-for the tests and the benchmark).
+Covered on the device: columns of ints, floats, booleans, temporal types, decimals and
+fixed-size binaries, strings and binaries, embeddings (fixed-size lists of numbers), with
+or without nulls; lists of those (the rep / def levels made on the host from the offsets
+and validities read back, as the CPU encoder makes them; values gathered on the device);
+structs of those.  Left to the CPU encoder, from a host copy of the column (counted by
+reason in :data:`host_fallbacks`): values over 32 KiB (zstd one by one), dictionary pages
+whose sampled keys miss a value, nested lists and structs of lists, maps, boolean or
+nullable-item fixed-size lists, narrow fixed-size lists (mini-block), JSON, field metadata
+that steers the encoder, file version 2.0, pages of more than 65535 levels in one chunk.
 """
 
 from __future__ import annotations
