@@ -84,6 +84,7 @@ def _table() -> pa.Table:
         "when": pa.array(rng.integers(0, 10**6, n).astype("datetime64[us]")),
         "name": pa.array([None if i % 13 == 0 else f"user-{v}" for i, v in enumerate(rng.integers(0, 10**9, n))]),
         "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 80).astype(np.float32)), 80),
+        "xyz": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 3).astype(np.float32)), 3),  # mini-block
     })
 
 

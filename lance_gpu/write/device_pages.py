@@ -23,7 +23,7 @@ and validities read back, as the CPU encoder makes them; values gathered on the 
 structs of those.  Left to the CPU encoder, from a host copy of the column (counted by
 reason in :data:`host_fallbacks`): values over 32 KiB (zstd one by one), dictionary pages
 whose sampled keys miss a value, nested lists and structs of lists, maps, boolean or
-nullable-item fixed-size lists, narrow fixed-size lists (mini-block), JSON, field metadata
+nullable-item fixed-size lists, JSON, field metadata
 that steers the encoder, file version 2.0, pages of more than 65535 levels in one chunk.
 """
 
@@ -288,7 +288,7 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
         leaf.validity = col.validity[:n]  # type: ignore[index]
         leaf.layers = (NULLABLE_ITEM,)
     if pa.types.is_fixed_size_list(s):
-        return _fsl_page(leaf, col, s)
+        return _fsl_page(leaf, col, s, minor)
     if _fixed_kind(s):
         return _fixed_page(leaf, col, s, minor)
     if pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s):
@@ -394,7 +394,7 @@ def _sample_positions(n: int) -> np.ndarray | None:
     return np.linspace(0, n - 1, pages.DICT_SAMPLE).astype(np.int64)
 
 
-def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPage | None:
+def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
     """Fixed-size lists of one layer (embeddings) of numeric items, no nulls, at least 256
     bytes a row: a FullZipLayout without control words, whose one buffer is the rows' bytes
     as they are (``FixedSizeList{dim, Flat{item bits}}``), as the CPU encoder writes it."""
@@ -403,8 +403,10 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType) -> EncodedPag
         return _fallback("fixed-size list of non-numeric items")
     dim = s.list_size
     bits = item.bit_width * dim
-    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES or bits % 8:
-        return _fallback("narrow fixed-size list (mini-block)")
+    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES:
+        # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
+        values = pages._Values(False, col.data[: col.length * bits // 8], bits=bits, num_values=col.length, fsl=((dim, None),))
+        return pages._miniblock(leaf, minor, pages._fsl_chunks(values), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
     enc = pages.pb.CompressiveEncoding(
         fixed_size_list=pages.pb.FixedSizeList(
             items_per_value=dim,
