@@ -44,9 +44,9 @@ def _device_column(arr: pa.Array):
     if pa.types.is_struct(arr.type):
         children = [_device_column(arr.field(i)) for i in range(arr.type.num_fields)]
         return DeviceColumn(arr.type, len(arr), valid, children=children)
-    if pa.types.is_list(arr.type):
+    if pa.types.is_list(arr.type) or pa.types.is_map(arr.type):
         offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
-        child = _device_column(arr.values)
+        child = _device_column(arr.values)  # a map's: its entries struct
         return DeviceColumn(arr.type, len(arr), valid, offsets=_array.upload(offs), children=[child])
     if pa.types.is_fixed_size_list(arr.type):
         values = arr.values.slice(arr.offset * arr.type.list_size, len(arr) * arr.type.list_size)
@@ -199,8 +199,8 @@ def test_fsst_from_the_device(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
-    """Structs of flat fields, and lists of numbers and of strings with null and empty lists
-    and null items: the levels
+    """Structs, lists (with null and empty lists and null items), lists of structs, lists
+    of lists, maps, structs of lists, lists without a single value: the levels
     made as the CPU encoder makes them, the values gathered and encoded on the device, the
     repetition index -- the same bytes."""
     from lance_gpu.write import device_pages
@@ -224,6 +224,14 @@ def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
         "nums": pa.array(rows(lambda: int(rng.integers(0, 3000))), pa.list_(pa.int32())),
         "words": pa.array(rows(lambda: f"w{int(rng.integers(0, 10**6))}"), pa.list_(pa.string())),
         "dense": pa.array([[float(i), float(i) / 2] for i in range(n)], pa.list_(pa.float64())),
+        "events": pa.array(
+            [None if i % 10 == 0 else [{"t": i + j, "tag": None if j == 1 else f"e{j}"} for j in range(i % 4)] for i in range(n)],
+            pa.list_(pa.struct([("t", pa.int64()), ("tag", pa.string())])),
+        ),
+        "grid": pa.array([None if i % 8 == 0 else [[i, None], [], None] if i % 3 else [] for i in range(n)], pa.list_(pa.list_(pa.int16()))),
+        "attrs": pa.array([None if i % 5 == 0 else [("k", i), ("z", -i)] for i in range(n)], pa.map_(pa.string(), pa.int32())),
+        "holder": pa.array([{"ids": None if i % 6 == 0 else list(range(i % 3))} for i in range(n)], pa.struct([("ids", pa.list_(pa.int32()))])),
+        "nothing": pa.array([None if i % 2 else [] for i in range(n)], pa.list_(pa.int32())),
     })
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)

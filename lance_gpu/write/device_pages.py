@@ -224,41 +224,6 @@ def _steered(field: LanceField) -> bool:
     return any(k in (field.metadata or {}) for k in keys) or any(_steered(c) for c in field.children)
 
 
-def _struct_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
-    """A struct of number, boolean and string fields: one page per field, whose def levels
-    (struct validity, then the field's) are made as the CPU encoder makes them from the
-    validities read back (a byte a row each) and packed on the device with the values."""
-    from cuda_kernels.levels import ravel_levels
-    from lance_gpu.write.shred import LeafColumn
-
-    if minor < 1 or _steered(field) or len(col.children) != len(field.children):
-        return None
-    n = col.length
-    if n == 0:
-        return None
-    struct_valid = None if col.validity is None or not col.null_count else _array.to_host(col.validity[:n])
-    out: list[tuple[int, EncodedPage, int]] = []
-    for k, (child, cf) in enumerate(zip(col.children, field.children, strict=True)):
-        s = _storage(child.type)
-        if child.children or cf.logical_type == "json" or not (
-            _fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s)
-        ):
-            return None
-        child_valid = None if child.validity is None or not child.null_count else _array.to_host(child.validity[:n])
-        rav = ravel_levels([(child_valid, None), (struct_valid, None)], n)
-        host = LeafColumn(cf, pa.nulls(0), rav.rep, rav.def_, tuple(int(x) for x in rav.layer_kinds), int(rav.num_levels), n)
-        def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
-        leaf = DeviceLeaf(
-            cf, def_, host.layers, n, host_def=rav.def_, rows=n, levels=n,
-            max_level=int(rav.def_.max()) if rav.def_ is not None else 0,
-        )
-        page = _fixed_page(leaf, child, s, minor) if _fixed_kind(s) else _variable_page(leaf, child, s, minor)
-        if page is None:
-            return None
-        out.append((k, page, 0))
-    return out
-
-
 def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
     """The page of a top-level device column, or None where the CPU encoder must make it
     (the reason is counted in :data:`host_fallbacks`)."""
@@ -269,8 +234,6 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
         return _fallback("json or dictionary column")
     if _steered(field):
         return _fallback("encoding steered by field metadata")
-    if (pa.types.is_list(s) or pa.types.is_large_list(s)) and len(col.children) == 1:
-        return _list_page(col, field, minor)
     if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
         return _fallback("nested column")
     n = col.length
@@ -508,67 +471,97 @@ def _fullzip(
 # lists
 
 
-def _list_page(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
-    """A list of numbers, booleans or strings.  The rep / def levels are made on the host,
-    as the CPU encoder makes them (:func:`cuda_kernels.levels.ravel_levels`), from the list
-    offsets and the validities read back (8 + 1 bytes a row, 1 byte an item); the visible
-    values are gathered on the device and encoded there, with the def levels packed there."""
+def _is_leaf_type(s: pa.DataType) -> bool:
+    return _fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+
+
+def _host_validity(col: DeviceColumn) -> np.ndarray | None:
+    """The column's validity on the host, None when nothing is null (as the shredder)."""
+    if col.validity is None or not col.null_count:
+        return None
+    return _array.to_host(col.validity[: col.length])
+
+
+def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
+    """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
+    them.  The walk is the shredder's (``lance_gpu.write.shred``): each layer's validity and
+    offsets are read back (a byte a row, 8 bytes a list), the rep / def levels made on the
+    host by the same :func:`cuda_kernels.levels.ravel_levels`; each leaf's visible values are
+    gathered on the device and encoded there (its def levels packed there).  None where a
+    leaf is of a kind left to the CPU encoder."""
     import cuda_kernels as ck
     from cuda_kernels.levels import ravel_levels
+    from lance_gpu.write.device_input import slice_column
     from lance_gpu.write.shred import LeafColumn
 
-    child = col.children[0]
-    item_field = field.children[0] if field.children else field
-    s = _storage(child.type)
-    if child.children or not (_fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s)
-                              or pa.types.is_large_string(s) or pa.types.is_large_binary(s)):
-        return _fallback("nested column")
-    if pa.types.is_fixed_size_list(s):
-        return _fallback("nested column")
-    n = col.length
-    offsets = _array.to_host(col.offsets[: n + 1]).astype(np.int64)
-    first, last = int(offsets[0]), int(offsets[-1])
-    list_valid = None if col.validity is None or not col.null_count else _array.to_host(col.validity[:n])
-    item_valid = None
-    if child.validity is not None and last > first:
-        item_valid = _array.to_host(child.validity[first:last])
-        if item_valid.all():
-            item_valid = None
-    rav = ravel_levels([(item_valid, None), (list_valid, offsets - first)], n)
-    host = LeafColumn(item_field, pa.nulls(0), rav.rep, rav.def_, tuple(int(k) for k in rav.layer_kinds), int(rav.num_levels), n)
-    idx = rav.value_index
-    nvals = int(idx.size)
-    if nvals == 0:
-        return _fallback("list page without values")
-    identity = nvals == last - first and idx[0] == 0 and idx[-1] == nvals - 1 and bool(np.all(np.diff(idx) == 1))
-    d_idx = None if identity else _array.upload(idx + first)
-    if child.offsets is not None:
+    if minor < 1 or _steered(field):
+        return None
+    num_rows = col.length
+    pages_out: list[tuple[int, EncodedPage, int]] = []
+
+    def leaf_page(leaf_col: DeviceColumn, f: LanceField, chain: list) -> EncodedPage | None:
+        s = _storage(leaf_col.type)
+        if not _is_leaf_type(s) or f.logical_type == "json":
+            return _fallback("nested column of another leaf kind")
+        rav = ravel_levels([*chain, (_host_validity(leaf_col), None)][::-1], num_rows)
+        host = LeafColumn(f, pa.nulls(0), rav.rep, rav.def_, tuple(int(k) for k in rav.layer_kinds), int(rav.num_levels), num_rows)
+        idx = rav.value_index
+        nvals = int(idx.size)
+        if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
+            return pages._complex_all_null(host)
+        n = leaf_col.length
+        identity = nvals == n and idx[0] == 0 and idx[-1] == n - 1 and bool(np.all(np.diff(idx) == 1))
+        d_idx = None if identity else _array.upload(idx)
         if identity:
-            values = DeviceColumn(child.type, nvals, None, child.data, child.offsets[first : last + 1])
+            values = DeviceColumn(leaf_col.type, n, None, leaf_col.data, leaf_col.offsets)
+        elif leaf_col.offsets is not None:
+            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, d_idx)
+            values = DeviceColumn(leaf_col.type, nvals, None, _array.as_device(data), _array.as_device(off))
         else:
-            off, data = ck.gather_binary_gpu(child.offsets, child.data, d_idx)
-            values = DeviceColumn(child.type, nvals, None, _array.as_device(data), _array.as_device(off))
-    else:
-        w = child.width
-        if identity:
-            data = child.data[first * w : last * w]
-        elif w in (1, 2, 4, 8):
-            data = _array.as_device(ck.gather_fixed_gpu(child.data.view(np.dtype(f"u{w}")), d_idx)).view(np.uint8)
-        else:
-            rows = child.data[: child.length * w].reshape(child.length, w)
-            data = _array.as_device(ck.gather_fixed_gpu(rows, d_idx)).reshape(nvals * w)
-        values = DeviceColumn(child.type, nvals, None, data)
-    def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
-    leaf = DeviceLeaf(
-        item_field, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep, host_def=rav.def_,
-        rows=n, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
-    )
-    try:
-        if _fixed_kind(s):
-            return _fixed_page(leaf, values, s, minor)
-        return _variable_page(leaf, values, s, minor)
-    except pages.LevelOverflow:
-        return _fallback("list levels over one chunk's 65535")
+            w = leaf_col.width
+            if w in (1, 2, 4, 8):
+                data = _array.as_device(ck.gather_fixed_gpu(leaf_col.data[: n * w].view(np.dtype(f"u{w}")), d_idx)).view(np.uint8)
+            else:
+                rows = leaf_col.data[: n * w].reshape(n, w)
+                data = _array.as_device(ck.gather_fixed_gpu(rows, d_idx)).reshape(nvals * w)
+            values = DeviceColumn(leaf_col.type, nvals, None, data)
+        def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
+        leaf = DeviceLeaf(
+            f, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep, host_def=rav.def_,
+            rows=num_rows, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
+        )
+        try:
+            if _fixed_kind(s):
+                return _fixed_page(leaf, values, s, minor)
+            return _variable_page(leaf, values, s, minor)
+        except pages.LevelOverflow:
+            return _fallback("nested levels over one chunk's 65535")
+
+    def walk(c: DeviceColumn, f: LanceField, chain: list) -> bool:
+        s = _storage(c.type)
+        if pa.types.is_struct(s):
+            if len(c.children) != len(f.children) or not c.children:
+                return False
+            sub = [*chain, (_host_validity(c), None)]
+            return all(walk(child, cf, sub) for child, cf in zip(c.children, f.children, strict=True))
+        if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+            if len(c.children) != 1 or not f.children:
+                return False
+            offsets = _array.to_host(c.offsets[: c.length + 1]).astype(np.int64)
+            first, last = int(offsets[0]), int(offsets[-1])
+            sub = [*chain, (_host_validity(c), offsets - first)]
+            return walk(slice_column(c.children[0], first, last - first), f.children[0], sub)
+        if c.children or not chain:
+            return False
+        page = leaf_page(c, f, chain)
+        if page is None:
+            return False
+        pages_out.append((len(pages_out), page, 0))
+        return True
+
+    if num_rows == 0 or not walk(col, field, []):
+        return None
+    return pages_out
 
 
 # --------------------------------------------------------------------------------------------
@@ -668,12 +661,13 @@ def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: i
     if col is None:
         _fallback("nested column")
         return [c.to_arrow() for c in columns]
-    if pa.types.is_struct(_storage(col.type)):
-        struct_pages = _struct_pages(col, field, minor)
-        if struct_pages is None:
+    t = _storage(col.type)
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        nested = _nested_pages(col, field, minor)
+        if nested is None:
             _fallback("nested column")
             return [col.to_arrow()]
-        return struct_pages
+        return nested
     page = encode_device_column(col, field, minor)
     if page is None:
         return [col.to_arrow()]
