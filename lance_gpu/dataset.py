@@ -678,9 +678,12 @@ class LanceDataset:
         nearest : dict, optional
             An exact nearest-neighbour search, as pylance's: ``{"column": name, "q": vector or
             2-D array of vectors, "k": 10, "metric": "l2" | "cosine" | "dot" | "hamming",
-            "nprobes", "refine_factor", "use_index", ...}`` (the index options are accepted;
-            every search is exact).  Adds a float32 ``_distance`` column (and a leading
-            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.
+            "nprobes", "refine_factor", "use_index", "distance_range": (lower, upper)}`` (the
+            index options are accepted; every search is exact; a multivector column takes a
+            2-D ``q`` as one query).  Adds a float32 ``_distance`` column (and a leading
+            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.  With
+            ``device="gpu"`` the vectors are decoded and searched in device memory
+            (``lance_gpu.scan.nearest_device``).
         prefilter : bool, optional
             With ``nearest`` and ``filter``: filter first, then search (True), or search then
             filter, which may leave fewer than ``k`` rows (False, the default).
