@@ -806,6 +806,39 @@ class LanceDataset:
         ``dt.to_cudf()``.  Needs a usable GPU (``GpuUnavailableError`` otherwise)."""
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches()
 
+    def create_index(self, column: str | list[str], index_type: str, name: str | None = None, metric: str = "L2",
+                     replace: bool = False, num_partitions: int | None = None, num_sub_vectors: int | None = None,
+                     accelerator: Any = None, **kwargs: Any) -> LanceDataset:
+        """Build an IVF_FLAT / IVF_PQ / IVF_SQ vector index that pylance uses; see
+        :mod:`lance_gpu.ops.vector_index`.
+
+        Parameters
+        ----------
+        column : str
+            The vector column (fixed-size list of floats).
+        index_type : str
+            "IVF_FLAT", "IVF_PQ" or "IVF_SQ" (other vector types are refused); "BTREE",
+            "BITMAP", "LABEL_LIST" build a scalar index (:meth:`create_scalar_index`).
+        name : str, optional
+            Index name (default ``{column}_idx``).
+        metric : str
+            "l2", "cosine" or "dot".
+        replace : bool
+            Replace an index of the same name (else that is an error).
+        num_partitions : int, optional
+            IVF partitions (required for IVF_PQ).
+        num_sub_vectors : int, optional
+            PQ sub-vectors (IVF_PQ; must divide the dimension).
+        accelerator : optional
+            Training on the GPU: not supported yet.
+        """
+        from lance_gpu.ops.vector_index import create_index
+
+        if isinstance(index_type, str) and index_type.upper() in ("BTREE", "BITMAP", "LABEL_LIST"):
+            self.create_scalar_index(column, index_type, name=name, replace=replace)  # type: ignore[arg-type]
+            return self
+        return create_index(self, column, index_type, name, metric, replace, num_partitions, num_sub_vectors,
+                            accelerator, **kwargs)
 
 def write_dataset(
     data: Any,
