@@ -25,7 +25,6 @@ from lance_gpu.ops.stats import DatasetStats
 from lance_gpu.scan import LanceScanner, scanner_for, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.blobs import take_blobs
-from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.snapshot import TableSnapshot
@@ -349,7 +348,7 @@ class LanceDataset:
     @property
     def has_stable_row_ids(self) -> bool:
         """Whether row ids survive compaction and updates (the stable row id feature)."""
-        return bool(self._snapshot.manifest.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+        return self._snapshot.has_stable_row_ids
 
     def to_pandas(self, columns: Columns = None, filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
                   offset: int | None = None, **kwargs: Any):
@@ -606,8 +605,7 @@ class LanceDataset:
     def index_metadata(self) -> list:
         """The manifest's index entries of this version (``lance.table.IndexMetadata``; see
         :mod:`lance_gpu.index.metadata`)."""
-        section = self._snapshot.manifest_file.index_section
-        return list(section.indices) if section is not None else []
+        return self._snapshot.index_metadata
 
     def list_indices(self) -> list[dict]:
         """The indices of this version, as pylance: one dict per entry, sorted by name
@@ -794,6 +792,41 @@ class LanceDataset:
         stay in device memory: ``dt.to_cupy(name)``, ``dt.device_column(name)`` (DLPack),
         ``dt.to_cudf()``.  Needs a usable GPU (``GpuUnavailableError`` otherwise)."""
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches()
+
+    def create_index(self, column: str | list[str], index_type: str, name: str | None = None, metric: str = "L2",
+                     replace: bool = False, num_partitions: int | None = None, num_sub_vectors: int | None = None,
+                     accelerator: Any = None, **kwargs: Any) -> LanceDataset:
+        """Build an IVF_FLAT / IVF_PQ / IVF_SQ vector index that pylance uses; see
+        :mod:`lance_gpu.ops.vector_index`.
+
+        Parameters
+        ----------
+        column : str
+            The vector column (fixed-size list of floats).
+        index_type : str
+            "IVF_FLAT", "IVF_PQ" or "IVF_SQ" (other vector types are refused); "BTREE",
+            "BITMAP", "LABEL_LIST" build a scalar index (:meth:`create_scalar_index`).
+        name : str, optional
+            Index name (default ``{column}_idx``).
+        metric : str
+            "l2", "cosine" or "dot".
+        replace : bool
+            Replace an index of the same name (else that is an error).
+        num_partitions : int, optional
+            IVF partitions (required for IVF_PQ).
+        num_sub_vectors : int, optional
+            PQ sub-vectors (IVF_PQ; must divide the dimension).
+        accelerator : optional
+            Training on the GPU: not supported yet.
+        """
+        from lance_gpu.ops.vector_index import create_index
+
+        if isinstance(index_type, str) and index_type.upper() in ("BTREE", "BITMAP", "LABEL_LIST"):
+            self.create_scalar_index(column, index_type, name=name, replace=replace)  # type: ignore[arg-type]
+            return self
+        self._advance(create_index(self._snapshot, column, index_type, name, metric, replace, num_partitions,
+                                   num_sub_vectors, accelerator, **kwargs))
+        return self
 
 
 def write_dataset(

@@ -14,6 +14,10 @@ As pylance without an index: ``l2`` is the squared Euclidean distance, ``cosine`
 ``_distance`` is float32, ascending, ties in row-address order; null vectors are skipped,
 null values inside a vector count as 0, a zero vector has no cosine distance (skipped).
 Several queries (a 2-D ``q``) give ``k`` rows each, tagged by a leading ``query_index``.
+
+With a vector index on the column (and ``use_index`` not False), the candidates come from the
+index instead: :mod:`lance_gpu.scan.vector_index` (``nprobes``, ``refine_factor``, rows the
+index does not cover searched exactly here and merged).
 """
 
 from __future__ import annotations
@@ -64,13 +68,21 @@ class NearestQuery:
     distance_range: tuple[float | None, float | None] = (None, None)
     #: the column holds multivectors (list of vectors); ``q`` is then one query's vectors
     multivector: bool = False
+    #: a vector index on the column may answer (``use_index``); its knobs, see
+    #: :mod:`lance_gpu.scan.vector_index`
+    use_index: bool = True
+    metric_given: bool = False
+    minimum_nprobes: int | None = None
+    maximum_nprobes: int | None = None
+    refine_factor: int | None = None
 
     def describe(self) -> str:
         mode = "prefilter" if self.prefilter else "postfilter"
         extra = "" if self.distance_range == (None, None) else f", distance_range={self.distance_range}"
         kind = "multivector, " if self.multivector else ""
         return (f"  nearest: column={self.column}, queries={self.q.shape[0]}, dim={self.q.shape[1]}, "
-                f"k={self.k}, metric={self.metric}, {kind}exact (flat), {mode}{extra}")
+                f"k={self.k}, metric={self.metric}, {kind}{'index if any' if self.use_index else 'exact (flat)'}, "
+                f"{mode}{extra}")
 
 
 def parse_nearest(ds: TableSnapshot, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
@@ -131,7 +143,10 @@ def parse_nearest(ds: TableSnapshot, nearest: Any, prefilter: Any = None, includ
     # a multivector query is one query of several vectors (one result set, no query_index)
     single = q.ndim == 1 or multivector
     q2 = q.reshape(-1, dim)
-    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter), distance_range, multivector)
+    from lance_gpu.scan.vector_index import parse_index_options
+
+    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter), distance_range, multivector,
+                        metric_given=metric_arg is not None, **parse_index_options(nearest))
 
 
 def _distance_range(value: Any) -> tuple[float | None, float | None]:
@@ -328,12 +343,16 @@ def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Tabl
         dtype = _FLOAT_TYPES[vtype.value_type]
         q = nq.q.astype(dtype)
 
-    # 1. the k nearest rows of each query: (distances, row addresses) in (distance, address) order
-    if getattr(executor, "name", "") == "gpu":
+    # 1. the k nearest rows of each query: (distances, row addresses) in (distance, address) order,
+    #    from a vector index on the column, else by scoring every vector
+    from lance_gpu.scan.vector_index import indexed_search
+
+    found = indexed_search(plan, ds, executor, q) if nq.use_index else None
+    if found is None and getattr(executor, "name", "") == "gpu":
         from lance_gpu.scan.nearest_device import search_device
 
         found = search_device(plan, ds, executor, nq, q, nq.distance_range)
-    else:
+    elif found is None:
         found = _search_host(plan, ds, executor, nq, q, dtype, vtype.list_size)
 
     # 2. the (query, row, distance) results, in distance order per query

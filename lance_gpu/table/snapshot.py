@@ -49,7 +49,7 @@ from lance_gpu.io.store import ObjectStore
 from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
 from lance_gpu.table.consistency import check_data_file, data_file_of
 from lance_gpu.table.deletion import read_deletion_file
-from lance_gpu.table.features import check_reader_flags
+from lance_gpu.table.features import FLAG_STABLE_ROW_IDS, check_reader_flags
 from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file, resolve_manifest
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
@@ -146,6 +146,17 @@ class TableSnapshot:
     def schema(self) -> pa.Schema:
         """The version's Arrow schema."""
         return self.lance_schema.to_arrow()
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        """Whether row ids survive compaction and updates (the stable row id feature)."""
+        return bool(self.manifest.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+
+    @property
+    def index_metadata(self) -> list[table_pb2.IndexMetadata]:
+        """The manifest's index entries of this version."""
+        section = self.manifest_file.index_section
+        return list(section.indices) if section is not None else []
 
     @cached_property
     def fragment_ids(self) -> np.ndarray:

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
+from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS
 from lance_gpu.progress import ProgressHook
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table import features
@@ -233,7 +233,8 @@ def compact_once(
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
     # with stable row ids, indices of row ids (bitmaps, label lists) stay valid: pylance 14
     # keeps their files and moves their fragment bitmaps; btrees (row addresses) are remapped
-    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS)]
+    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS,
+                                                                             VECTOR_DETAILS)]
     to_remap = [i for i in to_remap if i not in moved]
     for index in to_remap:
         check_remappable(index, store.uri(root))

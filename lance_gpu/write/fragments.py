@@ -128,7 +128,7 @@ def write_fragments(
     if rows < 1 or size < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     store, root = resolve_target(dataset_uri, storage_options)
-    arrow_schema, batches = coerce_input(data, schema)
+    arrow_schema, batches = coerce_input(data, schema, device=True)
     base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
     pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size)
     fragments = [FragmentMetadata.from_pb(f) for f in pbs]

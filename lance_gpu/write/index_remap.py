@@ -37,12 +37,13 @@ from pyroaring import BitMap
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
 from lance_gpu.index.files import IndexFile, read_index_table
-from lance_gpu.index.metadata import BITMAP_DETAILS, BTREE_DETAILS, LABEL_LIST_DETAILS, index_dir
+from lance_gpu.index.metadata import BITMAP_DETAILS, BTREE_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS, index_dir
 from lance_gpu.index.rowset import FULL, deserialize_rowset, rowset_from_addresses, serialize_rowset
 from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.vector_index_remap import check_vector_remappable, remap_ivf
 
 __all__ = [
     "BTREE_DETAILS",
@@ -119,10 +120,12 @@ def check_remappable(index: table_pb2.IndexMetadata, root: str) -> None:
     url = index.index_details.type_url
     if url not in _REMAPPABLE:
         kind = url.rsplit(".", 1)[-1] or "unknown type"
-        raise UnsupportedFeatureError(f"{what} ({kind}); only BTree, Bitmap and LabelList indices are remapped")
+        raise UnsupportedFeatureError(f"{what} ({kind}); only BTree, Bitmap, LabelList and IVF indices are remapped")
     if index.HasField("base_id"):
         raise UnsupportedFeatureError(f"{what}, which lives in another base path")
     names = {f.path for f in index.files}
+    if url == VECTOR_DETAILS:
+        check_vector_remappable(index, what)
     if url == BTREE_DETAILS and names and names != {BTREE_PAGES, BTREE_LOOKUP}:
         raise UnsupportedFeatureError(f"{what}, a btree of files {sorted(names)} (range-partitioned)")
     if fragment_bitmap(index) is None:
@@ -263,7 +266,8 @@ def remap_bitmap(
     return new_uuid.bytes, [table_pb2.IndexFile(path=BITMAP_LOOKUP, size_bytes=size)]
 
 
-_REMAPPABLE = {BTREE_DETAILS: remap_btree, BITMAP_DETAILS: remap_bitmap, LABEL_LIST_DETAILS: remap_bitmap}
+_REMAPPABLE = {BTREE_DETAILS: remap_btree, BITMAP_DETAILS: remap_bitmap, LABEL_LIST_DETAILS: remap_bitmap,
+               VECTOR_DETAILS: remap_ivf}
 
 
 def remap_index(
