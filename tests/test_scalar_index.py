@@ -67,7 +67,7 @@ def _check_filters(uri: str, filters=FILTERS) -> None:
 
 def _selected(ds, flt: str) -> tuple[int, tuple[str, ...]]:
     plan = ds.scanner(filter=flt).plan
-    rows = sum(ds.get_fragment(f).live_count() if s is None else int(s.size) for f, s in zip(plan.fragment_ids, plan.selections, strict=False))
+    rows = sum(ds.snapshot.fragment(f).live_count() if s is None else int(s.size) for f, s in zip(plan.fragment_ids, plan.selections, strict=False))
     return rows, plan.index_queries
 
 

@@ -36,7 +36,7 @@ class DataStatistics:
 class DatasetStats:
     """``ds.stats`` of one dataset version."""
 
-    def __init__(self, ds) -> None:  # ds: LanceDataset
+    def __init__(self, ds) -> None:  # ds: TableSnapshot
         self._ds = ds
 
     def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:

@@ -46,18 +46,18 @@ from lance_gpu.errors import (
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
-from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.io.store import ObjectStore, join, remove_quietly
+from lance_gpu.scan import scanner_for
 from lance_gpu.scan.nearest import column_type
 from lance_gpu.scan.vector_index import field_id_of
 from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit, run_with_retries
 from lance_gpu.txn.operations import CreateIndex
-from lance_gpu.write.dataset_writer import remove_quietly
 from lance_gpu.write.file_writer import LanceFileWriter
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.table.snapshot import TableSnapshot
 
 __all__ = ["create_index", "kmeans"]
 
@@ -179,7 +179,7 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, max_iters: int = MAX
 # --------------------------------------------------------------------------------------------
 
 
-def _check(ds: LanceDataset, column: Any, index_type: Any, metric: Any, num_partitions: Any,
+def _check(ds: TableSnapshot, column: Any, index_type: Any, metric: Any, num_partitions: Any,
            num_sub_vectors: Any) -> tuple[str, str, pa.FixedSizeListType, int]:
     if isinstance(column, (list, tuple)):
         if len(column) != 1:
@@ -216,9 +216,9 @@ def _check(ds: LanceDataset, column: Any, index_type: Any, metric: Any, num_part
     return str(column), metric_name, ftype, ftype.list_size
 
 
-def _training_data(ds: LanceDataset, column: str, metric: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def _training_data(ds: TableSnapshot, column: str, metric: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """(vectors float32, row ids uint64, fragment ids read) of the live non-null rows."""
-    table = ds.to_table(columns=[column], with_row_id=True)
+    table = scanner_for(ds, columns=[column], with_row_id=True).to_table()
     vec = table.column(column).combine_chunks()
     ids = table.column("_rowid").to_numpy().astype(np.uint64)
     if isinstance(vec, pa.ChunkedArray):
@@ -279,7 +279,7 @@ def _write(store: ObjectStore, key: str, schema: pa.Schema, table: pa.Table | No
 
 
 def create_index(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     column: Any,
     index_type: str,
     name: str | None = None,
@@ -291,9 +291,10 @@ def create_index(
     *,
     seed: int | None = None,
     **kwargs: Any,
-) -> LanceDataset:
-    """Build and commit an IVF_FLAT / IVF_PQ / IVF_SQ index (see the module docstring); ``ds`` moves
-    to the new version and is returned, as pylance's ``create_index``."""
+) -> TableSnapshot:
+    """Build and commit an IVF_FLAT / IVF_PQ / IVF_SQ index (see the module docstring); returns
+    the committed version's snapshot (the dataset object swaps it in and returns itself, as
+    pylance's ``create_index``)."""
     col, metric_name, ftype, dim = _check(ds, column, index_type, metric, num_partitions, num_sub_vectors)
     kind = index_type.upper()
     elem = ftype.value_type
@@ -401,8 +402,7 @@ def create_index(
     except BaseException:
         remove_quietly(ds.store, written)
         raise
-    ds.reload(int(manifest.version))
-    return ds
+    return ds.checkout(int(manifest.version))
 
 
 def _accelerator(accelerator: Any) -> bool:

@@ -37,9 +37,9 @@ from lance_gpu.errors import (
 )
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.execute import Executor
     from lance_gpu.scan.plan import ScanPlan
+    from lance_gpu.table.snapshot import TableSnapshot
 
 DISTANCE = "_distance"
 QUERY_INDEX = "query_index"
@@ -85,7 +85,7 @@ class NearestQuery:
                 f"{mode}{extra}")
 
 
-def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
+def parse_nearest(ds: TableSnapshot, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
     """Check pylance's ``nearest`` mapping against ``ds`` (the errors pylance raises: a
     ``TypeError`` for a missing / unexpected key, a non-integer ``k`` or a non-vector column;
     a ``ValueError`` for ``k <= 0``, an unknown metric, an absent column, a query of another
@@ -168,7 +168,7 @@ def _distance_range(value: Any) -> tuple[float | None, float | None]:
     return (bounds[0], bounds[1])
 
 
-def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
+def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
     """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
     if column in ds.schema.names:
         return ds.schema.field(column).type
@@ -325,7 +325,7 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
 # --------------------------------------------------------------------------------------------
 
 
-def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
+def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Table:
     """The result of a plan with a ``nearest`` query (see the module docstring); with the
     GPU executor the search itself runs on the device (:mod:`lance_gpu.scan.nearest_device`)."""
     from lance_gpu.scan.plan import resolve
@@ -389,7 +389,7 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
     return pa.Table.from_arrays(columns, schema=resolved.schema)
 
 
-def _search_host(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: NearestQuery, q: np.ndarray,
+def _search_host(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: NearestQuery, q: np.ndarray,
                  dtype: Any, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per query, ``(distances, row addresses)`` of its k nearest rows, scored on the host
     (the vectors decoded by ``executor``), window by window."""
@@ -488,7 +488,7 @@ def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metri
     return dist, keep
 
 
-def _read_rows(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray,
+def _read_rows(plan: ScanPlan, ds: TableSnapshot, executor: Executor, addrs: np.ndarray,
                columns: tuple[tuple[str, str | None], ...] | None) -> pa.Table:
     """``columns`` of the rows at row addresses ``addrs`` (repeats allowed), in that order: one
     plan reading each row once, with ``plan``'s ``with_row_id`` / ``with_row_address``."""

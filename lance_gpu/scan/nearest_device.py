@@ -38,10 +38,10 @@ from cuda_kernels.distance import TopKState, distance_tile_gpu, keys_to_distance
 from lance_gpu.errors import UnsupportedFeatureError
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.execute import Executor, ReadUnit
     from lance_gpu.scan.nearest import NearestQuery
     from lance_gpu.scan.plan import ScanPlan
+    from lance_gpu.table.snapshot import TableSnapshot
 
 #: fraction of the device memory budget one window (vectors + distances + keys) may take
 WINDOW_SHARE = 4
@@ -119,7 +119,7 @@ def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any,
     return vectors, inner, col.offsets, validity
 
 
-def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: NearestQuery, q: np.ndarray,
+def search_device(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: NearestQuery, q: np.ndarray,
                   distance_range: tuple[float | None, float | None] = (None, None)) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per query, ``(distances float64, row addresses uint64)`` of its ``k`` nearest rows in
     ``(distance, address)`` order, searched on the GPU over the rows ``plan`` reads (its
@@ -193,7 +193,7 @@ def search_device(plan: ScanPlan, ds: LanceDataset, executor: Executor, nq: Near
     return out
 
 
-def _stored_dtype(ds: LanceDataset, column: str) -> np.dtype:
+def _stored_dtype(ds: TableSnapshot, column: str) -> np.dtype:
     """The element type the vectors of ``column`` have in device memory (float16 vectors are
     searched as stored, accumulated in float32)."""
     from lance_gpu.scan.nearest import column_type
@@ -205,7 +205,7 @@ def _stored_dtype(ds: LanceDataset, column: str) -> np.dtype:
     return np.dtype(ftype.value_type.to_pandas_dtype())
 
 
-def device_result(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> Any:
+def device_result(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> Any:
     """The search's result as one :class:`~lance_gpu.gpu.columns.DeviceTable` (the
     ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search runs on the device,
     its ``queries x k`` rows (``_distance``, ``query_index`` and the projected columns of the

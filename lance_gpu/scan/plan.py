@@ -40,10 +40,9 @@ from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.filter import CompiledExpression, CompiledFilter
-    from lance_gpu.fragment import LanceFragment
     from lance_gpu.scan.nearest import NearestQuery
+    from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -185,7 +184,7 @@ def normalize_columns(columns: Any) -> tuple[tuple[str, str | None], ...] | None
 
 
 def build_plan(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     *,
     columns: Any = None,
     filter: str | pc.Expression | None = None,  # noqa: A002
@@ -196,7 +195,7 @@ def build_plan(
     batch_size: int | None = None,
     batch_readahead: int | None = None,
     fragment_readahead: int | None = None,
-    fragments: Iterable[LanceFragment] | None = None,
+    fragments: Iterable[FragmentSnapshot] | None = None,
     scan_in_order: bool | None = None,
     late_materialization: bool | Sequence[str] | None = None,
     use_stats: bool | None = None,
@@ -284,7 +283,7 @@ def build_plan(
         else tuple(late_materialization),
         use_stats=True if use_stats is None else bool(use_stats),
         io_buffer_size=io_buffer_size,
-        device=device or ds.device,
+        device=device or "auto",
         storage_options=tuple(sorted(ds.storage_options.items())),
         options=dict(options),
     )
@@ -306,7 +305,7 @@ def build_plan(
     return plan
 
 
-def _use_scalar_indices(plan: ScanPlan, ds: LanceDataset, filter_text: str, frags: list[LanceFragment]) -> ScanPlan:
+def _use_scalar_indices(plan: ScanPlan, ds: TableSnapshot, filter_text: str, frags: list[FragmentSnapshot]) -> ScanPlan:
     """Narrow the row selections to the rows the version's scalar indices select for the
     filter (:mod:`lance_gpu.index.query`); fragments an index covers and selects no row of
     are dropped, fragments no index covers are read whole."""
@@ -329,7 +328,7 @@ def _use_scalar_indices(plan: ScanPlan, ds: LanceDataset, filter_text: str, frag
     return _replace(plan, fragment_ids=tuple(ids), selections=tuple(sel), index_queries=tuple(found.used))
 
 
-def _push_down_window(plan: ScanPlan, frags: list[LanceFragment]) -> ScanPlan:
+def _push_down_window(plan: ScanPlan, frags: list[FragmentSnapshot]) -> ScanPlan:
     """Fold ``offset`` / ``limit`` (no filter) into the row selections: fragments wholly
     before the offset or after the limit are dropped, edge fragments read a slice."""
     skip = plan.offset
@@ -412,10 +411,10 @@ class ResolvedScan:
 
 #: :func:`read_schema` per dataset object, with the manifest it was built from (an object
 #: moved to another version by a commit has another manifest).
-_read_schemas: weakref.WeakKeyDictionary[LanceDataset, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
+_read_schemas: weakref.WeakKeyDictionary[TableSnapshot, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
 
 
-def read_schema(ds: LanceDataset) -> pa.Schema:
+def read_schema(ds: TableSnapshot) -> pa.Schema:
     """The schema scans read ``ds`` with: the dataset schema, with each blob field typed as
     its descriptors (:func:`~lance_gpu.table.blobs.description_field`), as pylance's
     scanner reports it.  Built once per dataset object and version (every plan resolves with it)."""
@@ -430,7 +429,7 @@ def read_schema(ds: LanceDataset) -> pa.Schema:
     return schema
 
 
-def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
+def virtual_schema(ds: TableSnapshot, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
     """The read schema (:func:`read_schema`) plus the given virtual columns (uint64)."""
     schema = read_schema(ds)
     for name in names:
@@ -439,7 +438,7 @@ def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) 
     return schema
 
 
-def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
+def nested_path(ds: TableSnapshot, name: str) -> tuple[str, ...]:
     """The field names from the top-level field down to the one a dotted ``name`` points at."""
     schema = ds.lance_schema
     try:
@@ -454,7 +453,7 @@ def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
     return tuple(f.name for f in chain)
 
 
-def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
+def resolve(plan: ScanPlan, ds: TableSnapshot) -> ResolvedScan:
     """Resolve ``plan``'s projection and filter against ``ds`` (the plan's version)."""
     # lance_gpu.filter (sqlglot) is imported only by scans with SQL: not on a plain first read
     schema = read_schema(ds)

@@ -69,9 +69,9 @@ from lance_gpu.table.schema import LanceSchema
 
 if TYPE_CHECKING:
     from lance_gpu._proto import table_pb2
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.execute import Executor
     from lance_gpu.scan.plan import ScanPlan
+    from lance_gpu.table.snapshot import TableSnapshot
 
 VECTOR_DETAILS = "/lance.index.pb.VectorIndexDetails"
 INDEX_FILE = "index.idx"
@@ -232,7 +232,7 @@ _CACHE_LOCK = threading.Lock()
 CACHE_ENTRIES = 8
 
 
-def load_index(ds: LanceDataset, index: table_pb2.IndexMetadata) -> IvfIndex:
+def load_index(ds: TableSnapshot, index: table_pb2.IndexMetadata) -> IvfIndex:
     """The IVF index of manifest entry ``index``, read whole (the last ``CACHE_ENTRIES`` read
     stay in memory: an index's files never change under its uuid)."""
     import uuid as _uuid
@@ -319,7 +319,7 @@ def _schema_meta(reader: LanceFileReader) -> dict[str, str]:
     return {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in md.items()}
 
 
-def vector_index_of(ds: LanceDataset, column: str) -> table_pb2.IndexMetadata | None:
+def vector_index_of(ds: TableSnapshot, column: str) -> table_pb2.IndexMetadata | None:
     """The first vector index (manifest order) over ``column``, as pylance picks it."""
     field_id = field_id_of(ds, column)
     if field_id is None:
@@ -330,7 +330,7 @@ def vector_index_of(ds: LanceDataset, column: str) -> table_pb2.IndexMetadata | 
     return None
 
 
-def field_id_of(ds: LanceDataset, column: str) -> int | None:
+def field_id_of(ds: TableSnapshot, column: str) -> int | None:
     """The field id of a top-level column or dotted struct field (None: absent)."""
     parts = column.split(".")
     fields = ds.lance_schema.fields
@@ -503,7 +503,7 @@ def ann_candidates(index: IvfIndex, q: np.ndarray, k: int, allowed: np.ndarray, 
 _GONE = np.uint64(2**64 - 1)
 
 
-def _addresses(ds: LanceDataset, ids: np.ndarray) -> np.ndarray:
+def _addresses(ds: TableSnapshot, ids: np.ndarray) -> np.ndarray:
     """Row addresses of row ids (the identity without stable row ids); ``2**64 - 1`` for ids
     no longer in the dataset."""
     if not ds.has_stable_row_ids:
@@ -523,7 +523,7 @@ def _addresses(ds: LanceDataset, ids: np.ndarray) -> np.ndarray:
     return np.where(k[pos] == ids, v[pos], np.uint64(2**64 - 1))
 
 
-def _live_mask(ds: LanceDataset, addrs: np.ndarray, fragment_ids: set[int]) -> np.ndarray:
+def _live_mask(ds: TableSnapshot, addrs: np.ndarray, fragment_ids: set[int]) -> np.ndarray:
     """Which addresses point at a live row of one of ``fragment_ids``."""
     frag = (addrs >> np.uint64(32)).astype(np.int64)
     off = (addrs & np.uint64(0xFFFFFFFF)).astype(np.int64)
@@ -554,7 +554,7 @@ def _exact_distances(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
     return 1.0 - x @ q
 
 
-def _vectors_of(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray, column: str, dim: int) -> np.ndarray:
+def _vectors_of(plan: ScanPlan, ds: TableSnapshot, executor: Executor, addrs: np.ndarray, column: str, dim: int) -> np.ndarray:
     from lance_gpu.scan.nearest import _read_rows
 
     rows = _read_rows(plan, ds, executor, addrs, ((column, None),))
@@ -567,7 +567,7 @@ def _vectors_of(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.
     return values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(arr), dim)
 
 
-def indexed_search(plan: ScanPlan, ds: LanceDataset, executor: Executor,
+def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
                    q: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """Per query, ``(distances, row addresses)`` of the ``k`` nearest rows from the column's
     vector index (see the module docstring), in (distance, address) order; None when no index

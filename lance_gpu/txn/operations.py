@@ -39,12 +39,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lance_gpu._proto import rowids_pb2, table_pb2, transaction_pb2
 from lance_gpu.errors import CommitConflictError, RetryableCommitConflictError
-from lance_gpu.io.store import ObjectStore
+from lance_gpu.io.store import ObjectStore, remove_quietly
 from lance_gpu.table import features
-from lance_gpu.table.deletion import read_deletion_file
+from lance_gpu.table.deletion import deletion_file_path, read_deletion_file
+from lance_gpu.table.deletion_writer import fragment_with_deletions
+from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata, as_pb
@@ -110,8 +113,6 @@ class Operation:
 
     def cleanup(self, store: ObjectStore) -> None:
         """Delete the objects this operation wrote (best effort: nothing references them)."""
-        from lance_gpu.write.dataset_writer import remove_quietly
-
         remove_quietly(store, self.written)
         self.written.clear()
 
@@ -511,9 +512,6 @@ class Delete(Operation):
         return changed
 
     def _replace_deletions(self, store: ObjectStore, root: str, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int) -> None:
-        from lance_gpu.table.deletion import deletion_file_path
-        from lance_gpu.write.deletion_writer import fragment_with_deletions
-
         old = self.updated.pop(fid, None)
         if fid in self.deleted_ids:
             self.deleted_ids.remove(fid)
@@ -616,8 +614,6 @@ class Update(Operation):
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
-            from lance_gpu.table.indices import fragment_bitmap
-
             out = table_pb2.IndexSection()
             out.CopyFrom(section)
             stale = removed | set(updated) if self.fields_modified else removed
@@ -630,8 +626,6 @@ class Update(Operation):
                 else:
                     hit = stale
                 if hit & set(bitmap):
-                    from pyroaring import BitMap
-
                     idx.fragment_bitmap = BitMap(sorted(set(bitmap) - hit)).serialize()
             section = out
         return m, section
@@ -831,7 +825,7 @@ class RewrittenIndex:
 class Rewrite(Operation):
     """Groups of old fragments replaced by new ones (compaction).
 
-    Indices (see :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
+    Indices (see :mod:`lance_gpu.table.indices`; the remapping is :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
     remapped copies were written (old index, new uuid, new files); their manifest entries get
     the new uuid and files, and their fragment bitmaps swap each rewritten group's old
     fragment ids for its new ones.  ``moved`` lists the uuids of indices whose files stay
@@ -884,8 +878,6 @@ class Rewrite(Operation):
             r.new_index_version = int(index.index_version)
 
     def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
-        from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
-
         if section is None:
             if self.rewritten:
                 raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
@@ -938,8 +930,6 @@ class Rewrite(Operation):
         return m, self._indices(base.index_section, int(m.version))
 
     def cleanup(self, store: ObjectStore) -> None:
-        from lance_gpu.write.dataset_writer import remove_quietly
-
         remove_quietly(store, self.written)  # data files, remapped index files
         self.written.clear()
 

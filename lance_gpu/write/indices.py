@@ -60,13 +60,15 @@ from lance_gpu.index.metadata import (
 from lance_gpu.index.rowset import rowset_from_addresses, serialize_rowset
 from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.scan import scanner_for
 from lance_gpu.table import features
+from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import CreateIndex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.table.snapshot import TableSnapshot
 
 __all__ = ["create_scalar_index", "drop_index", "optimize_indices", "write_bitmap", "write_btree"]
 
@@ -100,7 +102,7 @@ def _scalar_ok(t: pa.DataType) -> bool:
     )
 
 
-def _check_column(ds: LanceDataset, column: str, kind: str) -> tuple[int, pa.DataType]:
+def _check_column(ds: TableSnapshot, column: str, kind: str) -> tuple[int, pa.DataType]:
     top = {f.name: f for f in ds.lance_schema.fields}
     if column not in top:
         try:
@@ -243,12 +245,12 @@ def write_bitmap(store: ObjectStore, directory: str, values: pa.Array, addrs: np
 # the operations
 
 
-def _read_column(ds: LanceDataset, column: str, fragment_ids: set[int] | None, row_ids: bool) -> tuple[pa.Array, np.ndarray, list[int]]:
+def _read_column(ds: TableSnapshot, column: str, fragment_ids: set[int] | None, row_ids: bool) -> tuple[pa.Array, np.ndarray, list[int]]:
     """(values, row addresses -- or stable row ids with ``row_ids`` --, fragment ids read) of
     every live row."""
     frags = [f for f in ds.fragments if fragment_ids is None or f.fragment_id in fragment_ids]
     key = "_rowid" if row_ids else "_rowaddr"
-    table = ds.scanner(columns=[column, key], fragments=frags).to_table()
+    table = scanner_for(ds, columns=[column, key], fragments=frags).to_table()
     values = table.column(column).combine_chunks()
     addrs = np.asarray(table.column(key).to_numpy(), np.uint64)
     return values, addrs, [f.fragment_id for f in frags]
@@ -265,14 +267,14 @@ def _labels(values: pa.Array, addrs: np.ndarray) -> tuple[pa.Array, np.ndarray, 
     return flat, addrs[parents], addrs[null_lists]
 
 
-def _file_minor(ds: LanceDataset) -> int:
+def _file_minor(ds: TableSnapshot) -> int:
     """The minor of the dataset's 2.x file version (2 when it says nothing else)."""
     text = ds.manifest.data_format.version if ds.manifest.HasField("data_format") else ""
     major, _, minor = text.partition(".")
     return int(minor) if major == "2" and minor in ("0", "1", "2") else 2
 
 
-def _build(ds: LanceDataset, kind: str, column: str, field_id: int, name: str, dataset_version: int,
+def _build(ds: TableSnapshot, kind: str, column: str, field_id: int, name: str, dataset_version: int,
            fragment_ids: set[int] | None, written: list[str], index_uuid: str | None = None) -> table_pb2.IndexMetadata:
     # pylance 14: a btree holds row addresses; bitmap and label-list indices hold row ids
     # (the stable ones where the dataset has them)
@@ -301,20 +303,18 @@ def _build(ds: LanceDataset, kind: str, column: str, field_id: int, name: str, d
     return meta
 
 
-def _entries(ds: LanceDataset, name: str) -> list[table_pb2.IndexMetadata]:
+def _entries(ds: TableSnapshot, name: str) -> list[table_pb2.IndexMetadata]:
     section = ds.manifest_file.index_section
     return [] if section is None else [i for i in section.indices if i.name == name]
 
 
-def _commit(ds: LanceDataset, op: CreateIndex) -> None:
-    from lance_gpu.table.manifest import latest_version
-
+def _commit(ds: TableSnapshot, op: CreateIndex) -> TableSnapshot:
     manifest = commit(ds.store, ds.root, op, ds.manifest_file, latest_version(ds.store, ds.root).naming)
-    ds.reload(int(manifest.version))
+    return ds.checkout(int(manifest.version))
 
 
 def create_scalar_index(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     column: str,
     index_type: Any,
     name: str | None = None,
@@ -324,9 +324,9 @@ def create_scalar_index(
     fragment_ids: list[int] | None = None,
     index_uuid: str | None = None,
     **kwargs: Any,
-) -> None:
+) -> TableSnapshot:
     """Build a BTree / Bitmap / LabelList index of ``column`` and commit it (see the module
-    docstring); ``ds`` moves to the new version."""
+    docstring); returns the committed version's snapshot."""
     kind = _check_type(index_type)
     # (other keyword arguments are index parameters of other types: pylance ignores them too)
     if fragment_ids is not None:
@@ -340,7 +340,7 @@ def create_scalar_index(
     def attempt() -> table_pb2.Manifest:
         # the first attempt builds on ``ds``'s version; after a concurrent rewrite (compaction,
         # update) made the built index stale, the next builds on the latest version
-        target = ds if first[0] else ds.checkout_version(ds.latest_version)
+        target = ds if first[0] else ds.latest()
         first[0] = False
         field_id, _t = _check_column(target, column, kind)
         old = _entries(target, name)
@@ -355,33 +355,32 @@ def create_scalar_index(
         except BaseException:
             op.cleanup(target.store)
             raise
-        from lance_gpu.table.manifest import latest_version
-
         return commit(target.store, target.root, op, target.manifest_file, latest_version(target.store, target.root).naming)
 
     manifest = run_with_retries(attempt, DEFAULT_CONFLICT_RETRIES)
-    ds.reload(int(manifest.version))
+    return ds.checkout(int(manifest.version))
 
 
-def drop_index(ds: LanceDataset, name: str) -> None:
-    """Remove every entry of the index ``name`` (its files stay for older versions)."""
+def drop_index(ds: TableSnapshot, name: str) -> TableSnapshot:
+    """Remove every entry of the index ``name`` (its files stay for older versions); returns
+    the committed version's snapshot."""
     old = _entries(ds, name)
     if not old:
         raise IndexNotFoundError(f"Lance index not found: name={name}")
-    _commit(ds, CreateIndex([], old))
+    return _commit(ds, CreateIndex([], old))
 
 
-def optimize_indices(ds: LanceDataset, **kwargs: Any) -> None:
+def optimize_indices(ds: TableSnapshot, **kwargs: Any) -> TableSnapshot:
     """Add the fragments each BTree / Bitmap / LabelList index does not cover (see the module
-    docstring); other index types are left alone.  Nothing is committed when every index is
-    up to date."""
+    docstring); other index types are left alone.  Returns the committed version's snapshot,
+    ``ds`` itself when every index was up to date (nothing is committed then)."""
     index_names = kwargs.pop("index_names", None)
     # 0: a new segment (delta) over the unindexed fragments, the old ones kept; else one
     # entry over every fragment replaces the index's segments
     delta = kwargs.pop("num_indices_to_merge", None) == 0
     section = ds.manifest_file.index_section
     if section is None:
-        return
+        return ds
     present = {f.fragment_id for f in ds.fragments}
     by_name: dict[str, list[table_pb2.IndexMetadata]] = {}
     for index in section.indices:
@@ -412,5 +411,4 @@ def optimize_indices(ds: LanceDataset, **kwargs: Any) -> None:
     except BaseException:
         op.cleanup(ds.store)
         raise
-    if op.new_indices:
-        _commit(ds, op)
+    return _commit(ds, op) if op.new_indices else ds
