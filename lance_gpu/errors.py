@@ -48,8 +48,10 @@ class SchemaMismatchError(LanceGpuError, ValueError):
     """Data does not match the dataset's schema, or a requested column does not exist."""
 
 
-class FilterError(LanceGpuError, ValueError):
-    """A filter predicate could not be parsed or refers to unknown columns."""
+class FilterError(LanceGpuError, ValueError, OSError):
+    """A filter predicate or SQL expression could not be parsed or refers to unknown
+    columns.  pylance raises ``ValueError`` for a bad scan filter and ``OSError`` for a bad
+    ``delete`` / ``add_columns`` expression: this is both, so either ``except`` catches it."""
 
 
 class DecimalArithmeticError(LanceGpuError, pa.ArrowInvalid):

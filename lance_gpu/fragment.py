@@ -10,7 +10,7 @@ or more data files (each holding some of the schema's fields), an optional delet
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -404,6 +404,95 @@ class LanceFragment:
         from lance_gpu.scan import take_rows
 
         return take_rows(self.dataset, indices, columns, fragments=[self])
+
+    # -- fragment-level writes for distributed pipelines (lance_gpu.write.fragment_ops) --------
+
+    def delete(self, predicate: str) -> FragmentMetadata | None:
+        """Delete the rows matching ``predicate`` (not committed).
+
+        Parameters
+        ----------
+        predicate : str
+            A SQL predicate selecting the rows to delete.
+
+        Returns
+        -------
+        FragmentMetadata or None
+            The fragment with its new deletion file, or None when no row is left; commit
+            with ``LanceOperation.Delete``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.delete(self, predicate)
+
+    def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
+        """Delete the rows at the given physical offsets within this fragment (not committed).
+
+        Parameters
+        ----------
+        offsets : iterable of int
+            0-based physical row offsets.
+
+        Returns
+        -------
+        FragmentMetadata or None
+            As :meth:`delete`.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.delete_rows(self, offsets)
+
+    def merge_columns(self, value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
+                      reader_schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
+        """Write new columns for this fragment (not committed).
+
+        Parameters
+        ----------
+        value_func : dict, callable, BatchUDF or reader-like
+            As :meth:`LanceDataset.add_columns` takes it.
+        columns : list of str, optional
+            The columns a function reads (``_rowid`` / ``_rowaddr`` allowed).
+        batch_size : int, optional
+            Rows per batch handed to a function.
+        reader_schema : pyarrow.Schema, optional
+            The schema of a reader-like ``value_func``.
+
+        Returns
+        -------
+        tuple of FragmentMetadata and LanceSchema
+            The fragment with one more data file and the new schema; commit with
+            ``LanceOperation.Merge``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.merge_columns(self, value_func, columns, batch_size, reader_schema)
+
+    def update_columns(self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
+                       schema: pa.Schema | None = None, *, with_offsets: bool = False) -> tuple[Any, ...]:
+        """Replace existing columns' values where the new data's key matches (not committed).
+
+        Parameters
+        ----------
+        data_obj : reader-like
+            The join column ``right_on`` and the columns to update.
+        left_on : str, default "_rowid"
+            This fragment's join column (``_rowid`` / ``_rowaddr`` allowed).
+        right_on : str, optional
+            The new data's join column (default ``left_on``).
+        schema : pyarrow.Schema, optional
+            The schema of ``data_obj``.
+        with_offsets : bool, default False
+            Also return the matched physical offsets as a portable roaring bitmap.
+
+        Returns
+        -------
+        tuple
+            ``(FragmentMetadata, fields_modified)`` (plus the offsets' bytes); commit with
+            ``LanceOperation.Update(updated_fragments=..., fields_modified=...)``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.update_columns(self, data_obj, left_on, right_on, schema, with_offsets=with_offsets)
 
 
 def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:

@@ -318,7 +318,7 @@ class FragmentMetadata:
         return FragmentMetadata(
             id=int(d["id"]),
             files=[DataFile(**f) for f in d["files"]],
-            physical_rows=int(d["physical_rows"]),
+            physical_rows=None if d.get("physical_rows") is None else int(d["physical_rows"]),  # type: ignore[arg-type]
             deletion_file=None if deletion is None else DeletionFile(**deletion),
             row_id_meta=seq("row_id_meta", RowIdMeta),
             created_at_version_meta=seq("created_at_version_meta", RowDatasetVersionMeta),

@@ -111,8 +111,9 @@ def write_fragments(
         Accepted; lance-gpu chooses its own page sizes.
     max_bytes_per_file : int
         A file is closed at the first batch boundary after it reaches this size.
-    progress : optional
-        Accepted for pylance compatibility.
+    progress : FragmentWriteProgress, optional
+        A per-fragment tracker (:class:`lance_gpu.progress.FragmentWriteProgress`):
+        ``begin`` before each fragment's file is opened, ``complete`` once it is written.
     data_storage_version : str, optional
         ``"2.1"`` / ``"2.2"`` (``"stable"``) for new datasets.
     use_legacy_format, storage_options, enable_stable_row_ids
@@ -122,8 +123,33 @@ def write_fragments(
     -------
     list of FragmentMetadata, or Transaction when ``return_transaction``.
     """
-    from lance_gpu.txn.transaction import Transaction, resolve_target
-    from lance_gpu.write.dataset_writer import _write_fragments
+    from lance_gpu.txn.transaction import Transaction
+
+    base, lance_schema, fragments, minor = _write_uncommitted(
+        data, dataset_uri, schema, mode, max_rows_per_file, max_bytes_per_file, progress, 0,
+        data_storage_version, storage_options,
+    )
+    if not return_transaction:
+        return fragments
+    from lance_gpu.txn.operations import Append, Overwrite
+
+    if mode == "append" and base is not None:
+        return Transaction(int(base.manifest.version), Append(fragments))
+    return Transaction(
+        0 if base is None else int(base.manifest.version),
+        Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}"),
+    )
+
+
+def _write_uncommitted(
+    data: object, dataset_uri: Any, schema: pa.Schema | None, mode: str, max_rows_per_file: int,
+    max_bytes_per_file: int, progress: Any, fragment_id: int, data_storage_version: str | None,
+    storage_options: dict[str, str] | None,
+) -> tuple[Any, LanceSchema, list[FragmentMetadata], int]:
+    """The files of :func:`write_fragments`: (base manifest or None, the schema written,
+    the fragments, the file minor version); ``progress`` is told of fragment ``fragment_id``."""
+    from lance_gpu.txn.transaction import resolve_target
+    from lance_gpu.write.dataset_writer import _write_fragments, fragment_events
     from lance_gpu.write.inputs import coerce_input
 
     if mode not in ("create", "append", "overwrite"):
@@ -135,18 +161,9 @@ def write_fragments(
     store, root = resolve_target(dataset_uri, storage_options)
     arrow_schema, batches = coerce_input(data, schema)
     base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
-    pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size)
-    fragments = [FragmentMetadata.from_pb(f) for f in pbs]
-    if not return_transaction:
-        return fragments
-    from lance_gpu.txn.operations import Append, Overwrite
-
-    if mode == "append" and base is not None:
-        return Transaction(int(base.manifest.version), Append(fragments))
-    return Transaction(
-        0 if base is None else int(base.manifest.version),
-        Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}"),
-    )
+    pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size,
+                                     fragment_events(progress, fragment_id))
+    return base, lance_schema, [FragmentMetadata.from_pb(f) for f in pbs], minor
 
 
 def create_fragment(
@@ -163,12 +180,13 @@ def create_fragment(
     storage_options: dict[str, str] | None = None,
 ) -> FragmentMetadata:
     """One fragment (one data file) of ``data`` for the dataset at ``dataset_uri``, not
-    committed (pylance's ``LanceFragment.create``); ``fragment_id`` defaults to 0."""
-    frags = write_fragments(
-        data, dataset_uri, schema, mode=mode, max_rows_per_file=1 << 62,
-        data_storage_version=data_storage_version, storage_options=storage_options,
+    committed (pylance's ``LanceFragment.create``); ``fragment_id`` defaults to 0.
+    ``progress`` (:class:`lance_gpu.progress.FragmentWriteProgress`) is told ``begin`` and
+    ``complete`` of the fragment, with id ``fragment_id``."""
+    _base, _schema, frags, _minor = _write_uncommitted(
+        data, dataset_uri, schema, mode, 1 << 62, 1 << 62, progress,
+        int(fragment_id or 0), data_storage_version, storage_options,
     )
-    assert isinstance(frags, list)
     if len(frags) != 1:
         raise ValueError("LanceFragment.create: data holds no rows")
     frag = frags[0]
