@@ -255,3 +255,20 @@ def test_file_system_progress_leaves_pylance_files(tmp_path) -> None:
     assert restored.id == 3 and restored.files == []
     write_fragments(table, str(tmp_path / "ds"), max_rows_per_file=4, progress=tracker)
     assert sorted(os.listdir(tmp_path / "progress")) == ["fragment_0.json", "fragment_3.in_progress", "fragment_3.json"]
+
+
+def test_data_replacement_of_created_fragment_file(uris) -> None:
+    """A column's file rewritten by a worker (``LanceFragment.create`` of the same columns)
+    replaces fragment 0's file through ``LanceOperation.DataReplacement``."""
+    new = pa.table({"a": pa.array(np.arange(100, 104, dtype=np.int64)), "b": [f"n{k}" for k in range(4)],
+                    "st": pa.array([{"x": k, "y": 0.5} for k in range(4)])})
+
+    def run(mod, ds):
+        meta = mod.LanceFragment.create(ds.uri, new)
+        group = mod.LanceOperation.DataReplacementGroup(0, meta.files[0])
+        mod.LanceDataset.commit(ds.uri, mod.LanceOperation.DataReplacement([group]), read_version=ds.version)
+        return _layout(mod.dataset(ds.uri).get_fragment(0).metadata)
+
+    ref, ours = _both(uris, run)
+    assert ours == ref
+    _same_tables(uris)
