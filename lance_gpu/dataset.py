@@ -747,6 +747,38 @@ class LanceDataset:
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches()
 
 
+    # -- history, housekeeping (lance_gpu.write.history, lance_gpu.ops.housekeeping) ---------
+
+    def read_transaction(self, version: int) -> Any:
+        """The transaction that committed ``version`` (pylance's ``read_transaction``).
+
+        Parameters
+        ----------
+        version : int
+            A version of this dataset.
+
+        Returns
+        -------
+        Transaction or None
+            None when the version records no transaction.
+        """
+        from lance_gpu.write.history import read_transaction
+
+        return read_transaction(self, version)
+
+    def get_transactions(self, recent_transactions: int = 10) -> list:
+        """The transactions of the latest ``recent_transactions`` versions up to this one,
+        newest first (pylance's ``get_transactions``).
+
+        Parameters
+        ----------
+        recent_transactions : int, default 10
+            How many versions to go back.
+        """
+        from lance_gpu.write.history import get_transactions
+
+        return get_transactions(self, recent_transactions)
+
 def write_dataset(
     data: Any,
     uri: Any,
