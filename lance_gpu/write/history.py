@@ -57,8 +57,12 @@ def _frags(pbs) -> list[FragmentMetadata]:
 
 
 def _schema(pb) -> LanceSchema:
-    metadata = {k: bytes(v).decode("utf-8", "surrogateescape") for k, v in getattr(pb, "schema_metadata", {}).items()}
+    metadata = {k: bytes(v) for k, v in getattr(pb, "schema_metadata", {}).items()}
     return LanceSchema.from_protos(pb.schema, metadata)
+
+
+def _field_map(pb) -> UpdateMap:
+    return UpdateMap({e.key: (e.value if e.HasField("value") else None) for e in pb.update_entries}, bool(pb.replace))
 
 
 def _update_map(pb, present: bool) -> UpdateMap | None:
@@ -103,7 +107,7 @@ def operation_from_pb(txn: transaction_pb2.Transaction) -> Operation:
             _update_map(c.config_updates, c.HasField("config_updates")),
             _update_map(c.table_metadata_updates, c.HasField("table_metadata_updates")),
             _update_map(c.schema_metadata_updates, c.HasField("schema_metadata_updates")),
-            {int(fid): _update_map(m, True) for fid, m in c.field_metadata_updates.items()},
+            {int(fid): _field_map(m) for fid, m in c.field_metadata_updates.items()},
         )
     raise UnsupportedFeatureError(f"lance-gpu cannot represent a {kind!r} transaction as a LanceOperation")
 
