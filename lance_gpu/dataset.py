@@ -20,6 +20,7 @@ from lance_gpu._device import DEVICES
 from lance_gpu.errors import InvalidArgumentError, UnknownDeviceError
 from lance_gpu.fragment import LanceFragment
 from lance_gpu.io import resolve
+from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering  # pylance's lance.dataset.ColumnOrdering
 from lance_gpu.scan import LanceScanner, build_plan, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.features import check_reader_flags
@@ -39,6 +40,9 @@ def dataset(
     device: str = "auto",
     storage_options: dict[str, str] | None = None,
     store: object = None,
+    default_scan_options: dict[str, Any] | None = None,
+    read_params: dict[str, Any] | None = None,
+    **options: Any,
 ) -> LanceDataset:
     """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag).
 
@@ -60,7 +64,24 @@ def dataset(
     store : optional
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to read
         from; ``uri`` is then the dataset's path inside it.
+    default_scan_options : dict, optional
+        Scanner arguments every scan of this dataset gets unless it gives them
+        (``{"with_row_id": True}``...).
+    read_params : dict, optional
+        pylance's file reader tuning (``cache_repetition_index``, ``validate_on_decode``);
+        accepted, lance-gpu's reader needs neither.
+    **options
+        pylance's cache and session options (``block_size``, ``index_cache_size``,
+        ``metadata_cache_size_bytes``, ``session``, ``commit_lock``...), accepted and unused.
     """
+    ds = _open(uri, version, asof, device, storage_options, store)
+    if default_scan_options:
+        ds._default_scan_options = dict(default_scan_options)
+    return ds
+
+
+def _open(uri: Any, version: int | str | None, asof: Any, device: str, storage_options: dict[str, str] | None,
+          store: object) -> LanceDataset:
     if asof is not None and version is None:
         from lance_gpu.table.versions import version_asof
 
@@ -86,6 +107,9 @@ def _reopen(uri: str, version: int, device: str, storage_options: dict[str, str]
 
 class LanceDataset:
     """A Lance dataset at one version, read with pylance's API."""
+
+    #: Scanner arguments applied when a scan does not give them (``dataset(default_scan_options=)``).
+    _default_scan_options: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -687,13 +711,23 @@ class LanceDataset:
         """
         if device is not None and device not in DEVICES:
             raise UnknownDeviceError(f"device must be one of {DEVICES}, not {device!r}")
-        plan = build_plan(
-            self, columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
+        args = dict(
+            columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
             batch_readahead=batch_readahead, fragment_readahead=fragment_readahead, scan_in_order=scan_in_order,
             fragments=fragments, with_row_id=with_row_id, with_row_address=with_row_address, use_stats=use_stats,
             io_buffer_size=io_buffer_size, late_materialization=late_materialization,
             include_deleted_rows=include_deleted_rows, strict_batch_size=strict_batch_size, device=device, **options,
         )
+        for key, value in (self._default_scan_options or {}).items():  # dataset(default_scan_options=)
+            if args.get(key) is None:
+                args[key] = value
+        if args.get("order_by") is not None:
+            from lance_gpu.ops.ordering import ordered_scanner
+
+            order_by = args.pop("order_by")
+            return ordered_scanner(lambda **kw: self.scanner(on_cpu_fallback=on_cpu_fallback, **kw), order_by, **args)
+        args.pop("order_by", None)
+        plan = build_plan(self, **args)
         return LanceScanner(plan, self, on_cpu_fallback=on_cpu_fallback)
 
     def to_table(self, columns: Columns = None, filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
