@@ -20,12 +20,14 @@ from lance_gpu._device import DEVICES
 from lance_gpu.errors import InvalidArgumentError, UnknownDeviceError
 from lance_gpu.fragment import LanceFragment
 from lance_gpu.io import resolve
-from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering  # pylance's lance.dataset.ColumnOrdering
+from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig  # pylance's lance.dataset names
+from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
 from lance_gpu.scan import LanceScanner, build_plan, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.features import check_reader_flags
 from lance_gpu.table.manifest import latest_version, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema, column_index_map
+from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
@@ -812,6 +814,31 @@ class LanceDataset:
         from lance_gpu.write.history import get_transactions
 
         return get_transactions(self, recent_transactions)
+
+    @staticmethod
+    def drop(base_uri: str | os.PathLike[str], storage_options: dict[str, str] | None = None,
+             ignore_not_found: bool | None = None) -> None:
+        """Delete the whole dataset at ``base_uri`` (pylance's ``LanceDataset.drop``).
+
+        Parameters
+        ----------
+        base_uri : str or Path
+            The dataset's root.
+        storage_options : dict, optional
+            Object store options.
+        ignore_not_found : bool, optional
+            Return quietly when nothing is there (else ``OSError``).
+        """
+        from lance_gpu.ops.housekeeping import drop
+
+        drop(base_uri, storage_options, ignore_not_found)
+
+    def validate(self) -> None:
+        """Check this version's metadata against its data files (pylance's ``validate``);
+        raises :class:`~lance_gpu.errors.CorruptFileError` naming what is wrong."""
+        from lance_gpu.ops.housekeeping import validate
+
+        validate(self)
 
 def write_dataset(
     data: Any,

@@ -64,6 +64,13 @@ DEFAULT_CONFLICT_RETRIES = 10
 T = TypeVar("T")
 
 
+#: Called after each commit publishes a (not detached) version, as
+#: ``hook(store, root, manifest, base_version)`` (``base_version``: the latest version the
+#: commit saw before its own).  Layers above register here (the auto cleanup of
+#: :mod:`lance_gpu.ops.housekeeping`); a hook must not raise.
+POST_COMMIT_HOOKS: list[Callable[[ObjectStore, str, table_pb2.Manifest, int], None]] = []
+
+
 def _transaction(
     op: Operation, read_version: int, txn_uuid: str, properties: dict[str, str] | None
 ) -> transaction_pb2.Transaction:
@@ -221,6 +228,8 @@ def commit(
                 txn_key = None
                 if not detached:
                     write_version_hint(store, root, version)
+                    for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)
+                        hook(store, root, manifest, int(current.manifest.version) if current is not None else 0)
                 return manifest
             if detached:
                 version = _detached_version()

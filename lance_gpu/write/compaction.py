@@ -385,3 +385,26 @@ class DatasetOptimizer:
     def compact_files(self, **options: object) -> CompactionMetrics:
         """See :func:`compact_files`."""
         return compact_files(self._ds, **options)  # type: ignore[arg-type]
+
+    def enable_auto_cleanup(self, config: dict[str, int]) -> None:
+        """Clean old versions after commits (pylance's ``enable_auto_cleanup``): one
+        UpdateConfig setting ``lance.auto_cleanup.interval`` / ``older_than``.
+
+        Parameters
+        ----------
+        config : AutoCleanupConfig
+            ``{"interval": versions, "older_than_seconds": seconds}``.
+        """
+        from lance_gpu.write.dataset_writer import _humantime
+        from lance_gpu.write.operations import update_config
+
+        update_config(self._ds, config={
+            "lance.auto_cleanup.interval": str(int(config["interval"])),
+            "lance.auto_cleanup.older_than": _humantime(int(config["older_than_seconds"])),
+        })
+
+    def disable_auto_cleanup(self) -> None:
+        """Stop cleaning after commits: one UpdateConfig removing the auto cleanup keys."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self._ds, config={"lance.auto_cleanup.interval": None, "lance.auto_cleanup.older_than": None})
