@@ -99,6 +99,25 @@ class VersionNotFoundError(LanceGpuError, ValueError):
     point at a version that does not exist (pylance raises ``ValueError`` in both cases)."""
 
 
+class VersionMissingError(DatasetNotFoundError, VersionNotFoundError):
+    """The version number or tag asked for does not exist in the dataset.  pylance raises
+    ``ValueError`` when ``lance.dataset(uri, version=)`` opens it and ``OSError`` from
+    ``checkout_version`` / ``restore``: this is both (a ``FileNotFoundError`` and a
+    ``ValueError``), so either ``except`` catches it."""
+
+
+class ColumnExistsError(SchemaMismatchError, OSError):
+    """A new column (``add_columns``, ``merge``, ``merge_columns``) is named like an existing
+    one.  pylance raises ``OSError`` from ``add_columns`` and ``ValueError`` from a
+    fragment's ``merge_columns``: this is both."""
+
+
+class ColumnNotFoundError(SchemaMismatchError, OSError):
+    """A column named in ``drop_columns`` / ``alter_columns`` does not exist.  pylance raises
+    ``ValueError`` from ``drop_columns`` and ``OSError`` from ``alter_columns``: this is
+    both."""
+
+
 class TagExistsError(LanceGpuError, ValueError):
     """``tags.create`` of a tag that already exists; nothing was written."""
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.errors import ColumnExistsError, SchemaMismatchError
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import FragmentMetadata
@@ -182,7 +182,7 @@ def merge_columns(
     minor = int(ds.manifest.data_format.version.split(".")[1])
     dup = [n for n in values.schema.names if n in ds.schema.names]
     if dup:
-        raise SchemaMismatchError(f"Column {dup[0]} already exists in the dataset")
+        raise ColumnExistsError(f"Column {dup[0]} already exists in the dataset")
     lance_new = LanceSchema.from_arrow(blob_v2_schema(values.schema, minor), start_id=_next_field_id(ds))
     _check_types(lance_new, minor)
     physical_new = lance_new.to_arrow(physical=True)

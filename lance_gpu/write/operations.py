@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import ColumnExistsError, ColumnNotFoundError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_fields, read_rows
 from lance_gpu.table.manifest import (
@@ -197,7 +197,7 @@ def _dropped_schema(ds: LanceDataset, columns: Sequence[str]) -> LanceSchema:
         try:
             field = schema.field(name)
         except SchemaMismatchError:
-            raise SchemaMismatchError(f"Column {name} does not exist in the dataset") from None
+            raise ColumnNotFoundError(f"Column {name} does not exist in the dataset") from None
         drop |= {f.id for f in field.walk()}
     new = _schema_without(schema, drop)
     if not new.fields:
@@ -247,7 +247,7 @@ def _altered_schema(
         try:
             field = schema.field(alt["path"])
         except SchemaMismatchError:
-            raise SchemaMismatchError(f'Column "{alt["path"]}" does not exist in the dataset') from None
+            raise ColumnNotFoundError(f'Column "{alt["path"]}" does not exist in the dataset') from None
         change = changes.setdefault(field.id, {})
         if alt.get("name") is not None:
             change["name"] = str(alt["name"])
@@ -313,7 +313,7 @@ def _compile_sql_columns(ds: LanceDataset, exprs: Mapping[str, str]) -> tuple[li
     for name, text in exprs.items():
         if not isinstance(text, str):
             raise TypeError(f"add_columns: the expression of {name!r} must be a SQL string")
-        ir = lf._resolve(lf._Builder(ds.schema, text).build(lf._parse_sql(text)), text)
+        ir = lf._resolve(lf._Builder(ds.schema, text, f"add_columns expression {name!r} =").build(lf._parse_sql(text)), text)
         compiled[name] = lf._Compiler(text).compile(ir).expr
         read += [c for c in lf._collect_columns(ir, ds.schema) if c not in read]
 
@@ -414,7 +414,7 @@ def _add_columns_once(
     def new_schema(arrow: pa.Schema) -> LanceSchema:
         dup = [n for n in arrow.names if n in existing]
         if dup:
-            raise SchemaMismatchError(f"Column {dup[0]} already exists in the dataset")
+            raise ColumnExistsError(f"Column {dup[0]} already exists in the dataset")
         if len(set(arrow.names)) != len(arrow.names):
             raise SchemaMismatchError(f"duplicate new column names {arrow.names}")
         lance_new = LanceSchema.from_arrow(blob_v2_schema(arrow, minor), start_id=start_id)
@@ -584,7 +584,7 @@ def _cast_columns(
         try:
             field = schema.field(path)
         except SchemaMismatchError:
-            raise SchemaMismatchError(f'Column "{path}" does not exist in the dataset') from None
+            raise ColumnNotFoundError(f'Column "{path}" does not exist in the dataset') from None
         if len(field.path) != 1:
             raise UnsupportedFeatureError(f"alter_columns: data_type of nested field {path!r} cannot be changed")
         typ = alt["data_type"]
@@ -668,7 +668,7 @@ def merge(
     added = [f for f in right.schema if f.name != right_on]
     dup = [f.name for f in added if f.name in ds.schema.names]
     if dup:
-        raise SchemaMismatchError(f"merge: column {dup[0]!r} already exists in the dataset")
+        raise ColumnExistsError(f"merge: column {dup[0]!r} already exists in the dataset")
     keys = right.column(right_on)
     if pc.count_distinct(keys).as_py() != len(keys) - keys.null_count + (1 if keys.null_count else 0):
         raise ValueError(f"merge: the new data has duplicate values of {right_on!r}")
