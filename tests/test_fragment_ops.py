@@ -204,9 +204,11 @@ class _Recorder:
         class Recorder(base):
             def __init__(self):
                 self.calls = []
+                self.begun_files = []
 
             def begin(self, fragment, **kwargs):
                 self.calls.append(("begin", fragment.id, fragment.physical_rows, kwargs))
+                self.begun_files.append([(list(f.fields), f.file_size_bytes) for f in fragment.files])
 
             def complete(self, fragment, **kwargs):
                 self.calls.append(("complete", fragment.id, fragment.physical_rows,
@@ -234,6 +236,7 @@ def test_create_progress_names_the_fragment_id(tmp_path) -> None:
     meta = LanceFragment.create(str(tmp_path / "ours"), table, fragment_id=7, progress=ours)
     assert meta.id == 7
     assert [c[:3] for c in ours.calls] == [c[:3] for c in ref.calls] == [("begin", 7, None), ("complete", 7, 10)]
+    assert ours.begun_files == ref.begun_files == [[([], None)]]  # the file about to be written, as pylance
     assert ours.calls[1][3] == ref.calls[1][3]
 
 

@@ -166,13 +166,15 @@ def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_p
 
 
 def fragment_events(
-    tracker: object, fragment_id: int = 0
+    tracker: object, fragment_id: int = 0, begin_with_file: bool = False
 ) -> Callable[[str, table_pb2.DataFragment], None] | None:
     """The ``events`` adapter of :func:`_write_fragments` for a pylance-style tracker (an
     object with ``begin`` / ``complete`` methods, :class:`lance_gpu.progress.FragmentWriteProgress`),
     or None without one: each is called with the fragment as
-    :class:`~lance_gpu.txn.fragment.FragmentMetadata` (id ``fragment_id``; ``physical_rows``
-    None and no files at ``begin``, as pylance's)."""
+    :class:`~lance_gpu.txn.fragment.FragmentMetadata` (id ``fragment_id``).  At ``begin``,
+    as pylance's: ``physical_rows`` None, and no files -- or, with ``begin_with_file``
+    (``LanceFragment.create``), the file about to be written (its path and version; no
+    fields, size None)."""
     if tracker is None or not (hasattr(tracker, "begin") or hasattr(tracker, "complete")):
         return None
 
@@ -184,6 +186,10 @@ def fragment_events(
         meta.id = fragment_id
         if kind == "begin":
             meta.physical_rows = None  # type: ignore[assignment]
+            if not begin_with_file:
+                meta.files = []
+            for f in meta.files:
+                f.file_size_bytes = None
         hook(meta)
 
     return event
@@ -270,9 +276,11 @@ def _write_fragments(
                     raise SchemaMismatchError(f"column {arrow_schema.field(i).name!r} is not nullable but holds nulls")
             while batch.num_rows:
                 if writer is None:
-                    if events is not None:
-                        events("begin", table_pb2.DataFragment())
                     name = f"{uuid.uuid4().hex}.lance"
+                    if events is not None:
+                        opening = table_pb2.DataFragment()
+                        opening.files.add(path=name, file_major_version=2, file_minor_version=minor)
+                        events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
                     writer = LanceFileWriter(path, schema, minor, store=store)

@@ -144,7 +144,7 @@ def write_fragments(
 def _write_uncommitted(
     data: object, dataset_uri: Any, schema: pa.Schema | None, mode: str, max_rows_per_file: int,
     max_bytes_per_file: int, progress: Any, fragment_id: int, data_storage_version: str | None,
-    storage_options: dict[str, str] | None,
+    storage_options: dict[str, str] | None, begin_with_file: bool = False,
 ) -> tuple[Any, LanceSchema, list[FragmentMetadata], int]:
     """The files of :func:`write_fragments`: (base manifest or None, the schema written,
     the fragments, the file minor version); ``progress`` is told of fragment ``fragment_id``."""
@@ -162,7 +162,7 @@ def _write_uncommitted(
     arrow_schema, batches = coerce_input(data, schema)
     base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
     pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size,
-                                     fragment_events(progress, fragment_id))
+                                     fragment_events(progress, fragment_id, begin_with_file))
     return base, lance_schema, [FragmentMetadata.from_pb(f) for f in pbs], minor
 
 
@@ -185,7 +185,7 @@ def create_fragment(
     ``complete`` of the fragment, with id ``fragment_id``."""
     _base, _schema, frags, _minor = _write_uncommitted(
         data, dataset_uri, schema, mode, 1 << 62, 1 << 62, progress,
-        int(fragment_id or 0), data_storage_version, storage_options,
+        int(fragment_id or 0), data_storage_version, storage_options, begin_with_file=True,
     )
     if len(frags) != 1:
         raise ValueError("LanceFragment.create: data holds no rows")
