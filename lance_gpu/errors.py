@@ -112,6 +112,12 @@ class ColumnExistsError(SchemaMismatchError, OSError):
     fragment's ``merge_columns``: this is both."""
 
 
+class EmptyWriteError(LanceGpuError, ValueError, OSError):
+    """A write that must produce data has none: ``LanceFragment.create`` of no rows or of
+    no columns.  pylance raises ``OSError`` ("Input data was empty", "Cannot write with an
+    empty schema"); this is also a ``ValueError``."""
+
+
 class ColumnNotFoundError(SchemaMismatchError, OSError):
     """A column named in ``drop_columns`` / ``alter_columns`` does not exist.  pylance raises
     ``ValueError`` from ``drop_columns`` and ``OSError`` from ``alter_columns``: this is

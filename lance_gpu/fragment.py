@@ -467,6 +467,31 @@ class LanceFragment:
 
         return fragment_ops.merge_columns(self, value_func, columns, batch_size, reader_schema)
 
+    def merge(self, data_obj: Any, left_on: str, right_on: str | None = None,
+              schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
+        """Add the columns of ``data_obj`` joined on ``left_on = right_on`` (not committed;
+        rows without a match get nulls).
+
+        Parameters
+        ----------
+        data_obj : reader-like
+            The new columns and the join column ``right_on``.
+        left_on : str
+            This fragment's join column.
+        right_on : str, optional
+            The new data's join column (default ``left_on``).
+        schema : pyarrow.Schema, optional
+            The schema of ``data_obj``.
+
+        Returns
+        -------
+        tuple of FragmentMetadata and LanceSchema
+            Commit with ``LanceOperation.Merge``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.merge(self, data_obj, left_on, right_on, schema)
+
     def update_columns(self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
                        schema: pa.Schema | None = None, *, with_offsets: bool = False) -> tuple[Any, ...]:
         """Replace existing columns' values where the new data's key matches (not committed).

@@ -275,3 +275,19 @@ def test_data_replacement_of_created_fragment_file(uris) -> None:
     ref, ours = _both(uris, run)
     assert ours == ref
     _same_tables(uris)
+
+
+def test_fragment_merge_committed_with_merge_matches_pylance(uris) -> None:
+    extra = pa.table({"key": [0, 2, 4, 6, 8, 10, 99], "z": ["z0", "z2", "z4", "z6", "z8", "z10", "none"]})
+
+    def run(mod, ds):
+        metas, schema = [], None
+        for frag in ds.get_fragments():
+            meta, schema = frag.merge(extra, left_on="a", right_on="key")
+            metas.append(meta)
+        mod.LanceDataset.commit(ds.uri, mod.LanceOperation.Merge(metas, schema), read_version=ds.version)
+        return [_layout(m) for m in metas], schema.to_pyarrow()
+
+    ref, ours = _both(uris, run)
+    assert ours == ref
+    _same_tables(uris)

@@ -56,7 +56,7 @@ from lance_gpu.write.operations import (
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.fragment import LanceFragment
 
-__all__ = ["delete", "delete_rows", "merge_columns", "update_columns"]
+__all__ = ["delete", "delete_rows", "merge", "merge_columns", "update_columns"]
 
 _OFFSET = "__lance_gpu_row_offset__"
 #: A fragment's data file field id that no field reads (a column replaced by an update).
@@ -195,6 +195,30 @@ def merge_columns(
         raise
     schema = LanceSchema(list(ds.lance_schema.fields) + list(lance_new.fields), ds.lance_schema.metadata)
     return FragmentMetadata.from_pb(pb), schema
+
+
+def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None = None,
+          schema: pa.Schema | None = None) -> tuple[FragmentMetadata, LanceSchema]:
+    """New columns for ``frag`` from ``data_obj`` joined on ``frag.left_on =
+    data_obj.right_on`` (a left join: rows without a match get nulls); returns the fragment
+    with one more data file and the new schema, as :func:`merge_columns`."""
+    right_on = left_on if right_on is None else right_on
+    arrow, batches = coerce_input(data_obj, schema)
+    right = pa.Table.from_batches(list(batches), schema=arrow)
+    if right_on not in right.schema.names:
+        raise SchemaMismatchError(f"merge: column {right_on!r} is not in the new data")
+    if left_on not in frag.dataset.schema.names:
+        raise SchemaMismatchError(f"merge: column {left_on!r} is not in the dataset")
+    key = frag.to_table(columns=[left_on]).column(left_on).combine_chunks()
+    rkey = right.column(right_on).combine_chunks()
+    if not rkey.type.equals(key.type):
+        rkey = rkey.cast(key.type)
+    lpos, rpos = _join_positions(key, rkey)
+    added = right.drop_columns([right_on])
+    pick = np.full(len(key), -1, np.int64)
+    pick[lpos] = rpos
+    values = added.take(pa.array(pick, mask=pick < 0))
+    return merge_columns(frag, values)
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
+from lance_gpu.errors import EmptyWriteError
 from lance_gpu.io import ObjectStore, join
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import FragmentMetadata
@@ -160,6 +161,8 @@ def _write_uncommitted(
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     store, root = resolve_target(dataset_uri, storage_options)
     arrow_schema, batches = coerce_input(data, schema)
+    if len(arrow_schema) == 0:
+        raise EmptyWriteError("Cannot write with an empty schema (the data has no columns)")
     base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
     pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size,
                                      fragment_events(progress, fragment_id, begin_with_file))
@@ -188,7 +191,7 @@ def create_fragment(
         int(fragment_id or 0), data_storage_version, storage_options, begin_with_file=True,
     )
     if len(frags) != 1:
-        raise ValueError("LanceFragment.create: data holds no rows")
+        raise EmptyWriteError("LanceFragment.create: the input data was empty (no rows to write)")
     frag = frags[0]
     frag.id = int(fragment_id or 0)
     return frag
