@@ -132,12 +132,22 @@ def _udf_batches(frag: LanceFragment, udf: Any, read_columns: Sequence[str] | No
         columns = [c for c in read_columns if c not in ("_rowid", "_rowaddr")]
         with_row_id = "_rowid" in read_columns
         with_row_address = "_rowaddr" in read_columns
-    out_schema = udf.output_schema if isinstance(udf, BatchUDF) else None
+    if isinstance(udf, BatchUDF) and udf.output_schema is None:
+        # inferred from the first row, as pylance does: every batch must then match it
+        sample = next(iter(frag.to_batches(columns=columns, limit=1, with_row_id=with_row_id,
+                                           with_row_address=with_row_address)), None)
+        if sample is not None:
+            udf.output_schema = _as_table(udf(sample)).schema
     parts = []
     for batch in frag.to_batches(columns=columns, batch_size=batch_size or 1024, with_row_id=with_row_id,
                                  with_row_address=with_row_address):
         out = _as_table(udf(batch))
+        out_schema = udf.output_schema if isinstance(udf, BatchUDF) else (parts[0].schema if parts else None)
         if out_schema is not None:
+            if sorted(out.schema.names) != sorted(out_schema.names):
+                raise SchemaMismatchError(
+                    f"Output schema of function does not match the expected schema: got columns {out.schema.names}, "
+                    f"expected {out_schema.names}")
             out = out.select(out_schema.names).cast(out_schema)
         if out.num_rows != batch.num_rows:
             raise ValueError(f"merge_columns: the function returned {out.num_rows} rows for a batch of {batch.num_rows}")

@@ -12,6 +12,7 @@ lives in :mod:`lance_gpu.write.compaction`.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -50,6 +51,8 @@ __all__ = [
 ]
 
 _OFFSET = "__lance_gpu_row_offset__"
+#: ``CAST(NULL AS type)``: an add_columns expression that adds an all-null column.
+_NULL_CAST = re.compile(r"^\s*CAST\s*\(\s*NULL\s+AS\s+[^()]+(\([^()]*\))?\s*\)\s*$", re.IGNORECASE)
 #: Fragments whose filter columns are decoded at once by ``delete``.
 _DELETE_CHUNK = 16
 
@@ -401,6 +404,13 @@ def _add_columns_once(
     from lance_gpu.write.dataset_writer import _check_types
     from lance_gpu.write.inputs import coerce_input
 
+    if isinstance(transforms, Mapping) and transforms and all(
+            isinstance(v, str) and _NULL_CAST.match(v) for v in transforms.values()):
+        # every expression is ``CAST(NULL AS type)``: all-null columns, metadata only (as pylance)
+        from lance_gpu.filter import compile_expression
+
+        transforms = pa.schema([pa.field(name, compile_expression(text, ds.schema).type)
+                                for name, text in transforms.items()])
     if isinstance(transforms, pa.Field):
         transforms = [transforms]
     if isinstance(transforms, list) and transforms and all(isinstance(t, pa.Field) for t in transforms):
@@ -441,8 +451,17 @@ def _add_columns_once(
         if isinstance(udf, BatchUDF) and udf.checkpoint_file is not None:
             checkpoint = BatchUDFCheckpoint(udf.checkpoint_file)
 
+        first_names: list[list[str]] = []
+
         def call_udf(batch: pa.RecordBatch) -> pa.Table:
             out = _as_table(udf(batch))
+            expected = out_schema.names if out_schema is not None else (first_names[0] if first_names else None)
+            if expected is None:
+                first_names.append(out.schema.names)
+            elif sorted(out.schema.names) != sorted(expected):
+                raise SchemaMismatchError(
+                    f"Output schema of function does not match the expected schema: got columns {out.schema.names}, "
+                    f"expected {expected}")
             return out if out_schema is None else out.select(out_schema.names).cast(out_schema)
 
         fn = call_udf
