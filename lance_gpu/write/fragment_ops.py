@@ -138,7 +138,7 @@ def _udf_batches(frag: LanceFragment, udf: Any, read_columns: Sequence[str] | No
                                            with_row_address=with_row_address)), None)
         if sample is not None:
             udf.output_schema = _as_table(udf(sample)).schema
-    parts = []
+    parts: list[pa.Table] = []
     for batch in frag.to_batches(columns=columns, batch_size=batch_size or 1024, with_row_id=with_row_id,
                                  with_row_address=with_row_address):
         out = _as_table(udf(batch))
