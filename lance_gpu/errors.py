@@ -118,6 +118,12 @@ class EmptyWriteError(LanceGpuError, ValueError, OSError):
     empty schema"); this is also a ``ValueError``."""
 
 
+class RowCountMismatchError(LanceGpuError, ValueError, OSError):
+    """New column values (``add_columns`` / ``merge_columns`` from a reader) are fewer or
+    more than the rows they are for.  pylance raises ``OSError`` ("Stream ended before
+    producing values for all rows in dataset"); this is also a ``ValueError``."""
+
+
 class ColumnNotFoundError(SchemaMismatchError, OSError):
     """A column named in ``drop_columns`` / ``alter_columns`` does not exist.  pylance raises
     ``ValueError`` from ``drop_columns`` and ``OSError`` from ``alter_columns``: this is

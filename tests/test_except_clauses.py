@@ -52,6 +52,9 @@ CASES = [
         pa.table({"a": [1]})), ValueError, "nope"),
     ("read_transaction of a missing version", lambda m, u: m.dataset(u).read_transaction(99), OSError, "99"),
     ("fragment delete with an unknown column", lambda m, u: m.dataset(u).get_fragment(0).delete("nope > 1"), OSError, "'nope'"),
+    ("add_columns from a stream too short", lambda m, u: m.dataset(u).add_columns(
+        iter([pa.record_batch([pa.array([1])], ["f"])]), reader_schema=pa.schema([pa.field("f", pa.int64())])),
+     OSError, "Stream ended before producing values for all rows"),
     ("fragment create of no rows", lambda m, u: m.LanceFragment.create(u + "_empty", pa.table({"a": pa.array([], pa.int64())})),
      OSError, "empty"),
     ("fragment create of no columns", lambda m, u: m.LanceFragment.create(u + "_empty", pa.table({})), OSError, "empty schema"),

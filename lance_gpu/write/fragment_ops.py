@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.errors import ColumnExistsError, SchemaMismatchError
+from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMismatchError
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import FragmentMetadata
@@ -188,7 +188,8 @@ def merge_columns(
         values = pa.Table.from_batches(list(batches), schema=arrow)
     n_live = frag.count_rows()
     if values.num_rows != n_live:
-        raise ValueError(f"merge_columns: {values.num_rows} new values for the {n_live} rows of fragment {frag.fragment_id}")
+        raise RowCountMismatchError(
+            f"merge_columns: {values.num_rows} new values for the {n_live} rows of fragment {frag.fragment_id}")
     minor = int(ds.manifest.data_format.version.split(".")[1])
     dup = [n for n in values.schema.names if n in ds.schema.names]
     if dup:

@@ -23,7 +23,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import ColumnExistsError, ColumnNotFoundError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    ColumnExistsError,
+    ColumnNotFoundError,
+    RowCountMismatchError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_fields, read_rows
 from lance_gpu.table.manifest import (
@@ -481,7 +487,7 @@ def _add_columns_once(
             try:
                 b = next(source)
             except StopIteration:
-                raise ValueError("Stream ended before producing values for all rows in dataset") from None
+                raise RowCountMismatchError("Stream ended before producing values for all rows in dataset") from None
             if b.num_rows:
                 pending.append(b)
                 got += b.num_rows
@@ -527,7 +533,7 @@ def _add_columns_once(
             values = _physical(values, live, frag.physical_rows, arrow_new)
             frags_out.append(_with_new_data_file(ds, frag, values, lance_new, minor, op))
         if source is not None and (pending or next(source, None) is not None):
-            raise ValueError("add_columns: the new values have more rows than the dataset")
+            raise RowCountMismatchError("add_columns: the new values have more rows than the dataset")
         if lance_new is None:  # a dataset without fragments
             if source is not None:
                 lance_new = new_schema(_schema)
