@@ -1065,6 +1065,10 @@ def _safe_coerce_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar | No
         if pa.types.is_string(target) or pa.types.is_large_string(target):
             return pa.scalar(value.as_py(), target)
         return None
+    if pa.types.is_binary(src) or pa.types.is_large_binary(src):
+        if pa.types.is_binary(target) or pa.types.is_large_binary(target):
+            return pa.scalar(value.as_py(), target)  # X'...' against large_binary, as pylance
+        return None
     if pa.types.is_boolean(src):
         return value if pa.types.is_boolean(target) else None
     return value if src == target else None
