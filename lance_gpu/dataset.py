@@ -841,7 +841,7 @@ class LanceDataset:
         validate(self)
 
 def write_dataset(
-    data: Any,
+    data_obj: Any,
     uri: Any,
     schema: pa.Schema | None = None,
     mode: str = "create",
@@ -850,14 +850,14 @@ def write_dataset(
     store: object = None,
     **options: Any,
 ) -> LanceDataset:
-    """Write ``data`` as a new version of the dataset at ``uri`` and return the dataset at it
-    (pylance's ``lance.write_dataset``); every parameter is described at
+    """Write ``data_obj`` as a new version of the dataset at ``uri`` and return the dataset at
+    it (pylance's ``lance.write_dataset``, its parameter names); every parameter is described at
     :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
     reach object stores)."""
     from lance_gpu.txn.transaction import resolve_target
     from lance_gpu.write.dataset_writer import write_version
 
-    version = write_version(data, uri, schema, mode, storage_options=storage_options, store=store, **options)
+    version = write_version(data_obj, uri, schema, mode, storage_options=storage_options, store=store, **options)
     if store is not None:
         return LanceDataset(uri, version, storage_options=storage_options, store=store)
     store, root = resolve_target(uri, storage_options)

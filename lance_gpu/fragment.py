@@ -95,6 +95,23 @@ class LanceFragment:
 
         return create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
 
+    @staticmethod
+    def create_from_file(filename: str, dataset: LanceDataset, fragment_id: int) -> FragmentMetadata:
+        """The fragment of a data file already written under the dataset's ``data/``.
+
+        Parameters
+        ----------
+        filename : str
+            The file's name under ``data/``.
+        dataset : LanceDataset
+            The dataset whose fields the file's columns are (matched by name).
+        fragment_id : int
+            The id to give it (an ``Append`` commit numbers it afresh).
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.create_from_file(filename, dataset, fragment_id)
+
     @property
     def metadata(self) -> FragmentMetadata:
         """This fragment's :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's

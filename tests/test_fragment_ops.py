@@ -291,3 +291,28 @@ def test_fragment_merge_committed_with_merge_matches_pylance(uris) -> None:
     ref, ours = _both(uris, run)
     assert ours == ref
     _same_tables(uris)
+
+
+def test_create_from_file_appends_as_pylance(tmp_path) -> None:
+    """A file written with LanceFileWriter under data/ becomes a fragment (its id renumbered
+    by the Append), with either library on either side."""
+    import uuid
+
+    from lance_gpu.file import LanceFileWriter
+
+    data = pa.table({"a": pa.array(np.arange(50)), "b": pa.array(np.arange(50) * 2)})
+    for mod in (lance_gpu, lance):
+        uri = tmp_path / mod.__name__
+        ds = lance.write_dataset([], str(uri), schema=data.schema, data_storage_version="stable")
+        for n in range(2):
+            name = f"{uuid.uuid4()}.lance"
+            with LanceFileWriter(str(uri / "data" / name)) as writer:
+                writer.write_batch(data)
+            frag = mod.LanceFragment.create_from_file(name, mod.dataset(str(uri)), 0)
+            assert frag.physical_rows == 50 and frag.files[0].fields == [0, 1]
+            if mod is lance_gpu:
+                frag = lance.FragmentMetadata.from_json(json.dumps(frag.to_json()))
+            ds = lance.LanceDataset.commit(str(uri), lance.LanceOperation.Append([frag]), read_version=ds.version)
+            assert [f.fragment_id for f in ds.get_fragments()] == list(range(n + 1))
+        assert lance.dataset(str(uri)).count_rows() == 100
+        assert lance_gpu.dataset(str(uri)).to_table() == lance.dataset(str(uri)).to_table()

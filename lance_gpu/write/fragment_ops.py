@@ -54,9 +54,10 @@ from lance_gpu.write.operations import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lance_gpu.dataset import LanceDataset
     from lance_gpu.fragment import LanceFragment
 
-__all__ = ["delete", "delete_rows", "merge", "merge_columns", "update_columns"]
+__all__ = ["create_from_file", "delete", "delete_rows", "merge", "merge_columns", "update_columns"]
 
 _OFFSET = "__lance_gpu_row_offset__"
 #: A fragment's data file field id that no field reads (a column replaced by an update).
@@ -230,6 +231,29 @@ def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None
     pick[lpos] = rpos
     values = added.take(pa.array(pick, mask=pick < 0))
     return merge_columns(frag, values)
+
+
+def create_from_file(filename: str, ds: LanceDataset, fragment_id: int) -> FragmentMetadata:
+    """The fragment of one data file already written under ``ds``'s ``data/`` (by a
+    :class:`~lance_gpu.write.single_file.LanceFileWriter` with the dataset's columns):
+    its columns matched to the dataset's fields by name, its rows from its footer; for an
+    ``Append`` commit (which numbers it afresh)."""
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.io import join
+    from lance_gpu.txn.fragment import DataFile
+    from lance_gpu.write.blobs import column_field_ids
+
+    reader = LanceFileReader(join(ds.root, "data", filename), ds.store)
+    desc = reader.descriptor
+    names = [f.name for f in LanceSchema.from_protos(desc.schema.fields).fields]
+    try:
+        fields = [ds.lance_schema.field(n) for n in names]
+    except SchemaMismatchError as exc:
+        raise SchemaMismatchError(f"create_from_file: {filename} holds a column the dataset lacks: {exc}") from None
+    minor = reader.version.minor
+    ids = column_field_ids(LanceSchema(fields), minor)
+    data_file = DataFile(filename, ids, list(range(len(ids))), 2, minor, reader.io.size)
+    return FragmentMetadata(id=int(fragment_id), files=[data_file], physical_rows=int(desc.length))
 
 
 # --------------------------------------------------------------------------------------------
