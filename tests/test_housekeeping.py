@@ -104,3 +104,21 @@ def test_default_scan_options_and_commit_message_key(tmp_path) -> None:
         assert ours == lance.dataset(path, default_scan_options=kwargs).to_table()
     assert LANCE_COMMIT_MESSAGE_KEY == REF_COMMIT_MESSAGE_KEY
     assert lance_gpu.dataset(path).read_transaction(1).transaction_properties[LANCE_COMMIT_MESSAGE_KEY] == "hello"
+
+
+def test_commit_from_a_handle_whose_next_version_was_cleaned_up(tmp_path) -> None:
+    """A dataset handle at version 2 commits after versions 3..6 were written and 2..4
+    cleaned up: the commit lands after the latest (7), as pylance's, not at the freed 3."""
+    for mod, name in ((lance_gpu, "ours"), (lance, "ref")):
+        base = str(tmp_path / name)
+        ds = mod.write_dataset(TABLE, base, mode="create")
+        ds.update_config({"x": "1"})  # ds at version 2
+        for _ in range(4):
+            lance.write_dataset(TABLE, base, mode="append")
+        time.sleep(0.05)
+        lance.dataset(base).cleanup_old_versions(older_than=__import__("datetime").timedelta(0), retain_versions=2)
+        assert _history(lance, base) == [5, 6]
+        ds.update_config({"x": "2"})
+        assert ds.version == 7
+        assert _history(lance, base) == [5, 6, 7]
+        assert lance.dataset(base).config()["x"] == "2"

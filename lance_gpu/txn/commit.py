@@ -55,6 +55,7 @@ from lance_gpu.table.manifest import (
     list_versions,
     manifest_file_name,
     read_manifest_file,
+    read_version_hint,
 )
 from lance_gpu.txn.operations import Operation
 
@@ -144,6 +145,14 @@ def _committed_since(store: ObjectStore, root: str, version: int, naming: Naming
         v += 1
 
 
+def _hinted_past(store: ObjectStore, root: str, version: int) -> bool:
+    """Whether the version hint names a version at or after ``version``: versions were
+    committed since the base although ``version`` itself is free (cleaned up), so putting
+    it would publish a manifest below the latest (pylance commits after the latest)."""
+    hint = read_version_hint(store, root)
+    return hint is not None and hint >= version
+
+
 def _detached_version() -> int:
     return secrets.randbits(63) | DETACHED_VERSION_MASK
 
@@ -218,6 +227,10 @@ def commit(
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
             target = join(root, "_versions", name)
             try:
+                if not detached and current is not None and _hinted_past(store, root, version):
+                    # later versions exist although ``version`` does not (a cleanup removed
+                    # it): rebase on them instead of publishing below the latest
+                    raise FileExistsError(version)
                 with lock(version) if lock is not None else nullcontext():
                     publish_manifest(
                         store, target, serialize_manifest(manifest, txn, index_section), locked=lock is not None
