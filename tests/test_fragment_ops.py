@@ -316,3 +316,29 @@ def test_create_from_file_appends_as_pylance(tmp_path) -> None:
             assert [f.fragment_id for f in ds.get_fragments()] == list(range(n + 1))
         assert lance.dataset(str(uri)).count_rows() == 100
         assert lance_gpu.dataset(str(uri)).to_table() == lance.dataset(str(uri)).to_table()
+
+
+def test_fragment_merge_on_row_id_matches_pylance(uris) -> None:
+    def run(mod, ds):
+        ids = ds.to_table(columns=[], with_row_id=True).column("_rowid")
+        extra = pa.table({"_rowid": ids, "z": pa.array([f"r{k}" for k in range(len(ids))])})
+        metas, schema = [], None
+        for frag in ds.get_fragments():
+            meta, schema = frag.merge(extra, left_on="_rowid")
+            metas.append(meta)
+        mod.LanceDataset.commit(ds.uri, mod.LanceOperation.Merge(metas, schema), read_version=ds.version)
+        return [_layout(m) for m in metas]
+
+    ref, ours = _both(uris, run)
+    assert ours == ref
+    _same_tables(uris)
+
+
+def test_data_file_names_as_pylance(tmp_path) -> None:
+    """50 characters: 24 bits in binary, 104 in hex (pylance 14's names)."""
+    ref = lance.LanceFragment.create(str(tmp_path / "ref"), pa.table({"a": [1]})).files[0].path
+    ours = LanceFragment.create(str(tmp_path / "ours"), pa.table({"a": [1]})).files[0].path
+    for name in (ref, ours):
+        stem = name[: -len(".lance")]
+        assert name.endswith(".lance") and len(stem) == 50
+        assert set(stem[:24]) <= set("01") and set(stem[24:]) <= set("0123456789abcdef")

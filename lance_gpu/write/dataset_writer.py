@@ -165,6 +165,14 @@ def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_p
     )
 
 
+def data_file_name() -> str:
+    """A new data file's name as pylance 14 names them: a random 128-bit id written as its
+    first 24 bits in binary (spreading object-store key prefixes) then the other 104 bits
+    in hex -- 50 characters -- and ``.lance``."""
+    bits = uuid.uuid4().int
+    return f"{bits >> 104:024b}{bits & ((1 << 104) - 1):026x}.lance"
+
+
 def fragment_events(
     tracker: object, fragment_id: int = 0, begin_with_file: bool = False
 ) -> Callable[[str, table_pb2.DataFragment], None] | None:
@@ -276,7 +284,7 @@ def _write_fragments(
                     raise SchemaMismatchError(f"column {arrow_schema.field(i).name!r} is not nullable but holds nulls")
             while batch.num_rows:
                 if writer is None:
-                    name = f"{uuid.uuid4().hex}.lance"
+                    name = data_file_name()
                     if events is not None:
                         opening = table_pb2.DataFragment()
                         opening.files.add(path=name, file_major_version=2, file_minor_version=minor)

@@ -219,9 +219,12 @@ def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None
     right = pa.Table.from_batches(list(batches), schema=arrow)
     if right_on not in right.schema.names:
         raise SchemaMismatchError(f"merge: column {right_on!r} is not in the new data")
-    if left_on not in frag.dataset.schema.names:
+    virtual = left_on in ("_rowid", "_rowaddr")
+    if not virtual and left_on not in frag.dataset.schema.names:
         raise SchemaMismatchError(f"merge: column {left_on!r} is not in the dataset")
-    key = frag.to_table(columns=[left_on]).column(left_on).combine_chunks()
+    current = frag.to_table(columns=[] if virtual else [left_on], with_row_id=left_on == "_rowid",
+                            with_row_address=left_on == "_rowaddr")
+    key = current.column(left_on).combine_chunks()
     rkey = right.column(right_on).combine_chunks()
     if not rkey.type.equals(key.type):
         rkey = rkey.cast(key.type)

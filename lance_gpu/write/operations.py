@@ -13,7 +13,6 @@ lives in :mod:`lance_gpu.write.compaction`.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -533,7 +532,7 @@ def _add_columns_once(
             values = _physical(values, live, frag.physical_rows, arrow_new)
             frags_out.append(_with_new_data_file(ds, frag, values, lance_new, minor, op))
         if source is not None and (pending or next(source, None) is not None):
-            raise RowCountMismatchError("add_columns: the new values have more rows than the dataset")
+            raise RowCountMismatchError("Stream produced more values than expected for dataset")
         if lance_new is None:  # a dataset without fragments
             if source is not None:
                 lance_new = new_schema(_schema)
@@ -726,10 +725,10 @@ def _with_new_data_file(
     """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
     row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
-    from lance_gpu.write.dataset_writer import _data_file
+    from lance_gpu.write.dataset_writer import _data_file, data_file_name
     from lance_gpu.write.file_writer import LanceFileWriter
 
-    name = f"{uuid.uuid4().hex}.lance"
+    name = data_file_name()
     path = join(ds.root, "data", name)
     op.written.append(path)
     writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
