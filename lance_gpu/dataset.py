@@ -638,12 +638,69 @@ class LanceDataset:
 
     @property
     def index_metadata(self) -> list:
-        """Index metadata of this version (kept, not used for reading)."""
+        """The manifest's index entries of this version (``lance.table.IndexMetadata``; see
+        :mod:`lance_gpu.index.metadata`)."""
         section = self.manifest_file.index_section
         return list(section.indices) if section is not None else []
 
     def list_indices(self) -> list[dict]:
-        return [{"name": i.name, "uuid": i.uuid.uuid.hex() if i.HasField("uuid") else "", "fields": list(i.fields)} for i in self.index_metadata]
+        """The indices of this version, as pylance: one dict per entry, sorted by name
+        (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
+        import warnings
+
+        from lance_gpu.index.metadata import list_indices
+
+        warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
+                      "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
+        return list_indices(self.manifest, self.manifest_file.index_section)
+
+    def describe_indices(self) -> list:
+        """One :class:`~lance_gpu.index.metadata.IndexDescription` per index, as pylance."""
+        from lance_gpu.index.metadata import describe_indices
+
+        live = {f.fragment_id: f for f in self.fragments}
+        return describe_indices(self.manifest, self.manifest_file.index_section, lambda i: live[i].live_count())
+
+    def create_scalar_index(self, column: str, index_type: Any, name: str | None = None, *, replace: bool = True,
+                            train: bool = True, fragment_ids: list[int] | None = None, index_uuid: str | None = None,
+                            **kwargs: Any) -> None:
+        """Build a scalar index and commit it; this object moves to the new version.
+
+        Parameters
+        ----------
+        column : str
+            The top-level column to index.
+        index_type : str
+            ``"BTREE"``, ``"BITMAP"`` or ``"LABEL_LIST"`` (a list column).
+        name : str, optional
+            The index name (default ``"<column>_idx"``).
+        replace : bool
+            Replace an index of that name (on the same column); refused when False.
+        train : bool
+            Must be True (empty indices are not supported).
+        fragment_ids : list of int, optional
+            Refused, as pylance refuses it here (``ValueError``).
+        index_uuid : str, optional
+            The new index's uuid.
+
+        See :mod:`lance_gpu.write.indices`.
+        """
+        from lance_gpu.write.indices import create_scalar_index
+
+        create_scalar_index(self, column, index_type, name, replace=replace, train=train,
+                            fragment_ids=fragment_ids, index_uuid=index_uuid, **kwargs)
+
+    def drop_index(self, name: str) -> None:
+        """Remove the index ``name`` from a new version (its files stay for older ones).
+
+        Parameters
+        ----------
+        name : str
+            The index name.
+        """
+        from lance_gpu.write.indices import drop_index
+
+        drop_index(self, name)
 
     # -- reading: every read is a scan plan run by an executor ---------------------------
 
@@ -704,9 +761,12 @@ class LanceDataset:
         nearest : dict, optional
             An exact nearest-neighbour search, as pylance's: ``{"column": name, "q": vector or
             2-D array of vectors, "k": 10, "metric": "l2" | "cosine" | "dot" | "hamming",
-            "nprobes", "refine_factor", "use_index", ...}`` (the index options are accepted;
-            every search is exact).  Adds a float32 ``_distance`` column (and a leading
-            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.
+            "nprobes", "refine_factor", "use_index", "distance_range": (lower, upper)}`` (the
+            index options are accepted; every search is exact; a multivector column takes a
+            2-D ``q`` as one query).  Adds a float32 ``_distance`` column (and a leading
+            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.  With
+            ``device="gpu"`` the vectors are decoded and searched in device memory
+            (``lance_gpu.scan.nearest_device``).
         prefilter : bool, optional
             With ``nearest`` and ``filter``: filter first, then search (True), or search then
             filter, which may leave fewer than ``k`` rows (False, the default).

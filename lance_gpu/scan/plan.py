@@ -111,6 +111,7 @@ class ScanPlan:
     window_pushed: bool = False  # limit / offset were folded into the selections
     options: Mapping[str, Any] = field(default_factory=dict)
     nearest: NearestQuery | None = None  # exact nearest-neighbour search (lance_gpu.scan.nearest)
+    index_queries: tuple[str, ...] = ()  # scalar index queries that narrowed the selections
 
     def describe(self) -> str:
         """A readable account of what the plan reads (``explain_plan``)."""
@@ -126,6 +127,7 @@ class ScanPlan:
             f"  batch_size={self.batch_size}, strict_batch_size={self.strict_batch_size}, "
             f"batch_readahead={self.batch_readahead}, fragment_readahead={self.fragment_readahead}",
         ]
+        lines.extend(f"  ScalarIndexQuery: query={q}" for q in self.index_queries)
         if self.nearest is not None:
             lines.append(self.nearest.describe())
         return "\n".join(lines)
@@ -295,9 +297,36 @@ def build_plan(
 
         plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
+    # (a search's pre-filter narrows the rows searched; a post-filter must see every row)
+    if isinstance(filter, str) and selections is None and (plan.nearest is None or plan.nearest.prefilter) \
+            and not include_deleted_rows and options.get("use_scalar_index") is not False:
+        plan = _use_scalar_indices(plan, ds, filter, frag_list)
     if filter is None and plan.nearest is None and (lim is not None or off):
         plan = _push_down_window(plan, frag_list)
     return plan
+
+
+def _use_scalar_indices(plan: ScanPlan, ds: LanceDataset, filter_text: str, frags: list[LanceFragment]) -> ScanPlan:
+    """Narrow the row selections to the rows the version's scalar indices select for the
+    filter (:mod:`lance_gpu.index.query`); fragments an index covers and selects no row of
+    are dropped, fragments no index covers are read whole."""
+    from lance_gpu.index.query import index_selections
+
+    mf = ds.manifest_file
+    found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema,
+                             virtual_schema(ds), filter_text, frags)
+    if found is None:
+        return plan
+    ids: list[int] = []
+    sel: list[np.ndarray | None] = []
+    for fid, rows in zip(plan.fragment_ids, plan.selections, strict=True):
+        if fid in found.selections:
+            rows = found.selections[fid]
+            if rows is not None and rows.size == 0:
+                continue
+        ids.append(fid)
+        sel.append(rows)
+    return _replace(plan, fragment_ids=tuple(ids), selections=tuple(sel), index_queries=tuple(found.used))
 
 
 def _push_down_window(plan: ScanPlan, frags: list[LanceFragment]) -> ScanPlan:

@@ -158,6 +158,11 @@ class LanceScanner:
         resolve_device("gpu")
         ds = self.dataset
         plan = self.plan
+        if plan.nearest is not None:  # the search's k rows per query, as one device table
+            from lance_gpu.scan.nearest_device import device_result
+
+            yield device_result(plan, ds, GpuExecutor(self.on_cpu_fallback))
+            return
         resolved = resolve(plan, ds)
         executor = GpuExecutor(self.on_cpu_fallback)
         units = plan_units(plan, ds, None)

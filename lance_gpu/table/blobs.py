@@ -25,13 +25,14 @@ column itself; ``to_table`` returns the descriptors, ``take_blobs`` file-like ob
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu.errors import UnsupportedEncodingError, UnsupportedFeatureError
+from lance_gpu.errors import InvalidArgumentError, UnsupportedEncodingError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
 from lance_gpu.io.store import ObjectStore, ReadHandle, join
@@ -204,11 +205,52 @@ class BlobFile(io.RawIOBase):
         self._pos += n
         return n
 
+    def read_range(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` of the blob, without moving the cursor (pylance's
+        ``BlobFile.read_range``); a range past the blob's end raises :class:`InvalidArgumentError`."""
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """One payload per ``(offset, length)`` range, in input order, without moving the cursor;
+        every range is checked against the blob's size before any is read."""
+        if self.closed:
+            raise ValueError("I/O operation on a closed BlobFile")
+        for offset, length in ranges:
+            if offset < 0 or length < 0:
+                raise InvalidArgumentError(f"blob range ({offset}, {length}) is negative")
+            if offset + length > self._size:
+                raise InvalidArgumentError(f"blob range end {offset + length} exceeds blob size {self._size}")
+        if self._reader is None:
+            self._reader = self._store.open(self._path)
+        reader = self._reader
+        return [reader.read(self._start + offset, length).tobytes() if length else b"" for offset, length in ranges]
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
         super().close()
+
+
+class BlobColumn:
+    """pylance's ``lance.BlobColumn``: iterate a binary column's values as file-like objects
+    (``io.BytesIO``; a null value reads as empty, as pylance's does).
+
+    Parameters
+    ----------
+    blob_column : pyarrow.Array or pyarrow.ChunkedArray
+        A ``binary`` or ``large_binary`` column (anything else raises :class:`InvalidArgumentError`).
+    """
+
+    def __init__(self, blob_column: pa.Array | pa.ChunkedArray) -> None:
+        if not isinstance(blob_column, pa.Array | pa.ChunkedArray):
+            raise InvalidArgumentError(f"Expected a pyarrow.Array or pyarrow.ChunkedArray, got {type(blob_column)}")
+        if not (pa.types.is_large_binary(blob_column.type) or pa.types.is_binary(blob_column.type)):
+            raise InvalidArgumentError(f"Expected a binary array, got {blob_column.type}")
+        self.blob_column = blob_column
+
+    def __iter__(self) -> Iterator[io.BytesIO]:
+        return (io.BytesIO(value.as_py() or b"") for value in self.blob_column)
 
 
 def sidecar_name(blob_id: int) -> str:

@@ -41,11 +41,12 @@ from lance_gpu.table import features
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
+from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
+from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
-    fragment_bitmap,
-    remap_btree,
+    remap_index,
 )
 from lance_gpu.write.operations import _commit
 
@@ -228,6 +229,10 @@ def compact_once(
     rewritten_ids = {f.fragment_id for task in tasks for f in task}
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
+    # with stable row ids, indices of row ids (bitmaps, label lists) stay valid: pylance 14
+    # keeps their files and moves their fragment bitmaps; btrees (row addresses) are remapped
+    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS)]
+    to_remap = [i for i in to_remap if i not in moved]
     for index in to_remap:
         check_remappable(index, store.uri(root))
 
@@ -270,12 +275,13 @@ def compact_once(
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
+                new_uuid, files = remap_index(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
         rewrite.cleanup(store)
         raise
     rewrite.groups = groups
+    rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
     manifest = _commit(ds, rewrite)
     ds.reload(int(manifest.version))
     return metrics
@@ -408,3 +414,9 @@ class DatasetOptimizer:
         from lance_gpu.write.operations import update_config
 
         update_config(self._ds, config={"lance.auto_cleanup.interval": None, "lance.auto_cleanup.older_than": None})
+
+    def optimize_indices(self, **kwargs: object) -> None:
+        """See :func:`lance_gpu.write.indices.optimize_indices`."""
+        from lance_gpu.write.indices import optimize_indices
+
+        optimize_indices(self._ds, **kwargs)

@@ -225,6 +225,7 @@ def _write_fragments(
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
     durable, before the manifest that names them is put."""
+    from lance_gpu.write.device_input import DeviceBatch
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     data_dir = join(root, "data")
@@ -275,7 +276,9 @@ def _write_fragments(
 
     try:
         for batch in batches:
-            if order is not None:
+            if order is not None and isinstance(batch, DeviceBatch):
+                batch = batch.select(order, arrow_schema)
+            elif order is not None:
                 cols = [pa.nulls(batch.num_rows, f.type) if i < 0 else batch.column(i) for i, f in zip(order, arrow_schema, strict=True)]
                 cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
                 batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
@@ -448,7 +451,7 @@ def write_version(
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     ostore, root = resolve(uri, storage_options, store=store)  # type: ignore[arg-type]
     minor = _minor_of(data_storage_version)
-    arrow_schema, batches = coerce_input(data, schema)
+    arrow_schema, batches = coerce_input(data, schema, device=True)
     _check_metadata(arrow_schema)
     # progress: pylance's FragmentWriteProgress (begin / complete per fragment), or our
     # ProgressHook callable told ("rows written", done, total) as batches are taken.

@@ -33,7 +33,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lance_gpu.errors import InvalidArgumentError, UnsupportedFeatureError
+from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
 from lance_gpu.io import join
+from lance_gpu.table import features
+from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
 from lance_gpu.write.compaction import (
@@ -45,7 +48,7 @@ from lance_gpu.write.compaction import (
     compact_files,
     plan_compaction,
 )
-from lance_gpu.write.index_remap import RowAddressMap, check_remappable, fragment_bitmap, remap_btree
+from lance_gpu.write.index_remap import RowAddressMap, check_remappable, remap_index
 from lance_gpu.write.operations import _commit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,7 +127,6 @@ class CompactionTask:
         dataset : LanceDataset
             The dataset (any version of it: the task reads its own ``read_version``).
         """
-        from lance_gpu.table import features
         from lance_gpu.write.commit import check_appendable
         from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
 
@@ -271,6 +273,10 @@ class Compaction:
         indices = list(base.index_section.indices) if base.index_section is not None else []
         rewritten_ids = {int(f.id) for old, _new in groups for f in old}
         to_remap = [i for i in indices if rewritten_ids & set(fragment_bitmap(i) or ())]
+        # as compact_files: with stable row ids, indices of row ids keep their files
+        stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
+        moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS)]
+        to_remap = [i for i in to_remap if i not in moved]
         try:
             for index in to_remap:
                 check_remappable(index, store.uri(root))
@@ -289,12 +295,13 @@ class Compaction:
                     for old, new in groups
                 )
                 for index in to_remap:
-                    new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
+                    new_uuid, files = remap_index(store, root, index, mapping, rewrite.written)
                     rewrite.rewritten.append((index, new_uuid, files))
         except BaseException:
             rewrite.cleanup(store)
             raise
         rewrite.groups = groups
+        rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
         manifest = _commit(ds, rewrite)
         for r in rewrites:
             for name in ("fragments_removed", "fragments_added", "files_removed", "files_added"):

@@ -160,7 +160,7 @@ def _write_uncommitted(
     if rows < 1 or size < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     store, root = resolve_target(dataset_uri, storage_options)
-    arrow_schema, batches = coerce_input(data, schema)
+    arrow_schema, batches = coerce_input(data, schema, device=True)
     if len(arrow_schema) == 0:
         raise EmptyWriteError("Cannot write with an empty schema (the data has no columns)")
     base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)

@@ -92,10 +92,18 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     deleted_ids: list[int] = []
     total = 0
     op = Delete([], [], text)
+    # rows a scalar index selects (the predicate is still evaluated on them), as pylance does
+    selected = _index_rows(ds, predicate) if isinstance(predicate, str) else {}
+    units_all = []
+    for frag in ds.fragments:
+        rows = selected.get(frag.fragment_id)
+        if rows is None:
+            units_all.append(ReadUnit(frag, frag.live_rows))
+        elif rows.size:
+            units_all.append(ReadUnit(frag, rows))
     try:
-        for start in range(0, len(ds.fragments), _DELETE_CHUNK):
-            chunk = ds.fragments[start : start + _DELETE_CHUNK]
-            units = [ReadUnit(frag, frag.live_rows) for frag in chunk]
+        for start in range(0, len(units_all), _DELETE_CHUNK):
+            units = units_all[start : start + _DELETE_CHUNK]
             for unit, table in zip(units, decode_fields(ds, units, fields)):
                 frag, rows = unit.fragment, unit.rows
                 offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
@@ -121,6 +129,17 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     op.updated = {int(f.id): f for f in updated}
     op.deleted_ids = deleted_ids
     return op, total
+
+
+def _index_rows(ds: LanceDataset, predicate: str) -> dict[int, np.ndarray | None]:
+    """Per fragment a scalar index covers: the live rows it selects for ``predicate`` (None:
+    all of them); fragments no index covers are absent (:mod:`lance_gpu.index.query`)."""
+    from lance_gpu.index.query import index_selections
+
+    mf = ds.manifest_file
+    found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema, ds.schema,
+                             predicate, ds.fragments)
+    return {} if found is None else found.selections
 
 
 def delete(
@@ -236,9 +255,35 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
     casts = [a for a in alterations if isinstance(a, Mapping) and a.get("data_type") is not None]
     renames = [a for a in alterations if not (isinstance(a, Mapping) and a.get("data_type") is not None)]
     if casts:  # a data rewrite: one Merge carrying the renames too, as pylance
+        _refuse_indexed_casts(ds, casts)
         _with_retries(ds, lambda target: _cast_columns(target, casts, renames))
     else:  # metadata only
         _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))
+
+
+def _refuse_indexed_casts(ds: LanceDataset, casts: Sequence[Mapping[str, Any]]) -> None:
+    """pylance refuses to cast a column an index is attached to (the rewrite invalidates it)."""
+    from lance_gpu.errors import IndexedColumnError
+
+    section = ds.manifest_file.index_section
+    if section is None:
+        return
+    names = []
+    for alt in casts:
+        try:
+            fid = ds.lance_schema.field(alt["path"]).id
+        except (SchemaMismatchError, KeyError):
+            continue  # reported by the cast itself
+        hit = sorted({i.name for i in section.indices if fid in i.fields})
+        if hit:
+            names.append((str(alt["path"]), hit))
+    if names:
+        cols = ", ".join(c for c, _ in names)
+        idx = sorted({n for _, hit in names for n in hit})
+        raise IndexedColumnError(
+            f"Invalid user input: Cannot cast column(s) [{cols}] to a new type: they have {len(idx)} index(es) attached: "
+            f"[{', '.join(idx)}]. Cast rewrites column data and invalidates any index on the affected column(s). "
+            "Drop the index(es) with drop_index() before altering, then recreate them after the cast completes.")
 
 
 def _altered_schema(
