@@ -19,7 +19,6 @@ import datetime as _dt
 import logging
 import os
 import re
-import shutil
 from typing import TYPE_CHECKING, TypedDict
 
 from lance_gpu._proto import table_pb2
@@ -116,8 +115,9 @@ def drop(base_uri: str | os.PathLike[str], storage_options: dict[str, str] | Non
         ) from None
     for meta in objects:
         store.delete(meta.path)
-    if os.path.isdir(root) and os.path.isabs(root):  # local files: the directories go too
-        shutil.rmtree(root, ignore_errors=True)
+    prune = getattr(store, "remove_empty_directories", None)
+    if prune is not None:  # local files: the directories go too
+        prune(root)
 
 
 def validate(ds: LanceDataset) -> None:

@@ -213,6 +213,7 @@ def commit(
             write_transaction_file(store, txn_key, txn, sync=False)
         current = base
         version = read_version + 1 if not detached else _detached_version()
+        trust_hint = True  # see _hinted_past
         synced: set[str] = set()
         while True:
             m, index_section = op.apply(store, root, current, version)
@@ -227,7 +228,7 @@ def commit(
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
             target = join(root, "_versions", name)
             try:
-                if not detached and current is not None and _hinted_past(store, root, version):
+                if not detached and current is not None and trust_hint and _hinted_past(store, root, version):
                     # later versions exist although ``version`` does not (a cleanup removed
                     # it): rebase on them instead of publishing below the latest
                     raise FileExistsError(version)
@@ -251,7 +252,11 @@ def commit(
                 raise DatasetExistsError(f"dataset {store.uri(root)} already exists: another writer created it first")
             # Check every version committed since, in order (read one by one until the first
             # that is not there: versions are consecutive), then try after the newest.
+            # A hint naming versions that are not there (stale, or written by hand) is not
+            # trusted again: the next attempt publishes ``version``.
+            trust_hint = False
             for winner in _committed_since(store, root, version, naming):
+                trust_hint = True
                 theirs = winner_transaction(store, root, winner)
                 if op.rebase(store, root, winner, theirs):
                     old_name = txn_name
