@@ -21,6 +21,9 @@ from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceEr
 from lance_gpu.fragment import LanceFragment
 from lance_gpu.io import resolve
 from lance_gpu.ops.cleanup import cleanup_old_versions
+from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig  # pylance's lance.dataset names
+from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
+from lance_gpu.ops.ordering import ordered_scanner
 from lance_gpu.ops.stats import DatasetStats
 from lance_gpu.scan import LanceScanner, scanner_for, take_rows
 from lance_gpu.scan.plan import ROW_ID
@@ -33,6 +36,7 @@ from lance_gpu.table.versions import storage_version, version_asof, versions
 from lance_gpu.txn.transaction import commit_operation, commit_transactions, resolve_target
 from lance_gpu.write.compaction import DatasetOptimizer
 from lance_gpu.write.dataset_writer import write_version
+from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_gpu.write.indices import create_scalar_index, drop_index
 from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
 from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, update
@@ -50,6 +54,9 @@ def dataset(
     device: str = "auto",
     storage_options: dict[str, str] | None = None,
     store: object = None,
+    default_scan_options: dict[str, Any] | None = None,
+    read_params: dict[str, Any] | None = None,
+    **options: Any,
 ) -> LanceDataset:
     """Open a Lance dataset at its latest version, or at ``version`` (a number or a tag).
 
@@ -71,7 +78,24 @@ def dataset(
     store : optional
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to read
         from; ``uri`` is then the dataset's path inside it.
+    default_scan_options : dict, optional
+        Scanner arguments every scan of this dataset gets unless it gives them
+        (``{"with_row_id": True}``...).
+    read_params : dict, optional
+        pylance's file reader tuning (``cache_repetition_index``, ``validate_on_decode``);
+        accepted, lance-gpu's reader needs neither.
+    **options
+        pylance's cache and session options (``block_size``, ``index_cache_size``,
+        ``metadata_cache_size_bytes``, ``session``, ``commit_lock``...), accepted and unused.
     """
+    ds = _open(uri, version, asof, device, storage_options, store)
+    if default_scan_options:
+        ds._default_scan_options = dict(default_scan_options)
+    return ds
+
+
+def _open(uri: Any, version: int | str | None, asof: Any, device: str, storage_options: dict[str, str] | None,
+          store: object) -> LanceDataset:
     if asof is not None and version is None:
         resolved_store, root = resolve(uri, storage_options, store=store)
         version = version_asof(resolved_store, root, asof)
@@ -104,6 +128,9 @@ class LanceDataset:
     mutation commits a new version and swaps its snapshot in with one attribute assignment
     (never moving the object back to an older version than a concurrent mutation put it
     at), so threads sharing one dataset object each see a whole version, old or new."""
+
+    #: Scanner arguments applied when a scan does not give them (``dataset(default_scan_options=)``).
+    _default_scan_options: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -733,14 +760,22 @@ class LanceDataset:
             With ``nearest`` and ``filter``: filter first, then search (True), or search then
             filter, which may leave fewer than ``k`` rows (False, the default).
         """
-        return scanner_for(
-            self._snapshot, device=device or self._device, on_cpu_fallback=on_cpu_fallback, columns=columns, filter=filter,
-            limit=limit, offset=offset, batch_size=batch_size, batch_readahead=batch_readahead,
-            fragment_readahead=fragment_readahead, scan_in_order=scan_in_order, fragments=fragments,
-            with_row_id=with_row_id, with_row_address=with_row_address, use_stats=use_stats,
+        args = dict(
+            columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
+            batch_readahead=batch_readahead, fragment_readahead=fragment_readahead, scan_in_order=scan_in_order,
+            fragments=fragments, with_row_id=with_row_id, with_row_address=with_row_address, use_stats=use_stats,
             io_buffer_size=io_buffer_size, late_materialization=late_materialization,
             include_deleted_rows=include_deleted_rows, strict_batch_size=strict_batch_size, **options,
         )
+        for key, value in (self._default_scan_options or {}).items():  # dataset(default_scan_options=)
+            if args.get(key) is None:
+                args[key] = value
+        order_by = args.pop("order_by", None)
+        if order_by is not None:
+            return ordered_scanner(
+                lambda **kw: self.scanner(device=device, on_cpu_fallback=on_cpu_fallback, **kw), order_by, **args
+            )
+        return scanner_for(self._snapshot, device=device or self._device, on_cpu_fallback=on_cpu_fallback, **args)
 
     def to_table(self, columns: Columns = None, filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
                  offset: int | None = None, **kwargs: Any) -> pa.Table:
@@ -829,8 +864,65 @@ class LanceDataset:
         return self
 
 
+    # -- history, housekeeping (lance_gpu.write.history, lance_gpu.ops.housekeeping) ---------
+
+    def read_transaction(self, version: int) -> Any:
+        """The transaction that committed ``version`` (pylance's ``read_transaction``).
+
+        Parameters
+        ----------
+        version : int
+            A version of this dataset.
+
+        Returns
+        -------
+        Transaction or None
+            None when the version records no transaction.
+        """
+        from lance_gpu.write.history import read_transaction
+
+        return read_transaction(self, version)
+
+    def get_transactions(self, recent_transactions: int = 10) -> list:
+        """The transactions of the latest ``recent_transactions`` versions up to this one,
+        newest first (pylance's ``get_transactions``).
+
+        Parameters
+        ----------
+        recent_transactions : int, default 10
+            How many versions to go back.
+        """
+        from lance_gpu.write.history import get_transactions
+
+        return get_transactions(self, recent_transactions)
+
+    @staticmethod
+    def drop(base_uri: str | os.PathLike[str], storage_options: dict[str, str] | None = None,
+             ignore_not_found: bool | None = None) -> None:
+        """Delete the whole dataset at ``base_uri`` (pylance's ``LanceDataset.drop``).
+
+        Parameters
+        ----------
+        base_uri : str or Path
+            The dataset's root.
+        storage_options : dict, optional
+            Object store options.
+        ignore_not_found : bool, optional
+            Return quietly when nothing is there (else ``OSError``).
+        """
+        from lance_gpu.ops.housekeeping import drop
+
+        drop(base_uri, storage_options, ignore_not_found)
+
+    def validate(self) -> None:
+        """Check this version's metadata against its data files (pylance's ``validate``);
+        raises :class:`~lance_gpu.errors.CorruptFileError` naming what is wrong."""
+        from lance_gpu.ops.housekeeping import validate
+
+        validate(self._snapshot)
+
 def write_dataset(
-    data: Any,
+    data_obj: Any,
     uri: Any,
     schema: pa.Schema | None = None,
     mode: str = "create",
@@ -839,11 +931,11 @@ def write_dataset(
     store: object = None,
     **options: Any,
 ) -> LanceDataset:
-    """Write ``data`` as a new version of the dataset at ``uri`` and return the dataset at it
-    (pylance's ``lance.write_dataset``); every parameter is described at
+    """Write ``data_obj`` as a new version of the dataset at ``uri`` and return the dataset at
+    it (pylance's ``lance.write_dataset``, its parameter names); every parameter is described at
     :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
     reach object stores)."""
-    version = write_version(data, uri, schema, mode, storage_options=storage_options, store=store, **options)
+    version = write_version(data_obj, uri, schema, mode, storage_options=storage_options, store=store, **options)
     if store is not None:
         return LanceDataset(uri, version, storage_options=storage_options, store=store)
     store, root = resolve_target(uri, storage_options)

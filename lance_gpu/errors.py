@@ -48,8 +48,10 @@ class SchemaMismatchError(LanceGpuError, ValueError):
     """Data does not match the dataset's schema, or a requested column does not exist."""
 
 
-class FilterError(LanceGpuError, ValueError):
-    """A filter predicate could not be parsed or refers to unknown columns."""
+class FilterError(LanceGpuError, ValueError, OSError):
+    """A filter predicate or SQL expression could not be parsed or refers to unknown
+    columns.  pylance raises ``ValueError`` for a bad scan filter and ``OSError`` for a bad
+    ``delete`` / ``add_columns`` expression: this is both, so either ``except`` catches it."""
 
 
 class DecimalArithmeticError(LanceGpuError, pa.ArrowInvalid):
@@ -95,6 +97,37 @@ class GpuUnavailableError(LanceGpuError, ImportError):
 class VersionNotFoundError(LanceGpuError, ValueError):
     """No version matches the request: ``asof`` precedes the first version, or a tag would
     point at a version that does not exist (pylance raises ``ValueError`` in both cases)."""
+
+
+class VersionMissingError(DatasetNotFoundError, VersionNotFoundError):
+    """The version number or tag asked for does not exist in the dataset.  pylance raises
+    ``ValueError`` when ``lance.dataset(uri, version=)`` opens it and ``OSError`` from
+    ``checkout_version`` / ``restore``: this is both (a ``FileNotFoundError`` and a
+    ``ValueError``), so either ``except`` catches it."""
+
+
+class ColumnExistsError(SchemaMismatchError, OSError):
+    """A new column (``add_columns``, ``merge``, ``merge_columns``) is named like an existing
+    one.  pylance raises ``OSError`` from ``add_columns`` and ``ValueError`` from a
+    fragment's ``merge_columns``: this is both."""
+
+
+class EmptyWriteError(LanceGpuError, ValueError, OSError):
+    """A write that must produce data has none: ``LanceFragment.create`` of no rows or of
+    no columns.  pylance raises ``OSError`` ("Input data was empty", "Cannot write with an
+    empty schema"); this is also a ``ValueError``."""
+
+
+class RowCountMismatchError(LanceGpuError, ValueError, OSError):
+    """New column values (``add_columns`` / ``merge_columns`` from a reader) are fewer or
+    more than the rows they are for.  pylance raises ``OSError`` ("Stream ended before
+    producing values for all rows in dataset"); this is also a ``ValueError``."""
+
+
+class ColumnNotFoundError(SchemaMismatchError, OSError):
+    """A column named in ``drop_columns`` / ``alter_columns`` does not exist.  pylance raises
+    ``ValueError`` from ``drop_columns`` and ``OSError`` from ``alter_columns``: this is
+    both."""
 
 
 class TagExistsError(LanceGpuError, ValueError):

@@ -283,8 +283,9 @@ def _check_virtual(virtual: list[str], table: pa.Table) -> None:
         )
 
 
-def compile_expression(sql: str, schema: pa.Schema) -> CompiledExpression:
-    """Compile any pylance SQL expression (not only predicates) against ``schema``.
+def compile_expression(sql: str, schema: pa.Schema, role: str = "expression") -> CompiledExpression:
+    """Compile any pylance SQL expression (not only predicates) against ``schema``;
+    ``role`` is what error messages call it (``"update expression"``...).
 
     This is the entry point for projections (``columns={"name": "sql expression"}``):
     columns, struct fields, literals, operators, CAST and every function in
@@ -297,7 +298,7 @@ def compile_expression(sql: str, schema: pa.Schema) -> CompiledExpression:
         raise TypeError(f"a SQL expression must be a string, got {type(sql).__name__}")
     if not sql.strip():
         raise FilterError("empty SQL expression")
-    compiled, ir, udfs = _compile_text(sql, schema)
+    compiled, ir, udfs = _compile_text(sql, schema, role)
     virtual = _collect_virtual(ir)
     _validate(compiled.expr, _with_virtual(schema, virtual), sql, project=True)
     return CompiledExpression(compiled.expr, compiled.type, _collect_columns(ir, schema), virtual, sql, udfs)
@@ -347,12 +348,12 @@ def _parse_filter_text(filter: str, schema: pa.Schema) -> CompiledFilter:  # noq
 _parse_filter_text_cached = functools.lru_cache(maxsize=128)(_parse_filter_text)
 
 
-def _compile_text(text: str, schema: pa.Schema) -> tuple[_C, _Node, tuple[UdfSpec, ...]]:
+def _compile_text(text: str, schema: pa.Schema, role: str = "filter") -> tuple[_C, _Node, tuple[UdfSpec, ...]]:
     tree = _parse_sql(text)
     _check_function_names(text)
     if tree.find(exp.Cast) is not None:
         _check_type_spellings(text)
-    ir = _resolve(_Builder(schema, text).build(tree), text)
+    ir = _resolve(_Builder(schema, text, role).build(tree), text)
     compiler = _Compiler(text)
     compiled = compiler.compile(ir)
     return compiled, ir, tuple(compiler.udfs)
@@ -799,9 +800,11 @@ def _is_text(t: pa.DataType) -> bool:
 class _Builder:
     """sqlglot AST → logical tree, resolving column names against the schema."""
 
-    def __init__(self, schema: pa.Schema, source: str) -> None:
+    def __init__(self, schema: pa.Schema, source: str, role: str = "filter") -> None:
         self.schema = schema
         self.source = source
+        #: What the user wrote, as error messages call it ("filter", "add_columns expression").
+        self.role = role
 
     def unsupported(self, node: exp.Expression, what: str | None = None) -> FilterError:
         try:
@@ -809,7 +812,7 @@ class _Builder:
         except (sqlglot.errors.SqlglotError, ValueError, TypeError, KeyError):  # pragma: no cover
             text = node.key
         what = what or f"{_construct_name(node)} is"
-        return FilterError(f"unsupported filter construct in {self.source!r}: {text!r} ({what} not supported)")
+        return FilterError(f"unsupported {self.role} construct in {self.source!r}: {text!r} ({what} not supported)")
 
     # -- columns ------------------------------------------------------------------------
 
@@ -824,21 +827,21 @@ class _Builder:
                 return self.schema.field(folded[0])
             if len(folded) > 1:
                 raise FilterError(
-                    f"column name {name!r} in filter {self.source!r} is ambiguous "
+                    f"column name {name!r} in {self.role} {self.source!r} is ambiguous "
                     f"(matches {folded}); quote it with backticks"
                 )
         if name.lower() in VIRTUAL_COLUMNS:
             return pa.field(name.lower(), pa.uint64())
         shown = names if len(names) <= 20 else [*names[:20], "..."]
         raise FilterError(
-            f"no column named {name!r} in filter {self.source!r}; columns are {shown} "
+            f"no column named {name!r} in {self.role} {self.source!r}; columns are {shown} "
             "(quote names with backticks; double quotes make a string literal, as in pylance)"
         )
 
     def child(self, col: _Col, name: str) -> _Col:
         if not pa.types.is_struct(col.type):
             raise FilterError(
-                f"cannot access field {name!r} of {'.'.join(col.path)!r} in filter "
+                f"cannot access field {name!r} of {'.'.join(col.path)!r} in {self.role} "
                 f"{self.source!r}: it is {col.type}, not a struct"
             )
         index = col.type.get_field_index(name)
@@ -846,7 +849,7 @@ class _Builder:
             names = [col.type.field(i).name for i in range(col.type.num_fields)]
             raise FilterError(
                 f"struct column {'.'.join(col.path)!r} has no field {name!r} "
-                f"(filter {self.source!r}); fields are {names}"
+                f"({self.role} {self.source!r}); fields are {names}"
             )
         return _Col((*col.path, name), col.type.field(index).type)
 
@@ -963,7 +966,7 @@ class _Builder:
             raise self.unsupported(node, "IN with a subquery is")
         negated = negated != bool(node.args.get("negate"))
         if not node.expressions:
-            raise FilterError(f"could not parse filter {self.source!r}: IN needs at least one value")
+            raise FilterError(f"could not parse {self.role} {self.source!r}: IN needs at least one value")
         return _InList(self.build(node.this), [self.build(e) for e in node.expressions], negated)
 
     def between(self, node: exp.Between, negated: bool) -> _Node:
@@ -1025,21 +1028,21 @@ class _Builder:
             precision = int_param(0)
             if precision not in units:
                 raise FilterError(
-                    f"unsupported timestamp precision {precision} in filter {self.source!r} (use 0, 3, 6 or 9)"
+                    f"unsupported timestamp precision {precision} in {self.role} {self.source!r} (use 0, 3, 6 or 9)"
                 )
             return pa.timestamp(units[precision])
         if kind == T.DECIMAL:
             if len(params) != 2:
-                raise FilterError(f"decimal needs a precision and a scale in filter {self.source!r}: {node.sql()!r}")
+                raise FilterError(f"decimal needs a precision and a scale in {self.role} {self.source!r}: {node.sql()!r}")
             precision, scale = int_param(0), int_param(1)
             try:
                 return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
             except (ValueError, pa.ArrowInvalid) as e:
-                raise FilterError(f"invalid decimal type in filter {self.source!r}: {e}") from None
+                raise FilterError(f"invalid decimal type in {self.role} {self.source!r}: {e}") from None
         if kind in (T.TIMESTAMPTZ, T.TIMESTAMPLTZ):
-            raise FilterError(f"time zones are not supported in timestamp types (filter {self.source!r})")
+            raise FilterError(f"time zones are not supported in timestamp types ({self.role} {self.source!r})")
         raise FilterError(
-            f"unsupported data type {dt.sql()!r} in filter {self.source!r}; supported: {_SUPPORTED_TYPES_TEXT}"
+            f"unsupported data type {dt.sql()!r} in {self.role} {self.source!r}; supported: {_SUPPORTED_TYPES_TEXT}"
         )
 
 
@@ -1075,6 +1078,10 @@ def _safe_coerce_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar | No
     if pa.types.is_string(src) or pa.types.is_large_string(src):
         if pa.types.is_string(target) or pa.types.is_large_string(target):
             return pa.scalar(value.as_py(), target)
+        return None
+    if pa.types.is_binary(src) or pa.types.is_large_binary(src):
+        if pa.types.is_binary(target) or pa.types.is_large_binary(target):
+            return pa.scalar(value.as_py(), target)  # X'...' against large_binary, as pylance
         return None
     if pa.types.is_boolean(src):
         return value if pa.types.is_boolean(target) else None

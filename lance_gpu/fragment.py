@@ -9,7 +9,7 @@ or more data files (each holding some of the schema's fields), an optional delet
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,6 +69,23 @@ class LanceFragment:
     def pb(self) -> table_pb2.DataFragment:
         """The manifest's ``DataFragment`` message (read only)."""
         return self.snapshot.pb
+
+    @staticmethod
+    def create_from_file(filename: str, dataset: LanceDataset, fragment_id: int) -> FragmentMetadata:
+        """The fragment of a data file already written under the dataset's ``data/``.
+
+        Parameters
+        ----------
+        filename : str
+            The file's name under ``data/``.
+        dataset : LanceDataset
+            The dataset whose fields the file's columns are (matched by name).
+        fragment_id : int
+            The id to give it (an ``Append`` commit numbers it afresh).
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.create_from_file(filename, dataset, fragment_id)
 
     @property
     def metadata(self) -> FragmentMetadata:
@@ -162,6 +179,120 @@ class LanceFragment:
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | dict[str, str] | None = None) -> pa.Table:
         """Rows at the given offsets among this fragment's live rows, in the order given."""
         return take_rows(self.snapshot.snapshot, indices, columns, fragments=[self.snapshot], device=self.dataset.device)
+
+    # -- fragment-level writes for distributed pipelines (lance_gpu.write.fragment_ops) --------
+
+    def delete(self, predicate: str) -> FragmentMetadata | None:
+        """Delete the rows matching ``predicate`` (not committed).
+
+        Parameters
+        ----------
+        predicate : str
+            A SQL predicate selecting the rows to delete.
+
+        Returns
+        -------
+        FragmentMetadata or None
+            The fragment with its new deletion file, or None when no row is left; commit
+            with ``LanceOperation.Delete``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.delete(self, predicate)
+
+    def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
+        """Delete the rows at the given physical offsets within this fragment (not committed).
+
+        Parameters
+        ----------
+        offsets : iterable of int
+            0-based physical row offsets.
+
+        Returns
+        -------
+        FragmentMetadata or None
+            As :meth:`delete`.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.delete_rows(self, offsets)
+
+    def merge_columns(self, value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
+                      reader_schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
+        """Write new columns for this fragment (not committed).
+
+        Parameters
+        ----------
+        value_func : dict, callable, BatchUDF or reader-like
+            As :meth:`LanceDataset.add_columns` takes it.
+        columns : list of str, optional
+            The columns a function reads (``_rowid`` / ``_rowaddr`` allowed).
+        batch_size : int, optional
+            Rows per batch handed to a function.
+        reader_schema : pyarrow.Schema, optional
+            The schema of a reader-like ``value_func``.
+
+        Returns
+        -------
+        tuple of FragmentMetadata and LanceSchema
+            The fragment with one more data file and the new schema; commit with
+            ``LanceOperation.Merge``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.merge_columns(self, value_func, columns, batch_size, reader_schema)
+
+    def merge(self, data_obj: Any, left_on: str, right_on: str | None = None,
+              schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
+        """Add the columns of ``data_obj`` joined on ``left_on = right_on`` (not committed;
+        rows without a match get nulls).
+
+        Parameters
+        ----------
+        data_obj : reader-like
+            The new columns and the join column ``right_on``.
+        left_on : str
+            This fragment's join column.
+        right_on : str, optional
+            The new data's join column (default ``left_on``).
+        schema : pyarrow.Schema, optional
+            The schema of ``data_obj``.
+
+        Returns
+        -------
+        tuple of FragmentMetadata and LanceSchema
+            Commit with ``LanceOperation.Merge``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.merge(self, data_obj, left_on, right_on, schema)
+
+    def update_columns(self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
+                       schema: pa.Schema | None = None, *, with_offsets: bool = False) -> tuple[Any, ...]:
+        """Replace existing columns' values where the new data's key matches (not committed).
+
+        Parameters
+        ----------
+        data_obj : reader-like
+            The join column ``right_on`` and the columns to update.
+        left_on : str, default "_rowid"
+            This fragment's join column (``_rowid`` / ``_rowaddr`` allowed).
+        right_on : str, optional
+            The new data's join column (default ``left_on``).
+        schema : pyarrow.Schema, optional
+            The schema of ``data_obj``.
+        with_offsets : bool, default False
+            Also return the matched physical offsets as a portable roaring bitmap.
+
+        Returns
+        -------
+        tuple
+            ``(FragmentMetadata, fields_modified)`` (plus the offsets' bytes); commit with
+            ``LanceOperation.Update(updated_fragments=..., fields_modified=...)``.
+        """
+        from lance_gpu.write import fragment_ops
+
+        return fragment_ops.update_columns(self, data_obj, left_on, right_on, schema, with_offsets=with_offsets)
 
 
 def _open_fragment(ds: LanceDataset, version: int, fragment_id: int) -> LanceFragment:

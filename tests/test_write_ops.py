@@ -307,7 +307,7 @@ def test_add_columns_errors(tmp_path):
     before = sorted(os.listdir(os.path.join(uri, "data")))
     with pytest.raises(ValueError, match="Stream ended"):
         ds.add_columns(pa.table({"x": pa.array(range(99))}))
-    with pytest.raises(ValueError, match="more rows"):
+    with pytest.raises(ValueError, match="more values than expected"):
         ds.add_columns(pa.table({"x": pa.array(range(101))}))
     with pytest.raises(SchemaMismatchError, match="already exists"):
         ds.add_columns(pa.table({"id": pa.array(range(100))}))

@@ -11,6 +11,7 @@ when it is a terminal, and never with ``--quiet``.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import traceback
 import warnings
@@ -52,11 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_MODE_HINT = re.compile(r"\(use mode='(\w+)'(?: or '(\w+)')?\)")
+
+
+def _as_flags(text: str) -> str:
+    """A library message's hint in the command line's terms: ``(use mode='append' or
+    'overwrite')`` becomes ``(use --mode append or --mode overwrite)``."""
+    def flags(m: re.Match[str]) -> str:
+        return f"(use --mode {m.group(1)}" + (f" or --mode {m.group(2)})" if m.group(2) else ")")
+
+    return _MODE_HINT.sub(flags, text)
+
+
 def _one_line(exc: BaseException, storage_options_given: bool) -> str:
     """The message of an error as one line (our errors carry the whole story in it)."""
     if isinstance(exc, TypeError) and storage_options_given and "storage_options" in str(exc):
         return "this build of lance-gpu does not accept storage options yet (--storage-option)"
-    text = str(exc).strip() or type(exc).__name__
+    text = _as_flags(str(exc).strip() or type(exc).__name__)
     if isinstance(exc, KeyError) and text.startswith(("'", '"')):
         text = text[1:-1]
     first = text.splitlines()[0]

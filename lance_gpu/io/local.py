@@ -366,6 +366,18 @@ class LocalStore:
         except OSError as exc:
             raise translate(exc, path, "delete") from exc
 
+    def remove_empty_directories(self, prefix: str) -> None:
+        """Remove the directories under ``prefix`` (and ``prefix`` itself) that hold no
+        file, deepest first: what deleting every object of a dataset leaves on a local file
+        system (object stores have no directories).  A directory that is not empty stays."""
+        if not os.path.isdir(prefix):
+            return
+        for dirpath, _dirnames, _files in sorted(os.walk(prefix), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:  # not empty (a file appeared, or a stray one stays)
+                pass
+
     def has_objects(self, prefix: str) -> bool:
         """Whether anything is at ``prefix`` (a directory, an empty one included, or a file):
         one ``stat``."""

@@ -32,7 +32,13 @@ from typing import Any, Literal
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import table_pb2, transaction_pb2
-from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, NotADatasetError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    CorruptFileError,
+    DatasetNotFoundError,
+    NotADatasetError,
+    UnsupportedFeatureError,
+    VersionMissingError,
+)
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
@@ -364,7 +370,7 @@ def _tag_version(store: ObjectStore, root: str, tag: str) -> int:
     try:
         doc = json.loads(store.get(key).decode("utf-8"))
     except FileNotFoundError as exc:
-        raise DatasetNotFoundError(f"dataset {store.uri(root)} has no version or tag {tag!r}") from exc
+        raise VersionMissingError(f"dataset {store.uri(root)} has no version or tag {tag!r}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptFileError(path, f"tag file is not valid JSON: {exc}") from exc
     version = doc.get("version") if isinstance(doc, dict) else None
@@ -402,7 +408,7 @@ def resolve_manifest(
     for info in versions:
         if info.version == version:
             return info
-    raise DatasetNotFoundError(
+    raise VersionMissingError(
         f"dataset {store.uri(root)} has no version {version} "
         f"(versions {versions[0].version}..{versions[-1].version})"
     )

@@ -56,6 +56,7 @@ from lance_gpu.table.manifest import (
     list_versions,
     manifest_file_name,
     read_manifest_file,
+    read_version_hint,
 )
 from lance_gpu.txn.operations import Operation
 from lance_gpu.txn.publish import (
@@ -73,6 +74,13 @@ __all__ = ["DEFAULT_CONFLICT_RETRIES", "commit", "run_with_retries"]
 
 DEFAULT_CONFLICT_RETRIES = 10
 T = TypeVar("T")
+
+
+#: Called after each commit publishes a (not detached) version, as
+#: ``hook(store, root, manifest, base_version)`` (``base_version``: the latest version the
+#: commit saw before its own).  Layers above register here (the auto cleanup of
+#: :mod:`lance_gpu.ops.housekeeping`); a hook must not raise.
+POST_COMMIT_HOOKS: list[Callable[[ObjectStore, str, table_pb2.Manifest, int], None]] = []
 
 
 def _transaction(
@@ -159,6 +167,14 @@ def _committed_since(store: ObjectStore, root: str, version: int, naming: Naming
         v += 1
 
 
+def _hinted_past(store: ObjectStore, root: str, version: int) -> bool:
+    """Whether the version hint names a version at or after ``version``: versions were
+    committed since the base although ``version`` itself is free (cleaned up), so putting
+    it would publish a manifest below the latest (pylance commits after the latest)."""
+    hint = read_version_hint(store, root)
+    return hint is not None and hint >= version
+
+
 def _detached_version() -> int:
     return secrets.randbits(63) | DETACHED_VERSION_MASK
 
@@ -210,6 +226,7 @@ def commit(
             write_transaction_file(store, txn_key, txn, sync=False)
         current = base
         version = read_version + 1 if not detached else _detached_version()
+        trust_hint = True  # see _hinted_past
         synced: set[str] = set()
         while True:
             m, index_section = op.apply(store, root, current, version)
@@ -224,6 +241,10 @@ def commit(
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
             target = join(root, "_versions", name)
             try:
+                if not detached and current is not None and trust_hint and _hinted_past(store, root, version):
+                    # later versions exist although ``version`` does not (a cleanup removed
+                    # it): rebase on them instead of publishing below the latest
+                    raise FileExistsError(version)
                 with lock(version) if lock is not None else nullcontext():
                     publish_manifest(
                         store, target, serialize_manifest(manifest, txn, index_section), locked=lock is not None
@@ -234,6 +255,8 @@ def commit(
                 txn_key = None
                 if not detached:
                     write_version_hint(store, root, version)
+                    for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)
+                        hook(store, root, manifest, int(current.manifest.version) if current is not None else 0)
                 return manifest
             if detached:
                 version = _detached_version()
@@ -242,7 +265,11 @@ def commit(
                 raise DatasetExistsError(f"dataset {store.uri(root)} already exists: another writer created it first")
             # Check every version committed since, in order (read one by one until the first
             # that is not there: versions are consecutive), then try after the newest.
+            # A hint naming versions that are not there (stale, or written by hand) is not
+            # trusted again: the next attempt publishes ``version``.
+            trust_hint = False
             for winner in _committed_since(store, root, version, naming):
+                trust_hint = True
                 theirs = winner_transaction(store, root, winner)
                 if op.rebase(store, root, winner, theirs):
                     old_name = txn_name

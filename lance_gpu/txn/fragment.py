@@ -33,6 +33,17 @@ _DELETION_TYPES = {"array": table_pb2.DeletionFile.ARROW_ARRAY, "bitmap": table_
 _DELETION_NAMES: dict[int, str] = {int(v): k for k, v in _DELETION_TYPES.items()}
 
 
+class _CallablePath(str):
+    """A data file's path; calling it (pylance's old ``path()`` method) warns and returns it."""
+
+    def __call__(self) -> str:
+        warnings.warn("DataFile.path() is deprecated, use DataFile.path instead", DeprecationWarning, stacklevel=2)
+        return str(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (str, (str(self),))
+
+
 class DataFile:
     """One data file of a fragment (pylance's ``lance.fragment.DataFile``).
 
@@ -62,7 +73,7 @@ class DataFile:
         file_size_bytes: int | None = None,
         base_id: int | None = None,
     ) -> None:
-        self.path = str(path)
+        self._path = str(path)
         self.fields = [int(f) for f in fields]
         self.column_indices = [int(c) for c in (column_indices or [])]
         self.file_major_version = int(file_major_version)
@@ -70,9 +81,24 @@ class DataFile:
         self.file_size_bytes = None if file_size_bytes is None else int(file_size_bytes)
         self.base_id = None if base_id is None else int(base_id)
 
+    @property
+    def path(self) -> str:
+        """The file's path under ``data/`` (a string that can still be called, as pylance's
+        deprecated ``path()`` method, with a ``DeprecationWarning``)."""
+        return _CallablePath(self._path)
+
+    @path.setter
+    def path(self, value: str) -> None:
+        self._path = str(value)
+
+    def field_ids(self) -> list[int]:
+        """Deprecated (pylance's): the ``fields`` list."""
+        warnings.warn("DataFile.field_ids is deprecated, use DataFile.fields instead", DeprecationWarning, stacklevel=2)
+        return self.fields
+
     def __repr__(self) -> str:
         return (
-            f"DataFile(path='{self.path}', fields={self.fields}, column_indices={self.column_indices}, "
+            f"DataFile(path='{self._path}', fields={self.fields}, column_indices={self.column_indices}, "
             f"file_major_version={self.file_major_version}, file_minor_version={self.file_minor_version}, "
             f"file_size_bytes={self.file_size_bytes})"
         )
@@ -89,12 +115,12 @@ class DataFile:
             "file_minor_version": self.file_minor_version,
             "file_size_bytes": self.file_size_bytes,
             "base_id": self.base_id,
-            "path": self.path,
+            "path": self._path,
         }
 
     def to_pb(self) -> table_pb2.DataFile:
         pb = table_pb2.DataFile(
-            path=self.path,
+            path=self._path,
             fields=self.fields,
             column_indices=self.column_indices,
             file_major_version=self.file_major_version,
@@ -318,7 +344,7 @@ class FragmentMetadata:
         return FragmentMetadata(
             id=int(d["id"]),
             files=[DataFile(**f) for f in d["files"]],
-            physical_rows=int(d["physical_rows"]),
+            physical_rows=None if d.get("physical_rows") is None else int(d["physical_rows"]),  # type: ignore[arg-type]
             deletion_file=None if deletion is None else DeletionFile(**deletion),
             row_id_meta=seq("row_id_meta", RowIdMeta),
             created_at_version_meta=seq("created_at_version_meta", RowDatasetVersionMeta),

@@ -334,6 +334,29 @@ class DatasetOptimizer:
             self._on_commit(compacted)
         return metrics
 
+    def enable_auto_cleanup(self, config: dict[str, int]) -> None:
+        """Clean old versions after commits (pylance's ``enable_auto_cleanup``): one
+        UpdateConfig setting ``lance.auto_cleanup.interval`` / ``older_than``.
+
+        Parameters
+        ----------
+        config : AutoCleanupConfig
+            ``{"interval": versions, "older_than_seconds": seconds}``.
+        """
+        from lance_gpu.write.dataset_writer import _humantime
+        from lance_gpu.write.operations import update_config
+
+        update_config(self._ds, config={
+            "lance.auto_cleanup.interval": str(int(config["interval"])),
+            "lance.auto_cleanup.older_than": _humantime(int(config["older_than_seconds"])),
+        })
+
+    def disable_auto_cleanup(self) -> None:
+        """Stop cleaning after commits: one UpdateConfig removing the auto cleanup keys."""
+        from lance_gpu.write.operations import update_config
+
+        update_config(self._ds, config={"lance.auto_cleanup.interval": None, "lance.auto_cleanup.older_than": None})
+
     def optimize_indices(self, **kwargs: object) -> None:
         """See :func:`lance_gpu.write.indices.optimize_indices`; the committed version's
         snapshot goes to ``on_commit``."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
+from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
@@ -165,6 +166,44 @@ def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_p
     )
 
 
+def data_file_name() -> str:
+    """A new data file's name as pylance 14 names them: a random 128-bit id written as its
+    first 24 bits in binary (spreading object-store key prefixes) then the other 104 bits
+    in hex -- 50 characters -- and ``.lance``."""
+    bits = uuid.uuid4().int
+    return f"{bits >> 104:024b}{bits & ((1 << 104) - 1):026x}.lance"
+
+
+def fragment_events(
+    tracker: object, fragment_id: int = 0, begin_with_file: bool = False
+) -> Callable[[str, table_pb2.DataFragment], None] | None:
+    """The ``events`` adapter of :func:`_write_fragments` for a pylance-style tracker (an
+    object with ``begin`` / ``complete`` methods, :class:`lance_gpu.progress.FragmentWriteProgress`),
+    or None without one: each is called with the fragment as
+    :class:`~lance_gpu.txn.fragment.FragmentMetadata` (id ``fragment_id``).  At ``begin``,
+    as pylance's: ``physical_rows`` None, and no files -- or, with ``begin_with_file``
+    (``LanceFragment.create``), the file about to be written (its path and version; no
+    fields, size None)."""
+    if tracker is None or not (hasattr(tracker, "begin") or hasattr(tracker, "complete")):
+        return None
+
+    def event(kind: str, frag: table_pb2.DataFragment) -> None:
+        hook = getattr(tracker, kind, None)
+        if not callable(hook):
+            return
+        meta = FragmentMetadata.from_pb(frag)
+        meta.id = fragment_id
+        if kind == "begin":
+            meta.physical_rows = None  # type: ignore[assignment]
+            if not begin_with_file:
+                meta.files = []
+            for f in meta.files:
+                f.file_size_bytes = None
+        hook(meta)
+
+    return event
+
+
 def _write_fragments(
     store: ObjectStore,
     root: str,
@@ -175,9 +214,14 @@ def _write_fragments(
     minor: int,
     max_rows_per_file: int,
     max_bytes_per_file: int,
+    events: Callable[[str, table_pb2.DataFragment], None] | None = None,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
     failure every file begun here is removed.  Returns the fragments and the files' keys.
+
+    ``events`` (a per-fragment progress tracker's adapter) is called ``("begin", fragment)``
+    before each file is opened (an empty fragment) and ``("complete", fragment)`` once it is
+    finished; with it, each file is finished before the next one begins.
 
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
@@ -218,6 +262,8 @@ def _write_fragments(
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         frag.files.append(_data_file(wname, schema, minor, size))
         fragments.append(frag)
+        if events is not None:
+            events("complete", frag)
 
     def close() -> None:
         nonlocal writer, closing
@@ -226,6 +272,8 @@ def _write_fragments(
         writer.flush()
         closing = (writer, name)
         writer = None
+        if events is not None:
+            finish_closing()
 
     try:
         for batch in batches:
@@ -240,7 +288,11 @@ def _write_fragments(
                     raise SchemaMismatchError(f"column {arrow_schema.field(i).name!r} is not nullable but holds nulls")
             while batch.num_rows:
                 if writer is None:
-                    name = f"{uuid.uuid4().hex}.lance"
+                    name = data_file_name()
+                    if events is not None:
+                        opening = table_pb2.DataFragment()
+                        opening.files.add(path=name, file_major_version=2, file_minor_version=minor)
+                        events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
                     writer = LanceFileWriter(path, schema, minor, store=store)
@@ -425,16 +477,9 @@ def write_version(
             check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     _check_types(lance_schema, minor)
     fragments, written = _write_fragments(
-        ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file
+        ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file,
+        fragment_events(fragment_progress),
     )
-    if fragment_progress is not None:
-        from lance_gpu.txn.fragment import FragmentMetadata
-
-        for frag in fragments:
-            meta = FragmentMetadata.from_pb(frag)
-            for hook in ("begin", "complete"):
-                if callable(getattr(fragment_progress, hook, None)):
-                    getattr(fragment_progress, hook)(meta)
     config: dict[str, str] = {}
     if auto_cleanup_options is not None and base is None:
         config["lance.auto_cleanup.interval"] = str(int(auto_cleanup_options["interval"]))

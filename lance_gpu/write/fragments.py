@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
+from lance_gpu.errors import EmptyWriteError
 from lance_gpu.io import ObjectStore, join
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.features import check_writer_flags
@@ -42,6 +43,7 @@ from lance_gpu.write.dataset_writer import (
     _minor_of,
     _strip,
     _write_fragments,
+    fragment_events,
 )
 from lance_gpu.write.inputs import coerce_input
 
@@ -110,8 +112,9 @@ def write_fragments(
         Accepted; lance-gpu chooses its own page sizes.
     max_bytes_per_file : int
         A file is closed at the first batch boundary after it reaches this size.
-    progress : optional
-        Accepted for pylance compatibility.
+    progress : FragmentWriteProgress, optional
+        A per-fragment tracker (:class:`lance_gpu.progress.FragmentWriteProgress`):
+        ``begin`` before each fragment's file is opened, ``complete`` once it is written.
     data_storage_version : str, optional
         ``"2.1"`` / ``"2.2"`` (``"stable"``) for new datasets.
     use_legacy_format, storage_options, enable_stable_row_ids
@@ -121,17 +124,10 @@ def write_fragments(
     -------
     list of FragmentMetadata, or Transaction when ``return_transaction``.
     """
-    if mode not in ("create", "append", "overwrite"):
-        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
-    rows = int(max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE)
-    size = int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE)
-    if rows < 1 or size < 1:
-        raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
-    store, root = resolve_target(dataset_uri, storage_options)
-    arrow_schema, batches = coerce_input(data, schema, device=True)
-    base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
-    pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size)
-    fragments = [FragmentMetadata.from_pb(f) for f in pbs]
+    base, lance_schema, fragments, minor = _write_uncommitted(
+        data, dataset_uri, schema, mode, max_rows_per_file, max_bytes_per_file, progress, 0,
+        data_storage_version, storage_options,
+    )
     if not return_transaction:
         return fragments
 
@@ -141,6 +137,29 @@ def write_fragments(
         0 if base is None else int(base.manifest.version),
         Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}"),
     )
+
+
+def _write_uncommitted(
+    data: object, dataset_uri: Any, schema: pa.Schema | None, mode: str, max_rows_per_file: int,
+    max_bytes_per_file: int, progress: Any, fragment_id: int, data_storage_version: str | None,
+    storage_options: dict[str, str] | None, begin_with_file: bool = False,
+) -> tuple[Any, LanceSchema, list[FragmentMetadata], int]:
+    """The files of :func:`write_fragments`: (base manifest or None, the schema written,
+    the fragments, the file minor version); ``progress`` is told of fragment ``fragment_id``."""
+    if mode not in ("create", "append", "overwrite"):
+        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
+    rows = int(max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE)
+    size = int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE)
+    if rows < 1 or size < 1:
+        raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
+    store, root = resolve_target(dataset_uri, storage_options)
+    arrow_schema, batches = coerce_input(data, schema, device=True)
+    if len(arrow_schema) == 0:
+        raise EmptyWriteError("Cannot write with an empty schema (the data has no columns)")
+    base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
+    pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size,
+                                     fragment_events(progress, fragment_id, begin_with_file))
+    return base, lance_schema, [FragmentMetadata.from_pb(f) for f in pbs], minor
 
 
 def create_fragment(
@@ -157,14 +176,15 @@ def create_fragment(
     storage_options: dict[str, str] | None = None,
 ) -> FragmentMetadata:
     """One fragment (one data file) of ``data`` for the dataset at ``dataset_uri``, not
-    committed (pylance's ``LanceFragment.create``); ``fragment_id`` defaults to 0."""
-    frags = write_fragments(
-        data, dataset_uri, schema, mode=mode, max_rows_per_file=1 << 62,
-        data_storage_version=data_storage_version, storage_options=storage_options,
+    committed (pylance's ``LanceFragment.create``); ``fragment_id`` defaults to 0.
+    ``progress`` (:class:`lance_gpu.progress.FragmentWriteProgress`) is told ``begin`` and
+    ``complete`` of the fragment, with id ``fragment_id``."""
+    _base, _schema, frags, _minor = _write_uncommitted(
+        data, dataset_uri, schema, mode, 1 << 62, 1 << 62, progress,
+        int(fragment_id or 0), data_storage_version, storage_options, begin_with_file=True,
     )
-    assert isinstance(frags, list)
     if len(frags) != 1:
-        raise ValueError("LanceFragment.create: data holds no rows")
+        raise EmptyWriteError("LanceFragment.create: the input data was empty (no rows to write)")
     frag = frags[0]
     frag.id = int(fragment_id or 0)
     return frag

@@ -13,7 +13,7 @@ lives in :mod:`lance_gpu.write.compaction`.
 
 from __future__ import annotations
 
-import uuid
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    ColumnExistsError,
+    ColumnNotFoundError,
+    IndexedColumnError,
+    RowCountMismatchError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
+from lance_gpu.filter import compile_expression
+from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_fields, read_rows, scanner_for
 from lance_gpu.table.deletion_writer import fragment_with_deletions
@@ -38,7 +47,7 @@ from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retr
 from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore, UpdateConfig, UpdateMap
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
-from lance_gpu.write.dataset_writer import _check_types, _data_file
+from lance_gpu.write.dataset_writer import _check_types, _data_file, data_file_name
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.rowlevel import row_addresses
 from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
@@ -56,6 +65,8 @@ __all__ = [
 ]
 
 _OFFSET = "__lance_gpu_row_offset__"
+#: ``CAST(NULL AS type)``: an add_columns expression that adds an all-null column.
+_NULL_CAST = re.compile(r"^\s*CAST\s*\(\s*NULL\s+AS\s+[^()]+(\([^()]*\))?\s*\)\s*$", re.IGNORECASE)
 #: Fragments whose filter columns are decoded at once by ``delete``.
 _DELETE_CHUNK = 16
 
@@ -128,11 +139,9 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
     return op, total
 
 
-def _index_rows(ds: LanceDataset, predicate: str) -> dict[int, np.ndarray | None]:
+def _index_rows(ds: TableSnapshot, predicate: str) -> dict[int, np.ndarray | None]:
     """Per fragment a scalar index covers: the live rows it selects for ``predicate`` (None:
     all of them); fragments no index covers are absent (:mod:`lance_gpu.index.query`)."""
-    from lance_gpu.index.query import index_selections
-
     mf = ds.manifest_file
     found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema, ds.schema,
                              predicate, ds.fragments)
@@ -216,7 +225,7 @@ def _dropped_schema(ds: TableSnapshot, columns: Sequence[str]) -> LanceSchema:
         try:
             field = schema.field(name)
         except SchemaMismatchError:
-            raise SchemaMismatchError(f"Column {name} does not exist in the dataset") from None
+            raise ColumnNotFoundError(f"Column {name} does not exist in the dataset") from None
         drop |= {f.id for f in field.walk()}
     new = _schema_without(schema, drop)
     if not new.fields:
@@ -252,10 +261,8 @@ def alter_columns(ds: TableSnapshot, *alterations: Mapping[str, Any]) -> TableSn
     return _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))  # metadata only
 
 
-def _refuse_indexed_casts(ds: LanceDataset, casts: Sequence[Mapping[str, Any]]) -> None:
+def _refuse_indexed_casts(ds: TableSnapshot, casts: Sequence[Mapping[str, Any]]) -> None:
     """pylance refuses to cast a column an index is attached to (the rewrite invalidates it)."""
-    from lance_gpu.errors import IndexedColumnError
-
     section = ds.manifest_file.index_section
     if section is None:
         return
@@ -291,7 +298,7 @@ def _altered_schema(
         try:
             field = schema.field(alt["path"])
         except SchemaMismatchError:
-            raise SchemaMismatchError(f'Column "{alt["path"]}" does not exist in the dataset') from None
+            raise ColumnNotFoundError(f'Column "{alt["path"]}" does not exist in the dataset') from None
         change = changes.setdefault(field.id, {})
         if alt.get("name") is not None:
             change["name"] = str(alt["name"])
@@ -357,7 +364,7 @@ def _compile_sql_columns(ds: TableSnapshot, exprs: Mapping[str, str]) -> tuple[l
     for name, text in exprs.items():
         if not isinstance(text, str):
             raise TypeError(f"add_columns: the expression of {name!r} must be a SQL string")
-        ir = lf._resolve(lf._Builder(ds.schema, text).build(lf._parse_sql(text)), text)
+        ir = lf._resolve(lf._Builder(ds.schema, text, f"add_columns expression {name!r} =").build(lf._parse_sql(text)), text)
         compiled[name] = lf._Compiler(text).compile(ir).expr
         read += [c for c in lf._collect_columns(ir, ds.schema) if c not in read]
 
@@ -441,6 +448,11 @@ def _add_columns_once(
     reader_schema: pa.Schema | None,
     batch_size: int | None,
 ) -> table_pb2.Manifest:
+    if isinstance(transforms, Mapping) and transforms and all(
+            isinstance(v, str) and _NULL_CAST.match(v) for v in transforms.values()):
+        # every expression is ``CAST(NULL AS type)``: all-null columns, metadata only (as pylance)
+        transforms = pa.schema([pa.field(name, compile_expression(text, ds.schema).type)
+                                for name, text in transforms.items()])
     if isinstance(transforms, pa.Field):
         transforms = [transforms]
     if isinstance(transforms, list) and transforms and all(isinstance(t, pa.Field) for t in transforms):
@@ -454,7 +466,7 @@ def _add_columns_once(
     def new_schema(arrow: pa.Schema) -> LanceSchema:
         dup = [n for n in arrow.names if n in existing]
         if dup:
-            raise SchemaMismatchError(f"Column {dup[0]} already exists in the dataset")
+            raise ColumnExistsError(f"Column {dup[0]} already exists in the dataset")
         if len(set(arrow.names)) != len(arrow.names):
             raise SchemaMismatchError(f"duplicate new column names {arrow.names}")
         lance_new = LanceSchema.from_arrow(blob_v2_schema(arrow, minor), start_id=start_id)
@@ -479,8 +491,17 @@ def _add_columns_once(
         if isinstance(udf, BatchUDF) and udf.checkpoint_file is not None:
             checkpoint = BatchUDFCheckpoint(udf.checkpoint_file)
 
+        first_names: list[list[str]] = []
+
         def call_udf(batch: pa.RecordBatch) -> pa.Table:
             out = _as_table(udf(batch))
+            expected = out_schema.names if out_schema is not None else (first_names[0] if first_names else None)
+            if expected is None:
+                first_names.append(out.schema.names)
+            elif sorted(out.schema.names) != sorted(expected):
+                raise SchemaMismatchError(
+                    f"Output schema of function does not match the expected schema: got columns {out.schema.names}, "
+                    f"expected {expected}")
             return out if out_schema is None else out.select(out_schema.names).cast(out_schema)
 
         fn = call_udf
@@ -500,7 +521,7 @@ def _add_columns_once(
             try:
                 b = next(source)
             except StopIteration:
-                raise ValueError("Stream ended before producing values for all rows in dataset") from None
+                raise RowCountMismatchError("Stream ended before producing values for all rows in dataset") from None
             if b.num_rows:
                 pending.append(b)
                 got += b.num_rows
@@ -546,7 +567,7 @@ def _add_columns_once(
             values = _physical(values, live, frag.physical_rows, arrow_new)
             frags_out.append(_with_new_data_file(ds, frag, values, lance_new, minor, op))
         if source is not None and (pending or next(source, None) is not None):
-            raise ValueError("add_columns: the new values have more rows than the dataset")
+            raise RowCountMismatchError("Stream produced more values than expected for dataset")
         if lance_new is None:  # a dataset without fragments
             if source is not None:
                 lance_new = new_schema(_schema)
@@ -616,7 +637,7 @@ def _cast_columns(
         try:
             field = schema.field(path)
         except SchemaMismatchError:
-            raise SchemaMismatchError(f'Column "{path}" does not exist in the dataset') from None
+            raise ColumnNotFoundError(f'Column "{path}" does not exist in the dataset') from None
         if len(field.path) != 1:
             raise UnsupportedFeatureError(f"alter_columns: data_type of nested field {path!r} cannot be changed")
         typ = alt["data_type"]
@@ -695,7 +716,7 @@ def merge(
     added = [f for f in right.schema if f.name != right_on]
     dup = [f.name for f in added if f.name in ds.schema.names]
     if dup:
-        raise SchemaMismatchError(f"merge: column {dup[0]!r} already exists in the dataset")
+        raise ColumnExistsError(f"merge: column {dup[0]!r} already exists in the dataset")
     keys = right.column(right_on)
     if pc.count_distinct(keys).as_py() != len(keys) - keys.null_count + (1 if keys.null_count else 0):
         raise ValueError(f"merge: the new data has duplicate values of {right_on!r}")
@@ -730,7 +751,7 @@ def _with_new_data_file(
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
     from lance_gpu.write.file_writer import LanceFileWriter
 
-    name = f"{uuid.uuid4().hex}.lance"
+    name = data_file_name()
     path = join(ds.root, "data", name)
     op.written.append(path)
     writer = LanceFileWriter(path, lance_new, minor, store=ds.store)

@@ -325,7 +325,7 @@ def update(
         from lance_gpu.filter import compile_expression
 
         schema = target.schema
-        compiled = {col: compile_expression(text, schema) for col, text in updates.items()}
+        compiled = {col: compile_expression(text, schema, f"update expression {col!r} =") for col, text in updates.items()}
         needs = {c for expr in compiled.values() for c in expr.columns}
         # a column whose new value does not read its old one is never read
         read = [n for n in schema.names if n not in compiled or n in needs]

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Exceptions that existing ``except`` clauses catch (issue 26 item 7): for each mistake,
+the builtin class pylance 14.0.2 raises (checked here on pylance) also catches ours, and our
+message names what the user wrote."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+
+import lance_gpu  # noqa: E402
+from lance_gpu.errors import LanceGpuError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("exc") / "e.lance")
+    lance.write_dataset(pa.table({"a": [1, 2, 3], "s": ["x", "y", "z"]}), path)
+    lance.dataset(path).tags.create("t1", 1)
+    return path
+
+
+#: (case, call(module, uri), the builtin pylance raises, text our message contains)
+CASES = [
+    ("missing dataset", lambda m, u: m.dataset(u + "_nope"), ValueError, "does not exist"),
+    ("missing version", lambda m, u: m.dataset(u, version=42), ValueError, "42"),
+    ("missing tag", lambda m, u: m.dataset(u, version="nosuchtag"), ValueError, "nosuchtag"),
+    ("checkout of a missing version", lambda m, u: m.dataset(u).checkout_version(42), OSError, "42"),
+    ("delete with an unknown column", lambda m, u: m.dataset(u).delete("nope = 1"), OSError, "'nope'"),
+    ("delete that does not parse", lambda m, u: m.dataset(u).delete("a = = 1"), OSError, "a = = 1"),
+    ("update with an unknown column", lambda m, u: m.dataset(u).update({"a": "nope + 1"}), ValueError, "update expression 'a'"),
+    ("update with a bad where", lambda m, u: m.dataset(u).update({"a": "1"}, where="nope > 1"), ValueError, "'nope'"),
+    ("add_columns with an unknown column", lambda m, u: m.dataset(u).add_columns({"b": "nope + 1"}), OSError,
+     "add_columns expression 'b'"),
+    ("add_columns of an existing column", lambda m, u: m.dataset(u).add_columns({"a": "a + 1"}), OSError, "Column a already exists"),
+    ("filter with an unknown column", lambda m, u: m.dataset(u).to_table(filter="nope > 1"), ValueError, "filter 'nope > 1'"),
+    ("filter that does not parse", lambda m, u: m.dataset(u).to_table(filter="a >"), ValueError, "a >"),
+    ("count_rows with a bad filter", lambda m, u: m.dataset(u).count_rows("nope > 1"), OSError, "'nope'"),
+    ("unknown projected column", lambda m, u: m.dataset(u).to_table(columns=["nope"]), ValueError, "nope"),
+    ("take out of range", lambda m, u: m.dataset(u).take([10]), OSError, "10"),
+    ("drop_columns of a missing column", lambda m, u: m.dataset(u).drop_columns(["nope"]), ValueError, "nope"),
+    ("alter_columns of a missing column", lambda m, u: m.dataset(u).alter_columns({"path": "nope", "name": "x"}), OSError, "nope"),
+    ("tag that exists", lambda m, u: m.dataset(u).tags.create("t1", 1), ValueError, "t1"),
+    ("delete of a missing tag", lambda m, u: m.dataset(u).tags.delete("zz"), ValueError, "zz"),
+    ("create over a dataset", lambda m, u: m.write_dataset(pa.table({"a": [1]}), u, mode="create"), OSError, "exists"),
+    ("append of another schema", lambda m, u: m.write_dataset(pa.table({"q": [1.0]}), u, mode="append"), OSError, "'q'"),
+    ("negative limit", lambda m, u: m.dataset(u).to_table(limit=-1), ValueError, "-1"),
+    ("unknown scanner argument", lambda m, u: m.dataset(u).scanner(bogus=1), TypeError, "bogus"),
+    ("merge_insert on a missing key", lambda m, u: m.dataset(u).merge_insert("nope").when_matched_update_all().execute(
+        pa.table({"a": [1]})), ValueError, "nope"),
+    ("read_transaction of a missing version", lambda m, u: m.dataset(u).read_transaction(99), OSError, "99"),
+    ("fragment delete with an unknown column", lambda m, u: m.dataset(u).get_fragment(0).delete("nope > 1"), OSError, "'nope'"),
+    ("add_columns from a stream too short", lambda m, u: m.dataset(u).add_columns(
+        iter([pa.record_batch([pa.array([1])], ["f"])]), reader_schema=pa.schema([pa.field("f", pa.int64())])),
+     OSError, "Stream ended before producing values for all rows"),
+    ("fragment create of no rows", lambda m, u: m.LanceFragment.create(u + "_empty", pa.table({"a": pa.array([], pa.int64())})),
+     OSError, "empty"),
+    ("fragment create of no columns", lambda m, u: m.LanceFragment.create(u + "_empty", pa.table({})), OSError, "empty schema"),
+    ("fragment merge_columns of an existing column", lambda m, u: m.dataset(u).get_fragment(0).merge_columns({"a": "a"}),
+     ValueError, "already exists"),
+]
+
+
+@pytest.mark.parametrize(("case", "call", "builtin", "text"), CASES, ids=[c[0] for c in CASES])
+def test_pylance_except_clause_catches_ours(uri: str, case: str, call, builtin: type, text: str) -> None:
+    with pytest.raises(builtin):
+        call(lance, uri)
+    with pytest.raises(builtin) as caught:
+        call(lance_gpu, uri)
+    assert isinstance(caught.value, LanceGpuError) or type(caught.value) in (ValueError, TypeError)
+    assert text in str(caught.value)
+
+
+def test_cli_hints_flags_not_keyword_arguments(tmp_path, capsys) -> None:
+    """The command line names its own flags in hints (``--mode append``), not the
+    library's keyword arguments (``mode='append'``)."""
+    import pyarrow.parquet as pq
+
+    from lance_gpu.cli import main
+
+    source = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"a": [1, 2]}), source)
+    dest = str(tmp_path / "t.lance")
+    assert main(["convert", source, dest, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["convert", source, dest, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "(use --mode append or --mode overwrite)" in err and "mode='" not in err

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pylance's single-file API (issue 26 item 2) against pylance 14.0.2: one ``.lance`` file of
+each version written by one library and read by the other (``read_all``, ``read_range``,
+``take_rows``, projection, schema metadata, ``metadata()``), and the errors pylance raises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+import lance.file as ref_file  # noqa: E402, F811
+
+from lance_gpu.file import LanceFileReader, LanceFileWriter  # noqa: E402
+
+VERSIONS = ["2.0", "2.1", "2.2"]
+
+
+def _table(n: int = 300) -> pa.Table:
+    rng = np.random.default_rng(5)
+    return pa.table({
+        "i": pa.array(np.arange(n, dtype=np.int64)),
+        "f": pa.array(rng.standard_normal(n), mask=rng.random(n) < 0.1),
+        "s": pa.array([f"v{k % 13}" * (k % 4) for k in range(n)]),
+        "st": pa.array([{"x": k, "l": [k, k + 1]} for k in range(n)]),
+        "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(4 * n).astype(np.float32)), 4),
+    })
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_our_file_reads_in_pylance(tmp_path, version: str) -> None:
+    table = _table()
+    path = str(tmp_path / "ours.lance")
+    with LanceFileWriter(path, version=version) as writer:
+        for batch in table.to_batches(max_chunksize=77):
+            writer.write_batch(batch)
+        writer.add_schema_metadata("who", "lance-gpu")
+    assert writer.size_bytes is not None and writer.size_bytes > 0
+    reader = ref_file.LanceFileReader(path)
+    assert reader.read_all().to_table() == table
+    assert reader.metadata().schema.metadata == {b"who": b"lance-gpu"}
+    assert reader.take_rows([0, 5, 299]).to_table() == table.take([0, 5, 299])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pylance_file_reads_in_ours(tmp_path, version: str) -> None:
+    table = _table()
+    path = str(tmp_path / "ref.lance")
+    with ref_file.LanceFileWriter(path, version=version) as writer:
+        writer.write_batch(table)
+        writer.add_schema_metadata("who", "pylance")
+    ours, ref = LanceFileReader(path), ref_file.LanceFileReader(path)
+    assert ours.read_all(batch_size=50).to_table() == ref.read_all().to_table() == table
+    assert ours.read_range(10, 40).to_table() == ref.read_range(10, 40).to_table()
+    assert ours.take_rows([3, 7, 250]).to_table() == ref.take_rows([3, 7, 250]).to_table()
+    assert LanceFileReader(path, columns=["s", "i"]).read_all().to_table() == \
+        ref_file.LanceFileReader(path, columns=["s", "i"]).read_all().to_table()
+    assert ours.num_rows() == ref.num_rows() == 300
+    om, rm = ours.metadata(), ref.metadata()
+    assert (om.schema, om.num_rows, om.major_version, om.minor_version) == (rm.schema, rm.num_rows, rm.major_version, rm.minor_version)
+    assert len(om.columns) == len(rm.columns)
+    assert [len(c.pages) for c in om.columns] == [len(c.pages) for c in rm.columns]
+    assert ours.read_global_buffer(0) == ref.read_global_buffer(0)
+
+
+def test_errors_match_pylance(tmp_path) -> None:
+    path = str(tmp_path / "e.lance")
+    for module in (ref_file, __import__("lance_gpu.file", fromlist=["x"])):
+        with pytest.raises(ValueError, match="Schema is unknown and file cannot be created"):
+            with module.LanceFileWriter(path):
+                pass
+    with LanceFileWriter(path, pa.schema([pa.field("a", pa.int64())])) as writer:
+        writer.write_batch(pa.table({"a": list(range(10))}))
+    for reader in (ref_file.LanceFileReader(path), LanceFileReader(path)):
+        with pytest.raises(ValueError):
+            reader.take_rows([0, 10]).to_table()
+
+
+def test_unclosed_writer_leaves_no_file(tmp_path) -> None:
+    path = tmp_path / "gone.lance"
+    writer = LanceFileWriter(str(path), pa.schema([pa.field("a", pa.int64())]))
+    writer.write_batch(pa.table({"a": [1, 2, 3]}))
+    del writer
+    assert not path.exists()
+    with LanceFileWriter(str(path), pa.schema([pa.field("a", pa.int64())])):
+        pass
+    assert ref_file.LanceFileReader(str(path)).read_all().to_table().num_rows == 0
+
+
+def test_unsorted_take_is_refused_as_pylance(tmp_path) -> None:
+    path = str(tmp_path / "u.lance")
+    with LanceFileWriter(path) as writer:
+        writer.write_batch(pa.table({"a": list(range(10))}))
+    for reader in (ref_file.LanceFileReader(path), LanceFileReader(path)):
+        with pytest.raises(ValueError, match="Indices must be sorted in ascending order"):
+            reader.take_rows([3, 1])
+        with pytest.raises(ValueError, match="not strictly increasing"):
+            reader.take_rows([1, 1]).to_table()
