@@ -33,6 +33,7 @@ __all__ = [
     "as_output",
     "launch_dims",
     "to_host",
+    "allocation_of",
     "DEFAULT_TPB",
 ]
 
@@ -342,3 +343,34 @@ def launch_dims(n, tpb=DEFAULT_TPB):
     tpb = int(tpb)
     blocks = max(1, (n + tpb - 1) // tpb)
     return blocks, tpb
+
+
+def allocation_of(x):
+    """``(key, whole, byte offset)`` of the device allocation holding the contiguous device
+    array ``x``: ``whole`` is a uint8 device array over the entire allocation (the pool
+    block, under a pool), ``key`` identifies it, and ``x`` starts ``byte offset`` bytes into
+    it.  Lets a batched kernel take many views of one allocation as one argument.  Where
+    the allocation cannot be found, ``x`` itself (as bytes) is its own allocation."""
+    dev = to_device(x)
+    if is_simulator():
+        host = dev._ary
+        root = host
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if not (root.flags.c_contiguous and host.flags.c_contiguous):
+            return id(host), dev.reshape(-1).view(np.uint8) if dev.ndim > 1 else dev.view(np.uint8), 0
+        offset = host.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return id(root), FakeCUDAArray(root.reshape(-1).view(np.uint8)), int(offset)
+    ptr = int(dev.__cuda_array_interface__["data"][0])
+    try:
+        from numba.cuda.cudadrv.driver import device_extents
+
+        start, end = device_extents(dev)
+    except Exception:  # numba without the helper, or memory the driver does not know
+        flat = dev.reshape(-1) if dev.ndim > 1 else dev
+        return ptr, flat.view(np.uint8), 0
+    desc = {"shape": (int(end) - int(start),), "typestr": "|u1", "data": (int(start), False), "version": 3, "strides": None}
+    whole = cuda_module().from_cuda_array_interface(desc, owner=dev, sync=False)
+    return int(start), whole, ptr - int(start)

@@ -239,3 +239,62 @@ def table_to_cudf(table: DeviceTable):
         return cudf.DataFrame(index=cudf.RangeIndex(table.num_rows))
     series = [column_to_cudf(c, name) for name, c in zip(table.names, table.columns, strict=True)]
     return cudf.DataFrame({s.name: s for s in series})
+
+
+# --------------------------------------------------------------------------------------------
+# A whole read, combined into cuDF's layout (lance_gpu.gpu.combine): wrapped as is
+
+
+def _mask_view(col):
+    return (_plc().gpumemoryview(col.mask), col.null_count) if col.mask is not None and col.null_count else (None, 0)
+
+
+def combined_to_plc(col):
+    """A ``pylibcudf.Column`` over a :class:`~lance_gpu.gpu.combine.CudfColumn`'s buffers,
+    with no copy and no launch (raises _NoZeroCopy for the types cuDF has no such form for)."""
+    t = col.type
+    if isinstance(t, pa.BaseExtensionType):
+        raise _NoZeroCopy(str(t))
+    plc = _plc()
+    s = t
+    n = col.length
+    mask, nulls = _mask_view(col)
+
+    def offsets_child(offsets):
+        if np.dtype(offsets.dtype) == np.int64 and not (pa.types.is_string(s) or pa.types.is_large_string(s)):
+            raise _NoZeroCopy("list offsets beyond 2^31 - 1")
+        tid = plc.TypeId.INT64 if np.dtype(offsets.dtype) == np.int64 else plc.TypeId.INT32
+        return plc.Column(plc.DataType(tid), n + 1, _view(offsets), None, 0, 0, [])
+
+    if pa.types.is_struct(s):
+        return plc.Column(plc.DataType(plc.TypeId.STRUCT), n, None, mask, nulls, 0, [combined_to_plc(c) for c in col.children])
+    if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or pa.types.is_fixed_size_list(s):
+        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [offsets_child(col.offsets), combined_to_plc(col.children[0])])
+    if pa.types.is_string(s) or pa.types.is_large_string(s):
+        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(col.data), mask, nulls, 0, [offsets_child(col.offsets)])
+    if _is_var(s):
+        raise _NoZeroCopy(str(s))
+    return plc.Column(_type_id(s), n, _view(col.data), mask, nulls, 0, [])
+
+
+def combined_to_cudf(names: list[str], cols: list, num_rows: int):
+    """One ``cudf.DataFrame`` of a read's combined columns (zero copy where cuDF has the
+    layout; a host copy through ``cudf.Series.from_arrow`` for the others, as
+    ``cudf.DataFrame.from_arrow`` of pylance's table does)."""
+    import cudf
+
+    if not names:
+        return cudf.DataFrame(index=cudf.RangeIndex(num_rows))
+    series = {}
+    for name, col in zip(names, cols, strict=True):
+        try:
+            series[name] = _with_dtype(cudf.Series.from_pylibcudf(combined_to_plc(col)), _expected_dtype(col.type)).rename(name)
+            continue
+        except _NoZeroCopy:
+            pass
+        except Exception as exc:  # a cuDF version whose API differs: still give the data
+            _warn_once(f"column {name!r} ({col.type}) went through a host copy: zero-copy construction failed ({type(exc).__name__}: {exc})")
+        arr = col.to_arrow()
+        wanted = cudf_arrow_type(arr.type)
+        series[name] = cudf.Series.from_arrow(arr if wanted.equals(arr.type) else arr.cast(wanted)).rename(name)
+    return cudf.DataFrame(series)

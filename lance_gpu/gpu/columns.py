@@ -105,6 +105,22 @@ class DeviceColumn:
             data = _array.as_device(taken).reshape(n * w)
         return DeviceColumn(self.type, n, validity, data)
 
+    def slice(self, lo: int, hi: int) -> DeviceColumn:
+        """Rows ``[lo, hi)`` as views of the same buffers (no copy, no launch): offsets keep
+        indexing the whole ``data`` / child, as a column's offsets may."""
+        n = hi - lo
+        if (lo, hi) == (0, self.length):
+            return self
+        s = _storage(self.type)
+        validity = None if self.validity is None else self.validity[lo:hi]
+        nulls = 0 if validity is None else None
+        if pa.types.is_struct(s):
+            return DeviceColumn(self.type, n, validity, children=[c.slice(lo, hi) for c in self.children], _nulls=nulls)
+        if _is_var(s) or _is_nested(s):
+            return DeviceColumn(self.type, n, validity, self.data, self.offsets[lo : hi + 1], self.children, _nulls=nulls)
+        w = self.width
+        return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls)
+
     def field(self, index: int) -> DeviceColumn:
         """Child ``index`` of a struct column, null where the struct is null (as
         ``pyarrow.compute.struct_field``)."""
@@ -309,6 +325,13 @@ class DeviceTable:
         cols = [c.take(d_rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows)) for c in self.columns]
         ids = None if self.row_ids is None else self.row_ids[rows]
         return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id)
+
+    def slice(self, lo: int, hi: int) -> DeviceTable:
+        """Rows ``[lo, hi)``: device columns as views (:meth:`DeviceColumn.slice`), Arrow
+        columns sliced."""
+        cols = [c.slice(lo, hi) if isinstance(c, DeviceColumn) else c.slice(lo, hi - lo) for c in self.columns]
+        ids = None if self.row_ids is None else self.row_ids[lo:hi]
+        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id)
 
     def to_arrow(self) -> pa.Table:
         """Host copy of every column (the GPU reader's ``to_table`` output)."""
