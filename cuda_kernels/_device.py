@@ -34,6 +34,8 @@ __all__ = [
     "launch_dims",
     "to_host",
     "allocation_of",
+    "work_table",
+    "table_prefix",
     "DEFAULT_TPB",
 ]
 
@@ -187,9 +189,69 @@ def pinned_uploads():
         scope.close()
 
 
+class _WorkTable:
+    """A host ``int64`` buffer holding many descriptor arrays (views of it), and its device
+    copy: a view of the host buffer uploads as the matching view of the device copy."""
+
+    def __init__(self, host, dev, prefixes):
+        self.host = host
+        self.dev = dev
+        self.lo = host.ctypes.data
+        self.hi = self.lo + host.nbytes
+        self.prefixes = prefixes  # (address, items) of a lengths view -> its prefix view
+
+    def find(self, arr):
+        if arr.dtype != self.host.dtype or arr.ndim != 1 or not arr.size or not arr.flags.c_contiguous:
+            return None
+        at = arr.ctypes.data
+        if at < self.lo or at + arr.nbytes > self.hi:
+            return None
+        k = (at - self.lo) // self.host.itemsize
+        return self.dev[k : k + arr.size]
+
+
+def _table_scope():
+    stack = getattr(_upload_state, "tables", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def work_table(host, prefixes=None):
+    """Upload the ``int64`` host buffer ``host`` in one copy (pinned and asynchronous inside
+    :func:`pinned_uploads`); inside the block, this thread's uploads of views of ``host``
+    (kernel wrappers' descriptors) are views of that copy, with no copy of their own, and
+    ``prefixes`` (``{(address, items) of a lengths view: its exclusive-scan view}``, both
+    views of ``host``) spares the wrappers computing and uploading those scans."""
+    host = np.ascontiguousarray(host, np.int64)
+    dev = _upload(host)
+    stack = getattr(_upload_state, "tables", None)
+    if stack is None:
+        stack = _upload_state.tables = []
+    stack.append(_WorkTable(host, dev, dict(prefixes or {})))
+    try:
+        yield dev
+    finally:
+        stack.pop()
+
+
+def table_prefix(lengths):
+    """The exclusive scan registered for the host array ``lengths`` by the current
+    :func:`work_table` (a view of its buffer), or None."""
+    table = _table_scope()
+    if table is None or not isinstance(lengths, np.ndarray) or not lengths.size:
+        return None
+    return table.prefixes.get((lengths.ctypes.data, lengths.size))
+
+
 def _upload(arr):
     """A device copy of the contiguous host array ``arr`` (pinned and asynchronous inside
-    :func:`pinned_uploads`)."""
+    :func:`pinned_uploads`; a view of the current :func:`work_table`'s copy where ``arr``
+    is a view of its buffer)."""
+    table = _table_scope()
+    if table is not None:
+        found = table.find(arr)
+        if found is not None:
+            return found
     scope = _upload_scope()
     if scope is not None and arr.ndim:
         return scope.put(arr)

@@ -89,12 +89,13 @@ class DeviceColumn:
             return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children])
         if _is_var(s):
             off, data = ck.gather_binary_gpu(self.offsets, self.data, indices)
-            return DeviceColumn(self.type, n, validity, _array.as_device(data), _array.as_device(off))
+            # the gathered bytes are allocated to their total: the span is known here
+            return DeviceColumn(self.type, n, validity, _array.as_device(data), _array.as_device(off), span=(0, int(data.shape[0])))
         if _is_nested(s):
             starts, lengths = ck.take_ranges_gpu(self.offsets, indices)
             child_idx, offsets = ck.expand_ranges_gpu(starts, lengths)
             child = self.children[0].take(_array.as_device(child_idx))
-            return DeviceColumn(self.type, n, validity, offsets=_array.as_device(offsets), children=[child])
+            return DeviceColumn(self.type, n, validity, offsets=_array.as_device(offsets), children=[child], span=(0, child.length))
         w = self.width
         rows = self.data[: self.length * w]
         if w in (1, 2, 4, 8):

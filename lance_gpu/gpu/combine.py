@@ -45,7 +45,8 @@ from cuda_kernels.pieces import pack_bitmask_segments_gpu, rebase_offsets_segmen
 from lance_gpu.gpu import _array, _kernels
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _fixed_to_arrow, _is_var, _storage
-from lance_gpu.gpu.plan import leaf_kind
+from lance_gpu.gpu.plan import Unsupported, leaf_kind
+from lance_gpu.gpu.worktable import pack_columns
 
 LAYOUTS = ("cudf", "device")
 INT32_MAX = 2**31 - 1
@@ -68,9 +69,14 @@ class CudfColumn:
     mask: DeviceArray | None = None  # uint32 bitmask words, padded to 64 bytes; None: no nulls
     null_count: int = 0
     children: list[CudfColumn] = field(default_factory=list)
+    #: a column of a type with no device layout (null-typed, Arrow dictionaries), kept as the
+    #: CPU reader gave it (cuDF gets it through ``cudf.Series.from_arrow``); no buffers then
+    host: pa.Array | None = None
 
     def to_arrow(self) -> pa.Array:
         """A host copy in the Arrow type (the buffers as handed to cuDF, checked without it)."""
+        if self.host is not None:
+            return self.host
         t = self.type
         s = _storage(t)
         n = self.length
@@ -393,6 +399,49 @@ def _rebase_launch(src, entry: list, out) -> None:
 
 
 def _run(b: _Builder, tops: list[_Out]) -> list:
+    """Allocate the arenas and launch the combining work, whose descriptors go up as one
+    work table (:func:`lance_gpu.gpu.worktable.pack_columns`) in one copy."""
+    _merge_generated(b)
+    cols = [(entry, k) for entry in [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.vcopies.values()]
+            for k in range(1, len(entry))]
+    scanned = [_is_length(entry, k, b) for entry, k in cols]
+    host, views, scans = pack_columns([entry[k] for entry, k in cols], scanned)
+    for (entry, k), v in zip(cols, views, strict=True):
+        entry[k] = v
+    with _device.work_table(host, scans):
+        return _launch(b, tops)
+
+
+def _merge_generated(b: _Builder) -> None:
+    """Sourceless offsets segments (the final offset of a column, fixed-size list offsets)
+    and all-valid bitmask runs join a launch of their kind (or make one of their own)."""
+    for (key, w) in [k for k in b.rebase if k[0] == "generated"]:
+        gen = b.rebase[(key, w)]
+        other = next((e for (k2, w2), e in b.rebase.items() if k2 != "generated" and w2 == w), None)
+        if other is not None:
+            for k in range(1, 7):
+                other[k].extend(gen[k])
+            del b.rebase[(key, w)]
+    gen_mask = b.masks.get("generated")
+    if gen_mask is not None:
+        other = next((e for k2, e in b.masks.items() if k2 != "generated"), None)
+        if other is not None:
+            for k in range(1, 5):
+                other[k].extend(gen_mask[k])
+            del b.masks["generated"]
+
+
+def _is_length(entry: list, k: int, b: _Builder) -> bool:
+    """Column ``k`` of a work entry is the lengths a wrapper scans (copies' byte counts,
+    offsets segments' counts)."""
+    if any(entry is e for e in b.copies.values()) or any(entry is e for e in b.vcopies.values()):
+        return k == 2
+    if any(entry is e for e in b.rebase.values()):
+        return k == 2
+    return False
+
+
+def _launch(b: _Builder, tops: list[_Out]) -> list:
     values = _array.empty(max(b.values, 1), np.uint8)
     offsets = {w: _array.empty(max(n, 1), np.int32 if w == 4 else np.int64) for w, n in b.off.items()}
     # the bitmask words / validity bytes and, after them, the null counters: one zeroed block
@@ -403,28 +452,11 @@ def _run(b: _Builder, tops: list[_Out]) -> list:
     counters = zeroed[head:].view(np.int64)
     for whole, src, nbytes, dst in b.copies.values():
         ck.copy_ranges_gpu(whole, src, nbytes, values, dst)
-    generated = {w: e for (key, w), e in b.rebase.items() if key == "generated"}
     for (key, w), entry in b.rebase.items():
-        if key == "generated":
-            continue
-        gen = generated.pop(w, None)
-        if gen is not None:  # the sourceless segments ride along
-            for k in range(1, 7):
-                entry[k].extend(gen[k])
-        _rebase_launch(entry[0], entry, offsets[w])
-    for w, gen in generated.items():
-        _rebase_launch(offsets[w], gen, offsets[w])
+        _rebase_launch(offsets[w] if key == "generated" else entry[0], entry, offsets[w])
     if b.cudf:
-        generated_mask = b.masks.pop("generated", None)
-        for whole, *lists in b.masks.values():
-            if generated_mask is not None:
-                for k in range(4):
-                    lists[k].extend(generated_mask[k + 1])
-                generated_mask = None
-            pack_bitmask_segments_gpu(whole, lists[0], lists[1], lists[2], lists[3], valid, counters)
-        if generated_mask is not None:
-            g = generated_mask
-            pack_bitmask_segments_gpu(valid.view(np.uint8), g[1], g[2], g[3], g[4], valid, counters)
+        for key, (whole, at, n, dst, column) in b.masks.items():
+            pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters)
     else:
         for whole, src, n, dst in b.vcopies.values():
             ck.copy_ranges_gpu(whole, src, n, valid, dst)
@@ -459,14 +491,48 @@ def combine_tables(tables: Sequence[DeviceTable], schema: pa.Schema, layout: str
     ``tables``, combined (:func:`combine`); columns the CPU reader decoded are uploaded."""
     if ranges is None:
         ranges = [(0, t.num_rows) for t in tables]
-    pieces: list[list[Piece]] = [[] for _ in schema]
+    device = [i for i, f in enumerate(schema) if _has_device_layout(f.type)]
+    pieces: list[list[Piece]] = [[] for _ in device]
     for table, (lo, hi) in zip(tables, ranges, strict=True):
-        for i, f in enumerate(schema):
-            col = table.column(f.name) if f.name in table.names else table.columns[i]
+        for j, i in enumerate(device):
+            col = _column(table, schema, i)
             if not isinstance(col, DeviceColumn):
                 col = DeviceColumn.from_arrow(col)
-            pieces[i].append((col, lo, hi))
-    return combine([f.type for f in schema], pieces, layout)
+            pieces[j].append((col, lo, hi))
+    combined = dict(zip(device, combine([schema.field(i).type for i in device], pieces, layout), strict=True))
+    out = []
+    for i, f in enumerate(schema):
+        if i in combined:
+            out.append(combined[i])
+            continue
+        parts = [_column(table, schema, i) for table in tables]
+        arr = pa.concat_arrays([p.slice(lo, hi - lo) for p, (lo, hi) in zip(parts, ranges, strict=True)]) if parts else pa.array([], f.type)
+        out.append(CudfColumn(f.type, len(arr), null_count=arr.null_count, host=arr) if layout == "cudf" else arr)
+    return out
+
+
+def _column(table: DeviceTable, schema: pa.Schema, i: int):
+    name = schema.field(i).name
+    return table.column(name) if name in table.names else table.columns[i]
+
+
+def _has_device_layout(t: pa.DataType) -> bool:
+    """Whether every leaf of ``t`` has a device column layout (null-typed columns and Arrow
+    dictionaries do not: the CPU reader's arrays stay on the host)."""
+    s = _storage(t)
+    if pa.types.is_struct(s):
+        return all(_has_device_layout(f.type) for f in s)
+    if pa.types.is_list(s) or pa.types.is_large_list(s):
+        return _has_device_layout(s.value_type)
+    if pa.types.is_map(s):
+        return _has_device_layout(s.key_type) and _has_device_layout(s.item_type)
+    if _is_var(s):
+        return True
+    try:
+        leaf_kind(t)
+    except Unsupported:
+        return False
+    return True
 
 
 __all__ = ["LAYOUTS", "CudfColumn", "Piece", "combine", "combine_tables"]
