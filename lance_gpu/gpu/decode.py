@@ -202,10 +202,13 @@ def _run_rle(arena, vbits: int, lst, dest) -> None:
     total_runs = int(nruns.sum())
     first_run = np.zeros(nruns.size + 1, np.int64)
     np.cumsum(nruns, out=first_run[1:])
-    vals = _array.empty(max(total_runs, 1), _UINT[vbits])
-    runs = _array.empty(max(total_runs, 1), np.uint8)
-    ck.copy_ranges_gpu(arena, a["vals"], nruns * vb, vals, first_run[:-1] * vb)
-    ck.copy_ranges_gpu(arena, a["runs"], nruns, runs, first_run[:-1])
+    # the run values, then (8-byte aligned) the run lengths, gathered in one launch
+    head = -(-max(total_runs, 1) * vb // 8) * 8
+    both = _array.empty(head + max(total_runs, 1), np.uint8)
+    vals = both[: max(total_runs, 1) * vb].view(_UINT[vbits])
+    runs = both[head : head + max(total_runs, 1)]
+    ck.copy_ranges_gpu(arena, np.concatenate([a["vals"], a["runs"]]), np.concatenate([nruns * vb, nruns]), both,
+                       np.concatenate([first_run[:-1] * vb, head + first_run[:-1]]))
     first = np.zeros(a["count"].size + 1, np.int64)
     np.cumsum(a["count"], out=first[1:])
     # every chunk's runs must add up to its count (else its values would land in the next):
