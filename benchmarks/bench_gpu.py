@@ -536,7 +536,7 @@ def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], 
 
         def run() -> int:
             ds = lance_gpu.dataset(lance_uri, device="gpu")
-            tables = [dt for _frag, dt in scan_device(ds, list(ds.lance_schema.fields), [(f, f.live_rows) for f in ds.fragments])]
+            tables = [dt for _frag, dt in scan_device(ds, list(ds.lance_schema.fields), [(f, f.live_rows) for f in ds.snapshot.fragments])]
             cp.cuda.Device().synchronize()
             return sum(t.num_rows for t in tables)
         return run
@@ -598,7 +598,7 @@ def phases(lance_uri: str, sync: Callable[[], None]) -> dict:
         sync()
         t0 = time.perf_counter()
         ds = lance_gpu.dataset(lance_uri, device="gpu")
-        nrows = sum(dt.num_rows for _frag, dt in gpu_read.scan_device(ds, list(ds.lance_schema.fields), [(f, f.live_rows) for f in ds.fragments]))
+        nrows = sum(dt.num_rows for _frag, dt in gpu_read.scan_device(ds, list(ds.lance_schema.fields), [(f, f.live_rows) for f in ds.snapshot.fragments]))
         sync()
         wall = time.perf_counter() - t0
     finally:

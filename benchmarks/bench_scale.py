@@ -2,10 +2,13 @@
 """Cost against a dataset's history (issue 24): datasets built by many small appends, lance_gpu
 against pylance in one run.
 
-Shapes: ``--shapes 100,1000`` (default; ``--big`` adds 10000): a dataset built by N appends of
-16 rows (N fragments, N versions) of ``id`` (int64), ``s`` (a string of 97 distinct values),
-``x`` (float64) and ``emb`` (fixed_size_list<float32, 8>), written once by pylance under
-``benchmarks/data/scale/`` (git-ignored) and copied for each timed operation that writes.
+Shapes: ``--shapes 100,1000,tasks1000`` (default; ``--big`` adds 10000): a dataset built by N
+appends of 16 rows (N fragments, N versions), and ``tasksN``, the shape a Spark job leaves: N
+write tasks of 16 rows each writing one fragment (``lance.fragment.write_fragments``), committed
+once by the driver (N fragments, one version).  Columns ``id`` (int64), ``s`` (a string of 97
+distinct values), ``x`` (float64) and ``emb`` (fixed_size_list<float32, 8>), written once by
+pylance under ``benchmarks/data/scale/`` (git-ignored) and copied for each timed operation that
+writes.
 
 Operations (each opens the dataset inside the timed call, as a fresh process would):
 
@@ -136,24 +139,41 @@ print(json.dumps(res))
 """
 
 
-def build(n: int) -> str:
-    """The dataset of ``n`` appends of 16 rows (written once by pylance, then reused)."""
-    path = DATA / f"appends_{n}.lance"
+def _rows(i: int):
+    import numpy as np
+    import pyarrow as pa
+
+    ids = np.arange(i * ROWS_PER_APPEND, (i + 1) * ROWS_PER_APPEND, dtype=np.int64)
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(ids.size * 8, dtype=np.float32)), 8)
+    return pa.table({"id": ids, "s": pa.array([f"s{j % 97}" for j in ids]), "x": ids * 0.5, "emb": emb})
+
+
+def build(shape: str) -> str:
+    """The dataset of a shape (written once by pylance, then reused): ``"N"``, N appends of 16
+    rows; ``"tasksN"``, N one-fragment write tasks committed in one version."""
+    path = DATA / (f"{shape}.lance" if shape.startswith("tasks") else f"appends_{shape}.lance")
     done = path / ".complete"
     if done.exists():
         return str(path)
     import lance
-    import numpy as np
-    import pyarrow as pa
 
     shutil.rmtree(path, ignore_errors=True)
-    for i in range(n):
-        ids = np.arange(i * ROWS_PER_APPEND, (i + 1) * ROWS_PER_APPEND, dtype=np.int64)
-        emb = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(ids.size * 8, dtype=np.float32)), 8)
-        tbl = pa.table({"id": ids, "s": pa.array([f"s{j % 97}" for j in ids]), "x": ids * 0.5, "emb": emb})
-        lance.write_dataset(tbl, str(path), mode="create" if i == 0 else "append")
+    if shape.startswith("tasks"):
+        n = int(shape[len("tasks"):])
+        fragments = [f for i in range(n) for f in lance.fragment.write_fragments(_rows(i), str(path))]
+        op = lance.LanceOperation.Overwrite(_rows(0).schema, fragments)
+        lance.LanceDataset.commit(str(path), op)
+    else:
+        for i in range(int(shape)):
+            lance.write_dataset(_rows(i), str(path), mode="create" if i == 0 else "append")
     done.write_text("ok\n")
     return str(path)
+
+
+def _shape_label(shape: str) -> str:
+    if shape.startswith("tasks"):
+        return f"{int(shape[len('tasks'):]):,} tasks, 1 commit"
+    return f"{int(shape):,} appends"
 
 
 def _loadavg() -> str:
@@ -173,16 +193,19 @@ def _git_rev(code: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", default="100,1000", help="comma-separated append counts")
+    ap.add_argument("--shapes", default="100,1000,tasks1000", help="comma-separated shapes: N appends, or tasksN (N write tasks, one commit)")
     ap.add_argument("--big", action="store_true", help="also the 10,000-append dataset (slow to build)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {', '.join(OPS)}")
     ap.add_argument("--code", default=str(HERE.parent), help="checkout whose lance_gpu is measured")
     ap.add_argument("--out", default="scale_cpu", help="results file stem under benchmarks/results/")
     args = ap.parse_args()
-    shapes = [int(s) for s in args.shapes.split(",") if s]
-    if args.big and 10_000 not in shapes:
-        shapes.append(10_000)
+    shapes = [s for s in args.shapes.split(",") if s]
+    for s in shapes:
+        if not (s.isdigit() or (s.startswith("tasks") and s[len("tasks"):].isdigit())):
+            ap.error(f"unknown shape {s!r}: N or tasksN")
+    if args.big and "10000" not in shapes:
+        shapes.append("10000")
     ops = [o for o in args.ops.split(",") if o]
     unknown = set(ops) - set(OPS)
     if unknown:
@@ -194,7 +217,7 @@ def main() -> None:
     for n in shapes:
         t0 = time.perf_counter()
         base = build(n)
-        print(f"dataset of {n} appends ready ({time.perf_counter() - t0:.1f} s)", flush=True)
+        print(f"dataset {n} ready ({time.perf_counter() - t0:.1f} s)", flush=True)
         work = DATA / f"work_{os.getpid()}_{n}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
@@ -212,14 +235,14 @@ def main() -> None:
         load = f"{load_before} / {_loadavg()}"
         got = json.loads(out.stdout.strip().splitlines()[-1])
         for op in ops:
-            row: dict = {"appends": n, "op": op, "loadavg": load}
+            row: dict = {"shape": n, "op": op, "loadavg": load}
             for engine, times in got[op].items():
                 row[engine] = sorted(times)[len(times) // 2]
                 row[f"{engine}_best"] = min(times)
                 row[f"{engine}_all"] = times
             row["ratio"] = row["lance"] / row["lance_gpu"]
             results.append(row)
-            print(f"{n:6d} {op:18s} pylance {row['lance'] * 1e3:9.1f} ms  lance_gpu {row['lance_gpu'] * 1e3:9.1f} ms  "
+            print(f"{n:>9s} {op:18s} pylance {row['lance'] * 1e3:9.1f} ms  lance_gpu {row['lance_gpu'] * 1e3:9.1f} ms  "
                   f"ratio {row['ratio']:.2f}  (load {load})", flush=True)
     RESULTS.mkdir(exist_ok=True)
     import lance
@@ -229,17 +252,17 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (RESULTS / f"{args.out}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     lines = [
-        f"# Cost against history: datasets of N appends of {ROWS_PER_APPEND} rows (median of {args.repeat} interleaved rounds)",
+        f"# Cost against history: datasets of many small writes of {ROWS_PER_APPEND} rows (median of {args.repeat} interleaved rounds)",
         "",
         f"{meta['date']}, {meta['machine']}, {meta['cpus']} CPUs (a shared machine), pylance {meta['pylance']}, "
         f"lance_gpu at {meta['rev']}.",
         "ratio = pylance time / lance_gpu time (>1: lance_gpu faster); loadavg (1/5/15 min) before / after each shape.",
         "Produced by `python3 benchmarks/bench_scale.py`; the best and every round are in the JSON.",
         "",
-        "| appends | operation | pylance ms | lance_gpu ms | ratio | loadavg before / after |",
+        "| shape | operation | pylance ms | lance_gpu ms | ratio | loadavg before / after |",
         "| ---: | --- | ---: | ---: | ---: | --- |",
     ]
-    lines += [f"| {r['appends']:,} | {r['op']} | {r['lance'] * 1e3:.1f} | {r['lance_gpu'] * 1e3:.1f} | {r['ratio']:.2f} | "
+    lines += [f"| {_shape_label(r['shape'])} | {r['op']} | {r['lance'] * 1e3:.1f} | {r['lance_gpu'] * 1e3:.1f} | {r['ratio']:.2f} | "
               f"{r['loadavg']} |" for r in results]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 

@@ -20,6 +20,8 @@ Modules:
 * :mod:`~cuda_kernels.segments` -- batched (segmented) copies, fills and index
   arithmetic, so that one launch serves many pages.
 * :mod:`~cuda_kernels.utf8` -- validation of variable-width offsets and UTF-8 bytes.
+* :mod:`~cuda_kernels.distance` -- vector distance tiles and a running top-k (exact
+  nearest-neighbour search; GPU only, imported by name).
 * :mod:`~cuda_kernels.errors` -- :class:`CorruptInputError` and the device error flag.
 """
 

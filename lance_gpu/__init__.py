@@ -30,6 +30,7 @@ from lance_gpu.errors import (
     UnknownDeviceError,
 )
 from lance_gpu.scan import LanceScanner, ScanPlan
+from lance_gpu.table.blobs import BlobColumn, BlobFile
 from lance_gpu.tools import convert, verify
 from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
 from lance_gpu.write import DatasetExistsError
@@ -50,6 +51,8 @@ def read_cudf(
 
 __all__ = [
     "ArgumentTypeError",
+    "BlobColumn",
+    "BlobFile",
     "CommitConflictError",
     "CorruptFileError",
     "CpuDecodeWarning",

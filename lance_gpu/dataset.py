@@ -8,8 +8,8 @@ Every read is a :class:`~lance_gpu.scan.ScanPlan` run by the CPU or GPU executor
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from functools import cached_property
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,14 +17,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._device import DEVICES
-from lance_gpu.errors import InvalidArgumentError, UnknownDeviceError
+from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceError, UnsupportedFeatureError
 from lance_gpu.fragment import LanceFragment
 from lance_gpu.io import resolve
-from lance_gpu.scan import LanceScanner, build_plan, take_rows
+from lance_gpu.ops.cleanup import cleanup_old_versions
+from lance_gpu.ops.stats import DatasetStats
+from lance_gpu.scan import LanceScanner, scanner_for, take_rows
 from lance_gpu.scan.plan import ROW_ID
-from lance_gpu.table.features import check_reader_flags
-from lance_gpu.table.manifest import latest_version, read_manifest_file, resolve_manifest
-from lance_gpu.table.schema import LanceSchema, column_index_map
+from lance_gpu.table.blobs import take_blobs
+from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
+from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.snapshot import TableSnapshot
+from lance_gpu.table.tags import Tags
+from lance_gpu.table.versions import storage_version, version_asof, versions
+from lance_gpu.txn.transaction import commit_operation, commit_transactions, resolve_target
+from lance_gpu.write.compaction import DatasetOptimizer
+from lance_gpu.write.dataset_writer import write_version
+from lance_gpu.write.indices import create_scalar_index, drop_index
+from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
+from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, update
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
@@ -62,8 +73,6 @@ def dataset(
         from; ``uri`` is then the dataset's path inside it.
     """
     if asof is not None and version is None:
-        from lance_gpu.table.versions import version_asof
-
         resolved_store, root = resolve(uri, storage_options, store=store)
         version = version_asof(resolved_store, root, asof)
         return LanceDataset(root, version, device=device, storage_options=storage_options, store=resolved_store)
@@ -72,11 +81,14 @@ def dataset(
 
 def _committed(base_uri: Any, version: int, storage_options: dict[str, str] | None) -> LanceDataset:
     """The dataset at ``base_uri`` (a URI, or a dataset whose store is reused) at ``version``."""
-    from lance_gpu.txn.transaction import resolve_target
-
     store, root = resolve_target(base_uri, storage_options)
     options = getattr(base_uri, "storage_options", None) or storage_options
     return LanceDataset(root, version, storage_options=options, store=store)
+
+
+def _decoded(metadata: Any) -> dict[str, str]:
+    """A schema metadata map with its byte keys and values decoded."""
+    return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in metadata.items()}
 
 
 def _reopen(uri: str, version: int, device: str, storage_options: dict[str, str]) -> LanceDataset:
@@ -85,7 +97,13 @@ def _reopen(uri: str, version: int, device: str, storage_options: dict[str, str]
 
 
 class LanceDataset:
-    """A Lance dataset at one version, read with pylance's API."""
+    """A Lance dataset at one version, read with pylance's API: a facade over one
+    :class:`~lance_gpu.table.snapshot.TableSnapshot`.
+
+    Every call reads the snapshot once and works on it, so it sees one whole version.  A
+    mutation commits a new version and swaps its snapshot in with one attribute assignment
+    (never moving the object back to an older version than a concurrent mutation put it
+    at), so threads sharing one dataset object each see a whole version, old or new."""
 
     def __init__(
         self,
@@ -99,36 +117,57 @@ class LanceDataset:
         if device not in DEVICES:
             msg = f"device must be one of {DEVICES}, not {device!r}"
             raise UnknownDeviceError(msg)
-        #: The dataset's store (:class:`lance_gpu.io.ObjectStore`) and its root key there.
-        self.store, self.root = resolve(uri, storage_options, store=store)
-        self.storage_options = dict(storage_options or {})
-        self.uri = self.store.uri(self.root)
-        self._device = device
-        info = resolve_manifest(self.store, self.root, version)
-        mf = read_manifest_file(self.store, info.path)
-        self._manifest_path = info.path
-        self.manifest = mf.manifest
-        self.manifest_file = mf
-        check_reader_flags(self.manifest.reader_feature_flags, mf.path)
-        self.lance_schema = LanceSchema.from_manifest(self.manifest, mf.path)
-        self.fragments = [LanceFragment(self, f) for f in self.manifest.fragments]
-        #: Field id -> column index maps of this version's data files, by the file's
-        #: (field ids, column indices) lists: fragments written together share one.
-        self._column_maps: dict[tuple[tuple[int, ...], tuple[int, ...]], dict[int, int]] = {}
-        #: Where fields live in fragments of one data-file layout, by (the fragment's
-        #: ``layout_key``, field id): computed once per layout, not per fragment
-        #: (:meth:`LanceFragment.field_source`).
-        self.field_locations: dict[tuple[Any, int], object] = {}
+        resolved, root = resolve(uri, storage_options, store=store)
+        self._attach(TableSnapshot.load(resolved, root, version, storage_options), device)
 
-    def column_map(self, data_file: Any) -> dict[int, int]:
-        """:func:`~lance_gpu.table.schema.column_index_map` of one of this version's data
-        files (a ``DataFile`` protobuf) against this version's schema, computed once per
-        distinct layout (the cache lives and dies with this dataset object: one version)."""
-        key = (tuple(data_file.fields), tuple(data_file.column_indices))
-        cmap = self._column_maps.get(key)
-        if cmap is None:
-            cmap = self._column_maps[key] = column_index_map(data_file, self.lance_schema)
-        return cmap
+    def _attach(self, snapshot: TableSnapshot, device: str) -> None:
+        #: The dataset's store (:class:`lance_gpu.io.ObjectStore`) and its root key there:
+        #: the same for every version this object moves to.
+        self.store, self.root, self.uri = snapshot.store, snapshot.root, snapshot.uri
+        self.storage_options = snapshot.storage_options
+        self._device = device
+        self._swap_lock = threading.Lock()
+        self._snapshot = snapshot
+
+    @classmethod
+    def _of(cls, snapshot: TableSnapshot, device: str) -> LanceDataset:
+        """A dataset object at ``snapshot`` (no manifest read)."""
+        ds = cls.__new__(cls)
+        ds._attach(snapshot, device)
+        return ds
+
+    @property
+    def snapshot(self) -> TableSnapshot:
+        """The :class:`~lance_gpu.table.snapshot.TableSnapshot` of the version this object is at."""
+        return self._snapshot
+
+    def _advance(self, snapshot: TableSnapshot) -> None:
+        """Move to ``snapshot``, a version a mutation of this object committed, unless a
+        concurrent mutation already moved it to a later one of the lineage."""
+        with self._swap_lock:
+            current = self._snapshot.version
+            if current & DETACHED_VERSION_MASK or snapshot.version >= current:
+                self._snapshot = snapshot
+
+    @property
+    def manifest(self) -> Any:
+        """The version's manifest (a ``lance.table.Manifest`` protobuf; read only)."""
+        return self._snapshot.manifest
+
+    @property
+    def manifest_file(self) -> Any:
+        """The version's parsed manifest file (:class:`~lance_gpu.table.manifest.ManifestFile`)."""
+        return self._snapshot.manifest_file
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        """The version's schema with field ids (:class:`~lance_gpu.table.schema.LanceSchema`)."""
+        return self._snapshot.lance_schema
+
+    @property
+    def fragments(self) -> list[LanceFragment]:
+        """The fragments of this version, in manifest order (as :meth:`get_fragments`)."""
+        return self.get_fragments()
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
@@ -176,8 +215,6 @@ class LanceDataset:
         enable_stable_row_ids : bool, optional
             For a new dataset: assign stable row ids.
         """
-        from lance_gpu.txn.transaction import commit_operation
-
         version = commit_operation(
             base_uri, operation, read_version, commit_lock, storage_options, enable_v2_manifest_paths, detached,
             max_retries, commit_message=commit_message, enable_stable_row_ids=enable_stable_row_ids,
@@ -197,8 +234,6 @@ class LanceDataset:
     ) -> dict:
         """Merge append transactions into one commit (pylance's ``commit_batch``); returns
         ``{"dataset": LanceDataset, "merged": Transaction}``."""
-        from lance_gpu.txn.transaction import commit_transactions
-
         version, merged = commit_transactions(
             dest, transactions, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries, **options
         )
@@ -212,13 +247,11 @@ class LanceDataset:
         """The decoder this dataset's reads use by default ("auto", "gpu" or "cpu")."""
         return self._device
 
-    def reload(self, version: int) -> None:
-        """Move this object to ``version`` (after a commit of ours), as pylance does: every
-        attribute is built anew, so nothing derived from the old version (the schema, fragment
-        objects, caches of field locations) survives."""
-        root, device, options, store = self.root, self._device, self.storage_options, self.store
-        self.__dict__.clear()
-        LanceDataset.__init__(self, root, version, device=device, storage_options=options, store=store)
+    def reload(self, version: int | str) -> None:
+        """Move this object to ``version``: its snapshot is swapped for that version's, so
+        nothing derived from the old version (the schema, fragments, caches of field
+        locations) is seen after."""
+        self._snapshot = self._snapshot.checkout(version)
 
     # -- writing: each call commits one new version and moves this object to it ------------
 
@@ -230,9 +263,9 @@ class LanceDataset:
         Returns ``{"num_deleted_rows": n}``; see :func:`lance_gpu.write.operations.delete`
         for concurrent writers.
         """
-        from lance_gpu.write.operations import delete
-
-        return delete(self, predicate, conflict_retries=conflict_retries)
+        committed, result = delete(self._snapshot, predicate, conflict_retries=conflict_retries)
+        self._advance(committed)
+        return result
 
     def update(
         self,
@@ -260,30 +293,27 @@ class LanceDataset:
         dict
             ``{"num_rows_updated": n}``.
         """
-        from lance_gpu.write.rowlevel import update
-
-        return update(self, updates, where, conflict_retries, retry_timeout, data_storage_version)
+        committed, result = update(self._snapshot, updates, where, conflict_retries, retry_timeout, data_storage_version,
+                                   device=self._device)
+        self._advance(committed)
+        return result
 
     def merge_insert(self, on):
         """A :class:`~lance_gpu.write.rowlevel.MergeInsertBuilder` keyed on ``on`` (a column
         name or names), as pylance's ``merge_insert``."""
-        from lance_gpu.write.rowlevel import MergeInsertBuilder
-
-        return MergeInsertBuilder(self, on)
+        return MergeInsertBuilder(self._snapshot, on, device=self._device, on_commit=self._advance)
 
     def insert(self, data, *, mode: str = "append", **kwargs) -> None:
         """Append (or overwrite with) ``data``; this object moves to the new version."""
-        from lance_gpu.write.rowlevel import insert
-
-        insert(self, data, mode=mode, **kwargs)
+        self._advance(insert(self._snapshot, data, mode=mode, **kwargs))
 
     # -- config and metadata (each one UpdateConfig transaction) ------------------------------
 
     def config(self) -> dict[str, str]:
         """The table config of this version."""
-        return dict(self.manifest.config)
+        return dict(self._snapshot.manifest.config)
 
-    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+    def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table config keys; returns the new config.
 
         Parameters
@@ -293,9 +323,7 @@ class LanceDataset:
         replace : bool, default False
             Make the config exactly the keys set in ``values``.
         """
-        from lance_gpu.write.operations import update_config
-
-        update_config(self, config=values, replace=replace)
+        self._advance(update_config(self._snapshot, config=values, replace=replace))
         return self.config()
 
     def delete_config_keys(self, keys: list[str]) -> None:
@@ -305,24 +333,22 @@ class LanceDataset:
     @property
     def metadata(self) -> dict[str, str]:
         """The table metadata of this version."""
-        return dict(self.manifest.table_metadata)
+        return dict(self._snapshot.manifest.table_metadata)
 
     @property
     def schema_metadata(self) -> dict[str, str]:
         """The schema's metadata of this version, decoded (``{}`` when there is none)."""
-        return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in self.manifest.schema_metadata.items()}
+        return _decoded(self._snapshot.manifest.schema_metadata)
 
     @property
     def max_field_id(self) -> int:
         """The largest field id of this version's schema (nested fields included)."""
-        return max((f.id for f in self.lance_schema.by_id.values()), default=-1)
+        return max((f.id for f in self._snapshot.lance_schema.by_id.values()), default=-1)
 
     @property
     def has_stable_row_ids(self) -> bool:
         """Whether row ids survive compaction and updates (the stable row id feature)."""
-        from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
-
-        return bool(self.manifest.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+        return self._snapshot.has_stable_row_ids
 
     def to_pandas(self, columns: Columns = None, filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
                   offset: int | None = None, **kwargs: Any):
@@ -361,25 +387,19 @@ class LanceDataset:
             indices.sort()
         return self.take(indices, columns, **kwargs)
 
-    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+    def update_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
-        from lance_gpu.write.operations import update_config
-
-        update_config(self, table_metadata=values, replace=replace)
+        self._advance(update_config(self._snapshot, table_metadata=values, replace=replace))
         return self.metadata
 
-    def update_schema_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+    def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) schema metadata keys; returns the new metadata."""
-        from lance_gpu.write.operations import update_config
+        self._advance(update_config(self._snapshot, schema_metadata=values, replace=replace))
+        return self.schema_metadata
 
-        update_config(self, schema_metadata=values, replace=replace)
-        return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in self.manifest.schema_metadata.items()}
-
-    def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], replace: bool = False) -> None:
+    def update_field_metadata(self, field_updates: Mapping[str, Mapping[str, str | None]], replace: bool = False) -> None:
         """Set (a value) or remove (None) metadata keys of fields (by name or dotted path)."""
-        from lance_gpu.write.operations import update_config
-
-        update_config(self, field_metadata=field_updates, replace=replace)
+        self._advance(update_config(self._snapshot, field_metadata=field_updates, replace=replace))
 
     def replace_schema_metadata(self, new_metadata: dict[str, str]) -> None:
         """The schema metadata becomes ``new_metadata`` (deprecated in pylance)."""
@@ -404,28 +424,20 @@ class LanceDataset:
         schema : pyarrow.Schema, optional
             The schema of ``data_obj``.
         """
-        from lance_gpu.write.operations import merge
-
-        merge(self, data_obj, left_on, right_on, schema)
+        self._advance(merge(self._snapshot, data_obj, left_on, right_on, schema))
 
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:
         the version this object is at -- pylance's ``checkout_version(v).restore()``)."""
-        from lance_gpu.write.operations import restore
-
-        restore(self, version)
+        self._advance(restore(self._snapshot, version))
 
     def drop_columns(self, columns: Sequence[str]) -> None:
         """Remove columns (or dotted struct fields) from the schema; metadata only."""
-        from lance_gpu.write.operations import drop_columns
-
-        drop_columns(self, columns)
+        self._advance(drop_columns(self._snapshot, columns))
 
     def alter_columns(self, *alterations: dict) -> None:
         """Rename (``{"path": "a.b", "name": "c"}``) or change nullability of columns."""
-        from lance_gpu.write.operations import alter_columns
-
-        alter_columns(self, *alterations)
+        self._advance(alter_columns(self._snapshot, *alterations))
 
     def add_columns(
         self,
@@ -436,44 +448,36 @@ class LanceDataset:
     ) -> None:
         """Add columns from aligned data, a batch function, SQL expressions or all-null
         fields; see :func:`lance_gpu.write.operations.add_columns`."""
-        from lance_gpu.write.operations import add_columns
-
-        add_columns(self, transforms, read_columns, reader_schema, batch_size)
+        self._advance(add_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size))
 
     @property
     def optimize(self):
         """``ds.optimize.compact_files(...)``, as pylance."""
-        from lance_gpu.write.compaction import DatasetOptimizer
-
-        return DatasetOptimizer(self)
+        return DatasetOptimizer(self._snapshot, self._advance)
 
     # -- metadata ---------------------------------------------------------------------------
 
     @property
     def version(self) -> int:
-        return int(self.manifest.version)
+        return self._snapshot.version
 
     @property
     def latest_version(self) -> int:
         return latest_version(self.store, self.root).version
 
-    @cached_property
+    @property
     def schema(self) -> pa.Schema:
-        return self.lance_schema.to_arrow()
+        return self._snapshot.schema
 
     @property
     def data_storage_version(self) -> str:
         """The data storage (file format) version, as pylance reports it: ``"0.1"`` for
         legacy files, ``"2.0"``, ``"2.1"``, ...; see :func:`lance_gpu.table.versions.storage_version`."""
-        from lance_gpu.table.versions import storage_version
-
-        return storage_version(self.manifest)
+        return storage_version(self._snapshot.manifest)
 
     def versions(self) -> list[dict]:
         """Every committed version, oldest first: ``version``, ``timestamp`` (naive, local) and
         ``metadata`` (pylance's summary: ``total_rows``, ``total_fragments``, ... as strings)."""
-        from lance_gpu.table.versions import versions
-
         return versions(self.store, self.root)
 
     def checkout_version(self, version: int | str | tuple) -> LanceDataset:
@@ -486,34 +490,28 @@ class LanceDataset:
             are not supported: ``UnsupportedFeatureError``; ``(branch, None)`` is the latest).
         """
         if isinstance(version, tuple):
-            from lance_gpu.errors import UnsupportedFeatureError
-
             if len(version) != 2:
                 raise TypeError("a version tuple is (branch, version)")
             branch, number = version
             if branch not in (None, "main"):
                 raise UnsupportedFeatureError(f"branch {branch!r}: branches are not supported")
             version = self.latest_version if number is None else number
-        return LanceDataset(self.root, version, device=self._device, storage_options=self.storage_options, store=self.store)
+        return LanceDataset._of(self._snapshot.checkout(version), self._device)
 
     def checkout_latest(self) -> None:
         """Move this dataset object to the latest version, in place (as pylance)."""
-        self.reload(self.latest_version)
+        self._snapshot = self._snapshot.latest()
 
     @property
     def tags(self) -> Any:
         """``ds.tags.list() / list_ordered() / get_version() / create() / update() /
         replace_metadata() / delete()``: see :class:`lance_gpu.table.tags.Tags`."""
-        from lance_gpu.table.tags import Tags
-
         return Tags(self.store, self.root, self.version)
 
     @property
     def stats(self) -> Any:
         """``ds.stats.dataset_stats()`` / ``data_stats()``: see :class:`lance_gpu.ops.stats.DatasetStats`."""
-        from lance_gpu.ops.stats import DatasetStats
-
-        return DatasetStats(self)
+        return DatasetStats(self._snapshot)
 
     def cleanup_old_versions(
         self,
@@ -554,9 +552,6 @@ class LanceDataset:
 
         See :mod:`lance_gpu.ops.cleanup` for which files go.
         """
-        from lance_gpu.errors import CleanupError
-        from lance_gpu.ops.cleanup import cleanup_old_versions
-
         for name, value in (("delete_rate_limit", delete_rate_limit), ("delete_concurrency", delete_concurrency)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise CleanupError(f"{name} must be a positive integer, got {value!r}")
@@ -593,31 +588,81 @@ class LanceDataset:
 
         See :mod:`lance_gpu.table.blobs`.
         """
-        from lance_gpu.table.blobs import take_blobs
-
-        return take_blobs(self, blob_column, ids, addresses, indices)
+        return take_blobs(self._snapshot, blob_column, ids, addresses, indices)
 
     def get_fragments(self, filter: str | pc.Expression | None = None) -> list[LanceFragment]:  # noqa: A002
         """The fragments of this version, in manifest order (pylance refuses ``filter``)."""
         if filter is not None:
             raise InvalidArgumentError("get_fragments() does not support filter yet")
-        return list(self.fragments)
+        return [LanceFragment(self, f) for f in self._snapshot.fragments]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         """The fragment with this id, or None."""
-        by_id = self.__dict__.get("_fragments_by_id")
-        if by_id is None:
-            by_id = self.__dict__["_fragments_by_id"] = {f.fragment_id: f for f in self.fragments}
-        return by_id.get(int(fragment_id))
+        found = self._snapshot.get_fragment(fragment_id)
+        return None if found is None else LanceFragment(self, found)
 
     @property
     def index_metadata(self) -> list:
-        """Index metadata of this version (kept, not used for reading)."""
-        section = self.manifest_file.index_section
-        return list(section.indices) if section is not None else []
+        """The manifest's index entries of this version (``lance.table.IndexMetadata``; see
+        :mod:`lance_gpu.index.metadata`)."""
+        return self._snapshot.index_metadata
 
     def list_indices(self) -> list[dict]:
-        return [{"name": i.name, "uuid": i.uuid.uuid.hex() if i.HasField("uuid") else "", "fields": list(i.fields)} for i in self.index_metadata]
+        """The indices of this version, as pylance: one dict per entry, sorted by name
+        (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
+        import warnings
+
+        from lance_gpu.index.metadata import list_indices
+
+        warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
+                      "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
+        snapshot = self._snapshot
+        return list_indices(snapshot.manifest, snapshot.manifest_file.index_section)
+
+    def describe_indices(self) -> list:
+        """One :class:`~lance_gpu.index.metadata.IndexDescription` per index, as pylance."""
+        from lance_gpu.index.metadata import describe_indices
+
+        snapshot = self._snapshot
+        return describe_indices(snapshot.manifest, snapshot.manifest_file.index_section,
+                                lambda i: snapshot.fragment(i).live_count())
+
+    def create_scalar_index(self, column: str, index_type: Any, name: str | None = None, *, replace: bool = True,
+                            train: bool = True, fragment_ids: list[int] | None = None, index_uuid: str | None = None,
+                            **kwargs: Any) -> None:
+        """Build a scalar index and commit it; this object moves to the new version.
+
+        Parameters
+        ----------
+        column : str
+            The top-level column to index.
+        index_type : str
+            ``"BTREE"``, ``"BITMAP"`` or ``"LABEL_LIST"`` (a list column).
+        name : str, optional
+            The index name (default ``"<column>_idx"``).
+        replace : bool
+            Replace an index of that name (on the same column); refused when False.
+        train : bool
+            Must be True (empty indices are not supported).
+        fragment_ids : list of int, optional
+            Refused, as pylance refuses it here (``ValueError``).
+        index_uuid : str, optional
+            The new index's uuid.
+
+        See :mod:`lance_gpu.write.indices`.
+        """
+        self._advance(create_scalar_index(self._snapshot, column, index_type, name, replace=replace, train=train,
+                                          fragment_ids=fragment_ids, index_uuid=index_uuid, **kwargs))
+
+    def drop_index(self, name: str) -> None:
+        """Remove the index ``name`` from a new version (its files stay for older ones).
+
+        Parameters
+        ----------
+        name : str
+            The index name.
+        """
+        self._advance(drop_index(self._snapshot, name))
 
     # -- reading: every read is a scan plan run by an executor ---------------------------
 
@@ -678,23 +723,24 @@ class LanceDataset:
         nearest : dict, optional
             An exact nearest-neighbour search, as pylance's: ``{"column": name, "q": vector or
             2-D array of vectors, "k": 10, "metric": "l2" | "cosine" | "dot" | "hamming",
-            "nprobes", "refine_factor", "use_index", ...}`` (the index options are accepted;
-            every search is exact).  Adds a float32 ``_distance`` column (and a leading
-            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.
+            "nprobes", "refine_factor", "use_index", "distance_range": (lower, upper)}`` (the
+            index options are accepted; every search is exact; a multivector column takes a
+            2-D ``q`` as one query).  Adds a float32 ``_distance`` column (and a leading
+            ``query_index`` for several queries); see ``lance_gpu.scan.nearest``.  With
+            ``device="gpu"`` the vectors are decoded and searched in device memory
+            (``lance_gpu.scan.nearest_device``).
         prefilter : bool, optional
             With ``nearest`` and ``filter``: filter first, then search (True), or search then
             filter, which may leave fewer than ``k`` rows (False, the default).
         """
-        if device is not None and device not in DEVICES:
-            raise UnknownDeviceError(f"device must be one of {DEVICES}, not {device!r}")
-        plan = build_plan(
-            self, columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
-            batch_readahead=batch_readahead, fragment_readahead=fragment_readahead, scan_in_order=scan_in_order,
-            fragments=fragments, with_row_id=with_row_id, with_row_address=with_row_address, use_stats=use_stats,
+        return scanner_for(
+            self._snapshot, device=device or self._device, on_cpu_fallback=on_cpu_fallback, columns=columns, filter=filter,
+            limit=limit, offset=offset, batch_size=batch_size, batch_readahead=batch_readahead,
+            fragment_readahead=fragment_readahead, scan_in_order=scan_in_order, fragments=fragments,
+            with_row_id=with_row_id, with_row_address=with_row_address, use_stats=use_stats,
             io_buffer_size=io_buffer_size, late_materialization=late_materialization,
-            include_deleted_rows=include_deleted_rows, strict_batch_size=strict_batch_size, device=device, **options,
+            include_deleted_rows=include_deleted_rows, strict_batch_size=strict_batch_size, **options,
         )
-        return LanceScanner(plan, self, on_cpu_fallback=on_cpu_fallback)
 
     def to_table(self, columns: Columns = None, filter: str | pc.Expression | None = None, limit: int | None = None,  # noqa: A002
                  offset: int | None = None, **kwargs: Any) -> pa.Table:
@@ -717,7 +763,7 @@ class LanceDataset:
         if filter is None and not kwargs:
             # as pylance: the manifest's counts, no data file opened (a fragment whose
             # deletion file does not say how many rows it deletes reads that file)
-            return sum(frag.count_rows() for frag in self.fragments)
+            return self._snapshot.count_rows()
         return self.scanner(filter=filter, **kwargs).count_rows()
 
     def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
@@ -728,7 +774,8 @@ class LanceDataset:
              with_row_id: bool = False, with_row_address: bool = False) -> pa.Table:
         """Rows at the given positions (0-based, counting live rows across fragments in
         order), in the order given; decoded by the dataset's device."""
-        return take_rows(self, indices, columns, with_row_id=with_row_id, with_row_address=with_row_address)
+        return take_rows(self._snapshot, indices, columns, with_row_id=with_row_id, with_row_address=with_row_address,
+                         device=self._device)
 
     def to_cudf(self, columns: Columns = None, filter: str | pc.Expression | None = None, *,  # noqa: A002
                 on_cpu_fallback: str = "warn", **kwargs: Any):
@@ -755,6 +802,41 @@ class LanceDataset:
         """
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches(batch_size)
 
+    def create_index(self, column: str | list[str], index_type: str, name: str | None = None, metric: str = "L2",
+                     replace: bool = False, num_partitions: int | None = None, num_sub_vectors: int | None = None,
+                     accelerator: Any = None, **kwargs: Any) -> LanceDataset:
+        """Build an IVF_FLAT / IVF_PQ / IVF_SQ vector index that pylance uses; see
+        :mod:`lance_gpu.ops.vector_index`.
+
+        Parameters
+        ----------
+        column : str
+            The vector column (fixed-size list of floats).
+        index_type : str
+            "IVF_FLAT", "IVF_PQ" or "IVF_SQ" (other vector types are refused); "BTREE",
+            "BITMAP", "LABEL_LIST" build a scalar index (:meth:`create_scalar_index`).
+        name : str, optional
+            Index name (default ``{column}_idx``).
+        metric : str
+            "l2", "cosine" or "dot".
+        replace : bool
+            Replace an index of the same name (else that is an error).
+        num_partitions : int, optional
+            IVF partitions (required for IVF_PQ).
+        num_sub_vectors : int, optional
+            PQ sub-vectors (IVF_PQ; must divide the dimension).
+        accelerator : optional
+            Training on the GPU: not supported yet.
+        """
+        from lance_gpu.ops.vector_index import create_index
+
+        if isinstance(index_type, str) and index_type.upper() in ("BTREE", "BITMAP", "LABEL_LIST"):
+            self.create_scalar_index(column, index_type, name=name, replace=replace)  # type: ignore[arg-type]
+            return self
+        self._advance(create_index(self._snapshot, column, index_type, name, metric, replace, num_partitions,
+                                   num_sub_vectors, accelerator, **kwargs))
+        return self
+
 
 def write_dataset(
     data: Any,
@@ -770,9 +852,6 @@ def write_dataset(
     (pylance's ``lance.write_dataset``); every parameter is described at
     :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
     reach object stores)."""
-    from lance_gpu.txn.transaction import resolve_target
-    from lance_gpu.write.dataset_writer import write_version
-
     version = write_version(data, uri, schema, mode, storage_options=storage_options, store=store, **options)
     if store is not None:
         return LanceDataset(uri, version, storage_options=storage_options, store=store)

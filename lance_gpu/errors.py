@@ -237,3 +237,32 @@ class GpuFallbackWarning(UserWarning):
 class CpuDecodeWarning(GpuFallbackWarning):
     """A field of a GPU read was decoded by the CPU reader (no GPU kernel for its encoding,
     or its type) and uploaded; the message names the reason.  Warned once per reason."""
+
+
+class IndexExistsError(LanceGpuError, RuntimeError):
+    """``create_index`` / ``create_scalar_index`` with the name of an existing index and
+    ``replace=False`` (pylance: a ``RuntimeError``)."""
+
+
+class FieldNotFoundError(LanceGpuError, KeyError):
+    """A column named to build an index on is not in the schema (pylance: a ``KeyError``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IndexNotFoundError(LanceGpuError, RuntimeError):
+    """No index of that name in this version (pylance's ``RuntimeError`` ``Lance index not
+    found: name=...``)."""
+
+
+class IndexStatsNotFoundError(LanceGpuError, KeyError):
+    """``ds.stats.index_stats`` of a name no index has (pylance's ``KeyError``)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IndexedColumnError(LanceGpuError, OSError):
+    """An ``alter_columns`` cast of a column an index is attached to (pylance's ``OSError``
+    "Cannot cast column(s) ... index(es) attached")."""

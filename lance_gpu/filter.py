@@ -130,6 +130,7 @@ __all__ = [
     "compile_expression",
     "parse_expression",
     "parse_filter",
+    "predicate_tree",
 ]
 
 # Row-identity columns a predicate or projection may name without them being in the schema.
@@ -355,6 +356,19 @@ def _compile_text(text: str, schema: pa.Schema) -> tuple[_C, _Node, tuple[UdfSpe
     compiler = _Compiler(text)
     compiled = compiler.compile(ir)
     return compiled, ir, tuple(compiler.udfs)
+
+
+def predicate_tree(filter: str, schema: pa.Schema) -> _Node:  # noqa: A002 - as parse_filter
+    """The resolved logical tree of the SQL predicate ``filter`` (literals typed as the columns
+    they are compared with): column refs ``_Col``, literals ``_Lit``, ``_Bin`` (``and`` /
+    ``or`` / comparisons ...), ``_Unary``, ``_InList``, ``_Between``, ``_Func``, ``_ArrayLit``.
+    Index planning (:mod:`lance_gpu.index.query`) walks it to find the terms an index answers."""
+    return _predicate_tree_cached(filter, schema)
+
+
+@functools.lru_cache(maxsize=128)
+def _predicate_tree_cached(filter: str, schema: pa.Schema) -> _Node:  # noqa: A002 - as parse_filter
+    return _compile_text(filter, schema)[1]
 
 
 def _with_virtual(schema: pa.Schema, virtual: list[str]) -> pa.Schema:

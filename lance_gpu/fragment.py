@@ -9,10 +9,7 @@ or more data files (each holding some of the schema's fields), an optional delet
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,65 +17,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import CorruptFileError
-from lance_gpu.file.container import FileVersion, LanceFileReader
-from lance_gpu.io import join
-from lance_gpu.table.consistency import check_data_file, data_file_of
-from lance_gpu.table.deletion import read_deletion_file
-from lance_gpu.table.rowids import read_fragment_row_ids
-from lance_gpu.table.schema import LanceField
+from lance_gpu.errors import ArgumentTypeError
+from lance_gpu.scan import scanner_for, take_rows
+from lance_gpu.table.snapshot import FragmentSnapshot
 from lance_gpu.txn.fragment import DataFile, DeletionFile, FragmentMetadata
+from lance_gpu.write import fragments as fragment_writer
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.scanner import LanceScanner
 
 
-@dataclass(slots=True)
-class FieldSource:
-    """Where one top-level field of a fragment lives."""
-
-    path: str  # data file
-    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first
-    version: FileVersion | None = None
-
-
-def _single_leaf(ds: LanceDataset, field: LanceField) -> bool:
-    """Whether a take decodes ``field`` chunk by chunk (one leaf, no lists or structs)."""
-    from lance_gpu.file.arrow import leaf_types
-
-    arrow_type = ds.schema.field(field.name).type
-    return leaf_types(arrow_type) == [arrow_type]
-
-
-@dataclass(frozen=True, slots=True)
-class _Location:
-    """Where a field lives in the data files of one layout: the data file's position in the
-    fragment's list, its columns (as :class:`FieldSource`) and version (2.0 or None)."""
-
-    file: int
-    columns: list[int]
-    version: FileVersion | None
-
-
-#: :meth:`LanceFragment._locate` results: the field has no data in the fragment / no data
-#: file holds it although its ids are listed (corrupt).
-_NOWHERE = object()
-_MISSING = object()
-
-
 class LanceFragment:
-    """One fragment of a dataset version: data files, deletions, row ids."""
+    """One fragment of a dataset version (pylance's ``LanceFragment``): a facade over a
+    :class:`~lance_gpu.table.snapshot.FragmentSnapshot`.  It reads the version it was taken
+    from, also after its dataset object moved to another version."""
 
-    def __init__(self, ds: LanceDataset, pb: table_pb2.DataFragment) -> None:
+    def __init__(self, ds: LanceDataset, fragment: FragmentSnapshot) -> None:
         self.dataset = ds
-        self.pb = pb
-        self.fragment_id = int(pb.id)
-        self.physical_rows = int(pb.physical_rows)
-        self._readers: dict[str, LanceFileReader] = {}
-        self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
-        self._rows_checked = False
-        self._sources: dict[int, FieldSource | None] = {}  # field id -> where it lives
+        #: The fragment of the table snapshot this object reads.
+        self.snapshot = fragment
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
@@ -91,254 +49,55 @@ class LanceFragment:
         """Write ``data`` as one uncommitted fragment of the dataset at ``dataset_uri`` and
         return its :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
         ``LanceFragment.create``); see :func:`lance_gpu.write.fragments.create_fragment`."""
-        from lance_gpu.write.fragments import create_fragment
+        return fragment_writer.create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
 
-        return create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_open_fragment, (self.dataset, self.snapshot.snapshot.version, self.fragment_id))
+
+    # -- metadata (the manifest's: no data file is opened) ------------------------------------
+
+    @property
+    def fragment_id(self) -> int:
+        return self.snapshot.fragment_id
+
+    @property
+    def physical_rows(self) -> int:
+        """Rows stored in the fragment's data files, deleted rows included."""
+        return self.snapshot.physical_rows
+
+    @property
+    def pb(self) -> table_pb2.DataFragment:
+        """The manifest's ``DataFragment`` message (read only)."""
+        return self.snapshot.pb
 
     @property
     def metadata(self) -> FragmentMetadata:
         """This fragment's :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
         shape: JSON round trip, pickleable)."""
-        return FragmentMetadata.from_pb(self.pb)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_open_fragment, (self.dataset, self.fragment_id))
+        return FragmentMetadata.from_pb(self.snapshot.pb)
 
     @property
     def dataset_uri(self) -> str:
-        return self.dataset.uri
-
-    # -- metadata ---------------------------------------------------------------------------
+        return self.snapshot.uri
 
     @property
     def schema(self) -> pa.Schema:
-        """The dataset schema (every fragment of a version reads with it)."""
-        return self.dataset.schema
+        """The dataset schema of the fragment's version (every fragment of a version reads with it)."""
+        return self.snapshot.snapshot.schema
 
     @property
     def num_deletions(self) -> int:
         """Rows deleted from this fragment."""
-        if not self.pb.HasField("deletion_file"):
-            return 0
-        n = int(self.pb.deletion_file.num_deleted_rows)
-        return n if n else int(self.deleted_rows.size)
+        return self.snapshot.num_deletions
 
     def data_files(self) -> list[DataFile]:
         """The fragment's data files, in manifest order."""
-        return [DataFile.from_pb(df) for df in self.pb.files]
+        return [DataFile.from_pb(df) for df in self.snapshot.pb.files]
 
     def deletion_file(self) -> DeletionFile | None:
         """The fragment's deletion file, or None when no row is deleted."""
-        if not self.pb.HasField("deletion_file"):
-            return None
-        return DeletionFile.from_pb(self.pb.deletion_file)
-
-    @cached_property
-    def deleted_rows(self) -> np.ndarray:
-        """Sorted physical offsets of deleted rows (uint32)."""
-        if not self.pb.HasField("deletion_file"):
-            return np.zeros(0, np.uint32)
-        return read_deletion_file(self.dataset.store, self.dataset.root, self.fragment_id, self.pb.deletion_file)
-
-    @cached_property
-    def live_rows(self) -> np.ndarray | None:
-        """Physical offsets of the rows not deleted, or None when nothing is deleted."""
-        self.check_row_count()  # before sizing anything by physical_rows
-        deleted = self.deleted_rows
-        if deleted.size == 0:
-            return None
-        keep = np.ones(self.physical_rows, np.bool_)
-        if deleted.size and int(deleted[-1]) >= self.physical_rows:
-            raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} deletes row {int(deleted[-1])} of {self.physical_rows}")
-        keep[deleted] = False
-        return np.flatnonzero(keep)
-
-    def live_count(self) -> int:
-        """Rows not deleted (no deletion file is read when the manifest says how many), after
-        :meth:`check_row_count`: a take's row positions, a window's skipped fragments and a
-        scan's ``count_rows`` stand on these counts (:meth:`count_rows` without a filter
-        trusts the manifest, as pylance's does)."""
-        self.check_row_count()
-        return self.physical_rows - self.num_deletions
-
-    def check_row_count(self) -> None:
-        """Check the manifest's ``physical_rows`` against the row count of the fragment's
-        first data file, from its footer (opening the reader runs
-        :func:`~lance_gpu.table.consistency.check_data_file`, which raises
-        :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
-
-        Reads that decode open the files anyway; counting (and mapping row positions to
-        fragments) needs this for a corrupted but parseable ``physical_rows``.  Once per
-        fragment object (one per dataset version handle), and the reader is kept for later
-        reads.  Legacy (v1) files, which this package does not read, are not opened.
-        """
-        if self._rows_checked:
-            return
-        data_dir = join(self.dataset.root, "data")
-        for df in self.pb.files:
-            if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
-                continue
-            self.file_reader(join(data_dir, df.path))
-            break
-        self._rows_checked = True
-
-    @cached_property
-    def row_ids(self) -> np.ndarray:
-        """Row id of every physical row: stable ids if the dataset has them, else addresses."""
-        ids = read_fragment_row_ids(self.dataset.store, self.dataset.root, self.pb)
-        if ids is not None:
-            return ids
-        return self.row_addresses(None)
-
-    def row_addresses(self, rows: np.ndarray | None) -> np.ndarray:
-        """Row addresses ``fragment_id << 32 | offset`` of the given physical rows (None: all)."""
-        base = np.uint64(self.fragment_id) << np.uint64(32)
-        if rows is None:  # one pass: the addresses of a whole fragment are a range
-            return np.arange(base, base + np.uint64(self.physical_rows), dtype=np.uint64)
-        return base | np.asarray(rows, np.uint64)
-
-    # -- where fields live (for the executors) -----------------------------------------------
-
-    def file_reader(self, path: str) -> LanceFileReader:
-        """The (cached) reader of one of this fragment's data files, checked against the
-        fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
-        r = self._readers.get(path)
-        if r is None:
-            with self._readers_lock:
-                r = self._readers.get(path)
-                if r is None:
-                    r = LanceFileReader(path, self.dataset.store)
-                    # its row count, columns and field ids against this fragment's manifest entry
-                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.dataset.root, "data")))
-                    self._readers[path] = r
-        return r
-
-    def field_source(self, field: LanceField) -> FieldSource | None:
-        """Where ``field`` lives; None if no data file of the fragment holds any of its
-        fields (a column added without data: read as nulls, as the table format says).
-        Kept per field id on the fragment (a fragment object belongs to one dataset version,
-        whose schema fixes the field ids): each streaming window of the fragment asks again."""
-        key = field.id
-        if key in self._sources:
-            return self._sources[key]
-        src = self._field_source(field)
-        self._sources[key] = src
-        return src
-
-    @cached_property
-    def layout_key(self) -> tuple[tuple[Any, ...], ...]:
-        """What places fields in this fragment's data files, without their names: per data
-        file its field ids, column indices and file version.  Fragments written together
-        share it, and so share where each field lives (:meth:`field_source`)."""
-        return tuple((tuple(df.fields), tuple(df.column_indices), int(df.file_major_version), int(df.file_minor_version))
-                     for df in self.pb.files)
-
-    def _field_source(self, field: LanceField) -> FieldSource | None:
-        key = (self.layout_key, field.id)
-        found = self.dataset.field_locations.get(key)
-        if found is None:
-            found = self.dataset.field_locations[key] = self._locate(field)
-        if found is _NOWHERE:
-            return None
-        if found is _MISSING:
-            raise CorruptFileError(self.dataset.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
-        assert isinstance(found, _Location)
-        return FieldSource(join(self.dataset.root, "data", self.pb.files[found.file].path), found.columns, found.version)
-
-    def _locate(self, field: LanceField) -> object:
-        """Where ``field`` lives in data files laid out as this fragment's: a
-        :class:`_Location`, :data:`_NOWHERE` (no data: nulls) or :data:`_MISSING` (corrupt)."""
-        ids = [f.id for f in field.walk()]
-        leaf_ids = [f.id for f in field.walk() if f.is_leaf]
-        wanted = set(ids)
-        if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
-            return _NOWHERE
-        for index, df in enumerate(self.pb.files):
-            cmap = self.dataset.column_map(df)
-            if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
-                return _Location(index, [cmap[i] for i in ids], FileVersion(2, 0))
-            if leaf_ids and all(i in cmap for i in leaf_ids):
-                return _Location(index, [cmap[i] for i in leaf_ids], None)
-        return _MISSING
-
-    def prefetch(self, fields: Sequence[LanceField], rows: np.ndarray | None = None) -> None:
-        """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:
-        a failure here surfaces again, typed, when the fields are read).
-
-        ``rows`` None: every buffer of the fields, one coalesced concurrent fetch per data
-        file.  Sorted physical ``rows`` (a take, late materialization): for single-leaf
-        fields of 2.1+ files only what a take of them reads
-        (:func:`~lance_gpu.file.reader.prefetch_take`: the chunks holding scattered rows,
-        the pages holding a run); other fields whole, as before; nothing for no rows."""
-        if rows is not None and rows.size == 0:
-            return
-        try:
-            whole: dict[str, list[int]] = {}
-            by_rows: dict[str, list[int]] = {}
-            for field in fields:
-                src = self.field_source(field)
-                if src is None:
-                    continue
-                chunked = (rows is not None and len(src.columns) == 1 and src.version is None
-                           and _single_leaf(self.dataset, field))
-                (by_rows if chunked else whole).setdefault(src.path, []).extend(src.columns)
-            for path, cols in whole.items():
-                self.file_reader(path).prefetch(cols)
-            for path, cols in by_rows.items():
-                from lance_gpu.file.reader import prefetch_take
-
-                reader = self.file_reader(path)
-                assert rows is not None
-                if reader.version == FileVersion(2, 0):
-                    reader.prefetch(cols)
-                else:
-                    prefetch_take(reader, cols, rows)
-        except Exception:  # noqa: BLE001 - the real read raises it
-            return
-
-    def drop_prefetched(self) -> None:
-        """Let go of the bytes :meth:`prefetch` fetched (the scan is done with this fragment)."""
-        for reader in list(self._readers.values()):
-            drop = getattr(reader.io, "drop_prefetched", None)
-            if drop is not None:
-                drop()
-
-    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array | pa.ChunkedArray:
-        """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``.
-
-        A blob field (:func:`~lance_gpu.table.blobs.blob_kind`) reads as its descriptors
-        (``struct<position, size>`` for blob v1), typed by
-        :func:`~lance_gpu.table.blobs.description_field`, as pylance's scans return it."""
-        from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
-
-        blob = blob_kind(field) != 0
-        if blob:
-            arrow_field = description_field(field, arrow_field)
-        if rows is not None and rows.size == 0:  # nothing to decode (a filter kept no row)
-            return pa.schema([arrow_field]).empty_table().column(0).combine_chunks()
-        if blob:  # one descriptor column (for blob v2 the struct's own id), not the children
-            if any(int(i) == field.id for df in self.pb.files for i in df.fields):
-                return read_descriptions(self, field, rows)
-            src = None
-        else:
-            src = self.field_source(field)
-        if src is None:
-            return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
-        reader = self.file_reader(src.path)
-        if reader.version == FileVersion(2, 0):
-            from lance_gpu.file.v2_0 import read_field as read_v20
-
-            if rows is None:
-                return read_v20(reader, arrow_field, src.columns, None)
-            if rows.size == 0:
-                return read_v20(reader, arrow_field, src.columns, (0, 0))
-            lo, hi = int(rows[0]), int(rows[-1]) + 1
-            return read_v20(reader, arrow_field, src.columns, (lo, hi)).take(pa.array(rows - lo))
-        from lance_gpu.file.reader import read_field, take_field
-
-        if rows is None:
-            return read_field(reader, arrow_field, src.columns)
-        return take_field(reader, arrow_field, src.columns, rows)
+        pb = self.snapshot.pb
+        return DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None
 
     # -- reading (pylance's API) ---------------------------------------------------------------
 
@@ -349,10 +108,11 @@ class LanceFragment:
         """A scanner over this fragment only; arguments as :meth:`LanceDataset.scanner`
         (but ``nearest``: pylance's fragments have no search)."""
         _refuse_search("scanner", options)
-        return self.dataset.scanner(
-            columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
+        options.setdefault("device", self.dataset.device)
+        return scanner_for(
+            self.snapshot.snapshot, columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
             with_row_id=with_row_id, with_row_address=with_row_address, batch_readahead=batch_readahead,
-            fragments=[self], **options,
+            fragments=[self.snapshot], **options,
         )
 
     def to_table(self, columns: Sequence[str] | dict[str, str] | None = None,
@@ -396,20 +156,20 @@ class LanceFragment:
         (the deletion file is read only where the manifest does not say how many), no data
         file opened -- its row count is checked when it is read (:meth:`check_row_count`)."""
         if filter is None:
-            return self.physical_rows - self.num_deletions
+            return self.snapshot.count_rows()
         return self.scanner(filter=filter).count_rows()
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | dict[str, str] | None = None) -> pa.Table:
         """Rows at the given offsets among this fragment's live rows, in the order given."""
-        from lance_gpu.scan import take_rows
-
-        return take_rows(self.dataset, indices, columns, fragments=[self])
+        return take_rows(self.snapshot.snapshot, indices, columns, fragments=[self.snapshot], device=self.dataset.device)
 
 
-def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:
-    frag = ds.get_fragment(fragment_id)
-    if frag is None:  # pragma: no cover - the pickled dataset pins the version
-        msg = f"fragment {fragment_id} is not in version {ds.version} of {ds.uri}"
+def _open_fragment(ds: LanceDataset, version: int, fragment_id: int) -> LanceFragment:
+    """Unpickle a fragment: the fragment of the pickled dataset object at the version it was taken from."""
+    at = ds if ds.version == version else ds.checkout_version(version)
+    frag = at.get_fragment(fragment_id)
+    if frag is None:  # pragma: no cover - the version is pinned
+        msg = f"fragment {fragment_id} is not in version {version} of {ds.uri}"
         raise KeyError(msg)
     return frag
 
@@ -417,8 +177,6 @@ def _open_fragment(ds: LanceDataset, fragment_id: int) -> LanceFragment:
 def _refuse_search(method: str, options: dict[str, Any]) -> None:
     """pylance's fragment reads take no ``nearest`` (a ``TypeError``): a search runs on the dataset."""
     if "nearest" in options:
-        from lance_gpu.errors import ArgumentTypeError
-
         raise ArgumentTypeError(f"LanceFragment.{method}() got an unexpected keyword argument 'nearest'")
 
 
@@ -441,6 +199,4 @@ def write_fragments(data: object, dataset_uri: Any, schema: pa.Schema | None = N
         ``data_storage_version``, ``storage_options``, ``enable_stable_row_ids``,
         ``return_transaction``...); see :func:`lance_gpu.write.fragments.write_fragments`.
     """
-    from lance_gpu.write.fragments import write_fragments as write
-
-    return write(data, dataset_uri, schema, **kwargs)
+    return fragment_writer.write_fragments(data, dataset_uri, schema, **kwargs)

@@ -46,11 +46,11 @@ def test_descriptions_match_pylance(tmp_path: Path, storage: str) -> None:
     ref = lance.dataset(uri).to_table().column("b")
     ds = _ours(uri)
     field = ds.lance_schema.fields[1]
-    ours = pa.chunked_array([read_descriptions(f, field, None) for f in ds.fragments])
+    ours = pa.chunked_array([read_descriptions(f, field, None) for f in ds.snapshot.fragments])
     assert ours.to_pylist() == ref.to_pylist()
     assert description_field(field, ds.schema.field("b")).type == ref.type
     rows = np.array([1, 3])
-    assert read_descriptions(ds.fragments[0], field, rows).to_pylist() == [ref[1].as_py(), ref[3].as_py()]
+    assert read_descriptions(ds.snapshot.fragments[0], field, rows).to_pylist() == [ref[1].as_py(), ref[3].as_py()]
 
 
 def _read_all(files) -> list:
@@ -104,6 +104,37 @@ def test_blob_file_is_lazy_and_seekable(tmp_path: Path) -> None:
     assert blob.closed
     with pytest.raises(ValueError):
         blob.read()
+
+
+def test_blob_file_ranges_match_pylance(tmp_path: Path) -> None:
+    """``read_range`` / ``read_ranges`` as pylance's: blob-local ranges, the cursor unmoved, a
+    range past the end a ``ValueError``."""
+    uri = str(tmp_path / "b.lance")
+    _write(uri, "stable")
+    (ours,) = _ours(uri).take_blobs("b", indices=[4])
+    (ref,) = lance.dataset(uri).take_blobs("b", indices=[4])
+    ours.read(3)
+    ranges = [(0, 5), (1000, 7), (10239, 1), (17, 0)]
+    assert ours.read_ranges(ranges) == ref.read_ranges(ranges)
+    assert ours.read_range(250, 20) == ref.read_range(250, 20)
+    assert ours.tell() == 3
+    for bad in ([(10235, 6)], [(0, 3), (20000, 1)]):
+        with pytest.raises(ValueError):
+            ref.read_ranges(bad)
+        with pytest.raises(ValueError, match="exceeds blob size"):
+            ours.read_ranges(bad)
+
+
+def test_blob_column_matches_pylance() -> None:
+    column = pa.array([b"ab", None, b""], pa.binary())
+    assert [f.read() for f in lance_gpu.BlobColumn(column)] == [f.read() for f in lance.BlobColumn(column)]
+    chunked = pa.chunked_array([pa.array([b"x"], pa.large_binary()), pa.array([b"yz"], pa.large_binary())])
+    assert [f.read() for f in lance_gpu.BlobColumn(chunked)] == [b"x", b"yz"]
+    for bad in (pa.array([1]), [b"a"]):
+        with pytest.raises(ValueError):
+            lance.BlobColumn(bad)
+        with pytest.raises(ValueError, match="Expected a"):
+            lance_gpu.BlobColumn(bad)
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def test_take_without_prefetch_reads_chunks(remote_ds) -> None:
     """``read_field`` on its own (no executor prefetch) takes the same chunk path."""
     uri, opts, store, root, _size = remote_ds
     ranged, ds = _fresh(store, root, coalesce_gap=0)
-    frag = ds.fragments[0]
+    frag = ds.snapshot.fragments[0]
     rows = np.array([3, 70_000, 70_001], np.int64)
     for name in ("vec", "name", "tag", "price"):
         field = next(f for f in ds.lance_schema.fields if f.name == name)

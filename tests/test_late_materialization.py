@@ -15,7 +15,7 @@ lance = pytest.importorskip("lance")
 import lance_gpu  # noqa: E402
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED, SELECT_SHARE_DIRECT, selective_share  # noqa: E402
 from lance_gpu.file.v2_1 import miniblock  # noqa: E402
-from lance_gpu.fragment import LanceFragment  # noqa: E402
+from lance_gpu.table.snapshot import FragmentSnapshot  # noqa: E402
 
 N = 40_000  # two fragments of 20k rows
 
@@ -67,13 +67,13 @@ def test_filtered_reads_with_deleted_rows(tmp_path) -> None:
 def _spy_reads(monkeypatch) -> dict[str, list[int | None]]:
     """Field name -> rows asked of each ``read_field`` call (None: the whole fragment)."""
     reads: dict[str, list[int | None]] = {}
-    real = LanceFragment.read_field
+    real = FragmentSnapshot.read_field
 
     def spy(self, field, arrow_field, rows):
         reads.setdefault(field.name, []).append(None if rows is None else int(rows.size))
         return real(self, field, arrow_field, rows)
 
-    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     return reads
 
 
@@ -86,8 +86,8 @@ def test_late_fields_decoded_selectively_by_encoding(pair, monkeypatch) -> None:
     shares = {}
     for name in ("id", "emb"):
         field = ours.lance_schema.field(name)
-        src = frag.field_source(field)
-        shares[name] = selective_share(frag.file_reader(src.path), ours.schema.field(name), src.columns)
+        src = frag.snapshot.field_source(field)
+        shares[name] = selective_share(frag.snapshot.file_reader(src.path), ours.schema.field(name), src.columns)
     assert shares == {"id": SELECT_SHARE_CHUNKED, "emb": SELECT_SHARE_DIRECT}
     for q, selective in ((0.01, {"id", "emb"}), (0.1, {"emb"}), (0.6, set())):
         reads = _spy_reads(monkeypatch)

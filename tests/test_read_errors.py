@@ -85,7 +85,7 @@ def _data_files(uri: Path) -> list[Path]:
 
 def _latest_manifest(uri: Path) -> Path:
     ds = lance_gpu.dataset(uri)
-    return Path(ds._manifest_path)
+    return Path(ds.snapshot.manifest_path)
 
 
 def _read_everything(uri: Path) -> None:
@@ -220,7 +220,7 @@ def test_page_structure_garbage(pristine, tmp_path: Path, version: str) -> None:
     ds = lance_gpu.dataset(uri)
     frag = next(fr for fr in ds.fragments if Path(ds.uri, "data", fr.pb.files[0].path) == f)
     field = next(x for x in ds.lance_schema.fields if x.name == "s")
-    cols = set(frag.field_source(field).columns)
+    cols = set(frag.snapshot.field_source(field).columns)
     for ci, off, size in _page_buffers(f):
         if ci in cols:
             _patch(f, off, b"\xff" * size)

@@ -98,8 +98,8 @@ def test_take_decodes_only_the_chunks_holding_the_rows(tmp_path, monkeypatch) ->
     # Chunks per page, from the page's own chunk table.
     frag = ours.get_fragments()[0]
     field = next(f for f in ours.lance_schema.fields if f.name == "small")
-    src = frag.field_source(field)
-    reader = frag.file_reader(src.path)
+    src = frag.snapshot.field_source(field)
+    reader = frag.snapshot.file_reader(src.path)
     from lance_gpu.file.encodings.base import DecodeContext
     from lance_gpu.file.reader import parse_layout
 

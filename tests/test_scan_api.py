@@ -311,20 +311,20 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     (at least one window): after the first batch, most fragments are still untouched.
     Units too small for the pool (``POOL_MIN_ROWS``) are decoded in the consumer's thread
     as it reaches them: nothing beyond the first is touched."""
-    from lance_gpu.fragment import LanceFragment
+    from lance_gpu.table.snapshot import FragmentSnapshot
     from lance_gpu.scan import execute
 
     if pooled:
         monkeypatch.setattr(execute, "POOL_MIN_ROWS", 0)
     _ref, ours = pair
     touched: list[int] = []
-    real = LanceFragment.read_field
+    real = FragmentSnapshot.read_field
 
     def spy(self, *args, **kwargs):
         touched.append(self.fragment_id)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     def touched_after_readahead(lowest: int) -> int:
         # Readahead runs in pool threads: wait (bounded) until it has reached ``lowest``
         # fragments, then give it time to overrun its window if it were unbounded.
@@ -404,18 +404,18 @@ def test_stable_row_ids_after_compaction(tmp_path: Path) -> None:
 def test_late_materialization(pair, monkeypatch, late) -> None:
     """With a selective filter the fields the filter does not read are decoded for the
     surviving rows only (unless late_materialization=False); results equal pylance's."""
-    from lance_gpu.fragment import LanceFragment
+    from lance_gpu.table.snapshot import FragmentSnapshot
 
     ref, ours = pair
     decoded: dict[str, int] = {}
-    real = LanceFragment.read_field
+    real = FragmentSnapshot.read_field
 
     def spy(self, field, arrow_field, rows):
         n = self.physical_rows if rows is None else len(rows)
         decoded[field.name] = decoded.get(field.name, 0) + n
         return real(self, field, arrow_field, rows)
 
-    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     kw = {"columns": ["a", "s", "st", "l"], "filter": "a % 50 = 7", "late_materialization": late}
     _same(ours.to_table(**kw), ref.to_table(**kw))
     matched = ref.count_rows("a % 50 = 7")
@@ -430,17 +430,17 @@ def test_late_materialization(pair, monkeypatch, late) -> None:
 
 def test_count_rows_with_a_filter_decodes_only_the_filter_columns(pair, monkeypatch) -> None:
     """``count_rows(filter)`` reads the filter's columns and nothing else, and counts as pylance."""
-    from lance_gpu.fragment import LanceFragment
+    from lance_gpu.table.snapshot import FragmentSnapshot
 
     ref, ours = pair
     read: set[str] = set()
-    real = LanceFragment.read_field
+    real = FragmentSnapshot.read_field
 
     def spy(self, field, *args, **kwargs):
         read.add(field.name)
         return real(self, field, *args, **kwargs)
 
-    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     assert ours.count_rows("a > 10") == ref.count_rows("a > 10")
     assert read == {"a"}
     read.clear()

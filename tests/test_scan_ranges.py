@@ -49,7 +49,7 @@ def uri(tmp_path_factory) -> str:
 
 
 def _reader(uri: str, columns: list[str], budget: int = 64 << 20, **plan_args) -> RangeReader:
-    ds = lance_gpu.dataset(uri)
+    ds = lance_gpu.dataset(uri).snapshot
     return RangeReader(ds, resolve(build_plan(ds, columns=columns, **plan_args), ds), budget=budget)
 
 

@@ -7,6 +7,8 @@ keeps most rows).  Results equal pylance's on the same pylance-written data."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -18,7 +20,7 @@ from lance_gpu.file import encodings  # noqa: E402
 from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
 from lance_gpu.file.reader import page_starts, parse_layout  # noqa: E402
 from lance_gpu.file.v2_1 import miniblock  # noqa: E402
-from lance_gpu.fragment import LanceFragment  # noqa: E402
+from lance_gpu.table.snapshot import FragmentSnapshot  # noqa: E402
 
 ROWS = 24_000
 
@@ -62,14 +64,14 @@ def test_streaming_memory_is_bounded_by_the_readahead_window(pair, monkeypatch) 
     monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", window_rows)
     _ref, ours = pair
     decoded = [0]
-    real = LanceFragment.read_field
+    real = FragmentSnapshot.read_field
 
     def spy(self, field, arrow_field, rows):
         out = real(self, field, arrow_field, rows)
         decoded[0] += len(out)
         return out
 
-    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     batch_size, ahead_batches = 256, 2
     in_flight = max(1, -(-ahead_batches * batch_size // window_rows), 1)  # the scanner's rule
     assert ROWS > 10 * (in_flight + 1) * window_rows  # the dataset is far larger than the window
@@ -83,12 +85,12 @@ def test_streaming_memory_is_bounded_by_the_readahead_window(pair, monkeypatch) 
     assert worst <= (in_flight + 1) * window_rows, worst
 
 
-def _chunk_of_rows(ours, column_name: str, fragment: LanceFragment, rows: np.ndarray) -> tuple[int, set[tuple[int, int]]]:
+def _chunk_of_rows(ours, column_name: str, fragment: Any, rows: np.ndarray) -> tuple[int, set[tuple[int, int]]]:
     """The leaf column of ``column_name`` in ``fragment`` and the (page, chunk) pairs holding
     ``rows`` (file-local)."""
     field = next(f for f in ours.lance_schema.fields if f.name == column_name)
-    src = fragment.field_source(field)
-    reader = fragment.file_reader(src.path)
+    src = fragment.snapshot.field_source(field)
+    reader = fragment.snapshot.file_reader(src.path)
     col = src.columns[0]
     pages = reader.column(col).pages
     starts = page_starts(pages)
@@ -168,13 +170,13 @@ def test_long_values_are_decoded_selectively_even_when_most_rows_survive(tmp_pat
     lance.write_dataset(table, path)
     ref, ours = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
     decoded: dict[str, int] = {}
-    real = LanceFragment.read_field
+    real = FragmentSnapshot.read_field
 
     def spy(self, field, arrow_field, rows):
         decoded[field.name] = decoded.get(field.name, 0) + (self.physical_rows if rows is None else len(rows))
         return real(self, field, arrow_field, rows)
 
-    monkeypatch.setattr(LanceFragment, "read_field", spy)
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     flt = "key % 10 < 7"
     got = ours.to_table(columns=["short", "doc"], filter=flt)
     assert got.equals(ref.to_table(columns=["short", "doc"], filter=flt))
@@ -209,18 +211,18 @@ def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
     lance.write_dataset(pa.table({"a": pa.array(np.arange(n, dtype=np.int64))}), path, max_rows_per_file=100)
     v1 = lance_gpu.dataset(path, device="cpu")
     assert v1.to_table().equals(lance.dataset(path).to_table())
-    assert len(v1._column_maps) == 1  # four fragments, one layout
-    assert all(set(f._sources) == {v1.lance_schema.fields[0].id} for f in v1.fragments)
+    assert len(v1.snapshot._column_maps) == 1  # four fragments, one layout
+    assert all(set(f._sources) == {v1.lance_schema.fields[0].id} for f in v1.snapshot.fragments)
     lance.dataset(path).add_columns({"b": "a * 2"})
     v2 = lance_gpu.dataset(path, device="cpu")
-    assert v2._column_maps == {} and v2._column_maps is not v1._column_maps
+    assert v2.snapshot._column_maps == {} and v2.snapshot._column_maps is not v1.snapshot._column_maps
     assert v2.to_table().equals(lance.dataset(path).to_table())
-    assert len(v2._column_maps) == 2  # the old files' layout and the new column's files
-    assert all(len(f._sources) == 2 for f in v2.fragments)
-    assert len(v1._column_maps) == 1
+    assert len(v2.snapshot._column_maps) == 2  # the old files' layout and the new column's files
+    assert all(len(f._sources) == 2 for f in v2.snapshot.fragments)
+    assert len(v1.snapshot._column_maps) == 1
     assert v1.to_table().equals(lance.dataset(path, version=1).to_table())
     again = lance_gpu.dataset(path, version=2, device="cpu")  # another object, its own caches
-    assert again._column_maps == {} and again.to_table().equals(v2.to_table())
+    assert again.snapshot._column_maps == {} and again.to_table().equals(v2.to_table())
 
 
 def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:

@@ -205,6 +205,7 @@ BAD = [
     ({"column": "vec", "q": "abc", "k": 3}, "string query"),
     ({"column": "vec", "q": np.zeros((2, 2, DIM), np.float32), "k": 3}, "3-d query"),
     ({"column": "vec", "q": [], "k": 3}, "empty query"),
+    ({"column": "vec", "q": [[0.0] * DIM, [0.0] * (DIM - 1)], "k": 3}, "ragged queries"),
     ({"column": None, "q": np.zeros(DIM, np.float32), "k": 3}, "column None"),
     ({"column": "vec", "q": np.zeros(DIM, np.float32), "k": 3, "metric": 5}, "metric int"),
 ]
@@ -280,7 +281,8 @@ def test_stable_row_ids_after_update(tmp_path: object) -> None:
 
 @pytest.mark.gpu
 def test_gpu_decoded_vectors(f32: tuple[str, np.ndarray]) -> None:
-    """``device="gpu"``: the vectors decode through the GPU executor, the search (CPU) gives pylance's rows."""
+    """``device="gpu"``: the vectors decode and are searched on the device (more in
+    tests/test_search_gpu.py), giving pylance's rows."""
     path, values = f32
     pds, ds = lance.dataset(path), lance_gpu.dataset(path, device="gpu")
     with warnings.catch_warnings():
@@ -367,7 +369,7 @@ def _same_ids(theirs: pa.Table, ours: pa.Table) -> None:
 
 def test_struct_field_vectors_and_other_list_columns(tmp_path: object) -> None:
     """A vector in a struct (dotted name) searches as pylance; a variable-size list is refused as
-    pylance refuses it (TypeError); multivectors, which pylance searches, are refused as unsupported."""
+    pylance refuses it (TypeError)."""
     path = str(tmp_path / "nested")  # type: ignore[operator]
     rng = np.random.default_rng(2)
     values = rng.standard_normal((300, 4)).astype(np.float32)
@@ -386,8 +388,6 @@ def test_struct_field_vectors_and_other_list_columns(tmp_path: object) -> None:
     with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
         lance_gpu.dataset(path).to_table(nearest=nearest)
     assert isinstance(ours.value, type(theirs.value))
-    with pytest.raises(lance_gpu.errors.UnsupportedFeatureError, match="multivector"):
-        lance_gpu.dataset(path).to_table(nearest={"column": "mv", "q": values[0], "k": 3})
 
 
 def test_nan_and_inf_values(tmp_path: object) -> None:
@@ -400,3 +400,128 @@ def test_nan_and_inf_values(tmp_path: object) -> None:
         for q in (np.array([1, 1], np.float32), np.array([np.nan, 1], np.float32)):
             theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 6, "metric": metric})
             assert ours.equals(theirs), (metric, q)
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_distance_range(f32: tuple[str, np.ndarray], metric: str) -> None:
+    """``distance_range=(lower, upper)`` keeps ``lower <= d < upper`` before the k nearest are
+    taken (as pylance 14), with filters and several queries too."""
+    path, values = f32
+    theirs, _ = _both(path, nearest={"column": "vec", "q": values[42], "k": 40, "metric": metric})
+    d = theirs["_distance"].to_numpy().astype(np.float64)
+    mid = (d[:-1] + d[1:]) / 2  # bounds between pylance's distances: no rounding decides
+    ranges = [(mid[3], mid[20]), (None, mid[9]), (mid[30], None), (0.0, 0.0), (5.0, 1.0), (None, None), (True, 1e9)]
+    if metric == "l2":  # exact bounds: lower inclusive, upper exclusive (l2 distances round alike)
+        ranges += [(d[3], d[20]), (None, d[9]), (d[30], None)]
+    for rng in ranges:
+        for kwargs in ({}, {"filter": "id > 200", "prefilter": True}, {"filter": "cat = 'c1'"}):
+            _same(*_both(path, nearest={"column": "vec", "q": values[42], "k": 7, "metric": metric, "distance_range": rng},
+                         **kwargs))
+    q = np.stack([values[1], values[2]])
+    _same(*_both(path, nearest={"column": "vec", "q": q, "k": 5, "metric": metric, "distance_range": (mid[5], None)}))
+
+
+def test_distance_range_large_block(tmp_path: object) -> None:
+    """A range that excludes the nearest rows of a block larger than k (l2's candidate ranking
+    must not drop in-range rows)."""
+    path = str(tmp_path / "r")  # type: ignore[operator]
+    values = np.random.default_rng(8).standard_normal((5000, 8)).astype(np.float32)
+    lance.write_dataset(pa.table({"id": np.arange(5000), "vec": _vectors(values, pa.float32())}), path,
+                        max_rows_per_file=2000)
+    for rng in ((10.0, 12.0), (20.0, None)):
+        _same(*_both(path, nearest={"column": "vec", "q": values[0], "k": 15, "distance_range": rng}, columns=["id"]))
+
+
+@pytest.mark.parametrize("bad", [[0.0, 1.0], (1.0,), "x", (1, 2, 3), ("a", 2.0), (None, "b")])
+def test_bad_distance_range(f32: tuple[str, np.ndarray], bad: object) -> None:
+    path, values = f32
+    nearest = {"column": "vec", "q": values[0], "k": 3, "distance_range": bad}
+    with pytest.raises(Exception) as theirs:  # noqa: PT011 - the class is what is compared
+        lance.dataset(path).to_table(nearest=nearest)
+    with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+        lance_gpu.dataset(path).to_table(nearest=nearest)
+    assert isinstance(ours.value, type(theirs.value)), (type(theirs.value), ours.value)
+
+
+@pytest.fixture(scope="module")
+def multivectors(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list]:
+    """A multivector column (list of 6-d float32 vectors, 1-4 per row; null rows, an empty
+    list, nulls inside a vector), several fragments and deletions."""
+    path = str(tmp_path_factory.mktemp("mv") / "mv")
+    rng = np.random.default_rng(11)
+    rows: list = []
+    for _ in range(400):
+        n = int(rng.integers(1, 5))
+        rows.append([list(map(float, r)) for r in rng.standard_normal((n, 6)).astype(np.float32)])
+    rows[7] = None
+    rows[90] = None
+    rows[8] = []
+    rows[12][0][2] = None
+    rows[21] = rows[20]  # a tie
+    table = pa.table({"id": np.arange(400), "cat": [f"c{i % 3}" for i in range(400)],
+                      "mv": pa.array(rows, pa.list_(pa.list_(pa.float32(), 6)))})
+    ds = lance.write_dataset(table, path, max_rows_per_file=120)
+    ds.delete("id IN (4, 150, 151)")
+    return path, rows
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot", None])
+def test_multivector(multivectors: tuple[str, list], metric: str | None) -> None:
+    """Multivector search as pylance 14's (flat): a 2-D ``q`` is one query of several vectors
+    (no query_index), a 1-D ``q`` one vector; the distance sums, over the query's vectors, the
+    distance to the row's nearest vector."""
+    path, rows = multivectors
+    rng = np.random.default_rng(3)
+    for q in (rng.standard_normal((3, 6)).astype(np.float32), np.array(rows[20], np.float32),
+              rng.standard_normal(6).astype(np.float32)):
+        for kwargs in ({}, {"columns": ["id"], "with_row_id": True}, {"filter": "cat = 'c1'", "prefilter": True},
+                       {"filter": "cat = 'c1'"}, {"limit": 3, "offset": 2}):
+            _same(*_both(path, nearest={"column": "mv", "q": q, "k": 9, "metric": metric}, **kwargs), rtol=1e-3, atol=1e-3)
+
+
+def test_multivector_ranges_and_errors(multivectors: tuple[str, list]) -> None:
+    path, rows = multivectors
+    q = np.array(rows[30], np.float32)
+    theirs, _ = _both(path, nearest={"column": "mv", "q": q, "k": 30, "metric": "cosine"})
+    d = theirs["_distance"].to_numpy().astype(np.float64)
+    _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": "cosine",
+                                "distance_range": ((d[4] + d[5]) / 2, (d[25] + d[26]) / 2)}), rtol=1e-3, atol=1e-3)
+    for nearest in ({"column": "mv", "q": np.zeros(5, np.float32), "k": 3},
+                    {"column": "mv", "q": np.zeros((2, 5), np.float32), "k": 3},
+                    {"column": "mv", "q": np.zeros(6, np.float32), "k": 3, "metric": "hamming"},
+                    {"column": "mv", "q": np.zeros(6, np.float32), "k": 0}):
+        with pytest.raises(Exception) as their_err:  # noqa: PT011
+            lance.dataset(path).to_table(nearest=nearest)
+        with pytest.raises(lance_gpu.errors.LanceGpuError) as our_err:
+            lance_gpu.dataset(path).to_table(nearest=nearest)
+        assert isinstance(our_err.value, type(their_err.value)), (nearest, type(their_err.value), our_err.value)
+
+
+def test_multivector_hamming(tmp_path: object) -> None:
+    """uint8 multivectors take hamming (the nearest vector's differing bits, summed), as pylance."""
+    path = str(tmp_path / "mvu8")  # type: ignore[operator]
+    rng = np.random.default_rng(0)
+    rows: list = [[list(map(int, r)) for r in rng.integers(0, 256, (int(rng.integers(1, 4)), 4))] for _ in range(120)]
+    rows[9] = None
+    lance.write_dataset(pa.table({"id": np.arange(120), "mv": pa.array(rows, pa.list_(pa.list_(pa.uint8(), 4)))}), path,
+                        max_rows_per_file=50)
+    for q in (np.array(rows[2], np.uint8), np.array(rows[2][0], np.uint8)):
+        _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": "hamming"}, columns=["id"]))
+    nearest = {"column": "mv", "q": np.array(rows[2], np.uint8), "k": 6, "metric": "l2"}
+    with pytest.raises(ValueError) as theirs:
+        lance.dataset(path).to_table(nearest=nearest)
+    with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+        lance_gpu.dataset(path).to_table(nearest=nearest)
+    assert isinstance(ours.value, type(theirs.value))
+
+
+def test_multivector_null_vectors_inside_rows(tmp_path: object) -> None:
+    """A null vector inside a multivector row counts as a zero vector (no cosine distance: the
+    row is skipped), as pylance."""
+    path = str(tmp_path / "mvn")  # type: ignore[operator]
+    rows = [[[1.0, 0, 0, 0], None, [0, 1.0, 0, 0]], [[0, 0, 1.0, 0]], [None], [[0.5, 0.5, 0, 0]],
+            [[0, 0, 0, 1.0], [1.0, 1.0, 0, 0]], None]
+    lance.write_dataset(pa.table({"id": np.arange(6), "mv": pa.array(rows, pa.list_(pa.list_(pa.float32(), 4)))}), path)
+    q = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
+    for metric in ("l2", "cosine", "dot"):
+        _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": metric}))

@@ -70,7 +70,7 @@ def _data_files(uri: Path) -> list[Path]:
 
 
 def _manifest_path(uri: Path) -> Path:
-    return Path(lance_gpu.dataset(uri)._manifest_path)
+    return Path(lance_gpu.dataset(uri).snapshot.manifest_path)
 
 
 def _rewrite_manifest(uri: Path, edit, path: Path | None = None) -> Path:

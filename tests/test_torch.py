@@ -173,6 +173,52 @@ def test_drop_last_and_batch_sizes(uri, live_ids) -> None:
     assert shuffled == [64] * (live_ids.size // 64)
 
 
+@pytest.fixture(scope="module")
+def uneven_uri(tmp_path_factory) -> str:
+    """Fragments of 100, 10, 10, 50, 7 and 33 rows; every third row deleted."""
+    path = str(tmp_path_factory.mktemp("torch_edges") / "uneven.lance")
+    start = 0
+    for n in (100, 10, 10, 50, 7, 33):
+        lance.write_dataset(pa.table({"x": np.arange(start, start + n, dtype=np.int64)}), path, mode="append")
+        start += n
+    return path
+
+
+@pytest.mark.parametrize("deleted", [False, True])
+@pytest.mark.parametrize("kw", [{}, {"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}, {"batch_size": 7}])
+def test_fragment_edge_batches_equal_pylance(tmp_path, uneven_uri, deleted, kw) -> None:
+    """``batch_edges="fragment"``: the batch sizes and rows of pylance's loader, which ends a run
+    at every fragment end and joins runs while they fit in a batch (the default cuts exact-size
+    batches across fragment ends instead)."""
+    from lance.torch.data import LanceDataset as PylanceDataset
+
+    path = uneven_uri
+    if deleted:
+        path = str(tmp_path / "deleted.lance")
+        lance.write_dataset(lance.dataset(uneven_uri).to_table(), path, max_rows_per_file=40)
+        lance.dataset(path).delete("x % 3 = 0")
+    kw = {"batch_size": 32, "auto_detect_rank": False, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = [b.tolist() for b in PylanceDataset(lance.dataset(path), **kw)]
+    ours = [b.tolist() for b in lt.LanceDataset(path, batch_edges="fragment", device="cpu", **kw)]
+    assert ours == ref
+    exact = [len(b) for b in lt.LanceDataset(path, device="cpu", **kw)]
+    assert exact[:-1] == [kw["batch_size"]] * (len(exact) - 1)
+
+
+def test_fragment_edge_batches_options(uneven_uri) -> None:
+    sizes = [len(b) for b in lt.LanceDataset(uneven_uri, 32, batch_edges="fragment", drop_last=True, device="cpu")]
+    assert sizes == [32, 32, 32, 24, 32, 25, 32]  # only the short last batch (1 row) is dropped
+    with pytest.raises(ValueError, match="batch_edges"):
+        lt.LanceDataset(uneven_uri, 32, batch_edges="fragments")
+    with pytest.raises(ValueError, match="shuffle"):
+        lt.LanceDataset(uneven_uri, 32, batch_edges="fragment", shuffle=True)
+    # a batch sampler's batches are its ranges either way
+    by_range = [len(b) for b in lt.LanceDataset(uneven_uri, 32, batch_edges="fragment", shard_granularity="batch", rank=0, world_size=1, device="cpu")]
+    assert by_range == [32] * 6 + [18]
+
+
 def test_samples_are_distinct_live_rows(uri, live_ids) -> None:
     ids = _ids(lt.LanceDataset(uri, 16, columns=["id"], samples=50, seed=1, device="cpu"))
     assert len(ids) == len(set(ids)) == 50 and set(ids) <= set(live_ids.tolist())
@@ -326,6 +372,14 @@ def test_decode_hook_and_unsupported_type(types_uri) -> None:
     assert [v.tolist() for v in out["ints"]] == [[i] * (i % 3) for i in range(12)]
     with pytest.raises(TypeError, match="ints"):
         _one(types_uri, ["ints"])
+    # pylance's loader raises ValueError for a list column: an ``except ValueError`` catches ours too
+    with pytest.raises(ValueError, match="ints") as caught:
+        _one(types_uri, ["ints"])
+    assert isinstance(caught.value, lt.NoTensorRuleError)
+    from lance.torch.data import LanceDataset as PylanceDataset
+
+    with pytest.raises(ValueError):
+        list(PylanceDataset(types_uri, 4, columns=["ints"]))
 
 
 def test_null_rule(types_uri) -> None:
@@ -493,3 +547,29 @@ def test_readme_training_example_runs(tmp_path) -> None:
         capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0 and "trained" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def _ids_of_rows(rows: list[dict]) -> list[int]:
+    return [r["id"] for r in rows]
+
+
+def test_safe_dataset_and_loader_equal_pylance(uri) -> None:
+    """``SafeLanceDataset`` / ``get_safe_loader`` as pylance's: rows as dicts by one take, the
+    dataset pickled into spawned workers without an open dataset."""
+    import pickle
+
+    from lance.torch.data import SafeLanceDataset as PylanceSafe
+
+    ours, ref = lt.SafeLanceDataset(uri), PylanceSafe(uri)
+    assert len(ours) == len(ref) == lance.dataset(uri).count_rows()
+    picks = [0, 9, 10, 44, 45, len(ref) - 1]
+    mine = ours.__getitems__(picks)
+    theirs = ref.__getitems__(picks)
+    assert [r["id"] for r in mine] == [r["id"] for r in theirs]
+    assert [r["emb"] for r in mine] == [pytest.approx(r["emb"]) for r in theirs]
+    assert ours[3]["id"] == ref[3]["id"]
+    assert pickle.loads(pickle.dumps(ours))._ds is None  # nothing open crosses a spawn
+    loader = lt.get_safe_loader(ours, batch_size=50, num_workers=1, collate_fn=_ids_of_rows)
+    assert loader.multiprocessing_context.get_start_method() == "spawn" and loader.persistent_workers
+    got = [i for batch in loader for i in batch]
+    assert got == [r["id"] for r in ref.__getitems__(list(range(len(ref))))]

@@ -69,6 +69,16 @@ def test_device_batches_equal_host_batches(uri, monkeypatch) -> None:
             assert d["emb"].is_cuda
 
 
+def test_device_fragment_edge_batches_equal_host(uri) -> None:
+    """``batch_edges="fragment"`` cuts device batches as the host feed (pylance's sizes): two
+    fragments of 19 and 20 live rows in batches of 8 give runs 8, 8, 3 and 8, 8, 4, and the run
+    of 3 cannot join the next 8."""
+    host = _batches(uri, "cpu", batch_edges="fragment")
+    dev = _batches(uri, "cuda", batch_edges="fragment")
+    assert [len(b["id"]) for b in host] == [8, 8, 3, 8, 8, 4]
+    assert [b["id"].cpu().tolist() for b in dev] == [b["id"].tolist() for b in host]
+
+
 def test_device_sharding_and_seeded_shuffle(uri) -> None:
     live = [i for i in range(40) if i != 3]
     for world in (1, 2):

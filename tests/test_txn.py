@@ -148,7 +148,7 @@ def test_commit_lock_is_held_while_publishing(tmp_path):
 def test_handle_far_behind_still_commits(tmp_path, behind):
     """The retry budget counts conflicts, not versions: a handle 1,000 versions behind
     deletes and appends when nothing conflicts (pylance does too)."""
-    from lance_gpu.write.commit import latest
+    from lance_gpu.txn.publish import latest
 
     uri = str(tmp_path / "ds")
     lance_gpu.write_dataset(_tbl(0, 100), uri)

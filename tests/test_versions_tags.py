@@ -89,7 +89,7 @@ def test_versions_huge_counts_add_as_pylance(tmp_path: Path) -> None:
 
     path = tmp_path / "big.lance"
     lance.write_dataset(pa.table({"a": list(range(8))}), str(path), max_rows_per_file=4)
-    mpath = Path(lance_gpu.dataset(str(path))._manifest_path)
+    mpath = Path(lance_gpu.dataset(str(path)).snapshot.manifest_path)
     raw = mpath.read_bytes()
     (pos,) = struct.unpack_from("<Q", raw, len(raw) - MANIFEST_FOOTER_SIZE)
     (n,) = struct.unpack_from("<I", raw, pos)

@@ -21,7 +21,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
 from lance_gpu.txn import LanceOperation, commit
-from lance_gpu.write.commit import serialize_manifest
+from lance_gpu.txn.publish import serialize_manifest
 
 lance = pytest.importorskip("lance")
 
@@ -434,7 +434,7 @@ _CRASH = textwrap.dedent(
     warnings.simplefilter("ignore")
     import numpy as np, pyarrow as pa
     import lance_gpu
-    import lance_gpu.write.commit as commit_mod
+    import lance_gpu.txn.publish as commit_mod
     import lance_gpu.write.dataset_writer as dw
 
     where = sys.argv[2]

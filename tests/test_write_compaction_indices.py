@@ -135,7 +135,7 @@ def test_unindexed_fragments_compact_apart(tmp_path):
 def test_index_types_we_cannot_remap_are_refused(tmp_path):
     uri = str(tmp_path / "ds")
     lance.write_dataset(_table(4000), uri, max_rows_per_file=500)
-    lance.dataset(uri).create_scalar_index("name", "BITMAP")
+    lance.dataset(uri).create_scalar_index("name", "INVERTED")
     snapshot = (sorted(os.listdir(os.path.join(uri, "data"))), sorted(os.listdir(os.path.join(uri, "_indices"))))
     with pytest.raises(UnsupportedFeatureError, match="name_idx"):
         lance_gpu.dataset(uri).optimize.compact_files(target_rows_per_fragment=2000)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The FSST compressor of the writer (``lance_gpu.file.encodings._fsst_encoder``).
+"""The FSST compressor of the writer (``lance_gpu.file.encodings.fsst._encoder``).
 
 ``compress_fast`` (hash buckets, unchecked 8-byte loads and stores, four interleaved runs)
 must give exactly the bytes of ``compress``, the plain greedy longest-match reference, and
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cuda_kernels import fsst_decode
-from lance_gpu.file.encodings import _fsst_encoder as _fsst
+from lance_gpu.file.encodings.fsst import _encoder as _fsst
 
 
 def _pack(strs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:

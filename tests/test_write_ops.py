@@ -15,10 +15,10 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pytest
 
-from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, RetryableCommitConflictError, SchemaMismatchError
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
 from lance_gpu.txn import FragmentMetadata, LanceOperation
 from lance_gpu.write import discard_fragments, write_fragments
@@ -156,7 +156,7 @@ def test_delete_written_by_us_and_edge_cases(tmp_path):
 
 
 def test_pylance_reads_uncompressed_deletion_files(tmp_path):
-    from lance_gpu.write.deletion_writer import encode_deletion_rows
+    from lance_gpu.table.deletion_writer import encode_deletion_rows
 
     kind, data = encode_deletion_rows(np.array([1, 5], np.uint32))
     assert kind == table_pb2.DeletionFile.ARROW_ARRAY and data[:6] == b"ARROW1"
@@ -392,8 +392,7 @@ def test_compact_with_stable_row_ids(tmp_path):
     ],
 )
 def test_row_id_and_version_encodings_roundtrip(ids):
-    from lance_gpu.table.rowids import decode_row_id_sequence, decode_version_sequence
-    from lance_gpu.write.compaction import encode_row_ids, encode_versions
+    from lance_gpu.table.rowids import decode_row_id_sequence, decode_version_sequence, encode_row_ids, encode_versions
 
     ids = ids.astype(np.uint64)
     assert np.array_equal(decode_row_id_sequence(encode_row_ids(ids)), ids)
@@ -523,7 +522,8 @@ def test_operations_against_each_other(tmp_path):
 
 
 def test_spark_private_names_still_work():
-    from lance_gpu.write import commit, dataset_writer
+    from lance_gpu.txn import publish as commit
+    from lance_gpu.write import dataset_writer
 
     assert callable(dataset_writer._write_fragments) and dataset_writer._minor_of(None) == 2
     assert callable(dataset_writer._check_types)

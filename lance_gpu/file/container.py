@@ -313,6 +313,14 @@ class LanceFileReader:
     def column(self, index: int) -> ColumnInfo:
         return self.meta.column(index)
 
+    def global_buffer(self, index: int) -> bytes:
+        """The bytes of global buffer ``index`` (0 is the ``FileDescriptor``; index files
+        keep protobufs and tensors in the others, named by their schema metadata)."""
+        if not 0 <= index < self.num_global_buffers:
+            raise CorruptFileError(self.path, f"global buffer {index} out of range ({self.num_global_buffers} buffers)")
+        pos, size = (int(x) for x in self.meta._gbo[index])
+        return self.io.read(pos, size).tobytes()
+
     def prefetch(self, columns: list[int]) -> None:
         """Fetch every buffer of ``columns`` (pages and column buffers) ahead of decoding,
         coalesced and concurrently, where the store's handle supports it (object stores;

@@ -2,7 +2,7 @@
 """Decode plans: what the device must do for every page of the requested columns.
 
 The file and table layers decide *which* pages and byte ranges a read needs, exactly as on
-the CPU (``LanceFragment._source``, ``LanceFileReader.column(...).pages``,
+the CPU (``FragmentSnapshot.field_source``, ``LanceFileReader.column(...).pages``,
 ``reader.parse_layout``); this module turns each page into work items, grouped by *kernel
 family* over all pages of all requested columns of a read unit, so that
 :mod:`lance_gpu.gpu.decode` launches each family once:

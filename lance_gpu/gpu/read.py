@@ -93,7 +93,7 @@ def _warn_fallbacks(mode: str, seen: dict[str, list[str]]) -> None:
 def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPoolExecutor, seen: dict) -> _Frag:
     out = _Frag(frag, rows)
     if rows is not None and rows.size and (int(rows[0]) < 0 or int(rows[-1]) >= frag.physical_rows):
-        raise CorruptFileError(frag.dataset_uri, f"fragment {frag.fragment_id}: row {int(rows[-1])} of {frag.physical_rows}")
+        raise CorruptFileError(frag.uri, f"fragment {frag.fragment_id}: row {int(rows[-1])} of {frag.physical_rows}")
     for f in fields:
         af = arrow_fields[f.name]
         if blob_kind(f) or (rows is not None and not rows.size):

@@ -40,6 +40,7 @@ __all__ = [
     "join",
     "open_with_tail",
     "read_ranges_into",
+    "remove_quietly",
 ]
 
 #: Ranges closer than this are read as one block (the gap is read and dropped): the
@@ -223,6 +224,16 @@ class ObjectStore(Protocol):
         a visible object is already durable).  A commit calls it on every file its
         manifest adds before publishing the manifest."""
         ...
+
+
+def remove_quietly(store: ObjectStore, keys: Iterable[str]) -> None:
+    """Delete objects that were written but cannot have been committed (best effort: a
+    failure leaves an unreferenced object, which ``cleanup_old_versions`` removes)."""
+    for key in keys:
+        try:
+            store.delete(key)
+        except OSError:
+            pass
 
 
 def byte_view(out: np.ndarray | memoryview) -> np.ndarray:

@@ -36,7 +36,7 @@ class DataStatistics:
 class DatasetStats:
     """``ds.stats`` of one dataset version."""
 
-    def __init__(self, ds) -> None:  # ds: LanceDataset
+    def __init__(self, ds) -> None:  # ds: TableSnapshot
         self._ds = ds
 
     def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
@@ -60,3 +60,74 @@ class DatasetStats:
                     pages = reader.column(col).pages
                     totals[fid] = totals.get(fid, 0) + sum(sum(p.buffer_sizes) for p in pages)
         return DataStatistics([FieldStatistics(fid, size) for fid, size in sorted(totals.items())])
+
+    def index_stats(self, index_name: str) -> dict:
+        """Statistics of the index ``index_name``, as pylance's: type, segments (per segment
+        ``min`` / ``max`` / ``num_pages`` of a BTree, ``num_bitmaps`` of a Bitmap or LabelList),
+        indexed and unindexed fragments and live rows, ``updated_at_timestamp_ms`` (the newest
+        segment's ``created_at``).  Raises ``KeyError`` for an unknown name.
+
+        Parameters
+        ----------
+        index_name : str
+            The index name.
+        """
+        from lance_gpu.errors import IndexStatsNotFoundError
+        from lance_gpu.index.metadata import fragment_bitmap, index_type_name
+        from lance_gpu.index.scalar import BitmapIndex, BTreeIndex, open_scalar_index
+
+        ds = self._ds
+        section = ds.manifest_file.index_section
+        entries = [i for i in (section.indices if section is not None else []) if i.name == index_name]
+        if not entries:
+            raise IndexStatsNotFoundError(f'Index "{index_name}" not found')
+        live = {f.fragment_id: f.live_count() for f in ds.fragments}
+        segments, per_delta, covered = [], [], set()
+        for entry in entries:
+            frags = set(fragment_bitmap(entry) or ()) & set(live)
+            covered |= frags
+            per_delta.append(sum(live[i] for i in frags))
+            reader = open_scalar_index(ds.store, ds.root, entry)
+            if isinstance(reader, BTreeIndex):
+                # the first page's first value and the last page's last (nulls sort first)
+                n = len(reader.min)
+                low = reader.min[0].as_py() if n else None
+                high = reader.max[n - 1].as_py() if n else None
+                segments.append({"min": _show(low, reader.type), "max": _show(high, reader.type),
+                                 "num_pages": int(reader.page_idx.size)})
+            elif isinstance(reader, BitmapIndex):
+                segments.append({"num_bitmaps": len(reader.keys)})
+            else:
+                segments.append({})
+        return {
+            "index_type": index_type_name(entries[0]),
+            "name": index_name,
+            "num_indices": len(entries),
+            "num_segments": len(entries),
+            "indices": segments,
+            "segments": segments,
+            "num_indexed_fragments": len(covered),
+            "num_indexed_rows": sum(live[i] for i in covered),
+            "num_unindexed_fragments": len(set(live) - covered),
+            "num_unindexed_rows": sum(n for i, n in live.items() if i not in covered),
+            "num_indexed_rows_per_delta": per_delta,
+            "updated_at_timestamp_ms": max(int(e.created_at) for e in entries),
+        }
+
+
+def _show(value: object, t: object) -> str:
+    """A value as pylance's index statistics print it (DataFusion's scalar display: floats
+    in the shortest plain digits, ``49`` for 49.0; NULL)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if value is None:
+        return "NULL"
+    if isinstance(t, pa.DataType) and pa.types.is_floating(t):
+        x = np.float32(value) if t == pa.float32() else np.float64(value)  # type: ignore[arg-type]
+        if np.isnan(x):
+            return "NaN"
+        if np.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return np.format_float_positional(x, unique=True, trim="-")
+    return str(value)

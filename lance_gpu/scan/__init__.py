@@ -18,7 +18,7 @@ from lance_gpu.scan.execute import (
     concat,
     decode_fields,
     executor_for,
-    open_dataset,
+    open_snapshot,
     plan_units,
     read_rows,
     rebatch,
@@ -36,7 +36,7 @@ from lance_gpu.scan.plan import (
     resolve,
 )
 from lance_gpu.scan.ranges import RangeReader
-from lance_gpu.scan.scanner import LanceScanner
+from lance_gpu.scan.scanner import LanceScanner, scanner_for
 
 __all__ = [
     "ROW_ADDR",
@@ -55,11 +55,12 @@ __all__ = [
     "decode_fields",
     "default_batch_size",
     "executor_for",
-    "open_dataset",
+    "open_snapshot",
     "plan_units",
     "read_rows",
     "rebatch",
     "resolve",
     "run_plan",
+    "scanner_for",
     "take_rows",
 ]

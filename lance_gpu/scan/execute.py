@@ -34,13 +34,13 @@ import pyarrow.compute as pc
 from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
+from lance_gpu.io import resolve as resolve_uri
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, ResolvedScan, ScanPlan, build_plan, resolve
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceField
+from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
-    from lance_gpu.fragment import LanceFragment
     from lance_gpu.gpu.columns import DeviceTable
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -101,7 +101,7 @@ def decode_inline(units: Sequence[ReadUnit], ahead: int | None) -> bool:
 class ReadUnit:
     """Physical ``rows`` (sorted; None = every physical row) of one fragment."""
 
-    fragment: LanceFragment
+    fragment: FragmentSnapshot
     rows: np.ndarray | None
 
     @property
@@ -115,9 +115,9 @@ class Executor(Protocol):
     name: str
     whole_fragments: bool  # units must be whole fragments (one unit per fragment)
 
-    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]: ...
+    def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]: ...
 
-    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+    def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
         """Decode and finish (virtual columns, filter, projection) each unit, in order."""
         ...
@@ -143,7 +143,7 @@ def empty_table(num_rows: int, metadata: dict | None = None) -> pa.Table:
 IO_THREADS = 2
 
 
-def _read_after(fetch: Future | None, frag: LanceFragment, field: LanceField, arrow_field: pa.Field,
+def _read_after(fetch: Future | None, frag: FragmentSnapshot, field: LanceField, arrow_field: pa.Field,
                 rows: np.ndarray | None) -> pa.Array:
     """``frag.read_field`` once the fragment's prefetch (if any) is done."""
     if fetch is not None:
@@ -158,7 +158,7 @@ def _read_unit(fetch: Future | None, unit: ReadUnit, fields: Sequence[LanceField
     return [unit.fragment.read_field(f, arrow_fields[f.name], unit.rows) for f in fields]
 
 
-def selective_share(frag: LanceFragment, field: LanceField, arrow_field: pa.Field) -> float:
+def selective_share(frag: FragmentSnapshot, field: LanceField, arrow_field: pa.Field) -> float:
     """Late materialization: the survivor share of a unit up to which ``field`` is decoded
     for the surviving rows only; above it, decoding the fragment's whole pages and taking
     the survivors is cheaper.  It depends on how the pages store the values
@@ -252,7 +252,7 @@ def _late_unit(resolved: ResolvedScan, unit: ReadUnit, table: pa.Table, keep: np
     for f in late:
         af = arrow_fields[f.name]
         selective[f.name] = share <= SELECT_SHARE_CHUNKED or share <= selective_share(frag, f, af)
-    if not getattr(frag.dataset.store, "maps_files", False):
+    if not getattr(frag.snapshot.store, "maps_files", False):
         # an object store: the late fields' bytes for the survivors (or the unit) at once
         frag.prefetch([f for f in late if selective[f.name]], kept_rows)
         frag.prefetch([f for f in late if not selective[f.name]], unit.rows)
@@ -317,9 +317,9 @@ def _grouped_submit(groups: list[list[ReadUnit]], run_group: Any) -> Any:
     return submit
 
 
-def _prefetch_rows(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> list[LanceFragment]:
+def _prefetch_rows(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> list[FragmentSnapshot]:
     """On an object store, fetch the bytes a take of each unit's rows reads, the fragments
-    concurrently (:meth:`LanceFragment.prefetch`); returns the fragments to drop them from."""
+    concurrently (:meth:`FragmentSnapshot.prefetch`); returns the fragments to drop them from."""
     if getattr(ds.store, "maps_files", False) or not fields or not units:
         return []
     frags = [u.fragment for u in units]
@@ -340,7 +340,7 @@ class CpuExecutor:
     name = "cpu"
     whole_fragments = False
 
-    def _ordered(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+    def _ordered(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
                  tasks_per_unit: int, submit: Any) -> Iterator[tuple[ReadUnit, list[Any]]]:
         """Run ``submit(pool, unit, fetch) -> futures`` for each unit, at most ``ahead`` units
         ahead of the consumer (None: all), and yield ``(unit, results)`` in unit order.
@@ -380,7 +380,7 @@ class CpuExecutor:
             for _ in range(in_flight):
                 if not next_unit():
                     break
-            current: LanceFragment | None = None
+            current: FragmentSnapshot | None = None
             try:
                 while queue:
                     unit, futs = queue.popleft()
@@ -400,7 +400,7 @@ class CpuExecutor:
                 if remote and current is not None:
                     current.drop_prefetched()
 
-    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+    def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
                physical: bool = False) -> Iterator[pa.Table]:
         """``physical=True``: fields as stored (JSON columns as their JSONB large_binary)."""
         arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
@@ -431,7 +431,7 @@ class CpuExecutor:
                 arrays = arrays[0]
             yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
 
-    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+    def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
         late = resolved.late_fields()
         # small units of a mapped store, decoded in this thread: filtered in groups
@@ -491,7 +491,7 @@ class GpuExecutor:
         check_fallback_mode(on_cpu_fallback)
         self.on_cpu_fallback = on_cpu_fallback
 
-    def decode_device(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[Any]:
+    def decode_device(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[Any]:
         """Per unit, a :class:`~lance_gpu.gpu.columns.DeviceTable` of ``fields``."""
         from lance_gpu.gpu.read import scan_device
 
@@ -499,11 +499,11 @@ class GpuExecutor:
         for _frag, dt in scan_device(ds, list(fields), jobs, on_cpu_fallback=self.on_cpu_fallback):
             yield dt
 
-    def decode(self, ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
+    def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:
         for dt in self.decode_device(ds, units, fields):
             yield dt.to_arrow()
 
-    def run_device(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan,
+    def run_device(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan,
                    offsets: _Offsets | None = None) -> Iterator[Any]:
         """Per unit, the finished result as a device table: the filter's surviving rows are
         gathered on the device before anything is copied to the host.  With a filter, only
@@ -523,7 +523,7 @@ class GpuExecutor:
                 dt = DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
             yield project_device(resolved, dt, unit, project, offsets)
 
-    def run(self, ds: LanceDataset, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
+    def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
         from lance_gpu.gpu.columns import DeviceColumn
 
@@ -601,15 +601,15 @@ def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:
 
 
 @functools.lru_cache(maxsize=8)
-def open_dataset(uri: str, version: int, device: str = "auto", storage_options: tuple[tuple[str, str], ...] = ()) -> LanceDataset:
-    """The dataset at a plan's pinned version, kept open across the plans a process runs
-    (on an object store, this process fetches the bytes itself with ``storage_options``)."""
-    from lance_gpu.dataset import LanceDataset
+def open_snapshot(uri: str, version: int, storage_options: tuple[tuple[str, str], ...] = ()) -> TableSnapshot:
+    """The table snapshot at a plan's pinned version, kept open across the plans a process
+    runs (on an object store, this process fetches the bytes itself with ``storage_options``)."""
+    options = dict(storage_options)
+    store, root = resolve_uri(uri, options)
+    return TableSnapshot.load(store, root, version, options)
 
-    return LanceDataset(uri, version, device=device, storage_options=dict(storage_options))
 
-
-def plan_units(plan: ScanPlan, ds: LanceDataset, window: int | None) -> list[ReadUnit]:
+def plan_units(plan: ScanPlan, ds: TableSnapshot, window: int | None) -> list[ReadUnit]:
     """The plan's read units: per fragment its selected rows (or live rows), cut into
     windows of ``window`` rows (None: one unit per fragment)."""
     units: list[ReadUnit] = []
@@ -637,11 +637,11 @@ class _Offsets:
     """Dataset-level ``_rowoffset`` of physical rows: live rows before the fragment plus
     the row's position among the fragment's live rows."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: TableSnapshot) -> None:
         counts = [f.live_count() for f in ds.fragments]
         self.base = dict(zip((f.fragment_id for f in ds.fragments), np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist() if counts else [], strict=True))
 
-    def __call__(self, frag: LanceFragment, rows: np.ndarray) -> np.ndarray:
+    def __call__(self, frag: FragmentSnapshot, rows: np.ndarray) -> np.ndarray:
         live = frag.live_rows
         pos = rows if live is None else np.searchsorted(live, rows)
         return np.asarray(pos, np.uint64) + np.uint64(self.base[frag.fragment_id])
@@ -714,7 +714,7 @@ def finish_table(resolved: ResolvedScan, table: pa.Table, unit: ReadUnit, offset
 def run_plan(
     plan: ScanPlan,
     executor: Executor | None = None,
-    ds: LanceDataset | None = None,
+    ds: TableSnapshot | None = None,
     *,
     window: int | None = None,
     ahead: int | None = None,
@@ -723,7 +723,7 @@ def run_plan(
     plan's ``offset`` / ``limit`` applied over the filtered rows.  ``window``: rows per unit
     (None: whole fragments); ``ahead``: units decoding ahead of the consumer (None: all)."""
     if ds is None:
-        ds = open_dataset(plan.uri, plan.version, plan.device, plan.storage_options)
+        ds = open_snapshot(plan.uri, plan.version, plan.storage_options)
     if executor is None:
         executor = executor_for(plan.device)
     resolved = resolve(plan, ds)
@@ -822,7 +822,7 @@ def take_indices(indices: Any) -> np.ndarray:
     return idx
 
 
-def _take_nesting(ds: LanceDataset, columns: Any) -> dict[str, list[tuple[str, ...]]] | None:
+def _take_nesting(ds: TableSnapshot, columns: Any) -> dict[str, list[tuple[str, ...]]] | None:
     """pylance's ``take`` returns a dotted name as its top-level struct pruned to the named
     fields (``"st.q"`` -> ``st: struct<q>``): top-level name -> requested sub-paths (empty:
     the whole field), in order of first mention; None when no dotted name is asked for."""
@@ -867,14 +867,15 @@ def _prune_structs(table: pa.Table, nested: dict[str, list[tuple[str, ...]]]) ->
 
 
 def take_rows(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     indices: Any,
     columns: Any = None,
     *,
-    fragments: Sequence[LanceFragment] | None = None,
+    fragments: Sequence[FragmentSnapshot] | None = None,
     with_row_id: bool = False,
     with_row_address: bool = False,
     executor: Executor | None = None,
+    device: str = "auto",
 ) -> pa.Table:
     """Rows at the given positions among the live rows of ``fragments`` (default: the
     dataset's), in the order given (repeats allowed): a plan whose row selections are the
@@ -905,8 +906,9 @@ def take_rows(
         base += uniq.size
     nested = _take_nesting(ds, columns)
     read_columns = list(nested) if nested is not None else columns
-    plan = build_plan(ds, columns=read_columns, with_row_id=with_row_id, with_row_address=with_row_address, selections=selections)
-    table = concat(list(run_plan(plan, executor or executor_for(ds.device), ds)), resolve(plan, ds).schema)
+    plan = build_plan(ds, columns=read_columns, with_row_id=with_row_id, with_row_address=with_row_address, selections=selections,
+                      device=device)
+    table = concat(list(run_plan(plan, executor or executor_for(device), ds)), resolve(plan, ds).schema)
     if nested is not None:
         table = _prune_structs(table, nested)
     if not idx.size:
@@ -921,14 +923,14 @@ def take_rows(
     return table.take(pa.array(back))
 
 
-def read_rows(ds: LanceDataset, fragment: LanceFragment, rows: np.ndarray | None, columns: Any = None) -> pa.Table:
+def read_rows(ds: TableSnapshot, fragment: FragmentSnapshot, rows: np.ndarray | None, columns: Any = None) -> pa.Table:
     """``columns`` (default: all) of the sorted physical ``rows`` (None: every live row) of
     one fragment, decoded on the CPU: the plan-and-run the write package reads with."""
     plan = build_plan(ds, columns=columns, selections={fragment.fragment_id: None if rows is None else np.asarray(rows, np.int64)})
     return concat(list(run_plan(plan, CpuExecutor(), ds)), resolve(plan, ds).schema)
 
 
-def decode_fields(ds: LanceDataset, units: Sequence[ReadUnit], fields: Sequence[LanceField],
+def decode_fields(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField],
                   physical: bool = False) -> Iterator[pa.Table]:
     """The raw top-level ``fields`` (no filter, no projection) of each unit, decoded on the
     CPU in threads, in unit order: for writers that rewrite whole fields (``physical=True``:

@@ -14,6 +14,10 @@ As pylance without an index: ``l2`` is the squared Euclidean distance, ``cosine`
 ``_distance`` is float32, ascending, ties in row-address order; null vectors are skipped,
 null values inside a vector count as 0, a zero vector has no cosine distance (skipped).
 Several queries (a 2-D ``q``) give ``k`` rows each, tagged by a leading ``query_index``.
+
+With a vector index on the column (and ``use_index`` not False), the candidates come from the
+index instead: :mod:`lance_gpu.scan.vector_index` (``nprobes``, ``refine_factor``, rows the
+index does not cover searched exactly here and merged).
 """
 
 from __future__ import annotations
@@ -30,13 +34,12 @@ from lance_gpu.errors import (
     EmptyQueryError,
     InvalidArgumentError,
     QueryShapeError,
-    UnsupportedFeatureError,
 )
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.execute import Executor
     from lance_gpu.scan.plan import ScanPlan
+    from lance_gpu.table.snapshot import TableSnapshot
 
 DISTANCE = "_distance"
 QUERY_INDEX = "query_index"
@@ -61,14 +64,28 @@ class NearestQuery:
     k: int
     metric: str
     prefilter: bool = False
+    #: ``(lower, upper)``: only rows with ``lower <= distance < upper`` (None: unbounded)
+    distance_range: tuple[float | None, float | None] = (None, None)
+    #: the column holds multivectors (list of vectors); ``q`` is then one query's vectors
+    multivector: bool = False
+    #: a vector index on the column may answer (``use_index``); its knobs, see
+    #: :mod:`lance_gpu.scan.vector_index`
+    use_index: bool = True
+    metric_given: bool = False
+    minimum_nprobes: int | None = None
+    maximum_nprobes: int | None = None
+    refine_factor: int | None = None
 
     def describe(self) -> str:
         mode = "prefilter" if self.prefilter else "postfilter"
+        extra = "" if self.distance_range == (None, None) else f", distance_range={self.distance_range}"
+        kind = "multivector, " if self.multivector else ""
         return (f"  nearest: column={self.column}, queries={self.q.shape[0]}, dim={self.q.shape[1]}, "
-                f"k={self.k}, metric={self.metric}, exact (flat), {mode}")
+                f"k={self.k}, metric={self.metric}, {kind}{'index if any' if self.use_index else 'exact (flat)'}, "
+                f"{mode}{extra}")
 
 
-def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
+def parse_nearest(ds: TableSnapshot, nearest: Any, prefilter: Any = None, include_deleted_rows: Any = None) -> NearestQuery:
     """Check pylance's ``nearest`` mapping against ``ds`` (the errors pylance raises: a
     ``TypeError`` for a missing / unexpected key, a non-integer ``k`` or a non-vector column;
     a ``ValueError`` for ``k <= 0``, an unknown metric, an absent column, a query of another
@@ -81,8 +98,7 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
     for key in ("column", "q"):
         if key not in nearest:
             raise ArgumentTypeError(f"nearest() missing 1 required positional argument: {key!r}")
-    if nearest.get("distance_range") is not None:
-        raise UnsupportedFeatureError("nearest: distance_range is not supported by lance_gpu yet")
+    distance_range = _distance_range(nearest.get("distance_range"))
     column = nearest["column"]
     if not isinstance(column, str):
         raise ArgumentTypeError(f"nearest column must be a str, not {type(column).__name__}")
@@ -101,13 +117,12 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
     ftype = column_type(ds, column)
     if ftype is None:
         raise InvalidArgumentError(f"Embedding column {column} is not in the dataset")
-    if pa.types.is_list(ftype) and pa.types.is_fixed_size_list(ftype.value_type):
-        raise UnsupportedFeatureError(f"nearest: column {column} holds multivectors ({ftype}); "
-                                      "multivector search is not supported by lance_gpu yet")
-    if not pa.types.is_fixed_size_list(ftype):
+    multivector = pa.types.is_list(ftype) and pa.types.is_fixed_size_list(ftype.value_type)
+    vtype = ftype.value_type if multivector else ftype
+    if not pa.types.is_fixed_size_list(vtype):
         raise ArgumentTypeError(f"Query column {column} must be a vector. Got {ftype}.")
-    dim = ftype.list_size
-    elem = ftype.value_type
+    dim = vtype.list_size
+    elem = vtype.value_type
     q = _query_array(nearest["q"])
     if q.shape[-1] != dim:
         raise InvalidArgumentError(f"Query vector size {q.shape[-1]} does not match index column size {dim}")
@@ -125,12 +140,35 @@ def parse_nearest(ds: LanceDataset, nearest: Any, prefilter: Any = None, include
         raise ArgumentTypeError(f"argument 'prefilter': {type(prefilter).__name__!r} object is not an instance of 'bool'")
     if include_deleted_rows:
         raise InvalidArgumentError("Cannot include deleted rows in a nearest neighbor search")
-    single = q.ndim == 1
-    q2 = q.reshape(1, dim) if single else q
-    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter))
+    # a multivector query is one query of several vectors (one result set, no query_index)
+    single = q.ndim == 1 or multivector
+    q2 = q.reshape(-1, dim)
+    from lance_gpu.scan.vector_index import parse_index_options
+
+    return NearestQuery(column, q2, single, int(k), metric, bool(prefilter), distance_range, multivector,
+                        metric_given=metric_arg is not None, **parse_index_options(nearest))
 
 
-def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
+def _distance_range(value: Any) -> tuple[float | None, float | None]:
+    """pylance's ``distance_range``: a tuple ``(lower, upper)`` of numbers or None."""
+    if value is None:
+        return (None, None)
+    if isinstance(value, list):
+        raise InvalidArgumentError("'list' object is not an instance of 'tuple'")
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise InvalidArgumentError("distance_range must be a tuple of (lower_bound, upper_bound)")
+    bounds: list[float | None] = []
+    for bound in value:
+        if bound is None:
+            bounds.append(None)
+        elif isinstance(bound, (int, float, np.integer, np.floating)):
+            bounds.append(float(np.float32(bound)))
+        else:
+            raise ArgumentTypeError(f"distance_range bounds must be real numbers or None, not {type(bound).__name__}")
+    return (bounds[0], bounds[1])
+
+
+def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
     """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
     if column in ds.schema.names:
         return ds.schema.field(column).type
@@ -148,6 +186,11 @@ def column_type(ds: LanceDataset, column: str) -> pa.DataType | None:
 def _query_array(value: Any) -> np.ndarray:
     if isinstance(value, (pa.Array, pa.ChunkedArray)):
         value = value.to_numpy(zero_copy_only=False)
+    if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+        sizes = [np.size(v) for v in value]
+        if len(set(sizes)) > 1:
+            other = next(n for n in sizes if n != sizes[0])
+            raise InvalidArgumentError(f"All query vectors must have the same length, but got {sizes[0]} and {other}")
     try:
         if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
             q = np.stack([np.asarray(v) for v in value])
@@ -282,46 +325,40 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
 # --------------------------------------------------------------------------------------------
 
 
-def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table:
-    """The result of a plan with a ``nearest`` query (see the module docstring)."""
-    from lance_gpu.scan.execute import run_plan
-    from lance_gpu.scan.plan import ROW_ADDR, resolve
+def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Table:
+    """The result of a plan with a ``nearest`` query (see the module docstring); with the
+    GPU executor the search itself runs on the device (:mod:`lance_gpu.scan.nearest_device`)."""
+    from lance_gpu.scan.plan import resolve
 
     nq = plan.nearest
     assert nq is not None
     resolved = resolve(plan, ds)
     ftype = column_type(ds, nq.column)
-    assert isinstance(ftype, pa.FixedSizeListType)
-    dim = ftype.list_size
-    if ftype.value_type == pa.uint8():
+    vtype = ftype.value_type if nq.multivector else ftype  # type: ignore[union-attr]
+    assert isinstance(vtype, pa.FixedSizeListType)
+    if vtype.value_type == pa.uint8():
         dtype: Any = np.uint8
         q = np.clip(np.rint(nq.q), 0, 255).astype(np.uint8) if nq.q.dtype != np.uint8 else nq.q
     else:
-        dtype = _FLOAT_TYPES[ftype.value_type]
+        dtype = _FLOAT_TYPES[vtype.value_type]
         q = nq.q.astype(dtype)
-    tops = [_TopK(nq.k) for _ in range(q.shape[0])]
-    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
-    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
 
-    # 1. score every (pre-filtered) vector, window by window
-    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
-                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
-                   window_pushed=False, late_materialization=None)
-    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
-        if not table.num_rows:
-            continue
-        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
-        vec = table.column(nq.column)
-        for start in range(0, table.num_rows, block):
-            stop = min(table.num_rows, start + block)
-            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
-            if x.shape[0]:
-                _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
+    # 1. the k nearest rows of each query: (distances, row addresses) in (distance, address) order,
+    #    from a vector index on the column, else by scoring every vector
+    from lance_gpu.scan.vector_index import indexed_search
+
+    found = indexed_search(plan, ds, executor, q) if nq.use_index else None
+    if found is None and getattr(executor, "name", "") == "gpu":
+        from lance_gpu.scan.nearest_device import search_device
+
+        found = search_device(plan, ds, executor, nq, q, nq.distance_range)
+    elif found is None:
+        found = _search_host(plan, ds, executor, nq, q, dtype, vtype.list_size)
 
     # 2. the (query, row, distance) results, in distance order per query
-    qcol = np.concatenate([np.full(t.addr.size, j, dtype=np.int32) for j, t in enumerate(tops)])
-    addrs = np.concatenate([t.addr for t in tops])
-    dist = np.concatenate([t.dist for t in tops]).astype(np.float32)
+    qcol = np.concatenate([np.full(a.size, j, dtype=np.int32) for j, (_d, a) in enumerate(found)])
+    addrs = np.concatenate([a for _d, a in found])
+    dist = np.concatenate([d for d, _a in found]).astype(np.float32)
     if plan.filter is not None and not nq.prefilter and resolved.filter is not None:
         # post-filter: judge each result on its row's columns and its own _distance
         compiled = resolved.filter
@@ -352,7 +389,106 @@ def run_search(plan: ScanPlan, ds: LanceDataset, executor: Executor) -> pa.Table
     return pa.Table.from_arrays(columns, schema=resolved.schema)
 
 
-def _read_rows(plan: ScanPlan, ds: LanceDataset, executor: Executor, addrs: np.ndarray,
+def _search_host(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: NearestQuery, q: np.ndarray,
+                 dtype: Any, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per query, ``(distances, row addresses)`` of its k nearest rows, scored on the host
+    (the vectors decoded by ``executor``), window by window."""
+    from lance_gpu.scan.execute import run_plan
+    from lance_gpu.scan.plan import ROW_ADDR
+
+    tops = [_TopK(nq.k) for _ in range(1 if nq.multivector else q.shape[0])]
+    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
+    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
+    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
+                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
+                   window_pushed=False, late_materialization=None)
+    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
+        if not table.num_rows:
+            continue
+        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
+        vec = table.column(nq.column)
+        for start in range(0, table.num_rows, block):
+            stop = min(table.num_rows, start + block)
+            if nq.multivector:
+                dist, keep = _multivector_distances(vec.slice(start, stop - start), q, nq.metric, dim, dtype)
+                _push_in_range(tops[0], dist, addr_all[start:stop][keep], nq.distance_range)
+                continue
+            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
+            if not x.shape[0]:
+                continue
+            if nq.distance_range != (None, None):
+                _score_block_exact(x, addr_all[start:stop][keep], q, nq.metric, tops, nq.distance_range)
+            else:
+                _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
+    return [(t.dist, t.addr) for t in tops]
+
+
+def _push_in_range(top: _TopK, dist: np.ndarray, addr: np.ndarray, distance_range: tuple[float | None, float | None]) -> None:
+    """Push the rows whose float32 distance is a number inside ``[lower, upper)`` (only those
+    that can still be among the k nearest)."""
+    d32 = dist.astype(np.float32)
+    ok = ~np.isnan(d32)
+    lower, upper = distance_range
+    if lower is not None:
+        ok &= d32 >= np.float32(lower)
+    if upper is not None:
+        ok &= d32 < np.float32(upper)
+    d32, addr = d32[ok], addr[ok]
+    if d32.size > top.k:
+        kth = np.partition(d32, top.k - 1)[top.k - 1]
+        near = d32 <= kth
+        d32, addr = d32[near], addr[near]
+    top.push(d32.astype(np.float64), addr)
+
+
+def _score_block_exact(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK],
+                       distance_range: tuple[float | None, float | None]) -> None:
+    """As :func:`_score_block` with a distance range: every row's exact distance is judged
+    against the range before the k nearest are taken."""
+    scores = _scores(x, q, metric)
+    for j, top in enumerate(tops):
+        if metric == "l2":
+            diff = x - q[j]
+            dist = np.einsum("ij,ij->i", diff, diff)
+        else:
+            dist = scores[j]
+        _push_in_range(top, dist, addr, distance_range)
+
+
+def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metric: str, dim: int,
+                           dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Multivector distances of a window of rows (each a list of vectors) to one query of
+    ``q.shape[0]`` vectors, as pylance's flat multivector search: for every query vector the
+    distance to the row's nearest vector, summed over the query vectors (l2 squared, cosine
+    ``1 - cos``, dot ``1 - x.q``, hamming; a null vector inside a row is a zero vector, as
+    pylance).  Returns the distances of the rows kept (not null, not empty) and their mask."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    lengths = np.diff(offsets)
+    keep = lengths > 0
+    if arr.null_count:
+        keep &= arr.is_valid().to_numpy(zero_copy_only=False)
+    flat = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    # every vector of the rows, a null vector (or null value) as zeros, as pylance
+    values = flat.values.slice(flat.offset * dim, len(flat) * dim)
+    if values.null_count:
+        values = values.fill_null(0)
+    x = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False).reshape(len(flat), dim)
+    if not keep.any():
+        return np.empty(0, np.float64), keep
+    if metric == "l2":  # float64 products: the expanded l2 form stays within float32 rounding
+        x, q = x.astype(np.float64), q.astype(np.float64)
+    per_vector = _scores(x, q, metric)  # (query vectors, row vectors)
+    if metric == "l2":
+        np.maximum(per_vector, 0, out=per_vector)
+    starts = (offsets[:-1] - offsets[0])[keep]
+    per_row = np.minimum.reduceat(per_vector, starts, axis=1)  # nearest vector of each row
+    dist = per_row.sum(axis=0, dtype=np.float64)
+    return dist, keep
+
+
+def _read_rows(plan: ScanPlan, ds: TableSnapshot, executor: Executor, addrs: np.ndarray,
                columns: tuple[tuple[str, str | None], ...] | None) -> pa.Table:
     """``columns`` of the rows at row addresses ``addrs`` (repeats allowed), in that order: one
     plan reading each row once, with ``plan``'s ``with_row_id`` / ``with_row_address``."""

@@ -40,10 +40,9 @@ from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.filter import CompiledExpression, CompiledFilter
-    from lance_gpu.fragment import LanceFragment
     from lance_gpu.scan.nearest import NearestQuery
+    from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -111,6 +110,7 @@ class ScanPlan:
     window_pushed: bool = False  # limit / offset were folded into the selections
     options: Mapping[str, Any] = field(default_factory=dict)
     nearest: NearestQuery | None = None  # exact nearest-neighbour search (lance_gpu.scan.nearest)
+    index_queries: tuple[str, ...] = ()  # scalar index queries that narrowed the selections
 
     def describe(self) -> str:
         """A readable account of what the plan reads (``explain_plan``)."""
@@ -126,6 +126,7 @@ class ScanPlan:
             f"  batch_size={self.batch_size}, strict_batch_size={self.strict_batch_size}, "
             f"batch_readahead={self.batch_readahead}, fragment_readahead={self.fragment_readahead}",
         ]
+        lines.extend(f"  ScalarIndexQuery: query={q}" for q in self.index_queries)
         if self.nearest is not None:
             lines.append(self.nearest.describe())
         return "\n".join(lines)
@@ -183,7 +184,7 @@ def normalize_columns(columns: Any) -> tuple[tuple[str, str | None], ...] | None
 
 
 def build_plan(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     *,
     columns: Any = None,
     filter: str | pc.Expression | None = None,  # noqa: A002
@@ -194,7 +195,7 @@ def build_plan(
     batch_size: int | None = None,
     batch_readahead: int | None = None,
     fragment_readahead: int | None = None,
-    fragments: Iterable[LanceFragment] | None = None,
+    fragments: Iterable[FragmentSnapshot] | None = None,
     scan_in_order: bool | None = None,
     late_materialization: bool | Sequence[str] | None = None,
     use_stats: bool | None = None,
@@ -282,7 +283,7 @@ def build_plan(
         else tuple(late_materialization),
         use_stats=True if use_stats is None else bool(use_stats),
         io_buffer_size=io_buffer_size,
-        device=device or ds.device,
+        device=device or "auto",
         storage_options=tuple(sorted(ds.storage_options.items())),
         options=dict(options),
     )
@@ -295,12 +296,39 @@ def build_plan(
 
         plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
+    # (a search's pre-filter narrows the rows searched; a post-filter must see every row)
+    if isinstance(filter, str) and selections is None and (plan.nearest is None or plan.nearest.prefilter) \
+            and not include_deleted_rows and options.get("use_scalar_index") is not False:
+        plan = _use_scalar_indices(plan, ds, filter, frag_list)
     if filter is None and plan.nearest is None and (lim is not None or off):
         plan = _push_down_window(plan, frag_list)
     return plan
 
 
-def _push_down_window(plan: ScanPlan, frags: list[LanceFragment]) -> ScanPlan:
+def _use_scalar_indices(plan: ScanPlan, ds: TableSnapshot, filter_text: str, frags: list[FragmentSnapshot]) -> ScanPlan:
+    """Narrow the row selections to the rows the version's scalar indices select for the
+    filter (:mod:`lance_gpu.index.query`); fragments an index covers and selects no row of
+    are dropped, fragments no index covers are read whole."""
+    from lance_gpu.index.query import index_selections
+
+    mf = ds.manifest_file
+    found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema,
+                             virtual_schema(ds), filter_text, frags)
+    if found is None:
+        return plan
+    ids: list[int] = []
+    sel: list[np.ndarray | None] = []
+    for fid, rows in zip(plan.fragment_ids, plan.selections, strict=True):
+        if fid in found.selections:
+            rows = found.selections[fid]
+            if rows is not None and rows.size == 0:
+                continue
+        ids.append(fid)
+        sel.append(rows)
+    return _replace(plan, fragment_ids=tuple(ids), selections=tuple(sel), index_queries=tuple(found.used))
+
+
+def _push_down_window(plan: ScanPlan, frags: list[FragmentSnapshot]) -> ScanPlan:
     """Fold ``offset`` / ``limit`` (no filter) into the row selections: fragments wholly
     before the offset or after the limit are dropped, edge fragments read a slice."""
     skip = plan.offset
@@ -383,10 +411,10 @@ class ResolvedScan:
 
 #: :func:`read_schema` per dataset object, with the manifest it was built from (an object
 #: moved to another version by a commit has another manifest).
-_read_schemas: weakref.WeakKeyDictionary[LanceDataset, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
+_read_schemas: weakref.WeakKeyDictionary[TableSnapshot, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
 
 
-def read_schema(ds: LanceDataset) -> pa.Schema:
+def read_schema(ds: TableSnapshot) -> pa.Schema:
     """The schema scans read ``ds`` with: the dataset schema, with each blob field typed as
     its descriptors (:func:`~lance_gpu.table.blobs.description_field`), as pylance's
     scanner reports it.  Built once per dataset object and version (every plan resolves with it)."""
@@ -401,7 +429,7 @@ def read_schema(ds: LanceDataset) -> pa.Schema:
     return schema
 
 
-def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
+def virtual_schema(ds: TableSnapshot, names: Iterable[str] = FILTERABLE_VIRTUAL) -> pa.Schema:
     """The read schema (:func:`read_schema`) plus the given virtual columns (uint64)."""
     schema = read_schema(ds)
     for name in names:
@@ -410,7 +438,7 @@ def virtual_schema(ds: LanceDataset, names: Iterable[str] = FILTERABLE_VIRTUAL) 
     return schema
 
 
-def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
+def nested_path(ds: TableSnapshot, name: str) -> tuple[str, ...]:
     """The field names from the top-level field down to the one a dotted ``name`` points at."""
     schema = ds.lance_schema
     try:
@@ -425,7 +453,7 @@ def nested_path(ds: LanceDataset, name: str) -> tuple[str, ...]:
     return tuple(f.name for f in chain)
 
 
-def resolve(plan: ScanPlan, ds: LanceDataset) -> ResolvedScan:
+def resolve(plan: ScanPlan, ds: TableSnapshot) -> ResolvedScan:
     """Resolve ``plan``'s projection and filter against ``ds`` (the plan's version)."""
     # lance_gpu.filter (sqlglot) is imported only by scans with SQL: not on a plain first read
     schema = read_schema(ds)

@@ -37,10 +37,9 @@ from lance_gpu.file.reader import plain_row_bytes, plain_row_pages
 from lance_gpu.scan.execute import INLINE_DECODE_ROWS, CpuExecutor, ReadUnit
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
-    from lance_gpu.fragment import LanceFragment
     from lance_gpu.scan.plan import ResolvedScan
     from lance_gpu.table.schema import LanceField
+    from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 #: What a :class:`RangeReader` keeps decoded (columns not stored plain, whole fragments) by
 #: default, in bytes over all its fragments.
@@ -68,7 +67,7 @@ class FragmentColumns:
     decoded fields take, ``physical rows x their row bytes``.
     """
 
-    def __init__(self, frag: LanceFragment, fields: list[LanceField], arrow_fields: list[pa.Field]) -> None:
+    def __init__(self, frag: FragmentSnapshot, fields: list[LanceField], arrow_fields: list[pa.Field]) -> None:
         self.frag = frag
         self.live = frag.live_rows
         self.fields = fields
@@ -153,12 +152,12 @@ class RangeReader:
 
     Parameters
     ----------
-    ds : LanceDataset
+    ds : TableSnapshot
         The dataset (one version).
     resolved : ResolvedScan
         The plan, resolved against ``ds`` (its selections and limits are not used: ranges say
         which rows).
-    fragments : list of LanceFragment, optional
+    fragments : list of FragmentSnapshot, optional
         ``ds.get_fragments()`` when the caller has them already; positions index this list.
     budget : int, default DECODED_BYTES
         Bytes the range path may keep decoded over all fragments.
@@ -166,7 +165,7 @@ class RangeReader:
     Not picklable (it holds views of mapped files): make one per process.
     """
 
-    def __init__(self, ds: LanceDataset, resolved: ResolvedScan, fragments: Sequence[LanceFragment] | None = None, *,
+    def __init__(self, ds: TableSnapshot, resolved: ResolvedScan, fragments: Sequence[FragmentSnapshot] | None = None, *,
                  budget: int = DECODED_BYTES) -> None:
         self.ds = ds
         self.resolved = resolved

@@ -12,23 +12,24 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lance_gpu.errors import GpuUnavailableError
+from lance_gpu._device import DEVICES
+from lance_gpu.errors import GpuUnavailableError, UnknownDeviceError
 from lance_gpu.scan.execute import (
     STREAM_WINDOW_ROWS,
     GpuExecutor,
     _Offsets,
     concat,
     executor_for,
-    open_dataset,
+    open_snapshot,
     plan_units,
     rebatch,
     run_plan,
 )
-from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, resolve
+from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, build_plan, resolve
 
 if TYPE_CHECKING:
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.gpu.columns import DeviceTable
+    from lance_gpu.table.snapshot import TableSnapshot
 
 
 class LanceScanner:
@@ -36,9 +37,9 @@ class LanceScanner:
     ``projected_schema``, ``dataset_schema``, ``explain_plan``; and on the GPU
     ``to_cudf`` / ``to_device_batches``."""
 
-    def __init__(self, plan: ScanPlan, ds: LanceDataset | None = None, *, on_cpu_fallback: str = "warn") -> None:
+    def __init__(self, plan: ScanPlan, snapshot: TableSnapshot | None = None, *, on_cpu_fallback: str = "warn") -> None:
         self.plan = plan
-        self._ds = ds
+        self._snapshot = snapshot
         self.on_cpu_fallback = on_cpu_fallback
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -51,26 +52,27 @@ class LanceScanner:
         return f"LanceScanner({self.plan.uri!r}, version={self.plan.version})"
 
     @property
-    def dataset(self) -> LanceDataset:
-        if self._ds is None:
-            self._ds = open_dataset(self.plan.uri, self.plan.version, self.plan.device, self.plan.storage_options)
-        return self._ds
+    def snapshot(self) -> TableSnapshot:
+        """The table snapshot the plan reads (reopened from the plan after unpickling)."""
+        if self._snapshot is None:
+            self._snapshot = open_snapshot(self.plan.uri, self.plan.version, self.plan.storage_options)
+        return self._snapshot
 
     @property
     def projected_schema(self) -> pa.Schema:
         """The schema of what the scan returns."""
-        return resolve(self.plan, self.dataset).schema
+        return resolve(self.plan, self.snapshot).schema
 
     @property
     def dataset_schema(self) -> pa.Schema:
         """The schema of the dataset version scanned."""
-        return self.dataset.schema
+        return self.snapshot.schema
 
     def explain_plan(self, verbose: bool = False) -> str:
         """What the scan reads: fragments, rows, projection, filter, limits, batching."""
         text = self.plan.describe()
         if verbose:
-            resolved = resolve(self.plan, self.dataset)
+            resolved = resolve(self.plan, self.snapshot)
             text += f"\n  decode=[{', '.join(f.name for f in resolved.read_fields)}]"
             text += f", virtual={sorted(resolved.virtual)}, output={resolved.schema.names}"
         return text
@@ -83,8 +85,8 @@ class LanceScanner:
         if self.plan.nearest is not None:
             from lance_gpu.scan.nearest import run_search
 
-            return run_search(self.plan, self.dataset, self._executor())
-        tables = list(run_plan(self.plan, self._executor(), self.dataset))
+            return run_search(self.plan, self.snapshot, self._executor())
+        tables = list(run_plan(self.plan, self._executor(), self.snapshot))
         return concat(tables, self.projected_schema)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -103,7 +105,7 @@ class LanceScanner:
         # units in flight: batch_readahead batches' worth of windows, and at least
         # fragment_readahead units (a unit is at most one window of one fragment)
         ahead = max(1, -(-plan.batch_readahead * size // window), plan.fragment_readahead)
-        tables = run_plan(plan, self._executor(), self.dataset, window=window, ahead=ahead)
+        tables = run_plan(plan, self._executor(), self.snapshot, window=window, ahead=ahead)
         return rebatch(tables, size, plan.strict_batch_size)
 
     def to_reader(self) -> pa.RecordBatchReader:
@@ -119,33 +121,31 @@ class LanceScanner:
         if self.plan.nearest is not None:
             return self.to_table().num_rows
         if self.plan.filter is None and all(s is None for s in self.plan.selections) and not self.plan.include_deleted_rows:
-            by_id = {f.fragment_id: f for f in self.dataset.fragments}
+            snapshot = self.snapshot
             # the manifest's counts, each checked once against its data file's footer
-            return sum(by_id[i].live_count() for i in self.plan.fragment_ids)
+            return sum(snapshot.fragment(i).live_count() for i in self.plan.fragment_ids)
         # Counting needs no output column: only the filter's columns are decoded.
         from dataclasses import replace
 
         counting = replace(self.plan, columns=(), with_row_id=False, with_row_address=False)
-        return sum(t.num_rows for t in run_plan(counting, self._executor(), self.dataset))
+        return sum(t.num_rows for t in run_plan(counting, self._executor(), self.snapshot))
 
     def head(self, num_rows: int) -> pa.Table:
         """The first ``num_rows`` rows of the scan."""
         from dataclasses import replace
 
-        from lance_gpu.scan.plan import build_plan
-
         plan = self.plan
         limit = num_rows if plan.limit is None else min(num_rows, plan.limit)
         if plan.filter is None and plan.nearest is None:
             # re-plan the window over the fragments / selections this plan reads
-            ds = self.dataset
+            ds = self.snapshot
             sel = dict(zip(plan.fragment_ids, plan.selections, strict=True))
             new = build_plan(ds, columns=_columns_arg(plan), selections=sel, limit=limit,
                              with_row_id=plan.with_row_id, with_row_address=plan.with_row_address,
                              include_deleted_rows=plan.include_deleted_rows, batch_size=plan.batch_size, device=plan.device)
         else:
             new = replace(plan, limit=limit)
-        return LanceScanner(new, self._ds, on_cpu_fallback=self.on_cpu_fallback).to_table()
+        return LanceScanner(new, self._snapshot, on_cpu_fallback=self.on_cpu_fallback).to_table()
 
     # -- GPU outputs ---------------------------------------------------------------------------
 
@@ -174,8 +174,13 @@ class LanceScanner:
         from lance_gpu._device import resolve_device
 
         resolve_device("gpu")
-        ds = self.dataset
+        ds = self.snapshot
         plan = self.plan
+        if plan.nearest is not None:  # the search's k rows per query, as one device table
+            from lance_gpu.scan.nearest_device import device_result
+
+            yield device_result(plan, ds, GpuExecutor(self.on_cpu_fallback))
+            return
         resolved = resolve(plan, ds)
         executor = GpuExecutor(self.on_cpu_fallback)
         units = plan_units(plan, ds, None)
@@ -220,6 +225,16 @@ class LanceScanner:
 
         tables = list(self._device_tables())
         return combine_read(tables, self.projected_schema), sum(t.num_rows for t in tables)
+
+
+def scanner_for(snapshot: TableSnapshot, *, device: str | None = None, on_cpu_fallback: str = "warn",
+                **arguments: Any) -> LanceScanner:
+    """A scanner over ``snapshot``: pylance's scanner ``arguments`` checked and planned
+    (:func:`~lance_gpu.scan.plan.build_plan`); ``device`` "auto" (the default), "gpu" or
+    "cpu", anything else :class:`~lance_gpu.errors.UnknownDeviceError`."""
+    if device is not None and device not in DEVICES:
+        raise UnknownDeviceError(f"device must be one of {DEVICES}, not {device!r}")
+    return LanceScanner(build_plan(snapshot, device=device, **arguments), snapshot, on_cpu_fallback=on_cpu_fallback)
 
 
 def _columns_arg(plan: ScanPlan) -> Any:

@@ -27,8 +27,9 @@ from pyspark.sql.types import StructType
 
 from lance_gpu._device import resolve_device
 from lance_gpu.dataset import LanceDataset
+from lance_gpu.table.snapshot import TableSnapshot
 from lance_gpu.errors import SchemaMismatchError
-from lance_gpu.scan import CpuExecutor, Executor, GpuExecutor, ScanPlan, build_plan, open_dataset, resolve, run_plan
+from lance_gpu.scan import CpuExecutor, Executor, GpuExecutor, ScanPlan, build_plan, open_snapshot, resolve, run_plan
 from lance_gpu.scan.execute import STREAM_WINDOW_ROWS
 from lance_gpu.spark._filters import combined_expression
 from lance_gpu.spark._gpu import decode_slot, task_gpu
@@ -121,8 +122,8 @@ def plan_scan(opts: ReadOptions, user_schema: StructType | None = None, *, versi
     if not columns:
         msg = "a lance scan must read at least one column"
         raise SchemaMismatchError(msg)
-    plan = build_plan(ds, columns=list(columns), filter=opts.filter, batch_size=opts.batch_size, device=opts.device)
-    arrow = resolve(plan, ds).schema
+    plan = build_plan(ds.snapshot, columns=list(columns), filter=opts.filter, batch_size=opts.batch_size, device=opts.device)
+    arrow = resolve(plan, ds.snapshot).schema
     if user_schema is not None:
         _check_user_schema(ds, user_schema)
         schema = user_schema
@@ -174,7 +175,7 @@ EXECUTORS: dict[str, Callable[[], Executor]] = {
 }
 
 
-def range_rows(ds: LanceDataset, fragment_id: int, start: int, stop: int) -> np.ndarray | None:
+def range_rows(ds: TableSnapshot, fragment_id: int, start: int, stop: int) -> np.ndarray | None:
     """The live physical rows of ``[start, stop)`` of a fragment (None: all live rows)."""
     frag = ds.get_fragment(fragment_id)
     if frag is None:
@@ -209,7 +210,7 @@ def read_range(spec: ScanSpec, fragment_id: int, start: int, stop: int) -> Itera
     """The rows of physical range ``[start, stop)`` of one fragment, as Spark-typed batches
     (decoded where :func:`task_device` says)."""
     device = task_device(spec.device)
-    ds = open_dataset(spec.uri, spec.version, spec.device, spec.storage_options)
+    ds = open_snapshot(spec.uri, spec.version, spec.storage_options)
     base = spec.plan
     if base is None:  # a spec built by hand: plan its columns and filter here
         base = build_plan(ds, columns=list(spec.columns), filter=spec.filter, batch_size=spec.batch_size, device=spec.device)

@@ -42,6 +42,7 @@ from lance_gpu.spark._options import (
 )
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 
@@ -131,7 +132,7 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     check_known(options, WRITE_OPTIONS, "write")
     dw = _dataset_writer()
     from lance_gpu.table.features import check_writer_flags
-    from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
+    from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 
     path = require_path(options)
     storage = storage_options(options)
@@ -223,6 +224,6 @@ class LanceWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[LanceCommitMessage | None]) -> None:
         store, root = self.plan.store()
-        _dataset_writer().remove_quietly(
+        remove_quietly(
             store, [join(root, "data", name) for m in messages if m is not None for name in m.files]
         )

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The table layer: manifests, versions, schemas, feature flags, deletions and row ids."""
+"""The table layer: manifests, versions, schemas, feature flags, deletions and row ids, and
+:class:`TableSnapshot` -- one immutable version, what the layers above work on."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from lance_gpu.table.manifest import (
 )
 from lance_gpu.table.rowids import decode_row_id_sequence, read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
+from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 __all__ = [
+    "FragmentSnapshot",
     "LanceField",
     "LanceSchema",
     "ManifestFile",
+    "TableSnapshot",
     "VersionInfo",
     "check_reader_flags",
     "check_writer_flags",

@@ -25,20 +25,21 @@ column itself; ``to_table`` returns the descriptors, ``take_blobs`` file-like ob
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu.errors import UnsupportedEncodingError, UnsupportedFeatureError
+from lance_gpu.errors import InvalidArgumentError, UnsupportedEncodingError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
 from lance_gpu.io.store import ObjectStore, ReadHandle, join
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
-    from lance_gpu.fragment import LanceFragment
+    from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 BLOB_META_KEY = "lance-encoding:blob"
 BLOB_V2 = "lance.blob.v2"
@@ -76,18 +77,18 @@ def description_field(field: LanceField, arrow_field: pa.Field) -> pa.Field:
     return pa.field(field.name, V1_DESCRIPTION, nullable=True, metadata=arrow_field.metadata)
 
 
-def _column(frag: LanceFragment, field: LanceField) -> tuple[str, int, LanceFileReader]:
+def _column(frag: FragmentSnapshot, field: LanceField) -> tuple[str, int, LanceFileReader]:
     from lance_gpu.table.schema import column_index_map
 
     for df in frag.pb.files:
-        cmap = column_index_map(df, frag.dataset.lance_schema)
+        cmap = column_index_map(df, frag.snapshot.lance_schema)
         if field.id in cmap:
-            path = join(frag.dataset.root, "data", df.path)
+            path = join(frag.snapshot.root, "data", df.path)
             return path, cmap[field.id], frag.file_reader(path)
     raise UnsupportedEncodingError(f"fragment {frag.fragment_id}: no data file holds blob field {field.name!r}")
 
 
-def read_descriptions(frag: LanceFragment, field: LanceField, rows: np.ndarray | None) -> pa.Array:
+def read_descriptions(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray | None) -> pa.Array:
     """The descriptors of ``field`` for all physical rows of ``frag`` or the sorted ``rows``."""
     from lance_gpu.file.reader import read_field, take_field
 
@@ -204,11 +205,52 @@ class BlobFile(io.RawIOBase):
         self._pos += n
         return n
 
+    def read_range(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` of the blob, without moving the cursor (pylance's
+        ``BlobFile.read_range``); a range past the blob's end raises :class:`InvalidArgumentError`."""
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """One payload per ``(offset, length)`` range, in input order, without moving the cursor;
+        every range is checked against the blob's size before any is read."""
+        if self.closed:
+            raise ValueError("I/O operation on a closed BlobFile")
+        for offset, length in ranges:
+            if offset < 0 or length < 0:
+                raise InvalidArgumentError(f"blob range ({offset}, {length}) is negative")
+            if offset + length > self._size:
+                raise InvalidArgumentError(f"blob range end {offset + length} exceeds blob size {self._size}")
+        if self._reader is None:
+            self._reader = self._store.open(self._path)
+        reader = self._reader
+        return [reader.read(self._start + offset, length).tobytes() if length else b"" for offset, length in ranges]
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
         super().close()
+
+
+class BlobColumn:
+    """pylance's ``lance.BlobColumn``: iterate a binary column's values as file-like objects
+    (``io.BytesIO``; a null value reads as empty, as pylance's does).
+
+    Parameters
+    ----------
+    blob_column : pyarrow.Array or pyarrow.ChunkedArray
+        A ``binary`` or ``large_binary`` column (anything else raises :class:`InvalidArgumentError`).
+    """
+
+    def __init__(self, blob_column: pa.Array | pa.ChunkedArray) -> None:
+        if not isinstance(blob_column, pa.Array | pa.ChunkedArray):
+            raise InvalidArgumentError(f"Expected a pyarrow.Array or pyarrow.ChunkedArray, got {type(blob_column)}")
+        if not (pa.types.is_large_binary(blob_column.type) or pa.types.is_binary(blob_column.type)):
+            raise InvalidArgumentError(f"Expected a binary array, got {blob_column.type}")
+        self.blob_column = blob_column
+
+    def __iter__(self) -> Iterator[io.BytesIO]:
+        return (io.BytesIO(value.as_py() or b"") for value in self.blob_column)
 
 
 def sidecar_name(blob_id: int) -> str:
@@ -230,7 +272,7 @@ def _blob_path(data_path: str, d: dict) -> str:
     )
 
 
-def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list[BlobFile | None]:
+def blob_files(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray) -> list[BlobFile | None]:
     """A :class:`BlobFile` (None for a null blob) per physical row of ``rows`` (sorted, unique)."""
     path, _column_index, _reader = _column(frag, field)
     desc = read_descriptions(frag, field, rows)
@@ -239,11 +281,11 @@ def blob_files(frag: LanceFragment, field: LanceField, rows: np.ndarray) -> list
         if d is None or (blob_kind(field) == 1 and d["size"] == 0 and d["position"] != 0):
             out.append(None)
             continue
-        out.append(BlobFile(frag.dataset.store, _blob_path(path, d), int(d["position"]), int(d["size"])))
+        out.append(BlobFile(frag.snapshot.store, _blob_path(path, d), int(d["position"]), int(d["size"])))
     return out
 
 
-def read_blob_bytes(frag: LanceFragment, field: LanceField, rows: np.ndarray | None) -> pa.LargeBinaryArray:
+def read_blob_bytes(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray | None) -> pa.LargeBinaryArray:
     """The bytes of blob ``field`` for every physical row of ``frag`` or the sorted ``rows``,
     as ``large_binary`` (null blobs null): what a writer rewrites the field from."""
     path, _column_index, reader = _column(frag, field)
@@ -270,7 +312,7 @@ def read_blob_bytes(frag: LanceFragment, field: LanceField, rows: np.ndarray | N
     np.cumsum(size[order], out=src[1:])
     for k, i in enumerate(order.tolist()):  # one copy per blob (blobs are large)
         data[offsets[i] : offsets[i + 1]] = gathered[src[k] : src[k + 1]]
-    store = frag.dataset.store
+    store = frag.snapshot.store
     rows_desc = desc.to_pylist() if not inline[valid].all() else []
     for i in np.flatnonzero(valid & ~inline & (size > 0)).tolist():  # sidecar files (pylance's big blobs)
         d = rows_desc[i]
@@ -281,7 +323,7 @@ def read_blob_bytes(frag: LanceFragment, field: LanceField, rows: np.ndarray | N
     )
 
 
-def with_blob_bytes(ds, table: pa.Table, fragment_ids: np.ndarray, offsets: np.ndarray) -> pa.Table:  # type: ignore[no-untyped-def]
+def with_blob_bytes(ds: TableSnapshot, table: pa.Table, fragment_ids: np.ndarray, offsets: np.ndarray) -> pa.Table:
     """``table`` (rows of ``ds`` at physical ``offsets`` of ``fragment_ids``, as a scan gives
     them) with each blob column's descriptors replaced by the blobs' bytes (``large_binary``
     marked ``lance-encoding:blob``): what a writer rewrites the rows from."""
@@ -319,7 +361,7 @@ def _as_int_array(values: object, what: str) -> np.ndarray:
 
 
 def take_blobs(
-    ds,  # LanceDataset
+    ds: TableSnapshot,
     blob_column: str,
     ids: object = None,
     addresses: object = None,
@@ -343,9 +385,8 @@ def take_blobs(
     if not blob_kind(field):
         raise SchemaMismatchError(f"take_blobs: column {blob_column!r} is not a blob column")
     frags = ds.fragments
-    by_id = {f.fragment_id: f for f in frags}
     # (fragment, physical offset) per requested row
-    locations: list[tuple[LanceFragment, int]] = []
+    locations: list[tuple[FragmentSnapshot, int]] = []
     if what == "indices":
         counts = np.array([f.live_count() for f in frags], np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)])
@@ -359,7 +400,7 @@ def take_blobs(
             live = frag.live_rows
             locations.append((frag, local if live is None else int(live[local])))
     else:
-        lookup: dict[int, tuple[LanceFragment, int]] = {}
+        lookup: dict[int, tuple[FragmentSnapshot, int]] = {}
         if what == "ids":
             for frag in frags:
                 for offset, rid in enumerate(frag.row_ids.tolist()):
@@ -368,8 +409,8 @@ def take_blobs(
             if what == "ids":
                 loc = lookup.get(v)
             else:
-                frag = by_id.get(v >> 32)
-                loc = None if frag is None or (v & 0xFFFFFFFF) >= frag.physical_rows else (frag, v & 0xFFFFFFFF)
+                owner = ds.get_fragment(v >> 32)
+                loc = None if owner is None or (v & 0xFFFFFFFF) >= owner.physical_rows else (owner, v & 0xFFFFFFFF)
             if loc is None:
                 raise RowOutOfRangeError(f"take_blobs: no row with {what[:-1] if what != 'addresses' else 'address'} {v}")
             locations.append(loc)
@@ -377,8 +418,8 @@ def take_blobs(
     groups: dict[int, list[int]] = {}
     for i, (frag, _offset) in enumerate(locations):
         groups.setdefault(frag.fragment_id, []).append(i)
-    for fid, members in groups.items():
-        frag = by_id[fid]
+    for members in groups.values():
+        frag = locations[members[0]][0]
         offsets = np.array([locations[i][1] for i in members], np.int64)
         uniq, inverse = np.unique(offsets, return_inverse=True)
         files = blob_files(frag, field, uniq)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Stable row ids: decoding ``lance.table.RowIdSequence`` into numpy arrays.
+"""Stable row ids: ``lance.table.RowIdSequence`` decoded into numpy arrays, and encoded
+(:func:`encode_row_ids`, :func:`encode_versions`: the smallest segment form) by writers.
 
 With stable row ids (reader flag 2) every fragment carries a serialized ``RowIdSequence``
 (``DataFragment.inline_row_ids`` = 5, or ``external_row_ids`` = 6: an ``ExternalFile``
@@ -36,9 +37,11 @@ __all__ = [
     "decode_row_id_sequence",
     "decode_segment",
     "decode_version_sequence",
-    "segment_length",
+    "encode_row_ids",
+    "encode_versions",
     "read_fragment_row_ids",
     "read_fragment_versions",
+    "segment_length",
 ]
 
 _U64 = np.dtype("<u8")
@@ -47,6 +50,7 @@ _U64 = np.dtype("<u8")
 def decode_encoded_u64_array(arr: rowids_pb2.EncodedU64Array, where: str = "<memory>") -> np.ndarray:
     """Values of an ``EncodedU64Array`` as uint64."""
     kind = arr.WhichOneof("array")
+    dtype: np.dtype
     if kind == "u16_array":
         raw, dtype, base = arr.u16_array.offsets, np.dtype("<u2"), arr.u16_array.base
     elif kind == "u32_array":
@@ -216,3 +220,63 @@ def read_fragment_versions(
     else:
         data, where = _external_bytes(store, root, getattr(fragment, kind))
     return decode_version_sequence(data, fragment.physical_rows or None, where)
+
+
+def _encode_u64(values: np.ndarray) -> rowids_pb2.EncodedU64Array:
+    values = values.astype(np.uint64, copy=False)
+    base = int(values.min()) if values.size else 0
+    span = int(values.max()) - base if values.size else 0
+    if span < 1 << 16:
+        return rowids_pb2.EncodedU64Array(u16_array=rowids_pb2.EncodedU64Array.U16Array(
+            base=base, offsets=(values - np.uint64(base)).astype("<u2").tobytes()))
+    if span < 1 << 32:
+        return rowids_pb2.EncodedU64Array(u32_array=rowids_pb2.EncodedU64Array.U32Array(
+            base=base, offsets=(values - np.uint64(base)).astype("<u4").tobytes()))
+    return rowids_pb2.EncodedU64Array(u64_array=rowids_pb2.EncodedU64Array.U64Array(values=values.astype("<u8").tobytes()))
+
+
+def encode_row_ids(ids: np.ndarray) -> bytes:
+    """A ``RowIdSequence`` of ``ids``, the smallest of: one Range per contiguous run, a
+    range with holes, a range with a bitmap, a sorted array (ids in increasing order) --
+    or a plain array when they are not sorted."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    if ids.size == 0:
+        return rowids_pb2.RowIdSequence().SerializeToString()
+    diffs = np.diff(ids.astype(np.int64))
+    if not bool(np.all(diffs > 0)):
+        return rowids_pb2.RowIdSequence(segments=[rowids_pb2.U64Segment(array=_encode_u64(ids))]).SerializeToString()
+    candidates = [[rowids_pb2.U64Segment(sorted_array=_encode_u64(ids))]]
+    breaks = np.flatnonzero(diffs != 1) + 1
+    if breaks.size < 4096:
+        starts = np.concatenate([[0], breaks]).astype(np.int64)
+        ends = np.concatenate([breaks, [ids.size]]).astype(np.int64)
+        candidates.append([
+            rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(start=int(ids[a]), end=int(ids[b - 1]) + 1))
+            for a, b in zip(starts, ends, strict=True)
+        ])
+    lo, hi = int(ids[0]), int(ids[-1]) + 1
+    if hi - lo <= 64 * ids.size:
+        present = np.zeros(hi - lo, np.bool_)
+        present[(ids - np.uint64(lo)).astype(np.int64)] = True
+        holes = np.flatnonzero(~present).astype(np.uint64) + np.uint64(lo)
+        candidates.append([rowids_pb2.U64Segment(range_with_holes=rowids_pb2.U64Segment.RangeWithHoles(
+            start=lo, end=hi, holes=_encode_u64(holes)))])
+        candidates.append([rowids_pb2.U64Segment(range_with_bitmap=rowids_pb2.U64Segment.RangeWithBitmap(
+            start=lo, end=hi, bitmap=np.packbits(present, bitorder="little").tobytes()))])
+    encoded = [rowids_pb2.RowIdSequence(segments=c).SerializeToString() for c in candidates]
+    return min(encoded, key=len)
+
+
+def encode_versions(versions: np.ndarray) -> bytes:
+    """A ``RowDatasetVersionSequence``: one run per stretch of equal versions."""
+    versions = np.asarray(versions, dtype=np.uint64)
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    if versions.size:
+        breaks = np.flatnonzero(np.diff(versions) != 0) + 1
+        starts = np.concatenate([[0], breaks]).astype(np.int64)
+        ends = np.concatenate([breaks, [versions.size]]).astype(np.int64)
+        for a, b in zip(starts, ends, strict=True):
+            seq.runs.append(rowids_pb2.RowDatasetVersionRun(
+                span=rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(start=int(a), end=int(b))),
+                version=int(versions[a])))
+    return seq.SerializeToString()

@@ -123,7 +123,7 @@ def verify(
             report.deletion_files += 1
             dpath = join(ds.uri, deletion.path(frag.fragment_id))
             try:
-                deleted = np.asarray(frag.deleted_rows, dtype=np.int64)
+                deleted = np.asarray(frag.snapshot.deleted_rows, dtype=np.int64)
                 if deleted.size and (np.any(np.diff(deleted) <= 0) or deleted[0] < 0 or deleted[-1] >= frag.physical_rows):
                     raise CorruptFileError(dpath, f"deleted offsets are not sorted, unique and below {frag.physical_rows}")
                 if deletion.num_deleted_rows and deleted.size != deletion.num_deleted_rows:
@@ -136,17 +136,18 @@ def verify(
             where = (join(ds.uri, pb.external_row_ids.path) if pb.HasField("external_row_ids")
                      else f"{ds.uri} (manifest: inline row ids of fragment {frag.fragment_id})")
             try:
-                ids = np.asarray(frag.row_ids)
+                ids = np.asarray(frag.snapshot.row_ids)
                 if ids.size != frag.physical_rows:
                     raise CorruptFileError(where, f"{ids.size} row ids for {frag.physical_rows} rows")
-                seen_ids.append(ids if frag.live_rows is None else ids[frag.live_rows])
+                live = frag.snapshot.live_rows
+                seen_ids.append(ids if live is None else ids[live])
             except Exception as exc:  # any decode failure is damage to report
                 problems.setdefault(_named_path(exc, where), _reason(exc))
 
         fallback = ", ".join(data_files) or f"fragment {frag.fragment_id}"
         for lance_field, arrow_field in arrow_fields:
             try:
-                column = frag.read_field(lance_field, arrow_field, None)
+                column = frag.snapshot.read_field(lance_field, arrow_field, None)
                 if len(column) != frag.physical_rows:
                     raise CorruptFileError(fallback, f"field {lance_field.name!r} decodes to {len(column)} rows, not {frag.physical_rows}")
                 column.validate(full=True)

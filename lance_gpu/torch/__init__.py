@@ -10,23 +10,26 @@ Samplers, worker sharding and ordering: :mod:`lance_gpu.torch.sampler`; tensor r
 
 from __future__ import annotations
 
-from lance_gpu.torch.data import LanceDataset, LanceMapDataset, identity_collate
+from lance_gpu.torch.data import LanceDataset, LanceMapDataset, SafeLanceDataset, get_safe_loader, identity_collate
 from lance_gpu.torch.sampler import (
     FullScanSampler,
     Sampler,
     ShardedBatchSampler,
     ShardedFragmentSampler,
 )
-from lance_gpu.torch.tensors import NullValueError, to_tensor
+from lance_gpu.torch.tensors import NoTensorRuleError, NullValueError, to_tensor
 
 __all__ = [
     "FullScanSampler",
     "LanceDataset",
     "LanceMapDataset",
+    "NoTensorRuleError",
     "NullValueError",
+    "SafeLanceDataset",
     "Sampler",
     "ShardedBatchSampler",
     "ShardedFragmentSampler",
+    "get_safe_loader",
     "identity_collate",
     "to_tensor",
 ]

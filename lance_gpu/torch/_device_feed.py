@@ -249,7 +249,7 @@ def device_batches(feed: Feed) -> Iterator[Any]:
         arrow = _arrow_reads(feed, on_side_stream)
         for batch in batches_of(
             arrow, feed.plan.stride, batch_size=feed.batch_size, drop_last=feed.drop_last,
-            shuffle_buffer=feed.shuffle_buffer, rng=feed.rng,
+            shuffle_buffer=feed.shuffle_buffer, rng=feed.rng, fragment_edges=feed.fragment_edges,
         ):
             yield batch if feed.convert is None else _to_device(feed.convert(batch), device)
         return
@@ -317,8 +317,8 @@ def _every(rows: dict[str, Any], offset: int, step: int) -> dict[str, Any]:
 
 def _in_order(stream: Iterator[tuple[dict[str, Any], bool]], feed: Feed) -> Iterator[Any]:
     """Batches cut in reading order (views of the reads; one straddling two is concatenated);
-    a flush ends a batch."""
-    for pieces in cut(stream, feed.batch_size, feed.drop_last, _length):
+    a flush ends a batch (with ``feed.fragment_edges``, as :func:`cut` says)."""
+    for pieces in cut(stream, feed.batch_size, feed.drop_last, _length, fragment_edges=feed.fragment_edges):
         yield _single({k: _cat([_rows(rows[k], slice(a, b)) for rows, a, b in pieces]) for k in pieces[0][0]})
 
 

@@ -62,7 +62,8 @@ class Feed:
     turns a host ``pyarrow.RecordBatch`` into what the loader yields (None: the batch
     itself); ``tensor_rules`` says ``convert`` applies :func:`lance_gpu.torch.to_tensor`'s
     rules with ``nulls`` and no decode hook, which the GPU feed applies to device columns
-    itself.
+    itself.  ``fragment_edges`` cuts batches as pylance's loader does (:func:`cut`): the
+    plan's reads then flush at every fragment end.
     """
 
     source: Any
@@ -77,6 +78,7 @@ class Feed:
     nulls: str
     convert: Callable[[pa.RecordBatch], Any] | None
     tensor_rules: bool
+    fragment_edges: bool = False
 
     def pieces(self) -> Iterator[list[Piece]]:
         """The feed's batches decoded on the CPU, as pieces of Arrow units (:func:`cut`)."""
@@ -90,6 +92,7 @@ class Feed:
             shuffle_reads=self.shuffle_reads,
             read_rows=self.read_rows,
             prefetch=self.prefetch,
+            fragment_edges=self.fragment_edges,
         )
 
     def host_batches(self) -> Iterator[pa.RecordBatch]:
@@ -217,11 +220,30 @@ def _every(table: pa.Table, offset: int, step: int) -> pa.Table:
     return table.take(pa.array(np.arange(offset, table.num_rows, step, dtype=np.int64)))
 
 
-def cut(stream: Iterator[tuple[Any, bool]], batch_size: int, drop_last: bool, length: Callable[[Any], int]) -> Iterator[list[Piece]]:
+def cut(
+    stream: Iterator[tuple[Any, bool]],
+    batch_size: int,
+    drop_last: bool,
+    length: Callable[[Any], int],
+    *,
+    fragment_edges: bool = False,
+) -> Iterator[list[Piece]]:
     """The batches of a stream of ``(unit, flush)``, in order: each a list of ``(unit, start,
     stop)`` pieces of ``batch_size`` rows in all (one piece unless the batch straddles units).
     A flush ends a batch early; the short batch of a flush or of the stream's end is dropped
-    with ``drop_last``.  ``length(unit)`` is its row count."""
+    with ``drop_last``.  ``length(unit)`` is its row count.
+
+    With ``fragment_edges`` (flushes at fragment ends), batches are pylance's loader's: each
+    fragment's rows cut into runs of ``batch_size`` (the last one short), and consecutive
+    runs merged while their rows fit in ``batch_size`` (``lance.torch.data``'s buffering of
+    its scanner's batches), so a batch never holds part of a run and is never longer than
+    ``batch_size``; ``drop_last`` drops only a short last batch."""
+    if not fragment_edges:
+        return _cut(stream, batch_size, drop_last, length)
+    return _merged_runs(_cut(stream, batch_size, False, length), batch_size, drop_last)
+
+
+def _cut(stream: Iterator[tuple[Any, bool]], batch_size: int, drop_last: bool, length: Callable[[Any], int]) -> Iterator[list[Piece]]:
     parts: list[Piece] = []
     have = 0
     for rows, flush in stream:
@@ -241,6 +263,21 @@ def cut(stream: Iterator[tuple[Any, bool]], batch_size: int, drop_last: bool, le
             parts, have = [], 0
     if have and not drop_last:
         yield parts
+
+
+def _merged_runs(runs: Iterator[list[Piece]], batch_size: int, drop_last: bool) -> Iterator[list[Piece]]:
+    """Consecutive runs joined while their rows fit in ``batch_size`` (see :func:`cut`)."""
+    pending: list[Piece] = []
+    have = 0
+    for run in runs:
+        n = sum(b - a for _unit, a, b in run)
+        if have and have + n > batch_size:
+            yield pending
+            pending, have = [], 0
+        pending = pending + run
+        have += n
+    if have and not (drop_last and have < batch_size):
+        yield pending
 
 
 def _record_batches(stream: Iterator[tuple[pa.Table, bool]]) -> Iterator[tuple[pa.RecordBatch | pa.Table, bool]]:
@@ -322,12 +359,16 @@ def host_pieces(
     shuffle_reads: bool = False,
     read_rows: int = 65_536,
     prefetch: int = 2,
+    fragment_edges: bool = False,
 ) -> Iterator[list[Piece]]:
     """The batches (as pieces of Arrow units, see :func:`cut`) of ``batch_size`` rows (the last
     may be short unless ``drop_last``) of the plan's reads, decoded on the CPU by ``source``."""
     reads = split_reads(plan.reads, max(int(read_rows), 1), rng if shuffle_reads else None)
     stream = prefetched(source, reads, prefetch, GROUP_READS * max(int(read_rows), 1))
-    return batch_pieces(stream, plan.stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng)
+    return batch_pieces(
+        stream, plan.stride, batch_size=batch_size, drop_last=drop_last, shuffle_buffer=shuffle_buffer, rng=rng,
+        fragment_edges=fragment_edges,
+    )
 
 
 def batch_pieces(
@@ -338,14 +379,16 @@ def batch_pieces(
     drop_last: bool = False,
     shuffle_buffer: int = 0,
     rng: np.random.Generator | None = None,
+    fragment_edges: bool = False,
 ) -> Iterator[list[Piece]]:
     """The batches of a stream of ``(table, flush)`` reads (whoever decoded them), as pieces of
-    units: every ``stride``'s row kept, then cut in order (a flush ends a batch), or, with
-    ``shuffle_buffer``, mixed through the buffer (each fill a unit)."""
+    units: every ``stride``'s row kept, then cut in order (a flush ends a batch; with
+    ``fragment_edges`` as :func:`cut` says), or, with ``shuffle_buffer``, mixed through the
+    buffer (each fill a unit)."""
     if stride is not None:
         stream = strided(stream, stride, _num_rows, _every)
     if shuffle_buffer <= 0:
-        return cut(_record_batches(stream), batch_size, drop_last, _num_rows)
+        return cut(_record_batches(stream), batch_size, drop_last, _num_rows, fragment_edges=fragment_edges)
     if rng is None:
         raise ValueError("a shuffle buffer needs an rng")
     # Fills run in a second thread (NumPy releases the GIL while copying rows): the next fill

@@ -110,8 +110,9 @@ class RowSource:
             from lance_gpu.scan import build_plan, resolve
             from lance_gpu.scan.ranges import RangeReader
 
-            plan = build_plan(self.ds, columns=self._read_columns, with_row_id=self.with_row_id)
-            self._ranges = RangeReader(self.ds, resolve(plan, self.ds))
+            snapshot = self.ds.snapshot
+            plan = build_plan(snapshot, columns=self._read_columns, with_row_id=self.with_row_id)
+            self._ranges = RangeReader(snapshot, resolve(plan, snapshot))
         return self._ranges
 
     def read_many(self, spans: Sequence[tuple[int, int, int]]) -> list[pa.Table]:
@@ -142,17 +143,18 @@ class RowSource:
         if dotted:
             msg = f"the device feed reads top-level columns only, not {dotted}"
             raise SchemaMismatchError(msg)
-        frags = self.ds.get_fragments()
+        snapshot = self.ds.snapshot
+        frags = snapshot.fragments
         chosen: dict[int, np.ndarray | None] = {}
         for pos, rows in selections:
             frag = frags[pos]
             live = frag.live_rows
             chosen[int(frag.fragment_id)] = None if rows is None else (rows if live is None else live[rows])
         plan = build_plan(
-            self.ds, columns=list(self.columns), filter=self.filter, with_row_id=self.with_row_id,
+            snapshot, columns=list(self.columns), filter=self.filter, with_row_id=self.with_row_id,
             selections=chosen, device="gpu",
         )
-        for dt in LanceScanner(plan, self.ds, on_cpu_fallback=on_cpu_fallback).to_device_batches():
+        for dt in LanceScanner(plan, snapshot, on_cpu_fallback=on_cpu_fallback).to_device_batches():
             if self.with_row_id:  # the row ids travel beside the device columns, on the host
                 at = dt.names.index(ROW_ID)
                 col = dt.columns[at]

@@ -19,6 +19,8 @@ from lance_gpu.torch._pipeline import Feed
 from lance_gpu.torch._source import RowSource
 from lance_gpu.torch.sampler import (
     FullScanSampler,
+    Plan,
+    Read,
     Sampler,
     ShardedBatchSampler,
     ShardedFragmentSampler,
@@ -150,6 +152,13 @@ class LanceDataset(torch.utils.data.IterableDataset):
         The null rule of :mod:`lance_gpu.torch.tensors`.
     decode : dict of str to callable, optional
         Per-column conversion hooks (images, text...).
+    batch_edges : {"exact", "fragment"}, default "exact"
+        ``"exact"``: every batch holds ``batch_size`` rows, across fragment ends.
+        ``"fragment"``: pylance's batches, for code that counts on them: each fragment's rows
+        in runs of ``batch_size`` (its last run short), consecutive runs joined while they fit
+        in ``batch_size`` (in order; not with ``shuffle``; a :class:`ShardedBatchSampler`'s
+        batches are its ranges either way).  Without a filter the sizes equal pylance's; with
+        one, runs are cut after filtering where pylance cuts before.
     """
 
     def __init__(
@@ -180,6 +189,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         pin_memory: bool = False,
         nulls: str = "raise",
         decode: Mapping[str, Callable[[pa.Array], Any]] | None = None,
+        batch_edges: Literal["exact", "fragment"] = "exact",
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -193,6 +203,10 @@ class LanceDataset(torch.utils.data.IterableDataset):
             raise ValueError(f"Invalid shard_granularity: {shard_granularity!r}")
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        if batch_edges not in ("exact", "fragment"):
+            raise ValueError(f"batch_edges must be 'exact' or 'fragment', not {batch_edges!r}")
+        if batch_edges == "fragment" and shuffle:
+            raise ValueError("batch_edges='fragment' gives pylance's in-order batches; it cannot be combined with shuffle=True")
         self.dataset = _open(dataset, dataset_options)
         self.batch_size = int(batch_size)
         self.columns = list(columns) if columns is not None else None
@@ -214,6 +228,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
         self.prefetch = int(prefetch)
         self.nulls = nulls
         self.decode = dict(decode or {})
+        self.batch_edges = batch_edges
         self._to_tensor_fn = to_tensor_fn
         self.epoch = 0
         if pin_memory and not torch.cuda.is_available():
@@ -273,6 +288,10 @@ class LanceDataset(torch.utils.data.IterableDataset):
         if not isinstance(sampler, Sampler):
             raise UnsupportedFeatureError("a sampler that is not a lance_gpu.torch Sampler has no read plan")
         plan = sampler.plan(self._source, self.batch_size)
+        fragment_edges = self.batch_edges == "fragment" and not isinstance(sampler, ShardedBatchSampler)
+        if fragment_edges:
+            # a fragment sampler's reads are whole fragments: each ends a run
+            plan = Plan([Read(r.pos, r.start, r.stop, flush=True) for r in plan.reads], plan.stride, plan.units)
         return Feed(
             source=self._source,
             plan=plan,
@@ -286,6 +305,7 @@ class LanceDataset(torch.utils.data.IterableDataset):
             nulls=self.nulls,
             convert=None if self._to_tensor_fn is None else self._convert,
             tensor_rules=self._to_tensor_fn is to_tensor and not self.decode,
+            fragment_edges=fragment_edges,
         )
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
@@ -415,3 +435,64 @@ class LanceMapDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Sequence[int]) -> Any:
         return self._convert(self._source.take(np.asarray(indices, np.int64)))
+
+
+class SafeLanceDataset(torch.utils.data.Dataset):
+    """pylance's ``lance.torch.data.SafeLanceDataset``: a map-style dataset safe to pickle into
+    spawned DataLoader workers.  The parent opens the dataset only to count its rows; each
+    worker opens it on its first batch (nothing open crosses the process boundary), and a batch
+    of indices is one ``take`` returned as a list of row dicts (``to_pylist``), as pylance's.
+
+    Parameters
+    ----------
+    uri : str or os.PathLike
+        The dataset.
+    dataset_options : dict, optional
+        Keyword arguments of ``lance_gpu.dataset`` (``version=``, ``storage_options=``, ...).
+    """
+
+    def __init__(self, uri: str | os.PathLike, *, dataset_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.uri = uri
+        self.dataset_options = dict(dataset_options or {})
+        self._len = _open(uri, self.dataset_options).count_rows()
+        self._ds: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_ds": None}
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        return self.__getitems__([idx])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The rows at ``indices`` (positions among the live rows) as a list of dicts."""
+        if self._ds is None:
+            self._ds = _open(self.uri, self.dataset_options)
+        return self._ds.take(list(indices)).to_pylist()
+
+
+def get_safe_loader(dataset: Any, batch_size: int = 32, num_workers: int = 4, **kwargs: Any) -> torch.utils.data.DataLoader:
+    """pylance's ``lance.torch.data.get_safe_loader``: a ``DataLoader`` over ``dataset`` with
+    spawned workers (``multiprocessing_context="spawn"``) and ``persistent_workers=True`` unless
+    given; every other keyword argument is the ``DataLoader``'s and overrides these defaults.
+
+    Parameters
+    ----------
+    dataset : torch.utils.data.Dataset
+        Usually a :class:`SafeLanceDataset`.
+    batch_size : int, default 32
+    num_workers : int, default 4
+    **kwargs
+        More ``DataLoader`` arguments.
+    """
+    options: dict[str, Any] = {
+        "batch_size": batch_size,
+        "num_workers": num_workers,
+        "persistent_workers": kwargs.pop("persistent_workers", True),
+        "multiprocessing_context": torch.multiprocessing.get_context("spawn"),
+        **kwargs,
+    }
+    return torch.utils.data.DataLoader(dataset, **options)

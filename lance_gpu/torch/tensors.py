@@ -13,7 +13,8 @@ date / time / timestamp / duration           1-D integer tensor of the storage (
 fixed_size_list of the above (nested too)    ``[rows, d1, d2, ...]``
 ``arrow.fixed_shape_tensor``                 ``[rows, *shape]`` (row-major storage)
 string / binary (large, view too)            a Python ``list`` of ``str`` / ``bytes``
-anything else (lists, structs, maps)         ``TypeError`` naming the column
+anything else (lists, structs, maps)         ``NoTensorRuleError`` (a ``TypeError`` and a
+                                             ``ValueError``) naming the column
 ===========================================  =============================================
 
 ``decode={"image": fn}`` replaces the rule for a column: ``fn(pyarrow.Array)`` may return
@@ -46,6 +47,11 @@ NULL_RULES = ("raise", "mask")
 
 class NullValueError(LanceGpuError, ValueError):
     """A column holds nulls and the null rule is ``"raise"``."""
+
+
+class NoTensorRuleError(LanceGpuError, TypeError, ValueError):
+    """A column's type has no tensor rule (lists, structs, maps) and no decode hook: a
+    ``TypeError``, and a ``ValueError`` as pylance's loader raises for such columns."""
 
 
 def _ext_name(t: pa.DataType, meta: Mapping[bytes, bytes] | None) -> str | None:
@@ -252,7 +258,7 @@ def column_to_tensor(
         text_valid = _from_numpy(np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.bool_)) if arr.null_count else None
         return _storage(arr).to_pylist(), text_valid
     if not _fixed_column(arr, meta):
-        raise TypeError(f"column {name!r} of type {t} has no tensor rule; pass decode={{{name!r}: fn}} to convert it")
+        raise NoTensorRuleError(f"column {name!r} of type {t} has no tensor rule; pass decode={{{name!r}: fn}} to convert it")
     values, shape, valid, _leaf = _flat_values(arr)
     if _bf16_leaf(arr, meta):
         tensor = _from_numpy(values).view(torch.bfloat16)

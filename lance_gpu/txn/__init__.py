@@ -8,6 +8,8 @@
   ``DataReplacement``, ``ReserveFragments``, ``UpdateConfig``), each with its conflict rules.
 * :mod:`~lance_gpu.txn.commit` -- :func:`commit` (the only way a version is committed) and
   :func:`run_with_retries` (re-planning after retryable conflicts).
+* :mod:`~lance_gpu.txn.publish` -- the bytes of a commit (manifest files, put-if-absent,
+  transaction files, the version hint).
 * :mod:`~lance_gpu.txn.transaction` -- pylance's ``LanceDataset.commit`` / ``commit_batch``
   (:func:`commit_operation`, :func:`commit_transactions`) and :class:`Transaction`.
 

@@ -2,7 +2,7 @@
 """The one commit: an :class:`~lance_gpu.txn.operations.Operation` becomes a new version.
 
 Protocol (pylance's, on any store with put-if-absent; the byte-level steps live in
-:mod:`lance_gpu.write.commit`):
+:mod:`lance_gpu.txn.publish`):
 
 1. Data files are written first; nothing points at them yet.  Writers may publish them
    unsynced: every data and deletion file the new manifest adds is made durable with the
@@ -47,6 +47,7 @@ from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import DatasetExistsError, DatasetNotFoundError, RetryableCommitConflictError
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
+from lance_gpu.table.deletion import deletion_file_path
 from lance_gpu.table.manifest import (
     DETACHED_VERSION_MASK,
     ManifestFile,
@@ -57,6 +58,16 @@ from lance_gpu.table.manifest import (
     read_manifest_file,
 )
 from lance_gpu.txn.operations import Operation
+from lance_gpu.txn.publish import (
+    SUPPORTED_WRITER_FLAGS,
+    check_commit_store,
+    publish_manifest,
+    serialize_manifest,
+    stamp_manifest,
+    winner_transaction,
+    write_transaction_file,
+    write_version_hint,
+)
 
 __all__ = ["DEFAULT_CONFLICT_RETRIES", "commit", "run_with_retries"]
 
@@ -80,8 +91,6 @@ def _finish_manifest(
     """What every commit sets: derived sections cleared, the deletion-files flags exactly when
     some fragment has a deletion file (pylance's ``apply_feature_flags``), a
     ``max_fragment_id`` that never goes down, version, time, writer, transaction file."""
-    from lance_gpu.write.commit import stamp_manifest
-
     for name in (
         "tag", "version_aux_data", "transaction_section_deprecated", "index_section",
         "transaction_section", "writer_version",
@@ -105,18 +114,31 @@ def _finish_manifest(
 def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
                  base: table_pb2.Manifest | None) -> list[str]:
     """Keys of the data and deletion files ``manifest`` names that ``base`` does not (files
-    under another base path are left to their writer)."""
-    from lance_gpu.table.deletion import deletion_file_path
+    under another base path are left to their writer).  Compared by the names the manifests
+    hold; keys are built for the new files only."""
+    def data_files(m: table_pb2.Manifest | None) -> set[str]:
+        if m is None:
+            return set()
+        return {df.path for frag in m.fragments for df in frag.files if not df.HasField("base_id")}
 
-    def files(m: table_pb2.Manifest | None) -> set[str]:
-        out: set[str] = set()
-        for frag in m.fragments if m is not None else ():
-            out.update(join(root, "data", f.path) for f in frag.files if not f.HasField("base_id"))
-            if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id"):
-                out.add(deletion_file_path(store, root, int(frag.id), frag.deletion_file))
-        return out
+    def deletion_files(m: table_pb2.Manifest | None) -> dict[tuple[int, bytes], table_pb2.DataFragment]:
+        if m is None:
+            return {}
+        return {
+            (frag.id, frag.deletion_file.SerializeToString()): frag
+            for frag in m.fragments
+            if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id")
+        }
 
-    return sorted(files(manifest) - files(base))
+    data_dir = join(root, "data")
+    out = [join(data_dir, name) for name in data_files(manifest) - data_files(base)]
+    theirs = deletion_files(base)
+    out.extend(
+        deletion_file_path(store, root, int(frag.id), frag.deletion_file)
+        for key, frag in deletion_files(manifest).items()
+        if key not in theirs
+    )
+    return sorted(out)
 
 
 def _committed_since(store: ObjectStore, root: str, version: int, naming: NamingScheme) -> Iterator[ManifestFile]:
@@ -169,15 +191,6 @@ def commit(
     becomes the latest version, conflicts with nothing (another random version is drawn if
     the name is taken) and leaves the version hint alone.
     """
-    from lance_gpu.write.commit import (
-        SUPPORTED_WRITER_FLAGS,
-        check_commit_store,
-        publish_manifest,
-        serialize_manifest,
-        winner_transaction,
-        write_transaction_file,
-        write_version_hint,
-    )
 
     txn_key: str | None = None  # the transaction file written, until a manifest names it
     try:

@@ -39,18 +39,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lance_gpu._proto import rowids_pb2, table_pb2, transaction_pb2
 from lance_gpu.errors import CommitConflictError, RetryableCommitConflictError
-from lance_gpu.io.store import ObjectStore
+from lance_gpu.io.store import ObjectStore, remove_quietly
 from lance_gpu.table import features
-from lance_gpu.table.deletion import read_deletion_file
+from lance_gpu.table.deletion import deletion_file_path, read_deletion_file
+from lance_gpu.table.deletion_writer import fragment_with_deletions
+from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata, as_pb
 
 __all__ = [
     "Append",
+    "CreateIndex",
     "DataReplacement",
     "DataReplacementGroup",
     "Delete",
@@ -109,8 +113,6 @@ class Operation:
 
     def cleanup(self, store: ObjectStore) -> None:
         """Delete the objects this operation wrote (best effort: nothing references them)."""
-        from lance_gpu.write.dataset_writer import remove_quietly
-
         remove_quietly(store, self.written)
         self.written.clear()
 
@@ -510,9 +512,6 @@ class Delete(Operation):
         return changed
 
     def _replace_deletions(self, store: ObjectStore, root: str, fid: int, frag: table_pb2.DataFragment, rows: np.ndarray, read_version: int) -> None:
-        from lance_gpu.table.deletion import deletion_file_path
-        from lance_gpu.write.deletion_writer import fragment_with_deletions
-
         old = self.updated.pop(fid, None)
         if fid in self.deleted_ids:
             self.deleted_ids.remove(fid)
@@ -615,8 +614,6 @@ class Update(Operation):
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
-            from lance_gpu.write.index_remap import fragment_bitmap
-
             out = table_pb2.IndexSection()
             out.CopyFrom(section)
             stale = removed | set(updated) if self.fields_modified else removed
@@ -629,8 +626,6 @@ class Update(Operation):
                 else:
                     hit = stale
                 if hit & set(bitmap):
-                    from pyroaring import BitMap
-
                     idx.fragment_bitmap = BitMap(sorted(set(bitmap) - hit)).serialize()
             section = out
         return m, section
@@ -830,10 +825,12 @@ class RewrittenIndex:
 class Rewrite(Operation):
     """Groups of old fragments replaced by new ones (compaction).
 
-    Indices (see :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
+    Indices (see :mod:`lance_gpu.table.indices`; the remapping is :mod:`lance_gpu.write.index_remap`): ``rewritten`` lists the indices whose
     remapped copies were written (old index, new uuid, new files); their manifest entries get
     the new uuid and files, and their fragment bitmaps swap each rewritten group's old
-    fragment ids for its new ones.  Other indices cover none of the rewritten fragments.
+    fragment ids for its new ones.  ``moved`` lists the uuids of indices whose files stay
+    valid (indices of stable row ids, which a compaction keeps) and whose fragment bitmaps
+    move the same way.  Other indices cover none of the rewritten fragments.
     """
 
     name = "rewrite"
@@ -845,6 +842,8 @@ class Rewrite(Operation):
             raise ValueError("Rewrite: rewritten_indices from outside lance-gpu's compaction are not supported")
         #: (old index, new uuid bytes, new files) per remapped index
         self.rewritten: list[tuple[table_pb2.IndexMetadata, bytes, list[table_pb2.IndexFile]]] = []
+        #: uuids of indices kept as they are but for their fragment bitmaps
+        self.moved: set[bytes] = set()
 
     @property
     def groups(self) -> list[RewriteGroup]:
@@ -879,11 +878,6 @@ class Rewrite(Operation):
             r.new_index_version = int(index.index_version)
 
     def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
-        from lance_gpu.write.index_remap import (
-            fragment_bitmap,
-            recalculate_fragment_bitmap,
-        )
-
         if section is None:
             if self.rewritten:
                 raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
@@ -894,6 +888,11 @@ class Rewrite(Operation):
         found = set()
         for idx in out.indices:
             key = bytes(idx.uuid.uuid)
+            if key in self.moved:
+                bitmap = fragment_bitmap(idx)
+                if bitmap is not None:
+                    idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self._groups).serialize()
+                continue
             if key not in remapped:
                 continue
             new_uuid, files = remapped[key]
@@ -931,8 +930,6 @@ class Rewrite(Operation):
         return m, self._indices(base.index_section, int(m.version))
 
     def cleanup(self, store: ObjectStore) -> None:
-        from lance_gpu.write.dataset_writer import remove_quietly
-
         remove_quietly(store, self.written)  # data files, remapped index files
         self.written.clear()
 
@@ -1148,6 +1145,97 @@ class UpdateConfig(Operation):
         return False
 
 
+# --------------------------------------------------------------------------------------------
+# CreateIndex
+
+
+def _index_pb(index: Any) -> table_pb2.IndexMetadata:
+    """An index entry as a protobuf (see :class:`CreateIndex`)."""
+    if isinstance(index, table_pb2.IndexMetadata):
+        return index
+    import uuid as _uuid
+
+    from pyroaring import BitMap
+
+    pb = table_pb2.IndexMetadata(
+        uuid=table_pb2.UUID(uuid=_uuid.UUID(str(index.uuid)).bytes), name=str(index.name),
+        fields=[int(f) for f in index.fields], dataset_version=int(index.dataset_version),
+        index_version=int(index.index_version),
+    )
+    frags = getattr(index, "fragment_ids", None)
+    if frags is not None:
+        pb.fragment_bitmap = BitMap(int(i) for i in frags).serialize()
+    created = getattr(index, "created_at", None)
+    if created is not None:
+        pb.created_at = int(created.timestamp() * 1000)
+    if getattr(index, "base_id", None) is not None:
+        pb.base_id = int(index.base_id)
+    for f in getattr(index, "files", None) or ():
+        pb.files.append(table_pb2.IndexFile(path=str(f.path), size_bytes=int(f.size_bytes)))
+    details = getattr(index, "index_details", None)
+    if details is not None:
+        pb.index_details.type_url, pb.index_details.value = str(details[0]), bytes(details[1])
+    return pb
+
+
+class CreateIndex(Operation):
+    """Add ``new_indices`` and remove ``removed_indices`` (``lance.table.IndexMetadata``
+    protobufs) from the manifest's index section, as pylance's ``LanceOperation.CreateIndex``.
+
+    Applied as pylance applies it: the base's entries lose those whose uuid is removed (a
+    replaced index is removed by uuid; a delta segment adds an entry of an existing name);
+    the new entries are appended.  Builders: :mod:`lance_gpu.write.indices` (scalar), vector indices likewise.
+
+    Conflicts: committed on top of a concurrent append, delete, config change or index change
+    of other names (the new entries cover the fragments they were built from; later ones are
+    scanned); a concurrent rewrite, update, merge, data replacement or schema change, or an
+    index change of the same name, makes it retryable; overwrite and restore are incompatible.
+    """
+
+    name = "create_index"
+
+    def __init__(self, new_indices: Iterable[Any] = (), removed_indices: Iterable[Any] = ()) -> None:
+        """Entries are ``lance.table.IndexMetadata`` protobufs or objects shaped as pylance's
+        ``lance.dataset.Index`` (``uuid``, ``name``, ``fields``, ``dataset_version``,
+        ``fragment_ids``, ``index_version``, ``created_at``, ``base_id``, ``files``,
+        ``index_details`` = (type_url, bytes))."""
+        self.new_indices: list[table_pb2.IndexMetadata] = [_index_pb(i) for i in new_indices]
+        self.removed_indices: list[table_pb2.IndexMetadata] = [_index_pb(i) for i in removed_indices]
+
+    def fill(self, txn: transaction_pb2.Transaction) -> None:
+        txn.create_index.SetInParent()
+        txn.create_index.new_indices.extend(self.new_indices)
+        txn.create_index.removed_indices.extend(self.removed_indices)
+
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+        if base is None:
+            raise ValueError("CreateIndex needs an existing dataset")
+        m = _copy_manifest(base)
+        removed = {bytes(i.uuid.uuid) for i in self.removed_indices}
+        out = table_pb2.IndexSection()
+        if base.index_section is not None:
+            for idx in base.index_section.indices:
+                if bytes(idx.uuid.uuid) not in removed:
+                    out.indices.append(idx)
+        out.indices.extend(self.new_indices)
+        return m, out
+
+    def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
+        version = int(winner.manifest.version)
+        kind = self._classify(
+            theirs, version,
+            ok=("append", "delete", "create_index", "reserve_fragments", "update_config", "update_bases", "clone",
+                "update_mem_wal_state"),
+            retry=("rewrite", "update", "merge", "data_replacement", "project"),
+        )
+        if kind == "create_index" and theirs is not None:
+            mine = {i.name for i in self.new_indices} | {i.name for i in self.removed_indices}
+            ci = theirs.create_index
+            if mine & ({i.name for i in ci.new_indices} | {i.name for i in ci.removed_indices}):
+                raise self._retryable(kind, version)
+        return False
+
+
 class LanceOperation:
     """pylance's namespace of operations: ``LanceOperation.Append(fragments)`` etc."""
 
@@ -1167,4 +1255,5 @@ class LanceOperation:
     ReserveFragments = ReserveFragments
     UpdateConfig = UpdateConfig
     UpdateMap = UpdateMap
+    CreateIndex = CreateIndex
 

@@ -8,13 +8,11 @@
 * :mod:`~lance_gpu.write.pages` -- encoding one leaf page, choosing encodings like pylance.
 * :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
 * :mod:`~lance_gpu.write.inputs` -- every input kind pylance takes, cast to the schema.
-* :mod:`~lance_gpu.write.commit` -- the bytes of a commit (manifest files, put-if-absent,
-  transaction files); the transaction logic is :mod:`lance_gpu.txn`.
 * :mod:`~lance_gpu.write.fragments` -- :func:`write_fragments` / :func:`create_fragment`:
   distributed writes (tasks write fragments, one ``LanceDataset.commit`` publishes them).
 * :mod:`~lance_gpu.write.operations` -- delete, restore, drop / alter / add columns (the
-  ``LanceDataset`` methods), each one transaction of :mod:`lance_gpu.txn`.
-* :mod:`~lance_gpu.write.deletion_writer` -- deletion files (``.arrow`` / roaring ``.bin``).
+  ``LanceDataset`` methods), each one transaction of :mod:`lance_gpu.txn`, planned on a
+  :class:`~lance_gpu.table.snapshot.TableSnapshot` and returning the committed one.
 * :mod:`~lance_gpu.write.compaction` -- ``ds.optimize.compact_files``.
 * :mod:`~lance_gpu.write.index_remap` -- indices across a compaction (BTree remapping).
 """

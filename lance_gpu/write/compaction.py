@@ -34,23 +34,31 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu._proto import rowids_pb2, table_pb2
+from lance_gpu._proto import table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS
 from lance_gpu.progress import ProgressHook
-from lance_gpu.table import features
 from lance_gpu.scan import ReadUnit, decode_fields
+from lance_gpu.table import features
+from lance_gpu.table.indices import fragment_bitmap
+from lance_gpu.table.manifest import latest_version, read_manifest_file
+from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
+from lance_gpu.txn.publish import check_appendable
+from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
-    fragment_bitmap,
-    remap_btree,
+    remap_index,
 )
+from lance_gpu.write.indices import optimize_indices
 from lance_gpu.write.operations import _commit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.dataset import LanceDataset, LanceFragment
+    from collections.abc import Callable
+
+    from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 __all__ = ["CompactionMetrics", "DatasetOptimizer", "compact_files", "plan_compaction"]
 
@@ -71,19 +79,19 @@ def _files(frag: table_pb2.DataFragment) -> int:
 
 
 def plan_compaction(
-    fragments: Sequence[LanceFragment],
+    fragments: Sequence[FragmentSnapshot],
     target_rows_per_fragment: int,
     materialize_deletions: bool = True,
     materialize_deletions_threshold: float = 0.1,
     excluded_fragment_ids: Sequence[int] = (),
     index_fragments: Sequence[Container[int]] = (),
-) -> list[list[LanceFragment]]:
+) -> list[list[FragmentSnapshot]]:
     """The tasks (lists of adjacent fragments) a compaction rewrites.  ``index_fragments``:
     the fragment ids each index of the dataset covers; a bin ends where that set changes."""
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
     excluded = {int(i) for i in excluded_fragment_ids}
-    bins: list[tuple[list[LanceFragment], list[bool], list[int]]] = []  # fragments, itself?, live rows
+    bins: list[tuple[list[FragmentSnapshot], list[bool], list[int]]] = []  # fragments, itself?, live rows
     current: tuple[list, list, list] | None = None
     current_key: tuple[int, ...] = ()
     for frag in fragments:
@@ -118,7 +126,7 @@ def plan_compaction(
     if current is not None:
         bins.append(current)
 
-    tasks: list[list[LanceFragment]] = []
+    tasks: list[list[FragmentSnapshot]] = []
     for frags, itself, rows in bins:
         if len(frags) == 1 and not itself[0]:
             continue
@@ -138,7 +146,7 @@ def plan_compaction(
     return [t for t in tasks if t]
 
 
-def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     fields = list(ds.lance_schema.fields)
     for frag in frags:
         table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields, physical=True))
@@ -147,25 +155,25 @@ def _live_tables(ds: LanceDataset, frags: Sequence[LanceFragment], schema: pa.Sc
         yield from table.to_batches()
 
 
-def compact_files(ds: LanceDataset, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES, **options: object) -> CompactionMetrics:
+def compact_files(ds: TableSnapshot, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+                  **options: object) -> tuple[TableSnapshot, CompactionMetrics]:
     """Compact ``ds`` (see :func:`compact_once`), re-planned on the latest version after each
     retryable conflict (a concurrent delete, update or compaction of the same fragments), at
-    most ``conflict_retries`` times, as pylance retries it; ``ds`` moves to the new version."""
+    most ``conflict_retries`` times, as pylance retries it.  Returns the snapshot of the
+    version compacted into (after a retry with nothing left to compact: the latest one
+    planned on) and the metrics."""
     first = [True]
 
-    def attempt() -> CompactionMetrics:
-        target = ds if first[0] else ds.checkout_version(ds.latest_version)
+    def attempt() -> tuple[TableSnapshot, CompactionMetrics]:
+        target = ds if first[0] else ds.latest()
         first[0] = False
-        metrics = compact_once(target, **options)  # type: ignore[arg-type]
-        if target is not ds:
-            ds.reload(target.version)
-        return metrics
+        return compact_once(target, **options)  # type: ignore[arg-type]
 
     return run_with_retries(attempt, conflict_retries)
 
 
 def compact_once(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     *,
     target_rows_per_fragment: int | None = None,
     max_rows_per_group: int | None = None,
@@ -178,8 +186,9 @@ def compact_once(
     excluded_fragment_ids: Sequence[int] | None = None,
     progress: ProgressHook | None = None,
     **unsupported: object,
-) -> CompactionMetrics:
-    """Compact ``ds`` (see the module docstring); ``ds`` moves to the new version.
+) -> tuple[TableSnapshot, CompactionMetrics]:
+    """Compact ``ds`` (see the module docstring); returns the committed version's snapshot
+    (``ds`` when nothing needed compacting) and the metrics.
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted and ignored
     (our writer picks its own pages); other pylance options are refused when set.  Indices
@@ -189,12 +198,6 @@ def compact_once(
     last-updated versions, in order.  ``progress`` (a :data:`lance_gpu.progress.ProgressHook`)
     is told ``("fragments compacted", done, total)`` as each group of fragments is rewritten.
     """
-    from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import (
-        DEFAULT_MAX_BYTES_PER_FILE,
-        _write_fragments,
-    )
-
     if unsupported.get("compaction_mode") == "reencode":  # what we do anyway
         unsupported.pop("compaction_mode")
     bad = sorted(k for k, v in unsupported.items() if v is not None)
@@ -223,11 +226,16 @@ def compact_once(
     )
     metrics = CompactionMetrics()
     if not tasks:
-        return metrics
+        return ds, metrics
     stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
     rewritten_ids = {f.fragment_id for task in tasks for f in task}
     # pylance 14 btrees hold row addresses even with stable row ids: always remapped
     to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
+    # with stable row ids, indices of row ids (bitmaps, label lists) stay valid: pylance 14
+    # keeps their files and moves their fragment bitmaps; btrees (row addresses) are remapped
+    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS,
+                                                                             VECTOR_DETAILS)]
+    to_remap = [i for i in to_remap if i not in moved]
     for index in to_remap:
         check_remappable(index, store.uri(root))
 
@@ -270,83 +278,21 @@ def compact_once(
                 for task, (_old, new) in zip(tasks, groups)
             )
             for index in to_remap:
-                new_uuid, files = remap_btree(store, root, index, mapping, rewrite.written)
+                new_uuid, files = remap_index(store, root, index, mapping, rewrite.written)
                 rewrite.rewritten.append((index, new_uuid, files))
     except BaseException:
         rewrite.cleanup(store)
         raise
     rewrite.groups = groups
+    rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
     manifest = _commit(ds, rewrite)
-    ds.reload(int(manifest.version))
-    return metrics
+    return ds.checkout(int(manifest.version)), metrics
 
 
-def _encode_u64(values: np.ndarray) -> rowids_pb2.EncodedU64Array:
-    values = values.astype(np.uint64, copy=False)
-    base = int(values.min()) if values.size else 0
-    span = int(values.max()) - base if values.size else 0
-    if span < 1 << 16:
-        return rowids_pb2.EncodedU64Array(u16_array=rowids_pb2.EncodedU64Array.U16Array(
-            base=base, offsets=(values - np.uint64(base)).astype("<u2").tobytes()))
-    if span < 1 << 32:
-        return rowids_pb2.EncodedU64Array(u32_array=rowids_pb2.EncodedU64Array.U32Array(
-            base=base, offsets=(values - np.uint64(base)).astype("<u4").tobytes()))
-    return rowids_pb2.EncodedU64Array(u64_array=rowids_pb2.EncodedU64Array.U64Array(values=values.astype("<u8").tobytes()))
-
-
-def encode_row_ids(ids: np.ndarray) -> bytes:
-    """A ``RowIdSequence`` of ``ids``, the smallest of: one Range per contiguous run, a
-    range with holes, a range with a bitmap, a sorted array (ids in increasing order) --
-    or a plain array when they are not sorted."""
-    ids = np.asarray(ids, dtype=np.uint64)
-    if ids.size == 0:
-        return rowids_pb2.RowIdSequence().SerializeToString()
-    diffs = np.diff(ids.astype(np.int64))
-    if not bool(np.all(diffs > 0)):
-        return rowids_pb2.RowIdSequence(segments=[rowids_pb2.U64Segment(array=_encode_u64(ids))]).SerializeToString()
-    candidates = [[rowids_pb2.U64Segment(sorted_array=_encode_u64(ids))]]
-    breaks = np.flatnonzero(diffs != 1) + 1
-    if breaks.size < 4096:
-        starts = np.concatenate([[0], breaks]).astype(np.int64)
-        ends = np.concatenate([breaks, [ids.size]]).astype(np.int64)
-        candidates.append([
-            rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(start=int(ids[a]), end=int(ids[b - 1]) + 1))
-            for a, b in zip(starts, ends)
-        ])
-    lo, hi = int(ids[0]), int(ids[-1]) + 1
-    if hi - lo <= 64 * ids.size:
-        present = np.zeros(hi - lo, np.bool_)
-        present[(ids - np.uint64(lo)).astype(np.int64)] = True
-        holes = np.flatnonzero(~present).astype(np.uint64) + np.uint64(lo)
-        candidates.append([rowids_pb2.U64Segment(range_with_holes=rowids_pb2.U64Segment.RangeWithHoles(
-            start=lo, end=hi, holes=_encode_u64(holes)))])
-        candidates.append([rowids_pb2.U64Segment(range_with_bitmap=rowids_pb2.U64Segment.RangeWithBitmap(
-            start=lo, end=hi, bitmap=np.packbits(present, bitorder="little").tobytes()))])
-    encoded = [rowids_pb2.RowIdSequence(segments=c).SerializeToString() for c in candidates]
-    return min(encoded, key=len)
-
-
-def encode_versions(versions: np.ndarray) -> bytes:
-    """A ``RowDatasetVersionSequence``: one run per stretch of equal versions."""
-    versions = np.asarray(versions, dtype=np.uint64)
-    seq = rowids_pb2.RowDatasetVersionSequence()
-    if versions.size:
-        breaks = np.flatnonzero(np.diff(versions) != 0) + 1
-        starts = np.concatenate([[0], breaks]).astype(np.int64)
-        ends = np.concatenate([breaks, [versions.size]]).astype(np.int64)
-        for a, b in zip(starts, ends):
-            seq.runs.append(rowids_pb2.RowDatasetVersionRun(
-                span=rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(start=int(a), end=int(b))),
-                version=int(versions[a])))
-    return seq.SerializeToString()
-
-
-def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[table_pb2.DataFragment]) -> None:
+def _carry_row_ids(ds: TableSnapshot, old: Sequence[FragmentSnapshot], new: list[table_pb2.DataFragment]) -> None:
     """Stable row ids (and their created / last-updated versions) of the live rows of
     ``old``, in order, handed to the fragments ``new`` that now hold those rows."""
-    from lance_gpu.table.rowids import read_fragment_versions
-
-    def live(values: np.ndarray | None, frag: LanceFragment) -> np.ndarray | None:
+    def live(values: np.ndarray | None, frag: FragmentSnapshot) -> np.ndarray | None:
         if values is None:
             return None
         rows = frag.live_rows
@@ -370,18 +316,27 @@ def _carry_row_ids(ds: LanceDataset, old: Sequence[LanceFragment], new: list[tab
         raise AssertionError(f"compaction wrote {start} rows for {ids.size} row ids")
 
 
-def _latest(ds: LanceDataset):
-    from lance_gpu.table.manifest import latest_version, read_manifest_file
-
+def _latest(ds: TableSnapshot):
     return read_manifest_file(ds.store, latest_version(ds.store, ds.root).path)
 
 
 class DatasetOptimizer:
     """``ds.optimize``, as pylance's ``lance.dataset.DatasetOptimizer``."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: TableSnapshot, on_commit: Callable[[TableSnapshot], None] | None = None) -> None:
         self._ds = ds
+        self._on_commit = on_commit
 
     def compact_files(self, **options: object) -> CompactionMetrics:
-        """See :func:`compact_files`."""
-        return compact_files(self._ds, **options)  # type: ignore[arg-type]
+        """See :func:`compact_files`; the compacted version's snapshot goes to ``on_commit``."""
+        compacted, metrics = compact_files(self._ds, **options)  # type: ignore[arg-type]
+        if self._on_commit is not None and compacted is not self._ds:
+            self._on_commit(compacted)
+        return metrics
+
+    def optimize_indices(self, **kwargs: object) -> None:
+        """See :func:`lance_gpu.write.indices.optimize_indices`; the committed version's
+        snapshot goes to ``on_commit``."""
+        committed = optimize_indices(self._ds, **kwargs)
+        if self._on_commit is not None and committed is not self._ds:
+            self._on_commit(committed)

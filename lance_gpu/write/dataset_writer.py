@@ -5,7 +5,7 @@ Data is streamed batch by batch into data files of at most ``max_rows_per_file``
 file is also closed at the first batch boundary after it reaches ``max_bytes_per_file``);
 each file is one fragment.  Memory holds at most one page per field being encoded plus
 the batch in hand.  Nothing is visible to readers until the commit
-(:mod:`lance_gpu.write.commit`) publishes the new manifest; a failed write deletes the data
+(:mod:`lance_gpu.txn.publish`) publishes the new manifest; a failed write deletes the data
 files it wrote.
 """
 
@@ -29,11 +29,12 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
-from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
+from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.inputs import coerce_input
 
 __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
@@ -181,6 +182,7 @@ def _write_fragments(
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
     durable, before the manifest that names them is put."""
+    from lance_gpu.write.device_input import DeviceBatch
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     data_dir = join(root, "data")
@@ -227,7 +229,9 @@ def _write_fragments(
 
     try:
         for batch in batches:
-            if order is not None:
+            if order is not None and isinstance(batch, DeviceBatch):
+                batch = batch.select(order, arrow_schema)
+            elif order is not None:
                 cols = [pa.nulls(batch.num_rows, f.type) if i < 0 else batch.column(i) for i, f in zip(order, arrow_schema, strict=True)]
                 cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
                 batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
@@ -259,15 +263,6 @@ def _write_fragments(
         remove_quietly(store, written)
         raise
     return fragments, written
-
-
-def remove_quietly(store: ObjectStore, keys: Iterable[str]) -> None:
-    """Delete objects that were written but cannot have been committed (best effort)."""
-    for key in keys:
-        try:
-            store.delete(key)
-        except OSError:
-            pass
 
 
 def _humantime(seconds: int) -> str:
@@ -396,7 +391,7 @@ def write_version(
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     ostore, root = resolve(uri, storage_options, store=store)  # type: ignore[arg-type]
     minor = _minor_of(data_storage_version)
-    arrow_schema, batches = coerce_input(data, schema)
+    arrow_schema, batches = coerce_input(data, schema, device=True)
     _check_metadata(arrow_schema)
     # progress: pylance's FragmentWriteProgress (begin / complete per fragment), or our
     # ProgressHook callable told ("rows written", done, total) as batches are taken.

@@ -30,10 +30,13 @@ import pyarrow as pa
 from google.protobuf.any_pb2 import Any
 
 from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
+from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_column_encoding
+from lance_gpu.write.device_input import DeviceBatch, column_nbytes, slice_column
+from lance_gpu.write.device_pages import StagedBuffer, encode_device_field
 from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.write.shred import shred
 
@@ -95,6 +98,11 @@ def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[
     """Encode buffered arrays of one top-level field: ``(column index within the field, page,
     row offset)`` in write order (2.1+: one page per leaf; rows whose levels overflow a page
     are split in halves; 2.0: one page per column, parents included)."""
+    if isinstance(arrays[0], DeviceColumn):
+        got = encode_device_field(arrays, field, minor)  # type: ignore[arg-type]
+        if not isinstance(got[0], pa.Array):
+            return got  # type: ignore[return-value]
+        arrays = got  # type: ignore[assignment]
     arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
     if minor == 0:
         from lance_gpu.write.pages_v2_0 import encode_field_v2_0
@@ -167,6 +175,8 @@ class LanceFileWriter:
         self._inflight: deque[tuple[int, int, int, Future]] = deque()
         self._inflight_bytes = 0
         self._max_inflight = 2 * encode_threads() + 2
+        #: (position, size) of global buffers 1.. (:meth:`add_global_buffer`)
+        self._extra_buffers: list[tuple[int, int]] = []
 
     @property
     def num_columns(self) -> int:
@@ -180,8 +190,9 @@ class LanceFileWriter:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Append the rows of ``batch`` (whose columns are the schema's top-level fields)."""
+    def write(self, batch: pa.RecordBatch | pa.Table | DeviceBatch) -> None:
+        """Append the rows of ``batch`` (whose columns are the schema's top-level fields;
+        a :class:`~lance_gpu.write.device_input.DeviceBatch` is encoded on the GPU)."""
         if batch.num_columns != len(self._fields):
             raise ValueError(f"batch has {batch.num_columns} columns, the schema {len(self._fields)}")
         n = batch.num_rows
@@ -189,11 +200,13 @@ class LanceFileWriter:
             return
         for i in range(len(self._fields)):
             col = batch.column(i)
+            if isinstance(col, DeviceColumn) and self._blob[i]:
+                col = col.to_arrow()  # blob bytes are written from the host
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
                 for piece in self._pieces(chunk, i):
                     self._pending[i].append(piece)
-                    self._pending_bytes[i] += piece.nbytes
+                    self._pending_bytes[i] += column_nbytes(piece) if isinstance(piece, DeviceColumn) else piece.nbytes
                     if self._pending_bytes[i] >= self.page_bytes:
                         self._flush_field(i)
         self.num_rows += n
@@ -204,7 +217,8 @@ class LanceFileWriter:
         page that keeps a single encoder busy while the others idle (blob fields, whose
         bytes are written as they are flushed, are not cut)."""
         n = len(chunk)
-        nbytes = chunk.nbytes
+        device = isinstance(chunk, DeviceColumn)
+        nbytes = column_nbytes(chunk) if device else chunk.nbytes
         if not n or self._blob[i] or self._pending_bytes[i] + nbytes <= self.page_bytes:
             return [chunk] if n else []
         per_row = nbytes / n
@@ -214,6 +228,8 @@ class LanceFileWriter:
         if n - cuts[-1] < rows // 4 and len(cuts) > 1:
             cuts.pop()  # no sliver of a page at the end: the last piece runs a little over
         cuts.append(n)
+        if device:
+            return [slice_column(chunk, a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
         return [chunk.slice(a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
 
     def _flush_field(self, i: int) -> None:
@@ -231,6 +247,14 @@ class LanceFileWriter:
             page = encode_blob_page(arr, self._fields[i], self.minor, self._write_blob_bytes)
             fut: Future = Future()
             fut.set_result([(0, page, 0)])
+        elif isinstance(arrays[0], DeviceColumn):
+            # device pages are encoded here, in order, by kernels on the device (not by the
+            # CPU pool's threads)
+            fut = Future()
+            try:
+                fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))
+            except BaseException as exc:
+                fut.set_exception(exc)
         else:
             fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
         self._inflight.append((i, first_row, nbytes, fut))
@@ -268,10 +292,20 @@ class LanceFileWriter:
     def _write_buffer(self, data: bytes | np.ndarray) -> tuple[int, int]:
         self._align()
         pos = self._pos
+        if isinstance(data, StagedBuffer):
+            data = data.result()  # a device page buffer: wait for its copy to the host
         view = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else memoryview(data)
         self._fh.write(view)
         self._pos += view.nbytes
         return pos, view.nbytes
+
+    def add_global_buffer(self, data: bytes) -> int:
+        """Write ``data`` now (64-byte aligned, between pages) as the next global buffer and
+        return its index (1, 2, ...; 0 is the ``FileDescriptor`` written by :meth:`finish`).
+        Index files name these buffers in their schema metadata."""
+        self._drain()
+        self._extra_buffers.append(self._write_buffer(bytes(data)))
+        return len(self._extra_buffers)
 
     def _write_blob_bytes(self, data: np.ndarray) -> int:
         return self._write_buffer(data)[0]
@@ -323,10 +357,12 @@ class LanceFileWriter:
         self._fh.write(table)
         self._pos += len(table)
         gbo_start = self._pos
-        self._fh.write(struct.pack("<QQ", gb_pos, gb_size))
-        self._pos += 16
+        buffers = [(gb_pos, gb_size), *self._extra_buffers]
+        for pos, size in buffers:
+            self._fh.write(struct.pack("<QQ", pos, size))
+            self._pos += 16
         major, minor = (2, self.minor) if self.minor else (0, 3)  # 2.0 files say 0.3
-        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, 1, len(self._columns), major, minor, MAGIC)
+        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, len(buffers), len(self._columns), major, minor, MAGIC)
         self._fh.write(footer)
         self._pos += len(footer)
         if sync:

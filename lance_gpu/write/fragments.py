@@ -20,37 +20,36 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.io import ObjectStore, join
+from lance_gpu.io.store import remove_quietly
+from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import FragmentMetadata
+from lance_gpu.txn.operations import Append, Overwrite
+from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
+from lance_gpu.txn.transaction import Transaction, resolve_target
+from lance_gpu.write.blobs import blob_v2_schema
 from lance_gpu.write.dataset_writer import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
+    _append_plan,
+    _check_types,
+    _minor_of,
+    _strip,
+    _write_fragments,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.txn.transaction import Transaction
+from lance_gpu.write.inputs import coerce_input
 
 __all__ = ["create_fragment", "discard_fragments", "write_fragments"]
 
 
 def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
     """(base manifest or None, Lance schema, Arrow schema to write, column order, minor)."""
-    from lance_gpu.table.features import check_writer_flags
-    from lance_gpu.write.blobs import blob_v2_schema
-    from lance_gpu.write.commit import SUPPORTED_WRITER_FLAGS, check_appendable, latest
-    from lance_gpu.write.dataset_writer import (
-        _append_plan,
-        _check_types,
-        _minor_of,
-        _strip,
-    )
-
     base, _naming = latest(store, root)
     if mode == "append" and base is not None:
         check_appendable(base)
@@ -122,10 +121,6 @@ def write_fragments(
     -------
     list of FragmentMetadata, or Transaction when ``return_transaction``.
     """
-    from lance_gpu.txn.transaction import Transaction, resolve_target
-    from lance_gpu.write.dataset_writer import _write_fragments
-    from lance_gpu.write.inputs import coerce_input
-
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
     rows = int(max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE)
@@ -133,13 +128,12 @@ def write_fragments(
     if rows < 1 or size < 1:
         raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
     store, root = resolve_target(dataset_uri, storage_options)
-    arrow_schema, batches = coerce_input(data, schema)
+    arrow_schema, batches = coerce_input(data, schema, device=True)
     base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
     pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size)
     fragments = [FragmentMetadata.from_pb(f) for f in pbs]
     if not return_transaction:
         return fragments
-    from lance_gpu.txn.operations import Append, Overwrite
 
     if mode == "append" and base is not None:
         return Transaction(int(base.manifest.version), Append(fragments))
@@ -182,8 +176,5 @@ def discard_fragments(
     storage_options: dict[str, str] | None = None,
 ) -> None:
     """Delete the data files of fragments that were written but will not be committed."""
-    from lance_gpu.txn.transaction import resolve_target
-    from lance_gpu.write.dataset_writer import remove_quietly
-
     store, root = resolve_target(uri, storage_options)
     remove_quietly(store, [join(root, "data", f.path) for frag in fragments for f in frag.files])

@@ -15,19 +15,13 @@ is wholly covered by an index or not at all, :func:`~lance_gpu.write.compaction.
 sees to that); name, fields, ``dataset_version``, ``index_version`` and ``created_at`` stay.
 The old directory stays (older versions use it).
 
-Only **BTree** scalar indices (``/lance.table.BTreeIndexDetails``) are remapped here.  Their
-files, as pylance 14 writes them (Lance 2.2 files):
-
-* ``page_data.lance``: ``values: <column type>``, ``ids: uint64 not null`` -- every indexed
-  row's value and row address, sorted by value, read in pages of ``batch_size`` rows;
-* ``page_lookup.lance``: per page ``min`` (its first value), ``max`` (its last value),
-  ``null_count: uint32``, ``page_idx: uint32``; schema metadata ``batch_size`` and
-  ``range_partitioned`` = ``false``.
-
-pylance's remap keeps the order, maps the addresses of moved rows, drops deleted rows and
-pages the result again (``batch_size`` rows per page, a new lookup).  We do the same.  Other
-index types (bitmap, inverted, vector ...) and range-partitioned btrees are refused with
-:class:`~lance_gpu.errors.UnsupportedFeatureError` before anything is written.
+BTree, Bitmap and LabelList indices are remapped here (file layouts:
+:mod:`lance_gpu.index.scalar`).  pylance's remap keeps the order, maps the addresses of moved
+rows, drops deleted rows; a btree is paged again (``batch_size`` rows per page, a new
+lookup), a bitmap index keeps its keys with remapped row sets (a LabelList also its null-list
+set, global buffer 1).  We do the same.  Other index types (inverted, vector ...) and
+range-partitioned btrees are refused with :class:`~lance_gpu.errors.UnsupportedFeatureError`
+before anything is written.
 """
 
 from __future__ import annotations
@@ -42,49 +36,27 @@ from pyroaring import BitMap
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
-from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.index.files import IndexFile, read_index_table
+from lance_gpu.index.metadata import BITMAP_DETAILS, BTREE_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS, index_dir
+from lance_gpu.index.rowset import FULL, deserialize_rowset, rowset_from_addresses, serialize_rowset
+from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.vector_index_remap import check_vector_remappable, remap_ivf
 
 __all__ = [
     "BTREE_DETAILS",
     "RowAddressMap",
-    "fragment_bitmap",
-    "recalculate_fragment_bitmap",
-    "remap_btree",
     "check_remappable",
+    "remap_bitmap",
+    "remap_btree",
+    "remap_index",
 ]
 
-BTREE_DETAILS = "/lance.table.BTreeIndexDetails"
-BTREE_PAGES = "page_data.lance"
-BTREE_LOOKUP = "page_lookup.lance"
 #: pylance's fragment-reuse system index (deferred remapping); we never write one.
 FRAG_REUSE_INDEX = "__lance_frag_reuse"
 _DELETED = np.uint64(np.iinfo(np.uint64).max)
-
-
-def fragment_bitmap(index: table_pb2.IndexMetadata) -> BitMap | None:
-    """The fragment ids an index covers (portable roaring), None when it stores none."""
-    if not index.fragment_bitmap:
-        return None
-    return BitMap.deserialize(index.fragment_bitmap)
-
-
-def recalculate_fragment_bitmap(
-    old: BitMap, groups: Iterable[tuple[Sequence[table_pb2.DataFragment], Sequence[table_pb2.DataFragment]]]
-) -> BitMap:
-    """pylance's rule: a rewrite group covered by the index swaps its old fragment ids for
-    its new ones; a group the index does not cover changes nothing."""
-    new = BitMap(old)
-    for old_frags, new_frags in groups:
-        ids = [int(f.id) for f in old_frags]
-        covered = [i in old for i in ids]
-        if any(covered):
-            if not all(covered):
-                raise AssertionError("a rewrite group mixes indexed and unindexed fragments")
-            new.difference_update(BitMap(ids))
-            new.update(BitMap(int(f.id) for f in new_frags))
-    return new
 
 
 @dataclass
@@ -140,55 +112,30 @@ class RowAddressMap:
         return out, ~(hit & (out == _DELETED))
 
 
-def _index_dir(root: str, index: table_pb2.IndexMetadata) -> str:
-    return join(root, "_indices", str(_uuid.UUID(bytes=bytes(index.uuid.uuid))))
-
-
 def check_remappable(index: table_pb2.IndexMetadata, root: str) -> None:
     """Raise :class:`UnsupportedFeatureError` unless :func:`remap_btree` can remap ``index``."""
     what = f"{root}: compaction would have to remap index {index.name!r}"
     if index.name == FRAG_REUSE_INDEX:
         raise UnsupportedFeatureError(f"{what} (a fragment-reuse index: deferred remapping is not supported)")
-    if index.index_details.type_url != BTREE_DETAILS:
-        kind = index.index_details.type_url.rsplit(".", 1)[-1] or "unknown type"
-        raise UnsupportedFeatureError(f"{what} ({kind}); only BTree indices are remapped")
+    url = index.index_details.type_url
+    if url not in _REMAPPABLE:
+        kind = url.rsplit(".", 1)[-1] or "unknown type"
+        raise UnsupportedFeatureError(f"{what} ({kind}); only BTree, Bitmap, LabelList and IVF indices are remapped")
     if index.HasField("base_id"):
         raise UnsupportedFeatureError(f"{what}, which lives in another base path")
     names = {f.path for f in index.files}
-    if names and names != {BTREE_PAGES, BTREE_LOOKUP}:
+    if url == VECTOR_DETAILS:
+        check_vector_remappable(index, what)
+    if url == BTREE_DETAILS and names and names != {BTREE_PAGES, BTREE_LOOKUP}:
         raise UnsupportedFeatureError(f"{what}, a btree of files {sorted(names)} (range-partitioned)")
     if fragment_bitmap(index) is None:
         raise UnsupportedFeatureError(f"{what}, which records no fragment bitmap")
 
 
-def _read_file(store: ObjectStore, key: str) -> tuple[pa.Table, LanceSchema, int]:
-    """A whole standalone Lance file of top-level leaf columns: (table, schema, minor)."""
-    reader = LanceFileReader(key, store)
-    path = reader.path
-    try:
-        fd = reader.descriptor
-        schema = LanceSchema.from_protos(fd.schema.fields, dict(fd.schema.metadata), path)
-        arrow = schema.to_arrow()
-        if any(not f.is_leaf for f in schema.fields):
-            raise CorruptFileError(path, "btree index file with nested columns")
-        if reader.version == FileVersion(2, 0):
-            from lance_gpu.file.v2_0 import read_field as read_v20
-
-            cols = [read_v20(reader, f, [i], None) for i, f in enumerate(arrow)]
-        else:
-            from lance_gpu.file.reader import read_field
-
-            cols = [read_field(reader, f, [i]) for i, f in enumerate(arrow)]
-        minor = reader.version.minor
-    finally:
-        reader.close()
-    return pa.Table.from_arrays([pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in cols], schema=arrow), schema, minor
-
-
 def _write_file(store: ObjectStore, key: str, table: pa.Table, schema: LanceSchema, minor: int) -> int:
     from lance_gpu.write.file_writer import LanceFileWriter
 
-    writer = LanceFileWriter(key, schema, minor if minor in (1, 2) else 2, store=store)
+    writer = LanceFileWriter(key, schema, minor if minor in (0, 1, 2) else 2, store=store)
     try:
         if table.num_rows:
             writer.write(table.combine_chunks())
@@ -204,10 +151,10 @@ def remap_btree(
     """Write the remapped copy of btree ``index`` (see the module docstring) into a new
     ``_indices/<uuid>/``; returns (the new uuid's 16 bytes, its files).  Every key written
     is appended to ``written`` before it is written."""
-    src_key = _index_dir(root, index)
+    src_key = index_dir(root, index)
     src = store.uri(src_key)
-    pages, pages_schema, minor = _read_file(store, join(src_key, BTREE_PAGES))
-    lookup, lookup_schema, lookup_minor = _read_file(store, join(src_key, BTREE_LOOKUP))
+    pages, pages_schema, minor = read_index_table(store, join(src_key, BTREE_PAGES))
+    lookup, lookup_schema, lookup_minor = read_index_table(store, join(src_key, BTREE_LOOKUP))
     meta = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in lookup_schema.metadata.items()}
     if meta.get("range_partitioned", "false").lower() != "false":
         raise UnsupportedFeatureError(f"{src}: range-partitioned btree indices are not remapped")
@@ -253,3 +200,78 @@ def remap_btree(
         size = _write_file(store, path, table, schema, fminor)
         files.append(table_pb2.IndexFile(path=name, size_bytes=size))
     return new_uuid.bytes, files
+
+
+def _addresses(rows: dict[int, BitMap | None], mapping: RowAddressMap) -> np.ndarray:
+    """The row addresses of a row set (a whole fragment expanded from the mapping's rows of
+    it; a whole fragment the compaction did not rewrite cannot be expanded and is kept)."""
+    parts = []
+    for frag, bitmap in rows.items():
+        base = np.uint64(frag) << np.uint64(32)
+        if bitmap is FULL:
+            lo = np.searchsorted(mapping.old, base)
+            hi = np.searchsorted(mapping.old, base + np.uint64(1 << 32))
+            parts.append(mapping.old[lo:hi])
+        else:
+            parts.append(base + np.frombuffer(bitmap.to_array(), np.uint32).astype(np.uint64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+
+
+def _remap_rowset(data: bytes, mapping: RowAddressMap, path: str) -> bytes:
+    rows = deserialize_rowset(data, path)
+    rewritten = {int(x) for x in np.unique(mapping.old >> np.uint64(32))}
+    kept = {f: b for f, b in rows.items() if b is FULL and f not in rewritten}
+    moved = {f: b for f, b in rows.items() if f not in kept}
+    new, keep = mapping.apply(_addresses(moved, mapping))
+    out = rowset_from_addresses(np.sort(new[keep]))
+    out.update(kept)
+    return serialize_rowset(out)
+
+
+def remap_bitmap(
+    store: ObjectStore, root: str, index: table_pb2.IndexMetadata, mapping: RowAddressMap, written: list[str]
+) -> tuple[bytes, list[table_pb2.IndexFile]]:
+    """Write the remapped copy of bitmap / label-list ``index`` into a new
+    ``_indices/<uuid>/``: the same keys, each row set remapped (and a LabelList's null-list
+    set, global buffer 1); returns (the new uuid's 16 bytes, its files)."""
+    src = IndexFile(store, join(index_dir(root, index), BITMAP_LOOKUP))
+    try:
+        keys = src.read("keys")
+        bitmaps = src.read("bitmaps")
+        extra = []
+        nulls_at = src.metadata.get("lance:label_list_nulls")
+        if nulls_at is not None:
+            extra.append(_remap_rowset(src.global_buffer(int(nulls_at)), mapping, src.path))
+        schema = src.lance_schema
+        minor = src.minor
+    finally:
+        src.close()
+    remapped = pa.array([_remap_rowset(b.as_py(), mapping, src.path) for b in bitmaps], pa.binary())
+    table = pa.Table.from_arrays([keys, remapped], schema=schema.to_arrow())
+    new_uuid = _uuid.uuid4()
+    path = join(root, "_indices", str(new_uuid), BITMAP_LOOKUP)
+    written.append(path)
+    from lance_gpu.write.file_writer import LanceFileWriter
+
+    writer = LanceFileWriter(path, schema, minor if minor in (0, 1, 2) else 2, store=store)
+    try:
+        for data in extra:
+            writer.add_global_buffer(data)
+        if table.num_rows:
+            writer.write(table.combine_chunks())
+        size = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return new_uuid.bytes, [table_pb2.IndexFile(path=BITMAP_LOOKUP, size_bytes=size)]
+
+
+_REMAPPABLE = {BTREE_DETAILS: remap_btree, BITMAP_DETAILS: remap_bitmap, LABEL_LIST_DETAILS: remap_bitmap,
+               VECTOR_DETAILS: remap_ivf}
+
+
+def remap_index(
+    store: ObjectStore, root: str, index: table_pb2.IndexMetadata, mapping: RowAddressMap, written: list[str]
+) -> tuple[bytes, list[table_pb2.IndexFile]]:
+    """Remap any index :func:`check_remappable` accepts."""
+    return _REMAPPABLE[index.index_details.type_url](store, root, index, mapping, written)

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
 from lance_gpu.write._jsonb import text_to_jsonb
+from lance_gpu.write.device_input import DeviceBatch, device_batches, device_stream, is_device_input
 
 __all__ = ["cast_batch", "cast_to_stored", "coerce_input"]
 
@@ -101,7 +102,7 @@ def _frame_table(data: object, schema: pa.Schema | None) -> pa.Table | None:
     lib = type(data).__module__.split(".", 1)[0]
     if lib == "pandas" and type(data).__name__ == "DataFrame":
         return pa.Table.from_pandas(data, schema=schema, preserve_index=False)
-    if lib == "cudf" and hasattr(data, "to_arrow"):
+    if lib == "cudf" and hasattr(data, "to_arrow"):  # writers without a GPU encoder
         return data.to_arrow(preserve_index=False)
     if lib == "polars" and type(data).__name__ == "DataFrame" and hasattr(data, "to_arrow"):
         return data.to_arrow()
@@ -149,9 +150,22 @@ def _as_stream(data: object, schema: pa.Schema | None) -> tuple[pa.Schema | None
     )
 
 
-def coerce_input(data: object, schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+def coerce_input(
+    data: object, schema: pa.Schema | None = None, *, device: bool = False
+) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     """The schema of ``data`` (``schema`` when given) and an iterator of its batches, each
-    of exactly that schema (see the module docstring for the casting rules)."""
+    of exactly that schema (see the module docstring for the casting rules).
+
+    Data in device memory (a cuDF frame, a ``DeviceTable``, a dict of CUDA arrays: see
+    :mod:`lance_gpu.write.device_input`) needs a usable GPU (else
+    :class:`~lance_gpu.errors.GpuUnavailableError`); with ``device=True`` (writers with a
+    GPU encoder) it stays there as :class:`~lance_gpu.write.device_input.DeviceBatch` es,
+    otherwise it is copied to host batches."""
+    if is_device_input(data) and (device or type(data).__module__.split(".", 1)[0] != "cudf"):
+        target, dbatches = device_batches(data, schema)
+        if device:
+            return target, dbatches  # type: ignore[return-value]
+        return target, (b.to_arrow() for b in dbatches)
     own, it = _as_stream(data, schema)
     target = schema if schema is not None else own
     try:
@@ -160,6 +174,12 @@ def coerce_input(data: object, schema: pa.Schema | None = None) -> tuple[pa.Sche
         if target is None:
             raise ValueError("write got an empty iterable of batches and no schema") from None
         return target, iter(())
+    if isinstance(first, DeviceBatch) or is_device_input(first):
+        # a stream of device data (DeviceBatches, cuDF frames, device tables ...)
+        target, stream = device_stream(first, it, target)
+        if device:
+            return target, stream  # type: ignore[return-value]
+        return target, (b.to_arrow() for b in stream)
     if not isinstance(first, pa.RecordBatch):
         raise TypeError(f"expected pyarrow.RecordBatch items, got {type(first).__name__}")
     if target is None:

@@ -2,9 +2,10 @@
 """Column and row operations on a dataset, each planned on one version and committed as one
 transaction of :mod:`lance_gpu.txn` (operation types and conflict rules live there).
 
-Dataset-level entry points (used by :class:`lance_gpu.dataset.LanceDataset` methods):
-:func:`delete`, :func:`restore`, :func:`drop_columns`, :func:`alter_columns`,
-:func:`add_columns`.  Each re-plans itself on the latest version after a
+Dataset-level entry points (used by :class:`lance_gpu.dataset.LanceDataset` methods, which
+pass their :class:`~lance_gpu.table.snapshot.TableSnapshot` and swap in the committed one
+these return): :func:`delete`, :func:`restore`, :func:`drop_columns`, :func:`alter_columns`,
+:func:`add_columns`, :func:`merge`, :func:`update_config`.  Each re-plans itself on the latest version after a
 :class:`~lance_gpu.errors.RetryableCommitConflictError` (``conflict_retries`` times, as
 pylance), so a concurrent compaction, delete or append does not make it fail.  Compaction
 lives in :mod:`lance_gpu.write.compaction`.
@@ -24,7 +25,8 @@ import pyarrow.compute as pc
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.io.store import join
-from lance_gpu.scan import ReadUnit, decode_fields, read_rows
+from lance_gpu.scan import ReadUnit, decode_fields, read_rows, scanner_for
+from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.manifest import (
     ManifestFile,
     latest_version,
@@ -33,12 +35,16 @@ from lance_gpu.table.manifest import (
 )
 from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
-from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore
+from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore, UpdateConfig, UpdateMap
+from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
-from lance_gpu.write.inputs import cast_to_stored
+from lance_gpu.write.dataset_writer import _check_types, _data_file
+from lance_gpu.write.inputs import cast_to_stored, coerce_input
+from lance_gpu.write.rowlevel import row_addresses
+from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.dataset import LanceDataset
+    from lance_gpu.table.snapshot import TableSnapshot
 
 __all__ = [
     "add_columns",
@@ -54,11 +60,11 @@ _OFFSET = "__lance_gpu_row_offset__"
 _DELETE_CHUNK = 16
 
 
-def _naming(ds: LanceDataset):
+def _naming(ds: TableSnapshot):
     return latest_version(ds.store, ds.root).naming
 
 
-def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
+def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
     """Commit ``op`` on top of ``base`` (default: the version ``ds`` is at); files the
     operation wrote are removed if the commit fails."""
     return commit(ds.store, ds.root, op, base if base is not None else ds.manifest_file, _naming(ds))
@@ -68,11 +74,10 @@ def _commit(ds: LanceDataset, op: Operation, base: ManifestFile | None = None) -
 # Delete
 
 
-def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delete, int]:
+def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Delete, int]:
     """Evaluate ``predicate`` on every live row of ``ds`` and write the new deletion files;
     returns the operation (not committed) and the number of newly deleted rows."""
     from lance_gpu.filter import parse_filter
-    from lance_gpu.write.deletion_writer import fragment_with_deletions
 
     compiled = parse_filter(predicate, ds.schema)
     text = compiled.source if compiled.source is not None else str(predicate)
@@ -84,10 +89,18 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     deleted_ids: list[int] = []
     total = 0
     op = Delete([], [], text)
+    # rows a scalar index selects (the predicate is still evaluated on them), as pylance does
+    selected = _index_rows(ds, predicate) if isinstance(predicate, str) else {}
+    units_all = []
+    for frag in ds.fragments:
+        rows = selected.get(frag.fragment_id)
+        if rows is None:
+            units_all.append(ReadUnit(frag, frag.live_rows))
+        elif rows.size:
+            units_all.append(ReadUnit(frag, rows))
     try:
-        for start in range(0, len(ds.fragments), _DELETE_CHUNK):
-            chunk = ds.fragments[start : start + _DELETE_CHUNK]
-            units = [ReadUnit(frag, frag.live_rows) for frag in chunk]
+        for start in range(0, len(units_all), _DELETE_CHUNK):
+            units = units_all[start : start + _DELETE_CHUNK]
             for unit, table in zip(units, decode_fields(ds, units, fields)):
                 frag, rows = unit.fragment, unit.rows
                 offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
@@ -115,41 +128,47 @@ def plan_delete(ds: LanceDataset, predicate: str | pc.Expression) -> tuple[Delet
     return op, total
 
 
+def _index_rows(ds: LanceDataset, predicate: str) -> dict[int, np.ndarray | None]:
+    """Per fragment a scalar index covers: the live rows it selects for ``predicate`` (None:
+    all of them); fragments no index covers are absent (:mod:`lance_gpu.index.query`)."""
+    from lance_gpu.index.query import index_selections
+
+    mf = ds.manifest_file
+    found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema, ds.schema,
+                             predicate, ds.fragments)
+    return {} if found is None else found.selections
+
+
 def delete(
-    ds: LanceDataset, predicate: str | pc.Expression, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES
-) -> dict[str, int]:
+    ds: TableSnapshot, predicate: str | pc.Expression, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES
+) -> tuple[TableSnapshot, dict[str, int]]:
     """Delete the rows matching ``predicate``; commits one Delete transaction (even when no
-    row matches, as pylance does) and moves ``ds`` to the new version.
+    row matches, as pylance does) and returns the committed version's snapshot.
 
     On a :class:`RetryableCommitConflictError` (a concurrent writer deleted the same rows,
     compacted or merged the fragments) the delete is re-planned on the latest version, at
-    most ``conflict_retries`` times, like pylance.  Returns ``{"num_deleted_rows": n}``.
+    most ``conflict_retries`` times, like pylance.  Returns the new snapshot and
+    ``{"num_deleted_rows": n}``.
     """
     first = [True]
 
     def attempt() -> tuple[table_pb2.Manifest, int]:
-        target = ds if first[0] else _latest_of(ds)
+        target = ds if first[0] else ds.latest()
         first[0] = False
         op, n = plan_delete(target, predicate)
         return _commit(target, op), n
 
     manifest, n = run_with_retries(attempt, conflict_retries)
-    ds.reload(int(manifest.version))
-    return {"num_deleted_rows": n}
+    return ds.checkout(int(manifest.version)), {"num_deleted_rows": n}
 
 
-def _latest_of(ds: LanceDataset) -> LanceDataset:
-    """``ds`` at the latest committed version (a new handle)."""
-    return ds.checkout_version(ds.latest_version)
-
-
-def restore(ds: LanceDataset, version: int | str | None = None) -> None:
+def restore(ds: TableSnapshot, version: int | str | None = None) -> TableSnapshot:
     """Commit a new version equal to ``version`` (default: the version ``ds`` is at, as
-    pylance's ``restore()``); ``ds`` moves to the new version."""
+    pylance's ``restore()``); returns the committed version's snapshot."""
     number = ds.version if version is None else int(resolve_manifest(ds.store, ds.root, version).version)
     latest = read_manifest_file(ds.store, latest_version(ds.store, ds.root).path)
     manifest = _commit(ds, Restore(number), latest)
-    ds.reload(int(manifest.version))
+    return ds.checkout(int(manifest.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,30 +186,30 @@ def _schema_without(schema: LanceSchema, drop_ids: set[int]) -> LanceSchema:
     return LanceSchema(fields, schema.metadata, schema.source)
 
 
-def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> None:
+def drop_columns(ds: TableSnapshot, columns: Sequence[str]) -> TableSnapshot:
     """Remove ``columns`` (top-level names or dotted paths of struct fields) from the schema;
     data files are kept (a data file none of whose fields remain leaves the fragment).
     Re-planned on the latest version after a retryable conflict."""
     if isinstance(columns, str):
         columns = [columns]
-    _with_retries(ds, lambda target: Project(_dropped_schema(target, columns)))
+    return _with_retries(ds, lambda target: Project(_dropped_schema(target, columns)))
 
 
-def _with_retries(ds: LanceDataset, plan: Callable[[LanceDataset], Operation]) -> None:
+def _with_retries(ds: TableSnapshot, plan: Callable[[TableSnapshot], Operation]) -> TableSnapshot:
     """Plan on ``ds`` (then on the latest version after each retryable conflict), commit,
-    and move ``ds`` to the committed version."""
+    and return the committed version's snapshot."""
     first = [True]
 
     def attempt() -> table_pb2.Manifest:
-        target = ds if first[0] else _latest_of(ds)
+        target = ds if first[0] else ds.latest()
         first[0] = False
         return _commit(target, plan(target))
 
     manifest = run_with_retries(attempt)
-    ds.reload(int(manifest.version))
+    return ds.checkout(int(manifest.version))
 
 
-def _dropped_schema(ds: LanceDataset, columns: Sequence[str]) -> LanceSchema:
+def _dropped_schema(ds: TableSnapshot, columns: Sequence[str]) -> LanceSchema:
     schema = ds.lance_schema
     drop: set[int] = set()
     for name in columns:
@@ -216,7 +235,7 @@ def _rebuild(fields: list[LanceField], prefix: tuple[str, ...] = ()) -> list[Lan
     return out
 
 
-def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
+def alter_columns(ds: TableSnapshot, *alterations: Mapping[str, Any]) -> TableSnapshot:
     """Rename columns, relax / tighten nullability and cast columns, as pylance's
     ``alter_columns``: each alteration is ``{"path": "a.b", "name": "new"}`` and/or
     ``"nullable": bool`` (one Project transaction, metadata only) and/or ``"data_type":
@@ -228,13 +247,38 @@ def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any]) -> None:
     casts = [a for a in alterations if isinstance(a, Mapping) and a.get("data_type") is not None]
     renames = [a for a in alterations if not (isinstance(a, Mapping) and a.get("data_type") is not None)]
     if casts:  # a data rewrite: one Merge carrying the renames too, as pylance
-        _with_retries(ds, lambda target: _cast_columns(target, casts, renames))
-    else:  # metadata only
-        _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))
+        _refuse_indexed_casts(ds, casts)
+        return _with_retries(ds, lambda target: _cast_columns(target, casts, renames))
+    return _with_retries(ds, lambda target: Project(_altered_schema(target, renames)))  # metadata only
+
+
+def _refuse_indexed_casts(ds: LanceDataset, casts: Sequence[Mapping[str, Any]]) -> None:
+    """pylance refuses to cast a column an index is attached to (the rewrite invalidates it)."""
+    from lance_gpu.errors import IndexedColumnError
+
+    section = ds.manifest_file.index_section
+    if section is None:
+        return
+    names = []
+    for alt in casts:
+        try:
+            fid = ds.lance_schema.field(alt["path"]).id
+        except (SchemaMismatchError, KeyError):
+            continue  # reported by the cast itself
+        hit = sorted({i.name for i in section.indices if fid in i.fields})
+        if hit:
+            names.append((str(alt["path"]), hit))
+    if names:
+        cols = ", ".join(c for c, _ in names)
+        idx = sorted({n for _, hit in names for n in hit})
+        raise IndexedColumnError(
+            f"Invalid user input: Cannot cast column(s) [{cols}] to a new type: they have {len(idx)} index(es) attached: "
+            f"[{', '.join(idx)}]. Cast rewrites column data and invalidates any index on the affected column(s). "
+            "Drop the index(es) with drop_index() before altering, then recreate them after the cast completes.")
 
 
 def _altered_schema(
-    ds: LanceDataset, alterations: Sequence[Mapping[str, Any]], schema: LanceSchema | None = None
+    ds: TableSnapshot, alterations: Sequence[Mapping[str, Any]], schema: LanceSchema | None = None
 ) -> LanceSchema:
     schema = ds.lance_schema if schema is None else schema
     changes: dict[int, dict[str, Any]] = {}
@@ -254,7 +298,7 @@ def _altered_schema(
         if alt.get("nullable") is not None:
             nullable = bool(alt["nullable"])
             if not nullable and field.nullable:
-                nulls = ds.to_table(columns=[field.dotted_path]).column(0).null_count
+                nulls = scanner_for(ds, columns=[field.dotted_path]).to_table().column(0).null_count
                 if nulls:
                     raise ValueError(f"column {field.dotted_path!r} holds {nulls} nulls and cannot be made non-nullable")
             change["nullable"] = nullable
@@ -276,7 +320,7 @@ def _altered_schema(
 # Merge: add columns
 
 
-def _next_field_id(ds: LanceDataset) -> int:
+def _next_field_id(ds: TableSnapshot) -> int:
     """pylance's: one past the largest id in the schema or in any data file's field list
     (dropped fields keep their ids in data files, so they are never reused)."""
     ids = [ds.lance_schema.max_field_id]
@@ -304,7 +348,7 @@ def _physical(values: pa.Table, live: np.ndarray | None, physical_rows: int, sch
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _compile_sql_columns(ds: LanceDataset, exprs: Mapping[str, str]) -> tuple[list[str], Callable[[pa.RecordBatch], pa.Table]]:
+def _compile_sql_columns(ds: TableSnapshot, exprs: Mapping[str, str]) -> tuple[list[str], Callable[[pa.RecordBatch], pa.Table]]:
     """Columns to read and a batch function for ``{"name": "sql expression"}``."""
     from lance_gpu import filter as lf
 
@@ -325,7 +369,7 @@ def _compile_sql_columns(ds: LanceDataset, exprs: Mapping[str, str]) -> tuple[li
     return read, run
 
 
-def _read_rows(ds: LanceDataset, frag: Any, rows: np.ndarray, columns: Sequence[str] | None) -> pa.Table:
+def _read_rows(ds: TableSnapshot, frag: Any, rows: np.ndarray, columns: Sequence[str] | None) -> pa.Table:
     """``columns`` (default: all) of the given physical rows (sorted) of one fragment."""
     return read_rows(ds, frag, np.asarray(rows, np.int64), columns)
 
@@ -353,12 +397,12 @@ def _as_table(out: Any) -> pa.Table:
 
 
 def add_columns(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     transforms: Any,
     read_columns: Sequence[str] | None = None,
     reader_schema: pa.Schema | None = None,
     batch_size: int | None = None,
-) -> None:
+) -> TableSnapshot:
     """Add columns, as pylance's ``add_columns``; one Merge transaction.
 
     ``transforms``:
@@ -381,26 +425,22 @@ def add_columns(
     first = [True]
 
     def attempt() -> table_pb2.Manifest:
-        target = ds if first[0] else _latest_of(ds)
+        target = ds if first[0] else ds.latest()
         first[0] = False
         return _add_columns_once(target, transforms, read_columns, reader_schema, batch_size)
 
     # a stream of values is consumed by the first attempt: it cannot be re-planned
     manifest = run_with_retries(attempt, 0 if stream else DEFAULT_CONFLICT_RETRIES)
-    ds.reload(int(manifest.version))
+    return ds.checkout(int(manifest.version))
 
 
 def _add_columns_once(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     transforms: Any,
     read_columns: Sequence[str] | None,
     reader_schema: pa.Schema | None,
     batch_size: int | None,
 ) -> table_pb2.Manifest:
-    from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _check_types
-    from lance_gpu.write.inputs import coerce_input
-
     if isinstance(transforms, pa.Field):
         transforms = [transforms]
     if isinstance(transforms, list) and transforms and all(isinstance(t, pa.Field) for t in transforms):
@@ -434,8 +474,6 @@ def _add_columns_once(
     if isinstance(transforms, Mapping):
         read_columns, fn = _compile_sql_columns(ds, transforms)
     elif callable(transforms) and not isinstance(transforms, (pa.RecordBatchReader, pa.Table, pa.RecordBatch)):
-        from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
-
         udf = transforms
         out_schema = udf.output_schema if isinstance(udf, BatchUDF) else None
         if isinstance(udf, BatchUDF) and udf.checkpoint_file is not None:
@@ -530,19 +568,17 @@ def _add_columns_once(
 
 
 def update_config(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     *,
     config: Mapping[str, str | None] | None = None,
     table_metadata: Mapping[str, str | None] | None = None,
     schema_metadata: Mapping[str, str | None] | None = None,
     field_metadata: Mapping[str, Mapping[str, str | None]] | None = None,
     replace: bool = False,
-) -> None:
+) -> TableSnapshot:
     """Commit one UpdateConfig: keys set (a value) or removed (None) in the table config,
     table metadata, schema metadata or the named fields' metadata (``replace``: each given
     map becomes exactly its set keys); ``ds`` moves to the new version."""
-    from lance_gpu.txn.operations import UpdateConfig, UpdateMap
-
     def checked(values: Mapping[str, str | None] | None) -> UpdateMap | None:
         if values is None:
             return None
@@ -551,7 +587,7 @@ def update_config(
                 raise TypeError(f"metadata keys and values must be str (or None to remove), got {k!r}: {v!r}")
         return UpdateMap(dict(values), replace)
 
-    def plan(target: LanceDataset) -> Operation:
+    def plan(target: TableSnapshot) -> Operation:
         fields = {}
         for name, values in (field_metadata or {}).items():
             try:
@@ -561,18 +597,14 @@ def update_config(
             fields[fid] = checked(values)
         return UpdateConfig(checked(config), checked(table_metadata), checked(schema_metadata), fields)
 
-    _with_retries(ds, plan)
+    return _with_retries(ds, plan)
 
 
 def _cast_columns(
-    ds: LanceDataset, casts: Sequence[Mapping[str, Any]], renames: Sequence[Mapping[str, Any]] = ()
+    ds: TableSnapshot, casts: Sequence[Mapping[str, Any]], renames: Sequence[Mapping[str, Any]] = ()
 ) -> Operation:
     """The Merge of ``alter_columns`` with ``data_type``: each cast column gets a new field id
     and, in every fragment, a new data file of its values cast (deleted rows as nulls)."""
-    from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _check_types
-    from lance_gpu.write.rowlevel import row_addresses
-
     check_appendable(ds.manifest_file)
     schema = ds.lance_schema
     minor = int(ds.manifest.data_format.version.split(".")[1])
@@ -603,7 +635,7 @@ def _cast_columns(
     for old_name, f in zip(list(new_fields), lance_new.fields):
         new_fields[old_name] = f
     physical_new = lance_new.to_arrow(physical=True)
-    table = ds.to_table(columns=list(new_fields), with_row_id=True)
+    table = scanner_for(ds, columns=list(new_fields), with_row_id=True).to_table()
     frag_ids, offsets = row_addresses(ds, table.column("_rowid").to_numpy())
     try:
         values = cast_to_stored(pa.table([table.column(old) for old in new_fields], names=physical_new.names), physical_new)
@@ -620,7 +652,7 @@ def _cast_columns(
 
 
 def _write_new_columns(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     op: Operation,
     values: pa.Table,
     frag_ids: np.ndarray,
@@ -648,16 +680,11 @@ def _write_new_columns(
 
 
 def merge(
-    ds: LanceDataset, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
-) -> None:
+    ds: TableSnapshot, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+) -> TableSnapshot:
     """Add the columns of ``data_obj`` by a left join of ``ds.left_on`` to
     ``data_obj.right_on`` (pylance's ``merge``): rows without a match get nulls; one Merge
     transaction, one new data file per fragment."""
-    from lance_gpu.write.commit import check_appendable
-    from lance_gpu.write.dataset_writer import _check_types
-    from lance_gpu.write.inputs import coerce_input
-    from lance_gpu.write.rowlevel import row_addresses
-
     right_on = left_on if right_on is None else right_on
     arrow, batches = coerce_input(data_obj, schema)
     right = pa.Table.from_batches(list(batches), schema=arrow)
@@ -673,13 +700,13 @@ def merge(
     if pc.count_distinct(keys).as_py() != len(keys) - keys.null_count + (1 if keys.null_count else 0):
         raise ValueError(f"merge: the new data has duplicate values of {right_on!r}")
 
-    def plan(target: LanceDataset) -> Operation:
+    def plan(target: TableSnapshot) -> Operation:
         check_appendable(target.manifest_file)
         minor = int(target.manifest.data_format.version.split(".")[1])
         added_schema = pa.schema([pa.field(f.name, f.type, True, f.metadata) for f in added])
         lance_new = LanceSchema.from_arrow(blob_v2_schema(added_schema, minor), start_id=_next_field_id(target))
         _check_types(lance_new, minor)
-        left = target.to_table(columns=[left_on], with_row_id=True)
+        left = scanner_for(target, columns=[left_on], with_row_id=True).to_table()
         frag_ids, offsets = row_addresses(target, left.column("_rowid").to_numpy())
         pos = "__lance_gpu_left_row__"
         left = left.select([left_on]).append_column(pos, pa.array(np.arange(left.num_rows, dtype=np.int64)))
@@ -692,16 +719,15 @@ def merge(
         op.schema = LanceSchema(list(target.lance_schema.fields) + list(lance_new.fields), target.lance_schema.metadata)
         return op
 
-    _with_retries(ds, plan)
+    return _with_retries(ds, plan)
 
 
 def _with_new_data_file(
-    ds: LanceDataset, frag: Any, values: pa.Table, lance_new: LanceSchema, minor: int, op: Operation
+    ds: TableSnapshot, frag: Any, values: pa.Table, lance_new: LanceSchema, minor: int, op: Operation
 ) -> table_pb2.DataFragment:
     """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
     row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
-    from lance_gpu.write.dataset_writer import _data_file
     from lance_gpu.write.file_writer import LanceFileWriter
 
     name = f"{uuid.uuid4().hex}.lance"

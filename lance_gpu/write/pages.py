@@ -56,11 +56,12 @@ from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.encodings import _native, bitpacking, flat, fsst, general, rle, variable
 from lance_gpu.file.encodings.base import MiniBlockChunks
+from lance_gpu.file.encodings.variable import _native as variable_native
 from lance_gpu.file.page import NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_variable, storage_type, variable_parts
 
-__all__ = ["EncodedPage", "LevelOverflow", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
+__all__ = ["EncodedPage", "LevelOverflow", "PageBackend", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
 
 COMPRESSION_KEY = "lance-encoding:compression"
 STRUCTURAL_KEY = "lance-encoding:structural-encoding"
@@ -96,10 +97,12 @@ class LevelOverflow(ValueError):
 
 @dataclass(slots=True)
 class EncodedPage:
-    """One page of one column: its ``PageLayout`` and its buffers (uint8 arrays)."""
+    """One page of one column: its ``PageLayout`` and its buffers (uint8 arrays; the GPU
+    encoder's may be :class:`~lance_gpu.write.device_pages.StagedBuffer` s still being copied
+    to the host, which the file writer waits for)."""
 
     layout: pb.PageLayout
-    buffers: list[np.ndarray]
+    buffers: list
     num_rows: int
 
 
@@ -301,12 +304,12 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
             got = _fsst_values(vals, compression)
             if got is not None:
                 table, comp = got
-                chunks = _variable_chunks(comp.offsets, comp.data, comp.offset_bits)
+                chunks = variable.variable_chunks(comp.offsets, comp.data, comp.offset_bits)
                 bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
                 if _decodable(np.diff(vals.offsets[bounds]), np.diff(comp.offsets[bounds])):
                     chunks.encoding = _fsst_encoding(table, chunks.encoding)
                     return chunks
-        return _variable_chunks(vals.offsets, vals.data, vals.offset_bits)
+        return variable.variable_chunks(vals.offsets, vals.data, vals.offset_bits)
     if vals.fsl:
         return _fsl_chunks(vals)
     if vals.bits in (8, 16, 32, 64) and compression != "none":
@@ -317,34 +320,6 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
         if bitpacking.inline_size(widths, vals.bits) < vals.data.size:
             return bitpacking.encode_miniblock(words, widths)
     return flat.encode_miniblock(vals.data, vals.bits, vals.num_values)
-
-
-@dataclass(slots=True)
-class _VariableChunks(MiniBlockChunks):
-    """Variable{Flat} chunks not yet serialised: :func:`_miniblock` writes a page without
-    levels straight from the values (one copy); anything else calls :meth:`materialize`."""
-
-    offsets: np.ndarray | None = None
-    data: np.ndarray | None = None
-    bounds: np.ndarray | None = None
-    width: int = 4
-
-    def materialize(self) -> None:
-        if self.data is not None:
-            sizes = self.buffers[0][1]
-            out = _native.variable_chunks_encode(self.offsets, self.data, self.bounds, sizes, self.width)
-            self.buffers = [(out, sizes)]
-            self.data = None
-
-
-def _variable_chunks(offsets: np.ndarray, data: np.ndarray, offset_bits: int) -> _VariableChunks:
-    offsets = np.ascontiguousarray(offsets, np.int64)
-    bounds, counts, sizes = variable.miniblock_plan(offsets, offset_bits)
-    empty = np.zeros(0, np.uint8)
-    return _VariableChunks(
-        counts, [(empty, sizes)], variable.miniblock_encoding(offset_bits), offsets, np.ascontiguousarray(data, np.uint8),
-        bounds, offset_bits // 8,
-    )
 
 
 def _fsl_items_all_null(vals: _Values) -> bool:
@@ -560,47 +535,36 @@ def _dictionary_page(leaf: LeafColumn, minor: int, items: _Values, indices: _Val
 # mini-block layout
 
 
+class PageBackend:
+    """Where a mini-block page's per-value work happens.  This one, the CPU encoder's, works
+    on host arrays; :mod:`lance_gpu.write.device_pages` has the GPU's, whose level and
+    value buffers are device arrays (it copies the finished page buffer to the host)."""
+
+    def level_max(self, levels: np.ndarray) -> int:
+        """The largest of a leaf's rep or def levels."""
+        return int(levels.max())
+
+    def level_chunks(self, levels: np.ndarray, bounds: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """OutOfLineBitpacking of each chunk's levels: (bytes, per-chunk sizes)."""
+        return bitpacking.encode_level_chunks(levels, bounds, width)
+
+    def zeros(self, nbytes: int) -> np.ndarray:
+        return np.zeros(nbytes, np.uint8)
+
+    def scatter(self, out, dst_starts: np.ndarray, data, src_starts: np.ndarray, sizes: np.ndarray) -> None:
+        """``out[dst_starts[i] : +sizes[i]] = data[src_starts[i] : +sizes[i]]`` (bytes)."""
+        _native.scatter_ranges(out, dst_starts, np.ascontiguousarray(data), src_starts, sizes)
+
+    def finish(self, out) -> np.ndarray:
+        """The assembled page buffer as a host array."""
+        return out
+
+
+HOST = PageBackend()
+
+
 def _pad8(x: np.ndarray) -> np.ndarray:
     return (x + 7) // 8 * 8
-
-
-def _level_chunks(levels: np.ndarray, bounds: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """OutOfLineBitpacking of each chunk's levels: (concatenated bytes, per-chunk sizes)."""
-    lens = np.diff(bounds)
-    if lens.size and int(lens.max()) < 1024:
-        return _short_level_chunks(levels, bounds, lens, width)
-    parts = [bitpacking.encode_out_of_line(levels[a:b], width) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
-    sizes = np.array([p.size for p in parts], np.int64)
-    return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)), sizes
-
-
-def _short_level_chunks(levels: np.ndarray, bounds: np.ndarray, lens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_level_chunks` for chunks of fewer than 1024 levels, all at once: each chunk is
-    one zero-padded FastLanes block when that is smaller, else its raw words."""
-    from cuda_kernels.bitunpack import pack_blocks
-
-    itemsize = levels.dtype.itemsize
-    bits = 8 * itemsize
-    packed = (lens > 0) & (width * (1024 - lens) < (bits - width) * lens)
-    sel = np.flatnonzero(packed)
-    block_bytes = 128 * width
-    sizes = np.where(packed, block_bytes, lens * itemsize).astype(np.int64)
-    if sel.size:
-        starts = bounds[:-1][sel]
-        pos = np.arange(1024)[None, :]
-        take = np.minimum(starts[:, None] + pos, levels.size - 1)
-        blocks = np.where(pos < lens[sel][:, None], levels[take], 0).astype(levels.dtype)
-        packed_bytes = pack_blocks(blocks.reshape(-1), width).view(np.uint8)
-    else:
-        packed_bytes = np.zeros(0, np.uint8)
-    src = np.concatenate([packed_bytes, np.ascontiguousarray(levels).view(np.uint8)])
-    src_starts = np.where(packed, 0, packed_bytes.size + bounds[:-1] * itemsize).astype(np.int64)
-    src_starts[sel] = np.arange(sel.size, dtype=np.int64) * block_bytes
-    dst_starts = np.zeros(lens.size, np.int64)
-    np.cumsum(sizes[:-1], out=dst_starts[1:])
-    out = np.empty(int(sizes.sum()), np.uint8)
-    _native.scatter_ranges(out, dst_starts, src, src_starts, sizes)
-    return out, sizes
 
 
 def _level_bounds(leaf: LeafColumn, counts: np.ndarray) -> np.ndarray:
@@ -642,14 +606,14 @@ def _repetition_index(rep: np.ndarray, bounds: np.ndarray, max_rep: int) -> np.n
     return np.stack([rows, left], axis=1).astype("<u8").reshape(-1)
 
 
-def _fused_variable_page(chunks: _VariableChunks, large: bool, size_word: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+def _fused_variable_page(chunks: variable.VariableChunks, large: bool, size_word: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_assemble_chunks` of variable-width chunks without levels, written straight
     from the values."""
     sizes = chunks.buffers[0][1]
     if not large and int(sizes.max()) > 0xFFFF:
         raise UnsupportedFeatureError("mini-block chunk buffer too large for the 2.1 chunk grammar")
     head_pad = (2 + size_word.itemsize + 7) // 8 * 8
-    out, chunk_bytes = _native.variable_miniblock_page(
+    out, chunk_bytes = variable_native.variable_miniblock_page(
         chunks.offsets, chunks.data, chunks.bounds, sizes, chunks.width, head_pad, size_word.itemsize
     )
     if not large and int(chunk_bytes.max()) > 32 * 1024:
@@ -664,9 +628,11 @@ def _assemble_chunks(
     bounds: np.ndarray | None,
     large: bool,
     size_word: np.dtype,
+    backend: PageBackend | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mini-block page's value buffer: per chunk its header, level sections and value
-    buffers, each padded to 8; returns ``(bytes, bytes per chunk)``."""
+    buffers, each padded to 8; returns ``(bytes, bytes per chunk)`` (with a ``backend``,
+    the bytes are where it keeps them: the GPU encoder's are on the device)."""
     nchunks = chunks.counts.size
     nbuf = len(chunks.buffers)
     # header: u16 num_levels | [u16 rep bytes] | [u16 def bytes] | value buffer sizes | pad 8
@@ -690,12 +656,13 @@ def _assemble_chunks(
         raise UnsupportedFeatureError("mini-block chunk larger than 32 KiB in the 2.1 chunk grammar")
     chunk_start = np.zeros(nchunks, np.int64)
     np.cumsum(chunk_bytes[:-1], out=chunk_start[1:])
-    out = np.zeros(int(chunk_bytes.sum()), np.uint8)
+    backend = backend or HOST
+    out = backend.zeros(int(chunk_bytes.sum()))
     offset_in_chunk = np.zeros(nchunks, np.int64)
     for (data, sizes), pad in zip(sections, padded):
         src = np.zeros(nchunks, np.int64)
         np.cumsum(sizes[:-1], out=src[1:])
-        _native.scatter_ranges(out, chunk_start + offset_in_chunk, np.ascontiguousarray(data), src, sizes.astype(np.int64))
+        backend.scatter(out, chunk_start + offset_in_chunk, data, src, sizes.astype(np.int64))
         offset_in_chunk += pad
     return out, chunk_bytes
 
@@ -705,7 +672,12 @@ def _miniblock(
     minor: int,
     chunks: MiniBlockChunks,
     dictionary: tuple[pb.CompressiveEncoding, int, np.ndarray] | None = None,
+    backend: PageBackend | None = None,
 ) -> EncodedPage:
+    """The MiniBlockLayout page of ``chunks`` with the leaf's levels.  ``backend`` (the GPU
+    encoder's) encodes the levels and assembles the chunks where the values are; the chunk
+    metadata and layout are made here, on the host, for both."""
+    backend = backend or HOST
     large = minor >= 2
     counts = chunks.counts
     nchunks = counts.size
@@ -718,21 +690,22 @@ def _miniblock(
     if bounds is not None and int(nlevels.max()) > 0xFFFF:
         raise LevelOverflow(f"field {leaf.field.dotted_path!r}: more than 65535 levels in one mini-block chunk")
     if has_rep:
-        w = max(1, int(bitpacking.bit_length(np.array([leaf.rep.max()]))[0]))
-        level_sections.append(_level_chunks(leaf.rep, bounds, w))
+        w = max(1, int(bitpacking.bit_length(np.array([backend.level_max(leaf.rep)]))[0]))
+        level_sections.append(backend.level_chunks(leaf.rep, bounds, w))
         rep_enc = bitpacking.out_of_line_encoding(16, w)
     if has_def:
-        w = max(1, int(bitpacking.bit_length(np.array([leaf.def_.max()]))[0]))
-        level_sections.append(_level_chunks(leaf.def_, bounds, w))
+        w = max(1, int(bitpacking.bit_length(np.array([backend.level_max(leaf.def_)]))[0]))
+        level_sections.append(backend.level_chunks(leaf.def_, bounds, w))
         def_enc = bitpacking.out_of_line_encoding(16, w)
     nbuf = len(chunks.buffers)
     size_word = np.dtype("<u4") if large else np.dtype("<u2")
-    if isinstance(chunks, _VariableChunks) and chunks.data is not None and bounds is None:
+    if isinstance(chunks, variable.VariableChunks) and chunks.data is not None and bounds is None:
         out, chunk_bytes = _fused_variable_page(chunks, large, size_word)
     else:
-        if isinstance(chunks, _VariableChunks):
+        if isinstance(chunks, variable.VariableChunks):
             chunks.materialize()
-        out, chunk_bytes = _assemble_chunks(chunks, level_sections, nlevels, bounds, large, size_word)
+        out, chunk_bytes = _assemble_chunks(chunks, level_sections, nlevels, bounds, large, size_word, backend)
+        out = backend.finish(out)
     words = ((chunk_bytes // 8 - 1) << 4) | chunks.log2_counts
     meta = words.astype(size_word).view(np.uint8)
     buffers = [meta, out]

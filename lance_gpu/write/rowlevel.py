@@ -34,14 +34,22 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, MergeInsertError, SchemaMismatchError
+from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
-from lance_gpu.table.blobs import with_blob_bytes
+from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
+from lance_gpu.table.deletion_writer import fragment_with_deletions
+from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
+from lance_gpu.table.manifest import latest_version
+from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
+from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE, _write_fragments, write_version
 from lance_gpu.write.inputs import cast_batch, coerce_input
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.dataset import LanceDataset
+    from collections.abc import Callable
+
+    from lance_gpu.table.snapshot import TableSnapshot
 
 __all__ = ["MergeInsertBuilder", "insert", "row_addresses", "update"]
 
@@ -52,13 +60,11 @@ _NO_ID = np.iinfo(np.uint64).max  # an inserted row's carried id: assigned at co
 _DELETION_WRITERS = 8
 
 
-def _stable(ds: LanceDataset) -> bool:
-    from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
-
+def _stable(ds: TableSnapshot) -> bool:
     return bool(int(ds.manifest.writer_feature_flags) & FLAG_STABLE_ROW_IDS)
 
 
-def row_addresses(ds: LanceDataset, row_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_addresses(ds: TableSnapshot, row_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(fragment id, physical offset) of each ``_rowid`` that ``to_table(with_row_id=True)``
     gave: the address itself (``fragment_id << 32 | offset``), or, on a dataset with stable
     row ids, looked up in the fragments' row-id sequences."""
@@ -104,7 +110,7 @@ def _by_fragment(frag_ids: np.ndarray) -> dict[int, np.ndarray]:
     return out
 
 
-def _row_ids_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def _row_ids_at(ds: TableSnapshot, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """The stable row id of each (fragment id, physical offset)."""
     out = np.empty(frag_ids.size, np.uint64)
     for fid, pos in _by_fragment(frag_ids).items():
@@ -114,11 +120,9 @@ def _row_ids_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> 
     return out
 
 
-def _created_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
+def _created_at(ds: TableSnapshot, frag_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
     """The creation version of each row (by fragment id and physical offset), None when the
     dataset records none."""
-    from lance_gpu.table.rowids import read_fragment_versions
-
     out = np.zeros(frag_ids.size, np.uint64)
     for fid, pos in _by_fragment(frag_ids).items():
         frag = ds.get_fragment(fid)
@@ -130,15 +134,13 @@ def _created_at(ds: LanceDataset, frag_ids: np.ndarray, offsets: np.ndarray) -> 
     return out
 
 
-def _read_at(ds: LanceDataset, addresses: np.ndarray) -> pa.Table:
+def _read_at(ds: TableSnapshot, addresses: np.ndarray, device: str) -> pa.Table:
     """Every column of the rows at ``addresses`` (unique), in the order given."""
-    from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan
-
     frag_ids, offsets = split_addresses(addresses)
     order = np.lexsort((offsets, frag_ids))
     selections = {fid: offsets[order[pos]] for fid, pos in _by_fragment(frag_ids[order]).items()}
-    plan = build_plan(ds, with_row_address=True, selections=selections)
-    table = concat(list(run_plan(plan, executor_for(ds.device), ds)), resolve(plan, ds).schema)
+    plan = build_plan(ds, with_row_address=True, selections=selections, device=device)
+    table = concat(list(run_plan(plan, executor_for(device), ds)), resolve(plan, ds).schema)
     got = table.column(ROW_ADDR).to_numpy()
     # the plan reads fragments in manifest order: put its rows in the caller's order
     where = np.argsort(got, kind="stable")[np.searchsorted(np.sort(got), np.asarray(addresses, np.uint64))]
@@ -150,11 +152,9 @@ class _Scanned:
     them on demand (a scan's rows are each fragment's live rows in turn, so a position
     is placed by the fragments' live counts: no address column over every row)."""
 
-    def __init__(self, ds: LanceDataset, columns: Sequence[str]) -> None:
-        from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan
-
-        plan = build_plan(ds, columns=list(columns))
-        self.table = concat(list(run_plan(plan, executor_for(ds.device), ds)), resolve(plan, ds).schema)
+    def __init__(self, ds: TableSnapshot, columns: Sequence[str], device: str) -> None:
+        plan = build_plan(ds, columns=list(columns), device=device)
+        self.table = concat(list(run_plan(plan, executor_for(device), ds)), resolve(plan, ds).schema)
         self.fragments = [ds.get_fragment(fid) for fid in plan.fragment_ids]
         counts = np.array([f.live_count() for f in self.fragments if f is not None], np.int64)
         self.starts = np.zeros(counts.size + 1, np.int64)
@@ -179,7 +179,7 @@ class _Scanned:
 class _RowChange:
     """The rows one attempt deletes from existing fragments and the rows it writes."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: TableSnapshot) -> None:
         self.ds = ds
         self.store, self.root = ds.store, ds.root
         self.deleted: dict[int, list[np.ndarray]] = {}
@@ -198,8 +198,6 @@ class _RowChange:
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
         inserted row), the new deletion vectors, and commit one Update.  The deletion files
         are written in threads while the new rows are encoded."""
-        from lance_gpu.table.manifest import latest_version
-
         ds = self.ds
         op = Update()
         pool = ThreadPoolExecutor(max(1, min(_DELETION_WRITERS, len(self.deleted))))
@@ -228,8 +226,6 @@ class _RowChange:
         """Start writing each touched fragment's new deletion file (every deleted offset,
         old and new); the futures give the fragment's new manifest entry, or None when no
         row is left (the fragment is removed)."""
-        from lance_gpu.write.deletion_writer import fragment_with_deletions
-
         ds = self.ds
         futures = []
         for fid, parts in sorted(self.deleted.items()):
@@ -248,13 +244,6 @@ class _RowChange:
         self, op: Update, new_rows: pa.Table | None, carried_ids: np.ndarray | None, created_at: np.ndarray | None
     ) -> list[table_pb2.DataFragment]:
         """The new fragments of ``new_rows`` (their files' keys go to ``op.written``)."""
-        from lance_gpu.write.compaction import encode_row_ids, encode_versions
-        from lance_gpu.write.dataset_writer import (
-            DEFAULT_MAX_BYTES_PER_FILE,
-            DEFAULT_MAX_ROWS_PER_FILE,
-            _write_fragments,
-        )
-
         if new_rows is None or not new_rows.num_rows:
             return []
         ds = self.ds
@@ -293,25 +282,19 @@ class _RowChange:
         return new_frags
 
 
-def _latest_of(ds: LanceDataset) -> LanceDataset:
-    return ds.checkout_version(ds.latest_version)
-
-
-def _run(ds: LanceDataset, attempt: Any, conflict_retries: int) -> Any:
+def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableSnapshot, Any]:
     """``attempt(target)`` on ``ds``, then on the latest version after each retryable
-    conflict; ``ds`` moves to the committed version.  ``attempt`` returns (manifest or None,
-    result)."""
+    conflict.  ``attempt`` returns (manifest or None, result); returns the committed
+    version's snapshot (``ds`` when nothing was committed) and the result."""
     first = [True]
 
     def once() -> Any:
-        target = ds if first[0] else _latest_of(ds)
+        target = ds if first[0] else ds.latest()
         first[0] = False
         return attempt(target)
 
     manifest, result = run_with_retries(once, conflict_retries)
-    if manifest is not None:
-        ds.reload(int(manifest.version))
-    return result
+    return (ds if manifest is None else ds.checkout(int(manifest.version))), result
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,15 +302,18 @@ def _run(ds: LanceDataset, attempt: Any, conflict_retries: int) -> Any:
 
 
 def update(
-    ds: LanceDataset,
+    ds: TableSnapshot,
     updates: Mapping[str, str],
     where: str | pc.Expression | None = None,
     conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
     retry_timeout: Any = None,
     data_storage_version: str | None = None,
-) -> dict[str, int]:
+    *,
+    device: str = "auto",
+) -> tuple[TableSnapshot, dict[str, int]]:
     """Set ``updates`` (column -> SQL expression over the row) on the rows matching
-    ``where`` (all rows when None); returns ``{"num_rows_updated": n}`` (pylance's)."""
+    ``where`` (all rows when None), reading with ``device``; returns the committed version's
+    snapshot and ``{"num_rows_updated": n}`` (pylance's)."""
     if not isinstance(updates, Mapping) or not updates:
         raise ValueError("update: updates must be a non-empty dict of column name to SQL expression")
     names = set(ds.schema.names)
@@ -335,7 +321,7 @@ def update(
         if col not in names:
             raise SchemaMismatchError(f"update: column {col!r} does not exist in the dataset")
 
-    def attempt(target: LanceDataset) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
+    def attempt(target: TableSnapshot) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
         from lance_gpu.filter import compile_expression
 
         schema = target.schema
@@ -344,7 +330,8 @@ def update(
         # a column whose new value does not read its old one is never read
         read = [n for n in schema.names if n not in compiled or n in needs]
         with_row_id = any(ROW_ID in expr.virtual_columns for expr in compiled.values())
-        rows = target.to_table(columns=read, filter=where, with_row_address=True, with_row_id=with_row_id or None)
+        rows = scanner_for(target, columns=read, filter=where, with_row_address=True, with_row_id=with_row_id or None,
+                           device=device).to_table()
         if rows.num_rows == 0:  # pylance commits an empty Update too
             return _RowChange(target).commit(None, None), {"num_rows_updated": 0}
         frag_ids, offsets = split_addresses(rows.column(ROW_ADDR).to_numpy())
@@ -391,8 +378,11 @@ class MergeInsertBuilder:
     anything is written.  Null keys never match.
     """
 
-    def __init__(self, ds: LanceDataset, on: str | Iterable[str] | None) -> None:
+    def __init__(self, ds: TableSnapshot, on: str | Iterable[str] | None, *, device: str = "auto",
+                 on_commit: Callable[[TableSnapshot], None] | None = None) -> None:
         self._ds = ds
+        self._device = device
+        self._on_commit = on_commit
         if on is None:
             raise ValueError("merge_insert: 'on' (the key columns) is required")
         self._on = [on] if isinstance(on, str) else list(on)
@@ -440,18 +430,21 @@ class MergeInsertBuilder:
 
     def execute(self, data_obj: Any, *, schema: pa.Schema | None = None) -> dict[str, int]:
         """Run the merge; returns ``{"num_inserted_rows", "num_updated_rows",
-        "num_deleted_rows"}`` and moves the dataset to the committed version."""
+        "num_deleted_rows"}``; the committed version's snapshot goes to ``on_commit``."""
         target_schema = _source_schema(self._ds)
         _s, batches = coerce_input(data_obj, schema)
         source = pa.Table.from_batches(list(batches), schema=_s)
         keys_only = not self._insert and self._matched in (None, "delete")
         source = _check_source(source, target_schema, self._on, keys_only, inserts=self._insert)
         source = source.combine_chunks()
-        return _run(self._ds, lambda target: self._attempt(target, source), self._retries)
+        committed, result = _run(self._ds, lambda target: self._attempt(target, source), self._retries)
+        if self._on_commit is not None and committed is not self._ds:
+            self._on_commit(committed)
+        return result
 
-    def _attempt(self, ds: LanceDataset, source: pa.Table) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
+    def _attempt(self, ds: TableSnapshot, source: pa.Table) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
         on = self._on
-        scanned = _Scanned(ds, on)
+        scanned = _Scanned(ds, on, self._device)
         target = scanned.table
         tgt_idx, src_idx = _match(target, source, on)
         if self._matched == "fail" and tgt_idx.size:
@@ -461,7 +454,7 @@ class MergeInsertBuilder:
         act_tgt, act_src = tgt_idx, src_idx
         if self._matched == "update" and self._matched_condition is not None and tgt_idx.size:
             # the condition reads both sides: only the matched target rows are read whole
-            matched_rows = _read_at(ds, scanned.addresses(tgt_idx))
+            matched_rows = _read_at(ds, scanned.addresses(tgt_idx), self._device)
             # (each side with its own types: a blob column is descriptors in the target,
             # bytes in the source)
             names = ds.schema.names
@@ -486,7 +479,7 @@ class MergeInsertBuilder:
             unmatched = np.ones(target.num_rows, np.bool_)
             unmatched[tgt_idx] = False
             if self._by_source_expr is not None:
-                unmatched &= _expr_mask(ds, scanned.addresses(np.arange(target.num_rows)), self._by_source_expr)
+                unmatched &= _expr_mask(ds, scanned.addresses(np.arange(target.num_rows)), self._by_source_expr, self._device)
             delete_tgt = np.flatnonzero(unmatched)
         n_updated = int(act_tgt.size) if self._matched == "update" else 0
         n_deleted = int(delete_tgt.size) + (int(act_tgt.size) if self._matched == "delete" else 0)
@@ -520,12 +513,12 @@ class MergeInsertBuilder:
             new_rows = self._fill_partial(ds, scanned, new_rows, act_tgt if self._matched == "update" else act_tgt[:0])
         return change.commit(new_rows, carried, created), stats
 
-    def _fill_partial(self, ds: LanceDataset, scanned: _Scanned, rows: pa.Table, updated_tgt: np.ndarray) -> pa.Table:
+    def _fill_partial(self, ds: TableSnapshot, scanned: _Scanned, rows: pa.Table, updated_tgt: np.ndarray) -> pa.Table:
         """A partial-schema source's rows with the dataset's other columns: updated rows (the
         first ``updated_tgt.size``) keep their current values, inserted rows get nulls."""
         target_schema = _source_schema(ds)
         missing = [f for f in target_schema if f.name not in rows.schema.names]
-        old = _read_at(ds, scanned.addresses(updated_tgt)) if updated_tgt.size else None
+        old = _read_at(ds, scanned.addresses(updated_tgt), self._device) if updated_tgt.size else None
         n_new = rows.num_rows - int(updated_tgt.size)
         cols = {}
         for f in missing:
@@ -584,13 +577,11 @@ def _check_source(
     return source.combine_chunks()
 
 
-def _source_schema(ds: LanceDataset) -> pa.Schema:
+def _source_schema(ds: TableSnapshot) -> pa.Schema:
     """The schema a merge_insert source is cast to: the dataset's, except that a blob column
     (shown as pylance shows it: ``lance.blob.v2`` descriptors in 2.2, ``large_binary`` before)
     takes the blobs' bytes, ``large_binary`` marked ``lance-encoding:blob``, as the writer
     stores them (pylance's merge_insert takes the bytes too)."""
-    from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind
-
     blobs = {f.name: f for f in ds.lance_schema.fields if blob_kind(f)}
     schema = ds.schema
     for name, field in blobs.items():
@@ -669,9 +660,9 @@ def _filter_mask(table: pa.Table, predicate: str) -> np.ndarray:
     return mask
 
 
-def _expr_mask(ds: LanceDataset, addresses: np.ndarray, predicate: str) -> np.ndarray:
+def _expr_mask(ds: TableSnapshot, addresses: np.ndarray, predicate: str, device: str) -> np.ndarray:
     """Which of the rows at ``addresses`` satisfy ``predicate`` over the dataset's columns."""
-    hit = ds.to_table(columns=[], filter=predicate, with_row_address=True).column(ROW_ADDR).to_numpy()
+    hit = scanner_for(ds, columns=[], filter=predicate, with_row_address=True, device=device).to_table().column(ROW_ADDR).to_numpy()
     return np.isin(addresses, hit)
 
 
@@ -679,12 +670,10 @@ def _expr_mask(ds: LanceDataset, addresses: np.ndarray, predicate: str) -> np.nd
 # insert
 
 
-def insert(ds: LanceDataset, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
-    """``ds.insert(data, mode=)``: ``write_dataset(data, ds, mode=mode)``; ``ds`` moves to
-    the committed version."""
-    from lance_gpu.write.dataset_writer import write_version
-
+def insert(ds: TableSnapshot, data: Any, *, mode: str = "append", **kwargs: Any) -> TableSnapshot:
+    """``ds.insert(data, mode=)``: ``write_dataset(data, ds, mode=mode)``; returns the
+    committed version's snapshot."""
     if mode not in ("append", "overwrite"):
         raise ValueError(f"insert: mode must be 'append' or 'overwrite', not {mode!r}")
     kwargs.setdefault("storage_options", ds.storage_options)
-    ds.reload(write_version(data, ds.root, mode=mode, store=ds.store, **kwargs))
+    return ds.checkout(write_version(data, ds.root, mode=mode, store=ds.store, **kwargs))

@@ -77,6 +77,7 @@ def main():
         (levels._from_bitmap_kernel, {}, (z(2, u8), i64(0), z(9, b1))),
     ]
     cases += _pipeline_cases()
+    cases += _search_cases()
     failed = 0
     for kernel, consts, args in cases:
         sig = tuple(numba.typeof(a) for a in args)
@@ -134,6 +135,39 @@ def _pipeline_cases():
                 (z(4, idx), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32)),
             )
         )
+    return cases
+
+
+def _search_cases():
+    """The exact-search kernels of cuda_kernels.distance: distance tiles per metric and element
+    type (into a strided window of the tile buffer too), keys, radix select, compaction."""
+    from cuda_kernels import distance
+
+    z = np.zeros
+    i32, i64, u8, u32, u64, f16, f32, f64 = np.int32, np.int64, np.uint8, np.uint32, np.uint64, np.float16, np.float32, np.float64
+    cases = []
+    tile = {"TR": 32, "TQ": 8, "TD": 16, "TDP": 17}
+    for metric, x_t, q_t, acc in ((0, f32, f32, f32), (1, f16, f32, f32), (2, f64, f64, f64), (3, u8, u8, f32), (1, f32, f32, f32)):
+        for has_valid in (False, True):
+            for null_zero in (False, True) if has_valid else (False,):
+                consts = dict(tile, METRIC=metric, ACC=acc, HAS_VALID=has_valid, NULL_ZERO=null_zero)
+                cases.append((distance._distance_tile_kernel, consts, (z((9, 4), x_t), z((2, 4), q_t), z(9, u8), z((2, 9), f32))))
+        consts = dict(tile, METRIC=metric, ACC=acc, HAS_VALID=False, NULL_ZERO=False)
+        cases.append((distance._distance_tile_kernel, consts, (z((9, 4), x_t), z((2, 4), q_t), z(9, u8), z((2, 20), f32)[:, 3:12])))
+    for lower in (False, True):
+        for upper in (False, True):
+            cases.append((distance._keys_kernel, {"HAS_LOWER": lower, "HAS_UPPER": upper},
+                          (z((2, 9), f32), z((2, 9), u32), i64(9), z(9, u32), f32(0), f32(1), z((2, 12), u64), i64(3))))
+    cases += [
+        (distance._copy_running_kernel, {}, (z((2, 3), u64), z((2, 12), u64))),
+        (distance._segment_min_sum_kernel, {"HAS_VALID": True}, (z((2, 9), f32), z(4, i64), z(3, u8), z((1, 8), f32)[:, 2:5])),
+        (distance._segment_min_sum_kernel, {"HAS_VALID": False}, (z((2, 9), f32), z(4, i64), z(3, u8), z((1, 3), f32))),
+        (distance._count_kernel, {}, (z((2, 12), u64), z(2, i64))),
+        (distance._hist_kernel, {}, (z((2, 12), u64), z(2, u64), i64(56), z((2, 256), i32))),
+        (distance._pick_kernel, {}, (z((2, 256), i32), i64(56), z(2, i64), z(2, u64), z(2, i64), i64(3))),
+        (distance._compact_kernel, {}, (z((2, 12), u64), z(2, u64), z(2, i64), i64(3), z((2, 3), u64), z(9, u64),
+                                        z(2, i32), z((2, 3), u64), z((2, 3), u64))),
+    ]
     return cases
 
 

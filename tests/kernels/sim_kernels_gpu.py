@@ -485,8 +485,50 @@ def test_allocation_of_finds_the_whole_allocation():
     whole = cuda.to_device(np.arange(64, dtype=np.int64))
     a, b = whole[3:10], whole[20:]
     ka, wa, oa = _device.allocation_of(a)
-    kb, wb, ob = _device.allocation_of(b)
+    kb, _wb, ob = _device.allocation_of(b)
     assert ka == kb and (oa, ob) == (24, 160) and wa.shape[0] == 512
     np.testing.assert_array_equal(h(wa)[oa : oa + 8].view(np.int64), [3])
     other = cuda.to_device(np.arange(4, dtype=np.int64))
     assert _device.allocation_of(other)[0] != ka
+
+
+# --------------------------------------------------------------------------------------------
+# encode primitives (cuda_kernels.encode) against their CPU twins
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_encode_pack_chunks_matches_cpu(dtype):
+    from cuda_kernels.bitunpack import block_bit_widths, pack_chunks
+    from cuda_kernels.encode import block_bit_widths_gpu, pack_chunks_gpu
+
+    rng = np.random.default_rng(3)
+    top = min(np.iinfo(dtype).max, 5000)
+    v = rng.integers(0, top, 1500).astype(dtype)
+    v[1024:] //= 16  # a second block of another width
+    widths = block_bit_widths_gpu(cuda.to_device(v))
+    np.testing.assert_array_equal(widths, block_bit_widths(v))
+    words, per_chunk = pack_chunks_gpu(cuda.to_device(v), widths)
+    cpu_words, cpu_per_chunk = pack_chunks(v, widths)
+    np.testing.assert_array_equal(h(words), cpu_words)
+    np.testing.assert_array_equal(per_chunk, cpu_per_chunk)
+
+
+def test_encode_level_blocks_and_statistics():
+    from cuda_kernels.encode import (
+        def_levels_from_validity_gpu,
+        pack_level_blocks_gpu,
+        rows_all_equal_gpu,
+        run_count_gpu,
+    )
+
+    rng = np.random.default_rng(4)
+    levels = rng.integers(0, 4, 2048).astype(np.uint16)
+    out = cuda.to_device(np.zeros(2 * 64 * 2, np.uint16))
+    pack_level_blocks_gpu(cuda.to_device(levels), [0, 1024], [1024, 1024], [0, 128], 2, out)
+    np.testing.assert_array_equal(h(out), ck.pack_blocks(levels, 2))
+    v = np.repeat(np.arange(7), 13)
+    assert run_count_gpu(cuda.to_device(v)) == 7
+    assert rows_all_equal_gpu(cuda.to_device(np.tile(np.arange(3, dtype=np.uint8), 40)), 3)
+    assert not rows_all_equal_gpu(cuda.to_device(np.arange(12, dtype=np.uint8)), 3)
+    valid = rng.random(50) < 0.5
+    np.testing.assert_array_equal(h(def_levels_from_validity_gpu(cuda.to_device(valid))), (~valid).astype(np.uint16))

@@ -1,12 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Compressive encodings of file versions 2.1 and 2.2 (``lance.encodings21``).
 
-One module per encoding; this registry is the exhaustive dispatch on the
-``CompressiveEncoding`` oneof.  Anything not listed raises
-:class:`~lance_gpu.errors.UnsupportedEncodingError` naming it.
+One home per encoding: a module, or a package holding the encoding's CPU decoder and CPU
+encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels) and its
+compiled CPU loops (``_native.py`` / ``_encoder.py``).  This module registers them in one
+place: the decoders (:func:`decode_miniblock`, :func:`decode_block`, the exhaustive dispatch
+on the ``CompressiveEncoding`` oneof; anything not listed raises
+:class:`~lance_gpu.errors.UnsupportedEncodingError` naming it) and the encoders
+(:data:`ENCODERS`, CPU and device, used by ``lance_gpu.write.pages`` and
+``lance_gpu.write.device_pages``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,6 +33,34 @@ from lance_gpu.file.encodings import (
     variable,
 )
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, which
+from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
+from lance_gpu.file.encodings.dictionary import device as dictionary_device
+from lance_gpu.file.encodings.fsst import device as fsst_device
+from lance_gpu.file.encodings.rle import device as rle_device
+from lance_gpu.file.encodings.variable import device as variable_device
+
+
+class Encoder(NamedTuple):
+    """An encoding's encoders: ``cpu`` takes host arrays, ``device`` device arrays; both
+    give the same bytes (None: that side has none, the page encoder does the work)."""
+
+    cpu: Callable[..., Any] | None
+    device: Callable[..., Any] | None
+
+
+#: Encoders by ``CompressiveEncoding`` name (levels: ``out_of_line_bitpacking``).
+ENCODERS: dict[str, Encoder] = {
+    # Flat chunks are slices of the values' bytes, host or device alike
+    "flat": Encoder(flat.encode_miniblock, flat.encode_miniblock),
+    "inline_bitpacking": Encoder(bitpacking.encode_miniblock, bitpacking_device.encode_miniblock),
+    "out_of_line_bitpacking": Encoder(bitpacking.encode_level_chunks, bitpacking_device.encode_level_chunks),
+    "rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock),
+    "variable": Encoder(variable.variable_chunks, variable_device.variable_chunks),
+    "fsst": Encoder(fsst.compress_strings, fsst_device.compress_strings),
+    # the CPU page dictionary is built by lance_gpu.write.pages (Arrow's dictionary_encode)
+    "dictionary": Encoder(None, dictionary_device.dictionary_of_sample),
+    "dictionary_strings": Encoder(None, dictionary_device.string_dictionary_of_sample),
+}
 
 _MINIBLOCK = {
     "flat": flat.decode_miniblock,
@@ -100,4 +136,4 @@ def fixed_bits(enc, ctx: DecodeContext) -> int:
     raise ctx.unsupported(f"{kind} as a fixed-width per-value encoding")
 
 
-__all__ = ["ChunkBuffers", "DecodeContext", "decode_block", "decode_miniblock", "fixed_bits"]
+__all__ = ["ENCODERS", "ChunkBuffers", "DecodeContext", "Encoder", "decode_block", "decode_miniblock", "fixed_bits"]

@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 
 from lance_gpu.cpu import native
 from lance_gpu.file.blocks import VariableWidthBlock
-from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, MiniBlockChunks
 
 
 def offset_bits(enc, ctx: DecodeContext) -> int:
@@ -99,7 +100,7 @@ def chunk_bounds(offsets: np.ndarray, offset_bytes: int) -> np.ndarray:
     (``count + 1`` of them) and bytes fit in :data:`AIM_MINICHUNK_SIZE`, or all remaining
     values if they fit; at least one value.
     """
-    from lance_gpu.file.encodings import _native
+    from lance_gpu.file.encodings.variable import _native
 
     return _native.variable_chunk_bounds(np.ascontiguousarray(offsets, np.int64), offset_bytes, AIM_MINICHUNK_SIZE)
 
@@ -132,7 +133,7 @@ def encode_miniblock(offsets: np.ndarray, data: np.ndarray, offset_bits: int):
     ``offsets`` (int64, ``n + 1``, starting at 0) index into ``data`` (uint8).
     """
     from lance_gpu.file.encodings.base import MiniBlockChunks
-    from lance_gpu.file.encodings import _native
+    from lance_gpu.file.encodings.variable import _native
 
     offsets = np.ascontiguousarray(offsets, np.int64)
     bounds, counts, sizes = miniblock_plan(offsets, offset_bits)
@@ -157,4 +158,34 @@ def variable_encoding(offset_bits: int):
 
     return pb.CompressiveEncoding(
         variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
+    )
+
+
+@dataclass(slots=True)
+class VariableChunks(MiniBlockChunks):
+    """Variable{Flat} chunks not yet serialised: :func:`_miniblock` writes a page without
+    levels straight from the values (one copy); anything else calls :meth:`materialize`."""
+
+    offsets: np.ndarray | None = None
+    data: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+    width: int = 4
+
+    def materialize(self) -> None:
+        if self.data is not None:
+            from lance_gpu.file.encodings.variable import _native
+
+            sizes = self.buffers[0][1]
+            out = _native.variable_chunks_encode(self.offsets, self.data, self.bounds, sizes, self.width)
+            self.buffers = [(out, sizes)]
+            self.data = None
+
+
+def variable_chunks(offsets: np.ndarray, data: np.ndarray, offset_bits: int) -> VariableChunks:
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    bounds, counts, sizes = miniblock_plan(offsets, offset_bits)
+    empty = np.zeros(0, np.uint8)
+    return VariableChunks(
+        counts, [(empty, sizes)], miniblock_encoding(offset_bits), offsets, np.ascontiguousarray(data, np.uint8),
+        bounds, offset_bits // 8,
     )

@@ -132,7 +132,7 @@ def compress_strings(offsets: np.ndarray, data: np.ndarray) -> tuple[bytes, np.n
 
     ``offsets`` (int64, from 0) index into ``data`` (uint8).
     """
-    from lance_gpu.file.encodings import _fsst_encoder as _fsst
+    from lance_gpu.file.encodings.fsst import _encoder as _fsst
 
     offsets = np.ascontiguousarray(offsets, np.int64)
     data = np.ascontiguousarray(data, np.uint8)

@@ -27,6 +27,7 @@ import time
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import (
     ConditionalPutUnsupportedError,
+    DatasetNotFoundError,
     ObjectExistsError,
     StorageError,
     UnsupportedFeatureError,
@@ -225,8 +226,6 @@ def write_transaction_file(store: ObjectStore, key: str, txn: transaction_pb2.Tr
 def latest(store: ObjectStore, root: str) -> tuple[ManifestFile | None, NamingScheme]:
     """The latest committed manifest of ``root`` (None if there is none) and its naming
     (found as :func:`lance_gpu.table.manifest.latest_version` finds it)."""
-    from lance_gpu.errors import DatasetNotFoundError
-
     try:
         info = latest_version(store, root)
     except DatasetNotFoundError:

@@ -33,7 +33,7 @@ BITMAP_THRESHOLD = 5000
 _SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
 
 
-def encode_deletion_rows(rows: np.ndarray) -> tuple[int, bytes]:
+def encode_deletion_rows(rows: np.ndarray) -> tuple[table_pb2.DeletionFile.DeletionFileType, bytes]:
     """``(file_type, bytes)`` of a deletion file holding the sorted unique ``rows``."""
     rows = np.asarray(rows, dtype=np.uint32)
     if rows.size <= BITMAP_THRESHOLD:
@@ -62,7 +62,7 @@ def write_deletion_file(
         file_type=file_type,
         read_version=int(read_version),
         id=secrets.randbits(64),
-        num_deleted_rows=int(len(rows)),
+        num_deleted_rows=len(rows),
     )
     key = deletion_file_path(store, root, fragment_id, pb)
     store.put(key, data)

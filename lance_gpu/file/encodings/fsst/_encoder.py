@@ -661,23 +661,31 @@ def train(sdata, soff):  # pragma: no cover - compiled
 SAMPLE_TARGET = 1 << 14
 
 
-def sample(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """About 16 KiB of whole strings picked at random (all of them if there is less)."""
+def sample_picks(offsets: np.ndarray, seed: int = 0) -> np.ndarray | None:
+    """The strings (indices) of the ~16 KiB training sample: batches of 256 random strings
+    until the bytes suffice, cut after the string that reaches :data:`SAMPLE_TARGET` bytes;
+    None when the strings hold less than that (all of them are the sample)."""
     total = int(offsets[-1] - offsets[0])
     if total <= SAMPLE_TARGET:
-        return data, offsets
+        return None
     rng = np.random.default_rng(seed)
     n = offsets.size - 1
     batches = []
     got = 0
-    while got < SAMPLE_TARGET:  # batches of 256 random strings until the bytes suffice
+    while got < SAMPLE_TARGET:
         idx = rng.integers(0, n, 256)
         batches.append(idx)
         got += int((offsets[idx + 1] - offsets[idx]).sum())
     idx = np.concatenate(batches)
-    # whole strings up to and including the one that reaches SAMPLE_TARGET bytes
     cum = np.cumsum(offsets[idx + 1] - offsets[idx])
-    picks_arr = idx[: int(np.searchsorted(cum, SAMPLE_TARGET)) + 1].astype(np.int64)
+    return idx[: int(np.searchsorted(cum, SAMPLE_TARGET)) + 1].astype(np.int64)
+
+
+def sample(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """About 16 KiB of whole strings picked at random (all of them if there is less)."""
+    picks_arr = sample_picks(offsets, seed)
+    if picks_arr is None:
+        return data, offsets
     starts = offsets[picks_arr]
     plen = offsets[picks_arr + 1] - starts
     new_off = np.zeros(plen.size + 1, np.int64)

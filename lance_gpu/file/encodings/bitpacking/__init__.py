@@ -192,3 +192,44 @@ def out_of_line_encoding(bits: int, width: int):
             values=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=width)),
         )
     )
+
+
+def encode_level_chunks(levels: np.ndarray, bounds: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """OutOfLineBitpacking of each chunk's levels: (concatenated bytes, per-chunk sizes)."""
+    lens = np.diff(bounds)
+    if lens.size and int(lens.max()) < 1024:
+        return _short_level_chunks(levels, bounds, lens, width)
+    parts = [encode_out_of_line(levels[a:b], width) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    sizes = np.array([p.size for p in parts], np.int64)
+    return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)), sizes
+
+
+def _short_level_chunks(levels: np.ndarray, bounds: np.ndarray, lens: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_level_chunks` for chunks of fewer than 1024 levels, all at once: each chunk is
+    one zero-padded FastLanes block when that is smaller, else its raw words."""
+    from cuda_kernels.bitunpack import pack_blocks
+
+    itemsize = levels.dtype.itemsize
+    bits = 8 * itemsize
+    packed = (lens > 0) & (width * (1024 - lens) < (bits - width) * lens)
+    sel = np.flatnonzero(packed)
+    block_bytes = 128 * width
+    sizes = np.where(packed, block_bytes, lens * itemsize).astype(np.int64)
+    if sel.size:
+        starts = bounds[:-1][sel]
+        pos = np.arange(1024)[None, :]
+        take = np.minimum(starts[:, None] + pos, levels.size - 1)
+        blocks = np.where(pos < lens[sel][:, None], levels[take], 0).astype(levels.dtype)
+        packed_bytes = pack_blocks(blocks.reshape(-1), width).view(np.uint8)
+    else:
+        packed_bytes = np.zeros(0, np.uint8)
+    src = np.concatenate([packed_bytes, np.ascontiguousarray(levels).view(np.uint8)])
+    src_starts = np.where(packed, 0, packed_bytes.size + bounds[:-1] * itemsize).astype(np.int64)
+    src_starts[sel] = np.arange(sel.size, dtype=np.int64) * block_bytes
+    dst_starts = np.zeros(lens.size, np.int64)
+    np.cumsum(sizes[:-1], out=dst_starts[1:])
+    out = np.empty(int(sizes.sum()), np.uint8)
+    from lance_gpu.file.encodings._native import scatter_ranges
+
+    scatter_ranges(out, dst_starts, src, src_starts, sizes)
+    return out, sizes

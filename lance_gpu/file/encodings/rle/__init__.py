@@ -97,7 +97,7 @@ def encode_miniblock(values: np.ndarray):
     from lance_gpu._proto import encodings_v2_1_pb2 as pb
     from lance_gpu.file.encodings.base import MiniBlockChunks
     from lance_gpu.file.encodings.flat import MAX_MINIBLOCK_BYTES
-    from lance_gpu.file.encodings import _native
+    from lance_gpu.file.encodings.rle import _native
 
     dt = values.dtype
     width = dt.itemsize

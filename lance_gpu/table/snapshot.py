@@ -1,0 +1,461 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An immutable snapshot of one committed version of a table.
+
+A :class:`TableSnapshot` is what every layer above works on: the store and root key of the
+dataset, the version's manifest (and the manifest file's other sections), its schema, and its
+fragments, both as columnar arrays (one entry per fragment, manifest order) and as
+:class:`FragmentSnapshot` objects that read their data files.  Nothing in a snapshot changes
+after it is built; the caches it keeps (file readers, where each field lives, column maps,
+deletion vectors, row ids) are caches *of that version*, so they are valid for its lifetime
+and die with it.
+
+``LanceDataset`` and ``LanceFragment`` hold one snapshot and delegate to it.  A mutation
+commits a new version, opens the new snapshot and swaps it into the dataset object with one
+attribute assignment: threads sharing a dataset object always see one whole version.
+
+Opening a snapshot reads the manifest only (and the version hint when no version is given):
+no data or deletion file.  A data file is opened (and its footer's row count checked against
+the manifest's ``physical_rows``, :func:`~lance_gpu.table.consistency.check_data_file`)
+when a read first needs it.
+
+Columnar arrays (one entry per fragment, manifest order):
+
+* :attr:`TableSnapshot.fragment_ids` (``int64``) -- ``DataFragment.id``;
+* :attr:`TableSnapshot.physical_rows` (``uint64``, the manifest's u64) -- rows stored in the
+  fragment's data files, deleted rows included;
+* :attr:`TableSnapshot.deletion_counts` (``int64``) -- rows its deletion file deletes: 0
+  without one, -1 where the deletion file does not say (old writers): read it to know.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu._proto import table_pb2
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.arrow import leaf_types
+from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.file.reader import prefetch_take, take_field
+from lance_gpu.file.reader import read_field as read_file_field
+from lance_gpu.io import join
+from lance_gpu.io.store import ObjectStore
+from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
+from lance_gpu.table.consistency import check_data_file, data_file_of
+from lance_gpu.table.deletion import read_deletion_file
+from lance_gpu.table.features import FLAG_STABLE_ROW_IDS, check_reader_flags
+from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file, resolve_manifest
+from lance_gpu.table.rowids import read_fragment_row_ids
+from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
+
+__all__ = ["FieldSource", "FragmentSnapshot", "TableSnapshot"]
+
+
+@dataclass(slots=True)
+class FieldSource:
+    """Where one top-level field of a fragment lives."""
+
+    path: str  # data file
+    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first
+    version: FileVersion | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Location:
+    """Where a field lives in the data files of one layout: the data file's position in the
+    fragment's list, its columns (as :class:`FieldSource`) and version (2.0 or None)."""
+
+    file: int
+    columns: list[int]
+    version: FileVersion | None
+
+
+#: :meth:`FragmentSnapshot._locate` results: the field has no data in the fragment / no data
+#: file holds it although its ids are listed (corrupt).
+_NOWHERE = object()
+_MISSING = object()
+
+
+class TableSnapshot:
+    """One committed version of a table (see the module docstring); immutable.
+
+    Parameters
+    ----------
+    store : ObjectStore
+        The store holding the dataset.
+    root : str
+        The dataset's root key in ``store``.
+    manifest_file : ManifestFile
+        The version's parsed manifest file.
+    storage_options : dict, optional
+        The options ``store`` was built with (carried so a scan plan can reopen the version
+        in another process).
+    """
+
+    def __init__(self, store: ObjectStore, root: str, manifest_file: ManifestFile,
+                 storage_options: dict[str, str] | None = None) -> None:
+        self.store = store
+        self.root = root
+        self.uri = store.uri(root)
+        self.storage_options: dict[str, str] = dict(storage_options or {})
+        self.manifest_file = manifest_file
+        self.manifest = manifest_file.manifest
+        self.manifest_path = manifest_file.path
+        check_reader_flags(self.manifest.reader_feature_flags, manifest_file.path)
+        self.lance_schema = LanceSchema.from_manifest(self.manifest, manifest_file.path)
+        #: Field id -> column index maps of this version's data files, by the file's
+        #: (field ids, column indices) lists: fragments written together share one.
+        self._column_maps: dict[tuple[tuple[int, ...], tuple[int, ...]], dict[int, int]] = {}
+        #: Where fields live in fragments of one data-file layout, by (the fragment's
+        #: ``layout_key``, field id): computed once per layout, not per fragment.
+        self.field_locations: dict[tuple[Any, int], object] = {}
+
+    @classmethod
+    def load(cls, store: ObjectStore, root: str, version: int | str | None = None,
+             storage_options: dict[str, str] | None = None) -> TableSnapshot:
+        """The snapshot of ``version`` (a number or a tag; the latest if None): reads the
+        manifest (and, for the latest, the version hint), nothing else."""
+        info = resolve_manifest(store, root, version)
+        return cls(store, root, read_manifest_file(store, info.path), storage_options)
+
+    def checkout(self, version: int | str | None) -> TableSnapshot:
+        """The snapshot of another version of the same dataset (None: the latest)."""
+        return TableSnapshot.load(self.store, self.root, version, self.storage_options)
+
+    def latest(self) -> TableSnapshot:
+        """The snapshot of the latest version (this one when nothing was committed since)."""
+        newest = latest_version(self.store, self.root).version
+        return self if newest == self.version else self.checkout(newest)
+
+    def __repr__(self) -> str:
+        return f"TableSnapshot(uri={self.uri!r}, version={self.version})"
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest.version)
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The version's Arrow schema."""
+        return self.lance_schema.to_arrow()
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        """Whether row ids survive compaction and updates (the stable row id feature)."""
+        return bool(self.manifest.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+
+    @property
+    def index_metadata(self) -> list[table_pb2.IndexMetadata]:
+        """The manifest's index entries of this version."""
+        section = self.manifest_file.index_section
+        return list(section.indices) if section is not None else []
+
+    @cached_property
+    def fragment_ids(self) -> np.ndarray:
+        return np.fromiter((f.id for f in self.manifest.fragments), np.int64, len(self.manifest.fragments))
+
+    @cached_property
+    def physical_rows(self) -> np.ndarray:
+        return np.fromiter((f.physical_rows for f in self.manifest.fragments), np.uint64, len(self.manifest.fragments))
+
+    @cached_property
+    def deletion_counts(self) -> np.ndarray:
+        return np.fromiter(
+            ((f.deletion_file.num_deleted_rows or -1) if f.HasField("deletion_file") else 0 for f in self.manifest.fragments),
+            np.int64, len(self.manifest.fragments),
+        )
+
+    def count_rows(self) -> int:
+        """Live rows, from the manifest (deletion files read only where it does not say how
+        many rows they delete); no data file is opened."""
+        deleted = self.deletion_counts
+        unknown = np.flatnonzero(deleted < 0)
+        # Python integers: the manifest's u64 counts add without wrapping, as pylance's
+        total = sum(self.physical_rows.tolist()) - sum(deleted[deleted > 0].tolist())
+        return total - sum(int(self.fragments[i].deleted_rows.size) for i in unknown)
+
+    @cached_property
+    def fragments(self) -> tuple[FragmentSnapshot, ...]:
+        """The fragments, in manifest order."""
+        return tuple(FragmentSnapshot(self, pb) for pb in self.manifest.fragments)
+
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {int(fid): i for i, fid in enumerate(self.fragment_ids)}
+
+    def get_fragments(self) -> list[FragmentSnapshot]:
+        return list(self.fragments)
+
+    def get_fragment(self, fragment_id: int) -> FragmentSnapshot | None:
+        """The fragment with this id, or None."""
+        pos = self._positions.get(int(fragment_id))
+        return None if pos is None else self.fragments[pos]
+
+    def fragment(self, fragment_id: int) -> FragmentSnapshot:
+        """The fragment with this id (a ``KeyError`` naming the version when there is none)."""
+        found = self.get_fragment(fragment_id)
+        if found is None:
+            raise KeyError(f"fragment {fragment_id} is not in version {self.version} of {self.uri}")
+        return found
+
+    def column_map(self, data_file: Any) -> dict[int, int]:
+        """:func:`~lance_gpu.table.schema.column_index_map` of one of this version's data
+        files (a ``DataFile`` protobuf) against this version's schema, computed once per
+        distinct layout."""
+        key = (tuple(data_file.fields), tuple(data_file.column_indices))
+        cmap = self._column_maps.get(key)
+        if cmap is None:
+            cmap = self._column_maps[key] = column_index_map(data_file, self.lance_schema)
+        return cmap
+
+
+def _single_leaf(snapshot: TableSnapshot, field: LanceField) -> bool:
+    """Whether a take decodes ``field`` chunk by chunk (one leaf, no lists or structs)."""
+    arrow_type = snapshot.schema.field(field.name).type
+    return leaf_types(arrow_type) == [arrow_type]
+
+
+class FragmentSnapshot:
+    """One fragment of a :class:`TableSnapshot`: its manifest entry, and the caches of reading
+    it (file readers, where fields live, deleted rows, row ids) -- valid as long as the
+    version, so kept as long as the snapshot."""
+
+    def __init__(self, snapshot: TableSnapshot, pb: table_pb2.DataFragment) -> None:
+        self.snapshot = snapshot
+        self.pb = pb
+        self.fragment_id = int(pb.id)
+        self.physical_rows = int(pb.physical_rows)
+        self._readers: dict[str, LanceFileReader] = {}
+        self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
+        self._rows_checked = False
+        self._sources: dict[int, FieldSource | None] = {}  # field id -> where it lives
+
+    def __repr__(self) -> str:
+        return f"FragmentSnapshot(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+    @property
+    def uri(self) -> str:
+        """The dataset's URI."""
+        return self.snapshot.uri
+
+    @property
+    def num_deletions(self) -> int:
+        """Rows deleted from this fragment."""
+        if not self.pb.HasField("deletion_file"):
+            return 0
+        n = int(self.pb.deletion_file.num_deleted_rows)
+        return n if n else int(self.deleted_rows.size)
+
+    def count_rows(self) -> int:
+        """Live rows as the manifest says (no data file opened)."""
+        return self.physical_rows - self.num_deletions
+
+    @cached_property
+    def deleted_rows(self) -> np.ndarray:
+        """Sorted physical offsets of deleted rows (uint32)."""
+        if not self.pb.HasField("deletion_file"):
+            return np.zeros(0, np.uint32)
+        return read_deletion_file(self.snapshot.store, self.snapshot.root, self.fragment_id, self.pb.deletion_file)
+
+    @cached_property
+    def live_rows(self) -> np.ndarray | None:
+        """Physical offsets of the rows not deleted, or None when nothing is deleted."""
+        self.check_row_count()  # before sizing anything by physical_rows
+        deleted = self.deleted_rows
+        if deleted.size == 0:
+            return None
+        keep = np.ones(self.physical_rows, np.bool_)
+        if deleted.size and int(deleted[-1]) >= self.physical_rows:
+            raise CorruptFileError(self.uri, f"fragment {self.fragment_id} deletes row {int(deleted[-1])} of {self.physical_rows}")
+        keep[deleted] = False
+        return np.flatnonzero(keep)
+
+    def live_count(self) -> int:
+        """Rows not deleted, after :meth:`check_row_count`: a take's row positions, a window's
+        skipped fragments and a filtered count stand on these counts, so they are checked
+        against the data (:meth:`count_rows` trusts the manifest, as pylance's does)."""
+        self.check_row_count()
+        return self.count_rows()
+
+    def check_row_count(self) -> None:
+        """Check the manifest's ``physical_rows`` against the row count of the fragment's
+        first data file, from its footer (opening the reader runs
+        :func:`~lance_gpu.table.consistency.check_data_file`, which raises
+        :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
+
+        Called by reads that position rows before decoding them; once per fragment of a
+        snapshot, and the reader is kept for the read.  A fragment one of whose data files
+        is open already is checked (every reader is checked when opened: all of a
+        fragment's files hold ``physical_rows`` rows).  Legacy (v1) files, which this
+        package does not read, are not opened.
+        """
+        if self._rows_checked or self._readers:
+            return
+        data_dir = join(self.snapshot.root, "data")
+        for df in self.pb.files:
+            if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
+                continue
+            self.file_reader(join(data_dir, df.path))
+            break
+        self._rows_checked = True
+
+    @cached_property
+    def row_ids(self) -> np.ndarray:
+        """Row id of every physical row: stable ids if the dataset has them, else addresses."""
+        ids = read_fragment_row_ids(self.snapshot.store, self.snapshot.root, self.pb)
+        if ids is not None:
+            return ids
+        return self.row_addresses(None)
+
+    def row_addresses(self, rows: np.ndarray | None) -> np.ndarray:
+        """Row addresses ``fragment_id << 32 | offset`` of the given physical rows (None: all)."""
+        base = np.uint64(self.fragment_id) << np.uint64(32)
+        if rows is None:  # one pass: the addresses of a whole fragment are a range
+            return np.arange(base, base + np.uint64(self.physical_rows), dtype=np.uint64)
+        return base | np.asarray(rows, np.uint64)
+
+    # -- where fields live (for the executors) -----------------------------------------------
+
+    def file_reader(self, path: str) -> LanceFileReader:
+        """The (cached) reader of one of this fragment's data files, checked against the
+        fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
+        r = self._readers.get(path)
+        if r is None:
+            with self._readers_lock:
+                r = self._readers.get(path)
+                if r is None:
+                    r = LanceFileReader(path, self.snapshot.store)
+                    # its row count, columns and field ids against this fragment's manifest entry
+                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.snapshot.root, "data")))
+                    self._readers[path] = r
+        return r
+
+    def field_source(self, field: LanceField) -> FieldSource | None:
+        """Where ``field`` lives; None if no data file of the fragment holds any of its
+        fields (a column added without data: read as nulls, as the table format says).
+        Kept per field id (the snapshot's schema fixes the field ids): each streaming window
+        of the fragment asks again."""
+        key = field.id
+        if key in self._sources:
+            return self._sources[key]
+        src = self._field_source(field)
+        self._sources[key] = src
+        return src
+
+    @cached_property
+    def layout_key(self) -> tuple[tuple[Any, ...], ...]:
+        """What places fields in this fragment's data files, without their names: per data
+        file its field ids, column indices and file version.  Fragments written together
+        share it, and so share where each field lives (:meth:`field_source`)."""
+        return tuple((tuple(df.fields), tuple(df.column_indices), int(df.file_major_version), int(df.file_minor_version))
+                     for df in self.pb.files)
+
+    def _field_source(self, field: LanceField) -> FieldSource | None:
+        key = (self.layout_key, field.id)
+        locations = self.snapshot.field_locations
+        found = locations.get(key)
+        if found is None:
+            found = locations[key] = self._locate(field)
+        if found is _NOWHERE:
+            return None
+        if found is _MISSING:
+            raise CorruptFileError(self.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
+        assert isinstance(found, _Location)
+        return FieldSource(join(self.snapshot.root, "data", self.pb.files[found.file].path), found.columns, found.version)
+
+    def _locate(self, field: LanceField) -> object:
+        """Where ``field`` lives in data files laid out as this fragment's: a
+        :class:`_Location`, :data:`_NOWHERE` (no data: nulls) or :data:`_MISSING` (corrupt)."""
+        ids = [f.id for f in field.walk()]
+        leaf_ids = [f.id for f in field.walk() if f.is_leaf]
+        wanted = set(ids)
+        if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
+            return _NOWHERE
+        for index, df in enumerate(self.pb.files):
+            cmap = self.snapshot.column_map(df)
+            if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
+                return _Location(index, [cmap[i] for i in ids], FileVersion(2, 0))
+            if leaf_ids and all(i in cmap for i in leaf_ids):
+                return _Location(index, [cmap[i] for i in leaf_ids], None)
+        return _MISSING
+
+    def prefetch(self, fields: Sequence[LanceField], rows: np.ndarray | None = None) -> None:
+        """Fetch the bytes of ``fields`` from an object store ahead of decoding (best effort:
+        a failure here surfaces again, typed, when the fields are read).
+
+        ``rows`` None: every buffer of the fields, one coalesced concurrent fetch per data
+        file.  Sorted physical ``rows`` (a take, late materialization): for single-leaf
+        fields of 2.1+ files only what a take of them reads
+        (:func:`~lance_gpu.file.reader.prefetch_take`: the chunks holding scattered rows,
+        the pages holding a run); other fields whole, as before; nothing for no rows."""
+        if rows is not None and rows.size == 0:
+            return
+        try:
+            whole: dict[str, list[int]] = {}
+            by_rows: dict[str, list[int]] = {}
+            for field in fields:
+                src = self.field_source(field)
+                if src is None:
+                    continue
+                chunked = (rows is not None and len(src.columns) == 1 and src.version is None
+                           and _single_leaf(self.snapshot, field))
+                (by_rows if chunked else whole).setdefault(src.path, []).extend(src.columns)
+            for path, cols in whole.items():
+                self.file_reader(path).prefetch(cols)
+            for path, cols in by_rows.items():
+                reader = self.file_reader(path)
+                assert rows is not None
+                if reader.version == FileVersion(2, 0):
+                    reader.prefetch(cols)
+                else:
+                    prefetch_take(reader, cols, rows)
+        except Exception:  # noqa: BLE001 - the real read raises it
+            return
+
+    def drop_prefetched(self) -> None:
+        """Let go of the bytes :meth:`prefetch` fetched (the scan is done with this fragment)."""
+        for reader in list(self._readers.values()):
+            drop = getattr(reader.io, "drop_prefetched", None)
+            if drop is not None:
+                drop()
+
+    def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array | pa.ChunkedArray:
+        """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``.
+
+        A blob field (:func:`~lance_gpu.table.blobs.blob_kind`) reads as its descriptors
+        (``struct<position, size>`` for blob v1), typed by
+        :func:`~lance_gpu.table.blobs.description_field`, as pylance's scans return it."""
+        blob = blob_kind(field) != 0
+        if blob:
+            arrow_field = description_field(field, arrow_field)
+        if rows is not None and rows.size == 0:  # nothing to decode (a filter kept no row)
+            return pa.schema([arrow_field]).empty_table().column(0).combine_chunks()
+        if blob:  # one descriptor column (for blob v2 the struct's own id), not the children
+            if any(int(i) == field.id for df in self.pb.files for i in df.fields):
+                return read_descriptions(self, field, rows)
+            src = None
+        else:
+            src = self.field_source(field)
+        if src is None:
+            return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
+        reader = self.file_reader(src.path)
+        if reader.version == FileVersion(2, 0):
+            from lance_gpu.file.v2_0 import read_field as read_v20
+
+            if rows is None:
+                return read_v20(reader, arrow_field, src.columns, None)
+            if rows.size == 0:
+                return read_v20(reader, arrow_field, src.columns, (0, 0))
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            return read_v20(reader, arrow_field, src.columns, (lo, hi)).take(pa.array(rows - lo))
+        if rows is None:
+            return read_file_field(reader, arrow_field, src.columns)
+        return take_field(reader, arrow_field, src.columns, rows)

@@ -1,0 +1,394 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Data in device memory as writer input: cuDF frames, lance-gpu device tables and CUDA
+arrays become :class:`DeviceBatch` es of :class:`~lance_gpu.gpu.columns.DeviceColumn` s.
+
+Accepted (:func:`is_device_input`):
+
+* a :class:`~lance_gpu.gpu.columns.DeviceTable` (what the GPU reader gives; its host
+  columns are uploaded);
+* a ``dict`` of columns, each a :class:`DeviceColumn` or an array with
+  ``__cuda_array_interface__`` (numba device arrays, CuPy, ...): 1-d numeric or bool
+  arrays are columns of that type, 2-d ``(n, dim)`` arrays fixed-size lists (embeddings);
+* a ``cudf.DataFrame`` (recognised by its module, cuDF is never imported here), through a
+  thin adapter onto device columns that uses only buffer interfaces: per column
+  ``frame[name]`` with ``.dtype`` and ``len()``, ``.isna()`` and ``.fillna(0)`` whose
+  ``.values`` expose ``__cuda_array_interface__`` (numeric, bool and datetime columns), and
+  for strings the column's ``._column.children[0]`` (int32 offsets, ``.values``) and
+  ``._column.data`` (the characters, ``__cuda_array_interface__``).
+
+Columns keep the device layout of :class:`DeviceColumn`: validity one bool byte per slot,
+booleans one byte per value, int64 offsets that index ``data`` directly.  Nothing here
+copies values to the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.gpu import _array
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+
+__all__ = [
+    "DeviceBatch",
+    "column_nbytes",
+    "concat_columns",
+    "device_batches",
+    "device_stream",
+    "is_device_input",
+    "slice_column",
+    "upload_arrow",
+]
+
+
+def _has_cai(x: object) -> bool:
+    """A CUDA array (the simulator's device arrays say so with ``__cuda_ndarray__``)."""
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
+
+
+def _is_cudf_frame(data: object) -> bool:
+    return type(data).__module__.split(".", 1)[0] == "cudf" and type(data).__name__ == "DataFrame"
+
+
+def is_device_input(data: object) -> bool:
+    """Is ``data`` one of the device inputs this module takes?"""
+    if isinstance(data, (DeviceTable, DeviceColumn)) or _is_cudf_frame(data):
+        return True
+    return isinstance(data, dict) and bool(data) and all(
+        isinstance(v, DeviceColumn) or _has_cai(v) for v in data.values()
+    )
+
+
+class DeviceBatch:
+    """Rows of device columns with their Arrow schema: what the writer takes in place of a
+    ``pyarrow.RecordBatch`` (``num_rows``, ``num_columns``, ``column(i)``, ``slice``)."""
+
+    def __init__(self, schema: pa.Schema, columns: list[DeviceColumn], num_rows: int) -> None:
+        self.schema = schema
+        self.columns = columns
+        self.num_rows = int(num_rows)
+
+    @property
+    def num_columns(self) -> int:
+        return len(self.columns)
+
+    def column(self, i: int) -> DeviceColumn:
+        return self.columns[i]
+
+    def slice(self, offset: int = 0, length: int | None = None) -> DeviceBatch:
+        offset = min(int(offset), self.num_rows)
+        n = self.num_rows - offset if length is None else min(int(length), self.num_rows - offset)
+        return DeviceBatch(self.schema, [slice_column(c, offset, n) for c in self.columns], n)
+
+    def select(self, order: list[int], target: pa.Schema) -> DeviceBatch:
+        """The columns in ``order`` as the fields of ``target`` (an append whose columns
+        come in another order); device columns are not cast, so the types must match."""
+        cols = []
+        for i, f in zip(order, target, strict=True):
+            if i < 0:
+                raise SchemaMismatchError(f"device data has no column {f.name!r} (device appends must give every column)")
+            have = self.schema.field(i).type
+            if not have.equals(f.type):
+                raise SchemaMismatchError(f"column {f.name!r} is {have} in the device data, {f.type} in the dataset")
+            cols.append(self.columns[i])
+        return DeviceBatch(target, cols, self.num_rows)
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """A host copy (for writers without a device encoder: 2.0 files, other operations)."""
+        return pa.RecordBatch.from_arrays([c.to_arrow() for c in self.columns], schema=self.schema)
+
+
+# --------------------------------------------------------------------------------------------
+# adapters
+
+
+def _column_of_array(name: str, arr: Any) -> DeviceColumn:
+    dev = _array.as_device(arr)
+    dt = np.dtype(dev.dtype)
+    if dev.ndim not in (1, 2):
+        raise UnsupportedFeatureError(f"column {name!r}: device arrays of {dev.ndim} dimensions cannot be written")
+    try:
+        item = pa.bool_() if dt == np.bool_ else pa.from_numpy_dtype(dt)
+    except (pa.ArrowNotImplementedError, NotImplementedError, TypeError) as exc:
+        raise UnsupportedFeatureError(f"column {name!r}: cannot write device arrays of dtype {dt}") from exc
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item) or pa.types.is_boolean(item) or pa.types.is_temporal(item)):
+        raise UnsupportedFeatureError(f"column {name!r}: cannot write device arrays of dtype {dt}")
+    n = int(dev.shape[0])
+    flat = dev.reshape(dev.size) if dev.ndim == 2 else dev
+    if not flat.is_c_contiguous():
+        raise UnsupportedFeatureError(f"column {name!r}: device arrays must be C-contiguous")
+    data = flat.view(np.uint8)
+    t = pa.list_(item, int(dev.shape[1])) if dev.ndim == 2 else item
+    return DeviceColumn(t, n, None, data)
+
+
+def _cudf_column(name: str, series: Any) -> DeviceColumn:
+    """One cuDF column as a device column (see the module docstring for what is used)."""
+    n = len(series)
+    dtype = series.dtype
+    valid = None
+    if int(getattr(series, "null_count", 0)):
+        valid = _array.as_device(series.isna().values)
+        valid = _not(valid)
+    kind = str(dtype)
+    if kind in ("list", "struct", "category") or kind.startswith(("decimal", "list", "struct", "interval")):
+        # no buffer adapter for these (yet): through cuDF's own host conversion
+        return upload_arrow(series.to_arrow())
+    if kind in ("object", "str", "string"):
+        col = series._column
+        first = int(getattr(col, "offset", 0) or 0)
+        offs32 = _array.as_device(col.children[0].values)[first : first + n + 1]
+        offs = _widen_offsets(offs32)
+        chars = col.data
+        data = _array.as_device(_CudaBytes.of(chars)).view(np.uint8) if chars is not None else _array.zeros(0, np.uint8)
+        return DeviceColumn(pa.string(), n, valid, data, offs)
+    values = series.fillna(False if np.dtype(dtype) == np.bool_ else 0).values if valid is not None else series.values
+    out = _column_of_array(name, values)
+    out.validity = valid
+    return out
+
+
+class _CudaBytes:
+    """A device buffer as ``__cuda_array_interface__`` bytes (cuDF buffers that only give
+    their pointer and size)."""
+
+    def __init__(self, ptr: int, size: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+    @staticmethod
+    def of(buf: Any) -> Any:
+        if _has_cai(buf):
+            return buf
+        get_ptr = getattr(buf, "get_ptr", None)
+        ptr = get_ptr(mode="read") if get_ptr is not None else buf.ptr
+        return _CudaBytes(int(ptr), int(buf.size))
+
+
+def upload_arrow(arr: pa.Array | pa.ChunkedArray) -> DeviceColumn:
+    """A host Arrow array as a device column (for host columns of a ``DeviceTable`` and the
+    cuDF types without a buffer adapter): strings, binaries, lists and structs here, the
+    fixed-width rest through :meth:`DeviceColumn.from_arrow`."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    t = arr.type
+    storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
+    s = storage.type
+    n = len(storage)
+    valid = None
+    if storage.null_count and not pa.types.is_null(s):
+        valid = _array.upload(storage.is_valid().to_numpy(zero_copy_only=False))
+    if _is_variable(s):
+        large = pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+        odt = np.int64 if large else np.int32
+        bufs = storage.buffers()
+        offs = np.frombuffer(bufs[1], odt)[storage.offset : storage.offset + n + 1].astype(np.int64) if n else np.zeros(1, np.int64)
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        return DeviceColumn(t, n, valid, _array.upload(data), _array.upload(offs), span=(int(offs[0]), int(offs[-1])))
+    if pa.types.is_list(s) or pa.types.is_large_list(s):
+        offs = np.asarray(storage.offsets.to_numpy(zero_copy_only=False), np.int64)
+        return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[upload_arrow(storage.values)])
+    if pa.types.is_struct(s):
+        return DeviceColumn(t, n, valid, children=[upload_arrow(storage.field(i)) for i in range(s.num_fields)])
+    return DeviceColumn.from_arrow(arr)
+
+
+def _not(valid):
+    from cuda_kernels.encode import logical_not_gpu
+
+    return logical_not_gpu(valid)
+
+
+def _widen_offsets(offs):
+    from cuda_kernels.encode import widen_to_int64_gpu
+
+    return widen_to_int64_gpu(offs)
+
+
+def _check_lengths(names: list[str], cols: list[DeviceColumn]) -> int:
+    lengths = {len(c) for c in cols}
+    if len(lengths) > 1:
+        desc = ", ".join(f"{n!r}: {len(c)}" for n, c in zip(names, cols, strict=True))
+        raise InvalidArgumentError(f"device columns of different lengths ({desc})")
+    return lengths.pop() if lengths else 0
+
+
+def device_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[DeviceBatch]]:
+    """The Arrow schema of the device input ``data`` and its rows as one :class:`DeviceBatch`
+    (raises :class:`GpuUnavailableError` when no GPU is usable)."""
+    from lance_gpu import _device
+
+    reason = _device.gpu_unusable_reason()
+    if reason is not None:
+        raise GpuUnavailableError(f"writing data held in device memory needs a usable GPU: {reason}")
+    if isinstance(data, DeviceTable):
+        names = list(data.names)
+        cols = [c if isinstance(c, DeviceColumn) else upload_arrow(c) for c in data.columns]
+    elif _is_cudf_frame(data):
+        names = [str(c) for c in data.columns]  # type: ignore[attr-defined]
+        cols = [_cudf_column(nm, data[nm]) for nm in names]  # type: ignore[index]
+    elif isinstance(data, DeviceColumn):
+        raise TypeError("a DeviceColumn is one column: pass {name: column} to write it")
+    else:
+        assert isinstance(data, dict)
+        names = [str(k) for k in data]
+        cols = [v if isinstance(v, DeviceColumn) else _column_of_array(str(k), v) for k, v in data.items()]
+    n = _check_lengths(names, cols)
+    own = pa.schema([pa.field(nm, c.type) for nm, c in zip(names, cols, strict=True)])
+    if schema is not None:
+        if not _same_types(schema, own):
+            raise SchemaMismatchError(f"device data has schema {own}, not the given {schema} (device columns are not cast)")
+        own = schema
+    return own, iter([DeviceBatch(own, cols, n)])
+
+
+def device_stream(first: object, rest: Iterator[Any], schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[DeviceBatch]]:
+    """A stream whose items are device data (:class:`DeviceBatch` es or anything
+    :func:`device_batches` takes): its schema (``schema``, else the first item's) and its
+    batches, each checked against it (device columns are not cast: another type raises
+    :class:`SchemaMismatchError`)."""
+
+    def batches_of(item: object) -> Iterator[DeviceBatch]:
+        if isinstance(item, DeviceBatch):
+            if schema_ is not None and not _same_types(item.schema, schema_):
+                raise SchemaMismatchError(f"device batch has schema {item.schema}, not {schema_} (device columns are not cast)")
+            yield item if schema_ is None else DeviceBatch(schema_, item.columns, item.num_rows)
+            return
+        if not is_device_input(item):
+            raise TypeError(f"expected device data items (a stream that began with device data), got {type(item).__name__}")
+        yield from device_batches(item, schema_)[1]
+
+    schema_ = schema
+    head = list(batches_of(first))
+    if schema_ is None:
+        schema_ = head[0].schema if head else pa.schema([])
+
+    def stream() -> Iterator[DeviceBatch]:
+        yield from head
+        for item in rest:
+            yield from batches_of(item)
+
+    return schema_, stream()
+
+
+def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
+    return a.names == b.names and all(f.type.equals(g.type) for f, g in zip(a, b, strict=True))
+
+
+# --------------------------------------------------------------------------------------------
+# slices, sizes and concatenation of device columns
+
+
+def _is_variable(t: pa.DataType) -> bool:
+    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    return pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_binary(s) or pa.types.is_large_binary(s)
+
+
+def _is_flat(col: DeviceColumn) -> bool:
+    """A column without children (fixed width or variable width)."""
+    return not col.children and col.data is not None
+
+
+def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
+    """Rows ``offset : offset + length`` of a column, sharing its buffers."""
+    if offset == 0 and length == col.length:
+        return col
+    a, b = offset, offset + length
+    valid = None if col.validity is None else col.validity[a:b]
+    if col.children:
+        if col.offsets is None:  # struct
+            return DeviceColumn(col.type, length, valid, children=[slice_column(c, a, length) for c in col.children])
+        return DeviceColumn(col.type, length, valid, offsets=col.offsets[a : b + 1], children=col.children)
+    if col.offsets is not None:
+        return DeviceColumn(col.type, length, valid, col.data, col.offsets[a : b + 1])
+    w = col.width
+    return DeviceColumn(col.type, length, valid, col.data[a * w : b * w])
+
+
+def column_nbytes(col: DeviceColumn) -> int:
+    """Bytes the column's rows take in Arrow's layout, counted as ``pyarrow.Array.nbytes``
+    counts them (what the writer cuts pages by): a validity byte per 8 rows when there is a
+    validity, values, one offset word per row (not ``n + 1``) and the referenced bytes or
+    child rows."""
+    n = col.length
+    valid = (n + 7) // 8 if col.validity is not None else 0
+    s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+    if col.children:
+        if col.offsets is None:  # struct: the fields' rows
+            return valid + sum(column_nbytes(c) for c in col.children)
+        ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
+        lo, hi = int(ends[0]), int(ends[-1])
+        word = 8 if pa.types.is_large_list(s) else 4
+        return valid + word * n + column_nbytes(slice_column(col.children[0], lo, hi - lo))
+    if col.offsets is not None:
+        if col.span is not None:
+            lo, hi = col.span
+        else:
+            ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
+            lo, hi = int(ends[0]), int(ends[-1])
+        word = 8 if (pa.types.is_large_string(s) or pa.types.is_large_binary(s)) else 4
+        return valid + word * n + int(hi) - int(lo)
+    if pa.types.is_boolean(s):
+        return valid + (n + 7) // 8
+    return valid + n * col.width
+
+
+def _concat_validity(cols: list[DeviceColumn], n: int):
+    """The validity of the concatenated rows (None when no piece has one)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+
+    if all(c.validity is None for c in cols):
+        return None
+    valid = _array.empty(n, np.bool_)
+    pos = 0
+    for c in cols:
+        if c.length:
+            src = c.validity if c.validity is not None else _array.full(c.length, np.bool_, True)
+            copy_ranges_gpu(src, [0], [c.length], valid, [pos])
+        pos += c.length
+    return valid
+
+
+def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
+    """One device column of the rows of ``cols`` (same type), or None where only the host
+    can concatenate them (nested columns)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+
+    if len(cols) == 1:
+        return cols[0]
+    if all(c.children and c.offsets is None for c in cols):  # structs: field by field
+        fields = [concat_columns([c.children[k] for c in cols]) for k in range(len(cols[0].children))]
+        if any(f is None for f in fields):
+            return None
+        n = sum(c.length for c in cols)
+        valid = _concat_validity(cols, n)
+        return DeviceColumn(cols[0].type, n, valid, children=fields)  # type: ignore[arg-type]
+    if not all(_is_flat(c) for c in cols):
+        return None
+    n = sum(c.length for c in cols)
+    t = cols[0].type
+    valid = _concat_validity(cols, n)
+    if cols[0].offsets is None:
+        w = cols[0].width
+        data = _array.empty(n * w, np.uint8)
+        pos = 0
+        for c in cols:
+            if c.length:
+                copy_ranges_gpu(c.data, [0], [c.length * w], data, [pos])
+            pos += c.length * w
+        return DeviceColumn(t, n, valid, data)
+    host = [_array.to_host(c.offsets[: c.length + 1]).astype(np.int64) for c in cols]
+    sizes = [int(h[-1] - h[0]) for h in host]
+    data = _array.empty(sum(sizes), np.uint8)
+    offsets = np.zeros(n + 1, np.int64)
+    pos = row = 0
+    for c, h, size in zip(cols, host, sizes, strict=True):
+        if size:
+            copy_ranges_gpu(c.data, [int(h[0])], [size], data, [pos])
+        offsets[row + 1 : row + c.length + 1] = h[1:] - h[0] + pos
+        pos += size
+        row += c.length
+    return DeviceColumn(t, n, valid, data, _array.upload(offsets), span=(0, pos))

@@ -1,0 +1,674 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Encoding pages on the GPU (file versions 2.1 and 2.2): the device twin of
+:func:`lance_gpu.write.pages.encode_leaf` for columns held in device memory.
+
+The choices are the CPU encoder's, made from statistics computed on the device (null
+count, all-equal test, run count, 1024-value block widths, the distinct values of a sample)
+with the same rules and thresholds, so the pages are byte for byte the CPU encoder's (the
+page layout and chunk metadata come from the same code: :func:`pages._miniblock` with a
+:class:`DeviceBackend`).  The per-value work runs in numba-cuda kernels, through the
+encoders registered in :data:`lance_gpu.file.encodings.ENCODERS`: definition levels from
+validity and their OutOfLineBitpacking per chunk, boolean bit-packing, FastLanes
+InlineBitpacking, RLE, page dictionaries (keys from the CPU encoder's sample, lookup and
+first-occurrence ranks on the device), FSST (symbol table trained on the host from the CPU
+encoder's sample, compression on the device), variable-width chunks, full-zip values with
+their control and length words, and the mini-block assembly (one range copy per section).
+Each page buffer then comes back once, device -> pinned host (:class:`StagedBuffer`, on a
+copy stream while the next columns encode), to be written.
+
+Covered on the device: columns of ints, floats, booleans, temporal types, decimals and
+fixed-size binaries, strings and binaries, embeddings (fixed-size lists of numbers), with
+or without nulls; lists of those (the rep / def levels made on the host from the offsets
+and validities read back, as the CPU encoder makes them; values gathered on the device);
+structs of those.  Left to the CPU encoder, from a host copy of the column (counted by
+reason in :data:`host_fallbacks`): values over 32 KiB (zstd one by one), dictionary pages
+whose sampled keys miss a value, nested lists and structs of lists, maps, boolean or
+nullable-item fixed-size lists, JSON, field metadata
+that steers the encoder, file version 2.0, pages of more than 65535 levels in one chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_gpu.file.encodings import ENCODERS
+from lance_gpu.file.encodings.base import MiniBlockChunks
+from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
+from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
+from lance_gpu.gpu import _array
+from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.table.schema import LanceField
+from lance_gpu.write import pages
+from lance_gpu.write.pages import EncodedPage, PageBackend
+
+__all__ = ["DeviceBackend", "StagedBuffer", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
+
+#: why pages of this process went to the CPU encoder: reason -> count
+host_fallbacks: dict[str, int] = {}
+
+
+class StagedBuffer:
+    """A page buffer on its way from the device into page-locked host memory.
+
+    With CuPy (a real GPU), the copy is queued on a non-blocking copy stream after an event
+    that marks the end of the encoding kernels queued so far on the legacy stream: the DMA
+    runs while the next columns encode, and the writer waits for it only when it writes the
+    buffer (``numpy.asarray(buffer)``).  Elsewhere (the simulator) the copy is done at once.
+    The device array is kept alive until the copy has finished."""
+
+    def __init__(self, dev) -> None:
+        from numba import cuda
+
+        from lance_gpu.gpu import _array as arrays
+
+        n = int(dev.shape[0])
+        self.nbytes = n
+        self._host = cuda.pinned_array(n, np.uint8)
+        self._dev = dev
+        self._done = None
+        if not n:
+            return
+        cp = arrays.cupy()
+        if cp is None:
+            dev.view(np.uint8).copy_to_host(self._host)
+            self._dev = None
+            return
+        stream = _copy_stream(cp)
+        encoded = cp.cuda.Event(block=False, disable_timing=True)
+        encoded.record(cp.cuda.Stream.null)
+        stream.wait_event(encoded)
+        src = dev.__cuda_array_interface__["data"][0]
+        cp.cuda.runtime.memcpyAsync(self._host.ctypes.data, src, n, cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        self._done = cp.cuda.Event(block=False, disable_timing=True)
+        self._done.record(stream)
+
+    def result(self) -> np.ndarray:
+        """The host bytes (waits for the copy)."""
+        if self._done is not None:
+            self._done.synchronize()
+            self._done = None
+            self._dev = None
+        return self._host
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self.result()
+        return out if dtype is None else out.astype(dtype)
+
+    @property
+    def size(self) -> int:
+        return self.nbytes
+
+
+_streams: dict[int, Any] = {}
+
+
+def _copy_stream(cp) -> Any:
+    """One non-blocking copy stream per device (page buffers come back in order on it)."""
+    dev = int(cp.cuda.runtime.getDevice())
+    stream = _streams.get(dev)
+    if stream is None:
+        stream = _streams[dev] = cp.cuda.Stream(non_blocking=True)
+    return stream
+
+
+def to_pinned_host(dev) -> StagedBuffer:
+    """Start copying a device array into new page-locked host memory (see :class:`StagedBuffer`)."""
+    return StagedBuffer(dev)
+
+
+class DeviceBackend(PageBackend):
+    """:class:`~lance_gpu.write.pages.PageBackend` over device arrays (host repetition
+    levels of list leaves are uploaded for their chunks)."""
+
+    def level_max(self, levels) -> int:
+        if isinstance(levels, np.ndarray):
+            return int(levels.max()) if levels.size else 0
+        return self._max
+
+    def __init__(self, level_max: int = 1) -> None:
+        self._max = level_max
+
+    def level_chunks(self, levels, bounds: np.ndarray, width: int):
+        if isinstance(levels, np.ndarray):
+            levels = _array.upload(levels)
+        return _encoder("out_of_line_bitpacking")(levels, bounds, width)
+
+    def zeros(self, nbytes: int):
+        return _array.zeros(nbytes, np.uint8)
+
+    def scatter(self, out, dst_starts, data, src_starts, sizes) -> None:
+        from cuda_kernels.segments import copy_ranges_gpu
+
+        keep = sizes > 0
+        if not keep.any():
+            return
+        src = _array.upload(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
+        copy_ranges_gpu(src, src_starts[keep], sizes[keep], out, dst_starts[keep])
+
+    def finish(self, out) -> StagedBuffer:  # type: ignore[override]
+        return to_pinned_host(out)
+
+
+@dataclass(slots=True)
+class DeviceLeaf:
+    """A leaf whose values are on the device, with what :func:`pages._miniblock` asks of a
+    leaf: ``def_`` device u16 levels (or None); for a list leaf also ``rep`` (host u16), the
+    host ``visible`` flags and the counts."""
+
+    field: LanceField
+    def_: Any
+    layers: tuple[int, ...]
+    num_values: int
+    rep: np.ndarray | None = None
+    visible: np.ndarray | None = None
+    max_rep: int = 0
+    rows: int = -1
+    levels: int = -1
+    max_level: int = 1
+    host_def: np.ndarray | None = None  # host u16 def levels of a list leaf (flat leaves: read when needed)
+    validity: Any = None  # device validity of a flat leaf (for host_def)
+
+    def def_levels_host(self) -> np.ndarray | None:
+        """The def levels on the host (a flat leaf's from its validity, read back)."""
+        if self.host_def is None and self.def_ is not None:
+            self.host_def = (~_array.to_host(self.validity)).astype(np.uint16)
+        return self.host_def
+
+    @property
+    def num_rows(self) -> int:
+        return self.num_values if self.rows < 0 else self.rows
+
+    @property
+    def num_levels(self) -> int:
+        return self.num_values if self.levels < 0 else self.levels
+
+
+def _layers(kinds: tuple[int, ...]) -> list:
+    """Layer kinds as the protobuf field takes them (its stubs name the enum type)."""
+    return list(kinds)
+
+
+def _encoder(name: str) -> Callable[..., Any]:
+    """The device encoder of encoding ``name`` (registered in ``lance_gpu.file.encodings``)."""
+    fn = ENCODERS[name].device
+    assert fn is not None, name
+    return fn
+
+
+def _fallback(reason: str) -> EncodedPage | None:
+    """Count why a page goes to the CPU encoder; None (no device page)."""
+    host_fallbacks[reason] = host_fallbacks.get(reason, 0) + 1
+    return None
+
+
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
+def _fixed_kind(s: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(s) or pa.types.is_floating(s) or pa.types.is_boolean(s)
+        or pa.types.is_date(s) or pa.types.is_time(s) or pa.types.is_timestamp(s) or pa.types.is_duration(s)
+        or pa.types.is_decimal(s) or pa.types.is_fixed_size_binary(s)
+    )
+
+
+def _steered(field: LanceField) -> bool:
+    """Does field metadata steer the encoder (here or below)?"""
+    keys = (pages.COMPRESSION_KEY, pages.STRUCTURAL_KEY, pages.DICT_SIZE_RATIO_KEY)
+    return any(k in (field.metadata or {}) for k in keys) or any(_steered(c) for c in field.children)
+
+
+def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
+    """The page of a top-level device column, or None where the CPU encoder must make it
+    (the reason is counted in :data:`host_fallbacks`)."""
+    s = _storage(col.type)
+    if minor < 1:
+        return _fallback("file version 2.0")
+    if field.logical_type == "json" or pa.types.is_dictionary(s):
+        return _fallback("json or dictionary column")
+    if _steered(field):
+        return _fallback("encoding steered by field metadata")
+    if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+        return _fallback("nested column")
+    n = col.length
+    if n == 0:
+        return _fallback("empty page")
+    nulls = col.null_count
+    leaf = DeviceLeaf(field, None, (ALL_VALID_ITEM,), n)
+    if nulls == n:
+        layout = pages.pb.PageLayout(constant_layout=pages.pb.ConstantLayout(layers=_layers((NULLABLE_ITEM,))))
+        return EncodedPage(layout, [], n)
+    if nulls:
+        from cuda_kernels.encode import def_levels_from_validity_gpu
+
+        leaf.def_ = def_levels_from_validity_gpu(col.validity)
+        leaf.validity = col.validity[:n]  # type: ignore[index]
+        leaf.layers = (NULLABLE_ITEM,)
+    if pa.types.is_fixed_size_list(s):
+        return _fsl_page(leaf, col, s, minor)
+    if _fixed_kind(s):
+        return _fixed_page(leaf, col, s, minor)
+    if pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s):
+        return _variable_page(leaf, col, s, minor)
+    return _fallback(f"type {s}")
+
+
+# --------------------------------------------------------------------------------------------
+# fixed width
+
+
+def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    from cuda_kernels.encode import rows_all_equal_gpu
+
+    n = col.length
+    if pa.types.is_boolean(s):
+        import cuda_kernels as ck
+
+        data = _array.as_device(ck.validity_to_bitmap_gpu(col.data[:n].view(np.bool_)))
+        bits = 1
+    else:
+        bits = s.bit_width
+        data = col.data[: n * (bits // 8)]
+        if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
+            return _fullzip(leaf, data, pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=bits)), fixed_bytes=bits // 8)
+    if minor >= 2 and leaf.def_ is None and leaf.rep is None:
+        if bits == 1:
+            if rows_all_equal_gpu(col.data[:n], 1):
+                value = bytes([int(_array.to_host(col.data[:1])[0] != 0)])
+                return _constant(leaf, value)
+        elif bits // 8 <= pages.MAX_INLINE_CONSTANT and rows_all_equal_gpu(data, bits // 8):
+            return _constant(leaf, _array.to_host(data[: bits // 8]).tobytes())
+    if n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
+        got = _fixed_dictionary_page(leaf, data, n, bits, minor)
+        if got is None:
+            return _fallback("dictionary: the sample did not see every value")
+        if isinstance(got, EncodedPage):
+            return got
+    return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+
+
+def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
+    """The CPU encoder's choice for fixed-width values (``pages._value_chunks``): RLE when
+    there are fewer runs than half the values, else InlineBitpacking when its blocks are
+    smaller than the values, else Flat -- made on the device."""
+    if bits in (8, 16, 32, 64):
+        from cuda_kernels.encode import run_count_gpu
+
+        words = data.view(np.dtype(f"<u{bits // 8}"))
+        if run_count_gpu(words) < pages.RLE_THRESHOLD * n:
+            return _encoder("rle")(words)
+        widths = bitpacking_device.block_bit_widths(words)
+        if bitpacking_device.inline_size(widths, bits) < n * bits // 8:
+            return _encoder("inline_bitpacking")(words, widths)
+    return _encoder("flat")(data, bits, n)
+
+
+def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool | None:
+    """The page with a dictionary when the CPU encoder's rule wants one; False when it does
+    not (the caller goes on); None when only the CPU encoder can tell (see
+    :mod:`lance_gpu.file.encodings.dictionary.device`)."""
+    import cuda_kernels as ck
+
+    width = bits // 8
+    kw = width // 8
+    words = data.view(np.uint64)
+    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
+
+    def rejected(card: int) -> bool:
+        return card > max_items or card * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width
+
+    pick = _sample_positions(n)
+    if pick is None:  # the CPU encoder counts all values of a small page
+        sample = _array.to_host(words).reshape(n, kw)
+    else:
+        rows = data.reshape(n, width) if kw > 1 else words
+        sample = np.ascontiguousarray(_array.to_host(ck.gather_fixed_gpu(rows, _array.upload(pick)))).view(np.uint64).reshape(-1, kw)
+    keys = np.unique(sample, axis=0)
+    if rejected(keys.shape[0]):
+        return False
+    got = _encoder("dictionary")(words, kw, keys)
+    if got is None:
+        return None
+    items, indices = got
+    card = items.shape[0]
+    if rejected(card):
+        return False
+    item_values = pages._Values(False, items.view(np.uint8).reshape(-1), bits=bits, num_values=card)
+    enc, buf = pages._dictionary_block(item_values, minor)
+    chunks = _value_chunks(indices, 32, n)
+    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, card, buf), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+
+
+def _constant(leaf: DeviceLeaf, value: bytes) -> EncodedPage:
+    cl = pages.pb.ConstantLayout(layers=_layers(leaf.layers), inline_value=value)
+    return EncodedPage(pages.pb.PageLayout(constant_layout=cl), [], leaf.num_rows)
+
+
+def _sample_positions(n: int) -> np.ndarray | None:
+    """The values :func:`pages._sample_distinct` looks at, or None when it looks at all."""
+    if n <= pages.DICT_SAMPLE:
+        return None
+    return np.linspace(0, n - 1, pages.DICT_SAMPLE).astype(np.int64)
+
+
+def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    """Fixed-size lists of one layer (embeddings) of numeric items, no nulls, at least 256
+    bytes a row: a FullZipLayout without control words, whose one buffer is the rows' bytes
+    as they are (``FixedSizeList{dim, Flat{item bits}}``), as the CPU encoder writes it."""
+    item = s.value_type
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item)):
+        return _fallback("fixed-size list of non-numeric items")
+    dim = s.list_size
+    bits = item.bit_width * dim
+    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES:
+        # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
+        values = pages._Values(False, col.data[: col.length * bits // 8], bits=bits, num_values=col.length, fsl=((dim, None),))
+        return pages._miniblock(leaf, minor, pages._fsl_chunks(values), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    enc = pages.pb.CompressiveEncoding(
+        fixed_size_list=pages.pb.FixedSizeList(
+            items_per_value=dim,
+            values=pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=item.bit_width)),
+            has_validity=False,
+        )
+    )
+    n = col.length
+    if leaf.def_ is not None:
+        return _fullzip(leaf, col.data[: n * bits // 8], enc, fixed_bytes=bits // 8)
+    fz = pages.pb.FullZipLayout(
+        bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
+        layers=_layers(leaf.layers), bits_per_value=bits,
+    )
+    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(col.data[: n * bits // 8])], n)
+
+
+def _fullzip(
+    leaf: DeviceLeaf,
+    data,
+    encoding,
+    *,
+    fixed_bytes: int = 0,
+    offsets: np.ndarray | None = None,
+    obits: int = 32,
+) -> EncodedPage:
+    """A FullZipLayout page, as ``pages._fullzip`` lays it out: per level its control word
+    (rep and def bits, 0 / 1 / 2 / 4 bytes), then for a visible value its bytes (fixed
+    width), or for a valid variable-width one its length word and bytes; the byte-packed
+    start of every row follows (variable width or lists).  Sizes and positions are worked
+    out on the host from the levels and offsets; the bytes are placed on the device (range
+    copies of the control words, the length words and the values)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+    from lance_gpu.file.encodings import bitpacking
+    from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
+
+    nlev = leaf.num_levels
+    rep = leaf.rep
+    def_ = leaf.def_levels_host()
+    bits_rep = int(bitpacking.bit_length(np.array([rep.max()]))[0]) if rep is not None and nlev else 0
+    bits_def = int(bitpacking.bit_length(np.array([def_.max()]))[0]) if def_ is not None and nlev else 0
+    ctrl = _ctrl_bytes(bits_rep + bits_def)
+    vis = leaf.visible
+    visible = np.ones(nlev, np.bool_) if vis is None else vis
+    n = leaf.num_values
+    variable = offsets is not None
+    if variable:
+        assert offsets is not None
+        obytes = obits // 8
+        lengths = np.diff(offsets)
+        nulls = None if def_ is None else (def_ if vis is None else def_[visible]) != 0
+        valid = np.ones(n, np.bool_) if nulls is None else ~nulls
+        body = np.where(valid, obytes + lengths, 0)
+    else:
+        body = np.full(n, fixed_bytes, np.int64)
+    item = np.full(nlev, ctrl, np.int64)
+    item[visible] += body
+    starts = np.zeros(nlev + 1, np.int64)
+    np.cumsum(item, out=starts[1:])
+    out = _array.zeros(int(starts[-1]), np.uint8)
+
+    def place(src, src_starts, lengths, dst_starts) -> None:
+        keep = lengths > 0
+        if keep.any():
+            copy_ranges_gpu(src, src_starts[keep], lengths[keep], out, dst_starts[keep])
+
+    if ctrl:
+        word = np.zeros(nlev, np.int64)
+        if rep is not None:
+            word |= rep.astype(np.int64) << bits_def
+        if def_ is not None:
+            word |= def_.astype(np.int64)
+        words = _array.upload(np.ascontiguousarray(word.astype(f"<u{ctrl}")).view(np.uint8))
+        place(words, np.arange(nlev, dtype=np.int64) * ctrl, np.full(nlev, ctrl, np.int64), starts[:-1])
+    vstart = starts[:-1][visible] + ctrl
+    if variable:
+        assert offsets is not None
+        lens = lengths[valid]
+        vs = vstart[valid]
+        lb = _array.upload(np.ascontiguousarray(lens.astype(f"<u{obytes}")).view(np.uint8))
+        place(lb, np.arange(lens.size, dtype=np.int64) * obytes, np.full(lens.size, obytes, np.int64), vs)
+        place(data, offsets[:-1][valid], lens.astype(np.int64), vs + obytes)
+        details = {"bits_per_offset": obits}
+    else:
+        place(data, np.arange(n, dtype=np.int64) * fixed_bytes, np.full(n, fixed_bytes, np.int64), vstart)
+        details = {"bits_per_value": 8 * fixed_bytes}
+    buffers: list[Any] = [to_pinned_host(out)]
+    if variable or rep is not None:
+        row_start = np.ones(nlev, np.bool_) if rep is None else rep == leaf.max_rep
+        buffers.append(pages._bytepack(np.concatenate([starts[:-1][row_start], starts[-1:]])))
+    fz = pages.pb.FullZipLayout(
+        bits_rep=bits_rep, bits_def=bits_def, num_items=nlev, num_visible_items=n,
+        value_compression=encoding, layers=_layers(leaf.layers), **details,
+    )
+    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), buffers, leaf.num_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# lists
+
+
+def _is_leaf_type(s: pa.DataType) -> bool:
+    return _fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+
+
+def _host_validity(col: DeviceColumn) -> np.ndarray | None:
+    """The column's validity on the host, None when nothing is null (as the shredder)."""
+    if col.validity is None or not col.null_count:
+        return None
+    return _array.to_host(col.validity[: col.length])
+
+
+def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
+    """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
+    them.  The walk is the shredder's (``lance_gpu.write.shred``): each layer's validity and
+    offsets are read back (a byte a row, 8 bytes a list), the rep / def levels made on the
+    host by the same :func:`cuda_kernels.levels.ravel_levels`; each leaf's visible values are
+    gathered on the device and encoded there (its def levels packed there).  None where a
+    leaf is of a kind left to the CPU encoder."""
+    import cuda_kernels as ck
+    from cuda_kernels.levels import ravel_levels
+    from lance_gpu.write.device_input import slice_column
+    from lance_gpu.write.shred import LeafColumn
+
+    if minor < 1 or _steered(field):
+        return None
+    num_rows = col.length
+    pages_out: list[tuple[int, EncodedPage, int]] = []
+
+    def leaf_page(leaf_col: DeviceColumn, f: LanceField, chain: list) -> EncodedPage | None:
+        s = _storage(leaf_col.type)
+        if not _is_leaf_type(s) or f.logical_type == "json":
+            return _fallback("nested column of another leaf kind")
+        rav = ravel_levels([*chain, (_host_validity(leaf_col), None)][::-1], num_rows)
+        host = LeafColumn(f, pa.nulls(0), rav.rep, rav.def_, tuple(int(k) for k in rav.layer_kinds), int(rav.num_levels), num_rows)
+        idx = rav.value_index
+        nvals = int(idx.size)
+        if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
+            return pages._complex_all_null(host)
+        n = leaf_col.length
+        identity = nvals == n and idx[0] == 0 and idx[-1] == n - 1 and bool(np.all(np.diff(idx) == 1))
+        d_idx = None if identity else _array.upload(idx)
+        if identity:
+            values = DeviceColumn(leaf_col.type, n, None, leaf_col.data, leaf_col.offsets)
+        elif leaf_col.offsets is not None:
+            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, d_idx)
+            values = DeviceColumn(leaf_col.type, nvals, None, _array.as_device(data), _array.as_device(off))
+        else:
+            w = leaf_col.width
+            if w in (1, 2, 4, 8):
+                data = _array.as_device(ck.gather_fixed_gpu(leaf_col.data[: n * w].view(np.dtype(f"u{w}")), d_idx)).view(np.uint8)
+            else:
+                rows = leaf_col.data[: n * w].reshape(n, w)
+                data = _array.as_device(ck.gather_fixed_gpu(rows, d_idx)).reshape(nvals * w)
+            values = DeviceColumn(leaf_col.type, nvals, None, data)
+        def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
+        leaf = DeviceLeaf(
+            f, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep, host_def=rav.def_,
+            rows=num_rows, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
+        )
+        try:
+            if _fixed_kind(s):
+                return _fixed_page(leaf, values, s, minor)
+            return _variable_page(leaf, values, s, minor)
+        except pages.LevelOverflow:
+            return _fallback("nested levels over one chunk's 65535")
+
+    def walk(c: DeviceColumn, f: LanceField, chain: list) -> bool:
+        s = _storage(c.type)
+        if pa.types.is_struct(s):
+            if len(c.children) != len(f.children) or not c.children:
+                return False
+            sub = [*chain, (_host_validity(c), None)]
+            return all(walk(child, cf, sub) for child, cf in zip(c.children, f.children, strict=True))
+        if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+            if len(c.children) != 1 or not f.children:
+                return False
+            offsets = _array.to_host(c.offsets[: c.length + 1]).astype(np.int64)
+            first, last = int(offsets[0]), int(offsets[-1])
+            sub = [*chain, (_host_validity(c), offsets - first)]
+            return walk(slice_column(c.children[0], first, last - first), f.children[0], sub)
+        if c.children or not chain:
+            return False
+        page = leaf_page(c, f, chain)
+        if page is None:
+            return False
+        pages_out.append((len(pages_out), page, 0))
+        return True
+
+    if num_rows == 0 or not walk(col, field, []):
+        return None
+    return pages_out
+
+
+# --------------------------------------------------------------------------------------------
+# variable width
+
+
+def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    n = col.length
+    offsets = _array.to_host(col.offsets[: n + 1]).astype(np.int64)
+    rel = offsets - offsets[0]
+    nbytes = int(rel[-1])
+    large = pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+    obits = 64 if large else 32
+    text = pa.types.is_string(s) or pa.types.is_large_string(s)
+    max_len = int(np.diff(rel).max()) if n else 0
+    if n >= pages.DICT_MIN_VALUES:
+        got = _string_dictionary_page(leaf, col, nbytes, obits, minor)
+        if got is None:
+            return _fallback("dictionary: the sample did not see every value")
+        if isinstance(got, EncodedPage):
+            return got
+    if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
+        return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text)
+    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+        table, comp_off, d_comp_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
+        if int(comp_off[-1]) + len(table) < nbytes:  # FSST pays
+            chunks = _encoder("variable")(comp_off, d_comp_off, d_comp, obits)
+            bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
+            if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
+                chunks.encoding = pages._fsst_encoding(table, chunks.encoding)  # type: ignore[arg-type]
+                return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    chunks = _encoder("variable")(rel, col.offsets[: n + 1], col.data, obits)
+    return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+
+
+def _variable_fullzip(
+    leaf: DeviceLeaf, col: DeviceColumn, offsets: np.ndarray, rel: np.ndarray, max_len: int, obits: int, text: bool
+) -> EncodedPage | None:
+    """Long strings and binaries as full-zip values, FSST-compressed by the CPU encoder's rule
+    (values over 32 KiB are compressed one by one with zstd: left to the CPU encoder)."""
+    nbytes = int(rel[-1])
+    if max_len > pages.PER_VALUE_MIN_MAX_LEN and nbytes >= pages.PER_VALUE_MIN_BYTES:
+        return _fallback("per-value zstd")
+    encoding = pages.variable.variable_encoding(obits)
+    n = col.length
+    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+        table, comp_off, _d_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
+        if int(comp_off[-1]) + len(table) < nbytes and pages._decodable(rel[-1:], comp_off[-1:]):
+            return _fullzip(leaf, d_comp, pages._fsst_encoding(table, encoding), offsets=comp_off, obits=obits)
+    return _fullzip(leaf, col.data, encoding, offsets=offsets, obits=obits)
+
+
+def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool | None:
+    """The CPU encoder's dictionary rule for strings and binaries, on the device: the page
+    with its dictionary, False (no dictionary), or None (only the CPU encoder can tell)."""
+    import cuda_kernels as ck
+
+    n = col.length
+    obytes = obits // 8
+    max_items = min(pages.DICT_MAX_ITEMS, n // 2)
+    raw = nbytes + n * obytes
+
+    def rejected(card: int) -> bool:
+        return card > max_items or card * (nbytes // n) + card * obytes + n * obytes >= pages.DICT_SIZE_RATIO * raw
+
+    pick = _sample_positions(n)
+    if pick is None:
+        pick = np.arange(n, dtype=np.int64)
+    off, data = ck.gather_binary_gpu(col.offsets[: n + 1], col.data, _array.upload(pick))
+    h_off = _array.to_host(off).astype(np.int64)
+    h_data = _array.to_host(data).tobytes() if int(h_off[-1]) else b""
+    keys = sorted({h_data[a:b] for a, b in zip(h_off[:-1].tolist(), h_off[1:].tolist(), strict=True)})
+    if rejected(len(keys)):
+        return False
+    got = _encoder("dictionary_strings")(col.offsets[: n + 1], col.data, n, keys)
+    if got is None:
+        return None
+    items, indices = got
+    if rejected(len(items)):
+        return False
+    item_offsets = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(x) for x in items], out=item_offsets[1:])
+    item_bytes = np.frombuffer(b"".join(items), np.uint8)
+    item_values = pages._Values(True, item_bytes, offsets=item_offsets, offset_bits=obits, num_values=len(items))
+    enc, buf = pages._dictionary_block(item_values, minor)
+    chunks = _value_chunks(indices, 32, n)
+    return pages._miniblock(leaf, minor, chunks, dictionary=(enc, len(items), buf), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+
+
+def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | list[pa.Array]:
+    """The pages of one top-level field's buffered device columns, as
+    ``(column index within the field, page, row offset)`` -- or, where the CPU encoder must
+    make them, the rows as host arrays for it."""
+    from lance_gpu.write.device_input import concat_columns
+
+    col = concat_columns(columns)
+    if col is None:
+        _fallback("nested column")
+        return [c.to_arrow() for c in columns]
+    t = _storage(col.type)
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        nested = _nested_pages(col, field, minor)
+        if nested is None:
+            _fallback("nested column")
+            return [col.to_arrow()]
+        return nested
+    page = encode_device_column(col, field, minor)
+    if page is None:
+        return [col.to_arrow()]
+    return [(0, page, 0)]

@@ -1,0 +1,440 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writing Lance files from device memory (issue 28): the GPU encoder's data files are byte
+for byte the CPU encoder's for the same rows, pylance reads every file written, and device
+inputs follow the CPU writer's errors and commit rules.
+
+Device tests run under the CUDA simulator::
+
+    NUMBA_ENABLE_CUDASIM=1 LANCE_GPU_TEST_SIM_DEVICE=1 python3 -m pytest -m gpu tests/test_gpu_write.py
+
+Inputs are tiny (the simulator runs every device thread as a Python thread) but cross the
+encoders' boundaries: more than one 1024-value FastLanes block, more than one mini-block
+chunk, nulls, an all-null and a constant column, 100+ values for the dictionary test.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401
+import pytest
+
+import lance_gpu
+from lance_gpu.errors import GpuUnavailableError, SchemaMismatchError
+from lance_gpu.gpu.columns import DeviceTable
+
+lance = pytest.importorskip("lance")
+
+N = 1100
+
+
+def _device_column(arr: pa.Array):
+    """A DeviceColumn holding exactly ``arr``'s buffers (null slots keep their bytes)."""
+    from lance_gpu.gpu import _array
+    from lance_gpu.gpu.columns import DeviceColumn
+
+    valid = None if arr.null_count == 0 else _array.upload(arr.is_valid().to_numpy(zero_copy_only=False))
+    if pa.types.is_string(arr.type) or pa.types.is_binary(arr.type):
+        offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
+        data = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else np.zeros(1, np.uint8)
+        return DeviceColumn(arr.type, len(arr), valid, _array.upload(data), _array.upload(offs))
+    if pa.types.is_struct(arr.type):
+        children = [_device_column(arr.field(i)) for i in range(arr.type.num_fields)]
+        return DeviceColumn(arr.type, len(arr), valid, children=children)
+    if pa.types.is_list(arr.type) or pa.types.is_map(arr.type):
+        offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
+        child = _device_column(arr.values)  # a map's: its entries struct
+        return DeviceColumn(arr.type, len(arr), valid, offsets=_array.upload(offs), children=[child])
+    if pa.types.is_fixed_size_list(arr.type):
+        values = arr.values.slice(arr.offset * arr.type.list_size, len(arr) * arr.type.list_size)
+        inner = _device_column(values)
+        return DeviceColumn(arr.type, len(arr), valid, inner.data)
+    if pa.types.is_boolean(arr.type):
+        bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)]
+        return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
+    w = arr.type.bit_width // 8
+    buf = arr.buffers()[1]
+    raw = np.frombuffer(buf, np.uint8)[arr.offset * w : (arr.offset + len(arr)) * w] if buf is not None else np.zeros(len(arr) * w, np.uint8)
+    return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(raw)))
+
+
+def _device_dict(table: pa.Table) -> dict:
+    return {name: _device_column(table.column(name).combine_chunks()) for name in table.column_names}
+
+
+def _data_files(uri: Path) -> list[bytes]:
+    return [(uri / "data" / f).read_bytes() for f in sorted(os.listdir(uri / "data"))]
+
+
+def _table() -> pa.Table:
+    """Columns that exercise every page kind the device encoder makes."""
+    rng = np.random.default_rng(7)
+    n = N
+    return pa.table({
+        "packed": pa.array(rng.integers(0, 900, n).astype(np.int32), mask=rng.random(n) < 0.1),  # bit-packed + def
+        "plain": pa.array(rng.standard_normal(n).astype(np.float32)),  # flat (nothing to pack)
+        "neg": pa.array(rng.integers(-(2**40), 2**40, n)),  # 64-bit, high cardinality: flat
+        "flags": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.2),  # booleans with nulls
+        "gone": pa.nulls(n, pa.int32()),  # all null: ConstantLayout
+        "same": pa.array(np.full(n, 7, np.int16)),  # 2.2: inline constant; 2.1: RLE
+        "runs": pa.array(np.repeat(np.arange(11, dtype=np.int32), n // 11), mask=np.arange(n) % 50 == 0),  # RLE + def
+        "when": pa.array(rng.integers(0, 10**6, n).astype("datetime64[us]")),
+        "name": pa.array([None if i % 13 == 0 else f"user-{v}" for i, v in enumerate(rng.integers(0, 10**9, n))]),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 80).astype(np.float32)), 80),
+        "xyz": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 3).astype(np.float32)), 3),  # mini-block
+    })
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -> None:
+    from lance_gpu.write import device_pages
+
+    table = _table()
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
+    assert made_on_host == {}, "every page here is made on the device"
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+    assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_many_pages_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small pages: columns cut into several pages at the CPU writer's rows, and rows of
+    several appended batches buffered and joined on the device -- the same files."""
+    from lance_gpu.write import file_writer
+
+    monkeypatch.setattr(file_writer, "PAGE_BYTES", 700)
+    table = _table().slice(0, 240).drop_columns(["emb"])
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu")
+    lance_gpu.write_dataset(table, tmp_path / "cpu")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+    monkeypatch.setattr(file_writer, "PAGE_BYTES", 1 << 20)
+    parts = [table.slice(0, 100), table.slice(100, 40), table.slice(140)]
+    batches = [b for p in parts for b in p.to_batches()]
+    from lance_gpu.write.device_input import DeviceBatch
+
+    device = [DeviceBatch(table.schema, [_device_column(b.column(i)) for i in range(b.num_columns)], b.num_rows) for b in batches]
+    lance_gpu.write_dataset(iter(device), tmp_path / "gpu2", schema=table.schema)
+    lance_gpu.write_dataset(iter(batches), tmp_path / "cpu2", schema=table.schema)
+    assert _data_files(tmp_path / "gpu2") == _data_files(tmp_path / "cpu2")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sample", [None, 64])
+def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sample: int | None) -> None:
+    """64-bit values in 2.2, 128-bit decimals, strings and binaries get the CPU encoder's page dictionary
+    (items in order of first occurrence, u32 indices) from the device -- counted exactly on a
+    small page, from the sample on a big one (``sample``: a smaller sample makes 300 values
+    a big page for both encoders).  A value the sample did not see sends the page to the CPU
+    encoder: still the same file."""
+    from lance_gpu.write import device_pages, pages
+
+    if sample is not None:
+        monkeypatch.setattr(pages, "DICT_SAMPLE", sample)
+    n = 300
+    rare = np.arange(n, dtype=np.int64) % 5
+    rare[7] = 99  # not at a sampled position (every ~4.7th value of 300 with 64 samples)
+    table = pa.table({
+        "few": pa.array((np.arange(n, dtype=np.int64) * 7919) % 5 - 2),
+        "dec": pa.array([None if i % 17 == 0 else (i % 3) * 10**20 for i in range(n)], pa.decimal128(38, 0)),
+        "rare": pa.array(rare),
+        "cat": pa.array([None if i % 9 == 0 else f"category-{(i * 31) % 4}" for i in range(n)]),
+        "bin": pa.array([bytes([i % 3]) * 9 for i in range(n)]),
+    })
+    from lance_gpu.file import encodings
+
+    built: list[int] = []
+    real = encodings.ENCODERS["dictionary"].device
+    assert real is not None
+
+    def spy(*args):
+        got = real(*args)
+        built.append(-1 if got is None else got[0].shape[0])
+        return got
+
+    monkeypatch.setitem(encodings.ENCODERS, "dictionary", encodings.Encoder(None, spy))
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.2")
+    made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
+    # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6, or a miss)
+    assert sorted(built) == ([-1, 3, 5] if sample is not None else [3, 5, 6])
+    expect = {"dictionary: the sample did not see every value": 1} if sample is not None else {}  # "rare"
+    assert made_on_host == expect
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_fsst_from_the_device(tmp_path: Path) -> None:
+    """Strings of 32 KiB and more get FSST: the symbol table trained on the host from the
+    CPU encoder's sample (a random ~16 KiB of whole strings, gathered on the device), the
+    compression on the device -- the same bytes, smaller than the strings."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(11)
+    words = ["alpha", "beta", "gamma", "delta", "lance", "device", "write", "column"]
+    rows = 700
+    text = [None if i % 23 == 0 else " ".join(rng.choice(words, 9)) + f" #{i}" for i in range(rows)]
+    table = pa.table({"text": pa.array(text)})
+    raw = pa.compute.sum(pa.compute.binary_length(table.column("text"))).as_py()
+    assert raw >= 32 * 1024
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.1")
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.1")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert len(_data_files(tmp_path / "gpu")[0]) < raw  # compressed
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
+    """Structs, lists (with null and empty lists and null items), lists of structs, lists
+    of lists, maps, structs of lists, lists without a single value: the levels
+    made as the CPU encoder makes them, the values gathered and encoded on the device, the
+    repetition index -- the same bytes."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(5)
+    n = 400
+
+    def rows(make):
+        out = []
+        for i in range(n):
+            k = int(rng.integers(0, 5))
+            out.append(None if i % 11 == 0 else [None if (i + j) % 7 == 0 else make() for j in range(k)])
+        return out
+
+    point = pa.struct([("x", pa.int32()), ("label", pa.string()), ("ok", pa.bool_())])
+    table = pa.table({
+        "point": pa.array(
+            [None if i % 6 == 0 else {"x": None if i % 4 == 0 else i, "label": f"p{i}", "ok": i % 3 == 0} for i in range(n)],
+            point,
+        ),
+        "nums": pa.array(rows(lambda: int(rng.integers(0, 3000))), pa.list_(pa.int32())),
+        "words": pa.array(rows(lambda: f"w{int(rng.integers(0, 10**6))}"), pa.list_(pa.string())),
+        "dense": pa.array([[float(i), float(i) / 2] for i in range(n)], pa.list_(pa.float64())),
+        "events": pa.array(
+            [None if i % 10 == 0 else [{"t": i + j, "tag": None if j == 1 else f"e{j}"} for j in range(i % 4)] for i in range(n)],
+            pa.list_(pa.struct([("t", pa.int64()), ("tag", pa.string())])),
+        ),
+        "grid": pa.array([None if i % 8 == 0 else [[i, None], [], None] if i % 3 else [] for i in range(n)], pa.list_(pa.list_(pa.int16()))),
+        "attrs": pa.array([None if i % 5 == 0 else [("k", i), ("z", -i)] for i in range(n)], pa.map_(pa.string(), pa.int32())),
+        "holder": pa.array([{"ids": None if i % 6 == 0 else list(range(i % 3))} for i in range(n)], pa.struct([("ids", pa.list_(pa.int32()))])),
+        "nothing": pa.array([None if i % 2 else [] for i in range(n)], pa.list_(pa.int32())),
+    })
+    if version == "2.1":  # maps need 2.2: the CPU writer's error for device data too
+        from lance_gpu.errors import UnsupportedFeatureError
+
+        with pytest.raises(UnsupportedFeatureError, match="map columns"):
+            lance_gpu.write_dataset(_device_dict(table.select(["attrs"])), tmp_path / "maps", data_storage_version=version)
+        table = table.drop_columns(["attrs"])
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full-zip pages: long strings (plain, and FSST-compressed once 32 KiB), long binaries,
+    nullable embeddings (control words), lists of long strings (repetition in the control
+    words and the row index) -- the same bytes."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(9)
+    n = 60
+    words = ["gpu", "lance", "write", "zip", "page"]
+    long_text = [None if i % 7 == 0 else " ".join(rng.choice(words, 160)) for i in range(n)]
+    table = pa.table({
+        "text": pa.array(long_text),  # ~0.8 KiB each, over 32 KiB: FSST
+        "short_long": pa.array([None if i % 5 == 0 else "x" * (300 + i) for i in range(n)]),  # under 32 KiB: plain
+        "blob": pa.array([bytes(rng.integers(0, 256, 260 + i, dtype=np.uint8)) for i in range(n)]),
+        "emb": pa.FixedSizeListArray.from_arrays(
+            pa.array(rng.standard_normal(n * 70).astype(np.float32)), 70, mask=pa.array(np.arange(n) % 4 == 0)
+        ),
+        "docs": pa.array([None if i % 9 == 0 else ["y" * (260 + j) for j in range(i % 3)] for i in range(n)]),
+    })
+    assert sum(len(t) for t in long_text if t) >= 32 * 1024
+    from lance_gpu.file import encodings
+
+    fsst_calls: list[int] = []
+    cpu, real = encodings.ENCODERS["fsst"]
+    assert real is not None
+    monkeypatch.setitem(encodings.ENCODERS, "fsst", encodings.Encoder(cpu, lambda *a: fsst_calls.append(1) or real(*a)))
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    gpu_files = _data_files(tmp_path / "gpu")
+    assert gpu_files == _data_files(tmp_path / "cpu")
+    assert fsst_calls == [1], "the long strings were FSST-compressed on the device"
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_append_overwrite_and_fragments_from_the_device(tmp_path: Path) -> None:
+    small = _table().slice(0, 200)
+    uri = tmp_path / "ds"
+    ds = lance_gpu.write_dataset(_device_dict(small), uri)
+    ds.insert(_device_dict(small.select(list(reversed(small.column_names)))))  # columns in another order
+    assert lance.dataset(uri).to_table().equals(pa.concat_tables([small, small]))
+    # an append whose types do not match fails before anything is committed
+    bad = _device_dict(small)
+    bad["packed"] = _device_column(pa.array(np.arange(200, dtype=np.int64)))
+    with pytest.raises(SchemaMismatchError):
+        lance_gpu.write_dataset(bad, uri, mode="append")
+    assert lance.dataset(uri).version == 2
+    with pytest.raises(ValueError):  # the CPU writer's class for the same mistake
+        lance_gpu.write_dataset(small.set_column(0, "packed", pa.array(np.arange(200))), uri, mode="append")
+    lance_gpu.write_dataset(_device_dict(small.slice(0, 50)), uri, mode="overwrite")
+    assert lance.dataset(uri).to_table().equals(small.slice(0, 50))
+    frags = lance_gpu.fragment.write_fragments(_device_dict(small), tmp_path / "frags", mode="create")
+    assert sum(f.physical_rows for f in frags) == 200
+
+
+@pytest.mark.gpu
+def test_a_failed_device_write_commits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device encoder that fails part-way (here the string chunker, after other pages were
+    written) leaves the dataset as it was and no data file behind."""
+    from lance_gpu.file import encodings
+
+    small = _table().slice(0, 120)
+    uri = tmp_path / "ds"
+    lance_gpu.write_dataset(small, uri)
+    files_before = sorted(os.listdir(uri / "data"))
+
+    def broken(*_args):
+        raise MemoryError("out of device memory (simulated)")
+
+    monkeypatch.setitem(encodings.ENCODERS, "variable", encodings.Encoder(None, broken))
+    with pytest.raises(MemoryError):
+        lance_gpu.write_dataset(_device_dict(small), uri, mode="append")
+    assert lance.dataset(uri).version == 1
+    assert sorted(os.listdir(uri / "data")) == files_before
+    assert lance.dataset(uri).to_table().equals(small)
+
+
+@pytest.mark.gpu
+def test_a_device_table_with_host_columns(tmp_path: Path) -> None:
+    """A ``DeviceTable`` (the GPU reader's output) may hold host Arrow columns too: they are
+    uploaded and written like the rest."""
+    from lance_gpu.gpu.columns import DeviceColumn
+
+    table = pa.table({
+        "n": pa.array(np.arange(50, dtype=np.int32)),
+        "s": pa.array([None if i % 4 == 0 else f"s{i}" for i in range(50)]),
+        "l": pa.array([[f"a{i}", None] if i % 3 else None for i in range(50)], pa.list_(pa.string())),
+    })
+    frame = DeviceTable(table.column_names, [_device_column(table.column("n").combine_chunks()), table.column("s"), table.column("l")], 50)
+    assert isinstance(frame.columns[0], DeviceColumn)
+    lance_gpu.write_dataset(frame, tmp_path / "gpu")
+    lance_gpu.write_dataset(table, tmp_path / "cpu")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_bad_device_input_gets_the_cpu_writers_errors(tmp_path: Path) -> None:
+    from numba import cuda
+
+    from lance_gpu.errors import UnsupportedFeatureError
+
+    uneven = {"a": cuda.to_device(np.arange(5)), "b": cuda.to_device(np.arange(4))}
+    with pytest.raises(ValueError, match="different lengths"):
+        lance_gpu.write_dataset(uneven, tmp_path / "x")
+    with pytest.raises(ValueError, match="same length"):  # the host writer, same mistake
+        lance_gpu.write_dataset({"a": np.arange(5), "b": np.arange(4)}, tmp_path / "y")
+    with pytest.raises(UnsupportedFeatureError):
+        lance_gpu.write_dataset({"z": cuda.to_device(np.zeros(3, np.complex64))}, tmp_path / "z")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
+
+
+class _FakeSeries:
+    """What the cuDF adapter uses of a ``cudf.Series``, over numba device arrays."""
+
+    def __init__(self, arr: pa.Array) -> None:
+        from numba import cuda
+
+        self._arr = arr
+        self.dtype = np.dtype(object) if pa.types.is_string(arr.type) else np.dtype(arr.type.to_pandas_dtype())
+        self.null_count = arr.null_count
+        self._cuda = cuda
+        if pa.types.is_string(arr.type):
+            offs = np.frombuffer(arr.buffers()[1], np.int32)[: len(arr) + 1]
+            self._column = type("Col", (), {})()
+            self._column.children = [type("Off", (), {"values": cuda.to_device(offs.copy())})()]
+            self._column.data = cuda.to_device(np.frombuffer(arr.buffers()[2], np.uint8).copy())
+
+    def __len__(self) -> int:
+        return len(self._arr)
+
+    @property
+    def values(self):
+        return self._cuda.to_device(self._arr.to_numpy(zero_copy_only=False))
+
+    def isna(self):
+        out = _FakeSeries.__new__(_FakeSeries)
+        out._arr, out._cuda = self._arr.is_null(), self._cuda
+        return out
+
+    def fillna(self, value):
+        out = _FakeSeries.__new__(_FakeSeries)
+        out._arr, out._cuda = self._arr.fill_null(value), self._cuda
+        return out
+
+
+class DataFrame:
+    """A stand-in for ``cudf.DataFrame`` (cuDF is not installed here)."""
+
+    __module__ = "cudf.core.dataframe"
+
+    def __init__(self, table: pa.Table) -> None:
+        self._t = table
+        self.columns = table.column_names
+
+    def __getitem__(self, name: str) -> _FakeSeries:
+        return _FakeSeries(self._t.column(name).combine_chunks())
+
+
+@pytest.mark.gpu
+def test_a_cudf_frame_through_the_buffer_adapter(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    table = pa.table({
+        "x": pa.array(rng.integers(0, 50, n).astype(np.int32), mask=rng.random(n) < 0.2),
+        "y": pa.array(rng.random(n)),
+        "ok": pa.array(rng.random(n) < 0.5),
+        "s": pa.array([f"s{v}" for v in rng.integers(0, 10**6, n)]),
+    })
+    lance_gpu.write_dataset(DataFrame(table), tmp_path / "gpu", data_storage_version="2.1")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+def test_device_data_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No usable GPU: device inputs raise GpuUnavailableError (nothing written); host inputs
+    keep the CPU writer."""
+    import lance_gpu._device as device_mod
+
+    monkeypatch.setattr(device_mod, "gpu_unusable_reason", lambda: "no CUDA device is visible")
+    frame = DeviceTable(["a"], [pa.array([1, 2, 3])], 3)
+    with pytest.raises(GpuUnavailableError, match="no CUDA device"):
+        lance_gpu.write_dataset(frame, tmp_path / "d")
+    with pytest.raises(ImportError):  # what pylance-style callers catch
+        lance_gpu.fragment.write_fragments(frame, tmp_path / "f", mode="create")
+    assert not (tmp_path / "d").exists()
+    lance_gpu.write_dataset(pa.table({"a": [1, 2, 3]}), tmp_path / "h")
+    assert lance.dataset(tmp_path / "h").count_rows() == 3

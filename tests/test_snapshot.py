@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The table snapshot: a dataset object is a facade over one immutable version (issue 24).
+
+Threads sharing one dataset object insert, delete and read at once: every read sees one
+whole committed version (its ids are exactly those of a version pylance reads back) and no
+call fails.  Fragments and scanners keep reading the version they were taken from.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+lance = pytest.importorskip("lance")
+
+import lance_gpu  # noqa: E402
+from lance_gpu.table.snapshot import TableSnapshot  # noqa: E402
+
+BATCH = 10
+
+
+def _batch(start: int) -> pa.Table:
+    return pa.table({"id": pa.array(np.arange(start, start + BATCH, dtype=np.int64))})
+
+
+def test_threads_sharing_a_dataset_object_see_whole_versions(tmp_path: Path) -> None:
+    uri = str(tmp_path / "shared")
+    lance.write_dataset(_batch(0), uri)
+    ds = lance_gpu.dataset(uri, device="cpu")
+    errors: list[BaseException] = []
+    scans: list[list[int]] = []  # the ids of each full read
+    counts: list[int] = []  # each count_rows()
+    writers_done = threading.Event()
+
+    def guarded(work):  # noqa: ANN001, ANN202
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # noqa: BLE001 - every failure is reported
+                errors.append(exc)
+        return run
+
+    def inserter(first: int) -> None:
+        for k in range(4):
+            ds.insert(_batch((first + k) * 1000))
+
+    def deleter() -> None:
+        for k in range(4):  # whole batches of the inserters (or nothing, when not yet there)
+            ds.delete(f"id >= {(10 + k) * 1000} AND id < {(10 + k) * 1000 + BATCH // 2}")
+            ds.delete(f"id >= {(10 + k) * 1000 + BATCH // 2} AND id < {(10 + k) * 1000 + BATCH}")
+
+    def reader() -> None:
+        while not writers_done.is_set():
+            scans.append(ds.to_table(columns=["id"]).column("id").to_pylist())
+            counts.append(ds.count_rows())
+
+    writers = [threading.Thread(target=guarded(lambda f=f: inserter(f))) for f in (10, 20)]
+    writers.append(threading.Thread(target=guarded(deleter)))
+    readers = [threading.Thread(target=guarded(reader)) for _ in range(2)]
+    for t in writers + readers:
+        t.start()
+    for t in writers:
+        t.join()
+    writers_done.set()
+    for t in readers:
+        t.join()
+    assert errors == []
+
+    ref = lance.dataset(uri)
+    contents = {}
+    for v in ref.versions():
+        ids = ref.checkout_version(v["version"]).to_table(columns=["id"]).column("id").to_pylist()
+        contents[v["version"]] = frozenset(ids)
+    assert len(contents) == 1 + 8 + 8
+    whole = set(contents.values())
+    assert scans, "the readers read nothing"
+    for ids in scans:  # no row twice, and exactly the rows of one committed version
+        assert len(ids) == len(set(ids)) and frozenset(ids) in whole
+    assert set(counts) <= {len(c) for c in contents.values()}
+    # the object never moves back: it ends at the latest version, which reads as pylance's
+    assert ds.version == ref.version
+    assert frozenset(ds.to_table().column("id").to_pylist()) == contents[ref.version]
+
+
+def test_a_mutation_swaps_the_snapshot_and_keeps_the_old_one_whole(tmp_path: Path) -> None:
+    uri = str(tmp_path / "swap")
+    lance.write_dataset(_batch(0), uri, max_rows_per_file=5)
+    ds = lance_gpu.dataset(uri, device="cpu")
+    old = ds.snapshot
+    old_fragment = ds.get_fragments()[0]
+    scanner = ds.scanner(columns=["id"])
+    ds.delete("id < 3")
+    assert isinstance(ds.snapshot, TableSnapshot) and ds.snapshot is not old
+    assert (old.version, ds.version) == (1, 2)
+    assert ds.count_rows() == 7 and old.count_rows() == 10
+    # what was taken from the old version still reads it
+    assert old_fragment.to_table().column("id").to_pylist() == [0, 1, 2, 3, 4]
+    assert old_fragment.count_rows() == 5 and ds.get_fragments()[0].count_rows() == 2
+    assert scanner.to_table().num_rows == 10
+    ds.reload(1)
+    assert ds.version == 1 and ds.count_rows() == 10
+    ds.checkout_latest()
+    assert ds.version == 2 and ds.to_table().equals(lance.dataset(uri).to_table())
+
+
+def test_snapshot_fragments_are_columnar(tmp_path: Path) -> None:
+    uri = str(tmp_path / "arrays")
+    lance.write_dataset(_batch(0), uri, max_rows_per_file=4)
+    lance.dataset(uri).delete("id = 1 OR id = 9")
+    snap = lance_gpu.dataset(uri).snapshot
+    ref = lance.dataset(uri).get_fragments()
+    assert snap.fragment_ids.tolist() == [f.fragment_id for f in ref]
+    assert snap.physical_rows.tolist() == [f.metadata.physical_rows for f in ref]
+    assert snap.deletion_counts.tolist() == [f.metadata.deletion_file.num_deleted_rows if f.metadata.deletion_file else 0 for f in ref]
+    assert snap.count_rows() == lance.dataset(uri).count_rows() == 8
+    assert snap.get_fragment(2) is snap.fragments[2] and snap.get_fragment(7) is None
