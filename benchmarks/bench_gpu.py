@@ -418,7 +418,45 @@ def segment_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
                lambda: ck.remap_segments(lv, bounds, tables))
 
 
-FAMILIES = (unpack_cases, gather_cases, fsst_cases, rle_cases, levels_cases, compact_cases, segment_cases)
+def pieces_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
+    """The read's combining primitives (``to_cudf``'s one set of buffers): offsets of many
+    pieces rebased into int32, validity bytes of many pieces packed into bitmask words."""
+    from cuda_kernels.pieces import pack_bitmask_segments, pack_bitmask_segments_gpu, rebase_offsets_segments, rebase_offsets_segments_gpu
+
+    npieces = max(n // 4096, 1)
+    counts = rng.integers(2048, 6144, npieces)
+    src = np.cumsum(rng.integers(0, 40, int(counts.sum()) + npieces)).astype(np.int64)
+    at = _offsets(counts + 1)[:-1]
+    base = src[at]
+    shift = _offsets(src[at + counts] - base)[:-1]
+    dst = _offsets(counts)[:-1]
+    total = int(counts.sum())
+    zeros = np.zeros(npieces, np.int64)
+    d_src, d_at, d_cnt, d_base, d_shift, d_zero, d_dst = (dev.up(x) for x in (src, at, counts, base, shift, zeros, dst))
+    out32 = dev.empty(total, np.int32)
+    yield Case("pieces", f"rebase_offsets_segments -> int32 ({npieces} pieces)",
+               lambda: rebase_offsets_segments_gpu(d_src, d_at, counts, d_base, d_shift, d_zero, out32, d_dst),
+               lambda: rebase_offsets_segments(src, at, counts, base, shift, zeros, np.empty(total, np.int32), dst),
+               "source + destination offsets", total * 12)
+    valid = (rng.random(total) < 0.9).astype(np.uint8)
+    bit_dst = _offsets(counts)[:-1]
+    column = np.zeros(npieces, np.int64)
+    d_valid, d_vat, d_col = dev.up(valid), dev.up(dst), dev.up(column)
+    words = -(-total // 32)
+
+    def run_pack():
+        out = dev.empty(words, np.uint32)
+        out[:] = 0
+        nulls = dev.empty(1, np.int64)
+        nulls[:] = 0
+        return pack_bitmask_segments_gpu(d_valid, d_vat, counts, bit_dst, d_col, out, nulls)  # counts, bit_dst: host (sized there)
+
+    yield Case("pieces", f"pack_bitmask_segments ({npieces} pieces)", run_pack,
+               lambda: pack_bitmask_segments(valid, dst, counts, bit_dst, column, np.zeros(words, np.uint32), np.zeros(1, np.int64)),
+               "validity bytes read + words written", total + words * 4)
+
+
+FAMILIES = (unpack_cases, gather_cases, fsst_cases, rle_cases, levels_cases, compact_cases, segment_cases, pieces_cases)
 
 
 def run_kernels(n: int, dev: Dev, repeat: int, check: bool, ref_gb_s: float | None) -> list[dict]:

@@ -66,6 +66,7 @@ from .levels import (
     unravel_levels,
     unravel_levels_gpu,
     unravel_segments_gpu,
+    check_restarts_segments_gpu,
     validity_to_bitmap,
     validity_to_bitmap_gpu,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "unravel_levels_gpu",
     "LevelSegment",
     "unravel_segments_gpu",
+    "check_restarts_segments_gpu",
     "ravel_levels",
     "validity_to_bitmap",
     "validity_to_bitmap_gpu",

@@ -33,6 +33,9 @@ __all__ = [
     "as_output",
     "launch_dims",
     "to_host",
+    "allocation_of",
+    "work_table",
+    "table_prefix",
     "DEFAULT_TPB",
 ]
 
@@ -186,9 +189,69 @@ def pinned_uploads():
         scope.close()
 
 
+class _WorkTable:
+    """A host ``int64`` buffer holding many descriptor arrays (views of it), and its device
+    copy: a view of the host buffer uploads as the matching view of the device copy."""
+
+    def __init__(self, host, dev, prefixes):
+        self.host = host
+        self.dev = dev
+        self.lo = host.ctypes.data
+        self.hi = self.lo + host.nbytes
+        self.prefixes = prefixes  # (address, items) of a lengths view -> its prefix view
+
+    def find(self, arr):
+        if arr.dtype != self.host.dtype or arr.ndim != 1 or not arr.size or not arr.flags.c_contiguous:
+            return None
+        at = arr.ctypes.data
+        if at < self.lo or at + arr.nbytes > self.hi:
+            return None
+        k = (at - self.lo) // self.host.itemsize
+        return self.dev[k : k + arr.size]
+
+
+def _table_scope():
+    stack = getattr(_upload_state, "tables", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def work_table(host, prefixes=None):
+    """Upload the ``int64`` host buffer ``host`` in one copy (pinned and asynchronous inside
+    :func:`pinned_uploads`); inside the block, this thread's uploads of views of ``host``
+    (kernel wrappers' descriptors) are views of that copy, with no copy of their own, and
+    ``prefixes`` (``{(address, items) of a lengths view: its exclusive-scan view}``, both
+    views of ``host``) spares the wrappers computing and uploading those scans."""
+    host = np.ascontiguousarray(host, np.int64)
+    dev = _upload(host)
+    stack = getattr(_upload_state, "tables", None)
+    if stack is None:
+        stack = _upload_state.tables = []
+    stack.append(_WorkTable(host, dev, dict(prefixes or {})))
+    try:
+        yield dev
+    finally:
+        stack.pop()
+
+
+def table_prefix(lengths):
+    """The exclusive scan registered for the host array ``lengths`` by the current
+    :func:`work_table` (a view of its buffer), or None."""
+    table = _table_scope()
+    if table is None or not isinstance(lengths, np.ndarray) or not lengths.size:
+        return None
+    return table.prefixes.get((lengths.ctypes.data, lengths.size))
+
+
 def _upload(arr):
     """A device copy of the contiguous host array ``arr`` (pinned and asynchronous inside
-    :func:`pinned_uploads`)."""
+    :func:`pinned_uploads`; a view of the current :func:`work_table`'s copy where ``arr``
+    is a view of its buffer)."""
+    table = _table_scope()
+    if table is not None:
+        found = table.find(arr)
+        if found is not None:
+            return found
     scope = _upload_scope()
     if scope is not None and arr.ndim:
         return scope.put(arr)
@@ -342,3 +405,34 @@ def launch_dims(n, tpb=DEFAULT_TPB):
     tpb = int(tpb)
     blocks = max(1, (n + tpb - 1) // tpb)
     return blocks, tpb
+
+
+def allocation_of(x):
+    """``(key, whole, byte offset)`` of the device allocation holding the contiguous device
+    array ``x``: ``whole`` is a uint8 device array over the entire allocation (the pool
+    block, under a pool), ``key`` identifies it, and ``x`` starts ``byte offset`` bytes into
+    it.  Lets a batched kernel take many views of one allocation as one argument.  Where
+    the allocation cannot be found, ``x`` itself (as bytes) is its own allocation."""
+    dev = to_device(x)
+    if is_simulator():
+        host = dev._ary
+        root = host
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if not (root.flags.c_contiguous and host.flags.c_contiguous):
+            return id(host), dev.reshape(-1).view(np.uint8) if dev.ndim > 1 else dev.view(np.uint8), 0
+        offset = host.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return id(root), FakeCUDAArray(root.reshape(-1).view(np.uint8)), int(offset)
+    ptr = int(dev.__cuda_array_interface__["data"][0])
+    try:
+        from numba.cuda.cudadrv.driver import device_extents
+
+        start, end = device_extents(dev)
+    except Exception:  # numba without the helper, or memory the driver does not know
+        flat = dev.reshape(-1) if dev.ndim > 1 else dev
+        return ptr, flat.view(np.uint8), 0
+    desc = {"shape": (int(end) - int(start),), "typestr": "|u1", "data": (int(start), False), "version": 3, "strides": None}
+    whole = cuda_module().from_cuda_array_interface(desc, owner=dev, sync=False)
+    return int(start), whole, ptr - int(start)

@@ -58,24 +58,25 @@ cuda = LAZY_CUDA
 __all__ = [
     "ALL_VALID_ITEM",
     "ALL_VALID_LIST",
+    "EMPTYABLE_LIST",
     "NULLABLE_ITEM",
     "NULLABLE_LIST",
-    "EMPTYABLE_LIST",
     "NULL_AND_EMPTY_LIST",
-    "LayerResult",
-    "Unraveled",
-    "Raveled",
     "DefTable",
+    "LayerResult",
+    "LevelSegment",
+    "Raveled",
+    "Unraveled",
+    "bitmap_to_validity",
+    "bitmap_to_validity_gpu",
+    "check_restarts_segments_gpu",
     "def_table",
+    "ravel_levels",
     "unravel_levels",
     "unravel_levels_gpu",
-    "LevelSegment",
     "unravel_segments_gpu",
-    "ravel_levels",
     "validity_to_bitmap",
-    "bitmap_to_validity",
     "validity_to_bitmap_gpu",
-    "bitmap_to_validity_gpu",
 ]
 
 ALL_VALID_ITEM = 1
@@ -1231,3 +1232,66 @@ def bitmap_to_validity_gpu(bitmap, length, offset=0, *, threads_per_block=256):
         _from_bitmap_kernel.get()[blocks, tpb](d_bm, np.int64(offset), out)
     return _device.as_output(out, use_cp)
 
+
+
+# --------------------------------------------------------------------------
+# Items continuing a list their previous level left null or empty
+
+
+@gpu_kernel
+def _restart_check_kernel(levels, seg_rep, seg_def, prefix, nseg, total, restart, restart_len, err, first_bad):
+    k = cuda.grid(1)
+    if k >= total:
+        return
+    s = _segment_of(prefix, nseg, k)
+    rel = k - np.int64(prefix[s])
+    n = np.int64(prefix[s + 1]) - np.int64(prefix[s])
+    d = np.int64(levels[np.int64(seg_def[s]) + rel])
+    if d >= np.int64(restart_len[s]):
+        return  # an out-of-range level: the unravel says so
+    need = np.int64(restart[s, d])
+    if not need:
+        return
+    rep = np.int64(seg_rep[s])
+    bad = np.int64(levels[rep + rel]) < need
+    if rel + 1 < n and np.int64(levels[rep + rel + 1]) < need:
+        bad = True
+    if bad:
+        cuda.atomic.or_(err, 0, ERR_BAD_LEVEL)
+        cuda.atomic.min(first_bad, 0, s)
+
+
+def check_restarts_segments_gpu(levels, rep_pos, def_pos, counts, restart, *, on_bad=None, threads_per_block=256):
+    """Check, over many leaves in one launch, that no item continues a list its level left
+    null or empty: for segment ``s`` (``counts[s]`` levels, repetition levels at
+    ``levels[rep_pos[s]:]``, definition levels at ``levels[def_pos[s]:]``, in the shared
+    ``uint16`` buffer ``levels``), a position with definition level ``d`` needs repetition
+    level at least ``restart[s][d]`` there and at the next position (``restart``: one host
+    table per segment, the Lance-side meaning of the levels; definition levels past a table
+    are left to the unravel).  A violation flags ``ERR_BAD_LEVEL``; ``on_bad(segment)``
+    (optional) makes the exception, given the first bad segment (read back only then)."""
+    counts = np.asarray(counts, np.int64)
+    nseg = counts.size
+    total = int(counts.sum())
+    if not nseg or not total:
+        return
+    width = max(1, max(len(t) for t in restart))
+    table = np.zeros((nseg, width), np.int64)
+    lens = np.zeros(nseg, np.int64)
+    for s, t in enumerate(restart):
+        table[s, : len(t)] = t
+        lens[s] = len(t)
+    prefix = np.zeros(nseg + 1, np.int64)
+    np.cumsum(counts, out=prefix[1:])
+    err = new_error_flag()
+    first_bad = _device.to_device(np.full(1, nseg, np.int64))
+    blocks, tpb = _device.launch_dims(total, threads_per_block)
+    _restart_check_kernel.get()[blocks, tpb](
+        levels, _device.to_device(np.asarray(rep_pos, np.int64)), _device.to_device(np.asarray(def_pos, np.int64)),
+        _device.to_device(prefix), np.int64(nseg), np.int64(total), _device.to_device(table), _device.to_device(lens), err, first_bad,
+    )
+    explain = None
+    if on_bad is not None:
+        def explain():
+            return on_bad(int(_device.to_host(first_bad)[0]))
+    raise_if_flagged(err, "check_restarts_segments_gpu", explain)

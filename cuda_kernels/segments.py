@@ -323,6 +323,9 @@ def _i64(x):
 
 def _prefix_host(lengths):
     lengths = _i64(lengths)
+    known = _device.table_prefix(lengths)  # scanned with the pass's work table
+    if known is not None:
+        return known
     if lengths.size and lengths.min() < 0:
         msg = "segment lengths must not be negative"
         raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)

@@ -365,23 +365,15 @@ def _segment_of_value(seg_first, nseg, t):
 
 
 @gpu_kernel
-def _check_segments_kernel(offsets, data, n_bytes, seg_slot, seg_first, seg_utf8, nseg, first_bad):
+def _check_segments_kernel(offsets, data, n_bytes, seg_slot, seg_first, seg_utf8, nseg, first_bad, err):
     t = cuda.grid(1)
     if t >= np.int64(seg_first[nseg]):
         return
     s = _segment_of_value(seg_first, nseg, t)
     i = np.int64(seg_slot[s]) + (t - np.int64(seg_first[s]))
-    if i < 0 or i + 1 >= offsets.shape[0]:
+    if i < 0 or i + 1 >= offsets.shape[0] or _value_ok(offsets, data, n_bytes, i, seg_utf8[s] != 0) != VALID:
         cuda.atomic.min(first_bad, 0, s)
-        return
-    if _value_ok(offsets, data, n_bytes, i, seg_utf8[s] != 0) != VALID:
-        cuda.atomic.min(first_bad, 0, s)
-
-
-@gpu_kernel
-def _flag_bad_segment_kernel(first_bad, nseg, err):
-    if cuda.grid(1) == 0 and first_bad[0] < nseg:
-        err[0] |= ERR_OUT_OF_BOUNDS
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)  # the error flag in the same launch
 
 
 def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg_utf8, *, on_bad=None, threads_per_block=256):
@@ -409,14 +401,13 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
         return -1
     dev = _device.to_device
     first_bad = dev(np.full(1, nseg, np.int64))
+    err = new_error_flag() if on_bad is not None else dev(np.zeros(1, np.int32))
     blocks, tpb = _device.launch_dims(total, threads_per_block)
     _check_segments_kernel.get()[blocks, tpb](
         offsets, data, np.int64(n_bytes), dev(np.asarray(seg_slot, np.int64)), dev(seg_first),
-        dev(np.asarray(seg_utf8, np.uint8)), np.int64(nseg), first_bad,
+        dev(np.asarray(seg_utf8, np.uint8)), np.int64(nseg), first_bad, err,
     )
     if on_bad is not None:
-        err = new_error_flag()
-        _flag_bad_segment_kernel.get()[1, 1](first_bad, np.int64(nseg), err)
         raise_if_flagged(err, "check_variable_segments_gpu", explain=lambda: on_bad(int(_device.to_host(first_bad)[0])))
         return -1
     bad = int(_device.to_host(first_bad)[0])

@@ -822,11 +822,20 @@ class LanceDataset:
                             on_cpu_fallback=on_cpu_fallback, **kwargs).to_cudf()
 
     def to_device_batches(self, columns: Columns = None, filter: str | pc.Expression | None = None, *,  # noqa: A002
-                          on_cpu_fallback: str = "warn", **kwargs: Any):
-        """Stream, one fragment at a time, ``lance_gpu.gpu.columns.DeviceTable``s whose columns
-        stay in device memory: ``dt.to_cupy(name)``, ``dt.device_column(name)`` (DLPack),
-        ``dt.to_cudf()``.  Needs a usable GPU (``GpuUnavailableError`` otherwise)."""
-        return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches()
+                          on_cpu_fallback: str = "warn", batch_size: int | None = None, **kwargs: Any):
+        """Stream ``lance_gpu.gpu.columns.DeviceTable``s whose columns stay in device memory:
+        ``dt.to_cupy(name)``, ``dt.device_column(name)`` (DLPack), ``dt.to_cudf()``; batches of
+        exactly ``batch_size`` rows across fragment ends (the last may be shorter), or one per
+        fragment without it.  Needs a usable GPU (``GpuUnavailableError`` otherwise).
+
+        Parameters
+        ----------
+        columns, filter, on_cpu_fallback, **kwargs
+            As :meth:`scanner`.
+        batch_size : int, optional
+            Rows per device batch (see :meth:`LanceScanner.to_device_batches`).
+        """
+        return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches(batch_size)
 
     def create_index(self, column: str | list[str], index_type: str, name: str | None = None, metric: str = "L2",
                      replace: bool = False, num_partitions: int | None = None, num_sub_vectors: int | None = None,

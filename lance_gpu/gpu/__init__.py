@@ -10,10 +10,14 @@ decoder exists.  Modules:
   kernel family (which encodings decode on the GPU, and why others do not);
 * :mod:`.staging` -- the requested byte ranges gathered into pinned host memory and sent to
   the device in large, double-buffered transfers;
+* :mod:`.worktable` -- every page work item of a read unit as one struct-of-arrays table,
+  uploaded in one copy, which the launches index;
 * :mod:`.decode` -- one launch per kernel family over every page of a read unit;
 * :mod:`.assemble` -- levels to validity and offsets, fields to device column trees;
-* :mod:`.columns` -- device columns and tables: take, Arrow, CuPy / DLPack; :mod:`._cudf`
-  builds cuDF columns on the same buffers;
+* :mod:`.columns` -- device columns and tables: take, slice, Arrow, CuPy / DLPack;
+* :mod:`.combine` -- a read's pieces into one set of buffers allocated once (cuDF's layout
+  for ``to_cudf``: int32 offsets, bitmask words, null counts; or device batches of a
+  requested size across fragments); :mod:`._cudf` wraps them without a copy;
 * :mod:`.memory` -- the device memory budget and the RMM allocator;
 * :mod:`.read` -- the end-to-end scan used by ``LanceDataset.to_cudf`` / ``to_table(device="gpu")``.
 

@@ -1,19 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Device columns to ``cudf.DataFrame`` without copying the decoded buffers.
+"""A read's combined columns to one ``cudf.DataFrame`` without copying them.
 
-Each column becomes a ``pylibcudf.Column`` over our device buffers (``gpumemoryview`` of
-CuPy views; integration notes §4): fixed width as is, booleans as BOOL8, strings as chars
-plus an INT32 offsets child (rebased to 0), lists / maps as LIST with INT32 offsets,
-fixed-size lists as LIST over their items (cuDF has no fixed-size list; a host copy is
-cast the same way, see :func:`cudf_arrow_type`), structs with the parent's nulls superimposed on
-the children (what ``cudf.DataFrame.from_arrow`` gives).  Null masks are Arrow bitmaps
-padded to 64 bytes.  The cuDF dtype (struct field names, decimals, ...) is then set to
-what ``cudf.Series.from_arrow`` gives for the Arrow type.
+:mod:`lance_gpu.gpu.combine` has already written every column of the read into cuDF's
+layout, each buffer allocated once for the read (:class:`~lance_gpu.gpu.combine.CudfColumn`);
+here each becomes a ``pylibcudf.Column`` over those buffers (``gpumemoryview``): fixed width
+as is, booleans as BOOL8, strings as chars plus an INT32 offsets child (INT64 past 2^31 - 1:
+cuDF's large strings), lists / maps as LIST with INT32 offsets, fixed-size lists as LIST over
+their items (cuDF has no fixed-size list; a host copy is cast the same way, see
+:func:`cudf_arrow_type`), structs with the parent's nulls superimposed on the children (what
+``cudf.DataFrame.from_arrow`` gives).  Null masks are the bitmask words, padded to 64 bytes,
+with their null counts.  The cuDF dtype (struct field names, decimals, ...) is then set to
+what ``cudf.Series.from_arrow`` gives for the Arrow type.  No frame per fragment, no
+``cudf.concat``.
 
 Types cuDF has no zero-copy form for here (time-of-day, float16, decimal256, binary,
-time zones, extension types, Arrow dictionaries, columns the CPU reader decoded) go through
-``cudf.Series.from_arrow`` of a host copy, which is exactly what
-``cudf.DataFrame.from_arrow(pylance_table)`` does for them (and raises where it raises).
+time zones, extension types, Arrow dictionaries) go through ``cudf.Series.from_arrow`` of a
+host copy, which is exactly what ``cudf.DataFrame.from_arrow(pylance_table)`` does for them
+(and raises where it raises).
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-import cuda_kernels as ck
 from lance_gpu.gpu import _array
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _is_var
+from lance_gpu.gpu.columns import DeviceTable, _is_var
+from lance_gpu.gpu.combine import CudfColumn, combine_read
 
 _INT = {
     (8, True): "INT8", (16, True): "INT16", (32, True): "INT32", (64, True): "INT64",
@@ -66,98 +69,12 @@ def _type_id(s: pa.DataType):
     raise _NoZeroCopy(str(s))
 
 
-def _mask(col: DeviceColumn):
-    """(gpumemoryview of a 64-byte padded bitmask, null count), or (None, 0)."""
-    if col.validity is None or not col.null_count:
-        return None, 0
-    cp = _array.cupy()
-    bm = cp.asarray(ck.validity_to_bitmap_gpu(col.validity))
-    padded = cp.zeros(-(-max(bm.size, 1) // 64) * 64, dtype=np.uint8)
-    padded[: bm.size] = bm
-    return _plc().gpumemoryview(padded), col.null_count
-
-
 def _view(arr):
     cp = _array.cupy()
     a = cp.asarray(arr)
     if a.size == 0:
         a = cp.zeros(1, dtype=a.dtype)
     return _plc().gpumemoryview(a)
-
-
-_INT32_MAX = 2**31 - 1
-
-
-def _offsets_column(offsets, n: int, *, allow_int64: bool = False, span: tuple[int, int] | None = None):
-    """Offsets rebased to start at 0, as a pylibcudf column: INT32, or INT64 (cuDF's large
-    strings) when the span does not fit and ``allow_int64``; else :class:`_NoZeroCopy`.
-    ``span`` (``offsets[0]``, ``offsets[n]``), where the host knows it, spares reading them
-    back."""
-    plc = _plc()
-    cp = _array.cupy()
-    if not n:
-        return plc.Column(plc.DataType(plc.TypeId.INT32), 1, _view(cp.zeros(1, cp.int32)), None, 0, 0, [])
-    off = cp.asarray(offsets)
-    if span is None:
-        ends = cp.asnumpy(off[[0, n]]) if off.dtype == cp.int64 else cp.asnumpy(off[[0, n]].astype(cp.int64))
-        span = (int(ends[0]), int(ends[1]))
-    base, end = span
-    if end - base > _INT32_MAX:
-        if not allow_int64:
-            raise _NoZeroCopy(f"offsets span {end - base} does not fit int32")
-        return plc.Column(plc.DataType(plc.TypeId.INT64), n + 1, _view(off.astype(cp.int64) - base), None, 0, 0, [])
-    rebased = (off - base).astype(cp.int32) if base else off.astype(cp.int32)
-    return plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(rebased), None, 0, 0, [])
-
-
-def _with_parent_nulls(child: DeviceColumn, validity) -> DeviceColumn:
-    if validity is None:
-        return child
-    from lance_gpu.gpu._kernels import and_validity
-
-    return DeviceColumn(child.type, child.length, and_validity(validity, child.validity), child.data, child.offsets, child.children, span=child.span)
-
-
-def to_plc_column(col: DeviceColumn):
-    """A ``pylibcudf.Column`` over ``col``'s device buffers (raises _NoZeroCopy)."""
-    t = col.type
-    if isinstance(t, pa.BaseExtensionType):  # Python-defined and C++ canonical (fixed_shape_tensor, uuid, json, bool8, opaque)
-        raise _NoZeroCopy(str(t))
-    plc = _plc()
-    cp = _array.cupy()
-    s = t
-    n = col.length
-    mask, nulls = _mask(col)
-    if pa.types.is_struct(s):
-        children = [to_plc_column(_with_parent_nulls(c, col.validity if nulls else None)) for c in col.children]
-        return plc.Column(plc.DataType(plc.TypeId.STRUCT), n, None, mask, nulls, 0, children)
-    if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
-        first = col.span[0] if col.span is not None else (int(cp.asarray(col.offsets)[0]) if n else 0)
-        if n and first != 0:  # the child would need slicing too
-            raise _NoZeroCopy("list offsets that do not start at 0")
-        child = to_plc_column(col.children[0])
-        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [_offsets_column(col.offsets, n, span=col.span), child])
-    if pa.types.is_fixed_size_list(s):
-        dim = s.list_size
-        inner = DeviceColumn(s.value_type, n * dim, None, col.data)
-        if n * dim > _INT32_MAX:
-            raise _NoZeroCopy(f"{n} x {dim} fixed-size list items do not fit int32 offsets")
-        offsets = (cp.arange(n + 1, dtype=cp.int64) * dim).astype(cp.int32)
-        off_col = plc.Column(plc.DataType(plc.TypeId.INT32), n + 1, _view(offsets), None, 0, 0, [])
-        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [off_col, to_plc_column(inner)])
-    if pa.types.is_string(s) or pa.types.is_large_string(s):
-        span = col.span
-        if span is None and n:
-            ends = cp.asnumpy(cp.asarray(col.offsets)[[0, n]])
-            span = (int(ends[0]), int(ends[1]))
-        base, end = span if n and span is not None else (0, 0)
-        chars = cp.asarray(col.data)[base:end]
-        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(chars), mask, nulls, 0, [_offsets_column(col.offsets, n, allow_int64=True, span=span)])
-    if _is_var(s):
-        raise _NoZeroCopy(str(s))
-    dtype = _type_id(s)
-    w = s.bit_width // 8 if not pa.types.is_boolean(s) else 1
-    return plc.Column(dtype, n, _view(col.data[: n * w]), mask, nulls, 0, [])
 
 
 def cudf_arrow_type(t: pa.DataType) -> pa.DataType:
@@ -184,25 +101,6 @@ def _expected_dtype(t: pa.DataType):
     import cudf
 
     return cudf.Series.from_arrow(pa.array([], type=cudf_arrow_type(t))).dtype
-
-
-def column_to_cudf(col: DeviceColumn | pa.Array, name: str):
-    """A ``cudf.Series`` of one column (zero copy where cuDF has the layout)."""
-    import cudf
-
-    if isinstance(col, DeviceColumn):
-        try:
-            series = _with_dtype(cudf.Series.from_pylibcudf(to_plc_column(col)), _expected_dtype(col.type))
-            return series.rename(name)
-        except _NoZeroCopy:
-            pass
-        except Exception as exc:  # a cuDF version whose API differs: still give the data
-            _warn_once(f"column {name!r} ({col.type}) went through a host copy: zero-copy construction failed ({type(exc).__name__}: {exc})")
-        arr = col.to_arrow()
-    else:
-        arr = col
-    wanted = cudf_arrow_type(arr.type)
-    return cudf.Series.from_arrow(arr if wanted.equals(arr.type) else arr.cast(wanted)).rename(name)
 
 
 def _with_dtype(series, expected):
@@ -233,9 +131,66 @@ def _warn_once(msg: str) -> None:
 
 
 def table_to_cudf(table: DeviceTable):
+    """A ``cudf.DataFrame`` of one device table: its columns combined into cuDF's layout
+    (:func:`lance_gpu.gpu.combine.combine_read`) and wrapped without a copy."""
+    schema = pa.schema([pa.field(n, c.type) for n, c in zip(table.names, table.columns, strict=True)])
+    return combined_to_cudf(table.names, combine_read([table], schema), table.num_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# A whole read, combined into cuDF's layout (lance_gpu.gpu.combine): wrapped as is
+
+
+def _mask_view(col):
+    return (_plc().gpumemoryview(col.mask), col.null_count) if col.mask is not None and col.null_count else (None, 0)
+
+
+def combined_to_plc(col: CudfColumn):
+    """A ``pylibcudf.Column`` over a :class:`~lance_gpu.gpu.combine.CudfColumn`'s buffers,
+    with no copy and no launch (raises _NoZeroCopy for the types cuDF has no such form for)."""
+    t = col.type
+    if isinstance(t, pa.BaseExtensionType) or col.host is not None:
+        raise _NoZeroCopy(str(t))
+    plc = _plc()
+    s = t
+    n = col.length
+    mask, nulls = _mask_view(col)
+
+    def offsets_child(offsets):
+        if np.dtype(offsets.dtype) == np.int64 and not (pa.types.is_string(s) or pa.types.is_large_string(s)):
+            raise _NoZeroCopy("list offsets beyond 2^31 - 1")
+        tid = plc.TypeId.INT64 if np.dtype(offsets.dtype) == np.int64 else plc.TypeId.INT32
+        return plc.Column(plc.DataType(tid), n + 1, _view(offsets), None, 0, 0, [])
+
+    if pa.types.is_struct(s):
+        return plc.Column(plc.DataType(plc.TypeId.STRUCT), n, None, mask, nulls, 0, [combined_to_plc(c) for c in col.children])
+    if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or pa.types.is_fixed_size_list(s):
+        return plc.Column(plc.DataType(plc.TypeId.LIST), n, None, mask, nulls, 0, [offsets_child(col.offsets), combined_to_plc(col.children[0])])
+    if pa.types.is_string(s) or pa.types.is_large_string(s):
+        return plc.Column(plc.DataType(plc.TypeId.STRING), n, _view(col.data), mask, nulls, 0, [offsets_child(col.offsets)])
+    if _is_var(s):
+        raise _NoZeroCopy(str(s))
+    return plc.Column(_type_id(s), n, _view(col.data), mask, nulls, 0, [])
+
+
+def combined_to_cudf(names: list[str], cols: list, num_rows: int):
+    """One ``cudf.DataFrame`` of a read's combined columns (zero copy where cuDF has the
+    layout; a host copy through ``cudf.Series.from_arrow`` for the others, as
+    ``cudf.DataFrame.from_arrow`` of pylance's table does)."""
     import cudf
 
-    if not table.names:
-        return cudf.DataFrame(index=cudf.RangeIndex(table.num_rows))
-    series = [column_to_cudf(c, name) for name, c in zip(table.names, table.columns, strict=True)]
-    return cudf.DataFrame({s.name: s for s in series})
+    if not names:
+        return cudf.DataFrame(index=cudf.RangeIndex(num_rows))
+    series = {}
+    for name, col in zip(names, cols, strict=True):
+        try:
+            series[name] = _with_dtype(cudf.Series.from_pylibcudf(combined_to_plc(col)), _expected_dtype(col.type)).rename(name)
+            continue
+        except _NoZeroCopy:
+            pass
+        except Exception as exc:  # a cuDF version whose API differs: still give the data
+            _warn_once(f"column {name!r} ({col.type}) went through a host copy: zero-copy construction failed ({type(exc).__name__}: {exc})")
+        arr = col.to_arrow()
+        wanted = cudf_arrow_type(arr.type)
+        series[name] = cudf.Series.from_arrow(arr if wanted.equals(arr.type) else arr.cast(wanted)).rename(name)
+    return cudf.DataFrame(series)

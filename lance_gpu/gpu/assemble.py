@@ -10,12 +10,15 @@ the unit's shared device buffers.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 
 import cuda_kernels as ck
 from cuda_kernels.errors import CorruptInputError
 from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.v2_1.repdef import restart_levels
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, _storage
 from lance_gpu.gpu.decode import UnitBuffers
@@ -59,6 +62,7 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
         )
         for k in leveled
     ]
+    _check_restarts(leaves, leveled, bufs)
     positions = np.array([[leaves[k].slot_lo, leaves[k].slot_lo + leaves[k].num_values] for k in var], np.int64).reshape(-1)
     try:
         results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions))
@@ -78,6 +82,29 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
         ]
     spans = {k: (int(bounds[2 * j]), int(bounds[2 * j + 1])) for j, k in enumerate(var)}
     return out, spans
+
+
+@functools.lru_cache(maxsize=256)
+def _restarts(layers: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(x) for x in restart_levels(layers))
+
+
+def _check_restarts(leaves: list[LeafPlan], leveled: list[int], bufs: UnitBuffers) -> None:
+    """The CPU path's list-levels check (``repdef.continues_empty_list``) on the device, over
+    every leaf with repetition and definition levels in one launch: no item may continue a
+    list its level left null or empty.  Its flag is read with the unit's other error flags."""
+    picked = [k for k in leveled if leaves[k].has_rep and leaves[k].has_def and any(_restarts(tuple(leaves[k].layers)))]
+    if not picked:
+        return
+
+    def bad(segment: int) -> CorruptFileError:
+        leaf = leaves[picked[min(segment, len(picked) - 1)]]
+        return CorruptFileError(leaf.path, f"column {leaf.column}: an item continues a list its level left null or empty (device decode)")
+
+    ck.check_restarts_segments_gpu(
+        bufs.levels, [leaves[k].rep_pos for k in picked], [leaves[k].def_pos for k in picked],
+        [leaves[k].num_levels for k in picked], [_restarts(tuple(leaves[k].layers)) for k in picked], on_bad=bad,
+    )
 
 
 def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffers, span: tuple[int, int] | None) -> DeviceColumn:

@@ -89,12 +89,13 @@ class DeviceColumn:
             return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children])
         if _is_var(s):
             off, data = ck.gather_binary_gpu(self.offsets, self.data, indices)
-            return DeviceColumn(self.type, n, validity, _array.as_device(data), _array.as_device(off))
+            # the gathered bytes are allocated to their total: the span is known here
+            return DeviceColumn(self.type, n, validity, _array.as_device(data), _array.as_device(off), span=(0, int(data.shape[0])))
         if _is_nested(s):
             starts, lengths = ck.take_ranges_gpu(self.offsets, indices)
             child_idx, offsets = ck.expand_ranges_gpu(starts, lengths)
             child = self.children[0].take(_array.as_device(child_idx))
-            return DeviceColumn(self.type, n, validity, offsets=_array.as_device(offsets), children=[child])
+            return DeviceColumn(self.type, n, validity, offsets=_array.as_device(offsets), children=[child], span=(0, child.length))
         w = self.width
         rows = self.data[: self.length * w]
         if w in (1, 2, 4, 8):
@@ -104,6 +105,22 @@ class DeviceColumn:
             taken = ck.gather_fixed_gpu(rows.reshape(self.length, w), indices)
             data = _array.as_device(taken).reshape(n * w)
         return DeviceColumn(self.type, n, validity, data)
+
+    def slice(self, lo: int, hi: int) -> DeviceColumn:
+        """Rows ``[lo, hi)`` as views of the same buffers (no copy, no launch): offsets keep
+        indexing the whole ``data`` / child, as a column's offsets may."""
+        n = hi - lo
+        if (lo, hi) == (0, self.length):
+            return self
+        s = _storage(self.type)
+        validity = None if self.validity is None else self.validity[lo:hi]
+        nulls = 0 if validity is None else None
+        if pa.types.is_struct(s):
+            return DeviceColumn(self.type, n, validity, children=[c.slice(lo, hi) for c in self.children], _nulls=nulls)
+        if _is_var(s) or _is_nested(s):
+            return DeviceColumn(self.type, n, validity, self.data, self.offsets[lo : hi + 1], self.children, _nulls=nulls)
+        w = self.width
+        return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls)
 
     def field(self, index: int) -> DeviceColumn:
         """Child ``index`` of a struct column, null where the struct is null (as
@@ -309,6 +326,13 @@ class DeviceTable:
         cols = [c.take(d_rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows)) for c in self.columns]
         ids = None if self.row_ids is None else self.row_ids[rows]
         return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id)
+
+    def slice(self, lo: int, hi: int) -> DeviceTable:
+        """Rows ``[lo, hi)``: device columns as views (:meth:`DeviceColumn.slice`), Arrow
+        columns sliced."""
+        cols = [c.slice(lo, hi) if isinstance(c, DeviceColumn) else c.slice(lo, hi - lo) for c in self.columns]
+        ids = None if self.row_ids is None else self.row_ids[lo:hi]
+        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id)
 
     def to_arrow(self) -> pa.Table:
         """Host copy of every column (the GPU reader's ``to_table`` output)."""

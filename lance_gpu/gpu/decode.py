@@ -28,9 +28,9 @@ import numpy as np
 import cuda_kernels as ck
 from cuda_kernels import _device
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu import _array, _kernels, worktable
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.plan import _DESTS, UnitPlan
+from lance_gpu.gpu.plan import _DESTS, UnitPlan, work_lists
 
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -74,9 +74,16 @@ def _fill(dst, items) -> None:
 def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
     """Decode every page of the unit (see the module docstring) from ``arena``, its staged
     bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
-    flags corrupt input."""
+    flags corrupt input.  Every page work item of the unit goes up first, as one work table
+    (:mod:`.worktable`) in one copy, which the launches index."""
     if arena is None:
         arena = unit.stage.upload()
+    host, scans = worktable.pack(work_lists(unit))
+    with _device.work_table(host, scans):
+        return _decode_pages(unit, arena)
+
+
+def _decode_pages(unit: UnitPlan, arena) -> UnitBuffers:
     fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
     index = {bits: _array.empty(max(n, 8), _UINT[bits]) for bits, n in unit.index_size.items()}
@@ -195,10 +202,13 @@ def _run_rle(arena, vbits: int, lst, dest) -> None:
     total_runs = int(nruns.sum())
     first_run = np.zeros(nruns.size + 1, np.int64)
     np.cumsum(nruns, out=first_run[1:])
-    vals = _array.empty(max(total_runs, 1), _UINT[vbits])
-    runs = _array.empty(max(total_runs, 1), np.uint8)
-    ck.copy_ranges_gpu(arena, a["vals"], nruns * vb, vals, first_run[:-1] * vb)
-    ck.copy_ranges_gpu(arena, a["runs"], nruns, runs, first_run[:-1])
+    # the run values, then (8-byte aligned) the run lengths, gathered in one launch
+    head = -(-max(total_runs, 1) * vb // 8) * 8
+    both = _array.empty(head + max(total_runs, 1), np.uint8)
+    vals = both[: max(total_runs, 1) * vb].view(_UINT[vbits])
+    runs = both[head : head + max(total_runs, 1)]
+    ck.copy_ranges_gpu(arena, np.concatenate([a["vals"], a["runs"]]), np.concatenate([nruns * vb, nruns]), both,
+                       np.concatenate([first_run[:-1] * vb, head + first_run[:-1]]))
     first = np.zeros(a["count"].size + 1, np.int64)
     np.cumsum(a["count"], out=first[1:])
     # every chunk's runs must add up to its count (else its values would land in the next):
@@ -216,12 +226,11 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
     n = unit.nslots
     if not n:
         return _array.zeros(1, np.int64), _array.empty(1, np.uint8), 0
-    out_len = _array.empty(n, np.int64)
-    ck.copy_ranges_gpu(src_len, [0], [8 * n], out_len, [0])
-    copy_len = src_len[:n]
+    out_len = copy_len = src_len[:n]  # plain bytes: each slot's length is its span's
     if unit.fsst:
-        copy_len = _array.empty(n, np.int64)
-        ck.copy_ranges_gpu(src_len, [0], [8 * n], copy_len, [0])
+        both = _array.empty(2 * n, np.int64)  # decoded lengths, then the bytes to copy: one launch
+        ck.copy_ranges_gpu(src_len, [0, 0], [8 * n, 8 * n], both, [0, 8 * n])
+        out_len, copy_len = both[:n], both[n:]
         seg_bounds, sym, sl, nsym = _fsst_segments(unit)
         ck.fsst_lengths_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
         # FSST slots are written by the decode pass, not copied

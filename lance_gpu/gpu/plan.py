@@ -287,9 +287,21 @@ class _Lists:
         return sum(a.size for a in self._parts[self._names[0]])
 
     def arrays(self) -> dict[str, np.ndarray]:
+        if self.bound is not None:
+            return self.bound
         return {
             n: (np.concatenate(p).astype(np.int64) if p else np.zeros(0, np.int64)) for n, p in self._parts.items()
         }
+
+    #: the columns as views of the pass's work table (:mod:`lance_gpu.gpu.worktable`), once packed
+    bound: dict[str, np.ndarray] | None = None
+
+
+def work_lists(unit: UnitPlan) -> list[_Lists]:
+    """Every work list of a unit (each kernel family's page work items)."""
+    out = [unit.copy_fixed, unit.copy_level, *unit.copy_index.values(), *unit.unpack.values(), unit.bits,
+           *unit.rle.values(), unit.var_chunks, unit.fullzip, *unit.dictionary.values()]
+    return [lst for lst in out if len(lst)]
 
 
 def _ranges() -> _Lists:

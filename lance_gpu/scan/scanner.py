@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from lance_gpu._device import DEVICES
@@ -150,9 +149,28 @@ class LanceScanner:
 
     # -- GPU outputs ---------------------------------------------------------------------------
 
-    def to_device_batches(self) -> Iterator[DeviceTable]:
-        """Per fragment, the scan's columns as a ``DeviceTable`` whose columns stay in device
-        memory (needs a usable GPU: ``GpuUnavailableError`` otherwise)."""
+    def to_device_batches(self, batch_size: int | None = None) -> Iterator[DeviceTable]:
+        """The scan's columns as ``DeviceTable``s whose columns stay in device memory (needs
+        a usable GPU: ``GpuUnavailableError`` otherwise): batches of exactly ``batch_size``
+        rows across fragment ends (the last may be shorter), or, without ``batch_size``, one
+        per fragment read.
+
+        Parameters
+        ----------
+        batch_size : int, optional
+            Rows per batch; a batch inside one fragment is a view of its decoded buffers,
+            one spanning fragments is combined on the device
+            (:func:`lance_gpu.gpu.combine.rebatch_device`).
+        """
+        tables = self._device_tables()
+        if batch_size is None:
+            yield from tables
+            return
+        from lance_gpu.gpu.combine import rebatch_device
+
+        yield from rebatch_device(tables, self.projected_schema, int(batch_size))
+
+    def _device_tables(self) -> Iterator[DeviceTable]:
         from lance_gpu._device import resolve_device
 
         resolve_device("gpu")
@@ -173,7 +191,7 @@ class LanceScanner:
                 start = min(skip, out.num_rows)
                 skip -= start
                 stop = out.num_rows if left is None else min(out.num_rows, start + left)
-                out = out.take(np.arange(start, stop)) if (start, stop) != (0, out.num_rows) else out
+                out = out.slice(start, stop)
                 if left is not None:
                     left -= stop - start
             yield out
@@ -182,28 +200,31 @@ class LanceScanner:
 
     def to_cudf(self):
         """The scan as one ``cudf.DataFrame`` decoded on the GPU (``GpuUnavailableError``
-        without a usable GPU or cuDF)."""
+        without a usable GPU or cuDF): every column's buffers are allocated once for the
+        whole read, in cuDF's layout (:func:`lance_gpu.gpu.combine.combine_read`), and
+        wrapped without a copy: no frame per fragment, no ``cudf.concat``."""
         from lance_gpu._device import gpu_unusable_reason
-        from lance_gpu.gpu import _array
 
         reason = gpu_unusable_reason()
         if reason is not None:
             raise GpuUnavailableError(f"to_cudf needs a usable GPU: {reason}")
         try:
-            import cudf
+            import cudf  # noqa: F401
         except ImportError as exc:
             raise GpuUnavailableError(f"to_cudf needs cuDF ({exc})") from exc
-        frames = []
-        for dt in self.to_device_batches():
-            with _array.legacy_stream():
-                frames.append(dt.to_cudf())
-        if not frames:
-            from lance_gpu.gpu._cudf import cudf_arrow_table
+        from lance_gpu.gpu._cudf import combined_to_cudf
 
-            return cudf.DataFrame.from_arrow(cudf_arrow_table(self.projected_schema.empty_table()))
-        if len(frames) == 1:
-            return frames[0]
-        return cudf.concat(frames, ignore_index=True)
+        schema = self.projected_schema
+        cols, rows = self.to_cudf_columns()
+        return combined_to_cudf(list(schema.names), cols, rows)
+
+    def to_cudf_columns(self) -> tuple[list, int]:
+        """The columns ``to_cudf`` wraps (``lance_gpu.gpu.combine.CudfColumn``s) and the row
+        count: the whole read in cuDF's layout, without cuDF."""
+        from lance_gpu.gpu.combine import combine_read
+
+        tables = list(self._device_tables())
+        return combine_read(tables, self.projected_schema), sum(t.num_rows for t in tables)
 
 
 def scanner_for(snapshot: TableSnapshot, *, device: str | None = None, on_cpu_fallback: str = "warn",

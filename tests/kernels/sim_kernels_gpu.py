@@ -426,6 +426,72 @@ def test_pinned_uploads_round_trip_and_recycle_blocks():
     assert {id(p) for p, _d in _upload_state.free} == set(kept)  # the same block came back
 
 
+# ------------------------------------------------------------------ pieces (combined columns)
+
+
+def test_rebase_offsets_segments_match_cpu():
+    """Pieces' offsets moved to where their bytes land (int32 and int64 out), arithmetic
+    runs, single-value gathers; a source past its array is flagged."""
+    from cuda_kernels.pieces import rebase_offsets_segments, rebase_offsets_segments_gpu
+
+    src = np.array([5, 7, 7, 12, 100, 103, 110, 0, 4], np.int64)
+    at = [0, 4, -1, 8]
+    counts = [3, 2, 4, 1]
+    base = [5, 100, 0, 0]
+    shift = [0, 7, 10, 0]
+    stride = [0, 0, 3, 0]
+    dst = [0, 3, 5, 9]
+    for dtype in (np.int32, np.int64):
+        want = rebase_offsets_segments(src, at, counts, base, shift, stride, np.zeros(10, dtype), dst)
+        got = h(rebase_offsets_segments_gpu(cuda.to_device(src), at, counts, base, shift, stride, cuda.to_device(np.zeros(10, dtype)), dst))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(want, [0, 2, 2, 7, 10, 10, 13, 16, 19, 4])
+    with pytest.raises(CorruptInputError):
+        rebase_offsets_segments_gpu(cuda.to_device(src), [8], [2], [0], [0], [0], cuda.to_device(np.zeros(4, np.int64)), [0])
+
+
+@pytest.mark.parametrize("starts", [(0, 5, 37), (3, 33, 64), (0, 31, 32)])
+def test_pack_bitmask_segments_match_cpu(starts):
+    """Validity bytes, all-valid and all-null runs packed at any bit offset into shared
+    words (OR-ed atomically), with per-column null counts."""
+    from cuda_kernels.pieces import pack_bitmask_segments, pack_bitmask_segments_gpu
+
+    rng = np.random.default_rng(len(starts) + starts[1])
+    src = (rng.random(80) < 0.6).astype(np.uint8)
+    at = [0, -1, 40]
+    counts = [starts[1] - starts[0], starts[2] - starts[1], 30]
+    column = [0, 0, 1]
+    want_words = pack_bitmask_segments(src, at, counts, list(starts), column, np.zeros(4, np.uint32), np.zeros(2, np.int64))
+    want_nulls = np.zeros(2, np.int64)
+    pack_bitmask_segments(src, at, counts, list(starts), column, np.zeros(4, np.uint32), want_nulls)
+    words = cuda.to_device(np.zeros(4, np.uint32))
+    nulls = cuda.to_device(np.zeros(2, np.int64))
+    pack_bitmask_segments_gpu(cuda.to_device(src), at, counts, list(starts), column, words, nulls)
+    np.testing.assert_array_equal(h(words), want_words)
+    np.testing.assert_array_equal(h(nulls), want_nulls)
+    bits = np.unpackbits(want_words.view(np.uint8), bitorder="little")
+    np.testing.assert_array_equal(bits[starts[0] : starts[1]], src[: counts[0]])
+    assert bits[starts[1] : starts[2]].all()
+    np.testing.assert_array_equal(bits[starts[2] : starts[2] + 30], src[40:70])
+    assert want_nulls[1] == 30 - int(src[40:70].sum())
+    allnull = cuda.to_device(np.zeros(1, np.uint32))
+    n0 = cuda.to_device(np.zeros(1, np.int64))
+    pack_bitmask_segments_gpu(cuda.to_device(src), [-2], [20], [3], [0], allnull, n0)
+    assert h(allnull)[0] == 0 and h(n0)[0] == 20
+
+
+def test_allocation_of_finds_the_whole_allocation():
+    """Views of one device allocation share its key; the byte offset locates them."""
+    whole = cuda.to_device(np.arange(64, dtype=np.int64))
+    a, b = whole[3:10], whole[20:]
+    ka, wa, oa = _device.allocation_of(a)
+    kb, _wb, ob = _device.allocation_of(b)
+    assert ka == kb and (oa, ob) == (24, 160) and wa.shape[0] == 512
+    np.testing.assert_array_equal(h(wa)[oa : oa + 8].view(np.int64), [3])
+    other = cuda.to_device(np.arange(4, dtype=np.int64))
+    assert _device.allocation_of(other)[0] != ka
+
+
 # --------------------------------------------------------------------------------------------
 # encode primitives (cuda_kernels.encode) against their CPU twins
 

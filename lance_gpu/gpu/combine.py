@@ -1,0 +1,588 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A read's pieces put into one set of buffers, allocated once for the whole read.
+
+A GPU read decodes its fragments unit by unit; each fragment's columns are views into the
+buffers of the unit that decoded it (or, after a deletion / filter gather, buffers of their
+own).  :func:`combine` takes, for every output column, the list of its *pieces* -- row
+ranges ``[lo, hi)`` of :class:`~lance_gpu.gpu.columns.DeviceColumn`s, in order -- and
+writes them into final buffers sized for the whole read, in one of two layouts:
+
+``"cudf"`` (:class:`CudfColumn`, what :mod:`._cudf` wraps without a copy)
+    fixed-width values as is (booleans one byte each: cuDF's BOOL8); string chars; offsets
+    starting at 0, int32 where the column's total fits (int64 only beyond 2^31 - 1: cuDF's
+    large strings); validity as uint32 bitmask words (Arrow's bit order), every column's
+    mask padded to 64 bytes, with its null count; fixed-size lists as lists over their
+    items (generated offsets ``i * dim``); struct children with the parent's nulls
+    superimposed (what ``cudf.DataFrame.from_arrow`` gives).
+``"device"`` (:class:`DeviceColumn`, for :meth:`LanceScanner.to_device_batches` batches
+    that straddle fragments)
+    the device column layout: int64 offsets from 0, one validity byte per slot.
+
+Buffers: one values arena (uint8: every column's data, 64-byte aligned slots), one int32 and
+one int64 offsets arena, one zeroed bitmask arena (or one validity-byte arena), one array of
+null counters.  Work: per *source allocation* (the pool block a piece's buffer lives in,
+found by ``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
+(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width and one bitmask pack
+(``pack_bitmask_segments_gpu``), so the launches grow with the allocations the pieces come
+from (a handful per read unit), not with fragments, columns or pages.  Readbacks: the null
+counts, once, only where a piece's count is not known on the host; and, per nesting depth,
+the offsets bounding pieces whose span the host does not know (row ranges cut out of a
+column, columns gathered by a take), in one copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+import cuda_kernels as ck
+from cuda_kernels import _device
+from cuda_kernels.errors import deferred_errors
+from cuda_kernels.pieces import pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
+from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu._array import DeviceArray
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _fixed_to_arrow, _is_var, _storage
+from lance_gpu.gpu.plan import Unsupported, leaf_kind
+from lance_gpu.gpu.worktable import pack_columns
+
+LAYOUTS = ("cudf", "device")
+INT32_MAX = 2**31 - 1
+_ALIGN = 64  # bytes: every buffer of the values arena, every column's bitmask
+
+#: a row range ``[lo, hi)`` of a column
+Piece = tuple[DeviceColumn, int, int]
+
+
+@dataclass(slots=True, eq=False)
+class CudfColumn:
+    """One column in cuDF's layout (see the module docstring); every buffer is a view of the
+    read's arenas.  ``type`` is the Arrow type of the column (fixed-size lists included:
+    their ``children[0]`` holds the items and ``offsets`` the generated ``i * dim``)."""
+
+    type: pa.DataType
+    length: int
+    data: DeviceArray | None = None  # uint8 values / chars
+    offsets: DeviceArray | None = None  # int32 (int64 beyond 2^31 - 1), length + 1, from 0
+    mask: DeviceArray | None = None  # uint32 bitmask words, padded to 64 bytes; None: no nulls
+    null_count: int = 0
+    children: list[CudfColumn] = field(default_factory=list)
+    #: a column of a type with no device layout (null-typed, Arrow dictionaries), kept as the
+    #: CPU reader gave it (cuDF gets it through ``cudf.Series.from_arrow``); no buffers then
+    host: pa.Array | None = None
+
+    def to_arrow(self) -> pa.Array:
+        """A host copy in the Arrow type (the buffers as handed to cuDF, checked without it)."""
+        if self.host is not None:
+            return self.host
+        t = self.type
+        s = _storage(t)
+        n = self.length
+        mask = pa.py_buffer(_array.to_host(self.mask).view(np.uint8)) if self.mask is not None else None
+        if pa.types.is_struct(s):
+            arr = pa.Array.from_buffers(s, n, [mask], children=[c.to_arrow() for c in self.children])
+        elif pa.types.is_fixed_size_list(s):
+            arr = pa.Array.from_buffers(s, n, [mask], children=[self.children[0].to_arrow()])
+        elif pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
+            offs = _array.to_host(self.offsets)
+            offs = offs.astype(np.int64 if pa.types.is_large_list(s) else np.int32)
+            arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs)], children=[self.children[0].to_arrow()])
+        elif _is_var(s):
+            offs = _array.to_host(self.offsets).astype(np.int64)
+            data = _array.to_host(self.data[: int(offs[-1])]) if self.data is not None and n and offs[-1] else np.zeros(0, np.uint8)
+            big = pa.large_string() if pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_string_view(s) else pa.large_binary()
+            arr = pa.Array.from_buffers(big, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)]).cast(s)
+        else:
+            arr = _fixed_to_arrow(s, n, self.data, mask)
+        if getattr(t, "extension_name", None) == "arrow.json":
+            from lance_gpu.file.jsonb import jsonb_to_text
+
+            arr = jsonb_to_text(arr.cast(pa.large_binary()), "<device column>").cast(s)
+        return arr if s is t else pa.ExtensionArray.from_storage(t, arr)
+
+
+class _Out:
+    """An output column being planned: where its buffers go in the arenas."""
+
+    __slots__ = ("children", "counter", "data", "length", "mask", "nulls", "offsets", "span", "type", "unknown")
+
+    def __init__(self, t: pa.DataType, length: int) -> None:
+        self.type = t
+        self.length = length
+        self.data: tuple[int, int] | None = None  # (byte position, bytes) in the values arena
+        self.offsets: tuple[int, int] | None = None  # (4 | 8 bytes, first item) in an offsets arena
+        self.mask: int | None = None  # first word (cudf) / byte (device) of the validity
+        self.nulls = 0  # nulls known on the host
+        self.counter = -1  # null counter on the device (-1: no validity)
+        self.unknown = False  # the null count is not known on the host (cudf: counted on the device)
+        self.span = 0  # offsets[length] (bytes or child items)
+        self.children: list[_Out] = []
+
+
+def _loc(arr) -> tuple[object, DeviceArray, int]:
+    return _device.allocation_of(arr)
+
+
+def _loc64(arr) -> tuple[object, DeviceArray, int]:
+    """(key, whole allocation as int64, item offset) of an int64 device array."""
+    key, whole, off = _device.allocation_of(arr)
+    if off % 8 or int(whole.shape[0]) % 8:
+        dev = _device.to_device(arr)
+        return ("own", id(dev)), dev, 0
+    return key, whole.view(np.int64), off // 8
+
+
+class _Builder:
+    def __init__(self, layout: str) -> None:
+        if layout not in LAYOUTS:
+            msg = f"layout must be one of {LAYOUTS}, not {layout!r}"
+            raise ValueError(msg)
+        self.cudf = layout == "cudf"
+        self.values = 0
+        self.off = {4: 0, 8: 0}  # items of the int32 / int64 offsets arenas
+        self.valid = 0  # words (cudf) or bytes (device)
+        self.counters = 0
+        self.unknown_nulls = False
+        self.copies: dict[object, list] = {}  # key -> [whole, src, len, dst] (values arena)
+        self.vcopies: dict[object, list] = {}  # device layout: validity bytes
+        self.vfills: list[tuple[int, int]] = []
+        self.rebase: dict[tuple[object, int], list] = {}  # (key, width) -> [whole64, at, n, base, shift, stride, dst]
+        self.masks: dict[object, list] = {}  # key -> [whole, at, n, dst, column]
+
+    # -- slots ------------------------------------------------------------------------------
+
+    def _values(self, nbytes: int) -> int:
+        at = self.values
+        self.values = at + -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        return at
+
+    def _offsets(self, width: int, n: int) -> int:
+        at = self.off[width]
+        self.off[width] = at + n + 1
+        return at
+
+    def _copy(self, arr, lo_byte: int, nbytes: int, dst: int) -> None:
+        if nbytes <= 0:
+            return
+        key, whole, off = _loc(arr)
+        entry = self.copies.setdefault(key, [whole, [], [], []])
+        entry[1].append(off + lo_byte)
+        entry[2].append(nbytes)
+        entry[3].append(dst)
+
+    def _rebase(self, width: int, offsets, lo: int, n: int, base: int, shift: int, dst: int) -> None:
+        if n <= 0:
+            return
+        key, whole, off = _loc64(offsets)
+        entry = self.rebase.setdefault((key, width), [whole, [], [], [], [], [], []])
+        for k, v in enumerate((off + lo, n, base, shift, 0, dst), start=1):
+            entry[k].append(v)
+
+    def _arith(self, width: int, n: int, shift: int, stride: int, dst: int) -> None:
+        """Offsets ``shift + i * stride`` for ``i < n`` at ``dst`` (no source)."""
+        entry = self.rebase.setdefault(("generated", width), [None, [], [], [], [], [], []])
+        for k, v in enumerate((-1, n, 0, shift, stride, dst), start=1):
+            entry[k].append(v)
+
+    # -- validity ---------------------------------------------------------------------------
+
+    def _validity(self, out: _Out, pieces: Sequence[Piece]) -> None:
+        known = 0
+        unknown = False
+        for col, lo, hi in pieces:
+            if col.validity is None or hi == lo:
+                continue
+            if lo == 0 and hi == col.length and col._nulls is not None:
+                known += col._nulls
+            else:
+                unknown = True
+        if not unknown and not known:
+            return
+        n = out.length
+        out.nulls = 0
+        out.counter = self.counters
+        self.counters += 1
+        if unknown:
+            out.unknown = True
+            self.unknown_nulls = self.unknown_nulls or self.cudf  # the device layout counts lazily
+        else:
+            out.nulls = known
+        if self.cudf:
+            words = -(-max(n, 1) // 512) * 16  # 64-byte multiples
+            out.mask = self.valid
+            self.valid += words
+        else:
+            out.mask = self.valid
+            self.valid += max(n, 1)
+        row = 0
+        for col, lo, hi in pieces:
+            k = hi - lo
+            if not k:
+                continue
+            if self.cudf:
+                if col.validity is None:
+                    entry = self.masks.setdefault("generated", [None, [], [], [], []])
+                    at = -1
+                else:
+                    key, whole, off = _loc(col.validity)
+                    entry = self.masks.setdefault(key, [whole, [], [], [], []])
+                    at = off + lo
+                for j, v in enumerate((at, k, 32 * out.mask + row, out.counter), start=1):
+                    entry[j].append(v)
+            elif col.validity is None:
+                self.vfills.append((out.mask + row, k))
+            else:
+                key, whole, off = _loc(col.validity)
+                entry = self.vcopies.setdefault(key, [whole, [], [], []])
+                entry[1].append(off + lo)
+                entry[2].append(k)
+                entry[3].append(out.mask + row)
+            row += k
+
+    # -- columns ----------------------------------------------------------------------------
+
+    def plan(self, t: pa.DataType, pieces: Sequence[Piece], bounds: list[tuple[int, int]] | None) -> tuple[_Out, list]:
+        """Plan one column; returns it and its children still to plan: ``(out slot index in
+        parent, type, pieces)`` triples (planned at the next depth, after their bounds)."""
+        s = _storage(t)
+        n = sum(hi - lo for _c, lo, hi in pieces)
+        out = _Out(t, n)
+        later: list = []
+        if pa.types.is_struct(s):
+            self._validity(out, pieces)
+            for i in range(s.num_fields):
+                child_pieces = [(self._child_of_struct(col, i), lo, hi) for col, lo, hi in pieces]
+                later.append((out, s.field(i).type, child_pieces))
+            return out, later
+        if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or _is_var(s):
+            assert bounds is not None
+            self._validity(out, pieces)
+            total = sum(b1 - b0 for b0, b1 in bounds)
+            out.span = total
+            width = 8 if not self.cudf or total > INT32_MAX else 4
+            first = self._offsets(width, n)
+            out.offsets = (width, first)
+            row = 0
+            shift = 0
+            for (col, lo, hi), (b0, b1) in zip(pieces, bounds, strict=True):
+                self._rebase(width, col.offsets, lo, hi - lo, b0, shift, first + row)
+                row += hi - lo
+                shift += b1 - b0
+            self._arith(width, 1, total, 0, first + n)
+            if _is_var(s):
+                at = self._values(total)
+                out.data = (at, total)
+                done = 0
+                for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True):
+                    self._copy(col.data, b0, b1 - b0, at + done)
+                    done += b1 - b0
+            else:
+                value_type = pa.struct([s.key_field, s.item_field]) if pa.types.is_map(s) else s.value_type
+                child_pieces = [(col.children[0], b0, b1) for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True)]
+                later.append((out, value_type, child_pieces))
+            return out, later
+        w = leaf_kind(t)[1]
+        self._validity(out, pieces)
+        at = self._values(n * w)
+        out.data = (at, n * w)
+        row = 0
+        for col, lo, hi in pieces:
+            self._copy(col.data, lo * w, (hi - lo) * w, at + row * w)
+            row += hi - lo
+        if self.cudf and pa.types.is_fixed_size_list(s):
+            self._fsl(out, s, n, at)
+        return out, later
+
+    def _fsl_items(self, s: pa.DataType, n: int, at: int) -> _Out:
+        """The items of a fixed-size list in cuDF's list form (viewing the list's bytes at
+        ``at``); the caller's column gets the generated offsets ``i * dim``."""
+        dim = s.list_size
+        if n * dim > INT32_MAX:
+            msg = "fixed-size list items beyond 2^31 - 1 do not fit cuDF's int32 list offsets"
+            raise OverflowError(msg)
+        items = _Out(s.value_type, n * dim)
+        items.data = (at, n * dim * leaf_kind(s.value_type)[1])
+        vs = _storage(s.value_type)
+        if pa.types.is_fixed_size_list(vs):
+            self._fsl(items, vs, n * dim, at)
+        return items
+
+    def _fsl(self, out: _Out, s: pa.DataType, n: int, at: int) -> None:
+        first = self._offsets(4, n)
+        out.offsets = (4, first)
+        self._arith(4, n + 1, 0, s.list_size, first)
+        out.children.append(self._fsl_items(s, n, at))
+
+    def _child_of_struct(self, col: DeviceColumn, i: int) -> DeviceColumn:
+        child = col.children[i]
+        if not self.cudf or col.validity is None or col._nulls == 0:
+            return child
+        validity = _kernels.and_validity(col.validity, child.validity)
+        nulls = col._nulls if child.validity is None else None
+        return DeviceColumn(child.type, child.length, validity, child.data, child.offsets, child.children, _nulls=nulls, span=child.span)
+
+
+def _bounds(levels: list[tuple[pa.DataType, list[Piece]]]) -> list[list[tuple[int, int]] | None]:
+    """The ``(offsets[lo], offsets[hi])`` of every piece of the variable-width and list
+    columns of one depth: from the spans the host knows, the rest in one readback."""
+    out: list[list[tuple[int, int]] | None] = []
+    wanted: list[tuple[DeviceColumn, int]] = []
+    for t, pieces in levels:
+        s = _storage(t)
+        if not (pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or _is_var(s)):
+            out.append(None)
+            continue
+        got: list[tuple[int, int]] = []
+        for col, lo, hi in pieces:
+            if lo == 0 and hi == col.length and col.span is not None:
+                got.append(col.span)
+            elif hi == lo and col.span is not None and lo in (0, col.length):
+                edge = col.span[0] if lo == 0 else col.span[1]
+                got.append((edge, edge))
+            else:
+                got.append((-1 - len(wanted), 0))  # placeholder: index into the readback
+                wanted.append((col, lo))
+                wanted.append((col, hi))
+        out.append(got)
+    if not wanted:
+        return out
+    groups: dict[object, list] = {}
+    for k, (col, row) in enumerate(wanted):
+        key, whole, off = _loc64(col.offsets)
+        entry = groups.setdefault(key, [whole, [], []])
+        entry[1].append(off + row)
+        entry[2].append(k)
+    values = _array.empty(len(wanted), np.int64)
+    for whole, at, dst in groups.values():
+        m = len(at)
+        rebase_offsets_segments_gpu(whole, at, np.ones(m, np.int64), np.zeros(m, np.int64), np.zeros(m, np.int64),
+                                    np.zeros(m, np.int64), values, dst)
+    host = _array.to_host(values)
+    for resolved in out:
+        if resolved is None:
+            continue
+        for j, (first, _b) in enumerate(resolved):
+            if first < 0:
+                k = -1 - first
+                resolved[j] = (int(host[k]), int(host[k + 1]))
+    return out
+
+
+def combine(types: Sequence[pa.DataType], pieces: Sequence[Sequence[Piece]], layout: str = "cudf") -> list:
+    """Every column ``i`` of type ``types[i]`` made of ``pieces[i]`` (row ranges of device
+    columns, in order), written into buffers allocated once (see the module docstring).
+    Returns :class:`CudfColumn`s (``layout="cudf"``) or :class:`DeviceColumn`s
+    (``layout="device"``).  Call inside ``pinned_uploads()`` so the work lists go up
+    asynchronously."""
+    b = _Builder(layout)
+    tops: list[_Out] = []
+    level: list[tuple[_Out | None, pa.DataType, list[Piece]]] = [(None, t, list(p)) for t, p in zip(types, pieces, strict=True)]
+    while level:
+        bounds = _bounds([(t, p) for _parent, t, p in level])
+        nxt: list = []
+        for (parent, t, p), bd in zip(level, bounds, strict=True):
+            out, later = b.plan(t, p, bd)
+            if parent is None:
+                tops.append(out)
+            else:
+                parent.children.append(out)
+            nxt.extend(later)
+        level = nxt
+    return _run(b, tops)
+
+
+def _rebase_launch(src, entry: list, out) -> None:
+    _at, n, base, shift, stride, dst = entry[1:7]
+    rebase_offsets_segments_gpu(src, _at, n, base, shift, stride, out, dst)
+
+
+def _run(b: _Builder, tops: list[_Out]) -> list:
+    """Allocate the arenas and launch the combining work, whose descriptors go up as one
+    work table (:func:`lance_gpu.gpu.worktable.pack_columns`) in one copy."""
+    _merge_generated(b)
+    cols = [(entry, k) for entry in [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.vcopies.values()]
+            for k in range(1, len(entry))]
+    scanned = [_is_length(entry, k, b) for entry, k in cols]
+    host, views, scans = pack_columns([entry[k] for entry, k in cols], scanned)
+    for (entry, k), v in zip(cols, views, strict=True):
+        entry[k] = v
+    with _device.work_table(host, scans):
+        return _launch(b, tops)
+
+
+def _merge_generated(b: _Builder) -> None:
+    """Sourceless offsets segments (the final offset of a column, fixed-size list offsets)
+    and all-valid bitmask runs join a launch of their kind (or make one of their own)."""
+    for (key, w) in [k for k in b.rebase if k[0] == "generated"]:
+        gen = b.rebase[(key, w)]
+        other = next((e for (k2, w2), e in b.rebase.items() if k2 != "generated" and w2 == w), None)
+        if other is not None:
+            for k in range(1, 7):
+                other[k].extend(gen[k])
+            del b.rebase[(key, w)]
+    gen_mask = b.masks.get("generated")
+    if gen_mask is not None:
+        other = next((e for k2, e in b.masks.items() if k2 != "generated"), None)
+        if other is not None:
+            for k in range(1, 5):
+                other[k].extend(gen_mask[k])
+            del b.masks["generated"]
+
+
+def _is_length(entry: list, k: int, b: _Builder) -> bool:
+    """Column ``k`` of a work entry is the lengths a wrapper scans (copies' byte counts,
+    offsets segments' counts)."""
+    if any(entry is e for e in b.copies.values()) or any(entry is e for e in b.vcopies.values()):
+        return k == 2
+    if any(entry is e for e in b.rebase.values()):
+        return k == 2
+    return False
+
+
+def _launch(b: _Builder, tops: list[_Out]) -> list:
+    values = _array.empty(max(b.values, 1), np.uint8)
+    offsets = {w: _array.empty(max(n, 1), np.int32 if w == 4 else np.int64) for w, n in b.off.items()}
+    # the bitmask words / validity bytes and, after them, the null counters: one zeroed block
+    item = 4 if b.cudf else 1
+    head = -(-max(b.valid, 1) * item // 8) * 8
+    zeroed = _array.zeros(head + 8 * max(b.counters, 1), np.uint8)
+    valid = zeroed[: max(b.valid, 1) * item].view(np.uint32 if b.cudf else np.uint8)
+    counters = zeroed[head:].view(np.int64)
+    for whole, src, nbytes, dst in b.copies.values():
+        ck.copy_ranges_gpu(whole, src, nbytes, values, dst)
+    for (key, w), entry in b.rebase.items():
+        _rebase_launch(offsets[w] if key == "generated" else entry[0], entry, offsets[w])
+    if b.cudf:
+        for key, (whole, at, n, dst, column) in b.masks.items():
+            pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters)
+    else:
+        for whole, src, n, dst in b.vcopies.values():
+            ck.copy_ranges_gpu(whole, src, n, valid, dst)
+        if b.vfills:
+            d = np.array([f[0] for f in b.vfills], np.int64)
+            n = np.array([f[1] for f in b.vfills], np.int64)
+            ck.fill_patterns_gpu(valid, d, n, np.ones(1, np.uint8), np.zeros(d.size, np.int64), np.ones(d.size, np.int64))
+    nulls = _array.to_host(counters) if b.unknown_nulls else None
+
+    def make(o: _Out):
+        if o.counter >= 0 and o.unknown and nulls is not None:
+            o.nulls = int(nulls[o.counter])
+        children = [make(c) for c in o.children]
+        data = None if o.data is None else values[o.data[0] : o.data[0] + o.data[1]]
+        offs = None if o.offsets is None else offsets[o.offsets[0]][o.offsets[1] : o.offsets[1] + o.length + 1]
+        if b.cudf:
+            mask = None
+            if o.mask is not None and o.nulls:
+                mask = valid[o.mask : o.mask + -(-max(o.length, 1) // 512) * 16]
+            return CudfColumn(o.type, o.length, data, offs, mask, o.nulls if mask is not None else 0, children)
+        known = o.counter < 0 or not o.unknown
+        validity = None if o.mask is None or (known and not o.nulls) else valid[o.mask : o.mask + o.length].view(np.bool_)
+        span = None if o.offsets is None else (0, o.span)
+        return DeviceColumn(o.type, o.length, validity, data, offs, children, _nulls=(o.nulls if known else None), span=span)
+
+    return [make(o) for o in tops]
+
+
+def combine_tables(tables: Sequence[DeviceTable], schema: pa.Schema, layout: str = "cudf",
+                   ranges: Sequence[tuple[int, int]] | None = None) -> list:
+    """The columns of ``schema`` over the rows ``ranges[k]`` (default: all) of each of
+    ``tables``, combined (:func:`combine`); columns the CPU reader decoded are uploaded."""
+    if ranges is None:
+        ranges = [(0, t.num_rows) for t in tables]
+    device = [i for i, f in enumerate(schema) if _has_device_layout(f.type)]
+    pieces: list[list[Piece]] = [[] for _ in device]
+    for table, (lo, hi) in zip(tables, ranges, strict=True):
+        for j, i in enumerate(device):
+            col = _column(table, schema, i)
+            if not isinstance(col, DeviceColumn):
+                col = DeviceColumn.from_arrow(col)
+            pieces[j].append((col, lo, hi))
+    combined = dict(zip(device, combine([schema.field(i).type for i in device], pieces, layout), strict=True))
+    out = []
+    for i, f in enumerate(schema):
+        if i in combined:
+            out.append(combined[i])
+            continue
+        parts = [_column(table, schema, i) for table in tables]
+        arr = pa.concat_arrays([p.slice(lo, hi - lo) for p, (lo, hi) in zip(parts, ranges, strict=True)]) if parts else pa.array([], f.type)
+        out.append(CudfColumn(f.type, len(arr), null_count=arr.null_count, host=arr) if layout == "cudf" else arr)
+    return out
+
+
+def _column(table: DeviceTable, schema: pa.Schema, i: int):
+    name = schema.field(i).name
+    return table.column(name) if name in table.names else table.columns[i]
+
+
+def _has_device_layout(t: pa.DataType) -> bool:
+    """Whether every leaf of ``t`` has a device column layout (null-typed columns and Arrow
+    dictionaries do not: the CPU reader's arrays stay on the host)."""
+    s = _storage(t)
+    if pa.types.is_struct(s):
+        return all(_has_device_layout(f.type) for f in s)
+    if pa.types.is_list(s) or pa.types.is_large_list(s):
+        return _has_device_layout(s.value_type)
+    if pa.types.is_map(s):
+        return _has_device_layout(s.key_type) and _has_device_layout(s.item_type)
+    if _is_var(s):
+        return True
+    try:
+        leaf_kind(t)
+    except Unsupported:
+        return False
+    return True
+
+
+__all__ = ["LAYOUTS", "CudfColumn", "Piece", "combine", "combine_tables"]
+
+
+def rebatch_device(tables, schema: pa.Schema, batch_size: int):
+    """``tables`` (device tables in reading order) cut into batches of exactly
+    ``batch_size`` rows (the last one may be shorter): a batch inside one table is a view of
+    it (:meth:`DeviceTable.slice`), one straddling tables is combined into buffers of its
+    own (``layout="device"``, one batched launch per buffer kind and source allocation)."""
+    if batch_size <= 0:
+        msg = f"batch_size must be positive, got {batch_size}"
+        raise ValueError(msg)
+    pending: list[tuple[DeviceTable, int, int]] = []
+    have = 0
+    for table in tables:
+        lo = 0
+        while lo < table.num_rows:
+            take = min(batch_size - have, table.num_rows - lo)
+            pending.append((table, lo, lo + take))
+            have += take
+            lo += take
+            if have == batch_size:
+                yield _batch(pending, schema)
+                pending, have = [], 0
+    if have:
+        yield _batch(pending, schema)
+
+
+def _batch(pending: list[tuple[DeviceTable, int, int]], schema: pa.Schema) -> DeviceTable:
+    if len(pending) == 1:
+        table, lo, hi = pending[0]
+        return table.slice(lo, hi)
+    with _array.legacy_stream(), _device.pinned_uploads(), deferred_errors():
+        cols = combine_tables([p[0] for p in pending], schema, "device", [(lo, hi) for _t, lo, hi in pending])
+    _array.sync_kernels()
+    ids = [p[0].row_ids for p in pending]
+    row_ids = None if any(i is None for i in ids) else np.concatenate([i[lo:hi] for i, (_t, lo, hi) in zip(ids, pending, strict=True)])
+    n = sum(hi - lo for _t, lo, hi in pending)
+    return DeviceTable(list(schema.names), cols, n, row_ids, pending[0][0].fragment_id)
+
+
+def combine_read(tables, schema: pa.Schema) -> list[CudfColumn]:
+    """Every column of a read (``tables``: its device tables in order) in cuDF's layout,
+    each buffer allocated once for the whole read (what ``LanceScanner.to_cudf`` wraps)."""
+    with _array.legacy_stream(), _device.pinned_uploads(), _array.nvtx_range("lance_gpu.combine"):
+        with deferred_errors():  # every launch's flag read back once, with the null counts' copy
+            cols = combine_tables(list(tables), schema, "cudf")
+        _array.sync_kernels()
+    return cols
+
+
+__all__ += ["combine_read", "rebatch_device"]
