@@ -39,12 +39,12 @@ import pyarrow as pa
 
 from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMismatchError
 from lance_gpu.scan import ReadUnit, decode_fields
+from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Merge
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
-from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.operations import (
     _as_table,
