@@ -223,7 +223,13 @@ class DeviceColumn:
             col = cls.from_arrow(arr.cast(big))
             return cls(t, n, col.validity, col.data, col.offsets)
         if _is_var(s):
-            offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+            # from the buffers: pyarrow 26's string and binary arrays have no ``.offsets``
+            large = pa.types.is_large_string(s) or pa.types.is_large_binary(s)
+            offset_buffer = arr.buffers()[1]
+            if n and offset_buffer is not None:
+                offs = np.frombuffer(offset_buffer, np.int64 if large else np.int32, count=n + 1, offset=arr.offset * (8 if large else 4)).astype(np.int64)
+            else:
+                offs = np.zeros(n + 1, np.int64)
             base, end = (int(offs[0]), int(offs[-1])) if offs.size else (0, 0)
             buf = arr.buffers()[2]
             data = np.frombuffer(buf, np.uint8)[base:end] if buf is not None else np.zeros(0, np.uint8)
