@@ -13,6 +13,7 @@
 #   bash benchmarks/device_session.sh install A B           # check, unpack, pip install --target /tmp/site
 #   bash benchmarks/device_session.sh bench                 # bench_gpu.py (this code) + the baseline's end to end
 #   bash benchmarks/device_session.sh tests                 # cuDF hand-off, the pipeline on the device, pytest -m gpu
+#   bash benchmarks/device_session.sh more                  # search (issue 27), index build on the device, GPU write (issue 28)
 #   bash benchmarks/device_session.sh nsys                  # Nsight Systems summary of three reads (NVTX phases)
 #   bash benchmarks/device_session.sh verify                # a short second look: some end-to-end rows + the pipeline
 # Results land under $OUT (at most 8 files a call come back).
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-step=${1:?probe | receive BUNDLE PART | install BUNDLE... | bench | tests | nsys | verify}
+step=${1:?probe | receive BUNDLE PART | install BUNDLE... | bench | tests | more | nsys | verify}
 shift
 
 nsys_bin() {
@@ -67,6 +68,16 @@ tests)
     timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         --deselect tests/test_gpu_simulated.py::test_gpu_pipeline_on_the_device --ignore tests/test_gpu_cudf.py 2>&1 \
         | tee "$OUT/pytest_gpu.log" | tail -8
+    ;;
+more)
+    # the other GPU benchmarks, each bounded by a timeout (bench_gpu_write.py writes under benchmarks/results/: copy them to $OUT)
+    timeout "${SEARCH_TIMEOUT:-150}" python3 benchmarks/bench_search.py --device gpu --rows "${SEARCH_ROWS:-1000000}" --dim 768 \
+        --metrics l2 --rounds 3 --markdown "$OUT/search_gpu.md" 2>&1 | tee "$OUT/search_gpu.log" | tail -12
+    timeout "${WRITE_TIMEOUT:-150}" python3 benchmarks/bench_gpu_write.py --repeat 3 2>&1 \
+        | tee "$OUT/gpu_write.log" | tail -12
+    cp benchmarks/results/gpu_write_*.md "$OUT"/ 2>/dev/null
+    timeout "${INDEX_TIMEOUT:-120}" python3 benchmarks/bench_vector_index.py --accelerator cuda \
+        --markdown "$OUT/vector_index_gpu.md" 2>&1 | tee "$OUT/vector_index_gpu.log" | tail -8
     ;;
 verify)
     # a short second look after a change: end-to-end rows (ENGINES) and the pipeline on the device
