@@ -19,12 +19,15 @@ import pyarrow.compute as pc
 from lance_gpu._device import DEVICES
 from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceError, UnsupportedFeatureError
 from lance_gpu.fragment import LanceFragment
+from lance_gpu.index.metadata import describe_indices, list_indices
 from lance_gpu.io import resolve
 from lance_gpu.ops.cleanup import cleanup_old_versions
 from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig  # pylance's lance.dataset names
+from lance_gpu.ops.housekeeping import drop, validate
 from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
 from lance_gpu.ops.ordering import ordered_scanner
 from lance_gpu.ops.stats import DatasetStats
+from lance_gpu.ops.vector_index import create_index
 from lance_gpu.scan import LanceScanner, scanner_for, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.blobs import take_blobs
@@ -37,6 +40,7 @@ from lance_gpu.txn.transaction import commit_operation, commit_transactions, res
 from lance_gpu.write.compaction import DatasetOptimizer
 from lance_gpu.write.dataset_writer import write_version
 from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
+from lance_gpu.write.history import get_transactions, read_transaction
 from lance_gpu.write.indices import create_scalar_index, drop_index
 from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
 from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, update
@@ -639,8 +643,6 @@ class LanceDataset:
         (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
         import warnings
 
-        from lance_gpu.index.metadata import list_indices
-
         warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
                       "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
         snapshot = self._snapshot
@@ -648,8 +650,6 @@ class LanceDataset:
 
     def describe_indices(self) -> list:
         """One :class:`~lance_gpu.index.metadata.IndexDescription` per index, as pylance."""
-        from lance_gpu.index.metadata import describe_indices
-
         snapshot = self._snapshot
         return describe_indices(snapshot.manifest, snapshot.manifest_file.index_section,
                                 lambda i: snapshot.fragment(i).live_count())
@@ -861,10 +861,8 @@ class LanceDataset:
         num_sub_vectors : int, optional
             PQ sub-vectors (IVF_PQ; must divide the dimension).
         accelerator : optional
-            Training on the GPU: not supported yet.
+            ``"cuda"``: k-means and PQ training on the device (numba-cuda kernels).
         """
-        from lance_gpu.ops.vector_index import create_index
-
         if isinstance(index_type, str) and index_type.upper() in ("BTREE", "BITMAP", "LABEL_LIST"):
             self.create_scalar_index(column, index_type, name=name, replace=replace)  # type: ignore[arg-type]
             return self
@@ -888,8 +886,6 @@ class LanceDataset:
         Transaction or None
             None when the version records no transaction.
         """
-        from lance_gpu.write.history import read_transaction
-
         return read_transaction(self, version)
 
     def get_transactions(self, recent_transactions: int = 10) -> list:
@@ -901,8 +897,6 @@ class LanceDataset:
         recent_transactions : int, default 10
             How many versions to go back.
         """
-        from lance_gpu.write.history import get_transactions
-
         return get_transactions(self, recent_transactions)
 
     @staticmethod
@@ -919,15 +913,11 @@ class LanceDataset:
         ignore_not_found : bool, optional
             Return quietly when nothing is there (else ``OSError``).
         """
-        from lance_gpu.ops.housekeeping import drop
-
         drop(base_uri, storage_options, ignore_not_found)
 
     def validate(self) -> None:
         """Check this version's metadata against its data files (pylance's ``validate``);
         raises :class:`~lance_gpu.errors.CorruptFileError` naming what is wrong."""
-        from lance_gpu.ops.housekeeping import validate
-
         validate(self._snapshot)
 
 def write_dataset(

@@ -21,6 +21,7 @@ from lance_gpu.errors import ArgumentTypeError
 from lance_gpu.scan import scanner_for, take_rows
 from lance_gpu.table.snapshot import FragmentSnapshot
 from lance_gpu.txn.fragment import DataFile, DeletionFile, FragmentMetadata
+from lance_gpu.write import fragment_ops
 from lance_gpu.write import fragments as fragment_writer
 
 if TYPE_CHECKING:
@@ -83,8 +84,6 @@ class LanceFragment:
         fragment_id : int
             The id to give it (an ``Append`` commit numbers it afresh).
         """
-        from lance_gpu.write import fragment_ops
-
         return fragment_ops.create_from_file(filename, dataset, fragment_id)
 
     @property
@@ -196,8 +195,6 @@ class LanceFragment:
             The fragment with its new deletion file, or None when no row is left; commit
             with ``LanceOperation.Delete``.
         """
-        from lance_gpu.write import fragment_ops
-
         return fragment_ops.delete(self, predicate)
 
     def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
@@ -213,8 +210,6 @@ class LanceFragment:
         FragmentMetadata or None
             As :meth:`delete`.
         """
-        from lance_gpu.write import fragment_ops
-
         return fragment_ops.delete_rows(self, offsets)
 
     def merge_columns(self, value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
@@ -238,8 +233,6 @@ class LanceFragment:
             The fragment with one more data file and the new schema; commit with
             ``LanceOperation.Merge``.
         """
-        from lance_gpu.write import fragment_ops
-
         return fragment_ops.merge_columns(self, value_func, columns, batch_size, reader_schema)
 
     def merge(self, data_obj: Any, left_on: str, right_on: str | None = None,
@@ -263,8 +256,6 @@ class LanceFragment:
         tuple of FragmentMetadata and LanceSchema
             Commit with ``LanceOperation.Merge``.
         """
-        from lance_gpu.write import fragment_ops
-
         return fragment_ops.merge(self, data_obj, left_on, right_on, schema)
 
     def update_columns(self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
@@ -290,8 +281,6 @@ class LanceFragment:
             ``(FragmentMetadata, fields_modified)`` (plus the offsets' bytes); commit with
             ``LanceOperation.Update(updated_fragments=..., fields_modified=...)``.
         """
-        from lance_gpu.write import fragment_ops
-
         return fragment_ops.update_columns(self, data_obj, left_on, right_on, schema, with_offsets=with_offsets)
 
 

@@ -38,13 +38,16 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMismatchError
+from lance_gpu.file.container import LanceFileReader
+from lance_gpu.io import join
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.txn.fragment import FragmentMetadata
+from lance_gpu.txn.fragment import DataFile, FragmentMetadata
 from lance_gpu.txn.operations import Merge
 from lance_gpu.txn.publish import check_appendable
-from lance_gpu.write.blobs import blob_v2_schema
+from lance_gpu.write.blobs import blob_v2_schema, column_field_ids
+from lance_gpu.write.dataset_writer import _check_types
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.operations import (
     _as_table,
@@ -53,6 +56,7 @@ from lance_gpu.write.operations import (
     _physical,
     _with_new_data_file,
 )
+from lance_gpu.write.udf import BatchUDF
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset
@@ -73,7 +77,7 @@ def delete(frag: LanceFragment, predicate: str) -> FragmentMetadata | None:
     """Delete the live rows of ``frag`` matching the SQL ``predicate``: the fragment with a
     new deletion file (all its deleted offsets), unchanged when no row matches, or None when
     no row is left."""
-    from lance_gpu.filter import parse_filter
+    from lance_gpu.filter import parse_filter  # loads sqlglot: only when a predicate is parsed
 
     ds = frag.snapshot.snapshot
     compiled = parse_filter(predicate, ds.schema)
@@ -121,7 +125,6 @@ class _Written:
 def _udf_batches(frag: LanceFragment, udf: Any, read_columns: Sequence[str] | None, batch_size: int | None) -> pa.Table:
     """``udf`` applied to batches of ``read_columns`` (``_rowid`` / ``_rowaddr`` allowed)
     of the fragment's live rows, concatenated."""
-    from lance_gpu.write.udf import BatchUDF
 
     if isinstance(udf, BatchUDF) and udf.checkpoint_file is not None:
         raise ValueError(
@@ -170,7 +173,6 @@ def merge_columns(
     function or BatchUDF of batches of ``columns``, or a reader / table of values, one row
     per live row); returns the fragment with one more data file and the dataset's schema
     with the new fields, for a ``Merge`` commit."""
-    from lance_gpu.write.dataset_writer import _check_types
 
     ds = frag.snapshot.snapshot
     check_appendable(ds.manifest_file)
@@ -241,10 +243,6 @@ def create_from_file(filename: str, ds: LanceDataset, fragment_id: int) -> Fragm
     :class:`~lance_gpu.write.single_file.LanceFileWriter` with the dataset's columns):
     its columns matched to the dataset's fields by name, its rows from its footer; for an
     ``Append`` commit (which numbers it afresh)."""
-    from lance_gpu.file.container import LanceFileReader
-    from lance_gpu.io import join
-    from lance_gpu.txn.fragment import DataFile
-    from lance_gpu.write.blobs import column_field_ids
 
     reader = LanceFileReader(join(ds.root, "data", filename), ds.store)
     desc = reader.descriptor
@@ -293,7 +291,6 @@ def update_columns(
     ``_rowaddr`` join on the row id / address); returns the fragment with one new data
     file (the old files' copies of those fields tombstoned) and the modified field ids,
     plus with ``with_offsets`` the matched physical offsets as a portable roaring bitmap."""
-    from lance_gpu.write.dataset_writer import _check_types
 
     ds = frag.snapshot.snapshot
     check_appendable(ds.manifest_file)

@@ -31,7 +31,6 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
-from lance_gpu.filter import compile_expression
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_fields, read_rows, scanner_for
@@ -451,6 +450,8 @@ def _add_columns_once(
     if isinstance(transforms, Mapping) and transforms and all(
             isinstance(v, str) and _NULL_CAST.match(v) for v in transforms.values()):
         # every expression is ``CAST(NULL AS type)``: all-null columns, metadata only (as pylance)
+        from lance_gpu.filter import compile_expression  # loads sqlglot: only for SQL expressions
+
         transforms = pa.schema([pa.field(name, compile_expression(text, ds.schema).type)
                                 for name, text in transforms.items()])
     if isinstance(transforms, pa.Field):
