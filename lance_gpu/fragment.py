@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import ArgumentTypeError
+from lance_gpu.ops.ordering import ordered_scanner
 from lance_gpu.scan import scanner_for, take_rows
 from lance_gpu.table.snapshot import FragmentSnapshot
 from lance_gpu.txn.fragment import DataFile, DeletionFile, FragmentMetadata
@@ -124,6 +125,13 @@ class LanceFragment:
         """A scanner over this fragment only; arguments as :meth:`LanceDataset.scanner`
         (but ``nearest``: pylance's fragments have no search)."""
         _refuse_search("scanner", options)
+        order_by = options.pop("order_by", None)
+        if order_by is not None:
+            return ordered_scanner(
+                lambda **kw: self.scanner(**kw), order_by, columns=columns, limit=limit, offset=offset, filter=filter,
+                batch_size=batch_size, with_row_id=with_row_id, with_row_address=with_row_address,
+                batch_readahead=batch_readahead, **options,
+            )
         options.setdefault("device", self.dataset.device)
         return scanner_for(
             self.snapshot.snapshot, columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,

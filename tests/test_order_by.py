@@ -80,3 +80,13 @@ def test_sort_column_outside_the_projection(uri: str) -> None:
     ours = lance_gpu.dataset(uri).to_table(columns=["id"], order_by=["f"])
     ref = lance.dataset(uri).to_table(columns=["id", "f"], order_by=["f"]).select(["id"])
     assert ours == ref
+
+
+def test_fragment_order_by_matches_pylance(uri: str) -> None:
+    """A fragment's ``to_table`` / ``scanner`` take ``order_by`` too, as pylance's."""
+    ours, ref = _both([("i", False, True)])
+    for fid in (0, 2):
+        expected = lance.dataset(uri).get_fragment(fid).to_table(order_by=ref, filter="f > -1")
+        frag = lance_gpu.dataset(uri).get_fragment(fid)
+        assert frag.to_table(order_by=ours, filter="f > -1") == expected
+        assert frag.scanner(order_by=ours, filter="f > -1").to_table() == expected
