@@ -84,7 +84,8 @@ def test_sort_column_outside_the_projection(uri: str) -> None:
 
 def test_fragment_order_by_matches_pylance(uri: str) -> None:
     """A fragment's ``to_table`` / ``scanner`` take ``order_by`` too, as pylance's."""
-    ours, ref = _both([("i", False, True)])
+    ours = [ColumnOrdering("i", False, True), ColumnOrdering("id")]  # pylance's fragments take no bare names
+    ref = [RefOrdering("i", False, True), RefOrdering("id")]
     for fid in (0, 2):
         expected = lance.dataset(uri).get_fragment(fid).to_table(order_by=ref, filter="f > -1")
         frag = lance_gpu.dataset(uri).get_fragment(fid)
