@@ -260,3 +260,29 @@ def test_only_io_touches_the_file_system() -> None:
             if _FS_CALL.search(code):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
     assert offenders == [], "file-system calls outside lance_gpu/io:\n" + "\n".join(offenders)
+
+
+def _sync_in_child(paths: list[str]) -> None:
+    LocalStore().sync(paths)
+
+
+def test_sync_of_several_files_works_in_a_forked_child(tmp_path: Path) -> None:
+    """The fsync threads are kept per process: a child forked after the parent synced starts
+    its own (the parent's threads do not exist there) instead of waiting on them forever."""
+    import multiprocessing
+
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x" * (i + 1))
+        paths.append(str(p))
+    store = LocalStore()
+    store.sync(paths)  # the parent's pool exists now
+    child = multiprocessing.get_context("fork").Process(target=_sync_in_child, args=(paths,))
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and child.exitcode == 0
+    store.sync(paths)

@@ -23,8 +23,10 @@ import errno
 import mmap
 import os
 import re
+import threading
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -440,15 +442,35 @@ class LocalStore:
             for path in paths:
                 _fsync_path(path)
             return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(_SYNC_THREADS, len(paths)), thread_name_prefix="lance-gpu-sync") as pool:
-            for _ in pool.map(_fsync_path, paths):
-                pass
+        for _ in _sync_pool().map(_fsync_path, paths):
+            pass
 
 
 #: Files fsync'd at once by :meth:`LocalStore.sync`.
 _SYNC_THREADS = 8
+_SYNC_POOL: ThreadPoolExecutor | None = None
+_SYNC_POOL_LOCK = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    """The process's fsync threads, started on the first sync of several files and kept (a
+    commit used to start and join a pool of its own: ~1 ms of thread start-up per append)."""
+    global _SYNC_POOL
+    with _SYNC_POOL_LOCK:
+        if _SYNC_POOL is None:
+            _SYNC_POOL = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="lance-gpu-sync")
+        return _SYNC_POOL
+
+
+def _forget_sync_pool() -> None:
+    """In a forked child the parent's pool threads do not exist: start a new pool on use."""
+    global _SYNC_POOL, _SYNC_POOL_LOCK
+    _SYNC_POOL = None
+    _SYNC_POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_sync_pool)
 
 
 def _fsync_path(path: str) -> None:
