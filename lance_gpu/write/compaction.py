@@ -41,7 +41,7 @@ from lance_gpu.progress import ProgressHook
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table import features
 from lance_gpu.table.indices import fragment_bitmap
-from lance_gpu.table.manifest import latest_version, read_manifest_file
+from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
@@ -229,13 +229,7 @@ def compact_once(
         return ds, metrics
     stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
     rewritten_ids = {f.fragment_id for task in tasks for f in task}
-    # pylance 14 btrees hold row addresses even with stable row ids: always remapped
-    to_remap = [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)]
-    # with stable row ids, indices of row ids (bitmaps, label lists) stay valid: pylance 14
-    # keeps their files and moves their fragment bitmaps; btrees (row addresses) are remapped
-    moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS,
-                                                                             VECTOR_DETAILS)]
-    to_remap = [i for i in to_remap if i not in moved]
+    to_remap, moved = split_touched_indices(base, [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)])
     for index in to_remap:
         check_remappable(index, store.uri(root))
 
@@ -264,14 +258,7 @@ def compact_once(
             metrics.files_added += sum(_files(f) for f in new)
             if progress is not None:
                 progress("fragments compacted", metrics.fragments_removed, total_fragments)
-        n_new = sum(len(new) for _old, new in groups)
-        if n_new:
-            reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))
-            next_id = int(reserved.max_fragment_id) - n_new + 1
-            for _old, new in groups:
-                for frag in new:
-                    frag.id = next_id
-                    next_id += 1
+        reserve_fragment_ids(ds, groups)
         if to_remap:
             mapping = RowAddressMap.build(
                 ([(f.fragment_id, f.physical_rows, f.live_rows) for f in task], new)
@@ -314,6 +301,30 @@ def _carry_row_ids(ds: TableSnapshot, old: Sequence[FragmentSnapshot], new: list
         start += n
     if start != ids.size:
         raise AssertionError(f"compaction wrote {start} rows for {ids.size} row ids")
+
+
+def split_touched_indices(base: ManifestFile, touched: list[table_pb2.IndexMetadata]) -> tuple[list, list]:
+    """The indices covering rewritten fragments as (to remap, to move): pylance 14's btrees
+    hold row addresses even with stable row ids, so they are always remapped; with stable row
+    ids, indices of row ids (bitmaps, label lists, vector indices) stay valid, and pylance keeps
+    their files and only moves their fragment bitmaps."""
+    stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
+    row_id_kinds = (BITMAP_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS)
+    moved = [i for i in touched if stable and i.index_details.type_url in row_id_kinds]
+    return [i for i in touched if i not in moved], moved
+
+
+def reserve_fragment_ids(ds: TableSnapshot, groups: list[tuple[list, list[table_pb2.DataFragment]]]) -> None:
+    """Number the new fragments of ``groups`` with ids reserved by one ReserveFragments commit."""
+    n_new = sum(len(new) for _old, new in groups)
+    if not n_new:
+        return
+    reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))
+    next_id = int(reserved.max_fragment_id) - n_new + 1
+    for _old, new in groups:
+        for frag in new:
+            frag.id = next_id
+            next_id += 1
 
 
 def _latest(ds: TableSnapshot):

@@ -33,20 +33,20 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lance_gpu.errors import InvalidArgumentError, UnsupportedFeatureError
-from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS
 from lance_gpu.io import join
 from lance_gpu.table import features
 from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.txn.fragment import FragmentMetadata
-from lance_gpu.txn.operations import ReserveFragments, Rewrite
+from lance_gpu.txn.operations import Rewrite
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.compaction import (
     CompactionMetrics,
     _carry_row_ids,
     _files,
-    _latest,
     _live_tables,
     plan_compaction,
+    reserve_fragment_ids,
+    split_touched_indices,
 )
 from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
 from lance_gpu.write.index_remap import RowAddressMap, check_remappable, remap_index
@@ -277,21 +277,11 @@ class Compaction:
         indices = list(base.index_section.indices) if base.index_section is not None else []
         rewritten_ids = {int(f.id) for old, _new in groups for f in old}
         to_remap = [i for i in indices if rewritten_ids & set(fragment_bitmap(i) or ())]
-        # as compact_files: with stable row ids, indices of row ids keep their files
-        stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
-        moved = [i for i in to_remap if stable and i.index_details.type_url in (BITMAP_DETAILS, LABEL_LIST_DETAILS)]
-        to_remap = [i for i in to_remap if i not in moved]
+        to_remap, moved = split_touched_indices(base, to_remap)  # as compact_files
         try:
             for index in to_remap:
                 check_remappable(index, store.uri(root))
-            n_new = sum(len(new) for _old, new in groups)
-            if n_new:
-                reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))
-                next_id = int(reserved.max_fragment_id) - n_new + 1
-                for _old, new in groups:
-                    for frag in new:
-                        frag.id = next_id
-                        next_id += 1
+            reserve_fragment_ids(ds, groups)
             if to_remap:
                 by_id = {f.fragment_id: f for f in ds.fragments}
                 mapping = RowAddressMap.build(
