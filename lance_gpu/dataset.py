@@ -32,7 +32,7 @@ from lance_gpu.scan import LanceScanner, scanner_for, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.blobs import take_blobs
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
-from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.table.snapshot import TableSnapshot
 from lance_gpu.table.tags import Tags
 from lance_gpu.table.versions import storage_version, version_asof, versions
@@ -191,9 +191,10 @@ class LanceDataset:
         return self._snapshot.manifest_file
 
     @property
-    def lance_schema(self) -> LanceSchema:
-        """The version's schema with field ids (:class:`~lance_gpu.table.schema.LanceSchema`)."""
-        return self._snapshot.lance_schema
+    def lance_schema(self) -> SchemaView:
+        """The version's schema with field ids (pylance's ``LanceSchema``:
+        :class:`~lance_gpu.table.schema_view.LanceSchema`)."""
+        return SchemaView(self._snapshot.lance_schema)
 
     @property
     def fragments(self) -> list[LanceFragment]:

@@ -85,7 +85,7 @@ class LanceFragment:
         fragment_id : int
             The id to give it (an ``Append`` commit numbers it afresh).
         """
-        return fragment_ops.create_from_file(filename, dataset, fragment_id)
+        return fragment_ops.create_from_file(filename, dataset.snapshot, fragment_id)
 
     @property
     def metadata(self) -> FragmentMetadata:

@@ -97,7 +97,7 @@ def test_take_decodes_only_the_chunks_holding_the_rows(tmp_path, monkeypatch) ->
     ref = lance.dataset(path)
     # Chunks per page, from the page's own chunk table.
     frag = ours.get_fragments()[0]
-    field = next(f for f in ours.lance_schema.fields if f.name == "small")
+    field = next(f for f in ours.snapshot.lance_schema.fields if f.name == "small")
     src = frag.snapshot.field_source(field)
     reader = frag.snapshot.file_reader(src.path)
     from lance_gpu.file.encodings.base import DecodeContext

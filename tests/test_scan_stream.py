@@ -88,7 +88,7 @@ def test_streaming_memory_is_bounded_by_the_readahead_window(pair, monkeypatch) 
 def _chunk_of_rows(ours, column_name: str, fragment: Any, rows: np.ndarray) -> tuple[int, set[tuple[int, int]]]:
     """The leaf column of ``column_name`` in ``fragment`` and the (page, chunk) pairs holding
     ``rows`` (file-local)."""
-    field = next(f for f in ours.lance_schema.fields if f.name == column_name)
+    field = next(f for f in ours.snapshot.lance_schema.fields if f.name == column_name)
     src = fragment.snapshot.field_source(field)
     reader = fragment.snapshot.file_reader(src.path)
     col = src.columns[0]
@@ -212,7 +212,7 @@ def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
     v1 = lance_gpu.dataset(path, device="cpu")
     assert v1.to_table().equals(lance.dataset(path).to_table())
     assert len(v1.snapshot._column_maps) == 1  # four fragments, one layout
-    assert all(set(f._sources) == {v1.lance_schema.fields[0].id} for f in v1.snapshot.fragments)
+    assert all(set(f._sources) == {v1.snapshot.lance_schema.fields[0].id} for f in v1.snapshot.fragments)
     lance.dataset(path).add_columns({"b": "a * 2"})
     v2 = lance_gpu.dataset(path, device="cpu")
     assert v2.snapshot._column_maps == {} and v2.snapshot._column_maps is not v1.snapshot._column_maps

@@ -50,6 +50,7 @@ from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata, as_pb
 
 __all__ = [
@@ -165,9 +166,15 @@ def _next_fragment_id(m: table_pb2.Manifest) -> int:
     return max(ids, default=-1) + 1
 
 
-def _as_lance_schema(schema: LanceSchema | pa.Schema, base: ManifestFile | None = None) -> LanceSchema:
+def _unwrap(schema: Any) -> Any:
+    """The field tree of pylance's ``LanceSchema`` handle (other schemas as given)."""
+    return schema.table_schema if isinstance(schema, SchemaView) else schema
+
+
+def _as_lance_schema(schema: LanceSchema | SchemaView | pa.Schema, base: ManifestFile | None = None) -> LanceSchema:
     """A LanceSchema; a pyarrow schema takes the field ids of ``base``'s fields of the same
     name (new names get ids after every id in use), else ids 0.. in order."""
+    schema = _unwrap(schema)
     if isinstance(schema, LanceSchema):
         return schema
     if not isinstance(schema, pa.Schema):
@@ -335,7 +342,7 @@ class Overwrite(Operation):
 
     def __init__(
         self,
-        new_schema: LanceSchema | pa.Schema,
+        new_schema: LanceSchema | SchemaView | pa.Schema,
         fragments: Iterable[FragmentMetadata],
         initial_bases: list[Any] | None = None,
         *,
@@ -654,9 +661,9 @@ class Merge(Operation):
 
     name = "merge"
 
-    def __init__(self, fragments: Iterable[FragmentMetadata], schema: LanceSchema | pa.Schema, preserves_nullability: bool = False) -> None:
+    def __init__(self, fragments: Iterable[FragmentMetadata], schema: LanceSchema | SchemaView | pa.Schema, preserves_nullability: bool = False) -> None:
         self._fragments = _pbs(fragments)
-        self.schema = schema
+        self.schema = _unwrap(schema)
         self.preserves_nullability = bool(preserves_nullability)
 
     @property
@@ -700,8 +707,8 @@ class Project(Operation):
 
     name = "project"
 
-    def __init__(self, schema: LanceSchema | pa.Schema, preserves_nullability: bool = False) -> None:
-        self.schema = schema
+    def __init__(self, schema: LanceSchema | SchemaView | pa.Schema, preserves_nullability: bool = False) -> None:
+        self.schema = _unwrap(schema)
         self.preserves_nullability = bool(preserves_nullability)
 
     def _schema(self) -> LanceSchema:
