@@ -213,7 +213,7 @@ def merge_columns(
 
 
 def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None = None,
-          schema: pa.Schema | None = None) -> tuple[FragmentMetadata, LanceSchema]:
+          schema: pa.Schema | None = None) -> tuple[FragmentMetadata, SchemaView]:
     """New columns for ``frag`` from ``data_obj`` joined on ``frag.left_on =
     data_obj.right_on`` (a left join: rows without a match get nulls); returns the fragment
     with one more data file and the new schema, as :func:`merge_columns`."""
