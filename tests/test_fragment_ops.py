@@ -313,6 +313,36 @@ def test_create_from_file_appends_as_pylance(tmp_path) -> None:
         assert lance_gpu.dataset(str(uri)).to_table() == lance.dataset(str(uri)).to_table()
 
 
+def test_rewrite_numbers_a_created_fragment_as_pylance(tmp_path) -> None:
+    """A distributed compaction's file (``create_from_file(..., 0)``) committed by a Rewrite
+    gets the next free fragment id, as pylance numbers it; a non-zero id is kept."""
+    import uuid
+
+    from lance_gpu.file import LanceFileWriter
+
+    data = pa.table({"a": pa.array(np.arange(40))})
+    ids = {}
+    for mod in (lance_gpu, lance):
+        uri = str(tmp_path / mod.__name__)
+        lance.write_dataset(data, uri, max_rows_per_file=10)
+        got = []
+        for given in (0, 9):
+            ds = mod.dataset(uri)
+            name = f"{uuid.uuid4()}.lance"
+            with LanceFileWriter(os.path.join(uri, "data", name)) as writer:
+                writer.write_batch(ds.to_table())
+            frag = mod.LanceFragment.create_from_file(name, ds, 0)
+            frag.id = given
+            group = mod.LanceOperation.RewriteGroup(old_fragments=[f.metadata for f in ds.get_fragments()],
+                                                    new_fragments=[frag])
+            ds = mod.LanceDataset.commit(uri, mod.LanceOperation.Rewrite(groups=[group], rewritten_indices=[]),
+                                         read_version=ds.version)
+            got.append([f.fragment_id for f in ds.get_fragments()])
+            assert lance.dataset(uri).to_table() == data
+        ids[mod.__name__] = got
+    assert ids["lance_gpu"] == ids["lance"] == [[4], [9]]
+
+
 def test_fragment_merge_on_row_id_matches_pylance(uris) -> None:
     def run(mod, ds):
         ids = ds.to_table(columns=[], with_row_id=True).column("_rowid")

@@ -159,6 +159,12 @@ def _copy_manifest(base: ManifestFile) -> table_pb2.Manifest:
     return m
 
 
+def _copy_fragment(f: table_pb2.DataFragment) -> table_pb2.DataFragment:
+    out = table_pb2.DataFragment()
+    out.CopyFrom(f)
+    return out
+
+
 def _next_fragment_id(m: table_pb2.Manifest) -> int:
     ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
@@ -884,7 +890,8 @@ class Rewrite(Operation):
             r.new_index_details.CopyFrom(index.index_details)
             r.new_index_version = int(index.index_version)
 
-    def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
+    def _indices(self, section: table_pb2.IndexSection | None, version: int,
+                 groups: list[tuple[list[Any], list[Any]]]) -> table_pb2.IndexSection | None:
         if section is None:
             if self.rewritten:
                 raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
@@ -898,7 +905,7 @@ class Rewrite(Operation):
             if key in self.moved:
                 bitmap = fragment_bitmap(idx)
                 if bitmap is not None:
-                    idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self._groups).serialize()
+                    idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, groups).serialize()
                 continue
             if key not in remapped:
                 continue
@@ -909,7 +916,7 @@ class Rewrite(Operation):
             found.add(key)
             bitmap = fragment_bitmap(idx)
             if bitmap is not None:
-                idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self._groups).serialize()
+                idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, groups).serialize()
         if found != set(remapped):
             raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}")
         return out
@@ -918,7 +925,19 @@ class Rewrite(Operation):
         assert base is not None
         m = _copy_manifest(base)
         frags = list(m.fragments)
-        for old, new in self._groups:
+        # a new fragment with id 0 is numbered after every id in use, as pylance
+        # (LanceFragment.create_from_file gives the files of a distributed compaction id 0)
+        next_id = _next_fragment_id(m)
+        groups = []
+        for old, fresh in self._groups:
+            new = []
+            for f in fresh:
+                if int(f.id) == 0:
+                    f = _copy_fragment(f)
+                    f.id, next_id = next_id, next_id + 1
+                new.append(f)
+            groups.append((old, new))
+        for old, new in groups:
             current = {int(f.id): f for f in frags}
             for f in old:
                 now = current.get(int(f.id))
@@ -934,7 +953,9 @@ class Rewrite(Operation):
         frags.sort(key=lambda f: int(f.id))
         del m.fragments[:]
         m.fragments.extend(frags)
-        return m, self._indices(base.index_section, int(m.version))
+        if next_id - 1 > (int(m.max_fragment_id) if m.HasField("max_fragment_id") else -1):
+            m.max_fragment_id = next_id - 1
+        return m, self._indices(base.index_section, int(m.version), groups)
 
     def cleanup(self, store: ObjectStore) -> None:
         remove_quietly(store, self.written)  # data files, remapped index files
