@@ -28,7 +28,7 @@ from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
 from lance_gpu.ops.ordering import ordered_scanner
 from lance_gpu.ops.stats import DatasetStats
 from lance_gpu.ops.vector_index import create_index
-from lance_gpu.scan import LanceScanner, scanner_for, take_rows
+from lance_gpu.scan import LanceScanner, scanner_for, take_addresses, take_rows
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.table.blobs import take_blobs
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
@@ -43,7 +43,7 @@ from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MES
 from lance_gpu.write.history import get_transactions, read_transaction
 from lance_gpu.write.indices import create_scalar_index, drop_index
 from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
-from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, update
+from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, row_addresses, update
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
@@ -812,6 +812,42 @@ class LanceDataset:
         order), in the order given; decoded by the dataset's device."""
         return take_rows(self._snapshot, indices, columns, with_row_id=with_row_id, with_row_address=with_row_address,
                          device=self._device)
+
+    def _take_rows(self, row_ids: Sequence[int] | np.ndarray | pa.Array, columns: Columns = None, *,
+                   ignore_deletions: bool = False, with_row_id: bool = False, with_row_address: bool = False) -> pa.Table:
+        """Rows by row id (pylance's unstable ``_take_rows``), in the order given, repeats
+        kept and deleted rows left out; an id naming no row raises ``RowIndexError`` (an
+        ``OSError``).
+
+        Parameters
+        ----------
+        row_ids : list of int or pyarrow.Array
+            Row ids (row addresses ``fragment_id << 32 | offset`` unless the dataset has
+            stable row ids).
+        columns : list of str or dict of str to str, optional
+            Columns, or output names to SQL expressions, as :meth:`take`.
+        ignore_deletions : bool, default False
+            Accepted for pylance's signature: deleted rows are always left out (pylance
+            may return them then).
+        with_row_id, with_row_address : bool, default False
+            Add ``_rowid`` / ``_rowaddr``.
+        """
+        ids = np.asarray(row_ids.to_numpy(zero_copy_only=False) if isinstance(row_ids, (pa.Array, pa.ChunkedArray))
+                         else row_ids, dtype=np.uint64).reshape(-1)
+        if self.has_stable_row_ids:
+            frag_ids, offsets = row_addresses(self._snapshot, ids)
+            ids = (frag_ids.astype(np.uint64) << np.uint64(32)) | offsets.astype(np.uint64)
+        return take_addresses(self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address,
+                              device=self._device)
+
+    def __len__(self) -> int:
+        """The number of live rows (pylance's ``len(ds)``, :meth:`count_rows`)."""
+        return self.count_rows()
+
+    def __bool__(self) -> bool:
+        """A dataset object is true even when it holds no rows (``if ds:`` does not count
+        rows; pylance's is false when empty, through ``__len__``)."""
+        return True
 
     def to_cudf(self, columns: Columns = None, filter: str | pc.Expression | None = None, *,  # noqa: A002
                 on_cpu_fallback: str = "warn", **kwargs: Any):

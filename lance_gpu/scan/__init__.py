@@ -23,6 +23,7 @@ from lance_gpu.scan.execute import (
     read_rows,
     rebatch,
     run_plan,
+    take_addresses,
     take_rows,
 )
 from lance_gpu.scan.plan import (
@@ -62,5 +63,6 @@ __all__ = [
     "resolve",
     "run_plan",
     "scanner_for",
+    "take_addresses",
     "take_rows",
 ]

@@ -892,16 +892,70 @@ def take_rows(
     order = np.argsort(idx, kind="stable")
     sorted_idx = idx[order]
     frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1
-    selections: dict[int, np.ndarray] = {}
-    inverse_parts: list[np.ndarray] = []
-    base = 0
+    groups: list[tuple[int, np.ndarray]] = []
     for fi in np.unique(frag_of):
         frag = frags[int(fi)]
         local = sorted_idx[frag_of == fi] - starts[fi]
         live = frag.live_rows
-        phys = local if live is None else live[local]
+        groups.append((frag.fragment_id, local if live is None else live[local]))
+    return _take_physical(ds, groups, order, columns, with_row_id, with_row_address, executor, device)
+
+
+def take_addresses(
+    ds: TableSnapshot,
+    addresses: Any,
+    columns: Any = None,
+    *,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+    executor: Executor | None = None,
+    device: str = "auto",
+) -> pa.Table:
+    """Rows at row addresses (``fragment_id << 32 | offset``), in the order given (repeats
+    kept), deleted rows left out: pylance's ``_take_rows`` on a dataset whose row ids are
+    addresses.  An address in no fragment, or past its fragment's rows, raises
+    :class:`RowIndexError` (an ``OSError``, as pylance's)."""
+    addr = np.asarray(addresses.to_numpy(zero_copy_only=False) if isinstance(addresses, (pa.Array, pa.ChunkedArray))
+                      else addresses, dtype=np.uint64).reshape(-1)
+    frag_ids = (addr >> np.uint64(32)).astype(np.int64)
+    offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    by_id = {f.fragment_id: f for f in ds.fragments}
+    keep = np.ones(addr.size, bool)
+    for fid in np.unique(frag_ids):
+        frag = by_id.get(int(fid))
+        at = frag_ids == fid
+        if frag is None:
+            bad = int(addr[np.argmax(at)])
+            raise RowIndexError(f"row address {bad} belongs to non-existent fragment {int(fid)}")
+        if int(offsets[at].max()) >= frag.physical_rows:
+            raise RowIndexError(f"row address {int(addr[at][np.argmax(offsets[at])])} is past the "
+                                f"{frag.physical_rows} rows of fragment {int(fid)}")
+        live = frag.live_rows
+        if live is not None:
+            keep[at] = np.isin(offsets[at], live)
+    frag_ids, offsets = frag_ids[keep], offsets[keep]
+    order = np.lexsort((offsets, frag_ids))
+    sorted_frags, sorted_offsets = frag_ids[order], offsets[order]
+    groups = [(int(fid), sorted_offsets[sorted_frags == fid]) for fid in np.unique(sorted_frags)]
+    # fragments in manifest order, as a scan yields them
+    rank = {f.fragment_id: k for k, f in enumerate(ds.fragments)}
+    groups.sort(key=lambda g: rank[g[0]])
+    by_frag = {fid: np.flatnonzero(sorted_frags == fid) for fid, _ in groups}
+    order = order[np.concatenate([by_frag[fid] for fid, _ in groups])] if groups else order
+    return _take_physical(ds, groups, order, columns, with_row_id, with_row_address, executor, device)
+
+
+def _take_physical(ds: TableSnapshot, groups: list[tuple[int, np.ndarray]], order: np.ndarray, columns: Any,
+                   with_row_id: bool, with_row_address: bool, executor: Executor | None, device: str) -> pa.Table:
+    """Rows of ``groups`` (fragment id, sorted physical offsets, repeats allowed; fragments
+    in scan order) put back in the caller's order: ``order[k]`` is the caller's position of
+    the ``k``-th row of the concatenated groups."""
+    selections: dict[int, np.ndarray] = {}
+    inverse_parts: list[np.ndarray] = []
+    base = 0
+    for fragment_id, phys in groups:
         uniq, inverse = np.unique(phys, return_inverse=True)
-        selections[frag.fragment_id] = uniq.astype(np.int64)
+        selections[fragment_id] = uniq.astype(np.int64)
         inverse_parts.append(inverse + base)
         base += uniq.size
     nested = _take_nesting(ds, columns)
@@ -911,7 +965,7 @@ def take_rows(
     table = concat(list(run_plan(plan, executor or executor_for(device), ds)), resolve(plan, ds).schema)
     if nested is not None:
         table = _prune_structs(table, nested)
-    if not idx.size:
+    if not order.size:
         return table
     positions = np.concatenate(inverse_parts)  # sorted order -> row of `table`
     back = np.empty_like(positions)
