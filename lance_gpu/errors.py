@@ -63,7 +63,18 @@ class DecimalArithmeticError(LanceGpuError, pa.ArrowInvalid):
 class CommitConflictError(LanceGpuError, RuntimeError, OSError):
     """A concurrent writer committed an incompatible change first.  Also an ``OSError``,
     the type pylance raises (``lance.commit.CommitConflictError``, and "Too many
-    concurrent writers" once an update's retries run out)."""
+    concurrent writers" once an update's retries run out).
+
+    Given the ``version`` the winner committed, the message starts as pylance's does:
+    ``"Commit conflict for version 3: ..."`` (``"Retryable commit conflict for version 3:
+    ..."`` for :class:`RetryableCommitConflictError`).
+    """
+
+    _PREFIX = "Commit conflict"
+
+    def __init__(self, message: str = "", version: int | None = None) -> None:
+        self.version = version
+        super().__init__(message if version is None else f"{self._PREFIX} for version {version}: {message}")
 
 
 class MergeInsertError(LanceGpuError, ValueError, OSError):
@@ -88,6 +99,14 @@ class RetryableCommitConflictError(CommitConflictError):
     """A concurrent writer changed what this operation read (e.g. it deleted or compacted
     the same fragments): re-running the operation on the latest version may succeed.
     ``LanceDataset.delete`` does that itself, ``conflict_retries`` times."""
+
+    _PREFIX = "Retryable commit conflict"
+
+
+class CommitLockError(LanceGpuError, OSError):
+    """The user's ``commit_lock`` raised (entering or leaving): the commit did not happen.
+    The message names the lock's exception (``"... CommitConflictError: ..."``), which is
+    chained; an ``OSError``, as pylance's."""
 
 
 class GpuUnavailableError(LanceGpuError, ImportError):

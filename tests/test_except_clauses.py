@@ -88,3 +88,69 @@ def test_cli_hints_flags_not_keyword_arguments(tmp_path, capsys) -> None:
     assert main(["convert", source, dest, "-q"]) == 1
     err = capsys.readouterr().err
     assert "(use --mode append or --mode overwrite)" in err and "mode='" not in err
+
+
+def _strict_overwrite(m, base: str) -> None:
+    """Two overwrites from the same read version, no retries: the second conflicts."""
+    table = pa.table({"a": [1, 2]})
+    operation = m.LanceOperation.Overwrite(table.schema, [m.LanceFragment.create(base, table)])
+    first = m.LanceDataset.commit(base, operation, max_retries=0)
+    m.LanceDataset.commit(base, operation, read_version=first.version, max_retries=0)
+    m.LanceDataset.commit(base, operation, read_version=first.version, max_retries=0)
+
+
+def _preempted_delete(m, base: str) -> None:
+    """A delete committed from a version whose fragments a concurrent delete changed."""
+    m.write_dataset(pa.table({"a": list(range(10))}), base)
+    stale = m.dataset(base)
+    m.dataset(base).delete("a < 5")
+    m.LanceDataset.commit(base, m.LanceOperation.Delete([], [f.fragment_id for f in stale.get_fragments()], "a < 3"),
+                          read_version=stale.version, max_retries=0)
+
+
+@pytest.mark.parametrize(("call", "prefix"), [(_strict_overwrite, "Commit conflict for version 2: "),
+                                              (_preempted_delete, "Retryable commit conflict for version 2: ")])
+def test_commit_conflict_messages_start_as_pylance(tmp_path, call, prefix: str) -> None:
+    """pylance's tests (and users) match the start of a conflict's message."""
+    caught = {}
+    for m in (lance, lance_gpu):
+        with pytest.raises(OSError) as info:
+            call(m, str(tmp_path / m.__name__))
+        caught[m.__name__] = str(info.value)
+    assert caught["lance"].startswith(prefix)
+    assert caught["lance_gpu"].startswith(prefix)
+    from lance_gpu.errors import CommitConflictError
+
+    with pytest.raises(CommitConflictError):
+        call(lance_gpu, str(tmp_path / "again"))
+
+
+def test_failing_commit_lock_is_an_os_error_naming_it(tmp_path) -> None:
+    """A commit lock that raises, entering or leaving, fails the commit with an ``OSError``
+    naming the lock's exception (pylance: "Error from commit handler: ..."); nothing is
+    committed when it raises on entering."""
+    import contextlib
+
+    from lance_gpu.errors import CommitLockError
+
+    @contextlib.contextmanager
+    def refuses(_version: int):
+        raise lance.commit.CommitConflictError()
+        yield  # pragma: no cover
+
+    @contextlib.contextmanager
+    def fails_after(_version: int):
+        try:
+            yield
+        finally:
+            raise Exception("hello world!")
+
+    for lock, text in ((refuses, "CommitConflictError"), (fails_after, "hello world!")):
+        for m in (lance, lance_gpu):
+            uri = str(tmp_path / f"{m.__name__}_{lock.__name__}")
+            with pytest.raises(OSError, match=text) as info:
+                m.write_dataset(pa.table({"a": [1]}), uri, commit_lock=lock)
+        assert isinstance(info.value, CommitLockError)
+        assert isinstance(info.value.__cause__, Exception)
+    with pytest.raises(ValueError):
+        lance_gpu.dataset(str(tmp_path / "lance_gpu_refuses"))

@@ -40,11 +40,11 @@ from __future__ import annotations
 import secrets
 import uuid as _uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from lance_gpu._proto import table_pb2, transaction_pb2
-from lance_gpu.errors import DatasetExistsError, DatasetNotFoundError, RetryableCommitConflictError
+from lance_gpu.errors import CommitLockError, DatasetExistsError, DatasetNotFoundError, RetryableCommitConflictError
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.deletion import deletion_file_path
@@ -245,7 +245,7 @@ def commit(
                     # later versions exist although ``version`` does not (a cleanup removed
                     # it): rebase on them instead of publishing below the latest
                     raise FileExistsError(version)
-                with lock(version) if lock is not None else nullcontext():
+                with _user_lock(lock, version) if lock is not None else nullcontext():
                     publish_manifest(
                         store, target, serialize_manifest(manifest, txn, index_section), locked=lock is not None
                     )
@@ -293,6 +293,38 @@ def commit(
             except OSError:
                 pass
         raise
+
+
+def _lock_failed(exc: Exception) -> CommitLockError:
+    return CommitLockError(f"the commit lock raised {type(exc).__name__}: {exc}")
+
+
+@contextmanager
+def _user_lock(lock: Callable[[int], AbstractContextManager[Any]], version: int) -> Iterator[None]:
+    """The user's ``commit_lock(version)`` held around the body; an exception the lock
+    itself raises (entering or leaving) becomes :class:`CommitLockError` naming it, as
+    pylance reports a failing commit handler; the body's own exceptions pass through."""
+    try:
+        held = lock(version)
+        held.__enter__()
+    except Exception as exc:
+        raise _lock_failed(exc) from exc
+    try:
+        yield
+    except BaseException as body:
+        try:
+            suppressed = held.__exit__(type(body), body, body.__traceback__)
+        except Exception as exc:
+            if exc is body:
+                raise
+            raise _lock_failed(exc) from exc
+        if not suppressed:
+            raise
+    else:
+        try:
+            held.__exit__(None, None, None)
+        except Exception as exc:
+            raise _lock_failed(exc) from exc
 
 
 def run_with_retries(attempt: Callable[[], T], conflict_retries: int = DEFAULT_CONFLICT_RETRIES) -> T:

@@ -122,13 +122,15 @@ class Operation:
     def _incompatible(self, theirs_kind: str | None, version: int) -> CommitConflictError:
         return CommitConflictError(
             f"this {self.name} is incompatible with the concurrent {theirs_kind or 'unknown operation'} "
-            f"committed as version {version}"
+            "committed first",
+            version,
         )
 
     def _retryable(self, theirs_kind: str | None, version: int) -> RetryableCommitConflictError:
         return RetryableCommitConflictError(
-            f"this {self.name} was preempted by the concurrent {theirs_kind} committed as version "
-            f"{version}; re-run it on the latest version"
+            f"this {self.name} was preempted by the concurrent {theirs_kind} committed first; "
+            "re-run it on the latest version",
+            version,
         )
 
     def _classify(
@@ -143,7 +145,8 @@ class Operation:
         if theirs is None:
             raise CommitConflictError(
                 f"version {version} was committed by another writer whose transaction cannot be "
-                f"read; this {self.name} cannot tell whether it conflicts"
+                f"read; this {self.name} cannot tell whether it conflicts",
+                version,
             )
         kind = theirs.WhichOneof("operation")
         if kind in retry:
@@ -472,7 +475,7 @@ class Delete(Operation):
         present = {int(f.id) for f in m.fragments}
         missing = sorted(self.modified_ids - present)
         if missing:
-            raise RetryableCommitConflictError(f"fragments {missing} this delete changes are not in version {m.version}")
+            raise RetryableCommitConflictError(f"fragments {missing} this delete changes are not in version {m.version}", int(m.version))
         dropped = set(self.deleted_ids)
         frags = [self.updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in dropped]
         del m.fragments[:]
@@ -515,8 +518,9 @@ class Delete(Operation):
             ours = self.affected[fid]
             if np.intersect1d(theirs_rows, ours, assume_unique=True).size:
                 raise RetryableCommitConflictError(
-                    f"this delete and the concurrent {kind} committed as version {version} both "
-                    f"deleted rows of fragment {fid}; re-run it on the latest version"
+                    f"this delete and the concurrent {kind} committed first both "
+                    f"deleted rows of fragment {fid}; re-run it on the latest version",
+                    version,
                 )
             self._replace_deletions(store, root, fid, now, np.union1d(theirs_rows, ours).astype(np.uint32), version)
             changed = True
@@ -608,7 +612,7 @@ class Update(Operation):
         present = {int(f.id) for f in m.fragments}
         missing = sorted(self.modified_ids - present)
         if missing:
-            raise RetryableCommitConflictError(f"fragments {missing} this update changes are not in version {m.version}")
+            raise RetryableCommitConflictError(f"fragments {missing} this update changes are not in version {m.version}", int(m.version))
         removed = set(self.removed_fragment_ids)
         updated = {int(f.id): f for f in self._updated}
         frags = [updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in removed]
@@ -894,7 +898,7 @@ class Rewrite(Operation):
                  groups: list[tuple[list[Any], list[Any]]]) -> table_pb2.IndexSection | None:
         if section is None:
             if self.rewritten:
-                raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
+                raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}", version)
             return None
         out = table_pb2.IndexSection()
         out.CopyFrom(section)
@@ -918,7 +922,7 @@ class Rewrite(Operation):
             if bitmap is not None:
                 idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, groups).serialize()
         if found != set(remapped):
-            raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}")
+            raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}", version)
         return out
 
     def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
@@ -942,7 +946,7 @@ class Rewrite(Operation):
             for f in old:
                 now = current.get(int(f.id))
                 if now is None or now != f:
-                    raise RetryableCommitConflictError(f"fragment {f.id} this compaction rewrote changed in version {m.version}")
+                    raise RetryableCommitConflictError(f"fragment {f.id} this compaction rewrote changed in version {m.version}", int(m.version))
             ids = [int(f.id) for f in old]
             pos = [k for k, f in enumerate(frags) if int(f.id) in ids]
             contiguous = pos == list(range(pos[0], pos[0] + len(pos))) and [int(frags[k].id) for k in pos] == ids
@@ -1007,7 +1011,7 @@ class DataReplacement(Operation):
         for r in self.replacements:
             frag = frags.get(int(r.fragment_id))
             if frag is None:
-                raise RetryableCommitConflictError(f"fragment {r.fragment_id} is not in version {m.version}")
+                raise RetryableCommitConflictError(f"fragment {r.fragment_id} is not in version {m.version}", int(m.version))
             new = r.new_file.to_pb()
             same = [k for k, f in enumerate(frag.files) if list(f.fields) == list(new.fields)]
             if same:
@@ -1123,7 +1127,7 @@ class UpdateConfig(Operation):
             assert upd is not None
             field = by_id.get(fid)
             if field is None:
-                raise RetryableCommitConflictError(f"field {fid} is not in version {m.version}")
+                raise RetryableCommitConflictError(f"field {fid} is not in version {m.version}", int(m.version))
             current = {k: bytes(v).decode("utf-8", "surrogateescape") for k, v in field.metadata.items()}
             put(field.metadata, upd.apply(current), True)
         flags = int(m.writer_feature_flags)
