@@ -110,7 +110,7 @@ def test_scanner_properties(pair) -> None:
     _same(ours.head(12, columns=["a", "st"]), ref.head(12, columns=["a", "st"]))
     _same(ours.scanner(columns=["a"]).to_reader().read_all(), ref.scanner(columns=["a"]).to_reader().read_all())
     text = ours.scanner(columns=["a"], filter="a > 5", limit=3).explain_plan(verbose=True)
-    assert "a > 5" in text and "limit=3" in text and "decode=[a]" in text
+    assert "a > 5" in text and "limit=3" in text and "LanceRead: projection=[a]" in text
     with pytest.raises(ValueError):
         ref.scanner(filter="a > 1", limit=3).count_rows()
     with pytest.raises(InvalidArgumentError):
@@ -311,8 +311,8 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     (at least one window): after the first batch, most fragments are still untouched.
     Units too small for the pool (``POOL_MIN_ROWS``) are decoded in the consumer's thread
     as it reaches them: nothing beyond the first is touched."""
-    from lance_gpu.table.snapshot import FragmentSnapshot
     from lance_gpu.scan import execute
+    from lance_gpu.table.snapshot import FragmentSnapshot
 
     if pooled:
         monkeypatch.setattr(execute, "POOL_MIN_ROWS", 0)
@@ -446,3 +446,34 @@ def test_count_rows_with_a_filter_decodes_only_the_filter_columns(pair, monkeypa
     read.clear()
     assert ours.scanner(columns=["f", "s"], filter="a > 10", with_row_id=True).count_rows() == ref.count_rows("a > 10")
     assert read == {"a"}
+
+
+def _read_metrics(text: str) -> dict[str, int]:
+    """``output_rows`` / ``rows_scanned`` / ``fragments_scanned`` of an analyze_plan's LanceRead line."""
+    import re
+
+    line = next(x for x in text.splitlines() if x.strip().startswith("LanceRead:"))
+    return {k: int(re.search(rf"\b{k}=(\d+)", line).group(1)) for k in ("output_rows", "rows_scanned", "fragments_scanned")}
+
+
+def test_analyze_plan_counts_as_pylance(tmp_path) -> None:
+    """pylance's ``analyze_plan``: the rows the read output and scanned (a scalar index
+    narrows the scan), with I/O counters; and a verbose ``explain_plan`` names the fields
+    read (the filter's too) as the LanceRead projection."""
+    import re
+
+    uri = str(tmp_path / "an.lance")
+    lance.write_dataset(pa.table({"a": pa.array(np.arange(100)), "b": pa.array(np.arange(100))}), uri,
+                        max_rows_per_file=40)
+    ref, ours = lance.dataset(uri), lance_gpu.dataset(uri)
+    cases = [{}, {"columns": [], "filter": "a < 50", "with_row_id": True}]
+    for args in cases:
+        assert _read_metrics(ours.scanner(**args).analyze_plan()) == _read_metrics(ref.scanner(**args).analyze_plan())
+    text = ours.scanner().analyze_plan()
+    assert re.search(r"^\s*LanceRead:.*bytes_read=[1-9]\d*.*iops=[1-9]\d*.*requests=[1-9]\d*.*$", text, re.MULTILINE)
+    assert "projection=[a]" in ours.scanner(columns=[], filter="a < 50", with_row_id=True).explain_plan(True)
+    ref.create_scalar_index("a", "BTREE")
+    ours = lance_gpu.dataset(uri)
+    got = _read_metrics(ours.scanner(filter="a = 10").analyze_plan())
+    assert got["output_rows"] == 1 and got["rows_scanned"] == 1
+    assert _read_metrics(lance.dataset(uri).scanner(filter="a = 10").analyze_plan())["rows_scanned"] == 1
