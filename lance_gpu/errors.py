@@ -109,6 +109,11 @@ class CommitLockError(LanceGpuError, OSError):
     chained; an ``OSError``, as pylance's."""
 
 
+class PlanNotSupportedError(UnsupportedFeatureError, OSError):
+    """A plan cannot be shown for this call (pylance's "Not supported: ... does not support
+    explain_plan"); an ``OSError`` as pylance's, and a ``NotImplementedError``."""
+
+
 class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""
 
