@@ -29,7 +29,7 @@ from lance_gpu.ops.ordering import ordered_scanner
 from lance_gpu.ops.stats import DatasetStats
 from lance_gpu.ops.vector_index import create_index
 from lance_gpu.scan import LanceScanner, scanner_for, take_addresses, take_rows
-from lance_gpu.scan.plan import ROW_ID
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import take_blobs
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
 from lance_gpu.table.schema_view import LanceSchema as SchemaView
@@ -499,7 +499,15 @@ class LanceDataset:
 
     @property
     def schema(self) -> pa.Schema:
-        return self._snapshot.schema
+        """The version's Arrow schema; with ``dataset(default_scan_options={"with_row_id":
+        True})`` (or ``with_row_address``) it lists ``_rowid`` / ``_rowaddr`` after the
+        columns, as every default scan returns them (pylance's rule)."""
+        schema = self._snapshot.schema
+        defaults = self._default_scan_options or {}
+        for flag, name in (("with_row_id", ROW_ID), ("with_row_address", ROW_ADDR)):
+            if defaults.get(flag) and name not in schema.names:
+                schema = schema.append(pa.field(name, pa.uint64()))
+        return schema
 
     @property
     def data_storage_version(self) -> str:
