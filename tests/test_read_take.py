@@ -289,3 +289,16 @@ def test_take_rows_bad_address_is_an_os_error(tmp_path) -> None:
             ref._take_rows([address])
         with pytest.raises(OSError, match="row address"):
             ours._take_rows([address])
+
+
+def test_take_virtual_and_repeated_columns_match_pylance(tmp_path) -> None:
+    """``take(columns=["_rowid"])`` / ``_rowaddr`` / ``_rowoffset``, and pylance's repeats:
+    a repeated column comes once, a repeated ``_rowid`` as often as named."""
+    uri = str(tmp_path / "v.lance")
+    lance.write_dataset(pa.table({"a": pa.array(np.arange(100)), "b": pa.array(np.arange(100))}), uri,
+                        max_rows_per_file=50)
+    ref, ours = lance.dataset(uri), lance_gpu.dataset(uri)
+    for cols in (["_rowid"], ["_rowid", "_rowid"], ["_rowaddr"], ["a", "_rowaddr"], ["a", "a"],
+                 ["a", "_rowid", "a", "_rowid"]):
+        assert ours.take([1, 60, 3], columns=cols) == ref.take([1, 60, 3], columns=cols), cols
+    assert ours.take([1, 60, 3], columns=["_rowoffset"]).column(0).to_pylist() == [1, 60, 3]

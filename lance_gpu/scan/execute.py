@@ -828,10 +828,11 @@ def _take_nesting(ds: TableSnapshot, columns: Any) -> dict[str, list[tuple[str, 
     the whole field), in order of first mention; None when no dotted name is asked for."""
     if columns is None or isinstance(columns, (str, bytes, dict)) or not isinstance(columns, Sequence):
         return None
-    top = set(ds.schema.names)
+    from lance_gpu.scan.plan import nested_path
+
+    top = {*ds.schema.names, ROW_ID, ROW_ADDR, ROW_OFFSET}  # virtual columns are taken as they are
     if all(not isinstance(c, str) or c in top for c in columns):
         return None
-    from lance_gpu.scan.plan import nested_path
 
     out: dict[str, list[tuple[str, ...]]] = {}
     for name in columns:
@@ -958,6 +959,11 @@ def _take_physical(ds: TableSnapshot, groups: list[tuple[int, np.ndarray]], orde
         selections[fragment_id] = uniq.astype(np.int64)
         inverse_parts.append(inverse + base)
         base += uniq.size
+    repeated: list[str] | None = None
+    if isinstance(columns, (list, tuple)) and len(set(columns)) < len(columns):
+        # pylance's take: a repeated column comes once, a repeated _rowid / _rowaddr as often as named
+        repeated = [c for k, c in enumerate(columns) if c in (ROW_ID, ROW_ADDR) or c not in columns[:k]]
+        columns = list(dict.fromkeys(columns))
     nested = _take_nesting(ds, columns)
     read_columns = list(nested) if nested is not None else columns
     plan = build_plan(ds, columns=read_columns, with_row_id=with_row_id, with_row_address=with_row_address, selections=selections,
@@ -965,6 +971,9 @@ def _take_physical(ds: TableSnapshot, groups: list[tuple[int, np.ndarray]], orde
     table = concat(list(run_plan(plan, executor or executor_for(device), ds)), resolve(plan, ds).schema)
     if nested is not None:
         table = _prune_structs(table, nested)
+    if repeated is not None:
+        table = pa.Table.from_arrays([table.column(c) for c in repeated],
+                                     schema=pa.schema([table.schema.field(c) for c in repeated], metadata=table.schema.metadata))
     if not order.size:
         return table
     positions = np.concatenate(inverse_parts)  # sorted order -> row of `table`
