@@ -604,3 +604,18 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     lance_gpu.dataset(uri).delete("a = 12")
     [(keys, _n)] = calls
     assert len(keys) == 2 and "/_deletions/" in keys[0] and "/_transactions/" in keys[1]
+
+
+def test_restore_commit_needs_no_read_version(tmp_path):
+    """``LanceDataset.commit(uri, LanceOperation.Restore(v))`` without ``read_version``
+    restores, as pylance's (a Restore, like an Overwrite, reads no version); other
+    operations still need one (``ValueError``)."""
+    table = pa.table({"a": list(range(10))})
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        mod.write_dataset(table, uri)
+        mod.write_dataset(table, uri, mode="append")
+        restored = mod.LanceDataset.commit(uri, mod.LanceOperation.Restore(1))
+        assert restored.version == 3 and restored.to_table() == table
+        with pytest.raises(ValueError):
+            mod.LanceDataset.commit(uri, mod.LanceOperation.Delete([], [0], "a > 1"))
