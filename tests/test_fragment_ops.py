@@ -367,3 +367,17 @@ def test_data_file_names_as_pylance(tmp_path) -> None:
         stem = name[: -len(".lance")]
         assert name.endswith(".lance") and len(stem) == 50
         assert set(stem[:24]) <= set("01") and set(stem[24:]) <= set("0123456789abcdef")
+
+
+def test_merge_with_a_pyarrow_schema_is_deprecated_as_in_pylance(tmp_path) -> None:
+    """``LanceOperation.Merge(fragments, pyarrow_schema)`` still commits, with pylance's
+    ``DeprecationWarning`` (a ``LanceSchema`` is the supported form)."""
+    table = pa.table({"a": list(range(20)), "b": list(range(20))})
+    expected = table.append_column("c", pa.array(list(range(20))))
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        mod.write_dataset(table, uri)
+        merged = mod.dataset(uri).get_fragments()[0].merge_columns(lambda _: pa.RecordBatch.from_pydict({"c": range(20)}))[0]
+        with pytest.deprecated_call(match="pyarrow.Schema to Merge is deprecated"):
+            op = mod.LanceOperation.Merge([merged], expected.schema)
+        assert mod.LanceDataset.commit(uri, op, read_version=1).to_table() == expected

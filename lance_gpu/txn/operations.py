@@ -33,6 +33,7 @@ updated_fragments, new_fragments, fields_modified, ...)``, ``Merge(fragments, sc
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -672,6 +673,9 @@ class Merge(Operation):
     name = "merge"
 
     def __init__(self, fragments: Iterable[FragmentMetadata], schema: LanceSchema | SchemaView | pa.Schema, preserves_nullability: bool = False) -> None:
+        if isinstance(schema, pa.Schema):
+            warnings.warn("Passing a pyarrow.Schema to Merge is deprecated. Please use a LanceSchema instead.",
+                          DeprecationWarning, stacklevel=2)
         self._fragments = _pbs(fragments)
         self.schema = _unwrap(schema)
         self.preserves_nullability = bool(preserves_nullability)
