@@ -335,3 +335,13 @@ def test_merge_insert_explain_and_analyze_like_pylance(tmp_path):
     assert results["lance_gpu"] == results["lance"] == {"num_inserted_rows": 1, "num_updated_rows": 1,
                                                         "num_deleted_rows": 0, "num_files_written": 1}
     assert len(list((tmp_path / "lance_gpu" / "data").iterdir())) == 1  # the analyzed merge left no file
+
+
+def test_merge_insert_without_actions_is_a_value_error_like_pylance(tmp_path):
+    """A merge_insert that changes nothing is refused before reading (``ValueError``, as
+    pylance's); ``when_matched_fail`` alone is a check and runs."""
+    for mod in (lance, lance_gpu):
+        ds = mod.write_dataset(pa.table({"a": [1, 2]}), str(tmp_path / mod.__name__))
+        with pytest.raises(ValueError, match="not configured to change the data"):
+            ds.merge_insert("a").execute(pa.table({"a": [1]}))
+        assert ds.merge_insert("a").when_matched_fail().execute(pa.table({"a": [3]}))["num_inserted_rows"] == 0

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import IncompatibleSchemaError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
+from lance_gpu.errors import IncompatibleSchemaError, InvalidArgumentError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
 from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
@@ -518,6 +518,9 @@ class MergeInsertBuilder:
                 f"metrics=[{metrics}]")
 
     def _source(self, data_obj: Any, schema: pa.Schema | None) -> pa.Table:
+        if self._matched is None and not self._insert and not self._by_source_delete:
+            raise InvalidArgumentError("merge_insert: the merge insert job is not configured to change the data in any "
+                                       "way (add when_matched_update_all, when_not_matched_insert_all, ...)")
         target_schema = _source_schema(self._ds)
         _s, batches = coerce_input(data_obj, schema)
         source = pa.Table.from_batches(list(batches), schema=_s)
