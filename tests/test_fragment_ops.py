@@ -381,3 +381,41 @@ def test_merge_with_a_pyarrow_schema_is_deprecated_as_in_pylance(tmp_path) -> No
         with pytest.deprecated_call(match="pyarrow.Schema to Merge is deprecated"):
             op = mod.LanceOperation.Merge([merged], expected.schema)
         assert mod.LanceDataset.commit(uri, op, read_version=1).to_table() == expected
+
+
+def _standalone_file(mod, uri: str, fields: list[int], table: pa.Table):
+    """A data file written on its own (LanceFileWriter numbers its fields from 0) and the
+    DataFile naming the dataset fields it replaces, as pylance's test helpers build it."""
+    import uuid
+
+    from lance_gpu.file import LanceFileWriter
+
+    name = f"{uuid.uuid4()}.lance"
+    with LanceFileWriter(os.path.join(uri, "data", name)) as writer:
+        writer.write_batch(table)
+    return mod.fragment.DataFile(path=name, fields=fields, column_indices=list(range(len(fields))),
+                                 file_major_version=2, file_minor_version=1)
+
+
+def test_data_replacement_conflicts_as_pylance(tmp_path) -> None:
+    """A standalone file replacing column ``b`` (its own field id 0 for the dataset's 1) is
+    read by position, as pylance reads it; a replacement conflicts with an index only on
+    the fields it replaces, and with another replacement only on the same fields."""
+    outcomes = {}
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        ds = mod.write_dataset(pa.table({"a": list(range(100))}), uri, data_storage_version="2.1")
+        ds.add_columns({"b": "a + 1"})
+        ds2, ds3 = mod.dataset(uri), mod.dataset(uri)
+        ds.create_scalar_index("a", "BTREE")
+        new_b = _standalone_file(mod, uri, [1], pa.table({"b": pa.array(range(100, 200))}))
+        op = mod.LanceOperation.DataReplacement([mod.LanceOperation.DataReplacementGroup(0, new_b)])
+        mod.LanceDataset.commit(uri, op, read_version=ds2.version)  # b: the index on a is not touched
+        assert mod.dataset(uri).to_table(columns=["b"]).column(0).to_pylist() == list(range(100, 200))
+        new_a = _standalone_file(mod, uri, [0], pa.table({"a": pa.array(range(100, 200))}))
+        op = mod.LanceOperation.DataReplacement([mod.LanceOperation.DataReplacementGroup(0, new_a)])
+        with pytest.raises(OSError) as caught:
+            mod.LanceDataset.commit(uri, op, read_version=ds3.version)  # a: the index at version 3 covers it
+        outcomes[mod.__name__] = str(caught.value).split(":")[0]
+    assert outcomes["lance_gpu"] == outcomes["lance"] == "Retryable commit conflict for version 3"
+    assert lance.dataset(str(tmp_path / "lance_gpu")).to_table() == lance_gpu.dataset(str(tmp_path / "lance_gpu")).to_table()

@@ -334,7 +334,8 @@ class FragmentSnapshot:
                 if r is None:
                     r = LanceFileReader(path, self.snapshot.store)
                     # its row count, columns and field ids against this fragment's manifest entry
-                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.snapshot.root, "data")))
+                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.snapshot.root, "data")),
+                                    self.snapshot.lance_schema)
                     self._readers[path] = r
         return r
 

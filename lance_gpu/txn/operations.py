@@ -268,6 +268,11 @@ def _touched_ids(theirs: transaction_pb2.Transaction) -> set[int]:
     return set()
 
 
+def _index_fields(theirs: transaction_pb2.Transaction) -> set[int]:
+    """The field ids a winner's CreateIndex indexes (its new indices)."""
+    return {int(f) for i in theirs.create_index.new_indices for f in i.fields}
+
+
 def _retain_indices(section: table_pb2.IndexSection | None, schema: LanceSchema) -> table_pb2.IndexSection | None:
     """Indices whose fields are all still in ``schema`` (as pylance's retain_relevant_indices)."""
     if section is None:
@@ -1037,9 +1042,22 @@ class DataReplacement(Operation):
         )
         assert theirs is not None
         mine = {int(r.fragment_id) for r in self.replacements}
-        if kind in ("rewrite", "data_replacement", "update") and _touched_ids(theirs) & mine:
+        if kind in ("rewrite", "update") and _touched_ids(theirs) & mine:
             raise self._retryable(kind, version)
+        if kind == "data_replacement":
+            # as pylance: only a replacement of the same fields of the same fragment conflicts
+            fields = {int(r.fragment_id): {int(f) for f in r.new_file.to_pb().fields} for r in self.replacements}
+            for g in theirs.data_replacement.replacements:
+                if fields.get(int(g.fragment_id), set()) & {int(f) for f in g.new_file.fields}:
+                    raise self._retryable(kind, version)
+        if kind == "create_index" and _index_fields(theirs) & self.field_ids:
+            raise self._retryable(kind, version)  # the new index covers data this replaces
         return False
+
+    @property
+    def field_ids(self) -> set[int]:
+        """The field ids whose data this replacement changes."""
+        return {int(f) for r in self.replacements for f in r.new_file.to_pb().fields if int(f) >= 0}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1261,9 +1279,14 @@ class CreateIndex(Operation):
         kind = self._classify(
             theirs, version,
             ok=("append", "delete", "create_index", "reserve_fragments", "update_config", "update_bases", "clone",
-                "update_mem_wal_state"),
-            retry=("rewrite", "update", "merge", "data_replacement", "project"),
+                "update_mem_wal_state", "data_replacement"),
+            retry=("rewrite", "update", "merge", "project"),
         )
+        if kind == "data_replacement" and theirs is not None:
+            # as pylance: a replacement conflicts only when it changes a field this index covers
+            replaced = {int(f) for g in theirs.data_replacement.replacements for f in g.new_file.fields if int(f) >= 0}
+            if replaced & {int(f) for i in self.new_indices for f in i.fields}:
+                raise self._retryable(kind, version)
         if kind == "create_index" and theirs is not None:
             mine = {i.name for i in self.new_indices} | {i.name for i in self.removed_indices}
             ci = theirs.create_index
