@@ -90,6 +90,12 @@ class IncompatibleSchemaError(SchemaMismatchError, OSError):
     ``OSError``, the type pylance raises ("Append with different schema")."""
 
 
+class ValueCastError(SchemaMismatchError, OSError):
+    """A stored value does not fit the type a column is changed to (``alter_columns(data_type=)``):
+    pylance's ``OSError`` "Cast error: Can't cast value 1024 to type Int8", which the message
+    repeats; also a ``ValueError``."""
+
+
 class InvalidJsonError(SchemaMismatchError, OSError):
     """A value of an ``arrow.json`` column being written is not JSON (or repeats an object
     key); pylance refuses it with an ``OSError`` ("Failed to encode JSON")."""

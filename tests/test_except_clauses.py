@@ -154,3 +154,13 @@ def test_failing_commit_lock_is_an_os_error_naming_it(tmp_path) -> None:
         assert isinstance(info.value.__cause__, Exception)
     with pytest.raises(ValueError):
         lance_gpu.dataset(str(tmp_path / "lance_gpu_refuses"))
+
+
+def test_alter_columns_value_that_does_not_fit_is_an_os_error(tmp_path) -> None:
+    """A stored value the new type cannot hold: pylance's ``OSError`` and its message."""
+    for m in (lance, lance_gpu):
+        uri = str(tmp_path / m.__name__)
+        m.write_dataset(pa.table({"a": [1, 5, 1024, 2000]}), uri)
+        with pytest.raises(OSError, match="Can't cast value 1024 to type Int8"):
+            m.dataset(uri).alter_columns({"path": "a", "data_type": pa.int8()})
+        assert m.dataset(uri).version == 1

@@ -30,6 +30,7 @@ from lance_gpu.errors import (
     RowCountMismatchError,
     SchemaMismatchError,
     UnsupportedFeatureError,
+    ValueCastError,
 )
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
@@ -662,7 +663,12 @@ def _cast_columns(
     try:
         values = cast_to_stored(pa.table([table.column(old) for old in new_fields], names=physical_new.names), physical_new)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise SchemaMismatchError(f"alter_columns: a value cannot be cast: {exc}") from exc
+        for old, target in zip(new_fields, physical_new, strict=True):
+            bad = _first_uncastable(table.column(old), target.type)
+            if bad is not None:
+                raise ValueCastError(f"alter_columns: Cast error: Can't cast value {bad} to type "
+                                     f"{_rust_type_name(target.type)} (column {old!r}: {exc})") from exc
+        raise ValueCastError(f"alter_columns: a value cannot be cast: {exc}") from exc
     op = Merge([], LanceSchema([]))
     frags_out = _write_new_columns(ds, op, values, frag_ids, offsets, lance_new, minor)
     fields = [new_fields.get(f.name, f) for f in schema.fields]
@@ -766,3 +772,36 @@ def _with_new_data_file(
     new.CopyFrom(frag.pb)
     new.files.append(_data_file(name, lance_new, minor, size))
     return new
+
+
+_RUST_TYPE_NAMES = {
+    "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64", "uint8": "UInt8", "uint16": "UInt16",
+    "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16", "float": "Float32", "double": "Float64",
+    "bool": "Boolean", "string": "Utf8", "large_string": "LargeUtf8", "binary": "Binary", "large_binary": "LargeBinary",
+}
+
+
+def _rust_type_name(t: pa.DataType) -> str:
+    """Arrow-rs's name of a type, as pylance's messages print it (``Int8``, ``Utf8``)."""
+    return _RUST_TYPE_NAMES.get(str(t), str(t))
+
+
+def _first_uncastable(column: pa.ChunkedArray, target: pa.DataType) -> Any:
+    """The first value of ``column`` that a safe cast to ``target`` refuses (None if every
+    value casts), found by halving the failing slice: O(log n) casts."""
+    for chunk in column.chunks:
+        lo, hi = 0, len(chunk)
+        try:
+            chunk.cast(target)
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass
+        while hi - lo > 1:  # invariant: chunk[lo:hi] fails to cast
+            mid = (lo + hi) // 2
+            try:
+                chunk.slice(lo, mid - lo).cast(target)
+                lo = mid
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                hi = mid
+        return chunk[lo].as_py()
+    return None
