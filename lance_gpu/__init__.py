@@ -25,9 +25,9 @@ from lance_gpu.errors import (
     RetryableCommitConflictError,
     RowIndexError,
     SchemaMismatchError,
+    UnknownDeviceError,
     UnsupportedEncodingError,
     UnsupportedFeatureError,
-    UnknownDeviceError,
 )
 from lance_gpu.io.store import process_read_counters
 from lance_gpu.scan import LanceScanner, ScanPlan
@@ -75,6 +75,7 @@ __all__ = [
     "FragmentMetadata",
     "GpuFallbackWarning",
     "GpuUnavailableError",
+    "IncompatibleSchemaError",
     "InvalidArgumentError",
     "LanceDataset",
     "LanceFragment",
@@ -86,11 +87,10 @@ __all__ = [
     "RowIndexError",
     "ScanPlan",
     "SchemaMismatchError",
-    "IncompatibleSchemaError",
     "Transaction",
+    "UnknownDeviceError",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
-    "UnknownDeviceError",
     "batch_udf",
     "bytes_read_counter",
     "convert",
