@@ -525,3 +525,18 @@ def test_multivector_null_vectors_inside_rows(tmp_path: object) -> None:
     q = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
     for metric in ("l2", "cosine", "dot"):
         _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": metric}))
+
+
+def test_fixed_shape_tensor_column_searched_as_pylance(tmp_path) -> None:
+    """A ``fixed_shape_tensor`` column is searched as its storage vectors, with a tensor
+    scalar, a vector or several vectors as the query; the column comes back as a tensor."""
+    path = str(tmp_path / "tensor")
+    tensor = pa.fixed_shape_tensor(pa.float32(), [DIM])
+    values = np.random.default_rng(3).standard_normal((200, DIM)).astype(np.float32)
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), DIM)
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(200)),
+                                  "t": pa.ExtensionArray.from_storage(tensor, storage)}), path)
+    scalar = pa.ExtensionArray.from_storage(tensor, storage.slice(7, 1))[0]
+    for q in (scalar, values[7], [values[7], values[30]]):
+        for columns in (["id"], ["id", "t"]):
+            _same(*_both(path, nearest={"column": "t", "k": 5, "q": q}, columns=columns))

@@ -169,7 +169,16 @@ def _distance_range(value: Any) -> tuple[float | None, float | None]:
 
 
 def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
-    """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
+    """The type of a top-level column or of a struct field named by a dotted path (None:
+    absent), as a search sees it: an extension type stored as fixed-size lists (a
+    ``fixed_shape_tensor``) is its storage vectors, as pylance searches it."""
+    typ = _column_type(ds, column)
+    if isinstance(typ, pa.BaseExtensionType) and pa.types.is_fixed_size_list(typ.storage_type):
+        return typ.storage_type
+    return typ
+
+
+def _column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
     if column in ds.schema.names:
         return ds.schema.field(column).type
     parts = column.split(".")
@@ -184,6 +193,14 @@ def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
 
 
 def _query_array(value: Any) -> np.ndarray:
+    if isinstance(value, pa.ExtensionScalar):  # e.g. one fixed_shape_tensor value
+        value = value.value
+    if isinstance(value, (pa.FixedSizeListScalar, pa.ListScalar, pa.LargeListScalar)):
+        value = value.values
+    if isinstance(value, pa.ExtensionArray):
+        value = value.storage
+    if isinstance(value, (pa.FixedSizeListArray, pa.ListArray, pa.LargeListArray)):
+        value = np.stack([np.asarray(v.values.to_numpy(zero_copy_only=False)) for v in value])
     if isinstance(value, (pa.Array, pa.ChunkedArray)):
         value = value.to_numpy(zero_copy_only=False)
     if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
@@ -217,6 +234,8 @@ def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.
     mask of the rows kept."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if isinstance(arr, pa.ExtensionArray):  # fixed_shape_tensor: its fixed-size-list storage
+        arr = arr.storage
     n = len(arr)
     values = arr.values.slice(arr.offset * dim, n * dim)
     if values.null_count:
