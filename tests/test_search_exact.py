@@ -540,3 +540,23 @@ def test_fixed_shape_tensor_column_searched_as_pylance(tmp_path) -> None:
     for q in (scalar, values[7], [values[7], values[30]]):
         for columns in (["id"], ["id", "t"]):
             _same(*_both(path, nearest={"column": "t", "k": 5, "q": q}, columns=columns))
+
+
+def test_vec_to_table_as_pylance() -> None:
+    """``lance.vector.vec_to_table``: the same tables and refusals."""
+    from lance.vector import vec_to_table as ref
+
+    from lance_gpu.vector import vec_to_table
+
+    rng = np.random.default_rng(1)
+    as_dict = {"a": rng.standard_normal(8), "b": rng.standard_normal(8)}
+    cases = [((as_dict,), {}), ((as_dict,), {"names": ["key", "emb"]}), ((rng.standard_normal((5, 4)),), {}),
+             (([[1, 2, 3], [4, 5, 6]],), {"names": "v"})]
+    for args, kwargs in cases:
+        assert vec_to_table(*args, **kwargs) == ref(*args, **kwargs)
+    with pytest.raises(ValueError, match="Expected 3 dimensions but got 2"):
+        ref([[1, 2, 3], [4, 5]])
+    with pytest.raises(ValueError, match="Expected 3 dimensions but got 2"):
+        vec_to_table([[1, 2, 3], [4, 5]])
+    with pytest.raises(NotImplementedError):
+        vec_to_table("no")  # type: ignore[arg-type]
