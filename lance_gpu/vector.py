@@ -17,7 +17,7 @@ from lance_gpu.errors import InvalidArgumentError, UnsupportedFeatureError
 __all__ = ["vec_to_table"]
 
 
-def _dimension(vectors: Sequence[Any], ndim: int | None) -> int:
+def _dimension(vectors: Sequence[Any] | np.ndarray, ndim: int | None) -> int:
     """The vectors' common length (``ndim`` if given); a vector of another length raises."""
     for v in vectors:
         if ndim is None:
