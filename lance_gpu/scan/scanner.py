@@ -27,6 +27,7 @@ from lance_gpu.scan.execute import (
     run_plan,
 )
 from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, build_plan, resolve
+from lance_gpu.scan.vector_index import describe_search
 
 if TYPE_CHECKING:
     from lance_gpu.gpu.columns import DeviceTable
@@ -72,6 +73,8 @@ class LanceScanner:
     def explain_plan(self, verbose: bool = False) -> str:
         """What the scan reads: fragments, rows, projection, filter, limits, batching."""
         text = self.plan.describe()
+        if self.plan.nearest is not None:
+            text += "\n" + "\n".join(describe_search(self.plan, self.snapshot))
         if verbose:
             resolved = resolve(self.plan, self.snapshot)
             # pylance's LanceRead names the fields it reads (filter columns included) "projection"
