@@ -97,3 +97,20 @@ def test_unsorted_take_is_refused_as_pylance(tmp_path) -> None:
             reader.take_rows([3, 1])
         with pytest.raises(ValueError, match="not strictly increasing"):
             reader.take_rows([1, 1]).to_table()
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_global_buffers_written_both_ways(tmp_path, version: str) -> None:
+    """``LanceFileWriter.add_global_buffer``: the same indices as pylance's, and each
+    library reads the other's buffers back."""
+    RefReader, RefWriter = ref_file.LanceFileReader, ref_file.LanceFileWriter
+    table = pa.table({"a": [1, 2, 3]})
+    payloads = [b"hello", bytes(range(200))]
+    for writer_cls, name in ((LanceFileWriter, "ours.lance"), (RefWriter, "ref.lance")):
+        with writer_cls(str(tmp_path / name), version=version) as writer:
+            writer.write_batch(table)
+            assert [writer.add_global_buffer(p) for p in payloads] == [1, 2]
+        for reader in (LanceFileReader(str(tmp_path / name)), RefReader(str(tmp_path / name))):
+            assert reader.read_all().to_table() == table
+            assert [bytes(reader.read_global_buffer(i)) for i in (1, 2)] == payloads
+            assert [b.size for b in reader.metadata().global_buffers[1:]] == [5, 200]

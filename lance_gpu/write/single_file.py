@@ -12,9 +12,8 @@ by row range or by row indices (:class:`ReaderResults`), and describes it
 (:meth:`LanceFileReader.metadata`: schema, rows, byte counts, the footer's version -- 0.3
 for 2.0 files, as pylance reports it -- and each column's pages and buffers).
 
-Differences from pylance 14.0.2: ``add_global_buffer`` is refused (lance-gpu's writer
-writes only the descriptor buffer); ``data_cache_bytes`` and ``max_page_bytes`` are
-accepted and lance-gpu chooses its own page sizes; legacy (0.1) files are refused.
+Differences from pylance 14.0.2: ``data_cache_bytes`` and ``max_page_bytes`` are accepted
+and lance-gpu chooses its own page sizes; legacy (0.1) files are refused.
 """
 
 from __future__ import annotations
@@ -138,14 +137,21 @@ class LanceFileWriter:
         self._metadata[str(key)] = str(value).encode()
 
     def add_global_buffer(self, data: bytes) -> int:
-        """Not supported by lance-gpu (its writer writes only the descriptor buffer).
+        """Write ``data`` as the next global buffer of the file (64-byte aligned, between the
+        pages) and return its index: 1, 2, ... (0 is the file descriptor); read it back with
+        :meth:`LanceFileReader.read_global_buffer`.
 
         Parameters
         ----------
         data : bytes
-            The buffer pylance would add.
+            The buffer's bytes.
         """
-        raise UnsupportedFeatureError("LanceFileWriter.add_global_buffer is not supported by lance-gpu")
+        if self.closed:
+            raise InvalidArgumentError("LanceFileWriter: the file is closed")
+        if self._writer is None:
+            raise InvalidArgumentError("LanceFileWriter: a global buffer needs the schema first (pass schema= or "
+                                       "write a batch)")
+        return self._writer.add_global_buffer(bytes(data))
 
     def close(self) -> int | None:
         """Finish the file: write the metadata and footer; returns the rows written (None
