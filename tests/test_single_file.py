@@ -114,3 +114,29 @@ def test_global_buffers_written_both_ways(tmp_path, version: str) -> None:
             assert reader.read_all().to_table() == table
             assert [bytes(reader.read_global_buffer(i)) for i in (1, 2)] == payloads
             assert [b.size for b in reader.metadata().global_buffers[1:]] == [5, 200]
+
+
+def test_file_session_as_pylance(tmp_path) -> None:
+    """``LanceFileSession``: writers and readers relative to one base path, and its object
+    operations (contains, list, read_range, delete_file with pylance's ``OSError``s)."""
+    from lance_gpu.file import LanceFileSession
+
+    seen = []
+    for cls, name in ((ref_file.LanceFileSession, "ref"), (LanceFileSession, "ours")):
+        base = tmp_path / name
+        base.mkdir()
+        session = cls(str(base))
+        with session.open_writer("foo.lance") as writer:
+            writer.write_batch(pa.table({"a": [1, 2, 3]}))
+        with session.open_writer("sub/bar.lance", version="2.1") as writer:
+            writer.write_batch(pa.table({"a": [4]}))
+        got = [session.contains("foo.lance"), session.contains("nope"), session.list(), session.list("sub"),
+               session.read_range("foo.lance", 0, 4), session.open_reader("foo.lance", columns=["a"]).read_all().to_table()]
+        for bad in (lambda s: s.delete_file("nope"), lambda s: s.read_range("nope", 0, 1)):
+            with pytest.raises(OSError):
+                bad(session)
+        session.delete_file("sub/bar.lance")
+        got.append(session.list())
+        seen.append(got)
+    assert seen[0] == seen[1]
+    assert ref_file.LanceFileReader(str(tmp_path / "ours" / "foo.lance")).read_all().to_table() == pa.table({"a": [1, 2, 3]})

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.errors import InvalidArgumentError, UnsupportedFeatureError
+from lance_gpu.errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.file.container import LanceFileReader as _ContainerReader
-from lance_gpu.io import resolve
+from lance_gpu.io import join, resolve
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.blobs import column_field_ids
 from lance_gpu.write.file_writer import LanceFileWriter as _FileWriter
@@ -40,6 +40,7 @@ __all__ = [
     "LanceColumnStatistics",
     "LanceFileMetadata",
     "LanceFileReader",
+    "LanceFileSession",
     "LanceFileStatistics",
     "LanceFileWriter",
     "LancePageMetadata",
@@ -424,3 +425,73 @@ class LanceFileReader:
             size = sum(b.size for p in col.pages for b in p.buffers) + sum(b.size for b in col.column_buffers)
             stats.append(LanceColumnStatistics(len(col.pages), size))
         return LanceFileStatistics(stats)
+
+
+class LanceFileSession:
+    """Readers, writers and object operations under one base path, sharing one object
+    store (pylance's ``lance.file.LanceFileSession``).
+
+    Parameters
+    ----------
+    base_path : str or Path
+        A directory or URI; every ``path`` below is relative to it.
+    storage_options : dict, optional
+        Object store options.
+    **kwargs
+        pylance's namespace options (``namespace_client``, ``table_id``), ignored.
+    """
+
+    def __init__(self, base_path: str | os.PathLike[str], storage_options: dict[str, str] | None = None,
+                 **kwargs: Any) -> None:
+        self._base = os.fspath(base_path).rstrip("/")
+        self._options = storage_options
+        self._store, self._root = resolve(self._base, storage_options)
+
+    def _uri(self, path: str) -> str:
+        return f"{self._base}/{path.lstrip('/')}"
+
+    def _key(self, path: str | None) -> str:
+        return self._root if not path else join(self._root, path.strip("/"))
+
+    def open_reader(self, path: str, columns: Sequence[str] | None = None) -> LanceFileReader:
+        """A reader of the file at ``path`` (optionally of some top-level ``columns``)."""
+        return LanceFileReader(self._uri(path), self._options, columns=columns)
+
+    def open_writer(self, path: str, *, schema: pa.Schema | None = None, data_cache_bytes: int | None = None,
+                    version: str | None = None, keep_original_array: bool | None = None,
+                    max_page_bytes: int | None = None) -> LanceFileWriter:
+        """A writer of a new file at ``path`` (arguments as :class:`LanceFileWriter`'s)."""
+        return LanceFileWriter(self._uri(path), schema, data_cache_bytes=data_cache_bytes, version=version,
+                               storage_options=self._options, max_page_bytes=max_page_bytes)
+
+    def contains(self, path: str) -> bool:
+        """Whether a file exists at ``path``."""
+        return self._store.exists(self._key(path))
+
+    def list(self, path: str | None = None) -> list[str]:
+        """Every file under ``path`` (default: the base path), recursively, relative to the base path."""
+        prefix = self._root.rstrip("/") + "/" if self._root else ""
+        keys = [m.path for m in self._store.list(self._key(path))]
+        return sorted(k[len(prefix):] if k.startswith(prefix) else k for k in keys)
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of the file at ``path`` from ``offset`` (a missing file: ``OSError``)."""
+        return bytes(self._store.read_range(self._key(path), int(offset), int(length)))
+
+    def delete_file(self, path: str) -> None:
+        """Delete the file at ``path`` (a missing file: ``OSError``, as pylance's)."""
+        key = self._key(path)
+        if not self._store.exists(key):
+            raise ObjectNotFoundError(self._store.uri(key), "delete: no such file")
+        self._store.delete(key)
+
+    def upload_file(self, local_path: str | os.PathLike[str], remote_path: str) -> None:
+        """Copy a local file to ``remote_path``."""
+        with open(local_path, "rb") as fh:
+            self._store.put(self._key(remote_path), fh.read())
+
+    def download_file(self, remote_path: str, local_path: str | os.PathLike[str]) -> None:
+        """Copy the file at ``remote_path`` to a local file."""
+        data = self._store.get(self._key(remote_path))
+        with open(local_path, "wb") as fh:
+            fh.write(data)
