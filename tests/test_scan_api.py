@@ -477,3 +477,17 @@ def test_analyze_plan_counts_as_pylance(tmp_path) -> None:
     got = _read_metrics(ours.scanner(filter="a = 10").analyze_plan())
     assert got["output_rows"] == 1 and got["rows_scanned"] == 1
     assert _read_metrics(lance.dataset(uri).scanner(filter="a = 10").analyze_plan())["rows_scanned"] == 1
+
+
+def test_fragment_session_takes_as_pylance(tmp_path) -> None:
+    """``LanceFragment.open_session(columns, with_row_address).take(offsets)``."""
+    uri = str(tmp_path / "fs.lance")
+    lance.write_dataset(pa.table({"a": pa.array(np.arange(100)), "b": pa.array(np.arange(100, 200))}), uri,
+                        max_rows_per_file=60)
+    lance.dataset(uri).delete("a = 2")
+    for fid in (0, 1):
+        frags = [m.dataset(uri).get_fragment(fid) for m in (lance, lance_gpu)]
+        for columns, addr in ((["a", "b"], False), (["b"], True), (None, True)):
+            ref, ours = (f.open_session(columns=columns, with_row_address=addr) for f in frags)
+            for offsets in (range(1, 20), [0, 5, 7], [3]):
+                assert ours.take(offsets) == ref.take(offsets), (fid, columns, addr, offsets)
