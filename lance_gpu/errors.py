@@ -90,7 +90,13 @@ class IncompatibleSchemaError(SchemaMismatchError, OSError):
     ``OSError``, the type pylance raises ("Append with different schema")."""
 
 
-class ValueCastError(SchemaMismatchError, OSError):
+class ColumnCastError(SchemaMismatchError, OSError):
+    """``alter_columns(data_type=)`` to a type pylance does not convert the column to (an
+    integer to a string, a string to binary...): pylance's ``OSError`` 'Cannot cast column
+    "x" from Int32 to Utf8', which the message repeats; also a ``ValueError``."""
+
+
+class ValueCastError(ColumnCastError):
     """A stored value does not fit the type a column is changed to (``alter_columns(data_type=)``):
     pylance's ``OSError`` "Cast error: Can't cast value 1024 to type Int8", which the message
     repeats; also a ``ValueError``."""

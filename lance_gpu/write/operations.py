@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
+    ColumnCastError,
     ColumnExistsError,
     ColumnNotFoundError,
     IndexedColumnError,
@@ -646,6 +647,9 @@ def _cast_columns(
         if not isinstance(typ, pa.DataType):
             raise TypeError(f"data_type must be a pyarrow.DataType, not {type(typ).__name__}")
         old_type = ds.schema.field(field.name).type
+        if not _convertible(old_type, typ):
+            raise ColumnCastError(f'alter_columns: Cannot cast column "{path}" from {_rust_type_name(old_type)} '
+                                  f"to {_rust_type_name(typ)}")
         try:
             pa.array([], old_type).cast(typ)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -778,7 +782,24 @@ _RUST_TYPE_NAMES = {
     "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64", "uint8": "UInt8", "uint16": "UInt16",
     "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16", "float": "Float32", "double": "Float64",
     "bool": "Boolean", "string": "Utf8", "large_string": "LargeUtf8", "binary": "Binary", "large_binary": "LargeBinary",
+    "date32[day]": "Date32", "date64[ms]": "Date64",
 }
+
+
+def _convertible(old: pa.DataType, new: pa.DataType) -> bool:
+    """The type changes ``alter_columns`` makes, as pylance: within integers, floats,
+    strings, binaries, decimals, dates, timestamps, times or durations, and between list
+    kinds whose items convert; any other type only to itself."""
+    t = pa.types
+    for kind in (t.is_integer, t.is_floating, lambda x: t.is_string(x) or t.is_large_string(x),
+                 lambda x: t.is_binary(x) or t.is_large_binary(x), t.is_decimal, t.is_date, t.is_timestamp,
+                 t.is_time, t.is_duration):
+        if kind(old):
+            return bool(kind(new))
+    lists = (t.is_list, t.is_large_list, t.is_fixed_size_list)
+    if any(k(old) for k in lists):
+        return any(k(new) for k in lists) and _convertible(old.value_type, new.value_type)
+    return old.equals(new)
 
 
 def _rust_type_name(t: pa.DataType) -> str:
