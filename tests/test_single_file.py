@@ -140,3 +140,18 @@ def test_file_session_as_pylance(tmp_path) -> None:
         seen.append(got)
     assert seen[0] == seen[1]
     assert ref_file.LanceFileReader(str(tmp_path / "ours" / "foo.lance")).read_all().to_table() == pa.table({"a": [1, 2, 3]})
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_max_page_bytes_splits_2_0_pages_as_pylance(tmp_path, version: str) -> None:
+    """``max_page_bytes`` cuts pages on write in 2.0 files (1 byte: a page per value), not in
+    2.1+ (pylance splits those on read): the same page counts as pylance's, read both ways."""
+    table = pa.table({"a": pa.array(np.arange(40), pa.int64())})
+    counts = []
+    for writer_cls, reader_cls in ((LanceFileWriter, ref_file.LanceFileReader), (ref_file.LanceFileWriter, LanceFileReader)):
+        path = str(tmp_path / f"{writer_cls.__module__}.lance")
+        with writer_cls(path, table.schema, max_page_bytes=64, version=version) as writer:
+            writer.write_batch(table)
+        assert reader_cls(path).read_all().to_table() == table
+        counts.append(len(LanceFileReader(path).metadata().columns[0].pages))
+    assert counts[0] == counts[1] == (5 if version == "2.0" else 1)

@@ -12,8 +12,9 @@ by row range or by row indices (:class:`ReaderResults`), and describes it
 (:meth:`LanceFileReader.metadata`: schema, rows, byte counts, the footer's version -- 0.3
 for 2.0 files, as pylance reports it -- and each column's pages and buffers).
 
-Differences from pylance 14.0.2: ``data_cache_bytes`` and ``max_page_bytes`` are accepted
-and lance-gpu chooses its own page sizes; legacy (0.1) files are refused.
+Differences from pylance 14.0.2: ``data_cache_bytes`` is accepted and ignored, and
+``max_page_bytes`` applies to 2.0 files only (as pylance), page sizes otherwise being
+lance-gpu's own; legacy (0.1) files are refused.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class LanceFileWriter:
     storage_options : dict, optional
         Object store options.
     max_page_bytes : int, optional
-        Accepted for compatibility (lance-gpu chooses page sizes).
+        The most bytes of a column per page in 2.0 files (pylance's rule: 2.1 and later
+        files ignore it; lance-gpu chooses their page sizes).
     **kwargs
         Other pylance options, ignored.
 
@@ -92,6 +94,8 @@ class LanceFileWriter:
                  storage_options: dict[str, str] | None = None, max_page_bytes: int | None = None,
                  **kwargs: Any) -> None:
         self._minor = _minor(version)
+        # pylance splits pages at max_page_bytes on write in 2.0 files only (2.1+ split on read)
+        self._page_bytes = int(max_page_bytes) if max_page_bytes is not None and self._minor == 0 else None
         self._store, self._key = resolve(os.fspath(path), storage_options)
         self._writer: _FileWriter | None = None
         self._metadata: dict[str, bytes] = {}
@@ -106,7 +110,7 @@ class LanceFileWriter:
         lance_schema = LanceSchema.from_arrow(schema)
         _check_types(lance_schema, self._minor)
         self._arrow = lance_schema.to_arrow(physical=True)
-        self._writer = _FileWriter(self._key, lance_schema, self._minor, store=self._store)
+        self._writer = _FileWriter(self._key, lance_schema, self._minor, page_bytes=self._page_bytes, store=self._store)
         return self._writer
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
