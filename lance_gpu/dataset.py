@@ -647,6 +647,11 @@ class LanceDataset:
         :mod:`lance_gpu.index.metadata`)."""
         return self._snapshot.index_metadata
 
+    @property
+    def has_index(self) -> bool:
+        """Whether this version has any index (pylance's ``has_index``)."""
+        return bool(self._snapshot.index_metadata)
+
     def list_indices(self) -> list[dict]:
         """The indices of this version, as pylance: one dict per entry, sorted by name
         (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""

@@ -203,6 +203,8 @@ def test_list_describe_drop_like_pylance(tmp_path):
         ds.create_scalar_index("i", "BTREE", name="by_i")
         ds.create_scalar_index("i", "BITMAP", name="by_i", replace=True)
     g, p = lance_gpu.dataset(ours), lance.dataset(theirs)
+    assert g.has_index is p.has_index is True
+    assert lance_gpu.dataset(ours, version=1).has_index is lance.dataset(theirs, version=1).has_index is False
     for a, b in zip(g.describe_indices(), p.describe_indices(), strict=True):
         assert (a.name, a.type_url, a.index_type, a.fields, a.field_names, a.num_rows_indexed) == \
             (b.name, b.type_url, b.index_type, b.fields, b.field_names, b.num_rows_indexed)
