@@ -28,6 +28,7 @@ from lance_gpu.errors import (
     ColumnExistsError,
     ColumnNotFoundError,
     IndexedColumnError,
+    InvalidArgumentError,
     RowCountMismatchError,
     SchemaMismatchError,
     UnsupportedFeatureError,
@@ -293,9 +294,11 @@ def _altered_schema(
     for alt in alterations:
         if not isinstance(alt, Mapping) or "path" not in alt:
             raise TypeError("each alteration must be a dict with a 'path' key")
-        unknown = set(alt) - {"path", "name", "nullable", "data_type"}
-        if unknown:
-            raise ValueError(f"unknown alteration keys {sorted(unknown)}")
+        unknown = [k for k in alt if k not in ("path", "name", "nullable", "data_type")]
+        if unknown:  # pylance's messages
+            raise InvalidArgumentError(f"Unknown key: {unknown[0]}. Valid keys are name, nullable, and data_type.")
+        if all(alt.get(k) is None for k in ("name", "nullable", "data_type")):
+            raise InvalidArgumentError("At least one of name, nullable, or data_type must be specified")
         try:
             field = schema.field(alt["path"])
         except SchemaMismatchError:
