@@ -26,6 +26,7 @@ from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig  #
 from lance_gpu.ops.housekeeping import drop, validate
 from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
 from lance_gpu.ops.ordering import ordered_scanner
+from lance_gpu.ops.sql import SqlQueryBuilder
 from lance_gpu.ops.stats import DatasetStats
 from lance_gpu.ops.vector_index import create_index
 from lance_gpu.scan import LanceScanner, scanner_for, take_addresses, take_rows
@@ -646,6 +647,18 @@ class LanceDataset:
         """The manifest's index entries of this version (``lance.table.IndexMetadata``; see
         :mod:`lance_gpu.index.metadata`)."""
         return self._snapshot.index_metadata
+
+    def sql(self, sql: str) -> SqlQueryBuilder:
+        """A SQL query over this dataset version (pylance's ``ds.sql``): single-table
+        ``SELECT ... FROM dataset [WHERE] [ORDER BY] [LIMIT] [OFFSET]``, run as one scan;
+        see :mod:`lance_gpu.ops.sql` for what is supported.
+
+        Parameters
+        ----------
+        sql : str
+            The query; ``.table_name(name)`` on the builder names the table (default ``dataset``).
+        """
+        return SqlQueryBuilder(self.scanner, sql)
 
     @property
     def has_index(self) -> bool:

@@ -127,3 +127,44 @@ def test_iops_and_bytes_read_counters(tmp_path) -> None:
     after = ds.snapshot.store.stats.snapshot()
     assert lance_gpu.iops_counter() - requests == after["gets"] - before["gets"] > 0
     assert lance_gpu.bytes_read_counter() - nbytes == after["bytes_read"] - before["bytes_read"] > 0
+
+
+@pytest.mark.parametrize(("query", "table"), [
+    ("SELECT * FROM test WHERE id > 1", "test"),
+    ("SELECT value FROM test WHERE id = 1", "test"),
+    ("SELECT id as user_id, UPPER(value) as val FROM dataset WHERE id BETWEEN 1 AND 3", None),
+    ("SELECT value, id FROM dataset ORDER BY id DESC LIMIT 2", None),
+    ("SELECT * FROM dataset ORDER BY id", None),
+    ("SELECT * FROM dataset ORDER BY value DESC NULLS LAST, id", None),
+    ("SELECT dataset.id FROM dataset WHERE dataset.value <> 'b' LIMIT 2 OFFSET 1", None),
+    ("SELECT id + 1 AS x, value FROM dataset", None),
+])
+def test_sql_queries_as_pylance(tmp_path, query: str, table: str | None) -> None:
+    """``ds.sql(query)`` for single-table SELECTs: the same tables as pylance's, batch lists
+    and stream readers alike."""
+    uri = str(tmp_path / "sql.lance")
+    lance.write_dataset(pa.table({"id": [1, 2, 3, None], "value": ["a", "b", "c", None]}), uri)
+    results = []
+    for mod in (lance, lance_gpu):
+        builder = mod.dataset(uri).sql(query)
+        if table:
+            builder = builder.table_name(table)
+        query_obj = builder.build()
+        batches = query_obj.to_batch_records()
+        assert pa.Table.from_batches(list(query_obj.to_stream_reader())) == pa.Table.from_batches(batches)
+        results.append(pa.Table.from_batches(batches))
+    assert results[0] == results[1]
+
+
+def test_sql_refusals(tmp_path) -> None:
+    """What a scan cannot answer is refused by name; another table name is a ValueError."""
+    uri = str(tmp_path / "sqlr.lance")
+    lance.write_dataset(pa.table({"id": [1, 2]}), uri)
+    ds = lance_gpu.dataset(uri)
+    for query, match in (("SELECT COUNT(*) FROM dataset", "aggregates"), ("SELECT id FROM dataset GROUP BY id", "GROUP BY"),
+                         ("SELECT DISTINCT id FROM dataset", "DISTINCT"), ("SELECT a.id FROM dataset a JOIN dataset b ON a.id = b.id", "joins")):
+        with pytest.raises(NotImplementedError, match=match):
+            ds.sql(query).build()
+    with pytest.raises(ValueError, match="not found"):
+        ds.sql("SELECT * FROM other").build()
+    assert ds.sql("SELECT id FROM dataset").with_row_id().build().to_batch_records()[0].schema.names == ["id", "_rowid"]
