@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 lance = pytest.importorskip("lance")
+from lance.commit import CommitConflictError as RefCommitConflictError  # noqa: E402
 
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import LanceGpuError  # noqa: E402
@@ -139,7 +140,7 @@ def test_failing_commit_lock_is_an_os_error_naming_it(tmp_path) -> None:
 
     @contextlib.contextmanager
     def refuses(_version: int):
-        raise lance.commit.CommitConflictError()
+        raise RefCommitConflictError()
         yield  # pragma: no cover
 
     @contextlib.contextmanager
@@ -168,3 +169,36 @@ def test_alter_columns_value_that_does_not_fit_is_an_os_error(tmp_path) -> None:
         with pytest.raises(OSError, match="Can't cast value 1024 to type Int8"):
             m.dataset(uri).alter_columns({"path": "a", "data_type": pa.int8()})
         assert m.dataset(uri).version == 1
+
+
+def test_dataset_commit_lock_guards_later_mutations(tmp_path) -> None:
+    """``dataset(uri, commit_lock=lock)``: the dataset's mutations (and its merge_insert
+    builders) commit under ``lock``, as pylance's; a lock that refuses fails them with an
+    ``OSError`` naming its exception, and nothing is committed."""
+    import contextlib
+
+    calls: dict[str, list[int]] = {}
+
+    def counting(name: str):
+        @contextlib.contextmanager
+        def lock(version: int):
+            calls.setdefault(name, []).append(version)
+            yield
+        return lock
+
+    @contextlib.contextmanager
+    def refuses(_version: int):
+        raise RefCommitConflictError()
+        yield  # pragma: no cover
+
+    for m in (lance, lance_gpu):
+        uri = str(tmp_path / m.__name__)
+        m.write_dataset(pa.table({"a": list(range(20))}), uri)
+        ds = m.dataset(uri, commit_lock=counting(m.__name__))
+        ds.delete("a < 2")
+        ds.update({"a": "a + 100"}, where="a = 5")
+        ds.merge_insert("a").when_not_matched_insert_all().execute(pa.table({"a": [1000]}))
+        with pytest.raises(OSError, match="CommitConflictError"):
+            m.dataset(uri, commit_lock=refuses).delete("a < 10")
+        assert m.dataset(uri).count_rows() == 19
+    assert calls["lance_gpu"] == calls["lance"] == [2, 3, 4]

@@ -41,6 +41,7 @@ import secrets
 import uuid as _uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from lance_gpu._proto import table_pb2, transaction_pb2
@@ -208,6 +209,8 @@ def commit(
     the name is taken) and leaves the version hint alone.
     """
 
+    if lock is None:
+        lock = DEFAULT_COMMIT_LOCK.get()
     txn_key: str | None = None  # the transaction file written, until a manifest names it
     try:
         check_commit_store(store, root, locked=lock is not None)
@@ -293,6 +296,13 @@ def commit(
             except OSError:
                 pass
         raise
+
+
+#: The commit lock of the dataset object whose method is committing (``dataset(uri,
+#: commit_lock=)``, set by the facade around its mutations): the lock of every commit that
+#: is given none.
+DEFAULT_COMMIT_LOCK: ContextVar[Callable[[int], AbstractContextManager[Any]] | None] = ContextVar(
+    "lance_gpu_commit_lock", default=None)
 
 
 def _lock_failed(exc: Exception) -> CommitLockError:

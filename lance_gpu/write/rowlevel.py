@@ -42,7 +42,7 @@ from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
 from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
-from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
 from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE, _write_fragments, write_version
 from lance_gpu.write.inputs import cast_batch, coerce_input
@@ -394,10 +394,11 @@ class MergeInsertBuilder:
     """
 
     def __init__(self, ds: TableSnapshot, on: str | Iterable[str] | None, *, device: str = "auto",
-                 on_commit: Callable[[TableSnapshot], None] | None = None) -> None:
+                 on_commit: Callable[[TableSnapshot], None] | None = None, commit_lock: Any = None) -> None:
         self._ds = ds
         self._device = device
         self._on_commit = on_commit
+        self._commit_lock = commit_lock  # the dataset's commit_lock=, held around the commit
         if on is None:
             raise ValueError("merge_insert: 'on' (the key columns) is required")
         self._on = [on] if isinstance(on, str) else list(on)
@@ -532,7 +533,12 @@ class MergeInsertBuilder:
         """Run the merge; returns ``{"num_inserted_rows", "num_updated_rows",
         "num_deleted_rows"}``; the committed version's snapshot goes to ``on_commit``."""
         source = self._source(data_obj, schema)
-        committed, result = _run(self._ds, lambda target: self._attempt(target, source)[:2], self._retries)
+        token = DEFAULT_COMMIT_LOCK.set(self._commit_lock) if self._commit_lock is not None else None
+        try:
+            committed, result = _run(self._ds, lambda target: self._attempt(target, source)[:2], self._retries)
+        finally:
+            if token is not None:
+                DEFAULT_COMMIT_LOCK.reset(token)
         if self._on_commit is not None and committed is not self._ds:
             self._on_commit(committed)
         return result
