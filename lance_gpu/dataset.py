@@ -522,7 +522,7 @@ class LanceDataset:
     @property
     def optimize(self):
         """``ds.optimize.compact_files(...)``, as pylance."""
-        return DatasetOptimizer(self._snapshot, self._advance)
+        return DatasetOptimizer(self._snapshot, self._advance, commit_lock=self._commit_lock)
 
     # -- metadata ---------------------------------------------------------------------------
 

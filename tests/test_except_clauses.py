@@ -172,8 +172,8 @@ def test_alter_columns_value_that_does_not_fit_is_an_os_error(tmp_path) -> None:
 
 
 def test_dataset_commit_lock_guards_later_mutations(tmp_path) -> None:
-    """``dataset(uri, commit_lock=lock)``: the dataset's mutations (and its merge_insert
-    builders) commit under ``lock``, as pylance's; a lock that refuses fails them with an
+    """``dataset(uri, commit_lock=lock)``: the dataset's mutations (its merge_insert builders
+    and ``ds.optimize`` too) commit under ``lock``, as pylance's; a lock that refuses fails them with an
     ``OSError`` naming its exception, and nothing is committed."""
     import contextlib
 
@@ -198,7 +198,9 @@ def test_dataset_commit_lock_guards_later_mutations(tmp_path) -> None:
         ds.delete("a < 2")
         ds.update({"a": "a + 100"}, where="a = 5")
         ds.merge_insert("a").when_not_matched_insert_all().execute(pa.table({"a": [1000]}))
+        ds.optimize.compact_files()
         with pytest.raises(OSError, match="CommitConflictError"):
             m.dataset(uri, commit_lock=refuses).delete("a < 10")
         assert m.dataset(uri).count_rows() == 19
-    assert calls["lance_gpu"] == calls["lance"] == [2, 3, 4]
+    # a compaction commits twice (fragment ids reserved at 5, the rewrite at 6), both locked
+    assert calls["lance_gpu"] == calls["lance"] == [2, 3, 4, 5, 6]
