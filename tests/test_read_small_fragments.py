@@ -58,12 +58,12 @@ def test_every_read_equals_pylance(pair) -> None:
         assert frag_ours.to_table().equals(frag_ref.to_table())
 
 
-@pytest.mark.parametrize("group_rows", [1, 100, execute.FILTER_GROUP_ROWS])
+@pytest.mark.parametrize("group_rows", [1, 100, execute.SPAN_ROWS])
 @pytest.mark.parametrize("where", ["x < 0.3", "n IS NULL OR s = 'w001_y'", "id % 7 = 0 AND x > 0.5", "x > 2", "_rowaddr >= 21474836480 AND x < 0.7"])
 def test_filters_equal_pylance_in_any_grouping(pair, monkeypatch, group_rows, where) -> None:
     """Grouped filtering (one filter evaluation over many units) gives each unit the rows
     a filter of it alone keeps: groups of one unit, of a few, of all."""
-    monkeypatch.setattr(execute, "FILTER_GROUP_ROWS", group_rows)
+    monkeypatch.setattr(execute, "SPAN_ROWS", group_rows)
     ref, ours = pair
     for columns, late in ((["id", "s", "n"], None), (None, False), (["s"], True)):
         kw = {"columns": columns, "filter": where}

@@ -8,6 +8,7 @@ Pages are dispatched on their encoding's type URL: ``/lance.encodings21.PageLayo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import encodings_v2_1_pb2
-from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, LanceGpuError, UnsupportedEncodingError
 from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
 from lance_gpu.file.blocks import per_bucket
 from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo
@@ -112,6 +113,12 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
         _check_page(file, column, pi, leaf, leaf_type, page_ctx)
         decoded.append(leaf)
         k += nb
+    return join_leaf_pages(decoded, leaf_type, ctx)
+
+
+def join_leaf_pages(decoded: list[LeafPage], leaf_type: pa.DataType, ctx: DecodeContext) -> LeafPage:
+    """Decoded pages of one leaf column (of one file or of several) as one page: their
+    rep/def layers brought to a common list, constant pages spelled out, then concatenated."""
     if not decoded:
         return LeafPage(null_block_for(leaf_type, 0), 0, None, None, 0, (1,), 0)
     if len({d.layers for d in decoded}) > 1:
@@ -189,6 +196,130 @@ def _read_pages_chunked(file: LanceFileReader, field: pa.Field, column: int, lea
         _release_pages(file, [column], [[i]], arr)
         chunks.append(arr)
     return pa.chunked_array(chunks, type=chunks[0].type)
+
+
+def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field) -> pa.Array:
+    """Every row of one top-level field stored in several 2.1 / 2.2 data files, in file
+    order, as one array (``parts``: each file with the field's leaf columns in it).
+
+    Many small files (a dataset of many small appends) decode as one: per leaf column the
+    pages of all the files are taken in order, and each run of consecutive mini-block pages
+    sharing one layout but their item counts (:func:`_merge_key`) is decoded as one page --
+    their chunk tables joined, their chunk data back to back (chunks are self-contained and
+    8-byte multiples, so nothing moves inside them) -- then the leaves are assembled once.
+    Pages of other layouts decode one by one (:func:`read_leaf`).  A run whose joint decode
+    fails is decoded page by page, so the error names the file and page at fault.
+    """
+    types = leaf_types(field.type)
+    for file, columns in parts:
+        if len(types) != len(columns):
+            raise CorruptFileError(file.path, f"field {field.name!r} has {len(types)} leaves but {len(columns)} columns")
+    if not parts:
+        return pa.array([], field.type)
+    leaves = []
+    for leaf, leaf_type in enumerate(types):
+        pages = [(file, columns[leaf], pi) for file, columns in parts for pi in range(len(file.column(columns[leaf]).pages))]
+        leaves.append(_read_pages_of_files(pages, leaf_type))
+    arr = assemble(field, leaves, parts[0][0].path)
+    expected = sum(p.num_rows for file, columns in parts for p in file.column(columns[0]).pages)
+    if len(arr) != expected:
+        paths = ", ".join(str(file.path) for file, _c in parts[:3]) + (", ..." if len(parts) > 3 else "")
+        msg = f"field {field.name!r} decoded to {len(arr)} rows where the pages of {paths} hold {expected}"
+        raise CorruptFileError(parts[0][0].path, msg)
+    return arr
+
+
+_NO_KEY = object()
+
+
+def _merge_key(file: LanceFileReader, column: int, page_index: int) -> bytes | None:
+    """What a mini-block page must share with its neighbours (in its file or the next ones)
+    to be decoded with them as one page: its serialized layout without ``num_items``
+    (value compression, layers, buffer count, chunk word size all equal); None for pages
+    that decode alone (other layouts; dictionary pages, each holding its own dictionary).
+    Kept in ``file.page_meta``."""
+    key = (column, page_index, "merge key")
+    found = file.page_meta.get(key, _NO_KEY)
+    if found is _NO_KEY:
+        layout = _page_layout(file, column, page_index, DecodeContext(file.path, column).at_page(page_index))
+        found = None
+        if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("dictionary"):
+            mb = type(layout.mini_block_layout)()
+            mb.CopyFrom(layout.mini_block_layout)
+            mb.ClearField("num_items")
+            found = mb.SerializeToString(deterministic=True)
+        file.page_meta[key] = found
+    return found  # type: ignore[return-value]
+
+
+def _read_pages_of_files(pages: list[tuple[LanceFileReader, int, int]], leaf_type: pa.DataType) -> LeafPage:
+    """Decode ``(file, column, page)`` pages of one leaf, in order, into one page: runs of
+    pages with one :func:`_merge_key` together (:func:`_decode_together`), others alone."""
+    decoded: list[LeafPage] = []
+    i = 0
+    while i < len(pages):
+        key = _merge_key(*pages[i])
+        j = i + 1
+        if key is not None:
+            while j < len(pages) and _merge_key(*pages[j]) == key:
+                j += 1
+        if j - i > 1:
+            try:
+                decoded.append(_decode_together(pages[i:j], leaf_type))
+                i = j
+                continue
+            except (LanceGpuError, ValueError, IndexError):
+                pass  # decoded page by page below: the error then names its file and page
+        decoded.extend(read_leaf(file, column, [pi], leaf_type) for file, column, pi in pages[i:j])
+        i = j
+    file, column, _pi = pages[0] if pages else (None, -1, 0)
+    return join_leaf_pages(decoded, leaf_type, DecodeContext(getattr(file, "path", ""), column))
+
+
+def _decode_together(run: list[tuple[LanceFileReader, int, int]], leaf_type: pa.DataType) -> LeafPage:
+    """Mini-block pages of one :func:`_merge_key` decoded as one page: each page's chunk
+    table (:func:`_chunk_layout`, kept per file) shifted to where its chunk data lands in
+    the joined data buffer; ``num_items`` the sum of theirs."""
+    datas: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    sizes: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    at = items = rows = 0
+    first_ctx = None
+    mb = None
+    for file, column, pi in run:
+        page = file.column(column).pages[pi]
+        ctx = DecodeContext(file.path, column).at_page(pi)
+        first_ctx = first_ctx or ctx
+        mb = _page_layout(file, column, pi, ctx).mini_block_layout
+        if len(page.buffer_offsets) < 2:
+            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+        chunks = _chunk_layout(file, column, pi, mb, None, ctx)  # kept per file: no read once parsed
+        end = int(chunks.starts[-1] + chunks.sizes[-1]) if chunks.sizes.size else 0
+        offset = int(page.buffer_offsets[1])
+        whole = getattr(file.io, "mapped", None)
+        if whole is not None and offset + end <= whole.size:
+            datas.append(whole[offset : offset + end])  # a view of the map: no request to make
+            file.io.count_reads(1, end)
+        else:
+            datas.append(file.io.read(offset, end))
+        starts.append(chunks.starts + at)
+        sizes.append(chunks.sizes)
+        counts.append(chunks.counts)
+        at += end
+        items += int(chunks.first[-1])
+        rows += page.num_rows
+    assert mb is not None and first_ctx is not None
+    joined = type(mb)()
+    joined.CopyFrom(mb)
+    joined.num_items = items
+    all_counts = np.concatenate(counts)
+    first = np.zeros(all_counts.size + 1, np.int64)
+    np.cumsum(all_counts, out=first[1:])
+    chunks = miniblock.ChunkLayout(np.concatenate(starts), np.concatenate(sizes), all_counts, first)
+    leaf = miniblock.decode(joined, [np.zeros(0, np.uint8), np.concatenate(datas)], rows, first_ctx, chunks=chunks)
+    check_leaf_page(leaf, leaf_type, first_ctx)
+    return leaf
 
 
 def _check_page(file: LanceFileReader, column: int, page_index: int, leaf: LeafPage, leaf_type: pa.DataType,

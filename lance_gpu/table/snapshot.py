@@ -42,7 +42,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import FileVersion, LanceFileReader
-from lance_gpu.file.reader import prefetch_take, take_field
+from lance_gpu.file.reader import prefetch_take, read_field_files, take_field
 from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
 from lance_gpu.io.store import ObjectStore
@@ -54,7 +54,7 @@ from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
 
-__all__ = ["FieldSource", "FragmentSnapshot", "TableSnapshot"]
+__all__ = ["FieldSource", "FragmentSnapshot", "TableSnapshot", "read_field_span"]
 
 
 @dataclass(slots=True)
@@ -459,3 +459,57 @@ class FragmentSnapshot:
         if rows is None:
             return read_file_field(reader, arrow_field, src.columns)
         return take_field(reader, arrow_field, src.columns, rows)
+
+
+def read_field_span(parts: Sequence[tuple[FragmentSnapshot, np.ndarray | None]], field: LanceField,
+                    arrow_field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    """One top-level field of several fragments of one snapshot, in order, as one column:
+    per ``(fragment, rows)`` part its sorted physical ``rows`` (None: every physical row).
+
+    Consecutive fragments whose field lives in 2.1+ data files are decoded together, whole
+    (:func:`~lance_gpu.file.reader.read_field_files`: one decode for the pages of all their
+    files), and the selected rows taken from the result in one take; callers keep such
+    fragments small (a whole fragment is decoded for any selection of it).  Other parts --
+    2.0 files, blob descriptors, fields without data (nulls) -- are read one by one
+    (:meth:`FragmentSnapshot.read_field`).  Parts selecting no row add nothing.
+    """
+    if len(parts) == 1:
+        frag, rows = parts[0]
+        return frag.read_field(field, arrow_field, rows)
+    if blob_kind(field):
+        pieces = [frag.read_field(field, arrow_field, rows) for frag, rows in parts]
+        return pa.chunked_array(pieces, type=pieces[0].type) if pieces else pa.chunked_array([], arrow_field.type)
+    pieces = []
+    run: list[tuple[LanceFileReader, list[int]]] = []
+    run_rows: list[tuple[int, np.ndarray | None]] = []  # (physical rows, selection) per file of the run
+
+    def flush() -> None:
+        if not run:
+            return
+        arr = read_field_files(run, arrow_field)
+        if any(rows is not None for _n, rows in run_rows):
+            base = 0
+            positions = []
+            for n, rows in run_rows:
+                positions.append(np.arange(base, base + n, dtype=np.int64) if rows is None else rows.astype(np.int64) + base)
+                base += n
+            arr = arr.take(pa.array(np.concatenate(positions)))
+        pieces.append(arr)
+        run.clear()
+        run_rows.clear()
+
+    for frag, rows in parts:
+        if rows is not None and rows.size == 0:
+            continue
+        src = frag.field_source(field)
+        reader = None if src is None else frag.file_reader(src.path)
+        if reader is None or src is None or reader.version == FileVersion(2, 0):
+            flush()
+            pieces.append(frag.read_field(field, arrow_field, rows))
+            continue
+        run.append((reader, src.columns))
+        run_rows.append((frag.physical_rows, rows))
+    flush()
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.chunked_array(pieces, type=arrow_field.type)
