@@ -198,7 +198,7 @@ def _read_pages_chunked(file: LanceFileReader, field: pa.Field, column: int, lea
     return pa.chunked_array(chunks, type=chunks[0].type)
 
 
-def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field) -> pa.Array:
+def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field) -> pa.Array | pa.ChunkedArray:
     """Every row of one top-level field stored in several 2.1 / 2.2 data files, in file
     order, as one array (``parts``: each file with the field's leaf columns in it).
 
@@ -207,8 +207,9 @@ def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: 
     sharing one layout but their item counts (:func:`_merge_key`) is decoded as one page --
     their chunk tables joined, their chunk data back to back (chunks are self-contained and
     8-byte multiples, so nothing moves inside them) -- then the leaves are assembled once.
-    Pages of other layouts decode one by one (:func:`read_leaf`).  A run whose joint decode
-    fails is decoded page by page, so the error names the file and page at fault.
+    Pages of other layouts decode one by one (:func:`read_leaf`).  Where the joint decode
+    fails, the files are read one by one (:func:`read_field`), so the error names the file
+    at fault.
     """
     types = leaf_types(field.type)
     for file, columns in parts:
@@ -216,6 +217,19 @@ def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: 
             raise CorruptFileError(file.path, f"field {field.name!r} has {len(types)} leaves but {len(columns)} columns")
     if not parts:
         return pa.array([], field.type)
+    if len(parts) > 1:
+        try:
+            return _read_files_together(parts, field, types)
+        except (LanceGpuError, ValueError, IndexError):
+            pass  # read file by file below: the error then names the file at fault
+    pieces = [read_field(file, field, columns) for file, columns in parts]
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.chunked_array([c for p in pieces for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])], type=field.type)
+
+
+def _read_files_together(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field,
+                         types: list[pa.DataType]) -> pa.Array:
     leaves = []
     for leaf, leaf_type in enumerate(types):
         pages = [(file, columns[leaf], pi) for file, columns in parts for pi in range(len(file.column(columns[leaf]).pages))]
@@ -223,9 +237,7 @@ def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: 
     arr = assemble(field, leaves, parts[0][0].path)
     expected = sum(p.num_rows for file, columns in parts for p in file.column(columns[0]).pages)
     if len(arr) != expected:
-        paths = ", ".join(str(file.path) for file, _c in parts[:3]) + (", ..." if len(parts) > 3 else "")
-        msg = f"field {field.name!r} decoded to {len(arr)} rows where the pages of {paths} hold {expected}"
-        raise CorruptFileError(parts[0][0].path, msg)
+        raise CorruptFileError(parts[0][0].path, f"field {field.name!r} decoded to {len(arr)} rows where its pages hold {expected}")
     return arr
 
 
@@ -264,13 +276,10 @@ def _read_pages_of_files(pages: list[tuple[LanceFileReader, int, int]], leaf_typ
             while j < len(pages) and _merge_key(*pages[j]) == key:
                 j += 1
         if j - i > 1:
-            try:
-                decoded.append(_decode_together(pages[i:j], leaf_type))
-                i = j
-                continue
-            except (LanceGpuError, ValueError, IndexError):
-                pass  # decoded page by page below: the error then names its file and page
-        decoded.extend(read_leaf(file, column, [pi], leaf_type) for file, column, pi in pages[i:j])
+            decoded.append(_decode_together(pages[i:j], leaf_type))
+        else:
+            file, column, pi = pages[i]
+            decoded.append(read_leaf(file, column, [pi], leaf_type))
         i = j
     file, column, _pi = pages[0] if pages else (None, -1, 0)
     return join_leaf_pages(decoded, leaf_type, DecodeContext(getattr(file, "path", ""), column))

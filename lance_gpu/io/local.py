@@ -66,6 +66,12 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+def file_identity(path: str, st: os.stat_result) -> tuple[object, ...]:
+    """A local file's state, as :attr:`LocalFile.identity` names it: any write, truncation,
+    rename over it or replacement changes the inode, size or change time."""
+    return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 class LocalFile:
     """Positional reads of one local file: a read-only memory map, ``pread`` otherwise."""
 
@@ -86,7 +92,7 @@ class LocalFile:
         self.size = st.st_size
         #: The file's state: any write, truncation, rename over it or replacement changes the
         #: inode, size or change time (``st_ctime_ns`` cannot be set back from user space).
-        self.identity = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        self.identity = file_identity(path, st)
         stats.add("heads")
         if self.size:
             try:
@@ -265,6 +271,16 @@ class LocalStore:
 
     def size(self, path: str) -> int:
         return self.head(path).size
+
+    def identity(self, path: str) -> tuple[object, ...] | None:
+        """The state of the file at ``path`` as an open :class:`LocalFile` names it
+        (:func:`file_identity`), from one ``stat`` without opening it; None when it cannot
+        be read (opening it then raises the typed error)."""
+        self.stats.add("heads")
+        try:
+            return file_identity(path, os.stat(path))
+        except OSError:
+            return None
 
     def exists(self, path: str) -> bool:
         self.stats.add("heads")

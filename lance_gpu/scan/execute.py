@@ -35,7 +35,7 @@ from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexE
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
 from lance_gpu.io import resolve as resolve_uri
-from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, ResolvedScan, ScanPlan, build_plan, resolve
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, resolve
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceField
 from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot, read_field_span
@@ -377,6 +377,13 @@ def _prefetch_rows(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequenc
     return frags
 
 
+def _arrow_fields(ds: TableSnapshot, physical: bool) -> dict[str, pa.Field]:
+    """Top-level field name -> Arrow field to decode as (``physical``: as stored, JSON
+    columns as their JSONB large_binary)."""
+    arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
+    return {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
+
+
 class CpuExecutor:
     """Decodes on the CPU in a pool of threads (the numba decoders release the GIL): tasks
     are (unit, field) pairs, or whole units for filtered reads with late materialization.
@@ -451,8 +458,7 @@ class CpuExecutor:
         """``physical=True``: fields as stored (JSON columns as their JSONB large_binary).
         Units of a span (:func:`span_groups`) are decoded together and handed out as
         zero-copy slices of the span's table."""
-        arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
+        arrow_fields = _arrow_fields(ds, physical)
         names = [f.name for f in fields]
         spans = _use_spans(ds, units, ahead)
         if spans is not None:
@@ -487,6 +493,19 @@ class CpuExecutor:
             if len(arrays) == 1 and isinstance(arrays[0], list):
                 arrays = arrays[0]
             yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
+
+    def decode_groups(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+                      physical: bool = False) -> Iterator[tuple[list[ReadUnit], pa.Table]]:
+        """As :meth:`decode`, but one table per span of small units (:func:`span_groups`;
+        each other unit alone), with the units it holds, their rows back to back."""
+        spans = _use_spans(ds, units, ahead)
+        if spans is None:
+            for unit, table in zip(units, self.decode(ds, units, fields, ahead, physical), strict=True):
+                yield [unit], table
+            return
+        arrow_fields = _arrow_fields(ds, physical)
+        for group in spans:
+            yield group, read_span(group, fields, arrow_fields)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
@@ -876,7 +895,7 @@ def _take_nesting(ds: TableSnapshot, columns: Any) -> dict[str, list[tuple[str, 
     the whole field), in order of first mention; None when no dotted name is asked for."""
     if columns is None or isinstance(columns, (str, bytes, dict)) or not isinstance(columns, Sequence):
         return None
-    top = set(ds.schema.names)
+    top = set(ds.schema.names) | set(VIRTUAL_COLUMNS)  # "_rowid" etc. are columns a take may ask for
     if all(not isinstance(c, str) or c in top for c in columns):
         return None
     from lance_gpu.scan.plan import nested_path
@@ -991,6 +1010,20 @@ def decode_fields(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence
     if len(plain) == len(fields):
         return CpuExecutor().decode(ds, units, fields, None, physical=True)
     return _with_blob_bytes(CpuExecutor().decode(ds, units, plain, None, physical=True), units, fields)
+
+
+def decode_spans(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], *,
+                 physical: bool = False, ahead: int | None = None) -> Iterator[tuple[list[ReadUnit], pa.Table]]:
+    """:func:`decode_fields` in spans: per span of small units (:func:`span_groups`, on a
+    mapped store; else per unit) the units and one table of their rows back to back, at
+    most ``ahead`` units decoding ahead (None: all).  For writers reading many small
+    fragments at once (a delete's predicate, a compaction's rewrite): one decode per field
+    and one table per span.  Blob fields are read unit by unit (:func:`decode_fields`)."""
+    if any(blob_kind(f) for f in fields):
+        for unit, table in zip(units, decode_fields(ds, units, fields, physical), strict=True):
+            yield [unit], table
+        return
+    yield from CpuExecutor().decode_groups(ds, units, fields, ahead, physical)
 
 
 def _with_blob_bytes(tables: Iterator[pa.Table], units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:

@@ -41,7 +41,7 @@ import pyarrow as pa
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.arrow import leaf_types
-from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.file.container import FileVersion, LanceFileReader, cached_metadata
 from lance_gpu.file.reader import prefetch_take, read_field_files, take_field
 from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
@@ -292,7 +292,9 @@ class FragmentSnapshot:
         :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
 
         Called by reads that position rows before decoding them; once per fragment of a
-        snapshot, and the reader is kept for the read.  A fragment one of whose data files
+        snapshot, and the reader is kept for the read -- unless this process read the same
+        file state before (:func:`~lance_gpu.file.container.cached_metadata`: one ``stat``
+        finds its row count; a take over many small fragments checks them all).  A fragment one of whose data files
         is open already is checked (every reader is checked when opened: all of a
         fragment's files hold ``physical_rows`` rows).  Legacy (v1) files, which this
         package does not read, are not opened.
@@ -303,7 +305,13 @@ class FragmentSnapshot:
         for df in self.pb.files:
             if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
                 continue
-            self.file_reader(join(data_dir, df.path))
+            path = join(data_dir, df.path)
+            # a file this process opened and checked before, in the same state (a stat, no
+            # open): its footer's row count is known; else (or when it differs) open it, the
+            # reader's check raising the typed error
+            meta = cached_metadata(self.snapshot.store, path)
+            if meta is None or meta.known_rows != self.physical_rows:
+                self.file_reader(path)
             break
         self._rows_checked = True
 
