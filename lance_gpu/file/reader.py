@@ -298,12 +298,20 @@ def _decode_together(run: list[tuple[LanceFileReader, int, int]], leaf_type: pa.
     mb = None
     for file, column, pi in run:
         page = file.column(column).pages[pi]
-        ctx = DecodeContext(file.path, column).at_page(pi)
-        first_ctx = first_ctx or ctx
-        mb = _page_layout(file, column, pi, ctx).mini_block_layout
-        if len(page.buffer_offsets) < 2:
-            raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-        chunks = _chunk_layout(file, column, pi, mb, None, ctx)  # kept per file: no read once parsed
+        meta = file.page_meta
+        # the page's layout and chunk table are kept per file: parsed (with a context for
+        # errors) only the first time
+        layout = meta.get((column, pi, "layout"))
+        chunks = meta.get((column, pi, "chunks"))
+        if first_ctx is None or layout is None or chunks is None or len(page.buffer_offsets) < 2:
+            ctx = DecodeContext(file.path, column).at_page(pi)
+            first_ctx = first_ctx or ctx
+            layout = _page_layout(file, column, pi, ctx)
+            if len(page.buffer_offsets) < 2:
+                raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+            chunks = _chunk_layout(file, column, pi, layout.mini_block_layout, None, ctx)  # type: ignore[attr-defined]
+        mb = layout.mini_block_layout  # type: ignore[attr-defined]
+        assert isinstance(chunks, miniblock.ChunkLayout)
         end = int(chunks.starts[-1] + chunks.sizes[-1]) if chunks.sizes.size else 0
         offset = int(page.buffer_offsets[1])
         whole = getattr(file.io, "mapped", None)

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.io.store import join
 
 if TYPE_CHECKING:
     from lance_gpu.file.container import LanceFileReader
@@ -78,15 +77,6 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> None:
             deleted = frag.deletion_file.num_deleted_rows
             if deleted > frag.physical_rows:
                 raise CorruptFileError(path, f"fragment {fid} deletes {deleted} of its {frag.physical_rows} rows")
-
-
-def data_file_of(fragment: table_pb2.DataFragment, key: str, data_dir: str) -> table_pb2.DataFile | None:
-    """The fragment's ``DataFile`` entry stored at ``key`` (a store key under ``data_dir``,
-    both built with :func:`lance_gpu.io.join`)."""
-    for df in fragment.files:
-        if join(data_dir, df.path) == key:
-            return df
-    return None
 
 
 def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None) -> None:

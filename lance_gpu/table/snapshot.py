@@ -47,7 +47,7 @@ from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
 from lance_gpu.io.store import ObjectStore
 from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
-from lance_gpu.table.consistency import check_data_file, data_file_of
+from lance_gpu.table.consistency import check_data_file
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS, check_reader_flags
 from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file, resolve_manifest
@@ -301,11 +301,9 @@ class FragmentSnapshot:
         """
         if self._rows_checked or self._readers:
             return
-        data_dir = join(self.snapshot.root, "data")
-        for df in self.pb.files:
+        for df, path in zip(self.pb.files, self.data_paths, strict=True):
             if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
                 continue
-            path = join(data_dir, df.path)
             # a file this process opened and checked before, in the same state (a stat, no
             # open): its footer's row count is known; else (or when it differs) open it, the
             # reader's check raising the typed error
@@ -332,6 +330,16 @@ class FragmentSnapshot:
 
     # -- where fields live (for the executors) -----------------------------------------------
 
+    @cached_property
+    def data_paths(self) -> tuple[str, ...]:
+        """The store keys of the fragment's data files, in manifest order."""
+        data_dir = join(self.snapshot.root, "data")
+        return tuple(join(data_dir, df.path) for df in self.pb.files)
+
+    @cached_property
+    def _path_index(self) -> dict[str, int]:
+        return {path: i for i, path in enumerate(self.data_paths)}
+
     def file_reader(self, path: str) -> LanceFileReader:
         """The (cached) reader of one of this fragment's data files, checked against the
         fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
@@ -342,7 +350,8 @@ class FragmentSnapshot:
                 if r is None:
                     r = LanceFileReader(path, self.snapshot.store)
                     # its row count, columns and field ids against this fragment's manifest entry
-                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.snapshot.root, "data")))
+                    index = self._path_index.get(path)
+                    check_data_file(r, self.pb, None if index is None else self.pb.files[index])
                     self._readers[path] = r
         return r
 
@@ -377,7 +386,7 @@ class FragmentSnapshot:
         if found is _MISSING:
             raise CorruptFileError(self.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
         assert isinstance(found, _Location)
-        return FieldSource(join(self.snapshot.root, "data", self.pb.files[found.file].path), found.columns, found.version)
+        return FieldSource(self.data_paths[found.file], found.columns, found.version)
 
     def _locate(self, field: LanceField) -> object:
         """Where ``field`` lives in data files laid out as this fragment's: a
