@@ -194,6 +194,8 @@ def test_tiny_fragments_read_as_pylance(tiny, monkeypatch, span_fragment_rows) -
         assert 1 in spans and max(spans) > 5  # spans of 1- and 2-row fragments between 3-row ones
     kw = {"with_row_id": True, "with_row_address": True}
     assert ours.to_table(**kw).equals(ref.to_table(**kw))
+    kw = {"columns": ["id", "_rowoffset"], "with_row_id": True, "include_deleted_rows": True, "filter": "x < 0.5"}
+    assert ours.to_table(**kw).equals(ref.to_table(**kw))
     cols = ["st.b", "id", "l"]
     assert ours.to_table(columns=cols).equals(ref.to_table(columns=cols))
     for where in ("x < 0.3", "s = 'w5' OR n IS NULL", "st.a % 3 = 0 AND n > 20", "x > 2", "_rowaddr % 2 = 0"):

@@ -316,13 +316,25 @@ def read_span(group: Sequence[ReadUnit], fields: Sequence[LanceField], arrow_fie
 
 
 def add_virtual_span(table: pa.Table, group: Sequence[ReadUnit], virtual: set[str], offsets: _Offsets | None) -> pa.Table:
-    """:func:`add_virtual` of the units of a span, over their joined rows."""
+    """:func:`add_virtual` of the units of a span, over their joined rows (each column one
+    array: the units' values joined with numpy)."""
     if len(group) == 1 or not virtual:
         return add_virtual(table, group[0], virtual, offsets)
-    columns = [add_virtual(empty_table(u.num_rows), u, virtual, offsets) for u in group]
-    joined = pa.concat_tables(columns)
-    for name in joined.column_names:
-        table = table.append_column(name, joined.column(name).combine_chunks())
+    rows = [np.arange(u.fragment.physical_rows, dtype=np.int64) if u.rows is None else u.rows for u in group]
+    if ROW_ID in virtual:
+        ids = np.concatenate([u.fragment.row_ids[r] for u, r in zip(group, rows, strict=True)])
+        masks = [np.isin(r, u.fragment.deleted_rows) if u.fragment.deleted_rows.size else np.zeros(r.size, np.bool_)
+                 for u, r in zip(group, rows, strict=True)]
+        mask = np.concatenate(masks)
+        table = table.append_column(ROW_ID, pa.array(ids, pa.uint64(), mask=mask if mask.any() else None))
+    if ROW_ADDR in virtual:
+        bases = np.array([u.fragment.fragment_id for u in group], np.uint64) << np.uint64(32)
+        sizes = [r.size for r in rows]
+        addresses = np.repeat(bases, sizes) | np.concatenate(rows).astype(np.uint64)
+        table = table.append_column(ROW_ADDR, pa.array(addresses, pa.uint64()))
+    if ROW_OFFSET in virtual and offsets is not None:
+        positions = np.concatenate([offsets(u.fragment, r) for u, r in zip(group, rows, strict=True)])
+        table = table.append_column(ROW_OFFSET, pa.array(positions, pa.uint64()))
     return table
 
 
