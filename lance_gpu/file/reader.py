@@ -253,13 +253,18 @@ def _merge_key(file: LanceFileReader, column: int, page_index: int) -> bytes | N
     key = (column, page_index, "merge key")
     found = file.page_meta.get(key, _NO_KEY)
     if found is _NO_KEY:
-        layout = _page_layout(file, column, page_index, DecodeContext(file.path, column).at_page(page_index))
-        found = None
-        if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("dictionary"):
-            mb = type(layout.mini_block_layout)()
-            mb.CopyFrom(layout.mini_block_layout)
-            mb.ClearField("num_items")
-            found = mb.SerializeToString(deterministic=True)
+        encoding = file.column(column).pages[page_index].encoding
+        shared = (encoding.type_url, encoding.value)  # a function of the layout's bytes
+        found = _MERGE_KEYS.get(shared, _NO_KEY)
+        if found is _NO_KEY:
+            layout = _page_layout(file, column, page_index, DecodeContext(file.path, column).at_page(page_index))
+            found = None
+            if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("dictionary"):
+                mb = type(layout.mini_block_layout)()
+                mb.CopyFrom(layout.mini_block_layout)
+                mb.ClearField("num_items")
+                found = mb.SerializeToString(deterministic=True)
+            _remember(_MERGE_KEYS, shared, found)
         file.page_meta[key] = found
     return found  # type: ignore[return-value]
 
@@ -375,8 +380,34 @@ def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: Decod
     key = (column, page_index, "layout")
     layout = file.page_meta.get(key)
     if layout is None:
-        layout = file.page_meta[key] = parse_layout(file.column(column).pages[page_index], ctx)
+        encoding = file.column(column).pages[page_index].encoding
+        shared = (encoding.type_url, encoding.value)
+        layout = _SHARED_LAYOUTS.get(shared)
+        if layout is None:
+            layout = parse_layout(file.column(column).pages[page_index], ctx)
+            _remember(_SHARED_LAYOUTS, shared, layout)
+        file.page_meta[key] = layout
     return layout  # type: ignore[return-value]
+
+
+#: Parsed page layouts (never modified) by their encoding's bytes, for the process: the pages
+#: of many small files written alike carry the same bytes, parsed and vetted once.
+_SHARED_LAYOUTS: dict[tuple[str, bytes], encodings_v2_1_pb2.PageLayout] = {}
+#: Chunk tables of small mini-block pages by (encoding bytes, chunk metadata bytes): the
+#: table is a function of those alone.
+_SHARED_CHUNKS: dict[tuple[str, bytes, bytes], miniblock.ChunkLayout] = {}
+#: :func:`_merge_key` by encoding bytes.
+_MERGE_KEYS: dict[tuple[str, bytes], bytes | None] = {}
+#: Entries kept in each (cleared when full: pages alike are few).
+SHARED_ENTRIES = 4096
+#: Chunk metadata of at most this many bytes is shared.
+SHARED_CHUNK_META_BYTES = 256
+
+
+def _remember(cache: dict, key: Any, value: Any) -> None:
+    if len(cache) >= SHARED_ENTRIES:
+        cache.clear()
+    cache[key] = value
 
 
 def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, meta: np.ndarray | None,
@@ -393,7 +424,15 @@ def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, m
             raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
         if meta is None:
             meta = file.io.read(page.buffer_offsets[0], page.buffer_sizes[0])
-        chunks = miniblock.chunk_layout(layout, meta, ctx)
+        shared = None
+        if meta.size <= SHARED_CHUNK_META_BYTES:
+            shared = (page.encoding.type_url, page.encoding.value, meta.tobytes())
+            chunks = _SHARED_CHUNKS.get(shared)
+        if chunks is None:
+            chunks = miniblock.chunk_layout(layout, meta, ctx)
+            if shared is not None:
+                _remember(_SHARED_CHUNKS, shared, chunks)
+        assert isinstance(chunks, miniblock.ChunkLayout)
         if chunks.starts.size and int(chunks.starts[-1] + chunks.sizes[-1]) > page.buffer_sizes[1]:
             raise ctx.corrupt(f"mini-block chunks reach past their buffer of {page.buffer_sizes[1]} bytes")
         file.page_meta[key] = chunks
