@@ -312,8 +312,8 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     Units too small for the pool (``POOL_MIN_ROWS``) are decoded in the consumer's thread
     as it reaches them, a span of small fragments at a time (here spans of two fragments):
     nothing beyond the first span is touched."""
-    from lance_gpu.table.snapshot import FragmentSnapshot
     from lance_gpu.scan import execute
+    from lance_gpu.table.snapshot import FragmentSnapshot
 
     if pooled:
         monkeypatch.setattr(execute, "POOL_MIN_ROWS", 0)

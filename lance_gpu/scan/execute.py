@@ -11,9 +11,14 @@ unit order, keeping a bounded number of units decoding ahead of the consumer:
   and decoded on the GPU, deleted / unselected rows dropped on the device).
 
 Both take row selections, so a ``take`` or a pushed-down ``limit`` decodes on either.  The
-epilogue (:func:`finish_table`) is the only place that adds virtual columns, applies the
-filter and shapes the projection; :func:`run_plan` adds ``offset`` / ``limit`` after a
-filter and stops decoding once the limit is reached.
+epilogue (:func:`finish_table`, :func:`_finish_span`) is the only place that adds virtual
+columns, applies the filter and shapes the projection; :func:`run_plan` adds ``offset`` /
+``limit`` after a filter and stops decoding once the limit is reached.
+
+Many small fragments (a history of small appends) are read as one: on a mapped store the CPU
+executor joins consecutive units of small fragments into *spans* (:func:`span_groups`), each
+decoded with one decode per field over all its data files, one filter evaluation and one
+output table; deletes and compactions read through the same spans (:func:`decode_spans`).
 """
 
 from __future__ import annotations
@@ -110,7 +115,8 @@ class ReadUnit:
 
 
 class Executor(Protocol):
-    """Decodes ``fields`` of each unit; yields one Arrow table per unit, in unit order."""
+    """Decodes ``fields`` of each unit; yields one Arrow table per unit, in unit order
+    (:meth:`run`: one finished table per unit or per span of units, in unit order)."""
 
     name: str
     whole_fragments: bool  # units must be whole fragments (one unit per fragment)
@@ -305,6 +311,7 @@ def _use_spans(ds: TableSnapshot, units: Sequence[ReadUnit], ahead: int | None) 
 
 
 def span_rows(group: Sequence[ReadUnit]) -> int:
+    """Rows the units of a span select."""
     return sum(u.num_rows for u in group)
 
 
@@ -798,9 +805,10 @@ def run_plan(
     window: int | None = None,
     ahead: int | None = None,
 ) -> Iterator[pa.Table]:
-    """Run ``plan``: one finished Arrow table per read unit (empty ones included), with the
-    plan's ``offset`` / ``limit`` applied over the filtered rows.  ``window``: rows per unit
-    (None: whole fragments); ``ahead``: units decoding ahead of the consumer (None: all)."""
+    """Run ``plan``: one finished Arrow table per read unit or span of small units (empty
+    ones included), in scan order, with the plan's ``offset`` / ``limit`` applied over the
+    filtered rows.  ``window``: rows per unit (None: whole fragments); ``ahead``: units
+    decoding ahead of the consumer (None: all)."""
     if ds is None:
         ds = open_snapshot(plan.uri, plan.version, plan.storage_options)
     if executor is None:
