@@ -115,6 +115,8 @@ class TableSnapshot:
         #: Where fields live in fragments of one data-file layout, by (the fragment's
         #: ``layout_key``, field id): computed once per layout, not per fragment.
         self.field_locations: dict[tuple[Any, int], object] = {}
+        #: Locks the fragments share, by fragment id, for opening their file readers.
+        self.reader_locks = tuple(threading.Lock() for _ in range(16))
 
     @classmethod
     def load(cls, store: ObjectStore, root: str, version: int | str | None = None,
@@ -234,7 +236,9 @@ class FragmentSnapshot:
         self.fragment_id = int(pb.id)
         self.physical_rows = int(pb.physical_rows)
         self._readers: dict[str, LanceFileReader] = {}
-        self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
+        # one reader (one footer fetch) per file: locks shared by the snapshot's fragments
+        # (a lock per fragment is a thousand objects for a thousand fragments)
+        self._readers_lock = snapshot.reader_locks[self.fragment_id % len(snapshot.reader_locks)]
         self._rows_checked = False
         self._sources: dict[int, FieldSource | None] = {}  # field id -> where it lives
 
@@ -518,7 +522,9 @@ def read_field_span(parts: Sequence[tuple[FragmentSnapshot, np.ndarray | None]],
     for frag, rows in parts:
         if rows is not None and rows.size == 0:
             continue
-        src = frag.field_source(field)
+        # (not kept per fragment, as field_source does: where a field lives is kept per
+        # layout already, and a span's many fragments would each keep an entry per field)
+        src = frag._field_source(field)
         reader = None if src is None else frag.file_reader(src.path)
         if reader is None or src is None or reader.version == FileVersion(2, 0):
             flush()
