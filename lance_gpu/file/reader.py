@@ -404,6 +404,13 @@ SHARED_ENTRIES = 4096
 SHARED_CHUNK_META_BYTES = 256
 
 
+def clear_shared_caches() -> None:
+    """Forget the page layouts, merge keys and chunk tables shared by encoding bytes (tests)."""
+    _SHARED_LAYOUTS.clear()
+    _SHARED_CHUNKS.clear()
+    _MERGE_KEYS.clear()
+
+
 def _remember(cache: dict, key: Any, value: Any) -> None:
     if len(cache) >= SHARED_ENTRIES:
         cache.clear()
