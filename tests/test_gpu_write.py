@@ -51,7 +51,7 @@ def _device_column(arr: pa.Array):
     if pa.types.is_fixed_size_list(arr.type):
         values = arr.values.slice(arr.offset * arr.type.list_size, len(arr) * arr.type.list_size)
         inner = _device_column(values)
-        return DeviceColumn(arr.type, len(arr), valid, inner.data)
+        return DeviceColumn(arr.type, len(arr), valid, inner.data, item_validity=inner.validity)
     if pa.types.is_boolean(arr.type):
         bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)]
         return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
@@ -133,21 +133,32 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     """64-bit values in 2.2, 128-bit decimals, strings and binaries get the CPU encoder's page dictionary
     (items in order of first occurrence, u32 indices) from the device -- counted exactly on a
     small page, from the sample on a big one (``sample``: a smaller sample makes 300 values
-    a big page for both encoders).  A value the sample did not see sends the page to the CPU
-    encoder: still the same file."""
+    a big page for both encoders).  Values the sample did not see are found on the device
+    (read back 50 at a time here): "rare" still gets its dictionary, "wide" (one value at
+    the sampled positions, 236 others elsewhere) is found to have too many -- no dictionary,
+    as the CPU encoder decides.  Every page is made on the device; the same file."""
+    from lance_gpu.file.encodings.dictionary import device as dictionary_device
     from lance_gpu.write import device_pages, pages
 
     if sample is not None:
         monkeypatch.setattr(pages, "DICT_SAMPLE", sample)
+    monkeypatch.setattr(dictionary_device, "MISSES_PER_ROUND", 50)
     n = 300
     rare = np.arange(n, dtype=np.int64) % 5
     rare[7] = 99  # not at a sampled position (every ~4.7th value of 300 with 64 samples)
+    sampled = np.zeros(n, np.bool_)
+    sampled[np.linspace(0, n - 1, 64).astype(np.int64)] = True
+    wide = np.where(sampled, 0, np.arange(n, dtype=np.int64) + 1000)
+    rare_text = [f"category-{(i * 31) % 4}" for i in range(n)]
+    rare_text[11] = "not-sampled"
     table = pa.table({
         "few": pa.array((np.arange(n, dtype=np.int64) * 7919) % 5 - 2),
         "dec": pa.array([None if i % 17 == 0 else (i % 3) * 10**20 for i in range(n)], pa.decimal128(38, 0)),
         "rare": pa.array(rare),
-        "cat": pa.array([None if i % 9 == 0 else f"category-{(i * 31) % 4}" for i in range(n)]),
+        "wide": pa.array(wide),
+        "cat": pa.array([None if i % 9 == 0 else s for i, s in enumerate(rare_text)]),
         "bin": pa.array([bytes([i % 3]) * 9 for i in range(n)]),
+        "wide_text": pa.array([f"v{v}" for v in wide]),
     })
     from lance_gpu.file import encodings
 
@@ -164,10 +175,10 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.2")
     made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
-    # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6, or a miss)
-    assert sorted(built) == ([-1, 3, 5] if sample is not None else [3, 5, 6])
-    expect = {"dictionary: the sample did not see every value": 1} if sample is not None else {}  # "rare"
-    assert made_on_host == expect
+    # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6);
+    # "wide": over the cap once the misses are counted (sampled), or at once (counted exactly)
+    assert sorted(built) == ([-1, 3, 5, 6] if sample is not None else [3, 5, 6])
+    assert made_on_host == {}
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
@@ -283,6 +294,51 @@ def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch
     assert gpu_files == _data_files(tmp_path / "cpu")
     assert fsst_calls == [1], "the long strings were FSST-compressed on the device"
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> None:
+    """Pages that used to go to the CPU encoder, now made on the device, byte for byte the
+    CPU encoder's: fixed-size lists of booleans (bits packed on the device; mini-block, and
+    full-zip at 2048 bits a row), fixed-size lists with null items (their validity packed per
+    mini-block chunk, or zipped with each full-zip row; all-null items storing no values;
+    null items only under null rows adding no validity) and JSON columns (a host
+    ``arrow.json`` column of a ``DeviceTable`` becomes JSONB on its way up; the device
+    encodes the documents)."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(21)
+    n = 70
+    rows_null = pa.array(np.arange(n) % 9 == 4)
+
+    def fsl(values: np.ndarray, dim: int, item_nulls=None, row_nulls=None, t=None) -> pa.Array:
+        vals = pa.array(values, t, mask=item_nulls)
+        return pa.FixedSizeListArray.from_arrays(vals, dim, mask=row_nulls)
+
+    only_under_null_rows = np.zeros(n * 3, np.bool_)
+    only_under_null_rows[4 * 3 + 1] = True  # row 4 is null
+    table = pa.table({
+        "bits": fsl(rng.random(n * 5) < 0.5, 5, row_nulls=rows_null),
+        "wide_bits": fsl(rng.random(n * 2048) < 0.5, 2048),
+        "holes": fsl(rng.standard_normal(n * 3).astype(np.float32), 3, rng.random(n * 3) < 0.2, rows_null),
+        "bit_holes": fsl(rng.random(n * 4) < 0.5, 4, rng.random(n * 4) < 0.3),
+        "hidden": fsl(np.arange(n * 3, dtype=np.int16), 3, only_under_null_rows, rows_null),
+        "wide_holes": fsl(rng.standard_normal(n * 80).astype(np.float32), 80, rng.random(n * 80) < 0.1, rows_null),
+        "wide_gone": fsl(np.zeros(n * 70, np.float32), 70, np.ones(n * 70, np.bool_)),
+        "doc": pa.array([None if i % 6 == 0 else f'{{"id": {i}, "tags": ["a", "b{i % 3}"], "ok": {str(i % 2 == 0).lower()}}}' for i in range(n)], pa.json_(pa.string())),
+    })
+    device = {k: v for k, v in _device_dict(table.drop_columns(["doc"])).items()}
+    frame = DeviceTable(table.column_names, [*device.values(), table.column("doc")], n)
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(frame, tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    back = lance.dataset(tmp_path / "gpu").to_table()
+    assert back.drop_columns(["doc"]).equals(table.drop_columns(["doc"]))
+    assert back.column("doc").to_pylist() == lance.dataset(tmp_path / "cpu").to_table().column("doc").to_pylist()
+    assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(lance_gpu.dataset(tmp_path / "cpu").to_table())
 
 
 @pytest.mark.gpu

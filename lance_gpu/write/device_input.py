@@ -168,13 +168,21 @@ class _CudaBytes:
         return _CudaBytes(int(ptr), int(buf.size))
 
 
-def upload_arrow(arr: pa.Array | pa.ChunkedArray) -> DeviceColumn:
+def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>") -> DeviceColumn:
     """A host Arrow array as a device column (for host columns of a ``DeviceTable`` and the
     cuDF types without a buffer adapter): strings, binaries, lists and structs here, the
-    fixed-width rest through :meth:`DeviceColumn.from_arrow`."""
+    fixed-width rest through :meth:`DeviceColumn.from_arrow`.  ``arrow.json`` text becomes
+    the JSONB documents Lance stores (what a device JSON column holds, as the GPU reader
+    gives it; text that is not JSON raises :class:`~lance_gpu.errors.InvalidJsonError`
+    naming ``name``)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     t = arr.type
+    if getattr(t, "extension_name", None) == "arrow.json" and isinstance(arr, pa.ExtensionArray):
+        from lance_gpu.write._jsonb import text_to_jsonb
+
+        docs = upload_arrow(text_to_jsonb(arr.storage, name))
+        return DeviceColumn(t, docs.length, docs.validity, docs.data, docs.offsets, span=docs.span)
     storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
     s = storage.type
     n = len(storage)
@@ -226,7 +234,7 @@ def device_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, I
         raise GpuUnavailableError(f"writing data held in device memory needs a usable GPU: {reason}")
     if isinstance(data, DeviceTable):
         names = list(data.names)
-        cols = [c if isinstance(c, DeviceColumn) else upload_arrow(c) for c in data.columns]
+        cols = [c if isinstance(c, DeviceColumn) else upload_arrow(c, nm) for nm, c in zip(names, data.columns, strict=True)]
     elif _is_cudf_frame(data):
         names = [str(c) for c in data.columns]  # type: ignore[attr-defined]
         cols = [_cudf_column(nm, data[nm]) for nm in names]  # type: ignore[index]
@@ -282,6 +290,10 @@ def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
 # slices, sizes and concatenation of device columns
 
 
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
 def _is_variable(t: pa.DataType) -> bool:
     s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
     return pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_binary(s) or pa.types.is_large_binary(s)
@@ -305,7 +317,11 @@ def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
     if col.offsets is not None:
         return DeviceColumn(col.type, length, valid, col.data, col.offsets[a : b + 1])
     w = col.width
-    return DeviceColumn(col.type, length, valid, col.data[a * w : b * w])
+    items = None
+    if col.item_validity is not None:
+        dim = _storage(col.type).list_size
+        items = col.item_validity[a * dim : b * dim]
+    return DeviceColumn(col.type, length, valid, col.data[a * w : b * w], item_validity=items)
 
 
 def column_nbytes(col: DeviceColumn) -> int:
@@ -333,7 +349,10 @@ def column_nbytes(col: DeviceColumn) -> int:
         return valid + word * n + int(hi) - int(lo)
     if pa.types.is_boolean(s):
         return valid + (n + 7) // 8
-    return valid + n * col.width
+    items = (n * s.list_size + 7) // 8 if col.item_validity is not None else 0
+    if pa.types.is_fixed_size_list(s) and pa.types.is_boolean(s.value_type):
+        return valid + items + (n * s.list_size + 7) // 8  # Arrow packs the items' bits
+    return valid + items + n * col.width
 
 
 def _concat_validity(cols: list[DeviceColumn], n: int):
@@ -350,6 +369,24 @@ def _concat_validity(cols: list[DeviceColumn], n: int):
             copy_ranges_gpu(src, [0], [c.length], valid, [pos])
         pos += c.length
     return valid
+
+
+def _concat_item_validity(cols: list[DeviceColumn], n: int):
+    """The item validity of concatenated fixed-size lists (None when no piece has one)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+
+    if all(c.item_validity is None for c in cols):
+        return None
+    dim = _storage(cols[0].type).list_size
+    items = _array.empty(n * dim, np.bool_)
+    pos = 0
+    for c in cols:
+        m = c.length * dim
+        if m:
+            src = c.item_validity if c.item_validity is not None else _array.full(m, np.bool_, True)
+            copy_ranges_gpu(src, [0], [m], items, [pos])
+        pos += m
+    return items
 
 
 def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
@@ -379,7 +416,7 @@ def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
             if c.length:
                 copy_ranges_gpu(c.data, [0], [c.length * w], data, [pos])
             pos += c.length * w
-        return DeviceColumn(t, n, valid, data)
+        return DeviceColumn(t, n, valid, data, item_validity=_concat_item_validity(cols, n))
     host = [_array.to_host(c.offsets[: c.length + 1]).astype(np.int64) for c in cols]
     sizes = [int(h[-1] - h[0]) for h in host]
     data = _array.empty(sum(sizes), np.uint8)

@@ -17,14 +17,16 @@ Each page buffer then comes back once, device -> pinned host (:class:`StagedBuff
 copy stream while the next columns encode), to be written.
 
 Covered on the device: columns of ints, floats, booleans, temporal types, decimals and
-fixed-size binaries, strings and binaries, embeddings (fixed-size lists of numbers), with
-or without nulls; lists of those (the rep / def levels made on the host from the offsets
-and validities read back, as the CPU encoder makes them; values gathered on the device);
+fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JSON column
+holds), embeddings and other fixed-size lists of numbers or booleans (item validity
+included), with or without nulls; page dictionaries whose values the sample missed (found
+on the device); lists of those (the rep / def levels made on the host from the offsets and
+validities read back, as the CPU encoder makes them; values gathered on the device);
 structs of those.  Left to the CPU encoder, from a host copy of the column (counted by
-reason in :data:`host_fallbacks`): values over 32 KiB (zstd one by one), dictionary pages
-whose sampled keys miss a value, nested lists and structs of lists, maps, boolean or
-nullable-item fixed-size lists, JSON, field metadata
-that steers the encoder, file version 2.0, pages of more than 65535 levels in one chunk.
+reason in :data:`host_fallbacks`): full-zip values over 32 KiB (compressed one by one with
+zstd: no device zstd gives libzstd's bytes), nested fixed-size lists, Arrow dictionary
+columns, field metadata that steers the encoder, file version 2.0, pages of more than
+65535 levels in one chunk.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.encodings import ENCODERS
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
@@ -230,8 +233,12 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
     s = _storage(col.type)
     if minor < 1:
         return _fallback("file version 2.0")
-    if field.logical_type == "json" or pa.types.is_dictionary(s):
-        return _fallback("json or dictionary column")
+    if pa.types.is_dictionary(s):
+        return _fallback("dictionary column")
+    if field.logical_type == "json":
+        # the device holds JSONB documents (the GPU reader's and upload_arrow's convention),
+        # stored as large_binary values, as the CPU encoder stores the text it converts
+        s = pa.large_binary()
     if _steered(field):
         return _fallback("encoding steered by field metadata")
     if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
@@ -286,8 +293,6 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
             return _constant(leaf, _array.to_host(data[: bits // 8]).tobytes())
     if n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
         got = _fixed_dictionary_page(leaf, data, n, bits, minor)
-        if got is None:
-            return _fallback("dictionary: the sample did not see every value")
         if isinstance(got, EncodedPage):
             return got
     return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
@@ -309,10 +314,10 @@ def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
     return _encoder("flat")(data, bits, n)
 
 
-def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool | None:
+def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool:
     """The page with a dictionary when the CPU encoder's rule wants one; False when it does
-    not (the caller goes on); None when only the CPU encoder can tell (see
-    :mod:`lance_gpu.file.encodings.dictionary.device`)."""
+    not (the caller goes on).  The keys start from the CPU encoder's sample; values it
+    missed are found on the device (see :mod:`lance_gpu.file.encodings.dictionary.device`)."""
     import cuda_kernels as ck
 
     width = bits // 8
@@ -332,9 +337,9 @@ def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int
     keys = np.unique(sample, axis=0)
     if rejected(keys.shape[0]):
         return False
-    got = _encoder("dictionary")(words, kw, keys)
+    got = _encoder("dictionary")(words, kw, keys, rejected)
     if got is None:
-        return None
+        return False
     items, indices = got
     card = items.shape[0]
     if rejected(card):
@@ -358,33 +363,65 @@ def _sample_positions(n: int) -> np.ndarray | None:
 
 
 def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
-    """Fixed-size lists of one layer (embeddings) of numeric items, no nulls, at least 256
-    bytes a row: a FullZipLayout without control words, whose one buffer is the rows' bytes
-    as they are (``FixedSizeList{dim, Flat{item bits}}``), as the CPU encoder writes it."""
+    """Fixed-size lists of one layer of numeric or boolean items (booleans bit-packed on the
+    device, LSB first, rows back to back: ``dim`` bits a row), as the CPU encoder writes
+    them.  Item validity counts only when an item is null in a valid row (one count read
+    back), as :func:`lance_gpu.write.shred.fsl_layers` decides.  Rows under 256 bytes whose
+    items are not all null: mini-block chunks of whole rows, cut as the CPU encoder cuts
+    them (rows per chunk a multiple of 8, so the layer's validity is packed once, on the
+    device); otherwise a FullZipLayout whose values are the rows' bytes as they are
+    (``FixedSizeList{dim, Flat{item bits}}``), each after its items' validity bits when
+    they count (``has_validity``; values of all-null items are not stored:
+    ``FixedSizeList{dim, Constant}``), with control words only when rows are null."""
+    import cuda_kernels as ck
+    from cuda_kernels.encode import items_null_in_valid_rows_gpu, zip_fsl_rows_gpu
+
     item = s.value_type
-    if not (pa.types.is_integer(item) or pa.types.is_floating(item)):
+    boolean = pa.types.is_boolean(item)
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item) or boolean):
         return _fallback("fixed-size list of non-numeric items")
     dim = s.list_size
-    bits = item.bit_width * dim
-    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES:
-        # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
-        values = pages._Values(False, col.data[: col.length * bits // 8], bits=bits, num_values=col.length, fsl=((dim, None),))
-        return pages._miniblock(leaf, minor, pages._fsl_chunks(values), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
-    enc = pages.pb.CompressiveEncoding(
-        fixed_size_list=pages.pb.FixedSizeList(
-            items_per_value=dim,
-            values=pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=item.bit_width)),
-            has_validity=False,
-        )
-    )
     n = col.length
+    bits = item.bit_width * dim
+    if boolean:
+        data = _array.as_device(ck.validity_to_bitmap_gpu(col.data[: n * dim].view(np.bool_)))
+    else:
+        data = col.data[: n * bits // 8]
+    items = col.item_validity[: n * dim] if col.item_validity is not None else None
+    if items is not None and not items_null_in_valid_rows_gpu(items, leaf.validity, dim):
+        items = None
+    all_null = items is not None and _array.count_false(items) == n * dim
+    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES and not all_null:
+        # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
+        values = pages._Values(False, data, bits=bits, num_values=n, fsl=((dim, items),))
+
+        def pack(valid):
+            return _array.as_device(ck.validity_to_bitmap_gpu(valid))
+
+        chunks = pages._fsl_chunks(values, pack=pack)
+        return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    inner = pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=item.bit_width))
+    width = bits // 8
+    if items is not None:
+        if bits % 8:
+            raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip fixed-size lists of booleans with null items")
+        if all_null:
+            inner = pages.pb.CompressiveEncoding(constant=pages.pb.Constant())
+            width = 0
+        data = zip_fsl_rows_gpu(items, data, n, dim, width)
+        width += -(-dim // 8)
+    elif bits % 8:
+        raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {bits} bits")
+    enc = pages.pb.CompressiveEncoding(
+        fixed_size_list=pages.pb.FixedSizeList(items_per_value=dim, values=inner, has_validity=items is not None)
+    )
     if leaf.def_ is not None:
-        return _fullzip(leaf, col.data[: n * bits // 8], enc, fixed_bytes=bits // 8)
+        return _fullzip(leaf, data, enc, fixed_bytes=width)
     fz = pages.pb.FullZipLayout(
         bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
-        layers=_layers(leaf.layers), bits_per_value=bits,
+        layers=_layers(leaf.layers), bits_per_value=8 * width,
     )
-    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(col.data[: n * bits // 8])], n)
+    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(data[: n * width])], n)
 
 
 def _fullzip(
@@ -579,8 +616,6 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     max_len = int(np.diff(rel).max()) if n else 0
     if n >= pages.DICT_MIN_VALUES:
         got = _string_dictionary_page(leaf, col, nbytes, obits, minor)
-        if got is None:
-            return _fallback("dictionary: the sample did not see every value")
         if isinstance(got, EncodedPage):
             return got
     if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
@@ -614,9 +649,9 @@ def _variable_fullzip(
     return _fullzip(leaf, col.data, encoding, offsets=offsets, obits=obits)
 
 
-def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool | None:
+def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool:
     """The CPU encoder's dictionary rule for strings and binaries, on the device: the page
-    with its dictionary, False (no dictionary), or None (only the CPU encoder can tell)."""
+    with its dictionary, or False (no dictionary)."""
     import cuda_kernels as ck
 
     n = col.length
@@ -636,9 +671,9 @@ def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, ob
     keys = sorted({h_data[a:b] for a, b in zip(h_off[:-1].tolist(), h_off[1:].tolist(), strict=True)})
     if rejected(len(keys)):
         return False
-    got = _encoder("dictionary_strings")(col.offsets[: n + 1], col.data, n, keys)
+    got = _encoder("dictionary_strings")(col.offsets[: n + 1], col.data, n, keys, rejected)
     if got is None:
-        return None
+        return False
     items, indices = got
     if rejected(len(items)):
         return False
