@@ -42,7 +42,7 @@ from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.encodings import ENCODERS
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
-from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
+from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.table.schema import LanceField
@@ -173,13 +173,17 @@ class DeviceLeaf:
     rows: int = -1
     levels: int = -1
     max_level: int = 1
-    host_def: np.ndarray | None = None  # host u16 def levels of a list leaf (flat leaves: read when needed)
+    host_def: np.ndarray | None = None  # host u16 def levels, read back when needed
     validity: Any = None  # device validity of a flat leaf (for host_def)
 
     def def_levels_host(self) -> np.ndarray | None:
-        """The def levels on the host (a flat leaf's from its validity, read back)."""
+        """The def levels on the host (a flat leaf's from its validity, a nested leaf's
+        read back)."""
         if self.host_def is None and self.def_ is not None:
-            self.host_def = (~_array.to_host(self.validity)).astype(np.uint16)
+            if self.validity is not None:
+                self.host_def = (~_array.to_host(self.validity)).astype(np.uint16)
+            else:
+                self.host_def = _array.to_host(self.def_)
         return self.host_def
 
     @property
@@ -512,22 +516,36 @@ def _is_leaf_type(s: pa.DataType) -> bool:
     return _fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s)
 
 
-def _host_validity(col: DeviceColumn) -> np.ndarray | None:
-    """The column's validity on the host, None when nothing is null (as the shredder)."""
+def _device_validity(col: DeviceColumn):
+    """The column's device validity, None when nothing is null (as the shredder's)."""
     if col.validity is None or not col.null_count:
         return None
-    return _array.to_host(col.validity[: col.length])
+    return col.validity[: col.length]
+
+
+def _or_of_levels(levels) -> int:
+    """A number with the bit length of the largest device u16 level (the OR of the
+    1024-level blocks' widths: what the level packing's width needs), without reading the
+    levels back."""
+    from cuda_kernels.encode import block_bit_widths_gpu
+
+    widths = block_bit_widths_gpu(levels)
+    return (1 << int(widths.max())) - 1 if widths.size else 0
 
 
 def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
     """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
-    them.  The walk is the shredder's (``lance_gpu.write.shred``): each layer's validity and
-    offsets are read back (a byte a row, 8 bytes a list), the rep / def levels made on the
-    host by the same :func:`cuda_kernels.levels.ravel_levels`; each leaf's visible values are
-    gathered on the device and encoded there (its def levels packed there).  None where a
-    leaf is of a kind left to the CPU encoder."""
+    them.  The walk is the shredder's (``lance_gpu.write.shred``), over device buffers: a
+    list layer reads back its first and last offsets (to cut its child's rows); the rep /
+    def levels, layer kinds and value index are made on the device by
+    :func:`cuda_kernels.levels.ravel_levels_gpu` (the steps of the CPU encoder's
+    :func:`~cuda_kernels.levels.ravel_levels`); each leaf's visible values are gathered and
+    encoded there, its def levels packed there.  What the page metadata is made from on the
+    host comes back: the repetition levels (chunk boundaries, repetition index) and which
+    levels hold a value; the def levels only for a full-zip page (its control words) or a
+    page without values.  None where a leaf is of a kind left to the CPU encoder."""
     import cuda_kernels as ck
-    from cuda_kernels.levels import ravel_levels
+    from cuda_kernels.levels import ravel_levels_gpu
     from lance_gpu.write.device_input import slice_column
     from lance_gpu.write.shred import LeafColumn
 
@@ -540,32 +558,31 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
         s = _storage(leaf_col.type)
         if not _is_leaf_type(s) or f.logical_type == "json":
             return _fallback("nested column of another leaf kind")
-        rav = ravel_levels([*chain, (_host_validity(leaf_col), None)][::-1], num_rows)
-        host = LeafColumn(f, pa.nulls(0), rav.rep, rav.def_, tuple(int(k) for k in rav.layer_kinds), int(rav.num_levels), num_rows)
-        idx = rav.value_index
-        nvals = int(idx.size)
-        if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
-            return pages._complex_all_null(host)
         n = leaf_col.length
-        identity = nvals == n and idx[0] == 0 and idx[-1] == n - 1 and bool(np.all(np.diff(idx) == 1))
-        d_idx = None if identity else _array.upload(idx)
-        if identity:
+        rav = ravel_levels_gpu([*chain, (_device_validity(leaf_col), None, n)][::-1], num_rows)
+        layers = tuple(int(k) for k in rav.layer_kinds)
+        nvals = int(rav.value_index.shape[0])
+        rep = None if rav.rep is None else _array.to_host(rav.rep)
+        visible = None if rav.rep is None or rav.def_ is None else _array.to_host(rav.visible)
+        if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
+            def_host = None if rav.def_ is None else _array.to_host(rav.def_)
+            return pages._complex_all_null(LeafColumn(f, pa.nulls(0), rep, def_host, layers, rav.num_levels, num_rows))
+        if nvals == n:  # the value index is increasing: every entry, in order
             values = DeviceColumn(leaf_col.type, n, None, leaf_col.data, leaf_col.offsets)
         elif leaf_col.offsets is not None:
-            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, d_idx)
+            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, rav.value_index)
             values = DeviceColumn(leaf_col.type, nvals, None, _array.as_device(data), _array.as_device(off))
         else:
             w = leaf_col.width
             if w in (1, 2, 4, 8):
-                data = _array.as_device(ck.gather_fixed_gpu(leaf_col.data[: n * w].view(np.dtype(f"u{w}")), d_idx)).view(np.uint8)
+                data = _array.as_device(ck.gather_fixed_gpu(leaf_col.data[: n * w].view(np.dtype(f"u{w}")), rav.value_index)).view(np.uint8)
             else:
                 rows = leaf_col.data[: n * w].reshape(n, w)
-                data = _array.as_device(ck.gather_fixed_gpu(rows, d_idx)).reshape(nvals * w)
+                data = _array.as_device(ck.gather_fixed_gpu(rows, rav.value_index)).reshape(nvals * w)
             values = DeviceColumn(leaf_col.type, nvals, None, data)
-        def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
         leaf = DeviceLeaf(
-            f, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep, host_def=rav.def_,
-            rows=num_rows, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
+            f, rav.def_, layers, nvals, rep=rep, visible=visible, max_rep=sum(1 for k in layers if k in LIST_LAYERS),
+            rows=num_rows, levels=rav.num_levels, max_level=_or_of_levels(rav.def_) if rav.def_ is not None else 0,
         )
         try:
             if _fixed_kind(s):
@@ -579,14 +596,15 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
         if pa.types.is_struct(s):
             if len(c.children) != len(f.children) or not c.children:
                 return False
-            sub = [*chain, (_host_validity(c), None)]
+            sub = [*chain, (_device_validity(c), None, c.length)]
             return all(walk(child, cf, sub) for child, cf in zip(c.children, f.children, strict=True))
         if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
             if len(c.children) != 1 or not f.children:
                 return False
-            offsets = _array.to_host(c.offsets[: c.length + 1]).astype(np.int64)
-            first, last = int(offsets[0]), int(offsets[-1])
-            sub = [*chain, (_host_validity(c), offsets - first)]
+            offsets = c.offsets[: c.length + 1]
+            ends = _array.to_host(offsets[:: max(c.length, 1)])
+            first, last = int(ends[0]), int(ends[-1])
+            sub = [*chain, (_device_validity(c), offsets, c.length)]
             return walk(slice_column(c.children[0], first, last - first), f.children[0], sub)
         if c.children or not chain:
             return False
