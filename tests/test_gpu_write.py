@@ -489,8 +489,77 @@ def test_device_data_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytes
     frame = DeviceTable(["a"], [pa.array([1, 2, 3])], 3)
     with pytest.raises(GpuUnavailableError, match="no CUDA device"):
         lance_gpu.write_dataset(frame, tmp_path / "d")
+    with pytest.raises(GpuUnavailableError, match="no CUDA device"):  # a CUDA DLPack tensor is device data
+        lance_gpu.write_dataset({"a": _DLPackTensor(np.arange(3), 2)}, tmp_path / "d")
     with pytest.raises(ImportError):  # what pylance-style callers catch
         lance_gpu.fragment.write_fragments(frame, tmp_path / "f", mode="create")
     assert not (tmp_path / "d").exists()
     lance_gpu.write_dataset(pa.table({"a": [1, 2, 3]}), tmp_path / "h")
     assert lance.dataset(tmp_path / "h").count_rows() == 3
+
+
+class _DLPackTensor:
+    """A DLPack producer over a NumPy array that reports ``device_type`` (1: CPU, 2: CUDA --
+    under the CUDA simulator device memory is host memory, so a "CUDA" producer's buffer
+    is the NumPy array's)."""
+
+    def __init__(self, values: np.ndarray, device_type: int) -> None:
+        self._values = values
+        self._device_type = device_type
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._device_type, 0)
+
+    def __dlpack__(self, stream=None, **_kwargs):
+        return self._values.__dlpack__()
+
+
+def _dlpack_table() -> tuple[pa.Table, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(17)
+    n = 300
+    arrays = {
+        "id": np.arange(n, dtype=np.int64),
+        "score": rng.standard_normal(n).astype(np.float32),
+        "ok": rng.random(n) < 0.5,
+        "emb": rng.standard_normal((n, 8)).astype(np.float32),
+    }
+    table = pa.table({
+        "id": arrays["id"], "score": arrays["score"], "ok": arrays["ok"],
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(arrays["emb"].reshape(-1)), 8),
+    })
+    return table, arrays
+
+
+def test_host_dlpack_columns_take_the_cpu_writer(tmp_path: Path) -> None:
+    """DLPack producers in host memory (a CPU torch tensor, ...) are host columns: 1-d as
+    their values, 2-d as fixed-size lists -- the files of the same Arrow table."""
+    table, arrays = _dlpack_table()
+    data = {k: _DLPackTensor(v, 1) for k, v in arrays.items()}
+    lance_gpu.write_dataset(data, tmp_path / "dl")
+    lance_gpu.write_dataset(table, tmp_path / "arrow")
+    assert _data_files(tmp_path / "dl") == _data_files(tmp_path / "arrow")
+    assert lance.dataset(tmp_path / "dl").to_table().equals(table)
+    torch = pytest.importorskip("torch")
+    tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    lance_gpu.write_dataset(tensors, tmp_path / "torch")
+    assert _data_files(tmp_path / "torch") == _data_files(tmp_path / "arrow")
+    with pytest.raises(ValueError, match="device memory"):  # one column on the device, the rest on the host
+        lance_gpu.write_dataset({"id": arrays["id"], "x": _DLPackTensor(arrays["score"], 2)}, tmp_path / "mixed")
+    assert not (tmp_path / "mixed").exists()
+
+
+@pytest.mark.gpu
+def test_cuda_dlpack_columns_encode_on_the_device(tmp_path: Path) -> None:
+    """DLPack producers in CUDA memory are device columns (``cupy.from_dlpack`` on a GPU;
+    the simulator reads their host-backed buffer): every page made on the device, the files
+    of the same Arrow table."""
+    from lance_gpu.write import device_pages
+
+    table, arrays = _dlpack_table()
+    data = {k: _DLPackTensor(v, 2) for k, v in arrays.items()}
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(data, tmp_path / "dl")
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "arrow")
+    assert _data_files(tmp_path / "dl") == _data_files(tmp_path / "arrow")
+    assert lance.dataset(tmp_path / "dl").to_table().equals(table)

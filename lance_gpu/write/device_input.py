@@ -6,9 +6,13 @@ Accepted (:func:`is_device_input`):
 
 * a :class:`~lance_gpu.gpu.columns.DeviceTable` (what the GPU reader gives; its host
   columns are uploaded);
-* a ``dict`` of columns, each a :class:`DeviceColumn` or an array with
-  ``__cuda_array_interface__`` (numba device arrays, CuPy, ...): 1-d numeric or bool
-  arrays are columns of that type, 2-d ``(n, dim)`` arrays fixed-size lists (embeddings);
+* a ``dict`` of columns, each a :class:`DeviceColumn`, an array with
+  ``__cuda_array_interface__`` (numba device arrays, CuPy, torch CUDA tensors ...) or a
+  DLPack producer in CUDA memory (``__dlpack__`` / ``__dlpack_device__`` saying CUDA or
+  CUDA managed memory: JAX, TensorFlow, ...; taken through ``cupy.from_dlpack``, no copy):
+  1-d numeric or bool arrays are columns of that type, 2-d ``(n, dim)`` arrays fixed-size
+  lists (embeddings).  DLPack producers in host memory are host data: the CPU writer takes
+  them (see :func:`host_dlpack_column`);
 * a ``cudf.DataFrame`` (recognised by its module, cuDF is never imported here), through a
   thin adapter onto device columns that uses only buffer interfaces: per column
   ``frame[name]`` with ``.dtype`` and ``len()``, ``.isna()`` and ``.fillna(0)`` whose
@@ -29,16 +33,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cuda_kernels import _device as kernel_device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 
 __all__ = [
+    "DLPACK_CPU",
+    "DLPACK_CUDA",
     "DeviceBatch",
     "column_nbytes",
     "concat_columns",
     "device_batches",
     "device_stream",
+    "dlpack_device_type",
+    "host_dlpack_column",
     "is_device_input",
     "slice_column",
     "upload_arrow",
@@ -50,6 +59,71 @@ def _has_cai(x: object) -> bool:
     return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
 
 
+#: DLPack device types (``DLDeviceType``): host memory ...
+DLPACK_CPU, DLPACK_CUDA_HOST = 1, 3
+#: ... and device memory
+DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
+
+
+def dlpack_device_type(x: object) -> int | None:
+    """The DLPack device type ``x`` reports (``__dlpack_device__()[0]``), None when ``x`` is
+    no DLPack producer or is a NumPy / Arrow array (host columns the writers take as they
+    are)."""
+    if isinstance(x, (np.ndarray, pa.Array, pa.ChunkedArray)) or not hasattr(x, "__dlpack__"):
+        return None
+    get = getattr(x, "__dlpack_device__", None)
+    if get is None:
+        return None
+    return int(get()[0])
+
+
+def _is_cuda_dlpack(x: object) -> bool:
+    return not _has_cai(x) and dlpack_device_type(x) in (DLPACK_CUDA, DLPACK_CUDA_MANAGED)
+
+
+class _HostTensor:
+    """A DLPack producer seen as host memory: under the CUDA simulator, whose device memory
+    is host memory, a CUDA producer's buffer is read as it is."""
+
+    def __init__(self, tensor: object) -> None:
+        self._tensor = tensor
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (DLPACK_CPU, 0)
+
+    def __dlpack__(self, **_kwargs):
+        return self._tensor.__dlpack__()  # type: ignore[attr-defined]
+
+
+def _from_cuda_dlpack(name: str, x: object):
+    """A CUDA DLPack producer as a device array (``cupy.from_dlpack``: no copy)."""
+    cp = _array.cupy()
+    if cp is not None:
+        return cp.from_dlpack(x)
+    if kernel_device.is_simulator():
+        return _array.upload(np.ascontiguousarray(np.from_dlpack(_HostTensor(x))))
+    raise GpuUnavailableError(f"column {name!r}: reading a CUDA DLPack tensor needs CuPy")
+
+
+def host_dlpack_column(name: str, x: object) -> object:
+    """A column of a host ``dict``: a DLPack producer in host memory (a CPU torch tensor,
+    ...) as Arrow -- 1-d as its values, 2-d ``(n, dim)`` as fixed-size lists, as device
+    arrays are taken -- anything else as it is.  A producer in device memory next to host
+    columns raises :class:`InvalidArgumentError`."""
+    kind = dlpack_device_type(x)
+    if kind is None or _has_cai(x):
+        return x
+    if kind in (DLPACK_CUDA, DLPACK_CUDA_MANAGED):
+        raise InvalidArgumentError(f"column {name!r} is in device memory, other columns in host memory: pass every column on one side")
+    arr = np.from_dlpack(x)
+    if arr.ndim == 1:
+        return pa.array(arr)
+    if arr.ndim == 2:
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        return pa.FixedSizeListArray.from_arrays(pa.array(flat), int(arr.shape[1]))
+    raise UnsupportedFeatureError(f"column {name!r}: arrays of {arr.ndim} dimensions cannot be written")
+
+
 def _is_cudf_frame(data: object) -> bool:
     return type(data).__module__.split(".", 1)[0] == "cudf" and type(data).__name__ == "DataFrame"
 
@@ -59,7 +133,7 @@ def is_device_input(data: object) -> bool:
     if isinstance(data, (DeviceTable, DeviceColumn)) or _is_cudf_frame(data):
         return True
     return isinstance(data, dict) and bool(data) and all(
-        isinstance(v, DeviceColumn) or _has_cai(v) for v in data.values()
+        isinstance(v, DeviceColumn) or _has_cai(v) or _is_cuda_dlpack(v) for v in data.values()
     )
 
 
@@ -107,6 +181,8 @@ class DeviceBatch:
 
 
 def _column_of_array(name: str, arr: Any) -> DeviceColumn:
+    if _is_cuda_dlpack(arr):
+        arr = _from_cuda_dlpack(name, arr)
     dev = _array.as_device(arr)
     dt = np.dtype(dev.dtype)
     if dev.ndim not in (1, 2):
