@@ -43,6 +43,8 @@ from pyspark.sql.types import StructType
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.store import remove_quietly
 from lance_gpu.spark._options import (
     WRITE_OPTIONS,
     LanceSparkOptionError,
@@ -52,8 +54,6 @@ from lance_gpu.spark._options import (
     storage_options,
 )
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
-from lance_gpu.io import ObjectStore, join, resolve
-from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 
