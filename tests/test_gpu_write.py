@@ -342,6 +342,63 @@ def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> 
 
 
 @pytest.mark.gpu
+def test_rle_chunks_planned_on_the_device(tmp_path: Path) -> None:
+    """RLE pages of many chunks: a stretch of short runs (chunks shrink until their entries
+    fit), runs longer than 255 (split), a chunk boundary inside a run, the last chunk what is
+    left -- planned from the run starts on the device, the CPU encoder's bytes."""
+    from lance_gpu.file.encodings import rle
+
+    rng = np.random.default_rng(4)
+    short = np.repeat(rng.integers(0, 50, 3000), 2)  # 6,000 values in runs of 2
+    long = np.repeat(rng.integers(0, 1000, 12), rng.integers(256, 700, 12))  # runs over 255
+    values = np.concatenate([long[:2500], short, long[2500:], [7, 7, 8]])
+    n = values.size
+    assert rle.run_count(values) < 0.5 * n
+    table = pa.table({
+        "wide": pa.array(values.astype(np.int64)),
+        "narrow": pa.array((values % 200).astype(np.uint8), mask=np.arange(n) % 1000 == 3),
+        "half": pa.array(values.astype(np.int16)),
+    })
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.1")
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.1")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_nested_pages_from_many_batches_and_long_level_runs(tmp_path: Path) -> None:
+    """Lists, maps and structs of lists buffered from several batches are joined on the
+    device (offsets moved by kernels, children joined field by field), and rows whose levels
+    would overflow a mini-block chunk (65,535) are split in halves as the CPU writer splits
+    them -- every page made on the device, the CPU writer's bytes."""
+    from lance_gpu.write import device_pages
+    from lance_gpu.write.device_input import DeviceBatch
+
+    n = 240
+    table = pa.table({
+        "nums": pa.array([None if i % 7 == 0 else list(range(i % 4)) for i in range(n)], pa.list_(pa.int32())),
+        "words": pa.array([[f"w{i}", None] if i % 3 else [] for i in range(n)], pa.list_(pa.string())),
+        "attrs": pa.array([None if i % 5 == 0 else [("k", i)] for i in range(n)], pa.map_(pa.string(), pa.int32())),
+        "holder": pa.array([{"ids": None if i % 6 == 0 else list(range(i % 3))} for i in range(n)], pa.struct([("ids", pa.list_(pa.int32()))])),
+    })
+    batches = [b for part in (table.slice(0, 70), table.slice(70, 1), table.slice(71)) for b in part.to_batches()]
+    device = [DeviceBatch(table.schema, [_device_column(b.column(i)) for i in range(b.num_columns)], b.num_rows) for b in batches]
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(iter(device), tmp_path / "gpu", schema=table.schema)
+    lance_gpu.write_dataset(iter(batches), tmp_path / "cpu", schema=table.schema)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+    rows = 70_000  # two values with 69,998 empty lists between them: one chunk would hold them all
+    sparse = pa.table({"l": pa.array([[1, 2] if i in (0, rows - 1) else [] for i in range(rows)], pa.list_(pa.int16()))})
+    lance_gpu.write_dataset(_device_dict(sparse), tmp_path / "gpu2")
+    lance_gpu.write_dataset(sparse, tmp_path / "cpu2")
+    assert device_pages.host_fallbacks == before
+    assert _data_files(tmp_path / "gpu2") == _data_files(tmp_path / "cpu2")
+    assert lance.dataset(tmp_path / "gpu2").to_table().equals(sparse)
+
+
+@pytest.mark.gpu
 def test_append_overwrite_and_fragments_from_the_device(tmp_path: Path) -> None:
     small = _table().slice(0, 200)
     uri = tmp_path / "ds"

@@ -182,6 +182,6 @@ def test_the_device_option_without_a_gpu(spark, tmp_path: Path) -> None:
     df.write.format("lance").mode("overwrite").save(cpu)
     df.write.format("lance").mode("overwrite").option("device", "auto").save(auto)
     assert _file_bytes(auto) == _file_bytes(cpu)
-    with pytest.raises(Exception, match="GpuUnavailableError|device='gpu' requested"):
+    with pytest.raises(Exception, match=r"GpuUnavailableError|device='gpu' requested"):
         df.write.format("lance").mode("append").option("device", "gpu").save(cpu)
     assert lance.dataset(cpu).version == 1

@@ -465,9 +465,39 @@ def _concat_item_validity(cols: list[DeviceColumn], n: int):
     return items
 
 
+def _concat_lists(cols: list[DeviceColumn]) -> DeviceColumn | None:
+    """Lists (or maps) concatenated on the device: each piece's child rows (cut at its
+    first and last offsets, two values read back a piece) joined, and its offsets moved by
+    where its child rows now start (one kernel)."""
+    from cuda_kernels.segments import add_segment_base_gpu, copy_ranges_gpu
+
+    n = sum(c.length for c in cols)
+    ends = [_array.to_host(c.offsets[: c.length + 1][:: max(c.length, 1)]).astype(np.int64) for c in cols]
+    spans = [(int(e[0]), int(e[-1])) for e in ends]
+    child = concat_columns([slice_column(c.children[0], a, b - a) for c, (a, b) in zip(cols, spans, strict=True)])
+    if child is None:
+        return None
+    raw = _array.empty(n + 1, np.int64)
+    bounds = np.zeros(len(cols) + 1, np.int64)
+    bases = np.zeros(len(cols), np.int64)
+    pos = row = 0
+    last = len(cols) - 1
+    for k, (c, (a, b)) in enumerate(zip(cols, spans, strict=True)):
+        count = c.length + (1 if k == last else 0)  # the last piece brings the closing offset
+        if count:
+            copy_ranges_gpu(c.offsets.view(np.uint8), [0], [8 * count], raw.view(np.uint8), [8 * row])
+        bases[k] = pos - a
+        pos += b - a
+        row += c.length
+        bounds[k + 1] = row + (1 if k == last else 0)
+    offsets = _array.as_device(add_segment_base_gpu(raw, bounds, bases))
+    valid = _concat_validity(cols, n)
+    return DeviceColumn(cols[0].type, n, valid, offsets=offsets, children=[child], span=(0, pos))
+
+
 def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
-    """One device column of the rows of ``cols`` (same type), or None where only the host
-    can concatenate them (nested columns)."""
+    """One device column of the rows of ``cols`` (same type): fixed and variable width,
+    structs and lists field by field -- None where a piece's kind is not one of those."""
     from cuda_kernels.segments import copy_ranges_gpu
 
     if len(cols) == 1:
@@ -479,6 +509,8 @@ def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
         n = sum(c.length for c in cols)
         valid = _concat_validity(cols, n)
         return DeviceColumn(cols[0].type, n, valid, children=fields)  # type: ignore[arg-type]
+    if all(c.children and c.offsets is not None for c in cols):  # lists and maps
+        return _concat_lists(cols)
     if not all(_is_flat(c) for c in cols):
         return None
     n = sum(c.length for c in cols)

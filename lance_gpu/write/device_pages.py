@@ -20,13 +20,12 @@ Covered on the device: columns of ints, floats, booleans, temporal types, decima
 fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JSON column
 holds), embeddings and other fixed-size lists of numbers or booleans (item validity
 included), with or without nulls; page dictionaries whose values the sample missed (found
-on the device); lists of those (the rep / def levels made on the host from the offsets and
-validities read back, as the CPU encoder makes them; values gathered on the device);
-structs of those.  Left to the CPU encoder, from a host copy of the column (counted by
+on the device); lists, maps and structs of those, nested (the rep / def levels made on the
+device by the steps the CPU encoder takes; values gathered on the device; rows whose levels
+overflow a chunk split in halves, as the CPU writer splits them).  Left to the CPU encoder, from a host copy of the column (counted by
 reason in :data:`host_fallbacks`): full-zip values over 32 KiB (compressed one by one with
 zstd: no device zstd gives libzstd's bytes), nested fixed-size lists, Arrow dictionary
-columns, field metadata that steers the encoder, file version 2.0, pages of more than
-65535 levels in one chunk.
+columns, field metadata that steers the encoder, file version 2.0.
 """
 
 from __future__ import annotations
@@ -584,12 +583,9 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
             f, rav.def_, layers, nvals, rep=rep, visible=visible, max_rep=sum(1 for k in layers if k in LIST_LAYERS),
             rows=num_rows, levels=rav.num_levels, max_level=_or_of_levels(rav.def_) if rav.def_ is not None else 0,
         )
-        try:
-            if _fixed_kind(s):
-                return _fixed_page(leaf, values, s, minor)
-            return _variable_page(leaf, values, s, minor)
-        except pages.LevelOverflow:
-            return _fallback("nested levels over one chunk's 65535")
+        if _fixed_kind(s):
+            return _fixed_page(leaf, values, s, minor)
+        return _variable_page(leaf, values, s, minor)
 
     def walk(c: DeviceColumn, f: LanceField, chain: list) -> bool:
         s = _storage(c.type)
@@ -708,7 +704,7 @@ def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: i
     """The pages of one top-level field's buffered device columns, as
     ``(column index within the field, page, row offset)`` -- or, where the CPU encoder must
     make them, the rows as host arrays for it."""
-    from lance_gpu.write.device_input import concat_columns
+    from lance_gpu.write.device_input import concat_columns, slice_column
 
     col = concat_columns(columns)
     if col is None:
@@ -716,11 +712,26 @@ def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: i
         return [c.to_arrow() for c in columns]
     t = _storage(col.type)
     if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
-        nested = _nested_pages(col, field, minor)
-        if nested is None:
+        out: list[tuple[int, EncodedPage, int]] = []
+
+        def rows(c: DeviceColumn, first: int) -> bool:
+            # the CPU writer's rule: rows whose levels overflow a chunk are split in halves
+            try:
+                got = _nested_pages(c, field, minor)
+            except pages.LevelOverflow:
+                if c.length < 2:
+                    raise
+                half = c.length // 2
+                return rows(slice_column(c, 0, half), first) and rows(slice_column(c, half, c.length - half), first + half)
+            if got is None:
+                return False
+            out.extend((k, page, first) for k, page, _first in got)
+            return True
+
+        if not rows(col, 0):
             _fallback("nested column")
             return [col.to_arrow()]
-        return nested
+        return out
     page = encode_device_column(col, field, minor)
     if page is None:
         return [col.to_arrow()]
