@@ -303,7 +303,8 @@ def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> 
     CPU encoder's: fixed-size lists of booleans (bits packed on the device; mini-block, and
     full-zip at 2048 bits a row), fixed-size lists with null items (their validity packed per
     mini-block chunk, or zipped with each full-zip row; all-null items storing no values;
-    null items only under null rows adding no validity) and JSON columns (a host
+    null items only under null rows adding no validity), fixed-size lists of fixed-size lists
+    (mini-block and full-zip) and JSON columns (a host
     ``arrow.json`` column of a ``DeviceTable`` becomes JSONB on its way up; the device
     encodes the documents)."""
     from lance_gpu.write import device_pages
@@ -326,10 +327,13 @@ def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> 
         "hidden": fsl(np.arange(n * 3, dtype=np.int16), 3, only_under_null_rows, rows_null),
         "wide_holes": fsl(rng.standard_normal(n * 80).astype(np.float32), 80, rng.random(n * 80) < 0.1, rows_null),
         "wide_gone": fsl(np.zeros(n * 70, np.float32), 70, np.ones(n * 70, np.bool_)),
+        "grid": pa.FixedSizeListArray.from_arrays(fsl(rng.standard_normal(n * 12).astype(np.float32), 4), 3, mask=rows_null),
+        "cube": pa.FixedSizeListArray.from_arrays(fsl(rng.integers(0, 9, n * 320).astype(np.int16), 40), 8),
         "doc": pa.array([None if i % 6 == 0 else f'{{"id": {i}, "tags": ["a", "b{i % 3}"], "ok": {str(i % 2 == 0).lower()}}}' for i in range(n)], pa.json_(pa.string())),
     })
-    device = {k: v for k, v in _device_dict(table.drop_columns(["doc"])).items()}
-    frame = DeviceTable(table.column_names, [*device.values(), table.column("doc")], n)
+    device = _device_dict(table.drop_columns(["doc", "cube"]))
+    frame = DeviceTable(table.column_names, [*device.values(), table.column("cube"), table.column("doc")], n)
+    table = table.select(frame.names)
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(frame, tmp_path / "gpu", data_storage_version=version)
     assert device_pages.host_fallbacks == before
@@ -339,6 +343,12 @@ def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> 
     assert back.drop_columns(["doc"]).equals(table.drop_columns(["doc"]))
     assert back.column("doc").to_pylist() == lance.dataset(tmp_path / "cpu").to_table().column("doc").to_pylist()
     assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(lance_gpu.dataset(tmp_path / "cpu").to_table())
+    # nested fixed-size lists with null items: a device column holds one layer's item validity
+    holes = pa.FixedSizeListArray.from_arrays(fsl(np.zeros(n * 4, np.float32), 2, np.arange(n * 4) % 5 == 0), 2)
+    from lance_gpu.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="one layer"):
+        lance_gpu.write_dataset(DeviceTable(["h"], [holes], n), tmp_path / "holes", data_storage_version=version)
 
 
 @pytest.mark.gpu

@@ -105,7 +105,7 @@ def _from_cuda_dlpack(name: str, x: object):
     raise GpuUnavailableError(f"column {name!r}: reading a CUDA DLPack tensor needs CuPy")
 
 
-def host_dlpack_column(name: str, x: object) -> object:
+def host_dlpack_column(name: str, x: Any) -> Any:
     """A column of a host ``dict``: a DLPack producer in host memory (a CPU torch tensor,
     ...) as Arrow -- 1-d as its values, 2-d ``(n, dim)`` as fixed-size lists, as device
     arrays are taken -- anything else as it is.  A producer in device memory next to host
@@ -277,6 +277,15 @@ def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>")
         return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[upload_arrow(storage.values)])
     if pa.types.is_struct(s):
         return DeviceColumn(t, n, valid, children=[upload_arrow(storage.field(i)) for i in range(s.num_fields)])
+    if pa.types.is_fixed_size_list(s) and pa.types.is_fixed_size_list(s.value_type):
+        inner = storage
+        while pa.types.is_fixed_size_list(inner.type):
+            inner = inner.flatten()  # the items of the valid lists
+            if inner.null_count:
+                raise UnsupportedFeatureError(
+                    f"column {name!r}: device columns hold the item validity of one layer of fixed-size lists; "
+                    "write nested fixed-size lists with null items from host Arrow"
+                )
     return DeviceColumn.from_arrow(arr)
 
 

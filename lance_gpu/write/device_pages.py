@@ -18,14 +18,13 @@ copy stream while the next columns encode), to be written.
 
 Covered on the device: columns of ints, floats, booleans, temporal types, decimals and
 fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JSON column
-holds), embeddings and other fixed-size lists of numbers or booleans (item validity
-included), with or without nulls; page dictionaries whose values the sample missed (found
+holds), embeddings and other fixed-size lists (of fixed-size lists) of numbers or
+booleans (item validity of one layer included), with or without nulls; page dictionaries whose values the sample missed (found
 on the device); lists, maps and structs of those, nested (the rep / def levels made on the
 device by the steps the CPU encoder takes; values gathered on the device; rows whose levels
 overflow a chunk split in halves, as the CPU writer splits them).  Left to the CPU encoder, from a host copy of the column (counted by
 reason in :data:`host_fallbacks`): full-zip values over 32 KiB (compressed one by one with
-zstd: no device zstd gives libzstd's bytes), nested fixed-size lists, Arrow dictionary
-columns, field metadata that steers the encoder, file version 2.0.
+zstd: no device zstd gives libzstd's bytes), Arrow dictionary columns, field metadata that steers the encoder, file version 2.0.
 """
 
 from __future__ import annotations
@@ -366,37 +365,43 @@ def _sample_positions(n: int) -> np.ndarray | None:
 
 
 def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
-    """Fixed-size lists of one layer of numeric or boolean items (booleans bit-packed on the
-    device, LSB first, rows back to back: ``dim`` bits a row), as the CPU encoder writes
-    them.  Item validity counts only when an item is null in a valid row (one count read
-    back), as :func:`lance_gpu.write.shred.fsl_layers` decides.  Rows under 256 bytes whose
-    items are not all null: mini-block chunks of whole rows, cut as the CPU encoder cuts
-    them (rows per chunk a multiple of 8, so the layer's validity is packed once, on the
-    device); otherwise a FullZipLayout whose values are the rows' bytes as they are
-    (``FixedSizeList{dim, Flat{item bits}}``), each after its items' validity bits when
-    they count (``has_validity``; values of all-null items are not stored:
-    ``FixedSizeList{dim, Constant}``), with control words only when rows are null."""
+    """Fixed-size lists (of fixed-size lists ...) of numeric or boolean items (booleans
+    bit-packed on the device, LSB first, rows back to back), as the CPU encoder writes them.
+    Item validity (one layer of lists: :attr:`DeviceColumn.item_validity`) counts only when
+    an item is null in a valid row (one count read back), as
+    :func:`lance_gpu.write.shred.fsl_layers` decides.  Rows under 256 bytes whose items are
+    not all null: mini-block chunks of whole rows, cut as the CPU encoder cuts them (rows
+    per chunk a multiple of 8, so the layer's validity is packed once, on the device);
+    otherwise a FullZipLayout whose values are the rows' bytes as they are (one
+    ``FixedSizeList{dim, ...}`` per layer around ``Flat{item bits}``), each after its items'
+    validity bits when they count (``has_validity``; values of all-null items are not
+    stored: ``FixedSizeList{dim, Constant}``), with control words only when rows are null."""
     import cuda_kernels as ck
     from cuda_kernels.encode import items_null_in_valid_rows_gpu, zip_fsl_rows_gpu
 
-    item = s.value_type
+    dims: list[int] = []
+    item = s
+    while pa.types.is_fixed_size_list(item):
+        dims.append(item.list_size)
+        item = item.value_type
     boolean = pa.types.is_boolean(item)
     if not (pa.types.is_integer(item) or pa.types.is_floating(item) or boolean):
         return _fallback("fixed-size list of non-numeric items")
-    dim = s.list_size
+    dim = int(np.prod(dims))
     n = col.length
     bits = item.bit_width * dim
     if boolean:
         data = _array.as_device(ck.validity_to_bitmap_gpu(col.data[: n * dim].view(np.bool_)))
     else:
         data = col.data[: n * bits // 8]
-    items = col.item_validity[: n * dim] if col.item_validity is not None else None
+    items = col.item_validity[: n * dim] if col.item_validity is not None and len(dims) == 1 else None
     if items is not None and not items_null_in_valid_rows_gpu(items, leaf.validity, dim):
         items = None
     all_null = items is not None and _array.count_false(items) == n * dim
+    layers = (*((d, None) for d in dims[:-1]), (dims[-1], items))
     if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES and not all_null:
         # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
-        values = pages._Values(False, data, bits=bits, num_values=n, fsl=((dim, items),))
+        values = pages._Values(False, data, bits=bits, num_values=n, fsl=layers)
 
         def pack(valid):
             return _array.as_device(ck.validity_to_bitmap_gpu(valid))
@@ -415,9 +420,7 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -
         width += -(-dim // 8)
     elif bits % 8:
         raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {bits} bits")
-    enc = pages.pb.CompressiveEncoding(
-        fixed_size_list=pages.pb.FixedSizeList(items_per_value=dim, values=inner, has_validity=items is not None)
-    )
+    enc = pages._fsl_encoding(layers, inner)
     if leaf.def_ is not None:
         return _fullzip(leaf, data, enc, fixed_bytes=width)
     fz = pages.pb.FullZipLayout(
