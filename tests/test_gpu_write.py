@@ -409,6 +409,49 @@ def test_nested_pages_from_many_batches_and_long_level_runs(tmp_path: Path) -> N
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_field_metadata_steers_the_device_encoder(tmp_path: Path, version: str) -> None:
+    """``lance-encoding:compression`` (``none``, ``fsst``), ``structural-encoding``
+    (``miniblock`` / ``fullzip``) and ``dict-size-ratio`` on flat and nested leaves: the
+    device encoder decides as the CPU encoder does (these fields used to go to it)."""
+    from lance_gpu.write import device_pages
+
+    def meta(**kw: str) -> dict:
+        keys = {"compression": "lance-encoding:compression", "structural": "lance-encoding:structural-encoding", "ratio": "lance-encoding:dict-size-ratio"}
+        return {keys[k]: v for k, v in kw.items()}
+
+    rng = np.random.default_rng(8)
+    n = 300
+    runs = np.repeat(np.arange(10, dtype=np.int32), n // 10)
+    cats = [f"cat-{i % 4}" for i in range(n)]
+    fields = [
+        ("runs_plain", pa.int32(), runs, meta(compression="none")),  # no RLE: flat
+        ("same_plain", pa.int16(), np.full(n, 3, np.int16), meta(compression="none")),  # no constant (2.2)
+        ("same_zip", pa.int16(), np.full(n, 3, np.int16), meta(structural="fullzip")),  # full-zip, no constant
+        ("cats_plain", pa.string(), cats, meta(compression="none")),  # no dictionary
+        ("cats_ratio", pa.int64(), (np.arange(n) % 7).astype(np.int64), meta(ratio="0.01")),  # no dictionary (2.2)
+        ("short_fsst", pa.string(), [f"row {i} of the table" for i in range(n)], meta(compression="fsst")),  # forced FSST
+        ("bin_fsst", pa.binary(), [b"bytes-%d" % i for i in range(n)], meta(compression="fsst")),
+        ("text_zip", pa.string(), [None if i % 9 == 0 else f"t{i}" for i in range(n)], meta(structural="fullzip")),
+        ("wide_mini", pa.binary(300), [bytes([i % 256]) * 300 for i in range(n)], meta(structural="miniblock")),
+        ("zstd_short", pa.string(), [f"z{i}" for i in range(n)], meta(compression="zstd")),  # short page: as the default
+    ]
+    schema = pa.schema([pa.field(name, t, metadata=m) for name, t, _v, m in fields] + [
+        pa.field("emb_mini", pa.list_(pa.float32(), 70), metadata=meta(structural="miniblock")),
+        pa.field("nested", pa.list_(pa.field("item", pa.int32(), metadata=meta(compression="none")))),
+    ])
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 70).astype(np.float32)), 70)
+    nested = pa.array([None if i % 5 == 0 else [i % 3] * (i % 4) for i in range(n)], pa.list_(pa.int32()))
+    table = pa.Table.from_arrays([*[pa.array(v, t) for _name, t, v, _m in fields], emb, nested], schema=schema)
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", schema=schema, data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", schema=schema, data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
 def test_append_overwrite_and_fragments_from_the_device(tmp_path: Path) -> None:
     small = _table().slice(0, 200)
     uri = tmp_path / "ds"

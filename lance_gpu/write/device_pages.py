@@ -18,13 +18,17 @@ copy stream while the next columns encode), to be written.
 
 Covered on the device: columns of ints, floats, booleans, temporal types, decimals and
 fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JSON column
-holds), embeddings and other fixed-size lists (of fixed-size lists) of numbers or
-booleans (item validity of one layer included), with or without nulls; page dictionaries whose values the sample missed (found
-on the device); lists, maps and structs of those, nested (the rep / def levels made on the
-device by the steps the CPU encoder takes; values gathered on the device; rows whose levels
-overflow a chunk split in halves, as the CPU writer splits them).  Left to the CPU encoder, from a host copy of the column (counted by
-reason in :data:`host_fallbacks`): full-zip values over 32 KiB (compressed one by one with
-zstd: no device zstd gives libzstd's bytes), Arrow dictionary columns, field metadata that steers the encoder, file version 2.0.
+holds), embeddings and other fixed-size lists (of fixed-size lists) of numbers or booleans
+(item validity of one layer included), with or without nulls; page dictionaries whose
+values the sample missed (found on the device); lists, maps and structs of those, nested
+(the rep / def levels made on the device by the steps the CPU encoder takes; values
+gathered on the device; rows whose levels overflow a chunk split in halves, as the CPU
+writer splits them).  Field metadata steering the encoder (``lance-encoding:compression``
+/ ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
+it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
+:data:`host_fallbacks`): full-zip values compressed one by one with zstd (over 32 KiB, or
+where field metadata names a general scheme: no device zstd gives libzstd's bytes), Arrow
+dictionary columns, file version 2.0.
 """
 
 from __future__ import annotations
@@ -223,10 +227,37 @@ def _fixed_kind(s: pa.DataType) -> bool:
     )
 
 
-def _steered(field: LanceField) -> bool:
-    """Does field metadata steer the encoder (here or below)?"""
-    keys = (pages.COMPRESSION_KEY, pages.STRUCTURAL_KEY, pages.DICT_SIZE_RATIO_KEY)
-    return any(k in (field.metadata or {}) for k in keys) or any(_steered(c) for c in field.children)
+@dataclass(frozen=True, slots=True)
+class _Steer:
+    """What a leaf field's metadata asks of the encoder (``lance_gpu.write.pages``' keys):
+    ``compression`` (``none``: no constants, dictionaries, RLE, bitpacking or FSST;
+    ``fsst``: FSST forced; a general scheme: long values zstd-compressed one by one),
+    ``structural`` (``miniblock`` / ``fullzip`` forced) and the dictionary size ratio."""
+
+    compression: str | None
+    structural: str | None
+    ratio: float
+
+
+def _steer(leaf: DeviceLeaf) -> _Steer:
+    ratio = pages.DICT_SIZE_RATIO
+    raw = pages._meta(leaf, pages.DICT_SIZE_RATIO_KEY)  # type: ignore[arg-type]
+    if raw is not None:
+        try:
+            ratio = float(raw)
+        except ValueError:
+            pass
+    return _Steer(pages._meta(leaf, pages.COMPRESSION_KEY), pages._meta(leaf, pages.STRUCTURAL_KEY), ratio)  # type: ignore[arg-type]
+
+
+def _wants_fsst(steer: _Steer, text: bool, max_len: int, nbytes: int) -> bool:
+    """``pages._wants_fsst``: forced by ``compression=fsst``; else strings (not binaries)
+    whose longest value has 5+ bytes, on a page of 32 KiB of them."""
+    if steer.compression == "fsst":
+        return True
+    if steer.compression == "none" or not text:
+        return False
+    return max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES
 
 
 def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
@@ -241,8 +272,6 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
         # the device holds JSONB documents (the GPU reader's and upload_arrow's convention),
         # stored as large_binary values, as the CPU encoder stores the text it converts
         s = pa.large_binary()
-    if _steered(field):
-        return _fallback("encoding steered by field metadata")
     if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
         return _fallback("nested column")
     n = col.length
@@ -273,8 +302,12 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
 
 
 def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    """Fixed-width values by ``pages.encode_leaf``'s rule: an inline constant (2.2, no nulls
+    or lists, at most 32 bytes), a page dictionary (128-bit, or 64-bit in 2.2), mini-block
+    chunks for values under 256 bytes, else full-zip -- as the field's metadata allows."""
     from cuda_kernels.encode import rows_all_equal_gpu
 
+    steer = _steer(leaf)
     n = col.length
     if pa.types.is_boolean(s):
         import cuda_kernels as ck
@@ -284,27 +317,33 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
     else:
         bits = s.bit_width
         data = col.data[: n * (bits // 8)]
-        if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
-            return _fullzip(leaf, data, pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=bits)), fixed_bytes=bits // 8)
-    if minor >= 2 and leaf.def_ is None and leaf.rep is None:
+    if minor >= 2 and leaf.def_ is None and leaf.rep is None and steer.compression != "none" and steer.structural is None:
         if bits == 1:
             if rows_all_equal_gpu(col.data[:n], 1):
                 value = bytes([int(_array.to_host(col.data[:1])[0] != 0)])
                 return _constant(leaf, value)
         elif bits // 8 <= pages.MAX_INLINE_CONSTANT and rows_all_equal_gpu(data, bits // 8):
             return _constant(leaf, _array.to_host(data[: bits // 8]).tobytes())
-    if n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
-        got = _fixed_dictionary_page(leaf, data, n, bits, minor)
+    wants_dictionary = steer.compression != "none" and steer.structural != "fullzip"
+    if wants_dictionary and n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
+        got = _fixed_dictionary_page(leaf, data, n, bits, minor, steer.ratio)
         if isinstance(got, EncodedPage):
             return got
-    return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    narrow = bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES
+    if steer.structural == "miniblock" or (narrow and steer.structural != "fullzip"):
+        chunks = _value_chunks(data, bits, n, steer.compression)
+        return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    if bits % 8:
+        raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {bits} bits")
+    return _fullzip(leaf, data, pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=bits)), fixed_bytes=bits // 8)
 
 
-def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
+def _value_chunks(data, bits: int, n: int, compression: str | None = None) -> MiniBlockChunks:
     """The CPU encoder's choice for fixed-width values (``pages._value_chunks``): RLE when
     there are fewer runs than half the values, else InlineBitpacking when its blocks are
-    smaller than the values, else Flat -- made on the device."""
-    if bits in (8, 16, 32, 64):
+    smaller than the values, else Flat (Flat alone with ``compression=none``) -- made on
+    the device."""
+    if bits in (8, 16, 32, 64) and compression != "none":
         from cuda_kernels.encode import run_count_gpu
 
         words = data.view(np.dtype(f"<u{bits // 8}"))
@@ -316,7 +355,7 @@ def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
     return _encoder("flat")(data, bits, n)
 
 
-def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool:
+def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int, ratio: float) -> EncodedPage | bool:
     """The page with a dictionary when the CPU encoder's rule wants one; False when it does
     not (the caller goes on).  The keys start from the CPU encoder's sample; values it
     missed are found on the device (see :mod:`lance_gpu.file.encodings.dictionary.device`)."""
@@ -328,7 +367,7 @@ def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int
     max_items = min(pages.DICT_MAX_ITEMS, n // 2)
 
     def rejected(card: int) -> bool:
-        return card > max_items or card * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width
+        return card > max_items or card * width + 4 * n >= ratio * n * width
 
     pick = _sample_positions(n)
     if pick is None:  # the CPU encoder counts all values of a small page
@@ -399,7 +438,9 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -
         items = None
     all_null = items is not None and _array.count_false(items) == n * dim
     layers = (*((d, None) for d in dims[:-1]), (dims[-1], items))
-    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES and not all_null:
+    steer = _steer(leaf)
+    narrow = bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES and not all_null
+    if steer.structural == "miniblock" or (narrow and steer.structural != "fullzip"):
         # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
         values = pages._Values(False, data, bits=bits, num_values=n, fsl=layers)
 
@@ -551,7 +592,7 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
     from lance_gpu.write.device_input import slice_column
     from lance_gpu.write.shred import LeafColumn
 
-    if minor < 1 or _steered(field):
+    if minor < 1:
         return None
     num_rows = col.length
     pages_out: list[tuple[int, EncodedPage, int]] = []
@@ -623,6 +664,10 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
 
 
 def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    """Strings and binaries by ``pages.encode_leaf``'s rule: a page dictionary, mini-block
+    chunks (FSST-compressed where it pays or is forced) when the longest value is under 256
+    bytes, else full-zip -- as the field's metadata allows."""
+    steer = _steer(leaf)
     n = col.length
     offsets = _array.to_host(col.offsets[: n + 1]).astype(np.int64)
     rel = offsets - offsets[0]
@@ -631,15 +676,16 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     obits = 64 if large else 32
     text = pa.types.is_string(s) or pa.types.is_large_string(s)
     max_len = int(np.diff(rel).max()) if n else 0
-    if n >= pages.DICT_MIN_VALUES:
-        got = _string_dictionary_page(leaf, col, nbytes, obits, minor)
+    if steer.compression != "none" and steer.structural != "fullzip" and n >= pages.DICT_MIN_VALUES:
+        got = _string_dictionary_page(leaf, col, nbytes, obits, minor, steer.ratio)
         if isinstance(got, EncodedPage):
             return got
-    if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
-        return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text)
-    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+    narrow = max_len < pages.MINIBLOCK_MAX_VALUE_BYTES
+    if not (steer.structural == "miniblock" or (narrow and steer.structural != "fullzip")):
+        return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text, steer)
+    if _wants_fsst(steer, text, max_len, nbytes):
         table, comp_off, d_comp_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
-        if int(comp_off[-1]) + len(table) < nbytes:  # FSST pays
+        if steer.compression == "fsst" or int(comp_off[-1]) + len(table) < nbytes:  # FSST pays (or is forced)
             chunks = _encoder("variable")(comp_off, d_comp_off, d_comp, obits)
             bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
             if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
@@ -650,23 +696,26 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
 
 
 def _variable_fullzip(
-    leaf: DeviceLeaf, col: DeviceColumn, offsets: np.ndarray, rel: np.ndarray, max_len: int, obits: int, text: bool
+    leaf: DeviceLeaf, col: DeviceColumn, offsets: np.ndarray, rel: np.ndarray, max_len: int, obits: int, text: bool, steer: _Steer
 ) -> EncodedPage | None:
     """Long strings and binaries as full-zip values, FSST-compressed by the CPU encoder's rule
-    (values over 32 KiB are compressed one by one with zstd: left to the CPU encoder)."""
+    (values compressed one by one with zstd -- over 32 KiB, or any where the metadata names
+    a general scheme, on a page of 32 KiB of them -- are left to the CPU encoder)."""
     nbytes = int(rel[-1])
-    if max_len > pages.PER_VALUE_MIN_MAX_LEN and nbytes >= pages.PER_VALUE_MIN_BYTES:
+    requested = steer.compression is not None and steer.compression not in ("none", "fsst")
+    if steer.compression != "none" and (requested or max_len > pages.PER_VALUE_MIN_MAX_LEN) and nbytes >= pages.PER_VALUE_MIN_BYTES:
         return _fallback("per-value zstd")
     encoding = pages.variable.variable_encoding(obits)
     n = col.length
-    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+    if _wants_fsst(steer, text, max_len, nbytes):
         table, comp_off, _d_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
-        if int(comp_off[-1]) + len(table) < nbytes and pages._decodable(rel[-1:], comp_off[-1:]):
+        pays = steer.compression == "fsst" or int(comp_off[-1]) + len(table) < nbytes
+        if pays and pages._decodable(rel[-1:], comp_off[-1:]):
             return _fullzip(leaf, d_comp, pages._fsst_encoding(table, encoding), offsets=comp_off, obits=obits)
     return _fullzip(leaf, col.data, encoding, offsets=offsets, obits=obits)
 
 
-def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool:
+def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int, ratio: float) -> EncodedPage | bool:
     """The CPU encoder's dictionary rule for strings and binaries, on the device: the page
     with its dictionary, or False (no dictionary)."""
     import cuda_kernels as ck
@@ -677,7 +726,7 @@ def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, ob
     raw = nbytes + n * obytes
 
     def rejected(card: int) -> bool:
-        return card > max_items or card * (nbytes // n) + card * obytes + n * obytes >= pages.DICT_SIZE_RATIO * raw
+        return card > max_items or card * (nbytes // n) + card * obytes + n * obytes >= ratio * raw
 
     pick = _sample_positions(n)
     if pick is None:
