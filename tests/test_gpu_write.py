@@ -260,6 +260,33 @@ def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_lists_of_fixed_size_lists_from_the_device(tmp_path: Path, version: str) -> None:
+    """Lists of embeddings: narrow rows in mini-block chunks, wide rows full-zip with the
+    repetition in their control words and the row index; null and empty lists, null rows --
+    the values gathered and encoded on the device, the CPU encoder's bytes."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(12)
+    n = 90
+
+    def vectors(dim: int) -> pa.Array:
+        rows = []
+        for i in range(n):
+            k = i % 4
+            rows.append(None if i % 9 == 0 else [None if (i + j) % 5 == 0 else rng.standard_normal(dim).astype(np.float32).tolist() for j in range(k)])
+        return pa.array(rows, pa.list_(pa.list_(pa.float32(), dim)))
+
+    table = pa.table({"points": vectors(3), "embeddings": vectors(72)})
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Full-zip pages: long strings (plain, and FSST-compressed once 32 KiB), long binaries,
     nullable embeddings (control words), lists of long strings (repetition in the control

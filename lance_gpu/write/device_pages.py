@@ -21,8 +21,8 @@ fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JS
 holds), embeddings and other fixed-size lists (of fixed-size lists) of numbers or booleans
 (item validity of one layer included), with or without nulls; page dictionaries whose
 values the sample missed (found on the device); lists, maps and structs of those, nested
-(the rep / def levels made on the device by the steps the CPU encoder takes; values
-gathered on the device; rows whose levels overflow a chunk split in halves, as the CPU
+(fixed-size lists among the leaves when no item is null in a valid row; the rep / def levels made on the
+device by the steps the CPU encoder takes; values gathered on the device; rows whose levels overflow a chunk split in halves, as the CPU
 writer splits them).  Field metadata steering the encoder (``lance-encoding:compression``
 / ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
 it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
@@ -462,7 +462,7 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -
     elif bits % 8:
         raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {bits} bits")
     enc = pages._fsl_encoding(layers, inner)
-    if leaf.def_ is not None:
+    if leaf.def_ is not None or leaf.rep is not None:
         return _fullzip(leaf, data, enc, fixed_bytes=width)
     fz = pages.pb.FullZipLayout(
         bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
@@ -576,6 +576,17 @@ def _or_of_levels(levels) -> int:
     return (1 << int(widths.max())) - 1 if widths.size else 0
 
 
+def _items_null_in_valid_rows(col: DeviceColumn) -> bool:
+    """Does a fixed-size-list column have an item that is null in a valid row (item
+    validity that counts; one count read back)?"""
+    from cuda_kernels.encode import items_null_in_valid_rows_gpu
+
+    if col.item_validity is None:
+        return False
+    dim = _storage(col.type).list_size
+    return items_null_in_valid_rows_gpu(col.item_validity[: col.length * dim], _device_validity(col), dim) > 0
+
+
 def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
     """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
     them.  The walk is the shredder's (``lance_gpu.write.shred``), over device buffers: a
@@ -599,7 +610,8 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
 
     def leaf_page(leaf_col: DeviceColumn, f: LanceField, chain: list) -> EncodedPage | None:
         s = _storage(leaf_col.type)
-        if not _is_leaf_type(s) or f.logical_type == "json":
+        fsl = pa.types.is_fixed_size_list(s)
+        if not (_is_leaf_type(s) or (fsl and not _items_null_in_valid_rows(leaf_col))) or f.logical_type == "json":
             return _fallback("nested column of another leaf kind")
         n = leaf_col.length
         rav = ravel_levels_gpu([*chain, (_device_validity(leaf_col), None, n)][::-1], num_rows)
@@ -627,6 +639,8 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
             f, rav.def_, layers, nvals, rep=rep, visible=visible, max_rep=sum(1 for k in layers if k in LIST_LAYERS),
             rows=num_rows, levels=rav.num_levels, max_level=_or_of_levels(rav.def_) if rav.def_ is not None else 0,
         )
+        if fsl:
+            return _fsl_page(leaf, values, s, minor)
         if _fixed_kind(s):
             return _fixed_page(leaf, values, s, minor)
         return _variable_page(leaf, values, s, minor)
