@@ -1370,8 +1370,10 @@ def ravel_levels_gpu(layers, num_rows):
         new_defs = _device.device_empty(total, np.uint16)
         new_idx = _device.device_empty(total, np.int64)
         new_visible = _device.device_empty(total, np.bool_)
-        ends = o[:: max(n_entries, 1)].copy_to_host() if n_entries else o[:1].copy_to_host()
-        base = int(ends[0])
+        # offsets[0] and offsets[entries]: two one-value copies (a strided view of the two
+        # would copy everything between them)
+        base = int(o[0:1].copy_to_host()[0])
+        last = int(o[n_entries : n_entries + 1].copy_to_host()[0])
         if n:
             _ravel_list_fill_kernel.get()[blocks, tpb](
                 reps, defs, idx, visible, vv, has_v, o, np.int64(base), np.uint16(tab.null_level[m]), np.uint16(tab.empty_level[m]),
@@ -1379,7 +1381,7 @@ def ravel_levels_gpu(layers, num_rows):
             )
         reps, defs, idx, visible = new_reps, new_defs, new_idx, new_visible
         n = total
-        n_entries = int(ends[-1]) - base
+        n_entries = last - base
     if int(err.copy_to_host()[0]):
         msg = "entry index out of range"
         raise ValueError(msg)

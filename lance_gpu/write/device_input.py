@@ -49,6 +49,7 @@ __all__ = [
     "dlpack_device_type",
     "host_dlpack_column",
     "is_device_input",
+    "offset_ends",
     "slice_column",
     "upload_arrow",
 ]
@@ -409,6 +410,13 @@ def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
     return DeviceColumn(col.type, length, valid, col.data[a * w : b * w], item_validity=items)
 
 
+def offset_ends(offsets, n: int) -> tuple[int, int]:
+    """``(offsets[0], offsets[n])`` of device offsets: two one-value copies (a strided view
+    of the two would copy everything between them)."""
+    first = int(_array.to_host(offsets[0:1])[0])
+    return first, (first if n == 0 else int(_array.to_host(offsets[n : n + 1])[0]))
+
+
 def column_nbytes(col: DeviceColumn) -> int:
     """Bytes the column's rows take in Arrow's layout, counted as ``pyarrow.Array.nbytes``
     counts them (what the writer cuts pages by): a validity byte per 8 rows when there is a
@@ -420,16 +428,14 @@ def column_nbytes(col: DeviceColumn) -> int:
     if col.children:
         if col.offsets is None:  # struct: the fields' rows
             return valid + sum(column_nbytes(c) for c in col.children)
-        ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
-        lo, hi = int(ends[0]), int(ends[-1])
+        lo, hi = offset_ends(col.offsets, n) if n else (0, 0)
         word = 8 if pa.types.is_large_list(s) else 4
         return valid + word * n + column_nbytes(slice_column(col.children[0], lo, hi - lo))
     if col.offsets is not None:
         if col.span is not None:
             lo, hi = col.span
         else:
-            ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
-            lo, hi = int(ends[0]), int(ends[-1])
+            lo, hi = offset_ends(col.offsets, n) if n else (0, 0)
         word = 8 if (pa.types.is_large_string(s) or pa.types.is_large_binary(s)) else 4
         return valid + word * n + int(hi) - int(lo)
     if pa.types.is_boolean(s):
@@ -481,8 +487,7 @@ def _concat_lists(cols: list[DeviceColumn]) -> DeviceColumn | None:
     from cuda_kernels.segments import add_segment_base_gpu, copy_ranges_gpu
 
     n = sum(c.length for c in cols)
-    ends = [_array.to_host(c.offsets[: c.length + 1][:: max(c.length, 1)]).astype(np.int64) for c in cols]
-    spans = [(int(e[0]), int(e[-1])) for e in ends]
+    spans = [offset_ends(c.offsets, c.length) for c in cols]
     child = concat_columns([slice_column(c.children[0], a, b - a) for c, (a, b) in zip(cols, spans, strict=True)])
     if child is None:
         return None

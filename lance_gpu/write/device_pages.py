@@ -41,15 +41,18 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import UnsupportedFeatureError
-from lance_gpu.file.encodings import ENCODERS
+from lance_gpu.file.encodings import ENCODERS, bitpacking
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
+from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.table.schema import LanceField
 from lance_gpu.write import pages
+from lance_gpu.write.device_input import concat_columns, offset_ends, slice_column
 from lance_gpu.write.pages import EncodedPage, PageBackend
+from lance_gpu.write.shred import LeafColumn
 
 __all__ = ["DeviceBackend", "StagedBuffer", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
 
@@ -487,8 +490,6 @@ def _fullzip(
     out on the host from the levels and offsets; the bytes are placed on the device (range
     copies of the control words, the length words and the values)."""
     from cuda_kernels.segments import copy_ranges_gpu
-    from lance_gpu.file.encodings import bitpacking
-    from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 
     nlev = leaf.num_levels
     rep = leaf.rep
@@ -600,8 +601,6 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
     page without values.  None where a leaf is of a kind left to the CPU encoder."""
     import cuda_kernels as ck
     from cuda_kernels.levels import ravel_levels_gpu
-    from lance_gpu.write.device_input import slice_column
-    from lance_gpu.write.shred import LeafColumn
 
     if minor < 1:
         return None
@@ -656,8 +655,7 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
             if len(c.children) != 1 or not f.children:
                 return False
             offsets = c.offsets[: c.length + 1]
-            ends = _array.to_host(offsets[:: max(c.length, 1)])
-            first, last = int(ends[0]), int(ends[-1])
+            first, last = offset_ends(offsets, c.length)
             sub = [*chain, (_device_validity(c), offsets, c.length)]
             return walk(slice_column(c.children[0], first, last - first), f.children[0], sub)
         if c.children or not chain:
@@ -770,8 +768,6 @@ def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: i
     """The pages of one top-level field's buffered device columns, as
     ``(column index within the field, page, row offset)`` -- or, where the CPU encoder must
     make them, the rows as host arrays for it."""
-    from lance_gpu.write.device_input import concat_columns, slice_column
-
     col = concat_columns(columns)
     if col is None:
         _fallback("nested column")
