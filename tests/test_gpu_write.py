@@ -538,15 +538,19 @@ def test_a_failed_device_write_commits_nothing(tmp_path: Path, monkeypatch: pyte
 @pytest.mark.gpu
 def test_a_device_table_with_host_columns(tmp_path: Path) -> None:
     """A ``DeviceTable`` (the GPU reader's output) may hold host Arrow columns too: they are
-    uploaded and written like the rest."""
+    uploaded and written like the rest -- an Arrow dictionary column, which no device column
+    holds, stays on the host for the CPU encoder (it used to fail the upload with a bare
+    TypeError)."""
     from lance_gpu.gpu.columns import DeviceColumn
 
     table = pa.table({
         "n": pa.array(np.arange(50, dtype=np.int32)),
         "s": pa.array([None if i % 4 == 0 else f"s{i}" for i in range(50)]),
         "l": pa.array([[f"a{i}", None] if i % 3 else None for i in range(50)], pa.list_(pa.string())),
+        "d": pa.array([None if i % 7 == 0 else f"k{i % 3}" for i in range(50)]).dictionary_encode(),  # stays on the host
     })
-    frame = DeviceTable(table.column_names, [_device_column(table.column("n").combine_chunks()), table.column("s"), table.column("l")], 50)
+    host = [table.column(name) for name in ("s", "l", "d")]
+    frame = DeviceTable(table.column_names, [_device_column(table.column("n").combine_chunks()), *host], 50)
     assert isinstance(frame.columns[0], DeviceColumn)
     lance_gpu.write_dataset(frame, tmp_path / "gpu")
     lance_gpu.write_dataset(table, tmp_path / "cpu")

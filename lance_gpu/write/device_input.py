@@ -142,7 +142,7 @@ class DeviceBatch:
     """Rows of device columns with their Arrow schema: what the writer takes in place of a
     ``pyarrow.RecordBatch`` (``num_rows``, ``num_columns``, ``column(i)``, ``slice``)."""
 
-    def __init__(self, schema: pa.Schema, columns: list[DeviceColumn], num_rows: int) -> None:
+    def __init__(self, schema: pa.Schema, columns: list[DeviceColumn | pa.Array], num_rows: int) -> None:
         self.schema = schema
         self.columns = columns
         self.num_rows = int(num_rows)
@@ -151,13 +151,16 @@ class DeviceBatch:
     def num_columns(self) -> int:
         return len(self.columns)
 
-    def column(self, i: int) -> DeviceColumn:
+    def column(self, i: int) -> DeviceColumn | pa.Array:
+        """Column ``i``: a device column, or a host Arrow array of a kind no device column
+        holds (an Arrow dictionary column of a ``DeviceTable``: the CPU encoder writes it)."""
         return self.columns[i]
 
     def slice(self, offset: int = 0, length: int | None = None) -> DeviceBatch:
         offset = min(int(offset), self.num_rows)
         n = self.num_rows - offset if length is None else min(int(length), self.num_rows - offset)
-        return DeviceBatch(self.schema, [slice_column(c, offset, n) for c in self.columns], n)
+        cols = [c.slice(offset, n) if isinstance(c, pa.Array) else slice_column(c, offset, n) for c in self.columns]
+        return DeviceBatch(self.schema, cols, n)
 
     def select(self, order: list[int], target: pa.Schema) -> DeviceBatch:
         """The columns in ``order`` as the fields of ``target`` (an append whose columns
@@ -174,7 +177,7 @@ class DeviceBatch:
 
     def to_arrow(self) -> pa.RecordBatch:
         """A host copy (for writers without a device encoder: 2.0 files, other operations)."""
-        return pa.RecordBatch.from_arrays([c.to_arrow() for c in self.columns], schema=self.schema)
+        return pa.RecordBatch.from_arrays([c if isinstance(c, pa.Array) else c.to_arrow() for c in self.columns], schema=self.schema)
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +206,7 @@ def _column_of_array(name: str, arr: Any) -> DeviceColumn:
     return DeviceColumn(t, n, None, data)
 
 
-def _cudf_column(name: str, series: Any) -> DeviceColumn:
+def _cudf_column(name: str, series: Any) -> DeviceColumn | pa.Array:
     """One cuDF column as a device column (see the module docstring for what is used)."""
     n = len(series)
     dtype = series.dtype
@@ -214,7 +217,7 @@ def _cudf_column(name: str, series: Any) -> DeviceColumn:
     kind = str(dtype)
     if kind in ("list", "struct", "category") or kind.startswith(("decimal", "list", "struct", "interval")):
         # no buffer adapter for these (yet): through cuDF's own host conversion
-        return upload_arrow(series.to_arrow())
+        return upload_arrow(series.to_arrow(), name)
     if kind in ("object", "str", "string"):
         col = series._column
         first = int(getattr(col, "offset", 0) or 0)
@@ -245,20 +248,30 @@ class _CudaBytes:
         return _CudaBytes(int(ptr), int(buf.size))
 
 
-def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>") -> DeviceColumn:
+def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>") -> DeviceColumn | pa.Array:
     """A host Arrow array as a device column (for host columns of a ``DeviceTable`` and the
     cuDF types without a buffer adapter): strings, binaries, lists and structs here, the
     fixed-width rest through :meth:`DeviceColumn.from_arrow`.  ``arrow.json`` text becomes
     the JSONB documents Lance stores (what a device JSON column holds, as the GPU reader
     gives it; text that is not JSON raises :class:`~lance_gpu.errors.InvalidJsonError`
-    naming ``name``)."""
+    naming ``name``).  An Arrow dictionary column stays on the host as it is (no device
+    column holds one; the CPU encoder writes it: its pages are the dictionary's); one nested
+    in a struct or list raises :class:`UnsupportedFeatureError`."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_dictionary(_storage(arr.type)):
+        return arr
+    return _upload(arr, name)
+
+
+def _upload(arr: pa.Array, name: str) -> DeviceColumn:
+    if pa.types.is_dictionary(_storage(arr.type)):
+        raise UnsupportedFeatureError(f"column {name!r}: Arrow dictionary arrays inside structs or lists cannot be device data")
     t = arr.type
     if getattr(t, "extension_name", None) == "arrow.json" and isinstance(arr, pa.ExtensionArray):
         from lance_gpu.write._jsonb import text_to_jsonb
 
-        docs = upload_arrow(text_to_jsonb(arr.storage, name))
+        docs = _upload(text_to_jsonb(arr.storage, name), name)
         return DeviceColumn(t, docs.length, docs.validity, docs.data, docs.offsets, span=docs.span)
     storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
     s = storage.type
@@ -275,9 +288,9 @@ def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>")
         return DeviceColumn(t, n, valid, _array.upload(data), _array.upload(offs), span=(int(offs[0]), int(offs[-1])))
     if pa.types.is_list(s) or pa.types.is_large_list(s):
         offs = np.asarray(storage.offsets.to_numpy(zero_copy_only=False), np.int64)
-        return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[upload_arrow(storage.values)])
+        return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[_upload(storage.values, name)])
     if pa.types.is_struct(s):
-        return DeviceColumn(t, n, valid, children=[upload_arrow(storage.field(i)) for i in range(s.num_fields)])
+        return DeviceColumn(t, n, valid, children=[_upload(storage.field(i), name) for i in range(s.num_fields)])
     if pa.types.is_fixed_size_list(s) and pa.types.is_fixed_size_list(s.value_type):
         inner = storage
         while pa.types.is_fixed_size_list(inner.type):
