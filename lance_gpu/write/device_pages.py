@@ -27,8 +27,10 @@ writer splits them).  Field metadata steering the encoder (``lance-encoding:comp
 / ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
 it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
 :data:`host_fallbacks`): full-zip values compressed one by one with zstd (over 32 KiB, or
-where field metadata names a general scheme: no device zstd gives libzstd's bytes), Arrow
-dictionary columns, file version 2.0.
+where field metadata names a general scheme: no device zstd gives libzstd's bytes), fixed-
+size lists inside lists whose items are null in a valid row, file version 2.0.  (Arrow
+dictionary columns never reach it: no device column holds one, a ``DeviceTable``'s stays
+on the host.)
 """
 
 from __future__ import annotations
