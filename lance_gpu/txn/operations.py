@@ -93,6 +93,12 @@ class Operation:
     def kind(self) -> str:
         return self.name
 
+    #: The entries of the manifest the last :meth:`apply` built that are new or replace a
+    #: base fragment (every other entry is the base's, unchanged), or None where the
+    #: operation does not say: the commit then compares the whole manifests to find the
+    #: files to sync (:func:`lance_gpu.txn.commit.commit`).
+    touched: list[table_pb2.DataFragment] | None = None
+
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         raise NotImplementedError
 
@@ -317,6 +323,7 @@ class Append(Operation):
         m.fragments.extend(new)
         if new:
             m.max_fragment_id = start + len(new) - 1
+        self.touched = new
         return m, base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -464,6 +471,7 @@ class Delete(Operation):
         frags = [self.updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in dropped]
         del m.fragments[:]
         m.fragments.extend(frags)
+        self.touched = list(self.updated.values())
         return m, base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -611,6 +619,7 @@ class Update(Operation):
         m.fragments.extend(frags + new)
         if new:
             m.max_fragment_id = start + len(new) - 1
+        self.touched = list(updated.values()) + new
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
@@ -927,6 +936,7 @@ class Rewrite(Operation):
         frags.sort(key=lambda f: int(f.id))
         del m.fragments[:]
         m.fragments.extend(frags)
+        self.touched = [f for _old, new in self._groups for f in new]
         return m, self._indices(base.index_section, int(m.version))
 
     def cleanup(self, store: ObjectStore) -> None:
