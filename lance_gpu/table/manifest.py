@@ -97,6 +97,10 @@ class ManifestFile:
     manifest: table_pb2.Manifest
     transaction: transaction_pb2.Transaction | None = None
     index_section: table_pb2.IndexSection | None = None
+    #: The largest fragment id the manifest names, its ``max_fragment_id`` included (-1:
+    #: none), where known (found when the manifest was vetted, or by the commit that wrote
+    #: it): new fragments take ids above it without a loop over every fragment.
+    fragment_id_bound: int | None = None
 
 
 @dataclass
@@ -181,7 +185,7 @@ def parse_manifest_bytes(
     limit = len(data) - MANIFEST_FOOTER_SIZE
     manifest = parse_manifest_message(data, path)
     assert isinstance(manifest, table_pb2.Manifest)
-    check_manifest(manifest, path)
+    bound = check_manifest(manifest, path)
     transaction = index_section = None
     if sections:
         txn_off = transaction_section_offset(manifest)
@@ -193,7 +197,7 @@ def parse_manifest_bytes(
             index_section = _read_section(
                 data, manifest.index_section, limit, table_pb2.IndexSection, "index section", path
             )
-    return ManifestFile(path, manifest, transaction, index_section)  # type: ignore[arg-type]
+    return ManifestFile(path, manifest, transaction, index_section, bound)  # type: ignore[arg-type]
 
 
 def _read_bytes(store: ObjectStore, path: str) -> bytes:

@@ -119,16 +119,18 @@ def _finish_manifest(
     for name in ("reader_feature_flags", "writer_feature_flags"):
         flags = int(getattr(m, name)) & ~features.FLAG_DELETION_FILES
         setattr(m, name, flags | (features.FLAG_DELETION_FILES if has_deletions else 0))
-    if touched is not None and base is not None and base.manifest.HasField("max_fragment_id"):
-        # the base's entries lie at or below its max_fragment_id (every writer keeps it so)
-        ids = [int(f.id) for f in touched]
+    if touched is not None and base is not None and base.fragment_id_bound is not None:
+        # the untouched entries are the base's: at or below its (vetted) bound
+        ids = [int(f.id) for f in touched] + [base.fragment_id_bound]
     else:
         ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
         ids.append(int(m.max_fragment_id))
     if base is not None and base.manifest.HasField("max_fragment_id"):
         ids.append(int(base.manifest.max_fragment_id))
-    if ids:
+    if base is not None and base.fragment_id_bound is not None:
+        ids.append(base.fragment_id_bound)
+    if ids and max(ids) >= 0:
         m.max_fragment_id = max(ids)
     stamp_manifest(m, version, txn_file)
     return m
@@ -292,7 +294,8 @@ def commit(
                 txn_key = None
                 # the next read of this version (the dataset a write returns, the next
                 # commit's base) reuses it: no parse, no O(fragments) vetting
-                remember_manifest(store.uri(target), data, ManifestFile(store.uri(target), manifest, txn, index_section))
+                bound = int(manifest.max_fragment_id) if manifest.HasField("max_fragment_id") else -1
+                remember_manifest(store.uri(target), data, ManifestFile(store.uri(target), manifest, txn, index_section, bound))
                 if not detached:
                     write_version_hint(store, root, version)
                     for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)

@@ -164,7 +164,11 @@ def _copy_manifest(base: ManifestFile) -> table_pb2.Manifest:
     return m
 
 
-def _next_fragment_id(m: table_pb2.Manifest) -> int:
+def _next_fragment_id(m: table_pb2.Manifest, base: ManifestFile | None = None) -> int:
+    """The id after every fragment id ``m`` (a copy of ``base``'s manifest) names and its
+    ``max_fragment_id``: from ``base.fragment_id_bound`` where known, else by a loop."""
+    if base is not None and base.fragment_id_bound is not None:
+        return base.fragment_id_bound + 1
     ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
         ids.append(int(m.max_fragment_id))
@@ -312,7 +316,7 @@ class Append(Operation):
         if base is None:
             raise ValueError("Append needs an existing dataset; use Overwrite to create one")
         m = _copy_manifest(base)
-        start = _next_fragment_id(m)
+        start = _next_fragment_id(m, base)
         new = []
         for k, f in enumerate(self._fragments):
             frag = table_pb2.DataFragment()
@@ -607,7 +611,7 @@ class Update(Operation):
         removed = set(self.removed_fragment_ids)
         updated = {int(f.id): f for f in self._updated}
         frags = [updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in removed]
-        start = _next_fragment_id(m)
+        start = _next_fragment_id(m, base)
         new = []
         for k, f in enumerate(self._new):
             frag = table_pb2.DataFragment()
