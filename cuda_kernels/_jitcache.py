@@ -68,8 +68,9 @@ numba's CPU target context exists, but setting that context up costs a process ~
 of CPU (numba's registries, scipy where installed): more than a small read of a small
 table takes in all.  So while this process has no target context, a call whose array
 arguments hold at most :data:`SMALL_CALL_ELEMENTS` elements runs the twin without
-looking in the cache; a larger call (or any call once the context exists, made by
-another kernel's load or compile) loads the cached code as above.
+looking in the cache (on a cold cache -- no index for the kernel yet -- it still asks the
+worker to compile it, as above); a larger call (or any call once the context exists,
+made by another kernel's load or compile) loads the cached code as above.
 
 Workers of concurrent processes take turns (an ``fcntl`` lock per request),
 so a signature is compiled once; a worker outlives its process until its
@@ -454,6 +455,12 @@ class TwinnedKernel:
             result = self.twin(*args)  # cheaper than setting up numba to load cached code
             if result is not NotImplemented:
                 self.twin_calls += 1
+                if not os.path.exists(self.dispatcher._cache._cache_file._index_path):
+                    # nothing of this kernel is cached yet: have the worker compile it, as
+                    # for any call on a cold cache (the process loads it when done)
+                    sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+                    if not _worker.requested(self, sig):
+                        _worker.request(self, sig)
                 return result
         sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
         # A signature this process sent to its worker is not looked for again here: the worker
