@@ -70,7 +70,10 @@ table takes in all.  So while this process has no target context, a call whose a
 arguments hold at most :data:`SMALL_CALL_ELEMENTS` elements runs the twin without
 looking in the cache (on a cold cache -- no index for the kernel yet -- it still asks the
 worker to compile it, as above); a larger call (or any call once the context exists,
-made by another kernel's load or compile) loads the cached code as above.
+made by another kernel's load or compile) loads the cached code as above.  Once a process
+has spent :data:`SMALL_TWIN_BUDGET_SECONDS` in such twin calls, it sets numba up too: a
+twin call is slower than compiled code, and a process that keeps reading small tables
+would pay that on every call.
 
 Workers of concurrent processes take turns (an ``fcntl`` lock per request),
 so a signature is compiled once; a worker outlives its process until its
@@ -102,6 +105,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -133,6 +137,11 @@ RECHECK_SECONDS = 0.25
 #: Array elements (over all arguments) up to which a call runs its twin rather than set up
 #: numba's target context to load cached code (module docstring, "Small calls").
 SMALL_CALL_ELEMENTS = 4096
+#: CPU seconds of small twin calls after which a process sets numba up after all (a twin call
+#: costs tens of microseconds more than compiled code: a process that keeps reading pays
+#: the one-off set-up rather than that overhead on every call).
+SMALL_TWIN_BUDGET_SECONDS = 0.05
+_small_twin_seconds = [0.0]
 
 
 def _target_context_ready() -> bool:
@@ -451,8 +460,10 @@ class TwinnedKernel:
         return self._cold_call(args)
 
     def _cold_call(self, args: tuple[Any, ...]) -> Any:
-        if _small_call(args) and not _target_context_ready():
+        if _small_twin_seconds[0] < SMALL_TWIN_BUDGET_SECONDS and _small_call(args) and not _target_context_ready():
+            t0 = time.thread_time()  # CPU time: the machine's load does not spend the budget
             result = self.twin(*args)  # cheaper than setting up numba to load cached code
+            _small_twin_seconds[0] += time.thread_time() - t0
             if result is not NotImplemented:
                 self.twin_calls += 1
                 if not os.path.exists(self.dispatcher._cache._cache_file._index_path):
@@ -477,8 +488,6 @@ class TwinnedKernel:
 
     def _load_cached(self, sig: tuple[Any, ...]) -> bool:
         """Add the cached compiled code for ``sig`` (looked for at most every RECHECK_SECONDS)."""
-        import time
-
         d = self.dispatcher
         # One look at a time per kernel: threads arriving while another loads wait for it
         # (rather than run the twin and ask the worker for code that is in the cache).
