@@ -9,7 +9,7 @@ Children run with the bytecode cache on (``PYTHONDONTWRITEBYTECODE`` empty and a
 and on the user's kernel cache as it is (``lance-gpu compile`` run before, as the README's
 install does).
 
-    python3 benchmarks/bench_startup.py [--rounds 5] [--out startup_cpu] name=PATH ...
+    python3 benchmarks/bench_startup.py [--rounds 5] [--out startup_cpu] [--code CHECKOUT] name=PATH ...
 """
 
 from __future__ import annotations
@@ -54,11 +54,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default="startup_cpu")
+    ap.add_argument("--code", default=str(HERE.parent), help="checkout whose lance_gpu is measured")
     ap.add_argument("datasets", nargs="+", help="name=path of a pylance-written dataset")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as pycache:
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=pycache,
-                   PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+                   PYTHONPATH=os.pathsep.join([str(Path(args.code).resolve()), os.environ.get("PYTHONPATH", "")]))
         subprocess.run([sys.executable, "-c", "import lance_gpu, lance"], check=True, env=env, capture_output=True)
         rows = []
         for spec in args.datasets:
@@ -86,7 +87,7 @@ def main() -> None:
     lines = [
         "# Fresh process: import + first full read (median of interleaved rounds)",
         "",
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs (shared machine). "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs (shared machine), lance_gpu from {args.code}. "
         "wall = interpreter start to table; cpu = the process's user + system time. "
         "Produced by `python3 benchmarks/bench_startup.py`; every round in the JSON.",
         "",
