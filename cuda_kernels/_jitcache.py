@@ -139,8 +139,9 @@ RECHECK_SECONDS = 0.25
 SMALL_CALL_ELEMENTS = 4096
 #: CPU seconds of small twin calls after which a process sets numba up after all (a twin call
 #: costs tens of microseconds more than compiled code: a process that keeps reading pays
-#: the one-off set-up rather than that overhead on every call).
-SMALL_TWIN_BUDGET_SECONDS = 0.05
+#: the one-off set-up rather than that overhead on every call).  About half the set-up's
+#: own cost (~0.4 s): a process never pays more than ~1.6 times the better choice.
+SMALL_TWIN_BUDGET_SECONDS = 0.25
 _small_twin_seconds = [0.0]
 
 
