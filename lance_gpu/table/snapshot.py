@@ -50,7 +50,14 @@ from lance_gpu.table.blobs import blob_kind, description_field, read_description
 from lance_gpu.table.consistency import check_data_file
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS, check_reader_flags
-from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file, resolve_manifest
+from lance_gpu.table.manifest import (
+    ManifestFile,
+    NamingScheme,
+    latest_version,
+    parse_version_file_name,
+    read_manifest_file,
+    resolve_manifest,
+)
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
 
@@ -143,6 +150,14 @@ class TableSnapshot:
     @property
     def version(self) -> int:
         return int(self.manifest.version)
+
+    @cached_property
+    def naming(self) -> NamingScheme:
+        """How the dataset names its manifests (what a commit on this version names the
+        next one): from this version's manifest name, without a request; a detached
+        version asks the latest version."""
+        parsed = parse_version_file_name(self.manifest_path.rsplit("/", 1)[-1])
+        return parsed[1] if parsed is not None else latest_version(self.store, self.root).naming
 
     @cached_property
     def schema(self) -> pa.Schema:

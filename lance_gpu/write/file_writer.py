@@ -134,6 +134,10 @@ def _any(url: str, msg) -> file2_pb2.Encoding:
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
 
 
+#: Pages of fewer Arrow bytes than this are encoded by the writing thread, not the pool.
+INLINE_ENCODE_BELOW = 64 * 1024
+
+
 class LanceFileWriter:
     """Streams record batches of ``schema`` into one data file at ``path``.
 
@@ -253,6 +257,14 @@ class LanceFileWriter:
         elif isinstance(arrays[0], DeviceColumn):
             # device pages are encoded here, in order, by kernels on the device (not by the
             # CPU pool's threads)
+            fut = Future()
+            try:
+                fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))
+            except BaseException as exc:
+                fut.set_exception(exc)
+        elif nbytes < INLINE_ENCODE_BELOW:
+            # a small page encodes faster than a hand-off to a pool thread and back (under
+            # load each hand-off waits for the scheduler): the few rows of a small append
             fut = Future()
             try:
                 fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))

@@ -72,7 +72,7 @@ _DELETE_CHUNK = 16
 
 
 def _naming(ds: TableSnapshot):
-    return latest_version(ds.store, ds.root).naming
+    return ds.naming
 
 
 def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
