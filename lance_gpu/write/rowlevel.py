@@ -40,7 +40,6 @@ from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
-from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
@@ -229,7 +228,7 @@ class _RowChange:
                 self.written_files, self.written_bytes = len(data), sum(self.store.size(k) for k in data)
                 op.cleanup(self.store)
                 return None
-            return commit(self.store, self.root, op, ds.manifest_file, latest_version(self.store, self.root).naming)
+            return commit(self.store, self.root, op, ds.manifest_file, ds.naming)
         except BaseException:
             pool.shutdown(wait=True)
             op.cleanup(self.store)
