@@ -143,7 +143,7 @@ def main() -> None:
     load = os.getloadavg()
     head = ("| data | fragments | pages | chunks | plan s (median wall) | plan CPU s (min) | CPU us/page | CPU us/chunk "
             "| pylance to_table s | plan / pylance (wall) |")
-    lines = [f"{args.label} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
+    lines = [f"{args.label}: {Path(lance_gpu.__file__).parent.parent} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
              "|" + "---|" * 10]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.4f} | {r[9]:.2f} |")

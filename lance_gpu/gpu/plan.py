@@ -61,7 +61,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
@@ -69,6 +68,8 @@ from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.container import LanceFileReader, PageInfo
 from lance_gpu.file.encodings import fsst as fsst_enc
 from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
+from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import constant as constant_layout
@@ -162,7 +163,7 @@ def _level_encoding(enc) -> str:
         if int(ib.uncompressed_bits_per_value) == 16 and not ib.HasField("values"):
             return kind
     elif kind == "rle":
-        if _rle_bits(enc) == 16:
+        if rle_plan.value_bits(enc) == 16:
             return kind
     raise Unsupported(f"{kind} repetition/definition levels")
 
@@ -188,20 +189,9 @@ def _index_encoding(enc) -> str:
     if kind == "inline_bitpacking" and not enc.inline_bitpacking.HasField("values"):
         if int(enc.inline_bitpacking.uncompressed_bits_per_value) in _WORD_BITS:
             return kind
-    if kind == "rle" and _rle_bits(enc) is not None:
+    if kind == "rle" and rle_plan.value_bits(enc) is not None:
         return kind
     raise Unsupported(f"{kind} dictionary indices")
-
-
-def _rle_bits(enc) -> int | None:
-    rle = enc.rle
-    v, r = rle.values, rle.run_lengths
-    if v.WhichOneof("compression") != "flat" or r.WhichOneof("compression") != "flat":
-        return None
-    if v.flat.HasField("data") or r.flat.HasField("data") or int(r.flat.bits_per_value) != 8:
-        return None
-    bits = int(v.flat.bits_per_value)
-    return bits if bits in _WORD_BITS else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,7 +426,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
             _index_encoding(enc)
             return
         if vk == "rle":
-            if nbuf != 2 or leaf.kind != "fixed" or _rle_bits(enc) != 8 * leaf.width:
+            if nbuf != 2 or leaf.kind != "fixed" or rle_plan.value_bits(enc) != 8 * leaf.width:
                 raise Unsupported("this Rle layout")
             return
         if nbuf != 1:
@@ -701,7 +691,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
     utf8 = is_utf8_type(leaf.arrow_type)
-    whole = leaf.reader.mapped if BULK_MIN_PAGES is not None else None
+    whole = leaf.reader.mapped if BULK_MIN_PAGES is not None and len(leaf.pages) >= BULK_MIN_PAGES else None
     bulk = [_batchable(page, whole) for page in leaf.pages] if whole is not None else []
     if sum(bulk) < (BULK_MIN_PAGES or 0) or not any(bulk):
         bulk = [False] * len(leaf.pages)
@@ -758,10 +748,14 @@ class _Chunks:
     whole memory-mapped file for a batch of pages (spans rebased by each page's file offset).
     Per chunk: byte ``x`` of ``data`` lies at arena position ``x + shift``; its page's chunk
     data ends at ``end`` in ``data``; its first value is value ``value`` of the leaf; its
-    first repetition / definition level goes to level ``rep_dst`` / ``def_dst``."""
+    first repetition / definition level goes to level ``rep_dst`` / ``def_dst``.  Every
+    ``shift`` is a multiple of ``align`` (1, 2, 4 or 8); ``in_map``: ``data`` is the file map
+    (blocks read in it must be checked against their page's ``end``)."""
 
     data: np.ndarray
     shift: np.ndarray
+    align: int
+    in_map: bool
     end: np.ndarray
     counts: np.ndarray
     levels: np.ndarray
@@ -773,6 +767,9 @@ class _Chunks:
     def_dst: np.ndarray
 
 
+_NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
+
+
 def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple, vpos: int, rep_dst: int, def_dst: int) -> _Chunks:
     """One page's chunks (``data`` at arena ``data_pos``; ``chunks``: its chunk headers)."""
     levels, rep_spans, def_spans, cbufs = chunks
@@ -780,9 +777,14 @@ def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple,
     n = counts.size
     first_level = miniblock.exclusive_scan(levels)[:-1]
     return _Chunks(
-        data, np.full(n, data_pos, np.int64), np.full(n, data.size, np.int64), counts, levels, rep_spans, def_spans,
+        data, np.full(n, data_pos, np.int64), _alignment(data_pos), False, _NO_END, counts, levels, rep_spans, def_spans,
         cbufs, vpos + miniblock.exclusive_scan(counts)[:-1], rep_dst + first_level, def_dst + first_level,
     )
+
+
+def _alignment(pos: int) -> int:
+    """The largest of 1, 2, 4, 8 dividing ``pos`` (of every value OR-ed into ``pos``)."""
+    return 8 if pos % 8 == 0 else 4 if pos % 4 == 0 else 2 if pos % 2 == 0 else 1
 
 
 def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx) -> None:
@@ -800,40 +802,24 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
         _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx)
         return
     if kind == "rle":
-        # block form: u64 values_bytes | u16 values | u8 run lengths
-        if np.any(sizes < 8):
-            raise ctx.corrupt("RLE level buffer shorter than its header")
-        head = ch.data[starts[:, None] + np.arange(8)].copy().view("<u8").reshape(-1).astype(np.int64)
-        nruns = head // 2
-        if np.any(head % 2) or np.any(8 + head + nruns > sizes):
-            raise ctx.corrupt("RLE level buffer sections out of range")
+        vals, runs, nruns = rle_plan.level_runs(ch.data, starts, sizes, ctx)
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(
-            vals=ch.shift + starts + 8, runs=ch.shift + starts + 8 + head, nruns=nruns, count=nlevels,
-            dest=_DESTS.index("level"), dst=2 * dst,
-        )
+        lst.add(vals=ch.shift + vals, runs=ch.shift + runs, nruns=nruns, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
-    ool = enc.out_of_line_bitpacking
-    width = int(ool.values.flat.bits_per_value)
-    if not 0 <= width <= 16:
-        raise ctx.corrupt(f"level bit width {width}")
-    boff, bcount, tail_off, tail_len, ok = native.ool_chunk_plan(starts, sizes, nlevels, width, 2)
-    if not ok or np.any(ch.shift % 2):
+    blocks = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
+    if ch.align % 2:
         raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
-    packed = nlevels - tail_len
-    nblk = -(-packed // 1024)
-    if int(nblk.sum()) != boff.size:
-        raise ctx.corrupt("mini-block level blocks do not match their counts")
-    if boff.size:
-        chunk = np.repeat(np.arange(nlevels.size), nblk)
-        within = np.arange(boff.size) - miniblock.exclusive_scan(nblk)[chunk]
+    if blocks.words.size:
+        chunk = blocks.chunk
         unit.unpack_list("level", 16).add(
-            words=ch.shift[chunk] // 2 + boff, width=width, dst=dst[chunk] + 1024 * within, count=bcount
+            words=ch.shift[chunk] // 2 + blocks.words, width=blocks.width, dst=dst[chunk] + 1024 * blocks.within,
+            count=blocks.counts,
         )
-    tails = np.flatnonzero(tail_len)
+    tails = np.flatnonzero(blocks.tail_len)
     if tails.size:
         unit.copy_level.add(
-            src=ch.shift[tails] + 2 * tail_off[tails], len=2 * tail_len[tails], dst=2 * (dst[tails] + packed[tails]),
+            src=ch.shift[tails] + 2 * blocks.tail_off[tails], len=2 * blocks.tail_len[tails],
+            dst=2 * (dst[tails] + blocks.packed[tails]),
         )
 
 
@@ -887,7 +873,7 @@ def _land_chunks(unit, leaf, page, data, data_pos, vpos, rep_dst, def_dst, dicti
 
 def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, dictionary) -> None:
     """The work of one mini-block page's chunks ``ch``."""
-    _emit_chunk_work(unit, leaf, page.layout, ch, dictionary, leaf.ctx())
+    _emit_chunk_work(unit, leaf, page.layout, ch, page.num_values, dictionary, leaf.ctx())
     mb = page.layout
     if leaf.kind == "var" and int(mb.num_buffers) and page.num_values and dictionary is None:
         if mb.value_compression.WhichOneof("compression") == "fsst":
@@ -895,14 +881,15 @@ def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, di
                       page.num_values, leaf.ctx())
 
 
-def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, dictionary, ctx) -> None:
-    """The level and value work of the chunks ``ch`` of pages encoded as ``mb`` (one page, or
-    pages whose :func:`_group_key` is the same); FSST tables are the caller's."""
+def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
+    """The level and value work of the chunks ``ch`` (``nvalues`` values) of pages encoded
+    as ``mb`` (one page, or pages whose :func:`_group_key` is the same); FSST tables are the
+    caller's."""
     if mb.HasField("rep_compression"):
         _emit_levels(unit, mb.rep_compression, ch, ch.rep, ch.rep_dst, ctx)
     if mb.HasField("def_compression"):
         _emit_levels(unit, mb.def_compression, ch, ch.dfn, ch.def_dst, ctx)
-    if int(mb.num_buffers) == 0 or not int(ch.counts.sum()):
+    if int(mb.num_buffers) == 0 or not nvalues:
         return
     enc = mb.value_compression
     vk = enc.WhichOneof("compression")
@@ -941,37 +928,28 @@ def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, coun
     """InlineBitpacking chunks (buffers at ``starts`` of ``ch.data``): chunk ``i``'s values go
     to item ``dst_item[i]`` (items of ``bits``) of the destination."""
     word = bits // 8
-    word_off, widths, nvals, ok = native.inline_bitpack_blocks(ch.data, starts, counts, word)
-    if not ok:
-        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
-    if np.any(ch.shift % word):
+    # blocks must end inside their page's chunk data when ch.data is the file's map
+    blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
+    if ch.align % word:
         raise ctx.corrupt("misaligned bit-packed buffer")
-    nblk = -(-np.asarray(counts, np.int64) // 1024)
-    chunk = np.repeat(np.arange(nblk.size), nblk)
-    # a block ends inside its page's chunk data (ch.data may be the whole file)
-    if np.any((word_off + 1024 * widths // bits) * word > ch.end[chunk]):
-        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
-    before = miniblock.exclusive_scan(nvals)[:-1]
-    dst = np.asarray(dst_item, np.int64)[chunk] + (before - miniblock.exclusive_scan(counts)[chunk])
-    unit.unpack_list(dest, bits).add(words=ch.shift[chunk] // word + word_off, width=widths, dst=dst, count=nvals)
+    chunk = blocks.chunk
+    unit.unpack_list(dest, bits).add(
+        words=ch.shift[chunk] // word + blocks.word_off, width=blocks.widths,
+        dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
+    )
 
 
 def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray, ctx) -> None:
     """Rle{Flat, Flat8} chunks of ``ch``: chunk ``i`` expands to byte ``dst_byte[i]`` of ``dest``."""
-    vbits = _rle_bits(enc)
+    vbits = rle_plan.value_bits(enc)
     if vbits is None:
         raise Unsupported("this Rle layout")
-    vb = vbits // 8
-    cbufs = ch.bufs
-    nruns = cbufs[:, 1, 1]
-    if np.any(cbufs[:, 0, 1] < nruns * vb):
-        raise ctx.corrupt("RLE values buffer shorter than its run count")
+    nruns = rle_plan.chunk_runs(ch.bufs, vbits // 8, ctx)
     lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
     lst.add(
-        vals=ch.shift + cbufs[:, 0, 0], runs=ch.shift + cbufs[:, 1, 0], nruns=nruns, count=ch.counts,
+        vals=ch.shift + ch.bufs[:, 0, 0], runs=ch.shift + ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
         dest=_DESTS.index(dest), dst=dst_byte,
     )
-
 
 
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
@@ -1009,7 +987,7 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     elif kind == "flat":
         bits = int(enc.flat.bits_per_value)
     else:
-        bits = _rle_bits(enc)  # type: ignore[assignment]
+        bits = rle_plan.value_bits(enc)  # type: ignore[assignment]
     ipos = unit.alloc_index(bits, n)
     lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
     if isinstance(items, VariableWidthBlock):
@@ -1068,7 +1046,7 @@ def _group_key(leaf: LeafPlan, mb) -> tuple:
     elif vk == "inline_bitpacking":
         value = (vk, int(enc.inline_bitpacking.uncompressed_bits_per_value))
     elif vk == "rle":
-        value = (vk, _rle_bits(enc))
+        value = (vk, rle_plan.value_bits(enc))
     else:
         value = ("flat", _fixed_flat(enc))
     return rep, dfn, int(mb.num_buffers), value
@@ -1138,13 +1116,15 @@ def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: 
         value_in_page -= value_in_page[first_chunk[:-1]][page_of]  # every batched page has chunks
         level_in_page = miniblock.exclusive_scan(levels)[:-1]
         level_in_page -= level_in_page[first_chunk[:-1]][page_of]
+        shift = np.asarray(batch.data_pos, np.int64)[sel] - offset
         ch = _Chunks(
-            whole, np.repeat(np.asarray(batch.data_pos, np.int64)[sel] - offset, nchunks), np.repeat(offset + size, nchunks),
+            whole, np.repeat(shift, nchunks), _alignment(int(np.bitwise_or.reduce(shift))), True,
+            np.repeat(offset + size, nchunks),
             counts, levels, rep, dfn, bufs, np.repeat(np.asarray(batch.vpos, np.int64)[sel], nchunks) + value_in_page,
             np.repeat(np.asarray(batch.rep_dst, np.int64)[sel], nchunks) + level_in_page,
             np.repeat(np.asarray(batch.def_dst, np.int64)[sel], nchunks) + level_in_page,
         )
-        _emit_chunk_work(unit, leaf, pages[0].layout, ch, None, ctx)
+        _emit_chunk_work(unit, leaf, pages[0].layout, ch, sum(pg.num_values for pg in pages), None, ctx)
         if leaf.kind == "var" and pages[0].layout.value_compression.WhichOneof("compression") == "fsst":
             for i in members:
                 pg = batch.pages[i]
