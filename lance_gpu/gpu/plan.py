@@ -277,14 +277,22 @@ class _Lists:
         self._parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
 
     def add(self, **cols) -> None:
-        arrays = {name: np.atleast_1d(np.asarray(cols[name], np.int64)) for name in self._names}
-        n = max(a.size for a in arrays.values())
-        for name, a in arrays.items():
-            if a.size != n:
-                if a.size != 1:
-                    msg = f"work list column {name} has {a.size} entries, expected {n}"
-                    raise ValueError(msg)
-                a = np.full(n, a[0], np.int64)
+        """Append entries: every column an array of ``n`` values or one value for all ``n``
+        (``n``: the longest column).  Called per page or per group of pages, so int64
+        vectors of the right length are taken as they are."""
+        values = [cols[name] for name in self._names]
+        sizes = [v.size if type(v) is np.ndarray else 1 for v in values]
+        n = max(sizes)
+        for name, v, size in zip(self._names, values, sizes, strict=True):
+            if size == n and type(v) is np.ndarray and v.ndim == 1 and v.dtype == np.int64:
+                a = v
+            else:
+                a = np.asarray(v, np.int64).reshape(-1)
+                if a.size != n:
+                    if a.size != 1:
+                        msg = f"work list column {name} has {a.size} entries, expected {n}"
+                        raise ValueError(msg)
+                    a = np.full(n, a[0], np.int64)
             self._parts[name].append(a)
 
     def __len__(self) -> int:
