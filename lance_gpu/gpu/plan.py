@@ -783,10 +783,15 @@ def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple,
     levels, rep_spans, def_spans, cbufs = chunks
     counts = page.parsed["counts"]
     n = counts.size
-    first_level = miniblock.exclusive_scan(levels)[:-1]
+    value = vpos + miniblock.exclusive_scan(counts)[:-1]
+    if page.has_rep or page.has_def:
+        first_level = miniblock.exclusive_scan(levels)[:-1]
+        rep_first, def_first = rep_dst + first_level, def_dst + first_level
+    else:  # no level work reads them
+        rep_first = def_first = value
     return _Chunks(
         data, np.full(n, data_pos, np.int64), _alignment(data_pos), False, _NO_END, counts, levels, rep_spans, def_spans,
-        cbufs, vpos + miniblock.exclusive_scan(counts)[:-1], rep_dst + first_level, def_dst + first_level,
+        cbufs, value, rep_first, def_first,
     )
 
 
