@@ -19,7 +19,8 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
 Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
 (``time.thread_time``: steadier than wall time on a loaded machine) and it per page and per
-chunk, and, for scale, pylance's ``to_table`` of the same columns in the same process
+chunk, split into parsing (``plan_field_leaves``: protobufs, chunk tables) and placing
+(``place_leaf``: work items) per page (least of each), and, for scale, pylance's ``to_table`` of the same columns in the same process
 (ratio planner / pylance read, wall).
 The load average is recorded with the figures.  Output: stdout, and with ``--out FILE`` a
 markdown table.
@@ -83,22 +84,28 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
-def plan_read(ds, names: list[str]) -> tuple[int, int]:
-    """Plan a full read of ``names`` as ``scan_device`` does (no staging); returns (pages, chunks)."""
+def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[int, int]:
+    """Plan a full read of ``names`` as ``scan_device`` does (no staging); returns (pages,
+    chunks); ``phases`` gets the CPU seconds of parsing (``plan_field_leaves``) and of
+    placing (``place_leaf``)."""
     from lance_gpu.gpu.plan import UnitPlan, place_leaf, plan_field_leaves
 
     snap = ds._snapshot
     arrow_fields = {f.name: snap.schema.field(f.name) for f in snap.lance_schema.fields}
     fields = [f for f in snap.lance_schema.fields if f.name in names]
     leaves = []
+    t0 = time.thread_time()
     for frag in snap.fragments:
         for f in fields:
             src = frag.field_source(f)
             reader = frag.file_reader(src.path)
             leaves.extend(plan_field_leaves(reader, arrow_fields[f.name], src.columns))
+    t1 = time.thread_time()
     unit = UnitPlan()
     for leaf in leaves:
         place_leaf(unit, leaf)
+    if phases is not None:
+        phases[:] = [t1 - t0, time.thread_time() - t1]
     pages = sum(len(leaf.pages) for leaf in leaves)
     chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed)
     return pages, chunks
@@ -121,12 +128,13 @@ def main() -> None:
 
     rows = []
     for name, (uri, cols) in sets.items():
-        times, cpu, ptimes = [], [], []
+        times, cpu, ptimes, parse, place = [], [], [], [], []
         for r in range(args.repeat + 1):
             ds = lance_gpu.dataset(uri)
             c0 = time.thread_time()
             t0 = time.perf_counter()
-            pages, chunks = plan_read(ds, cols)
+            phases: list[float] = []
+            pages, chunks = plan_read(ds, cols, phases)
             t1 = time.perf_counter()
             c1 = time.thread_time()
             lance.dataset(uri).to_table(columns=cols)
@@ -134,19 +142,22 @@ def main() -> None:
             if r:
                 times.append(t1 - t0)
                 cpu.append(c1 - c0)
+                parse.append(phases[0])
+                place.append(phases[1])
                 ptimes.append(t2 - t1)
         t = statistics.median(times)
         c = min(cpu)
         p = statistics.median(ptimes)
         rows.append((name, len(lance.dataset(uri).get_fragments()), pages, chunks, t, c, 1e6 * c / pages,
-                     1e6 * c / max(chunks, 1), p, t / p))
+                     1e6 * c / max(chunks, 1), 1e6 * min(parse) / pages, 1e6 * min(place) / pages, p, t / p))
     load = os.getloadavg()
     head = ("| data | fragments | pages | chunks | plan s (median wall) | plan CPU s (min) | CPU us/page | CPU us/chunk "
-            "| pylance to_table s | plan / pylance (wall) |")
+            "| parse us/page | place us/page | pylance to_table s | plan / pylance (wall) |")
     lines = [f"{args.label}: {Path(lance_gpu.__file__).parent.parent} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
-             "|" + "---|" * 10]
+             "|" + "---|" * 12]
     for r in rows:
-        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.4f} | {r[9]:.2f} |")
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.1f} "
+                     f"| {r[9]:.1f} | {r[10]:.4f} | {r[11]:.2f} |")
     text = "\n".join(lines)
     print(text)
     if args.out:
