@@ -761,7 +761,7 @@ class _Chunks:
     (blocks read in it must be checked against their page's ``end``)."""
 
     data: np.ndarray
-    shift: np.ndarray
+    shift: int | np.ndarray  # one int for all chunks of one page
     align: int
     in_map: bool
     end: np.ndarray
@@ -782,7 +782,6 @@ def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple,
     """One page's chunks (``data`` at arena ``data_pos``; ``chunks``: its chunk headers)."""
     levels, rep_spans, def_spans, cbufs = chunks
     counts = page.parsed["counts"]
-    n = counts.size
     value = vpos + miniblock.exclusive_scan(counts)[:-1]
     if page.has_rep or page.has_def:
         first_level = miniblock.exclusive_scan(levels)[:-1]
@@ -790,9 +789,14 @@ def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple,
     else:  # no level work reads them
         rep_first = def_first = value
     return _Chunks(
-        data, np.full(n, data_pos, np.int64), _alignment(data_pos), False, _NO_END, counts, levels, rep_spans, def_spans,
+        data, int(data_pos), _alignment(data_pos), False, _NO_END, counts, levels, rep_spans, def_spans,
         cbufs, value, rep_first, def_first,
     )
+
+
+def _shift(ch: _Chunks, index: np.ndarray) -> int | np.ndarray:
+    """``ch.shift`` of the chunks ``index``."""
+    return ch.shift if isinstance(ch.shift, int) else ch.shift[index]
 
 
 def _alignment(pos: int) -> int:
@@ -825,13 +829,13 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     if blocks.words.size:
         chunk = blocks.chunk
         unit.unpack_list("level", 16).add(
-            words=ch.shift[chunk] // 2 + blocks.words, width=blocks.width, dst=dst[chunk] + 1024 * blocks.within,
+            words=_shift(ch, chunk) // 2 + blocks.words, width=blocks.width, dst=dst[chunk] + 1024 * blocks.within,
             count=blocks.counts,
         )
     tails = np.flatnonzero(blocks.tail_len)
     if tails.size:
         unit.copy_level.add(
-            src=ch.shift[tails] + 2 * blocks.tail_off[tails], len=2 * blocks.tail_len[tails],
+            src=_shift(ch, tails) + 2 * blocks.tail_off[tails], len=2 * blocks.tail_len[tails],
             dst=2 * (dst[tails] + blocks.packed[tails]),
         )
 
@@ -947,7 +951,7 @@ def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, coun
         raise ctx.corrupt("misaligned bit-packed buffer")
     chunk = blocks.chunk
     unit.unpack_list(dest, bits).add(
-        words=ch.shift[chunk] // word + blocks.word_off, width=blocks.widths,
+        words=_shift(ch, chunk) // word + blocks.word_off, width=blocks.widths,
         dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
     )
 
