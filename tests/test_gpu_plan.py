@@ -157,11 +157,12 @@ def test_mapped_buffers_are_views_of_the_map(datasets):
 
 
 def _corrupt_copy(src: str, dst: Path, column: int, buffer: int, edit) -> str:
-    """A copy of the dataset whose first page of ``column`` with two chunks or more (2.1) has
-    ``edit(bytes)`` applied to its buffer ``buffer``."""
+    """A copy of the dataset whose first page of ``column`` with two chunks or more (or the
+    first page, where there is none) has ``edit(bytes)`` applied to its buffer ``buffer``."""
     shutil.copytree(src, dst)
     path = next(Path(dst, "data").glob("*.lance"))
-    info = next(p for p in LanceFileReader(path).column(column).pages if int(p.buffer_sizes[0]) >= 4)
+    pages = LanceFileReader(path).column(column).pages
+    info = next((p for p in pages if int(p.buffer_sizes[0]) >= 4), pages[0])
     offset, size = int(info.buffer_offsets[buffer]), int(info.buffer_sizes[buffer])
     raw = bytearray(path.read_bytes())
     raw[offset : offset + size] = edit(bytes(raw[offset : offset + size]))
@@ -186,13 +187,22 @@ def _bad_width(data: bytes) -> bytes:
     return bytes(chunk)
 
 
+def _huge_buffer(data: bytes) -> bytes:
+    """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
+    chunk = bytearray(data)
+    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
+    return bytes(chunk)
+
+
 @pytest.mark.parametrize(("name", "column", "buffer", "edit", "message"), [
     ("many21", 6, 0, _all_chunks_full, "does not add up"),
     ("many22", 1, 1, _bad_width, "inline bit-packed chunk is malformed"),
-], ids=["chunk-metadata", "bit-width"])
+    ("many21", 0, 1, _huge_buffer, "points past its chunk"),
+], ids=["chunk-metadata", "bit-width", "chunk-header"])
 def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkeypatch, name, column, buffer, edit, message):
-    """Corrupt chunk metadata (counts beyond the page) and a corrupt bit width: the same
-    CorruptFileError from bulk and page-by-page planning, and from the CPU reader."""
+    """Corrupt chunk metadata (counts beyond the page), a corrupt bit width and a chunk
+    header pointing past its chunk: the same CorruptFileError from bulk and page-by-page
+    planning, and from the CPU reader."""
     uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}", column, buffer, edit)
     errors = []
     for threshold in (None, 1):
