@@ -699,12 +699,13 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
     utf8 = is_utf8_type(leaf.arrow_type)
+    # mini-block pages emitted together (a leaf of at least BULK_MIN_PAGES such pages)
     whole = leaf.reader.mapped if BULK_MIN_PAGES is not None and len(leaf.pages) >= BULK_MIN_PAGES else None
-    bulk = [_batchable(page, whole) for page in leaf.pages] if whole is not None else []
-    if sum(bulk) < (BULK_MIN_PAGES or 0) or not any(bulk):
+    bulk = [_batchable(page, whole) for page in leaf.pages]
+    if sum(bulk) < (BULK_MIN_PAGES or 1):
         bulk = [False] * len(leaf.pages)
     batch = _Batch()
-    for page, in_bulk in zip(leaf.pages, bulk or [False] * len(leaf.pages), strict=True):
+    for page, in_bulk in zip(leaf.pages, bulk, strict=True):
         if leaf.kind == "var":
             unit.var_checks.append((leaf.slot_lo + vpos, page.num_values, utf8, leaf.path, leaf.column, page.index))
         rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
