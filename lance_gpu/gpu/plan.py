@@ -69,6 +69,7 @@ from lance_gpu.file.container import LanceFileReader, PageInfo
 from lance_gpu.file.encodings import fsst as fsst_enc
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
+from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.reader import parse_layout
@@ -130,20 +131,6 @@ def leaf_kind(t: pa.DataType) -> tuple[str, int]:
     if bits % 8:
         raise Unsupported(f"{bits}-bit values")
     return "fixed", bits // 8
-
-
-def _fixed_flat(enc) -> tuple[int, int] | None:
-    """(items per value, bits per item) of Flat or FixedSizeList(...Flat) without extras."""
-    dim = 1
-    while enc.WhichOneof("compression") == "fixed_size_list":
-        fsl = enc.fixed_size_list
-        if fsl.has_validity:
-            return None
-        dim *= int(fsl.items_per_value)
-        enc = fsl.values
-    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
-        return None
-    return dim, int(enc.flat.bits_per_value)
 
 
 def _level_encoding(enc) -> str:
@@ -450,7 +437,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
             if leaf.kind == "fixed" and not ib.HasField("values") and int(ib.uncompressed_bits_per_value) == 8 * leaf.width:
                 return
             raise Unsupported("this InlineBitpacking layout")
-        ff = _fixed_flat(enc)
+        ff = flat_plan.fixed_items(enc)
         if ff is None:
             raise Unsupported(f"{vk} values in mini-block pages")
         dim, bits = ff
@@ -464,7 +451,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
         det = fz.WhichOneof("details")
         enc = fz.value_compression
         if det == "bits_per_value":
-            ff = _fixed_flat(enc)
+            ff = flat_plan.fixed_items(enc)
             if leaf.kind != "fixed" or ff is None or ff[0] * ff[1] != int(fz.bits_per_value) or int(fz.bits_per_value) != 8 * leaf.width:
                 raise Unsupported("this full-zip fixed-width layout")
             if int(fz.bits_rep) == 0 and invisible_levels(tuple(int(x) for x in fz.layers)).any():
@@ -929,7 +916,7 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     if vk == "rle":
         _emit_rle(unit, "fixed", enc, ch, dst, ctx)
         return
-    dim, bits = _fixed_flat(enc)  # type: ignore[misc]
+    dim, bits = flat_plan.fixed_items(enc)  # type: ignore[misc]
     if bits == 1:
         need = (counts * dim + 7) // 8
         if np.any(sizes < need):
@@ -1066,7 +1053,7 @@ def _group_key(leaf: LeafPlan, mb) -> tuple:
     elif vk == "rle":
         value = (vk, rle_plan.value_bits(enc))
     else:
-        value = ("flat", _fixed_flat(enc))
+        value = ("flat", flat_plan.fixed_items(enc))
     return rep, dfn, int(mb.num_buffers), value
 
 
