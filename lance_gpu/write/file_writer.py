@@ -98,6 +98,9 @@ def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[
     """Encode buffered arrays of one top-level field: ``(column index within the field, page,
     row offset)`` in write order (2.1+: one page per leaf; rows whose levels overflow a page
     are split in halves; 2.0: one page per column, parents included)."""
+    if any(isinstance(a, DeviceColumn) for a in arrays) and not all(isinstance(a, DeviceColumn) for a in arrays):
+        # device and host pieces of one field (a stream mixing them): the CPU encoder's
+        arrays = [a.to_arrow() if isinstance(a, DeviceColumn) else a for a in arrays]
     if isinstance(arrays[0], DeviceColumn):
         got = encode_device_field(arrays, field, minor)  # type: ignore[arg-type]
         if not isinstance(got[0], pa.Array):
