@@ -354,6 +354,12 @@ class LanceFileReader:
                 ranges.extend(zip(page.buffer_offsets, page.buffer_sizes))
         fetch(ranges)
 
+    @property
+    def mapped(self) -> np.ndarray | None:
+        """The whole file as a read-only ``uint8`` view of its memory map (None when the
+        file is not mapped); :meth:`read_buffers` of a mapped file returns views of it."""
+        return getattr(self.io, "mapped", None)
+
     def needs_request(self, offset: int, size: int) -> bool:
         """Whether reading ``[offset, offset + size)`` would be a request to an object store
         (False for memory-mapped local files and for bytes already fetched)."""
