@@ -58,6 +58,18 @@ def test_every_read_equals_pylance(pair) -> None:
         assert frag_ours.to_table().equals(frag_ref.to_table())
 
 
+@pytest.mark.parametrize("batch_size", [5, 40, 1000])
+def test_batch_edges_equal_pylance(pair, batch_size) -> None:
+    """Loose batches end where fragments end, strict ones only at ``batch_size``, as
+    pylance's (fragments decoded together in one span are still cut at their edges)."""
+    ref, ours = pair
+    for strict in (False, True):
+        got = list(ours.to_batches(batch_size=batch_size, strict_batch_size=strict))
+        want = list(ref.to_batches(batch_size=batch_size, strict_batch_size=strict))
+        assert [b.num_rows for b in got] == [b.num_rows for b in want], strict
+        assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
+
+
 @pytest.mark.parametrize("group_rows", [1, 100, execute.SPAN_ROWS])
 @pytest.mark.parametrize("where", ["x < 0.3", "n IS NULL OR s = 'w001_y'", "id % 7 = 0 AND x > 0.5", "x > 2", "_rowaddr >= 21474836480 AND x < 0.7"])
 def test_filters_equal_pylance_in_any_grouping(pair, monkeypatch, group_rows, where) -> None:

@@ -124,8 +124,9 @@ class Executor(Protocol):
     def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]: ...
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
-            ahead: int | None) -> Iterator[pa.Table]:
-        """Decode and finish (virtual columns, filter, projection) each unit, in order."""
+            ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
+        """Decode and finish (virtual columns, filter, projection) each unit, in order
+        (``unit_edges``: no table holds rows of two units)."""
         ...
 
 
@@ -360,17 +361,22 @@ def _unit_positions(group: Sequence[ReadUnit], keep: np.ndarray) -> list[tuple[R
 
 
 def _finish_span(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Sequence[LanceField],
-                 late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> pa.Table:
+                 late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None,
+                 ) -> tuple[pa.Table, np.ndarray]:
     """One span read start to finish: the ``early`` fields (all of them without late
     materialization) and the virtual columns decoded for the span, the filter evaluated
     once, the ``late`` fields decoded for the surviving rows of the units holding any, the
-    projection applied."""
+    projection applied.  Returns the table and how many of its rows each unit gave (in
+    order; they add up to the table's rows)."""
     table = add_virtual_span(read_span(group, early, arrow_fields), group, resolved.virtual, offsets)
     if resolved.filter is None:
-        return project(resolved, table)
+        return project(resolved, table), np.fromiter((u.num_rows for u in group), np.int64, len(group))
     keep = resolved.filter.positions(table)
+    bounds = np.zeros(len(group) + 1, np.int64)
+    np.cumsum([u.num_rows for u in group], out=bounds[1:])
+    per_unit = np.diff(np.searchsorted(keep, bounds))
     if not resolved.outputs:  # counting: no row is built
-        return empty_table(int(keep.size), resolved.schema.metadata)
+        return empty_table(int(keep.size), resolved.schema.metadata), per_unit
     table = take_table_sorted(table, keep)
     if late:
         parts = [(u.fragment, rows) for u, rows in _unit_positions(group, keep)]
@@ -379,7 +385,16 @@ def _finish_span(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Seque
             # (no survivor: an empty column of the type the field reads as)
             col = read_field_span(parts, f, af) if parts else group[0].fragment.read_field(f, af, np.zeros(0, np.int64))
             table = table.append_column(f.name, col)
-    return project(resolved, table)
+    return project(resolved, table), per_unit
+
+
+def _split_at_units(table: pa.Table, per_unit: np.ndarray) -> Iterator[pa.Table]:
+    """``table`` (a span's rows) as one zero-copy slice per unit that gave rows."""
+    start = 0
+    for n in per_unit.tolist():
+        if n:
+            yield table.slice(start, n)
+            start += n
 
 
 def _prefetch_rows(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> list[FragmentSnapshot]:
@@ -527,9 +542,11 @@ class CpuExecutor:
             yield group, read_span(group, fields, arrow_fields)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
-            ahead: int | None) -> Iterator[pa.Table]:
+            ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
         """One finished table per unit; on a mapped store, one per span of small units
-        (:func:`_finish_span`: one decode per field, one filter evaluation)."""
+        (:func:`_finish_span`: one decode per field, one filter evaluation), or with
+        ``unit_edges`` the span's table cut into one slice per unit (a consumer that ends
+        batches where fragments end, as pylance's loose batches do)."""
         late = resolved.late_fields()
         early = [f for f in resolved.read_fields if f not in late]
         arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
@@ -538,8 +555,12 @@ class CpuExecutor:
             for group in spans:
                 if len(group) == 1 and late:  # one larger unit: late fields decoded selectively
                     yield _filtered_group(resolved, group, early, late, arrow_fields, offsets)[0]
+                    continue
+                table, per_unit = _finish_span(resolved, group, early, late, arrow_fields, offsets)
+                if unit_edges and len(group) > 1:
+                    yield from _split_at_units(table, per_unit)
                 else:
-                    yield _finish_span(resolved, group, early, late, arrow_fields, offsets)
+                    yield table
             return
         if not late:
             decoded = self.decode(ds, units, resolved.read_fields, ahead)
@@ -610,7 +631,8 @@ class GpuExecutor:
             yield project_device(resolved, dt, unit, project, offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
-            ahead: int | None) -> Iterator[pa.Table]:
+            ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
+        """One finished host table per unit (whole fragments: ``unit_edges`` holds already)."""
         from lance_gpu.gpu.columns import DeviceColumn
 
         for dt in self.run_device(ds, units, resolved, offsets):
@@ -804,11 +826,13 @@ def run_plan(
     *,
     window: int | None = None,
     ahead: int | None = None,
+    unit_edges: bool = False,
 ) -> Iterator[pa.Table]:
     """Run ``plan``: one finished Arrow table per read unit or span of small units (empty
     ones included), in scan order, with the plan's ``offset`` / ``limit`` applied over the
     filtered rows.  ``window``: rows per unit (None: whole fragments); ``ahead``: units
-    decoding ahead of the consumer (None: all)."""
+    decoding ahead of the consumer (None: all); ``unit_edges``: no table holds
+    rows of two units (so batches cut from each table end where fragments end)."""
     if ds is None:
         ds = open_snapshot(plan.uri, plan.version, plan.storage_options)
     if executor is None:
@@ -820,7 +844,7 @@ def run_plan(
     left = plan.limit
     if left == 0:
         return
-    finished = executor.run(ds, units, resolved, offsets, ahead)
+    finished = executor.run(ds, units, resolved, offsets, ahead, unit_edges)
     try:
         for table in finished:
             if skip:

@@ -144,7 +144,9 @@ class LanceScanner:
         # units in flight: batch_readahead batches' worth of windows, and at least
         # fragment_readahead units (a unit is at most one window of one fragment)
         ahead = max(1, -(-plan.batch_readahead * size // window), plan.fragment_readahead)
-        tables = run_plan(plan, self._executor(), self.snapshot, window=window, ahead=ahead)
+        # loose batches end where fragments end, as pylance's do
+        tables = run_plan(plan, self._executor(), self.snapshot, window=window, ahead=ahead,
+                          unit_edges=not plan.strict_batch_size)
         return rebatch(tables, size, plan.strict_batch_size)
 
     def to_reader(self) -> pa.RecordBatchReader:
