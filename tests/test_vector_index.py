@@ -106,6 +106,80 @@ def test_search_equals_pylance(built: dict, index_type: str, metric: str, nprobe
         _same(theirs, ours)
 
 
+
+@pytest.mark.parametrize(("index_type", "metric"), [("IVF_FLAT", "l2"), ("IVF_FLAT", "dot"), ("IVF_PQ", "l2"),
+                                                    ("IVF_SQ", "l2")])
+@pytest.mark.parametrize("probes", [{"minimum_nprobes": 1}, {"minimum_nprobes": 2, "maximum_nprobes": 4},
+                                    {"minimum_nprobes": 1, "maximum_nprobes": 1}])
+@pytest.mark.parametrize("k", [1, 10, 30])
+def test_minimum_nprobes_equals_pylance(built: dict, index_type: str, metric: str, probes: dict, k: int) -> None:
+    """``search_effort=0``: pylance starts at ``minimum_nprobes`` partitions (capped by
+    ``maximum_nprobes``) and widens only while fewer than ``k`` rows were found: the same rows
+    and distances."""
+    path = built[(index_type, metric)]
+    for q in _queries():
+        nearest = {"column": "vec", "q": q, "k": k, "search_effort": 0.0, **probes}
+        _same(*_both(path, nearest=nearest, columns=["id", "_distance"], with_row_id=True))
+
+
+@pytest.mark.parametrize(("index_type", "metric"), [("IVF_FLAT", "l2"), ("IVF_PQ", "l2"), ("IVF_SQ", "l2")])
+@pytest.mark.parametrize("probes", [{}, {"minimum_nprobes": 2}, {"maximum_nprobes": 3}])
+@pytest.mark.parametrize("k", [1, 10, 30])
+def test_auto_nprobes_at_least_pylance(built: dict, index_type: str, metric: str, probes: dict, k: int) -> None:
+    """pylance 14's default ("Auto") initial probes follow a rule its files do not record; we
+    search every partition up to ``maximum_nprobes``: per query our recall against the exact
+    search is at least pylance's, and where pylance found the exact rows we return its rows."""
+    path = built[(index_type, metric)]
+    for q in _queries():
+        nearest = {"column": "vec", "q": q, "k": k, **probes}
+        theirs, ours = _both(path, nearest=nearest, columns=["id", "_distance"])
+        if "maximum_nprobes" in probes:
+            # the same cap: pylance's probes are ours or a prefix of them
+            capped = {"column": "vec", "q": q, "k": k, "nprobes": probes["maximum_nprobes"]}
+            _same(*_both(path, nearest=capped, columns=["id", "_distance"]))
+        exact = _exact_ids(path, q, k, metric)
+        assert len(set(ours["id"].to_pylist()) & exact) >= len(set(theirs["id"].to_pylist()) & exact)
+
+
+@pytest.mark.parametrize(("flt", "k"), [("id < 60", 10), ("id < 6", 10), ("cat = 'c2' AND id < 400", 25)])
+@pytest.mark.parametrize("probes", [{"minimum_nprobes": 1}, {"minimum_nprobes": 1, "maximum_nprobes": 3}])
+def test_minimum_nprobes_with_prefilter(built: dict, flt: str, k: int, probes: dict) -> None:
+    """A selective pre-filter: pylance widens the search partition by partition until ``k``
+    allowed rows are found (or the most partitions are searched); when no more than ``k`` rows
+    are allowed and the first probes missed some, it returns those at +inf distance instead."""
+    path = built[("IVF_FLAT", "l2")]
+    for q in _queries(3, seed=31):
+        nearest = {"column": "vec", "q": q, "k": k, "search_effort": 0.0, **probes}
+        theirs, ours = _both(path, nearest=nearest, filter=flt, prefilter=True, columns=["id", "_distance"])
+        assert sorted(ours["id"].to_pylist()) == sorted(theirs["id"].to_pylist())
+        np.testing.assert_allclose(np.sort(ours["_distance"].to_numpy()), np.sort(theirs["_distance"].to_numpy()),
+                                   rtol=1e-4)
+
+
+def test_sq_ties_kept_as_pylance(tmp_path: object) -> None:
+    """Integer-valued vectors: IVF_SQ distances (the code distance times ``(range / 255)^2``,
+    float32) tie at the k-th place all the time.  In one partition the rows pylance's heap
+    keeps are ours, bit-equal distances; over several partitions the distances are the same
+    (which of equally distant rows wins there is not pinned)."""
+    path = str(tmp_path) + "/ties"  # type: ignore[operator]
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 6, (6000, DIM)).astype(np.float32)
+    lance.write_dataset(pa.table({"id": np.arange(6000), "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), DIM)}),
+                        path, max_rows_per_file=2000)
+    lance.dataset(path).create_index("vec", "IVF_SQ", num_partitions=4)
+    lance.dataset(path).delete("id % 11 = 3")
+    for _ in range(12):
+        q = x[rng.integers(6000)] + rng.standard_normal(DIM).astype(np.float32) * 0.3
+        for flt in (None, "id % 3 = 0"):
+            theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 20, "nprobes": 1}, filter=flt,
+                                 prefilter=True, columns=["id", "_distance"])
+            assert ours["id"].to_pylist() == theirs["id"].to_pylist()
+            assert ours["_distance"].to_pylist() == theirs["_distance"].to_pylist()
+            theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 20, "nprobes": 3}, filter=flt,
+                                 prefilter=True, columns=["id", "_distance"])
+            assert ours["_distance"].to_pylist() == theirs["_distance"].to_pylist()
+
+
 def _exact_ids(path: str, q: np.ndarray, k: int, metric: str) -> set[int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -195,7 +269,9 @@ def test_several_queries(built: dict) -> None:
     _same(*_both(path, nearest=nearest, columns=["id", "_distance"]))
 
 
-@pytest.mark.parametrize(("key", "value"), [("nprobes", 0), ("refine_factor", 0), ("minimum_nprobes", -1)])
+@pytest.mark.parametrize(("key", "value"), [("nprobes", 0), ("refine_factor", 0), ("minimum_nprobes", -1),
+                                            ("minimum_nprobes", 0), ("maximum_nprobes", 0), ("search_effort", 1.5),
+                                            ("query_parallelism", -2), ("approx_mode", "slow")])
 def test_bad_search_options(built: dict, key: str, value: int) -> None:
     path = built[("IVF_FLAT", "l2")]
     nearest = {"column": "vec", "q": _queries(1)[0], "k": 5, key: value}
