@@ -180,6 +180,27 @@ def test_sq_ties_kept_as_pylance(tmp_path: object) -> None:
             assert ours["_distance"].to_pylist() == theirs["_distance"].to_pylist()
 
 
+
+def test_heap_replay_twin_equals_compiled() -> None:
+    """The Rust-heap replay (:mod:`lance_gpu.scan._heap`): its pure-Python twin and the numba
+    loop keep the same rows in the same heap order, and the rows kept are always ``k``
+    smallest distances (only which of equal ones differs from a sort)."""
+    import numba
+
+    from lance_gpu.scan import _heap
+
+    compiled = numba.njit(_heap._heap_top_k.py_func)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, k = int(rng.integers(1, 120)), int(rng.integers(1, 25))
+        d = rng.integers(0, 6, n).astype(np.float32)
+        a, b = np.empty(k, np.int64), np.empty(k, np.int64)
+        na = _heap._heap_top_k_twin(d, k, a)
+        nb = compiled(d, np.int64(k), b)
+        assert na == nb == min(n, k) and a[:na].tolist() == b[:nb].tolist()
+        assert np.array_equal(np.sort(d[a[:na]]), np.sort(d)[:na])
+        assert sorted(_heap.heap_top_k(d, k).tolist()) == sorted(a[:na].tolist())
+
 def _exact_ids(path: str, q: np.ndarray, k: int, metric: str) -> set[int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -307,10 +328,10 @@ def _recall(path: str, metric: str, nprobes: int, queries: np.ndarray) -> int:
     return hits
 
 
-# k-means from random seeds: where clusters straddle partitions one build's recall at few probes
-# varies by 10-20% (pylance's own too: 217..279 hits of 300 over four builds), so the data here
-# have as many clusters as partitions; ours must reach pylance's recall less 3% (30 queries,
-# nprobes=1 and 2; benchmarks/results/vector_index_cpu.md has figures on other data)
+# pylance's k-means starts from random rows (one run); ours from greedy k-means++ seeds, best of
+# three runs.  One pylance build's recall at few probes varies by several percent, so the recall
+# is summed over three data sets (30 queries each, nprobes=1 and 2) and ours must be at least
+# pylance's (benchmarks/results/vector_index_cpu.md has figures on other data)
 @pytest.mark.parametrize(("index_type", "metric", "params"), [
     ("IVF_FLAT", "l2", {}),
     ("IVF_FLAT", "cosine", {}),
@@ -320,32 +341,37 @@ def _recall(path: str, metric: str, nprobes: int, queries: np.ndarray) -> int:
     ("IVF_SQ", "cosine", {}),
 ])
 def test_create_index_used_by_pylance(tmp_path: object, index_type: str, metric: str, params: dict) -> None:
-    theirs_path, ours_path = str(tmp_path) + "/theirs", str(tmp_path) + "/ours"  # type: ignore[operator]
-    for p in (theirs_path, ours_path):
-        lance.write_dataset(_table(_data(clusters=6)), p, max_rows_per_file=1000)
-    lance.dataset(theirs_path).create_index("vec", index_type, num_partitions=6, metric=metric, **params)
-    ds = lance_gpu.dataset(ours_path)
-    out = ds.create_index("vec", index_type, num_partitions=6, metric=metric, seed=0, **params)
-    assert out is ds and ds.version == 2
-
-    pl = lance.dataset(ours_path)
-    (info,) = pl.list_indices()
-    assert (info["name"], info["type"], info["fields"]) == ("vec_idx", index_type, ["vec"])
-    assert sorted(info["fragment_ids"]) == [0, 1, 2]
-    q = _queries(1)[0]
-    plan = pl.scanner(nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}).explain_plan()
-    assert f"ANNIvfPartition: uuid={info['uuid']}" in plan
-    stats = pl.stats.index_stats("vec_idx")
-    assert stats["num_indexed_rows"] == ROWS and stats["num_unindexed_rows"] == 0
-    # our search over our index equals pylance's over it
-    for q in _queries(3, seed=11):
-        nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2}
-        _same(*_both(ours_path, nearest=nearest, columns=["id", "_distance"]))
-    queries = _data(clusters=6)[7::100] + np.random.default_rng(14).standard_normal((30, DIM)).astype(np.float32) * 0.3
-    ours = _recall(ours_path, metric, 1, queries) + _recall(ours_path, metric, 2, queries)
-    theirs = _recall(theirs_path, metric, 1, queries) + _recall(theirs_path, metric, 2, queries)
-    print(f"recall hits {index_type} {metric}: ours {ours}, pylance {theirs} of {20 * len(queries)}")
-    assert ours >= theirs - 0.03 * 20 * len(queries), (ours, theirs)
+    ours_total = theirs_total = 0
+    for data_seed in (0, 1, 2):
+        theirs_path = f"{tmp_path}/theirs{data_seed}"
+        ours_path = f"{tmp_path}/ours{data_seed}"
+        values = _data(data_seed, clusters=6)
+        for p in (theirs_path, ours_path):
+            lance.write_dataset(_table(values), p, max_rows_per_file=1000)
+        lance.dataset(theirs_path).create_index("vec", index_type, num_partitions=6, metric=metric, **params)
+        ds = lance_gpu.dataset(ours_path)
+        out = ds.create_index("vec", index_type, num_partitions=6, metric=metric, seed=data_seed, **params)
+        assert out is ds and ds.version == 2
+        queries = values[7::100] + np.random.default_rng(14 + data_seed).standard_normal((30, DIM)).astype(np.float32) * 0.3
+        ours_total += _recall(ours_path, metric, 1, queries) + _recall(ours_path, metric, 2, queries)
+        theirs_total += _recall(theirs_path, metric, 1, queries) + _recall(theirs_path, metric, 2, queries)
+        if data_seed:
+            continue
+        pl = lance.dataset(ours_path)
+        (info,) = pl.list_indices()
+        assert (info["name"], info["type"], info["fields"]) == ("vec_idx", index_type, ["vec"])
+        assert sorted(info["fragment_ids"]) == [0, 1, 2]
+        q = _queries(1)[0]
+        plan = pl.scanner(nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}).explain_plan()
+        assert f"ANNIvfPartition: uuid={info['uuid']}" in plan
+        stats = pl.stats.index_stats("vec_idx")
+        assert stats["num_indexed_rows"] == ROWS and stats["num_unindexed_rows"] == 0
+        # our search over our index equals pylance's over it
+        for q in _queries(3, seed=11):
+            nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2}
+            _same(*_both(ours_path, nearest=nearest, columns=["id", "_distance"]))
+    print(f"recall hits {index_type} {metric}: ours {ours_total}, pylance {theirs_total} of {3 * 20 * 30}")
+    assert ours_total >= theirs_total, (ours_total, theirs_total)
 
 
 def test_create_index_replace_and_name(tmp_path: object) -> None:
