@@ -292,7 +292,7 @@ def test_several_queries(built: dict) -> None:
 
 @pytest.mark.parametrize(("key", "value"), [("nprobes", 0), ("refine_factor", 0), ("minimum_nprobes", -1),
                                             ("minimum_nprobes", 0), ("maximum_nprobes", 0), ("search_effort", 1.5),
-                                            ("query_parallelism", -2), ("approx_mode", "slow")])
+                                            ("query_parallelism", -2), ("approx_mode", "slow"), ("ef", 0)])
 def test_bad_search_options(built: dict, key: str, value: int) -> None:
     path = built[("IVF_FLAT", "l2")]
     nearest = {"column": "vec", "q": _queries(1)[0], "k": 5, key: value}
@@ -402,6 +402,10 @@ def test_create_index_replace_and_name(tmp_path: object) -> None:
     ({"column": "vec", "index_type": "IVF_PQ", "num_partitions": 2}, ValueError),
     ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 2, "metric": "foo"}, ValueError),
     ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 0}, ValueError),
+    ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": -1}, OverflowError),
+    ({"column": "vec", "index_type": "IVF_PQ", "num_partitions": 2, "num_sub_vectors": 0}, ZeroDivisionError),
+    ({"column": "cat", "index_type": "IVF_FLAT", "num_partitions": 2}, TypeError),
+    ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 2, "metric": "hamming"}, ValueError),
 ])
 def test_create_index_bad_input(tmp_path: object, kwargs: dict, exc: type) -> None:
     path = str(tmp_path) + "/bad"  # type: ignore[operator]
@@ -432,6 +436,45 @@ def test_kmeans_on_the_device_under_cuda_simulator() -> None:
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert "5 passed" in proc.stdout, proc.stdout[-2000:]
 
+
+
+@pytest.mark.parametrize("index_type", ["IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_RQ"])
+def test_create_index_types_not_built(tmp_path: object, index_type: str) -> None:
+    """pylance builds these; we search pylance-built HNSW indices but do not build them: a typed
+    refusal naming the type (NotImplementedError), and nothing committed."""
+    path = str(tmp_path) + "/h"  # type: ignore[operator]
+    lance.write_dataset(_table(_data(rows=600)), path)
+    params = {"num_sub_vectors": 4} if index_type.endswith("PQ") else {}
+    with pytest.raises(NotImplementedError, match=index_type) as ours:
+        lance_gpu.dataset(path).create_index("vec", index_type, num_partitions=2, **params)
+    assert isinstance(ours.value, lance_gpu.errors.UnsupportedFeatureError)
+    assert lance.dataset(path).version == 1 and lance.dataset(path).list_indices() == []
+
+
+BAD_OVER_INDEX = [
+    ({"q": np.zeros(DIM - 1, np.float32)}, "dimension"),
+    ({"q": np.zeros(DIM + 3, np.float32), "nprobes": 1}, "dimension, nprobes"),
+    ({"k": 0}, "k = 0"),
+    ({"k": -1}, "k < 0"),
+    ({"metric": "manhattan"}, "metric"),
+    ({"metric": "hamming"}, "hamming on floats"),
+    ({"column": "id"}, "non-vector column"),
+    ({"column": "cat"}, "string column"),
+    ({"q": ["a"] * DIM}, "string query"),
+    ({"nprobes": 2.5}, "nprobes float"),
+]
+
+
+@pytest.mark.parametrize(("change", "what"), BAD_OVER_INDEX, ids=[w for _c, w in BAD_OVER_INDEX])
+def test_bad_nearest_over_an_index(built: dict, change: dict, what: str) -> None:
+    """Refused input with a vector index on the column: pylance's exception classes."""
+    path = built[("IVF_PQ", "l2")]
+    nearest = {"column": "vec", "q": _queries(1)[0], "k": 5, **change}
+    with pytest.raises(Exception) as theirs:  # noqa: PT011 - the class is what is compared
+        lance.dataset(path).to_table(nearest=nearest)
+    with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+        lance_gpu.dataset(path).to_table(nearest=nearest)
+    assert isinstance(ours.value, type(theirs.value)), (what, type(theirs.value), ours.value)
 
 def test_accelerator_refusals(tmp_path: object) -> None:
     path = str(tmp_path) + "/acc"  # type: ignore[operator]

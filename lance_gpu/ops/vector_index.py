@@ -44,7 +44,9 @@ from lance_gpu.errors import (
     GpuUnavailableError,
     IndexExistsError,
     InvalidArgumentError,
+    NegativeArgumentError,
     UnsupportedFeatureError,
+    ZeroSubVectorsError,
 )
 from lance_gpu.io.store import ObjectStore, join, remove_quietly
 from lance_gpu.scan import scanner_for
@@ -224,10 +226,14 @@ def _check(ds: TableSnapshot, column: Any, index_type: Any, metric: Any, num_par
     if kind == "IVF_PQ" and (num_partitions is None or num_sub_vectors is None):
         raise InvalidArgumentError("num_partitions and num_sub_vectors are required for IVF_PQ")
     if num_partitions is not None and (isinstance(num_partitions, bool) or int(num_partitions) <= 0):
-        raise InvalidArgumentError(f"num_partitions must be set and positive, got {num_partitions}")
+        # pylance: OverflowError converting a negative count to unsigned, ValueError for 0
+        cls = NegativeArgumentError if not isinstance(num_partitions, bool) and int(num_partitions) < 0 else InvalidArgumentError
+        raise cls(f"num_partitions must be set and positive, got {num_partitions}")
     if kind == "IVF_PQ":
         m = int(num_sub_vectors)
-        if m <= 0 or ftype.list_size % m:
+        if m == 0:
+            raise ZeroSubVectorsError(f"num_sub_vectors must be positive (the dimension {ftype.list_size} is divided by it)")
+        if m < 0 or ftype.list_size % m:
             raise InvalidArgumentError(f"dimension ({ftype.list_size}) must be divisible by num_sub_vectors ({num_sub_vectors})")
     return str(column), metric_name, ftype, ftype.list_size
 

@@ -191,6 +191,9 @@ def parse_index_options(nearest: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidArgumentError("minimum_nprobes must be <= maximum_nprobes")
     if refine is not None and refine < 1:
         raise InvalidArgumentError(f"Refine factor must be 1 or more got {refine}")
+    ef = _opt_int(nearest, "ef")
+    if ef is not None and ef <= 0:
+        raise InvalidArgumentError(f"ef must be > 0 but got {ef}")
     parallelism = _opt_int(nearest, "query_parallelism")
     if parallelism is not None and parallelism < -1:
         raise InvalidArgumentError("query_parallelism must be >= -1")
@@ -243,6 +246,12 @@ def _query_array(value: Any) -> np.ndarray:
             q = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise ArgumentTypeError(f"nearest q must be a vector or a list of vectors: {exc}") from None
+    if q.dtype.kind in "US" and not isinstance(value, (str, bytes)):
+        # a list of strings: pylance converts each to a float (a ValueError for a non-number)
+        try:
+            q = q.astype(np.float32)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"nearest q must be numbers: {exc}") from None
     if not (np.issubdtype(q.dtype, np.number) or q.dtype == np.bool_):
         raise ArgumentTypeError(f"nearest q must be list-like numbers (a vector or a 2-D array of them), got dtype {q.dtype}")
     if q.size == 0:
