@@ -126,6 +126,9 @@ class IvfIndex:
     pq_lookup: np.ndarray | None = field(default=None, repr=False)
     #: FLAT: ``|x|^2`` per storage row, made on the first l2 search
     flat_norms: np.ndarray | None = field(default=None, repr=False)
+    #: SQ: the codes as float32 and ``|code|^2`` per storage row, made on the first search
+    sq_values: np.ndarray | None = field(default=None, repr=False)
+    sq_norms: np.ndarray | None = field(default=None, repr=False)
     #: (dataset URI, version) -> (row address, live?) per storage row, for the last version searched
     live: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -400,19 +403,28 @@ def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q
             index.pq_lookup = (index.codes.astype(np.int32) + np.arange(m, dtype=np.int32) * table.shape[1])
         dist = table.ravel()[index.pq_lookup[rows]].sum(axis=1, dtype=np.float32)
         return dist - (m - 1) if index.metric == "dot" else dist
-    codes = index.codes[rows]
     lo, hi = index.bounds
     span = hi - lo
     if span == 0:
         qcode = np.zeros(q.shape, np.float64)
     else:
         qcode = np.clip(np.trunc((q.astype(np.float64) - lo) * 255.0 / span), 0, 255)
-    c = codes.astype(np.float64)
-    if index.metric == "dot":
-        raw = 1.0 - c @ qcode
+    if q.size * 255 * 255 < 2**24:
+        # code products summed in float32 are exact integers below 2**24: one matrix-vector
+        # product per partition, |c|^2 per row kept from the first search
+        if index.sq_values is None:
+            index.sq_values = index.codes.astype(np.float32)
+            index.sq_norms = np.einsum("ij,ij->i", index.sq_values, index.sq_values, dtype=np.float64)
+        assert index.sq_norms is not None
+        dots = (index.sq_values[rows] @ qcode.astype(np.float32)).astype(np.float64)
+        raw = 1.0 - dots if index.metric == "dot" else index.sq_norms[rows] - 2.0 * dots + float(qcode @ qcode)
     else:
-        diff = c - qcode
-        raw = np.einsum("ij,ij->i", diff, diff)
+        c = index.codes[rows].astype(np.float64)
+        if index.metric == "dot":
+            raw = 1.0 - c @ qcode
+        else:
+            diff = c - qcode
+            raw = np.einsum("ij,ij->i", diff, diff)
     # as pylance 14: ``v * (range / 255).powi(2)``, all in float32 (this order reproduces its
     # distances bit for bit; other orders differ in the last place and re-order ties)
     step = np.float32(span) / np.float32(255.0)
@@ -439,17 +451,18 @@ def ann_candidates(index: IvfIndex, q: np.ndarray, k: int, allowed: np.ndarray, 
 
     ``k`` is what each partition returns (``k_query * refine_factor``); ``k_query`` the
     query's own ``k`` (default ``k``), which drives the probing: the first probes
-    (:func:`_probes`; ``effort``: ``search_effort``) are searched; then, while fewer than ``min(k_query, limit_total)`` rows
-    were found (``limit_total``: rows the pre-filter allows, None without one), the next
-    partitions one by one (pylance searches as many at once as it has compute threads, one on
-    a two-core machine) up to the most.  If instead the allowed rows are no more than
+    (:func:`_probes`; ``effort``: ``search_effort``) are searched; then, while fewer than
+    ``min(k_query, limit_total)`` rows were found (``limit_total``: rows the pre-filter
+    allows, None without one), the next partitions one by one up to the most (pylance's late
+    search, one partition at a time with its default ``query_parallelism``).  If instead the allowed rows are no more than
     ``k_query`` and the first probes missed some, pylance searches no further and returns the
     missed rows at +inf distance: the third value says so (the caller adds them).
 
     The rows kept are those of one heap of ``k`` fed every scored row, partition by partition
     in probe order (:mod:`lance_gpu.scan._heap`): each partition's own ``k`` best hold the
     ``k`` smallest overall, and only when rows of equal distance straddle the ``k``-th place is
-    the heap replayed over every scored row; then (distance, row id) order."""
+    the heap replayed over every scored row (late partitions included: pylance merges those
+    by its ``TopK``, which this does not model separately); then (distance, row id) order."""
     kq = k if k_query is None else k_query
     qv = q.astype(np.float32)
     if index.metric == "cosine":
