@@ -126,7 +126,7 @@ def test_minimum_nprobes_equals_pylance(built: dict, index_type: str, metric: st
 @pytest.mark.parametrize("probes", [{}, {"minimum_nprobes": 2}, {"maximum_nprobes": 3}])
 @pytest.mark.parametrize("k", [1, 10, 30])
 def test_auto_nprobes_at_least_pylance(built: dict, index_type: str, metric: str, probes: dict, k: int) -> None:
-    """pylance 14's default ("Auto") initial probes follow a rule its files do not record; we
+    """pylance 14's default ("Auto") initial probes follow a rule not reproduced here; we
     search every partition up to ``maximum_nprobes``: per query our recall against the exact
     search is at least pylance's, and where pylance found the exact rows we return its rows."""
     path = built[(index_type, metric)]

@@ -344,9 +344,9 @@ def _probes(index: IvfIndex, lo: int | None, hi: int | None, effort: float | Non
     """(partitions searched first, most partitions searched).  ``hi`` (``maximum_nprobes``;
     default every partition) bounds both.  With ``search_effort=0`` the first probes are
     ``lo`` (``minimum_nprobes``, default 1); ``nprobes`` sets both bounds, so it is exact.
-    Otherwise pylance 14's "Auto" budget starts higher than ``lo`` by a rule its files do not
-    record, so we start at every partition up to ``hi``: a superset of its probes, the same
-    rows wherever its probes hold the true nearest ones, never fewer.
+    Otherwise pylance 14's "Auto" budget starts higher than ``lo`` by a rule (of the query and
+    the centroids) not reproduced here, so we start at every partition up to ``hi``: a superset
+    of its probes, the same rows wherever its probes hold the true nearest ones, never fewer.
 
     What pylance 14.0.2 was seen to do (``analyze_plan``'s ``partitions_searched``, 64
     partitions of 20,000 x 32 clustered rows): Auto searched 5 / 6 / 11 partitions for
