@@ -25,10 +25,11 @@ from lance_gpu.errors import (
     RetryableCommitConflictError,
     RowIndexError,
     SchemaMismatchError,
+    UnknownDeviceError,
     UnsupportedEncodingError,
     UnsupportedFeatureError,
-    UnknownDeviceError,
 )
+from lance_gpu.io.store import process_read_counters
 from lance_gpu.scan import LanceScanner, ScanPlan
 from lance_gpu.table.blobs import BlobColumn, BlobFile
 from lance_gpu.tools import convert, verify
@@ -37,6 +38,18 @@ from lance_gpu.write import DatasetExistsError
 from lance_gpu.write.udf import batch_udf
 
 __version__ = "0.1.0"
+
+
+def iops_counter() -> int:
+    """Read requests made by every dataset and file of this process so far (pylance's
+    ``lance.iops_counter``; a coalesced group of ranges is one request)."""
+    return process_read_counters()[0]
+
+
+def bytes_read_counter() -> int:
+    """Bytes read by every dataset and file of this process so far (pylance's
+    ``lance.bytes_read_counter``)."""
+    return process_read_counters()[1]
 
 
 def read_cudf(
@@ -62,6 +75,7 @@ __all__ = [
     "FragmentMetadata",
     "GpuFallbackWarning",
     "GpuUnavailableError",
+    "IncompatibleSchemaError",
     "InvalidArgumentError",
     "LanceDataset",
     "LanceFragment",
@@ -73,14 +87,15 @@ __all__ = [
     "RowIndexError",
     "ScanPlan",
     "SchemaMismatchError",
-    "IncompatibleSchemaError",
     "Transaction",
+    "UnknownDeviceError",
     "UnsupportedEncodingError",
     "UnsupportedFeatureError",
-    "UnknownDeviceError",
     "batch_udf",
+    "bytes_read_counter",
     "convert",
     "dataset",
+    "iops_counter",
     "read_cudf",
     "verify",
     "write_dataset",

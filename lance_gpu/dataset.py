@@ -7,6 +7,7 @@ Every read is a :class:`~lance_gpu.scan.ScanPlan` run by the CPU or GPU executor
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,16 +27,18 @@ from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig  #
 from lance_gpu.ops.housekeeping import drop, validate
 from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
 from lance_gpu.ops.ordering import ordered_scanner
+from lance_gpu.ops.sql import SqlQueryBuilder
 from lance_gpu.ops.stats import DatasetStats
 from lance_gpu.ops.vector_index import create_index
-from lance_gpu.scan import LanceScanner, scanner_for, take_rows
-from lance_gpu.scan.plan import ROW_ID
+from lance_gpu.scan import LanceScanner, scanner_for, take_addresses, take_rows
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import take_blobs
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
-from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.table.snapshot import TableSnapshot
 from lance_gpu.table.tags import Tags
 from lance_gpu.table.versions import storage_version, version_asof, versions
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK
 from lance_gpu.txn.transaction import commit_operation, commit_transactions, resolve_target
 from lance_gpu.write.compaction import DatasetOptimizer
 from lance_gpu.write.dataset_writer import write_version
@@ -43,7 +46,7 @@ from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MES
 from lance_gpu.write.history import get_transactions, read_transaction
 from lance_gpu.write.indices import create_scalar_index, drop_index
 from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
-from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, update
+from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, row_addresses, update
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
@@ -90,12 +93,32 @@ def dataset(
         accepted, lance-gpu's reader needs neither.
     **options
         pylance's cache and session options (``block_size``, ``index_cache_size``,
-        ``metadata_cache_size_bytes``, ``session``, ``commit_lock``...), accepted and unused.
+        ``metadata_cache_size_bytes``, ``session``...), accepted and unused; ``commit_lock``
+        (``commit_lock(version)`` -> context manager) is held around the commits of this
+        object's mutations and of its ``merge_insert`` builders.
     """
     ds = _open(uri, version, asof, device, storage_options, store)
     if default_scan_options:
         ds._default_scan_options = dict(default_scan_options)
+    ds._commit_lock = options.get("commit_lock")
     return ds
+
+
+def _with_commit_lock(method: Any) -> Any:
+    """A mutation of a dataset opened with ``commit_lock=``: its commits take that lock
+    (unless given their own), as pylance's do."""
+
+    @functools.wraps(method)
+    def run(self: LanceDataset, *args: Any, **kwargs: Any) -> Any:
+        if self._commit_lock is None:
+            return method(self, *args, **kwargs)
+        token = DEFAULT_COMMIT_LOCK.set(self._commit_lock)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            DEFAULT_COMMIT_LOCK.reset(token)
+
+    return run
 
 
 def _open(uri: Any, version: int | str | None, asof: Any, device: str, storage_options: dict[str, str] | None,
@@ -135,6 +158,7 @@ class LanceDataset:
 
     #: Scanner arguments applied when a scan does not give them (``dataset(default_scan_options=)``).
     _default_scan_options: dict[str, Any] | None = None
+    _commit_lock: Any = None  # dataset(commit_lock=): the lock of this object's mutations
 
     def __init__(
         self,
@@ -191,9 +215,10 @@ class LanceDataset:
         return self._snapshot.manifest_file
 
     @property
-    def lance_schema(self) -> LanceSchema:
-        """The version's schema with field ids (:class:`~lance_gpu.table.schema.LanceSchema`)."""
-        return self._snapshot.lance_schema
+    def lance_schema(self) -> SchemaView:
+        """The version's schema with field ids (pylance's ``LanceSchema``:
+        :class:`~lance_gpu.table.schema_view.LanceSchema`)."""
+        return SchemaView(self._snapshot.lance_schema)
 
     @property
     def fragments(self) -> list[LanceFragment]:
@@ -286,6 +311,7 @@ class LanceDataset:
 
     # -- writing: each call commits one new version and moves this object to it ------------
 
+    @_with_commit_lock
     def delete(self, predicate: str | pc.Expression, *, conflict_retries: int = 10) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL or a pyarrow expression).
 
@@ -298,6 +324,7 @@ class LanceDataset:
         self._advance(committed)
         return result
 
+    @_with_commit_lock
     def update(
         self,
         updates: dict[str, str],
@@ -332,8 +359,10 @@ class LanceDataset:
     def merge_insert(self, on):
         """A :class:`~lance_gpu.write.rowlevel.MergeInsertBuilder` keyed on ``on`` (a column
         name or names), as pylance's ``merge_insert``."""
-        return MergeInsertBuilder(self._snapshot, on, device=self._device, on_commit=self._advance)
+        return MergeInsertBuilder(self._snapshot, on, device=self._device, on_commit=self._advance,
+                                  commit_lock=self._commit_lock)
 
+    @_with_commit_lock
     def insert(self, data, *, mode: str = "append", **kwargs) -> None:
         """Append (or overwrite with) ``data``; this object moves to the new version."""
         self._advance(insert(self._snapshot, data, mode=mode, **kwargs))
@@ -344,6 +373,7 @@ class LanceDataset:
         """The table config of this version."""
         return dict(self._snapshot.manifest.config)
 
+    @_with_commit_lock
     def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table config keys; returns the new config.
 
@@ -418,16 +448,19 @@ class LanceDataset:
             indices.sort()
         return self.take(indices, columns, **kwargs)
 
+    @_with_commit_lock
     def update_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
         self._advance(update_config(self._snapshot, table_metadata=values, replace=replace))
         return self.metadata
 
+    @_with_commit_lock
     def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) schema metadata keys; returns the new metadata."""
         self._advance(update_config(self._snapshot, schema_metadata=values, replace=replace))
         return self.schema_metadata
 
+    @_with_commit_lock
     def update_field_metadata(self, field_updates: Mapping[str, Mapping[str, str | None]], replace: bool = False) -> None:
         """Set (a value) or remove (None) metadata keys of fields (by name or dotted path)."""
         self._advance(update_config(self._snapshot, field_metadata=field_updates, replace=replace))
@@ -440,6 +473,7 @@ class LanceDataset:
         """The field's metadata becomes ``new_metadata`` (deprecated in pylance)."""
         self.update_field_metadata({field_name: new_metadata}, replace=True)
 
+    @_with_commit_lock
     def merge(self, data_obj, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None) -> None:
         """Add the columns of ``data_obj`` joined on ``left_on`` = ``right_on`` (pylance's
         ``merge``); rows without a match get nulls.
@@ -457,19 +491,23 @@ class LanceDataset:
         """
         self._advance(merge(self._snapshot, data_obj, left_on, right_on, schema))
 
+    @_with_commit_lock
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:
         the version this object is at -- pylance's ``checkout_version(v).restore()``)."""
         self._advance(restore(self._snapshot, version))
 
+    @_with_commit_lock
     def drop_columns(self, columns: Sequence[str]) -> None:
         """Remove columns (or dotted struct fields) from the schema; metadata only."""
         self._advance(drop_columns(self._snapshot, columns))
 
+    @_with_commit_lock
     def alter_columns(self, *alterations: dict) -> None:
         """Rename (``{"path": "a.b", "name": "c"}``) or change nullability of columns."""
         self._advance(alter_columns(self._snapshot, *alterations))
 
+    @_with_commit_lock
     def add_columns(
         self,
         transforms,
@@ -484,7 +522,7 @@ class LanceDataset:
     @property
     def optimize(self):
         """``ds.optimize.compact_files(...)``, as pylance."""
-        return DatasetOptimizer(self._snapshot, self._advance)
+        return DatasetOptimizer(self._snapshot, self._advance, commit_lock=self._commit_lock)
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -498,7 +536,15 @@ class LanceDataset:
 
     @property
     def schema(self) -> pa.Schema:
-        return self._snapshot.schema
+        """The version's Arrow schema; with ``dataset(default_scan_options={"with_row_id":
+        True})`` (or ``with_row_address``) it lists ``_rowid`` / ``_rowaddr`` after the
+        columns, as every default scan returns them (pylance's rule)."""
+        schema = self._snapshot.schema
+        defaults = self._default_scan_options or {}
+        for flag, name in (("with_row_id", ROW_ID), ("with_row_address", ROW_ADDR)):
+            if defaults.get(flag) and name not in schema.names:
+                schema = schema.append(pa.field(name, pa.uint64()))
+        return schema
 
     @property
     def data_storage_version(self) -> str:
@@ -638,6 +684,23 @@ class LanceDataset:
         :mod:`lance_gpu.index.metadata`)."""
         return self._snapshot.index_metadata
 
+    def sql(self, sql: str) -> SqlQueryBuilder:
+        """A SQL query over this dataset version (pylance's ``ds.sql``): single-table
+        ``SELECT ... FROM dataset [WHERE] [ORDER BY] [LIMIT] [OFFSET]``, run as one scan;
+        see :mod:`lance_gpu.ops.sql` for what is supported.
+
+        Parameters
+        ----------
+        sql : str
+            The query; ``.table_name(name)`` on the builder names the table (default ``dataset``).
+        """
+        return SqlQueryBuilder(self.scanner, sql)
+
+    @property
+    def has_index(self) -> bool:
+        """Whether this version has any index (pylance's ``has_index``)."""
+        return bool(self._snapshot.index_metadata)
+
     def list_indices(self) -> list[dict]:
         """The indices of this version, as pylance: one dict per entry, sorted by name
         (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
@@ -654,6 +717,7 @@ class LanceDataset:
         return describe_indices(snapshot.manifest, snapshot.manifest_file.index_section,
                                 lambda i: snapshot.fragment(i).live_count())
 
+    @_with_commit_lock
     def create_scalar_index(self, column: str, index_type: Any, name: str | None = None, *, replace: bool = True,
                             train: bool = True, fragment_ids: list[int] | None = None, index_uuid: str | None = None,
                             **kwargs: Any) -> None:
@@ -681,6 +745,7 @@ class LanceDataset:
         self._advance(create_scalar_index(self._snapshot, column, index_type, name, replace=replace, train=train,
                                           fragment_ids=fragment_ids, index_uuid=index_uuid, **kwargs))
 
+    @_with_commit_lock
     def drop_index(self, name: str) -> None:
         """Remove the index ``name`` from a new version (its files stay for older ones).
 
@@ -812,6 +877,42 @@ class LanceDataset:
         return take_rows(self._snapshot, indices, columns, with_row_id=with_row_id, with_row_address=with_row_address,
                          device=self._device)
 
+    def _take_rows(self, row_ids: Sequence[int] | np.ndarray | pa.Array, columns: Columns = None, *,
+                   ignore_deletions: bool = False, with_row_id: bool = False, with_row_address: bool = False) -> pa.Table:
+        """Rows by row id (pylance's unstable ``_take_rows``), in the order given, repeats
+        kept and deleted rows left out; an id naming no row raises ``RowIndexError`` (an
+        ``OSError``).
+
+        Parameters
+        ----------
+        row_ids : list of int or pyarrow.Array
+            Row ids (row addresses ``fragment_id << 32 | offset`` unless the dataset has
+            stable row ids).
+        columns : list of str or dict of str to str, optional
+            Columns, or output names to SQL expressions, as :meth:`take`.
+        ignore_deletions : bool, default False
+            Accepted for pylance's signature: deleted rows are always left out (pylance
+            may return them then).
+        with_row_id, with_row_address : bool, default False
+            Add ``_rowid`` / ``_rowaddr``.
+        """
+        ids = np.asarray(row_ids.to_numpy(zero_copy_only=False) if isinstance(row_ids, (pa.Array, pa.ChunkedArray))
+                         else row_ids, dtype=np.uint64).reshape(-1)
+        if self.has_stable_row_ids:
+            frag_ids, offsets = row_addresses(self._snapshot, ids)
+            ids = (frag_ids.astype(np.uint64) << np.uint64(32)) | offsets.astype(np.uint64)
+        return take_addresses(self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address,
+                              device=self._device)
+
+    def __len__(self) -> int:
+        """The number of live rows (pylance's ``len(ds)``, :meth:`count_rows`)."""
+        return self.count_rows()
+
+    def __bool__(self) -> bool:
+        """A dataset object is true even when it holds no rows (``if ds:`` does not count
+        rows; pylance's is false when empty, through ``__len__``)."""
+        return True
+
     def to_cudf(self, columns: Columns = None, filter: str | pc.Expression | None = None, *,  # noqa: A002
                 on_cpu_fallback: str = "warn", **kwargs: Any):
         """Read into one ``cudf.DataFrame`` decoded on the GPU; arguments as :meth:`scanner`.
@@ -837,6 +938,7 @@ class LanceDataset:
         """
         return self.scanner(columns, filter, on_cpu_fallback=on_cpu_fallback, **kwargs).to_device_batches(batch_size)
 
+    @_with_commit_lock
     def create_index(self, column: str | list[str], index_type: str, name: str | None = None, metric: str = "L2",
                      replace: bool = False, num_partitions: int | None = None, num_sub_vectors: int | None = None,
                      accelerator: Any = None, **kwargs: Any) -> LanceDataset:

@@ -16,110 +16,19 @@ spaces and the closing brace on its own line; empty lists ``[]``, maps ``{}``; o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.table.schema import LanceField, LanceSchema
+from lance_gpu.table.debug_format import Struct as _Struct
+from lance_gpu.table.debug_format import Tuple as _Tuple
+from lance_gpu.table.debug_format import Unit as _Unit
+from lance_gpu.table.debug_format import render as _render
+from lance_gpu.table.debug_format import schema_struct as _schema
+from lance_gpu.table.debug_format import some as _some
+from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.fragment import FragmentMetadata
 
 __all__ = ["format_fragment", "format_manifest", "format_schema", "list_transactions"]
-
-
-@dataclass
-class _Struct:
-    name: str
-    fields: list[tuple[str, Any]]
-
-
-@dataclass
-class _Tuple:
-    name: str
-    values: list[Any]
-
-
-@dataclass
-class _Unit:
-    name: str
-
-
-def _some(value: Any) -> Any:
-    return _Unit("None") if value is None else _Tuple("Some", [value])
-
-
-def _quote(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{{{ord(ch):x}}}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _render(value: Any, depth: int = 0) -> str:
-    pad, inner = "    " * depth, "    " * (depth + 1)
-    if isinstance(value, _Unit):
-        return value.name
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _quote(value)
-    if isinstance(value, bytes):
-        return _render(list(value), depth)
-    if isinstance(value, _Struct):
-        if not value.fields:
-            return value.name
-        body = "".join(f"{inner}{k}: {_render(v, depth + 1)},\n" for k, v in value.fields)
-        return f"{value.name} {{\n{body}{pad}}}"
-    if isinstance(value, _Tuple):
-        body = "".join(f"{inner}{_render(v, depth + 1)},\n" for v in value.values)
-        return f"{value.name}(\n{body}{pad})"
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        body = "".join(f"{inner}{_render(k, depth + 1)}: {_render(v, depth + 1)},\n" for k, v in value.items())
-        return f"{{\n{body}{pad}}}"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[]"
-        body = "".join(f"{inner}{_render(v, depth + 1)},\n" for v in value)
-        return f"[\n{body}{pad}]"
-    raise TypeError(f"cannot format {type(value).__name__}")
-
-
-_ENCODINGS = {1: "Plain", 2: "VarBinary", 3: "Dictionary", 4: "RLE"}
-
-
-def _text_map(values: dict[str, Any]) -> dict[str, str]:
-    return {k: (bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)) for k, v in values.items()}
-
-
-def _field(f: LanceField) -> _Struct:
-    return _Struct("Field", [
-        ("name", f.name), ("id", f.id), ("parent_id", f.parent_id),
-        ("logical_type", _Tuple("LogicalType", [f.logical_type])),
-        ("metadata", _text_map(f.metadata)),
-        ("encoding", _some(_Unit(_ENCODINGS[f.encoding]) if f.encoding in _ENCODINGS and f.children == [] else None)),
-        ("nullable", f.nullable), ("children", [_field(c) for c in f.children]),
-        ("dictionary", _Unit("None")),
-        ("unenforced_primary_key_position", _Unit("None")),
-        ("unenforced_clustering_key_position", _Unit("None")),
-    ])
-
-
-def _schema(schema: LanceSchema) -> _Struct:
-    return _Struct("Schema", [("fields", [_field(f) for f in schema.fields]), ("metadata", _text_map(schema.metadata))])
 
 
 def _deletion(pb: table_pb2.DataFragment) -> Any:
@@ -160,7 +69,7 @@ def format_schema(dataset: Any) -> str:
     dataset : LanceDataset
         The dataset (its version's schema).
     """
-    return _render(_schema(dataset.lance_schema))
+    return _render(_schema(dataset.snapshot.lance_schema))
 
 
 def format_fragment(fragment: FragmentMetadata | Any, dataset: Any) -> str:
@@ -176,7 +85,7 @@ def format_fragment(fragment: FragmentMetadata | Any, dataset: Any) -> str:
     """
     meta = fragment.metadata if not isinstance(fragment, FragmentMetadata) and hasattr(fragment, "metadata") else fragment
     pb = meta.to_pb()
-    schema = dataset.lance_schema
+    schema = dataset.snapshot.lance_schema
     files = []
     for f in pb.files:
         ids = {int(i) for i in f.fields if int(i) >= 0}
@@ -209,7 +118,7 @@ def format_manifest(dataset: Any) -> str:
         ]))
     major, _, minor = m.data_format.version.partition(".")
     return _render(_Struct("Manifest", [
-        ("schema", _schema(dataset.lance_schema)), ("version", int(m.version)), ("branch", _Unit("None")),
+        ("schema", _schema(dataset.snapshot.lance_schema)), ("version", int(m.version)), ("branch", _Unit("None")),
         ("writer_version", writer), ("fragments", [_fragment(f) for f in m.fragments]),
         ("version_aux_data", int(m.version_aux_data)), ("index_section", _some(int(m.index_section)) if m.HasField("index_section") else _Unit("None")),
         ("timestamp_nanos", int(m.timestamp.seconds) * 1_000_000_000 + int(m.timestamp.nanos)),

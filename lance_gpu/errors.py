@@ -63,7 +63,18 @@ class DecimalArithmeticError(LanceGpuError, pa.ArrowInvalid):
 class CommitConflictError(LanceGpuError, RuntimeError, OSError):
     """A concurrent writer committed an incompatible change first.  Also an ``OSError``,
     the type pylance raises (``lance.commit.CommitConflictError``, and "Too many
-    concurrent writers" once an update's retries run out)."""
+    concurrent writers" once an update's retries run out).
+
+    Given the ``version`` the winner committed, the message starts as pylance's does:
+    ``"Commit conflict for version 3: ..."`` (``"Retryable commit conflict for version 3:
+    ..."`` for :class:`RetryableCommitConflictError`).
+    """
+
+    _PREFIX = "Commit conflict"
+
+    def __init__(self, message: str = "", version: int | None = None) -> None:
+        self.version = version
+        super().__init__(message if version is None else f"{self._PREFIX} for version {version}: {message}")
 
 
 class MergeInsertError(LanceGpuError, ValueError, OSError):
@@ -79,6 +90,18 @@ class IncompatibleSchemaError(SchemaMismatchError, OSError):
     ``OSError``, the type pylance raises ("Append with different schema")."""
 
 
+class ColumnCastError(SchemaMismatchError, OSError):
+    """``alter_columns(data_type=)`` to a type pylance does not convert the column to (an
+    integer to a string, a string to binary...): pylance's ``OSError`` 'Cannot cast column
+    "x" from Int32 to Utf8', which the message repeats; also a ``ValueError``."""
+
+
+class ValueCastError(ColumnCastError):
+    """A stored value does not fit the type a column is changed to (``alter_columns(data_type=)``):
+    pylance's ``OSError`` "Cast error: Can't cast value 1024 to type Int8", which the message
+    repeats; also a ``ValueError``."""
+
+
 class InvalidJsonError(SchemaMismatchError, OSError):
     """A value of an ``arrow.json`` column being written is not JSON (or repeats an object
     key); pylance refuses it with an ``OSError`` ("Failed to encode JSON")."""
@@ -88,6 +111,19 @@ class RetryableCommitConflictError(CommitConflictError):
     """A concurrent writer changed what this operation read (e.g. it deleted or compacted
     the same fragments): re-running the operation on the latest version may succeed.
     ``LanceDataset.delete`` does that itself, ``conflict_retries`` times."""
+
+    _PREFIX = "Retryable commit conflict"
+
+
+class CommitLockError(LanceGpuError, OSError):
+    """The user's ``commit_lock`` raised (entering or leaving): the commit did not happen.
+    The message names the lock's exception (``"... CommitConflictError: ..."``), which is
+    chained; an ``OSError``, as pylance's."""
+
+
+class PlanNotSupportedError(UnsupportedFeatureError, OSError):
+    """A plan cannot be shown for this call (pylance's "Not supported: ... does not support
+    explain_plan"); an ``OSError`` as pylance's, and a ``NotImplementedError``."""
 
 
 class GpuUnavailableError(LanceGpuError, ImportError):

@@ -85,7 +85,7 @@ class LanceFragment:
         fragment_id : int
             The id to give it (an ``Append`` commit numbers it afresh).
         """
-        return fragment_ops.create_from_file(filename, dataset, fragment_id)
+        return fragment_ops.create_from_file(filename, dataset.snapshot, fragment_id)
 
     @property
     def metadata(self) -> FragmentMetadata:
@@ -186,6 +186,19 @@ class LanceFragment:
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | dict[str, str] | None = None) -> pa.Table:
         """Rows at the given offsets among this fragment's live rows, in the order given."""
         return take_rows(self.snapshot.snapshot, indices, columns, fragments=[self.snapshot], device=self.dataset.device)
+
+    def open_session(self, columns: Sequence[str] | dict[str, str] | None = None,
+                     with_row_address: bool | None = None) -> FragmentSession:
+        """A :class:`FragmentSession`: repeated takes of the same columns of this fragment.
+
+        Parameters
+        ----------
+        columns : list of str or dict of str to str, optional
+            Columns, or output names to SQL expressions (default: every column).
+        with_row_address : bool, optional
+            Add ``_rowaddr`` to each take.
+        """
+        return FragmentSession(self, columns, bool(with_row_address))
 
     # -- fragment-level writes for distributed pipelines (lance_gpu.write.fragment_ops) --------
 
@@ -306,6 +319,31 @@ def _refuse_search(method: str, options: dict[str, Any]) -> None:
     """pylance's fragment reads take no ``nearest`` (a ``TypeError``): a search runs on the dataset."""
     if "nearest" in options:
         raise ArgumentTypeError(f"LanceFragment.{method}() got an unexpected keyword argument 'nearest'")
+
+
+class FragmentSession:
+    """Takes of fixed columns from one fragment (pylance's ``FragmentSession``, from
+    :meth:`LanceFragment.open_session`)."""
+
+    def __init__(self, fragment: LanceFragment, columns: Sequence[str] | dict[str, str] | None,
+                 with_row_address: bool) -> None:
+        self._fragment = fragment
+        self._columns = columns
+        self._with_row_address = with_row_address
+
+    def take(self, indices: Sequence[int] | np.ndarray | pa.Array) -> pa.Table:
+        """Rows at the given offsets among the fragment's live rows, in the order given.
+
+        Parameters
+        ----------
+        indices : array-like of int
+            Offsets of the rows to take.
+        """
+        frag = self._fragment
+        table = take_rows(frag.snapshot.snapshot, np.asarray(list(indices) if isinstance(indices, range) else indices),
+                          self._columns, fragments=[frag.snapshot], with_row_address=self._with_row_address,
+                          device=frag.dataset.device)
+        return table.combine_chunks()
 
 
 def write_fragments(data: object, dataset_uri: Any, schema: pa.Schema | None = None, **kwargs: Any) -> Any:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""pylance's ``lance.schema``: :class:`LanceSchema` (a schema with Lance field ids) and the
-JSON form of Arrow schemas (:func:`schema_to_json` / :func:`json_to_schema`).
+"""pylance's ``lance.schema``: :class:`LanceSchema` / :class:`LanceField` (a schema with Lance
+field ids, pylance's methods) and the JSON form of Arrow schemas (:func:`schema_to_json` /
+:func:`json_to_schema`).
 
 The JSON form is lance's: ``{"fields": [FIELD...], "metadata": {...}}`` (``metadata`` only
 when the schema has some), each ``FIELD`` ``{"name", "type": TYPE, "nullable",
@@ -21,9 +22,10 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.errors import InvalidArgumentError
-from lance_gpu.table.schema import LanceSchema, arrow_type_to_logical, logical_to_arrow_type
+from lance_gpu.table.schema import arrow_type_to_logical, logical_to_arrow_type
+from lance_gpu.table.schema_view import LanceField, LanceSchema
 
-__all__ = ["LanceSchema", "json_to_schema", "schema_to_json"]
+__all__ = ["LanceField", "LanceSchema", "json_to_schema", "schema_to_json"]
 
 
 def _metadata(md: dict[bytes, bytes] | None) -> dict[str, str]:

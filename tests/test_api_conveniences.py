@@ -83,3 +83,88 @@ def test_schema_facts_match_pylance(uri: str) -> None:
     ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
     assert ours.max_field_id == ref.max_field_id
     assert ours.schema_metadata == ref.schema_metadata == {"owner": "team-b"}
+
+
+def test_manifest_needs_migration_as_pylance(tmp_path) -> None:
+    """``lance.lance.manifest_needs_migration``: a current manifest needs none (either
+    library), one without a writer version or deleted-row counts does (pylance's rule)."""
+    import struct
+    from pathlib import Path
+
+    from lance.lance import manifest_needs_migration as ref_needs
+
+    from lance_gpu._proto import table_pb2
+    from lance_gpu.lance import manifest_needs_migration
+
+    uri = str(tmp_path / "m.lance")
+    lance.write_dataset(pa.table({"x": [1, 2, 3]}), uri)
+    lance_gpu.dataset(uri).delete("x = 2")
+    for version in (1, 2):
+        assert manifest_needs_migration(lance_gpu.dataset(uri, version=version)) is False
+        assert ref_needs(lance.dataset(uri, version=version)) is False
+    path = max(Path(uri, "_versions").glob("*.manifest"), key=lambda p: p.stat().st_mtime)
+    raw = path.read_bytes()
+    (pos,) = struct.unpack_from("<Q", raw, len(raw) - 16)
+    (length,) = struct.unpack_from("<I", raw, pos)
+    manifest = table_pb2.Manifest()
+    manifest.ParseFromString(raw[pos + 4 : pos + 4 + length])
+    manifest.fragments[0].deletion_file.num_deleted_rows = 0  # as manifests before the count existed
+    body = manifest.SerializeToString()
+    path.write_bytes(raw[:pos] + struct.pack("<I", len(body)) + body + raw[len(raw) - 16 :])
+    assert manifest_needs_migration(lance_gpu.dataset(uri)) is True
+    assert ref_needs(lance.dataset(uri)) is True
+
+
+def test_iops_and_bytes_read_counters(tmp_path) -> None:
+    """``lance_gpu.iops_counter()`` / ``bytes_read_counter()`` (pylance's names) count the
+    reads of every store in the process: a scan moves them by its store's own counts."""
+    uri = str(tmp_path / "c.lance")
+    lance.write_dataset(pa.table({"x": list(range(1000))}), uri)
+    ds = lance_gpu.dataset(uri)
+    requests, nbytes = lance_gpu.iops_counter(), lance_gpu.bytes_read_counter()
+    before = ds.snapshot.store.stats.snapshot()
+    ds.to_table()
+    after = ds.snapshot.store.stats.snapshot()
+    assert lance_gpu.iops_counter() - requests == after["gets"] - before["gets"] > 0
+    assert lance_gpu.bytes_read_counter() - nbytes == after["bytes_read"] - before["bytes_read"] > 0
+
+
+@pytest.mark.parametrize(("query", "table"), [
+    ("SELECT * FROM test WHERE id > 1", "test"),
+    ("SELECT value FROM test WHERE id = 1", "test"),
+    ("SELECT id as user_id, UPPER(value) as val FROM dataset WHERE id BETWEEN 1 AND 3", None),
+    ("SELECT value, id FROM dataset ORDER BY id DESC LIMIT 2", None),
+    ("SELECT * FROM dataset ORDER BY id", None),
+    ("SELECT * FROM dataset ORDER BY value DESC NULLS LAST, id", None),
+    ("SELECT dataset.id FROM dataset WHERE dataset.value <> 'b' LIMIT 2 OFFSET 1", None),
+    ("SELECT id + 1 AS x, value FROM dataset", None),
+])
+def test_sql_queries_as_pylance(tmp_path, query: str, table: str | None) -> None:
+    """``ds.sql(query)`` for single-table SELECTs: the same tables as pylance's, batch lists
+    and stream readers alike."""
+    uri = str(tmp_path / "sql.lance")
+    lance.write_dataset(pa.table({"id": [1, 2, 3, None], "value": ["a", "b", "c", None]}), uri)
+    results = []
+    for mod in (lance, lance_gpu):
+        builder = mod.dataset(uri).sql(query)
+        if table:
+            builder = builder.table_name(table)
+        query_obj = builder.build()
+        batches = query_obj.to_batch_records()
+        assert pa.Table.from_batches(list(query_obj.to_stream_reader())) == pa.Table.from_batches(batches)
+        results.append(pa.Table.from_batches(batches))
+    assert results[0] == results[1]
+
+
+def test_sql_refusals(tmp_path) -> None:
+    """What a scan cannot answer is refused by name; another table name is a ValueError."""
+    uri = str(tmp_path / "sqlr.lance")
+    lance.write_dataset(pa.table({"id": [1, 2]}), uri)
+    ds = lance_gpu.dataset(uri)
+    for query, match in (("SELECT COUNT(*) FROM dataset", "aggregates"), ("SELECT id FROM dataset GROUP BY id", "GROUP BY"),
+                         ("SELECT DISTINCT id FROM dataset", "DISTINCT"), ("SELECT a.id FROM dataset a JOIN dataset b ON a.id = b.id", "joins")):
+        with pytest.raises(NotImplementedError, match=match):
+            ds.sql(query).build()
+    with pytest.raises(ValueError, match="not found"):
+        ds.sql("SELECT * FROM other").build()
+    assert ds.sql("SELECT id FROM dataset").with_row_id().build().to_batch_records()[0].schema.names == ["id", "_rowid"]

@@ -45,7 +45,7 @@ def test_descriptions_match_pylance(tmp_path: Path, storage: str) -> None:
     _write(uri, storage)
     ref = lance.dataset(uri).to_table().column("b")
     ds = _ours(uri)
-    field = ds.lance_schema.fields[1]
+    field = ds.snapshot.lance_schema.fields[1]
     ours = pa.chunked_array([read_descriptions(f, field, None) for f in ds.snapshot.fragments])
     assert ours.to_pylist() == ref.to_pylist()
     assert description_field(field, ds.schema.field("b")).type == ref.type

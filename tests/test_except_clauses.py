@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 lance = pytest.importorskip("lance")
+from lance.commit import CommitConflictError as RefCommitConflictError  # noqa: E402
 
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import LanceGpuError  # noqa: E402
@@ -41,6 +42,10 @@ CASES = [
     ("unknown projected column", lambda m, u: m.dataset(u).to_table(columns=["nope"]), ValueError, "nope"),
     ("take out of range", lambda m, u: m.dataset(u).take([10]), OSError, "10"),
     ("drop_columns of a missing column", lambda m, u: m.dataset(u).drop_columns(["nope"]), ValueError, "nope"),
+    ("alter_columns with an unknown key", lambda m, u: m.dataset(u).alter_columns({"path": "a", "type": "string"}),
+     ValueError, "Unknown key: type. Valid keys are name, nullable, and data_type."),
+    ("alter_columns that changes nothing", lambda m, u: m.dataset(u).alter_columns({"path": "a"}), ValueError,
+     "At least one of name, nullable, or data_type must be specified"),
     ("alter_columns of a missing column", lambda m, u: m.dataset(u).alter_columns({"path": "nope", "name": "x"}), OSError, "nope"),
     ("tag that exists", lambda m, u: m.dataset(u).tags.create("t1", 1), ValueError, "t1"),
     ("delete of a missing tag", lambda m, u: m.dataset(u).tags.delete("zz"), ValueError, "zz"),
@@ -88,3 +93,114 @@ def test_cli_hints_flags_not_keyword_arguments(tmp_path, capsys) -> None:
     assert main(["convert", source, dest, "-q"]) == 1
     err = capsys.readouterr().err
     assert "(use --mode append or --mode overwrite)" in err and "mode='" not in err
+
+
+def _strict_overwrite(m, base: str) -> None:
+    """Two overwrites from the same read version, no retries: the second conflicts."""
+    table = pa.table({"a": [1, 2]})
+    operation = m.LanceOperation.Overwrite(table.schema, [m.LanceFragment.create(base, table)])
+    first = m.LanceDataset.commit(base, operation, max_retries=0)
+    m.LanceDataset.commit(base, operation, read_version=first.version, max_retries=0)
+    m.LanceDataset.commit(base, operation, read_version=first.version, max_retries=0)
+
+
+def _preempted_delete(m, base: str) -> None:
+    """A delete committed from a version whose fragments a concurrent delete changed."""
+    m.write_dataset(pa.table({"a": list(range(10))}), base)
+    stale = m.dataset(base)
+    m.dataset(base).delete("a < 5")
+    m.LanceDataset.commit(base, m.LanceOperation.Delete([], [f.fragment_id for f in stale.get_fragments()], "a < 3"),
+                          read_version=stale.version, max_retries=0)
+
+
+@pytest.mark.parametrize(("call", "prefix"), [(_strict_overwrite, "Commit conflict for version 2: "),
+                                              (_preempted_delete, "Retryable commit conflict for version 2: ")])
+def test_commit_conflict_messages_start_as_pylance(tmp_path, call, prefix: str) -> None:
+    """pylance's tests (and users) match the start of a conflict's message."""
+    caught = {}
+    for m in (lance, lance_gpu):
+        with pytest.raises(OSError) as info:
+            call(m, str(tmp_path / m.__name__))
+        caught[m.__name__] = str(info.value)
+    assert caught["lance"].startswith(prefix)
+    assert caught["lance_gpu"].startswith(prefix)
+    from lance_gpu.errors import CommitConflictError
+
+    with pytest.raises(CommitConflictError):
+        call(lance_gpu, str(tmp_path / "again"))
+
+
+def test_failing_commit_lock_is_an_os_error_naming_it(tmp_path) -> None:
+    """A commit lock that raises, entering or leaving, fails the commit with an ``OSError``
+    naming the lock's exception (pylance: "Error from commit handler: ..."); nothing is
+    committed when it raises on entering."""
+    import contextlib
+
+    from lance_gpu.errors import CommitLockError
+
+    @contextlib.contextmanager
+    def refuses(_version: int):
+        raise RefCommitConflictError()
+        yield  # pragma: no cover
+
+    @contextlib.contextmanager
+    def fails_after(_version: int):
+        try:
+            yield
+        finally:
+            raise Exception("hello world!")
+
+    for lock, text in ((refuses, "CommitConflictError"), (fails_after, "hello world!")):
+        for m in (lance, lance_gpu):
+            uri = str(tmp_path / f"{m.__name__}_{lock.__name__}")
+            with pytest.raises(OSError, match=text) as info:
+                m.write_dataset(pa.table({"a": [1]}), uri, commit_lock=lock)
+        assert isinstance(info.value, CommitLockError)
+        assert isinstance(info.value.__cause__, Exception)
+    with pytest.raises(ValueError):
+        lance_gpu.dataset(str(tmp_path / "lance_gpu_refuses"))
+
+
+def test_alter_columns_value_that_does_not_fit_is_an_os_error(tmp_path) -> None:
+    """A stored value the new type cannot hold: pylance's ``OSError`` and its message."""
+    for m in (lance, lance_gpu):
+        uri = str(tmp_path / m.__name__)
+        m.write_dataset(pa.table({"a": [1, 5, 1024, 2000]}), uri)
+        with pytest.raises(OSError, match="Can't cast value 1024 to type Int8"):
+            m.dataset(uri).alter_columns({"path": "a", "data_type": pa.int8()})
+        assert m.dataset(uri).version == 1
+
+
+def test_dataset_commit_lock_guards_later_mutations(tmp_path) -> None:
+    """``dataset(uri, commit_lock=lock)``: the dataset's mutations (its merge_insert builders
+    and ``ds.optimize`` too) commit under ``lock``, as pylance's; a lock that refuses fails them with an
+    ``OSError`` naming its exception, and nothing is committed."""
+    import contextlib
+
+    calls: dict[str, list[int]] = {}
+
+    def counting(name: str):
+        @contextlib.contextmanager
+        def lock(version: int):
+            calls.setdefault(name, []).append(version)
+            yield
+        return lock
+
+    @contextlib.contextmanager
+    def refuses(_version: int):
+        raise RefCommitConflictError()
+        yield  # pragma: no cover
+
+    for m in (lance, lance_gpu):
+        uri = str(tmp_path / m.__name__)
+        m.write_dataset(pa.table({"a": list(range(20))}), uri)
+        ds = m.dataset(uri, commit_lock=counting(m.__name__))
+        ds.delete("a < 2")
+        ds.update({"a": "a + 100"}, where="a = 5")
+        ds.merge_insert("a").when_not_matched_insert_all().execute(pa.table({"a": [1000]}))
+        ds.optimize.compact_files()
+        with pytest.raises(OSError, match="CommitConflictError"):
+            m.dataset(uri, commit_lock=refuses).delete("a < 10")
+        assert m.dataset(uri).count_rows() == 19
+    # a compaction commits twice (fragment ids reserved at 5, the rewrite at 6), both locked
+    assert calls["lance_gpu"] == calls["lance"] == [2, 3, 4, 5, 6]

@@ -634,3 +634,24 @@ def test_random_byte_damage_never_crashes(datasets, tmp_path):
             except CorruptFileError as exc:
                 assert "fuzz.lance" in str(exc)
         reader.close()
+
+
+@pytest.mark.parametrize("typ", [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()])
+def test_legacy_list_encoded_strings(tmp_path, typ):
+    """pylance 0.13-era 2.0 files stored a string / binary field as a List offsets column over
+    a column of 8-bit items (the manifest names only the first): pylance 14 still reads
+    them, and so do we.  The same two columns are what a 2.0 ``list<uint8>`` field is written
+    as, so pylance writes the file and the field is read back as ``typ``."""
+    from lance.file import LanceFileWriter
+
+    values = [b"foo", None, b"", b"bazz" * 300] * 700
+    lists = pa.array([None if v is None else list(v) for v in values], pa.list_(pa.uint8()))
+    path = str(tmp_path / "legacy.lance")
+    with LanceFileWriter(path, pa.schema([pa.field("n", pa.int64()), pa.field("s", lists.type)]), version="2.0",
+                         max_page_bytes=64 * 1024) as w:
+        w.write_batch(pa.record_batch([pa.array(np.arange(len(values))), lists], names=["n", "s"]))
+    reader = LanceFileReader(path, LOCAL)
+    expected = pa.array(values, typ)
+    assert read_field(reader, pa.field("s", typ), [1]).equals(expected)
+    assert read_field(reader, pa.field("s", typ), [1], (5, 1900)).equals(expected.slice(5, 1895))
+    assert read_field(reader, pa.field("n", pa.int64()), [0]).to_pylist() == list(range(len(values)))

@@ -183,11 +183,6 @@ def test_our_fragment_metadata_commits_through_pylance(uris) -> None:
     _ref_uri, our_uri = uris
     ds = lance_gpu.dataset(our_uri)
     metas = [f.merge_columns({"c": "a + 1"})[0] for f in ds.get_fragments()]
-    schema = lance_gpu.dataset(our_uri).lance_schema
-    from lance_gpu.schema import LanceSchema
-
-    new_schema = LanceSchema([*list(schema.fields)], schema.metadata)
-    assert new_schema == schema
     ref_metas = [lance.FragmentMetadata.from_json(json.dumps(m.to_json())) for m in metas]
     ref_schema = lance.schema.LanceSchema.from_pyarrow(pa.schema([*list(ds.schema), pa.field("c", pa.int64())]))
     lance.LanceDataset.commit(our_uri, lance.LanceOperation.Merge(ref_metas, ref_schema), read_version=ds.version)
@@ -318,6 +313,36 @@ def test_create_from_file_appends_as_pylance(tmp_path) -> None:
         assert lance_gpu.dataset(str(uri)).to_table() == lance.dataset(str(uri)).to_table()
 
 
+def test_rewrite_numbers_a_created_fragment_as_pylance(tmp_path) -> None:
+    """A distributed compaction's file (``create_from_file(..., 0)``) committed by a Rewrite
+    gets the next free fragment id, as pylance numbers it; a non-zero id is kept."""
+    import uuid
+
+    from lance_gpu.file import LanceFileWriter
+
+    data = pa.table({"a": pa.array(np.arange(40))})
+    ids = {}
+    for mod in (lance_gpu, lance):
+        uri = str(tmp_path / mod.__name__)
+        lance.write_dataset(data, uri, max_rows_per_file=10)
+        got = []
+        for given in (0, 9):
+            ds = mod.dataset(uri)
+            name = f"{uuid.uuid4()}.lance"
+            with LanceFileWriter(os.path.join(uri, "data", name)) as writer:
+                writer.write_batch(ds.to_table())
+            frag = mod.LanceFragment.create_from_file(name, ds, 0)
+            frag.id = given
+            group = mod.LanceOperation.RewriteGroup(old_fragments=[f.metadata for f in ds.get_fragments()],
+                                                    new_fragments=[frag])
+            ds = mod.LanceDataset.commit(uri, mod.LanceOperation.Rewrite(groups=[group], rewritten_indices=[]),
+                                         read_version=ds.version)
+            got.append([f.fragment_id for f in ds.get_fragments()])
+            assert lance.dataset(uri).to_table() == data
+        ids[mod.__name__] = got
+    assert ids["lance_gpu"] == ids["lance"] == [[4], [9]]
+
+
 def test_fragment_merge_on_row_id_matches_pylance(uris) -> None:
     def run(mod, ds):
         ids = ds.to_table(columns=[], with_row_id=True).column("_rowid")
@@ -342,3 +367,55 @@ def test_data_file_names_as_pylance(tmp_path) -> None:
         stem = name[: -len(".lance")]
         assert name.endswith(".lance") and len(stem) == 50
         assert set(stem[:24]) <= set("01") and set(stem[24:]) <= set("0123456789abcdef")
+
+
+def test_merge_with_a_pyarrow_schema_is_deprecated_as_in_pylance(tmp_path) -> None:
+    """``LanceOperation.Merge(fragments, pyarrow_schema)`` still commits, with pylance's
+    ``DeprecationWarning`` (a ``LanceSchema`` is the supported form)."""
+    table = pa.table({"a": list(range(20)), "b": list(range(20))})
+    expected = table.append_column("c", pa.array(list(range(20))))
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        mod.write_dataset(table, uri)
+        merged = mod.dataset(uri).get_fragments()[0].merge_columns(lambda _: pa.RecordBatch.from_pydict({"c": range(20)}))[0]
+        with pytest.deprecated_call(match="pyarrow.Schema to Merge is deprecated"):
+            op = mod.LanceOperation.Merge([merged], expected.schema)
+        assert mod.LanceDataset.commit(uri, op, read_version=1).to_table() == expected
+
+
+def _standalone_file(mod, uri: str, fields: list[int], table: pa.Table):
+    """A data file written on its own (LanceFileWriter numbers its fields from 0) and the
+    DataFile naming the dataset fields it replaces, as pylance's test helpers build it."""
+    import uuid
+
+    from lance_gpu.file import LanceFileWriter
+
+    name = f"{uuid.uuid4()}.lance"
+    with LanceFileWriter(os.path.join(uri, "data", name)) as writer:
+        writer.write_batch(table)
+    return mod.fragment.DataFile(path=name, fields=fields, column_indices=list(range(len(fields))),
+                                 file_major_version=2, file_minor_version=1)
+
+
+def test_data_replacement_conflicts_as_pylance(tmp_path) -> None:
+    """A standalone file replacing column ``b`` (its own field id 0 for the dataset's 1) is
+    read by position, as pylance reads it; a replacement conflicts with an index only on
+    the fields it replaces, and with another replacement only on the same fields."""
+    outcomes = {}
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        ds = mod.write_dataset(pa.table({"a": list(range(100))}), uri, data_storage_version="2.1")
+        ds.add_columns({"b": "a + 1"})
+        ds2, ds3 = mod.dataset(uri), mod.dataset(uri)
+        ds.create_scalar_index("a", "BTREE")
+        new_b = _standalone_file(mod, uri, [1], pa.table({"b": pa.array(range(100, 200))}))
+        op = mod.LanceOperation.DataReplacement([mod.LanceOperation.DataReplacementGroup(0, new_b)])
+        mod.LanceDataset.commit(uri, op, read_version=ds2.version)  # b: the index on a is not touched
+        assert mod.dataset(uri).to_table(columns=["b"]).column(0).to_pylist() == list(range(100, 200))
+        new_a = _standalone_file(mod, uri, [0], pa.table({"a": pa.array(range(100, 200))}))
+        op = mod.LanceOperation.DataReplacement([mod.LanceOperation.DataReplacementGroup(0, new_a)])
+        with pytest.raises(OSError) as caught:
+            mod.LanceDataset.commit(uri, op, read_version=ds3.version)  # a: the index at version 3 covers it
+        outcomes[mod.__name__] = str(caught.value).split(":")[0]
+    assert outcomes["lance_gpu"] == outcomes["lance"] == "Retryable commit conflict for version 3"
+    assert lance.dataset(str(tmp_path / "lance_gpu")).to_table() == lance_gpu.dataset(str(tmp_path / "lance_gpu")).to_table()

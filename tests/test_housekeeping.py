@@ -102,6 +102,11 @@ def test_default_scan_options_and_commit_message_key(tmp_path) -> None:
     for kwargs in ({"with_row_id": True}, {"with_row_address": True}, {"batch_size": 3, "columns": ["a"]}):
         ours = lance_gpu.dataset(path, default_scan_options=kwargs).to_table()
         assert ours == lance.dataset(path, default_scan_options=kwargs).to_table()
+        # the schema lists the row id / address every default scan returns, as pylance's
+        assert lance_gpu.dataset(path, default_scan_options=kwargs).schema == lance.dataset(
+            path, default_scan_options=kwargs).schema
+    both = {"with_row_id": True, "with_row_address": True}
+    assert lance_gpu.dataset(path, default_scan_options=both).schema == lance.dataset(path, default_scan_options=both).schema
     assert LANCE_COMMIT_MESSAGE_KEY == REF_COMMIT_MESSAGE_KEY
     assert lance_gpu.dataset(path).read_transaction(1).transaction_properties[LANCE_COMMIT_MESSAGE_KEY] == "hello"
 

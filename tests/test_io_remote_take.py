@@ -83,7 +83,7 @@ def test_take_without_prefetch_reads_chunks(remote_ds) -> None:
     frag = ds.snapshot.fragments[0]
     rows = np.array([3, 70_000, 70_001], np.int64)
     for name in ("vec", "name", "tag", "price"):
-        field = next(f for f in ds.lance_schema.fields if f.name == name)
+        field = next(f for f in ds.snapshot.lance_schema.fields if f.name == name)
         got = frag.read_field(field, ds.schema.field(name), rows)
         want = lance.dataset(uri, storage_options=opts).take(rows.tolist(), columns=[name]).column(name).combine_chunks()
         assert got.equals(want), name

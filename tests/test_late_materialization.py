@@ -85,7 +85,7 @@ def test_late_fields_decoded_selectively_by_encoding(pair, monkeypatch) -> None:
     frag = ours.get_fragments()[0]
     shares = {}
     for name in ("id", "emb"):
-        field = ours.lance_schema.field(name)
+        field = ours.snapshot.lance_schema.field(name)
         src = frag.snapshot.field_source(field)
         shares[name] = selective_share(frag.snapshot.file_reader(src.path), ours.schema.field(name), src.columns)
     assert shares == {"id": SELECT_SHARE_CHUNKED, "emb": SELECT_SHARE_DIRECT}

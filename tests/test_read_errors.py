@@ -219,7 +219,7 @@ def test_page_structure_garbage(pristine, tmp_path: Path, version: str) -> None:
     f = _data_files(uri)[0]
     ds = lance_gpu.dataset(uri)
     frag = next(fr for fr in ds.fragments if Path(ds.uri, "data", fr.pb.files[0].path) == f)
-    field = next(x for x in ds.lance_schema.fields if x.name == "s")
+    field = next(x for x in ds.snapshot.lance_schema.fields if x.name == "s")
     cols = set(frag.snapshot.field_source(field).columns)
     for ci, off, size in _page_buffers(f):
         if ci in cols:

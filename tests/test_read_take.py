@@ -97,7 +97,7 @@ def test_take_decodes_only_the_chunks_holding_the_rows(tmp_path, monkeypatch) ->
     ref = lance.dataset(path)
     # Chunks per page, from the page's own chunk table.
     frag = ours.get_fragments()[0]
-    field = next(f for f in ours.lance_schema.fields if f.name == "small")
+    field = next(f for f in ours.snapshot.lance_schema.fields if f.name == "small")
     src = frag.snapshot.field_source(field)
     reader = frag.snapshot.file_reader(src.path)
     from lance_gpu.file.encodings.base import DecodeContext
@@ -259,3 +259,46 @@ def test_repeated_takes_parse_each_page_once(tmp_path, monkeypatch) -> None:
     assert parsed and len(parsed) == len(set(parsed))
     assert headers and all(read <= 64 for read, _ in headers)
     assert any(read < total for read, total in headers)
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_take_rows_by_row_id_matches_pylance(tmp_path, stable: bool) -> None:
+    """pylance's ``_take_rows``: rows by row id in the order given, repeats kept, deleted
+    rows left out, SQL projections; ``len(ds)`` counts live rows."""
+    uri = str(tmp_path / "ids.lance")
+    ref = lance.write_dataset(pa.table({"a": pa.array(np.arange(30)), "s": [f"v{i}" for i in range(30)]}), uri,
+                              max_rows_per_file=10, enable_stable_row_ids=stable)
+    ref.delete("a = 3 OR a = 14")
+    ref = lance.dataset(uri)
+    ours = lance_gpu.dataset(uri)
+    live_ids = ref.to_table(with_row_id=True).column("_rowid").to_pylist()
+    deleted = 3  # the deleted row a = 3: its row id (stable or not) and its address
+    for ids in ([live_ids[12], live_ids[5], deleted, live_ids[5]], [], live_ids[::-1], [live_ids[0]]):
+        for columns in (None, ["s"], {"x": "a * 2", "u": "upper(s)"}):
+            assert ours._take_rows(ids, columns) == ref._take_rows(ids, columns), (ids, columns)
+    assert len(ours) == len(ref) == 28
+    assert bool(lance_gpu.dataset(uri, version=1)) is True
+
+
+def test_take_rows_bad_address_is_an_os_error(tmp_path) -> None:
+    uri = str(tmp_path / "bad.lance")
+    lance.write_dataset(pa.table({"a": pa.array(np.arange(20))}), uri, max_rows_per_file=10)
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+    for address in ((5 << 32) + 2, (1 << 32) + 200):
+        with pytest.raises(OSError):
+            ref._take_rows([address])
+        with pytest.raises(OSError, match="row address"):
+            ours._take_rows([address])
+
+
+def test_take_virtual_and_repeated_columns_match_pylance(tmp_path) -> None:
+    """``take(columns=["_rowid"])`` / ``_rowaddr`` / ``_rowoffset``, and pylance's repeats:
+    a repeated column comes once, a repeated ``_rowid`` as often as named."""
+    uri = str(tmp_path / "v.lance")
+    lance.write_dataset(pa.table({"a": pa.array(np.arange(100)), "b": pa.array(np.arange(100))}), uri,
+                        max_rows_per_file=50)
+    ref, ours = lance.dataset(uri), lance_gpu.dataset(uri)
+    for cols in (["_rowid"], ["_rowid", "_rowid"], ["_rowaddr"], ["a", "_rowaddr"], ["a", "a"],
+                 ["a", "_rowid", "a", "_rowid"]):
+        assert ours.take([1, 60, 3], columns=cols) == ref.take([1, 60, 3], columns=cols), cols
+    assert ours.take([1, 60, 3], columns=["_rowoffset"]).column(0).to_pylist() == [1, 60, 3]

@@ -203,6 +203,8 @@ def test_list_describe_drop_like_pylance(tmp_path):
         ds.create_scalar_index("i", "BTREE", name="by_i")
         ds.create_scalar_index("i", "BITMAP", name="by_i", replace=True)
     g, p = lance_gpu.dataset(ours), lance.dataset(theirs)
+    assert g.has_index is p.has_index is True
+    assert lance_gpu.dataset(ours, version=1).has_index is lance.dataset(theirs, version=1).has_index is False
     for a, b in zip(g.describe_indices(), p.describe_indices(), strict=True):
         assert (a.name, a.type_url, a.index_type, a.fields, a.field_names, a.num_rows_indexed) == \
             (b.name, b.type_url, b.index_type, b.fields, b.field_names, b.num_rows_indexed)
@@ -464,8 +466,9 @@ def test_delete_reads_the_rows_an_index_selects(tmp_path, monkeypatch):
     lance.dataset(ours).create_scalar_index("i", "BTREE")
     shutil.copytree(ours, theirs)
     seen = []
-    real = operations.decode_fields
-    monkeypatch.setattr(operations, "decode_fields", lambda ds, units, fields: (seen.extend(u.rows.size for u in units), real(ds, units, fields))[1])
+    real = operations.decode_spans
+    monkeypatch.setattr(operations, "decode_spans",
+                        lambda ds, units, fields, **kw: (seen.extend(u.rows.size for u in units), real(ds, units, fields, **kw))[1])
     assert lance_gpu.dataset(ours).delete("i = 4099 OR i IN (10, 11)") == {"num_deleted_rows": 3}
     lance.dataset(theirs).delete("i = 4099 OR i IN (10, 11)")
     assert seen == [2, 1]  # two rows of fragment 0, one of fragment 2

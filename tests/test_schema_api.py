@@ -81,4 +81,37 @@ def test_dataset_lance_schema(tmp_path) -> None:
     lance.write_dataset(pa.table({"a": [1], "st": [{"x": 1.0}]}), uri)
     ours = lance_gpu.dataset(uri).lance_schema
     assert ours.to_pyarrow() == lance.dataset(uri).lance_schema.to_pyarrow()
-    assert [f.id for f in ours.walk()] == [0, 1, 2]
+    assert [f.id for f in ours.table_schema.walk()] == [0, 1, 2]
+
+
+def _tree(fields) -> list:
+    """Names, ids, metadata and children of pylance-style fields (either library's)."""
+    return [(f.name(), f.id(), f.metadata, _tree(f.children())) for f in fields]
+
+
+def test_lance_schema_methods_as_pylance(tmp_path) -> None:
+    """pylance's ``LanceSchema`` methods (``fields()``, ``field(path)``, ``repr``) and
+    ``LanceField`` ones (``name()``, ``id()``, ``children()``, the ``metadata`` property)."""
+    uri = str(tmp_path / "m.lance")
+    data = pa.table({
+        "x": pa.array([1, 2], pa.int64()),
+        "s": [{"a": 1, "b": "h"}, {"a": 2, "b": "w"}],
+        "y": [[1.0], [2.0]],
+    }).replace_schema_metadata({"k": "v"})
+    data = data.cast(data.schema.set(0, data.schema.field("x").with_metadata({"doc": "id"})))
+    lance.write_dataset(data, uri)
+    theirs, ours = lance.dataset(uri).lance_schema, lance_gpu.dataset(uri).lance_schema
+    assert _tree(ours.fields()) == _tree(theirs.fields())
+    assert repr(ours) == repr(theirs)
+    assert repr(ours.fields()[1]) == repr(theirs.fields()[1])
+    for path in ("x", "s.b", "y.item", "nope", "s.nope"):
+        mine, ref = ours.field(path), theirs.field(path)
+        assert (mine is None) == (ref is None), path
+        if ref is not None:
+            assert (mine.name(), mine.id()) == (ref.name(), ref.id())
+    assert ours.field_case_insensitive("S.B").id() == theirs.field_case_insensitive("S.B").id()
+    assert ours.fields()[0].to_arrow() == theirs.fields()[0].to_arrow()
+    assert ours.unenforced_primary_key() == theirs.unenforced_primary_key() == []
+    assert pickle.loads(pickle.dumps(ours)) == ours
+    assert LanceSchema.from_pyarrow(data.schema) == ours
+    assert repr(LanceSchema.from_pyarrow(data.schema)) == repr(lance.schema.LanceSchema.from_pyarrow(data.schema))

@@ -50,3 +50,25 @@ def test_udf_changing_its_columns_fails_as_pylance(uris, use_fragments: bool) ->
                 ds.get_fragments()[0].merge_columns(make_new_col)
             else:
                 ds.add_columns(make_new_col)
+
+
+@pytest.mark.parametrize(("old", "new", "values"), [
+    (pa.int32(), pa.float64(), [1]), (pa.int32(), pa.int64(), [1]), (pa.float64(), pa.float16(), [1.0]),
+    (pa.string(), pa.large_string(), ["a"]), (pa.string(), pa.binary(), ["a"]), (pa.binary(), pa.large_binary(), [b"a"]),
+    (pa.list_(pa.int32()), pa.large_list(pa.int64()), [[1]]), (pa.list_(pa.float32(), 2), pa.list_(pa.float16(), 2), [[1.0, 2.0]]),
+    (pa.int32(), pa.bool_(), [1]), (pa.bool_(), pa.int8(), [True]), (pa.date32(), pa.date64(), [1]),
+    (pa.decimal128(5, 2), pa.decimal128(7, 2), [1]), (pa.int32(), pa.string(), [1]),
+])
+def test_alter_columns_type_changes_as_pylance(tmp_path, old, new, values) -> None:
+    """``alter_columns(data_type=)`` converts what pylance converts (same results) and
+    refuses the rest with pylance's ``OSError`` 'Cannot cast column "x" from A to B'."""
+    outcomes = []
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        ds = mod.write_dataset(pa.table({"x": pa.array(values, old)}), uri)
+        try:
+            ds.alter_columns({"path": "x", "data_type": new})
+            outcomes.append(lance.dataset(uri).to_table())
+        except OSError as exc:
+            outcomes.append(str(exc).split("Cannot cast column ")[1].split(",")[0])
+    assert outcomes[0] == outcomes[1]

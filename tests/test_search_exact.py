@@ -525,3 +525,38 @@ def test_multivector_null_vectors_inside_rows(tmp_path: object) -> None:
     q = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
     for metric in ("l2", "cosine", "dot"):
         _same(*_both(path, nearest={"column": "mv", "q": q, "k": 6, "metric": metric}))
+
+
+def test_fixed_shape_tensor_column_searched_as_pylance(tmp_path) -> None:
+    """A ``fixed_shape_tensor`` column is searched as its storage vectors, with a tensor
+    scalar, a vector or several vectors as the query; the column comes back as a tensor."""
+    path = str(tmp_path / "tensor")
+    tensor = pa.fixed_shape_tensor(pa.float32(), [DIM])
+    values = np.random.default_rng(3).standard_normal((200, DIM)).astype(np.float32)
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), DIM)
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(200)),
+                                  "t": pa.ExtensionArray.from_storage(tensor, storage)}), path)
+    scalar = pa.ExtensionArray.from_storage(tensor, storage.slice(7, 1))[0]
+    for q in (scalar, values[7], [values[7], values[30]]):
+        for columns in (["id"], ["id", "t"]):
+            _same(*_both(path, nearest={"column": "t", "k": 5, "q": q}, columns=columns))
+
+
+def test_vec_to_table_as_pylance() -> None:
+    """``lance.vector.vec_to_table``: the same tables and refusals."""
+    from lance.vector import vec_to_table as ref
+
+    from lance_gpu.vector import vec_to_table
+
+    rng = np.random.default_rng(1)
+    as_dict = {"a": rng.standard_normal(8), "b": rng.standard_normal(8)}
+    cases = [((as_dict,), {}), ((as_dict,), {"names": ["key", "emb"]}), ((rng.standard_normal((5, 4)),), {}),
+             (([[1, 2, 3], [4, 5, 6]],), {"names": "v"})]
+    for args, kwargs in cases:
+        assert vec_to_table(*args, **kwargs) == ref(*args, **kwargs)
+    with pytest.raises(ValueError, match="Expected 3 dimensions but got 2"):
+        ref([[1, 2, 3], [4, 5]])
+    with pytest.raises(ValueError, match="Expected 3 dimensions but got 2"):
+        vec_to_table([[1, 2, 3], [4, 5]])
+    with pytest.raises(NotImplementedError):
+        vec_to_table("no")  # type: ignore[arg-type]

@@ -541,3 +541,25 @@ def test_compaction_with_stable_row_ids_keeps_vector_index(tmp_path: object) -> 
         for refine in (None, 2):
             nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2, "refine_factor": refine}
             _same(*_both(path, nearest=nearest, columns=["id", "_distance"]))
+
+
+def test_explain_plan_names_the_exact_part_as_pylance(tmp_path: object) -> None:
+    """``explain_plan`` of a search names pylance's ``KNNVectorDistance`` exactly when rows
+    are searched without the index: no index, ``use_index=False``, or fragments appended
+    after it was built."""
+    from lance_gpu.vector import vec_to_table
+
+    uri = str(tmp_path / "plan.lance")  # type: ignore[operator]
+    v = np.random.default_rng(5).random((300, 16)).astype(np.float32)
+    lance.write_dataset(vec_to_table(v), uri, max_rows_per_file=150)
+    query = {"column": "vector", "q": v[3], "k": 5}
+
+    def flat(mod, **extra) -> bool:
+        return "KNNVectorDistance" in mod.dataset(uri).scanner(nearest={**query, **extra}).explain_plan()
+
+    assert flat(lance_gpu) == flat(lance) is True
+    lance.dataset(uri).create_index("vector", index_type="IVF_PQ", num_partitions=2, num_sub_vectors=2)
+    assert flat(lance_gpu) == flat(lance) is False
+    assert flat(lance_gpu, use_index=False) == flat(lance, use_index=False) is True
+    lance.write_dataset(vec_to_table(v[:50]), uri, mode="append")
+    assert flat(lance_gpu) == flat(lance) is True

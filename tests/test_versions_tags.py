@@ -458,3 +458,28 @@ def test_tags_list_ordered_and_metadata(uri: str) -> None:
 def test_version_wins_over_asof(uri: str) -> None:
     now = dt.datetime.now()
     assert lance_gpu.dataset(uri, version=1, asof=now).version == lance.dataset(uri, version=1, asof=now).version == 1
+
+
+@pytest.mark.parametrize(("file_version", "expected"), [((0, 3), "2.0"), ((0, 0), "0.1"), ((2, 0), "2.0")])
+def test_data_storage_version_of_early_manifests(tmp_path: Path, file_version, expected: str) -> None:
+    """Manifests of early pylance versions have no ``data_format``: the version comes from
+    the data files, where 0.3 is how 2.0 files were first numbered (pylance 0.13's)."""
+    import struct
+
+    from lance_gpu._proto import table_pb2
+
+    uri = tmp_path / "early.lance"
+    lance.write_dataset(pa.table({"a": [1, 2]}), str(uri), data_storage_version="2.0")
+    path = next((uri / "_versions").glob("*.manifest"))
+    raw = path.read_bytes()
+    (pos,) = struct.unpack_from("<Q", raw, len(raw) - 16)
+    (length,) = struct.unpack_from("<I", raw, pos)
+    manifest = table_pb2.Manifest()
+    manifest.ParseFromString(raw[pos + 4 : pos + 4 + length])
+    manifest.ClearField("data_format")
+    for frag in manifest.fragments:
+        for df in frag.files:
+            df.file_major_version, df.file_minor_version = file_version
+    body = manifest.SerializeToString()
+    path.write_bytes(raw[:pos] + struct.pack("<I", len(body)) + body + raw[len(raw) - 16 :])
+    assert lance_gpu.dataset(str(uri)).data_storage_version == lance.dataset(str(uri)).data_storage_version == expected

@@ -301,3 +301,47 @@ def test_update_and_merge_insert_at_scale(tmp_path, rows, every):
     assert [f.count_rows() for f in lance.dataset(ours).get_fragments()] == [
         f.count_rows() for f in lance.dataset(ref).get_fragments()
     ]
+
+
+def _metric(text: str, name: str) -> int:
+    import re
+
+    return int(re.search(rf"\b{name}=(\d+)", text).group(1))
+
+
+def test_merge_insert_explain_and_analyze_like_pylance(tmp_path):
+    """pylance's ``explain_plan`` / ``analyze_plan`` on a merge_insert builder: the plan
+    names the actions; analyzing runs the merge (same row counts, data files and bytes as
+    pylance's) without committing it; a scalar index on the key refuses the explanation
+    unless ``use_index(False)`` (an ``OSError``, as pylance's)."""
+    data = pa.table({"id": pa.array([1, 2, 3, 4]), "value": ["a", "b", "c", "d"]})
+    source = pa.table({"id": pa.array([1, 5]), "value": ["updated_a", "e"]})
+    results = {}
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        ds = mod.write_dataset(data, uri)
+        builder = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        plan = builder.explain_plan()
+        assert "MergeInsert: on=[id], when_matched=UpdateAll, when_not_matched=InsertAll" in plan
+        assert "Join" in plan and "MergeInsert" in builder.explain_plan(data.schema, verbose=True)
+        text = builder.analyze_plan(source)
+        results[mod.__name__] = {k: _metric(text, k) for k in ("num_inserted_rows", "num_updated_rows",
+                                                                "num_deleted_rows", "num_files_written")}
+        assert mod.dataset(uri).version == 1 and mod.dataset(uri).to_table() == data
+        ds.create_scalar_index("id", "BTREE")
+        with pytest.raises(OSError, match="does not support explain_plan"):
+            mod.dataset(uri).merge_insert("id").when_matched_update_all().explain_plan()
+        assert "MergeInsert" in mod.dataset(uri).merge_insert("id").when_matched_update_all().use_index(False).explain_plan()
+    assert results["lance_gpu"] == results["lance"] == {"num_inserted_rows": 1, "num_updated_rows": 1,
+                                                        "num_deleted_rows": 0, "num_files_written": 1}
+    assert len(list((tmp_path / "lance_gpu" / "data").iterdir())) == 1  # the analyzed merge left no file
+
+
+def test_merge_insert_without_actions_is_a_value_error_like_pylance(tmp_path):
+    """A merge_insert that changes nothing is refused before reading (``ValueError``, as
+    pylance's); ``when_matched_fail`` alone is a check and runs."""
+    for mod in (lance, lance_gpu):
+        ds = mod.write_dataset(pa.table({"a": [1, 2]}), str(tmp_path / mod.__name__))
+        with pytest.raises(ValueError, match="not configured to change the data"):
+            ds.merge_insert("a").execute(pa.table({"a": [1]}))
+        assert ds.merge_insert("a").when_matched_fail().execute(pa.table({"a": [3]}))["num_inserted_rows"] == 0

@@ -17,7 +17,7 @@ def stable_version() -> str:
 #: lives in :mod:`lance_gpu.write.single_file` (the writer is part of the write layer).
 _SINGLE_FILE_API = frozenset({
     "LanceBufferDescriptor", "LanceColumnMetadata", "LanceColumnStatistics", "LanceFileMetadata",
-    "LanceFileReader", "LanceFileStatistics", "LanceFileWriter", "LancePageMetadata", "ReaderResults",
+    "LanceFileReader", "LanceFileSession", "LanceFileStatistics", "LanceFileWriter", "LancePageMetadata", "ReaderResults",
 })
 
 

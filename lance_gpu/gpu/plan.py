@@ -36,6 +36,15 @@ while planning: chunk metadata, page dictionaries, full-zip repetition indices a
 chunks of pages with repetition levels (whose level counts are only in their headers).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
+Mini-block pages of memory-mapped files are planned in bulk, per leaf of at least
+:data:`BULK_MIN_PAGES` pages: their chunk tables (metadata words and in-band headers) are
+parsed together (:func:`miniblock.chunk_tables_mapped`: NumPy over the pages' words, one
+native header parse over the file map per header shape), and their work is emitted with one
+set of NumPy calls per group of pages encoded alike (:func:`_emit_miniblock_batch`), the
+chunk spans addressed in the file map; what is left per page is its protobuf, its staging
+registration and a few scalars.  Pages with dictionaries, deferred chunks (object stores)
+and small leaves go page by page; both paths emit the same work (tests/test_gpu_plan.py).
+
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
 dictionaries (small; decoded with the CPU decoders, LZ4 included) and the levels of
@@ -52,7 +61,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
@@ -60,6 +68,9 @@ from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.container import LanceFileReader, PageInfo
 from lance_gpu.file.encodings import fsst as fsst_enc
 from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
+from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
+from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import constant as constant_layout
@@ -71,6 +82,11 @@ from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu.staging import Stager
 
 _WORD_BITS = (8, 16, 32, 64)
+#: a leaf with at least this many mini-block pages in a mapped file has their chunk tables
+#: parsed and their work emitted together (:func:`_parse_miniblock_pages`,
+#: :func:`_emit_miniblock_batch`; below it the fixed cost of doing so exceeds the per-page
+#: path's); None: always page by page (the tests compare both)
+BULK_MIN_PAGES: int | None = 4
 
 
 class Unsupported(Exception):
@@ -117,20 +133,6 @@ def leaf_kind(t: pa.DataType) -> tuple[str, int]:
     return "fixed", bits // 8
 
 
-def _fixed_flat(enc) -> tuple[int, int] | None:
-    """(items per value, bits per item) of Flat or FixedSizeList(...Flat) without extras."""
-    dim = 1
-    while enc.WhichOneof("compression") == "fixed_size_list":
-        fsl = enc.fixed_size_list
-        if fsl.has_validity:
-            return None
-        dim *= int(fsl.items_per_value)
-        enc = fsl.values
-    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
-        return None
-    return dim, int(enc.flat.bits_per_value)
-
-
 def _level_encoding(enc) -> str:
     """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16},
     OutOfLineBitpacking{16, Flat}, InlineBitpacking{16} or Rle{Flat16, Flat8} (the block
@@ -148,7 +150,7 @@ def _level_encoding(enc) -> str:
         if int(ib.uncompressed_bits_per_value) == 16 and not ib.HasField("values"):
             return kind
     elif kind == "rle":
-        if _rle_bits(enc) == 16:
+        if rle_plan.value_bits(enc) == 16:
             return kind
     raise Unsupported(f"{kind} repetition/definition levels")
 
@@ -174,20 +176,9 @@ def _index_encoding(enc) -> str:
     if kind == "inline_bitpacking" and not enc.inline_bitpacking.HasField("values"):
         if int(enc.inline_bitpacking.uncompressed_bits_per_value) in _WORD_BITS:
             return kind
-    if kind == "rle" and _rle_bits(enc) is not None:
+    if kind == "rle" and rle_plan.value_bits(enc) is not None:
         return kind
     raise Unsupported(f"{kind} dictionary indices")
-
-
-def _rle_bits(enc) -> int | None:
-    rle = enc.rle
-    v, r = rle.values, rle.run_lengths
-    if v.WhichOneof("compression") != "flat" or r.WhichOneof("compression") != "flat":
-        return None
-    if v.flat.HasField("data") or r.flat.HasField("data") or int(r.flat.bits_per_value) != 8:
-        return None
-    bits = int(v.flat.bits_per_value)
-    return bits if bits in _WORD_BITS else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,14 +264,22 @@ class _Lists:
         self._parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
 
     def add(self, **cols) -> None:
-        arrays = {name: np.atleast_1d(np.asarray(cols[name], np.int64)) for name in self._names}
-        n = max(a.size for a in arrays.values())
-        for name, a in arrays.items():
-            if a.size != n:
-                if a.size != 1:
-                    msg = f"work list column {name} has {a.size} entries, expected {n}"
-                    raise ValueError(msg)
-                a = np.full(n, a[0], np.int64)
+        """Append entries: every column an array of ``n`` values or one value for all ``n``
+        (``n``: the longest column).  Called per page or per group of pages, so int64
+        vectors of the right length are taken as they are."""
+        values = [cols[name] for name in self._names]
+        sizes = [v.size if type(v) is np.ndarray else 1 for v in values]
+        n = max(sizes)
+        for name, v, size in zip(self._names, values, sizes, strict=True):
+            if size == n and type(v) is np.ndarray and v.ndim == 1 and v.dtype == np.int64:
+                a = v
+            else:
+                a = np.asarray(v, np.int64).reshape(-1)
+                if a.size != n:
+                    if a.size != 1:
+                        msg = f"work list column {name} has {a.size} entries, expected {n}"
+                        raise ValueError(msg)
+                    a = np.full(n, a[0], np.int64)
             self._parts[name].append(a)
 
     def __len__(self) -> int:
@@ -422,7 +421,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
             _index_encoding(enc)
             return
         if vk == "rle":
-            if nbuf != 2 or leaf.kind != "fixed" or _rle_bits(enc) != 8 * leaf.width:
+            if nbuf != 2 or leaf.kind != "fixed" or rle_plan.value_bits(enc) != 8 * leaf.width:
                 raise Unsupported("this Rle layout")
             return
         if nbuf != 1:
@@ -438,7 +437,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
             if leaf.kind == "fixed" and not ib.HasField("values") and int(ib.uncompressed_bits_per_value) == 8 * leaf.width:
                 return
             raise Unsupported("this InlineBitpacking layout")
-        ff = _fixed_flat(enc)
+        ff = flat_plan.fixed_items(enc)
         if ff is None:
             raise Unsupported(f"{vk} values in mini-block pages")
         dim, bits = ff
@@ -452,7 +451,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
         det = fz.WhichOneof("details")
         enc = fz.value_compression
         if det == "bits_per_value":
-            ff = _fixed_flat(enc)
+            ff = flat_plan.fixed_items(enc)
             if leaf.kind != "fixed" or ff is None or ff[0] * ff[1] != int(fz.bits_per_value) or int(fz.bits_per_value) != 8 * leaf.width:
                 raise Unsupported("this full-zip fixed-width layout")
             if int(fz.bits_rep) == 0 and invisible_levels(tuple(int(x) for x in fz.layers)).any():
@@ -531,6 +530,44 @@ def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray]
     raise Unsupported(f"page layout {kind}")
 
 
+def _parse_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray]]]) -> list[PagePlan]:
+    """:func:`parse_page` of mini-block pages ``(index, info, page layout, buffers)`` one by one."""
+    out = []
+    for index, info, layout, bufs in pages:
+        page = parse_page(leaf, info, layout, bufs)
+        page.index = index
+        out.append(page)
+    return out
+
+
+def _parse_miniblock_pages(leaf: LeafPlan, whole: np.ndarray, pages: list[tuple[int, PageInfo, Any, list[np.ndarray]]]) -> list[PagePlan]:
+    """:func:`parse_page` of many mini-block pages ``(index, info, page layout, buffers)`` of
+    ``leaf`` whose chunks (buffer 1) are views of the file's map ``whole``: their chunk
+    tables parsed together (:func:`miniblock.chunk_tables_mapped`), each page's parsed
+    arrays views of the shared ones."""
+    layouts = [layout.mini_block_layout for _i, _info, layout, _b in pages]
+    offsets = np.fromiter((int(info.buffer_offsets[1]) for _i, info, _mb, _b in pages), np.int64, len(pages))
+    sizes = np.fromiter((b[1].size for _i, _info, _mb, b in pages), np.int64, len(pages))
+    t = miniblock.chunk_tables_mapped(layouts, [b[0] for _i, _info, _mb, b in pages], whole, offsets, sizes, leaf.ctx())
+    level_scan = miniblock.exclusive_scan(t.levels)
+    bounds = t.bounds.tolist()
+    out = []
+    for j, ((index, info, _layout, bufs), mb) in enumerate(zip(pages, layouts, strict=True)):
+        lo, hi = bounds[j], bounds[j + 1]
+        has_rep, has_def = mb.HasField("rep_compression"), mb.HasField("def_compression")
+        parsed = {
+            "counts": t.counts[lo:hi], "levels": t.levels[lo:hi], "rep": t.rep[lo:hi], "def": t.dfn[lo:hi],
+            "bufs": t.bufs[lo:hi, : max(int(mb.num_buffers), 1)], "starts": t.starts[lo:hi], "sizes": t.sizes[lo:hi],
+        }
+        num_items = int(mb.num_items)
+        nlev = int(level_scan[hi] - level_scan[lo]) if (has_rep or has_def) else num_items
+        layers = tuple(int(x) for x in mb.layers)
+        page = PagePlan(info, "mini_block_layout", mb, bufs, layers, num_items, nlev, has_rep, has_def, parsed)
+        page.index = index
+        out.append(page)
+    return out
+
+
 _EMPTY = np.zeros(0, np.uint8)
 
 
@@ -579,17 +616,35 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         for p, d in zip(pages, deferred, strict=True)
         for j in range(len(p.buffer_offsets))
     ]
+    # mini-block pages whose chunks are views of the file's map: chunk tables parsed in bulk
+    # (a mapped file's buffers are views of its map: LanceFileReader.mapped)
+    whole = reader.mapped if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES else None
+    bulk: list[tuple[int, PageInfo, Any, list[np.ndarray]]] = []
+    plans: list[PagePlan | None] = []
     k = 0
     for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
         nb = len(p.buffer_offsets)
-        full_zip = layout.WhichOneof("layout") == "full_zip_layout"
+        bufs = raw[k : k + nb]
+        k += nb
+        kind = layout.WhichOneof("layout")
+        if whole is not None and kind == "mini_block_layout" and not d and nb >= 2:
+            bulk.append((pi, p, layout, bufs))
+            plans.append(None)
+            continue
+        full_zip = kind == "full_zip_layout"
         data_deferred = (0 if full_zip else 1) in d
-        page_plan = parse_page(leaf, p, layout, raw[k : k + nb], deferred=data_deferred)
+        page_plan = parse_page(leaf, p, layout, bufs, deferred=data_deferred)
         page_plan.index = pi
         page_plan.data_deferred = data_deferred
         page_plan.index_deferred = full_zip and 1 in d
-        leaf.pages.append(page_plan)
-        k += nb
+        plans.append(page_plan)
+    if bulk:
+        if len(bulk) >= BULK_MIN_PAGES:  # type: ignore[operator]
+            parsed = iter(_parse_miniblock_pages(leaf, whole, bulk))  # type: ignore[arg-type]
+        else:
+            parsed = iter(_parse_pages(leaf, bulk))
+        plans = [pp if pp is not None else next(parsed) for pp in plans]
+    leaf.pages = plans  # type: ignore[assignment]
     if leaf.pages:
         all_layers = [pp.layers for pp in leaf.pages]
         try:
@@ -631,12 +686,26 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
     utf8 = is_utf8_type(leaf.arrow_type)
-    for page in leaf.pages:
+    # mini-block pages emitted together (a leaf of at least BULK_MIN_PAGES such pages)
+    whole = leaf.reader.mapped if BULK_MIN_PAGES is not None and len(leaf.pages) >= BULK_MIN_PAGES else None
+    bulk = [_batchable(page, whole) for page in leaf.pages]
+    if sum(bulk) < (BULK_MIN_PAGES or 1):
+        bulk = [False] * len(leaf.pages)
+    batch = _Batch()
+    for page, in_bulk in zip(leaf.pages, bulk, strict=True):
         if leaf.kind == "var":
             unit.var_checks.append((leaf.slot_lo + vpos, page.num_values, utf8, leaf.path, leaf.column, page.index))
         rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
         def_dst = leaf.def_pos + lpos if leaf.has_def else -1
-        if page.kind == "mini_block_layout":
+        if in_bulk:
+            # staged now (arena order as page by page); its work is emitted with the others
+            offset = int(page.info.buffer_offsets[1]) + page.data_shift
+            batch.pages.append(page)
+            batch.data_pos.append(unit.stage.add_buffer(leaf.path, offset, page.buffers[1]))
+            batch.vpos.append(vpos)
+            batch.rep_dst.append(rep_dst)
+            batch.def_dst.append(def_dst)
+        elif page.kind == "mini_block_layout":
             _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst)
         elif page.kind == "full_zip_layout":
             _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
@@ -651,6 +720,9 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
                 unit.remap.append((def_dst, page.num_levels, _renumber_table(page.layers, leaf.layers)))
         vpos += page.num_values
         lpos += page.num_levels
+    if batch.pages:
+        assert whole is not None
+        _emit_miniblock_batch(unit, leaf, batch, whole)
 
 
 def _value_dst(leaf: LeafPlan, vpos: int) -> int:
@@ -663,67 +735,105 @@ def _value_dst(leaf: LeafPlan, vpos: int) -> int:
 # -- mini-block ------------------------------------------------------------------------------
 
 
-def _emit_levels(unit: UnitPlan, enc, data: np.ndarray, data_pos: int, spans: np.ndarray, nlevels: np.ndarray, dst: int, ctx) -> None:
-    """The per-chunk level buffers of a mini-block page, to ``levels[dst:]`` (u16 items)."""
+@dataclass(slots=True)
+class _Chunks:
+    """The chunks of one or more mini-block pages of a leaf whose work is emitted together.
+
+    Every span (``bufs``, ``rep``, ``dfn``: ``(start, size)`` per chunk, as
+    :func:`miniblock.chunk_headers` gives them) indexes ``data``: one page's chunk data, or the
+    whole memory-mapped file for a batch of pages (spans rebased by each page's file offset).
+    Per chunk: byte ``x`` of ``data`` lies at arena position ``x + shift``; its page's chunk
+    data ends at ``end`` in ``data``; its first value is value ``value`` of the leaf; its
+    first repetition / definition level goes to level ``rep_dst`` / ``def_dst``.  Every
+    ``shift`` is a multiple of ``align`` (1, 2, 4 or 8); ``in_map``: ``data`` is the file map
+    (blocks read in it must be checked against their page's ``end``)."""
+
+    data: np.ndarray
+    shift: int | np.ndarray  # one int for all chunks of one page
+    align: int
+    in_map: bool
+    end: np.ndarray
+    counts: np.ndarray
+    levels: np.ndarray
+    rep: np.ndarray
+    dfn: np.ndarray
+    bufs: np.ndarray
+    value: np.ndarray
+    rep_dst: np.ndarray
+    def_dst: np.ndarray
+
+
+_NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
+
+
+def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple, vpos: int, rep_dst: int, def_dst: int) -> _Chunks:
+    """One page's chunks (``data`` at arena ``data_pos``; ``chunks``: its chunk headers)."""
+    levels, rep_spans, def_spans, cbufs = chunks
+    counts = page.parsed["counts"]
+    value = vpos + miniblock.exclusive_scan(counts)[:-1]
+    if page.has_rep or page.has_def:
+        first_level = miniblock.exclusive_scan(levels)[:-1]
+        rep_first, def_first = rep_dst + first_level, def_dst + first_level
+    else:  # no level work reads them
+        rep_first = def_first = value
+    return _Chunks(
+        data, int(data_pos), _alignment(data_pos), False, _NO_END, counts, levels, rep_spans, def_spans,
+        cbufs, value, rep_first, def_first,
+    )
+
+
+def _shift(ch: _Chunks, index: np.ndarray) -> int | np.ndarray:
+    """``ch.shift`` of the chunks ``index``."""
+    return ch.shift if isinstance(ch.shift, int) else ch.shift[index]
+
+
+def _alignment(pos: int) -> int:
+    """The largest of 1, 2, 4, 8 dividing ``pos`` (of every value OR-ed into ``pos``)."""
+    return 8 if pos % 8 == 0 else 4 if pos % 4 == 0 else 2 if pos % 2 == 0 else 1
+
+
+def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx) -> None:
+    """The per-chunk level buffers ``spans`` of ``ch``, chunk ``i``'s to ``levels[dst[i]:]`` (u16 items)."""
     kind = _level_encoding(enc)
-    chunk_first = np.zeros(nlevels.size + 1, np.int64)
-    np.cumsum(nlevels, out=chunk_first[1:])
-    starts = spans[:, 0].copy()
-    sizes = spans[:, 1].copy()
+    nlevels = ch.levels
+    starts = np.ascontiguousarray(spans[:, 0])
+    sizes = np.ascontiguousarray(spans[:, 1])
     if kind == "flat":
         if np.any(sizes < 2 * nlevels):
             raise ctx.corrupt("mini-block level buffer shorter than its levels")
-        unit.copy_level.add(src=data_pos + starts, len=2 * nlevels, dst=2 * (dst + chunk_first[:-1]))
+        unit.copy_level.add(src=ch.shift + starts, len=2 * nlevels, dst=2 * dst)
         return
     if kind == "inline_bitpacking":
-        _emit_inline(unit, "level", 16, data, data_pos, starts, nlevels, dst + chunk_first[:-1], ctx)
+        _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx)
         return
     if kind == "rle":
-        # block form: u64 values_bytes | u16 values | u8 run lengths
-        if np.any(sizes < 8):
-            raise ctx.corrupt("RLE level buffer shorter than its header")
-        head = data[starts[:, None] + np.arange(8)].copy().view("<u8").reshape(-1).astype(np.int64)
-        nruns = head // 2
-        if np.any(head % 2) or np.any(8 + head + nruns > sizes):
-            raise ctx.corrupt("RLE level buffer sections out of range")
+        vals, runs, nruns = rle_plan.level_runs(ch.data, starts, sizes, ctx)
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(
-            vals=data_pos + starts + 8, runs=data_pos + starts + 8 + head, nruns=nruns, count=nlevels,
-            dest=_DESTS.index("level"), dst=2 * (dst + chunk_first[:-1]),
-        )
+        lst.add(vals=ch.shift + vals, runs=ch.shift + runs, nruns=nruns, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
-    ool = enc.out_of_line_bitpacking
-    width = int(ool.values.flat.bits_per_value)
-    if not 0 <= width <= 16:
-        raise ctx.corrupt(f"level bit width {width}")
-    boff, bcount, tail_off, tail_len, ok = native.ool_chunk_plan(starts, sizes, nlevels, width, 2)
-    if not ok:
+    blocks = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
+    if ch.align % 2:
         raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
-    packed = nlevels - tail_len
-    nblk = -(-packed // 1024)
-    if int(nblk.sum()) != boff.size:
-        raise ctx.corrupt("mini-block level blocks do not match their counts")
-    if boff.size:
-        chunk = np.repeat(np.arange(nlevels.size), nblk)
-        first_blk = np.zeros(nlevels.size + 1, np.int64)
-        np.cumsum(nblk, out=first_blk[1:])
-        within = np.arange(boff.size) - first_blk[chunk]
+    if blocks.words.size:
+        chunk = blocks.chunk
         unit.unpack_list("level", 16).add(
-            words=data_pos // 2 + boff, width=width, dst=dst + chunk_first[chunk] + 1024 * within, count=bcount
+            words=_shift(ch, chunk) // 2 + blocks.words, width=blocks.width, dst=dst[chunk] + 1024 * blocks.within,
+            count=blocks.counts,
         )
-    tails = np.flatnonzero(tail_len)
+    tails = np.flatnonzero(blocks.tail_len)
     if tails.size:
         unit.copy_level.add(
-            src=data_pos + 2 * tail_off[tails], len=2 * tail_len[tails],
-            dst=2 * (dst + chunk_first[tails] + packed[tails]),
+            src=_shift(ch, tails) + 2 * blocks.tail_off[tails], len=2 * blocks.tail_len[tails],
+            dst=2 * (dst[tails] + blocks.packed[tails]),
         )
 
 
 def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
-    """Stage a mini-block page's chunks and emit their work.  Chunks the planner holds
-    (mapped files, bytes already fetched) are emitted now; deferred ones are read from the
-    store straight into the pinned slab, and their chunk headers are parsed and their work
-    emitted there (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
+    """Stage a mini-block page's chunks and emit their work, one page alone (pages that
+    :func:`_batchable` accepts are emitted together by :func:`_emit_miniblock_batch`).
+    Chunks the planner holds are emitted now; deferred ones are read from the store straight
+    into the pinned slab, and their chunk headers are parsed and their work emitted there
+    (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
     ctx = leaf.ctx()
     mb = page.layout
     p = page.parsed
@@ -738,7 +848,7 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
         data = page.buffers[1]
         data_pos = unit.stage.add_buffer(leaf.path, offset, data)
         chunks = (p["levels"], p["rep"], p["def"], p["bufs"])
-        _emit_chunks(unit, leaf, page, data, data_pos, chunks, vpos, rep_dst, def_dst, dictionary)
+        _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
         return
     # a row selection cut the page to the bytes of its kept chunks (data_shift on)
     size = p.get("data_size", int(page.info.buffer_sizes[1]))
@@ -763,98 +873,87 @@ def _land_chunks(unit, leaf, page, data, data_pos, vpos, rep_dst, def_dst, dicti
     chunks = miniblock.chunk_headers(page.layout, data, p["starts"], p["sizes"], ctx)
     if page.has_def and not np.array_equal(chunks[0], p["levels"]):
         raise ctx.corrupt("mini-block chunk holds a level count other than its item count")
-    _emit_chunks(unit, leaf, page, data, data_pos, chunks, vpos, rep_dst, def_dst, dictionary)
+    _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
 
 
-def _emit_chunks(unit, leaf, page, data, data_pos, chunks, vpos, rep_dst, def_dst, dictionary) -> None:
-    """The work of a mini-block page's chunks (``data`` at arena ``data_pos``; ``chunks``:
-    :func:`miniblock.chunk_headers` of them)."""
-    ctx = leaf.ctx()
+def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, dictionary) -> None:
+    """The work of one mini-block page's chunks ``ch``."""
+    _emit_chunk_work(unit, leaf, page.layout, ch, page.num_values, dictionary, leaf.ctx())
     mb = page.layout
-    counts = page.parsed["counts"]
-    levels, rep_spans, def_spans, cbufs = chunks
-    if page.has_rep:
-        _emit_levels(unit, mb.rep_compression, data, data_pos, rep_spans, levels, rep_dst, ctx)
-    if page.has_def:
-        _emit_levels(unit, mb.def_compression, data, data_pos, def_spans, levels, def_dst, ctx)
-    n = page.num_values
-    if int(mb.num_buffers) == 0 or n == 0:
+    if leaf.kind == "var" and int(mb.num_buffers) and page.num_values and dictionary is None:
+        if mb.value_compression.WhichOneof("compression") == "fsst":
+            _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0),
+                      page.num_values, leaf.ctx())
+
+
+def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
+    """The level and value work of the chunks ``ch`` (``nvalues`` values) of pages encoded
+    as ``mb`` (one page, or pages whose :func:`_group_key` is the same); FSST tables are the
+    caller's."""
+    if mb.HasField("rep_compression"):
+        _emit_levels(unit, mb.rep_compression, ch, ch.rep, ch.rep_dst, ctx)
+    if mb.HasField("def_compression"):
+        _emit_levels(unit, mb.def_compression, ch, ch.dfn, ch.def_dst, ctx)
+    if int(mb.num_buffers) == 0 or not nvalues:
         return
     enc = mb.value_compression
     vk = enc.WhichOneof("compression")
-    first = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=first[1:])
-    starts = cbufs[:, 0, 0]
-    sizes = cbufs[:, 0, 1]
+    counts = ch.counts
+    starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
+    sizes = ch.bufs[:, 0, 1]
     if dictionary is not None:
-        _emit_indices(unit, enc, dictionary, data, data_pos, counts, first, cbufs, ctx)
+        _emit_indices(unit, enc, dictionary, ch, starts, ctx)
         return
     if leaf.kind == "var":
         width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
-        slot = _value_dst(leaf, vpos)
-        unit.var_chunks.add(start=data_pos + starts, size=sizes, width=width, count=counts, dst=slot + first[:-1])
-        if vk == "fsst":
-            _add_fsst(unit, enc.fsst.symbol_table, slot, n, ctx)
+        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=leaf.slot_lo + ch.value)
         return
-    dst = _value_dst(leaf, vpos)
+    dst = leaf.value_pos + ch.value * leaf.width
     if vk == "inline_bitpacking":
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-        _emit_inline(unit, "fixed", bits, data, data_pos, starts, counts, dst // (bits // 8), ctx)
+        _emit_inline(unit, "fixed", bits, ch, starts, counts, dst // (bits // 8), ctx)
         return
     if vk == "rle":
-        _emit_rle(unit, "fixed", enc, data_pos, cbufs, counts, dst, ctx)
+        _emit_rle(unit, "fixed", enc, ch, dst, ctx)
         return
-    dim, bits = _fixed_flat(enc)  # type: ignore[misc]
+    dim, bits = flat_plan.fixed_items(enc)  # type: ignore[misc]
     if bits == 1:
         need = (counts * dim + 7) // 8
         if np.any(sizes < need):
             raise ctx.corrupt("boolean chunk shorter than its value count")
-        unit.bits.add(src=8 * (data_pos + starts), count=counts * dim, dst=dst + first[:-1] * dim)
+        unit.bits.add(src=8 * (ch.shift + starts), count=counts * dim, dst=dst)
         return
     nbytes = counts * dim * (bits // 8)
     if np.any(sizes < nbytes):
         raise ctx.corrupt("flat chunk shorter than its value count")
-    unit.copy_fixed.add(src=data_pos + starts, len=nbytes, dst=dst + first[:-1] * leaf.width)
+    unit.copy_fixed.add(src=ch.shift + starts, len=nbytes, dst=dst)
 
 
-def _emit_inline(unit: UnitPlan, dest: str, bits: int, data, data_pos: int, starts, counts, dst_item, ctx) -> None:
-    """InlineBitpacking chunks: ``dst_item`` (one, or one per chunk) counts items of ``bits``
-    in the destination where the first chunk's (or each chunk's) values go."""
+def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx) -> None:
+    """InlineBitpacking chunks (buffers at ``starts`` of ``ch.data``): chunk ``i``'s values go
+    to item ``dst_item[i]`` (items of ``bits``) of the destination."""
     word = bits // 8
-    word_off, widths, nvals, ok = native.inline_bitpack_blocks(data, starts.copy(), counts, word)
-    if not ok:
-        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
-    if data_pos % word:
+    # blocks must end inside their page's chunk data when ch.data is the file's map
+    blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
+    if ch.align % word:
         raise ctx.corrupt("misaligned bit-packed buffer")
-    before = np.zeros(nvals.size, np.int64)
-    np.cumsum(nvals[:-1], out=before[1:])
-    dst_item = np.asarray(dst_item, np.int64)
-    if dst_item.ndim:
-        # per-chunk destinations: chunk c's blocks start at dst_item[c]
-        nblk = -(-np.asarray(counts, np.int64) // 1024)
-        chunk = np.repeat(np.arange(nblk.size), nblk)
-        first_val = np.zeros(nblk.size + 1, np.int64)
-        np.cumsum(counts, out=first_val[1:])
-        dst = dst_item[chunk] + (before - first_val[chunk])
-    else:
-        dst = int(dst_item) + before
-    unit.unpack_list(dest, bits).add(words=data_pos // word + word_off, width=widths, dst=dst, count=nvals)
+    chunk = blocks.chunk
+    unit.unpack_list(dest, bits).add(
+        words=_shift(ch, chunk) // word + blocks.word_off, width=blocks.widths,
+        dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
+    )
 
 
-def _emit_rle(unit: UnitPlan, dest: str, enc, data_pos: int, cbufs, counts, dst_byte: int, ctx) -> None:
-    vbits = _rle_bits(enc)
+def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray, ctx) -> None:
+    """Rle{Flat, Flat8} chunks of ``ch``: chunk ``i`` expands to byte ``dst_byte[i]`` of ``dest``."""
+    vbits = rle_plan.value_bits(enc)
     if vbits is None:
         raise Unsupported("this Rle layout")
-    vb = vbits // 8
-    nruns = cbufs[:, 1, 1]
-    if np.any(cbufs[:, 0, 1] < nruns * vb):
-        raise ctx.corrupt("RLE values buffer shorter than its run count")
-    first = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=first[1:])
+    nruns = rle_plan.chunk_runs(ch.bufs, vbits // 8, ctx)
     lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
     lst.add(
-        vals=data_pos + cbufs[:, 0, 0], runs=data_pos + cbufs[:, 1, 0], nruns=nruns, count=counts,
-        dest=_DESTS.index(dest), dst=dst_byte + first[:-1] * vb,
+        vals=ch.shift + ch.bufs[:, 0, 0], runs=ch.shift + ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
+        dest=_DESTS.index(dest), dst=dst_byte,
     )
 
 
@@ -893,7 +992,7 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     elif kind == "flat":
         bits = int(enc.flat.bits_per_value)
     else:
-        bits = _rle_bits(enc)  # type: ignore[assignment]
+        bits = rle_plan.value_bits(enc)  # type: ignore[assignment]
     ipos = unit.alloc_index(bits, n)
     lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
     if isinstance(items, VariableWidthBlock):
@@ -920,20 +1019,121 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     return bits, ipos
 
 
-def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], data, data_pos: int, counts, first, cbufs, ctx) -> None:
-    """The dictionary indices of a page's chunks, to the index scratch from ``dictionary``."""
+def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
+    """The dictionary indices of one page's chunks ``ch``, to the index scratch from ``dictionary``."""
     bits, ipos = dictionary
     kind = _index_encoding(enc)
     word = bits // 8
+    first = ipos + (ch.value - ch.value[0])  # index items of the page's chunks
     if kind == "inline_bitpacking":
-        _emit_inline(unit, f"index{bits}", bits, data, data_pos, cbufs[:, 0, 0], counts, ipos, ctx)
+        _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx)
     elif kind == "flat":
-        nbytes = counts * word
-        if np.any(cbufs[:, 0, 1] < nbytes):
+        nbytes = ch.counts * word
+        if np.any(ch.bufs[:, 0, 1] < nbytes):
             raise ctx.corrupt("flat chunk shorter than its value count")
-        unit.copy_index[bits].add(src=data_pos + cbufs[:, 0, 0], len=nbytes, dst=(ipos + first[:-1]) * word)
+        unit.copy_index[bits].add(src=ch.shift + starts, len=nbytes, dst=first * word)
     else:
-        _emit_rle(unit, f"index{bits}", enc, data_pos, cbufs, counts, ipos * word, ctx)
+        _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
+
+
+# -- mini-block pages in bulk ----------------------------------------------------------------
+
+
+def _group_key(leaf: LeafPlan, mb) -> tuple:
+    """What :func:`_emit_chunk_work` reads of a page's encodings: pages with the same key
+    emit their chunks' work together."""
+    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    enc = mb.value_compression
+    vk = enc.WhichOneof("compression")
+    if leaf.kind == "var":
+        value: tuple = ("var", _variable_width(enc.fsst.values if vk == "fsst" else enc))
+    elif vk == "inline_bitpacking":
+        value = (vk, int(enc.inline_bitpacking.uncompressed_bits_per_value))
+    elif vk == "rle":
+        value = (vk, rle_plan.value_bits(enc))
+    else:
+        value = ("flat", flat_plan.fixed_items(enc))
+    return rep, dfn, int(mb.num_buffers), value
+
+
+def _level_key(enc) -> tuple:
+    kind = _level_encoding(enc)
+    if kind == "out_of_line_bitpacking":
+        return kind, int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
+    return (kind,)
+
+
+def _batchable(page: PagePlan, whole: np.ndarray | None) -> bool:
+    """Whether a mini-block page's work can be emitted with others of its leaf: its chunks
+    are a view of the file's memory map ``whole`` (:attr:`LanceFileReader.mapped`: every
+    buffer read from a mapped file is one) 8-byte aligned in the file, and it has values and
+    no dictionary."""
+    if whole is None or page.kind != "mini_block_layout" or page.data_deferred or not page.num_values:
+        return False
+    mb = page.layout
+    if not int(mb.num_buffers) or mb.HasField("dictionary"):
+        return False
+    offset = int(page.info.buffer_offsets[1]) + page.data_shift
+    return offset % 8 == 0 and offset + page.buffers[1].size <= whole.size
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Mini-block pages of one leaf placed (staged, given their output positions) whose
+    work is emitted together by :func:`_emit_miniblock_batch`."""
+
+    pages: list[PagePlan] = field(default_factory=list)
+    data_pos: list[int] = field(default_factory=list)
+    vpos: list[int] = field(default_factory=list)
+    rep_dst: list[int] = field(default_factory=list)
+    def_dst: list[int] = field(default_factory=list)
+
+
+def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:
+    """The work of many mini-block pages of ``leaf`` (chunks of mapped files), one set of
+    NumPy calls per group of pages encoded alike (:func:`_group_key`) instead of per page:
+    their chunk tables concatenated, spans rebased into the file map ``whole``."""
+    ctx = leaf.ctx()
+    groups: dict[tuple, list[int]] = {}
+    for i, page in enumerate(batch.pages):
+        groups.setdefault(_group_key(leaf, page.layout), []).append(i)
+    for members in groups.values():
+        pages = [batch.pages[i] for i in members]
+        parsed = [pg.parsed for pg in pages]
+        nchunks = np.fromiter((p["counts"].size for p in parsed), np.int64, len(pages))
+        sel = np.asarray(members, np.int64)
+        offset = np.fromiter((int(pg.info.buffer_offsets[1]) + pg.data_shift for pg in pages), np.int64, len(pages))
+        size = np.fromiter((pg.buffers[1].size for pg in pages), np.int64, len(pages))
+        at = np.repeat(offset, nchunks)
+        counts = np.concatenate([p["counts"] for p in parsed])
+        levels = np.concatenate([p["levels"] for p in parsed])
+        rep = np.concatenate([p["rep"] for p in parsed])
+        dfn = np.concatenate([p["def"] for p in parsed])
+        bufs = np.concatenate([p["bufs"] for p in parsed])
+        rep[:, 0] += at
+        dfn[:, 0] += at
+        bufs[:, :, 0] += at[:, None]
+        # chunk positions within their page
+        first_chunk = miniblock.exclusive_scan(nchunks)
+        page_of = np.repeat(np.arange(len(pages)), nchunks)
+        value_in_page = miniblock.exclusive_scan(counts)[:-1]
+        value_in_page -= value_in_page[first_chunk[:-1]][page_of]  # every batched page has chunks
+        level_in_page = miniblock.exclusive_scan(levels)[:-1]
+        level_in_page -= level_in_page[first_chunk[:-1]][page_of]
+        shift = np.asarray(batch.data_pos, np.int64)[sel] - offset
+        ch = _Chunks(
+            whole, np.repeat(shift, nchunks), _alignment(int(np.bitwise_or.reduce(shift))), True,
+            np.repeat(offset + size, nchunks),
+            counts, levels, rep, dfn, bufs, np.repeat(np.asarray(batch.vpos, np.int64)[sel], nchunks) + value_in_page,
+            np.repeat(np.asarray(batch.rep_dst, np.int64)[sel], nchunks) + level_in_page,
+            np.repeat(np.asarray(batch.def_dst, np.int64)[sel], nchunks) + level_in_page,
+        )
+        _emit_chunk_work(unit, leaf, pages[0].layout, ch, sum(pg.num_values for pg in pages), None, ctx)
+        if leaf.kind == "var" and pages[0].layout.value_compression.WhichOneof("compression") == "fsst":
+            for i in members:
+                pg = batch.pages[i]
+                _add_fsst(unit, pg.layout.value_compression.fsst.symbol_table, _value_dst(leaf, batch.vpos[i]), pg.num_values, ctx)
 
 
 # -- full-zip ---------------------------------------------------------------------------------
@@ -1045,17 +1245,6 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
 FULLZIP_STAGE_GAP = 1 << 16
 
 
-def _concat_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(a, b) for a, b in zip(starts, stops)])``, vectorized."""
-    lengths = stops - starts
-    total = int(lengths.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    before = np.zeros(lengths.size, np.int64)
-    np.cumsum(lengths[:-1], out=before[1:])
-    return np.arange(total, dtype=np.int64) - np.repeat(before - starts, lengths)
-
-
 def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, def_dst: int) -> None:
     """Only the rows of ``page.row_runs`` of a full-zip page without repetition, where every
     row is one item: fixed-width rows have a fixed stride (control word + value), variable
@@ -1105,7 +1294,7 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
     if index is None:
         index_pos = np.full(runs.shape[0], -1, np.int64)
     else:
-        entries = _concat_ranges(runs[:, 0], runs[:, 1] + 1)  # each run's row starts and its end
+        entries = miniblock.concat_ranges(runs[:, 0], runs[:, 1] + 1)  # each run's row starts and its end
         rebased = index[entries] - np.repeat(byte_lo, lengths + 1)
         staged_at = unit.stage.add_bytes(rebased.astype(f"<u{width}"))
         first_entry = before + np.arange(runs.shape[0], dtype=np.int64)

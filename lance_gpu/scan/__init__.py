@@ -17,12 +17,14 @@ from lance_gpu.scan.execute import (
     ReadUnit,
     concat,
     decode_fields,
+    decode_spans,
     executor_for,
     open_snapshot,
     plan_units,
     read_rows,
     rebatch,
     run_plan,
+    take_addresses,
     take_rows,
 )
 from lance_gpu.scan.plan import (
@@ -53,6 +55,7 @@ __all__ = [
     "build_plan",
     "concat",
     "decode_fields",
+    "decode_spans",
     "default_batch_size",
     "executor_for",
     "open_snapshot",
@@ -62,5 +65,6 @@ __all__ = [
     "resolve",
     "run_plan",
     "scanner_for",
+    "take_addresses",
     "take_rows",
 ]

@@ -14,6 +14,7 @@ values inside a vector count as 0, a zero vector has no cosine distance (skipped
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,16 @@ BLOCK_ROWS = 65536
 
 
 def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
-    """The type of a top-level column or of a struct field named by a dotted path (None: absent)."""
+    """The type of a top-level column or of a struct field named by a dotted path (None:
+    absent), as a search sees it: an extension type stored as fixed-size lists (a
+    ``fixed_shape_tensor``) is its storage vectors, as pylance searches it."""
+    typ = _column_type(ds, column)
+    if isinstance(typ, pa.BaseExtensionType) and pa.types.is_fixed_size_list(typ.storage_type):
+        return typ.storage_type
+    return typ
+
+
+def _column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
     if column in ds.schema.names:
         return ds.schema.field(column).type
     parts = column.split(".")
@@ -53,6 +63,8 @@ def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.
     mask of the rows kept."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if isinstance(arr, pa.ExtensionArray):  # fixed_shape_tensor: its fixed-size-list storage
+        arr = arr.storage
     n = len(arr)
     values = arr.values.slice(arr.offset * dim, n * dim)
     if values.null_count:
@@ -171,8 +183,12 @@ def search_host(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: Neare
             continue
         addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
         vec = table.column(nq.column)
-        for start in range(0, table.num_rows, block):
-            stop = min(table.num_rows, start + block)
+        # blocks never cross a fragment (a table may be a span of many small ones): the
+        # scores' rounding, and so the order of near-ties, stays that of a block of one fragment
+        frag_of = addr_all >> np.uint64(32)
+        edges = [0, *(np.flatnonzero(frag_of[1:] != frag_of[:-1]) + 1).tolist(), table.num_rows]
+        starts = [(a, min(a + block, e)) for s_, e in itertools.pairwise(edges) for a in range(s_, e, block)]
+        for start, stop in starts:
             if nq.multivector:
                 dist, keep = _multivector_distances(vec.slice(start, stop - start), q, nq.metric, dim, dtype)
                 _push_in_range(tops[0], dist, addr_all[start:stop][keep], nq.distance_range)

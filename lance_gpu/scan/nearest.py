@@ -232,6 +232,14 @@ def _distance_range(value: Any) -> tuple[float | None, float | None]:
 
 
 def _query_array(value: Any) -> np.ndarray:
+    if isinstance(value, pa.ExtensionScalar):  # e.g. one fixed_shape_tensor value
+        value = value.value
+    if isinstance(value, (pa.FixedSizeListScalar, pa.ListScalar, pa.LargeListScalar)):
+        value = value.values
+    if isinstance(value, pa.ExtensionArray):
+        value = value.storage
+    if isinstance(value, (pa.FixedSizeListArray, pa.ListArray, pa.LargeListArray)):
+        value = np.stack([np.asarray(v.values.to_numpy(zero_copy_only=False)) for v in value])
     if isinstance(value, (pa.Array, pa.ChunkedArray)):
         value = value.to_numpy(zero_copy_only=False)
     if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):

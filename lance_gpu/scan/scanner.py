@@ -7,6 +7,7 @@ the plan's device.  It pickles as its plan: a worker process reopens the pinned 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from lance_gpu.scan.execute import (
     run_plan,
 )
 from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, build_plan, resolve
+from lance_gpu.scan.vector_index import describe_search
 
 if TYPE_CHECKING:
     from lance_gpu.gpu.columns import DeviceTable
@@ -71,11 +73,48 @@ class LanceScanner:
     def explain_plan(self, verbose: bool = False) -> str:
         """What the scan reads: fragments, rows, projection, filter, limits, batching."""
         text = self.plan.describe()
+        if self.plan.nearest is not None:
+            text += "\n" + "\n".join(describe_search(self.plan, self.snapshot))
         if verbose:
             resolved = resolve(self.plan, self.snapshot)
-            text += f"\n  decode=[{', '.join(f.name for f in resolved.read_fields)}]"
+            # pylance's LanceRead names the fields it reads (filter columns included) "projection"
+            text += f"\n  LanceRead: projection=[{', '.join(f.name for f in resolved.read_fields)}]"
             text += f", virtual={sorted(resolved.virtual)}, output={resolved.schema.names}"
         return text
+
+    def analyze_plan(self) -> str:
+        """Run the scan and report what it did (pylance's ``analyze_plan``): the plan's
+        ``LanceRead`` line with ``metrics=[output_rows, elapsed_compute, fragments_scanned,
+        ranges_scanned, rows_scanned, bytes_read, iops, requests]``.
+
+        ``rows_scanned`` counts the rows the read decoded (after scalar indices narrowed
+        them, before the filter); ``bytes_read`` / ``iops`` / ``requests`` are the store's
+        read counters across the run (reads other threads make on the same store at the
+        same time are counted too).  A nearest-neighbour search reports its result rows.
+        """
+        plan, ds = self.plan, self.snapshot
+        resolved = resolve(plan, ds)
+        units = plan_units(plan, ds, None)
+        before = ds.store.stats.snapshot()
+        start = time.perf_counter()
+        output_rows = self.to_table().num_rows
+        elapsed = time.perf_counter() - start
+        after = ds.store.stats.snapshot()
+        reads = after["gets"] - before["gets"]
+        metrics = (
+            f"output_rows={output_rows}, elapsed_compute={elapsed * 1e3:.3f}ms, "
+            f"fragments_scanned={len({u.fragment.fragment_id for u in units})}, ranges_scanned={len(units)}, "
+            f"rows_scanned={sum(u.num_rows for u in units)}, bytes_read={after['bytes_read'] - before['bytes_read']}, "
+            f"iops={reads}, requests={after['requests'] - before['requests']}"
+        )
+        fields = ", ".join(f.name for f in resolved.read_fields)
+        return (
+            f"AnalyzeExec verbose=true, elapsed={elapsed * 1e3:.3f}ms, metrics=[]\n"
+            f"  LanceRead: elapsed={elapsed * 1e3:.3f}ms, uri={plan.uri}, projection=[{fields}], "
+            f"num_fragments={len(plan.fragment_ids)}, row_id={str(plan.with_row_id).lower()}, "
+            f"row_addr={str(plan.with_row_address).lower()}, "
+            f"full_filter={plan.filter if plan.filter is not None else '--'}, metrics=[{metrics}]"
+        )
 
     def _executor(self):
         return executor_for(self.plan.device, self.on_cpu_fallback)

@@ -700,6 +700,26 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
     return [(t.dist, t.addr) for t in tops]
 
 
+def describe_search(plan: ScanPlan, ds: TableSnapshot) -> list[str]:
+    """The plan lines of a ``nearest`` search, named as pylance's operators are: the index
+    probe (``ANNSubIndex``) when a vector index serves it, and ``KNNVectorDistance`` for the
+    rows searched exactly (no index, or the fragments the index does not cover)."""
+    nq = plan.nearest
+    assert nq is not None
+    meta = None
+    if nq.use_index and not nq.multivector and nq.distance_range == (None, None):
+        meta = vector_index_of(ds, nq.column)
+    flat = f"  KNNVectorDistance: metric={nq.metric}"
+    if meta is None:
+        return [flat]
+    covered = {int(f) for f in _bitmap(meta)}
+    lines = [f"  ANNSubIndex: name={meta.name}, k={nq.k}, column={nq.column}"]
+    unindexed = [fid for fid in plan.fragment_ids if fid not in covered]
+    if unindexed:
+        lines.append(f"{flat}, fragments={unindexed}")
+    return lines
+
+
 def _only_fragments(plan: ScanPlan, keep: set[int]) -> dict[str, Any]:
     pairs = [(fid, sel) for fid, sel in zip(plan.fragment_ids, plan.selections, strict=True) if fid in keep]
     return {"fragment_ids": tuple(p[0] for p in pairs), "selections": tuple(p[1] for p in pairs)}

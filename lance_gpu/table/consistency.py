@@ -16,7 +16,9 @@ Invariants (pylance writes nothing else):
 * a data file holds exactly ``physical_rows`` rows, its column indices lie inside the file,
   and the field ids the manifest names for it are ids of the file's own schema (v2 files
   carry their schema, with field ids, in the ``FileDescriptor``) -- a corrupted id would
-  otherwise move a column to the wrong field or make it read as nulls.
+  otherwise move a column to the wrong field or make it read as nulls -- or, for a file
+  written on its own and attached later (its fields numbered from 0), its fields have, in
+  order, the types of the dataset fields the manifest names.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from typing import TYPE_CHECKING
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.io.store import join
 
 if TYPE_CHECKING:
     from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["KNOWN_DATA_FORMATS", "KNOWN_FILE_VERSIONS", "check_data_file", "check_manifest"]
 
@@ -42,8 +44,9 @@ def check_data_file_path(name: str, where: object) -> None:
         raise CorruptFileError(where, f"invalid data file path {name!r}")
 
 
-def check_manifest(manifest: table_pb2.Manifest, path: object) -> None:
-    """Vet a parsed manifest's data format, fragments and data file entries.
+def check_manifest(manifest: table_pb2.Manifest, path: object) -> int:
+    """Vet a parsed manifest's data format, fragments and data file entries; returns the
+    largest fragment id it names (-1 for none), ``max_fragment_id`` included.
 
     Runs on every manifest loaded, so the loop over fragments and files reads each field
     once and calls nothing for a sound entry (a thousand fragments: about a millisecond).
@@ -78,19 +81,16 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> None:
             deleted = frag.deletion_file.num_deleted_rows
             if deleted > frag.physical_rows:
                 raise CorruptFileError(path, f"fragment {fid} deletes {deleted} of its {frag.physical_rows} rows")
+    top = max(seen, default=-1)
+    if manifest.HasField("max_fragment_id"):
+        top = max(top, int(manifest.max_fragment_id))
+    return int(top)
 
 
-def data_file_of(fragment: table_pb2.DataFragment, key: str, data_dir: str) -> table_pb2.DataFile | None:
-    """The fragment's ``DataFile`` entry stored at ``key`` (a store key under ``data_dir``,
-    both built with :func:`lance_gpu.io.join`)."""
-    for df in fragment.files:
-        if join(data_dir, df.path) == key:
-            return df
-    return None
-
-
-def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None) -> None:
-    """Check an opened data file against its fragment's manifest entry."""
+def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None,
+                    schema: LanceSchema | None = None) -> None:
+    """Check an opened data file against its fragment's manifest entry (and, given the
+    dataset's ``schema``, a file whose own field ids are not the manifest's against it)."""
     path = reader.path
     physical = int(fragment.physical_rows)
     if reader.num_rows != physical:
@@ -104,5 +104,26 @@ def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, d
     if own:
         own_ids = set(own)
         foreign = [int(i) for i in data_file.fields if int(i) >= 0 and int(i) not in own_ids]
-        if foreign:
-            raise CorruptFileError(path, f"the manifest names field ids {foreign} that the file's schema does not hold")
+        if foreign and not _same_types(reader, data_file, schema):
+            raise CorruptFileError(path, f"the manifest names field ids {foreign} that the file's schema does not hold "
+                                         "(nor fields of the same types in the same order)")
+
+
+def _same_types(reader: LanceFileReader, data_file: table_pb2.DataFile, schema: LanceSchema | None) -> bool:
+    """Whether the file's own fields, in order, have the logical types of the dataset fields
+    the manifest names for it: a file written on its own (``LanceFileWriter``, numbering
+    its fields from 0) and attached by a ``DataReplacement`` or ``create_from_file`` is read
+    by position, as pylance reads it."""
+    if schema is None:
+        return False
+    own = list(reader.descriptor.schema.fields)
+    ids = [int(i) for i in data_file.fields]
+    if len(own) != len(ids):
+        return False
+    for mine, fid in zip(own, ids, strict=True):
+        if fid < 0:
+            continue
+        field = schema.by_id.get(fid)
+        if field is None or field.logical_type != mine.logical_type:
+            return False
+    return True

@@ -646,24 +646,6 @@ class LanceSchema:
 
     # -- conversion --------------------------------------------------------------------------
 
-    # -- pylance's ``LanceSchema`` API ---------------------------------------------------------
-
-    def to_pyarrow(self) -> pa.Schema:
-        """The Arrow schema (pylance's ``LanceSchema.to_pyarrow``)."""
-        return self.to_arrow()
-
-    @staticmethod
-    def from_pyarrow(schema: pa.Schema) -> LanceSchema:
-        """A Lance schema for ``schema``, field ids from 0 depth-first (pylance's
-        ``LanceSchema.from_pyarrow``).
-
-        Parameters
-        ----------
-        schema : pyarrow.Schema
-            The schema to convert.
-        """
-        return LanceSchema.from_arrow(schema)
-
     def __eq__(self, other: object) -> bool:
         """Equal field trees (names, ids, types, nullability, metadata) and schema metadata."""
         if not isinstance(other, LanceSchema):

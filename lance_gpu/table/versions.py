@@ -257,10 +257,13 @@ def dataset_stats(manifest: table_pb2.Manifest) -> dict[str, int]:
 def storage_version(manifest: table_pb2.Manifest) -> str:
     """pylance's ``data_storage_version`` of a version: the manifest's ``data_format``, or --
     for manifests of early pylance versions that left it unset -- the data files' version
-    (``0.1`` for legacy files, whose ``DataFile`` version is 0.x or unset)."""
+    (``2.0`` for files of version 0.3, as 2.0 files were first numbered; ``0.1`` for legacy
+    files, whose ``DataFile`` version is 0.0-0.2 or unset)."""
     if manifest.data_format.version:
         return manifest.data_format.version
-    majors = {(int(df.file_major_version), int(df.file_minor_version)) for f in manifest.fragments for df in f.files}
+    # a file version 0.3 is 2.0 (the version 2.0 files' footers carry); 0.0-0.2 are legacy
+    majors = {(2, 0) if (int(df.file_major_version), int(df.file_minor_version)) == (0, 3)
+              else (int(df.file_major_version), int(df.file_minor_version)) for f in manifest.fragments for df in f.files}
     if not majors or any(major == 0 for major, _minor in majors):
         return "0.1"
     major, minor = max(majors)

@@ -66,7 +66,7 @@ def _field_paths(fields: Any, prefix: str = "") -> dict[int, str]:
 
 def _indices(ds: Any) -> list[dict[str, Any]]:
     """Name, uuid, indexed field paths and dataset version of each index of this version."""
-    paths = _field_paths(ds.lance_schema.fields)
+    paths = _field_paths(ds.snapshot.lance_schema.fields)
     return [
         {
             "name": i.name,

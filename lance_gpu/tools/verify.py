@@ -107,7 +107,7 @@ def verify(
     report.uri, report.version = ds.uri, ds.version
     fragments = ds.get_fragments()
     report.fragments = len(fragments)
-    arrow_fields = list(zip(ds.lance_schema.fields, ds.schema, strict=True))
+    arrow_fields = list(zip(ds.snapshot.lance_schema.fields, ds.schema, strict=True))
     seen_ids: list[np.ndarray] = []
     stable = False
     if progress is not None:

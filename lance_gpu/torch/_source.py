@@ -138,7 +138,7 @@ class RowSource:
         from lance_gpu.scan import LanceScanner, build_plan
         from lance_gpu.scan.plan import ROW_ID
 
-        top = {f.name for f in self.ds.lance_schema.fields}
+        top = {f.name for f in self.ds.snapshot.lance_schema.fields}
         dotted = [c for c in self.columns if c not in top]
         if dotted:
             msg = f"the device feed reads top-level columns only, not {dotted}"

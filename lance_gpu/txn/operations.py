@@ -33,6 +33,7 @@ updated_fragments, new_fragments, fields_modified, ...)``, ``Merge(fragments, sc
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -50,6 +51,7 @@ from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata, as_pb
 
 __all__ = [
@@ -93,6 +95,12 @@ class Operation:
     def kind(self) -> str:
         return self.name
 
+    #: The entries of the manifest the last :meth:`apply` built that are new or replace a
+    #: base fragment (every other entry is the base's, unchanged), or None where the
+    #: operation does not say: the commit then compares the whole manifests to find the
+    #: files to sync (:func:`lance_gpu.txn.commit.commit`).
+    touched: list[table_pb2.DataFragment] | None = None
+
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         raise NotImplementedError
 
@@ -121,13 +129,15 @@ class Operation:
     def _incompatible(self, theirs_kind: str | None, version: int) -> CommitConflictError:
         return CommitConflictError(
             f"this {self.name} is incompatible with the concurrent {theirs_kind or 'unknown operation'} "
-            f"committed as version {version}"
+            "committed first",
+            version,
         )
 
     def _retryable(self, theirs_kind: str | None, version: int) -> RetryableCommitConflictError:
         return RetryableCommitConflictError(
-            f"this {self.name} was preempted by the concurrent {theirs_kind} committed as version "
-            f"{version}; re-run it on the latest version"
+            f"this {self.name} was preempted by the concurrent {theirs_kind} committed first; "
+            "re-run it on the latest version",
+            version,
         )
 
     def _classify(
@@ -142,7 +152,8 @@ class Operation:
         if theirs is None:
             raise CommitConflictError(
                 f"version {version} was committed by another writer whose transaction cannot be "
-                f"read; this {self.name} cannot tell whether it conflicts"
+                f"read; this {self.name} cannot tell whether it conflicts",
+                version,
             )
         kind = theirs.WhichOneof("operation")
         if kind in retry:
@@ -158,16 +169,32 @@ def _copy_manifest(base: ManifestFile) -> table_pb2.Manifest:
     return m
 
 
-def _next_fragment_id(m: table_pb2.Manifest) -> int:
+def _copy_fragment(f: table_pb2.DataFragment) -> table_pb2.DataFragment:
+    out = table_pb2.DataFragment()
+    out.CopyFrom(f)
+    return out
+
+
+def _next_fragment_id(m: table_pb2.Manifest, base: ManifestFile | None = None) -> int:
+    """The id after every fragment id ``m`` (a copy of ``base``'s manifest) names and its
+    ``max_fragment_id``: from ``base.fragment_id_bound`` where known, else by a loop."""
+    if base is not None and base.fragment_id_bound is not None:
+        return base.fragment_id_bound + 1
     ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
         ids.append(int(m.max_fragment_id))
     return max(ids, default=-1) + 1
 
 
-def _as_lance_schema(schema: LanceSchema | pa.Schema, base: ManifestFile | None = None) -> LanceSchema:
+def _unwrap(schema: Any) -> Any:
+    """The field tree of pylance's ``LanceSchema`` handle (other schemas as given)."""
+    return schema.table_schema if isinstance(schema, SchemaView) else schema
+
+
+def _as_lance_schema(schema: LanceSchema | SchemaView | pa.Schema, base: ManifestFile | None = None) -> LanceSchema:
     """A LanceSchema; a pyarrow schema takes the field ids of ``base``'s fields of the same
     name (new names get ids after every id in use), else ids 0.. in order."""
+    schema = _unwrap(schema)
     if isinstance(schema, LanceSchema):
         return schema
     if not isinstance(schema, pa.Schema):
@@ -251,6 +278,11 @@ def _touched_ids(theirs: transaction_pb2.Transaction) -> set[int]:
     return set()
 
 
+def _index_fields(theirs: transaction_pb2.Transaction) -> set[int]:
+    """The field ids a winner's CreateIndex indexes (its new indices)."""
+    return {int(f) for i in theirs.create_index.new_indices for f in i.fields}
+
+
 def _retain_indices(section: table_pb2.IndexSection | None, schema: LanceSchema) -> table_pb2.IndexSection | None:
     """Indices whose fields are all still in ``schema`` (as pylance's retain_relevant_indices)."""
     if section is None:
@@ -306,7 +338,7 @@ class Append(Operation):
         if base is None:
             raise ValueError("Append needs an existing dataset; use Overwrite to create one")
         m = _copy_manifest(base)
-        start = _next_fragment_id(m)
+        start = _next_fragment_id(m, base)
         new = []
         for k, f in enumerate(self._fragments):
             frag = table_pb2.DataFragment()
@@ -317,6 +349,7 @@ class Append(Operation):
         m.fragments.extend(new)
         if new:
             m.max_fragment_id = start + len(new) - 1
+        self.touched = new
         return m, base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -335,7 +368,7 @@ class Overwrite(Operation):
 
     def __init__(
         self,
-        new_schema: LanceSchema | pa.Schema,
+        new_schema: LanceSchema | SchemaView | pa.Schema,
         fragments: Iterable[FragmentMetadata],
         initial_bases: list[Any] | None = None,
         *,
@@ -459,11 +492,12 @@ class Delete(Operation):
         present = {int(f.id) for f in m.fragments}
         missing = sorted(self.modified_ids - present)
         if missing:
-            raise RetryableCommitConflictError(f"fragments {missing} this delete changes are not in version {m.version}")
+            raise RetryableCommitConflictError(f"fragments {missing} this delete changes are not in version {m.version}", int(m.version))
         dropped = set(self.deleted_ids)
         frags = [self.updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in dropped]
         del m.fragments[:]
         m.fragments.extend(frags)
+        self.touched = list(self.updated.values())
         return m, base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -502,8 +536,9 @@ class Delete(Operation):
             ours = self.affected[fid]
             if np.intersect1d(theirs_rows, ours, assume_unique=True).size:
                 raise RetryableCommitConflictError(
-                    f"this delete and the concurrent {kind} committed as version {version} both "
-                    f"deleted rows of fragment {fid}; re-run it on the latest version"
+                    f"this delete and the concurrent {kind} committed first both "
+                    f"deleted rows of fragment {fid}; re-run it on the latest version",
+                    version,
                 )
             self._replace_deletions(store, root, fid, now, np.union1d(theirs_rows, ours).astype(np.uint32), version)
             changed = True
@@ -595,11 +630,11 @@ class Update(Operation):
         present = {int(f.id) for f in m.fragments}
         missing = sorted(self.modified_ids - present)
         if missing:
-            raise RetryableCommitConflictError(f"fragments {missing} this update changes are not in version {m.version}")
+            raise RetryableCommitConflictError(f"fragments {missing} this update changes are not in version {m.version}", int(m.version))
         removed = set(self.removed_fragment_ids)
         updated = {int(f.id): f for f in self._updated}
         frags = [updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in removed]
-        start = _next_fragment_id(m)
+        start = _next_fragment_id(m, base)
         new = []
         for k, f in enumerate(self._new):
             frag = table_pb2.DataFragment()
@@ -611,6 +646,7 @@ class Update(Operation):
         m.fragments.extend(frags + new)
         if new:
             m.max_fragment_id = start + len(new) - 1
+        self.touched = list(updated.values()) + new
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
@@ -654,9 +690,12 @@ class Merge(Operation):
 
     name = "merge"
 
-    def __init__(self, fragments: Iterable[FragmentMetadata], schema: LanceSchema | pa.Schema, preserves_nullability: bool = False) -> None:
+    def __init__(self, fragments: Iterable[FragmentMetadata], schema: LanceSchema | SchemaView | pa.Schema, preserves_nullability: bool = False) -> None:
+        if isinstance(schema, pa.Schema):
+            warnings.warn("Passing a pyarrow.Schema to Merge is deprecated. Please use a LanceSchema instead.",
+                          DeprecationWarning, stacklevel=2)
         self._fragments = _pbs(fragments)
-        self.schema = schema
+        self.schema = _unwrap(schema)
         self.preserves_nullability = bool(preserves_nullability)
 
     @property
@@ -700,8 +739,8 @@ class Project(Operation):
 
     name = "project"
 
-    def __init__(self, schema: LanceSchema | pa.Schema, preserves_nullability: bool = False) -> None:
-        self.schema = schema
+    def __init__(self, schema: LanceSchema | SchemaView | pa.Schema, preserves_nullability: bool = False) -> None:
+        self.schema = _unwrap(schema)
         self.preserves_nullability = bool(preserves_nullability)
 
     def _schema(self) -> LanceSchema:
@@ -877,10 +916,11 @@ class Rewrite(Operation):
             r.new_index_details.CopyFrom(index.index_details)
             r.new_index_version = int(index.index_version)
 
-    def _indices(self, section: table_pb2.IndexSection | None, version: int) -> table_pb2.IndexSection | None:
+    def _indices(self, section: table_pb2.IndexSection | None, version: int,
+                 groups: list[tuple[list[Any], list[Any]]]) -> table_pb2.IndexSection | None:
         if section is None:
             if self.rewritten:
-                raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}")
+                raise RetryableCommitConflictError(f"the indices this compaction remapped are gone in version {version}", version)
             return None
         out = table_pb2.IndexSection()
         out.CopyFrom(section)
@@ -891,7 +931,7 @@ class Rewrite(Operation):
             if key in self.moved:
                 bitmap = fragment_bitmap(idx)
                 if bitmap is not None:
-                    idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self._groups).serialize()
+                    idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, groups).serialize()
                 continue
             if key not in remapped:
                 continue
@@ -902,21 +942,33 @@ class Rewrite(Operation):
             found.add(key)
             bitmap = fragment_bitmap(idx)
             if bitmap is not None:
-                idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, self._groups).serialize()
+                idx.fragment_bitmap = recalculate_fragment_bitmap(bitmap, groups).serialize()
         if found != set(remapped):
-            raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}")
+            raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}", version)
         return out
 
     def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
         assert base is not None
         m = _copy_manifest(base)
         frags = list(m.fragments)
-        for old, new in self._groups:
+        # a new fragment with id 0 is numbered after every id in use, as pylance
+        # (LanceFragment.create_from_file gives the files of a distributed compaction id 0)
+        next_id = _next_fragment_id(m, base)
+        groups = []
+        for old, fresh in self._groups:
+            new = []
+            for f in fresh:
+                if int(f.id) == 0:
+                    f = _copy_fragment(f)
+                    f.id, next_id = next_id, next_id + 1
+                new.append(f)
+            groups.append((old, new))
+        for old, new in groups:
             current = {int(f.id): f for f in frags}
             for f in old:
                 now = current.get(int(f.id))
                 if now is None or now != f:
-                    raise RetryableCommitConflictError(f"fragment {f.id} this compaction rewrote changed in version {m.version}")
+                    raise RetryableCommitConflictError(f"fragment {f.id} this compaction rewrote changed in version {m.version}", int(m.version))
             ids = [int(f.id) for f in old]
             pos = [k for k, f in enumerate(frags) if int(f.id) in ids]
             contiguous = pos == list(range(pos[0], pos[0] + len(pos))) and [int(frags[k].id) for k in pos] == ids
@@ -927,7 +979,10 @@ class Rewrite(Operation):
         frags.sort(key=lambda f: int(f.id))
         del m.fragments[:]
         m.fragments.extend(frags)
-        return m, self._indices(base.index_section, int(m.version))
+        if next_id - 1 > (int(m.max_fragment_id) if m.HasField("max_fragment_id") else -1):
+            m.max_fragment_id = next_id - 1
+        self.touched = [f for _old, new in groups for f in new]
+        return m, self._indices(base.index_section, int(m.version), groups)
 
     def cleanup(self, store: ObjectStore) -> None:
         remove_quietly(store, self.written)  # data files, remapped index files
@@ -979,7 +1034,7 @@ class DataReplacement(Operation):
         for r in self.replacements:
             frag = frags.get(int(r.fragment_id))
             if frag is None:
-                raise RetryableCommitConflictError(f"fragment {r.fragment_id} is not in version {m.version}")
+                raise RetryableCommitConflictError(f"fragment {r.fragment_id} is not in version {m.version}", int(m.version))
             new = r.new_file.to_pb()
             same = [k for k, f in enumerate(frag.files) if list(f.fields) == list(new.fields)]
             if same:
@@ -1001,9 +1056,22 @@ class DataReplacement(Operation):
         )
         assert theirs is not None
         mine = {int(r.fragment_id) for r in self.replacements}
-        if kind in ("rewrite", "data_replacement", "update") and _touched_ids(theirs) & mine:
+        if kind in ("rewrite", "update") and _touched_ids(theirs) & mine:
             raise self._retryable(kind, version)
+        if kind == "data_replacement":
+            # as pylance: only a replacement of the same fields of the same fragment conflicts
+            fields = {int(r.fragment_id): {int(f) for f in r.new_file.to_pb().fields} for r in self.replacements}
+            for g in theirs.data_replacement.replacements:
+                if fields.get(int(g.fragment_id), set()) & {int(f) for f in g.new_file.fields}:
+                    raise self._retryable(kind, version)
+        if kind == "create_index" and _index_fields(theirs) & self.field_ids:
+            raise self._retryable(kind, version)  # the new index covers data this replaces
         return False
+
+    @property
+    def field_ids(self) -> set[int]:
+        """The field ids whose data this replacement changes."""
+        return {int(f) for r in self.replacements for f in r.new_file.to_pb().fields if int(f) >= 0}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1095,7 +1163,7 @@ class UpdateConfig(Operation):
             assert upd is not None
             field = by_id.get(fid)
             if field is None:
-                raise RetryableCommitConflictError(f"field {fid} is not in version {m.version}")
+                raise RetryableCommitConflictError(f"field {fid} is not in version {m.version}", int(m.version))
             current = {k: bytes(v).decode("utf-8", "surrogateescape") for k, v in field.metadata.items()}
             put(field.metadata, upd.apply(current), True)
         flags = int(m.writer_feature_flags)
@@ -1225,9 +1293,14 @@ class CreateIndex(Operation):
         kind = self._classify(
             theirs, version,
             ok=("append", "delete", "create_index", "reserve_fragments", "update_config", "update_bases", "clone",
-                "update_mem_wal_state"),
-            retry=("rewrite", "update", "merge", "data_replacement", "project"),
+                "update_mem_wal_state", "data_replacement"),
+            retry=("rewrite", "update", "merge", "project"),
         )
+        if kind == "data_replacement" and theirs is not None:
+            # as pylance: a replacement conflicts only when it changes a field this index covers
+            replaced = {int(f) for g in theirs.data_replacement.replacements for f in g.new_file.fields if int(f) >= 0}
+            if replaced & {int(f) for i in self.new_indices for f in i.fields}:
+                raise self._retryable(kind, version)
         if kind == "create_index" and theirs is not None:
             mine = {i.name for i in self.new_indices} | {i.name for i in self.removed_indices}
             ci = theirs.create_index

@@ -33,6 +33,7 @@ from lance_gpu.txn.operations import (
     Merge,
     Operation,
     Overwrite,
+    Restore,
     _as_lance_schema,
 )
 
@@ -109,8 +110,9 @@ def commit_operation(
         if enable_stable_row_ids:
             operation.writer_flags |= features.FLAG_STABLE_ROW_IDS
     else:
-        if read_version is None and not isinstance(operation, Overwrite):
-            raise ValueError("read_version is required for operations other than Overwrite")
+        if read_version is None and not isinstance(operation, (Overwrite, Restore)):
+            # an Overwrite or a Restore replaces the whole version: it reads none (pylance's rule)
+            raise ValueError("read_version is required for operations other than Overwrite and Restore")
         info = resolve_manifest(store, root, read_version) if read_version is not None else latest_info
         base = read_manifest_file(store, info.path)
         naming = latest_info.naming

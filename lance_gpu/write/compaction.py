@@ -28,8 +28,9 @@ refused before anything is written).
 from __future__ import annotations
 
 from collections.abc import Container, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,12 +39,12 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS
 from lance_gpu.progress import ProgressHook
-from lance_gpu.scan import ReadUnit, decode_fields
+from lance_gpu.scan import ReadUnit, decode_spans
 from lance_gpu.table import features
 from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
-from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
@@ -147,9 +148,11 @@ def plan_compaction(
 
 
 def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The live rows of ``frags`` in order, every field as stored: small fragments decoded
+    together (:func:`~lance_gpu.scan.decode_spans`), one fragment ahead otherwise."""
     fields = list(ds.lance_schema.fields)
-    for frag in frags:
-        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields, physical=True))
+    units = [ReadUnit(frag, frag.live_rows) for frag in frags]
+    for _group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         yield from table.to_batches()
@@ -334,13 +337,25 @@ def _latest(ds: TableSnapshot):
 class DatasetOptimizer:
     """``ds.optimize``, as pylance's ``lance.dataset.DatasetOptimizer``."""
 
-    def __init__(self, ds: TableSnapshot, on_commit: Callable[[TableSnapshot], None] | None = None) -> None:
+    def __init__(self, ds: TableSnapshot, on_commit: Callable[[TableSnapshot], None] | None = None,
+                 commit_lock: Any = None) -> None:
         self._ds = ds
         self._on_commit = on_commit
+        self._commit_lock = commit_lock  # the dataset's commit_lock=, held around each commit
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        token = DEFAULT_COMMIT_LOCK.set(self._commit_lock) if self._commit_lock is not None else None
+        try:
+            yield
+        finally:
+            if token is not None:
+                DEFAULT_COMMIT_LOCK.reset(token)
 
     def compact_files(self, **options: object) -> CompactionMetrics:
         """See :func:`compact_files`; the compacted version's snapshot goes to ``on_commit``."""
-        compacted, metrics = compact_files(self._ds, **options)  # type: ignore[arg-type]
+        with self._locked():
+            compacted, metrics = compact_files(self._ds, **options)  # type: ignore[arg-type]
         if self._on_commit is not None and compacted is not self._ds:
             self._on_commit(compacted)
         return metrics
@@ -357,20 +372,23 @@ class DatasetOptimizer:
         from lance_gpu.write.dataset_writer import _humantime
         from lance_gpu.write.operations import update_config
 
-        update_config(self._ds, config={
-            "lance.auto_cleanup.interval": str(int(config["interval"])),
-            "lance.auto_cleanup.older_than": _humantime(int(config["older_than_seconds"])),
-        })
+        with self._locked():
+            update_config(self._ds, config={
+                "lance.auto_cleanup.interval": str(int(config["interval"])),
+                "lance.auto_cleanup.older_than": _humantime(int(config["older_than_seconds"])),
+            })
 
     def disable_auto_cleanup(self) -> None:
         """Stop cleaning after commits: one UpdateConfig removing the auto cleanup keys."""
         from lance_gpu.write.operations import update_config
 
-        update_config(self._ds, config={"lance.auto_cleanup.interval": None, "lance.auto_cleanup.older_than": None})
+        with self._locked():
+            update_config(self._ds, config={"lance.auto_cleanup.interval": None, "lance.auto_cleanup.older_than": None})
 
     def optimize_indices(self, **kwargs: object) -> None:
         """See :func:`lance_gpu.write.indices.optimize_indices`; the committed version's
         snapshot goes to ``on_commit``."""
-        committed = optimize_indices(self._ds, **kwargs)
+        with self._locked():
+            committed = optimize_indices(self._ds, **kwargs)
         if self._on_commit is not None and committed is not self._ds:
             self._on_commit(committed)

@@ -43,6 +43,8 @@ from lance_gpu.io import join
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema_view import LanceSchema as SchemaView
+from lance_gpu.table.snapshot import TableSnapshot
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata
 from lance_gpu.txn.operations import Merge
 from lance_gpu.txn.publish import check_appendable
@@ -59,7 +61,6 @@ from lance_gpu.write.operations import (
 from lance_gpu.write.udf import BatchUDF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.dataset import LanceDataset
     from lance_gpu.fragment import LanceFragment
 
 __all__ = ["create_from_file", "delete", "delete_rows", "merge", "merge_columns", "update_columns"]
@@ -168,7 +169,7 @@ def merge_columns(
     columns: Sequence[str] | None = None,
     batch_size: int | None = None,
     reader_schema: pa.Schema | None = None,
-) -> tuple[FragmentMetadata, LanceSchema]:
+) -> tuple[FragmentMetadata, SchemaView]:
     """New columns for ``frag`` (as ``add_columns`` takes them: ``{"name": "sql"}``, a
     function or BatchUDF of batches of ``columns``, or a reader / table of values, one row
     per live row); returns the fragment with one more data file and the dataset's schema
@@ -208,11 +209,11 @@ def merge_columns(
         work.op.cleanup(ds.store)
         raise
     schema = LanceSchema(list(ds.lance_schema.fields) + list(lance_new.fields), ds.lance_schema.metadata)
-    return FragmentMetadata.from_pb(pb), schema
+    return FragmentMetadata.from_pb(pb), SchemaView(schema)
 
 
 def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None = None,
-          schema: pa.Schema | None = None) -> tuple[FragmentMetadata, LanceSchema]:
+          schema: pa.Schema | None = None) -> tuple[FragmentMetadata, SchemaView]:
     """New columns for ``frag`` from ``data_obj`` joined on ``frag.left_on =
     data_obj.right_on`` (a left join: rows without a match get nulls); returns the fragment
     with one more data file and the new schema, as :func:`merge_columns`."""
@@ -238,7 +239,7 @@ def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None
     return merge_columns(frag, values)
 
 
-def create_from_file(filename: str, ds: LanceDataset, fragment_id: int) -> FragmentMetadata:
+def create_from_file(filename: str, ds: TableSnapshot, fragment_id: int) -> FragmentMetadata:
     """The fragment of one data file already written under ``ds``'s ``data/`` (by a
     :class:`~lance_gpu.write.single_file.LanceFileWriter` with the dataset's columns):
     its columns matched to the dataset's fields by name, its rows from its footer; for an

@@ -24,16 +24,19 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
+    ColumnCastError,
     ColumnExistsError,
     ColumnNotFoundError,
     IndexedColumnError,
+    InvalidArgumentError,
     RowCountMismatchError,
     SchemaMismatchError,
     UnsupportedFeatureError,
+    ValueCastError,
 )
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
-from lance_gpu.scan import ReadUnit, decode_fields, read_rows, scanner_for
+from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.manifest import (
     ManifestFile,
@@ -64,6 +67,7 @@ __all__ = [
 ]
 
 _OFFSET = "__lance_gpu_row_offset__"
+_UNIT = "__lance_gpu_unit__"  # a delete's row: its unit within the span decoded
 #: ``CAST(NULL AS type)``: an add_columns expression that adds an all-null column.
 _NULL_CAST = re.compile(r"^\s*CAST\s*\(\s*NULL\s+AS\s+[^()]+(\([^()]*\))?\s*\)\s*$", re.IGNORECASE)
 #: Fragments whose filter columns are decoded at once by ``delete``.
@@ -71,7 +75,7 @@ _DELETE_CHUNK = 16
 
 
 def _naming(ds: TableSnapshot):
-    return latest_version(ds.store, ds.root).naming
+    return ds.naming
 
 
 def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
@@ -109,16 +113,20 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         elif rows.size:
             units_all.append(ReadUnit(frag, rows))
     try:
-        for start in range(0, len(units_all), _DELETE_CHUNK):
-            units = units_all[start : start + _DELETE_CHUNK]
-            for unit, table in zip(units, decode_fields(ds, units, fields)):
-                frag, rows = unit.fragment, unit.rows
-                offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
-                table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
-                hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
-                if hit.size == 0:
-                    continue
-                hit = np.unique(hit.astype(np.uint32))
+        # the predicate evaluated once per span of small fragments (per fragment otherwise),
+        # its hits split by fragment after
+        for group, table in decode_spans(ds, units_all, fields, ahead=_DELETE_CHUNK):
+            counts = [u.num_rows for u in group]
+            offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
+                                      else u.rows.astype(np.uint32) for u in group])
+            table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
+            table = table.append_column(_UNIT, pa.array(np.repeat(np.arange(len(group), dtype=np.int32), counts)))
+            hits = table.filter(compiled.expression)
+            hit_offsets = hits.column(_OFFSET).to_numpy()
+            hit_units = hits.column(_UNIT).to_numpy()
+            for u in np.unique(hit_units).tolist():
+                frag = group[u].fragment
+                hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
                 total += int(hit.size)
                 fid = frag.fragment_id
                 initial[fid] = frag.pb
@@ -291,9 +299,11 @@ def _altered_schema(
     for alt in alterations:
         if not isinstance(alt, Mapping) or "path" not in alt:
             raise TypeError("each alteration must be a dict with a 'path' key")
-        unknown = set(alt) - {"path", "name", "nullable", "data_type"}
-        if unknown:
-            raise ValueError(f"unknown alteration keys {sorted(unknown)}")
+        unknown = [k for k in alt if k not in ("path", "name", "nullable", "data_type")]
+        if unknown:  # pylance's messages
+            raise InvalidArgumentError(f"Unknown key: {unknown[0]}. Valid keys are name, nullable, and data_type.")
+        if all(alt.get(k) is None for k in ("name", "nullable", "data_type")):
+            raise InvalidArgumentError("At least one of name, nullable, or data_type must be specified")
         try:
             field = schema.field(alt["path"])
         except SchemaMismatchError:
@@ -645,6 +655,9 @@ def _cast_columns(
         if not isinstance(typ, pa.DataType):
             raise TypeError(f"data_type must be a pyarrow.DataType, not {type(typ).__name__}")
         old_type = ds.schema.field(field.name).type
+        if not _convertible(old_type, typ):
+            raise ColumnCastError(f'alter_columns: Cannot cast column "{path}" from {_rust_type_name(old_type)} '
+                                  f"to {_rust_type_name(typ)}")
         try:
             pa.array([], old_type).cast(typ)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -662,7 +675,12 @@ def _cast_columns(
     try:
         values = cast_to_stored(pa.table([table.column(old) for old in new_fields], names=physical_new.names), physical_new)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise SchemaMismatchError(f"alter_columns: a value cannot be cast: {exc}") from exc
+        for old, target in zip(new_fields, physical_new, strict=True):
+            bad = _first_uncastable(table.column(old), target.type)
+            if bad is not None:
+                raise ValueCastError(f"alter_columns: Cast error: Can't cast value {bad} to type "
+                                     f"{_rust_type_name(target.type)} (column {old!r}: {exc})") from exc
+        raise ValueCastError(f"alter_columns: a value cannot be cast: {exc}") from exc
     op = Merge([], LanceSchema([]))
     frags_out = _write_new_columns(ds, op, values, frag_ids, offsets, lance_new, minor)
     fields = [new_fields.get(f.name, f) for f in schema.fields]
@@ -766,3 +784,53 @@ def _with_new_data_file(
     new.CopyFrom(frag.pb)
     new.files.append(_data_file(name, lance_new, minor, size))
     return new
+
+
+_RUST_TYPE_NAMES = {
+    "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64", "uint8": "UInt8", "uint16": "UInt16",
+    "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16", "float": "Float32", "double": "Float64",
+    "bool": "Boolean", "string": "Utf8", "large_string": "LargeUtf8", "binary": "Binary", "large_binary": "LargeBinary",
+    "date32[day]": "Date32", "date64[ms]": "Date64",
+}
+
+
+def _convertible(old: pa.DataType, new: pa.DataType) -> bool:
+    """The type changes ``alter_columns`` makes, as pylance: within integers, floats,
+    strings, binaries, decimals, dates, timestamps, times or durations, and between list
+    kinds whose items convert; any other type only to itself."""
+    t = pa.types
+    for kind in (t.is_integer, t.is_floating, lambda x: t.is_string(x) or t.is_large_string(x),
+                 lambda x: t.is_binary(x) or t.is_large_binary(x), t.is_decimal, t.is_date, t.is_timestamp,
+                 t.is_time, t.is_duration):
+        if kind(old):
+            return bool(kind(new))
+    lists = (t.is_list, t.is_large_list, t.is_fixed_size_list)
+    if any(k(old) for k in lists):
+        return any(k(new) for k in lists) and _convertible(old.value_type, new.value_type)
+    return old.equals(new)
+
+
+def _rust_type_name(t: pa.DataType) -> str:
+    """Arrow-rs's name of a type, as pylance's messages print it (``Int8``, ``Utf8``)."""
+    return _RUST_TYPE_NAMES.get(str(t), str(t))
+
+
+def _first_uncastable(column: pa.ChunkedArray, target: pa.DataType) -> Any:
+    """The first value of ``column`` that a safe cast to ``target`` refuses (None if every
+    value casts), found by halving the failing slice: O(log n) casts."""
+    for chunk in column.chunks:
+        lo, hi = 0, len(chunk)
+        try:
+            chunk.cast(target)
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass
+        while hi - lo > 1:  # invariant: chunk[lo:hi] fails to cast
+            mid = (lo + hi) // 2
+            try:
+                chunk.slice(lo, mid - lo).cast(target)
+                lo = mid
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                hi = mid
+        return chunk[lo].as_py()
+    return None

@@ -24,6 +24,7 @@ Both operations re-plan themselves on the latest version after a retryable confl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -33,15 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import IncompatibleSchemaError, MergeInsertError, SchemaMismatchError
+from lance_gpu.errors import IncompatibleSchemaError, InvalidArgumentError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
 from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
-from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
-from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
 from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE, _write_fragments, write_version
 from lance_gpu.write.inputs import cast_batch, coerce_input
@@ -183,6 +183,9 @@ class _RowChange:
         self.ds = ds
         self.store, self.root = ds.store, ds.root
         self.deleted: dict[int, list[np.ndarray]] = {}
+        #: data files and bytes an unpublished commit wrote (then removed)
+        self.written_files = 0
+        self.written_bytes = 0
 
     def delete_rows(self, frag_ids: np.ndarray, offsets: np.ndarray) -> None:
         for fid, pos in _by_fragment(frag_ids).items():
@@ -193,11 +196,17 @@ class _RowChange:
         new_rows: pa.Table | None,
         carried_ids: np.ndarray | None,
         created_at: np.ndarray | None = None,
-    ) -> table_pb2.Manifest:
+        *,
+        publish: bool = True,
+    ) -> table_pb2.Manifest | None:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
         inserted row), the new deletion vectors, and commit one Update.  The deletion files
-        are written in threads while the new rows are encoded."""
+        are written in threads while the new rows are encoded.
+
+        ``publish=False`` (an ``analyze_plan``) writes the files, records what was written in
+        :attr:`written_files` / :attr:`written_bytes` (data files), removes them and commits
+        nothing."""
         ds = self.ds
         op = Update()
         pool = ThreadPoolExecutor(max(1, min(_DELETION_WRITERS, len(self.deleted))))
@@ -214,7 +223,12 @@ class _RowChange:
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
-            return commit(self.store, self.root, op, ds.manifest_file, latest_version(self.store, self.root).naming)
+            if not publish:
+                data = [k for k in op.written if "/data/" in f"/{k}"]
+                self.written_files, self.written_bytes = len(data), sum(self.store.size(k) for k in data)
+                op.cleanup(self.store)
+                return None
+            return commit(self.store, self.root, op, ds.manifest_file, ds.naming)
         except BaseException:
             pool.shutdown(wait=True)
             op.cleanup(self.store)
@@ -379,10 +393,11 @@ class MergeInsertBuilder:
     """
 
     def __init__(self, ds: TableSnapshot, on: str | Iterable[str] | None, *, device: str = "auto",
-                 on_commit: Callable[[TableSnapshot], None] | None = None) -> None:
+                 on_commit: Callable[[TableSnapshot], None] | None = None, commit_lock: Any = None) -> None:
         self._ds = ds
         self._device = device
         self._on_commit = on_commit
+        self._commit_lock = commit_lock  # the dataset's commit_lock=, held around the commit
         if on is None:
             raise ValueError("merge_insert: 'on' (the key columns) is required")
         self._on = [on] if isinstance(on, str) else list(on)
@@ -397,6 +412,7 @@ class MergeInsertBuilder:
         self._by_source_delete = False
         self._by_source_expr: str | None = None
         self._retries = DEFAULT_CONFLICT_RETRIES
+        self._use_index = True
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         self._matched, self._matched_condition = "update", condition
@@ -426,23 +442,108 @@ class MergeInsertBuilder:
         return self
 
     def use_index(self, use_index: bool) -> MergeInsertBuilder:
+        self._use_index = bool(use_index)
         return self
 
-    def execute(self, data_obj: Any, *, schema: pa.Schema | None = None) -> dict[str, int]:
-        """Run the merge; returns ``{"num_inserted_rows", "num_updated_rows",
-        "num_deleted_rows"}``; the committed version's snapshot goes to ``on_commit``."""
+    def _actions(self) -> str:
+        matched = {"update": "UpdateAll", "delete": "Delete", "fail": "Fail", None: "DoNothing"}[self._matched]
+        if self._matched == "update" and self._matched_condition is not None:
+            matched = f"UpdateIf({self._matched_condition})"
+        by_source = "Keep"
+        if self._by_source_delete:
+            by_source = "Delete" if self._by_source_expr is None else f"DeleteIf({self._by_source_expr})"
+        return (f"MergeInsert: on=[{', '.join(self._on)}], when_matched={matched}, "
+                f"when_not_matched={'InsertAll' if self._insert else 'DoNothing'}, when_not_matched_by_source={by_source}")
+
+    def explain_plan(self, schema: pa.Schema | None = None, verbose: bool = False) -> str:
+        """The merge's plan as text (pylance's ``explain_plan``): the actions, the join of
+        the dataset's key columns (read with ``_rowid`` / ``_rowaddr``) with the source.
+
+        Parameters
+        ----------
+        schema : pyarrow.Schema, optional
+            The source's schema (default: the dataset's); it must be the dataset's.
+        verbose : bool, default False
+            Also name the columns each side reads.
+
+        Raises
+        ------
+        PlanNotSupportedError
+            (an ``OSError``, as pylance's) when the source schema is not the dataset's, or
+            when a scalar index on a key column would serve the join (``use_index(True)``).
+        """
+        target = _source_schema(self._ds)
+        indexed = {int(f) for idx in self._ds.index_metadata for f in idx.fields}
+        key_ids = {self._ds.lance_schema.field(k).id for k in self._on}
+        if (schema is not None and not schema.equals(target)) or (self._use_index and indexed & key_ids):
+            raise PlanNotSupportedError(
+                "Not supported: This merge insert configuration does not support explain_plan: either the source "
+                "schema is not one the plan path accepts, or the join takes the scalar-index execution path."
+            )
+        join = "Left" if self._by_source_delete and not self._insert else "Full" if self._by_source_delete else "Right"
+        lines = [
+            self._actions(),
+            f"  HashJoinExec: join_type={join}, on=[{', '.join(f'({k}, {k})' for k in self._on)}]",
+            f"    LanceRead: uri={self._ds.store.uri(self._ds.root)}, projection=[{', '.join(self._on)}], "
+            f"num_fragments={len(self._ds.fragments)}, row_id=true, row_addr=true",
+            f"    Source: projection=[{', '.join(target.names)}]",
+        ]
+        if verbose:
+            lines.append(f"  retries={self._retries}, use_index={self._use_index}, device={self._device}")
+        return "\n".join(lines)
+
+    def analyze_plan(self, data_obj: Any, *, schema: pa.Schema | None = None) -> str:
+        """Run the merge without committing it and report what it did (pylance's
+        ``analyze_plan``): rows inserted / updated / deleted, data files and bytes written
+        (the files are removed again; the dataset does not change).
+
+        Parameters
+        ----------
+        data_obj : data
+            The source rows, as :meth:`execute` takes them.
+        schema : pyarrow.Schema, optional
+            The source's schema.
+        """
+        source = self._source(data_obj, schema)
+        start = time.perf_counter()
+        _manifest, stats, change = self._attempt(self._ds, source, publish=False)
+        elapsed = (time.perf_counter() - start) * 1e3
+        metrics = (
+            f"bytes_written={change.written_bytes}, num_deleted_rows={stats['num_deleted_rows']}, "
+            f"num_files_written={change.written_files}, num_inserted_rows={stats['num_inserted_rows']}, "
+            f"num_updated_rows={stats['num_updated_rows']}"
+        )
+        return (f"AnalyzeExec verbose=true, elapsed={elapsed:.3f}ms, metrics=[]\n"
+                f"  {self._actions().replace('MergeInsert:', f'MergeInsert: elapsed={elapsed:.3f}ms,', 1)}, "
+                f"metrics=[{metrics}]")
+
+    def _source(self, data_obj: Any, schema: pa.Schema | None) -> pa.Table:
+        if self._matched is None and not self._insert and not self._by_source_delete:
+            raise InvalidArgumentError("merge_insert: the merge insert job is not configured to change the data in any "
+                                       "way (add when_matched_update_all, when_not_matched_insert_all, ...)")
         target_schema = _source_schema(self._ds)
         _s, batches = coerce_input(data_obj, schema)
         source = pa.Table.from_batches(list(batches), schema=_s)
         keys_only = not self._insert and self._matched in (None, "delete")
         source = _check_source(source, target_schema, self._on, keys_only, inserts=self._insert)
-        source = source.combine_chunks()
-        committed, result = _run(self._ds, lambda target: self._attempt(target, source), self._retries)
+        return source.combine_chunks()
+
+    def execute(self, data_obj: Any, *, schema: pa.Schema | None = None) -> dict[str, int]:
+        """Run the merge; returns ``{"num_inserted_rows", "num_updated_rows",
+        "num_deleted_rows"}``; the committed version's snapshot goes to ``on_commit``."""
+        source = self._source(data_obj, schema)
+        token = DEFAULT_COMMIT_LOCK.set(self._commit_lock) if self._commit_lock is not None else None
+        try:
+            committed, result = _run(self._ds, lambda target: self._attempt(target, source)[:2], self._retries)
+        finally:
+            if token is not None:
+                DEFAULT_COMMIT_LOCK.reset(token)
         if self._on_commit is not None and committed is not self._ds:
             self._on_commit(committed)
         return result
 
-    def _attempt(self, ds: TableSnapshot, source: pa.Table) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
+    def _attempt(self, ds: TableSnapshot, source: pa.Table, publish: bool = True
+                 ) -> tuple[table_pb2.Manifest | None, dict[str, int], _RowChange]:
         on = self._on
         scanned = _Scanned(ds, on, self._device)
         target = scanned.table
@@ -511,7 +612,7 @@ class MergeInsertBuilder:
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
         if new_rows is not None and new_rows.num_columns < len(ds.schema.names):
             new_rows = self._fill_partial(ds, scanned, new_rows, act_tgt if self._matched == "update" else act_tgt[:0])
-        return change.commit(new_rows, carried, created), stats
+        return change.commit(new_rows, carried, created, publish=publish), stats, change
 
     def _fill_partial(self, ds: TableSnapshot, scanned: _Scanned, rows: pa.Table, updated_tgt: np.ndarray) -> pa.Table:
         """A partial-schema source's rows with the dataset's other columns: updated rows (the

@@ -12,9 +12,9 @@ by row range or by row indices (:class:`ReaderResults`), and describes it
 (:meth:`LanceFileReader.metadata`: schema, rows, byte counts, the footer's version -- 0.3
 for 2.0 files, as pylance reports it -- and each column's pages and buffers).
 
-Differences from pylance 14.0.2: ``add_global_buffer`` is refused (lance-gpu's writer
-writes only the descriptor buffer); ``data_cache_bytes`` and ``max_page_bytes`` are
-accepted and lance-gpu chooses its own page sizes; legacy (0.1) files are refused.
+Differences from pylance 14.0.2: ``data_cache_bytes`` is accepted and ignored, and
+``max_page_bytes`` applies to 2.0 files only (as pylance), page sizes otherwise being
+lance-gpu's own; legacy (0.1) files are refused.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.errors import InvalidArgumentError, UnsupportedFeatureError
+from lance_gpu.errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.file.container import LanceFileReader as _ContainerReader
-from lance_gpu.io import resolve
+from lance_gpu.io import join, resolve
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.blobs import column_field_ids
 from lance_gpu.write.file_writer import LanceFileWriter as _FileWriter
@@ -41,6 +41,7 @@ __all__ = [
     "LanceColumnStatistics",
     "LanceFileMetadata",
     "LanceFileReader",
+    "LanceFileSession",
     "LanceFileStatistics",
     "LanceFileWriter",
     "LancePageMetadata",
@@ -77,7 +78,8 @@ class LanceFileWriter:
     storage_options : dict, optional
         Object store options.
     max_page_bytes : int, optional
-        Accepted for compatibility (lance-gpu chooses page sizes).
+        The most bytes of a column per page in 2.0 files (pylance's rule: 2.1 and later
+        files ignore it; lance-gpu chooses their page sizes).
     **kwargs
         Other pylance options, ignored.
 
@@ -92,6 +94,8 @@ class LanceFileWriter:
                  storage_options: dict[str, str] | None = None, max_page_bytes: int | None = None,
                  **kwargs: Any) -> None:
         self._minor = _minor(version)
+        # pylance splits pages at max_page_bytes on write in 2.0 files only (2.1+ split on read)
+        self._page_bytes = int(max_page_bytes) if max_page_bytes is not None and self._minor == 0 else None
         self._store, self._key = resolve(os.fspath(path), storage_options)
         self._writer: _FileWriter | None = None
         self._metadata: dict[str, bytes] = {}
@@ -106,7 +110,7 @@ class LanceFileWriter:
         lance_schema = LanceSchema.from_arrow(schema)
         _check_types(lance_schema, self._minor)
         self._arrow = lance_schema.to_arrow(physical=True)
-        self._writer = _FileWriter(self._key, lance_schema, self._minor, store=self._store)
+        self._writer = _FileWriter(self._key, lance_schema, self._minor, page_bytes=self._page_bytes, store=self._store)
         return self._writer
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -138,14 +142,21 @@ class LanceFileWriter:
         self._metadata[str(key)] = str(value).encode()
 
     def add_global_buffer(self, data: bytes) -> int:
-        """Not supported by lance-gpu (its writer writes only the descriptor buffer).
+        """Write ``data`` as the next global buffer of the file (64-byte aligned, between the
+        pages) and return its index: 1, 2, ... (0 is the file descriptor); read it back with
+        :meth:`LanceFileReader.read_global_buffer`.
 
         Parameters
         ----------
         data : bytes
-            The buffer pylance would add.
+            The buffer's bytes.
         """
-        raise UnsupportedFeatureError("LanceFileWriter.add_global_buffer is not supported by lance-gpu")
+        if self.closed:
+            raise InvalidArgumentError("LanceFileWriter: the file is closed")
+        if self._writer is None:
+            raise InvalidArgumentError("LanceFileWriter: a global buffer needs the schema first (pass schema= or "
+                                       "write a batch)")
+        return self._writer.add_global_buffer(bytes(data))
 
     def close(self) -> int | None:
         """Finish the file: write the metadata and footer; returns the rows written (None
@@ -418,3 +429,73 @@ class LanceFileReader:
             size = sum(b.size for p in col.pages for b in p.buffers) + sum(b.size for b in col.column_buffers)
             stats.append(LanceColumnStatistics(len(col.pages), size))
         return LanceFileStatistics(stats)
+
+
+class LanceFileSession:
+    """Readers, writers and object operations under one base path, sharing one object
+    store (pylance's ``lance.file.LanceFileSession``).
+
+    Parameters
+    ----------
+    base_path : str or Path
+        A directory or URI; every ``path`` below is relative to it.
+    storage_options : dict, optional
+        Object store options.
+    **kwargs
+        pylance's namespace options (``namespace_client``, ``table_id``), ignored.
+    """
+
+    def __init__(self, base_path: str | os.PathLike[str], storage_options: dict[str, str] | None = None,
+                 **kwargs: Any) -> None:
+        self._base = os.fspath(base_path).rstrip("/")
+        self._options = storage_options
+        self._store, self._root = resolve(self._base, storage_options)
+
+    def _uri(self, path: str) -> str:
+        return f"{self._base}/{path.lstrip('/')}"
+
+    def _key(self, path: str | None) -> str:
+        return self._root if not path else join(self._root, path.strip("/"))
+
+    def open_reader(self, path: str, columns: Sequence[str] | None = None) -> LanceFileReader:
+        """A reader of the file at ``path`` (optionally of some top-level ``columns``)."""
+        return LanceFileReader(self._uri(path), self._options, columns=columns)
+
+    def open_writer(self, path: str, *, schema: pa.Schema | None = None, data_cache_bytes: int | None = None,
+                    version: str | None = None, keep_original_array: bool | None = None,
+                    max_page_bytes: int | None = None) -> LanceFileWriter:
+        """A writer of a new file at ``path`` (arguments as :class:`LanceFileWriter`'s)."""
+        return LanceFileWriter(self._uri(path), schema, data_cache_bytes=data_cache_bytes, version=version,
+                               storage_options=self._options, max_page_bytes=max_page_bytes)
+
+    def contains(self, path: str) -> bool:
+        """Whether a file exists at ``path``."""
+        return self._store.exists(self._key(path))
+
+    def list(self, path: str | None = None) -> list[str]:
+        """Every file under ``path`` (default: the base path), recursively, relative to the base path."""
+        prefix = self._root.rstrip("/") + "/" if self._root else ""
+        keys = [m.path for m in self._store.list(self._key(path))]
+        return sorted(k[len(prefix):] if k.startswith(prefix) else k for k in keys)
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of the file at ``path`` from ``offset`` (a missing file: ``OSError``)."""
+        return bytes(self._store.read_range(self._key(path), int(offset), int(length)))
+
+    def delete_file(self, path: str) -> None:
+        """Delete the file at ``path`` (a missing file: ``OSError``, as pylance's)."""
+        key = self._key(path)
+        if not self._store.exists(key):
+            raise ObjectNotFoundError(self._store.uri(key), "delete: no such file")
+        self._store.delete(key)
+
+    def upload_file(self, local_path: str | os.PathLike[str], remote_path: str) -> None:
+        """Copy a local file to ``remote_path``."""
+        with open(local_path, "rb") as fh:
+            self._store.put(self._key(remote_path), fh.read())
+
+    def download_file(self, remote_path: str, local_path: str | os.PathLike[str]) -> None:
+        """Copy the file at ``remote_path`` to a local file."""
+        data = self._store.get(self._key(remote_path))
+        with open(local_path, "wb") as fh:
+            fh.write(data)

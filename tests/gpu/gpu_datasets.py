@@ -134,3 +134,31 @@ def encodings_seen(uris: list[str]) -> set[str]:
                         if enc.WhichOneof("compression") == "fsst" and enc.fsst.symbol_table[0]:
                             seen.add(f"fsst-compressed-{kind}")
     return seen
+
+
+def many_pages_table(n: int, *, seed: int) -> pa.Table:
+    """Columns of the kinds mini-block pages hold (bit-packed and flat integers, nullable
+    ones, booleans, plain, dictionary and FSST strings, lists), for :func:`write_many_pages`."""
+    rng = np.random.default_rng(seed)
+    longs = [" ".join(FSST_WORDS[j] for j in rng.integers(0, 8, 12)) + f" {i}" for i in range(n)]
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "small": pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=rng.random(n) < 0.2),
+        "f64": pa.array(rng.standard_normal(n)),
+        "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+        "s": pa.array([WORDS[i % len(WORDS)] + str(int(x)) for i, x in enumerate(rng.integers(0, 10**6, n))], mask=rng.random(n) < 0.1),
+        "cat": pa.array([WORDS[i] for i in rng.integers(0, 4, n)]),
+        "long": pa.array(longs, mask=rng.random(n) < 0.05),
+        "li": pa.array([None if i % 7 == 0 else [int(v) for v in rng.integers(0, 1000, i % 4)] for i in range(n)], pa.list_(pa.int32())),
+    })
+
+
+def write_many_pages(lance, root: Path, version: str, n: int = 1600) -> str:
+    """One fragment whose columns span many mini-block pages each (small batches, small
+    ``max_page_bytes``): the planner's bulk path (``plan.BULK_MIN_PAGES``) plans them."""
+    uri = str(root / f"many_pages_{version}")
+    tbl = many_pages_table(n, seed=12)
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=200))
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_group=200, max_page_bytes=2048,
+                        data_cache_bytes=8 * 2048)
+    return uri

@@ -237,6 +237,33 @@ def test_projection_filter_batches_row_ids(rich22):
     assert ours.to_table(columns=["s"], filter="id < 0", device="gpu").num_rows == 0
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_many_page_columns_planned_in_bulk_match_pylance(root, version, monkeypatch):
+    """Columns of many mini-block pages each, whose chunk tables are parsed and work emitted
+    in bulk (``plan.BULK_MIN_PAGES``): the device read equals pylance's, whole and for a
+    take (pages cut to the chunks holding its rows)."""
+    from lance_gpu.gpu import plan
+
+    calls = []
+    bulk = plan._emit_miniblock_batch
+    monkeypatch.setattr(plan, "_emit_miniblock_batch", lambda *a: calls.append(1) or bulk(*a))
+    uri = gd.write_many_pages(lance, root, version)
+    ref = lance.dataset(uri)
+    assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"many pages {version}")
+    assert calls, "the bulk path did not run"
+    rows = [3, 250, 251, 777, 1200, 1599]
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), ref.take(rows), f"many pages {version} take")
+
+
+def test_rich_22_planned_in_bulk_matches_pylance(rich22, monkeypatch):
+    """Every leaf's mini-block pages planned in bulk, however few (threshold 1)."""
+    from lance_gpu.gpu import plan
+
+    monkeypatch.setattr(plan, "BULK_MIN_PAGES", 1)
+    gpu = lance_gpu.dataset(rich22).to_table(device="gpu", on_cpu_fallback="raise")
+    assert_same(gpu, lance.dataset(rich22).to_table(), "rich-2.2 bulk gpu vs pylance")
+
+
 def test_fsst_miniblock(fsst):
     assert_same(lance_gpu.dataset(fsst).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(fsst).to_table(), "fsst")
 
@@ -359,7 +386,7 @@ def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
 
 def test_device_table_and_columns(rich22):
     ds = lance_gpu.dataset(rich22)
-    fields = [f for f in ds.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
+    fields = [f for f in ds.snapshot.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
     tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields, [(f, f.live_rows) for f in ds.snapshot.fragments])]
     assert all(isinstance(dt, DeviceTable) for dt in tables)
     first = tables[0]

@@ -2,8 +2,10 @@
 """Compressive encodings of file versions 2.1 and 2.2 (``lance.encodings21``).
 
 One home per encoding: a module, or a package holding the encoding's CPU decoder and CPU
-encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels) and its
-compiled CPU loops (``_native.py`` / ``_encoder.py``).  This module registers them in one
+encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels), its compiled
+CPU loops (``_native.py`` / ``_encoder.py``) and the host side of its device decoding
+(``gpu_plan.py``: where its blocks / runs lie in the staged chunk bytes, for
+:mod:`lance_gpu.gpu.plan`; Flat, bit-packing and RLE so far).  This module registers them in one
 place: the decoders (:func:`decode_miniblock`, :func:`decode_block`, the exhaustive dispatch
 on the ``CompressiveEncoding`` oneof; anything not listed raises
 :class:`~lance_gpu.errors.UnsupportedEncodingError` naming it) and the encoders

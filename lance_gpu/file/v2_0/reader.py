@@ -207,6 +207,45 @@ class _List(_Node):
         )
 
 
+class _LegacyBinary(_Node):
+    """A string / binary field as pylance 0.13-era 2.0 files wrote it: a List offsets column
+    (``column``) over a Flat column of 8-bit items (``column + 1``, which the manifest's
+    column indices do not name)."""
+
+    def read(self, start: int, stop: int) -> pa.Array:
+        ctx = self.ctx
+        n = stop - start
+        if n <= 0:
+            return _empty(self.type)
+        col = self.file.column(self.column)
+        offsets, validity, ranges = list_enc.read_offsets(self.file, col, start, stop, ctx, page_encoding, guard)
+        items = _Leaf(self.file, self.column + 1, pa.uint8())
+        pieces = [items.read(s, e) for s, e in ranges]
+        data = guard(ctx, _concat, pieces, pa.uint8()) if pieces else pa.array([], pa.uint8())
+        total = int(offsets[-1])
+        if len(data) != total:
+            raise ctx.corrupt(f"string bytes column returned {len(data)} bytes, offsets need {total}")
+        large = pa.types.is_large_string(self.type) or pa.types.is_large_binary(self.type)
+        if not large and total > _I32_MAX:
+            raise ctx.corrupt(f"{total} bytes do not fit the 32-bit offsets of {self.type}")
+        offs = offsets if large else offsets.astype(np.int32)
+        vbuf, nulls = validity_buffer(validity)
+        values = data.buffers()[1] if len(data) else pa.py_buffer(b"")
+        if len(data) and data.offset:
+            values = pa.py_buffer(data.to_numpy(zero_copy_only=False).tobytes())
+        return guard(ctx, pa.Array.from_buffers, self.type, n, [vbuf, pa.py_buffer(offs), values], nulls)
+
+
+def _legacy_binary_column(file, column: int, ctx: DecodeContext) -> bool:
+    """Whether a string / binary field's column holds List offsets pages (0.13-era 2.0
+    files) followed by its bytes column."""
+    col = file.column(column)
+    page = next((p for p in col.pages if int(p.num_rows) > 0), None)
+    if page is None or column + 1 >= file.num_columns:
+        return False
+    return registry.variant(page_encoding(page, ctx)) == "list"
+
+
 class _Struct(_Node):
     def __init__(self, file, column: int, t: pa.DataType, children: list[_Node]) -> None:
         super().__init__(file, column, t)
@@ -266,7 +305,11 @@ def _plan(file, field: pa.Field, cols: _Columns) -> _Node:
         return _List(file, c, t, _plan(file, t.value_field, cols))
     if pa.types.is_list_view(t) or pa.types.is_large_list_view(t) or pa.types.is_union(t):
         raise UnsupportedEncodingError(f"{file.path}: field '{field.name}' of type {t} cannot be read from a 2.0 file")
-    return _Leaf(file, cols.take(field.name), t)
+    c = cols.take(field.name)
+    if (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)) \
+            and _legacy_binary_column(file, c, DecodeContext(file.path, c)):
+        return _LegacyBinary(file, c, t)
+    return _Leaf(file, c, t)
 
 
 def read_field(file, field: pa.Field, columns: list[int], row_range: tuple[int, int] | None = None) -> pa.Array:

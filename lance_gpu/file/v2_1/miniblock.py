@@ -129,6 +129,112 @@ def chunk_table(layout, buffers: list[np.ndarray], ctx: DecodeContext, chunks: C
     return meta, data, large, int(layout.num_items), starts, sizes, counts, levels, rep_spans, def_spans, bufs
 
 
+class PageChunkTables(NamedTuple):
+    """The chunk tables of many mini-block pages of one column (:func:`chunk_tables_mapped`):
+    page ``i``'s chunks are rows ``bounds[i]:bounds[i + 1]`` of every other array, each as
+    :func:`chunk_table` gives them for the page alone (``starts`` and every span relative to
+    the page's chunk data; ``bufs``: ``chunks x max(num_buffers, 1) x 2``, zero past a page's
+    own buffer count)."""
+
+    bounds: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+    counts: np.ndarray
+    levels: np.ndarray
+    rep: np.ndarray
+    dfn: np.ndarray
+    bufs: np.ndarray
+
+
+def exclusive_scan(values: np.ndarray) -> np.ndarray:
+    """``[0, v0, v0 + v1, ...]`` (int64, one more entry than ``values``)."""
+    out = np.zeros(values.size + 1, np.int64)
+    np.cumsum(values, out=out[1:])
+    return out
+
+
+def chunk_tables_mapped(
+    layouts: list, metas: list[np.ndarray], whole: np.ndarray, data_offsets: np.ndarray, data_sizes: np.ndarray,
+    ctx: DecodeContext,
+) -> PageChunkTables:
+    """:func:`chunk_table` of many mini-block pages of one column at once, without Python per
+    chunk and with a few NumPy calls per page: ``metas[i]`` is page ``i``'s chunk metadata
+    (buffer 0) and its chunks (buffer 1) are ``whole[data_offsets[i] : data_offsets[i] +
+    data_sizes[i]]`` (``whole``: the file's bytes, e.g. its memory map).
+
+    The metadata words of all pages are decoded together (sizes ``((w >> 4) + 1) * 8``,
+    starts their exclusive scan within each page, counts ``1 << (w & 0xF)`` but the last of
+    a page: ``num_items`` minus the others); the in-band chunk headers are parsed with one
+    :func:`native.chunk_headers` call per header shape ``(has_rep, has_def, num_buffers,
+    large)`` over ``whole`` at the chunks' file positions, then rebased to their pages.
+    Raises ``ctx.corrupt`` with :func:`chunk_table`'s messages."""
+    npages = len(layouts)
+    large = [bool(mb.has_large_chunk) for mb in layouts]
+    words = []
+    for meta, lg in zip(metas, large, strict=True):
+        if meta.size % (4 if lg else 2):
+            raise ctx.corrupt("mini-block chunk metadata has a partial word")
+        words.append(meta.view(np.uint32 if lg else np.uint16))
+    per_page = np.fromiter((w.size for w in words), np.int64, npages)
+    bounds = exclusive_scan(per_page)
+    w = np.concatenate(words).astype(np.int64) if npages else np.zeros(0, np.int64)
+    sizes = ((w >> 4) + 1) * 8
+    in_file = exclusive_scan(sizes)
+    starts = in_file[:-1] - np.repeat(in_file[bounds[:-1]], per_page)
+    counts = np.left_shift(np.int64(1), w & 0xF)
+    num_items = np.fromiter((int(mb.num_items) for mb in layouts), np.int64, npages)
+    nonempty = per_page > 0
+    if np.any(num_items[~nonempty] != 0):
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    first, last = bounds[:-1][nonempty], bounds[1:][nonempty] - 1
+    before = exclusive_scan(counts)
+    counts[last] = num_items[nonempty] - (before[last] - before[first])
+    if np.any(counts[last] < 0):
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    page_data = np.repeat(np.asarray(data_sizes, np.int64), per_page)
+    if np.any(starts + sizes > page_data):
+        raise ctx.corrupt("mini-block chunk header points past its chunk")
+    base = np.repeat(np.asarray(data_offsets, np.int64), per_page)
+    shapes: dict[tuple[bool, bool, int, bool], list[int]] = {}
+    for i, mb in enumerate(layouts):
+        key = (mb.HasField("rep_compression"), mb.HasField("def_compression"), int(mb.num_buffers), large[i])
+        shapes.setdefault(key, []).append(i)
+    n = w.size
+    width = max([1, *(int(mb.num_buffers) for mb in layouts)])
+    levels = np.zeros(n, np.int64)
+    rep = np.zeros((n, 2), np.int64)
+    dfn = np.zeros((n, 2), np.int64)
+    bufs = np.zeros((n, width, 2), np.int64)
+    for (has_rep, has_def, nbuf, lg), pages in shapes.items():
+        sel = np.asarray(pages, np.int64)
+        rows = concat_ranges(bounds[sel], bounds[sel + 1]) if len(pages) < npages else np.arange(n, dtype=np.int64)
+        lv, rp, df, bf, ok = native.chunk_headers(whole, base[rows] + starts[rows], sizes[rows], has_rep, has_def, nbuf, lg)
+        if not ok:
+            raise ctx.corrupt("mini-block chunk header points past its chunk")
+        at = base[rows]
+        levels[rows] = lv
+        if has_rep:
+            rep[rows, 0] = rp[:, 0] - at
+            rep[rows, 1] = rp[:, 1]
+        if has_def:
+            dfn[rows, 0] = df[:, 0] - at
+            dfn[rows, 1] = df[:, 1]
+        if nbuf:
+            bufs[rows, :nbuf, 0] = bf[:, :nbuf, 0] - at[:, None]
+            bufs[rows, :nbuf, 1] = bf[:, :nbuf, 1]
+    return PageChunkTables(bounds, starts, sizes, counts, levels, rep, dfn, bufs)
+
+
+def concat_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(a, b) for a, b in zip(starts, stops)])`` without a Python loop."""
+    lengths = stops - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    before = exclusive_scan(lengths)[:-1]
+    return np.arange(total, dtype=np.int64) - np.repeat(before - starts, lengths)
+
+
 def select_chunks(chunks: ChunkLayout, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The chunks holding the sorted page-local item numbers ``rows`` (ascending chunk
     numbers) and ``rows`` renumbered among those chunks' items (its row minus its chunk's

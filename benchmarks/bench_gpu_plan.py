@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Host planning time of the GPU read path, per page (issue 25 item 1).
+
+The GPU read turns every page of every requested column into device work on the host: the
+page layouts (protobuf), mini-block chunk tables and headers, and the work items of every
+kernel family (:mod:`lance_gpu.gpu.plan`).  This script times that host work alone --
+``plan_field_leaves`` for every (fragment, field) as ``scan_device`` plans them, then
+``place_leaf`` of every leaf into one unit -- without staging, uploading or decoding (under the
+CUDA simulator those would time the simulator, not a GPU).  Datasets (written by pylance):
+
+``pages1000``
+    one fragment, 8 columns (int64, nullable int32, float64, nullable bool, nullable
+    strings, 16-d float32 embeddings, nullable int32 lists, dictionary strings) written with
+    a small ``max_page_bytes`` so that the read covers about 1,000 pages;
+``frags16``
+    ``tests/gpu/gpu_datasets.rich_table`` (8 columns: ``id, i32n, f64, b, s, emb, li, long``)
+    of 20,000 rows as 16 fragments.
+
+Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
+(after a warm-up: numba compilation excluded), the least CPU time of the planning thread
+(``time.thread_time``: steadier than wall time on a loaded machine) and it per page and per
+chunk, split into parsing (``plan_field_leaves``: protobufs, chunk tables) and placing
+(``place_leaf``: work items) per page (least of each), and, for scale, pylance's ``to_table`` of the same columns in the same process
+(ratio planner / pylance read, wall).
+The load average is recorded with the figures.  Output: stdout, and with ``--out FILE`` a
+markdown table.
+
+    NUMBA_ENABLE_CUDASIM=1 python3 benchmarks/bench_gpu_plan.py [--repeat 5] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
+if "--code" in sys.argv[1:-1]:  # time another checkout's planner in the same run
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--code") + 1]).resolve()))
+
+COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]
+
+
+def _pages_table(n: int) -> pa.Table:
+    rng = np.random.default_rng(11)
+    words = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta"])
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "i32n": pa.array(rng.integers(0, 1 << 20, n).astype(np.int32), mask=rng.random(n) < 0.2),
+        "f64": pa.array(rng.standard_normal(n)),
+        "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+        "s": pa.array([f"{words[i % 6]}-{int(x)}" for i, x in enumerate(rng.integers(0, 10**6, n))], mask=rng.random(n) < 0.1),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(16 * n).astype(np.float32)), 16),
+        "li": pa.array([None if i % 7 == 0 else [int(v) for v in rng.integers(0, 1000, i % 4)] for i in range(n)], pa.list_(pa.int32())),
+        "cat": pa.array(words[rng.integers(0, 6, n)]),
+    })
+
+
+def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
+    import lance
+    from gpu_datasets import rich_table
+
+    out = {}
+    uri = root / "pages1000"
+    if not uri.exists():
+        tbl = _pages_table(137_000)
+        reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=1000))
+        lance.write_dataset(reader, str(uri), data_storage_version="2.1", max_rows_per_group=1000,
+                            max_page_bytes=16 * 1024, data_cache_bytes=8 * 16 * 1024)
+    out["pages1000"] = (str(uri), ["id", "i32n", "f64", "b", "s", "emb", "li", "cat"])
+    uri = root / "frags16"
+    if not uri.exists():
+        tbl = rich_table(20_000, seed=3).select(COLUMNS)
+        lance.write_dataset(tbl, str(uri), data_storage_version="2.1", max_rows_per_file=1250)
+    out["frags16"] = (str(uri), COLUMNS)
+    return out
+
+
+def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[int, int]:
+    """Plan a full read of ``names`` as ``scan_device`` does (no staging); returns (pages,
+    chunks); ``phases`` gets the CPU seconds of parsing (``plan_field_leaves``) and of
+    placing (``place_leaf``)."""
+    from lance_gpu.gpu.plan import UnitPlan, place_leaf, plan_field_leaves
+
+    snap = ds._snapshot
+    arrow_fields = {f.name: snap.schema.field(f.name) for f in snap.lance_schema.fields}
+    fields = [f for f in snap.lance_schema.fields if f.name in names]
+    leaves = []
+    t0 = time.thread_time()
+    for frag in snap.fragments:
+        for f in fields:
+            src = frag.field_source(f)
+            reader = frag.file_reader(src.path)
+            leaves.extend(plan_field_leaves(reader, arrow_fields[f.name], src.columns))
+    t1 = time.thread_time()
+    unit = UnitPlan()
+    for leaf in leaves:
+        place_leaf(unit, leaf)
+    if phases is not None:
+        phases[:] = [t1 - t0, time.thread_time() - t1]
+    pages = sum(len(leaf.pages) for leaf in leaves)
+    chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed)
+    return pages, chunks
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--data", default=str(HERE / "data" / "gpu_plan"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--code", default=None, help="another checkout whose lance_gpu to time")
+    ap.add_argument("--label", default="")
+    args = ap.parse_args()
+    root = Path(args.data)
+    root.mkdir(parents=True, exist_ok=True)
+    sets = write_data(root)
+    import lance
+
+    import lance_gpu
+
+    rows = []
+    for name, (uri, cols) in sets.items():
+        times, cpu, ptimes, parse, place = [], [], [], [], []
+        for r in range(args.repeat + 1):
+            ds = lance_gpu.dataset(uri)
+            c0 = time.thread_time()
+            t0 = time.perf_counter()
+            phases: list[float] = []
+            pages, chunks = plan_read(ds, cols, phases)
+            t1 = time.perf_counter()
+            c1 = time.thread_time()
+            lance.dataset(uri).to_table(columns=cols)
+            t2 = time.perf_counter()
+            if r:
+                times.append(t1 - t0)
+                cpu.append(c1 - c0)
+                parse.append(phases[0])
+                place.append(phases[1])
+                ptimes.append(t2 - t1)
+        t = statistics.median(times)
+        c = min(cpu)
+        p = statistics.median(ptimes)
+        rows.append((name, len(lance.dataset(uri).get_fragments()), pages, chunks, t, c, 1e6 * c / pages,
+                     1e6 * c / max(chunks, 1), 1e6 * min(parse) / pages, 1e6 * min(place) / pages, p, t / p))
+    load = os.getloadavg()
+    head = ("| data | fragments | pages | chunks | plan s (median wall) | plan CPU s (min) | CPU us/page | CPU us/chunk "
+            "| parse us/page | place us/page | pylance to_table s | plan / pylance (wall) |")
+    lines = [f"{args.label}: {Path(lance_gpu.__file__).parent.parent} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
+             "|" + "---|" * 12]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.1f} "
+                     f"| {r[9]:.1f} | {r[10]:.4f} | {r[11]:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "a") as fh:
+            fh.write(text + "\n\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Device planning of bit-packed chunks (host side): where every FastLanes block lies.
+
+The GPU planner (:mod:`lance_gpu.gpu.plan`) stages the chunk bytes and makes each block
+found here one unpack work item (the device unpacks); this module knows the byte layouts:
+
+* InlineBitpacking chunk buffer (values, dictionary indices, levels): ``ceil(count / 1024)``
+  blocks, each one ``word``-byte word holding the bit width ``W`` then ``1024 * W / (8 *
+  word)`` packed words; the last block's padding values are not decoded.
+* OutOfLineBitpacking{16, Flat{W}} level buffer of a chunk: whole 1024-value blocks of ``W``
+  bits (``128 * W`` bytes each), then the tail: one padded block, or raw u16 words.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from lance_gpu.cpu import native
+from lance_gpu.file.encodings.base import DecodeContext
+
+
+def _exclusive_scan(values: np.ndarray) -> np.ndarray:
+    out = np.zeros(values.size + 1, np.int64)
+    np.cumsum(values, out=out[1:])
+    return out
+
+
+class InlineBlocks(NamedTuple):
+    """The blocks of InlineBitpacking chunk buffers: block ``k`` of chunk ``chunk[k]`` has
+    its packed words at word ``word_off[k]`` of the data (viewed as words), bit width
+    ``widths[k]``, and gives ``nvals[k]`` values, the first being value ``first[k]`` of its
+    chunk."""
+
+    word_off: np.ndarray
+    widths: np.ndarray
+    nvals: np.ndarray
+    chunk: np.ndarray
+    first: np.ndarray
+
+
+def inline_blocks(
+    data: np.ndarray, starts: np.ndarray, counts: np.ndarray, word: int, ctx: DecodeContext,
+    chunk_end: np.ndarray | None = None,
+) -> InlineBlocks:
+    """The blocks of the InlineBitpacking buffers at ``starts`` of ``data`` holding
+    ``counts`` values of ``word`` bytes each; ``chunk_end`` (per chunk, optional): where
+    each chunk's bytes end in ``data`` (when ``data`` holds more than the chunks: a file's
+    map), no block may pass it.  Raises ``ctx.corrupt`` on a bad width or a truncated block."""
+    word_off, widths, nvals, ok = native.inline_bitpack_blocks(data, starts, counts, word)
+    if not ok:
+        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
+    nblk = -(-counts // 1024)
+    chunk = np.repeat(np.arange(nblk.size), nblk)
+    if chunk_end is not None and np.any((word_off + 1024 * widths // (8 * word)) * word > chunk_end[chunk]):
+        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
+    first = _exclusive_scan(nvals)[:-1] - _exclusive_scan(counts)[chunk]
+    return InlineBlocks(word_off, widths, nvals, chunk, first)
+
+
+class LevelBlocks(NamedTuple):
+    """The OutOfLineBitpacking level buffers of some chunks: block ``k`` (``width`` bits)
+    at u16 word ``words[k]`` of the data holds levels ``1024 * within[k]`` on of chunk
+    ``chunk[k]`` (``counts[k]`` of them); chunk ``i``'s last ``tail_len[i]`` levels are raw
+    u16 words at word ``tail_off[i]``, after its ``packed[i]`` block levels."""
+
+    width: int
+    words: np.ndarray
+    counts: np.ndarray
+    chunk: np.ndarray
+    within: np.ndarray
+    tail_off: np.ndarray
+    tail_len: np.ndarray
+    packed: np.ndarray
+
+
+def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> LevelBlocks:
+    """Plan the OutOfLineBitpacking{16, Flat} level buffers ``(starts, sizes)`` (bytes of
+    the data) holding ``nlevels`` levels each; raises ``ctx.corrupt`` where they are
+    truncated, misaligned or do not match their counts."""
+    width = int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
+    if not 0 <= width <= 16:
+        raise ctx.corrupt(f"level bit width {width}")
+    boff, bcount, tail_off, tail_len, ok = native.ool_chunk_plan(starts, sizes, nlevels, width, 2)
+    if not ok:
+        raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
+    packed = nlevels - tail_len
+    nblk = -(-packed // 1024)
+    if int(nblk.sum()) != boff.size:
+        raise ctx.corrupt("mini-block level blocks do not match their counts")
+    chunk = np.repeat(np.arange(nlevels.size), nblk)
+    within = np.arange(boff.size) - _exclusive_scan(nblk)[chunk]
+    return LevelBlocks(width, boff, bcount, chunk, within, tail_off, tail_len, packed)
+
+
+__all__ = ["InlineBlocks", "LevelBlocks", "inline_blocks", "level_blocks"]

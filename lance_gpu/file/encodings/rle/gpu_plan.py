@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Device planning of run-length encoded chunks (host side): where each chunk's run values
+and run lengths lie and how many runs it has; the device expands them.
+
+* Rle{Flat{V}, Flat{8}} mini-block values (and dictionary indices): two chunk buffers, the
+  run values (``V / 8`` bytes each) and the u8 run lengths, one per run.
+* Rle{Flat16, Flat8} levels, block form (one buffer per chunk): ``u64 values_bytes | u16
+  values | u8 run lengths`` (``values_bytes / 2`` runs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_gpu.file.encodings.base import DecodeContext
+
+WORD_BITS = (8, 16, 32, 64)
+
+
+def value_bits(enc) -> int | None:
+    """The value bits of an Rle{Flat{8/16/32/64}, Flat{8}} encoding the device expands (None: another layout)."""
+    rle = enc.rle
+    v, r = rle.values, rle.run_lengths
+    if v.WhichOneof("compression") != "flat" or r.WhichOneof("compression") != "flat":
+        return None
+    if v.flat.HasField("data") or r.flat.HasField("data") or int(r.flat.bits_per_value) != 8:
+        return None
+    bits = int(v.flat.bits_per_value)
+    return bits if bits in WORD_BITS else None
+
+
+def chunk_runs(bufs: np.ndarray, value_bytes: int, ctx: DecodeContext) -> np.ndarray:
+    """The run count of each chunk (``bufs``: chunks x 2 x (start, size): run values, run
+    lengths); raises ``ctx.corrupt`` where the values are fewer than the runs."""
+    nruns = bufs[:, 1, 1]
+    if np.any(bufs[:, 0, 1] < nruns * value_bytes):
+        raise ctx.corrupt("RLE values buffer shorter than its run count")
+    return nruns
+
+
+def level_runs(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the run values and run lengths of block-form RLE level buffers ``(starts,
+    sizes)`` of ``data`` lie, and their run counts: ``(values, lengths, runs)``."""
+    if np.any(sizes < 8):
+        raise ctx.corrupt("RLE level buffer shorter than its header")
+    head = data[starts[:, None] + np.arange(8)].copy().view("<u8").reshape(-1).astype(np.int64)
+    nruns = head // 2
+    if np.any(head % 2) or np.any(8 + head + nruns > sizes):
+        raise ctx.corrupt("RLE level buffer sections out of range")
+    return starts + 8, starts + 8 + head, nruns
+
+
+__all__ = ["WORD_BITS", "chunk_runs", "level_runs", "value_bits"]

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GPU read planner on the host (no GPU, no simulator): mini-block pages planned in bulk
+(chunk tables of all of a leaf's pages parsed together, their work emitted per group of
+pages encoded alike) give exactly the work page-by-page planning gives, refuse the same
+corrupt metadata, and are what a many-page read takes (issue 25 item 1)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+lance = pytest.importorskip("lance")
+
+import gpu_datasets as gd  # noqa: E402
+
+import lance_gpu  # noqa: E402
+from lance_gpu.errors import CorruptFileError  # noqa: E402
+from lance_gpu.file.container import LanceFileReader  # noqa: E402
+from lance_gpu.gpu import plan  # noqa: E402
+from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gpu_plan")
+
+
+@pytest.fixture(scope="module")
+def datasets(root: Path) -> dict[str, str]:
+    return {
+        "rich21": gd.write_rich(lance, root, "2.1"),
+        "rich22": gd.write_rich(lance, root, "2.2"),
+        "fsst": gd.write_fsst(lance, root),
+        "binary": gd.write_binary(lance, root),
+        "many21": gd.write_many_pages(lance, root, "2.1"),
+        "many22": gd.write_many_pages(lance, root, "2.2"),
+    }
+
+
+def _leaves(uri: str, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
+    """Every GPU-planned leaf of every field of every fragment (``rows``: a row selection)."""
+    snap = lance_gpu.dataset(uri)._snapshot
+    leaves = []
+    for frag in snap.fragments:
+        for f in snap.lance_schema.fields:
+            src = frag.field_source(f)
+            if src is None:
+                continue
+            reader = frag.file_reader(src.path)
+            af = snap.schema.field(f.name)
+            try:
+                if rows is None:
+                    leaves.extend(plan.plan_field_leaves(reader, af, src.columns))
+                else:
+                    leaves.extend(plan_field_rows(reader, af, src.columns, rows[rows < frag.physical_rows])[0])
+            except plan.Unsupported:
+                continue
+    return leaves
+
+
+def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
+    """The unit's work of a whole read, order-free: each work list's rows sorted, the
+    staged layout, fills, FSST tables, checks and remaps."""
+    unit = plan.UnitPlan()
+    for leaf in _leaves(uri, rows):
+        plan.place_leaf(unit, leaf)
+    out: dict[str, object] = {}
+    named = {"copy_fixed": unit.copy_fixed, "copy_level": unit.copy_level, "bits": unit.bits,
+             "var_chunks": unit.var_chunks, "fullzip": unit.fullzip}
+    named.update({f"copy_index{k}": v for k, v in unit.copy_index.items()})
+    named.update({f"unpack{k}": v for k, v in unit.unpack.items()})
+    named.update({f"rle{k}": v for k, v in unit.rle.items()})
+    named.update({f"dictionary{k}": v for k, v in unit.dictionary.items()})
+    for name, lst in named.items():
+        cols = lst.arrays()
+        table = np.stack([cols[c] for c in sorted(cols)], 1) if len(lst) else np.zeros((0, len(cols)), np.int64)
+        out[name] = table[np.lexsort(table.T[::-1])].tolist() if table.size else []
+    out["stage"] = [(it.pos, it.size) for it in unit.stage.items]
+    out["fsst"] = sorted((a, b, n, s.tobytes(), ln.tobytes()) for a, b, s, ln, n in unit.fsst)
+    out["fills"] = (sorted(unit.fill_fixed), sorted(unit.fill_level), sorted(unit.fill_slots))
+    out["checks"] = sorted(unit.var_checks)
+    out["remap"] = sorted((a, b, t.tobytes()) for a, b, t in unit.remap)
+    out["sizes"] = (unit.fixed_size, unit.level_size, unit.nslots, dict(unit.index_size))
+    return out
+
+
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22"])
+def test_bulk_pages_plan_the_same_work_as_page_by_page(datasets, name, monkeypatch):
+    """Every leaf's mini-block pages in bulk (threshold 1) against page by page (None), and
+    the default threshold: the same work items, staged bytes, fills, FSST tables, checks."""
+    uri = datasets[name]
+    monkeypatch.setattr(plan, "BULK_MIN_PAGES", None)
+    by_page = _work(uri)
+    assert any(by_page[k] for k in ("copy_fixed", "var_chunks", "bits")), "nothing planned"
+    for threshold in (1, 4):
+        monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
+        assert _work(uri) == by_page, f"{name}: bulk threshold {threshold}"
+
+
+@pytest.mark.parametrize("name", ["many21", "many22", "rich22"])
+def test_bulk_pages_of_a_row_selection_plan_the_same_work(datasets, name, monkeypatch):
+    """A row selection cuts pages to the chunks holding its rows (``data_shift``): bulk
+    planning of the cut pages gives the page-by-page work."""
+    uri = datasets[name]
+    rows = np.unique(np.random.default_rng(4).integers(0, 1600, 40))
+    monkeypatch.setattr(plan, "BULK_MIN_PAGES", None)
+    by_page = _work(uri, rows)
+    monkeypatch.setattr(plan, "BULK_MIN_PAGES", 1)
+    assert _work(uri, rows) == by_page
+
+
+def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
+    """At the default threshold the many-page table's leaves take the bulk path: chunk
+    tables parsed once per leaf, work emitted once per group, not once per page."""
+    calls = {"parse": 0, "emit": 0, "pages": 0}
+    parse, emit = plan._parse_miniblock_pages, plan._emit_miniblock_batch
+
+    def spy_parse(leaf, whole, pages):
+        calls["parse"] += 1
+        return parse(leaf, whole, pages)
+
+    def spy_emit(unit, leaf, batch, whole):
+        calls["emit"] += 1
+        calls["pages"] += len(batch.pages)
+        return emit(unit, leaf, batch, whole)
+
+    monkeypatch.setattr(plan, "_parse_miniblock_pages", spy_parse)
+    monkeypatch.setattr(plan, "_emit_miniblock_batch", spy_emit)
+    leaves = _leaves(datasets["many22"])
+    unit = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(unit, leaf)
+    pages = sum(len(leaf.pages) for leaf in leaves)
+    assert pages >= 50
+    assert 0 < calls["parse"] <= len(leaves) and 0 < calls["emit"] <= len(leaves)
+    assert calls["pages"] >= pages // 2  # most pages (all but dictionary / tiny leaves)
+
+
+def test_mapped_buffers_are_views_of_the_map(datasets):
+    """The bulk path reads chunk headers and bit widths through ``LanceFileReader.mapped``
+    at the pages' file offsets: a mapped file's buffers are views of its map there."""
+    path = next(Path(datasets["many22"], "data").glob("*.lance"))
+    reader = LanceFileReader(path)
+    whole = reader.mapped
+    assert whole is not None
+    pages = reader.column(1).pages
+    ranges = [(int(o), int(s)) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)]
+    for (offset, size), buf in zip(ranges, reader.read_buffers(ranges), strict=True):
+        assert buf.size == size
+        if size:
+            assert buf.__array_interface__["data"][0] == whole.__array_interface__["data"][0] + offset
+
+
+def _corrupt_copy(src: str, dst: Path, column: int, buffer: int, edit) -> str:
+    """A copy of the dataset whose first page of ``column`` with two chunks or more (or the
+    first page, where there is none) has ``edit(bytes)`` applied to its buffer ``buffer``."""
+    shutil.copytree(src, dst)
+    path = next(Path(dst, "data").glob("*.lance"))
+    pages = LanceFileReader(path).column(column).pages
+    info = next((p for p in pages if int(p.buffer_sizes[0]) >= 4), pages[0])
+    offset, size = int(info.buffer_offsets[buffer]), int(info.buffer_sizes[buffer])
+    raw = bytearray(path.read_bytes())
+    raw[offset : offset + size] = edit(bytes(raw[offset : offset + size]))
+    path.write_bytes(bytes(raw))
+    return str(dst)
+
+
+def _all_chunks_full(meta: bytes) -> bytes:
+    """Every chunk metadata word (u16: a 2.1 file) claims 2^15 values: more than the page holds."""
+    words = np.frombuffer(meta, np.uint16).copy()
+    words |= 0xF
+    return words.tobytes()
+
+
+def _bad_width(data: bytes) -> bytes:
+    """The first bit width word of an InlineBitpacking chunk: wider than its word."""
+    chunk = bytearray(data)
+    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels (pad 8) | values
+    def_bytes = int.from_bytes(chunk[2:4], "little")
+    at = 8 + (def_bytes + 7) // 8 * 8
+    chunk[at : at + 4] = (1 << 30).to_bytes(4, "little")
+    return bytes(chunk)
+
+
+def _huge_buffer(data: bytes) -> bytes:
+    """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
+    chunk = bytearray(data)
+    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
+    return bytes(chunk)
+
+
+@pytest.mark.parametrize(("name", "column", "buffer", "edit", "message"), [
+    ("many21", 6, 0, _all_chunks_full, "does not add up"),
+    ("many22", 1, 1, _bad_width, "inline bit-packed chunk is malformed"),
+    ("many21", 0, 1, _huge_buffer, "points past its chunk"),
+], ids=["chunk-metadata", "bit-width", "chunk-header"])
+def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkeypatch, name, column, buffer, edit, message):
+    """Corrupt chunk metadata (counts beyond the page), a corrupt bit width and a chunk
+    header pointing past its chunk: the same CorruptFileError from bulk and page-by-page
+    planning, and from the CPU reader."""
+    uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}", column, buffer, edit)
+    errors = []
+    for threshold in (None, 1):
+        monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
+        with pytest.raises(CorruptFileError) as exc:
+            unit = plan.UnitPlan()
+            for leaf in _leaves(uri):
+                plan.place_leaf(unit, leaf)
+        errors.append(str(exc.value))
+    assert errors[0] == errors[1] and message in errors[0], errors
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset(uri).to_table(device="cpu")
