@@ -288,6 +288,11 @@ class NegativeArgumentError(InvalidArgumentError, OverflowError):
     index below 0): pylance raises ``OverflowError`` converting it."""
 
 
+class ZeroSubVectorsError(InvalidArgumentError, ZeroDivisionError):
+    """``create_index(..., "IVF_PQ", num_sub_vectors=0)``: pylance raises
+    ``ZeroDivisionError`` dividing the dimension by it."""
+
+
 class RowIndexError(LanceGpuError, IndexError, OSError):
     """A ``take`` index beyond the rows there are; the message names it (pylance raises
     ``OSError`` here; ``IndexError`` is what Python code expects)."""

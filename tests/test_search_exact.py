@@ -256,7 +256,7 @@ def test_bad_element_type(tmp_path: object) -> None:
 
 def test_streams_in_blocks(f32: tuple[str, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """Small scoring blocks (the running top-k merged across many of them) give the same rows."""
-    from lance_gpu.scan import nearest as nearest_mod
+    from lance_gpu.scan import flat_search as nearest_mod
 
     monkeypatch.setattr(nearest_mod, "BLOCK_ROWS", 32)
     path, values = f32

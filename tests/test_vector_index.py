@@ -106,6 +106,101 @@ def test_search_equals_pylance(built: dict, index_type: str, metric: str, nprobe
         _same(theirs, ours)
 
 
+
+@pytest.mark.parametrize(("index_type", "metric"), [("IVF_FLAT", "l2"), ("IVF_FLAT", "dot"), ("IVF_PQ", "l2"),
+                                                    ("IVF_SQ", "l2")])
+@pytest.mark.parametrize("probes", [{"minimum_nprobes": 1}, {"minimum_nprobes": 2, "maximum_nprobes": 4},
+                                    {"minimum_nprobes": 1, "maximum_nprobes": 1}])
+@pytest.mark.parametrize("k", [1, 10, 30])
+def test_minimum_nprobes_equals_pylance(built: dict, index_type: str, metric: str, probes: dict, k: int) -> None:
+    """``search_effort=0``: pylance starts at ``minimum_nprobes`` partitions (capped by
+    ``maximum_nprobes``) and widens only while fewer than ``k`` rows were found: the same rows
+    and distances."""
+    path = built[(index_type, metric)]
+    for q in _queries():
+        nearest = {"column": "vec", "q": q, "k": k, "search_effort": 0.0, **probes}
+        _same(*_both(path, nearest=nearest, columns=["id", "_distance"], with_row_id=True))
+
+
+@pytest.mark.parametrize(("index_type", "metric"), [("IVF_FLAT", "l2"), ("IVF_PQ", "l2"), ("IVF_SQ", "l2")])
+@pytest.mark.parametrize("probes", [{}, {"minimum_nprobes": 2}, {"maximum_nprobes": 3}])
+@pytest.mark.parametrize("k", [1, 10, 30])
+def test_auto_nprobes_at_least_pylance(built: dict, index_type: str, metric: str, probes: dict, k: int) -> None:
+    """pylance 14's default ("Auto") initial probes follow a rule not reproduced here; we
+    search every partition up to ``maximum_nprobes``: per query our recall against the exact
+    search is at least pylance's, and where pylance found the exact rows we return its rows."""
+    path = built[(index_type, metric)]
+    for q in _queries():
+        nearest = {"column": "vec", "q": q, "k": k, **probes}
+        theirs, ours = _both(path, nearest=nearest, columns=["id", "_distance"])
+        if "maximum_nprobes" in probes:
+            # the same cap: pylance's probes are ours or a prefix of them
+            capped = {"column": "vec", "q": q, "k": k, "nprobes": probes["maximum_nprobes"]}
+            _same(*_both(path, nearest=capped, columns=["id", "_distance"]))
+        exact = _exact_ids(path, q, k, metric)
+        assert len(set(ours["id"].to_pylist()) & exact) >= len(set(theirs["id"].to_pylist()) & exact)
+
+
+@pytest.mark.parametrize(("flt", "k"), [("id < 60", 10), ("id < 6", 10), ("cat = 'c2' AND id < 400", 25)])
+@pytest.mark.parametrize("probes", [{"minimum_nprobes": 1}, {"minimum_nprobes": 1, "maximum_nprobes": 3}])
+def test_minimum_nprobes_with_prefilter(built: dict, flt: str, k: int, probes: dict) -> None:
+    """A selective pre-filter: pylance widens the search partition by partition until ``k``
+    allowed rows are found (or the most partitions are searched); when no more than ``k`` rows
+    are allowed and the first probes missed some, it returns those at +inf distance instead."""
+    path = built[("IVF_FLAT", "l2")]
+    for q in _queries(3, seed=31):
+        nearest = {"column": "vec", "q": q, "k": k, "search_effort": 0.0, **probes}
+        theirs, ours = _both(path, nearest=nearest, filter=flt, prefilter=True, columns=["id", "_distance"])
+        assert sorted(ours["id"].to_pylist()) == sorted(theirs["id"].to_pylist())
+        np.testing.assert_allclose(np.sort(ours["_distance"].to_numpy()), np.sort(theirs["_distance"].to_numpy()),
+                                   rtol=1e-4)
+
+
+def test_sq_ties_kept_as_pylance(tmp_path: object) -> None:
+    """Integer-valued vectors: IVF_SQ distances (the code distance times ``(range / 255)^2``,
+    float32) tie at the k-th place all the time.  In one partition the rows pylance's heap
+    keeps are ours, bit-equal distances; over several partitions the distances are the same
+    (which of equally distant rows wins there is not pinned)."""
+    path = str(tmp_path) + "/ties"  # type: ignore[operator]
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 6, (6000, DIM)).astype(np.float32)
+    lance.write_dataset(pa.table({"id": np.arange(6000), "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), DIM)}),
+                        path, max_rows_per_file=2000)
+    lance.dataset(path).create_index("vec", "IVF_SQ", num_partitions=4)
+    lance.dataset(path).delete("id % 11 = 3")
+    for _ in range(12):
+        q = x[rng.integers(6000)] + rng.standard_normal(DIM).astype(np.float32) * 0.3
+        for flt in (None, "id % 3 = 0"):
+            theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 20, "nprobes": 1}, filter=flt,
+                                 prefilter=True, columns=["id", "_distance"])
+            assert ours["id"].to_pylist() == theirs["id"].to_pylist()
+            assert ours["_distance"].to_pylist() == theirs["_distance"].to_pylist()
+            theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 20, "nprobes": 3}, filter=flt,
+                                 prefilter=True, columns=["id", "_distance"])
+            assert ours["_distance"].to_pylist() == theirs["_distance"].to_pylist()
+
+
+
+def test_heap_replay_twin_equals_compiled() -> None:
+    """The Rust-heap replay (:mod:`lance_gpu.scan._heap`): its pure-Python twin and the numba
+    loop keep the same rows in the same heap order, and the rows kept are always ``k``
+    smallest distances (only which of equal ones differs from a sort)."""
+    import numba
+
+    from lance_gpu.scan import _heap
+
+    compiled = numba.njit(_heap._heap_top_k.py_func)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, k = int(rng.integers(1, 120)), int(rng.integers(1, 25))
+        d = rng.integers(0, 6, n).astype(np.float32)
+        a, b = np.empty(k, np.int64), np.empty(k, np.int64)
+        na = _heap._heap_top_k_twin(d, k, a)
+        nb = compiled(d, np.int64(k), b)
+        assert na == nb == min(n, k) and a[:na].tolist() == b[:nb].tolist()
+        assert np.array_equal(np.sort(d[a[:na]]), np.sort(d)[:na])
+        assert sorted(_heap.heap_top_k(d, k).tolist()) == sorted(a[:na].tolist())
+
 def _exact_ids(path: str, q: np.ndarray, k: int, metric: str) -> set[int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -195,7 +290,9 @@ def test_several_queries(built: dict) -> None:
     _same(*_both(path, nearest=nearest, columns=["id", "_distance"]))
 
 
-@pytest.mark.parametrize(("key", "value"), [("nprobes", 0), ("refine_factor", 0), ("minimum_nprobes", -1)])
+@pytest.mark.parametrize(("key", "value"), [("nprobes", 0), ("refine_factor", 0), ("minimum_nprobes", -1),
+                                            ("minimum_nprobes", 0), ("maximum_nprobes", 0), ("search_effort", 1.5),
+                                            ("query_parallelism", -2), ("approx_mode", "slow"), ("ef", 0)])
 def test_bad_search_options(built: dict, key: str, value: int) -> None:
     path = built[("IVF_FLAT", "l2")]
     nearest = {"column": "vec", "q": _queries(1)[0], "k": 5, key: value}
@@ -231,10 +328,10 @@ def _recall(path: str, metric: str, nprobes: int, queries: np.ndarray) -> int:
     return hits
 
 
-# k-means from random seeds: where clusters straddle partitions one build's recall at few probes
-# varies by 10-20% (pylance's own too: 217..279 hits of 300 over four builds), so the data here
-# have as many clusters as partitions; ours must reach pylance's recall less 3% (30 queries,
-# nprobes=1 and 2; benchmarks/results/vector_index_cpu.md has figures on other data)
+# pylance's k-means starts from random rows (one run); ours from greedy k-means++ seeds, best of
+# three runs.  One pylance build's recall at few probes varies by several percent, so the recall
+# is summed over three data sets (30 queries each, nprobes=1 and 2) and ours must be at least
+# pylance's (benchmarks/results/vector_index_cpu.md has figures on other data)
 @pytest.mark.parametrize(("index_type", "metric", "params"), [
     ("IVF_FLAT", "l2", {}),
     ("IVF_FLAT", "cosine", {}),
@@ -244,32 +341,37 @@ def _recall(path: str, metric: str, nprobes: int, queries: np.ndarray) -> int:
     ("IVF_SQ", "cosine", {}),
 ])
 def test_create_index_used_by_pylance(tmp_path: object, index_type: str, metric: str, params: dict) -> None:
-    theirs_path, ours_path = str(tmp_path) + "/theirs", str(tmp_path) + "/ours"  # type: ignore[operator]
-    for p in (theirs_path, ours_path):
-        lance.write_dataset(_table(_data(clusters=6)), p, max_rows_per_file=1000)
-    lance.dataset(theirs_path).create_index("vec", index_type, num_partitions=6, metric=metric, **params)
-    ds = lance_gpu.dataset(ours_path)
-    out = ds.create_index("vec", index_type, num_partitions=6, metric=metric, seed=0, **params)
-    assert out is ds and ds.version == 2
-
-    pl = lance.dataset(ours_path)
-    (info,) = pl.list_indices()
-    assert (info["name"], info["type"], info["fields"]) == ("vec_idx", index_type, ["vec"])
-    assert sorted(info["fragment_ids"]) == [0, 1, 2]
-    q = _queries(1)[0]
-    plan = pl.scanner(nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}).explain_plan()
-    assert f"ANNIvfPartition: uuid={info['uuid']}" in plan
-    stats = pl.stats.index_stats("vec_idx")
-    assert stats["num_indexed_rows"] == ROWS and stats["num_unindexed_rows"] == 0
-    # our search over our index equals pylance's over it
-    for q in _queries(3, seed=11):
-        nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2}
-        _same(*_both(ours_path, nearest=nearest, columns=["id", "_distance"]))
-    queries = _data(clusters=6)[7::100] + np.random.default_rng(14).standard_normal((30, DIM)).astype(np.float32) * 0.3
-    ours = _recall(ours_path, metric, 1, queries) + _recall(ours_path, metric, 2, queries)
-    theirs = _recall(theirs_path, metric, 1, queries) + _recall(theirs_path, metric, 2, queries)
-    print(f"recall hits {index_type} {metric}: ours {ours}, pylance {theirs} of {20 * len(queries)}")
-    assert ours >= theirs - 0.03 * 20 * len(queries), (ours, theirs)
+    ours_total = theirs_total = 0
+    for data_seed in (0, 1, 2):
+        theirs_path = f"{tmp_path}/theirs{data_seed}"
+        ours_path = f"{tmp_path}/ours{data_seed}"
+        values = _data(data_seed, clusters=6)
+        for p in (theirs_path, ours_path):
+            lance.write_dataset(_table(values), p, max_rows_per_file=1000)
+        lance.dataset(theirs_path).create_index("vec", index_type, num_partitions=6, metric=metric, **params)
+        ds = lance_gpu.dataset(ours_path)
+        out = ds.create_index("vec", index_type, num_partitions=6, metric=metric, seed=data_seed, **params)
+        assert out is ds and ds.version == 2
+        queries = values[7::100] + np.random.default_rng(14 + data_seed).standard_normal((30, DIM)).astype(np.float32) * 0.3
+        ours_total += _recall(ours_path, metric, 1, queries) + _recall(ours_path, metric, 2, queries)
+        theirs_total += _recall(theirs_path, metric, 1, queries) + _recall(theirs_path, metric, 2, queries)
+        if data_seed:
+            continue
+        pl = lance.dataset(ours_path)
+        (info,) = pl.list_indices()
+        assert (info["name"], info["type"], info["fields"]) == ("vec_idx", index_type, ["vec"])
+        assert sorted(info["fragment_ids"]) == [0, 1, 2]
+        q = _queries(1)[0]
+        plan = pl.scanner(nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}).explain_plan()
+        assert f"ANNIvfPartition: uuid={info['uuid']}" in plan
+        stats = pl.stats.index_stats("vec_idx")
+        assert stats["num_indexed_rows"] == ROWS and stats["num_unindexed_rows"] == 0
+        # our search over our index equals pylance's over it
+        for q in _queries(3, seed=11):
+            nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2}
+            _same(*_both(ours_path, nearest=nearest, columns=["id", "_distance"]))
+    print(f"recall hits {index_type} {metric}: ours {ours_total}, pylance {theirs_total} of {3 * 20 * 30}")
+    assert ours_total >= theirs_total, (ours_total, theirs_total)
 
 
 def test_create_index_replace_and_name(tmp_path: object) -> None:
@@ -300,6 +402,10 @@ def test_create_index_replace_and_name(tmp_path: object) -> None:
     ({"column": "vec", "index_type": "IVF_PQ", "num_partitions": 2}, ValueError),
     ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 2, "metric": "foo"}, ValueError),
     ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 0}, ValueError),
+    ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": -1}, OverflowError),
+    ({"column": "vec", "index_type": "IVF_PQ", "num_partitions": 2, "num_sub_vectors": 0}, ZeroDivisionError),
+    ({"column": "cat", "index_type": "IVF_FLAT", "num_partitions": 2}, TypeError),
+    ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 2, "metric": "hamming"}, ValueError),
 ])
 def test_create_index_bad_input(tmp_path: object, kwargs: dict, exc: type) -> None:
     path = str(tmp_path) + "/bad"  # type: ignore[operator]
@@ -330,6 +436,45 @@ def test_kmeans_on_the_device_under_cuda_simulator() -> None:
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert "5 passed" in proc.stdout, proc.stdout[-2000:]
 
+
+
+@pytest.mark.parametrize("index_type", ["IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_RQ"])
+def test_create_index_types_not_built(tmp_path: object, index_type: str) -> None:
+    """pylance builds these; we search pylance-built HNSW indices but do not build them: a typed
+    refusal naming the type (NotImplementedError), and nothing committed."""
+    path = str(tmp_path) + "/h"  # type: ignore[operator]
+    lance.write_dataset(_table(_data(rows=600)), path)
+    params = {"num_sub_vectors": 4} if index_type.endswith("PQ") else {}
+    with pytest.raises(NotImplementedError, match=index_type) as ours:
+        lance_gpu.dataset(path).create_index("vec", index_type, num_partitions=2, **params)
+    assert isinstance(ours.value, lance_gpu.errors.UnsupportedFeatureError)
+    assert lance.dataset(path).version == 1 and lance.dataset(path).list_indices() == []
+
+
+BAD_OVER_INDEX = [
+    ({"q": np.zeros(DIM - 1, np.float32)}, "dimension"),
+    ({"q": np.zeros(DIM + 3, np.float32), "nprobes": 1}, "dimension, nprobes"),
+    ({"k": 0}, "k = 0"),
+    ({"k": -1}, "k < 0"),
+    ({"metric": "manhattan"}, "metric"),
+    ({"metric": "hamming"}, "hamming on floats"),
+    ({"column": "id"}, "non-vector column"),
+    ({"column": "cat"}, "string column"),
+    ({"q": ["a"] * DIM}, "string query"),
+    ({"nprobes": 2.5}, "nprobes float"),
+]
+
+
+@pytest.mark.parametrize(("change", "what"), BAD_OVER_INDEX, ids=[w for _c, w in BAD_OVER_INDEX])
+def test_bad_nearest_over_an_index(built: dict, change: dict, what: str) -> None:
+    """Refused input with a vector index on the column: pylance's exception classes."""
+    path = built[("IVF_PQ", "l2")]
+    nearest = {"column": "vec", "q": _queries(1)[0], "k": 5, **change}
+    with pytest.raises(Exception) as theirs:  # noqa: PT011 - the class is what is compared
+        lance.dataset(path).to_table(nearest=nearest)
+    with pytest.raises(lance_gpu.errors.LanceGpuError) as ours:
+        lance_gpu.dataset(path).to_table(nearest=nearest)
+    assert isinstance(ours.value, type(theirs.value)), (what, type(theirs.value), ours.value)
 
 def test_accelerator_refusals(tmp_path: object) -> None:
     path = str(tmp_path) + "/acc"  # type: ignore[operator]

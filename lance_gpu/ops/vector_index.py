@@ -44,11 +44,13 @@ from lance_gpu.errors import (
     GpuUnavailableError,
     IndexExistsError,
     InvalidArgumentError,
+    NegativeArgumentError,
     UnsupportedFeatureError,
+    ZeroSubVectorsError,
 )
 from lance_gpu.io.store import ObjectStore, join, remove_quietly
 from lance_gpu.scan import scanner_for
-from lance_gpu.scan.nearest import column_type
+from lance_gpu.scan.flat_search import column_type
 from lance_gpu.scan.vector_index import field_id_of
 from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.schema import LanceSchema
@@ -110,18 +112,34 @@ def _nearest(x: np.ndarray, c: np.ndarray, metric: str = "l2") -> tuple[np.ndarr
 
 
 def _seed(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeds: each next seed a row drawn with probability proportional to its
-    squared distance to the nearest seed so far."""
+    """Greedy k-means++ seeds: the first a random row; each next one the best of
+    ``2 + ln(k)`` rows drawn with probability proportional to their squared distance to the
+    nearest seed so far -- the one leaving the smallest total of those distances (the
+    seeding of scikit-learn's ``KMeans``; its seeds start Lloyd's iterations lower than plain
+    k-means++ or pylance's random rows)."""
     n = x.shape[0]
+    trials = 2 + int(math.log(k))
     seeds = np.empty((k, x.shape[1]), np.float32)
     seeds[0] = x[rng.integers(n)]
-    best = np.einsum("ij,ij->i", x - seeds[0], x - seeds[0]).astype(np.float64)
+    xx = np.einsum("ij,ij->i", x, x).astype(np.float64)
+    best = np.maximum(xx - 2.0 * (x @ seeds[0]).astype(np.float64) + float(seeds[0] @ seeds[0]), 0.0)
     for i in range(1, k):
         total = best.sum()
-        j = int(rng.choice(n, p=best / total)) if total > 0 else int(rng.integers(n))
-        seeds[i] = x[j]
-        diff = x - seeds[i]
-        np.minimum(best, np.einsum("ij,ij->i", diff, diff), out=best)
+        if total <= 0:
+            seeds[i] = x[rng.integers(n)]
+            continue
+        cand = np.minimum(np.searchsorted(np.cumsum(best), rng.random(trials) * total), n - 1)
+        cx = x[cand]
+        # (trials, n) squared distances of every row to each candidate, by the expanded form
+        d = (cx @ x.T).astype(np.float64)
+        d *= -2.0
+        d += xx[None, :]
+        d += np.einsum("ij,ij->i", cx, cx).astype(np.float64)[:, None]
+        np.maximum(d, 0.0, out=d)
+        np.minimum(d, best[None, :], out=d)
+        pick = int(np.argmin(d.sum(axis=1)))
+        seeds[i] = x[cand[pick]]
+        best = d[pick]
     return seeds
 
 
@@ -129,15 +147,14 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, max_iters: int = MAX
            metric: str = "l2", tolerance: float = 1e-4, device: bool = False) -> tuple[np.ndarray, float]:
     """``k`` centroids of the rows of ``x`` (float32) by Lloyd's iterations -- rows assigned by
     squared l2 (``metric="dot"``: by the largest ``x.c``), centroids the means -- seeded by
-    k-means++ (l2; :func:`_seed`) or by ``k`` random rows (dot, or no more rows than ``k``:
-    then repeated); an emptied cluster is
-    re-seeded by the row farthest from its centroid.  Stops after ``max_iters`` iterations,
+    greedy k-means++ (:func:`_seed`; with no more rows than ``k``, the rows repeated); an
+    emptied cluster is re-seeded by the row farthest from its centroid.  Stops after ``max_iters`` iterations,
     when no row moves, or when the loss improves by less than ``tolerance`` (relative).
     ``device=True``: the rows go to the GPU once; each iteration assigns and sums there
     (:mod:`cuda_kernels.kmeans`), only the ``k x d`` sums, counts and distances come back.
     Returns (centroids, loss)."""
     n = x.shape[0]
-    c = _seed(x, k, rng) if metric == "l2" and n > k else x[rng.choice(n, size=k, replace=n < k)].astype(np.float32)
+    c = _seed(x, k, rng) if n > k else x[rng.choice(n, size=k, replace=n < k)].astype(np.float32)
     labels = np.full(n, -1, np.int64)
     loss = math.inf
     dx = None
@@ -174,6 +191,7 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, max_iters: int = MAX
     return c, loss
 
 
+
 # --------------------------------------------------------------------------------------------
 # create_index
 # --------------------------------------------------------------------------------------------
@@ -208,10 +226,14 @@ def _check(ds: TableSnapshot, column: Any, index_type: Any, metric: Any, num_par
     if kind == "IVF_PQ" and (num_partitions is None or num_sub_vectors is None):
         raise InvalidArgumentError("num_partitions and num_sub_vectors are required for IVF_PQ")
     if num_partitions is not None and (isinstance(num_partitions, bool) or int(num_partitions) <= 0):
-        raise InvalidArgumentError(f"num_partitions must be set and positive, got {num_partitions}")
+        # pylance: OverflowError converting a negative count to unsigned, ValueError for 0
+        cls = NegativeArgumentError if not isinstance(num_partitions, bool) and int(num_partitions) < 0 else InvalidArgumentError
+        raise cls(f"num_partitions must be set and positive, got {num_partitions}")
     if kind == "IVF_PQ":
         m = int(num_sub_vectors)
-        if m <= 0 or ftype.list_size % m:
+        if m == 0:
+            raise ZeroSubVectorsError(f"num_sub_vectors must be positive (the dimension {ftype.list_size} is divided by it)")
+        if m < 0 or ftype.list_size % m:
             raise InvalidArgumentError(f"dimension ({ftype.list_size}) must be divisible by num_sub_vectors ({num_sub_vectors})")
     return str(column), metric_name, ftype, ftype.list_size
 

@@ -3,28 +3,28 @@
 
 :func:`parse_nearest` checks the ``nearest`` mapping the way pylance 14 does and returns a
 :class:`NearestQuery` (a plain value kept in the :class:`~lance_gpu.scan.plan.ScanPlan`).
-:func:`run_search` runs a plan that has one: the vector column is decoded (with the plan's
-filter when ``prefilter=True``) in windows, distances of each window to the queries come from
-one matrix product, and a running top-k per query is kept with ``np.argpartition``; the other
-projected columns are then read for the winning rows only (with the filter, when it is a
-post-filter, which may leave fewer than ``k`` rows).
+:func:`run_search` runs a plan that has one: the k nearest rows of each query come from a
+vector index on the column (:mod:`lance_gpu.scan.vector_index`) or from scoring every vector
+(:mod:`lance_gpu.scan.flat_search` on the host, :mod:`lance_gpu.scan.nearest_device` on the
+GPU: the vector column decoded in windows, with the plan's filter when ``prefilter=True``);
+the other projected columns are then read for the winning rows only (with the filter, when it
+is a post-filter, which may leave fewer than ``k`` rows).  Modules depend one way:
+``nearest -> vector_index -> flat_search``.
 
 As pylance without an index: ``l2`` is the squared Euclidean distance, ``cosine`` is
 ``1 - cos``, ``dot`` is ``1 - x.q``, ``hamming`` (uint8 vectors only) counts differing bits;
-``_distance`` is float32, ascending, ties in row-address order; null vectors are skipped,
-null values inside a vector count as 0, a zero vector has no cosine distance (skipped).
+``_distance`` is float32, ascending, ties in row-address order.
 Several queries (a 2-D ``q``) give ``k`` rows each, tagged by a leading ``query_index``.
 
-With a vector index on the column (and ``use_index`` not False), the candidates come from the
-index instead: :mod:`lance_gpu.scan.vector_index` (``nprobes``, ``refine_factor``, rows the
-index does not cover searched exactly here and merged).
+With a vector index on the column (and ``use_index`` not False) its knobs
+(``nprobes`` / ``minimum_nprobes`` / ``maximum_nprobes``, ``refine_factor``) are checked here
+(:func:`parse_index_options`) and used by :mod:`lance_gpu.scan.vector_index`.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +36,9 @@ from lance_gpu.errors import (
     InvalidArgumentError,
     QueryShapeError,
 )
+from lance_gpu.scan.flat_search import column_type, read_rows, search_host
+from lance_gpu.scan.plan import resolve
+from lance_gpu.scan.vector_index import indexed_search
 
 if TYPE_CHECKING:
     from lance_gpu.scan.execute import Executor
@@ -48,10 +51,9 @@ DEFAULT_K = 10
 #: metric names pylance accepts (lower-cased) -> ours
 METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot", "hamming": "hamming"}
 #: keys of pylance's ``nearest`` mapping that tune its index search only (no effect exact)
-_INDEX_KEYS = frozenset({"nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor", "use_index", "ef"})
+_INDEX_KEYS = frozenset({"nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor", "use_index", "ef",
+                         "query_parallelism", "approx_mode", "search_effort"})
 _FLOAT_TYPES = {pa.float16(): np.float32, pa.float32(): np.float32, pa.float64(): np.float64}
-#: rows of vectors scored per matrix product
-BLOCK_ROWS = 65536
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +78,7 @@ class NearestQuery:
     minimum_nprobes: int | None = None
     maximum_nprobes: int | None = None
     refine_factor: int | None = None
+    search_effort: float | None = None
 
     def describe(self) -> str:
         mode = "prefilter" if self.prefilter else "postfilter"
@@ -144,10 +147,69 @@ def parse_nearest(ds: TableSnapshot, nearest: Any, prefilter: Any = None, includ
     # a multivector query is one query of several vectors (one result set, no query_index)
     single = q.ndim == 1 or multivector
     q2 = q.reshape(-1, dim)
-    from lance_gpu.scan.vector_index import parse_index_options
-
     return NearestQuery(column, q2, single, int(k), metric, bool(prefilter), distance_range, multivector,
                         metric_given=metric_arg is not None, **parse_index_options(nearest))
+
+
+
+
+def _opt_int(nearest: Mapping[str, Any], key: str) -> int | None:
+    value = nearest.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ArgumentTypeError(f"nearest {key} must be an int, not {type(value).__name__}")
+    return int(value)
+
+
+def parse_index_options(nearest: Mapping[str, Any]) -> dict[str, Any]:
+    """``use_index``, ``minimum_nprobes``, ``maximum_nprobes``, ``refine_factor``,
+    ``search_effort`` of a ``nearest`` mapping, checked as pylance 14 checks them
+    (``ValueError``s).  ``nprobes`` sets both bounds; an explicit ``minimum_nprobes`` /
+    ``maximum_nprobes`` next to it wins on its side.  ``query_parallelism`` and
+    ``approx_mode`` are checked and have no effect on the rows (nor in pylance, for the
+    index types searched here)."""
+    nprobes = _opt_int(nearest, "nprobes")
+    lo = _opt_int(nearest, "minimum_nprobes")
+    hi = _opt_int(nearest, "maximum_nprobes")
+    refine = _opt_int(nearest, "refine_factor")
+    effort_arg = nearest.get("search_effort")
+    effort = None
+    if effort_arg is not None:
+        if isinstance(effort_arg, bool) or not isinstance(effort_arg, (int, float, np.integer, np.floating)):
+            raise ArgumentTypeError(f"search_effort must be a float, not {type(effort_arg).__name__}")
+        effort = float(effort_arg)
+        if not 0.0 <= effort <= 1.0:
+            raise InvalidArgumentError(f"search_effort must be a finite value in [0, 1], got {effort_arg}")
+    if effort is None and nprobes is not None and nprobes <= 0:
+        raise InvalidArgumentError(f"Nprobes must be > 0 but got {nprobes}")
+    if lo is not None and lo < 0:
+        raise InvalidArgumentError(f"Minimum nprobes must be >= 0 but got {lo}")
+    if hi is not None and hi < 0:
+        raise InvalidArgumentError(f"Maximum nprobes must be >= 0 but got {hi}")
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidArgumentError("minimum_nprobes must be <= maximum_nprobes")
+    if refine is not None and refine < 1:
+        raise InvalidArgumentError(f"Refine factor must be 1 or more got {refine}")
+    ef = _opt_int(nearest, "ef")
+    if ef is not None and ef <= 0:
+        raise InvalidArgumentError(f"ef must be > 0 but got {ef}")
+    parallelism = _opt_int(nearest, "query_parallelism")
+    if parallelism is not None and parallelism < -1:
+        raise InvalidArgumentError("query_parallelism must be >= -1")
+    mode = nearest.get("approx_mode", "normal")
+    if mode not in ("fast", "normal", "accurate"):
+        raise InvalidArgumentError(f"approx_mode must be one of 'fast', 'normal', or 'accurate', got {mode!r}")
+    if nprobes is not None and effort is None:
+        lo = nprobes if lo is None else lo
+        hi = nprobes if hi is None else hi
+    if lo is not None and lo < 1:
+        raise InvalidArgumentError("minimum_nprobes must be >= 1")
+    if hi is not None and (1 if lo is None else lo) > hi:  # the default minimum is 1
+        raise InvalidArgumentError("minimum_nprobes must be <= maximum_nprobes")
+    use_index = nearest.get("use_index")
+    return {"use_index": True if use_index is None else bool(use_index), "minimum_nprobes": lo,
+            "maximum_nprobes": hi, "refine_factor": refine, "search_effort": effort}
 
 
 def _distance_range(value: Any) -> tuple[float | None, float | None]:
@@ -167,30 +229,6 @@ def _distance_range(value: Any) -> tuple[float | None, float | None]:
         else:
             raise ArgumentTypeError(f"distance_range bounds must be real numbers or None, not {type(bound).__name__}")
     return (bounds[0], bounds[1])
-
-
-def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
-    """The type of a top-level column or of a struct field named by a dotted path (None:
-    absent), as a search sees it: an extension type stored as fixed-size lists (a
-    ``fixed_shape_tensor``) is its storage vectors, as pylance searches it."""
-    typ = _column_type(ds, column)
-    if isinstance(typ, pa.BaseExtensionType) and pa.types.is_fixed_size_list(typ.storage_type):
-        return typ.storage_type
-    return typ
-
-
-def _column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
-    if column in ds.schema.names:
-        return ds.schema.field(column).type
-    parts = column.split(".")
-    if parts[0] not in ds.schema.names:
-        return None
-    typ = ds.schema.field(parts[0]).type
-    for part in parts[1:]:
-        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
-            return None
-        typ = typ.field(part).type
-    return typ
 
 
 def _query_array(value: Any) -> np.ndarray:
@@ -216,6 +254,12 @@ def _query_array(value: Any) -> np.ndarray:
             q = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise ArgumentTypeError(f"nearest q must be a vector or a list of vectors: {exc}") from None
+    if q.dtype.kind in "US" and not isinstance(value, (str, bytes)):
+        # a list of strings: pylance converts each to a float (a ValueError for a non-number)
+        try:
+            q = q.astype(np.float32)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"nearest q must be numbers: {exc}") from None
     if not (np.issubdtype(q.dtype, np.number) or q.dtype == np.bool_):
         raise ArgumentTypeError(f"nearest q must be list-like numbers (a vector or a 2-D array of them), got dtype {q.dtype}")
     if q.size == 0:
@@ -226,121 +270,6 @@ def _query_array(value: Any) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Distances and the running top-k
-# --------------------------------------------------------------------------------------------
-
-
-def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(rows, dim)`` values of the non-null vectors (nulls inside a vector as 0) and the
-    mask of the rows kept."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    if isinstance(arr, pa.ExtensionArray):  # fixed_shape_tensor: its fixed-size-list storage
-        arr = arr.storage
-    n = len(arr)
-    values = arr.values.slice(arr.offset * dim, n * dim)
-    if values.null_count:
-        values = values.fill_null(0)
-    flat = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-    mat = flat.reshape(n, dim)
-    if arr.null_count:
-        keep = arr.is_valid().to_numpy(zero_copy_only=False)
-        return mat[keep], keep
-    return mat, np.ones(n, dtype=bool)
-
-
-def _scores(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
-    """``(queries, rows)`` distances (l2 by the expanded form: a ranking, refined later)."""
-    if metric == "hamming":
-        out = np.empty((q.shape[0], x.shape[0]), dtype=np.float32)
-        for j in range(q.shape[0]):
-            out[j] = np.unpackbits(np.bitwise_xor(x, q[j]), axis=1).sum(axis=1, dtype=np.int64)
-        return out
-    prod = q @ x.T
-    if metric == "dot":
-        np.subtract(1, prod, out=prod)
-        return prod
-    if metric == "cosine":
-        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-        qn = np.sqrt(np.einsum("ij,ij->i", q, q))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            prod /= qn[:, None]
-            prod /= norms[None, :]
-        np.subtract(1, prod, out=prod)
-        return prod
-    prod *= -2
-    prod += np.einsum("ij,ij->i", x, x)[None, :]
-    prod += np.einsum("ij,ij->i", q, q)[:, None]
-    return prod
-
-
-class _TopK:
-    """The ``k`` smallest distances seen for one query, ties in row-address order."""
-
-    def __init__(self, k: int) -> None:
-        self.k = k
-        self.dist = np.empty(0, dtype=np.float64)
-        self.addr = np.empty(0, dtype=np.uint64)
-
-    def push(self, dist: np.ndarray, addr: np.ndarray) -> None:
-        dist = np.concatenate([self.dist, dist])
-        addr = np.concatenate([self.addr, addr])
-        order = np.lexsort((addr, dist))[: self.k]
-        self.dist, self.addr = dist[order], addr[order]
-
-
-def _l2_error_bound(x: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Per query, a bound on |expanded - exact| of the l2 ranking over the block ``x``: each of
-    ``|x|^2``, ``2 x.q`` and ``|q|^2`` is a sum of ``dim`` products, so off by at most about
-    ``dim * eps`` of ``(|x| + |q|)^2`` (doubled for safety)."""
-    eps = float(np.finfo(x.dtype).eps)
-    max_norm = float(np.sqrt(np.nanmax(np.einsum("ij,ij->i", x, x))))  # NaN rows are dropped anyway
-    qn = np.sqrt(np.einsum("ij,ij->i", q, q).astype(np.float64))
-    return 2.0 * x.shape[1] * eps * (max_norm + qn) ** 2
-
-
-def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK]) -> None:
-    scores = _scores(x, q, metric)
-    bound = _l2_error_bound(x, q) if metric == "l2" else None
-    for j, top in enumerate(tops):
-        col = scores[j]
-        ok = ~np.isnan(col)
-        if metric == "l2" and not ok.all():
-            # inf - inf in the expanded form: the exact distance may still be a number (inf)
-            bad = np.flatnonzero(~ok)
-            diff = x[bad] - q[j]
-            col[bad] = np.einsum("ij,ij->i", diff, diff)
-            ok = ~np.isnan(col)
-        if not ok.all():
-            idx_all = np.flatnonzero(ok)
-            col = col[idx_all]
-        else:
-            idx_all = None
-        # candidates by the fast ranking (with slack), then exact distances (l2: by differences)
-        want = min(col.size, 2 * top.k + 8)
-        if want == 0:
-            continue
-        cand = np.argpartition(col, want - 1)[:want] if want < col.size else np.arange(col.size)
-        if bound is not None and want < col.size:
-            # a row left out ranks at or above the want-th expanded distance; if that is not
-            # clearly past the k-th exact distance of the candidates, take every row that
-            # could still be among the k nearest
-            rows = cand if idx_all is None else idx_all[cand]
-            diff = x[rows] - q[j]
-            exact = np.sort(np.einsum("ij,ij->i", diff, diff))
-            kth = float(exact[min(top.k, exact.size) - 1])
-            if float(col[cand].max()) - bound[j] <= kth:
-                cand = np.flatnonzero(col <= kth + bound[j])
-        rows = cand if idx_all is None else idx_all[cand]
-        if metric == "l2":
-            diff = x[rows] - q[j]
-            dist = np.einsum("ij,ij->i", diff, diff)
-        else:
-            dist = col[cand]
-        top.push(dist.astype(np.float32).astype(np.float64), addr[rows])
-
-
-# --------------------------------------------------------------------------------------------
 # Running a plan with ``nearest``
 # --------------------------------------------------------------------------------------------
 
@@ -348,8 +277,6 @@ def _score_block(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, to
 def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Table:
     """The result of a plan with a ``nearest`` query (see the module docstring); with the
     GPU executor the search itself runs on the device (:mod:`lance_gpu.scan.nearest_device`)."""
-    from lance_gpu.scan.plan import resolve
-
     nq = plan.nearest
     assert nq is not None
     resolved = resolve(plan, ds)
@@ -365,15 +292,13 @@ def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Tabl
 
     # 1. the k nearest rows of each query: (distances, row addresses) in (distance, address) order,
     #    from a vector index on the column, else by scoring every vector
-    from lance_gpu.scan.vector_index import indexed_search
-
     found = indexed_search(plan, ds, executor, q) if nq.use_index else None
     if found is None and getattr(executor, "name", "") == "gpu":
         from lance_gpu.scan.nearest_device import search_device
 
         found = search_device(plan, ds, executor, nq, q, nq.distance_range)
     elif found is None:
-        found = _search_host(plan, ds, executor, nq, q, dtype, vtype.list_size)
+        found = search_host(plan, ds, executor, nq, q, dtype, vtype.list_size)
 
     # 2. the (query, row, distance) results, in distance order per query
     qcol = np.concatenate([np.full(a.size, j, dtype=np.int32) for j, (_d, a) in enumerate(found)])
@@ -384,7 +309,7 @@ def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Tabl
         compiled = resolved.filter
         names = [c for c in compiled.columns if c != DISTANCE]
         names += [c for c in compiled.virtual_columns if c not in names]
-        rows = _read_rows(plan, ds, executor, addrs, tuple((c, None) for c in names))
+        rows = read_rows(plan, ds, executor, addrs, tuple((c, None) for c in names))
         if DISTANCE in compiled.columns:
             rows = rows.append_column(pa.field(DISTANCE, pa.float32()), pa.array(dist, type=pa.float32()))
         keep = compiled.positions(rows)
@@ -396,7 +321,7 @@ def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Tabl
     fetch_cols = None if plan.columns is None else tuple(
         (n, e) for n, e in plan.columns if not (e is None and n in (DISTANCE, QUERY_INDEX)))
     needs_rows = any(o.virtual not in (DISTANCE, QUERY_INDEX) for o in resolved.outputs)
-    fetched = _read_rows(plan, ds, executor, addrs, fetch_cols) if needs_rows else None
+    fetched = read_rows(plan, ds, executor, addrs, fetch_cols) if needs_rows else None
     columns: list[pa.Array | pa.ChunkedArray] = []
     for out in resolved.outputs:
         if out.virtual == DISTANCE:
@@ -407,131 +332,3 @@ def run_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> pa.Tabl
             assert fetched is not None
             columns.append(fetched.column(out.name))
     return pa.Table.from_arrays(columns, schema=resolved.schema)
-
-
-def _search_host(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: NearestQuery, q: np.ndarray,
-                 dtype: Any, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per query, ``(distances, row addresses)`` of its k nearest rows, scored on the host
-    (the vectors decoded by ``executor``), window by window."""
-    from lance_gpu.scan.execute import run_plan
-    from lance_gpu.scan.plan import ROW_ADDR
-
-    tops = [_TopK(nq.k) for _ in range(1 if nq.multivector else q.shape[0])]
-    # rows per matrix product: the (queries, rows) scores stay under 2**24 values
-    block = min(BLOCK_ROWS, max(1024, 2**24 // q.shape[0]))
-    scan = replace(plan, columns=((nq.column, None),), filter=plan.filter if nq.prefilter else None,
-                   with_row_id=False, with_row_address=True, limit=None, offset=0, nearest=None,
-                   window_pushed=False, late_materialization=None)
-    for table in run_plan(scan, executor, ds, window=BLOCK_ROWS, ahead=plan.fragment_readahead or 1):
-        if not table.num_rows:
-            continue
-        addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
-        vec = table.column(nq.column)
-        # blocks never cross a fragment (a table may be a span of many small ones): the
-        # scores' rounding, and so the order of near-ties, stays that of a block of one fragment
-        frag_of = addr_all >> np.uint64(32)
-        edges = [0, *(np.flatnonzero(frag_of[1:] != frag_of[:-1]) + 1).tolist(), table.num_rows]
-        starts = [(a, min(a + block, e)) for s_, e in itertools.pairwise(edges) for a in range(s_, e, block)]
-        for start, stop in starts:
-            if nq.multivector:
-                dist, keep = _multivector_distances(vec.slice(start, stop - start), q, nq.metric, dim, dtype)
-                _push_in_range(tops[0], dist, addr_all[start:stop][keep], nq.distance_range)
-                continue
-            x, keep = _vectors(vec.slice(start, stop - start), dim, dtype)
-            if not x.shape[0]:
-                continue
-            if nq.distance_range != (None, None):
-                _score_block_exact(x, addr_all[start:stop][keep], q, nq.metric, tops, nq.distance_range)
-            else:
-                _score_block(x, addr_all[start:stop][keep], q, nq.metric, tops)
-    return [(t.dist, t.addr) for t in tops]
-
-
-def _push_in_range(top: _TopK, dist: np.ndarray, addr: np.ndarray, distance_range: tuple[float | None, float | None]) -> None:
-    """Push the rows whose float32 distance is a number inside ``[lower, upper)`` (only those
-    that can still be among the k nearest)."""
-    d32 = dist.astype(np.float32)
-    ok = ~np.isnan(d32)
-    lower, upper = distance_range
-    if lower is not None:
-        ok &= d32 >= np.float32(lower)
-    if upper is not None:
-        ok &= d32 < np.float32(upper)
-    d32, addr = d32[ok], addr[ok]
-    if d32.size > top.k:
-        kth = np.partition(d32, top.k - 1)[top.k - 1]
-        near = d32 <= kth
-        d32, addr = d32[near], addr[near]
-    top.push(d32.astype(np.float64), addr)
-
-
-def _score_block_exact(x: np.ndarray, addr: np.ndarray, q: np.ndarray, metric: str, tops: list[_TopK],
-                       distance_range: tuple[float | None, float | None]) -> None:
-    """As :func:`_score_block` with a distance range: every row's exact distance is judged
-    against the range before the k nearest are taken."""
-    scores = _scores(x, q, metric)
-    for j, top in enumerate(tops):
-        if metric == "l2":
-            diff = x - q[j]
-            dist = np.einsum("ij,ij->i", diff, diff)
-        else:
-            dist = scores[j]
-        _push_in_range(top, dist, addr, distance_range)
-
-
-def _multivector_distances(arr: pa.Array | pa.ChunkedArray, q: np.ndarray, metric: str, dim: int,
-                           dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Multivector distances of a window of rows (each a list of vectors) to one query of
-    ``q.shape[0]`` vectors, as pylance's flat multivector search: for every query vector the
-    distance to the row's nearest vector, summed over the query vectors (l2 squared, cosine
-    ``1 - cos``, dot ``1 - x.q``, hamming; a null vector inside a row is a zero vector, as
-    pylance).  Returns the distances of the rows kept (not null, not empty) and their mask."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    lengths = np.diff(offsets)
-    keep = lengths > 0
-    if arr.null_count:
-        keep &= arr.is_valid().to_numpy(zero_copy_only=False)
-    flat = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    # every vector of the rows, a null vector (or null value) as zeros, as pylance
-    values = flat.values.slice(flat.offset * dim, len(flat) * dim)
-    if values.null_count:
-        values = values.fill_null(0)
-    x = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False).reshape(len(flat), dim)
-    if not keep.any():
-        return np.empty(0, np.float64), keep
-    if metric == "l2":  # float64 products: the expanded l2 form stays within float32 rounding
-        x, q = x.astype(np.float64), q.astype(np.float64)
-    per_vector = _scores(x, q, metric)  # (query vectors, row vectors)
-    if metric == "l2":
-        np.maximum(per_vector, 0, out=per_vector)
-    starts = (offsets[:-1] - offsets[0])[keep]
-    per_row = np.minimum.reduceat(per_vector, starts, axis=1)  # nearest vector of each row
-    dist = per_row.sum(axis=0, dtype=np.float64)
-    return dist, keep
-
-
-def _read_rows(plan: ScanPlan, ds: TableSnapshot, executor: Executor, addrs: np.ndarray,
-               columns: tuple[tuple[str, str | None], ...] | None) -> pa.Table:
-    """``columns`` of the rows at row addresses ``addrs`` (repeats allowed), in that order: one
-    plan reading each row once, with ``plan``'s ``with_row_id`` / ``with_row_address``."""
-    from lance_gpu.scan.execute import concat, run_plan
-    from lance_gpu.scan.plan import ROW_ADDR, resolve
-
-    unique = np.unique(addrs)
-    frag_of = (unique >> np.uint64(32)).astype(np.int64)
-    offsets = (unique & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    ids = [fid for fid in plan.fragment_ids if np.any(frag_of == fid)]
-    cols = columns
-    if cols is not None and not plan.with_row_address and not any(n == ROW_ADDR for n, _e in cols):
-        cols = (*cols, (ROW_ADDR, None))
-    fetch = replace(plan, fragment_ids=tuple(ids), selections=tuple(offsets[frag_of == fid] for fid in ids),
-                    columns=cols, filter=None, with_row_address=True, limit=None, offset=0, nearest=None,
-                    window_pushed=False, options={})
-    resolved = resolve(fetch, ds)
-    table = concat(list(run_plan(fetch, executor, ds)), resolved.schema) if ids else resolved.schema.empty_table()
-    got = table.column(ROW_ADDR).to_numpy().astype(np.uint64)
-    order = np.argsort(got, kind="stable")
-    pos = order[np.searchsorted(got[order], addrs)]
-    return table.take(pa.array(pos, type=pa.int64()))

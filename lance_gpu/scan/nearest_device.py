@@ -196,7 +196,7 @@ def search_device(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: Nea
 def _stored_dtype(ds: TableSnapshot, column: str) -> np.dtype:
     """The element type the vectors of ``column`` have in device memory (float16 vectors are
     searched as stored, accumulated in float32)."""
-    from lance_gpu.scan.nearest import column_type
+    from lance_gpu.scan.flat_search import column_type
 
     ftype = column_type(ds, column)
     if isinstance(ftype, pa.ListType):  # multivectors

@@ -28,25 +28,32 @@ metadata value):
   - SQ: column ``__sq_code: fixed_size_list<uint8>[dim]``; ``{"dim": d, "num_bits": 8,
     "bounds": {"start": lo, "end": hi}}``; ``code = u8_saturating((x - lo) * 255 / (hi - lo))``.
 
-Search (one query; pylance's ANN plan): the partitions are ranked by the query's distance to
-their centroids (``l2``; ``dot`` for dot indices; the query normalized for ``cosine``);
-``minimum_nprobes`` of them (``nprobes`` sets both bounds; without them every partition up to
-``maximum_nprobes``, see :func:`_probes`) are searched, then more, one at a time, while fewer
-than ``k`` rows were found.  In a partition every row the pre-filter allows (live rows;
-with ``prefilter=True`` the rows matching the filter) is scored with the storage's distance:
+Search (one query; pylance 14's ANN plan): the partitions are ranked by the query's distance
+to their centroids (``l2``; ``dot`` for dot indices; the query normalized for ``cosine``).
+The first probes are searched (:func:`_probes`: ``nprobes`` exactly; ``minimum_nprobes`` with
+``search_effort=0``; otherwise every partition up to ``maximum_nprobes``, a superset of
+pylance's "Auto" budget), then more, one at a time, while fewer than ``min(k, allowed rows)``
+rows were found; if no more than ``k`` rows are allowed and the first probes missed some, the
+missed ones come back at +inf instead (pylance's shortcut).  In a partition every row the
+pre-filter allows (live rows; with ``prefilter=True`` the rows matching the filter) is scored
+with the storage's distance:
 
 * FLAT: ``l2`` = squared distance, ``cosine`` = ``1 - x.q`` on normalized vectors, ``dot`` =
   ``1 - x.q``;
 * PQ: the sum over sub-vectors of the query residual's table entry (``l2``: squared
   distance to the code's centroid; ``dot``: ``1 - q_i.c``, the sum less ``m - 1``);
 * SQ: the squared distance of the codes (``dot``: ``1 - codes.codes``) times
-  ``((hi - lo) / 255)^2``;
+  ``((hi - lo) / 255)^2`` (float32: the step, squared, times the code distance -- pylance's
+  distances bit for bit);
 
-and the ``k * refine_factor`` nearest are kept (ties by row id).  With ``refine_factor`` they
-are re-ranked by exact distances from the data (the index's metric) and ``k`` kept.  Rows of
-fragments the index does not cover are searched exactly (with the filter when pre-filtering)
-and merged with the index's candidates by exact distances.  A metric other than the index's
-makes pylance (and us) search exactly.
+and the ``k * refine_factor`` nearest are kept as pylance keeps them: one Rust ``BinaryHeap``
+by distance fed every scored row, partition by partition in probe order, storage order
+within (:mod:`lance_gpu.scan._heap`), so rows of equal distance at the k-th place are the ones
+pylance keeps; then ordered by (distance, row id).  With ``refine_factor`` they are re-ranked
+by exact distances from the data (the index's metric) and ``k`` kept.  Rows of fragments the
+index does not cover are searched exactly (with the filter when pre-filtering) and merged with
+the index's candidates by exact distances.  A metric other than the index's makes pylance (and
+us) search exactly.
 """
 
 from __future__ import annotations
@@ -54,7 +61,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +68,13 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import index_vector_pb2
-from lance_gpu.errors import ArgumentTypeError, CorruptFileError, InvalidArgumentError, UnsupportedFeatureError
+from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.io.store import join
+from lance_gpu.scan._heap import heap_top_k
+from lance_gpu.scan.execute import run_plan
+from lance_gpu.scan.flat_search import TopK, column_type, read_rows, search_host
+from lance_gpu.scan.plan import ROW_ADDR
 from lance_gpu.table.schema import LanceSchema
 
 if TYPE_CHECKING:
@@ -86,46 +96,6 @@ INDEX_TYPES = {
     "IVF_HNSW_PQ": ("HNSW", "PQ"),
     "IVF_HNSW_SQ": ("HNSW", "SQ"),
 }
-
-
-# --------------------------------------------------------------------------------------------
-# The ``nearest`` options that tune an index search
-# --------------------------------------------------------------------------------------------
-
-
-def _opt_int(nearest: Mapping[str, Any], key: str) -> int | None:
-    value = nearest.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ArgumentTypeError(f"nearest {key} must be an int, not {type(value).__name__}")
-    return int(value)
-
-
-def parse_index_options(nearest: Mapping[str, Any]) -> dict[str, Any]:
-    """``use_index``, ``minimum_nprobes``, ``maximum_nprobes``, ``refine_factor`` of a
-    ``nearest`` mapping, checked as pylance checks them (``ValueError``s)."""
-    nprobes = _opt_int(nearest, "nprobes")
-    lo = _opt_int(nearest, "minimum_nprobes")
-    hi = _opt_int(nearest, "maximum_nprobes")
-    refine = _opt_int(nearest, "refine_factor")
-    if nprobes is not None and nprobes <= 0:
-        raise InvalidArgumentError(f"Nprobes must be > 0 but got {nprobes}")
-    if lo is not None and lo < 0:
-        raise InvalidArgumentError(f"Minimum nprobes must be >= 0 but got {lo}")
-    if hi is not None and hi < 0:
-        raise InvalidArgumentError(f"Maximum nprobes must be >= 0 but got {hi}")
-    if nprobes is not None:
-        if lo is not None or hi is not None:
-            raise InvalidArgumentError("nprobes cannot be set in combination with minimum_nprobes or maximum_nprobes")
-        lo = hi = nprobes
-    if lo is not None and hi is not None and lo > hi:
-        raise InvalidArgumentError("minimum_nprobes must be <= maximum_nprobes")
-    if refine is not None and refine < 1:
-        raise InvalidArgumentError(f"Refine factor must be 1 or more got {refine}")
-    use_index = nearest.get("use_index")
-    return {"use_index": True if use_index is None else bool(use_index), "minimum_nprobes": lo,
-            "maximum_nprobes": hi, "refine_factor": refine}
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,6 +126,9 @@ class IvfIndex:
     pq_lookup: np.ndarray | None = field(default=None, repr=False)
     #: FLAT: ``|x|^2`` per storage row, made on the first l2 search
     flat_norms: np.ndarray | None = field(default=None, repr=False)
+    #: SQ: the codes as float32 and ``|code|^2`` per storage row, made on the first search
+    sq_values: np.ndarray | None = field(default=None, repr=False)
+    sq_norms: np.ndarray | None = field(default=None, repr=False)
     #: (dataset URI, version) -> (row address, live?) per storage row, for the last version searched
     live: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -367,15 +340,26 @@ def partition_order(index: IvfIndex, q: np.ndarray) -> tuple[np.ndarray, np.ndar
     return order, d[order]
 
 
-def _probes(index: IvfIndex, lo: int | None, hi: int | None) -> tuple[int, int]:
-    """(partitions searched first, most partitions searched).  Without ``nprobes`` /
-    ``minimum_nprobes`` every partition (up to ``maximum_nprobes``) is searched: pylance 14
-    widens its default of one probe adaptively (early pruning by centroid distances) in a way
-    its files do not record, so we search at least as many partitions as it does."""
+def _probes(index: IvfIndex, lo: int | None, hi: int | None, effort: float | None) -> tuple[int, int]:
+    """(partitions searched first, most partitions searched).  ``hi`` (``maximum_nprobes``;
+    default every partition) bounds both.  With ``search_effort=0`` the first probes are
+    ``lo`` (``minimum_nprobes``, default 1); ``nprobes`` sets both bounds, so it is exact.
+    Otherwise pylance 14's "Auto" budget starts higher than ``lo`` by a rule (of the query and
+    the centroids) not reproduced here, so we start at every partition up to ``hi``: a superset
+    of its probes, the same rows wherever its probes hold the true nearest ones, never fewer.
+
+    What pylance 14.0.2 was seen to do (``analyze_plan``'s ``partitions_searched``, 64
+    partitions of 20,000 x 32 clustered rows): Auto searched 5 / 6 / 11 partitions for
+    k = 1 / 2..10 / 11..100 on most queries (12 / 14 / 17 on one), the buckets of its
+    ``early_pruning`` factors (0.6, 7, 81), though not its formula on squared centroid
+    distances; ``search_effort`` e interpolates geometrically with ceil: between the minimum
+    and Auto for e < 0.5 (``ceil(sqrt(1 * 6)) = 3`` at 0.25) and between Auto and every
+    partition above (``ceil(sqrt(6 * 64)) = 20`` at 0.75)."""
     total = index.num_partitions
-    hi = total if hi is None else min(hi, total)
-    lo = hi if lo is None else min(lo, hi)
-    return lo, hi
+    most = total if hi is None else min(hi, total)
+    if lo is not None and (effort == 0.0 or lo == hi):
+        return min(lo, most), most
+    return most, most
 
 
 def _flat_l2(index: IvfIndex, rows: np.ndarray | slice, q: np.ndarray, k: int | None) -> np.ndarray:
@@ -426,73 +410,122 @@ def _partition_distances(index: IvfIndex, part: int, rows: np.ndarray | slice, q
             index.pq_lookup = (index.codes.astype(np.int32) + np.arange(m, dtype=np.int32) * table.shape[1])
         dist = table.ravel()[index.pq_lookup[rows]].sum(axis=1, dtype=np.float32)
         return dist - (m - 1) if index.metric == "dot" else dist
-    codes = index.codes[rows]
     lo, hi = index.bounds
     span = hi - lo
     if span == 0:
         qcode = np.zeros(q.shape, np.float64)
     else:
         qcode = np.clip(np.trunc((q.astype(np.float64) - lo) * 255.0 / span), 0, 255)
-    c = codes.astype(np.float64)
-    if index.metric == "dot":
-        raw = 1.0 - c @ qcode
+    if q.size * 255 * 255 < 2**24:
+        # code products summed in float32 are exact integers below 2**24: one matrix-vector
+        # product per partition, |c|^2 per row kept from the first search
+        if index.sq_values is None:
+            index.sq_values = index.codes.astype(np.float32)
+            index.sq_norms = np.einsum("ij,ij->i", index.sq_values, index.sq_values, dtype=np.float64)
+        assert index.sq_norms is not None
+        dots = (index.sq_values[rows] @ qcode.astype(np.float32)).astype(np.float64)
+        raw = 1.0 - dots if index.metric == "dot" else index.sq_norms[rows] - 2.0 * dots + float(qcode @ qcode)
     else:
-        diff = c - qcode
-        raw = np.einsum("ij,ij->i", diff, diff)
-    scale = np.float32(span) ** 2 / np.float32(255.0) ** 2
-    return raw.astype(np.float32) * scale
+        c = index.codes[rows].astype(np.float64)
+        if index.metric == "dot":
+            raw = 1.0 - c @ qcode
+        else:
+            diff = c - qcode
+            raw = np.einsum("ij,ij->i", diff, diff)
+    # as pylance 14: ``v * (range / 255).powi(2)``, all in float32 (this order reproduces its
+    # distances bit for bit; other orders differ in the last place and re-order ties)
+    step = np.float32(span) / np.float32(255.0)
+    return raw.astype(np.float32) * (step * step)
+
+
+def _ties_at_kth(kept: np.ndarray, k: int, searched: list[tuple[np.ndarray, np.ndarray | None, int]]) -> bool:
+    """Whether, over every row of the searched partitions, rows of equal distance straddle the
+    ``k``-th smallest distance (``kept``: the union of the partitions' own ``k`` best, which
+    holds the ``k`` smallest overall)."""
+    clean = np.where(np.isnan(kept), np.float32(np.inf), kept)
+    kth = np.partition(clean, k - 1)[k - 1]
+    at_or_below = sum(int(np.count_nonzero(np.where(np.isnan(dj), np.float32(np.inf), dj) <= kth))
+                      for dj, _rows, _off in searched)
+    return at_or_below != k
 
 
 def ann_candidates(index: IvfIndex, q: np.ndarray, k: int, allowed: np.ndarray, lo: int | None, hi: int | None,
-                   limit_total: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The ``k`` best (distance, storage row) of one query over the probed partitions:
-    rows where ``allowed`` (a mask over the storage rows) is true; and whether fewer than
-    ``k`` were found after the first probes with more partitions left (pylance's late search)."""
+                   limit_total: int | None, k_query: int | None = None,
+                   effort: float | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The ``k`` best (distance, storage row) of one query over the probed partitions, as
+    pylance 14's ``ANNSubIndex`` + ``SortExec: TopK(fetch=k)`` choose them, in (distance, row
+    id) order; rows where ``allowed`` (a mask over the storage rows) is true.
+
+    ``k`` is what each partition returns (``k_query * refine_factor``); ``k_query`` the
+    query's own ``k`` (default ``k``), which drives the probing: the first probes
+    (:func:`_probes`; ``effort``: ``search_effort``) are searched; then, while fewer than
+    ``min(k_query, limit_total)`` rows were found (``limit_total``: rows the pre-filter
+    allows, None without one), the next partitions one by one up to the most (pylance's late
+    search, one partition at a time with its default ``query_parallelism``).  If instead the allowed rows are no more than
+    ``k_query`` and the first probes missed some, pylance searches no further and returns the
+    missed rows at +inf distance: the third value says so (the caller adds them).
+
+    The rows kept are those of one heap of ``k`` fed every scored row, partition by partition
+    in probe order (:mod:`lance_gpu.scan._heap`): each partition's own ``k`` best hold the
+    ``k`` smallest overall, and only when rows of equal distance straddle the ``k``-th place is
+    the heap replayed over every scored row (late partitions included: pylance merges those
+    by its ``TopK``, which this does not model separately); then (distance, row id) order."""
+    kq = k if k_query is None else k_query
     qv = q.astype(np.float32)
     if index.metric == "cosine":
         qv = _normalize(qv)
     order, _ = partition_order(index, qv)
-    first, most = _probes(index, lo, hi)
-    dists: list[np.ndarray] = []
-    rows_out: list[np.ndarray] = []
-    found = 0
-    want = k if limit_total is None else min(k, limit_total)
-    late = False
-    for i in range(most):
-        if i >= first:
-            if found >= want:
-                break
-            late = True
+    first, most = _probes(index, lo, hi, effort)
+    # per probed partition: (its distances, storage rows (None: the whole partition), offset)
+    searched: list[tuple[np.ndarray, np.ndarray | None, int]] = []
+    kept: list[np.ndarray] = []  # per partition, positions into its distances the heap keeps
+
+    def search(i: int) -> int:
         part = int(order[i])
         off, n = int(index.offsets[part]), int(index.lengths[part])
         ok = allowed[off:off + n]
+        rows: np.ndarray | None = None
         if ok.all():
             d = _partition_distances(index, part, slice(off, off + n), qv, k).astype(np.float32, copy=False)
-            rows = None
         else:
             rows = off + np.flatnonzero(ok)
             if not rows.size:
-                continue
+                return 0
             d = _partition_distances(index, part, rows, qv, k).astype(np.float32, copy=False)
-        if d.size > k:
-            # the k nearest, ties at the k-th distance all kept, then ordered by (distance, row id)
-            kth = np.partition(d, k - 1)[k - 1]
-            local = np.flatnonzero(d <= kth)
-            picked = local if rows is None else rows[local]
-            picked = picked + off if rows is None else picked
-            keep = np.lexsort((index.row_ids[picked], d[local]))[:k]
-            d, rows = d[local][keep], picked[keep]
-        elif rows is None:
-            rows = np.arange(off, off + n)
-        dists.append(d)
-        rows_out.append(rows)
-        found += d.size
-    if not dists:
-        return np.zeros(0, np.float32), np.zeros(0, np.int64), late
-    d = np.concatenate(dists)
-    r = np.concatenate(rows_out)
+        local = heap_top_k(d, k)
+        searched.append((d, rows, off))
+        kept.append(local)
+        return int(local.size)
+
+    found = min(kq, sum(search(i) for i in range(first)))
+    shortcut = False
+    if most > first and found < kq:
+        if limit_total is not None and found < limit_total <= kq:
+            shortcut = True
+        else:
+            want = kq if limit_total is None else min(kq, limit_total)
+            for i in range(first, most):
+                if found >= want:
+                    break
+                found += search(i)
+    if not searched:
+        return np.zeros(0, np.float32), np.zeros(0, np.int64), shortcut
+
+    def storage_rows(j: int, pos: np.ndarray) -> np.ndarray:
+        _d, rows, off = searched[j]
+        return off + pos if rows is None else rows[pos]
+
+    d = np.concatenate([searched[j][0][pos] for j, pos in enumerate(kept)])
+    r = np.concatenate([storage_rows(j, pos) for j, pos in enumerate(kept)])
+    if d.size > k and _ties_at_kth(d, k, searched):
+        # rows of equal distance straddle the k-th place: replay one heap over every row of
+        # the searched partitions, partition by partition in probe order, storage order within
+        d = np.concatenate([dj for dj, _rows, _off in searched])
+        r = np.concatenate([storage_rows(j, np.arange(dj.size)) for j, (dj, _rows, _off) in enumerate(searched)])
+        pick = heap_top_k(d, k, ordered=True)
+        d, r = d[pick], r[pick]
     keep = np.lexsort((index.row_ids[r], d))[:k]
-    return d[keep], r[keep], late
+    return d[keep], r[keep], shortcut
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,9 +588,7 @@ def _exact_distances(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
 
 
 def _vectors_of(plan: ScanPlan, ds: TableSnapshot, executor: Executor, addrs: np.ndarray, column: str, dim: int) -> np.ndarray:
-    from lance_gpu.scan.nearest import _read_rows
-
-    rows = _read_rows(plan, ds, executor, addrs, ((column, None),))
+    rows = read_rows(plan, ds, executor, addrs, ((column, None),))
     arr = rows.column(column).combine_chunks()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.chunk(0)
@@ -572,10 +603,6 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
     """Per query, ``(distances, row addresses)`` of the ``k`` nearest rows from the column's
     vector index (see the module docstring), in (distance, address) order; None when no index
     applies (no index; another metric; multivectors or a ``distance_range``: searched exactly)."""
-    from lance_gpu.scan.execute import run_plan
-    from lance_gpu.scan.nearest import _search_host, _TopK, column_type
-    from lance_gpu.scan.plan import ROW_ADDR
-
     nq = plan.nearest
     assert nq is not None
     if nq.multivector or nq.distance_range != (None, None):
@@ -628,7 +655,8 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
         max_results = int(allowed.sum())
     rf = nq.refine_factor
     kk = nq.k * (rf or 1)
-    found = [ann_candidates(index, q[j], kk, allowed, nq.minimum_nprobes, nq.maximum_nprobes, max_results)
+    found = [ann_candidates(index, q[j], kk, allowed, nq.minimum_nprobes, nq.maximum_nprobes, max_results, nq.k,
+                            nq.search_effort)
              for j in range(q.shape[0])]
     exact = rf is not None or bool(unindexed)
     vectors: dict[int, np.ndarray] = {}
@@ -645,9 +673,9 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
             # (a row no fragment holds gets any vector: it is dropped below)
             vectors = {j: x_all[np.minimum(np.searchsorted(every, addrs[rows]), every.size - 1)]
                        for j, (_, rows, _) in enumerate(found)}
-    tops: list[_TopK] = []
-    for j, (d, rows, late) in enumerate(found):
-        top = _TopK(nq.k)
+    tops: list[TopK] = []
+    for j, (d, rows, shortcut) in enumerate(found):
+        top = TopK(nq.k)
         cand_addr = addrs[rows]
         if ds.has_stable_row_ids and np.any(cand_addr == _GONE):
             there = cand_addr != _GONE
@@ -656,9 +684,9 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
                 vectors[j] = vectors[j][there]
         if exact and cand_addr.size:
             d = _exact_distances(vectors[j], q[j], index.metric).astype(np.float32)
-        if late and max_results is not None and max_results <= nq.k and d.size < max_results:
-            # no more allowed rows than k, and the first probes missed some: pylance's late
-            # search returns the missed ones at +inf
+        if shortcut:
+            # no more allowed rows than k, and the first probes missed some: pylance searches
+            # no further and returns the missed ones at +inf
             missing = np.setdiff1d(addrs[allowed], cand_addr)
             cand_addr = np.concatenate([cand_addr, missing])
             d = np.concatenate([d, np.full(missing.size, np.inf, np.float32)])
@@ -666,7 +694,7 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
         tops.append(top)
     if unindexed:
         sub = replace(plan, **_only_fragments(plan, set(unindexed)))
-        flat = _search_host(sub, ds, executor, replace(nq, metric=index.metric), q, q.dtype, dim)
+        flat = search_host(sub, ds, executor, replace(nq, metric=index.metric), q, q.dtype, dim)
         for top, (dist, addr) in zip(tops, flat, strict=True):
             top.push(np.asarray(dist, np.float64), addr)
     return [(t.dist, t.addr) for t in tops]
