@@ -119,6 +119,7 @@ from sqlglot.tokens import Tokenizer as _SqlglotTokenizer
 
 from lance_gpu import filter_udfs
 from lance_gpu.errors import FilterError
+from lance_gpu.filter_types import UNIT_PER_SECOND, parse_date, parse_timestamp, parse_type_name, type_name
 from lance_gpu.filter_udfs import UdfSpec
 
 __all__ = [
@@ -465,6 +466,14 @@ SUPPORTED_FUNCTIONS = frozenset(
         "nanvl", "nullif", "ifnull", "nvl", "nvl2", "greatest", "least",
         # time, validity
         "date_trunc", "current_date", "now", "current_timestamp", "is_valid",
+        # DataFusion functions pylance takes (``ceil`` ... ``extract``: pylance's planner refuses the
+        # SQL keyword forms but DataFusion has them, so lance-gpu takes them too)
+        "array_element", "list_element", "array_extract", "list_extract", "cardinality", "array_position",
+        "list_position", "string_to_array", "array_to_string", "list_to_string", "empty", "array_empty",
+        "ceil", "floor", "substr", "substring", "cbrt", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pi",
+        "gcd", "lcm", "factorial", "chr", "concat_ws", "to_timestamp", "to_timestamp_seconds",
+        "to_timestamp_millis", "to_timestamp_micros", "to_timestamp_nanos", "to_date", "to_unixtime",
+        "from_unixtime", "date_part", "datepart", "extract", "make_date", "trim",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -630,6 +639,24 @@ class _ArrayLit(_Node):
     items: list[_Node]
 
 
+@dataclass
+class _Index(_Node):
+    """``base[index]``: DataFusion's ``array_element`` (1-based; negative counts from the
+    end; 0, out of range or NULL give NULL)."""
+
+    base: _Node
+    index: _Node
+
+
+@dataclass
+class _Field(_Node):
+    """``base['name']`` / ``base.name`` of a struct value that is not a column path
+    (``list_struct[1]['x']``); a column's fields are :class:`_Col` paths."""
+
+    base: _Node
+    name: str
+
+
 _COMPARISONS = {"eq", "neq", "lt", "lte", "gt", "gte"}
 _ARITHMETIC = {"add", "sub", "mul", "div", "mod"}
 
@@ -788,6 +815,31 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "repeat", opt("this", "times")
     if type(node) is exp.JSONExtract:
         return "json_extract", [node.this, _json_path_text(node.expression)]
+    if type(node) in (exp.Ceil, exp.Floor):
+        return ("ceil" if type(node) is exp.Ceil else "floor"), opt("this", "decimals", "to")
+    if type(node) is exp.Substring:
+        return "substr", opt("this", "start", "length")
+    if type(node) is exp.Trim and node.args.get("position") in (None, "BOTH") and not node.args.get("collation"):
+        return "btrim", opt("this", "expression")
+    hyperbolic = {exp.Cbrt: "cbrt", exp.Sinh: "sinh", exp.Cosh: "cosh", exp.Tanh: "tanh", exp.Asinh: "asinh",
+                  exp.Acosh: "acosh", exp.Atanh: "atanh", exp.Factorial: "factorial"}
+    for cls, name in hyperbolic.items():
+        if type(node) is cls:
+            return name, opt("this")
+    if type(node) is exp.Pi:
+        return "pi", []
+    if type(node) is exp.Chr and not node.args.get("charset"):
+        return "chr", list(node.expressions)
+    if type(node) is exp.ConcatWs:
+        return "concat_ws", list(node.expressions)
+    if type(node) is exp.StringToArray:
+        return "string_to_array", opt("this", "expression", "null")
+    if type(node) is exp.ArrayToString:
+        return "array_to_string", opt("this", "expression", "null")
+    if type(node) is exp.ArrayPosition:
+        return "array_position", opt("this", "expression", "zero_based")  # sqlglot files the start there
+    if type(node) is exp.Extract and isinstance(node.this, (exp.Var, exp.Identifier, exp.Column)):
+        return "date_part", [exp.Literal.string(node.this.name), node.expression]
     if type(node) is exp.JSONArrayContains:
         return "json_array_contains", opt("this", "expression", "json_type")
     return None
@@ -834,7 +886,7 @@ class _Builder:
             return pa.field(name.lower(), pa.uint64())
         shown = names if len(names) <= 20 else [*names[:20], "..."]
         raise FilterError(
-            f"no column named {name!r} in {self.role} {self.source!r}; columns are {shown} "
+            f"No field named {name} in {self.role} {self.source!r}; columns are {shown} "
             "(quote names with backticks; double quotes make a string literal, as in pylance)"
         )
 
@@ -875,20 +927,22 @@ class _Builder:
             return self.column(node)
         if isinstance(node, exp.Dot):
             base = b(node.this)
-            if not isinstance(base, _Col) or not isinstance(node.expression, exp.Identifier):
+            if not isinstance(node.expression, exp.Identifier):
                 raise self.unsupported(node, "this field access is")
-            return self.child(base, node.expression.name)
+            if isinstance(base, _Col):
+                return self.child(base, node.expression.name)
+            return _Field(base, node.expression.name)
         if isinstance(node, exp.Bracket):
             base = b(node.this)
             keys = node.expressions
-            if (
-                isinstance(base, _Col)
-                and len(keys) == 1
-                and isinstance(keys[0], exp.Literal)
-                and keys[0].is_string
-            ):
-                return self.child(base, keys[0].this)
-            raise self.unsupported(node, "only struct field access with a string key is")
+            if len(keys) != 1 or node.args.get("safe"):
+                raise self.unsupported(node, "indexing with more than one key is")
+            key = keys[0]
+            if isinstance(key, exp.Literal) and key.is_string:  # a struct field
+                return self.child(base, key.this) if isinstance(base, _Col) else _Field(base, key.this)
+            if isinstance(key, exp.Slice):
+                raise self.unsupported(node, "list slices are")
+            return _Index(base, b(key))
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return _Lit(pa.scalar(node.this, pa.string()))
@@ -1315,6 +1369,10 @@ def _temporal_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return None
 
 
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
 def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if a == b:
         return a
@@ -1322,6 +1380,11 @@ def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         return b
     if pa.types.is_null(b):
         return a
+    if _is_list(a) and _is_list(b):  # compared element by element (:meth:`_Compiler.list_compare`)
+        item = _comparison_coercion(a.value_type, b.value_type)
+        if item is None and (_is_string(a.value_type) or _is_string(b.value_type)):
+            item = pa.string()  # a constant list converts to the column's items
+        return None if item is None else pa.list_(item)
     t = _numeric_coercion(a, b)
     if t is not None:
         return t
@@ -1344,45 +1407,6 @@ def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 # Literal parsing for CAST('...' AS date/timestamp)
 # --------------------------------------------------------------------------------------
 
-_TS_RE = re.compile(
-    r"\s*(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?)?"
-    r"\s*(Z|z|[+-]\d{2}(?::?\d{2})?)?\s*"
-)
-_DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
-_EPOCH = _dt.date(1970, 1, 1)
-_UNIT_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
-
-
-def _parse_timestamp(text: str, t: pa.DataType) -> pa.Scalar:
-    m = _TS_RE.fullmatch(text)
-    if not m:
-        raise ValueError(f"error parsing timestamp from {text!r}")
-    year, month, day = int(m[1]), int(m[2]), int(m[3])
-    hour, minute, second = (int(m[i]) if m[i] else 0 for i in (4, 5, 6))
-    nanos = int((m[7] or "").ljust(9, "0"))
-    days = (_dt.date(year, month, day) - _EPOCH).days
-    if hour > 23 or minute > 59 or second > 59:
-        raise ValueError(f"error parsing time in {text!r}")
-    seconds = days * 86400 + hour * 3600 + minute * 60 + second
-    offset = m[8]
-    if offset and offset not in ("Z", "z"):
-        digits = offset[1:].replace(":", "")
-        off = int(digits[:2]) * 3600 + (int(digits[2:4]) * 60 if len(digits) > 2 else 0)
-        seconds -= off if offset[0] == "+" else -off
-    per = _UNIT_PER_SECOND[t.unit]
-    ticks = seconds * per + nanos // (10**9 // per)
-    return pa.scalar(ticks, t)
-
-
-def _parse_date(text: str, t: pa.DataType) -> pa.Scalar:
-    m = _DATE_RE.fullmatch(text)
-    if not m:
-        raise ValueError(f"cannot cast string {text!r} to a date")
-    day = _dt.date(int(m[1]), int(m[2]), int(m[3]))
-    return pa.scalar(day, pa.date32()).cast(t)
-
-
 def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
     """CAST of a constant with DataFusion's semantics; raises on failure."""
     src = value.type
@@ -1391,9 +1415,9 @@ def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
     if not value.is_valid:
         return pa.scalar(None, target)
     if _is_string(src) and pa.types.is_timestamp(target):
-        return _parse_timestamp(value.as_py(), target)
+        return parse_timestamp(value.as_py(), target)
     if _is_string(src) and pa.types.is_date(target):
-        return _parse_date(value.as_py(), target)
+        return parse_date(value.as_py(), target)
     if pa.types.is_floating(src) and pa.types.is_integer(target):
         return pc.cast(pc.trunc(value), target)
     if pa.types.is_integer(src) and pa.types.is_decimal(target):
@@ -1583,8 +1607,65 @@ class _Compiler:
         if isinstance(node, _Func):
             return self.function(node)
         if isinstance(node, _ArrayLit):
-            raise self.fail("array literals are supported only as the second argument of array_has_any / array_has_all")
+            return self.array_literal(node)
+        if isinstance(node, _Index):
+            return self.list_element(self.compile(node.base), self.compile(node.index))
+        if isinstance(node, _Field):
+            return self.struct_field(self.compile(node.base), node.name)
         raise self.fail(f"internal error: unknown node {node!r}")  # pragma: no cover
+
+    def array_literal(self, node: _ArrayLit) -> _C:
+        """``[1, 2]`` / ``make_array(...)``: a constant list. As in pylance the items are
+        constants of one type, set by the first item (later ones must convert to it
+        exactly: ``[1.0, 2]`` is ``list<double>``, ``[1, 2.5]`` an error); items may not be
+        arrays. NULL items are kept (pylance fails on them at execution)."""
+        values: list[pa.Scalar] = []
+        item_type: pa.DataType = pa.null()
+        for position, item in enumerate(node.items):
+            c = self.compile(item)
+            if c.const is None:
+                raise self.fail(f"an array literal holds constants; item {position} is not one")
+            if _is_list(c.type):
+                raise self.fail("nested array literals are not supported (pylance refuses them too)")
+            if pa.types.is_null(item_type) and not pa.types.is_null(c.type):
+                item_type = c.type
+                values = [pa.scalar(None, item_type) for _ in values]
+            value = c.const
+            if not pa.types.is_null(item_type):
+                coerced = _safe_coerce_scalar(value, item_type)
+                if coerced is None:
+                    raise self.fail(
+                        f"array literal items must have one type: expected {item_type}, got {c.type} at position {position}"
+                    )
+                value = coerced
+            values.append(value)
+        return _const(pa.scalar([v.as_py() for v in values], pa.list_(item_type)))
+
+    def list_element(self, base: _C, index: _C) -> _C:
+        """``base[index]`` of a list (see :class:`_Index`)."""
+        if pa.types.is_null(base.type):
+            return _const(pa.scalar(None, pa.null()))
+        if not _is_list(base.type):
+            raise self.fail(f"cannot index {base.type} with [..]: it is not a list")
+        if pa.types.is_null(index.type):
+            return _const(pa.scalar(None, base.type.value_type))
+        if not pa.types.is_integer(index.type):
+            raise self.fail(f"a list index must be an integer, got {index.type}")
+        return self.udf("list_element", [base, self.cast(index, pa.int64())], base.type.value_type)
+
+    def struct_field(self, base: _C, name: str) -> _C:
+        if not pa.types.is_struct(base.type):
+            raise self.fail(f"cannot access field {name!r} of a {base.type} value: it is not a struct")
+        index = base.type.get_field_index(name)
+        if index < 0:
+            names = [base.type.field(i).name for i in range(base.type.num_fields)]
+            raise self.fail(f"the struct has no field {name!r}; fields are {names}")
+        out = base.type.field(index).type
+
+        def fn(v: Any) -> Any:
+            return pc.struct_field(v, [index])
+
+        return self.fold(fn(base.expr), fn, [base], out)
 
     def unwrap_cast(self, a: _C, b: _C) -> tuple[_C, _C]:
         """DataFusion's unwrap-cast-in-comparison: ``CAST(x AS int) op lit`` → ``x op lit'``."""
@@ -1609,13 +1690,44 @@ class _Compiler:
             raise self.fail(f"cannot compare {left.type} with {right.type} using {_OP_SQL[op]}")
         if pa.types.is_null(t):
             return _const(_NULL_BOOL)
-        if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        if _is_list(t):
+            return self.list_compare(op, left, right)
+        if pa.types.is_struct(t):
             raise self.fail(f"comparing {t} values is not supported")
         left, right = self.cast(left, t), self.cast(right, t)
         fn = _COMPARE_FN[op]
         if not pa.types.is_floating(t):
             return self.fold(fn(left.expr, right.expr), fn, [left, right], pa.bool_())
         return self.float_compare(op, left, right)
+
+    def list_compare(self, op: str, left: _C, right: _C) -> _C:
+        """Lists compare as DataFusion compares them: element by element, a shorter prefix
+        first, NULL elements below every value, floats in Arrow's total order; NULL where
+        either list is NULL. A constant list is converted to the other side's element type
+        (``tags = [1]`` compares ``['1']``, ``f = ['nan']`` a NaN), as lance resolves literals."""
+        if pa.types.is_null(left.type) or pa.types.is_null(right.type):
+            return _const(_NULL_BOOL)
+        if left.const is not None and right.const is None:
+            left = self.list_const_as(left, right.type)
+        elif right.const is not None and left.const is None:
+            right = self.list_const_as(right, left.type)
+        else:  # both per row: the items as their common type
+            item = _comparison_coercion(left.type.value_type, right.type.value_type)
+            if item is None:
+                raise self.fail(f"cannot compare {left.type} with {right.type} using {_OP_SQL[op]}")
+            left, right = (c if c.type.value_type == item else self.cast(c, pa.list_(item)) for c in (left, right))
+        return self.udf(f"list_{op}", [left, right], pa.bool_())
+
+    def list_const_as(self, c: _C, like: pa.DataType) -> _C:
+        """The constant list ``c`` with its items converted to the element type of ``like``."""
+        target = like.value_type
+        if c.const is None or not c.const.is_valid or c.type.value_type == target:
+            return c
+        try:
+            items = [_cast_scalar(v, target).as_py() for v in c.const.values]
+        except (pa.ArrowException, ValueError, OverflowError) as e:
+            raise self.fail(f"cannot convert {c.const} to a list of {target}: {_first_line(e)}") from None
+        return _const(pa.scalar(items, pa.list_(target)))
 
     def float_compare(self, op: str, a: _C, b: _C) -> _C:
         """Lance's float order: NaN == NaN, NaN above +inf, -0.0 == 0.0 (IEEE otherwise)."""
@@ -1779,9 +1891,10 @@ class _Compiler:
             t = nt
         if pa.types.is_null(t):
             return _const(_NULL_BOOL)
-        x = self.cast(x, t)
-        items = [self.cast(i, t) for i in items]
-        if all(i.const is not None for i in items) and not pa.types.is_null(t):
+        if not _is_list(t):  # lists are compared one by one below, each converted as in '='
+            x = self.cast(x, t)
+            items = [self.cast(i, t) for i in items]
+        if all(i.const is not None for i in items) and not _is_list(t):
             values = [i.const for i in items if i.const is not None and i.const.is_valid]
             has_null = len(values) != len(items)
             py = [v.as_py() for v in values]
@@ -2050,33 +2163,39 @@ class _Compiler:
 
         return self.fold(fn(arg.expr), fn, [arg], out)
 
-    # DataFusion's names of the Arrow types arrow_cast / arrow_typeof know here
-    _ARROW_NAMES: ClassVar[dict[str, pa.DataType]] = {
-        "Int8": pa.int8(), "Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64(), "UInt8": pa.uint8(),
-        "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(), "Float16": pa.float16(),
-        "Float32": pa.float32(), "Float64": pa.float64(), "Boolean": pa.bool_(), "Utf8": pa.string(),
-        "LargeUtf8": pa.large_string(), "Utf8View": pa.string_view(), "Binary": pa.binary(),
-        "LargeBinary": pa.large_binary(), "BinaryView": pa.binary_view(), "Date32": pa.date32(), "Date64": pa.date64(),
-        "Null": pa.null(),
-    }
-
     def fn_arrow_cast(self, name: str, args: list[_Node]) -> _C:
-        """``arrow_cast(x, 'Int64')``: a cast to the type DataFusion names (primitive types)."""
+        """``arrow_cast(x, 'FixedSizeList(32, Float32)')``: a cast to the type DataFusion
+        names (:func:`lance_gpu.filter_types.parse_type_name`)."""
         self.arity(name, args, 2)
         target = self.literal_text(name, args[1], "type name")
-        t = self._ARROW_NAMES.get(target or "")
-        if t is None:
-            raise self.fail(f"arrow_cast(): type {target!r} is not one lance-gpu casts to ({', '.join(self._ARROW_NAMES)})")
-        return self.cast(self.compile(args[0]), t)
+        if target is None:
+            raise self.fail("arrow_cast() needs a type name, got NULL")
+        try:
+            t = parse_type_name(target)
+        except ValueError as e:
+            raise self.fail(f"arrow_cast(): {e}") from None
+        c = self.compile(args[0])
+        if c.type == t:
+            return c
+        if c.const is not None and not c.const.is_valid:
+            return _const(pa.nulls(1, t)[0])
+        if pa.types.is_dictionary(t) and not pa.types.is_dictionary(c.type):
+            c = self.cast(c, t.value_type)  # Arrow encodes a dictionary from its values' type
+        if c.const is None and not pa.types.is_null(c.type):
+            try:  # pylance refuses a cast Arrow has no kernel for when it plans the query
+                pa.nulls(0, c.type).cast(t)
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+                raise self.fail(f"arrow_cast(): cannot cast {c.type} to {target}") from None
+        return self.cast(c, t)
 
     def fn_arrow_typeof(self, name: str, args: list[_Node]) -> _C:
-        """``arrow_typeof(x)``: DataFusion's name of ``x``'s type (primitive types)."""
+        """``arrow_typeof(x)``: DataFusion's name of ``x``'s type."""
         self.arity(name, args, 1)
         t = self.compile(args[0]).type
-        names = {v: k for k, v in self._ARROW_NAMES.items()}
-        if t not in names:
-            raise self.fail(f"arrow_typeof(): lance-gpu does not name type {t}")
-        return _const(pa.scalar(names[t], pa.string()))
+        try:
+            return _const(pa.scalar(type_name(t), pa.string()))
+        except ValueError:
+            raise self.fail(f"arrow_typeof(): lance-gpu does not name type {t}") from None
 
     def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
         out = pa.list_(pa.string())
@@ -2566,6 +2685,280 @@ class _Compiler:
 
     fn_rpad = fn_lpad
 
+    # -- more of DataFusion's functions (issue 26 item 5) ---------------------------------
+
+    def fn_array_element(self, name: str, args: list[_Node]) -> _C:
+        """``array_element(list, i)`` (also ``list_element``, ``array_extract``, ``list_extract``):
+        ``list[i]``."""
+        self.arity(name, args, 2)
+        return self.list_element(self.compile(args[0]), self.compile(args[1]))
+
+    fn_list_element = fn_array_extract = fn_list_extract = fn_array_element
+
+    def fn_cardinality(self, name: str, args: list[_Node]) -> _C:
+        """``cardinality(list)``: the product of the list's dimensions (each the length of the
+        first element one level down, as DataFusion's ``array_dims``), uint64."""
+        self.arity(name, args, 1)
+        c = self.list_arg(name, args[0])
+        return self.udf("cardinality", [c], pa.uint64())
+
+    def fn_empty(self, name: str, args: list[_Node]) -> _C:
+        """``empty(list)`` / ``array_empty``: whether the list has no elements."""
+        self.arity(name, args, 1)
+        c = self.list_arg(name, args[0])
+        return _C(pc.equal(pc.list_value_length(c.expr), pc.scalar(0)), pa.bool_())
+
+    fn_array_empty = fn_empty
+
+    def fn_array_position(self, name: str, args: list[_Node]) -> _C:
+        """``array_position(list, x[, start])``: the 1-based position of the first element equal
+        to ``x`` at or after ``start``, NULL when absent (uint64)."""
+        self.arity(name, args, 2, 3)
+        lst = self.list_arg(name, args[0])
+        value = self.list_item_arg(name, lst, args[1])
+        start = self.int_arg(name, args[2], "start") if len(args) == 3 else _const(pa.scalar(1, pa.int64()))
+        return self.udf("array_position", [lst, value, start], pa.uint64())
+
+    fn_list_position = fn_array_position
+
+    def list_item_arg(self, name: str, lst: _C, node: _Node) -> _C:
+        item_type = lst.type.value_type
+        value = self.compile(node)
+        if pa.types.is_null(value.type):
+            return _const(pa.scalar(None, item_type))
+        if _comparison_coercion(item_type, value.type) is None or (_is_string(value.type) != _is_string(item_type)):
+            raise self.fail(f"{name}() cannot look for a {value.type} in a list of {item_type}")
+        return self.cast(value, item_type)
+
+    def fn_string_to_array(self, name: str, args: list[_Node]) -> _C:
+        """``string_to_array(s, delimiter[, null_string])``: ``s`` cut at ``delimiter`` (a NULL
+        delimiter: every character; an empty one: ``[s]``; an empty ``s``: ``[]``), pieces equal
+        to ``null_string`` NULL; a list of ``s``'s string type."""
+        self.arity(name, args, 2, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        delim = self.literal_text(name, args[1], "delimiter")
+        null = self.literal_text(name, args[2], "null string") if len(args) == 3 else None
+        item = pa.large_string() if pa.types.is_large_string(arg.type) else pa.string()
+        arg = self.cast(arg, pa.string())
+        return self.udf("string_to_array", [arg, _const(pa.scalar(delim, pa.string())),
+                                            _const(pa.scalar(null, pa.string()))], pa.list_(item))
+
+    def fn_array_to_string(self, name: str, args: list[_Node]) -> _C:
+        """``array_to_string(list, delimiter[, null_string])``: the elements as text joined by
+        ``delimiter``; NULL elements left out, or written as ``null_string``."""
+        self.arity(name, args, 2, 3)
+        lst = self.list_arg(name, args[0])
+        item = lst.type.value_type
+        if not (_is_string(item) or pa.types.is_integer(item) or pa.types.is_boolean(item) or pa.types.is_floating(item)):
+            raise self.fail(f"{name}() takes a list of strings, numbers or booleans, got {lst.type}")
+        delim = self.literal_text(name, args[1], "delimiter")
+        null = self.literal_text(name, args[2], "null string") if len(args) == 3 else None
+        if delim is None:
+            return _const(pa.scalar(None, pa.string()))
+        return self.udf("array_to_string", [lst, _const(pa.scalar(delim, pa.string())),
+                                            _const(pa.scalar(null, pa.string()))], pa.string())
+
+    fn_list_to_string = fn_array_to_string
+
+    def fn_ceil(self, name: str, args: list[_Node]) -> _C:
+        """``ceil(x)`` / ``floor(x)``: float32 stays float32, other numbers become float64."""
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        fn = pc.ceil if name == "ceil" else pc.floor
+        return self.fold(fn(c.expr), fn, [c], c.type)
+
+    fn_floor = fn_ceil
+
+    def fn_substr(self, name: str, args: list[_Node]) -> _C:
+        """``substr(s, start[, count])`` / ``substring`` (also ``SUBSTRING(s FROM a FOR b)``):
+        ``count`` characters from the 1-based ``start``; positions before 1 count toward
+        ``count`` (``substr('abc', 0, 2)`` is ``'a'``); a negative count fails the query; a
+        ``string_view`` as pylance's."""
+        self.arity(name, args, 2, 3)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        rest = [self.int_arg(name, a, "position" if i == 0 else "count") for i, a in enumerate(args[1:])]
+        if any(r.const is not None and not r.const.is_valid for r in rest):
+            return _const(pa.scalar(None, pa.string_view()))
+        return self.udf("substr", [arg, *rest], pa.string_view())
+
+    fn_substring = fn_substr
+
+    def fn_cbrt(self, name: str, args: list[_Node]) -> _C:
+        """``cbrt`` and the hyperbolic functions, in the argument's float precision."""
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        if name == "cbrt":
+            return self.udf("cbrt", [c], c.type)
+        t = c.type
+
+        def rust_atanh(v: Any) -> Any:  # Rust's formula, to the last bit: 0.5 * ln_1p(2x / (1 - x))
+            one, two, half = (self._lit(k, t, v) for k in (1.0, 2.0, 0.5))
+            return pc.multiply(half, pc.log1p(pc.divide(pc.multiply(two, v), pc.subtract(one, v))))
+
+        fn = {"sinh": pc.sinh, "cosh": pc.cosh, "tanh": pc.tanh, "asinh": pc.asinh, "acosh": pc.acosh,
+              "atanh": rust_atanh}[name]
+        return self.fold(fn(c.expr), fn, [c], t)
+
+    fn_sinh = fn_cosh = fn_tanh = fn_asinh = fn_acosh = fn_atanh = fn_cbrt
+
+    def fn_pi(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 0)
+        return _const(pa.scalar(math.pi, pa.float64()))
+
+    def fn_gcd(self, name: str, args: list[_Node]) -> _C:
+        """``gcd(a, b)`` / ``lcm(a, b)`` of integers, as int64 (``gcd`` never negative)."""
+        self.arity(name, args, 2)
+        a, b = (self.int_arg(name, x, "argument") for x in args)
+        return self.udf(name, [a, b], pa.int64())
+
+    fn_lcm = fn_gcd
+
+    def fn_factorial(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        return self.udf("factorial", [self.int_arg(name, args[0], "argument")], pa.int64())
+
+    def fn_chr(self, name: str, args: list[_Node]) -> _C:
+        """``chr(code)``: the character of a Unicode code point (invalid codes fail the query)."""
+        self.arity(name, args, 1)
+        return self.udf("chr", [self.int_arg(name, args[0], "code point")], pa.string())
+
+    def fn_concat_ws(self, name: str, args: list[_Node]) -> _C:
+        """``concat_ws(separator, a, ...)``: the non-NULL arguments as text joined by the
+        separator ('' when all are NULL; NULL for a NULL separator). ``string_view`` when every
+        argument is a string, as pylance; numbers are written as ``concat`` writes them."""
+        if len(args) < 2:
+            raise self.fail("concat_ws() needs a separator and at least one value")
+        sep = self.compile(args[0])
+        if not (_is_string(sep.type) or pa.types.is_null(sep.type)):
+            raise self.fail(f"concat_ws() needs a string separator, got {sep.type}")
+        parts = [self.compile(a) for a in args[1:]]
+        out = pa.string_view() if all(_is_string(p.type) or pa.types.is_null(p.type) for p in parts) else pa.string()
+        if pa.types.is_null(sep.type) or (sep.const is not None and not sep.const.is_valid):
+            return _const(pa.scalar(None, out))
+        texts = [self.cast(self.text_arg(name, p), pa.string()) for p in parts if not pa.types.is_null(p.type)]
+        return self.udf("concat_ws", [self.cast(sep, pa.string()), *texts], out)
+
+    _TIMESTAMP_UNITS: ClassVar[dict[str, str]] = {
+        "to_timestamp": "ns", "to_timestamp_seconds": "s", "to_timestamp_millis": "ms",
+        "to_timestamp_micros": "us", "to_timestamp_nanos": "ns",
+    }
+
+    def fn_to_timestamp(self, name: str, args: list[_Node]) -> _C:
+        """``to_timestamp(x[, format, ...])`` and ``to_timestamp_seconds`` / ``_millis`` /
+        ``_micros`` / ``_nanos``: text (RFC 3339 or ``YYYY-MM-DD[ HH:MM:SS[.f]]``, or the first
+        chrono ``format`` that matches), integers (seconds for ``to_timestamp``, else the
+        function's unit), floats (seconds) or timestamps, as a timestamp of the function's unit."""
+        if not args:
+            raise self.fail(f"{name}() needs an argument")
+        unit = self._TIMESTAMP_UNITS[name]
+        out = pa.timestamp(unit)
+        c = self.compile(args[0])
+        formats = [self.literal_text(name, a, "format") for a in args[1:]]
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, out))
+        if _is_string(c.type):
+            fmt = [f for f in formats if f is not None]
+            return self.udf(f"to_timestamp_{unit}", [self.cast(c, pa.string()), *(_const(pa.scalar(f)) for f in fmt)], out)
+        if formats:
+            raise self.fail(f"{name}() takes formats only with a string argument")
+        if pa.types.is_integer(c.type):
+            source = "s" if name == "to_timestamp" else unit
+            return self.cast(_C(self.cast(c, pa.int64()).expr.cast(pa.timestamp(source)), pa.timestamp(source)), out)
+        if pa.types.is_floating(c.type) and name == "to_timestamp":
+            nanos = pc.multiply(self.cast(c, pa.float64()).expr, pc.scalar(1e9))
+            return _C(pc.trunc(nanos).cast(pa.int64()).cast(out), out)
+        if pa.types.is_timestamp(c.type):
+            return self.cast(c, out) if c.type.tz is None else _C(c.expr.cast(pa.timestamp(unit, c.type.tz), safe=False), pa.timestamp(unit, c.type.tz))
+        raise self.fail(f"{name}() does not take {c.type}")
+
+    fn_to_timestamp_seconds = fn_to_timestamp_millis = fn_to_timestamp_micros = fn_to_timestamp_nanos = fn_to_timestamp
+
+    def fn_to_date(self, name: str, args: list[_Node]) -> _C:
+        """``to_date(x)``: a date from text (the date part of a timestamp's text), an integer
+        (days since 1970-01-01) or a timestamp."""
+        self.arity(name, args, 1)
+        c = self.compile(args[0])
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.date32()))
+        if _is_string(c.type):
+            ts = self.udf("to_timestamp_s", [self.cast(c, pa.string())], pa.timestamp("s"))
+            return _C(ts.expr.cast(pa.date32()), pa.date32())
+        if pa.types.is_integer(c.type):
+            return _C(self.cast(c, pa.int32()).expr.cast(pa.date32()), pa.date32())
+        if pa.types.is_timestamp(c.type) or pa.types.is_date(c.type):
+            return _C(c.expr.cast(pa.date32()), pa.date32())
+        raise self.fail(f"to_date() does not take {c.type}")
+
+    def fn_to_unixtime(self, name: str, args: list[_Node]) -> _C:
+        """``to_unixtime(x)``: seconds since 1970-01-01 (int64) of a timestamp, date or text."""
+        self.arity(name, args, 1)
+        c = self.compile(args[0])
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.int64()))
+        if _is_string(c.type):
+            c = self.udf("to_timestamp_s", [self.cast(c, pa.string())], pa.timestamp("s"))
+        if pa.types.is_date(c.type):
+            c = _C(c.expr.cast(pa.timestamp("s")), pa.timestamp("s"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"to_unixtime() does not take {c.type}")
+        return _C(c.expr.cast(pa.timestamp("s", c.type.tz), safe=False).cast(pa.int64()), pa.int64())
+
+    def fn_from_unixtime(self, name: str, args: list[_Node]) -> _C:
+        """``from_unixtime(seconds)``: a ``timestamp[s]``."""
+        self.arity(name, args, 1)
+        c = self.int_arg(name, args[0], "number of seconds")
+        return _C(c.expr.cast(pa.timestamp("s")), pa.timestamp("s"))
+
+    def fn_make_date(self, name: str, args: list[_Node]) -> _C:
+        """``make_date(year, month, day)``; an impossible date fails the query."""
+        self.arity(name, args, 3)
+        parts = [self.cast(self.int_arg(name, a, what), pa.int64()) for a, what in zip(args, ("year", "month", "day"), strict=True)]
+        return self.udf("make_date", parts, pa.date32())
+
+    _DATE_PARTS: ClassVar[frozenset[str]] = frozenset([
+        "year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond",
+        "nanosecond", "dow", "doy", "epoch",
+    ])
+
+    def fn_date_part(self, name: str, args: list[_Node]) -> _C:
+        """``date_part(part, x)`` / ``datepart`` / ``EXTRACT(part FROM x)`` of a date or timestamp:
+        ``year quarter month week`` (ISO) ``day hour minute second dow`` (Sunday 0) ``doy`` as
+        int32; ``millisecond`` / ``microsecond`` count the seconds too (``30.123456`` s is 30123
+        ms), ``nanosecond`` int64, ``epoch`` float64 seconds."""
+        self.arity(name, args, 2)
+        part = (self.literal_text(name, args[0], "part") or "").lower()
+        part = {"years": "year", "months": "month", "days": "day", "hours": "hour", "minutes": "minute",
+                "seconds": "second", "weeks": "week", "quarters": "quarter"}.get(part, part)
+        if part not in self._DATE_PARTS:
+            raise self.fail(f"{name}(): unsupported part {part!r} (use {', '.join(sorted(self._DATE_PARTS))})")
+        c = self.compile(args[1])
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.float64() if part == "epoch" else pa.int32()))
+        if pa.types.is_date(c.type):
+            c = _C(c.expr.cast(pa.timestamp("s")), pa.timestamp("s"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"{name}() needs a date or a timestamp, got {c.type}")
+        x = c.expr
+        if part == "epoch":
+            per_second = UNIT_PER_SECOND[c.type.unit]
+            return _C(pc.divide(x.cast(pa.int64()).cast(pa.float64()), pc.scalar(float(per_second))), pa.float64())
+        if part in ("millisecond", "microsecond", "nanosecond"):
+            micros = pc.add(pc.multiply(pc.millisecond(x), pc.scalar(1000)), pc.microsecond(x)).cast(pa.int64())
+            total = pc.add(pc.multiply(pc.second(x).cast(pa.int64()), pc.scalar(1_000_000)), micros)
+            if part == "millisecond":
+                return _C(pc.divide(total, pc.scalar(1000)).cast(pa.int32()), pa.int32())
+            if part == "microsecond":
+                return _C(total.cast(pa.int32()), pa.int32())
+            return _C(pc.add(pc.multiply(total, pc.scalar(1000)), pc.nanosecond(x).cast(pa.int64())), pa.int64())
+        if part == "dow":
+            value = pc.day_of_week(x, count_from_zero=True, week_start=7)
+        else:
+            value = {"year": pc.year, "quarter": pc.quarter, "month": pc.month, "week": pc.iso_week, "day": pc.day,
+                     "hour": pc.hour, "minute": pc.minute, "second": pc.second, "doy": pc.day_of_year}[part](x)
+        return _C(value.cast(pa.int32()), pa.int32())
+
+    fn_datepart = fn_extract = fn_date_part
+
     # -- JSON ---------------------------------------------------------------------------
 
     def json_arg(self, name: str, node: _Node) -> _C:
@@ -2574,7 +2967,13 @@ class _Compiler:
         if getattr(t, "extension_name", None) in ("arrow.json", "lance.json"):
             storage = t.storage_type
             return _C(c.expr.cast(storage), storage)
-        raise self.fail(f"{name}() needs a JSON column as its first argument, got {t}")
+        if pa.types.is_large_binary(t):
+            # JSONB, as json_get returns it and pylance takes it (bytes that are not JSONB: NULL;
+            # pylance refuses ``binary``)
+            return c
+        if pa.types.is_null(t):
+            return _const(pa.scalar(None, pa.large_binary()))
+        raise self.fail(f"{name}() needs a JSON column or JSONB (large_binary) as its first argument, got {t}")
 
     def json_call(self, name: str, args: list[_Node], n_args: int, out: pa.DataType) -> _C:
         self.arity(name, args, n_args)

@@ -25,6 +25,7 @@ Semantics follow pylance 14.0.2 (DataFusion and Lance's JSON functions):
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import functools
 import hashlib
 import json
@@ -41,6 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu.errors import DecimalArithmeticError
+from lance_gpu.file.jsonb import JsonbError, decode_jsonb
+from lance_gpu.filter_types import parse_timestamp
 
 __all__ = ["UdfSpec", "call", "ensure_registered", "evaluate"]
 
@@ -168,6 +171,230 @@ def _array_has_all(n: int, lists: pa.Array | pa.Scalar, values: pa.Scalar | pa.A
     return pc.if_else(pc.is_valid(lists), pa.array(result), pa.scalar(None, pa.bool_()))
 
 
+def _order_key(value: Any) -> tuple[Any, ...]:
+    """A sort key giving DataFusion's order of nested values: NULL below every value, floats
+    in Arrow's total order (-0.0 below 0.0, NaN above +inf and equal to NaN), lists
+    element by element with a shorter prefix first, structs field by field."""
+    if value is None:
+        return (0,)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return (1, 1, 0.0, 0.0)
+        return (1, 0, value, math.copysign(1.0, value))
+    if isinstance(value, list):
+        return (1, tuple(_order_key(v) for v in value))
+    if isinstance(value, dict):
+        return (1, tuple(_order_key(v) for v in value.values()))
+    return (1, value)
+
+
+_ORDER_TESTS: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": lambda a, b: a == b, "neq": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "lte": lambda a, b: a <= b, "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
+}
+
+
+def _list_compare(op: str) -> Callable[..., pa.Array]:
+    """``left <op> right`` of two lists per row (:func:`_order_key`); NULL where either is."""
+    test = _ORDER_TESTS[op]
+
+    def kernel(n: int, left: Any, right: Any) -> pa.Array:
+        rows = zip(_broadcast(left, n).to_pylist(), _broadcast(right, n).to_pylist(), strict=True)
+        return pa.array(
+            [None if a is None or b is None else test(_order_key(a), _order_key(b)) for a, b in rows], pa.bool_()
+        )
+
+    return kernel
+
+
+def _list_element(n: int, lists: Any, index: Any) -> pa.Array:
+    """``lists[index]`` per row (1-based, negative from the end; NULL out of range, for 0,
+    or for a NULL list or index), taken from the flattened values without a Python loop."""
+    lists = _broadcast(lists, n)
+    index = _broadcast(index, n)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    k = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    offset = np.where(k > 0, k - 1, lengths + k)
+    valid = (k != 0) & (offset >= 0) & (offset < lengths)
+    valid &= pc.is_valid(index).to_numpy(zero_copy_only=False)
+    positions = pa.array(np.where(valid, starts + offset, 0), pa.int64(), mask=~valid)
+    values = pc.list_flatten(lists)
+    if len(values) == 0:
+        return pa.nulls(n, lists.type.value_type)
+    return values.take(positions)
+
+
+def _cardinality(n: int, lists: Any) -> pa.Array:
+    """``cardinality``: the product of DataFusion's ``array_dims`` (per level, the length of
+    the first element one level down; an empty or NULL first element ends with 0)."""
+    lists = _broadcast(lists, n)
+    depth, t = 1, lists.type.value_type
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        depth, t = depth + 1, t.value_type
+    out: list[int | None] = []
+    for value in lists.to_pylist():
+        if value is None:
+            out.append(None)
+            continue
+        product, current = 1, value
+        for level in range(depth):
+            size = len(current) if current is not None else 0
+            product *= size
+            if size == 0 or level == depth - 1:
+                break
+            current = current[0]
+        out.append(product)
+    return pa.array(out, pa.uint64())
+
+
+def _array_position(n: int, lists: Any, value: Any, start: Any) -> pa.Array:
+    """``array_position(list, x, start)``: the 1-based position of the first element equal
+    to ``x`` from ``start``; NULL where absent. A start outside the list fails, as in pylance."""
+    out: list[int | None] = []
+    for items, wanted, first in zip(*_rows(n, lists, value, start), strict=True):
+        if items is None or first is None:
+            out.append(None)
+            continue
+        if first < 1 or first - 1 > len(items):
+            raise pa.ArrowInvalid(f"array_position: start_from out of bounds: {first}")
+        key = _order_key(wanted)
+        out.append(next((i + 1 for i in range(first - 1, len(items)) if _order_key(items[i]) == key), None))
+    return pa.array(out, pa.uint64())
+
+
+def _string_to_array(n: int, strings: Any, delimiter: Any, null: Any) -> pa.Array:
+    delim = delimiter.as_py() if isinstance(delimiter, pa.Scalar) else None
+    null_text = null.as_py() if isinstance(null, pa.Scalar) else None
+    out: list[list[str | None] | None] = []
+    for s in _broadcast(strings, n).to_pylist():
+        if s is None:
+            out.append(None)
+            continue
+        pieces = [] if s == "" else list(s) if delim is None else [s] if delim == "" else s.split(delim)
+        out.append([None if null_text is not None and p == null_text else p for p in pieces])
+    return pa.array(out, pa.list_(pa.string()))
+
+
+def _element_text(value: Any, single: bool) -> str:
+    """An element as ``array_to_string`` writes it: Rust's ``Display`` (``2``, ``-0``, ``1.5``,
+    never an exponent, ``NaN``, ``inf``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return np.format_float_positional(np.float32(value) if single else value, trim="-")
+    return str(value)
+
+
+def _array_to_string(n: int, lists: Any, delimiter: Any, null: Any) -> pa.Array:
+    lists = _broadcast(lists, n)
+    single = pa.types.is_float32(lists.type.value_type)
+    delim = delimiter.as_py()
+    null_text = null.as_py() if isinstance(null, pa.Scalar) else None
+    out: list[str | None] = []
+    for items in lists.to_pylist():
+        if items is None:
+            out.append(None)
+            continue
+        texts = [null_text if v is None else _element_text(v, single) for v in items]
+        out.append(delim.join(t for t in texts if t is not None))
+    return pa.array(out, pa.string())
+
+
+def _substr(s: str, start: int, count: int | None = None) -> str:
+    if count is not None and count < 0:
+        raise pa.ArrowInvalid(f"negative count not allowed: {count}")
+    begin = start - 1  # 0-based; positions before the first character count toward ``count``
+    if count is None:
+        return s[max(begin, 0):]
+    end = begin + count
+    return s[max(begin, 0) : max(end, 0)] if end > max(begin, 0) else ""
+
+
+def _cbrt(n: int, values: Any) -> pa.Array:
+    """Cube roots computed in float64 (float32 input rounded back: pylance's float32 results)."""
+    values = _broadcast(values, n)
+    data = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    return pa.array(np.cbrt(data), pa.float64(), mask=~_valid_mask(values) if values.null_count else None).cast(values.type)
+
+
+def _factorial(k: int) -> int:
+    if k < 0:
+        raise pa.ArrowInvalid("factorial of a negative number is undefined")
+    if k > 20:
+        raise pa.ArrowInvalid("Overflow happened on FACTORIAL")
+    return math.factorial(k)
+
+
+def _chr(code: int) -> str:
+    if code == 0:
+        raise pa.ArrowInvalid("null character not permitted.")
+    try:
+        return chr(code)
+    except (ValueError, OverflowError):
+        raise pa.ArrowInvalid(f"invalid Unicode scalar value: {code}") from None
+
+
+def _concat_ws(n: int, separator: Any, *parts: Any) -> pa.Array:
+    columns = _rows(n, separator, *parts)
+    return pa.array(
+        [None if row[0] is None else row[0].join(p for p in row[1:] if p is not None) for row in zip(*columns, strict=True)],
+        pa.string(),
+    )
+
+
+def _chrono_to_python(fmt: str) -> str:
+    """A chrono format (pylance's) as a ``strptime`` one: ``%.f`` / ``%f`` read a fraction."""
+    return fmt.replace("%.f", ".%f").replace("%3f", "%f").replace("%6f", "%f").replace("%9f", "%f")
+
+
+def _to_timestamp(unit: str) -> Callable[..., pa.Array]:
+    """Text to ``timestamp[unit]``: RFC 3339 / ``YYYY-MM-DD[ HH:MM:SS[.f]]``, or the first of
+    the chrono formats given that matches (text no format matches fails the query)."""
+    per = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+
+    def kernel(n: int, strings: Any, *formats: Any) -> pa.Array:
+        patterns = [_chrono_to_python(f.as_py()) for f in formats]
+        out: list[int | None] = []
+        for text in _broadcast(strings, n).to_pylist():
+            if text is None:
+                out.append(None)
+                continue
+            if not patterns:
+                try:
+                    out.append(parse_timestamp(text, pa.timestamp("ns")).value // (10**9 // per))
+                except (ValueError, pa.ArrowInvalid):
+                    raise pa.ArrowInvalid(f"Error parsing timestamp from '{text}'") from None
+                continue
+            for pattern in patterns:
+                try:
+                    parsed = dt.datetime.strptime(text, pattern)
+                except ValueError:
+                    continue
+                if parsed.tzinfo is not None:
+                    parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+                delta = parsed - dt.datetime(1970, 1, 1)
+                micros = (delta.days * 86400 + delta.seconds) * 10**6 + delta.microseconds
+                out.append(micros * per // 10**6)
+                break
+            else:
+                raise pa.ArrowInvalid(f"Error parsing timestamp from '{text}' using the formats given")
+        return pa.array(out, pa.int64()).cast(pa.timestamp(unit))
+
+    return kernel
+
+
+def _make_date(year: int, month: int, day: int) -> Any:
+    try:
+        return dt.date(year, month, day)
+    except (ValueError, OverflowError):
+        raise pa.ArrowInvalid(f"Unable to parse date from {year}, {month}, {day}") from None
+
+
 # -- regular expressions -------------------------------------------------------------------
 
 
@@ -246,10 +473,22 @@ def _dump(value: Any) -> str:
 
 
 def _docs(n: int, column: pa.Array | pa.Scalar) -> list[Any]:
+    """Per row, the JSON document as Python values (:data:`_MISSING` for NULL). JSON text
+    (``arrow.json`` storage) is parsed; binary is Lance's JSONB (``json_get``'s result), and
+    bytes that are not a JSONB document are NULL, as pylance reads them."""
     column = _broadcast(column, n)
     if isinstance(column.type, pa.BaseExtensionType):
         column = column.storage
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return [_MISSING if b is None else _jsonb_doc(b) for b in column.to_pylist()]
     return [_MISSING if s is None else json.loads(s) for s in column.to_pylist()]
+
+
+def _jsonb_doc(raw: bytes) -> Any:
+    try:
+        return decode_jsonb(raw)
+    except (JsonbError, UnicodeDecodeError, struct.error):
+        return _MISSING
 
 
 def _texts(n: int, arg: pa.Scalar | pa.Array) -> list[str | None]:
@@ -831,6 +1070,21 @@ _DECIMAL_KERNELS = {f"decimal_{op}": _decimal_kernel(op) for op in ("add", "sub"
 
 
 _KERNELS: dict[str, Callable[..., pa.Array]] = {
+    **{f"list_{op}": _list_compare(op) for op in _ORDER_TESTS},
+    "list_element": _list_element,
+    "cardinality": _cardinality,
+    "array_position": _array_position,
+    "string_to_array": _string_to_array,
+    "array_to_string": _array_to_string,
+    "substr": _rowwise(_substr, pa.string()),
+    "cbrt": _cbrt,
+    "gcd": _rowwise(math.gcd, pa.int64()),
+    "lcm": _rowwise(math.lcm, pa.int64()),
+    "factorial": _rowwise(_factorial, pa.int64()),
+    "chr": _rowwise(_chr, pa.string()),
+    "concat_ws": _concat_ws,
+    **{f"to_timestamp_{unit}": _to_timestamp(unit) for unit in ("s", "ms", "us", "ns")},
+    "make_date": _rowwise(_make_date, pa.date32()),
     "json_get": _json_get,
     "starts_with_rows": _rowwise(str.startswith, pa.bool_()),
     "ends_with_rows": _rowwise(str.endswith, pa.bool_()),

@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Binary literals against ``large_binary`` columns (issue 26 item 5), against pylance 14.0.2."""
+"""Literals, indexing and casts in filters and projections (issue 26 item 5): binary literals
+against ``large_binary``, array literals and list comparisons, list / struct indexing,
+``arrow_cast`` / ``arrow_typeof`` with DataFusion's type names, the JSON functions on
+``json_get``'s JSONB, and pylance's ``Invalid user input:`` messages — each against pylance
+14.0.2 over the same pylance-written data."""
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pytest
@@ -9,6 +15,7 @@ import pytest
 lance = pytest.importorskip("lance")
 
 import lance_gpu  # noqa: E402
+from lance_gpu.errors import FilterError  # noqa: E402
 
 
 @pytest.mark.parametrize("predicate", ["lb = X'616263'", "b = X'616263'", "lb IN (X'78', X'616263')",
@@ -18,3 +25,145 @@ def test_binary_literal_against_large_binary(tmp_path, predicate: str) -> None:
     lance.write_dataset(pa.table({"lb": pa.array([b"abc", b"x", None], pa.large_binary()),
                                   "b": pa.array([b"abc", b"y", b"z"])}), uri)
     assert lance_gpu.dataset(uri).to_table(filter=predicate) == lance.dataset(uri).to_table(filter=predicate)
+
+
+DOCS = [{"a": {"b": [1, 2, {"c": "x"}]}, "n": 5}, {"a": {"b": []}, "n": "7"}, None, {"a": 1}, {"a": {"b": [True]}}]
+
+
+def _table() -> pa.Table:
+    nan = float("nan")
+    return pa.table({
+        "id": pa.array(range(5), pa.int64()),
+        "nums": pa.array([[1, 2], [3], None, [1, None], []], pa.list_(pa.int32())),
+        "tags": pa.array([["a", "b"], ["c"], None, [], ["a", None]]),
+        "v": pa.array([[1, 2], [3, 4], None, [1, 2], [nan, 0]], pa.list_(pa.float32(), 2)),
+        "f": pa.array([[1.5], [nan], None, [-0.0], [0.0]]),
+        "ls": pa.array([[{"x": 1, "y": True}], [{"x": 2, "y": False}, {"x": 3, "y": None}], None, [], [None]]),
+        "st": pa.array([{"a": 1, "l": [1, 2]}, {"a": 2, "l": []}, None, {"a": None, "l": None}, {"a": 5, "l": [7]}]),
+        "j": pa.array([None if d is None else json.dumps(d) for d in DOCS], pa.json_()),
+        "lb": pa.array([b"\x01", b"", None, b"abc", b"\x80\x00\x00\x00"], pa.large_binary()),
+        "i": pa.array([1, 2, None, 4, 5], pa.int64()),
+    })
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory):
+    uri = str(tmp_path_factory.mktemp("lit") / "lit.lance")
+    lance.write_dataset(_table(), uri, max_rows_per_file=3)  # two fragments
+    return lance.dataset(uri), lance_gpu.dataset(uri)
+
+
+def _outcome(run):
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - the caller compares the classes
+        return e
+
+
+def _same(ref, ours, what: str) -> None:
+    if isinstance(ref, Exception):
+        assert isinstance(ours, Exception), (what, ref, ours)
+        if isinstance(ref, pa.ArrowInvalid):  # fails when evaluated, as pylance
+            assert isinstance(ours, pa.ArrowInvalid), (what, ref, ours)
+        else:
+            assert isinstance(ours, FilterError), (what, ref, ours)
+            assert type(ref) in type(ours).__mro__, (what, ref, ours)  # pylance's except clause catches ours
+            assert str(ours).startswith("Invalid user input: "), (what, ours)
+        return
+    assert not isinstance(ours, Exception), (what, ref, ours)
+    assert ours.schema == ref.schema, (what, ours.schema, ref.schema)
+    assert repr(ours.to_pylist()) == repr(ref.to_pylist()), what  # NaN equal to NaN
+
+
+PROJECTIONS = [
+    # array literals compared with lists (element by element, NULL elements first, floats totally ordered)
+    "nums = [1,2]", "nums = [1.0, 2.0]", "nums < [2]", "nums != [1,2]", "tags = ['a','b']", "v = [1.0,2.0]",
+    "v = [1,2]", "[1,2] = nums", "nums > [1]", "v < [1.5, 0]", "tags > ['a']", "tags = [1]", "nums = ['1']",
+    "nums IN ([1,2])", "nums NOT IN ([1,2],[3])", "f = [0.0]", "f = ['nan']", "f > [1.0]", "v = nums", "nums = v",
+    "nums >= make_array(1, 2)", "nums = [1, 2.5]", "nums = [[1]]", "nums = tags", "nums = [id]",
+    # list and struct indexing (1-based; negative from the end; out of range NULL)
+    "nums[1]", "nums[0]", "nums[-1]", "nums[3]", "nums[id]", "tags[1]", "v[2]", "ls[1]", "ls[1]['x']", "ls[1].x",
+    "ls[2]['y']", "st['l'][1]", "st.l[2]", "nums[1] = 1", "tags[NULL]", "nums[1 + 1]", "nums[2-1]", "nums[1] + 1",
+    "nums[1.5]", "array_element(nums, 1)", "list_element(nums, -1)", "array_element(tags, i)", "ls[1]['z']",
+    "id[1]",
+    # arrow_cast / arrow_typeof with DataFusion's type names
+    "arrow_cast(nums, 'List(Int64)')", "arrow_cast(nums, 'LargeList(Int64)')", "arrow_cast(nums, 'FixedSizeList(2, Int64)')",
+    "arrow_cast(id, 'Timestamp(Second, None)')", "arrow_cast(id, 'Timestamp(Nanosecond, Some(\"+00:00\"))')",
+    "arrow_cast(id, 'Timestamp(ms)')", "arrow_cast(id, 'Decimal128(10, 2)')", "arrow_cast(id, 'Decimal256(40, 2)')",
+    "arrow_cast(id, 'Duration(Second)')", "arrow_cast(id, 'Time32(Second)')", "arrow_cast(id, 'Utf8View')",
+    "arrow_cast(nums, 'List(nullable Int64)')", "arrow_cast(id, 'int64')", "arrow_cast(id, 'Date64')",
+    "arrow_cast(id, 'Float16')", "arrow_cast(tags, 'List(Utf8View)')", "arrow_cast(id, 'Int32') + 1",
+    "arrow_cast(id, 'FixedSizeList(2, Float32)')", "arrow_cast(id, 'Dictionary(Int32, Utf8)')",
+    "arrow_typeof(nums)", "arrow_typeof(v)", "arrow_typeof(st)", "arrow_typeof(ls)",
+    "arrow_typeof(arrow_cast(id, 'Timestamp(Microsecond, None)'))", "arrow_typeof(arrow_cast(id, 'Timestamp(ms, \"UTC\")'))",
+    "arrow_typeof(arrow_cast(id, 'Decimal128(10, 2)'))", "arrow_typeof(arrow_cast(v, 'FixedSizeList(2, Float64)'))",
+    # JSON functions on json_get's JSONB and on large_binary columns
+    "json_get(json_get(j, 'a'), 'b')", "json_get_string(json_get(json_get(j, 'a'), 'b'), '2')",
+    "json_get_int(json_get(j, 'a'), 'b')", "json_extract(json_get(j, 'a'), '$.b[2].c')",
+    "json_exists(json_get(j, 'a'), '$.b')", "json_array_length(json_get(j, 'a'), '$.b')",
+    "json_get_string(lb, 'a')", "json_get(lb, 'a')", "json_get_int(json_get(j, 'a'), 'zz')",
+    "json_array_contains(json_get(j, 'a'), '$.b', 1)", "json_get_bool(json_get(json_get(j, 'a'), 'b'), 0)",
+    "json_get_string(st, 'a')",
+]
+
+
+@pytest.mark.parametrize("expression", PROJECTIONS)
+def test_projection_matches_pylance(both, expression: str) -> None:
+    ref_ds, ours_ds = both
+    columns = {"id": "id", "v": expression}  # pylance refuses a projection of constants only
+    _same(_outcome(lambda: ref_ds.to_table(columns=columns)), _outcome(lambda: ours_ds.to_table(columns=columns)),
+          expression)
+
+
+FILTERS = [
+    "nums = [1,2]", "nums[1] = 1", "tags[-1] = 'b'", "ls[1].x > 1", "nums IN ([1,2],[3])", "v = [1,2] AND id > 0",
+    "v >= [1, 2] OR tags = ['c']", "NOT (nums < [2])", "st['l'][1] IS NULL", "array_has(tags, 'a') AND nums[1] = 1",
+    "json_get_string(json_get(json_get(j, 'a'), 'b'), '2') IS NULL", "json_get_int(json_get(j, 'a'), 'b') > 0",
+    "arrow_cast(id, 'Int8') > 2", "arrow_typeof(nums) = 'List(Int32)'",
+]
+
+
+@pytest.mark.parametrize("predicate", FILTERS)
+def test_filter_matches_pylance(both, predicate: str) -> None:
+    ref_ds, ours_ds = both
+    _same(_outcome(lambda: ref_ds.to_table(filter=predicate, columns=["id"])),
+          _outcome(lambda: ours_ds.to_table(filter=predicate, columns=["id"])), predicate)
+
+
+def test_update_with_an_array_literal_sets_a_fixed_size_list(tmp_path) -> None:
+    """``update(vec="[42.0, 43.0]")`` on a ``fixed_size_list<float>[2]`` column, as pylance."""
+    data = pa.table({"id": range(3), "vec": pa.array([[1, 2], [3, 4], [5, 6]], pa.list_(pa.float32(), 2))})
+    results = []
+    for lib, where in ((lance, "ref"), (lance_gpu, "ours")):
+        uri = str(tmp_path / where)
+        lance.write_dataset(data, uri)
+        ds = lib.dataset(uri)
+        ds.update({"vec": "[42.0, 43.0]"}, where="id > 0")
+        results.append(lance.dataset(uri).to_table().sort_by("id"))  # read back by pylance
+    assert results[0] == results[1]
+    assert results[1].column("vec").to_pylist() == [[1.0, 2.0], [42.0, 43.0], [42.0, 43.0]]
+
+
+def test_add_columns_with_a_typed_null(tmp_path) -> None:
+    """pylance's ``add_columns({"v": "arrow_cast(NULL, 'FixedSizeList(4, Float32)')"})``."""
+    uri = str(tmp_path / "n.lance")
+    lance.write_dataset(pa.table({"id": range(3)}), uri)
+    lance_gpu.dataset(uri).add_columns({"vector": "arrow_cast(NULL, 'FixedSizeList(4, Float32)')"})
+    got = lance.dataset(uri).to_table()
+    assert got.schema.field("vector").type == pa.list_(pa.float32(), 4)
+    assert got.column("vector").null_count == 3
+
+
+@pytest.mark.parametrize(
+    ("predicate", "words"),
+    [("str BETWEEN 10 AND 20", "Invalid user input"), ("str > 10", "Invalid user input"),
+     ("str AN", "Invalid user input"), ("🥞", "Invalid user input"), ("foo = 7", "No field named foo"),
+     ("int", "does not return a boolean")],
+)
+def test_bad_filters_raise_pylance_words(tmp_path, predicate: str, words: str) -> None:
+    """pylance's own test_illegal_predicates: a ValueError whose message matches these words."""
+    uri = str(tmp_path / "w.lance")
+    lance.write_dataset(pa.table({"int": [1, 2], "str": ["a", "b"]}), uri)
+    for lib in (lance, lance_gpu):
+        with pytest.raises(ValueError, match=words):
+            lib.dataset(uri).to_table(filter=predicate)
