@@ -474,6 +474,13 @@ SUPPORTED_FUNCTIONS = frozenset(
         "gcd", "lcm", "factorial", "chr", "concat_ws", "to_timestamp", "to_timestamp_seconds",
         "to_timestamp_millis", "to_timestamp_micros", "to_timestamp_nanos", "to_date", "to_unixtime",
         "from_unixtime", "date_part", "datepart", "extract", "make_date", "trim",
+        "array_sort", "list_sort", "array_distinct", "list_distinct", "array_max", "list_max", "array_min",
+        "list_min", "array_reverse", "list_reverse", "array_slice", "list_slice", "array_append", "list_append",
+        "array_push_back", "array_prepend", "list_prepend", "array_push_front", "array_concat", "array_cat",
+        "list_concat", "list_cat", "array_remove", "list_remove", "array_remove_all", "list_remove_all",
+        "flatten", "array_any_value", "list_any_value", "array_pop_back", "list_pop_back", "array_pop_front",
+        "list_pop_front", "array_positions", "list_positions", "list_has", "list_has_any", "list_has_all",
+        "named_struct", "struct", "get_field", "to_char", "date_format", "overlay",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -760,7 +767,9 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "current_date", []
     if type(node) is exp.CurrentTimestamp:
         return "now", []
-    simple_one = {exp.Sqrt: "sqrt", exp.Exp: "exp", exp.Ln: "ln", exp.Sign: "signum", exp.Trunc: "trunc",
+    if type(node) is exp.Trunc:
+        return "trunc", opt("this", "decimals")
+    simple_one = {exp.Sqrt: "sqrt", exp.Exp: "exp", exp.Ln: "ln", exp.Sign: "signum",
                   exp.Reverse: "reverse", exp.Initcap: "initcap"}
     for cls, name in simple_one.items():
         if type(node) is cls:
@@ -840,6 +849,22 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "array_position", opt("this", "expression", "zero_based")  # sqlglot files the start there
     if type(node) is exp.Extract and isinstance(node.this, (exp.Var, exp.Identifier, exp.Column)):
         return "date_part", [exp.Literal.string(node.this.name), node.expression]
+    list_nodes = {exp.ArrayDistinct: ("array_distinct", ("this",)), exp.ArrayMax: ("array_max", ("this",)),
+                  exp.ArrayMin: ("array_min", ("this",)), exp.ArrayReverse: ("array_reverse", ("this",)),
+                  exp.Flatten: ("flatten", ("this",)), exp.ArrayAppend: ("array_append", ("this", "expression")),
+                  exp.ArrayPrepend: ("array_prepend", ("this", "expression")),
+                  exp.ArrayRemove: ("array_remove", ("this", "expression")),
+                  exp.ArraySlice: ("array_slice", ("this", "start", "end", "step")),
+                  exp.ArraySort: ("array_sort", ("this", "expression", "asc")),
+                  exp.Overlay: ("overlay", ("this", "expression", "from_", "for_")),
+                  exp.ToChar: ("to_char", ("this", "format"))}
+    for cls, (name, keys) in list_nodes.items():
+        if type(node) is cls:
+            return name, opt(*keys)
+    if type(node) is exp.ArrayConcat:
+        return "array_concat", opt("this") + list(node.expressions)
+    if type(node) is exp.Struct:
+        return "struct", list(node.expressions)
     if type(node) is exp.JSONArrayContains:
         return "json_array_contains", opt("this", "expression", "json_type")
     return None
@@ -2217,10 +2242,8 @@ class _Compiler:
 
     def list_arg(self, name: str, node: _Node) -> _C:
         c = self.compile(node)
-        if not (pa.types.is_list(c.type) or pa.types.is_large_list(c.type) or pa.types.is_fixed_size_list(c.type)):
-            raise self.fail(f"{name}() needs a list column as its first argument, got {c.type}")
-        if c.const is not None:
-            raise self.fail(f"{name}() needs a column as its first argument")
+        if not _is_list(c.type):
+            raise self.fail(f"{name}() needs a list (a list column or an array literal such as [1, 2]), got {c.type}")
         return c
 
     def fn_array_length(self, name: str, args: list[_Node]) -> _C:
@@ -2242,18 +2265,22 @@ class _Compiler:
         if _comparison_coercion(item_type, value.type) is None or (_is_string(value.type) != _is_string(item_type)):
             raise self.fail(f"{name}() cannot look for a {value.type} in a list of {item_type}")
         value = self.cast(value, item_type)
-        if value.const is not None:
-            return self.udf("array_has", [lst, value], pa.bool_())
         return self.udf("array_has", [lst, value], pa.bool_())
 
-    fn_array_contains = fn_array_has
+    fn_array_contains = fn_list_has = fn_array_has
 
     def fn_array_has_any(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         lst = self.list_arg(name, args[0])
         item_type = lst.type.value_type
-        if not isinstance(args[1], _ArrayLit):
-            raise self.fail(f"{name}() needs an array literal such as ['a', 'b'] as its second argument")
+        if not isinstance(args[1], _ArrayLit):  # a list per row
+            other = self.list_arg(name, args[1])
+            common = _comparison_coercion(item_type, other.type.value_type)
+            if common is None or _is_string(item_type) != _is_string(other.type.value_type):
+                raise self.fail(f"{name}() cannot compare {lst.type} with {other.type}")
+            kind = "list_has_any_rows" if name in ("array_has_any", "list_has_any") else "list_has_all_rows"
+            return self.udf(kind, [self.cast(lst, pa.list_(common)), self.cast(other, pa.list_(common))], pa.bool_())
+        name = name.replace("list_", "array_")
         values = []
         for item in args[1].items:
             c = self.compile(item)
@@ -2267,7 +2294,7 @@ class _Compiler:
         literal = pa.scalar([v.as_py() for v in values if v is not None], pa.list_(item_type))
         return self.udf(name, [lst, _const(literal)], pa.bool_())
 
-    fn_array_has_all = fn_array_has_any
+    fn_array_has_all = fn_list_has_any = fn_list_has_all = fn_array_has_any
 
     def fn_abs(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
@@ -2368,7 +2395,27 @@ class _Compiler:
         }[name]
         return self.fold(fn(c.expr), fn, [c], c.type)
 
-    fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_trunc = fn_sqrt
+    fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_sqrt
+
+    def fn_trunc(self, name: str, args: list[_Node]) -> _C:
+        """``trunc(x[, digits])``: toward zero, at ``digits`` decimal places as DataFusion computes
+        it (``trunc(x * 10^d) / 10^d`` in the float precision of ``x``); ``digits`` a constant."""
+        self.arity(name, args, 1, 2)
+        c = self.float_arg(name, args[0])
+        if len(args) == 1:
+            return self.fold(pc.trunc(c.expr), pc.trunc, [c], c.type)
+        d = self.compile(args[1])
+        if d.const is None or not (pa.types.is_integer(d.type) or pa.types.is_null(d.type)):
+            raise self.fail("trunc() needs a constant integer number of decimal places")
+        if not d.const.is_valid:
+            return _const(pa.scalar(None, c.type))
+        t, scale = c.type, 10.0 ** d.const.as_py()
+
+        def fn(v: Any) -> Any:
+            factor = self._lit(scale, t, v)
+            return pc.divide(pc.trunc(pc.multiply(v, factor)), factor)
+
+        return self.fold(fn(c.expr), fn, [c], t)
 
     @staticmethod
     def _lit(value: Any, t: pa.DataType, like: Any) -> Any:
@@ -2958,6 +3005,160 @@ class _Compiler:
         return _C(value.cast(pa.int32()), pa.int32())
 
     fn_datepart = fn_extract = fn_date_part
+
+    # -- list functions, row by row (:mod:`lance_gpu.filter_udfs`) -----------------------------
+
+    def list_with_item(self, name: str, lst: _C, value: _C) -> tuple[_C, _C, pa.DataType]:
+        """A list and a value as DataFusion coerces them for ``array_append`` and the like: the
+        list's items and the value take their common type (a literal ``9`` makes an ``int32``
+        list ``int64``; NULL keeps the list's type)."""
+        item = lst.type.value_type
+        if pa.types.is_null(value.type):
+            return lst, _const(pa.scalar(None, item)), item
+        common = _comparison_coercion(item, value.type)
+        if common is None or _is_string(item) != _is_string(value.type):
+            raise self.fail(f"{name}() cannot combine a list of {item} with {value.type}")
+        return self.cast(lst, pa.list_(common)), self.cast(value, common), common
+
+    def fn_array_sort(self, name: str, args: list[_Node]) -> _C:
+        """``array_sort(list[, 'ASC' | 'DESC'[, 'NULLS FIRST' | 'NULLS LAST']])``: NULLs first
+        unless asked otherwise (in either direction), floats in total order."""
+        self.arity(name, args, 1, 3)
+        lst = self.list_arg(name, args[0])
+        order = (self.literal_text(name, args[1], "order") or "ASC").upper() if len(args) > 1 else "ASC"
+        nulls = (self.literal_text(name, args[2], "null order") or "NULLS FIRST").upper() if len(args) > 2 else "NULLS FIRST"
+        if order not in ("ASC", "DESC") or nulls not in ("NULLS FIRST", "NULLS LAST"):
+            raise self.fail(f"{name}(): the order is 'ASC' or 'DESC', the null order 'NULLS FIRST' or 'NULLS LAST'")
+        flags = _const(pa.scalar(f"{order} {nulls}"))
+        return self.udf("list_sort", [lst, flags], pa.list_(lst.type.value_type))
+
+    fn_list_sort = fn_array_sort
+
+    def fn_array_distinct(self, name: str, args: list[_Node]) -> _C:
+        """``array_distinct`` / ``array_reverse`` / ``flatten`` / ``array_pop_back`` /
+        ``array_pop_front`` (a list) and ``array_max`` / ``array_min`` / ``array_any_value``
+        (an item; NULL for an empty list)."""
+        self.arity(name, args, 1)
+        lst = self.list_arg(name, args[0])
+        kind = name.replace("list_", "array_")
+        item = lst.type.value_type
+        if kind == "flatten":
+            if not _is_list(item):
+                return self.cast(lst, pa.list_(item))
+            return self.udf("list_flatten", [lst], pa.list_(item.value_type))
+        if kind in ("array_max", "array_min", "array_any_value"):
+            return self.udf(f"list_{kind[6:]}", [lst], item)
+        return self.udf(f"list_{kind[6:]}", [lst], pa.list_(item))
+
+    fn_list_distinct = fn_array_reverse = fn_list_reverse = fn_flatten = fn_array_distinct
+    fn_array_max = fn_list_max = fn_array_min = fn_list_min = fn_array_any_value = fn_array_distinct
+    fn_list_any_value = fn_array_pop_back = fn_list_pop_back = fn_array_pop_front = fn_list_pop_front = fn_array_distinct
+
+    def fn_array_slice(self, name: str, args: list[_Node]) -> _C:
+        """``array_slice(list, begin, end[, stride])``: 1-based and inclusive; negative
+        positions count from the end; 0 is the first element."""
+        self.arity(name, args, 3, 4)
+        lst = self.list_arg(name, args[0])
+        bounds = [self.int_arg(name, a, what) for a, what in zip(args[1:], ("begin", "end", "stride"), strict=False)]
+        return self.udf("list_slice", [lst, *bounds], pa.list_(lst.type.value_type))
+
+    fn_list_slice = fn_array_slice
+
+    def fn_array_append(self, name: str, args: list[_Node]) -> _C:
+        """``array_append(list, x)`` / ``array_prepend(x, list)``: a NULL list becomes ``[x]``."""
+        self.arity(name, args, 2)
+        prepend = name in ("array_prepend", "list_prepend", "array_push_front")
+        lst_node, value_node = (args[1], args[0]) if prepend else (args[0], args[1])
+        lst, value, item = self.list_with_item(name, self.list_arg(name, lst_node), self.compile(value_node))
+        return self.udf("list_prepend" if prepend else "list_append", [lst, value], pa.list_(item))
+
+    fn_list_append = fn_array_push_back = fn_array_prepend = fn_list_prepend = fn_array_push_front = fn_array_append
+
+    def fn_array_concat(self, name: str, args: list[_Node]) -> _C:
+        """``array_concat(a, b, ...)``: NULL lists left out (NULL only where all are)."""
+        if not args:
+            raise self.fail(f"{name}() needs at least one list")
+        lists = [self.list_arg(name, a) for a in args]
+        item = lists[0].type.value_type
+        for other in lists[1:]:
+            common = _comparison_coercion(item, other.type.value_type)
+            if common is None or _is_string(item) != _is_string(other.type.value_type):
+                raise self.fail(f"{name}() cannot concatenate lists of {item} and {other.type.value_type}")
+            item = common
+        return self.udf("list_concat", [self.cast(c, pa.list_(item)) for c in lists], pa.list_(item))
+
+    fn_array_cat = fn_list_concat = fn_list_cat = fn_array_concat
+
+    def fn_array_remove(self, name: str, args: list[_Node]) -> _C:
+        """``array_remove(list, x)`` (the first ``x``), ``array_remove_all`` (every one),
+        ``array_positions(list, x)`` (the 1-based positions of ``x``, uint64)."""
+        self.arity(name, args, 2)
+        kind = name.replace("list_", "array_")
+        lst = self.list_arg(name, args[0])
+        if kind == "array_positions":
+            value = self.list_item_arg(name, lst, args[1])
+            return self.udf("list_positions", [lst, value], pa.list_(pa.uint64()))
+        lst, value, item = self.list_with_item(name, lst, self.compile(args[1]))
+        return self.udf("list_" + kind[6:], [lst, value], pa.list_(item))
+
+    fn_list_remove = fn_array_remove_all = fn_list_remove_all = fn_array_positions = fn_list_positions = fn_array_remove
+
+    # -- structs, text of times, overlay -----------------------------------------------------
+
+    def fn_named_struct(self, name: str, args: list[_Node]) -> _C:
+        """``named_struct('a', x, 'b', y)`` / ``struct(x, y)`` (fields ``c0``, ``c1``, ...)."""
+        if name == "named_struct":
+            if not args or len(args) % 2:
+                raise self.fail("named_struct() takes pairs of a field name and a value")
+            names = [self.literal_text(name, n, "field name") for n in args[0::2]]
+            if any(n is None for n in names):
+                raise self.fail("named_struct(): a field name cannot be NULL")
+            values = [self.compile(v) for v in args[1::2]]
+        else:
+            if not args:
+                raise self.fail("struct() needs at least one value")
+            names = [f"c{i}" for i in range(len(args))]
+            values = [self.compile(v) for v in args]
+        values = [self.cast(v, pa.int64()) if pa.types.is_null(v.type) else v for v in values]
+        out = pa.struct([pa.field(n, v.type) for n, v in zip(names, values, strict=True)])
+        expr = pc.make_struct(*[v.expr for v in values], field_names=names)
+        if all(v.const is not None for v in values):
+            return _const(pa.scalar({n: v.const.as_py() for n, v in zip(names, values, strict=True)}, out))  # type: ignore[union-attr]
+        return _C(expr, out)
+
+    fn_struct = fn_named_struct
+
+    def fn_get_field(self, name: str, args: list[_Node]) -> _C:
+        """``get_field(struct, 'name')``."""
+        self.arity(name, args, 2)
+        field_name = self.literal_text(name, args[1], "field name")
+        if field_name is None:
+            raise self.fail("get_field() needs a field name")
+        return self.struct_field(self.compile(args[0]), field_name)
+
+    def fn_to_char(self, name: str, args: list[_Node]) -> _C:
+        """``to_char(x, format)`` / ``date_format``: a date or timestamp as text in a chrono
+        ``format`` (``%Y-%m-%d %H:%M:%S``...)."""
+        self.arity(name, args, 2)
+        c = self.compile(args[0])
+        fmt = self.literal_text(name, args[1], "format")
+        if pa.types.is_null(c.type) or fmt is None:
+            return _const(pa.scalar(None, pa.string()))
+        if not _is_temporal(c.type):
+            raise self.fail(f"{name}() needs a date or a timestamp, got {c.type}")
+        return self.udf("to_char", [c, _const(pa.scalar(fmt))], pa.string())
+
+    fn_date_format = fn_to_char
+
+    def fn_overlay(self, name: str, args: list[_Node]) -> _C:
+        """``overlay(s, replacement, position[, count])`` (also ``OVERLAY(s PLACING r FROM p FOR
+        n)``): ``count`` characters (default: the replacement's length) from ``position``
+        replaced."""
+        self.arity(name, args, 3, 4)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        replacement = self.cast(self.string_arg(name, self.compile(args[1])), pa.string())
+        rest = [self.int_arg(name, a, "position" if i == 0 else "count") for i, a in enumerate(args[2:])]
+        return self.udf("overlay", [arg, replacement, *rest], pa.string())
 
     # -- JSON ---------------------------------------------------------------------------
 

@@ -395,6 +395,132 @@ def _make_date(year: int, month: int, day: int) -> Any:
         raise pa.ArrowInvalid(f"Unable to parse date from {year}, {month}, {day}") from None
 
 
+def _list_kernel(fn: Callable[..., Any], out_type: Callable[[list[pa.DataType]], pa.DataType]) -> Callable[..., pa.Array]:
+    """A kernel applying ``fn`` to each row's Python values (lists as Python lists; NULL as
+    None: ``fn`` decides what a NULL gives); the result type from the argument types."""
+
+    def kernel(n: int, *args: Any) -> pa.Array:
+        columns = _rows(n, *args)
+        return pa.array([fn(*row) for row in zip(*columns, strict=True)], out_type([a.type for a in args]))
+
+    return kernel
+
+
+def _same_list(types: list[pa.DataType]) -> pa.DataType:
+    return pa.list_(types[0].value_type)
+
+
+def _item(types: list[pa.DataType]) -> pa.DataType:
+    return types[0].value_type
+
+
+def _null_if_none(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(items: Any, *rest: Any) -> Any:
+        return None if items is None else fn(items, *rest)
+
+    return wrapped
+
+
+def _sort(items: list[Any], flags: str) -> list[Any]:
+    nulls = [v for v in items if v is None]
+    values = sorted((v for v in items if v is not None), key=_order_key, reverse=flags.startswith("DESC"))
+    return values + nulls if flags.endswith("NULLS LAST") else nulls + values
+
+
+def _distinct(items: list[Any]) -> list[Any]:
+    seen: set[Any] = set()
+    out = []
+    for v in items:
+        key = _order_key(v)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
+
+
+def _extreme(largest: bool) -> Callable[[list[Any]], Any]:
+    def pick(items: list[Any]) -> Any:
+        values = [v for v in items if v is not None]
+        if not values:
+            return None
+        return (max if largest else min)(values, key=_order_key)
+
+    return pick
+
+
+def _slice(items: list[Any] | None, begin: int | None, end: int | None, stride: int | None = 1) -> list[Any] | None:
+    """DataFusion's ``array_slice``: 1-based inclusive bounds, negative from the end, 0 the
+    first element; a NULL bound or list gives NULL."""
+    if items is None or begin is None or end is None or stride is None:
+        return None
+    if stride == 0:
+        raise pa.ArrowInvalid("array_slice got invalid stride: 0, it cannot be 0")
+    n = len(items)
+    first = begin - 1 if begin > 0 else (0 if begin == 0 else n + begin)
+    last = end - 1 if end > 0 else (-1 if end == 0 else n + end)
+    first, last = max(first, 0), min(last, n - 1)
+    if stride < 0:
+        first, last = min(begin - 1 if begin > 0 else n + begin, n - 1), max(end - 1 if end > 0 else n + end, 0)
+        return items[first : last - 1 if last > 0 else None : stride] if first >= last else []
+    return items[first : last + 1 : stride] if last >= first else []
+
+
+def _concat(*lists: Any) -> list[Any] | None:
+    present = [x for x in lists if x is not None]
+    return None if not present else [v for x in present for v in x]
+
+
+def _remove(every: bool) -> Callable[[Any, Any], Any]:
+    def remove(items: Any, value: Any) -> Any:
+        if items is None:
+            return None
+        key = _order_key(value)
+        if every:
+            return [v for v in items if _order_key(v) != key]
+        for i, v in enumerate(items):
+            if _order_key(v) == key:
+                return items[:i] + items[i + 1 :]
+        return items
+
+    return remove
+
+
+def _positions(items: Any, value: Any) -> Any:
+    if items is None:
+        return None
+    key = _order_key(value)
+    return [i + 1 for i, v in enumerate(items) if _order_key(v) == key]
+
+
+def _has_rows(every: bool) -> Callable[[Any, Any], Any]:
+    def has(items: Any, wanted: Any) -> Any:
+        if items is None or wanted is None:
+            return None
+        present = {_order_key(v) for v in items if v is not None}
+        keys = [_order_key(v) for v in wanted if v is not None]
+        return all(k in present for k in keys) if every else any(k in present for k in keys)
+
+    return has
+
+
+def _to_char(n: int, values: Any, fmt: Any) -> pa.Array:
+    """A date or timestamp as text in a chrono format (``%.f``: a fraction with its dot)."""
+    values = _broadcast(values, n)
+    pattern = fmt.as_py().replace("%.f", ".%f")
+    out: list[str | None] = []
+    for v in values.to_pylist():
+        out.append(None if v is None else v.strftime(pattern))
+    return pa.array(out, pa.string())
+
+
+def _overlay(s: str, replacement: str, position: int, count: int | None = None) -> str:
+    if position < 1:
+        raise pa.ArrowInvalid("negative substring length not allowed")
+    count = len(replacement) if count is None else count
+    start = max(position - 1, 0)
+    return s[:start] + replacement + s[max(position - 1 + count, 0):]
+
+
 # -- regular expressions -------------------------------------------------------------------
 
 
@@ -1072,6 +1198,27 @@ _DECIMAL_KERNELS = {f"decimal_{op}": _decimal_kernel(op) for op in ("add", "sub"
 _KERNELS: dict[str, Callable[..., pa.Array]] = {
     **{f"list_{op}": _list_compare(op) for op in _ORDER_TESTS},
     "list_element": _list_element,
+    "list_sort": _list_kernel(_null_if_none(_sort), _same_list),
+    "list_distinct": _list_kernel(_null_if_none(_distinct), _same_list),
+    "list_reverse": _list_kernel(_null_if_none(lambda v: v[::-1]), _same_list),
+    "list_pop_back": _list_kernel(_null_if_none(lambda v: v[:-1]), _same_list),
+    "list_pop_front": _list_kernel(_null_if_none(lambda v: v[1:]), _same_list),
+    "list_flatten": _list_kernel(_null_if_none(lambda v: [x for inner in v if inner is not None for x in inner]),
+                                 lambda ts: pa.list_(ts[0].value_type.value_type)),
+    "list_max": _list_kernel(_null_if_none(_extreme(True)), _item),
+    "list_min": _list_kernel(_null_if_none(_extreme(False)), _item),
+    "list_any_value": _list_kernel(_null_if_none(lambda v: next((x for x in v if x is not None), None)), _item),
+    "list_slice": _list_kernel(_slice, _same_list),
+    "list_append": _list_kernel(lambda v, x: [*(v or []), x], _same_list),
+    "list_prepend": _list_kernel(lambda v, x: [x, *(v or [])], _same_list),
+    "list_concat": _list_kernel(_concat, _same_list),
+    "list_remove": _list_kernel(_remove(False), _same_list),
+    "list_remove_all": _list_kernel(_remove(True), _same_list),
+    "list_positions": _list_kernel(_positions, lambda ts: pa.list_(pa.uint64())),
+    "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
+    "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
+    "to_char": _to_char,
+    "overlay": _rowwise(_overlay, pa.string()),
     "cardinality": _cardinality,
     "array_position": _array_position,
     "string_to_array": _string_to_array,
