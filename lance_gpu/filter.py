@@ -56,6 +56,16 @@ Known differences from pylance 14.0.2:
   (``i = 1 AND NOT (i = 1)`` on integers, or ``f > 1 AND NOT (f > 1)``, keep NULL in pylance too.)
 * pylance ignores text after a complete predicate (``x > 5 )``, ``x > 5 LIMIT 1``); we raise.
 * sqlglot drops a unary plus (``x = +5``), which pylance rejects.
+* We accept the SQL keyword forms pylance 14's planner refuses although DataFusion has the
+  functions: ``CEIL`` / ``FLOOR``, ``SUBSTR`` / ``SUBSTRING`` (also ``FROM .. FOR``), ``TRIM``
+  (also ``BOTH .. FROM``), ``EXTRACT(part FROM x)``, ``OVERLAY(.. PLACING ..)``; each computes
+  what pylance computes for the backticked name (`` `ceil`(x) ``), which we take too.
+* Array literals may hold NULL (``[1, NULL]``; pylance fails on them at execution).
+* A projection of constants only (``columns={"v": "[1, 2]"}``) repeats the value per row;
+  pylance refuses it ("Scans must request at least one column").
+* ``arrow_typeof`` is decided when the expression is compiled, so ``arrow_typeof(x)`` of an
+  ``x`` that would fail when evaluated (a failing ``arrow_cast``) gives the type's name.
+* ``random()`` and ``uuid()`` are refused.
 
 SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
@@ -75,9 +85,27 @@ member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``
 ``tan``, ``asin``, ``acos``, ``atan``, ``atan2``, ``cot``, ``degrees``, ``radians``, ``isnan``,
 ``iszero``, ``nanvl``, ``nullif``, ``ifnull`` / ``nvl`` (``coalesce``), ``nvl2``, ``greatest``,
 ``least`` (of the non-NULL arguments), ``regexp_count``, ``regexp_replace`` (``g`` flag; constant
-pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (primitive types), ``ascii``, ``md5``,
+pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (DataFusion's type names, parsed
+and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
+``Timestamp(Nanosecond, Some("+00:00"))``, ``Decimal128(10, 2)``, ``List(Int64)``, ...), ``ascii``, ``md5``,
 ``sha224`` / ``sha256`` / ``sha384`` / ``sha512``, ``to_hex``, ``translate``, ``levenshtein``,
-``find_in_set``, ``substr_index``, ``encode`` (hex, base64). As in pylance, ``length``,
+``find_in_set``, ``substr_index``, ``encode`` (hex, base64); ``ceil``, ``floor``, ``trunc(x, digits)``,
+``cbrt``, ``sinh`` / ``cosh`` / ``tanh`` / ``asinh`` / ``acosh`` / ``atanh``, ``pi``, ``gcd``, ``lcm``,
+``factorial``, ``chr``, ``substr`` / ``substring``, ``trim``, ``overlay``, ``concat_ws``;
+``to_timestamp`` (text with optional chrono formats, seconds, timestamps) and
+``to_timestamp_seconds`` / ``_millis`` / ``_micros`` / ``_nanos``, ``to_date``, ``to_unixtime``,
+``from_unixtime``, ``make_date``, ``date_part`` / ``datepart`` / ``EXTRACT``, ``to_char`` /
+``date_format``; lists: ``list[i]`` / ``array_element`` (1-based, negative from the end),
+``cardinality``, ``empty``, ``array_position`` / ``array_positions``, ``string_to_array``,
+``array_to_string``, ``array_sort``, ``array_distinct``, ``array_max`` / ``array_min``,
+``array_reverse``, ``array_slice``, ``array_append`` / ``array_prepend`` / ``array_concat``,
+``array_remove`` / ``array_remove_all``, ``array_pop_back`` / ``array_pop_front``,
+``array_any_value``, ``flatten`` (and their ``list_*`` names); structs: ``named_struct``,
+``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
+(``list_struct[1]['x']``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
+of the first item's type; lists compare element by element (``nums = [1, 2]``,
+``tags IN (['a'], ['b'])``). The JSON functions also take ``large_binary`` JSONB (what
+``json_get`` returns: ``json_get_string(json_get(j, 'user'), 'name')``). As in pylance, ``length``,
 ``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match`` and ``concat`` take
 integers, booleans, dates and floats as text (floats printed as DataFusion prints them, also
 for ``CAST(f AS STRING)``); the other string functions refuse them. JSON paths, keys and
@@ -88,15 +116,19 @@ the reader appends those the compiled result lists in ``virtual_columns``.
 :func:`compile_expression` compiles any expression (projections), :func:`parse_filter`
 predicates.
 
+Errors are :class:`~lance_gpu.errors.FilterError` (a ``ValueError`` and an ``OSError``) whose
+message starts with pylance's ``Invalid user input:`` (an unknown column: ``No field named x``).
+
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``md5``, ``translate``, ``regexp_replace``, ...; pylance 14 refuses ``ceil``,
-``floor`` and ``substr`` too); float16 as text; the ``U`` flag in
+other SQL functions (``regexp_instr``, ``array_union``, ``array_intersect``, ``array_except``,
+``array_replace``, ``array_resize``, ``array_repeat``, ``array_dims``, ``array_ndims``,
+``date_bin``, ``random``, ``uuid``, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
 backslash (pylance rejects that too); date/time arithmetic; decimal256 arithmetic; subqueries, ``CASE``,
-``IS [NOT] DISTINCT FROM``, array literals outside ``array_has_any`` / ``array_has_all``,
-list indexing.
+nested array literals (``[[1]]``, refused by pylance too), list
+slices (``x[1:2]``), comparisons of struct values.
 """
 
 from __future__ import annotations
@@ -558,7 +590,7 @@ def _first_line(e: Exception) -> str:
 
 _CONSTRUCT_NAMES = {
     "BitwiseRightShift": "the '>>' operator", "BitwiseLeftShift": "the '<<' operator", "Case": "CASE",
-    "NullSafeNEQ": "IS DISTINCT FROM", "NullSafeEQ": "IS NOT DISTINCT FROM", "Select": "a SELECT statement",
+    "Select": "a SELECT statement",
     "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal", "Interval": "an INTERVAL",
     "TryCast": "TRY_CAST", "Anonymous": "this function", "Window": "a window function",
     "Alias": "a name right after an expression (a missing operator?)", "Div": "typed division",
@@ -682,6 +714,8 @@ _BINARY_NODES: dict[type, str] = {
     exp.DPipe: "concat",
     exp.And: "and",
     exp.Or: "or",
+    exp.NullSafeNEQ: "distinct",  # IS DISTINCT FROM
+    exp.NullSafeEQ: "not_distinct",  # IS NOT DISTINCT FROM (sqlglot also reads <=>, which pylance refuses)
 }
 
 _INT64_MAX = 2**63 - 1
@@ -1535,6 +1569,7 @@ _ARITH_FN = {
 _OP_SQL = {
     "eq": "=", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
     "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "concat": "||",
+    "distinct": "IS DISTINCT FROM", "not_distinct": "IS NOT DISTINCT FROM",
     "and": "AND", "or": "OR",
 }
 
@@ -1612,6 +1647,8 @@ class _Compiler:
                 return self.fold(fn(left.expr, right.expr), fn, [left, right], pa.bool_())
             if node.op in _COMPARISONS:
                 return self.compare(node.op, self.compile(node.left), self.compile(node.right))
+            if node.op in ("distinct", "not_distinct"):
+                return self.distinct(node.op == "distinct", self.compile(node.left), self.compile(node.right))
             if node.op == "concat":
                 return self.concat(self.compile(node.left), self.compile(node.right))
             return self.arithmetic(node.op, self.compile(node.left), self.compile(node.right))
@@ -1724,6 +1761,17 @@ class _Compiler:
         if not pa.types.is_floating(t):
             return self.fold(fn(left.expr, right.expr), fn, [left, right], pa.bool_())
         return self.float_compare(op, left, right)
+
+    def distinct(self, distinct: bool, left: _C, right: _C) -> _C:
+        """``a IS [NOT] DISTINCT FROM b``: ``=`` where both are valid, NULL equal to NULL and
+        different from any value; never NULL."""
+        eq = self.compare("eq", left, right)
+        left_null, right_null = pc.is_null(left.expr), pc.is_null(right.expr)
+        same = pc.if_else(
+            pc.and_kleene(left_null, right_null), pc.scalar(True),
+            pc.if_else(pc.or_kleene(left_null, right_null), pc.scalar(False), eq.expr),
+        )
+        return _C(pc.invert(same) if distinct else same, pa.bool_())
 
     def list_compare(self, op: str, left: _C, right: _C) -> _C:
         """Lists compare as DataFusion compares them: element by element, a shorter prefix

@@ -104,6 +104,7 @@ PROJECTIONS = [
     "json_get_string(lb, 'a')", "json_get(lb, 'a')", "json_get_int(json_get(j, 'a'), 'zz')",
     "json_array_contains(json_get(j, 'a'), '$.b', 1)", "json_get_bool(json_get(json_get(j, 'a'), 'b'), 0)",
     "json_get_string(st, 'a')",
+    "i IS DISTINCT FROM 2", "i IS NOT DISTINCT FROM NULL", "nums IS DISTINCT FROM NULL", "v IS NOT DISTINCT FROM nums",
 ]
 
 
@@ -120,6 +121,9 @@ FILTERS = [
     "v >= [1, 2] OR tags = ['c']", "NOT (nums < [2])", "st['l'][1] IS NULL", "array_has(tags, 'a') AND nums[1] = 1",
     "json_get_string(json_get(json_get(j, 'a'), 'b'), '2') IS NULL", "json_get_int(json_get(j, 'a'), 'b') > 0",
     "arrow_cast(id, 'Int8') > 2", "arrow_typeof(nums) = 'List(Int32)'",
+    # IS [NOT] DISTINCT FROM: NULL equal to NULL, never NULL
+    "i IS DISTINCT FROM 2", "i IS NOT DISTINCT FROM NULL", "NOT (i IS NOT DISTINCT FROM 4)",
+    "nums IS DISTINCT FROM [3]", "st.a IS NOT DISTINCT FROM i",
 ]
 
 
