@@ -100,7 +100,9 @@ and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
 ``array_to_string``, ``array_sort``, ``array_distinct``, ``array_max`` / ``array_min``,
 ``array_reverse``, ``array_slice``, ``array_append`` / ``array_prepend`` / ``array_concat``,
 ``array_remove`` / ``array_remove_all``, ``array_pop_back`` / ``array_pop_front``,
-``array_any_value``, ``flatten`` (and their ``list_*`` names); structs: ``named_struct``,
+``array_any_value``, ``flatten``, ``array_union`` / ``array_intersect`` / ``array_except``,
+``array_replace`` / ``_all`` / ``_n``, ``array_remove_n``, ``array_dims`` / ``array_ndims``,
+``array_repeat``, ``array_resize`` (and their ``list_*`` names); ``regexp_instr``; structs: ``named_struct``,
 ``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
 (``list_struct[1]['x']``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
 of the first item's type; lists compare element by element (``nums = [1, 2]``,
@@ -120,9 +122,8 @@ Errors are :class:`~lance_gpu.errors.FilterError` (a ``ValueError`` and an ``OSE
 message starts with pylance's ``Invalid user input:`` (an unknown column: ``No field named x``).
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``regexp_instr``, ``array_union``, ``array_intersect``, ``array_except``,
-``array_replace``, ``array_resize``, ``array_repeat``, ``array_dims``, ``array_ndims``,
-``date_bin``, ``random``, ``uuid``, ...); float16 as text; the ``U`` flag in
+other SQL functions (``date_bin``, ``random``, ``uuid``, ``array_to_string`` of nested lists,
+``map`` functions, aggregates, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
@@ -513,6 +514,10 @@ SUPPORTED_FUNCTIONS = frozenset(
         "flatten", "array_any_value", "list_any_value", "array_pop_back", "list_pop_back", "array_pop_front",
         "list_pop_front", "array_positions", "list_positions", "list_has", "list_has_any", "list_has_all",
         "named_struct", "struct", "get_field", "to_char", "date_format", "overlay",
+        "array_union", "list_union", "array_intersect", "list_intersect", "array_except", "list_except",
+        "array_replace", "list_replace", "array_replace_all", "list_replace_all", "array_replace_n",
+        "list_replace_n", "array_remove_n", "list_remove_n", "array_ndims", "list_ndims", "array_dims",
+        "list_dims", "array_repeat", "list_repeat", "array_resize", "list_resize", "regexp_instr",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -895,6 +900,13 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
     for cls, (name, keys) in list_nodes.items():
         if type(node) is cls:
             return name, opt(*keys)
+    if type(node) is exp.ArrayIntersect:
+        return "array_intersect", list(node.expressions)
+    if type(node) is exp.ArrayExcept:
+        return "array_except", opt("this", "expression")
+    if type(node) is exp.RegexpInstr:
+        # sqlglot files the flags under "option" and the group under "parameters"
+        return "regexp_instr", opt("this", "expression", "position", "occurrence", "option", "parameters")
     if type(node) is exp.ArrayConcat:
         return "array_concat", opt("this") + list(node.expressions)
     if type(node) is exp.Struct:
@@ -3150,6 +3162,97 @@ class _Compiler:
         return self.udf("list_" + kind[6:], [lst, value], pa.list_(item))
 
     fn_list_remove = fn_array_remove_all = fn_list_remove_all = fn_array_positions = fn_list_positions = fn_array_remove
+
+    def fn_array_union(self, name: str, args: list[_Node]) -> _C:
+        """``array_union(a, b)`` (the distinct elements of both, in order), ``array_intersect``
+        (those of ``a`` also in ``b``), ``array_except`` (those of ``a`` not in ``b``); NULL
+        where either list is."""
+        self.arity(name, args, 2)
+        lists = [self.list_arg(name, a) for a in args]
+        kind = name.replace("list_", "array_")
+        item = lists[0].type.value_type
+        common = _comparison_coercion(item, lists[1].type.value_type)
+        if common is None or _is_string(item) != _is_string(lists[1].type.value_type):
+            raise self.fail(f"{name}() cannot combine lists of {item} and {lists[1].type.value_type}")
+        return self.udf("list_" + kind[6:], [self.cast(c, pa.list_(common)) for c in lists], pa.list_(common))
+
+    fn_list_union = fn_array_intersect = fn_list_intersect = fn_array_except = fn_list_except = fn_array_union
+
+    def fn_array_replace(self, name: str, args: list[_Node]) -> _C:
+        """``array_replace(list, from, to)`` (the first ``from``), ``array_replace_all``,
+        ``array_replace_n(list, from, to, n)``, ``array_remove_n(list, x, n)``."""
+        kind = name.replace("list_", "array_")
+        self.arity(name, args, 4 if kind == "array_replace_n" else 3)
+        lst, old, item = self.list_with_item(name, self.list_arg(name, args[0]), self.compile(args[1]))
+        if kind == "array_remove_n":
+            return self.udf("list_remove_n", [lst, old, self.int_arg(name, args[2], "count")], pa.list_(item))
+        lst, new, item = self.list_with_item(name, lst, self.compile(args[2]))
+        count = {"array_replace": _const(pa.scalar(1, pa.int64())), "array_replace_all": _const(pa.scalar(-1, pa.int64()))}
+        limit = count[kind] if kind in count else self.int_arg(name, args[3], "count")
+        return self.udf("list_replace_n", [lst, self.cast(old, item), new, limit], pa.list_(item))
+
+    fn_list_replace = fn_array_replace_all = fn_list_replace_all = fn_array_replace_n = fn_array_replace
+    fn_list_replace_n = fn_array_remove_n = fn_list_remove_n = fn_array_replace
+
+    def fn_array_ndims(self, name: str, args: list[_Node]) -> _C:
+        """``array_ndims(list)``: the list's nesting depth (uint64); ``array_dims``: the length
+        at each depth (through the first element), NULL for an empty list."""
+        self.arity(name, args, 1)
+        lst = self.list_arg(name, args[0])
+        if name in ("array_dims", "list_dims"):
+            return self.udf("list_dims", [lst], pa.list_(pa.uint64()))  # depth from the type
+        depth, t = 0, lst.type
+        while _is_list(t):
+            depth, t = depth + 1, t.value_type
+        return _C(pc.if_else(pc.is_valid(lst.expr), pc.scalar(pa.scalar(depth, pa.uint64())),
+                             pc.scalar(pa.scalar(None, pa.uint64()))), pa.uint64())
+
+    fn_list_ndims = fn_array_dims = fn_list_dims = fn_array_ndims
+
+    def fn_array_repeat(self, name: str, args: list[_Node]) -> _C:
+        """``array_repeat(x, n)``: a list of ``n`` copies of ``x`` (NULL ``x`` repeats NULL)."""
+        self.arity(name, args, 2)
+        value = self.compile(args[0])
+        count = self.int_arg(name, args[1], "count")
+        return self.udf("list_repeat", [value, count], pa.list_(value.type))
+
+    fn_list_repeat = fn_array_repeat
+
+    def fn_array_resize(self, name: str, args: list[_Node]) -> _C:
+        """``array_resize(list, n[, fill])``: cut to ``n`` elements or padded with ``fill``
+        (NULL by default)."""
+        self.arity(name, args, 2, 3)
+        lst = self.list_arg(name, args[0])
+        count = self.int_arg(name, args[1], "size")
+        fill_node = args[2] if len(args) == 3 else _Lit(pa.scalar(None, pa.null()))
+        lst, fill, item = self.list_with_item(name, lst, self.compile(fill_node))
+        return self.udf("list_resize", [lst, count, fill], pa.list_(item))
+
+    fn_list_resize = fn_array_resize
+
+    def fn_regexp_instr(self, name: str, args: list[_Node]) -> _C:
+        """``regexp_instr(s, pattern[, start[, n[, flags[, group]]]])``: the 1-based character
+        position of the ``n``-th match at or after ``start`` (of its ``group``-th group), 0 when
+        there is none; the pattern, flags and numbers are constants."""
+        self.arity(name, args, 2, 6)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        pattern, _flags = self.const_regex(name, args[1], args[4] if len(args) > 4 else None, "ims")
+        numbers = {"start": 1, "occurrence": 1, "group": 0}
+        for node, what in zip(args[2:], ("start", "occurrence", "flags", "group"), strict=False):
+            if what == "flags":
+                continue
+            c = self.compile(node)
+            if c.const is None or not (pa.types.is_integer(c.type) or pa.types.is_null(c.type)):
+                raise self.fail(f"{name}() needs a constant integer {what}")
+            if c.const.is_valid:
+                numbers[what] = c.const.as_py()
+        start, occurrence, group = numbers["start"], numbers["occurrence"], numbers["group"]
+        if pattern is None:
+            return _const(pa.scalar(None, pa.int64()))
+        if start < 1 or occurrence < 1:
+            raise self.fail(f"{name}(): start and occurrence must be positive")
+        spec = _const(pa.scalar(f"{start},{occurrence},{group},{pattern}"))
+        return self.udf("regexp_instr", [arg, spec], pa.int64())
 
     # -- structs, text of times, overlay -----------------------------------------------------
 

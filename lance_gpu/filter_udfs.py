@@ -503,6 +503,98 @@ def _has_rows(every: bool) -> Callable[[Any, Any], Any]:
     return has
 
 
+def _set_op(op: str) -> Callable[[Any, Any], Any]:
+    """``array_union`` / ``array_intersect`` / ``array_except`` of two lists (distinct
+    elements, in first-seen order); NULL where either list is."""
+
+    def combine(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return None
+        if op == "union":
+            return _distinct(a + b)
+        keys = {_order_key(v) for v in b}
+        return _distinct([v for v in a if (_order_key(v) in keys) == (op == "intersect")])
+
+    return combine
+
+
+def _replace_n(items: Any, old: Any, new: Any, limit: Any) -> Any:
+    """The first ``limit`` elements equal to ``old`` replaced by ``new`` (every one for -1)."""
+    if items is None:
+        return None
+    key, left, out = _order_key(old), -1 if limit is None else limit, []
+    for v in items:
+        if left != 0 and _order_key(v) == key:
+            out.append(new)
+            left -= 1
+        else:
+            out.append(v)
+    return out
+
+
+def _remove_n(items: Any, value: Any, limit: Any) -> Any:
+    if items is None:
+        return None
+    key, left, out = _order_key(value), limit or 0, []
+    for v in items:
+        if left > 0 and _order_key(v) == key:
+            left -= 1
+        else:
+            out.append(v)
+    return out
+
+
+def _dims(n: int, lists: Any) -> pa.Array:
+    """DataFusion's ``array_dims``: per depth of the list type, the length through the first
+    element (0 below a NULL or empty one); NULL for a NULL or empty list."""
+    lists = _broadcast(lists, n)
+    depth, t = 0, lists.type
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        depth, t = depth + 1, t.value_type
+    out: list[list[int] | None] = []
+    for items in lists.to_pylist():
+        if not items:
+            out.append(None)
+            continue
+        dims, current = [], items
+        for _ in range(depth):
+            dims.append(len(current) if current else 0)
+            current = current[0] if current else None
+        out.append(dims)
+    return pa.array(out, pa.list_(pa.uint64()))
+
+
+def _repeat_list(value: Any, count: Any) -> Any:
+    return None if count is None else [value] * max(count, 0)
+
+
+def _resize(items: Any, size: Any, fill: Any) -> Any:
+    if items is None or size is None:
+        return None
+    if size < 0:
+        raise pa.ArrowInvalid(f"array_resize: the size must not be negative, got {size}")
+    return items[:size] + [fill] * (size - len(items))
+
+
+def _regexp_instr(n: int, strings: Any, spec: Any) -> pa.Array:
+    """``regexp_instr``: ``spec`` is ``"start,occurrence,group,pattern"``."""
+    start, occurrence, group, pattern = spec.as_py().split(",", 3)
+    compiled = re.compile(pattern)
+    first, nth, index = int(start) - 1, int(occurrence), int(group)
+    out: list[int | None] = []
+    for text in _broadcast(strings, n).to_pylist():
+        if text is None:
+            out.append(None)
+            continue
+        found = 0
+        for k, m in enumerate(compiled.finditer(text, first)):
+            if k + 1 == nth:
+                found = m.start(index) + 1 if m.start(index) >= 0 else 0
+                break
+        out.append(found)
+    return pa.array(out, pa.int64())
+
+
 def _to_char(n: int, values: Any, fmt: Any) -> pa.Array:
     """A date or timestamp as text in a chrono format (``%.f``: a fraction with its dot)."""
     values = _broadcast(values, n)
@@ -1218,6 +1310,15 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
     "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
     "to_char": _to_char,
+    "list_union": _list_kernel(_set_op("union"), _same_list),
+    "list_intersect": _list_kernel(_set_op("intersect"), _same_list),
+    "list_except": _list_kernel(_set_op("except"), _same_list),
+    "list_replace_n": _list_kernel(_replace_n, _same_list),
+    "list_remove_n": _list_kernel(_remove_n, _same_list),
+    "list_dims": _dims,
+    "list_repeat": _list_kernel(_repeat_list, lambda ts: pa.list_(ts[0])),
+    "list_resize": _list_kernel(_resize, _same_list),
+    "regexp_instr": _regexp_instr,
     "overlay": _rowwise(_overlay, pa.string()),
     "cardinality": _cardinality,
     "array_position": _array_position,

@@ -582,6 +582,11 @@ MORE_FUNCTIONS = [
     "to_char(ts, '%Y-%m')", "date_format(d, '%d/%m/%Y')", "to_char(ts, '%Y-%m-%d %H:%M:%S')",
     "`overlay`(s, 'X', 2, 1)", "`overlay`(s, 'XY', 2)", "`overlay`(s, 'X', 0, 1)", "trunc(f, 1)", "trunc(f32, 1)",
     "trunc(f, -1)",
+    "array_union(nums, [9, 1])", "array_intersect(nums, [2, 3])", "array_except(tags, ['b'])",
+    "array_replace(nums, 2, 5)", "array_replace_all(nums, 2, 5)", "array_replace_n(nums, 2, 5, 1)",
+    "array_remove_n(nums, 1, 1)", "array_ndims(nums)", "array_dims(nums)", "array_repeat(i, 2)", "array_repeat(s, 0)",
+    "array_resize(nums, 3, 0)", "array_resize(tags, 1)", "regexp_instr(s, 'a')", "regexp_instr(s, 'A', 1, 1, 'i')",
+    "regexp_instr(s, 'a', 2)", "regexp_instr(s, '(a)(n)', 1, 1, '', 2)", "regexp_instr(s, 'a', 1, 2)",
 ]
 
 
