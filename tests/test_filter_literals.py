@@ -171,3 +171,22 @@ def test_bad_filters_raise_pylance_words(tmp_path, predicate: str, words: str) -
     for lib in (lance, lance_gpu):
         with pytest.raises(ValueError, match=words):
             lib.dataset(uri).to_table(filter=predicate)
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    ["id > 50 AND nums[1] = 1", "nums = [1, 7] OR id < 3", "array_has(tags, 'a') AND nums[-1] > 90",
+     "(id IS DISTINCT FROM 5) AND id < 4", "array_has_any(tags, ['c']) AND array_max(nums) > 95",
+     "id IN (1, 2) AND named_struct('a', id).a = 1", "NOT (nums[1] = 0) AND id < 10"],
+)
+def test_new_constructs_next_to_scalar_indices(tmp_path, predicate: str) -> None:
+    """Terms a BTREE / LABEL_LIST index answers, joined with the new constructs (which the
+    index planner leaves to the filter): the rows pylance gives."""
+    uri = str(tmp_path / "ix.lance")
+    data = pa.table({"id": range(100), "nums": pa.array([[i % 3, i] for i in range(100)], pa.list_(pa.int32())),
+                     "tags": pa.array([["a", "b"] if i % 2 else ["c"] for i in range(100)])})
+    ref = lance.write_dataset(data, uri)
+    ref.create_scalar_index("id", "BTREE")
+    ref.create_scalar_index("tags", "LABEL_LIST")
+    want = lance.dataset(uri).to_table(filter=predicate).sort_by("id")
+    assert lance_gpu.dataset(uri).to_table(filter=predicate).sort_by("id") == want
