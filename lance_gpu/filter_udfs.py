@@ -194,17 +194,89 @@ _ORDER_TESTS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
+_SIGN_TESTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "eq": lambda c: c == 0, "neq": lambda c: c != 0, "lt": lambda c: c < 0,
+    "lte": lambda c: c <= 0, "gt": lambda c: c > 0, "gte": lambda c: c >= 0,
+}
+
+
 def _list_compare(op: str) -> Callable[..., pa.Array]:
-    """``left <op> right`` of two lists per row (:func:`_order_key`); NULL where either is."""
+    """``left <op> right`` of two lists per row (:func:`_order_key`); NULL where either is.
+    A list column against a constant list of flat items is compared without a Python loop
+    (:func:`_compare_with_constant`)."""
     test = _ORDER_TESTS[op]
 
     def kernel(n: int, left: Any, right: Any) -> pa.Array:
+        for column, constant, flip in ((left, right, False), (right, left, True)):
+            if isinstance(column, pa.Array) and isinstance(constant, pa.Scalar):
+                signs = _compare_with_constant(column, constant)
+                if signs is not None:
+                    valid = column.is_valid().to_numpy(zero_copy_only=False) & constant.is_valid
+                    result = _SIGN_TESTS[op](-signs if flip else signs)
+                    return pa.array(result, pa.bool_(), mask=~valid)
         rows = zip(_broadcast(left, n).to_pylist(), _broadcast(right, n).to_pylist(), strict=True)
         return pa.array(
             [None if a is None or b is None else test(_order_key(a), _order_key(b)) for a, b in rows], pa.bool_()
         )
 
     return kernel
+
+
+def _item_signs(values: pa.Array, expected: pa.Array) -> np.ndarray:
+    """Per element, -1 / 0 / 1 comparing ``values`` with ``expected`` in :func:`_order_key`'s
+    order (NULL first; floats: -0.0 below 0.0, NaN above everything and equal to NaN)."""
+    a_valid = values.is_valid().to_numpy(zero_copy_only=False)
+    b_valid = expected.is_valid().to_numpy(zero_copy_only=False)
+    both = a_valid & b_valid
+    if pa.types.is_floating(values.type):
+        a = values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        b = expected.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        a_nan, b_nan = np.isnan(a), np.isnan(b)
+        with np.errstate(invalid="ignore"):
+            signs = np.sign(a - b).astype(np.int8)
+        zeros = (a == 0) & (b == 0)
+        signs[zeros] = (np.signbit(b[zeros]).astype(np.int8) - np.signbit(a[zeros]).astype(np.int8))
+        signs[a_nan | b_nan] = a_nan[a_nan | b_nan].astype(np.int8) - b_nan[a_nan | b_nan].astype(np.int8)
+    else:
+        lt = pc.fill_null(pc.less(values, expected), False).to_numpy(zero_copy_only=False)
+        gt = pc.fill_null(pc.greater(values, expected), False).to_numpy(zero_copy_only=False)
+        signs = gt.astype(np.int8) - lt.astype(np.int8)
+    signs = np.where(both, signs, a_valid.astype(np.int8) - b_valid.astype(np.int8))
+    return signs.astype(np.int8)
+
+
+def _compare_with_constant(lists: pa.Array, constant: pa.Scalar) -> np.ndarray | None:
+    """Per row, the sign of ``list <=> constant`` in lexicographic order (the first differing
+    element decides; a shorter prefix is smaller), for lists of numbers, strings or booleans;
+    None for other item types (the caller compares row by row). NULL rows give 0 (masked)."""
+    item = lists.type.value_type
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item) or pa.types.is_boolean(item) or _is_text_type(item)):
+        return None
+    wanted = pa.array(constant.values.to_pylist() if constant.is_valid else [], item)
+    k = len(wanted)
+    n = len(lists)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(lists)
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    positions = np.arange(len(flat), dtype=np.int64) - starts[parents] if len(flat) else np.zeros(0, np.int64)
+    inside = positions < k
+    signs = np.zeros(n, np.int8)
+    decided = np.zeros(n, bool)
+    if k and inside.any():
+        idx = np.nonzero(inside)[0]
+        item_signs = _item_signs(flat.take(pa.array(idx)), wanted.take(pa.array(positions[idx])))
+        differ = idx[item_signs != 0]
+        if len(differ):
+            rows, first = np.unique(parents[differ], return_index=True)
+            signs[rows] = item_signs[item_signs != 0][first]
+            decided[rows] = True
+    by_length = np.sign(lengths - k).astype(np.int8)
+    return np.where(decided, signs, by_length)
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 def _list_element(n: int, lists: Any, index: Any) -> pa.Array:
@@ -227,11 +299,14 @@ def _list_element(n: int, lists: Any, index: Any) -> pa.Array:
 
 def _cardinality(n: int, lists: Any) -> pa.Array:
     """``cardinality``: the product of DataFusion's ``array_dims`` (per level, the length of
-    the first element one level down; an empty or NULL first element ends with 0)."""
+    the first element one level down; an empty or NULL first element ends with 0); for a
+    list of non-lists simply its length."""
     lists = _broadcast(lists, n)
     depth, t = 1, lists.type.value_type
     while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         depth, t = depth + 1, t.value_type
+    if depth == 1:
+        return pc.list_value_length(lists).cast(pa.uint64())
     out: list[int | None] = []
     for value in lists.to_pylist():
         if value is None:
