@@ -137,6 +137,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import itertools
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -2886,6 +2887,17 @@ class _Compiler:
         rest = [self.int_arg(name, a, "position" if i == 0 else "count") for i, a in enumerate(args[1:])]
         if any(r.const is not None and not r.const.is_valid for r in rest):
             return _const(pa.scalar(None, pa.string_view()))
+        consts: list[int] = [r.const.as_py() for r in rest if r.const is not None]
+        if len(consts) == len(rest) and (len(consts) == 1 or consts[1] >= 0):
+            # constant bounds: Arrow's character slice (a negative count fails per row, below)
+            begin = consts[0] - 1
+            first = max(begin, 0)
+            stop = None if len(consts) == 1 else max(begin + consts[1], first)
+
+            def fn(v: Any) -> Any:
+                return pc.utf8_slice_codeunits(v, start=first, stop=stop).cast(pa.string_view())
+
+            return self.fold(fn(arg.expr), fn, [arg], pa.string_view())
         return self.udf("substr", [arg, *rest], pa.string_view())
 
     fn_substring = fn_substr
@@ -3327,9 +3339,23 @@ class _Compiler:
             return _const(pa.scalar(None, pa.large_binary()))
         raise self.fail(f"{name}() needs a JSON column or JSONB (large_binary) as its first argument, got {t}")
 
+    def json_steps(self, node: _Node) -> tuple[_Node, list[str]]:
+        """``json_get(json_get(doc, 'a'), 'b')`` as ``(doc, ['a', 'b'])``: a chain of
+        ``json_get`` calls with constant keys, which the JSON kernels walk in one pass instead
+        of writing and reading back the JSONB in between (same results)."""
+        keys: list[str] = []
+        while isinstance(node, _Func) and node.name == "json_get" and len(node.args) == 2:
+            key = self.compile(node.args[1])
+            if key.const is None or not key.const.is_valid or not (_is_string(key.type) or pa.types.is_integer(key.type)):
+                break
+            keys.append(str(key.const.as_py()))
+            node = node.args[0]
+        return node, keys[::-1]
+
     def json_call(self, name: str, args: list[_Node], n_args: int, out: pa.DataType) -> _C:
         self.arity(name, args, n_args)
-        doc = self.json_arg(name, args[0])
+        root, steps = self.json_steps(args[0])
+        doc = self.json_arg(name, root if steps else args[0])
         rest = []
         for i, a in enumerate(args[1:], start=2):  # paths, keys and values: text, per row or constant
             c = self.compile(a)
@@ -3347,6 +3373,8 @@ class _Compiler:
                     filter_udfs._parse_path(path)
                 except pa.ArrowInvalid as e:
                     raise self.fail(f"{name}(): {e}") from None
+        if steps:
+            return self.udf(f"{name}_via", [doc, _const(pa.scalar(json.dumps(steps))), *rest], out)
         return self.udf(name, [doc, *rest], out)
 
     def fn_json_get(self, name: str, args: list[_Node]) -> _C:

@@ -523,6 +523,40 @@ def _extreme(largest: bool) -> Callable[[list[Any]], Any]:
     return pick
 
 
+def _list_extreme(largest: bool) -> Callable[..., pa.Array]:
+    """``array_max`` / ``array_min``: the largest / smallest non-NULL element (NULL for a
+    NULL, empty or all-NULL list). Integer and float lists are reduced without a Python loop
+    (NaN above every number, -0.0 below 0.0); other items row by row (:func:`_order_key`)."""
+    rowwise = _list_kernel(_null_if_none(_extreme(largest)), _item)
+
+    def kernel(n: int, lists: Any) -> pa.Array:
+        lists = _broadcast(lists, n)
+        item = lists.type.value_type
+        if not (pa.types.is_integer(item) or pa.types.is_floating(item)) or pa.types.is_float16(item):
+            return rowwise(n, lists)
+        flat = pc.list_flatten(lists)
+        parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+        valid = flat.is_valid().to_numpy(zero_copy_only=False)
+        parents = parents[valid]
+        values = flat.filter(pa.array(valid)).to_numpy(zero_copy_only=False)
+        if pa.types.is_integer(item):
+            order = np.lexsort((values, parents))  # by row, then value
+        else:  # Arrow's total order: -0.0 before 0.0, NaN after +inf
+            values = values.astype(np.float64)
+            nan = np.isnan(values)
+            order = np.lexsort((~np.signbit(values), nan, np.where(nan, np.inf, values), parents))
+        rows = parents[order]
+        pick = np.r_[rows[1:] != rows[:-1], True] if largest else np.r_[True, rows[1:] != rows[:-1]]
+        out = np.zeros(n, values.dtype)
+        if len(order):
+            out[rows[pick]] = values[order][pick]
+        present = np.zeros(n, bool)
+        present[parents] = True
+        return pa.array(out, mask=~present).cast(item)
+
+    return kernel
+
+
 def _slice(items: list[Any] | None, begin: int | None, end: int | None, stride: int | None = 1) -> list[Any] | None:
     """DataFusion's ``array_slice``: 1-based inclusive bounds, negative from the end, 0 the
     first element; a NULL bound or list gives NULL."""
@@ -765,10 +799,34 @@ def _dump(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _docs(n: int, column: pa.Array | pa.Scalar) -> list[Any]:
+class _Walked(list):
+    """Documents already parsed and walked down a ``json_get`` chain (:func:`_via`)."""
+
+
+def _via(kernel: Callable[..., pa.Array]) -> Callable[..., pa.Array]:
+    """``kernel`` applied to the members reached from each document by the JSON-encoded list
+    of keys ``steps`` (what ``json_get(json_get(doc, k1), k2)`` would hand it as JSONB)."""
+
+    def walked(n: int, column: Any, steps: Any, *rest: Any) -> pa.Array:
+        keys = json.loads(steps.as_py())
+        docs = _Walked()
+        for doc in _docs(n, column):
+            for key in keys:
+                if doc is _MISSING:
+                    break
+                doc = _member(doc, key)
+            docs.append(doc)
+        return kernel(n, docs, *rest)
+
+    return walked
+
+
+def _docs(n: int, column: pa.Array | pa.Scalar | _Walked) -> list[Any]:
     """Per row, the JSON document as Python values (:data:`_MISSING` for NULL). JSON text
     (``arrow.json`` storage) is parsed; binary is Lance's JSONB (``json_get``'s result), and
     bytes that are not a JSONB document are NULL, as pylance reads them."""
+    if isinstance(column, _Walked):
+        return column
     column = _broadcast(column, n)
     if isinstance(column.type, pa.BaseExtensionType):
         column = column.storage
@@ -1372,8 +1430,8 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "list_pop_front": _list_kernel(_null_if_none(lambda v: v[1:]), _same_list),
     "list_flatten": _list_kernel(_null_if_none(lambda v: [x for inner in v if inner is not None for x in inner]),
                                  lambda ts: pa.list_(ts[0].value_type.value_type)),
-    "list_max": _list_kernel(_null_if_none(_extreme(True)), _item),
-    "list_min": _list_kernel(_null_if_none(_extreme(False)), _item),
+    "list_max": _list_extreme(True),
+    "list_min": _list_extreme(False),
     "list_any_value": _list_kernel(_null_if_none(lambda v: next((x for x in v if x is not None), None)), _item),
     "list_slice": _list_kernel(_slice, _same_list),
     "list_append": _list_kernel(lambda v, x: [*(v or []), x], _same_list),
@@ -1451,3 +1509,4 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "json_get_float": _json_get_float,
     "json_get_bool": _json_get_bool,
 }
+_KERNELS.update({f"{kind}_via": _via(_KERNELS[kind]) for kind in [k for k in _KERNELS if k.startswith("json_")]})

@@ -218,3 +218,19 @@ def test_list_comparisons_on_random_lists_match_pylance(tmp_path) -> None:
                 predicate = f"{column} {op} {value}"
                 want = ref_ds.to_table(filter=predicate, columns=["id"]).column("id").to_pylist()
                 assert ours_ds.to_table(filter=predicate, columns=["id"]).column("id").to_pylist() == want, predicate
+
+
+@pytest.mark.parametrize("expression", ["array_max(f)", "array_min(f)", "array_max(i)", "array_min(i)",
+                                        "array_max(s)", "array_min(s)"])
+def test_array_max_min_in_arrow_total_order_as_pylance(tmp_path, expression: str) -> None:
+    """NaN above +inf, -0.0 below 0.0, NULL items skipped, NULL for empty / all-NULL lists."""
+    nan, inf = float("nan"), float("inf")
+    uri = str(tmp_path / "mm.lance")
+    lance.write_dataset(pa.table({
+        "id": range(8),
+        "f": pa.array([[1.0, nan, -1.0], [-0.0, 0.0], [0.0, -0.0], [None, None], [], None, [-inf, inf], [nan]]),
+        "i": pa.array([[3, -1, 2], [0], [None, 5], None, [], [-7, -9], [1], [2]], pa.list_(pa.int8())),
+        "s": pa.array([["b", "a"], [""], [None, "z"], None, [], ["é", "e"], ["a"], ["b"]]),
+    }), uri)
+    columns = {"id": "id", "v": expression}
+    _same(lance.dataset(uri).to_table(columns=columns), lance_gpu.dataset(uri).to_table(columns=columns), expression)
