@@ -102,7 +102,10 @@ and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
 ``array_remove`` / ``array_remove_all``, ``array_pop_back`` / ``array_pop_front``,
 ``array_any_value``, ``flatten``, ``array_union`` / ``array_intersect`` / ``array_except``,
 ``array_replace`` / ``_all`` / ``_n``, ``array_remove_n``, ``array_dims`` / ``array_ndims``,
-``array_repeat``, ``array_resize`` (and their ``list_*`` names); ``regexp_instr``; structs: ``named_struct``,
+``array_repeat``, ``array_resize``, ``array_distance``, ``range``, ``generate_series`` (and the
+``list_*`` names, ``array_indexof``, ``array_join``, ``make_list``, ``string_to_list``);
+``make_array`` with columns among its items (a list per row); ``regexp_instr``, ``decode``,
+``digest``, ``substring_index``, ``datetrunc``, ``today``; structs: ``named_struct``,
 ``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
 (``list_struct[1]['x']``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
 of the first item's type; lists compare element by element (``nums = [1, 2]``,
@@ -519,6 +522,9 @@ SUPPORTED_FUNCTIONS = frozenset(
         "array_replace", "list_replace", "array_replace_all", "list_replace_all", "array_replace_n",
         "list_replace_n", "array_remove_n", "list_remove_n", "array_ndims", "list_ndims", "array_dims",
         "list_dims", "array_repeat", "list_repeat", "array_resize", "list_resize", "regexp_instr",
+        "make_list", "substring_index", "array_indexof", "list_indexof", "list_join", "array_join",
+        "string_to_list", "datetrunc", "today", "list_length", "decode", "digest", "range", "generate_series",
+        "array_distance", "list_distance",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -682,6 +688,7 @@ class _Func(_Node):
 @dataclass
 class _ArrayLit(_Node):
     items: list[_Node]
+    brackets: bool = True  # ``[..]`` (constants only, as pylance) rather than ``make_array(..)``
 
 
 @dataclass
@@ -901,6 +908,12 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
     for cls, (name, keys) in list_nodes.items():
         if type(node) is cls:
             return name, opt(*keys)
+    if type(node) is exp.SubstringIndex:
+        return "substr_index", opt("this", "delimiter", "count")
+    if type(node) is exp.Decode:
+        return "decode", opt("this", "charset")
+    if type(node) is exp.GenerateSeries:
+        return "generate_series", opt("start", "end", "step")
     if type(node) is exp.ArrayIntersect:
         return "array_intersect", list(node.expressions)
     if type(node) is exp.ArrayExcept:
@@ -1064,8 +1077,8 @@ class _Builder:
                 return _Lit(pa.scalar(bytes.fromhex(digits), pa.binary()))
             except ValueError:
                 raise FilterError(f"invalid binary literal X'{node.this}' in {self.source!r}") from None
-        if isinstance(node, exp.Array) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "make_array"):
-            return _ArrayLit([b(e) for e in node.expressions])
+        if isinstance(node, exp.Array) or (isinstance(node, exp.Anonymous) and str(node.this).lower() in ("make_array", "make_list")):
+            return _ArrayLit([b(e) for e in node.expressions], brackets=isinstance(node, exp.Array))
         if isinstance(node, exp.Case):
             raise self.unsupported(node, "CASE expressions are")
         call = _function_call(node)
@@ -1694,12 +1707,16 @@ class _Compiler:
         constants of one type, set by the first item (later ones must convert to it
         exactly: ``[1.0, 2]`` is ``list<double>``, ``[1, 2.5]`` an error); items may not be
         arrays. NULL items are kept (pylance fails on them at execution)."""
+        items = [self.compile(item) for item in node.items]
+        if any(c.const is None for c in items):
+            if node.brackets:
+                position = next(i for i, c in enumerate(items) if c.const is None)
+                raise self.fail(f"an array literal [..] holds constants (item {position} is not one); "
+                                "make_array(..) takes columns")
+            return self.row_list(items)
         values: list[pa.Scalar] = []
         item_type: pa.DataType = pa.null()
-        for position, item in enumerate(node.items):
-            c = self.compile(item)
-            if c.const is None:
-                raise self.fail(f"an array literal holds constants; item {position} is not one")
+        for position, c in enumerate(items):
             if _is_list(c.type):
                 raise self.fail("nested array literals are not supported (pylance refuses them too)")
             if pa.types.is_null(item_type) and not pa.types.is_null(c.type):
@@ -1715,6 +1732,22 @@ class _Compiler:
                 value = coerced
             values.append(value)
         return _const(pa.scalar([v.as_py() for v in values], pa.list_(item_type)))
+
+    def row_list(self, items: list[_C]) -> _C:
+        """``make_array(i, 1)`` with a column among the items: a list per row, the items as
+        their common type (``int32`` and a literal ``1`` make ``int64``), as pylance (which
+        refuses the bracket form ``[i, 1]`` with a column; we take both)."""
+        item_type: pa.DataType = pa.null()
+        for c in items:
+            if _is_list(c.type):
+                raise self.fail("nested array literals are not supported (pylance refuses them too)")
+            common = _comparison_coercion(item_type, c.type)
+            if common is None or (not pa.types.is_null(item_type) and _is_string(common) != _is_string(c.type)):
+                raise self.fail(f"make_array(): cannot combine {item_type} and {c.type}")
+            item_type = common
+        if pa.types.is_null(item_type):
+            item_type = pa.int64()
+        return self.udf("make_list", [self.cast(c, item_type) for c in items], pa.list_(item_type))
 
     def list_element(self, base: _C, index: _C) -> _C:
         """``base[index]`` of a list (see :class:`_Index`)."""
@@ -2316,6 +2349,8 @@ class _Compiler:
                 raise self.fail(f"{name}(): only dimension 1 is supported")
         return _C(pc.list_value_length(c.expr).cast(pa.uint64()), pa.uint64())
 
+    fn_list_length = fn_array_length
+
     def fn_array_has(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         lst = self.list_arg(name, args[0])
@@ -2334,7 +2369,9 @@ class _Compiler:
         self.arity(name, args, 2)
         lst = self.list_arg(name, args[0])
         item_type = lst.type.value_type
-        if not isinstance(args[1], _ArrayLit):  # a list per row
+        second = args[1]
+        if not (isinstance(second, _ArrayLit) and all(self.compile(i).const is not None for i in second.items)):
+            # a list per row
             other = self.list_arg(name, args[1])
             common = _comparison_coercion(item_type, other.type.value_type)
             if common is None or _is_string(item_type) != _is_string(other.type.value_type):
@@ -2343,10 +2380,8 @@ class _Compiler:
             return self.udf(kind, [self.cast(lst, pa.list_(common)), self.cast(other, pa.list_(common))], pa.bool_())
         name = name.replace("list_", "array_")
         values = []
-        for item in args[1].items:
+        for item in second.items:
             c = self.compile(item)
-            if c.const is None:
-                raise self.fail(f"{name}(): the array must hold constants")
             if not pa.types.is_null(c.type) and (
                 _comparison_coercion(item_type, c.type) is None or _is_string(c.type) != _is_string(item_type)
             ):
@@ -2426,6 +2461,9 @@ class _Compiler:
 
         return self.fold(fn(c.expr), fn, [c], c.type)
 
+    def fn_datetrunc(self, name: str, args: list[_Node]) -> _C:
+        return self.fn_date_trunc(name, args)
+
     def fn_current_date(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 0)
         return _const(pa.scalar(_dt.datetime.now(_dt.UTC).date(), pa.date32()))
@@ -2436,6 +2474,7 @@ class _Compiler:
         return _const(pa.scalar(now, pa.timestamp("us")).cast(pa.timestamp("ns")))
 
     fn_current_timestamp = fn_now
+    fn_today = fn_current_date
 
     # -- math (float results) and more string functions ---------------------------------
 
@@ -2827,7 +2866,7 @@ class _Compiler:
         start = self.int_arg(name, args[2], "start") if len(args) == 3 else _const(pa.scalar(1, pa.int64()))
         return self.udf("array_position", [lst, value, start], pa.uint64())
 
-    fn_list_position = fn_array_position
+    fn_list_position = fn_array_indexof = fn_list_indexof = fn_array_position
 
     def list_item_arg(self, name: str, lst: _C, node: _Node) -> _C:
         item_type = lst.type.value_type
@@ -2837,6 +2876,56 @@ class _Compiler:
         if _comparison_coercion(item_type, value.type) is None or (_is_string(value.type) != _is_string(item_type)):
             raise self.fail(f"{name}() cannot look for a {value.type} in a list of {item_type}")
         return self.cast(value, item_type)
+
+    def fn_decode(self, name: str, args: list[_Node]) -> _C:
+        """``decode(text, 'hex' | 'base64')``: the bytes the text encodes (binary)."""
+        self.arity(name, args, 2)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        how = self.literal_text(name, args[1], "encoding")
+        if how not in ("hex", "base64", None):
+            raise self.fail(f"decode(): encoding {how!r} is not supported (hex, base64)")
+        if how is None:
+            return _const(pa.scalar(None, pa.binary()))
+        return self.udf(f"decode_{how}", [arg], pa.binary())
+
+    _DIGESTS: ClassVar[frozenset[str]] = frozenset(["md5", "sha224", "sha256", "sha384", "sha512", "blake2s", "blake2b"])
+
+    def fn_digest(self, name: str, args: list[_Node]) -> _C:
+        """``digest(text, algorithm)``: the binary digest (md5, sha224 ... sha512, blake2s, blake2b)."""
+        self.arity(name, args, 2)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        how = self.literal_text(name, args[1], "algorithm")
+        if how is None:
+            return _const(pa.scalar(None, pa.binary()))
+        if how.lower() not in self._DIGESTS:
+            raise self.fail(f"digest(): algorithm {how!r} is not supported ({', '.join(sorted(self._DIGESTS))})")
+        return self.udf(f"digest_{how.lower()}", [arg], pa.binary())
+
+    def fn_range(self, name: str, args: list[_Node]) -> _C:
+        """``range([start,] stop[, step])`` (``stop`` excluded) / ``generate_series(start, stop[,
+        step])`` (``stop`` included): a list of int64; NULL where an argument is NULL."""
+        self.arity(name, args, 1 if name == "range" else 2, 3)
+        bounds = [self.int_arg(name, a, "bound") for a in args]
+        if name == "range" and len(bounds) == 1:
+            bounds = [_const(pa.scalar(0, pa.int64())), bounds[0]]
+        if len(bounds) == 2:
+            bounds.append(_const(pa.scalar(1, pa.int64())))
+        kind = "range" if name == "range" else "generate_series"
+        return self.udf(kind, bounds, pa.list_(pa.int64()))
+
+    fn_generate_series = fn_range
+
+    def fn_array_distance(self, name: str, args: list[_Node]) -> _C:
+        """``array_distance(a, b)``: the Euclidean distance of two number lists (float64); lists
+        of different lengths fail the query."""
+        self.arity(name, args, 2)
+        lists = [self.list_arg(name, a) for a in args]
+        for c in lists:
+            if not _is_numeric(c.type.value_type) or pa.types.is_decimal(c.type.value_type):
+                raise self.fail(f"{name}() needs lists of numbers, got {c.type}")
+        return self.udf("array_distance", [self.cast(c, pa.list_(pa.float64())) for c in lists], pa.float64())
+
+    fn_list_distance = fn_array_distance
 
     def fn_string_to_array(self, name: str, args: list[_Node]) -> _C:
         """``string_to_array(s, delimiter[, null_string])``: ``s`` cut at ``delimiter`` (a NULL
@@ -2866,7 +2955,8 @@ class _Compiler:
         return self.udf("array_to_string", [lst, _const(pa.scalar(delim, pa.string())),
                                             _const(pa.scalar(null, pa.string()))], pa.string())
 
-    fn_list_to_string = fn_array_to_string
+    fn_string_to_list = fn_string_to_array
+    fn_list_to_string = fn_array_join = fn_list_join = fn_array_to_string
 
     def fn_ceil(self, name: str, args: list[_Node]) -> _C:
         """``ceil(x)`` / ``floor(x)``: float32 stays float32, other numbers become float64."""

@@ -704,6 +704,42 @@ def _regexp_instr(n: int, strings: Any, spec: Any) -> pa.Array:
     return pa.array(out, pa.int64())
 
 
+def _make_list(n: int, *items: Any) -> pa.Array:
+    """``make_array`` with a column among the items: one list per row."""
+    columns = _rows(n, *items)
+    out_type = pa.list_(items[0].type)
+    return pa.array([list(row) for row in zip(*columns, strict=True)], out_type)
+
+
+def _decode_text(how: str) -> Callable[[str], bytes]:
+    def decode(text: str) -> bytes:
+        try:
+            if how == "hex":
+                return bytes.fromhex(text)
+            return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)  # pylance's encode leaves out '='
+        except ValueError as e:
+            raise pa.ArrowInvalid(f"Failed to decode value using {how}: {e}") from None
+
+    return decode
+
+
+def _series(inclusive: bool) -> Callable[[int, int, int], list[int]]:
+    def series(start: int, stop: int, step: int) -> list[int]:
+        if step == 0:
+            raise pa.ArrowInvalid("step can't be 0 for function range(start [, stop, step])")
+        if inclusive:
+            stop = stop + (1 if step > 0 else -1)
+        return list(range(start, stop, step))
+
+    return series
+
+
+def _distance(a: list[float | None], b: list[float | None]) -> float:
+    if len(a) != len(b):
+        raise pa.ArrowInvalid("Both arrays must have the same length")
+    return math.sqrt(sum(((x or 0.0) - (y or 0.0)) ** 2 for x, y in zip(a, b, strict=True)))
+
+
 def _to_char(n: int, values: Any, fmt: Any) -> pa.Array:
     """A date or timestamp as text in a chrono format (``%.f``: a fraction with its dot)."""
     values = _broadcast(values, n)
@@ -1443,6 +1479,14 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
     "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
     "to_char": _to_char,
+    "make_list": _make_list,
+    "decode_hex": _rowwise(_decode_text("hex"), pa.binary()),
+    "decode_base64": _rowwise(_decode_text("base64"), pa.binary()),
+    **{f"digest_{how}": _rowwise(lambda s, how=how: hashlib.new(how, s.encode()).digest(), pa.binary())
+       for how in ("md5", "sha224", "sha256", "sha384", "sha512", "blake2s", "blake2b")},
+    "range": _rowwise(_series(False), pa.list_(pa.int64())),
+    "generate_series": _rowwise(_series(True), pa.list_(pa.int64())),
+    "array_distance": _rowwise(_distance, pa.float64()),
     "list_union": _list_kernel(_set_op("union"), _same_list),
     "list_intersect": _list_kernel(_set_op("intersect"), _same_list),
     "list_except": _list_kernel(_set_op("except"), _same_list),

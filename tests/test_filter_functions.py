@@ -587,6 +587,13 @@ MORE_FUNCTIONS = [
     "array_remove_n(nums, 1, 1)", "array_ndims(nums)", "array_dims(nums)", "array_repeat(i, 2)", "array_repeat(s, 0)",
     "array_resize(nums, 3, 0)", "array_resize(tags, 1)", "regexp_instr(s, 'a')", "regexp_instr(s, 'A', 1, 1, 'i')",
     "regexp_instr(s, 'a', 2)", "regexp_instr(s, '(a)(n)', 1, 1, '', 2)", "regexp_instr(s, 'a', 1, 2)",
+    # DataFusion's other names and the rest of its list
+    "substring_index(s, 'a', 1)", "array_indexof(nums, 2)", "list_join(tags, '-')", "array_join(tags, '-')",
+    "make_list(i, 1)", "make_array(i, 1)", "make_array(s, 'x')", "string_to_list(s, 'a')", "datetrunc('month', ts)",
+    "today()", "list_length(nums)", "decode(encode(s, 'base64'), 'base64')", "decode(encode(s, 'hex'), 'hex')",
+    "decode(s, 'hex')", "digest(s, 'md5')", "digest(s, 'sha512')", "digest(s, 'blake2b')", "range(3)",
+    "range(1, i)", "range(5, 1, -2)", "generate_series(1, 3)", "generate_series(3, 1, -1)",
+    "array_distance(nums, [1, 2])", "array_distance([1.0, 2.0], [2.0, 2.0])",
 ]
 
 
