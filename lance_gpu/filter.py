@@ -138,6 +138,7 @@ slices (``x[1:2]``), comparisons of struct values.
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import functools
 import itertools
 import json
@@ -388,11 +389,11 @@ _parse_filter_text_cached = functools.lru_cache(maxsize=128)(_parse_filter_text)
 
 def _compile_text(text: str, schema: pa.Schema, role: str = "filter") -> tuple[_C, _Node, tuple[UdfSpec, ...]]:
     tree = _parse_sql(text)
-    _check_function_names(text)
+    _check_function_names(text, role)
     if tree.find(exp.Cast) is not None:
         _check_type_spellings(text)
-    ir = _resolve(_Builder(schema, text, role).build(tree), text)
-    compiler = _Compiler(text)
+    ir = _resolve(_Builder(schema, text, role).build(tree), f"{role} {text!r}")
+    compiler = _Compiler(text, role)
     compiled = compiler.compile(ir)
     return compiled, ir, tuple(compiler.udfs)
 
@@ -532,8 +533,9 @@ SUPPORTED_FUNCTIONS = frozenset(
 )
 
 
-def _check_function_names(text: str) -> None:
-    """Every ``name(`` in ``text`` must be a function we compile; names the first that is not."""
+def _check_function_names(text: str, role: str = "filter") -> None:
+    """Every ``name(`` in ``text`` must be a function we compile; names the first that is not
+    (with the closest names we have)."""
     try:
         tokens = LanceFilterDialect().tokenize(text)
     except sqlglot.errors.SqlglotError:  # pragma: no cover - it parsed a moment ago
@@ -546,9 +548,11 @@ def _check_function_names(text: str) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name in _NOT_FUNCTIONS:
             continue
         if name not in SUPPORTED_FUNCTIONS:
+            close = difflib.get_close_matches(name, sorted(SUPPORTED_FUNCTIONS), n=3)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             raise FilterError(
-                f"unknown SQL function {token.text!r} in {text!r}; lance-gpu supports "
-                f"{', '.join(sorted(SUPPORTED_FUNCTIONS))}"
+                f"unknown SQL function {token.text!r} in {role} {text!r}{hint}; the functions lance-gpu "
+                "compiles are listed in lance_gpu.filter.SUPPORTED_FUNCTIONS"
             )
 
 
@@ -971,7 +975,7 @@ class _Builder:
             return pa.field(name.lower(), pa.uint64())
         shown = names if len(names) <= 20 else [*names[:20], "..."]
         raise FilterError(
-            f"No field named {name} in {self.role} {self.source!r}; columns are {shown} "
+            f"No field named {name}: there is no column {name!r} in {self.role} {self.source!r}; columns are {shown} "
             "(quote names with backticks; double quotes make a string literal, as in pylance)"
         )
 
@@ -1253,7 +1257,7 @@ def _coerce_expr(node: _Node, target: pa.DataType, col: _Node, source: str) -> _
         if coerced is None:
             name = ".".join(col.path) if isinstance(col, _Col) else "?"
             raise FilterError(
-                f"error resolving filter {source!r}: literal {_show(node.value)} ({node.value.type}) "
+                f"error resolving {source}: literal {_show(node.value)} ({node.value.type}) "
                 f"cannot be converted to the type of column {name!r} ({target})"
             )
         return _Lit(coerced)
@@ -1266,7 +1270,8 @@ def _show(value: pa.Scalar) -> str:
 
 
 def _resolve(node: _Node, source: str) -> _Node:
-    """Top-level literal coercion, applied through AND/OR only (like lance)."""
+    """Top-level literal coercion, applied through AND/OR only (like lance); ``source``
+    names the expression in errors (``"filter 'x > 1'"``)."""
     if isinstance(node, _Between):
         t = _column_type(node.operand)
         if t is not None:
@@ -1609,12 +1614,14 @@ _TRUNC_UNITS = {
 
 
 class _Compiler:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, role: str = "filter") -> None:
         self.source = source
+        #: What the user wrote, as errors call it ("filter", "add_columns expression 'x' =").
+        self.role = role
         self.udfs: list[UdfSpec] = []
 
     def fail(self, message: str) -> FilterError:
-        return FilterError(f"{message} (filter {self.source!r})")
+        return FilterError(f"{message} ({self.role} {self.source!r})")
 
     # -- helpers ------------------------------------------------------------------------
 
