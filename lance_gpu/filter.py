@@ -130,7 +130,8 @@ other SQL functions (``date_bin``, ``random``, ``uuid``, ``array_to_string`` of 
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
 non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
-backslash (pylance rejects that too); date/time arithmetic; decimal256 arithmetic; subqueries, ``CASE``,
+backslash (pylance rejects that too); date/time arithmetic other than ``ts - ts`` (a duration)
+and ``date - date`` (days; pylance refuses INTERVAL literals); decimal256 arithmetic; subqueries, ``CASE``,
 nested array literals (``[[1]]``, refused by pylance too), list
 slices (``x[1:2]``), comparisons of struct values.
 """
@@ -1912,6 +1913,8 @@ class _Compiler:
 
     def arithmetic(self, op: str, left: _C, right: _C) -> _C:
         lt, rt = left.type, right.type
+        if op == "sub" and _is_temporal(lt) and _is_temporal(rt):
+            return self.temporal_difference(left, right)
         if pa.types.is_null(lt) and pa.types.is_null(rt):
             t = pa.int64()
         elif pa.types.is_null(lt) and _is_numeric(rt):
@@ -1929,6 +1932,25 @@ class _Compiler:
         if op == "mod":
             fn = functools.partial(_remainder, floating=pa.types.is_floating(t))
         return self.fold(fn(left.expr, right.expr), fn, [left, right], t)
+
+    def temporal_difference(self, left: _C, right: _C) -> _C:
+        """``ts - ts`` (a ``duration`` of their unit) and ``date - date`` (int64 days), as
+        pylance; other date/time arithmetic is refused (pylance refuses INTERVAL literals)."""
+        lt, rt = left.type, right.type
+        if pa.types.is_date32(lt) and pa.types.is_date32(rt):
+            def days(c: _C) -> _C:
+                return self.cast(_C(c.expr.cast(pa.int32()), pa.int32(), None if c.const is None else c.const.cast(pa.int32())), pa.int64())
+
+            a, b = days(left), days(right)
+            return self.fold(pc.subtract(a.expr, b.expr), pc.subtract, [a, b], pa.int64())
+        if pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt) and (lt.tz is None) == (rt.tz is None):
+            common = _temporal_coercion(lt, rt)  # the coarser unit, as DataFusion
+            assert common is not None
+            left, right = self.cast(left, common), self.cast(right, common)
+            out = pa.duration(common.unit)
+            return self.fold(pc.subtract(left.expr, right.expr), pc.subtract, [left, right], out)
+        raise self.fail(f"cannot subtract {rt} from {lt} (date/time arithmetic other than ts - ts and date - date "
+                        "is not supported)")
 
     def decimal_arithmetic(self, op: str, left: _C, right: _C) -> _C:
         """Arithmetic DataFusion evaluates in decimal: a decimal operand, or uint64 with a

@@ -594,6 +594,8 @@ MORE_FUNCTIONS = [
     "decode(s, 'hex')", "digest(s, 'md5')", "digest(s, 'sha512')", "digest(s, 'blake2b')", "range(3)",
     "range(1, i)", "range(5, 1, -2)", "generate_series(1, 3)", "generate_series(3, 1, -1)",
     "array_distance(nums, [1, 2])", "array_distance([1.0, 2.0], [2.0, 2.0])",
+    # differences of dates and timestamps
+    "ts - ts", "d - d", "d - to_date('2024-01-01')", "ts - to_timestamp('2024-01-01')",
 ]
 
 
