@@ -899,7 +899,7 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "array_to_string", opt("this", "expression", "null")
     if type(node) is exp.ArrayPosition:
         return "array_position", opt("this", "expression", "zero_based")  # sqlglot files the start there
-    if type(node) is exp.Extract and isinstance(node.this, (exp.Var, exp.Identifier, exp.Column)):
+    if type(node) is exp.Extract and isinstance(node.this, (exp.Var, exp.Identifier, exp.Column, exp.Literal)):
         return "date_part", [exp.Literal.string(node.this.name), node.expression]
     list_nodes = {exp.ArrayDistinct: ("array_distinct", ("this",)), exp.ArrayMax: ("array_max", ("this",)),
                   exp.ArrayMin: ("array_min", ("this",)), exp.ArrayReverse: ("array_reverse", ("this",)),
