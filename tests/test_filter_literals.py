@@ -234,3 +234,22 @@ def test_array_max_min_in_arrow_total_order_as_pylance(tmp_path, expression: str
     }), uri)
     columns = {"id": "id", "v": expression}
     _same(lance.dataset(uri).to_table(columns=columns), lance_gpu.dataset(uri).to_table(columns=columns), expression)
+
+
+def test_errors_name_what_the_user_wrote(tmp_path) -> None:
+    """An add_columns or update expression is not called a filter; an unknown function names
+    the closest ones; each error is also the builtin pylance raises there."""
+    uri = str(tmp_path / "e.lance")
+    lance.write_dataset(pa.table({"a": [1, 2], "s": ["x", "y"]}), uri)
+    ds = lance_gpu.dataset(uri)
+    with pytest.raises(OSError, match="add_columns expression 'b' = 'abs\\(s\\)'") as info:
+        ds.add_columns({"b": "abs(s)"})
+    assert "filter" not in str(info.value)
+    with pytest.raises(OSError, match="error resolving add_columns expression 'b' = 's > 10'"):
+        ds.add_columns({"b": "s > 10"})
+    with pytest.raises(ValueError, match="update expression 'a' = 'abs\\(s\\)'"):
+        ds.update({"a": "abs(s)"})
+    with pytest.raises(ValueError, match="did you mean 'array_max'"):
+        ds.to_table(filter="arry_max(a) > 1")
+    with pytest.raises(ValueError, match="No field named nope: there is no column 'nope' in filter"):
+        ds.to_table(filter="nope = 1")
