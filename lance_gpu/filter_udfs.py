@@ -121,9 +121,17 @@ def _broadcast(value: pa.Array | pa.Scalar, n: int) -> pa.Array:
 # -- lists ---------------------------------------------------------------------------------
 
 
+def _flat_parents(lists: pa.Array) -> np.ndarray:
+    """Per element of ``pc.list_flatten(lists)``, the row it belongs to. Not
+    ``pc.list_parent_indices``: that also counts the values a NULL list's offsets span
+    (Arrow allows them), which ``list_flatten`` leaves out."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
+
+
 def _row_hits(lists: pa.Array, matches: pa.Array, n: int) -> np.ndarray:
     """Per row, how many flattened elements matched (``matches``: bool per flat element)."""
-    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    parents = _flat_parents(lists)
     hit = pc.fill_null(matches, False).to_numpy(zero_copy_only=False).astype(bool)
     return np.bincount(parents[hit], minlength=n)[:n]
 
@@ -137,8 +145,8 @@ def _array_has(n: int, lists: pa.Array | pa.Scalar, value: pa.Array | pa.Scalar)
         valid = pc.is_valid(lists)
     else:
         flat = pc.list_flatten(lists)
-        parents = pc.list_parent_indices(lists)
-        matches = pc.equal(flat, pc.take(value, parents))
+        parents = _flat_parents(lists)
+        matches = pc.equal(flat, pc.take(value, pa.array(parents)))
         valid = pc.and_(pc.is_valid(lists), pc.is_valid(value))
     hits = _row_hits(lists, matches, n) > 0
     return pc.if_else(valid, pa.array(hits), pa.scalar(None, pa.bool_()))
@@ -257,7 +265,7 @@ def _compare_with_constant(lists: pa.Array, constant: pa.Scalar) -> np.ndarray |
     n = len(lists)
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     flat = pc.list_flatten(lists)
-    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    parents = _flat_parents(lists)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     positions = np.arange(len(flat), dtype=np.int64) - starts[parents] if len(flat) else np.zeros(0, np.int64)
     inside = positions < k
@@ -535,7 +543,7 @@ def _list_extreme(largest: bool) -> Callable[..., pa.Array]:
         if not (pa.types.is_integer(item) or pa.types.is_floating(item)) or pa.types.is_float16(item):
             return rowwise(n, lists)
         flat = pc.list_flatten(lists)
-        parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+        parents = _flat_parents(lists)
         valid = flat.is_valid().to_numpy(zero_copy_only=False)
         parents = parents[valid]
         values = flat.filter(pa.array(valid)).to_numpy(zero_copy_only=False)

@@ -253,3 +253,20 @@ def test_errors_name_what_the_user_wrote(tmp_path) -> None:
         ds.to_table(filter="arry_max(a) > 1")
     with pytest.raises(ValueError, match="No field named nope: there is no column 'nope' in filter"):
         ds.to_table(filter="nope = 1")
+
+
+@pytest.mark.parametrize(
+    ("predicate", "want"),
+    [("nums[1] = 5", [2]), ("nums = [5, 6]", [2]), ("nums < [5, 6]", [0]), ("array_has(nums, 3)", []),
+     ("array_has(nums, id * 3)", [2]), ("array_has_any(nums, [3, 5])", [2]), ("array_has_all(nums, [1, 2])", [0]),
+     ("array_max(nums) = 6", [2]), ("cardinality(nums) = 2", [0, 2])],
+)
+def test_null_lists_whose_offsets_span_values(predicate: str, want: list[int]) -> None:
+    """Arrow lets a NULL list's offsets span values (row 1 spans [3, 4] here); they belong to
+    no row: pyarrow's list_flatten leaves them out, list_parent_indices does not."""
+    from lance_gpu.filter import parse_filter
+
+    nums = pa.ListArray.from_arrays(pa.array([0, 2, 4, 6], pa.int32()), pa.array([1, 2, 3, 4, 5, 6]),
+                                    mask=pa.array([False, True, False]))
+    table = pa.table({"id": [0, 1, 2], "nums": nums})
+    assert parse_filter(predicate, table.schema).apply(table).column("id").to_pylist() == want
