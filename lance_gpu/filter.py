@@ -65,7 +65,6 @@ Known differences from pylance 14.0.2:
   pylance refuses it ("Scans must request at least one column").
 * ``arrow_typeof`` is decided when the expression is compiled, so ``arrow_typeof(x)`` of an
   ``x`` that would fail when evaluated (a failing ``arrow_cast``) gives the type's name.
-* ``random()`` and ``uuid()`` are refused.
 
 SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
@@ -105,7 +104,7 @@ and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
 ``array_repeat``, ``array_resize``, ``array_distance``, ``range``, ``generate_series`` (and the
 ``list_*`` names, ``array_indexof``, ``array_join``, ``make_list``, ``string_to_list``);
 ``make_array`` with columns among its items (a list per row); ``regexp_instr``, ``decode``,
-``digest``, ``substring_index``, ``datetrunc``, ``today``; structs: ``named_struct``,
+``digest``, ``substring_index``, ``datetrunc``, ``today``, ``random``, ``uuid``; structs: ``named_struct``,
 ``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
 (``list_struct[1]['x']``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
 of the first item's type; lists compare element by element (``nums = [1, 2]``,
@@ -125,7 +124,7 @@ Errors are :class:`~lance_gpu.errors.FilterError` (a ``ValueError`` and an ``OSE
 message starts with pylance's ``Invalid user input:`` (an unknown column: ``No field named x``).
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``date_bin``, ``random``, ``uuid``, ``array_to_string`` of nested lists,
+other SQL functions (``date_bin``, ``array_to_string`` of nested lists,
 ``map`` functions, aggregates, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
@@ -526,7 +525,7 @@ SUPPORTED_FUNCTIONS = frozenset(
         "list_dims", "array_repeat", "list_repeat", "array_resize", "list_resize", "regexp_instr",
         "make_list", "substring_index", "array_indexof", "list_indexof", "list_join", "array_join",
         "string_to_list", "datetrunc", "today", "list_length", "decode", "digest", "range", "generate_series",
-        "array_distance", "list_distance",
+        "array_distance", "list_distance", "random", "uuid",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -889,6 +888,10 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
             return name, opt("this")
     if type(node) is exp.Pi:
         return "pi", []
+    if type(node) is exp.Rand and not any(node.args.values()):
+        return "random", []
+    if type(node) is exp.Uuid and not any(node.args.values()):
+        return "uuid", []
     if type(node) is exp.Chr and not node.args.get("charset"):
         return "chr", list(node.expressions)
     if type(node) is exp.ConcatWs:
@@ -3038,6 +3041,18 @@ class _Compiler:
         return self.fold(fn(c.expr), fn, [c], t)
 
     fn_sinh = fn_cosh = fn_tanh = fn_asinh = fn_acosh = fn_atanh = fn_cbrt
+
+    def fn_random(self, name: str, args: list[_Node]) -> _C:
+        """``random()``: a float64 in [0, 1) drawn per row (Arrow's nullary ``random``); never
+        folded into a constant."""
+        self.arity(name, args, 0)
+        return _C(pc.Expression._call("random", [], pc.RandomOptions()), pa.float64())
+
+    def fn_uuid(self, name: str, args: list[_Node]) -> _C:
+        """``uuid()``: a random (version 4) UUID per row, as text."""
+        self.arity(name, args, 0)
+        draws = self.fn_random("random", [])
+        return self.udf("uuid", [draws], pa.string())
 
     def fn_pi(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 0)

@@ -33,6 +33,7 @@ import math
 import re
 import struct
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -1487,6 +1488,7 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
     "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
     "to_char": _to_char,
+    "uuid": lambda n, draws: pa.array([str(uuid.uuid4()) for _ in range(len(_broadcast(draws, n)))], pa.string()),
     "make_list": _make_list,
     "decode_hex": _rowwise(_decode_text("hex"), pa.binary()),
     "decode_base64": _rowwise(_decode_text("base64"), pa.binary()),

@@ -270,3 +270,22 @@ def test_null_lists_whose_offsets_span_values(predicate: str, want: list[int]) -
                                     mask=pa.array([False, True, False]))
     table = pa.table({"id": [0, 1, 2], "nums": nums})
     assert parse_filter(predicate, table.schema).apply(table).column("id").to_pylist() == want
+
+
+def test_random_and_uuid_are_drawn_per_row_as_in_pylance(tmp_path) -> None:
+    """``random()`` is not folded into one constant (a filter keeps about the asked share),
+    ``uuid()`` gives a distinct version-4 UUID per row; types as pylance's."""
+    import uuid
+
+    uri = str(tmp_path / "r.lance")
+    lance.write_dataset(pa.table({"id": range(10000)}), uri, max_rows_per_file=4000)
+    ours = lance_gpu.dataset(uri)
+    kept = ours.count_rows(filter="random() < 0.5")
+    assert 4500 < kept < 5500  # binomial(10000, 0.5): outside this range with probability ~1e-23
+    columns = {"id": "id", "u": "uuid()", "r": "random()"}
+    got = ours.to_table(columns=columns)
+    assert got.schema.types == lance.dataset(uri).to_table(columns=columns).schema.types
+    ids = got.column("u").to_pylist()
+    assert len(set(ids)) == 10000 and all(uuid.UUID(u).version == 4 for u in ids)
+    r = got.column("r").to_numpy()
+    assert ((r >= 0) & (r < 1)).all() and len(set(r.tolist())) > 9990
