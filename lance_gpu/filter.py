@@ -104,7 +104,8 @@ and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
 ``array_repeat``, ``array_resize``, ``array_distance``, ``range``, ``generate_series`` (and the
 ``list_*`` names, ``array_indexof``, ``array_join``, ``make_list``, ``string_to_list``);
 ``make_array`` with columns among its items (a list per row); ``regexp_instr``, ``decode``,
-``digest``, ``substring_index``, ``datetrunc``, ``today``, ``random``, ``uuid``; structs: ``named_struct``,
+``digest``, ``substring_index``, ``datetrunc``, ``today``, ``random``, ``uuid``, ``date_bin``
+(intervals of weeks to nanoseconds); structs: ``named_struct``,
 ``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
 (``list_struct[1]['x']``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
 of the first item's type; lists compare element by element (``nums = [1, 2]``,
@@ -124,7 +125,7 @@ Errors are :class:`~lance_gpu.errors.FilterError` (a ``ValueError`` and an ``OSE
 message starts with pylance's ``Invalid user input:`` (an unknown column: ``No field named x``).
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``date_bin``, ``array_to_string`` of nested lists,
+other SQL functions (``date_bin`` by months, ``array_to_string`` of nested lists,
 ``map`` functions, aggregates, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
@@ -525,7 +526,7 @@ SUPPORTED_FUNCTIONS = frozenset(
         "list_dims", "array_repeat", "list_repeat", "array_resize", "list_resize", "regexp_instr",
         "make_list", "substring_index", "array_indexof", "list_indexof", "list_join", "array_join",
         "string_to_list", "datetrunc", "today", "list_length", "decode", "digest", "range", "generate_series",
-        "array_distance", "list_distance", "random", "uuid",
+        "array_distance", "list_distance", "random", "uuid", "date_bin",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -607,7 +608,7 @@ def _first_line(e: Exception) -> str:
 _CONSTRUCT_NAMES = {
     "BitwiseRightShift": "the '>>' operator", "BitwiseLeftShift": "the '<<' operator", "Case": "CASE",
     "Select": "a SELECT statement",
-    "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal", "Interval": "an INTERVAL",
+    "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal",
     "TryCast": "TRY_CAST", "Anonymous": "this function", "Window": "a window function",
     "Alias": "a name right after an expression (a missing operator?)", "Div": "typed division",
 }
@@ -916,6 +917,8 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
     for cls, (name, keys) in list_nodes.items():
         if type(node) is cls:
             return name, opt(*keys)
+    if type(node) is exp.DateBin:
+        return "date_bin", opt("this", "expression", "unit")  # sqlglot files the origin under "unit"
     if type(node) is exp.SubstringIndex:
         return "substr_index", opt("this", "delimiter", "count")
     if type(node) is exp.Decode:
@@ -1087,6 +1090,8 @@ class _Builder:
                 raise FilterError(f"invalid binary literal X'{node.this}' in {self.source!r}") from None
         if isinstance(node, exp.Array) or (isinstance(node, exp.Anonymous) and str(node.this).lower() in ("make_array", "make_list")):
             return _ArrayLit([b(e) for e in node.expressions], brackets=isinstance(node, exp.Array))
+        if isinstance(node, exp.Interval):
+            return _Lit(self.interval(node))
         if isinstance(node, exp.Case):
             raise self.unsupported(node, "CASE expressions are")
         call = _function_call(node)
@@ -1096,6 +1101,36 @@ class _Builder:
         if isinstance(node, (exp.Func, exp.Anonymous)):
             raise self.unsupported(node, "this SQL function is")
         raise self.unsupported(node)
+
+    _INTERVAL_NANOS: ClassVar[dict[str, int]] = {
+        "nanosecond": 1, "microsecond": 10**3, "millisecond": 10**6, "second": 10**9, "minute": 60 * 10**9,
+        "hour": 3600 * 10**9,
+    }
+
+    def interval(self, node: exp.Interval) -> pa.Scalar:
+        """``INTERVAL '1 hour 30 minutes'`` / ``INTERVAL '2' HOUR`` as a month-day-nano scalar
+        (pylance takes intervals only in ``date_bin``; elsewhere the arithmetic refuses them)."""
+        text = node.this.name if isinstance(node.this, exp.Literal) else node.this.sql()
+        if node.args.get("unit") is not None:
+            text = f"{text} {node.args['unit'].name}"
+        words = text.lower().split()
+        if not words or len(words) % 2:
+            raise FilterError(f"cannot read the interval {text!r} in {self.role} {self.source!r}")
+        months = days = nanos = 0
+        for amount, unit in zip(words[0::2], words[1::2], strict=True):
+            unit = unit.rstrip("s") if unit not in ("s", "ms", "us", "ns") else unit
+            if not re.fullmatch(r"-?\d+", amount):
+                raise FilterError(f"cannot read the interval {text!r} in {self.role} {self.source!r}")
+            k = int(amount)
+            if unit in ("year", "month"):
+                months += k * (12 if unit == "year" else 1)
+            elif unit in ("week", "day"):
+                days += k * (7 if unit == "week" else 1)
+            elif unit in self._INTERVAL_NANOS:
+                nanos += k * self._INTERVAL_NANOS[unit]
+            else:
+                raise FilterError(f"unknown interval unit {unit!r} in {self.role} {self.source!r}")
+        return pa.scalar((months, days, nanos), pa.month_day_nano_interval())
 
     def is_(self, node: exp.Is, negated: bool) -> _Node:
         negated = negated != bool(node.args.get("negate"))
@@ -2492,6 +2527,40 @@ class _Compiler:
             return pc.floor_temporal(v, unit=u, week_starts_monday=True)
 
         return self.fold(fn(c.expr), fn, [c], c.type)
+
+    def fn_date_bin(self, name: str, args: list[_Node]) -> _C:
+        """``date_bin(INTERVAL '15 minutes', ts[, origin])``: the start of the ``interval``-wide
+        bin holding ``ts``, bins counted from ``origin`` (1970-01-01 by default); a date is a
+        ``timestamp[ns]``. Intervals of months or years are refused (pylance takes them)."""
+        self.arity(name, args, 2, 3)
+        stride = self.compile(args[0])
+        if stride.const is None or not pa.types.is_interval(stride.type):
+            raise self.fail("date_bin() needs an INTERVAL as its first argument")
+        months, days, nanos = stride.const.as_py() if stride.const.is_valid else (0, 0, 0)
+        if months:
+            raise self.fail("date_bin() with an interval of months or years is not supported by lance-gpu")
+        c = self.compile(args[1])
+        if pa.types.is_date(c.type):
+            c = self.cast(c, pa.timestamp("ns"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"date_bin() needs a timestamp or a date, got {c.type}")
+        t = c.type
+        per = UNIT_PER_SECOND[t.unit]
+        total = days * 86400 * 10**9 + nanos
+        if total <= 0 or total % (10**9 // per):
+            raise self.fail(f"date_bin(): the interval must be a positive whole number of {t.unit} for {t}")
+        step = total // (10**9 // per)
+        origin = 0
+        if len(args) == 3:
+            o = self.compile(args[2])
+            if o.const is None or not _is_temporal(o.type):
+                raise self.fail("date_bin() needs a constant timestamp as its origin")
+            origin = self.cast(o, t).const.cast(pa.int64()).as_py()  # type: ignore[union-attr]
+        ticks = c.expr.cast(pa.int64())
+        step_c, origin_c = pc.scalar(pa.scalar(step, pa.int64())), pc.scalar(pa.scalar(origin, pa.int64()))
+        rest = _remainder(pc.subtract(ticks, origin_c), step_c, floating=False)  # truncated: below zero before origin
+        floor_rest = pc.if_else(pc.less(rest, pc.scalar(0)), pc.add(rest, step_c), rest)
+        return _C(pc.subtract(ticks, floor_rest).cast(t), t)
 
     def fn_datetrunc(self, name: str, args: list[_Node]) -> _C:
         return self.fn_date_trunc(name, args)

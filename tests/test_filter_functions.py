@@ -596,6 +596,9 @@ MORE_FUNCTIONS = [
     "array_distance(nums, [1, 2])", "array_distance([1.0, 2.0], [2.0, 2.0])",
     # differences of dates and timestamps
     "ts - ts", "d - d", "d - to_date('2024-01-01')", "ts - to_timestamp('2024-01-01')",
+    "date_bin(INTERVAL '1 day', ts)", "date_bin(INTERVAL '15 minutes', ts, TIMESTAMP '2024-01-01 00:05:00')",
+    "date_bin(INTERVAL '2' HOUR, ts)", "date_bin(INTERVAL '1 hour 30 minutes', ts)", "date_bin(INTERVAL '1 week', d)",
+    "date_bin(INTERVAL '7 seconds', ts)",
 ]
 
 
