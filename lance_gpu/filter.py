@@ -107,7 +107,8 @@ and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
 ``digest``, ``substring_index``, ``datetrunc``, ``today``, ``random``, ``uuid``, ``date_bin``
 (intervals of weeks to nanoseconds); structs: ``named_struct``,
 ``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
-(``list_struct[1]['x']``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
+(``list_struct[1]['x']``). ``TRY_CAST`` (NULL where a value cannot be cast); ``LIKE`` / ``ILIKE``
+with a pattern per row (``s LIKE other_col``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
 of the first item's type; lists compare element by element (``nums = [1, 2]``,
 ``tags IN (['a'], ['b'])``). The JSON functions also take ``large_binary`` JSONB (what
 ``json_get`` returns: ``json_get_string(json_get(j, 'user'), 'name')``). As in pylance, ``length``,
@@ -128,9 +129,8 @@ Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function 
 other SQL functions (``date_bin`` by months, ``array_to_string`` of nested lists,
 ``map`` functions, aggregates, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
-(``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
-non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
-backslash (pylance rejects that too); date/time arithmetic other than ``ts - ts`` (a duration)
+(``'1a'`` as a constant); ``LIKE ... ESCAPE`` with a character other than backslash
+(pylance rejects that too); date/time arithmetic other than ``ts - ts`` (a duration)
 and ``date - date`` (days; pylance refuses INTERVAL literals); decimal256 arithmetic; subqueries, ``CASE``,
 nested array literals (``[[1]]``, refused by pylance too), list
 slices (``x[1:2]``), comparisons of struct values.
@@ -682,6 +682,7 @@ class _Like(_Node):
 class _Cast(_Node):
     operand: _Node
     to: pa.DataType
+    safe: bool = False  # TRY_CAST: NULL where a value cannot be cast
 
 
 @dataclass
@@ -1079,7 +1080,7 @@ class _Builder:
         if isinstance(node, (exp.Like, exp.ILike, exp.Escape)):
             return self.like(node, negated=False)
         if isinstance(node, exp.TryCast):
-            raise self.unsupported(node, "TRY_CAST is")
+            return _Cast(b(node.this), self.data_type(node.to, node), safe=True)
         if isinstance(node, exp.Cast):
             return _Cast(b(node.this), self.data_type(node.to, node))
         if isinstance(node, exp.HexString):
@@ -2109,10 +2110,14 @@ class _Compiler:
         pattern = self.compile(node.pattern)
         if not (_is_string(x.type) or pa.types.is_null(x.type)):
             raise self.fail(f"LIKE needs a string operand, got {x.type}")
-        if pattern.const is None:
-            raise self.fail("LIKE with a non-literal pattern is not supported")
         if not (_is_string(pattern.type) or pa.types.is_null(pattern.type)):
             raise self.fail(f"LIKE needs a string pattern, got {pattern.type}")
+        if pattern.const is None:  # a pattern per row
+            if pa.types.is_null(x.type):
+                return _const(_NULL_BOOL)
+            strings, patterns = self.cast(x, pa.string()), self.cast(pattern, pa.string())
+            c = self.udf("ilike_rows" if node.ignore_case else "like_rows", [strings, patterns], pa.bool_())
+            return _C(pc.invert(c.expr), pa.bool_()) if node.negated else c
         if not pattern.const.is_valid or pa.types.is_null(x.type):
             return _const(_NULL_BOOL)
         expr = pc.match_like(x.expr, pattern=pattern.const.as_py(), ignore_case=node.ignore_case)
@@ -2125,6 +2130,8 @@ class _Compiler:
         target = node.to
         if c.type == target:
             return c
+        if node.safe:
+            return self.try_cast(c, target)
         if (
             pa.types.is_null(c.type)
             or _is_numeric(c.type)
@@ -2139,6 +2146,21 @@ class _Compiler:
         if c.const is None and pa.types.is_integer(c.type) and pa.types.is_integer(target):
             out = _C(out.expr, out.type, None, c.uncast or c)
         return out
+
+    def try_cast(self, c: _C, target: pa.DataType) -> _C:
+        """``TRY_CAST(x AS t)``: ``CAST``, with NULL for the values that cannot be cast."""
+        if c.const is not None:
+            try:
+                return self.cast(c, target)
+            except FilterError:
+                return _const(pa.nulls(1, target)[0])
+        if pa.types.is_null(c.type):
+            return _const(pa.nulls(1, target)[0])
+        try:
+            pa.nulls(0, c.type).cast(target)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            raise self.fail(f"cannot cast {c.type} to {target}") from None
+        return self.udf("try_cast", [c], target)
 
     def function(self, node: _Func) -> _C:
         handler = getattr(self, "fn_" + node.name, None)

@@ -4,7 +4,7 @@
 Each kernel is registered with pyarrow as a scalar UDF so that a compiled filter or
 projection stays one :class:`pyarrow.compute.Expression` (usable with ``Table.filter`` and
 Acero projections). A UDF is registered under a name that encodes its argument types
-(``lance_gpu.array_has(list<item: int32>,int32)``), because pyarrow UDFs have fixed
+(``lance_gpu.array_has(list<item: int32>,int32)->bool``), because pyarrow UDFs have fixed
 signatures; :func:`ensure_registered` re-registers them in a fresh process (after an
 expression was pickled to a worker).
 
@@ -59,7 +59,9 @@ class UdfSpec:
 
     @property
     def name(self) -> str:
-        return f"lance_gpu.{self.kind}({','.join(str(t) for t in self.in_types)})"
+        """The registered name: the kind with its argument and result types (``try_cast`` of
+        one argument type has as many kernels as target types)."""
+        return f"lance_gpu.{self.kind}({','.join(str(t) for t in self.in_types)})->{self.out_type}"
 
 
 _LOCK = threading.Lock()
@@ -98,9 +100,11 @@ def evaluate(spec: UdfSpec, args: list[pa.Scalar]) -> pa.Scalar:
 
 
 def _kernel(spec: UdfSpec) -> Callable[..., pa.Array]:
-    """The Python kernel of ``spec``; decimal kernels are told their result type."""
+    """The Python kernel of ``spec``; decimal kernels and ``try_cast`` are told their result type."""
     if spec.kind in _DECIMAL_KERNELS:
         return functools.partial(_DECIMAL_KERNELS[spec.kind], out_type=spec.out_type)
+    if spec.kind == "try_cast":
+        return functools.partial(_try_cast, out_type=spec.out_type)
     return _KERNELS[spec.kind]
 
 
@@ -747,6 +751,77 @@ def _distance(a: list[float | None], b: list[float | None]) -> float:
     if len(a) != len(b):
         raise pa.ArrowInvalid("Both arrays must have the same length")
     return math.sqrt(sum(((x or 0.0) - (y or 0.0)) ** 2 for x, y in zip(a, b, strict=True)))
+
+
+def _sql_cast(values: pa.Array, out_type: pa.DataType) -> pa.Array:
+    """CAST of an array as the compiler casts columns: floats to integers truncate, casts to
+    floats and between timestamp units may lose precision, anything else must be exact."""
+    if pa.types.is_floating(values.type) and pa.types.is_integer(out_type):
+        return pc.cast(pc.trunc(values), out_type)
+    lossy = pa.types.is_floating(out_type) or (pa.types.is_timestamp(values.type) and pa.types.is_timestamp(out_type))
+    return pc.cast(values, out_type, safe=not lossy)
+
+
+def _text_to_time(text: str, out_type: pa.DataType) -> Any:
+    """Text as a timestamp or a date, read as CAST reads a literal (a date's text may carry a
+    time); None where it is not one."""
+    try:
+        ticks = parse_timestamp(text, pa.timestamp("ns")).value
+    except (ValueError, OverflowError):
+        return None
+    if pa.types.is_date(out_type):
+        return pa.scalar(ticks // (86400 * 10**9), pa.int32()).cast(pa.date32()).cast(out_type).as_py()
+    return pa.scalar(ticks, pa.timestamp("ns")).cast(out_type, safe=False).as_py()
+
+
+def _try_cast(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
+    """``TRY_CAST``: the cast, NULL for each value that cannot be cast."""
+    values = _broadcast(values, n)
+    if _is_text_type(values.type) and (pa.types.is_timestamp(out_type) or pa.types.is_date(out_type)):
+        return pa.array([None if v is None else _text_to_time(v, out_type) for v in values.to_pylist()], out_type)
+    try:
+        return _sql_cast(values, out_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out: list[Any] = []
+    for i in range(len(values)):
+        try:
+            out.append(_sql_cast(values.slice(i, 1), out_type)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out.append(None)
+    return pa.array(out, out_type)
+
+
+def _like_regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    """A SQL LIKE pattern (``%`` any text, ``_`` one character, backslash escapes) as a regex."""
+    parts, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            parts.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return re.compile("".join(parts), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+
+
+def _like_rows(ignore_case: bool) -> Callable[..., pa.Array]:
+    """``s LIKE pattern`` with a pattern per row."""
+
+    def kernel(n: int, strings: Any, patterns: Any) -> pa.Array:
+        cache: dict[str, re.Pattern[str]] = {}
+        out: list[bool | None] = []
+        for s, p in zip(*_rows(n, strings, patterns), strict=True):
+            if s is None or p is None:
+                out.append(None)
+                continue
+            if p not in cache:
+                cache[p] = _like_regex(p, ignore_case)
+            out.append(cache[p].fullmatch(s) is not None)
+        return pa.array(out, pa.bool_())
+
+    return kernel
 
 
 def _to_char(n: int, values: Any, fmt: Any) -> pa.Array:
@@ -1488,6 +1563,8 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
     "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
     "to_char": _to_char,
+    "like_rows": _like_rows(False),
+    "ilike_rows": _like_rows(True),
     "uuid": lambda n, draws: pa.array([str(uuid.uuid4()) for _ in range(len(_broadcast(draws, n)))], pa.string()),
     "make_list": _make_list,
     "decode_hex": _rowwise(_decode_text("hex"), pa.binary()),
