@@ -1677,6 +1677,9 @@ class _Compiler:
                 raise self.fail(f"cannot convert {_show(c.const)} ({c.type}) to {target}: {_first_line(e)}") from None
         if pa.types.is_null(c.type):
             return _const(pa.scalar(None, target))
+        if _is_string(c.type) and (pa.types.is_timestamp(target) or pa.types.is_date(target)):
+            # text read as DataFusion reads it (RFC 3339 offsets, a date's text may carry a time)
+            return self.udf("cast_text_time", [self.cast(c, pa.string())], target)
         return _C(_cast_expr(c.expr, c.type, target), target)
 
     def to_bool(self, c: _C, what: str) -> _C:

@@ -105,6 +105,8 @@ def _kernel(spec: UdfSpec) -> Callable[..., pa.Array]:
         return functools.partial(_DECIMAL_KERNELS[spec.kind], out_type=spec.out_type)
     if spec.kind == "try_cast":
         return functools.partial(_try_cast, out_type=spec.out_type)
+    if spec.kind == "cast_text_time":
+        return functools.partial(_cast_text_time, out_type=spec.out_type)
     return _KERNELS[spec.kind]
 
 
@@ -772,6 +774,18 @@ def _text_to_time(text: str, out_type: pa.DataType) -> Any:
     if pa.types.is_date(out_type):
         return pa.scalar(ticks // (86400 * 10**9), pa.int32()).cast(pa.date32()).cast(out_type).as_py()
     return pa.scalar(ticks, pa.timestamp("ns")).cast(out_type, safe=False).as_py()
+
+
+def _cast_text_time(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
+    """CAST of text to a timestamp or a date (:func:`_text_to_time`); text that is not one
+    fails the query, as in pylance."""
+    out = []
+    for v in _broadcast(values, n).to_pylist():
+        value = None if v is None else _text_to_time(v, out_type)
+        if v is not None and value is None:
+            raise pa.ArrowInvalid(f"Cannot cast string '{v}' to value of {out_type} type")
+        out.append(value)
+    return pa.array(out, out_type)
 
 
 def _try_cast(n: int, values: Any, out_type: pa.DataType) -> pa.Array:

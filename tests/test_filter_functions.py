@@ -51,6 +51,8 @@ def _table() -> pa.Table:
             "d": pa.array([dt.date(2023, 12, 31) + dt.timedelta(days=40 * k) for k in range(6)], pa.date32()),
             "j": pa.array([None if d is None else json.dumps(d) for d in DOCS], pa.json_(pa.utf8())),
             "st": pa.array([{"x": k, "name": f"n{k}"} for k in range(6)]),
+            "tt": pa.array(["2024-03-05T10:20:30", "2024-03-05 10:20:30.5", None, "2024-03-05",
+                            "2024-03-05T10:20:30Z", "2024-03-05T12:00:00+02:00"]),
         }
     )
 
@@ -603,6 +605,9 @@ MORE_FUNCTIONS = [
     "TRY_CAST(s AS INT)", "TRY_CAST(s AS TIMESTAMP)", "TRY_CAST(f AS INT)", "TRY_CAST(i AS TINYINT)",
     "TRY_CAST('12' AS INT)", "TRY_CAST('x' AS INT)", "TRY_CAST(s AS DATE)", "TRY_CAST(f AS STRING)",
     "s LIKE pat", "s LIKE concat(pat, '%')", "s ILIKE upper(s)", "s NOT LIKE pat", "ls LIKE concat('%', pat)",
+    # CAST of text columns to times, read as pylance reads them
+    "CAST(tt AS TIMESTAMP)", "CAST(tt AS DATE)", "CAST(tt AS TIMESTAMP(3))", "tt > '2024-03-05 05:00:00'",
+    "CAST(s AS DATE)", "TRY_CAST(tt AS TIMESTAMP)",
 ]
 
 
