@@ -778,9 +778,15 @@ def _text_to_time(text: str, out_type: pa.DataType) -> Any:
 
 def _cast_text_time(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
     """CAST of text to a timestamp or a date (:func:`_text_to_time`); text that is not one
-    fails the query, as in pylance."""
+    fails the query, as in pylance. Arrow's ISO 8601 cast first (the common case, no Python
+    loop); the row-by-row reader where Arrow refuses some text."""
+    values = _broadcast(values, n)
+    try:
+        return pc.cast(values, out_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
     out = []
-    for v in _broadcast(values, n).to_pylist():
+    for v in values.to_pylist():
         value = None if v is None else _text_to_time(v, out_type)
         if v is not None and value is None:
             raise pa.ArrowInvalid(f"Cannot cast string '{v}' to value of {out_type} type")
