@@ -105,7 +105,7 @@ and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
 ``list_*`` names, ``array_indexof``, ``array_join``, ``make_list``, ``string_to_list``);
 ``make_array`` with columns among its items (a list per row); ``regexp_instr``, ``decode``,
 ``digest``, ``substring_index``, ``datetrunc``, ``today``, ``random``, ``uuid``, ``date_bin``
-(intervals of weeks to nanoseconds); structs: ``named_struct``,
+(any interval; by months or years only from the default origin); structs: ``named_struct``,
 ``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
 (``list_struct[1]['x']``). ``TRY_CAST`` (NULL where a value cannot be cast); ``LIKE`` / ``ILIKE``
 with a pattern per row (``s LIKE other_col``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
@@ -126,7 +126,7 @@ Errors are :class:`~lance_gpu.errors.FilterError` (a ``ValueError`` and an ``OSE
 message starts with pylance's ``Invalid user input:`` (an unknown column: ``No field named x``).
 
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``date_bin`` by months, ``array_to_string`` of nested lists,
+other SQL functions (``date_bin`` by months from another origin, ``array_to_string`` of nested lists,
 ``map`` functions, aggregates, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
 (``'1a'`` as a constant); ``LIKE ... ESCAPE`` with a character other than backslash
@@ -2556,19 +2556,22 @@ class _Compiler:
     def fn_date_bin(self, name: str, args: list[_Node]) -> _C:
         """``date_bin(INTERVAL '15 minutes', ts[, origin])``: the start of the ``interval``-wide
         bin holding ``ts``, bins counted from ``origin`` (1970-01-01 by default); a date is a
-        ``timestamp[ns]``. Intervals of months or years are refused (pylance takes them)."""
+        ``timestamp[ns]``. By months or years: the first of the bin's month, counted from
+        1970-01 (another origin is refused)."""
         self.arity(name, args, 2, 3)
         stride = self.compile(args[0])
         if stride.const is None or not pa.types.is_interval(stride.type):
             raise self.fail("date_bin() needs an INTERVAL as its first argument")
         months, days, nanos = stride.const.as_py() if stride.const.is_valid else (0, 0, 0)
-        if months:
-            raise self.fail("date_bin() with an interval of months or years is not supported by lance-gpu")
         c = self.compile(args[1])
         if pa.types.is_date(c.type):
             c = self.cast(c, pa.timestamp("ns"))
         if not pa.types.is_timestamp(c.type):
             raise self.fail(f"date_bin() needs a timestamp or a date, got {c.type}")
+        if months:
+            if days or nanos or len(args) == 3 or months < 0:
+                raise self.fail("date_bin() by months or years takes a whole number of them and the default origin")
+            return self.udf("date_bin_months", [c, _const(pa.scalar(months, pa.int64()))], c.type)
         t = c.type
         per = UNIT_PER_SECOND[t.unit]
         total = days * 86400 * 10**9 + nanos

@@ -794,6 +794,22 @@ def _cast_text_time(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
     return pa.array(out, out_type)
 
 
+def _date_bin_months(n: int, values: Any, months: Any) -> pa.Array:
+    """``date_bin`` by ``months``: midnight on the first of the bin's month, bins counted from
+    1970-01."""
+    values = _broadcast(values, n)
+    step = months.as_py()
+    out: list[dt.datetime | None] = []
+    for v in values.to_pylist():
+        if v is None:
+            out.append(None)
+            continue
+        index = (v.year - 1970) * 12 + v.month - 1
+        start = index - index % step  # Python's % floors: bins before 1970 too
+        out.append(dt.datetime(1970 + start // 12, start % 12 + 1, 1))
+    return pa.array(out, pa.timestamp("us")).cast(values.type)
+
+
 def _try_cast(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
     """``TRY_CAST``: the cast, NULL for each value that cannot be cast."""
     values = _broadcast(values, n)
@@ -1583,6 +1599,7 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
     "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
     "to_char": _to_char,
+    "date_bin_months": _date_bin_months,
     "like_rows": _like_rows(False),
     "ilike_rows": _like_rows(True),
     "uuid": lambda n, draws: pa.array([str(uuid.uuid4()) for _ in range(len(_broadcast(draws, n)))], pa.string()),

@@ -600,7 +600,8 @@ MORE_FUNCTIONS = [
     "ts - ts", "d - d", "d - to_date('2024-01-01')", "ts - to_timestamp('2024-01-01')",
     "date_bin(INTERVAL '1 day', ts)", "date_bin(INTERVAL '15 minutes', ts, TIMESTAMP '2024-01-01 00:05:00')",
     "date_bin(INTERVAL '2' HOUR, ts)", "date_bin(INTERVAL '1 hour 30 minutes', ts)", "date_bin(INTERVAL '1 week', d)",
-    "date_bin(INTERVAL '7 seconds', ts)",
+    "date_bin(INTERVAL '7 seconds', ts)", "date_bin(INTERVAL '1 month', ts)", "date_bin(INTERVAL '3 months', d)",
+    "date_bin(INTERVAL '2 years', ts)",
     # TRY_CAST (one kernel per target type) and LIKE with a pattern per row
     "TRY_CAST(s AS INT)", "TRY_CAST(s AS TIMESTAMP)", "TRY_CAST(f AS INT)", "TRY_CAST(i AS TINYINT)",
     "TRY_CAST('12' AS INT)", "TRY_CAST('x' AS INT)", "TRY_CAST(s AS DATE)", "TRY_CAST(f AS STRING)",
