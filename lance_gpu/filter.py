@@ -65,6 +65,11 @@ Known differences from pylance 14.0.2:
   pylance refuses it ("Scans must request at least one column").
 * ``arrow_typeof`` is decided when the expression is compiled, so ``arrow_typeof(x)`` of an
   ``x`` that would fail when evaluated (a failing ``arrow_cast``) gives the type's name.
+* ``a IS DISTINCT FROM b AND c`` is ``(a IS DISTINCT FROM b) AND c`` here; pylance's parser
+  reads ``a IS DISTINCT FROM (b AND c)`` (and then usually fails). We also read ``<=>`` as
+  ``IS NOT DISTINCT FROM``, which pylance refuses.
+* ``CAST`` of a text column to a timestamp takes every ISO 8601 text Arrow reads (also
+  ``'2024-03-05T10'``, which DataFusion may refuse).
 
 SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
