@@ -17,8 +17,16 @@ Operations (each opens the dataset inside the timed call, as a fresh process wou
 * ``open+count_rows``, ``open+scan`` (``to_table()``), ``open+filter`` (``s = 's7'``),
   ``open+take100`` (100 random row positions), ``open+to_batches`` (every batch consumed),
   ``open+versions`` (``versions()``);
-* ``delete1`` (``delete("id = 1234")``) and ``compact`` (``optimize.compact_files()``), each on
-  a fresh copy (the copy is not timed).
+* ``delete1`` (``delete("id = K")``, K = 1234 or, on smaller datasets, the middle row),
+  ``update4`` (``update({"x": "x + 1"})`` of the 4 rows from K), ``merge_insert4`` (an upsert
+  keyed on ``id`` of 4 rows: 2 of them from K, 2 new) and ``compact``
+  (``optimize.compact_files()``), each on a fresh copy (the copy is not timed, and is
+  written back by an untimed ``os.sync()``: lance_gpu's commit fsyncs the files it adds, and
+  on ext4 that journal commit would otherwise also write back the whole copy just made --
+  setup cost, not the operation's; pylance does not fsync at all).
+
+Shape ``10`` (10 appends: ten tiny fragments) is the fresh dataset of issue 24's "small
+operations at pylance's latency".
 
 One child process per shape imports both libraries, warms each operation up once per engine,
 then alternates the engines for ``--repeat`` rounds (the order flips every round), so both see
@@ -53,7 +61,7 @@ DATA = HERE / "data" / "scale"
 ROWS_PER_APPEND = 16
 
 OPS = ("append", "open+count_rows", "open+scan", "open+filter", "open+take100", "open+to_batches",
-       "open+versions", "delete1", "compact")
+       "open+versions", "delete1", "update4", "merge_insert4", "compact")
 
 CHILD = r"""
 import json, os, shutil, sys, tempfile, time, warnings
@@ -65,6 +73,7 @@ import lance_gpu
 
 LIBS = {"lance": lance, "lance_gpu": lance_gpu}
 TOTAL = lance.dataset(base).count_rows()
+K = min(1234, TOTAL // 2)
 rng = np.random.default_rng(7)
 IDX = np.sort(rng.choice(TOTAL, 100, replace=False)).tolist()
 
@@ -83,6 +92,7 @@ counter = {"n": 10_000_000}
 def fresh():
     d = tempfile.mkdtemp(dir=workdir)
     shutil.copytree(base, d + "/ds")
+    os.sync()  # untimed: the copy's dirty pages are not the operation's to flush (see the docstring)
     return d
 
 def run(engine, op):
@@ -93,16 +103,24 @@ def run(engine, op):
         t0 = time.perf_counter()
         lib.write_dataset(tbl, own[engine], mode="append")
         return time.perf_counter() - t0, None
-    if op in ("delete1", "compact"):
+    if op in ("delete1", "update4", "merge_insert4", "compact"):
         d = fresh()
+        if op == "merge_insert4":
+            src = batch(K).slice(0, 2)
+            src = pa.concat_tables([src, batch(10**8).slice(0, 2)])
         t0 = time.perf_counter()
         ds = lib.dataset(d + "/ds")
         if op == "delete1":
-            ds.delete("id = 1234")
+            ds.delete(f"id = {K}")
+        elif op == "update4":
+            ds.update({"x": "x + 1"}, where=f"id >= {K} and id < {K + 4}")
+        elif op == "merge_insert4":
+            ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
         else:
             ds.optimize.compact_files()
         dt = time.perf_counter() - t0
-        out = lance.dataset(d + "/ds").count_rows()
+        after = lance.dataset(d + "/ds")
+        out = (after.count_rows(), after.to_table(filter=f"id >= {K} and id < {K + 4}").sort_by("id").to_pylist())
         shutil.rmtree(d)
         return dt, out
     t0 = time.perf_counter()

@@ -63,6 +63,18 @@ A process whose first read finds every kernel it needs twinned therefore imports
 numba (``import lance_gpu`` does) but never sets up its typing or target context,
 nor compiles or loads anything, during that read.
 
+Small calls stay on twins until the context is up.  Loading cached code is cheap once
+numba's CPU target context exists, but setting that context up costs a process ~0.4 s
+of CPU (numba's registries, scipy where installed): more than a small read of a small
+table takes in all.  So while this process has no target context, a call whose array
+arguments hold at most :data:`SMALL_CALL_ELEMENTS` elements runs the twin without
+looking in the cache (on a cold cache -- no index for the kernel yet -- it still asks the
+worker to compile it, as above); a larger call (or any call once the context exists,
+made by another kernel's load or compile) loads the cached code as above.  Once a process
+has spent :data:`SMALL_TWIN_BUDGET_SECONDS` in such twin calls, it sets numba up too: a
+twin call is slower than compiled code, and a process that keeps reading small tables
+would pay that on every call.
+
 Workers of concurrent processes take turns (an ``fcntl`` lock per request),
 so a signature is compiled once; a worker outlives its process until its
 requests are done.  Twins are off (every kernel compiles in the calling
@@ -93,6 +105,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -121,6 +134,35 @@ CACHE_DIR_ENV = "LANCE_GPU_CACHE_DIR"
 TWINS_ENV = "LANCE_GPU_JIT_TWINS"
 #: Seconds between two looks into the cache for a signature a twin is standing in for.
 RECHECK_SECONDS = 0.25
+#: Array elements (over all arguments) up to which a call runs its twin rather than set up
+#: numba's target context to load cached code (module docstring, "Small calls").
+SMALL_CALL_ELEMENTS = 4096
+#: CPU seconds of small twin calls after which a process sets numba up after all (a twin call
+#: costs tens of microseconds more than compiled code: a process that keeps reading pays
+#: the one-off set-up rather than that overhead on every call).  About half the set-up's
+#: own cost (~0.4 s): a process never pays more than ~1.6 times the better choice.
+SMALL_TWIN_BUDGET_SECONDS = 0.25
+_small_twin_seconds = [0.0]
+
+
+def _target_context_ready() -> bool:
+    """Whether numba's CPU target context is set up in this process: its registries loaded
+    (``CPUContext.load_additional_registries``, run by the first compile or cache load,
+    imports ``numba.np.arraymath`` among others; the context object itself exists as soon
+    as a dispatcher does, and costs nothing)."""
+    return "numba.np.arraymath" in sys.modules
+
+
+def _small_call(args: tuple[Any, ...]) -> bool:
+    """Whether the array arguments of a call hold at most SMALL_CALL_ELEMENTS elements."""
+    total = 0
+    for a in args:
+        size = getattr(a, "size", None)
+        if isinstance(size, int):
+            total += size
+            if total > SMALL_CALL_ELEMENTS:
+                return False
+    return True
 
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -419,6 +461,19 @@ class TwinnedKernel:
         return self._cold_call(args)
 
     def _cold_call(self, args: tuple[Any, ...]) -> Any:
+        if _small_twin_seconds[0] < SMALL_TWIN_BUDGET_SECONDS and _small_call(args) and not _target_context_ready():
+            t0 = time.thread_time()  # CPU time: the machine's load does not spend the budget
+            result = self.twin(*args)  # cheaper than setting up numba to load cached code
+            _small_twin_seconds[0] += time.thread_time() - t0
+            if result is not NotImplemented:
+                self.twin_calls += 1
+                if not os.path.exists(self.dispatcher._cache._cache_file._index_path):
+                    # nothing of this kernel is cached yet: have the worker compile it, as
+                    # for any call on a cold cache (the process loads it when done)
+                    sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+                    if not _worker.requested(self, sig):
+                        _worker.request(self, sig)
+                return result
         sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
         # A signature this process sent to its worker is not looked for again here: the worker
         # says when it is compiled, and the process loads it then (``_Worker``), off the reads.
@@ -434,8 +489,6 @@ class TwinnedKernel:
 
     def _load_cached(self, sig: tuple[Any, ...]) -> bool:
         """Add the cached compiled code for ``sig`` (looked for at most every RECHECK_SECONDS)."""
-        import time
-
         d = self.dispatcher
         # One look at a time per kernel: threads arriving while another loads wait for it
         # (rather than run the twin and ask the worker for code that is in the cache).

@@ -17,6 +17,9 @@ writes on the CPU).
 * :func:`rows_all_equal_gpu`, :func:`run_count_gpu` -- is every ``width``-byte row equal to
   the first; how many runs of equal values (one scalar read back each).
 * :func:`def_levels_from_validity_gpu` -- u16 definition levels ``1 - valid``.
+* :func:`items_null_in_valid_rows_gpu`, :func:`zip_fsl_rows_gpu` -- fixed-size lists with
+  item validity: do items matter (a null item in a valid row, one count read back); rows
+  zipped with their validity bits for full-zip pages.
 """
 
 import numpy as np
@@ -33,12 +36,14 @@ T: int
 __all__ = [
     "block_bit_widths_gpu",
     "def_levels_from_validity_gpu",
+    "items_null_in_valid_rows_gpu",
     "logical_not_gpu",
     "pack_chunks_gpu",
     "pack_level_blocks_gpu",
     "rows_all_equal_gpu",
     "run_count_gpu",
     "widen_to_int64_gpu",
+    "zip_fsl_rows_gpu",
 ]
 
 
@@ -260,4 +265,63 @@ def widen_to_int64_gpu(values):
     if n:
         blocks, tpb = _device.launch_dims(n, _tpb(n))
         _widen_kernel.get()[blocks, tpb](values, out)
+    return out
+
+
+@gpu_kernel
+def _items_null_under_valid_kernel(items, rows_valid, has_rows, dim, total, count):
+    # grid-stride: items null in a valid row; one atomic add per thread
+    local = 0
+    for i in range(cuda.grid(1), total, cuda.gridsize(1)):
+        if not items[i] and (not has_rows or rows_valid[i // dim]):
+            local += 1
+    if local:
+        cuda.atomic.add(count, 0, local)
+
+
+def items_null_in_valid_rows_gpu(items, rows_valid, dim):
+    """How many items of a fixed-size list (device bool ``items``, ``rows * dim``) are null
+    in a valid row (device bool ``rows_valid``, or None: every row valid); one count read
+    back."""
+    total = int(items.shape[0])
+    if total == 0:
+        return 0
+    count = _device.device_zeros(1, np.int64)
+    has_rows = rows_valid is not None
+    rv = rows_valid if has_rows else _device.device_zeros(1, np.bool_)
+    blocks, tpb = _stride_dims(total)
+    _items_null_under_valid_kernel.get()[blocks, tpb](items, rv, has_rows, np.int64(dim), np.int64(total), count)
+    return int(count.copy_to_host()[0])
+
+
+@gpu_kernel
+def _zip_fsl_rows_kernel(items, data, dim, vbytes, row_bytes, total, out):
+    # one thread per output byte (grid-stride): a row is its items' validity bits (LSB
+    # first, ``vbytes`` bytes) then its ``row_bytes`` value bytes
+    width = vbytes + row_bytes
+    for k in range(cuda.grid(1), total, cuda.gridsize(1)):
+        row = k // width
+        j = k - row * width
+        if j < vbytes:
+            byte = 0
+            first = row * dim + 8 * j
+            for b in range(8):
+                if 8 * j + b < dim and items[first + b]:
+                    byte |= 1 << b
+            out[k] = byte
+        else:
+            out[k] = data[row * row_bytes + (j - vbytes)]
+
+
+def zip_fsl_rows_gpu(items, data, rows, dim, row_bytes):
+    """Full-zip values of fixed-size lists with item validity: per row ``ceil(dim / 8)``
+    bytes of its items' validity bits (LSB first), then its ``row_bytes`` value bytes
+    (``row_bytes`` 0: validity only).  Device uint8 ``rows * (ceil(dim / 8) + row_bytes)``."""
+    vbytes = -(-dim // 8)
+    total = rows * (vbytes + row_bytes)
+    out = _device.device_empty(total, np.uint8)
+    if total:
+        blocks, tpb = _stride_dims(total)
+        src = data if row_bytes else _device.device_zeros(1, np.uint8)
+        _zip_fsl_rows_kernel.get()[blocks, tpb](items, src, np.int64(dim), np.int64(vbytes), np.int64(row_bytes), np.int64(total), out)
     return out

@@ -50,6 +50,7 @@ from numba import prange
 
 from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+from .compact import compact_fixed_gpu
 from .errors import ERR_BAD_LEVEL, CorruptInputError, describe_error_code, new_error_flag, raise_if_flagged
 from .segments import _segment_of
 
@@ -66,12 +67,14 @@ __all__ = [
     "LayerResult",
     "LevelSegment",
     "Raveled",
+    "RaveledGpu",
     "Unraveled",
     "bitmap_to_validity",
     "bitmap_to_validity_gpu",
     "check_restarts_segments_gpu",
     "def_table",
     "ravel_levels",
+    "ravel_levels_gpu",
     "unravel_levels",
     "unravel_levels_gpu",
     "unravel_segments_gpu",
@@ -1176,6 +1179,216 @@ def ravel_levels(layers, num_rows, layer_kinds=None):
     rep_out = reps.astype(np.uint16) if tab.max_rep else None
     def_out = defs.astype(np.uint16) if tab.max_def else None
     return Raveled(rep_out, def_out, kinds.astype(np.uint8), value_index, int(reps.shape[0]))
+
+
+# --------------------------------------------------------------------------
+# GPU ravel (encoder direction): the same steps as ravel_levels, as kernels
+# --------------------------------------------------------------------------
+
+
+@gpu_kernel
+def _ravel_item_kernel(defs, idx, visible, validity, null_level, n_entries, n, err):
+    # grid-stride over levels: a valid level's entry that is null takes the layer's level
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        if not visible[i] or defs[i] != 0:
+            continue
+        j = idx[i]
+        if j < 0 or j >= n_entries:
+            err[0] = 1
+            continue
+        if not validity[j]:
+            defs[i] = null_level
+
+
+@gpu_kernel
+def _ravel_list_count_kernel(defs, idx, visible, validity, has_validity, offsets, n_entries, n, counts, err):
+    # grid-stride over levels: how many levels each becomes (its list's length, else 1)
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        counts[i] = 1
+        if not visible[i] or defs[i] != 0:
+            continue
+        j = idx[i]
+        if j < 0 or j >= n_entries:
+            err[0] = 1
+            continue
+        if has_validity and not validity[j]:
+            continue
+        length = offsets[j + 1] - offsets[j]
+        if length > 0:
+            counts[i] = length
+
+
+@gpu_kernel
+def _ravel_list_fill_kernel(
+    reps, defs, idx, visible, validity, has_validity, offsets, base, null_level, empty_level, rep_level, n, pos,
+    new_reps, new_defs, new_idx, new_visible,
+):
+    # grid-stride over levels: each writes its levels at pos[i] (ravel_levels' fill, one
+    # level per thread instead of one pass)
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        w = pos[i]
+        r = reps[i]
+        list_level = r if r != 0 else rep_level
+        if not visible[i]:
+            new_reps[w] = r
+            new_defs[w] = defs[i]
+            new_idx[w] = -1
+            new_visible[w] = False
+            continue
+        if defs[i] != 0:
+            new_reps[w] = list_level
+            new_defs[w] = defs[i]
+            new_idx[w] = -1
+            new_visible[w] = False
+            continue
+        j = idx[i]
+        if has_validity and not validity[j]:
+            new_reps[w] = list_level
+            new_defs[w] = null_level
+            new_idx[w] = -1
+            new_visible[w] = False
+            continue
+        start = offsets[j]
+        length = offsets[j + 1] - start
+        if length <= 0:
+            new_reps[w] = list_level
+            new_defs[w] = empty_level
+            new_idx[w] = -1
+            new_visible[w] = False
+            continue
+        for t in range(length):
+            new_reps[w + t] = list_level if t == 0 else 0
+            new_defs[w + t] = 0
+            new_idx[w + t] = start - base + t
+            new_visible[w + t] = True
+
+
+@gpu_kernel
+def _empty_valid_lists_kernel(offsets, validity, has_validity, n, count):
+    # grid-stride: lists that are empty and valid (one atomic add per thread)
+    local = 0
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        if offsets[i + 1] == offsets[i] and (not has_validity or validity[i]):
+            local += 1
+    if local:
+        cuda.atomic.add(count, 0, local)
+
+
+def _stride_dims(n):
+    """Grid-stride launches: about 8 items a thread on a GPU; a few looping threads under
+    the simulator (each thread is a Python thread there)."""
+    if _device.is_simulator():
+        return max(1, min(4, -(-n // 256))), 32
+    return _device.launch_dims(max(1, -(-n // 8)), 256)
+
+
+def _layer_kind_gpu(validity, offsets, n_entries):
+    """:func:`_layer_kind` of a layer held on the device (one count read back a test)."""
+    has_nulls = validity is not None
+    if offsets is None:
+        return NULLABLE_ITEM if has_nulls else ALL_VALID_ITEM
+    count = _device.device_zeros(1, np.int64)
+    if n_entries:
+        blocks, tpb = _stride_dims(n_entries)
+        dummy = validity if has_nulls else _device.device_zeros(1, np.bool_)
+        _empty_valid_lists_kernel.get()[blocks, tpb](offsets, dummy, has_nulls, np.int64(n_entries), count)
+    has_empty = int(count.copy_to_host()[0]) > 0
+    if has_nulls and has_empty:
+        return NULL_AND_EMPTY_LIST
+    if has_nulls:
+        return NULLABLE_LIST
+    if has_empty:
+        return EMPTYABLE_LIST
+    return ALL_VALID_LIST
+
+
+class RaveledGpu(NamedTuple):
+    """Result of :func:`ravel_levels_gpu` (device arrays)."""
+
+    rep: object  # device uint16[num_levels] or None (no list layer)
+    def_: object  # device uint16[num_levels] or None (nothing null or empty)
+    visible: object  # device bool[num_levels]: the level holds a value slot
+    layer_kinds: np.ndarray  # host uint8[num_layers], inner-most first
+    value_index: object  # device int64[num_values]: leaf-layer entry of each visible slot
+    num_levels: int
+
+
+def ravel_levels_gpu(layers, num_rows):
+    """:func:`ravel_levels` on the device: the same levels, kinds and value index.
+
+    :param layers: inner-most first, ``(validity, offsets, entries)``: ``validity`` a device
+        bool array (one per entry of the layer) or None when no entry is null; ``offsets``
+        device int64 ``[entries + 1]`` into the next inner layer's entries (they may start
+        anywhere: entry ``offsets[k] - offsets[0]`` is the first of list ``k``), None for
+        an item layer; ``entries`` the layer's entry count (host int).
+    :param num_rows: entries of the outer-most layer.
+
+    Per layer, outer first: an item layer marks its null entries' levels (one kernel); a
+    list layer counts the levels each level becomes, scans the counts (the total read back
+    to size the next arrays) and writes them (one thread per level).  A layer kind takes
+    one count read back (empty valid lists).  Entry indices out of range raise
+    ``ValueError`` as :func:`ravel_levels` does.
+    """
+    nl = len(layers)
+    if nl == 0:
+        msg = "at least one layer is needed"
+        raise ValueError(msg)
+    if layers[0][1] is not None:
+        msg = "the inner-most layer must be an item layer (offsets=None)"
+        raise ValueError(msg)
+    kinds = np.array([_layer_kind_gpu(v, o, int(e)) for v, o, e in layers], dtype=np.int64)
+    tab = def_table(kinds)
+    n = int(num_rows)
+    reps = _device.device_full(n, np.uint16, tab.max_rep)
+    defs = _device.device_zeros(n, np.uint16)
+    idx = _device.to_device(np.arange(n, dtype=np.int64))
+    visible = _device.device_full(n, np.bool_, True)
+    n_entries = n
+    err = _device.device_zeros(1, np.int32)
+    dummy_valid = _device.device_zeros(1, np.bool_)
+    for m in range(nl - 1, -1, -1):
+        v, o, entries = layers[m]
+        has_v = v is not None
+        if int(entries) != n_entries:
+            msg = f"layer {m}: {int(entries)} entries, expected {n_entries}"
+            raise ValueError(msg)
+        if not tab.is_list[m]:
+            if has_v and n:
+                blocks, tpb = _stride_dims(n)
+                _ravel_item_kernel.get()[blocks, tpb](defs, idx, visible, v, np.uint16(tab.null_level[m]), np.int64(n_entries), np.int64(n), err)
+            continue
+        counts = _device.device_empty(n, np.int64)
+        vv = v if has_v else dummy_valid
+        if n:
+            blocks, tpb = _stride_dims(n)
+            _ravel_list_count_kernel.get()[blocks, tpb](defs, idx, visible, vv, has_v, o, np.int64(n_entries), np.int64(n), counts, err)
+        if int(err.copy_to_host()[0]):
+            msg = f"layer {m}: entry index out of range"
+            raise ValueError(msg)
+        pos, total = _device.exclusive_scan(counts)
+        new_reps = _device.device_empty(total, np.uint16)
+        new_defs = _device.device_empty(total, np.uint16)
+        new_idx = _device.device_empty(total, np.int64)
+        new_visible = _device.device_empty(total, np.bool_)
+        # offsets[0] and offsets[entries]: two one-value copies (a strided view of the two
+        # would copy everything between them)
+        base = int(o[0:1].copy_to_host()[0])
+        last = int(o[n_entries : n_entries + 1].copy_to_host()[0])
+        if n:
+            _ravel_list_fill_kernel.get()[blocks, tpb](
+                reps, defs, idx, visible, vv, has_v, o, np.int64(base), np.uint16(tab.null_level[m]), np.uint16(tab.empty_level[m]),
+                np.uint16(tab.c[m]), np.int64(n), pos, new_reps, new_defs, new_idx, new_visible,
+            )
+        reps, defs, idx, visible = new_reps, new_defs, new_idx, new_visible
+        n = total
+        n_entries = last - base
+    if int(err.copy_to_host()[0]):
+        msg = "entry index out of range"
+        raise ValueError(msg)
+    value_index = compact_fixed_gpu(idx, visible) if n else idx
+    return RaveledGpu(
+        reps if tab.max_rep else None, defs if tab.max_def else None, visible, kinds.astype(np.uint8), value_index, n
+    )
 
 
 # --------------------------------------------------------------------------

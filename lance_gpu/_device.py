@@ -31,9 +31,17 @@ def gpu_stack_installed() -> bool:
     return importlib.util.find_spec("cupy") is not None
 
 
+#: With ``NUMBA_ENABLE_CUDASIM=1``, ``LANCE_GPU_TEST_SIM_DEVICE=1`` makes the numba CUDA
+#: simulator stand in for the device (tests; being an environment variable, it reaches the
+#: processes a test does not start itself, such as Spark's Python workers)
+SIM_DEVICE_ENV = "LANCE_GPU_TEST_SIM_DEVICE"
+
+
 @functools.lru_cache(maxsize=1)
 def gpu_unusable_reason() -> str | None:
     """Why the GPU path cannot run here, or None when it can."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and os.environ.get(SIM_DEVICE_ENV) == "1":
+        return None
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return _HIDDEN
     try:

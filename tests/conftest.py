@@ -112,3 +112,36 @@ def remote_store(request: pytest.FixtureRequest):
 # The suite runs the compiled kernels (twins are tested against them in test_jit_twins.py and,
 # in fresh processes, test_jit_cache.py) and starts no background compile workers.
 os.environ.setdefault("LANCE_GPU_JIT_TWINS", "0")
+
+
+@pytest.fixture
+def field_reads(monkeypatch):
+    """Every field read a CPU scan asks of a fragment, as ``(fragment id, field name, rows
+    asked)`` (rows: the fragment's physical rows when it asks for all), whether through
+    ``FragmentSnapshot.read_field`` or, for spans of small fragments, through
+    ``read_field_span`` (each of its parts once)."""
+    import threading
+
+    from lance_gpu.scan import execute
+    from lance_gpu.table.snapshot import FragmentSnapshot
+
+    reads: list[tuple[int, str, int]] = []
+    real, real_span = FragmentSnapshot.read_field, execute.read_field_span
+    inside = threading.local()
+
+    def spy(self, field, arrow_field, rows):
+        if not getattr(inside, "span", False):
+            reads.append((self.fragment_id, field.name, self.physical_rows if rows is None else len(rows)))
+        return real(self, field, arrow_field, rows)
+
+    def spy_span(parts, field, arrow_field):
+        reads.extend((f.fragment_id, field.name, f.physical_rows if rows is None else len(rows)) for f, rows in parts)
+        inside.span = True
+        try:
+            return real_span(parts, field, arrow_field)
+        finally:
+            inside.span = False
+
+    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
+    monkeypatch.setattr(execute, "read_field_span", spy_span)
+    return reads

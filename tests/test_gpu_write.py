@@ -51,7 +51,7 @@ def _device_column(arr: pa.Array):
     if pa.types.is_fixed_size_list(arr.type):
         values = arr.values.slice(arr.offset * arr.type.list_size, len(arr) * arr.type.list_size)
         inner = _device_column(values)
-        return DeviceColumn(arr.type, len(arr), valid, inner.data)
+        return DeviceColumn(arr.type, len(arr), valid, inner.data, item_validity=inner.validity)
     if pa.types.is_boolean(arr.type):
         bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)]
         return DeviceColumn(arr.type, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
@@ -133,21 +133,32 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     """64-bit values in 2.2, 128-bit decimals, strings and binaries get the CPU encoder's page dictionary
     (items in order of first occurrence, u32 indices) from the device -- counted exactly on a
     small page, from the sample on a big one (``sample``: a smaller sample makes 300 values
-    a big page for both encoders).  A value the sample did not see sends the page to the CPU
-    encoder: still the same file."""
+    a big page for both encoders).  Values the sample did not see are found on the device
+    (read back 50 at a time here): "rare" still gets its dictionary, "wide" (one value at
+    the sampled positions, 236 others elsewhere) is found to have too many -- no dictionary,
+    as the CPU encoder decides.  Every page is made on the device; the same file."""
+    from lance_gpu.file.encodings.dictionary import device as dictionary_device
     from lance_gpu.write import device_pages, pages
 
     if sample is not None:
         monkeypatch.setattr(pages, "DICT_SAMPLE", sample)
+    monkeypatch.setattr(dictionary_device, "MISSES_PER_ROUND", 50)
     n = 300
     rare = np.arange(n, dtype=np.int64) % 5
     rare[7] = 99  # not at a sampled position (every ~4.7th value of 300 with 64 samples)
+    sampled = np.zeros(n, np.bool_)
+    sampled[np.linspace(0, n - 1, 64).astype(np.int64)] = True
+    wide = np.where(sampled, 0, np.arange(n, dtype=np.int64) + 1000)
+    rare_text = [f"category-{(i * 31) % 4}" for i in range(n)]
+    rare_text[11] = "not-sampled"
     table = pa.table({
         "few": pa.array((np.arange(n, dtype=np.int64) * 7919) % 5 - 2),
         "dec": pa.array([None if i % 17 == 0 else (i % 3) * 10**20 for i in range(n)], pa.decimal128(38, 0)),
         "rare": pa.array(rare),
-        "cat": pa.array([None if i % 9 == 0 else f"category-{(i * 31) % 4}" for i in range(n)]),
+        "wide": pa.array(wide),
+        "cat": pa.array([None if i % 9 == 0 else s for i, s in enumerate(rare_text)]),
         "bin": pa.array([bytes([i % 3]) * 9 for i in range(n)]),
+        "wide_text": pa.array([f"v{v}" for v in wide]),
     })
     from lance_gpu.file import encodings
 
@@ -164,10 +175,10 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.2")
     made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
-    # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6, or a miss)
-    assert sorted(built) == ([-1, 3, 5] if sample is not None else [3, 5, 6])
-    expect = {"dictionary: the sample did not see every value": 1} if sample is not None else {}  # "rare"
-    assert made_on_host == expect
+    # device dictionaries: "few" (5 items), "dec" (3 and the null slots' 0), "rare" (6);
+    # "wide": over the cap once the misses are counted (sampled), or at once (counted exactly)
+    assert sorted(built) == ([-1, 3, 5, 6] if sample is not None else [3, 5, 6])
+    assert made_on_host == {}
     lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.2")
     assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
@@ -249,6 +260,33 @@ def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_lists_of_fixed_size_lists_from_the_device(tmp_path: Path, version: str) -> None:
+    """Lists of embeddings: narrow rows in mini-block chunks, wide rows full-zip with the
+    repetition in their control words and the row index; null and empty lists, null rows --
+    the values gathered and encoded on the device, the CPU encoder's bytes."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(12)
+    n = 90
+
+    def vectors(dim: int) -> pa.Array:
+        rows = []
+        for i in range(n):
+            k = i % 4
+            rows.append(None if i % 9 == 0 else [None if (i + j) % 5 == 0 else rng.standard_normal(dim).astype(np.float32).tolist() for j in range(k)])
+        return pa.array(rows, pa.list_(pa.list_(pa.float32(), dim)))
+
+    table = pa.table({"points": vectors(3), "embeddings": vectors(72)})
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Full-zip pages: long strings (plain, and FSST-compressed once 32 KiB), long binaries,
     nullable embeddings (control words), lists of long strings (repetition in the control
@@ -283,6 +321,175 @@ def test_fullzip_pages_from_the_device(tmp_path: Path, version: str, monkeypatch
     assert gpu_files == _data_files(tmp_path / "cpu")
     assert fsst_calls == [1], "the long strings were FSST-compressed on the device"
     assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> None:
+    """Pages that used to go to the CPU encoder, now made on the device, byte for byte the
+    CPU encoder's: fixed-size lists of booleans (bits packed on the device; mini-block, and
+    full-zip at 2048 bits a row), fixed-size lists with null items (their validity packed per
+    mini-block chunk, or zipped with each full-zip row; all-null items storing no values;
+    null items only under null rows adding no validity), fixed-size lists of fixed-size lists
+    (mini-block and full-zip) and JSON columns (a host
+    ``arrow.json`` column of a ``DeviceTable`` becomes JSONB on its way up; the device
+    encodes the documents)."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(21)
+    n = 70
+    rows_null = pa.array(np.arange(n) % 9 == 4)
+
+    def fsl(values: np.ndarray, dim: int, item_nulls=None, row_nulls=None, t=None) -> pa.Array:
+        vals = pa.array(values, t, mask=item_nulls)
+        return pa.FixedSizeListArray.from_arrays(vals, dim, mask=row_nulls)
+
+    only_under_null_rows = np.zeros(n * 3, np.bool_)
+    only_under_null_rows[4 * 3 + 1] = True  # row 4 is null
+    table = pa.table({
+        "bits": fsl(rng.random(n * 5) < 0.5, 5, row_nulls=rows_null),
+        "wide_bits": fsl(rng.random(n * 2048) < 0.5, 2048),
+        "holes": fsl(rng.standard_normal(n * 3).astype(np.float32), 3, rng.random(n * 3) < 0.2, rows_null),
+        "bit_holes": fsl(rng.random(n * 4) < 0.5, 4, rng.random(n * 4) < 0.3),
+        "hidden": fsl(np.arange(n * 3, dtype=np.int16), 3, only_under_null_rows, rows_null),
+        "wide_holes": fsl(rng.standard_normal(n * 80).astype(np.float32), 80, rng.random(n * 80) < 0.1, rows_null),
+        "wide_gone": fsl(np.zeros(n * 70, np.float32), 70, np.ones(n * 70, np.bool_)),
+        "grid": pa.FixedSizeListArray.from_arrays(fsl(rng.standard_normal(n * 12).astype(np.float32), 4), 3, mask=rows_null),
+        "cube": pa.FixedSizeListArray.from_arrays(fsl(rng.integers(0, 9, n * 320).astype(np.int16), 40), 8),
+        "doc": pa.array([None if i % 6 == 0 else f'{{"id": {i}, "tags": ["a", "b{i % 3}"], "ok": {str(i % 2 == 0).lower()}}}' for i in range(n)], pa.json_(pa.string())),
+    })
+    device = _device_dict(table.drop_columns(["doc", "cube"]))
+    frame = DeviceTable(table.column_names, [*device.values(), table.column("cube"), table.column("doc")], n)
+    table = table.select(frame.names)
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(frame, tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    back = lance.dataset(tmp_path / "gpu").to_table()
+    assert back.drop_columns(["doc"]).equals(table.drop_columns(["doc"]))
+    assert back.column("doc").to_pylist() == lance.dataset(tmp_path / "cpu").to_table().column("doc").to_pylist()
+    assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(lance_gpu.dataset(tmp_path / "cpu").to_table())
+    # nested fixed-size lists with null items: a device column holds one layer's item validity
+    holes = pa.FixedSizeListArray.from_arrays(fsl(np.zeros(n * 4, np.float32), 2, np.arange(n * 4) % 5 == 0), 2)
+    from lance_gpu.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="one layer"):
+        lance_gpu.write_dataset(DeviceTable(["h"], [holes], n), tmp_path / "holes", data_storage_version=version)
+
+
+@pytest.mark.gpu
+def test_rle_chunks_planned_on_the_device(tmp_path: Path) -> None:
+    """RLE pages of many chunks: a stretch of short runs (chunks shrink until their entries
+    fit), runs longer than 255 (split), a chunk boundary inside a run, the last chunk what is
+    left -- planned from the run starts on the device, the CPU encoder's bytes."""
+    from lance_gpu.file.encodings import rle
+
+    rng = np.random.default_rng(4)
+    short = np.repeat(rng.integers(0, 50, 3000), 2)  # 6,000 values in runs of 2
+    long = np.repeat(rng.integers(0, 1000, 12), rng.integers(256, 700, 12))  # runs over 255
+    values = np.concatenate([long[:2500], short, long[2500:], [7, 7, 8]])
+    n = values.size
+    assert rle.run_count(values) < 0.5 * n
+    table = pa.table({
+        "wide": pa.array(values.astype(np.int64)),
+        "narrow": pa.array((values % 200).astype(np.uint8), mask=np.arange(n) % 1000 == 3),
+        "half": pa.array(values.astype(np.int16)),
+    })
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version="2.1")
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version="2.1")
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_nested_pages_from_many_batches_and_long_level_runs(tmp_path: Path) -> None:
+    """Lists, maps and structs of lists buffered from several batches are joined on the
+    device (offsets moved by kernels, children joined field by field), and rows whose levels
+    would overflow a mini-block chunk (65,535) are split in halves as the CPU writer splits
+    them -- every page made on the device, the CPU writer's bytes."""
+    from lance_gpu.write import device_pages
+    from lance_gpu.write.device_input import DeviceBatch
+
+    n = 240
+    table = pa.table({
+        "nums": pa.array([None if i % 7 == 0 else list(range(i % 4)) for i in range(n)], pa.list_(pa.int32())),
+        "words": pa.array([[f"w{i}", None] if i % 3 else [] for i in range(n)], pa.list_(pa.string())),
+        "attrs": pa.array([None if i % 5 == 0 else [("k", i)] for i in range(n)], pa.map_(pa.string(), pa.int32())),
+        "holder": pa.array([{"ids": None if i % 6 == 0 else list(range(i % 3))} for i in range(n)], pa.struct([("ids", pa.list_(pa.int32()))])),
+    })
+    batches = [b for part in (table.slice(0, 70), table.slice(70, 1), table.slice(71)) for b in part.to_batches()]
+    device = [DeviceBatch(table.schema, [_device_column(b.column(i)) for i in range(b.num_columns)], b.num_rows) for b in batches]
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(iter(device), tmp_path / "gpu", schema=table.schema)
+    lance_gpu.write_dataset(iter(batches), tmp_path / "cpu", schema=table.schema)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+    rows = 70_000  # two values with 69,998 empty lists between them: one chunk would hold them all
+    sparse = pa.table({"l": pa.array([[1, 2] if i in (0, rows - 1) else [] for i in range(rows)], pa.list_(pa.int16()))})
+    lance_gpu.write_dataset(_device_dict(sparse), tmp_path / "gpu2")
+    lance_gpu.write_dataset(sparse, tmp_path / "cpu2")
+    assert device_pages.host_fallbacks == before
+    assert _data_files(tmp_path / "gpu2") == _data_files(tmp_path / "cpu2")
+    assert lance.dataset(tmp_path / "gpu2").to_table().equals(sparse)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_field_metadata_steers_the_device_encoder(tmp_path: Path, version: str) -> None:
+    """``lance-encoding:compression`` (``none``, ``fsst``), ``structural-encoding``
+    (``miniblock`` / ``fullzip``) and ``dict-size-ratio`` on flat and nested leaves: the
+    device encoder decides as the CPU encoder does (these fields used to go to it)."""
+    from lance_gpu.write import device_pages
+
+    def meta(**kw: str) -> dict:
+        keys = {"compression": "lance-encoding:compression", "structural": "lance-encoding:structural-encoding", "ratio": "lance-encoding:dict-size-ratio"}
+        return {keys[k]: v for k, v in kw.items()}
+
+    rng = np.random.default_rng(8)
+    n = 300
+    runs = np.repeat(np.arange(10, dtype=np.int32), n // 10)
+    cats = [f"cat-{i % 4}" for i in range(n)]
+    fields = [
+        ("runs_plain", pa.int32(), runs, meta(compression="none")),  # no RLE: flat
+        ("same_plain", pa.int16(), np.full(n, 3, np.int16), meta(compression="none")),  # no constant (2.2)
+        ("same_zip", pa.int16(), np.full(n, 3, np.int16), meta(structural="fullzip")),  # full-zip, no constant
+        ("cats_plain", pa.string(), cats, meta(compression="none")),  # no dictionary
+        ("cats_ratio", pa.int64(), (np.arange(n) % 7).astype(np.int64), meta(ratio="0.01")),  # no dictionary (2.2)
+        ("short_fsst", pa.string(), [f"row {i} of the table" for i in range(n)], meta(compression="fsst")),  # forced FSST
+        ("bin_fsst", pa.binary(), [b"bytes-%d" % i for i in range(n)], meta(compression="fsst")),
+        ("text_zip", pa.string(), [None if i % 9 == 0 else f"t{i}" for i in range(n)], meta(structural="fullzip")),
+        ("wide_mini", pa.binary(300), [bytes([i % 256]) * 300 for i in range(n)], meta(structural="miniblock")),
+        ("zstd_short", pa.string(), [f"z{i}" for i in range(n)], meta(compression="zstd")),  # short page: as the default
+    ]
+    schema = pa.schema([pa.field(name, t, metadata=m) for name, t, _v, m in fields] + [
+        pa.field("emb_mini", pa.list_(pa.float32(), 70), metadata=meta(structural="miniblock")),
+        pa.field("nested", pa.list_(pa.field("item", pa.int32(), metadata=meta(compression="none")))),
+    ])
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 70).astype(np.float32)), 70)
+    nested = pa.array([None if i % 5 == 0 else [i % 3] * (i % 4) for i in range(n)], pa.list_(pa.int32()))
+    table = pa.Table.from_arrays([*[pa.array(v, t) for _name, t, v, _m in fields], emb, nested], schema=schema)
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", schema=schema, data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", schema=schema, data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+def test_device_columns_keep_item_validity() -> None:
+    """A fixed-size-list device column keeps its items' validity through upload, take,
+    slice and the copy back to Arrow (it used to be dropped: null items came back valid)."""
+    from lance_gpu.gpu import _array
+    from lance_gpu.gpu.columns import DeviceColumn
+
+    arr = pa.FixedSizeListArray.from_arrays(pa.array([1.0, None, 3, 4, None, 6], pa.float32()), 2, mask=pa.array([False, False, True]))
+    col = DeviceColumn.from_arrow(arr)
+    assert col.to_arrow().equals(arr)
+    assert col.take(_array.upload(np.array([1, 0], np.int64))).to_arrow().equals(arr.take(pa.array([1, 0])))
+    assert col.slice(1, 3).to_arrow().equals(arr.slice(1, 2))
 
 
 @pytest.mark.gpu
@@ -331,15 +538,19 @@ def test_a_failed_device_write_commits_nothing(tmp_path: Path, monkeypatch: pyte
 @pytest.mark.gpu
 def test_a_device_table_with_host_columns(tmp_path: Path) -> None:
     """A ``DeviceTable`` (the GPU reader's output) may hold host Arrow columns too: they are
-    uploaded and written like the rest."""
+    uploaded and written like the rest -- an Arrow dictionary column, which no device column
+    holds, stays on the host for the CPU encoder (it used to fail the upload with a bare
+    TypeError)."""
     from lance_gpu.gpu.columns import DeviceColumn
 
     table = pa.table({
         "n": pa.array(np.arange(50, dtype=np.int32)),
         "s": pa.array([None if i % 4 == 0 else f"s{i}" for i in range(50)]),
         "l": pa.array([[f"a{i}", None] if i % 3 else None for i in range(50)], pa.list_(pa.string())),
+        "d": pa.array([None if i % 7 == 0 else f"k{i % 3}" for i in range(50)]).dictionary_encode(),  # stays on the host
     })
-    frame = DeviceTable(table.column_names, [_device_column(table.column("n").combine_chunks()), table.column("s"), table.column("l")], 50)
+    host = [table.column(name) for name in ("s", "l", "d")]
+    frame = DeviceTable(table.column_names, [_device_column(table.column("n").combine_chunks()), *host], 50)
     assert isinstance(frame.columns[0], DeviceColumn)
     lance_gpu.write_dataset(frame, tmp_path / "gpu")
     lance_gpu.write_dataset(table, tmp_path / "cpu")
@@ -433,8 +644,77 @@ def test_device_data_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytes
     frame = DeviceTable(["a"], [pa.array([1, 2, 3])], 3)
     with pytest.raises(GpuUnavailableError, match="no CUDA device"):
         lance_gpu.write_dataset(frame, tmp_path / "d")
+    with pytest.raises(GpuUnavailableError, match="no CUDA device"):  # a CUDA DLPack tensor is device data
+        lance_gpu.write_dataset({"a": _DLPackTensor(np.arange(3), 2)}, tmp_path / "d")
     with pytest.raises(ImportError):  # what pylance-style callers catch
         lance_gpu.fragment.write_fragments(frame, tmp_path / "f", mode="create")
     assert not (tmp_path / "d").exists()
     lance_gpu.write_dataset(pa.table({"a": [1, 2, 3]}), tmp_path / "h")
     assert lance.dataset(tmp_path / "h").count_rows() == 3
+
+
+class _DLPackTensor:
+    """A DLPack producer over a NumPy array that reports ``device_type`` (1: CPU, 2: CUDA --
+    under the CUDA simulator device memory is host memory, so a "CUDA" producer's buffer
+    is the NumPy array's)."""
+
+    def __init__(self, values: np.ndarray, device_type: int) -> None:
+        self._values = values
+        self._device_type = device_type
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._device_type, 0)
+
+    def __dlpack__(self, stream=None, **_kwargs):
+        return self._values.__dlpack__()
+
+
+def _dlpack_table() -> tuple[pa.Table, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(17)
+    n = 300
+    arrays = {
+        "id": np.arange(n, dtype=np.int64),
+        "score": rng.standard_normal(n).astype(np.float32),
+        "ok": rng.random(n) < 0.5,
+        "emb": rng.standard_normal((n, 8)).astype(np.float32),
+    }
+    table = pa.table({
+        "id": arrays["id"], "score": arrays["score"], "ok": arrays["ok"],
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(arrays["emb"].reshape(-1)), 8),
+    })
+    return table, arrays
+
+
+def test_host_dlpack_columns_take_the_cpu_writer(tmp_path: Path) -> None:
+    """DLPack producers in host memory (a CPU torch tensor, ...) are host columns: 1-d as
+    their values, 2-d as fixed-size lists -- the files of the same Arrow table."""
+    table, arrays = _dlpack_table()
+    data = {k: _DLPackTensor(v, 1) for k, v in arrays.items()}
+    lance_gpu.write_dataset(data, tmp_path / "dl")
+    lance_gpu.write_dataset(table, tmp_path / "arrow")
+    assert _data_files(tmp_path / "dl") == _data_files(tmp_path / "arrow")
+    assert lance.dataset(tmp_path / "dl").to_table().equals(table)
+    torch = pytest.importorskip("torch")
+    tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    lance_gpu.write_dataset(tensors, tmp_path / "torch")
+    assert _data_files(tmp_path / "torch") == _data_files(tmp_path / "arrow")
+    with pytest.raises(ValueError, match="device memory"):  # one column on the device, the rest on the host
+        lance_gpu.write_dataset({"id": arrays["id"], "x": _DLPackTensor(arrays["score"], 2)}, tmp_path / "mixed")
+    assert not (tmp_path / "mixed").exists()
+
+
+@pytest.mark.gpu
+def test_cuda_dlpack_columns_encode_on_the_device(tmp_path: Path) -> None:
+    """DLPack producers in CUDA memory are device columns (``cupy.from_dlpack`` on a GPU;
+    the simulator reads their host-backed buffer): every page made on the device, the files
+    of the same Arrow table."""
+    from lance_gpu.write import device_pages
+
+    table, arrays = _dlpack_table()
+    data = {k: _DLPackTensor(v, 2) for k, v in arrays.items()}
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(data, tmp_path / "dl")
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "arrow")
+    assert _data_files(tmp_path / "dl") == _data_files(tmp_path / "arrow")
+    assert lance.dataset(tmp_path / "dl").to_table().equals(table)

@@ -32,8 +32,10 @@ path, cols = sys.argv[1], sys.argv[2].split(",")
 t = lance_gpu.dataset(path, device="cpu").to_table(columns=cols)
 digest = hashlib.sha256(str(t.to_pydict()).encode()).hexdigest()
 twins = _jitcache.twin_stats()
+context = "numba.np.arraymath" in sys.modules  # numba's target context was set up by the read
 assert _jitcache.wait_for_worker(600)
-print(json.dumps({"digest": digest, "stats": _jitcache.cache_stats(), "dir": str(_jitcache.cache_dir()), "twins": twins}))
+print(json.dumps({"digest": digest, "stats": _jitcache.cache_stats(), "dir": str(_jitcache.cache_dir()), "twins": twins,
+                  "context": context}))
 """
 
 
@@ -225,10 +227,31 @@ def test_cold_read_runs_twins_while_the_worker_fills_the_cache(tmp_path: Path, d
     # the worker (waited for by the child) compiled what the twins stood in for
     second = _read(cache, data, "id,v,s", twins="1")
     assert second["digest"] == first["digest"]
-    assert not second["twins"], second["twins"]
+    # loaded from the cache (twins stand in only for small calls made before numba's
+    # target context is up: see test_small_reads_do_not_set_up_numba)
+    assert set(second["twins"]) <= set(first["twins"]), second["twins"]
     hits, misses = _totals(second["stats"])
     assert hits > 0 and misses == 0, second["stats"]
+    assert second["context"]
     assert not list(cache.rglob("*.tmp.*"))
+
+
+def test_small_reads_do_not_set_up_numba(tmp_path: Path) -> None:
+    """On a warm cache, a fresh process reading a small table (every kernel call of at most
+    SMALL_CALL_ELEMENTS elements) runs the twins instead of setting up numba's target context
+    to load cached code (~0.4 s of CPU, more than the whole read): same table as pylance."""
+    rng = np.random.default_rng(5)
+    path = str(tmp_path / "small.lance")
+    for i in range(3):
+        ids = np.arange(16 * i, 16 * (i + 1), dtype=np.int64)
+        part = pa.table({"id": ids, "v": pa.array(rng.integers(0, 1000, 16)), "s": pa.array([f"s{k % 7}" for k in ids])})
+        lance.write_dataset(part, path, mode="create" if i == 0 else "append")
+    cache = tmp_path / "c"
+    cold = _read(cache, path, "id,v,s", twins="1")  # fills the cache (its worker is waited for)
+    warm = _read(cache, path, "id,v,s", twins="1")
+    assert cold["digest"] == warm["digest"] == _expected(path, ["id", "v", "s"])
+    assert warm["twins"] and not warm["context"], warm
+    assert _totals(warm["stats"]) == (0, 0)  # nothing loaded, nothing compiled
 
 
 # Two reads in one fresh process with twins on: what the first read set up, then the second

@@ -110,7 +110,7 @@ def test_reads_use_every_twin(calls: list[Call]) -> None:
                      "_fsst_chunks_one_pass", "_check_blocks_cpu", "_unpack_blocks_serial", "_utf8_valid_cpu",
                      "_check_variable_cpu", "_binary_lengths", "_binary_copy_range", "_unpack_range_swar",
                      "ool_chunk_plan", "ool_chunk_assemble", "_max_level", "_defs_le", "_gather_range",
-                     "_unravel_count_range", "_unravel_fill_range"):
+                     "_unravel_count_range", "_unravel_fill_range", "variable_chunks", "_copy_ranges"):
         assert expected in names, names
 
 
@@ -127,7 +127,7 @@ def test_twins_equal_kernels_on_real_pages(calls: list[Call]) -> None:
 
 # Kernels that validate their input themselves, and which of their arguments come from a
 # file (the others run on checked input only; the rest of their arguments are the caller's).
-_SELF_CHECKING = {"chunk_layout": [0], "ool_chunk_plan": [2], "chunk_headers": [0], "inline_bitpack_blocks": [0], "_fsst_chunks_one_pass": [0],
+_SELF_CHECKING = {"chunk_layout": [0], "variable_chunks": [0], "ool_chunk_plan": [2], "chunk_headers": [0], "inline_bitpack_blocks": [0], "_fsst_chunks_one_pass": [0],
                   "_check_blocks_cpu": [2, 3], "_utf8_valid_cpu": [0], "_check_variable_cpu": [0, 1],
                   "_binary_lengths": [0, 2], "_gather_range": [1], "_unravel_count_range": [0, 2]}
 

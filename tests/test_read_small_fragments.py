@@ -58,12 +58,12 @@ def test_every_read_equals_pylance(pair) -> None:
         assert frag_ours.to_table().equals(frag_ref.to_table())
 
 
-@pytest.mark.parametrize("group_rows", [1, 100, execute.FILTER_GROUP_ROWS])
+@pytest.mark.parametrize("group_rows", [1, 100, execute.SPAN_ROWS])
 @pytest.mark.parametrize("where", ["x < 0.3", "n IS NULL OR s = 'w001_y'", "id % 7 = 0 AND x > 0.5", "x > 2", "_rowaddr >= 21474836480 AND x < 0.7"])
 def test_filters_equal_pylance_in_any_grouping(pair, monkeypatch, group_rows, where) -> None:
     """Grouped filtering (one filter evaluation over many units) gives each unit the rows
     a filter of it alone keeps: groups of one unit, of a few, of all."""
-    monkeypatch.setattr(execute, "FILTER_GROUP_ROWS", group_rows)
+    monkeypatch.setattr(execute, "SPAN_ROWS", group_rows)
     ref, ours = pair
     for columns, late in ((["id", "s", "n"], None), (None, False), (["s"], True)):
         kw = {"columns": columns, "filter": where}
@@ -127,3 +127,154 @@ def test_a_changed_file_is_parsed_again(tmp_path) -> None:
     before = container.metadata_parses
     assert lance_gpu.dataset(path, device="cpu").to_table().equals(lance.dataset(other).to_table())
     assert container.metadata_parses == before + 1
+
+
+# -- hundreds of tiny fragments: spans (issue 24 item 4) -------------------------------------
+
+TINY_FRAGMENTS = 300
+
+
+def _tiny_table(n: int, seed: int) -> pa.Table:
+    """1 to 3 rows of every shape a span joins: nullable ints, strings, lists, structs."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n, dtype=np.int64) + seed * 10
+    words = [f"w{int(v)}" if v % 4 else None for v in rng.integers(0, 12, n)]
+    lists = [None if v == 0 else list(range(int(v))) for v in rng.integers(0, 4, n)]
+    return pa.table({
+        "id": pa.array(ids),
+        "x": pa.array(rng.random(n)),
+        "s": pa.array(words, pa.string()),
+        "l": pa.array(lists, pa.list_(pa.int32())),
+        "st": pa.StructArray.from_arrays([pa.array(ids * 2), pa.array([f"t{i % 3}" for i in ids])], names=["a", "b"]),
+        "n": pa.array(rng.integers(0, 100, n).astype(np.int32), mask=rng.random(n) < 0.3),
+    })
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """300 fragments of 1 to 3 rows, one version (as Spark tasks leave them), then deletes
+    leaving holes in many fragments and emptying a few."""
+    path = str(tmp_path_factory.mktemp("tiny") / "ds")
+    sizes = np.random.default_rng(3).integers(1, 4, TINY_FRAGMENTS)
+    frags = [f for i, n in enumerate(sizes) for f in lance.fragment.write_fragments(_tiny_table(int(n), i), path)]
+    lance.LanceDataset.commit(path, lance.LanceOperation.Overwrite(_tiny_table(1, 0).schema, frags))
+    ds = lance.dataset(path)
+    ds.delete("id % 7 = 3")
+    ds.delete("id >= 400 AND id < 460")  # fragments 40 to 45: every row
+    return lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+
+
+def _spans_used(monkeypatch) -> list[int]:
+    """Sizes (units) of the spans the CPU executor reads."""
+    sizes: list[int] = []
+    real = execute.read_span
+
+    def spy(group, *args):
+        sizes.append(len(group))
+        return real(group, *args)
+
+    monkeypatch.setattr(execute, "read_span", spy)
+    return sizes
+
+
+@pytest.mark.parametrize("span_fragment_rows", [execute.SPAN_FRAGMENT_ROWS, 2])
+def test_tiny_fragments_read_as_pylance(tiny, monkeypatch, span_fragment_rows) -> None:
+    """Scans, filters (late materialization or not), windows, virtual columns, nested
+    fields, fragment subsets and streaming over 300 tiny fragments equal pylance's, read in
+    spans of many fragments (and, with fragments of 3 rows kept out of spans, in spans
+    broken by single units)."""
+    monkeypatch.setattr(execute, "SPAN_FRAGMENT_ROWS", span_fragment_rows)
+    spans = _spans_used(monkeypatch)
+    ref, ours = tiny
+    assert len(ours.get_fragments()) == len(ref.get_fragments()) > 250  # (emptied ones dropped)
+    assert ours.to_table().equals(ref.to_table())
+    if span_fragment_rows > 3:
+        assert max(spans) > 50  # many fragments a span
+    else:
+        assert 1 in spans and max(spans) > 5  # spans of 1- and 2-row fragments between 3-row ones
+    kw = {"with_row_id": True, "with_row_address": True}
+    assert ours.to_table(**kw).equals(ref.to_table(**kw))
+    kw = {"columns": ["id", "_rowoffset"], "with_row_id": True, "include_deleted_rows": True, "filter": "x < 0.5"}
+    assert ours.to_table(**kw).equals(ref.to_table(**kw))
+    cols = ["st.b", "id", "l"]
+    assert ours.to_table(columns=cols).equals(ref.to_table(columns=cols))
+    for where in ("x < 0.3", "s = 'w5' OR n IS NULL", "st.a % 3 = 0 AND n > 20", "x > 2", "_rowaddr % 2 = 0"):
+        for late in (None, False):
+            got = ours.to_table(columns=["id", "s", "l", "st"], filter=where, late_materialization=late)
+            assert got.equals(ref.to_table(columns=["id", "s", "l", "st"], filter=where)), (where, late)
+        assert ours.to_table(filter=where, with_row_id=True).equals(ref.to_table(filter=where, with_row_id=True))
+        assert ours.count_rows(where) == ref.count_rows(where)
+        assert ours.to_table(filter=where, limit=7, offset=3).equals(ref.to_table(filter=where, limit=7, offset=3))
+    assert ours.to_table(limit=50, offset=211).equals(ref.to_table(limit=50, offset=211))
+    assert ours.to_table(columns={"twice": "id * 2", "n": "n"}).equals(ref.to_table(columns={"twice": "id * 2", "n": "n"}))
+    some = ref.get_fragments()[5:260:7]
+    mine = [ours.get_fragment(f.fragment_id) for f in some]
+    got = ours.scanner(fragments=mine, filter="x < 0.6").to_table()
+    assert got.equals(ref.scanner(fragments=some, filter="x < 0.6").to_table())
+    strict = list(ours.to_batches(batch_size=7, strict_batch_size=True))
+    assert [b.num_rows for b in strict[:-1]] == [7] * (len(strict) - 1)
+    assert pa.Table.from_batches(strict).equals(ref.to_table())
+    loose = list(ours.to_batches(batch_size=11, filter="x < 0.5", columns=["id", "s"]))
+    assert max(b.num_rows for b in loose) <= 11
+    assert pa.Table.from_batches(loose).equals(ref.to_table(filter="x < 0.5", columns=["id", "s"]))
+
+
+def test_tiny_fragments_take_as_pylance(tiny, monkeypatch) -> None:
+    """Takes over 300 tiny fragments (scattered, repeated, unordered, nested columns, row
+    ids) equal pylance's, the touched fragments read as one span."""
+    spans = _spans_used(monkeypatch)
+    ref, ours = tiny
+    rng = np.random.default_rng(5)
+    idx = rng.choice(ref.count_rows(), 80, replace=False)
+    assert ours.take(idx).equals(ref.take(idx))
+    idx = np.concatenate([idx[:10], idx[:10][::-1], [0, ref.count_rows() - 1]])
+    for columns in (None, ["s", "st.a", "l"]):
+        assert ours.take(idx, columns=columns).equals(ref.take(idx, columns=columns)), columns
+    virtual = ["id", "_rowid", "_rowaddr"]
+    assert ours.take(idx, columns=virtual).equals(ref.take(idx, columns=virtual))
+    assert spans and max(spans) > 10
+
+
+@pytest.mark.parametrize("op", ["delete", "compact"])
+def test_tiny_fragments_written_as_pylance(tiny, tmp_path, monkeypatch, op) -> None:
+    """A delete (its predicate evaluated once a span) and a compaction (its fragments
+    rewritten a span at a time) of 300 tiny fragments leave what pylance's leave, read by
+    pylance."""
+    import shutil
+
+    spans = _spans_used(monkeypatch)
+    ref, _ours = tiny
+    theirs, mine = tmp_path / "theirs", tmp_path / "mine"
+    shutil.copytree(ref.uri, theirs)
+    shutil.copytree(ref.uri, mine)
+    if op == "delete":
+        where = "s = 'w3' OR (n IS NULL AND x < 0.5) OR id = 2905"
+        got = lance_gpu.dataset(str(mine), device="cpu").delete(where)
+        lance.dataset(str(theirs)).delete(where)
+        assert got["num_deleted_rows"] == ref.count_rows(where) > 0
+    else:
+        got = lance_gpu.dataset(str(mine), device="cpu").optimize.compact_files()
+        want = lance.dataset(str(theirs)).optimize.compact_files()
+        assert (got.fragments_removed, got.fragments_added) == (want.fragments_removed, want.fragments_added)
+    assert max(spans) > 50
+    after = lance.dataset(str(mine))
+    assert after.to_table().equals(lance.dataset(str(theirs)).to_table())
+    assert after.count_rows() == lance.dataset(str(theirs)).count_rows()
+    assert lance_gpu.dataset(str(mine), device="cpu").to_table(with_row_id=op == "delete").equals(
+        lance.dataset(str(theirs)).to_table(with_row_id=op == "delete"))
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_tiny_fragments_of_every_file_version(tmp_path, version) -> None:
+    """Spans over fragments of each file version (2.0 files are read one by one inside a
+    span, 2.1+ ones decoded together) equal pylance's: scan, filter, take."""
+    path = str(tmp_path / "ds")
+    frags = [f for i in range(60) for f in lance.fragment.write_fragments(_tiny_table(1 + i % 3, i), path,
+                                                                           data_storage_version=version)]
+    lance.LanceDataset.commit(path, lance.LanceOperation.Overwrite(_tiny_table(1, 0).schema, frags))
+    lance.dataset(path).delete("id % 5 = 1")
+    ref, ours = lance.dataset(path), lance_gpu.dataset(path, device="cpu")
+    assert ours.to_table().equals(ref.to_table())
+    assert ours.to_table(filter="x < 0.4", with_row_id=True).equals(ref.to_table(filter="x < 0.4", with_row_id=True))
+    idx = np.random.default_rng(2).choice(ref.count_rows(), 25, replace=False)
+    assert ours.take(idx).equals(ref.take(idx))

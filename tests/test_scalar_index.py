@@ -464,8 +464,9 @@ def test_delete_reads_the_rows_an_index_selects(tmp_path, monkeypatch):
     lance.dataset(ours).create_scalar_index("i", "BTREE")
     shutil.copytree(ours, theirs)
     seen = []
-    real = operations.decode_fields
-    monkeypatch.setattr(operations, "decode_fields", lambda ds, units, fields: (seen.extend(u.rows.size for u in units), real(ds, units, fields))[1])
+    real = operations.decode_spans
+    monkeypatch.setattr(operations, "decode_spans",
+                        lambda ds, units, fields, **kw: (seen.extend(u.rows.size for u in units), real(ds, units, fields, **kw))[1])
     assert lance_gpu.dataset(ours).delete("i = 4099 OR i IN (10, 11)") == {"num_deleted_rows": 3}
     lance.dataset(theirs).delete("i = 4099 OR i IN (10, 11)")
     assert seen == [2, 1]  # two rows of fragment 0, one of fragment 2

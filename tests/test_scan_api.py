@@ -310,21 +310,30 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     """to_batches decodes ahead of the consumer but only ``batch_readahead`` batches' worth
     (at least one window): after the first batch, most fragments are still untouched.
     Units too small for the pool (``POOL_MIN_ROWS``) are decoded in the consumer's thread
-    as it reaches them: nothing beyond the first is touched."""
-    from lance_gpu.table.snapshot import FragmentSnapshot
+    as it reaches them, a span of small fragments at a time (here spans of two fragments):
+    nothing beyond the first span is touched."""
     from lance_gpu.scan import execute
+    from lance_gpu.table.snapshot import FragmentSnapshot
 
     if pooled:
         monkeypatch.setattr(execute, "POOL_MIN_ROWS", 0)
+    else:
+        monkeypatch.setattr(execute, "SPAN_ROWS", 300)  # fragments of 150 rows: two a span
     _ref, ours = pair
     touched: list[int] = []
     real = FragmentSnapshot.read_field
+    real_span = execute.read_field_span
 
     def spy(self, *args, **kwargs):
         touched.append(self.fragment_id)
         return real(self, *args, **kwargs)
 
+    def spy_span(parts, *args, **kwargs):
+        touched.extend(f.fragment_id for f, rows in parts if rows is None or rows.size)
+        return real_span(parts, *args, **kwargs)
+
     monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
+    monkeypatch.setattr(execute, "read_field_span", spy_span)
     def touched_after_readahead(lowest: int) -> int:
         # Readahead runs in pool threads: wait (bounded) until it has reached ``lowest``
         # fragments, then give it time to overrun its window if it were unbounded.
@@ -339,7 +348,7 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     if pooled:
         assert 3 <= touched_after_readahead(3) <= 4
     else:
-        assert touched_after_readahead(1) == 1
+        assert touched_after_readahead(1) == 2
     it2.close()
     touched.clear()
     it = ours.to_batches(columns=["a"], batch_size=10, batch_readahead=1, fragment_readahead=1)
@@ -401,23 +410,15 @@ def test_stable_row_ids_after_compaction(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("late", [None, True, False, ["s"]])
-def test_late_materialization(pair, monkeypatch, late) -> None:
-    """With a selective filter the fields the filter does not read are decoded for the
+def test_late_materialization(pair, field_reads, late) -> None:
+    """With a selective filter the fields the filter does not read are asked for the
     surviving rows only (unless late_materialization=False); results equal pylance's."""
-    from lance_gpu.table.snapshot import FragmentSnapshot
-
     ref, ours = pair
-    decoded: dict[str, int] = {}
-    real = FragmentSnapshot.read_field
-
-    def spy(self, field, arrow_field, rows):
-        n = self.physical_rows if rows is None else len(rows)
-        decoded[field.name] = decoded.get(field.name, 0) + n
-        return real(self, field, arrow_field, rows)
-
-    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     kw = {"columns": ["a", "s", "st", "l"], "filter": "a % 50 = 7", "late_materialization": late}
     _same(ours.to_table(**kw), ref.to_table(**kw))
+    decoded: dict[str, int] = {}
+    for _fid, name, n in field_reads:
+        decoded[name] = decoded.get(name, 0) + n
     matched = ref.count_rows("a % 50 = 7")
     assert decoded["a"] >= ours.count_rows()
     late_names = {"s", "st", "l"} if late in (None, True) else ({"s"} if late == ["s"] else set())
@@ -428,21 +429,11 @@ def test_late_materialization(pair, monkeypatch, late) -> None:
             assert decoded[name] >= ours.count_rows(), (name, decoded)
 
 
-def test_count_rows_with_a_filter_decodes_only_the_filter_columns(pair, monkeypatch) -> None:
+def test_count_rows_with_a_filter_decodes_only_the_filter_columns(pair, field_reads) -> None:
     """``count_rows(filter)`` reads the filter's columns and nothing else, and counts as pylance."""
-    from lance_gpu.table.snapshot import FragmentSnapshot
-
     ref, ours = pair
-    read: set[str] = set()
-    real = FragmentSnapshot.read_field
-
-    def spy(self, field, *args, **kwargs):
-        read.add(field.name)
-        return real(self, field, *args, **kwargs)
-
-    monkeypatch.setattr(FragmentSnapshot, "read_field", spy)
     assert ours.count_rows("a > 10") == ref.count_rows("a > 10")
-    assert read == {"a"}
-    read.clear()
+    assert {name for _f, name, _n in field_reads} == {"a"}
+    field_reads.clear()
     assert ours.scanner(columns=["f", "s"], filter="a > 10", with_row_id=True).count_rows() == ref.count_rows("a > 10")
-    assert read == {"a"}
+    assert {name for _f, name, _n in field_reads} == {"a"}

@@ -212,13 +212,14 @@ def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
     v1 = lance_gpu.dataset(path, device="cpu")
     assert v1.to_table().equals(lance.dataset(path).to_table())
     assert len(v1.snapshot._column_maps) == 1  # four fragments, one layout
-    assert all(set(f._sources) == {v1.lance_schema.fields[0].id} for f in v1.snapshot.fragments)
+    # where fields live: per layout (spans of small fragments keep nothing per fragment)
+    assert {key[1] for key in v1.snapshot.field_locations} == {v1.lance_schema.fields[0].id}
     lance.dataset(path).add_columns({"b": "a * 2"})
     v2 = lance_gpu.dataset(path, device="cpu")
     assert v2.snapshot._column_maps == {} and v2.snapshot._column_maps is not v1.snapshot._column_maps
     assert v2.to_table().equals(lance.dataset(path).to_table())
     assert len(v2.snapshot._column_maps) == 2  # the old files' layout and the new column's files
-    assert all(len(f._sources) == 2 for f in v2.snapshot.fragments)
+    assert len(v2.snapshot.field_locations) == 2  # fields a and b of the one layout
     assert len(v1.snapshot._column_maps) == 1
     assert v1.to_table().equals(lance.dataset(path, version=1).to_table())
     again = lance_gpu.dataset(path, version=2, device="cpu")  # another object, its own caches
@@ -228,7 +229,8 @@ def test_file_metadata_caches_belong_to_one_dataset_version(tmp_path) -> None:
 def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
     """A second scan of one dataset object parses no page layout again, nor does a scan of
     another object of the same version: layouts are kept with the file's metadata, for the
-    process, keyed by the file's identity (:func:`lance_gpu.file.container.file_metadata`)."""
+    process, keyed by the file's identity (:func:`lance_gpu.file.container.file_metadata`),
+    and by their bytes (pages of files written alike share one parse)."""
     from lance_gpu.file import container, reader
 
     calls = [0]
@@ -240,6 +242,7 @@ def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
 
     monkeypatch.setattr(reader, "parse_layout", spy)
     container.clear_metadata_cache()
+    reader.clear_shared_caches()
     ref, _ours = pair
     ds = lance_gpu.dataset(ref.uri, device="cpu")
     assert ds.to_table().equals(ref.to_table())
@@ -251,5 +254,9 @@ def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
     assert other.to_table().equals(ref.to_table())
     assert calls[0] == first
     container.clear_metadata_cache()
+    assert lance_gpu.dataset(ref.uri, device="cpu").to_table().equals(ref.to_table())
+    assert calls[0] == first  # the files are parsed again, their page layouts are known by bytes
+    container.clear_metadata_cache()
+    reader.clear_shared_caches()
     assert lance_gpu.dataset(ref.uri, device="cpu").to_table().equals(ref.to_table())
     assert calls[0] == 2 * first

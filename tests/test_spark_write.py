@@ -132,8 +132,9 @@ def test_failed_job_commits_nothing_and_removes_its_files(spark, tmp_path: Path)
         (lambda df, p: df.selectExpr("CAST(id AS INT) AS id", "name").write.format("lance").mode("append").save(p), "column 'id' is bigint"),
         (lambda df, p: df.write.format("lance").mode("overwrite").option("data_storage_version", "0.9").save(p), "data_storage_version"),
         (lambda df, p: df.write.format("lance").save(p), "Append"),
+        (lambda df, p: df.write.format("lance").mode("append").option("device", "tpu").save(p), "option 'device'"),
     ],
-    ids=["unknown-option", "columns", "types", "storage-version", "errorifexists"],
+    ids=["unknown-option", "columns", "types", "storage-version", "errorifexists", "device"],
 )
 def test_write_errors_before_any_task(spark, tmp_path: Path, write, message: str) -> None:
     uri = str(tmp_path / "err.lance")
@@ -146,3 +147,41 @@ def test_write_errors_before_any_task(spark, tmp_path: Path, write, message: str
     assert len(tracker.getJobIdsForGroup()) == jobs_before
     assert lance.dataset(uri).version == 1
     shutil.rmtree(uri)
+
+
+def _file_bytes(uri: str) -> list[bytes]:
+    """The dataset's data files' contents, sorted (names are random; tasks write the same rows)."""
+    return sorted((Path(uri) / "data" / name).read_bytes() for name in data_files(uri))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["gpu", "auto"])
+def test_the_device_option_encodes_on_the_device(spark, tmp_path: Path, device: str) -> None:
+    """``device="gpu"`` (and ``"auto"`` where a GPU is usable): each task uploads its host
+    batches and encodes its pages on the device -- the CPU sink's files, byte for byte.
+    Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1 LANCE_GPU_TEST_SIM_DEVICE=1``, which
+    Spark's Python workers inherit) the device is simulated in every task."""
+    df = frame(spark, 120, partitions=2)
+    cpu, gpu = str(tmp_path / "cpu.lance"), str(tmp_path / "gpu.lance")
+    df.write.format("lance").mode("overwrite").save(cpu)
+    df.write.format("lance").mode("overwrite").option("device", device).save(gpu)
+    assert _file_bytes(gpu) == _file_bytes(cpu)
+    want = df.toArrow()
+    assert_same_rows(lance.dataset(gpu).to_table().cast(want.schema), want)
+
+
+def test_the_device_option_without_a_gpu(spark, tmp_path: Path) -> None:
+    """Without a usable GPU in the tasks, ``auto`` encodes on the CPU (the same files) and
+    ``gpu`` fails the job with :class:`GpuUnavailableError`, committing nothing."""
+    from lance_gpu._device import gpu_unusable_reason
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or gpu_unusable_reason() is None:
+        pytest.skip("the tasks have a (simulated) GPU")
+    df = frame(spark, 40, partitions=2)
+    cpu, auto = str(tmp_path / "cpu.lance"), str(tmp_path / "auto.lance")
+    df.write.format("lance").mode("overwrite").save(cpu)
+    df.write.format("lance").mode("overwrite").option("device", "auto").save(auto)
+    assert _file_bytes(auto) == _file_bytes(cpu)
+    with pytest.raises(Exception, match=r"GpuUnavailableError|device='gpu' requested"):
+        df.write.format("lance").mode("append").option("device", "gpu").save(cpu)
+    assert lance.dataset(cpu).version == 1

@@ -274,3 +274,42 @@ def test_flags_pylance_writes(tmp_path: Path) -> None:
 
 def test_u64_max_naming_edge() -> None:
     assert parse_version_file_name(f"{U64_MAX - 12345:020d}.manifest") == (12345, "V2")
+
+
+def test_parsed_manifests_are_reused_only_for_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest read again (or the one a commit of this process wrote) is not parsed or
+    vetted again while its bytes are the same; other bytes at the same path (the dataset
+    dropped and written again, a corrupted file) are parsed afresh."""
+    import lance_gpu
+    from lance_gpu.table import manifest as manifest_mod
+
+    parses: list[str] = []
+    real = manifest_mod.parse_manifest_bytes
+
+    def counting(data: bytes, path: object = "<memory>", **kwargs: object) -> object:
+        parses.append(str(path))
+        return real(data, path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manifest_mod, "parse_manifest_bytes", counting)
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(pa.table({"a": [1, 2, 3]}), uri)
+    lance_gpu.write_dataset(pa.table({"a": [4]}), uri, mode="append")
+    assert parses == []  # the commits' own manifests: nothing to parse
+    ds = lance_gpu.dataset(uri)
+    assert parses == [] and ds.to_table()["a"].to_pylist() == [1, 2, 3, 4]
+    key = ds.manifest_file.path
+    fresh = real(Path(key).read_bytes(), key)
+    assert fresh == ds.manifest_file  # what a reader parses from the bytes, offsets included
+
+    shutil.rmtree(uri)  # the same paths, other bytes
+    lance.write_dataset(pa.table({"a": [9, 8]}), uri)
+    lance.write_dataset(pa.table({"a": [7]}), uri, mode="append")
+    again = lance_gpu.dataset(uri)
+    assert again.to_table()["a"].to_pylist() == [9, 8, 7]
+    assert parses == [key]
+
+    data = bytearray(Path(key).read_bytes())
+    data[-20] ^= 0xFF  # inside the Manifest message
+    Path(key).write_bytes(bytes(data))
+    with pytest.raises((CorruptFileError, DatasetNotFoundError)):
+        lance_gpu.dataset(uri).to_table()

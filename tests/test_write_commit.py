@@ -570,7 +570,8 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     """write_fragments publishes its data files unsynced (no task waits on a disk); the commit
     fsyncs every data and deletion file its manifest adds, and only those, before the
     manifest is put -- so a committed manifest never names a file a crash could truncate.
-    The transaction file the manifest names is written unsynced and synced in the same round."""
+    The transaction file the manifest names is written unsynced and synced in the same round,
+    and so is the manifest's own staging copy (no reader sees it before it is linked)."""
     import lance_gpu.fragment
     from lance_gpu.io.local import LocalStore
 
@@ -596,11 +597,116 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     [(keys, n)] = calls  # one round, while version 1 was still the latest
     assert n == 1
     txns = [k for k in keys if "/_transactions/" in k]
-    assert sorted(k for k in keys if k not in txns) == data_keys  # the new data files only
+    staged = [k for k in keys if "/_versions/" in k]
+    assert len(staged) == 1 and ".manifest" in staged[0] and not os.path.exists(staged[0])  # linked, then removed
+    assert sorted(k for k in keys if k not in txns + staged) == data_keys  # the new data files only
     assert txns == [os.path.join(uri, "_transactions", lance_gpu.dataset(uri).manifest.transaction_file)]
     assert lance.dataset(uri).to_table()["a"].to_pylist() == list(range(30))
 
     calls.clear()
     lance_gpu.dataset(uri).delete("a = 12")
     [(keys, _n)] = calls
-    assert len(keys) == 2 and "/_deletions/" in keys[0] and "/_transactions/" in keys[1]
+    assert len(keys) == 3 and "/_versions/" in keys[0] and "/_deletions/" in keys[1] and "/_transactions/" in keys[2]
+
+
+def test_every_file_a_manifest_names_is_fsynced_before_the_manifest_appears(tmp_path, monkeypatch):
+    """The commit's one round of fsyncs covers the files the new manifest adds (data,
+    deletion, transaction) and the manifest's own staging copy, and ends before the staging
+    copy is linked to its name: a crash at any moment leaves either no new version or one
+    whose every byte is on disk.  The hint is not synced (only a hint)."""
+    import threading
+
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 20), uri)
+    events: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        with lock:
+            events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+
+    def link(src, dst, *args, **kwargs) -> None:
+        with lock:
+            events.append(("link", f"{src} -> {dst}"))
+        real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    for mutate in (
+        lambda: lance_gpu.write_dataset(_tbl(100, 5), uri, mode="append"),
+        lambda: lance_gpu.dataset(uri).delete("id = 3"),
+        lambda: lance_gpu.dataset(uri).update({"x": "x + 1"}, where="id = 101"),
+    ):
+        before = lance_gpu.dataset(uri).manifest_file
+        events.clear()
+        mutate()
+        after = read_manifest_file(LOCAL, lance_gpu.dataset(uri).manifest_file.path)
+        [link_at] = [i for i, (kind, _) in enumerate(events) if kind == "link"]
+        staging, target = events[link_at][1].split(" -> ")
+        assert target == after.path
+        synced_first = {path for kind, path in events[:link_at] if kind == "fsync"}
+        assert staging in synced_first  # the manifest's bytes are durable before its name exists
+        old = {(f.id, df.path) for f in before.manifest.fragments for df in f.files}
+        old_deletions = {(f.id, f.deletion_file.SerializeToString()) for f in before.manifest.fragments if f.HasField("deletion_file")}
+        for frag in after.manifest.fragments:
+            for df in frag.files:
+                if (frag.id, df.path) not in old:
+                    assert os.path.join(uri, "data", df.path) in synced_first
+            if frag.HasField("deletion_file") and (frag.id, frag.deletion_file.SerializeToString()) not in old_deletions:
+                from lance_gpu.table.deletion import deletion_file_path
+
+                assert deletion_file_path(LOCAL, uri, int(frag.id), frag.deletion_file) in synced_first
+        assert os.path.join(uri, "_transactions", after.manifest.transaction_file) in synced_first
+        assert not any("latest_version_hint" in path for kind, path in events if kind == "fsync")
+    monkeypatch.undo()
+    ref = lance.dataset(uri)
+    assert ref.version == 4
+    assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
+
+
+_KILLED_LOCAL = textwrap.dedent(
+    """
+    import os, signal, sys, warnings
+    warnings.simplefilter("ignore")
+    import pyarrow as pa
+    import lance_gpu
+    where = sys.argv[2]
+    if where == "link":  # after the round of fsyncs, before the manifest has its name
+        os.link = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    else:  # after the manifest is published, before the hint is written
+        import importlib
+        importlib.import_module("lance_gpu.txn.commit").write_version_hint = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    ds = lance_gpu.dataset(sys.argv[1])
+    if sys.argv[3] == "append":
+        lance_gpu.write_dataset(pa.table({"id": [7, 8, 9], "s": ["a", "b", "c"], "x": [1.0, 2.0, 3.0]}), sys.argv[1], mode="append")
+    else:
+        ds.delete("id = 2")
+    """
+)
+
+
+@pytest.mark.parametrize("op", ["append", "delete"])
+@pytest.mark.parametrize("where", ["link", "hint"])
+def test_writer_killed_mid_commit_leaves_a_readable_version(tmp_path, where, op):
+    """A writer killed after syncing but before linking its manifest leaves the previous
+    version (its files unreferenced); one killed after linking but before the hint leaves
+    the new version, found past the stale hint, by pylance and by us."""
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    proc = subprocess.run([sys.executable, "-c", _KILLED_LOCAL, uri, where, op], capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    expected_version = 1 if where == "link" else 2
+    ref = lance.dataset(uri)
+    assert ref.version == expected_version
+    ours = lance_gpu.dataset(uri)
+    assert ours.version == expected_version
+    assert ours.to_table().equals(ref.to_table())
+    rows = ref.count_rows()
+    assert rows == (10 if where == "link" else 13 if op == "append" else 9)
+    assert not [p for p in os.listdir(os.path.join(uri, "_versions")) if p.startswith(".tmp")] or where == "link"
+    lance_gpu.write_dataset(_tbl(50, 1), uri, mode="append")  # the next writer commits after it
+    assert lance.dataset(uri).version == expected_version + 1
+    assert lance.dataset(uri).count_rows() == rows + 1

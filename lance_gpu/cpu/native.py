@@ -179,7 +179,7 @@ def gather_ranges(data, starts, lengths):
     return out
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.variable_chunks)
 def variable_chunks(data, starts, sizes, counts, offset_bytes):  # pragma: no cover
     """Assemble the values of variable-width mini-block chunk buffers.
 
@@ -266,7 +266,7 @@ def variable_selected(data, starts, sizes, counts, offset_bytes, chunk, index): 
 UTF8_GROUP_BYTES = 1 << 14
 
 
-@njit(**_JIT)
+@njit(**_JIT, twin=twins.copy_ranges_utf8)
 def _copy_ranges(data, vstart, vlen, offsets, out):  # pragma: no cover
     """Copy the ranges; returns whether every value is well-formed UTF-8, checked group by
     group of values (about :data:`UTF8_GROUP_BYTES`) right after their copy: a group's bytes

@@ -19,11 +19,13 @@ from cuda_kernels.utf8 import symbol_next
 __all__ = [
     "chunk_headers",
     "chunk_layout",
+    "copy_ranges_utf8",
     "fsst_chunks_one_pass",
     "gather_ranges_into",
     "inline_bitpack_blocks",
     "ool_chunk_assemble",
     "ool_chunk_plan",
+    "variable_chunks",
 ]
 
 
@@ -374,3 +376,50 @@ def ool_chunk_assemble(
         out[:total][is_tail] = words[src]
     out[:total][~is_tail] = values
     return total
+
+
+def variable_chunks(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, offset_bytes: int) -> Any:
+    """Twin of ``native.variable_chunks``: every chunk's ``count + 1`` offsets read in one
+    gather; NotImplemented where a chunk is not ok (the kernel then reports it)."""
+    st = np.asarray(starts).astype(np.int64, copy=False)
+    sz = np.asarray(sizes).astype(np.int64, copy=False)
+    ct = np.asarray(counts).astype(np.int64, copy=False)
+    n = int(ct.sum())
+    if ct.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), True
+    per = ct + 1
+    if bool(((per * offset_bytes) > sz).any()) or bool((ct < 0).any()):
+        return NotImplemented
+    chunk = np.repeat(np.arange(ct.size, dtype=np.int64), per)
+    first = np.zeros(ct.size, np.int64)
+    np.cumsum(per[:-1], out=first[1:])
+    j = np.arange(chunk.size, dtype=np.int64) - first[chunk]
+    pos = st[chunk] + j * offset_bytes
+    if pos.size and (int(pos.min()) < 0 or int(pos.max()) + offset_bytes > data.size):
+        return NotImplemented
+    o = _le(data, pos, offset_bytes)
+    head = j == 0
+    if bool((o[head] != per * offset_bytes).any()) or bool((o > sz[chunk]).any()) or bool((o < 0).any()):
+        return NotImplemented
+    body = ~head
+    prev = np.empty_like(o)
+    prev[1:] = o[:-1]
+    prev[:1] = 0
+    if bool((o[body] < prev[body]).any()):
+        return NotImplemented
+    vstart = (st[chunk] + prev)[body]
+    vlen = (o - prev)[body]
+    assert vstart.size == n
+    return vstart, vlen, True
+
+
+def copy_ranges_utf8(data: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> Any:
+    """Twin of ``native._copy_ranges``: the ranges copied into ``out`` at ``offsets``, and
+    whether every value is well-formed UTF-8 (one strict decode of the whole,
+    :func:`_first_bad_utf8`)."""
+    st = np.asarray(vstart).astype(np.int64, copy=False)
+    ln = np.asarray(vlen).astype(np.int64, copy=False)
+    if st.size and (int(st.min()) < 0 or int(ln.min()) < 0 or int((st + ln).max()) > data.size):
+        return NotImplemented
+    total = _copy_ranges(data, st, ln, out[int(offsets[0]):])
+    return _first_bad_utf8(out[int(offsets[0]) : int(offsets[0]) + total], ln) < 0

@@ -169,6 +169,12 @@ class FileMetadata:
         #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
         self.page_meta: dict[tuple[int, int, str], object] = {}
 
+    @property
+    def known_rows(self) -> int | None:
+        """The file's row count when its descriptor was parsed already, else None."""
+        fd = self._descriptor
+        return None if fd is None else int(fd.length)
+
     def descriptor(self, read: Callable[[int, int], np.ndarray]) -> file_pb2.FileDescriptor:
         """Global buffer 0: the file's schema and row count (``read`` fetches its bytes
         when the tail did not hold them)."""
@@ -258,6 +264,18 @@ def file_metadata(io: ReadHandle, tail_arr: np.ndarray) -> FileMetadata:
             while len(_metadata_cache) > METADATA_CACHE_FILES:
                 _metadata_cache.popitem(last=False)
     return meta
+
+
+def cached_metadata(store: ObjectStore, path: str) -> FileMetadata | None:
+    """The cached :class:`FileMetadata` of the file at ``path`` when this process parsed its
+    current state before, found without opening it (stores that tell a file's identity
+    from a ``stat``: local files); else None."""
+    identity_of = getattr(store, "identity", None)
+    identity = identity_of(path) if identity_of is not None else None
+    if identity is None:
+        return None
+    with _metadata_lock:
+        return _metadata_cache.get(identity)
 
 
 def clear_metadata_cache() -> None:

@@ -8,6 +8,7 @@ Pages are dispatched on their encoding's type URL: ``/lance.encodings21.PageLayo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import encodings_v2_1_pb2
-from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, LanceGpuError, UnsupportedEncodingError
 from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
 from lance_gpu.file.blocks import per_bucket
 from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo
@@ -112,6 +113,12 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
         _check_page(file, column, pi, leaf, leaf_type, page_ctx)
         decoded.append(leaf)
         k += nb
+    return join_leaf_pages(decoded, leaf_type, ctx)
+
+
+def join_leaf_pages(decoded: list[LeafPage], leaf_type: pa.DataType, ctx: DecodeContext) -> LeafPage:
+    """Decoded pages of one leaf column (of one file or of several) as one page: their
+    rep/def layers brought to a common list, constant pages spelled out, then concatenated."""
     if not decoded:
         return LeafPage(null_block_for(leaf_type, 0), 0, None, None, 0, (1,), 0)
     if len({d.layers for d in decoded}) > 1:
@@ -191,6 +198,152 @@ def _read_pages_chunked(file: LanceFileReader, field: pa.Field, column: int, lea
     return pa.chunked_array(chunks, type=chunks[0].type)
 
 
+def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    """Every row of one top-level field stored in several 2.1 / 2.2 data files, in file
+    order, as one array (``parts``: each file with the field's leaf columns in it).
+
+    Many small files (a dataset of many small appends) decode as one: per leaf column the
+    pages of all the files are taken in order, and each run of consecutive mini-block pages
+    sharing one layout but their item counts (:func:`_merge_key`) is decoded as one page --
+    their chunk tables joined, their chunk data back to back (chunks are self-contained and
+    8-byte multiples, so nothing moves inside them) -- then the leaves are assembled once.
+    Pages of other layouts decode one by one (:func:`read_leaf`).  Where the joint decode
+    fails, the files are read one by one (:func:`read_field`), so the error names the file
+    at fault.
+    """
+    types = leaf_types(field.type)
+    for file, columns in parts:
+        if len(types) != len(columns):
+            raise CorruptFileError(file.path, f"field {field.name!r} has {len(types)} leaves but {len(columns)} columns")
+    if not parts:
+        return pa.array([], field.type)
+    if len(parts) > 1:
+        try:
+            return _read_files_together(parts, field, types)
+        except (LanceGpuError, ValueError, IndexError):
+            pass  # read file by file below: the error then names the file at fault
+    pieces = [read_field(file, field, columns) for file, columns in parts]
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.chunked_array([c for p in pieces for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])], type=field.type)
+
+
+def _read_files_together(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field,
+                         types: list[pa.DataType]) -> pa.Array:
+    leaves = []
+    for leaf, leaf_type in enumerate(types):
+        pages = [(file, columns[leaf], pi) for file, columns in parts for pi in range(len(file.column(columns[leaf]).pages))]
+        leaves.append(_read_pages_of_files(pages, leaf_type))
+    arr = assemble(field, leaves, parts[0][0].path)
+    expected = sum(p.num_rows for file, columns in parts for p in file.column(columns[0]).pages)
+    if len(arr) != expected:
+        raise CorruptFileError(parts[0][0].path, f"field {field.name!r} decoded to {len(arr)} rows where its pages hold {expected}")
+    return arr
+
+
+_NO_KEY = object()
+
+
+def _merge_key(file: LanceFileReader, column: int, page_index: int) -> bytes | None:
+    """What a mini-block page must share with its neighbours (in its file or the next ones)
+    to be decoded with them as one page: its serialized layout without ``num_items``
+    (value compression, layers, buffer count, chunk word size all equal); None for pages
+    that decode alone (other layouts; dictionary pages, each holding its own dictionary).
+    Kept in ``file.page_meta``."""
+    key = (column, page_index, "merge key")
+    found = file.page_meta.get(key, _NO_KEY)
+    if found is _NO_KEY:
+        encoding = file.column(column).pages[page_index].encoding
+        shared = (encoding.type_url, encoding.value)  # a function of the layout's bytes
+        found = _MERGE_KEYS.get(shared, _NO_KEY)
+        if found is _NO_KEY:
+            layout = _page_layout(file, column, page_index, DecodeContext(file.path, column).at_page(page_index))
+            found = None
+            if layout.WhichOneof("layout") == "mini_block_layout" and not layout.mini_block_layout.HasField("dictionary"):
+                mb = type(layout.mini_block_layout)()
+                mb.CopyFrom(layout.mini_block_layout)
+                mb.ClearField("num_items")
+                found = mb.SerializeToString(deterministic=True)
+            _remember(_MERGE_KEYS, shared, found)
+        file.page_meta[key] = found
+    return found  # type: ignore[return-value]
+
+
+def _read_pages_of_files(pages: list[tuple[LanceFileReader, int, int]], leaf_type: pa.DataType) -> LeafPage:
+    """Decode ``(file, column, page)`` pages of one leaf, in order, into one page: runs of
+    pages with one :func:`_merge_key` together (:func:`_decode_together`), others alone."""
+    decoded: list[LeafPage] = []
+    i = 0
+    while i < len(pages):
+        key = _merge_key(*pages[i])
+        j = i + 1
+        if key is not None:
+            while j < len(pages) and _merge_key(*pages[j]) == key:
+                j += 1
+        if j - i > 1:
+            decoded.append(_decode_together(pages[i:j], leaf_type))
+        else:
+            file, column, pi = pages[i]
+            decoded.append(read_leaf(file, column, [pi], leaf_type))
+        i = j
+    file, column, _pi = pages[0] if pages else (None, -1, 0)
+    return join_leaf_pages(decoded, leaf_type, DecodeContext(getattr(file, "path", ""), column))
+
+
+def _decode_together(run: list[tuple[LanceFileReader, int, int]], leaf_type: pa.DataType) -> LeafPage:
+    """Mini-block pages of one :func:`_merge_key` decoded as one page: each page's chunk
+    table (:func:`_chunk_layout`, kept per file) shifted to where its chunk data lands in
+    the joined data buffer; ``num_items`` the sum of theirs."""
+    datas: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    sizes: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    at = items = rows = 0
+    first_ctx = None
+    mb = None
+    for file, column, pi in run:
+        page = file.column(column).pages[pi]
+        meta = file.page_meta
+        # the page's layout and chunk table are kept per file: parsed (with a context for
+        # errors) only the first time
+        layout = meta.get((column, pi, "layout"))
+        chunks = meta.get((column, pi, "chunks"))
+        if first_ctx is None or layout is None or chunks is None or len(page.buffer_offsets) < 2:
+            ctx = DecodeContext(file.path, column).at_page(pi)
+            first_ctx = first_ctx or ctx
+            layout = _page_layout(file, column, pi, ctx)
+            if len(page.buffer_offsets) < 2:
+                raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
+            chunks = _chunk_layout(file, column, pi, layout.mini_block_layout, None, ctx)  # type: ignore[attr-defined]
+        mb = layout.mini_block_layout  # type: ignore[attr-defined]
+        assert isinstance(chunks, miniblock.ChunkLayout)
+        end = int(chunks.starts[-1] + chunks.sizes[-1]) if chunks.sizes.size else 0
+        offset = int(page.buffer_offsets[1])
+        whole = getattr(file.io, "mapped", None)
+        if whole is not None and offset + end <= whole.size:
+            datas.append(whole[offset : offset + end])  # a view of the map: no request to make
+            file.io.count_reads(1, end)
+        else:
+            datas.append(file.io.read(offset, end))
+        starts.append(chunks.starts + at)
+        sizes.append(chunks.sizes)
+        counts.append(chunks.counts)
+        at += end
+        items += int(chunks.first[-1])
+        rows += page.num_rows
+    assert mb is not None and first_ctx is not None
+    joined = type(mb)()
+    joined.CopyFrom(mb)
+    joined.num_items = items
+    all_counts = np.concatenate(counts)
+    first = np.zeros(all_counts.size + 1, np.int64)
+    np.cumsum(all_counts, out=first[1:])
+    chunks = miniblock.ChunkLayout(np.concatenate(starts), np.concatenate(sizes), all_counts, first)
+    leaf = miniblock.decode(joined, [np.zeros(0, np.uint8), np.concatenate(datas)], rows, first_ctx, chunks=chunks)
+    check_leaf_page(leaf, leaf_type, first_ctx)
+    return leaf
+
+
 def _check_page(file: LanceFileReader, column: int, page_index: int, leaf: LeafPage, leaf_type: pa.DataType,
                 ctx: DecodeContext) -> None:
     """:func:`check_leaf_page` of a whole decoded page; a page's dictionary is checked once
@@ -227,8 +380,41 @@ def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: Decod
     key = (column, page_index, "layout")
     layout = file.page_meta.get(key)
     if layout is None:
-        layout = file.page_meta[key] = parse_layout(file.column(column).pages[page_index], ctx)
+        encoding = file.column(column).pages[page_index].encoding
+        shared = (encoding.type_url, encoding.value)
+        layout = _SHARED_LAYOUTS.get(shared)
+        if layout is None:
+            layout = parse_layout(file.column(column).pages[page_index], ctx)
+            _remember(_SHARED_LAYOUTS, shared, layout)
+        file.page_meta[key] = layout
     return layout  # type: ignore[return-value]
+
+
+#: Parsed page layouts (never modified) by their encoding's bytes, for the process: the pages
+#: of many small files written alike carry the same bytes, parsed and vetted once.
+_SHARED_LAYOUTS: dict[tuple[str, bytes], encodings_v2_1_pb2.PageLayout] = {}
+#: Chunk tables of small mini-block pages by (encoding bytes, chunk metadata bytes): the
+#: table is a function of those alone.
+_SHARED_CHUNKS: dict[tuple[str, bytes, bytes], miniblock.ChunkLayout] = {}
+#: :func:`_merge_key` by encoding bytes.
+_MERGE_KEYS: dict[tuple[str, bytes], bytes | None] = {}
+#: Entries kept in each (cleared when full: pages alike are few).
+SHARED_ENTRIES = 4096
+#: Chunk metadata of at most this many bytes is shared.
+SHARED_CHUNK_META_BYTES = 256
+
+
+def clear_shared_caches() -> None:
+    """Forget the page layouts, merge keys and chunk tables shared by encoding bytes (tests)."""
+    _SHARED_LAYOUTS.clear()
+    _SHARED_CHUNKS.clear()
+    _MERGE_KEYS.clear()
+
+
+def _remember(cache: dict, key: Any, value: Any) -> None:
+    if len(cache) >= SHARED_ENTRIES:
+        cache.clear()
+    cache[key] = value
 
 
 def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, meta: np.ndarray | None,
@@ -245,7 +431,15 @@ def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, m
             raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
         if meta is None:
             meta = file.io.read(page.buffer_offsets[0], page.buffer_sizes[0])
-        chunks = miniblock.chunk_layout(layout, meta, ctx)
+        shared = None
+        if meta.size <= SHARED_CHUNK_META_BYTES:
+            shared = (page.encoding.type_url, page.encoding.value, meta.tobytes())
+            chunks = _SHARED_CHUNKS.get(shared)
+        if chunks is None:
+            chunks = miniblock.chunk_layout(layout, meta, ctx)
+            if shared is not None:
+                _remember(_SHARED_CHUNKS, shared, chunks)
+        assert isinstance(chunks, miniblock.ChunkLayout)
         if chunks.starts.size and int(chunks.starts[-1] + chunks.sizes[-1]) > page.buffer_sizes[1]:
             raise ctx.corrupt(f"mini-block chunks reach past their buffer of {page.buffer_sizes[1]} bytes")
         file.page_meta[key] = chunks

@@ -57,6 +57,9 @@ class DeviceColumn:
     #: ``(offsets[0], offsets[length])`` where known on the host (from the read's one
     #: readback), so that handing the column out reads nothing back; None: not known
     span: tuple[int, int] | None = None
+    #: a fixed-size list's item validity (device bool[length * list_size]) when an item
+    #: is null (one layer of items; None: every item valid)
+    item_validity: DeviceArray | None = None
 
     # -- basics -----------------------------------------------------------------------------
 
@@ -104,7 +107,12 @@ class DeviceColumn:
         else:
             taken = ck.gather_fixed_gpu(rows.reshape(self.length, w), indices)
             data = _array.as_device(taken).reshape(n * w)
-        return DeviceColumn(self.type, n, validity, data)
+        items = None
+        if self.item_validity is not None:
+            dim = s.list_size
+            got = ck.gather_fixed_gpu(self.item_validity[: self.length * dim].view(np.uint8).reshape(self.length, dim), indices)
+            items = _array.as_device(got).reshape(n * dim).view(np.bool_)
+        return DeviceColumn(self.type, n, validity, data, item_validity=items)
 
     def slice(self, lo: int, hi: int) -> DeviceColumn:
         """Rows ``[lo, hi)`` as views of the same buffers (no copy, no launch): offsets keep
@@ -120,7 +128,10 @@ class DeviceColumn:
         if _is_var(s) or _is_nested(s):
             return DeviceColumn(self.type, n, validity, self.data, self.offsets[lo : hi + 1], self.children, _nulls=nulls)
         w = self.width
-        return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls)
+        items = None
+        if self.item_validity is not None:
+            items = self.item_validity[lo * s.list_size : hi * s.list_size]
+        return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls, item_validity=items)
 
     def field(self, index: int) -> DeviceColumn:
         """Child ``index`` of a struct column, null where the struct is null (as
@@ -165,7 +176,7 @@ class DeviceColumn:
                     offs = offs.astype(np.int32)
                 arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)])
         else:
-            arr = _fixed_to_arrow(s, n, self.data, mask)
+            arr = _fixed_to_arrow(s, n, self.data, mask, self.item_validity)
         if getattr(t, "extension_name", None) == "arrow.json":
             # Lance JSON: the device holds the stored JSONB documents; the text is made here, as
             # the CPU reader makes it (lance_gpu.file.arrow.values_to_arrow)
@@ -238,7 +249,10 @@ class DeviceColumn:
             kind, w = leaf_kind(t)
         except Unsupported as exc:
             raise TypeError(f"cannot upload a column of {t}: {exc}") from exc
-        return cls(t, n, validity, _array.upload(_fixed_bytes(s, arr, kind, w)))
+        items = None
+        if pa.types.is_fixed_size_list(s) and not pa.types.is_fixed_size_list(s.value_type):
+            items = _device_validity(arr.values.slice(arr.offset * s.list_size, n * s.list_size))
+        return cls(t, n, validity, _array.upload(_fixed_bytes(s, arr, kind, w)), item_validity=items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,9 +263,10 @@ def _host_bitmap(validity) -> pa.Buffer:
     return pa.py_buffer(_array.to_host(ck.validity_to_bitmap_gpu(validity)))
 
 
-def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None) -> pa.Array:
+def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None, items=None) -> pa.Array:
     if pa.types.is_fixed_size_list(s):
-        inner = _fixed_to_arrow(s.value_type, n * s.list_size, data, None)
+        inner_mask = _host_bitmap(items[: n * s.list_size]) if items is not None and n else None
+        inner = _fixed_to_arrow(s.value_type, n * s.list_size, data, inner_mask)
         return pa.Array.from_buffers(s, n, [mask], children=[inner])
     if pa.types.is_boolean(s):
         bits = _host_bitmap(data[:n].view(np.bool_)) if n else pa.py_buffer(b"")

@@ -11,9 +11,14 @@ unit order, keeping a bounded number of units decoding ahead of the consumer:
   and decoded on the GPU, deleted / unselected rows dropped on the device).
 
 Both take row selections, so a ``take`` or a pushed-down ``limit`` decodes on either.  The
-epilogue (:func:`finish_table`) is the only place that adds virtual columns, applies the
-filter and shapes the projection; :func:`run_plan` adds ``offset`` / ``limit`` after a
-filter and stops decoding once the limit is reached.
+epilogue (:func:`finish_table`, :func:`_finish_span`) is the only place that adds virtual
+columns, applies the filter and shapes the projection; :func:`run_plan` adds ``offset`` /
+``limit`` after a filter and stops decoding once the limit is reached.
+
+Many small fragments (a history of small appends) are read as one: on a mapped store the CPU
+executor joins consecutive units of small fragments into *spans* (:func:`span_groups`), each
+decoded with one decode per field over all its data files, one filter evaluation and one
+output table; deletes and compactions read through the same spans (:func:`decode_spans`).
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexE
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
 from lance_gpu.io import resolve as resolve_uri
-from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, ResolvedScan, ScanPlan, build_plan, resolve
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, resolve
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceField
-from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
+from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot, read_field_span
 
 if TYPE_CHECKING:
     from lance_gpu.gpu.columns import DeviceTable
@@ -110,7 +115,8 @@ class ReadUnit:
 
 
 class Executor(Protocol):
-    """Decodes ``fields`` of each unit; yields one Arrow table per unit, in unit order."""
+    """Decodes ``fields`` of each unit; yields one Arrow table per unit, in unit order
+    (:meth:`run`: one finished table per unit or per span of units, in unit order)."""
 
     name: str
     whole_fragments: bool  # units must be whole fragments (one unit per fragment)
@@ -204,25 +210,13 @@ def _filtered_unit(fetch: Future | None, resolved: ResolvedScan, unit: ReadUnit,
 
 def _filtered_group(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Sequence[LanceField],
                     late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> list[pa.Table]:
-    """:func:`_filtered_unit` of each unit of a group of small units, the filter evaluated
-    once over all their filter columns (:func:`group_positions`)."""
-    tables = [_early_table(resolved, unit, early, arrow_fields, offsets) for unit in group]
-    keeps = group_positions(resolved, tables)
-    return [_late_unit(resolved, unit, table, keep, late, arrow_fields, offsets)
-            for unit, table, keep in zip(group, tables, keeps, strict=True)]
-
-
-def group_positions(resolved: ResolvedScan, tables: Sequence[pa.Table]) -> list[np.ndarray]:
-    """Per table, the rows (ascending) the plan's filter keeps, from one evaluation over
-    all of them (their concatenation, no copy): evaluating a filter has a fixed cost (an
-    Acero plan) that tables of a few thousand rows would each pay."""
-    assert resolved.filter is not None  # late fields and groups exist only under a filter
-    if len(tables) == 1:
-        return [resolved.filter.positions(tables[0])]
-    bounds = np.cumsum([0, *(t.num_rows for t in tables)])
-    kept = resolved.filter.positions(concat(tables, tables[0].schema))
-    cuts = np.searchsorted(kept, bounds)
-    return [kept[cuts[i] : cuts[i + 1]] - bounds[i] for i in range(len(tables))]
+    """:func:`_filtered_unit` of each unit of ``group``, one by one."""
+    assert resolved.filter is not None  # late fields exist only under a filter
+    out = []
+    for unit in group:
+        table = _early_table(resolved, unit, early, arrow_fields, offsets)
+        out.append(_late_unit(resolved, unit, table, resolved.filter.positions(table), late, arrow_fields, offsets))
+    return out
 
 
 def _early_table(resolved: ResolvedScan, unit: ReadUnit, early: Sequence[LanceField], arrow_fields: dict[str, pa.Field],
@@ -266,55 +260,126 @@ def _late_unit(resolved: ResolvedScan, unit: ReadUnit, table: pa.Table, keep: np
     return project(resolved, table)
 
 
-#: Small units decoded in the consumer's thread on a mapped store are filtered in groups
-#: of up to this many rows (:func:`group_positions`).
-FILTER_GROUP_ROWS = 1 << 16
+# -- spans: many small fragments read as one ---------------------------------------------
+#
+# A dataset of many small appends has thousands of fragments of a few rows.  Read one by
+# one, each costs a decode per field (page metadata, Arrow assembly), a filter evaluation
+# and a table, all fixed Python costs far above the work on its rows.  On a mapped store,
+# where units decode in the consumer's thread (:func:`decode_inline`), consecutive units of
+# small fragments are read as one *span*: each field decoded once for all their data files
+# (:func:`~lance_gpu.table.snapshot.read_field_span`), the virtual columns built for the
+# span, the filter evaluated once, the projection applied once; one table per span.
+
+#: Units of fragments of at most this many physical rows (each the only unit of its
+#: fragment) join spans: their fragments are decoded whole and the unit's rows taken.
+SPAN_FRAGMENT_ROWS = 1 << 14
+#: A span holds at most this many physical rows (more than one unit: a larger unit alone).
+SPAN_ROWS = 1 << 16
 
 
-def filter_groups(units: Sequence[ReadUnit]) -> list[list[ReadUnit]]:
-    """Consecutive units in groups of at most :data:`FILTER_GROUP_ROWS` rows (a larger unit
-    alone)."""
+def span_groups(units: Sequence[ReadUnit]) -> list[list[ReadUnit]]:
+    """Consecutive units in spans of small fragments (:data:`SPAN_FRAGMENT_ROWS`, at most
+    :data:`SPAN_ROWS` physical rows in all); other units, and units of a fragment cut into
+    several, alone."""
+    units_of = Counter(u.fragment.fragment_id for u in units)
     groups: list[list[ReadUnit]] = []
-    rows = FILTER_GROUP_ROWS
+    rows = 0
+    spanning = False
     for unit in units:
-        if rows + unit.num_rows > FILTER_GROUP_ROWS:
+        n = unit.fragment.physical_rows
+        if n > SPAN_FRAGMENT_ROWS or units_of[unit.fragment.fragment_id] > 1:
+            groups.append([unit])
+            spanning = False
+            continue
+        if not spanning or rows + n > SPAN_ROWS:
             groups.append([])
             rows = 0
+            spanning = True
         groups[-1].append(unit)
-        rows += unit.num_rows
+        rows += n
     return groups
 
 
-class _GroupSlot:
-    """One unit's result of a group task run (once, in the consumer's thread) when the
-    first of its units' results is asked for (a Future look-alike, as :class:`_Deferred`)."""
-
-    __slots__ = ("_index", "_task")
-
-    def __init__(self, task: _Deferred, index: int) -> None:
-        self._task, self._index = task, index
-
-    def result(self) -> Any:
-        return self._task.result()[self._index]
-
-    def cancel(self) -> bool:
-        return True
+def _use_spans(ds: TableSnapshot, units: Sequence[ReadUnit], ahead: int | None) -> list[list[ReadUnit]] | None:
+    """The spans to read ``units`` in, or None where they are read unit by unit: object
+    stores (their fetches run per fragment, ahead of the decode), units decoded in a pool
+    (:func:`decode_inline`), and plans without a span of two units."""
+    if len(units) < 2 or not getattr(ds.store, "maps_files", False) or not decode_inline(units, ahead):
+        return None
+    groups = span_groups(units)
+    return groups if any(len(g) > 1 for g in groups) else None
 
 
-def _grouped_submit(groups: list[list[ReadUnit]], run_group: Any) -> Any:
-    """A ``submit(pool, unit, fetch)`` for :meth:`CpuExecutor._ordered` handing out each
-    unit's slot of its group's task ``run_group(group) -> [result per unit]``."""
-    slot_of: dict[int, tuple[_Deferred, int]] = {}
-    for group in groups:
-        task = _Deferred(run_group, (group,))
-        for i, unit in enumerate(group):
-            slot_of[id(unit)] = (task, i)
+def span_rows(group: Sequence[ReadUnit]) -> int:
+    """Rows the units of a span select."""
+    return sum(u.num_rows for u in group)
 
-    def submit(pool: Any, unit: ReadUnit, fetch: Future | None) -> list[Any]:
-        task, i = slot_of[id(unit)]
-        return [_GroupSlot(task, i)]
 
-    return submit
+def read_span(group: Sequence[ReadUnit], fields: Sequence[LanceField], arrow_fields: dict[str, pa.Field]) -> pa.Table:
+    """``fields`` of the units of one span, their rows back to back, as one table."""
+    parts = [(u.fragment, u.rows) for u in group]
+    arrays = [read_field_span(parts, f, arrow_fields[f.name]) for f in fields]
+    return pa.Table.from_arrays(arrays, names=[f.name for f in fields]) if arrays else empty_table(span_rows(group))
+
+
+def add_virtual_span(table: pa.Table, group: Sequence[ReadUnit], virtual: set[str], offsets: _Offsets | None) -> pa.Table:
+    """:func:`add_virtual` of the units of a span, over their joined rows (each column one
+    array: the units' values joined with numpy)."""
+    if len(group) == 1 or not virtual:
+        return add_virtual(table, group[0], virtual, offsets)
+    rows = [np.arange(u.fragment.physical_rows, dtype=np.int64) if u.rows is None else u.rows for u in group]
+    if ROW_ID in virtual:
+        ids = np.concatenate([u.fragment.row_ids[r] for u, r in zip(group, rows, strict=True)])
+        masks = [np.isin(r, u.fragment.deleted_rows) if u.fragment.deleted_rows.size else np.zeros(r.size, np.bool_)
+                 for u, r in zip(group, rows, strict=True)]
+        mask = np.concatenate(masks)
+        table = table.append_column(ROW_ID, pa.array(ids, pa.uint64(), mask=mask if mask.any() else None))
+    if ROW_ADDR in virtual:
+        bases = np.array([u.fragment.fragment_id for u in group], np.uint64) << np.uint64(32)
+        sizes = [r.size for r in rows]
+        addresses = np.repeat(bases, sizes) | np.concatenate(rows).astype(np.uint64)
+        table = table.append_column(ROW_ADDR, pa.array(addresses, pa.uint64()))
+    if ROW_OFFSET in virtual and offsets is not None:
+        positions = np.concatenate([offsets(u.fragment, r) for u, r in zip(group, rows, strict=True)])
+        table = table.append_column(ROW_OFFSET, pa.array(positions, pa.uint64()))
+    return table
+
+
+def _unit_positions(group: Sequence[ReadUnit], keep: np.ndarray) -> list[tuple[ReadUnit, np.ndarray]]:
+    """Span positions ``keep`` (ascending) as ``(unit, its physical rows)`` for each unit
+    holding any."""
+    bounds = np.zeros(len(group) + 1, np.int64)
+    np.cumsum([u.num_rows for u in group], out=bounds[1:])
+    cuts = np.searchsorted(keep, bounds)
+    out = []
+    for i, unit in enumerate(group):
+        if cuts[i + 1] > cuts[i]:
+            local = keep[cuts[i] : cuts[i + 1]] - bounds[i]
+            out.append((unit, local if unit.rows is None else unit.rows[local]))
+    return out
+
+
+def _finish_span(resolved: ResolvedScan, group: Sequence[ReadUnit], early: Sequence[LanceField],
+                 late: Sequence[LanceField], arrow_fields: dict[str, pa.Field], offsets: _Offsets | None) -> pa.Table:
+    """One span read start to finish: the ``early`` fields (all of them without late
+    materialization) and the virtual columns decoded for the span, the filter evaluated
+    once, the ``late`` fields decoded for the surviving rows of the units holding any, the
+    projection applied."""
+    table = add_virtual_span(read_span(group, early, arrow_fields), group, resolved.virtual, offsets)
+    if resolved.filter is None:
+        return project(resolved, table)
+    keep = resolved.filter.positions(table)
+    if not resolved.outputs:  # counting: no row is built
+        return empty_table(int(keep.size), resolved.schema.metadata)
+    table = take_table_sorted(table, keep)
+    if late:
+        parts = [(u.fragment, rows) for u, rows in _unit_positions(group, keep)]
+        for f in late:
+            af = arrow_fields[f.name]
+            # (no survivor: an empty column of the type the field reads as)
+            col = read_field_span(parts, f, af) if parts else group[0].fragment.read_field(f, af, np.zeros(0, np.int64))
+            table = table.append_column(f.name, col)
+    return project(resolved, table)
 
 
 def _prefetch_rows(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> list[FragmentSnapshot]:
@@ -329,6 +394,13 @@ def _prefetch_rows(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequenc
         with ThreadPoolExecutor(min(len(units), _THREADS * 2)) as pool:
             list(pool.map(lambda u: u.fragment.prefetch(fields, u.rows), units))
     return frags
+
+
+def _arrow_fields(ds: TableSnapshot, physical: bool) -> dict[str, pa.Field]:
+    """Top-level field name -> Arrow field to decode as (``physical``: as stored, JSON
+    columns as their JSONB large_binary)."""
+    arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
+    return {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
 
 
 class CpuExecutor:
@@ -402,10 +474,20 @@ class CpuExecutor:
 
     def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
                physical: bool = False) -> Iterator[pa.Table]:
-        """``physical=True``: fields as stored (JSON columns as their JSONB large_binary)."""
-        arrow_schema = ds.lance_schema.to_arrow(physical=True) if physical else ds.schema
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, arrow_schema, strict=True)}
+        """``physical=True``: fields as stored (JSON columns as their JSONB large_binary).
+        Units of a span (:func:`span_groups`) are decoded together and handed out as
+        zero-copy slices of the span's table."""
+        arrow_fields = _arrow_fields(ds, physical)
         names = [f.name for f in fields]
+        spans = _use_spans(ds, units, ahead)
+        if spans is not None:
+            for group in spans:
+                table = read_span(group, fields, arrow_fields)
+                at = 0
+                for unit in group:
+                    yield table.slice(at, unit.num_rows) if len(group) > 1 else table
+                    at += unit.num_rows
+            return
         if ahead is None and all(u.rows is not None for u in units) and sum(u.num_rows for u in units) <= INLINE_DECODE_ROWS:
             fetched = _prefetch_rows(ds, units, fields)
             try:
@@ -431,44 +513,48 @@ class CpuExecutor:
                 arrays = arrays[0]
             yield pa.Table.from_arrays(arrays, names=names) if arrays else empty_table(unit.num_rows)
 
+    def decode_groups(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None,
+                      physical: bool = False) -> Iterator[tuple[list[ReadUnit], pa.Table]]:
+        """As :meth:`decode`, but one table per span of small units (:func:`span_groups`;
+        each other unit alone), with the units it holds, their rows back to back."""
+        spans = _use_spans(ds, units, ahead)
+        if spans is None:
+            for unit, table in zip(units, self.decode(ds, units, fields, ahead, physical), strict=True):
+                yield [unit], table
+            return
+        arrow_fields = _arrow_fields(ds, physical)
+        for group in spans:
+            yield group, read_span(group, fields, arrow_fields)
+
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None) -> Iterator[pa.Table]:
+        """One finished table per unit; on a mapped store, one per span of small units
+        (:func:`_finish_span`: one decode per field, one filter evaluation)."""
         late = resolved.late_fields()
-        # small units of a mapped store, decoded in this thread: filtered in groups
-        grouped = (resolved.filter is not None and getattr(ds.store, "maps_files", False)
-                   and decode_inline(units, ahead) and len(units) > 1)
+        early = [f for f in resolved.read_fields if f not in late]
+        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
+        spans = _use_spans(ds, units, ahead)
+        if spans is not None:
+            for group in spans:
+                if len(group) == 1 and late:  # one larger unit: late fields decoded selectively
+                    yield _filtered_group(resolved, group, early, late, arrow_fields, offsets)[0]
+                else:
+                    yield _finish_span(resolved, group, early, late, arrow_fields, offsets)
+            return
         if not late:
             decoded = self.decode(ds, units, resolved.read_fields, ahead)
             try:
-                if not grouped:
-                    for unit, table in zip(units, decoded, strict=True):
-                        yield finish_table(resolved, table, unit, offsets)
-                    return
-                pending = iter(zip(units, decoded, strict=True))
-                for group in filter_groups(units):
-                    tables = [(unit, add_virtual(table, unit, resolved.virtual, offsets)) for unit, table in
-                              (next(pending) for _ in group)]
-                    keeps = group_positions(resolved, [t for _u, t in tables])
-                    for (_unit, table), keep in zip(tables, keeps, strict=True):
-                        if not resolved.outputs:  # counting: no row is built
-                            yield empty_table(int(keep.size), resolved.schema.metadata)
-                        else:
-                            yield project(resolved, take_table_sorted(table, keep))
+                for unit, table in zip(units, decoded, strict=True):
+                    yield finish_table(resolved, table, unit, offsets)
             finally:
                 decoded.close()  # type: ignore[attr-defined]
             return
         # Late materialization: each unit is one task (filter fields, filter, late fields for
-        # the survivors), so units filter and materialize in parallel; small units decoded
-        # in this thread are filtered in groups.
-        early = [f for f in resolved.read_fields if f not in late]
-        arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
+        # the survivors), so units filter and materialize in parallel.
 
         def submit(pool: ThreadPoolExecutor, unit: ReadUnit, fetch: Future | None) -> list[Future]:
             return [pool.submit(_filtered_unit, fetch, resolved, unit, early, late, arrow_fields, offsets)]
 
-        if grouped:
-            submit = _grouped_submit(  # type: ignore[assignment]
-                filter_groups(units), lambda group: _filtered_group(resolved, group, early, late, arrow_fields, offsets))
         # Each unit task decodes its fields in turn: count them as tasks for the pool choice.
         finished = self._ordered(ds, units, early, ahead, _THREADS, submit)
         try:
@@ -719,9 +805,10 @@ def run_plan(
     window: int | None = None,
     ahead: int | None = None,
 ) -> Iterator[pa.Table]:
-    """Run ``plan``: one finished Arrow table per read unit (empty ones included), with the
-    plan's ``offset`` / ``limit`` applied over the filtered rows.  ``window``: rows per unit
-    (None: whole fragments); ``ahead``: units decoding ahead of the consumer (None: all)."""
+    """Run ``plan``: one finished Arrow table per read unit or span of small units (empty
+    ones included), in scan order, with the plan's ``offset`` / ``limit`` applied over the
+    filtered rows.  ``window``: rows per unit (None: whole fragments); ``ahead``: units
+    decoding ahead of the consumer (None: all)."""
     if ds is None:
         ds = open_snapshot(plan.uri, plan.version, plan.storage_options)
     if executor is None:
@@ -828,7 +915,7 @@ def _take_nesting(ds: TableSnapshot, columns: Any) -> dict[str, list[tuple[str, 
     the whole field), in order of first mention; None when no dotted name is asked for."""
     if columns is None or isinstance(columns, (str, bytes, dict)) or not isinstance(columns, Sequence):
         return None
-    top = set(ds.schema.names)
+    top = set(ds.schema.names) | set(VIRTUAL_COLUMNS)  # "_rowid" etc. are columns a take may ask for
     if all(not isinstance(c, str) or c in top for c in columns):
         return None
     from lance_gpu.scan.plan import nested_path
@@ -943,6 +1030,20 @@ def decode_fields(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence
     if len(plain) == len(fields):
         return CpuExecutor().decode(ds, units, fields, None, physical=True)
     return _with_blob_bytes(CpuExecutor().decode(ds, units, plain, None, physical=True), units, fields)
+
+
+def decode_spans(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], *,
+                 physical: bool = False, ahead: int | None = None) -> Iterator[tuple[list[ReadUnit], pa.Table]]:
+    """:func:`decode_fields` in spans: per span of small units (:func:`span_groups`, on a
+    mapped store; else per unit) the units and one table of their rows back to back, at
+    most ``ahead`` units decoding ahead (None: all).  For writers reading many small
+    fragments at once (a delete's predicate, a compaction's rewrite): one decode per field
+    and one table per span.  Blob fields are read unit by unit (:func:`decode_fields`)."""
+    if any(blob_kind(f) for f in fields):
+        for unit, table in zip(units, decode_fields(ds, units, fields, physical), strict=True):
+            yield [unit], table
+        return
+    yield from CpuExecutor().decode_groups(ds, units, fields, ahead, physical)
 
 
 def _with_blob_bytes(tables: Iterator[pa.Table], units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:

@@ -22,6 +22,7 @@ index does not cover searched exactly here and merged).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -407,8 +408,12 @@ def _search_host(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: Near
             continue
         addr_all = table.column(ROW_ADDR).to_numpy().astype(np.uint64, copy=False)
         vec = table.column(nq.column)
-        for start in range(0, table.num_rows, block):
-            stop = min(table.num_rows, start + block)
+        # blocks never cross a fragment (a table may be a span of many small ones): the
+        # scores' rounding, and so the order of near-ties, stays that of a block of one fragment
+        frag_of = addr_all >> np.uint64(32)
+        edges = [0, *(np.flatnonzero(frag_of[1:] != frag_of[:-1]) + 1).tolist(), table.num_rows]
+        starts = [(a, min(a + block, e)) for s_, e in itertools.pairwise(edges) for a in range(s_, e, block)]
+        for start, stop in starts:
             if nq.multivector:
                 dist, keep = _multivector_distances(vec.slice(start, stop - start), q, nq.metric, dim, dtype)
                 _push_in_range(tops[0], dist, addr_all[start:stop][keep], nq.distance_range)

@@ -44,6 +44,7 @@ WRITE_OPTIONS = {
     "path": "the dataset URI (what save(path) passes)",
     "max_rows_per_file": "rows per data file written by a task (default: the writer's default)",
     "data_storage_version": "file format version of a new dataset, e.g. 2.0 / 2.1 (default: the writer's default)",
+    "device": "where tasks encode: cpu | gpu | auto (gpu when the task has a usable GPU, else cpu; default cpu)",
 }
 
 

@@ -19,10 +19,21 @@ Protocol (Spark's ``DataSourceArrowWriter``):
 
 Spark's save modes map to ``overwrite=True`` (``overwrite``) and ``False`` (everything else,
 ``append`` included). An append to a path without a dataset creates it.
+
+Option ``device`` (``cpu`` | ``gpu`` | ``auto``, default ``cpu``): where each task encodes its
+pages.  A task's rows reach Python as host Arrow (with or without the RAPIDS Accelerator);
+with ``gpu`` each conformed batch is uploaded (:func:`~lance_gpu.write.device_input.upload_arrow`)
+and the pages are encoded on the task's GPU (the device chosen as the reader chooses it,
+holding one of its slots while the task writes), giving the CPU encoder's bytes; without a
+usable GPU ``gpu`` raises :class:`~lance_gpu.errors.GpuUnavailableError` in the task and
+``auto`` encodes on the CPU.  The choice is made in each task, where the GPU is.  Whether
+the upload pays for itself is measured on a GPU (``benchmarks/bench_gpu_write.py``); until
+then the default stays the CPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -32,6 +43,8 @@ from pyspark.sql.types import StructType
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.store import remove_quietly
 from lance_gpu.spark._options import (
     WRITE_OPTIONS,
     LanceSparkOptionError,
@@ -41,8 +54,6 @@ from lance_gpu.spark._options import (
     storage_options,
 )
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
-from lance_gpu.io import ObjectStore, join, resolve
-from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 
@@ -62,6 +73,7 @@ class WritePlan:
     max_rows_per_file: int
     max_bytes_per_file: int
     storage_options: tuple[tuple[str, str], ...] = ()
+    device: str = "cpu"  # where tasks encode: cpu | gpu | auto
 
     def store(self) -> tuple[ObjectStore, str]:
         """The dataset's store and root key (resolved where it runs: driver or executor)."""
@@ -135,6 +147,10 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 
     path = require_path(options)
+    device = str(options.get("device", "cpu")).strip().lower()
+    if device not in ("cpu", "gpu", "auto"):
+        msg = f"option 'device' must be one of ('cpu', 'gpu', 'auto'), not {options.get('device')!r}"
+        raise LanceSparkOptionError(msg)
     storage = storage_options(options)
     store, root = resolve(path, dict(storage))
     base, naming = latest(store, root)
@@ -162,8 +178,38 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
         max_rows_per_file=_positive_int(options, "max_rows_per_file", dw.DEFAULT_MAX_ROWS_PER_FILE),
         max_bytes_per_file=dw.DEFAULT_MAX_BYTES_PER_FILE,
         storage_options=storage,
+        device=device,
     )
     return LanceWriter(plan)
+
+
+def task_encoder(choice: str) -> str:
+    """Where this task encodes ("gpu" or "cpu") for the ``device`` option: ``auto`` is the
+    GPU when one is usable here (quietly the CPU otherwise), ``gpu`` raises
+    :class:`~lance_gpu.errors.GpuUnavailableError` without one."""
+    from lance_gpu._device import gpu_unusable_reason, resolve_device
+
+    if choice == "auto":
+        return "gpu" if gpu_unusable_reason() is None else "cpu"
+    return resolve_device(choice)
+
+
+def _current_device(ordinal: int) -> contextlib.AbstractContextManager:
+    """Make ``ordinal`` CuPy's current CUDA device for the block (nothing to do where CuPy
+    is not in use: the CUDA simulator)."""
+    from lance_gpu.gpu import _array
+
+    cp = _array.cupy()
+    return contextlib.nullcontext() if cp is None else cp.cuda.Device(ordinal)
+
+
+def _uploaded(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[object]:
+    """Each host batch uploaded to the device, as the device writer takes it."""
+    from lance_gpu.write.device_input import DeviceBatch, upload_arrow
+
+    for batch in batches:
+        cols = [upload_arrow(batch.column(i), f.name) for i, f in enumerate(schema)]
+        yield DeviceBatch(schema, cols, batch.num_rows)
 
 
 class LanceWriter(DataSourceArrowWriter):
@@ -187,17 +233,30 @@ class LanceWriter(DataSourceArrowWriter):
         plan = self.plan
         schema = _lance_schema(plan, _base(plan))
         store, root = plan.store()
-        fragments, written = _dataset_writer()._write_fragments(
-            store,
-            root,
-            schema,
-            plan.arrow_schema,
-            self._conform(iterator),
-            None,
-            plan.minor,
-            plan.max_rows_per_file,
-            plan.max_bytes_per_file,
-        )
+        batches: Iterator = self._conform(iterator)
+
+        def write_files() -> tuple[list, list[str]]:
+            return _dataset_writer()._write_fragments(
+                store,
+                root,
+                schema,
+                plan.arrow_schema,
+                batches,
+                None,
+                plan.minor,
+                plan.max_rows_per_file,
+                plan.max_bytes_per_file,
+            )
+
+        if task_encoder(plan.device) == "gpu" and plan.minor >= 1:  # 2.0 files have no device encoder
+            from lance_gpu.spark._gpu import decode_slot, task_gpu
+
+            batches = _uploaded(batches, plan.arrow_schema)
+            ordinal, key = task_gpu()
+            with decode_slot(key), _current_device(ordinal):
+                fragments, written = write_files()
+        else:
+            fragments, written = write_files()
         return LanceCommitMessage(
             fragments=[f.SerializeToString() for f in fragments],
             files=[p.rsplit("/", 1)[-1] for p in written],

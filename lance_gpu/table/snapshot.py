@@ -41,20 +41,27 @@ import pyarrow as pa
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.arrow import leaf_types
-from lance_gpu.file.container import FileVersion, LanceFileReader
-from lance_gpu.file.reader import prefetch_take, take_field
+from lance_gpu.file.container import FileVersion, LanceFileReader, cached_metadata
+from lance_gpu.file.reader import prefetch_take, read_field_files, take_field
 from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
 from lance_gpu.io.store import ObjectStore
 from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
-from lance_gpu.table.consistency import check_data_file, data_file_of
+from lance_gpu.table.consistency import check_data_file
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS, check_reader_flags
-from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file, resolve_manifest
+from lance_gpu.table.manifest import (
+    ManifestFile,
+    NamingScheme,
+    latest_version,
+    parse_version_file_name,
+    read_manifest_file,
+    resolve_manifest,
+)
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
 
-__all__ = ["FieldSource", "FragmentSnapshot", "TableSnapshot"]
+__all__ = ["FieldSource", "FragmentSnapshot", "TableSnapshot", "read_field_span"]
 
 
 @dataclass(slots=True)
@@ -115,6 +122,8 @@ class TableSnapshot:
         #: Where fields live in fragments of one data-file layout, by (the fragment's
         #: ``layout_key``, field id): computed once per layout, not per fragment.
         self.field_locations: dict[tuple[Any, int], object] = {}
+        #: Locks the fragments share, by fragment id, for opening their file readers.
+        self.reader_locks = tuple(threading.Lock() for _ in range(16))
 
     @classmethod
     def load(cls, store: ObjectStore, root: str, version: int | str | None = None,
@@ -141,6 +150,14 @@ class TableSnapshot:
     @property
     def version(self) -> int:
         return int(self.manifest.version)
+
+    @cached_property
+    def naming(self) -> NamingScheme:
+        """How the dataset names its manifests (what a commit on this version names the
+        next one): from this version's manifest name, without a request; a detached
+        version asks the latest version."""
+        parsed = parse_version_file_name(self.manifest_path.rsplit("/", 1)[-1])
+        return parsed[1] if parsed is not None else latest_version(self.store, self.root).naming
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -234,7 +251,9 @@ class FragmentSnapshot:
         self.fragment_id = int(pb.id)
         self.physical_rows = int(pb.physical_rows)
         self._readers: dict[str, LanceFileReader] = {}
-        self._readers_lock = threading.Lock()  # one reader (one footer fetch) per file
+        # one reader (one footer fetch) per file: locks shared by the snapshot's fragments
+        # (a lock per fragment is a thousand objects for a thousand fragments)
+        self._readers_lock = snapshot.reader_locks[self.fragment_id % len(snapshot.reader_locks)]
         self._rows_checked = False
         self._sources: dict[int, FieldSource | None] = {}  # field id -> where it lives
 
@@ -292,18 +311,24 @@ class FragmentSnapshot:
         :class:`~lance_gpu.errors.CorruptFileError` naming the file when they differ).
 
         Called by reads that position rows before decoding them; once per fragment of a
-        snapshot, and the reader is kept for the read.  A fragment one of whose data files
+        snapshot, and the reader is kept for the read -- unless this process read the same
+        file state before (:func:`~lance_gpu.file.container.cached_metadata`: one ``stat``
+        finds its row count; a take over many small fragments checks them all).  A fragment one of whose data files
         is open already is checked (every reader is checked when opened: all of a
         fragment's files hold ``physical_rows`` rows).  Legacy (v1) files, which this
         package does not read, are not opened.
         """
         if self._rows_checked or self._readers:
             return
-        data_dir = join(self.snapshot.root, "data")
-        for df in self.pb.files:
+        for df, path in zip(self.pb.files, self.data_paths, strict=True):
             if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
                 continue
-            self.file_reader(join(data_dir, df.path))
+            # a file this process opened and checked before, in the same state (a stat, no
+            # open): its footer's row count is known; else (or when it differs) open it, the
+            # reader's check raising the typed error
+            meta = cached_metadata(self.snapshot.store, path)
+            if meta is None or meta.known_rows != self.physical_rows:
+                self.file_reader(path)
             break
         self._rows_checked = True
 
@@ -324,6 +349,16 @@ class FragmentSnapshot:
 
     # -- where fields live (for the executors) -----------------------------------------------
 
+    @cached_property
+    def data_paths(self) -> tuple[str, ...]:
+        """The store keys of the fragment's data files, in manifest order."""
+        data_dir = join(self.snapshot.root, "data")
+        return tuple(join(data_dir, df.path) for df in self.pb.files)
+
+    @cached_property
+    def _path_index(self) -> dict[str, int]:
+        return {path: i for i, path in enumerate(self.data_paths)}
+
     def file_reader(self, path: str) -> LanceFileReader:
         """The (cached) reader of one of this fragment's data files, checked against the
         fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
@@ -334,7 +369,8 @@ class FragmentSnapshot:
                 if r is None:
                     r = LanceFileReader(path, self.snapshot.store)
                     # its row count, columns and field ids against this fragment's manifest entry
-                    check_data_file(r, self.pb, data_file_of(self.pb, path, join(self.snapshot.root, "data")))
+                    index = self._path_index.get(path)
+                    check_data_file(r, self.pb, None if index is None else self.pb.files[index])
                     self._readers[path] = r
         return r
 
@@ -369,7 +405,7 @@ class FragmentSnapshot:
         if found is _MISSING:
             raise CorruptFileError(self.uri, f"fragment {self.fragment_id} has no data file holding field {field.name!r}")
         assert isinstance(found, _Location)
-        return FieldSource(join(self.snapshot.root, "data", self.pb.files[found.file].path), found.columns, found.version)
+        return FieldSource(self.data_paths[found.file], found.columns, found.version)
 
     def _locate(self, field: LanceField) -> object:
         """Where ``field`` lives in data files laid out as this fragment's: a
@@ -459,3 +495,66 @@ class FragmentSnapshot:
         if rows is None:
             return read_file_field(reader, arrow_field, src.columns)
         return take_field(reader, arrow_field, src.columns, rows)
+
+
+def read_field_span(parts: Sequence[tuple[FragmentSnapshot, np.ndarray | None]], field: LanceField,
+                    arrow_field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    """One top-level field of several fragments of one snapshot, in order, as one column:
+    per ``(fragment, rows)`` part its sorted physical ``rows`` (None: every physical row).
+
+    Consecutive fragments whose field lives in 2.1+ data files are decoded together, whole
+    (:func:`~lance_gpu.file.reader.read_field_files`: one decode for the pages of all their
+    files), and the selected rows taken from the result in one take; callers keep such
+    fragments small (a whole fragment is decoded for any selection of it).  Other parts --
+    2.0 files, blob descriptors, fields without data (nulls) -- are read one by one
+    (:meth:`FragmentSnapshot.read_field`).  Parts selecting no row add nothing.
+    """
+    if len(parts) == 1:
+        frag, rows = parts[0]
+        return frag.read_field(field, arrow_field, rows)
+    if blob_kind(field):
+        pieces = [frag.read_field(field, arrow_field, rows) for frag, rows in parts]
+        return pa.chunked_array(pieces, type=pieces[0].type) if pieces else pa.chunked_array([], arrow_field.type)
+    pieces = []
+    run: list[tuple[LanceFileReader, list[int]]] = []
+    run_rows: list[tuple[int, np.ndarray | None]] = []  # (physical rows, selection) per file of the run
+
+    def flush() -> None:
+        if not run:
+            return
+        arr = read_field_files(run, arrow_field)
+        if any(rows is not None for _n, rows in run_rows):
+            base = 0
+            positions = []
+            for n, rows in run_rows:
+                positions.append(np.arange(base, base + n, dtype=np.int64) if rows is None else rows.astype(np.int64) + base)
+                base += n
+            arr = arr.take(pa.array(np.concatenate(positions)))
+        pieces.append(arr)
+        run.clear()
+        run_rows.clear()
+
+    for frag, rows in parts:
+        if rows is not None and rows.size == 0:
+            continue
+        # (not kept per fragment, as field_source does: where a field lives is kept per
+        # layout already, and a span's many fragments would each keep an entry per field)
+        src = frag._field_source(field)
+        reader = None if src is None else frag.file_reader(src.path)
+        if reader is None or src is None or reader.version == FileVersion(2, 0):
+            flush()
+            pieces.append(frag.read_field(field, arrow_field, rows))
+            continue
+        for column in src.columns:
+            # the file's pages must hold the fragment's rows, leaf by leaf: decoded together,
+            # a file short of rows would shift the rows of the files after it
+            held = sum(page.num_rows for page in reader.column(column).pages)
+            if held != frag.physical_rows:
+                msg = f"column {column} (field {field.name!r}) holds {held} rows but fragment {frag.fragment_id} has {frag.physical_rows}"
+                raise CorruptFileError(reader.path, msg)
+        run.append((reader, src.columns))
+        run_rows.append((frag.physical_rows, rows))
+    flush()
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.chunked_array(pieces, type=arrow_field.type)

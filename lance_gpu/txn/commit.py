@@ -57,6 +57,7 @@ from lance_gpu.table.manifest import (
     manifest_file_name,
     read_manifest_file,
     read_version_hint,
+    remember_manifest,
 )
 from lance_gpu.txn.operations import Operation
 from lance_gpu.txn.publish import (
@@ -94,36 +95,55 @@ def _transaction(
 
 
 def _finish_manifest(
-    m: table_pb2.Manifest, base: ManifestFile | None, version: int, txn_file: str
+    m: table_pb2.Manifest, base: ManifestFile | None, version: int, txn_file: str,
+    touched: list[table_pb2.DataFragment] | None = None,
 ) -> table_pb2.Manifest:
     """What every commit sets: derived sections cleared, the deletion-files flags exactly when
     some fragment has a deletion file (pylance's ``apply_feature_flags``), a
-    ``max_fragment_id`` that never goes down, version, time, writer, transaction file."""
+    ``max_fragment_id`` that never goes down, version, time, writer, transaction file.
+
+    ``touched`` (:attr:`Operation.touched`): the entries of ``m`` that are not ``base``'s;
+    where given, ``base``'s flags and ``max_fragment_id`` (vetted when it was read) stand
+    for the untouched entries, so no loop runs over every fragment."""
     for name in (
         "tag", "version_aux_data", "transaction_section_deprecated", "index_section",
         "transaction_section", "writer_version",
     ):
         m.ClearField(name)
-    has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
+    base_has = base is not None and bool(base.manifest.writer_feature_flags & features.FLAG_DELETION_FILES)
+    if touched is not None and base is not None and not base_has:
+        # no base fragment has a deletion file: only the touched entries can
+        has_deletions = any(f.HasField("deletion_file") for f in touched)
+    else:
+        has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
     for name in ("reader_feature_flags", "writer_feature_flags"):
         flags = int(getattr(m, name)) & ~features.FLAG_DELETION_FILES
         setattr(m, name, flags | (features.FLAG_DELETION_FILES if has_deletions else 0))
-    ids = [int(f.id) for f in m.fragments]
+    if touched is not None and base is not None and base.fragment_id_bound is not None:
+        # the untouched entries are the base's: at or below its (vetted) bound
+        ids = [int(f.id) for f in touched] + [base.fragment_id_bound]
+    else:
+        ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
         ids.append(int(m.max_fragment_id))
     if base is not None and base.manifest.HasField("max_fragment_id"):
         ids.append(int(base.manifest.max_fragment_id))
-    if ids:
+    if base is not None and base.fragment_id_bound is not None:
+        ids.append(base.fragment_id_bound)
+    if ids and max(ids) >= 0:
         m.max_fragment_id = max(ids)
     stamp_manifest(m, version, txn_file)
     return m
 
 
 def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
-                 base: table_pb2.Manifest | None) -> list[str]:
+                 base: table_pb2.Manifest | None,
+                 touched: list[table_pb2.DataFragment] | None = None) -> list[str]:
     """Keys of the data and deletion files ``manifest`` names that ``base`` does not (files
     under another base path are left to their writer).  Compared by the names the manifests
-    hold; keys are built for the new files only."""
+    hold; keys are built for the new files only.  Where the operation says which entries it
+    ``touched`` (:attr:`Operation.touched`: the others are ``base``'s), only those are
+    looked at."""
     def data_files(m: table_pb2.Manifest | None) -> set[str]:
         if m is None:
             return set()
@@ -139,6 +159,22 @@ def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
         }
 
     data_dir = join(root, "data")
+    if touched is not None and base is not None:
+        # the touched entries against the base entries they replace (same id), if any
+        ids = {int(f.id) for f in touched}
+        if base.HasField("max_fragment_id"):
+            ids = {i for i in ids if i <= int(base.max_fragment_id)}
+        replaced = {int(f.id): f for f in base.fragments if int(f.id) in ids} if ids else {}
+        keys: set[str] = set()
+        for frag in touched:
+            prev = replaced.get(int(frag.id))
+            had = {df.path for df in prev.files} if prev is not None else set()
+            keys.update(join(data_dir, df.path) for df in frag.files if not df.HasField("base_id") and df.path not in had)
+            if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id") and (
+                prev is None or not prev.HasField("deletion_file") or prev.deletion_file != frag.deletion_file
+            ):
+                keys.add(deletion_file_path(store, root, int(frag.id), frag.deletion_file))
+        return sorted(keys)
     out = [join(data_dir, name) for name in data_files(manifest) - data_files(base)]
     theirs = deletion_files(base)
     out.extend(
@@ -229,13 +265,14 @@ def commit(
         trust_hint = True  # see _hinted_past
         synced: set[str] = set()
         while True:
+            op.touched = None
             m, index_section = op.apply(store, root, current, version)
-            unsynced = [k for k in _added_files(store, root, m, current.manifest if current else None) if k not in synced]
+            touched = op.touched
+            added = _added_files(store, root, m, current.manifest if current else None, touched)
+            unsynced = [k for k in added if k not in synced]
             if txn_key is not None and txn_key not in synced:
                 unsynced.append(txn_key)
-            store.sync(unsynced)  # one round of fsyncs, in parallel, before the manifest names them
-            synced.update(unsynced)
-            manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name)
+            manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name, touched)
             if skip_txn_file:
                 manifest.ClearField("transaction_file")
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
@@ -245,14 +282,20 @@ def commit(
                     # later versions exist although ``version`` does not (a cleanup removed
                     # it): rebase on them instead of publishing below the latest
                     raise FileExistsError(version)
+                data = serialize_manifest(manifest, txn, index_section, in_place=True)
                 with lock(version) if lock is not None else nullcontext():
-                    publish_manifest(
-                        store, target, serialize_manifest(manifest, txn, index_section), locked=lock is not None
-                    )
+                    # the files it names and the manifest's own bytes are made durable in one
+                    # round of fsyncs (in parallel), before the manifest is published
+                    publish_manifest(store, target, data, locked=lock is not None, durable=unsynced)
+                synced.update(unsynced)
             except FileExistsError:
                 pass
             else:
                 txn_key = None
+                # the next read of this version (the dataset a write returns, the next
+                # commit's base) reuses it: no parse, no O(fragments) vetting
+                bound = int(manifest.max_fragment_id) if manifest.HasField("max_fragment_id") else -1
+                remember_manifest(store.uri(target), data, ManifestFile(store.uri(target), manifest, txn, index_section, bound))
                 if not detached:
                     write_version_hint(store, root, version)
                     for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)

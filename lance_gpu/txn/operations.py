@@ -93,6 +93,12 @@ class Operation:
     def kind(self) -> str:
         return self.name
 
+    #: The entries of the manifest the last :meth:`apply` built that are new or replace a
+    #: base fragment (every other entry is the base's, unchanged), or None where the
+    #: operation does not say: the commit then compares the whole manifests to find the
+    #: files to sync (:func:`lance_gpu.txn.commit.commit`).
+    touched: list[table_pb2.DataFragment] | None = None
+
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         raise NotImplementedError
 
@@ -158,7 +164,11 @@ def _copy_manifest(base: ManifestFile) -> table_pb2.Manifest:
     return m
 
 
-def _next_fragment_id(m: table_pb2.Manifest) -> int:
+def _next_fragment_id(m: table_pb2.Manifest, base: ManifestFile | None = None) -> int:
+    """The id after every fragment id ``m`` (a copy of ``base``'s manifest) names and its
+    ``max_fragment_id``: from ``base.fragment_id_bound`` where known, else by a loop."""
+    if base is not None and base.fragment_id_bound is not None:
+        return base.fragment_id_bound + 1
     ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
         ids.append(int(m.max_fragment_id))
@@ -306,7 +316,7 @@ class Append(Operation):
         if base is None:
             raise ValueError("Append needs an existing dataset; use Overwrite to create one")
         m = _copy_manifest(base)
-        start = _next_fragment_id(m)
+        start = _next_fragment_id(m, base)
         new = []
         for k, f in enumerate(self._fragments):
             frag = table_pb2.DataFragment()
@@ -317,6 +327,7 @@ class Append(Operation):
         m.fragments.extend(new)
         if new:
             m.max_fragment_id = start + len(new) - 1
+        self.touched = new
         return m, base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -464,6 +475,7 @@ class Delete(Operation):
         frags = [self.updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in dropped]
         del m.fragments[:]
         m.fragments.extend(frags)
+        self.touched = list(self.updated.values())
         return m, base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -599,7 +611,7 @@ class Update(Operation):
         removed = set(self.removed_fragment_ids)
         updated = {int(f.id): f for f in self._updated}
         frags = [updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in removed]
-        start = _next_fragment_id(m)
+        start = _next_fragment_id(m, base)
         new = []
         for k, f in enumerate(self._new):
             frag = table_pb2.DataFragment()
@@ -611,6 +623,7 @@ class Update(Operation):
         m.fragments.extend(frags + new)
         if new:
             m.max_fragment_id = start + len(new) - 1
+        self.touched = list(updated.values()) + new
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
@@ -927,6 +940,7 @@ class Rewrite(Operation):
         frags.sort(key=lambda f: int(f.id))
         del m.fragments[:]
         m.fragments.extend(frags)
+        self.touched = [f for _old, new in self._groups for f in new]
         return m, self._indices(base.index_section, int(m.version))
 
     def cleanup(self, store: ObjectStore) -> None:

@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import struct
 import time
+from collections.abc import Sequence
 
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import (
@@ -99,11 +100,18 @@ def serialize_manifest(
     manifest: table_pb2.Manifest,
     transaction: transaction_pb2.Transaction | None,
     index_section: table_pb2.IndexSection | None = None,
+    *,
+    in_place: bool = False,
 ) -> bytes:
     """A manifest file: ``[u32 len | IndexSection] [u32 len | Transaction] u32 len | Manifest``
-    and the 16-byte footer; the Manifest's offsets are filled in here."""
-    m = table_pb2.Manifest()
-    m.CopyFrom(manifest)
+    and the 16-byte footer; the Manifest's offsets are filled in here: in a copy, or with
+    ``in_place`` in ``manifest`` itself (which then equals what a reader parses from the
+    bytes; no copy of every fragment)."""
+    if in_place:
+        m = manifest
+    else:
+        m = table_pb2.Manifest()
+        m.CopyFrom(manifest)
     for name in ("index_section", "transaction_section", "transaction_section_deprecated"):
         m.ClearField(name)
     parts: list[bytes] = []
@@ -124,9 +132,15 @@ def serialize_manifest(
     return b"".join(parts)
 
 
-def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool = False) -> None:
+def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool = False,
+                     durable: Sequence[str] = ()) -> None:
     """Create the manifest ``key`` holding ``data`` with the store's ``put_if_absent`` (a hard
     link of a staging file locally, a conditional PUT ``If-None-Match: *`` on object stores).
+
+    ``durable``: published objects the manifest names (data, deletion, transaction files),
+    made durable (:meth:`~lance_gpu.io.store.ObjectStore.sync`) before the manifest appears.
+    A local store syncs them and the manifest's staging file in one parallel round
+    (``put_if_absent_after_sync``); other stores sync, then put.
 
     Raises :class:`~lance_gpu.errors.ObjectExistsError` (a ``FileExistsError``) if another
     writer took the version.  A committed manifest is never replaced.  An outcome the failure
@@ -138,12 +152,18 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
     every writer takes the same lock): an existing ``key`` raises ``ObjectExistsError``.
     """
     if locked and not store.supports_conditional_put:
+        store.sync(durable)
         if store.exists(key):
             raise ObjectExistsError(store.uri(key), "taken by another writer")
         store.put(key, data)
         return
+    together = getattr(store, "put_if_absent_after_sync", None)
     try:
-        store.put_if_absent(key, data)
+        if together is not None:
+            together(key, data, durable)
+        else:
+            store.sync(durable)
+            store.put_if_absent(key, data)
     except ObjectExistsError:
         raise
     except StorageError as exc:

@@ -38,7 +38,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.index.metadata import BITMAP_DETAILS, LABEL_LIST_DETAILS, VECTOR_DETAILS
 from lance_gpu.progress import ProgressHook
-from lance_gpu.scan import ReadUnit, decode_fields
+from lance_gpu.scan import ReadUnit, decode_spans
 from lance_gpu.table import features
 from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file
@@ -147,9 +147,11 @@ def plan_compaction(
 
 
 def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The live rows of ``frags`` in order, every field as stored: small fragments decoded
+    together (:func:`~lance_gpu.scan.decode_spans`), one fragment ahead otherwise."""
     fields = list(ds.lance_schema.fields)
-    for frag in frags:
-        table = next(decode_fields(ds, [ReadUnit(frag, frag.live_rows)], fields, physical=True))
+    units = [ReadUnit(frag, frag.live_rows) for frag in frags]
+    for _group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         yield from table.to_batches()

@@ -126,6 +126,12 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
 
 
 _SYNC_POOL: ThreadPoolExecutor | None = None
+#: Data files at least this large start their fsync in the background as soon as they are
+#: published (their write-back overlaps the encoding of the next file); smaller ones are
+#: synced by the commit's one round alone -- an early fsync of a small file only makes the
+#: commit's next metadata steps (transaction file, manifest staging) wait on a journal
+#: commit it started.
+EARLY_SYNC_BYTES = 4 * 1024 * 1024
 
 
 def _sync_pool() -> ThreadPoolExecutor:
@@ -258,7 +264,8 @@ def _write_fragments(
         except BaseException:
             w.abort()  # an encoder failed: drop the staging file
             raise
-        syncing.append(_sync_pool().submit(_sync_quietly, store, join(data_dir, wname)))
+        if size >= EARLY_SYNC_BYTES:
+            syncing.append(_sync_pool().submit(_sync_quietly, store, join(data_dir, wname)))
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         frag.files.append(_data_file(wname, schema, minor, size))
         fragments.append(frag)

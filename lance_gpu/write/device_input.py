@@ -6,9 +6,13 @@ Accepted (:func:`is_device_input`):
 
 * a :class:`~lance_gpu.gpu.columns.DeviceTable` (what the GPU reader gives; its host
   columns are uploaded);
-* a ``dict`` of columns, each a :class:`DeviceColumn` or an array with
-  ``__cuda_array_interface__`` (numba device arrays, CuPy, ...): 1-d numeric or bool
-  arrays are columns of that type, 2-d ``(n, dim)`` arrays fixed-size lists (embeddings);
+* a ``dict`` of columns, each a :class:`DeviceColumn`, an array with
+  ``__cuda_array_interface__`` (numba device arrays, CuPy, torch CUDA tensors ...) or a
+  DLPack producer in CUDA memory (``__dlpack__`` / ``__dlpack_device__`` saying CUDA or
+  CUDA managed memory: JAX, TensorFlow, ...; taken through ``cupy.from_dlpack``, no copy):
+  1-d numeric or bool arrays are columns of that type, 2-d ``(n, dim)`` arrays fixed-size
+  lists (embeddings).  DLPack producers in host memory are host data: the CPU writer takes
+  them (see :func:`host_dlpack_column`);
 * a ``cudf.DataFrame`` (recognised by its module, cuDF is never imported here), through a
   thin adapter onto device columns that uses only buffer interfaces: per column
   ``frame[name]`` with ``.dtype`` and ``len()``, ``.isna()`` and ``.fillna(0)`` whose
@@ -29,17 +33,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cuda_kernels import _device as kernel_device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 
 __all__ = [
+    "DLPACK_CPU",
+    "DLPACK_CUDA",
     "DeviceBatch",
     "column_nbytes",
     "concat_columns",
     "device_batches",
     "device_stream",
+    "dlpack_device_type",
+    "host_dlpack_column",
     "is_device_input",
+    "offset_ends",
     "slice_column",
     "upload_arrow",
 ]
@@ -48,6 +58,71 @@ __all__ = [
 def _has_cai(x: object) -> bool:
     """A CUDA array (the simulator's device arrays say so with ``__cuda_ndarray__``)."""
     return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
+
+
+#: DLPack device types (``DLDeviceType``): host memory ...
+DLPACK_CPU, DLPACK_CUDA_HOST = 1, 3
+#: ... and device memory
+DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
+
+
+def dlpack_device_type(x: object) -> int | None:
+    """The DLPack device type ``x`` reports (``__dlpack_device__()[0]``), None when ``x`` is
+    no DLPack producer or is a NumPy / Arrow array (host columns the writers take as they
+    are)."""
+    if isinstance(x, (np.ndarray, pa.Array, pa.ChunkedArray)) or not hasattr(x, "__dlpack__"):
+        return None
+    get = getattr(x, "__dlpack_device__", None)
+    if get is None:
+        return None
+    return int(get()[0])
+
+
+def _is_cuda_dlpack(x: object) -> bool:
+    return not _has_cai(x) and dlpack_device_type(x) in (DLPACK_CUDA, DLPACK_CUDA_MANAGED)
+
+
+class _HostTensor:
+    """A DLPack producer seen as host memory: under the CUDA simulator, whose device memory
+    is host memory, a CUDA producer's buffer is read as it is."""
+
+    def __init__(self, tensor: object) -> None:
+        self._tensor = tensor
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (DLPACK_CPU, 0)
+
+    def __dlpack__(self, **_kwargs):
+        return self._tensor.__dlpack__()  # type: ignore[attr-defined]
+
+
+def _from_cuda_dlpack(name: str, x: object):
+    """A CUDA DLPack producer as a device array (``cupy.from_dlpack``: no copy)."""
+    cp = _array.cupy()
+    if cp is not None:
+        return cp.from_dlpack(x)
+    if kernel_device.is_simulator():
+        return _array.upload(np.ascontiguousarray(np.from_dlpack(_HostTensor(x))))
+    raise GpuUnavailableError(f"column {name!r}: reading a CUDA DLPack tensor needs CuPy")
+
+
+def host_dlpack_column(name: str, x: Any) -> Any:
+    """A column of a host ``dict``: a DLPack producer in host memory (a CPU torch tensor,
+    ...) as Arrow -- 1-d as its values, 2-d ``(n, dim)`` as fixed-size lists, as device
+    arrays are taken -- anything else as it is.  A producer in device memory next to host
+    columns raises :class:`InvalidArgumentError`."""
+    kind = dlpack_device_type(x)
+    if kind is None or _has_cai(x):
+        return x
+    if kind in (DLPACK_CUDA, DLPACK_CUDA_MANAGED):
+        raise InvalidArgumentError(f"column {name!r} is in device memory, other columns in host memory: pass every column on one side")
+    arr = np.from_dlpack(x)
+    if arr.ndim == 1:
+        return pa.array(arr)
+    if arr.ndim == 2:
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        return pa.FixedSizeListArray.from_arrays(pa.array(flat), int(arr.shape[1]))
+    raise UnsupportedFeatureError(f"column {name!r}: arrays of {arr.ndim} dimensions cannot be written")
 
 
 def _is_cudf_frame(data: object) -> bool:
@@ -59,7 +134,7 @@ def is_device_input(data: object) -> bool:
     if isinstance(data, (DeviceTable, DeviceColumn)) or _is_cudf_frame(data):
         return True
     return isinstance(data, dict) and bool(data) and all(
-        isinstance(v, DeviceColumn) or _has_cai(v) for v in data.values()
+        isinstance(v, DeviceColumn) or _has_cai(v) or _is_cuda_dlpack(v) for v in data.values()
     )
 
 
@@ -67,7 +142,7 @@ class DeviceBatch:
     """Rows of device columns with their Arrow schema: what the writer takes in place of a
     ``pyarrow.RecordBatch`` (``num_rows``, ``num_columns``, ``column(i)``, ``slice``)."""
 
-    def __init__(self, schema: pa.Schema, columns: list[DeviceColumn], num_rows: int) -> None:
+    def __init__(self, schema: pa.Schema, columns: list[DeviceColumn | pa.Array], num_rows: int) -> None:
         self.schema = schema
         self.columns = columns
         self.num_rows = int(num_rows)
@@ -76,13 +151,16 @@ class DeviceBatch:
     def num_columns(self) -> int:
         return len(self.columns)
 
-    def column(self, i: int) -> DeviceColumn:
+    def column(self, i: int) -> DeviceColumn | pa.Array:
+        """Column ``i``: a device column, or a host Arrow array of a kind no device column
+        holds (an Arrow dictionary column of a ``DeviceTable``: the CPU encoder writes it)."""
         return self.columns[i]
 
     def slice(self, offset: int = 0, length: int | None = None) -> DeviceBatch:
         offset = min(int(offset), self.num_rows)
         n = self.num_rows - offset if length is None else min(int(length), self.num_rows - offset)
-        return DeviceBatch(self.schema, [slice_column(c, offset, n) for c in self.columns], n)
+        cols = [c.slice(offset, n) if isinstance(c, pa.Array) else slice_column(c, offset, n) for c in self.columns]
+        return DeviceBatch(self.schema, cols, n)
 
     def select(self, order: list[int], target: pa.Schema) -> DeviceBatch:
         """The columns in ``order`` as the fields of ``target`` (an append whose columns
@@ -99,7 +177,7 @@ class DeviceBatch:
 
     def to_arrow(self) -> pa.RecordBatch:
         """A host copy (for writers without a device encoder: 2.0 files, other operations)."""
-        return pa.RecordBatch.from_arrays([c.to_arrow() for c in self.columns], schema=self.schema)
+        return pa.RecordBatch.from_arrays([c if isinstance(c, pa.Array) else c.to_arrow() for c in self.columns], schema=self.schema)
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +185,8 @@ class DeviceBatch:
 
 
 def _column_of_array(name: str, arr: Any) -> DeviceColumn:
+    if _is_cuda_dlpack(arr):
+        arr = _from_cuda_dlpack(name, arr)
     dev = _array.as_device(arr)
     dt = np.dtype(dev.dtype)
     if dev.ndim not in (1, 2):
@@ -126,7 +206,7 @@ def _column_of_array(name: str, arr: Any) -> DeviceColumn:
     return DeviceColumn(t, n, None, data)
 
 
-def _cudf_column(name: str, series: Any) -> DeviceColumn:
+def _cudf_column(name: str, series: Any) -> DeviceColumn | pa.Array:
     """One cuDF column as a device column (see the module docstring for what is used)."""
     n = len(series)
     dtype = series.dtype
@@ -137,7 +217,7 @@ def _cudf_column(name: str, series: Any) -> DeviceColumn:
     kind = str(dtype)
     if kind in ("list", "struct", "category") or kind.startswith(("decimal", "list", "struct", "interval")):
         # no buffer adapter for these (yet): through cuDF's own host conversion
-        return upload_arrow(series.to_arrow())
+        return upload_arrow(series.to_arrow(), name)
     if kind in ("object", "str", "string"):
         col = series._column
         first = int(getattr(col, "offset", 0) or 0)
@@ -168,13 +248,31 @@ class _CudaBytes:
         return _CudaBytes(int(ptr), int(buf.size))
 
 
-def upload_arrow(arr: pa.Array | pa.ChunkedArray) -> DeviceColumn:
+def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>") -> DeviceColumn | pa.Array:
     """A host Arrow array as a device column (for host columns of a ``DeviceTable`` and the
     cuDF types without a buffer adapter): strings, binaries, lists and structs here, the
-    fixed-width rest through :meth:`DeviceColumn.from_arrow`."""
+    fixed-width rest through :meth:`DeviceColumn.from_arrow`.  ``arrow.json`` text becomes
+    the JSONB documents Lance stores (what a device JSON column holds, as the GPU reader
+    gives it; text that is not JSON raises :class:`~lance_gpu.errors.InvalidJsonError`
+    naming ``name``).  An Arrow dictionary column stays on the host as it is (no device
+    column holds one; the CPU encoder writes it: its pages are the dictionary's); one nested
+    in a struct or list raises :class:`UnsupportedFeatureError`."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_dictionary(_storage(arr.type)):
+        return arr
+    return _upload(arr, name)
+
+
+def _upload(arr: pa.Array, name: str) -> DeviceColumn:
+    if pa.types.is_dictionary(_storage(arr.type)):
+        raise UnsupportedFeatureError(f"column {name!r}: Arrow dictionary arrays inside structs or lists cannot be device data")
     t = arr.type
+    if getattr(t, "extension_name", None) == "arrow.json" and isinstance(arr, pa.ExtensionArray):
+        from lance_gpu.write._jsonb import text_to_jsonb
+
+        docs = _upload(text_to_jsonb(arr.storage, name), name)
+        return DeviceColumn(t, docs.length, docs.validity, docs.data, docs.offsets, span=docs.span)
     storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
     s = storage.type
     n = len(storage)
@@ -190,9 +288,18 @@ def upload_arrow(arr: pa.Array | pa.ChunkedArray) -> DeviceColumn:
         return DeviceColumn(t, n, valid, _array.upload(data), _array.upload(offs), span=(int(offs[0]), int(offs[-1])))
     if pa.types.is_list(s) or pa.types.is_large_list(s):
         offs = np.asarray(storage.offsets.to_numpy(zero_copy_only=False), np.int64)
-        return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[upload_arrow(storage.values)])
+        return DeviceColumn(t, n, valid, offsets=_array.upload(offs), children=[_upload(storage.values, name)])
     if pa.types.is_struct(s):
-        return DeviceColumn(t, n, valid, children=[upload_arrow(storage.field(i)) for i in range(s.num_fields)])
+        return DeviceColumn(t, n, valid, children=[_upload(storage.field(i), name) for i in range(s.num_fields)])
+    if pa.types.is_fixed_size_list(s) and pa.types.is_fixed_size_list(s.value_type):
+        inner = storage
+        while pa.types.is_fixed_size_list(inner.type):
+            inner = inner.flatten()  # the items of the valid lists
+            if inner.null_count:
+                raise UnsupportedFeatureError(
+                    f"column {name!r}: device columns hold the item validity of one layer of fixed-size lists; "
+                    "write nested fixed-size lists with null items from host Arrow"
+                )
     return DeviceColumn.from_arrow(arr)
 
 
@@ -226,7 +333,7 @@ def device_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, I
         raise GpuUnavailableError(f"writing data held in device memory needs a usable GPU: {reason}")
     if isinstance(data, DeviceTable):
         names = list(data.names)
-        cols = [c if isinstance(c, DeviceColumn) else upload_arrow(c) for c in data.columns]
+        cols = [c if isinstance(c, DeviceColumn) else upload_arrow(c, nm) for nm, c in zip(names, data.columns, strict=True)]
     elif _is_cudf_frame(data):
         names = [str(c) for c in data.columns]  # type: ignore[attr-defined]
         cols = [_cudf_column(nm, data[nm]) for nm in names]  # type: ignore[index]
@@ -282,6 +389,10 @@ def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
 # slices, sizes and concatenation of device columns
 
 
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
 def _is_variable(t: pa.DataType) -> bool:
     s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
     return pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_binary(s) or pa.types.is_large_binary(s)
@@ -305,7 +416,18 @@ def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
     if col.offsets is not None:
         return DeviceColumn(col.type, length, valid, col.data, col.offsets[a : b + 1])
     w = col.width
-    return DeviceColumn(col.type, length, valid, col.data[a * w : b * w])
+    items = None
+    if col.item_validity is not None:
+        dim = _storage(col.type).list_size
+        items = col.item_validity[a * dim : b * dim]
+    return DeviceColumn(col.type, length, valid, col.data[a * w : b * w], item_validity=items)
+
+
+def offset_ends(offsets, n: int) -> tuple[int, int]:
+    """``(offsets[0], offsets[n])`` of device offsets: two one-value copies (a strided view
+    of the two would copy everything between them)."""
+    first = int(_array.to_host(offsets[0:1])[0])
+    return first, (first if n == 0 else int(_array.to_host(offsets[n : n + 1])[0]))
 
 
 def column_nbytes(col: DeviceColumn) -> int:
@@ -319,21 +441,22 @@ def column_nbytes(col: DeviceColumn) -> int:
     if col.children:
         if col.offsets is None:  # struct: the fields' rows
             return valid + sum(column_nbytes(c) for c in col.children)
-        ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
-        lo, hi = int(ends[0]), int(ends[-1])
+        lo, hi = offset_ends(col.offsets, n) if n else (0, 0)
         word = 8 if pa.types.is_large_list(s) else 4
         return valid + word * n + column_nbytes(slice_column(col.children[0], lo, hi - lo))
     if col.offsets is not None:
         if col.span is not None:
             lo, hi = col.span
         else:
-            ends = _array.to_host(col.offsets[:: max(n, 1)]) if n else np.zeros(2, np.int64)
-            lo, hi = int(ends[0]), int(ends[-1])
+            lo, hi = offset_ends(col.offsets, n) if n else (0, 0)
         word = 8 if (pa.types.is_large_string(s) or pa.types.is_large_binary(s)) else 4
         return valid + word * n + int(hi) - int(lo)
     if pa.types.is_boolean(s):
         return valid + (n + 7) // 8
-    return valid + n * col.width
+    items = (n * s.list_size + 7) // 8 if col.item_validity is not None else 0
+    if pa.types.is_fixed_size_list(s) and pa.types.is_boolean(s.value_type):
+        return valid + items + (n * s.list_size + 7) // 8  # Arrow packs the items' bits
+    return valid + items + n * col.width
 
 
 def _concat_validity(cols: list[DeviceColumn], n: int):
@@ -352,9 +475,56 @@ def _concat_validity(cols: list[DeviceColumn], n: int):
     return valid
 
 
+def _concat_item_validity(cols: list[DeviceColumn], n: int):
+    """The item validity of concatenated fixed-size lists (None when no piece has one)."""
+    from cuda_kernels.segments import copy_ranges_gpu
+
+    if all(c.item_validity is None for c in cols):
+        return None
+    dim = _storage(cols[0].type).list_size
+    items = _array.empty(n * dim, np.bool_)
+    pos = 0
+    for c in cols:
+        m = c.length * dim
+        if m:
+            src = c.item_validity if c.item_validity is not None else _array.full(m, np.bool_, True)
+            copy_ranges_gpu(src, [0], [m], items, [pos])
+        pos += m
+    return items
+
+
+def _concat_lists(cols: list[DeviceColumn]) -> DeviceColumn | None:
+    """Lists (or maps) concatenated on the device: each piece's child rows (cut at its
+    first and last offsets, two values read back a piece) joined, and its offsets moved by
+    where its child rows now start (one kernel)."""
+    from cuda_kernels.segments import add_segment_base_gpu, copy_ranges_gpu
+
+    n = sum(c.length for c in cols)
+    spans = [offset_ends(c.offsets, c.length) for c in cols]
+    child = concat_columns([slice_column(c.children[0], a, b - a) for c, (a, b) in zip(cols, spans, strict=True)])
+    if child is None:
+        return None
+    raw = _array.empty(n + 1, np.int64)
+    bounds = np.zeros(len(cols) + 1, np.int64)
+    bases = np.zeros(len(cols), np.int64)
+    pos = row = 0
+    last = len(cols) - 1
+    for k, (c, (a, b)) in enumerate(zip(cols, spans, strict=True)):
+        count = c.length + (1 if k == last else 0)  # the last piece brings the closing offset
+        if count:
+            copy_ranges_gpu(c.offsets.view(np.uint8), [0], [8 * count], raw.view(np.uint8), [8 * row])
+        bases[k] = pos - a
+        pos += b - a
+        row += c.length
+        bounds[k + 1] = row + (1 if k == last else 0)
+    offsets = _array.as_device(add_segment_base_gpu(raw, bounds, bases))
+    valid = _concat_validity(cols, n)
+    return DeviceColumn(cols[0].type, n, valid, offsets=offsets, children=[child], span=(0, pos))
+
+
 def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
-    """One device column of the rows of ``cols`` (same type), or None where only the host
-    can concatenate them (nested columns)."""
+    """One device column of the rows of ``cols`` (same type): fixed and variable width,
+    structs and lists field by field -- None where a piece's kind is not one of those."""
     from cuda_kernels.segments import copy_ranges_gpu
 
     if len(cols) == 1:
@@ -366,6 +536,8 @@ def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
         n = sum(c.length for c in cols)
         valid = _concat_validity(cols, n)
         return DeviceColumn(cols[0].type, n, valid, children=fields)  # type: ignore[arg-type]
+    if all(c.children and c.offsets is not None for c in cols):  # lists and maps
+        return _concat_lists(cols)
     if not all(_is_flat(c) for c in cols):
         return None
     n = sum(c.length for c in cols)
@@ -379,7 +551,7 @@ def concat_columns(cols: list[DeviceColumn]) -> DeviceColumn | None:
             if c.length:
                 copy_ranges_gpu(c.data, [0], [c.length * w], data, [pos])
             pos += c.length * w
-        return DeviceColumn(t, n, valid, data)
+        return DeviceColumn(t, n, valid, data, item_validity=_concat_item_validity(cols, n))
     host = [_array.to_host(c.offsets[: c.length + 1]).astype(np.int64) for c in cols]
     sizes = [int(h[-1] - h[0]) for h in host]
     data = _array.empty(sum(sizes), np.uint8)

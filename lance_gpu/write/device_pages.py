@@ -17,14 +17,20 @@ Each page buffer then comes back once, device -> pinned host (:class:`StagedBuff
 copy stream while the next columns encode), to be written.
 
 Covered on the device: columns of ints, floats, booleans, temporal types, decimals and
-fixed-size binaries, strings and binaries, embeddings (fixed-size lists of numbers), with
-or without nulls; lists of those (the rep / def levels made on the host from the offsets
-and validities read back, as the CPU encoder makes them; values gathered on the device);
-structs of those.  Left to the CPU encoder, from a host copy of the column (counted by
-reason in :data:`host_fallbacks`): values over 32 KiB (zstd one by one), dictionary pages
-whose sampled keys miss a value, nested lists and structs of lists, maps, boolean or
-nullable-item fixed-size lists, JSON, field metadata
-that steers the encoder, file version 2.0, pages of more than 65535 levels in one chunk.
+fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JSON column
+holds), embeddings and other fixed-size lists (of fixed-size lists) of numbers or booleans
+(item validity of one layer included), with or without nulls; page dictionaries whose
+values the sample missed (found on the device); lists, maps and structs of those, nested
+(fixed-size lists among the leaves when no item is null in a valid row; the rep / def levels made on the
+device by the steps the CPU encoder takes; values gathered on the device; rows whose levels overflow a chunk split in halves, as the CPU
+writer splits them).  Field metadata steering the encoder (``lance-encoding:compression``
+/ ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
+it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
+:data:`host_fallbacks`): full-zip values compressed one by one with zstd (over 32 KiB, or
+where field metadata names a general scheme: no device zstd gives libzstd's bytes), fixed-
+size lists inside lists whose items are null in a valid row, file version 2.0.  (Arrow
+dictionary columns never reach it: no device column holds one, a ``DeviceTable``'s stays
+on the host.)
 """
 
 from __future__ import annotations
@@ -36,15 +42,19 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.file.encodings import ENCODERS
+from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.file.encodings import ENCODERS, bitpacking
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
-from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
+from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
+from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.table.schema import LanceField
 from lance_gpu.write import pages
+from lance_gpu.write.device_input import concat_columns, offset_ends, slice_column
 from lance_gpu.write.pages import EncodedPage, PageBackend
+from lance_gpu.write.shred import LeafColumn
 
 __all__ = ["DeviceBackend", "StagedBuffer", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
 
@@ -170,13 +180,17 @@ class DeviceLeaf:
     rows: int = -1
     levels: int = -1
     max_level: int = 1
-    host_def: np.ndarray | None = None  # host u16 def levels of a list leaf (flat leaves: read when needed)
+    host_def: np.ndarray | None = None  # host u16 def levels, read back when needed
     validity: Any = None  # device validity of a flat leaf (for host_def)
 
     def def_levels_host(self) -> np.ndarray | None:
-        """The def levels on the host (a flat leaf's from its validity, read back)."""
+        """The def levels on the host (a flat leaf's from its validity, a nested leaf's
+        read back)."""
         if self.host_def is None and self.def_ is not None:
-            self.host_def = (~_array.to_host(self.validity)).astype(np.uint16)
+            if self.validity is not None:
+                self.host_def = (~_array.to_host(self.validity)).astype(np.uint16)
+            else:
+                self.host_def = _array.to_host(self.def_)
         return self.host_def
 
     @property
@@ -218,10 +232,37 @@ def _fixed_kind(s: pa.DataType) -> bool:
     )
 
 
-def _steered(field: LanceField) -> bool:
-    """Does field metadata steer the encoder (here or below)?"""
-    keys = (pages.COMPRESSION_KEY, pages.STRUCTURAL_KEY, pages.DICT_SIZE_RATIO_KEY)
-    return any(k in (field.metadata or {}) for k in keys) or any(_steered(c) for c in field.children)
+@dataclass(frozen=True, slots=True)
+class _Steer:
+    """What a leaf field's metadata asks of the encoder (``lance_gpu.write.pages``' keys):
+    ``compression`` (``none``: no constants, dictionaries, RLE, bitpacking or FSST;
+    ``fsst``: FSST forced; a general scheme: long values zstd-compressed one by one),
+    ``structural`` (``miniblock`` / ``fullzip`` forced) and the dictionary size ratio."""
+
+    compression: str | None
+    structural: str | None
+    ratio: float
+
+
+def _steer(leaf: DeviceLeaf) -> _Steer:
+    ratio = pages.DICT_SIZE_RATIO
+    raw = pages._meta(leaf, pages.DICT_SIZE_RATIO_KEY)  # type: ignore[arg-type]
+    if raw is not None:
+        try:
+            ratio = float(raw)
+        except ValueError:
+            pass
+    return _Steer(pages._meta(leaf, pages.COMPRESSION_KEY), pages._meta(leaf, pages.STRUCTURAL_KEY), ratio)  # type: ignore[arg-type]
+
+
+def _wants_fsst(steer: _Steer, text: bool, max_len: int, nbytes: int) -> bool:
+    """``pages._wants_fsst``: forced by ``compression=fsst``; else strings (not binaries)
+    whose longest value has 5+ bytes, on a page of 32 KiB of them."""
+    if steer.compression == "fsst":
+        return True
+    if steer.compression == "none" or not text:
+        return False
+    return max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES
 
 
 def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> EncodedPage | None:
@@ -230,10 +271,12 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
     s = _storage(col.type)
     if minor < 1:
         return _fallback("file version 2.0")
-    if field.logical_type == "json" or pa.types.is_dictionary(s):
-        return _fallback("json or dictionary column")
-    if _steered(field):
-        return _fallback("encoding steered by field metadata")
+    if pa.types.is_dictionary(s):
+        return _fallback("dictionary column")
+    if field.logical_type == "json":
+        # the device holds JSONB documents (the GPU reader's and upload_arrow's convention),
+        # stored as large_binary values, as the CPU encoder stores the text it converts
+        s = pa.large_binary()
     if col.children or pa.types.is_struct(s) or pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
         return _fallback("nested column")
     n = col.length
@@ -264,8 +307,12 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
 
 
 def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    """Fixed-width values by ``pages.encode_leaf``'s rule: an inline constant (2.2, no nulls
+    or lists, at most 32 bytes), a page dictionary (128-bit, or 64-bit in 2.2), mini-block
+    chunks for values under 256 bytes, else full-zip -- as the field's metadata allows."""
     from cuda_kernels.encode import rows_all_equal_gpu
 
+    steer = _steer(leaf)
     n = col.length
     if pa.types.is_boolean(s):
         import cuda_kernels as ck
@@ -275,29 +322,33 @@ def _fixed_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int)
     else:
         bits = s.bit_width
         data = col.data[: n * (bits // 8)]
-        if bits // 8 >= pages.MINIBLOCK_MAX_VALUE_BYTES:
-            return _fullzip(leaf, data, pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=bits)), fixed_bytes=bits // 8)
-    if minor >= 2 and leaf.def_ is None and leaf.rep is None:
+    if minor >= 2 and leaf.def_ is None and leaf.rep is None and steer.compression != "none" and steer.structural is None:
         if bits == 1:
             if rows_all_equal_gpu(col.data[:n], 1):
                 value = bytes([int(_array.to_host(col.data[:1])[0] != 0)])
                 return _constant(leaf, value)
         elif bits // 8 <= pages.MAX_INLINE_CONSTANT and rows_all_equal_gpu(data, bits // 8):
             return _constant(leaf, _array.to_host(data[: bits // 8]).tobytes())
-    if n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
-        got = _fixed_dictionary_page(leaf, data, n, bits, minor)
-        if got is None:
-            return _fallback("dictionary: the sample did not see every value")
+    wants_dictionary = steer.compression != "none" and steer.structural != "fullzip"
+    if wants_dictionary and n >= pages.DICT_MIN_VALUES and (bits == 128 or (minor >= 2 and bits == 64)):
+        got = _fixed_dictionary_page(leaf, data, n, bits, minor, steer.ratio)
         if isinstance(got, EncodedPage):
             return got
-    return pages._miniblock(leaf, minor, _value_chunks(data, bits, n), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    narrow = bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES
+    if steer.structural == "miniblock" or (narrow and steer.structural != "fullzip"):
+        chunks = _value_chunks(data, bits, n, steer.compression)
+        return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    if bits % 8:
+        raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {bits} bits")
+    return _fullzip(leaf, data, pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=bits)), fixed_bytes=bits // 8)
 
 
-def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
+def _value_chunks(data, bits: int, n: int, compression: str | None = None) -> MiniBlockChunks:
     """The CPU encoder's choice for fixed-width values (``pages._value_chunks``): RLE when
     there are fewer runs than half the values, else InlineBitpacking when its blocks are
-    smaller than the values, else Flat -- made on the device."""
-    if bits in (8, 16, 32, 64):
+    smaller than the values, else Flat (Flat alone with ``compression=none``) -- made on
+    the device."""
+    if bits in (8, 16, 32, 64) and compression != "none":
         from cuda_kernels.encode import run_count_gpu
 
         words = data.view(np.dtype(f"<u{bits // 8}"))
@@ -309,10 +360,10 @@ def _value_chunks(data, bits: int, n: int) -> MiniBlockChunks:
     return _encoder("flat")(data, bits, n)
 
 
-def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int) -> EncodedPage | bool | None:
+def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int, ratio: float) -> EncodedPage | bool:
     """The page with a dictionary when the CPU encoder's rule wants one; False when it does
-    not (the caller goes on); None when only the CPU encoder can tell (see
-    :mod:`lance_gpu.file.encodings.dictionary.device`)."""
+    not (the caller goes on).  The keys start from the CPU encoder's sample; values it
+    missed are found on the device (see :mod:`lance_gpu.file.encodings.dictionary.device`)."""
     import cuda_kernels as ck
 
     width = bits // 8
@@ -321,7 +372,7 @@ def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int
     max_items = min(pages.DICT_MAX_ITEMS, n // 2)
 
     def rejected(card: int) -> bool:
-        return card > max_items or card * width + 4 * n >= pages.DICT_SIZE_RATIO * n * width
+        return card > max_items or card * width + 4 * n >= ratio * n * width
 
     pick = _sample_positions(n)
     if pick is None:  # the CPU encoder counts all values of a small page
@@ -332,9 +383,9 @@ def _fixed_dictionary_page(leaf: DeviceLeaf, data, n: int, bits: int, minor: int
     keys = np.unique(sample, axis=0)
     if rejected(keys.shape[0]):
         return False
-    got = _encoder("dictionary")(words, kw, keys)
+    got = _encoder("dictionary")(words, kw, keys, rejected)
     if got is None:
-        return None
+        return False
     items, indices = got
     card = items.shape[0]
     if rejected(card):
@@ -358,33 +409,71 @@ def _sample_positions(n: int) -> np.ndarray | None:
 
 
 def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
-    """Fixed-size lists of one layer (embeddings) of numeric items, no nulls, at least 256
-    bytes a row: a FullZipLayout without control words, whose one buffer is the rows' bytes
-    as they are (``FixedSizeList{dim, Flat{item bits}}``), as the CPU encoder writes it."""
-    item = s.value_type
-    if not (pa.types.is_integer(item) or pa.types.is_floating(item)):
+    """Fixed-size lists (of fixed-size lists ...) of numeric or boolean items (booleans
+    bit-packed on the device, LSB first, rows back to back), as the CPU encoder writes them.
+    Item validity (one layer of lists: :attr:`DeviceColumn.item_validity`) counts only when
+    an item is null in a valid row (one count read back), as
+    :func:`lance_gpu.write.shred.fsl_layers` decides.  Rows under 256 bytes whose items are
+    not all null: mini-block chunks of whole rows, cut as the CPU encoder cuts them (rows
+    per chunk a multiple of 8, so the layer's validity is packed once, on the device);
+    otherwise a FullZipLayout whose values are the rows' bytes as they are (one
+    ``FixedSizeList{dim, ...}`` per layer around ``Flat{item bits}``), each after its items'
+    validity bits when they count (``has_validity``; values of all-null items are not
+    stored: ``FixedSizeList{dim, Constant}``), with control words only when rows are null."""
+    import cuda_kernels as ck
+    from cuda_kernels.encode import items_null_in_valid_rows_gpu, zip_fsl_rows_gpu
+
+    dims: list[int] = []
+    item = s
+    while pa.types.is_fixed_size_list(item):
+        dims.append(item.list_size)
+        item = item.value_type
+    boolean = pa.types.is_boolean(item)
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item) or boolean):
         return _fallback("fixed-size list of non-numeric items")
-    dim = s.list_size
-    bits = item.bit_width * dim
-    if bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES:
-        # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
-        values = pages._Values(False, col.data[: col.length * bits // 8], bits=bits, num_values=col.length, fsl=((dim, None),))
-        return pages._miniblock(leaf, minor, pages._fsl_chunks(values), backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
-    enc = pages.pb.CompressiveEncoding(
-        fixed_size_list=pages.pb.FixedSizeList(
-            items_per_value=dim,
-            values=pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=item.bit_width)),
-            has_validity=False,
-        )
-    )
+    dim = int(np.prod(dims))
     n = col.length
-    if leaf.def_ is not None:
-        return _fullzip(leaf, col.data[: n * bits // 8], enc, fixed_bytes=bits // 8)
+    bits = item.bit_width * dim
+    if boolean:
+        data = _array.as_device(ck.validity_to_bitmap_gpu(col.data[: n * dim].view(np.bool_)))
+    else:
+        data = col.data[: n * bits // 8]
+    items = col.item_validity[: n * dim] if col.item_validity is not None and len(dims) == 1 else None
+    if items is not None and not items_null_in_valid_rows_gpu(items, leaf.validity, dim):
+        items = None
+    all_null = items is not None and _array.count_false(items) == n * dim
+    layers = (*((d, None) for d in dims[:-1]), (dims[-1], items))
+    steer = _steer(leaf)
+    narrow = bits // 8 < pages.MINIBLOCK_MAX_VALUE_BYTES and not all_null
+    if steer.structural == "miniblock" or (narrow and steer.structural != "fullzip"):
+        # narrow rows: mini-block chunks of whole rows, cut as the CPU encoder cuts them
+        values = pages._Values(False, data, bits=bits, num_values=n, fsl=layers)
+
+        def pack(valid):
+            return _array.as_device(ck.validity_to_bitmap_gpu(valid))
+
+        chunks = pages._fsl_chunks(values, pack=pack)
+        return pages._miniblock(leaf, minor, chunks, backend=DeviceBackend(leaf.max_level))  # type: ignore[arg-type]
+    inner = pages.pb.CompressiveEncoding(flat=pages.pb.Flat(bits_per_value=item.bit_width))
+    width = bits // 8
+    if items is not None:
+        if bits % 8:
+            raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip fixed-size lists of booleans with null items")
+        if all_null:
+            inner = pages.pb.CompressiveEncoding(constant=pages.pb.Constant())
+            width = 0
+        data = zip_fsl_rows_gpu(items, data, n, dim, width)
+        width += -(-dim // 8)
+    elif bits % 8:
+        raise UnsupportedFeatureError(f"field {leaf.field.dotted_path!r}: full-zip values of {bits} bits")
+    enc = pages._fsl_encoding(layers, inner)
+    if leaf.def_ is not None or leaf.rep is not None:
+        return _fullzip(leaf, data, enc, fixed_bytes=width)
     fz = pages.pb.FullZipLayout(
         bits_rep=0, bits_def=0, num_items=n, num_visible_items=n, value_compression=enc,
-        layers=_layers(leaf.layers), bits_per_value=bits,
+        layers=_layers(leaf.layers), bits_per_value=8 * width,
     )
-    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(col.data[: n * bits // 8])], n)
+    return EncodedPage(pages.pb.PageLayout(full_zip_layout=fz), [to_pinned_host(data[: n * width])], n)
 
 
 def _fullzip(
@@ -403,8 +492,6 @@ def _fullzip(
     out on the host from the levels and offsets; the bytes are placed on the device (range
     copies of the control words, the length words and the values)."""
     from cuda_kernels.segments import copy_ranges_gpu
-    from lance_gpu.file.encodings import bitpacking
-    from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 
     nlev = leaf.num_levels
     rep = leaf.rep
@@ -475,81 +562,103 @@ def _is_leaf_type(s: pa.DataType) -> bool:
     return _fixed_kind(s) or pa.types.is_string(s) or pa.types.is_binary(s) or pa.types.is_large_string(s) or pa.types.is_large_binary(s)
 
 
-def _host_validity(col: DeviceColumn) -> np.ndarray | None:
-    """The column's validity on the host, None when nothing is null (as the shredder)."""
+def _device_validity(col: DeviceColumn):
+    """The column's device validity, None when nothing is null (as the shredder's)."""
     if col.validity is None or not col.null_count:
         return None
-    return _array.to_host(col.validity[: col.length])
+    return col.validity[: col.length]
+
+
+def _or_of_levels(levels) -> int:
+    """A number with the bit length of the largest device u16 level (the OR of the
+    1024-level blocks' widths: what the level packing's width needs), without reading the
+    levels back."""
+    from cuda_kernels.encode import block_bit_widths_gpu
+
+    widths = block_bit_widths_gpu(levels)
+    return (1 << int(widths.max())) - 1 if widths.size else 0
+
+
+def _items_null_in_valid_rows(col: DeviceColumn) -> bool:
+    """Does a fixed-size-list column have an item that is null in a valid row (item
+    validity that counts; one count read back)?"""
+    from cuda_kernels.encode import items_null_in_valid_rows_gpu
+
+    if col.item_validity is None:
+        return False
+    dim = _storage(col.type).list_size
+    return items_null_in_valid_rows_gpu(col.item_validity[: col.length * dim], _device_validity(col), dim) > 0
 
 
 def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
     """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
-    them.  The walk is the shredder's (``lance_gpu.write.shred``): each layer's validity and
-    offsets are read back (a byte a row, 8 bytes a list), the rep / def levels made on the
-    host by the same :func:`cuda_kernels.levels.ravel_levels`; each leaf's visible values are
-    gathered on the device and encoded there (its def levels packed there).  None where a
-    leaf is of a kind left to the CPU encoder."""
+    them.  The walk is the shredder's (``lance_gpu.write.shred``), over device buffers: a
+    list layer reads back its first and last offsets (to cut its child's rows); the rep /
+    def levels, layer kinds and value index are made on the device by
+    :func:`cuda_kernels.levels.ravel_levels_gpu` (the steps of the CPU encoder's
+    :func:`~cuda_kernels.levels.ravel_levels`); each leaf's visible values are gathered and
+    encoded there, its def levels packed there.  What the page metadata is made from on the
+    host comes back: the repetition levels (chunk boundaries, repetition index) and which
+    levels hold a value; the def levels only for a full-zip page (its control words) or a
+    page without values.  None where a leaf is of a kind left to the CPU encoder."""
     import cuda_kernels as ck
-    from cuda_kernels.levels import ravel_levels
-    from lance_gpu.write.device_input import slice_column
-    from lance_gpu.write.shred import LeafColumn
+    from cuda_kernels.levels import ravel_levels_gpu
 
-    if minor < 1 or _steered(field):
+    if minor < 1:
         return None
     num_rows = col.length
     pages_out: list[tuple[int, EncodedPage, int]] = []
 
     def leaf_page(leaf_col: DeviceColumn, f: LanceField, chain: list) -> EncodedPage | None:
         s = _storage(leaf_col.type)
-        if not _is_leaf_type(s) or f.logical_type == "json":
+        fsl = pa.types.is_fixed_size_list(s)
+        if not (_is_leaf_type(s) or (fsl and not _items_null_in_valid_rows(leaf_col))) or f.logical_type == "json":
             return _fallback("nested column of another leaf kind")
-        rav = ravel_levels([*chain, (_host_validity(leaf_col), None)][::-1], num_rows)
-        host = LeafColumn(f, pa.nulls(0), rav.rep, rav.def_, tuple(int(k) for k in rav.layer_kinds), int(rav.num_levels), num_rows)
-        idx = rav.value_index
-        nvals = int(idx.size)
-        if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
-            return pages._complex_all_null(host)
         n = leaf_col.length
-        identity = nvals == n and idx[0] == 0 and idx[-1] == n - 1 and bool(np.all(np.diff(idx) == 1))
-        d_idx = None if identity else _array.upload(idx)
-        if identity:
+        rav = ravel_levels_gpu([*chain, (_device_validity(leaf_col), None, n)][::-1], num_rows)
+        layers = tuple(int(k) for k in rav.layer_kinds)
+        nvals = int(rav.value_index.shape[0])
+        rep = None if rav.rep is None else _array.to_host(rav.rep)
+        visible = None if rav.rep is None or rav.def_ is None else _array.to_host(rav.visible)
+        if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
+            def_host = None if rav.def_ is None else _array.to_host(rav.def_)
+            return pages._complex_all_null(LeafColumn(f, pa.nulls(0), rep, def_host, layers, rav.num_levels, num_rows))
+        if nvals == n:  # the value index is increasing: every entry, in order
             values = DeviceColumn(leaf_col.type, n, None, leaf_col.data, leaf_col.offsets)
         elif leaf_col.offsets is not None:
-            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, d_idx)
+            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, rav.value_index)
             values = DeviceColumn(leaf_col.type, nvals, None, _array.as_device(data), _array.as_device(off))
         else:
             w = leaf_col.width
             if w in (1, 2, 4, 8):
-                data = _array.as_device(ck.gather_fixed_gpu(leaf_col.data[: n * w].view(np.dtype(f"u{w}")), d_idx)).view(np.uint8)
+                data = _array.as_device(ck.gather_fixed_gpu(leaf_col.data[: n * w].view(np.dtype(f"u{w}")), rav.value_index)).view(np.uint8)
             else:
                 rows = leaf_col.data[: n * w].reshape(n, w)
-                data = _array.as_device(ck.gather_fixed_gpu(rows, d_idx)).reshape(nvals * w)
+                data = _array.as_device(ck.gather_fixed_gpu(rows, rav.value_index)).reshape(nvals * w)
             values = DeviceColumn(leaf_col.type, nvals, None, data)
-        def_ = None if rav.def_ is None else _array.upload(np.ascontiguousarray(rav.def_))
         leaf = DeviceLeaf(
-            f, def_, host.layers, nvals, rep=rav.rep, visible=host.visible, max_rep=host.max_rep, host_def=rav.def_,
-            rows=num_rows, levels=int(rav.num_levels), max_level=int(rav.def_.max()) if rav.def_ is not None and rav.def_.size else 0,
+            f, rav.def_, layers, nvals, rep=rep, visible=visible, max_rep=sum(1 for k in layers if k in LIST_LAYERS),
+            rows=num_rows, levels=rav.num_levels, max_level=_or_of_levels(rav.def_) if rav.def_ is not None else 0,
         )
-        try:
-            if _fixed_kind(s):
-                return _fixed_page(leaf, values, s, minor)
-            return _variable_page(leaf, values, s, minor)
-        except pages.LevelOverflow:
-            return _fallback("nested levels over one chunk's 65535")
+        if fsl:
+            return _fsl_page(leaf, values, s, minor)
+        if _fixed_kind(s):
+            return _fixed_page(leaf, values, s, minor)
+        return _variable_page(leaf, values, s, minor)
 
     def walk(c: DeviceColumn, f: LanceField, chain: list) -> bool:
         s = _storage(c.type)
         if pa.types.is_struct(s):
             if len(c.children) != len(f.children) or not c.children:
                 return False
-            sub = [*chain, (_host_validity(c), None)]
+            sub = [*chain, (_device_validity(c), None, c.length)]
             return all(walk(child, cf, sub) for child, cf in zip(c.children, f.children, strict=True))
         if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
             if len(c.children) != 1 or not f.children:
                 return False
-            offsets = _array.to_host(c.offsets[: c.length + 1]).astype(np.int64)
-            first, last = int(offsets[0]), int(offsets[-1])
-            sub = [*chain, (_host_validity(c), offsets - first)]
+            offsets = c.offsets[: c.length + 1]
+            first, last = offset_ends(offsets, c.length)
+            sub = [*chain, (_device_validity(c), offsets, c.length)]
             return walk(slice_column(c.children[0], first, last - first), f.children[0], sub)
         if c.children or not chain:
             return False
@@ -569,6 +678,10 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
 
 
 def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+    """Strings and binaries by ``pages.encode_leaf``'s rule: a page dictionary, mini-block
+    chunks (FSST-compressed where it pays or is forced) when the longest value is under 256
+    bytes, else full-zip -- as the field's metadata allows."""
+    steer = _steer(leaf)
     n = col.length
     offsets = _array.to_host(col.offsets[: n + 1]).astype(np.int64)
     rel = offsets - offsets[0]
@@ -577,17 +690,16 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     obits = 64 if large else 32
     text = pa.types.is_string(s) or pa.types.is_large_string(s)
     max_len = int(np.diff(rel).max()) if n else 0
-    if n >= pages.DICT_MIN_VALUES:
-        got = _string_dictionary_page(leaf, col, nbytes, obits, minor)
-        if got is None:
-            return _fallback("dictionary: the sample did not see every value")
+    if steer.compression != "none" and steer.structural != "fullzip" and n >= pages.DICT_MIN_VALUES:
+        got = _string_dictionary_page(leaf, col, nbytes, obits, minor, steer.ratio)
         if isinstance(got, EncodedPage):
             return got
-    if max_len >= pages.MINIBLOCK_MAX_VALUE_BYTES:
-        return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text)
-    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+    narrow = max_len < pages.MINIBLOCK_MAX_VALUE_BYTES
+    if not (steer.structural == "miniblock" or (narrow and steer.structural != "fullzip")):
+        return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text, steer)
+    if _wants_fsst(steer, text, max_len, nbytes):
         table, comp_off, d_comp_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
-        if int(comp_off[-1]) + len(table) < nbytes:  # FSST pays
+        if steer.compression == "fsst" or int(comp_off[-1]) + len(table) < nbytes:  # FSST pays (or is forced)
             chunks = _encoder("variable")(comp_off, d_comp_off, d_comp, obits)
             bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
             if pages._decodable(np.diff(rel[bounds]), np.diff(comp_off[bounds])):
@@ -598,25 +710,28 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
 
 
 def _variable_fullzip(
-    leaf: DeviceLeaf, col: DeviceColumn, offsets: np.ndarray, rel: np.ndarray, max_len: int, obits: int, text: bool
+    leaf: DeviceLeaf, col: DeviceColumn, offsets: np.ndarray, rel: np.ndarray, max_len: int, obits: int, text: bool, steer: _Steer
 ) -> EncodedPage | None:
     """Long strings and binaries as full-zip values, FSST-compressed by the CPU encoder's rule
-    (values over 32 KiB are compressed one by one with zstd: left to the CPU encoder)."""
+    (values compressed one by one with zstd -- over 32 KiB, or any where the metadata names
+    a general scheme, on a page of 32 KiB of them -- are left to the CPU encoder)."""
     nbytes = int(rel[-1])
-    if max_len > pages.PER_VALUE_MIN_MAX_LEN and nbytes >= pages.PER_VALUE_MIN_BYTES:
+    requested = steer.compression is not None and steer.compression not in ("none", "fsst")
+    if steer.compression != "none" and (requested or max_len > pages.PER_VALUE_MIN_MAX_LEN) and nbytes >= pages.PER_VALUE_MIN_BYTES:
         return _fallback("per-value zstd")
     encoding = pages.variable.variable_encoding(obits)
     n = col.length
-    if text and max_len >= pages.FSST_MIN_MAX_LEN and nbytes >= pages.FSST_MIN_BYTES:
+    if _wants_fsst(steer, text, max_len, nbytes):
         table, comp_off, _d_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
-        if int(comp_off[-1]) + len(table) < nbytes and pages._decodable(rel[-1:], comp_off[-1:]):
+        pays = steer.compression == "fsst" or int(comp_off[-1]) + len(table) < nbytes
+        if pays and pages._decodable(rel[-1:], comp_off[-1:]):
             return _fullzip(leaf, d_comp, pages._fsst_encoding(table, encoding), offsets=comp_off, obits=obits)
     return _fullzip(leaf, col.data, encoding, offsets=offsets, obits=obits)
 
 
-def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int) -> EncodedPage | bool | None:
+def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, obits: int, minor: int, ratio: float) -> EncodedPage | bool:
     """The CPU encoder's dictionary rule for strings and binaries, on the device: the page
-    with its dictionary, False (no dictionary), or None (only the CPU encoder can tell)."""
+    with its dictionary, or False (no dictionary)."""
     import cuda_kernels as ck
 
     n = col.length
@@ -625,7 +740,7 @@ def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, ob
     raw = nbytes + n * obytes
 
     def rejected(card: int) -> bool:
-        return card > max_items or card * (nbytes // n) + card * obytes + n * obytes >= pages.DICT_SIZE_RATIO * raw
+        return card > max_items or card * (nbytes // n) + card * obytes + n * obytes >= ratio * raw
 
     pick = _sample_positions(n)
     if pick is None:
@@ -636,9 +751,9 @@ def _string_dictionary_page(leaf: DeviceLeaf, col: DeviceColumn, nbytes: int, ob
     keys = sorted({h_data[a:b] for a, b in zip(h_off[:-1].tolist(), h_off[1:].tolist(), strict=True)})
     if rejected(len(keys)):
         return False
-    got = _encoder("dictionary_strings")(col.offsets[: n + 1], col.data, n, keys)
+    got = _encoder("dictionary_strings")(col.offsets[: n + 1], col.data, n, keys, rejected)
     if got is None:
-        return None
+        return False
     items, indices = got
     if rejected(len(items)):
         return False
@@ -655,19 +770,32 @@ def encode_device_field(columns: list[DeviceColumn], field: LanceField, minor: i
     """The pages of one top-level field's buffered device columns, as
     ``(column index within the field, page, row offset)`` -- or, where the CPU encoder must
     make them, the rows as host arrays for it."""
-    from lance_gpu.write.device_input import concat_columns
-
     col = concat_columns(columns)
     if col is None:
         _fallback("nested column")
         return [c.to_arrow() for c in columns]
     t = _storage(col.type)
     if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
-        nested = _nested_pages(col, field, minor)
-        if nested is None:
+        out: list[tuple[int, EncodedPage, int]] = []
+
+        def rows(c: DeviceColumn, first: int) -> bool:
+            # the CPU writer's rule: rows whose levels overflow a chunk are split in halves
+            try:
+                got = _nested_pages(c, field, minor)
+            except pages.LevelOverflow:
+                if c.length < 2:
+                    raise
+                half = c.length // 2
+                return rows(slice_column(c, 0, half), first) and rows(slice_column(c, half, c.length - half), first + half)
+            if got is None:
+                return False
+            out.extend((k, page, first) for k, page, _first in got)
+            return True
+
+        if not rows(col, 0):
             _fallback("nested column")
             return [col.to_arrow()]
-        return nested
+        return out
     page = encode_device_column(col, field, minor)
     if page is None:
         return [col.to_arrow()]

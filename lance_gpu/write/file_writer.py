@@ -98,6 +98,9 @@ def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[
     """Encode buffered arrays of one top-level field: ``(column index within the field, page,
     row offset)`` in write order (2.1+: one page per leaf; rows whose levels overflow a page
     are split in halves; 2.0: one page per column, parents included)."""
+    if any(isinstance(a, DeviceColumn) for a in arrays) and not all(isinstance(a, DeviceColumn) for a in arrays):
+        # device and host pieces of one field (a stream mixing them): the CPU encoder's
+        arrays = [a.to_arrow() if isinstance(a, DeviceColumn) else a for a in arrays]
     if isinstance(arrays[0], DeviceColumn):
         got = encode_device_field(arrays, field, minor)  # type: ignore[arg-type]
         if not isinstance(got[0], pa.Array):
@@ -129,6 +132,10 @@ def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[
 def _any(url: str, msg) -> file2_pb2.Encoding:
     wrapped = Any(type_url=url, value=msg.SerializeToString())
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
+
+
+#: Pages of fewer Arrow bytes than this are encoded by the writing thread, not the pool.
+INLINE_ENCODE_BELOW = 64 * 1024
 
 
 class LanceFileWriter:
@@ -250,6 +257,14 @@ class LanceFileWriter:
         elif isinstance(arrays[0], DeviceColumn):
             # device pages are encoded here, in order, by kernels on the device (not by the
             # CPU pool's threads)
+            fut = Future()
+            try:
+                fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))
+            except BaseException as exc:
+                fut.set_exception(exc)
+        elif nbytes < INLINE_ENCODE_BELOW:
+            # a small page encodes faster than a hand-off to a pool thread and back (under
+            # load each hand-off waits for the scheduler): the few rows of a small append
             fut = Future()
             try:
                 fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))

@@ -62,7 +62,6 @@ from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.scan import scanner_for
 from lance_gpu.table import features
-from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import CreateIndex
@@ -309,7 +308,7 @@ def _entries(ds: TableSnapshot, name: str) -> list[table_pb2.IndexMetadata]:
 
 
 def _commit(ds: TableSnapshot, op: CreateIndex) -> TableSnapshot:
-    manifest = commit(ds.store, ds.root, op, ds.manifest_file, latest_version(ds.store, ds.root).naming)
+    manifest = commit(ds.store, ds.root, op, ds.manifest_file, ds.naming)
     return ds.checkout(int(manifest.version))
 
 
@@ -355,7 +354,7 @@ def create_scalar_index(
         except BaseException:
             op.cleanup(target.store)
             raise
-        return commit(target.store, target.root, op, target.manifest_file, latest_version(target.store, target.root).naming)
+        return commit(target.store, target.root, op, target.manifest_file, target.naming)
 
     manifest = run_with_retries(attempt, DEFAULT_CONFLICT_RETRIES)
     return ds.checkout(int(manifest.version))

@@ -4,8 +4,8 @@
 :func:`coerce_input` accepts what ``lance.write_dataset`` accepts (``lance/types.py``
 ``_coerce_reader``): a pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset``
 Dataset or Scanner, a Lance dataset (ours or pylance's), any ``__arrow_c_stream__`` object,
-pandas, Polars and cuDF frames, a dict of columns, a list of dicts, or an iterable of
-RecordBatches.
+pandas, Polars and cuDF frames, a dict of columns (DLPack tensors in host memory among
+them: a CPU torch tensor, ...), a list of dicts, or an iterable of RecordBatches.
 
 Casting invariant: when a ``schema`` is given, every batch handed out has exactly that
 schema.  A batch of other but castable types (int32 data under an int64 schema) is cast, as
@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
 from lance_gpu.write._jsonb import text_to_jsonb
-from lance_gpu.write.device_input import DeviceBatch, device_batches, device_stream, is_device_input
+from lance_gpu.write.device_input import DeviceBatch, device_batches, device_stream, host_dlpack_column, is_device_input
 
 __all__ = ["cast_batch", "cast_to_stored", "coerce_input"]
 
@@ -133,7 +133,8 @@ def _as_stream(data: object, schema: pa.Schema | None) -> tuple[pa.Schema | None
     if type(data).__module__ == "lance_gpu.dataset" and hasattr(data, "to_batches"):
         return data.schema, iter(data.to_batches())  # type: ignore[attr-defined]
     if isinstance(data, dict):
-        batch = pa.RecordBatch.from_pydict(data, schema=schema)
+        columns = {k: host_dlpack_column(str(k), v) for k, v in data.items()}
+        batch = pa.RecordBatch.from_pydict(columns, schema=schema)
         return batch.schema, iter([batch])
     if isinstance(data, list) and data and isinstance(data[0], dict):
         batch = pa.RecordBatch.from_pylist(data, schema=schema)

@@ -33,7 +33,7 @@ from lance_gpu.errors import (
 )
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
-from lance_gpu.scan import ReadUnit, decode_fields, read_rows, scanner_for
+from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.manifest import (
     ManifestFile,
@@ -64,6 +64,7 @@ __all__ = [
 ]
 
 _OFFSET = "__lance_gpu_row_offset__"
+_UNIT = "__lance_gpu_unit__"  # a delete's row: its unit within the span decoded
 #: ``CAST(NULL AS type)``: an add_columns expression that adds an all-null column.
 _NULL_CAST = re.compile(r"^\s*CAST\s*\(\s*NULL\s+AS\s+[^()]+(\([^()]*\))?\s*\)\s*$", re.IGNORECASE)
 #: Fragments whose filter columns are decoded at once by ``delete``.
@@ -71,7 +72,7 @@ _DELETE_CHUNK = 16
 
 
 def _naming(ds: TableSnapshot):
-    return latest_version(ds.store, ds.root).naming
+    return ds.naming
 
 
 def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
@@ -109,16 +110,20 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         elif rows.size:
             units_all.append(ReadUnit(frag, rows))
     try:
-        for start in range(0, len(units_all), _DELETE_CHUNK):
-            units = units_all[start : start + _DELETE_CHUNK]
-            for unit, table in zip(units, decode_fields(ds, units, fields)):
-                frag, rows = unit.fragment, unit.rows
-                offsets = np.arange(frag.physical_rows, dtype=np.uint32) if rows is None else rows.astype(np.uint32)
-                table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
-                hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
-                if hit.size == 0:
-                    continue
-                hit = np.unique(hit.astype(np.uint32))
+        # the predicate evaluated once per span of small fragments (per fragment otherwise),
+        # its hits split by fragment after
+        for group, table in decode_spans(ds, units_all, fields, ahead=_DELETE_CHUNK):
+            counts = [u.num_rows for u in group]
+            offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
+                                      else u.rows.astype(np.uint32) for u in group])
+            table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
+            table = table.append_column(_UNIT, pa.array(np.repeat(np.arange(len(group), dtype=np.int32), counts)))
+            hits = table.filter(compiled.expression)
+            hit_offsets = hits.column(_OFFSET).to_numpy()
+            hit_units = hits.column(_UNIT).to_numpy()
+            for u in np.unique(hit_units).tolist():
+                frag = group[u].fragment
+                hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
                 total += int(hit.size)
                 fid = frag.fragment_id
                 initial[fid] = frag.pb

@@ -349,11 +349,17 @@ def _pack_bits_per_row(valid: np.ndarray, rows: int, width: int) -> np.ndarray:
     return np.packbits(bits, axis=1, bitorder="little")
 
 
-def _fsl_chunks(vals: _Values) -> MiniBlockChunks:
+def _packbits(valid: np.ndarray) -> np.ndarray:
+    return np.packbits(valid, bitorder="little")
+
+
+def _fsl_chunks(vals: _Values, pack=_packbits) -> MiniBlockChunks:
     """Mini-block chunks of fixed-size lists, as pylance's value encoder cuts them: whole
     rows per chunk, one chunk buffer per layer with item validity (that chunk's items'
     bits, LSB first, in ``ceil(items / 8)`` bytes) and the value bytes last.  Rows per chunk
-    count ``ceil(dims so far / 8)`` validity bytes per layer in each row's size."""
+    count ``ceil(dims so far / 8)`` validity bytes per layer in each row's size.  ``pack``
+    packs a whole layer's validity into bits (the GPU encoder's packs on the device; rows
+    per chunk are then a multiple of 8, so every chunk starts on a byte)."""
     n = vals.num_values
     if vals.bits % 8 == 0:
         row_bytes, per_word = vals.bits // 8, 1
@@ -374,7 +380,7 @@ def _fsl_chunks(vals: _Values) -> MiniBlockChunks:
     for c, valid in valid_layers:
         sizes = (counts * c + 7) // 8
         if (rows * c) % 8 == 0:  # whole chunks end on byte boundaries: one packing
-            data = np.packbits(valid, bitorder="little")
+            data = pack(valid)
         else:
             bounds = np.concatenate([[0], np.cumsum(counts * c)])
             data = np.concatenate([np.packbits(valid[a:b], bitorder="little") for a, b in zip(bounds[:-1], bounds[1:])])

@@ -39,7 +39,6 @@ from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
-from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
@@ -214,7 +213,7 @@ class _RowChange:
             op.removed_fragment_ids = removed
             op._updated = updated
             op._new = new_frags
-            return commit(self.store, self.root, op, ds.manifest_file, latest_version(self.store, self.root).naming)
+            return commit(self.store, self.root, op, ds.manifest_file, ds.naming)
         except BaseException:
             pool.shutdown(wait=True)
             op.cleanup(self.store)

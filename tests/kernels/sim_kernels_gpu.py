@@ -239,6 +239,68 @@ def test_unravel_gpu_matches_cpu(rows, typ):
             np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
 
 
+def _ravel_layers(arr):
+    """(validity, offsets as Arrow holds them, entries) per layer, inner-most first, for the
+    first leaf of ``arr``; each list's child cut to the rows its offsets span (as the
+    writer's shredder cuts them), so a slice's offsets need not start at 0."""
+    arrays = [arr]
+    while True:
+        a = arrays[-1]
+        if isinstance(a, pa.ListArray):
+            o = np.asarray(a.offsets)
+            arrays.append(a.values.slice(int(o[0]), int(o[-1] - o[0])))
+        elif isinstance(a, pa.StructArray):
+            arrays.append(a.field(0))
+        else:
+            break
+    layers = []
+    for a in reversed(arrays):
+        validity = np.asarray(a.is_valid()) if a.null_count else None
+        offsets = np.asarray(a.offsets).astype(np.int64) if isinstance(a, pa.ListArray) else None
+        layers.append((validity, offsets, len(a)))
+    return layers
+
+
+@pytest.mark.parametrize(
+    ("rows", "typ"),
+    [
+        ([[1, 2], None, [], [3]], pa.list_(pa.int32())),
+        ([[[1], None, []], None, [], [[None, 2]], [[]]], pa.list_(pa.list_(pa.int64()))),
+        (
+            [[{"a": [1, None]}, None, {"a": []}], None, [], [{"a": None}]],
+            pa.list_(pa.struct([("a", pa.list_(pa.int64()))])),
+        ),
+        ([{"x": 1}, {"x": None}, None], pa.struct([("x", pa.int64())])),
+        ([[300] * 600, None, [], [1]], pa.list_(pa.int16())),
+        ([None, [], None], pa.list_(pa.int32())),
+    ],
+)
+def test_ravel_gpu_matches_cpu(rows, typ):
+    """The encoder's levels on the device: the CPU ravel's rep, def, kinds and value index
+    (offsets that do not start at 0 included: a slice of the rows)."""
+    for arr in (pa.array(rows, typ), pa.array([*rows, *rows], typ).slice(len(rows))):
+        layers = _ravel_layers(arr)
+        cpu = ck.ravel_levels([(v, None if o is None else o - o[0]) for v, o, _n in layers], len(arr))
+        dev = [(None if v is None else cuda.to_device(v), None if o is None else cuda.to_device(o), n) for v, o, n in layers]
+        gpu = ck.ravel_levels_gpu(dev, len(arr))
+        assert gpu.num_levels == cpu.num_levels
+        np.testing.assert_array_equal(gpu.layer_kinds, cpu.layer_kinds)
+        for got, want in ((gpu.rep, cpu.rep), (gpu.def_, cpu.def_)):
+            assert (got is None) == (want is None)
+            if want is not None:
+                np.testing.assert_array_equal(h(got), want)
+        np.testing.assert_array_equal(h(gpu.value_index), cpu.value_index)
+
+
+def test_ravel_gpu_bad_offsets():
+    """Offsets that span more items than the child has raise (each layer states its entry
+    count, so this is caught even where no validity would show it)."""
+    leaf = (None, None, 3)
+    lists = (None, cuda.to_device(np.array([0, 1, 5], np.int64)), 2)
+    with pytest.raises(ValueError, match="entries"):
+        ck.ravel_levels_gpu([leaf, lists], 2)
+
+
 def test_unravel_gpu_corrupt_levels():
     kinds = [ck.ALL_VALID_ITEM, ck.NULL_AND_EMPTY_LIST]
     with pytest.raises(CorruptInputError):
