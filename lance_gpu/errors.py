@@ -51,7 +51,17 @@ class SchemaMismatchError(LanceGpuError, ValueError):
 class FilterError(LanceGpuError, ValueError, OSError):
     """A filter predicate or SQL expression could not be parsed or refers to unknown
     columns.  pylance raises ``ValueError`` for a bad scan filter and ``OSError`` for a bad
-    ``delete`` / ``add_columns`` expression: this is both, so either ``except`` catches it."""
+    ``delete`` / ``add_columns`` expression: this is both, so either ``except`` catches it.
+
+    The message starts with pylance's ``"Invalid user input: "`` (tests and callers match it)."""
+
+    PREFIX = "Invalid user input: "
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        text = str(message)
+        if not text.startswith(self.PREFIX):
+            text = self.PREFIX + text
+        super().__init__(text, *args)
 
 
 class DecimalArithmeticError(LanceGpuError, pa.ArrowInvalid):

@@ -56,6 +56,20 @@ Known differences from pylance 14.0.2:
   (``i = 1 AND NOT (i = 1)`` on integers, or ``f > 1 AND NOT (f > 1)``, keep NULL in pylance too.)
 * pylance ignores text after a complete predicate (``x > 5 )``, ``x > 5 LIMIT 1``); we raise.
 * sqlglot drops a unary plus (``x = +5``), which pylance rejects.
+* We accept the SQL keyword forms pylance 14's planner refuses although DataFusion has the
+  functions: ``CEIL`` / ``FLOOR``, ``SUBSTR`` / ``SUBSTRING`` (also ``FROM .. FOR``), ``TRIM``
+  (also ``BOTH .. FROM``), ``EXTRACT(part FROM x)``, ``OVERLAY(.. PLACING ..)``; each computes
+  what pylance computes for the backticked name (`` `ceil`(x) ``), which we take too.
+* Array literals may hold NULL (``[1, NULL]``; pylance fails on them at execution).
+* A projection of constants only (``columns={"v": "[1, 2]"}``) repeats the value per row;
+  pylance refuses it ("Scans must request at least one column").
+* ``arrow_typeof`` is decided when the expression is compiled, so ``arrow_typeof(x)`` of an
+  ``x`` that would fail when evaluated (a failing ``arrow_cast``) gives the type's name.
+* ``a IS DISTINCT FROM b AND c`` is ``(a IS DISTINCT FROM b) AND c`` here; pylance's parser
+  reads ``a IS DISTINCT FROM (b AND c)`` (and then usually fails). We also read ``<=>`` as
+  ``IS NOT DISTINCT FROM``, which pylance refuses.
+* ``CAST`` of a text column to a timestamp takes every ISO 8601 text Arrow reads (also
+  ``'2024-03-05T10'``, which DataFusion may refuse).
 
 SQL functions (pylance's names; each compiles to Arrow compute, or to a pyarrow scalar UDF from
 :mod:`lance_gpu.filter_udfs` where Arrow has no kernel): ``array_has`` / ``array_contains``,
@@ -75,9 +89,34 @@ member or array element, ``large_binary``); ``sqrt``, ``exp``, ``ln``, ``log10``
 ``tan``, ``asin``, ``acos``, ``atan``, ``atan2``, ``cot``, ``degrees``, ``radians``, ``isnan``,
 ``iszero``, ``nanvl``, ``nullif``, ``ifnull`` / ``nvl`` (``coalesce``), ``nvl2``, ``greatest``,
 ``least`` (of the non-NULL arguments), ``regexp_count``, ``regexp_replace`` (``g`` flag; constant
-pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (primitive types), ``ascii``, ``md5``,
+pattern and replacement), ``arrow_cast`` / ``arrow_typeof`` (DataFusion's type names, parsed
+and printed by :mod:`lance_gpu.filter_types`: ``FixedSizeList(32, Float32)``,
+``Timestamp(Nanosecond, Some("+00:00"))``, ``Decimal128(10, 2)``, ``List(Int64)``, ...), ``ascii``, ``md5``,
 ``sha224`` / ``sha256`` / ``sha384`` / ``sha512``, ``to_hex``, ``translate``, ``levenshtein``,
-``find_in_set``, ``substr_index``, ``encode`` (hex, base64). As in pylance, ``length``,
+``find_in_set``, ``substr_index``, ``encode`` (hex, base64); ``ceil``, ``floor``, ``trunc(x, digits)``,
+``cbrt``, ``sinh`` / ``cosh`` / ``tanh`` / ``asinh`` / ``acosh`` / ``atanh``, ``pi``, ``gcd``, ``lcm``,
+``factorial``, ``chr``, ``substr`` / ``substring``, ``trim``, ``overlay``, ``concat_ws``;
+``to_timestamp`` (text with optional chrono formats, seconds, timestamps) and
+``to_timestamp_seconds`` / ``_millis`` / ``_micros`` / ``_nanos``, ``to_date``, ``to_unixtime``,
+``from_unixtime``, ``make_date``, ``date_part`` / ``datepart`` / ``EXTRACT``, ``to_char`` /
+``date_format``; lists: ``list[i]`` / ``array_element`` (1-based, negative from the end),
+``cardinality``, ``empty``, ``array_position`` / ``array_positions``, ``string_to_array``,
+``array_to_string``, ``array_sort``, ``array_distinct``, ``array_max`` / ``array_min``,
+``array_reverse``, ``array_slice``, ``array_append`` / ``array_prepend`` / ``array_concat``,
+``array_remove`` / ``array_remove_all``, ``array_pop_back`` / ``array_pop_front``,
+``array_any_value``, ``flatten``, ``array_union`` / ``array_intersect`` / ``array_except``,
+``array_replace`` / ``_all`` / ``_n``, ``array_remove_n``, ``array_dims`` / ``array_ndims``,
+``array_repeat``, ``array_resize``, ``array_distance``, ``range``, ``generate_series`` (and the
+``list_*`` names, ``array_indexof``, ``array_join``, ``make_list``, ``string_to_list``);
+``make_array`` with columns among its items (a list per row); ``regexp_instr``, ``decode``,
+``digest``, ``substring_index``, ``datetrunc``, ``today``, ``random``, ``uuid``, ``date_bin``
+(any interval; by months or years only from the default origin); structs: ``named_struct``,
+``struct``, ``get_field``, ``x['field']`` / ``x.field`` of any struct value
+(``list_struct[1]['x']``). ``TRY_CAST`` (NULL where a value cannot be cast); ``LIKE`` / ``ILIKE``
+with a pattern per row (``s LIKE other_col``). Array literals (``[1, 2]``, ``make_array(1, 2)``) are constant lists
+of the first item's type; lists compare element by element (``nums = [1, 2]``,
+``tags IN (['a'], ['b'])``). The JSON functions also take ``large_binary`` JSONB (what
+``json_get`` returns: ``json_get_string(json_get(j, 'user'), 'name')``). As in pylance, ``length``,
 ``reverse``, ``left`` / ``right``, ``lpad`` / ``rpad``, ``regexp_match`` and ``concat`` take
 integers, booleans, dates and floats as text (floats printed as DataFusion prints them, also
 for ``CAST(f AS STRING)``); the other string functions refuse them. JSON paths, keys and
@@ -88,22 +127,27 @@ the reader appends those the compiled result lists in ``virtual_columns``.
 :func:`compile_expression` compiles any expression (projections), :func:`parse_filter`
 predicates.
 
+Errors are :class:`~lance_gpu.errors.FilterError` (a ``ValueError`` and an ``OSError``) whose
+message starts with pylance's ``Invalid user input:`` (an unknown column: ``No field named x``).
+
 Not supported (raise :class:`~lance_gpu.errors.FilterError` naming the function or construct):
-other SQL functions (``md5``, ``translate``, ``regexp_replace``, ...; pylance 14 refuses ``ceil``,
-``floor`` and ``substr`` too); float16 as text; the ``U`` flag in
+other SQL functions (``date_bin`` by months from another origin, ``array_to_string`` of nested lists,
+``map`` functions, aggregates, ...); float16 as text; the ``U`` flag in
 a per-row regular expression; JSON paths pylance's parser accepts but sqlglot's refuses
-(``'1a'`` as a constant); ``TRY_CAST``; ``LIKE`` with a
-non-literal pattern (pylance accepts ``s LIKE other_col``) or an ``ESCAPE`` other than
-backslash (pylance rejects that too); date/time arithmetic; decimal256 arithmetic; subqueries, ``CASE``,
-``IS [NOT] DISTINCT FROM``, array literals outside ``array_has_any`` / ``array_has_all``,
-list indexing.
+(``'1a'`` as a constant); ``LIKE ... ESCAPE`` with a character other than backslash
+(pylance rejects that too); date/time arithmetic other than ``ts - ts`` (a duration)
+and ``date - date`` (days; pylance refuses INTERVAL literals); decimal256 arithmetic; subqueries, ``CASE``,
+nested array literals (``[[1]]``, refused by pylance too), list
+slices (``x[1:2]``), comparisons of struct values.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import functools
 import itertools
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -119,6 +163,7 @@ from sqlglot.tokens import Tokenizer as _SqlglotTokenizer
 
 from lance_gpu import filter_udfs
 from lance_gpu.errors import FilterError
+from lance_gpu.filter_types import UNIT_PER_SECOND, parse_date, parse_timestamp, parse_type_name, type_name
 from lance_gpu.filter_udfs import UdfSpec
 
 __all__ = [
@@ -350,11 +395,11 @@ _parse_filter_text_cached = functools.lru_cache(maxsize=128)(_parse_filter_text)
 
 def _compile_text(text: str, schema: pa.Schema, role: str = "filter") -> tuple[_C, _Node, tuple[UdfSpec, ...]]:
     tree = _parse_sql(text)
-    _check_function_names(text)
+    _check_function_names(text, role)
     if tree.find(exp.Cast) is not None:
         _check_type_spellings(text)
-    ir = _resolve(_Builder(schema, text, role).build(tree), text)
-    compiler = _Compiler(text)
+    ir = _resolve(_Builder(schema, text, role).build(tree), f"{role} {text!r}")
+    compiler = _Compiler(text, role)
     compiled = compiler.compile(ir)
     return compiled, ir, tuple(compiler.udfs)
 
@@ -465,6 +510,28 @@ SUPPORTED_FUNCTIONS = frozenset(
         "nanvl", "nullif", "ifnull", "nvl", "nvl2", "greatest", "least",
         # time, validity
         "date_trunc", "current_date", "now", "current_timestamp", "is_valid",
+        # DataFusion functions pylance takes (``ceil`` ... ``extract``: pylance's planner refuses the
+        # SQL keyword forms but DataFusion has them, so lance-gpu takes them too)
+        "array_element", "list_element", "array_extract", "list_extract", "cardinality", "array_position",
+        "list_position", "string_to_array", "array_to_string", "list_to_string", "empty", "array_empty",
+        "ceil", "floor", "substr", "substring", "cbrt", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pi",
+        "gcd", "lcm", "factorial", "chr", "concat_ws", "to_timestamp", "to_timestamp_seconds",
+        "to_timestamp_millis", "to_timestamp_micros", "to_timestamp_nanos", "to_date", "to_unixtime",
+        "from_unixtime", "date_part", "datepart", "extract", "make_date", "trim",
+        "array_sort", "list_sort", "array_distinct", "list_distinct", "array_max", "list_max", "array_min",
+        "list_min", "array_reverse", "list_reverse", "array_slice", "list_slice", "array_append", "list_append",
+        "array_push_back", "array_prepend", "list_prepend", "array_push_front", "array_concat", "array_cat",
+        "list_concat", "list_cat", "array_remove", "list_remove", "array_remove_all", "list_remove_all",
+        "flatten", "array_any_value", "list_any_value", "array_pop_back", "list_pop_back", "array_pop_front",
+        "list_pop_front", "array_positions", "list_positions", "list_has", "list_has_any", "list_has_all",
+        "named_struct", "struct", "get_field", "to_char", "date_format", "overlay",
+        "array_union", "list_union", "array_intersect", "list_intersect", "array_except", "list_except",
+        "array_replace", "list_replace", "array_replace_all", "list_replace_all", "array_replace_n",
+        "list_replace_n", "array_remove_n", "list_remove_n", "array_ndims", "list_ndims", "array_dims",
+        "list_dims", "array_repeat", "list_repeat", "array_resize", "list_resize", "regexp_instr",
+        "make_list", "substring_index", "array_indexof", "list_indexof", "list_join", "array_join",
+        "string_to_list", "datetrunc", "today", "list_length", "decode", "digest", "range", "generate_series",
+        "array_distance", "list_distance", "random", "uuid", "date_bin",
         # JSON
         "json_extract", "json_exists", "json_array_length", "json_array_contains", "json_get_string",
         "json_get_int", "json_get_float", "json_get_bool", "json_get",
@@ -472,8 +539,9 @@ SUPPORTED_FUNCTIONS = frozenset(
 )
 
 
-def _check_function_names(text: str) -> None:
-    """Every ``name(`` in ``text`` must be a function we compile; names the first that is not."""
+def _check_function_names(text: str, role: str = "filter") -> None:
+    """Every ``name(`` in ``text`` must be a function we compile; names the first that is not
+    (with the closest names we have)."""
     try:
         tokens = LanceFilterDialect().tokenize(text)
     except sqlglot.errors.SqlglotError:  # pragma: no cover - it parsed a moment ago
@@ -486,9 +554,11 @@ def _check_function_names(text: str) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name in _NOT_FUNCTIONS:
             continue
         if name not in SUPPORTED_FUNCTIONS:
+            close = difflib.get_close_matches(name, sorted(SUPPORTED_FUNCTIONS), n=3)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             raise FilterError(
-                f"unknown SQL function {token.text!r} in {text!r}; lance-gpu supports "
-                f"{', '.join(sorted(SUPPORTED_FUNCTIONS))}"
+                f"unknown SQL function {token.text!r} in {role} {text!r}{hint}; the functions lance-gpu "
+                "compiles are listed in lance_gpu.filter.SUPPORTED_FUNCTIONS"
             )
 
 
@@ -542,8 +612,8 @@ def _first_line(e: Exception) -> str:
 
 _CONSTRUCT_NAMES = {
     "BitwiseRightShift": "the '>>' operator", "BitwiseLeftShift": "the '<<' operator", "Case": "CASE",
-    "NullSafeNEQ": "IS DISTINCT FROM", "NullSafeEQ": "IS NOT DISTINCT FROM", "Select": "a SELECT statement",
-    "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal", "Interval": "an INTERVAL",
+    "Select": "a SELECT statement",
+    "Subquery": "a subquery", "Star": "'*'", "Array": "an array literal",
     "TryCast": "TRY_CAST", "Anonymous": "this function", "Window": "a window function",
     "Alias": "a name right after an expression (a missing operator?)", "Div": "typed division",
 }
@@ -617,6 +687,7 @@ class _Like(_Node):
 class _Cast(_Node):
     operand: _Node
     to: pa.DataType
+    safe: bool = False  # TRY_CAST: NULL where a value cannot be cast
 
 
 @dataclass
@@ -628,6 +699,25 @@ class _Func(_Node):
 @dataclass
 class _ArrayLit(_Node):
     items: list[_Node]
+    brackets: bool = True  # ``[..]`` (constants only, as pylance) rather than ``make_array(..)``
+
+
+@dataclass
+class _Index(_Node):
+    """``base[index]``: DataFusion's ``array_element`` (1-based; negative counts from the
+    end; 0, out of range or NULL give NULL)."""
+
+    base: _Node
+    index: _Node
+
+
+@dataclass
+class _Field(_Node):
+    """``base['name']`` / ``base.name`` of a struct value that is not a column path
+    (``list_struct[1]['x']``); a column's fields are :class:`_Col` paths."""
+
+    base: _Node
+    name: str
 
 
 _COMPARISONS = {"eq", "neq", "lt", "lte", "gt", "gte"}
@@ -648,6 +738,8 @@ _BINARY_NODES: dict[type, str] = {
     exp.DPipe: "concat",
     exp.And: "and",
     exp.Or: "or",
+    exp.NullSafeNEQ: "distinct",  # IS DISTINCT FROM
+    exp.NullSafeEQ: "not_distinct",  # IS NOT DISTINCT FROM (sqlglot also reads <=>, which pylance refuses)
 }
 
 _INT64_MAX = 2**63 - 1
@@ -733,7 +825,9 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "current_date", []
     if type(node) is exp.CurrentTimestamp:
         return "now", []
-    simple_one = {exp.Sqrt: "sqrt", exp.Exp: "exp", exp.Ln: "ln", exp.Sign: "signum", exp.Trunc: "trunc",
+    if type(node) is exp.Trunc:
+        return "trunc", opt("this", "decimals")
+    simple_one = {exp.Sqrt: "sqrt", exp.Exp: "exp", exp.Ln: "ln", exp.Sign: "signum",
                   exp.Reverse: "reverse", exp.Initcap: "initcap"}
     for cls, name in simple_one.items():
         if type(node) is cls:
@@ -788,6 +882,66 @@ def _function_call(node: exp.Expression) -> tuple[str, list[exp.Expression]] | N
         return "repeat", opt("this", "times")
     if type(node) is exp.JSONExtract:
         return "json_extract", [node.this, _json_path_text(node.expression)]
+    if type(node) in (exp.Ceil, exp.Floor):
+        return ("ceil" if type(node) is exp.Ceil else "floor"), opt("this", "decimals", "to")
+    if type(node) is exp.Substring:
+        return "substr", opt("this", "start", "length")
+    if type(node) is exp.Trim and node.args.get("position") in (None, "BOTH") and not node.args.get("collation"):
+        return "btrim", opt("this", "expression")
+    hyperbolic = {exp.Cbrt: "cbrt", exp.Sinh: "sinh", exp.Cosh: "cosh", exp.Tanh: "tanh", exp.Asinh: "asinh",
+                  exp.Acosh: "acosh", exp.Atanh: "atanh", exp.Factorial: "factorial"}
+    for cls, name in hyperbolic.items():
+        if type(node) is cls:
+            return name, opt("this")
+    if type(node) is exp.Pi:
+        return "pi", []
+    if type(node) is exp.Rand and not any(node.args.values()):
+        return "random", []
+    if type(node) is exp.Uuid and not any(node.args.values()):
+        return "uuid", []
+    if type(node) is exp.Chr and not node.args.get("charset"):
+        return "chr", list(node.expressions)
+    if type(node) is exp.ConcatWs:
+        return "concat_ws", list(node.expressions)
+    if type(node) is exp.StringToArray:
+        return "string_to_array", opt("this", "expression", "null")
+    if type(node) is exp.ArrayToString:
+        return "array_to_string", opt("this", "expression", "null")
+    if type(node) is exp.ArrayPosition:
+        return "array_position", opt("this", "expression", "zero_based")  # sqlglot files the start there
+    if type(node) is exp.Extract and isinstance(node.this, (exp.Var, exp.Identifier, exp.Column, exp.Literal)):
+        return "date_part", [exp.Literal.string(node.this.name), node.expression]
+    list_nodes = {exp.ArrayDistinct: ("array_distinct", ("this",)), exp.ArrayMax: ("array_max", ("this",)),
+                  exp.ArrayMin: ("array_min", ("this",)), exp.ArrayReverse: ("array_reverse", ("this",)),
+                  exp.Flatten: ("flatten", ("this",)), exp.ArrayAppend: ("array_append", ("this", "expression")),
+                  exp.ArrayPrepend: ("array_prepend", ("this", "expression")),
+                  exp.ArrayRemove: ("array_remove", ("this", "expression")),
+                  exp.ArraySlice: ("array_slice", ("this", "start", "end", "step")),
+                  exp.ArraySort: ("array_sort", ("this", "expression", "asc")),
+                  exp.Overlay: ("overlay", ("this", "expression", "from_", "for_")),
+                  exp.ToChar: ("to_char", ("this", "format"))}
+    for cls, (name, keys) in list_nodes.items():
+        if type(node) is cls:
+            return name, opt(*keys)
+    if type(node) is exp.DateBin:
+        return "date_bin", opt("this", "expression", "unit")  # sqlglot files the origin under "unit"
+    if type(node) is exp.SubstringIndex:
+        return "substr_index", opt("this", "delimiter", "count")
+    if type(node) is exp.Decode:
+        return "decode", opt("this", "charset")
+    if type(node) is exp.GenerateSeries:
+        return "generate_series", opt("start", "end", "step")
+    if type(node) is exp.ArrayIntersect:
+        return "array_intersect", list(node.expressions)
+    if type(node) is exp.ArrayExcept:
+        return "array_except", opt("this", "expression")
+    if type(node) is exp.RegexpInstr:
+        # sqlglot files the flags under "option" and the group under "parameters"
+        return "regexp_instr", opt("this", "expression", "position", "occurrence", "option", "parameters")
+    if type(node) is exp.ArrayConcat:
+        return "array_concat", opt("this") + list(node.expressions)
+    if type(node) is exp.Struct:
+        return "struct", list(node.expressions)
     if type(node) is exp.JSONArrayContains:
         return "json_array_contains", opt("this", "expression", "json_type")
     return None
@@ -834,7 +988,7 @@ class _Builder:
             return pa.field(name.lower(), pa.uint64())
         shown = names if len(names) <= 20 else [*names[:20], "..."]
         raise FilterError(
-            f"no column named {name!r} in {self.role} {self.source!r}; columns are {shown} "
+            f"No field named {name}: there is no column {name!r} in {self.role} {self.source!r}; columns are {shown} "
             "(quote names with backticks; double quotes make a string literal, as in pylance)"
         )
 
@@ -875,20 +1029,22 @@ class _Builder:
             return self.column(node)
         if isinstance(node, exp.Dot):
             base = b(node.this)
-            if not isinstance(base, _Col) or not isinstance(node.expression, exp.Identifier):
+            if not isinstance(node.expression, exp.Identifier):
                 raise self.unsupported(node, "this field access is")
-            return self.child(base, node.expression.name)
+            if isinstance(base, _Col):
+                return self.child(base, node.expression.name)
+            return _Field(base, node.expression.name)
         if isinstance(node, exp.Bracket):
             base = b(node.this)
             keys = node.expressions
-            if (
-                isinstance(base, _Col)
-                and len(keys) == 1
-                and isinstance(keys[0], exp.Literal)
-                and keys[0].is_string
-            ):
-                return self.child(base, keys[0].this)
-            raise self.unsupported(node, "only struct field access with a string key is")
+            if len(keys) != 1 or node.args.get("safe"):
+                raise self.unsupported(node, "indexing with more than one key is")
+            key = keys[0]
+            if isinstance(key, exp.Literal) and key.is_string:  # a struct field
+                return self.child(base, key.this) if isinstance(base, _Col) else _Field(base, key.this)
+            if isinstance(key, exp.Slice):
+                raise self.unsupported(node, "list slices are")
+            return _Index(base, b(key))
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return _Lit(pa.scalar(node.this, pa.string()))
@@ -929,7 +1085,7 @@ class _Builder:
         if isinstance(node, (exp.Like, exp.ILike, exp.Escape)):
             return self.like(node, negated=False)
         if isinstance(node, exp.TryCast):
-            raise self.unsupported(node, "TRY_CAST is")
+            return _Cast(b(node.this), self.data_type(node.to, node), safe=True)
         if isinstance(node, exp.Cast):
             return _Cast(b(node.this), self.data_type(node.to, node))
         if isinstance(node, exp.HexString):
@@ -938,8 +1094,10 @@ class _Builder:
                 return _Lit(pa.scalar(bytes.fromhex(digits), pa.binary()))
             except ValueError:
                 raise FilterError(f"invalid binary literal X'{node.this}' in {self.source!r}") from None
-        if isinstance(node, exp.Array) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "make_array"):
-            return _ArrayLit([b(e) for e in node.expressions])
+        if isinstance(node, exp.Array) or (isinstance(node, exp.Anonymous) and str(node.this).lower() in ("make_array", "make_list")):
+            return _ArrayLit([b(e) for e in node.expressions], brackets=isinstance(node, exp.Array))
+        if isinstance(node, exp.Interval):
+            return _Lit(self.interval(node))
         if isinstance(node, exp.Case):
             raise self.unsupported(node, "CASE expressions are")
         call = _function_call(node)
@@ -949,6 +1107,36 @@ class _Builder:
         if isinstance(node, (exp.Func, exp.Anonymous)):
             raise self.unsupported(node, "this SQL function is")
         raise self.unsupported(node)
+
+    _INTERVAL_NANOS: ClassVar[dict[str, int]] = {
+        "nanosecond": 1, "microsecond": 10**3, "millisecond": 10**6, "second": 10**9, "minute": 60 * 10**9,
+        "hour": 3600 * 10**9,
+    }
+
+    def interval(self, node: exp.Interval) -> pa.Scalar:
+        """``INTERVAL '1 hour 30 minutes'`` / ``INTERVAL '2' HOUR`` as a month-day-nano scalar
+        (pylance takes intervals only in ``date_bin``; elsewhere the arithmetic refuses them)."""
+        text = node.this.name if isinstance(node.this, exp.Literal) else node.this.sql()
+        if node.args.get("unit") is not None:
+            text = f"{text} {node.args['unit'].name}"
+        words = text.lower().split()
+        if not words or len(words) % 2:
+            raise FilterError(f"cannot read the interval {text!r} in {self.role} {self.source!r}")
+        months = days = nanos = 0
+        for amount, unit in zip(words[0::2], words[1::2], strict=True):
+            unit = unit.rstrip("s") if unit not in ("s", "ms", "us", "ns") else unit
+            if not re.fullmatch(r"-?\d+", amount):
+                raise FilterError(f"cannot read the interval {text!r} in {self.role} {self.source!r}")
+            k = int(amount)
+            if unit in ("year", "month"):
+                months += k * (12 if unit == "year" else 1)
+            elif unit in ("week", "day"):
+                days += k * (7 if unit == "week" else 1)
+            elif unit in self._INTERVAL_NANOS:
+                nanos += k * self._INTERVAL_NANOS[unit]
+            else:
+                raise FilterError(f"unknown interval unit {unit!r} in {self.role} {self.source!r}")
+        return pa.scalar((months, days, nanos), pa.month_day_nano_interval())
 
     def is_(self, node: exp.Is, negated: bool) -> _Node:
         negated = negated != bool(node.args.get("negate"))
@@ -1114,7 +1302,7 @@ def _coerce_expr(node: _Node, target: pa.DataType, col: _Node, source: str) -> _
         if coerced is None:
             name = ".".join(col.path) if isinstance(col, _Col) else "?"
             raise FilterError(
-                f"error resolving filter {source!r}: literal {_show(node.value)} ({node.value.type}) "
+                f"error resolving {source}: literal {_show(node.value)} ({node.value.type}) "
                 f"cannot be converted to the type of column {name!r} ({target})"
             )
         return _Lit(coerced)
@@ -1127,7 +1315,8 @@ def _show(value: pa.Scalar) -> str:
 
 
 def _resolve(node: _Node, source: str) -> _Node:
-    """Top-level literal coercion, applied through AND/OR only (like lance)."""
+    """Top-level literal coercion, applied through AND/OR only (like lance); ``source``
+    names the expression in errors (``"filter 'x > 1'"``)."""
     if isinstance(node, _Between):
         t = _column_type(node.operand)
         if t is not None:
@@ -1315,6 +1504,10 @@ def _temporal_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return None
 
 
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
 def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if a == b:
         return a
@@ -1322,6 +1515,11 @@ def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         return b
     if pa.types.is_null(b):
         return a
+    if _is_list(a) and _is_list(b):  # compared element by element (:meth:`_Compiler.list_compare`)
+        item = _comparison_coercion(a.value_type, b.value_type)
+        if item is None and (_is_string(a.value_type) or _is_string(b.value_type)):
+            item = pa.string()  # a constant list converts to the column's items
+        return None if item is None else pa.list_(item)
     t = _numeric_coercion(a, b)
     if t is not None:
         return t
@@ -1344,45 +1542,6 @@ def _comparison_coercion(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 # Literal parsing for CAST('...' AS date/timestamp)
 # --------------------------------------------------------------------------------------
 
-_TS_RE = re.compile(
-    r"\s*(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?)?"
-    r"\s*(Z|z|[+-]\d{2}(?::?\d{2})?)?\s*"
-)
-_DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
-_EPOCH = _dt.date(1970, 1, 1)
-_UNIT_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
-
-
-def _parse_timestamp(text: str, t: pa.DataType) -> pa.Scalar:
-    m = _TS_RE.fullmatch(text)
-    if not m:
-        raise ValueError(f"error parsing timestamp from {text!r}")
-    year, month, day = int(m[1]), int(m[2]), int(m[3])
-    hour, minute, second = (int(m[i]) if m[i] else 0 for i in (4, 5, 6))
-    nanos = int((m[7] or "").ljust(9, "0"))
-    days = (_dt.date(year, month, day) - _EPOCH).days
-    if hour > 23 or minute > 59 or second > 59:
-        raise ValueError(f"error parsing time in {text!r}")
-    seconds = days * 86400 + hour * 3600 + minute * 60 + second
-    offset = m[8]
-    if offset and offset not in ("Z", "z"):
-        digits = offset[1:].replace(":", "")
-        off = int(digits[:2]) * 3600 + (int(digits[2:4]) * 60 if len(digits) > 2 else 0)
-        seconds -= off if offset[0] == "+" else -off
-    per = _UNIT_PER_SECOND[t.unit]
-    ticks = seconds * per + nanos // (10**9 // per)
-    return pa.scalar(ticks, t)
-
-
-def _parse_date(text: str, t: pa.DataType) -> pa.Scalar:
-    m = _DATE_RE.fullmatch(text)
-    if not m:
-        raise ValueError(f"cannot cast string {text!r} to a date")
-    day = _dt.date(int(m[1]), int(m[2]), int(m[3]))
-    return pa.scalar(day, pa.date32()).cast(t)
-
-
 def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
     """CAST of a constant with DataFusion's semantics; raises on failure."""
     src = value.type
@@ -1391,9 +1550,9 @@ def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
     if not value.is_valid:
         return pa.scalar(None, target)
     if _is_string(src) and pa.types.is_timestamp(target):
-        return _parse_timestamp(value.as_py(), target)
+        return parse_timestamp(value.as_py(), target)
     if _is_string(src) and pa.types.is_date(target):
-        return _parse_date(value.as_py(), target)
+        return parse_date(value.as_py(), target)
     if pa.types.is_floating(src) and pa.types.is_integer(target):
         return pc.cast(pc.trunc(value), target)
     if pa.types.is_integer(src) and pa.types.is_decimal(target):
@@ -1486,6 +1645,7 @@ _ARITH_FN = {
 _OP_SQL = {
     "eq": "=", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
     "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "concat": "||",
+    "distinct": "IS DISTINCT FROM", "not_distinct": "IS NOT DISTINCT FROM",
     "and": "AND", "or": "OR",
 }
 
@@ -1499,12 +1659,14 @@ _TRUNC_UNITS = {
 
 
 class _Compiler:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, role: str = "filter") -> None:
         self.source = source
+        #: What the user wrote, as errors call it ("filter", "add_columns expression 'x' =").
+        self.role = role
         self.udfs: list[UdfSpec] = []
 
     def fail(self, message: str) -> FilterError:
-        return FilterError(f"{message} (filter {self.source!r})")
+        return FilterError(f"{message} ({self.role} {self.source!r})")
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -1520,6 +1682,9 @@ class _Compiler:
                 raise self.fail(f"cannot convert {_show(c.const)} ({c.type}) to {target}: {_first_line(e)}") from None
         if pa.types.is_null(c.type):
             return _const(pa.scalar(None, target))
+        if _is_string(c.type) and (pa.types.is_timestamp(target) or pa.types.is_date(target)):
+            # text read as DataFusion reads it (RFC 3339 offsets, a date's text may carry a time)
+            return self.udf("cast_text_time", [self.cast(c, pa.string())], target)
         return _C(_cast_expr(c.expr, c.type, target), target)
 
     def to_bool(self, c: _C, what: str) -> _C:
@@ -1563,6 +1728,8 @@ class _Compiler:
                 return self.fold(fn(left.expr, right.expr), fn, [left, right], pa.bool_())
             if node.op in _COMPARISONS:
                 return self.compare(node.op, self.compile(node.left), self.compile(node.right))
+            if node.op in ("distinct", "not_distinct"):
+                return self.distinct(node.op == "distinct", self.compile(node.left), self.compile(node.right))
             if node.op == "concat":
                 return self.concat(self.compile(node.left), self.compile(node.right))
             return self.arithmetic(node.op, self.compile(node.left), self.compile(node.right))
@@ -1583,8 +1750,85 @@ class _Compiler:
         if isinstance(node, _Func):
             return self.function(node)
         if isinstance(node, _ArrayLit):
-            raise self.fail("array literals are supported only as the second argument of array_has_any / array_has_all")
+            return self.array_literal(node)
+        if isinstance(node, _Index):
+            return self.list_element(self.compile(node.base), self.compile(node.index))
+        if isinstance(node, _Field):
+            return self.struct_field(self.compile(node.base), node.name)
         raise self.fail(f"internal error: unknown node {node!r}")  # pragma: no cover
+
+    def array_literal(self, node: _ArrayLit) -> _C:
+        """``[1, 2]`` / ``make_array(...)``: a constant list. As in pylance the items are
+        constants of one type, set by the first item (later ones must convert to it
+        exactly: ``[1.0, 2]`` is ``list<double>``, ``[1, 2.5]`` an error); items may not be
+        arrays. NULL items are kept (pylance fails on them at execution)."""
+        items = [self.compile(item) for item in node.items]
+        if any(c.const is None for c in items):
+            if node.brackets:
+                position = next(i for i, c in enumerate(items) if c.const is None)
+                raise self.fail(f"an array literal [..] holds constants (item {position} is not one); "
+                                "make_array(..) takes columns")
+            return self.row_list(items)
+        values: list[pa.Scalar] = []
+        item_type: pa.DataType = pa.null()
+        for position, c in enumerate(items):
+            if _is_list(c.type):
+                raise self.fail("nested array literals are not supported (pylance refuses them too)")
+            if pa.types.is_null(item_type) and not pa.types.is_null(c.type):
+                item_type = c.type
+                values = [pa.scalar(None, item_type) for _ in values]
+            value = c.const
+            if not pa.types.is_null(item_type):
+                coerced = _safe_coerce_scalar(value, item_type)
+                if coerced is None:
+                    raise self.fail(
+                        f"array literal items must have one type: expected {item_type}, got {c.type} at position {position}"
+                    )
+                value = coerced
+            values.append(value)
+        return _const(pa.scalar([v.as_py() for v in values], pa.list_(item_type)))
+
+    def row_list(self, items: list[_C]) -> _C:
+        """``make_array(i, 1)`` with a column among the items: a list per row, the items as
+        their common type (``int32`` and a literal ``1`` make ``int64``), as pylance (which
+        refuses the bracket form ``[i, 1]`` with a column; we take both)."""
+        item_type: pa.DataType = pa.null()
+        for c in items:
+            if _is_list(c.type):
+                raise self.fail("nested array literals are not supported (pylance refuses them too)")
+            common = _comparison_coercion(item_type, c.type)
+            if common is None or (not pa.types.is_null(item_type) and _is_string(common) != _is_string(c.type)):
+                raise self.fail(f"make_array(): cannot combine {item_type} and {c.type}")
+            item_type = common
+        if pa.types.is_null(item_type):
+            item_type = pa.int64()
+        return self.udf("make_list", [self.cast(c, item_type) for c in items], pa.list_(item_type))
+
+    def list_element(self, base: _C, index: _C) -> _C:
+        """``base[index]`` of a list (see :class:`_Index`)."""
+        if pa.types.is_null(base.type):
+            return _const(pa.scalar(None, pa.null()))
+        if not _is_list(base.type):
+            raise self.fail(f"cannot index {base.type} with [..]: it is not a list")
+        if pa.types.is_null(index.type):
+            return _const(pa.scalar(None, base.type.value_type))
+        if not pa.types.is_integer(index.type):
+            raise self.fail(f"a list index must be an integer, got {index.type}")
+        return self.udf("list_element", [base, self.cast(index, pa.int64())], base.type.value_type)
+
+    def struct_field(self, base: _C, name: str) -> _C:
+        if not pa.types.is_struct(base.type):
+            raise self.fail(f"cannot access field {name!r} of a {base.type} value: it is not a struct")
+        index = base.type.get_field_index(name)
+        if index < 0:
+            names = [base.type.field(i).name for i in range(base.type.num_fields)]
+            raise self.fail(f"the struct has no field {name!r}; fields are {names}")
+        out = base.type.field(index).type
+
+        def fn(v: Any) -> Any:
+            return pc.struct_field(v, [index])
+
+        return self.fold(fn(base.expr), fn, [base], out)
 
     def unwrap_cast(self, a: _C, b: _C) -> tuple[_C, _C]:
         """DataFusion's unwrap-cast-in-comparison: ``CAST(x AS int) op lit`` → ``x op lit'``."""
@@ -1609,13 +1853,55 @@ class _Compiler:
             raise self.fail(f"cannot compare {left.type} with {right.type} using {_OP_SQL[op]}")
         if pa.types.is_null(t):
             return _const(_NULL_BOOL)
-        if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        if _is_list(t):
+            return self.list_compare(op, left, right)
+        if pa.types.is_struct(t):
             raise self.fail(f"comparing {t} values is not supported")
         left, right = self.cast(left, t), self.cast(right, t)
         fn = _COMPARE_FN[op]
         if not pa.types.is_floating(t):
             return self.fold(fn(left.expr, right.expr), fn, [left, right], pa.bool_())
         return self.float_compare(op, left, right)
+
+    def distinct(self, distinct: bool, left: _C, right: _C) -> _C:
+        """``a IS [NOT] DISTINCT FROM b``: ``=`` where both are valid, NULL equal to NULL and
+        different from any value; never NULL."""
+        eq = self.compare("eq", left, right)
+        left_null, right_null = pc.is_null(left.expr), pc.is_null(right.expr)
+        same = pc.if_else(
+            pc.and_kleene(left_null, right_null), pc.scalar(True),
+            pc.if_else(pc.or_kleene(left_null, right_null), pc.scalar(False), eq.expr),
+        )
+        return _C(pc.invert(same) if distinct else same, pa.bool_())
+
+    def list_compare(self, op: str, left: _C, right: _C) -> _C:
+        """Lists compare as DataFusion compares them: element by element, a shorter prefix
+        first, NULL elements below every value, floats in Arrow's total order; NULL where
+        either list is NULL. A constant list is converted to the other side's element type
+        (``tags = [1]`` compares ``['1']``, ``f = ['nan']`` a NaN), as lance resolves literals."""
+        if pa.types.is_null(left.type) or pa.types.is_null(right.type):
+            return _const(_NULL_BOOL)
+        if left.const is not None and right.const is None:
+            left = self.list_const_as(left, right.type)
+        elif right.const is not None and left.const is None:
+            right = self.list_const_as(right, left.type)
+        else:  # both per row: the items as their common type
+            item = _comparison_coercion(left.type.value_type, right.type.value_type)
+            if item is None:
+                raise self.fail(f"cannot compare {left.type} with {right.type} using {_OP_SQL[op]}")
+            left, right = (c if c.type.value_type == item else self.cast(c, pa.list_(item)) for c in (left, right))
+        return self.udf(f"list_{op}", [left, right], pa.bool_())
+
+    def list_const_as(self, c: _C, like: pa.DataType) -> _C:
+        """The constant list ``c`` with its items converted to the element type of ``like``."""
+        target = like.value_type
+        if c.const is None or not c.const.is_valid or c.type.value_type == target:
+            return c
+        try:
+            items = [_cast_scalar(v, target).as_py() for v in c.const.values]
+        except (pa.ArrowException, ValueError, OverflowError) as e:
+            raise self.fail(f"cannot convert {c.const} to a list of {target}: {_first_line(e)}") from None
+        return _const(pa.scalar(items, pa.list_(target)))
 
     def float_compare(self, op: str, a: _C, b: _C) -> _C:
         """Lance's float order: NaN == NaN, NaN above +inf, -0.0 == 0.0 (IEEE otherwise)."""
@@ -1674,6 +1960,8 @@ class _Compiler:
 
     def arithmetic(self, op: str, left: _C, right: _C) -> _C:
         lt, rt = left.type, right.type
+        if op == "sub" and _is_temporal(lt) and _is_temporal(rt):
+            return self.temporal_difference(left, right)
         if pa.types.is_null(lt) and pa.types.is_null(rt):
             t = pa.int64()
         elif pa.types.is_null(lt) and _is_numeric(rt):
@@ -1691,6 +1979,25 @@ class _Compiler:
         if op == "mod":
             fn = functools.partial(_remainder, floating=pa.types.is_floating(t))
         return self.fold(fn(left.expr, right.expr), fn, [left, right], t)
+
+    def temporal_difference(self, left: _C, right: _C) -> _C:
+        """``ts - ts`` (a ``duration`` of their unit) and ``date - date`` (int64 days), as
+        pylance; other date/time arithmetic is refused (pylance refuses INTERVAL literals)."""
+        lt, rt = left.type, right.type
+        if pa.types.is_date32(lt) and pa.types.is_date32(rt):
+            def days(c: _C) -> _C:
+                return self.cast(_C(c.expr.cast(pa.int32()), pa.int32(), None if c.const is None else c.const.cast(pa.int32())), pa.int64())
+
+            a, b = days(left), days(right)
+            return self.fold(pc.subtract(a.expr, b.expr), pc.subtract, [a, b], pa.int64())
+        if pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt) and (lt.tz is None) == (rt.tz is None):
+            common = _temporal_coercion(lt, rt)  # the coarser unit, as DataFusion
+            assert common is not None
+            left, right = self.cast(left, common), self.cast(right, common)
+            out = pa.duration(common.unit)
+            return self.fold(pc.subtract(left.expr, right.expr), pc.subtract, [left, right], out)
+        raise self.fail(f"cannot subtract {rt} from {lt} (date/time arithmetic other than ts - ts and date - date "
+                        "is not supported)")
 
     def decimal_arithmetic(self, op: str, left: _C, right: _C) -> _C:
         """Arithmetic DataFusion evaluates in decimal: a decimal operand, or uint64 with a
@@ -1779,9 +2086,10 @@ class _Compiler:
             t = nt
         if pa.types.is_null(t):
             return _const(_NULL_BOOL)
-        x = self.cast(x, t)
-        items = [self.cast(i, t) for i in items]
-        if all(i.const is not None for i in items) and not pa.types.is_null(t):
+        if not _is_list(t):  # lists are compared one by one below, each converted as in '='
+            x = self.cast(x, t)
+            items = [self.cast(i, t) for i in items]
+        if all(i.const is not None for i in items) and not _is_list(t):
             values = [i.const for i in items if i.const is not None and i.const.is_valid]
             has_null = len(values) != len(items)
             py = [v.as_py() for v in values]
@@ -1810,10 +2118,14 @@ class _Compiler:
         pattern = self.compile(node.pattern)
         if not (_is_string(x.type) or pa.types.is_null(x.type)):
             raise self.fail(f"LIKE needs a string operand, got {x.type}")
-        if pattern.const is None:
-            raise self.fail("LIKE with a non-literal pattern is not supported")
         if not (_is_string(pattern.type) or pa.types.is_null(pattern.type)):
             raise self.fail(f"LIKE needs a string pattern, got {pattern.type}")
+        if pattern.const is None:  # a pattern per row
+            if pa.types.is_null(x.type):
+                return _const(_NULL_BOOL)
+            strings, patterns = self.cast(x, pa.string()), self.cast(pattern, pa.string())
+            c = self.udf("ilike_rows" if node.ignore_case else "like_rows", [strings, patterns], pa.bool_())
+            return _C(pc.invert(c.expr), pa.bool_()) if node.negated else c
         if not pattern.const.is_valid or pa.types.is_null(x.type):
             return _const(_NULL_BOOL)
         expr = pc.match_like(x.expr, pattern=pattern.const.as_py(), ignore_case=node.ignore_case)
@@ -1826,6 +2138,8 @@ class _Compiler:
         target = node.to
         if c.type == target:
             return c
+        if node.safe:
+            return self.try_cast(c, target)
         if (
             pa.types.is_null(c.type)
             or _is_numeric(c.type)
@@ -1840,6 +2154,21 @@ class _Compiler:
         if c.const is None and pa.types.is_integer(c.type) and pa.types.is_integer(target):
             out = _C(out.expr, out.type, None, c.uncast or c)
         return out
+
+    def try_cast(self, c: _C, target: pa.DataType) -> _C:
+        """``TRY_CAST(x AS t)``: ``CAST``, with NULL for the values that cannot be cast."""
+        if c.const is not None:
+            try:
+                return self.cast(c, target)
+            except FilterError:
+                return _const(pa.nulls(1, target)[0])
+        if pa.types.is_null(c.type):
+            return _const(pa.nulls(1, target)[0])
+        try:
+            pa.nulls(0, c.type).cast(target)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            raise self.fail(f"cannot cast {c.type} to {target}") from None
+        return self.udf("try_cast", [c], target)
 
     def function(self, node: _Func) -> _C:
         handler = getattr(self, "fn_" + node.name, None)
@@ -2050,33 +2379,39 @@ class _Compiler:
 
         return self.fold(fn(arg.expr), fn, [arg], out)
 
-    # DataFusion's names of the Arrow types arrow_cast / arrow_typeof know here
-    _ARROW_NAMES: ClassVar[dict[str, pa.DataType]] = {
-        "Int8": pa.int8(), "Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64(), "UInt8": pa.uint8(),
-        "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(), "Float16": pa.float16(),
-        "Float32": pa.float32(), "Float64": pa.float64(), "Boolean": pa.bool_(), "Utf8": pa.string(),
-        "LargeUtf8": pa.large_string(), "Utf8View": pa.string_view(), "Binary": pa.binary(),
-        "LargeBinary": pa.large_binary(), "BinaryView": pa.binary_view(), "Date32": pa.date32(), "Date64": pa.date64(),
-        "Null": pa.null(),
-    }
-
     def fn_arrow_cast(self, name: str, args: list[_Node]) -> _C:
-        """``arrow_cast(x, 'Int64')``: a cast to the type DataFusion names (primitive types)."""
+        """``arrow_cast(x, 'FixedSizeList(32, Float32)')``: a cast to the type DataFusion
+        names (:func:`lance_gpu.filter_types.parse_type_name`)."""
         self.arity(name, args, 2)
         target = self.literal_text(name, args[1], "type name")
-        t = self._ARROW_NAMES.get(target or "")
-        if t is None:
-            raise self.fail(f"arrow_cast(): type {target!r} is not one lance-gpu casts to ({', '.join(self._ARROW_NAMES)})")
-        return self.cast(self.compile(args[0]), t)
+        if target is None:
+            raise self.fail("arrow_cast() needs a type name, got NULL")
+        try:
+            t = parse_type_name(target)
+        except ValueError as e:
+            raise self.fail(f"arrow_cast(): {e}") from None
+        c = self.compile(args[0])
+        if c.type == t:
+            return c
+        if c.const is not None and not c.const.is_valid:
+            return _const(pa.nulls(1, t)[0])
+        if pa.types.is_dictionary(t) and not pa.types.is_dictionary(c.type):
+            c = self.cast(c, t.value_type)  # Arrow encodes a dictionary from its values' type
+        if c.const is None and not pa.types.is_null(c.type):
+            try:  # pylance refuses a cast Arrow has no kernel for when it plans the query
+                pa.nulls(0, c.type).cast(t)
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+                raise self.fail(f"arrow_cast(): cannot cast {c.type} to {target}") from None
+        return self.cast(c, t)
 
     def fn_arrow_typeof(self, name: str, args: list[_Node]) -> _C:
-        """``arrow_typeof(x)``: DataFusion's name of ``x``'s type (primitive types)."""
+        """``arrow_typeof(x)``: DataFusion's name of ``x``'s type."""
         self.arity(name, args, 1)
         t = self.compile(args[0]).type
-        names = {v: k for k, v in self._ARROW_NAMES.items()}
-        if t not in names:
-            raise self.fail(f"arrow_typeof(): lance-gpu does not name type {t}")
-        return _const(pa.scalar(names[t], pa.string()))
+        try:
+            return _const(pa.scalar(type_name(t), pa.string()))
+        except ValueError:
+            raise self.fail(f"arrow_typeof(): lance-gpu does not name type {t}") from None
 
     def fn_regexp_match(self, name: str, args: list[_Node]) -> _C:
         out = pa.list_(pa.string())
@@ -2098,10 +2433,8 @@ class _Compiler:
 
     def list_arg(self, name: str, node: _Node) -> _C:
         c = self.compile(node)
-        if not (pa.types.is_list(c.type) or pa.types.is_large_list(c.type) or pa.types.is_fixed_size_list(c.type)):
-            raise self.fail(f"{name}() needs a list column as its first argument, got {c.type}")
-        if c.const is not None:
-            raise self.fail(f"{name}() needs a column as its first argument")
+        if not _is_list(c.type):
+            raise self.fail(f"{name}() needs a list (a list column or an array literal such as [1, 2]), got {c.type}")
         return c
 
     def fn_array_length(self, name: str, args: list[_Node]) -> _C:
@@ -2113,6 +2446,8 @@ class _Compiler:
                 raise self.fail(f"{name}(): only dimension 1 is supported")
         return _C(pc.list_value_length(c.expr).cast(pa.uint64()), pa.uint64())
 
+    fn_list_length = fn_array_length
+
     def fn_array_has(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         lst = self.list_arg(name, args[0])
@@ -2123,23 +2458,27 @@ class _Compiler:
         if _comparison_coercion(item_type, value.type) is None or (_is_string(value.type) != _is_string(item_type)):
             raise self.fail(f"{name}() cannot look for a {value.type} in a list of {item_type}")
         value = self.cast(value, item_type)
-        if value.const is not None:
-            return self.udf("array_has", [lst, value], pa.bool_())
         return self.udf("array_has", [lst, value], pa.bool_())
 
-    fn_array_contains = fn_array_has
+    fn_array_contains = fn_list_has = fn_array_has
 
     def fn_array_has_any(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 2)
         lst = self.list_arg(name, args[0])
         item_type = lst.type.value_type
-        if not isinstance(args[1], _ArrayLit):
-            raise self.fail(f"{name}() needs an array literal such as ['a', 'b'] as its second argument")
+        second = args[1]
+        if not (isinstance(second, _ArrayLit) and all(self.compile(i).const is not None for i in second.items)):
+            # a list per row
+            other = self.list_arg(name, args[1])
+            common = _comparison_coercion(item_type, other.type.value_type)
+            if common is None or _is_string(item_type) != _is_string(other.type.value_type):
+                raise self.fail(f"{name}() cannot compare {lst.type} with {other.type}")
+            kind = "list_has_any_rows" if name in ("array_has_any", "list_has_any") else "list_has_all_rows"
+            return self.udf(kind, [self.cast(lst, pa.list_(common)), self.cast(other, pa.list_(common))], pa.bool_())
+        name = name.replace("list_", "array_")
         values = []
-        for item in args[1].items:
+        for item in second.items:
             c = self.compile(item)
-            if c.const is None:
-                raise self.fail(f"{name}(): the array must hold constants")
             if not pa.types.is_null(c.type) and (
                 _comparison_coercion(item_type, c.type) is None or _is_string(c.type) != _is_string(item_type)
             ):
@@ -2148,7 +2487,7 @@ class _Compiler:
         literal = pa.scalar([v.as_py() for v in values if v is not None], pa.list_(item_type))
         return self.udf(name, [lst, _const(literal)], pa.bool_())
 
-    fn_array_has_all = fn_array_has_any
+    fn_array_has_all = fn_list_has_any = fn_list_has_all = fn_array_has_any
 
     def fn_abs(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 1)
@@ -2219,6 +2558,46 @@ class _Compiler:
 
         return self.fold(fn(c.expr), fn, [c], c.type)
 
+    def fn_date_bin(self, name: str, args: list[_Node]) -> _C:
+        """``date_bin(INTERVAL '15 minutes', ts[, origin])``: the start of the ``interval``-wide
+        bin holding ``ts``, bins counted from ``origin`` (1970-01-01 by default); a date is a
+        ``timestamp[ns]``. By months or years: the first of the bin's month, counted from
+        1970-01 (another origin is refused)."""
+        self.arity(name, args, 2, 3)
+        stride = self.compile(args[0])
+        if stride.const is None or not pa.types.is_interval(stride.type):
+            raise self.fail("date_bin() needs an INTERVAL as its first argument")
+        months, days, nanos = stride.const.as_py() if stride.const.is_valid else (0, 0, 0)
+        c = self.compile(args[1])
+        if pa.types.is_date(c.type):
+            c = self.cast(c, pa.timestamp("ns"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"date_bin() needs a timestamp or a date, got {c.type}")
+        if months:
+            if days or nanos or len(args) == 3 or months < 0:
+                raise self.fail("date_bin() by months or years takes a whole number of them and the default origin")
+            return self.udf("date_bin_months", [c, _const(pa.scalar(months, pa.int64()))], c.type)
+        t = c.type
+        per = UNIT_PER_SECOND[t.unit]
+        total = days * 86400 * 10**9 + nanos
+        if total <= 0 or total % (10**9 // per):
+            raise self.fail(f"date_bin(): the interval must be a positive whole number of {t.unit} for {t}")
+        step = total // (10**9 // per)
+        origin = 0
+        if len(args) == 3:
+            o = self.compile(args[2])
+            if o.const is None or not _is_temporal(o.type):
+                raise self.fail("date_bin() needs a constant timestamp as its origin")
+            origin = self.cast(o, t).const.cast(pa.int64()).as_py()  # type: ignore[union-attr]
+        ticks = c.expr.cast(pa.int64())
+        step_c, origin_c = pc.scalar(pa.scalar(step, pa.int64())), pc.scalar(pa.scalar(origin, pa.int64()))
+        rest = _remainder(pc.subtract(ticks, origin_c), step_c, floating=False)  # truncated: below zero before origin
+        floor_rest = pc.if_else(pc.less(rest, pc.scalar(0)), pc.add(rest, step_c), rest)
+        return _C(pc.subtract(ticks, floor_rest).cast(t), t)
+
+    def fn_datetrunc(self, name: str, args: list[_Node]) -> _C:
+        return self.fn_date_trunc(name, args)
+
     def fn_current_date(self, name: str, args: list[_Node]) -> _C:
         self.arity(name, args, 0)
         return _const(pa.scalar(_dt.datetime.now(_dt.UTC).date(), pa.date32()))
@@ -2229,6 +2608,7 @@ class _Compiler:
         return _const(pa.scalar(now, pa.timestamp("us")).cast(pa.timestamp("ns")))
 
     fn_current_timestamp = fn_now
+    fn_today = fn_current_date
 
     # -- math (float results) and more string functions ---------------------------------
 
@@ -2249,7 +2629,27 @@ class _Compiler:
         }[name]
         return self.fold(fn(c.expr), fn, [c], c.type)
 
-    fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_trunc = fn_sqrt
+    fn_exp = fn_ln = fn_log10 = fn_log2 = fn_signum = fn_sqrt
+
+    def fn_trunc(self, name: str, args: list[_Node]) -> _C:
+        """``trunc(x[, digits])``: toward zero, at ``digits`` decimal places as DataFusion computes
+        it (``trunc(x * 10^d) / 10^d`` in the float precision of ``x``); ``digits`` a constant."""
+        self.arity(name, args, 1, 2)
+        c = self.float_arg(name, args[0])
+        if len(args) == 1:
+            return self.fold(pc.trunc(c.expr), pc.trunc, [c], c.type)
+        d = self.compile(args[1])
+        if d.const is None or not (pa.types.is_integer(d.type) or pa.types.is_null(d.type)):
+            raise self.fail("trunc() needs a constant integer number of decimal places")
+        if not d.const.is_valid:
+            return _const(pa.scalar(None, c.type))
+        t, scale = c.type, 10.0 ** d.const.as_py()
+
+        def fn(v: Any) -> Any:
+            factor = self._lit(scale, t, v)
+            return pc.divide(pc.trunc(pc.multiply(v, factor)), factor)
+
+        return self.fold(fn(c.expr), fn, [c], t)
 
     @staticmethod
     def _lit(value: Any, t: pa.DataType, like: Any) -> Any:
@@ -2566,6 +2966,599 @@ class _Compiler:
 
     fn_rpad = fn_lpad
 
+    # -- more of DataFusion's functions (issue 26 item 5) ---------------------------------
+
+    def fn_array_element(self, name: str, args: list[_Node]) -> _C:
+        """``array_element(list, i)`` (also ``list_element``, ``array_extract``, ``list_extract``):
+        ``list[i]``."""
+        self.arity(name, args, 2)
+        return self.list_element(self.compile(args[0]), self.compile(args[1]))
+
+    fn_list_element = fn_array_extract = fn_list_extract = fn_array_element
+
+    def fn_cardinality(self, name: str, args: list[_Node]) -> _C:
+        """``cardinality(list)``: the product of the list's dimensions (each the length of the
+        first element one level down, as DataFusion's ``array_dims``), uint64."""
+        self.arity(name, args, 1)
+        c = self.list_arg(name, args[0])
+        return self.udf("cardinality", [c], pa.uint64())
+
+    def fn_empty(self, name: str, args: list[_Node]) -> _C:
+        """``empty(list)`` / ``array_empty``: whether the list has no elements."""
+        self.arity(name, args, 1)
+        c = self.list_arg(name, args[0])
+        return _C(pc.equal(pc.list_value_length(c.expr), pc.scalar(0)), pa.bool_())
+
+    fn_array_empty = fn_empty
+
+    def fn_array_position(self, name: str, args: list[_Node]) -> _C:
+        """``array_position(list, x[, start])``: the 1-based position of the first element equal
+        to ``x`` at or after ``start``, NULL when absent (uint64)."""
+        self.arity(name, args, 2, 3)
+        lst = self.list_arg(name, args[0])
+        value = self.list_item_arg(name, lst, args[1])
+        start = self.int_arg(name, args[2], "start") if len(args) == 3 else _const(pa.scalar(1, pa.int64()))
+        return self.udf("array_position", [lst, value, start], pa.uint64())
+
+    fn_list_position = fn_array_indexof = fn_list_indexof = fn_array_position
+
+    def list_item_arg(self, name: str, lst: _C, node: _Node) -> _C:
+        item_type = lst.type.value_type
+        value = self.compile(node)
+        if pa.types.is_null(value.type):
+            return _const(pa.scalar(None, item_type))
+        if _comparison_coercion(item_type, value.type) is None or (_is_string(value.type) != _is_string(item_type)):
+            raise self.fail(f"{name}() cannot look for a {value.type} in a list of {item_type}")
+        return self.cast(value, item_type)
+
+    def fn_decode(self, name: str, args: list[_Node]) -> _C:
+        """``decode(text, 'hex' | 'base64')``: the bytes the text encodes (binary)."""
+        self.arity(name, args, 2)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        how = self.literal_text(name, args[1], "encoding")
+        if how not in ("hex", "base64", None):
+            raise self.fail(f"decode(): encoding {how!r} is not supported (hex, base64)")
+        if how is None:
+            return _const(pa.scalar(None, pa.binary()))
+        return self.udf(f"decode_{how}", [arg], pa.binary())
+
+    _DIGESTS: ClassVar[frozenset[str]] = frozenset(["md5", "sha224", "sha256", "sha384", "sha512", "blake2s", "blake2b"])
+
+    def fn_digest(self, name: str, args: list[_Node]) -> _C:
+        """``digest(text, algorithm)``: the binary digest (md5, sha224 ... sha512, blake2s, blake2b)."""
+        self.arity(name, args, 2)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        how = self.literal_text(name, args[1], "algorithm")
+        if how is None:
+            return _const(pa.scalar(None, pa.binary()))
+        if how.lower() not in self._DIGESTS:
+            raise self.fail(f"digest(): algorithm {how!r} is not supported ({', '.join(sorted(self._DIGESTS))})")
+        return self.udf(f"digest_{how.lower()}", [arg], pa.binary())
+
+    def fn_range(self, name: str, args: list[_Node]) -> _C:
+        """``range([start,] stop[, step])`` (``stop`` excluded) / ``generate_series(start, stop[,
+        step])`` (``stop`` included): a list of int64; NULL where an argument is NULL."""
+        self.arity(name, args, 1 if name == "range" else 2, 3)
+        bounds = [self.int_arg(name, a, "bound") for a in args]
+        if name == "range" and len(bounds) == 1:
+            bounds = [_const(pa.scalar(0, pa.int64())), bounds[0]]
+        if len(bounds) == 2:
+            bounds.append(_const(pa.scalar(1, pa.int64())))
+        kind = "range" if name == "range" else "generate_series"
+        return self.udf(kind, bounds, pa.list_(pa.int64()))
+
+    fn_generate_series = fn_range
+
+    def fn_array_distance(self, name: str, args: list[_Node]) -> _C:
+        """``array_distance(a, b)``: the Euclidean distance of two number lists (float64); lists
+        of different lengths fail the query."""
+        self.arity(name, args, 2)
+        lists = [self.list_arg(name, a) for a in args]
+        for c in lists:
+            if not _is_numeric(c.type.value_type) or pa.types.is_decimal(c.type.value_type):
+                raise self.fail(f"{name}() needs lists of numbers, got {c.type}")
+        return self.udf("array_distance", [self.cast(c, pa.list_(pa.float64())) for c in lists], pa.float64())
+
+    fn_list_distance = fn_array_distance
+
+    def fn_string_to_array(self, name: str, args: list[_Node]) -> _C:
+        """``string_to_array(s, delimiter[, null_string])``: ``s`` cut at ``delimiter`` (a NULL
+        delimiter: every character; an empty one: ``[s]``; an empty ``s``: ``[]``), pieces equal
+        to ``null_string`` NULL; a list of ``s``'s string type."""
+        self.arity(name, args, 2, 3)
+        arg = self.string_arg(name, self.compile(args[0]))
+        delim = self.literal_text(name, args[1], "delimiter")
+        null = self.literal_text(name, args[2], "null string") if len(args) == 3 else None
+        item = pa.large_string() if pa.types.is_large_string(arg.type) else pa.string()
+        arg = self.cast(arg, pa.string())
+        return self.udf("string_to_array", [arg, _const(pa.scalar(delim, pa.string())),
+                                            _const(pa.scalar(null, pa.string()))], pa.list_(item))
+
+    def fn_array_to_string(self, name: str, args: list[_Node]) -> _C:
+        """``array_to_string(list, delimiter[, null_string])``: the elements as text joined by
+        ``delimiter``; NULL elements left out, or written as ``null_string``."""
+        self.arity(name, args, 2, 3)
+        lst = self.list_arg(name, args[0])
+        item = lst.type.value_type
+        if not (_is_string(item) or pa.types.is_integer(item) or pa.types.is_boolean(item) or pa.types.is_floating(item)):
+            raise self.fail(f"{name}() takes a list of strings, numbers or booleans, got {lst.type}")
+        delim = self.literal_text(name, args[1], "delimiter")
+        null = self.literal_text(name, args[2], "null string") if len(args) == 3 else None
+        if delim is None:
+            return _const(pa.scalar(None, pa.string()))
+        return self.udf("array_to_string", [lst, _const(pa.scalar(delim, pa.string())),
+                                            _const(pa.scalar(null, pa.string()))], pa.string())
+
+    fn_string_to_list = fn_string_to_array
+    fn_list_to_string = fn_array_join = fn_list_join = fn_array_to_string
+
+    def fn_ceil(self, name: str, args: list[_Node]) -> _C:
+        """``ceil(x)`` / ``floor(x)``: float32 stays float32, other numbers become float64."""
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        fn = pc.ceil if name == "ceil" else pc.floor
+        return self.fold(fn(c.expr), fn, [c], c.type)
+
+    fn_floor = fn_ceil
+
+    def fn_substr(self, name: str, args: list[_Node]) -> _C:
+        """``substr(s, start[, count])`` / ``substring`` (also ``SUBSTRING(s FROM a FOR b)``):
+        ``count`` characters from the 1-based ``start``; positions before 1 count toward
+        ``count`` (``substr('abc', 0, 2)`` is ``'a'``); a negative count fails the query; a
+        ``string_view`` as pylance's."""
+        self.arity(name, args, 2, 3)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        rest = [self.int_arg(name, a, "position" if i == 0 else "count") for i, a in enumerate(args[1:])]
+        if any(r.const is not None and not r.const.is_valid for r in rest):
+            return _const(pa.scalar(None, pa.string_view()))
+        consts: list[int] = [r.const.as_py() for r in rest if r.const is not None]
+        if len(consts) == len(rest) and (len(consts) == 1 or consts[1] >= 0):
+            # constant bounds: Arrow's character slice (a negative count fails per row, below)
+            begin = consts[0] - 1
+            first = max(begin, 0)
+            stop = None if len(consts) == 1 else max(begin + consts[1], first)
+
+            def fn(v: Any) -> Any:
+                return pc.utf8_slice_codeunits(v, start=first, stop=stop).cast(pa.string_view())
+
+            return self.fold(fn(arg.expr), fn, [arg], pa.string_view())
+        return self.udf("substr", [arg, *rest], pa.string_view())
+
+    fn_substring = fn_substr
+
+    def fn_cbrt(self, name: str, args: list[_Node]) -> _C:
+        """``cbrt`` and the hyperbolic functions, in the argument's float precision."""
+        self.arity(name, args, 1)
+        c = self.float_arg(name, args[0])
+        if name == "cbrt":
+            return self.udf("cbrt", [c], c.type)
+        t = c.type
+
+        def rust_atanh(v: Any) -> Any:  # Rust's formula, to the last bit: 0.5 * ln_1p(2x / (1 - x))
+            one, two, half = (self._lit(k, t, v) for k in (1.0, 2.0, 0.5))
+            return pc.multiply(half, pc.log1p(pc.divide(pc.multiply(two, v), pc.subtract(one, v))))
+
+        fn = {"sinh": pc.sinh, "cosh": pc.cosh, "tanh": pc.tanh, "asinh": pc.asinh, "acosh": pc.acosh,
+              "atanh": rust_atanh}[name]
+        return self.fold(fn(c.expr), fn, [c], t)
+
+    fn_sinh = fn_cosh = fn_tanh = fn_asinh = fn_acosh = fn_atanh = fn_cbrt
+
+    def fn_random(self, name: str, args: list[_Node]) -> _C:
+        """``random()``: a float64 in [0, 1) drawn per row (Arrow's nullary ``random``); never
+        folded into a constant."""
+        self.arity(name, args, 0)
+        return _C(pc.Expression._call("random", [], pc.RandomOptions()), pa.float64())
+
+    def fn_uuid(self, name: str, args: list[_Node]) -> _C:
+        """``uuid()``: a random (version 4) UUID per row, as text."""
+        self.arity(name, args, 0)
+        draws = self.fn_random("random", [])
+        return self.udf("uuid", [draws], pa.string())
+
+    def fn_pi(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 0)
+        return _const(pa.scalar(math.pi, pa.float64()))
+
+    def fn_gcd(self, name: str, args: list[_Node]) -> _C:
+        """``gcd(a, b)`` / ``lcm(a, b)`` of integers, as int64 (``gcd`` never negative)."""
+        self.arity(name, args, 2)
+        a, b = (self.int_arg(name, x, "argument") for x in args)
+        return self.udf(name, [a, b], pa.int64())
+
+    fn_lcm = fn_gcd
+
+    def fn_factorial(self, name: str, args: list[_Node]) -> _C:
+        self.arity(name, args, 1)
+        return self.udf("factorial", [self.int_arg(name, args[0], "argument")], pa.int64())
+
+    def fn_chr(self, name: str, args: list[_Node]) -> _C:
+        """``chr(code)``: the character of a Unicode code point (invalid codes fail the query)."""
+        self.arity(name, args, 1)
+        return self.udf("chr", [self.int_arg(name, args[0], "code point")], pa.string())
+
+    def fn_concat_ws(self, name: str, args: list[_Node]) -> _C:
+        """``concat_ws(separator, a, ...)``: the non-NULL arguments as text joined by the
+        separator ('' when all are NULL; NULL for a NULL separator). ``string_view`` when every
+        argument is a string, as pylance; numbers are written as ``concat`` writes them."""
+        if len(args) < 2:
+            raise self.fail("concat_ws() needs a separator and at least one value")
+        sep = self.compile(args[0])
+        if not (_is_string(sep.type) or pa.types.is_null(sep.type)):
+            raise self.fail(f"concat_ws() needs a string separator, got {sep.type}")
+        parts = [self.compile(a) for a in args[1:]]
+        out = pa.string_view() if all(_is_string(p.type) or pa.types.is_null(p.type) for p in parts) else pa.string()
+        if pa.types.is_null(sep.type) or (sep.const is not None and not sep.const.is_valid):
+            return _const(pa.scalar(None, out))
+        texts = [self.cast(self.text_arg(name, p), pa.string()) for p in parts if not pa.types.is_null(p.type)]
+        return self.udf("concat_ws", [self.cast(sep, pa.string()), *texts], out)
+
+    _TIMESTAMP_UNITS: ClassVar[dict[str, str]] = {
+        "to_timestamp": "ns", "to_timestamp_seconds": "s", "to_timestamp_millis": "ms",
+        "to_timestamp_micros": "us", "to_timestamp_nanos": "ns",
+    }
+
+    def fn_to_timestamp(self, name: str, args: list[_Node]) -> _C:
+        """``to_timestamp(x[, format, ...])`` and ``to_timestamp_seconds`` / ``_millis`` /
+        ``_micros`` / ``_nanos``: text (RFC 3339 or ``YYYY-MM-DD[ HH:MM:SS[.f]]``, or the first
+        chrono ``format`` that matches), integers (seconds for ``to_timestamp``, else the
+        function's unit), floats (seconds) or timestamps, as a timestamp of the function's unit."""
+        if not args:
+            raise self.fail(f"{name}() needs an argument")
+        unit = self._TIMESTAMP_UNITS[name]
+        out = pa.timestamp(unit)
+        c = self.compile(args[0])
+        formats = [self.literal_text(name, a, "format") for a in args[1:]]
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, out))
+        if _is_string(c.type):
+            fmt = [f for f in formats if f is not None]
+            return self.udf(f"to_timestamp_{unit}", [self.cast(c, pa.string()), *(_const(pa.scalar(f)) for f in fmt)], out)
+        if formats:
+            raise self.fail(f"{name}() takes formats only with a string argument")
+        if pa.types.is_integer(c.type):
+            source = "s" if name == "to_timestamp" else unit
+            return self.cast(_C(self.cast(c, pa.int64()).expr.cast(pa.timestamp(source)), pa.timestamp(source)), out)
+        if pa.types.is_floating(c.type) and name == "to_timestamp":
+            nanos = pc.multiply(self.cast(c, pa.float64()).expr, pc.scalar(1e9))
+            return _C(pc.trunc(nanos).cast(pa.int64()).cast(out), out)
+        if pa.types.is_timestamp(c.type):
+            return self.cast(c, out) if c.type.tz is None else _C(c.expr.cast(pa.timestamp(unit, c.type.tz), safe=False), pa.timestamp(unit, c.type.tz))
+        raise self.fail(f"{name}() does not take {c.type}")
+
+    fn_to_timestamp_seconds = fn_to_timestamp_millis = fn_to_timestamp_micros = fn_to_timestamp_nanos = fn_to_timestamp
+
+    def fn_to_date(self, name: str, args: list[_Node]) -> _C:
+        """``to_date(x)``: a date from text (the date part of a timestamp's text), an integer
+        (days since 1970-01-01) or a timestamp."""
+        self.arity(name, args, 1)
+        c = self.compile(args[0])
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.date32()))
+        if _is_string(c.type):
+            ts = self.udf("to_timestamp_s", [self.cast(c, pa.string())], pa.timestamp("s"))
+            return _C(ts.expr.cast(pa.date32()), pa.date32())
+        if pa.types.is_integer(c.type):
+            return _C(self.cast(c, pa.int32()).expr.cast(pa.date32()), pa.date32())
+        if pa.types.is_timestamp(c.type) or pa.types.is_date(c.type):
+            return _C(c.expr.cast(pa.date32()), pa.date32())
+        raise self.fail(f"to_date() does not take {c.type}")
+
+    def fn_to_unixtime(self, name: str, args: list[_Node]) -> _C:
+        """``to_unixtime(x)``: seconds since 1970-01-01 (int64) of a timestamp, date or text."""
+        self.arity(name, args, 1)
+        c = self.compile(args[0])
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.int64()))
+        if _is_string(c.type):
+            c = self.udf("to_timestamp_s", [self.cast(c, pa.string())], pa.timestamp("s"))
+        if pa.types.is_date(c.type):
+            c = _C(c.expr.cast(pa.timestamp("s")), pa.timestamp("s"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"to_unixtime() does not take {c.type}")
+        return _C(c.expr.cast(pa.timestamp("s", c.type.tz), safe=False).cast(pa.int64()), pa.int64())
+
+    def fn_from_unixtime(self, name: str, args: list[_Node]) -> _C:
+        """``from_unixtime(seconds)``: a ``timestamp[s]``."""
+        self.arity(name, args, 1)
+        c = self.int_arg(name, args[0], "number of seconds")
+        return _C(c.expr.cast(pa.timestamp("s")), pa.timestamp("s"))
+
+    def fn_make_date(self, name: str, args: list[_Node]) -> _C:
+        """``make_date(year, month, day)``; an impossible date fails the query."""
+        self.arity(name, args, 3)
+        parts = [self.cast(self.int_arg(name, a, what), pa.int64()) for a, what in zip(args, ("year", "month", "day"), strict=True)]
+        return self.udf("make_date", parts, pa.date32())
+
+    _DATE_PARTS: ClassVar[frozenset[str]] = frozenset([
+        "year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond",
+        "nanosecond", "dow", "doy", "epoch",
+    ])
+
+    def fn_date_part(self, name: str, args: list[_Node]) -> _C:
+        """``date_part(part, x)`` / ``datepart`` / ``EXTRACT(part FROM x)`` of a date or timestamp:
+        ``year quarter month week`` (ISO) ``day hour minute second dow`` (Sunday 0) ``doy`` as
+        int32; ``millisecond`` / ``microsecond`` count the seconds too (``30.123456`` s is 30123
+        ms), ``nanosecond`` int64, ``epoch`` float64 seconds."""
+        self.arity(name, args, 2)
+        part = (self.literal_text(name, args[0], "part") or "").lower()
+        part = {"years": "year", "months": "month", "days": "day", "hours": "hour", "minutes": "minute",
+                "seconds": "second", "weeks": "week", "quarters": "quarter"}.get(part, part)
+        if part not in self._DATE_PARTS:
+            raise self.fail(f"{name}(): unsupported part {part!r} (use {', '.join(sorted(self._DATE_PARTS))})")
+        c = self.compile(args[1])
+        if pa.types.is_null(c.type):
+            return _const(pa.scalar(None, pa.float64() if part == "epoch" else pa.int32()))
+        if pa.types.is_date(c.type):
+            c = _C(c.expr.cast(pa.timestamp("s")), pa.timestamp("s"))
+        if not pa.types.is_timestamp(c.type):
+            raise self.fail(f"{name}() needs a date or a timestamp, got {c.type}")
+        x = c.expr
+        if part == "epoch":
+            per_second = UNIT_PER_SECOND[c.type.unit]
+            return _C(pc.divide(x.cast(pa.int64()).cast(pa.float64()), pc.scalar(float(per_second))), pa.float64())
+        if part in ("millisecond", "microsecond", "nanosecond"):
+            micros = pc.add(pc.multiply(pc.millisecond(x), pc.scalar(1000)), pc.microsecond(x)).cast(pa.int64())
+            total = pc.add(pc.multiply(pc.second(x).cast(pa.int64()), pc.scalar(1_000_000)), micros)
+            if part == "millisecond":
+                return _C(pc.divide(total, pc.scalar(1000)).cast(pa.int32()), pa.int32())
+            if part == "microsecond":
+                return _C(total.cast(pa.int32()), pa.int32())
+            return _C(pc.add(pc.multiply(total, pc.scalar(1000)), pc.nanosecond(x).cast(pa.int64())), pa.int64())
+        if part == "dow":
+            value = pc.day_of_week(x, count_from_zero=True, week_start=7)
+        else:
+            value = {"year": pc.year, "quarter": pc.quarter, "month": pc.month, "week": pc.iso_week, "day": pc.day,
+                     "hour": pc.hour, "minute": pc.minute, "second": pc.second, "doy": pc.day_of_year}[part](x)
+        return _C(value.cast(pa.int32()), pa.int32())
+
+    fn_datepart = fn_extract = fn_date_part
+
+    # -- list functions, row by row (:mod:`lance_gpu.filter_udfs`) -----------------------------
+
+    def list_with_item(self, name: str, lst: _C, value: _C) -> tuple[_C, _C, pa.DataType]:
+        """A list and a value as DataFusion coerces them for ``array_append`` and the like: the
+        list's items and the value take their common type (a literal ``9`` makes an ``int32``
+        list ``int64``; NULL keeps the list's type)."""
+        item = lst.type.value_type
+        if pa.types.is_null(value.type):
+            return lst, _const(pa.scalar(None, item)), item
+        common = _comparison_coercion(item, value.type)
+        if common is None or _is_string(item) != _is_string(value.type):
+            raise self.fail(f"{name}() cannot combine a list of {item} with {value.type}")
+        return self.cast(lst, pa.list_(common)), self.cast(value, common), common
+
+    def fn_array_sort(self, name: str, args: list[_Node]) -> _C:
+        """``array_sort(list[, 'ASC' | 'DESC'[, 'NULLS FIRST' | 'NULLS LAST']])``: NULLs first
+        unless asked otherwise (in either direction), floats in total order."""
+        self.arity(name, args, 1, 3)
+        lst = self.list_arg(name, args[0])
+        order = (self.literal_text(name, args[1], "order") or "ASC").upper() if len(args) > 1 else "ASC"
+        nulls = (self.literal_text(name, args[2], "null order") or "NULLS FIRST").upper() if len(args) > 2 else "NULLS FIRST"
+        if order not in ("ASC", "DESC") or nulls not in ("NULLS FIRST", "NULLS LAST"):
+            raise self.fail(f"{name}(): the order is 'ASC' or 'DESC', the null order 'NULLS FIRST' or 'NULLS LAST'")
+        flags = _const(pa.scalar(f"{order} {nulls}"))
+        return self.udf("list_sort", [lst, flags], pa.list_(lst.type.value_type))
+
+    fn_list_sort = fn_array_sort
+
+    def fn_array_distinct(self, name: str, args: list[_Node]) -> _C:
+        """``array_distinct`` / ``array_reverse`` / ``flatten`` / ``array_pop_back`` /
+        ``array_pop_front`` (a list) and ``array_max`` / ``array_min`` / ``array_any_value``
+        (an item; NULL for an empty list)."""
+        self.arity(name, args, 1)
+        lst = self.list_arg(name, args[0])
+        kind = name.replace("list_", "array_")
+        item = lst.type.value_type
+        if kind == "flatten":
+            if not _is_list(item):
+                return self.cast(lst, pa.list_(item))
+            return self.udf("list_flatten", [lst], pa.list_(item.value_type))
+        if kind in ("array_max", "array_min", "array_any_value"):
+            return self.udf(f"list_{kind[6:]}", [lst], item)
+        return self.udf(f"list_{kind[6:]}", [lst], pa.list_(item))
+
+    fn_list_distinct = fn_array_reverse = fn_list_reverse = fn_flatten = fn_array_distinct
+    fn_array_max = fn_list_max = fn_array_min = fn_list_min = fn_array_any_value = fn_array_distinct
+    fn_list_any_value = fn_array_pop_back = fn_list_pop_back = fn_array_pop_front = fn_list_pop_front = fn_array_distinct
+
+    def fn_array_slice(self, name: str, args: list[_Node]) -> _C:
+        """``array_slice(list, begin, end[, stride])``: 1-based and inclusive; negative
+        positions count from the end; 0 is the first element."""
+        self.arity(name, args, 3, 4)
+        lst = self.list_arg(name, args[0])
+        bounds = [self.int_arg(name, a, what) for a, what in zip(args[1:], ("begin", "end", "stride"), strict=False)]
+        return self.udf("list_slice", [lst, *bounds], pa.list_(lst.type.value_type))
+
+    fn_list_slice = fn_array_slice
+
+    def fn_array_append(self, name: str, args: list[_Node]) -> _C:
+        """``array_append(list, x)`` / ``array_prepend(x, list)``: a NULL list becomes ``[x]``."""
+        self.arity(name, args, 2)
+        prepend = name in ("array_prepend", "list_prepend", "array_push_front")
+        lst_node, value_node = (args[1], args[0]) if prepend else (args[0], args[1])
+        lst, value, item = self.list_with_item(name, self.list_arg(name, lst_node), self.compile(value_node))
+        return self.udf("list_prepend" if prepend else "list_append", [lst, value], pa.list_(item))
+
+    fn_list_append = fn_array_push_back = fn_array_prepend = fn_list_prepend = fn_array_push_front = fn_array_append
+
+    def fn_array_concat(self, name: str, args: list[_Node]) -> _C:
+        """``array_concat(a, b, ...)``: NULL lists left out (NULL only where all are)."""
+        if not args:
+            raise self.fail(f"{name}() needs at least one list")
+        lists = [self.list_arg(name, a) for a in args]
+        item = lists[0].type.value_type
+        for other in lists[1:]:
+            common = _comparison_coercion(item, other.type.value_type)
+            if common is None or _is_string(item) != _is_string(other.type.value_type):
+                raise self.fail(f"{name}() cannot concatenate lists of {item} and {other.type.value_type}")
+            item = common
+        return self.udf("list_concat", [self.cast(c, pa.list_(item)) for c in lists], pa.list_(item))
+
+    fn_array_cat = fn_list_concat = fn_list_cat = fn_array_concat
+
+    def fn_array_remove(self, name: str, args: list[_Node]) -> _C:
+        """``array_remove(list, x)`` (the first ``x``), ``array_remove_all`` (every one),
+        ``array_positions(list, x)`` (the 1-based positions of ``x``, uint64)."""
+        self.arity(name, args, 2)
+        kind = name.replace("list_", "array_")
+        lst = self.list_arg(name, args[0])
+        if kind == "array_positions":
+            value = self.list_item_arg(name, lst, args[1])
+            return self.udf("list_positions", [lst, value], pa.list_(pa.uint64()))
+        lst, value, item = self.list_with_item(name, lst, self.compile(args[1]))
+        return self.udf("list_" + kind[6:], [lst, value], pa.list_(item))
+
+    fn_list_remove = fn_array_remove_all = fn_list_remove_all = fn_array_positions = fn_list_positions = fn_array_remove
+
+    def fn_array_union(self, name: str, args: list[_Node]) -> _C:
+        """``array_union(a, b)`` (the distinct elements of both, in order), ``array_intersect``
+        (those of ``a`` also in ``b``), ``array_except`` (those of ``a`` not in ``b``); NULL
+        where either list is."""
+        self.arity(name, args, 2)
+        lists = [self.list_arg(name, a) for a in args]
+        kind = name.replace("list_", "array_")
+        item = lists[0].type.value_type
+        common = _comparison_coercion(item, lists[1].type.value_type)
+        if common is None or _is_string(item) != _is_string(lists[1].type.value_type):
+            raise self.fail(f"{name}() cannot combine lists of {item} and {lists[1].type.value_type}")
+        return self.udf("list_" + kind[6:], [self.cast(c, pa.list_(common)) for c in lists], pa.list_(common))
+
+    fn_list_union = fn_array_intersect = fn_list_intersect = fn_array_except = fn_list_except = fn_array_union
+
+    def fn_array_replace(self, name: str, args: list[_Node]) -> _C:
+        """``array_replace(list, from, to)`` (the first ``from``), ``array_replace_all``,
+        ``array_replace_n(list, from, to, n)``, ``array_remove_n(list, x, n)``."""
+        kind = name.replace("list_", "array_")
+        self.arity(name, args, 4 if kind == "array_replace_n" else 3)
+        lst, old, item = self.list_with_item(name, self.list_arg(name, args[0]), self.compile(args[1]))
+        if kind == "array_remove_n":
+            return self.udf("list_remove_n", [lst, old, self.int_arg(name, args[2], "count")], pa.list_(item))
+        lst, new, item = self.list_with_item(name, lst, self.compile(args[2]))
+        count = {"array_replace": _const(pa.scalar(1, pa.int64())), "array_replace_all": _const(pa.scalar(-1, pa.int64()))}
+        limit = count[kind] if kind in count else self.int_arg(name, args[3], "count")
+        return self.udf("list_replace_n", [lst, self.cast(old, item), new, limit], pa.list_(item))
+
+    fn_list_replace = fn_array_replace_all = fn_list_replace_all = fn_array_replace_n = fn_array_replace
+    fn_list_replace_n = fn_array_remove_n = fn_list_remove_n = fn_array_replace
+
+    def fn_array_ndims(self, name: str, args: list[_Node]) -> _C:
+        """``array_ndims(list)``: the list's nesting depth (uint64); ``array_dims``: the length
+        at each depth (through the first element), NULL for an empty list."""
+        self.arity(name, args, 1)
+        lst = self.list_arg(name, args[0])
+        if name in ("array_dims", "list_dims"):
+            return self.udf("list_dims", [lst], pa.list_(pa.uint64()))  # depth from the type
+        depth, t = 0, lst.type
+        while _is_list(t):
+            depth, t = depth + 1, t.value_type
+        return _C(pc.if_else(pc.is_valid(lst.expr), pc.scalar(pa.scalar(depth, pa.uint64())),
+                             pc.scalar(pa.scalar(None, pa.uint64()))), pa.uint64())
+
+    fn_list_ndims = fn_array_dims = fn_list_dims = fn_array_ndims
+
+    def fn_array_repeat(self, name: str, args: list[_Node]) -> _C:
+        """``array_repeat(x, n)``: a list of ``n`` copies of ``x`` (NULL ``x`` repeats NULL)."""
+        self.arity(name, args, 2)
+        value = self.compile(args[0])
+        count = self.int_arg(name, args[1], "count")
+        return self.udf("list_repeat", [value, count], pa.list_(value.type))
+
+    fn_list_repeat = fn_array_repeat
+
+    def fn_array_resize(self, name: str, args: list[_Node]) -> _C:
+        """``array_resize(list, n[, fill])``: cut to ``n`` elements or padded with ``fill``
+        (NULL by default)."""
+        self.arity(name, args, 2, 3)
+        lst = self.list_arg(name, args[0])
+        count = self.int_arg(name, args[1], "size")
+        fill_node = args[2] if len(args) == 3 else _Lit(pa.scalar(None, pa.null()))
+        lst, fill, item = self.list_with_item(name, lst, self.compile(fill_node))
+        return self.udf("list_resize", [lst, count, fill], pa.list_(item))
+
+    fn_list_resize = fn_array_resize
+
+    def fn_regexp_instr(self, name: str, args: list[_Node]) -> _C:
+        """``regexp_instr(s, pattern[, start[, n[, flags[, group]]]])``: the 1-based character
+        position of the ``n``-th match at or after ``start`` (of its ``group``-th group), 0 when
+        there is none; the pattern, flags and numbers are constants."""
+        self.arity(name, args, 2, 6)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        pattern, _flags = self.const_regex(name, args[1], args[4] if len(args) > 4 else None, "ims")
+        numbers = {"start": 1, "occurrence": 1, "group": 0}
+        for node, what in zip(args[2:], ("start", "occurrence", "flags", "group"), strict=False):
+            if what == "flags":
+                continue
+            c = self.compile(node)
+            if c.const is None or not (pa.types.is_integer(c.type) or pa.types.is_null(c.type)):
+                raise self.fail(f"{name}() needs a constant integer {what}")
+            if c.const.is_valid:
+                numbers[what] = c.const.as_py()
+        start, occurrence, group = numbers["start"], numbers["occurrence"], numbers["group"]
+        if pattern is None:
+            return _const(pa.scalar(None, pa.int64()))
+        if start < 1 or occurrence < 1:
+            raise self.fail(f"{name}(): start and occurrence must be positive")
+        spec = _const(pa.scalar(f"{start},{occurrence},{group},{pattern}"))
+        return self.udf("regexp_instr", [arg, spec], pa.int64())
+
+    # -- structs, text of times, overlay -----------------------------------------------------
+
+    def fn_named_struct(self, name: str, args: list[_Node]) -> _C:
+        """``named_struct('a', x, 'b', y)`` / ``struct(x, y)`` (fields ``c0``, ``c1``, ...)."""
+        if name == "named_struct":
+            if not args or len(args) % 2:
+                raise self.fail("named_struct() takes pairs of a field name and a value")
+            names = [self.literal_text(name, n, "field name") for n in args[0::2]]
+            if any(n is None for n in names):
+                raise self.fail("named_struct(): a field name cannot be NULL")
+            values = [self.compile(v) for v in args[1::2]]
+        else:
+            if not args:
+                raise self.fail("struct() needs at least one value")
+            names = [f"c{i}" for i in range(len(args))]
+            values = [self.compile(v) for v in args]
+        values = [self.cast(v, pa.int64()) if pa.types.is_null(v.type) else v for v in values]
+        out = pa.struct([pa.field(n, v.type) for n, v in zip(names, values, strict=True)])
+        expr = pc.make_struct(*[v.expr for v in values], field_names=names)
+        if all(v.const is not None for v in values):
+            return _const(pa.scalar({n: v.const.as_py() for n, v in zip(names, values, strict=True)}, out))  # type: ignore[union-attr]
+        return _C(expr, out)
+
+    fn_struct = fn_named_struct
+
+    def fn_get_field(self, name: str, args: list[_Node]) -> _C:
+        """``get_field(struct, 'name')``."""
+        self.arity(name, args, 2)
+        field_name = self.literal_text(name, args[1], "field name")
+        if field_name is None:
+            raise self.fail("get_field() needs a field name")
+        return self.struct_field(self.compile(args[0]), field_name)
+
+    def fn_to_char(self, name: str, args: list[_Node]) -> _C:
+        """``to_char(x, format)`` / ``date_format``: a date or timestamp as text in a chrono
+        ``format`` (``%Y-%m-%d %H:%M:%S``...)."""
+        self.arity(name, args, 2)
+        c = self.compile(args[0])
+        fmt = self.literal_text(name, args[1], "format")
+        if pa.types.is_null(c.type) or fmt is None:
+            return _const(pa.scalar(None, pa.string()))
+        if not _is_temporal(c.type):
+            raise self.fail(f"{name}() needs a date or a timestamp, got {c.type}")
+        return self.udf("to_char", [c, _const(pa.scalar(fmt))], pa.string())
+
+    fn_date_format = fn_to_char
+
+    def fn_overlay(self, name: str, args: list[_Node]) -> _C:
+        """``overlay(s, replacement, position[, count])`` (also ``OVERLAY(s PLACING r FROM p FOR
+        n)``): ``count`` characters (default: the replacement's length) from ``position``
+        replaced."""
+        self.arity(name, args, 3, 4)
+        arg = self.cast(self.string_arg(name, self.compile(args[0])), pa.string())
+        replacement = self.cast(self.string_arg(name, self.compile(args[1])), pa.string())
+        rest = [self.int_arg(name, a, "position" if i == 0 else "count") for i, a in enumerate(args[2:])]
+        return self.udf("overlay", [arg, replacement, *rest], pa.string())
+
     # -- JSON ---------------------------------------------------------------------------
 
     def json_arg(self, name: str, node: _Node) -> _C:
@@ -2574,11 +3567,31 @@ class _Compiler:
         if getattr(t, "extension_name", None) in ("arrow.json", "lance.json"):
             storage = t.storage_type
             return _C(c.expr.cast(storage), storage)
-        raise self.fail(f"{name}() needs a JSON column as its first argument, got {t}")
+        if pa.types.is_large_binary(t):
+            # JSONB, as json_get returns it and pylance takes it (bytes that are not JSONB: NULL;
+            # pylance refuses ``binary``)
+            return c
+        if pa.types.is_null(t):
+            return _const(pa.scalar(None, pa.large_binary()))
+        raise self.fail(f"{name}() needs a JSON column or JSONB (large_binary) as its first argument, got {t}")
+
+    def json_steps(self, node: _Node) -> tuple[_Node, list[str]]:
+        """``json_get(json_get(doc, 'a'), 'b')`` as ``(doc, ['a', 'b'])``: a chain of
+        ``json_get`` calls with constant keys, which the JSON kernels walk in one pass instead
+        of writing and reading back the JSONB in between (same results)."""
+        keys: list[str] = []
+        while isinstance(node, _Func) and node.name == "json_get" and len(node.args) == 2:
+            key = self.compile(node.args[1])
+            if key.const is None or not key.const.is_valid or not (_is_string(key.type) or pa.types.is_integer(key.type)):
+                break
+            keys.append(str(key.const.as_py()))
+            node = node.args[0]
+        return node, keys[::-1]
 
     def json_call(self, name: str, args: list[_Node], n_args: int, out: pa.DataType) -> _C:
         self.arity(name, args, n_args)
-        doc = self.json_arg(name, args[0])
+        root, steps = self.json_steps(args[0])
+        doc = self.json_arg(name, root if steps else args[0])
         rest = []
         for i, a in enumerate(args[1:], start=2):  # paths, keys and values: text, per row or constant
             c = self.compile(a)
@@ -2596,6 +3609,8 @@ class _Compiler:
                     filter_udfs._parse_path(path)
                 except pa.ArrowInvalid as e:
                     raise self.fail(f"{name}(): {e}") from None
+        if steps:
+            return self.udf(f"{name}_via", [doc, _const(pa.scalar(json.dumps(steps))), *rest], out)
         return self.udf(name, [doc, *rest], out)
 
     def fn_json_get(self, name: str, args: list[_Node]) -> _C:

@@ -4,7 +4,7 @@
 Each kernel is registered with pyarrow as a scalar UDF so that a compiled filter or
 projection stays one :class:`pyarrow.compute.Expression` (usable with ``Table.filter`` and
 Acero projections). A UDF is registered under a name that encodes its argument types
-(``lance_gpu.array_has(list<item: int32>,int32)``), because pyarrow UDFs have fixed
+(``lance_gpu.array_has(list<item: int32>,int32)->bool``), because pyarrow UDFs have fixed
 signatures; :func:`ensure_registered` re-registers them in a fresh process (after an
 expression was pickled to a worker).
 
@@ -25,6 +25,7 @@ Semantics follow pylance 14.0.2 (DataFusion and Lance's JSON functions):
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import functools
 import hashlib
 import json
@@ -32,6 +33,7 @@ import math
 import re
 import struct
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu.errors import DecimalArithmeticError
+from lance_gpu.file.jsonb import JsonbError, decode_jsonb
+from lance_gpu.filter_types import parse_timestamp
 
 __all__ = ["UdfSpec", "call", "ensure_registered", "evaluate"]
 
@@ -55,7 +59,9 @@ class UdfSpec:
 
     @property
     def name(self) -> str:
-        return f"lance_gpu.{self.kind}({','.join(str(t) for t in self.in_types)})"
+        """The registered name: the kind with its argument and result types (``try_cast`` of
+        one argument type has as many kernels as target types)."""
+        return f"lance_gpu.{self.kind}({','.join(str(t) for t in self.in_types)})->{self.out_type}"
 
 
 _LOCK = threading.Lock()
@@ -94,9 +100,13 @@ def evaluate(spec: UdfSpec, args: list[pa.Scalar]) -> pa.Scalar:
 
 
 def _kernel(spec: UdfSpec) -> Callable[..., pa.Array]:
-    """The Python kernel of ``spec``; decimal kernels are told their result type."""
+    """The Python kernel of ``spec``; decimal kernels and ``try_cast`` are told their result type."""
     if spec.kind in _DECIMAL_KERNELS:
         return functools.partial(_DECIMAL_KERNELS[spec.kind], out_type=spec.out_type)
+    if spec.kind == "try_cast":
+        return functools.partial(_try_cast, out_type=spec.out_type)
+    if spec.kind == "cast_text_time":
+        return functools.partial(_cast_text_time, out_type=spec.out_type)
     return _KERNELS[spec.kind]
 
 
@@ -118,9 +128,17 @@ def _broadcast(value: pa.Array | pa.Scalar, n: int) -> pa.Array:
 # -- lists ---------------------------------------------------------------------------------
 
 
+def _flat_parents(lists: pa.Array) -> np.ndarray:
+    """Per element of ``pc.list_flatten(lists)``, the row it belongs to. Not
+    ``pc.list_parent_indices``: that also counts the values a NULL list's offsets span
+    (Arrow allows them), which ``list_flatten`` leaves out."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
+
+
 def _row_hits(lists: pa.Array, matches: pa.Array, n: int) -> np.ndarray:
     """Per row, how many flattened elements matched (``matches``: bool per flat element)."""
-    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    parents = _flat_parents(lists)
     hit = pc.fill_null(matches, False).to_numpy(zero_copy_only=False).astype(bool)
     return np.bincount(parents[hit], minlength=n)[:n]
 
@@ -134,8 +152,8 @@ def _array_has(n: int, lists: pa.Array | pa.Scalar, value: pa.Array | pa.Scalar)
         valid = pc.is_valid(lists)
     else:
         flat = pc.list_flatten(lists)
-        parents = pc.list_parent_indices(lists)
-        matches = pc.equal(flat, pc.take(value, parents))
+        parents = _flat_parents(lists)
+        matches = pc.equal(flat, pc.take(value, pa.array(parents)))
         valid = pc.and_(pc.is_valid(lists), pc.is_valid(value))
     hits = _row_hits(lists, matches, n) > 0
     return pc.if_else(valid, pa.array(hits), pa.scalar(None, pa.bool_()))
@@ -166,6 +184,698 @@ def _array_has_all(n: int, lists: pa.Array | pa.Scalar, values: pa.Scalar | pa.A
     for v in wanted:
         result &= _row_hits(lists, pc.equal(flat, pa.scalar(v, flat.type)), n) > 0
     return pc.if_else(pc.is_valid(lists), pa.array(result), pa.scalar(None, pa.bool_()))
+
+
+def _order_key(value: Any) -> tuple[Any, ...]:
+    """A sort key giving DataFusion's order of nested values: NULL below every value, floats
+    in Arrow's total order (-0.0 below 0.0, NaN above +inf and equal to NaN), lists
+    element by element with a shorter prefix first, structs field by field."""
+    if value is None:
+        return (0,)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return (1, 1, 0.0, 0.0)
+        return (1, 0, value, math.copysign(1.0, value))
+    if isinstance(value, list):
+        return (1, tuple(_order_key(v) for v in value))
+    if isinstance(value, dict):
+        return (1, tuple(_order_key(v) for v in value.values()))
+    return (1, value)
+
+
+_ORDER_TESTS: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": lambda a, b: a == b, "neq": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "lte": lambda a, b: a <= b, "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
+}
+
+
+_SIGN_TESTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "eq": lambda c: c == 0, "neq": lambda c: c != 0, "lt": lambda c: c < 0,
+    "lte": lambda c: c <= 0, "gt": lambda c: c > 0, "gte": lambda c: c >= 0,
+}
+
+
+def _list_compare(op: str) -> Callable[..., pa.Array]:
+    """``left <op> right`` of two lists per row (:func:`_order_key`); NULL where either is.
+    A list column against a constant list of flat items is compared without a Python loop
+    (:func:`_compare_with_constant`)."""
+    test = _ORDER_TESTS[op]
+
+    def kernel(n: int, left: Any, right: Any) -> pa.Array:
+        for column, constant, flip in ((left, right, False), (right, left, True)):
+            if isinstance(column, pa.Array) and isinstance(constant, pa.Scalar):
+                signs = _compare_with_constant(column, constant)
+                if signs is not None:
+                    valid = column.is_valid().to_numpy(zero_copy_only=False) & constant.is_valid
+                    result = _SIGN_TESTS[op](-signs if flip else signs)
+                    return pa.array(result, pa.bool_(), mask=~valid)
+        rows = zip(_broadcast(left, n).to_pylist(), _broadcast(right, n).to_pylist(), strict=True)
+        return pa.array(
+            [None if a is None or b is None else test(_order_key(a), _order_key(b)) for a, b in rows], pa.bool_()
+        )
+
+    return kernel
+
+
+def _item_signs(values: pa.Array, expected: pa.Array) -> np.ndarray:
+    """Per element, -1 / 0 / 1 comparing ``values`` with ``expected`` in :func:`_order_key`'s
+    order (NULL first; floats: -0.0 below 0.0, NaN above everything and equal to NaN)."""
+    a_valid = values.is_valid().to_numpy(zero_copy_only=False)
+    b_valid = expected.is_valid().to_numpy(zero_copy_only=False)
+    both = a_valid & b_valid
+    if pa.types.is_floating(values.type):
+        a = values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        b = expected.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        a_nan, b_nan = np.isnan(a), np.isnan(b)
+        with np.errstate(invalid="ignore"):
+            signs = np.sign(a - b).astype(np.int8)
+        zeros = (a == 0) & (b == 0)
+        signs[zeros] = (np.signbit(b[zeros]).astype(np.int8) - np.signbit(a[zeros]).astype(np.int8))
+        signs[a_nan | b_nan] = a_nan[a_nan | b_nan].astype(np.int8) - b_nan[a_nan | b_nan].astype(np.int8)
+    else:
+        lt = pc.fill_null(pc.less(values, expected), False).to_numpy(zero_copy_only=False)
+        gt = pc.fill_null(pc.greater(values, expected), False).to_numpy(zero_copy_only=False)
+        signs = gt.astype(np.int8) - lt.astype(np.int8)
+    signs = np.where(both, signs, a_valid.astype(np.int8) - b_valid.astype(np.int8))
+    return signs.astype(np.int8)
+
+
+def _compare_with_constant(lists: pa.Array, constant: pa.Scalar) -> np.ndarray | None:
+    """Per row, the sign of ``list <=> constant`` in lexicographic order (the first differing
+    element decides; a shorter prefix is smaller), for lists of numbers, strings or booleans;
+    None for other item types (the caller compares row by row). NULL rows give 0 (masked)."""
+    item = lists.type.value_type
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item) or pa.types.is_boolean(item) or _is_text_type(item)):
+        return None
+    wanted = pa.array(constant.values.to_pylist() if constant.is_valid else [], item)
+    k = len(wanted)
+    n = len(lists)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(lists)
+    parents = _flat_parents(lists)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    positions = np.arange(len(flat), dtype=np.int64) - starts[parents] if len(flat) else np.zeros(0, np.int64)
+    inside = positions < k
+    signs = np.zeros(n, np.int8)
+    decided = np.zeros(n, bool)
+    if k and inside.any():
+        idx = np.nonzero(inside)[0]
+        item_signs = _item_signs(flat.take(pa.array(idx)), wanted.take(pa.array(positions[idx])))
+        differ = idx[item_signs != 0]
+        if len(differ):
+            rows, first = np.unique(parents[differ], return_index=True)
+            signs[rows] = item_signs[item_signs != 0][first]
+            decided[rows] = True
+    by_length = np.sign(lengths - k).astype(np.int8)
+    return np.where(decided, signs, by_length)
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _list_element(n: int, lists: Any, index: Any) -> pa.Array:
+    """``lists[index]`` per row (1-based, negative from the end; NULL out of range, for 0,
+    or for a NULL list or index), taken from the flattened values without a Python loop."""
+    lists = _broadcast(lists, n)
+    index = _broadcast(index, n)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    k = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    offset = np.where(k > 0, k - 1, lengths + k)
+    valid = (k != 0) & (offset >= 0) & (offset < lengths)
+    valid &= pc.is_valid(index).to_numpy(zero_copy_only=False)
+    positions = pa.array(np.where(valid, starts + offset, 0), pa.int64(), mask=~valid)
+    values = pc.list_flatten(lists)
+    if len(values) == 0:
+        return pa.nulls(n, lists.type.value_type)
+    return values.take(positions)
+
+
+def _cardinality(n: int, lists: Any) -> pa.Array:
+    """``cardinality``: the product of DataFusion's ``array_dims`` (per level, the length of
+    the first element one level down; an empty or NULL first element ends with 0); for a
+    list of non-lists simply its length."""
+    lists = _broadcast(lists, n)
+    depth, t = 1, lists.type.value_type
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        depth, t = depth + 1, t.value_type
+    if depth == 1:
+        return pc.list_value_length(lists).cast(pa.uint64())
+    out: list[int | None] = []
+    for value in lists.to_pylist():
+        if value is None:
+            out.append(None)
+            continue
+        product, current = 1, value
+        for level in range(depth):
+            size = len(current) if current is not None else 0
+            product *= size
+            if size == 0 or level == depth - 1:
+                break
+            current = current[0]
+        out.append(product)
+    return pa.array(out, pa.uint64())
+
+
+def _array_position(n: int, lists: Any, value: Any, start: Any) -> pa.Array:
+    """``array_position(list, x, start)``: the 1-based position of the first element equal
+    to ``x`` from ``start``; NULL where absent. A start outside the list fails, as in pylance."""
+    out: list[int | None] = []
+    for items, wanted, first in zip(*_rows(n, lists, value, start), strict=True):
+        if items is None or first is None:
+            out.append(None)
+            continue
+        if first < 1 or first - 1 > len(items):
+            raise pa.ArrowInvalid(f"array_position: start_from out of bounds: {first}")
+        key = _order_key(wanted)
+        out.append(next((i + 1 for i in range(first - 1, len(items)) if _order_key(items[i]) == key), None))
+    return pa.array(out, pa.uint64())
+
+
+def _string_to_array(n: int, strings: Any, delimiter: Any, null: Any) -> pa.Array:
+    delim = delimiter.as_py() if isinstance(delimiter, pa.Scalar) else None
+    null_text = null.as_py() if isinstance(null, pa.Scalar) else None
+    out: list[list[str | None] | None] = []
+    for s in _broadcast(strings, n).to_pylist():
+        if s is None:
+            out.append(None)
+            continue
+        pieces = [] if s == "" else list(s) if delim is None else [s] if delim == "" else s.split(delim)
+        out.append([None if null_text is not None and p == null_text else p for p in pieces])
+    return pa.array(out, pa.list_(pa.string()))
+
+
+def _element_text(value: Any, single: bool) -> str:
+    """An element as ``array_to_string`` writes it: Rust's ``Display`` (``2``, ``-0``, ``1.5``,
+    never an exponent, ``NaN``, ``inf``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return np.format_float_positional(np.float32(value) if single else value, trim="-")
+    return str(value)
+
+
+def _array_to_string(n: int, lists: Any, delimiter: Any, null: Any) -> pa.Array:
+    lists = _broadcast(lists, n)
+    single = pa.types.is_float32(lists.type.value_type)
+    delim = delimiter.as_py()
+    null_text = null.as_py() if isinstance(null, pa.Scalar) else None
+    out: list[str | None] = []
+    for items in lists.to_pylist():
+        if items is None:
+            out.append(None)
+            continue
+        texts = [null_text if v is None else _element_text(v, single) for v in items]
+        out.append(delim.join(t for t in texts if t is not None))
+    return pa.array(out, pa.string())
+
+
+def _substr(s: str, start: int, count: int | None = None) -> str:
+    if count is not None and count < 0:
+        raise pa.ArrowInvalid(f"negative count not allowed: {count}")
+    begin = start - 1  # 0-based; positions before the first character count toward ``count``
+    if count is None:
+        return s[max(begin, 0):]
+    end = begin + count
+    return s[max(begin, 0) : max(end, 0)] if end > max(begin, 0) else ""
+
+
+def _cbrt(n: int, values: Any) -> pa.Array:
+    """Cube roots computed in float64 (float32 input rounded back: pylance's float32 results)."""
+    values = _broadcast(values, n)
+    data = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    return pa.array(np.cbrt(data), pa.float64(), mask=~_valid_mask(values) if values.null_count else None).cast(values.type)
+
+
+def _factorial(k: int) -> int:
+    if k < 0:
+        raise pa.ArrowInvalid("factorial of a negative number is undefined")
+    if k > 20:
+        raise pa.ArrowInvalid("Overflow happened on FACTORIAL")
+    return math.factorial(k)
+
+
+def _chr(code: int) -> str:
+    if code == 0:
+        raise pa.ArrowInvalid("null character not permitted.")
+    try:
+        return chr(code)
+    except (ValueError, OverflowError):
+        raise pa.ArrowInvalid(f"invalid Unicode scalar value: {code}") from None
+
+
+def _concat_ws(n: int, separator: Any, *parts: Any) -> pa.Array:
+    columns = _rows(n, separator, *parts)
+    return pa.array(
+        [None if row[0] is None else row[0].join(p for p in row[1:] if p is not None) for row in zip(*columns, strict=True)],
+        pa.string(),
+    )
+
+
+def _chrono_to_python(fmt: str) -> str:
+    """A chrono format (pylance's) as a ``strptime`` one: ``%.f`` / ``%f`` read a fraction."""
+    return fmt.replace("%.f", ".%f").replace("%3f", "%f").replace("%6f", "%f").replace("%9f", "%f")
+
+
+def _to_timestamp(unit: str) -> Callable[..., pa.Array]:
+    """Text to ``timestamp[unit]``: RFC 3339 / ``YYYY-MM-DD[ HH:MM:SS[.f]]``, or the first of
+    the chrono formats given that matches (text no format matches fails the query)."""
+    per = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+
+    def kernel(n: int, strings: Any, *formats: Any) -> pa.Array:
+        patterns = [_chrono_to_python(f.as_py()) for f in formats]
+        out: list[int | None] = []
+        for text in _broadcast(strings, n).to_pylist():
+            if text is None:
+                out.append(None)
+                continue
+            if not patterns:
+                try:
+                    out.append(parse_timestamp(text, pa.timestamp("ns")).value // (10**9 // per))
+                except (ValueError, pa.ArrowInvalid):
+                    raise pa.ArrowInvalid(f"Error parsing timestamp from '{text}'") from None
+                continue
+            for pattern in patterns:
+                try:
+                    parsed = dt.datetime.strptime(text, pattern)
+                except ValueError:
+                    continue
+                if parsed.tzinfo is not None:
+                    parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+                delta = parsed - dt.datetime(1970, 1, 1)
+                micros = (delta.days * 86400 + delta.seconds) * 10**6 + delta.microseconds
+                out.append(micros * per // 10**6)
+                break
+            else:
+                raise pa.ArrowInvalid(f"Error parsing timestamp from '{text}' using the formats given")
+        return pa.array(out, pa.int64()).cast(pa.timestamp(unit))
+
+    return kernel
+
+
+def _make_date(year: int, month: int, day: int) -> Any:
+    try:
+        return dt.date(year, month, day)
+    except (ValueError, OverflowError):
+        raise pa.ArrowInvalid(f"Unable to parse date from {year}, {month}, {day}") from None
+
+
+def _list_kernel(fn: Callable[..., Any], out_type: Callable[[list[pa.DataType]], pa.DataType]) -> Callable[..., pa.Array]:
+    """A kernel applying ``fn`` to each row's Python values (lists as Python lists; NULL as
+    None: ``fn`` decides what a NULL gives); the result type from the argument types."""
+
+    def kernel(n: int, *args: Any) -> pa.Array:
+        columns = _rows(n, *args)
+        return pa.array([fn(*row) for row in zip(*columns, strict=True)], out_type([a.type for a in args]))
+
+    return kernel
+
+
+def _same_list(types: list[pa.DataType]) -> pa.DataType:
+    return pa.list_(types[0].value_type)
+
+
+def _item(types: list[pa.DataType]) -> pa.DataType:
+    return types[0].value_type
+
+
+def _null_if_none(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(items: Any, *rest: Any) -> Any:
+        return None if items is None else fn(items, *rest)
+
+    return wrapped
+
+
+def _sort(items: list[Any], flags: str) -> list[Any]:
+    nulls = [v for v in items if v is None]
+    values = sorted((v for v in items if v is not None), key=_order_key, reverse=flags.startswith("DESC"))
+    return values + nulls if flags.endswith("NULLS LAST") else nulls + values
+
+
+def _distinct(items: list[Any]) -> list[Any]:
+    seen: set[Any] = set()
+    out = []
+    for v in items:
+        key = _order_key(v)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
+
+
+def _extreme(largest: bool) -> Callable[[list[Any]], Any]:
+    def pick(items: list[Any]) -> Any:
+        values = [v for v in items if v is not None]
+        if not values:
+            return None
+        return (max if largest else min)(values, key=_order_key)
+
+    return pick
+
+
+def _list_extreme(largest: bool) -> Callable[..., pa.Array]:
+    """``array_max`` / ``array_min``: the largest / smallest non-NULL element (NULL for a
+    NULL, empty or all-NULL list). Integer and float lists are reduced without a Python loop
+    (NaN above every number, -0.0 below 0.0); other items row by row (:func:`_order_key`)."""
+    rowwise = _list_kernel(_null_if_none(_extreme(largest)), _item)
+
+    def kernel(n: int, lists: Any) -> pa.Array:
+        lists = _broadcast(lists, n)
+        item = lists.type.value_type
+        if not (pa.types.is_integer(item) or pa.types.is_floating(item)) or pa.types.is_float16(item):
+            return rowwise(n, lists)
+        flat = pc.list_flatten(lists)
+        parents = _flat_parents(lists)
+        valid = flat.is_valid().to_numpy(zero_copy_only=False)
+        parents = parents[valid]
+        values = flat.filter(pa.array(valid)).to_numpy(zero_copy_only=False)
+        if pa.types.is_integer(item):
+            order = np.lexsort((values, parents))  # by row, then value
+        else:  # Arrow's total order: -0.0 before 0.0, NaN after +inf
+            values = values.astype(np.float64)
+            nan = np.isnan(values)
+            order = np.lexsort((~np.signbit(values), nan, np.where(nan, np.inf, values), parents))
+        rows = parents[order]
+        pick = np.r_[rows[1:] != rows[:-1], True] if largest else np.r_[True, rows[1:] != rows[:-1]]
+        out = np.zeros(n, values.dtype)
+        if len(order):
+            out[rows[pick]] = values[order][pick]
+        present = np.zeros(n, bool)
+        present[parents] = True
+        return pa.array(out, mask=~present).cast(item)
+
+    return kernel
+
+
+def _slice(items: list[Any] | None, begin: int | None, end: int | None, stride: int | None = 1) -> list[Any] | None:
+    """DataFusion's ``array_slice``: 1-based inclusive bounds, negative from the end, 0 the
+    first element; a NULL bound or list gives NULL."""
+    if items is None or begin is None or end is None or stride is None:
+        return None
+    if stride == 0:
+        raise pa.ArrowInvalid("array_slice got invalid stride: 0, it cannot be 0")
+    n = len(items)
+    first = begin - 1 if begin > 0 else (0 if begin == 0 else n + begin)
+    last = end - 1 if end > 0 else (-1 if end == 0 else n + end)
+    first, last = max(first, 0), min(last, n - 1)
+    if stride < 0:
+        first, last = min(begin - 1 if begin > 0 else n + begin, n - 1), max(end - 1 if end > 0 else n + end, 0)
+        return items[first : last - 1 if last > 0 else None : stride] if first >= last else []
+    return items[first : last + 1 : stride] if last >= first else []
+
+
+def _concat(*lists: Any) -> list[Any] | None:
+    present = [x for x in lists if x is not None]
+    return None if not present else [v for x in present for v in x]
+
+
+def _remove(every: bool) -> Callable[[Any, Any], Any]:
+    def remove(items: Any, value: Any) -> Any:
+        if items is None:
+            return None
+        key = _order_key(value)
+        if every:
+            return [v for v in items if _order_key(v) != key]
+        for i, v in enumerate(items):
+            if _order_key(v) == key:
+                return items[:i] + items[i + 1 :]
+        return items
+
+    return remove
+
+
+def _positions(items: Any, value: Any) -> Any:
+    if items is None:
+        return None
+    key = _order_key(value)
+    return [i + 1 for i, v in enumerate(items) if _order_key(v) == key]
+
+
+def _has_rows(every: bool) -> Callable[[Any, Any], Any]:
+    def has(items: Any, wanted: Any) -> Any:
+        if items is None or wanted is None:
+            return None
+        present = {_order_key(v) for v in items if v is not None}
+        keys = [_order_key(v) for v in wanted if v is not None]
+        return all(k in present for k in keys) if every else any(k in present for k in keys)
+
+    return has
+
+
+def _set_op(op: str) -> Callable[[Any, Any], Any]:
+    """``array_union`` / ``array_intersect`` / ``array_except`` of two lists (distinct
+    elements, in first-seen order); NULL where either list is."""
+
+    def combine(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return None
+        if op == "union":
+            return _distinct(a + b)
+        keys = {_order_key(v) for v in b}
+        return _distinct([v for v in a if (_order_key(v) in keys) == (op == "intersect")])
+
+    return combine
+
+
+def _replace_n(items: Any, old: Any, new: Any, limit: Any) -> Any:
+    """The first ``limit`` elements equal to ``old`` replaced by ``new`` (every one for -1)."""
+    if items is None:
+        return None
+    key, left, out = _order_key(old), -1 if limit is None else limit, []
+    for v in items:
+        if left != 0 and _order_key(v) == key:
+            out.append(new)
+            left -= 1
+        else:
+            out.append(v)
+    return out
+
+
+def _remove_n(items: Any, value: Any, limit: Any) -> Any:
+    if items is None:
+        return None
+    key, left, out = _order_key(value), limit or 0, []
+    for v in items:
+        if left > 0 and _order_key(v) == key:
+            left -= 1
+        else:
+            out.append(v)
+    return out
+
+
+def _dims(n: int, lists: Any) -> pa.Array:
+    """DataFusion's ``array_dims``: per depth of the list type, the length through the first
+    element (0 below a NULL or empty one); NULL for a NULL or empty list."""
+    lists = _broadcast(lists, n)
+    depth, t = 0, lists.type
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        depth, t = depth + 1, t.value_type
+    out: list[list[int] | None] = []
+    for items in lists.to_pylist():
+        if not items:
+            out.append(None)
+            continue
+        dims, current = [], items
+        for _ in range(depth):
+            dims.append(len(current) if current else 0)
+            current = current[0] if current else None
+        out.append(dims)
+    return pa.array(out, pa.list_(pa.uint64()))
+
+
+def _repeat_list(value: Any, count: Any) -> Any:
+    return None if count is None else [value] * max(count, 0)
+
+
+def _resize(items: Any, size: Any, fill: Any) -> Any:
+    if items is None or size is None:
+        return None
+    if size < 0:
+        raise pa.ArrowInvalid(f"array_resize: the size must not be negative, got {size}")
+    return items[:size] + [fill] * (size - len(items))
+
+
+def _regexp_instr(n: int, strings: Any, spec: Any) -> pa.Array:
+    """``regexp_instr``: ``spec`` is ``"start,occurrence,group,pattern"``."""
+    start, occurrence, group, pattern = spec.as_py().split(",", 3)
+    compiled = re.compile(pattern)
+    first, nth, index = int(start) - 1, int(occurrence), int(group)
+    out: list[int | None] = []
+    for text in _broadcast(strings, n).to_pylist():
+        if text is None:
+            out.append(None)
+            continue
+        found = 0
+        for k, m in enumerate(compiled.finditer(text, first)):
+            if k + 1 == nth:
+                found = m.start(index) + 1 if m.start(index) >= 0 else 0
+                break
+        out.append(found)
+    return pa.array(out, pa.int64())
+
+
+def _make_list(n: int, *items: Any) -> pa.Array:
+    """``make_array`` with a column among the items: one list per row."""
+    columns = _rows(n, *items)
+    out_type = pa.list_(items[0].type)
+    return pa.array([list(row) for row in zip(*columns, strict=True)], out_type)
+
+
+def _decode_text(how: str) -> Callable[[str], bytes]:
+    def decode(text: str) -> bytes:
+        try:
+            if how == "hex":
+                return bytes.fromhex(text)
+            return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)  # pylance's encode leaves out '='
+        except ValueError as e:
+            raise pa.ArrowInvalid(f"Failed to decode value using {how}: {e}") from None
+
+    return decode
+
+
+def _series(inclusive: bool) -> Callable[[int, int, int], list[int]]:
+    def series(start: int, stop: int, step: int) -> list[int]:
+        if step == 0:
+            raise pa.ArrowInvalid("step can't be 0 for function range(start [, stop, step])")
+        if inclusive:
+            stop = stop + (1 if step > 0 else -1)
+        return list(range(start, stop, step))
+
+    return series
+
+
+def _distance(a: list[float | None], b: list[float | None]) -> float:
+    if len(a) != len(b):
+        raise pa.ArrowInvalid("Both arrays must have the same length")
+    return math.sqrt(sum(((x or 0.0) - (y or 0.0)) ** 2 for x, y in zip(a, b, strict=True)))
+
+
+def _sql_cast(values: pa.Array, out_type: pa.DataType) -> pa.Array:
+    """CAST of an array as the compiler casts columns: floats to integers truncate, casts to
+    floats and between timestamp units may lose precision, anything else must be exact."""
+    if pa.types.is_floating(values.type) and pa.types.is_integer(out_type):
+        return pc.cast(pc.trunc(values), out_type)
+    lossy = pa.types.is_floating(out_type) or (pa.types.is_timestamp(values.type) and pa.types.is_timestamp(out_type))
+    return pc.cast(values, out_type, safe=not lossy)
+
+
+def _text_to_time(text: str, out_type: pa.DataType) -> Any:
+    """Text as a timestamp or a date, read as CAST reads a literal (a date's text may carry a
+    time); None where it is not one."""
+    try:
+        ticks = parse_timestamp(text, pa.timestamp("ns")).value
+    except (ValueError, OverflowError):
+        return None
+    if pa.types.is_date(out_type):
+        return pa.scalar(ticks // (86400 * 10**9), pa.int32()).cast(pa.date32()).cast(out_type).as_py()
+    return pa.scalar(ticks, pa.timestamp("ns")).cast(out_type, safe=False).as_py()
+
+
+def _cast_text_time(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
+    """CAST of text to a timestamp or a date (:func:`_text_to_time`); text that is not one
+    fails the query, as in pylance. Arrow's ISO 8601 cast first (the common case, no Python
+    loop); the row-by-row reader where Arrow refuses some text."""
+    values = _broadcast(values, n)
+    try:
+        return pc.cast(values, out_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out = []
+    for v in values.to_pylist():
+        value = None if v is None else _text_to_time(v, out_type)
+        if v is not None and value is None:
+            raise pa.ArrowInvalid(f"Cannot cast string '{v}' to value of {out_type} type")
+        out.append(value)
+    return pa.array(out, out_type)
+
+
+def _date_bin_months(n: int, values: Any, months: Any) -> pa.Array:
+    """``date_bin`` by ``months``: midnight on the first of the bin's month, bins counted from
+    1970-01."""
+    values = _broadcast(values, n)
+    step = months.as_py()
+    out: list[dt.datetime | None] = []
+    for v in values.to_pylist():
+        if v is None:
+            out.append(None)
+            continue
+        index = (v.year - 1970) * 12 + v.month - 1
+        start = index - index % step  # Python's % floors: bins before 1970 too
+        out.append(dt.datetime(1970 + start // 12, start % 12 + 1, 1))
+    return pa.array(out, pa.timestamp("us")).cast(values.type)
+
+
+def _try_cast(n: int, values: Any, out_type: pa.DataType) -> pa.Array:
+    """``TRY_CAST``: the cast, NULL for each value that cannot be cast."""
+    values = _broadcast(values, n)
+    if _is_text_type(values.type) and (pa.types.is_timestamp(out_type) or pa.types.is_date(out_type)):
+        return pa.array([None if v is None else _text_to_time(v, out_type) for v in values.to_pylist()], out_type)
+    try:
+        return _sql_cast(values, out_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out: list[Any] = []
+    for i in range(len(values)):
+        try:
+            out.append(_sql_cast(values.slice(i, 1), out_type)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out.append(None)
+    return pa.array(out, out_type)
+
+
+def _like_regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    """A SQL LIKE pattern (``%`` any text, ``_`` one character, backslash escapes) as a regex."""
+    parts, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            parts.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return re.compile("".join(parts), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+
+
+def _like_rows(ignore_case: bool) -> Callable[..., pa.Array]:
+    """``s LIKE pattern`` with a pattern per row."""
+
+    def kernel(n: int, strings: Any, patterns: Any) -> pa.Array:
+        cache: dict[str, re.Pattern[str]] = {}
+        out: list[bool | None] = []
+        for s, p in zip(*_rows(n, strings, patterns), strict=True):
+            if s is None or p is None:
+                out.append(None)
+                continue
+            if p not in cache:
+                cache[p] = _like_regex(p, ignore_case)
+            out.append(cache[p].fullmatch(s) is not None)
+        return pa.array(out, pa.bool_())
+
+    return kernel
+
+
+def _to_char(n: int, values: Any, fmt: Any) -> pa.Array:
+    """A date or timestamp as text in a chrono format (``%.f``: a fraction with its dot)."""
+    values = _broadcast(values, n)
+    pattern = fmt.as_py().replace("%.f", ".%f")
+    out: list[str | None] = []
+    for v in values.to_pylist():
+        out.append(None if v is None else v.strftime(pattern))
+    return pa.array(out, pa.string())
+
+
+def _overlay(s: str, replacement: str, position: int, count: int | None = None) -> str:
+    if position < 1:
+        raise pa.ArrowInvalid("negative substring length not allowed")
+    count = len(replacement) if count is None else count
+    start = max(position - 1, 0)
+    return s[:start] + replacement + s[max(position - 1 + count, 0):]
 
 
 # -- regular expressions -------------------------------------------------------------------
@@ -245,11 +955,47 @@ def _dump(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _docs(n: int, column: pa.Array | pa.Scalar) -> list[Any]:
+class _Walked(list):
+    """Documents already parsed and walked down a ``json_get`` chain (:func:`_via`)."""
+
+
+def _via(kernel: Callable[..., pa.Array]) -> Callable[..., pa.Array]:
+    """``kernel`` applied to the members reached from each document by the JSON-encoded list
+    of keys ``steps`` (what ``json_get(json_get(doc, k1), k2)`` would hand it as JSONB)."""
+
+    def walked(n: int, column: Any, steps: Any, *rest: Any) -> pa.Array:
+        keys = json.loads(steps.as_py())
+        docs = _Walked()
+        for doc in _docs(n, column):
+            for key in keys:
+                if doc is _MISSING:
+                    break
+                doc = _member(doc, key)
+            docs.append(doc)
+        return kernel(n, docs, *rest)
+
+    return walked
+
+
+def _docs(n: int, column: pa.Array | pa.Scalar | _Walked) -> list[Any]:
+    """Per row, the JSON document as Python values (:data:`_MISSING` for NULL). JSON text
+    (``arrow.json`` storage) is parsed; binary is Lance's JSONB (``json_get``'s result), and
+    bytes that are not a JSONB document are NULL, as pylance reads them."""
+    if isinstance(column, _Walked):
+        return column
     column = _broadcast(column, n)
     if isinstance(column.type, pa.BaseExtensionType):
         column = column.storage
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return [_MISSING if b is None else _jsonb_doc(b) for b in column.to_pylist()]
     return [_MISSING if s is None else json.loads(s) for s in column.to_pylist()]
+
+
+def _jsonb_doc(raw: bytes) -> Any:
+    try:
+        return decode_jsonb(raw)
+    except (JsonbError, UnicodeDecodeError, struct.error):
+        return _MISSING
 
 
 def _texts(n: int, arg: pa.Scalar | pa.Array) -> list[str | None]:
@@ -831,6 +1577,63 @@ _DECIMAL_KERNELS = {f"decimal_{op}": _decimal_kernel(op) for op in ("add", "sub"
 
 
 _KERNELS: dict[str, Callable[..., pa.Array]] = {
+    **{f"list_{op}": _list_compare(op) for op in _ORDER_TESTS},
+    "list_element": _list_element,
+    "list_sort": _list_kernel(_null_if_none(_sort), _same_list),
+    "list_distinct": _list_kernel(_null_if_none(_distinct), _same_list),
+    "list_reverse": _list_kernel(_null_if_none(lambda v: v[::-1]), _same_list),
+    "list_pop_back": _list_kernel(_null_if_none(lambda v: v[:-1]), _same_list),
+    "list_pop_front": _list_kernel(_null_if_none(lambda v: v[1:]), _same_list),
+    "list_flatten": _list_kernel(_null_if_none(lambda v: [x for inner in v if inner is not None for x in inner]),
+                                 lambda ts: pa.list_(ts[0].value_type.value_type)),
+    "list_max": _list_extreme(True),
+    "list_min": _list_extreme(False),
+    "list_any_value": _list_kernel(_null_if_none(lambda v: next((x for x in v if x is not None), None)), _item),
+    "list_slice": _list_kernel(_slice, _same_list),
+    "list_append": _list_kernel(lambda v, x: [*(v or []), x], _same_list),
+    "list_prepend": _list_kernel(lambda v, x: [x, *(v or [])], _same_list),
+    "list_concat": _list_kernel(_concat, _same_list),
+    "list_remove": _list_kernel(_remove(False), _same_list),
+    "list_remove_all": _list_kernel(_remove(True), _same_list),
+    "list_positions": _list_kernel(_positions, lambda ts: pa.list_(pa.uint64())),
+    "list_has_any_rows": _list_kernel(_has_rows(False), lambda ts: pa.bool_()),
+    "list_has_all_rows": _list_kernel(_has_rows(True), lambda ts: pa.bool_()),
+    "to_char": _to_char,
+    "date_bin_months": _date_bin_months,
+    "like_rows": _like_rows(False),
+    "ilike_rows": _like_rows(True),
+    "uuid": lambda n, draws: pa.array([str(uuid.uuid4()) for _ in range(len(_broadcast(draws, n)))], pa.string()),
+    "make_list": _make_list,
+    "decode_hex": _rowwise(_decode_text("hex"), pa.binary()),
+    "decode_base64": _rowwise(_decode_text("base64"), pa.binary()),
+    **{f"digest_{how}": _rowwise(lambda s, how=how: hashlib.new(how, s.encode()).digest(), pa.binary())
+       for how in ("md5", "sha224", "sha256", "sha384", "sha512", "blake2s", "blake2b")},
+    "range": _rowwise(_series(False), pa.list_(pa.int64())),
+    "generate_series": _rowwise(_series(True), pa.list_(pa.int64())),
+    "array_distance": _rowwise(_distance, pa.float64()),
+    "list_union": _list_kernel(_set_op("union"), _same_list),
+    "list_intersect": _list_kernel(_set_op("intersect"), _same_list),
+    "list_except": _list_kernel(_set_op("except"), _same_list),
+    "list_replace_n": _list_kernel(_replace_n, _same_list),
+    "list_remove_n": _list_kernel(_remove_n, _same_list),
+    "list_dims": _dims,
+    "list_repeat": _list_kernel(_repeat_list, lambda ts: pa.list_(ts[0])),
+    "list_resize": _list_kernel(_resize, _same_list),
+    "regexp_instr": _regexp_instr,
+    "overlay": _rowwise(_overlay, pa.string()),
+    "cardinality": _cardinality,
+    "array_position": _array_position,
+    "string_to_array": _string_to_array,
+    "array_to_string": _array_to_string,
+    "substr": _rowwise(_substr, pa.string()),
+    "cbrt": _cbrt,
+    "gcd": _rowwise(math.gcd, pa.int64()),
+    "lcm": _rowwise(math.lcm, pa.int64()),
+    "factorial": _rowwise(_factorial, pa.int64()),
+    "chr": _rowwise(_chr, pa.string()),
+    "concat_ws": _concat_ws,
+    **{f"to_timestamp_{unit}": _to_timestamp(unit) for unit in ("s", "ms", "us", "ns")},
+    "make_date": _rowwise(_make_date, pa.date32()),
     "json_get": _json_get,
     "starts_with_rows": _rowwise(str.startswith, pa.bool_()),
     "ends_with_rows": _rowwise(str.endswith, pa.bool_()),
@@ -874,3 +1677,4 @@ _KERNELS: dict[str, Callable[..., pa.Array]] = {
     "json_get_float": _json_get_float,
     "json_get_bool": _json_get_bool,
 }
+_KERNELS.update({f"{kind}_via": _via(_KERNELS[kind]) for kind in [k for k in _KERNELS if k.startswith("json_")]})

@@ -387,3 +387,42 @@ def test_long_runs_of_empty_lists(tmp_path):
     lance_gpu.write_dataset(tbl, uri)
     _check(uri, tbl)
     _check_ours(uri, tbl)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_empty_struct_column_writes_as_pylance_writes_it(tmp_path, version: str) -> None:
+    """A top-level empty struct (issue 26 item 5): the placeholder column pylance writes (same
+    page encoding), read back by pylance and by us, scan and take."""
+    from lance.file import LanceFileReader
+
+    schema = pa.schema([pa.field("id", pa.int32()), pa.field("empties", pa.struct([]))])
+    table = pa.table({"id": [0, 1, 2], "empties": [{}] * 3}, schema=schema)
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    lance_gpu.write_dataset(table, ours, data_storage_version=version)
+    lance.write_dataset(table, ref, data_storage_version=version)
+    assert lance.dataset(ours).to_table() == table
+    assert lance.dataset(ours).take([2, 0, 1]) == table.take([2, 0, 1])
+    assert lance_gpu.dataset(ours).take([2, 0, 1]) == table.take([2, 0, 1])
+
+    def page_encodings(uri: str) -> list[str]:
+        (frag,) = lance.dataset(uri).get_fragments()
+        path = f"{uri}/data/{frag.data_files()[0].path}"
+        return [p.encoding for c in LanceFileReader(path).metadata().columns for p in c.pages]
+
+    assert page_encodings(ours)[1:] == page_encodings(ref)[1:]
+
+
+def test_empty_structs_pylance_cannot_write_are_refused(tmp_path) -> None:
+    """pylance refuses a nullable empty struct; one inside a struct it writes but then reads
+    the other fields of that struct as NULL: both are refused, nothing is written."""
+    from lance_gpu.errors import UnsupportedFeatureError
+
+    nullable = pa.table({"e": pa.array([{}, None], pa.struct([]))})
+    with pytest.raises(OSError, match="rep/def"):
+        lance.write_dataset(nullable, str(tmp_path / "ref"))
+    nested_type = pa.struct([pa.field("e", pa.struct([])), pa.field("x", pa.int32())])
+    for i, data in enumerate([nullable, pa.table({"s": pa.array([{"e": {}, "x": 1}], nested_type)})]):
+        with pytest.raises(UnsupportedFeatureError, match="empty struct"):
+            lance_gpu.write_dataset(data, str(tmp_path / f"ours{i}"))
+        with pytest.raises(ValueError):  # nothing was committed
+            lance.dataset(str(tmp_path / f"ours{i}"))

@@ -50,13 +50,14 @@ _U64_MAX = (1 << 64) - 1
 _I64_MIN = -(1 << 63)
 
 
-class _Bad(Exception):
-    pass
+class JsonbError(ValueError):
+    """Bytes that are not a JSONB document (callers turn it into their own error or NULL)."""
+
 
 
 def _number(data: bytes) -> int | float | None:
     if not data:
-        raise _Bad("empty number")
+        raise JsonbError("empty number")
     tag, rest = data[0], data[1:]
     if tag == 0x00 and not rest:
         return 0
@@ -66,7 +67,7 @@ def _number(data: bytes) -> int | float | None:
         return _F64.unpack(rest)[0]
     if tag in (_NAN, _POS_INF, _NEG_INF) and not rest:
         return None  # pylance prints NaN and the infinities as null
-    raise _Bad(f"number tag 0x{tag:02x} with {len(rest)} bytes")
+    raise JsonbError(f"number tag 0x{tag:02x} with {len(rest)} bytes")
 
 
 def _value(kind: int, data: bytes) -> Any:
@@ -82,38 +83,39 @@ def _value(kind: int, data: bytes) -> Any:
         return True
     if kind == _CONTAINER:
         return decode_jsonb(data)
-    raise _Bad(f"entry type {kind}")
+    raise JsonbError(f"entry type {kind}")
 
 
 def decode_jsonb(doc: bytes) -> Any:
-    """One JSONB document as Python values (dict, list, str, int, float, bool, None)."""
+    """One JSONB document as Python values (dict, list, str, int, float, bool, None).
+    Raises :class:`JsonbError` for bytes that are not a document."""
     if len(doc) < 4:
-        raise _Bad("document shorter than its header")
+        raise JsonbError("document shorter than its header")
     header = _U32.unpack_from(doc, 0)[0]
     kind, count = header >> 28, header & 0x0FFFFFFF
     entries = {_ARRAY: count, _OBJECT: 2 * count, _SCALAR: 1}.get(kind)
     if entries is None or (kind == _SCALAR and count != 0):
-        raise _Bad(f"container header 0x{header:08x}")
+        raise JsonbError(f"container header 0x{header:08x}")
     pos = 4 + 4 * entries
     if pos > len(doc):
-        raise _Bad("entries run past the end")
+        raise JsonbError("entries run past the end")
     items = []
     for i in range(entries):
         entry = _U32.unpack_from(doc, 4 + 4 * i)[0]
         length = entry & 0x0FFFFFFF
         if pos + length > len(doc):
-            raise _Bad("value runs past the end")
+            raise JsonbError("value runs past the end")
         items.append(_value(entry >> 28, doc[pos : pos + length]))
         pos += length
     if pos != len(doc):
-        raise _Bad(f"{len(doc) - pos} trailing bytes")
+        raise JsonbError(f"{len(doc) - pos} trailing bytes")
     if kind == _SCALAR:
         return items[0]
     if kind == _ARRAY:
         return items
     keys, values = items[:count], items[count:]
     if not all(isinstance(k, str) for k in keys):
-        raise _Bad("object key that is not a string")
+        raise JsonbError("object key that is not a string")
     return dict(zip(keys, values, strict=True))
 
 
@@ -127,7 +129,7 @@ def jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
             continue
         try:
             out.append(json.dumps(decode_jsonb(raw), separators=(",", ":"), ensure_ascii=False))
-        except (_Bad, UnicodeDecodeError, struct.error) as exc:
+        except (JsonbError, UnicodeDecodeError, struct.error) as exc:
             raise CorruptFileError(path, f"JSON value {i} is not valid JSONB: {exc}") from None
     return pa.array(out, pa.string())
 

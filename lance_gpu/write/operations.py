@@ -366,16 +366,16 @@ def _physical(values: pa.Table, live: np.ndarray | None, physical_rows: int, sch
 
 def _compile_sql_columns(ds: TableSnapshot, exprs: Mapping[str, str]) -> tuple[list[str], Callable[[pa.RecordBatch], pa.Table]]:
     """Columns to read and a batch function for ``{"name": "sql expression"}``."""
-    from lance_gpu import filter as lf
+    from lance_gpu.filter import compile_expression
 
     compiled: dict[str, pc.Expression] = {}
     read: list[str] = []
     for name, text in exprs.items():
         if not isinstance(text, str):
             raise TypeError(f"add_columns: the expression of {name!r} must be a SQL string")
-        ir = lf._resolve(lf._Builder(ds.schema, text, f"add_columns expression {name!r} =").build(lf._parse_sql(text)), text)
-        compiled[name] = lf._Compiler(text).compile(ir).expr
-        read += [c for c in lf._collect_columns(ir, ds.schema) if c not in read]
+        expression = compile_expression(text, ds.schema, f"add_columns expression {name!r} =")
+        compiled[name] = expression.expression
+        read += [c for c in expression.columns if c not in read]
 
     def run(batch: pa.RecordBatch) -> pa.Table:
         import pyarrow.dataset as pds

@@ -26,7 +26,7 @@ from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.table.schema import LanceField
 from lance_gpu.write._jsonb import text_to_jsonb
 
-__all__ = ["LeafColumn", "shred", "fixed_width_bytes", "fsl_layers", "variable_parts", "storage_type", "is_variable"]
+__all__ = ["LeafColumn", "fixed_width_bytes", "fsl_layers", "is_variable", "shred", "storage_type", "variable_parts"]
 
 
 @dataclass(slots=True)
@@ -133,7 +133,19 @@ def shred(array: pa.Array, field: LanceField) -> list[LeafColumn]:
         t = arr.type
         if pa.types.is_struct(t):
             if not f.children:
-                raise UnsupportedFeatureError(f"field {f.dotted_path!r}: empty structs cannot be written")
+                # pylance 14 writes an empty struct as its own column of placeholder pages (an
+                # all-null constant page of one item layer), and only one without nulls outside
+                # lists; inside a struct it writes one but then reads that struct's other fields
+                # as NULL, so only top-level empty structs without nulls are written here
+                if chain or arr.null_count:
+                    where = "inside another field" if chain else "with null rows"
+                    raise UnsupportedFeatureError(
+                        f"empty struct field {f.dotted_path!r} {where} cannot be written: only top-level empty "
+                        "structs without nulls (pylance: 'Empty structs with rep/def information are not yet supported')"
+                    )
+                placeholder = np.ones(num_rows, np.uint16)
+                out.append(LeafColumn(f, pa.nulls(num_rows), None, placeholder, (NULLABLE_ITEM,), num_rows, num_rows))
+                return
             sub = [*chain, (_validity(arr), None)]
             for i, child in enumerate(f.children):
                 walk(arr.field(i), child, sub)
