@@ -597,8 +597,8 @@ def phases(lance_uri: str, sync: Callable[[], None]) -> dict:
     try:
         sync()
         t0 = time.perf_counter()
-        ds = lance_gpu.dataset(lance_uri, device="gpu")
-        nrows = sum(dt.num_rows for _frag, dt in gpu_read.scan_device(ds, list(ds.lance_schema.fields), [(f, f.live_rows) for f in ds.snapshot.fragments]))
+        snap = lance_gpu.dataset(lance_uri, device="gpu").snapshot
+        nrows = sum(dt.num_rows for _frag, dt in gpu_read.scan_device(snap, list(snap.lance_schema.fields), [(f, f.live_rows) for f in snap.fragments]))
         sync()
         wall = time.perf_counter() - t0
     finally:
