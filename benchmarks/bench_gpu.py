@@ -535,8 +535,8 @@ def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], 
         from lance_gpu.gpu.read import scan_device
 
         def run() -> int:
-            ds = lance_gpu.dataset(lance_uri, device="gpu")
-            tables = [dt for _frag, dt in scan_device(ds, list(ds.lance_schema.fields), [(f, f.live_rows) for f in ds.snapshot.fragments])]
+            snap = lance_gpu.dataset(lance_uri, device="gpu").snapshot
+            tables = [dt for _frag, dt in scan_device(snap, list(snap.lance_schema.fields), [(f, f.live_rows) for f in snap.fragments])]
             cp.cuda.Device().synchronize()
             return sum(t.num_rows for t in tables)
         return run

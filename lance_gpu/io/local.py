@@ -20,6 +20,7 @@ import builtins
 import contextlib
 import datetime as _dt
 import errno
+import gc
 import mmap
 import os
 import re
@@ -66,6 +67,35 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+#: Open :class:`LocalFile` objects of the process, and the count at which the next one
+#: opened first runs the cycle collector.  A dataset version's fragments and their file
+#: readers refer to each other, so the readers of a version nobody uses any more close
+#: (and give their descriptors back) only when the collector runs; a process reading
+#: many versions of many small files would otherwise run out of descriptors first.  The
+#: threshold doubles past the files still open after a collection, so files really in
+#: use cost amortised constant time.
+_open_files = 0
+_collect_at = 512
+_open_files_lock = threading.Lock()
+
+
+def _file_opened() -> None:
+    global _open_files, _collect_at
+    with _open_files_lock:
+        _open_files += 1
+        due = _open_files >= _collect_at
+    if due:
+        gc.collect()
+        with _open_files_lock:
+            _collect_at = max(512, 2 * _open_files)
+
+
+def _file_closed() -> None:
+    global _open_files
+    with _open_files_lock:
+        _open_files -= 1
+
+
 def file_identity(path: str, st: os.stat_result) -> tuple[object, ...]:
     """A local file's state, as :attr:`LocalFile.identity` names it: any write, truncation,
     rename over it or replacement changes the inode, size or change time."""
@@ -75,13 +105,14 @@ def file_identity(path: str, st: os.stat_result) -> tuple[object, ...]:
 class LocalFile:
     """Positional reads of one local file: a read-only memory map, ``pread`` otherwise."""
 
-    __slots__ = ("_fd", "_map", "_mm", "_release", "_stats", "identity", "path", "size")
+    __slots__ = ("_counted", "_fd", "_map", "_mm", "_release", "_stats", "identity", "path", "size")
 
     def __init__(self, path: str, stats: StoreStats, release_pages: bool) -> None:
         self.path = path
         self._stats = stats
         self._release = release_pages
         self._fd = -1
+        self._counted = False
         self._map: np.ndarray | None = None
         self._mm: mmap.mmap | None = None
         try:
@@ -100,6 +131,12 @@ class LocalFile:
                 self._map = np.frombuffer(self._mm, dtype=np.uint8)
             except (OSError, ValueError):
                 self._map = None
+            else:
+                # the map holds a descriptor of its own; ours served only unmapped reads
+                os.close(self._fd)
+                self._fd = -1
+        self._counted = True
+        _file_opened()
 
     def close(self) -> None:
         # The mapping lives as long as arrays reference it; only the descriptor closes.
@@ -108,6 +145,9 @@ class LocalFile:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._counted:
+            self._counted = False
+            _file_closed()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(OSError):

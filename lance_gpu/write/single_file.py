@@ -491,11 +491,10 @@ class LanceFileSession:
 
     def upload_file(self, local_path: str | os.PathLike[str], remote_path: str) -> None:
         """Copy a local file to ``remote_path``."""
-        with open(local_path, "rb") as fh:
-            self._store.put(self._key(remote_path), fh.read())
+        local, key = resolve(local_path)  # the local file system's store
+        self._store.put(self._key(remote_path), local.get(key))
 
     def download_file(self, remote_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy the file at ``remote_path`` to a local file."""
-        data = self._store.get(self._key(remote_path))
-        with open(local_path, "wb") as fh:
-            fh.write(data)
+        local, key = resolve(local_path)
+        local.put(key, self._store.get(self._key(remote_path)))

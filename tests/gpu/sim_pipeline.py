@@ -387,7 +387,7 @@ def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
 def test_device_table_and_columns(rich22):
     ds = lance_gpu.dataset(rich22)
     fields = [f for f in ds.snapshot.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
-    tables = [dt for _frag, dt in gpu_read.scan_device(ds, fields, [(f, f.live_rows) for f in ds.snapshot.fragments])]
+    tables = [dt for _frag, dt in gpu_read.scan_device(ds.snapshot, fields, [(f, f.live_rows) for f in ds.snapshot.fragments])]
     assert all(isinstance(dt, DeviceTable) for dt in tables)
     first = tables[0]
     col = first.column("f64")
