@@ -22,6 +22,12 @@ from lance_gpu.scan import execute  # noqa: E402
 FRAGMENT_ROWS = [1, 7, 1, 300, 50, 1, 120, 9, 64, 1, 33, 200]
 
 
+@pytest.fixture(autouse=True)
+def _spans_on(monkeypatch):
+    """Spans are off by default for now (``execute.SPANS``); these tests pin their reads."""
+    monkeypatch.setattr(execute, "SPANS", True)
+
+
 def _table(n: int, seed: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     words = np.array([f"w{i:03d}_{'y' * (i % 5)}" for i in range(40)])

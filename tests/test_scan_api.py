@@ -313,6 +313,8 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     as it reaches them, a span of small fragments at a time (here spans of two fragments):
     nothing beyond the first span is touched."""
     from lance_gpu.scan import execute
+
+    monkeypatch.setattr(execute, "SPANS", True)  # (off by default for now)
     from lance_gpu.table.snapshot import FragmentSnapshot
 
     if pooled:
