@@ -105,7 +105,9 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
         reason = None
         if src is not None:
             reader = frag.file_reader(src.path)
-            if reader.version == FileVersion(2, 0):
+            if reader.version.major == 0:
+                reason = "legacy (0.1) file format pages"
+            elif reader.version == FileVersion(2, 0):
                 reason = "file format 2.0 pages"
             else:
                 try:

@@ -42,6 +42,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import FileVersion, LanceFileReader, cached_metadata
+from lance_gpu.file.legacy import LegacyFileReader, is_legacy_file_version
 from lance_gpu.file.reader import prefetch_take, read_field_files, take_field
 from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
@@ -69,8 +70,8 @@ class FieldSource:
     """Where one top-level field of a fragment lives."""
 
     path: str  # data file
-    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first
-    version: FileVersion | None = None
+    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first; legacy: field ids so
+    version: FileVersion | None = None  # 2.0, legacy (0.x) or None (2.1+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +251,7 @@ class FragmentSnapshot:
         self.pb = pb
         self.fragment_id = int(pb.id)
         self.physical_rows = int(pb.physical_rows)
-        self._readers: dict[str, LanceFileReader] = {}
+        self._readers: dict[str, LanceFileReader | LegacyFileReader] = {}
         # one reader (one footer fetch) per file: locks shared by the snapshot's fragments
         # (a lock per fragment is a thousand objects for a thousand fragments)
         self._readers_lock = snapshot.reader_locks[self.fragment_id % len(snapshot.reader_locks)]
@@ -315,14 +316,11 @@ class FragmentSnapshot:
         file state before (:func:`~lance_gpu.file.container.cached_metadata`: one ``stat``
         finds its row count; a take over many small fragments checks them all).  A fragment one of whose data files
         is open already is checked (every reader is checked when opened: all of a
-        fragment's files hold ``physical_rows`` rows).  Legacy (v1) files, which this
-        package does not read, are not opened.
+        fragment's files hold ``physical_rows`` rows).
         """
         if self._rows_checked or self._readers:
             return
         for df, path in zip(self.pb.files, self.data_paths, strict=True):
-            if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
-                continue
             # a file this process opened and checked before, in the same state (a stat, no
             # open): its footer's row count is known; else (or when it differs) open it, the
             # reader's check raising the typed error
@@ -359,17 +357,23 @@ class FragmentSnapshot:
     def _path_index(self) -> dict[str, int]:
         return {path: i for i, path in enumerate(self.data_paths)}
 
-    def file_reader(self, path: str) -> LanceFileReader:
+    def file_reader(self, path: str) -> LanceFileReader | LegacyFileReader:
         """The (cached) reader of one of this fragment's data files, checked against the
-        fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
+        fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names).
+        A legacy (0.1) data file -- its ``DataFile`` version 0.0 to 0.2 -- gets a
+        :class:`~lance_gpu.file.legacy.LegacyFileReader`."""
         r = self._readers.get(path)
         if r is None:
             with self._readers_lock:
                 r = self._readers.get(path)
                 if r is None:
-                    r = LanceFileReader(path, self.snapshot.store)
-                    # its row count, columns and field ids against this fragment's manifest entry
                     index = self._path_index.get(path)
+                    df = None if index is None else self.pb.files[index]
+                    if df is not None and is_legacy_file_version(int(df.file_major_version), int(df.file_minor_version)):
+                        r = LegacyFileReader(path, self.snapshot.store)
+                    else:
+                        r = LanceFileReader(path, self.snapshot.store)
+                    # its row count, columns and field ids against this fragment's manifest entry
                     check_data_file(r, self.pb, None if index is None else self.pb.files[index],
                                     self.snapshot.lance_schema)
                     self._readers[path] = r
@@ -417,6 +421,11 @@ class FragmentSnapshot:
         if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
             return _NOWHERE
         for index, df in enumerate(self.pb.files):
+            major, minor = int(df.file_major_version), int(df.file_minor_version)
+            if is_legacy_file_version(major, minor):
+                if wanted <= {int(i) for i in df.fields}:
+                    return _Location(index, ids, FileVersion(major, minor))
+                continue
             cmap = self.snapshot.column_map(df)
             if df.file_major_version == 2 and df.file_minor_version == 0 and all(i in cmap for i in ids):
                 return _Location(index, [cmap[i] for i in ids], FileVersion(2, 0))
@@ -442,6 +451,8 @@ class FragmentSnapshot:
                 src = self.field_source(field)
                 if src is None:
                     continue
+                if src.version is not None and src.version.major == 0:
+                    continue  # legacy pages are read when decoded
                 chunked = (rows is not None and len(src.columns) == 1 and src.version is None
                            and _single_leaf(self.snapshot, field))
                 (by_rows if chunked else whole).setdefault(src.path, []).extend(src.columns)
@@ -484,6 +495,8 @@ class FragmentSnapshot:
         if src is None:
             return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
         reader = self.file_reader(src.path)
+        if isinstance(reader, LegacyFileReader):
+            return reader.read_field(arrow_field, src.columns, rows)
         if reader.version == FileVersion(2, 0):
             from lance_gpu.file.v2_0 import read_field as read_v20
 
@@ -542,7 +555,7 @@ def read_field_span(parts: Sequence[tuple[FragmentSnapshot, np.ndarray | None]],
         # layout already, and a span's many fragments would each keep an entry per field)
         src = frag._field_source(field)
         reader = None if src is None else frag.file_reader(src.path)
-        if reader is None or src is None or reader.version == FileVersion(2, 0):
+        if reader is None or src is None or not isinstance(reader, LanceFileReader) or reader.version == FileVersion(2, 0):
             flush()
             pieces.append(frag.read_field(field, arrow_field, rows))
             continue

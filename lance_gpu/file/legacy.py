@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Read legacy (v1, ``data_storage_version="legacy"`` / ``"0.1"``) Lance data files.
+
+A legacy file is written batch by batch; within a batch, field by field in schema order
+(depth-first pre-order), each field's page right after the previous one, unaligned::
+
+    pages of batch 0 (field by field), pages of batch 1, ...
+    page table        int64 [field id (min..max)][batch][position, length]   <- page_table_position
+    statistics pages and their page table (optional, Metadata.statistics)
+    dictionary values (for dictionary fields), then
+    u32 LE len | lance.table.Manifest (schema only, plus version info)      <- manifest_position
+    u32 LE len | lance.file.Metadata                                        <- metadata position
+    footer, 16 bytes LE: i64 metadata position | u16 major=0 | u16 minor=2 | "LANC"
+
+``Metadata.batch_offsets`` are the cumulative row counts of the batches (``[0, n0, n0+n1, ...]``).
+The page table has a row per field id from the schema's smallest id to its largest; fields
+without pages (structs) and holes hold ``(0, 0)``.
+
+Pages, by type (``length`` is the page table's second number):
+
+* fixed stride (numbers, temporal, decimal, fixed-size binary, fixed-size lists of those):
+  the values, ``length`` rows; bool bit-packed (LSB first).  **No validity**: a null
+  is stored (and read back, as pylance reads it) as its zero value;
+* string / binary (``VAR_BINARY``): the value bytes, then ``length + 1`` int64 *absolute
+  file positions*; the page position names the positions array.  A field marked nullable
+  reads an empty value as null (pylance's rule), so empty strings read as null;
+* list / large list: ``length`` = rows + 1 int32 / int64 offsets starting at 0 (a null
+  list is stored empty), then the item field's pages of the batch;
+* struct: no page, its children's pages (no struct validity);
+* dictionary: plain indices; the values are written once, after the statistics, as a
+  plain / var-binary page at ``Field.dictionary.offset`` (``length`` values) of the file's
+  own schema;
+* null type: no bytes, ``length`` rows.
+"""
+
+from __future__ import annotations
+
+import os
+import struct as _struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from lance_gpu._proto import file_pb2, table_pb2
+from lance_gpu.errors import CorruptFileError, MissingFileError, ObjectNotFoundError
+from lance_gpu.file.container import MAGIC, TAIL_READ, FileVersion
+from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
+
+#: The legacy footer: i64 metadata position, u16 major, u16 minor, magic.
+LEGACY_FOOTER_SIZE = 16
+#: The footer version pylance 14 writes in legacy files.
+LEGACY_MAJOR, LEGACY_MINOR = 0, 2
+
+
+def is_legacy_file_version(major: int, minor: int) -> bool:
+    """Whether a ``DataFile``'s (or footer's) file version is the legacy v1 format."""
+    return major == 0 and minor <= 2
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    position: int
+    length: int
+
+
+def _read_prefixed(io: ReadHandle, pos: int, message, path: str, what: str):
+    """Parse the ``u32 LE length | protobuf`` section at ``pos`` into ``message``."""
+    if pos < 0 or pos + 4 > io.size:
+        raise CorruptFileError(path, f"{what} position {pos} lies outside the file")
+    size = int(np.frombuffer(io.read(pos, 4).tobytes(), "<u4")[0])
+    if pos + 4 + size > io.size:
+        raise CorruptFileError(path, f"{what} of {size} bytes runs past the end of the file")
+    try:
+        message.ParseFromString(io.read(pos + 4, size).tobytes())
+    except DecodeError as exc:
+        raise CorruptFileError(path, f"bad {what} protobuf ({exc})") from exc
+    return message
+
+
+class LegacyFileReader:
+    """One legacy data file: its metadata, page table and embedded schema, and the
+    decoding of its fields (:meth:`read_field`).  Offers what the table layer asks of a
+    data file reader (``version``, ``num_rows``, ``num_columns``, ``descriptor``, ``path``,
+    ``io``, :meth:`prefetch`, :meth:`close`)."""
+
+    def __init__(self, path: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
+        if store is None:
+            from lance_gpu.io.resolve import resolve
+
+            store, path = resolve(path)
+        self.store = store
+        self.key = os.fspath(path)
+        try:
+            self.io, tail = open_with_tail(store, self.key, TAIL_READ)
+        except ObjectNotFoundError as exc:
+            raise MissingFileError(exc.uri, "data file does not exist") from exc
+        self.path = self.io.path
+        if self.io.size < LEGACY_FOOTER_SIZE or tail[-4:].tobytes() != MAGIC:
+            raise CorruptFileError(self.path, "no Lance footer (magic LANC) at the end of the file")
+        meta_pos, major, minor = _struct.unpack("<qHH", tail[-16:-4].tobytes())
+        if not is_legacy_file_version(major, minor):
+            raise CorruptFileError(self.path, f"footer version {major}.{minor} is not a legacy (0.1) file")
+        self.version = FileVersion(major, minor)
+        self.metadata = _read_prefixed(self.io, meta_pos, file_pb2.Metadata(), self.path, "Metadata")
+        offsets = np.asarray(self.metadata.batch_offsets, np.int64)
+        if offsets.size == 0:
+            offsets = np.zeros(1, np.int64)
+        if offsets[0] != 0 or bool(np.any(np.diff(offsets) < 0)):
+            raise CorruptFileError(self.path, f"batch offsets {offsets.tolist()} do not ascend from 0")
+        self.batch_offsets = offsets
+        self.num_batches = int(offsets.size - 1)
+        self.num_rows = int(offsets[-1])
+        self.num_columns = 0  # legacy files have no v2 columns (DataFile.column_indices is empty)
+        if not self.metadata.manifest_position:
+            raise CorruptFileError(self.path, "legacy file without its embedded schema is not supported")
+        manifest = _read_prefixed(self.io, int(self.metadata.manifest_position), table_pb2.Manifest(), self.path, "Manifest")
+        self.fields = {int(f.id): f for f in manifest.fields}
+        self.descriptor = file_pb2.FileDescriptor(length=self.num_rows)
+        self.descriptor.schema.fields.extend(manifest.fields)
+        self.descriptor.schema.metadata.update(dict(manifest.schema_metadata))
+        self._pages = self._read_page_table()
+
+    def _read_page_table(self) -> np.ndarray:
+        """The ``[field id - min id][batch][position, length]`` int64 page table."""
+        if not self.fields or self.num_batches == 0:
+            return np.zeros((0, 0, 2), np.int64)
+        self.min_field_id = min(self.fields)
+        span = max(self.fields) - self.min_field_id + 1
+        size = span * self.num_batches * 16
+        pos = int(self.metadata.page_table_position)
+        if pos + size > self.io.size:
+            raise CorruptFileError(self.path, f"page table of {size} bytes at {pos} runs past the end of the file")
+        return np.frombuffer(self.io.read(pos, size).tobytes(), "<i8").reshape(span, self.num_batches, 2)
+
+    def page(self, field_id: int, batch: int) -> _Page:
+        k = field_id - self.min_field_id
+        if not 0 <= k < self._pages.shape[0]:
+            raise CorruptFileError(self.path, f"field id {field_id} has no row in the page table")
+        pos, length = (int(x) for x in self._pages[k, batch])
+        if pos < 0 or length < 0 or pos > self.io.size:
+            raise CorruptFileError(self.path, f"page of field {field_id}, batch {batch} lies outside the file")
+        return _Page(pos, length)
+
+    def read(self, pos: int, size: int) -> np.ndarray:
+        if size == 0:
+            return np.zeros(0, np.uint8)
+        if pos < 0 or pos + size > self.io.size:
+            raise CorruptFileError(self.path, f"{size} bytes at {pos} run past the end of the file")
+        return self.io.read(pos, size)
+
+    def prefetch(self, columns: list[int]) -> None:
+        """Nothing to do: pages are read when decoded."""
+
+    def close(self) -> None:
+        self.io.close()
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def read_field(self, arrow_field: pa.Field, field_ids: list[int], rows: np.ndarray | None = None) -> pa.Array:
+        """One top-level field, all rows or the sorted physical ``rows``.
+
+        ``field_ids``: the ids of the field and its descendants in depth-first pre-order
+        (the shape of ``arrow_field``'s type)."""
+        if rows is not None and rows.size == 0:
+            return pa.array([], arrow_field.type)
+        first, last = 0, self.num_batches
+        if rows is not None:
+            first = int(np.searchsorted(self.batch_offsets, int(rows[0]), side="right")) - 1
+            last = int(np.searchsorted(self.batch_offsets, int(rows[-1]), side="right"))
+        pieces = []
+        for b in range(first, last):
+            n = int(self.batch_offsets[b + 1] - self.batch_offsets[b])
+            ids = iter(field_ids)
+            try:
+                pieces.append(self._decode(arrow_field.type, arrow_field.nullable, ids, b, n))
+            except (ValueError, IndexError, pa.ArrowException) as exc:
+                if isinstance(exc, CorruptFileError):
+                    raise
+                raise CorruptFileError(self.path, f"field {arrow_field.name!r}, batch {b}: {exc}") from exc
+        arr = pa.concat_arrays(pieces) if pieces else pa.array([], arrow_field.type)
+        if rows is None:
+            return arr
+        base = int(self.batch_offsets[first])
+        if rows.size == len(arr) and int(rows[0]) == base and int(rows[-1]) == base + len(arr) - 1:
+            return arr
+        return arr.take(pa.array(np.asarray(rows, np.int64) - base))
+
+    def _decode(self, t: pa.DataType, nullable: bool, ids, batch: int, n: int) -> pa.Array:
+        fid = next(ids)
+        if pa.types.is_struct(t):
+            children = [self._decode(t.field(i).type, t.field(i).nullable, ids, batch, n) for i in range(t.num_fields)]
+            return pa.StructArray.from_arrays(children, fields=list(t))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            page = self.page(fid, batch)
+            width = 8 if pa.types.is_large_list(t) else 4
+            offsets = np.frombuffer(self.read(page.position, (n + 1) * width).tobytes(), f"<i{width}")
+            if n and (offsets[0] != 0 or bool(np.any(np.diff(offsets) < 0))):
+                raise CorruptFileError(self.path, f"list offsets of field {fid}, batch {batch} do not ascend from 0")
+            child = self._decode(t.value_type, t.value_field.nullable, ids, batch, int(offsets[-1]) if n else 0)
+            cls = pa.LargeListArray if width == 8 else pa.ListArray
+            return cls.from_arrays(pa.array(offsets), child, type=t)
+        page = self.page(fid, batch)
+        if pa.types.is_null(t):
+            return pa.nulls(n)
+        if pa.types.is_dictionary(t):
+            indices = self._fixed(t.index_type, page.position, n)
+            return pa.DictionaryArray.from_arrays(indices, self._dictionary(fid, t.value_type))
+        if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            return self._var_binary(t, nullable, page.position, n)
+        return self._fixed(t, page.position, n)
+
+    def _fixed(self, t: pa.DataType, pos: int, n: int) -> pa.Array:
+        """``n`` plain-encoded fixed-stride values at ``pos`` (no validity)."""
+        if pa.types.is_fixed_size_list(t):
+            child = self._fixed(t.value_type, pos, n * t.list_size)
+            return pa.FixedSizeListArray.from_arrays(child, type=t)
+        if pa.types.is_boolean(t):
+            data = self.read(pos, (n + 7) // 8)
+            return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data.tobytes())])
+        width = t.bit_width // 8 if hasattr(t, "bit_width") else 0
+        if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
+            width = t.byte_width
+        if width <= 0:
+            raise CorruptFileError(self.path, f"type {t} is not stored by legacy files")
+        data = self.read(pos, n * width)
+        return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data.tobytes())])
+
+    def _var_binary(self, t: pa.DataType, nullable: bool, pos: int, n: int) -> pa.Array:
+        """``n`` var-binary values whose ``n + 1`` absolute int64 positions are at ``pos``."""
+        positions = np.frombuffer(self.read(pos, (n + 1) * 8).tobytes(), "<i8")
+        start, stop = int(positions[0]), int(positions[-1])
+        if bool(np.any(np.diff(positions) < 0)) or start < 0 or stop > pos:
+            raise CorruptFileError(self.path, "var-binary positions do not ascend within the file")
+        values = self.read(start, stop - start).tobytes()
+        rel = positions - start
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        offsets = rel.astype(np.int64 if large else np.int32)
+        validity = None
+        if nullable:
+            valid = np.diff(positions) > 0
+            if not bool(valid.all()):
+                validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+        return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(values)])
+
+    def _dictionary(self, field_id: int, value_type: pa.DataType) -> pa.Array:
+        pb = self.fields.get(field_id)
+        if pb is None or not pb.HasField("dictionary"):
+            raise CorruptFileError(self.path, f"dictionary field {field_id} names no dictionary values")
+        pos, n = int(pb.dictionary.offset), int(pb.dictionary.length)
+        if pa.types.is_string(value_type) or pa.types.is_binary(value_type) or pa.types.is_large_string(value_type) \
+                or pa.types.is_large_binary(value_type):
+            return self._var_binary(value_type, False, pos, n)
+        return self._fixed(value_type, pos, n)
