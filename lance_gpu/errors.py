@@ -136,6 +136,12 @@ class PlanNotSupportedError(UnsupportedFeatureError, OSError):
     explain_plan"); an ``OSError`` as pylance's, and a ``NotImplementedError``."""
 
 
+class LegacyFormatError(UnsupportedFeatureError, OSError):
+    """What legacy (``data_storage_version="0.1"``) files cannot hold (map columns, a
+    schema with no data page), or legacy and v2 data files mixed in one dataset: pylance
+    raises ``OSError`` for these."""
+
+
 class GpuUnavailableError(LanceGpuError, ImportError):
     """``device="gpu"`` was requested but no usable CUDA device or library is present."""
 

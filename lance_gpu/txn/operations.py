@@ -360,8 +360,8 @@ class Append(Operation):
 class Overwrite(Operation):
     """Replace the whole table (or create it) with ``fragments`` under ``new_schema``.
 
-    ``data_storage_version`` (``"2.0"``, ``"2.1"``, ``"2.2"``) defaults to the fragments'
-    file version; ``config`` upserts table config keys.
+    ``data_storage_version`` (``"0.1"``, ``"2.0"``, ``"2.1"``, ``"2.2"``) defaults to the
+    fragments' file version (``"0.1"`` for legacy files); ``config`` upserts table config keys.
     """
 
     name = "overwrite"
@@ -381,8 +381,12 @@ class Overwrite(Operation):
         self.new_schema = _as_lance_schema(new_schema)
         self._fragments = _pbs(fragments)
         if data_storage_version is None:
-            minors = {int(f.file_minor_version) for frag in self._fragments for f in frag.files}
-            data_storage_version = f"2.{minors.pop()}" if len(minors) == 1 else "2.2"
+            versions = {(int(f.file_major_version), int(f.file_minor_version)) for frag in self._fragments for f in frag.files}
+            if versions and all(major == 0 and minor <= 2 for major, minor in versions):
+                data_storage_version = "0.1"  # legacy files
+            else:
+                minors = {minor for _major, minor in versions}
+                data_storage_version = f"2.{minors.pop()}" if len(minors) == 1 else "2.2"
         self.data_storage_version = data_storage_version
         self.config = dict(config or {})
         self.writer_flags = int(writer_flags)

@@ -43,6 +43,7 @@ from lance_gpu.table.manifest import (
     read_manifest_file,
     read_transaction_file,
 )
+from lance_gpu.table.versions import storage_version
 
 __all__ = [
     "SUPPORTED_WRITER_FLAGS",
@@ -261,9 +262,9 @@ def timestamp_of(manifest: table_pb2.Manifest) -> _dt.datetime:
 def check_appendable(base: ManifestFile) -> None:
     """Refuse appends to datasets whose writer flags or file format we cannot honour."""
     features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
-    fmt = base.manifest.data_format.version
-    if fmt not in ("2.0", "2.1", "2.2"):
+    fmt = storage_version(base.manifest)
+    if fmt not in ("0.1", "legacy", "2.0", "2.1", "2.2"):
         raise UnsupportedFeatureError(
-            f"{base.path}: appending to a dataset of data storage version {fmt or 'legacy'} is not supported "
-            "(lance-gpu writes 2.0, 2.1 and 2.2)"
+            f"{base.path}: appending to a dataset of data storage version {fmt} is not supported "
+            "(lance-gpu writes 0.1, 2.0, 2.1 and 2.2)"
         )

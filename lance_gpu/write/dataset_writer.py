@@ -22,6 +22,7 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import (
     DatasetExistsError,
     IncompatibleSchemaError,
+    LegacyFormatError,
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
@@ -30,19 +31,49 @@ from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.io.store import remove_quietly
+from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.versions import storage_version
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.inputs import coerce_input
+from lance_gpu.write.legacy_file import (
+    DEFAULT_ROWS_PER_BATCH,
+    LEGACY_STORAGE_VERSION,
+    LegacyFileWriter,
+    check_legacy_types,
+)
 
 __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
-_VERSIONS = {"2.0": 0, "2.1": 1, "2.2": 2, "stable": 2}
+#: The ``minor`` standing for legacy (0.1) files where the writer passes a file version
+#: 2.``minor`` around.
+LEGACY = -1
+_VERSIONS = {"legacy": LEGACY, "0.1": LEGACY, "2.0": 0, "2.1": 1, "2.2": 2, "stable": 2}
+
+
+def storage_version_name(minor: int) -> str:
+    """The ``data_storage_version`` files of version ``minor`` make: ``"0.1"`` or ``"2.minor"``."""
+    return LEGACY_STORAGE_VERSION if minor == LEGACY else f"2.{minor}"
+
+
+def _check_append_version(requested: str | None, base_version: str) -> None:
+    """pylance refuses to mix legacy (V1) and V2 data files in one dataset: an append asking
+    for a data storage version on the other side of that line than the dataset's."""
+    if requested is None:
+        return
+    minor = _minor_of(requested)
+    base_legacy = base_version in ("0.1", "legacy")
+    if (minor == LEGACY) != base_legacy:
+        raise LegacyFormatError(
+            f"Invalid user input: Cannot append data files in version {storage_version_name(minor)} to a dataset "
+            f"with default version {base_version}: V1 and V2 storage versions cannot be mixed"
+        )
 
 
 
@@ -52,12 +83,15 @@ def _minor_of(version: str | None) -> int:
     key = str(version).strip().lower()
     if key not in _VERSIONS:
         raise UnsupportedFeatureError(
-            f"data_storage_version {version!r} cannot be written; lance-gpu writes '2.0', '2.1' and '2.2' ('stable')"
+            f"data_storage_version {version!r} cannot be written; lance-gpu writes 'legacy' ('0.1'), '2.0', '2.1' and '2.2' ('stable')"
         )
     return _VERSIONS[key]
 
 
 def _check_types(schema: LanceSchema, minor: int) -> None:
+    if minor == LEGACY:
+        check_legacy_types(schema)
+        return
     for f in schema.walk():
         if f.logical_type == "map" and minor < 2:
             raise UnsupportedFeatureError(f"field {f.dotted_path!r}: map columns need data_storage_version 2.2")
@@ -161,6 +195,9 @@ def _sync_quietly(store: ObjectStore, key: str) -> None:
 
 
 def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_pb2.DataFile:
+    if minor == LEGACY:  # every field id (structs and lists too), no column indices
+        return table_pb2.DataFile(path=path, fields=schema.field_ids, file_major_version=LEGACY_MAJOR,
+                                  file_minor_version=LEGACY_MINOR, file_size_bytes=size)
     leaves = column_field_ids(schema, minor)
     return table_pb2.DataFile(
         path=path,
@@ -221,6 +258,7 @@ def _write_fragments(
     max_rows_per_file: int,
     max_bytes_per_file: int,
     events: Callable[[str, table_pb2.DataFragment], None] | None = None,
+    rows_per_group: int = DEFAULT_ROWS_PER_BATCH,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
     failure every file begun here is removed.  Returns the fragments and the files' keys.
@@ -228,6 +266,8 @@ def _write_fragments(
     ``events`` (a per-fragment progress tracker's adapter) is called ``("begin", fragment)``
     before each file is opened (an empty fragment) and ``("complete", fragment)`` once it is
     finished; with it, each file is finished before the next one begins.
+
+    ``minor`` :data:`LEGACY` writes legacy files, in batches of ``rows_per_group`` rows.
 
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
@@ -248,7 +288,7 @@ def _write_fragments(
 
     # A full file's last pages are queued at once; its metadata is written (waiting for
     # them) only once the next file has pages queued too, so no encoder idles in between.
-    closing: tuple[LanceFileWriter, str] | None = None
+    closing: tuple[LanceFileWriter | LegacyFileWriter, str] | None = None
 
     def finish_closing() -> None:
         nonlocal closing
@@ -298,11 +338,12 @@ def _write_fragments(
                     name = data_file_name()
                     if events is not None:
                         opening = table_pb2.DataFragment()
-                        opening.files.add(path=name, file_major_version=2, file_minor_version=minor)
+                        opening.files.append(_data_file(name, schema, minor, 0))
                         events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
-                    writer = LanceFileWriter(path, schema, minor, store=store)
+                    writer = (LegacyFileWriter(path, schema, rows_per_group, store=store) if minor == LEGACY
+                              else LanceFileWriter(path, schema, minor, store=store))
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)
@@ -400,7 +441,8 @@ def write_version(
     max_rows_per_file : int, default 1 Mi
         Rows per data file (each file is one fragment).
     max_rows_per_group : int, default 1024
-        Accepted; lance-gpu chooses its own page sizes.
+        Rows per batch of legacy (0.1) files, as pylance; for 2.x files lance-gpu chooses
+        its own page sizes.
     max_bytes_per_file : int, default 90 GiB
         A file is closed at the first batch boundary after it reaches this size.
     commit_lock : callable, optional
@@ -417,10 +459,12 @@ def write_version(
     store : optional
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
     data_storage_version : str, optional
-        ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default 2.2) for new datasets;
-        appends keep the dataset's version.  Legacy (0.1) files are not written.
+        ``"legacy"`` / ``"0.1"``, ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default
+        2.2) for new datasets; appends keep the dataset's version (asking for a V2 version
+        when appending to a legacy dataset, or legacy for a V2 one, is pylance's error,
+        :class:`LegacyFormatError`).
     use_legacy_format : bool, optional
-        Deprecated: ``False`` means ``"stable"``; ``True`` (legacy files) is not supported.
+        Deprecated: ``True`` means ``"legacy"``, ``False`` ``"stable"``.
     enable_v2_manifest_paths : bool, default True
         New datasets name manifests ``{u64::MAX - version:020}.manifest`` (else ``{version}.manifest``).
     enable_stable_row_ids : bool, default False
@@ -438,10 +482,8 @@ def write_version(
         The committed version (``lance_gpu.write_dataset`` returns the dataset at it).
     """
 
-    if use_legacy_format is True:
-        raise UnsupportedFeatureError("use_legacy_format=True: lance-gpu does not write legacy (0.1) files")
-    if use_legacy_format is False and data_storage_version is None:
-        data_storage_version = "stable"
+    if use_legacy_format is not None and data_storage_version is None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     if not isinstance(uri, (str, os.PathLike)):
         uri = getattr(uri, "uri", uri)
     if mode not in ("create", "append", "overwrite"):
@@ -468,7 +510,9 @@ def write_version(
     if mode == "append" and base is not None:
         check_appendable(base)
         lance_schema = LanceSchema.from_manifest(base.manifest, base.path)
-        minor = int(base.manifest.data_format.version.split(".")[1])
+        base_version = storage_version(base.manifest)
+        _check_append_version(data_storage_version, base_version)
+        minor = _minor_of(base_version)
         target = lance_schema.to_arrow(physical=True)
         order = _append_plan(target, arrow_schema)
         if order == list(range(len(order))) and all(
@@ -485,7 +529,7 @@ def write_version(
     _check_types(lance_schema, minor)
     fragments, written = _write_fragments(
         ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file,
-        fragment_events(fragment_progress),
+        fragment_events(fragment_progress), max_rows_per_group,
     )
     config: dict[str, str] = {}
     if auto_cleanup_options is not None and base is None:
@@ -495,7 +539,7 @@ def write_version(
         op: Append | Overwrite = Append(fragments)
     else:
         flags = features.FLAG_STABLE_ROW_IDS if enable_stable_row_ids and base is None else 0
-        op = Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}", config=config, writer_flags=flags)
+        op = Overwrite(lance_schema, fragments, data_storage_version=storage_version_name(minor), config=config, writer_flags=flags)
     op.written.extend(written)
     properties = dict(transaction_properties or {})
     if commit_message is not None:
