@@ -147,8 +147,6 @@ def validate(ds: TableSnapshot) -> None:
         if deleted > frag.physical_rows:
             raise CorruptFileError(ds.uri, f"fragment {fid} deletes {deleted} of {frag.physical_rows} rows")
         for df in frag.pb.files:
-            if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
-                continue  # legacy files are not read by lance-gpu
             frag.file_reader(join(ds.root, "data", df.path))  # checks its rows and columns
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lance_gpu.file.legacy import is_legacy_file_version
 from lance_gpu.io.store import join
 from lance_gpu.table.schema import column_index_map
 from lance_gpu.table.versions import dataset_stats
@@ -50,11 +51,14 @@ class DatasetStats:
         return dataset_stats(self._ds.manifest)
 
     def data_stats(self) -> DataStatistics:
-        """Bytes on disk of every field of the schema, ordered by field id."""
+        """Bytes on disk of every field of the schema, ordered by field id (legacy files
+        count none, as pylance's)."""
         ds = self._ds
         totals = {f.id: 0 for top in ds.lance_schema.fields for f in top.walk()}
         for frag in ds.fragments:
             for df in frag.pb.files:
+                if is_legacy_file_version(int(df.file_major_version), int(df.file_minor_version)):
+                    continue  # pylance counts no bytes for legacy (0.1) files
                 reader = frag.file_reader(join(ds.root, "data", df.path))
                 for fid, col in column_index_map(df, ds.lance_schema).items():
                     pages = reader.column(col).pages

@@ -169,13 +169,13 @@ def selective_share(frag: FragmentSnapshot, field: LanceField, arrow_field: pa.F
     """Late materialization: the survivor share of a unit up to which ``field`` is decoded
     for the surviving rows only; above it, decoding the fragment's whole pages and taking
     the survivors is cheaper.  It depends on how the pages store the values
-    (:func:`lance_gpu.file.reader.selective_share`); blob descriptors and fields the
-    fragment holds no data for are always read for the survivors."""
+    (:func:`lance_gpu.file.reader.selective_share`); blob descriptors, fields the
+    fragment holds no data for and fields of legacy files are always read for the survivors."""
     if blob_kind(field):
         return 1.0
     src = frag.field_source(field)
-    if src is None:
-        return 1.0
+    if src is None or (src.version is not None and src.version.major == 0):
+        return 1.0  # no data; legacy files (their reader decodes the batches over the rows and takes)
     return file_share(frag.file_reader(src.path), arrow_field, src.columns)
 
 

@@ -161,7 +161,7 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
             raise LanceSparkOptionError(msg)
         check_appendable(base)
         arrow_schema = _append_schema(base, schema)
-        minor = int(base.manifest.data_format.version.split(".")[1])
+        minor = dw.dataset_file_minor(base.manifest)
     else:
         if base is not None:
             check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)

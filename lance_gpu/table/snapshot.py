@@ -320,7 +320,7 @@ class FragmentSnapshot:
         """
         if self._rows_checked or self._readers:
             return
-        for df, path in zip(self.pb.files, self.data_paths, strict=True):
+        for path in self.data_paths[:1]:
             # a file this process opened and checked before, in the same state (a stat, no
             # open): its footer's row count is known; else (or when it differs) open it, the
             # reader's check raising the typed error

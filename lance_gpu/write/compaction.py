@@ -47,7 +47,7 @@ from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragmen
 from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
 from lance_gpu.txn.publish import check_appendable
-from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
+from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments, dataset_file_minor
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
@@ -238,7 +238,7 @@ def compact_once(
 
     schema = ds.lance_schema
     physical = schema.to_arrow(physical=True)
-    minor = int(ds.manifest.data_format.version.split(".")[1])
+    minor = dataset_file_minor(ds.manifest)
     groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]] = []
     rewrite = Rewrite()
     total_fragments = sum(len(task) for task in tasks)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -26,19 +27,19 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
+from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.store import remove_quietly
 from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
-from lance_gpu.io import ObjectStore, join, resolve
-from lance_gpu.io.store import remove_quietly
-from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.versions import storage_version
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Append, Overwrite
-from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
+from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.write.inputs import coerce_input
 from lance_gpu.write.legacy_file import (
     DEFAULT_ROWS_PER_BATCH,
@@ -46,6 +47,9 @@ from lance_gpu.write.legacy_file import (
     LegacyFileWriter,
     check_legacy_types,
 )
+
+if TYPE_CHECKING:
+    from lance_gpu.write.file_writer import LanceFileWriter
 
 __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
 
@@ -60,6 +64,23 @@ _VERSIONS = {"legacy": LEGACY, "0.1": LEGACY, "2.0": 0, "2.1": 1, "2.2": 2, "sta
 def storage_version_name(minor: int) -> str:
     """The ``data_storage_version`` files of version ``minor`` make: ``"0.1"`` or ``"2.minor"``."""
     return LEGACY_STORAGE_VERSION if minor == LEGACY else f"2.{minor}"
+
+
+def dataset_file_minor(manifest: table_pb2.Manifest) -> int:
+    """The file version a dataset's new data files get, as the writer's ``minor``:
+    :data:`LEGACY` for a legacy (0.1) dataset, else 2.``minor`` of its data storage version."""
+    return _minor_of(storage_version(manifest))
+
+
+def data_file_writer(path: str, schema: LanceSchema, minor: int, store: ObjectStore,
+                     rows_per_group: int = DEFAULT_ROWS_PER_BATCH) -> LanceFileWriter | LegacyFileWriter:
+    """A writer of one new data file of version ``minor`` (:data:`LEGACY`: a legacy file
+    in batches of ``rows_per_group`` rows)."""
+    from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
+
+    if minor == LEGACY:
+        return LegacyFileWriter(path, schema, rows_per_group, store=store)
+    return LanceFileWriter(path, schema, minor, store=store)
 
 
 def _check_append_version(requested: str | None, base_version: str) -> None:
@@ -342,8 +363,7 @@ def _write_fragments(
                         events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
-                    writer = (LegacyFileWriter(path, schema, rows_per_group, store=store) if minor == LEGACY
-                              else LanceFileWriter(path, schema, minor, store=store))
+                    writer = data_file_writer(path, schema, minor, store, rows_per_group)
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)
@@ -512,7 +532,7 @@ def write_version(
         lance_schema = LanceSchema.from_manifest(base.manifest, base.path)
         base_version = storage_version(base.manifest)
         _check_append_version(data_storage_version, base_version)
-        minor = _minor_of(base_version)
+        minor = dataset_file_minor(base.manifest)
         target = lance_schema.to_arrow(physical=True)
         order = _append_plan(target, arrow_schema)
         if order == list(range(len(order))) and all(

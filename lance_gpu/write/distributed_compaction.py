@@ -48,7 +48,7 @@ from lance_gpu.write.compaction import (
     reserve_fragment_ids,
     split_touched_indices,
 )
-from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments
+from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments, dataset_file_minor
 from lance_gpu.write.index_remap import RowAddressMap, check_remappable, remap_index
 from lance_gpu.write.operations import _commit
 
@@ -140,7 +140,7 @@ class CompactionTask:
         frags = [by_id[f.id] for f in self.fragments]
         schema = ds.lance_schema
         physical = schema.to_arrow(physical=True)
-        minor = int(ds.manifest.data_format.version.split(".")[1])
+        minor = dataset_file_minor(ds.manifest)
         size = int(self.options.get("max_bytes_per_file") or DEFAULT_MAX_BYTES_PER_FILE)
         new, _written = _write_fragments(ds.store, ds.root, schema, physical, _live_tables(ds, frags, physical),
                                          None, minor, 1 << 62, size)

@@ -49,7 +49,7 @@ from lance_gpu.txn.fragment import DataFile, FragmentMetadata
 from lance_gpu.txn.operations import Merge
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema, column_field_ids
-from lance_gpu.write.dataset_writer import _check_types
+from lance_gpu.write.dataset_writer import _check_types, dataset_file_minor
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.operations import (
     _as_table,
@@ -194,7 +194,7 @@ def merge_columns(
     if values.num_rows != n_live:
         raise RowCountMismatchError(
             f"merge_columns: {values.num_rows} new values for the {n_live} rows of fragment {frag.fragment_id}")
-    minor = int(ds.manifest.data_format.version.split(".")[1])
+    minor = dataset_file_minor(ds.manifest)
     dup = [n for n in values.schema.names if n in ds.schema.names]
     if dup:
         raise ColumnExistsError(f"Column {dup[0]} already exists in the dataset")
@@ -313,7 +313,7 @@ def update_columns(
             raise SchemaMismatchError(f"update_columns: the join column {name!r} cannot be updated")
     if not updated:
         raise ValueError("update_columns: the new data holds no column to update")
-    minor = int(ds.manifest.data_format.version.split(".")[1])
+    minor = dataset_file_minor(ds.manifest)
     old_fields = [ds.lance_schema.field(n) for n in updated]
     lance_new = LanceSchema(list(old_fields), ds.lance_schema.metadata)
     _check_types(lance_new, minor)

@@ -30,6 +30,7 @@ from lance_gpu.io import ObjectStore, join
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.versions import storage_version
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
@@ -39,29 +40,40 @@ from lance_gpu.write.dataset_writer import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     _append_plan,
+    _check_append_version,
     _check_types,
     _minor_of,
     _strip,
     _write_fragments,
     fragment_events,
+    storage_version_name,
 )
 from lance_gpu.write.inputs import coerce_input
+from lance_gpu.write.legacy_file import DEFAULT_ROWS_PER_BATCH
 
 __all__ = ["create_fragment", "discard_fragments", "write_fragments"]
 
 
-def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None):
-    """(base manifest or None, Lance schema, Arrow schema to write, column order, minor)."""
+def _target(store: ObjectStore, root: str, mode: str, arrow_schema: pa.Schema, data_storage_version: str | None,
+            version_wins: bool = False):
+    """(base manifest or None, Lance schema, Arrow schema to write, column order, minor).
+
+    Appending to an existing dataset writes its file version; a ``data_storage_version``
+    across the legacy / V2 line from it is refused (pylance's ``write_fragments``), or,
+    with ``version_wins`` (``LanceFragment.create``), is written as asked."""
     base, _naming = latest(store, root)
     if mode == "append" and base is not None:
         check_appendable(base)
+        base_version = storage_version(base.manifest)
+        if not version_wins:
+            _check_append_version(data_storage_version, base_version)
         schema = LanceSchema.from_manifest(base.manifest, base.path)
         target = schema.to_arrow(physical=True)
         plan = _append_plan(target, arrow_schema)
         order: list[int] | None = plan
         if plan == list(range(len(plan))) and all(_strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema, strict=False)):
             order = None
-        minor = int(base.manifest.data_format.version.split(".")[1])
+        minor = _minor_of(data_storage_version if version_wins and data_storage_version else base_version)
         return base, schema, (target if order is not None else arrow_schema), order, minor
     if base is not None:
         check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
@@ -109,24 +121,31 @@ def write_fragments(
     max_rows_per_file : int, default 1 Mi
         Each file of at most this many rows is one fragment.
     max_rows_per_group : int, optional
-        Accepted; lance-gpu chooses its own page sizes.
+        Rows per batch of legacy (0.1) files, as pylance; for 2.x files lance-gpu chooses
+        its own page sizes.
     max_bytes_per_file : int
         A file is closed at the first batch boundary after it reaches this size.
     progress : FragmentWriteProgress, optional
         A per-fragment tracker (:class:`lance_gpu.progress.FragmentWriteProgress`):
         ``begin`` before each fragment's file is opened, ``complete`` once it is written.
     data_storage_version : str, optional
-        ``"2.1"`` / ``"2.2"`` (``"stable"``) for new datasets.
-    use_legacy_format, storage_options, enable_stable_row_ids
+        ``"legacy"`` / ``"0.1"``, ``"2.0"``, ``"2.1"``, ``"2.2"`` (``"stable"``) for new
+        datasets; appends write the dataset's version (one across the legacy / V2 line
+        from it is refused: :class:`~lance_gpu.errors.LegacyFormatError`, an ``OSError``).
+    use_legacy_format : bool, optional
+        Deprecated: ``True`` means ``"legacy"``, ``False`` ``"stable"``.
+    storage_options, enable_stable_row_ids
         As pylance's (stable row ids are assigned at commit).
 
     Returns
     -------
     list of FragmentMetadata, or Transaction when ``return_transaction``.
     """
+    if use_legacy_format is not None and data_storage_version is None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     base, lance_schema, fragments, minor = _write_uncommitted(
         data, dataset_uri, schema, mode, max_rows_per_file, max_bytes_per_file, progress, 0,
-        data_storage_version, storage_options,
+        data_storage_version, storage_options, rows_per_group=max_rows_per_group,
     )
     if not return_transaction:
         return fragments
@@ -135,14 +154,15 @@ def write_fragments(
         return Transaction(int(base.manifest.version), Append(fragments))
     return Transaction(
         0 if base is None else int(base.manifest.version),
-        Overwrite(lance_schema, fragments, data_storage_version=f"2.{minor}"),
+        Overwrite(lance_schema, fragments, data_storage_version=storage_version_name(minor)),
     )
 
 
 def _write_uncommitted(
     data: object, dataset_uri: Any, schema: pa.Schema | None, mode: str, max_rows_per_file: int,
     max_bytes_per_file: int, progress: Any, fragment_id: int, data_storage_version: str | None,
-    storage_options: dict[str, str] | None, begin_with_file: bool = False,
+    storage_options: dict[str, str] | None, begin_with_file: bool = False, rows_per_group: int | None = None,
+    version_wins: bool = False,
 ) -> tuple[Any, LanceSchema, list[FragmentMetadata], int]:
     """The files of :func:`write_fragments`: (base manifest or None, the schema written,
     the fragments, the file minor version); ``progress`` is told of fragment ``fragment_id``."""
@@ -156,9 +176,11 @@ def _write_uncommitted(
     arrow_schema, batches = coerce_input(data, schema, device=True)
     if len(arrow_schema) == 0:
         raise EmptyWriteError("Cannot write with an empty schema (the data has no columns)")
-    base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version)
+    base, lance_schema, write_schema, order, minor = _target(store, root, mode, arrow_schema, data_storage_version,
+                                                             version_wins)
     pbs, _written = _write_fragments(store, root, lance_schema, write_schema, batches, order, minor, rows, size,
-                                     fragment_events(progress, fragment_id, begin_with_file))
+                                     fragment_events(progress, fragment_id, begin_with_file),
+                                     int(rows_per_group or DEFAULT_ROWS_PER_BATCH))
     return base, lance_schema, [FragmentMetadata.from_pb(f) for f in pbs], minor
 
 
@@ -178,10 +200,15 @@ def create_fragment(
     """One fragment (one data file) of ``data`` for the dataset at ``dataset_uri``, not
     committed (pylance's ``LanceFragment.create``); ``fragment_id`` defaults to 0.
     ``progress`` (:class:`lance_gpu.progress.FragmentWriteProgress`) is told ``begin`` and
-    ``complete`` of the fragment, with id ``fragment_id``."""
+    ``complete`` of the fragment, with id ``fragment_id``.  ``data_storage_version`` (or
+    ``use_legacy_format``), when given, is written even where the dataset has another (as
+    pylance's); else the dataset's version; ``max_rows_per_group`` sizes legacy batches."""
+    if use_legacy_format is not None and data_storage_version is None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     _base, _schema, frags, _minor = _write_uncommitted(
         data, dataset_uri, schema, mode, 1 << 62, 1 << 62, progress,
         int(fragment_id or 0), data_storage_version, storage_options, begin_with_file=True,
+        rows_per_group=max_rows_per_group, version_wins=True,
     )
     if len(frags) != 1:
         raise EmptyWriteError("LanceFragment.create: the input data was empty (no rows to write)")

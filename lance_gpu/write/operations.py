@@ -49,7 +49,7 @@ from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retr
 from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore, UpdateConfig, UpdateMap
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
-from lance_gpu.write.dataset_writer import _check_types, _data_file, data_file_name
+from lance_gpu.write.dataset_writer import _check_types, _data_file, data_file_name, data_file_writer, dataset_file_minor
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.rowlevel import row_addresses
 from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
@@ -470,7 +470,7 @@ def _add_columns_once(
         transforms = pa.schema(transforms)
     base = ds.manifest_file
     check_appendable(base)
-    minor = int(ds.manifest.data_format.version.split(".")[1])
+    minor = dataset_file_minor(ds.manifest)
     start_id = _next_field_id(ds)
     existing = set(ds.schema.names)
 
@@ -639,7 +639,7 @@ def _cast_columns(
     and, in every fragment, a new data file of its values cast (deleted rows as nulls)."""
     check_appendable(ds.manifest_file)
     schema = ds.lance_schema
-    minor = int(ds.manifest.data_format.version.split(".")[1])
+    minor = dataset_file_minor(ds.manifest)
     next_id = _next_field_id(ds)
     new_fields: dict[str, LanceField] = {}
     arrow_new = []
@@ -742,7 +742,7 @@ def merge(
 
     def plan(target: TableSnapshot) -> Operation:
         check_appendable(target.manifest_file)
-        minor = int(target.manifest.data_format.version.split(".")[1])
+        minor = dataset_file_minor(target.manifest)
         added_schema = pa.schema([pa.field(f.name, f.type, True, f.metadata) for f in added])
         lance_new = LanceSchema.from_arrow(blob_v2_schema(added_schema, minor), start_id=_next_field_id(target))
         _check_types(lance_new, minor)
@@ -768,12 +768,10 @@ def _with_new_data_file(
     """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
     row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
-    from lance_gpu.write.file_writer import LanceFileWriter
-
     name = data_file_name()
     path = join(ds.root, "data", name)
     op.written.append(path)
-    writer = LanceFileWriter(path, lance_new, minor, store=ds.store)
+    writer = data_file_writer(path, lance_new, minor, ds.store)
     try:
         writer.write(values)
         size = writer.finish()

@@ -43,7 +43,13 @@ from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
-from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE, _write_fragments, write_version
+from lance_gpu.write.dataset_writer import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    _write_fragments,
+    dataset_file_minor,
+    write_version,
+)
 from lance_gpu.write.inputs import cast_batch, coerce_input
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -263,7 +269,7 @@ class _RowChange:
         ds = self.ds
         schema = ds.lance_schema
         physical = schema.to_arrow(physical=True)
-        minor = int(ds.manifest.data_format.version.split(".")[1])
+        minor = dataset_file_minor(ds.manifest)
         groups: list[tuple[pa.Table, np.ndarray | None, np.ndarray | None]] = [(new_rows, None, None)]
         if carried_ids is not None:
             # rows with an id (rewritten) and without (inserted) go to separate
