@@ -431,15 +431,6 @@ def test_deletion_file_missing_or_garbage(pristine, tmp_path: Path, version: str
 # --------------------------------------------------------------------------------------------
 
 
-def test_legacy_dataset(tmp_path: Path) -> None:
-    lance = pytest.importorskip("lance")
-    uri = tmp_path / "legacy"
-    lance.write_dataset(_table(200), str(uri), data_storage_version="legacy")
-    f = _data_files(uri)[0]
-    err = _expect(UnsupportedEncodingError, uri, f)
-    assert "legacy" in str(err)
-
-
 def test_2_3_dataset(tmp_path: Path) -> None:
     lance = pytest.importorskip("lance")
     uri = tmp_path / "v23"

@@ -16,7 +16,6 @@ import pytest
 lance = pytest.importorskip("lance")
 
 import lance_gpu
-from lance_gpu.errors import UnsupportedEncodingError
 
 
 def _blob_table() -> pa.Table:
@@ -77,14 +76,13 @@ def test_type_reads_as_pylance_reads_it(tmp_path: Path, name: str, storage: str)
 
 
 @pytest.mark.parametrize("storage", ["legacy", "0.1"])
-def test_legacy_files_raise_a_typed_error(tmp_path: Path, storage: str) -> None:
+def test_legacy_files_are_read(tmp_path: Path, storage: str) -> None:
+    """(Every type of legacy files: tests/test_legacy_format.py.)"""
     uri = str(tmp_path / "legacy.lance")
     lance.write_dataset(pa.table({"a": [1, 2, 3]}), uri, data_storage_version=storage)
-    assert lance.dataset(uri).to_table().num_rows == 3
     ds = lance_gpu.dataset(uri)
     assert ds.data_storage_version == "0.1"
-    with pytest.raises(UnsupportedEncodingError, match="legacy"):
-        ds.to_table()
+    assert ds.to_table().equals(lance.dataset(uri).to_table())
 
 
 @pytest.mark.parametrize("storage", ["2.0", "stable"])

@@ -338,8 +338,6 @@ def test_non_nullable_fields(tmp_path):
 
 def test_unsupported_inputs(tmp_path):
     with pytest.raises(lance_gpu.UnsupportedFeatureError):
-        lance_gpu.write_dataset(pa.table({"a": [1]}), str(tmp_path / "x"), data_storage_version="legacy")
-    with pytest.raises(lance_gpu.UnsupportedFeatureError):
         lance_gpu.write_dataset(pa.table({"m": pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int32()))}),
                                 str(tmp_path / "y"), data_storage_version="2.1")
     with pytest.raises(ValueError):
