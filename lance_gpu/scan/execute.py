@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
+from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
 from lance_gpu.io import resolve as resolve_uri
@@ -174,9 +175,12 @@ def selective_share(frag: FragmentSnapshot, field: LanceField, arrow_field: pa.F
     if blob_kind(field):
         return 1.0
     src = frag.field_source(field)
-    if src is None or (src.version is not None and src.version.major == 0):
-        return 1.0  # no data; legacy files (their reader decodes the batches over the rows and takes)
-    return file_share(frag.file_reader(src.path), arrow_field, src.columns)
+    if src is None:
+        return 1.0
+    reader = frag.file_reader(src.path)
+    if not isinstance(reader, LanceFileReader):
+        return 1.0  # legacy files: their reader decodes the batches over the rows and takes
+    return file_share(reader, arrow_field, src.columns)
 
 
 def take_sorted(column: pa.Array | pa.ChunkedArray, positions: np.ndarray) -> pa.Array | pa.ChunkedArray:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.reader import plain_row_bytes, plain_row_pages
 from lance_gpu.scan.execute import INLINE_DECODE_ROWS, CpuExecutor, ReadUnit
 
@@ -77,8 +78,9 @@ class FragmentColumns:
             src = frag.field_source(lf)
             views = None
             if src is not None:
-                if src.version is None:  # 2.1+ files (2.0 and legacy files are decoded whole)
-                    views = plain_row_pages(frag.file_reader(src.path), af, src.columns)
+                reader = frag.file_reader(src.path)
+                if src.version is None and isinstance(reader, LanceFileReader):  # 2.1+ (2.0, legacy: decoded whole)
+                    views = plain_row_pages(reader, af, src.columns)
             if views is None:
                 self.pages.append(None)
                 continue

@@ -84,7 +84,10 @@ def _column(frag: FragmentSnapshot, field: LanceField) -> tuple[str, int, LanceF
         cmap = column_index_map(df, frag.snapshot.lance_schema)
         if field.id in cmap:
             path = join(frag.snapshot.root, "data", df.path)
-            return path, cmap[field.id], frag.file_reader(path)
+            reader = frag.file_reader(path)
+            if not isinstance(reader, LanceFileReader):
+                raise UnsupportedEncodingError(f"{path}: blob field {field.name!r} in a legacy (0.1) data file")
+            return path, cmap[field.id], reader
     raise UnsupportedEncodingError(f"fragment {frag.fragment_id}: no data file holds blob field {field.name!r}")
 
 

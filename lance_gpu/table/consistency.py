@@ -30,6 +30,7 @@ from lance_gpu.errors import CorruptFileError
 
 if TYPE_CHECKING:
     from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.file.legacy import LegacyFileReader
     from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["KNOWN_DATA_FORMATS", "KNOWN_FILE_VERSIONS", "check_data_file", "check_manifest"]
@@ -87,7 +88,7 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> int:
     return int(top)
 
 
-def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None,
+def check_data_file(reader: LanceFileReader | LegacyFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None,
                     schema: LanceSchema | None = None) -> None:
     """Check an opened data file against its fragment's manifest entry (and, given the
     dataset's ``schema``, a file whose own field ids are not the manifest's against it)."""
@@ -109,7 +110,7 @@ def check_data_file(reader: LanceFileReader, fragment: table_pb2.DataFragment, d
                                          "(nor fields of the same types in the same order)")
 
 
-def _same_types(reader: LanceFileReader, data_file: table_pb2.DataFile, schema: LanceSchema | None) -> bool:
+def _same_types(reader: LanceFileReader | LegacyFileReader, data_file: table_pb2.DataFile, schema: LanceSchema | None) -> bool:
     """Whether the file's own fields, in order, have the logical types of the dataset fields
     the manifest names for it: a file written on its own (``LanceFileWriter``, numbering
     its fields from 0) and attached by a ``DataReplacement`` or ``create_from_file`` is read

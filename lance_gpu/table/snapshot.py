@@ -461,7 +461,7 @@ class FragmentSnapshot:
             for path, cols in by_rows.items():
                 reader = self.file_reader(path)
                 assert rows is not None
-                if reader.version == FileVersion(2, 0):
+                if not isinstance(reader, LanceFileReader) or reader.version == FileVersion(2, 0):
                     reader.prefetch(cols)
                 else:
                     prefetch_take(reader, cols, rows)

@@ -260,9 +260,10 @@ def _fixed_bytes(arr: pa.Array) -> bytes:
         values = arr.values.slice(arr.offset * t.list_size, n * t.list_size)
         return _fixed_bytes(values)
     if pa.types.is_boolean(t):
-        buf = arr.buffers()[1]
-        bits = np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little")[arr.offset : arr.offset + n] if n else []
-        return np.packbits(np.asarray(bits, np.uint8), bitorder="little").tobytes()
+        if n == 0:
+            return b""
+        bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + n]
+        return np.packbits(bits, bitorder="little").tobytes()
     if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
         width = t.byte_width
     else:
