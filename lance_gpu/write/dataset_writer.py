@@ -294,7 +294,6 @@ def _write_fragments(
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
     durable, before the manifest that names them is put."""
     from lance_gpu.write.device_input import DeviceBatch
-    from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     data_dir = join(root, "data")
 
@@ -480,7 +479,8 @@ def write_version(
         An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
     data_storage_version : str, optional
         ``"legacy"`` / ``"0.1"``, ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default
-        2.2) for new datasets; appends keep the dataset's version (asking for a V2 version
+        2.2) for new datasets; appends, and overwrites not asking for one, keep the
+        dataset's version (asking an append for a V2 version
         when appending to a legacy dataset, or legacy for a V2 one, is pylance's error,
         :class:`LegacyFormatError`).
     use_legacy_format : bool, optional
@@ -523,6 +523,8 @@ def write_version(
     base, naming = latest(ostore, root)
     if base is None:
         naming = "V2" if enable_v2_manifest_paths else "V1"
+    if mode == "overwrite" and base is not None and data_storage_version is None:
+        minor = dataset_file_minor(base.manifest)  # pylance: an overwrite keeps the dataset's version
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
     check_commit_store(ostore, root, locked=commit_lock is not None)

@@ -3,7 +3,7 @@
 
 :func:`coerce_input` accepts what ``lance.write_dataset`` accepts (``lance/types.py``
 ``_coerce_reader``): a pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset``
-Dataset or Scanner, a Lance dataset (ours or pylance's), any ``__arrow_c_stream__`` object,
+Dataset or Scanner (or a lance-gpu scanner), a Lance dataset (ours or pylance's), any ``__arrow_c_stream__`` object,
 pandas, Polars and cuDF frames, a dict of columns (DLPack tensors in host memory among
 them: a CPU torch tensor, ...), a list of dicts, or an iterable of RecordBatches.
 
@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.scan.scanner import LanceScanner
 from lance_gpu.write._jsonb import text_to_jsonb
 from lance_gpu.write.device_input import DeviceBatch, device_batches, device_stream, host_dlpack_column, is_device_input
 
@@ -127,7 +128,7 @@ def _as_stream(data: object, schema: pa.Schema | None) -> tuple[pa.Schema | None
             data.scanner().to_reader()
         )
         return reader.schema, iter(reader)
-    if isinstance(data, pds.Scanner):
+    if isinstance(data, (pds.Scanner, LanceScanner)):  # ours: a scan of a lance-gpu dataset
         reader = data.to_reader()
         return reader.schema, iter(reader)
     if type(data).__module__ == "lance_gpu.dataset" and hasattr(data, "to_batches"):
