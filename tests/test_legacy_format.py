@@ -328,11 +328,39 @@ def test_refused_like_pylance(tmp_path: Path, column: pa.Array) -> None:
     assert not (tmp_path / "ours" / "_versions").exists() or not any((tmp_path / "ours" / "_versions").iterdir())
 
 
-def test_dictionary_columns_are_refused_clearly(tmp_path: Path) -> None:
-    """pylance stores a legacy dataset's dictionary values in its manifest file, which
-    lance-gpu's manifests do not hold: refused by name instead of written unreadable."""
-    with pytest.raises(lance_gpu.UnsupportedFeatureError, match="dictionary"):
-        lance_gpu.write_dataset(pa.table(_dictionaries()), str(tmp_path / "ours"), data_storage_version="legacy")
+def test_dictionaries(tmp_path: Path) -> None:
+    """Dictionary values go to the data files and, as pylance keeps them, to every manifest
+    file of a legacy dataset; appends must bring the same dictionary (pylance's OSError)."""
+    table = pa.table({**_dictionaries(), "x": pa.array(range(N), pa.int64())})
+    ours, theirs = str(tmp_path / "ours"), _pylance_legacy(tmp_path, table, max_rows_per_group=4)
+    lance_gpu.write_dataset(table, ours, data_storage_version="legacy", max_rows_per_group=4, max_rows_per_file=6)
+    expected = lance.dataset(theirs).to_table()
+    assert lance.dataset(ours).to_table().equals(expected)
+    assert lance.dataset(ours).schema == lance.dataset(theirs).schema
+    for uri in (ours, theirs):
+        lance_gpu.write_dataset(table, uri, mode="append")
+        lance_gpu.dataset(uri).delete("x = 1")
+        ref = lance.dataset(uri)
+        assert ref.count_rows() == 2 * N - 2
+        assert ref.to_table().equals(lance_gpu.dataset(uri).to_table())
+        other = pa.table({"dict_str": pa.array(["p", "q"]).dictionary_encode(),
+                          "dict_int": pa.array([1, 2], pa.int64()).dictionary_encode(), "x": pa.array([1, 2], pa.int64())})
+        with pytest.raises(OSError, match="dictionary"):
+            lance.write_dataset(other, uri, mode="append")
+        with pytest.raises(OSError, match="dictionary"):
+            lance_gpu.write_dataset(other, uri, mode="append")
+
+
+@pytest.mark.parametrize("storage", ["legacy", "2.0", "2.1"])
+def test_overwrite_keeps_the_storage_version(tmp_path: Path, storage: str) -> None:
+    table = pa.table({"a": [1, 2]})
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_gpu.write_dataset(table, ours, data_storage_version=storage)
+    lance.write_dataset(table, theirs, data_storage_version=storage)
+    assert (lance_gpu.write_dataset(table, ours, mode="overwrite").data_storage_version
+            == lance.write_dataset(table, theirs, mode="overwrite").data_storage_version)
+    assert (lance_gpu.write_dataset(table, ours, mode="overwrite", data_storage_version="2.1").data_storage_version
+            == lance.write_dataset(table, theirs, mode="overwrite", data_storage_version="2.1").data_storage_version == "2.1")
 
 
 # --------------------------------------------------------------------------------------------

@@ -206,7 +206,7 @@ class LegacyFileReader:
             return pa.nulls(n)
         if pa.types.is_dictionary(t):
             indices = self._fixed(t.index_type, page.position, n)
-            return pa.DictionaryArray.from_arrays(indices, self._dictionary(fid, t.value_type))
+            return pa.DictionaryArray.from_arrays(indices, self.dictionary(fid, t.value_type))
         if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
             return self._var_binary(t, nullable, page.position, n)
         return self._fixed(t, page.position, n)
@@ -244,7 +244,8 @@ class LegacyFileReader:
                 validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
         return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(values)])
 
-    def _dictionary(self, field_id: int, value_type: pa.DataType) -> pa.Array:
+    def dictionary(self, field_id: int, value_type: pa.DataType) -> pa.Array:
+        """The dictionary values of field ``field_id`` (of type ``value_type``)."""
         pb = self.fields.get(field_id)
         if pb is None or not pb.HasField("dictionary"):
             raise CorruptFileError(self.path, f"dictionary field {field_id} names no dictionary values")

@@ -60,6 +60,7 @@ from lance_gpu.table.manifest import (
     read_version_hint,
     remember_manifest,
 )
+from lance_gpu.txn.legacy_dictionaries import dictionary_prefix
 from lance_gpu.txn.operations import Operation
 from lance_gpu.txn.publish import (
     SUPPORTED_WRITER_FLAGS,
@@ -285,7 +286,8 @@ def commit(
                     # later versions exist although ``version`` does not (a cleanup removed
                     # it): rebase on them instead of publishing below the latest
                     raise FileExistsError(version)
-                data = serialize_manifest(manifest, txn, index_section, in_place=True)
+                data = serialize_manifest(manifest, txn, index_section, in_place=True,
+                                          prefix=dictionary_prefix(store, root, manifest))
                 with _user_lock(lock, version) if lock is not None else nullcontext():
                     # the files it names and the manifest's own bytes are made durable in one
                     # round of fsyncs (in parallel), before the manifest is published

@@ -103,11 +103,13 @@ def serialize_manifest(
     index_section: table_pb2.IndexSection | None = None,
     *,
     in_place: bool = False,
+    prefix: bytes = b"",
 ) -> bytes:
-    """A manifest file: ``[u32 len | IndexSection] [u32 len | Transaction] u32 len | Manifest``
-    and the 16-byte footer; the Manifest's offsets are filled in here: in a copy, or with
-    ``in_place`` in ``manifest`` itself (which then equals what a reader parses from the
-    bytes; no copy of every fragment)."""
+    """A manifest file: ``[prefix] [u32 len | IndexSection] [u32 len | Transaction] u32 len |
+    Manifest`` and the 16-byte footer; the Manifest's offsets are filled in here: in a copy,
+    or with ``in_place`` in ``manifest`` itself (which then equals what a reader parses from
+    the bytes; no copy of every fragment).  ``prefix``: a legacy dataset's dictionary values
+    (:func:`lance_gpu.txn.legacy_dictionaries.dictionary_prefix`)."""
     if in_place:
         m = manifest
     else:
@@ -115,8 +117,8 @@ def serialize_manifest(
         m.CopyFrom(manifest)
     for name in ("index_section", "transaction_section", "transaction_section_deprecated"):
         m.ClearField(name)
-    parts: list[bytes] = []
-    pos = 0
+    parts: list[bytes] = [prefix] if prefix else []
+    pos = len(prefix)
     if index_section is not None:
         raw = index_section.SerializeToString()
         m.index_section = pos

@@ -37,6 +37,7 @@ from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.versions import storage_version
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.fragment import FragmentMetadata
+from lance_gpu.txn.legacy_dictionaries import dataset_dictionaries
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
@@ -73,13 +74,15 @@ def dataset_file_minor(manifest: table_pb2.Manifest) -> int:
 
 
 def data_file_writer(path: str, schema: LanceSchema, minor: int, store: ObjectStore,
-                     rows_per_group: int = DEFAULT_ROWS_PER_BATCH) -> LanceFileWriter | LegacyFileWriter:
+                     rows_per_group: int = DEFAULT_ROWS_PER_BATCH,
+                     dictionaries: dict[int, pa.Array] | None = None) -> LanceFileWriter | LegacyFileWriter:
     """A writer of one new data file of version ``minor`` (:data:`LEGACY`: a legacy file
-    in batches of ``rows_per_group`` rows)."""
+    in batches of ``rows_per_group`` rows, its dictionary fields encoded with
+    ``dictionaries``, see :class:`LegacyFileWriter`)."""
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     if minor == LEGACY:
-        return LegacyFileWriter(path, schema, rows_per_group, store=store)
+        return LegacyFileWriter(path, schema, rows_per_group, store=store, dictionaries=dictionaries)
     return LanceFileWriter(path, schema, minor, store=store)
 
 
@@ -280,6 +283,7 @@ def _write_fragments(
     max_bytes_per_file: int,
     events: Callable[[str, table_pb2.DataFragment], None] | None = None,
     rows_per_group: int = DEFAULT_ROWS_PER_BATCH,
+    dictionaries: dict[int, pa.Array] | None = None,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
     failure every file begun here is removed.  Returns the fragments and the files' keys.
@@ -288,7 +292,9 @@ def _write_fragments(
     before each file is opened (an empty fragment) and ``("complete", fragment)`` once it is
     finished; with it, each file is finished before the next one begins.
 
-    ``minor`` :data:`LEGACY` writes legacy files, in batches of ``rows_per_group`` rows.
+    ``minor`` :data:`LEGACY` writes legacy files, in batches of ``rows_per_group`` rows,
+    every file's dictionary fields encoded with the same values (``dictionaries``: the
+    dataset's, for an append; else the first batch's).
 
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
@@ -296,6 +302,7 @@ def _write_fragments(
     from lance_gpu.write.device_input import DeviceBatch
 
     data_dir = join(root, "data")
+    shared_dictionaries = dict(dictionaries or {})
 
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
@@ -362,7 +369,7 @@ def _write_fragments(
                         events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
-                    writer = data_file_writer(path, schema, minor, store, rows_per_group)
+                    writer = data_file_writer(path, schema, minor, store, rows_per_group, shared_dictionaries)
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)
@@ -529,12 +536,15 @@ def write_version(
         raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
     check_commit_store(ostore, root, locked=commit_lock is not None)
     order = None
+    dictionaries: dict[int, pa.Array] = {}
     if mode == "append" and base is not None:
         check_appendable(base)
         lance_schema = LanceSchema.from_manifest(base.manifest, base.path)
         base_version = storage_version(base.manifest)
         _check_append_version(data_storage_version, base_version)
         minor = dataset_file_minor(base.manifest)
+        if minor == LEGACY:
+            dictionaries = dataset_dictionaries(ostore, root, base.manifest)
         target = lance_schema.to_arrow(physical=True)
         order = _append_plan(target, arrow_schema)
         if order == list(range(len(order))) and all(
@@ -551,7 +561,7 @@ def write_version(
     _check_types(lance_schema, minor)
     fragments, written = _write_fragments(
         ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file,
-        fragment_events(fragment_progress), max_rows_per_group,
+        fragment_events(fragment_progress), max_rows_per_group, dictionaries,
     )
     config: dict[str, str] = {}
     if auto_cleanup_options is not None and base is None:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import LegacyFormatError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import IncompatibleSchemaError, LegacyFormatError, SchemaMismatchError
 from lance_gpu.file.container import MAGIC
 from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
 from lance_gpu.io.store import ObjectStore, WriteHandle
@@ -45,15 +45,13 @@ def _is_var_binary(t: pa.DataType) -> bool:
 
 def check_legacy_types(schema: LanceSchema) -> None:
     """Refuse what pylance's legacy writer cannot write, with pylance's builtin (OSError):
-    maps, and a schema with no page at all (only empty structs)."""
+    maps, and a schema with no page at all (only empty structs).  (Dictionary values go to
+    the data file here and to every manifest file at commit:
+    :mod:`lance_gpu.txn.legacy_dictionaries`.)"""
     for f in schema.walk():
         if f.logical_type == "map":
             raise LegacyFormatError(
                 f"field {f.dotted_path!r}: legacy (0.1) files cannot store map columns (FileWriter::write: unsupported data type)"
-            )
-        if f.has_dictionary:
-            raise UnsupportedFeatureError(
-                f"field {f.dotted_path!r}: lance-gpu does not write dictionary columns to legacy (0.1) datasets"
             )
     if not any(f.is_leaf and f.logical_type != "struct" for f in schema.walk()):
         raise LegacyFormatError("legacy (0.1) files need at least one non-struct field (empty page table)")
@@ -69,7 +67,12 @@ class LegacyFileWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], schema: LanceSchema, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
-                 store: ObjectStore | None = None) -> None:
+                 store: ObjectStore | None = None, dictionaries: dict[int, pa.Array] | None = None) -> None:
+        """``dictionaries``: the values each dictionary field (by id) must be encoded with
+        (the dataset's, for an append; shared by the files of one write, so that they all
+        hold the values the manifest names); a field missing there takes its first batch's
+        dictionary (and adds it).  Data with another dictionary is refused as pylance
+        refuses it (:class:`~lance_gpu.errors.IncompatibleSchemaError`, an ``OSError``)."""
         if rows_per_batch < 1:
             raise ValueError("max_rows_per_group must be positive")
         if store is None:
@@ -88,7 +91,7 @@ class LegacyFileWriter:
         self._pending_bytes = 0
         self._batch_offsets = [0]
         self._pages: dict[int, dict[int, tuple[int, int]]] = {}  # field id -> batch -> (position, length)
-        self._dictionaries: dict[int, pa.Array] = {}
+        self._dictionaries: dict[int, pa.Array] = {} if dictionaries is None else dictionaries
         self.num_rows = 0
 
     @property
@@ -173,7 +176,9 @@ class LegacyFileWriter:
         elif pa.types.is_dictionary(t):
             self._dictionaries.setdefault(field.id, arr.dictionary)
             if not arr.dictionary.equals(self._dictionaries[field.id]):
-                raise UnsupportedFeatureError(f"field {field.dotted_path!r}: batches with different dictionaries")
+                raise IncompatibleSchemaError(
+                    f"Append with different schema: dictionary for `{field.dotted_path}` did not match expected dictionary"
+                )
             self._set_page(field, batch_id, self._write(_fixed_bytes(arr.indices)), len(arr))
         elif pa.types.is_map(t) or pa.types.is_union(t):
             raise LegacyFormatError(f"field {field.dotted_path!r}: legacy (0.1) files cannot store {t}")
