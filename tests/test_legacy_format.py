@@ -375,3 +375,18 @@ def test_cli_info_reports_the_storage_version(tmp_path: Path) -> None:
     info = json.loads(out.stdout)
     assert info["data_storage_version"] == lance.dataset(uri).data_storage_version == "0.1"
     assert info["file_versions"] == ["0.2"]
+
+
+def test_a_version_mixing_v1_and_v2_files_is_refused(tmp_path: Path) -> None:
+    data = pa.table({"a": pa.array(range(8), pa.int64())})
+    ref_uri, our_uri = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    refused = []
+    for mod, uri in ((lance, ref_uri), (lance_gpu, our_uri)):
+        ds = mod.write_dataset([], uri, schema=data.schema, data_storage_version="stable")
+        frags = [mod.LanceFragment.create(ds.uri, data, data_storage_version="legacy"),
+                 mod.LanceFragment.create(ds.uri, data, data_storage_version="stable")]
+        with pytest.raises(OSError, match="mixes V1 and V2 data files") as info:
+            mod.LanceDataset.commit(uri, mod.LanceOperation.Overwrite(ds.schema, frags))
+        refused.append(info.value)
+        assert mod.dataset(uri).version == 1
+    assert isinstance(refused[1], LegacyFormatError)

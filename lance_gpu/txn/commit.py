@@ -60,7 +60,7 @@ from lance_gpu.table.manifest import (
     read_version_hint,
     remember_manifest,
 )
-from lance_gpu.txn.legacy_dictionaries import dictionary_prefix
+from lance_gpu.txn.legacy_dictionaries import check_no_mixing, dictionary_prefix
 from lance_gpu.txn.operations import Operation
 from lance_gpu.txn.publish import (
     SUPPORTED_WRITER_FLAGS,
@@ -271,6 +271,7 @@ def commit(
         while True:
             op.touched = None
             m, index_section = op.apply(store, root, current, version)
+            check_no_mixing(m)
             touched = op.touched
             added = _added_files(store, root, m, current.manifest if current else None, touched)
             unsynced = [k for k in added if k not in synced]

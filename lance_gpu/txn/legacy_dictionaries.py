@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Dictionary values in the manifest files of legacy (0.1) datasets.
+"""Dictionary values in the manifest files of legacy (0.1) datasets, and the rule that
+keeps legacy and V2 data files out of one version (:func:`check_no_mixing`).
 
 A legacy dataset keeps the values of each dictionary field in every manifest file, ahead of
 its sections: per dictionary field (by field id), a plain page of the values (numbers) or a
@@ -18,12 +19,25 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import CorruptFileError
+from lance_gpu.errors import CorruptFileError, LegacyFormatError
 from lance_gpu.file.legacy import LegacyFileReader, is_legacy_file_version
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.schema import LanceSchema
 
-__all__ = ["dataset_dictionaries", "dictionary_prefix"]
+__all__ = ["check_no_mixing", "dataset_dictionaries", "dictionary_prefix"]
+
+
+def check_no_mixing(manifest: table_pb2.Manifest) -> None:
+    """pylance refuses a version whose data files are both legacy (V1) and V2 files."""
+    legacy = v2 = False
+    for frag in manifest.fragments:
+        for df in frag.files:
+            if is_legacy_file_version(int(df.file_major_version), int(df.file_minor_version)):
+                legacy = True
+            else:
+                v2 = True
+        if legacy and v2:
+            raise LegacyFormatError("Invalid user input: Dataset snapshot mixes V1 and V2 data files")
 
 
 def _is_var_binary(t: pa.DataType) -> bool:
