@@ -69,7 +69,7 @@ class WritePlan:
     read_version: int | None  # the version the write is based on; None: no dataset yet
     naming: str
     arrow_schema: pa.Schema  # the schema of the files (the dataset's, for an append)
-    minor: int  # data storage version 2.<minor>
+    minor: int  # data storage version 2.<minor> (-1: legacy 0.1)
     max_rows_per_file: int
     max_bytes_per_file: int
     storage_options: tuple[tuple[str, str], ...] = ()
@@ -273,7 +273,7 @@ class LanceWriter(DataSourceArrowWriter):
         if base is not None and not plan.overwrite:
             op: LanceOperation.BaseOperation = LanceOperation.Append(fragments)
         else:
-            op = LanceOperation.Overwrite(_lance_schema(plan, base), fragments, data_storage_version=f"2.{plan.minor}")
+            op = LanceOperation.Overwrite(_lance_schema(plan, base), fragments, data_storage_version=_dataset_writer().storage_version_name(plan.minor))
         try:
             store, root = plan.store()
             commit(store, root, op, base, plan.naming)  # type: ignore[arg-type]
