@@ -365,7 +365,8 @@ def _write_fragments(
                     name = data_file_name()
                     if events is not None:
                         opening = table_pb2.DataFragment()
-                        opening.files.append(_data_file(name, schema, minor, 0))
+                        major, file_minor = (LEGACY_MAJOR, LEGACY_MINOR) if minor == LEGACY else (2, minor)
+                        opening.files.add(path=name, file_major_version=major, file_minor_version=file_minor)
                         events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
