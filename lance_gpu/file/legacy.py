@@ -124,9 +124,9 @@ class LegacyFileReader:
 
     def _read_page_table(self) -> np.ndarray:
         """The ``[field id - min id][batch][position, length]`` int64 page table."""
+        self.min_field_id = min(self.fields, default=0)
         if not self.fields or self.num_batches == 0:
             return np.zeros((0, 0, 2), np.int64)
-        self.min_field_id = min(self.fields)
         span = max(self.fields) - self.min_field_id + 1
         size = span * self.num_batches * 16
         pos = int(self.metadata.page_table_position)
