@@ -390,3 +390,18 @@ def test_a_version_mixing_v1_and_v2_files_is_refused(tmp_path: Path) -> None:
         refused.append(info.value)
         assert mod.dataset(uri).version == 1
     assert isinstance(refused[1], LegacyFormatError)
+
+
+def test_batches_with_other_dictionaries_share_the_first(tmp_path: Path) -> None:
+    """A write whose batches carry different dictionaries: every file holds the first
+    batch's dictionary and the other batches are re-encoded with it (pylance 14 keeps their
+    indices, which then point at the wrong values: ``['u', 'v', 'u', 'v']`` here)."""
+    batches = [pa.record_batch({"d": pa.array(v).dictionary_encode()}) for v in (["u", "v"], ["v", "u"], ["u"])]
+    uri = str(tmp_path / "ours")
+    lance_gpu.write_dataset(pa.Table.from_batches(batches), uri, data_storage_version="legacy", max_rows_per_group=2,
+                            max_rows_per_file=3)
+    assert lance.dataset(uri).to_table()["d"].to_pylist() == ["u", "v", "v", "u", "u"]
+    assert lance_gpu.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
+    with pytest.raises(OSError, match="dictionary"):
+        lance_gpu.write_dataset(pa.table({"d": pa.chunked_array([b["d"] for b in batches] + [pa.array(["w"]).dictionary_encode()])}),
+                                str(tmp_path / "grows"), data_storage_version="legacy", max_rows_per_group=2)

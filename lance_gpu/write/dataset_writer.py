@@ -75,14 +75,16 @@ def dataset_file_minor(manifest: table_pb2.Manifest) -> int:
 
 def data_file_writer(path: str, schema: LanceSchema, minor: int, store: ObjectStore,
                      rows_per_group: int = DEFAULT_ROWS_PER_BATCH,
-                     dictionaries: dict[int, pa.Array] | None = None) -> LanceFileWriter | LegacyFileWriter:
+                     dictionaries: dict[int, pa.Array] | None = None,
+                     dataset_dictionaries: frozenset[int] = frozenset()) -> LanceFileWriter | LegacyFileWriter:
     """A writer of one new data file of version ``minor`` (:data:`LEGACY`: a legacy file
     in batches of ``rows_per_group`` rows, its dictionary fields encoded with
-    ``dictionaries``, see :class:`LegacyFileWriter`)."""
+    ``dictionaries``, those of ``dataset_dictionaries`` the dataset's: see :class:`LegacyFileWriter`)."""
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     if minor == LEGACY:
-        return LegacyFileWriter(path, schema, rows_per_group, store=store, dictionaries=dictionaries)
+        return LegacyFileWriter(path, schema, rows_per_group, store=store, dictionaries=dictionaries,
+                                dataset_dictionaries=dataset_dictionaries)
     return LanceFileWriter(path, schema, minor, store=store)
 
 
@@ -303,6 +305,7 @@ def _write_fragments(
 
     data_dir = join(root, "data")
     shared_dictionaries = dict(dictionaries or {})
+    from_dataset = frozenset(shared_dictionaries)
 
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
@@ -370,7 +373,7 @@ def _write_fragments(
                         events("begin", opening)
                     path = join(data_dir, name)
                     written.append(path)
-                    writer = data_file_writer(path, schema, minor, store, rows_per_group, shared_dictionaries)
+                    writer = data_file_writer(path, schema, minor, store, rows_per_group, shared_dictionaries, from_dataset)
                 take = min(batch.num_rows, max_rows_per_file - writer.num_rows)
                 writer.write(batch.slice(0, take))
                 batch = batch.slice(take)

@@ -24,6 +24,7 @@ import struct as _struct
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, LegacyFormatError, SchemaMismatchError
@@ -67,12 +68,16 @@ class LegacyFileWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], schema: LanceSchema, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
-                 store: ObjectStore | None = None, dictionaries: dict[int, pa.Array] | None = None) -> None:
-        """``dictionaries``: the values each dictionary field (by id) must be encoded with
-        (the dataset's, for an append; shared by the files of one write, so that they all
-        hold the values the manifest names); a field missing there takes its first batch's
-        dictionary (and adds it).  Data with another dictionary is refused as pylance
-        refuses it (:class:`~lance_gpu.errors.IncompatibleSchemaError`, an ``OSError``)."""
+                 store: ObjectStore | None = None, dictionaries: dict[int, pa.Array] | None = None,
+                 dataset_dictionaries: frozenset[int] = frozenset()) -> None:
+        """``dictionaries``: the values each dictionary field (by id) is encoded with,
+        shared by the files of one write so that they all hold the values the manifest
+        names; a field missing there takes its first batch's dictionary (and adds it), and
+        later batches with other dictionaries are re-encoded with it (pylance keeps their
+        indices, pointing at the wrong values), refused only where a value is missing from
+        it.  ``dataset_dictionaries``: the fields whose values are the dataset's (an append):
+        data with another dictionary is refused as pylance refuses it
+        (:class:`~lance_gpu.errors.IncompatibleSchemaError`, an ``OSError``)."""
         if rows_per_batch < 1:
             raise ValueError("max_rows_per_group must be positive")
         if store is None:
@@ -92,6 +97,7 @@ class LegacyFileWriter:
         self._batch_offsets = [0]
         self._pages: dict[int, dict[int, tuple[int, int]]] = {}  # field id -> batch -> (position, length)
         self._dictionaries: dict[int, pa.Array] = {} if dictionaries is None else dictionaries
+        self._dataset_dictionaries = dataset_dictionaries
         self.num_rows = 0
 
     @property
@@ -174,16 +180,29 @@ class LegacyFileWriter:
         elif _is_var_binary(t):
             self._set_page(field, batch_id, self._var_binary(arr), len(arr))
         elif pa.types.is_dictionary(t):
-            self._dictionaries.setdefault(field.id, arr.dictionary)
-            if not arr.dictionary.equals(self._dictionaries[field.id]):
-                raise IncompatibleSchemaError(
-                    f"Append with different schema: dictionary for `{field.dotted_path}` did not match expected dictionary"
-                )
+            expected = self._dictionaries.setdefault(field.id, arr.dictionary)
+            if not arr.dictionary.equals(expected):
+                arr = self._reencode(field, arr, expected)
             self._set_page(field, batch_id, self._write(_fixed_bytes(arr.indices)), len(arr))
         elif pa.types.is_map(t) or pa.types.is_union(t):
             raise LegacyFormatError(f"field {field.dotted_path!r}: legacy (0.1) files cannot store {t}")
         else:
             self._set_page(field, batch_id, self._write(_fixed_bytes(arr)), len(arr))
+
+    def _reencode(self, field: LanceField, arr: pa.DictionaryArray, expected: pa.Array) -> pa.DictionaryArray:
+        """``arr`` with indices into ``expected`` (the dictionary this write uses)."""
+        if field.id not in self._dataset_dictionaries:
+            values = arr.dictionary.take(arr.indices)
+            positions = pc.index_in(values, value_set=expected)
+            if positions.null_count == values.null_count:
+                return pa.DictionaryArray.from_arrays(positions.cast(arr.type.index_type), expected)
+            raise IncompatibleSchemaError(
+                f"field {field.dotted_path!r}: a batch holds values missing from the dictionary of the first one; "
+                "legacy (0.1) files of one dataset share one dictionary"
+            )
+        raise IncompatibleSchemaError(
+            f"Append with different schema: dictionary for `{field.dotted_path}` did not match expected dictionary"
+        )
 
     def _var_binary(self, arr: pa.Array) -> int:
         """Write the values, then their ``n + 1`` absolute int64 positions; returns where
