@@ -44,6 +44,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import file_pb2, table_pb2
+from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError, MissingFileError, ObjectNotFoundError
 from lance_gpu.file.container import MAGIC, TAIL_READ, FileVersion
 from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
@@ -169,6 +170,9 @@ class LegacyFileReader:
         if rows is not None:
             first = int(np.searchsorted(self.batch_offsets, int(rows[0]), side="right")) - 1
             last = int(np.searchsorted(self.batch_offsets, int(rows[-1]), side="right"))
+        whole = self._read_flat(arrow_field, field_ids, first, last)
+        if whole is not None:
+            return self._select(whole, rows, first)
         pieces = []
         for b in range(first, last):
             n = int(self.batch_offsets[b + 1] - self.batch_offsets[b])
@@ -180,12 +184,100 @@ class LegacyFileReader:
                     raise
                 raise CorruptFileError(self.path, f"field {arrow_field.name!r}, batch {b}: {exc}") from exc
         arr = pa.concat_arrays(pieces) if pieces else pa.array([], arrow_field.type)
+        return self._select(arr, rows, first)
+
+    def _select(self, arr: pa.Array, rows: np.ndarray | None, first: int) -> pa.Array:
+        """The sorted physical ``rows`` of ``arr``, the rows of batches ``first``... (None: all)."""
         if rows is None:
             return arr
         base = int(self.batch_offsets[first])
         if rows.size == len(arr) and int(rows[0]) == base and int(rows[-1]) == base + len(arr) - 1:
             return arr
         return arr.take(pa.array(np.asarray(rows, np.int64) - base))
+
+    def _gather(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The byte ranges ``[starts[i], starts[i] + lengths[i])`` back to back."""
+        if starts.size and (int(starts.min()) < 0 or int((starts + lengths).max()) > self.io.size):
+            raise CorruptFileError(self.path, "pages lie outside the file")
+        whole = getattr(self.io, "mapped", None)
+        if whole is not None:
+            return native.gather_ranges(whole, starts.astype(np.int64), lengths.astype(np.int64))
+        keep = lengths > 0
+        blocks = self.io.read_ranges(list(zip(starts[keep].tolist(), lengths[keep].tolist(), strict=True)))
+        return np.concatenate(blocks) if blocks else np.zeros(0, np.uint8)
+
+    def _column_pages(self, fid: int, first: int, last: int) -> np.ndarray:
+        """``[batch][position, length]`` of field ``fid``'s pages in batches ``[first, last)``."""
+        k = fid - self.min_field_id
+        if not 0 <= k < self._pages.shape[0]:
+            raise CorruptFileError(self.path, f"field id {fid} has no row in the page table")
+        return self._pages[k, first:last]
+
+    def _read_flat(self, field: pa.Field, field_ids: list[int], first: int, last: int) -> pa.Array | None:
+        """Batches ``[first, last)`` of a field of fixed-width values other than bools
+        (fixed-size lists of them too), strings or binaries, or a list of fixed-width values,
+        in one gather of its pages (two for lists); None for other fields (decoded batch by
+        batch)."""
+        if first >= last:
+            return None
+        counts = np.diff(self.batch_offsets[first : last + 1])
+        t = field.type
+        if (pa.types.is_list(t) or pa.types.is_large_list(t)) and len(field_ids) == 2:
+            return self._read_flat_list(t, field_ids, first, last, counts)
+        if len(field_ids) != 1:
+            return None
+        fid = field_ids[0]
+        positions = self._column_pages(fid, first, last)[:, 0]
+        n = int(counts.sum())
+        if _is_var_binary(t):
+            ends = self._gather(positions, (counts + 1) * 8).view("<i8")
+            heads = np.concatenate(([0], np.cumsum(counts + 1)[:-1]))
+            starts, stops = ends[heads], ends[heads + counts]
+            if bool(np.any(stops < starts)) or bool(np.any(np.diff(ends) < 0) and not _ascending_runs(ends, heads, counts)):
+                raise CorruptFileError(self.path, f"var-binary positions of field {fid} do not ascend")
+            values = self._gather(starts, stops - starts)
+            # per batch: its positions less its first, shifted by the bytes of the batches before
+            shift = np.concatenate(([0], np.cumsum(stops - starts)[:-1])) - starts
+            keep = np.ones(ends.size, bool)
+            keep[heads[1:]] = False  # a batch's first position is the previous batch's end
+            rel = ends + np.repeat(shift, counts + 1)
+            offsets = rel[keep]
+            large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+            validity = None
+            if field.nullable:
+                valid = np.diff(offsets) > 0
+                if not bool(valid.all()):
+                    validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+            offsets = offsets.astype(np.int64 if large else np.int32)
+            return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets), pa.py_buffer(values)])
+        width = _plain_width(t)
+        if width is None:
+            return None
+        data = self._gather(positions, counts * width)
+        return _plain_array(t, n, data)
+
+    def _read_flat_list(self, t: pa.DataType, field_ids: list[int], first: int, last: int,
+                        counts: np.ndarray) -> pa.Array | None:
+        """A list of fixed-width values, batches ``[first, last)``: the offsets pages (each
+        from 0) joined into one offsets array, the item pages gathered."""
+        width = _plain_width(t.value_type)
+        if width is None:
+            return None
+        large = pa.types.is_large_list(t)
+        size = 8 if large else 4
+        heads_pages = self._column_pages(field_ids[0], first, last)
+        raw = self._gather(heads_pages[:, 0], (counts + 1) * size).view(f"<i{size}").astype(np.int64)
+        heads = np.concatenate(([0], np.cumsum(counts + 1)[:-1]))
+        items = raw[heads + counts]  # items per batch: each batch's last offset
+        if bool(np.any(raw[heads] != 0)) or not _ascending_runs(raw, heads, counts) or bool(np.any(items < 0)):
+            raise CorruptFileError(self.path, f"list offsets of field {field_ids[0]} do not ascend from 0")
+        keep = np.ones(raw.size, bool)
+        keep[heads[1:]] = False
+        offsets = (raw + np.repeat(np.concatenate(([0], np.cumsum(items)[:-1])), counts + 1))[keep]
+        child_positions = self._column_pages(field_ids[1], first, last)[:, 0]
+        values = _plain_array(t.value_type, int(items.sum()), self._gather(child_positions, items * width))
+        cls = pa.LargeListArray if large else pa.ListArray
+        return cls.from_arrays(pa.array(offsets.astype(np.int64 if large else np.int32)), values, type=t)
 
     def _decode(self, t: pa.DataType, nullable: bool, ids, batch: int, n: int) -> pa.Array:
         fid = next(ids)
@@ -207,7 +299,7 @@ class LegacyFileReader:
         if pa.types.is_dictionary(t):
             indices = self._fixed(t.index_type, page.position, n)
             return pa.DictionaryArray.from_arrays(indices, self.dictionary(fid, t.value_type))
-        if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        if _is_var_binary(t):
             return self._var_binary(t, nullable, page.position, n)
         return self._fixed(t, page.position, n)
 
@@ -254,3 +346,39 @@ class LegacyFileReader:
                 or pa.types.is_large_binary(value_type):
             return self._var_binary(value_type, False, pos, n)
         return self._fixed(value_type, pos, n)
+
+
+def _is_var_binary(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
+def _plain_width(t: pa.DataType) -> int | None:
+    """Bytes a value of a fixed-width type other than bool (or a fixed-size list of one)
+    takes; None else."""
+    if pa.types.is_fixed_size_list(t):
+        inner = _plain_width(t.value_type)
+        return None if inner is None else inner * t.list_size
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
+        return int(t.byte_width)
+    if pa.types.is_boolean(t) or pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t):
+        return None
+    try:
+        bits = t.bit_width
+    except ValueError:
+        return None
+    return bits // 8 if bits % 8 == 0 else None
+
+
+def _ascending_runs(ends: np.ndarray, heads: np.ndarray, counts: np.ndarray) -> bool:
+    """Whether every batch's run of positions ascends (runs of different batches may not)."""
+    steps = np.diff(ends)
+    inside = np.ones(steps.size, bool)
+    inside[heads[1:] - 1] = False  # the step from one batch's last position to the next's first
+    return not bool(np.any(steps[inside] < 0))
+
+
+def _plain_array(t: pa.DataType, n: int, data: np.ndarray) -> pa.Array:
+    """``n`` values of fixed width (:func:`_plain_width`) stored back to back in ``data``."""
+    if pa.types.is_fixed_size_list(t):
+        return pa.FixedSizeListArray.from_arrays(_plain_array(t.value_type, n * t.list_size, data), type=t)
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data)])
