@@ -127,26 +127,30 @@ class LegacyFileWriter:
         self._pending_rows += batch.num_rows
         self._pending_bytes += batch.nbytes
         self.num_rows += batch.num_rows
-        while self._pending_rows >= self.rows_per_batch:
-            self._write_batch(self.rows_per_batch)
+        if self._pending_rows >= self.rows_per_batch:
+            table = pa.Table.from_batches(self._pending)
+            start = 0
+            while self._pending_rows - start >= self.rows_per_batch:
+                self._write_batch(table.slice(start, self.rows_per_batch))
+                start += self.rows_per_batch
+            rest = table.slice(start)  # zero-copy views of the rows left
+            self._pending = rest.to_batches() if rest.num_rows else []
+            self._pending_rows = rest.num_rows
+            self._pending_bytes = sum(b.nbytes for b in self._pending)
 
     def flush(self) -> None:
         """Write the rows still buffered as the file's last (short) batch."""
         if self._pending_rows:
-            self._write_batch(self._pending_rows)
+            self._write_batch(pa.Table.from_batches(self._pending))
+            self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
-    def _write_batch(self, n: int) -> None:
-        table = pa.Table.from_batches(self._pending)
-        head, rest = table.slice(0, n), table.slice(n)
-        self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-        self._pending_bytes = sum(b.nbytes for b in self._pending)
-        head = head.combine_chunks()
+    def _write_batch(self, head: pa.Table) -> None:
+        """Write the rows of ``head`` as the file's next batch."""
         batch_id = len(self._batch_offsets) - 1
         for field, column in zip(self.schema.fields, head.columns, strict=True):
             arr = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
             self._write_array(field, arr, batch_id)
-        self._batch_offsets.append(self._batch_offsets[-1] + n)
+        self._batch_offsets.append(self._batch_offsets[-1] + head.num_rows)
 
     # -- pages -------------------------------------------------------------------------------
 
