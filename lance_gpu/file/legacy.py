@@ -166,15 +166,17 @@ class LegacyFileReader:
         (the shape of ``arrow_field``'s type)."""
         if rows is not None and rows.size == 0:
             return pa.array([], arrow_field.type)
-        first, last = 0, self.num_batches
-        if rows is not None:
-            first = int(np.searchsorted(self.batch_offsets, int(rows[0]), side="right")) - 1
-            last = int(np.searchsorted(self.batch_offsets, int(rows[-1]), side="right"))
-        whole = self._read_flat(arrow_field, field_ids, first, last)
+        rows_batch = None
+        if rows is None:
+            batches = np.arange(self.num_batches)
+        else:  # only the batches holding a selected row
+            rows_batch = np.searchsorted(self.batch_offsets, rows, side="right") - 1
+            batches = np.unique(rows_batch)
+        whole = self._read_flat(arrow_field, field_ids, batches)
         if whole is not None:
-            return self._select(whole, rows, first)
+            return self._select(whole, rows, batches, rows_batch)
         pieces = []
-        for b in range(first, last):
+        for b in batches.tolist():
             n = int(self.batch_offsets[b + 1] - self.batch_offsets[b])
             ids = iter(field_ids)
             try:
@@ -184,16 +186,20 @@ class LegacyFileReader:
                     raise
                 raise CorruptFileError(self.path, f"field {arrow_field.name!r}, batch {b}: {exc}") from exc
         arr = pa.concat_arrays(pieces) if pieces else pa.array([], arrow_field.type)
-        return self._select(arr, rows, first)
+        return self._select(arr, rows, batches, rows_batch)
 
-    def _select(self, arr: pa.Array, rows: np.ndarray | None, first: int) -> pa.Array:
-        """The sorted physical ``rows`` of ``arr``, the rows of batches ``first``... (None: all)."""
-        if rows is None:
+    def _select(self, arr: pa.Array, rows: np.ndarray | None, batches: np.ndarray,
+                rows_batch: np.ndarray | None) -> pa.Array:
+        """The sorted physical ``rows`` (in batches ``rows_batch``) of ``arr``, the rows of
+        ``batches`` back to back (``rows`` None: all of them)."""
+        if rows is None or rows_batch is None:
             return arr
-        base = int(self.batch_offsets[first])
-        if rows.size == len(arr) and int(rows[0]) == base and int(rows[-1]) == base + len(arr) - 1:
+        counts = self.batch_offsets[batches + 1] - self.batch_offsets[batches]
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # where each batch begins in arr
+        where = starts[np.searchsorted(batches, rows_batch)] + (np.asarray(rows, np.int64) - self.batch_offsets[rows_batch])
+        if where.size == len(arr) and bool(np.all(where == np.arange(len(arr)))):
             return arr
-        return arr.take(pa.array(np.asarray(rows, np.int64) - base))
+        return arr.take(pa.array(where))
 
     def _gather(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The byte ranges ``[starts[i], starts[i] + lengths[i])`` back to back."""
@@ -206,28 +212,28 @@ class LegacyFileReader:
         blocks = self.io.read_ranges(list(zip(starts[keep].tolist(), lengths[keep].tolist(), strict=True)))
         return np.concatenate(blocks) if blocks else np.zeros(0, np.uint8)
 
-    def _column_pages(self, fid: int, first: int, last: int) -> np.ndarray:
-        """``[batch][position, length]`` of field ``fid``'s pages in batches ``[first, last)``."""
+    def _column_pages(self, fid: int, batches: np.ndarray) -> np.ndarray:
+        """``[batch][position, length]`` of field ``fid``'s pages in ``batches``."""
         k = fid - self.min_field_id
         if not 0 <= k < self._pages.shape[0]:
             raise CorruptFileError(self.path, f"field id {fid} has no row in the page table")
-        return self._pages[k, first:last]
+        return self._pages[k, batches]
 
-    def _read_flat(self, field: pa.Field, field_ids: list[int], first: int, last: int) -> pa.Array | None:
-        """Batches ``[first, last)`` of a field of fixed-width values other than bools
+    def _read_flat(self, field: pa.Field, field_ids: list[int], batches: np.ndarray) -> pa.Array | None:
+        """The ``batches`` (ascending) of a field of fixed-width values other than bools
         (fixed-size lists of them too), strings or binaries, or a list of fixed-width values,
         in one gather of its pages (two for lists); None for other fields (decoded batch by
         batch)."""
-        if first >= last:
+        if batches.size == 0:
             return None
-        counts = np.diff(self.batch_offsets[first : last + 1])
+        counts = self.batch_offsets[batches + 1] - self.batch_offsets[batches]
         t = field.type
         if (pa.types.is_list(t) or pa.types.is_large_list(t)) and len(field_ids) == 2:
-            return self._read_flat_list(t, field_ids, first, last, counts)
+            return self._read_flat_list(t, field_ids, batches, counts)
         if len(field_ids) != 1:
             return None
         fid = field_ids[0]
-        positions = self._column_pages(fid, first, last)[:, 0]
+        positions = self._column_pages(fid, batches)[:, 0]
         n = int(counts.sum())
         if _is_var_binary(t):
             ends = self._gather(positions, (counts + 1) * 8).view("<i8")
@@ -256,16 +262,16 @@ class LegacyFileReader:
         data = self._gather(positions, counts * width)
         return _plain_array(t, n, data)
 
-    def _read_flat_list(self, t: pa.DataType, field_ids: list[int], first: int, last: int,
+    def _read_flat_list(self, t: pa.DataType, field_ids: list[int], batches: np.ndarray,
                         counts: np.ndarray) -> pa.Array | None:
-        """A list of fixed-width values, batches ``[first, last)``: the offsets pages (each
+        """A list of fixed-width values, its ``batches``: the offsets pages (each
         from 0) joined into one offsets array, the item pages gathered."""
         width = _plain_width(t.value_type)
         if width is None:
             return None
         large = pa.types.is_large_list(t)
         size = 8 if large else 4
-        heads_pages = self._column_pages(field_ids[0], first, last)
+        heads_pages = self._column_pages(field_ids[0], batches)
         raw = self._gather(heads_pages[:, 0], (counts + 1) * size).view(f"<i{size}").astype(np.int64)
         heads = np.concatenate(([0], np.cumsum(counts + 1)[:-1]))
         items = raw[heads + counts]  # items per batch: each batch's last offset
@@ -274,7 +280,7 @@ class LegacyFileReader:
         keep = np.ones(raw.size, bool)
         keep[heads[1:]] = False
         offsets = (raw + np.repeat(np.concatenate(([0], np.cumsum(items)[:-1])), counts + 1))[keep]
-        child_positions = self._column_pages(field_ids[1], first, last)[:, 0]
+        child_positions = self._column_pages(field_ids[1], batches)[:, 0]
         values = _plain_array(t.value_type, int(items.sum()), self._gather(child_positions, items * width))
         cls = pa.LargeListArray if large else pa.ListArray
         return cls.from_arrays(pa.array(offsets.astype(np.int64 if large else np.int32)), values, type=t)
