@@ -12,7 +12,8 @@ File order::
                          u32 num_columns | u16 major | u16 minor | "LANC"
 
 Footer versions: (0, 3) and (2, 0) are file version 2.0; (2, 1), (2, 2), (2, 3) as named;
-(0, <=2) is the legacy v1 layout, whose footer is only 16 bytes.
+(0, <=2) is the legacy v1 layout, whose footer is only 16 bytes (read by
+:mod:`lance_gpu.file.legacy`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def file_version_from_footer(major: int, minor: int, path: object) -> FileVersio
     if major == 0 and minor <= 2:
         msg = (
             f"{path}: legacy Lance file format (footer version {major}.{minor}, "
-            "written as data_storage_version='legacy' / 0.1) is not supported"
+            "written as data_storage_version='legacy' / 0.1): single legacy files are not opened by this reader "
+            "(legacy datasets are read through their manifests, lance_gpu.file.legacy)"
         )
         raise UnsupportedEncodingError(msg)
     if (major, minor) in ((0, 3), (2, 0)):
