@@ -183,6 +183,26 @@ def test_truncated_legacy_file_is_corrupt(tmp_path: Path) -> None:
         lance_gpu.dataset(uri).to_table()
 
 
+def test_flipped_bytes_raise_our_errors_or_read(tmp_path: Path) -> None:
+    """Bytes of a legacy file's tail (page table, schema, metadata, footer) and pages flipped
+    one at a time: a read either succeeds (legacy files have no checksums: a flipped value
+    reads as another value) or raises one of our errors -- never another exception."""
+    uri = _pylance_legacy(tmp_path, _table(), max_rows_per_group=4)
+    f = _data_files(uri)[0]
+    raw = f.read_bytes()
+    rng = np.random.default_rng(7)
+    spots = np.concatenate([rng.integers(len(raw) - 1400, len(raw), 60), rng.integers(0, len(raw), 20)])
+    for spot in spots.tolist():
+        bad = bytearray(raw)
+        bad[spot] ^= 1 << int(rng.integers(0, 8))
+        f.write_bytes(bytes(bad))
+        lance_gpu.file.container.clear_metadata_cache()
+        try:
+            lance_gpu.dataset(uri).to_table()
+        except lance_gpu.errors.LanceGpuError:
+            pass
+
+
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
