@@ -10,6 +10,7 @@ whole session.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -301,7 +302,7 @@ def _variable_chunk_starts(raw: bytes, off: int, size: int) -> list[int]:
         if first % 4 or not 2 <= k <= 1024 or p + first > off + size:
             continue
         offsets = struct.unpack_from(f"<{k}I", raw, p)
-        if all(a <= b for a, b in zip(offsets, offsets[1:], strict=False)) and offsets[-1] > first:
+        if all(a <= b for a, b in itertools.pairwise(offsets)) and offsets[-1] > first:
             out.append(p)
     return out
 
