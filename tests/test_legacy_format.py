@@ -425,3 +425,16 @@ def test_batches_with_other_dictionaries_share_the_first(tmp_path: Path) -> None
     with pytest.raises(OSError, match="dictionary"):
         lance_gpu.write_dataset(pa.table({"d": pa.chunked_array([b["d"] for b in batches] + [pa.array(["w"]).dictionary_encode()])}),
                                 str(tmp_path / "grows"), data_storage_version="legacy", max_rows_per_group=2)
+
+
+def test_single_file_api_refuses_legacy_files_as_pylance(tmp_path: Path) -> None:
+    uri = _pylance_legacy(tmp_path, pa.table({"a": [1, 2]}))
+    path = str(_data_files(uri)[0])
+    with pytest.raises(OSError):
+        lance.file.LanceFileReader(path)
+    with pytest.raises(OSError, match="legacy"):
+        lance_gpu.file.LanceFileReader(path).read_all()
+    with pytest.raises(NotImplementedError):
+        lance.file.LanceFileWriter(str(tmp_path / "theirs.lance"), version="legacy")
+    with pytest.raises(NotImplementedError):
+        lance_gpu.file.LanceFileWriter(str(tmp_path / "ours.lance"), version="legacy")

@@ -30,7 +30,13 @@ from google.protobuf.any_pb2 import Any
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import file2_pb2, file_pb2
-from lance_gpu.errors import CorruptFileError, MissingFileError, ObjectNotFoundError, UnsupportedEncodingError
+from lance_gpu.errors import (
+    CorruptFileError,
+    LegacyFormatError,
+    MissingFileError,
+    ObjectNotFoundError,
+    UnsupportedEncodingError,
+)
 from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
 from lance_gpu.protobuf import check_strict
 
@@ -57,7 +63,7 @@ def file_version_from_footer(major: int, minor: int, path: object) -> FileVersio
             "written as data_storage_version='legacy' / 0.1): single legacy files are not opened by this reader "
             "(legacy datasets are read through their manifests, lance_gpu.file.legacy)"
         )
-        raise UnsupportedEncodingError(msg)
+        raise LegacyFormatError(msg)  # an OSError, as pylance's reader raises
     if (major, minor) in ((0, 3), (2, 0)):
         return FileVersion(2, 0)
     if major == 2 and minor in (1, 2):
