@@ -438,3 +438,23 @@ def test_single_file_api_refuses_legacy_files_as_pylance(tmp_path: Path) -> None
         lance.file.LanceFileWriter(str(tmp_path / "theirs.lance"), version="legacy")
     with pytest.raises(NotImplementedError):
         lance_gpu.file.LanceFileWriter(str(tmp_path / "ours.lance"), version="legacy")
+
+
+def test_extension_types(tmp_path: Path) -> None:
+    """JSON columns are stored as JSONB documents (as pylance stores them) and read back as
+    ``arrow.json``; other extension types (a tensor) as their storage."""
+    table = pa.table({
+        "j": pa.array(['{"a": 1}', None, "[2, 3]", '"s"'], pa.json_()),
+        "t": pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(16, dtype=np.float32).reshape(4, 2, 2)),
+    })
+    theirs = _pylance_legacy(tmp_path, table)
+    ours = str(tmp_path / "ours")
+    lance_gpu.write_dataset(table, ours, data_storage_version="legacy")
+    expected = lance.dataset(theirs).to_table()
+    assert lance_gpu.dataset(theirs).to_table().equals(expected)
+    assert lance.dataset(ours).to_table().equals(expected)
+    assert lance_gpu.dataset(ours).take([3, 1]).equals(lance.dataset(theirs).take([3, 1]))
+    (mine,), (ref,) = _data_files(ours), _data_files(theirs)
+    a, b = mine.read_bytes(), ref.read_bytes()
+    end = _metadata(b).page_table_position
+    assert _metadata(a).page_table_position == end and a[:end] == b[:end]

@@ -47,6 +47,7 @@ from lance_gpu._proto import file_pb2, table_pb2
 from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError, MissingFileError, ObjectNotFoundError
 from lance_gpu.file.container import MAGIC, TAIL_READ, FileVersion
+from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
 
 #: The legacy footer: i64 metadata position, u16 major, u16 minor, magic.
@@ -166,6 +167,9 @@ class LegacyFileReader:
         (the shape of ``arrow_field``'s type)."""
         if rows is not None and rows.size == 0:
             return pa.array([], arrow_field.type)
+        if isinstance(arrow_field.type, pa.BaseExtensionType):  # decoded as its stored type, then wrapped
+            stored = arrow_field.with_type(_stored_type(arrow_field.type))
+            return self._wrap(arrow_field.type, self.read_field(stored, field_ids, rows))
         rows_batch = None
         if rows is None:
             batches = np.arange(self.num_batches)
@@ -285,7 +289,16 @@ class LegacyFileReader:
         cls = pa.LargeListArray if large else pa.ListArray
         return cls.from_arrays(pa.array(offsets.astype(np.int64 if large else np.int32)), values, type=t)
 
+    def _wrap(self, t: pa.BaseExtensionType, stored: pa.Array) -> pa.Array:
+        """An array of extension type ``t`` from what its stored type decoded (JSON columns
+        are stored as JSONB documents, :mod:`lance_gpu.file.jsonb`)."""
+        if getattr(t, "extension_name", None) == "arrow.json":
+            return pa.ExtensionArray.from_storage(t, jsonb_to_text(stored, self.path).cast(t.storage_type))
+        return pa.ExtensionArray.from_storage(t, stored)
+
     def _decode(self, t: pa.DataType, nullable: bool, ids, batch: int, n: int) -> pa.Array:
+        if isinstance(t, pa.BaseExtensionType):
+            return self._wrap(t, self._decode(_stored_type(t), nullable, ids, batch, n))
         fid = next(ids)
         if pa.types.is_struct(t):
             children = [self._decode(t.field(i).type, t.field(i).nullable, ids, batch, n) for i in range(t.num_fields)]
@@ -388,3 +401,9 @@ def _plain_array(t: pa.DataType, n: int, data: np.ndarray) -> pa.Array:
     if pa.types.is_fixed_size_list(t):
         return pa.FixedSizeListArray.from_arrays(_plain_array(t.value_type, n * t.list_size, data), type=t)
     return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data)])
+
+
+def _stored_type(t: pa.BaseExtensionType) -> pa.DataType:
+    """What a legacy file stores for extension type ``t``: JSONB documents (large binary)
+    for ``arrow.json``, else its storage type."""
+    return pa.large_binary() if getattr(t, "extension_name", None) == "arrow.json" else t.storage_type

@@ -33,6 +33,7 @@ from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.txn.publish import WRITER_LIBRARY, WRITER_VERSION
+from lance_gpu.write._jsonb import text_to_jsonb
 
 #: The ``data_format.version`` pylance writes for legacy datasets.
 LEGACY_STORAGE_VERSION = "0.1"
@@ -167,8 +168,12 @@ class LegacyFileWriter:
 
     def _write_array(self, field: LanceField, arr: pa.Array, batch_id: int) -> None:
         t = arr.type
-        if isinstance(t, pa.ExtensionType):
-            arr, t = arr.storage, t.storage_type
+        if isinstance(t, pa.BaseExtensionType):
+            if field.logical_type == "json":  # stored as JSONB documents, as pylance stores them
+                arr = text_to_jsonb(arr.storage, field.dotted_path)
+            else:
+                arr = arr.storage
+            t = arr.type
         if pa.types.is_null(t):
             self._set_page(field, batch_id, self._pos, len(arr))
         elif pa.types.is_struct(t):
@@ -281,7 +286,7 @@ def _fixed_bytes(arr: pa.Array) -> bytes:
     """The plain page of fixed-stride values: the value bytes of the array's rows (bools
     bit-packed from bit 0; fixed-size lists their items', flattened), without validity."""
     t = arr.type
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         arr, t = arr.storage, t.storage_type
     n = len(arr)
     if pa.types.is_fixed_size_list(t):
