@@ -121,7 +121,23 @@ def decode_jsonb(doc: bytes) -> Any:
 
 def jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
     """A ``large_binary`` array of JSONB documents as a ``string`` array of JSON text (nulls
-    kept). Raises :class:`CorruptFileError` naming ``path`` for a malformed document."""
+    kept). Raises :class:`CorruptFileError` naming ``path`` for a malformed document.
+
+    All documents are printed at once by the compiled decoder
+    (:func:`lance_gpu.file._jsonb_text.jsonb_array_to_text`); what it leaves undecided
+    (malformed bytes, repeated keys, deep nesting) goes through :func:`reference_jsonb_to_text`."""
+    from lance_gpu.file._jsonb_text import jsonb_array_to_text  # numba, loaded by the first JSON read
+
+    if pa.types.is_large_binary(values.type):
+        fast = jsonb_array_to_text(values)
+        if fast is not None:
+            return fast
+    return reference_jsonb_to_text(values, path)
+
+
+def reference_jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
+    """:func:`jsonb_to_text` one document at a time in Python: :func:`decode_jsonb`, then
+    ``json.dumps`` (compact, non-ASCII kept) -- the text the compiled decoder reproduces."""
     out: list[str | None] = []
     for i, raw in enumerate(values.to_pylist()):
         if raw is None:
