@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 import lance_gpu
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file._jsonb_text import MAX_DEPTH, jsonb_array_to_text
-from lance_gpu.file.jsonb import encode_jsonb, jsonb_to_text, reference_jsonb_to_text
+from lance_gpu.file.jsonb import encode_jsonb, float_text, jsonb_to_text, reference_jsonb_to_text
 
 # integers of every JSONB width (1/2/4/8 bytes, signed and unsigned) and their edges
 _EDGES = [0, 1, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1,
@@ -54,6 +54,9 @@ def test_numbers_of_every_width_and_float_forms() -> None:
     assert got is not None
     assert got.to_pylist() == reference_jsonb_to_text(column, "p").to_pylist()
     assert got.to_pylist()[:3] == ["0", "1", "255"]
+    floats = [1e-5, -1.6441465273575595e-05, 1e-7, 1e15, 1e16, 1e300, 5e-324, 0.0001]
+    got = jsonb_array_to_text(_column([floats])).to_pylist()
+    assert got == ["[0.00001,-0.000016441465273575595,1e-7,1000000000000000.0,1e+16,1e+300,5e-324,0.0001]"]
     # a float64 holding an infinity or NaN (not the special tags) prints as json prints it
     specials = [b"\x60" + struct.pack(">d", v) for v in (float("inf"), float("-inf"), float("nan"))]
     docs_raw = [struct.pack(">II", 0x2 << 28, (0x2 << 28) | 9) + d for d in specials]
@@ -117,3 +120,24 @@ def test_json_column_reads_as_pylance_reads_it(tmp_path: Path, storage: str) -> 
     ours = lance_gpu.dataset(uri, device="cpu").to_table()
     theirs = lance.dataset(uri).to_table()
     assert ours.column("j").to_pylist() == theirs.column("j").to_pylist()
+
+
+def test_floats_print_as_pylance_prints_them(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    values = np.concatenate([rng.random(400) * 10.0 ** rng.integers(-320, 308, 400), -rng.random(100) * 1e-5,
+                             [1e-5, 1e-7, 1e15, 1e16, 1e21, 0.1, 2.5, 1.0, -0.0, 5e-324, 1.7976931348623157e308]])
+    docs = [f"[{v!r}]" for v in values.tolist()]
+    uri = str(tmp_path / "f.lance")
+    lance.write_dataset(pa.table({"j": pa.array(docs, pa.json_(pa.utf8()))}), uri)
+    ours = lance_gpu.dataset(uri, device="cpu").to_table()
+    theirs = lance.dataset(uri).to_table()
+    assert ours.column("j").to_pylist() == theirs.column("j").to_pylist()
+
+
+def test_float_layout_matches_the_reference_over_random_bit_patterns() -> None:
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.integers(0, 2**63, 20000, dtype=np.uint64).view(np.float64),
+                             rng.random(5000) * 10.0 ** rng.integers(-8, 20, 5000), np.array([0.0, -0.0])])
+    values = values[np.isfinite(values)]
+    column = pa.array([encode_jsonb(float(v)) for v in values], pa.large_binary())
+    assert jsonb_array_to_text(column).to_pylist() == [float_text(float(v)) for v in values]

@@ -2,7 +2,7 @@
 """JSONB documents -> the JSON text pylance returns, compiled: all values of a page at once.
 
 The layout is :mod:`lance_gpu.file.jsonb`'s, and its Python decoder (``decode_jsonb`` then
-``json.dumps(..., separators=(",", ":"), ensure_ascii=False)``) is the reference: this module
+``value_text``) is the reference: this module
 gives the same bytes.  :func:`_documents` (numba, no GIL) walks each document with an explicit
 stack of containers (no recursion) and prints it in stored order:
 
@@ -14,11 +14,12 @@ stack of containers (no recursion) and prints it in stored order:
 * integers in decimal (the u64 / i64 range, big-endian 1/2/4/8 bytes), the NaN / infinity
   tags as ``null``, ``true`` / ``false`` / ``null``.
 
-Floats need the shortest text that round-trips (``float.__repr__``), which is not worth
+Floats need the shortest digits that round-trip (``float.__repr__``'s), which are not worth
 re-deriving: the first pass (``write=False``) sizes each row's text without its floats and
-records where each float's eight bytes are; Python prints those floats
-(:func:`_float_texts`, as ``json`` prints them), and the second pass (``write=True``) writes the
-rows, copying each float's text in place.
+records where each float's eight bytes are; Arrow's cast to string (C++, correctly rounded)
+gives those floats' shortest digits, :func:`_float_layout` lays them out as pylance prints
+them (:func:`~lance_gpu.file.jsonb.float_text`), and the second pass (``write=True``) writes
+the rows, copying each float's text in place.
 
 What the kernel does not settle itself it leaves to the reference, for the whole array
 (:data:`FALLBACK`): an object whose keys are not strictly increasing in byte order (a
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cuda_kernels import CorruptInputError, check_variable
 from cuda_kernels._jitcache import njit
@@ -75,19 +77,19 @@ def _escape_table() -> tuple[np.ndarray, np.ndarray]:
 _ESC_LEN, _ESC_TEXT = _escape_table()
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _u32(data, p):  # pragma: no cover - compiled
     return (np.int64(data[p]) << 24) | (np.int64(data[p + 1]) << 16) | (np.int64(data[p + 2]) << 8) | np.int64(data[p + 3])
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _put(out, pos, write, c):  # pragma: no cover - compiled
     if write:
         out[pos] = c
     return pos + 1
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _put_word(out, pos, write, w0, w1, w2, w3, w4, n):  # pragma: no cover - compiled
     """Up to five ASCII bytes (``null``, ``true``, ``false``)."""
     if write:
@@ -100,7 +102,7 @@ def _put_word(out, pos, write, w0, w1, w2, w3, w4, n):  # pragma: no cover - com
     return pos + n
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _put_string(data, s, n, out, pos, write, esc_len, esc_text):  # pragma: no cover - compiled
     pos = _put(out, pos, write, 34)
     for p in range(s, s + n):
@@ -116,7 +118,7 @@ def _put_string(data, s, n, out, pos, write, esc_len, esc_text):  # pragma: no c
     return _put(out, pos, write, 34)
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _put_unsigned(out, pos, write, mag):  # pragma: no cover - compiled
     """``mag`` (uint64) in decimal."""
     ten = np.uint64(10)
@@ -133,7 +135,7 @@ def _put_unsigned(out, pos, write, mag):  # pragma: no cover - compiled
     return pos + digits
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _push(data, s, e, stack, depth, out, pos, write):  # pragma: no cover - compiled
     """Open the container ``data[s:e]`` as frame ``depth``: check its header and entry
     lengths, write its opening bracket.  Returns ``(pos, ok)``."""
@@ -162,15 +164,15 @@ def _push(data, s, e, stack, depth, out, pos, write):  # pragma: no cover - comp
             keys += length
     if total != e - data_start:
         return pos, False
-    f = stack[depth]
-    f[_F_KIND] = kind
-    f[_F_COUNT] = count if kind != _SCALAR else 1
-    f[_F_ENTRIES] = s + 4
-    f[_F_NEXT] = 0
-    f[_F_KEY_POS] = data_start
-    f[_F_VALUE_POS] = data_start + keys
-    f[_F_PREV_KEY] = -1
-    f[_F_PREV_LEN] = 0
+    d = depth
+    stack[d, _F_KIND] = kind
+    stack[d, _F_COUNT] = count if kind != _SCALAR else 1
+    stack[d, _F_ENTRIES] = s + 4
+    stack[d, _F_NEXT] = 0
+    stack[d, _F_KEY_POS] = data_start
+    stack[d, _F_VALUE_POS] = data_start + keys
+    stack[d, _F_PREV_KEY] = -1
+    stack[d, _F_PREV_LEN] = 0
     if kind == _ARRAY:
         pos = _put(out, pos, write, 91)
     elif kind == _OBJECT:
@@ -178,7 +180,7 @@ def _push(data, s, e, stack, depth, out, pos, write):  # pragma: no cover - comp
     return pos, True
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _key_after(data, prev, prev_len, key, key_len):  # pragma: no cover - compiled
     """Whether the key ``data[key:key+key_len]`` sorts strictly after the previous one."""
     if prev < 0:
@@ -191,8 +193,8 @@ def _key_after(data, prev, prev_len, key, key_len):  # pragma: no cover - compil
     return key_len > prev_len
 
 
-@njit(**_JIT)
-def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, ftext, foff, esc_len, esc_text):  # pragma: no cover - compiled
+@njit(**_JIT, inline="always")
+def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, ftext, flen, esc_len, esc_text):  # pragma: no cover - compiled
     """Print the document ``data[s:e]`` at ``out[pos:]`` (``write=False``: only count).
     Returns ``(pos, nf, ok)``; ``nf`` counts the floats met so far (the first pass records
     their data position and row, the second copies their texts)."""
@@ -201,10 +203,10 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
         return pos, nf, False
     depth = 1
     while depth > 0:
-        f = stack[depth - 1]
-        kind = f[_F_KIND]
-        j = f[_F_NEXT]
-        if j == f[_F_COUNT]:
+        d = depth - 1
+        kind = stack[d, _F_KIND]
+        j = stack[d, _F_NEXT]
+        if j == stack[d, _F_COUNT]:
             if kind == _ARRAY:
                 pos = _put(out, pos, write, 93)
             elif kind == _OBJECT:
@@ -213,27 +215,27 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
             continue
         if j > 0:
             pos = _put(out, pos, write, 44)
-        f[_F_NEXT] = j + 1
+        stack[d, _F_NEXT] = j + 1
         if kind == _OBJECT:
-            entry = _u32(data, f[_F_ENTRIES] + 4 * j)
+            entry = _u32(data, stack[d, _F_ENTRIES] + 4 * j)
             key_len = entry & 0x0FFFFFFF
-            key = f[_F_KEY_POS]
-            if entry >> 28 != _STRING or not _key_after(data, f[_F_PREV_KEY], f[_F_PREV_LEN], key, key_len):
+            key = stack[d, _F_KEY_POS]
+            if entry >> 28 != _STRING or not _key_after(data, stack[d, _F_PREV_KEY], stack[d, _F_PREV_LEN], key, key_len):
                 return pos, nf, False
             pos = _put_string(data, key, key_len, out, pos, write, esc_len, esc_text)
             pos = _put(out, pos, write, 58)
-            f[_F_PREV_KEY] = key
-            f[_F_PREV_LEN] = key_len
-            f[_F_KEY_POS] = key + key_len
-            entry = _u32(data, f[_F_ENTRIES] + 4 * (f[_F_COUNT] + j))
+            stack[d, _F_PREV_KEY] = key
+            stack[d, _F_PREV_LEN] = key_len
+            stack[d, _F_KEY_POS] = key + key_len
+            entry = _u32(data, stack[d, _F_ENTRIES] + 4 * (stack[d, _F_COUNT] + j))
             length = entry & 0x0FFFFFFF
-            at = f[_F_VALUE_POS]
-            f[_F_VALUE_POS] = at + length
+            at = stack[d, _F_VALUE_POS]
+            stack[d, _F_VALUE_POS] = at + length
         else:
-            entry = _u32(data, f[_F_ENTRIES] + 4 * j)
+            entry = _u32(data, stack[d, _F_ENTRIES] + 4 * j)
             length = entry & 0x0FFFFFFF
-            at = f[_F_KEY_POS]
-            f[_F_KEY_POS] = at + length
+            at = stack[d, _F_KEY_POS]
+            stack[d, _F_KEY_POS] = at + length
         kind = entry >> 28
         if kind == _NULL:
             pos = _put_word(out, pos, write, 110, 117, 108, 108, 0, 4)
@@ -269,8 +271,8 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
                 pos = _put_unsigned(out, pos, write, bits)
             elif tag == 0x60 and rest == 8:
                 if write:
-                    for q in range(foff[nf], foff[nf + 1]):
-                        out[pos] = ftext[q]
+                    for q in range(flen[nf]):
+                        out[pos] = ftext[nf, q]
                         pos += 1
                 else:
                     float_at[nf] = at + 1
@@ -286,10 +288,27 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
 
 
 @njit(**_JIT)
-def _documents(data, offsets, valid, out, out_offsets, write, stack, float_at, float_row, ftext, foff, esc_len, esc_text):  # pragma: no cover - compiled
-    """Every valid row's document.  First pass (``write=False``): ``out_offsets[i + 1]``
-    becomes row i's text length without its floats; returns ``(status, row, floats)``.
-    Second pass: writes row i at ``out[out_offsets[i]:]``."""
+def _measure_documents(data, offsets, valid, out_offsets, stack, float_at, float_row, esc_len, esc_text):  # pragma: no cover - compiled
+    """First pass: ``out_offsets[i + 1]`` becomes row i's text length without its floats,
+    ``float_at`` / ``float_row`` where each float's bytes are and its row; returns
+    ``(status, row, floats)``."""
+    none = np.zeros(1, np.uint8)
+    return _documents(data, offsets, valid, none, out_offsets, False, stack, float_at, float_row,
+                      np.zeros((1, 1), np.uint8), np.zeros(1, np.int64), esc_len, esc_text)
+
+
+@njit(**_JIT)
+def _write_documents(data, offsets, valid, out, out_offsets, stack, ftext, flen, esc_len, esc_text):  # pragma: no cover - compiled
+    """Second pass: row i's text at ``out[out_offsets[i]:]``, float k's text copied from
+    ``ftext[k, :flen[k]]``; returns ``(status, row, floats)``."""
+    none = np.zeros(1, np.int64)
+    return _documents(data, offsets, valid, out, out_offsets, True, stack, none, none, ftext, flen, esc_len, esc_text)
+
+
+@njit(**_JIT, inline="always")
+def _documents(data, offsets, valid, out, out_offsets, write, stack, float_at, float_row, ftext, flen, esc_len, esc_text):  # pragma: no cover - compiled
+    """Every valid row's document, counted (``write=False``, a constant once inlined into
+    :func:`_measure_documents`) or written (:func:`_write_documents`)."""
     nf = 0
     for i in range(offsets.size - 1):
         if not valid[i]:
@@ -299,7 +318,7 @@ def _documents(data, offsets, valid, out, out_offsets, write, stack, float_at, f
         s = offsets[i]
         e = offsets[i + 1]
         start = out_offsets[i] if write else 0
-        pos, nf, ok = _document(data, s, e, out, start, write, stack, float_at, float_row, nf, i, ftext, foff, esc_len, esc_text)
+        pos, nf, ok = _document(data, s, e, out, start, write, stack, float_at, float_row, nf, i, ftext, flen, esc_len, esc_text)
         if not ok:
             return FALLBACK, i, nf
         if not write:
@@ -309,14 +328,144 @@ def _documents(data, offsets, valid, out, out_offsets, write, stack, float_at, f
     return 0, -1, nf
 
 
-def _float_texts(values: np.ndarray) -> list[str]:
-    """Each float64 as ``json.dumps`` prints it (``float.__repr__``; ``NaN``, ``Infinity``)."""
-    texts = list(map(float.__repr__, values.tolist()))
-    special = np.flatnonzero(~np.isfinite(values))
-    for k in special.tolist():
-        v = values[k]
-        texts[k] = "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
-    return texts
+#: Bytes of the longest float text: sign, 17 digits, point, ``e-324`` (or ``0.0000`` + 17 digits).
+_FLOAT_SLOT = 32
+
+
+@njit(**_JIT, inline="always")
+def _put_zeros(out, pos, k):  # pragma: no cover - compiled
+    for q in range(k):
+        out[pos + q] = 48
+    return pos + k
+
+
+@njit(**_JIT)
+def _float_layout(offsets, text, slots, lengths):  # pragma: no cover - compiled
+    """Re-lay out shortest round-trip float texts (Arrow's cast to string: ``0.1``, ``1``,
+    ``1e+20``, ``0.00001``, ``-0``, ``nan``, ``inf``) as pylance prints them
+    (:func:`~lance_gpu.file.jsonb.float_text`): float k's text into ``slots[k]``, its length
+    into ``lengths[k]``.
+
+    The digits and the decimal exponent are read back from the text: value =
+    0.d1...dn x 10**kk with d1 != 0 and dn != 0.  Positional when the scientific exponent
+    kk - 1 is in -5 ... 15 (``0.0000d...``, ``d.ddd``, ``ddd00.0``), else
+    ``d[.ddd]e<sign><exponent>``; zero is ``0.0`` / ``-0.0``."""
+    digits = np.empty(32, np.uint8)
+    for k in range(offsets.size - 1):
+        p = offsets[k]
+        e = offsets[k + 1]
+        out = slots[k]
+        pos = 0
+        if text[p] == 45:  # '-'
+            out[0] = 45
+            pos = 1
+            p += 1
+        c = text[p]
+        if c == 110 or c == 78:  # nan
+            pos = 0
+            for b in (78, 97, 78):
+                out[pos] = b
+                pos += 1
+            lengths[k] = pos
+            continue
+        if c == 105 or c == 73:  # inf
+            for b in (73, 110, 102, 105, 110, 105, 116, 121):
+                out[pos] = b
+                pos += 1
+            lengths[k] = pos
+            continue
+        n = 0
+        before_point = -1
+        while p < e and text[p] != 101 and text[p] != 69:  # up to 'e'
+            if text[p] == 46:
+                before_point = n
+            else:
+                digits[n] = text[p]
+                n += 1
+            p += 1
+        if before_point < 0:
+            before_point = n
+        exponent = 0
+        if p < e:  # exponent
+            p += 1
+            negative = text[p] == 45
+            if text[p] == 45 or text[p] == 43:
+                p += 1
+            while p < e:
+                exponent = 10 * exponent + (text[p] - 48)
+                p += 1
+            if negative:
+                exponent = -exponent
+        kk = before_point + exponent
+        first = 0
+        while first < n and digits[first] == 48:
+            first += 1
+            kk -= 1
+        last = n
+        while last > first and digits[last - 1] == 48:
+            last -= 1
+        if first == last:  # zero
+            out[pos] = 48
+            out[pos + 1] = 46
+            out[pos + 2] = 48
+            lengths[k] = pos + 3
+            continue
+        m = last - first
+        sci = kk - 1
+        if -5 <= sci < 16:
+            if kk <= 0:
+                out[pos] = 48
+                out[pos + 1] = 46
+                pos = _put_zeros(out, pos + 2, -kk)
+                for q in range(first, last):
+                    out[pos] = digits[q]
+                    pos += 1
+            elif kk >= m:
+                for q in range(first, last):
+                    out[pos] = digits[q]
+                    pos += 1
+                pos = _put_zeros(out, pos, kk - m)
+                out[pos] = 46
+                out[pos + 1] = 48
+                pos += 2
+            else:
+                for q in range(first, last):
+                    if q - first == kk:
+                        out[pos] = 46
+                        pos += 1
+                    out[pos] = digits[q]
+                    pos += 1
+        else:
+            out[pos] = digits[first]
+            pos += 1
+            if m > 1:
+                out[pos] = 46
+                pos += 1
+                for q in range(first + 1, last):
+                    out[pos] = digits[q]
+                    pos += 1
+            out[pos] = 101
+            out[pos + 1] = 43 if sci > 0 else 45
+            pos += 2
+            mag = sci if sci > 0 else -sci
+            width = 1 if mag < 10 else (2 if mag < 100 else 3)
+            for q in range(width - 1, -1, -1):
+                out[pos + q] = 48 + mag % 10
+                mag //= 10
+            pos += width
+        lengths[k] = pos
+
+
+def _float_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each float64 as pylance prints it (:func:`~lance_gpu.file.jsonb.float_text`), as
+    ``(slots, lengths)``: the shortest round-trip digits come from Arrow's cast to string
+    (C++, correctly rounded), their layout from :func:`_float_layout`."""
+    texts = pc.cast(pa.array(values, pa.float64()), pa.string())
+    _validity, offsets, data = texts.buffers()
+    slots = np.empty((values.size, _FLOAT_SLOT), np.uint8)
+    lengths = np.empty(values.size, np.int64)
+    _float_layout(np.frombuffer(offsets, np.int32, values.size + 1), np.frombuffer(data, np.uint8), slots, lengths)
+    return slots, lengths
 
 
 def jsonb_array_to_text(values: pa.Array) -> pa.Array | None:
@@ -334,27 +483,20 @@ def jsonb_array_to_text(values: pa.Array) -> pa.Array | None:
     float_at = np.empty(most_floats, np.int64)
     float_row = np.empty(most_floats, np.int64)
     lengths = np.zeros(n + 1, np.int64)
-    no_text = np.zeros(1, np.uint8)
-    no_offsets = np.zeros(1, np.int64)
-    status, _row, nf = _documents(data, offsets, valid, no_text, lengths, False, stack, float_at, float_row,
-                                  no_text, no_offsets, _ESC_LEN, _ESC_TEXT)
+    status, _row, nf = _measure_documents(data, offsets, valid, lengths, stack, float_at, float_row, _ESC_LEN, _ESC_TEXT)
     if status != 0:
         return None
-    ftext = no_text
-    foff = np.zeros(nf + 1, np.int64)
+    ftext = np.zeros((1, _FLOAT_SLOT), np.uint8)
+    flen = np.zeros(1, np.int64)
     if nf:
         at = float_at[:nf]
         raw = np.ascontiguousarray(data[at[:, None] + np.arange(8)]).view(">f8").reshape(-1).astype(np.float64)
-        texts = _float_texts(raw)
-        ftext = np.frombuffer("".join(texts).encode("ascii"), np.uint8)
-        text_lengths = np.fromiter(map(len, texts), np.int64, nf)
-        np.cumsum(text_lengths, out=foff[1:])
-        lengths[1:] += np.bincount(float_row[:nf], weights=text_lengths, minlength=n).astype(np.int64)
+        ftext, flen = _float_texts(raw)
+        lengths[1:] += np.bincount(float_row[:nf], weights=flen, minlength=n).astype(np.int64)
     out_offsets = np.cumsum(lengths)
     total = int(out_offsets[-1])
     out = np.empty(max(total, 1), np.uint8)
-    status, _row, _nf = _documents(data, offsets, valid, out, out_offsets, True, stack, float_at, float_row,
-                                   ftext, foff, _ESC_LEN, _ESC_TEXT)
+    status, _row, _nf = _write_documents(data, offsets, valid, out, out_offsets, stack, ftext, flen, _ESC_LEN, _ESC_TEXT)
     if status != 0:
         return None
     try:
