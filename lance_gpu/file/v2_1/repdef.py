@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from cuda_kernels._jitcache import njit
-
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1.levels import def_meaning
 
