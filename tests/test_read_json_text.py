@@ -141,3 +141,12 @@ def test_float_layout_matches_the_reference_over_random_bit_patterns() -> None:
     values = values[np.isfinite(values)]
     column = pa.array([encode_jsonb(float(v)) for v in values], pa.large_binary())
     assert jsonb_array_to_text(column).to_pylist() == [float_text(float(v)) for v in values]
+
+
+def test_text_longer_than_the_first_buffer_grows_it() -> None:
+    # control bytes print as six bytes each (\u0001): the text outgrows twice the JSONB
+    docs = ["\x01" * 5000, [1.5, "\x02" * 3000, 2.25], None, {"k": "\x1f" * 7000, "z": 0.1}] * 5
+    column = pa.array([encode_jsonb(d) for d in docs], pa.large_binary())
+    got = jsonb_array_to_text(column)
+    assert got is not None
+    assert got.equals(reference_jsonb_to_text(column, "p"))

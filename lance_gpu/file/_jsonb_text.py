@@ -15,11 +15,12 @@ stack of containers (no recursion) and prints it in stored order:
   tags as ``null``, ``true`` / ``false`` / ``null``.
 
 Floats need the shortest digits that round-trip (``float.__repr__``'s), which are not worth
-re-deriving: the first pass (``write=False``) sizes each row's text without its floats and
-records where each float's eight bytes are; Arrow's cast to string (C++, correctly rounded)
-gives those floats' shortest digits, :func:`_float_layout` lays them out as pylance prints
-them (:func:`~lance_gpu.file.jsonb.float_text`), and the second pass (``write=True``) writes
-the rows, copying each float's text in place.
+re-deriving: the pass over the documents (:func:`_documents`, one pass into a buffer grown
+when a row might not fit) leaves each float out and records where its eight bytes are and
+where its text goes; Arrow's cast to string (C++, correctly rounded) gives those floats'
+shortest digits, :func:`_float_layout` lays them out as pylance prints them
+(:func:`~lance_gpu.file.jsonb.float_text`), and :func:`_insert_floats` copies the text once
+more with the floats put in.
 
 What the kernel does not settle itself it leaves to the reference, for the whole array
 (:data:`FALLBACK`): an object whose keys are not strictly increasing in byte order (a
@@ -83,43 +84,40 @@ def _u32(data, p):  # pragma: no cover - compiled
 
 
 @njit(**_JIT, inline="always")
-def _put(out, pos, write, c):  # pragma: no cover - compiled
-    if write:
-        out[pos] = c
+def _put(out, pos, c):  # pragma: no cover - compiled
+    out[pos] = c
     return pos + 1
 
 
 @njit(**_JIT, inline="always")
-def _put_word(out, pos, write, w0, w1, w2, w3, w4, n):  # pragma: no cover - compiled
+def _put_word(out, pos, w0, w1, w2, w3, w4, n):  # pragma: no cover - compiled
     """Up to five ASCII bytes (``null``, ``true``, ``false``)."""
-    if write:
-        out[pos] = w0
-        out[pos + 1] = w1
-        out[pos + 2] = w2
-        out[pos + 3] = w3
-        if n == 5:
-            out[pos + 4] = w4
+    out[pos] = w0
+    out[pos + 1] = w1
+    out[pos + 2] = w2
+    out[pos + 3] = w3
+    if n == 5:
+        out[pos + 4] = w4
     return pos + n
 
 
 @njit(**_JIT, inline="always")
-def _put_string(data, s, n, out, pos, write, esc_len, esc_text):  # pragma: no cover - compiled
-    pos = _put(out, pos, write, 34)
+def _put_string(data, s, n, out, pos, esc_len, esc_text):  # pragma: no cover - compiled
+    pos = _put(out, pos, 34)
     for p in range(s, s + n):
         b = data[p]
         k = esc_len[b]
-        if write:
-            if k == 1:
-                out[pos] = b
-            else:
-                for q in range(k):
-                    out[pos + q] = esc_text[b, q]
+        if k == 1:
+            out[pos] = b
+        else:
+            for q in range(k):
+                out[pos + q] = esc_text[b, q]
         pos += k
-    return _put(out, pos, write, 34)
+    return _put(out, pos, 34)
 
 
 @njit(**_JIT, inline="always")
-def _put_unsigned(out, pos, write, mag):  # pragma: no cover - compiled
+def _put_unsigned(out, pos, mag):  # pragma: no cover - compiled
     """``mag`` (uint64) in decimal."""
     ten = np.uint64(10)
     digits = 1
@@ -127,16 +125,15 @@ def _put_unsigned(out, pos, write, mag):  # pragma: no cover - compiled
     while rest > np.uint64(0):
         digits += 1
         rest //= ten
-    if write:
-        v = mag
-        for q in range(digits - 1, -1, -1):
-            out[pos + q] = np.uint8(48 + np.int64(v % ten))
-            v //= ten
+    v = mag
+    for q in range(digits - 1, -1, -1):
+        out[pos + q] = np.uint8(48 + np.int64(v % ten))
+        v //= ten
     return pos + digits
 
 
 @njit(**_JIT, inline="always")
-def _push(data, s, e, stack, depth, out, pos, write):  # pragma: no cover - compiled
+def _push(data, s, e, stack, depth, out, pos):  # pragma: no cover - compiled
     """Open the container ``data[s:e]`` as frame ``depth``: check its header and entry
     lengths, write its opening bracket.  Returns ``(pos, ok)``."""
     if depth >= stack.shape[0] or e - s < 4:
@@ -174,9 +171,9 @@ def _push(data, s, e, stack, depth, out, pos, write):  # pragma: no cover - comp
     stack[d, _F_PREV_KEY] = -1
     stack[d, _F_PREV_LEN] = 0
     if kind == _ARRAY:
-        pos = _put(out, pos, write, 91)
+        pos = _put(out, pos, 91)
     elif kind == _OBJECT:
-        pos = _put(out, pos, write, 123)
+        pos = _put(out, pos, 123)
     return pos, True
 
 
@@ -194,11 +191,11 @@ def _key_after(data, prev, prev_len, key, key_len):  # pragma: no cover - compil
 
 
 @njit(**_JIT, inline="always")
-def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, ftext, flen, esc_len, esc_text):  # pragma: no cover - compiled
-    """Print the document ``data[s:e]`` at ``out[pos:]`` (``write=False``: only count).
-    Returns ``(pos, nf, ok)``; ``nf`` counts the floats met so far (the first pass records
-    their data position and row, the second copies their texts)."""
-    pos, ok = _push(data, s, e, stack, 0, out, pos, write)
+def _document(data, s, e, out, pos, stack, float_at, float_pos, float_row, nf, row, esc_len, esc_text):  # pragma: no cover - compiled
+    """Print the document ``data[s:e]`` (row ``row``) at ``out[pos:]``, each float as
+    nothing: its data position goes to ``float_at[nf]``, its place in ``out`` to
+    ``float_pos[nf]``, its row to ``float_row[nf]``.  Returns ``(pos, nf, ok)``."""
+    pos, ok = _push(data, s, e, stack, 0, out, pos)
     if not ok:
         return pos, nf, False
     depth = 1
@@ -208,13 +205,13 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
         j = stack[d, _F_NEXT]
         if j == stack[d, _F_COUNT]:
             if kind == _ARRAY:
-                pos = _put(out, pos, write, 93)
+                pos = _put(out, pos, 93)
             elif kind == _OBJECT:
-                pos = _put(out, pos, write, 125)
+                pos = _put(out, pos, 125)
             depth -= 1
             continue
         if j > 0:
-            pos = _put(out, pos, write, 44)
+            pos = _put(out, pos, 44)
         stack[d, _F_NEXT] = j + 1
         if kind == _OBJECT:
             entry = _u32(data, stack[d, _F_ENTRIES] + 4 * j)
@@ -222,8 +219,8 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
             key = stack[d, _F_KEY_POS]
             if entry >> 28 != _STRING or not _key_after(data, stack[d, _F_PREV_KEY], stack[d, _F_PREV_LEN], key, key_len):
                 return pos, nf, False
-            pos = _put_string(data, key, key_len, out, pos, write, esc_len, esc_text)
-            pos = _put(out, pos, write, 58)
+            pos = _put_string(data, key, key_len, out, pos, esc_len, esc_text)
+            pos = _put(out, pos, 58)
             stack[d, _F_PREV_KEY] = key
             stack[d, _F_PREV_LEN] = key_len
             stack[d, _F_KEY_POS] = key + key_len
@@ -238,15 +235,15 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
             stack[d, _F_KEY_POS] = at + length
         kind = entry >> 28
         if kind == _NULL:
-            pos = _put_word(out, pos, write, 110, 117, 108, 108, 0, 4)
+            pos = _put_word(out, pos, 110, 117, 108, 108, 0, 4)
         elif kind == _TRUE:
-            pos = _put_word(out, pos, write, 116, 114, 117, 101, 0, 4)
+            pos = _put_word(out, pos, 116, 114, 117, 101, 0, 4)
         elif kind == _FALSE:
-            pos = _put_word(out, pos, write, 102, 97, 108, 115, 101, 5)
+            pos = _put_word(out, pos, 102, 97, 108, 115, 101, 5)
         elif kind == _STRING:
-            pos = _put_string(data, at, length, out, pos, write, esc_len, esc_text)
+            pos = _put_string(data, at, length, out, pos, esc_len, esc_text)
         elif kind == _CONTAINER:
-            pos, ok = _push(data, at, at + length, stack, depth, out, pos, write)
+            pos, ok = _push(data, at, at + length, stack, depth, out, pos)
             if not ok:
                 return pos, nf, False
             depth += 1
@@ -256,7 +253,7 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
             tag = data[at]
             rest = length - 1
             if tag == 0x00 and rest == 0:
-                pos = _put(out, pos, write, 48)
+                pos = _put(out, pos, 48)
             elif (tag == 0x40 or tag == 0x50) and (rest == 1 or rest == 2 or rest == 4 or rest == 8):
                 bits = np.uint64(0)
                 for q in range(1, length):
@@ -267,19 +264,15 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
                         bits = (np.uint64(1) << np.uint64(8 * rest)) - bits
                     else:
                         bits = ~bits + np.uint64(1)
-                    pos = _put(out, pos, write, 45)
-                pos = _put_unsigned(out, pos, write, bits)
+                    pos = _put(out, pos, 45)
+                pos = _put_unsigned(out, pos, bits)
             elif tag == 0x60 and rest == 8:
-                if write:
-                    for q in range(flen[nf]):
-                        out[pos] = ftext[nf, q]
-                        pos += 1
-                else:
-                    float_at[nf] = at + 1
-                    float_row[nf] = row
+                float_at[nf] = at + 1
+                float_pos[nf] = pos
+                float_row[nf] = row
                 nf += 1
             elif (tag == 0x10 or tag == 0x20 or tag == 0x30) and rest == 0:
-                pos = _put_word(out, pos, write, 110, 117, 108, 108, 0, 4)
+                pos = _put_word(out, pos, 110, 117, 108, 108, 0, 4)
             else:
                 return pos, nf, False
         else:
@@ -288,44 +281,50 @@ def _document(data, s, e, out, pos, write, stack, float_at, float_row, nf, row, 
 
 
 @njit(**_JIT)
-def _measure_documents(data, offsets, valid, out_offsets, stack, float_at, float_row, esc_len, esc_text):  # pragma: no cover - compiled
-    """First pass: ``out_offsets[i + 1]`` becomes row i's text length without its floats,
-    ``float_at`` / ``float_row`` where each float's bytes are and its row; returns
-    ``(status, row, floats)``."""
-    none = np.zeros(1, np.uint8)
-    return _documents(data, offsets, valid, none, out_offsets, False, stack, float_at, float_row,
-                      np.zeros((1, 1), np.uint8), np.zeros(1, np.int64), esc_len, esc_text)
+def _documents(data, offsets, valid, out, out_offsets, row, pos, stack, float_at, float_pos, float_row, nf, esc_len, esc_text):  # pragma: no cover - compiled
+    """Print rows ``row..`` from ``out[pos:]`` while ``out`` has room for a row's longest
+    text (six bytes per data byte: a control byte's ``\\u00XX``), floats left out
+    (:func:`_document`); ``out_offsets[i + 1]`` becomes the end of row i.  Returns
+    ``(status, row, pos, nf)``: status 0 when done, 2 when ``out`` must grow before ``row``
+    (resume there), :data:`FALLBACK` at a row the kernel leaves to the reference."""
+    cap = out.size
+    for i in range(row, offsets.size - 1):
+        if valid[i]:
+            s = offsets[i]
+            e = offsets[i + 1]
+            if pos + 6 * (e - s) + 16 > cap:
+                return 2, i, pos, nf
+            pos, nf, ok = _document(data, s, e, out, pos, stack, float_at, float_pos, float_row, nf, i, esc_len, esc_text)
+            if not ok:
+                return FALLBACK, i, pos, nf
+        out_offsets[i + 1] = pos
+    return 0, -1, pos, nf
 
 
 @njit(**_JIT)
-def _write_documents(data, offsets, valid, out, out_offsets, stack, ftext, flen, esc_len, esc_text):  # pragma: no cover - compiled
-    """Second pass: row i's text at ``out[out_offsets[i]:]``, float k's text copied from
-    ``ftext[k, :flen[k]]``; returns ``(status, row, floats)``."""
-    none = np.zeros(1, np.int64)
-    return _documents(data, offsets, valid, out, out_offsets, True, stack, none, none, ftext, flen, esc_len, esc_text)
-
-
-@njit(**_JIT, inline="always")
-def _documents(data, offsets, valid, out, out_offsets, write, stack, float_at, float_row, ftext, flen, esc_len, esc_text):  # pragma: no cover - compiled
-    """Every valid row's document, counted (``write=False``, a constant once inlined into
-    :func:`_measure_documents`) or written (:func:`_write_documents`)."""
-    nf = 0
+def _insert_floats(text, offsets, float_pos, float_row, slots, lengths, out, out_offsets):  # pragma: no cover - compiled
+    """``text`` (rows at ``offsets``) with float k's text ``slots[k, :lengths[k]]`` put in
+    at ``float_pos[k]`` of row ``float_row[k]`` (both ascending), into ``out`` /
+    ``out_offsets``."""
+    k = 0
+    shift = np.int64(0)
+    src = np.int64(0)
+    nf = float_pos.size
     for i in range(offsets.size - 1):
-        if not valid[i]:
-            if not write:
-                out_offsets[i + 1] = 0
-            continue
-        s = offsets[i]
-        e = offsets[i + 1]
-        start = out_offsets[i] if write else 0
-        pos, nf, ok = _document(data, s, e, out, start, write, stack, float_at, float_row, nf, i, ftext, flen, esc_len, esc_text)
-        if not ok:
-            return FALLBACK, i, nf
-        if not write:
-            out_offsets[i + 1] = pos
-        elif pos != out_offsets[i + 1]:
-            return FALLBACK, i, nf
-    return 0, -1, nf
+        while k < nf and float_row[k] == i:
+            at = float_pos[k]
+            for p in range(src, at):
+                out[p + shift] = text[p]
+            for q in range(lengths[k]):
+                out[at + shift + q] = slots[k, q]
+            shift += lengths[k]
+            src = at
+            k += 1
+        end = offsets[i + 1]
+        for p in range(src, end):
+            out[p + shift] = text[p]
+        src = end
+        out_offsets[i + 1] = end + shift
 
 
 #: Bytes of the longest float text: sign, 17 digits, point, ``e-324`` (or ``0.0000`` + 17 digits).
@@ -481,24 +480,31 @@ def jsonb_array_to_text(values: pa.Array) -> pa.Array | None:
     stack = np.zeros((MAX_DEPTH, _FRAME), np.int64)
     most_floats = max(1, int(offsets[-1] - offsets[0]) // 9 + 1)  # a float takes 9 bytes of data
     float_at = np.empty(most_floats, np.int64)
+    float_pos = np.empty(most_floats, np.int64)
     float_row = np.empty(most_floats, np.int64)
-    lengths = np.zeros(n + 1, np.int64)
-    status, _row, nf = _measure_documents(data, offsets, valid, lengths, stack, float_at, float_row, _ESC_LEN, _ESC_TEXT)
+    out_offsets = np.zeros(n + 1, np.int64)
+    # JSON text is rarely twice its JSONB; a row that might not fit grows the buffer first
+    out = np.empty(2 * int(offsets[-1] - offsets[0]) + 4096, np.uint8)
+    row, pos, nf = 0, 0, 0
+    while True:
+        status, row, pos, nf = _documents(data, offsets, valid, out, out_offsets, row, pos, stack,
+                                          float_at, float_pos, float_row, nf, _ESC_LEN, _ESC_TEXT)
+        if status != 2:
+            break
+        grown = np.empty(max(2 * out.size, pos + 6 * int(offsets[row + 1] - offsets[row]) + 16), np.uint8)
+        grown[:pos] = out[:pos]
+        out = grown
     if status != 0:
         return None
-    ftext = np.zeros((1, _FLOAT_SLOT), np.uint8)
-    flen = np.zeros(1, np.int64)
     if nf:
         at = float_at[:nf]
         raw = np.ascontiguousarray(data[at[:, None] + np.arange(8)]).view(">f8").reshape(-1).astype(np.float64)
-        ftext, flen = _float_texts(raw)
-        lengths[1:] += np.bincount(float_row[:nf], weights=flen, minlength=n).astype(np.int64)
-    out_offsets = np.cumsum(lengths)
-    total = int(out_offsets[-1])
-    out = np.empty(max(total, 1), np.uint8)
-    status, _row, _nf = _write_documents(data, offsets, valid, out, out_offsets, stack, ftext, flen, _ESC_LEN, _ESC_TEXT)
-    if status != 0:
-        return None
+        slots, flen = _float_texts(raw)
+        with_floats = np.empty(pos + int(flen.sum()), np.uint8)
+        final_offsets = np.zeros(n + 1, np.int64)
+        _insert_floats(out, out_offsets, float_pos[:nf], float_row[:nf], slots, flen, with_floats, final_offsets)
+        out, out_offsets, pos = with_floats, final_offsets, with_floats.size
+    total = pos
     try:
         check_variable(out_offsets, out[:total], True)
     except CorruptInputError:
