@@ -680,13 +680,16 @@ class LanceSchema:
 
 
 def _has_extension_markers(schema: pa.Schema) -> bool:
-    def visit(f: pa.Field) -> bool:
-        if f.metadata and EXT_NAME_KEY.encode() in f.metadata:
-            return True
-        t = f.type
-        return any(visit(t.field(i)) for i in range(t.num_fields))
+    return any(_field_has_extension_marker(f) for f in schema)
 
-    return any(visit(f) for f in schema)
+
+def _field_has_extension_marker(f: pa.Field) -> bool:
+    """Whether ``f`` or a field inside it carries an extension type name (a module-level
+    recursion: a recursive closure would leave a reference cycle per call)."""
+    if f.metadata and EXT_NAME_KEY.encode() in f.metadata:
+        return True
+    t = f.type
+    return any(_field_has_extension_marker(t.field(i)) for i in range(t.num_fields))
 
 
 # --------------------------------------------------------------------------------------------
