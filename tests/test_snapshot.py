@@ -173,3 +173,34 @@ def test_old_versions_die_by_reference_counting(tmp_path: Path) -> None:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_a_commit_keeps_the_readers_of_the_files_it_left_alone(tmp_path: Path) -> None:
+    """The snapshot a mutation commits takes over the open readers (and checked row counts,
+    deleted rows, field locations) of the fragments it left unchanged: reading after a
+    delete or an insert opens none of the old data files again, and reads what pylance
+    reads; after a schema change they are read afresh."""
+    uri = str(tmp_path / "adopt")
+    lance.write_dataset(_batch(0), uri, max_rows_per_file=2)  # five fragments
+    ds = lance_gpu.dataset(uri, device="cpu")
+    store = ds.snapshot.store
+    opened: list[str] = []
+    plain_open = store.open
+
+    def counting_open(path: str):  # noqa: ANN202
+        opened.append(path)
+        return plain_open(path)
+
+    store.open = counting_open  # type: ignore[method-assign]
+    assert ds.to_table().num_rows == BATCH
+    old_files = {p for p in opened if "/data/" in p}
+    assert len(old_files) == 5
+    opened.clear()
+    ds.delete("id = 3")  # a new deletion file for one fragment; the data files stay
+    ds.insert(_batch(100))  # one new fragment
+    assert ds.to_table().equals(lance.dataset(uri).to_table())
+    assert old_files.isdisjoint(opened)
+    ds.add_columns({"twice": "id * 2"})  # another schema: the fragments are read afresh
+    opened.clear()
+    assert ds.to_table().equals(lance.dataset(uri).to_table())
+    assert old_files <= set(opened)

@@ -144,8 +144,57 @@ class TableSnapshot:
         return cls(store, root, read_manifest_file(store, info.path), storage_options)
 
     def checkout(self, version: int | str | None) -> TableSnapshot:
-        """The snapshot of another version of the same dataset (None: the latest)."""
-        return TableSnapshot.load(self.store, self.root, version, self.storage_options)
+        """The snapshot of another version of the same dataset (None: the latest), with
+        the caches of this one's fragments that it keeps unchanged (:meth:`adopt`)."""
+        snapshot = TableSnapshot.load(self.store, self.root, version, self.storage_options)
+        if snapshot is not self:
+            snapshot.adopt(self)
+        return snapshot
+
+    def adopt(self, other: TableSnapshot) -> int:
+        """Take over the reading caches (:class:`_FragmentState`) of ``other``'s fragments that
+        this version keeps as they were, so a read after a commit does not open again the
+        files the commit left alone: a commit's new snapshot is the old one plus what the
+        transaction changed.  Per fragment id read in ``other``: its open readers of data
+        files whose manifest entries (and the fragment's ``physical_rows``) are unchanged,
+        and the schema unchanged, with the row-count check and where its fields live; its
+        deleted rows when the deletion file is the same (and live rows, with the files);
+        its row ids when the row id sequence is.  Returns how many fragments took
+        something."""
+        if other.store is not self.store or other.root != self.root or not other._states:
+            return 0
+        same_schema = list(other.manifest.fields) == list(self.manifest.fields)
+        old = other.manifest.fragments
+        taken = 0
+        for position, state in list(other._states.items()):
+            before = old[position]
+            now_position = self._positions.get(int(before.id))
+            if now_position is None:
+                continue
+            now = self.manifest.fragments[now_position]
+            if now.physical_rows != before.physical_rows:
+                continue
+            fresh = _FragmentState()
+            # (readers were checked against the fragment's entry and the schema: both the same)
+            same_files = same_schema and list(now.files) == list(before.files)
+            if same_files:
+                fresh.readers = dict(state.readers)
+                fresh.rows_checked = state.rows_checked
+            same_deletions = now.HasField("deletion_file") == before.HasField("deletion_file") and (
+                not now.HasField("deletion_file") or now.deletion_file == before.deletion_file)
+            if same_deletions:
+                fresh.deleted_rows = state.deleted_rows
+                if same_files:
+                    fresh.live_rows = state.live_rows
+            if now.WhichOneof("row_id_sequence") == before.WhichOneof("row_id_sequence") and (
+                    now.inline_row_ids == before.inline_row_ids and now.external_row_ids == before.external_row_ids):
+                fresh.row_ids = state.row_ids
+            if same_files:
+                fresh.sources = dict(state.sources)
+            if fresh.readers or fresh.deleted_rows is not None or fresh.row_ids is not None:
+                self._states.setdefault(now_position, fresh)
+                taken += 1
+        return taken
 
     def latest(self) -> TableSnapshot:
         """The snapshot of the latest version (this one when nothing was committed since)."""
