@@ -204,3 +204,20 @@ def test_a_commit_keeps_the_readers_of_the_files_it_left_alone(tmp_path: Path) -
     opened.clear()
     assert ds.to_table().equals(lance.dataset(uri).to_table())
     assert old_files <= set(opened)
+
+
+def test_snapshot_data_files_and_row_ids_are_columnar(tmp_path: Path) -> None:
+    uri = str(tmp_path / "files")
+    lance.write_dataset(_batch(0), uri, max_rows_per_file=4, enable_stable_row_ids=True)
+    lance.dataset(uri).add_columns({"twice": "id * 2"})  # a second data file per fragment
+    snap = lance_gpu.dataset(uri).snapshot
+    ref = lance.dataset(uri).get_fragments()
+    offsets = snap.data_file_offsets.tolist()
+    assert offsets == [0, *np.cumsum([len(f.data_files()) for f in ref]).tolist()]
+    assert snap.data_file_paths.to_pylist() == [df.path for f in ref for df in f.data_files()]
+    assert snap.data_file_fields.to_pylist() == [list(df.fields) for f in ref for df in f.data_files()]
+    sequences = snap.row_id_sequences.to_pylist()
+    assert len(sequences) == len(ref) and all(s is not None for s in sequences)
+    assert [f.row_ids.tolist() for f in snap.fragments] == [
+        f.scanner(columns=["id"], with_row_id=True).to_table()["_rowid"].to_pylist() for f in ref
+    ]

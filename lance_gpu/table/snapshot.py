@@ -24,7 +24,17 @@ Columnar arrays (one entry per fragment, manifest order):
 * :attr:`TableSnapshot.physical_rows` (``uint64``, the manifest's u64) -- rows stored in the
   fragment's data files, deleted rows included;
 * :attr:`TableSnapshot.deletion_counts` (``int64``) -- rows its deletion file deletes: 0
-  without one, -1 where the deletion file does not say (old writers): read it to know.
+  without one, -1 where the deletion file does not say (old writers): read it to know;
+* :attr:`TableSnapshot.row_id_sequences` (``binary``) -- its inline stable row id sequence;
+* :attr:`TableSnapshot.data_file_offsets` (``int64``, one more) -- where its data files are
+  in the per-file arrays :attr:`TableSnapshot.data_file_paths` (``string``) and
+  :attr:`TableSnapshot.data_file_fields` (``list<int32>``, field ids).
+
+Fragment objects (:class:`FragmentSnapshot`) are views made on demand, referring to their
+snapshot; the snapshot refers to them only weakly and keeps their reading caches itself, so
+a version nobody holds is freed by reference counting, not by the cycle collector.  A
+snapshot a commit opens takes over the caches of the fragments the commit left unchanged
+(:meth:`TableSnapshot.adopt`).
 """
 
 from __future__ import annotations
@@ -248,6 +258,35 @@ class TableSnapshot:
             ((f.deletion_file.num_deleted_rows or -1) if f.HasField("deletion_file") else 0 for f in self.manifest.fragments),
             np.int64, len(self.manifest.fragments),
         )
+
+    @cached_property
+    def data_file_offsets(self) -> np.ndarray:
+        """Where each fragment's data files are in the per-file arrays (``int64``, one more
+        than the fragments): fragment ``i``'s are entries ``[offsets[i], offsets[i + 1])``
+        of :attr:`data_file_paths` and :attr:`data_file_fields`, in manifest order."""
+        counts = np.fromiter((len(f.files) for f in self.manifest.fragments), np.int64, len(self.manifest.fragments))
+        offsets = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return offsets
+
+    @cached_property
+    def data_file_paths(self) -> pa.StringArray:
+        """Every data file's path relative to the dataset's ``data/`` (as the manifest's
+        ``DataFile.path``), fragment after fragment (:attr:`data_file_offsets`)."""
+        return pa.array([df.path for f in self.manifest.fragments for df in f.files], pa.string())
+
+    @cached_property
+    def data_file_fields(self) -> pa.ListArray:
+        """Every data file's field ids (``DataFile.fields``, ``list<int32>``), aligned with
+        :attr:`data_file_paths`."""
+        return pa.array([list(df.fields) for f in self.manifest.fragments for df in f.files], pa.list_(pa.int32()))
+
+    @cached_property
+    def row_id_sequences(self) -> pa.BinaryArray:
+        """Each fragment's inline serialized ``RowIdSequence`` (stable row ids), null where the
+        fragment has none or keeps it in an external file (read through the fragment)."""
+        return pa.array([f.inline_row_ids if f.WhichOneof("row_id_sequence") == "inline_row_ids" else None
+                         for f in self.manifest.fragments], pa.binary())
 
     def count_rows(self) -> int:
         """Live rows, from the manifest (deletion files read only where it does not say how
