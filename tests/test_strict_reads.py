@@ -215,12 +215,14 @@ def test_row_count_disagreeing_with_data_file_is_corrupt(copy, version):
     lance = pytest.importorskip("lance")
     assert ds.count_rows() == lance.dataset(str(uri)).count_rows() == 449
     assert frag.count_rows() == lance.dataset(str(uri)).get_fragment(1).count_rows() == 250
-    # the sound fragment still reads on its own (a dataset-wide take maps positions over
-    # every fragment's count, the corrupt one's included, so it raises too)
+    # the sound fragment still reads, on its own and through a dataset-wide take: a take
+    # maps positions by the manifest's counts, as pylance's, and checks the fragments it
+    # reads (not the ones it only counts over)
     assert ds.get_fragment(0).to_table().num_rows == 199  # one row of it deleted
     assert ds.get_fragment(0).count_rows() == 199
+    assert ds.take([5, 198]).equals(lance.dataset(str(uri)).take([5, 198]))
     with pytest.raises(CorruptFileError, match="holds 200 rows but fragment"):
-        ds.take([5])
+        ds.take([5, 199])  # the first row of fragment 1
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -245,7 +247,13 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
             with pytest.raises(CorruptFileError, match=r"fragment 0 deletes"):
                 lance_gpu.dataset(uri, device="cpu")
             continue
-        for call in ("to_table", "take", "fragment.to_table"):
+        ref = lance.dataset(str(uri))
+        calls = ["to_table", "fragment.to_table"]
+        if ref.get_fragment(0).count_rows() > 0:
+            calls.append("take")
+        else:  # fragment 0 counts no live row: a take's position 0 is fragment 1's first row, as pylance's
+            assert lance_gpu.dataset(uri, device="cpu").take([0]).equals(ref.take([0]))
+        for call in calls:
             with pytest.raises(CorruptFileError, match=r"fragment 0 has"):
                 ds = lance_gpu.dataset(uri, device="cpu")
                 if call == "take":
@@ -255,7 +263,6 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
                 else:
                     getattr(ds, call)()
         ds = lance_gpu.dataset(uri, device="cpu")
-        ref = lance.dataset(str(uri))
         assert ds.count_rows() == ref.count_rows() == pristine - raw + bad
         assert ds.get_fragment(0).count_rows() == ref.get_fragment(0).count_rows()
 
@@ -265,6 +272,28 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
 
     _rewrite_manifest(uri, repair, path)
     assert lance_gpu.dataset(uri, device="cpu").count_rows() == pristine
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_take_over_a_deletion_count_the_deletion_file_denies(copy, version):
+    """A take maps positions by the manifest's live counts (no data or deletion file opened
+    for that, as pylance's); a fragment whose manifest says its deletion file deletes more
+    rows than it does raises the typed error when the take reads it, never rows shifted by
+    the difference, and a take of other fragments' rows still reads."""
+    lance = pytest.importorskip("lance")
+    uri = copy(version)
+
+    def more_deleted(m: table_pb2.Manifest) -> bytes:
+        assert m.fragments[0].deletion_file.num_deleted_rows == 1
+        m.fragments[0].deletion_file.num_deleted_rows = 2
+        return m.SerializeToString()
+
+    _rewrite_manifest(uri, more_deleted)
+    ds = lance_gpu.dataset(uri, device="cpu")
+    assert ds.count_rows() == lance.dataset(str(uri)).count_rows() == 398
+    with pytest.raises(CorruptFileError, match="holds 1 deleted rows but the manifest says 2"):
+        ds.take([3, 250])
+    assert ds.take([250, 198]).equals(lance.dataset(str(uri)).take([250, 198]))
 
 
 def test_unknown_data_storage_version_is_refused(copy):

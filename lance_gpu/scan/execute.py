@@ -30,6 +30,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -994,13 +995,21 @@ def take_rows(
 ) -> pa.Table:
     """Rows at the given positions among the live rows of ``fragments`` (default: the
     dataset's), in the order given (repeats allowed): a plan whose row selections are the
-    rows asked for, run by the dataset's executor, put back in the caller's order."""
+    rows asked for, run by the dataset's executor, put back in the caller's order.
+
+    Positions are mapped to fragments by the manifest's live counts, as pylance's take
+    maps them (no data file opened for that); only the fragments holding a row asked for
+    are read, and each is checked then, when its live rows are taken: its data files' row
+    counts (:meth:`FragmentSnapshot.check_row_count`) and its deletion file's rows against
+    the manifest, so a lying manifest raises :class:`CorruptFileError` before a row of that
+    fragment is returned."""
     idx = take_indices(indices)
     frags = list(ds.fragments if fragments is None else fragments)
-    counts = np.array([f.live_count() for f in frags], np.int64)
-    starts = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=starts[1:])
-    total = int(starts[-1])
+    counts = _manifest_live_counts(ds) if fragments is None else [f.count_rows() for f in frags]
+    # the manifest's u64 counts add as Python integers (no wrapping); positions past 2**62
+    # are out of any int64 index's reach, so the starts are capped there
+    total = sum(counts)
+    starts = np.fromiter(accumulate(counts, lambda acc, n: min(acc + n, 1 << 62), initial=0), np.int64, len(counts) + 1)
     if idx.size and int(idx.max()) >= total:
         bad = int(idx.max())
         raise RowIndexError(f"take index {bad} is out of range: there are {total} rows")
@@ -1011,9 +1020,19 @@ def take_rows(
     for fi in np.unique(frag_of):
         frag = frags[int(fi)]
         local = sorted_idx[frag_of == fi] - starts[fi]
-        live = frag.live_rows
+        live = frag.live_rows  # checks its data files' row counts and deletion file first
         groups.append((frag.fragment_id, local if live is None else live[local]))
     return _take_physical(ds, groups, order, columns, with_row_id, with_row_address, executor, device)
+
+
+def _manifest_live_counts(ds: TableSnapshot) -> list[int]:
+    """Live rows per fragment of ``ds``, in manifest order, as Python integers, from the
+    manifest's columnar counts (a deletion file is read only where the manifest does not
+    say how many rows it deletes)."""
+    deleted = ds.deletion_counts.tolist()
+    for i in np.flatnonzero(ds.deletion_counts < 0).tolist():
+        deleted[i] = ds.fragments[i].num_deletions
+    return [rows - gone for rows, gone in zip(ds.physical_rows.tolist(), deleted, strict=True)]
 
 
 def take_addresses(
