@@ -275,6 +275,12 @@ def test_take_checks_only_the_fragments_it_reads(tiny, monkeypatch) -> None:
     fresh = lance_gpu.dataset(ref.uri, device="cpu")  # nothing checked or cached on it yet
     assert fresh.take(idx).equals(ref.take(idx))
     assert set(checked) == touched, sorted(set(checked))
+    # a window (offset / limit, no filter) skips fragments by the same counts
+    checked.clear()
+    window = lance_gpu.dataset(ref.uri, device="cpu").to_table(offset=400, limit=3, with_row_address=True)
+    assert window.equals(ref.to_table(offset=400, limit=3, with_row_address=True))
+    read = set((window.column("_rowaddr").to_numpy() >> 32).tolist())
+    assert set(checked) <= read, sorted(set(checked))  # (a fragment read whole is checked as its readers open)
 
 
 @pytest.mark.parametrize("op", ["delete", "compact"])

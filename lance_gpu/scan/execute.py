@@ -749,8 +749,9 @@ class _Offsets:
     the row's position among the fragment's live rows."""
 
     def __init__(self, ds: TableSnapshot) -> None:
-        counts = [f.live_count() for f in ds.fragments]
-        self.base = dict(zip((f.fragment_id for f in ds.fragments), np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist() if counts else [], strict=True))
+        # the manifest's counts, as pylance's _rowoffset (a fragment read is checked then)
+        starts = accumulate(_manifest_live_counts(ds), lambda acc, n: min(acc + n, (1 << 64) - 1), initial=0)
+        self.base = dict(zip(ds.fragment_ids.tolist(), starts, strict=False))
 
     def __call__(self, frag: FragmentSnapshot, rows: np.ndarray) -> np.ndarray:
         live = frag.live_rows
