@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -749,9 +749,8 @@ class _Offsets:
     the row's position among the fragment's live rows."""
 
     def __init__(self, ds: TableSnapshot) -> None:
-        # the manifest's counts, as pylance's _rowoffset (a fragment read is checked then)
-        starts = accumulate(_manifest_live_counts(ds), lambda acc, n: min(acc + n, (1 << 64) - 1), initial=0)
-        self.base = dict(zip(ds.fragment_ids.tolist(), starts, strict=False))
+        counts = [f.live_count() for f in ds.fragments]
+        self.base = dict(zip((f.fragment_id for f in ds.fragments), np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist() if counts else [], strict=True))
 
     def __call__(self, frag: FragmentSnapshot, rows: np.ndarray) -> np.ndarray:
         live = frag.live_rows
@@ -994,21 +993,15 @@ def take_rows(
 ) -> pa.Table:
     """Rows at the given positions among the live rows of ``fragments`` (default: the
     dataset's), in the order given (repeats allowed): a plan whose row selections are the
-    rows asked for, run by the dataset's executor, put back in the caller's order.
-
-    Positions are mapped to fragments by the manifest's live counts, as pylance's take
-    maps them (no data file opened for that); only the fragments holding a row asked for
-    are read, and each is checked then, when its live rows are taken: its data files' row
-    counts (:meth:`FragmentSnapshot.check_row_count`) and its deletion file's rows against
-    the manifest, so a lying manifest raises :class:`CorruptFileError` before a row of that
-    fragment is returned."""
+    rows asked for, run by the dataset's executor, put back in the caller's order."""
     idx = take_indices(indices)
     frags = list(ds.fragments if fragments is None else fragments)
-    counts = _manifest_live_counts(ds) if fragments is None else [f.count_rows() for f in frags]
-    # the manifest's u64 counts add as Python integers (no wrapping); positions past 2**62
-    # are out of any int64 index's reach, so the starts are capped there
+    # the manifest's counts (u64) summed as Python integers, the starts capped at int64's
+    # largest value: a position (an int64) below the total lands where the uncapped starts put it
+    counts = [f.live_count() for f in frags]
     total = sum(counts)
-    starts = np.fromiter(accumulate(counts, lambda acc, n: min(acc + n, 1 << 62), initial=0), np.int64, len(counts) + 1)
+    cap = int(np.iinfo(np.int64).max)
+    starts = np.array([min(s, cap) for s in itertools.accumulate(counts, initial=0)], np.int64)
     if idx.size and int(idx.max()) >= total:
         bad = int(idx.max())
         raise RowIndexError(f"take index {bad} is out of range: there are {total} rows")
@@ -1019,19 +1012,9 @@ def take_rows(
     for fi in np.unique(frag_of):
         frag = frags[int(fi)]
         local = sorted_idx[frag_of == fi] - starts[fi]
-        live = frag.live_rows  # checks its data files' row counts and deletion file first
+        live = frag.live_rows
         groups.append((frag.fragment_id, local if live is None else live[local]))
     return _take_physical(ds, groups, order, columns, with_row_id, with_row_address, executor, device)
-
-
-def _manifest_live_counts(ds: TableSnapshot) -> list[int]:
-    """Live rows per fragment of ``ds``, in manifest order, as Python integers, from the
-    manifest's columnar counts (a deletion file is read only where the manifest does not
-    say how many rows it deletes)."""
-    deleted = ds.deletion_counts.tolist()
-    for i in np.flatnonzero(ds.deletion_counts < 0).tolist():
-        deleted[i] = ds.fragments[i].num_deletions
-    return [rows - gone for rows, gone in zip(ds.physical_rows.tolist(), deleted, strict=True)]
 
 
 def take_addresses(

@@ -339,8 +339,7 @@ def _push_down_window(plan: ScanPlan, frags: list[FragmentSnapshot]) -> ScanPlan
         if left is not None and left <= 0:
             break
         if rows is None:
-            # the manifest's count, as pylance's window (the fragments read are checked then)
-            n = frag.physical_rows if plan.include_deleted_rows else frag.count_rows()
+            n = frag.physical_rows if plan.include_deleted_rows else frag.live_count()
         else:
             n = int(rows.size)
         if skip >= n:
