@@ -87,6 +87,10 @@ _WORD_BITS = (8, 16, 32, 64)
 #: :func:`_emit_miniblock_batch`; below it the fixed cost of doing so exceeds the per-page
 #: path's); None: always page by page (the tests compare both)
 BULK_MIN_PAGES: int | None = 4
+#: mini-block pages without repetition levels (:func:`device_headers`) have their chunk
+#: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
+#: not on the host; False: on the host (the tests compare both)
+DEVICE_HEADERS = True
 
 
 class Unsupported(Exception):
@@ -353,6 +357,10 @@ class UnitPlan:
         #: pages whose value bytes are read from the object store straight into the pinned
         #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
         self.direct_pages: dict[str, int] = {}
+        #: mini-block pages whose chunk headers the device parses (:mod:`lance_gpu.gpu.headers`)
+        self.device_pages: list[DevicePage] = []
+        #: their chunk table and its arena position, once staged (:func:`headers.stage`)
+        self.chunk_table: tuple[Any, int] | None = None
 
     # -- allocation -----------------------------------------------------------------------
 
@@ -486,6 +494,17 @@ def _defers_chunks(layout) -> bool:
     if layout.WhichOneof("layout") != "mini_block_layout":
         return False
     return not layout.mini_block_layout.HasField("rep_compression")
+
+
+def device_headers(layout) -> bool:
+    """Whether a mini-block page (its ``MiniBlockLayout``) can have its chunk headers parsed
+    by the device pre-pass (:mod:`lance_gpu.gpu.headers`): no repetition levels (its level
+    and value counts, so its output regions, follow from the chunk metadata), one or two
+    value buffers, and definition levels (if any) whose work needs only their spans (Flat,
+    OutOfLineBitpacking) -- Rle and InlineBitpacking levels are read on the host."""
+    if layout.HasField("rep_compression") or int(layout.num_buffers) not in (1, 2):
+        return False
+    return not layout.HasField("def_compression") or _level_encoding(layout.def_compression) in ("flat", "out_of_line_bitpacking")
 
 
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
@@ -627,13 +646,15 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         bufs = raw[k : k + nb]
         k += nb
         kind = layout.WhichOneof("layout")
-        if whole is not None and kind == "mini_block_layout" and not d and nb >= 2:
+        on_device = DEVICE_HEADERS and kind == "mini_block_layout" and nb >= 2 and device_headers(layout.mini_block_layout)
+        if whole is not None and kind == "mini_block_layout" and not d and nb >= 2 and not on_device:
             bulk.append((pi, p, layout, bufs))
             plans.append(None)
             continue
         full_zip = kind == "full_zip_layout"
         data_deferred = (0 if full_zip else 1) in d
-        page_plan = parse_page(leaf, p, layout, bufs, deferred=data_deferred)
+        # chunk metadata only where the device parses the chunk headers
+        page_plan = parse_page(leaf, p, layout, bufs, deferred=data_deferred or on_device)
         page_plan.index = pi
         page_plan.data_deferred = data_deferred
         page_plan.index_deferred = full_zip and 1 in d
@@ -761,6 +782,12 @@ class _Chunks:
     value: np.ndarray
     rep_dst: np.ndarray
     def_dst: np.ndarray
+    #: the inline bit-packed blocks of buffer 0, where the device found them (else they are
+    #: read in ``data``)
+    blocks: bitpacking_plan.InlineBlocks | None = None
+    #: per chunk, where its leaf's values start (fixed: byte in the fixed arena; var: slot),
+    #: for chunks of several leaves emitted together; None: the ``leaf`` passed along
+    value_base: np.ndarray | None = None
 
 
 _NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
@@ -844,6 +871,16 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     # a dictionary's items are decoded on the host and staged now; its indices are chunk work
     dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
+    size = p.get("data_size", int(page.info.buffer_sizes[1]))
+    if DEVICE_HEADERS and "bufs" not in p and size and device_headers(mb):
+        # staged now; its chunk headers are parsed on the device, its work emitted then
+        if page.data_deferred:
+            data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
+            unit.count_direct(page)
+        else:
+            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1])
+        unit.device_pages.append(DevicePage(leaf, page, data_pos, size, vpos, def_dst, dictionary))
+        return
     if not page.data_deferred:
         data = page.buffers[1]
         data_pos = unit.stage.add_buffer(leaf.path, offset, data)
@@ -851,7 +888,6 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
         _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
         return
     # a row selection cut the page to the bytes of its kept chunks (data_shift on)
-    size = p.get("data_size", int(page.info.buffer_sizes[1]))
     if not size:
         _land_chunks(unit, leaf, page, _EMPTY, 0, vpos, rep_dst, def_dst, dictionary)
         return
@@ -906,9 +942,10 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         return
     if leaf.kind == "var":
         width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
-        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=leaf.slot_lo + ch.value)
+        slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
+        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=slot)
         return
-    dst = leaf.value_pos + ch.value * leaf.width
+    dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if vk == "inline_bitpacking":
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         _emit_inline(unit, "fixed", bits, ch, starts, counts, dst // (bits // 8), ctx)
@@ -934,7 +971,9 @@ def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, coun
     to item ``dst_item[i]`` (items of ``bits``) of the destination."""
     word = bits // 8
     # blocks must end inside their page's chunk data when ch.data is the file's map
-    blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
+    blocks = ch.blocks
+    if blocks is None:
+        blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
     if ch.align % word:
         raise ctx.corrupt("misaligned bit-packed buffer")
     chunk = blocks.chunk
@@ -1071,6 +1110,8 @@ def _batchable(page: PagePlan, whole: np.ndarray | None) -> bool:
     no dictionary."""
     if whole is None or page.kind != "mini_block_layout" or page.data_deferred or not page.num_values:
         return False
+    if "bufs" not in page.parsed:  # chunk headers parsed on the device
+        return False
     mb = page.layout
     if not int(mb.num_buffers) or mb.HasField("dictionary"):
         return False
@@ -1088,6 +1129,22 @@ class _Batch:
     vpos: list[int] = field(default_factory=list)
     rep_dst: list[int] = field(default_factory=list)
     def_dst: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DevicePage:
+    """A mini-block page staged at arena byte ``data_pos`` (``size`` bytes of chunks) whose
+    chunk headers are parsed on the device (:func:`device_headers`); its values go to value
+    ``vpos`` of its leaf, its definition levels (one per value) to level ``def_dst``;
+    ``dictionary``: :func:`_stage_dictionary`'s result for a dictionary page."""
+
+    leaf: LeafPlan
+    page: PagePlan
+    data_pos: int
+    size: int
+    vpos: int
+    def_dst: int
+    dictionary: tuple[int, int] | None
 
 
 def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:

@@ -176,6 +176,14 @@ class Stager:
                         it.land(part)
             k += 1
 
+    def host_bytes(self) -> np.ndarray:
+        """The arena's bytes in host memory (what :meth:`upload` copies to the device; for
+        host-side tests and references)."""
+        out = np.zeros(max(_align(self.size), ALIGN), np.uint8)
+        if self.items:
+            self._fill_part(out, 0, 0, self.size, 0)
+        return out
+
     def upload(self) -> object:
         """Copy everything to a new device arena (uint8) and return it."""
         total = max(_align(self.size), ALIGN)
