@@ -22,7 +22,8 @@ Per chunk ``i`` the caller gives (``int64`` columns): ``start``, ``size``, ``cou
 
 and gets (``out``, ``int64[n, 10]``): ``num_levels``, rep ``(start, size)``, def ``(start,
 size)``, buffer 0 and buffer 1 ``(start, size)`` (positions in ``data``), and a status: the
-OR of :data:`BAD_HEADER` (a section or the padded header passes the chunk's end),
+OR of :data:`BAD_HEADER` (the chunk passes ``limit``, or a section or the padded header
+passes the chunk's end),
 :data:`BAD_LEVELS` (``num_levels != count`` where asked) and :data:`BAD_BLOCKS` (an
 impossible bit width, a misaligned buffer or a block past ``limit``); and, in
 ``blocks[block_first[i] + k]`` (``int64[nblocks, 2]``), the word index in ``data`` of block
@@ -81,7 +82,7 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     nbuf = (sh >> 4) & 15
     word = (sh >> 8) & 15
     hdr = 2 + (2 if has_rep else 0) + (2 if has_def else 0) + nbuf * (4 if large else 2)
-    if s < 0 or end > total or hdr > size[i]:
+    if s < 0 or end > total or end > limit[i] or hdr > size[i]:
         out[i, 9] = 1  # BAD_HEADER
         return
     p = s

@@ -33,7 +33,17 @@ from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
-from lance_gpu.gpu.plan import DevicePage, UnitPlan, _add_fsst, _Chunks, _emit_chunk_work, _group_key, _value_dst
+from lance_gpu.gpu.plan import (
+    DevicePage,
+    UnitPlan,
+    _add_fsst,
+    _Chunks,
+    _emit_chunk_work,
+    _group_key,
+    _index_encoding,
+    _level_key,
+    _value_dst,
+)
 
 _NO_END = np.zeros(0, np.int64)
 _EMPTY = np.zeros(0, np.uint8)
@@ -178,28 +188,41 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
         (dp.leaf.slot_lo if dp.leaf.kind == "var" else dp.leaf.value_pos for dp in (table.pages[j] for j in members)),
         np.int64, sel.size,
     )
+    index_first = None
+    if table.pages[members[0]].dictionary is not None:
+        ipos = np.fromiter((table.pages[j].dictionary[1] for j in members), np.int64, sel.size)  # type: ignore[index]
+        index_first = np.repeat(ipos, per_page) + in_page
     return _Chunks(
         _EMPTY, 0, 8, False, _NO_END, counts, out[:, 0], np.ascontiguousarray(out[:, 1:3]), np.ascontiguousarray(out[:, 3:5]),
-        out[:, 5:9].reshape(-1, 2, 2), value, value, def_dst, blocks, np.repeat(base, per_page),
+        out[:, 5:9].reshape(-1, 2, 2), value, value, def_dst, blocks, np.repeat(base, per_page), index_first,
     )
+
+
+def _dictionary_key(mb) -> tuple:
+    """What the work of a dictionary page's chunks depends on besides its index bits: the
+    index encoding, the definition-level encoding and the buffer count."""
+    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    return _index_encoding(mb.value_compression), dfn, int(mb.num_buffers)
 
 
 def _emit_group(unit: UnitPlan, table: ChunkTable, members: list[int]) -> None:
     first = table.pages[members[0]]
     leaf, mb = first.leaf, first.page.layout
     ch = _chunks(table, members)
-    _emit_chunk_work(unit, leaf, mb, ch, sum(table.pages[j].page.num_values for j in members), first.dictionary, leaf.ctx())
+    dictionary = None if first.dictionary is None else (first.dictionary[0], 0)  # positions in ch.index_first
+    _emit_chunk_work(unit, leaf, mb, ch, sum(table.pages[j].page.num_values for j in members), dictionary, leaf.ctx())
 
 
 def emit(unit: UnitPlan, table: ChunkTable) -> None:
     """Step 4 of the module docstring: one group per kind of work over every leaf and file
     of the unit (pages whose leaves store values alike and whose encodings
-    :func:`plan._group_key` does not tell apart), dictionary pages one by one.  A corrupt
+    :func:`plan._group_key` does not tell apart; dictionary pages by index bits and
+    :func:`_dictionary_key`, each page's indices to its own index scratch).  A corrupt
     group is emitted again leaf by leaf, so that the error names its file and column."""
     groups: dict[tuple, list[int]] = {}
     for j, dp in enumerate(table.pages):
         if dp.dictionary is not None:
-            groups[("dictionary", j)] = [j]
+            groups.setdefault(("dictionary", dp.dictionary[0], _dictionary_key(dp.page.layout)), []).append(j)
         else:
             groups.setdefault((dp.leaf.kind, dp.leaf.width, _group_key(dp.leaf, dp.page.layout)), []).append(j)
     for members in groups.values():

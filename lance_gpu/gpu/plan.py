@@ -590,6 +590,44 @@ def _parse_miniblock_pages(leaf: LeafPlan, whole: np.ndarray, pages: list[tuple[
 _EMPTY = np.zeros(0, np.uint8)
 
 
+def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray], counts: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> PagePlan:
+    """A mini-block page without repetition levels planned from its chunk layout alone."""
+    has_def = mb.HasField("def_compression")
+    levels = counts if has_def else np.zeros(counts.size, np.int64)
+    parsed = {"counts": counts, "levels": levels, "starts": starts, "sizes": sizes}
+    num_items = int(mb.num_items)
+    nlev = int(levels.sum()) if has_def else num_items
+    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, nlev, False, has_def, parsed)
+
+
+def _parse_metadata_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]]) -> list[PagePlan]:
+    """Mini-block pages whose chunk headers the device parses (:func:`device_headers`),
+    ``(index, info, page layout, buffers, chunks deferred)``: planned from their chunk
+    metadata (buffer 0) alone, the layouts of at least :data:`BULK_MIN_PAGES` of them decoded
+    together (:func:`miniblock.chunk_layouts`: NumPy over all their words), fewer page by page."""
+    layouts = [layout.mini_block_layout for _i, _info, layout, _b, _d in pages]
+    ctx = leaf.ctx()
+    out = []
+    if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES:
+        bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, [b[0] for _i, _info, _l, b, _d in pages], ctx)
+        edges = bounds.tolist()
+        for j, ((index, info, _layout, bufs, deferred), mb) in enumerate(zip(pages, layouts, strict=True)):
+            lo, hi = edges[j], edges[j + 1]
+            page = _metadata_page(info, mb, bufs, counts[lo:hi], starts[lo:hi], sizes[lo:hi])
+            page.index, page.data_deferred = index, deferred
+            out.append(page)
+        return out
+    for (index, info, _layout, bufs, deferred), mb in zip(pages, layouts, strict=True):
+        chunks = miniblock.chunk_layout(mb, bufs[0], ctx)
+        page = _metadata_page(info, mb, bufs, chunks.counts, chunks.starts, chunks.sizes)
+        page.index, page.data_deferred = index, deferred
+        out.append(page)
+    return out
+
+
+_DEV: Any = object()  # plan_leaf's placeholder of a page planned by _parse_metadata_pages
+
+
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout) -> tuple[int, ...]:
     """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
     (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
@@ -639,6 +677,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # (a mapped file's buffers are views of its map: LanceFileReader.mapped)
     whole = reader.mapped if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES else None
     bulk: list[tuple[int, PageInfo, Any, list[np.ndarray]]] = []
+    dev: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]] = []
     plans: list[PagePlan | None] = []
     k = 0
     for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
@@ -647,18 +686,24 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         k += nb
         kind = layout.WhichOneof("layout")
         on_device = DEVICE_HEADERS and kind == "mini_block_layout" and nb >= 2 and device_headers(layout.mini_block_layout)
-        if whole is not None and kind == "mini_block_layout" and not d and nb >= 2 and not on_device:
+        if on_device:  # planned from chunk metadata alone, the leaf's such pages together
+            dev.append((pi, p, layout, bufs, 1 in d))
+            plans.append(_DEV)
+            continue
+        if whole is not None and kind == "mini_block_layout" and not d and nb >= 2:
             bulk.append((pi, p, layout, bufs))
             plans.append(None)
             continue
         full_zip = kind == "full_zip_layout"
         data_deferred = (0 if full_zip else 1) in d
-        # chunk metadata only where the device parses the chunk headers
-        page_plan = parse_page(leaf, p, layout, bufs, deferred=data_deferred or on_device)
+        page_plan = parse_page(leaf, p, layout, bufs, deferred=data_deferred)
         page_plan.index = pi
         page_plan.data_deferred = data_deferred
         page_plan.index_deferred = full_zip and 1 in d
         plans.append(page_plan)
+    if dev:
+        on_dev = iter(_parse_metadata_pages(leaf, dev))
+        plans = [next(on_dev) if pp is _DEV else pp for pp in plans]
     if bulk:
         if len(bulk) >= BULK_MIN_PAGES:  # type: ignore[operator]
             parsed = iter(_parse_miniblock_pages(leaf, whole, bulk))  # type: ignore[arg-type]
@@ -788,6 +833,9 @@ class _Chunks:
     #: per chunk, where its leaf's values start (fixed: byte in the fixed arena; var: slot),
     #: for chunks of several leaves emitted together; None: the ``leaf`` passed along
     value_base: np.ndarray | None = None
+    #: per chunk, the index item its dictionary indices go to (dictionary pages emitted
+    #: together); None: from the page's ``dictionary`` position
+    index_first: np.ndarray | None = None
 
 
 _NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
@@ -1063,7 +1111,8 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
     bits, ipos = dictionary
     kind = _index_encoding(enc)
     word = bits // 8
-    first = ipos + (ch.value - ch.value[0])  # index items of the page's chunks
+    # index items of the page's chunks
+    first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
     if kind == "inline_bitpacking":
         _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx)
     elif kind == "flat":

@@ -1057,14 +1057,18 @@ def test_deferred_corrupt_chunk_header_is_refused_where_it_lands(direct21, field
 
 BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, floats, booleans, strings, lists, embeddings, nulls
 # Measured (pylance 14.0.2's encodings of this table; issue 25's targets: <= 40 launches,
-# <= 4 blocking copies): 30 launches as 2 fragments, 23 as 16.
+# <= 4 blocking copies): 30 launches as 2 fragments, 23 as 16 (with the device pre-pass of
+# mini-block chunk headers since the gpuengine branch: one more launch, and one fewer where
+# the level unravel's gather launch now zeroes its result too).
 BUDGET_LAUNCHES = 30
-# Blocking copies back to the host per read (one unit here): the variable-width total (it
-# sizes the string bytes), the levels' entry / null counts, and the error flags of every
-# launch, in one copy.
+# Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
+# device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
+# and the levels' entry / null counts read with the error flags of every launch before them
+# (one copy; the launches after it, if any, are read at the unit's end).
 BUDGET_D2H = 3
-# Uploads (pinned, asynchronous): the staged bytes, the unit's work table (every page work
-# item, one copy), and the descriptors the kernels derive per launch: 43 as 2 fragments.
+# Uploads (pinned, asynchronous): the staged bytes (the pre-pass's chunk table with them), the
+# unit's work table (every page work item, one copy), and the descriptors the kernels derive
+# per launch: 43 as 2 fragments, 25 as 16.
 BUDGET_H2D = 43
 
 
