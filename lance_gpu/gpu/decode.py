@@ -81,6 +81,7 @@ def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
     if arena is None:
         headers.stage(unit)
         arena = unit.stage.upload()
+    unit.stage.wait_ready()  # the kernels' stream waits for the staging copies (events)
     headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):

@@ -446,6 +446,65 @@ def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
     assert len(main) == 1 and not main & {e[2] for e in events if e[0] == "stage"}
 
 
+def test_staging_copies_are_ordered_by_events(rich22, monkeypatch):
+    """Each unit's staging records one event per copy stream after its last copy (in the
+    staging thread, without waiting for the copies), and the decode of that unit makes the
+    kernels' stream wait for exactly those events before its first launch; the results are
+    the same as without pipelining."""
+    from numba import cuda as numba_cuda
+
+    log: list[tuple] = []
+    real_event = numba_cuda.event
+
+    class LoggedEvent:
+        def __init__(self, *a, **kw) -> None:
+            self.inner = real_event(*a, **kw)
+            self.id = len([e for e in log if e[0] == "new"])
+            log.append(("new", self.id, threading.get_ident()))
+
+        def record(self, stream=0):
+            log.append(("record", self.id, threading.get_ident(), stream))
+            return self.inner.record(stream=stream)
+
+        def wait(self, stream=0):
+            log.append(("wait", self.id, threading.get_ident()))
+            return self.inner.wait(stream=stream)
+
+    monkeypatch.setattr(numba_cuda, "event", LoggedEvent)
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    real_call = FakeCUDAKernel.__call__
+
+    def call(self, *args, **kwargs):
+        log.append(("launch", -1, threading.get_ident()))
+        return real_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeCUDAKernel, "__call__", call)
+    real_decode = gpu_read.decode_unit
+
+    def decode(unit, arena=None):
+        log.append(("decode", len(unit.stage.ready), threading.get_ident()))
+        return real_decode(unit, arena)
+
+    monkeypatch.setattr(gpu_read, "decode_unit", decode)
+    cols = ["id", "s", "li"]
+    with memory_limit(1):
+        got = lance_gpu.dataset(rich22).to_table(columns=cols, device="gpu")
+    assert_same(got, lance.dataset(rich22).to_table(columns=cols), "event-ordered units")
+    decodes = [i for i, e in enumerate(log) if e[0] == "decode"]
+    assert len(decodes) >= 2 and all(log[i][1] == 2 for i in decodes), [log[i] for i in decodes]  # two copy streams
+    records = [e for e in log if e[0] == "record"]
+    waits = [e for e in log if e[0] == "wait"]
+    assert len(waits) == 2 * len(decodes) and sorted(e[1] for e in records) == sorted(e[1] for e in waits)
+    assert not {e[2] for e in records} & {e[2] for e in waits}  # recorded while staging, waited for while decoding
+    for ev in {e[1] for e in waits}:  # each event recorded before it is waited for, and waited for once
+        order = [e[0] for e in log if e[1] == ev and e[0] in ("record", "wait")]
+        assert order == ["record", "wait"], (ev, order)
+    for i in decodes:  # a unit's two waits come before the first launch of its decode
+        mine = [e[0] for e in log[i + 1 :] if e[2] == log[i][2] and e[0] in ("wait", "launch", "decode")]
+        assert mine[:2] == ["wait", "wait"], mine[:4]
+
+
 def test_device_table_and_columns(rich22):
     ds = lance_gpu.dataset(rich22)
     fields = [f for f in ds.snapshot.lance_schema.fields if f.name in ("id", "f64", "emb", "s")]
