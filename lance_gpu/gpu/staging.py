@@ -262,6 +262,8 @@ def _get_pinned(count: int, nbytes: int) -> list[np.ndarray]:
     holds ``_pinned_lock``)."""
     if len(_pinned) < count or _pinned[0].size < nbytes:
         cuda = _array.cuda()
+        for stream, _owner in _streams:  # the last upload's copies may still read the old slabs
+            stream.synchronize()
         _pinned.clear()
         for _ in range(count):
             _pinned.append(cuda.pinned_array(max(nbytes, ALIGN), dtype=np.uint8))
