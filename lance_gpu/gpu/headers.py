@@ -2,9 +2,10 @@
 """The device pre-pass of a read unit: mini-block chunk headers parsed where the chunks lie.
 
 The planner places mini-block pages without repetition levels (:func:`plan.device_headers`)
-from their chunk metadata alone (buffer 0: chunk starts, sizes and value counts, parsed on
-the host with NumPy, O(pages)) and stages their chunks (buffer 1) without reading them
-(:class:`plan.DevicePage`).  Once the unit's bytes are on the device, :func:`parse_and_emit`
+from their protobuf alone (``num_items`` values, one definition level each) and stages their
+chunks (buffer 1) without reading them (:class:`plan.DevicePage`); their chunk metadata
+(buffer 0: chunk starts, sizes and value counts) is decoded for every page of the pass at
+once, every leaf and file (:func:`plan.fill_chunk_layouts`: NumPy over all the words).  Once the unit's bytes are on the device, :func:`parse_and_emit`
 
 1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
    arena start, size, value count, page end, shape bits, first block), staged in the
@@ -43,6 +44,7 @@ from lance_gpu.gpu.plan import (
     _index_encoding,
     _level_key,
     _value_dst,
+    fill_chunk_layouts,
 )
 
 _NO_END = np.zeros(0, np.int64)
@@ -69,6 +71,7 @@ class ChunkTable:
     def __init__(self, pages: list[DevicePage]) -> None:
         self.pages = pages
         npages = len(pages)
+        fill_chunk_layouts([(dp.leaf, dp.page) for dp in pages])  # the pass's metadata words, together
         per_page = np.fromiter((dp.page.parsed["counts"].size for dp in pages), np.int64, npages)
         self.bounds = miniblock.exclusive_scan(per_page)
         parsed = [dp.page.parsed for dp in pages]

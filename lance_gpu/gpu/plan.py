@@ -590,39 +590,49 @@ def _parse_miniblock_pages(leaf: LeafPlan, whole: np.ndarray, pages: list[tuple[
 _EMPTY = np.zeros(0, np.uint8)
 
 
-def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray], counts: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> PagePlan:
-    """A mini-block page without repetition levels planned from its chunk layout alone."""
+def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray]) -> PagePlan:
+    """A mini-block page without repetition levels planned from its protobuf alone: its
+    value count is ``num_items`` and it has one definition level per value, so its output
+    regions are known; its chunk layout (buffer 0) is decoded later with every other such
+    page of the pass (:func:`fill_chunk_layouts`), its chunk headers on the device."""
     has_def = mb.HasField("def_compression")
-    levels = counts if has_def else np.zeros(counts.size, np.int64)
-    parsed = {"counts": counts, "levels": levels, "starts": starts, "sizes": sizes}
     num_items = int(mb.num_items)
-    nlev = int(levels.sum()) if has_def else num_items
-    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, nlev, False, has_def, parsed)
+    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, num_items, False, has_def, {})
 
 
 def _parse_metadata_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]]) -> list[PagePlan]:
     """Mini-block pages whose chunk headers the device parses (:func:`device_headers`),
-    ``(index, info, page layout, buffers, chunks deferred)``: planned from their chunk
-    metadata (buffer 0) alone, the layouts of at least :data:`BULK_MIN_PAGES` of them decoded
-    together (:func:`miniblock.chunk_layouts`: NumPy over all their words), fewer page by page."""
-    layouts = [layout.mini_block_layout for _i, _info, layout, _b, _d in pages]
-    ctx = leaf.ctx()
+    ``(index, info, page layout, buffers, chunks deferred)``: :func:`_metadata_page`."""
     out = []
-    if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES:
-        bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, [b[0] for _i, _info, _l, b, _d in pages], ctx)
-        edges = bounds.tolist()
-        for j, ((index, info, _layout, bufs, deferred), mb) in enumerate(zip(pages, layouts, strict=True)):
-            lo, hi = edges[j], edges[j + 1]
-            page = _metadata_page(info, mb, bufs, counts[lo:hi], starts[lo:hi], sizes[lo:hi])
-            page.index, page.data_deferred = index, deferred
-            out.append(page)
-        return out
-    for (index, info, _layout, bufs, deferred), mb in zip(pages, layouts, strict=True):
-        chunks = miniblock.chunk_layout(mb, bufs[0], ctx)
-        page = _metadata_page(info, mb, bufs, chunks.counts, chunks.starts, chunks.sizes)
+    for index, info, layout, bufs, deferred in pages:
+        page = _metadata_page(info, layout.mini_block_layout, bufs)
         page.index, page.data_deferred = index, deferred
         out.append(page)
     return out
+
+
+def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
+    """The chunk layouts (``counts``, ``levels``, ``starts``, ``sizes`` in ``parsed``) of the
+    pages :func:`_metadata_page` planned, for ``(leaf, page)`` of any leaves and files: one
+    :func:`miniblock.chunk_layouts` over all their metadata words (NumPy, no Python per
+    chunk).  A page whose counts do not add up to its ``num_items`` raises the host parser's
+    ``CorruptFileError`` naming its file."""
+    todo = [(leaf, pg) for leaf, pg in pages if "counts" not in pg.parsed]
+    if not todo:
+        return
+    layouts = [pg.layout for _leaf, pg in todo]
+    try:
+        bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, [pg.buffers[0] for _leaf, pg in todo], todo[0][0].ctx())
+    except CorruptFileError:
+        for leaf, pg in todo:  # name the file of the first bad page
+            miniblock.chunk_layouts([pg.layout], [pg.buffers[0]], leaf.ctx())
+        raise
+    edges = bounds.tolist()
+    none = np.zeros(counts.size, np.int64)  # the levels of pages without definition levels
+    for j, (_leaf, pg) in enumerate(todo):
+        lo, hi = edges[j], edges[j + 1]
+        c = counts[lo:hi]
+        pg.parsed.update(counts=c, levels=c if pg.has_def else none[lo:hi], starts=starts[lo:hi], sizes=sizes[lo:hi])
 
 
 _DEV: Any = object()  # plan_leaf's placeholder of a page planned by _parse_metadata_pages
