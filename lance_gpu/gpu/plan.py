@@ -36,6 +36,15 @@ while planning: chunk metadata, page dictionaries, full-zip repetition indices a
 chunks of pages with repetition levels (whose level counts are only in their headers).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
+Mini-block pages without repetition levels whose definition levels need only their spans
+(:func:`device_headers`: most flat columns) are planned from their protobuf alone: their
+chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
+and their chunk headers and inline bit widths are parsed on the device, after staging, by
+:mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which emits their work
+for every leaf and file of the unit together.  :data:`DEVICE_HEADERS` turns this off (the
+tests compare both).  What follows describes the host parse, which the other mini-block
+pages (repetition levels, Rle / InlineBitpacking definition levels) still take.
+
 Mini-block pages of memory-mapped files are planned in bulk, per leaf of at least
 :data:`BULK_MIN_PAGES` pages: their chunk tables (metadata words and in-band headers) are
 parsed together (:func:`miniblock.chunk_tables_mapped`: NumPy over the pages' words, one
