@@ -29,6 +29,7 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.resolve import is_memory_uri, renew_memory_root
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
@@ -461,6 +462,9 @@ def write_version(
     base, naming = latest(ostore, root)
     if base is None:
         naming = "V2" if enable_v2_manifest_paths else "V1"
+    if mode == "create" and base is not None and store is None and is_memory_uri(uri):
+        ostore, root = renew_memory_root(uri)  # type: ignore[arg-type]  # pylance's per-call memory store
+        base, naming = latest(ostore, root)
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
     check_commit_store(ostore, root, locked=commit_lock is not None)
