@@ -27,7 +27,8 @@ writer splits them).  Field metadata steering the encoder (``lance-encoding:comp
 / ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
 it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
 :data:`host_fallbacks`): full-zip values compressed one by one with zstd (over 32 KiB, or
-where field metadata names a general scheme: no device zstd gives libzstd's bytes), fixed-
+where field metadata names a general scheme: no device zstd gives libzstd's bytes), mini-block
+string chunks compressed with the general scheme field metadata names (the same reason), fixed-
 size lists inside lists whose items are null in a valid row, file version 2.0.  (Arrow
 dictionary columns never reach it: no device column holds one, a ``DeviceTable``'s stays
 on the host.)
@@ -697,6 +698,8 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     narrow = max_len < pages.MINIBLOCK_MAX_VALUE_BYTES
     if not (steer.structural == "miniblock" or (narrow and steer.structural != "fullzip")):
         return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text, steer)
+    if pages.wants_general_chunks(steer.compression, nbytes):
+        return _fallback("general-compressed mini-block chunks")
     if _wants_fsst(steer, text, max_len, nbytes):
         table, comp_off, d_comp_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
         if steer.compression == "fsst" or int(comp_off[-1]) + len(table) < nbytes:  # FSST pays (or is forced)
