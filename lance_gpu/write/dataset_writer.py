@@ -222,6 +222,8 @@ def _write_fragments(
     max_rows_per_file: int,
     max_bytes_per_file: int,
     events: Callable[[str, table_pb2.DataFragment], None] | None = None,
+    *,
+    size_of_flushed_pages: bool = False,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
     failure every file begun here is removed.  Returns the fragments and the files' keys.
@@ -232,7 +234,11 @@ def _write_fragments(
 
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
-    durable, before the manifest that names them is put."""
+    durable, before the manifest that names them is put.
+
+    A file is closed at the first batch boundary where it holds ``max_rows_per_file`` rows or
+    ``max_bytes_per_file`` bytes -- counting the Arrow bytes still buffered, or, with
+    ``size_of_flushed_pages`` (compaction, as pylance's), only the pages already cut."""
     from lance_gpu.write.device_input import DeviceBatch
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
@@ -309,7 +315,8 @@ def _write_fragments(
                 batch = batch.slice(take)
                 if closing is not None and writer.encoding:
                     finish_closing()
-                if writer.num_rows >= max_rows_per_file or writer.bytes_written >= max_bytes_per_file:
+                size = writer.bytes_flushed if size_of_flushed_pages else writer.bytes_written
+                if writer.num_rows >= max_rows_per_file or size >= max_bytes_per_file:
                     close()
         if writer is not None:
             close()
