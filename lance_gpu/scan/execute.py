@@ -273,10 +273,8 @@ def _late_unit(resolved: ResolvedScan, unit: ReadUnit, table: pa.Table, keep: np
 
 #: Units of fragments of at most this many physical rows (each the only unit of its
 #: fragment) join spans: their fragments are decoded whole and the unit's rows taken.
-#: Whether small fragments are read in spans (off: a flipped bit in a 2.2 string mini-block
-#: page read in a span returned wrong rows where pylance and the per-fragment path raise --
-#: tests/test_mutations.py case 183 on some builds; on again once that is found and pinned).
-SPANS = False
+#: Whether small fragments are read in spans (tests turn it off to compare both paths).
+SPANS = True
 SPAN_FRAGMENT_ROWS = 1 << 14
 #: A span holds at most this many physical rows (more than one unit: a larger unit alone).
 SPAN_ROWS = 1 << 16
