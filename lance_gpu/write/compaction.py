@@ -159,12 +159,18 @@ def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: p
     checks ``max_bytes_per_file`` between batches, as pylance's)."""
     fields = list(ds.lance_schema.fields)
     units = [ReadUnit(frag, frag.live_rows) for frag in frags]
-    for _group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
+    for group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
         # whole batches of batch_size rows (pylance's default read batch: 8192), not the
-        # decoded pages' chunks: the writer's file cuts fall between them
-        yield from table.combine_chunks().to_batches(max_chunksize=batch_size or COMPACTION_BATCH_SIZE)
+        # decoded pages' chunks, ending at each fragment's end (a span decodes several back
+        # to back): the writer's file cuts fall between them, as pylance's
+        start = 0
+        for unit in group:
+            rows = unit.fragment.physical_rows if unit.rows is None else len(unit.rows)
+            piece = table.slice(start, rows)
+            start += rows
+            yield from piece.combine_chunks().to_batches(max_chunksize=batch_size or COMPACTION_BATCH_SIZE)
 
 
 def compact_files(ds: TableSnapshot, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
