@@ -7,6 +7,7 @@ and Polars' and DuckDB's scans of a dataset give pylance's rows, with their proj
 from __future__ import annotations
 
 import datetime
+import decimal
 import subprocess
 import sys
 import textwrap
@@ -158,3 +159,33 @@ def test_duckdb_scan_as_pylance(uri: str) -> None:
         assert got == duckdb.sql(query.format("theirs")).fetchall(), query
     assert duckdb.arrow(ours).filter("id < 4").order("id").fetchall() == \
         duckdb.arrow(theirs).filter("id < 4").order("id").fetchall()
+
+
+def test_duckdb_pushdown_of_more_types(tmp_path) -> None:
+    """Timestamps (with a zone), decimals, LIKE and IS NULL filters as pylance serves them;
+    and two filters pylance's scan refuses (``uint8`` equality: "pushdown filter referenced a
+    field that ..."; a struct field: "nested references in pushdown filters") give the rows
+    DuckDB computes from the Arrow table itself."""
+    duckdb = pytest.importorskip("duckdb")
+    n = 50
+    start = datetime.datetime(2024, 1, 1)
+    arrow_table = pa.table({
+        "id": pa.array(range(n), pa.int32()),
+        "ts": pa.array([start + datetime.timedelta(hours=i) for i in range(n)], pa.timestamp("us")),
+        "tz": pa.array([start.replace(tzinfo=datetime.UTC) + datetime.timedelta(hours=i) for i in range(n)],
+                       pa.timestamp("us", tz="UTC")),
+        "dec": pa.array([decimal.Decimal(i) / 4 for i in range(n)], pa.decimal128(10, 2)),
+        "u8": pa.array([i % 7 for i in range(n)], pa.uint8()),
+        "st": pa.array([{"x": i, "y": str(i)} for i in range(n)]),
+        "s": pa.array([None if i % 5 == 0 else f"v{i}" for i in range(n)]),
+    })
+    lance.write_dataset(arrow_table, str(tmp_path / "ds"))
+    ours, theirs = lance_gpu.dataset(str(tmp_path / "ds")), lance.dataset(str(tmp_path / "ds"))  # noqa: F841
+    for where in ("ts >= TIMESTAMP '2024-01-02 00:00:00'", "tz < TIMESTAMPTZ '2024-01-01 05:00:00+00'", "dec > 3.5",
+                  "s LIKE 'v1%'", "s IS NULL", "s IS NOT NULL AND id IN (1, 2, 3, 5)"):
+        query = "SELECT id FROM {} WHERE " + where + " ORDER BY id"
+        assert duckdb.sql(query.format("ours")).fetchall() == duckdb.sql(query.format("theirs")).fetchall(), where
+    for where in ("u8 = 3", "st.x > 45"):
+        query = "SELECT id FROM {} WHERE " + where + " ORDER BY id"
+        got = duckdb.sql(query.format("ours")).fetchall()
+        assert got and got == duckdb.sql(query.format("arrow_table")).fetchall(), where
