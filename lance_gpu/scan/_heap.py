@@ -75,6 +75,21 @@ def _heap_top_k_twin(dist: np.ndarray, k: int, out: np.ndarray) -> int:
     return len(hp)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sift_up_into(hd, hp, pos, d, p):  # pragma: no cover - compiled
+    """Rust's ``sift_up(0, pos)`` of the element ``(d, p)`` for the hole at ``pos``: parents
+    of smaller distance move down, and it lands where its parent is at least as far."""
+    while pos > 0:
+        parent = (pos - 1) // 2
+        if d <= hd[parent]:
+            break
+        hd[pos] = hd[parent]
+        hp[pos] = hp[parent]
+        pos = parent
+    hd[pos] = d
+    hp[pos] = p
+
+
 @njit(cache=True, nogil=True, twin=_heap_top_k_twin)
 def _heap_top_k(dist, k, out):  # pragma: no cover - compiled
     """Positions (into ``dist``) of the rows the heap keeps, written to ``out[:count]``;
@@ -109,28 +124,10 @@ def _heap_top_k(dist, k, out):  # pragma: no cover - compiled
                     hd[pos] = hd[child]
                     hp[pos] = hp[child]
                     pos = child
-                # sift_up(0, pos) of the moved last element
-                while pos > 0:
-                    parent = (pos - 1) // 2
-                    if ld <= hd[parent]:
-                        break
-                    hd[pos] = hd[parent]
-                    hp[pos] = hp[parent]
-                    pos = parent
-                hd[pos] = ld
-                hp[pos] = lp
+                _sift_up_into(hd, hp, pos, ld, lp)  # the moved last element
         # push
-        pos = n
+        _sift_up_into(hd, hp, n, d, i)
         n += 1
-        while pos > 0:
-            parent = (pos - 1) // 2
-            if d <= hd[parent]:
-                break
-            hd[pos] = hd[parent]
-            hp[pos] = hp[parent]
-            pos = parent
-        hd[pos] = d
-        hp[pos] = i
     for j in range(n):
         out[j] = hp[j]
     return n

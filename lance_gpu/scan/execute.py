@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
@@ -995,10 +996,12 @@ def take_rows(
     rows asked for, run by the dataset's executor, put back in the caller's order."""
     idx = take_indices(indices)
     frags = list(ds.fragments if fragments is None else fragments)
-    counts = np.array([f.live_count() for f in frags], np.int64)
-    starts = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=starts[1:])
-    total = int(starts[-1])
+    # the manifest's counts (u64) summed as Python integers, the starts capped at int64's
+    # largest value: a position (an int64) below the total lands where the uncapped starts put it
+    counts = [f.live_count() for f in frags]
+    total = sum(counts)
+    cap = int(np.iinfo(np.int64).max)
+    starts = np.array([min(s, cap) for s in itertools.accumulate(counts, initial=0)], np.int64)
     if idx.size and int(idx.max()) >= total:
         bad = int(idx.max())
         raise RowIndexError(f"take index {bad} is out of range: there are {total} rows")
