@@ -29,6 +29,7 @@ from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.resolve import is_memory_uri, renew_memory_root
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
@@ -221,6 +222,8 @@ def _write_fragments(
     max_rows_per_file: int,
     max_bytes_per_file: int,
     events: Callable[[str, table_pb2.DataFragment], None] | None = None,
+    *,
+    size_of_flushed_pages: bool = False,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
     failure every file begun here is removed.  Returns the fragments and the files' keys.
@@ -231,7 +234,11 @@ def _write_fragments(
 
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
-    durable, before the manifest that names them is put."""
+    durable, before the manifest that names them is put.
+
+    A file is closed at the first batch boundary where it holds ``max_rows_per_file`` rows or
+    ``max_bytes_per_file`` bytes -- counting the Arrow bytes still buffered, or, with
+    ``size_of_flushed_pages`` (compaction, as pylance's), only the pages already cut."""
     from lance_gpu.write.device_input import DeviceBatch
     from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
@@ -308,7 +315,8 @@ def _write_fragments(
                 batch = batch.slice(take)
                 if closing is not None and writer.encoding:
                     finish_closing()
-                if writer.num_rows >= max_rows_per_file or writer.bytes_written >= max_bytes_per_file:
+                size = writer.bytes_flushed if size_of_flushed_pages else writer.bytes_written
+                if writer.num_rows >= max_rows_per_file or size >= max_bytes_per_file:
                     close()
         if writer is not None:
             close()
@@ -461,6 +469,9 @@ def write_version(
     base, naming = latest(ostore, root)
     if base is None:
         naming = "V2" if enable_v2_manifest_paths else "V1"
+    if mode == "create" and base is not None and store is None and is_memory_uri(uri):
+        ostore, root = renew_memory_root(uri)  # type: ignore[arg-type]  # pylance's per-call memory store
+        base, naming = latest(ostore, root)
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
     check_commit_store(ostore, root, locked=commit_lock is not None)
