@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pa_dataset
 
 from lance_gpu._device import DEVICES
 from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceError, UnsupportedFeatureError
@@ -142,14 +143,31 @@ def _decoded(metadata: Any) -> dict[str, str]:
     return {bytes(k).decode() if isinstance(k, bytes) else k: bytes(v).decode() for k, v in metadata.items()}
 
 
+def _in_memory(data: Any) -> Any:
+    """``data`` as pyarrow's joins can take it: a :class:`LanceDataset` is read into an
+    ``InMemoryDataset`` (Acero would reach for the C++ dataset it does not wrap)."""
+    return pa_dataset.InMemoryDataset(data.to_table()) if isinstance(data, LanceDataset) else data
+
+
 def _reopen(uri: str, version: int, device: str, storage_options: dict[str, str]) -> LanceDataset:
     """Unpickle a dataset: open ``uri`` at the pinned ``version`` with the same options."""
     return LanceDataset(uri, version, device=device, storage_options=storage_options)
 
 
-class LanceDataset:
+class LanceDataset(pa_dataset.Dataset):
     """A Lance dataset at one version, read with pylance's API: a facade over one
     :class:`~lance_gpu.table.snapshot.TableSnapshot`.
+
+    As pylance's, it subclasses :class:`pyarrow.dataset.Dataset`, so code that takes any
+    Arrow dataset accepts it (Polars' ``scan_pyarrow_dataset`` calls :meth:`to_batches`,
+    DuckDB's scan of a Python variable :meth:`scanner`, both with ``columns`` and a
+    ``pyarrow.compute.Expression`` filter).  The Cython base is never initialised (it
+    wraps no C++ dataset), so every method of the base is overridden here: see
+    :meth:`filter`, :meth:`sort_by`, :meth:`join`, :meth:`join_asof`, :meth:`replace_schema`,
+    :attr:`partition_expression`.  pyarrow functions that reach the C++ dataset directly
+    (``Scanner.from_dataset(ds)``, a union ``pyarrow.dataset.dataset([ds, ...])``, an
+    Acero declaration or join with ``ds`` as the *right* side) cannot be served and must
+    not be given this object (pylance's crashes there too).
 
     Every call reads the snapshot once and works on it, so it sees one whole version.  A
     mutation commits a new version and swaps its snapshot in with one attribute assignment
@@ -912,6 +930,99 @@ class LanceDataset:
         """A dataset object is true even when it holds no rows (``if ds:`` does not count
         rows; pylance's is false when empty, through ``__len__``)."""
         return True
+
+    # -- pyarrow.dataset.Dataset's methods: each base method is overridden, as the Cython
+    # base wraps no C++ dataset here (calling one of its own would dereference NULL) --------
+
+    @property
+    def partition_expression(self) -> pc.Expression:
+        """Always true: a Lance dataset has no partitioning (every row satisfies it; pylance
+        raises ``NotImplementedError`` here, pyarrow's unpartitioned datasets give ``true``)."""
+        return pc.scalar(True)
+
+    @property
+    def _scan_options(self) -> dict[str, Any]:
+        """The base's options of a filtered dataset: none (:meth:`filter` materialises)."""
+        return {}
+
+    def _scanner_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The base's helper merging :attr:`_scan_options` into scanner options."""
+        return dict(options)
+
+    def _get_fragments(self, filter: str | pc.Expression | None = None) -> Iterator[LanceFragment]:  # noqa: A002
+        """The base's fragment iterator: :meth:`get_fragments`."""
+        return iter(self.get_fragments(filter))
+
+    def filter(self, expression: str | pc.Expression) -> pa_dataset.InMemoryDataset:
+        """The rows matching ``expression`` as an in-memory Arrow dataset (pyarrow's
+        ``Dataset.filter``; the filter is pushed into the scan, then the matching rows are
+        read once: later ``filter`` / ``to_table`` calls on the result run in pyarrow).
+
+        Parameters
+        ----------
+        expression : pyarrow.compute.Expression or str
+            The predicate (a SQL string as :meth:`scanner`'s ``filter`` is accepted too).
+        """
+        return pa_dataset.InMemoryDataset(self.to_table(filter=expression))
+
+    def sort_by(self, sorting: str | list[tuple[str, str]], **kwargs: Any) -> pa_dataset.InMemoryDataset:
+        """The dataset sorted, as an in-memory Arrow dataset (pyarrow's ``Dataset.sort_by``,
+        which returns an ``InMemoryDataset`` too; pylance's crashes).
+
+        Parameters
+        ----------
+        sorting : str or list of (name, "ascending" | "descending")
+            As ``pyarrow.Table.sort_by``.
+        **kwargs
+            ``null_placement`` and the like, as ``pyarrow.Table.sort_by``.
+        """
+        return pa_dataset.InMemoryDataset(self.to_table().sort_by(sorting, **kwargs))
+
+    def join(self, right_dataset: Any, keys: str | list[str], right_keys: str | list[str] | None = None,
+             join_type: str = "left outer", left_suffix: str | None = None, right_suffix: str | None = None,
+             coalesce_keys: bool = True, use_threads: bool = True) -> pa_dataset.InMemoryDataset:
+        """pyarrow's ``Dataset.join`` (an ``InMemoryDataset``; pylance raises
+        ``NotImplementedError``): both sides are read, then joined by Acero.
+
+        Parameters
+        ----------
+        right_dataset : LanceDataset, pyarrow.dataset.Dataset or pyarrow.Table
+            The right side.
+        keys, right_keys, join_type, left_suffix, right_suffix, coalesce_keys, use_threads
+            As pyarrow's ``Dataset.join``.
+        """
+        return pa_dataset.InMemoryDataset(self.to_table()).join(
+            _in_memory(right_dataset), keys, right_keys=right_keys, join_type=join_type, left_suffix=left_suffix,
+            right_suffix=right_suffix, coalesce_keys=coalesce_keys, use_threads=use_threads,
+        )
+
+    def join_asof(self, right_dataset: Any, on: str, by: str | list[str], tolerance: int,
+                  right_on: str | None = None, right_by: str | list[str] | None = None) -> pa_dataset.InMemoryDataset:
+        """pyarrow's ``Dataset.join_asof`` (an ``InMemoryDataset``; pylance's crashes): both
+        sides are read, then joined by Acero.
+
+        Parameters
+        ----------
+        right_dataset : LanceDataset, pyarrow.dataset.Dataset or pyarrow.Table
+            The right side.
+        on, by, tolerance, right_on, right_by
+            As pyarrow's ``Dataset.join_asof``.
+        """
+        return pa_dataset.InMemoryDataset(self.to_table()).join_asof(
+            _in_memory(right_dataset), on, by, tolerance, right_on=right_on, right_by=right_by,
+        )
+
+    def replace_schema(self, schema: pa.Schema) -> None:
+        """Refused, as pylance refuses it: a Lance dataset's schema changes by committing
+        (:meth:`replace_schema_metadata`, :meth:`replace_field_metadata`, :meth:`alter_columns`)."""
+        raise UnsupportedFeatureError(
+            "Cannot replace the schema of a dataset.  This method exists for backwards compatibility with pyarrow.  "
+            "Use replace_schema_metadata or replace_field_metadata to change the metadata"
+        )
+
+    def __setstate__(self, state: Any) -> None:
+        """Refused: a dataset unpickles through :meth:`__reduce__` (it reopens the URI)."""
+        raise TypeError("a LanceDataset is restored by reopening its URI (pickle uses __reduce__)")
 
     def to_cudf(self, columns: Columns = None, filter: str | pc.Expression | None = None, *,  # noqa: A002
                 on_cpu_fallback: str = "warn", **kwargs: Any):

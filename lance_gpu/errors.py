@@ -128,6 +128,9 @@ class RetryableCommitConflictError(CommitConflictError):
     ``LanceDataset.delete`` does that itself, ``conflict_retries`` times."""
 
     _PREFIX = "Retryable commit conflict"
+    #: The kind of the operation committed first (``"rewrite"``, ``"data_replacement"``, ...)
+    #: where the conflict check knew it.
+    winner_kind: str | None = None
 
 
 class CommitLockError(LanceGpuError, OSError):

@@ -168,3 +168,43 @@ def test_sql_refusals(tmp_path) -> None:
     with pytest.raises(ValueError, match="not found"):
         ds.sql("SELECT * FROM other").build()
     assert ds.sql("SELECT id FROM dataset").with_row_id().build().to_batch_records()[0].schema.names == ["id", "_rowid"]
+
+
+_FRAMES = {
+    "range-index": lambda: pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]}),
+    "stepped-range-index": lambda: pd.DataFrame({"a": [1, 2]}, index=pd.RangeIndex(5, 9, 2, name="r")),
+    "named-index": lambda: pd.DataFrame({"a": [1.5, 2.5, None]}, index=pd.Index([10, 20, 30], name="key")),
+    "filtered-frame": lambda: pd.DataFrame({"a": [1, 2, 3, 4]}).query("a % 2 == 0"),
+    "multi-index": lambda: pd.DataFrame({"v": [1, 2]}, index=pd.MultiIndex.from_tuples([("p", 1), ("q", 2)],
+                                                                                        names=["k1", "k2"])),
+}
+
+
+@pytest.mark.parametrize("frame", sorted(_FRAMES))
+@pytest.mark.parametrize("writer", ["pylance", "ours"])
+def test_pandas_frame_round_trips_as_pylance(tmp_path, frame: str, writer: str) -> None:
+    """A written DataFrame keeps pylance's ``pandas`` schema metadata (a RangeIndex stored
+    there only, another index as a column), read back by either library to the same frame."""
+    df = _FRAMES[frame]()
+    (lance if writer == "pylance" else lance_gpu).write_dataset(df, str(tmp_path / "w"))
+    lance.write_dataset(df, str(tmp_path / "ref"))
+    reference = lance.dataset(str(tmp_path / "ref")).to_table()
+    for reader in (lance, lance_gpu):
+        table = reader.dataset(str(tmp_path / "w")).to_table()
+        assert table.schema.equals(reference.schema, check_metadata=True)
+        assert table.equals(reference)
+        pd.testing.assert_frame_equal(table.to_pandas(), df)
+    pd.testing.assert_frame_equal(lance_gpu.dataset(str(tmp_path / "w")).to_pandas(), df)
+
+
+def test_pandas_append_keeps_the_datasets_columns_as_pylance(tmp_path) -> None:
+    """Appending a filtered frame (its index is no RangeIndex) writes the dataset's columns only."""
+    df = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+    for name, module in (("ref", lance), ("ours", lance_gpu)):
+        module.write_dataset(df, str(tmp_path / name))
+        module.write_dataset(df[df.a > 1], str(tmp_path / name), mode="append")
+    expected = lance.dataset(str(tmp_path / "ref")).to_table()
+    got = lance.dataset(str(tmp_path / "ours")).to_table()
+    assert got.equals(expected) and got.schema.equals(expected.schema, check_metadata=True)
+    pd.testing.assert_frame_equal(lance_gpu.dataset(str(tmp_path / "ours")).to_pandas(),
+                                  lance.dataset(str(tmp_path / "ref")).to_pandas())

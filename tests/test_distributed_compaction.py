@@ -94,3 +94,26 @@ def test_commit_remaps_scalar_indices(uris, index_type: str) -> None:
         expected = lance.dataset(ref_uri).to_table(filter=f"a = {value}")
         assert after.to_table(filter=f"a = {value}") == expected
         assert lance_gpu.dataset(our_uri).to_table(filter=f"a = {value}") == expected
+
+
+@pytest.mark.parametrize(("batch_size", "expected_rows"), [(128, [1024] * 4), (2048, [2048, 2048]), (None, [2048, 2048])])
+def test_max_bytes_per_file_cuts_as_pylance(tmp_path, batch_size, expected_rows) -> None:
+    """``max_bytes_per_file`` counts the pages written (8 MiB each), checked between batches
+    of ``batch_size`` rows: a tiny limit cuts a file after each batch that completed a page
+    (pylance's cuts; upstream ``test_optimize_max_bytes``), local and distributed."""
+    arr = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(4 * 1024 * 1024, dtype=np.int64)), 1024)
+    data = pa.table({"a": arr})
+    options = {"target_rows_per_fragment": 100 * 1024, "max_bytes_per_file": 1000}
+    if batch_size is not None:
+        options["batch_size"] = batch_size
+    rows = {}
+    for name, module in (("pylance", lance), ("ours", lance_gpu), ("ours-plan", lance_gpu)):
+        ds = module.write_dataset(data, str(tmp_path / name), max_rows_per_file=2048, data_storage_version="stable")
+        if name == "ours-plan":
+            plan = lance_gpu.optimize.Compaction.plan(ds, options=options)
+            lance_gpu.optimize.Compaction.commit(ds, [task.execute(ds) for task in plan.tasks])
+        else:
+            ds.optimize.compact_files(materialize_deletions=False, **options)
+        rows[name] = [f.physical_rows for f in module.dataset(str(tmp_path / name)).get_fragments()]
+    assert rows["ours"] == rows["ours-plan"] == rows["pylance"] == expected_rows
+    assert lance.dataset(str(tmp_path / "ours")).to_table().equals(data)

@@ -419,3 +419,24 @@ def test_data_replacement_conflicts_as_pylance(tmp_path) -> None:
         outcomes[mod.__name__] = str(caught.value).split(":")[0]
     assert outcomes["lance_gpu"] == outcomes["lance"] == "Retryable commit conflict for version 3"
     assert lance.dataset(str(tmp_path / "lance_gpu")).to_table() == lance_gpu.dataset(str(tmp_path / "lance_gpu")).to_table()
+
+
+def test_index_on_a_replaced_column_raises_as_pylance(tmp_path) -> None:
+    """``create_scalar_index`` planned before a ``DataReplacement`` of its column raises
+    pylance's retryable conflict instead of indexing again (an index of another column, or
+    one planned after the replacement, commits)."""
+    outcomes = {}
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        ds = mod.write_dataset(pa.table({"a": list(range(100))}), uri, data_storage_version="2.1")
+        ds.add_columns({"b": "a + 1"})
+        before_a, before_b = mod.dataset(uri), mod.dataset(uri)
+        new_b = _standalone_file(mod, uri, [1], pa.table({"b": pa.array(range(100, 200))}))
+        mod.LanceDataset.commit(uri, mod.LanceOperation.DataReplacement(
+            [mod.LanceOperation.DataReplacementGroup(0, new_b)]), read_version=ds.version)
+        before_a.create_scalar_index("a", "BTREE")
+        with pytest.raises(OSError) as caught:
+            before_b.create_scalar_index("b", "BTREE")
+        mod.dataset(uri).create_scalar_index("b", "BTREE")
+        outcomes[mod.__name__] = (str(caught.value).split(":")[0], sorted(i["name"] for i in mod.dataset(uri).list_indices()))
+    assert outcomes["lance_gpu"] == outcomes["lance"] == ("Retryable commit conflict for version 3", ["a_idx", "b_idx"])

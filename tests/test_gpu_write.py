@@ -481,6 +481,23 @@ def test_nested_pages_from_many_batches_and_long_level_runs(tmp_path: Path) -> N
 
 
 @pytest.mark.gpu
+def test_general_compressed_string_chunks_go_to_the_cpu_encoder(tmp_path: Path) -> None:
+    """Strings whose metadata names zstd, on a page of 32 KiB of them, are chunk-compressed by
+    the CPU encoder (no device zstd): counted as a host fallback, the CPU encoder's bytes."""
+    from lance_gpu.write import device_pages
+
+    schema = pa.schema([pa.field("s", pa.string(), metadata={"lance-encoding:compression": "zstd"})])
+    table = pa.table({"s": [f"compress_me_please-{i}" for i in range(4096)]}, schema=schema)
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", schema=schema)
+    made_on_host = {k: v - before.get(k, 0) for k, v in device_pages.host_fallbacks.items() if v != before.get(k, 0)}
+    assert made_on_host == {"general-compressed mini-block chunks": 1}
+    lance_gpu.write_dataset(table, tmp_path / "cpu", schema=schema)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_field_metadata_steers_the_device_encoder(tmp_path: Path, version: str) -> None:
     """``lance-encoding:compression`` (``none``, ``fsst``), ``structural-encoding``

@@ -18,6 +18,7 @@ import lance_gpu
 from lance_gpu.errors import (
     ConditionalPutUnsupportedError,
     CorruptFileError,
+    DatasetExistsError,
     ObjectExistsError,
     ObjectNotFoundError,
     StorageConnectionError,
@@ -141,6 +142,31 @@ def test_memory_roundtrip_with_pylance_semantics() -> None:
     assert ds.version == 3
     assert ds.to_table().equals(_tbl(0, 110).filter(pa.compute.equal(pa.compute.bit_wise_and(_tbl(0, 110)["id"], 1), 1)))
     assert lance_gpu.dataset(uri, 1).count_rows() == 100
+
+
+def test_memory_create_over_an_existing_dataset_starts_fresh_as_pylance() -> None:
+    """pylance resolves every ``memory://`` URI to a new, empty store: a second create at
+    the same URI is version 1 with only its rows, while a dataset object written before keeps
+    its own store and commits there.  Ours renews the name's store for that create (other
+    datasets of the name stay readable by URI)."""
+    table = _tbl(0, 20)
+    results = {}
+    for name, module in (("pylance", lance), ("ours", lance_gpu)):
+        first = module.write_dataset(table, "memory://percall/a")
+        first.insert(_tbl(20, 5))
+        second = module.write_dataset(_tbl(50, 3), "memory://percall/a")
+        appended = module.LanceDataset.commit(first, module.LanceOperation.Append(
+            module.fragment.write_fragments(_tbl(60, 4), first)), read_version=first.version)
+        results[name] = (second.version, second.to_table(), first.version, first.count_rows(),
+                         appended.version, appended.count_rows(), first.checkout_version(1).count_rows())
+    assert results["ours"][0] == results["pylance"][0] == 1
+    assert results["ours"][1].equals(results["pylance"][1])
+    assert results["ours"][2:] == results["pylance"][2:]
+    lance_gpu.write_dataset(table, "memory://percall/b")
+    lance_gpu.write_dataset(table, "memory://percall/a")
+    assert lance_gpu.dataset("memory://percall/b").to_table().equals(table)
+    with pytest.raises(DatasetExistsError):  # into the same store object: no renewal
+        lance_gpu.write_dataset(table, "a", store=resolve("memory://percall/a")[0])
 
 
 def test_user_store_and_fsspec(tmp_path: Path) -> None:

@@ -326,6 +326,45 @@ def test_compression_metadata(tmp_path):
     assert ds.schema.field("i").metadata == none  # field metadata is kept
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_general_compressed_miniblock_strings_as_pylance(tmp_path, version):
+    """``lance-encoding:compression`` of ``zstd`` / ``lz4`` on a page of 32 KiB of strings:
+    pylance skips FSST and compresses each mini-block chunk (``General{scheme}(Variable)``),
+    our layout is the same -- chunk words, encoding, and for zstd the same buffer sizes --
+    and each library reads the other's file (upstream ``test_compression``)."""
+    def field(name, kind, **meta):
+        return pa.field(name, kind, metadata={f"lance-encoding:{k.replace('_', '-')}": v for k, v in meta.items()})
+
+    n = 10240
+    words = [f"compress_me_please-{i}" for i in range(n)]
+    schema = pa.schema([
+        field("z", pa.string(), compression="zstd"),
+        field("l", pa.string(), compression="lz4"),
+        field("b", pa.large_binary(), compression="zstd", compression_level="3"),
+        pa.field("plain", pa.string()),
+    ])
+    tbl = pa.table({"z": words, "l": [w if i % 7 else None for i, w in enumerate(words)],
+                    "b": [w.encode() for w in words], "plain": words}, schema=schema)
+    ours, theirs = _write_ours(tmp_path, tbl, version), _write_pylance(tmp_path, tbl, version)
+    for name, (got, expected) in zip(tbl.column_names, zip(_layouts(ours), _layouts(theirs), strict=True), strict=True):
+        assert _signature(*got) == _signature(*expected), name
+        if name in ("z", "b"):  # libzstd's frames: the same sizes
+            assert got[1].buffer_sizes == expected[1].buffer_sizes, name
+    kinds = {name: _chain(layout.mini_block_layout.value_compression) for name, (_r, _p, layout) in
+             zip(tbl.column_names, _layouts(ours), strict=True)}
+    assert kinds["z"] == kinds["l"] == "general>variable32" and kinds["b"] == "general>variable64"
+    assert kinds["plain"] == "fsst>variable32"
+    small = pa.table({"small": [f"c{i}" for i in range(300)]}, pa.schema([field("small", pa.string(), compression="zstd")]))
+    got, expected = _layouts(_write_ours(tmp_path, small, version, "small"))[0], _layouts(_write_pylance(tmp_path / "p", small, version))[0]
+    assert _signature(*got) == _signature(*expected) and _chain(got[2].mini_block_layout.value_compression) == "variable32"
+    for uri in (ours, theirs):
+        assert lance.dataset(uri).to_table().equals(tbl)
+        assert lance_gpu.dataset(uri).to_table().equals(tbl)
+    assert sum(os.path.getsize(p) for p in glob.glob(os.path.join(ours, "data", "*.lance"))) < \
+        sum(os.path.getsize(p) for p in glob.glob(os.path.join(_write_ours(tmp_path, tbl.replace_schema_metadata(None).cast(
+            pa.schema([pa.field(f.name, f.type) for f in schema])), version, "nometa"), "data", "*.lance")))
+
+
 def test_chunk_grammar(tmp_path):
     """2.1 mini-block pages use u16 chunk words and sizes, 2.2 u32 and has_large_chunk."""
     tbl = pa.table({"f": np.random.default_rng(0).standard_normal(3000)})

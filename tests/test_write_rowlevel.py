@@ -345,3 +345,23 @@ def test_merge_insert_without_actions_is_a_value_error_like_pylance(tmp_path):
         with pytest.raises(ValueError, match="not configured to change the data"):
             ds.merge_insert("a").execute(pa.table({"a": [1]}))
         assert ds.merge_insert("a").when_matched_fail().execute(pa.table({"a": [3]}))["num_inserted_rows"] == 0
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable-row-ids"])
+def test_merge_insert_execute_uncommitted_as_pylance(tmp_path, stable: bool) -> None:
+    """``execute_uncommitted`` writes the merge's files and returns ``(Transaction, stats)``
+    without a new version; committing the transaction gives pylance's rows and row ids."""
+    table = pa.table({"id": pa.array(range(10), pa.int64()), "updated": [False] * 10})
+    updates = pa.table({"id": pa.array([1, 20], pa.int64()), "updated": [True, True]})
+    results = {}
+    for name, module in (("pylance", lance), ("ours", lance_gpu)):
+        ds = module.write_dataset(table, str(tmp_path / name), enable_stable_row_ids=stable)
+        txn, stats = (ds.merge_insert(on="id").when_matched_update_all().when_not_matched_insert_all()
+                      .execute_uncommitted(updates))
+        assert isinstance(txn, module.Transaction) and isinstance(txn.operation, module.LanceOperation.Update)
+        assert txn.read_version == 1 and module.dataset(str(tmp_path / name)).version == 1
+        committed = module.LanceDataset.commit(ds, txn)
+        results[name] = (stats, committed.version, committed.to_table(with_row_id=True).sort_by("id"))
+    assert results["ours"][:2] == results["pylance"][:2]
+    assert results["ours"][2].equals(results["pylance"][2])
+    assert lance.dataset(str(tmp_path / "ours")).to_table().sort_by("id").equals(results["pylance"][2].drop_columns(["_rowid"]))

@@ -10,7 +10,8 @@ URI                                            store, root key
 ``gs://bucket/prefix``                         obstore ``GCSStore``, ``prefix``
 ``az://container/p``, ``abfss://c@acct.../p``  obstore ``AzureStore``, ``p``
 ``memory://name/p``                            one obstore ``MemoryStore`` per ``name`` and
-                                               process, ``p``
+                                               process (renewed by a create over an
+                                               existing dataset), ``p``
 ``http(s)://host/p``                           obstore ``HTTPStore`` (read-only), ``p``
 =============================================  ==============================================
 
@@ -43,7 +44,7 @@ from lance_gpu.io.local import LOCAL
 from lance_gpu.io.remote import FsspecStore, ObstoreStore
 from lance_gpu.io.store import ObjectStore
 
-__all__ = ["is_object_store", "resolve", "split_options"]
+__all__ = ["is_memory_uri", "is_object_store", "renew_memory_root", "resolve", "split_options"]
 
 _CLIENT_KEYS = frozenset(
     {
@@ -168,6 +169,40 @@ def resolve(
         if found is None:
             found = _cache[key] = _build(base, scheme, config, client, retry)
     return found, root
+
+
+def renew_memory_root(uri: str) -> tuple[ObjectStore, str]:
+    """A fresh ``memory://`` store for a dataset created at ``uri`` over an existing one.
+
+    pylance builds a new, empty ``MemoryStore`` on every call that resolves a ``memory://``
+    URI, so ``write_dataset(t, "memory://x")`` always creates version 1 there, while a
+    dataset object keeps the store it was opened on.  Ours live per name for the process
+    (a later ``dataset("memory://x")`` finds what was written); for a create over an
+    existing dataset the name gets a new store holding copies of every object *outside*
+    the dataset's root: the root starts empty (pylance's result), other datasets of the
+    name stay, and dataset objects opened before keep the old store, whole."""
+    import obstore
+    from obstore.store import MemoryStore
+
+    parsed = urlparse(uri)
+    root = unquote(parsed.path).strip("/")
+    prefix = root + "/" if root else ""
+    with _lock:
+        old = _memory.setdefault(parsed.netloc, MemoryStore())
+        new = MemoryStore()
+        for chunk in obstore.list(old):
+            for meta in chunk:
+                path = meta["path"]
+                if prefix and not path.startswith(prefix):
+                    obstore.put(new, path, obstore.get(old, path).bytes())
+        _memory[parsed.netloc] = new
+        found = _cache[("memory", parsed.netloc)] = ObstoreStore(new, f"memory://{parsed.netloc}")
+    return found, root
+
+
+def is_memory_uri(uri: object) -> bool:
+    """Whether ``uri`` names a ``memory://`` dataset."""
+    return isinstance(uri, str) and uri.lower().startswith("memory://")
 
 
 def _build(base: str, scheme: str, config: dict, client: dict, retry: dict) -> ObstoreStore:

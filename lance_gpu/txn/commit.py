@@ -383,14 +383,16 @@ def _user_lock(lock: Callable[[int], AbstractContextManager[Any]], version: int)
             raise _lock_failed(exc) from exc
 
 
-def run_with_retries(attempt: Callable[[], T], conflict_retries: int = DEFAULT_CONFLICT_RETRIES) -> T:
+def run_with_retries(attempt: Callable[[], T], conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+                     retry_if: Callable[[RetryableCommitConflictError], bool] | None = None) -> T:
     """``attempt()`` (which plans on the latest version and commits), run again after each
-    :class:`RetryableCommitConflictError`, at most ``conflict_retries`` more times."""
+    :class:`RetryableCommitConflictError` (for which ``retry_if`` holds, when given), at most
+    ``conflict_retries`` more times."""
     retries = max(0, int(conflict_retries))
     for n in range(retries + 1):
         try:
             return attempt()
-        except RetryableCommitConflictError:
-            if n >= retries:
+        except RetryableCommitConflictError as error:
+            if n >= retries or (retry_if is not None and not retry_if(error)):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover

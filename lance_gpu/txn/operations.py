@@ -134,11 +134,13 @@ class Operation:
         )
 
     def _retryable(self, theirs_kind: str | None, version: int) -> RetryableCommitConflictError:
-        return RetryableCommitConflictError(
+        error = RetryableCommitConflictError(
             f"this {self.name} was preempted by the concurrent {theirs_kind} committed first; "
             "re-run it on the latest version",
             version,
         )
+        error.winner_kind = theirs_kind  # the operation that won, for callers that retry selectively
+        return error
 
     def _classify(
         self,

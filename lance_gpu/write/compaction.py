@@ -147,15 +147,30 @@ def plan_compaction(
     return [t for t in tasks if t]
 
 
-def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+#: Rows per batch compaction reads when ``batch_size`` is not given (pylance's default).
+COMPACTION_BATCH_SIZE = 8192
+
+
+def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: pa.Schema,
+                 batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
     """The live rows of ``frags`` in order, every field as stored: small fragments decoded
-    together (:func:`~lance_gpu.scan.decode_spans`), one fragment ahead otherwise."""
+    together (:func:`~lance_gpu.scan.decode_spans`), one fragment ahead otherwise; in batches
+    of at most ``batch_size`` rows (:data:`COMPACTION_BATCH_SIZE` by default; the writer
+    checks ``max_bytes_per_file`` between batches, as pylance's)."""
     fields = list(ds.lance_schema.fields)
     units = [ReadUnit(frag, frag.live_rows) for frag in frags]
-    for _group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
+    for group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
-        yield from table.to_batches()
+        # whole batches of batch_size rows (pylance's default read batch: 8192), not the
+        # decoded pages' chunks, ending at each fragment's end (a span decodes several back
+        # to back): the writer's file cuts fall between them, as pylance's
+        start = 0
+        for unit in group:
+            rows = unit.fragment.physical_rows if unit.rows is None else len(unit.rows)
+            piece = table.slice(start, rows)
+            start += rows
+            yield from piece.combine_chunks().to_batches(max_chunksize=batch_size or COMPACTION_BATCH_SIZE)
 
 
 def compact_files(ds: TableSnapshot, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
@@ -193,8 +208,9 @@ def compact_once(
     """Compact ``ds`` (see the module docstring); returns the committed version's snapshot
     (``ds`` when nothing needed compacting) and the metrics.
 
-    ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted and ignored
-    (our writer picks its own pages); other pylance options are refused when set.  Indices
+    ``max_rows_per_group`` and ``num_threads`` are accepted and ignored (our writer picks its
+    own pages); ``batch_size`` sets the rows read per batch, between which a new file starts
+    once the pages written reach ``max_bytes_per_file`` (pylance's cuts); other pylance options are refused when set.  Indices
     are kept: BTree indices covering rewritten fragments are remapped (other index types
     make the compaction fail with :class:`UnsupportedFeatureError` before anything is
     written).  With stable row ids the new fragments carry the live rows' ids and created /
@@ -247,8 +263,8 @@ def compact_once(
     try:
         for task in tasks:
             new, written = _write_fragments(
-                store, root, schema, physical, _live_tables(ds, task, physical), None, minor, 1 << 62,
-                int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE),
+                store, root, schema, physical, _live_tables(ds, task, physical, batch_size), None, minor, 1 << 62,
+                int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE), size_of_flushed_pages=True,
             )
             rewrite.written.extend(written)
             if stable:

@@ -29,6 +29,7 @@ from lance_gpu.errors import (
 )
 from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.resolve import is_memory_uri, renew_memory_root
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.progress import count_rows
 from lance_gpu.table import features
@@ -286,6 +287,8 @@ def _write_fragments(
     events: Callable[[str, table_pb2.DataFragment], None] | None = None,
     rows_per_group: int = DEFAULT_ROWS_PER_BATCH,
     dictionaries: dict[int, pa.Array] | None = None,
+    *,
+    size_of_flushed_pages: bool = False,
 ) -> tuple[list[table_pb2.DataFragment], list[str]]:
     """Write ``batches`` as new data files under ``root/data/`` (nothing committed); on any
     failure every file begun here is removed.  Returns the fragments and the files' keys.
@@ -300,7 +303,11 @@ def _write_fragments(
 
     The files are published unsynced (their fsync starts in the background): only a commit
     (:func:`lance_gpu.txn.commit.commit`, which syncs every file its manifest adds) makes them
-    durable, before the manifest that names them is put."""
+    durable, before the manifest that names them is put.
+
+    A file is closed at the first batch boundary where it holds ``max_rows_per_file`` rows or
+    ``max_bytes_per_file`` bytes -- counting the Arrow bytes still buffered, or, with
+    ``size_of_flushed_pages`` (compaction, as pylance's), only the pages already cut."""
     from lance_gpu.write.device_input import DeviceBatch
 
     data_dir = join(root, "data")
@@ -379,7 +386,8 @@ def _write_fragments(
                 batch = batch.slice(take)
                 if closing is not None and writer.encoding:
                     finish_closing()
-                if writer.num_rows >= max_rows_per_file or writer.bytes_written >= max_bytes_per_file:
+                size = writer.bytes_flushed if size_of_flushed_pages else writer.bytes_written
+                if writer.num_rows >= max_rows_per_file or size >= max_bytes_per_file:
                     close()
         if writer is not None:
             close()
@@ -534,6 +542,9 @@ def write_version(
     base, naming = latest(ostore, root)
     if base is None:
         naming = "V2" if enable_v2_manifest_paths else "V1"
+    if mode == "create" and base is not None and store is None and is_memory_uri(uri):
+        ostore, root = renew_memory_root(uri)  # type: ignore[arg-type]  # pylance's per-call memory store
+        base, naming = latest(ostore, root)
     if mode == "overwrite" and base is not None and data_storage_version is None:
         minor = dataset_file_minor(base.manifest)  # pylance: an overwrite keeps the dataset's version
     if mode == "create" and (base is not None):

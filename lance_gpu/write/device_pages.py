@@ -28,7 +28,8 @@ overflow a chunk split in halves, as the CPU writer splits them).  Field metadat
 / ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
 it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
 :data:`host_fallbacks`): full-zip values compressed one by one with zstd (over 32 KiB, or
-where field metadata names a general scheme), and file version 2.0.  The zstd step is the
+where field metadata names a general scheme), mini-block string chunks compressed with the
+general scheme field metadata names, and file version 2.0.  The zstd / lz4 step is the
 reason: no device zstd gives libzstd's bytes (nvCOMP's frames differ, and it is not a
 dependency); as the values must come to the host for it anyway, the column's buffers come
 once, as they are, and the CPU encoder makes the whole page there (its levels, control
@@ -716,6 +717,8 @@ def _variable_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: i
     narrow = max_len < pages.MINIBLOCK_MAX_VALUE_BYTES
     if not (steer.structural == "miniblock" or (narrow and steer.structural != "fullzip")):
         return _variable_fullzip(leaf, col, offsets, rel, max_len, obits, text, steer)
+    if pages.wants_general_chunks(steer.compression, nbytes):
+        return _fallback("general-compressed mini-block chunks")
     if _wants_fsst(steer, text, max_len, nbytes):
         table, comp_off, d_comp_off, d_comp = _encoder("fsst")(offsets, col.offsets[: n + 1], col.data)
         if steer.compression == "fsst" or int(comp_off[-1]) + len(table) < nbytes:  # FSST pays (or is forced)

@@ -58,9 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Compaction", "CompactionMetrics", "CompactionPlan", "CompactionTask", "RewriteResult"]
 
-#: compact_files options a task needs when it writes (the rest only shape the plan).
+#: compact_files options that only shape the plan (a task keeps the rest, batch_size among them, as pylance's).
 _PLAN_ONLY = ("target_rows_per_fragment", "materialize_deletions", "materialize_deletions_threshold",
-              "excluded_fragment_ids", "num_threads", "batch_size", "max_rows_per_group")
+              "excluded_fragment_ids", "num_threads", "max_rows_per_group")
 
 
 def _at(dataset: LanceDataset, version: int) -> TableSnapshot:
@@ -142,8 +142,9 @@ class CompactionTask:
         physical = schema.to_arrow(physical=True)
         minor = dataset_file_minor(ds.manifest)
         size = int(self.options.get("max_bytes_per_file") or DEFAULT_MAX_BYTES_PER_FILE)
-        new, _written = _write_fragments(ds.store, ds.root, schema, physical, _live_tables(ds, frags, physical),
-                                         None, minor, 1 << 62, size)
+        batches = _live_tables(ds, frags, physical, self.options.get("batch_size"))
+        new, _written = _write_fragments(ds.store, ds.root, schema, physical, batches, None, minor, 1 << 62, size,
+                                         size_of_flushed_pages=True)
         if int(ds.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS:
             _carry_row_ids(ds, frags, new)
         old = [f.pb for f in frags]

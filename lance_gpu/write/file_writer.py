@@ -198,6 +198,13 @@ class LanceFileWriter:
         estimate of the size)."""
         return self._pos + sum(self._pending_bytes) + self._inflight_bytes
 
+    @property
+    def bytes_flushed(self) -> int:
+        """Bytes of the pages cut so far (on disk, or being encoded), without the Arrow bytes
+        still buffered for the next page: pylance's ``tell()``, which stays 0 until a field
+        has gathered a page (:data:`PAGE_BYTES`)."""
+        return self._pos + self._inflight_bytes
+
     # -- writing -----------------------------------------------------------------------------
 
     def write(self, batch: pa.RecordBatch | pa.Table | DeviceBatch) -> None:

@@ -356,7 +356,10 @@ def create_scalar_index(
             raise
         return commit(target.store, target.root, op, target.manifest_file, target.naming)
 
-    manifest = run_with_retries(attempt, DEFAULT_CONFLICT_RETRIES)
+    # a replacement of the indexed column's data is raised, as pylance raises it ("Retryable
+    # commit conflict for version N"): the caller decides whether to index the new data
+    manifest = run_with_retries(attempt, DEFAULT_CONFLICT_RETRIES,
+                                retry_if=lambda error: error.winner_kind != "data_replacement")
     return ds.checkout(int(manifest.version))
 
 

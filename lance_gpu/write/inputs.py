@@ -99,10 +99,14 @@ def _cast_stream(first: pa.RecordBatch, rest: Iterator[Any], schema: pa.Schema) 
 
 def _frame_table(data: object, schema: pa.Schema | None) -> pa.Table | None:
     """pandas, Polars or cuDF frames as a Table (checked by module name: none is imported
-    unless the data is one of its frames); None for anything else."""
+    unless the data is one of its frames); None for anything else.
+
+    A pandas frame converts as pylance converts it (``Table.from_pandas`` keeping its index):
+    a RangeIndex is stored only in the schema's ``pandas`` metadata, any other index (a
+    named one, say) as a column, so ``to_table().to_pandas()`` gives the frame back."""
     lib = type(data).__module__.split(".", 1)[0]
     if lib == "pandas" and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, schema=schema, preserve_index=False)
+        return pa.Table.from_pandas(data, schema=schema)
     if lib == "cudf" and hasattr(data, "to_arrow"):  # writers without a GPU encoder
         return data.to_arrow(preserve_index=False)
     if lib == "polars" and type(data).__name__ == "DataFrame" and hasattr(data, "to_arrow"):

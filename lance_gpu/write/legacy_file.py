@@ -106,6 +106,12 @@ class LegacyFileWriter:
         return self._pos + self._pending_bytes
 
     @property
+    def bytes_flushed(self) -> int:
+        """Bytes of the batches written so far (pylance's ``tell()``), without the rows
+        still buffered for the next batch."""
+        return self._pos
+
+    @property
     def encoding(self) -> bool:
         """Pages are written synchronously: nothing is ever queued."""
         return False

@@ -27,7 +27,12 @@ Layouts, first match wins:
    has_validity}`` per layer around ``Flat{item bits}`` (with null items: a validity chunk
    buffer per such layer before the values, rows per chunk counting its bytes); strings
    ``Fsst{Variable}`` when the page has 32 KiB of strings, a value of 5+ bytes and FSST
-   makes it smaller, else ``Variable{Flat32|64}`` (binary columns never get FSST).
+   makes it smaller, else ``Variable{Flat32|64}`` (binary columns never get FSST).  Where
+   ``lance-encoding:compression`` names ``zstd`` or ``lz4``, strings and binaries of a page
+   holding 32 KiB of them skip FSST and each chunk's buffers are compressed whole:
+   ``General{scheme[, level]}(Variable{Flat32|64})``, a chunk buffer stored as ``u64 LE
+   uncompressed size | zstd frame`` (``u32 LE size | LZ4 block``), the chunks cut as for
+   plain ``Variable`` (pylance 14's layout; the level is ``lance-encoding:compression-level``).
 6. **FullZipLayout** for the rest (embeddings, long strings): values zipped with their
    control words.  Variable-width values (strings and binaries alike) whose longest value
    exceeds 32 KiB -- or any, when ``lance-encoding:compression`` names a general scheme
@@ -64,6 +69,11 @@ from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_
 __all__ = ["EncodedPage", "LevelOverflow", "PageBackend", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
 
 COMPRESSION_KEY = "lance-encoding:compression"
+COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
+#: The general schemes that wrap mini-block chunks (``lance-encoding:compression`` values).
+GENERAL_SCHEMES = {"zstd": general.ZSTD, "lz4": general.LZ4}
+#: Mini-block strings are chunk-compressed with a general scheme on pages of at least this many value bytes.
+GENERAL_MINIBLOCK_MIN_BYTES = 32 * 1024
 STRUCTURAL_KEY = "lance-encoding:structural-encoding"
 DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
 
@@ -211,6 +221,10 @@ def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
             return _dictionary_page(leaf, minor, items, indices)
     narrow = vals.max_len < MINIBLOCK_MAX_VALUE_BYTES and not _fsl_items_all_null(vals)
     if structural == "miniblock" or (narrow and structural != "fullzip"):
+        if vals.variable and wants_general_chunks(compression, vals.data.size):
+            level = _meta(leaf, COMPRESSION_LEVEL_KEY)
+            chunks = variable.variable_chunks(vals.offsets, vals.data, vals.offset_bits)
+            return _miniblock(leaf, minor, general_chunks(chunks, compression, None if level is None else int(level)))
         return _miniblock(leaf, minor, _value_chunks(vals, compression))
     return _fullzip(leaf, vals, compression)
 
@@ -296,6 +310,31 @@ def _decodable(raw: np.ndarray, comp: np.ndarray) -> bool:
 
 def _fsst_encoding(table: bytes, inner: pb.CompressiveEncoding) -> pb.CompressiveEncoding:
     return pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=table, values=inner))
+
+
+def wants_general_chunks(compression: str | None, value_bytes: int) -> bool:
+    """Whether mini-block strings / binaries of ``value_bytes`` are chunk-compressed with a
+    general scheme (``compression`` of ``zstd`` / ``lz4`` and 32 KiB of values: pylance's rule)."""
+    return compression in GENERAL_SCHEMES and value_bytes >= GENERAL_MINIBLOCK_MIN_BYTES
+
+
+def general_chunks(chunks: MiniBlockChunks, compression: str, level: int | None = None) -> MiniBlockChunks:
+    """``chunks`` with every chunk's part of every buffer compressed on its own with the
+    general scheme ``compression`` (framing in :mod:`lance_gpu.file.encodings.general`); the
+    value counts stay, the encoding becomes ``General{scheme[, level]}(inner)``."""
+    scheme = GENERAL_SCHEMES[compression]
+    if isinstance(chunks, variable.VariableChunks):
+        chunks.materialize()  # serialise the chunks the compressor reads
+    buffers = []
+    for data, sizes in chunks.buffers:
+        starts = np.zeros(sizes.size, np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        raw = np.ascontiguousarray(data).view(np.uint8)
+        parts = [general.compress(scheme, raw[a : a + z], level) for a, z in zip(starts.tolist(), sizes.tolist(), strict=True)]
+        buffers.append((np.frombuffer(b"".join(parts), np.uint8), np.array([len(x) for x in parts], np.int64)))
+    buffer_compression = pb.BufferCompression(scheme=scheme) if level is None else pb.BufferCompression(scheme=scheme, level=level)
+    encoding = pb.CompressiveEncoding(general=pb.General(compression=buffer_compression, values=chunks.encoding))
+    return MiniBlockChunks(chunks.counts, buffers, encoding)
 
 
 def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:

@@ -43,6 +43,7 @@ from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
 from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Update
+from lance_gpu.txn.transaction import Transaction
 from lance_gpu.write.dataset_writer import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -192,6 +193,8 @@ class _RowChange:
         #: data files and bytes an unpublished commit wrote (then removed)
         self.written_files = 0
         self.written_bytes = 0
+        #: the Update a ``stage_only`` commit wrote the files of, not committed
+        self.operation: Update | None = None
 
     def delete_rows(self, frag_ids: np.ndarray, offsets: np.ndarray) -> None:
         for fid, pos in _by_fragment(frag_ids).items():
@@ -204,6 +207,7 @@ class _RowChange:
         created_at: np.ndarray | None = None,
         *,
         publish: bool = True,
+        stage_only: bool = False,
     ) -> table_pb2.Manifest | None:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
@@ -212,7 +216,8 @@ class _RowChange:
 
         ``publish=False`` (an ``analyze_plan``) writes the files, records what was written in
         :attr:`written_files` / :attr:`written_bytes` (data files), removes them and commits
-        nothing."""
+        nothing.  ``stage_only=True`` (``execute_uncommitted``) writes the files and keeps the
+        Update in :attr:`operation` for the caller to commit."""
         ds = self.ds
         op = Update()
         pool = ThreadPoolExecutor(max(1, min(_DELETION_WRITERS, len(self.deleted))))
@@ -233,6 +238,9 @@ class _RowChange:
                 data = [k for k in op.written if "/data/" in f"/{k}"]
                 self.written_files, self.written_bytes = len(data), sum(self.store.size(k) for k in data)
                 op.cleanup(self.store)
+                return None
+            if stage_only:
+                self.operation = op
                 return None
             return commit(self.store, self.root, op, ds.manifest_file, ds.naming)
         except BaseException:
@@ -548,7 +556,24 @@ class MergeInsertBuilder:
             self._on_commit(committed)
         return result
 
-    def _attempt(self, ds: TableSnapshot, source: pa.Table, publish: bool = True
+    def execute_uncommitted(self, data_obj: Any, *, schema: pa.Schema | None = None) -> tuple[Transaction, dict[str, int]]:
+        """Run the merge, writing its data and deletion files, without committing: returns
+        ``(Transaction, stats)`` as pylance's, the transaction (an ``Update`` planned on this
+        version) for ``LanceDataset.commit(dataset, transaction)``.
+
+        Parameters
+        ----------
+        data_obj : data
+            The source rows, as :meth:`execute` takes them.
+        schema : pyarrow.Schema, optional
+            The source's schema.
+        """
+        source = self._source(data_obj, schema)
+        _manifest, stats, change = self._attempt(self._ds, source, stage_only=True)
+        operation = change.operation if change.operation is not None else Update()
+        return Transaction(read_version=self._ds.version, operation=operation), stats
+
+    def _attempt(self, ds: TableSnapshot, source: pa.Table, publish: bool = True, stage_only: bool = False
                  ) -> tuple[table_pb2.Manifest | None, dict[str, int], _RowChange]:
         on = self._on
         scanned = _Scanned(ds, on, self._device)
@@ -618,7 +643,7 @@ class MergeInsertBuilder:
         new_rows = source.take(pa.array(write_src)) if write_src.size else None
         if new_rows is not None and new_rows.num_columns < len(ds.schema.names):
             new_rows = self._fill_partial(ds, scanned, new_rows, act_tgt if self._matched == "update" else act_tgt[:0])
-        return change.commit(new_rows, carried, created, publish=publish), stats, change
+        return change.commit(new_rows, carried, created, publish=publish, stage_only=stage_only), stats, change
 
     def _fill_partial(self, ds: TableSnapshot, scanned: _Scanned, rows: pa.Table, updated_tgt: np.ndarray) -> pa.Table:
         """A partial-schema source's rows with the dataset's other columns: updated rows (the
