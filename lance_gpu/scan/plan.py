@@ -36,6 +36,8 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.filter import parse_expression, parse_filter
+from lance_gpu.index.query import index_selections
 from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
@@ -309,7 +311,6 @@ def _use_scalar_indices(plan: ScanPlan, ds: TableSnapshot, filter_text: str, fra
     """Narrow the row selections to the rows the version's scalar indices select for the
     filter (:mod:`lance_gpu.index.query`); fragments an index covers and selects no row of
     are dropped, fragments no index covers are read whole."""
-    from lance_gpu.index.query import index_selections
 
     mf = ds.manifest_file
     found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema,
@@ -477,7 +478,6 @@ def resolve(plan: ScanPlan, ds: TableSnapshot) -> ResolvedScan:
         if sql is None and name in search_columns and name not in top:
             outputs.append(_search_output(name))
         elif sql is not None:
-            from lance_gpu.filter import parse_expression
 
             compiled = parse_expression(sql, expr_schema)
             for c in compiled.columns:
@@ -509,7 +509,6 @@ def resolve(plan: ScanPlan, ds: TableSnapshot) -> ResolvedScan:
             outputs.append(OutputColumn(name, pa.field(name, pa.uint64()), virtual=name))
     compiled_filter = None
     if plan.filter is not None:
-        from lance_gpu.filter import parse_filter
 
         filter_schema = virtual_schema(ds)
         if nearest is not None and not nearest.prefilter and "_distance" not in filter_schema.names:
