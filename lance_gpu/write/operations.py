@@ -34,6 +34,7 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
     ValueCastError,
 )
+from lance_gpu.filter import compile_expression, parse_filter
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
@@ -50,6 +51,7 @@ from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore,
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
 from lance_gpu.write.dataset_writer import _check_types, _data_file, data_file_name
+from lance_gpu.write.file_writer import LanceFileWriter
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.rowlevel import row_addresses
 from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
@@ -91,7 +93,6 @@ def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) 
 def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Delete, int]:
     """Evaluate ``predicate`` on every live row of ``ds`` and write the new deletion files;
     returns the operation (not committed) and the number of newly deleted rows."""
-    from lance_gpu.filter import parse_filter
 
     compiled = parse_filter(predicate, ds.schema)
     text = compiled.source if compiled.source is not None else str(predicate)
@@ -366,7 +367,6 @@ def _physical(values: pa.Table, live: np.ndarray | None, physical_rows: int, sch
 
 def _compile_sql_columns(ds: TableSnapshot, exprs: Mapping[str, str]) -> tuple[list[str], Callable[[pa.RecordBatch], pa.Table]]:
     """Columns to read and a batch function for ``{"name": "sql expression"}``."""
-    from lance_gpu.filter import compile_expression
 
     compiled: dict[str, pc.Expression] = {}
     read: list[str] = []
@@ -460,7 +460,6 @@ def _add_columns_once(
     if isinstance(transforms, Mapping) and transforms and all(
             isinstance(v, str) and _NULL_CAST.match(v) for v in transforms.values()):
         # every expression is ``CAST(NULL AS type)``: all-null columns, metadata only (as pylance)
-        from lance_gpu.filter import compile_expression  # loads sqlglot: only for SQL expressions
 
         transforms = pa.schema([pa.field(name, compile_expression(text, ds.schema).type)
                                 for name, text in transforms.items()])
@@ -768,7 +767,6 @@ def _with_new_data_file(
     """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
     row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     name = data_file_name()
     path = join(ds.root, "data", name)
