@@ -30,6 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.filter import parse_filter
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.scan import LanceScanner, build_plan, resolve
+from lance_gpu.scan.ranges import RangeReader
 
 if TYPE_CHECKING:
     from lance_gpu.scan.ranges import RangeReader
@@ -56,7 +60,6 @@ class RowSource:
         self._compiled = None
         self._read_columns = list(self.columns)
         if filter is not None:
-            from lance_gpu.filter import parse_filter
 
             self._compiled = parse_filter(filter, ds.schema)
             self._read_columns += [c for c in self._compiled.columns if c not in self._read_columns and c in ds.schema.names]
@@ -78,7 +81,6 @@ class RowSource:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         if self.filter is not None:
-            from lance_gpu.filter import parse_filter
 
             self._compiled = parse_filter(self.filter, self.ds.schema)
 
@@ -107,8 +109,6 @@ class RowSource:
         """The range reader of the read plan (projected columns plus the filter's, row ids),
         built and resolved once per source: every read runs it without planning again."""
         if self._ranges is None:
-            from lance_gpu.scan import build_plan, resolve
-            from lance_gpu.scan.ranges import RangeReader
 
             snapshot = self.ds.snapshot
             plan = build_plan(snapshot, columns=self._read_columns, with_row_id=self.with_row_id)
@@ -134,8 +134,6 @@ class RowSource:
         GPU as one ``DeviceTable`` (filter applied, columns in projection order, ``row_ids`` on
         the host), in the order given: one scan plan whose row selections are these rows,
         run by the GPU executor."""
-        from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
-        from lance_gpu.scan import LanceScanner, build_plan
         from lance_gpu.scan.plan import ROW_ID
 
         top = {f.name for f in self.ds.snapshot.lance_schema.fields}
