@@ -33,7 +33,6 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.filter import predicate_tree
 from lance_gpu.index.metadata import BTREE_DETAILS, fragment_bitmap, index_type_name
 from lance_gpu.index.rowset import FULL, intersection, rowset_from_addresses, union
 from lance_gpu.index.scalar import Term, Unusable, open_scalar_index
@@ -322,6 +321,7 @@ def index_selections(
     if section is None or not section.indices:
         return None
     stable = bool(int(manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
+    from lance_gpu.filter import predicate_tree
 
     tree = predicate_tree(filter_text, filter_schema)
     if not terms_of(tree):

@@ -24,7 +24,6 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.errors import InvalidArgumentError, UnsupportedFeatureError
-from lance_gpu.filter import LanceFilterDialect
 from lance_gpu.ops.ordering import ColumnOrdering
 
 __all__ = ["SqlQuery", "SqlQueryBuilder"]
@@ -104,6 +103,7 @@ def _scan_arguments(query: str, table: str) -> dict[str, Any]:
     import sqlglot
     from sqlglot import exp
 
+    from lance_gpu.filter import LanceFilterDialect
 
     class SqlDialect(LanceFilterDialect):
         NULL_ORDERING = "nulls_are_large"  # DataFusion's: ASC puts nulls last, DESC first

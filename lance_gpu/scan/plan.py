@@ -36,7 +36,6 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
-from lance_gpu.filter import parse_expression, parse_filter
 from lance_gpu.index.query import index_selections
 from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
@@ -478,6 +477,7 @@ def resolve(plan: ScanPlan, ds: TableSnapshot) -> ResolvedScan:
         if sql is None and name in search_columns and name not in top:
             outputs.append(_search_output(name))
         elif sql is not None:
+            from lance_gpu.filter import parse_expression
 
             compiled = parse_expression(sql, expr_schema)
             for c in compiled.columns:
@@ -509,6 +509,7 @@ def resolve(plan: ScanPlan, ds: TableSnapshot) -> ResolvedScan:
             outputs.append(OutputColumn(name, pa.field(name, pa.uint64()), virtual=name))
     compiled_filter = None
     if plan.filter is not None:
+        from lance_gpu.filter import parse_filter
 
         filter_schema = virtual_schema(ds)
         if nearest is not None and not nearest.prefilter and "_distance" not in filter_schema.names:

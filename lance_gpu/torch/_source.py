@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
-from lance_gpu.filter import parse_filter
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.scan import LanceScanner, build_plan, resolve
 from lance_gpu.scan.ranges import RangeReader
@@ -60,6 +59,7 @@ class RowSource:
         self._compiled = None
         self._read_columns = list(self.columns)
         if filter is not None:
+            from lance_gpu.filter import parse_filter
 
             self._compiled = parse_filter(filter, ds.schema)
             self._read_columns += [c for c in self._compiled.columns if c not in self._read_columns and c in ds.schema.names]
@@ -81,6 +81,7 @@ class RowSource:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         if self.filter is not None:
+            from lance_gpu.filter import parse_filter
 
             self._compiled = parse_filter(self.filter, self.ds.schema)
 

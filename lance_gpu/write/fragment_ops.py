@@ -39,7 +39,6 @@ import pyarrow as pa
 
 from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMismatchError
 from lance_gpu.file.container import LanceFileReader
-from lance_gpu.filter import parse_filter
 from lance_gpu.io import join
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table.deletion_writer import fragment_with_deletions
@@ -79,6 +78,7 @@ def delete(frag: LanceFragment, predicate: str) -> FragmentMetadata | None:
     """Delete the live rows of ``frag`` matching the SQL ``predicate``: the fragment with a
     new deletion file (all its deleted offsets), unchanged when no row matches, or None when
     no row is left."""
+    from lance_gpu.filter import parse_filter  # loads sqlglot: only when a predicate is parsed
 
     ds = frag.snapshot.snapshot
     compiled = parse_filter(predicate, ds.schema)

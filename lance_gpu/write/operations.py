@@ -34,7 +34,6 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
     ValueCastError,
 )
-from lance_gpu.filter import compile_expression, parse_filter
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
@@ -93,6 +92,7 @@ def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) 
 def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Delete, int]:
     """Evaluate ``predicate`` on every live row of ``ds`` and write the new deletion files;
     returns the operation (not committed) and the number of newly deleted rows."""
+    from lance_gpu.filter import parse_filter
 
     compiled = parse_filter(predicate, ds.schema)
     text = compiled.source if compiled.source is not None else str(predicate)
@@ -367,6 +367,7 @@ def _physical(values: pa.Table, live: np.ndarray | None, physical_rows: int, sch
 
 def _compile_sql_columns(ds: TableSnapshot, exprs: Mapping[str, str]) -> tuple[list[str], Callable[[pa.RecordBatch], pa.Table]]:
     """Columns to read and a batch function for ``{"name": "sql expression"}``."""
+    from lance_gpu.filter import compile_expression
 
     compiled: dict[str, pc.Expression] = {}
     read: list[str] = []
@@ -460,6 +461,7 @@ def _add_columns_once(
     if isinstance(transforms, Mapping) and transforms and all(
             isinstance(v, str) and _NULL_CAST.match(v) for v in transforms.values()):
         # every expression is ``CAST(NULL AS type)``: all-null columns, metadata only (as pylance)
+        from lance_gpu.filter import compile_expression  # loads sqlglot: only for SQL expressions
 
         transforms = pa.schema([pa.field(name, compile_expression(text, ds.schema).type)
                                 for name, text in transforms.items()])

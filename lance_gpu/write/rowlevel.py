@@ -35,7 +35,6 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, InvalidArgumentError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
-from lance_gpu.filter import compile_expression, parse_filter
 from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
@@ -337,6 +336,7 @@ def update(
             raise SchemaMismatchError(f"update: column {col!r} does not exist in the dataset")
 
     def attempt(target: TableSnapshot) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
+        from lance_gpu.filter import compile_expression
 
         schema = target.schema
         compiled = {col: compile_expression(text, schema, f"update expression {col!r} =") for col, text in updates.items()}
@@ -752,6 +752,7 @@ def _any_null(table: pa.Table, cols: Sequence[str]) -> pa.ChunkedArray | pa.Arra
 
 def _filter_mask(table: pa.Table, predicate: str) -> np.ndarray:
     """Which rows of ``table`` satisfy the SQL ``predicate`` (null counts as false)."""
+    from lance_gpu.filter import parse_filter
 
     marked = table.append_column("__lance_gpu_pos__", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     kept = marked.filter(parse_filter(predicate, table.schema).expression).column("__lance_gpu_pos__").to_numpy()
