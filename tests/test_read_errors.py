@@ -10,6 +10,7 @@ whole session.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -288,6 +289,64 @@ def test_list_levels_flipped_bytes_agree_with_pylance(tmp_path: Path, storage: s
         pytest.fail(f"flipping bytes {pair} of the chunk data: pylance raises, we return "
                     f"{'the same' if got.equals(want) else 'other'} data")
     assert pylance_raised == caught and caught >= 20
+
+
+def _variable_chunk_starts(raw: bytes, off: int, size: int) -> list[int]:
+    """Where a ``Variable`` chunk buffer's ``offsets[0]`` may lie in a mini-block page's
+    chunk data: a u32 ``k * 4`` followed by ``k - 1`` more that do not decrease (a superset
+    of the true ones; the test below asks pylance which patches are corrupt)."""
+    out = []
+    for p in range(off, off + size - 8, 4):
+        first = struct.unpack_from("<I", raw, p)[0]
+        k = first // 4
+        if first % 4 or not 2 <= k <= 1024 or p + first > off + size:
+            continue
+        offsets = struct.unpack_from(f"<{k}I", raw, p)
+        if all(a <= b for a, b in itertools.pairwise(offsets)) and offsets[-1] > first:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("storage", ["2.1", "2.2"])
+@pytest.mark.parametrize("spans", [True, False])
+def test_fsst_chunk_offsets_overlapping_their_values_raise(tmp_path: Path, storage: str, spans: bool, monkeypatch) -> None:
+    """A mini-block FSST string chunk whose first offset (where its bytes start, right after
+    its ``count + 1`` offsets) is made to point inside the offsets: pylance raises ("value
+    region starts at offset 4 which overlaps the 33 requested offsets"), and so must we on
+    every read path -- whole files decoded in one pass (and many small files decoded
+    together, ``execute.SPANS``), takes and batches -- never strings made of offset bytes
+    (tests/test_mutations.py found the one-pass FSST decode missing the check)."""
+    lance = pytest.importorskip("lance")
+    from lance_gpu.scan import execute
+
+    monkeypatch.setattr(execute, "SPANS", spans)
+    rng = np.random.default_rng(3)
+    n = 600
+    long = [f"{i:05d}" + "".join(map(chr, rng.integers(97, 123, 120))) if i % 9 else None for i in range(n)]
+    base = tmp_path / "base.lance"
+    lance.write_dataset(pa.table({"long": pa.array(long)}), str(base), data_storage_version=storage, max_rows_per_file=300)
+    f = base / "data" / lance.dataset(str(base)).get_fragments()[0].data_files()[0].path  # rows 0..299
+    _col, off, size = _page_buffers(f)[1]  # buffer 0: chunk metadata, 1: the chunks
+    original = f.read_bytes()
+    uri = tmp_path / "patched.lance"
+    shutil.copytree(base, uri)
+    g = uri / "data" / f.name
+    pylance_raised = caught = 0
+    for p in _variable_chunk_starts(original, off, size):
+        data = bytearray(original)
+        struct.pack_into("<I", data, p, 4)
+        g.write_bytes(bytes(data))
+        try:
+            lance.dataset(str(uri)).to_table()
+        except Exception:
+            pylance_raised += 1
+        else:
+            continue
+        for read in (lambda ds: ds.to_table(), lambda ds: list(ds.to_batches(batch_size=100)), lambda ds: ds.take(list(range(0, 300, 7)))):
+            with pytest.raises(CorruptFileError, match="offsets"):
+                read(lance_gpu.dataset(uri))
+        caught += 1
+    assert pylance_raised == caught and caught >= 5
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ FRAGMENT_ROWS = [1, 7, 1, 300, 50, 1, 120, 9, 64, 1, 33, 200]
 
 @pytest.fixture(autouse=True)
 def _spans_on(monkeypatch):
-    """Spans are off by default for now (``execute.SPANS``); these tests pin their reads."""
+    """These tests pin the span reads, whatever the default (``execute.SPANS``, on)."""
     monkeypatch.setattr(execute, "SPANS", True)
 
 

@@ -314,7 +314,7 @@ def test_streaming_decodes_a_bounded_window_ahead(pair, monkeypatch, pooled) -> 
     nothing beyond the first span is touched."""
     from lance_gpu.scan import execute
 
-    monkeypatch.setattr(execute, "SPANS", True)  # (off by default for now)
+    monkeypatch.setattr(execute, "SPANS", True)  # (the default; pinned here)
     from lance_gpu.table.snapshot import FragmentSnapshot
 
     if pooled:

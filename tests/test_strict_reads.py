@@ -24,7 +24,7 @@ import pytest
 
 import lance_gpu
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import CorruptFileError, LanceGpuError
+from lance_gpu.errors import CorruptFileError, LanceGpuError, RowIndexError
 from lance_gpu.table.manifest import MANIFEST_FOOTER_SIZE
 
 pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
@@ -215,12 +215,14 @@ def test_row_count_disagreeing_with_data_file_is_corrupt(copy, version):
     lance = pytest.importorskip("lance")
     assert ds.count_rows() == lance.dataset(str(uri)).count_rows() == 449
     assert frag.count_rows() == lance.dataset(str(uri)).get_fragment(1).count_rows() == 250
-    # the sound fragment still reads on its own (a dataset-wide take maps positions over
-    # every fragment's count, the corrupt one's included, so it raises too)
+    # the sound fragment still reads, on its own and through a dataset-wide take of its rows:
+    # positions come from the manifest's counts, as pylance's, and only the files read are
+    # checked (a take over many small fragments opens only those it reads)
     assert ds.get_fragment(0).to_table().num_rows == 199  # one row of it deleted
     assert ds.get_fragment(0).count_rows() == 199
+    assert ds.take([5, 198]).equals(lance.dataset(str(uri)).take([5, 198]))
     with pytest.raises(CorruptFileError, match="holds 200 rows but fragment"):
-        ds.take([5])
+        ds.take([5, 199])  # position 199: the first row of the lying fragment
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -245,12 +247,25 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
             with pytest.raises(CorruptFileError, match=r"fragment 0 deletes"):
                 lance_gpu.dataset(uri, device="cpu")
             continue
-        for call in ("to_table", "take", "fragment.to_table"):
+        ds = lance_gpu.dataset(uri, device="cpu")
+        if ds.get_fragment(0).count_rows() == 0:
+            # position 0 is then the next fragment's first row, as pylance positions it (from
+            # the manifest's counts);
+            # the lying fragment is not read (with no other row, both refuse the position)
+            try:
+                want = lance.dataset(str(uri)).take([0])
+            except (OSError, ValueError, IndexError):
+                with pytest.raises(RowIndexError):
+                    ds.take([0])
+            else:
+                assert ds.take([0]).equals(want)
+        else:
+            with pytest.raises(CorruptFileError, match=r"fragment 0 has"):
+                ds.take([0])
+        for call in ("to_table", "fragment.to_table"):
             with pytest.raises(CorruptFileError, match=r"fragment 0 has"):
                 ds = lance_gpu.dataset(uri, device="cpu")
-                if call == "take":
-                    ds.take([0])
-                elif call == "fragment.to_table":
+                if call == "fragment.to_table":
                     ds.get_fragment(0).to_table()
                 else:
                     getattr(ds, call)()

@@ -580,7 +580,7 @@ def _fsst_chunk_lengths_range(data, starts, sizes, counts, first, offset_bytes, 
         if (cnt + 1) * offset_bytes > size or base + size > n_data:
             return FSST_BAD_OFFSETS, c
         prev = _chunk_offset(data, base, offset_bytes)
-        if prev > size:
+        if prev != (cnt + 1) * offset_bytes:  # the bytes start right after the offsets
             return FSST_BAD_OFFSETS, c
         k = first[c]
         for j in range(cnt):
@@ -674,7 +674,7 @@ def _fsst_chunks_one_pass(data, starts, sizes, counts, first, offset_bytes, symb
             return FSST_BAD_OFFSETS, c, pos
         prev = _chunk_offset(data, base, offset_bytes)
         last = _chunk_offset(data, base + cnt * offset_bytes, offset_bytes)
-        if last > size or prev > last:
+        if last > size or prev > last or prev != (cnt + 1) * offset_bytes:  # bytes right after the offsets
             return FSST_BAD_OFFSETS, c, pos
         if pos + 8 * (last - prev) > cap:
             return 1, c, pos

@@ -205,7 +205,7 @@ def fsst_chunks_one_pass(
     offs = _le(data, base[chunk_of] + j * offset_bytes, offset_bytes)
     o0 = offs[first_off]
     olast = offs[first_off + cnt]
-    if bool(((olast > size) | (o0 > olast)).any()):
+    if bool(((olast > size) | (o0 > olast) | (o0 != per * offset_bytes)).any()):  # bytes right after the offsets
         return NotImplemented
     inner = np.ones(offs.size, bool)
     inner[first_off] = False

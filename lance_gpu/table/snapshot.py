@@ -298,10 +298,12 @@ class FragmentSnapshot:
         return np.flatnonzero(keep)
 
     def live_count(self) -> int:
-        """Rows not deleted, after :meth:`check_row_count`: a take's row positions, a window's
-        skipped fragments and a filtered count stand on these counts, so they are checked
-        against the data (:meth:`count_rows` trusts the manifest, as pylance's does)."""
-        self.check_row_count()
+        """Rows not deleted, from the manifest, as pylance counts them: a take's row positions
+        and a window's skipped fragments stand on these counts.  No data file is opened: the
+        footer check (:meth:`check_row_count`) runs when a fragment's rows are read, so a
+        fragment whose manifest count lies raises :class:`~lance_gpu.errors.CorruptFileError`
+        before any of its rows is returned, and positions in other fragments are those
+        pylance gives (a take over many small fragments opens only the files it reads)."""
         return self.count_rows()
 
     def check_row_count(self) -> None:
