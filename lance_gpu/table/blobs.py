@@ -41,6 +41,7 @@ from lance_gpu.errors import (
 )
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
+from lance_gpu.file.reader import read_field, take_field
 from lance_gpu.io.store import ObjectStore, ReadHandle, join
 from lance_gpu.table.schema import LanceField, column_index_map
 
@@ -95,8 +96,6 @@ def _column(frag: FragmentSnapshot, field: LanceField) -> tuple[str, int, LanceF
 
 def read_descriptions(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray | None) -> pa.Array:
     """The descriptors of ``field`` for all physical rows of ``frag`` or the sorted ``rows``."""
-    from lance_gpu.file.reader import read_field, take_field
-
     path, column, reader = _column(frag, field)
     kind = blob_kind(field)
     if reader.version == FileVersion(2, 0):
