@@ -568,9 +568,11 @@ def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], 
 
 def phases(lance_uri: str, sync: Callable[[], None]) -> dict:
     """One ``scan_device`` read of the whole dataset with its phases timed: units, bytes
-    staged, wall seconds of staging (host gathering + H2D copies, in the staging thread) and
-    of decoding (main thread, up to the end of each unit's kernels), and the read's wall
-    time; overlap = stage + decode - wall (0 when the phases ran one after the other)."""
+    staged, wall seconds of staging (host gathering + H2D copies issued, in the staging
+    thread; its last copies drain while the decode's stream waits on their events) and of
+    decoding (main thread, up to the end of each unit's kernels, the device pre-pass of
+    chunk headers and its readback included), and the read's wall time; overlap = stage +
+    decode - wall (0 when the phases ran one after the other)."""
     import lance_gpu
     from lance_gpu.gpu import read as gpu_read
 

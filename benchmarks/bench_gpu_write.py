@@ -4,7 +4,8 @@
 Two frames, built on the device:
 
 * **mixed** -- ``--rows`` rows (default 5M): int64 ids, int32 with 10% nulls, float64,
-  booleans with nulls, a low-precision timestamp and short strings (``user-<n>``);
+  booleans with nulls, a low-precision timestamp, short strings (``user-<n>``), a
+  decimal128(12, 2) with nulls and a list<int32> of 0-3 tags with null rows;
 * **embeddings** -- ``--emb-rows`` x ``--dim`` float32 (default 1M x 768).
 
 Per frame, median seconds of ``--repeat`` after one warm-up (JIT compile excluded), each
@@ -45,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -61,7 +63,27 @@ def mixed_table(rows: int, seed: int = 0) -> pa.Table:
         "flag": pa.array(rng.random(rows) < 0.5, mask=rng.random(rows) < 0.05),
         "ts": pa.array((1_700_000_000_000_000 + rng.integers(0, 10**12, rows)).astype("datetime64[us]")),
         "name": pa.array([f"user-{v}" for v in rng.integers(0, 10**9, rows)]),
+        "amount": _amounts(rng, rows),
+        "tags": _tags(rng, rows),
     })
+
+
+def _amounts(rng: np.random.Generator, rows: int) -> pa.Array:
+    """decimal128(12, 2) prices with 5% nulls (16-byte values, built from their int64 units)."""
+    units = rng.integers(-(10**9), 10**9, rows).astype(np.int64)
+    words = np.stack([units, units >> 63], axis=1).reshape(-1).view(np.uint8)  # low word, sign-extended high word
+    valid = pa.array(rng.random(rows) >= 0.05)
+    arr = pa.Array.from_buffers(pa.decimal128(12, 2), rows, [None, pa.py_buffer(words.tobytes())])
+    return pa.compute.if_else(valid, arr, pa.scalar(None, arr.type))
+
+
+def _tags(rng: np.random.Generator, rows: int) -> pa.Array:
+    """list<int32> of 0 to 3 small tags a row, 5% null rows."""
+    lengths = rng.integers(0, 4, rows)
+    offsets = np.zeros(rows + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    items = pa.array(rng.integers(0, 100, int(offsets[-1])).astype(np.int32))
+    return pa.ListArray.from_arrays(pa.array(offsets), items, mask=pa.array(rng.random(rows) < 0.05))
 
 
 def embeddings_table(rows: int, dim: int, seed: int = 1) -> pa.Table:
@@ -72,26 +94,9 @@ def embeddings_table(rows: int, dim: int, seed: int = 1) -> pa.Table:
 
 def device_columns(table: pa.Table) -> dict:
     """The table's columns as lance-gpu device columns (uploaded once, outside the timing)."""
-    from lance_gpu.gpu import _array
-    from lance_gpu.gpu.columns import DeviceColumn
+    from lance_gpu.write.device_input import upload_arrow
 
-    def one(arr: pa.Array) -> DeviceColumn:
-        valid = None if arr.null_count == 0 else _array.upload(arr.is_valid().to_numpy(zero_copy_only=False))
-        t = arr.type
-        if pa.types.is_string(t):
-            offs = np.frombuffer(arr.buffers()[1], np.int32)[: len(arr) + 1].astype(np.int64)
-            return DeviceColumn(t, len(arr), valid, _array.upload(np.frombuffer(arr.buffers()[2], np.uint8)), _array.upload(offs))
-        if pa.types.is_boolean(t):
-            bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)]
-            return DeviceColumn(t, len(arr), valid, _array.upload(np.ascontiguousarray(bits)))
-        if pa.types.is_fixed_size_list(t):
-            raw = arr.values.to_numpy(zero_copy_only=False).view(np.uint8)
-            return DeviceColumn(t, len(arr), valid, _array.upload(raw))
-        w = t.bit_width // 8
-        raw = np.frombuffer(arr.buffers()[1], np.uint8)[arr.offset * w : (arr.offset + len(arr)) * w]
-        return DeviceColumn(t, len(arr), valid, _array.upload(np.ascontiguousarray(raw)))
-
-    return {name: one(table.column(name).combine_chunks()) for name in table.column_names}
+    return {name: upload_arrow(table.column(name), name) for name in table.column_names}
 
 
 def data_bytes(uri: Path) -> int:

@@ -37,12 +37,15 @@ __all__ = [
     "block_bit_widths_gpu",
     "def_levels_from_validity_gpu",
     "items_null_in_valid_rows_gpu",
-    "logical_not_gpu",
+    "mask_fsl_items_gpu",
+    "null_slots_to_gpu",
     "pack_chunks_gpu",
     "pack_level_blocks_gpu",
     "rows_all_equal_gpu",
     "run_count_gpu",
+    "widen_decimal_to_128_gpu",
     "widen_to_int64_gpu",
+    "zero_null_slots_gpu",
     "zip_fsl_rows_gpu",
 ]
 
@@ -235,27 +238,10 @@ def def_levels_from_validity_gpu(valid):
 
 
 @gpu_kernel
-def _not_kernel(src, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = not src[i]
-
-
-@gpu_kernel
 def _widen_kernel(src, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i] = src[i]
-
-
-def logical_not_gpu(flags):
-    """Device bool ``not flags`` (cuDF's ``isna()`` into validity bytes)."""
-    n = int(flags.shape[0])
-    out = _device.device_empty(n, np.bool_)
-    if n:
-        blocks, tpb = _device.launch_dims(n, _tpb(n))
-        _not_kernel.get()[blocks, tpb](flags, out)
-    return out
 
 
 def widen_to_int64_gpu(values):
@@ -266,6 +252,87 @@ def widen_to_int64_gpu(values):
         blocks, tpb = _device.launch_dims(n, _tpb(n))
         _widen_kernel.get()[blocks, tpb](values, out)
     return out
+
+
+@gpu_kernel
+def _widen_decimal_kernel(src, out):
+    # value i -> words 2i (low) and 2i + 1 (high: the sign, extended)
+    i = cuda.grid(1)
+    if i < src.shape[0]:
+        v = np.int64(src[i])
+        out[2 * i] = v
+        out[2 * i + 1] = np.int64(-1) if v < 0 else np.int64(0)
+
+
+def widen_decimal_to_128_gpu(values):
+    """Device 32- or 64-bit decimal values (signed integers, cuDF's decimal32 / decimal64
+    storage) as 128-bit ones: little-endian two's complement, 16 bytes a value (low word,
+    then the sign-extended high word: Arrow's decimal128 layout), as device ``uint8``."""
+    n = int(values.shape[0])
+    out = _device.device_empty(2 * n, np.int64)
+    if n:
+        blocks, tpb = _device.launch_dims(n, _tpb(n))
+        _widen_decimal_kernel.get()[blocks, tpb](values, out)
+    return out.view(np.uint8)
+
+
+@gpu_kernel
+def _null_slots_kernel(indices, valid, sentinel, out):
+    k = cuda.grid(1)
+    if k < out.shape[0]:
+        j = indices[k]
+        out[k] = j if valid[j] else sentinel
+
+
+def null_slots_to_gpu(indices, valid, sentinel):
+    """Device int64 ``indices`` with those of null items (device bool ``valid`` at the
+    index is False) replaced by ``sentinel``."""
+    n = int(indices.shape[0])
+    out = _device.device_empty(n, np.int64)
+    if n:
+        blocks, tpb = _device.launch_dims(n, _tpb(n))
+        _null_slots_kernel.get()[blocks, tpb](indices, valid, np.int64(sentinel), out)
+    return out
+
+
+@gpu_kernel
+def _zero_null_slots_kernel(data, indices, valid, width, total):
+    for i in range(cuda.grid(1), total, cuda.gridsize(1)):
+        if not valid[indices[i // width]]:
+            data[i] = 0
+
+
+def zero_null_slots_gpu(data, indices, valid, width):
+    """Zero, in place, the ``width``-byte values of device ``uint8`` ``data`` (values
+    gathered by ``indices``) whose item is null (device bool ``valid`` at the index is
+    False): what ``pyarrow.Array.take`` writes in a null slot."""
+    total = int(indices.shape[0]) * int(width)
+    if total:
+        blocks, tpb = _stride_dims(total)
+        _zero_null_slots_kernel.get()[blocks, tpb](data, indices, valid, np.int64(width), np.int64(total))
+
+
+@gpu_kernel
+def _mask_fsl_items_kernel(data, items, rows, has_rows, dim, item_bytes, total):
+    for i in range(cuda.grid(1), total, cuda.gridsize(1)):
+        if has_rows and not rows[i // dim]:
+            items[i] = False
+        if not items[i]:
+            for b in range(i * item_bytes, (i + 1) * item_bytes):
+                data[b] = 0
+
+
+def mask_fsl_items_gpu(data, items, rows, dim, item_bytes):
+    """Gathered fixed-size lists as ``pyarrow.Array.take`` leaves them, in place: the items
+    of a null row null (device bool ``items``, ``rows * dim``; ``rows`` device bool or
+    None), and every null item's ``item_bytes`` bytes of device ``uint8`` ``data`` zero."""
+    total = int(items.shape[0])
+    if total == 0:
+        return
+    has_rows = rows is not None
+    rv = rows if has_rows else _device.device_zeros(1, np.bool_)
+    blocks, tpb = _stride_dims(total)
+    _mask_fsl_items_kernel.get()[blocks, tpb](data, items, rv, has_rows, np.int64(dim), np.int64(item_bytes), np.int64(total))
 
 
 @gpu_kernel

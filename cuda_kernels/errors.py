@@ -89,6 +89,7 @@ class _ErrorScope:
         self.explain = {}  # slot -> callable returning the exception to raise for it
         self.slot_of = {}  # id(flag view) -> slot
         self.flags = []  # the views handed out, kept alive so that their ids stay theirs
+        self.settled = 0  # slots already read back (by :meth:`settle`)
 
     def take(self):
         from . import _device
@@ -113,27 +114,43 @@ class _ErrorScope:
             self.explain[slot] = explain
         return True
 
+    def pending(self):
+        """The flags not read back yet, when they are all in the first block: ``(device
+        int32 view, count)`` for a wrapper that reads them back with its own results (then
+        :meth:`settle`), else None."""
+        if self.settled or not self.used or self.used > self.SLOTS:
+            return None
+        return self.blocks[0][: self.used], self.used
+
+    def settle(self, codes):
+        """``codes``: the first ``len(codes)`` slots, read back by a wrapper with its own
+        results (:meth:`pending`); raise for the first flagged launch among them.  The
+        block's end then reads only the slots handed out later."""
+        self.settled = len(codes)
+        self._raise_first(np.asarray(codes), 0)
+
+    def _raise_first(self, codes, first_slot):
+        hit = np.flatnonzero(codes)
+        if hit.size:
+            slot = first_slot + int(hit[0])
+            code = int(codes[hit[0]])
+            if slot in self.explain:
+                raise self.explain[slot]()
+            what = self.names.get(slot, "kernel")
+            msg = f"{what}: corrupt input ({describe_error_code(code)})"
+            raise CorruptInputError(msg, code)
+
     def check(self):
-        """Read every slot handed out (one copy per block of slots) and raise for the
-        first flagged launch."""
+        """Read every slot handed out and not yet settled (one copy per block of slots)
+        and raise for the first flagged launch."""
         from . import _device
 
-        remaining = self.used
         for k, block in enumerate(self.blocks):
-            if remaining <= 0:
-                break
-            take = min(remaining, self.SLOTS)
-            codes = _device.to_host(block[:take])
-            remaining -= take
-            hit = np.flatnonzero(codes)
-            if hit.size:
-                slot = k * self.SLOTS + int(hit[0])
-                code = int(codes[hit[0]])
-                if slot in self.explain:
-                    raise self.explain[slot]()
-                what = self.names.get(slot, "kernel")
-                msg = f"{what}: corrupt input ({describe_error_code(code)})"
-                raise CorruptInputError(msg, code)
+            lo = max(self.settled - k * self.SLOTS, 0)
+            hi = min(self.used - k * self.SLOTS, self.SLOTS)
+            if hi <= lo:
+                continue
+            self._raise_first(_device.to_host(block[lo:hi]), k * self.SLOTS + lo)
 
 
 _scopes = threading.local()
@@ -167,6 +184,22 @@ def deferred_errors():
     stack.pop()
     if scope.used:
         scope.check()
+
+
+def pending_flags():
+    """In a :func:`deferred_errors` block, the flags of its launches so far when a wrapper
+    may read them back with its own results: ``(device int32 view, count)``, else None;
+    the wrapper passes what it read to :func:`settle_flags`."""
+    scope = _scope()
+    return None if scope is None else scope.pending()
+
+
+def settle_flags(codes):
+    """The flags :func:`pending_flags` gave, read back: raise for the first flagged launch
+    (it explains a later failure best); the block's end reads only the later ones."""
+    scope = _scope()
+    if scope is not None:
+        scope.settle(codes)
 
 
 def new_error_flag():

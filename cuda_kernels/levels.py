@@ -51,7 +51,15 @@ from numba import prange
 from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .compact import compact_fixed_gpu
-from .errors import ERR_BAD_LEVEL, CorruptInputError, describe_error_code, new_error_flag, raise_if_flagged
+from .errors import (
+    ERR_BAD_LEVEL,
+    CorruptInputError,
+    describe_error_code,
+    new_error_flag,
+    pending_flags,
+    raise_if_flagged,
+    settle_flags,
+)
 from .segments import _segment_of
 
 cuda = LAZY_CUDA
@@ -643,14 +651,24 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, 
 
 
 @gpu_kernel
-def _gather_into_kernel(src, positions, out, base):
-    i = cuda.grid(1)
-    if i < positions.shape[0]:
+def _gather_into_kernel(src, positions, flags, nflags, out, base):
+    """``out[:base] = 0``, then ``out[base + i] = src[positions[i]]`` (-1 outside ``src``),
+    then the first ``nflags`` of ``flags`` (one launch of ``base + len(positions) + nflags``
+    threads)."""
+    t = cuda.grid(1)
+    if t < base:
+        out[t] = 0
+        return
+    i = t - base
+    n = positions.shape[0]
+    if i < n:
         p = positions[i]
         if 0 <= p < src.shape[0]:
-            out[base + i] = src[p]
+            out[t] = src[p]
         else:
-            out[base + i] = -1
+            out[t] = -1
+    elif i < n + nflags:
+        out[t] = flags[i - n]
 
 
 @gpu_kernel
@@ -955,7 +973,9 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
         if not extra:
             return [], np.zeros(0, np.int64)
         got = _device.device_empty(extra, np.int64)
-        _gather_into_kernel.get()[_device.launch_dims(extra)](read_also[0], _device.to_device(np.asarray(read_also[1], np.int64)), got, np.int64(0))
+        _gather_into_kernel.get()[_device.launch_dims(extra)](
+            read_also[0], _device.to_device(np.asarray(read_also[1], np.int64)), got, np.int64(0), got, np.int64(0),
+        )
         return [], _device.to_host(got)
     tabs = [_cached_table(tuple(int(k) for k in sg.layer_kinds)) for sg in segments]
     for sg, tab in zip(segments, tabs):
@@ -1011,11 +1031,18 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     seg0, ls0, lay0, ltr0 = (np.int64(x) for x in starts[:4])
     total = int(level_start[-1])
     d_levels = _device.to_device(levels) if levels is not None and levels.shape[0] else _device.device_zeros(1, np.uint16)
-    result = _device.device_zeros(2 * nlayers + nseg + extra, np.int64)
-    if extra:
-        _gather_into_kernel.get()[_device.launch_dims(extra)](
-            read_also[0], _device.to_device(np.asarray(read_also[1], np.int64)), result, np.int64(2 * nlayers + nseg),
-        )
+    # the error flags of the enclosing deferred_errors block's launches come back in the same copy
+    flags_back = pending_flags()
+    nback = 0 if flags_back is None else flags_back[1]
+    head = 2 * nlayers + nseg  # entry counts, null counts, error codes: zeroed by the gather launch
+    if extra or nback:
+        result = _device.device_empty(head + extra + nback, np.int64)
+        src = read_also[0] if extra else result
+        pos = _device.to_device(np.asarray(read_also[1] if extra else np.zeros(0), np.int64))
+        flag_src = flags_back[0] if nback else result
+        _gather_into_kernel.get()[_device.launch_dims(head + extra + nback)](src, pos, flag_src, np.int64(nback), result, np.int64(head))
+    else:
+        result = _device.device_zeros(head, np.int64)
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
     valid_all = _device.device_empty(max(int(val_base[-1]), 1), np.bool_)
     if total:
@@ -1032,7 +1059,13 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
-    also = host[2 * nlayers + nseg :]
+    also = host[2 * nlayers + nseg : 2 * nlayers + nseg + extra]
+    if flags_back is not None:  # earlier launches' flags explain a failure first
+        try:
+            settle_flags(host[2 * nlayers + nseg + extra :])
+        except CorruptInputError as exc:
+            exc.earlier = True  # not this call's input
+            raise
     bad = np.flatnonzero(errs)
     if bad.size:
         s = int(bad[0])

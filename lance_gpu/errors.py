@@ -44,6 +44,11 @@ class UnsupportedFeatureError(LanceGpuError, NotImplementedError):
     """The dataset sets a reader or writer feature flag we do not implement."""
 
 
+class UnsupportedTypeError(UnsupportedFeatureError, OSError):
+    """An Arrow type Lance cannot store (a write's schema): pylance refuses it with an
+    ``OSError`` ("LanceError(Schema): Unsupported data type: ...")."""
+
+
 class SchemaMismatchError(LanceGpuError, ValueError):
     """Data does not match the dataset's schema, or a requested column does not exist."""
 

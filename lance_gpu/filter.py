@@ -1349,37 +1349,30 @@ def _resolve(node: _Node, source: str) -> _Node:
     return node
 
 
+def _walk_columns(n: Any, seen: set[str], virtual_only: bool) -> None:
+    """Add the top-level names of the columns ``n`` refers to (only the virtual ones when
+    ``virtual_only``) to ``seen``: a module-level recursion (a recursive closure would leave a
+    reference cycle per filter)."""
+    if isinstance(n, _Col):
+        if not virtual_only or (len(n.path) == 1 and n.path[0] in VIRTUAL_COLUMNS):
+            seen.add(n.path[0])
+    elif isinstance(n, _Node):
+        for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
+            _walk_columns(getattr(n, name), seen, virtual_only)
+    elif isinstance(n, list):
+        for item in n:
+            _walk_columns(item, seen, virtual_only)
+
+
 def _collect_columns(node: _Node, schema: pa.Schema) -> list[str]:
     seen: set[str] = set()
-
-    def walk(n: Any) -> None:
-        if isinstance(n, _Col):
-            seen.add(n.path[0])
-        elif isinstance(n, _Node):
-            for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
-                walk(getattr(n, name))
-        elif isinstance(n, list):
-            for item in n:
-                walk(item)
-
-    walk(node)
+    _walk_columns(node, seen, False)
     return [name for name in schema.names if name in seen]
 
 
 def _collect_virtual(node: _Node) -> list[str]:
     seen: set[str] = set()
-
-    def walk(n: Any) -> None:
-        if isinstance(n, _Col) and len(n.path) == 1 and n.path[0] in VIRTUAL_COLUMNS:
-            seen.add(n.path[0])
-        elif isinstance(n, _Node):
-            for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
-                walk(getattr(n, name))
-        elif isinstance(n, list):
-            for item in n:
-                walk(item)
-
-    walk(node)
+    _walk_columns(node, seen, True)
     return [name for name in VIRTUAL_COLUMNS if name in seen]
 
 

@@ -21,7 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
-from lance_gpu.gpu import plan  # noqa: E402
+from lance_gpu.gpu import headers, plan  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
 
@@ -69,6 +69,8 @@ def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     unit = plan.UnitPlan()
     for leaf in _leaves(uri, rows):
         plan.place_leaf(unit, leaf)
+    # pages whose chunk headers the device parses: the pre-pass's CPU form over the staged bytes
+    headers.parse_and_emit_on_host(unit)
     out: dict[str, object] = {}
     named = {"copy_fixed": unit.copy_fixed, "copy_level": unit.copy_level, "bits": unit.bits,
              "var_chunks": unit.var_chunks, "fullzip": unit.fullzip}
@@ -194,6 +196,31 @@ def _huge_buffer(data: bytes) -> bytes:
     return bytes(chunk)
 
 
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22"])
+def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
+    """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
+    its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the
+    host's parse gives, for whole reads and row selections, in bulk or page by page."""
+    uri = datasets[name]
+    rows = np.unique(np.random.default_rng(5).integers(0, 1600, 40))
+    seen = []
+    parse = headers.parse_on_host
+
+    def spy(table, data):
+        seen.append(table.nchunks)
+        return parse(table, data)
+
+    monkeypatch.setattr(headers, "parse_on_host", spy)
+    for threshold in (None, 4):
+        monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
+        for selection in (None, rows):
+            monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+            on_host = _work(uri, selection)
+            monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
+            assert _work(uri, selection) == on_host, (name, threshold, selection is not None)
+    assert sum(seen), "no page took the device pre-pass"
+
+
 @pytest.mark.parametrize(("name", "column", "buffer", "edit", "message"), [
     ("many21", 6, 0, _all_chunks_full, "does not add up"),
     ("many22", 1, 1, _bad_width, "inline bit-packed chunk is malformed"),
@@ -205,13 +232,13 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
     planning, and from the CPU reader."""
     uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}", column, buffer, edit)
     errors = []
-    for threshold in (None, 1):
-        monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
-        with pytest.raises(CorruptFileError) as exc:
-            unit = plan.UnitPlan()
-            for leaf in _leaves(uri):
-                plan.place_leaf(unit, leaf)
-        errors.append(str(exc.value))
-    assert errors[0] == errors[1] and message in errors[0], errors
+    for on_device in (False, True):
+        monkeypatch.setattr(plan, "DEVICE_HEADERS", on_device)
+        for threshold in (None, 1):
+            monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
+            with pytest.raises(CorruptFileError) as exc:
+                _work(uri)
+            errors.append(str(exc.value))
+    assert len(set(errors)) == 1 and message in errors[0], errors
     with pytest.raises(CorruptFileError):
         lance_gpu.dataset(uri).to_table(device="cpu")

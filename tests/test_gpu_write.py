@@ -14,8 +14,11 @@ chunk, nulls, an all-null and a constant column, 100+ values for the dictionary 
 
 from __future__ import annotations
 
+import decimal
+import enum
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +26,7 @@ import pyarrow.compute  # noqa: F401
 import pytest
 
 import lance_gpu
-from lance_gpu.errors import GpuUnavailableError, SchemaMismatchError
+from lance_gpu.errors import GpuUnavailableError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.gpu.columns import DeviceTable
 
 lance = pytest.importorskip("lance")
@@ -245,7 +248,6 @@ def test_lists_from_the_device(tmp_path: Path, version: str) -> None:
         "nothing": pa.array([None if i % 2 else [] for i in range(n)], pa.list_(pa.int32())),
     })
     if version == "2.1":  # maps need 2.2: the CPU writer's error for device data too
-        from lance_gpu.errors import UnsupportedFeatureError
 
         with pytest.raises(UnsupportedFeatureError, match="map columns"):
             lance_gpu.write_dataset(_device_dict(table.select(["attrs"])), tmp_path / "maps", data_storage_version=version)
@@ -277,6 +279,50 @@ def test_lists_of_fixed_size_lists_from_the_device(tmp_path: Path, version: str)
         return pa.array(rows, pa.list_(pa.list_(pa.float32(), dim)))
 
     table = pa.table({"points": vectors(3), "embeddings": vectors(72)})
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(table, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_lists_of_fixed_size_lists_with_null_items_from_the_device(tmp_path: Path, version: str) -> None:
+    """Lists (and structs) of fixed-size lists whose items are null in valid rows -- narrow
+    rows (mini-block, the items' validity packed per chunk) and wide ones (full-zip, zipped
+    with each row), beside null rows and null and empty lists (the values gathered on the
+    device, a null row's items made null and null items zero as pyarrow's take leaves
+    them) and without hidden entries (nothing gathered): every page made on the device, the
+    CPU encoder's bytes."""
+    from lance_gpu.write import device_pages
+
+    rng = np.random.default_rng(31)
+    n = 80
+
+    def vectors(dim: int, hidden: bool, t: pa.DataType | None = None) -> pa.Array:
+        item = (lambda v: bool(v % 2)) if t is not None and pa.types.is_boolean(t) else float
+        rows = []
+        for i in range(n):
+            if hidden and i % 9 == 0:
+                rows.append(None)
+                continue
+            k = 1 + i % 3 if not hidden else i % 4
+            rows.append([
+                None if (i + j) % 5 == 0 else [None if rng.random() < 0.2 else item(v) for v in rng.integers(0, 99, dim)]
+                for j in range(k)
+            ])
+        return pa.array(rows, pa.list_(pa.list_(t or pa.float32(), dim)))
+
+    table = pa.table({
+        "points": vectors(3, True),
+        "plain_points": vectors(3, False),
+        "embeddings": vectors(70, True),
+        "ints": vectors(4, True, pa.int16()),
+        "flags": vectors(5, True, pa.bool_()),  # items one byte each on the device, bit-packed
+        "pair": pa.StructArray.from_arrays([vectors(2, True), pa.array(np.arange(n))], ["v", "i"], mask=pa.array(np.arange(n) % 7 == 3)),
+    })
     before = dict(device_pages.host_fallbacks)
     lance_gpu.write_dataset(_device_dict(table), tmp_path / "gpu", data_storage_version=version)
     assert device_pages.host_fallbacks == before
@@ -372,7 +418,6 @@ def test_former_host_fallbacks_from_the_device(tmp_path: Path, version: str) -> 
     assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(lance_gpu.dataset(tmp_path / "cpu").to_table())
     # nested fixed-size lists with null items: a device column holds one layer's item validity
     holes = pa.FixedSizeListArray.from_arrays(fsl(np.zeros(n * 4, np.float32), 2, np.arange(n * 4) % 5 == 0), 2)
-    from lance_gpu.errors import UnsupportedFeatureError
 
     with pytest.raises(UnsupportedFeatureError, match="one layer"):
         lance_gpu.write_dataset(DeviceTable(["h"], [holes], n), tmp_path / "holes", data_storage_version=version)
@@ -562,7 +607,6 @@ def test_a_device_table_with_host_columns(tmp_path: Path) -> None:
 def test_bad_device_input_gets_the_cpu_writers_errors(tmp_path: Path) -> None:
     from numba import cuda
 
-    from lance_gpu.errors import UnsupportedFeatureError
 
     uneven = {"a": cuda.to_device(np.arange(5)), "b": cuda.to_device(np.arange(4))}
     with pytest.raises(ValueError, match="different lengths"):
@@ -574,65 +618,269 @@ def test_bad_device_input_gets_the_cpu_writers_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
 
 
-class _FakeSeries:
-    """What the cuDF adapter uses of a ``cudf.Series``, over numba device arrays."""
+class _TypeId(enum.IntEnum):
+    """The ``pylibcudf.TypeId`` members the fake uses (libcudf's numbering)."""
 
-    def __init__(self, arr: pa.Array) -> None:
+    INT32 = 3
+    INT64 = 4
+    OTHER = 99
+
+
+class _PlcType:
+    def __init__(self, type_id: _TypeId) -> None:
+        self._id = type_id
+
+    def id(self) -> _TypeId:
+        return self._id
+
+
+def _padded_bitmap(buf: pa.Buffer | None):
+    """A device copy of an Arrow validity bitmap, padded to 64 bytes as libcudf allocates
+    null masks (``bitmask_allocation_size_bytes``)."""
+    from numba import cuda
+
+    if buf is None:
+        return None
+    raw = np.frombuffer(buf, np.uint8)
+    out = np.zeros(max(64, -(-raw.size // 64) * 64), np.uint8)
+    out[: raw.size] = raw
+    return cuda.to_device(out)
+
+
+class _PlcColumn:
+    """What ``pylibcudf.Column`` exposes (``python/pylibcudf/pylibcudf/column.pyi`` of
+    ``rapidsai/cudf``), over simulator device copies of an Arrow array's *unsliced*
+    buffers -- libcudf's layout: ``offset()`` rows into the buffers and ``size()`` rows from
+    there; the null mask a bitmap of the unsliced rows (padded to 64 bytes); BOOL8 one byte
+    a value; strings: the characters as ``data()``, the offsets column as the one child;
+    lists: children (offsets, items), the items their own view; structs: one child per
+    field, unsliced (the parent's offset adds to theirs)."""
+
+    def __init__(self, arr: pa.Array, offset: int, size: int, type_id: _TypeId = _TypeId.OTHER) -> None:
         from numba import cuda
 
+        self._type, self._offset, self._size = _PlcType(type_id), offset, size
+        t = arr.type
+        bufs = arr.buffers()
+        self._mask = _padded_bitmap(bufs[0])
+        bits = None if bufs[0] is None else np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")
+        self._nulls = 0 if bits is None else int(size - bits[offset : offset + size].sum())
+        self._data = None
+        self._children: list[_PlcColumn] = []
+        if pa.types.is_struct(t):
+            # pyarrow's field(i) is sliced by the parent's offset: take it back off
+            fields = [arr.field(i) for i in range(t.num_fields)]
+            self._children = [_PlcColumn(f, f.offset - arr.offset, arr.offset + len(arr)) for f in fields]
+        elif pa.types.is_list(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+            wide = pa.types.is_large_string(t)
+            offs = np.frombuffer(bufs[1], np.int64 if wide else np.int32)[: arr.offset + len(arr) + 1]
+            kind = _TypeId.INT64 if wide else _TypeId.INT32
+            self._children = [_PlcColumn.of_values(offs.copy(), kind)]
+            if pa.types.is_list(t):
+                self._children.append(_PlcColumn(arr.values, arr.values.offset, len(arr.values)))
+            elif bufs[2] is not None and bufs[2].size:
+                self._data = cuda.to_device(np.frombuffer(bufs[2], np.uint8).copy())
+        elif pa.types.is_boolean(t):
+            raw = np.unpackbits(np.frombuffer(bufs[1], np.uint8), bitorder="little")[: arr.offset + len(arr)]
+            self._data = cuda.to_device(np.ascontiguousarray(raw))
+        else:
+            width = t.bit_width // 8
+            self._data = cuda.to_device(np.frombuffer(bufs[1], np.uint8)[: (arr.offset + len(arr)) * width].copy())
+
+    @classmethod
+    def of_values(cls, values: np.ndarray, type_id: _TypeId) -> _PlcColumn:
+        return cls(pa.array(values), 0, len(values), type_id)
+
+    def type(self) -> _PlcType:
+        return self._type
+
+    def size(self) -> int:
+        return self._size
+
+    def offset(self) -> int:
+        return self._offset
+
+    def null_count(self) -> int:
+        return self._nulls
+
+    def data(self):
+        return self._data
+
+    def null_mask(self):
+        return self._mask
+
+    def children(self) -> list[_PlcColumn]:
+        return list(self._children)
+
+    def num_children(self) -> int:
+        return len(self._children)
+
+
+class _CudfDtype:
+    """A cuDF extension dtype (``ListDtype``, ``StructDtype``, ``Decimal64Dtype``,
+    ``CategoricalDtype``): its ``name`` and ``to_arrow()``."""
+
+    def __init__(self, name: str, arrow: pa.DataType) -> None:
+        self.name = name
+        self._arrow = arrow
+
+    def to_arrow(self) -> pa.DataType:
+        return self._arrow
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _cudf_dtype(t: pa.DataType):
+    if pa.types.is_string(t):
+        return np.dtype(object)
+    if pa.types.is_list(t):
+        return _CudfDtype("list", t)
+    if pa.types.is_struct(t):
+        return _CudfDtype("struct", t)
+    if pa.types.is_decimal(t):
+        return _CudfDtype(f"decimal{t.bit_width}", t)
+    if pa.types.is_dictionary(t):
+        return _CudfDtype("category", t)
+    return np.dtype(t.to_pandas_dtype())
+
+
+class _FakeSeries:
+    """What the cuDF adapter may use of a ``cudf.Series``: ``dtype``, ``len()``,
+    ``null_count``, ``to_pylibcudf()`` (zero copy) -- and ``to_arrow()``, a host copy the
+    adapter may take only for category columns (counted)."""
+
+    host_copies: ClassVar[list[str]] = []
+
+    def __init__(self, name: str, arr: pa.Array) -> None:
+        self.name = name
         self._arr = arr
-        self.dtype = np.dtype(object) if pa.types.is_string(arr.type) else np.dtype(arr.type.to_pandas_dtype())
+        self.dtype = _cudf_dtype(arr.type)
         self.null_count = arr.null_count
-        self._cuda = cuda
-        if pa.types.is_string(arr.type):
-            offs = np.frombuffer(arr.buffers()[1], np.int32)[: len(arr) + 1]
-            self._column = type("Col", (), {})()
-            self._column.children = [type("Off", (), {"values": cuda.to_device(offs.copy())})()]
-            self._column.data = cuda.to_device(np.frombuffer(arr.buffers()[2], np.uint8).copy())
 
     def __len__(self) -> int:
         return len(self._arr)
 
-    @property
-    def values(self):
-        return self._cuda.to_device(self._arr.to_numpy(zero_copy_only=False))
+    def to_pylibcudf(self) -> tuple[_PlcColumn, dict]:
+        return _PlcColumn(self._arr, self._arr.offset, len(self._arr)), {"name": self.name}
 
-    def isna(self):
-        out = _FakeSeries.__new__(_FakeSeries)
-        out._arr, out._cuda = self._arr.is_null(), self._cuda
-        return out
-
-    def fillna(self, value):
-        out = _FakeSeries.__new__(_FakeSeries)
-        out._arr, out._cuda = self._arr.fill_null(value), self._cuda
-        return out
+    def to_arrow(self) -> pa.Array:
+        _FakeSeries.host_copies.append(self.name)
+        return self._arr
 
 
 class DataFrame:
-    """A stand-in for ``cudf.DataFrame`` (cuDF is not installed here)."""
+    """A stand-in for ``cudf.DataFrame`` (cuDF is not installed here): rows ``offset :
+    offset + length`` of ``table``, as ``frame.iloc[offset : offset + length]`` gives them
+    (each column a view with that offset into the unsliced buffers)."""
 
     __module__ = "cudf.core.dataframe"
 
-    def __init__(self, table: pa.Table) -> None:
-        self._t = table
+    def __init__(self, table: pa.Table, offset: int = 0, length: int | None = None) -> None:
+        self._t = table.slice(offset, length)
         self.columns = table.column_names
 
     def __getitem__(self, name: str) -> _FakeSeries:
-        return _FakeSeries(self._t.column(name).combine_chunks())
+        chunks = self._t.column(name).chunks
+        assert len(chunks) == 1
+        return _FakeSeries(name, chunks[0])
+
+
+def _cudf_table(n: int) -> pa.Table:
+    """Every cuDF column kind the adapter takes from device buffers, with nulls at every
+    level (a category column too: the one kind taken through ``to_arrow()``)."""
+    rng = np.random.default_rng(3)
+    dec = [None if i % 11 == 0 else decimal.Decimal(int(v)).scaleb(-2) for i, v in enumerate(rng.integers(-(10**9), 10**9, n))]
+    items = pa.array(rng.integers(0, 40, 4 * n).astype(np.int32), mask=rng.random(4 * n) < 0.1).slice(5)  # items with an offset
+    lengths = rng.integers(0, 4, n)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.table({
+        "x": pa.array(rng.integers(0, 50, n).astype(np.int32), mask=rng.random(n) < 0.2),
+        "y": pa.array(rng.random(n)),
+        "ok": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+        "when": pa.array(rng.integers(0, 10**9, n).astype("datetime64[us]")),
+        "s": pa.array([None if i % 7 == 0 else f"s{v}" for i, v in enumerate(rng.integers(0, 10**6, n))]),
+        "d128": pa.array(dec, pa.decimal128(20, 2)),
+        "d64": pa.array(dec, pa.decimal64(18, 2)),
+        "d32": pa.array([None if v is None else v.scaleb(-6).quantize(decimal.Decimal("0.01")) for v in dec], pa.decimal32(9, 2)),
+        "ints": pa.ListArray.from_arrays(pa.array(offsets), items, mask=pa.array(np.arange(n) % 9 == 1)),
+        "tags": pa.array([None if i % 10 == 3 else [None if (i + j) % 4 == 0 else f"t{(i + j) % 13}" for j in range(i % 3)] for i in range(n)]),
+        "pt": pa.array([None if i % 8 == 2 else {"a": i % 5, "b": None if i % 6 == 0 else f"p{i}"} for i in range(n)]),
+        "pts": pa.array([[{"a": j, "b": [j, None]} for j in range(i % 3)] for i in range(n)]),
+        "cat": pa.array([f"c{i % 4}" for i in range(n)]).dictionary_encode(),
+    })
+
+
+def _as_lance(table: pa.Table) -> pa.Table:
+    """What the adapter makes of cuDF's types: decimal32 / decimal64 as decimal128."""
+    from lance_gpu.write.device_input import _lance_type
+
+    return table.cast(pa.schema([f.with_type(_lance_type(f.type)) for f in table.schema]))
 
 
 @pytest.mark.gpu
-def test_a_cudf_frame_through_the_buffer_adapter(tmp_path: Path) -> None:
-    rng = np.random.default_rng(3)
-    n = 300
-    table = pa.table({
-        "x": pa.array(rng.integers(0, 50, n).astype(np.int32), mask=rng.random(n) < 0.2),
-        "y": pa.array(rng.random(n)),
-        "ok": pa.array(rng.random(n) < 0.5),
-        "s": pa.array([f"s{v}" for v in rng.integers(0, 10**6, n)]),
-    })
-    lance_gpu.write_dataset(DataFrame(table), tmp_path / "gpu", data_storage_version="2.1")
-    assert lance.dataset(tmp_path / "gpu").to_table().equals(table)
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_a_cudf_frame_through_the_buffer_adapter(tmp_path: Path, version: str) -> None:
+    """A cuDF frame -- a row slice, so every column is a view with an offset into its
+    buffers, as ``frame.iloc[a:b]`` gives -- read through ``to_pylibcudf()``: numbers,
+    booleans, timestamps, strings, decimals (32 and 64 bits widened to decimal128 on the
+    device), lists, structs and their nestings, all with nulls, made into device columns
+    without a host copy (only the category column goes through ``to_arrow()``); every page
+    made on the device, the CPU encoder's bytes for the same rows; pylance and we read the
+    rows back."""
+    from lance_gpu.write import device_pages
+
+    base = _cudf_table(300)
+    lo, n = 37, 200
+    want = _as_lance(base.slice(lo, n))
+    _FakeSeries.host_copies.clear()
+    before = dict(device_pages.host_fallbacks)
+    lance_gpu.write_dataset(DataFrame(base, lo, n), tmp_path / "gpu", data_storage_version=version)
+    assert _FakeSeries.host_copies == ["cat"]
+    assert device_pages.host_fallbacks == before
+    lance_gpu.write_dataset(want, tmp_path / "cpu", data_storage_version=version)
+    assert _data_files(tmp_path / "gpu") == _data_files(tmp_path / "cpu")
+    assert lance.dataset(tmp_path / "gpu").to_table().equals(want.combine_chunks())
+    assert lance_gpu.dataset(tmp_path / "gpu").to_table().equals(want.combine_chunks())
+
+
+@pytest.mark.parametrize("t", [pa.decimal32(9, 2), pa.decimal64(18, 2)])
+def test_narrow_decimals_from_the_host_are_refused_as_pylance_refuses_them(tmp_path: Path, t: pa.DataType) -> None:
+    """Lance stores decimal128 and decimal256 only: pylance refuses decimal32 / decimal64
+    Arrow columns ("Unsupported data type"), and so does the CPU writer (it wrote files
+    pylance could not open); nothing is written.  (A cuDF frame's narrow decimals are
+    widened to decimal128 by the device adapter: see the cuDF frame test.)"""
+    table = pa.table({"d": pa.array([decimal.Decimal("1.25"), None], t)})
+    with pytest.raises(Exception, match="Unsupported data type") as theirs:
+        lance.write_dataset(table, tmp_path / "pylance")
+    with pytest.raises(UnsupportedFeatureError, match="Unsupported data type") as ours:
+        lance_gpu.write_dataset(table, tmp_path / "ours")
+    assert isinstance(theirs.value, OSError) and isinstance(ours.value, OSError)  # pylance's builtin
+    assert not (tmp_path / "ours").exists()
+
+
+@pytest.mark.gpu
+def test_cudf_adapter_layouts() -> None:
+    """The adapter's device columns against the rows they view: struct fields sliced by
+    their parent's offset, list items their own view, large-string (INT64) offsets, an
+    all-empty string column (no offsets child, no data), all-null masks."""
+    from lance_gpu.write.device_input import _cudf_column
+
+    strings = pa.array(["ab", None, "", "cde", "f"], pa.large_string()).slice(1)
+    col = _cudf_column("s", _FakeSeries("s", strings))
+    assert col.to_arrow().equals(strings.cast(pa.string()))  # the dtype (object) says string, as cuDF's to_arrow() does
+    empty = _cudf_column("e", _FakeSeries("e", pa.array(["", "", ""])))
+    assert empty.to_arrow().to_pylist() == ["", "", ""]
+    nested = pa.array([{"a": None, "b": [1, None]}, None, {"a": 2, "b": []}, {"a": 3, "b": None}]).slice(1, 3)
+    assert _cudf_column("n", _FakeSeries("n", nested)).to_arrow().equals(nested)
+    gone = pa.nulls(4, pa.int64()).slice(1)
+    assert _cudf_column("g", _FakeSeries("g", gone)).to_arrow().to_pylist() == [None] * 3
+    from lance_gpu.write.device_input import _plc_column
+
+    kept = _PlcColumn(pa.array(np.arange(5, dtype=np.int64)), 0, 5)
+    kept._mask = _padded_bitmap(pa.py_buffer(np.packbits(np.ones(5, np.bool_), bitorder="little")))  # a mask without nulls
+    got = _plc_column("k", kept, pa.int64(), 0, 5)
+    assert got.validity is None and got.to_arrow().to_pylist() == [0, 1, 2, 3, 4]
 
 
 def test_device_data_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -644,6 +892,8 @@ def test_device_data_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytes
     frame = DeviceTable(["a"], [pa.array([1, 2, 3])], 3)
     with pytest.raises(GpuUnavailableError, match="no CUDA device"):
         lance_gpu.write_dataset(frame, tmp_path / "d")
+    with pytest.raises(GpuUnavailableError, match="no CUDA device"):  # a cuDF frame: refused before any buffer is read
+        lance_gpu.write_dataset(DataFrame(pa.table({"a": [1, 2, 3]})), tmp_path / "d")
     with pytest.raises(GpuUnavailableError, match="no CUDA device"):  # a CUDA DLPack tensor is device data
         lance_gpu.write_dataset({"a": _DLPackTensor(np.arange(3), 2)}, tmp_path / "d")
     with pytest.raises(ImportError):  # what pylance-style callers catch

@@ -600,3 +600,29 @@ def test_random_column_metadata_corruption(pristine, tmp_path: Path) -> None:
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "fuzz":
     _fuzz_worker(json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+
+
+def test_continues_empty_list_finds_the_first_item_inside_a_null_or_empty_list() -> None:
+    """The compiled check gives the first position of the definition it states: a level
+    below ``restart[def]`` of its own definition level or of the previous one (random
+    levels of nullable / emptyable lists of nullable items, one and two list layers)."""
+    from lance_gpu.file.page import NULL_AND_EMPTY_LIST, NULLABLE_ITEM, NULLABLE_LIST
+    from lance_gpu.file.v2_1.repdef import continues_empty_list, restart_levels
+
+    rng = np.random.default_rng(12)
+    shapes = [(NULLABLE_ITEM, NULL_AND_EMPTY_LIST), (NULLABLE_ITEM, NULLABLE_LIST, NULL_AND_EMPTY_LIST)]
+    found = 0
+    for trial in range(300):
+        layers = shapes[trial % 2]
+        nrep = sum(1 for x in layers if x != NULLABLE_ITEM)
+        restart = restart_levels(layers)
+        n = int(rng.integers(1, 40))
+        rep = rng.integers(0, nrep + 1, n).astype(np.uint16)
+        def_ = rng.integers(0, restart.size, n).astype(np.uint16)
+        if trial % 3 == 0:
+            def_[:] = np.minimum(def_, 1)
+        need = restart[def_.astype(np.int64)]
+        bad = [i for i in range(n) if rep[i] < need[i] or (i > 0 and rep[i] < need[i - 1])]
+        assert continues_empty_list(rep, def_, layers) == (bad[0] if bad else -1)
+        found += bool(bad)
+    assert 0 < found < 300

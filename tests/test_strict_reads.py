@@ -282,6 +282,28 @@ def test_count_rows_over_any_corrupted_row_count(copy, version):
     assert lance_gpu.dataset(uri, device="cpu").count_rows() == pristine
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_take_over_a_deletion_count_the_deletion_file_denies(copy, version):
+    """A take maps positions by the manifest's live counts (no data or deletion file opened
+    for that, as pylance's); a fragment whose manifest says its deletion file deletes more
+    rows than it does raises the typed error when the take reads it, never rows shifted by
+    the difference, and a take of other fragments' rows still reads."""
+    lance = pytest.importorskip("lance")
+    uri = copy(version)
+
+    def more_deleted(m: table_pb2.Manifest) -> bytes:
+        assert m.fragments[0].deletion_file.num_deleted_rows == 1
+        m.fragments[0].deletion_file.num_deleted_rows = 2
+        return m.SerializeToString()
+
+    _rewrite_manifest(uri, more_deleted)
+    ds = lance_gpu.dataset(uri, device="cpu")
+    assert ds.count_rows() == lance.dataset(str(uri)).count_rows() == 398
+    with pytest.raises(CorruptFileError, match="holds 1 deleted rows but the manifest says 2"):
+        ds.take([3, 250])
+    assert ds.take([250, 198]).equals(lance.dataset(str(uri)).take([250, 198]))
+
+
 def test_unknown_data_storage_version_is_refused(copy):
     uri = copy("2.1")
 

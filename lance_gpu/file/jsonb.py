@@ -28,7 +28,8 @@ the document ``null``.
 
 Objects keep their keys sorted (pylance sorts them on write), so printing in stored order
 gives pylance's text: compact (``{"a":[1,2]}``), strings JSON-escaped with non-ASCII kept,
-floats in the shortest round-trip form (``2.5``, ``1e+20``, ``1.0``).
+floats in the shortest round-trip digits laid out as pylance lays them out
+(:func:`float_text`: ``2.5``, ``1.0``, ``0.00001``, ``1e-7``, ``1e+20``).
 """
 
 from __future__ import annotations
@@ -121,17 +122,74 @@ def decode_jsonb(doc: bytes) -> Any:
 
 def jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
     """A ``large_binary`` array of JSONB documents as a ``string`` array of JSON text (nulls
-    kept). Raises :class:`CorruptFileError` naming ``path`` for a malformed document."""
+    kept). Raises :class:`CorruptFileError` naming ``path`` for a malformed document.
+
+    All documents are printed at once by the compiled decoder
+    (:func:`lance_gpu.file._jsonb_text.jsonb_array_to_text`); what it leaves undecided
+    (malformed bytes, repeated keys, deep nesting) goes through :func:`reference_jsonb_to_text`."""
+    from lance_gpu.file._jsonb_text import jsonb_array_to_text  # numba, loaded by the first JSON read
+
+    if pa.types.is_large_binary(values.type):
+        fast = jsonb_array_to_text(values)
+        if fast is not None:
+            return fast
+    return reference_jsonb_to_text(values, path)
+
+
+def reference_jsonb_to_text(values: pa.Array, path: str) -> pa.Array:
+    """:func:`jsonb_to_text` one document at a time in Python: :func:`decode_jsonb`, then
+    :func:`value_text` -- the text the compiled decoder reproduces."""
     out: list[str | None] = []
     for i, raw in enumerate(values.to_pylist()):
         if raw is None:
             out.append(None)
             continue
         try:
-            out.append(json.dumps(decode_jsonb(raw), separators=(",", ":"), ensure_ascii=False))
+            out.append(value_text(decode_jsonb(raw)))
         except (JsonbError, UnicodeDecodeError, struct.error) as exc:
             raise CorruptFileError(path, f"JSON value {i} is not valid JSONB: {exc}") from None
     return pa.array(out, pa.string())
+
+
+def float_text(v: float) -> str:
+    """A float64 as pylance prints it in JSON text: Python's shortest round-trip digits
+    (``float.__repr__``), in positional form for decimal exponents -5 ... 15 (Python's repr
+    turns to ``1e-05`` below 1e-4) and otherwise as ``<mantissa>e<sign><exponent>`` without
+    a padded exponent (``1e-7``, ``1e+20``); NaN / infinities as ``json`` prints them (pylance
+    stores those as tags and prints ``null``)."""
+    if v != v or v in (_INF, -_INF):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    text = float.__repr__(v)
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    x = int(exponent)
+    if x == -5:
+        sign, digits = ("-", mantissa[1:]) if mantissa[0] == "-" else ("", mantissa)
+        return f"{sign}0.0000{digits.replace('.', '')}"
+    return f"{mantissa}e{'+' if x > 0 else '-'}{abs(x)}"
+
+
+_INF = float("inf")
+
+
+def value_text(value: Any) -> str:
+    """One decoded document (:func:`decode_jsonb`) as pylance's compact JSON text."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return float_text(value)
+    if type(value) is str:
+        return json.dumps(value, ensure_ascii=False)
+    if type(value) is list:
+        return "[" + ",".join(map(value_text, value)) + "]"
+    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + value_text(v) for k, v in value.items()) + "}"
 
 
 # -- writing --------------------------------------------------------------------------------

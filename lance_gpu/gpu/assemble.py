@@ -67,6 +67,8 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
     try:
         results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions))
     except (CorruptInputError, ValueError) as exc:
+        if getattr(exc, "earlier", False) or isinstance(exc, CorruptFileError):
+            raise  # an earlier launch's flag (read back with the unravel's results), or its explanation
         at = getattr(exc, "segment", 0)
         leaf = leaves[leveled[at]]
         raise CorruptFileError(leaf.path, f"column {leaf.column}: repetition / definition levels do not fit the column's layers ({exc})") from exc

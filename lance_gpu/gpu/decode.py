@@ -3,7 +3,9 @@
 
 Order (each step one launch, or one per word size / destination, and skipped when empty):
 
-1. staging: the unit's file bytes and blobs to the device arena (:mod:`.staging`);
+1. staging: the unit's file bytes and blobs to the device arena (:mod:`.staging`), then
+   the pre-pass parsing mini-block chunk headers on the device (:mod:`.headers`: one
+   launch, one readback) and the work that depends on them;
 2. ``copy``: Flat chunks, fixed-width full-zip pages, level tails and constant levels;
 3. ``unpack``: FastLanes blocks of values, dictionary indices and levels, scattered into
    their columns (``cuda_kernels.unpack_blocks_scatter_gpu``, one launch per destination
@@ -28,7 +30,7 @@ import numpy as np
 import cuda_kernels as ck
 from cuda_kernels import _device
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.gpu import _array, _kernels, worktable
+from lance_gpu.gpu import _array, _kernels, headers, worktable
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.plan import _DESTS, UnitPlan, work_lists
 
@@ -77,7 +79,10 @@ def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
     flags corrupt input.  Every page work item of the unit goes up first, as one work table
     (:mod:`.worktable`) in one copy, which the launches index."""
     if arena is None:
+        headers.stage(unit)
         arena = unit.stage.upload()
+    unit.stage.wait_ready()  # the kernels' stream waits for the staging copies (events)
+    headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):
         return _decode_pages(unit, arena)

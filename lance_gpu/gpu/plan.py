@@ -36,6 +36,15 @@ while planning: chunk metadata, page dictionaries, full-zip repetition indices a
 chunks of pages with repetition levels (whose level counts are only in their headers).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
+Mini-block pages without repetition levels whose definition levels need only their spans
+(:func:`device_headers`: most flat columns) are planned from their protobuf alone: their
+chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
+and their chunk headers and inline bit widths are parsed on the device, after staging, by
+:mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which emits their work
+for every leaf and file of the unit together.  :data:`DEVICE_HEADERS` turns this off (the
+tests compare both).  What follows describes the host parse, which the other mini-block
+pages (repetition levels, Rle / InlineBitpacking definition levels) still take.
+
 Mini-block pages of memory-mapped files are planned in bulk, per leaf of at least
 :data:`BULK_MIN_PAGES` pages: their chunk tables (metadata words and in-band headers) are
 parsed together (:func:`miniblock.chunk_tables_mapped`: NumPy over the pages' words, one
@@ -87,6 +96,10 @@ _WORD_BITS = (8, 16, 32, 64)
 #: :func:`_emit_miniblock_batch`; below it the fixed cost of doing so exceeds the per-page
 #: path's); None: always page by page (the tests compare both)
 BULK_MIN_PAGES: int | None = 4
+#: mini-block pages without repetition levels (:func:`device_headers`) have their chunk
+#: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
+#: not on the host; False: on the host (the tests compare both)
+DEVICE_HEADERS = True
 
 
 class Unsupported(Exception):
@@ -353,6 +366,10 @@ class UnitPlan:
         #: pages whose value bytes are read from the object store straight into the pinned
         #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
         self.direct_pages: dict[str, int] = {}
+        #: mini-block pages whose chunk headers the device parses (:mod:`lance_gpu.gpu.headers`)
+        self.device_pages: list[DevicePage] = []
+        #: their chunk table and its arena position, once staged (:func:`headers.stage`)
+        self.chunk_table: tuple[Any, int] | None = None
 
     # -- allocation -----------------------------------------------------------------------
 
@@ -488,6 +505,17 @@ def _defers_chunks(layout) -> bool:
     return not layout.mini_block_layout.HasField("rep_compression")
 
 
+def device_headers(layout) -> bool:
+    """Whether a mini-block page (its ``MiniBlockLayout``) can have its chunk headers parsed
+    by the device pre-pass (:mod:`lance_gpu.gpu.headers`): no repetition levels (its level
+    and value counts, so its output regions, follow from the chunk metadata), one or two
+    value buffers, and definition levels (if any) whose work needs only their spans (Flat,
+    OutOfLineBitpacking) -- Rle and InlineBitpacking levels are read on the host."""
+    if layout.HasField("rep_compression") or int(layout.num_buffers) not in (1, 2):
+        return False
+    return not layout.HasField("def_compression") or _level_encoding(layout.def_compression) in ("flat", "out_of_line_bitpacking")
+
+
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
     """Parse one page's host metadata: its counts, levels and layers (``deferred``: the
     value bytes were not read, see :attr:`PagePlan.data_deferred`)."""
@@ -571,6 +599,54 @@ def _parse_miniblock_pages(leaf: LeafPlan, whole: np.ndarray, pages: list[tuple[
 _EMPTY = np.zeros(0, np.uint8)
 
 
+def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray]) -> PagePlan:
+    """A mini-block page without repetition levels planned from its protobuf alone: its
+    value count is ``num_items`` and it has one definition level per value, so its output
+    regions are known; its chunk layout (buffer 0) is decoded later with every other such
+    page of the pass (:func:`fill_chunk_layouts`), its chunk headers on the device."""
+    has_def = mb.HasField("def_compression")
+    num_items = int(mb.num_items)
+    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, num_items, False, has_def, {})
+
+
+def _parse_metadata_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]]) -> list[PagePlan]:
+    """Mini-block pages whose chunk headers the device parses (:func:`device_headers`),
+    ``(index, info, page layout, buffers, chunks deferred)``: :func:`_metadata_page`."""
+    out = []
+    for index, info, layout, bufs, deferred in pages:
+        page = _metadata_page(info, layout.mini_block_layout, bufs)
+        page.index, page.data_deferred = index, deferred
+        out.append(page)
+    return out
+
+
+def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
+    """The chunk layouts (``counts``, ``levels``, ``starts``, ``sizes`` in ``parsed``) of the
+    pages :func:`_metadata_page` planned, for ``(leaf, page)`` of any leaves and files: one
+    :func:`miniblock.chunk_layouts` over all their metadata words (NumPy, no Python per
+    chunk).  A page whose counts do not add up to its ``num_items`` raises the host parser's
+    ``CorruptFileError`` naming its file."""
+    todo = [(leaf, pg) for leaf, pg in pages if "counts" not in pg.parsed]
+    if not todo:
+        return
+    layouts = [pg.layout for _leaf, pg in todo]
+    try:
+        bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, [pg.buffers[0] for _leaf, pg in todo], todo[0][0].ctx())
+    except CorruptFileError:
+        for leaf, pg in todo:  # name the file of the first bad page
+            miniblock.chunk_layouts([pg.layout], [pg.buffers[0]], leaf.ctx())
+        raise
+    edges = bounds.tolist()
+    none = np.zeros(counts.size, np.int64)  # the levels of pages without definition levels
+    for j, (_leaf, pg) in enumerate(todo):
+        lo, hi = edges[j], edges[j + 1]
+        c = counts[lo:hi]
+        pg.parsed.update(counts=c, levels=c if pg.has_def else none[lo:hi], starts=starts[lo:hi], sizes=sizes[lo:hi])
+
+
+_DEV: Any = object()  # plan_leaf's placeholder of a page planned by _parse_metadata_pages
+
+
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout) -> tuple[int, ...]:
     """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
     (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
@@ -620,6 +696,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # (a mapped file's buffers are views of its map: LanceFileReader.mapped)
     whole = reader.mapped if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES else None
     bulk: list[tuple[int, PageInfo, Any, list[np.ndarray]]] = []
+    dev: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]] = []
     plans: list[PagePlan | None] = []
     k = 0
     for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
@@ -627,6 +704,11 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         bufs = raw[k : k + nb]
         k += nb
         kind = layout.WhichOneof("layout")
+        on_device = DEVICE_HEADERS and kind == "mini_block_layout" and nb >= 2 and device_headers(layout.mini_block_layout)
+        if on_device:  # planned from chunk metadata alone, the leaf's such pages together
+            dev.append((pi, p, layout, bufs, 1 in d))
+            plans.append(_DEV)
+            continue
         if whole is not None and kind == "mini_block_layout" and not d and nb >= 2:
             bulk.append((pi, p, layout, bufs))
             plans.append(None)
@@ -638,6 +720,9 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         page_plan.data_deferred = data_deferred
         page_plan.index_deferred = full_zip and 1 in d
         plans.append(page_plan)
+    if dev:
+        on_dev = iter(_parse_metadata_pages(leaf, dev))
+        plans = [next(on_dev) if pp is _DEV else pp for pp in plans]
     if bulk:
         if len(bulk) >= BULK_MIN_PAGES:  # type: ignore[operator]
             parsed = iter(_parse_miniblock_pages(leaf, whole, bulk))  # type: ignore[arg-type]
@@ -761,6 +846,15 @@ class _Chunks:
     value: np.ndarray
     rep_dst: np.ndarray
     def_dst: np.ndarray
+    #: the inline bit-packed blocks of buffer 0, where the device found them (else they are
+    #: read in ``data``)
+    blocks: bitpacking_plan.InlineBlocks | None = None
+    #: per chunk, where its leaf's values start (fixed: byte in the fixed arena; var: slot),
+    #: for chunks of several leaves emitted together; None: the ``leaf`` passed along
+    value_base: np.ndarray | None = None
+    #: per chunk, the index item its dictionary indices go to (dictionary pages emitted
+    #: together); None: from the page's ``dictionary`` position
+    index_first: np.ndarray | None = None
 
 
 _NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
@@ -844,6 +938,16 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     # a dictionary's items are decoded on the host and staged now; its indices are chunk work
     dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
+    size = p.get("data_size", int(page.info.buffer_sizes[1]))
+    if DEVICE_HEADERS and "bufs" not in p and size and device_headers(mb):
+        # staged now; its chunk headers are parsed on the device, its work emitted then
+        if page.data_deferred:
+            data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
+            unit.count_direct(page)
+        else:
+            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1])
+        unit.device_pages.append(DevicePage(leaf, page, data_pos, size, vpos, def_dst, dictionary))
+        return
     if not page.data_deferred:
         data = page.buffers[1]
         data_pos = unit.stage.add_buffer(leaf.path, offset, data)
@@ -851,7 +955,6 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
         _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
         return
     # a row selection cut the page to the bytes of its kept chunks (data_shift on)
-    size = p.get("data_size", int(page.info.buffer_sizes[1]))
     if not size:
         _land_chunks(unit, leaf, page, _EMPTY, 0, vpos, rep_dst, def_dst, dictionary)
         return
@@ -906,9 +1009,10 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         return
     if leaf.kind == "var":
         width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
-        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=leaf.slot_lo + ch.value)
+        slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
+        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=slot)
         return
-    dst = leaf.value_pos + ch.value * leaf.width
+    dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if vk == "inline_bitpacking":
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         _emit_inline(unit, "fixed", bits, ch, starts, counts, dst // (bits // 8), ctx)
@@ -934,7 +1038,9 @@ def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, coun
     to item ``dst_item[i]`` (items of ``bits``) of the destination."""
     word = bits // 8
     # blocks must end inside their page's chunk data when ch.data is the file's map
-    blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
+    blocks = ch.blocks
+    if blocks is None:
+        blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
     if ch.align % word:
         raise ctx.corrupt("misaligned bit-packed buffer")
     chunk = blocks.chunk
@@ -1024,7 +1130,8 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
     bits, ipos = dictionary
     kind = _index_encoding(enc)
     word = bits // 8
-    first = ipos + (ch.value - ch.value[0])  # index items of the page's chunks
+    # index items of the page's chunks
+    first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
     if kind == "inline_bitpacking":
         _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx)
     elif kind == "flat":
@@ -1071,6 +1178,8 @@ def _batchable(page: PagePlan, whole: np.ndarray | None) -> bool:
     no dictionary."""
     if whole is None or page.kind != "mini_block_layout" or page.data_deferred or not page.num_values:
         return False
+    if "bufs" not in page.parsed:  # chunk headers parsed on the device
+        return False
     mb = page.layout
     if not int(mb.num_buffers) or mb.HasField("dictionary"):
         return False
@@ -1088,6 +1197,22 @@ class _Batch:
     vpos: list[int] = field(default_factory=list)
     rep_dst: list[int] = field(default_factory=list)
     def_dst: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DevicePage:
+    """A mini-block page staged at arena byte ``data_pos`` (``size`` bytes of chunks) whose
+    chunk headers are parsed on the device (:func:`device_headers`); its values go to value
+    ``vpos`` of its leaf, its definition levels (one per value) to level ``def_dst``;
+    ``dictionary``: :func:`_stage_dictionary`'s result for a dictionary page."""
+
+    leaf: LeafPlan
+    page: PagePlan
+    data_pos: int
+    size: int
+    vpos: int
+    def_dst: int
+    dictionary: tuple[int, int] | None
 
 
 def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:

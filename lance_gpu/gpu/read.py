@@ -32,7 +32,7 @@ from cuda_kernels import _device
 from cuda_kernels.errors import CorruptInputError, deferred_errors
 from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
-from lance_gpu.gpu import _array, memory
+from lance_gpu.gpu import _array, headers, memory
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
@@ -174,6 +174,7 @@ def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
         for _k, fp in items:
             for leaf in fp.leaves:
                 place_leaf(unit, leaf)
+        headers.stage(unit)  # the chunk table of the pages whose headers the device parses
     with _array.nvtx_range("lance_gpu.stage"):
         return _Staged(items, unit, unit.stage.upload())
 

@@ -29,7 +29,7 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import miniblock
-from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, plan_leaf
+from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, plan_leaf
 
 __all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
 
@@ -177,6 +177,7 @@ def _restrict_miniblock(pp: PagePlan, runs: np.ndarray, ctx: DecodeContext) -> N
 def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
     """Cut the planned pages of ``leaf`` to the rows of ``ranges`` (aligned to its units)."""
     ctx = leaf.ctx()
+    fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout" and not pp.has_rep])
     for pid, pp in zip(page_ids, leaf.pages, strict=True):
         lo, hi = int(units.page_start[pid]), int(units.page_start[pid + 1])
         runs = _clip(ranges, lo, hi)
@@ -246,6 +247,7 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
     all ``rows`` (summed over the leaves), for tests and explain output."""
     pages = chunks = fz_rows = 0
     for leaf in leaves:
+        fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout" and not pp.has_rep])
         for pp in leaf.pages:
             pages += 1
             if pp.kind == "mini_block_layout":

@@ -22,7 +22,10 @@ those pages are planned from their chunk metadata alone and fetched once, into t
 
 The copy streams are non-blocking CuPy streams where CuPy is in use, so that a unit staged
 from another thread (:func:`lance_gpu.gpu.read.scan_device` stages the next unit while the
-current one decodes) copies while kernels run on the legacy stream.  The arena is allocated
+current one decodes) copies while kernels run on the legacy stream.  :meth:`Stager.upload`
+does not wait for its last copies: it records an event on each copy stream, and the decode
+of the unit makes its stream wait for them (:meth:`Stager.wait_ready`), so the staging
+thread goes on to the next unit while the copies drain and the kernels start right after.  The arena is allocated
 on the first copy stream, so a pooled allocator orders its reuse with those copies; the
 reader synchronises the legacy stream after decoding a unit, before its arena is freed.
 """
@@ -38,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from cuda_kernels._device import is_simulator
 from lance_gpu.gpu import _array
 from lance_gpu.io.store import ObjectStore, read_ranges_into
 
@@ -80,6 +84,8 @@ class Stager:
         self.size = 0
         self._ranges: dict[tuple[str, int, int], int] = {}
         self._partial: dict[int, np.ndarray] = {}  # item index -> bytes of a range spanning slabs
+        #: events recorded on the copy streams after the last upload's copies (:meth:`wait_ready`)
+        self.ready: list[Any] = []
 
     def add_bytes(self, data: np.ndarray) -> int:
         """Stage host bytes (a page buffer view or a blob of any dtype); returns the position."""
@@ -176,6 +182,14 @@ class Stager:
                         it.land(part)
             k += 1
 
+    def host_bytes(self) -> np.ndarray:
+        """The arena's bytes in host memory (what :meth:`upload` copies to the device; for
+        host-side tests and references)."""
+        out = np.zeros(max(_align(self.size), ALIGN), np.uint8)
+        if self.items:
+            self._fill_part(out, 0, 0, self.size, 0)
+        return out
+
     def upload(self) -> object:
         """Copy everything to a new device arena (uint8) and return it."""
         total = max(_align(self.size), ALIGN)
@@ -202,9 +216,23 @@ class Stager:
                 arena[lo:hi].copy_to_device(slab[: hi - lo], stream=streams[which])
                 which ^= 1
                 lo = hi
+            # the arena is ready once both copy streams reach here: decoding waits for these
+            # events on its own stream (wait_ready), the host does not (a later upload waits
+            # for a slab's copy before refilling it, above)
+            cuda = _array.cuda()
+            self.ready = []
             for st in streams:
-                st.synchronize()
+                event = cuda.event() if is_simulator() else cuda.event(timing=False)
+                event.record(stream=st)
+                self.ready.append(event)
         return arena
+
+    def wait_ready(self, stream: Any = 0) -> None:
+        """Make ``stream`` (default: the legacy stream the kernels run on) wait until the
+        last :meth:`upload`'s copies are done (events, no host synchronisation)."""
+        for event in self.ready:
+            event.wait(stream=stream)
+        self.ready = []
 
 
 def _fill_executor() -> ThreadPoolExecutor:
@@ -234,6 +262,8 @@ def _get_pinned(count: int, nbytes: int) -> list[np.ndarray]:
     holds ``_pinned_lock``)."""
     if len(_pinned) < count or _pinned[0].size < nbytes:
         cuda = _array.cuda()
+        for stream, _owner in _streams:  # the last upload's copies may still read the old slabs
+            stream.synchronize()
         _pinned.clear()
         for _ in range(count):
             _pinned.append(cuda.pinned_array(max(nbytes, ALIGN), dtype=np.uint8))

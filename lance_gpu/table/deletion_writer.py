@@ -56,7 +56,8 @@ def write_deletion_file(
 ) -> tuple[table_pb2.DeletionFile, str]:
     """Write the deletion file of a fragment whose deleted offsets are ``rows`` (sorted,
     unique, non-empty) into the dataset at ``root`` of ``store``; returns its manifest
-    entry and its key (a fresh random id: never an existing object)."""
+    entry and its key (a fresh random id: never an existing object).  The file is not
+    synced here: a commit naming it makes it durable first."""
     file_type, data = encode_deletion_rows(rows)
     pb = table_pb2.DeletionFile(
         file_type=file_type,
@@ -65,7 +66,16 @@ def write_deletion_file(
         num_deleted_rows=len(rows),
     )
     key = deletion_file_path(store, root, fragment_id, pb)
-    store.put(key, data)
+    # published unsynced, as data files are: the commit whose manifest names it syncs every
+    # file the manifest adds in one parallel round before publishing the manifest
+    # (lance_gpu.txn.commit), so a synced staging copy here was a second, serial fsync
+    writer = store.open_writer(key)
+    try:
+        writer.write(data)
+        writer.close(sync=False)
+    except BaseException:
+        writer.abort()
+        raise
     return pb, key
 
 

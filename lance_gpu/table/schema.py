@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 
 from lance_gpu._proto import file_pb2, table_pb2
-from lance_gpu.errors import CorruptFileError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.errors import CorruptFileError, SchemaMismatchError, UnsupportedFeatureError, UnsupportedTypeError
 
 __all__ = [
     "ENCODING_PLAIN",
@@ -177,6 +177,8 @@ def _logical(t: pa.DataType) -> str:
     if name is not None:
         return name
     if pa.types.is_decimal(t):
+        if t.bit_width not in (128, 256):  # pylance 14: "Unsupported data type: Decimal64(P, S)"
+            raise _TypeError(f"Unsupported data type: {t} (Lance stores decimal128 and decimal256)")
         return f"decimal:{t.bit_width}:{t.precision}:{t.scale}"
     if pa.types.is_timestamp(t):
         return f"timestamp:{t.unit}:{t.tz or '-'}"
@@ -532,12 +534,13 @@ class LanceSchema:
         """Lance fields for an Arrow schema, with fresh ids from ``start_id``, depth-first,
         logical types, encodings and metadata as pylance 14 writes them.
 
-        Raises :class:`UnsupportedFeatureError` for types Lance cannot store.
+        Raises :class:`UnsupportedTypeError` (an ``UnsupportedFeatureError`` and, as
+        pylance's, an ``OSError``) for types Lance cannot store.
         """
         try:
             fields = _fields_from_arrow(schema, -1, [start_id], ())
         except _TypeError as exc:
-            raise UnsupportedFeatureError(str(exc)) from None
+            raise UnsupportedTypeError(str(exc)) from None
         meta = {k.decode("utf-8"): v for k, v in (schema.metadata or {}).items()}
         return cls(fields, meta)
 
@@ -680,13 +683,16 @@ class LanceSchema:
 
 
 def _has_extension_markers(schema: pa.Schema) -> bool:
-    def visit(f: pa.Field) -> bool:
-        if f.metadata and EXT_NAME_KEY.encode() in f.metadata:
-            return True
-        t = f.type
-        return any(visit(t.field(i)) for i in range(t.num_fields))
+    return any(_field_has_extension_marker(f) for f in schema)
 
-    return any(visit(f) for f in schema)
+
+def _field_has_extension_marker(f: pa.Field) -> bool:
+    """Whether ``f`` or a field inside it carries an extension type name (a module-level
+    recursion: a recursive closure would leave a reference cycle per call)."""
+    if f.metadata and EXT_NAME_KEY.encode() in f.metadata:
+        return True
+    t = f.type
+    return any(_field_has_extension_marker(t.field(i)) for i in range(t.num_fields))
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,12 +24,23 @@ Columnar arrays (one entry per fragment, manifest order):
 * :attr:`TableSnapshot.physical_rows` (``uint64``, the manifest's u64) -- rows stored in the
   fragment's data files, deleted rows included;
 * :attr:`TableSnapshot.deletion_counts` (``int64``) -- rows its deletion file deletes: 0
-  without one, -1 where the deletion file does not say (old writers): read it to know.
+  without one, -1 where the deletion file does not say (old writers): read it to know;
+* :attr:`TableSnapshot.row_id_sequences` (``binary``) -- its inline stable row id sequence;
+* :attr:`TableSnapshot.data_file_offsets` (``int64``, one more) -- where its data files are
+  in the per-file arrays :attr:`TableSnapshot.data_file_paths` (``string``) and
+  :attr:`TableSnapshot.data_file_fields` (``list<int32>``, field ids).
+
+Fragment objects (:class:`FragmentSnapshot`) are views made on demand, referring to their
+snapshot; the snapshot refers to them only weakly and keeps their reading caches itself, so
+a version nobody holds is freed by reference counting, not by the cycle collector.  A
+snapshot a commit opens takes over the caches of the fragments the commit left unchanged
+(:meth:`TableSnapshot.adopt`).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -83,6 +94,10 @@ class _Location:
     version: FileVersion | None
 
 
+#: The deleted rows of a fragment without a deletion file (shared, read only).
+_NO_ROWS = np.zeros(0, np.uint32)
+_NO_ROWS.flags.writeable = False
+
 #: :meth:`FragmentSnapshot._locate` results: the field has no data in the fragment / no data
 #: file holds it although its ids are listed (corrupt).
 _NOWHERE = object()
@@ -124,6 +139,11 @@ class TableSnapshot:
         self.field_locations: dict[tuple[Any, int], object] = {}
         #: Locks the fragments share, by fragment id, for opening their file readers.
         self.reader_locks = tuple(threading.Lock() for _ in range(16))
+        #: Caches of reading each fragment (:class:`_FragmentState`), by manifest position:
+        #: they outlive the :class:`FragmentSnapshot` objects, which are views made on demand.
+        self._states: dict[int, _FragmentState] = {}
+        #: The fragment objects made so far, held weakly (see :attr:`fragments`).
+        self._fragment_refs: list[weakref.ref[FragmentSnapshot] | None] = [None] * len(self.manifest.fragments)
 
     @classmethod
     def load(cls, store: ObjectStore, root: str, version: int | str | None = None,
@@ -134,8 +154,57 @@ class TableSnapshot:
         return cls(store, root, read_manifest_file(store, info.path), storage_options)
 
     def checkout(self, version: int | str | None) -> TableSnapshot:
-        """The snapshot of another version of the same dataset (None: the latest)."""
-        return TableSnapshot.load(self.store, self.root, version, self.storage_options)
+        """The snapshot of another version of the same dataset (None: the latest), with
+        the caches of this one's fragments that it keeps unchanged (:meth:`adopt`)."""
+        snapshot = TableSnapshot.load(self.store, self.root, version, self.storage_options)
+        if snapshot is not self:
+            snapshot.adopt(self)
+        return snapshot
+
+    def adopt(self, other: TableSnapshot) -> int:
+        """Take over the reading caches (:class:`_FragmentState`) of ``other``'s fragments that
+        this version keeps as they were, so a read after a commit does not open again the
+        files the commit left alone: a commit's new snapshot is the old one plus what the
+        transaction changed.  Per fragment id read in ``other``: its open readers of data
+        files whose manifest entries (and the fragment's ``physical_rows``) are unchanged,
+        and the schema unchanged, with the row-count check and where its fields live; its
+        deleted rows when the deletion file is the same (and live rows, with the files);
+        its row ids when the row id sequence is.  Returns how many fragments took
+        something."""
+        if other.store is not self.store or other.root != self.root or not other._states:
+            return 0
+        same_schema = list(other.manifest.fields) == list(self.manifest.fields)
+        old = other.manifest.fragments
+        taken = 0
+        for position, state in list(other._states.items()):
+            before = old[position]
+            now_position = self._positions.get(int(before.id))
+            if now_position is None:
+                continue
+            now = self.manifest.fragments[now_position]
+            if now.physical_rows != before.physical_rows:
+                continue
+            fresh = _FragmentState()
+            # (readers were checked against the fragment's entry and the schema: both the same)
+            same_files = same_schema and list(now.files) == list(before.files)
+            if same_files:
+                fresh.readers = dict(state.readers)
+                fresh.rows_checked = state.rows_checked
+            same_deletions = now.HasField("deletion_file") == before.HasField("deletion_file") and (
+                not now.HasField("deletion_file") or now.deletion_file == before.deletion_file)
+            if same_deletions:
+                fresh.deleted_rows = state.deleted_rows
+                if same_files:
+                    fresh.live_rows = state.live_rows
+            if now.WhichOneof("row_id_sequence") == before.WhichOneof("row_id_sequence") and (
+                    now.inline_row_ids == before.inline_row_ids and now.external_row_ids == before.external_row_ids):
+                fresh.row_ids = state.row_ids
+            if same_files:
+                fresh.sources = dict(state.sources)
+            if fresh.readers or fresh.deleted_rows is not None or fresh.row_ids is not None:
+                self._states.setdefault(now_position, fresh)
+                taken += 1
+        return taken
 
     def latest(self) -> TableSnapshot:
         """The snapshot of the latest version (this one when nothing was committed since)."""
@@ -190,6 +259,35 @@ class TableSnapshot:
             np.int64, len(self.manifest.fragments),
         )
 
+    @cached_property
+    def data_file_offsets(self) -> np.ndarray:
+        """Where each fragment's data files are in the per-file arrays (``int64``, one more
+        than the fragments): fragment ``i``'s are entries ``[offsets[i], offsets[i + 1])``
+        of :attr:`data_file_paths` and :attr:`data_file_fields`, in manifest order."""
+        counts = np.fromiter((len(f.files) for f in self.manifest.fragments), np.int64, len(self.manifest.fragments))
+        offsets = np.zeros(counts.size + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return offsets
+
+    @cached_property
+    def data_file_paths(self) -> pa.StringArray:
+        """Every data file's path relative to the dataset's ``data/`` (as the manifest's
+        ``DataFile.path``), fragment after fragment (:attr:`data_file_offsets`)."""
+        return pa.array([df.path for f in self.manifest.fragments for df in f.files], pa.string())
+
+    @cached_property
+    def data_file_fields(self) -> pa.ListArray:
+        """Every data file's field ids (``DataFile.fields``, ``list<int32>``), aligned with
+        :attr:`data_file_paths`."""
+        return pa.array([list(df.fields) for f in self.manifest.fragments for df in f.files], pa.list_(pa.int32()))
+
+    @cached_property
+    def row_id_sequences(self) -> pa.BinaryArray:
+        """Each fragment's inline serialized ``RowIdSequence`` (stable row ids), null where the
+        fragment has none or keeps it in an external file (read through the fragment)."""
+        return pa.array([f.inline_row_ids if f.WhichOneof("row_id_sequence") == "inline_row_ids" else None
+                         for f in self.manifest.fragments], pa.binary())
+
     def count_rows(self) -> int:
         """Live rows, from the manifest (deletion files read only where it does not say how
         many rows they delete); no data file is opened."""
@@ -197,12 +295,34 @@ class TableSnapshot:
         unknown = np.flatnonzero(deleted < 0)
         # Python integers: the manifest's u64 counts add without wrapping, as pylance's
         total = sum(self.physical_rows.tolist()) - sum(deleted[deleted > 0].tolist())
-        return total - sum(int(self.fragments[i].deleted_rows.size) for i in unknown)
+        return total - sum(int(self.fragment_at(int(i)).deleted_rows.size) for i in unknown)
 
-    @cached_property
+    @property
     def fragments(self) -> tuple[FragmentSnapshot, ...]:
-        """The fragments, in manifest order."""
-        return tuple(FragmentSnapshot(self, pb) for pb in self.manifest.fragments)
+        """The fragments, in manifest order.
+
+        A snapshot refers to its fragment objects only weakly (each fragment refers to its
+        snapshot, strongly): a version nobody uses any more is freed by reference counting,
+        its file readers closed at once, without waiting for the cycle collector.  A
+        fragment object lives as long as someone holds it; one made again is equal to it
+        (same snapshot, same position) and shares its caches (:class:`_FragmentState`)."""
+        return tuple(self.fragment_at(i) for i in range(len(self._fragment_refs)))
+
+    def fragment_at(self, position: int) -> FragmentSnapshot:
+        """The fragment at ``position`` in manifest order."""
+        ref = self._fragment_refs[position]
+        frag = None if ref is None else ref()
+        if frag is None:
+            frag = FragmentSnapshot(self, position)
+            self._fragment_refs[position] = weakref.ref(frag)
+        return frag
+
+    def fragment_state(self, position: int) -> _FragmentState:
+        """The caches of reading the fragment at ``position`` (made on first use)."""
+        state = self._states.get(position)
+        if state is None:
+            state = self._states.setdefault(position, _FragmentState())
+        return state
 
     @cached_property
     def _positions(self) -> dict[int, int]:
@@ -214,7 +334,7 @@ class TableSnapshot:
     def get_fragment(self, fragment_id: int) -> FragmentSnapshot | None:
         """The fragment with this id, or None."""
         pos = self._positions.get(int(fragment_id))
-        return None if pos is None else self.fragments[pos]
+        return None if pos is None else self.fragment_at(pos)
 
     def fragment(self, fragment_id: int) -> FragmentSnapshot:
         """The fragment with this id (a ``KeyError`` naming the version when there is none)."""
@@ -240,25 +360,55 @@ def _single_leaf(snapshot: TableSnapshot, field: LanceField) -> bool:
     return leaf_types(arrow_type) == [arrow_type]
 
 
+class _FragmentState:
+    """The caches of reading one fragment of a version, kept by its :class:`TableSnapshot`
+    (by manifest position) for the version's lifetime: its open file readers (by store
+    key), whether its row count was checked against a data file, where each field lives
+    (by field id), its deleted rows, live rows and row ids.  Nothing here refers back to a
+    snapshot or fragment object, so no reference cycle keeps a version alive."""
+
+    __slots__ = ("deleted_rows", "live_rows", "readers", "row_ids", "rows_checked", "sources")
+
+    def __init__(self) -> None:
+        self.readers: dict[str, LanceFileReader] = {}
+        self.rows_checked = False
+        self.sources: dict[int, FieldSource | None] = {}
+        self.deleted_rows: np.ndarray | None = None
+        self.live_rows: np.ndarray | bool | None = False  # False: not computed yet
+        self.row_ids: np.ndarray | None = None
+
+
 class FragmentSnapshot:
     """One fragment of a :class:`TableSnapshot`: its manifest entry, and the caches of reading
     it (file readers, where fields live, deleted rows, row ids) -- valid as long as the
-    version, so kept as long as the snapshot."""
+    version, so kept by the snapshot (:class:`_FragmentState`).
 
-    def __init__(self, snapshot: TableSnapshot, pb: table_pb2.DataFragment) -> None:
+    A view made on demand (:meth:`TableSnapshot.fragment_at`): it refers to its snapshot, the
+    snapshot does not refer to it (but weakly), so versions die by reference counting.  Two
+    views of the same position of the same snapshot are equal."""
+
+    def __init__(self, snapshot: TableSnapshot, position: int) -> None:
         self.snapshot = snapshot
-        self.pb = pb
-        self.fragment_id = int(pb.id)
-        self.physical_rows = int(pb.physical_rows)
-        self._readers: dict[str, LanceFileReader] = {}
+        #: The fragment's position in the manifest's fragment list.
+        self.position = position
+        self.pb: table_pb2.DataFragment = snapshot.manifest.fragments[position]
+        self.fragment_id = int(self.pb.id)
+        self.physical_rows = int(self.pb.physical_rows)
+        self._state = snapshot.fragment_state(position)
         # one reader (one footer fetch) per file: locks shared by the snapshot's fragments
         # (a lock per fragment is a thousand objects for a thousand fragments)
         self._readers_lock = snapshot.reader_locks[self.fragment_id % len(snapshot.reader_locks)]
-        self._rows_checked = False
-        self._sources: dict[int, FieldSource | None] = {}  # field id -> where it lives
 
     def __repr__(self) -> str:
         return f"FragmentSnapshot(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FragmentSnapshot):
+            return NotImplemented
+        return self.snapshot is other.snapshot and self.position == other.position
+
+    def __hash__(self) -> int:
+        return hash((id(self.snapshot), self.position))
 
     @property
     def uri(self) -> str:
@@ -277,25 +427,35 @@ class FragmentSnapshot:
         """Live rows as the manifest says (no data file opened)."""
         return self.physical_rows - self.num_deletions
 
-    @cached_property
+    @property
     def deleted_rows(self) -> np.ndarray:
         """Sorted physical offsets of deleted rows (uint32)."""
-        if not self.pb.HasField("deletion_file"):
-            return np.zeros(0, np.uint32)
-        return read_deletion_file(self.snapshot.store, self.snapshot.root, self.fragment_id, self.pb.deletion_file)
+        state = self._state
+        if state.deleted_rows is None:
+            if not self.pb.HasField("deletion_file"):
+                state.deleted_rows = _NO_ROWS
+            else:
+                state.deleted_rows = read_deletion_file(self.snapshot.store, self.snapshot.root, self.fragment_id,
+                                                        self.pb.deletion_file)
+        return state.deleted_rows
 
-    @cached_property
+    @property
     def live_rows(self) -> np.ndarray | None:
         """Physical offsets of the rows not deleted, or None when nothing is deleted."""
+        state = self._state
+        if state.live_rows is not False:
+            return state.live_rows  # type: ignore[return-value]
         self.check_row_count()  # before sizing anything by physical_rows
         deleted = self.deleted_rows
-        if deleted.size == 0:
-            return None
-        keep = np.ones(self.physical_rows, np.bool_)
-        if deleted.size and int(deleted[-1]) >= self.physical_rows:
-            raise CorruptFileError(self.uri, f"fragment {self.fragment_id} deletes row {int(deleted[-1])} of {self.physical_rows}")
-        keep[deleted] = False
-        return np.flatnonzero(keep)
+        live: np.ndarray | None = None
+        if deleted.size:
+            if int(deleted[-1]) >= self.physical_rows:
+                raise CorruptFileError(self.uri, f"fragment {self.fragment_id} deletes row {int(deleted[-1])} of {self.physical_rows}")
+            keep = np.ones(self.physical_rows, np.bool_)
+            keep[deleted] = False
+            live = np.flatnonzero(keep)
+        state.live_rows = live
+        return live
 
     def live_count(self) -> int:
         """Rows not deleted, from the manifest, as pylance counts them: a take's row positions
@@ -320,7 +480,8 @@ class FragmentSnapshot:
         fragment's files hold ``physical_rows`` rows).  Legacy (v1) files, which this
         package does not read, are not opened.
         """
-        if self._rows_checked or self._readers:
+        state = self._state
+        if state.rows_checked or state.readers:
             return
         for df, path in zip(self.pb.files, self.data_paths, strict=True):
             if int(df.file_major_version) == 0 and int(df.file_minor_version) <= 2:
@@ -332,15 +493,16 @@ class FragmentSnapshot:
             if meta is None or meta.known_rows != self.physical_rows:
                 self.file_reader(path)
             break
-        self._rows_checked = True
+        state.rows_checked = True
 
-    @cached_property
+    @property
     def row_ids(self) -> np.ndarray:
         """Row id of every physical row: stable ids if the dataset has them, else addresses."""
-        ids = read_fragment_row_ids(self.snapshot.store, self.snapshot.root, self.pb)
-        if ids is not None:
-            return ids
-        return self.row_addresses(None)
+        state = self._state
+        if state.row_ids is None:
+            ids = read_fragment_row_ids(self.snapshot.store, self.snapshot.root, self.pb)
+            state.row_ids = ids if ids is not None else self.row_addresses(None)
+        return state.row_ids
 
     def row_addresses(self, rows: np.ndarray | None) -> np.ndarray:
         """Row addresses ``fragment_id << 32 | offset`` of the given physical rows (None: all)."""
@@ -364,17 +526,18 @@ class FragmentSnapshot:
     def file_reader(self, path: str) -> LanceFileReader:
         """The (cached) reader of one of this fragment's data files, checked against the
         fragment's manifest entry (``physical_rows`` rows, the columns and field ids it names)."""
-        r = self._readers.get(path)
+        readers = self._state.readers
+        r = readers.get(path)
         if r is None:
             with self._readers_lock:
-                r = self._readers.get(path)
+                r = readers.get(path)
                 if r is None:
                     r = LanceFileReader(path, self.snapshot.store)
                     # its row count, columns and field ids against this fragment's manifest entry
                     index = self._path_index.get(path)
                     check_data_file(r, self.pb, None if index is None else self.pb.files[index],
                                     self.snapshot.lance_schema)
-                    self._readers[path] = r
+                    readers[path] = r
         return r
 
     def field_source(self, field: LanceField) -> FieldSource | None:
@@ -382,11 +545,12 @@ class FragmentSnapshot:
         fields (a column added without data: read as nulls, as the table format says).
         Kept per field id (the snapshot's schema fixes the field ids): each streaming window
         of the fragment asks again."""
+        sources = self._state.sources
         key = field.id
-        if key in self._sources:
-            return self._sources[key]
+        if key in sources:
+            return sources[key]
         src = self._field_source(field)
-        self._sources[key] = src
+        sources[key] = src
         return src
 
     @cached_property
@@ -461,7 +625,7 @@ class FragmentSnapshot:
 
     def drop_prefetched(self) -> None:
         """Let go of the bytes :meth:`prefetch` fetched (the scan is done with this fragment)."""
-        for reader in list(self._readers.values()):
+        for reader in list(self._state.readers.values()):
             drop = getattr(reader.io, "drop_prefetched", None)
             if drop is not None:
                 drop()

@@ -92,17 +92,19 @@ def column_field_ids(schema: LanceSchema, minor: int = 2) -> list[int]:
     if minor == 0:
         return [f.id for f in schema.walk()]
     out: list[int] = []
-
-    def visit(f: LanceField) -> None:
-        if blob_kind(f) == 2 or f.is_leaf:
-            out.append(f.id)
-            return
-        for child in f.children:
-            visit(child)
-
     for top in schema.fields:
-        visit(top)
+        _column_owners(top, out)
     return out
+
+
+def _column_owners(f: LanceField, out: list[int]) -> None:
+    """Append the ids of the fields in ``f`` that own a column in a 2.1+ file (module level:
+    a recursive closure would leave a reference cycle per call)."""
+    if blob_kind(f) == 2 or f.is_leaf:
+        out.append(f.id)
+        return
+    for child in f.children:
+        _column_owners(child, out)
 
 
 def blob_values(arr: pa.Array) -> pa.Array:

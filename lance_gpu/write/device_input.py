@@ -14,11 +14,17 @@ Accepted (:func:`is_device_input`):
   lists (embeddings).  DLPack producers in host memory are host data: the CPU writer takes
   them (see :func:`host_dlpack_column`);
 * a ``cudf.DataFrame`` (recognised by its module, cuDF is never imported here), through a
-  thin adapter onto device columns that uses only buffer interfaces: per column
-  ``frame[name]`` with ``.dtype`` and ``len()``, ``.isna()`` and ``.fillna(0)`` whose
-  ``.values`` expose ``__cuda_array_interface__`` (numeric, bool and datetime columns), and
-  for strings the column's ``._column.children[0]`` (int32 offsets, ``.values``) and
-  ``._column.data`` (the characters, ``__cuda_array_interface__``).
+  thin adapter onto device columns that uses only cuDF's public zero-copy view: per column
+  ``frame[name]``, its ``.dtype`` (the Arrow type: ``to_arrow()`` of list / struct /
+  decimal dtypes, else the NumPy dtype) and ``Series.to_pylibcudf()`` -- a
+  ``pylibcudf.Column`` (``offset()``, ``size()``, ``null_count()``, ``data()``,
+  ``null_mask()``, ``children()``, ``type().id()``), whose buffers are read through
+  ``__cuda_array_interface__`` or the Span protocol (``.ptr``, ``.size``); see
+  :func:`_plc_column` for the layouts.  Numbers, booleans, temporal types, decimals (32-
+  and 64-bit ones widened to decimal128 on the device: Lance has no narrower decimals),
+  strings, lists and structs, nested, sliced (a column's offset) or not, become device
+  columns without a host copy; category and interval columns (and every column of a cuDF
+  without ``Series.to_pylibcudf``, before 24.12) go through cuDF's ``to_arrow()``.
 
 Columns keep the device layout of :class:`DeviceColumn`: validity one bool byte per slot,
 booleans one byte per value, int64 offsets that index ``data`` directly.  Nothing here
@@ -207,35 +213,61 @@ def _column_of_array(name: str, arr: Any) -> DeviceColumn:
     return DeviceColumn(t, n, None, data)
 
 
+def _cudf_arrow_type(dtype: Any) -> pa.DataType | None:
+    """The Arrow type of a cuDF column's dtype (what ``Series.to_arrow()`` gives), None for
+    the kinds taken through ``to_arrow()`` (categories: a dictionary column, kept on the
+    host; intervals)."""
+    arrow = getattr(dtype, "pyarrow_dtype", None)  # pandas.ArrowDtype
+    if arrow is None:
+        kind = str(getattr(dtype, "name", dtype))
+        if kind in ("category", "interval") or kind.startswith("interval"):
+            return None
+        to_arrow = getattr(dtype, "to_arrow", None)  # cudf.ListDtype / StructDtype / Decimal*Dtype
+        if to_arrow is not None:
+            arrow = to_arrow()
+        elif kind in ("object", "str", "string"):
+            arrow = pa.string()
+        else:
+            try:
+                npd = np.dtype(dtype)
+                arrow = pa.bool_() if npd == np.bool_ else pa.from_numpy_dtype(npd)
+            except (TypeError, pa.ArrowNotImplementedError, NotImplementedError):
+                return None
+    return None if pa.types.is_dictionary(arrow) else arrow
+
+
+def _lance_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with cuDF's 32- and 64-bit decimals as decimal128 of the same precision and
+    scale (Lance stores 128- and 256-bit decimals only; pylance refuses the narrow ones):
+    the type the adapter's columns have."""
+    if pa.types.is_decimal32(t) or pa.types.is_decimal64(t):
+        return pa.decimal128(t.precision, t.scale)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_lance_type(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_lance_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_lance_type(t.field(i).type)) for i in range(t.num_fields)])
+    return t
+
+
 def _cudf_column(name: str, series: Any) -> DeviceColumn | pa.Array:
-    """One cuDF column as a device column (see the module docstring for what is used)."""
-    n = len(series)
-    dtype = series.dtype
-    valid = None
-    if int(getattr(series, "null_count", 0)):
-        valid = _array.as_device(series.isna().values)
-        valid = _not(valid)
-    kind = str(dtype)
-    if kind in ("list", "struct", "category") or kind.startswith(("decimal", "list", "struct", "interval")):
-        # no buffer adapter for these (yet): through cuDF's own host conversion
+    """One cuDF column as a device column, from the zero-copy pylibcudf view of it
+    (``Series.to_pylibcudf()``, see :func:`_plc_column`); its Arrow type from the cuDF dtype.
+    Category and interval columns go through cuDF's ``to_arrow()`` (a category column is a
+    dictionary column, which the CPU encoder writes)."""
+    arrow = _cudf_arrow_type(series.dtype)
+    to_pylibcudf = getattr(series, "to_pylibcudf", None)  # cuDF 24.12 on
+    if arrow is None or to_pylibcudf is None:
         return upload_arrow(series.to_arrow(), name)
-    if kind in ("object", "str", "string"):
-        col = series._column
-        first = int(getattr(col, "offset", 0) or 0)
-        offs32 = _array.as_device(col.children[0].values)[first : first + n + 1]
-        offs = _widen_offsets(offs32)
-        chars = col.data
-        data = _array.as_device(_CudaBytes.of(chars)).view(np.uint8) if chars is not None else _array.zeros(0, np.uint8)
-        return DeviceColumn(pa.string(), n, valid, data, offs)
-    values = series.fillna(False if np.dtype(dtype) == np.bool_ else 0).values if valid is not None else series.values
-    out = _column_of_array(name, values)
-    out.validity = valid
-    return out
+    col, _metadata = to_pylibcudf()
+    return _plc_column(name, col, arrow, 0, int(col.size()))
 
 
 class _CudaBytes:
-    """A device buffer as ``__cuda_array_interface__`` bytes (cuDF buffers that only give
-    their pointer and size)."""
+    """Device memory given by pointer and size (the Span protocol of pylibcudf:
+    ``.ptr`` / ``.size`` in bytes; cuDF buffers' ``get_ptr(mode=...)``) as
+    ``__cuda_array_interface__`` bytes."""
 
     def __init__(self, ptr: int, size: int) -> None:
         self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (ptr, False), "version": 3}
@@ -247,6 +279,92 @@ class _CudaBytes:
         get_ptr = getattr(buf, "get_ptr", None)
         ptr = get_ptr(mode="read") if get_ptr is not None else buf.ptr
         return _CudaBytes(int(ptr), int(buf.size))
+
+
+def _span_bytes(span: Any):
+    """A pylibcudf span (``gpumemoryview``, cuDF ``Buffer``, ``rmm.DeviceBuffer``) as a
+    device ``uint8`` array over the same memory (no copy)."""
+    dev = _array.as_device(_CudaBytes.of(span))
+    if dev.ndim != 1:
+        dev = dev.reshape(dev.size)
+    return dev.view(np.uint8)
+
+
+def _plc_validity(col: Any, first: int, length: int):
+    """Device validity bytes of rows ``first : first + length`` of a pylibcudf column's null
+    mask (libcudf's: Arrow's LSB-first bits, bit ``i`` for row ``i`` of the unsliced
+    buffers), None when it has no mask."""
+    from cuda_kernels.levels import bitmap_to_validity_gpu
+
+    mask = col.null_mask()
+    if mask is None:
+        return None
+    return _array.as_device(bitmap_to_validity_gpu(_span_bytes(mask), length, first))
+
+
+def _plc_offsets(child: Any, first: int, length: int):
+    """Offsets ``first : first + length + 1`` of an offsets child (INT32, or INT64 for
+    cuDF's large strings), as device int64 (int32 widened on the device)."""
+    wide = getattr(child.type().id(), "name", "") == "INT64"
+    start = int(child.offset()) + first
+    raw = _span_bytes(child.data()).view(np.int64 if wide else np.int32)[start : start + length + 1]
+    return raw if wide else _widen_offsets(raw)
+
+
+def _plc_column(name: str, col: Any, t: pa.DataType, extra: int, length: int) -> DeviceColumn:
+    """Rows ``extra : extra + length`` of a pylibcudf column (those of its view: libcudf
+    columns carry an ``offset()`` into unsliced buffers) as a device column, sharing its
+    buffers: libcudf's layout is Arrow's but for the validity (bits, made into bytes here)
+    and booleans (BOOL8: one byte a value, as device columns hold them).
+
+    * fixed width: ``data()`` holds the values (decimal32 / decimal64 are widened to
+      decimal128 on the device, see :func:`_lance_type`);
+    * strings: ``data()`` holds the characters, child 0 the offsets (absolute into the
+      characters, ``size + offset + 1`` of them; no child and no data when empty);
+    * lists: child 0 the offsets, child 1 the items (their own view, which the offsets
+      index);
+    * structs: one child per field, whose rows are the parent's: the parent's offset adds
+      to each child's.
+
+    ``t`` is the cuDF column's Arrow type; a layout that does not match it raises
+    :class:`UnsupportedFeatureError`."""
+    first = int(col.offset()) + extra
+    nulls = int(col.null_count()) if (extra == 0 and length == int(col.size())) else None
+    valid = None if nulls == 0 else _plc_validity(col, first, length)  # cuDF keeps masks without nulls
+    lance_t = _lance_type(t)
+    kids = list(col.children()) if col.num_children() else []
+
+    def column(**kwargs: Any) -> DeviceColumn:
+        out = DeviceColumn(lance_t, length, valid, **kwargs)
+        if nulls is not None:
+            out._nulls = 0 if valid is None else nulls
+        return out
+
+    if pa.types.is_struct(t):
+        if len(kids) != t.num_fields:
+            raise UnsupportedFeatureError(f"column {name!r}: a struct of {t.num_fields} fields with {len(kids)} children")
+        return column(children=[_plc_column(name, k, t.field(i).type, first, length) for i, k in enumerate(kids)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        if len(kids) != 2:
+            raise UnsupportedFeatureError(f"column {name!r}: a list column with {len(kids)} children")
+        items = _plc_column(name, kids[1], t.value_type, 0, int(kids[1].size()))
+        return column(offsets=_plc_offsets(kids[0], first, length), children=[items])
+    if _is_variable(t):
+        if not kids:  # an empty (or all-null, all-empty) column: no offsets, no characters
+            return column(data=_array.zeros(0, np.uint8), offsets=_array.zeros(length + 1, np.int64), span=(0, 0))
+        data = col.data()
+        chars = _span_bytes(data) if data is not None else _array.zeros(0, np.uint8)
+        return column(data=chars, offsets=_plc_offsets(kids[0], first, length))
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t)):
+        raise UnsupportedFeatureError(f"column {name!r}: cannot write cuDF columns of type {t}")
+    width = 1 if pa.types.is_boolean(t) else t.bit_width // 8
+    raw = col.data()
+    values = _span_bytes(raw)[first * width : (first + length) * width] if raw is not None else _array.zeros(length * width, np.uint8)
+    if pa.types.is_decimal32(t) or pa.types.is_decimal64(t):
+        from cuda_kernels.encode import widen_decimal_to_128_gpu
+
+        values = _array.as_device(widen_decimal_to_128_gpu(values.view(np.int32 if width == 4 else np.int64)))
+    return column(data=values)
 
 
 def upload_arrow(arr: pa.Array | pa.ChunkedArray, name: str = "<device column>") -> DeviceColumn | pa.Array:
@@ -301,12 +419,6 @@ def _upload(arr: pa.Array, name: str) -> DeviceColumn:
                     "write nested fixed-size lists with null items from host Arrow"
                 )
     return DeviceColumn.from_arrow(arr)
-
-
-def _not(valid):
-    from cuda_kernels.encode import logical_not_gpu
-
-    return logical_not_gpu(valid)
 
 
 def _widen_offsets(offs):

@@ -21,14 +21,18 @@ fixed-size binaries, strings and binaries, JSON (the JSONB documents a device JS
 holds), embeddings and other fixed-size lists (of fixed-size lists) of numbers or booleans
 (item validity of one layer included), with or without nulls; page dictionaries whose
 values the sample missed (found on the device); lists, maps and structs of those, nested
-(fixed-size lists among the leaves when no item is null in a valid row; the rep / def levels made on the
-device by the steps the CPU encoder takes; values gathered on the device; rows whose levels overflow a chunk split in halves, as the CPU
-writer splits them).  Field metadata steering the encoder (``lance-encoding:compression``
+(fixed-size lists among the leaves, with null items or not; the rep / def levels made on the
+device by the steps the CPU encoder takes; values gathered on the device -- a null entry's slot zero or empty, a null fixed-size list
+row's items null, as pyarrow's ``take`` leaves them for the CPU encoder; rows whose levels
+overflow a chunk split in halves, as the CPU writer splits them).  Field metadata steering the encoder (``lance-encoding:compression``
 / ``structural-encoding`` / ``dict-size-ratio``) is followed as the CPU encoder follows
 it.  Left to the CPU encoder, from a host copy of the column (counted by reason in
 :data:`host_fallbacks`): full-zip values compressed one by one with zstd (over 32 KiB, or
-where field metadata names a general scheme: no device zstd gives libzstd's bytes), fixed-
-size lists inside lists whose items are null in a valid row, file version 2.0.  (Arrow
+where field metadata names a general scheme), and file version 2.0.  The zstd step is the
+reason: no device zstd gives libzstd's bytes (nvCOMP's frames differ, and it is not a
+dependency); as the values must come to the host for it anyway, the column's buffers come
+once, as they are, and the CPU encoder makes the whole page there (its levels, control
+words and row index too).  (Arrow
 dictionary columns never reach it: no device column holds one, a ``DeviceTable``'s stays
 on the host.)
 """
@@ -408,7 +412,7 @@ def _sample_positions(n: int) -> np.ndarray | None:
     return np.linspace(0, n - 1, pages.DICT_SAMPLE).astype(np.int64)
 
 
-def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -> EncodedPage | None:
+def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int, *, rows_valid: Any = None) -> EncodedPage | None:
     """Fixed-size lists (of fixed-size lists ...) of numeric or boolean items (booleans
     bit-packed on the device, LSB first, rows back to back), as the CPU encoder writes them.
     Item validity (one layer of lists: :attr:`DeviceColumn.item_validity`) counts only when
@@ -439,7 +443,7 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int) -
     else:
         data = col.data[: n * bits // 8]
     items = col.item_validity[: n * dim] if col.item_validity is not None and len(dims) == 1 else None
-    if items is not None and not items_null_in_valid_rows_gpu(items, leaf.validity, dim):
+    if items is not None and not items_null_in_valid_rows_gpu(items, leaf.validity if rows_valid is None else rows_valid, dim):
         items = None
     all_null = items is not None and _array.count_false(items) == n * dim
     layers = (*((d, None) for d in dims[:-1]), (dims[-1], items))
@@ -579,17 +583,6 @@ def _or_of_levels(levels) -> int:
     return (1 << int(widths.max())) - 1 if widths.size else 0
 
 
-def _items_null_in_valid_rows(col: DeviceColumn) -> bool:
-    """Does a fixed-size-list column have an item that is null in a valid row (item
-    validity that counts; one count read back)?"""
-    from cuda_kernels.encode import items_null_in_valid_rows_gpu
-
-    if col.item_validity is None:
-        return False
-    dim = _storage(col.type).list_size
-    return items_null_in_valid_rows_gpu(col.item_validity[: col.length * dim], _device_validity(col), dim) > 0
-
-
 def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
     """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
     them.  The walk is the shredder's (``lance_gpu.write.shred``), over device buffers: a
@@ -602,7 +595,9 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
     levels hold a value; the def levels only for a full-zip page (its control words) or a
     page without values.  None where a leaf is of a kind left to the CPU encoder."""
     import cuda_kernels as ck
+    from cuda_kernels.encode import mask_fsl_items_gpu, null_slots_to_gpu, zero_null_slots_gpu
     from cuda_kernels.levels import ravel_levels_gpu
+    from cuda_kernels.segments import copy_ranges_gpu
 
     if minor < 1:
         return None
@@ -612,7 +607,7 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
     def leaf_page(leaf_col: DeviceColumn, f: LanceField, chain: list) -> EncodedPage | None:
         s = _storage(leaf_col.type)
         fsl = pa.types.is_fixed_size_list(s)
-        if not (_is_leaf_type(s) or (fsl and not _items_null_in_valid_rows(leaf_col))) or f.logical_type == "json":
+        if not (_is_leaf_type(s) or fsl) or f.logical_type == "json":
             return _fallback("nested column of another leaf kind")
         n = leaf_col.length
         rav = ravel_levels_gpu([*chain, (_device_validity(leaf_col), None, n)][::-1], num_rows)
@@ -623,10 +618,21 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
         if nvals == 0:  # every row a null or empty list: the raw levels, as the CPU encoder writes them
             def_host = None if rav.def_ is None else _array.to_host(rav.def_)
             return pages._complex_all_null(LeafColumn(f, pa.nulls(0), rep, def_host, layers, rav.num_levels, num_rows))
+        # Where the values are gathered (an entry hidden under a null or empty list), a null
+        # entry's slot holds zero bytes / an empty value, as pyarrow's take (the CPU
+        # encoder's gather) writes it; where every entry is a value, the slots keep theirs.
+        item_valid = None if fsl else _device_validity(leaf_col)
+        rows_valid = _device_validity(leaf_col) if fsl else None
         if nvals == n:  # the value index is increasing: every entry, in order
-            values = DeviceColumn(leaf_col.type, n, None, leaf_col.data, leaf_col.offsets)
+            values = DeviceColumn(leaf_col.type, n, None, leaf_col.data, leaf_col.offsets, item_validity=leaf_col.item_validity)
         elif leaf_col.offsets is not None:
-            off, data = ck.gather_binary_gpu(leaf_col.offsets[: n + 1], leaf_col.data, rav.value_index)
+            index, offsets = rav.value_index, leaf_col.offsets[: n + 1]
+            if item_valid is not None:  # null entries take the empty value appended at index n
+                index = null_slots_to_gpu(index, item_valid, n)
+                offsets = _array.empty(n + 2, np.int64)
+                copy_ranges_gpu(leaf_col.offsets.view(np.uint8), [0], [8 * (n + 1)], offsets.view(np.uint8), [0])
+                copy_ranges_gpu(leaf_col.offsets.view(np.uint8), [8 * n], [8], offsets.view(np.uint8), [8 * (n + 1)])
+            off, data = ck.gather_binary_gpu(offsets, leaf_col.data, index)
             values = DeviceColumn(leaf_col.type, nvals, None, _array.as_device(data), _array.as_device(off))
         else:
             w = leaf_col.width
@@ -635,13 +641,26 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
             else:
                 rows = leaf_col.data[: n * w].reshape(n, w)
                 data = _array.as_device(ck.gather_fixed_gpu(rows, rav.value_index)).reshape(nvals * w)
+            if item_valid is not None:
+                zero_null_slots_gpu(data, rav.value_index, item_valid, w)
             values = DeviceColumn(leaf_col.type, nvals, None, data)
+            if rows_valid is not None:
+                rows_valid = _array.as_device(ck.gather_fixed_gpu(rows_valid, rav.value_index))
+            if fsl and not pa.types.is_fixed_size_list(s.value_type) and (rows_valid is not None or leaf_col.item_validity is not None):
+                # take makes a null row's items null (and every null item's bytes zero)
+                dim = s.list_size
+                if leaf_col.item_validity is not None:
+                    items = _array.as_device(ck.gather_fixed_gpu(leaf_col.item_validity[: n * dim].reshape(n, dim), rav.value_index)).reshape(nvals * dim)
+                else:
+                    items = _array.full(nvals * dim, np.bool_, True)
+                mask_fsl_items_gpu(data, items, rows_valid, dim, w // dim)
+                values.item_validity = items
         leaf = DeviceLeaf(
             f, rav.def_, layers, nvals, rep=rep, visible=visible, max_rep=sum(1 for k in layers if k in LIST_LAYERS),
             rows=num_rows, levels=rav.num_levels, max_level=_or_of_levels(rav.def_) if rav.def_ is not None else 0,
         )
         if fsl:
-            return _fsl_page(leaf, values, s, minor)
+            return _fsl_page(leaf, values, s, minor, rows_valid=rows_valid)
         if _fixed_kind(s):
             return _fixed_page(leaf, values, s, minor)
         return _variable_page(leaf, values, s, minor)

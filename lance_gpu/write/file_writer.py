@@ -34,7 +34,7 @@ from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blobs import blob_kind
-from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_column_encoding
 from lance_gpu.write.device_input import DeviceBatch, column_nbytes, slice_column
 from lance_gpu.write.device_pages import StagedBuffer, encode_device_field
@@ -113,21 +113,24 @@ def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[
 
         return [(k, page, 0) for k, page in encode_field_v2_0(arr, field)]
     out: list[tuple[int, EncodedPage, int]] = []
-
-    def rows(a: pa.Array, first: int) -> None:
-        try:
-            pages = [encode_leaf(leaf, minor) for leaf in shred(a, field)]
-        except LevelOverflow:
-            if len(a) < 2:
-                raise
-            half = len(a) // 2
-            rows(a.slice(0, half), first)
-            rows(a.slice(half), first + half)
-            return
-        out.extend((k, page, first) for k, page in enumerate(pages))
-
-    rows(arr, 0)
+    _encode_rows(arr, 0, field, minor, out)
     return out
+
+
+def _encode_rows(a: pa.Array, first: int, field: LanceField, minor: int, out: list[tuple[int, EncodedPage, int]]) -> None:
+    """Append ``(column k, page, first row)`` of the rows of ``a`` (row ``first`` of the field)
+    to ``out``; split in halves while their levels overflow (module level: a recursive
+    closure would leave a reference cycle per field written)."""
+    try:
+        pages = [encode_leaf(leaf, minor) for leaf in shred(a, field)]
+    except LevelOverflow:
+        if len(a) < 2:
+            raise
+        half = len(a) // 2
+        _encode_rows(a.slice(0, half), first, field, minor, out)
+        _encode_rows(a.slice(half), first + half, field, minor, out)
+        return
+    out.extend((k, page, first) for k, page in enumerate(pages))
 
 
 def _any(url: str, msg) -> file2_pb2.Encoding:

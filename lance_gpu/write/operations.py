@@ -73,6 +73,8 @@ _UNIT = "__lance_gpu_unit__"  # a delete's row: its unit within the span decoded
 _NULL_CAST = re.compile(r"^\s*CAST\s*\(\s*NULL\s+AS\s+[^()]+(\([^()]*\))?\s*\)\s*$", re.IGNORECASE)
 #: Fragments whose filter columns are decoded at once by ``delete``.
 _DELETE_CHUNK = 16
+#: Rows of decoded filter columns a ``delete`` evaluates its predicate on at once.
+_DELETE_EVAL_ROWS = 1 << 16
 
 
 def _naming(ds: TableSnapshot):
@@ -113,31 +115,53 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
             units_all.append(ReadUnit(frag, frag.live_rows))
         elif rows.size:
             units_all.append(ReadUnit(frag, rows))
+    pending: list[tuple[list[ReadUnit], pa.Table]] = []  # decoded, not yet evaluated
+    pending_rows = 0
+
+    def evaluate() -> None:
+        """The predicate evaluated once over the pending spans' rows (one table of them all:
+        a thousand tiny fragments are one filter, not a thousand), hits split by fragment."""
+        nonlocal total, pending_rows
+        group = [u for units, _t in pending for u in units]
+        table = pending[0][1] if len(pending) == 1 else pa.concat_tables([t for _u, t in pending]).combine_chunks()
+        pending.clear()
+        pending_rows = 0
+        counts = [u.num_rows for u in group]
+        offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
+                                  else u.rows.astype(np.uint32) for u in group])
+        offset_column = pa.array(offsets, pa.uint32())
+        unit_column = pa.array(np.repeat(np.arange(len(group), dtype=np.int32), counts))
+        if table.num_columns == 0:  # a predicate of no column: the tables carry only their row counts
+            table = pa.table({_OFFSET: offset_column, _UNIT: unit_column})
+        else:
+            table = table.append_column(_OFFSET, offset_column).append_column(_UNIT, unit_column)
+        hits = table.filter(compiled.expression)
+        hit_offsets = hits.column(_OFFSET).to_numpy()
+        hit_units = hits.column(_UNIT).to_numpy()
+        for u in np.unique(hit_units).tolist():
+            frag = group[u].fragment
+            hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
+            total += int(hit.size)
+            fid = frag.fragment_id
+            initial[fid] = frag.pb
+            affected[fid] = hit
+            all_rows = np.union1d(frag.deleted_rows, hit).astype(np.uint32)
+            new = fragment_with_deletions(ds.store, ds.root, frag.pb, ds.version, all_rows, op.written)
+            if new is None:
+                deleted_ids.append(fid)
+            else:
+                updated.append(new)
+
     try:
-        # the predicate evaluated once per span of small fragments (per fragment otherwise),
-        # its hits split by fragment after
+        # decoded per span of small fragments (per fragment otherwise); the predicate
+        # evaluated once per _DELETE_EVAL_ROWS rows of them
         for group, table in decode_spans(ds, units_all, fields, ahead=_DELETE_CHUNK):
-            counts = [u.num_rows for u in group]
-            offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
-                                      else u.rows.astype(np.uint32) for u in group])
-            table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
-            table = table.append_column(_UNIT, pa.array(np.repeat(np.arange(len(group), dtype=np.int32), counts)))
-            hits = table.filter(compiled.expression)
-            hit_offsets = hits.column(_OFFSET).to_numpy()
-            hit_units = hits.column(_UNIT).to_numpy()
-            for u in np.unique(hit_units).tolist():
-                frag = group[u].fragment
-                hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
-                total += int(hit.size)
-                fid = frag.fragment_id
-                initial[fid] = frag.pb
-                affected[fid] = hit
-                all_rows = np.union1d(frag.deleted_rows, hit).astype(np.uint32)
-                new = fragment_with_deletions(ds.store, ds.root, frag.pb, ds.version, all_rows, op.written)
-                if new is None:
-                    deleted_ids.append(fid)
-                else:
-                    updated.append(new)
+            pending.append((group, table))
+            pending_rows += table.num_rows
+            if pending_rows >= _DELETE_EVAL_ROWS:
+                evaluate()
+        if pending:
+            evaluate()
     except BaseException:
         op.cleanup(ds.store)
         raise

@@ -120,90 +120,93 @@ def _plain(arr: pa.Array) -> pa.Array:
 
 def shred(array: pa.Array, field: LanceField) -> list[LeafColumn]:
     """The leaf columns of one top-level field's array, in column order."""
+    out: list[LeafColumn] = []
+    _shred_walk(array, field, [], len(array), out)
+    return out
+
+
+def _shred_walk(arr: pa.Array, f: LanceField, chain: list[tuple[np.ndarray | None, np.ndarray | None]], num_rows: int,
+                out: list[LeafColumn]) -> None:
+    """Append the leaf columns of ``arr`` (field ``f``, under the ``chain`` of (validity, offsets)
+    of its parents; ``num_rows`` top-level rows) to ``out`` (module level: a recursive closure
+    would leave a reference cycle per field written)."""
     from cuda_kernels.levels import ravel_levels
 
-    num_rows = len(array)
-    out: list[LeafColumn] = []
-
-    def walk(arr: pa.Array, f: LanceField, chain: list[tuple[np.ndarray | None, np.ndarray | None]]) -> None:
-        if f.logical_type == "json" and isinstance(arr, pa.ExtensionArray):
-            # arrow.json text is stored as JSONB; large_binary input (a rewrite) already is
-            arr = text_to_jsonb(arr.storage, f.dotted_path)
-        arr = _plain(arr)
-        t = arr.type
-        if pa.types.is_struct(t):
-            if not f.children:
-                # pylance 14 writes an empty struct as its own column of placeholder pages (an
-                # all-null constant page of one item layer), and only one without nulls outside
-                # lists; inside a struct it writes one but then reads that struct's other fields
-                # as NULL, so only top-level empty structs without nulls are written here
-                if chain or arr.null_count:
-                    where = "inside another field" if chain else "with null rows"
-                    raise UnsupportedFeatureError(
-                        f"empty struct field {f.dotted_path!r} {where} cannot be written: only top-level empty "
-                        "structs without nulls (pylance: 'Empty structs with rep/def information are not yet supported')"
-                    )
-                placeholder = np.ones(num_rows, np.uint16)
-                out.append(LeafColumn(f, pa.nulls(num_rows), None, placeholder, (NULLABLE_ITEM,), num_rows, num_rows))
-                return
-            sub = [*chain, (_validity(arr), None)]
-            for i, child in enumerate(f.children):
-                walk(arr.field(i), child, sub)
+    if f.logical_type == "json" and isinstance(arr, pa.ExtensionArray):
+        # arrow.json text is stored as JSONB; large_binary input (a rewrite) already is
+        arr = text_to_jsonb(arr.storage, f.dotted_path)
+    arr = _plain(arr)
+    t = arr.type
+    if pa.types.is_struct(t):
+        if not f.children:
+            # pylance 14 writes an empty struct as its own column of placeholder pages (an
+            # all-null constant page of one item layer), and only one without nulls outside
+            # lists; inside a struct it writes one but then reads that struct's other fields
+            # as NULL, so only top-level empty structs without nulls are written here
+            if chain or arr.null_count:
+                where = "inside another field" if chain else "with null rows"
+                raise UnsupportedFeatureError(
+                    f"empty struct field {f.dotted_path!r} {where} cannot be written: only top-level empty "
+                    "structs without nulls (pylance: 'Empty structs with rep/def information are not yet supported')"
+                )
+            placeholder = np.ones(num_rows, np.uint16)
+            out.append(LeafColumn(f, pa.nulls(num_rows), None, placeholder, (NULLABLE_ITEM,), num_rows, num_rows))
             return
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
-            offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-            first, last = int(offsets[0]), int(offsets[-1])
-            sub = [*chain, (_validity(arr), offsets - first)]
-            # The child may be longer than what the offsets reach (slices, rebuilt arrays).
-            walk(arr.values.slice(first, last - first), f.children[0], sub)
-            return
-        if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: list views are not supported")
-        if pa.types.is_fixed_size_list(t) and pa.types.is_struct(t.value_type):
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: fixed-size lists of structs are not supported")
-        dictionary = None
-        leaf = arr
-        validity = _validity(arr)
-        if pa.types.is_dictionary(t):
-            leaf = arr.indices
-            dictionary = _plain(arr.dictionary)
-            if dictionary.null_count:
-                # A null dictionary item makes the rows that use it null (normalised nulls).
-                item_valid = dictionary.is_valid().to_numpy(zero_copy_only=False)
-                idx = leaf.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-                ok = item_valid[idx]
-                validity = ok if validity is None else (validity & ok)
-                if validity.all():
-                    validity = None
-        if not chain:
-            # a top-level leaf: one item layer, definition level 1 for a null
-            def_ = None if validity is None else (~validity).astype(np.uint16)
-            kind = ALL_VALID_ITEM if validity is None else NULLABLE_ITEM
-            out.append(LeafColumn(f, leaf, None, def_, (kind,), len(leaf), num_rows, dictionary))
-            return
-        layers = [*chain, (validity, None)][::-1]
-        rav = ravel_levels(layers, num_rows)
-        idx = rav.value_index
-        n = len(leaf)
-        if idx.size == n and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and np.all(np.diff(idx) == 1))):
-            values = leaf
-        else:
-            values = leaf.take(pa.array(idx, pa.int64()))
-        out.append(
-            LeafColumn(
-                field=f,
-                values=values,
-                rep=rav.rep,
-                def_=rav.def_,
-                layers=tuple(int(k) for k in rav.layer_kinds),
-                num_levels=int(rav.num_levels),
-                num_rows=num_rows,
-                dictionary=dictionary,
-            )
+        sub = [*chain, (_validity(arr), None)]
+        for i, child in enumerate(f.children):
+            _shred_walk(arr.field(i), child, sub, num_rows, out)
+        return
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        first, last = int(offsets[0]), int(offsets[-1])
+        sub = [*chain, (_validity(arr), offsets - first)]
+        # The child may be longer than what the offsets reach (slices, rebuilt arrays).
+        _shred_walk(arr.values.slice(first, last - first), f.children[0], sub, num_rows, out)
+        return
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        raise UnsupportedFeatureError(f"field {f.dotted_path!r}: list views are not supported")
+    if pa.types.is_fixed_size_list(t) and pa.types.is_struct(t.value_type):
+        raise UnsupportedFeatureError(f"field {f.dotted_path!r}: fixed-size lists of structs are not supported")
+    dictionary = None
+    leaf = arr
+    validity = _validity(arr)
+    if pa.types.is_dictionary(t):
+        leaf = arr.indices
+        dictionary = _plain(arr.dictionary)
+        if dictionary.null_count:
+            # A null dictionary item makes the rows that use it null (normalised nulls).
+            item_valid = dictionary.is_valid().to_numpy(zero_copy_only=False)
+            idx = leaf.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            ok = item_valid[idx]
+            validity = ok if validity is None else (validity & ok)
+            if validity.all():
+                validity = None
+    if not chain:
+        # a top-level leaf: one item layer, definition level 1 for a null
+        def_ = None if validity is None else (~validity).astype(np.uint16)
+        kind = ALL_VALID_ITEM if validity is None else NULLABLE_ITEM
+        out.append(LeafColumn(f, leaf, None, def_, (kind,), len(leaf), num_rows, dictionary))
+        return
+    layers = [*chain, (validity, None)][::-1]
+    rav = ravel_levels(layers, num_rows)
+    idx = rav.value_index
+    n = len(leaf)
+    if idx.size == n and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and np.all(np.diff(idx) == 1))):
+        values = leaf
+    else:
+        values = leaf.take(pa.array(idx, pa.int64()))
+    out.append(
+        LeafColumn(
+            field=f,
+            values=values,
+            rep=rav.rep,
+            def_=rav.def_,
+            layers=tuple(int(k) for k in rav.layer_kinds),
+            num_levels=int(rav.num_levels),
+            num_rows=num_rows,
+            dictionary=dictionary,
         )
-
-    walk(array, field, [])
-    return out
+    )
 
 
 # --------------------------------------------------------------------------------------------

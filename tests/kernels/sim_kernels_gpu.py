@@ -594,3 +594,89 @@ def test_encode_level_blocks_and_statistics():
     assert not rows_all_equal_gpu(cuda.to_device(np.arange(12, dtype=np.uint8)), 3)
     valid = rng.random(50) < 0.5
     np.testing.assert_array_equal(h(def_levels_from_validity_gpu(cuda.to_device(valid))), (~valid).astype(np.uint16))
+
+
+def _chunk(rng, has_rep, has_def, large, nbuf, word, count):
+    """One chunk in the mini-block layout (``cuda_kernels.chunkheaders``): header, level
+    sections and buffers, buffer 0 holding inline bit-packed blocks when ``word``."""
+    pad = lambda b: b + bytes(-len(b) % 8)  # noqa: E731
+    rep = bytes(rng.integers(0, 256, int(rng.integers(0, 20)), dtype=np.uint8)) if has_rep else b""
+    dfn = bytes(rng.integers(0, 256, int(rng.integers(0, 20)), dtype=np.uint8)) if has_def else b""
+    bufs = []
+    for b in range(nbuf):
+        if b == 0 and word:
+            blocks = b""
+            for _ in range(-(-count // 1024)):
+                w = int(rng.integers(0, 8 * word + 1))
+                blocks += int(w).to_bytes(word, "little") + bytes(1024 * w // 8)
+            bufs.append(blocks)
+        else:
+            bufs.append(bytes(rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8)))
+    head = int(count if has_def else rng.integers(0, 100)).to_bytes(2, "little")
+    head += len(rep).to_bytes(2, "little") if has_rep else b""
+    head += len(dfn).to_bytes(2, "little") if has_def else b""
+    head += b"".join(len(b).to_bytes(4 if large else 2, "little") for b in bufs)
+    return pad(head) + pad(rep) + pad(dfn) + b"".join(pad(b) for b in bufs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_chunk_headers_gpu_match_cpu_on_good_and_corrupt_chunks(seed):
+    """The pre-pass kernel (one thread per chunk) gives its CPU form's tables and statuses on
+    chunks of every shape, intact and with random bytes flipped (headers past their chunk,
+    level counts off, impossible widths, truncated blocks)."""
+    from cuda_kernels import chunkheaders as chk
+
+    rng = np.random.default_rng(seed)
+    data, start, size, count, limit, shape, nblk = bytearray(), [], [], [], [], [], []
+    for _ in range(40):
+        has_rep, has_def, large = (bool(x) for x in rng.integers(0, 2, 3))
+        nbuf, word = int(rng.integers(0, 3)), int(rng.choice([0, 1, 2, 4, 8]))
+        word = word if nbuf else 0
+        n = int(rng.integers(1, 3000))
+        raw = bytearray(_chunk(rng, has_rep, has_def, large, nbuf, word, n))
+        if rng.random() < 0.5:  # corrupt a byte of the header or the first block
+            at = int(rng.integers(0, min(len(raw), 24)))
+            raw[at] = int(rng.integers(0, 256))
+        start.append(len(data))
+        size.append(len(raw))
+        data += raw
+        limit.append(len(data))
+        count.append(n)
+        shape.append(chk.shape_bits(has_rep, has_def, large, has_def, nbuf, word))
+        nblk.append(-(-n // 1024) if word else 0)
+    first = np.concatenate([[0], np.cumsum(nblk)[:-1]]).astype(np.int64)
+    total = int(sum(nblk))
+    arrays = [np.array(c, np.int64) for c in (start, size, count, limit, shape)]
+    buf = np.frombuffer(bytes(data), np.uint8)
+    out, blocks = chk.parse_chunk_headers(buf, *arrays, first, total)
+    d_out = cuda.to_device(np.zeros_like(out))
+    d_blocks = cuda.to_device(np.zeros((max(total, 1), 2), np.int64))
+    chk.parse_chunk_headers_gpu(cuda.to_device(buf), *arrays, first, d_out, d_blocks)
+    np.testing.assert_array_equal(h(d_out), out)
+    good = np.flatnonzero(out[:, -1] == 0)
+    rows = np.concatenate([np.arange(first[i], first[i] + nblk[i]) for i in good]).astype(np.int64) if good.size else np.zeros(0, np.int64)
+    np.testing.assert_array_equal(h(d_blocks)[rows], blocks[rows])  # blocks of refused chunks are partial
+    assert set(np.unique(out[:, -1])) - {0} and good.size, "the cases did not cover intact and corrupt chunks"
+
+
+def test_unravel_reads_the_earlier_launches_flags_back_with_its_results():
+    """Inside ``deferred_errors`` the unravel's one copy back carries the flags of the
+    launches before it: a flagged earlier launch is raised there (marked ``earlier``), a
+    clean one is settled, so the block's end reads back only flags handed out later."""
+    from cuda_kernels import errors
+
+    good = _raveled(pa.array([[1, 2], None, [], [3]], pa.list_(pa.int32())))
+    levels, segs = _segments_and_levels([good])
+    values = cuda.to_device(np.arange(10, dtype=np.int64))
+    with errors.deferred_errors() as scope:
+        flag = errors.new_error_flag()
+        errors.raise_if_flagged(flag, "first")
+        _res, also = ck.unravel_segments_gpu(cuda.to_device(levels), segs, read_also=(values, np.array([3, 7])))
+        assert also.tolist() == [3, 7] and scope.settled == 1  # read with the unravel's results
+    with pytest.raises(CorruptInputError, match="second") as info:
+        with errors.deferred_errors():
+            flag = errors.new_error_flag()
+            flag.copy_to_device(np.array([1], np.int32))  # as a kernel that found corrupt input would
+            errors.raise_if_flagged(flag, "second")
+            ck.unravel_segments_gpu(cuda.to_device(levels), segs, read_also=(values, np.array([1])))
+    assert getattr(info.value, "earlier", False)

@@ -153,6 +153,43 @@ def exclusive_scan(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def chunk_layouts(layouts: list, metas: list[np.ndarray], ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`chunk_layout` of many mini-block pages at once (NumPy over all their metadata
+    words, no Python per chunk): ``metas[i]`` is page ``i``'s buffer 0.  Returns ``(bounds,
+    starts, sizes, counts)``: page ``i``'s chunks are rows ``bounds[i]:bounds[i + 1]``,
+    ``starts`` relative to the page's chunk data.  Word ``w`` of a chunk: size ``((w >> 4) +
+    1) * 8``, count ``1 << (w & 0xF)`` but the last of a page: ``num_items`` minus the others.
+    Raises ``ctx.corrupt`` with :func:`chunk_layout`'s messages."""
+    npages = len(layouts)
+    large = np.fromiter((bool(mb.has_large_chunk) for mb in layouts), np.bool_, npages)
+    nbytes = np.fromiter((m.size for m in metas), np.int64, npages)
+    word = np.where(large, 4, 2)
+    if np.any(nbytes % word):
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    per_page = nbytes // word
+    bounds = exclusive_scan(per_page)
+    if not npages:
+        w = np.zeros(0, np.int64)
+    elif not large.any() or large.all():  # one word size: all pages' words in one view
+        w = np.concatenate(metas).view("<u4" if large[0] else "<u2").astype(np.int64)
+    else:
+        w = np.concatenate([m.view("<u4" if lg else "<u2") for m, lg in zip(metas, large.tolist(), strict=True)]).astype(np.int64)
+    sizes = ((w >> 4) + 1) * 8
+    in_file = exclusive_scan(sizes)
+    starts = in_file[:-1] - np.repeat(in_file[bounds[:-1]], per_page)
+    counts = np.left_shift(np.int64(1), w & 0xF)
+    num_items = np.fromiter((int(mb.num_items) for mb in layouts), np.int64, npages)
+    nonempty = per_page > 0
+    if np.any(num_items[~nonempty] != 0):
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    first, last = bounds[:-1][nonempty], bounds[1:][nonempty] - 1
+    before = exclusive_scan(counts)
+    counts[last] = num_items[nonempty] - (before[last] - before[first])
+    if np.any(counts[last] < 0):
+        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    return bounds, starts, sizes, counts
+
+
 def chunk_tables_mapped(
     layouts: list, metas: list[np.ndarray], whole: np.ndarray, data_offsets: np.ndarray, data_sizes: np.ndarray,
     ctx: DecodeContext,
@@ -170,27 +207,9 @@ def chunk_tables_mapped(
     Raises ``ctx.corrupt`` with :func:`chunk_table`'s messages."""
     npages = len(layouts)
     large = [bool(mb.has_large_chunk) for mb in layouts]
-    words = []
-    for meta, lg in zip(metas, large, strict=True):
-        if meta.size % (4 if lg else 2):
-            raise ctx.corrupt("mini-block chunk metadata has a partial word")
-        words.append(meta.view(np.uint32 if lg else np.uint16))
-    per_page = np.fromiter((w.size for w in words), np.int64, npages)
-    bounds = exclusive_scan(per_page)
-    w = np.concatenate(words).astype(np.int64) if npages else np.zeros(0, np.int64)
-    sizes = ((w >> 4) + 1) * 8
-    in_file = exclusive_scan(sizes)
-    starts = in_file[:-1] - np.repeat(in_file[bounds[:-1]], per_page)
-    counts = np.left_shift(np.int64(1), w & 0xF)
-    num_items = np.fromiter((int(mb.num_items) for mb in layouts), np.int64, npages)
-    nonempty = per_page > 0
-    if np.any(num_items[~nonempty] != 0):
-        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
-    first, last = bounds[:-1][nonempty], bounds[1:][nonempty] - 1
-    before = exclusive_scan(counts)
-    counts[last] = num_items[nonempty] - (before[last] - before[first])
-    if np.any(counts[last] < 0):
-        raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")
+    bounds, starts, sizes, counts = chunk_layouts(layouts, metas, ctx)
+    per_page = bounds[1:] - bounds[:-1]
+    n = int(bounds[-1])
     page_data = np.repeat(np.asarray(data_sizes, np.int64), per_page)
     if np.any(starts + sizes > page_data):
         raise ctx.corrupt("mini-block chunk header points past its chunk")
@@ -199,7 +218,6 @@ def chunk_tables_mapped(
     for i, mb in enumerate(layouts):
         key = (mb.HasField("rep_compression"), mb.HasField("def_compression"), int(mb.num_buffers), large[i])
         shapes.setdefault(key, []).append(i)
-    n = w.size
     width = max([1, *(int(mb.num_buffers) for mb in layouts)])
     levels = np.zeros(n, np.int64)
     rep = np.zeros((n, 2), np.int64)

@@ -18,10 +18,12 @@ this module holds the Lance-side tables (which definition level means what).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from cuda_kernels._jitcache import njit
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1.levels import def_meaning
 
@@ -85,16 +87,33 @@ def continues_empty_list(rep: np.ndarray | None, def_: np.ndarray | None, layers
     Definition levels beyond the layers' are left to :func:`unravel`."""
     if rep is None or def_ is None or not rep.size:
         return -1
-    restart = restart_levels(layers)
-    if not restart.any() or int(def_.max()) >= restart.size:
+    restart = _restart_table(layers)
+    if restart is None or int(def_.max()) >= restart.size:
         return -1  # nothing can be null or empty / an out-of-range level (unravel_levels says so)
-    need = restart[def_]
-    bad = np.flatnonzero(rep < need)
-    first = int(bad[0]) if bad.size else -1
-    after = np.flatnonzero(rep[1:] < need[:-1])
-    if after.size and (first < 0 or int(after[0]) + 1 < first):
-        first = int(after[0]) + 1
-    return first
+    return int(_first_continuing(rep, def_, restart))
+
+
+@functools.lru_cache(maxsize=256)
+def _restart_table(layers: tuple[int, ...]) -> np.ndarray | None:
+    """:func:`restart_levels` of ``layers`` (computed once per layer tuple), None when no
+    level leaves a list null or empty."""
+    restart = restart_levels(layers)
+    return restart if restart.any() else None
+
+
+@njit(cache=True, nogil=True)
+def _first_continuing(rep, def_, restart):  # pragma: no cover - compiled
+    """One pass of :func:`continues_empty_list`: the first i with ``rep[i] <
+    restart[def_[i]]`` or ``rep[i] < restart[def_[i - 1]]``, or -1 (every level is in
+    the table: the caller checked)."""
+    prev_need = np.int64(0)
+    for i in range(rep.size):
+        need = restart[np.int64(def_[i])]
+        r = np.int64(rep[i])
+        if r < need or r < prev_need:
+            return i
+        prev_need = need
+    return -1
 
 
 def unravel(rep: np.ndarray | None, def_: np.ndarray | None, num_levels: int, layers: tuple[int, ...]) -> list[LayerSlots] | None:

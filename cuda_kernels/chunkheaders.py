@@ -1,0 +1,218 @@
+"""Chunk headers parsed where the chunks lie: a pre-pass over every chunk of a pass.
+
+A *chunk* is ``size`` bytes at ``start`` of a byte buffer ``data`` (on the device: the
+pass's staged arena) laid out as::
+
+    u16 num_levels | [u16 rep_bytes] | [u16 def_bytes] | nbuf sizes (u16, or u32 if large)
+    | pad to 8 | rep bytes, pad 8 | def bytes, pad 8 | buffer 0, pad 8 | buffer 1, pad 8
+
+(the mini-block chunk of the Lance 2.1 / 2.2 file format; this module knows only these
+bytes).  Buffer 0 may hold *inline bit-packed blocks* of ``word``-byte words: per 1024
+values one word holding the bit width ``W`` (``0 <= W <= 8 * word``) followed by ``1024 * W
+/ (8 * word)`` packed words; the chunk's ``count`` values take ``ceil(count / 1024)`` blocks.
+
+Per chunk ``i`` the caller gives (``int64`` columns): ``start``, ``size``, ``count``, ``limit``
+(where the bytes the chunk may refer to end in ``data``: its page's end), ``block_first``
+(where its blocks go in the block table: an exclusive scan of the block counts) and
+``shape``, a bit set::
+
+    bit 0  rep_bytes present         bit 1  def_bytes present
+    bit 2  u32 buffer sizes          bit 3  num_levels must equal count
+    bits 4..7  nbuf (0, 1 or 2)      bits 8..11  word bytes of inline blocks in buffer 0 (0: none)
+
+and gets (``out``, ``int64[n, 10]``): ``num_levels``, rep ``(start, size)``, def ``(start,
+size)``, buffer 0 and buffer 1 ``(start, size)`` (positions in ``data``), and a status: the
+OR of :data:`BAD_HEADER` (the chunk passes ``limit``, or a section or the padded header
+passes the chunk's end),
+:data:`BAD_LEVELS` (``num_levels != count`` where asked) and :data:`BAD_BLOCKS` (an
+impossible bit width, a misaligned buffer or a block past ``limit``); and, in
+``blocks[block_first[i] + k]`` (``int64[nblocks, 2]``), the word index in ``data`` of block
+``k``'s packed words and its width.
+
+GPU: one thread per chunk (every chunk's start is known from the caller's chunk metadata,
+so chunks are independent), one launch for every chunk of a pass, and the caller reads
+``out`` and ``blocks`` back in one copy (they may be views of one allocation).
+CPU: the same core in a loop (the reference the device is tested against).
+"""
+
+import numpy as np
+
+from . import _device
+from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+
+cuda = LAZY_CUDA
+
+__all__ = [
+    "BAD_BLOCKS", "BAD_HEADER", "BAD_LEVELS", "OUT_COLUMNS", "parse_chunk_headers", "parse_chunk_headers_gpu",
+    "shape_bits",
+]
+
+BAD_HEADER = 1
+BAD_LEVELS = 2
+BAD_BLOCKS = 4
+#: columns of ``out``: levels, rep start/size, def start/size, buffer 0 start/size, buffer 1 start/size, status
+OUT_COLUMNS = 10
+
+
+def shape_bits(has_rep, has_def, large, check_levels, nbuf, inline_word):
+    """The ``shape`` bit set of a chunk (see the module docstring)."""
+    if not 0 <= nbuf <= 2 or inline_word not in (0, 1, 2, 4, 8):
+        msg = f"chunk shape nbuf={nbuf} inline_word={inline_word} out of range"
+        raise ValueError(msg)
+    return int(has_rep) | int(has_def) << 1 | int(large) << 2 | int(check_levels) << 3 | nbuf << 4 | inline_word << 8
+
+
+@dual
+def _u16(data, p):
+    return np.int64(data[p]) | (np.int64(data[p + 1]) << 8)
+
+
+@dual
+def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, blocks):
+    """Parse chunk ``i`` (see the module docstring) into ``out[i]`` and its blocks."""
+    for c in range(OUT_COLUMNS):
+        out[i, c] = 0
+    s = start[i]
+    end = s + size[i]
+    total = data.shape[0]
+    sh = shape[i]
+    has_rep = (sh & 1) != 0
+    has_def = (sh & 2) != 0
+    large = (sh & 4) != 0
+    nbuf = (sh >> 4) & 15
+    word = (sh >> 8) & 15
+    hdr = 2 + (2 if has_rep else 0) + (2 if has_def else 0) + nbuf * (4 if large else 2)
+    if s < 0 or end > total or end > limit[i] or hdr > size[i]:
+        out[i, 9] = 1  # BAD_HEADER
+        return
+    p = s
+    out[i, 0] = _u16(data, p)
+    p += 2
+    rb = np.int64(0)
+    db = np.int64(0)
+    if has_rep:
+        rb = _u16(data, p)
+        p += 2
+    if has_def:
+        db = _u16(data, p)
+        p += 2
+    b0 = np.int64(0)
+    b1 = np.int64(0)
+    for b in range(nbuf):
+        v = _u16(data, p)
+        if large:
+            v |= _u16(data, p + 2) << 16
+            p += 4
+        else:
+            p += 2
+        if b == 0:
+            b0 = v
+        else:
+            b1 = v
+    p = s + ((p - s + 7) // 8) * 8
+    status = np.int64(0)
+    if has_rep:
+        out[i, 1] = p
+        out[i, 2] = rb
+        if p + rb > end:
+            status |= 1
+        p += ((rb + 7) // 8) * 8
+    if has_def:
+        out[i, 3] = p
+        out[i, 4] = db
+        if p + db > end:
+            status |= 1
+        p += ((db + 7) // 8) * 8
+    if nbuf >= 1:
+        out[i, 5] = p
+        out[i, 6] = b0
+        if p + b0 > end:
+            status |= 1
+        p += ((b0 + 7) // 8) * 8
+    if nbuf >= 2:
+        out[i, 7] = p
+        out[i, 8] = b1
+        if p + b1 > end:
+            status |= 1
+        p += ((b1 + 7) // 8) * 8
+    if p - 8 > end:
+        status |= 1
+    if (sh & 8) != 0 and out[i, 0] != count[i]:
+        status |= 2
+    if word != 0 and status == 0:
+        bits = word * 8
+        q = out[i, 5]
+        lim = limit[i]
+        if lim > total:
+            lim = total
+        k = block_first[i]
+        remaining = count[i]
+        if q % word != 0:
+            status |= 4
+            remaining = 0
+        while remaining > 0:
+            if q + word > lim:
+                status |= 4
+                break
+            w = np.int64(0)
+            for z in range(word):
+                w |= np.int64(data[q + z]) << (8 * z)
+            if w < 0 or w > bits:
+                status |= 4
+                break
+            q += word
+            blocks[k, 0] = q // word
+            blocks[k, 1] = w
+            q += 1024 * w // bits * word
+            if q > lim:
+                status |= 4
+                break
+            k += 1
+            remaining -= 1024
+    out[i, 9] = status
+
+
+@cpu_driver
+def _parse_cpu(data, start, size, count, limit, shape, block_first, out, blocks):
+    for i in range(start.shape[0]):
+        _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, blocks)
+
+
+@gpu_kernel
+def _parse_kernel(data, start, size, count, limit, shape, block_first, out, blocks):
+    i = cuda.grid(1)
+    if i < start.shape[0]:
+        _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, blocks)
+
+
+def _columns(start, size, count, limit, shape, block_first):
+    cols = [np.ascontiguousarray(c, np.int64).reshape(-1) for c in (start, size, count, limit, shape, block_first)]
+    n = cols[0].size
+    if any(c.size != n for c in cols):
+        msg = "chunk columns differ in length"
+        raise ValueError(msg)
+    return cols
+
+
+def parse_chunk_headers(data, start, size, count, limit, shape, block_first, nblocks):
+    """Parse every chunk on the CPU (see the module docstring); returns ``(out, blocks)``."""
+    cols = _columns(start, size, count, limit, shape, block_first)
+    out = np.zeros((cols[0].size, OUT_COLUMNS), np.int64)
+    blocks = np.zeros((max(int(nblocks), 0), 2), np.int64)
+    if cols[0].size:
+        _parse_cpu(np.ascontiguousarray(data).view(np.uint8), *cols, out, blocks)
+    return out, blocks
+
+
+def parse_chunk_headers_gpu(data, start, size, count, limit, shape, block_first, out, blocks, *, threads_per_block=128):
+    """Parse every chunk on the device, one thread per chunk, into the device arrays ``out``
+    (``int64[n, 10]``) and ``blocks`` (``int64[nblocks, 2]``); nothing is read back (the
+    status column says what is corrupt).  Column arguments may be host arrays (uploaded;
+    inside ``_device.work_table`` views of the pass's table)."""
+    n = int(np.asarray(start).size) if not hasattr(start, "copy_to_host") else int(start.shape[0])
+    if not n:
+        return out, blocks
+    d = [_device.to_device(c) for c in (start, size, count, limit, shape, block_first)]
+    grid, tpb = _device.launch_dims(n, threads_per_block)
+    _parse_kernel.get()[grid, tpb](_device.to_device(data), *d, out, blocks)
+    return out, blocks

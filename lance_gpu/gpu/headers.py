@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The device pre-pass of a read unit: mini-block chunk headers parsed where the chunks lie.
+
+The planner places mini-block pages without repetition levels (:func:`plan.device_headers`)
+from their protobuf alone (``num_items`` values, one definition level each) and stages their
+chunks (buffer 1) without reading them (:class:`plan.DevicePage`); their chunk metadata
+(buffer 0: chunk starts, sizes and value counts) is decoded for every page of the pass at
+once, every leaf and file (:func:`plan.fill_chunk_layouts`: NumPy over all the words).  Once the unit's bytes are on the device, :func:`parse_and_emit`
+
+1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
+   arena start, size, value count, page end, shape bits, first block), staged in the
+   unit's arena with its bytes (:func:`stage`: no upload of its own);
+2. launches ``cuda_kernels.chunkheaders`` once: per chunk, its in-band header (level count,
+   definition-level and value-buffer spans) and the bit width and position of every inline
+   bit-packed block of its values (or dictionary indices), checked against the chunk and
+   the page;
+3. reads the chunk and block tables back in **one** copy, raises the host reader's
+   ``CorruptFileError`` for the first bad chunk (a header past its chunk, a level count
+   other than its value count, an impossible width or a truncated block), and
+4. emits the pages' work (:func:`plan._emit_chunk_work`) with one set of NumPy calls per
+   group of pages of a leaf encoded alike (dictionary pages one by one): no Python per
+   chunk, and no chunk byte read on the host.
+
+Where the unit has no such pages nothing is launched or read back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import cuda_kernels.chunkheaders as chk
+from cuda_kernels import _device
+from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
+from lance_gpu.file.v2_1 import miniblock
+from lance_gpu.gpu import _array, worktable
+from lance_gpu.gpu.plan import (
+    DevicePage,
+    UnitPlan,
+    _add_fsst,
+    _Chunks,
+    _emit_chunk_work,
+    _group_key,
+    _index_encoding,
+    _level_key,
+    _value_dst,
+    fill_chunk_layouts,
+)
+
+_NO_END = np.zeros(0, np.int64)
+_EMPTY = np.zeros(0, np.uint8)
+_MESSAGES = (
+    (chk.BAD_HEADER, "mini-block chunk header points past its chunk"),
+    (chk.BAD_LEVELS, "mini-block chunk holds a level count other than its item count"),
+    (chk.BAD_BLOCKS, "inline bit-packed chunk is malformed (bad width or truncated)"),
+)
+
+
+def _inline_word(dp: DevicePage) -> int:
+    enc = dp.page.layout.value_compression
+    if enc.WhichOneof("compression") != "inline_bitpacking":
+        return 0
+    return int(enc.inline_bitpacking.uncompressed_bits_per_value) // 8
+
+
+class ChunkTable:
+    """The chunk table of a unit's device-parsed pages (host side), before and after the
+    pre-pass: page ``j``'s chunks are rows ``bounds[j]:bounds[j + 1]``; chunk ``i``'s inline
+    blocks are rows ``block_first[i]:block_first[i] + nblocks[i]`` of the block table."""
+
+    def __init__(self, pages: list[DevicePage]) -> None:
+        self.pages = pages
+        npages = len(pages)
+        fill_chunk_layouts([(dp.leaf, dp.page) for dp in pages])  # the pass's metadata words, together
+        per_page = np.fromiter((dp.page.parsed["counts"].size for dp in pages), np.int64, npages)
+        self.bounds = miniblock.exclusive_scan(per_page)
+        parsed = [dp.page.parsed for dp in pages]
+        pos = np.fromiter((dp.data_pos for dp in pages), np.int64, npages)
+        size = np.fromiter((dp.size for dp in pages), np.int64, npages)
+        self.counts = np.concatenate([p["counts"] for p in parsed]) if npages else np.zeros(0, np.int64)
+        self.start = np.concatenate([p["starts"] for p in parsed]) + np.repeat(pos, per_page) if npages else np.zeros(0, np.int64)
+        self.size = np.concatenate([p["sizes"] for p in parsed]) if npages else np.zeros(0, np.int64)
+        self.limit = np.repeat(pos + size, per_page)
+        words = np.fromiter((_inline_word(dp) for dp in pages), np.int64, npages)
+        shapes = np.fromiter(
+            (
+                chk.shape_bits(False, dp.page.has_def, bool(dp.page.layout.has_large_chunk), dp.page.has_def,
+                               int(dp.page.layout.num_buffers), int(w))
+                for dp, w in zip(pages, words.tolist(), strict=True)
+            ),
+            np.int64, npages,
+        )
+        self.shape = np.repeat(shapes, per_page)
+        self.nblocks = np.where(np.repeat(words, per_page) > 0, -(-self.counts // 1024), 0)
+        scan = miniblock.exclusive_scan(self.nblocks)
+        self.block_first = scan[:-1]
+        self.total_blocks = int(scan[-1])
+        self.out = np.zeros((0, chk.OUT_COLUMNS), np.int64)
+        self.blocks = np.zeros((0, 2), np.int64)
+
+    @property
+    def nchunks(self) -> int:
+        return int(self.bounds[-1])
+
+    def columns(self) -> list[np.ndarray]:
+        return [self.start, self.size, self.counts, self.limit, self.shape, self.block_first]
+
+
+def stage(unit: UnitPlan) -> None:
+    """Lay out the chunk table of the unit's device-parsed pages (step 1) and stage it with
+    the unit's bytes (it goes up in the same copies, no upload of its own); call after the
+    last page is placed, before :meth:`Stager.upload`."""
+    if not unit.device_pages or unit.chunk_table is not None:
+        return
+    table = ChunkTable(unit.device_pages)
+    host, _views, _scans = worktable.pack_columns(table.columns(), [False] * 6)
+    unit.chunk_table = (table, unit.stage.add_bytes(host))
+
+
+def parse_on_device(table: ChunkTable, arena, staged_at: int | None = None) -> None:
+    """Steps 2-3 of the module docstring: ``table.out`` and ``table.blocks`` filled from one
+    launch and one copy back (the table's columns read from the arena at byte ``staged_at``
+    where :func:`stage` put them there, else uploaded)."""
+    n = table.nchunks
+    if not n:
+        return
+    head = n * chk.OUT_COLUMNS
+    both = _array.empty(head + max(2 * table.total_blocks, 2), np.int64)
+    out = both[:head].reshape(n, chk.OUT_COLUMNS)
+    blocks = both[head : head + max(2 * table.total_blocks, 2)].reshape(-1, 2)
+
+    def launch(c: list) -> None:
+        chk.parse_chunk_headers_gpu(arena, c[0], c[1], c[2], c[3], c[4], c[5], out, blocks)
+
+    if staged_at is not None:
+        staged = arena[staged_at : staged_at + 6 * 8 * n].view(np.int64)
+        launch([staged[k * n : (k + 1) * n] for k in range(6)])
+    else:
+        host, views, _scans = worktable.pack_columns(table.columns(), [False] * 6)
+        with _device.work_table(host, {}):
+            launch(views)
+    back = _device.to_host(both)  # the pass's one readback of metadata
+    table.out = back[:head].reshape(n, chk.OUT_COLUMNS)
+    table.blocks = back[head : head + 2 * table.total_blocks].reshape(-1, 2)
+
+
+def parse_on_host(table: ChunkTable, data: np.ndarray) -> None:
+    """The same tables from the CPU form of the kernel over ``data`` (the arena's bytes on
+    the host): the reference the device pre-pass is tested against."""
+    c = table.columns()
+    table.out, table.blocks = chk.parse_chunk_headers(data, c[0], c[1], c[2], c[3], c[4], c[5], table.total_blocks)
+
+
+def check(table: ChunkTable) -> None:
+    """Raise the host reader's ``CorruptFileError`` for the first bad chunk."""
+    status = table.out[:, chk.OUT_COLUMNS - 1] if table.nchunks else _NO_END
+    bad = np.flatnonzero(status)
+    if not bad.size:
+        return
+    first = int(bad[0])
+    dp = table.pages[int(np.searchsorted(table.bounds, first, side="right")) - 1]
+    code = int(status[first])
+    for bit, message in _MESSAGES:
+        if code & bit:
+            raise dp.leaf.ctx().corrupt(message)
+
+
+def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
+    """The chunks of pages ``members`` (of one leaf, encoded alike) as :func:`plan._emit_chunk_work` takes them."""
+    sel = np.asarray(members, np.int64)
+    rows = miniblock.concat_ranges(table.bounds[sel], table.bounds[sel + 1])
+    per_page = table.bounds[sel + 1] - table.bounds[sel]
+    counts = table.counts[rows]
+    out = table.out[rows]
+    first_chunk = miniblock.exclusive_scan(per_page)
+    scan = miniblock.exclusive_scan(counts)
+    in_page = scan[:-1] - np.repeat(scan[first_chunk[:-1]], per_page)
+    vpos = np.fromiter((table.pages[j].vpos for j in members), np.int64, sel.size)
+    ddst = np.fromiter((table.pages[j].def_dst for j in members), np.int64, sel.size)
+    value = np.repeat(vpos, per_page) + in_page
+    def_dst = np.repeat(ddst, per_page) + in_page  # one level per value (checked on the device)
+    nblk = table.nblocks[rows]
+    blocks = None
+    if int(nblk.sum()):
+        brows = miniblock.concat_ranges(table.block_first[rows], table.block_first[rows] + nblk)
+        chunk = np.repeat(np.arange(rows.size), nblk)
+        within = brows - np.repeat(table.block_first[rows], nblk)
+        nvals = np.minimum(counts[chunk] - 1024 * within, 1024)
+        blocks = InlineBlocks(table.blocks[brows, 0], table.blocks[brows, 1], nvals, chunk, 1024 * within)
+    base = np.fromiter(
+        (dp.leaf.slot_lo if dp.leaf.kind == "var" else dp.leaf.value_pos for dp in (table.pages[j] for j in members)),
+        np.int64, sel.size,
+    )
+    index_first = None
+    if table.pages[members[0]].dictionary is not None:
+        ipos = np.fromiter((table.pages[j].dictionary[1] for j in members), np.int64, sel.size)  # type: ignore[index]
+        index_first = np.repeat(ipos, per_page) + in_page
+    return _Chunks(
+        _EMPTY, 0, 8, False, _NO_END, counts, out[:, 0], np.ascontiguousarray(out[:, 1:3]), np.ascontiguousarray(out[:, 3:5]),
+        out[:, 5:9].reshape(-1, 2, 2), value, value, def_dst, blocks, np.repeat(base, per_page), index_first,
+    )
+
+
+def _dictionary_key(mb) -> tuple:
+    """What the work of a dictionary page's chunks depends on besides its index bits: the
+    index encoding, the definition-level encoding and the buffer count."""
+    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    return _index_encoding(mb.value_compression), dfn, int(mb.num_buffers)
+
+
+def _emit_group(unit: UnitPlan, table: ChunkTable, members: list[int]) -> None:
+    first = table.pages[members[0]]
+    leaf, mb = first.leaf, first.page.layout
+    ch = _chunks(table, members)
+    dictionary = None if first.dictionary is None else (first.dictionary[0], 0)  # positions in ch.index_first
+    _emit_chunk_work(unit, leaf, mb, ch, sum(table.pages[j].page.num_values for j in members), dictionary, leaf.ctx())
+
+
+def emit(unit: UnitPlan, table: ChunkTable) -> None:
+    """Step 4 of the module docstring: one group per kind of work over every leaf and file
+    of the unit (pages whose leaves store values alike and whose encodings
+    :func:`plan._group_key` does not tell apart; dictionary pages by index bits and
+    :func:`_dictionary_key`, each page's indices to its own index scratch).  A corrupt
+    group is emitted again leaf by leaf, so that the error names its file and column."""
+    groups: dict[tuple, list[int]] = {}
+    for j, dp in enumerate(table.pages):
+        if dp.dictionary is not None:
+            groups.setdefault(("dictionary", dp.dictionary[0], _dictionary_key(dp.page.layout)), []).append(j)
+        else:
+            groups.setdefault((dp.leaf.kind, dp.leaf.width, _group_key(dp.leaf, dp.page.layout)), []).append(j)
+    for members in groups.values():
+        try:
+            _emit_group(unit, table, members)
+        except CorruptFileError:
+            by_leaf: dict[int, list[int]] = {}
+            for j in members:
+                by_leaf.setdefault(id(table.pages[j].leaf), []).append(j)
+            for pages in by_leaf.values():
+                _emit_group(UnitPlan(), table, pages)  # raises for the first corrupt leaf
+            raise
+    for dp in table.pages:  # FSST symbol tables, per page
+        mb = dp.page.layout
+        if dp.leaf.kind == "var" and dp.dictionary is None and dp.page.num_values and mb.value_compression.WhichOneof("compression") == "fsst":
+            _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(dp.leaf, dp.vpos), dp.page.num_values, dp.leaf.ctx())
+
+
+def parse_and_emit(unit: UnitPlan, arena) -> None:
+    """The unit's device pre-pass (the module docstring), before its work table is packed."""
+    if not unit.device_pages:
+        return
+    table, staged_at = unit.chunk_table if unit.chunk_table is not None else (ChunkTable(unit.device_pages), None)
+    with _array.nvtx_range("lance_gpu.chunk_headers"):
+        parse_on_device(table, arena, staged_at)
+    check(table)
+    emit(unit, table)
+    unit.device_pages = []
+    unit.chunk_table = None
+
+
+def parse_and_emit_on_host(unit: UnitPlan) -> None:
+    """:func:`parse_and_emit` with the CPU form of the pre-pass over the unit's staged bytes
+    gathered on the host (no device): the reference the device path is tested against."""
+    if not unit.device_pages:
+        return
+    table = ChunkTable(unit.device_pages)
+    parse_on_host(table, unit.stage.host_bytes())
+    check(table)
+    emit(unit, table)
+    unit.device_pages = []
+
+
+__all__ = ["ChunkTable", "check", "emit", "parse_and_emit", "parse_and_emit_on_host", "parse_on_device", "parse_on_host", "stage"]
