@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pyarrow as pa
@@ -25,18 +25,20 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
-from lance_gpu.progress import count_rows
-from lance_gpu.table import features
-from lance_gpu.table.features import check_writer_flags
 from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.io.resolve import is_memory_uri, renew_memory_root
 from lance_gpu.io.store import remove_quietly
+from lance_gpu.progress import count_rows
+from lance_gpu.table import features
+from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Append, Overwrite
-from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
+from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
+from lance_gpu.write.device_input import DeviceBatch
+from lance_gpu.write.file_writer import LanceFileWriter
 from lance_gpu.write.inputs import coerce_input
 
 __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
@@ -239,8 +241,6 @@ def _write_fragments(
     A file is closed at the first batch boundary where it holds ``max_rows_per_file`` rows or
     ``max_bytes_per_file`` bytes -- counting the Arrow bytes still buffered, or, with
     ``size_of_flushed_pages`` (compaction, as pylance's), only the pages already cut."""
-    from lance_gpu.write.device_input import DeviceBatch
-    from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
 
     data_dir = join(root, "data")
 

@@ -50,6 +50,7 @@ from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore,
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
 from lance_gpu.write.dataset_writer import _check_types, _data_file, data_file_name
+from lance_gpu.write.file_writer import LanceFileWriter
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.rowlevel import row_addresses
 from lance_gpu.write.udf import BatchUDF, BatchUDFCheckpoint
@@ -792,7 +793,6 @@ def _with_new_data_file(
     """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
     row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     name = data_file_name()
     path = join(ds.root, "data", name)
