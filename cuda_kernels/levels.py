@@ -422,54 +422,59 @@ def _ravel_list_count(defs, idx, special, validity, has_validity, offsets, n_ent
     return total
 
 
+@dual
+def _ravel_list_level(
+    r, d, hidden, j, validity, has_validity, offsets, base, null_level, empty_level, rep_level,
+    w, new_reps, new_defs, new_idx, new_mark, hidden_mark,
+):
+    """Expand one level ``(r, d)`` through a list layer, writing its levels at ``new_*[w:]``;
+    returns how many (the list's length, else 1).  Mirrors Lance's
+    ``SerializerContext::record_offsets``.
+
+    ``hidden``: the level has no entry at this layer (a special level of a layer above);
+    ``j``: its entry (read only when it has one and ``d == 0``).  A hidden level keeps its
+    rep and def; a level masked by a null parent item (``d != 0``), a null list
+    (``null_level``) and an empty list (``empty_level``) become one hidden level at the
+    list's rep level; a list of ``n > 0`` items becomes ``n`` visible levels (rep
+    ``list_level`` then 0, def 0) indexing items ``offsets[j] - base ...``.  ``new_mark[w]``
+    is ``hidden_mark`` for a hidden output level and ``not hidden_mark`` for a visible one
+    (the CPU driver keeps "special" flags, the GPU kernel "visible" flags).
+    """
+    list_level = r if r != 0 else rep_level
+    out_def = d
+    if not hidden and d == 0:
+        if has_validity and not validity[j]:
+            out_def = null_level
+        else:
+            start = offsets[j]
+            length = offsets[j + 1] - start
+            if length > 0:
+                for t in range(length):
+                    new_reps[w + t] = list_level if t == 0 else 0
+                    new_defs[w + t] = 0
+                    new_idx[w + t] = start - base + t
+                    new_mark[w + t] = not hidden_mark
+                return length
+            out_def = empty_level
+    new_reps[w] = r if hidden else list_level
+    new_defs[w] = out_def
+    new_idx[w] = -1
+    new_mark[w] = hidden_mark
+    return 1
+
+
 @cpu_driver
 def _ravel_list_fill(
     reps, defs, idx, special, validity, has_validity, offsets, null_level, empty_level, rep_level,
     new_reps, new_defs, new_idx, new_special,
 ):
-    """Expand a list layer; mirrors Lance's ``SerializerContext::record_offsets``."""
+    """Expand a list layer (one pass of :func:`_ravel_list_level`); returns the levels written."""
     w = 0
     for i in range(defs.shape[0]):
-        r = reps[i]
-        list_level = r if r != 0 else rep_level
-        if special[i]:
-            new_reps[w] = r
-            new_defs[w] = defs[i]
-            new_idx[w] = -1
-            new_special[w] = True
-            w += 1
-            continue
-        if defs[i] != 0:
-            # masked by a null parent item: becomes a special (invisible) level
-            new_reps[w] = list_level
-            new_defs[w] = defs[i]
-            new_idx[w] = -1
-            new_special[w] = True
-            w += 1
-            continue
-        j = idx[i]
-        if has_validity and not validity[j]:
-            new_reps[w] = list_level
-            new_defs[w] = null_level
-            new_idx[w] = -1
-            new_special[w] = True
-            w += 1
-            continue
-        start = offsets[j]
-        length = offsets[j + 1] - start
-        if length <= 0:
-            new_reps[w] = list_level
-            new_defs[w] = empty_level
-            new_idx[w] = -1
-            new_special[w] = True
-            w += 1
-            continue
-        for t in range(length):
-            new_reps[w] = list_level if t == 0 else 0
-            new_defs[w] = 0
-            new_idx[w] = start + t
-            new_special[w] = False
-            w += 1
+        w += _ravel_list_level(
+            reps[i], defs[i], special[i], idx[i], validity, has_validity, offsets, 0, null_level, empty_level,
+            rep_level, w, new_reps, new_defs, new_idx, new_special, True,
+        )
     return w
 
 
@@ -1259,41 +1264,10 @@ def _ravel_list_fill_kernel(
     # grid-stride over levels: each writes its levels at pos[i] (ravel_levels' fill, one
     # level per thread instead of one pass)
     for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        w = pos[i]
-        r = reps[i]
-        list_level = r if r != 0 else rep_level
-        if not visible[i]:
-            new_reps[w] = r
-            new_defs[w] = defs[i]
-            new_idx[w] = -1
-            new_visible[w] = False
-            continue
-        if defs[i] != 0:
-            new_reps[w] = list_level
-            new_defs[w] = defs[i]
-            new_idx[w] = -1
-            new_visible[w] = False
-            continue
-        j = idx[i]
-        if has_validity and not validity[j]:
-            new_reps[w] = list_level
-            new_defs[w] = null_level
-            new_idx[w] = -1
-            new_visible[w] = False
-            continue
-        start = offsets[j]
-        length = offsets[j + 1] - start
-        if length <= 0:
-            new_reps[w] = list_level
-            new_defs[w] = empty_level
-            new_idx[w] = -1
-            new_visible[w] = False
-            continue
-        for t in range(length):
-            new_reps[w + t] = list_level if t == 0 else 0
-            new_defs[w + t] = 0
-            new_idx[w + t] = start - base + t
-            new_visible[w + t] = True
+        _ravel_list_level(
+            reps[i], defs[i], not visible[i], idx[i], validity, has_validity, offsets, base, null_level,
+            empty_level, rep_level, pos[i], new_reps, new_defs, new_idx, new_visible, False,
+        )
 
 
 @gpu_kernel

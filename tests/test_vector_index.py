@@ -181,25 +181,25 @@ def test_sq_ties_kept_as_pylance(tmp_path: object) -> None:
 
 
 
-def test_heap_replay_twin_equals_compiled() -> None:
-    """The Rust-heap replay (:mod:`lance_gpu.scan._heap`): its pure-Python twin and the numba
-    loop keep the same rows in the same heap order, and the rows kept are always ``k``
-    smallest distances (only which of equal ones differs from a sort)."""
-    import numba
-
+def test_heap_replay_plain_python_equals_compiled() -> None:
+    """The Rust-heap replay (:mod:`lance_gpu.scan._heap`): its loop run as plain Python (what
+    runs while the numba loop compiles) and compiled keep the same rows in the same heap
+    order, and the rows kept are always ``k`` smallest distances (only which of equal ones
+    differs from a sort)."""
     from lance_gpu.scan import _heap
 
-    compiled = numba.njit(_heap._heap_top_k.py_func)
+    compiled = _heap._heap_top_k.dispatcher
     rng = np.random.default_rng(0)
     for _ in range(200):
         n, k = int(rng.integers(1, 120)), int(rng.integers(1, 25))
         d = rng.integers(0, 6, n).astype(np.float32)
         a, b = np.empty(k, np.int64), np.empty(k, np.int64)
-        na = _heap._heap_top_k_twin(d, k, a)
+        na = _heap._heap_top_k_loop(d, k, a)
         nb = compiled(d, np.int64(k), b)
         assert na == nb == min(n, k) and a[:na].tolist() == b[:nb].tolist()
         assert np.array_equal(np.sort(d[a[:na]]), np.sort(d)[:na])
         assert sorted(_heap.heap_top_k(d, k).tolist()) == sorted(a[:na].tolist())
+
 
 def _exact_ids(path: str, q: np.ndarray, k: int, metric: str) -> set[int]:
     with warnings.catch_warnings():

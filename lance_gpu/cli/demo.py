@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_gpu._device import gpu_unusable_reason
 from lance_gpu.cli._common import Bars
 
 
@@ -50,7 +51,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import lance_gpu
-    from lance_gpu._device import gpu_unusable_reason
 
     if args.rows < 3:
         from lance_gpu.cli._common import UsageError

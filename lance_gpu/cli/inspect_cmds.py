@@ -21,6 +21,7 @@ from lance_gpu.cli._common import (
     storage_options,
 )
 from lance_gpu.progress import count_rows
+from lance_gpu.table.tags import tagged_versions
 from lance_gpu.tools import describe
 from lance_gpu.tools._open import open_dataset
 from lance_gpu.tools.convert import file_suffix, output_stream
@@ -106,7 +107,6 @@ def _size(n: int) -> str:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from lance_gpu.table.tags import tagged_versions
 
     ds = open_dataset(args.uri, None, storage_options(args))
     tags = tagged_versions(ds.store, ds.root)

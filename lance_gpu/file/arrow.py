@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.blocks import Block, FixedWidthBlock, VariableWidthBlock
+from lance_gpu.file.encodings.constant import repeat_value
 from lance_gpu.file.page import LeafPage
 from lance_gpu.file.v2_1.repdef import LayerSlots, unravel
 
@@ -105,7 +106,6 @@ def fixed_bits_of(t: pa.DataType) -> int:
 
 
 def constant_block(value: bytes, t: pa.DataType, n: int) -> Block:
-    from lance_gpu.file.encodings.constant import repeat_value
 
     t = _storage(t)
     if pa.types.is_dictionary(t):

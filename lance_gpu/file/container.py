@@ -30,6 +30,7 @@ from google.protobuf.any_pb2 import Any
 from google.protobuf.message import DecodeError
 
 from lance_gpu._proto import file2_pb2, file_pb2
+from lance_gpu.cpu import native
 from lance_gpu.errors import (
     CorruptFileError,
     LegacyFormatError,
@@ -37,7 +38,8 @@ from lance_gpu.errors import (
     ObjectNotFoundError,
     UnsupportedEncodingError,
 )
-from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
+from lance_gpu.io.resolve import resolve
+from lance_gpu.io.store import COALESCE_GAP, ObjectStore, ReadHandle, open_with_tail
 from lance_gpu.protobuf import check_strict
 
 MAGIC = b"LANC"
@@ -303,7 +305,6 @@ class LanceFileReader:
         column metadata -- is fetched with the size in one request, and parsed unless this
         process parsed the same file (same identity) before."""
         if store is None:
-            from lance_gpu.io.resolve import resolve
 
             store, path = resolve(path)
         self.store = store
@@ -386,9 +387,6 @@ class LanceFileReader:
         grouping is computed vectorised, so thousands of small ranges (a take's rows of a
         full-zip page) cost a few requests' worth of Python work.
         """
-        from lance_gpu.cpu import native
-        from lance_gpu.io.store import COALESCE_GAP
-
         if starts.size == 0:
             return np.zeros(0, np.uint8)
         if starts.size > 1 and bool(np.any(np.diff(starts) < 0)):

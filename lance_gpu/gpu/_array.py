@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from cuda_kernels import _device
+from lance_gpu.errors import GpuUnavailableError
 
 #: a device array: numba's ``DeviceNDArray`` (or the simulator's), a CuPy array, or anything
 #: with ``__cuda_array_interface__`` -- typed loosely, as numba and CuPy ship no stubs
@@ -139,7 +140,6 @@ def to_host(x) -> np.ndarray:
 def to_cupy(x):
     cp = cupy()
     if cp is None:
-        from lance_gpu.errors import GpuUnavailableError
 
         msg = "CuPy is not available (or the CUDA simulator is on): device arrays stay numba arrays"
         raise GpuUnavailableError(msg)

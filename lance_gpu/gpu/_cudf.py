@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_gpu.errors import CpuDecodeWarning
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceTable, _is_var
 from lance_gpu.gpu.combine import CudfColumn, combine_read
@@ -123,7 +124,6 @@ _warned: set[str] = set()
 def _warn_once(msg: str) -> None:
     import warnings
 
-    from lance_gpu.errors import CpuDecodeWarning
 
     if msg not in _warned:
         _warned.add(msg)

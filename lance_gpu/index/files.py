@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.file.reader import read_field, take_field
 from lance_gpu.io.store import ObjectStore
 from lance_gpu.table.schema import LanceSchema
 
@@ -55,7 +56,6 @@ class IndexFile:
             if row_range is not None:
                 col = col.slice(row_range[0], row_range[1] - row_range[0])
         else:
-            from lance_gpu.file.reader import read_field
 
             col = read_field(self.reader, f, [i], row_range)
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
@@ -69,7 +69,6 @@ class IndexFile:
         rows = np.asarray(rows, np.int64)
         if self.reader.version == FileVersion(2, 0):
             return self.read(name).take(pa.array(rows))
-        from lance_gpu.file.reader import take_field
 
         f, i = self._column(name)
         col = take_field(self.reader, f, [i], rows)

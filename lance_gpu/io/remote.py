@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from lance_gpu.errors import CorruptFileError
 from lance_gpu.io._errors import translate
 from lance_gpu.io.local import STAGING_PREFIX
 from lance_gpu.io.store import (
@@ -165,7 +166,6 @@ class ObstoreStore:
         self.stats.add("gets", 1, length)
         out = _array(buf)
         if out.size != length:
-            from lance_gpu.errors import CorruptFileError
 
             raise CorruptFileError(self.uri(path), f"short read: {out.size} of {length} bytes at offset {offset}")
         return out
@@ -187,7 +187,6 @@ class ObstoreStore:
         self.stats.add("gets", len(groups), sum(b.size for b in blocks))
         for (s, e, _), b in zip(groups, blocks, strict=True):
             if b.size != e - s:
-                from lance_gpu.errors import CorruptFileError
 
                 raise CorruptFileError(self.uri(path), f"short read: {b.size} of {e - s} bytes at offset {s}")
         return split_groups(ranges, groups, blocks)
@@ -219,7 +218,6 @@ class ObstoreStore:
             block = memoryview(buf)
             got += block.nbytes
             if block.nbytes != end - start:
-                from lance_gpu.errors import CorruptFileError
 
                 raise CorruptFileError(self.uri(path), f"short read: {block.nbytes} of {end - start} bytes at offset {start}")
             for i in idx:

@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.io._errors import translate
 from lance_gpu.io.local import LOCAL
 from lance_gpu.io.remote import FsspecStore, ObstoreStore
 from lance_gpu.io.store import ObjectStore
@@ -208,7 +209,6 @@ def is_memory_uri(uri: object) -> bool:
 def _build(base: str, scheme: str, config: dict, client: dict, retry: dict) -> ObstoreStore:
     from obstore.store import from_url
 
-    from lance_gpu.io._errors import translate
 
     readonly = scheme in ("http", "https")
     kwargs: dict[str, Any] = {}

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lance_gpu.errors import IndexStatsNotFoundError
 from lance_gpu.file.legacy import is_legacy_file_version
+from lance_gpu.index.metadata import fragment_bitmap, index_type_name
+from lance_gpu.index.scalar import BitmapIndex, BTreeIndex, open_scalar_index
 from lance_gpu.io.store import join
 from lance_gpu.table.schema import column_index_map
 from lance_gpu.table.versions import dataset_stats
@@ -76,9 +79,6 @@ class DatasetStats:
         index_name : str
             The index name.
         """
-        from lance_gpu.errors import IndexStatsNotFoundError
-        from lance_gpu.index.metadata import fragment_bitmap, index_type_name
-        from lance_gpu.index.scalar import BitmapIndex, BTreeIndex, open_scalar_index
 
         ds = self._ds
         section = ds.manifest_file.index_section

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Which rows pylance's IVF search keeps as the ``k`` nearest, ties included (a numba loop;
-a pure-Python twin runs while it compiles).
+the same loop runs as plain Python while it compiles).
 
 pylance 14 scores the rows of the probed partitions (only the rows its pre-filter selects),
 partition by partition in probe order and in storage order within one, into one Rust
@@ -20,65 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_kernels._jitcache import njit
+from cuda_kernels._target import cpu_driver, dual
 
 
-def _heap_top_k_twin(dist: np.ndarray, k: int, out: np.ndarray) -> int:
-    """The pure-Python twin of :func:`heap_top_k` (same arguments, same writes)."""
-    hd: list[float] = []
-    hp: list[int] = []
-
-    def sift_up(start: int, pos: int) -> None:
-        ed, ep = hd[pos], hp[pos]
-        while pos > start:
-            parent = (pos - 1) // 2
-            if ed <= hd[parent]:
-                break
-            hd[pos], hp[pos] = hd[parent], hp[parent]
-            pos = parent
-        hd[pos], hp[pos] = ed, ep
-
-    for i in range(dist.size):
-        d = float(dist[i])
-        if d != d:
-            d = float("inf")
-        if len(hd) < k:
-            hd.append(d)
-            hp.append(i)
-            sift_up(0, len(hd) - 1)
-            continue
-        if not hd[0] > d:
-            continue
-        # pop: the last element to the root, sift_down_to_bottom(0), sift_up(0, pos)
-        ld, lp = hd.pop(), hp.pop()
-        if hd:
-            end = len(hd)
-            pos = 0
-            child = 1
-            while child <= max(end - 2, 0) and end >= 2:
-                if hd[child] <= hd[child + 1]:
-                    child += 1
-                hd[pos], hp[pos] = hd[child], hp[child]
-                pos = child
-                child = 2 * pos + 1
-            if child == end - 1:
-                hd[pos], hp[pos] = hd[child], hp[child]
-                pos = child
-            hd[pos], hp[pos] = ld, lp
-            sift_up(0, pos)
-        # push
-        hd.append(d)
-        hp.append(i)
-        sift_up(0, len(hd) - 1)
-    for j, p in enumerate(hp):
-        out[j] = p
-    return len(hp)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _sift_up_into(hd, hp, pos, d, p):  # pragma: no cover - compiled
-    """Rust's ``sift_up(0, pos)`` of the element ``(d, p)`` for the hole at ``pos``: parents
-    of smaller distance move down, and it lands where its parent is at least as far."""
+@dual
+def _sift_up(hd, hp, pos, d, p):  # pragma: no cover - compiled
+    """Rust's ``sift_up(0, pos)``: place ``(d, p)`` at ``pos`` of the max-heap ``hd``/``hp``
+    (distances / positions), moving larger-than parents down while it rises."""
     while pos > 0:
         parent = (pos - 1) // 2
         if d <= hd[parent]:
@@ -90,10 +38,10 @@ def _sift_up_into(hd, hp, pos, d, p):  # pragma: no cover - compiled
     hp[pos] = p
 
 
-@njit(cache=True, nogil=True, twin=_heap_top_k_twin)
-def _heap_top_k(dist, k, out):  # pragma: no cover - compiled
+def _heap_top_k_loop(dist, k, out):
     """Positions (into ``dist``) of the rows the heap keeps, written to ``out[:count]``;
-    returns ``count`` (``min(k, dist.size)``)."""
+    returns ``count`` (``min(k, dist.size)``).  Compiled by :data:`_heap_top_k`, which runs
+    this same function as plain Python while the compiled one is not cached yet."""
     hd = np.empty(k + 1, np.float32)
     hp = np.empty(k + 1, np.int64)
     n = 0
@@ -104,7 +52,7 @@ def _heap_top_k(dist, k, out):  # pragma: no cover - compiled
         if n >= k:
             if not hd[0] > d:
                 continue
-            # pop
+            # pop: the last element to the root, sift_down_to_bottom(0), then sift_up(0, pos)
             n -= 1
             ld = hd[n]
             lp = hp[n]
@@ -124,13 +72,16 @@ def _heap_top_k(dist, k, out):  # pragma: no cover - compiled
                     hd[pos] = hd[child]
                     hp[pos] = hp[child]
                     pos = child
-                _sift_up_into(hd, hp, pos, ld, lp)  # the moved last element
-        # push
-        _sift_up_into(hd, hp, n, d, i)
+                _sift_up(hd, hp, pos, ld, lp)
+        # push: append, sift_up(0, n)
+        _sift_up(hd, hp, n, d, i)
         n += 1
     for j in range(n):
         out[j] = hp[j]
     return n
+
+
+_heap_top_k = cpu_driver(twin=_heap_top_k_loop)(_heap_top_k_loop)
 
 
 def heap_ties_at_kth(dist: np.ndarray, k: int) -> bool:

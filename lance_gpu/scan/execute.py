@@ -37,13 +37,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_gpu._device import resolve_device
 from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.io import resolve as resolve_uri
-from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, resolve
-from lance_gpu.table.blobs import blob_kind
+from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, nested_path, resolve
+from lance_gpu.table.blobs import blob_kind, read_blob_bytes
 from lance_gpu.table.schema import LanceField
 from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot, read_field_span
 
@@ -624,7 +626,6 @@ class GpuExecutor:
         its columns are decoded first; the other fields (late materialization) are decoded
         for the surviving rows only -- the mini-block chunks and full-zip rows holding them
         (:mod:`lance_gpu.gpu.rows`) -- and none at all where no row survives."""
-        from lance_gpu.gpu.columns import DeviceTable
 
         late = resolved.late_fields()
         early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
@@ -640,7 +641,6 @@ class GpuExecutor:
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
         """One finished host table per unit (whole fragments: ``unit_edges`` holds already)."""
-        from lance_gpu.gpu.columns import DeviceColumn
 
         for dt in self.run_device(ds, units, resolved, offsets):
             arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in dt.columns]
@@ -658,7 +658,6 @@ _DEVICE_ROW = "__lance_gpu_row__"
 
 def _device_host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets) -> pa.Table:
     """A host copy of the columns ``names`` of ``dt`` plus the virtual columns ``virtual``."""
-    from lance_gpu.gpu.columns import DeviceColumn
 
     cols = [dt.column(c) for c in names]
     arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
@@ -682,7 +681,6 @@ def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[D
 def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
     """Top-level and nested fields projected on the device; SQL expressions and virtual
     columns computed on the host (as Arrow columns of the DeviceTable)."""
-    from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 
     names, cols = [], []
     for out in resolved.outputs:
@@ -703,7 +701,6 @@ def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> De
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:
     """The executor for ``device`` ("auto", "gpu", "cpu"; "auto" picks what is usable)."""
-    from lance_gpu._device import resolve_device
 
     if resolve_device(device) == "gpu":
         return GpuExecutor(on_cpu_fallback)
@@ -949,7 +946,6 @@ def _take_nesting(ds: TableSnapshot, columns: Any) -> dict[str, list[tuple[str, 
     top = set(ds.schema.names) | set(VIRTUAL_COLUMNS)  # "_rowid" etc. are columns a take may ask for
     if all(not isinstance(c, str) or c in top for c in columns):
         return None
-    from lance_gpu.scan.plan import nested_path
 
     out: dict[str, list[tuple[str, ...]]] = {}
     for name in columns:
@@ -1143,7 +1139,6 @@ def decode_spans(ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[
 
 def _with_blob_bytes(tables: Iterator[pa.Table], units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[pa.Table]:
     """Each unit's table with its blob fields' bytes added, in ``fields`` order."""
-    from lance_gpu.table.blobs import read_blob_bytes
 
     for unit, table in zip(units, tables, strict=True):
         rows = unit.rows if unit.rows is not None else np.arange(unit.fragment.physical_rows, dtype=np.int64)

@@ -36,6 +36,11 @@ import pyarrow as pa
 
 from cuda_kernels.distance import TopKState, distance_tile_gpu, keys_to_distances, segment_min_sum_gpu, topk_merge_gpu
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.gpu import _array, memory
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.scan.execute import _Offsets, plan_units
+from lance_gpu.scan.flat_search import column_type
+from lance_gpu.scan.plan import ROW_ADDR, ROW_OFFSET, resolve
 
 if TYPE_CHECKING:
     from lance_gpu.scan.execute import Executor, ReadUnit
@@ -82,8 +87,6 @@ def _device_vectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any]:
     """``(rows, dim)`` device vectors of a decoded column and its device validity (None: no
     nulls); a column the CPU reader decoded (an Arrow array) is uploaded, nulls inside a
     vector as 0."""
-    from lance_gpu.gpu import _array
-    from lance_gpu.gpu.columns import DeviceColumn
 
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
@@ -104,7 +107,6 @@ def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any,
     values, their validity (a null vector inside a row counts as a zero vector, as pylance),
     int64 row offsets into them and the rows' validity (None: no nulls); a column the CPU
     reader decoded is uploaded, nulls inside a vector as 0."""
-    from lance_gpu.gpu.columns import DeviceColumn
 
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
@@ -125,9 +127,6 @@ def search_device(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: Nea
     ``(distance, address)`` order, searched on the GPU over the rows ``plan`` reads (its
     filter applied first when ``nq.prefilter``); ``q``: the queries in the element type the
     distances take (float32 for float16 vectors); ``distance_range``: ``lower <= d < upper``."""
-    from lance_gpu.gpu import _array, memory
-    from lance_gpu.scan.execute import _Offsets, plan_units
-    from lance_gpu.scan.plan import ROW_ADDR, ROW_OFFSET, resolve
 
     run_device = getattr(executor, "run_device", None)
     if run_device is None:
@@ -196,7 +195,6 @@ def search_device(plan: ScanPlan, ds: TableSnapshot, executor: Executor, nq: Nea
 def _stored_dtype(ds: TableSnapshot, column: str) -> np.dtype:
     """The element type the vectors of ``column`` have in device memory (float16 vectors are
     searched as stored, accumulated in float32)."""
-    from lance_gpu.scan.flat_search import column_type
 
     ftype = column_type(ds, column)
     if isinstance(ftype, pa.ListType):  # multivectors
@@ -210,7 +208,6 @@ def device_result(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> Any:
     ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search runs on the device,
     its ``queries x k`` rows (``_distance``, ``query_index`` and the projected columns of the
     winning rows) are uploaded as device columns."""
-    from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
     from lance_gpu.scan.nearest import run_search
 
     table = run_search(plan, ds, executor)

@@ -36,6 +36,7 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from lance_gpu.index.query import index_selections
 from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
@@ -309,7 +310,6 @@ def _use_scalar_indices(plan: ScanPlan, ds: TableSnapshot, filter_text: str, fra
     """Narrow the row selections to the rows the version's scalar indices select for the
     filter (:mod:`lance_gpu.index.query`); fragments an index covers and selects no row of
     are dropped, fragments no index covers are read whole."""
-    from lance_gpu.index.query import index_selections
 
     mf = ds.manifest_file
     found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema,

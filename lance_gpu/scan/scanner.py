@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lance_gpu._device import DEVICES
-from lance_gpu.errors import GpuUnavailableError, UnknownDeviceError
+from lance_gpu._device import DEVICES, gpu_unusable_reason, resolve_device
+from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, UnknownDeviceError
 from lance_gpu.scan.execute import (
     STREAM_WINDOW_ROWS,
     GpuExecutor,
@@ -155,7 +155,6 @@ class LanceScanner:
 
     def count_rows(self) -> int:
         """Rows the scan returns (pylance refuses a limit or offset here)."""
-        from lance_gpu.errors import InvalidArgumentError
 
         if self.plan.limit is not None or self.plan.offset or self.plan.window_pushed:
             raise InvalidArgumentError("Cannot use limit/offset with aggregate. Apply limit to the result instead.")
@@ -212,7 +211,6 @@ class LanceScanner:
         yield from rebatch_device(tables, self.projected_schema, int(batch_size))
 
     def _device_tables(self) -> Iterator[DeviceTable]:
-        from lance_gpu._device import resolve_device
 
         resolve_device("gpu")
         ds = self.snapshot
@@ -244,7 +242,6 @@ class LanceScanner:
         without a usable GPU or cuDF): every column's buffers are allocated once for the
         whole read, in cuDF's layout (:func:`lance_gpu.gpu.combine.combine_read`), and
         wrapped without a copy: no frame per fragment, no ``cudf.concat``."""
-        from lance_gpu._device import gpu_unusable_reason
 
         reason = gpu_unusable_reason()
         if reason is not None:

@@ -69,7 +69,9 @@ import pyarrow as pa
 
 from lance_gpu._proto import index_vector_pb2
 from lance_gpu.errors import CorruptFileError, UnsupportedFeatureError
+from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import FileVersion, LanceFileReader
+from lance_gpu.file.reader import read_field
 from lance_gpu.io.store import join
 from lance_gpu.scan._heap import heap_top_k
 from lance_gpu.scan.execute import run_plan
@@ -179,8 +181,6 @@ def read_lance_file(reader: LanceFileReader) -> tuple[pa.Table, dict[str, str]]:
             cols.append(read_v20(reader, f, [col], None))
             col += 1
     else:
-        from lance_gpu.file.arrow import leaf_types
-        from lance_gpu.file.reader import read_field
 
         for f in arrow:
             n = len(leaf_types(f.type))

@@ -41,8 +41,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from lance_gpu._device import gpu_unusable_reason, resolve_device
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.gpu import _array
 from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.spark._options import (
@@ -54,8 +56,14 @@ from lance_gpu.spark._options import (
     storage_options,
 )
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
+from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.txn.commit import commit
+from lance_gpu.txn.operations import LanceOperation
+from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
+from lance_gpu.write import dataset_writer
+from lance_gpu.write.device_input import DeviceBatch, upload_arrow
 
 __all__ = ["LanceCommitMessage", "LanceWriter", "WritePlan", "make_writer"]
 
@@ -92,7 +100,6 @@ class LanceCommitMessage(WriterCommitMessage):
 
 def _dataset_writer():  # noqa: ANN202 - a module
     """lance_gpu's dataset writer (imported lazily: it may be absent in a partial build)."""
-    from lance_gpu.write import dataset_writer
 
     return dataset_writer
 
@@ -143,8 +150,6 @@ def make_writer(options: Mapping[str, str], schema: StructType, overwrite: bool)
     """Plan a write on the driver (``DataSource.writer``)."""
     check_known(options, WRITE_OPTIONS, "write")
     dw = _dataset_writer()
-    from lance_gpu.table.features import check_writer_flags
-    from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 
     path = require_path(options)
     device = str(options.get("device", "cpu")).strip().lower()
@@ -187,7 +192,6 @@ def task_encoder(choice: str) -> str:
     """Where this task encodes ("gpu" or "cpu") for the ``device`` option: ``auto`` is the
     GPU when one is usable here (quietly the CPU otherwise), ``gpu`` raises
     :class:`~lance_gpu.errors.GpuUnavailableError` without one."""
-    from lance_gpu._device import gpu_unusable_reason, resolve_device
 
     if choice == "auto":
         return "gpu" if gpu_unusable_reason() is None else "cpu"
@@ -197,7 +201,6 @@ def task_encoder(choice: str) -> str:
 def _current_device(ordinal: int) -> contextlib.AbstractContextManager:
     """Make ``ordinal`` CuPy's current CUDA device for the block (nothing to do where CuPy
     is not in use: the CUDA simulator)."""
-    from lance_gpu.gpu import _array
 
     cp = _array.cupy()
     return contextlib.nullcontext() if cp is None else cp.cuda.Device(ordinal)
@@ -205,7 +208,6 @@ def _current_device(ordinal: int) -> contextlib.AbstractContextManager:
 
 def _uploaded(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[object]:
     """Each host batch uploaded to the device, as the device writer takes it."""
-    from lance_gpu.write.device_input import DeviceBatch, upload_arrow
 
     for batch in batches:
         cols = [upload_arrow(batch.column(i), f.name) for i, f in enumerate(schema)]
@@ -264,8 +266,6 @@ class LanceWriter(DataSourceArrowWriter):
         )
 
     def commit(self, messages: list[LanceCommitMessage | None]) -> None:
-        from lance_gpu.txn.commit import commit
-        from lance_gpu.txn.operations import LanceOperation
 
         plan = self.plan
         base = _base(plan)

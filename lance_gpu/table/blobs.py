@@ -32,11 +32,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu.errors import InvalidArgumentError, UnsupportedEncodingError, UnsupportedFeatureError
+from lance_gpu.errors import (
+    InvalidArgumentError,
+    RowOutOfRangeError,
+    SchemaMismatchError,
+    UnsupportedEncodingError,
+    UnsupportedFeatureError,
+)
 from lance_gpu.file.container import FileVersion, LanceFileReader
 from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
+from lance_gpu.file.reader import read_field, take_field
 from lance_gpu.io.store import ObjectStore, ReadHandle, join
-from lance_gpu.table.schema import LanceField
+from lance_gpu.table.schema import LanceField, column_index_map
 
 if TYPE_CHECKING:
     from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
@@ -78,7 +85,6 @@ def description_field(field: LanceField, arrow_field: pa.Field) -> pa.Field:
 
 
 def _column(frag: FragmentSnapshot, field: LanceField) -> tuple[str, int, LanceFileReader]:
-    from lance_gpu.table.schema import column_index_map
 
     for df in frag.pb.files:
         cmap = column_index_map(df, frag.snapshot.lance_schema)
@@ -93,8 +99,6 @@ def _column(frag: FragmentSnapshot, field: LanceField) -> tuple[str, int, LanceF
 
 def read_descriptions(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray | None) -> pa.Array:
     """The descriptors of ``field`` for all physical rows of ``frag`` or the sorted ``rows``."""
-    from lance_gpu.file.reader import read_field, take_field
-
     path, column, reader = _column(frag, field)
     kind = blob_kind(field)
     if reader.version == FileVersion(2, 0):
@@ -374,7 +378,6 @@ def take_blobs(
     blob) per requested row, in the order asked for. Exactly one of ``ids`` (row ids),
     ``addresses`` (``fragment_id << 32 | offset``) or ``indices`` (positions among the
     dataset's live rows) must be given."""
-    from lance_gpu.errors import RowOutOfRangeError, SchemaMismatchError
 
     given = [(k, v) for k, v in (("ids", ids), ("addresses", addresses), ("indices", indices)) if v is not None]
     if len(given) != 1:

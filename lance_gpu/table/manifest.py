@@ -44,6 +44,7 @@ from lance_gpu.errors import (
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
+from lance_gpu.table.features import check_reader_flags
 
 __all__ = [
     "DETACHED_VERSION_MASK",
@@ -469,7 +470,6 @@ def load_manifest(
     With ``check_flags`` the reader feature flags are checked
     (:func:`lance_gpu.table.features.check_reader_flags`).
     """
-    from lance_gpu.table.features import check_reader_flags
 
     info = resolve_manifest(store, root, version)
     mf = read_manifest_file(store, info.path)

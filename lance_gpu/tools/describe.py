@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_gpu.table.tags import list_tags
 from lance_gpu.tools._open import StorageOptions, open_dataset
 
 
@@ -86,7 +87,6 @@ def describe(
     Sizes are the ``file_size_bytes`` the manifest records for each data file (0 where a
     writer left it unset); ``file_versions`` are the distinct ``major.minor`` of the data files.
     """
-    from lance_gpu.table.tags import list_tags
 
     ds = open_dataset(uri, version, storage_options)
     frags: list[FragmentInfo] = []

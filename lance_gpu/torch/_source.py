@@ -30,6 +30,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.scan import LanceScanner, build_plan, resolve
+from lance_gpu.scan.ranges import RangeReader
 
 if TYPE_CHECKING:
     from lance_gpu.scan.ranges import RangeReader
@@ -107,8 +110,6 @@ class RowSource:
         """The range reader of the read plan (projected columns plus the filter's, row ids),
         built and resolved once per source: every read runs it without planning again."""
         if self._ranges is None:
-            from lance_gpu.scan import build_plan, resolve
-            from lance_gpu.scan.ranges import RangeReader
 
             snapshot = self.ds.snapshot
             plan = build_plan(snapshot, columns=self._read_columns, with_row_id=self.with_row_id)
@@ -134,8 +135,6 @@ class RowSource:
         GPU as one ``DeviceTable`` (filter applied, columns in projection order, ``row_ids`` on
         the host), in the order given: one scan plan whose row selections are these rows,
         run by the GPU executor."""
-        from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
-        from lance_gpu.scan import LanceScanner, build_plan
         from lance_gpu.scan.plan import ROW_ID
 
         top = {f.name for f in self.ds.snapshot.lance_schema.fields}

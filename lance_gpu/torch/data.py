@@ -14,7 +14,8 @@ import pyarrow as pa
 import torch
 import torch.utils.data
 
-from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu._device import gpu_unusable_reason
+from lance_gpu.errors import GpuUnavailableError, UnsupportedFeatureError
 from lance_gpu.torch._pipeline import Feed
 from lance_gpu.torch._source import RowSource
 from lance_gpu.torch.sampler import (
@@ -62,8 +63,6 @@ def resolve_torch_device(device: str) -> str:
         raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
     if device == "cpu":
         return "cpu"
-    from lance_gpu._device import gpu_unusable_reason
-    from lance_gpu.errors import GpuUnavailableError
 
     reason = gpu_unusable_reason()
     if reason is None and not torch.cuda.is_available() and not _simulated():

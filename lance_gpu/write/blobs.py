@@ -34,11 +34,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from lance_gpu._proto import encodings_v2_0_pb2 as pb20
 from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import UnsupportedFeatureError
+from lance_gpu.file.encodings import _native
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
 from lance_gpu.table.blobs import BLOB_META_KEY, BLOB_V2, blob_kind
 from lance_gpu.table.schema import LanceField, LanceSchema
+from lance_gpu.write.pages import EncodedPage, _fullzip, _miniblock, _simple_all_null, _value_chunks, _values_of
+from lance_gpu.write.shred import LeafColumn
 
 if TYPE_CHECKING:
     from lance_gpu.write.pages import EncodedPage
@@ -119,7 +123,6 @@ def encode_blob_page(
 ) -> EncodedPage:
     """Write the values of ``arr`` through ``write`` (which puts bytes at the next 64-byte
     boundary of the file and returns their offset) and return the descriptor page."""
-    from lance_gpu.file.encodings import _native  # the encoders load on first use
 
     arr = blob_values(arr)
     n = len(arr)
@@ -150,8 +153,6 @@ def encode_blob_page(
 
 
 def _v1_page(field: LanceField, positions: np.ndarray, sizes: np.ndarray, nulls: np.ndarray) -> EncodedPage:
-    from lance_gpu.write.pages import EncodedPage, _miniblock, _value_chunks, _values_of
-    from lance_gpu.write.shred import LeafColumn
 
     n = positions.size
     rows = np.empty((n, 2), "<u8")
@@ -170,8 +171,6 @@ def _v1_page(field: LanceField, positions: np.ndarray, sizes: np.ndarray, nulls:
 
 
 def _v2_0_page(positions: np.ndarray, sizes: np.ndarray) -> EncodedPage:
-    from lance_gpu._proto import encodings_v2_0_pb2 as pb20
-    from lance_gpu.write.pages import EncodedPage
 
     rows = np.empty((positions.size, 2), "<u8")
     rows[:, 0] = positions
@@ -185,7 +184,6 @@ def _v2_0_page(positions: np.ndarray, sizes: np.ndarray) -> EncodedPage:
 
 def v2_0_blob_column_encoding():  # type: ignore[no-untyped-def]
     """The ``ColumnEncoding`` of a blob column in a 2.0 file: ``blob{inner: values{}}``."""
-    from lance_gpu._proto import encodings_v2_0_pb2 as pb20
 
     return pb20.ColumnEncoding(blob=pb20.Blob(inner=pb20.ColumnEncoding(values={})))
 
@@ -209,8 +207,6 @@ def _v2_fields() -> list[pb.VariablePackedStruct.FieldEncoding]:
 
 
 def _v2_page(field: LanceField, positions: np.ndarray, sizes: np.ndarray, nulls: np.ndarray) -> EncodedPage:
-    from lance_gpu.write.pages import _fullzip, _simple_all_null, _values_of
-    from lance_gpu.write.shred import LeafColumn
 
     n = positions.size
     any_null = bool(nulls.any())

@@ -47,14 +47,14 @@ from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragmen
 from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
 from lance_gpu.txn.publish import check_appendable
-from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments, dataset_file_minor
+from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _humantime, _write_fragments, dataset_file_minor
 from lance_gpu.write.index_remap import (
     RowAddressMap,
     check_remappable,
     remap_index,
 )
 from lance_gpu.write.indices import optimize_indices
-from lance_gpu.write.operations import _commit
+from lance_gpu.write.operations import _commit, update_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
@@ -385,8 +385,6 @@ class DatasetOptimizer:
         config : AutoCleanupConfig
             ``{"interval": versions, "older_than_seconds": seconds}``.
         """
-        from lance_gpu.write.dataset_writer import _humantime
-        from lance_gpu.write.operations import update_config
 
         with self._locked():
             update_config(self._ds, config={
@@ -396,7 +394,6 @@ class DatasetOptimizer:
 
     def disable_auto_cleanup(self) -> None:
         """Stop cleaning after commits: one UpdateConfig removing the auto cleanup keys."""
-        from lance_gpu.write.operations import update_config
 
         with self._locked():
             update_config(self._ds, config={"lance.auto_cleanup.interval": None, "lance.auto_cleanup.older_than": None})

@@ -15,7 +15,6 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -42,6 +41,8 @@ from lance_gpu.txn.legacy_dictionaries import dataset_dictionaries
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
 from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
+from lance_gpu.write.device_input import DeviceBatch
+from lance_gpu.write.file_writer import LanceFileWriter
 from lance_gpu.write.inputs import coerce_input
 from lance_gpu.write.legacy_file import (
     DEFAULT_ROWS_PER_BATCH,
@@ -49,9 +50,6 @@ from lance_gpu.write.legacy_file import (
     LegacyFileWriter,
     check_legacy_types,
 )
-
-if TYPE_CHECKING:
-    from lance_gpu.write.file_writer import LanceFileWriter
 
 __all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
 
@@ -81,8 +79,6 @@ def data_file_writer(path: str, schema: LanceSchema, minor: int, store: ObjectSt
     """A writer of one new data file of version ``minor`` (:data:`LEGACY`: a legacy file
     in batches of ``rows_per_group`` rows, its dictionary fields encoded with
     ``dictionaries``, those of ``dataset_dictionaries`` the dataset's: see :class:`LegacyFileWriter`)."""
-    from lance_gpu.write.file_writer import LanceFileWriter  # the encoders load on first use
-
     if minor == LEGACY:
         return LegacyFileWriter(path, schema, rows_per_group, store=store, dictionaries=dictionaries,
                                 dataset_dictionaries=dataset_dictionaries)
@@ -308,7 +304,6 @@ def _write_fragments(
     A file is closed at the first batch boundary where it holds ``max_rows_per_file`` rows or
     ``max_bytes_per_file`` bytes -- counting the Arrow bytes still buffered, or, with
     ``size_of_flushed_pages`` (compaction, as pylance's), only the pages already cut."""
-    from lance_gpu.write.device_input import DeviceBatch
 
     data_dir = join(root, "data")
     shared_dictionaries = dict(dictionaries or {})

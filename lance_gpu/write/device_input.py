@@ -43,6 +43,7 @@ from cuda_kernels import _device as kernel_device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.write._jsonb import text_to_jsonb
 
 __all__ = [
     "DLPACK_CPU",
@@ -387,7 +388,6 @@ def _upload(arr: pa.Array, name: str) -> DeviceColumn:
         raise UnsupportedFeatureError(f"column {name!r}: Arrow dictionary arrays inside structs or lists cannot be device data")
     t = arr.type
     if getattr(t, "extension_name", None) == "arrow.json" and isinstance(arr, pa.ExtensionArray):
-        from lance_gpu.write._jsonb import text_to_jsonb
 
         docs = _upload(text_to_jsonb(arr.storage, name), name)
         return DeviceColumn(t, docs.length, docs.validity, docs.data, docs.offsets, span=docs.span)

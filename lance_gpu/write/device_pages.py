@@ -54,6 +54,7 @@ from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.gpu import _array
+from lance_gpu.gpu import _array as arrays
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.table.schema import LanceField
 from lance_gpu.write import pages
@@ -79,7 +80,6 @@ class StagedBuffer:
     def __init__(self, dev) -> None:
         from numba import cuda
 
-        from lance_gpu.gpu import _array as arrays
 
         n = int(dev.shape[0])
         self.nbytes = n

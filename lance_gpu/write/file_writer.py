@@ -31,6 +31,7 @@ from google.protobuf.any_pb2 import Any
 
 from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blobs import blob_kind
 from lance_gpu.table.schema import LanceField, LanceSchema
@@ -161,7 +162,6 @@ class LanceFileWriter:
         if minor not in (0, 1, 2):
             raise ValueError(f"can only write file versions 2.0, 2.1 and 2.2, not 2.{minor}")
         if store is None:
-            from lance_gpu.io.resolve import resolve
 
             store, path = resolve(path)
         self.store = store

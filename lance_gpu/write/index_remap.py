@@ -43,6 +43,7 @@ from lance_gpu.index.scalar import BITMAP_LOOKUP, BTREE_LOOKUP, BTREE_PAGES
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.file_writer import LanceFileWriter
 from lance_gpu.write.vector_index_remap import check_vector_remappable, remap_ivf
 
 __all__ = [
@@ -133,7 +134,6 @@ def check_remappable(index: table_pb2.IndexMetadata, root: str) -> None:
 
 
 def _write_file(store: ObjectStore, key: str, table: pa.Table, schema: LanceSchema, minor: int) -> int:
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     writer = LanceFileWriter(key, schema, minor if minor in (0, 1, 2) else 2, store=store)
     try:
@@ -251,7 +251,6 @@ def remap_bitmap(
     new_uuid = _uuid.uuid4()
     path = join(root, "_indices", str(new_uuid), BITMAP_LOOKUP)
     written.append(path)
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     writer = LanceFileWriter(path, schema, minor if minor in (0, 1, 2) else 2, store=store)
     try:

@@ -65,6 +65,7 @@ from lance_gpu.table import features
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import CreateIndex
+from lance_gpu.write.file_writer import LanceFileWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.table.snapshot import TableSnapshot
@@ -169,7 +170,6 @@ def _sorted_groups(values: pa.Array, addrs: np.ndarray) -> tuple[np.ndarray, np.
 
 def _write(store: ObjectStore, key: str, table: pa.Table, written: list[str], global_buffers: tuple[bytes, ...] = (),
            minor: int = 2) -> int:
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     written.append(key)
     writer = LanceFileWriter(key, LanceSchema.from_arrow(table.schema), minor, store=store)

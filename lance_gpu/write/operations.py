@@ -792,6 +792,7 @@ def _with_new_data_file(
     """``frag``'s manifest entry with one more data file: ``values`` (one row per physical
     row of the fragment, in the physical schema of ``lance_new``) written under ``data/``.
     The file's key goes to ``op.written`` first, so a failed commit removes it."""
+
     name = data_file_name()
     path = join(ds.root, "data", name)
     op.written.append(path)

@@ -61,6 +61,7 @@ from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.encodings import _native, bitpacking, flat, fsst, general, rle, variable
 from lance_gpu.file.encodings.base import MiniBlockChunks
+from lance_gpu.file.encodings.general import ZSTD
 from lance_gpu.file.encodings.variable import _native as variable_native
 from lance_gpu.file.page import NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
@@ -803,7 +804,6 @@ def _zstd_values(vals: _Values, valid: np.ndarray | None) -> tuple[_Values, pb.C
     stay empty.  Offsets keep their width, so the full-zip length prefix is u32 or u64."""
     import zstandard
 
-    from lance_gpu.file.encodings.general import ZSTD
 
     cctx = zstandard.ZstdCompressor(level=3)  # what zstd's level 0 ("default") means
     offs = vals.offsets

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from lance_gpu._proto import encodings_v2_0_pb2 as pb
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.table.schema import LanceField
+from lance_gpu.write._jsonb import text_to_jsonb
 from lance_gpu.write.pages import EncodedPage
 from lance_gpu.write.shred import _plain
 
@@ -184,7 +185,6 @@ def encode_field_v2_0(array: pa.Array, field: LanceField) -> list[tuple[int, Enc
         column = counter[0]
         counter[0] += 1
         if f.logical_type == "json" and isinstance(arr, pa.ExtensionArray):
-            from lance_gpu.write._jsonb import text_to_jsonb
 
             arr = text_to_jsonb(arr.storage, f.dotted_path)
         arr = _plain(arr)

@@ -30,9 +30,11 @@ import pyarrow as pa
 from lance_gpu.errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedFeatureError
 from lance_gpu.file.container import FileVersion
 from lance_gpu.file.container import LanceFileReader as _ContainerReader
+from lance_gpu.file.reader import read_field, take_field
 from lance_gpu.io import join, resolve
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.blobs import column_field_ids
+from lance_gpu.write.dataset_writer import _check_types
 from lance_gpu.write.file_writer import LanceFileWriter as _FileWriter
 
 __all__ = [
@@ -105,7 +107,6 @@ class LanceFileWriter:
             self._open(schema)
 
     def _open(self, schema: pa.Schema) -> _FileWriter:
-        from lance_gpu.write.dataset_writer import _check_types
 
         lance_schema = LanceSchema.from_arrow(schema)
         _check_types(lance_schema, self._minor)
@@ -300,7 +301,6 @@ class LanceFileReader:
         return int(self._file.num_rows)
 
     def _read(self, rows: np.ndarray | None, row_range: tuple[int, int] | None) -> pa.Table:
-        from lance_gpu.file.reader import read_field, take_field
         from lance_gpu.file.v2_0 import read_field as read_v20
 
         arrays = []

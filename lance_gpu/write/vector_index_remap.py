@@ -26,6 +26,7 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.scan.vector_index import AUX_FILE, INDEX_FILE, ROW_ID, read_lance_file
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.write.file_writer import LanceFileWriter
 
 if TYPE_CHECKING:
     from lance_gpu.write.index_remap import RowAddressMap
@@ -51,7 +52,6 @@ def remap_ivf(
 ) -> tuple[bytes, list[table_pb2.IndexFile]]:
     """Write the remapped copy of IVF index ``index`` (see the module docstring); returns the
     new uuid's 16 bytes and its files.  Every key is appended to ``written`` before it is written."""
-    from lance_gpu.write.file_writer import LanceFileWriter
 
     src = join(root, "_indices", str(_uuid.UUID(bytes=bytes(index.uuid.uuid))))
     reader = LanceFileReader(join(src, AUX_FILE), store)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_gpu.file.blocks import FixedWidthBlock
+from lance_gpu.file.blocks import FixedWidthBlock, select_block
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 
@@ -47,7 +47,6 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
     """Decode the chunks' lists; with ``select`` (positions among them) only those lists:
     lists of whole-byte flat items without item validity are read straight from the
     chunks, anything else is decoded whole and selected."""
-    from lance_gpu.file.blocks import select_block
     from lance_gpu.file.encodings import decode_miniblock as inner_decode
     from lance_gpu.file.encodings import flat
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.blocks import Block, FixedWidthBlock
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, which
 
@@ -40,7 +41,6 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Block
 
 def split_fixed_rows(rows: np.ndarray, widths_bytes: list[int], path: str) -> list[np.ndarray]:
     """Split ``rows`` (n x row bytes, uint8) into one byte matrix per field."""
-    from lance_gpu.errors import CorruptFileError
 
     if rows.ndim != 2 or rows.shape[1] != sum(widths_bytes):
         raise CorruptFileError(path, f"packed rows of {rows.shape[-1]} bytes, expected {sum(widths_bytes)}")
@@ -59,7 +59,6 @@ def split_variable_rows(
     ``layout``: per field ``("fixed", bytes)`` (an unsigned little-endian integer) or
     ``("variable", length bytes)`` (a byte string).
     """
-    from lance_gpu.errors import CorruptFileError
 
     fields: list[list[bytes | int]] = [[] for _ in layout]
     raw = data.tobytes()

@@ -23,10 +23,11 @@ from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.encodings import fixed_size_list, fsst, general
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage
+from lance_gpu.file.v2_1.repdef import invisible_levels
+
 
 def invisible_table(layers: tuple[int, ...]) -> np.ndarray:
     """invisible[d] is True where def level d leaves the item without a value."""
-    from lance_gpu.file.v2_1.repdef import invisible_levels
 
     return invisible_levels(layers)
 

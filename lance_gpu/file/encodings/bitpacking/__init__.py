@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.cpu import native
 from lance_gpu.file.blocks import FixedWidthBlock, select_block, uint_dtype
-from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
+from lance_gpu.file.encodings._native import scatter_ranges
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, MiniBlockChunks
 
 
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: np.ndarray | None = None) -> FixedWidthBlock:
@@ -143,8 +145,6 @@ def encode_miniblock(values: np.ndarray, widths: np.ndarray | None = None):
     word holding its bit width W followed by ``1024 * W / T`` FastLanes words (the last
     chunk zero-padded to 1024 values).  ``values`` is a uint8/16/32/64 array."""
     from cuda_kernels.bitunpack import pack_chunks
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
-    from lance_gpu.file.encodings.base import MiniBlockChunks
 
     bits = values.dtype.itemsize * 8
     n = values.size
@@ -184,7 +184,6 @@ def encode_out_of_line(values: np.ndarray, width: int) -> np.ndarray:
 
 def out_of_line_encoding(bits: int, width: int):
     """``OutOfLineBitpacking{bits, Flat{width}}``."""
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
 
     return pb.CompressiveEncoding(
         out_of_line_bitpacking=pb.OutOfLineBitpacking(
@@ -229,7 +228,6 @@ def _short_level_chunks(levels: np.ndarray, bounds: np.ndarray, lens: np.ndarray
     dst_starts = np.zeros(lens.size, np.int64)
     np.cumsum(sizes[:-1], out=dst_starts[1:])
     out = np.empty(int(sizes.sum()), np.uint8)
-    from lance_gpu.file.encodings._native import scatter_ranges
 
     scatter_ranges(out, dst_starts, src, src_starts, sizes)
     return out, sizes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import inline_size
 
@@ -28,7 +29,6 @@ def block_bit_widths(values) -> np.ndarray:
 def encode_miniblock(values, widths: np.ndarray) -> MiniBlockChunks:
     """InlineBitpacking{T} chunks of the device uintT ``values`` at the blocks' ``widths``."""
     from cuda_kernels.encode import pack_chunks_gpu
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
 
     bits = np.dtype(values.dtype).itemsize * 8
     n = int(values.shape[0])

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.cpu import native
 from lance_gpu.file.blocks import FixedWidthBlock, per_bucket, select_block
 from lance_gpu.file.encodings import general
-from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
-
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, MiniBlockChunks
 
 #: Value widths (bytes) that a selection gathers as one typed (unsigned) integer each.
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -133,8 +133,6 @@ def values_per_chunk(bits: int) -> int:
 def encode_miniblock(data: np.ndarray, bits: int, num_values: int, encoding=None):
     """Cut ``num_values`` packed ``bits``-bit values (``data``: exactly their bytes) into
     mini-block chunks; ``encoding`` defaults to ``Flat{bits}``."""
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
-    from lance_gpu.file.encodings.base import MiniBlockChunks
 
     vpc = values_per_chunk(bits)
     nchunks = max(1, -(-num_values // vpc))

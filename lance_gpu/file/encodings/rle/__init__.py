@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.cpu import native
 from lance_gpu.file.blocks import FixedWidthBlock
-from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, MiniBlockChunks
+from lance_gpu.file.encodings.flat import MAX_MINIBLOCK_BYTES
 
 
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> FixedWidthBlock:
@@ -94,9 +96,6 @@ def run_count(values: np.ndarray) -> int:
 def encode_miniblock(values: np.ndarray):
     """``Rle{values: Flat{T}, run_lengths: Flat{8}}`` mini-block chunks of uint8/16/32/64
     ``values``: per chunk the run values, then the u8 run lengths (two chunk buffers)."""
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
-    from lance_gpu.file.encodings.base import MiniBlockChunks
-    from lance_gpu.file.encodings.flat import MAX_MINIBLOCK_BYTES
     from lance_gpu.file.encodings.rle import _native
 
     dt = values.dtype

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.cpu import native
 from lance_gpu.file.blocks import VariableWidthBlock
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, MiniBlockChunks
@@ -119,7 +120,6 @@ def miniblock_plan(offsets: np.ndarray, offset_bits: int) -> tuple[np.ndarray, n
 
 def miniblock_encoding(offset_bits: int):
     """The ``CompressiveEncoding`` of Variable{Flat32|64} values."""
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
 
     return pb.CompressiveEncoding(
         variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
@@ -132,7 +132,6 @@ def encode_miniblock(offsets: np.ndarray, data: np.ndarray, offset_bits: int):
 
     ``offsets`` (int64, ``n + 1``, starting at 0) index into ``data`` (uint8).
     """
-    from lance_gpu.file.encodings.base import MiniBlockChunks
     from lance_gpu.file.encodings.variable import _native
 
     offsets = np.ascontiguousarray(offsets, np.int64)
@@ -154,7 +153,6 @@ def encode_block(offsets: np.ndarray, data: np.ndarray, offset_bits: int) -> np.
 
 def variable_encoding(offset_bits: int):
     """``Variable{offsets: Flat{offset_bits}}``."""
-    from lance_gpu._proto import encodings_v2_1_pb2 as pb
 
     return pb.CompressiveEncoding(
         variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=offset_bits)))
