@@ -127,18 +127,23 @@ def test_minimum_nprobes_equals_pylance(built: dict, index_type: str, metric: st
 @pytest.mark.parametrize("k", [1, 10, 30])
 def test_auto_nprobes_at_least_pylance(built: dict, index_type: str, metric: str, probes: dict, k: int) -> None:
     """pylance 14's default ("Auto") initial probes follow a rule not reproduced here; we
-    search every partition up to ``maximum_nprobes``: per query our recall against the exact
-    search is at least pylance's, and where pylance found the exact rows we return its rows."""
+    search every partition up to ``maximum_nprobes``: exactly pylance's rows and distances
+    with ``nprobes`` set to that many partitions, and over exact distances (IVF_FLAT) per
+    query a recall against the exact search at least that of pylance's default (a superset
+    of its probes).  Over quantized distances (IVF_PQ, IVF_SQ) more partitions need not mean
+    more recall -- an unprobed partition may hold a row whose quantized distance beats the
+    true nearest one's -- so no such claim is made there."""
     path = built[(index_type, metric)]
+    partitions = 6  # _build's num_partitions
     for q in _queries():
         nearest = {"column": "vec", "q": q, "k": k, **probes}
         theirs, ours = _both(path, nearest=nearest, columns=["id", "_distance"])
-        if "maximum_nprobes" in probes:
-            # the same cap: pylance's probes are ours or a prefix of them
-            capped = {"column": "vec", "q": q, "k": k, "nprobes": probes["maximum_nprobes"]}
-            _same(*_both(path, nearest=capped, columns=["id", "_distance"]))
-        exact = _exact_ids(path, q, k, metric)
-        assert len(set(ours["id"].to_pylist()) & exact) >= len(set(theirs["id"].to_pylist()) & exact)
+        probed = {"column": "vec", "q": q, "k": k, "nprobes": probes.get("maximum_nprobes", partitions)}
+        ref = lance.dataset(path).to_table(nearest=probed, columns=["id", "_distance"])
+        _same(ref, ours)
+        if index_type == "IVF_FLAT":
+            exact = _exact_ids(path, q, k, metric)
+            assert len(set(ours["id"].to_pylist()) & exact) >= len(set(theirs["id"].to_pylist()) & exact)
 
 
 @pytest.mark.parametrize(("flt", "k"), [("id < 60", 10), ("id < 6", 10), ("cat = 'c2' AND id < 400", 25)])

@@ -68,12 +68,13 @@ def _unlink_quietly(path: str) -> None:
 
 
 #: Open :class:`LocalFile` objects of the process, and the count at which the next one
-#: opened first runs the cycle collector.  A dataset version's fragments and their file
-#: readers refer to each other, so the readers of a version nobody uses any more close
-#: (and give their descriptors back) only when the collector runs; a process reading
-#: many versions of many small files would otherwise run out of descriptors first.  The
-#: threshold doubles past the files still open after a collection, so files really in
-#: use cost amortised constant time.
+#: opened first runs the cycle collector.  Readers left in reference cycles by callers
+#: (a snapshot's own caches hold none: they die by reference counting) close, and give
+#: their descriptors back, only when the collector runs; a process opening many files
+#: would otherwise run out of descriptors (or past 1,024, where ``select()`` fails, as
+#: in Spark's accumulator server) first.  After a collection the next one is due
+#: ``max(512, still open / 2)`` opens later: at most 512 descriptors beyond those really
+#: in use for small processes, and amortised constant time for files really in use.
 _open_files = 0
 _collect_at = 512
 _open_files_lock = threading.Lock()
@@ -87,7 +88,7 @@ def _file_opened() -> None:
     if due:
         gc.collect()
         with _open_files_lock:
-            _collect_at = max(512, 2 * _open_files)
+            _collect_at = _open_files + max(512, _open_files // 2)
 
 
 def _file_closed() -> None:
