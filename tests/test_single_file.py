@@ -155,3 +155,34 @@ def test_max_page_bytes_splits_2_0_pages_as_pylance(tmp_path, version: str) -> N
         assert reader_cls(path).read_all().to_table() == table
         counts.append(len(LanceFileReader(path).metadata().columns[0].pages))
     assert counts[0] == counts[1] == (5 if version == "2.0" else 1)
+
+
+def test_threads_sharing_one_writer_write_whole_batches(tmp_path) -> None:
+    """Threads writing to one LanceFileWriter (pylance's is thread-safe): every batch lands
+    whole -- no row mixes one batch's columns with another's -- as pylance's own test asks
+    (test_file.py::test_multithreaded_writer)."""
+    import threading
+
+    schema = pa.schema([("thread_id", pa.int64()), ("value", pa.int64()), ("data", pa.string())])
+    path = str(tmp_path / "threads.lance")
+    start = threading.Barrier(6)
+
+    def write(writer, t: int) -> None:
+        start.wait()
+        for b in range(20):
+            n = 50
+            writer.write_batch(pa.table({"thread_id": [t] * n, "value": [t * 10_000 + b * n + i for i in range(n)],
+                                         "data": [f"t{t}_{b * n + i}" for i in range(n)]}, schema=schema))
+
+    with LanceFileWriter(path, schema) as writer:
+        threads = [threading.Thread(target=write, args=(writer, t)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    rows = LanceFileReader(path).read_all().to_table().to_pylist()
+    assert len(rows) == 6 * 20 * 50
+    for r in rows:
+        k = r["value"] - r["thread_id"] * 10_000
+        assert r["data"] == f"t{r['thread_id']}_{k}", r
+    assert sorted(r["value"] for r in rows) == sorted(t * 10_000 + i for t in range(6) for i in range(1000))

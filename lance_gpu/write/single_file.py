@@ -20,6 +20,7 @@ lance-gpu's own; legacy (0.1) files are refused.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,9 @@ class LanceFileWriter:
         self._metadata: dict[str, bytes] = {}
         self.closed = False
         self.size_bytes: int | None = None
+        # one batch, buffer or close at a time: threads sharing a writer (pylance's is
+        # thread-safe) must not interleave one batch's columns with another's
+        self._lock = threading.RLock()
         if schema is not None:
             self._open(schema)
 
@@ -122,15 +126,16 @@ class LanceFileWriter:
         batch : pyarrow.RecordBatch or pyarrow.Table
             Rows with the writer's schema (the first batch fixes it when none was given).
         """
-        if self.closed:
-            raise InvalidArgumentError("LanceFileWriter: the file is closed")
-        writer = self._writer if self._writer is not None else self._open(batch.schema)
-        if batch.schema.names != self._arrow.names:
-            raise InvalidArgumentError(
-                f"LanceFileWriter: batch columns {batch.schema.names} do not match the file's {self._arrow.names}")
-        if not batch.schema.equals(self._arrow):
-            batch = batch.cast(self._arrow)
-        writer.write(batch)
+        with self._lock:
+            if self.closed:
+                raise InvalidArgumentError("LanceFileWriter: the file is closed")
+            writer = self._writer if self._writer is not None else self._open(batch.schema)
+            if batch.schema.names != self._arrow.names:
+                raise InvalidArgumentError(
+                    f"LanceFileWriter: batch columns {batch.schema.names} do not match the file's {self._arrow.names}")
+            if not batch.schema.equals(self._arrow):
+                batch = batch.cast(self._arrow)
+            writer.write(batch)
 
     def add_schema_metadata(self, key: str, value: str) -> None:
         """Add a schema metadata entry (before :meth:`close`).
@@ -152,24 +157,26 @@ class LanceFileWriter:
         data : bytes
             The buffer's bytes.
         """
-        if self.closed:
-            raise InvalidArgumentError("LanceFileWriter: the file is closed")
-        if self._writer is None:
-            raise InvalidArgumentError("LanceFileWriter: a global buffer needs the schema first (pass schema= or "
-                                       "write a batch)")
-        return self._writer.add_global_buffer(bytes(data))
+        with self._lock:
+            if self.closed:
+                raise InvalidArgumentError("LanceFileWriter: the file is closed")
+            if self._writer is None:
+                raise InvalidArgumentError("LanceFileWriter: a global buffer needs the schema first (pass schema= or "
+                                           "write a batch)")
+            return self._writer.add_global_buffer(bytes(data))
 
     def close(self) -> int | None:
         """Finish the file: write the metadata and footer; returns the rows written (None
         when already closed)."""
-        if self.closed:
-            return None
-        self.closed = True
-        if self._writer is None:
-            raise InvalidArgumentError("Schema is unknown and file cannot be created")
-        self._writer.schema.metadata.update(self._metadata)
-        self.size_bytes = self._writer.finish()
-        return int(self._writer.num_rows)
+        with self._lock:
+            if self.closed:
+                return None
+            self.closed = True
+            if self._writer is None:
+                raise InvalidArgumentError("Schema is unknown and file cannot be created")
+            self._writer.schema.metadata.update(self._metadata)
+            self.size_bytes = self._writer.finish()
+            return int(self._writer.num_rows)
 
     def _abort(self) -> None:
         if not self.closed and self._writer is not None:
