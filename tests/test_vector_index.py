@@ -283,10 +283,11 @@ def test_prefilter_fewer_rows_than_k(built: dict) -> None:
         theirs, ours = _both(path, nearest=nearest, filter="id < 4", prefilter=True, columns=["id", "_distance"])
         assert ours["id"].to_pylist() == theirs["id"].to_pylist()
         np.testing.assert_allclose(ours["_distance"].to_numpy(), theirs["_distance"].to_numpy(), rtol=1e-4)
-    # without more partitions to probe, rows outside the probed partition are not found
+    # without more partitions to probe, rows outside the probed partition are not found: the
+    # same rows as pylance's (all four when the unseeded build put them in that partition)
     theirs, ours = _both(path, nearest={"column": "vec", "q": q, "k": 10, "nprobes": 1}, filter="id < 4",
                          prefilter=True, columns=["id"])
-    assert ours.num_rows == theirs.num_rows < 4
+    assert ours["id"].to_pylist() == theirs["id"].to_pylist() and ours.num_rows <= 4
 
 
 def test_several_queries(built: dict) -> None:
