@@ -10,24 +10,33 @@ pass's staged arena) laid out as::
 bytes).  Buffer 0 may hold *inline bit-packed blocks* of ``word``-byte words: per 1024
 values one word holding the bit width ``W`` (``0 <= W <= 8 * word``) followed by ``1024 * W
 / (8 * word)`` packed words; the chunk's ``count`` values take ``ceil(count / 1024)`` blocks.
+The rep and def sections hold ``num_levels`` u16 levels each, either as such blocks (``word``
+2) or in *block-form RLE* (``u64 value bytes V | V bytes of u16 run values | V / 2 u8 run
+lengths``), or in a form whose work needs only the section's span (raw, out-of-line packed).
 
 Per chunk ``i`` the caller gives (``int64`` columns): ``start``, ``size``, ``count``, ``limit``
 (where the bytes the chunk may refer to end in ``data``: its page's end), ``block_first``
-(where its blocks go in the block table: an exclusive scan of the block counts) and
+(where its blocks go in the block table: an exclusive scan of :func:`block_rows`) and
 ``shape``, a bit set::
 
     bit 0  rep_bytes present         bit 1  def_bytes present
     bit 2  u32 buffer sizes          bit 3  num_levels must equal count
     bits 4..7  nbuf (0, 1 or 2)      bits 8..11  word bytes of inline blocks in buffer 0 (0: none)
+    bits 12..13  rep levels          bits 14..15  def levels (0: spans only, 1: inline
+                                     bit-packed u16 blocks, 2: block-form RLE)
 
-and gets (``out``, ``int64[n, 10]``): ``num_levels``, rep ``(start, size)``, def ``(start,
-size)``, buffer 0 and buffer 1 ``(start, size)`` (positions in ``data``), and a status: the
-OR of :data:`BAD_HEADER` (the chunk passes ``limit``, or a section or the padded header
-passes the chunk's end),
-:data:`BAD_LEVELS` (``num_levels != count`` where asked) and :data:`BAD_BLOCKS` (an
-impossible bit width, a misaligned buffer or a block past ``limit``); and, in
-``blocks[block_first[i] + k]`` (``int64[nblocks, 2]``), the word index in ``data`` of block
-``k``'s packed words and its width.
+and gets (``out``, ``int64[n, 12]``): ``num_levels``, rep ``(start, size)``, def ``(start,
+size)``, buffer 0 and buffer 1 ``(start, size)`` (positions in ``data``), the run counts of
+RLE rep and def sections, and a status: the OR of :data:`BAD_HEADER` (the chunk passes
+``limit``, or a section or the padded header passes the chunk's end), :data:`BAD_LEVELS`
+(``num_levels != count`` where asked), :data:`BAD_BLOCKS` (an impossible bit width, a
+misaligned buffer, a block past ``limit`` or more level blocks than kept for),
+:data:`BAD_RLE_SHORT` (an RLE section shorter than its u64) and :data:`BAD_RLE_RANGE` (its
+values and run lengths pass its end).  The block table (``int64[nblocks, 2]``: word index
+in ``data`` of a block's packed words, its width) keeps, from ``block_first[i]``, the chunk's
+value blocks, then its def level blocks, then its rep level blocks (:func:`block_rows`).
+A chunk with repetition levels holds an in-band level count (at most 65,535), so its level
+sections keep ``min(64, size // 2)`` rows each, used from the first.
 
 GPU: one thread per chunk (every chunk's start is known from the caller's chunk metadata,
 so chunks are independent), one launch for every chunk of a pass, and the caller reads
@@ -43,28 +52,120 @@ from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 cuda = LAZY_CUDA
 
 __all__ = [
-    "BAD_BLOCKS", "BAD_HEADER", "BAD_LEVELS", "OUT_COLUMNS", "parse_chunk_headers", "parse_chunk_headers_gpu",
+    "BAD_BLOCKS", "BAD_HEADER", "BAD_LEVELS", "BAD_RLE_RANGE", "BAD_RLE_SHORT", "LEVELS_INLINE", "LEVELS_RLE",
+    "LEVELS_SPANS", "OUT_COLUMNS", "block_rows", "level_block_offsets", "parse_chunk_headers", "parse_chunk_headers_gpu",
     "shape_bits",
 ]
 
 BAD_HEADER = 1
 BAD_LEVELS = 2
 BAD_BLOCKS = 4
-#: columns of ``out``: levels, rep start/size, def start/size, buffer 0 start/size, buffer 1 start/size, status
-OUT_COLUMNS = 10
+BAD_RLE_SHORT = 8
+BAD_RLE_RANGE = 16
+#: columns of ``out``: levels, rep start/size, def start/size, buffer 0 start/size, buffer 1
+#: start/size, rep RLE runs, def RLE runs, status
+OUT_COLUMNS = 12
+#: level section forms (``shape`` bits 12..13 and 14..15)
+LEVELS_SPANS, LEVELS_INLINE, LEVELS_RLE = 0, 1, 2
+_LEVEL_BLOCKS_MAX = 64  # ceil(65535 / 1024): blocks of a u16 in-band level count
 
 
-def shape_bits(has_rep, has_def, large, check_levels, nbuf, inline_word):
+def shape_bits(has_rep, has_def, large, check_levels, nbuf, inline_word, rep_levels=LEVELS_SPANS, def_levels=LEVELS_SPANS):
     """The ``shape`` bit set of a chunk (see the module docstring)."""
-    if not 0 <= nbuf <= 2 or inline_word not in (0, 1, 2, 4, 8):
-        msg = f"chunk shape nbuf={nbuf} inline_word={inline_word} out of range"
+    if not 0 <= nbuf <= 2 or inline_word not in (0, 1, 2, 4, 8) or not {rep_levels, def_levels} <= {0, 1, 2}:
+        msg = f"chunk shape nbuf={nbuf} inline_word={inline_word} levels={rep_levels},{def_levels} out of range"
         raise ValueError(msg)
-    return int(has_rep) | int(has_def) << 1 | int(large) << 2 | int(check_levels) << 3 | nbuf << 4 | inline_word << 8
+    return (int(has_rep) | int(has_def) << 1 | int(large) << 2 | int(check_levels) << 3 | nbuf << 4 | inline_word << 8
+            | rep_levels << 12 | def_levels << 14)
+
+
+def _level_rows(shape, count, size):
+    """Rows one inline bit-packed level section of each chunk keeps (``_level_reserve``)."""
+    shape = np.asarray(shape, np.int64)
+    with_rep = np.minimum(np.maximum(np.asarray(size, np.int64) // 2, 0), _LEVEL_BLOCKS_MAX)
+    return np.where(shape & 1 != 0, with_rep, -(-np.asarray(count, np.int64) // 1024))
+
+
+def block_rows(shape, count, size):
+    """Rows of the block table each chunk keeps (NumPy over the chunk columns): its value
+    blocks, then its def and rep level blocks (see the module docstring)."""
+    shape = np.asarray(shape, np.int64)
+    word = (shape >> 8) & 15
+    value = np.where(word != 0, -(-np.asarray(count, np.int64) // 1024), 0)
+    lev = _level_rows(shape, count, size)
+    has_def = (shape & 2 != 0) & ((shape >> 14) & 3 == LEVELS_INLINE)
+    has_rep = (shape & 1 != 0) & ((shape >> 12) & 3 == LEVELS_INLINE)
+    return value + np.where(has_def, lev, 0) + np.where(has_rep, lev, 0)
+
+
+def level_block_offsets(shape, count, size):
+    """Where each chunk's def and rep level blocks start among its rows: ``(def, rep)``."""
+    shape = np.asarray(shape, np.int64)
+    word = (shape >> 8) & 15
+    value = np.where(word != 0, -(-np.asarray(count, np.int64) // 1024), 0)
+    has_def = (shape & 2 != 0) & ((shape >> 14) & 3 == LEVELS_INLINE)
+    return value, value + np.where(has_def, _level_rows(shape, count, size), 0)
 
 
 @dual
 def _u16(data, p):
     return np.int64(data[p]) | (np.int64(data[p + 1]) << 8)
+
+
+@dual
+def _inline_blocks(data, q, lim, word, remaining, k, kend, blocks):
+    """Walk the inline bit-packed blocks of ``remaining`` values of ``word`` bytes from byte
+    ``q`` (none may pass ``lim``) into ``blocks[k:kend]``; returns 0 or :data:`BAD_BLOCKS`."""
+    bits = word * 8
+    if q % word != 0:
+        return 4
+    while remaining > 0:
+        if k >= kend or q + word > lim:
+            return 4
+        w = np.int64(0)
+        for z in range(word):
+            w |= np.int64(data[q + z]) << (8 * z)
+        if w < 0 or w > bits:
+            return 4
+        q += word
+        blocks[k, 0] = q // word
+        blocks[k, 1] = w
+        q += 1024 * w // bits * word
+        if q > lim:
+            return 4
+        k += 1
+        remaining -= 1024
+    return 0
+
+
+@dual
+def _rle_runs(data, p, sz):
+    """The run count of a block-form RLE level buffer (``u64 value bytes | u16 values | u8
+    run lengths``) of ``sz`` bytes at ``p``, or ``-1`` (shorter than its header) or ``-2``
+    (its sections pass its end)."""
+    if sz < 8:
+        return np.int64(-1)
+    head = np.int64(0)
+    for z in range(8):
+        head |= np.int64(data[p + z]) << (8 * z)
+    if head < 0 or head % 2 != 0 or 8 + head + head // 2 > sz:
+        return np.int64(-2)
+    return head // 2
+
+
+@dual
+def _level_reserve(has_rep, count, size):
+    """Rows of the block table a chunk keeps for one inline bit-packed level buffer: one per
+    1024 levels, where the levels are its ``count`` values; with repetition levels their
+    count is in-band (a u16: at most 64 blocks, each at least one u16 word of the chunk)."""
+    if not has_rep:
+        return (count + 1023) // 1024
+    r = size // 2
+    if r > 64:
+        r = 64
+    if r < 0:
+        r = 0
+    return r
 
 
 @dual
@@ -81,9 +182,11 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     large = (sh & 4) != 0
     nbuf = (sh >> 4) & 15
     word = (sh >> 8) & 15
+    rep_enc = (sh >> 12) & 3
+    def_enc = (sh >> 14) & 3
     hdr = 2 + (2 if has_rep else 0) + (2 if has_def else 0) + nbuf * (4 if large else 2)
     if s < 0 or end > total or end > limit[i] or hdr > size[i]:
-        out[i, 9] = 1  # BAD_HEADER
+        out[i, 11] = 1  # BAD_HEADER
         return
     p = s
     out[i, 0] = _u16(data, p)
@@ -139,37 +242,37 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
         status |= 1
     if (sh & 8) != 0 and out[i, 0] != count[i]:
         status |= 2
-    if word != 0 and status == 0:
-        bits = word * 8
-        q = out[i, 5]
-        lim = limit[i]
-        if lim > total:
-            lim = total
-        k = block_first[i]
-        remaining = count[i]
-        if q % word != 0:
-            status |= 4
-            remaining = 0
-        while remaining > 0:
-            if q + word > lim:
-                status |= 4
-                break
-            w = np.int64(0)
-            for z in range(word):
-                w |= np.int64(data[q + z]) << (8 * z)
-            if w < 0 or w > bits:
-                status |= 4
-                break
-            q += word
-            blocks[k, 0] = q // word
-            blocks[k, 1] = w
-            q += 1024 * w // bits * word
-            if q > lim:
-                status |= 4
-                break
-            k += 1
-            remaining -= 1024
-    out[i, 9] = status
+    if status != 0:
+        out[i, 11] = status
+        return
+    lim = limit[i]
+    if lim > total:
+        lim = total
+    k = block_first[i]
+    vres = (count[i] + 1023) // 1024 if word != 0 else 0
+    lres = _level_reserve(has_rep, count[i], size[i])
+    if word != 0:
+        status |= _inline_blocks(data, out[i, 5], lim, word, count[i], k, k + vres, blocks)
+    k += vres
+    nlev = out[i, 0]
+    if def_enc == 1 and has_def:
+        status |= _inline_blocks(data, out[i, 3], lim, 2, nlev, k, k + lres, blocks)
+        k += lres
+    if rep_enc == 1 and has_rep:
+        status |= _inline_blocks(data, out[i, 1], lim, 2, nlev, k, k + lres, blocks)
+    if rep_enc == 2 and has_rep:
+        r = _rle_runs(data, out[i, 1], out[i, 2])
+        if r < 0:
+            status |= 8 if r == -1 else 16
+        else:
+            out[i, 9] = r
+    if def_enc == 2 and has_def:
+        r = _rle_runs(data, out[i, 3], out[i, 4])
+        if r < 0:
+            status |= 8 if r == -1 else 16
+        else:
+            out[i, 10] = r
+    out[i, 11] = status
 
 
 @cpu_driver
@@ -206,7 +309,7 @@ def parse_chunk_headers(data, start, size, count, limit, shape, block_first, nbl
 
 def parse_chunk_headers_gpu(data, start, size, count, limit, shape, block_first, out, blocks, *, threads_per_block=128):
     """Parse every chunk on the device, one thread per chunk, into the device arrays ``out``
-    (``int64[n, 10]``) and ``blocks`` (``int64[nblocks, 2]``); nothing is read back (the
+    (``int64[n, 12]``) and ``blocks`` (``int64[nblocks, 2]``); nothing is read back (the
     status column says what is corrupt).  Column arguments may be host arrays (uploaded;
     inside ``_device.work_table`` views of the pass's table)."""
     n = int(np.asarray(start).size) if not hasattr(start, "copy_to_host") else int(start.shape[0])

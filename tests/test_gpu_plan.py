@@ -133,6 +133,7 @@ def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
 
     monkeypatch.setattr(plan, "_parse_miniblock_pages", spy_parse)
     monkeypatch.setattr(plan, "_emit_miniblock_batch", spy_emit)
+    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)  # the host's parse (else the device parses nearly every page)
     leaves = _leaves(datasets["many22"])
     unit = plan.UnitPlan()
     for leaf in leaves:
@@ -189,6 +190,14 @@ def _bad_width(data: bytes) -> bytes:
     return bytes(chunk)
 
 
+def _bad_level_width(data: bytes) -> bytes:
+    """The first bit width word of the first chunk's InlineBitpacking definition levels: 17."""
+    chunk = bytearray(data)
+    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u16 width, packed words
+    chunk[8:10] = (17).to_bytes(2, "little")
+    return bytes(chunk)
+
+
 def _huge_buffer(data: bytes) -> bytes:
     """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
     chunk = bytearray(data)
@@ -224,13 +233,14 @@ def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, na
 @pytest.mark.parametrize(("name", "column", "buffer", "edit", "message"), [
     ("many21", 6, 0, _all_chunks_full, "does not add up"),
     ("many22", 1, 1, _bad_width, "inline bit-packed chunk is malformed"),
+    ("many22", 1, 1, _bad_level_width, "inline bit-packed chunk is malformed"),
     ("many21", 0, 1, _huge_buffer, "points past its chunk"),
-], ids=["chunk-metadata", "bit-width", "chunk-header"])
+], ids=["chunk-metadata", "bit-width", "level-bit-width", "chunk-header"])
 def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkeypatch, name, column, buffer, edit, message):
     """Corrupt chunk metadata (counts beyond the page), a corrupt bit width and a chunk
     header pointing past its chunk: the same CorruptFileError from bulk and page-by-page
     planning, and from the CPU reader."""
-    uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}", column, buffer, edit)
+    uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}_{edit.__name__}", column, buffer, edit)
     errors = []
     for on_device in (False, True):
         monkeypatch.setattr(plan, "DEVICE_HEADERS", on_device)

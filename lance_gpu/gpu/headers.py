@@ -42,6 +42,7 @@ from lance_gpu.gpu.plan import (
     _emit_chunk_work,
     _group_key,
     _index_encoding,
+    _level_encoding,
     _level_key,
     _value_dst,
     fill_chunk_layouts,
@@ -53,7 +54,17 @@ _MESSAGES = (
     (chk.BAD_HEADER, "mini-block chunk header points past its chunk"),
     (chk.BAD_LEVELS, "mini-block chunk holds a level count other than its item count"),
     (chk.BAD_BLOCKS, "inline bit-packed chunk is malformed (bad width or truncated)"),
+    (chk.BAD_RLE_SHORT, "RLE level buffer shorter than its header"),
+    (chk.BAD_RLE_RANGE, "RLE level buffer sections out of range"),
 )
+#: the pre-pass's form of each level encoding (``chunkheaders`` shape bits)
+_LEVEL_FORMS = {"inline_bitpacking": chk.LEVELS_INLINE, "rle": chk.LEVELS_RLE}
+
+
+def _level_form(mb, name: str) -> int:
+    if not mb.HasField(name):
+        return chk.LEVELS_SPANS
+    return _LEVEL_FORMS.get(_level_encoding(getattr(mb, name)), chk.LEVELS_SPANS)
 
 
 def _inline_word(dp: DevicePage) -> int:
@@ -84,15 +95,17 @@ class ChunkTable:
         words = np.fromiter((_inline_word(dp) for dp in pages), np.int64, npages)
         shapes = np.fromiter(
             (
-                chk.shape_bits(False, dp.page.has_def, bool(dp.page.layout.has_large_chunk), dp.page.has_def,
-                               int(dp.page.layout.num_buffers), int(w))
+                chk.shape_bits(dp.page.has_rep, dp.page.has_def, bool(dp.page.layout.has_large_chunk),
+                               dp.page.has_def and not dp.page.has_rep, int(dp.page.layout.num_buffers), int(w),
+                               _level_form(dp.page.layout, "rep_compression"), _level_form(dp.page.layout, "def_compression"))
                 for dp, w in zip(pages, words.tolist(), strict=True)
             ),
             np.int64, npages,
         )
         self.shape = np.repeat(shapes, per_page)
-        self.nblocks = np.where(np.repeat(words, per_page) > 0, -(-self.counts // 1024), 0)
-        scan = miniblock.exclusive_scan(self.nblocks)
+        self.nblocks = np.where(np.repeat(words, per_page) > 0, -(-self.counts // 1024), 0)  # value blocks
+        self.def_blocks_at, self.rep_blocks_at = chk.level_block_offsets(self.shape, self.counts, self.size)
+        scan = miniblock.exclusive_scan(chk.block_rows(self.shape, self.counts, self.size))
         self.block_first = scan[:-1]
         self.total_blocks = int(scan[-1])
         self.out = np.zeros((0, chk.OUT_COLUMNS), np.int64)
@@ -165,6 +178,18 @@ def check(table: ChunkTable) -> None:
             raise dp.leaf.ctx().corrupt(message)
 
 
+def _blocks(table: ChunkTable, rows: np.ndarray, at: np.ndarray, nitems: np.ndarray) -> InlineBlocks:
+    """The inline blocks of chunks ``rows`` (of the group being emitted) holding ``nitems``
+    items each, found from row ``block_first + at`` of the block table on."""
+    nblk = -(-nitems // 1024)
+    first = table.block_first[rows] + at
+    brows = miniblock.concat_ranges(first, first + nblk)
+    chunk = np.repeat(np.arange(rows.size), nblk)
+    within = brows - np.repeat(first, nblk)
+    nvals = np.minimum(nitems[chunk] - 1024 * within, 1024)
+    return InlineBlocks(table.blocks[brows, 0], table.blocks[brows, 1], nvals, chunk, 1024 * within)
+
+
 def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     """The chunks of pages ``members`` (of one leaf, encoded alike) as :func:`plan._emit_chunk_work` takes them."""
     sel = np.asarray(members, np.int64)
@@ -172,32 +197,40 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     per_page = table.bounds[sel + 1] - table.bounds[sel]
     counts = table.counts[rows]
     out = table.out[rows]
-    first_chunk = miniblock.exclusive_scan(per_page)
-    scan = miniblock.exclusive_scan(counts)
-    in_page = scan[:-1] - np.repeat(scan[first_chunk[:-1]], per_page)
-    vpos = np.fromiter((table.pages[j].vpos for j in members), np.int64, sel.size)
-    ddst = np.fromiter((table.pages[j].def_dst for j in members), np.int64, sel.size)
+    levels = out[:, 0]  # one per value without repetition levels (checked on the device)
+    first_chunk = miniblock.exclusive_scan(per_page)[:-1]
+
+    def within_page(v: np.ndarray) -> np.ndarray:
+        scan = miniblock.exclusive_scan(v)
+        return scan[:-1] - np.repeat(scan[first_chunk], per_page)
+
+    in_page = within_page(counts)
+    level_in_page = within_page(levels)
+    pages = [table.pages[j] for j in members]
+    vpos = np.fromiter((dp.vpos for dp in pages), np.int64, sel.size)
+    ddst = np.fromiter((dp.def_dst for dp in pages), np.int64, sel.size)
+    rdst = np.fromiter((dp.rep_dst for dp in pages), np.int64, sel.size)
     value = np.repeat(vpos, per_page) + in_page
-    def_dst = np.repeat(ddst, per_page) + in_page  # one level per value (checked on the device)
-    nblk = table.nblocks[rows]
-    blocks = None
-    if int(nblk.sum()):
-        brows = miniblock.concat_ranges(table.block_first[rows], table.block_first[rows] + nblk)
-        chunk = np.repeat(np.arange(rows.size), nblk)
-        within = brows - np.repeat(table.block_first[rows], nblk)
-        nvals = np.minimum(counts[chunk] - 1024 * within, 1024)
-        blocks = InlineBlocks(table.blocks[brows, 0], table.blocks[brows, 1], nvals, chunk, 1024 * within)
-    base = np.fromiter(
-        (dp.leaf.slot_lo if dp.leaf.kind == "var" else dp.leaf.value_pos for dp in (table.pages[j] for j in members)),
-        np.int64, sel.size,
-    )
+    def_dst = np.repeat(ddst, per_page) + level_in_page
+    rep_dst = np.repeat(rdst, per_page) + level_in_page
+    blocks = _blocks(table, rows, np.zeros(rows.size, np.int64), counts) if int(table.nblocks[rows].sum()) else None
+    shape = int(table.shape[rows[0]]) if rows.size else 0
+    found: dict[str, object] = {}
+    for name, bit, form_at, span, at in (("def", 2, 14, 3, table.def_blocks_at), ("rep", 1, 12, 1, table.rep_blocks_at)):
+        form = (shape >> form_at) & 3 if shape & bit else chk.LEVELS_SPANS
+        if form == chk.LEVELS_INLINE:
+            found[f"{name}_blocks"] = _blocks(table, rows, at[rows], levels)
+        elif form == chk.LEVELS_RLE:
+            found[f"{name}_runs"] = out[:, 9 if name == "rep" else 10]
+    base = np.fromiter((dp.leaf.slot_lo if dp.leaf.kind == "var" else dp.leaf.value_pos for dp in pages), np.int64, sel.size)
     index_first = None
-    if table.pages[members[0]].dictionary is not None:
-        ipos = np.fromiter((table.pages[j].dictionary[1] for j in members), np.int64, sel.size)  # type: ignore[index]
+    if pages[0].dictionary is not None:
+        ipos = np.fromiter((dp.dictionary[1] for dp in pages), np.int64, sel.size)  # type: ignore[index]
         index_first = np.repeat(ipos, per_page) + in_page
     return _Chunks(
-        _EMPTY, 0, 8, False, _NO_END, counts, out[:, 0], np.ascontiguousarray(out[:, 1:3]), np.ascontiguousarray(out[:, 3:5]),
-        out[:, 5:9].reshape(-1, 2, 2), value, value, def_dst, blocks, np.repeat(base, per_page), index_first,
+        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, 1:3]), np.ascontiguousarray(out[:, 3:5]),
+        out[:, 5:9].reshape(-1, 2, 2), value, rep_dst, def_dst, blocks, np.repeat(base, per_page), index_first,
+        **found,  # type: ignore[arg-type]
     )
 
 

@@ -36,14 +36,14 @@ while planning: chunk metadata, page dictionaries, full-zip repetition indices a
 chunks of pages with repetition levels (whose level counts are only in their headers).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
-Mini-block pages without repetition levels whose definition levels need only their spans
-(:func:`device_headers`: most flat columns) are planned from their protobuf alone: their
+Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
+definition levels in any form) are planned from their protobuf alone: their
 chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
 and their chunk headers and inline bit widths are parsed on the device, after staging, by
 :mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which emits their work
 for every leaf and file of the unit together.  :data:`DEVICE_HEADERS` turns this off (the
 tests compare both).  What follows describes the host parse, which the other mini-block
-pages (repetition levels, Rle / InlineBitpacking definition levels) still take.
+pages (repetition levels) still take.
 
 Mini-block pages of memory-mapped files are planned in bulk, per leaf of at least
 :data:`BULK_MIN_PAGES` pages: their chunk tables (metadata words and in-band headers) are
@@ -508,12 +508,11 @@ def _defers_chunks(layout) -> bool:
 def device_headers(layout) -> bool:
     """Whether a mini-block page (its ``MiniBlockLayout``) can have its chunk headers parsed
     by the device pre-pass (:mod:`lance_gpu.gpu.headers`): no repetition levels (its level
-    and value counts, so its output regions, follow from the chunk metadata), one or two
-    value buffers, and definition levels (if any) whose work needs only their spans (Flat,
-    OutOfLineBitpacking) -- Rle and InlineBitpacking levels are read on the host."""
-    if layout.HasField("rep_compression") or int(layout.num_buffers) not in (1, 2):
-        return False
-    return not layout.HasField("def_compression") or _level_encoding(layout.def_compression) in ("flat", "out_of_line_bitpacking")
+    and value counts, so its output regions, follow from the chunk metadata) and at most two
+    value buffers (all :func:`check_page` lets through); its definition levels, in any form
+    the GPU decodes (Flat, OutOfLineBitpacking: spans; InlineBitpacking: block widths; Rle:
+    run counts), are parsed there too."""
+    return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
 
 
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
@@ -855,6 +854,12 @@ class _Chunks:
     #: per chunk, the index item its dictionary indices go to (dictionary pages emitted
     #: together); None: from the page's ``dictionary`` position
     index_first: np.ndarray | None = None
+    #: the inline bit-packed blocks of the rep / def level sections, and the run counts of
+    #: their block-form RLE sections, where the device found them (else read in ``data``)
+    rep_blocks: bitpacking_plan.InlineBlocks | None = None
+    def_blocks: bitpacking_plan.InlineBlocks | None = None
+    rep_runs: np.ndarray | None = None
+    def_runs: np.ndarray | None = None
 
 
 _NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
@@ -886,8 +891,11 @@ def _alignment(pos: int) -> int:
     return 8 if pos % 8 == 0 else 4 if pos % 4 == 0 else 2 if pos % 2 == 0 else 1
 
 
-def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx) -> None:
-    """The per-chunk level buffers ``spans`` of ``ch``, chunk ``i``'s to ``levels[dst[i]:]`` (u16 items)."""
+def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx,
+                 blocks: bitpacking_plan.InlineBlocks | None = None, runs: np.ndarray | None = None) -> None:
+    """The per-chunk level buffers ``spans`` of ``ch``, chunk ``i``'s to ``levels[dst[i]:]``
+    (u16 items); ``blocks`` / ``runs``: their inline bit-packed blocks / RLE run counts as the
+    device pre-pass found them (else read in ``ch.data``)."""
     kind = _level_encoding(enc)
     nlevels = ch.levels
     starts = np.ascontiguousarray(spans[:, 0])
@@ -898,27 +906,30 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
         unit.copy_level.add(src=ch.shift + starts, len=2 * nlevels, dst=2 * dst)
         return
     if kind == "inline_bitpacking":
-        _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx)
+        _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
         return
     if kind == "rle":
-        vals, runs, nruns = rle_plan.level_runs(ch.data, starts, sizes, ctx)
+        if runs is None:
+            vals, lens, nruns = rle_plan.level_runs(ch.data, starts, sizes, ctx)
+        else:  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
+            vals, lens, nruns = starts + 8, starts + 8 + 2 * runs, runs
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=ch.shift + vals, runs=ch.shift + runs, nruns=nruns, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
+        lst.add(vals=ch.shift + vals, runs=ch.shift + lens, nruns=nruns, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
-    blocks = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
+    ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
     if ch.align % 2:
         raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
-    if blocks.words.size:
-        chunk = blocks.chunk
+    if ool.words.size:
+        chunk = ool.chunk
         unit.unpack_list("level", 16).add(
-            words=_shift(ch, chunk) // 2 + blocks.words, width=blocks.width, dst=dst[chunk] + 1024 * blocks.within,
-            count=blocks.counts,
+            words=_shift(ch, chunk) // 2 + ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
+            count=ool.counts,
         )
-    tails = np.flatnonzero(blocks.tail_len)
+    tails = np.flatnonzero(ool.tail_len)
     if tails.size:
         unit.copy_level.add(
-            src=_shift(ch, tails) + 2 * blocks.tail_off[tails], len=2 * blocks.tail_len[tails],
-            dst=2 * (dst[tails] + blocks.packed[tails]),
+            src=_shift(ch, tails) + 2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
+            dst=2 * (dst[tails] + ool.packed[tails]),
         )
 
 
@@ -994,9 +1005,9 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     as ``mb`` (one page, or pages whose :func:`_group_key` is the same); FSST tables are the
     caller's."""
     if mb.HasField("rep_compression"):
-        _emit_levels(unit, mb.rep_compression, ch, ch.rep, ch.rep_dst, ctx)
+        _emit_levels(unit, mb.rep_compression, ch, ch.rep, ch.rep_dst, ctx, ch.rep_blocks, ch.rep_runs)
     if mb.HasField("def_compression"):
-        _emit_levels(unit, mb.def_compression, ch, ch.dfn, ch.def_dst, ctx)
+        _emit_levels(unit, mb.def_compression, ch, ch.dfn, ch.def_dst, ctx, ch.def_blocks, ch.def_runs)
     if int(mb.num_buffers) == 0 or not nvalues:
         return
     enc = mb.value_compression
@@ -1015,7 +1026,7 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if vk == "inline_bitpacking":
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-        _emit_inline(unit, "fixed", bits, ch, starts, counts, dst // (bits // 8), ctx)
+        _emit_inline(unit, "fixed", bits, ch, starts, counts, dst // (bits // 8), ctx, ch.blocks)
         return
     if vk == "rle":
         _emit_rle(unit, "fixed", enc, ch, dst, ctx)
@@ -1033,12 +1044,13 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     unit.copy_fixed.add(src=ch.shift + starts, len=nbytes, dst=dst)
 
 
-def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx) -> None:
+def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx,
+                 blocks: bitpacking_plan.InlineBlocks | None) -> None:
     """InlineBitpacking chunks (buffers at ``starts`` of ``ch.data``): chunk ``i``'s values go
-    to item ``dst_item[i]`` (items of ``bits``) of the destination."""
+    to item ``dst_item[i]`` (items of ``bits``) of the destination; ``blocks``: theirs as the
+    device pre-pass found them (else read in ``ch.data``)."""
     word = bits // 8
     # blocks must end inside their page's chunk data when ch.data is the file's map
-    blocks = ch.blocks
     if blocks is None:
         blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
     if ch.align % word:
@@ -1133,7 +1145,7 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
     # index items of the page's chunks
     first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
     if kind == "inline_bitpacking":
-        _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx)
+        _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx, ch.blocks)
     elif kind == "flat":
         nbytes = ch.counts * word
         if np.any(ch.bufs[:, 0, 1] < nbytes):
@@ -1213,6 +1225,7 @@ class DevicePage:
     vpos: int
     def_dst: int
     dictionary: tuple[int, int] | None
+    rep_dst: int = -1
 
 
 def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:

@@ -596,12 +596,29 @@ def test_encode_level_blocks_and_statistics():
     np.testing.assert_array_equal(h(def_levels_from_validity_gpu(cuda.to_device(valid))), (~valid).astype(np.uint16))
 
 
-def _chunk(rng, has_rep, has_def, large, nbuf, word, count):
+def _level_section(rng, form, nlev):
+    """A level section of ``nlev`` u16 levels: random bytes (spans only), inline bit-packed
+    blocks (a width word per 1024 levels, then its packed words) or block-form RLE."""
+    if form == 1:
+        out = b""
+        for _ in range(-(-nlev // 1024)):
+            w = int(rng.integers(0, 17))
+            out += w.to_bytes(2, "little") + bytes(1024 * w // 8)
+        return out
+    if form == 2:
+        nruns = int(rng.integers(0, 12))
+        return (2 * nruns).to_bytes(8, "little") + bytes(2 * nruns) + bytes(nruns)
+    return bytes(rng.integers(0, 256, int(rng.integers(0, 20)), dtype=np.uint8))
+
+
+def _chunk(rng, has_rep, has_def, large, nbuf, word, count, rep_form=0, def_form=0):
     """One chunk in the mini-block layout (``cuda_kernels.chunkheaders``): header, level
-    sections and buffers, buffer 0 holding inline bit-packed blocks when ``word``."""
+    sections (of ``rep_form`` / ``def_form``) and buffers, buffer 0 holding inline
+    bit-packed blocks when ``word``."""
     pad = lambda b: b + bytes(-len(b) % 8)  # noqa: E731
-    rep = bytes(rng.integers(0, 256, int(rng.integers(0, 20)), dtype=np.uint8)) if has_rep else b""
-    dfn = bytes(rng.integers(0, 256, int(rng.integers(0, 20)), dtype=np.uint8)) if has_def else b""
+    nlev = int(rng.integers(0, 3000)) if has_rep else count if has_def else int(rng.integers(0, 100))
+    rep = _level_section(rng, rep_form, nlev) if has_rep else b""
+    dfn = _level_section(rng, def_form, nlev) if has_def else b""
     bufs = []
     for b in range(nbuf):
         if b == 0 and word:
@@ -612,51 +629,75 @@ def _chunk(rng, has_rep, has_def, large, nbuf, word, count):
             bufs.append(blocks)
         else:
             bufs.append(bytes(rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8)))
-    head = int(count if has_def else rng.integers(0, 100)).to_bytes(2, "little")
+    head = nlev.to_bytes(2, "little")
     head += len(rep).to_bytes(2, "little") if has_rep else b""
     head += len(dfn).to_bytes(2, "little") if has_def else b""
     head += b"".join(len(b).to_bytes(4 if large else 2, "little") for b in bufs)
     return pad(head) + pad(rep) + pad(dfn) + b"".join(pad(b) for b in bufs)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_chunk_headers_gpu_match_cpu_on_good_and_corrupt_chunks(seed):
-    """The pre-pass kernel (one thread per chunk) gives its CPU form's tables and statuses on
-    chunks of every shape, intact and with random bytes flipped (headers past their chunk,
-    level counts off, impossible widths, truncated blocks)."""
+def chunk_cases(seed: int, n: int = 40):
+    """``n`` random chunks of every shape and level form, about half with a byte of their
+    header, level sections or first block flipped: ``(data, start, size, count, limit,
+    shape)``."""
     from cuda_kernels import chunkheaders as chk
 
     rng = np.random.default_rng(seed)
-    data, start, size, count, limit, shape, nblk = bytearray(), [], [], [], [], [], []
-    for _ in range(40):
+    data, start, size, count, limit, shape = bytearray(), [], [], [], [], []
+    for _ in range(n):
         has_rep, has_def, large = (bool(x) for x in rng.integers(0, 2, 3))
         nbuf, word = int(rng.integers(0, 3)), int(rng.choice([0, 1, 2, 4, 8]))
         word = word if nbuf else 0
-        n = int(rng.integers(1, 3000))
-        raw = bytearray(_chunk(rng, has_rep, has_def, large, nbuf, word, n))
-        if rng.random() < 0.5:  # corrupt a byte of the header or the first block
-            at = int(rng.integers(0, min(len(raw), 24)))
+        rep_form, def_form = (int(x) for x in rng.integers(0, 3, 2))
+        c = int(rng.integers(1, 3000))
+        raw = bytearray(_chunk(rng, has_rep, has_def, large, nbuf, word, c, rep_form, def_form))
+        if rng.random() < 0.5:  # corrupt a byte of the header, the level sections or the first block
+            at = int(rng.integers(0, min(len(raw), 40)))
             raw[at] = int(rng.integers(0, 256))
         start.append(len(data))
         size.append(len(raw))
         data += raw
         limit.append(len(data))
-        count.append(n)
-        shape.append(chk.shape_bits(has_rep, has_def, large, has_def, nbuf, word))
-        nblk.append(-(-n // 1024) if word else 0)
+        count.append(c)
+        shape.append(chk.shape_bits(has_rep, has_def, large, has_def and not has_rep, nbuf, word, rep_form, def_form))
+    cols = [np.array(v, np.int64) for v in (start, size, count, limit, shape)]
+    return (np.frombuffer(bytes(data), np.uint8), *cols)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_chunk_headers_gpu_match_cpu_on_good_and_corrupt_chunks(seed):
+    """The pre-pass kernel (one thread per chunk) gives its CPU form's tables and statuses on
+    chunks of every shape and level form (inline bit-packed, RLE, spans only), intact and
+    with random bytes flipped (headers past their chunk, level counts off, impossible widths,
+    truncated blocks, RLE sections out of range)."""
+    from cuda_kernels import chunkheaders as chk
+
+    buf, start, size, count, limit, shape = chunk_cases(seed)
+    nblk = chk.block_rows(shape, count, size)
     first = np.concatenate([[0], np.cumsum(nblk)[:-1]]).astype(np.int64)
-    total = int(sum(nblk))
-    arrays = [np.array(c, np.int64) for c in (start, size, count, limit, shape)]
-    buf = np.frombuffer(bytes(data), np.uint8)
-    out, blocks = chk.parse_chunk_headers(buf, *arrays, first, total)
+    total = int(nblk.sum())
+    out, blocks = chk.parse_chunk_headers(buf, start, size, count, limit, shape, first, total)
     d_out = cuda.to_device(np.zeros_like(out))
     d_blocks = cuda.to_device(np.zeros((max(total, 1), 2), np.int64))
-    chk.parse_chunk_headers_gpu(cuda.to_device(buf), *arrays, first, d_out, d_blocks)
+    chk.parse_chunk_headers_gpu(cuda.to_device(buf), start, size, count, limit, shape, first, d_out, d_blocks)
     np.testing.assert_array_equal(h(d_out), out)
     good = np.flatnonzero(out[:, -1] == 0)
     rows = np.concatenate([np.arange(first[i], first[i] + nblk[i]) for i in good]).astype(np.int64) if good.size else np.zeros(0, np.int64)
+    used = np.zeros(max(total, 1), bool)  # rows a chunk keeps but its levels do not fill stay unwritten
+    d_off, r_off = chk.level_block_offsets(shape, count, size)
+    for i in good:
+        v = -(-count[i] // 1024) if (shape[i] >> 8) & 15 else 0
+        nl = -(-out[i, 0] // 1024)
+        used[first[i] : first[i] + v] = True
+        if shape[i] & 2 and (shape[i] >> 14) & 3 == 1:
+            used[first[i] + d_off[i] : first[i] + d_off[i] + nl] = True
+        if shape[i] & 1 and (shape[i] >> 12) & 3 == 1:
+            used[first[i] + r_off[i] : first[i] + r_off[i] + nl] = True
+    rows = rows[used[rows]]
     np.testing.assert_array_equal(h(d_blocks)[rows], blocks[rows])  # blocks of refused chunks are partial
     assert set(np.unique(out[:, -1])) - {0} and good.size, "the cases did not cover intact and corrupt chunks"
+    forms = {(int(s) >> 12) & 15 for s in shape[good]}
+    assert len(forms) > 3, forms
 
 
 def test_unravel_reads_the_earlier_launches_flags_back_with_its_results():
