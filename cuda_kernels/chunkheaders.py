@@ -36,7 +36,7 @@ values and run lengths pass its end).  The block table (``int64[nblocks, 2]``: w
 in ``data`` of a block's packed words, its width) keeps, from ``block_first[i]``, the chunk's
 value blocks, then its def level blocks, then its rep level blocks (:func:`block_rows`).
 A chunk with repetition levels holds an in-band level count (at most 65,535), so its level
-sections keep ``min(64, size // 2)`` rows each, used from the first.
+sections keep ``min(64, size // 2)`` rows each, used from the first (the rest zeroed).
 
 GPU: one thread per chunk (every chunk's start is known from the caller's chunk metadata,
 so chunks are independent), one launch for every chunk of a pass, and the caller reads
@@ -251,6 +251,10 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     k = block_first[i]
     vres = (count[i] + 1023) // 1024 if word != 0 else 0
     lres = _level_reserve(has_rep, count[i], size[i])
+    nres = vres + (lres if def_enc == 1 and has_def else 0) + (lres if rep_enc == 1 and has_rep else 0)
+    for r in range(k, k + nres):  # rows kept past a section's last block read as zeros
+        blocks[r, 0] = 0
+        blocks[r, 1] = 0
     if word != 0:
         status |= _inline_blocks(data, out[i, 5], lim, word, count[i], k, k + vres, blocks)
     k += vres

@@ -63,14 +63,57 @@ def _leaves(uri: str, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
     return leaves
 
 
+class _LevelRegions:
+    """Level arena positions as ``(leaf, rep / def, level within the leaf)``: list leaves
+    whose level counts the device pre-pass reads have their regions allocated after it, so
+    their (and later leaves') positions differ from the host parse's, not what lands there."""
+
+    def __init__(self, leaves: list[plan.LeafPlan]) -> None:
+        regions = [(leaf.rep_pos, k, 0) for k, leaf in enumerate(leaves) if leaf.has_rep]
+        regions += [(leaf.def_pos, k, 1) for k, leaf in enumerate(leaves) if leaf.has_def]
+        regions.sort()
+        self.starts = np.array([r[0] for r in regions] + [2**62], np.int64)
+        self.labels = [(r[1], r[2]) for r in regions]
+
+    def __call__(self, pos: int, unit: int = 1) -> tuple:
+        """``pos`` in ``unit``-sized items (2: bytes of u16 levels); -1 stays -1."""
+        if pos < 0:
+            return (-1,)
+        level, rest = divmod(int(pos), unit)
+        r = int(np.searchsorted(self.starts, level, side="right")) - 1
+        return (*self.labels[r], level - int(self.starts[r]), rest)
+
+
 def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     """The unit's work of a whole read, order-free: each work list's rows sorted, the
-    staged layout, fills, FSST tables, checks and remaps."""
+    staged layout, fills, FSST tables, checks and remaps (level positions relative to their
+    leaf's region: :class:`_LevelRegions`)."""
     unit = plan.UnitPlan()
-    for leaf in _leaves(uri, rows):
+    leaves = _leaves(uri, rows)
+    for leaf in leaves:
         plan.place_leaf(unit, leaf)
     # pages whose chunk headers the device parses: the pre-pass's CPU form over the staged bytes
     headers.parse_and_emit_on_host(unit)
+    at = _LevelRegions(leaves)
+    level = plan._DESTS.index("level")
+
+    def rows_of(name: str, cols: dict) -> list:
+        keys = sorted(cols)
+        n = len(cols[keys[0]])
+        out = []
+        for i in range(n):
+            row = []
+            for c in keys:
+                v = int(cols[c][i])
+                if (name == "copy_level" and c == "dst") or (name.startswith("rle16") and c == "dst" and int(cols["dest"][i]) == level):
+                    row.append(at(v, 2))
+                elif (name == "unpack('level', 16)" and c == "dst") or (name == "fullzip" and c in ("rep_dst", "def_dst")):
+                    row.append(at(v))
+                else:
+                    row.append((v,))
+            out.append(row)
+        return sorted(out)
+
     out: dict[str, object] = {}
     named = {"copy_fixed": unit.copy_fixed, "copy_level": unit.copy_level, "bits": unit.bits,
              "var_chunks": unit.var_chunks, "fullzip": unit.fullzip}
@@ -79,14 +122,12 @@ def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     named.update({f"rle{k}": v for k, v in unit.rle.items()})
     named.update({f"dictionary{k}": v for k, v in unit.dictionary.items()})
     for name, lst in named.items():
-        cols = lst.arrays()
-        table = np.stack([cols[c] for c in sorted(cols)], 1) if len(lst) else np.zeros((0, len(cols)), np.int64)
-        out[name] = table[np.lexsort(table.T[::-1])].tolist() if table.size else []
+        out[name] = rows_of(name, lst.arrays()) if len(lst) else []
     out["stage"] = [(it.pos, it.size) for it in unit.stage.items]
     out["fsst"] = sorted((a, b, n, s.tobytes(), ln.tobytes()) for a, b, s, ln, n in unit.fsst)
-    out["fills"] = (sorted(unit.fill_fixed), sorted(unit.fill_level), sorted(unit.fill_slots))
+    out["fills"] = (sorted(unit.fill_fixed), sorted((at(d, 2), n, p) for d, n, p in unit.fill_level), sorted(unit.fill_slots))
     out["checks"] = sorted(unit.var_checks)
-    out["remap"] = sorted((a, b, t.tobytes()) for a, b, t in unit.remap)
+    out["remap"] = sorted((at(a), b, t.tobytes()) for a, b, t in unit.remap)
     out["sizes"] = (unit.fixed_size, unit.level_size, unit.nslots, dict(unit.index_size))
     return out
 

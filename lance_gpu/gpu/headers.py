@@ -46,6 +46,7 @@ from lance_gpu.gpu.plan import (
     _level_key,
     _value_dst,
     fill_chunk_layouts,
+    page_level_fills,
 )
 
 _NO_END = np.zeros(0, np.int64)
@@ -178,6 +179,39 @@ def check(table: ChunkTable) -> None:
             raise dp.leaf.ctx().corrupt(message)
 
 
+def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
+    """Allocate the level regions of the unit's list leaves whose level counts are in-band
+    (:attr:`plan.LeafPlan.levels_pending`), from the level counts the pre-pass read back:
+    every page's ``num_levels`` (the sum of its chunks' ``num_levels`` where it has
+    repetition levels), its leaf's, the leaf's rep / def regions (after every region the
+    planner allocated) and each page's first rep / def level; then the page's level fills
+    and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
+    pending: dict[int, list[int]] = {}
+    for j, dp in enumerate(table.pages):
+        if dp.leaf.levels_pending:
+            pending.setdefault(id(dp.leaf), []).append(j)
+    if not pending:
+        return
+    scan = miniblock.exclusive_scan(table.out[:, 0] if table.nchunks else _NO_END)
+    in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
+    for members in pending.values():
+        leaf = table.pages[members[0]].leaf
+        for j in members:
+            page = table.pages[j].page
+            if page.has_rep:
+                page.num_levels = int(in_band[j])
+        leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
+        leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
+        leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
+        lpos = 0
+        for j in members:  # every page of the leaf, in order (all planned for the pre-pass)
+            dp = table.pages[j]
+            dp.rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
+            dp.def_dst = leaf.def_pos + lpos if leaf.has_def else -1
+            page_level_fills(unit, leaf, dp.page, dp.rep_dst, dp.def_dst)
+            lpos += dp.page.num_levels
+
+
 def _blocks(table: ChunkTable, rows: np.ndarray, at: np.ndarray, nitems: np.ndarray) -> InlineBlocks:
     """The inline blocks of chunks ``rows`` (of the group being emitted) holding ``nitems``
     items each, found from row ``block_first + at`` of the block table on."""
@@ -236,9 +270,10 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
 
 def _dictionary_key(mb) -> tuple:
     """What the work of a dictionary page's chunks depends on besides its index bits: the
-    index encoding, the definition-level encoding and the buffer count."""
+    index encoding, the level encodings and the buffer count."""
     dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
-    return _index_encoding(mb.value_compression), dfn, int(mb.num_buffers)
+    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    return _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
 
 
 def _emit_group(unit: UnitPlan, table: ChunkTable, members: list[int]) -> None:
@@ -285,6 +320,7 @@ def parse_and_emit(unit: UnitPlan, arena) -> None:
     with _array.nvtx_range("lance_gpu.chunk_headers"):
         parse_on_device(table, arena, staged_at)
     check(table)
+    settle_levels(unit, table)
     emit(unit, table)
     unit.device_pages = []
     unit.chunk_table = None
@@ -298,8 +334,12 @@ def parse_and_emit_on_host(unit: UnitPlan) -> None:
     table = ChunkTable(unit.device_pages)
     parse_on_host(table, unit.stage.host_bytes())
     check(table)
+    settle_levels(unit, table)
     emit(unit, table)
     unit.device_pages = []
 
 
-__all__ = ["ChunkTable", "check", "emit", "parse_and_emit", "parse_and_emit_on_host", "parse_on_device", "parse_on_host", "stage"]
+__all__ = [
+    "ChunkTable", "check", "emit", "parse_and_emit", "parse_and_emit_on_host", "parse_on_device", "parse_on_host", "settle_levels",
+    "stage",
+]

@@ -246,6 +246,10 @@ class LeafPlan:
     slot_lo: int = -1  # var: first value slot
     rep_pos: int = -1  # first level in the level arena
     def_pos: int = -1
+    #: the leaf's level counts are in-band (list pages whose chunk headers the device parses,
+    #: :func:`device_lists`): its pages' ``num_levels`` and its own are estimates, and its
+    #: level regions are allocated once the pre-pass has read them (:mod:`lance_gpu.gpu.headers`)
+    levels_pending: bool = False
 
     @property
     def path(self) -> str:
@@ -515,6 +519,21 @@ def device_headers(layout) -> bool:
     return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
 
 
+def device_lists(layouts: list, buffer_counts: list[int]) -> bool:
+    """Whether a leaf's pages (their ``PageLayout`` and buffer counts) are list pages whose
+    chunk headers the device pre-pass parses: some have repetition levels, and every page is
+    a mini-block page of at most two value buffers with its chunks.  Their level counts are
+    in-band, so the leaf's level regions are allocated after the pre-pass reads them back
+    (:attr:`LeafPlan.levels_pending`)."""
+    if not DEVICE_HEADERS or not layouts:
+        return False
+    minis = [lay.mini_block_layout for lay in layouts if lay.WhichOneof("layout") == "mini_block_layout"]
+    return (
+        len(minis) == len(layouts) and all(nb >= 2 for nb in buffer_counts)
+        and any(mb.HasField("rep_compression") for mb in minis) and all(int(mb.num_buffers) <= 2 for mb in minis)
+    )
+
+
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
     """Parse one page's host metadata: its counts, levels and layers (``deferred``: the
     value bytes were not read, see :attr:`PagePlan.data_deferred`)."""
@@ -599,13 +618,16 @@ _EMPTY = np.zeros(0, np.uint8)
 
 
 def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray]) -> PagePlan:
-    """A mini-block page without repetition levels planned from its protobuf alone: its
-    value count is ``num_items`` and it has one definition level per value, so its output
-    regions are known; its chunk layout (buffer 0) is decoded later with every other such
-    page of the pass (:func:`fill_chunk_layouts`), its chunk headers on the device."""
+    """A mini-block page planned from its protobuf alone: its value count is ``num_items``;
+    without repetition levels it has one definition level per value, so its output regions
+    are known (with them, ``num_levels`` is the estimate ``num_items`` until the device
+    pre-pass reads the in-band counts); its chunk layout (buffer 0) is decoded later with
+    every other such page of the pass (:func:`fill_chunk_layouts`), its chunk headers on the
+    device."""
     has_def = mb.HasField("def_compression")
+    has_rep = mb.HasField("rep_compression")
     num_items = int(mb.num_items)
-    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, num_items, False, has_def, {})
+    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, num_items, has_rep, has_def, {})
 
 
 def _parse_metadata_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]]) -> list[PagePlan]:
@@ -640,21 +662,24 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
     for j, (_leaf, pg) in enumerate(todo):
         lo, hi = edges[j], edges[j + 1]
         c = counts[lo:hi]
-        pg.parsed.update(counts=c, levels=c if pg.has_def else none[lo:hi], starts=starts[lo:hi], sizes=sizes[lo:hi])
+        pg.parsed.update(counts=c, starts=starts[lo:hi], sizes=sizes[lo:hi])
+        if not pg.has_rep:  # with repetition levels, their counts are in-band
+            pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
 _DEV: Any = object()  # plan_leaf's placeholder of a page planned by _parse_metadata_pages
 
 
-def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout) -> tuple[int, ...]:
+def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
     """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
     (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
-    :func:`_defers_chunks` accepts, where reading them would be a request to the store (not
+    :func:`_defers_chunks` accepts (or of any page of a leaf whose list pages the device
+    parses, ``lists_on_device``), where reading them would be a request to the store (not
     a mapped file, not bytes already held)."""
     kind = layout.WhichOneof("layout")
     if kind == "full_zip_layout":
         candidates: tuple[int, ...] = (0, 1)
-    elif _defers_chunks(layout):
+    elif _defers_chunks(layout) or lists_on_device:
         candidates = (1,)
     else:
         return ()
@@ -678,7 +703,8 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    deferred = [_deferred_buffers(reader, p, layout) for p, layout in zip(pages, layouts, strict=True)]
+    lists_on_device = device_lists(layouts, [len(p.buffer_offsets) for p in pages])
+    deferred = [_deferred_buffers(reader, p, layout, lists_on_device) for p, layout in zip(pages, layouts, strict=True)]
     ranges = [
         (o, s)
         for p, d in zip(pages, deferred, strict=True)
@@ -703,7 +729,8 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         bufs = raw[k : k + nb]
         k += nb
         kind = layout.WhichOneof("layout")
-        on_device = DEVICE_HEADERS and kind == "mini_block_layout" and nb >= 2 and device_headers(layout.mini_block_layout)
+        on_device = lists_on_device or (
+            DEVICE_HEADERS and kind == "mini_block_layout" and nb >= 2 and device_headers(layout.mini_block_layout))
         if on_device:  # planned from chunk metadata alone, the leaf's such pages together
             dev.append((pi, p, layout, bufs, 1 in d))
             plans.append(_DEV)
@@ -729,6 +756,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
             parsed = iter(_parse_pages(leaf, bulk))
         plans = [pp if pp is not None else next(parsed) for pp in plans]
     leaf.pages = plans  # type: ignore[assignment]
+    leaf.levels_pending = lists_on_device
     if leaf.pages:
         all_layers = [pp.layers for pp in leaf.pages]
         try:
@@ -763,9 +791,10 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.slot_lo = unit.alloc_slots(leaf.num_values)
     else:
         leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width)
-    if leaf.has_rep:
+    pending = leaf.levels_pending  # level regions allocated after the device pre-pass
+    if leaf.has_rep and not pending:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
-    if leaf.has_def:
+    if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
@@ -779,8 +808,8 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     for page, in_bulk in zip(leaf.pages, bulk, strict=True):
         if leaf.kind == "var":
             unit.var_checks.append((leaf.slot_lo + vpos, page.num_values, utf8, leaf.path, leaf.column, page.index))
-        rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
-        def_dst = leaf.def_pos + lpos if leaf.has_def else -1
+        rep_dst = leaf.rep_pos + lpos if leaf.has_rep and not pending else -1
+        def_dst = leaf.def_pos + lpos if leaf.has_def and not pending else -1
         if in_bulk:
             # staged now (arena order as page by page); its work is emitted with the others
             offset = int(page.info.buffer_offsets[1]) + page.data_shift
@@ -795,18 +824,26 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
             _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
         else:
             _emit_constant(unit, leaf, page, vpos, rep_dst, def_dst)
-        if leaf.has_rep and not page.has_rep:
-            unit.fill_level.append((2 * rep_dst, 2 * page.num_levels, b"\x00\x00"))
-        if leaf.has_def:
-            if not page.has_def:
-                unit.fill_level.append((2 * def_dst, 2 * page.num_levels, b"\x00\x00"))
-            elif page.layers != leaf.layers:
-                unit.remap.append((def_dst, page.num_levels, _renumber_table(page.layers, leaf.layers)))
+        if not pending:
+            page_level_fills(unit, leaf, page, rep_dst, def_dst)
         vpos += page.num_values
         lpos += page.num_levels
     if batch.pages:
         assert whole is not None
         _emit_miniblock_batch(unit, leaf, batch, whole)
+
+
+def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: int, def_dst: int) -> None:
+    """The level work of a page its encodings do not give: zero levels where the leaf has
+    repetition / definition levels and the page has none, definition levels renumbered
+    where its layers differ from the leaf's."""
+    if leaf.has_rep and not page.has_rep:
+        unit.fill_level.append((2 * rep_dst, 2 * page.num_levels, b"\x00\x00"))
+    if leaf.has_def:
+        if not page.has_def:
+            unit.fill_level.append((2 * def_dst, 2 * page.num_levels, b"\x00\x00"))
+        elif page.layers != leaf.layers:
+            unit.remap.append((def_dst, page.num_levels, _renumber_table(page.layers, leaf.layers)))
 
 
 def _value_dst(leaf: LeafPlan, vpos: int) -> int:
@@ -950,14 +987,16 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
     size = p.get("data_size", int(page.info.buffer_sizes[1]))
-    if DEVICE_HEADERS and "bufs" not in p and size and device_headers(mb):
+    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and size and device_headers(mb)):
         # staged now; its chunk headers are parsed on the device, its work emitted then
-        if page.data_deferred:
+        if not size:  # no chunks (a list leaf's empty page)
+            data_pos = 0
+        elif page.data_deferred:
             data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
             unit.count_direct(page)
         else:
             data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1])
-        unit.device_pages.append(DevicePage(leaf, page, data_pos, size, vpos, def_dst, dictionary))
+        unit.device_pages.append(DevicePage(leaf, page, data_pos, size, vpos, def_dst, dictionary, rep_dst))
         return
     if not page.data_deferred:
         data = page.buffers[1]

@@ -683,18 +683,8 @@ def test_chunk_headers_gpu_match_cpu_on_good_and_corrupt_chunks(seed):
     np.testing.assert_array_equal(h(d_out), out)
     good = np.flatnonzero(out[:, -1] == 0)
     rows = np.concatenate([np.arange(first[i], first[i] + nblk[i]) for i in good]).astype(np.int64) if good.size else np.zeros(0, np.int64)
-    used = np.zeros(max(total, 1), bool)  # rows a chunk keeps but its levels do not fill stay unwritten
-    d_off, r_off = chk.level_block_offsets(shape, count, size)
-    for i in good:
-        v = -(-count[i] // 1024) if (shape[i] >> 8) & 15 else 0
-        nl = -(-out[i, 0] // 1024)
-        used[first[i] : first[i] + v] = True
-        if shape[i] & 2 and (shape[i] >> 14) & 3 == 1:
-            used[first[i] + d_off[i] : first[i] + d_off[i] + nl] = True
-        if shape[i] & 1 and (shape[i] >> 12) & 3 == 1:
-            used[first[i] + r_off[i] : first[i] + r_off[i] + nl] = True
-    rows = rows[used[rows]]
-    np.testing.assert_array_equal(h(d_blocks)[rows], blocks[rows])  # blocks of refused chunks are partial
+    # every row an intact chunk keeps (level rows past its last block zeroed); refused chunks' rows are partial
+    np.testing.assert_array_equal(h(d_blocks)[rows], blocks[rows])
     assert set(np.unique(out[:, -1])) - {0} and good.size, "the cases did not cover intact and corrupt chunks"
     forms = {(int(s) >> 12) & 15 for s in shape[good]}
     assert len(forms) > 3, forms
