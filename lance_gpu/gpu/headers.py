@@ -250,12 +250,13 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     blocks = _blocks(table, rows, np.zeros(rows.size, np.int64), counts) if int(table.nblocks[rows].sum()) else None
     shape = int(table.shape[rows[0]]) if rows.size else 0
     found: dict[str, object] = {}
-    for name, bit, form_at, span, at in (("def", 2, 14, 3, table.def_blocks_at), ("rep", 1, 12, 1, table.rep_blocks_at)):
+    # (name, shape bit present, shape bits of its form, its block rows, its RLE run column)
+    for name, bit, form_at, at, runs in (("def", 2, 14, table.def_blocks_at, 10), ("rep", 1, 12, table.rep_blocks_at, 9)):
         form = (shape >> form_at) & 3 if shape & bit else chk.LEVELS_SPANS
         if form == chk.LEVELS_INLINE:
             found[f"{name}_blocks"] = _blocks(table, rows, at[rows], levels)
         elif form == chk.LEVELS_RLE:
-            found[f"{name}_runs"] = out[:, 9 if name == "rep" else 10]
+            found[f"{name}_runs"] = out[:, runs]
     base = np.fromiter((dp.leaf.slot_lo if dp.leaf.kind == "var" else dp.leaf.value_pos for dp in pages), np.int64, sel.size)
     index_first = None
     if pages[0].dictionary is not None:
