@@ -239,6 +239,21 @@ def _bad_level_width(data: bytes) -> bytes:
     return bytes(chunk)
 
 
+def _bad_rep_width(data: bytes) -> bytes:
+    """A list page's first chunk: the first bit width of its InlineBitpacking repetition levels 17."""
+    chunk = bytearray(data)
+    # u16 num_levels | u16 rep bytes | u16 def bytes | u16 buffer size | rep levels: u16 width, packed words
+    chunk[8:10] = (17).to_bytes(2, "little")
+    return bytes(chunk)
+
+
+def _huge_rep_section(data: bytes) -> bytes:
+    """A list page's first chunk: its repetition level section far past the chunk."""
+    chunk = bytearray(data)
+    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
+    return bytes(chunk)
+
+
 def _huge_buffer(data: bytes) -> bytes:
     """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
     chunk = bytearray(data)
@@ -275,12 +290,16 @@ def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, na
     ("many21", 6, 0, _all_chunks_full, "does not add up"),
     ("many22", 1, 1, _bad_width, "inline bit-packed chunk is malformed"),
     ("many22", 1, 1, _bad_level_width, "inline bit-packed chunk is malformed"),
+    ("rich21", 13, 1, _bad_rep_width, "inline bit-packed chunk is malformed"),
+    ("rich22", 13, 1, _huge_rep_section, "points past its chunk"),
     ("many21", 0, 1, _huge_buffer, "points past its chunk"),
-], ids=["chunk-metadata", "bit-width", "level-bit-width", "chunk-header"])
+], ids=["chunk-metadata", "bit-width", "level-bit-width", "list-rep-width", "list-rep-section", "chunk-header"])
 def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkeypatch, name, column, buffer, edit, message):
-    """Corrupt chunk metadata (counts beyond the page), a corrupt bit width and a chunk
-    header pointing past its chunk: the same CorruptFileError from bulk and page-by-page
-    planning, and from the CPU reader."""
+    """Corrupt chunk metadata (counts beyond the page), corrupt bit widths (values,
+    definition levels, a list page's repetition levels) and chunk headers pointing past
+    their chunk (a flat page's value buffer, a list page's repetition levels): the same
+    CorruptFileError from bulk and page-by-page planning and from the device pre-pass's
+    parse, and from the CPU reader; pylance refuses each too."""
     uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}_{edit.__name__}", column, buffer, edit)
     errors = []
     for on_device in (False, True):
@@ -293,3 +312,5 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
     assert len(set(errors)) == 1 and message in errors[0], errors
     with pytest.raises(CorruptFileError):
         lance_gpu.dataset(uri).to_table(device="cpu")
+    with pytest.raises(ValueError):  # pylance refuses too (ArrowInvalid); CorruptFileError is a ValueError
+        lance.dataset(uri).to_table()
