@@ -314,3 +314,33 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
         lance_gpu.dataset(uri).to_table(device="cpu")
     with pytest.raises(ValueError):  # pylance refuses too (ArrowInvalid); CorruptFileError is a ValueError
         lance.dataset(uri).to_table()
+
+
+def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root, monkeypatch):
+    """Property: random list-heavy tables (lists of ints, strings, booleans nested 1-3 deep,
+    null and empty lists and null items at random densities, page and chunk boundaries from
+    small pages and batches, 1-4 fragments, 2.1 / 2.2): the device pre-pass's CPU form plans
+    exactly the work the host's parse of the list pages' chunks plans (level positions
+    relative to their leaf's region), and it parses every list page it can."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 10**6), n=st.integers(1, 400), depth=st.integers(1, 3), null_p=st.sampled_from([0.0, 0.3, 1.0]),
+           empty_p=st.sampled_from([0.0, 0.4]), frags=st.integers(1, 4), page_bytes=st.sampled_from([None, 1024, 4096]),
+           batch=st.sampled_from([7, 64]), version=st.sampled_from(["2.1", "2.2"]))
+    def check(seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version) -> None:
+        uri = str(root / f"lists_{seed}_{n}_{depth}_{int(10 * null_p)}_{int(10 * empty_p)}_{frags}_{page_bytes}_{batch}_{version}")
+        shutil.rmtree(uri, ignore_errors=True)
+        table = gd.list_table(n, seed=seed, depth=depth, null_p=null_p, empty_p=empty_p)
+        gd.write_lists(lance, uri, table, version, rows_per_file=max(1, -(-n // frags)), page_bytes=page_bytes, batch=batch)
+        monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+        on_host = _work(uri)
+        monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
+        assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version)
+        leaves = _leaves(uri)
+        list_pages = [pg for leaf in leaves for pg in leaf.pages if pg.has_rep and pg.kind == "mini_block_layout"]
+        assert all(leaf.levels_pending for leaf in leaves if any(pg in list_pages for pg in leaf.pages)
+                   and all(pg.kind == "mini_block_layout" for pg in leaf.pages))
+
+    check()

@@ -162,3 +162,62 @@ def write_many_pages(lance, root: Path, version: str, n: int = 1600) -> str:
     lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_group=200, max_page_bytes=2048,
                         data_cache_bytes=8 * 2048)
     return uri
+
+
+def _random_lists(rng: np.random.Generator, n: int, depth: int, null_p: float, empty_p: float, leaf) -> list:
+    """``n`` random lists nested ``depth`` deep (null lists with probability ``null_p`` at
+    every level, empty ones with ``empty_p``), their items from ``leaf(count)``."""
+    out: list = []
+    for _ in range(n):
+        if rng.random() < null_p:
+            out.append(None)
+        elif rng.random() < empty_p:
+            out.append([])
+        else:
+            k = int(rng.integers(1, 6))
+            out.append(leaf(k) if depth == 1 else _random_lists(rng, k, depth - 1, null_p, empty_p, leaf))
+    return out
+
+
+def list_table(n: int, *, seed: int, depth: int = 1, null_p: float = 0.2, empty_p: float = 0.1) -> pa.Table:
+    """A list-heavy table: lists of ints, strings and booleans nested ``depth`` deep, with
+    null and empty lists at every level and null items, beside a nullable int column."""
+    rng = np.random.default_rng(seed)
+
+    def nulls(k: int) -> np.ndarray:
+        return rng.random(k) < null_p
+
+    def ints(k: int) -> list:
+        return [None if z else int(x) for z, x in zip(nulls(k), rng.integers(-10**6, 10**6, k), strict=True)]
+
+    def strs(k: int) -> list:
+        return [None if z else WORDS[int(x) % len(WORDS)] * int(x % 3) for z, x in zip(nulls(k), rng.integers(0, 99, k), strict=True)]
+
+    def bools(k: int) -> list:
+        return [None if z else bool(x) for z, x in zip(nulls(k), rng.integers(0, 2, k), strict=True)]
+
+    def nested(t: pa.DataType) -> pa.DataType:
+        for _ in range(depth):
+            t = pa.list_(t)
+        return t
+
+    return pa.table({
+        "i": pa.array(ints(n), pa.int32()),
+        "li": pa.array(_random_lists(rng, n, depth, null_p, empty_p, ints), nested(pa.int64())),
+        "ls": pa.array(_random_lists(rng, n, depth, null_p, empty_p, strs), nested(pa.string())),
+        "lb": pa.array(_random_lists(rng, n, 1, null_p, empty_p, bools), pa.list_(pa.bool_())),
+        "l16": pa.array(_random_lists(rng, n, 1, null_p, empty_p, lambda k: [int(x) for x in rng.integers(0, 300, k)]),
+                        pa.list_(pa.int16())),
+    })
+
+
+def write_lists(lance, uri: str, table: pa.Table, version: str, *, rows_per_file: int, page_bytes: int | None,
+                batch: int) -> str:
+    """Write ``table`` in batches of ``batch`` rows, ``rows_per_file`` rows a fragment and
+    pages of at most ``page_bytes`` (None: pylance's default): page and chunk boundaries and
+    fragment splits where the caller wants them."""
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=batch))
+    extra = {} if page_bytes is None else {"max_page_bytes": page_bytes, "data_cache_bytes": 8 * page_bytes}
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=rows_per_file,
+                        max_rows_per_group=batch, **extra)
+    return uri

@@ -1171,6 +1171,89 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
         assert many.get(key, 0) <= 1.25 * max(few.get(key, 0), 1), (key, counts)
 
 
+# The same read of a list-heavy table (lists of ints, strings, booleans, nested two deep,
+# null and empty lists, null items; tests/gpu/gpu_datasets.list_table): every list page's
+# chunk headers parsed by the device pre-pass (none on the host).  Measured: 19 launches /
+# 3 blocking copies as 2 fragments, 25 / 3 as 16 (the pre-pass: one launch and one copy
+# each; parsed on the host, 18 / 2 and 24 / 2).  Launches are not compared across the splits:
+# pylance picks RLE for some pages of the 16 small fragments (its gather, expand and scatter
+# launches), an encoding, not a per-fragment cost.
+LIST_BUDGET_LAUNCHES = 25
+LIST_BUDGET_D2H = 3
+
+
+@pytest.fixture(scope="module")
+def list_budget_datasets(root: Path) -> dict[int, str]:
+    table = gd.list_table(640, seed=3, depth=2)
+    out = {}
+    for nfrag in (2, 16):
+        uri = str(root / f"list_budget_{nfrag}")
+        lance.write_dataset(table, uri, max_rows_per_file=640 // nfrag)
+        out[nfrag] = uri
+    return out
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
+def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets, monkeypatch):
+    """One device read of a list-heavy table: at most LIST_BUDGET_LAUNCHES launches and
+    LIST_BUDGET_D2H blocking copies back as 2 or 16 fragments, no pageable upload, no chunk
+    header parsed on the host (the list pages' in-band level counts come back with the
+    pre-pass's one copy), and the rows equal pylance's."""
+    from traffic import count_device_traffic
+
+    from lance_gpu.file.v2_1 import miniblock
+
+    host_parses = []
+    for name in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
+        real = getattr(miniblock, name)
+        monkeypatch.setattr(miniblock, name, lambda *a, _real=real, _name=name, **k: host_parses.append(_name) or _real(*a, **k))
+    for nfrag, uri in list_budget_datasets.items():
+        list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))  # compile first
+        host_parses.clear()
+        with count_device_traffic() as c:
+            batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
+        assert not host_parses, (nfrag, host_parses)
+        got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
+        assert_same(got, lance.dataset(uri).to_table(), f"list budget read, {nfrag} fragments")
+        assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, dict(c))
+        assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, dict(c))
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, dict(c))
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")
+def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch):
+    """Property: random list-heavy tables (lists nested 1-3 deep, null / empty list and null
+    item densities, page and chunk boundaries from small pages and batches, 1-4 fragments
+    with a deletion, 2.1 / 2.2): the GPU read, its list pages' chunk headers parsed by the
+    device pre-pass, equals pylance's and the CPU path's, and the host-parsed GPU read."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from lance_gpu.gpu import plan
+
+    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 10**6), n=st.integers(1, 160), depth=st.integers(1, 3), null_p=st.sampled_from([0.0, 0.3, 1.0]),
+           empty_p=st.sampled_from([0.0, 0.4]), frags=st.integers(1, 4), page_bytes=st.sampled_from([None, 1024]),
+           batch=st.sampled_from([7, 64]), version=st.sampled_from(["2.1", "2.2"]))
+    def check(seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version) -> None:
+        what = f"random lists seed={seed} n={n} depth={depth} null_p={null_p} empty_p={empty_p} frags={frags} page_bytes={page_bytes} batch={batch} {version}"
+        uri = str(root / f"prop_lists_{seed}_{n}_{depth}_{frags}_{batch}_{version}")
+        shutil.rmtree(uri, ignore_errors=True)
+        table = gd.list_table(n, seed=seed, depth=depth, null_p=null_p, empty_p=empty_p)
+        gd.write_lists(lance, uri, table, version, rows_per_file=max(1, -(-n // frags)), page_bytes=page_bytes, batch=batch)
+        if n > 2:
+            lance.dataset(uri).delete("i % 5 = 1")
+        ref = lance.dataset(uri).to_table()
+        assert_same(lance_gpu.dataset(uri).to_table(device="cpu"), ref, what + " cpu")
+        monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
+        assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, what + " gpu")
+        monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+        assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, what + " gpu, host headers")
+        monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
+
+    check()
+
+
 def _assert_spans_and_null_counts(table: DeviceTable) -> None:
     """Every device column's host-known offset span and null count equal the device's."""
     checked = 0
