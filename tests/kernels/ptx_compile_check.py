@@ -93,7 +93,7 @@ def main():
 def _pipeline_cases():
     """The batched kernels of cuda_kernels.segments, the scatter unpack, the segmented FSST
     passes and the GPU reader's Lance-layout kernels (lance_gpu.gpu._kernels)."""
-    from cuda_kernels import bitunpack, fsst, segments
+    from cuda_kernels import bitunpack, chunkheaders, fsst, segments
 
     from lance_gpu.gpu import _kernels
 
@@ -126,6 +126,8 @@ def _pipeline_cases():
             (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(5, i64), z(5, i64), z(2, i64), z(2, i64), z(2, i64), z(9, u16), z(9, u8), z(4, i64), z(4, i64), z(1, i32)),
         ),
         (_kernels._and_kernel, {}, (z(3, b1), z(3, b1), z(3, b1))),
+        # the read pre-pass over mini-block chunk headers (level sections and inline blocks too)
+        (chunkheaders._parse_kernel, {}, (z(9, u8), *[z(2, i64)] * 6, z((2, chunkheaders.OUT_COLUMNS), i64), z((2, 2), i64))),
     ]
     for idx in (u32, u64):
         cases.append(
