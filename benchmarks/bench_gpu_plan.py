@@ -14,7 +14,10 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
     a small ``max_page_bytes`` so that the read covers about 1,000 pages;
 ``frags16``
     ``tests/gpu/gpu_datasets.rich_table`` (8 columns: ``id, i32n, f64, b, s, emb, li, long``)
-    of 20,000 rows as 16 fragments.
+    of 20,000 rows as 16 fragments;
+``lists``
+    ``tests/gpu/gpu_datasets.list_table`` (lists of ints, strings, booleans nested two deep,
+    null and empty lists, null items) of 60,000 rows, small pages.
 
 Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
@@ -84,6 +87,12 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
         tbl = rich_table(20_000, seed=3).select(COLUMNS)
         lance.write_dataset(tbl, str(uri), data_storage_version="2.1", max_rows_per_file=1250)
     out["frags16"] = (str(uri), COLUMNS)
+    uri = root / "lists"
+    if not uri.exists():
+        from gpu_datasets import list_table, write_lists
+
+        write_lists(lance, str(uri), list_table(60_000, seed=5, depth=2), "2.1", rows_per_file=60_000, page_bytes=16 * 1024, batch=1000)
+    out["lists"] = (str(uri), ["i", "li", "ls", "lb", "l16"])
     return out
 
 
@@ -117,6 +126,8 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[
         headers.parse_on_host(table, unit.stage.host_bytes())  # the device's part
         device = time.thread_time() - d0
         headers.check(table)  # host, after the one readback: the work of every device-parsed page
+        if hasattr(headers, "settle_levels"):  # list leaves' level regions, from the in-band counts
+            headers.settle_levels(unit, table)
         headers.emit(unit, table)
     if phases is not None:
         phases[:] = [t1 - t0, time.thread_time() - t1 - device, device]
