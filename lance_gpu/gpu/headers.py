@@ -2,24 +2,30 @@
 """The device pre-pass of a read unit: mini-block chunk headers parsed where the chunks lie.
 
 The planner places mini-block pages without repetition levels (:func:`plan.device_headers`)
-from their protobuf alone (``num_items`` values, one definition level each) and stages their
+from their protobuf alone (``num_items`` values, one definition level each), and so every
+page of a list leaf whose pages are all mini-block pages (:func:`plan.device_lists`: their
+level counts are in-band, the leaf's level regions wait for the pre-pass); it stages their
 chunks (buffer 1) without reading them (:class:`plan.DevicePage`); their chunk metadata
 (buffer 0: chunk starts, sizes and value counts) is decoded for every page of the pass at
-once, every leaf and file (:func:`plan.fill_chunk_layouts`: NumPy over all the words).  Once the unit's bytes are on the device, :func:`parse_and_emit`
+once, every leaf and file (:func:`plan.fill_chunk_layouts`: NumPy over all the words).
+Once the unit's bytes are on the device, :func:`parse_and_emit`
 
 1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
-   arena start, size, value count, page end, shape bits, first block), staged in the
+   arena start, size, value count, page end, shape bits, first block row), staged in the
    unit's arena with its bytes (:func:`stage`: no upload of its own);
 2. launches ``cuda_kernels.chunkheaders`` once: per chunk, its in-band header (level count,
-   definition-level and value-buffer spans) and the bit width and position of every inline
-   bit-packed block of its values (or dictionary indices), checked against the chunk and
-   the page;
+   repetition / definition-level and value-buffer spans), the bit width and position of
+   every inline bit-packed block of its values (or dictionary indices) and of its level
+   sections, and the run counts of block-form RLE level sections, checked against the
+   chunk and the page;
 3. reads the chunk and block tables back in **one** copy, raises the host reader's
    ``CorruptFileError`` for the first bad chunk (a header past its chunk, a level count
-   other than its value count, an impossible width or a truncated block), and
-4. emits the pages' work (:func:`plan._emit_chunk_work`) with one set of NumPy calls per
-   group of pages of a leaf encoded alike (dictionary pages one by one): no Python per
-   chunk, and no chunk byte read on the host.
+   other than its value count, an impossible width, a truncated block, an RLE section out
+   of range), and
+4. allocates the level regions of list leaves from the in-band level counts
+   (:func:`settle_levels`), then emits the pages' work (:func:`plan._emit_chunk_work`) with
+   one set of NumPy calls per group of pages of a leaf encoded alike (dictionary pages by
+   index bits and encodings): no Python per chunk, and no chunk byte read on the host.
 
 Where the unit has no such pages nothing is launched or read back.
 """

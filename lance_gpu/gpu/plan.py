@@ -33,17 +33,21 @@ headers are parsed there, on the landed bytes, by the file layer's parser
 (:func:`miniblock.chunk_headers`), which refuses bad headers before anything reaches the
 device and emits the work that depends on them (:func:`_emit_miniblock`).  Still fetched
 while planning: chunk metadata, page dictionaries, full-zip repetition indices and the
-chunks of pages with repetition levels (whose level counts are only in their headers).
+chunks of pages with repetition levels (whose level counts are only in their headers) that
+the device pre-pass does not parse (see below).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
-definition levels in any form) are planned from their protobuf alone: their
+definition levels in any form), and every page of a list leaf whose pages are all
+mini-block pages (:func:`device_lists`), are planned from their protobuf alone: their
 chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
-and their chunk headers and inline bit widths are parsed on the device, after staging, by
-:mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which emits their work
-for every leaf and file of the unit together.  :data:`DEVICE_HEADERS` turns this off (the
-tests compare both).  What follows describes the host parse, which the other mini-block
-pages (repetition levels) still take.
+and their chunk headers, level sections and inline bit widths are parsed on the device,
+after staging, by :mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which
+emits their work for every leaf and file of the unit together.  A list leaf's level counts
+are in-band, so its level regions are allocated after that readback
+(:attr:`LeafPlan.levels_pending`, :func:`headers.settle_levels`).  :data:`DEVICE_HEADERS`
+turns this off (the tests compare both).  What follows describes the host parse, which the
+other mini-block pages (list pages of a leaf with full-zip or constant pages too) still take.
 
 Mini-block pages of memory-mapped files are planned in bulk, per leaf of at least
 :data:`BULK_MIN_PAGES` pages: their chunk tables (metadata words and in-band headers) are
