@@ -247,7 +247,8 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
     all ``rows`` (summed over the leaves), for tests and explain output."""
     pages = chunks = fz_rows = 0
     for leaf in leaves:
-        fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout" and not pp.has_rep])
+        # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
+        fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout"])
         for pp in leaf.pages:
             pages += 1
             if pp.kind == "mini_block_layout":
