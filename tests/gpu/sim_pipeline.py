@@ -936,8 +936,9 @@ FEATURES: set[str] = set()
 
 def _expected_direct(store, name: str) -> tuple[dict[str, int], int]:
     """Per layout, the pages of every data file of dataset ``name`` the planner should defer
-    (mini-block pages without repetition, full-zip pages), and their deferred bytes (chunks;
-    full-zip data and repetition index)."""
+    (mini-block pages without repetition, mini-block list pages of a column whose pages are
+    all mini-block pages: the device pre-pass parses them; full-zip pages), and their
+    deferred bytes (chunks; full-zip data and repetition index)."""
     from lance_gpu.file.container import LanceFileReader
     from lance_gpu.file.encodings.base import DecodeContext
     from lance_gpu.file.reader import parse_layout
@@ -948,10 +949,12 @@ def _expected_direct(store, name: str) -> tuple[dict[str, int], int]:
         key = meta.path
         reader = LanceFileReader(key, store)
         for c in range(reader.num_columns):
-            for page in reader.column(c).pages:
-                layout = parse_layout(page, DecodeContext(key, c))
+            pages = reader.column(c).pages
+            layouts = [parse_layout(page, DecodeContext(key, c)) for page in pages]
+            all_mini = all(lay.WhichOneof("layout") == "mini_block_layout" for lay in layouts)
+            for page, layout in zip(pages, layouts, strict=True):
                 kind = layout.WhichOneof("layout")
-                if kind == "mini_block_layout" and not layout.mini_block_layout.HasField("rep_compression"):
+                if kind == "mini_block_layout" and (all_mini or not layout.mini_block_layout.HasField("rep_compression")):
                     mb = layout.mini_block_layout
                     want[kind] = want.get(kind, 0) + 1
                     FEATURES.add(mb.value_compression.WhichOneof("compression"))
@@ -1119,7 +1122,9 @@ BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, f
 # Measured (pylance 14.0.2's encodings of this table; issue 25's targets: <= 40 launches,
 # <= 4 blocking copies): 30 launches as 2 fragments, 23 as 16 (with the device pre-pass of
 # mini-block chunk headers since the gpuengine branch: one more launch, and one fewer where
-# the level unravel's gather launch now zeroes its result too).
+# the level unravel's gather launch now zeroes its result too).  Unchanged (30 / 23, 3 blocking
+# copies) since the gpulists branch moved the nullable columns' InlineBitpacking definition
+# levels and the list column's pages into that same pre-pass.
 BUDGET_LAUNCHES = 30
 # Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
 # device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
