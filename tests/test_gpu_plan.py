@@ -39,7 +39,13 @@ def datasets(root: Path) -> dict[str, str]:
         "binary": gd.write_binary(lance, root),
         "many21": gd.write_many_pages(lance, root, "2.1"),
         "many22": gd.write_many_pages(lance, root, "2.2"),
+        "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
     }
+
+
+def _write(path: Path, table, version: str) -> str:
+    lance.write_dataset(table, str(path), data_storage_version=version)
+    return str(path)
 
 
 def _leaves(uri: str, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
@@ -254,6 +260,14 @@ def _huge_rep_section(data: bytes) -> bytes:
     return bytes(chunk)
 
 
+def _bad_rle_levels(data: bytes) -> bytes:
+    """The first chunk's Rle definition levels (no repetition levels): an odd value byte count."""
+    chunk = bytearray(data)
+    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u64 value bytes, values, run lengths
+    chunk[8:16] = (3).to_bytes(8, "little")
+    return bytes(chunk)
+
+
 def _huge_buffer(data: bytes) -> bytes:
     """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
     chunk = bytearray(data)
@@ -261,7 +275,7 @@ def _huge_buffer(data: bytes) -> bytes:
     return bytes(chunk)
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
 def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
     """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
     its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the
@@ -292,8 +306,9 @@ def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, na
     ("many22", 1, 1, _bad_level_width, "inline bit-packed chunk is malformed"),
     ("rich21", 13, 1, _bad_rep_width, "inline bit-packed chunk is malformed"),
     ("rich22", 13, 1, _huge_rep_section, "points past its chunk"),
+    ("runs22", 0, 1, _bad_rle_levels, "RLE level buffer sections out of range"),
     ("many21", 0, 1, _huge_buffer, "points past its chunk"),
-], ids=["chunk-metadata", "bit-width", "level-bit-width", "list-rep-width", "list-rep-section", "chunk-header"])
+], ids=["chunk-metadata", "bit-width", "level-bit-width", "list-rep-width", "list-rep-section", "rle-def-levels", "chunk-header"])
 def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkeypatch, name, column, buffer, edit, message):
     """Corrupt chunk metadata (counts beyond the page), corrupt bit widths (values,
     definition levels, a list page's repetition levels) and chunk headers pointing past

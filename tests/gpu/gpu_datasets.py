@@ -221,3 +221,15 @@ def write_lists(lance, uri: str, table: pa.Table, version: str, *, rows_per_file
     lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=rows_per_file,
                         max_rows_per_group=batch, **extra)
     return uri
+
+
+def null_runs_table(n: int = 20_000) -> pa.Table:
+    """Columns null in runs of 500 rows (a flat int64, a list<int32>, a run-length int32):
+    pylance 14 writes their definition levels run-length encoded (Rle) in 2.2 files,
+    out-of-line bit-packed in 2.1."""
+    nulls = np.repeat(np.arange(-(-n // 500)) % 2 == 0, 500)[:n]
+    return pa.table({
+        "x": pa.array(np.arange(n), mask=nulls),
+        "l": pa.array([None if z else [i, -i] for i, z in enumerate(nulls)], pa.list_(pa.int32())),
+        "y": pa.array((np.arange(n) * 20 // n).astype(np.int32), mask=nulls),
+    })

@@ -261,14 +261,18 @@ def _many_pages(root: Path, version: str) -> str:
     return str(path) if path.exists() else gd.write_many_pages(lance, root, version)
 
 
-@pytest.mark.parametrize("name", ["rich22", "rich21", "many22", "fsst"])
+@pytest.mark.parametrize("name", ["rich22", "rich21", "many22", "fsst", "runs22"])
 def test_device_chunk_headers_equal_the_host_parse(root, rich22, rich21, fsst, name, monkeypatch):
     """The device pre-pass (``cuda_kernels.chunkheaders``, one launch per unit) gives the
     chunk and block tables its CPU form gives over the same staged bytes, for every
-    device-parsed page of a read; the read equals pylance's with it and without it."""
+    device-parsed page of a read (flat and list pages; definition levels bit-packed inline
+    or out of line, or run-length encoded: ``runs22``); the read equals pylance's with it
+    and without it."""
     from lance_gpu.gpu import headers, plan
 
-    uri = {"rich22": rich22, "rich21": rich21, "fsst": fsst}.get(name) or _many_pages(root, "2.2")
+    if name == "runs22" and not (root / "runs22").exists():
+        lance.write_dataset(gd.null_runs_table(), str(root / "runs22"), data_storage_version="2.2")
+    uri = {"rich22": rich22, "rich21": rich21, "fsst": fsst, "runs22": str(root / "runs22")}.get(name) or _many_pages(root, "2.2")
     compared = []
     on_device = headers.parse_on_device
 
