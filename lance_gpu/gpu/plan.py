@@ -991,9 +991,9 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
     size = p.get("data_size", int(page.info.buffer_sizes[1]))
-    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and size and device_headers(mb)):
+    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and device_headers(mb)):
         # staged now; its chunk headers are parsed on the device, its work emitted then
-        if not size:  # no chunks (a list leaf's empty page)
+        if not size:  # no chunks (an empty page, or a row selection kept none of its chunks)
             data_pos = 0
         elif page.data_deferred:
             data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
