@@ -333,7 +333,7 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
 
 def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root, monkeypatch):
     """Property: random list-heavy tables (lists of ints, strings, booleans nested 1-3 deep,
-    null and empty lists and null items at random densities, page and chunk boundaries from
+    a list of structs, a struct of a list, null and empty lists and null items at random densities, page and chunk boundaries from
     small pages and batches, 1-4 fragments, 2.1 / 2.2): the device pre-pass's CPU form plans
     exactly the work the host's parse of the list pages' chunks plans (level positions
     relative to their leaf's region), and it parses every list page it can."""

@@ -181,7 +181,8 @@ def _random_lists(rng: np.random.Generator, n: int, depth: int, null_p: float, e
 
 def list_table(n: int, *, seed: int, depth: int = 1, null_p: float = 0.2, empty_p: float = 0.1) -> pa.Table:
     """A list-heavy table: lists of ints, strings and booleans nested ``depth`` deep, with
-    null and empty lists at every level and null items, beside a nullable int column."""
+    null and empty lists at every level and null items, a list of structs and a struct
+    holding a list, beside a nullable int column."""
     rng = np.random.default_rng(seed)
 
     def nulls(k: int) -> np.ndarray:
@@ -208,6 +209,12 @@ def list_table(n: int, *, seed: int, depth: int = 1, null_p: float = 0.2, empty_
         "lb": pa.array(_random_lists(rng, n, 1, null_p, empty_p, bools), pa.list_(pa.bool_())),
         "l16": pa.array(_random_lists(rng, n, 1, null_p, empty_p, lambda k: [int(x) for x in rng.integers(0, 300, k)]),
                         pa.list_(pa.int16())),
+        "lst": pa.array(_random_lists(rng, n, 1, null_p, empty_p, lambda k: [
+            None if z else {"a": int(a), "b": w} for z, a, w in zip(nulls(k), rng.integers(0, 9, k), strs(k), strict=True)
+        ]), pa.list_(pa.struct([("a", pa.int16()), ("b", pa.string())]))),
+        "sl": pa.array([None if z else {"l": items, "x": x} for z, items, x in zip(
+            nulls(n), _random_lists(rng, n, 1, null_p, empty_p, ints), ints(n), strict=True)],
+            pa.struct([("l", pa.list_(pa.int64())), ("x", pa.int32())])),
     })
 
 
