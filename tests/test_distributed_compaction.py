@@ -117,3 +117,28 @@ def test_max_bytes_per_file_cuts_as_pylance(tmp_path, batch_size, expected_rows)
         rows[name] = [f.physical_rows for f in module.dataset(str(tmp_path / name)).get_fragments()]
     assert rows["ours"] == rows["ours-plan"] == rows["pylance"] == expected_rows
     assert lance.dataset(str(tmp_path / "ours")).to_table().equals(data)
+
+
+@pytest.mark.parametrize("max_bytes_per_file", [None, 12 << 20, 4096])
+def test_many_tiny_fragments_compact_into_pylance_files(tmp_path, max_bytes_per_file) -> None:
+    """Spans of tiny fragments go to the writer as batches across fragment ends only while no
+    file cut can fall inside them (``UNCUT_EXPANSION``): the files written, their rows and the
+    data are pylance's whether the limit is far, crossed midway (12 MiB: the first spans go out
+    whole, later ones fragment by fragment) or tiny.  29 MiB of rows: pages (8 MiB) complete
+    inside spans, so a batch crossing fragment ends would move a cut (it does: 142,384 rows
+    in the first file instead of pylance's 132,000 with every span sent whole)."""
+    from lance_gpu.write import compaction
+
+    rows = {}
+    for name, module in (("pylance", lance), ("ours", lance_gpu)):
+        path = str(tmp_path / name)
+        for i in range(80):  # 3,000 rows: batches of 8,192 crossing fragment ends would move the cuts
+            values = pa.array(np.arange(i * 3000 * 16, (i + 1) * 3000 * 16, dtype=np.int64))
+            part = pa.table({"v": pa.FixedSizeListArray.from_arrays(values, 16)})
+            lance.write_dataset(part, path, mode="append" if i else "create")
+        ds = module.dataset(path)
+        ds.optimize.compact_files(max_bytes_per_file=max_bytes_per_file)
+        rows[name] = [f.physical_rows for f in lance.dataset(path).get_fragments()]
+        assert lance.dataset(path).to_table().equals(lance.dataset(str(tmp_path / "pylance")).to_table())
+    assert rows["ours"] == rows["pylance"]
+    assert compaction.UNCUT_EXPANSION * 80 * 3000 * 128 > 12 << 20  # the midway case does cross the bound

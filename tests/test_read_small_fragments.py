@@ -8,6 +8,7 @@ identity), and a file whose bytes change is parsed anew."""
 from __future__ import annotations
 
 import os
+import struct
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pytest
 lance = pytest.importorskip("lance")
 
 import lance_gpu  # noqa: E402
+from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file import container  # noqa: E402
 from lance_gpu.scan import execute  # noqa: E402
 
@@ -145,6 +147,49 @@ def test_a_changed_file_is_parsed_again(tmp_path) -> None:
     before = container.metadata_parses
     assert lance_gpu.dataset(path, device="cpu").to_table().equals(lance.dataset(other).to_table())
     assert container.metadata_parses == before + 1
+
+
+def test_files_written_alike_share_their_parsed_columns(tmp_path) -> None:
+    """Many small files written alike carry the same ``ColumnMetadata`` bytes: each distinct
+    (column, bytes, file size) is parsed and vetted once for the process, whatever the
+    number of files (1,000 appends of 16 rows: 8 distinct of 4,000)."""
+    path = str(tmp_path / "ds")
+    for i in range(40):
+        rng = np.random.default_rng(i)  # other values in every file, stored alike
+        batch = pa.table({"id": rng.integers(1 << 40, 1 << 41, 16), "x": rng.random(16)})
+        lance.write_dataset(batch, path, mode="append" if i else "create")
+    container.clear_metadata_cache()
+    before = container.column_parses
+    assert lance_gpu.dataset(path, device="cpu").to_table().equals(lance.dataset(path).to_table())
+    assert container.column_parses - before <= 4  # id and x: two distinct shapes at most each
+
+
+def test_a_corrupt_column_is_refused_beside_a_shared_sound_one(tmp_path) -> None:
+    """A file whose column metadata differs in one byte from a sound file's of the same size is
+    parsed on its own (the key is the bytes) and refused as pylance refuses it."""
+    path = str(tmp_path / "ds")
+    for i in range(2):
+        lance.write_dataset(pa.table({"id": pa.array([7] * 16, pa.int64())}), path, mode="append" if i else "create")
+    frags = lance.dataset(path).get_fragments()
+    files = [os.path.join(path, "data", f.data_files()[0].path) for f in frags]
+    with open(files[0], "rb") as f:
+        a = f.read()
+    with open(files[1], "rb") as f:
+        assert f.read() == a  # written alike: the same bytes
+    container.clear_metadata_cache()
+    assert lance_gpu.dataset(path, device="cpu").to_table().equals(lance.dataset(path).to_table())
+    # file 1's first column metadata: its page's encoding names an unknown message type
+    # (one letter of the type URL changed; same length, so the file keeps its layout)
+    offsets_pos = struct.unpack_from("<QQ", a, len(a) - 40)[1]
+    cm_pos, cm_size = struct.unpack_from("<QQ", a, offsets_pos)
+    raw = a[cm_pos:cm_pos + cm_size]
+    assert raw.count(b"PageLayout") == 1
+    with open(files[1], "wb") as f:
+        f.write(a[:cm_pos] + raw.replace(b"PageLayout", b"PageLayouX") + a[cm_pos + cm_size:])
+    with pytest.raises(ValueError, match="unexpected type URL"):
+        lance.dataset(path).to_table()
+    with pytest.raises(CorruptFileError, match="unexpected type"):  # a ValueError too, as pylance's
+        lance_gpu.dataset(path, device="cpu").to_table()
 
 
 # -- hundreds of tiny fragments: spans (issue 24 item 4) -------------------------------------

@@ -213,6 +213,26 @@ class FileMetadata:
         pos, size = (int(x) for x in self._cmo[index])
         start = pos - self._meta_start
         raw = self._meta[start : start + size]
+        shared_key = (index, self.file_size, raw) if size <= SHARED_COLUMN_BYTES else None
+        if shared_key is not None:
+            col = _SHARED_COLUMNS.get(shared_key)
+            if col is not None:
+                self._columns[index] = col
+                return col
+        col = self._parse_column(index, raw)
+        if shared_key is not None:
+            with _metadata_lock:
+                if len(_SHARED_COLUMNS) >= SHARED_COLUMN_ENTRIES:
+                    _SHARED_COLUMNS.clear()
+                _SHARED_COLUMNS[shared_key] = col
+        self._columns[index] = col
+        return col
+
+    def _parse_column(self, index: int, raw: bytes) -> ColumnInfo:
+        """Column ``index`` from its ``ColumnMetadata`` bytes ``raw``, vetted against the
+        file's size (a function of ``index``, ``raw`` and the size alone)."""
+        global column_parses
+        column_parses += 1
         cm = file2_pb2.ColumnMetadata()
         try:
             cm.ParseFromString(raw)
@@ -238,10 +258,20 @@ class FileMetadata:
         buffer_sizes = tuple(int(x) for x in cm.buffer_sizes)
         if len(buffer_offsets) != len(buffer_sizes) or any(o + s > file_size for o, s in zip(buffer_offsets, buffer_sizes)):
             raise CorruptFileError(self.path, f"column buffers of column {index} lie outside the file")
-        col = ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding)
-        self._columns[index] = col
-        return col
+        return ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding)
 
+
+#: Parsed columns shared by every file whose column of that index has the same
+#: ``ColumnMetadata`` bytes and whose size is the same (so the same vetting holds): files
+#: written alike -- the many small files of a history of appends -- carry a handful of
+#: distinct ones (8 of 4,000 on 1,000 appends of 16 rows), parsed and checked once.  A
+#: :class:`ColumnInfo` and its pages are never modified after parsing.
+_SHARED_COLUMNS: dict[tuple[int, int, bytes], ColumnInfo] = {}
+#: Entries kept (cleared when full) and the largest metadata shared, in bytes.
+SHARED_COLUMN_ENTRIES = 4096
+SHARED_COLUMN_BYTES = 4096
+#: ``ColumnMetadata`` messages parsed in this process (tests pin the sharing).
+column_parses = 0
 
 #: Files whose :class:`FileMetadata` is kept for the process (least recently opened first
 #: out); entries are small (the metadata section, parsed columns and page layouts, chunk
@@ -292,6 +322,7 @@ def clear_metadata_cache() -> None:
     """Forget every cached :class:`FileMetadata` (tests; memory)."""
     with _metadata_lock:
         _metadata_cache.clear()
+        _SHARED_COLUMNS.clear()
 
 
 class LanceFileReader:

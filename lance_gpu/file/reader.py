@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import encodings_v2_1_pb2
-from lance_gpu.errors import CorruptFileError, LanceGpuError, UnsupportedEncodingError
+from lance_gpu.errors import CorruptFileError, LanceGpuError
 from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
 from lance_gpu.file.blocks import per_bucket
 from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo
@@ -41,7 +41,8 @@ RELEASE_MIN_BYTES = 1 << 16
 def parse_layout(page: PageInfo, ctx: DecodeContext) -> encodings_v2_1_pb2.PageLayout:
     url = page.encoding.type_url
     if url.rsplit("/", 1)[-1] != PAGE_LAYOUT_URL[1:]:
-        raise UnsupportedEncodingError(f"{ctx.path} (column {ctx.column}): unsupported page encoding {url!r}")
+        # pylance: "Invalid direct PageLayout encoding ... unexpected type URL" (invalid input)
+        raise ctx.corrupt(f"page encoding of unexpected type {url!r} (a 2.1+ page holds a PageLayout)")
     layout = encodings_v2_1_pb2.PageLayout()
     try:
         layout.ParseFromString(page.encoding.value)

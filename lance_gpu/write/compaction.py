@@ -151,17 +151,36 @@ def plan_compaction(
 COMPACTION_BATCH_SIZE = 8192
 
 
+#: A span of fragments is written as batches that cross fragment ends when the task's bytes
+#: so far, times this, plus :data:`UNCUT_MARGIN_BYTES`, stay under ``max_bytes_per_file``: the
+#: written pages of so few bytes cannot reach the cut, so no cut falls inside the span either way.
+UNCUT_EXPANSION = 4
+UNCUT_MARGIN_BYTES = 1 << 20
+
+
 def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: pa.Schema,
-                 batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
+                 batch_size: int | None, *, max_bytes_per_file: int) -> Iterator[pa.RecordBatch]:
     """The live rows of ``frags`` in order, every field as stored: small fragments decoded
     together (:func:`~lance_gpu.scan.decode_spans`), one fragment ahead otherwise; in batches
-    of at most ``batch_size`` rows (:data:`COMPACTION_BATCH_SIZE` by default; the writer
-    checks ``max_bytes_per_file`` between batches, as pylance's)."""
+    of at most ``batch_size`` rows (:data:`COMPACTION_BATCH_SIZE` by default).
+
+    The writer checks ``max_bytes_per_file`` between batches, and pylance's batches end at
+    each fragment's end, so its file cuts fall at fragment ends: where a cut could fall
+    inside a span, its batches end at every fragment's end too.  Where none can (the task's
+    bytes so far far below the limit: :data:`UNCUT_EXPANSION`), the span's rows go out in
+    whole batches across fragment ends -- the same files, one batch instead of one per tiny
+    fragment."""
     fields = list(ds.lance_schema.fields)
     units = [ReadUnit(frag, frag.live_rows) for frag in frags]
+    rows_per_batch = batch_size or COMPACTION_BATCH_SIZE
+    seen = 0
     for group, table in decode_spans(ds, units, fields, physical=True, ahead=1):
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
+        seen += table.nbytes
+        if len(group) > 1 and seen * UNCUT_EXPANSION + UNCUT_MARGIN_BYTES < max_bytes_per_file:
+            yield from table.combine_chunks().to_batches(max_chunksize=rows_per_batch)
+            continue
         # whole batches of batch_size rows (pylance's default read batch: 8192), not the
         # decoded pages' chunks, ending at each fragment's end (a span decodes several back
         # to back): the writer's file cuts fall between them, as pylance's
@@ -170,7 +189,7 @@ def _live_tables(ds: TableSnapshot, frags: Sequence[FragmentSnapshot], schema: p
             rows = unit.fragment.physical_rows if unit.rows is None else len(unit.rows)
             piece = table.slice(start, rows)
             start += rows
-            yield from piece.combine_chunks().to_batches(max_chunksize=batch_size or COMPACTION_BATCH_SIZE)
+            yield from piece.combine_chunks().to_batches(max_chunksize=rows_per_batch)
 
 
 def compact_files(ds: TableSnapshot, *, conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
@@ -260,11 +279,12 @@ def compact_once(
     total_fragments = sum(len(task) for task in tasks)
     if progress is not None:
         progress("fragments compacted", 0, total_fragments)
+    cut_bytes = int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE)
     try:
         for task in tasks:
             new, written = _write_fragments(
-                store, root, schema, physical, _live_tables(ds, task, physical, batch_size), None, minor, 1 << 62,
-                int(max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE), size_of_flushed_pages=True,
+                store, root, schema, physical, _live_tables(ds, task, physical, batch_size, max_bytes_per_file=cut_bytes), None, minor, 1 << 62,
+                cut_bytes, size_of_flushed_pages=True,
             )
             rewrite.written.extend(written)
             if stable:

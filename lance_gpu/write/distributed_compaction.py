@@ -142,7 +142,7 @@ class CompactionTask:
         physical = schema.to_arrow(physical=True)
         minor = dataset_file_minor(ds.manifest)
         size = int(self.options.get("max_bytes_per_file") or DEFAULT_MAX_BYTES_PER_FILE)
-        batches = _live_tables(ds, frags, physical, self.options.get("batch_size"))
+        batches = _live_tables(ds, frags, physical, self.options.get("batch_size"), max_bytes_per_file=size)
         new, _written = _write_fragments(ds.store, ds.root, schema, physical, batches, None, minor, 1 << 62, size,
                                          size_of_flushed_pages=True)
         if int(ds.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS:
