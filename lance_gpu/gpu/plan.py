@@ -624,14 +624,16 @@ _EMPTY = np.zeros(0, np.uint8)
 def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray]) -> PagePlan:
     """A mini-block page planned from its protobuf alone: its value count is ``num_items``;
     without repetition levels it has one definition level per value, so its output regions
-    are known (with them, ``num_levels`` is the estimate ``num_items`` until the device
-    pre-pass reads the in-band counts); its chunk layout (buffer 0) is decoded later with
-    every other such page of the pass (:func:`fill_chunk_layouts`), its chunk headers on the
-    device."""
+    are known (with them, ``num_levels`` is the estimate ``num_items + num_rows`` -- a bound
+    for one list layer, where a row's null or empty list is a level without an item -- until the
+    device pre-pass reads the in-band counts); its chunk layout (buffer 0) is decoded later
+    with every other such page of the pass (:func:`fill_chunk_layouts`), its chunk headers
+    on the device."""
     has_def = mb.HasField("def_compression")
     has_rep = mb.HasField("rep_compression")
     num_items = int(mb.num_items)
-    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, num_items, has_rep, has_def, {})
+    levels = num_items + int(info.num_rows) if has_rep else num_items
+    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, levels, has_rep, has_def, {})
 
 
 def _parse_metadata_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]]) -> list[PagePlan]:
