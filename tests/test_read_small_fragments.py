@@ -328,6 +328,40 @@ def test_take_checks_only_the_fragments_it_reads(tiny, monkeypatch) -> None:
     assert set(checked) <= read, sorted(set(checked))  # (a fragment read whole is checked as its readers open)
 
 
+def test_take_makes_fragment_objects_only_for_the_fragments_it_reads(tiny, monkeypatch) -> None:
+    """Positions are mapped from the snapshot's arrays (live counts of all 300 fragments,
+    deletion files read only where the manifest does not count their rows): fragment objects
+    are made for the fragments holding requested rows, not for the whole version."""
+    from lance_gpu.table.snapshot import FragmentSnapshot
+
+    made: list[int] = []
+    real = FragmentSnapshot.__init__
+
+    def spy(self: FragmentSnapshot, *args, **kwargs) -> None:
+        real(self, *args, **kwargs)
+        made.append(self.fragment_id)
+
+    ref, _ours = tiny
+    fresh = lance_gpu.dataset(ref.uri, device="cpu")
+    monkeypatch.setattr(FragmentSnapshot, "__init__", spy)
+    idx = np.array([3, 250, 251, ref.count_rows() - 1])
+    assert fresh.take(idx).equals(ref.take(idx))
+    assert 0 < len(set(made)) <= 4, sorted(set(made))
+
+
+def test_live_counts_are_pylances_with_deletions(tmp_path) -> None:
+    """``TableSnapshot.live_counts``: each fragment's rows less its deletions, as pylance counts."""
+    path = str(tmp_path / "ds")
+    for i in range(6):
+        lance.write_dataset(_table(20, i), path, mode="append" if i else "create")
+    lance.dataset(path).delete("x < 0.2")
+    ref = lance.dataset(path)
+    ours = lance_gpu.dataset(path, device="cpu")
+    assert ours._snapshot.live_counts() == [f.count_rows() for f in ref.get_fragments()]
+    idx = np.arange(0, ref.count_rows(), 7)
+    assert ours.take(idx).equals(ref.take(idx))
+
+
 @pytest.mark.parametrize("op", ["delete", "compact"])
 def test_tiny_fragments_written_as_pylance(tiny, tmp_path, monkeypatch, op) -> None:
     """A delete (its predicate evaluated once a span) and a compaction (its fragments

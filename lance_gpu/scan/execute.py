@@ -995,10 +995,12 @@ def take_rows(
     dataset's), in the order given (repeats allowed): a plan whose row selections are the
     rows asked for, run by the dataset's executor, put back in the caller's order."""
     idx = take_indices(indices)
-    frags = list(ds.fragments if fragments is None else fragments)
+    chosen = None if fragments is None else list(fragments)
     # the manifest's counts (u64) summed as Python integers, the starts capped at int64's
-    # largest value: a position (an int64) below the total lands where the uncapped starts put it
-    counts = [f.live_count() for f in frags]
+    # largest value: a position (an int64) below the total lands where the uncapped starts put it;
+    # over the whole version from the snapshot's arrays, fragment objects made only for the
+    # fragments the rows lie in
+    counts = ds.live_counts() if chosen is None else [f.live_count() for f in chosen]
     total = sum(counts)
     cap = int(np.iinfo(np.int64).max)
     starts = np.array([min(s, cap) for s in itertools.accumulate(counts, initial=0)], np.int64)
@@ -1009,8 +1011,8 @@ def take_rows(
     sorted_idx = idx[order]
     frag_of = np.searchsorted(starts, sorted_idx, side="right") - 1
     groups: list[tuple[int, np.ndarray]] = []
-    for fi in np.unique(frag_of):
-        frag = frags[int(fi)]
+    for fi in np.unique(frag_of).tolist():
+        frag = ds.fragment_at(fi) if chosen is None else chosen[fi]
         local = sorted_idx[frag_of == fi] - starts[fi]
         live = frag.live_rows
         groups.append((frag.fragment_id, local if live is None else live[local]))

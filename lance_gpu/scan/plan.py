@@ -244,9 +244,7 @@ def build_plan(
         raise ArgumentTypeError(msg)
 
     if selections is not None:
-        frag_list = [f for f in ds.fragments if f.fragment_id in selections]
-        by_id = {f.fragment_id: f for f in frag_list}
-        frag_list = [by_id[i] for i in selections]
+        frag_list = [ds.fragment(i) for i in selections]  # a KeyError for an id not in the version
     elif fragments is not None:
         frag_list = []
         for frag in fragments:

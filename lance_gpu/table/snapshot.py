@@ -298,6 +298,17 @@ class TableSnapshot:
         total = sum(self.physical_rows.tolist()) - sum(deleted[deleted > 0].tolist())
         return total - sum(int(self.fragment_at(int(i)).deleted_rows.size) for i in unknown)
 
+    def live_counts(self) -> list[int]:
+        """Each fragment's live rows as the manifest says, in manifest order (Python
+        integers, as :meth:`FragmentSnapshot.count_rows`): from the arrays, no fragment object
+        made except where a deletion file does not record how many rows it deletes."""
+        counts = self.physical_rows.tolist()
+        deleted = self.deletion_counts
+        for i in np.flatnonzero(deleted).tolist():
+            n = int(deleted[i])
+            counts[i] -= n if n > 0 else int(self.fragment_at(i).deleted_rows.size)
+        return counts
+
     @property
     def fragments(self) -> tuple[FragmentSnapshot, ...]:
         """The fragments, in manifest order.
