@@ -298,6 +298,12 @@ class TableSnapshot:
         total = sum(self.physical_rows.tolist()) - sum(deleted[deleted > 0].tolist())
         return total - sum(int(self.fragment_at(int(i)).deleted_rows.size) for i in unknown)
 
+    def positions_of(self, fragment_ids: Sequence[int]) -> list[int]:
+        """The manifest positions of fragments by id (a ``KeyError`` for an id not in
+        this version)."""
+        positions = self._positions
+        return [positions[int(fid)] for fid in fragment_ids]
+
     def live_counts(self) -> list[int]:
         """Each fragment's live rows as the manifest says, in manifest order (Python
         integers, as :meth:`FragmentSnapshot.count_rows`): from the arrays, no fragment object

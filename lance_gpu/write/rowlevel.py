@@ -162,8 +162,11 @@ class _Scanned:
     def __init__(self, ds: TableSnapshot, columns: Sequence[str], device: str) -> None:
         plan = build_plan(ds, columns=list(columns), device=device)
         self.table = concat(list(run_plan(plan, executor_for(device), ds)), resolve(plan, ds).schema)
-        self.fragments = [ds.get_fragment(fid) for fid in plan.fragment_ids]
-        counts = np.array([f.live_count() for f in self.fragments if f is not None], np.int64)
+        # live counts from the snapshot's arrays; fragment objects only for rows asked after
+        self.ds = ds
+        self.positions = ds.positions_of(plan.fragment_ids)
+        every = ds.live_counts()
+        counts = np.array([every[p] for p in self.positions], np.int64)
         self.starts = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=self.starts[1:])
         assert self.starts[-1] == self.table.num_rows, "a scan returned another number of rows than live"
@@ -173,9 +176,8 @@ class _Scanned:
         rows = np.asarray(rows, np.int64)
         out = np.empty(rows.size, np.uint64)
         which = np.searchsorted(self.starts, rows, side="right") - 1
-        for i in np.flatnonzero(np.bincount(which, minlength=len(self.fragments))).tolist():
-            frag = self.fragments[i]
-            assert frag is not None
+        for i in np.flatnonzero(np.bincount(which, minlength=len(self.positions))).tolist():
+            frag = self.ds.fragment_at(self.positions[i])
             sel = which == i
             local = rows[sel] - self.starts[i]
             live = frag.live_rows
