@@ -66,6 +66,39 @@ def test_local_store_roundtrip_and_counters(tmp_path: Path) -> None:
     assert not store.exists(key)
 
 
+def test_small_files_are_read_whole_and_hold_no_descriptor(tmp_path: Path) -> None:
+    """A file up to ``WHOLE_READ_BYTES`` is read at once when opened and its descriptor
+    closed (a history of small appends keeps thousands of readers open); a larger one is
+    memory-mapped, holding its map's descriptor.  Both serve the same bytes and ranges."""
+    from lance_gpu.io import local as local_io
+
+    store = LocalStore()
+    small, large = str(tmp_path / "small.bin"), str(tmp_path / "large.bin")
+    small_bytes = bytes(range(256)) * 16
+    large_bytes = bytes(range(256)) * (local_io.WHOLE_READ_BYTES // 256 + 1)
+    store.put(small, small_bytes)
+    store.put(large, large_bytes)
+    files_before, handles_before = local_io._open_files, local_io._open_handles
+    whole = store.open(small)
+    assert local_io._open_files == files_before  # no descriptor held
+    assert local_io._open_handles == handles_before + 1
+    mapped = store.open(large)
+    assert local_io._open_files == files_before + 1
+    assert local_io._open_handles == handles_before + 2
+    for handle, data in ((whole, small_bytes), (mapped, large_bytes)):
+        assert handle.size == len(data)
+        assert handle.mapped is not None and handle.mapped.tobytes() == data
+        assert handle.read(10, 7).tobytes() == data[10:17]
+        assert [p.tobytes() for p in handle.read_ranges([(0, 3), (4000, 5)])] == [data[:3], data[4000:4005]]
+        with pytest.raises(CorruptFileError, match="outside the file"):
+            handle.read(len(data) - 2, 3)
+        handle.release([(0, len(data))])  # a hint: nothing to drop for bytes read whole
+    whole.close()
+    mapped.close()
+    whole.close()  # twice: counted once
+    assert (local_io._open_files, local_io._open_handles) == (files_before, handles_before)
+
+
 def test_coalesce_groups_near_ranges() -> None:
     groups = coalesce([(1_000_000, 10), (0, 10), (20, 10), (200_000, 5)])
     assert [(s, e, sorted(i)) for s, e, i in groups] == [(0, 30, [1, 2]), (200_000, 200_005, [3]), (1_000_000, 1_000_010, [0])]

@@ -164,6 +164,29 @@ def test_files_written_alike_share_their_parsed_columns(tmp_path) -> None:
     assert container.column_parses - before <= 4  # id and x: two distinct shapes at most each
 
 
+def test_opening_files_never_read_before_costs_no_stat(tmp_path) -> None:
+    """A fragment's row count is checked against its first data file when its rows are
+    read; a file this process parsed before (same state) is known from one ``stat``, and a
+    file it never parsed is opened at once, without that ``stat``.  Files written alike
+    share their parsed ``FileDescriptor`` (one schema, one row count)."""
+    path = str(tmp_path / "ds")
+    for i in range(12):
+        lance.write_dataset(pa.table({"id": np.arange(i * 16, i * 16 + 16)}), path, mode="append" if i else "create")
+    container.clear_metadata_cache()
+    ds = lance_gpu.dataset(path, device="cpu")
+    stats = ds.snapshot.store.stats
+    heads = stats.heads
+    assert ds.to_table().equals(lance.dataset(path).to_table())
+    assert stats.heads - heads == 12  # one per file opened (its fstat), no stat before it
+    assert len(container._SHARED_DESCRIPTORS) == 1
+    again = lance_gpu.dataset(path, device="cpu")
+    heads = stats.heads
+    parses = container.metadata_parses
+    assert again.to_table().equals(lance.dataset(path).to_table())
+    assert container.metadata_parses == parses  # every footer known from before
+    assert stats.heads - heads >= 12  # ... by a stat of each file
+
+
 def test_a_corrupt_column_is_refused_beside_a_shared_sound_one(tmp_path) -> None:
     """A file whose column metadata differs in one byte from a sound file's of the same size is
     parsed on its own (the key is the bytes) and refused as pylance refuses it."""

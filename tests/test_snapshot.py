@@ -142,7 +142,7 @@ def test_old_versions_die_by_reference_counting(tmp_path: Path) -> None:
     for _name, op in ops:  # warm up: modules and kernels loaded once are not what is counted
         op(lance_gpu.dataset(uri, device="cpu"))
     gc.collect()
-    files_before = local_io._open_files
+    files_before = local_io._open_handles
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -152,7 +152,7 @@ def test_old_versions_die_by_reference_counting(tmp_path: Path) -> None:
             snap = ds.snapshot
             ds.to_table()  # every data file of the version open
             ds.take([0, 3])
-            assert local_io._open_files > files_before
+            assert local_io._open_handles > files_before
             old_versions.append((name, weakref.ref(snap)))
             del snap
             op(ds)
@@ -169,7 +169,7 @@ def test_old_versions_die_by_reference_counting(tmp_path: Path) -> None:
         expected = lance.dataset(uri).to_table()
         assert ds.to_table().sort_by("id").equals(expected.sort_by("id"))
         del ds
-        assert local_io._open_files == files_before  # every reader closed, none collected
+        assert local_io._open_handles == files_before  # every reader closed, none collected
     finally:
         if was_enabled:
             gc.enable()

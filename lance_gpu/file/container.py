@@ -24,6 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Generic, TypeVar, overload
 
 import numpy as np
 from google.protobuf.any_pb2 import Any
@@ -41,6 +42,10 @@ from lance_gpu.errors import (
 from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import COALESCE_GAP, ObjectStore, ReadHandle, open_with_tail
 from lance_gpu.protobuf import check_strict
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+D = TypeVar("D")
 
 MAGIC = b"LANC"
 FOOTER_SIZE = 40
@@ -113,6 +118,46 @@ def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | N
     return anymsg
 
 
+class SharedParses(Generic[K, V]):
+    """Parsed metadata shared by the bytes it was parsed from: every value is a function of
+    its key alone (bytes, plus whatever the vetting depended on) and is never modified, so
+    the many small files of a history of appends, written alike, parse and vet each distinct
+    message once.  At most ``limit`` entries; cleared when full (the distinct ones are few).
+    Racing threads may parse the same key twice: either result is kept."""
+
+    __slots__ = ("_entries", "limit")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._entries: dict[K, V] = {}
+        self.limit = limit
+
+    @overload
+    def get(self, key: K) -> V | None: ...
+    @overload
+    def get(self, key: K, default: D) -> V | D: ...
+    def get(self, key: K, default: object = None) -> object:
+        return self._entries.get(key, default)
+
+    def put(self, key: K, value: V) -> V:
+        entries = self._entries
+        if len(entries) >= self.limit:
+            entries.clear()
+        entries[key] = value
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _offset_pairs(raw: bytes, count: int) -> tuple[tuple[int, int], ...]:
+    """An offset table (``count`` little-endian ``(position u64, size u64)`` pairs) as ints."""
+    flat = struct.unpack(f"<{2 * count}Q", raw)
+    return tuple(zip(flat[0::2], flat[1::2], strict=True))
+
+
 class FileMetadata:
     """What a data file's tail says -- footer, offset tables, column metadata, the
     ``FileDescriptor`` -- parsed once, plus what decoders derive from the pages
@@ -159,11 +204,11 @@ class FileMetadata:
                 return bytes(tail[off - tail_start : off - tail_start + n])
             return read(off, n).tobytes()
 
-        cmo = np.frombuffer(grab(b, 16 * ncols), dtype="<u8").reshape(-1, 2) if ncols else np.zeros((0, 2), "<u8")
-        gbo = np.frombuffer(grab(c, 16 * ngb), dtype="<u8").reshape(-1, 2) if ngb else np.zeros((0, 2), "<u8")
-        if ncols and (int((cmo[:, 0] + cmo[:, 1]).max()) > b or int(cmo[:, 0].min()) < a):
+        cmo = _offset_pairs(grab(b, 16 * ncols), ncols)
+        gbo = _offset_pairs(grab(c, 16 * ngb), ngb)
+        if ncols and (max(pos + n for pos, n in cmo) > b or min(pos for pos, _ in cmo) < a):
             raise CorruptFileError(path, "column metadata offsets point outside the metadata section")
-        if ngb and int((gbo[:, 0] + gbo[:, 1]).max()) > size:
+        if ngb and max(pos + n for pos, n in gbo) > size:
             raise CorruptFileError(path, "global buffer offsets point outside the file")
         self._cmo = cmo
         self._gbo = gbo
@@ -171,8 +216,8 @@ class FileMetadata:
         self._meta_start = a
         # the descriptor's bytes, when the tail holds them (else read through a handle)
         self._descriptor_bytes: bytes | None = None
-        if ngb and int(gbo[0, 0]) >= tail_start:
-            self._descriptor_bytes = grab(int(gbo[0, 0]), int(gbo[0, 1]))
+        if ngb and gbo[0][0] >= tail_start:
+            self._descriptor_bytes = grab(*gbo[0])
         self._descriptor: file_pb2.FileDescriptor | None = None
         self._columns: dict[int, ColumnInfo] = {}
         #: Per-page metadata derived by decoders, kept for repeated reads: (column, page,
@@ -193,16 +238,21 @@ class FileMetadata:
             return fd
         if self.num_global_buffers == 0:
             raise CorruptFileError(self.path, "no global buffers (missing FileDescriptor)")
-        pos, size = (int(x) for x in self._gbo[0])
-        fd = file_pb2.FileDescriptor()
-        try:
-            raw = self._descriptor_bytes if self._descriptor_bytes is not None else read(pos, size).tobytes()
-            fd.ParseFromString(raw)
-        except DecodeError as exc:
-            raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
-        check_strict(fd, self.path, "FileDescriptor")
-        self._descriptor = fd
-        return fd
+        pos, size = self._gbo[0]
+        raw = self._descriptor_bytes if self._descriptor_bytes is not None else read(pos, size).tobytes()
+        shared = _SHARED_DESCRIPTORS.get(raw) if size <= SHARED_METADATA_BYTES else None
+        if shared is None:
+            fd = file_pb2.FileDescriptor()
+            try:
+                fd.ParseFromString(raw)
+            except DecodeError as exc:
+                raise CorruptFileError(self.path, f"bad FileDescriptor protobuf ({exc})") from exc
+            check_strict(fd, self.path, "FileDescriptor")
+            if size <= SHARED_METADATA_BYTES:
+                _SHARED_DESCRIPTORS.put(raw, fd)
+            shared = fd
+        self._descriptor = shared
+        return shared
 
     def column(self, index: int) -> ColumnInfo:
         col = self._columns.get(index)
@@ -210,10 +260,10 @@ class FileMetadata:
             return col
         if not 0 <= index < self.num_columns:
             raise CorruptFileError(self.path, f"column index {index} out of range ({self.num_columns} columns)")
-        pos, size = (int(x) for x in self._cmo[index])
+        pos, size = self._cmo[index]
         start = pos - self._meta_start
         raw = self._meta[start : start + size]
-        shared_key = (index, self.file_size, raw) if size <= SHARED_COLUMN_BYTES else None
+        shared_key = (index, self.file_size, raw) if size <= SHARED_METADATA_BYTES else None
         if shared_key is not None:
             col = _SHARED_COLUMNS.get(shared_key)
             if col is not None:
@@ -221,10 +271,7 @@ class FileMetadata:
                 return col
         col = self._parse_column(index, raw)
         if shared_key is not None:
-            with _metadata_lock:
-                if len(_SHARED_COLUMNS) >= SHARED_COLUMN_ENTRIES:
-                    _SHARED_COLUMNS.clear()
-                _SHARED_COLUMNS[shared_key] = col
+            _SHARED_COLUMNS.put(shared_key, col)
         self._columns[index] = col
         return col
 
@@ -266,10 +313,12 @@ class FileMetadata:
 #: written alike -- the many small files of a history of appends -- carry a handful of
 #: distinct ones (8 of 4,000 on 1,000 appends of 16 rows), parsed and checked once.  A
 #: :class:`ColumnInfo` and its pages are never modified after parsing.
-_SHARED_COLUMNS: dict[tuple[int, int, bytes], ColumnInfo] = {}
-#: Entries kept (cleared when full) and the largest metadata shared, in bytes.
-SHARED_COLUMN_ENTRIES = 4096
-SHARED_COLUMN_BYTES = 4096
+_SHARED_COLUMNS: SharedParses[tuple[int, int, bytes], ColumnInfo] = SharedParses()
+#: Parsed (and vetted) ``FileDescriptor`` messages by their bytes: files of one schema and
+#: row count carry the same.
+_SHARED_DESCRIPTORS: SharedParses[bytes, file_pb2.FileDescriptor] = SharedParses()
+#: The largest metadata message shared, in bytes.
+SHARED_METADATA_BYTES = 4096
 #: ``ColumnMetadata`` messages parsed in this process (tests pin the sharing).
 column_parses = 0
 
@@ -279,6 +328,9 @@ column_parses = 0
 METADATA_CACHE_FILES = 1024
 _metadata_cache: OrderedDict[Hashable, FileMetadata] = OrderedDict()
 _metadata_lock = threading.Lock()
+#: How many entries of the cache each file path has (any state): a path absent here was
+#: never parsed, and :func:`cached_metadata` knows so without a ``stat``.
+_cached_paths: dict[str, int] = {}
 #: Footers parsed (cache misses) in this process: tests pin that re-opening a file parses nothing.
 metadata_parses = 0
 
@@ -300,9 +352,14 @@ def file_metadata(io: ReadHandle, tail_arr: np.ndarray) -> FileMetadata:
     metadata_parses += 1
     if identity is not None:
         with _metadata_lock:
+            if identity not in _metadata_cache:
+                _cached_paths[meta.path] = _cached_paths.get(meta.path, 0) + 1
             _metadata_cache[identity] = meta
             while len(_metadata_cache) > METADATA_CACHE_FILES:
-                _metadata_cache.popitem(last=False)
+                _, gone = _metadata_cache.popitem(last=False)
+                left = _cached_paths.pop(gone.path) - 1
+                if left:
+                    _cached_paths[gone.path] = left
     return meta
 
 
@@ -310,6 +367,8 @@ def cached_metadata(store: ObjectStore, path: str) -> FileMetadata | None:
     """The cached :class:`FileMetadata` of the file at ``path`` when this process parsed its
     current state before, found without opening it (stores that tell a file's identity
     from a ``stat``: local files); else None."""
+    if path not in _cached_paths:
+        return None  # no state of this file was parsed: no stat needed to tell
     identity_of = getattr(store, "identity", None)
     identity = identity_of(path) if identity_of is not None else None
     if identity is None:
@@ -322,7 +381,9 @@ def clear_metadata_cache() -> None:
     """Forget every cached :class:`FileMetadata` (tests; memory)."""
     with _metadata_lock:
         _metadata_cache.clear()
+        _cached_paths.clear()
         _SHARED_COLUMNS.clear()
+        _SHARED_DESCRIPTORS.clear()
 
 
 class LanceFileReader:
@@ -376,7 +437,7 @@ class LanceFileReader:
         keep protobufs and tensors in the others, named by their schema metadata)."""
         if not 0 <= index < self.num_global_buffers:
             raise CorruptFileError(self.path, f"global buffer {index} out of range ({self.num_global_buffers} buffers)")
-        pos, size = (int(x) for x in self.meta._gbo[index])
+        pos, size = self.meta._gbo[index]
         return self.io.read(pos, size).tobytes()
 
     def prefetch(self, columns: list[int]) -> None:

@@ -19,7 +19,7 @@ from lance_gpu._proto import encodings_v2_1_pb2
 from lance_gpu.errors import CorruptFileError, LanceGpuError
 from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
 from lance_gpu.file.blocks import per_bucket
-from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo
+from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo, SharedParses
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
@@ -265,7 +265,7 @@ def _merge_key(file: LanceFileReader, column: int, page_index: int) -> bytes | N
                 mb.CopyFrom(layout.mini_block_layout)
                 mb.ClearField("num_items")
                 found = mb.SerializeToString(deterministic=True)
-            _remember(_MERGE_KEYS, shared, found)
+            _MERGE_KEYS.put(shared, found)
         file.page_meta[key] = found
     return found  # type: ignore[return-value]
 
@@ -386,21 +386,19 @@ def _page_layout(file: LanceFileReader, column: int, page_index: int, ctx: Decod
         layout = _SHARED_LAYOUTS.get(shared)
         if layout is None:
             layout = parse_layout(file.column(column).pages[page_index], ctx)
-            _remember(_SHARED_LAYOUTS, shared, layout)
+            _SHARED_LAYOUTS.put(shared, layout)
         file.page_meta[key] = layout
     return layout  # type: ignore[return-value]
 
 
 #: Parsed page layouts (never modified) by their encoding's bytes, for the process: the pages
 #: of many small files written alike carry the same bytes, parsed and vetted once.
-_SHARED_LAYOUTS: dict[tuple[str, bytes], encodings_v2_1_pb2.PageLayout] = {}
+_SHARED_LAYOUTS: SharedParses[tuple[str, bytes], encodings_v2_1_pb2.PageLayout] = SharedParses()
 #: Chunk tables of small mini-block pages by (encoding bytes, chunk metadata bytes): the
 #: table is a function of those alone.
-_SHARED_CHUNKS: dict[tuple[str, bytes, bytes], miniblock.ChunkLayout] = {}
+_SHARED_CHUNKS: SharedParses[tuple[str, bytes, bytes], miniblock.ChunkLayout] = SharedParses()
 #: :func:`_merge_key` by encoding bytes.
-_MERGE_KEYS: dict[tuple[str, bytes], bytes | None] = {}
-#: Entries kept in each (cleared when full: pages alike are few).
-SHARED_ENTRIES = 4096
+_MERGE_KEYS: SharedParses[tuple[str, bytes], bytes | None] = SharedParses()
 #: Chunk metadata of at most this many bytes is shared.
 SHARED_CHUNK_META_BYTES = 256
 
@@ -410,12 +408,6 @@ def clear_shared_caches() -> None:
     _SHARED_LAYOUTS.clear()
     _SHARED_CHUNKS.clear()
     _MERGE_KEYS.clear()
-
-
-def _remember(cache: dict, key: Any, value: Any) -> None:
-    if len(cache) >= SHARED_ENTRIES:
-        cache.clear()
-    cache[key] = value
 
 
 def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, meta: np.ndarray | None,
@@ -439,7 +431,7 @@ def _chunk_layout(file: LanceFileReader, column: int, page_index: int, layout, m
         if chunks is None:
             chunks = miniblock.chunk_layout(layout, meta, ctx)
             if shared is not None:
-                _remember(_SHARED_CHUNKS, shared, chunks)
+                _SHARED_CHUNKS.put(shared, chunks)
         assert isinstance(chunks, miniblock.ChunkLayout)
         if chunks.starts.size and int(chunks.starts[-1] + chunks.sizes[-1]) > page.buffer_sizes[1]:
             raise ctx.corrupt(f"mini-block chunks reach past their buffer of {page.buffer_sizes[1]} bytes")

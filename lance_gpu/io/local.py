@@ -77,6 +77,10 @@ def _unlink_quietly(path: str) -> None:
 #: in use for small processes, and amortised constant time for files really in use.
 _open_files = 0
 _collect_at = 512
+#: Open :class:`LocalFile` handles, with or without a descriptor (tests: readers close).
+_open_handles = 0
+#: Files up to this size are read whole when opened (``pread``) instead of mapped.
+WHOLE_READ_BYTES = 64 * 1024
 _open_files_lock = threading.Lock()
 
 
@@ -89,6 +93,18 @@ def _file_opened() -> None:
         gc.collect()
         with _open_files_lock:
             _collect_at = _open_files + max(512, _open_files // 2)
+
+
+def _handle_opened() -> None:
+    global _open_handles
+    with _open_files_lock:
+        _open_handles += 1
+
+
+def _handle_closed() -> None:
+    global _open_handles
+    with _open_files_lock:
+        _open_handles -= 1
 
 
 def _file_closed() -> None:
@@ -126,6 +142,22 @@ class LocalFile:
         #: inode, size or change time (``st_ctime_ns`` cannot be set back from user space).
         self.identity = file_identity(path, st)
         stats.add("heads")
+        if 0 < self.size <= WHOLE_READ_BYTES:
+            # A small file is read whole at once and its descriptor closed: no map to set up
+            # and tear down, no descriptor held while the reader lives (a history of small
+            # appends keeps thousands of readers), its bytes served as the map would be.
+            try:
+                data = os.pread(self._fd, self.size, 0)
+            except OSError as exc:
+                os.close(self._fd)
+                self._fd = -1
+                raise translate(exc, path, "read") from exc
+            if len(data) == self.size:
+                self._map = np.frombuffer(data, dtype=np.uint8)
+                os.close(self._fd)
+                self._fd = -1
+                _handle_opened()
+                return
         if self.size:
             try:
                 self._mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
@@ -138,9 +170,12 @@ class LocalFile:
                 self._fd = -1
         self._counted = True
         _file_opened()
+        _handle_opened()
 
     def close(self) -> None:
         # The mapping lives as long as arrays reference it; only the descriptor closes.
+        if self._map is not None or self._fd >= 0:
+            _handle_closed()
         self._map = None
         self._mm = None
         if self._fd >= 0:
@@ -156,8 +191,9 @@ class LocalFile:
 
     def read(self, offset: int, size: int) -> np.ndarray:
         """``size`` bytes at ``offset`` (a zero-copy view when mapped)."""
-        check_ranges(self.path, self.size, [(offset, size)])
-        self._stats.add("gets", 1, size)
+        if offset < 0 or size < 0 or offset + size > self.size:
+            check_ranges(self.path, self.size, [(offset, size)])  # raises
+        self._stats.add_gets(1, size)
         if self._map is not None:
             return self._map[offset : offset + size]
         out = np.empty(size, dtype=np.uint8)
@@ -182,7 +218,7 @@ class LocalFile:
 
     def count_reads(self, requests: int, nbytes: int) -> None:
         """Record reads done through :attr:`mapped` in the store's counters."""
-        self._stats.add("gets", requests, nbytes)
+        self._stats.add_gets(requests, nbytes)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         """Many ranges; near neighbours are read as one block, returned as views of it."""
@@ -195,7 +231,7 @@ class LocalFile:
             blocks = [self.read(start, end - start) for start, end, _ in groups]
         else:
             # Views of the map: one counter update for all groups (a take reads thousands).
-            self._stats.add("gets", len(groups), sum(end - start for start, end, _ in groups))
+            self._stats.add_gets(len(groups), sum(end - start for start, end, _ in groups))
             blocks = [mapped[start:end] for start, end, _ in groups]
         return split_groups(ranges, groups, blocks)
 
@@ -368,7 +404,7 @@ class LocalStore:
                 data = fh.read()
         except OSError as exc:
             raise translate(exc, path, "read") from exc
-        self.stats.add("gets", 1, len(data))
+        self.stats.add_gets(1, len(data))
         return data
 
     def _stage(self, path: str, data: bytes | memoryview, *, sync: bool = True) -> str:

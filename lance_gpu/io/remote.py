@@ -163,7 +163,7 @@ class ObstoreStore:
             buf = obstore.get_range(self.store, path, start=offset, length=length)
         except Exception as exc:
             raise translate(exc, self.uri(path), "read") from exc
-        self.stats.add("gets", 1, length)
+        self.stats.add_gets(1, length)
         out = _array(buf)
         if out.size != length:
 
@@ -184,7 +184,7 @@ class ObstoreStore:
         except Exception as exc:
             raise translate(exc, self.uri(path), "read") from exc
         blocks = [_array(b) for b in bufs]
-        self.stats.add("gets", len(groups), sum(b.size for b in blocks))
+        self.stats.add_gets(len(groups), sum(b.size for b in blocks))
         for (s, e, _), b in zip(groups, blocks, strict=True):
             if b.size != e - s:
 
@@ -223,7 +223,7 @@ class ObstoreStore:
             for i in idx:
                 off, n = ranges[i]
                 dst[offsets[i] : offsets[i] + n] = np.frombuffer(block, np.uint8, n, off - start)
-        self.stats.add("gets", len(groups), got)
+        self.stats.add_gets(len(groups), got)
 
     def read_tail(self, path: str, length: int) -> tuple[np.ndarray, int]:
         """One suffix-range GET (it reports the size too); Azure Blob Storage has no suffix
@@ -241,7 +241,7 @@ class ObstoreStore:
             except Exception as exc:
                 raise translate(exc, self.uri(path), "read") from exc
             else:
-                self.stats.add("gets", 1, data.size)
+                self.stats.add_gets(1, data.size)
                 return data, size
         size = self.size(path)
         n = min(size, length)
@@ -254,7 +254,7 @@ class ObstoreStore:
             data = bytes(obstore.get(self.store, path).bytes())
         except Exception as exc:
             raise translate(exc, self.uri(path), "read") from exc
-        self.stats.add("gets", 1, len(data))
+        self.stats.add_gets(1, len(data))
         return data
 
     def put(self, path: str, data: bytes | memoryview) -> None:
@@ -447,7 +447,7 @@ class FsspecStore:
 
     def read_range(self, path: str, offset: int, length: int) -> np.ndarray:
         data = self._call("read", path, self.fs.cat_file, path, start=offset, end=offset + length)
-        self.stats.add("gets", 1, len(data))
+        self.stats.add_gets(1, len(data))
         return np.frombuffer(data, np.uint8)
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
@@ -471,7 +471,7 @@ class FsspecStore:
 
     def get(self, path: str) -> bytes:
         data = self._call("read", path, self.fs.cat_file, path)
-        self.stats.add("gets", 1, len(data))
+        self.stats.add_gets(1, len(data))
         return bytes(data)
 
     def put(self, path: str, data: bytes | memoryview) -> None:

@@ -116,6 +116,16 @@ class StoreStats:
             elif kind == "puts":
                 self.bytes_written += nbytes
 
+    def add_gets(self, n: int, nbytes: int) -> None:
+        """:meth:`add` of ``n`` reads of ``nbytes`` in all (the hot path of mapped reads)."""
+        with self._lock:
+            self.requests += n
+            self.gets += n
+            self.bytes_read += nbytes
+        with _PROCESS_LOCK:
+            _PROCESS_READS["requests"] += n
+            _PROCESS_READS["bytes"] += nbytes
+
     def snapshot(self) -> dict[str, int]:
         """The counters as a plain dict."""
         with self._lock:

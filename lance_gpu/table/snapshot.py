@@ -261,6 +261,12 @@ class TableSnapshot:
         )
 
     @cached_property
+    def data_dir(self) -> str:
+        """The key prefix of the data files, ``{root}/data/``: a manifest's ``DataFile.path``
+        (relative, no leading or trailing ``/``) appended gives the file's key."""
+        return join(self.root, "data") + "/"
+
+    @cached_property
     def data_file_offsets(self) -> np.ndarray:
         """Where each fragment's data files are in the per-file arrays (``int64``, one more
         than the fragments): fragment ``i``'s are entries ``[offsets[i], offsets[i + 1])``
@@ -530,8 +536,9 @@ class FragmentSnapshot:
     @cached_property
     def data_paths(self) -> tuple[str, ...]:
         """The store keys of the fragment's data files, in manifest order."""
-        data_dir = join(self.snapshot.root, "data")
-        return tuple(join(data_dir, df.path) for df in self.pb.files)
+        data_dir = self.snapshot.data_dir
+        return tuple(data_dir + path if path and path[0] != "/" and path[-1] != "/" else join(data_dir, path)
+                     for path in (df.path for df in self.pb.files))
 
     @cached_property
     def _path_index(self) -> dict[str, int]:
