@@ -187,6 +187,41 @@ def test_opening_files_never_read_before_costs_no_stat(tmp_path) -> None:
     assert stats.heads - heads >= 12  # ... by a stat of each file
 
 
+def test_files_written_alike_decode_together_with_their_own_chunk_tables(tmp_path, monkeypatch) -> None:
+    """Consecutive files written alike decode as one page with one parse of their shared
+    chunk table; files of one parsed column (same sizes) whose chunk metadata differs (the
+    same chunk sizes in another order) get their own, and every row lands where pylance
+    puts it."""
+    from lance_gpu.file import reader
+
+    path = str(tmp_path / "ds")
+    base = np.random.default_rng(5).integers(1 << 29, 1 << 30, 4096)
+    small_chunks = [(), (), (), (), (), (), (0,), (1,), (2,), (3,), (0, 1), (2, 3)]  # of 1,024 values
+    for i, small in enumerate(small_chunks):
+        values = base.copy()
+        for chunk in small:
+            values[1024 * chunk : 1024 * (chunk + 1)] %= 256
+        lance.write_dataset(pa.table({"v": values}), path, mode="append" if i else "create")
+    container.clear_metadata_cache()
+    reader.clear_shared_caches()
+    parses = []
+    chunk_layout = reader._chunk_layout
+
+    def counted(file, column, page_index, *args):
+        parses.append(file.path)
+        return chunk_layout(file, column, page_index, *args)
+
+    monkeypatch.setattr(reader, "_chunk_layout", counted)
+    ours = lance_gpu.dataset(path, device="cpu")
+    files = [f.snapshot.file_reader(f.snapshot.data_paths[0]) for f in ours.get_fragments()]
+    pages = [f.column(0).pages[0] for f in files]
+    metas = [f.mapped[p.buffer_offsets[0] : p.buffer_offsets[0] + p.buffer_sizes[0]].tobytes() for f, p in zip(files, pages)]
+    assert len({id(p) for p in pages[6:10]}) == 1 and len(set(metas[6:10])) == 4  # one parsed page, 4 chunk tables
+    assert ours.to_table().equals(lance.dataset(path).to_table())
+    changes = 1 + sum(metas[i] != metas[i - 1] or pages[i] is not pages[i - 1] for i in range(1, len(files)))
+    assert len(parses) == changes == 7  # files 0-5 alike: one parse; then one per file
+
+
 def test_a_corrupt_column_is_refused_beside_a_shared_sound_one(tmp_path) -> None:
     """A file whose column metadata differs in one byte from a sound file's of the same size is
     parsed on its own (the key is the bytes) and refused as pylance refuses it."""

@@ -63,6 +63,9 @@ class FileVersion:
         return f"{self.major}.{self.minor}"
 
 
+_VERSIONS = (FileVersion(2, 0), FileVersion(2, 1), FileVersion(2, 2))
+
+
 def file_version_from_footer(major: int, minor: int, path: object) -> FileVersion:
     if major == 0 and minor <= 2:
         msg = (
@@ -72,9 +75,9 @@ def file_version_from_footer(major: int, minor: int, path: object) -> FileVersio
         )
         raise LegacyFormatError(msg)  # an OSError, as pylance's reader raises
     if (major, minor) in ((0, 3), (2, 0)):
-        return FileVersion(2, 0)
+        return _VERSIONS[0]
     if major == 2 and minor in (1, 2):
-        return FileVersion(2, minor)
+        return _VERSIONS[minor]
     if major == 2 and minor == 3:
         msg = f"{path}: Lance file version 2.3 (unstable, PlanarLayout pages) is not supported"
         raise UnsupportedEncodingError(msg)
@@ -99,6 +102,8 @@ class ColumnInfo:
     buffer_offsets: tuple[int, ...]
     buffer_sizes: tuple[int, ...]
     encoding: Any | None
+    #: Rows of all its pages together (the file's rows, in a sound file).
+    num_rows: int = 0
 
 
 def unpack_encoding(enc: file2_pb2.Encoding, path: object, what: str) -> Any | None:
@@ -305,7 +310,7 @@ class FileMetadata:
         buffer_sizes = tuple(int(x) for x in cm.buffer_sizes)
         if len(buffer_offsets) != len(buffer_sizes) or any(o + s > file_size for o, s in zip(buffer_offsets, buffer_sizes)):
             raise CorruptFileError(self.path, f"column buffers of column {index} lie outside the file")
-        return ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding)
+        return ColumnInfo(index, pages, buffer_offsets, buffer_sizes, column_encoding, sum(p.num_rows for p in pages))
 
 
 #: Parsed columns shared by every file whose column of that index has the same

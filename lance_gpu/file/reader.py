@@ -233,10 +233,13 @@ def _read_files_together(parts: Sequence[tuple[LanceFileReader, list[int]]], fie
                          types: list[pa.DataType]) -> pa.Array:
     leaves = []
     for leaf, leaf_type in enumerate(types):
-        pages = [(file, columns[leaf], pi) for file, columns in parts for pi in range(len(file.column(columns[leaf]).pages))]
+        pages: list[_FilePage] = []
+        for file, columns in parts:
+            column = columns[leaf]
+            pages.extend((file, column, pi, info) for pi, info in enumerate(file.column(column).pages))
         leaves.append(_read_pages_of_files(pages, leaf_type))
     arr = assemble(field, leaves, parts[0][0].path)
-    expected = sum(p.num_rows for file, columns in parts for p in file.column(columns[0]).pages)
+    expected = sum(file.column(columns[0]).num_rows for file, columns in parts)
     if len(arr) != expected:
         raise CorruptFileError(parts[0][0].path, f"field {field.name!r} decoded to {len(arr)} rows where its pages hold {expected}")
     return arr
@@ -270,60 +273,90 @@ def _merge_key(file: LanceFileReader, column: int, page_index: int) -> bytes | N
     return found  # type: ignore[return-value]
 
 
-def _read_pages_of_files(pages: list[tuple[LanceFileReader, int, int]], leaf_type: pa.DataType) -> LeafPage:
-    """Decode ``(file, column, page)`` pages of one leaf, in order, into one page: runs of
-    pages with one :func:`_merge_key` together (:func:`_decode_together`), others alone."""
+#: One page of a leaf column in one of several files: (file, column, page index, the page).
+_FilePage = tuple[LanceFileReader, int, int, PageInfo]
+
+
+def _read_pages_of_files(pages: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
+    """Decode the pages of one leaf (in ``(file, column, page index, page)`` order) into
+    one page: runs of pages with one :func:`_merge_key` together (:func:`_decode_together`),
+    others alone.  Consecutive files written alike share their parsed columns, so their
+    pages are one :class:`PageInfo` object: its key is looked up once for the run."""
+    keys: list[bytes | None] = []
+    last_info: PageInfo | None = None
+    last_key: bytes | None = None
+    for file, column, pi, info in pages:
+        if info is not last_info:
+            last_key, last_info = _merge_key(file, column, pi), info
+        keys.append(last_key)
     decoded: list[LeafPage] = []
     i = 0
     while i < len(pages):
-        key = _merge_key(*pages[i])
+        key = keys[i]
         j = i + 1
         if key is not None:
-            while j < len(pages) and _merge_key(*pages[j]) == key:
+            while j < len(pages) and keys[j] == key:
                 j += 1
         if j - i > 1:
             decoded.append(_decode_together(pages[i:j], leaf_type))
         else:
-            file, column, pi = pages[i]
+            file, column, pi, _info = pages[i]
             decoded.append(read_leaf(file, column, [pi], leaf_type))
         i = j
-    file, column, _pi = pages[0] if pages else (None, -1, 0)
-    return join_leaf_pages(decoded, leaf_type, DecodeContext(getattr(file, "path", ""), column))
+    file0, column0 = (pages[0][0], pages[0][1]) if pages else (None, -1)
+    return join_leaf_pages(decoded, leaf_type, DecodeContext(getattr(file0, "path", ""), column0))
 
 
-def _decode_together(run: list[tuple[LanceFileReader, int, int]], leaf_type: pa.DataType) -> LeafPage:
+def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
     """Mini-block pages of one :func:`_merge_key` decoded as one page: each page's chunk
-    table (:func:`_chunk_layout`, kept per file) shifted to where its chunk data lands in
-    the joined data buffer; ``num_items`` the sum of theirs."""
+    table (:func:`_chunk_layout`) shifted to where its chunk data lands in the joined data
+    buffer; ``num_items`` the sum of theirs.
+
+    Pages of files written alike are one :class:`PageInfo` (one layout, parsed once) and
+    mostly carry the same chunk metadata bytes: the chunk table is parsed again only where
+    a page's differ from the page before it."""
     datas: list[np.ndarray] = []
     starts: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
     counts: list[np.ndarray] = []
     at = items = rows = 0
-    first_ctx = None
+    first_ctx: DecodeContext | None = None
     mb = None
-    for file, column, pi in run:
-        page = file.column(column).pages[pi]
-        meta = file.page_meta
-        # the page's layout and chunk table are kept per file: parsed (with a context for
-        # errors) only the first time
-        layout = meta.get((column, pi, "layout"))
-        chunks = meta.get((column, pi, "chunks"))
-        if first_ctx is None or layout is None or chunks is None or len(page.buffer_offsets) < 2:
+    last_info: PageInfo | None = None
+    last_meta = b""
+    chunks: miniblock.ChunkLayout | None = None
+    counter = None  # the handle whose store counts the reads served from memory
+    mapped_reads = mapped_bytes = 0
+    for file, column, pi, page in run:
+        whole = getattr(file.io, "mapped", None)
+        if page is not last_info:
             ctx = DecodeContext(file.path, column).at_page(pi)
             first_ctx = first_ctx or ctx
-            layout = _page_layout(file, column, pi, ctx)
             if len(page.buffer_offsets) < 2:
                 raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-            chunks = _chunk_layout(file, column, pi, layout.mini_block_layout, None, ctx)  # type: ignore[attr-defined]
-        mb = layout.mini_block_layout  # type: ignore[attr-defined]
-        assert isinstance(chunks, miniblock.ChunkLayout)
+            mb = _page_layout(file, column, pi, ctx).mini_block_layout  # type: ignore[attr-defined]
+            last_info, last_meta = page, b""
+        meta_at, meta_size = page.buffer_offsets[0], page.buffer_sizes[0]
+        if whole is None or meta_at + meta_size > whole.size or meta_size > SHARED_CHUNK_META_BYTES:
+            # kept per file (fetched once from an object store)
+            chunks = _chunk_layout(file, column, pi, mb, None, DecodeContext(file.path, column).at_page(pi))
+            last_meta = b""
+        else:
+            meta = whole[meta_at : meta_at + meta_size]
+            counter = file.io
+            mapped_reads += 1
+            mapped_bytes += meta_size
+            meta_bytes = meta.tobytes()
+            if chunks is None or meta_bytes != last_meta:
+                chunks = _chunk_layout(file, column, pi, mb, meta, DecodeContext(file.path, column).at_page(pi))
+                last_meta = meta_bytes
         end = int(chunks.starts[-1] + chunks.sizes[-1]) if chunks.sizes.size else 0
-        offset = int(page.buffer_offsets[1])
-        whole = getattr(file.io, "mapped", None)
+        offset = page.buffer_offsets[1]
         if whole is not None and offset + end <= whole.size:
-            datas.append(whole[offset : offset + end])  # a view of the map: no request to make
-            file.io.count_reads(1, end)
+            datas.append(whole[offset : offset + end])  # a view of the file's bytes: no request
+            counter = file.io
+            mapped_reads += 1
+            mapped_bytes += end
         else:
             datas.append(file.io.read(offset, end))
         starts.append(chunks.starts + at)
@@ -332,6 +365,8 @@ def _decode_together(run: list[tuple[LanceFileReader, int, int]], leaf_type: pa.
         at += end
         items += int(chunks.first[-1])
         rows += page.num_rows
+    if counter is not None:
+        counter.count_reads(mapped_reads, mapped_bytes)
     assert mb is not None and first_ctx is not None
     joined = type(mb)()
     joined.CopyFrom(mb)
@@ -339,8 +374,8 @@ def _decode_together(run: list[tuple[LanceFileReader, int, int]], leaf_type: pa.
     all_counts = np.concatenate(counts)
     first = np.zeros(all_counts.size + 1, np.int64)
     np.cumsum(all_counts, out=first[1:])
-    chunks = miniblock.ChunkLayout(np.concatenate(starts), np.concatenate(sizes), all_counts, first)
-    leaf = miniblock.decode(joined, [np.zeros(0, np.uint8), np.concatenate(datas)], rows, first_ctx, chunks=chunks)
+    joint = miniblock.ChunkLayout(np.concatenate(starts), np.concatenate(sizes), all_counts, first)
+    leaf = miniblock.decode(joined, [np.zeros(0, np.uint8), np.concatenate(datas)], rows, first_ctx, chunks=joint)
     check_leaf_page(leaf, leaf_type, first_ctx)
     return leaf
 

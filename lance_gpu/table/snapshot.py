@@ -751,7 +751,7 @@ def read_field_span(parts: Sequence[tuple[FragmentSnapshot, np.ndarray | None]],
         for column in src.columns:
             # the file's pages must hold the fragment's rows, leaf by leaf: decoded together,
             # a file short of rows would shift the rows of the files after it
-            held = sum(page.num_rows for page in reader.column(column).pages)
+            held = reader.column(column).num_rows
             if held != frag.physical_rows:
                 msg = f"column {column} (field {field.name!r}) holds {held} rows but fragment {frag.fragment_id} has {frag.physical_rows}"
                 raise CorruptFileError(reader.path, msg)
