@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.container import SharedParses
 
 if TYPE_CHECKING:
     from lance_gpu.file.container import LanceFileReader
@@ -98,6 +99,14 @@ def check_data_file(reader: LanceFileReader | LegacyFileReader, fragment: table_
         raise CorruptFileError(path, f"holds {reader.num_rows} rows but fragment {int(fragment.id)} has {physical}")
     if data_file is None:
         return
+    # What follows is a function of the file's descriptor bytes, its column count and the
+    # manifest's column indices and field ids: files written alike are checked once.
+    descriptor_bytes = getattr(getattr(reader, "meta", None), "_descriptor_bytes", None)
+    passed_key = None
+    if descriptor_bytes is not None:
+        passed_key = (descriptor_bytes, reader.num_columns, tuple(data_file.column_indices), tuple(data_file.fields))
+        if _PASSED.get(passed_key):
+            return
     cols = [int(c) for c in data_file.column_indices]
     if any(c >= reader.num_columns for c in cols):
         raise CorruptFileError(path, f"the manifest names column {max(cols)} of a file of {reader.num_columns} columns")
@@ -108,6 +117,14 @@ def check_data_file(reader: LanceFileReader | LegacyFileReader, fragment: table_
         if foreign and not _same_types(reader, data_file, schema):
             raise CorruptFileError(path, f"the manifest names field ids {foreign} that the file's schema does not hold "
                                          "(nor fields of the same types in the same order)")
+        if foreign:
+            return  # passed against this schema: not remembered (the key does not hold it)
+    if passed_key is not None:
+        _PASSED.put(passed_key, True)
+
+
+#: The column and field checks of :func:`check_data_file` passed, by what they depend on.
+_PASSED: SharedParses[tuple[bytes, int, tuple[int, ...], tuple[int, ...]], bool] = SharedParses()
 
 
 def _same_types(reader: LanceFileReader | LegacyFileReader, data_file: table_pb2.DataFile, schema: LanceSchema | None) -> bool:
