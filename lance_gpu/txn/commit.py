@@ -271,8 +271,8 @@ def commit(
         while True:
             op.touched = None
             m, index_section = op.apply(store, root, current, version)
-            check_no_mixing(m)
             touched = op.touched
+            kinds = check_no_mixing(m, current, touched)
             added = _added_files(store, root, m, current.manifest if current else None, touched)
             unsynced = [k for k in added if k not in synced]
             if txn_key is not None and txn_key not in synced:
@@ -301,7 +301,7 @@ def commit(
                 # the next read of this version (the dataset a write returns, the next
                 # commit's base) reuses it: no parse, no O(fragments) vetting
                 bound = int(manifest.max_fragment_id) if manifest.HasField("max_fragment_id") else -1
-                remember_manifest(store.uri(target), data, ManifestFile(store.uri(target), manifest, txn, index_section, bound))
+                remember_manifest(store.uri(target), data, ManifestFile(store.uri(target), manifest, txn, index_section, bound, kinds))
                 if not detached:
                     write_version_hint(store, root, version)
                     for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)
