@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_gpu.file.blocks import FixedWidthBlock, select_block
+from lance_gpu.file.encodings import dispatch, flat
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 
@@ -47,9 +48,6 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
     """Decode the chunks' lists; with ``select`` (positions among them) only those lists:
     lists of whole-byte flat items without item validity are read straight from the
     chunks, anything else is decoded whole and selected."""
-    from lance_gpu.file.encodings import decode_miniblock as inner_decode
-    from lance_gpu.file.encodings import flat
-
     dim = int(enc.items_per_value)
     if select is not None:
         inner_enc = enc.values
@@ -65,16 +63,14 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
         valid = _chunk_bits(bufs[0].with_counts(bufs[0].counts * dim), ctx)
         bufs = bufs[1:]
     inner = [cb.with_counts(cb.counts * dim) for cb in bufs]
-    return _wrap(inner_decode(enc.values, inner, ctx), dim, bufs[0].num_values, ctx, valid)
+    return _wrap(dispatch.decode_miniblock(enc.values, inner, ctx), dim, bufs[0].num_values, ctx, valid)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> FixedWidthBlock:
-    from lance_gpu.file.encodings import decode_block as inner_decode
-
     if enc.has_validity:
         raise ctx.unsupported("FixedSizeList with item validity as a block encoding")
     dim = int(enc.items_per_value)
-    return _wrap(inner_decode(enc.values, buf, num_values * dim, ctx), dim, num_values, ctx)
+    return _wrap(dispatch.decode_block(enc.values, buf, num_values * dim, ctx), dim, num_values, ctx)
 
 
 def _layers(enc, ctx: DecodeContext) -> tuple[list[tuple[int, bool]], object]:
@@ -96,11 +92,9 @@ def has_validity(enc) -> bool:
 def item_bits(enc, ctx: DecodeContext) -> int:
     """Bits per (whole list) value, for fixed-width per-value layouts: the values' bits plus,
     with item validity, each validity layer's bytes."""
-    from lance_gpu.file.encodings import fixed_bits
-
     layers, inner = _layers(enc, ctx)
     total = int(np.prod([d for d, _v in layers]))
-    bits = 0 if inner.WhichOneof("compression") == "constant" else total * fixed_bits(inner, ctx)
+    bits = 0 if inner.WhichOneof("compression") == "constant" else total * dispatch.fixed_bits(inner, ctx)
     cum = 1
     for dim, valid in layers:
         cum *= dim
@@ -112,8 +106,6 @@ def item_bits(enc, ctx: DecodeContext) -> int:
 def unzip_per_value(enc, raw: FixedWidthBlock, ctx: DecodeContext) -> FixedWidthBlock:
     """Full-zip values of fixed-size lists with item validity: split each row into its
     validity bits and its value bytes (see the module docstring)."""
-    from lance_gpu.file.encodings import fixed_bits
-
     layers, inner = _layers(enc, ctx)
     n = raw.num_values
     row = raw.bits_per_value // 8
@@ -133,7 +125,7 @@ def unzip_per_value(enc, raw: FixedWidthBlock, ctx: DecodeContext) -> FixedWidth
         if off != row:
             raise ctx.corrupt("full-zip fixed-size list of null items holds value bytes")
         return FixedWidthBlock(np.zeros(0, np.uint8), 0, n, tuple(validity))
-    item = fixed_bits(inner, ctx)
+    item = dispatch.fixed_bits(inner, ctx)
     if item % 8:
         raise ctx.unsupported("full-zip fixed-size lists of booleans with item validity")
     data = np.ascontiguousarray(rows[:, off:]).reshape(-1)

@@ -18,6 +18,7 @@ import struct
 import numpy as np
 
 from lance_gpu.errors import LanceGpuError
+from lance_gpu.file.encodings import dispatch
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 LZ4 = 1
@@ -60,8 +61,6 @@ def decompress(compression, buf: np.ndarray | bytes, ctx: DecodeContext) -> np.n
 
 
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext):
-    from lance_gpu.file.encodings import decode_miniblock as inner_decode
-
     new_bufs = []
     for cb in bufs:
         parts = [
@@ -78,13 +77,11 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext):
         for s, p in zip(starts.tolist(), parts):
             data[s : s + p.size] = p
         new_bufs.append(ChunkBuffers(data, starts, sizes, cb.counts))
-    return inner_decode(enc.values, new_bufs, ctx)
+    return dispatch.decode_miniblock(enc.values, new_bufs, ctx)
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext):
-    from lance_gpu.file.encodings import decode_block as inner_decode
-
-    return inner_decode(enc.values, decompress(enc.compression, buf, ctx), num_values, ctx)
+    return dispatch.decode_block(enc.values, decompress(enc.compression, buf, ctx), num_values, ctx)
 
 
 # --------------------------------------------------------------------------------------------

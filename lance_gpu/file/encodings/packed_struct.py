@@ -21,19 +21,18 @@ import numpy as np
 
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.blocks import Block, FixedWidthBlock
+from lance_gpu.file.encodings import dispatch
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, which
 
 
 def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext) -> Block:
     """Whole packed rows of a mini-block page (a FixedWidthBlock of sum(bits) bits)."""
-    from lance_gpu.file import encodings
-
     widths = [int(b) for b in enc.bits_per_value]
     if not widths or any(w <= 0 or w % 8 for w in widths):
         raise ctx.unsupported(f"packed struct with field widths {widths}")
     if which(enc.values, ctx) != "flat":
         raise ctx.unsupported(f"packed struct rows stored as {which(enc.values, ctx)}")
-    block = encodings.decode_miniblock(enc.values, bufs, ctx)
+    block = dispatch.decode_miniblock(enc.values, bufs, ctx)
     if not isinstance(block, FixedWidthBlock) or block.bits_per_value != sum(widths):
         raise ctx.corrupt(f"packed struct rows are not {sum(widths)}-bit values")
     return block

@@ -15,7 +15,7 @@ import numpy as np
 
 from lance_gpu.cpu import native
 from lance_gpu.file.blocks import VariableWidthBlock
-from lance_gpu.file.encodings import variable
+from lance_gpu.file.encodings import dispatch, variable
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 _MAGIC = 0x46535354
@@ -102,10 +102,8 @@ def decompress_spans(table: SymbolTable, data: np.ndarray, vstart: np.ndarray, v
 
 
 def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> VariableWidthBlock:
-    from lance_gpu.file.encodings import decode_block as inner_decode
-
     table = SymbolTable(enc.symbol_table, ctx)
-    comp = inner_decode(enc.values, buf, num_values, ctx)
+    comp = dispatch.decode_block(enc.values, buf, num_values, ctx)
     return decompress(table, comp, ctx)  # type: ignore[arg-type]
 
 
