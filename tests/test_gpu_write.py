@@ -111,7 +111,7 @@ def test_device_pages_are_the_cpu_encoders_bytes(tmp_path: Path, version: str) -
 def test_many_pages_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small pages: columns cut into several pages at the CPU writer's rows, and rows of
     several appended batches buffered and joined on the device -- the same files."""
-    from lance_gpu.write import file_writer
+    from lance_gpu.file.writer import container as file_writer
 
     monkeypatch.setattr(file_writer, "PAGE_BYTES", 700)
     table = _table().slice(0, 240).drop_columns(["emb"])
@@ -141,7 +141,8 @@ def test_dictionaries_from_the_device(tmp_path: Path, monkeypatch: pytest.Monkey
     the sampled positions, 236 others elsewhere) is found to have too many -- no dictionary,
     as the CPU encoder decides.  Every page is made on the device; the same file."""
     from lance_gpu.file.encodings.dictionary import device as dictionary_device
-    from lance_gpu.write import device_pages, pages
+    from lance_gpu.file.writer import pages
+    from lance_gpu.write import device_pages
 
     if sample is not None:
         monkeypatch.setattr(pages, "DICT_SAMPLE", sample)

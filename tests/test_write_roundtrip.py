@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_gpu
-import lance_gpu.write.file_writer as file_writer
+import lance_gpu.file.writer.container as file_writer
 
 lance = pytest.importorskip("lance")
 

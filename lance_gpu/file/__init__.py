@@ -14,7 +14,7 @@ def stable_version() -> str:
 
 
 #: pylance's single-file API (``lance.file.LanceFileReader`` / ``LanceFileWriter``...), which
-#: lives in :mod:`lance_gpu.write.single_file` (the writer is part of the write layer).
+#: lives in :mod:`lance_gpu.file.single_file`.
 _SINGLE_FILE_API = frozenset({
     "LanceBufferDescriptor", "LanceColumnMetadata", "LanceColumnStatistics", "LanceFileMetadata",
     "LanceFileReader", "LanceFileSession", "LanceFileStatistics", "LanceFileWriter", "LancePageMetadata", "ReaderResults",
@@ -23,11 +23,10 @@ _SINGLE_FILE_API = frozenset({
 
 def __getattr__(name: str) -> object:
     """``lance_gpu.file.LanceFileReader`` etc. (pylance's ``lance.file`` names), loaded on
-    first use from :mod:`lance_gpu.write.single_file`: the write layer imports this package,
-    so it cannot be imported here at package load (the one upward import of this layer,
-    listed in ``pyproject.toml``)."""
+    first use from :mod:`lance_gpu.file.single_file` (whose writer and reader would load the
+    page encoders and decoders with this package)."""
     if name in _SINGLE_FILE_API:
-        from lance_gpu.write import single_file
+        from lance_gpu.file import single_file
 
         return getattr(single_file, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

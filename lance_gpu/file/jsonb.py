@@ -19,7 +19,7 @@ JSONB document. Layout (all integers big-endian):
   +infinity, ``0x30`` -infinity (no more bytes; pylance prints them as ``null``).
 
 Writing (:func:`encode_jsonb` of the parsed text, what pylance 14 stores for each text; the
-writer's compiled encoder is :mod:`lance_gpu.write._jsonb`): integers take the
+writer's compiled encoder is :mod:`lance_gpu.file.writer._jsonb`): integers take the
 fewest bytes that hold them (``0`` and ``-0`` the zero tag, ``255`` ``50 ff``, ``-129``
 ``40 ff 7f``); integers beyond u64 / i64 and every number with a fraction or exponent are
 float64 (``1.0``, ``1E2``); ``NaN`` / ``Infinity`` / overflowing floats the special tags;

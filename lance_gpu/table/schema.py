@@ -357,7 +357,7 @@ class LanceField:
         meta = dict(self.metadata)
         kids = self.children
         if physical and lt == "struct" and meta.get(EXT_NAME_KEY) in (b"lance.blob.v2", "lance.blob.v2"):
-            # a blob v2 field is written from its bytes (lance_gpu.write.blobs)
+            # a blob v2 field is written from its bytes (lance_gpu.file.writer.blobs)
             return pa.field(self.name, pa.large_binary(), self.nullable, metadata={b"lance-encoding:blob": b"true"})
         if lt == "json" and (self.extension_name == LANCE_JSON or meta.get(EXT_NAME_KEY) == b"lance.json"):
             if physical:

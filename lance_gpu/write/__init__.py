@@ -4,9 +4,9 @@
 * :mod:`~lance_gpu.write.dataset_writer` -- :func:`write_version` (create / append /
   overwrite, streaming, file splitting; ``lance_gpu.write_dataset`` wraps it).
   Nothing in this package imports :mod:`lance_gpu.dataset`.
-* :mod:`~lance_gpu.write.file_writer` -- :class:`LanceFileWriter`, one v2 data file.
-* :mod:`~lance_gpu.write.pages` -- encoding one leaf page, choosing encodings like pylance.
-* :mod:`~lance_gpu.write.shred` -- Arrow arrays to leaf columns with rep/def levels.
+* :mod:`~lance_gpu.write.file_writer` -- :class:`LanceFileWriter`, one v2 data file from
+  Arrow or device columns (the container and CPU page encoders are
+  :mod:`lance_gpu.file.writer`'s; device pages :mod:`~lance_gpu.write.device_pages`).
 * :mod:`~lance_gpu.write.inputs` -- every input kind pylance takes, cast to the schema.
 * :mod:`~lance_gpu.write.fragments` -- :func:`write_fragments` / :func:`create_fragment`:
   distributed writes (tasks write fragments, one ``LanceDataset.commit`` publishes them).

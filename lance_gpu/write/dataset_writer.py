@@ -27,6 +27,8 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
 )
 from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
+from lance_gpu.file.writer.blobs import blob_v2_schema, column_field_ids, is_blob_input
+from lance_gpu.file.writer.container import check_writable_types
 from lance_gpu.io import ObjectStore, join, resolve
 from lance_gpu.io.resolve import is_memory_uri, renew_memory_root
 from lance_gpu.io.store import remove_quietly
@@ -40,7 +42,6 @@ from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.legacy_dictionaries import dataset_dictionaries
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, check_commit_store, latest
-from lance_gpu.write.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.write.device_input import DeviceBatch
 from lance_gpu.write.file_writer import LanceFileWriter
 from lance_gpu.write.inputs import coerce_input
@@ -115,13 +116,7 @@ def _check_types(schema: LanceSchema, minor: int) -> None:
     if minor == LEGACY:
         check_legacy_types(schema)
         return
-    for f in schema.walk():
-        if f.logical_type == "map" and minor < 2:
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: map columns need data_storage_version 2.2")
-        if f.logical_type == "json" and f.parent_id != -1:
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: arrow.json columns can only be top-level fields")
-        if f.logical_type.startswith("fixed_size_list:struct"):
-            raise UnsupportedFeatureError(f"field {f.dotted_path!r}: fixed-size lists of structs cannot be written")
+    check_writable_types(schema, minor)
 
 
 def _is_json(t: pa.DataType) -> bool:

@@ -41,9 +41,9 @@ import pyarrow as pa
 
 from cuda_kernels import _device as kernel_device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.file.writer._jsonb import text_to_jsonb
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
-from lance_gpu.write._jsonb import text_to_jsonb
 
 __all__ = [
     "DLPACK_CPU",

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Encoding pages on the GPU (file versions 2.1 and 2.2): the device twin of
-:func:`lance_gpu.write.pages.encode_leaf` for columns held in device memory.
+:func:`lance_gpu.file.writer.pages.encode_leaf` for columns held in device memory.
 
 The choices are the CPU encoder's, made from statistics computed on the device (null
 count, all-equal test, run count, 1024-value block widths, the distinct values of a sample)
@@ -53,14 +53,14 @@ from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
+from lance_gpu.file.writer import pages
+from lance_gpu.file.writer.pages import EncodedPage, PageBackend
+from lance_gpu.file.writer.shred import LeafColumn
 from lance_gpu.gpu import _array
 from lance_gpu.gpu import _array as arrays
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.table.schema import LanceField
-from lance_gpu.write import pages
 from lance_gpu.write.device_input import concat_columns, offset_ends, slice_column
-from lance_gpu.write.pages import EncodedPage, PageBackend
-from lance_gpu.write.shred import LeafColumn
 
 __all__ = ["DeviceBackend", "StagedBuffer", "encode_device_column", "encode_device_field", "host_fallbacks", "to_pinned_host"]
 
@@ -137,7 +137,7 @@ def to_pinned_host(dev) -> StagedBuffer:
 
 
 class DeviceBackend(PageBackend):
-    """:class:`~lance_gpu.write.pages.PageBackend` over device arrays (host repetition
+    """:class:`~lance_gpu.file.writer.pages.PageBackend` over device arrays (host repetition
     levels of list leaves are uploaded for their chunks)."""
 
     def level_max(self, levels) -> int:
@@ -239,7 +239,7 @@ def _fixed_kind(s: pa.DataType) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Steer:
-    """What a leaf field's metadata asks of the encoder (``lance_gpu.write.pages``' keys):
+    """What a leaf field's metadata asks of the encoder (``lance_gpu.file.writer.pages``' keys):
     ``compression`` (``none``: no constants, dictionaries, RLE, bitpacking or FSST;
     ``fsst``: FSST forced; a general scheme: long values zstd-compressed one by one),
     ``structural`` (``miniblock`` / ``fullzip`` forced) and the dictionary size ratio."""
@@ -418,7 +418,7 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int, *
     bit-packed on the device, LSB first, rows back to back), as the CPU encoder writes them.
     Item validity (one layer of lists: :attr:`DeviceColumn.item_validity`) counts only when
     an item is null in a valid row (one count read back), as
-    :func:`lance_gpu.write.shred.fsl_layers` decides.  Rows under 256 bytes whose items are
+    :func:`lance_gpu.file.writer.shred.fsl_layers` decides.  Rows under 256 bytes whose items are
     not all null: mini-block chunks of whole rows, cut as the CPU encoder cuts them (rows
     per chunk a multiple of 8, so the layer's validity is packed once, on the device);
     otherwise a FullZipLayout whose values are the rows' bytes as they are (one
@@ -586,7 +586,7 @@ def _or_of_levels(levels) -> int:
 
 def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]] | None:
     """Structs, lists, maps and their nestings: one page per leaf, as the CPU encoder makes
-    them.  The walk is the shredder's (``lance_gpu.write.shred``), over device buffers: a
+    them.  The walk is the shredder's (``lance_gpu.file.writer.shred``), over device buffers: a
     list layer reads back its first and last offsets (to cut its child's rows); the rep /
     def levels, layer kinds and value index are made on the device by
     :func:`cuda_kernels.levels.ravel_levels_gpu` (the steps of the CPU encoder's

@@ -1,426 +1,62 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Writing one Lance v2 data file (file versions 2.0, 2.1 and 2.2).
+"""Writing one Lance v2 data file from host or device columns.
 
-Layout (see :mod:`lance_gpu.file.container`): page buffers, each starting on a 64-byte
-boundary, written as pages are encoded; then global buffer 0 (``FileDescriptor{schema,
-length}``, 64-byte aligned); the column metadata (one ``ColumnMetadata`` per leaf column,
-back to back, column encoding ``Any(/lance.encodings.ColumnEncoding, values{})``, pages as
-``Any(/lance.encodings21.PageLayout)``, in 2.0 files ``Any(/lance.encodings.ArrayEncoding)``
-from :mod:`lance_gpu.write.pages_v2_0`, whose footer says 0.3); the column-metadata and global-buffer offset tables;
-and the 40-byte footer.
-
-Blob fields (:mod:`lance_gpu.write.blobs`) write their values' bytes when their page is
-flushed and store descriptors in the column.  Batches are buffered per top-level field and encoded into one page (all leaves of the field
-cut at the same rows) once a field holds :data:`PAGE_BYTES` of Arrow data, or when the
-file is finished; rows whose rep / def levels overflow a mini-block chunk's u16 level count
-(long runs of empty lists) are split over more pages.  Only the column metadata stays in memory after a page is written.
+:class:`LanceFileWriter` is the file layer's :class:`~lance_gpu.file.writer.container.HostFileWriter`
+(the container: pages, column metadata, footer; Arrow arrays encoded on the CPU) that also
+takes :class:`~lance_gpu.write.device_input.DeviceBatch` columns: their pages are encoded
+by kernels on the device (:mod:`lance_gpu.write.device_pages`), in order, in the writing
+thread, and their buffers are copied to the host while later pages encode
+(:class:`~lance_gpu.write.device_pages.StagedBuffer`, a
+:class:`~lance_gpu.file.writer.container.PendingBuffer`).  A field whose buffered pieces mix
+device and host columns (a stream mixing them) is encoded from the host.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import struct
-import threading
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-
-import numpy as np
 import pyarrow as pa
-from google.protobuf.any_pb2 import Any
 
-from lance_gpu._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
+from lance_gpu.file.writer.container import HostFileWriter, encode_field_rows
+from lance_gpu.file.writer.pages import EncodedPage
 from lance_gpu.gpu.columns import DeviceColumn
-from lance_gpu.io.resolve import resolve
-from lance_gpu.io.store import ObjectStore, WriteHandle
-from lance_gpu.table.blobs import blob_kind
-from lance_gpu.table.schema import LanceField, LanceSchema
-from lance_gpu.write.blobs import column_field_ids, encode_blob_page, v2_0_blob_column_encoding
+from lance_gpu.table.schema import LanceField
 from lance_gpu.write.device_input import DeviceBatch, column_nbytes, slice_column
-from lance_gpu.write.device_pages import StagedBuffer, encode_device_field
-from lance_gpu.write.pages import EncodedPage, LevelOverflow, encode_leaf
-from lance_gpu.write.shred import shred
+from lance_gpu.write.device_pages import encode_device_field
 
-__all__ = ["ALIGNMENT", "PAGE_BYTES", "LanceFileWriter"]
-
-#: Arrow bytes of one field buffered before they are encoded as a page.
-PAGE_BYTES = 8 * 1024 * 1024
-#: Every buffer starts on a multiple of this.
-ALIGNMENT = 64
-PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
-ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
-COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
-MAGIC = b"LANC"
+__all__ = ["LanceFileWriter"]
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+class LanceFileWriter(HostFileWriter):
+    """Streams record batches of ``schema``, Arrow or device, into one data file at ``path``
+    (see :class:`~lance_gpu.file.writer.container.HostFileWriter`)."""
 
-
-def _pool() -> ThreadPoolExecutor:
-    """The process-wide page-encoding pool (:func:`encode_threads` threads; the encoders'
-    numba kernels release the GIL)."""
-    global _POOL
-    if _POOL is None:
-        with _POOL_LOCK:
-            if _POOL is None:
-                _POOL = ThreadPoolExecutor(encode_threads(), thread_name_prefix="lance-gpu-encode")
-    return _POOL
-
-
-def encode_threads() -> int:
-    """Page-encoding threads: ``$LANCE_GPU_ENCODE_THREADS`` if set, else two per CPU.
-
-    Two per CPU because an encoder thread also waits (the GIL in the Python glue between
-    kernels, page faults on fresh buffers): with one per CPU a core idles meanwhile, and on
-    a machine shared with other jobs the encoders get less than their share of it.  Pages
-    are written in submission order, so the bytes do not depend on the count.  Measured on
-    the shared 2-core machine (``bench_write_ops.py --ops write_fragments+commit``, four
-    alternating pairs at load 5-11): 2 threads 0.64-1.11x pylance, 4 threads 0.91-1.42x,
-    4 better in every pair."""
-    raw = os.environ.get("LANCE_GPU_ENCODE_THREADS", "")
-    if raw.strip().isdigit() and int(raw) > 0:
-        return int(raw)
-    return 2 * max(1, os.cpu_count() or 1)
-
-
-def _forget_pool() -> None:
-    """In a forked child the parent's pool threads do not exist: start a new pool on use."""
-    global _POOL, _POOL_LOCK
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _encode_field_rows(arrays: list[pa.Array], field, minor: int) -> list[tuple[int, EncodedPage, int]]:
-    """Encode buffered arrays of one top-level field: ``(column index within the field, page,
-    row offset)`` in write order (2.1+: one page per leaf; rows whose levels overflow a page
-    are split in halves; 2.0: one page per column, parents included)."""
-    if any(isinstance(a, DeviceColumn) for a in arrays) and not all(isinstance(a, DeviceColumn) for a in arrays):
-        # device and host pieces of one field (a stream mixing them): the CPU encoder's
-        arrays = [a.to_arrow() if isinstance(a, DeviceColumn) else a for a in arrays]
-    if isinstance(arrays[0], DeviceColumn):
-        got = encode_device_field(arrays, field, minor)  # type: ignore[arg-type]
-        if not isinstance(got[0], pa.Array):
-            return got  # type: ignore[return-value]
-        arrays = got  # type: ignore[assignment]
-    arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
-    if minor == 0:
-        from lance_gpu.write.pages_v2_0 import encode_field_v2_0
-
-        return [(k, page, 0) for k, page in encode_field_v2_0(arr, field)]
-    out: list[tuple[int, EncodedPage, int]] = []
-    _encode_rows(arr, 0, field, minor, out)
-    return out
-
-
-def _encode_rows(a: pa.Array, first: int, field: LanceField, minor: int, out: list[tuple[int, EncodedPage, int]]) -> None:
-    """Append ``(column k, page, first row)`` of the rows of ``a`` (row ``first`` of the field)
-    to ``out``; split in halves while their levels overflow (module level: a recursive
-    closure would leave a reference cycle per field written)."""
-    try:
-        pages = [encode_leaf(leaf, minor) for leaf in shred(a, field)]
-    except LevelOverflow:
-        if len(a) < 2:
-            raise
-        half = len(a) // 2
-        _encode_rows(a.slice(0, half), first, field, minor, out)
-        _encode_rows(a.slice(half), first + half, field, minor, out)
-        return
-    out.extend((k, page, first) for k, page in enumerate(pages))
-
-
-def _any(url: str, msg) -> file2_pb2.Encoding:
-    wrapped = Any(type_url=url, value=msg.SerializeToString())
-    return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
-
-
-#: Pages of fewer Arrow bytes than this are encoded by the writing thread, not the pool.
-INLINE_ENCODE_BELOW = 64 * 1024
-
-
-class LanceFileWriter:
-    """Streams record batches of ``schema`` into one data file at ``path``.
-
-    ``schema`` is the dataset's Lance schema (field ids included); the Arrow batches must
-    have its fields in order.  :meth:`finish` writes the metadata and returns the file size.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        schema: LanceSchema,
-        minor: int,
-        page_bytes: int | None = None,
-        store: ObjectStore | None = None,
-    ) -> None:
-        """Write the new object ``path`` of ``store`` (None: the local file system, ``path``
-        a file path).  The object appears only when :meth:`finish` closes it."""
-        if minor not in (0, 1, 2):
-            raise ValueError(f"can only write file versions 2.0, 2.1 and 2.2, not 2.{minor}")
-        if store is None:
-
-            store, path = resolve(path)
-        self.store = store
-        self.path = os.fspath(path)
-        self.schema = schema
-        self.minor = minor
-        self.page_bytes = PAGE_BYTES if page_bytes is None else page_bytes
-        self._fh: WriteHandle = store.open_writer(self.path)
-        self._pos = 0
-        self._fields = list(schema.fields)
-        leaves_per_field = [len(column_field_ids(LanceSchema([top], {}), minor)) for top in self._fields]
-        self._blob = [bool(blob_kind(top)) for top in self._fields]
-        self._first_col = np.concatenate([[0], np.cumsum(leaves_per_field)]).astype(int).tolist()
-        self._columns: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in range(self._first_col[-1])]
-        self._pending: list[list[pa.Array]] = [[] for _ in self._fields]
-        self._pending_bytes = [0] * len(self._fields)
-        self._field_rows = [0] * len(self._fields)  # rows already written as pages, per field
-        self.num_rows = 0
-        self._closed = False
-        # pages being encoded on the pool, written to the file in submission order
-        self._inflight: deque[tuple[int, int, int, Future]] = deque()
-        self._inflight_bytes = 0
-        self._max_inflight = 2 * encode_threads() + 2
-        #: (position, size) of global buffers 1.. (:meth:`add_global_buffer`)
-        self._extra_buffers: list[tuple[int, int]] = []
-
-    @property
-    def num_columns(self) -> int:
-        return self._first_col[-1]
-
-    @property
-    def bytes_written(self) -> int:
-        """Bytes on disk so far plus the Arrow bytes still buffered or being encoded (an
-        estimate of the size)."""
-        return self._pos + sum(self._pending_bytes) + self._inflight_bytes
-
-    @property
-    def bytes_flushed(self) -> int:
-        """Bytes of the pages cut so far (on disk, or being encoded), without the Arrow bytes
-        still buffered for the next page: pylance's ``tell()``, which stays 0 until a field
-        has gathered a page (:data:`PAGE_BYTES`)."""
-        return self._pos + self._inflight_bytes
-
-    # -- writing -----------------------------------------------------------------------------
-
-    def write(self, batch: pa.RecordBatch | pa.Table | DeviceBatch) -> None:
+    def write(self, batch: pa.RecordBatch | pa.Table | DeviceBatch) -> None:  # type: ignore[override]
         """Append the rows of ``batch`` (whose columns are the schema's top-level fields;
         a :class:`~lance_gpu.write.device_input.DeviceBatch` is encoded on the GPU)."""
-        if batch.num_columns != len(self._fields):
-            raise ValueError(f"batch has {batch.num_columns} columns, the schema {len(self._fields)}")
-        n = batch.num_rows
-        if n == 0:
-            return
-        for i in range(len(self._fields)):
-            col = batch.column(i)
-            if isinstance(col, DeviceColumn) and self._blob[i]:
-                col = col.to_arrow()  # blob bytes are written from the host
-            chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-            for chunk in chunks:
-                for piece in self._pieces(chunk, i):
-                    self._pending[i].append(piece)
-                    self._pending_bytes[i] += column_nbytes(piece) if isinstance(piece, DeviceColumn) else piece.nbytes
-                    if self._pending_bytes[i] >= self.page_bytes:
-                        self._flush_field(i)
-        self.num_rows += n
+        super().write(batch)  # type: ignore[arg-type]
 
-    def _pieces(self, chunk: pa.Array, i: int) -> list[pa.Array]:
-        """``chunk`` cut so that no page gets much more than :attr:`page_bytes` of it: a big
-        chunk becomes several pages that encode in parallel on the pool instead of one
-        page that keeps a single encoder busy while the others idle (blob fields, whose
-        bytes are written as they are flushed, are not cut)."""
-        n = len(chunk)
-        device = isinstance(chunk, DeviceColumn)
-        nbytes = column_nbytes(chunk) if device else chunk.nbytes
-        if not n or self._blob[i] or self._pending_bytes[i] + nbytes <= self.page_bytes:
-            return [chunk] if n else []
-        per_row = nbytes / n
-        first = max(1, int((self.page_bytes - self._pending_bytes[i]) / per_row))
-        rows = max(1, int(self.page_bytes / per_row))
-        cuts = [0, *range(first, n, rows)]
-        if n - cuts[-1] < rows // 4 and len(cuts) > 1:
-            cuts.pop()  # no sliver of a page at the end: the last piece runs a little over
-        cuts.append(n)
-        if device:
-            return [slice_column(chunk, a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
-        return [chunk.slice(a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
+    def _host_column(self, col):
+        return col.to_arrow() if isinstance(col, DeviceColumn) else col
 
-    def _flush_field(self, i: int) -> None:
-        arrays = self._pending[i]
-        if not arrays:
-            return
-        self._pending[i] = []
-        nbytes = self._pending_bytes[i]
-        first_row = self._field_rows[i]
-        self._pending_bytes[i] = 0
-        self._field_rows[i] += sum(len(a) for a in arrays)
-        if self._blob[i]:
-            # blob bytes go into the file now (the descriptors hold their offsets)
-            arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
-            page = encode_blob_page(arr, self._fields[i], self.minor, self._write_blob_bytes)
-            fut: Future = Future()
-            fut.set_result([(0, page, 0)])
-        elif isinstance(arrays[0], DeviceColumn):
-            # device pages are encoded here, in order, by kernels on the device (not by the
-            # CPU pool's threads)
-            fut = Future()
-            try:
-                fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))
-            except BaseException as exc:
-                fut.set_exception(exc)
-        elif nbytes < INLINE_ENCODE_BELOW:
-            # a small page encodes faster than a hand-off to a pool thread and back (under
-            # load each hand-off waits for the scheduler): the few rows of a small append
-            fut = Future()
-            try:
-                fut.set_result(_encode_field_rows(arrays, self._fields[i], self.minor))
-            except BaseException as exc:
-                fut.set_exception(exc)
-        else:
-            fut = _pool().submit(_encode_field_rows, arrays, self._fields[i], self.minor)
-        self._inflight.append((i, first_row, nbytes, fut))
-        self._inflight_bytes += nbytes
-        while len(self._inflight) > self._max_inflight:
-            self._write_next()
+    def _nbytes(self, piece) -> int:
+        return column_nbytes(piece) if isinstance(piece, DeviceColumn) else int(piece.nbytes)
 
-    @property
-    def encoding(self) -> bool:
-        """Are pages of this file queued for encoding?"""
-        return bool(self._inflight)
+    def _slice(self, chunk, offset: int, length: int):
+        if isinstance(chunk, DeviceColumn):
+            return slice_column(chunk, offset, length)
+        return chunk.slice(offset, length)
 
-    def flush(self) -> None:
-        """Queue every buffered field for encoding (a page each), the biggest first so the
-        encoders finish together."""
-        for i in sorted(range(len(self._fields)), key=lambda i: -self._pending_bytes[i]):
-            self._flush_field(i)
+    def _encode_now(self, arrays: list, nbytes: int) -> bool:
+        # device pages are encoded here, in order, by kernels on the device (not by the CPU
+        # pool's threads)
+        return isinstance(arrays[0], DeviceColumn) or super()._encode_now(arrays, nbytes)
 
-    def _write_next(self) -> None:
-        i, first_row, nbytes, fut = self._inflight.popleft()
-        self._inflight_bytes -= nbytes
-        for k, page, offset in fut.result():
-            self._write_page(self._first_col[i] + k, page, first_row + offset)
-
-    def _drain(self) -> None:
-        while self._inflight:
-            self._write_next()
-
-    def _align(self) -> None:
-        pad = (-self._pos) % ALIGNMENT
-        if pad:
-            self._fh.write(b"\0" * pad)
-            self._pos += pad
-
-    def _write_buffer(self, data: bytes | np.ndarray) -> tuple[int, int]:
-        self._align()
-        pos = self._pos
-        if isinstance(data, StagedBuffer):
-            data = data.result()  # a device page buffer: wait for its copy to the host
-        view = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else memoryview(data)
-        self._fh.write(view)
-        self._pos += view.nbytes
-        return pos, view.nbytes
-
-    def add_global_buffer(self, data: bytes) -> int:
-        """Write ``data`` now (64-byte aligned, between pages) as the next global buffer and
-        return its index (1, 2, ...; 0 is the ``FileDescriptor`` written by :meth:`finish`).
-        Index files name these buffers in their schema metadata."""
-        self._drain()
-        self._extra_buffers.append(self._write_buffer(bytes(data)))
-        return len(self._extra_buffers)
-
-    def _write_blob_bytes(self, data: np.ndarray) -> int:
-        return self._write_buffer(data)[0]
-
-    def _write_page(self, column: int, page: EncodedPage, first_row: int) -> None:
-        offsets, sizes = [], []
-        for buf in page.buffers:
-            pos, size = self._write_buffer(buf)
-            offsets.append(pos)
-            sizes.append(size)
-        self._columns[column].append(
-            file2_pb2.ColumnMetadata.Page(
-                buffer_offsets=offsets,
-                buffer_sizes=sizes,
-                length=page.num_rows,
-                encoding=_any(PAGE_LAYOUT_URL if self.minor else ARRAY_ENCODING_URL, page.layout),
-                priority=first_row,
-            )
-        )
-
-    # -- finishing ---------------------------------------------------------------------------
-
-    def finish(self, sync: bool = True) -> int:
-        """Encode what is buffered, write the metadata and footer, close; returns the size.
-
-        ``sync=False`` leaves the fsync and close to :meth:`sync_close` (the caller may run
-        it in the background)."""
-        for i in range(len(self._fields)):
-            self._flush_field(i)
-        self._drain()
-        descriptor = file_pb2.FileDescriptor(
-            schema=file_pb2.Schema(fields=self.schema.to_protos(), metadata=self.schema.metadata),
-            length=self.num_rows,
-        )
-        gb_pos, gb_size = self._write_buffer(descriptor.SerializeToString())
-        column_encoding = _any(COLUMN_ENCODING_URL, encodings_v2_0_pb2.ColumnEncoding(values={}))
-        blob_encoding = _any(COLUMN_ENCODING_URL, v2_0_blob_column_encoding())
-        blob_columns = {self._first_col[i] for i, blob in enumerate(self._blob) if blob and self.minor == 0}
-        meta_start = self._pos
-        cmo = []
-        for c, pages in enumerate(self._columns):
-            cm = file2_pb2.ColumnMetadata(encoding=blob_encoding if c in blob_columns else column_encoding, pages=pages)
-            raw = cm.SerializeToString()
-            cmo.append((self._pos, len(raw)))
-            self._fh.write(raw)
-            self._pos += len(raw)
-        cmo_start = self._pos
-        table = b"".join(struct.pack("<QQ", p, s) for p, s in cmo)
-        self._fh.write(table)
-        self._pos += len(table)
-        gbo_start = self._pos
-        buffers = [(gb_pos, gb_size), *self._extra_buffers]
-        for pos, size in buffers:
-            self._fh.write(struct.pack("<QQ", pos, size))
-            self._pos += 16
-        major, minor = (2, self.minor) if self.minor else (0, 3)  # 2.0 files say 0.3
-        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, len(buffers), len(self._columns), major, minor, MAGIC)
-        self._fh.write(footer)
-        self._pos += len(footer)
-        if sync:
-            self.sync_close()
-        return self._pos
-
-    def sync_close(self, sync: bool = True) -> None:
-        """Publish the finished file (locally: fsync and rename the staging file, or with
-        ``sync=False`` rename it unsynced -- the commit's :meth:`ObjectStore.sync` makes it
-        durable before a manifest names it; on object stores: upload it)."""
-        if not self._closed:
-            self._closed = True
-            self._fh.close(sync)
-
-    def abort(self) -> None:
-        """Drop the partial file (its staging file, or the object if already published)."""
-        while self._inflight:
-            self._inflight.popleft()[3].cancel()
-        if not self._closed:
-            self._closed = True
-            self._fh.abort()
-        else:
-            self.store.delete(self.path)
-
-
-def _concat(arrays: list[pa.Array]) -> pa.Array:
-    if pa.types.is_dictionary(arrays[0].type):
-        if any(a.dictionary.null_count for a in arrays):
-            # Arrow cannot unify dictionaries holding nulls (2.0 files store a null key as a key to a null
-            # item, and read back so): re-encode the values, nulls as null keys.
-            t = arrays[0].type
-            values = pa.concat_arrays([a.cast(t.value_type) for a in arrays]).dictionary_encode()
-            return pa.DictionaryArray.from_arrays(values.indices.cast(t.index_type), values.dictionary)
-        chunked = pa.chunked_array(arrays).unify_dictionaries()
-        return pa.concat_arrays(chunked.chunks)
-    return pa.concat_arrays(arrays)
+    def _encode(self, arrays: list, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]]:
+        if any(isinstance(a, DeviceColumn) for a in arrays):
+            if not all(isinstance(a, DeviceColumn) for a in arrays):
+                arrays = [a.to_arrow() if isinstance(a, DeviceColumn) else a for a in arrays]
+            else:
+                got = encode_device_field(arrays, field, minor)
+                if not isinstance(got[0], pa.Array):
+                    return got  # type: ignore[return-value]
+                arrays = got  # the device encoder handed the field back as Arrow arrays
+        return encode_field_rows(arrays, field, minor)

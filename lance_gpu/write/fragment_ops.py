@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMismatchError
 from lance_gpu.file.container import LanceFileReader
+from lance_gpu.file.writer.blobs import blob_v2_schema, column_field_ids
 from lance_gpu.io import join
 from lance_gpu.scan import ReadUnit, decode_fields
 from lance_gpu.table.deletion_writer import fragment_with_deletions
@@ -48,7 +49,6 @@ from lance_gpu.table.snapshot import TableSnapshot
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata
 from lance_gpu.txn.operations import Merge
 from lance_gpu.txn.publish import check_appendable
-from lance_gpu.write.blobs import blob_v2_schema, column_field_ids
 from lance_gpu.write.dataset_writer import _check_types, dataset_file_minor
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.operations import (
@@ -241,7 +241,7 @@ def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None
 
 def create_from_file(filename: str, ds: TableSnapshot, fragment_id: int) -> FragmentMetadata:
     """The fragment of one data file already written under ``ds``'s ``data/`` (by a
-    :class:`~lance_gpu.write.single_file.LanceFileWriter` with the dataset's columns):
+    :class:`~lance_gpu.file.single_file.LanceFileWriter` with the dataset's columns):
     its columns matched to the dataset's fields by name, its rows from its footer; for an
     ``Append`` commit (which numbers it afresh)."""
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import EmptyWriteError
+from lance_gpu.file.writer.blobs import blob_v2_schema
 from lance_gpu.io import ObjectStore, join
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.table.features import check_writer_flags
@@ -35,7 +36,6 @@ from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.operations import Append, Overwrite
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 from lance_gpu.txn.transaction import Transaction, resolve_target
-from lance_gpu.write.blobs import blob_v2_schema
 from lance_gpu.write.dataset_writer import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,

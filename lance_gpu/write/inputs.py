@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
+from lance_gpu.file.writer._jsonb import text_to_jsonb
 from lance_gpu.scan.scanner import LanceScanner
-from lance_gpu.write._jsonb import text_to_jsonb
 from lance_gpu.write.device_input import DeviceBatch, device_batches, device_stream, host_dlpack_column, is_device_input
 
 __all__ = ["cast_batch", "cast_to_stored", "coerce_input"]

@@ -30,10 +30,10 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, LegacyFormatError, SchemaMismatchError
 from lance_gpu.file.container import MAGIC
 from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
+from lance_gpu.file.writer._jsonb import text_to_jsonb
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.txn.publish import WRITER_LIBRARY, WRITER_VERSION
-from lance_gpu.write._jsonb import text_to_jsonb
 
 #: The ``data_format.version`` pylance writes for legacy datasets.
 LEGACY_STORAGE_VERSION = "0.1"

@@ -34,6 +34,7 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
     ValueCastError,
 )
+from lance_gpu.file.writer.blobs import blob_v2_schema
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
 from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
@@ -48,7 +49,6 @@ from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
 from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore, UpdateConfig, UpdateMap
 from lance_gpu.txn.publish import check_appendable
-from lance_gpu.write.blobs import blob_v2_schema
 from lance_gpu.write.dataset_writer import _check_types, _data_file, data_file_name, data_file_writer, dataset_file_minor
 from lance_gpu.write.inputs import cast_to_stored, coerce_input
 from lance_gpu.write.rowlevel import row_addresses

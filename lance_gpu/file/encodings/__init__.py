@@ -10,7 +10,7 @@ place: the decoders (into the tables of :mod:`~lance_gpu.file.encodings.dispatch
 :func:`decode_miniblock`, :func:`decode_block` and :func:`fixed_bits` it hands on: the
 exhaustive dispatch on the ``CompressiveEncoding`` oneof; anything not registered raises
 :class:`~lance_gpu.errors.UnsupportedEncodingError` naming it) and the encoders
-(:data:`ENCODERS`, CPU and device, used by ``lance_gpu.write.pages`` and
+(:data:`ENCODERS`, CPU and device, used by ``lance_gpu.file.writer.pages`` and
 ``lance_gpu.write.device_pages``).
 """
 
@@ -58,7 +58,7 @@ ENCODERS: dict[str, Encoder] = {
     "rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock),
     "variable": Encoder(variable.variable_chunks, variable_device.variable_chunks),
     "fsst": Encoder(fsst.compress_strings, fsst_device.compress_strings),
-    # the CPU page dictionary is built by lance_gpu.write.pages (Arrow's dictionary_encode)
+    # the CPU page dictionary is built by lance_gpu.file.writer.pages (Arrow's dictionary_encode)
     "dictionary": Encoder(None, dictionary_device.dictionary_of_sample),
     "dictionary_strings": Encoder(None, dictionary_device.string_dictionary_of_sample),
 }

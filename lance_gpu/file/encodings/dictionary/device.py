@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Page dictionaries built on the GPU for fixed-width values (64-bit in 2.2, 128-bit).
 
-The CPU encoder's dictionary (``lance_gpu.write.pages``) holds the page's distinct values in
+The CPU encoder's dictionary (``lance_gpu.file.writer.pages``) holds the page's distinct values in
 order of first occurrence, with u32 indices.  On the device, for a page large enough that the
 CPU encoder samples it first, the distinct values of the same sample (read back: at most
 8192 values) are the candidate keys, sorted; then:

@@ -28,6 +28,7 @@ from cuda_kernels._target import LAZY_CUDA, gpu_kernel
 from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.file.encodings.base import MiniBlockChunks
 from lance_gpu.file.encodings.flat import MAX_MINIBLOCK_BYTES
+from lance_gpu.file.encodings.rle import MAX_CHUNK_VALUES
 
 cuda = LAZY_CUDA
 
@@ -133,7 +134,6 @@ def encode_miniblock(values) -> MiniBlockChunks:
     (per chunk the run values, then the u8 run lengths: two chunk buffers)."""
     from cuda_kernels import _device as kdev
     from cuda_kernels.compact import kept_indices_gpu
-    from lance_gpu.file.encodings.rle import MAX_CHUNK_VALUES
 
     dt = np.dtype(values.dtype)
     width = dt.itemsize

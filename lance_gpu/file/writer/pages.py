@@ -65,7 +65,7 @@ from lance_gpu.file.encodings.general import ZSTD
 from lance_gpu.file.encodings.variable import _native as variable_native
 from lance_gpu.file.page import NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
-from lance_gpu.write.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_variable, storage_type, variable_parts
+from lance_gpu.file.writer.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_variable, storage_type, variable_parts
 
 __all__ = ["EncodedPage", "LevelOverflow", "PageBackend", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
 

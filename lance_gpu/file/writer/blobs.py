@@ -39,13 +39,13 @@ from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.encodings import _native
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
+from lance_gpu.file.writer.pages import EncodedPage, _fullzip, _miniblock, _simple_all_null, _value_chunks, _values_of
+from lance_gpu.file.writer.shred import LeafColumn
 from lance_gpu.table.blobs import BLOB_META_KEY, BLOB_V2, blob_kind
 from lance_gpu.table.schema import LanceField, LanceSchema
-from lance_gpu.write.pages import EncodedPage, _fullzip, _miniblock, _simple_all_null, _value_chunks, _values_of
-from lance_gpu.write.shred import LeafColumn
 
 if TYPE_CHECKING:
-    from lance_gpu.write.pages import EncodedPage
+    from lance_gpu.file.writer.pages import EncodedPage
 
 __all__ = ["V1_NULL_POSITION", "V2_0_NULL_POSITION", "blob_v2_schema", "column_field_ids", "encode_blob_page", "is_blob_input", "v2_0_blob_column_encoding"]
 

@@ -23,8 +23,8 @@ import pyarrow as pa
 
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.file.page import ALL_VALID_ITEM, LIST_LAYERS, NULLABLE_ITEM
+from lance_gpu.file.writer._jsonb import text_to_jsonb
 from lance_gpu.table.schema import LanceField
-from lance_gpu.write._jsonb import text_to_jsonb
 
 __all__ = ["LeafColumn", "fixed_width_bytes", "fsl_layers", "is_variable", "shred", "storage_type", "variable_parts"]
 

@@ -35,10 +35,10 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import encodings_v2_0_pb2 as pb
 from lance_gpu.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.file.writer._jsonb import text_to_jsonb
+from lance_gpu.file.writer.pages import EncodedPage
+from lance_gpu.file.writer.shred import _plain
 from lance_gpu.table.schema import LanceField
-from lance_gpu.write._jsonb import text_to_jsonb
-from lance_gpu.write.pages import EncodedPage
-from lance_gpu.write.shred import _plain
 
 __all__ = ["DICTIONARY_THRESHOLD", "encode_field_v2_0"]
 

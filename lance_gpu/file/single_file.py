@@ -32,11 +32,12 @@ from lance_gpu.errors import InvalidArgumentError, ObjectNotFoundError, Unsuppor
 from lance_gpu.file.container import FileVersion
 from lance_gpu.file.container import LanceFileReader as _ContainerReader
 from lance_gpu.file.reader import read_field, take_field
+from lance_gpu.file.v2_0 import read_field as read_v20
+from lance_gpu.file.writer.blobs import column_field_ids
+from lance_gpu.file.writer.container import HostFileWriter as _FileWriter
+from lance_gpu.file.writer.container import check_writable_types
 from lance_gpu.io import join, resolve
 from lance_gpu.table.schema import LanceSchema
-from lance_gpu.write.blobs import column_field_ids
-from lance_gpu.write.dataset_writer import _check_types
-from lance_gpu.write.file_writer import LanceFileWriter as _FileWriter
 
 __all__ = [
     "LanceBufferDescriptor",
@@ -113,7 +114,7 @@ class LanceFileWriter:
     def _open(self, schema: pa.Schema) -> _FileWriter:
 
         lance_schema = LanceSchema.from_arrow(schema)
-        _check_types(lance_schema, self._minor)
+        check_writable_types(lance_schema, self._minor)
         self._arrow = lance_schema.to_arrow(physical=True)
         self._writer = _FileWriter(self._key, lance_schema, self._minor, page_bytes=self._page_bytes, store=self._store)
         return self._writer
@@ -308,8 +309,6 @@ class LanceFileReader:
         return int(self._file.num_rows)
 
     def _read(self, rows: np.ndarray | None, row_range: tuple[int, int] | None) -> pa.Table:
-        from lance_gpu.file.v2_0 import read_field as read_v20
-
         arrays = []
         for arrow_field, cols in self._fields:
             if self._file.version == FileVersion(2, 0):
