@@ -428,7 +428,7 @@ class TwinnedKernel:
     """
 
     def __init__(self, dispatcher: Any, twin: Callable[..., Any]) -> None:
-        self.dispatcher = dispatcher
+        self._lazy = dispatcher  # a LazyDispatcher (numba's is made on first use)
         self.twin = twin
         self.py_func = dispatcher.py_func
         self.__name__ = dispatcher.py_func.__name__
@@ -439,6 +439,14 @@ class TwinnedKernel:
         self._next_look: dict[tuple[Any, ...], float] = {}
         self._look_lock = threading.Lock()
         self.twin_calls = 0
+
+    @property
+    def dispatcher(self) -> Any:
+        """The numba dispatcher (numba is imported when it is first asked for)."""
+        return _compiled(self._lazy)
+
+    def _compiled_value(self) -> Any:
+        return self.dispatcher
 
     def _arm(self) -> bool:
         on = twins_enabled()
@@ -732,7 +740,7 @@ class ForkSafeKernel:
 
     def __init__(self, dispatcher: Any, options: dict[str, Any], cache: bool,
                  call: Callable[..., Any] | None = None) -> None:
-        self.dispatcher = dispatcher
+        self._lazy = dispatcher  # a LazyDispatcher (numba's is made on first use)
         self._call = dispatcher if call is None else call
         self.py_func = dispatcher.py_func
         self.__name__ = dispatcher.py_func.__name__
@@ -743,6 +751,14 @@ class ForkSafeKernel:
         self._cache = cache
         self._serial: Any = None
         self._serial_lock = threading.Lock()
+
+    @property
+    def dispatcher(self) -> Any:
+        """The parallel numba dispatcher (numba is imported when it is first asked for)."""
+        return _compiled(self._lazy)
+
+    def _compiled_value(self) -> Any:
+        return self.dispatcher
 
     @property
     def serial(self) -> Any:
@@ -775,28 +791,183 @@ class ForkSafeKernel:
         return f"<fork-safe parallel kernel {self.__module__}.{self.__qualname__}>"
 
 
+class _LazyNumba:
+    """Stands for the ``numba`` module in kernel modules (``from cuda_kernels._jitcache
+    import LAZY_NUMBA as numba``): an attribute read from Python imports numba and returns
+    numba's; compiled code sees numba itself (:func:`_bind_for_numba`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numba
+
+        return getattr(numba, name)
+
+    def _compiled_value(self) -> Any:
+        import numba
+
+        return numba
+
+    def __repr__(self) -> str:
+        return "<numba, imported on first use>"
+
+
+class _LazyPrange:
+    """Stands for ``numba.prange`` in kernel modules (``from cuda_kernels._jitcache import
+    prange``): ``range`` when called from Python, numba's ``prange`` in compiled code."""
+
+    def __call__(self, *args: int) -> range:
+        return range(*args)
+
+    def _compiled_value(self) -> Any:
+        import numba
+
+        return numba.prange
+
+    def __repr__(self) -> str:
+        return "<numba.prange, bound when compiled>"
+
+
+class LazyIntrinsic:
+    """A ``numba.extending.intrinsic`` built on first compile: ``build()`` (which may import
+    numba and llvmlite) returns it.  Compiled code sees the intrinsic; Python cannot call it."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._real: Any = None
+        self.__name__ = getattr(build, "__name__", "intrinsic")
+        self.__doc__ = build.__doc__
+
+    def _compiled_value(self) -> Any:
+        if self._real is None:
+            with _lazy_lock:
+                if self._real is None:
+                    self._real = self._build()
+        return self._real
+
+    def __repr__(self) -> str:
+        return f"<intrinsic {self.__name__}, built when compiled>"
+
+
+def lazy_intrinsic(build: Callable[[], Any]) -> LazyIntrinsic:
+    """Decorator: ``build`` returns a numba intrinsic, made on the first compile that uses it."""
+    return LazyIntrinsic(build)
+
+
+LAZY_NUMBA = _LazyNumba()
+prange = _LazyPrange()
+_lazy_lock = threading.RLock()
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names that ``code`` (and the code objects nested in it) may load as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _compiled(value: Any) -> Any:
+    """What compiled code must see for ``value``: a lazy kernel's numba dispatcher, numba
+    for :data:`LAZY_NUMBA`, ``numba.prange`` for :data:`prange`, a built intrinsic (any
+    object whose class has ``_compiled_value``); ``value`` itself otherwise."""
+    hook = getattr(type(value), "_compiled_value", None)
+    return value if hook is None else hook(value)
+
+
+def _bind_for_numba(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func``, or a copy of it whose globals name what compiled code must see
+    (:func:`_compiled`) where the module holds a lazy stand-in."""
+    glb: dict[str, Any] | None = None
+    for name in _global_names(func.__code__):
+        if name not in func.__globals__:
+            continue
+        value = func.__globals__[name]
+        bound = _compiled(value)
+        if bound is not value:
+            if glb is None:
+                glb = dict(func.__globals__)
+            glb[name] = bound
+    if glb is None:
+        return func
+    copy = types.FunctionType(func.__code__, glb, func.__name__, func.__defaults__, func.__closure__)
+    copy.__qualname__ = func.__qualname__
+    copy.__module__ = func.__module__
+    copy.__doc__ = func.__doc__
+    copy.__kwdefaults__ = func.__kwdefaults__
+    return copy
+
+
+class LazyDispatcher:
+    """An njit kernel whose numba dispatcher is made on first use (a call, or an attribute
+    numba's dispatcher has): importing a module of kernels imports no numba.
+
+    When it is made, the function's globals that are lazy stand-ins (other kernels,
+    :data:`LAZY_NUMBA`, :data:`prange`, :class:`LazyIntrinsic`) are bound to what they
+    stand for (:func:`_bind_for_numba`), and ``cache=True`` attaches the kernel cache.
+    Compiled callers see the dispatcher itself (:attr:`real`).
+    """
+
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any], cache: bool) -> None:
+        self.py_func = func
+        self._options = options
+        self._cache = cache
+        self._real: Any = None
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__module__ = func.__module__
+        self.__doc__ = func.__doc__
+
+    @property
+    def real(self) -> Any:
+        """numba's dispatcher (or, under ``NUMBA_DISABLE_JIT=1``, the plain function)."""
+        if self._real is None:
+            with _lazy_lock:
+                if self._real is None:
+                    import numba
+
+                    dispatcher = numba.njit(**self._options)(_bind_for_numba(self.py_func))
+                    if hasattr(dispatcher, "stats"):  # else NUMBA_DISABLE_JIT=1: the plain function
+                        if self._cache:
+                            enable_cache(dispatcher)
+                        _dispatchers.append(dispatcher)
+                    self._real = dispatcher
+        return self._real
+
+    def _compiled_value(self) -> Any:
+        return self.real
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.real(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_real", "py_func", "_options", "_cache"):
+            raise AttributeError(name)
+        return getattr(self.real, name)
+
+    def __repr__(self) -> str:
+        return f"<njit kernel {self.__module__}.{self.__qualname__}>"
+
+
 def njit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``numba.njit`` whose ``cache=True`` uses the kernel cache (:func:`cache_dir`) instead of numba's.
 
-    Usable as ``@njit``, ``@njit(**options)`` or ``njit(**options)(func)``; compilation stays lazy
-    (on first call, per signature).  ``twin=f`` (with ``cache=True``) returns a
-    :class:`TwinnedKernel` instead of the dispatcher (see "Twins" in the module docstring);
-    ``parallel=True`` wraps what it returns in a :class:`ForkSafeKernel` (see "Fork
-    safety" in the module docstring).
+    Usable as ``@njit``, ``@njit(**options)`` or ``njit(**options)(func)``.  It imports no
+    numba: it returns a :class:`LazyDispatcher`, whose numba dispatcher is made on first
+    use, and compilation stays lazy too (on first call, per signature).  ``twin=f`` (with
+    ``cache=True``) returns a :class:`TwinnedKernel` instead (see "Twins" in the module
+    docstring); ``parallel=True`` wraps what it returns in a :class:`ForkSafeKernel` (see
+    "Fork safety" in the module docstring).  Kernel modules name numba's module and
+    ``prange`` through :data:`LAZY_NUMBA` and :data:`prange` (and build intrinsics with
+    :func:`lazy_intrinsic`), so that importing them imports no numba either.
     """
     cache = bool(options.pop("cache", False))
     twin = options.pop("twin", None)
 
     def wrap(f: Callable[..., Any]) -> Any:
-        import numba
-
-        dispatcher = numba.njit(**options)(f)
-        if not hasattr(dispatcher, "stats"):  # NUMBA_DISABLE_JIT=1: the plain Python function
-            return dispatcher
-        if cache:
-            enable_cache(dispatcher)
-        _dispatchers.append(dispatcher)
-        kernel = dispatcher
+        if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+            return f  # numba's njit would return the plain function
+        dispatcher = LazyDispatcher(f, options, cache)
+        kernel: Any = dispatcher
         if twin is not None and cache:
             kernel = TwinnedKernel(dispatcher, twin)
             _twinned.append(kernel)

@@ -30,14 +30,9 @@ def _dispatcher(module: str, qualname: str) -> Any:
     obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    from cuda_kernels._jitcache import TwinnedKernel
-    from cuda_kernels._target import CpuDriver, DualFunction
+    from cuda_kernels._jitcache import _compiled
 
-    if isinstance(obj, TwinnedKernel | CpuDriver):
-        return obj.dispatcher
-    if isinstance(obj, DualFunction):
-        return obj.cpu
-    return obj
+    return _compiled(obj)
 
 
 @contextlib.contextmanager

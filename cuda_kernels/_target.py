@@ -55,7 +55,7 @@ cache does not hash globals); they specialise on argument types instead.
 import threading
 import types
 
-from ._jitcache import ForkSafeKernel, njit
+from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, njit, prange
 
 __all__ = [
     "LAZY_CUDA",
@@ -119,6 +119,8 @@ def _rebind(pyfunc, target, constants=None):
             glb[name] = value.dispatcher
         elif value is LAZY_CUDA and target == "gpu":
             glb[name] = cuda_module()
+        elif (value is LAZY_NUMBA or value is prange) and target == "gpu":
+            glb[name] = _compiled(value)
     if constants:
         glb.update(constants)
     func = types.FunctionType(
@@ -176,6 +178,9 @@ class DualFunction:
     def __call__(self, *args):
         return self.py(*args)
 
+    def _compiled_value(self):
+        return _compiled(self.cpu)
+
     def __repr__(self):
         return f"<dual core {self.__qualname__}>"
 
@@ -219,7 +224,8 @@ class CpuDriver:
                 if self._dispatcher is None:
                     kernel = njit(**self._options)(_rebind(self.py, "cpu"))
                     self._kernel = kernel
-                    self._dispatcher = kernel.dispatcher if isinstance(kernel, ForkSafeKernel) else kernel
+                    # the lazy dispatcher: numba is imported when it is first compiled
+                    self._dispatcher = kernel._lazy if isinstance(kernel, ForkSafeKernel) else kernel
         return self._dispatcher
 
     @property
@@ -234,6 +240,9 @@ class CpuDriver:
                 if self._twinned is None:
                     self._twinned = njit(twin=self.twin, **self._options)(_rebind(self.py, "cpu"))
         return self._twinned
+
+    def _compiled_value(self):
+        return _compiled(self.dispatcher)
 
     def __call__(self, *args):
         if self.twin is not None:

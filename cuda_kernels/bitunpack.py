@@ -29,9 +29,9 @@ decoded by one launch: each block names its own word offset and bit width.
 
 import sys
 
-import numba
+from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel

@@ -24,9 +24,9 @@ Corrupt input (an escape as the last byte of a string, a code naming a symbol
 flag and the host wrapper raises the same error after the kernel.
 """
 
-import numba
+from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from . import _device
 from ._cpu import store_u64

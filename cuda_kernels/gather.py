@@ -16,9 +16,9 @@ GPU: one thread per output item in every pass (the copy pass copies one whole
 string per thread).
 """
 
-import numba
+from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from . import _device, _twins
 from ._cpu import load_u64, store_u64

@@ -12,7 +12,7 @@ device arrays (CuPy when the input was CuPy).
 """
 
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from . import _device
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel

@@ -13,9 +13,9 @@ Batches of many chunks are handled by concatenating their values and run
 lengths before the call.
 """
 
-import numba
+from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from . import _device
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel

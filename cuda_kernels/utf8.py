@@ -19,9 +19,9 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
   an atomic minimum, so that the caller can name the page.
 """
 
-import numba
+from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from . import _device, _twins
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel

@@ -31,6 +31,13 @@ def test_import_loads_no_optional_heavyweights(env: dict[str, str]) -> None:
         assert banned not in mods, f"import lance_gpu imported {banned}"
 
 
+def test_import_loads_no_numba() -> None:
+    """Kernels are made on first use (cuda_kernels._jitcache.LazyDispatcher): a process that
+    only imports lance_gpu, or only reads metadata, never pays for numba's import."""
+    mods = _modules_after_import({})
+    assert not [m for m in mods if m == "numba" or m.startswith(("numba.", "llvmlite"))]
+
+
 def test_public_api() -> None:
     for name in lance_gpu.__all__:
         assert hasattr(lance_gpu, name)

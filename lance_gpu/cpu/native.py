@@ -10,7 +10,7 @@ of chunks, never per value from Python, and releases the GIL so columns decode i
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from cuda_kernels._jitcache import prange
 
 from cuda_kernels._jitcache import njit
 from lance_gpu.cpu import twins
