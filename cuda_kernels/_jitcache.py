@@ -60,8 +60,17 @@ types have no compiled code in this process:
    :data:`RECHECK_SECONDS`, and not before the kernel's cache index exists.
 
 A process whose first read finds every kernel it needs twinned therefore imports
-numba (``import lance_gpu`` does) but never sets up its typing or target context,
+numba (to make the kernels' dispatchers) but never sets up its typing or target context,
 nor compiles or loads anything, during that read.
+
+Nothing at import.  :func:`njit` imports no numba: it returns a :class:`LazyDispatcher`
+whose numba dispatcher is made at the kernel's first call (or first read of a dispatcher
+attribute).  Kernel modules name numba, ``prange`` and intrinsics through stand-ins
+(:data:`LAZY_NUMBA`, :data:`prange`, :func:`lazy_intrinsic`); when a dispatcher is made,
+the globals of its function that are stand-ins or other lazy kernels are bound to what they
+stand for, in a copy of the function (:func:`_bind_for_numba`), as
+:mod:`cuda_kernels._target` binds cores for each target.  So ``import lance_gpu`` loads
+neither numba nor llvmlite; a process that reads only metadata never does.
 
 Small calls stay on twins until the context is up.  Loading cached code is cheap once
 numba's CPU target context exists, but setting that context up costs a process ~0.4 s
@@ -113,14 +122,19 @@ from typing import Any
 
 __all__ = [
     "CACHE_DIR_ENV",
+    "LAZY_NUMBA",
     "RECHECK_SECONDS",
     "TWINS_ENV",
     "ForkSafeKernel",
+    "LazyDispatcher",
+    "LazyIntrinsic",
     "TwinnedKernel",
     "cache_dir",
     "cache_stats",
     "enable_cache",
+    "lazy_intrinsic",
     "njit",
+    "prange",
     "serial_only",
     "source_fingerprint",
     "twin_stats",
