@@ -17,6 +17,9 @@ that pylance never writes in a 2.0 page; they, and anything unknown, raise
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -24,47 +27,15 @@ from lance_gpu._proto import encodings_v2_0_pb2 as pb
 from lance_gpu.file.v2_0.blocks import AllNull, Fixed, split_validity
 from lance_gpu.file.v2_0.page import PageSource
 
-_DECODERS: dict | None = None
+#: Variant name -> decoder, filled by :mod:`lance_gpu.file.v2_0` (the package imports every
+#: variant module and registers it, so the variant modules import this one without a cycle;
+#: importing this module imports its package first, so the table is full before any call).
+_DECODERS: dict[str, Callable[..., Any]] = {}
 
 
-def decoders() -> dict:
-    """Variant name -> decoder.  Built on first use: the variant modules import this one."""
-    global _DECODERS
-    if _DECODERS is None:
-        from lance_gpu.file.v2_0 import (
-            binary,
-            bitpacked,
-            bitpacked_for_non_neg,
-            constant,
-            dictionary,
-            fixed_size_binary,
-            fixed_size_list,
-            flat,
-            fsst,
-            nullable,
-            packed_struct,
-        )
-        from lance_gpu.file.v2_0 import list as list_enc
-        from lance_gpu.file.v2_0 import struct as struct_enc
-
-        _DECODERS = {
-            "flat": flat.decode,
-            "nullable": nullable.decode,
-            "fixed_size_list": fixed_size_list.decode,
-            "binary": binary.decode,
-            "dictionary": dictionary.decode,
-            "fsst": fsst.decode,
-            "bitpacked": bitpacked.decode,
-            "bitpacked_for_non_neg": bitpacked_for_non_neg.decode,
-            "constant": constant.decode,
-            "fixed_size_binary": fixed_size_binary.decode,
-            "packed_struct": packed_struct.decode,
-            # Column-level variants: only the top of a list offsets / struct header column,
-            # which the field reader handles; met inside a page they mean a corrupt file.
-            "list": list_enc.decode,
-            "struct": struct_enc.decode,
-        }
-    return _DECODERS
+def register(kind: str, decoder: Callable[..., Any]) -> None:
+    """Register the decoder of the ``ArrayEncoding`` variant ``kind``."""
+    _DECODERS[kind] = decoder
 
 
 def variant(enc: pb.ArrayEncoding) -> str | None:
@@ -75,7 +46,7 @@ def decode(enc: pb.ArrayEncoding, src: PageSource, start: int, stop: int, arrow_
     kind = variant(enc)
     if kind is None:
         raise src.ctx.corrupt("empty ArrayEncoding (no variant set)")
-    fn = decoders().get(kind)
+    fn = _DECODERS.get(kind)
     if fn is None:
         raise src.ctx.unsupported(f"2.0 ArrayEncoding variant '{kind}'")
     if stop < start:
