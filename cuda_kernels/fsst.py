@@ -24,12 +24,12 @@ Corrupt input (an escape as the last byte of a string, a code naming a symbol
 flag and the host wrapper raises the same error after the kernel.
 """
 
-from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from cuda_kernels._jitcache import prange
 
 from . import _device
 from ._cpu import store_u64
+from ._jitcache import LAZY_NUMBA as numba
+from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import (
     ERR_BAD_CODE,

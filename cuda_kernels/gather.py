@@ -16,12 +16,12 @@ GPU: one thread per output item in every pass (the copy pass copies one whole
 string per thread).
 """
 
-from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from cuda_kernels._jitcache import prange
 
 from . import _device, _twins
 from ._cpu import load_u64, store_u64
+from ._jitcache import LAZY_NUMBA as numba
+from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 

@@ -12,9 +12,9 @@ device arrays (CuPy when the input was CuPy).
 """
 
 import numpy as np
-from cuda_kernels._jitcache import prange
 
 from . import _device
+from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 
 cuda = LAZY_CUDA

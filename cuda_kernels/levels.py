@@ -44,11 +44,11 @@ bitmaps, least significant bit first).
 
 from typing import NamedTuple
 
-from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from cuda_kernels._jitcache import prange
 
 from . import _device, _twins
+from ._jitcache import LAZY_NUMBA as numba
+from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .compact import compact_fixed_gpu
 from .errors import (

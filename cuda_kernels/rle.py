@@ -13,11 +13,11 @@ Batches of many chunks are handled by concatenating their values and run
 lengths before the call.
 """
 
-from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from cuda_kernels._jitcache import prange
 
 from . import _device
+from ._jitcache import LAZY_NUMBA as numba
+from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError
 

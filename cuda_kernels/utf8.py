@@ -19,11 +19,11 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
   an atomic minimum, so that the caller can name the page.
 """
 
-from cuda_kernels._jitcache import LAZY_NUMBA as numba
 import numpy as np
-from cuda_kernels._jitcache import prange
 
 from . import _device, _twins
+from ._jitcache import LAZY_NUMBA as numba
+from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_BAD_UTF8, ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 

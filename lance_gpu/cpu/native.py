@@ -10,9 +10,8 @@ of chunks, never per value from Python, and releases the GIL so columns decode i
 from __future__ import annotations
 
 import numpy as np
-from cuda_kernels._jitcache import prange
 
-from cuda_kernels._jitcache import njit
+from cuda_kernels._jitcache import njit, prange
 from lance_gpu.cpu import twins
 
 _JIT = {"cache": True, "nogil": True}
