@@ -40,8 +40,9 @@ from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
+from lance_gpu.table.manifest import ManifestFile
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
-from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit_file, run_with_retries
 from lance_gpu.txn.operations import Update
 from lance_gpu.txn.transaction import Transaction
 from lance_gpu.write.dataset_writer import (
@@ -210,7 +211,7 @@ class _RowChange:
         *,
         publish: bool = True,
         stage_only: bool = False,
-    ) -> table_pb2.Manifest | None:
+    ) -> ManifestFile | None:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
         inserted row), the new deletion vectors, and commit one Update.  The deletion files
@@ -244,7 +245,7 @@ class _RowChange:
             if stage_only:
                 self.operation = op
                 return None
-            return commit(self.store, self.root, op, ds.manifest_file, ds.naming)
+            return commit_file(self.store, self.root, op, ds.manifest_file, ds.naming)
         except BaseException:
             pool.shutdown(wait=True)
             op.cleanup(self.store)
@@ -314,8 +315,8 @@ class _RowChange:
 
 def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableSnapshot, Any]:
     """``attempt(target)`` on ``ds``, then on the latest version after each retryable
-    conflict.  ``attempt`` returns (manifest or None, result); returns the committed
-    version's snapshot (``ds`` when nothing was committed) and the result."""
+    conflict.  ``attempt`` returns (committed manifest file or None, result); returns the
+    committed version's snapshot (``ds`` when nothing was committed) and the result."""
     first = [True]
 
     def once() -> Any:
@@ -323,8 +324,8 @@ def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableS
         first[0] = False
         return attempt(target)
 
-    manifest, result = run_with_retries(once, conflict_retries)
-    return (ds if manifest is None else ds.checkout(int(manifest.version))), result
+    committed, result = run_with_retries(once, conflict_retries)
+    return (ds if committed is None else ds.committed(committed)), result
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,7 +352,7 @@ def update(
         if col not in names:
             raise SchemaMismatchError(f"update: column {col!r} does not exist in the dataset")
 
-    def attempt(target: TableSnapshot) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
+    def attempt(target: TableSnapshot) -> tuple[ManifestFile | None, dict[str, int]]:
         from lance_gpu.filter import compile_expression
 
         schema = target.schema
@@ -576,7 +577,7 @@ class MergeInsertBuilder:
         return Transaction(read_version=self._ds.version, operation=operation), stats
 
     def _attempt(self, ds: TableSnapshot, source: pa.Table, publish: bool = True, stage_only: bool = False
-                 ) -> tuple[table_pb2.Manifest | None, dict[str, int], _RowChange]:
+                 ) -> tuple[ManifestFile | None, dict[str, int], _RowChange]:
         on = self._on
         scanned = _Scanned(ds, on, self._device)
         target = scanned.table
