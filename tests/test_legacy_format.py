@@ -412,6 +412,23 @@ def test_a_version_mixing_v1_and_v2_files_is_refused(tmp_path: Path) -> None:
     assert isinstance(refused[1], LegacyFormatError)
 
 
+def test_an_append_mixing_v1_into_v2_fragments_is_refused(tmp_path: Path) -> None:
+    """The commit checks only the entries an operation adds against one it keeps (the base
+    mixes nothing): a legacy fragment appended to V2 fragments is still refused, as by pylance,
+    and a V2 one is taken."""
+    data = pa.table({"a": pa.array(range(8), pa.int64())})
+    for mod in (lance, lance_gpu):
+        uri = str(tmp_path / mod.__name__)
+        mod.write_dataset(data, uri, data_storage_version="stable", max_rows_per_file=2)
+        legacy = mod.LanceFragment.create(uri, data, data_storage_version="legacy")
+        with pytest.raises(OSError, match="mixes V1 and V2 data files") as info:
+            mod.LanceDataset.commit(uri, mod.LanceOperation.Append([legacy]), read_version=1)
+        assert mod is lance or isinstance(info.value, LegacyFormatError)
+        stable = mod.LanceFragment.create(uri, data, data_storage_version="stable")
+        mod.LanceDataset.commit(uri, mod.LanceOperation.Append([stable]), read_version=1)
+        assert lance.dataset(uri).version == 2 and lance.dataset(uri).count_rows() == 16
+
+
 def test_batches_with_other_dictionaries_share_the_first(tmp_path: Path) -> None:
     """A write whose batches carry different dictionaries: every file holds the first
     batch's dictionary and the other batches are re-encoded with it (pylance 14 keeps their

@@ -320,8 +320,8 @@ def commit_file(
         while True:
             op.touched = None
             m, index_section = op.apply(store, root, current, version)
-            check_no_mixing(m)
             touched = op.touched
+            check_no_mixing(m, touched if current is not None else None)
             added = _added_files(store, root, m, current.manifest if current else None, touched)
             unsynced = [k for k in added if k not in synced]
             if txn_key is not None and txn_key not in synced:

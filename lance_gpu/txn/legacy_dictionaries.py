@@ -15,6 +15,8 @@ data file holds its dictionaries) and writes them as pylance does.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -27,10 +29,20 @@ from lance_gpu.table.schema import LanceSchema
 __all__ = ["check_no_mixing", "dataset_dictionaries", "dictionary_prefix"]
 
 
-def check_no_mixing(manifest: table_pb2.Manifest) -> None:
-    """pylance refuses a version whose data files are both legacy (V1) and V2 files."""
+def check_no_mixing(manifest: table_pb2.Manifest, touched: Sequence[table_pb2.DataFragment] | None = None) -> None:
+    """pylance refuses a version whose data files are both legacy (V1) and V2 files.
+
+    ``touched`` (:attr:`~lance_gpu.txn.operations.Operation.touched`): the entries of
+    ``manifest`` that are not the base version's, where known.  The others are the base's,
+    which mixes nothing (no writer commits such a version), so one of them stands for all:
+    the check looks at the touched entries and one kept entry, not at every fragment."""
+    fragments: Iterable[table_pb2.DataFragment] = manifest.fragments
+    if touched is not None:
+        ids = {int(f.id) for f in touched}
+        kept = next((f for f in manifest.fragments if int(f.id) not in ids), None)
+        fragments = [*touched, kept] if kept is not None else touched
     legacy = v2 = False
-    for frag in manifest.fragments:
+    for frag in fragments:
         for df in frag.files:
             if is_legacy_file_version(int(df.file_major_version), int(df.file_minor_version)):
                 legacy = True
