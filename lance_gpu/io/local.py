@@ -20,6 +20,7 @@ import builtins
 import contextlib
 import datetime as _dt
 import errno
+import fcntl
 import gc
 import mmap
 import os
@@ -457,6 +458,9 @@ class LocalStore:
         except OSError:
             return False
         try:
+            # writers of this file take turns (advisory: another writer's shorter text padded
+            # against a stale length would leave stray bytes); readers take no lock
+            fcntl.flock(fd, fcntl.LOCK_EX)
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > IN_PLACE_LIMIT:
                 return False
