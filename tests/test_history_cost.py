@@ -247,3 +247,27 @@ def test_metadata_opens_no_data_file(histories: dict[int, Path], tmp_path: Path)
     # reading rows does open them (and checks their row counts then)
     assert ds.to_table().equals(ref.to_table())
     assert store.data_reads()
+
+
+def test_an_append_visits_only_the_fragments_it_adds(histories: dict[int, Path], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit of an append checks the new version's kinds of data files (legacy and V2
+    never mixed) from its base's and the added fragment's: no loop over the 500 fragments
+    the base holds (append latency stays flat with history)."""
+    from lance_gpu.txn import legacy_dictionaries
+
+    uri = _copy(histories[500], tmp_path, "kinds")
+    ds = lance_gpu.dataset(uri)
+    visited: list[int] = []
+    file_kinds = legacy_dictionaries.file_kinds
+
+    def counting(fragments):
+        fragments = list(fragments)
+        visited.append(len(fragments))
+        return file_kinds(fragments)
+
+    monkeypatch.setattr(legacy_dictionaries, "file_kinds", counting)
+    for i in range(3):
+        ds.insert(_batch(100_000 + 16 * i))
+    assert visited == [1, 1, 1]
+    assert lance.dataset(uri).count_rows() == 16 * 503

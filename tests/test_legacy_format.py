@@ -412,21 +412,25 @@ def test_a_version_mixing_v1_and_v2_files_is_refused(tmp_path: Path) -> None:
     assert isinstance(refused[1], LegacyFormatError)
 
 
-def test_an_append_mixing_v1_into_v2_fragments_is_refused(tmp_path: Path) -> None:
-    """The commit checks only the entries an operation adds against one it keeps (the base
-    mixes nothing): a legacy fragment appended to V2 fragments is still refused, as by pylance,
-    and a V2 one is taken."""
+def test_mixing_is_checked_from_the_base_kinds_and_the_touched_fragments(tmp_path: Path) -> None:
+    """A commit knows its base's kinds of data files (found when the manifest was read, or
+    by the commit that wrote it) and joins them with the fragments it adds: appending a
+    legacy fragment to a V2 dataset is refused as pylance refuses it, without a loop over
+    every fragment; replacing every fragment of a legacy dataset by V2 ones is not."""
     data = pa.table({"a": pa.array(range(8), pa.int64())})
-    for mod in (lance, lance_gpu):
-        uri = str(tmp_path / mod.__name__)
-        mod.write_dataset(data, uri, data_storage_version="stable", max_rows_per_file=2)
-        legacy = mod.LanceFragment.create(uri, data, data_storage_version="legacy")
-        with pytest.raises(OSError, match="mixes V1 and V2 data files") as info:
-            mod.LanceDataset.commit(uri, mod.LanceOperation.Append([legacy]), read_version=1)
-        assert mod is lance or isinstance(info.value, LegacyFormatError)
-        stable = mod.LanceFragment.create(uri, data, data_storage_version="stable")
-        mod.LanceDataset.commit(uri, mod.LanceOperation.Append([stable]), read_version=1)
-        assert lance.dataset(uri).version == 2 and lance.dataset(uri).count_rows() == 16
+    for mod, uri in ((lance, str(tmp_path / "theirs")), (lance_gpu, str(tmp_path / "ours"))):
+        ds = mod.write_dataset(data, uri, data_storage_version="stable")
+        legacy = mod.LanceFragment.create(ds.uri, data, data_storage_version="legacy")
+        with pytest.raises(OSError, match="mixes V1 and V2 data files"):
+            mod.LanceDataset.commit(uri, mod.LanceOperation.Append([legacy]), read_version=ds.version)
+        assert mod.dataset(uri).count_rows() == 8
+        old = mod.write_dataset(data, uri + "_legacy", data_storage_version="legacy")
+        v2 = mod.LanceFragment.create(old.uri, data, data_storage_version="stable")
+        replaced = mod.LanceDataset.commit(old.uri, mod.LanceOperation.Overwrite(old.schema, [v2]), read_version=old.version)
+        assert replaced.count_rows() == 8
+        appended = mod.LanceDataset.commit(old.uri, mod.LanceOperation.Append(
+            [mod.LanceFragment.create(old.uri, data, data_storage_version="stable")]), read_version=replaced.version)
+        assert appended.count_rows() == 16
 
 
 def test_batches_with_other_dictionaries_share_the_first(tmp_path: Path) -> None:

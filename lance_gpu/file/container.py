@@ -203,6 +203,22 @@ class FileMetadata:
             raise CorruptFileError(path, "footer offsets are inconsistent with the file size")
         self.num_columns = ncols
         self.num_global_buffers = ngb
+        #: Per-page metadata derived by decoders, kept for repeated reads: (column, page,
+        #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
+        self.page_meta: dict[tuple[int, int, str], object] = {}
+        self._descriptor: file_pb2.FileDescriptor | None = None
+        # Files written alike (same size; same bytes from the descriptor or the metadata
+        # section, whichever comes first, to the end) share everything parsed below.
+        shared_key = None
+        start = a
+        if ngb and c >= tail_start:
+            start = min(a, struct.unpack_from("<Q", tail, c - tail_start)[0])
+        if tail_start <= start and size - start <= SHARED_FOOTER_BYTES:
+            shared_key = (size, start, bytes(tail[start - tail_start :]))
+            shared = _SHARED_FOOTERS.get(shared_key)
+            if shared is not None:
+                self._cmo, self._gbo, self._meta, self._meta_start, self._descriptor_bytes, self._columns = shared
+                return
 
         def grab(off: int, n: int) -> bytes:
             if off >= tail_start:
@@ -223,11 +239,13 @@ class FileMetadata:
         self._descriptor_bytes: bytes | None = None
         if ngb and gbo[0][0] >= tail_start:
             self._descriptor_bytes = grab(*gbo[0])
-        self._descriptor: file_pb2.FileDescriptor | None = None
+        global footer_parses
+        footer_parses += 1
+        #: Parsed columns by index; shared by the files written alike (a function of the
+        #: bytes of the shared key and the file size alone).
         self._columns: dict[int, ColumnInfo] = {}
-        #: Per-page metadata derived by decoders, kept for repeated reads: (column, page,
-        #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
-        self.page_meta: dict[tuple[int, int, str], object] = {}
+        if shared_key is not None:
+            _SHARED_FOOTERS.put(shared_key, (cmo, gbo, self._meta, a, self._descriptor_bytes, self._columns))
 
     @property
     def known_rows(self) -> int | None:
@@ -324,6 +342,13 @@ _SHARED_COLUMNS: SharedParses[tuple[int, int, bytes], ColumnInfo] = SharedParses
 _SHARED_DESCRIPTORS: SharedParses[bytes, file_pb2.FileDescriptor] = SharedParses()
 #: The largest metadata message shared, in bytes.
 SHARED_METADATA_BYTES = 4096
+#: Parsed file tails (offset tables, metadata section, descriptor bytes, the parsed-columns
+#: dict) by (file size, where the shared bytes start, those bytes to the end of the file).
+_SHARED_FOOTERS: SharedParses[tuple[int, int, bytes], tuple] = SharedParses()
+#: The longest tail shared, in bytes.
+SHARED_FOOTER_BYTES = 16 * 1024
+#: File tails parsed in this process (not found shared; tests pin the sharing).
+footer_parses = 0
 #: ``ColumnMetadata`` messages parsed in this process (tests pin the sharing).
 column_parses = 0
 
@@ -389,6 +414,7 @@ def clear_metadata_cache() -> None:
         _cached_paths.clear()
         _SHARED_COLUMNS.clear()
         _SHARED_DESCRIPTORS.clear()
+        _SHARED_FOOTERS.clear()
 
 
 class LanceFileReader:

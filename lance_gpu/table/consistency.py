@@ -23,10 +23,12 @@ Invariants (pylance writes nothing else):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.container import SharedParses
 
 if TYPE_CHECKING:
     from lance_gpu.file.container import LanceFileReader
@@ -45,9 +47,27 @@ def check_data_file_path(name: str, where: object) -> None:
         raise CorruptFileError(where, f"invalid data file path {name!r}")
 
 
-def check_manifest(manifest: table_pb2.Manifest, path: object) -> int:
+#: Kinds of data files a manifest names (:func:`file_kinds`), as bits.
+LEGACY_FILES = 1
+V2_FILES = 2
+
+
+def file_kinds(fragments: Iterable[table_pb2.DataFragment]) -> int:
+    """Which kinds of data files ``fragments`` hold: :data:`LEGACY_FILES` (0.1, ``DataFile``
+    versions 0.0-0.2) and / or :data:`V2_FILES` (2.x), as bits."""
+    kinds = 0
+    for frag in fragments:
+        for df in frag.files:
+            kinds |= LEGACY_FILES if df.file_major_version == 0 and df.file_minor_version <= 2 else V2_FILES
+        if kinds == LEGACY_FILES | V2_FILES:
+            break
+    return kinds
+
+
+def check_manifest(manifest: table_pb2.Manifest, path: object) -> tuple[int, int]:
     """Vet a parsed manifest's data format, fragments and data file entries; returns the
-    largest fragment id it names (-1 for none), ``max_fragment_id`` included.
+    largest fragment id it names (-1 for none), ``max_fragment_id`` included, and the
+    kinds of data files it names (:func:`file_kinds`).
 
     Runs on every manifest loaded, so the loop over fragments and files reads each field
     once and calls nothing for a sound entry (a thousand fragments: about a millisecond).
@@ -60,6 +80,8 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> int:
     seen: set[int] = set()
     add = seen.add
     known = KNOWN_FILE_VERSIONS
+    versions: set[tuple[int, int]] = set()
+    note_version = versions.add
     for frag in manifest.fragments:
         fid = frag.id
         if fid in seen:
@@ -72,6 +94,7 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> int:
             version = (df.file_major_version, df.file_minor_version)
             if version not in known:
                 raise CorruptFileError(path, f"data file {name!r} of fragment {fid} names unknown file version {version[0]}.{version[1]}")
+            note_version(version)
             fields = df.fields
             columns = df.column_indices
             if columns and len(columns) != len(fields):
@@ -85,7 +108,10 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> int:
     top = max(seen, default=-1)
     if manifest.HasField("max_fragment_id"):
         top = max(top, int(manifest.max_fragment_id))
-    return int(top)
+    kinds = 0
+    for major, minor in versions:
+        kinds |= LEGACY_FILES if major == 0 and minor <= 2 else V2_FILES
+    return int(top), kinds
 
 
 def check_data_file(reader: LanceFileReader | LegacyFileReader, fragment: table_pb2.DataFragment, data_file: table_pb2.DataFile | None,
@@ -98,6 +124,14 @@ def check_data_file(reader: LanceFileReader | LegacyFileReader, fragment: table_
         raise CorruptFileError(path, f"holds {reader.num_rows} rows but fragment {int(fragment.id)} has {physical}")
     if data_file is None:
         return
+    # What follows is a function of the file's descriptor bytes, its column count and the
+    # manifest's column indices and field ids: files written alike are checked once.
+    descriptor_bytes = getattr(getattr(reader, "meta", None), "_descriptor_bytes", None)
+    passed_key = None
+    if descriptor_bytes is not None:
+        passed_key = (descriptor_bytes, reader.num_columns, tuple(data_file.column_indices), tuple(data_file.fields))
+        if _PASSED.get(passed_key):
+            return
     cols = [int(c) for c in data_file.column_indices]
     if any(c >= reader.num_columns for c in cols):
         raise CorruptFileError(path, f"the manifest names column {max(cols)} of a file of {reader.num_columns} columns")
@@ -108,6 +142,14 @@ def check_data_file(reader: LanceFileReader | LegacyFileReader, fragment: table_
         if foreign and not _same_types(reader, data_file, schema):
             raise CorruptFileError(path, f"the manifest names field ids {foreign} that the file's schema does not hold "
                                          "(nor fields of the same types in the same order)")
+        if foreign:
+            return  # passed against this schema: not remembered (the key does not hold it)
+    if passed_key is not None:
+        _PASSED.put(passed_key, True)
+
+
+#: The column and field checks of :func:`check_data_file` passed, by what they depend on.
+_PASSED: SharedParses[tuple[bytes, int, tuple[int, ...], tuple[int, ...]], bool] = SharedParses()
 
 
 def _same_types(reader: LanceFileReader | LegacyFileReader, data_file: table_pb2.DataFile, schema: LanceSchema | None) -> bool:

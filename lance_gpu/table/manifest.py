@@ -102,6 +102,11 @@ class ManifestFile:
     #: none), where known (found when the manifest was vetted, or by the commit that wrote
     #: it): new fragments take ids above it without a loop over every fragment.
     fragment_id_bound: int | None = None
+    #: The kinds of data files it names (:func:`~lance_gpu.table.consistency.file_kinds`
+    #: bits; a superset where set by a commit), where known: a commit checks that a new
+    #: version does not mix legacy and V2 files from its base's kinds and the fragments it
+    #: touched, without a loop over every fragment.
+    file_kinds: int | None = None
 
 
 @dataclass
@@ -186,7 +191,7 @@ def parse_manifest_bytes(
     limit = len(data) - MANIFEST_FOOTER_SIZE
     manifest = parse_manifest_message(data, path)
     assert isinstance(manifest, table_pb2.Manifest)
-    bound = check_manifest(manifest, path)
+    bound, kinds = check_manifest(manifest, path)
     transaction = index_section = None
     if sections:
         txn_off = transaction_section_offset(manifest)
@@ -198,7 +203,7 @@ def parse_manifest_bytes(
             index_section = _read_section(
                 data, manifest.index_section, limit, table_pb2.IndexSection, "index section", path
             )
-    return ManifestFile(path, manifest, transaction, index_section, bound)  # type: ignore[arg-type]
+    return ManifestFile(path, manifest, transaction, index_section, bound, kinds)  # type: ignore[arg-type]
 
 
 def _read_bytes(store: ObjectStore, path: str) -> bytes:

@@ -321,7 +321,7 @@ def commit_file(
             op.touched = None
             m, index_section = op.apply(store, root, current, version)
             touched = op.touched
-            check_no_mixing(m, touched if current is not None else None)
+            kinds = check_no_mixing(m, current, touched)
             added = _added_files(store, root, m, current.manifest if current else None, touched)
             unsynced = [k for k in added if k not in synced]
             if txn_key is not None and txn_key not in synced:
@@ -350,7 +350,7 @@ def commit_file(
                 # the next read of this version (the dataset a write returns, the next
                 # commit's base) reuses it: no parse, no O(fragments) vetting
                 bound = int(manifest.max_fragment_id) if manifest.HasField("max_fragment_id") else -1
-                committed = ManifestFile(store.uri(target), manifest, txn, index_section, bound)
+                committed = ManifestFile(store.uri(target), manifest, txn, index_section, bound, kinds)
                 remember_manifest(store.uri(target), data, committed)
                 if not detached:
                     write_version_hint(store, root, version)

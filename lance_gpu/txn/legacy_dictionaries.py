@@ -15,7 +15,7 @@ data file holds its dictionaries) and writes them as pylance does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -24,32 +24,30 @@ from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, LegacyFormatError
 from lance_gpu.file.legacy import LegacyFileReader, is_legacy_file_version
 from lance_gpu.io.store import ObjectStore, join
+from lance_gpu.table.consistency import LEGACY_FILES, V2_FILES, file_kinds
+from lance_gpu.table.manifest import ManifestFile
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["check_no_mixing", "dataset_dictionaries", "dictionary_prefix"]
 
 
-def check_no_mixing(manifest: table_pb2.Manifest, touched: Sequence[table_pb2.DataFragment] | None = None) -> None:
+def check_no_mixing(manifest: table_pb2.Manifest, base: ManifestFile | None = None,
+                    touched: Sequence[table_pb2.DataFragment] | None = None) -> int:
     """pylance refuses a version whose data files are both legacy (V1) and V2 files.
 
-    ``touched`` (:attr:`~lance_gpu.txn.operations.Operation.touched`): the entries of
-    ``manifest`` that are not the base version's, where known.  The others are the base's,
-    which mixes nothing (no writer commits such a version), so one of them stands for all:
-    the check looks at the touched entries and one kept entry, not at every fragment."""
-    fragments: Iterable[table_pb2.DataFragment] = manifest.fragments
-    if touched is not None:
-        ids = {int(f.id) for f in touched}
-        kept = next((f for f in manifest.fragments if int(f.id) not in ids), None)
-        fragments = [*touched, kept] if kept is not None else touched
-    legacy = v2 = False
-    for frag in fragments:
-        for df in frag.files:
-            if is_legacy_file_version(int(df.file_major_version), int(df.file_minor_version)):
-                legacy = True
-            else:
-                v2 = True
-        if legacy and v2:
-            raise LegacyFormatError("Invalid user input: Dataset snapshot mixes V1 and V2 data files")
+    Returns the kinds of data files ``manifest`` names (a superset, bits of
+    :func:`~lance_gpu.table.consistency.file_kinds`).  Where the operation says which
+    entries it ``touched`` (the others are ``base``'s) and ``base``'s kinds are known, they
+    are joined with the touched fragments' (no loop over every fragment); only a join
+    that mixes both kinds is checked against every fragment."""
+    if touched is not None and base is not None and base.file_kinds is not None:
+        kinds = base.file_kinds | file_kinds(touched)
+        if kinds != LEGACY_FILES | V2_FILES:
+            return kinds
+    kinds = file_kinds(manifest.fragments)
+    if kinds == LEGACY_FILES | V2_FILES:
+        raise LegacyFormatError("Invalid user input: Dataset snapshot mixes V1 and V2 data files")
+    return kinds
 
 
 def _is_var_binary(t: pa.DataType) -> bool:
