@@ -19,8 +19,8 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
    compatible winners are built upon, rebased transactions are written again; a retryable or
    incompatible winner raises.  Compatible winners never use up a retry budget, so a writer
    1,000 versions behind commits when nothing conflicts.
-5. ``_versions/latest_version_hint.json`` is updated (only a hint, not synced; readers check
-   it: :func:`~lance_gpu.table.manifest.latest_version`).
+5. ``_versions/latest_version_hint.json`` is updated (only a hint, not synced, locally rewritten
+   in place; readers check it: :func:`~lance_gpu.table.manifest.latest_version`).
 
 A commit's requests and fsyncs do not grow with the history: the version read is found from
 the hint (one read, two existence checks), nothing lists ``_versions/``, and the files the
