@@ -49,10 +49,9 @@ __all__ = ["LOCAL", "STAGING_NAME", "STAGING_PREFIX", "LocalFile", "LocalStore",
 #: Name prefix of staging files (never listed, never parsed as versions).
 STAGING_PREFIX = ".tmp_"
 #: A staging file's whole name: ``.tmp_{target name}_{uuid4 hex}`` (see :func:`_staging`).
+STAGING_NAME = re.compile(r"\.tmp_.+_[0-9a-f]{32}")
 #: Largest file :meth:`LocalStore.overwrite_in_place` rewrites (one page: a single write).
 IN_PLACE_LIMIT = 4096
-
-STAGING_NAME = re.compile(r"\.tmp_.+_[0-9a-f]{32}")
 
 
 def _mtime(st: os.stat_result) -> _dt.datetime:
