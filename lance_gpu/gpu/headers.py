@@ -74,11 +74,30 @@ def _level_form(mb, name: str) -> int:
     return _LEVEL_FORMS.get(_level_encoding(getattr(mb, name)), chk.LEVELS_SPANS)
 
 
-def _inline_word(dp: DevicePage) -> int:
-    enc = dp.page.layout.value_compression
+def _inline_word(mb) -> int:
+    enc = mb.value_compression
     if enc.WhichOneof("compression") != "inline_bitpacking":
         return 0
     return int(enc.inline_bitpacking.uncompressed_bits_per_value) // 8
+
+
+def _chunk_shape(mb) -> tuple[int, int]:
+    """``(chunkheaders shape bits, inline value word bytes)`` of a mini-block layout ``mb``."""
+    has_rep, has_def = mb.HasField("rep_compression"), mb.HasField("def_compression")
+    word = _inline_word(mb)
+    shape = chk.shape_bits(has_rep, has_def, bool(mb.has_large_chunk), has_def and not has_rep, int(mb.num_buffers), word,
+                           _level_form(mb, "rep_compression"), _level_form(mb, "def_compression"))
+    return shape, word
+
+
+def _page_shape(dp: DevicePage) -> tuple[int, int]:
+    """:func:`_chunk_shape` of a page, derived once per distinct layout (``LayoutFacts``)."""
+    facts = dp.page.facts
+    if facts is None:
+        return _chunk_shape(dp.page.layout)
+    if facts.chunk_shape is None:
+        facts.chunk_shape = _chunk_shape(facts.body)
+    return facts.chunk_shape
 
 
 class ChunkTable:
@@ -99,16 +118,8 @@ class ChunkTable:
         self.start = np.concatenate([p["starts"] for p in parsed]) + np.repeat(pos, per_page) if npages else np.zeros(0, np.int64)
         self.size = np.concatenate([p["sizes"] for p in parsed]) if npages else np.zeros(0, np.int64)
         self.limit = np.repeat(pos + size, per_page)
-        words = np.fromiter((_inline_word(dp) for dp in pages), np.int64, npages)
-        shapes = np.fromiter(
-            (
-                chk.shape_bits(dp.page.has_rep, dp.page.has_def, bool(dp.page.layout.has_large_chunk),
-                               dp.page.has_def and not dp.page.has_rep, int(dp.page.layout.num_buffers), int(w),
-                               _level_form(dp.page.layout, "rep_compression"), _level_form(dp.page.layout, "def_compression"))
-                for dp, w in zip(pages, words.tolist(), strict=True)
-            ),
-            np.int64, npages,
-        )
+        shape_word = np.array([_page_shape(dp) for dp in pages], np.int64).reshape(npages, 2)
+        shapes, words = shape_word[:, 0], shape_word[:, 1]
         self.shape = np.repeat(shapes, per_page)
         self.nblocks = np.where(np.repeat(words, per_page) > 0, -(-self.counts // 1024), 0)  # value blocks
         self.def_blocks_at, self.rep_blocks_at = chk.level_block_offsets(self.shape, self.counts, self.size)
@@ -291,6 +302,17 @@ def _emit_group(unit: UnitPlan, table: ChunkTable, members: list[int]) -> None:
     _emit_chunk_work(unit, leaf, mb, ch, sum(table.pages[j].page.num_values for j in members), dictionary, leaf.ctx())
 
 
+def _page_group_key(dp: DevicePage) -> tuple:
+    """:func:`plan._group_key` of a page, derived once per distinct layout and leaf kind."""
+    facts = dp.page.facts
+    if facts is None:
+        return _group_key(dp.leaf, dp.page.layout)
+    key = facts.group_keys.get(dp.leaf.kind)
+    if key is None:
+        key = facts.group_keys[dp.leaf.kind] = _group_key(dp.leaf, facts.body)
+    return key
+
+
 def emit(unit: UnitPlan, table: ChunkTable) -> None:
     """Step 4 of the module docstring: one group per kind of work over every leaf and file
     of the unit (pages whose leaves store values alike and whose encodings
@@ -302,7 +324,7 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
         if dp.dictionary is not None:
             groups.setdefault(("dictionary", dp.dictionary[0], _dictionary_key(dp.page.layout)), []).append(j)
         else:
-            groups.setdefault((dp.leaf.kind, dp.leaf.width, _group_key(dp.leaf, dp.page.layout)), []).append(j)
+            groups.setdefault((dp.leaf.kind, dp.leaf.width, _page_group_key(dp)), []).append(j)
     for members in groups.values():
         try:
             _emit_group(unit, table, members)
