@@ -184,7 +184,7 @@ def parse_on_host(table: ChunkTable, data: np.ndarray) -> None:
 
 def check(table: ChunkTable) -> None:
     """Raise the host reader's ``CorruptFileError`` for the first bad chunk."""
-    status = table.out[:, chk.OUT_COLUMNS - 1] if table.nchunks else _NO_END
+    status = table.out[:, chk.OUT_STATUS] if table.nchunks else _NO_END
     bad = np.flatnonzero(status)
     if not bad.size:
         return
@@ -209,7 +209,7 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
             pending.setdefault(id(dp.leaf), []).append(j)
     if not pending:
         return
-    scan = miniblock.exclusive_scan(table.out[:, 0] if table.nchunks else _NO_END)
+    scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
     in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
     for members in pending.values():
         leaf = table.pages[members[0]].leaf
@@ -248,7 +248,7 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     per_page = table.bounds[sel + 1] - table.bounds[sel]
     counts = table.counts[rows]
     out = table.out[rows]
-    levels = out[:, 0]  # one per value without repetition levels (checked on the device)
+    levels = out[:, chk.OUT_LEVELS]  # one per value without repetition levels (checked on the device)
     first_chunk = miniblock.exclusive_scan(per_page)[:-1]
 
     def within_page(v: np.ndarray) -> np.ndarray:
@@ -267,9 +267,10 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     blocks = _blocks(table, rows, np.zeros(rows.size, np.int64), counts) if int(table.nblocks[rows].sum()) else None
     shape = int(table.shape[rows[0]]) if rows.size else 0
     found: dict[str, object] = {}
-    # (name, shape bit present, shape bits of its form, its block rows, its RLE run column)
-    for name, bit, form_at, at, runs in (("def", 2, 14, table.def_blocks_at, 10), ("rep", 1, 12, table.rep_blocks_at, 9)):
-        form = (shape >> form_at) & 3 if shape & bit else chk.LEVELS_SPANS
+    # (name, repetition levels, its block rows, its RLE run column)
+    sections = (("def", False, table.def_blocks_at, chk.OUT_DEF_RUNS), ("rep", True, table.rep_blocks_at, chk.OUT_REP_RUNS))
+    for name, rep, at, runs in sections:
+        form = chk.level_form(shape, rep)
         if form == chk.LEVELS_INLINE:
             found[f"{name}_blocks"] = _blocks(table, rows, at[rows], levels)
         elif form == chk.LEVELS_RLE:
@@ -280,8 +281,9 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
         ipos = np.fromiter((dp.dictionary[1] for dp in pages), np.int64, sel.size)  # type: ignore[index]
         index_first = np.repeat(ipos, per_page) + in_page
     return _Chunks(
-        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, 1:3]), np.ascontiguousarray(out[:, 3:5]),
-        out[:, 5:9].reshape(-1, 2, 2), value, rep_dst, def_dst, blocks, np.repeat(base, per_page), index_first,
+        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
+        np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
+        value, rep_dst, def_dst, blocks, np.repeat(base, per_page), index_first,
         **found,  # type: ignore[arg-type]
     )
 
