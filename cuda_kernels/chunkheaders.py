@@ -168,6 +168,17 @@ def _rle_runs(data, p, sz):
 
 
 @dual
+def _section(out, i, col, p, nbytes, end):
+    """Record a section of ``nbytes`` at ``p`` (of a chunk ending at ``end``) in ``out[i,
+    col:col + 2]``; returns where the next section starts (8-aligned) and 0 or
+    :data:`BAD_HEADER` (it passes the chunk's end)."""
+    out[i, col] = p
+    out[i, col + 1] = nbytes
+    bad = np.int64(BAD_HEADER) if p + nbytes > end else np.int64(0)
+    return p + ((nbytes + 7) // 8) * 8, bad
+
+
+@dual
 def _rle_section(data, out, i, span, runs):
     """The run count of chunk ``i``'s block-form RLE level section (its ``(start, size)`` in
     ``out[i, span:span + 2]``) into ``out[i, runs]``; returns 0, :data:`BAD_RLE_SHORT` or
@@ -243,29 +254,17 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     p = s + ((p - s + 7) // 8) * 8
     status = np.int64(0)
     if has_rep:
-        out[i, OUT_REP] = p
-        out[i, OUT_REP + 1] = rb
-        if p + rb > end:
-            status |= BAD_HEADER
-        p += ((rb + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_REP, p, rb, end)
+        status |= bad
     if has_def:
-        out[i, OUT_DEF] = p
-        out[i, OUT_DEF + 1] = db
-        if p + db > end:
-            status |= BAD_HEADER
-        p += ((db + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_DEF, p, db, end)
+        status |= bad
     if nbuf >= 1:
-        out[i, OUT_BUF0] = p
-        out[i, OUT_BUF0 + 1] = b0
-        if p + b0 > end:
-            status |= BAD_HEADER
-        p += ((b0 + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_BUF0, p, b0, end)
+        status |= bad
     if nbuf >= 2:
-        out[i, OUT_BUF1] = p
-        out[i, OUT_BUF1 + 1] = b1
-        if p + b1 > end:
-            status |= BAD_HEADER
-        p += ((b1 + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_BUF1, p, b1, end)
+        status |= bad
     if p - 8 > end:
         status |= BAD_HEADER
     if (sh & SHAPE_CHECK_LEVELS) != 0 and out[i, OUT_LEVELS] != count[i]:

@@ -237,42 +237,29 @@ def _bad_width(data: bytes) -> bytes:
     return bytes(chunk)
 
 
-def _bad_level_width(data: bytes) -> bytes:
-    """The first bit width word of the first chunk's InlineBitpacking definition levels: 17."""
-    chunk = bytearray(data)
-    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u16 width, packed words
-    chunk[8:10] = (17).to_bytes(2, "little")
-    return bytes(chunk)
+def _chunk_edit(name: str, at: int, value: int, nbytes: int, doc: str):
+    """An edit of a page's chunk bytes: ``value`` written (``nbytes`` little-endian) at byte
+    ``at`` of the first chunk (``name`` names the corrupt copy)."""
+
+    def edit(data: bytes) -> bytes:
+        chunk = bytearray(data)
+        chunk[at : at + nbytes] = value.to_bytes(nbytes, "little")
+        return bytes(chunk)
+
+    edit.__name__ = name
+    edit.__doc__ = doc
+    return edit
 
 
-def _bad_rep_width(data: bytes) -> bytes:
-    """A list page's first chunk: the first bit width of its InlineBitpacking repetition levels 17."""
-    chunk = bytearray(data)
-    # u16 num_levels | u16 rep bytes | u16 def bytes | u16 buffer size | rep levels: u16 width, packed words
-    chunk[8:10] = (17).to_bytes(2, "little")
-    return bytes(chunk)
-
-
-def _huge_rep_section(data: bytes) -> bytes:
-    """A list page's first chunk: its repetition level section far past the chunk."""
-    chunk = bytearray(data)
-    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
-    return bytes(chunk)
-
-
-def _bad_rle_levels(data: bytes) -> bytes:
-    """The first chunk's Rle definition levels (no repetition levels): an odd value byte count."""
-    chunk = bytearray(data)
-    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u64 value bytes, values, run lengths
-    chunk[8:16] = (3).to_bytes(8, "little")
-    return bytes(chunk)
-
-
-def _huge_buffer(data: bytes) -> bytes:
-    """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
-    chunk = bytearray(data)
-    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
-    return bytes(chunk)
+# u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u16 width, packed words
+_bad_level_width = _chunk_edit("_bad_level_width", 8, 17, 2, "The first chunk's first InlineBitpacking def level width: 17.")
+# u16 num_levels | u16 rep bytes | u16 def bytes | u16 buffer size | rep levels: u16 width, packed words
+_bad_rep_width = _chunk_edit("_bad_rep_width", 8, 17, 2, "A list page's first chunk: its first rep level width 17.")
+_huge_rep_section = _chunk_edit("_huge_rep_section", 2, 0xFFF0, 2, "A list page's first chunk: its rep section far past the chunk.")
+# u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u64 value bytes, values, run lengths
+_bad_rle_levels = _chunk_edit("_bad_rle_levels", 8, 3, 8, "The first chunk's Rle def levels: an odd value byte count.")
+# u16 num_levels | u16 buffer size (no levels: a 2.1 int64 column)
+_huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's value buffer size far past the chunk.")
 
 
 @pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
