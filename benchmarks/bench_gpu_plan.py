@@ -15,6 +15,9 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
 ``frags16``
     ``tests/gpu/gpu_datasets.rich_table`` (8 columns: ``id, i32n, f64, b, s, emb, li, long``)
     of 20,000 rows as 16 fragments;
+``frags256``
+    the same 8 columns, 20,480 rows as 256 fragments of 80 rows (many small fragments:
+    per-leaf and per-file costs, one page per leaf);
 ``lists``
     ``tests/gpu/gpu_datasets.list_table`` (lists of ints, strings, booleans nested two deep,
     null and empty lists, null items) of 60,000 rows, small pages.
@@ -87,6 +90,11 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
         tbl = rich_table(20_000, seed=3).select(COLUMNS)
         lance.write_dataset(tbl, str(uri), data_storage_version="2.1", max_rows_per_file=1250)
     out["frags16"] = (str(uri), COLUMNS)
+    uri = root / "frags256"
+    if not uri.exists():
+        tbl = rich_table(256 * 80, seed=4).select(COLUMNS)
+        lance.write_dataset(tbl, str(uri), data_storage_version="2.1", max_rows_per_file=80)
+    out["frags256"] = (str(uri), COLUMNS)
     uri = root / "lists"
     if not uri.exists():
         from gpu_datasets import list_table, write_lists

@@ -998,18 +998,19 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     Chunks the planner holds are emitted now; deferred ones are read from the store straight
     into the pinned slab, and their chunk headers are parsed and their work emitted there
     (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
-    ctx = leaf.ctx()
     mb = page.layout
     p = page.parsed
-    nbuf = int(mb.num_buffers)
+    facts = page.facts
+    nbuf = int(mb.num_buffers) if facts is None else facts.num_buffers
     n = page.num_values
     if nbuf == 0 and n:
         _fill_nulls(unit, leaf, vpos, n)
     # a dictionary's items are decoded on the host and staged now; its indices are chunk work
-    dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
+    dictionary = _stage_dictionary(unit, leaf, page, vpos, leaf.ctx()) if nbuf and n and mb.HasField("dictionary") else None
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
     size = p.get("data_size", int(page.info.buffer_sizes[1]))
-    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and device_headers(mb)):
+    on_device = device_headers(mb) if facts is None else facts.device_headers
+    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and on_device):
         # staged now; its chunk headers are parsed on the device, its work emitted then
         if not size:  # no chunks (an empty page, or a row selection kept none of its chunks)
             data_pos = 0
