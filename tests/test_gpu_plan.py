@@ -448,9 +448,9 @@ def test_a_page_whose_layout_does_not_parse_is_refused_naming_its_file(datasets,
                    Any(type_url=good.encoding.type_url, value=b"\xff\xff\xff"))
     col = ColumnInfo(column, [good, bad], (), (), None, 2 * good.num_rows)
     cp = pagetable.column_pages(col, DecodeContext("a/file.lance", column))
-    assert cp.layout.tolist()[0] >= 0 and cp.layout.tolist()[1] == -1
+    assert cp.index[0] >= 0 and cp.index[1] == -1 and cp.arrays().layout.tolist() == cp.index
     with pytest.raises(LookupError):
         cp.select(None)
-    assert cp.select(np.array([0])).layouts[0].kind == pagetable.layout_facts(good, DecodeContext("x", column)).kind
+    assert cp.select([0]).layouts[0].kind == pagetable.layout_facts(good, DecodeContext("x", column)).kind
     with pytest.raises(CorruptFileError, match=r"other/file\.lance"):
         pagetable.layout_facts(bad, DecodeContext("other/file.lance", column))

@@ -123,89 +123,111 @@ def layout_facts(page: PageInfo, ctx: DecodeContext) -> LayoutFacts:
 
 
 @dataclass(slots=True, eq=False)
-class ColumnPages:
-    """The pages of one column of one file as arrays (the module docstring)."""
+class PageSelection:
+    """Some pages of a column (:meth:`ColumnPages.select`) as the planner takes them: their
+    indices and ``PageInfo``, layouts (per page, and the distinct ones in order of first use),
+    buffer counts and every buffer's ``(offset, size)`` in page order."""
+
+    ids: list[int]
+    pages: list[PageInfo]
+    layouts: list[LayoutFacts]
+    distinct: list[LayoutFacts]
+    nbuf: list[int]
+    ranges: list[tuple[int, int]]
+
+
+@dataclass(slots=True, eq=False)
+class ColumnArrays:
+    """A column's pages as arrays (the module docstring)."""
 
     offsets: np.ndarray
     sizes: np.ndarray
     nbuf: np.ndarray
     num_rows: np.ndarray
     layout: np.ndarray
+
+
+@dataclass(slots=True, eq=False)
+class ColumnPages:
+    """The pages of one column of one file: each page's layout (``index``: into ``layouts``,
+    -1 where it does not parse), the planner's selection of every page and the page arrays,
+    each made once, when first asked for."""
+
+    pages: list[PageInfo]
+    index: list[int]
     layouts: list[LayoutFacts]
-    #: :meth:`select` of every page, once asked for
     _all: PageSelection | None = None
+    _arrays: ColumnArrays | None = None
 
     @property
     def num_pages(self) -> int:
-        return int(self.nbuf.size)
+        return len(self.pages)
 
-    def select(self, ids: np.ndarray | None) -> PageSelection:
-        """Pages ``ids`` (None: all, kept for the next read of this column) as the planner
-        takes them; raises ``LookupError`` naming the first page whose layout does not parse."""
+    def select(self, ids: list[int] | None) -> PageSelection:
+        """Pages ``ids`` (None: all, kept for the next read of this column); raises
+        ``LookupError(page)`` for the first page whose layout does not parse."""
         if ids is None and self._all is not None:
             return self._all
-        sel = np.arange(self.num_pages, dtype=np.int64) if ids is None else np.asarray(ids, np.int64)
-        lidx = self.layout[sel]
-        if lidx.size and int(lidx.min()) < 0:
-            raise LookupError(int(sel[np.flatnonzero(lidx < 0)[0]]))
-        seen, first = np.unique(lidx, return_index=True)
-        nbuf = self.nbuf[sel]
-        held = np.arange(self.offsets.shape[1])[None, :] < nbuf[:, None]
+        sel = list(range(len(self.pages))) if ids is None else [int(i) for i in ids]
+        layouts = self.layouts
+        per_page = []
+        distinct: dict[int, LayoutFacts] = {}
+        for i in sel:
+            j = self.index[i]
+            if j < 0:
+                raise LookupError(i)
+            facts = layouts[j]
+            per_page.append(facts)
+            distinct.setdefault(j, facts)
+        pages = [self.pages[i] for i in sel]
         out = PageSelection(
-            sel.tolist(), [self.layouts[j] for j in lidx.tolist()], [self.layouts[int(j)] for j in seen[np.argsort(first)]],
-            nbuf, nbuf.tolist(), list(zip(self.offsets[sel][held].tolist(), self.sizes[sel][held].tolist(), strict=True)),
+            sel, pages, per_page, list(distinct.values()), [len(p.buffer_offsets) for p in pages],
+            [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)],
         )
         if ids is None:
             self._all = out
         return out
 
-
-@dataclass(slots=True, eq=False)
-class PageSelection:
-    """Some pages of a column (:meth:`ColumnPages.select`): their indices, layouts (per page,
-    and the distinct ones in order of first use), buffer counts (array and list) and every
-    buffer's ``(offset, size)`` in page order."""
-
-    ids: list[int]
-    layouts: list[LayoutFacts]
-    distinct: list[LayoutFacts]
-    nbuf: np.ndarray
-    nbuf_list: list[int]
-    ranges: list[tuple[int, int]]
+    def arrays(self) -> ColumnArrays:
+        """The page arrays (:class:`ColumnArrays`), made once."""
+        if self._arrays is not None:
+            return self._arrays
+        pages = self.pages
+        n = len(pages)
+        nbuf = np.fromiter((len(p.buffer_offsets) for p in pages), np.int64, n)
+        width = int(nbuf.max()) if n else 0
+        offsets = np.zeros((n, width), np.int64)
+        sizes = np.zeros((n, width), np.int64)
+        held = np.arange(width)[None, :] < nbuf[:, None]
+        offsets[held] = np.fromiter((o for p in pages for o in p.buffer_offsets), np.int64, int(nbuf.sum()))
+        sizes[held] = np.fromiter((s for p in pages for s in p.buffer_sizes), np.int64, int(nbuf.sum()))
+        num_rows = np.fromiter((p.num_rows for p in pages), np.int64, n)
+        self._arrays = ColumnArrays(offsets, sizes, nbuf, num_rows, np.asarray(self.index, np.int32).reshape(n))
+        return self._arrays
 
 
 def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:
-    """:class:`ColumnPages` of a parsed column, built once per ``ColumnInfo`` object (files
-    written alike share theirs, ``file.container``); a page whose layout does not parse
-    raises ``parse_layout``'s error, naming ``ctx``."""
+    """:class:`ColumnPages` of a parsed column, made once per ``ColumnInfo`` object (files
+    written alike share theirs, ``file.container``); a page whose layout does not parse gets
+    index -1 (:func:`layout_facts` raises why, naming the file that plans it)."""
     got = _columns.get(id(column))
     if got is not None and got[0] is column:
         return got[1]
-    pages = column.pages
-    n = len(pages)
-    width = max((len(p.buffer_offsets) for p in pages), default=0)
-    offsets = np.zeros((n, width), np.int64)
-    sizes = np.zeros((n, width), np.int64)
-    nbuf = np.fromiter((len(p.buffer_offsets) for p in pages), np.int64, n)
-    flat = np.arange(width)[None, :] < nbuf[:, None]
-    offsets[flat] = np.fromiter((o for p in pages for o in p.buffer_offsets), np.int64, int(nbuf.sum()))
-    sizes[flat] = np.fromiter((s for p in pages for s in p.buffer_sizes), np.int64, int(nbuf.sum()))
-    num_rows = np.fromiter((p.num_rows for p in pages), np.int64, n)
     distinct: dict[int, int] = {}
     layouts: list[LayoutFacts] = []
-    index = np.zeros(n, np.int32)
-    for i, p in enumerate(pages):
+    index = []
+    for p in column.pages:
         try:
             facts = layout_facts(p, ctx)
         except Exception:  # noqa: BLE001  -- raised again by layout_facts (naming the file that reads it) if planned
-            index[i] = -1
+            index.append(-1)
             continue
         j = distinct.get(id(facts))
         if j is None:
             j = distinct[id(facts)] = len(layouts)
             layouts.append(facts)
-        index[i] = j
-    out = ColumnPages(offsets, sizes, nbuf, num_rows, index, layouts)
+        index.append(j)
+    out = ColumnPages(list(column.pages), index, layouts)
     with _lock:
         if len(_columns) >= SHARED_COLUMNS_MAX:
             _columns.clear()
@@ -242,10 +264,11 @@ def page_table(columns: list[tuple[ColumnPages, np.ndarray | None]]) -> PageTabl
     distinct: dict[int, int] = {}
     layouts: list[LayoutFacts] = []
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("leaf", "page", "layout", "offsets", "sizes", "nbuf", "num_rows")}
-    width = max((cp.offsets.shape[1] for cp, _ids in columns), default=0)
-    for li, (cp, ids) in enumerate(columns):
+    arrays = [cp.arrays() for cp, _ids in columns]
+    width = max((ca.offsets.shape[1] for ca in arrays), default=0)
+    for li, ((cp, ids), ca) in enumerate(zip(columns, arrays, strict=True)):
         sel = np.arange(cp.num_pages, dtype=np.int64) if ids is None else np.asarray(ids, np.int64)
-        if sel.size and int(cp.layout[sel].min()) < 0:
+        if sel.size and int(ca.layout[sel].min()) < 0:
             msg = "page table of a page whose layout does not parse (layout_facts raises why)"
             raise ValueError(msg)
         remap = np.empty(len(cp.layouts), np.int32)
@@ -255,14 +278,14 @@ def page_table(columns: list[tuple[ColumnPages, np.ndarray | None]]) -> PageTabl
                 k = distinct[id(facts)] = len(layouts)
                 layouts.append(facts)
             remap[j] = k
-        pad = width - cp.offsets.shape[1]
+        pad = width - ca.offsets.shape[1]
         parts["leaf"].append(np.full(sel.size, li, np.int32))
         parts["page"].append(sel)
-        parts["layout"].append(remap[cp.layout[sel]])
-        parts["offsets"].append(np.pad(cp.offsets[sel], ((0, 0), (0, pad))))
-        parts["sizes"].append(np.pad(cp.sizes[sel], ((0, 0), (0, pad))))
-        parts["nbuf"].append(cp.nbuf[sel])
-        parts["num_rows"].append(cp.num_rows[sel])
+        parts["layout"].append(remap[ca.layout[sel]])
+        parts["offsets"].append(np.pad(ca.offsets[sel], ((0, 0), (0, pad))))
+        parts["sizes"].append(np.pad(ca.sizes[sel], ((0, 0), (0, pad))))
+        parts["nbuf"].append(ca.nbuf[sel])
+        parts["num_rows"].append(ca.num_rows[sel])
     cat = {
         k: np.concatenate(v) if v else np.zeros((0, width) if k in ("offsets", "sizes") else 0, np.int32 if k in ("leaf", "layout") else np.int64)
         for k, v in parts.items()
@@ -289,4 +312,4 @@ def clear() -> None:
         _columns.clear()
 
 
-__all__ = ["KIND_CODES", "ColumnPages", "LayoutFacts", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]

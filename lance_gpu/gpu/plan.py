@@ -691,11 +691,11 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], nbuf: np.ndarray) -> bool:
+def _device_lists(layouts: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
     """:func:`device_lists` of a leaf's distinct layouts and its pages' buffer counts."""
     return (
-        DEVICE_HEADERS and bool(nbuf.size) and all(f.kind == "mini_block_layout" for f in layouts)
-        and bool(np.all(nbuf >= 2)) and any(f.has_rep for f in layouts) and all(f.num_buffers <= 2 for f in layouts)
+        DEVICE_HEADERS and bool(nbuf) and all(f.kind == "mini_block_layout" for f in layouts)
+        and all(nb >= 2 for nb in nbuf) and any(f.has_rep for f in layouts) and all(f.num_buffers <= 2 for f in layouts)
     )
 
 
@@ -713,14 +713,14 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     info = reader.column(column)
     cp = pagetable.column_pages(info, ctx)
     try:
-        sel = cp.select(None if page_ids is None else np.asarray(page_ids, np.int64))
+        sel = cp.select(page_ids)
     except LookupError as exc:
         pagetable.layout_facts(info.pages[exc.args[0]], ctx)  # raises why, naming this file
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
     facts_of = sel.layouts
-    pages = [info.pages[i] for i in sel.ids]
+    pages = sel.pages
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
@@ -750,7 +750,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     bulk: list[tuple[int, PageInfo, Any, list[np.ndarray]]] = []
     plans: list[PagePlan | None] = []
     k = 0
-    for pi, p, facts, d, nb in zip(sel.ids, pages, facts_of, deferred, sel.nbuf_list, strict=True):
+    for pi, p, facts, d, nb in zip(sel.ids, pages, facts_of, deferred, sel.nbuf, strict=True):
         bufs = raw[k : k + nb]
         k += nb
         lay = facts.kind
