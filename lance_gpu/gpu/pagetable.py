@@ -81,7 +81,7 @@ class LayoutFacts:
 
 def _facts(layout) -> LayoutFacts:
     kind = layout.WhichOneof("layout")
-    body = getattr(layout, kind) if kind else None
+    body: Any = getattr(layout, kind) if kind else None
     if kind == "mini_block_layout":
         has_rep, has_def = body.HasField("rep_compression"), body.HasField("def_compression")
         n = int(body.num_items)

@@ -58,6 +58,13 @@ chunk spans addressed in the file map; what is left per page is its protobuf, it
 registration and a few scalars.  Pages with dictionaries, deferred chunks (object stores)
 and small leaves go page by page; both paths emit the same work (tests/test_gpu_plan.py).
 
+Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and
+classified once per process, and a column's pages are read from its page selection
+(:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
+parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
+struct of arrays.  What remains per page on the host is its :class:`PagePlan`, its staging
+registration and (device-parsed pages) its :class:`DevicePage`.
+
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
 dictionaries (small; decoded with the CPU decoders, LZ4 included) and the levels of
