@@ -176,7 +176,7 @@ class FileMetadata:
     twice by racing threads; both results are equal, either is kept.
     """
 
-    __slots__ = ("_cmo", "_columns", "_descriptor", "_descriptor_bytes", "_gbo", "_meta", "_meta_start", "file_size", "num_columns", "num_global_buffers", "page_meta", "path", "version")
+    __slots__ = ("_cmo", "_columns", "_descriptor", "_descriptor_bytes", "_gbo", "_meta", "_meta_start", "_page_meta", "file_size", "num_columns", "num_global_buffers", "path", "version")
 
     def __init__(self, path: str, size: int, tail_arr: np.ndarray, read: Callable[[int, int], np.ndarray]) -> None:
         """Parse the file's tail (``tail_arr``: its last bytes; ``read(offset, size)``
@@ -203,9 +203,7 @@ class FileMetadata:
             raise CorruptFileError(path, "footer offsets are inconsistent with the file size")
         self.num_columns = ncols
         self.num_global_buffers = ngb
-        #: Per-page metadata derived by decoders, kept for repeated reads: (column, page,
-        #: kind) -> value (parsed layouts, mini-block chunk tables; no page bytes).
-        self.page_meta: dict[tuple[int, int, str], object] = {}
+        self._page_meta: dict[tuple[int, int, str], object] | None = None
         self._descriptor: file_pb2.FileDescriptor | None = None
         # Files written alike (same size; same bytes from the descriptor or the metadata
         # section, whichever comes first, to the end) share everything parsed below.
@@ -246,6 +244,16 @@ class FileMetadata:
         self._columns: dict[int, ColumnInfo] = {}
         if shared_key is not None:
             _SHARED_FOOTERS.put(shared_key, (cmo, gbo, self._meta, a, self._descriptor_bytes, self._columns))
+
+    @property
+    def page_meta(self) -> dict[tuple[int, int, str], object]:
+        """Per-page metadata derived by decoders, kept for repeated reads: (column, page,
+        kind) -> value (parsed layouts, mini-block chunk tables; no page bytes); made on
+        first use."""
+        meta = self._page_meta
+        if meta is None:
+            meta = self._page_meta = {}
+        return meta
 
     @property
     def known_rows(self) -> int | None:
@@ -422,6 +430,8 @@ class LanceFileReader:
     (:attr:`io`) and the file's :class:`FileMetadata` (shared by every reader of the same
     file state in the process)."""
 
+    __slots__ = ("_page_cache", "io", "key", "meta", "num_columns", "num_global_buffers", "path", "store", "version")
+
     def __init__(self, path: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
         """Open the data file at key ``path`` of ``store`` (None: the local file system,
         ``path`` a file path).  The file's tail -- footer, offset tables and usually all
@@ -444,12 +454,16 @@ class LanceFileReader:
         self.version = self.meta.version
         self.num_columns = self.meta.num_columns
         self.num_global_buffers = self.meta.num_global_buffers
-        #: Per-page metadata derived by decoders (the file's, shared): see :class:`FileMetadata`.
-        self.page_meta = self.meta.page_meta
-        self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] = {}
+        #: The last page read per column (:meth:`page_buffers`), made on first use.
+        self._page_cache: dict[int, tuple[tuple[int, int], list[np.ndarray]]] | None = None
 
     def close(self) -> None:
         self.io.close()
+
+    @property
+    def page_meta(self) -> dict[tuple[int, int, str], object]:
+        """Per-page metadata derived by decoders (the file's, shared): see :class:`FileMetadata`."""
+        return self.meta.page_meta
 
     @property
     def descriptor(self) -> file_pb2.FileDescriptor:
@@ -559,10 +573,13 @@ class LanceFileReader:
         most one (encoded) page per column.
         """
         key = (column, page_index)
-        hit = self._page_cache.get(column)
+        cache = self._page_cache
+        if cache is None:
+            cache = self._page_cache = {}
+        hit = cache.get(column)
         if hit is not None and hit[0] == key:
             return hit[1]
         page = self.column(column).pages[page_index]
         bufs = self.io.read_ranges(list(zip(page.buffer_offsets, page.buffer_sizes)))
-        self._page_cache[column] = (key, bufs)
+        cache[column] = (key, bufs)
         return bufs
