@@ -787,12 +787,12 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     leaf.pages = plans  # type: ignore[assignment]
     leaf.levels_pending = lists_on_device
     if leaf.pages:
-        all_layers = [pp.layers for pp in leaf.pages]
+        distinct_layers = list(dict.fromkeys(pp.layers for pp in leaf.pages))  # merging is a join: once each
         try:
-            leaf.layers = common_layers(all_layers)
+            leaf.layers = common_layers(distinct_layers)
         except ValueError as exc:
             raise ctx.corrupt(str(exc)) from exc
-        differ = len(set(all_layers)) > 1
+        differ = len(distinct_layers) > 1
         leaf.has_rep = any(pp.has_rep for pp in leaf.pages)
         leaf.has_def = any(pp.has_def for pp in leaf.pages) or (differ and bool(def_meaning(leaf.layers)))
     else:
