@@ -454,3 +454,17 @@ def test_a_page_whose_layout_does_not_parse_is_refused_naming_its_file(datasets,
     assert cp.select([0]).layouts[0].kind == pagetable.layout_facts(good, DecodeContext("x", column)).kind
     with pytest.raises(CorruptFileError, match=r"other/file\.lance"):
         pagetable.layout_facts(bad, DecodeContext("other/file.lance", column))
+
+
+def test_shared_column_pages_stay_bounded(datasets, monkeypatch):
+    """The column page selections kept per process hold their ColumnInfo: at most
+    SHARED_COLUMN_PAGES_MAX pages of them are kept, and plans are the same either way."""
+    from lance_gpu.gpu import pagetable
+
+    pagetable.clear()
+    expected = _work(datasets["many21"])
+    monkeypatch.setattr(pagetable, "SHARED_COLUMN_PAGES_MAX", 8)
+    pagetable.clear()
+    assert _work(datasets["many21"]) == expected
+    held = sum(cp.num_pages for _col, cp in pagetable._columns.values())
+    assert 0 < held <= 8 or len(pagetable._columns) == 1

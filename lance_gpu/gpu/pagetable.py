@@ -47,9 +47,10 @@ KIND_CODES = {"mini_block_layout": 0, "full_zip_layout": 1, "constant_layout": 2
 #: tables make layouts that rarely repeat)
 SHARED_LAYOUT_BYTES = 4096
 #: distinct layouts kept per process (the cache is emptied when it is full)
-SHARED_LAYOUTS_MAX = 1 << 14
-#: per-column page arrays kept per process (likewise)
-SHARED_COLUMNS_MAX = 1 << 14
+SHARED_LAYOUTS_MAX = 1 << 12
+#: pages of the columns whose page selections are kept per process (the cache holds their
+#: ``ColumnInfo``; it is emptied when a column would pass this)
+SHARED_COLUMN_PAGES_MAX = 1 << 18
 
 
 @dataclass(slots=True, eq=False)
@@ -97,6 +98,7 @@ def _facts(layout) -> LayoutFacts:
 
 _layouts: dict[tuple[str, bytes], LayoutFacts] = {}
 _columns: dict[int, tuple[ColumnInfo, ColumnPages]] = {}
+_column_pages_held = 0
 _lock = threading.Lock()
 #: distinct layouts parsed in this process (tests pin the sharing)
 layout_parses = 0
@@ -228,10 +230,13 @@ def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:
             layouts.append(facts)
         index.append(j)
     out = ColumnPages(list(column.pages), index, layouts)
+    global _column_pages_held
     with _lock:
-        if len(_columns) >= SHARED_COLUMNS_MAX:
+        if _column_pages_held + len(index) > SHARED_COLUMN_PAGES_MAX:
             _columns.clear()
+            _column_pages_held = 0
         _columns[id(column)] = (column, out)  # the ColumnInfo held: its id is not reused
+        _column_pages_held += len(index)
     return out
 
 
@@ -306,10 +311,12 @@ def page_table(columns: list[tuple[ColumnPages, np.ndarray | None]]) -> PageTabl
 
 
 def clear() -> None:
-    """Forget the shared layouts and column arrays (tests)."""
+    """Forget the shared layouts and column page selections (tests, benchmarks)."""
+    global _column_pages_held
     with _lock:
         _layouts.clear()
         _columns.clear()
+        _column_pages_held = 0
 
 
 __all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
