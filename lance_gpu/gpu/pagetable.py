@@ -12,7 +12,10 @@ given kind, its chunk-header shape bits, its emission group key), each derived o
 layout.
 
 Per column of a file (:class:`ColumnPages`, one per parsed ``ColumnInfo``, which files
-written alike share) the pages are arrays (``int64`` unless noted)::
+written alike share) each page's layout is found once; what the planner reads of a column
+(:meth:`ColumnPages.select`: the pages' ``PageInfo``, layouts, buffer counts and buffer
+ranges) is made in one Python pass over its pages, once per column and process; and the
+pages as arrays (:class:`ColumnArrays`, ``int64`` unless noted), made when a page table asks::
 
     offsets[p, b], sizes[p, b]   buffer b of page p (b < max buffers; padding: 0, 0)
     nbuf[p]                      buffers of page p
@@ -24,7 +27,8 @@ and a pass's :class:`PageTable` is their concatenation over the pass's leaves (`
 ``page[i]``: which leaf and which page of its column row ``i`` is), with the per-layout
 scalars broadcast by one take each (``kind``, ``num_items``, ``num_visible``, ``has_rep``,
 ``has_def``, ``device_headers``): O(pages) array work, no Python per page once a column's
-arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table once (by
+arrays exist.  (The planner reads the column selections; the work emission does not read
+the pass table yet: its pages are still :class:`plan.PagePlan` objects.)  Invariants: ``layouts`` holds each distinct layout of the table once (by
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 """
