@@ -700,9 +700,9 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
 
 def _device_lists(layouts: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
     """:func:`device_lists` of a leaf's distinct layouts and its pages' buffer counts."""
-    return (
-        DEVICE_HEADERS and bool(nbuf) and all(f.kind == "mini_block_layout" for f in layouts)
-        and all(nb >= 2 for nb in nbuf) and any(f.has_rep for f in layouts) and all(f.num_buffers <= 2 for f in layouts)
+    return (  # most leaves have no repetition levels: asked first
+        DEVICE_HEADERS and any(f.has_rep for f in layouts) and all(f.kind == "mini_block_layout" for f in layouts)
+        and all(nb >= 2 for nb in nbuf) and all(f.num_buffers <= 2 for f in layouts)
     )
 
 
