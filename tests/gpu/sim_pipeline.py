@@ -1128,7 +1128,9 @@ BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, f
 # mini-block chunk headers since the gpuengine branch: one more launch, and one fewer where
 # the level unravel's gather launch now zeroes its result too).  Unchanged (30 / 23, 3 blocking
 # copies) since the gpulists branch moved the nullable columns' InlineBitpacking definition
-# levels and the list column's pages into that same pre-pass.
+# levels and the list column's pages into that same pre-pass, and (30 / 23 launches, 3 / 3
+# blocking copies, 43 / 25 uploads; list table 19 / 32, 3 / 3) since the pagetable branch's
+# host planning from distinct page layouts (no device work changed).
 BUDGET_LAUNCHES = 30
 # Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
 # device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
