@@ -414,7 +414,7 @@ def test_page_table_holds_what_the_per_page_path_reads(datasets, name):
     assert len({id(f) for f in table.layouts}) == len(table.layouts)  # each distinct layout once
     assert "mini_block_layout" in kinds
     if name in ("rich21", "rich22"):
-        assert {"full_zip_layout", "constant_layout"} <= kinds  # embeddings / long strings; all-null columns
+        assert {"full_zip_layout", "constant_layout"} <= kinds  # embeddings / long strings; constant or all-null pages
 
 
 def test_page_layouts_are_parsed_once_per_distinct_protobuf(datasets):
