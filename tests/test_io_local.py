@@ -385,3 +385,33 @@ def test_unreachable_readers_give_their_descriptors_back(tmp_path, held: int) ->
                          text=True, check=True, timeout=300)
     peak = int(out.stdout.strip())
     assert peak <= max(512, held // 2) + 60, peak
+
+
+def test_overwrite_in_place_pads_and_leaves_links_alone(tmp_path):
+    """Threads rewriting one hint in place with texts of different lengths leave one of
+    them, padded with spaces to the longest; a missing file and one hard-linked elsewhere
+    are left to the caller (False, nothing written)."""
+    import json
+    import threading
+
+    store = LocalStore()
+    path = str(tmp_path / "hint.json")
+    assert not store.overwrite_in_place(path, b"{}")  # missing: the caller puts it
+    (tmp_path / "hint.json").write_text('{"version":1}')
+    texts = [json.dumps({"version": 10 ** k}, separators=(",", ":")).encode() for k in range(1, 9)]
+
+    def rewrite(text: bytes) -> None:
+        for _ in range(200):
+            assert store.overwrite_in_place(path, text)
+
+    threads = [threading.Thread(target=rewrite, args=(t,)) for t in texts[::-1]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    raw = (tmp_path / "hint.json").read_bytes()
+    assert raw.rstrip(b" ") in texts and len(raw) == max(len(t) for t in texts), raw
+    assert json.loads(raw)["version"] in {10 ** k for k in range(1, 9)}
+    os.link(path, tmp_path / "other.json")
+    assert not store.overwrite_in_place(path, b"{}")  # hard-linked elsewhere
+    assert (tmp_path / "hint.json").read_bytes() == raw

@@ -221,3 +221,45 @@ def test_snapshot_data_files_and_row_ids_are_columnar(tmp_path: Path) -> None:
     assert [f.row_ids.tolist() for f in snap.fragments] == [
         f.scanner(columns=["id"], with_row_id=True).to_table()["_rowid"].to_pylist() for f in ref
     ]
+
+
+def test_a_mutation_builds_its_snapshot_from_the_manifest_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """delete, update, merge_insert and compact_files move the dataset to the version they
+    committed without finding or reading its manifest again (TableSnapshot.committed), and
+    that snapshot is what opening the version reads, as pylance reads it."""
+    uri = str(tmp_path / "committed")
+    lance.write_dataset(_batch(0), uri, max_rows_per_file=2)
+    ds = lance_gpu.dataset(uri, device="cpu")
+    store = ds.snapshot.store
+    manifest_reads: list[str] = []
+    plain_get, plain_exists = store.get, store.exists
+
+    def counting_get(path: str) -> bytes:
+        path = str(path)
+        if "/_versions/" in path and path.endswith(".manifest"):
+            manifest_reads.append(path)
+        return plain_get(path)
+
+    def counting_exists(path: str) -> bool:
+        path = str(path)
+        if "/_versions/" in path and path.endswith(".manifest"):
+            manifest_reads.append(path)
+        return plain_exists(path)
+
+    # the store may be the process-wide local store: the patches end with the test
+    monkeypatch.setattr(store, "get", counting_get)
+    monkeypatch.setattr(store, "exists", counting_exists)
+    mutations: list[Callable[[], object]] = [
+        lambda: ds.delete("id = 3"),
+        lambda: ds.update({"id": "id + 100"}, where="id = 4"),
+        lambda: ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(_batch(8)),
+        lambda: ds.optimize.compact_files(),
+    ]
+    for mutate in mutations:
+        before = ds.version
+        mutate()
+        seen_after = [p for p in manifest_reads if p.endswith(f"{(1 << 64) - 1 - ds.version:020d}.manifest")]
+        assert ds.version > before and seen_after == [], seen_after
+        fresh = TableSnapshot.load(store, ds.snapshot.root, ds.version)
+        assert fresh.manifest == ds.snapshot.manifest
+        assert ds.to_table().sort_by("id").equals(lance.dataset(uri).to_table().sort_by("id"))

@@ -296,6 +296,8 @@ def replace(src, dst, *a, **k):
     die_on(dst, {"hint": "latest_version_hint.json", "data": "/data/"}.get(where, "<never>"))
     return real_replace(src, dst, *a, **k)
 os.link, os.replace = link, replace
+if where == "hint":  # an existing hint is rewritten in place: only a new one is staged
+    os.unlink(os.path.join(uri, "_versions", "latest_version_hint.json"))
 lance_gpu.write_dataset(pa.table({"a": [70, 80], "s": ["x", "y"]}), uri, mode="append")
 """
 
@@ -305,8 +307,8 @@ def _staging_files(uri: str) -> list[str]:
 
 
 def test_cleanup_removes_a_killed_writers_staging_files(tmp_path: Path) -> None:
-    """Writers killed (SIGKILL) before publishing a data file, the manifest and the version
-    hint leave their staging files (``.tmp_{name}_{uuid}``).  pylance's cleanup leaves
+    """Writers killed (SIGKILL) before publishing a data file, the manifest and a new version
+    hint (where none was left to rewrite in place) leave their staging files (``.tmp_{name}_{uuid}``).  pylance's cleanup leaves
     them; ours removes them once older than the retention (and 7 days, unless
     delete_unverified), and the dataset still reads as pylance reads it."""
     import subprocess

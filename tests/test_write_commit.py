@@ -725,3 +725,43 @@ def test_restore_commit_needs_no_read_version(tmp_path):
         assert restored.version == 3 and restored.to_table() == table
         with pytest.raises(ValueError):
             mod.LanceDataset.commit(uri, mod.LanceOperation.Delete([], [0], "a > 1"))
+
+
+def test_version_hint_is_rewritten_in_place_and_read_by_pylance(tmp_path):
+    """A commit rewrites the existing local hint in place (same inode, no staging file);
+    where the new text is shorter (a hint left too high) it is padded with spaces, which
+    pylance and we read as the version.  A hint that is a symbolic link or hard-linked
+    elsewhere (a ``cp -al`` copy of the dataset) is replaced instead, leaving the other
+    name's bytes alone."""
+    uri = str(tmp_path / "ds")
+    hint = tmp_path / "ds" / "_versions" / "latest_version_hint.json"
+    lance_gpu.write_dataset(_tbl(0, 4), uri)
+    inode = os.stat(hint).st_ino
+    lance_gpu.write_dataset(_tbl(4, 4), uri, mode="append")
+    assert os.stat(hint).st_ino == inode and hint.read_text() == '{"version":2}'
+    # a hint too high (pylance writes whatever it committed): corrected, padded in place
+    hint.write_text('{"version":123456}')
+    inode = os.stat(hint).st_ino
+    lance_gpu.dataset(uri).delete("id = 1")
+    assert os.stat(hint).st_ino == inode
+    assert hint.read_text() == '{"version":3}' + " " * 5
+    assert lance.dataset(uri).version == lance_gpu.dataset(uri).version == 3
+    lance.write_dataset(_tbl(8, 2), uri, mode="append")  # pylance replaces the padded hint
+    lance_gpu.write_dataset(_tbl(10, 2), uri, mode="append")
+    assert lance.dataset(uri).version == lance_gpu.dataset(uri).version == 5
+    assert lance.dataset(uri).to_table().equals(lance_gpu.dataset(uri).to_table())
+    # hard-linked elsewhere: replaced by a new file, the other name untouched
+    other = tmp_path / "other_hint.json"
+    os.link(hint, other)
+    lance_gpu.write_dataset(_tbl(12, 2), uri, mode="append")
+    assert other.read_text() == '{"version":5}' and hint.read_text() == '{"version":6}'
+    assert os.stat(hint).st_ino != os.stat(other).st_ino
+    # a symbolic link is replaced, its target untouched
+    hint.unlink()
+    target = tmp_path / "target.json"
+    target.write_text('{"version":6}')
+    hint.symlink_to(target)
+    lance_gpu.write_dataset(_tbl(14, 2), uri, mode="append")
+    assert target.read_text() == '{"version":6}' and not hint.is_symlink() and hint.read_text() == '{"version":7}'
+    assert not [p for p in os.listdir(hint.parent) if p.startswith(".tmp")]
+    assert lance.dataset(uri).version == 7 and lance.dataset(uri).count_rows() == 15

@@ -348,6 +348,57 @@ def test_compact_files(tmp_path):
     _same(ours, ref)
 
 
+
+def test_compaction_rewrite_builds_on_its_own_reservation(tmp_path, monkeypatch):
+    """compact_files commits ReserveFragments, then the Rewrite rebased on it before its first
+    attempt: no version is tried and lost (nothing asks which versions were committed since),
+    one transaction file each, and both transactions name the version compacted as the one
+    read, as pylance's do.  A writer that commits between the two is still built upon."""
+    import importlib
+
+    txn_commit = importlib.import_module("lance_gpu.txn.commit")  # (the package exports a function of that name)
+    ours, ref = _pair(tmp_path, n=100, rows_per_file=10)
+    calls = []
+    real = txn_commit._committed_since
+    monkeypatch.setattr(txn_commit, "_committed_since", lambda *a: calls.append(a[2]) or real(*a))
+    ds = lance_gpu.dataset(ours)
+    txns = set(os.listdir(os.path.join(ours, "_transactions")))
+    ds.optimize.compact_files()
+    lance.dataset(ref).optimize.compact_files()
+    assert calls == []  # no lost attempt
+    assert len(set(os.listdir(os.path.join(ours, "_transactions"))) - txns) == 2
+    _same(ours, ref)
+
+    def read_versions(uri):
+        mfs = [read_manifest_file(LOCAL, v.path) for v in list_versions(*resolve(uri))[-2:]]
+        return [(mf.transaction.WhichOneof("operation"), mf.transaction.read_version) for mf in mfs]
+
+    assert read_versions(ours) == read_versions(ref) == [("reserve_fragments", 1), ("rewrite", 1)]
+    assert ds.version == 3 and ds.count_rows() == 100
+
+    # another writer commits between the reservation and the Rewrite: built upon
+    from lance_gpu.write import compaction
+
+    for uri in (ours, ref):
+        lance.dataset(uri).delete("id = 3")
+        lance.write_dataset(_tbl(10, 500), uri, mode="append")
+    real_reserve = compaction.reserve_fragment_ids
+
+    def reserve_then_append(*args, **kwargs):
+        reserved = real_reserve(*args, **kwargs)
+        lance.write_dataset(_tbl(7, 900), ours, mode="append")
+        return reserved
+
+    monkeypatch.setattr(compaction, "reserve_fragment_ids", reserve_then_append)
+    ds = lance_gpu.dataset(ours)
+    ds.optimize.compact_files()
+    assert calls == [7]  # rebased on its reservation (6), the Rewrite lost 7 to the append, then committed 8
+    got = lance.dataset(ours)
+    assert got.version == 8 and read_versions(ours) == [("append", 6), ("rewrite", 5)]
+    assert sorted(got.to_table()["id"].to_pylist()) == sorted([i for i in range(100) if i != 3] + list(range(500, 510))
+                                                              + list(range(900, 907)))
+    assert len(got.get_fragments()) == 2
+
 def test_compact_default_target_and_threshold(tmp_path):
     ours, ref = _pair(tmp_path, n=3000, rows_per_file=1000)
     for uri in (ours, ref):

@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TextIO
 
+from lance_gpu import __version__
 from lance_gpu.cli import compile_cmd, convert_cmd, demo, inspect_cmds, maintain_cmds, verify_cmd
 from lance_gpu.cli._common import UsageError
 from lance_gpu.errors import LanceGpuError
@@ -36,8 +37,6 @@ Run 'lance-gpu COMMAND --help' for a command's options and examples."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lance_gpu import __version__
-
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of an error")

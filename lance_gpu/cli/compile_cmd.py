@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+import lance_gpu
 from cuda_kernels import _jitcache
 
 FILE_VERSIONS = ("2.0", "2.1", "2.2")
@@ -129,8 +130,6 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
     numbers of signatures this process compiled (``compiled``) and loaded from the cache
     (``loaded``).  Twins must not have been decided yet in this process (they are
     decided at the first kernel call), else ``RuntimeError``."""
-    import lance_gpu
-
     os.environ[_jitcache.TWINS_ENV] = "0"
     if _jitcache.twins_enabled():
         raise RuntimeError("kernel twins are already on in this process; run `lance-gpu compile` in a fresh process")

@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import lance_gpu
 from lance_gpu._device import gpu_unusable_reason
-from lance_gpu.cli._common import Bars
+from lance_gpu.cli._common import Bars, UsageError
 
 
 def sample_table(rows: int, seed: int = 0) -> pa.Table:
@@ -50,11 +51,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    import lance_gpu
-
     if args.rows < 3:
-        from lance_gpu.cli._common import UsageError
-
         raise UsageError("--rows must be at least 3")
     table = sample_table(args.rows)
     with tempfile.TemporaryDirectory() as tmp:

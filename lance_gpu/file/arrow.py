@@ -15,6 +15,7 @@ import pyarrow as pa
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.blocks import Block, FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.encodings.constant import repeat_value
+from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.file.page import LeafPage
 from lance_gpu.file.v2_1.repdef import LayerSlots, unravel
 
@@ -128,8 +129,6 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
     """Wrap a decoded block as an array of type ``t`` with ``n`` slots."""
     if getattr(t, "extension_name", None) == "arrow.json":
         # Lance JSON: the stored values are JSONB documents (lance_gpu.file.jsonb)
-        from lance_gpu.file.jsonb import jsonb_to_text
-
         raw = values_to_arrow(block, pa.large_binary(), n, valid, path)
         return pa.ExtensionArray.from_storage(t, jsonb_to_text(raw, path).cast(t.storage_type))
     storage = _storage(t)

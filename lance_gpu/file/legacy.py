@@ -48,6 +48,7 @@ from lance_gpu.cpu import native
 from lance_gpu.errors import CorruptFileError, MissingFileError, ObjectNotFoundError
 from lance_gpu.file.container import MAGIC, TAIL_READ, FileVersion
 from lance_gpu.file.jsonb import jsonb_to_text
+from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, ReadHandle, open_with_tail
 
 #: The legacy footer: i64 metadata position, u16 major, u16 minor, magic.
@@ -89,8 +90,6 @@ class LegacyFileReader:
 
     def __init__(self, path: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
         if store is None:
-            from lance_gpu.io.resolve import resolve
-
             store, path = resolve(path)
         self.store = store
         self.key = os.fspath(path)

@@ -25,6 +25,7 @@ from cuda_kernels import _device
 from cuda_kernels._target import LAZY_CUDA, dual, gpu_kernel
 from cuda_kernels.errors import ERR_BAD_LEVEL, ERR_OUT_OF_BOUNDS, new_error_flag, raise_if_flagged
 from cuda_kernels.segments import _segment_of
+from lance_gpu.gpu import _array
 
 cuda = LAZY_CUDA
 
@@ -432,8 +433,6 @@ def and_validity(a, b):
         return b
     if b is None:
         return a
-    from lance_gpu.gpu import _array
-
     n = int(a.shape[0])
     out = _array.empty(n, np.bool_)
     if n:

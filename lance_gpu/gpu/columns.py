@@ -25,6 +25,7 @@ import pyarrow as pa
 
 import cuda_kernels as ck
 from lance_gpu.errors import GpuUnavailableError, UnsupportedEncodingError
+from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, _kernels
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
@@ -180,8 +181,6 @@ class DeviceColumn:
         if getattr(t, "extension_name", None) == "arrow.json":
             # Lance JSON: the device holds the stored JSONB documents; the text is made here, as
             # the CPU reader makes it (lance_gpu.file.arrow.values_to_arrow)
-            from lance_gpu.file.jsonb import jsonb_to_text
-
             arr = jsonb_to_text(arr.cast(pa.large_binary()), "<device column>").cast(s)
         return arr if s is t else pa.ExtensionArray.from_storage(t, arr)
 

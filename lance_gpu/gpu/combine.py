@@ -42,6 +42,7 @@ import cuda_kernels as ck
 from cuda_kernels import _device
 from cuda_kernels.errors import deferred_errors
 from cuda_kernels.pieces import pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
+from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, _kernels
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _fixed_to_arrow, _is_var, _storage
@@ -97,8 +98,6 @@ class CudfColumn:
         else:
             arr = _fixed_to_arrow(s, n, self.data, mask)
         if getattr(t, "extension_name", None) == "arrow.json":
-            from lance_gpu.file.jsonb import jsonb_to_text
-
             arr = jsonb_to_text(arr.cast(pa.large_binary()), "<device column>").cast(s)
         return arr if s is t else pa.ExtensionArray.from_storage(t, arr)
 

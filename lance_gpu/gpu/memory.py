@@ -22,6 +22,8 @@ import os
 import threading
 from collections.abc import Iterator
 
+from lance_gpu.gpu import _array
+
 ENV_LIMIT = "LANCE_GPU_MEMORY_LIMIT"
 DEFAULT_FRACTION = 0.6
 # Without a device to ask (simulator), a modest fixed budget.
@@ -95,8 +97,6 @@ def memory_budget() -> int:
     if env:
         return _parse_size(env)
     budget = _FALLBACK_BUDGET
-    from lance_gpu.gpu import _array
-
     cp = _array.cupy()
     if cp is not None:
         try:
@@ -148,8 +148,6 @@ def use_rmm_if_available() -> bool:
     """Route CuPy allocations through RMM when rmm is importable; True if RMM is in use."""
     if _allocator_done[0]:
         return _allocator_done[0]
-    from lance_gpu.gpu import _array
-
     cp = _array.cupy()
     if cp is None:
         return False

@@ -20,10 +20,12 @@ import builtins
 import contextlib
 import datetime as _dt
 import errno
+import fcntl
 import gc
 import mmap
 import os
 import re
+import stat
 import threading
 import uuid
 from collections.abc import Sequence
@@ -48,6 +50,8 @@ __all__ = ["LOCAL", "STAGING_NAME", "STAGING_PREFIX", "LocalFile", "LocalStore",
 STAGING_PREFIX = ".tmp_"
 #: A staging file's whole name: ``.tmp_{target name}_{uuid4 hex}`` (see :func:`_staging`).
 STAGING_NAME = re.compile(r"\.tmp_.+_[0-9a-f]{32}")
+#: Largest file :meth:`LocalStore.overwrite_in_place` rewrites (one page: a single write).
+IN_PLACE_LIMIT = 4096
 
 
 def _mtime(st: os.stat_result) -> _dt.datetime:
@@ -433,6 +437,42 @@ class LocalStore:
     def put_if_absent(self, path: str, data: bytes | memoryview) -> None:
         self._publish_staged(self._stage(path, data), path, data)
 
+    def overwrite_in_place(self, path: str, data: bytes) -> bool:
+        """Write ``data`` over the existing small file ``path`` (one ``pwrite`` at offset 0,
+        no new inode, no rename), padded with trailing spaces to the file's current length;
+        True when done.  False, with nothing written, where ``path`` is missing, not a
+        regular file, a symbolic link, hard-linked elsewhere (``st_nlink != 1``: a dataset
+        copied with ``cp -al`` shares it) or over :data:`IN_PLACE_LIMIT` bytes: the caller
+        then puts a new file.
+
+        Only for the version hint, a JSON document read as a hint: not atomic (a reader racing
+        the write can see old and new bytes mixed, which hint readers, pylance's and ours,
+        check and fall back from), not synced.  A new file costs ext4 an inode allocation and
+        the rename freeing the old one, each a journal operation that waits behind any
+        journal commit in progress (0.05-1 ms here); rewriting the hint's one block does not."""
+        if len(data) > IN_PLACE_LIMIT:
+            return False
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            # writers of this file take turns (advisory: another writer's shorter text padded
+            # against a stale length would leave stray bytes); readers take no lock
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > IN_PLACE_LIMIT:
+                return False
+            padded = bytes(data) + b" " * max(0, st.st_size - len(data))
+            if os.pwrite(fd, padded, 0) != len(padded):
+                return False  # short write (disk full): the caller's put replaces the file
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        self.stats.add("puts", 1, len(padded))
+        return True
+
     def put_if_absent_after_sync(self, path: str, data: bytes | memoryview, paths: Sequence[str]) -> None:
         """:meth:`sync` ``paths`` and :meth:`put_if_absent` ``path``, with one round of
         fsyncs: the new file's staging copy (which no reader sees) is fsync'd together with
@@ -547,14 +587,19 @@ class LocalStore:
 
     def sync(self, paths: Sequence[str]) -> None:
         """fsync each file (by path: Linux writes back a file's dirty pages whichever
-        descriptor asks), several at once so their write-backs overlap; a file already
-        synced costs one system call."""
-        if len(paths) <= 1:
-            for path in paths:
-                _fsync_path(path)
+        descriptor asks), several at once so their write-backs overlap (the first in the
+        calling thread, the others in the pool's); a file already synced costs one system
+        call.  Every fsync has ended when this returns, the first failure raised."""
+        if not paths:
             return
-        for _ in _sync_pool().map(_fsync_path, paths):
-            pass
+        others = [_sync_pool().submit(_fsync_path, path) for path in paths[1:]]
+        try:
+            _fsync_path(paths[0])
+        finally:
+            for future in others:
+                future.exception()  # wait for each: none is left running
+        for future in others:
+            future.result()
 
 
 #: Files fsync'd at once by :meth:`LocalStore.sync`.

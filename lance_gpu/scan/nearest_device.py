@@ -40,6 +40,7 @@ from lance_gpu.gpu import _array, memory
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.scan.execute import _Offsets, plan_units
 from lance_gpu.scan.flat_search import column_type
+from lance_gpu.scan.nearest import run_search
 from lance_gpu.scan.plan import ROW_ADDR, ROW_OFFSET, resolve
 
 if TYPE_CHECKING:
@@ -208,8 +209,6 @@ def device_result(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> Any:
     ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search runs on the device,
     its ``queries x k`` rows (``_distance``, ``query_index`` and the projected columns of the
     winning rows) are uploaded as device columns."""
-    from lance_gpu.scan.nearest import run_search
-
     table = run_search(plan, ds, executor)
     columns = [DeviceColumn.from_arrow(table.column(i)) for i in range(table.num_columns)]
     return DeviceTable(table.column_names, columns, table.num_rows)

@@ -212,6 +212,14 @@ class TableSnapshot:
         newest = latest_version(self.store, self.root).version
         return self if newest == self.version else self.checkout(newest)
 
+    def committed(self, manifest_file: ManifestFile) -> TableSnapshot:
+        """The snapshot of the version a commit on this one just published, from the
+        manifest file the commit wrote (:func:`lance_gpu.txn.commit.commit_file`): what
+        :meth:`checkout` of it gives, without finding and reading it again."""
+        snapshot = TableSnapshot(self.store, self.root, manifest_file, self.storage_options)
+        snapshot.adopt(self)
+        return snapshot
+
     def __repr__(self) -> str:
         return f"TableSnapshot(uri={self.uri!r}, version={self.version})"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import lance_gpu
 from lance_gpu.dataset import LanceDataset
 from lance_gpu.errors import DatasetNotFoundError
 from lance_gpu.io import resolve
@@ -22,20 +23,16 @@ def open_dataset(
     **kwargs: Any,
 ) -> LanceDataset:
     """``lance_gpu.dataset(uri, version, storage_options=...)``."""
-    from lance_gpu import dataset
-
     if storage_options:
         kwargs["storage_options"] = storage_options
-    return dataset(uri, version, **kwargs)
+    return lance_gpu.dataset(uri, version, **kwargs)
 
 
 def write(data: object, uri: str | os.PathLike[str], storage_options: StorageOptions | None = None, **kwargs: Any) -> LanceDataset:
     """``lance_gpu.write_dataset(data, uri, storage_options=..., **kwargs)``."""
-    from lance_gpu import write_dataset
-
     if storage_options:
         kwargs["storage_options"] = storage_options
-    return write_dataset(data, uri, **kwargs)
+    return lance_gpu.write_dataset(data, uri, **kwargs)
 
 
 def is_lance_dataset(uri: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> bool:

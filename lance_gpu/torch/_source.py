@@ -32,12 +32,11 @@ import pyarrow as pa
 from lance_gpu.errors import SchemaMismatchError
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.scan import LanceScanner, build_plan, resolve
+from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.scan.ranges import RangeReader
 
 if TYPE_CHECKING:
     from lance_gpu.scan.ranges import RangeReader
-
-ROW_ID = "_rowid"
 
 
 class RowSource:
@@ -135,8 +134,6 @@ class RowSource:
         GPU as one ``DeviceTable`` (filter applied, columns in projection order, ``row_ids`` on
         the host), in the order given: one scan plan whose row selections are these rows,
         run by the GPU executor."""
-        from lance_gpu.scan.plan import ROW_ID
-
         top = {f.name for f in self.ds.snapshot.lance_schema.fields}
         dotted = [c for c in self.columns if c not in top]
         if dotted:

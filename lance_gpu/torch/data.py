@@ -14,6 +14,7 @@ import pyarrow as pa
 import torch
 import torch.utils.data
 
+import lance_gpu
 from lance_gpu._device import gpu_unusable_reason
 from lance_gpu.errors import GpuUnavailableError, UnsupportedFeatureError
 from lance_gpu.torch._pipeline import Feed
@@ -34,8 +35,6 @@ DEVICES = ("auto", "cuda", "gpu", "cpu")
 
 
 def _open(dataset, dataset_options: Mapping[str, Any] | None):
-    import lance_gpu
-
     if isinstance(dataset, lance_gpu.LanceDataset):
         return dataset
     if isinstance(dataset, str | os.PathLike):

@@ -19,8 +19,8 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
    compatible winners are built upon, rebased transactions are written again; a retryable or
    incompatible winner raises.  Compatible winners never use up a retry budget, so a writer
    1,000 versions behind commits when nothing conflicts.
-5. ``_versions/latest_version_hint.json`` is updated (only a hint, not synced; readers check
-   it: :func:`~lance_gpu.table.manifest.latest_version`).
+5. ``_versions/latest_version_hint.json`` is updated (only a hint, not synced, locally rewritten
+   in place; readers check it: :func:`~lance_gpu.table.manifest.latest_version`).
 
 A commit's requests and fsyncs do not grow with the history: the version read is found from
 the hint (one read, two existence checks), nothing lists ``_versions/``, and the files the
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import secrets
 import uuid as _uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -73,7 +73,7 @@ from lance_gpu.txn.publish import (
     write_version_hint,
 )
 
-__all__ = ["DEFAULT_CONFLICT_RETRIES", "commit", "run_with_retries"]
+__all__ = ["DEFAULT_CONFLICT_RETRIES", "commit", "commit_file", "run_with_retries"]
 
 DEFAULT_CONFLICT_RETRIES = 10
 T = TypeVar("T")
@@ -229,10 +229,30 @@ def commit(
     lock: Callable[[int], AbstractContextManager[Any]] | None = None,
     detached: bool = False,
 ) -> table_pb2.Manifest:
+    """Commit ``op`` on top of ``base``; returns the committed manifest (see
+    :func:`commit_file`, which returns the whole committed manifest file)."""
+    return commit_file(store, root, op, base, naming, mode=mode, transaction_properties=transaction_properties,
+                       lock=lock, detached=detached).manifest
+
+
+def commit_file(
+    store: ObjectStore,
+    root: str,
+    op: Operation,
+    base: ManifestFile | None,
+    naming: NamingScheme = "V2",
+    *,
+    mode: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
+    lock: Callable[[int], AbstractContextManager[Any]] | None = None,
+    detached: bool = False,
+    known_since: Sequence[ManifestFile] = (),
+) -> ManifestFile:
     """Commit ``op`` on top of ``base`` (the version the writer read; None: a new dataset)
     in the dataset at ``root`` of ``store``.
 
-    Returns the committed manifest.  Raises :class:`CommitConflictError` (or its retryable
+    Returns the committed manifest file (what reading it back would give: a snapshot of the
+    new version is built from it without a request).  Raises :class:`CommitConflictError` (or its retryable
     subclass) when another writer committed a conflicting change first, and
     :class:`DatasetExistsError` when ``mode="create"`` lost the race to create the dataset.
     ``lock(version)`` (pylance's ``commit_lock``), when given, is entered around each attempt
@@ -244,6 +264,11 @@ def commit(
     ``_versions/d{version}.manifest`` with a random version that has bit 63 set: it never
     becomes the latest version, conflicts with nothing (another random version is drawn if
     the name is taken) and leaves the version hint alone.
+
+    ``known_since``: versions committed on top of ``base``, in order, that the caller knows
+    of (its own: a compaction's ReserveFragments commit): ``op`` is rebased on them before
+    the first attempt, as it would be after losing their versions, without trying those
+    versions first (the transaction still names ``base`` as the version read, as pylance's).
     """
 
     if lock is None:
@@ -261,11 +286,35 @@ def commit(
             base.manifest.writer_feature_flags & features.FLAG_DISABLE_TRANSACTION_FILE
         )
         tdir = join(root, "_transactions")
+        current = base
+        version = read_version + 1 if not detached else _detached_version()
+
+        def build_upon(winner: ManifestFile) -> None:
+            """Rebase ``op`` on ``winner`` (raising if it conflicts); the next attempt
+            publishes the version after it."""
+            nonlocal txn, txn_name, txn_key, current, version
+            theirs = winner_transaction(store, root, winner)
+            if op.rebase(store, root, winner, theirs):
+                old_name = txn_name
+                txn = _transaction(op, read_version, txn_uuid, transaction_properties)
+                txn_name = f"{txn.read_version}-{txn_uuid}.txn"
+                if txn_key is not None:  # written already: written again
+                    txn_key = join(tdir, txn_name)
+                    write_transaction_file(store, txn_key, txn, sync=False)
+                    try:
+                        store.delete(join(tdir, old_name))
+                    except OSError:
+                        pass
+            features.check_writer_flags(winner.manifest.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
+            current = winner
+            version = int(winner.manifest.version) + 1
+
+        if not detached:
+            for winner in known_since:
+                build_upon(winner)
         if not skip_txn_file:
             txn_key = join(tdir, txn_name)
             write_transaction_file(store, txn_key, txn, sync=False)
-        current = base
-        version = read_version + 1 if not detached else _detached_version()
         trust_hint = True  # see _hinted_past
         synced: set[str] = set()
         while True:
@@ -301,12 +350,13 @@ def commit(
                 # the next read of this version (the dataset a write returns, the next
                 # commit's base) reuses it: no parse, no O(fragments) vetting
                 bound = int(manifest.max_fragment_id) if manifest.HasField("max_fragment_id") else -1
-                remember_manifest(store.uri(target), data, ManifestFile(store.uri(target), manifest, txn, index_section, bound, kinds))
+                committed = ManifestFile(store.uri(target), manifest, txn, index_section, bound, kinds)
+                remember_manifest(store.uri(target), data, committed)
                 if not detached:
                     write_version_hint(store, root, version)
                     for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)
                         hook(store, root, manifest, int(current.manifest.version) if current is not None else 0)
-                return manifest
+                return committed
             if detached:
                 version = _detached_version()
                 continue
@@ -319,21 +369,7 @@ def commit(
             trust_hint = False
             for winner in _committed_since(store, root, version, naming):
                 trust_hint = True
-                theirs = winner_transaction(store, root, winner)
-                if op.rebase(store, root, winner, theirs):
-                    old_name = txn_name
-                    txn = _transaction(op, read_version, txn_uuid, transaction_properties)
-                    txn_name = f"{txn.read_version}-{txn_uuid}.txn"
-                    if not skip_txn_file:
-                        txn_key = join(tdir, txn_name)
-                        write_transaction_file(store, txn_key, txn, sync=False)
-                        try:
-                            store.delete(join(tdir, old_name))
-                        except OSError:
-                            pass
-                features.check_writer_flags(winner.manifest.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
-                current = winner
-                version = int(winner.manifest.version) + 1
+                build_upon(winner)
     except BaseException:
         op.cleanup(store)
         if txn_key is not None:  # the manifest never landed: nothing references it

@@ -214,9 +214,18 @@ def write_version_hint(store: ObjectStore, root: str, version: int) -> None:
 
     One request, not synced: a crash that loses it, or a slower writer of an older version that
     puts its hint last, leaves an older (or no) hint, which readers check and follow forward
-    or replace by a listing (:func:`lance_gpu.table.manifest.latest_version`)."""
+    or replace by a listing (:func:`lance_gpu.table.manifest.latest_version`).
+
+    Locally an existing hint is rewritten in place (``LocalStore.overwrite_in_place``: no new
+    inode and no rename, which on ext4 cost two journal operations per commit); a reader
+    racing that write may see a torn hint, which it checks like any wrong hint."""
+    key = join(root, "_versions", VERSION_HINT)
+    data = json.dumps({"version": version}, separators=(",", ":")).encode()
+    in_place = getattr(store, "overwrite_in_place", None)
     try:
-        put_unsynced(store, join(root, "_versions", VERSION_HINT), json.dumps({"version": version}, separators=(",", ":")).encode())
+        if in_place is not None and in_place(key, data):
+            return
+        put_unsynced(store, key, data)
     except OSError:
         pass
 

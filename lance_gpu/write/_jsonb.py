@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from cuda_kernels._jitcache import njit
 from lance_gpu.errors import InvalidJsonError
+from lance_gpu.file.jsonb import _DECODER, encode_jsonb
 
 __all__ = ["MAX_DEPTH", "text_to_jsonb"]
 
@@ -463,8 +464,6 @@ def _encode_rows(text, offsets, valid):  # pragma: no cover - compiled
 
 
 def _reference(text: str | None, column: str, row: int) -> bytes | None:
-    from lance_gpu.file.jsonb import _DECODER, encode_jsonb
-
     if text is None:
         return None
     try:

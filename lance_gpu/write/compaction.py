@@ -44,7 +44,7 @@ from lance_gpu.table import features
 from lance_gpu.table.indices import fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, latest_version, read_manifest_file
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
-from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit_file, run_with_retries
 from lance_gpu.txn.operations import ReserveFragments, Rewrite
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _humantime, _write_fragments, dataset_file_minor
@@ -54,7 +54,7 @@ from lance_gpu.write.index_remap import (
     remap_index,
 )
 from lance_gpu.write.indices import optimize_indices
-from lance_gpu.write.operations import _commit, update_config
+from lance_gpu.write.operations import update_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
@@ -297,7 +297,9 @@ def compact_once(
             metrics.files_added += sum(_files(f) for f in new)
             if progress is not None:
                 progress("fragments compacted", metrics.fragments_removed, total_fragments)
-        reserve_fragment_ids(ds, groups)
+        # on the version compacted, as pylance reserves them; then the Rewrite is rebased on
+        # that ReserveFragments commit before its first attempt (it would lose that version)
+        reserved = reserve_fragment_ids(ds, groups, ds.manifest_file)
         if to_remap:
             mapping = RowAddressMap.build(
                 ([(f.fragment_id, f.physical_rows, f.live_rows) for f in task], new)
@@ -311,8 +313,9 @@ def compact_once(
         raise
     rewrite.groups = groups
     rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
-    manifest = _commit(ds, rewrite)
-    return ds.checkout(int(manifest.version)), metrics
+    ours = [reserved] if reserved is not None and int(reserved.manifest.version) == ds.version + 1 else []
+    committed = commit_file(store, root, rewrite, ds.manifest_file, ds.naming, known_since=ours)
+    return ds.committed(committed), metrics
 
 
 def _carry_row_ids(ds: TableSnapshot, old: Sequence[FragmentSnapshot], new: list[table_pb2.DataFragment]) -> None:
@@ -353,17 +356,21 @@ def split_touched_indices(base: ManifestFile, touched: list[table_pb2.IndexMetad
     return [i for i in touched if i not in moved], moved
 
 
-def reserve_fragment_ids(ds: TableSnapshot, groups: list[tuple[list, list[table_pb2.DataFragment]]]) -> None:
-    """Number the new fragments of ``groups`` with ids reserved by one ReserveFragments commit."""
+def reserve_fragment_ids(ds: TableSnapshot, groups: list[tuple[list, list[table_pb2.DataFragment]]],
+                         base: ManifestFile | None = None) -> ManifestFile | None:
+    """Number the new fragments of ``groups`` with ids reserved by one ReserveFragments commit
+    on top of ``base`` (default: the latest version); returns that commit's manifest file
+    (None when there is no new fragment and nothing was committed)."""
     n_new = sum(len(new) for _old, new in groups)
     if not n_new:
-        return
-    reserved = _commit(ds, ReserveFragments(n_new), _latest(ds))
-    next_id = int(reserved.max_fragment_id) - n_new + 1
+        return None
+    reserved = commit_file(ds.store, ds.root, ReserveFragments(n_new), base if base is not None else _latest(ds), ds.naming)
+    next_id = int(reserved.manifest.max_fragment_id) - n_new + 1
     for _old, new in groups:
         for frag in new:
             frag.id = next_id
             next_id += 1
+    return reserved
 
 
 def _latest(ds: TableSnapshot):

@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from cuda_kernels import _device as kernel_device
+from lance_gpu import _device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
@@ -438,8 +439,6 @@ def _check_lengths(names: list[str], cols: list[DeviceColumn]) -> int:
 def device_batches(data: object, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[DeviceBatch]]:
     """The Arrow schema of the device input ``data`` and its rows as one :class:`DeviceBatch`
     (raises :class:`GpuUnavailableError` when no GPU is usable)."""
-    from lance_gpu import _device
-
     reason = _device.gpu_unusable_reason()
     if reason is not None:
         raise GpuUnavailableError(f"writing data held in device memory needs a usable GPU: {reason}")

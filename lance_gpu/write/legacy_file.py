@@ -26,10 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_gpu._proto import table_pb2
+from lance_gpu._proto import file_pb2, table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, LegacyFormatError, SchemaMismatchError
 from lance_gpu.file.container import MAGIC
 from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
+from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.schema import LanceField, LanceSchema
 from lance_gpu.txn.publish import WRITER_LIBRARY, WRITER_VERSION
@@ -82,8 +83,6 @@ class LegacyFileWriter:
         if rows_per_batch < 1:
             raise ValueError("max_rows_per_group must be positive")
         if store is None:
-            from lance_gpu.io.resolve import resolve
-
             store, path = resolve(path)
         self.store = store
         self.path = os.fspath(path)
@@ -236,8 +235,6 @@ class LegacyFileWriter:
     def finish(self, sync: bool = True) -> int:
         """Write the last batch, page table, dictionaries, embedded schema, metadata and
         footer; returns the file size."""
-        from lance_gpu._proto import file_pb2
-
         self.flush()
         ids = self.schema.field_ids
         metadata = file_pb2.Metadata(batch_offsets=self._batch_offsets)

@@ -45,7 +45,7 @@ from lance_gpu.table.manifest import (
     resolve_manifest,
 )
 from lance_gpu.table.schema import LanceField, LanceSchema
-from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_CONFLICT_RETRIES, commit_file, run_with_retries
 from lance_gpu.txn.operations import Delete, Merge, Operation, Project, Restore, UpdateConfig, UpdateMap
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.blobs import blob_v2_schema
@@ -83,7 +83,12 @@ def _naming(ds: TableSnapshot):
 def _commit(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) -> table_pb2.Manifest:
     """Commit ``op`` on top of ``base`` (default: the version ``ds`` is at); files the
     operation wrote are removed if the commit fails."""
-    return commit(ds.store, ds.root, op, base if base is not None else ds.manifest_file, _naming(ds))
+    return _commit_file(ds, op, base).manifest
+
+
+def _commit_file(ds: TableSnapshot, op: Operation, base: ManifestFile | None = None) -> ManifestFile:
+    """:func:`_commit`, returning the committed manifest file (for ``ds.committed``)."""
+    return commit_file(ds.store, ds.root, op, base if base is not None else ds.manifest_file, _naming(ds))
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,14 +197,14 @@ def delete(
     """
     first = [True]
 
-    def attempt() -> tuple[table_pb2.Manifest, int]:
+    def attempt() -> tuple[ManifestFile, int]:
         target = ds if first[0] else ds.latest()
         first[0] = False
         op, n = plan_delete(target, predicate)
-        return _commit(target, op), n
+        return _commit_file(target, op), n
 
-    manifest, n = run_with_retries(attempt, conflict_retries)
-    return ds.checkout(int(manifest.version)), {"num_deleted_rows": n}
+    committed, n = run_with_retries(attempt, conflict_retries)
+    return ds.committed(committed), {"num_deleted_rows": n}
 
 
 def restore(ds: TableSnapshot, version: int | str | None = None) -> TableSnapshot:
@@ -240,13 +245,12 @@ def _with_retries(ds: TableSnapshot, plan: Callable[[TableSnapshot], Operation])
     and return the committed version's snapshot."""
     first = [True]
 
-    def attempt() -> table_pb2.Manifest:
+    def attempt() -> ManifestFile:
         target = ds if first[0] else ds.latest()
         first[0] = False
-        return _commit(target, plan(target))
+        return _commit_file(target, plan(target))
 
-    manifest = run_with_retries(attempt)
-    return ds.checkout(int(manifest.version))
+    return ds.committed(run_with_retries(attempt))
 
 
 def _dropped_schema(ds: TableSnapshot, columns: Sequence[str]) -> LanceSchema:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,8 +40,9 @@ from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS
+from lance_gpu.table.manifest import ManifestFile
 from lance_gpu.table.rowids import encode_row_ids, encode_versions, read_fragment_versions
-from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit, run_with_retries
+from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK, DEFAULT_CONFLICT_RETRIES, commit_file, run_with_retries
 from lance_gpu.txn.operations import Update
 from lance_gpu.txn.transaction import Transaction
 from lance_gpu.write.dataset_writer import (
@@ -65,6 +66,26 @@ _TGT = "__lance_gpu_target_row__"
 _NO_ID = np.iinfo(np.uint64).max  # an inserted row's carried id: assigned at commit
 # Deletion files written at once (each put ends in an fsync on a local store).
 _DELETION_WRITERS = 8
+#: Rows newly deleted from one fragment up to which its deletion file is written in the
+#: calling thread: a thread started for a small file costs more than the overlap gains
+#: (thread start and GIL hand-offs against ~0.1 ms of work).
+_INLINE_DELETIONS = 1 << 16
+
+
+class _InlineExecutor:
+    """Runs what is submitted at once, in the calling thread (the few-rows case of
+    :meth:`_RowChange.commit`); the same ``submit`` / ``shutdown`` as a ThreadPoolExecutor."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
 
 
 def _stable(ds: TableSnapshot) -> bool:
@@ -210,7 +231,7 @@ class _RowChange:
         *,
         publish: bool = True,
         stage_only: bool = False,
-    ) -> table_pb2.Manifest | None:
+    ) -> ManifestFile | None:
         """Write ``new_rows`` as new fragments (with ``carried_ids`` as their stable row ids
         and ``created_at`` as their rows' creation versions where given; u64::MAX marks an
         inserted row), the new deletion vectors, and commit one Update.  The deletion files
@@ -222,7 +243,8 @@ class _RowChange:
         Update in :attr:`operation` for the caller to commit."""
         ds = self.ds
         op = Update()
-        pool = ThreadPoolExecutor(max(1, min(_DELETION_WRITERS, len(self.deleted))))
+        small = len(self.deleted) <= 1 and sum(p.size for parts in self.deleted.values() for p in parts) <= _INLINE_DELETIONS
+        pool = _InlineExecutor() if small else ThreadPoolExecutor(max(1, min(_DELETION_WRITERS, len(self.deleted))))
         try:
             deletions = self._write_deletions(pool, op)
             new_frags = self._write_rows(op, new_rows, carried_ids, created_at)
@@ -244,7 +266,7 @@ class _RowChange:
             if stage_only:
                 self.operation = op
                 return None
-            return commit(self.store, self.root, op, ds.manifest_file, ds.naming)
+            return commit_file(self.store, self.root, op, ds.manifest_file, ds.naming)
         except BaseException:
             pool.shutdown(wait=True)
             op.cleanup(self.store)
@@ -252,7 +274,7 @@ class _RowChange:
         finally:
             pool.shutdown(wait=True)
 
-    def _write_deletions(self, pool: ThreadPoolExecutor, op: Update) -> list[tuple[int, Any]]:
+    def _write_deletions(self, pool: ThreadPoolExecutor | _InlineExecutor, op: Update) -> list[tuple[int, Any]]:
         """Start writing each touched fragment's new deletion file (every deleted offset,
         old and new); the futures give the fragment's new manifest entry, or None when no
         row is left (the fragment is removed)."""
@@ -314,8 +336,8 @@ class _RowChange:
 
 def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableSnapshot, Any]:
     """``attempt(target)`` on ``ds``, then on the latest version after each retryable
-    conflict.  ``attempt`` returns (manifest or None, result); returns the committed
-    version's snapshot (``ds`` when nothing was committed) and the result."""
+    conflict.  ``attempt`` returns (committed manifest file or None, result); returns the
+    committed version's snapshot (``ds`` when nothing was committed) and the result."""
     first = [True]
 
     def once() -> Any:
@@ -323,8 +345,8 @@ def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableS
         first[0] = False
         return attempt(target)
 
-    manifest, result = run_with_retries(once, conflict_retries)
-    return (ds if manifest is None else ds.checkout(int(manifest.version))), result
+    committed, result = run_with_retries(once, conflict_retries)
+    return (ds if committed is None else ds.committed(committed)), result
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,7 +373,7 @@ def update(
         if col not in names:
             raise SchemaMismatchError(f"update: column {col!r} does not exist in the dataset")
 
-    def attempt(target: TableSnapshot) -> tuple[table_pb2.Manifest | None, dict[str, int]]:
+    def attempt(target: TableSnapshot) -> tuple[ManifestFile | None, dict[str, int]]:
         from lance_gpu.filter import compile_expression
 
         schema = target.schema
@@ -576,7 +598,7 @@ class MergeInsertBuilder:
         return Transaction(read_version=self._ds.version, operation=operation), stats
 
     def _attempt(self, ds: TableSnapshot, source: pa.Table, publish: bool = True, stage_only: bool = False
-                 ) -> tuple[table_pb2.Manifest | None, dict[str, int], _RowChange]:
+                 ) -> tuple[ManifestFile | None, dict[str, int], _RowChange]:
         on = self._on
         scanned = _Scanned(ds, on, self._device)
         target = scanned.table

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.file.validate import check_values, is_utf8_type
 
 _I32_MAX = 2**31 - 1
@@ -142,8 +143,6 @@ def to_arrow(block, t: pa.DataType, ctx: DecodeContext, validity: np.ndarray | N
     """Build the Arrow array of type ``t`` from a decoded block."""
     if isinstance(t, pa.BaseExtensionType):
         if t.extension_name == "arrow.json":  # Lance JSON: JSONB documents (lance_gpu.file.jsonb)
-            from lance_gpu.file.jsonb import jsonb_to_text
-
             raw = to_arrow(block, pa.large_binary(), ctx, validity)
             return pa.ExtensionArray.from_storage(t, jsonb_to_text(raw, ctx.path).cast(t.storage_type))
         return pa.ExtensionArray.from_storage(t, to_arrow(block, t.storage_type, ctx, validity))
