@@ -15,6 +15,9 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
 ``frags16``
     ``tests/gpu/gpu_datasets.rich_table`` (8 columns: ``id, i32n, f64, b, s, emb, li, long``)
     of 20,000 rows as 16 fragments;
+``frags256``
+    the same 8 columns, 20,480 rows as 256 fragments of 80 rows (many small fragments:
+    per-leaf and per-file costs, one page per leaf);
 ``lists``
     ``tests/gpu/gpu_datasets.list_table`` (lists of ints, strings, booleans nested two deep,
     null and empty lists, null items) of 60,000 rows, small pages.
@@ -31,7 +34,11 @@ by its CPU form and left out of the times, and, for scale, pylance's ``to_table`
 The load average is recorded with the figures.  Output: stdout, and with ``--out FILE`` a
 markdown table.
 
-    NUMBA_ENABLE_CUDASIM=1 python3 benchmarks/bench_gpu_plan.py [--repeat 5] [--out FILE]
+    NUMBA_ENABLE_CUDASIM=1 python3 benchmarks/bench_gpu_plan.py [--repeat 5] [--out FILE] [--cold]
+
+``--cold`` forgets the planner's per-process page layouts and column page arrays
+(:mod:`lance_gpu.gpu.pagetable`) before every plan: the cost of a first read of the files
+(the parsed file metadata stays shared, as on every checkout).
 """
 
 from __future__ import annotations
@@ -87,6 +94,11 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
         tbl = rich_table(20_000, seed=3).select(COLUMNS)
         lance.write_dataset(tbl, str(uri), data_storage_version="2.1", max_rows_per_file=1250)
     out["frags16"] = (str(uri), COLUMNS)
+    uri = root / "frags256"
+    if not uri.exists():
+        tbl = rich_table(256 * 80, seed=4).select(COLUMNS)
+        lance.write_dataset(tbl, str(uri), data_storage_version="2.1", max_rows_per_file=80)
+    out["frags256"] = (str(uri), COLUMNS)
     uri = root / "lists"
     if not uri.exists():
         from gpu_datasets import list_table, write_lists
@@ -136,6 +148,14 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[
     return pages, chunks
 
 
+def _forget_layouts() -> None:
+    try:
+        from lance_gpu.gpu import pagetable
+    except ImportError:  # a checkout without the shared layouts
+        return
+    pagetable.clear()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
@@ -143,6 +163,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--code", default=None, help="another checkout whose lance_gpu to time")
     ap.add_argument("--label", default="")
+    ap.add_argument("--cold", action="store_true",
+                    help="forget the planner's shared page layouts and column page arrays before every plan "
+                         "(lance_gpu.gpu.pagetable, where the checkout has it): a first read's cost")
     args = ap.parse_args()
     root = Path(args.data)
     root.mkdir(parents=True, exist_ok=True)
@@ -156,6 +179,8 @@ def main() -> None:
         times, cpu, ptimes, parse, place = [], [], [], [], []
         for r in range(args.repeat + 1):
             ds = lance_gpu.dataset(uri)
+            if args.cold:
+                _forget_layouts()
             c0 = time.thread_time()
             t0 = time.perf_counter()
             phases: list[float] = []
@@ -178,7 +203,8 @@ def main() -> None:
     load = os.getloadavg()
     head = ("| data | fragments | pages | chunks | plan s (median wall) | plan CPU s (min) | CPU us/page | CPU us/chunk "
             "| parse us/page | place us/page | pylance to_table s | plan / pylance (wall) |")
-    lines = [f"{args.label}: {Path(lance_gpu.__file__).parent.parent} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
+    cold = ", cold: shared layouts forgotten before every plan" if args.cold else ""
+    lines = [f"{args.label}: {Path(lance_gpu.__file__).parent.parent}{cold} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
              "|" + "---|" * 12]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.1f} "

@@ -78,6 +78,11 @@ more)
     cp benchmarks/results/gpu_write_*.md "$OUT"/ 2>/dev/null
     timeout "${INDEX_TIMEOUT:-120}" python3 benchmarks/bench_vector_index.py --accelerator cuda \
         --markdown "$OUT/vector_index_gpu.md" 2>&1 | tee "$OUT/vector_index_gpu.log" | tail -8
+    # the host planner on this machine's CPU (warm and cold page layouts; no device work)
+    timeout "${PLAN_TIMEOUT:-150}" python3 benchmarks/bench_gpu_plan.py --repeat 5 --data /tmp/plan-data \
+        --out "$OUT/gpu_plan_device_cpu.md" 2>&1 | tail -8
+    timeout "${PLAN_TIMEOUT:-150}" python3 benchmarks/bench_gpu_plan.py --repeat 5 --cold --data /tmp/plan-data \
+        --out "$OUT/gpu_plan_device_cpu.md" 2>&1 | tail -8
     ;;
 verify)
     # a short second look after a change: end-to-end rows (ENGINES) and the pipeline on the device

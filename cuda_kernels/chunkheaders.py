@@ -53,8 +53,10 @@ cuda = LAZY_CUDA
 
 __all__ = [
     "BAD_BLOCKS", "BAD_HEADER", "BAD_LEVELS", "BAD_RLE_RANGE", "BAD_RLE_SHORT", "LEVELS_INLINE", "LEVELS_RLE",
-    "LEVELS_SPANS", "OUT_COLUMNS", "block_rows", "level_block_offsets", "parse_chunk_headers", "parse_chunk_headers_gpu",
-    "shape_bits",
+    "LEVELS_SPANS", "OUT_BUF0", "OUT_BUF1", "OUT_COLUMNS", "OUT_DEF", "OUT_DEF_RUNS", "OUT_LEVELS", "OUT_REP",
+    "OUT_REP_RUNS", "OUT_STATUS", "SHAPE_CHECK_LEVELS", "SHAPE_DEF", "SHAPE_DEF_LEVELS_AT", "SHAPE_LARGE",
+    "SHAPE_NBUF_AT", "SHAPE_REP", "SHAPE_REP_LEVELS_AT", "SHAPE_WORD_AT", "block_rows", "level_block_offsets",
+    "level_form", "parse_chunk_headers", "parse_chunk_headers_gpu", "shape_bits",
 ]
 
 BAD_HEADER = 1
@@ -64,7 +66,11 @@ BAD_RLE_SHORT = 8
 BAD_RLE_RANGE = 16
 #: columns of ``out``: levels, rep start/size, def start/size, buffer 0 start/size, buffer 1
 #: start/size, rep RLE runs, def RLE runs, status
+OUT_LEVELS, OUT_REP, OUT_DEF, OUT_BUF0, OUT_BUF1, OUT_REP_RUNS, OUT_DEF_RUNS, OUT_STATUS = 0, 1, 3, 5, 7, 9, 10, 11
 OUT_COLUMNS = 12
+#: ``shape`` flags and field positions (the module docstring)
+SHAPE_REP, SHAPE_DEF, SHAPE_LARGE, SHAPE_CHECK_LEVELS = 1, 2, 4, 8
+SHAPE_NBUF_AT, SHAPE_WORD_AT, SHAPE_REP_LEVELS_AT, SHAPE_DEF_LEVELS_AT = 4, 8, 12, 14
 #: level section forms (``shape`` bits 12..13 and 14..15)
 LEVELS_SPANS, LEVELS_INLINE, LEVELS_RLE = 0, 1, 2
 _LEVEL_BLOCKS_MAX = 64  # ceil(65535 / 1024): blocks of a u16 in-band level count
@@ -75,35 +81,43 @@ def shape_bits(has_rep, has_def, large, check_levels, nbuf, inline_word, rep_lev
     if not 0 <= nbuf <= 2 or inline_word not in (0, 1, 2, 4, 8) or not {rep_levels, def_levels} <= {0, 1, 2}:
         msg = f"chunk shape nbuf={nbuf} inline_word={inline_word} levels={rep_levels},{def_levels} out of range"
         raise ValueError(msg)
-    return (int(has_rep) | int(has_def) << 1 | int(large) << 2 | int(check_levels) << 3 | nbuf << 4 | inline_word << 8
-            | rep_levels << 12 | def_levels << 14)
+    return (SHAPE_REP * int(has_rep) | SHAPE_DEF * int(has_def) | SHAPE_LARGE * int(large)
+            | SHAPE_CHECK_LEVELS * int(check_levels) | nbuf << SHAPE_NBUF_AT | inline_word << SHAPE_WORD_AT
+            | rep_levels << SHAPE_REP_LEVELS_AT | def_levels << SHAPE_DEF_LEVELS_AT)
+
+
+def level_form(shape, rep: bool):
+    """The rep (``rep``) or def level form of chunks of ``shape`` (NumPy or int):
+    :data:`LEVELS_SPANS` where the chunk has no such levels."""
+    flag, at = (SHAPE_REP, SHAPE_REP_LEVELS_AT) if rep else (SHAPE_DEF, SHAPE_DEF_LEVELS_AT)
+    return ((shape >> at) & 3) * ((shape & flag) != 0)
 
 
 def _level_rows(shape, count, size):
     """Rows one inline bit-packed level section of each chunk keeps (``_level_reserve``)."""
     shape = np.asarray(shape, np.int64)
     with_rep = np.minimum(np.maximum(np.asarray(size, np.int64) // 2, 0), _LEVEL_BLOCKS_MAX)
-    return np.where(shape & 1 != 0, with_rep, -(-np.asarray(count, np.int64) // 1024))
+    return np.where(shape & SHAPE_REP != 0, with_rep, -(-np.asarray(count, np.int64) // 1024))
 
 
 def block_rows(shape, count, size):
     """Rows of the block table each chunk keeps (NumPy over the chunk columns): its value
     blocks, then its def and rep level blocks (see the module docstring)."""
     shape = np.asarray(shape, np.int64)
-    word = (shape >> 8) & 15
+    word = (shape >> SHAPE_WORD_AT) & 15
     value = np.where(word != 0, -(-np.asarray(count, np.int64) // 1024), 0)
     lev = _level_rows(shape, count, size)
-    has_def = (shape & 2 != 0) & ((shape >> 14) & 3 == LEVELS_INLINE)
-    has_rep = (shape & 1 != 0) & ((shape >> 12) & 3 == LEVELS_INLINE)
+    has_def = level_form(shape, False) == LEVELS_INLINE
+    has_rep = level_form(shape, True) == LEVELS_INLINE
     return value + np.where(has_def, lev, 0) + np.where(has_rep, lev, 0)
 
 
 def level_block_offsets(shape, count, size):
     """Where each chunk's def and rep level blocks start among its rows: ``(def, rep)``."""
     shape = np.asarray(shape, np.int64)
-    word = (shape >> 8) & 15
+    word = (shape >> SHAPE_WORD_AT) & 15
     value = np.where(word != 0, -(-np.asarray(count, np.int64) // 1024), 0)
-    has_def = (shape & 2 != 0) & ((shape >> 14) & 3 == LEVELS_INLINE)
+    has_def = level_form(shape, False) == LEVELS_INLINE
     return value, value + np.where(has_def, _level_rows(shape, count, size), 0)
 
 
@@ -118,21 +132,21 @@ def _inline_blocks(data, q, lim, word, remaining, k, kend, blocks):
     ``q`` (none may pass ``lim``) into ``blocks[k:kend]``; returns 0 or :data:`BAD_BLOCKS`."""
     bits = word * 8
     if q % word != 0:
-        return 4
+        return BAD_BLOCKS
     while remaining > 0:
         if k >= kend or q + word > lim:
-            return 4
+            return BAD_BLOCKS
         w = np.int64(0)
         for z in range(word):
             w |= np.int64(data[q + z]) << (8 * z)
         if w < 0 or w > bits:
-            return 4
+            return BAD_BLOCKS
         q += word
         blocks[k, 0] = q // word
         blocks[k, 1] = w
         q += 1024 * w // bits * word
         if q > lim:
-            return 4
+            return BAD_BLOCKS
         k += 1
         remaining -= 1024
     return 0
@@ -151,6 +165,31 @@ def _rle_runs(data, p, sz):
     if head < 0 or head % 2 != 0 or 8 + head + head // 2 > sz:
         return np.int64(-2)
     return head // 2
+
+
+@dual
+def _section(out, i, col, p, nbytes, end):
+    """Record a section of ``nbytes`` at ``p`` (of a chunk ending at ``end``) in ``out[i,
+    col:col + 2]``; returns where the next section starts (8-aligned) and 0 or
+    :data:`BAD_HEADER` (it passes the chunk's end)."""
+    out[i, col] = p
+    out[i, col + 1] = nbytes
+    bad = np.int64(BAD_HEADER) if p + nbytes > end else np.int64(0)
+    return p + ((nbytes + 7) // 8) * 8, bad
+
+
+@dual
+def _rle_section(data, out, i, span, runs):
+    """The run count of chunk ``i``'s block-form RLE level section (its ``(start, size)`` in
+    ``out[i, span:span + 2]``) into ``out[i, runs]``; returns 0, :data:`BAD_RLE_SHORT` or
+    :data:`BAD_RLE_RANGE`."""
+    r = _rle_runs(data, out[i, span], out[i, span + 1])
+    if r == -1:
+        return BAD_RLE_SHORT
+    if r < 0:
+        return BAD_RLE_RANGE
+    out[i, runs] = r
+    return 0
 
 
 @dual
@@ -177,19 +216,19 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     end = s + size[i]
     total = data.shape[0]
     sh = shape[i]
-    has_rep = (sh & 1) != 0
-    has_def = (sh & 2) != 0
-    large = (sh & 4) != 0
-    nbuf = (sh >> 4) & 15
-    word = (sh >> 8) & 15
-    rep_enc = (sh >> 12) & 3
-    def_enc = (sh >> 14) & 3
+    has_rep = (sh & SHAPE_REP) != 0
+    has_def = (sh & SHAPE_DEF) != 0
+    large = (sh & SHAPE_LARGE) != 0
+    nbuf = (sh >> SHAPE_NBUF_AT) & 15
+    word = (sh >> SHAPE_WORD_AT) & 15
+    rep_enc = (sh >> SHAPE_REP_LEVELS_AT) & 3
+    def_enc = (sh >> SHAPE_DEF_LEVELS_AT) & 3
     hdr = 2 + (2 if has_rep else 0) + (2 if has_def else 0) + nbuf * (4 if large else 2)
     if s < 0 or end > total or end > limit[i] or hdr > size[i]:
-        out[i, 11] = 1  # BAD_HEADER
+        out[i, OUT_STATUS] = BAD_HEADER
         return
     p = s
-    out[i, 0] = _u16(data, p)
+    out[i, OUT_LEVELS] = _u16(data, p)
     p += 2
     rb = np.int64(0)
     db = np.int64(0)
@@ -215,35 +254,23 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     p = s + ((p - s + 7) // 8) * 8
     status = np.int64(0)
     if has_rep:
-        out[i, 1] = p
-        out[i, 2] = rb
-        if p + rb > end:
-            status |= 1
-        p += ((rb + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_REP, p, rb, end)
+        status |= bad
     if has_def:
-        out[i, 3] = p
-        out[i, 4] = db
-        if p + db > end:
-            status |= 1
-        p += ((db + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_DEF, p, db, end)
+        status |= bad
     if nbuf >= 1:
-        out[i, 5] = p
-        out[i, 6] = b0
-        if p + b0 > end:
-            status |= 1
-        p += ((b0 + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_BUF0, p, b0, end)
+        status |= bad
     if nbuf >= 2:
-        out[i, 7] = p
-        out[i, 8] = b1
-        if p + b1 > end:
-            status |= 1
-        p += ((b1 + 7) // 8) * 8
+        p, bad = _section(out, i, OUT_BUF1, p, b1, end)
+        status |= bad
     if p - 8 > end:
-        status |= 1
-    if (sh & 8) != 0 and out[i, 0] != count[i]:
-        status |= 2
+        status |= BAD_HEADER
+    if (sh & SHAPE_CHECK_LEVELS) != 0 and out[i, OUT_LEVELS] != count[i]:
+        status |= BAD_LEVELS
     if status != 0:
-        out[i, 11] = status
+        out[i, OUT_STATUS] = status
         return
     lim = limit[i]
     if lim > total:
@@ -251,32 +278,24 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
     k = block_first[i]
     vres = (count[i] + 1023) // 1024 if word != 0 else 0
     lres = _level_reserve(has_rep, count[i], size[i])
-    nres = vres + (lres if def_enc == 1 and has_def else 0) + (lres if rep_enc == 1 and has_rep else 0)
+    nres = vres + (lres if def_enc == LEVELS_INLINE and has_def else 0) + (lres if rep_enc == LEVELS_INLINE and has_rep else 0)
     for r in range(k, k + nres):  # rows kept past a section's last block read as zeros
         blocks[r, 0] = 0
         blocks[r, 1] = 0
     if word != 0:
-        status |= _inline_blocks(data, out[i, 5], lim, word, count[i], k, k + vres, blocks)
+        status |= _inline_blocks(data, out[i, OUT_BUF0], lim, word, count[i], k, k + vres, blocks)
     k += vres
-    nlev = out[i, 0]
-    if def_enc == 1 and has_def:
-        status |= _inline_blocks(data, out[i, 3], lim, 2, nlev, k, k + lres, blocks)
+    nlev = out[i, OUT_LEVELS]
+    if def_enc == LEVELS_INLINE and has_def:
+        status |= _inline_blocks(data, out[i, OUT_DEF], lim, 2, nlev, k, k + lres, blocks)
         k += lres
-    if rep_enc == 1 and has_rep:
-        status |= _inline_blocks(data, out[i, 1], lim, 2, nlev, k, k + lres, blocks)
-    if rep_enc == 2 and has_rep:
-        r = _rle_runs(data, out[i, 1], out[i, 2])
-        if r < 0:
-            status |= 8 if r == -1 else 16
-        else:
-            out[i, 9] = r
-    if def_enc == 2 and has_def:
-        r = _rle_runs(data, out[i, 3], out[i, 4])
-        if r < 0:
-            status |= 8 if r == -1 else 16
-        else:
-            out[i, 10] = r
-    out[i, 11] = status
+    if rep_enc == LEVELS_INLINE and has_rep:
+        status |= _inline_blocks(data, out[i, OUT_REP], lim, 2, nlev, k, k + lres, blocks)
+    if rep_enc == LEVELS_RLE and has_rep:
+        status |= _rle_section(data, out, i, OUT_REP, OUT_REP_RUNS)
+    if def_enc == LEVELS_RLE and has_def:
+        status |= _rle_section(data, out, i, OUT_DEF, OUT_DEF_RUNS)
+    out[i, OUT_STATUS] = status
 
 
 @cpu_driver

@@ -237,42 +237,29 @@ def _bad_width(data: bytes) -> bytes:
     return bytes(chunk)
 
 
-def _bad_level_width(data: bytes) -> bytes:
-    """The first bit width word of the first chunk's InlineBitpacking definition levels: 17."""
-    chunk = bytearray(data)
-    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u16 width, packed words
-    chunk[8:10] = (17).to_bytes(2, "little")
-    return bytes(chunk)
+def _chunk_edit(name: str, at: int, value: int, nbytes: int, doc: str):
+    """An edit of a page's chunk bytes: ``value`` written (``nbytes`` little-endian) at byte
+    ``at`` of the first chunk (``name`` names the corrupt copy)."""
+
+    def edit(data: bytes) -> bytes:
+        chunk = bytearray(data)
+        chunk[at : at + nbytes] = value.to_bytes(nbytes, "little")
+        return bytes(chunk)
+
+    edit.__name__ = name
+    edit.__doc__ = doc
+    return edit
 
 
-def _bad_rep_width(data: bytes) -> bytes:
-    """A list page's first chunk: the first bit width of its InlineBitpacking repetition levels 17."""
-    chunk = bytearray(data)
-    # u16 num_levels | u16 rep bytes | u16 def bytes | u16 buffer size | rep levels: u16 width, packed words
-    chunk[8:10] = (17).to_bytes(2, "little")
-    return bytes(chunk)
-
-
-def _huge_rep_section(data: bytes) -> bytes:
-    """A list page's first chunk: its repetition level section far past the chunk."""
-    chunk = bytearray(data)
-    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
-    return bytes(chunk)
-
-
-def _bad_rle_levels(data: bytes) -> bytes:
-    """The first chunk's Rle definition levels (no repetition levels): an odd value byte count."""
-    chunk = bytearray(data)
-    # u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u64 value bytes, values, run lengths
-    chunk[8:16] = (3).to_bytes(8, "little")
-    return bytes(chunk)
-
-
-def _huge_buffer(data: bytes) -> bytes:
-    """The first chunk's value buffer size (u16, no levels: a 2.1 int64 column) far past the chunk."""
-    chunk = bytearray(data)
-    chunk[2:4] = (0xFFF0).to_bytes(2, "little")
-    return bytes(chunk)
+# u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u16 width, packed words
+_bad_level_width = _chunk_edit("_bad_level_width", 8, 17, 2, "The first chunk's first InlineBitpacking def level width: 17.")
+# u16 num_levels | u16 rep bytes | u16 def bytes | u16 buffer size | rep levels: u16 width, packed words
+_bad_rep_width = _chunk_edit("_bad_rep_width", 8, 17, 2, "A list page's first chunk: its first rep level width 17.")
+_huge_rep_section = _chunk_edit("_huge_rep_section", 2, 0xFFF0, 2, "A list page's first chunk: its rep section far past the chunk.")
+# u16 num_levels | u16 def bytes | u16 buffer size | pad to 8 | def levels: u64 value bytes, values, run lengths
+_bad_rle_levels = _chunk_edit("_bad_rle_levels", 8, 3, 8, "The first chunk's Rle def levels: an odd value byte count.")
+# u16 num_levels | u16 buffer size (no levels: a 2.1 int64 column)
+_huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's value buffer size far past the chunk.")
 
 
 @pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
@@ -359,3 +346,125 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
                    and all(pg.kind == "mini_block_layout" for pg in leaf.pages))
 
     check()
+
+
+# -- the page table (lance_gpu.gpu.pagetable) ---------------------------------------------
+
+
+def _column_infos(uri: str) -> list[tuple[LanceFileReader, int]]:
+    """``(reader, column)`` of every column of every data file of a dataset."""
+    snap = lance_gpu.dataset(uri)._snapshot
+    out = []
+    for frag in snap.fragments:
+        for f in snap.lance_schema.fields:
+            src = frag.field_source(f)
+            if src is not None:
+                reader = frag.file_reader(src.path)
+                out.extend((reader, c) for c in src.columns)
+    return out
+
+
+def _page_by_page(reader: LanceFileReader, column: int) -> list[dict]:
+    """What the per-page path reads of each page of a column: ``parse_layout`` of its protobuf."""
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.reader import parse_layout
+
+    out = []
+    for page in reader.column(column).pages:
+        layout = parse_layout(page, DecodeContext(reader.path, column))
+        kind = layout.WhichOneof("layout")
+        body = getattr(layout, kind)
+        row = {"kind": kind, "message": layout, "offsets": tuple(page.buffer_offsets), "sizes": tuple(page.buffer_sizes),
+               "num_rows": page.num_rows, "num_items": -1, "num_visible": -1, "has_rep": False, "has_def": False,
+               "device_headers": False}
+        if kind == "mini_block_layout":
+            row.update(num_items=body.num_items, num_visible=body.num_items, has_rep=body.HasField("rep_compression"),
+                       has_def=body.HasField("def_compression"), device_headers=plan.device_headers(body))
+        elif kind == "full_zip_layout":
+            row.update(num_items=body.num_items, num_visible=body.num_visible_items, has_rep=body.bits_rep > 0,
+                       has_def=body.bits_def > 0)
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
+def test_page_table_holds_what_the_per_page_path_reads(datasets, name):
+    """Every page of every column of every file of the dataset, in one table: kinds,
+    buffers, rows, counts, levels and layouts equal the per-page protobuf parse's."""
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.gpu import pagetable
+
+    cols = _column_infos(datasets[name])
+    table = pagetable.page_table([(pagetable.column_pages(r.column(c), DecodeContext(r.path, c)), None) for r, c in cols])
+    expected = [(k, p, row) for k, (r, c) in enumerate(cols) for p, row in enumerate(_page_by_page(r, c))]
+    assert len(table) == len(expected) > 0
+    kinds = set()
+    for i, (k, p, row) in enumerate(expected):
+        assert (int(table.leaf[i]), int(table.page[i])) == (k, p)
+        facts = table.layouts[int(table.layout[i])]
+        assert facts.kind == row["kind"] and facts.message == row["message"]
+        assert int(table.kind[i]) == pagetable.KIND_CODES[row["kind"]]
+        nb = len(row["offsets"])
+        assert int(table.nbuf[i]) == nb
+        assert tuple(table.offsets[i, :nb].tolist()) == row["offsets"] and tuple(table.sizes[i, :nb].tolist()) == row["sizes"]
+        assert not table.offsets[i, nb:].any() and not table.sizes[i, nb:].any()
+        for key in ("num_rows", "num_items", "num_visible", "has_rep", "has_def", "device_headers"):
+            assert getattr(table, key)[i] == row[key], (i, key)
+        kinds.add(row["kind"])
+    assert len({id(f) for f in table.layouts}) == len(table.layouts)  # each distinct layout once
+    assert "mini_block_layout" in kinds
+    if name in ("rich21", "rich22"):
+        assert {"full_zip_layout", "constant_layout"} <= kinds  # embeddings / long strings; constant or all-null pages
+
+
+def test_page_layouts_are_parsed_once_per_distinct_protobuf(datasets):
+    """Files written alike share their layouts' parses: a second plan of a many-page read
+    parses no layout, and the first parses fewer layouts than it has pages."""
+    from lance_gpu.gpu import pagetable
+
+    pagetable.clear()
+    before = pagetable.layout_parses
+    leaves = _leaves(datasets["many21"])
+    pages = sum(len(leaf.pages) for leaf in leaves)
+    first = pagetable.layout_parses - before
+    assert 0 < first < pages
+    again = pagetable.layout_parses
+    assert sum(len(leaf.pages) for leaf in _leaves(datasets["many21"])) == pages
+    assert pagetable.layout_parses == again
+
+
+def test_a_page_whose_layout_does_not_parse_is_refused_naming_its_file(datasets, root):
+    """A bad PageLayout protobuf: the column's other pages keep their table rows; planning
+    the page raises the per-page parser's CorruptFileError naming the file."""
+    from google.protobuf.any_pb2 import Any
+
+    from lance_gpu.file.container import ColumnInfo, PageInfo
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.gpu import pagetable
+
+    reader, column = _column_infos(datasets["rich21"])[0]
+    good = reader.column(column).pages[0]
+    bad = PageInfo(good.buffer_offsets, good.buffer_sizes, good.num_rows, good.first_row,
+                   Any(type_url=good.encoding.type_url, value=b"\xff\xff\xff"))
+    col = ColumnInfo(column, [good, bad], (), (), None, 2 * good.num_rows)
+    cp = pagetable.column_pages(col, DecodeContext("a/file.lance", column))
+    assert cp.index[0] >= 0 and cp.index[1] == -1 and cp.arrays().layout.tolist() == cp.index
+    with pytest.raises(LookupError):
+        cp.select(None)
+    assert cp.select([0]).layouts[0].kind == pagetable.layout_facts(good, DecodeContext("x", column)).kind
+    with pytest.raises(CorruptFileError, match=r"other/file\.lance"):
+        pagetable.layout_facts(bad, DecodeContext("other/file.lance", column))
+
+
+def test_shared_column_pages_stay_bounded(datasets, monkeypatch):
+    """The column page selections kept per process hold their ColumnInfo: at most
+    SHARED_COLUMN_PAGES_MAX pages of them are kept, and plans are the same either way."""
+    from lance_gpu.gpu import pagetable
+
+    pagetable.clear()
+    expected = _work(datasets["many21"])
+    monkeypatch.setattr(pagetable, "SHARED_COLUMN_PAGES_MAX", 8)
+    pagetable.clear()
+    assert _work(datasets["many21"]) == expected
+    held = sum(cp.num_pages for _col, cp in pagetable._columns.values())
+    assert 0 < held <= 8 or len(pagetable._columns) == 1

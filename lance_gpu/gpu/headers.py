@@ -74,11 +74,30 @@ def _level_form(mb, name: str) -> int:
     return _LEVEL_FORMS.get(_level_encoding(getattr(mb, name)), chk.LEVELS_SPANS)
 
 
-def _inline_word(dp: DevicePage) -> int:
-    enc = dp.page.layout.value_compression
+def _inline_word(mb) -> int:
+    enc = mb.value_compression
     if enc.WhichOneof("compression") != "inline_bitpacking":
         return 0
     return int(enc.inline_bitpacking.uncompressed_bits_per_value) // 8
+
+
+def _chunk_shape(mb) -> tuple[int, int]:
+    """``(chunkheaders shape bits, inline value word bytes)`` of a mini-block layout ``mb``."""
+    has_rep, has_def = mb.HasField("rep_compression"), mb.HasField("def_compression")
+    word = _inline_word(mb)
+    shape = chk.shape_bits(has_rep, has_def, bool(mb.has_large_chunk), has_def and not has_rep, int(mb.num_buffers), word,
+                           _level_form(mb, "rep_compression"), _level_form(mb, "def_compression"))
+    return shape, word
+
+
+def _page_shape(dp: DevicePage) -> tuple[int, int]:
+    """:func:`_chunk_shape` of a page, derived once per distinct layout (``LayoutFacts``)."""
+    facts = dp.page.facts
+    if facts is None:
+        return _chunk_shape(dp.page.layout)
+    if facts.chunk_shape is None:
+        facts.chunk_shape = _chunk_shape(facts.body)
+    return facts.chunk_shape
 
 
 class ChunkTable:
@@ -99,16 +118,8 @@ class ChunkTable:
         self.start = np.concatenate([p["starts"] for p in parsed]) + np.repeat(pos, per_page) if npages else np.zeros(0, np.int64)
         self.size = np.concatenate([p["sizes"] for p in parsed]) if npages else np.zeros(0, np.int64)
         self.limit = np.repeat(pos + size, per_page)
-        words = np.fromiter((_inline_word(dp) for dp in pages), np.int64, npages)
-        shapes = np.fromiter(
-            (
-                chk.shape_bits(dp.page.has_rep, dp.page.has_def, bool(dp.page.layout.has_large_chunk),
-                               dp.page.has_def and not dp.page.has_rep, int(dp.page.layout.num_buffers), int(w),
-                               _level_form(dp.page.layout, "rep_compression"), _level_form(dp.page.layout, "def_compression"))
-                for dp, w in zip(pages, words.tolist(), strict=True)
-            ),
-            np.int64, npages,
-        )
+        shape_word = np.array([_page_shape(dp) for dp in pages], np.int64).reshape(npages, 2)
+        shapes, words = shape_word[:, 0], shape_word[:, 1]
         self.shape = np.repeat(shapes, per_page)
         self.nblocks = np.where(np.repeat(words, per_page) > 0, -(-self.counts // 1024), 0)  # value blocks
         self.def_blocks_at, self.rep_blocks_at = chk.level_block_offsets(self.shape, self.counts, self.size)
@@ -173,7 +184,7 @@ def parse_on_host(table: ChunkTable, data: np.ndarray) -> None:
 
 def check(table: ChunkTable) -> None:
     """Raise the host reader's ``CorruptFileError`` for the first bad chunk."""
-    status = table.out[:, chk.OUT_COLUMNS - 1] if table.nchunks else _NO_END
+    status = table.out[:, chk.OUT_STATUS] if table.nchunks else _NO_END
     bad = np.flatnonzero(status)
     if not bad.size:
         return
@@ -198,7 +209,7 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
             pending.setdefault(id(dp.leaf), []).append(j)
     if not pending:
         return
-    scan = miniblock.exclusive_scan(table.out[:, 0] if table.nchunks else _NO_END)
+    scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
     in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
     for members in pending.values():
         leaf = table.pages[members[0]].leaf
@@ -237,7 +248,7 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     per_page = table.bounds[sel + 1] - table.bounds[sel]
     counts = table.counts[rows]
     out = table.out[rows]
-    levels = out[:, 0]  # one per value without repetition levels (checked on the device)
+    levels = out[:, chk.OUT_LEVELS]  # one per value without repetition levels (checked on the device)
     first_chunk = miniblock.exclusive_scan(per_page)[:-1]
 
     def within_page(v: np.ndarray) -> np.ndarray:
@@ -256,9 +267,10 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
     blocks = _blocks(table, rows, np.zeros(rows.size, np.int64), counts) if int(table.nblocks[rows].sum()) else None
     shape = int(table.shape[rows[0]]) if rows.size else 0
     found: dict[str, object] = {}
-    # (name, shape bit present, shape bits of its form, its block rows, its RLE run column)
-    for name, bit, form_at, at, runs in (("def", 2, 14, table.def_blocks_at, 10), ("rep", 1, 12, table.rep_blocks_at, 9)):
-        form = (shape >> form_at) & 3 if shape & bit else chk.LEVELS_SPANS
+    # (name, repetition levels, its block rows, its RLE run column)
+    sections = (("def", False, table.def_blocks_at, chk.OUT_DEF_RUNS), ("rep", True, table.rep_blocks_at, chk.OUT_REP_RUNS))
+    for name, rep, at, runs in sections:
+        form = chk.level_form(shape, rep)
         if form == chk.LEVELS_INLINE:
             found[f"{name}_blocks"] = _blocks(table, rows, at[rows], levels)
         elif form == chk.LEVELS_RLE:
@@ -269,8 +281,9 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
         ipos = np.fromiter((dp.dictionary[1] for dp in pages), np.int64, sel.size)  # type: ignore[index]
         index_first = np.repeat(ipos, per_page) + in_page
     return _Chunks(
-        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, 1:3]), np.ascontiguousarray(out[:, 3:5]),
-        out[:, 5:9].reshape(-1, 2, 2), value, rep_dst, def_dst, blocks, np.repeat(base, per_page), index_first,
+        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
+        np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
+        value, rep_dst, def_dst, blocks, np.repeat(base, per_page), index_first,
         **found,  # type: ignore[arg-type]
     )
 
@@ -291,6 +304,17 @@ def _emit_group(unit: UnitPlan, table: ChunkTable, members: list[int]) -> None:
     _emit_chunk_work(unit, leaf, mb, ch, sum(table.pages[j].page.num_values for j in members), dictionary, leaf.ctx())
 
 
+def _page_group_key(dp: DevicePage) -> tuple:
+    """:func:`plan._group_key` of a page, derived once per distinct layout and leaf kind."""
+    facts = dp.page.facts
+    if facts is None:
+        return _group_key(dp.leaf, dp.page.layout)
+    key = facts.group_keys.get(dp.leaf.kind)
+    if key is None:
+        key = facts.group_keys[dp.leaf.kind] = _group_key(dp.leaf, facts.body)
+    return key
+
+
 def emit(unit: UnitPlan, table: ChunkTable) -> None:
     """Step 4 of the module docstring: one group per kind of work over every leaf and file
     of the unit (pages whose leaves store values alike and whose encodings
@@ -302,7 +326,7 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
         if dp.dictionary is not None:
             groups.setdefault(("dictionary", dp.dictionary[0], _dictionary_key(dp.page.layout)), []).append(j)
         else:
-            groups.setdefault((dp.leaf.kind, dp.leaf.width, _group_key(dp.leaf, dp.page.layout)), []).append(j)
+            groups.setdefault((dp.leaf.kind, dp.leaf.width, _page_group_key(dp)), []).append(j)
     for members in groups.values():
         try:
             _emit_group(unit, table, members)

@@ -58,6 +58,13 @@ chunk spans addressed in the file map; what is left per page is its protobuf, it
 registration and a few scalars.  Pages with dictionaries, deferred chunks (object stores)
 and small leaves go page by page; both paths emit the same work (tests/test_gpu_plan.py).
 
+Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and
+classified once per process, and a column's pages are read from its page selection
+(:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
+parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
+struct of arrays.  What remains per page on the host is its :class:`PagePlan`, its staging
+registration and (device-parsed pages) its :class:`DevicePage`.
+
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
 dictionaries (small; decoded with the CPU decoders, LZ4 included) and the levels of
@@ -85,13 +92,13 @@ from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
-from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import constant as constant_layout
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
 from lance_gpu.file.v2_1.levels import common_layers, def_meaning
 from lance_gpu.file.v2_1.repdef import invisible_levels
 from lance_gpu.file.validate import is_utf8_type
+from lance_gpu.gpu import pagetable
 from lance_gpu.gpu.staging import Stager
 
 _WORD_BITS = (8, 16, 32, 64)
@@ -230,6 +237,8 @@ class PagePlan:
     #: page without repetition decodes only ``row_runs`` (page-local ``[start, end)`` rows)
     data_shift: int = 0
     row_runs: np.ndarray | None = None
+    #: the page's distinct layout (:mod:`lance_gpu.gpu.pagetable`), where planned from it
+    facts: pagetable.LayoutFacts | None = None
 
 
 @dataclass(slots=True)
@@ -621,30 +630,18 @@ def _parse_miniblock_pages(leaf: LeafPlan, whole: np.ndarray, pages: list[tuple[
 _EMPTY = np.zeros(0, np.uint8)
 
 
-def _metadata_page(info: PageInfo, mb, bufs: list[np.ndarray]) -> PagePlan:
-    """A mini-block page planned from its protobuf alone: its value count is ``num_items``;
-    without repetition levels it has one definition level per value, so its output regions
-    are known (with them, ``num_levels`` is the estimate ``num_items + num_rows`` -- a bound
-    for one list layer, where a row's null or empty list is a level without an item -- until the
-    device pre-pass reads the in-band counts); its chunk layout (buffer 0) is decoded later
-    with every other such page of the pass (:func:`fill_chunk_layouts`), its chunk headers
-    on the device."""
-    has_def = mb.HasField("def_compression")
-    has_rep = mb.HasField("rep_compression")
-    num_items = int(mb.num_items)
-    levels = num_items + int(info.num_rows) if has_rep else num_items
-    return PagePlan(info, "mini_block_layout", mb, bufs, tuple(int(x) for x in mb.layers), num_items, levels, has_rep, has_def, {})
-
-
-def _parse_metadata_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]]) -> list[PagePlan]:
-    """Mini-block pages whose chunk headers the device parses (:func:`device_headers`),
-    ``(index, info, page layout, buffers, chunks deferred)``: :func:`_metadata_page`."""
-    out = []
-    for index, info, layout, bufs, deferred in pages:
-        page = _metadata_page(info, layout.mini_block_layout, bufs)
-        page.index, page.data_deferred = index, deferred
-        out.append(page)
-    return out
+def _metadata_page(info: PageInfo, facts: pagetable.LayoutFacts, bufs: list[np.ndarray]) -> PagePlan:
+    """A mini-block page planned from its protobuf alone (``facts``: its layout): its value
+    count is ``num_items``; without repetition levels it has one definition level per value,
+    so its output regions are known (with them, ``num_levels`` is the estimate ``num_items +
+    num_rows`` -- a bound for one list layer, where a row's null or empty list is a level
+    without an item -- until the device pre-pass reads the in-band counts); its chunk layout
+    (buffer 0) is decoded later with every other such page of the pass
+    (:func:`fill_chunk_layouts`), its chunk headers on the device."""
+    n = facts.num_items
+    levels = n + int(info.num_rows) if facts.has_rep else n
+    return PagePlan(info, "mini_block_layout", facts.body, bufs, facts.layers, n, levels, facts.has_rep, facts.has_def, {},
+                    facts=facts)
 
 
 def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
@@ -673,9 +670,6 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
             pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
-_DEV: Any = object()  # plan_leaf's placeholder of a page planned by _parse_metadata_pages
-
-
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
     """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
     (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
@@ -696,65 +690,94 @@ def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_
     )
 
 
-def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int]) -> LeafPlan:
-    """Classify and parse every page of one leaf column (no device work is registered yet)."""
+def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
+    """:func:`check_page` of a distinct layout, once per kind of leaf it is read as."""
+    key = (leaf.kind, leaf.width)
+    if key not in facts.accepted:
+        check_page(facts.message, leaf)
+        facts.accepted.add(key)
+
+
+def _device_lists(layouts: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
+    """:func:`device_lists` of a leaf's distinct layouts and its pages' buffer counts."""
+    return (  # most leaves have no repetition levels: asked first
+        DEVICE_HEADERS and any(f.has_rep for f in layouts) and all(f.kind == "mini_block_layout" for f in layouts)
+        and all(nb >= 2 for nb in nbuf) and all(f.num_buffers <= 2 for f in layouts)
+    )
+
+
+def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
+    """Classify and parse every page of one leaf column (``page_ids``; None: all; no device
+    work is registered yet).
+
+    The pages' layouts, buffers and rows come from the column's page arrays
+    (:func:`pagetable.column_pages`: each distinct layout parsed and classified once per
+    process; a whole column's selection kept with them); what is left per page is its
+    :class:`PagePlan`."""
     kind, width = leaf_kind(arrow_type)
     leaf = LeafPlan(reader, column, arrow_type, kind, width, [])
     ctx = leaf.ctx()
     info = reader.column(column)
-    pages = [info.pages[i] for i in page_ids]
-    layouts = [parse_layout(p, ctx) for p in pages]
-    for layout in layouts:
-        check_page(layout, leaf)
+    cp = pagetable.column_pages(info, ctx)
+    try:
+        sel = cp.select(page_ids)
+    except LookupError as exc:
+        pagetable.layout_facts(info.pages[exc.args[0]], ctx)  # raises why, naming this file
+        raise
+    for facts in sel.distinct:  # in page order: the first refusal is reported
+        check_layout(facts, leaf)
+    facts_of = sel.layouts
+    pages = sel.pages
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    lists_on_device = device_lists(layouts, [len(p.buffer_offsets) for p in pages])
-    deferred = [_deferred_buffers(reader, p, layout, lists_on_device) for p, layout in zip(pages, layouts, strict=True)]
-    ranges = [
-        (o, s)
-        for p, d in zip(pages, deferred, strict=True)
-        for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
-        if j not in d
-    ]
-    fetched = iter(reader.read_buffers(ranges))
-    raw = [
-        _EMPTY if j in d else next(fetched)
-        for p, d in zip(pages, deferred, strict=True)
-        for j in range(len(p.buffer_offsets))
-    ]
+    lists_on_device = _device_lists(sel.distinct, sel.nbuf)
+    if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
+        deferred: list[tuple[int, ...]] = [()] * len(pages)
+        raw = reader.read_buffers(sel.ranges)
+    else:
+        deferred = [
+            _deferred_buffers(reader, p, f.message, lists_on_device) for p, f in zip(pages, facts_of, strict=True)
+        ]
+        ranges = [
+            (o, s)
+            for p, d in zip(pages, deferred, strict=True)
+            for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
+            if j not in d
+        ]
+        fetched = iter(reader.read_buffers(ranges))
+        raw = [
+            _EMPTY if j in d else next(fetched)
+            for p, d in zip(pages, deferred, strict=True)
+            for j in range(len(p.buffer_offsets))
+        ]
     # mini-block pages whose chunks are views of the file's map: chunk tables parsed in bulk
     # (a mapped file's buffers are views of its map: LanceFileReader.mapped)
     whole = reader.mapped if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES else None
     bulk: list[tuple[int, PageInfo, Any, list[np.ndarray]]] = []
-    dev: list[tuple[int, PageInfo, Any, list[np.ndarray], bool]] = []
     plans: list[PagePlan | None] = []
     k = 0
-    for pi, p, layout, d in zip(page_ids, pages, layouts, deferred, strict=True):
-        nb = len(p.buffer_offsets)
+    for pi, p, facts, d, nb in zip(sel.ids, pages, facts_of, deferred, sel.nbuf, strict=True):
         bufs = raw[k : k + nb]
         k += nb
-        kind = layout.WhichOneof("layout")
-        on_device = lists_on_device or (
-            DEVICE_HEADERS and kind == "mini_block_layout" and nb >= 2 and device_headers(layout.mini_block_layout))
-        if on_device:  # planned from chunk metadata alone, the leaf's such pages together
-            dev.append((pi, p, layout, bufs, 1 in d))
-            plans.append(_DEV)
+        lay = facts.kind
+        if lists_on_device or (DEVICE_HEADERS and lay == "mini_block_layout" and nb >= 2 and facts.device_headers):
+            # planned from chunk metadata alone; the chunk layouts of the pass are decoded together
+            page_plan = _metadata_page(p, facts, bufs)
+            page_plan.index, page_plan.data_deferred = pi, 1 in d
+            plans.append(page_plan)
             continue
-        if whole is not None and kind == "mini_block_layout" and not d and nb >= 2:
-            bulk.append((pi, p, layout, bufs))
+        if whole is not None and lay == "mini_block_layout" and not d and nb >= 2:
+            bulk.append((pi, p, facts.message, bufs))
             plans.append(None)
             continue
-        full_zip = kind == "full_zip_layout"
+        full_zip = lay == "full_zip_layout"
         data_deferred = (0 if full_zip else 1) in d
-        page_plan = parse_page(leaf, p, layout, bufs, deferred=data_deferred)
+        page_plan = parse_page(leaf, p, facts.message, bufs, deferred=data_deferred)
         page_plan.index = pi
         page_plan.data_deferred = data_deferred
         page_plan.index_deferred = full_zip and 1 in d
         plans.append(page_plan)
-    if dev:
-        on_dev = iter(_parse_metadata_pages(leaf, dev))
-        plans = [next(on_dev) if pp is _DEV else pp for pp in plans]
     if bulk:
         if len(bulk) >= BULK_MIN_PAGES:  # type: ignore[operator]
             parsed = iter(_parse_miniblock_pages(leaf, whole, bulk))  # type: ignore[arg-type]
@@ -764,12 +787,12 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     leaf.pages = plans  # type: ignore[assignment]
     leaf.levels_pending = lists_on_device
     if leaf.pages:
-        all_layers = [pp.layers for pp in leaf.pages]
+        distinct_layers = list(dict.fromkeys(pp.layers for pp in leaf.pages))  # merging is a join: once each
         try:
-            leaf.layers = common_layers(all_layers)
+            leaf.layers = common_layers(distinct_layers)
         except ValueError as exc:
             raise ctx.corrupt(str(exc)) from exc
-        differ = len(set(all_layers)) > 1
+        differ = len(distinct_layers) > 1
         leaf.has_rep = any(pp.has_rep for pp in leaf.pages)
         leaf.has_def = any(pp.has_def for pp in leaf.pages) or (differ and bool(def_meaning(leaf.layers)))
     else:
@@ -982,18 +1005,19 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     Chunks the planner holds are emitted now; deferred ones are read from the store straight
     into the pinned slab, and their chunk headers are parsed and their work emitted there
     (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
-    ctx = leaf.ctx()
     mb = page.layout
     p = page.parsed
-    nbuf = int(mb.num_buffers)
+    facts = page.facts
+    nbuf = int(mb.num_buffers) if facts is None else facts.num_buffers
     n = page.num_values
     if nbuf == 0 and n:
         _fill_nulls(unit, leaf, vpos, n)
     # a dictionary's items are decoded on the host and staged now; its indices are chunk work
-    dictionary = _stage_dictionary(unit, leaf, page, vpos, ctx) if nbuf and n and mb.HasField("dictionary") else None
+    dictionary = _stage_dictionary(unit, leaf, page, vpos, leaf.ctx()) if nbuf and n and mb.HasField("dictionary") else None
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
     size = p.get("data_size", int(page.info.buffer_sizes[1]))
-    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and device_headers(mb)):
+    on_device = device_headers(mb) if facts is None else facts.device_headers
+    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and on_device):
         # staged now; its chunk headers are parsed on the device, its work emitted then
         if not size:  # no chunks (an empty page, or a row selection kept none of its chunks)
             data_pos = 0
@@ -1535,8 +1559,7 @@ def plan_field_leaves(reader: LanceFileReader, arrow_field: pa.Field, columns: l
         raise CorruptFileError(reader.path, f"field {arrow_field.name!r} has {len(types)} leaves but {len(columns)} columns")
     leaves = []
     for col, t in zip(columns, types, strict=True):
-        npages = len(reader.column(col).pages)
-        leaves.append(plan_leaf(reader, col, t, list(range(npages))))
+        leaves.append(plan_leaf(reader, col, t))
     check_field_leaves(reader, arrow_field, leaves)
     return leaves
 

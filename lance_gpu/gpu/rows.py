@@ -27,8 +27,8 @@ from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext
-from lance_gpu.file.reader import parse_layout
 from lance_gpu.file.v2_1 import miniblock
+from lance_gpu.gpu import pagetable
 from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, plan_leaf
 
 __all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
@@ -101,7 +101,7 @@ class _LeafUnits:
         page = self.pages[p]
         lo, hi = int(self.page_start[p]), int(self.page_start[p + 1])
         ctx = DecodeContext(self.reader.path, self.column)
-        layout = parse_layout(page, ctx)
+        layout = pagetable.layout_facts(page, ctx).message
         kind = layout.WhichOneof("layout")
         whole = (np.array([lo], np.int64), np.array([hi], np.int64), False)
         got = whole

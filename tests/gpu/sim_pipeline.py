@@ -1128,7 +1128,9 @@ BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, f
 # mini-block chunk headers since the gpuengine branch: one more launch, and one fewer where
 # the level unravel's gather launch now zeroes its result too).  Unchanged (30 / 23, 3 blocking
 # copies) since the gpulists branch moved the nullable columns' InlineBitpacking definition
-# levels and the list column's pages into that same pre-pass.
+# levels and the list column's pages into that same pre-pass, and (30 / 23 launches, 3 / 3
+# blocking copies, 43 / 25 uploads; list table 19 / 32, 3 / 3) since the pagetable branch's
+# host planning from distinct page layouts (no device work changed).
 BUDGET_LAUNCHES = 30
 # Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
 # device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
@@ -1141,15 +1143,34 @@ BUDGET_D2H = 3
 BUDGET_H2D = 43
 
 
-@pytest.fixture(scope="module")
-def budget_datasets(root: Path) -> dict[int, str]:
-    table = gd.rich_table(640, seed=3).select(BUDGET_COLUMNS)
+def _split_datasets(root: Path, table: pa.Table, prefix: str) -> dict[int, str]:
+    """``table`` written as 2 and as 16 fragments: ``{fragments: uri}``."""
     out = {}
     for nfrag in (2, 16):
-        uri = str(root / f"budget_{nfrag}")
-        lance.write_dataset(table, uri, max_rows_per_file=640 // nfrag)
+        uri = str(root / f"{prefix}_{nfrag}")
+        lance.write_dataset(table, uri, max_rows_per_file=table.num_rows // nfrag)
         out[nfrag] = uri
     return out
+
+
+def _counted_read(uri: str, what: str, warmed=None) -> tuple[list, dict]:
+    """One device read of ``uri`` (after a first read that compiles the kernels, then
+    ``warmed()``), its device traffic counted; its rows must equal pylance's."""
+    from traffic import count_device_traffic
+
+    list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))  # compile first
+    if warmed is not None:
+        warmed()
+    with count_device_traffic() as c:
+        batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
+    got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
+    assert_same(got, lance.dataset(uri).to_table(), what)
+    return batches, dict(c)
+
+
+@pytest.fixture(scope="module")
+def budget_datasets(root: Path) -> dict[int, str]:
+    return _split_datasets(root, gd.rich_table(640, seed=3).select(BUDGET_COLUMNS), "budget")
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
@@ -1158,16 +1179,9 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
     BUDGET_D2H blocking copies back, no upload from pageable memory, the same (within 1.25x)
     as 2 or as 16 fragments; the levels of every leaf of every fragment are unravelled
     together and the error flags of every launch read back once."""
-    from traffic import count_device_traffic
-
     counts = {}
     for nfrag, uri in budget_datasets.items():
-        list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))  # compile first
-        with count_device_traffic() as c:
-            batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
-        got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
-        assert_same(got, lance.dataset(uri).to_table(), f"budget read, {nfrag} fragments")
-        counts[nfrag] = dict(c)
+        batches, counts[nfrag] = _counted_read(uri, f"budget read, {nfrag} fragments")
         for b in batches:  # what spared the readbacks on the way out is what the device holds
             _assert_spans_and_null_counts(b)
     for nfrag, c in counts.items():
@@ -1194,13 +1208,7 @@ LIST_BUDGET_D2H = 3
 
 @pytest.fixture(scope="module")
 def list_budget_datasets(root: Path) -> dict[int, str]:
-    table = gd.list_table(640, seed=3, depth=2)
-    out = {}
-    for nfrag in (2, 16):
-        uri = str(root / f"list_budget_{nfrag}")
-        lance.write_dataset(table, uri, max_rows_per_file=640 // nfrag)
-        out[nfrag] = uri
-    return out
+    return _split_datasets(root, gd.list_table(640, seed=3, depth=2), "list_budget")
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
@@ -1209,8 +1217,6 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
     LIST_BUDGET_D2H blocking copies back as 2 or 16 fragments, no pageable upload, no chunk
     header parsed on the host (the list pages' in-band level counts come back with the
     pre-pass's one copy), and the rows equal pylance's."""
-    from traffic import count_device_traffic
-
     from lance_gpu.file.v2_1 import miniblock
 
     host_parses = []
@@ -1218,16 +1224,11 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         real = getattr(miniblock, name)
         monkeypatch.setattr(miniblock, name, lambda *a, _real=real, _name=name, **k: host_parses.append(_name) or _real(*a, **k))
     for nfrag, uri in list_budget_datasets.items():
-        list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))  # compile first
-        host_parses.clear()
-        with count_device_traffic() as c:
-            batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
+        _batches, c = _counted_read(uri, f"list budget read, {nfrag} fragments", host_parses.clear)
         assert not host_parses, (nfrag, host_parses)
-        got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
-        assert_same(got, lance.dataset(uri).to_table(), f"list budget read, {nfrag} fragments")
-        assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, dict(c))
-        assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, dict(c))
-        assert c.get("h2d_pageable", 0) == 0, (nfrag, dict(c))
+        assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, c)
+        assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, c)
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")

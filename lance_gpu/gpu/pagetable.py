@@ -1,0 +1,326 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The page table of a pass: every page of every leaf column of every file, as arrays.
+
+A page's ``PageLayout`` protobuf (``encoding.value`` of its ``PageInfo``) repeats across the
+pages of a column and across the files of a dataset written alike (same encodings, same page
+sizes: only the last page of a column usually differs).  The planner therefore parses each
+*distinct* layout once per process (:func:`layout_facts`, keyed by the protobuf's bytes) into
+a :class:`LayoutFacts`: the message, its kind, the scalars every page of it has (items,
+visible items, layers, repetition / definition levels, value buffers) and the facts the
+planner and the device pre-pass derive from it (whether the GPU decodes it for a leaf of a
+given kind, its chunk-header shape bits, its emission group key), each derived once per
+layout.
+
+Per column of a file (:class:`ColumnPages`, one per parsed ``ColumnInfo``, which files
+written alike share) each page's layout is found once; what the planner reads of a column
+(:meth:`ColumnPages.select`: the pages' ``PageInfo``, layouts, buffer counts and buffer
+ranges) is made in one Python pass over its pages, once per column and process; and the
+pages as arrays (:class:`ColumnArrays`, ``int64`` unless noted), made when a page table asks::
+
+    offsets[p, b], sizes[p, b]   buffer b of page p (b < max buffers; padding: 0, 0)
+    nbuf[p]                      buffers of page p
+    num_rows[p]                  top-level rows of page p
+    layout[p]   (int32)          its LayoutFacts: ``layouts[layout[p]]`` (-1: it does not
+                                 parse; :func:`layout_facts` raises why, naming the file)
+
+and a pass's :class:`PageTable` is their concatenation over the pass's leaves (``leaf[i]``,
+``page[i]``: which leaf and which page of its column row ``i`` is), with the per-layout
+scalars broadcast by one take each (``kind``, ``num_items``, ``num_visible``, ``has_rep``,
+``has_def``, ``device_headers``): O(pages) array work, no Python per page once a column's
+arrays exist.  (The planner reads the column selections; the work emission does not read
+the pass table yet: its pages are still :class:`plan.PagePlan` objects.)  Invariants: ``layouts`` holds each distinct layout of the table once (by
+identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
+counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lance_gpu.file.container import ColumnInfo, PageInfo
+from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.reader import parse_layout
+
+#: page kinds as ``PageTable.kind`` codes
+KIND_CODES = {"mini_block_layout": 0, "full_zip_layout": 1, "constant_layout": 2}
+#: layouts (protobuf bytes) larger than this are parsed per page, not kept (FSST symbol
+#: tables make layouts that rarely repeat)
+SHARED_LAYOUT_BYTES = 4096
+#: distinct layouts kept per process (the cache is emptied when it is full)
+SHARED_LAYOUTS_MAX = 1 << 12
+#: pages of the columns whose page selections are kept per process (the cache holds their
+#: ``ColumnInfo``; it is emptied when a column would pass this)
+SHARED_COLUMN_PAGES_MAX = 1 << 18
+
+
+@dataclass(slots=True, eq=False)
+class LayoutFacts:
+    """One distinct page layout, parsed once (see the module docstring).  ``message`` is the
+    ``PageLayout``; ``body`` its ``mini_block_layout`` / ``full_zip_layout`` /
+    ``constant_layout``; both are shared by every page of this layout and never mutated."""
+
+    message: Any
+    kind: str
+    body: Any
+    num_items: int  # mini-block / full-zip items; -1 for constant pages
+    num_visible: int  # values: mini-block num_items, full-zip num_visible_items; -1 constant
+    has_rep: bool
+    has_def: bool
+    layers: tuple[int, ...]
+    num_buffers: int  # mini-block value buffers (0 otherwise)
+    #: a mini-block page without repetition levels and at most two value buffers: its chunk
+    #: headers are parsed on the device (``plan.device_headers``)
+    device_headers: bool
+    #: (leaf kind, bytes per value) of leaves ``plan.check_page`` accepted this layout for
+    accepted: set[tuple[str, int]] = field(default_factory=set)
+    #: the chunk-header shape bits and inline word of the device pre-pass (``headers``),
+    #: once derived
+    chunk_shape: tuple[int, int] | None = None
+    #: ``plan._group_key`` per leaf kind, once derived
+    group_keys: dict[str, tuple] = field(default_factory=dict)
+
+
+def _facts(layout) -> LayoutFacts:
+    kind = layout.WhichOneof("layout")
+    body: Any = getattr(layout, kind) if kind else None
+    if kind == "mini_block_layout":
+        has_rep, has_def = body.HasField("rep_compression"), body.HasField("def_compression")
+        n = int(body.num_items)
+        nbuf = int(body.num_buffers)
+        return LayoutFacts(layout, kind, body, n, n, has_rep, has_def, tuple(int(x) for x in body.layers), nbuf,
+                           not has_rep and nbuf <= 2)
+    if kind == "full_zip_layout":
+        return LayoutFacts(layout, kind, body, int(body.num_items), int(body.num_visible_items), int(body.bits_rep) > 0,
+                           int(body.bits_def) > 0, tuple(int(x) for x in body.layers), 0, False)
+    # constant (counts in its buffers) and layouts the planner refuses (check_page says why)
+    return LayoutFacts(layout, str(kind), body, -1, -1, False, False, (), 0, False)
+
+
+_layouts: dict[tuple[str, bytes], LayoutFacts] = {}
+_columns: dict[int, tuple[ColumnInfo, ColumnPages]] = {}
+_column_pages_held = 0
+_lock = threading.Lock()
+#: distinct layouts parsed in this process (tests pin the sharing)
+layout_parses = 0
+
+
+def layout_facts(page: PageInfo, ctx: DecodeContext) -> LayoutFacts:
+    """The :class:`LayoutFacts` of ``page``'s layout, parsed once per distinct protobuf
+    (``parse_layout``'s errors, naming ``ctx``, for a bad one: never kept)."""
+    global layout_parses
+    enc = page.encoding
+    value = enc.value
+    key = (enc.type_url, value)
+    got = _layouts.get(key)
+    if got is not None:
+        return got
+    facts = _facts(parse_layout(page, ctx))
+    with _lock:
+        layout_parses += 1
+        if len(value) <= SHARED_LAYOUT_BYTES:
+            if len(_layouts) >= SHARED_LAYOUTS_MAX:
+                _layouts.clear()
+            _layouts[key] = facts
+    return facts
+
+
+@dataclass(slots=True, eq=False)
+class PageSelection:
+    """Some pages of a column (:meth:`ColumnPages.select`) as the planner takes them: their
+    indices and ``PageInfo``, layouts (per page, and the distinct ones in order of first use),
+    buffer counts and every buffer's ``(offset, size)`` in page order."""
+
+    ids: list[int]
+    pages: list[PageInfo]
+    layouts: list[LayoutFacts]
+    distinct: list[LayoutFacts]
+    nbuf: list[int]
+    ranges: list[tuple[int, int]]
+
+
+@dataclass(slots=True, eq=False)
+class ColumnArrays:
+    """A column's pages as arrays (the module docstring)."""
+
+    offsets: np.ndarray
+    sizes: np.ndarray
+    nbuf: np.ndarray
+    num_rows: np.ndarray
+    layout: np.ndarray
+
+
+@dataclass(slots=True, eq=False)
+class ColumnPages:
+    """The pages of one column of one file: each page's layout (``index``: into ``layouts``,
+    -1 where it does not parse), the planner's selection of every page and the page arrays,
+    each made once, when first asked for."""
+
+    pages: list[PageInfo]
+    index: list[int]
+    layouts: list[LayoutFacts]
+    _all: PageSelection | None = None
+    _arrays: ColumnArrays | None = None
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.pages)
+
+    def select(self, ids: list[int] | None) -> PageSelection:
+        """Pages ``ids`` (None: all, kept for the next read of this column); raises
+        ``LookupError(page)`` for the first page whose layout does not parse."""
+        if ids is None and self._all is not None:
+            return self._all
+        sel = list(range(len(self.pages))) if ids is None else [int(i) for i in ids]
+        layouts = self.layouts
+        per_page = []
+        distinct: dict[int, LayoutFacts] = {}
+        for i in sel:
+            j = self.index[i]
+            if j < 0:
+                raise LookupError(i)
+            facts = layouts[j]
+            per_page.append(facts)
+            distinct.setdefault(j, facts)
+        pages = [self.pages[i] for i in sel]
+        out = PageSelection(
+            sel, pages, per_page, list(distinct.values()), [len(p.buffer_offsets) for p in pages],
+            [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)],
+        )
+        if ids is None:
+            self._all = out
+        return out
+
+    def arrays(self) -> ColumnArrays:
+        """The page arrays (:class:`ColumnArrays`), made once."""
+        if self._arrays is not None:
+            return self._arrays
+        pages = self.pages
+        n = len(pages)
+        nbuf = np.fromiter((len(p.buffer_offsets) for p in pages), np.int64, n)
+        width = int(nbuf.max()) if n else 0
+        offsets = np.zeros((n, width), np.int64)
+        sizes = np.zeros((n, width), np.int64)
+        held = np.arange(width)[None, :] < nbuf[:, None]
+        offsets[held] = np.fromiter((o for p in pages for o in p.buffer_offsets), np.int64, int(nbuf.sum()))
+        sizes[held] = np.fromiter((s for p in pages for s in p.buffer_sizes), np.int64, int(nbuf.sum()))
+        num_rows = np.fromiter((p.num_rows for p in pages), np.int64, n)
+        self._arrays = ColumnArrays(offsets, sizes, nbuf, num_rows, np.asarray(self.index, np.int32).reshape(n))
+        return self._arrays
+
+
+def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:
+    """:class:`ColumnPages` of a parsed column, made once per ``ColumnInfo`` object (files
+    written alike share theirs, ``file.container``); a page whose layout does not parse gets
+    index -1 (:func:`layout_facts` raises why, naming the file that plans it)."""
+    got = _columns.get(id(column))
+    if got is not None and got[0] is column:
+        return got[1]
+    distinct: dict[int, int] = {}
+    layouts: list[LayoutFacts] = []
+    index = []
+    for p in column.pages:
+        try:
+            facts = layout_facts(p, ctx)
+        except Exception:  # noqa: BLE001  -- raised again by layout_facts (naming the file that reads it) if planned
+            index.append(-1)
+            continue
+        j = distinct.get(id(facts))
+        if j is None:
+            j = distinct[id(facts)] = len(layouts)
+            layouts.append(facts)
+        index.append(j)
+    out = ColumnPages(list(column.pages), index, layouts)
+    global _column_pages_held
+    with _lock:
+        if _column_pages_held + len(index) > SHARED_COLUMN_PAGES_MAX:
+            _columns.clear()
+            _column_pages_held = 0
+        _columns[id(column)] = (column, out)  # the ColumnInfo held: its id is not reused
+        _column_pages_held += len(index)
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class PageTable:
+    """Every page of a pass's leaves, struct of arrays (the module docstring)."""
+
+    leaf: np.ndarray  # int32: the leaf (position in the list given to :func:`page_table`)
+    page: np.ndarray  # int64: the page's index in its column
+    layout: np.ndarray  # int32: ``layouts[layout[i]]``
+    layouts: list[LayoutFacts]
+    kind: np.ndarray  # int8: KIND_CODES (-1: another layout, refused by the planner)
+    offsets: np.ndarray  # int64 [n, max buffers]
+    sizes: np.ndarray
+    nbuf: np.ndarray
+    num_rows: np.ndarray
+    num_items: np.ndarray
+    num_visible: np.ndarray
+    has_rep: np.ndarray  # bool
+    has_def: np.ndarray
+    device_headers: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.leaf.size)
+
+
+def page_table(columns: list[tuple[ColumnPages, np.ndarray | None]]) -> PageTable:
+    """The :class:`PageTable` of ``(column pages, page indices or None for all)`` per leaf:
+    concatenation and one take per per-layout scalar (no Python per page)."""
+    distinct: dict[int, int] = {}
+    layouts: list[LayoutFacts] = []
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("leaf", "page", "layout", "offsets", "sizes", "nbuf", "num_rows")}
+    arrays = [cp.arrays() for cp, _ids in columns]
+    width = max((ca.offsets.shape[1] for ca in arrays), default=0)
+    for li, ((cp, ids), ca) in enumerate(zip(columns, arrays, strict=True)):
+        sel = np.arange(cp.num_pages, dtype=np.int64) if ids is None else np.asarray(ids, np.int64)
+        if sel.size and int(ca.layout[sel].min()) < 0:
+            msg = "page table of a page whose layout does not parse (layout_facts raises why)"
+            raise ValueError(msg)
+        remap = np.empty(len(cp.layouts), np.int32)
+        for j, facts in enumerate(cp.layouts):
+            k = distinct.get(id(facts))
+            if k is None:
+                k = distinct[id(facts)] = len(layouts)
+                layouts.append(facts)
+            remap[j] = k
+        pad = width - ca.offsets.shape[1]
+        parts["leaf"].append(np.full(sel.size, li, np.int32))
+        parts["page"].append(sel)
+        parts["layout"].append(remap[ca.layout[sel]])
+        parts["offsets"].append(np.pad(ca.offsets[sel], ((0, 0), (0, pad))))
+        parts["sizes"].append(np.pad(ca.sizes[sel], ((0, 0), (0, pad))))
+        parts["nbuf"].append(ca.nbuf[sel])
+        parts["num_rows"].append(ca.num_rows[sel])
+    cat = {
+        k: np.concatenate(v) if v else np.zeros((0, width) if k in ("offsets", "sizes") else 0, np.int32 if k in ("leaf", "layout") else np.int64)
+        for k, v in parts.items()
+    }
+    lay = cat["layout"]
+
+    def per_layout(values: list, dtype) -> np.ndarray:
+        return np.asarray(values, dtype)[lay] if layouts else np.zeros(0, dtype)
+
+    return PageTable(
+        cat["leaf"], cat["page"], lay, layouts,
+        per_layout([KIND_CODES.get(f.kind, -1) for f in layouts], np.int8),
+        cat["offsets"], cat["sizes"], cat["nbuf"], cat["num_rows"],
+        per_layout([f.num_items for f in layouts], np.int64), per_layout([f.num_visible for f in layouts], np.int64),
+        per_layout([f.has_rep for f in layouts], np.bool_), per_layout([f.has_def for f in layouts], np.bool_),
+        per_layout([f.device_headers for f in layouts], np.bool_),
+    )
+
+
+def clear() -> None:
+    """Forget the shared layouts and column page selections (tests, benchmarks)."""
+    global _column_pages_held
+    with _lock:
+        _layouts.clear()
+        _columns.clear()
+        _column_pages_held = 0
+
+
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
