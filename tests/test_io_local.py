@@ -5,6 +5,7 @@ and the rule that nothing outside ``lance_gpu/io`` touches dataset bytes."""
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import re
 from pathlib import Path
@@ -78,6 +79,19 @@ def test_small_files_are_read_whole_and_hold_no_descriptor(tmp_path: Path) -> No
     large_bytes = bytes(range(256)) * (local_io.WHOLE_READ_BYTES // 256 + 1)
     store.put(small, small_bytes)
     store.put(large, large_bytes)
+    gc.collect()  # handles of earlier tests left in cycles close now, not while counting
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _count_open_handles(store, small, large, small_bytes, large_bytes)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _count_open_handles(store: LocalStore, small: str, large: str, small_bytes: bytes, large_bytes: bytes) -> None:
+    from lance_gpu.io import local as local_io
+
     files_before, handles_before = local_io._open_files, local_io._open_handles
     whole = store.open(small)
     assert local_io._open_files == files_before  # no descriptor held
