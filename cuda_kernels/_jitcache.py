@@ -140,6 +140,7 @@ __all__ = [
     "twin_stats",
     "twins_enabled",
     "wait_for_worker",
+    "with_globals",
 ]
 
 #: Environment variable naming the kernel cache directory (see the module docstring).
@@ -903,6 +904,12 @@ def _bind_for_numba(func: Callable[..., Any]) -> Callable[..., Any]:
             glb[name] = bound
     if glb is None:
         return func
+    return with_globals(func, glb)
+
+
+def with_globals(func: Callable[..., Any], glb: dict[str, Any]) -> Callable[..., Any]:
+    """A copy of ``func`` whose globals are ``glb`` (its code, defaults, closure and names
+    kept): how a kernel's source is bound to what one target must see."""
     copy = types.FunctionType(func.__code__, glb, func.__name__, func.__defaults__, func.__closure__)
     copy.__qualname__ = func.__qualname__
     copy.__module__ = func.__module__

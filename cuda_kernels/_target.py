@@ -55,7 +55,7 @@ cache does not hash globals); they specialise on argument types instead.
 import threading
 import types
 
-from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, njit, prange
+from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, njit, prange, with_globals
 
 __all__ = [
     "LAZY_CUDA",
@@ -123,18 +123,7 @@ def _rebind(pyfunc, target, constants=None):
             glb[name] = _compiled(value)
     if constants:
         glb.update(constants)
-    func = types.FunctionType(
-        pyfunc.__code__,
-        glb,
-        pyfunc.__name__,
-        pyfunc.__defaults__,
-        pyfunc.__closure__,
-    )
-    func.__qualname__ = pyfunc.__qualname__
-    func.__module__ = pyfunc.__module__
-    func.__doc__ = pyfunc.__doc__
-    func.__kwdefaults__ = pyfunc.__kwdefaults__
-    return func
+    return with_globals(pyfunc, glb)
 
 
 class DualFunction:

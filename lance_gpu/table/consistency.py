@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.container import SharedParses
+from lance_gpu.file.legacy import is_legacy_file_version
 
 if TYPE_CHECKING:
     from lance_gpu.file.container import LanceFileReader
@@ -58,7 +59,7 @@ def file_kinds(fragments: Iterable[table_pb2.DataFragment]) -> int:
     kinds = 0
     for frag in fragments:
         for df in frag.files:
-            kinds |= LEGACY_FILES if df.file_major_version == 0 and df.file_minor_version <= 2 else V2_FILES
+            kinds |= LEGACY_FILES if is_legacy_file_version(df.file_major_version, df.file_minor_version) else V2_FILES
         if kinds == LEGACY_FILES | V2_FILES:
             break
     return kinds
@@ -110,7 +111,7 @@ def check_manifest(manifest: table_pb2.Manifest, path: object) -> tuple[int, int
         top = max(top, int(manifest.max_fragment_id))
     kinds = 0
     for major, minor in versions:
-        kinds |= LEGACY_FILES if major == 0 and minor <= 2 else V2_FILES
+        kinds |= LEGACY_FILES if is_legacy_file_version(major, minor) else V2_FILES
     return int(top), kinds
 
 
