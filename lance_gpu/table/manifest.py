@@ -45,6 +45,7 @@ from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.protobuf import check_strict
 from lance_gpu.table.consistency import check_manifest
 from lance_gpu.table.features import check_reader_flags
+from lance_gpu.table.manifest_bytes import FragmentLayout
 
 __all__ = [
     "DETACHED_VERSION_MASK",
@@ -60,6 +61,7 @@ __all__ = [
     "list_versions",
     "load_manifest",
     "manifest_file_name",
+    "manifest_message_bytes",
     "parse_manifest_bytes",
     "parse_manifest_message",
     "parse_version_file_name",
@@ -90,23 +92,102 @@ _HINT_PROBES = 8
 NamingScheme = Literal["V1", "V2"]
 
 
-@dataclass(frozen=True)
 class ManifestFile:
-    """A parsed manifest file: the Manifest plus its optional inline sections."""
+    """A parsed manifest file: the Manifest plus its optional inline sections.
 
-    path: str
-    manifest: table_pb2.Manifest
-    transaction: transaction_pb2.Transaction | None = None
-    index_section: table_pb2.IndexSection | None = None
-    #: The largest fragment id the manifest names, its ``max_fragment_id`` included (-1:
-    #: none), where known (found when the manifest was vetted, or by the commit that wrote
-    #: it): new fragments take ids above it without a loop over every fragment.
-    fragment_id_bound: int | None = None
-    #: The kinds of data files it names (:func:`~lance_gpu.table.consistency.file_kinds`
-    #: bits; a superset where set by a commit), where known: a commit checks that a new
-    #: version does not mix legacy and V2 files from its base's kinds and the fragments it
-    #: touched, without a loop over every fragment.
-    file_kinds: int | None = None
+    Built from a file read (``manifest`` parsed; its bytes kept as ``raw``, the Manifest
+    message's bytes), or by a commit from what it wrote: ``layout``
+    (:class:`~lance_gpu.table.manifest_bytes.FragmentLayout` of the Manifest message) and
+    ``head`` (the Manifest without its fragments), the full ``manifest`` then parsed from
+    the layout's bytes on first access only.  Immutable once built: every view is of the
+    same bytes.
+    """
+
+    __slots__ = ("_head", "_layout", "_manifest", "_raw", "file_kinds", "fragment_id_bound",
+                 "index_section", "path", "transaction")
+
+    def __init__(
+        self,
+        path: str,
+        manifest: table_pb2.Manifest | None = None,
+        transaction: transaction_pb2.Transaction | None = None,
+        index_section: table_pb2.IndexSection | None = None,
+        fragment_id_bound: int | None = None,
+        file_kinds: int | None = None,
+        *,
+        raw: bytes | None = None,
+        layout: FragmentLayout | None = None,
+        head: table_pb2.Manifest | None = None,
+    ) -> None:
+        if manifest is None and (layout is None or head is None):
+            raise ValueError("a ManifestFile needs its manifest, or its layout and head")
+        self.path = path
+        self._manifest = manifest
+        self.transaction = transaction
+        self.index_section = index_section
+        #: The largest fragment id the manifest names, its ``max_fragment_id`` included (-1:
+        #: none), where known (found when the manifest was vetted, or by the commit that wrote
+        #: it): new fragments take ids above it without a loop over every fragment.
+        self.fragment_id_bound = fragment_id_bound
+        #: The kinds of data files it names (:func:`~lance_gpu.table.consistency.file_kinds`
+        #: bits; a superset where set by a commit), where known: a commit checks that a new
+        #: version does not mix legacy and V2 files from its base's kinds and the fragments it
+        #: touched, without a loop over every fragment.
+        self.file_kinds = file_kinds
+        self._raw = raw
+        self._layout = layout
+        self._head = head
+
+    def __repr__(self) -> str:
+        return f"ManifestFile(path={self.path!r}, version={int(self.head.version)})"
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.path, self.manifest, self.transaction, self.index_section, self.fragment_id_bound, self.file_kinds)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal: the same path, sections and facts (a file read equals the commit's own)."""
+        if not isinstance(other, ManifestFile):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def manifest(self) -> table_pb2.Manifest:
+        """The whole ``lance.table.Manifest`` (read-only: shared)."""
+        m = self._manifest
+        if m is None:
+            assert self._layout is not None
+            m = table_pb2.Manifest.FromString(self._layout.raw)  # bytes this process wrote
+            self._manifest = m
+        return m
+
+    @property
+    def head(self) -> table_pb2.Manifest:
+        """A Manifest with every field of this one but its fragments, which it may or may
+        not hold (read-only: shared): what reading the version, the schema or the flags
+        needs, without parsing the fragments of a manifest a commit wrote."""
+        if self._head is not None:
+            return self._head
+        return self.manifest
+
+    @property
+    def fragment_count(self) -> int:
+        """How many fragments the manifest names."""
+        if self._manifest is None and self._layout is not None:
+            return len(self._layout)
+        return len(self.manifest.fragments)
+
+    def fragment_layout(self) -> FragmentLayout:
+        """Where the fragments are in the Manifest message's bytes (found once: a walk of the
+        bytes read, or the commit's own), for a commit that keeps most of them as bytes."""
+        layout = self._layout
+        if layout is None:
+            m = self.manifest
+            layout = FragmentLayout.of(self._raw if self._raw is not None else m.SerializeToString(), m)
+            self._layout = layout
+            self._raw = None  # the layout holds them
+        return layout
 
 
 @dataclass
@@ -203,7 +284,16 @@ def parse_manifest_bytes(
             index_section = _read_section(
                 data, manifest.index_section, limit, table_pb2.IndexSection, "index section", path
             )
-    return ManifestFile(path, manifest, transaction, index_section, bound, kinds)  # type: ignore[arg-type]
+    raw = manifest_message_bytes(data)  # (its bounds were checked above)
+    return ManifestFile(path, manifest, transaction, index_section, bound, kinds, raw=raw)  # type: ignore[arg-type]
+
+
+def manifest_message_bytes(data: bytes) -> bytes:
+    """The bytes of the Manifest message of a manifest file held in memory (whose footer
+    and bounds are valid: a file parsed, or one just serialized)."""
+    pos = _FOOTER.unpack_from(data, len(data) - MANIFEST_FOOTER_SIZE)[0]
+    (length,) = _LEN.unpack_from(data, pos)
+    return bytes(data[pos + _LEN.size : pos + _LEN.size + length])
 
 
 def _read_bytes(store: ObjectStore, path: str) -> bytes:

@@ -128,10 +128,10 @@ class TableSnapshot:
         self.uri = store.uri(root)
         self.storage_options: dict[str, str] = dict(storage_options or {})
         self.manifest_file = manifest_file
-        self.manifest = manifest_file.manifest
         self.manifest_path = manifest_file.path
-        check_reader_flags(self.manifest.reader_feature_flags, manifest_file.path)
-        self.lance_schema = LanceSchema.from_manifest(self.manifest, manifest_file.path)
+        head = manifest_file.head  # (a commit's new version: its fragments are parsed on first use)
+        check_reader_flags(head.reader_feature_flags, manifest_file.path)
+        self.lance_schema = LanceSchema.from_manifest(head, manifest_file.path)
         #: Field id -> column index maps of this version's data files, by the file's
         #: (field ids, column indices) lists: fragments written together share one.
         self._column_maps: dict[tuple[tuple[int, ...], tuple[int, ...]], dict[int, int]] = {}
@@ -144,7 +144,12 @@ class TableSnapshot:
         #: they outlive the :class:`FragmentSnapshot` objects, which are views made on demand.
         self._states: dict[int, _FragmentState] = {}
         #: The fragment objects made so far, held weakly (see :attr:`fragments`).
-        self._fragment_refs: list[weakref.ref[FragmentSnapshot] | None] = [None] * len(self.manifest.fragments)
+        self._fragment_refs: list[weakref.ref[FragmentSnapshot] | None] = [None] * manifest_file.fragment_count
+
+    @property
+    def manifest(self) -> table_pb2.Manifest:
+        """The version's whole manifest (read-only)."""
+        return self.manifest_file.manifest
 
     @classmethod
     def load(cls, store: ObjectStore, root: str, version: int | str | None = None,
@@ -227,7 +232,7 @@ class TableSnapshot:
 
     @property
     def version(self) -> int:
-        return int(self.manifest.version)
+        return int(self.manifest_file.head.version)
 
     @cached_property
     def naming(self) -> NamingScheme:
@@ -245,7 +250,7 @@ class TableSnapshot:
     @property
     def has_stable_row_ids(self) -> bool:
         """Whether row ids survive compaction and updates (the stable row id feature)."""
-        return bool(self.manifest.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+        return bool(self.manifest_file.head.reader_feature_flags & FLAG_STABLE_ROW_IDS)
 
     @property
     def index_metadata(self) -> list[table_pb2.IndexMetadata]:

@@ -56,16 +56,19 @@ from lance_gpu.table.manifest import (
     detached_manifest_name,
     list_versions,
     manifest_file_name,
+    manifest_message_bytes,
     read_manifest_file,
     read_version_hint,
     remember_manifest,
 )
-from lance_gpu.txn.legacy_dictionaries import check_no_mixing, dictionary_prefix
+from lance_gpu.table.manifest_bytes import ManifestDraft
+from lance_gpu.txn.legacy_dictionaries import check_no_mixing, dictionary_prefix, needs_dictionaries
 from lance_gpu.txn.operations import Operation
 from lance_gpu.txn.publish import (
     SUPPORTED_WRITER_FLAGS,
     check_commit_store,
     publish_manifest,
+    serialize_draft,
     serialize_manifest,
     stamp_manifest,
     winner_transaction,
@@ -98,7 +101,7 @@ def _transaction(
 
 def _finish_manifest(
     m: table_pb2.Manifest, base: ManifestFile | None, version: int, txn_file: str,
-    touched: list[table_pb2.DataFragment] | None = None,
+    touched: list[table_pb2.DataFragment] | None = None, draft: ManifestDraft | None = None,
 ) -> table_pb2.Manifest:
     """What every commit sets: derived sections cleared, the deletion-files flags exactly when
     some fragment has a deletion file (pylance's ``apply_feature_flags``), a
@@ -106,16 +109,19 @@ def _finish_manifest(
 
     ``touched`` (:attr:`Operation.touched`): the entries of ``m`` that are not ``base``'s;
     where given, ``base``'s flags and ``max_fragment_id`` (vetted when it was read) stand
-    for the untouched entries, so no loop runs over every fragment."""
+    for the untouched entries, so no loop runs over every fragment.
+    (With a ``draft``, ``m`` is its head: the fragments are the draft's.)"""
     for name in (
         "tag", "version_aux_data", "transaction_section_deprecated", "index_section",
         "transaction_section", "writer_version",
     ):
         m.ClearField(name)
-    base_has = base is not None and bool(base.manifest.writer_feature_flags & features.FLAG_DELETION_FILES)
+    base_has = base is not None and bool(base.head.writer_feature_flags & features.FLAG_DELETION_FILES)
     if touched is not None and base is not None and not base_has:
         # no base fragment has a deletion file: only the touched entries can
         has_deletions = any(f.HasField("deletion_file") for f in touched)
+    elif draft is not None:
+        has_deletions = draft.has_deletions()
     else:
         has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
     for name in ("reader_feature_flags", "writer_feature_flags"):
@@ -124,12 +130,14 @@ def _finish_manifest(
     if touched is not None and base is not None and base.fragment_id_bound is not None:
         # the untouched entries are the base's: at or below its (vetted) bound
         ids = [int(f.id) for f in touched] + [base.fragment_id_bound]
+    elif draft is not None:
+        ids = [draft.max_id()]
     else:
         ids = [int(f.id) for f in m.fragments]
     if m.HasField("max_fragment_id"):
         ids.append(int(m.max_fragment_id))
-    if base is not None and base.manifest.HasField("max_fragment_id"):
-        ids.append(int(base.manifest.max_fragment_id))
+    if base is not None and base.head.HasField("max_fragment_id"):
+        ids.append(int(base.head.max_fragment_id))
     if base is not None and base.fragment_id_bound is not None:
         ids.append(base.fragment_id_bound)
     if ids and max(ids) >= 0:
@@ -139,13 +147,14 @@ def _finish_manifest(
 
 
 def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
-                 base: table_pb2.Manifest | None,
-                 touched: list[table_pb2.DataFragment] | None = None) -> list[str]:
+                 base_file: ManifestFile | None,
+                 touched: list[table_pb2.DataFragment] | None = None,
+                 draft: ManifestDraft | None = None) -> list[str]:
     """Keys of the data and deletion files ``manifest`` names that ``base`` does not (files
     under another base path are left to their writer).  Compared by the names the manifests
     hold; keys are built for the new files only.  Where the operation says which entries it
     ``touched`` (:attr:`Operation.touched`: the others are ``base``'s), only those are
-    looked at."""
+    looked at; a ``draft`` names the base entries they replace (``manifest`` is its head)."""
     def data_files(m: table_pb2.Manifest | None) -> set[str]:
         if m is None:
             return set()
@@ -161,12 +170,16 @@ def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
         }
 
     data_dir = join(root, "data")
-    if touched is not None and base is not None:
+    if touched is not None and base_file is not None:
         # the touched entries against the base entries they replace (same id), if any
-        ids = {int(f.id) for f in touched}
-        if base.HasField("max_fragment_id"):
-            ids = {i for i in ids if i <= int(base.max_fragment_id)}
-        replaced = {int(f.id): f for f in base.fragments if int(f.id) in ids} if ids else {}
+        if draft is not None:
+            replaced = draft.replaced([int(f.id) for f in touched])
+        else:
+            base_head = base_file.head
+            ids = {int(f.id) for f in touched}
+            if base_head.HasField("max_fragment_id"):
+                ids = {i for i in ids if i <= int(base_head.max_fragment_id)}
+            replaced = {int(f.id): f for f in base_file.manifest.fragments if int(f.id) in ids} if ids else {}
         keys: set[str] = set()
         for frag in touched:
             prev = replaced.get(int(frag.id))
@@ -177,6 +190,7 @@ def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
             ):
                 keys.add(deletion_file_path(store, root, int(frag.id), frag.deletion_file))
         return sorted(keys)
+    base = base_file.manifest if base_file is not None else None
     out = [join(data_dir, name) for name in data_files(manifest) - data_files(base)]
     theirs = deletion_files(base)
     out.extend(
@@ -276,14 +290,14 @@ def commit_file(
     txn_key: str | None = None  # the transaction file written, until a manifest names it
     try:
         check_commit_store(store, root, locked=lock is not None)
-        read_version = int(base.manifest.version) if base is not None else 0
+        read_version = int(base.head.version) if base is not None else 0
         if base is not None:
-            features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
+            features.check_writer_flags(base.head.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
         txn_uuid = str(_uuid.uuid4())
         txn_name = f"{read_version}-{txn_uuid}.txn"
         txn = _transaction(op, read_version, txn_uuid, transaction_properties)
         skip_txn_file = base is not None and bool(
-            base.manifest.writer_feature_flags & features.FLAG_DISABLE_TRANSACTION_FILE
+            base.head.writer_feature_flags & features.FLAG_DISABLE_TRANSACTION_FILE
         )
         tdir = join(root, "_transactions")
         current = base
@@ -305,9 +319,9 @@ def commit_file(
                         store.delete(join(tdir, old_name))
                     except OSError:
                         pass
-            features.check_writer_flags(winner.manifest.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
+            features.check_writer_flags(winner.head.writer_feature_flags, winner.path, SUPPORTED_WRITER_FLAGS)
             current = winner
-            version = int(winner.manifest.version) + 1
+            version = int(winner.head.version) + 1
 
         if not detached:
             for winner in known_since:
@@ -319,14 +333,19 @@ def commit_file(
         synced: set[str] = set()
         while True:
             op.touched = None
-            m, index_section = op.apply(store, root, current, version)
+            built, index_section = op.apply(store, root, current, version)
             touched = op.touched
-            kinds = check_no_mixing(m, current, touched)
-            added = _added_files(store, root, m, current.manifest if current else None, touched)
+            draft = built if isinstance(built, ManifestDraft) else None
+            if draft is not None and (touched is None or needs_dictionaries(draft.head)):
+                built, draft = draft.materialize(), None  # (rare: these paths look at every fragment)
+            m = draft.head if draft is not None else built
+            assert isinstance(m, table_pb2.Manifest)
+            kinds = check_no_mixing(built, current, touched)
+            added = _added_files(store, root, m, current, touched, draft)
             unsynced = [k for k in added if k not in synced]
             if txn_key is not None and txn_key not in synced:
                 unsynced.append(txn_key)
-            manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name, touched)
+            manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name, touched, draft)
             if skip_txn_file:
                 manifest.ClearField("transaction_file")
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
@@ -336,8 +355,11 @@ def commit_file(
                     # later versions exist although ``version`` does not (a cleanup removed
                     # it): rebase on them instead of publishing below the latest
                     raise FileExistsError(version)
-                data = serialize_manifest(manifest, txn, index_section, in_place=True,
-                                          prefix=dictionary_prefix(store, root, manifest))
+                if draft is not None:
+                    data, layout = serialize_draft(draft, txn, index_section)
+                else:
+                    data = serialize_manifest(manifest, txn, index_section, in_place=True,
+                                              prefix=dictionary_prefix(store, root, manifest))
                 with _user_lock(lock, version) if lock is not None else nullcontext():
                     # the files it names and the manifest's own bytes are made durable in one
                     # round of fsyncs (in parallel), before the manifest is published
@@ -350,12 +372,19 @@ def commit_file(
                 # the next read of this version (the dataset a write returns, the next
                 # commit's base) reuses it: no parse, no O(fragments) vetting
                 bound = int(manifest.max_fragment_id) if manifest.HasField("max_fragment_id") else -1
-                committed = ManifestFile(store.uri(target), manifest, txn, index_section, bound, kinds)
+                if draft is not None:
+                    # the new version as the bytes just written: its fragments are parsed
+                    # only if someone asks for the whole manifest
+                    committed = ManifestFile(store.uri(target), None, txn, index_section, bound, kinds,
+                                             layout=layout, head=manifest)
+                else:
+                    committed = ManifestFile(store.uri(target), manifest, txn, index_section, bound, kinds,
+                                             raw=manifest_message_bytes(data))
                 remember_manifest(store.uri(target), data, committed)
                 if not detached:
                     write_version_hint(store, root, version)
                     for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)
-                        hook(store, root, manifest, int(current.manifest.version) if current is not None else 0)
+                        hook(store, root, manifest, int(current.head.version) if current is not None else 0)
                 return committed
             if detached:
                 version = _detached_version()

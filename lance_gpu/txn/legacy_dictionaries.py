@@ -26,12 +26,13 @@ from lance_gpu.file.legacy import LegacyFileReader, is_legacy_file_version
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table.consistency import LEGACY_FILES, V2_FILES, file_kinds
 from lance_gpu.table.manifest import ManifestFile
+from lance_gpu.table.manifest_bytes import ManifestDraft
 from lance_gpu.table.schema import LanceSchema
 
 __all__ = ["check_no_mixing", "dataset_dictionaries", "dictionary_prefix"]
 
 
-def check_no_mixing(manifest: table_pb2.Manifest, base: ManifestFile | None = None,
+def check_no_mixing(manifest: table_pb2.Manifest | ManifestDraft, base: ManifestFile | None = None,
                     touched: Sequence[table_pb2.DataFragment] | None = None) -> int:
     """pylance refuses a version whose data files are both legacy (V1) and V2 files.
 
@@ -44,7 +45,7 @@ def check_no_mixing(manifest: table_pb2.Manifest, base: ManifestFile | None = No
         kinds = base.file_kinds | file_kinds(touched)
         if kinds != LEGACY_FILES | V2_FILES:
             return kinds
-    kinds = file_kinds(manifest.fragments)
+    kinds = file_kinds(manifest.fragments() if isinstance(manifest, ManifestDraft) else manifest.fragments)
     if kinds == LEGACY_FILES | V2_FILES:
         raise LegacyFormatError("Invalid user input: Dataset snapshot mixes V1 and V2 data files")
     return kinds
@@ -101,15 +102,19 @@ def dataset_dictionaries(store: ObjectStore, root: str, manifest: table_pb2.Mani
     return out
 
 
+def needs_dictionaries(manifest: table_pb2.Manifest) -> bool:
+    """Whether ``manifest`` (its fields: a draft's head will do) is a legacy manifest with
+    dictionary fields, whose values :func:`dictionary_prefix` writes ahead of it."""
+    return manifest.data_format.version in ("0.1", "legacy") and any(f.HasField("dictionary") for f in manifest.fields)
+
+
 def dictionary_prefix(store: ObjectStore, root: str, manifest: table_pb2.Manifest) -> bytes:
     """For a legacy manifest with dictionary fields: the bytes to write ahead of its
     sections, having set each such field's ``dictionary`` offset and length in ``manifest``
     (in place); ``b""`` for every other manifest."""
-    if manifest.data_format.version not in ("0.1", "legacy"):
+    if not needs_dictionaries(manifest):
         return b""
     wanted = [f for f in manifest.fields if f.HasField("dictionary")]
-    if not wanted:
-        return b""
     schema = LanceSchema.from_manifest(manifest, root)
     types = {f.id: f.to_arrow(physical=True).type for f in schema.walk()}
     parts: list[bytes] = []

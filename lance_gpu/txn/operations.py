@@ -50,6 +50,7 @@ from lance_gpu.table.deletion import deletion_file_path, read_deletion_file
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.indices import fragment_bitmap, recalculate_fragment_bitmap
 from lance_gpu.table.manifest import ManifestFile, read_manifest_file, resolve_manifest
+from lance_gpu.table.manifest_bytes import FragmentLayout, ManifestDraft
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata, as_pb
@@ -104,10 +105,12 @@ class Operation:
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         raise NotImplementedError
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
-        """A copy of ``base``'s manifest (None: a new dataset) with this operation's changes
-        as version ``version``; version, timestamp, writer, transaction file and the
-        deletion-file flags are set by the commit."""
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
+        """``base``'s manifest (None: a new dataset) with this operation's changes as version
+        ``version``: a new ``Manifest``, or a :class:`~lance_gpu.table.manifest_bytes.ManifestDraft`
+        on ``base``'s fragment layout (its untouched fragments kept as their bytes; the
+        operation then sets :attr:`touched`); version, timestamp, writer, transaction file
+        and the deletion-file flags are set by the commit."""
         raise NotImplementedError
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
@@ -177,15 +180,47 @@ def _copy_fragment(f: table_pb2.DataFragment) -> table_pb2.DataFragment:
     return out
 
 
-def _next_fragment_id(m: table_pb2.Manifest, base: ManifestFile | None = None) -> int:
-    """The id after every fragment id ``m`` (a copy of ``base``'s manifest) names and its
-    ``max_fragment_id``: from ``base.fragment_id_bound`` where known, else by a loop."""
-    if base is not None and base.fragment_id_bound is not None:
+def _next_fragment_id(base: ManifestFile) -> int:
+    """The id after every fragment id ``base`` names and its ``max_fragment_id``: from
+    ``base.fragment_id_bound`` where known, else from its fragment layout."""
+    if base.fragment_id_bound is not None:
         return base.fragment_id_bound + 1
-    ids = [int(f.id) for f in m.fragments]
-    if m.HasField("max_fragment_id"):
-        ids.append(int(m.max_fragment_id))
-    return max(ids, default=-1) + 1
+    ids = base.fragment_layout().ids
+    bound = int(ids.max()) if len(ids) else -1
+    if base.head.HasField("max_fragment_id"):
+        bound = max(bound, int(base.head.max_fragment_id))
+    return bound + 1
+
+
+def _draft(base: ManifestFile) -> tuple[FragmentLayout, table_pb2.Manifest]:
+    """``base``'s fragment layout and a new head (its manifest but the fragments) to change:
+    a new manifest is built as a :class:`~lance_gpu.table.manifest_bytes.ManifestDraft`,
+    the base's untouched fragments kept as their bytes."""
+    layout = base.fragment_layout()
+    return layout, layout.head()
+
+
+def _with_replaced(layout: FragmentLayout, positions: Mapping[int, int], removed: set[int],
+                   updated: Mapping[int, table_pb2.DataFragment]) -> tuple[np.ndarray, list[table_pb2.DataFragment]]:
+    """The sources (:class:`ManifestDraft`) of ``layout``'s fragments in order, without those
+    of ids in ``removed`` and with ``updated`` (by id) in place of those of the same id
+    (``positions``: where the ids are), and the new fragments they name."""
+    sources = np.arange(len(layout), dtype=np.int64)
+    new: list[table_pb2.DataFragment] = []
+    for fid, frag in updated.items():
+        if fid not in removed:
+            sources[positions[fid]] = -1 - len(new)
+            new.append(frag)
+    if removed:
+        keep = np.ones(len(sources), np.bool_)
+        keep[[positions[fid] for fid in removed]] = False
+        sources = sources[keep]
+    return sources, new
+
+
+def _appended(sources: np.ndarray, start: int, count: int) -> np.ndarray:
+    """``sources`` followed by the new fragments ``start .. start + count - 1``."""
+    return np.concatenate((sources, -1 - np.arange(start, start + count, dtype=np.int64)))
 
 
 def _unwrap(schema: Any) -> Any:
@@ -336,23 +371,23 @@ class Append(Operation):
         txn.append.SetInParent()
         txn.append.fragments.extend(self._fragments)
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         if base is None:
             raise ValueError("Append needs an existing dataset; use Overwrite to create one")
-        m = _copy_manifest(base)
-        start = _next_fragment_id(m, base)
+        layout, head = _draft(base)
+        start = _next_fragment_id(base)
         new = []
         for k, f in enumerate(self._fragments):
             frag = table_pb2.DataFragment()
             frag.CopyFrom(f)
             frag.id = start + k
             new.append(frag)
-        _assign_row_ids(m, new, version)
-        m.fragments.extend(new)
+        _assign_row_ids(head, new, version)
         if new:
-            m.max_fragment_id = start + len(new) - 1
+            head.max_fragment_id = start + len(new) - 1
         self.touched = new
-        return m, base.index_section
+        sources = _appended(np.arange(len(layout), dtype=np.int64), 0, len(new))
+        return ManifestDraft(head, layout, sources, new), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(theirs, int(winner.manifest.version), ok=_APPEND_COMPATIBLE, retry=())
@@ -406,9 +441,9 @@ class Overwrite(Operation):
         for k, v in self.config.items():
             o.config_upsert_values[k] = v
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         m = table_pb2.Manifest() if base is None else _copy_manifest(base)
-        start = 0 if base is None else _next_fragment_id(m)
+        start = 0 if base is None else _next_fragment_id(base)
         flags = int(m.writer_feature_flags) | self.writer_flags
         _set_schema(m, self.new_schema)
         del m.fragments[:]
@@ -492,19 +527,16 @@ class Delete(Operation):
         d.deleted_fragment_ids.extend(sorted(self.deleted_ids))
         d.predicate = self.predicate
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
-        present = {int(f.id) for f in m.fragments}
-        missing = sorted(self.modified_ids - present)
+        layout, head = _draft(base)
+        positions = layout.positions(sorted(self.modified_ids))
+        missing = sorted(self.modified_ids - set(positions))
         if missing:
-            raise RetryableCommitConflictError(f"fragments {missing} this delete changes are not in version {m.version}", int(m.version))
-        dropped = set(self.deleted_ids)
-        frags = [self.updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in dropped]
-        del m.fragments[:]
-        m.fragments.extend(frags)
+            raise RetryableCommitConflictError(f"fragments {missing} this delete changes are not in version {head.version}", int(head.version))
+        sources, new = _with_replaced(layout, positions, set(self.deleted_ids), self.updated)
         self.touched = list(self.updated.values())
-        return m, base.index_section
+        return ManifestDraft(head, layout, sources, new), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
@@ -630,29 +662,29 @@ class Update(Operation):
         u.fields_for_preserving_frag_bitmap.extend(self.fields_for_preserving_frag_bitmap)
         u.update_mode = transaction_pb2.Transaction.REWRITE_COLUMNS if self.update_mode == "rewrite_columns" else transaction_pb2.Transaction.REWRITE_ROWS  # type: ignore[assignment]
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
-        present = {int(f.id) for f in m.fragments}
-        missing = sorted(self.modified_ids - present)
+        layout, head = _draft(base)
+        positions = layout.positions(sorted(self.modified_ids))
+        missing = sorted(self.modified_ids - set(positions))
         if missing:
-            raise RetryableCommitConflictError(f"fragments {missing} this update changes are not in version {m.version}", int(m.version))
+            raise RetryableCommitConflictError(f"fragments {missing} this update changes are not in version {head.version}", int(head.version))
         removed = set(self.removed_fragment_ids)
         updated = {int(f.id): f for f in self._updated}
-        frags = [updated.get(int(f.id), f) for f in m.fragments if int(f.id) not in removed]
-        start = _next_fragment_id(m, base)
+        sources, frags = _with_replaced(layout, positions, removed, updated)
+        start = _next_fragment_id(base)
         new = []
         for k, f in enumerate(self._new):
             frag = table_pb2.DataFragment()
             frag.CopyFrom(f)
             frag.id = start + k
             new.append(frag)
-        _assign_row_ids(m, new, version)
-        del m.fragments[:]
-        m.fragments.extend(frags + new)
+        _assign_row_ids(head, new, version)
+        sources = _appended(sources, len(frags), len(new))
         if new:
-            m.max_fragment_id = start + len(new) - 1
+            head.max_fragment_id = start + len(new) - 1
         self.touched = list(updated.values()) + new
+        draft = ManifestDraft(head, layout, sources, frags + new)
         section = base.index_section
         if section is not None and (self.fields_modified or removed):
             # indices lose the fragments whose indexed values changed or that are gone
@@ -670,7 +702,7 @@ class Update(Operation):
                 if hit & set(bitmap):
                     idx.fragment_bitmap = BitMap(sorted(set(bitmap) - hit)).serialize()
             section = out
-        return m, section
+        return draft, section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
@@ -722,7 +754,7 @@ class Merge(Operation):
         txn.merge.fragments.extend(self._fragments)
         _fill_schema(txn.merge, self._schema())
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
         m = _copy_manifest(base)
         _set_schema(m, self._schema())
@@ -758,7 +790,7 @@ class Project(Operation):
         txn.project.SetInParent()
         txn.project.schema.extend(self._schema().to_protos())
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
         schema = self._schema()
         m = _copy_manifest(base)
@@ -798,7 +830,7 @@ class Restore(Operation):
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         txn.restore.version = self.version
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
         old = read_manifest_file(store, resolve_manifest(store, root, self.version).path)
         m = table_pb2.Manifest()
@@ -834,13 +866,13 @@ class ReserveFragments(Operation):
     def fill(self, txn: transaction_pb2.Transaction) -> None:
         txn.reserve_fragments.num_fragments = self.num_fragments
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
-        current = max([int(m.max_fragment_id)] + [int(f.id) for f in m.fragments]) if (
-            m.HasField("max_fragment_id") or m.fragments) else 0
-        m.max_fragment_id = current + self.num_fragments
-        return m, base.index_section
+        layout, head = _draft(base)
+        current = max(_next_fragment_id(base) - 1, 0)
+        head.max_fragment_id = current + self.num_fragments
+        self.touched = []
+        return ManifestDraft.keeping(layout, head), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") in ("overwrite", "restore"):
@@ -953,13 +985,12 @@ class Rewrite(Operation):
             raise RetryableCommitConflictError(f"an index this compaction remapped changed in version {version}", version)
         return out
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
-        frags = list(m.fragments)
+        layout, head = _draft(base)
         # a new fragment with id 0 is numbered after every id in use, as pylance
         # (LanceFragment.create_from_file gives the files of a distributed compaction id 0)
-        next_id = _next_fragment_id(m, base)
+        next_id = _next_fragment_id(base)
         groups = []
         for old, fresh in self._groups:
             new = []
@@ -969,27 +1000,38 @@ class Rewrite(Operation):
                     f.id, next_id = next_id, next_id + 1
                 new.append(f)
             groups.append((old, new))
+        # the fragments as sources (ManifestDraft: base positions, -1 - k for added_frags[k]) and ids
+        sources = np.arange(len(layout), dtype=np.int64)
+        ids = layout.ids.copy()
+        added_frags: list[table_pb2.DataFragment] = []
         for old, new in groups:
-            current = {int(f.id): f for f in frags}
+            wanted = np.array([int(f.id) for f in old], np.int64)
+            pos = np.flatnonzero(np.isin(ids, wanted))
             for f in old:
-                now = current.get(int(f.id))
+                at = pos[ids[pos] == int(f.id)]
+                now = None
+                if len(at):
+                    src = int(sources[at[0]])
+                    now = layout.entry(src) if src >= 0 else added_frags[-1 - src]
                 if now is None or now != f:
-                    raise RetryableCommitConflictError(f"fragment {f.id} this compaction rewrote changed in version {m.version}", int(m.version))
-            ids = [int(f.id) for f in old]
-            members = set(ids)  # (a list's membership test made this quadratic: 1,000 fragments, 60 ms)
-            pos = [k for k, f in enumerate(frags) if int(f.id) in members]
-            contiguous = pos == list(range(pos[0], pos[0] + len(pos))) and [int(frags[k].id) for k in pos] == ids
-            if contiguous:
-                frags[pos[0] : pos[0] + len(pos)] = new
+                    raise RetryableCommitConflictError(f"fragment {f.id} this compaction rewrote changed in version {head.version}", int(head.version))
+            added = -1 - np.arange(len(added_frags), len(added_frags) + len(new), dtype=np.int64)
+            added_ids = np.array([int(f.id) for f in new], np.int64)
+            added_frags.extend(new)
+            first = int(pos[0]) if len(pos) else 0
+            if len(pos) and np.array_equal(pos, np.arange(first, first + len(pos))) and np.array_equal(ids[pos], wanted):
+                # contiguous, in order: the new fragments take their place
+                sources = np.concatenate((sources[:first], added, sources[first + len(pos):]))
+                ids = np.concatenate((ids[:first], added_ids, ids[first + len(pos):]))
             else:
-                frags = [f for f in frags if int(f.id) not in members] + list(new)
-        frags.sort(key=lambda f: int(f.id))
-        del m.fragments[:]
-        m.fragments.extend(frags)
-        if next_id - 1 > (int(m.max_fragment_id) if m.HasField("max_fragment_id") else -1):
-            m.max_fragment_id = next_id - 1
+                keep = ~np.isin(ids, wanted)
+                sources = np.concatenate((sources[keep], added))
+                ids = np.concatenate((ids[keep], added_ids))
+        order = np.argsort(ids, kind="stable")
+        if next_id - 1 > (int(head.max_fragment_id) if head.HasField("max_fragment_id") else -1):
+            head.max_fragment_id = next_id - 1
         self.touched = [f for _old, new in groups for f in new]
-        return m, self._indices(base.index_section, int(m.version), groups)
+        return ManifestDraft(head, layout, sources[order], added_frags), self._indices(base.index_section, int(head.version), groups)
 
     def cleanup(self, store: ObjectStore) -> None:
         remove_quietly(store, self.written)  # data files, remapped index files
@@ -1034,14 +1076,15 @@ class DataReplacement(Operation):
             g.fragment_id = int(r.fragment_id)
             g.new_file.CopyFrom(r.new_file.to_pb())
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
-        frags = {int(f.id): f for f in m.fragments}
+        layout, head = _draft(base)
+        positions = layout.positions([int(r.fragment_id) for r in self.replacements])
+        frags = {fid: layout.entry(pos) for fid, pos in positions.items()}
         for r in self.replacements:
             frag = frags.get(int(r.fragment_id))
             if frag is None:
-                raise RetryableCommitConflictError(f"fragment {r.fragment_id} is not in version {m.version}", int(m.version))
+                raise RetryableCommitConflictError(f"fragment {r.fragment_id} is not in version {head.version}", int(head.version))
             new = r.new_file.to_pb()
             same = [k for k, f in enumerate(frag.files) if list(f.fields) == list(new.fields)]
             if same:
@@ -1050,7 +1093,9 @@ class DataReplacement(Operation):
                 raise ValueError(f"fragment {r.fragment_id}: the new file's fields {list(new.fields)} overlap a data file partly")
             else:
                 frag.files.append(new)
-        return m, base.index_section
+        sources, new_frags = _with_replaced(layout, positions, set(), frags)
+        self.touched = new_frags
+        return ManifestDraft(head, layout, sources, new_frags), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)
@@ -1149,9 +1194,9 @@ class UpdateConfig(Operation):
             assert upd is not None
             upd.fill(u.field_metadata_updates[fid])
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
+        layout, m = _draft(base)
 
         def put(target: Any, values: Mapping[str, Any], encode: bool) -> None:
             target.clear()
@@ -1175,7 +1220,8 @@ class UpdateConfig(Operation):
             put(field.metadata, upd.apply(current), True)
         flags = int(m.writer_feature_flags)
         m.writer_feature_flags = (flags | features.FLAG_TABLE_CONFIG) if m.config else flags
-        return m, base.index_section
+        self.touched = []
+        return ManifestDraft.keeping(layout, m), base.index_section
 
     def _keys(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
@@ -1282,10 +1328,10 @@ class CreateIndex(Operation):
         txn.create_index.new_indices.extend(self.new_indices)
         txn.create_index.removed_indices.extend(self.removed_indices)
 
-    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
+    def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         if base is None:
             raise ValueError("CreateIndex needs an existing dataset")
-        m = _copy_manifest(base)
+        layout, head = _draft(base)
         removed = {bytes(i.uuid.uuid) for i in self.removed_indices}
         out = table_pb2.IndexSection()
         if base.index_section is not None:
@@ -1293,7 +1339,8 @@ class CreateIndex(Operation):
                 if bytes(idx.uuid.uuid) not in removed:
                     out.indices.append(idx)
         out.indices.extend(self.new_indices)
-        return m, out
+        self.touched = []
+        return ManifestDraft.keeping(layout, head), out
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         version = int(winner.manifest.version)

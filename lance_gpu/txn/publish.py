@@ -43,6 +43,7 @@ from lance_gpu.table.manifest import (
     read_manifest_file,
     read_transaction_file,
 )
+from lance_gpu.table.manifest_bytes import FragmentLayout, ManifestDraft
 from lance_gpu.table.versions import storage_version
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "latest",
     "publish_manifest",
     "put_unsynced",
+    "serialize_draft",
     "serialize_manifest",
     "stamp_manifest",
     "winner_transaction",
@@ -115,6 +117,28 @@ def serialize_manifest(
     else:
         m = table_pb2.Manifest()
         m.CopyFrom(manifest)
+    parts = _sections(m, transaction, index_section, prefix)
+    raw = m.SerializeToString()
+    return _file(parts, raw)
+
+
+def serialize_draft(
+    draft: ManifestDraft,
+    transaction: transaction_pb2.Transaction | None,
+    index_section: table_pb2.IndexSection | None = None,
+) -> tuple[bytes, FragmentLayout]:
+    """The manifest file of ``draft`` (the layout of :func:`serialize_manifest`), its
+    offsets set in ``draft.head``; the Manifest message is the draft's encoding
+    (:meth:`~lance_gpu.table.manifest_bytes.ManifestDraft.encode`: the base's untouched
+    fragment entries as their bytes).  Returns the file's bytes and the message's layout."""
+    parts = _sections(draft.head, transaction, index_section, b"")
+    raw, layout = draft.encode()
+    return _file(parts, raw), layout
+
+
+def _sections(m: table_pb2.Manifest, transaction: transaction_pb2.Transaction | None,
+              index_section: table_pb2.IndexSection | None, prefix: bytes) -> list[bytes]:
+    """The file's parts ahead of the Manifest (``m``'s offsets to them set)."""
     for name in ("index_section", "transaction_section", "transaction_section_deprecated"):
         m.ClearField(name)
     parts: list[bytes] = [prefix] if prefix else []
@@ -129,10 +153,13 @@ def serialize_manifest(
         m.transaction_section = pos
         parts.append(_LEN.pack(len(raw)) + raw)
         pos += _LEN.size + len(raw)
-    raw = m.SerializeToString()
-    parts.append(_LEN.pack(len(raw)) + raw)
-    parts.append(_FOOTER.pack(pos, 0, 2, b"LANC"))
-    return b"".join(parts)
+    return parts
+
+
+def _file(parts: list[bytes], manifest: bytes) -> bytes:
+    """``parts`` then ``u32 len | manifest`` and the footer naming where that begins."""
+    pos = sum(len(p) for p in parts)
+    return b"".join([*parts, _LEN.pack(len(manifest)), manifest, _FOOTER.pack(pos, 0, 2, b"LANC")])
 
 
 def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool = False,
@@ -272,8 +299,8 @@ def timestamp_of(manifest: table_pb2.Manifest) -> _dt.datetime:
 
 def check_appendable(base: ManifestFile) -> None:
     """Refuse appends to datasets whose writer flags or file format we cannot honour."""
-    features.check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
-    fmt = storage_version(base.manifest)
+    features.check_writer_flags(base.head.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
+    fmt = storage_version(base.head if base.head.data_format.version else base.manifest)
     if fmt not in ("0.1", "legacy", "2.0", "2.1", "2.2"):
         raise UnsupportedFeatureError(
             f"{base.path}: appending to a dataset of data storage version {fmt} is not supported "
