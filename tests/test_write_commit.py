@@ -765,3 +765,159 @@ def test_version_hint_is_rewritten_in_place_and_read_by_pylance(tmp_path):
     assert target.read_text() == '{"version":6}' and not hint.is_symlink() and hint.read_text() == '{"version":7}'
     assert not [p for p in os.listdir(hint.parent) if p.startswith(".tmp")]
     assert lance.dataset(uri).version == 7 and lance.dataset(uri).count_rows() == 15
+
+
+# --------------------------------------------------------------------------------------------
+# a commit's manifest from its base's bytes (lance_gpu.table.manifest_bytes)
+
+
+def _fresh_manifest_file(uri: str):
+    """The latest version's manifest file parsed from its bytes (not the process's cache)."""
+    from lance_gpu.table.manifest import latest_version, parse_manifest_bytes
+
+    store, root = resolve(uri)
+    info = latest_version(store, root)
+    return parse_manifest_bytes(store.get(info.path), store.uri(info.path))
+
+
+def _base_dataset(uri: str, stable_row_ids: bool) -> None:
+    """Six fragments of 100 rows written by pylance, one with a deletion file, a btree index."""
+    lance.write_dataset(_tbl(0, 600), uri, max_rows_per_file=100, enable_stable_row_ids=stable_row_ids)
+    ds = lance.dataset(uri)
+    ds.delete("id = 150")
+    ds.create_scalar_index("id", "BTREE")
+
+
+def _draft_reference(base, sources, new) -> table_pb2.Manifest:
+    """The manifest a draft stands for, built the protobuf way: a copy of the base's manifest
+    with the changes the test makes to the draft's head and the fragments the sources name."""
+    ref = table_pb2.Manifest()
+    ref.CopyFrom(base.manifest)
+    del ref.fragments[:]
+    ref.version = 99
+    ref.config["k"] = "v"
+    frags = list(base.manifest.fragments)
+    ref.fragments.extend(frags[s] if s >= 0 else new[-1 - s] for s in sources)
+    return ref
+
+
+def test_draft_encodes_what_protobuf_encodes(tmp_path):
+    from lance_gpu.table.manifest_bytes import FragmentLayout, ManifestDraft
+
+    uri = str(tmp_path / "ds")
+    _base_dataset(uri, stable_row_ids=True)
+    base = _fresh_manifest_file(uri)
+    layout = base.fragment_layout()
+    frags = list(base.manifest.fragments)
+    assert list(layout.ids) == [int(f.id) for f in frags]
+    assert list(layout.has_deletion) == [f.HasField("deletion_file") for f in frags] and layout.has_deletion.any()
+    assert [layout.entry(k) for k in range(len(frags))] == frags
+    new = [table_pb2.DataFragment(id=100 + k, physical_rows=10 + k, files=[table_pb2.DataFile(path=f"n{k}.lance", fields=[0, 1, 2])])
+           for k in range(3)]
+    new[1].deletion_file.num_deleted_rows = 1
+    n = len(frags)
+    for sources in ([*range(n)], [], [0, 2, 4], [*range(n)][::-1], [-1, 0, 1, -2, 2, 3, 4, 5, -3], [-2], [5, -1, 0]):
+        head = layout.head()
+        assert not head.fragments and head.version == base.manifest.version
+        head.version = 99
+        head.config["k"] = "v"
+        draft = ManifestDraft(head, layout, np.array(sources, np.int64), new)
+        raw, out = draft.encode()
+        ref = _draft_reference(base, sources, new)
+        assert table_pb2.Manifest.FromString(raw) == ref
+        assert raw == ref.SerializeToString()  # the same bytes: fields in number order
+        assert list(out.ids) == [int(f.id) for f in ref.fragments]
+        assert list(out.has_deletion) == [f.HasField("deletion_file") for f in ref.fragments]
+        assert [out.entry(k) for k in range(len(sources))] == list(ref.fragments)
+        assert draft.has_deletions() == any(f.HasField("deletion_file") for f in ref.fragments)
+        assert draft.max_id() == max((int(f.id) for f in ref.fragments), default=-1)
+    with pytest.raises(ValueError):
+        ManifestDraft(layout.head(), layout, np.array([n]), [])
+    # a writer that put the fragments in two runs: the layout is of the manifest's own encoding
+    entries = [layout.raw[int(layout.starts[k]):int(layout.starts[k + 1])] for k in range(n)]
+    rest = layout.raw[: int(layout.starts[0])] + layout.raw[int(layout.starts[-1]):]
+    split = b"".join(entries[:2]) + rest + b"".join(entries[2:])
+    assert table_pb2.Manifest.FromString(split) == base.manifest
+    odd = FragmentLayout.of(split, base.manifest)
+    assert odd.raw != split and [odd.entry(k) for k in range(n)] == frags
+
+
+def _do(lib, uri: str, op: str) -> None:
+    ds = lib.dataset(uri)
+    if op == "append":
+        lib.write_dataset(_tbl(1000, 10), uri, mode="append")
+    elif op == "delete":
+        ds.delete("id >= 210 and id < 215")
+    elif op == "delete_fragment":
+        ds.delete("id >= 300 and id < 400")
+    elif op == "update":
+        ds.update({"x": "x + 1"}, where="id >= 420 and id < 424")
+    elif op == "merge_insert":
+        src = pa.concat_tables([_tbl(510, 2), _tbl(5000, 2)])
+        ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    elif op == "overwrite":
+        lib.write_dataset(_tbl(0, 50), uri, mode="overwrite")
+    elif op == "compact":
+        ds.optimize.compact_files(target_rows_per_fragment=250)
+    elif op == "update_config":
+        ds.update_config({"some.key": "1"})
+    else:
+        raise ValueError(op)
+
+
+@pytest.mark.parametrize("stable_row_ids", [False, True])
+@pytest.mark.parametrize("op", ["append", "delete", "delete_fragment", "update", "merge_insert", "overwrite", "compact",
+                                "update_config"])
+def test_commit_builds_the_manifest_from_its_base_bytes(tmp_path, op, stable_row_ids):
+    """Each operation's new manifest, kept as the base's bytes plus the change: a reader's
+    parse of the file equals what the commit returned (lazily parsed), the bytes are the
+    protobuf encoding of that manifest, the fragments it left alone are the base's, and
+    pylance reads the version as it reads its own doing the same operation."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _base_dataset(ours, stable_row_ids)
+    _base_dataset(theirs, stable_row_ids)
+    base = _fresh_manifest_file(ours)
+    _do(lance_gpu, ours, op)
+    _do(lance, theirs, op)
+    committed = lance_gpu.dataset(ours).manifest_file  # the commit's own (no parse of the file)
+    fresh = _fresh_manifest_file(ours)
+    assert committed == fresh
+    from lance_gpu.table.manifest import manifest_message_bytes
+
+    store, _root = resolve(ours)
+    raw = manifest_message_bytes(store.get(fresh.path.removeprefix("file://")) if fresh.path.startswith("file://")
+                                 else store.get(fresh.path))
+    assert raw == fresh.manifest.SerializeToString()
+    if op != "overwrite":
+        before = {int(f.id): f for f in base.manifest.fragments}
+        touched = {int(f.id) for f in fresh.transaction.delete.updated_fragments} | {
+            int(f.id) for f in fresh.transaction.update.updated_fragments}
+        kept = [f for f in fresh.manifest.fragments if int(f.id) in before and int(f.id) not in touched]
+        assert all(f == before[int(f.id)] for f in kept) and (kept or op == "compact")
+    got, want = lance.dataset(ours), lance.dataset(theirs)
+    assert got.to_table().sort_by("id") == want.to_table().sort_by("id")
+    assert got.count_rows() == want.count_rows() and got.version == want.version
+    assert [f.fragment_id for f in got.get_fragments()] == [int(f.id) for f in fresh.manifest.fragments]
+    assert sorted(i["name"] for i in got.list_indices()) == sorted(i["name"] for i in want.list_indices())
+    if stable_row_ids:
+        assert got.to_table(with_row_id=True).sort_by("id") == want.to_table(with_row_id=True).sort_by("id")
+    assert got.to_table(filter="id = 5")["id"].to_pylist() == [5]  # through the index section
+    assert _ours(ours).sort_by("id") == want.to_table().sort_by("id")
+
+
+def test_commits_chain_on_their_own_bytes(tmp_path):
+    """Operations one after another, each on the version the previous commit wrote (its
+    manifest kept as bytes, never parsed whole): pylance reads every version as its own."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _base_dataset(ours, False)
+    _base_dataset(theirs, False)
+    for op in ("append", "append", "delete", "update", "merge_insert", "update_config", "delete_fragment", "append",
+               "compact", "append"):
+        _do(lance_gpu, ours, op)
+        _do(lance, theirs, op)
+        mf = lance_gpu.dataset(ours).manifest_file
+        assert not mf.head.fragments and mf.fragment_count == len(_fresh_manifest_file(ours).manifest.fragments)
+        assert mf == _fresh_manifest_file(ours)
+        got, want = lance.dataset(ours), lance.dataset(theirs)
+        assert got.to_table().sort_by("id") == want.to_table().sort_by("id"), op
+        assert got.version == want.version

@@ -201,9 +201,13 @@ class ManifestDraft:
     def __len__(self) -> int:
         return len(self.sources)
 
+    def _named_new(self) -> list[table_pb2.DataFragment]:
+        """The new fragments the sources name."""
+        return [self.new[-1 - int(s)] for s in self.sources[self.sources < 0]]
+
     def has_deletions(self) -> bool:
         """Whether some fragment of the draft names a deletion file."""
-        if any(f.HasField("deletion_file") for f in self.new):
+        if any(f.HasField("deletion_file") for f in self._named_new()):
             return True
         kept = self.sources[self.sources >= 0]
         return self.base is not None and bool(self.base.has_deletion[kept].any())
@@ -217,7 +221,7 @@ class ManifestDraft:
 
     def max_id(self) -> int:
         """The largest fragment id of the draft (-1: none)."""
-        ids = [int(f.id) for f in self.new]
+        ids = [int(f.id) for f in self._named_new()]
         kept = self.sources[self.sources >= 0]
         if self.base is not None and len(kept):
             ids.append(int(self.base.ids[kept].max()))
