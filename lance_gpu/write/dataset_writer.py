@@ -37,7 +37,7 @@ from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.versions import storage_version
-from lance_gpu.txn.commit import commit
+from lance_gpu.txn.commit import commit_file
 from lance_gpu.txn.fragment import FragmentMetadata
 from lance_gpu.txn.legacy_dictionaries import dataset_dictionaries
 from lance_gpu.txn.operations import Append, Overwrite
@@ -355,7 +355,7 @@ def _write_fragments(
                 batch = batch.select(order, arrow_schema)
             elif order is not None:
                 cols = [pa.nulls(batch.num_rows, f.type) if i < 0 else batch.column(i) for i, f in zip(order, arrow_schema, strict=True)]
-                cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema)]
+                cols = [c if c.type == f.type or _is_json(c.type) else c.cast(f.type) for c, f in zip(cols, arrow_schema, strict=True)]
                 batch = pa.RecordBatch.from_arrays(cols, names=arrow_schema.names)
             for i in not_null:
                 if batch.column(i).null_count:
@@ -535,25 +535,28 @@ def write_version(
     if mode == "create" and base is not None and store is None and is_memory_uri(uri):
         ostore, root = renew_memory_root(uri)  # type: ignore[arg-type]  # pylance's per-call memory store
         base, naming = latest(ostore, root)
-    if mode == "overwrite" and base is not None and data_storage_version is None:
-        minor = dataset_file_minor(base.manifest)  # pylance: an overwrite keeps the dataset's version
+    # the base's fields but its fragments (all a write looks at, unless an early pylance left
+    # the data storage version unset: then its data files say it)
+    base_meta = None if base is None else base.head if base.head.data_format.version else base.manifest
+    if mode == "overwrite" and base_meta is not None and data_storage_version is None:
+        minor = dataset_file_minor(base_meta)  # pylance: an overwrite keeps the dataset's version
     if mode == "create" and (base is not None):
         raise DatasetExistsError(f"dataset {ostore.uri(root)} already exists (use mode='append' or 'overwrite')")
     check_commit_store(ostore, root, locked=commit_lock is not None)
     order = None
     dictionaries: dict[int, pa.Array] = {}
-    if mode == "append" and base is not None:
+    if mode == "append" and base is not None and base_meta is not None:
         check_appendable(base)
-        lance_schema = LanceSchema.from_manifest(base.manifest, base.path)
-        base_version = storage_version(base.manifest)
+        lance_schema = LanceSchema.from_manifest(base_meta, base.path)
+        base_version = storage_version(base_meta)
         _check_append_version(data_storage_version, base_version)
-        minor = dataset_file_minor(base.manifest)
+        minor = dataset_file_minor(base_meta)
         if minor == LEGACY:
             dictionaries = dataset_dictionaries(ostore, root, base.manifest)
         target = lance_schema.to_arrow(physical=True)
         order = _append_plan(target, arrow_schema)
         if order == list(range(len(order))) and all(
-            _strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema)
+            _strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema, strict=False)
         ):
             order = None
         arrow_schema = target if order is not None else arrow_schema
@@ -562,7 +565,7 @@ def write_version(
         lance_schema = LanceSchema.from_arrow(blob_v2_schema(arrow_schema, minor))
         kind = "overwrite"
         if base is not None:  # mode == "overwrite"
-            check_writer_flags(base.manifest.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
+            check_writer_flags(base.head.writer_feature_flags, base.path, SUPPORTED_WRITER_FLAGS)
     _check_types(lance_schema, minor)
     fragments, written = _write_fragments(
         ostore, root, lance_schema, arrow_schema, batches, order, minor, max_rows_per_file, max_bytes_per_file,
@@ -581,8 +584,8 @@ def write_version(
     properties = dict(transaction_properties or {})
     if commit_message is not None:
         properties["__lance_commit_message"] = commit_message
-    manifest = commit(
+    committed = commit_file(
         ostore, root, op, base, naming, mode=mode, transaction_properties=properties,
         lock=commit_lock,  # type: ignore[arg-type]
     )
-    return int(manifest.version)
+    return int(committed.head.version)
