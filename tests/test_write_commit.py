@@ -440,7 +440,7 @@ _CRASH = textwrap.dedent(
     where = sys.argv[2]
     die = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
     if where == "before_commit":
-        dw.commit = die
+        dw.commit_file = die
     elif where == "before_link":
         import lance_gpu.io.local as local_io
         local_io.os.link = die
