@@ -173,7 +173,9 @@ def _added_files(store: ObjectStore, root: str, manifest: table_pb2.Manifest,
     if touched is not None and base_file is not None:
         # the touched entries against the base entries they replace (same id), if any
         if draft is not None:
-            replaced = draft.replaced([int(f.id) for f in touched])
+            # (ids above the base's bound are new: no base entry to look up)
+            bound = base_file.fragment_id_bound
+            replaced = draft.replaced([int(f.id) for f in touched if bound is None or int(f.id) <= bound])
         else:
             base_head = base_file.head
             ids = {int(f.id) for f in touched}
