@@ -834,8 +834,9 @@ def test_draft_encodes_what_protobuf_encodes(tmp_path):
     with pytest.raises(ValueError):
         ManifestDraft(layout.head(), layout, np.array([n]), [])
     # a writer that put the fragments in two runs: the layout is of the manifest's own encoding
-    entries = [layout.raw[int(layout.starts[k]):int(layout.starts[k + 1])] for k in range(n)]
-    rest = layout.raw[: int(layout.starts[0])] + layout.raw[int(layout.starts[-1]):]
+    raw = bytes(layout.raw)
+    entries = [raw[int(layout.starts[k]):int(layout.starts[k + 1])] for k in range(n)]
+    rest = raw[: int(layout.starts[0])] + raw[int(layout.starts[-1]):]
     split = b"".join(entries[:2]) + rest + b"".join(entries[2:])
     assert table_pb2.Manifest.FromString(split) == base.manifest
     odd = FragmentLayout.of(split, base.manifest)

@@ -115,7 +115,7 @@ class ManifestFile:
         fragment_id_bound: int | None = None,
         file_kinds: int | None = None,
         *,
-        raw: bytes | None = None,
+        raw: bytes | memoryview | None = None,
         layout: FragmentLayout | None = None,
         head: table_pb2.Manifest | None = None,
     ) -> None:
@@ -288,12 +288,12 @@ def parse_manifest_bytes(
     return ManifestFile(path, manifest, transaction, index_section, bound, kinds, raw=raw)  # type: ignore[arg-type]
 
 
-def manifest_message_bytes(data: bytes) -> bytes:
+def manifest_message_bytes(data: bytes) -> memoryview:
     """The bytes of the Manifest message of a manifest file held in memory (whose footer
-    and bounds are valid: a file parsed, or one just serialized)."""
+    and bounds are valid: a file parsed, or one just serialized), as a view of ``data``."""
     pos = _FOOTER.unpack_from(data, len(data) - MANIFEST_FOOTER_SIZE)[0]
     (length,) = _LEN.unpack_from(data, pos)
-    return bytes(data[pos + _LEN.size : pos + _LEN.size + length])
+    return memoryview(data)[pos + _LEN.size : pos + _LEN.size + length]
 
 
 def _read_bytes(store: ObjectStore, path: str) -> bytes:

@@ -59,7 +59,7 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _skip(data: bytes, pos: int, wire: int) -> int:
+def _skip(data: bytes | memoryview, pos: int, wire: int) -> int:
     """The position after a value of wire type ``wire`` starting at ``pos``."""
     if wire == 0:
         while data[pos] & 0x80:
@@ -75,7 +75,7 @@ def _skip(data: bytes, pos: int, wire: int) -> int:
     raise ValueError(f"wire type {wire} (groups) is not used by a Manifest")
 
 
-def _fragment_starts(raw: bytes) -> np.ndarray | None:
+def _fragment_starts(raw: bytes | memoryview) -> np.ndarray | None:
     """Where each fragment entry of the Manifest message ``raw`` begins, and one more: where
     the run ends (``int64``, one more than fragments).  Without fragments: one entry, where
     the run would be (before the first field numbered above 2).  None when the fragment
@@ -123,19 +123,19 @@ def fragment_entry(fragment: table_pb2.DataFragment) -> bytes:
 class FragmentLayout:
     """Where the fragments are in the bytes of one Manifest message (see the module docstring).
 
-    ``raw``: the message.  ``starts`` (``int64``, one more than fragments): fragment ``k``'s
+    ``raw``: the message (bytes, or a view of the file's bytes it was read from).  ``starts`` (``int64``, one more than fragments): fragment ``k``'s
     entry is ``raw[starts[k]:starts[k + 1]]``; ``raw[:starts[0]]`` and ``raw[starts[-1]:]``
     are every other field.  ``ids`` (``int64``) and ``has_deletion`` (``bool``): each
     fragment's ``id`` and whether it names a deletion file, in manifest order.
     """
 
-    raw: bytes
+    raw: bytes | memoryview
     starts: np.ndarray
     ids: np.ndarray
     has_deletion: np.ndarray
 
     @classmethod
-    def of(cls, raw: bytes, manifest: table_pb2.Manifest) -> FragmentLayout:
+    def of(cls, raw: bytes | memoryview, manifest: table_pb2.Manifest) -> FragmentLayout:
         """The layout of ``raw``, the bytes ``manifest`` was parsed from (its ids and deletion
         flags are read from ``manifest``).  Bytes whose fragments are not one run (a writer
         that interleaved fields) are replaced by ``manifest``'s own serialization."""
@@ -156,11 +156,11 @@ class FragmentLayout:
         """A new ``Manifest`` of every field but the fragments (parsed from the bytes around
         the run: the schema and scalars, not the fragments)."""
         first, last = int(self.starts[0]), int(self.starts[-1])
-        return table_pb2.Manifest.FromString(self.raw[:first] + self.raw[last:])
+        return table_pb2.Manifest.FromString(b"".join((self.raw[:first], self.raw[last:])))
 
     def entry(self, position: int) -> table_pb2.DataFragment:
         """The fragment at ``position``, parsed from its entry alone."""
-        piece = self.raw[int(self.starts[position]) : int(self.starts[position + 1])]
+        piece = bytes(self.raw[int(self.starts[position]) : int(self.starts[position + 1])])
         return table_pb2.Manifest.FromString(piece).fragments[0]
 
     def positions(self, fragment_ids: Sequence[int]) -> dict[int, int]:
