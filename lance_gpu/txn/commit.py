@@ -25,7 +25,12 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
 A commit's requests and fsyncs do not grow with the history: the version read is found from
 the hint (one read, two existence checks), nothing lists ``_versions/``, and the files the
 manifest names (data, deletion and transaction files) are synced in one parallel round before
-the manifest, the only file synced on its own; the hint is not synced.
+the manifest, the only file synced on its own; the hint is not synced.  Nor does its CPU
+grow much: an operation returns a :class:`~lance_gpu.table.manifest_bytes.ManifestDraft`
+(the base's fields, its untouched fragment entries kept as the base's bytes, the new ones
+encoded alone), the new manifest is one join of bytes, and the version committed is the
+bytes written (:class:`~lance_gpu.table.manifest.ManifestFile` parses its fragments only if
+asked for them).
 
 A new dataset (``base=None``) whose version 1 was taken by another writer raises
 :class:`~lance_gpu.errors.DatasetExistsError` when ``mode="create"`` was asked for.
