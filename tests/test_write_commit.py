@@ -922,3 +922,21 @@ def test_commits_chain_on_their_own_bytes(tmp_path):
         got, want = lance.dataset(ours), lance.dataset(theirs)
         assert got.to_table().sort_by("id") == want.to_table().sort_by("id"), op
         assert got.version == want.version
+
+
+def test_appends_never_parse_the_manifests_they_build_on(tmp_path):
+    """A run of appends in one process: each commits on the version the previous one wrote
+    (read back from the process's cache of its own bytes), keeps that base's fragments as
+    bytes, and neither the base's nor its own manifest is parsed whole."""
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_tbl(0, 300), uri, max_rows_per_file=10)  # 30 fragments, by pylance
+    lance_gpu.write_dataset(_tbl(300, 5), uri, mode="append")  # its base read from the file
+    files = []
+    for k in range(5):
+        lance_gpu.write_dataset(_tbl(305 + k, 1), uri, mode="append")
+        files.append(lance_gpu.dataset(uri).manifest_file)
+    for mf in files:
+        assert mf._manifest is None  # (private: the whole manifest was never parsed)
+    assert files[-1].fragment_count == 36
+    assert lance.dataset(uri).count_rows() == 310
+    assert files[-1] == _fresh_manifest_file(uri)
