@@ -42,7 +42,7 @@ from lance_gpu.table.versions import storage_version, version_asof, versions
 from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK
 from lance_gpu.txn.transaction import commit_operation, commit_transactions, resolve_target
 from lance_gpu.write.compaction import DatasetOptimizer
-from lance_gpu.write.dataset_writer import write_version
+from lance_gpu.write.dataset_writer import write_committed
 from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_gpu.write.history import get_transactions, read_transaction
 from lance_gpu.write.indices import create_scalar_index, drop_index
@@ -1147,8 +1147,7 @@ def write_dataset(
     it (pylance's ``lance.write_dataset``, its parameter names); every parameter is described at
     :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
     reach object stores)."""
-    version = write_version(data_obj, uri, schema, mode, storage_options=storage_options, store=store, **options)
-    if store is not None:
-        return LanceDataset(uri, version, storage_options=storage_options, store=store)
-    store, root = resolve_target(uri, storage_options)
-    return LanceDataset(root, version, storage_options=storage_options, store=store)
+    written_to, root, committed = write_committed(data_obj, uri, schema, mode, storage_options=storage_options,
+                                                  store=store, **options)
+    # the dataset at the version the commit wrote, from its manifest file: no read
+    return LanceDataset._of(TableSnapshot(written_to, root, committed, storage_options), "auto")

@@ -15,6 +15,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,6 +36,7 @@ from lance_gpu.io.store import remove_quietly
 from lance_gpu.progress import count_rows
 from lance_gpu.table import features
 from lance_gpu.table.features import check_writer_flags
+from lance_gpu.table.manifest import ManifestFile
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.versions import storage_version
 from lance_gpu.txn.commit import commit_file
@@ -52,7 +54,7 @@ from lance_gpu.write.legacy_file import (
     check_legacy_types,
 )
 
-__all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_version"]
+__all__ = ["DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_MAX_ROWS_PER_FILE", "DatasetExistsError", "write_committed", "write_version"]
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
@@ -424,7 +426,7 @@ def _check_metadata(schema: pa.Schema) -> None:
         check(f.metadata, f"field {f.name!r}")
 
 
-def write_version(
+def write_committed(
     data: object,
     uri: str | os.PathLike[str] | object,
     schema: pa.Schema | None = None,
@@ -444,72 +446,10 @@ def write_version(
     auto_cleanup_options: dict[str, int] | None = None,
     commit_message: str | None = None,
     transaction_properties: dict[str, str] | None = None,
-):
-    """Write ``data`` as a new version of the Lance dataset at ``uri`` (pylance's
-    ``lance.write_dataset``).
-
-    Parameters
-    ----------
-    data : ReaderLike
-        A pyarrow Table, RecordBatch, RecordBatchReader, Dataset or Scanner, a Lance dataset,
-        an ``__arrow_c_stream__`` object, a pandas, Polars or cuDF DataFrame, a dict of
-        columns, a list of dicts, or an iterable of RecordBatches (streamed; cast to
-        ``schema`` -- an impossible cast raises :class:`SchemaMismatchError` before anything
-        is written).
-    uri : str, Path or dataset
-        Where the dataset is: any URI :func:`lance_gpu.io.resolve` takes (a path,
-        ``file://``, ``s3://``, ``gs://``, ``az://``, ``memory://``...), or a path inside
-        ``store``.  Commits need a store with conditional writes.
-    schema : pyarrow.Schema, optional
-        The schema of ``data``.
-    mode : str, default "create"
-        ``"create"`` (the dataset must not exist: :class:`DatasetExistsError`, nothing
-        written; also for the loser of a race), ``"append"`` (creates the dataset if missing;
-        the data's columns must match the dataset's) or ``"overwrite"``.
-    max_rows_per_file : int, default 1 Mi
-        Rows per data file (each file is one fragment).
-    max_rows_per_group : int, default 1024
-        Rows per batch of legacy (0.1) files, as pylance; for 2.x files lance-gpu chooses
-        its own page sizes.
-    max_bytes_per_file : int, default 90 GiB
-        A file is closed at the first batch boundary after it reaches this size.
-    commit_lock : callable, optional
-        ``commit_lock(version)`` returns a context manager held while publishing; with one,
-        a store without conditional writes is accepted (the lock guards the manifest's
-        check-then-put, so every writer of the dataset must take the same lock).
-    progress : FragmentWriteProgress or callable, optional
-        pylance's ``FragmentWriteProgress``: ``begin(fragment)`` / ``complete(fragment)`` are
-        called for each written fragment; or a :data:`lance_gpu.progress.ProgressHook`
-        ``progress(task, done, total)``, told ``("rows written", done, total)`` as batches are
-        taken (``total`` known for tables, None for streams).
-    storage_options : dict, optional
-        pylance's storage options (credentials, endpoint, ``allow_http``, timeouts, retries).
-    store : optional
-        An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
-    data_storage_version : str, optional
-        ``"legacy"`` / ``"0.1"``, ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default
-        2.2) for new datasets; appends, and overwrites not asking for one, keep the
-        dataset's version (asking an append for a V2 version
-        when appending to a legacy dataset, or legacy for a V2 one, is pylance's error,
-        :class:`LegacyFormatError`).
-    use_legacy_format : bool, optional
-        Deprecated: ``True`` means ``"legacy"``, ``False`` ``"stable"``.
-    enable_v2_manifest_paths : bool, default True
-        New datasets name manifests ``{u64::MAX - version:020}.manifest`` (else ``{version}.manifest``).
-    enable_stable_row_ids : bool, default False
-        New datasets give rows stable ids.
-    auto_cleanup_options : dict, optional
-        ``{"interval": n, "older_than_seconds": s}`` stored in the new dataset's config.
-    commit_message : str, optional
-        Stored in the transaction's properties.
-    transaction_properties : dict, optional
-        Stored in the transaction.
-
-    Returns
-    -------
-    int
-        The committed version (``lance_gpu.write_dataset`` returns the dataset at it).
-    """
+) -> tuple[ObjectStore, str, ManifestFile]:
+    """:func:`write_version` (the same parameters), returning the store, the dataset's root
+    key there and the manifest file the commit wrote (the dataset at the new version opens
+    from it without a read)."""
 
     if use_legacy_format is not None and data_storage_version is None:
         data_storage_version = "legacy" if use_legacy_format else "stable"
@@ -588,4 +528,74 @@ def write_version(
         ostore, root, op, base, naming, mode=mode, transaction_properties=properties,
         lock=commit_lock,  # type: ignore[arg-type]
     )
-    return int(committed.head.version)
+    return ostore, root, committed
+
+
+def write_version(data: object, uri: str | os.PathLike[str] | object, schema: pa.Schema | None = None,
+                  mode: str = "create", **options: Any) -> int:
+    """Write ``data`` as a new version of the Lance dataset at ``uri`` (pylance's
+    ``lance.write_dataset``).
+
+    Parameters
+    ----------
+    data : ReaderLike
+        A pyarrow Table, RecordBatch, RecordBatchReader, Dataset or Scanner, a Lance dataset,
+        an ``__arrow_c_stream__`` object, a pandas, Polars or cuDF DataFrame, a dict of
+        columns, a list of dicts, or an iterable of RecordBatches (streamed; cast to
+        ``schema`` -- an impossible cast raises :class:`SchemaMismatchError` before anything
+        is written).
+    uri : str, Path or dataset
+        Where the dataset is: any URI :func:`lance_gpu.io.resolve` takes (a path,
+        ``file://``, ``s3://``, ``gs://``, ``az://``, ``memory://``...), or a path inside
+        ``store``.  Commits need a store with conditional writes.
+    schema : pyarrow.Schema, optional
+        The schema of ``data``.
+    mode : str, default "create"
+        ``"create"`` (the dataset must not exist: :class:`DatasetExistsError`, nothing
+        written; also for the loser of a race), ``"append"`` (creates the dataset if missing;
+        the data's columns must match the dataset's) or ``"overwrite"``.
+    max_rows_per_file : int, default 1 Mi
+        Rows per data file (each file is one fragment).
+    max_rows_per_group : int, default 1024
+        Rows per batch of legacy (0.1) files, as pylance; for 2.x files lance-gpu chooses
+        its own page sizes.
+    max_bytes_per_file : int, default 90 GiB
+        A file is closed at the first batch boundary after it reaches this size.
+    commit_lock : callable, optional
+        ``commit_lock(version)`` returns a context manager held while publishing; with one,
+        a store without conditional writes is accepted (the lock guards the manifest's
+        check-then-put, so every writer of the dataset must take the same lock).
+    progress : FragmentWriteProgress or callable, optional
+        pylance's ``FragmentWriteProgress``: ``begin(fragment)`` / ``complete(fragment)`` are
+        called for each written fragment; or a :data:`lance_gpu.progress.ProgressHook`
+        ``progress(task, done, total)``, told ``("rows written", done, total)`` as batches are
+        taken (``total`` known for tables, None for streams).
+    storage_options : dict, optional
+        pylance's storage options (credentials, endpoint, ``allow_http``, timeouts, retries).
+    store : optional
+        An :class:`lance_gpu.io.ObjectStore`, obstore store or fsspec file system to write to.
+    data_storage_version : str, optional
+        ``"legacy"`` / ``"0.1"``, ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (default
+        2.2) for new datasets; appends, and overwrites not asking for one, keep the
+        dataset's version (asking an append for a V2 version
+        when appending to a legacy dataset, or legacy for a V2 one, is pylance's error,
+        :class:`LegacyFormatError`).
+    use_legacy_format : bool, optional
+        Deprecated: ``True`` means ``"legacy"``, ``False`` ``"stable"``.
+    enable_v2_manifest_paths : bool, default True
+        New datasets name manifests ``{u64::MAX - version:020}.manifest`` (else ``{version}.manifest``).
+    enable_stable_row_ids : bool, default False
+        New datasets give rows stable ids.
+    auto_cleanup_options : dict, optional
+        ``{"interval": n, "older_than_seconds": s}`` stored in the new dataset's config.
+    commit_message : str, optional
+        Stored in the transaction's properties.
+    transaction_properties : dict, optional
+        Stored in the transaction.
+
+    Returns
+    -------
+    int
+        The committed version (``lance_gpu.write_dataset`` returns the dataset at it).
+    """
+    return int(write_committed(data, uri, schema, mode, **options)[2].head.version)
