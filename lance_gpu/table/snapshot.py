@@ -179,7 +179,7 @@ class TableSnapshot:
         something."""
         if other.store is not self.store or other.root != self.root or not other._states:
             return 0
-        same_schema = list(other.manifest.fields) == list(self.manifest.fields)
+        same_schema = list(other.manifest_file.head.fields) == list(self.manifest_file.head.fields)
         old = other.manifest.fragments
         taken = 0
         for position, state in list(other._states.items()):
