@@ -174,6 +174,15 @@ def _copy_manifest(base: ManifestFile) -> table_pb2.Manifest:
     return m
 
 
+def _head_copy(base: ManifestFile) -> table_pb2.Manifest:
+    """A new Manifest of ``base``'s fields without its fragments (for operations that
+    replace them all): no parse or copy of the fragments of a version a commit wrote."""
+    m = table_pb2.Manifest()
+    m.CopyFrom(base.head)
+    del m.fragments[:]
+    return m
+
+
 def _copy_fragment(f: table_pb2.DataFragment) -> table_pb2.DataFragment:
     out = table_pb2.DataFragment()
     out.CopyFrom(f)
@@ -442,11 +451,10 @@ class Overwrite(Operation):
             o.config_upsert_values[k] = v
 
     def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
-        m = table_pb2.Manifest() if base is None else _copy_manifest(base)
+        m = table_pb2.Manifest() if base is None else _head_copy(base)
         start = 0 if base is None else _next_fragment_id(base)
         flags = int(m.writer_feature_flags) | self.writer_flags
         _set_schema(m, self.new_schema)
-        del m.fragments[:]
         m.data_format.file_format = "lance"
         m.data_format.version = self.data_storage_version
         for key, value in self.config.items():
@@ -756,9 +764,8 @@ class Merge(Operation):
 
     def apply(self, store: ObjectStore, root: str, base: ManifestFile | None, version: int) -> tuple[table_pb2.Manifest | ManifestDraft, table_pb2.IndexSection | None]:
         assert base is not None
-        m = _copy_manifest(base)
+        m = _head_copy(base)
         _set_schema(m, self._schema())
-        del m.fragments[:]
         m.fragments.extend(sorted(self._fragments, key=lambda f: int(f.id)))
         return m, _retain_indices(base.index_section, self._schema())
 
