@@ -260,3 +260,32 @@ def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
     reader.clear_shared_caches()
     assert lance_gpu.dataset(ref.uri, device="cpu").to_table().equals(ref.to_table())
     assert calls[0] == 2 * first
+
+
+def test_decoded_buffers_come_from_arrows_pool(tmp_path) -> None:
+    """A full read decodes into buffers of Arrow's default memory pool (which keeps freed
+    memory for the next read, where numpy's large allocations are fresh mappings, faulted
+    and zeroed page by page on every read): while the table lives, the pool holds about
+    its bytes -- bit-packed integers, FSST and dictionary strings, floats, nullable
+    integers -- and gives them back when it dies.  The values equal pylance's."""
+    rows = 200_000
+    rng = np.random.default_rng(11)
+    words = np.array(["alpha", "beta", "gamma", "delta", "omega", "lorem", "ipsum"])
+    table = pa.table({
+        "id": pa.array(np.arange(rows, dtype=np.int64)),
+        "small": pa.array(rng.integers(0, 1000, rows)),
+        "x": pa.array(rng.random(rows)),
+        "cat": pa.array(words[rng.integers(0, words.size, rows)]),
+        "text": pa.array([" ".join(r) for r in words[rng.integers(0, words.size, (rows, 4))]]),
+        "maybe": pa.array(rng.integers(0, 100, rows).astype(np.int32), mask=rng.random(rows) < 0.1),
+    })
+    path = str(tmp_path / "ds")
+    lance.write_dataset(table, path)
+    ours = lance_gpu.dataset(path, device="cpu")
+    before = pa.total_allocated_bytes()
+    got = ours.to_table()
+    held = pa.total_allocated_bytes() - before
+    assert got.equals(lance.dataset(path).to_table())
+    assert held >= 0.8 * got.nbytes, (held, got.nbytes)
+    del got
+    assert pa.total_allocated_bytes() - before < 0.1 * table.nbytes
