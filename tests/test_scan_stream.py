@@ -289,3 +289,20 @@ def test_decoded_buffers_come_from_arrows_pool(tmp_path) -> None:
     assert held >= 0.8 * got.nbytes, (held, got.nbytes)
     del got
     assert pa.total_allocated_bytes() - before < 0.1 * table.nbytes
+
+
+@pytest.mark.parametrize("window_rows", [1024, 1003])
+def test_streamed_booleans_equal_pylance(tmp_path, monkeypatch, window_rows) -> None:
+    """Booleans streamed in windows that start on a byte of the decoded bitmap (shared, not
+    copied) or inside one (copied bit by bit) read as pylance's, with and without nulls."""
+    monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", window_rows)
+    rows = 20_000
+    rng = np.random.default_rng(5)
+    table = pa.table({
+        "flag": pa.array(rng.random(rows) < 0.3),
+        "maybe": pa.array(rng.random(rows) < 0.6, mask=rng.random(rows) < 0.2),
+    })
+    path = str(tmp_path / "bools")
+    lance.write_dataset(table, path)
+    got = pa.Table.from_batches(list(lance_gpu.dataset(path, device="cpu").to_batches(batch_size=777)))
+    assert got.equals(lance.dataset(path).to_table())

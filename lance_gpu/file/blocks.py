@@ -126,7 +126,12 @@ def slice_block(block: Block, start: int, count: int) -> Block:
     if isinstance(block, VariableWidthBlock):
         return _variable_run(block, start, start + count)
     if block.bits_per_value % 8:
-        return select_block(block, np.arange(start, start + count, dtype=np.int64))
+        bits = block.bits_per_value
+        if (start * bits) % 8 or block.fsl_validity:
+            return select_block(block, np.arange(start, start + count, dtype=np.int64))
+        # a run starting on a byte (streaming windows of booleans): its bytes, shared; bits
+        # past ``count`` in the last byte are not values (Arrow ignores them)
+        return FixedWidthBlock(block.as_bytes()[start * bits // 8 : -(-(start + count) * bits // 8)], bits, count)
     width = block.bits_per_value // 8
     validity = tuple(None if v is None else v.reshape(block.num_values, -1)[start : start + count].reshape(-1)
                      for v in block.fsl_validity)
