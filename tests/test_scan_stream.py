@@ -262,12 +262,9 @@ def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
     assert calls[0] == 2 * first
 
 
-def test_decoded_buffers_come_from_arrows_pool(tmp_path) -> None:
-    """A full read decodes into buffers of Arrow's default memory pool (which keeps freed
-    memory for the next read, where numpy's large allocations are fresh mappings, faulted
-    and zeroed page by page on every read): while the table lives, the pool holds about
-    its bytes -- bit-packed integers, FSST and dictionary strings, floats, nullable
-    integers -- and gives them back when it dies.  The values equal pylance's."""
+@pytest.fixture(scope="module")
+def mixed_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Bit-packed integers, floats, FSST and dictionary strings, nullable integers."""
     rows = 200_000
     rng = np.random.default_rng(11)
     words = np.array(["alpha", "beta", "gamma", "delta", "omega", "lorem", "ipsum"])
@@ -279,16 +276,35 @@ def test_decoded_buffers_come_from_arrows_pool(tmp_path) -> None:
         "text": pa.array([" ".join(r) for r in words[rng.integers(0, words.size, (rows, 4))]]),
         "maybe": pa.array(rng.integers(0, 100, rows).astype(np.int32), mask=rng.random(rows) < 0.1),
     })
-    path = str(tmp_path / "ds")
+    path = str(tmp_path_factory.mktemp("pool") / "ds")
     lance.write_dataset(table, path)
-    ours = lance_gpu.dataset(path, device="cpu")
+    return path
+
+
+def test_decoded_buffers_come_from_arrows_pool_once_the_process_recycles(mixed_path, monkeypatch) -> None:
+    """Until a decoded result has been freed, reads decode into numpy's memory (fresh pages
+    cost less there); once one has, into Arrow's default pool, which keeps freed memory for
+    the next read instead of faulting fresh pages in: while that table lives the pool holds
+    about its bytes, and gets them back when it dies.  Values equal pylance's either way."""
+    from lance_gpu.cpu import memory
+
+    monkeypatch.setattr(memory, "recycles", [False])
+    ours = lance_gpu.dataset(mixed_path, device="cpu")
+    expected = lance.dataset(mixed_path).to_table()
     before = pa.total_allocated_bytes()
-    got = ours.to_table()
+    first = ours.to_table()
+    assert first.equals(expected)
+    assert pa.total_allocated_bytes() - before < 0.1 * first.nbytes  # numpy's memory
+    assert not memory.recycles[0]
+    del first
+    assert memory.recycles[0]  # a decoded result died
+    before = pa.total_allocated_bytes()
+    second = ours.to_table()
     held = pa.total_allocated_bytes() - before
-    assert got.equals(lance.dataset(path).to_table())
-    assert held >= 0.8 * got.nbytes, (held, got.nbytes)
-    del got
-    assert pa.total_allocated_bytes() - before < 0.1 * table.nbytes
+    assert second.equals(expected)
+    assert held >= 0.8 * second.nbytes, (held, second.nbytes)
+    del second
+    assert pa.total_allocated_bytes() - before < 0.1 * expected.nbytes
 
 
 @pytest.mark.parametrize("window_rows", [1024, 1003])

@@ -154,6 +154,7 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
             base = pa.large_string() if pa.types.is_string_view(storage) else pa.large_binary()
             arr = pa.Array.from_buffers(base, n, [validity, pa.py_buffer(offsets), pa.py_buffer(block.data)])
             return arr.cast(storage)
+        memory.watch(block.data)
         arr = pa.Array.from_buffers(storage, n, [validity, pa.py_buffer(offsets), pa.py_buffer(block.data)])
     else:
         if not isinstance(block, FixedWidthBlock) or block.num_values != n:
@@ -175,7 +176,9 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
         elif pa.types.is_null(storage):
             arr = pa.nulls(n)
         else:
-            arr = pa.Array.from_buffers(storage, n, [validity, pa.py_buffer(block.as_bytes())])
+            data = block.as_bytes()
+            memory.watch(data)
+            arr = pa.Array.from_buffers(storage, n, [validity, pa.py_buffer(data)])
     if storage is not t:
         arr = pa.ExtensionArray.from_storage(t, arr)
     return arr
