@@ -11,10 +11,11 @@ third of the CPU time of a repeated full scan of the 5M-row benchmark table, mea
 is built here) keeps freed memory and hands it out again without a fault.
 
 Fresh memory, though, costs more from the pool than from numpy where transparent huge
-pages are granted on ``madvise`` (the common default): mimalloc asks for them, and a
-huge page on a machine whose memory is mostly page cache is found by reclaim (measured:
-+0.4 to +0.8 s of system time for the first 5M-row read; 0.2 s for 400 MiB of fresh 8 MiB
-buffers from glibc against 0.03 to 1.0 s from mimalloc, the same with huge pages off).
+pages are granted on ``madvise`` (the common default): mimalloc asks for them, and on a
+machine whose memory is mostly page cache a huge page is slow and erratic to get (likely
+by reclaim).  Measured on the benchmark machine: +0.4 to +0.8 s of system time for the
+first 5M-row read; 400 MiB of fresh 8 MiB buffers 0.2 s from glibc, 0.03 to 1.0 s from
+mimalloc, and 0.2 s from mimalloc with huge pages turned off for the process.
 A one-shot read frees nothing it could reuse, so the pool would only cost it.  So buffers
 come from numpy until a decoded array handed to the caller has been freed (the process
 reads again, streams batches, or drops results: :func:`watch`), and from the pool from
