@@ -129,7 +129,8 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[
     for leaf in leaves:
         place_leaf(unit, leaf)
     device = 0.0  # the device pre-pass's own work (stood in for by its CPU form): not the host's
-    if getattr(unit, "device_pages", None):
+    device_chunks = 0
+    if getattr(unit, "device_pages", None) or getattr(unit, "device_blocks", None):
         from lance_gpu.gpu import headers
 
         headers.stage(unit)  # host: the chunk table, staged with the unit's bytes
@@ -141,10 +142,14 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[
         if hasattr(headers, "settle_levels"):  # list leaves' level regions, from the in-band counts
             headers.settle_levels(unit, table)
         headers.emit(unit, table)
+        device_chunks = table.nchunks
     if phases is not None:
         phases[:] = [t1 - t0, time.thread_time() - t1 - device, device]
     pages = sum(len(leaf.pages) for leaf in leaves)
-    chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed)
+    # chunks of the pages the host parsed, and of those the device pre-pass parses (whose chunk
+    # layouts, on a checkout with device blocks, live in the chunk table alone)
+    host_chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed and "bufs" in p.parsed)
+    chunks = host_chunks + device_chunks
     return pages, chunks
 
 

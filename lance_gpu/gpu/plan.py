@@ -63,7 +63,8 @@ classified once per process, and a column's pages are read from its page selecti
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
 struct of arrays.  What remains per page on the host is its :class:`PagePlan`, its staging
-registration and (device-parsed pages) its :class:`DevicePage`.
+registration; device-parsed pages are placed as one :class:`DeviceBlock` per leaf, with
+array operations over its pages.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -384,7 +385,7 @@ class UnitPlan:
         #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
         self.direct_pages: dict[str, int] = {}
         #: mini-block pages whose chunk headers the device parses (:mod:`lance_gpu.gpu.headers`)
-        self.device_pages: list[DevicePage] = []
+        self.device_blocks: list[DeviceBlock] = []
         #: their chunk table and its arena position, once staged (:func:`headers.stage`)
         self.chunk_table: tuple[Any, int] | None = None
 
@@ -814,7 +815,8 @@ def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray
 
 
 def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
-    """Give the leaf its output regions and emit the work of every page."""
+    """Give the leaf its output regions and emit the work of every page (a leaf whose pages
+    all go to the device pre-pass: :func:`_place_device_leaf`)."""
     unit.paths.add(leaf.path)
     if leaf.kind == "var":
         leaf.slot_lo = unit.alloc_slots(leaf.num_values)
@@ -825,6 +827,9 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    if _device_leaf(leaf):
+        _place_device_leaf(unit, leaf)
+        return
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
     utf8 = is_utf8_type(leaf.arrow_type)
@@ -843,7 +848,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
             # staged now (arena order as page by page); its work is emitted with the others
             offset = int(page.info.buffer_offsets[1]) + page.data_shift
             batch.pages.append(page)
-            batch.data_pos.append(unit.stage.add_buffer(leaf.path, offset, page.buffers[1]))
+            batch.data_pos.append(unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped))
             batch.vpos.append(vpos)
             batch.rep_dst.append(rep_dst)
             batch.def_dst.append(def_dst)
@@ -860,6 +865,59 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     if batch.pages:
         assert whole is not None
         _emit_miniblock_batch(unit, leaf, batch, whole)
+
+
+def _device_leaf(leaf: LeafPlan) -> bool:
+    """Whether every page of ``leaf`` is a mini-block page planned from its protobuf for the
+    device pre-pass (:func:`_metadata_page`), with values, without a dictionary, its chunks
+    in the file's memory map (not deferred, not cut by a row selection)."""
+    if not DEVICE_HEADERS or leaf.reader.mapped is None or not leaf.pages:
+        return False
+    for page in leaf.pages:
+        facts = page.facts
+        if (
+            facts is None or page.parsed or page.data_deferred or page.data_shift or facts.dictionary or not facts.num_buffers
+            or not (leaf.levels_pending or facts.device_headers)
+        ):
+            return False
+    return True
+
+
+def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
+    """:func:`place_leaf`'s page loop for a leaf :func:`_device_leaf` accepts, with array
+    operations over its pages: their values and levels placed by scans of their counts,
+    their chunks staged together (:meth:`Stager.add_file_buffers`: neighbours one range),
+    one :class:`DeviceBlock`; what is left per page is its variable-width check entry and,
+    where its leaf's levels are known now, the level fills :func:`page_level_fills` gives
+    (pages without the leaf's levels, or with other layers)."""
+    pages = leaf.pages
+    n = len(pages)
+    pending = leaf.levels_pending
+    num_values = np.fromiter((pg.num_values for pg in pages), np.int64, n)
+    vpos = miniblock.exclusive_scan(num_values)[:-1]
+    lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, n))[:-1]
+    rep_dst = leaf.rep_pos + lpos if leaf.has_rep and not pending else np.full(n, -1, np.int64)
+    def_dst = leaf.def_pos + lpos if leaf.has_def and not pending else np.full(n, -1, np.int64)
+    if leaf.kind == "var":
+        utf8 = is_utf8_type(leaf.arrow_type)
+        path, column, slot = leaf.path, leaf.column, leaf.slot_lo
+        unit.var_checks.extend(
+            (slot + v, nv, utf8, path, column, pg.index) for v, nv, pg in zip(vpos.tolist(), num_values.tolist(), pages, strict=True)
+        )
+    offsets = np.fromiter((pg.info.buffer_offsets[1] for pg in pages), np.int64, n)
+    sizes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
+    whole = leaf.reader.mapped
+    assert whole is not None  # _device_leaf
+    data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes)
+    unit.device_blocks.append(DeviceBlock(leaf, pages, data_pos, sizes, vpos, rep_dst, def_dst))
+    if pending or not (leaf.has_rep or leaf.has_def):
+        return
+    distinct = {id(pg.facts): pg.facts for pg in pages}
+    if all((f.has_rep or not leaf.has_rep) and (f.has_def or not leaf.has_def) and (f.layers == leaf.layers or not leaf.has_def)
+           for f in distinct.values()):
+        return  # no page needs a fill or a remap
+    for pg, r, d in zip(pages, rep_dst.tolist(), def_dst.tolist(), strict=True):
+        page_level_fills(unit, leaf, pg, r, d)
 
 
 def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: int, def_dst: int) -> None:
@@ -1025,12 +1083,12 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
             data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
             unit.count_direct(page)
         else:
-            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1])
-        unit.device_pages.append(DevicePage(leaf, page, data_pos, size, vpos, def_dst, dictionary, rep_dst))
+            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped)
+        unit.device_blocks.append(DeviceBlock.one(leaf, page, data_pos, size, vpos, rep_dst, def_dst, dictionary))
         return
     if not page.data_deferred:
         data = page.buffers[1]
-        data_pos = unit.stage.add_buffer(leaf.path, offset, data)
+        data_pos = unit.stage.add_buffer(leaf.path, offset, data, leaf.reader.mapped)
         chunks = (p["levels"], p["rep"], p["def"], p["bufs"])
         _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
         return
@@ -1280,21 +1338,33 @@ class _Batch:
     def_dst: list[int] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class DevicePage:
-    """A mini-block page staged at arena byte ``data_pos`` (``size`` bytes of chunks) whose
-    chunk headers are parsed on the device (:func:`device_headers`); its values go to value
-    ``vpos`` of its leaf, its definition levels (one per value) to level ``def_dst``;
-    ``dictionary``: :func:`_stage_dictionary`'s result for a dictionary page."""
+@dataclass(slots=True, eq=False)
+class DeviceBlock:
+    """Mini-block pages of one leaf, staged, whose chunk headers the device pre-pass parses
+    (:func:`device_headers`, :func:`device_lists`), as arrays over ``pages``: page ``j`` has
+    ``size[j]`` bytes of chunks at arena byte ``data_pos[j]``, its values go to value
+    ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
+    ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
+    :attr:`LeafPlan.levels_pending`); ``dictionary``: :func:`_stage_dictionary`'s result for
+    a block of one dictionary page.  A leaf whose pages all go to the pre-pass is one block,
+    placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
+    leaves are a block each (:func:`_emit_miniblock`)."""
 
     leaf: LeafPlan
-    page: PagePlan
-    data_pos: int
-    size: int
-    vpos: int
-    def_dst: int
-    dictionary: tuple[int, int] | None
-    rep_dst: int = -1
+    pages: list[PagePlan]
+    data_pos: np.ndarray
+    size: np.ndarray
+    vpos: np.ndarray
+    rep_dst: np.ndarray
+    def_dst: np.ndarray
+    dictionary: tuple[int, int] | None = None
+
+    @classmethod
+    def one(cls, leaf: LeafPlan, page: PagePlan, data_pos: int, size: int, vpos: int, rep_dst: int, def_dst: int,
+            dictionary: tuple[int, int] | None) -> DeviceBlock:
+        """A block of one page."""
+        col = np.array([data_pos, size, vpos, rep_dst, def_dst], np.int64)
+        return cls(leaf, [page], col[0:1], col[1:2], col[2:3], col[3:4], col[4:5], dictionary)
 
 
 def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:
@@ -1398,7 +1468,7 @@ def _stage_fullzip_bytes(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, lo: int
     offset = int(page.info.buffer_offsets[0]) + lo
     if page.data_deferred:
         return unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, hi - lo)
-    return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi])
+    return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi], leaf.reader.mapped)
 
 
 def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst: int, n: int, ctx) -> None:
@@ -1432,7 +1502,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
         if page.index_deferred:
             index_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, index_at, index_size)
         else:
-            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1])
+            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1], leaf.reader.mapped)
         stride = 0
     else:
         # No lists: one item per row, each a control word and a value.
