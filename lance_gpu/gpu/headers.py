@@ -263,10 +263,13 @@ def check(table: ChunkTable) -> None:
             raise leaf.ctx().corrupt(message)
 
 
-def _block_rows(table: ChunkTable) -> list[np.ndarray]:
-    """The table's page rows of each device block."""
-    edges = miniblock.exclusive_scan(np.bincount(table.page_block, minlength=len(table.device_blocks))).tolist()
-    return [np.arange(edges[k], edges[k + 1], dtype=np.int64) for k in range(len(table.device_blocks))]
+def _block_edges(table: ChunkTable) -> list[int]:
+    """The table's page rows of device block ``k``: ``edges[k]:edges[k + 1]``."""
+    return miniblock.exclusive_scan(np.fromiter((len(b.pages) for b in table.device_blocks), np.int64, len(table.device_blocks))).tolist()
+
+
+def _rows(los: list[int], his: list[int]) -> np.ndarray:
+    return miniblock.concat_ranges(np.asarray(los, np.int64), np.asarray(his, np.int64))
 
 
 def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
@@ -276,28 +279,35 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     repetition levels), its leaf's, the leaf's rep / def regions (after every region the
     planner allocated) and each page's first rep / def level; then the page's level fills
     and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
-    pending: dict[int, tuple[LeafPlan, list[np.ndarray]]] = {}
-    for block, rows in zip(table.device_blocks, _block_rows(table), strict=True):
+    pending: dict[int, tuple[LeafPlan, list[int], list[int]]] = {}
+    edges = _block_edges(table)
+    for k, block in enumerate(table.device_blocks):
         if block.leaf.levels_pending:
-            pending.setdefault(id(block.leaf), (block.leaf, []))[1].append(rows)
+            _leaf, los, his = pending.setdefault(id(block.leaf), (block.leaf, [], []))
+            los.append(edges[k])
+            his.append(edges[k + 1])
     if not pending:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
     in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
-    for leaf, parts in pending.values():
-        members = np.concatenate(parts)  # every page of the leaf, in order (all planned for the pre-pass)
-        pages = [table.pages[j] for j in members.tolist()]
-        for page, levels in zip(pages, in_band[members].tolist(), strict=True):
+    for leaf, los, his in pending.values():
+        # every page of the leaf, in order (all planned for the pre-pass)
+        rows = list(range(los[0], his[0])) if len(los) == 1 else _rows(los, his).tolist()
+        pages = [table.pages[j] for j in rows]
+        for page, levels in zip(pages, in_band[rows].tolist(), strict=True):
             if page.has_rep:
                 page.num_levels = levels
         leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
         leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
-        lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, len(pages)))[:-1]
-        table.rep_dst[members] = leaf.rep_pos + lpos if leaf.has_rep else -1
-        table.def_dst[members] = leaf.def_pos + lpos if leaf.has_def else -1
-        for page, r, d in zip(pages, table.rep_dst[members].tolist(), table.def_dst[members].tolist(), strict=True):
+        lpos = 0
+        for j, page in zip(rows, pages, strict=True):  # scalars: most list leaves have a few pages per file
+            r = leaf.rep_pos + lpos if leaf.has_rep else -1
+            d = leaf.def_pos + lpos if leaf.has_def else -1
+            table.rep_dst[j] = r
+            table.def_dst[j] = d
             page_level_fills(unit, leaf, page, r, d)
+            lpos += page.num_levels
 
 
 def _blocks(table: ChunkTable, rows: np.ndarray, at: np.ndarray, nitems: np.ndarray) -> InlineBlocks:
@@ -388,30 +398,31 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
     :func:`_dictionary_key`, each page's indices to its own index scratch).  A corrupt
     group is emitted again leaf by leaf, so that the error names its file and column.
     Pages are grouped per device block and distinct layout (array work within a block)."""
-    groups: dict[tuple, list[np.ndarray]] = {}
-    for block, rows in zip(table.device_blocks, _block_rows(table), strict=True):
-        leaf = block.leaf
+    groups: dict[tuple, tuple[list[int], list[int]]] = {}  # key: page row ranges, in order
+    edges = _block_edges(table)
+    for k, block in enumerate(table.device_blocks):
+        leaf, lo, hi = block.leaf, edges[k], edges[k + 1]
         if block.dictionary is not None:
-            key = ("dictionary", block.dictionary[0], _dictionary_key(table.pages[int(rows[0])].layout))
-            groups.setdefault(key, []).append(rows)
-            continue
-        which: dict[int, int] = {}
-        keys: list[tuple] = []
-        of_page = np.empty(rows.size, np.int64)
-        for i, page in enumerate(block.pages):
-            fid = id(page.facts) if page.facts is not None else id(page.layout)
-            k = which.get(fid)
-            if k is None:
-                k = which[fid] = len(keys)
-                keys.append((leaf.kind, leaf.width, _page_group_key(leaf, page)))
-            of_page[i] = k
-        if len(keys) == 1:
-            groups.setdefault(keys[0], []).append(rows)
+            key = ("dictionary", block.dictionary[0], _dictionary_key(table.pages[lo].layout))
+        elif hi - lo == 1:
+            key = (leaf.kind, leaf.width, _page_group_key(leaf, block.pages[0]))
         else:
-            for k, key in enumerate(keys):
-                groups.setdefault(key, []).append(rows[of_page == k])
-    for parts in groups.values():
-        members = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+            keys = {
+                id(pg.facts) if pg.facts is not None else id(pg.layout): (leaf.kind, leaf.width, _page_group_key(leaf, pg))
+                for pg in _distinct_layouts(block.pages)
+            }
+            if len(keys) > 1:  # pages encoded otherwise within the leaf: one range each
+                for j, pg in zip(range(lo, hi), block.pages, strict=True):
+                    los, his = groups.setdefault(keys[id(pg.facts) if pg.facts is not None else id(pg.layout)], ([], []))
+                    los.append(j)
+                    his.append(j + 1)
+                continue
+            (key,) = keys.values()
+        los, his = groups.setdefault(key, ([], []))
+        los.append(lo)
+        his.append(hi)
+    for los, his in groups.values():
+        members = _rows(los, his)
         try:
             _emit_group(unit, table, members)
         except CorruptFileError:
@@ -421,14 +432,22 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
             for pages in by_leaf.values():
                 _emit_group(UnitPlan(), table, np.asarray(pages, np.int64))  # raises for the first corrupt leaf
             raise
-    for block, rows in zip(table.device_blocks, _block_rows(table), strict=True):  # FSST symbol tables, per page
+    for k, block in enumerate(table.device_blocks):  # FSST symbol tables, per page
         leaf = block.leaf
         if leaf.kind != "var" or block.dictionary is not None:
             continue
-        for j, page in zip(rows.tolist(), block.pages, strict=True):
+        for j, page in zip(range(edges[k], edges[k + 1]), block.pages, strict=True):
             mb = page.layout
             if page.num_values and mb.value_compression.WhichOneof("compression") == "fsst":
                 _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(table.vpos[j])), page.num_values, leaf.ctx())
+
+
+def _distinct_layouts(pages: list[PagePlan]) -> list[PagePlan]:
+    """One page of each distinct layout among ``pages`` (by ``LayoutFacts``, else protobuf), in order."""
+    seen: dict[int, PagePlan] = {}
+    for pg in pages:
+        seen.setdefault(id(pg.facts) if pg.facts is not None else id(pg.layout), pg)
+    return list(seen.values())
 
 
 def parse_and_emit(unit: UnitPlan, arena) -> None:

@@ -108,6 +108,9 @@ _WORD_BITS = (8, 16, 32, 64)
 #: :func:`_emit_miniblock_batch`; below it the fixed cost of doing so exceeds the per-page
 #: path's); None: always page by page (the tests compare both)
 BULK_MIN_PAGES: int | None = 4
+#: a leaf whose pages all go to the device pre-pass is placed with array operations
+#: (:func:`_place_device_leaf`) from this many pages on; below, with a loop over scalars
+DEVICE_BLOCK_MIN_PAGES = 8
 #: mini-block pages without repetition levels (:func:`device_headers`) have their chunk
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
@@ -893,22 +896,36 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     pages = leaf.pages
     n = len(pages)
     pending = leaf.levels_pending
-    num_values = np.fromiter((pg.num_values for pg in pages), np.int64, n)
-    vpos = miniblock.exclusive_scan(num_values)[:-1]
-    lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, n))[:-1]
-    rep_dst = leaf.rep_pos + lpos if leaf.has_rep and not pending else np.full(n, -1, np.int64)
-    def_dst = leaf.def_pos + lpos if leaf.has_def and not pending else np.full(n, -1, np.int64)
+    whole = leaf.reader.mapped
+    assert whole is not None  # _device_leaf
+    rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
+    def_at = leaf.def_pos if leaf.has_def and not pending else -1
+    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+        rows = []
+        v = lv = 0
+        for pg in pages:
+            size = int(pg.info.buffer_sizes[1])
+            pos = unit.stage.add_buffer(leaf.path, int(pg.info.buffer_offsets[1]), pg.buffers[1], whole) if size else 0
+            rows.append((pos, size, v, rep_at + lv if rep_at >= 0 else -1, def_at + lv if def_at >= 0 else -1, pg.num_values))
+            v += pg.num_values
+            lv += pg.num_levels
+        cols = np.array(rows, np.int64).T
+        data_pos, sizes, vpos, rep_dst, def_dst, num_values = cols
+    else:
+        num_values = np.fromiter((pg.num_values for pg in pages), np.int64, n)
+        vpos = miniblock.exclusive_scan(num_values)[:-1]
+        lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, n))[:-1]
+        rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
+        def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
+        offsets = np.fromiter((pg.info.buffer_offsets[1] for pg in pages), np.int64, n)
+        sizes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
+        data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes)
     if leaf.kind == "var":
         utf8 = is_utf8_type(leaf.arrow_type)
         path, column, slot = leaf.path, leaf.column, leaf.slot_lo
         unit.var_checks.extend(
             (slot + v, nv, utf8, path, column, pg.index) for v, nv, pg in zip(vpos.tolist(), num_values.tolist(), pages, strict=True)
         )
-    offsets = np.fromiter((pg.info.buffer_offsets[1] for pg in pages), np.int64, n)
-    sizes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
-    whole = leaf.reader.mapped
-    assert whole is not None  # _device_leaf
-    data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes)
     unit.device_blocks.append(DeviceBlock(leaf, pages, data_pos, sizes, vpos, rep_dst, def_dst))
     if pending or not (leaf.has_rep or leaf.has_def):
         return
