@@ -21,7 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
-from lance_gpu.gpu import headers, plan  # noqa: E402
+from lance_gpu.gpu import headers, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
 
@@ -189,6 +189,56 @@ def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
     assert pages >= 50
     assert 0 < calls["parse"] <= len(leaves) and 0 < calls["emit"] <= len(leaves)
     assert calls["pages"] >= pages // 2  # most pages (all but dictionary / tiny leaves)
+
+
+@pytest.mark.parametrize("name", ["many21", "many22", "rich22"])
+def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, monkeypatch):
+    """A leaf whose pages are all planned for the device pre-pass is placed as one
+    :class:`plan.DeviceBlock` (its pages' chunk buffers staged by ``add_file_buffers``,
+    neighbours as one range), with the work the page-by-page placement gives (every page a
+    block of its own: ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop)."""
+    uri = datasets[name]
+    leaves = _leaves(uri)
+    unit = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(unit, leaf)
+    whole_leaves = [leaf for leaf in leaves if plan._device_leaf(leaf)]
+    assert whole_leaves, "no leaf took the device path"
+    blocks = {id(b.leaf): b for b in unit.device_blocks}
+    for leaf in whole_leaves:
+        block = blocks[id(leaf)]
+        assert block.pages == leaf.pages and block.data_pos.size == len(leaf.pages)
+    together = _work(uri)
+    for threshold in (1, 10**9):
+        monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
+        assert _work(uri) == together, threshold
+    monkeypatch.setattr(plan, "_device_leaf", lambda leaf: False)  # the per-page path (a block per page)
+    assert _work(uri) == together
+
+
+def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
+    """One page per leaf, 12 files: the chunk buffers of a file's leaves lie side by side
+    (their chunk metadata between them) and are staged as one range per file (without
+    joins: one per page)."""
+    uri = str(root / "small_frags")
+    lance.write_dataset(gd.rich_table(12 * 40, seed=4), uri, data_storage_version="2.1", max_rows_per_file=40)
+    leaves = _leaves(uri)
+    unit = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(unit, leaf)
+    files = {leaf.path for leaf in leaves}
+    assert len(files) == 12
+    starts = np.array([it.pos for it in unit.stage.items])
+    per_file: dict[str, set[int]] = {}
+    for b in unit.device_blocks:
+        for pos in b.data_pos.tolist():  # the item holding each page's chunks
+            per_file.setdefault(b.leaf.path, set()).add(int(np.searchsorted(starts, pos, side="right")) - 1)
+    assert all(len(items) == 1 for items in per_file.values()), per_file
+    monkeypatch.setattr(staging, "STAGE_GAP", -1)  # no buffer joins another
+    apart = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(apart, leaf)
+    assert len(apart.stage.items) >= len(unit.stage.items) + len(unit.device_blocks) - len(files)
 
 
 def test_mapped_buffers_are_views_of_the_map(datasets):
