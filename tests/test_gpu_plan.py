@@ -40,6 +40,8 @@ def datasets(root: Path) -> dict[str, str]:
         "many21": gd.write_many_pages(lance, root, "2.1"),
         "many22": gd.write_many_pages(lance, root, "2.2"),
         "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
+        "mixed21": gd.write_mixed_list_pages(lance, root, "2.1"),
+        "mixed22": gd.write_mixed_list_pages(lance, root, "2.2"),
     }
 
 
@@ -241,6 +243,30 @@ def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
     assert len(apart.stage.items) >= len(unit.stage.items) + len(unit.device_blocks) - len(files)
 
 
+@pytest.mark.parametrize("name", ["mixed21", "mixed22"])
+def test_list_leaves_with_full_zip_or_constant_pages_go_to_the_device(datasets, name, monkeypatch):
+    """List leaves whose pages pylance writes as mini-block pages beside full-zip pages (long
+    strings) or constant pages (all-null or one repeated list): their mini-block pages are
+    planned for the device pre-pass (no chunk parsed on the host), the leaf's levels wait for
+    it, and the work equals the host parse's (level positions relative to the leaf's region)."""
+    from lance_gpu.file.v2_1 import miniblock
+
+    uri = datasets[name]
+    leaves = _leaves(uri)
+    mixed = [leaf for leaf in leaves if leaf.has_rep and len({pg.kind for pg in leaf.pages}) > 1]
+    kinds = {pg.kind for leaf in mixed for pg in leaf.pages}
+    assert {"mini_block_layout", "full_zip_layout", "constant_layout"} <= kinds, kinds  # pylance wrote the mix
+    assert all(leaf.levels_pending for leaf in mixed)
+    host_parses = []
+    for fn in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
+        real = getattr(miniblock, fn)
+        monkeypatch.setattr(miniblock, fn, lambda *a, _real=real, _fn=fn, **k: host_parses.append(_fn) or _real(*a, **k))
+    on_device = _work(uri)
+    assert not host_parses, host_parses
+    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+    assert _work(uri) == on_device
+
+
 def test_mapped_buffers_are_views_of_the_map(datasets):
     """The bulk path reads chunk headers and bit widths through ``LanceFileReader.mapped``
     at the pages' file offsets: a mapped file's buffers are views of its map there."""
@@ -312,7 +338,7 @@ _bad_rle_levels = _chunk_edit("_bad_rle_levels", 8, 3, 8, "The first chunk's Rle
 _huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's value buffer size far past the chunk.")
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22"])
 def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
     """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
     its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the

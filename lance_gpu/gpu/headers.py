@@ -3,7 +3,8 @@
 
 The planner places mini-block pages without repetition levels (:func:`plan.device_headers`)
 from their protobuf alone (``num_items`` values, one definition level each), and so every
-page of a list leaf whose pages are all mini-block pages (:func:`plan.device_lists`: their
+mini-block page of a list leaf whose other pages are full-zip or constant pages
+(:func:`plan._device_lists`: their
 level counts are in-band, the leaf's level regions wait for the pre-pass); it stages their
 chunks (buffer 1) without reading them (:class:`plan.DeviceBlock`: one per leaf whose pages
 all go to the pre-pass, placed with array operations); their chunk metadata (buffer 0: chunk
@@ -275,37 +276,39 @@ def _rows(los: list[int], his: list[int]) -> np.ndarray:
 def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     """Allocate the level regions of the unit's list leaves whose level counts are in-band
     (:attr:`plan.LeafPlan.levels_pending`), from the level counts the pre-pass read back:
-    every page's ``num_levels`` (the sum of its chunks' ``num_levels`` where it has
-    repetition levels), its leaf's, the leaf's rep / def regions (after every region the
-    planner allocated) and each page's first rep / def level; then the page's level fills
-    and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
-    pending: dict[int, tuple[LeafPlan, list[int], list[int]]] = {}
+    every mini-block page's ``num_levels`` (the sum of its chunks' ``num_levels`` where it
+    has repetition levels), its leaf's, the leaf's rep / def regions (after every region the
+    planner allocated) and each page's first rep / def level; then the level work of the
+    leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
+    level fills and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
+    pending: dict[int, tuple[LeafPlan, dict[int, int]]] = {}
     edges = _block_edges(table)
     for k, block in enumerate(table.device_blocks):
         if block.leaf.levels_pending:
-            _leaf, los, his = pending.setdefault(id(block.leaf), (block.leaf, [], []))
-            los.append(edges[k])
-            his.append(edges[k + 1])
+            _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
+            row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))
     if not pending:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
-    in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
-    for leaf, los, his in pending.values():
-        # every page of the leaf, in order (all planned for the pre-pass)
-        rows = list(range(los[0], his[0])) if len(los) == 1 else _rows(los, his).tolist()
-        pages = [table.pages[j] for j in rows]
-        for page, levels in zip(pages, in_band[rows].tolist(), strict=True):
-            if page.has_rep:
-                page.num_levels = levels
+    in_band = (scan[table.bounds[1:]] - scan[table.bounds[:-1]]).tolist()
+    for leaf, row_of in pending.values():
+        for page in leaf.pages:
+            j = row_of.get(id(page))
+            if j is not None and page.has_rep:
+                page.num_levels = in_band[j]
         leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
         leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
         lpos = 0
-        for j, page in zip(rows, pages, strict=True):  # scalars: most list leaves have a few pages per file
+        for page in leaf.pages:  # in order: the pre-pass's pages and the others
             r = leaf.rep_pos + lpos if leaf.has_rep else -1
             d = leaf.def_pos + lpos if leaf.has_def else -1
-            table.rep_dst[j] = r
-            table.def_dst[j] = d
+            j = row_of.get(id(page))
+            if j is not None:
+                table.rep_dst[j] = r
+                table.def_dst[j] = d
+            else:
+                unit.level_work.pop(id(page))(r, d)
             page_level_fills(unit, leaf, page, r, d)
             lpos += page.num_levels
 

@@ -38,8 +38,8 @@ the device pre-pass does not parse (see below).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
-definition levels in any form), and every page of a list leaf whose pages are all
-mini-block pages (:func:`device_lists`), are planned from their protobuf alone: their
+definition levels in any form), and every mini-block page of a list leaf whose other pages
+are full-zip or constant pages (:func:`_device_lists`), are planned from their protobuf alone: their
 chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
 and their chunk headers, level sections and inline bit widths are parsed on the device,
 after staging, by :mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which
@@ -76,6 +76,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,7 +265,7 @@ class LeafPlan:
     rep_pos: int = -1  # first level in the level arena
     def_pos: int = -1
     #: the leaf's level counts are in-band (list pages whose chunk headers the device parses,
-    #: :func:`device_lists`): its pages' ``num_levels`` and its own are estimates, and its
+    #: :func:`_device_lists`): its pages' ``num_levels`` and its own are estimates, and its
     #: level regions are allocated once the pre-pass has read them (:mod:`lance_gpu.gpu.headers`)
     levels_pending: bool = False
 
@@ -341,6 +342,11 @@ def _ranges() -> _Lists:
     return _Lists("src", "len", "dst")
 
 
+#: the level work of a full-zip or constant page placed before its leaf's level positions
+#: are known: called with the page's first repetition / definition level
+LevelWork = Callable[[int, int], None]
+
+
 class UnitPlan:
     """Every work item of one read unit, grouped by kernel family."""
 
@@ -389,6 +395,9 @@ class UnitPlan:
         self.direct_pages: dict[str, int] = {}
         #: mini-block pages whose chunk headers the device parses (:mod:`lance_gpu.gpu.headers`)
         self.device_blocks: list[DeviceBlock] = []
+        #: the level work of the full-zip and constant pages of list leaves whose levels wait
+        #: for the pre-pass (by ``id`` of the page), emitted by :func:`headers.settle_levels`
+        self.level_work: dict[int, LevelWork] = {}
         #: their chunk table and its arena position, once staged (:func:`headers.stage`)
         self.chunk_table: tuple[Any, int] | None = None
 
@@ -536,21 +545,6 @@ def device_headers(layout) -> bool:
     return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
 
 
-def device_lists(layouts: list, buffer_counts: list[int]) -> bool:
-    """Whether a leaf's pages (their ``PageLayout`` and buffer counts) are list pages whose
-    chunk headers the device pre-pass parses: some have repetition levels, and every page is
-    a mini-block page of at most two value buffers with its chunks.  Their level counts are
-    in-band, so the leaf's level regions are allocated after the pre-pass reads them back
-    (:attr:`LeafPlan.levels_pending`)."""
-    if not DEVICE_HEADERS or not layouts:
-        return False
-    minis = [lay.mini_block_layout for lay in layouts if lay.WhichOneof("layout") == "mini_block_layout"]
-    return (
-        len(minis) == len(layouts) and all(nb >= 2 for nb in buffer_counts)
-        and any(mb.HasField("rep_compression") for mb in minis) and all(int(mb.num_buffers) <= 2 for mb in minis)
-    )
-
-
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
     """Parse one page's host metadata: its counts, levels and layers (``deferred``: the
     value bytes were not read, see :attr:`PagePlan.data_deferred`)."""
@@ -683,7 +677,7 @@ def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_
     kind = layout.WhichOneof("layout")
     if kind == "full_zip_layout":
         candidates: tuple[int, ...] = (0, 1)
-    elif _defers_chunks(layout) or lists_on_device:
+    elif _defers_chunks(layout) or (lists_on_device and kind == "mini_block_layout"):
         candidates = (1,)
     else:
         return ()
@@ -702,12 +696,24 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
-    """:func:`device_lists` of a leaf's distinct layouts and its pages' buffer counts."""
+def _device_lists(layouts: list[pagetable.LayoutFacts], per_page: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
+    """Whether a leaf's pages (``layouts``: its distinct layouts; ``per_page``: each page's,
+    with its buffer count ``nbuf``) are list pages whose mini-block chunk headers the device
+    pre-pass parses: some have repetition levels, every mini-block page has at most two value
+    buffers and its chunks, and the others are full-zip or constant pages.  The mini-block
+    pages' level counts are in-band, so the leaf's level regions are allocated after the
+    pre-pass reads them back (:attr:`LeafPlan.levels_pending`), and the level work of its
+    full-zip and constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
     return (  # most leaves have no repetition levels: asked first
-        DEVICE_HEADERS and any(f.has_rep for f in layouts) and all(f.kind == "mini_block_layout" for f in layouts)
-        and all(nb >= 2 for nb in nbuf) and all(f.num_buffers <= 2 for f in layouts)
+        DEVICE_HEADERS and any(f.has_rep for f in layouts if f.kind == "mini_block_layout")
+        and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
+        and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
+        and all(nb >= 2 for f, nb in zip(per_page, nbuf, strict=True) if f.kind == "mini_block_layout")
     )
+
+
+#: the page kinds of a list leaf whose mini-block pages the device pre-pass parses
+_LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
@@ -735,7 +741,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    lists_on_device = _device_lists(sel.distinct, sel.nbuf)
+    lists_on_device = _device_lists(sel.distinct, sel.layouts, sel.nbuf)
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -765,7 +771,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         bufs = raw[k : k + nb]
         k += nb
         lay = facts.kind
-        if lists_on_device or (DEVICE_HEADERS and lay == "mini_block_layout" and nb >= 2 and facts.device_headers):
+        if lay == "mini_block_layout" and (lists_on_device or (DEVICE_HEADERS and nb >= 2 and facts.device_headers)):
             # planned from chunk metadata alone; the chunk layouts of the pass are decoded together
             page_plan = _metadata_page(p, facts, bufs)
             page_plan.index, page_plan.data_deferred = pi, 1 in d
@@ -857,6 +863,9 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
             batch.def_dst.append(def_dst)
         elif page.kind == "mini_block_layout":
             _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst)
+        elif pending:  # a full-zip or constant page beside list pages the device parses
+            unit.level_work[id(page)] = _emit_fullzip(unit, leaf, page, vpos, -1, -1, later=True) if page.kind == "full_zip_layout" \
+                else _emit_constant(unit, leaf, page, vpos, -1, -1, later=True)
         elif page.kind == "full_zip_layout":
             _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
         else:
@@ -879,7 +888,8 @@ def _device_leaf(leaf: LeafPlan) -> bool:
     for page in leaf.pages:
         facts = page.facts
         if (
-            facts is None or page.parsed or page.data_deferred or page.data_shift or facts.dictionary or not facts.num_buffers
+            facts is None or facts.kind != "mini_block_layout" or page.parsed or page.data_deferred or page.data_shift
+            or facts.dictionary or not facts.num_buffers
             or not (leaf.levels_pending or facts.device_headers)
         ):
             return False
@@ -1358,7 +1368,7 @@ class _Batch:
 @dataclass(slots=True, eq=False)
 class DeviceBlock:
     """Mini-block pages of one leaf, staged, whose chunk headers the device pre-pass parses
-    (:func:`device_headers`, :func:`device_lists`), as arrays over ``pages``: page ``j`` has
+    (:func:`device_headers`, :func:`_device_lists`), as arrays over ``pages``: page ``j`` has
     ``size[j]`` bytes of chunks at arena byte ``data_pos[j]``, its values go to value
     ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
@@ -1494,12 +1504,18 @@ def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst:
         _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, n, ctx)
 
 
-def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
+                  later: bool = False) -> LevelWork | None:
+    """Stage a full-zip page's bytes and emit its work; ``later``: its level positions are
+    not known yet (its leaf's levels wait for the device pre-pass): the bytes are staged now
+    and the work is returned, to be emitted with them (:data:`LevelWork`)."""
     if page.data_deferred:
         unit.count_direct(page)
     if page.row_runs is not None:
+        if later:
+            raise CorruptFileError(leaf.path, "row selection of a full-zip page with repetition")
         _emit_fullzip_rows(unit, leaf, page, vpos, def_dst)
-        return
+        return None
     ctx = leaf.ctx()
     z = _fullzip_shape(page)
     n = page.num_levels
@@ -1512,7 +1528,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
         if vis != n:
             raise ctx.corrupt(f"full-zip page has {n} values, expected {vis}")
         unit.copy_fixed.add(src=data_pos, len=n * z.valb, dst=dst)
-        return
+        return (lambda _rep, _def: None) if later else None
     if z.bits_rep or not z.fixed:
         width = _fullzip_index_width(page, z.rows, ctx)
         index_at, index_size = int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1])
@@ -1527,12 +1543,20 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
         if z.rows != n or z.data_size < n * stride:
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
-    unit.fullzip.add(
-        rows=z.rows, data=data_pos, size=z.data_size, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
-        bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=unit.add_invisible(inv), ninv=inv.size,
-        rep_dst=rep_dst if z.bits_rep else -1, def_dst=def_dst if z.bits_def else -1, val_dst=dst, items=n, visible=vis,
-    )
+    inv_pos = unit.add_invisible(inv)
     _add_fullzip_fsst(unit, page, z, dst, vis, ctx)
+
+    def work(rep_dst: int, def_dst: int) -> None:
+        unit.fullzip.add(
+            rows=z.rows, data=data_pos, size=z.data_size, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
+            bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=inv_pos, ninv=inv.size,
+            rep_dst=rep_dst if z.bits_rep else -1, def_dst=def_dst if z.bits_def else -1, val_dst=dst, items=n, visible=vis,
+        )
+
+    if later:
+        return work
+    work(rep_dst, def_dst)
+    return None
 
 
 #: rows of a selection whose bytes are at most this far apart are staged as one span
@@ -1606,12 +1630,28 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
 # -- constant / all-null ---------------------------------------------------------------------
 
 
-def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
+                   later: bool = False) -> LevelWork | None:
+    """A constant (or all-null) page's levels and values; ``later``: as :func:`_emit_fullzip`
+    (its levels staged now, their copies returned, to be emitted once placed)."""
     lp = page.parsed["page"]
-    for levels, dst in ((lp.rep, rep_dst), (lp.def_, def_dst)):
+    staged = []
+    for levels, which in ((lp.rep, 0), (lp.def_, 1)):
         if levels is not None and levels.size:
-            pos = unit.stage.add_bytes(np.ascontiguousarray(levels, np.uint16))
-            unit.copy_level.add(src=pos, len=2 * levels.size, dst=2 * dst)
+            staged.append((unit.stage.add_bytes(np.ascontiguousarray(levels, np.uint16)), levels.size, which))
+
+    def work(rep_dst: int, def_dst: int) -> None:
+        for pos, count, which in staged:
+            unit.copy_level.add(src=pos, len=2 * count, dst=2 * (def_dst if which else rep_dst))
+
+    if not later:
+        work(rep_dst, def_dst)
+    _constant_values(unit, leaf, page, vpos)
+    return work if later else None
+
+
+def _constant_values(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int) -> None:
+    lp = page.parsed["page"]
     n = page.num_values
     if not n:
         return
