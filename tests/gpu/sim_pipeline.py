@@ -1231,6 +1231,32 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, version: str, monkeypatch):
+    """List leaves whose pages pylance writes as mini-block pages beside full-zip (long
+    strings) and constant pages (all-null runs, a repeated list): their mini-block pages'
+    chunk headers parsed by the device pre-pass, the other pages' levels placed after it;
+    the GPU read equals pylance's and the CPU path's, whole and with a row selection, and
+    equals the host-parsed GPU read; no chunk header is parsed on the host."""
+    from lance_gpu.file.v2_1 import miniblock
+    from lance_gpu.gpu import plan
+
+    uri = gd.write_mixed_list_pages(lance, root, version)
+    ref = lance.dataset(uri).to_table()
+    assert_same(lance_gpu.dataset(uri).to_table(device="cpu"), ref, f"mixed list pages {version} cpu")
+    host_parses = []
+    for name in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
+        real = getattr(miniblock, name)
+        monkeypatch.setattr(miniblock, name, lambda *a, _real=real, _name=name, **k: host_parses.append(_name) or _real(*a, **k))
+    got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+    assert not host_parses, host_parses
+    assert_same(got, ref, f"mixed list pages {version} gpu")
+    rows = [0, 5, 999, 1000, 1500, 2000, 2999, 3000, 3998]
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed list pages {version} take")
+    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+    assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, f"mixed list pages {version} host parse")
+
+
 @pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")
 def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch):
     """Property: random list-heavy tables (lists nested 1-3 deep, lists of structs, structs
