@@ -105,19 +105,20 @@ class StoreStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, kind: str, n: int = 1, nbytes: int = 0) -> None:
+        """Count ``n`` requests of ``kind`` (a counter's name: ``"gets"``, ``"puts"``, ...)
+        moving ``nbytes`` in all."""
+        if kind == "gets":
+            self.add_gets(n, nbytes)
+            return
         with self._lock:
             self.requests += n
             setattr(self, kind, getattr(self, kind) + n)
-            if kind == "gets":
-                self.bytes_read += nbytes
-                with _PROCESS_LOCK:
-                    _PROCESS_READS["requests"] += n
-                    _PROCESS_READS["bytes"] += nbytes
-            elif kind == "puts":
+            if kind == "puts":
                 self.bytes_written += nbytes
 
     def add_gets(self, n: int, nbytes: int) -> None:
-        """:meth:`add` of ``n`` reads of ``nbytes`` in all (the hot path of mapped reads)."""
+        """``n`` reads of ``nbytes`` in all, counted here and in the process-wide read
+        counters (the hot path of mapped reads: no counter looked up by name)."""
         with self._lock:
             self.requests += n
             self.gets += n

@@ -50,7 +50,7 @@ from lance_gpu.errors import (
 )
 from lance_gpu.io.store import ObjectStore, join, remove_quietly
 from lance_gpu.scan import scanner_for
-from lance_gpu.scan.flat_search import column_type
+from lance_gpu.scan.nearest_query import column_type
 from lance_gpu.scan.vector_index import field_id_of
 from lance_gpu.table.manifest import latest_version
 from lance_gpu.table.schema import LanceSchema

@@ -26,36 +26,12 @@ from lance_gpu.scan.plan import ROW_ADDR, resolve
 
 if TYPE_CHECKING:
     from lance_gpu.scan.execute import Executor
-    from lance_gpu.scan.nearest import NearestQuery
+    from lance_gpu.scan.nearest_query import NearestQuery
     from lance_gpu.scan.plan import ScanPlan
     from lance_gpu.table.snapshot import TableSnapshot
 
 #: rows of vectors scored per matrix product
 BLOCK_ROWS = 65536
-
-
-def column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
-    """The type of a top-level column or of a struct field named by a dotted path (None:
-    absent), as a search sees it: an extension type stored as fixed-size lists (a
-    ``fixed_shape_tensor``) is its storage vectors, as pylance searches it."""
-    typ = _column_type(ds, column)
-    if isinstance(typ, pa.BaseExtensionType) and pa.types.is_fixed_size_list(typ.storage_type):
-        return typ.storage_type
-    return typ
-
-
-def _column_type(ds: TableSnapshot, column: str) -> pa.DataType | None:
-    if column in ds.schema.names:
-        return ds.schema.field(column).type
-    parts = column.split(".")
-    if parts[0] not in ds.schema.names:
-        return None
-    typ = ds.schema.field(parts[0]).type
-    for part in parts[1:]:
-        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
-            return None
-        typ = typ.field(part).type
-    return typ
 
 
 def _vectors(arr: pa.Array | pa.ChunkedArray, dim: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -39,13 +39,12 @@ from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.gpu import _array, memory
 from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
 from lance_gpu.scan.execute import _Offsets, plan_units
-from lance_gpu.scan.flat_search import column_type
-from lance_gpu.scan.nearest import run_search
+from lance_gpu.scan.nearest_query import column_type
 from lance_gpu.scan.plan import ROW_ADDR, ROW_OFFSET, resolve
 
 if TYPE_CHECKING:
     from lance_gpu.scan.execute import Executor, ReadUnit
-    from lance_gpu.scan.nearest import NearestQuery
+    from lance_gpu.scan.nearest_query import NearestQuery
     from lance_gpu.scan.plan import ScanPlan
     from lance_gpu.table.snapshot import TableSnapshot
 
@@ -204,11 +203,11 @@ def _stored_dtype(ds: TableSnapshot, column: str) -> np.dtype:
     return np.dtype(ftype.value_type.to_pandas_dtype())
 
 
-def device_result(plan: ScanPlan, ds: TableSnapshot, executor: Executor) -> Any:
-    """The search's result as one :class:`~lance_gpu.gpu.columns.DeviceTable` (the
-    ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search runs on the device,
-    its ``queries x k`` rows (``_distance``, ``query_index`` and the projected columns of the
-    winning rows) are uploaded as device columns."""
-    table = run_search(plan, ds, executor)
+def device_result(table: pa.Table) -> DeviceTable:
+    """A search's result as one :class:`~lance_gpu.gpu.columns.DeviceTable` (the
+    ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search ran on the device
+    (:func:`lance_gpu.scan.nearest.run_search` with the GPU executor), its ``queries x k``
+    rows (``_distance``, ``query_index`` and the projected columns of the winning rows) are
+    uploaded as device columns."""
     columns = [DeviceColumn.from_arrow(table.column(i)) for i in range(table.num_columns)]
     return DeviceTable(table.column_names, columns, table.num_rows)

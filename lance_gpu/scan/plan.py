@@ -37,12 +37,13 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
 )
 from lance_gpu.index.query import index_selections
+from lance_gpu.scan.nearest_query import parse_nearest
 from lance_gpu.table.blobs import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:
     from lance_gpu.filter import CompiledExpression, CompiledFilter
-    from lance_gpu.scan.nearest import NearestQuery
+    from lance_gpu.scan.nearest_query import NearestQuery
     from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 ROW_ID = "_rowid"
@@ -287,8 +288,6 @@ def build_plan(
         options=dict(options),
     )
     if nearest_arg is not None:
-        from lance_gpu.scan.nearest import parse_nearest
-
         if fragments is not None:
             # as pylance: a search runs over the whole version, not over chosen fragments
             raise InvalidArgumentError("nearest: a search is not supported for a fragment scan (fragments=)")

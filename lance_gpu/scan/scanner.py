@@ -26,6 +26,8 @@ from lance_gpu.scan.execute import (
     rebatch,
     run_plan,
 )
+from lance_gpu.scan.nearest import run_search
+from lance_gpu.scan.nearest_device import device_result
 from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, build_plan, resolve
 from lance_gpu.scan.vector_index import describe_search
 
@@ -122,8 +124,6 @@ class LanceScanner:
     def to_table(self) -> pa.Table:
         """Every row of the scan in one table."""
         if self.plan.nearest is not None:
-            from lance_gpu.scan.nearest import run_search
-
             return run_search(self.plan, self.snapshot, self._executor())
         tables = list(run_plan(self.plan, self._executor(), self.snapshot))
         return concat(tables, self.projected_schema)
@@ -216,9 +216,7 @@ class LanceScanner:
         ds = self.snapshot
         plan = self.plan
         if plan.nearest is not None:  # the search's k rows per query, as one device table
-            from lance_gpu.scan.nearest_device import device_result
-
-            yield device_result(plan, ds, GpuExecutor(self.on_cpu_fallback))
+            yield device_result(run_search(plan, ds, GpuExecutor(self.on_cpu_fallback)))
             return
         resolved = resolve(plan, ds)
         executor = GpuExecutor(self.on_cpu_fallback)

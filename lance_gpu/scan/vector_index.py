@@ -75,7 +75,8 @@ from lance_gpu.file.reader import read_field
 from lance_gpu.io.store import join
 from lance_gpu.scan._heap import heap_top_k
 from lance_gpu.scan.execute import run_plan
-from lance_gpu.scan.flat_search import TopK, column_type, read_rows, search_host
+from lance_gpu.scan.flat_search import TopK, read_rows, search_host
+from lance_gpu.scan.nearest_query import column_type
 from lance_gpu.scan.plan import ROW_ADDR
 from lance_gpu.table.schema import LanceSchema
 
