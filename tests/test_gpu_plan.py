@@ -209,7 +209,7 @@ def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, mo
     blocks = {id(b.leaf): b for b in unit.device_blocks}
     for leaf in whole_leaves:
         block = blocks[id(leaf)]
-        assert block.pages == leaf.pages and block.data_pos.size == len(leaf.pages)
+        assert block.pages == leaf.pages and len(block.data_pos) == len(leaf.pages)
     together = _work(uri)
     for threshold in (1, 10**9):
         monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
@@ -233,7 +233,7 @@ def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
     starts = np.array([it.pos for it in unit.stage.items])
     per_file: dict[str, set[int]] = {}
     for b in unit.device_blocks:
-        for pos in b.data_pos.tolist():  # the item holding each page's chunks
+        for pos in np.asarray(b.data_pos).tolist():  # the item holding each page's chunks
             per_file.setdefault(b.leaf.path, set()).add(int(np.searchsorted(starts, pos, side="right")) - 1)
     assert all(len(items) == 1 for items in per_file.values()), per_file
     monkeypatch.setattr(staging, "STAGE_GAP", -1)  # no buffer joins another

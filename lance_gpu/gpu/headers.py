@@ -34,6 +34,8 @@ Where the unit has no such pages nothing is launched or read back.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 import cuda_kernels.chunkheaders as chk
@@ -156,7 +158,10 @@ class ChunkTable:
         npages = len(pages)
 
         def cat(name: str) -> np.ndarray:
-            return np.concatenate([getattr(b, name) for b in blocks]) if blocks else _NO_END
+            parts = [getattr(b, name) for b in blocks]
+            if all(type(p) is list for p in parts):  # blocks of a few pages: one conversion
+                return np.fromiter(itertools.chain.from_iterable(parts), np.int64, npages)
+            return np.concatenate([np.asarray(p, np.int64) for p in parts]) if parts else _NO_END
 
         pos, size = cat("data_pos"), cat("size")
         self.vpos, self.rep_dst, self.def_dst = cat("vpos"), cat("rep_dst"), cat("def_dst")

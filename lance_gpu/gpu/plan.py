@@ -864,8 +864,10 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         elif page.kind == "mini_block_layout":
             _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst)
         elif pending:  # a full-zip or constant page beside list pages the device parses
-            unit.level_work[id(page)] = _emit_fullzip(unit, leaf, page, vpos, -1, -1, later=True) if page.kind == "full_zip_layout" \
+            work = _emit_fullzip(unit, leaf, page, vpos, -1, -1, later=True) if page.kind == "full_zip_layout" \
                 else _emit_constant(unit, leaf, page, vpos, -1, -1, later=True)
+            assert work is not None  # later=True returns the work
+            unit.level_work[id(page)] = work
         elif page.kind == "full_zip_layout":
             _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
         else:
@@ -910,41 +912,57 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     assert whole is not None  # _device_leaf
     rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
     def_at = leaf.def_pos if leaf.has_def and not pending else -1
+    data_pos: np.ndarray | list[int]
+    sizes: np.ndarray | list[int]
+    vpos: np.ndarray | list[int]
+    rep_dst: np.ndarray | list[int]
+    def_dst: np.ndarray | list[int]
+    num_values: np.ndarray | list[int]
     if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
-        rows = []
+        cols: tuple[list[int], ...] = ([], [], [], [], [], [])
         v = lv = 0
         for pg in pages:
             size = int(pg.info.buffer_sizes[1])
-            pos = unit.stage.add_buffer(leaf.path, int(pg.info.buffer_offsets[1]), pg.buffers[1], whole) if size else 0
-            rows.append((pos, size, v, rep_at + lv if rep_at >= 0 else -1, def_at + lv if def_at >= 0 else -1, pg.num_values))
+            cols[0].append(unit.stage.add_buffer(leaf.path, int(pg.info.buffer_offsets[1]), pg.buffers[1], whole) if size else 0)
+            cols[1].append(size)
+            cols[2].append(v)
+            cols[3].append(rep_at + lv if rep_at >= 0 else -1)
+            cols[4].append(def_at + lv if def_at >= 0 else -1)
+            cols[5].append(pg.num_values)
             v += pg.num_values
             lv += pg.num_levels
-        cols = np.array(rows, np.int64).T
         data_pos, sizes, vpos, rep_dst, def_dst, num_values = cols
     else:
-        num_values = np.fromiter((pg.num_values for pg in pages), np.int64, n)
-        vpos = miniblock.exclusive_scan(num_values)[:-1]
+        counts = np.fromiter((pg.num_values for pg in pages), np.int64, n)
+        num_values = counts
+        vpos = miniblock.exclusive_scan(counts)[:-1]
         lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, n))[:-1]
         rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
         def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
         offsets = np.fromiter((pg.info.buffer_offsets[1] for pg in pages), np.int64, n)
-        sizes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
-        data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes)
+        nbytes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
+        sizes = nbytes
+        data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, nbytes)
     if leaf.kind == "var":
         utf8 = is_utf8_type(leaf.arrow_type)
         path, column, slot = leaf.path, leaf.column, leaf.slot_lo
         unit.var_checks.extend(
-            (slot + v, nv, utf8, path, column, pg.index) for v, nv, pg in zip(vpos.tolist(), num_values.tolist(), pages, strict=True)
+            (slot + v, nv, utf8, path, column, pg.index)
+            for v, nv, pg in zip(_ints(vpos), _ints(num_values), pages, strict=True)
         )
     unit.device_blocks.append(DeviceBlock(leaf, pages, data_pos, sizes, vpos, rep_dst, def_dst))
     if pending or not (leaf.has_rep or leaf.has_def):
         return
-    distinct = {id(pg.facts): pg.facts for pg in pages}
+    distinct = {id(pg.facts): pg.facts for pg in pages if pg.facts is not None}  # every page's (_device_leaf)
     if all((f.has_rep or not leaf.has_rep) and (f.has_def or not leaf.has_def) and (f.layers == leaf.layers or not leaf.has_def)
            for f in distinct.values()):
         return  # no page needs a fill or a remap
-    for pg, r, d in zip(pages, rep_dst.tolist(), def_dst.tolist(), strict=True):
+    for pg, r, d in zip(pages, _ints(rep_dst), _ints(def_dst), strict=True):
         page_level_fills(unit, leaf, pg, r, d)
+
+
+def _ints(values: np.ndarray | list[int]) -> list[int]:
+    return values if isinstance(values, list) else values.tolist()
 
 
 def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: int, def_dst: int) -> None:
@@ -1379,19 +1397,19 @@ class DeviceBlock:
 
     leaf: LeafPlan
     pages: list[PagePlan]
-    data_pos: np.ndarray
-    size: np.ndarray
-    vpos: np.ndarray
-    rep_dst: np.ndarray
-    def_dst: np.ndarray
+    #: per page (``int64`` arrays; lists of ints for blocks of a few pages)
+    data_pos: np.ndarray | list[int]
+    size: np.ndarray | list[int]
+    vpos: np.ndarray | list[int]
+    rep_dst: np.ndarray | list[int]
+    def_dst: np.ndarray | list[int]
     dictionary: tuple[int, int] | None = None
 
     @classmethod
     def one(cls, leaf: LeafPlan, page: PagePlan, data_pos: int, size: int, vpos: int, rep_dst: int, def_dst: int,
             dictionary: tuple[int, int] | None) -> DeviceBlock:
         """A block of one page."""
-        col = np.array([data_pos, size, vpos, rep_dst, def_dst], np.int64)
-        return cls(leaf, [page], col[0:1], col[1:2], col[2:3], col[3:4], col[4:5], dictionary)
+        return cls(leaf, [page], [data_pos], [size], [vpos], [rep_dst], [def_dst], dictionary)
 
 
 def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:
