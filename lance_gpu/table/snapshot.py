@@ -419,7 +419,14 @@ class FragmentSnapshot:
     snapshot does not refer to it (but weakly), so versions die by reference counting.  Two
     views of the same position of the same snapshot are equal."""
 
+    # slots: a read over a thousand fragments makes a thousand of these views, each one
+    # object for the cycle collector to track (no ``__dict__``), weakly referable
+    __slots__ = ("__weakref__", "_data_paths", "_layout_key", "_readers_lock", "_state", "fragment_id", "pb",
+                 "physical_rows", "position", "snapshot")
+
     def __init__(self, snapshot: TableSnapshot, position: int) -> None:
+        self._data_paths: tuple[str, ...] | None = None
+        self._layout_key: tuple[tuple[Any, ...], ...] | None = None
         self.snapshot = snapshot
         #: The fragment's position in the manifest's fragment list.
         self.position = position
@@ -541,16 +548,16 @@ class FragmentSnapshot:
 
     # -- where fields live (for the executors) -----------------------------------------------
 
-    @cached_property
+    @property
     def data_paths(self) -> tuple[str, ...]:
         """The store keys of the fragment's data files, in manifest order."""
-        data_dir = self.snapshot.data_dir
-        return tuple(data_dir + path if path and path[0] != "/" and path[-1] != "/" else join(data_dir, path)
-                     for path in (df.path for df in self.pb.files))
-
-    @cached_property
-    def _path_index(self) -> dict[str, int]:
-        return {path: i for i, path in enumerate(self.data_paths)}
+        paths = self._data_paths
+        if paths is None:
+            data_dir = self.snapshot.data_dir
+            paths = self._data_paths = tuple(
+                data_dir + path if path and path[0] != "/" and path[-1] != "/" else join(data_dir, path)
+                for path in (df.path for df in self.pb.files))
+        return paths
 
     def file_reader(self, path: str) -> LanceFileReader | LegacyFileReader:
         """The (cached) reader of one of this fragment's data files, checked against the
@@ -563,7 +570,8 @@ class FragmentSnapshot:
             with self._readers_lock:
                 r = readers.get(path)
                 if r is None:
-                    index = self._path_index.get(path)
+                    paths = self.data_paths  # one to a few: a scan, not a dict per fragment
+                    index = paths.index(path) if path in paths else None
                     df = None if index is None else self.pb.files[index]
                     if df is not None and is_legacy_file_version(int(df.file_major_version), int(df.file_minor_version)):
                         r = LegacyFileReader(path, self.snapshot.store)
@@ -588,13 +596,17 @@ class FragmentSnapshot:
         sources[key] = src
         return src
 
-    @cached_property
+    @property
     def layout_key(self) -> tuple[tuple[Any, ...], ...]:
         """What places fields in this fragment's data files, without their names: per data
         file its field ids, column indices and file version.  Fragments written together
         share it, and so share where each field lives (:meth:`field_source`)."""
-        return tuple((tuple(df.fields), tuple(df.column_indices), int(df.file_major_version), int(df.file_minor_version))
-                     for df in self.pb.files)
+        key = self._layout_key
+        if key is None:
+            key = self._layout_key = tuple(
+                (tuple(df.fields), tuple(df.column_indices), int(df.file_major_version), int(df.file_minor_version))
+                for df in self.pb.files)
+        return key
 
     def _field_source(self, field: LanceField) -> FieldSource | None:
         key = (self.layout_key, field.id)
