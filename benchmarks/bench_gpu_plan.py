@@ -30,7 +30,9 @@ chunk, split into parsing (``plan_field_leaves``: protobufs, chunk tables) and p
 (``lance_gpu.gpu.headers``), the chunk table staged for the pre-pass and the work emitted
 after its readback) per page (least of each); the pre-pass itself is device work, run here
 by its CPU form and left out of the times, and, for scale, pylance's ``to_table`` of the same columns in the same process
-(ratio planner / pylance read, wall).
+(ratio planner / pylance read, wall).  ``gather us/page``: the host side of staging, the
+unit's staged items copied into host memory as the slab fill copies them (one copy per
+item: :meth:`Stager.host_bytes`), also left out of the plan times.
 The load average is recorded with the figures.  Output: stdout, and with ``--out FILE`` a
 markdown table.
 
@@ -128,23 +130,36 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[
     unit = UnitPlan()
     for leaf in leaves:
         place_leaf(unit, leaf)
-    device = 0.0  # the device pre-pass's own work (stood in for by its CPU form): not the host's
-    if getattr(unit, "device_pages", None):
+    device = gather = 0.0  # the device pre-pass's own work (stood in for by its CPU form): not the host's
+    device_chunks = 0
+    if getattr(unit, "device_pages", None) or getattr(unit, "device_blocks", None):
         from lance_gpu.gpu import headers
 
         headers.stage(unit)  # host: the chunk table, staged with the unit's bytes
         table = unit.chunk_table[0]
+        g0 = time.thread_time()
+        staged = unit.stage.host_bytes()  # the staging threads' gather (the slab fill's per-item copies)
+        gather = time.thread_time() - g0
         d0 = time.thread_time()
-        headers.parse_on_host(table, unit.stage.host_bytes())  # the device's part
-        device = time.thread_time() - d0
+        headers.parse_on_host(table, staged)  # the device's part
+        device = time.thread_time() - d0 + gather
         headers.check(table)  # host, after the one readback: the work of every device-parsed page
         if hasattr(headers, "settle_levels"):  # list leaves' level regions, from the in-band counts
             headers.settle_levels(unit, table)
         headers.emit(unit, table)
+        device_chunks = table.nchunks
     if phases is not None:
-        phases[:] = [t1 - t0, time.thread_time() - t1 - device, device]
+        if not gather:
+            g0 = time.thread_time()
+            unit.stage.host_bytes()
+            gather = time.thread_time() - g0
+            device += gather
+        phases[:] = [t1 - t0, time.thread_time() - t1 - device, device, gather]
     pages = sum(len(leaf.pages) for leaf in leaves)
-    chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed)
+    # chunks of the pages the host parsed, and of those the device pre-pass parses (whose chunk
+    # layouts, on a checkout with device blocks, live in the chunk table alone)
+    host_chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed and "bufs" in p.parsed)
+    chunks = host_chunks + device_chunks
     return pages, chunks
 
 
@@ -176,7 +191,7 @@ def main() -> None:
 
     rows = []
     for name, (uri, cols) in sets.items():
-        times, cpu, ptimes, parse, place = [], [], [], [], []
+        times, cpu, ptimes, parse, place, gather = [], [], [], [], [], []
         for r in range(args.repeat + 1):
             ds = lance_gpu.dataset(uri)
             if args.cold:
@@ -194,21 +209,23 @@ def main() -> None:
                 cpu.append(c1 - c0 - phases[2])
                 parse.append(phases[0])
                 place.append(phases[1])
+                gather.append(phases[3])
                 ptimes.append(t2 - t1)
         t = statistics.median(times)
         c = min(cpu)
         p = statistics.median(ptimes)
         rows.append((name, len(lance.dataset(uri).get_fragments()), pages, chunks, t, c, 1e6 * c / pages,
-                     1e6 * c / max(chunks, 1), 1e6 * min(parse) / pages, 1e6 * min(place) / pages, p, t / p))
+                     1e6 * c / max(chunks, 1), 1e6 * min(parse) / pages, 1e6 * min(place) / pages, p, t / p,
+                     1e6 * min(gather) / pages))
     load = os.getloadavg()
     head = ("| data | fragments | pages | chunks | plan s (median wall) | plan CPU s (min) | CPU us/page | CPU us/chunk "
-            "| parse us/page | place us/page | pylance to_table s | plan / pylance (wall) |")
+            "| parse us/page | place us/page | pylance to_table s | plan / pylance (wall) | gather us/page |")
     cold = ", cold: shared layouts forgotten before every plan" if args.cold else ""
     lines = [f"{args.label}: {Path(lance_gpu.__file__).parent.parent}{cold} (load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.repeat} repeats)", "", head,
-             "|" + "---|" * 12]
+             "|" + "---|" * 13]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.1f} "
-                     f"| {r[9]:.1f} | {r[10]:.4f} | {r[11]:.2f} |")
+                     f"| {r[9]:.1f} | {r[10]:.4f} | {r[11]:.2f} | {r[12]:.1f} |")
     text = "\n".join(lines)
     print(text)
     if args.out:

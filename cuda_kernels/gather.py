@@ -237,18 +237,20 @@ def _numba_view(items):
     return np.ascontiguousarray(rows).view(np.uint8).reshape(items.shape[0], -1)
 
 
-def gather_fixed(items, indices):
+def gather_fixed(items, indices, empty=np.empty):
     """``items[indices]`` with bounds checking (CPU).
 
     :param items: ``T[k]`` (any fixed-width dtype) or ``T[k, ...]`` (rows are gathered).
     :param indices: integer ``[n]`` (any integer dtype).
+    :param empty: allocator of the output, called as ``empty(count, dtype)`` for a 1-D
+        array (numpy's by default; a caller may hand out pooled memory).
     :returns: ``T[n]`` (or ``T[n, ...]``).
     :raises CorruptInputError: an index is negative or ``>= k``.
     """
     items = np.ascontiguousarray(items)
     idx = _check_indices(indices)
     n = idx.shape[0]
-    out = np.empty((n,) + items.shape[1:], dtype=items.dtype)
+    out = empty(n * int(np.prod(items.shape[1:], dtype=np.int64)), items.dtype).reshape((n, *items.shape[1:]))
     if n == 0:
         return out
     view = _numba_view(items)
@@ -266,12 +268,14 @@ def gather_fixed(items, indices):
     return out
 
 
-def gather_binary(item_offsets, item_bytes, indices):
+def gather_binary(item_offsets, item_bytes, indices, empty=np.empty):
     """Gather variable-width items (CPU): lengths pass, scan, copy pass.
 
     :param item_offsets: ``int64[k + 1]`` (int32 accepted) Arrow-style offsets.
     :param item_bytes: ``uint8`` buffer of the items.
     :param indices: integer ``[n]``.
+    :param empty: allocator of the outputs, called as ``empty(count, dtype)`` (numpy's
+        by default; a caller may hand out pooled memory).
     :returns: ``(out_offsets int64[n + 1], out_bytes uint8[out_offsets[-1]])``.
     :raises CorruptInputError: an index is out of bounds, or the offsets of a
         gathered item lie outside ``item_bytes``.
@@ -283,7 +287,7 @@ def gather_binary(item_offsets, item_bytes, indices):
     data = np.ascontiguousarray(item_bytes).view(np.uint8).reshape(-1)
     idx = _check_indices(indices)
     n = idx.shape[0]
-    out_offsets = np.empty(n + 1, dtype=np.int64)
+    out_offsets = empty(n + 1, np.int64)
     bad = _binary_lengths(offs, data.shape[0], idx, out_offsets)
     if bad >= 0:
         j = int(idx[bad])
@@ -292,7 +296,7 @@ def gather_binary(item_offsets, item_bytes, indices):
             msg = f"gather_binary: offsets of item {j} lie outside the {data.shape[0]}-byte buffer"
             raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
         raise _oob("gather_binary", int(bad), j, k)
-    out_bytes = np.empty(int(out_offsets[n]), dtype=np.uint8)
+    out_bytes = empty(int(out_offsets[n]), np.uint8)
     if n >= _PARALLEL_MIN and numba.get_num_threads() > 1:
         _binary_copy_parallel(offs, data, idx, out_offsets, out_bytes, _nchunks(n))
     elif n:

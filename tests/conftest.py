@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from background_runs import start, stop_all
 
 SIM_DEVICE_ENV = "LANCE_GPU_TEST_SIM_DEVICE"
 
@@ -41,6 +42,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"no usable GPU: {reason}")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the subprocess of every selected (``-m`` / ``-k`` applied), unskipped test
+    marked :func:`background_runs.runs_in_background`: it runs beside the rest of the suite."""
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        test = getattr(item, "function", None)
+        if test is None or not hasattr(test, "background_command") or item.get_closest_marker("skip") is not None:
+            continue
+        start(item.nodeid, test)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_all()
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
-from lance_gpu.gpu import headers, plan  # noqa: E402
+from lance_gpu.gpu import headers, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
 
@@ -40,6 +40,8 @@ def datasets(root: Path) -> dict[str, str]:
         "many21": gd.write_many_pages(lance, root, "2.1"),
         "many22": gd.write_many_pages(lance, root, "2.2"),
         "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
+        "mixed21": gd.write_mixed_list_pages(lance, root, "2.1"),
+        "mixed22": gd.write_mixed_list_pages(lance, root, "2.2"),
     }
 
 
@@ -191,6 +193,80 @@ def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
     assert calls["pages"] >= pages // 2  # most pages (all but dictionary / tiny leaves)
 
 
+@pytest.mark.parametrize("name", ["many21", "many22", "rich22"])
+def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, monkeypatch):
+    """A leaf whose pages are all planned for the device pre-pass is placed as one
+    :class:`plan.DeviceBlock` (its pages' chunk buffers staged by ``add_file_buffers``,
+    neighbours as one range), with the work the page-by-page placement gives (every page a
+    block of its own: ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop)."""
+    uri = datasets[name]
+    leaves = _leaves(uri)
+    unit = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(unit, leaf)
+    whole_leaves = [leaf for leaf in leaves if plan._device_leaf(leaf)]
+    assert whole_leaves, "no leaf took the device path"
+    blocks = {id(b.leaf): b for b in unit.device_blocks}
+    for leaf in whole_leaves:
+        block = blocks[id(leaf)]
+        assert block.pages == leaf.pages and len(block.data_pos) == len(leaf.pages)
+    together = _work(uri)
+    for threshold in (1, 10**9):
+        monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
+        assert _work(uri) == together, threshold
+    monkeypatch.setattr(plan, "_device_leaf", lambda leaf: False)  # the per-page path (a block per page)
+    assert _work(uri) == together
+
+
+def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
+    """One page per leaf, 12 files: the chunk buffers of a file's leaves lie side by side
+    (their chunk metadata between them) and are staged as one range per file (without
+    joins: one per page)."""
+    uri = str(root / "small_frags")
+    lance.write_dataset(gd.rich_table(12 * 40, seed=4), uri, data_storage_version="2.1", max_rows_per_file=40)
+    leaves = _leaves(uri)
+    unit = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(unit, leaf)
+    files = {leaf.path for leaf in leaves}
+    assert len(files) == 12
+    starts = np.array([it.pos for it in unit.stage.items])
+    per_file: dict[str, set[int]] = {}
+    for b in unit.device_blocks:
+        for pos in np.asarray(b.data_pos).tolist():  # the item holding each page's chunks
+            per_file.setdefault(b.leaf.path, set()).add(int(np.searchsorted(starts, pos, side="right")) - 1)
+    assert all(len(items) == 1 for items in per_file.values()), per_file
+    monkeypatch.setattr(staging, "STAGE_GAP", -1)  # no buffer joins another
+    apart = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(apart, leaf)
+    assert len(apart.stage.items) >= len(unit.stage.items) + len(unit.device_blocks) - len(files)
+
+
+@pytest.mark.parametrize("name", ["mixed21", "mixed22"])
+def test_list_leaves_with_full_zip_or_constant_pages_go_to_the_device(datasets, name, monkeypatch):
+    """List leaves whose pages pylance writes as mini-block pages beside full-zip pages (long
+    strings) or constant pages (all-null or one repeated list): their mini-block pages are
+    planned for the device pre-pass (no chunk parsed on the host), the leaf's levels wait for
+    it, and the work equals the host parse's (level positions relative to the leaf's region)."""
+    from lance_gpu.file.v2_1 import miniblock
+
+    uri = datasets[name]
+    leaves = _leaves(uri)
+    mixed = [leaf for leaf in leaves if leaf.has_rep and len({pg.kind for pg in leaf.pages}) > 1]
+    kinds = {pg.kind for leaf in mixed for pg in leaf.pages}
+    assert {"mini_block_layout", "full_zip_layout", "constant_layout"} <= kinds, kinds  # pylance wrote the mix
+    assert all(leaf.levels_pending for leaf in mixed)
+    host_parses = []
+    for fn in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
+        real = getattr(miniblock, fn)
+        monkeypatch.setattr(miniblock, fn, lambda *a, _real=real, _fn=fn, **k: host_parses.append(_fn) or _real(*a, **k))
+    on_device = _work(uri)
+    assert not host_parses, host_parses
+    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+    assert _work(uri) == on_device
+
+
 def test_mapped_buffers_are_views_of_the_map(datasets):
     """The bulk path reads chunk headers and bit widths through ``LanceFileReader.mapped``
     at the pages' file offsets: a mapped file's buffers are views of its map there."""
@@ -262,7 +338,7 @@ _bad_rle_levels = _chunk_edit("_bad_rle_levels", 8, 3, 8, "The first chunk's Rle
 _huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's value buffer size far past the chunk.")
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22"])
 def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
     """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
     its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the

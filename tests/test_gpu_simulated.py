@@ -6,40 +6,28 @@ simulator everywhere, and on the device where a GPU is usable (``gpu`` marker).
 pipeline tests cannot share this pytest process.  They decode small pylance-written datasets
 with the GPU path (the simulator standing in for the device, numba device arrays for CuPy)
 and compare with the CPU path and pylance; also the new segmented kernels against their CPU
-twins, the CPU fallback, device-side corruption and the memory budget.
+twins, the CPU fallback, device-side corruption and the memory budget.  Each subprocess starts
+when collection ends and runs beside the rest of the suite (``tests/background_runs.py``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from background_runs import Command, finished, runs_in_background
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "tests" / "gpu" / "sim_pipeline.py"
 
 
-def test_gpu_pipeline_under_cuda_simulator() -> None:
-    _run_pipeline(simulator=True)
-
-
-@pytest.mark.slow
-def test_gpu_pipeline_slow_cases_under_cuda_simulator() -> None:
-    """The pipeline's heavier cases (every page kind staged from memory:// and S3; the chunks a GPU take decodes)."""
-    _run_pipeline(simulator=True, marks="slow")
-
-
-@pytest.mark.gpu
-def test_gpu_pipeline_on_the_device() -> None:
-    """The same tests on a real GPU (CuPy, numba-cuda): skipped where no GPU is usable."""
-    _run_pipeline(simulator=False, marks="slow or not slow")
-
-
-def _run_pipeline(*, simulator: bool, marks: str = "not slow") -> None:
-    pytest.importorskip("lance")
+def _pipeline(*, simulator: bool, marks: str = "not slow") -> Command | None:
+    """The pytest session of ``tests/gpu/sim_pipeline.py`` (None where pylance is missing)."""
+    if importlib.util.find_spec("lance") is None:
+        return None
     env = dict(os.environ)
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -50,7 +38,31 @@ def _run_pipeline(*, simulator: bool, marks: str = "not slow") -> None:
         sys.executable, "-m", "pytest", str(PIPELINE), "-q", "-rs", "-p", "no:cacheprovider", "-o", "addopts=", "--noconftest",
         "-m", marks, "-W", "error::FutureWarning", "--rootdir", str(ROOT),
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return cmd, env, str(ROOT)
+
+
+@runs_in_background(lambda: _pipeline(simulator=True))
+def test_gpu_pipeline_under_cuda_simulator(request: pytest.FixtureRequest) -> None:
+    _check_pipeline(request)
+
+
+@pytest.mark.slow
+@runs_in_background(lambda: _pipeline(simulator=True, marks="slow"))
+def test_gpu_pipeline_slow_cases_under_cuda_simulator(request: pytest.FixtureRequest) -> None:
+    """The pipeline's heavier cases (every page kind staged from memory:// and S3; the chunks a GPU take decodes)."""
+    _check_pipeline(request)
+
+
+@pytest.mark.gpu
+@runs_in_background(lambda: _pipeline(simulator=False, marks="slow or not slow"))
+def test_gpu_pipeline_on_the_device(request: pytest.FixtureRequest) -> None:
+    """The same tests on a real GPU (CuPy, numba-cuda): skipped where no GPU is usable."""
+    _check_pipeline(request)
+
+
+def _check_pipeline(request: pytest.FixtureRequest) -> None:
+    pytest.importorskip("lance")
+    proc = finished(request.node.nodeid, request.function)
     tail = proc.stdout[-8000:] + proc.stderr[-4000:]
     assert proc.returncode == 0, tail
     lines = proc.stdout.strip().splitlines()
@@ -69,15 +81,22 @@ def _run_pipeline(*, simulator: bool, marks: str = "not slow") -> None:
 MATRIX_SLICE = "stable-2.2 and (test_to_table or test_with_row_id or 4096)"
 
 
-def test_read_matrix_slice_on_the_simulated_device() -> None:
-    pytest.importorskip("lance")
+def _matrix_slice() -> Command | None:
+    if importlib.util.find_spec("lance") is None:
+        return None
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LANCE_GPU_TEST_SIM_DEVICE="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     cmd = [
         sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_read_matrix.py"), "-q", "-p", "no:cacheprovider",
         "-o", "addopts=", "-m", "gpu", "-k", MATRIX_SLICE, "--rootdir", str(ROOT),
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return cmd, env, str(ROOT)
+
+
+@runs_in_background(_matrix_slice)
+def test_read_matrix_slice_on_the_simulated_device(request: pytest.FixtureRequest) -> None:
+    pytest.importorskip("lance")
+    proc = finished(request.node.nodeid, request.function)
     tail = proc.stdout[-8000:] + proc.stderr[-4000:]
     assert proc.returncode == 0, tail
     last = proc.stdout.strip().splitlines()[-1]

@@ -178,3 +178,67 @@ def test_a_range_lands_once_whole_and_may_refuse(window: int) -> None:
         st2._land(slab, 0, st2.nbytes, 0)
     with pytest.raises(ValueError, match="no bytes"):
         st2.add_range(store, key, 10, 0, land=refuse)
+
+
+def _file_buffers(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 'file map' and ``n`` buffers of it in file order, as a Lance file lays out page
+    buffers (64-byte aligned, some empty), with gaps of 0 bytes, a few bytes (padding), up
+    to and past STAGE_GAP, and some off the 64-byte grid."""
+    offsets, sizes = [], []
+    at = 0
+    for _ in range(n):
+        gap = int(rng.choice([0, 0, 64, 128, staging.STAGE_GAP, staging.STAGE_GAP + 64, 3 * staging.STAGE_GAP, 8]))
+        size = int(rng.choice([0, 5, 64, 300, 1000]))
+        at += gap
+        offsets.append(at)
+        sizes.append(size)
+        at += -(-size // 64) * 64 if rng.random() < 0.9 else size  # padded to 64, or not
+    whole = rng.integers(0, 256, at + 64, dtype=np.uint8)
+    return whole, np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_neighbouring_file_buffers_are_one_range(seed: int) -> None:
+    """Buffers of one mapped file registered in file order, one by one (``add_buffer`` with
+    the map) or together (``add_file_buffers``): the same positions and items; a buffer
+    starting at most STAGE_GAP bytes after the last item of its file, at the same offset
+    modulo 64, extends it; every position is 64-byte aligned and the arena holds each
+    buffer's bytes there."""
+    rng = np.random.default_rng(seed)
+    whole, offsets, sizes = _file_buffers(rng, 60)
+    one_by_one = staging.Stager()
+    one_by_one.add_bytes(np.arange(10, dtype=np.uint8))  # a blob first: not joined
+    pos_one = [one_by_one.add_buffer("f", int(o), whole[o : o + s], whole) if s else 0 for o, s in zip(offsets, sizes, strict=True)]
+    together = staging.Stager()
+    together.add_bytes(np.arange(10, dtype=np.uint8))
+    pos_all = together.add_file_buffers("f", whole, offsets[:30], sizes[:30])
+    pos_all = np.concatenate([pos_all, together.add_file_buffers("f", whole, offsets[30:], sizes[30:])])
+    assert pos_all.tolist() == pos_one
+    assert [(it.pos, it.size) for it in together.items] == [(it.pos, it.size) for it in one_by_one.items]
+    assert all(p % staging.ALIGN == 0 for p in pos_one)
+    arena = _reference(together)
+    for o, s, p in zip(offsets.tolist(), sizes.tolist(), pos_one, strict=True):
+        assert np.array_equal(arena[p : p + s], whole[o : o + s])
+    # joined exactly where the rule says
+    held = sizes > 0
+    o, e = offsets[held], offsets[held] + sizes[held]
+    joins = (o[1:] >= e[:-1]) & (o[1:] - e[:-1] <= staging.STAGE_GAP) & ((o[1:] - o[:-1]) % staging.ALIGN == 0)
+    assert len(together.items) == 1 + 1 + int((~joins).sum())
+    # a range asked again keeps its position (one by one, and together)
+    assert together.add_file_buffers("f", whole, offsets, sizes).tolist() == pos_one
+    assert len(together.items) == len(one_by_one.items)
+
+
+def test_buffers_of_other_files_and_blobs_are_not_joined() -> None:
+    whole = np.arange(4096, dtype=np.int64).view(np.uint8)
+    st = staging.Stager()
+    a = st.add_buffer("a", 0, whole[:64], whole)
+    b = st.add_buffer("b", 64, whole[64:128], whole)  # another file
+    st.add_bytes(np.ones(3, np.uint8))
+    c = st.add_buffer("b", 128, whole[128:192], whole)  # after a blob
+    d = st.add_buffer("b", 192, whole[192:256], whole)  # joins c
+    e = st.add_buffer("b", 260, whole[260:300], whole)  # off the 64-byte step: not joined
+    assert (a, b) == (0, 64) and c == 192 and d == c + 64 and e % 64 == 0 and e > d
+    assert len(st.items) == 5
+    arena = _reference(st)
+    assert np.array_equal(arena[d : d + 64], whole[192:256]) and np.array_equal(arena[e : e + 40], whole[260:300])

@@ -260,3 +260,65 @@ def test_page_layouts_are_parsed_once_per_file(pair, monkeypatch) -> None:
     reader.clear_shared_caches()
     assert lance_gpu.dataset(ref.uri, device="cpu").to_table().equals(ref.to_table())
     assert calls[0] == 2 * first
+
+
+@pytest.fixture(scope="module")
+def mixed_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Bit-packed integers, floats, FSST and dictionary strings, nullable integers."""
+    rows = 200_000
+    rng = np.random.default_rng(11)
+    words = np.array(["alpha", "beta", "gamma", "delta", "omega", "lorem", "ipsum"])
+    table = pa.table({
+        "id": pa.array(np.arange(rows, dtype=np.int64)),
+        "small": pa.array(rng.integers(0, 1000, rows)),
+        "x": pa.array(rng.random(rows)),
+        "cat": pa.array(words[rng.integers(0, words.size, rows)]),
+        "text": pa.array([" ".join(r) for r in words[rng.integers(0, words.size, (rows, 4))]]),
+        "maybe": pa.array(rng.integers(0, 100, rows).astype(np.int32), mask=rng.random(rows) < 0.1),
+    })
+    path = str(tmp_path_factory.mktemp("pool") / "ds")
+    lance.write_dataset(table, path)
+    return path
+
+
+def test_decoded_buffers_come_from_arrows_pool_once_the_process_recycles(mixed_path, monkeypatch) -> None:
+    """Until a decoded result has been freed, reads decode into numpy's memory (fresh pages
+    cost less there); once one has, into Arrow's default pool, which keeps freed memory for
+    the next read instead of faulting fresh pages in: while that table lives the pool holds
+    about its bytes, and gets them back when it dies.  Values equal pylance's either way."""
+    from lance_gpu.cpu import memory
+
+    monkeypatch.setattr(memory, "recycles", [False])
+    ours = lance_gpu.dataset(mixed_path, device="cpu")
+    expected = lance.dataset(mixed_path).to_table()
+    before = pa.total_allocated_bytes()
+    first = ours.to_table()
+    assert first.equals(expected)
+    assert pa.total_allocated_bytes() - before < 0.1 * first.nbytes  # numpy's memory
+    assert not memory.recycles[0]
+    del first
+    assert memory.recycles[0]  # a decoded result died
+    before = pa.total_allocated_bytes()
+    second = ours.to_table()
+    held = pa.total_allocated_bytes() - before
+    assert second.equals(expected)
+    assert held >= 0.8 * second.nbytes, (held, second.nbytes)
+    del second
+    assert pa.total_allocated_bytes() - before < 0.1 * expected.nbytes
+
+
+@pytest.mark.parametrize("window_rows", [1024, 1003])
+def test_streamed_booleans_equal_pylance(tmp_path, monkeypatch, window_rows) -> None:
+    """Booleans streamed in windows that start on a byte of the decoded bitmap (shared, not
+    copied) or inside one (copied bit by bit) read as pylance's, with and without nulls."""
+    monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", window_rows)
+    rows = 20_000
+    rng = np.random.default_rng(5)
+    table = pa.table({
+        "flag": pa.array(rng.random(rows) < 0.3),
+        "maybe": pa.array(rng.random(rows) < 0.6, mask=rng.random(rows) < 0.2),
+    })
+    path = str(tmp_path / "bools")
+    lance.write_dataset(table, path)
+    got = pa.Table.from_batches(list(lance_gpu.dataset(path, device="cpu").to_batches(batch_size=777)))
+    assert got.equals(lance.dataset(path).to_table())

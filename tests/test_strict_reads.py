@@ -117,6 +117,9 @@ def test_invalid_utf8_is_corrupt(copy, version):
     with pytest.raises(CorruptFileError, match="invalid utf-8 sequence") as info:
         lance_gpu.dataset(uri, device="cpu").to_table()
     assert str(f) in str(info.value) and "column 1 page 0" in str(info.value)
+    # streamed: each batch is a run sliced from decoded chunks, still checked
+    with pytest.raises(CorruptFileError, match="invalid utf-8 sequence"):
+        list(lance_gpu.dataset(uri, device="cpu").to_batches(batch_size=64))
     # the bad value is not needed by this take: the rows come back, valid
     rows = lance_gpu.dataset(uri, device="cpu").take([250, 260])
     rows.validate(full=True)

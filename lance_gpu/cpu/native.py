@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from cuda_kernels._jitcache import njit, prange
-from lance_gpu.cpu import twins
+from lance_gpu.cpu import memory, twins
 
 _JIT = {"cache": True, "nogil": True}
 
@@ -144,15 +144,16 @@ STRIDED_MIN_RANGE = 256
 def gather_ranges(data, starts, lengths):
     """Concatenate ``data[starts[i]:starts[i]+lengths[i]]`` for every i.
 
-    Outputs are allocated by numpy (not inside compiled code) so that large ones get
-    transparent huge pages: first-touch page faults are what limits decoding threads.
+    Outputs are allocated outside compiled code, from Arrow's pool
+    (:func:`lance_gpu.cpu.memory.empty`): first-touch page faults are what limits
+    decoding threads, and the pool's freed pages are reused without faulting again.
     Evenly spaced ranges of one length (the chunks of a mini-block page of fixed-width
     values, but for the last) are copied as one strided 2-D view; few long ranges one
     memcpy each; many short ones by the compiled loop.  numpy copies release the GIL.
     """
     n = int(starts.size)
     total = int(lengths.sum())
-    out = np.empty(total, np.uint8)
+    out = memory.empty(total, np.uint8)
     if n == 0:
         return out
     if n >= 3 and int(lengths[0]) >= STRIDED_MIN_RANGE:
@@ -298,10 +299,10 @@ def ranges_to_variable(data, vstart, vlen):
     ``len(bytes)`` by construction; ``utf8`` whether every value is well-formed UTF-8,
     found by the copy loop (see :func:`_copy_ranges`).
     """
-    offsets = np.empty(vstart.size + 1, np.int64)
+    offsets = memory.empty(vstart.size + 1, np.int64)
     offsets[0] = 0
     np.cumsum(vlen, out=offsets[1:])
-    out = np.empty(int(offsets[-1]), np.uint8)
+    out = memory.empty(int(offsets[-1]), np.uint8)
     utf8 = bool(_copy_ranges(data, vstart, vlen, offsets, out)) if vstart.size else True
     return offsets, out, utf8
 
@@ -715,7 +716,7 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     if counts.size > 1:
         np.cumsum(counts[:-1], out=first[1:])
     n = int(counts.sum())
-    out_offsets = np.empty(n + 1, np.int64)
+    out_offsets = memory.empty(n + 1, np.int64)
     out_offsets[0] = 0
     threads = numba.get_num_threads()
     sym_next = symbol_next(symbols, sym_lens, nsym)
@@ -723,7 +724,7 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     if ngroups == 1:
         # Strings rarely expand more than 4x; each grow copies what is decoded so far.
         comp_bytes = int(np.asarray(sizes).sum())
-        out = np.empty(min(8 * comp_bytes, 4 * comp_bytes + (1 << 16)), np.uint8)
+        out = memory.empty(min(8 * comp_bytes, 4 * comp_bytes + (1 << 16)), np.uint8)
         chunk, pos = 0, 0
         utf8_bad = np.full(1, -1, np.int64)
         while True:
@@ -733,7 +734,7 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
             )
             if status != 1:
                 break
-            grown = np.empty(max(2 * out.size, pos + 8 * int(sizes[chunk])), np.uint8)
+            grown = memory.empty(max(2 * out.size, pos + 8 * int(sizes[chunk])), np.uint8)
             grown[:pos] = out[:pos]
             out = grown
         if status != 0:
@@ -744,6 +745,6 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     if status != 0:
         return int(status), int(where), None, None, False
     _inclusive_scan_from_1(out_offsets)
-    out = np.empty(int(out_offsets[-1]), np.uint8)
+    out = memory.empty(int(out_offsets[-1]), np.uint8)
     _status, where = _fsst_chunks_parallel(*args, out_offsets, out, 1, ngroups)
     return 0, -1, out_offsets, out, bool(where < 0)

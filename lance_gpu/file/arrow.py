@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_gpu.cpu import memory
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.blocks import Block, FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.encodings.constant import repeat_value
@@ -146,11 +147,14 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
         if pa.types.is_string(storage) or pa.types.is_binary(storage):
             if offsets.size and offsets[-1] > np.iinfo(np.int32).max:
                 raise UnsupportedEncodingError(f"{path}: more than 2 GiB in one string column chunk")
-            offsets = offsets.astype(np.int32)
+            narrow = memory.empty(offsets.size, np.int32)
+            np.copyto(narrow, offsets, casting="unsafe")
+            offsets = narrow
         elif pa.types.is_string_view(storage) or pa.types.is_binary_view(storage):
             base = pa.large_string() if pa.types.is_string_view(storage) else pa.large_binary()
             arr = pa.Array.from_buffers(base, n, [validity, pa.py_buffer(offsets), pa.py_buffer(block.data)])
             return arr.cast(storage)
+        memory.watch(block.data)
         arr = pa.Array.from_buffers(storage, n, [validity, pa.py_buffer(offsets), pa.py_buffer(block.data)])
     else:
         if not isinstance(block, FixedWidthBlock) or block.num_values != n:
@@ -172,7 +176,9 @@ def values_to_arrow(block: Block, t: pa.DataType, n: int, valid: np.ndarray | No
         elif pa.types.is_null(storage):
             arr = pa.nulls(n)
         else:
-            arr = pa.Array.from_buffers(storage, n, [validity, pa.py_buffer(block.as_bytes())])
+            data = block.as_bytes()
+            memory.watch(data)
+            arr = pa.Array.from_buffers(storage, n, [validity, pa.py_buffer(data)])
     if storage is not t:
         arr = pa.ExtensionArray.from_storage(t, arr)
     return arr

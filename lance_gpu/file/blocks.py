@@ -124,15 +124,28 @@ def slice_block(block: Block, start: int, count: int) -> Block:
     """Values ``start .. start + count`` of ``block``, sharing its bytes where whole bytes
     hold them (a variable-width slice copies only its offsets)."""
     if isinstance(block, VariableWidthBlock):
-        offsets = block.offsets[start : start + count + 1]
-        first = int(offsets[0])
-        return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])])
+        return _variable_run(block, start, start + count)
     if block.bits_per_value % 8:
-        return select_block(block, np.arange(start, start + count, dtype=np.int64))
+        bits = block.bits_per_value
+        if (start * bits) % 8 or block.fsl_validity:
+            return select_block(block, np.arange(start, start + count, dtype=np.int64))
+        # a run starting on a byte (streaming windows of booleans): its bytes, shared; bits
+        # past ``count`` in the last byte are not values (Arrow ignores them)
+        return FixedWidthBlock(block.as_bytes()[start * bits // 8 : -(-(start + count) * bits // 8)], bits, count)
     width = block.bits_per_value // 8
     validity = tuple(None if v is None else v.reshape(block.num_values, -1)[start : start + count].reshape(-1)
                      for v in block.fsl_validity)
     return FixedWidthBlock(block.as_bytes()[start * width : (start + count) * width], block.bits_per_value, count, validity)
+
+
+def _variable_run(block: VariableWidthBlock, lo: int, hi: int) -> VariableWidthBlock:
+    """Values ``lo .. hi`` of a variable-width block: its offsets rebased to 0 over a view
+    of its bytes.  What the decoder established of the block (offsets built by itself,
+    every value well-formed UTF-8) holds for any run of its values, so the flags carry over
+    and the run is not validated again."""
+    offsets = block.offsets[lo : hi + 1]
+    first = int(offsets[0])
+    return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])], block.offsets_valid, block.utf8_valid)
 
 
 def select_block(block: Block, idx: np.ndarray) -> Block:
@@ -141,10 +154,7 @@ def select_block(block: Block, idx: np.ndarray) -> Block:
     run = bool(idx.size) and int(idx[-1]) - int(idx[0]) + 1 == idx.size and (idx.size < 2 or idx[1] > idx[0])
     if isinstance(block, VariableWidthBlock):
         if run:
-            lo, hi = int(idx[0]), int(idx[-1]) + 1
-            offsets = block.offsets[lo : hi + 1]
-            first = int(offsets[0])
-            return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])])
+            return _variable_run(block, int(idx[0]), int(idx[-1]) + 1)
         from cuda_kernels.gather import gather_binary
 
         offsets, data = gather_binary(block.offsets, block.data, idx)

@@ -3,11 +3,13 @@
 
 The planner places mini-block pages without repetition levels (:func:`plan.device_headers`)
 from their protobuf alone (``num_items`` values, one definition level each), and so every
-page of a list leaf whose pages are all mini-block pages (:func:`plan.device_lists`: their
+mini-block page of a list leaf whose other pages are full-zip or constant pages
+(:func:`plan._device_lists`: their
 level counts are in-band, the leaf's level regions wait for the pre-pass); it stages their
-chunks (buffer 1) without reading them (:class:`plan.DevicePage`); their chunk metadata
-(buffer 0: chunk starts, sizes and value counts) is decoded for every page of the pass at
-once, every leaf and file (:func:`plan.fill_chunk_layouts`: NumPy over all the words).
+chunks (buffer 1) without reading them (:class:`plan.DeviceBlock`: one per leaf whose pages
+all go to the pre-pass, placed with array operations); their chunk metadata (buffer 0: chunk
+starts, sizes and value counts) is decoded for every page of the pass at once, every leaf and
+file (:func:`miniblock.chunk_layouts`: NumPy over all the words).
 Once the unit's bytes are on the device, :func:`parse_and_emit`
 
 1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
@@ -32,6 +34,8 @@ Where the unit has no such pages nothing is launched or read back.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 import cuda_kernels.chunkheaders as chk
@@ -41,7 +45,9 @@ from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
 from lance_gpu.gpu.plan import (
-    DevicePage,
+    DeviceBlock,
+    LeafPlan,
+    PagePlan,
     UnitPlan,
     _add_fsst,
     _Chunks,
@@ -51,7 +57,6 @@ from lance_gpu.gpu.plan import (
     _level_encoding,
     _level_key,
     _value_dst,
-    fill_chunk_layouts,
     page_level_fills,
 )
 
@@ -90,35 +95,99 @@ def _chunk_shape(mb) -> tuple[int, int]:
     return shape, word
 
 
-def _page_shape(dp: DevicePage) -> tuple[int, int]:
+def _layout_shape(page: PagePlan) -> tuple[int, int]:
     """:func:`_chunk_shape` of a page, derived once per distinct layout (``LayoutFacts``)."""
-    facts = dp.page.facts
+    facts = page.facts
     if facts is None:
-        return _chunk_shape(dp.page.layout)
+        return _chunk_shape(page.layout)
     if facts.chunk_shape is None:
         facts.chunk_shape = _chunk_shape(facts.body)
     return facts.chunk_shape
 
 
+def _chunk_layouts(blocks: list[DeviceBlock], pages: list[PagePlan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunks per page, starts, sizes, counts)`` of ``pages`` (the blocks' pages in
+    order): decoded from every page's metadata words at once (:func:`miniblock.chunk_layouts`),
+    but for pages whose chunk layout the planner holds (``parsed``: a row selection's cut
+    pages, :mod:`lance_gpu.gpu.rows`).  A page whose counts do not add up raises the host
+    parser's ``CorruptFileError`` naming its file."""
+    held = [i for i, pg in enumerate(pages) if "counts" in pg.parsed]
+    todo = [i for i, pg in enumerate(pages) if "counts" not in pg.parsed] if held else list(range(len(pages)))
+    leaves = [b.leaf for b in blocks for _pg in b.pages]
+    if todo:
+        layouts = [pages[i].layout for i in todo]
+        metas = [pages[i].buffers[0] for i in todo]
+        try:
+            bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, metas, leaves[todo[0]].ctx())
+        except CorruptFileError:
+            for i in todo:  # name the file of the first bad page
+                miniblock.chunk_layouts([pages[i].layout], [pages[i].buffers[0]], leaves[i].ctx())
+            raise
+    else:
+        bounds, starts, sizes, counts = np.zeros(1, np.int64), _NO_END, _NO_END, _NO_END
+    if not held:
+        return np.diff(bounds), starts, sizes, counts
+    edges = bounds.tolist()
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(_NO_END, _NO_END, _NO_END)] * len(pages)
+    for j, i in enumerate(todo):
+        lo, hi = edges[j], edges[j + 1]
+        parts[i] = (starts[lo:hi], sizes[lo:hi], counts[lo:hi])
+    for i in held:
+        p = pages[i].parsed
+        parts[i] = (p["starts"], p["sizes"], p["counts"])
+    per_page = np.fromiter((c.size for _s, _z, c in parts), np.int64, len(parts))
+    cat = [np.concatenate([part[k] for part in parts]) if parts else _NO_END for k in range(3)]
+    return per_page, cat[0], cat[1], cat[2]
+
+
 class ChunkTable:
     """The chunk table of a unit's device-parsed pages (host side), before and after the
-    pre-pass: page ``j``'s chunks are rows ``bounds[j]:bounds[j + 1]``; chunk ``i``'s inline
-    blocks are rows ``block_first[i]:block_first[i] + nblocks[i]`` of the block table."""
+    pre-pass.  Its pages are the device blocks' pages in order (``pages``; page ``j`` of the table is
+    of block ``page_block[j]``; per page, as arrays: ``data_pos``, ``vpos``, ``rep_dst``,
+    ``def_dst``, ``num_values``, ``base`` (its leaf's first value slot or byte), ``index_pos``
+    (a dictionary page's index scratch, else -1)); page ``j``'s chunks are rows
+    ``bounds[j]:bounds[j + 1]``; chunk ``i``'s inline blocks are rows ``block_first[i]:block_first[i] + nblocks[i]``
+    of the block table."""
 
-    def __init__(self, pages: list[DevicePage]) -> None:
-        self.pages = pages
+    def __init__(self, blocks: list[DeviceBlock]) -> None:
+        self.device_blocks = blocks
+        nblocks = len(blocks)
+        per_block = np.fromiter((len(b.pages) for b in blocks), np.int64, nblocks)
+        self.page_block = np.repeat(np.arange(nblocks, dtype=np.int64), per_block)
+        self.pages = pages = [pg for b in blocks for pg in b.pages]
         npages = len(pages)
-        fill_chunk_layouts([(dp.leaf, dp.page) for dp in pages])  # the pass's metadata words, together
-        per_page = np.fromiter((dp.page.parsed["counts"].size for dp in pages), np.int64, npages)
+
+        def cat(name: str) -> np.ndarray:
+            parts = [getattr(b, name) for b in blocks]
+            if all(type(p) is list for p in parts):  # blocks of a few pages: one conversion
+                return np.fromiter(itertools.chain.from_iterable(parts), np.int64, npages)
+            return np.concatenate([np.asarray(p, np.int64) for p in parts]) if parts else _NO_END
+
+        pos, size = cat("data_pos"), cat("size")
+        self.vpos, self.rep_dst, self.def_dst = cat("vpos"), cat("rep_dst"), cat("def_dst")
+        self.num_values = np.fromiter((pg.num_values for pg in pages), np.int64, npages)
+        base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
+        self.base = base[self.page_block]
+        index = np.fromiter((-1 if b.dictionary is None else b.dictionary[1] for b in blocks), np.int64, nblocks)
+        self.index_pos = index[self.page_block]
+        per_page, starts, sizes, counts = _chunk_layouts(blocks, pages)
         self.bounds = miniblock.exclusive_scan(per_page)
-        parsed = [dp.page.parsed for dp in pages]
-        pos = np.fromiter((dp.data_pos for dp in pages), np.int64, npages)
-        size = np.fromiter((dp.size for dp in pages), np.int64, npages)
-        self.counts = np.concatenate([p["counts"] for p in parsed]) if npages else np.zeros(0, np.int64)
-        self.start = np.concatenate([p["starts"] for p in parsed]) + np.repeat(pos, per_page) if npages else np.zeros(0, np.int64)
-        self.size = np.concatenate([p["sizes"] for p in parsed]) if npages else np.zeros(0, np.int64)
+        self.counts = counts
+        self.start = starts + np.repeat(pos, per_page)
+        self.size = sizes
         self.limit = np.repeat(pos + size, per_page)
-        shape_word = np.array([_page_shape(dp) for dp in pages], np.int64).reshape(npages, 2)
+        # each distinct layout's shape once (most pages share a few)
+        distinct: dict[int, int] = {}
+        shape_rows: list[tuple[int, int]] = []
+        which = np.empty(npages, np.int64)
+        for j, pg in enumerate(pages):
+            key = id(pg.facts) if pg.facts is not None else id(pg.layout)
+            k = distinct.get(key)
+            if k is None:
+                k = distinct[key] = len(shape_rows)
+                shape_rows.append(_layout_shape(pg))
+            which[j] = k
+        shape_word = np.array(shape_rows, np.int64).reshape(-1, 2)[which] if npages else np.zeros((0, 2), np.int64)
         shapes, words = shape_word[:, 0], shape_word[:, 1]
         self.shape = np.repeat(shapes, per_page)
         self.nblocks = np.where(np.repeat(words, per_page) > 0, -(-self.counts // 1024), 0)  # value blocks
@@ -128,6 +197,10 @@ class ChunkTable:
         self.total_blocks = int(scan[-1])
         self.out = np.zeros((0, chk.OUT_COLUMNS), np.int64)
         self.blocks = np.zeros((0, 2), np.int64)
+
+    def leaf(self, j: int) -> LeafPlan:
+        """The leaf of page ``j``."""
+        return self.device_blocks[int(self.page_block[j])].leaf
 
     @property
     def nchunks(self) -> int:
@@ -141,9 +214,9 @@ def stage(unit: UnitPlan) -> None:
     """Lay out the chunk table of the unit's device-parsed pages (step 1) and stage it with
     the unit's bytes (it goes up in the same copies, no upload of its own); call after the
     last page is placed, before :meth:`Stager.upload`."""
-    if not unit.device_pages or unit.chunk_table is not None:
+    if not unit.device_blocks or unit.chunk_table is not None:
         return
-    table = ChunkTable(unit.device_pages)
+    table = ChunkTable(unit.device_blocks)
     host, _views, _scans = worktable.pack_columns(table.columns(), [False] * 6)
     unit.chunk_table = (table, unit.stage.add_bytes(host))
 
@@ -189,44 +262,60 @@ def check(table: ChunkTable) -> None:
     if not bad.size:
         return
     first = int(bad[0])
-    dp = table.pages[int(np.searchsorted(table.bounds, first, side="right")) - 1]
+    leaf = table.leaf(int(np.searchsorted(table.bounds, first, side="right")) - 1)
     code = int(status[first])
     for bit, message in _MESSAGES:
         if code & bit:
-            raise dp.leaf.ctx().corrupt(message)
+            raise leaf.ctx().corrupt(message)
+
+
+def _block_edges(table: ChunkTable) -> list[int]:
+    """The table's page rows of device block ``k``: ``edges[k]:edges[k + 1]``."""
+    return miniblock.exclusive_scan(np.fromiter((len(b.pages) for b in table.device_blocks), np.int64, len(table.device_blocks))).tolist()
+
+
+def _rows(los: list[int], his: list[int]) -> np.ndarray:
+    return miniblock.concat_ranges(np.asarray(los, np.int64), np.asarray(his, np.int64))
 
 
 def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     """Allocate the level regions of the unit's list leaves whose level counts are in-band
     (:attr:`plan.LeafPlan.levels_pending`), from the level counts the pre-pass read back:
-    every page's ``num_levels`` (the sum of its chunks' ``num_levels`` where it has
-    repetition levels), its leaf's, the leaf's rep / def regions (after every region the
-    planner allocated) and each page's first rep / def level; then the page's level fills
-    and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
-    pending: dict[int, list[int]] = {}
-    for j, dp in enumerate(table.pages):
-        if dp.leaf.levels_pending:
-            pending.setdefault(id(dp.leaf), []).append(j)
+    every mini-block page's ``num_levels`` (the sum of its chunks' ``num_levels`` where it
+    has repetition levels), its leaf's, the leaf's rep / def regions (after every region the
+    planner allocated) and each page's first rep / def level; then the level work of the
+    leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
+    level fills and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
+    pending: dict[int, tuple[LeafPlan, dict[int, int]]] = {}
+    edges = _block_edges(table)
+    for k, block in enumerate(table.device_blocks):
+        if block.leaf.levels_pending:
+            _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
+            row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))
     if not pending:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
-    in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
-    for members in pending.values():
-        leaf = table.pages[members[0]].leaf
-        for j in members:
-            page = table.pages[j].page
-            if page.has_rep:
-                page.num_levels = int(in_band[j])
+    in_band = (scan[table.bounds[1:]] - scan[table.bounds[:-1]]).tolist()
+    for leaf, row_of in pending.values():
+        for page in leaf.pages:
+            j = row_of.get(id(page))
+            if j is not None and page.has_rep:
+                page.num_levels = in_band[j]
         leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
         leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
         lpos = 0
-        for j in members:  # every page of the leaf, in order (all planned for the pre-pass)
-            dp = table.pages[j]
-            dp.rep_dst = leaf.rep_pos + lpos if leaf.has_rep else -1
-            dp.def_dst = leaf.def_pos + lpos if leaf.has_def else -1
-            page_level_fills(unit, leaf, dp.page, dp.rep_dst, dp.def_dst)
-            lpos += dp.page.num_levels
+        for page in leaf.pages:  # in order: the pre-pass's pages and the others
+            r = leaf.rep_pos + lpos if leaf.has_rep else -1
+            d = leaf.def_pos + lpos if leaf.has_def else -1
+            j = row_of.get(id(page))
+            if j is not None:
+                table.rep_dst[j] = r
+                table.def_dst[j] = d
+            else:
+                unit.level_work.pop(id(page))(r, d)
+            page_level_fills(unit, leaf, page, r, d)
+            lpos += page.num_levels
 
 
 def _blocks(table: ChunkTable, rows: np.ndarray, at: np.ndarray, nitems: np.ndarray) -> InlineBlocks:
@@ -241,9 +330,9 @@ def _blocks(table: ChunkTable, rows: np.ndarray, at: np.ndarray, nitems: np.ndar
     return InlineBlocks(table.blocks[brows, 0], table.blocks[brows, 1], nvals, chunk, 1024 * within)
 
 
-def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
+def _chunks(table: ChunkTable, members: np.ndarray) -> _Chunks:
     """The chunks of pages ``members`` (of one leaf, encoded alike) as :func:`plan._emit_chunk_work` takes them."""
-    sel = np.asarray(members, np.int64)
+    sel = members
     rows = miniblock.concat_ranges(table.bounds[sel], table.bounds[sel + 1])
     per_page = table.bounds[sel + 1] - table.bounds[sel]
     counts = table.counts[rows]
@@ -257,13 +346,9 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
 
     in_page = within_page(counts)
     level_in_page = within_page(levels)
-    pages = [table.pages[j] for j in members]
-    vpos = np.fromiter((dp.vpos for dp in pages), np.int64, sel.size)
-    ddst = np.fromiter((dp.def_dst for dp in pages), np.int64, sel.size)
-    rdst = np.fromiter((dp.rep_dst for dp in pages), np.int64, sel.size)
-    value = np.repeat(vpos, per_page) + in_page
-    def_dst = np.repeat(ddst, per_page) + level_in_page
-    rep_dst = np.repeat(rdst, per_page) + level_in_page
+    value = np.repeat(table.vpos[sel], per_page) + in_page
+    def_dst = np.repeat(table.def_dst[sel], per_page) + level_in_page
+    rep_dst = np.repeat(table.rep_dst[sel], per_page) + level_in_page
     blocks = _blocks(table, rows, np.zeros(rows.size, np.int64), counts) if int(table.nblocks[rows].sum()) else None
     shape = int(table.shape[rows[0]]) if rows.size else 0
     found: dict[str, object] = {}
@@ -275,15 +360,13 @@ def _chunks(table: ChunkTable, members: list[int]) -> _Chunks:
             found[f"{name}_blocks"] = _blocks(table, rows, at[rows], levels)
         elif form == chk.LEVELS_RLE:
             found[f"{name}_runs"] = out[:, runs]
-    base = np.fromiter((dp.leaf.slot_lo if dp.leaf.kind == "var" else dp.leaf.value_pos for dp in pages), np.int64, sel.size)
     index_first = None
-    if pages[0].dictionary is not None:
-        ipos = np.fromiter((dp.dictionary[1] for dp in pages), np.int64, sel.size)  # type: ignore[index]
-        index_first = np.repeat(ipos, per_page) + in_page
+    if int(table.index_pos[sel[0]]) >= 0:  # dictionary pages
+        index_first = np.repeat(table.index_pos[sel], per_page) + in_page
     return _Chunks(
         _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
         np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
-        value, rep_dst, def_dst, blocks, np.repeat(base, per_page), index_first,
+        value, rep_dst, def_dst, blocks, np.repeat(table.base[sel], per_page), index_first,
         **found,  # type: ignore[arg-type]
     )
 
@@ -296,22 +379,23 @@ def _dictionary_key(mb) -> tuple:
     return _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
 
 
-def _emit_group(unit: UnitPlan, table: ChunkTable, members: list[int]) -> None:
-    first = table.pages[members[0]]
-    leaf, mb = first.leaf, first.page.layout
+def _emit_group(unit: UnitPlan, table: ChunkTable, members: np.ndarray) -> None:
+    j = int(members[0])
+    block = table.device_blocks[int(table.page_block[j])]
+    leaf, mb = block.leaf, table.pages[j].layout
     ch = _chunks(table, members)
-    dictionary = None if first.dictionary is None else (first.dictionary[0], 0)  # positions in ch.index_first
-    _emit_chunk_work(unit, leaf, mb, ch, sum(table.pages[j].page.num_values for j in members), dictionary, leaf.ctx())
+    dictionary = None if block.dictionary is None else (block.dictionary[0], 0)  # positions in ch.index_first
+    _emit_chunk_work(unit, leaf, mb, ch, int(table.num_values[members].sum()), dictionary, leaf.ctx())
 
 
-def _page_group_key(dp: DevicePage) -> tuple:
+def _page_group_key(leaf: LeafPlan, page: PagePlan) -> tuple:
     """:func:`plan._group_key` of a page, derived once per distinct layout and leaf kind."""
-    facts = dp.page.facts
+    facts = page.facts
     if facts is None:
-        return _group_key(dp.leaf, dp.page.layout)
-    key = facts.group_keys.get(dp.leaf.kind)
+        return _group_key(leaf, page.layout)
+    key = facts.group_keys.get(leaf.kind)
     if key is None:
-        key = facts.group_keys[dp.leaf.kind] = _group_key(dp.leaf, facts.body)
+        key = facts.group_keys[leaf.kind] = _group_key(leaf, facts.body)
     return key
 
 
@@ -320,54 +404,85 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
     of the unit (pages whose leaves store values alike and whose encodings
     :func:`plan._group_key` does not tell apart; dictionary pages by index bits and
     :func:`_dictionary_key`, each page's indices to its own index scratch).  A corrupt
-    group is emitted again leaf by leaf, so that the error names its file and column."""
-    groups: dict[tuple, list[int]] = {}
-    for j, dp in enumerate(table.pages):
-        if dp.dictionary is not None:
-            groups.setdefault(("dictionary", dp.dictionary[0], _dictionary_key(dp.page.layout)), []).append(j)
+    group is emitted again leaf by leaf, so that the error names its file and column.
+    Pages are grouped per device block and distinct layout (array work within a block)."""
+    groups: dict[tuple, tuple[list[int], list[int]]] = {}  # key: page row ranges, in order
+    edges = _block_edges(table)
+    for k, block in enumerate(table.device_blocks):
+        leaf, lo, hi = block.leaf, edges[k], edges[k + 1]
+        if block.dictionary is not None:
+            key = ("dictionary", block.dictionary[0], _dictionary_key(table.pages[lo].layout))
+        elif hi - lo == 1:
+            key = (leaf.kind, leaf.width, _page_group_key(leaf, block.pages[0]))
         else:
-            groups.setdefault((dp.leaf.kind, dp.leaf.width, _page_group_key(dp)), []).append(j)
-    for members in groups.values():
+            keys = {
+                id(pg.facts) if pg.facts is not None else id(pg.layout): (leaf.kind, leaf.width, _page_group_key(leaf, pg))
+                for pg in _distinct_layouts(block.pages)
+            }
+            if len(keys) > 1:  # pages encoded otherwise within the leaf: one range each
+                for j, pg in zip(range(lo, hi), block.pages, strict=True):
+                    los, his = groups.setdefault(keys[id(pg.facts) if pg.facts is not None else id(pg.layout)], ([], []))
+                    los.append(j)
+                    his.append(j + 1)
+                continue
+            (key,) = keys.values()
+        los, his = groups.setdefault(key, ([], []))
+        los.append(lo)
+        his.append(hi)
+    for los, his in groups.values():
+        members = _rows(los, his)
         try:
             _emit_group(unit, table, members)
         except CorruptFileError:
             by_leaf: dict[int, list[int]] = {}
-            for j in members:
-                by_leaf.setdefault(id(table.pages[j].leaf), []).append(j)
+            for j in members.tolist():
+                by_leaf.setdefault(id(table.leaf(j)), []).append(j)
             for pages in by_leaf.values():
-                _emit_group(UnitPlan(), table, pages)  # raises for the first corrupt leaf
+                _emit_group(UnitPlan(), table, np.asarray(pages, np.int64))  # raises for the first corrupt leaf
             raise
-    for dp in table.pages:  # FSST symbol tables, per page
-        mb = dp.page.layout
-        if dp.leaf.kind == "var" and dp.dictionary is None and dp.page.num_values and mb.value_compression.WhichOneof("compression") == "fsst":
-            _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(dp.leaf, dp.vpos), dp.page.num_values, dp.leaf.ctx())
+    for k, block in enumerate(table.device_blocks):  # FSST symbol tables, per page
+        leaf = block.leaf
+        if leaf.kind != "var" or block.dictionary is not None:
+            continue
+        for j, page in zip(range(edges[k], edges[k + 1]), block.pages, strict=True):
+            mb = page.layout
+            if page.num_values and mb.value_compression.WhichOneof("compression") == "fsst":
+                _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(table.vpos[j])), page.num_values, leaf.ctx())
+
+
+def _distinct_layouts(pages: list[PagePlan]) -> list[PagePlan]:
+    """One page of each distinct layout among ``pages`` (by ``LayoutFacts``, else protobuf), in order."""
+    seen: dict[int, PagePlan] = {}
+    for pg in pages:
+        seen.setdefault(id(pg.facts) if pg.facts is not None else id(pg.layout), pg)
+    return list(seen.values())
 
 
 def parse_and_emit(unit: UnitPlan, arena) -> None:
     """The unit's device pre-pass (the module docstring), before its work table is packed."""
-    if not unit.device_pages:
+    if not unit.device_blocks:
         return
-    table, staged_at = unit.chunk_table if unit.chunk_table is not None else (ChunkTable(unit.device_pages), None)
+    table, staged_at = unit.chunk_table if unit.chunk_table is not None else (ChunkTable(unit.device_blocks), None)
     with _array.nvtx_range("lance_gpu.chunk_headers"):
         parse_on_device(table, arena, staged_at)
     check(table)
     settle_levels(unit, table)
     emit(unit, table)
-    unit.device_pages = []
+    unit.device_blocks = []
     unit.chunk_table = None
 
 
 def parse_and_emit_on_host(unit: UnitPlan) -> None:
     """:func:`parse_and_emit` with the CPU form of the pre-pass over the unit's staged bytes
     gathered on the host (no device): the reference the device path is tested against."""
-    if not unit.device_pages:
+    if not unit.device_blocks:
         return
-    table = ChunkTable(unit.device_pages)
+    table = ChunkTable(unit.device_blocks)
     parse_on_host(table, unit.stage.host_bytes())
     check(table)
     settle_levels(unit, table)
     emit(unit, table)
-    unit.device_pages = []
+    unit.device_blocks = []
 
 
 __all__ = [

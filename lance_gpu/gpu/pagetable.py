@@ -27,8 +27,9 @@ and a pass's :class:`PageTable` is their concatenation over the pass's leaves (`
 ``page[i]``: which leaf and which page of its column row ``i`` is), with the per-layout
 scalars broadcast by one take each (``kind``, ``num_items``, ``num_visible``, ``has_rep``,
 ``has_def``, ``device_headers``): O(pages) array work, no Python per page once a column's
-arrays exist.  (The planner reads the column selections; the work emission does not read
-the pass table yet: its pages are still :class:`plan.PagePlan` objects.)  Invariants: ``layouts`` holds each distinct layout of the table once (by
+arrays exist.  (The planner reads the column selections; the work emission of a leaf whose
+pages all go to the device pre-pass is array work over them, :func:`plan._place_device_leaf`,
+but its pages are still :class:`plan.PagePlan` objects.)  Invariants: ``layouts`` holds each distinct layout of the table once (by
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 """
@@ -75,6 +76,8 @@ class LayoutFacts:
     #: a mini-block page without repetition levels and at most two value buffers: its chunk
     #: headers are parsed on the device (``plan.device_headers``)
     device_headers: bool
+    #: a mini-block page with a page dictionary
+    dictionary: bool = False
     #: (leaf kind, bytes per value) of leaves ``plan.check_page`` accepted this layout for
     accepted: set[tuple[str, int]] = field(default_factory=set)
     #: the chunk-header shape bits and inline word of the device pre-pass (``headers``),
@@ -92,7 +95,7 @@ def _facts(layout) -> LayoutFacts:
         n = int(body.num_items)
         nbuf = int(body.num_buffers)
         return LayoutFacts(layout, kind, body, n, n, has_rep, has_def, tuple(int(x) for x in body.layers), nbuf,
-                           not has_rep and nbuf <= 2)
+                           not has_rep and nbuf <= 2, body.HasField("dictionary"))
     if kind == "full_zip_layout":
         return LayoutFacts(layout, kind, body, int(body.num_items), int(body.num_visible_items), int(body.bits_rep) > 0,
                            int(body.bits_def) > 0, tuple(int(x) for x in body.layers), 0, False)

@@ -38,8 +38,8 @@ the device pre-pass does not parse (see below).
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
-definition levels in any form), and every page of a list leaf whose pages are all
-mini-block pages (:func:`device_lists`), are planned from their protobuf alone: their
+definition levels in any form), and every mini-block page of a list leaf whose other pages
+are full-zip or constant pages (:func:`_device_lists`), are planned from their protobuf alone: their
 chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
 and their chunk headers, level sections and inline bit widths are parsed on the device,
 after staging, by :mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which
@@ -63,7 +63,8 @@ classified once per process, and a column's pages are read from its page selecti
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
 struct of arrays.  What remains per page on the host is its :class:`PagePlan`, its staging
-registration and (device-parsed pages) its :class:`DevicePage`.
+registration; device-parsed pages are placed as one :class:`DeviceBlock` per leaf, with
+array operations over its pages.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -75,6 +76,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +109,9 @@ _WORD_BITS = (8, 16, 32, 64)
 #: :func:`_emit_miniblock_batch`; below it the fixed cost of doing so exceeds the per-page
 #: path's); None: always page by page (the tests compare both)
 BULK_MIN_PAGES: int | None = 4
+#: a leaf whose pages all go to the device pre-pass is placed with array operations
+#: (:func:`_place_device_leaf`) from this many pages on; below, with a loop over scalars
+DEVICE_BLOCK_MIN_PAGES = 8
 #: mini-block pages without repetition levels (:func:`device_headers`) have their chunk
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
@@ -260,7 +265,7 @@ class LeafPlan:
     rep_pos: int = -1  # first level in the level arena
     def_pos: int = -1
     #: the leaf's level counts are in-band (list pages whose chunk headers the device parses,
-    #: :func:`device_lists`): its pages' ``num_levels`` and its own are estimates, and its
+    #: :func:`_device_lists`): its pages' ``num_levels`` and its own are estimates, and its
     #: level regions are allocated once the pre-pass has read them (:mod:`lance_gpu.gpu.headers`)
     levels_pending: bool = False
 
@@ -337,6 +342,11 @@ def _ranges() -> _Lists:
     return _Lists("src", "len", "dst")
 
 
+#: the level work of a full-zip or constant page placed before its leaf's level positions
+#: are known: called with the page's first repetition / definition level
+LevelWork = Callable[[int, int], None]
+
+
 class UnitPlan:
     """Every work item of one read unit, grouped by kernel family."""
 
@@ -384,7 +394,10 @@ class UnitPlan:
         #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
         self.direct_pages: dict[str, int] = {}
         #: mini-block pages whose chunk headers the device parses (:mod:`lance_gpu.gpu.headers`)
-        self.device_pages: list[DevicePage] = []
+        self.device_blocks: list[DeviceBlock] = []
+        #: the level work of the full-zip and constant pages of list leaves whose levels wait
+        #: for the pre-pass (by ``id`` of the page), emitted by :func:`headers.settle_levels`
+        self.level_work: dict[int, LevelWork] = {}
         #: their chunk table and its arena position, once staged (:func:`headers.stage`)
         self.chunk_table: tuple[Any, int] | None = None
 
@@ -532,21 +545,6 @@ def device_headers(layout) -> bool:
     return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
 
 
-def device_lists(layouts: list, buffer_counts: list[int]) -> bool:
-    """Whether a leaf's pages (their ``PageLayout`` and buffer counts) are list pages whose
-    chunk headers the device pre-pass parses: some have repetition levels, and every page is
-    a mini-block page of at most two value buffers with its chunks.  Their level counts are
-    in-band, so the leaf's level regions are allocated after the pre-pass reads them back
-    (:attr:`LeafPlan.levels_pending`)."""
-    if not DEVICE_HEADERS or not layouts:
-        return False
-    minis = [lay.mini_block_layout for lay in layouts if lay.WhichOneof("layout") == "mini_block_layout"]
-    return (
-        len(minis) == len(layouts) and all(nb >= 2 for nb in buffer_counts)
-        and any(mb.HasField("rep_compression") for mb in minis) and all(int(mb.num_buffers) <= 2 for mb in minis)
-    )
-
-
 def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
     """Parse one page's host metadata: its counts, levels and layers (``deferred``: the
     value bytes were not read, see :attr:`PagePlan.data_deferred`)."""
@@ -679,7 +677,7 @@ def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_
     kind = layout.WhichOneof("layout")
     if kind == "full_zip_layout":
         candidates: tuple[int, ...] = (0, 1)
-    elif _defers_chunks(layout) or lists_on_device:
+    elif _defers_chunks(layout) or (lists_on_device and kind == "mini_block_layout"):
         candidates = (1,)
     else:
         return ()
@@ -698,12 +696,24 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
-    """:func:`device_lists` of a leaf's distinct layouts and its pages' buffer counts."""
+def _device_lists(layouts: list[pagetable.LayoutFacts], per_page: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
+    """Whether a leaf's pages (``layouts``: its distinct layouts; ``per_page``: each page's,
+    with its buffer count ``nbuf``) are list pages whose mini-block chunk headers the device
+    pre-pass parses: some have repetition levels, every mini-block page has at most two value
+    buffers and its chunks, and the others are full-zip or constant pages.  The mini-block
+    pages' level counts are in-band, so the leaf's level regions are allocated after the
+    pre-pass reads them back (:attr:`LeafPlan.levels_pending`), and the level work of its
+    full-zip and constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
     return (  # most leaves have no repetition levels: asked first
-        DEVICE_HEADERS and any(f.has_rep for f in layouts) and all(f.kind == "mini_block_layout" for f in layouts)
-        and all(nb >= 2 for nb in nbuf) and all(f.num_buffers <= 2 for f in layouts)
+        DEVICE_HEADERS and any(f.has_rep for f in layouts if f.kind == "mini_block_layout")
+        and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
+        and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
+        and all(nb >= 2 for f, nb in zip(per_page, nbuf, strict=True) if f.kind == "mini_block_layout")
     )
+
+
+#: the page kinds of a list leaf whose mini-block pages the device pre-pass parses
+_LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
@@ -731,7 +741,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    lists_on_device = _device_lists(sel.distinct, sel.nbuf)
+    lists_on_device = _device_lists(sel.distinct, sel.layouts, sel.nbuf)
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -761,7 +771,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         bufs = raw[k : k + nb]
         k += nb
         lay = facts.kind
-        if lists_on_device or (DEVICE_HEADERS and lay == "mini_block_layout" and nb >= 2 and facts.device_headers):
+        if lay == "mini_block_layout" and (lists_on_device or (DEVICE_HEADERS and nb >= 2 and facts.device_headers)):
             # planned from chunk metadata alone; the chunk layouts of the pass are decoded together
             page_plan = _metadata_page(p, facts, bufs)
             page_plan.index, page_plan.data_deferred = pi, 1 in d
@@ -814,7 +824,8 @@ def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray
 
 
 def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
-    """Give the leaf its output regions and emit the work of every page."""
+    """Give the leaf its output regions and emit the work of every page (a leaf whose pages
+    all go to the device pre-pass: :func:`_place_device_leaf`)."""
     unit.paths.add(leaf.path)
     if leaf.kind == "var":
         leaf.slot_lo = unit.alloc_slots(leaf.num_values)
@@ -825,6 +836,9 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    if _device_leaf(leaf):
+        _place_device_leaf(unit, leaf)
+        return
     vpos = 0  # values before the page
     lpos = 0  # levels before the page
     utf8 = is_utf8_type(leaf.arrow_type)
@@ -843,12 +857,17 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
             # staged now (arena order as page by page); its work is emitted with the others
             offset = int(page.info.buffer_offsets[1]) + page.data_shift
             batch.pages.append(page)
-            batch.data_pos.append(unit.stage.add_buffer(leaf.path, offset, page.buffers[1]))
+            batch.data_pos.append(unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped))
             batch.vpos.append(vpos)
             batch.rep_dst.append(rep_dst)
             batch.def_dst.append(def_dst)
         elif page.kind == "mini_block_layout":
             _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst)
+        elif pending:  # a full-zip or constant page beside list pages the device parses
+            work = _emit_fullzip(unit, leaf, page, vpos, -1, -1, later=True) if page.kind == "full_zip_layout" \
+                else _emit_constant(unit, leaf, page, vpos, -1, -1, later=True)
+            assert work is not None  # later=True returns the work
+            unit.level_work[id(page)] = work
         elif page.kind == "full_zip_layout":
             _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
         else:
@@ -860,6 +879,90 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     if batch.pages:
         assert whole is not None
         _emit_miniblock_batch(unit, leaf, batch, whole)
+
+
+def _device_leaf(leaf: LeafPlan) -> bool:
+    """Whether every page of ``leaf`` is a mini-block page planned from its protobuf for the
+    device pre-pass (:func:`_metadata_page`), with values, without a dictionary, its chunks
+    in the file's memory map (not deferred, not cut by a row selection)."""
+    if not DEVICE_HEADERS or leaf.reader.mapped is None or not leaf.pages:
+        return False
+    for page in leaf.pages:
+        facts = page.facts
+        if (
+            facts is None or facts.kind != "mini_block_layout" or page.parsed or page.data_deferred or page.data_shift
+            or facts.dictionary or not facts.num_buffers
+            or not (leaf.levels_pending or facts.device_headers)
+        ):
+            return False
+    return True
+
+
+def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
+    """:func:`place_leaf`'s page loop for a leaf :func:`_device_leaf` accepts, with array
+    operations over its pages: their values and levels placed by scans of their counts,
+    their chunks staged together (:meth:`Stager.add_file_buffers`: neighbours one range),
+    one :class:`DeviceBlock`; what is left per page is its variable-width check entry and,
+    where its leaf's levels are known now, the level fills :func:`page_level_fills` gives
+    (pages without the leaf's levels, or with other layers)."""
+    pages = leaf.pages
+    n = len(pages)
+    pending = leaf.levels_pending
+    whole = leaf.reader.mapped
+    assert whole is not None  # _device_leaf
+    rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
+    def_at = leaf.def_pos if leaf.has_def and not pending else -1
+    data_pos: np.ndarray | list[int]
+    sizes: np.ndarray | list[int]
+    vpos: np.ndarray | list[int]
+    rep_dst: np.ndarray | list[int]
+    def_dst: np.ndarray | list[int]
+    num_values: np.ndarray | list[int]
+    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+        cols: tuple[list[int], ...] = ([], [], [], [], [], [])
+        v = lv = 0
+        for pg in pages:
+            size = int(pg.info.buffer_sizes[1])
+            cols[0].append(unit.stage.add_buffer(leaf.path, int(pg.info.buffer_offsets[1]), pg.buffers[1], whole) if size else 0)
+            cols[1].append(size)
+            cols[2].append(v)
+            cols[3].append(rep_at + lv if rep_at >= 0 else -1)
+            cols[4].append(def_at + lv if def_at >= 0 else -1)
+            cols[5].append(pg.num_values)
+            v += pg.num_values
+            lv += pg.num_levels
+        data_pos, sizes, vpos, rep_dst, def_dst, num_values = cols
+    else:
+        counts = np.fromiter((pg.num_values for pg in pages), np.int64, n)
+        num_values = counts
+        vpos = miniblock.exclusive_scan(counts)[:-1]
+        lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, n))[:-1]
+        rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
+        def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
+        offsets = np.fromiter((pg.info.buffer_offsets[1] for pg in pages), np.int64, n)
+        nbytes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
+        sizes = nbytes
+        data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, nbytes)
+    if leaf.kind == "var":
+        utf8 = is_utf8_type(leaf.arrow_type)
+        path, column, slot = leaf.path, leaf.column, leaf.slot_lo
+        unit.var_checks.extend(
+            (slot + v, nv, utf8, path, column, pg.index)
+            for v, nv, pg in zip(_ints(vpos), _ints(num_values), pages, strict=True)
+        )
+    unit.device_blocks.append(DeviceBlock(leaf, pages, data_pos, sizes, vpos, rep_dst, def_dst))
+    if pending or not (leaf.has_rep or leaf.has_def):
+        return
+    distinct = {id(pg.facts): pg.facts for pg in pages if pg.facts is not None}  # every page's (_device_leaf)
+    if all((f.has_rep or not leaf.has_rep) and (f.has_def or not leaf.has_def) and (f.layers == leaf.layers or not leaf.has_def)
+           for f in distinct.values()):
+        return  # no page needs a fill or a remap
+    for pg, r, d in zip(pages, _ints(rep_dst), _ints(def_dst), strict=True):
+        page_level_fills(unit, leaf, pg, r, d)
+
+
+def _ints(values: np.ndarray | list[int]) -> list[int]:
+    return values if isinstance(values, list) else values.tolist()
 
 
 def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: int, def_dst: int) -> None:
@@ -1025,12 +1128,12 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
             data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
             unit.count_direct(page)
         else:
-            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1])
-        unit.device_pages.append(DevicePage(leaf, page, data_pos, size, vpos, def_dst, dictionary, rep_dst))
+            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped)
+        unit.device_blocks.append(DeviceBlock.one(leaf, page, data_pos, size, vpos, rep_dst, def_dst, dictionary))
         return
     if not page.data_deferred:
         data = page.buffers[1]
-        data_pos = unit.stage.add_buffer(leaf.path, offset, data)
+        data_pos = unit.stage.add_buffer(leaf.path, offset, data, leaf.reader.mapped)
         chunks = (p["levels"], p["rep"], p["def"], p["bufs"])
         _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
         return
@@ -1280,21 +1383,33 @@ class _Batch:
     def_dst: list[int] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class DevicePage:
-    """A mini-block page staged at arena byte ``data_pos`` (``size`` bytes of chunks) whose
-    chunk headers are parsed on the device (:func:`device_headers`); its values go to value
-    ``vpos`` of its leaf, its definition levels (one per value) to level ``def_dst``;
-    ``dictionary``: :func:`_stage_dictionary`'s result for a dictionary page."""
+@dataclass(slots=True, eq=False)
+class DeviceBlock:
+    """Mini-block pages of one leaf, staged, whose chunk headers the device pre-pass parses
+    (:func:`device_headers`, :func:`_device_lists`), as arrays over ``pages``: page ``j`` has
+    ``size[j]`` bytes of chunks at arena byte ``data_pos[j]``, its values go to value
+    ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
+    ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
+    :attr:`LeafPlan.levels_pending`); ``dictionary``: :func:`_stage_dictionary`'s result for
+    a block of one dictionary page.  A leaf whose pages all go to the pre-pass is one block,
+    placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
+    leaves are a block each (:func:`_emit_miniblock`)."""
 
     leaf: LeafPlan
-    page: PagePlan
-    data_pos: int
-    size: int
-    vpos: int
-    def_dst: int
-    dictionary: tuple[int, int] | None
-    rep_dst: int = -1
+    pages: list[PagePlan]
+    #: per page (``int64`` arrays; lists of ints for blocks of a few pages)
+    data_pos: np.ndarray | list[int]
+    size: np.ndarray | list[int]
+    vpos: np.ndarray | list[int]
+    rep_dst: np.ndarray | list[int]
+    def_dst: np.ndarray | list[int]
+    dictionary: tuple[int, int] | None = None
+
+    @classmethod
+    def one(cls, leaf: LeafPlan, page: PagePlan, data_pos: int, size: int, vpos: int, rep_dst: int, def_dst: int,
+            dictionary: tuple[int, int] | None) -> DeviceBlock:
+        """A block of one page."""
+        return cls(leaf, [page], [data_pos], [size], [vpos], [rep_dst], [def_dst], dictionary)
 
 
 def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:
@@ -1398,7 +1513,7 @@ def _stage_fullzip_bytes(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, lo: int
     offset = int(page.info.buffer_offsets[0]) + lo
     if page.data_deferred:
         return unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, hi - lo)
-    return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi])
+    return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi], leaf.reader.mapped)
 
 
 def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst: int, n: int, ctx) -> None:
@@ -1407,12 +1522,18 @@ def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst:
         _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, n, ctx)
 
 
-def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
+                  later: bool = False) -> LevelWork | None:
+    """Stage a full-zip page's bytes and emit its work; ``later``: its level positions are
+    not known yet (its leaf's levels wait for the device pre-pass): the bytes are staged now
+    and the work is returned, to be emitted with them (:data:`LevelWork`)."""
     if page.data_deferred:
         unit.count_direct(page)
     if page.row_runs is not None:
+        if later:
+            raise CorruptFileError(leaf.path, "row selection of a full-zip page with repetition")
         _emit_fullzip_rows(unit, leaf, page, vpos, def_dst)
-        return
+        return None
     ctx = leaf.ctx()
     z = _fullzip_shape(page)
     n = page.num_levels
@@ -1425,14 +1546,14 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
         if vis != n:
             raise ctx.corrupt(f"full-zip page has {n} values, expected {vis}")
         unit.copy_fixed.add(src=data_pos, len=n * z.valb, dst=dst)
-        return
+        return (lambda _rep, _def: None) if later else None
     if z.bits_rep or not z.fixed:
         width = _fullzip_index_width(page, z.rows, ctx)
         index_at, index_size = int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1])
         if page.index_deferred:
             index_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, index_at, index_size)
         else:
-            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1])
+            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1], leaf.reader.mapped)
         stride = 0
     else:
         # No lists: one item per row, each a control word and a value.
@@ -1440,12 +1561,20 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
         if z.rows != n or z.data_size < n * stride:
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
-    unit.fullzip.add(
-        rows=z.rows, data=data_pos, size=z.data_size, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
-        bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=unit.add_invisible(inv), ninv=inv.size,
-        rep_dst=rep_dst if z.bits_rep else -1, def_dst=def_dst if z.bits_def else -1, val_dst=dst, items=n, visible=vis,
-    )
+    inv_pos = unit.add_invisible(inv)
     _add_fullzip_fsst(unit, page, z, dst, vis, ctx)
+
+    def work(rep_dst: int, def_dst: int) -> None:
+        unit.fullzip.add(
+            rows=z.rows, data=data_pos, size=z.data_size, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
+            bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=inv_pos, ninv=inv.size,
+            rep_dst=rep_dst if z.bits_rep else -1, def_dst=def_dst if z.bits_def else -1, val_dst=dst, items=n, visible=vis,
+        )
+
+    if later:
+        return work
+    work(rep_dst, def_dst)
+    return None
 
 
 #: rows of a selection whose bytes are at most this far apart are staged as one span
@@ -1519,12 +1648,28 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
 # -- constant / all-null ---------------------------------------------------------------------
 
 
-def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
+                   later: bool = False) -> LevelWork | None:
+    """A constant (or all-null) page's levels and values; ``later``: as :func:`_emit_fullzip`
+    (its levels staged now, their copies returned, to be emitted once placed)."""
     lp = page.parsed["page"]
-    for levels, dst in ((lp.rep, rep_dst), (lp.def_, def_dst)):
+    staged = []
+    for levels, which in ((lp.rep, 0), (lp.def_, 1)):
         if levels is not None and levels.size:
-            pos = unit.stage.add_bytes(np.ascontiguousarray(levels, np.uint16))
-            unit.copy_level.add(src=pos, len=2 * levels.size, dst=2 * dst)
+            staged.append((unit.stage.add_bytes(np.ascontiguousarray(levels, np.uint16)), levels.size, which))
+
+    def work(rep_dst: int, def_dst: int) -> None:
+        for pos, count, which in staged:
+            unit.copy_level.add(src=pos, len=2 * count, dst=2 * (def_dst if which else rep_dst))
+
+    if not later:
+        work(rep_dst, def_dst)
+    _constant_values(unit, leaf, page, vpos)
+    return work if later else None
+
+
+def _constant_values(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int) -> None:
+    lp = page.parsed["page"]
     n = page.num_values
     if not n:
         return

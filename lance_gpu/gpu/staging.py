@@ -15,6 +15,12 @@ Byte ranges registered with :meth:`Stager.add_range` are not read at planning ti
 slab fill reads them with the store's ``read_ranges_into`` straight into the pinned slab (a
 copy out of the memory map locally; obstore's response buffers copied into the slab for
 remote stores), so remote bytes land in the staging buffers without an intermediate array.
+Neighbouring page buffers of one memory-mapped file are gathered as one range: a buffer
+registered right after another of the same file (:meth:`Stager.add_buffer` with the file's
+map, or many at once with :meth:`Stager.add_file_buffers`) that starts at most
+:data:`STAGE_GAP` bytes after it, at the same offset modulo :data:`ALIGN`, extends that item
+(the gap's bytes are copied too), so a read of many pages fills the slabs with a few large
+copies, not one per chunk buffer; every buffer keeps an :data:`ALIGN`-aligned position.
 A range may carry a ``land`` callback, run once on all its bytes as they lie in the pinned
 memory, before they are copied to the device: the planner parses the in-band chunk headers
 of mini-block pages there (validating them, and emitting the work that depends on them), so
@@ -46,6 +52,9 @@ from lance_gpu.gpu import _array
 from lance_gpu.io.store import ObjectStore, read_ranges_into
 
 ALIGN = 64
+#: a page buffer of a mapped file starting at most this many bytes after the last staged
+#: range of the same file is staged with it, the gap's bytes too (one item, one copy)
+STAGE_GAP = 4096
 SLAB_BYTES = 32 << 20
 # A slab is filled by this many threads (NumPy copies release the GIL; one thread's memcpy
 # from the page cache does not keep up with PCIe): up to 8, LANCE_GPU_STAGE_THREADS to set.  Parts smaller than FILL_PART_MIN are not split.
@@ -74,6 +83,11 @@ class _Item:
     #: view of the slab, or a host copy when the range spans slabs), before the slab holding
     #: its last byte goes to the device; may raise to refuse them
     land: Callable[[np.ndarray], None] | None = None
+    #: a range of a mapped file (``source`` a view of ``whole`` from ``file_offset``), which
+    #: a neighbouring buffer of the same file may extend (:meth:`Stager.add_buffer`)
+    path: str = ""
+    whole: np.ndarray | None = None
+    file_offset: int = 0
 
 
 class Stager:
@@ -114,14 +128,90 @@ class Stager:
             self._ranges[rkey] = pos
         return pos
 
-    def add_buffer(self, path: str, offset: int, view: np.ndarray) -> int:
-        """Stage one page buffer of a file (registered once however often it is asked for)."""
+    def add_buffer(self, path: str, offset: int, view: np.ndarray, whole: np.ndarray | None = None) -> int:
+        """Stage one page buffer of a file (registered once however often it is asked for);
+        ``whole``: the file's memory map (``view`` is ``whole[offset:offset + view.size]``),
+        so that a neighbour of the last staged range of the file joins it (module docstring)."""
         key = (path, int(offset), int(view.size))
         pos = self._ranges.get(key)
         if pos is None:
-            pos = self.add_bytes(view)
+            if whole is not None and view.size:
+                pos = self._join(path, whole, int(offset), int(view.size))
+            if pos is None:
+                pos = self.add_bytes(view)
+                if whole is not None and view.size:
+                    it = self.items[-1]
+                    it.path, it.whole, it.file_offset = path, whole, int(offset)
             self._ranges[key] = pos
         return pos
+
+    def _join(self, path: str, whole: np.ndarray, offset: int, size: int) -> int | None:
+        """Extend the last item with bytes ``[offset, offset + size)`` of the mapped file
+        ``path`` where it is a range of that file ending at most :data:`STAGE_GAP` bytes
+        before ``offset``, at the same offset modulo :data:`ALIGN`; the buffer's position, or
+        None."""
+        if not self.items:
+            return None
+        it = self.items[-1]
+        end = it.file_offset + it.size
+        if it.whole is None or it.path != path or not (end <= offset <= end + STAGE_GAP) or (offset - it.file_offset) % ALIGN:
+            return None
+        if offset + size > it.whole.size:
+            return None
+        it.size = offset + size - it.file_offset
+        it.source = it.whole[it.file_offset : it.file_offset + it.size]
+        self.size = _align(it.pos + it.size)
+        return it.pos + offset - it.file_offset
+
+    def add_file_buffers(self, path: str, whole: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """:meth:`add_buffer` of many buffers of the mapped file ``path`` (``whole``: its map)
+        at once, in order: the same positions and items, found with array operations (no
+        Python per buffer but the registration of each range).  A buffer of no bytes gets
+        position 0 and no item."""
+        offsets = np.asarray(offsets, np.int64)
+        sizes = np.asarray(sizes, np.int64)
+        out = np.zeros(offsets.size, np.int64)
+        keys = list(zip([path] * offsets.size, offsets.tolist(), sizes.tolist(), strict=True))
+        held = sizes > 0
+        if any(k in self._ranges for k in keys) or int((offsets + sizes).max(initial=0)) > whole.size:
+            for i in np.flatnonzero(held).tolist():  # asked before: as one by one
+                out[i] = self.add_buffer(path, int(offsets[i]), whole[offsets[i] : offsets[i] + sizes[i]], whole)
+            return out
+        idx = np.flatnonzero(held)
+        if not idx.size:
+            return out
+        off, size = offsets[idx], sizes[idx]
+        end = off + size
+        # buffer k joins buffer k - 1's item: it starts at most STAGE_GAP after its end, in
+        # step modulo ALIGN (so with the item's first buffer)
+        join = np.zeros(idx.size, np.bool_)
+        join[1:] = (off[1:] >= end[:-1]) & (off[1:] - end[:-1] <= STAGE_GAP) & ((off[1:] - off[:-1]) % ALIGN == 0)
+        first_pos = self._join(path, whole, int(off[0]), int(size[0]))
+        joined_first = first_pos is not None
+        run = np.cumsum(~join) - 1  # item of each buffer (within this call)
+        starts = np.flatnonzero(~join)
+        lasts = np.append(starts[1:] - 1, idx.size - 1)
+        if joined_first:  # the first run extends the stager's last item
+            it = self.items[-1]
+            it.size = int(end[lasts[0]]) - it.file_offset
+            it.source = whole[it.file_offset : it.file_offset + it.size]
+            self.size = _align(it.pos + it.size)
+            run_pos = [it.pos]
+            run_file = [it.file_offset]
+            rest = range(1, starts.size)
+        else:
+            run_pos, run_file, rest = [], [], range(starts.size)
+        for r in rest:
+            lo, hi = int(off[starts[r]]), int(end[lasts[r]])
+            pos = self.size
+            self.items.append(_Item(pos, hi - lo, whole[lo:hi], path=path, whole=whole, file_offset=lo))
+            self.size = _align(pos + hi - lo)
+            run_pos.append(pos)
+            run_file.append(lo)
+        pos = np.asarray(run_pos, np.int64)[run] + off - np.asarray(run_file, np.int64)[run]
+        out[idx] = pos
+        self._ranges.update(zip([keys[i] for i in idx.tolist()], pos.tolist(), strict=True))
+        return out
 
     @property
     def nbytes(self) -> int:

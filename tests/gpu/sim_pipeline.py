@@ -278,7 +278,7 @@ def test_device_chunk_headers_equal_the_host_parse(root, rich22, rich21, fsst, n
 
     def spy(table, arena, staged_at=None):
         on_device(table, arena, staged_at)
-        ref = headers.ChunkTable(table.pages)
+        ref = headers.ChunkTable(table.device_blocks)
         headers.parse_on_host(ref, h(arena))
         np.testing.assert_array_equal(table.out, ref.out)
         np.testing.assert_array_equal(table.blocks, ref.blocks)
@@ -1130,7 +1130,9 @@ BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, f
 # copies) since the gpulists branch moved the nullable columns' InlineBitpacking definition
 # levels and the list column's pages into that same pre-pass, and (30 / 23 launches, 3 / 3
 # blocking copies, 43 / 25 uploads; list table 19 / 32, 3 / 3) since the pagetable branch's
-# host planning from distinct page layouts (no device work changed).
+# host planning from distinct page layouts (no device work changed); the same after the
+# emission branch (device-parsed leaves placed as one block, neighbouring buffers of a file
+# staged as one range: fewer slab items, the same copies).
 BUDGET_LAUNCHES = 30
 # Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
 # device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
@@ -1229,6 +1231,38 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, c)
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, version: str, monkeypatch):
+    """List leaves whose pages pylance writes as mini-block pages beside full-zip (long
+    strings) and constant pages (all-null runs, a repeated list): their mini-block pages'
+    chunk headers parsed by the device pre-pass, the other pages' levels placed after it;
+    the GPU read equals pylance's and the CPU path's, whole and with a row selection, and
+    equals the host-parsed GPU read; no chunk header is parsed on the host."""
+    from lance_gpu.file.v2_1 import miniblock
+    from lance_gpu.gpu import plan
+
+    uri = gd.write_mixed_list_pages(lance, root, version)
+    ref = lance.dataset(uri).to_table()
+    assert_same(lance_gpu.dataset(uri).to_table(device="cpu"), ref, f"mixed list pages {version} cpu")
+    host_parses = []
+    for name in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
+        real = getattr(miniblock, name)
+        monkeypatch.setattr(miniblock, name, lambda *a, _real=real, _name=name, **k: host_parses.append(_name) or _real(*a, **k))
+    from traffic import count_device_traffic
+
+    with count_device_traffic() as c:  # the device read alone (its batches copied back after)
+        batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
+    got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
+    assert not host_parses, host_parses
+    assert_same(got, ref, f"mixed list pages {version} gpu")
+    # measured: 34 / 35 launches (2.1 / 2.2), 3 blocking copies (the pre-pass's one among them)
+    assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H and c.get("h2d_pageable", 0) == 0, dict(c)
+    rows = [0, 5, 999, 1000, 1500, 2000, 2999, 3000, 3998]
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed list pages {version} take")
+    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
+    assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, f"mixed list pages {version} host parse")
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lance_gpu.cpu import native
+from lance_gpu.cpu import memory, native
 from lance_gpu.file import encodings
 from lance_gpu.file.blocks import FixedWidthBlock, per_bucket, slice_block
 from lance_gpu.file.encodings import dictionary
@@ -45,8 +45,8 @@ def _decode_levels(enc, data: np.ndarray, spans: np.ndarray, nlevels: np.ndarray
             if not ok:
                 raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
             words = data[: data.size - data.size % 2].view(np.uint16)
-            unpacked = unpack_blocks(words, boff, np.full(boff.size, width, np.int64))
-            out = np.empty(total, np.uint16)
+            unpacked = unpack_blocks(words, boff, np.full(boff.size, width, np.int64), out=memory.empty(boff.size * 1024, np.uint16))
+            out = memory.empty(total, np.uint16)
             native.ool_chunk_assemble(unpacked, bcount, words, nlevels, tail_off, tail_len, out)
             return out
     parts = []

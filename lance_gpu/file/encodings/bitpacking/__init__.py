@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_gpu._proto import encodings_v2_1_pb2 as pb
-from lance_gpu.cpu import native
+from lance_gpu.cpu import memory, native
 from lance_gpu.file.blocks import FixedWidthBlock, select_block, uint_dtype
 from lance_gpu.file.encodings._native import scatter_ranges
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, MiniBlockChunks
@@ -56,13 +56,13 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
         return FixedWidthBlock(picked.view(np.uint8), bits, int(select.size))
     if select is not None:
         return select_block(decode_miniblock(enc, bufs, ctx), select)
-    unpacked = unpack_blocks(words, word_off, widths)
+    unpacked = unpack_blocks(words, word_off, widths, out=memory.empty(word_off.size * 1024, dt))
     if n == unpacked.size:
         out = unpacked
     elif np.all(nvals[:-1] == 1024):
         out = unpacked[:n]
     else:
-        out = np.empty(n, dt)
+        out = memory.empty(n, dt)
         native.compact_blocks(unpacked, nvals, out)
     return FixedWidthBlock(out.view(np.uint8), bits, n)
 
@@ -90,7 +90,7 @@ def ool_unpack(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> np.
         aligned = buf if buf.ctypes.data % word_bytes == 0 else buf.copy()
         words = aligned[: (aligned.size // word_bytes) * word_bytes].view(dt)
         offs = np.arange(nblocks, dtype=np.int64) * (block_bytes // word_bytes)
-        out = unpack_blocks(words, offs, np.full(nblocks, width, np.int64))
+        out = unpack_blocks(words, offs, np.full(nblocks, width, np.int64), out=memory.empty(nblocks * 1024, dt))
         out = out[: min(out.size, num_values)]
     else:
         out = np.zeros(0, dt)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_gpu.cpu import memory
 from lance_gpu.file.blocks import Block, FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
@@ -29,7 +30,7 @@ def apply(items: Block, indices: np.ndarray, ctx: DecodeContext) -> Block:
 
     try:
         if isinstance(items, VariableWidthBlock):
-            offsets, data = gather_binary(items.offsets, items.data, indices)
+            offsets, data = gather_binary(items.offsets, items.data, indices, empty=memory.empty)
             return VariableWidthBlock(offsets, data)
         bits = items.bits_per_value
         if bits == 1:
@@ -41,7 +42,7 @@ def apply(items: Block, indices: np.ndarray, ctx: DecodeContext) -> Block:
             values = items.as_uint()
         else:
             values = items.as_bytes()[: items.num_values * width].reshape(-1, width)
-        taken = gather_fixed(values, indices)
+        taken = gather_fixed(values, indices, empty=memory.empty)
         return FixedWidthBlock(np.ascontiguousarray(taken).view(np.uint8).reshape(-1), bits, indices.size)
     except CorruptInputError as exc:
         raise ctx.corrupt(f"dictionary index out of range ({exc})") from exc
