@@ -92,6 +92,10 @@ _HINT_PROBES = 8
 NamingScheme = Literal["V1", "V2"]
 
 
+#: Serialises the first parse of a commit's manifest (:attr:`ManifestFile.manifest`).
+_LAZY_PARSE_LOCK = threading.Lock()
+
+
 class ManifestFile:
     """A parsed manifest file: the Manifest plus its optional inline sections.
 
@@ -157,9 +161,12 @@ class ManifestFile:
         """The whole ``lance.table.Manifest`` (read-only: shared)."""
         m = self._manifest
         if m is None:
-            assert self._layout is not None
-            m = table_pb2.Manifest.FromString(self._layout.raw)  # bytes this process wrote
-            self._manifest = m
+            with _LAZY_PARSE_LOCK:  # one parse: threads sharing the version share its messages
+                m = self._manifest
+                if m is None:
+                    assert self._layout is not None
+                    m = table_pb2.Manifest.FromString(self._layout.raw)  # bytes this process wrote
+                    self._manifest = m
         return m
 
     @property
