@@ -5,7 +5,7 @@ A few tests run a whole pytest session of their own in a subprocess (the GPU pip
 the CUDA simulator, which must set ``NUMBA_ENABLE_CUDASIM`` before numba is imported): minutes
 of one core each.  Started when their test comes up, they would leave the machine's other core
 idle; started at the end of collection (``tests/conftest.py``), they run beside the rest of the
-suite, and their test only waits for what is left and checks the outcome.
+suite, and their tests, ordered last, only wait for what is left and check the outcome.
 
 A test opts in by decorating itself with :func:`runs_in_background`, giving the command; the
 conftest starts the command of every such test that is selected and not skipped.  A test run

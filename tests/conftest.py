@@ -31,6 +31,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # tests awaiting a background run go last: the rest of the suite runs while it does
+    items.sort(key=lambda item: hasattr(getattr(item, "function", None), "background_command"))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return
