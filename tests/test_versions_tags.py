@@ -104,6 +104,66 @@ def test_versions_huge_counts_add_as_pylance(tmp_path: Path) -> None:
     assert ref[-1]["metadata"]["total_data_file_rows"] == str((1 << 64) - 2)
 
 
+def _rewrite_fragments(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    """Rewrite the latest manifest of ``path`` with ``change(fragment_bytes_list)`` applied to
+    its fragment entries' bytes (other fields kept)."""
+    import struct
+
+    from lance_gpu._proto import table_pb2
+    from lance_gpu.table.manifest import MANIFEST_FOOTER_SIZE
+    from lance_gpu.table.manifest_bytes import entry_of_fragment_bytes
+
+    mpath = Path(lance_gpu.dataset(str(path)).snapshot.manifest_path)
+    raw = mpath.read_bytes()
+    (pos,) = struct.unpack_from("<Q", raw, len(raw) - MANIFEST_FOOTER_SIZE)
+    (n,) = struct.unpack_from("<I", raw, pos)
+    m = table_pb2.Manifest()
+    m.ParseFromString(raw[pos + 4 : pos + 4 + n])
+    frags = change([f.SerializeToString() for f in m.fragments])
+    m.ClearField("fragments")
+    body = b"".join(entry_of_fragment_bytes(f) for f in frags) + m.SerializeToString()
+    mpath.write_bytes(raw[:pos] + struct.pack("<I", len(body)) + body + struct.pack("<QHH4s", pos, 0, 2, b"LANC"))
+
+
+def test_versions_of_many_new_fragments_parse_them_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version whose fragments are all new (one commit of many write tasks) has them parsed
+    in one batch: the same metadata as pylance (huge counts wrapping as u64s included), and a
+    fragment with a field of the wrong wire type among them is still refused as that one
+    fragment's fault."""
+    import lance_gpu.table.versions as tv
+    from lance_gpu._proto import table_pb2
+    from lance_gpu.errors import CorruptFileError
+
+    path = tmp_path / "tasks.lance"
+    lance.write_dataset(pa.table({"a": list(range(24)), "s": [str(i) for i in range(24)]}), str(path), max_rows_per_file=2)
+    assert len(lance.dataset(str(path)).get_fragments()) == 12 >= tv._BATCH_PARSE_MIN
+
+    def huge(frags: list[bytes]) -> list[bytes]:
+        first = table_pb2.DataFragment.FromString(frags[0])
+        first.physical_rows = (1 << 64) - 1
+        return [first.SerializeToString(), *frags[1:]]
+
+    calls: list[int] = []
+    real = tv._FragmentStats._add_all
+    monkeypatch.setattr(tv._FragmentStats, "_add_all", lambda self, raws, p: calls.append(len(raws)) or real(self, raws, p))
+    assert lance_gpu.dataset(str(path)).versions() == lance.dataset(str(path)).versions()
+    _rewrite_fragments(path, huge)
+    ref = lance.dataset(str(path)).versions()
+    assert lance_gpu.dataset(str(path)).versions() == ref
+    assert ref[-1]["metadata"]["total_data_file_rows"] == str(((1 << 64) - 1 + 22) % (1 << 64))
+    assert calls == [12, 12]
+
+    # fragment 5's id (field 1, a varint) written length-delimited: opening the version
+    # refuses the manifest; the summary of its fragment bytes names the one fragment
+    frags = [f.SerializeToString() for f in lance_gpu.dataset(str(path)).snapshot.manifest.fragments]
+    frags[5] = b"\x0a\x01\x00" + frags[5]
+    with pytest.raises(CorruptFileError, match="manifest fragment: field with the wrong wire type"):
+        tv._FragmentStats().summary(frags, "m.manifest")
+    _rewrite_fragments(path, lambda raws: [*raws[:5], frags[5], *raws[6:]])
+    with pytest.raises(CorruptFileError, match="wrong wire type"):
+        lance_gpu.dataset(str(path)).versions()
+
+
 def test_latest_checkout_and_storage_version(uri: str) -> None:
     ref, ours = lance.dataset(uri, version=2), lance_gpu.dataset(uri, version=2)
     assert ours.latest_version == ref.latest_version == 5

@@ -31,7 +31,7 @@ import numpy as np
 
 from lance_gpu._proto import table_pb2
 
-__all__ = ["FRAGMENTS_FIELD", "FragmentLayout", "ManifestDraft", "fragment_entry"]
+__all__ = ["FRAGMENTS_FIELD", "FragmentLayout", "ManifestDraft", "entry_of_fragment_bytes", "fragment_entry"]
 
 #: ``Manifest.fragments``' field number.
 FRAGMENTS_FIELD = 2
@@ -115,7 +115,11 @@ def _fragment_starts(raw: bytes | memoryview) -> np.ndarray | None:
 
 def fragment_entry(fragment: table_pb2.DataFragment) -> bytes:
     """One ``Manifest.fragments`` entry: tag ``0x12``, varint length, the DataFragment."""
-    body = fragment.SerializeToString()
+    return entry_of_fragment_bytes(fragment.SerializeToString())
+
+
+def entry_of_fragment_bytes(body: bytes) -> bytes:
+    """One ``Manifest.fragments`` entry around a serialized DataFragment ``body``."""
     return bytes((_FRAGMENT_TAG,)) + _encode_varint(len(body)) + body
 
 

@@ -26,10 +26,11 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import DatasetNotFoundError, VersionNotFoundError
+from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, VersionNotFoundError
 from lance_gpu.io.store import ObjectStore
 from lance_gpu.protobuf import parse_strict
 from lance_gpu.table.manifest import VersionInfo, list_versions, parse_manifest_message
+from lance_gpu.table.manifest_bytes import entry_of_fragment_bytes
 
 # pylance counts a fragment with fewer physical rows than this as a small file.
 SMALL_FRAGMENT_ROWS = 1024
@@ -103,6 +104,10 @@ def _outline_class() -> Any:
         return _OUTLINE
 
 
+#: New fragments of one version parsed together (:meth:`_FragmentStats._add_all`) from this many.
+_BATCH_PARSE_MIN = 8
+
+
 class _FragmentStats:
     """What each distinct fragment adds to a version's summary, by the fragment's exact
     serialized bytes: versions share most of their fragments, so each is parsed once however
@@ -130,11 +135,48 @@ class _FragmentStats:
         self.index[raw] = i
         return i
 
+    def _add_all(self, raws: list[bytes], path: str) -> None:
+        """:meth:`_add` of many distinct new fragments with one parse: their entries joined as
+        a ``Manifest``'s ``fragments`` (tag ``0x12``, varint length, the bytes), parsed and
+        checked at once (C speed).  Bytes that do not parse so are left to :meth:`_add`,
+        which names the fault as a single fragment's."""
+        joined = b"".join(entry_of_fragment_bytes(raw) for raw in raws)
+        try:
+            holder = parse_strict(table_pb2.Manifest, joined, path, "manifest fragments")
+        except CorruptFileError:
+            return
+        if len(holder.fragments) != len(raws):
+            return
+        rows = [
+            (
+                int(f.physical_rows),
+                len(f.files),
+                sum(int(df.file_size_bytes) for df in f.files),
+                int(f.HasField("deletion_file")),
+                int(f.deletion_file.num_deleted_rows) if f.HasField("deletion_file") else 0,
+            )
+            for f in holder.fragments
+        ]
+        start = len(self.exact)
+        need = start + len(rows)
+        if need > len(self.values):
+            grown = np.zeros((max(need, 2 * len(self.values)), 5), np.int64)
+            grown[:start] = self.values[:start]
+            self.values = grown
+        block = np.minimum(np.array(rows, np.uint64), np.uint64(_EXACT_ABOVE)).astype(np.int64)
+        self.values[start:need] = block
+        self.exact.extend(rows)
+        for i, raw in enumerate(raws, start):
+            self.index[raw] = i
+
     def summary(self, fragments: Sequence[bytes], path: str) -> dict[str, str]:
         """pylance's ``metadata`` dict of a version whose fragments are ``fragments``."""
         get = self.index.get
         idx = [get(raw, -1) for raw in fragments]
         if -1 in idx:
+            unseen = list(dict.fromkeys(raw for i, raw in zip(idx, fragments, strict=True) if i < 0))
+            if len(unseen) >= _BATCH_PARSE_MIN:
+                self._add_all(unseen, path)
             idx = [i if i >= 0 else self.index.get(raw, -1) for i, raw in zip(idx, fragments, strict=True)]
             idx = [i if i >= 0 else self._add(raw, path) for i, raw in zip(idx, fragments, strict=True)]
         rows = self.values[idx]
