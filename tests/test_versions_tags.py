@@ -82,23 +82,19 @@ def test_versions_parse_each_fragment_once(tmp_path: Path, monkeypatch: pytest.M
 
 def test_versions_huge_counts_add_as_pylance(tmp_path: Path) -> None:
     """Counts a manifest states add up as pylance's u64s (wrapping around), not as int64."""
-    import struct
-
     from lance_gpu._proto import table_pb2
-    from lance_gpu.table.manifest import MANIFEST_FOOTER_SIZE
+
+    def huge(frags: list[bytes]) -> list[bytes]:
+        out = []
+        for raw in frags:
+            frag = table_pb2.DataFragment.FromString(raw)
+            frag.physical_rows = (1 << 64) - 1
+            out.append(frag.SerializeToString())
+        return out
 
     path = tmp_path / "big.lance"
     lance.write_dataset(pa.table({"a": list(range(8))}), str(path), max_rows_per_file=4)
-    mpath = Path(lance_gpu.dataset(str(path)).snapshot.manifest_path)
-    raw = mpath.read_bytes()
-    (pos,) = struct.unpack_from("<Q", raw, len(raw) - MANIFEST_FOOTER_SIZE)
-    (n,) = struct.unpack_from("<I", raw, pos)
-    m = table_pb2.Manifest()
-    m.ParseFromString(raw[pos + 4 : pos + 4 + n])
-    for frag in m.fragments:
-        frag.physical_rows = (1 << 64) - 1
-    body = m.SerializeToString()
-    mpath.write_bytes(raw[:pos] + struct.pack("<I", len(body)) + body + struct.pack("<QHH4s", pos, 0, 2, b"LANC"))
+    _rewrite_fragments(path, huge)
     ref = lance.dataset(str(path)).versions()
     assert lance_gpu.dataset(str(path)).versions() == ref
     assert ref[-1]["metadata"]["total_data_file_rows"] == str((1 << 64) - 2)
