@@ -307,6 +307,55 @@ def test_decoded_buffers_come_from_arrows_pool_once_the_process_recycles(mixed_p
     assert pa.total_allocated_bytes() - before < 0.1 * expected.nbytes
 
 
+def test_large_decoded_buffers_are_recycled_when_their_last_view_dies(tmp_path, monkeypatch) -> None:
+    """Buffers over RECYCLE_MIN_BYTES (which mimalloc would give back to the OS, and fault
+    in afresh next time) go back to a bounded free list once every view of them, Arrow
+    arrays included, has died; a request of about that size takes the block again, one
+    much larger does not; a streamed pass over a wide fixed-size-list column equals pylance's."""
+    from lance_gpu.cpu import memory
+
+    monkeypatch.setattr(memory, "recycles", [True])
+    monkeypatch.setattr(memory, "RECYCLE_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(memory, "RECYCLE_KEEP_BYTES", 8 << 20)
+    monkeypatch.setattr(memory, "_free_blocks", {})
+    first = memory.empty(300_000, np.float64)  # 2.4 MB
+    assert first.flags.writeable and first.flags.c_contiguous and first.size == 300_000
+    address = first.ctypes.data
+    first[:] = 1.5
+    arrow = pa.array(first[10:20])  # zero-copy views keep the block lent
+    del first
+    assert not memory._free_blocks
+    other = memory.empty(300_000, np.float64)
+    assert other.ctypes.data != address
+    assert arrow.to_pylist() == [1.5] * 10
+    del arrow
+    assert [b.ctypes.data for b in memory._free_blocks.values()] == [address]
+    bigger = memory.empty(600_000, np.float64)  # more than a quarter larger: a new block
+    assert bigger.ctypes.data != address
+    again = memory.empty(290_000, np.float64)
+    assert again.ctypes.data == address and again.size == 290_000
+    assert not memory._free_blocks
+    del other
+    del again, bigger
+    assert sum(b.nbytes for b in memory._free_blocks.values()) <= 8 << 20
+    for _ in range(5):  # never more than RECYCLE_KEEP_BYTES kept
+        held = [memory.empty(300_000, np.float64) for _ in range(6)]
+        del held
+    assert sum(b.nbytes for b in memory._free_blocks.values()) <= 8 << 20
+
+    rows = 40_000
+    rng = np.random.default_rng(3)
+    table = pa.table({"emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 16, dtype=np.float32)), 16),
+                      "id": pa.array(np.arange(rows))})
+    path = str(tmp_path / "emb")
+    lance.write_dataset(table, path)
+    monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", 8192)
+    ours = lance_gpu.dataset(path, device="cpu")
+    for _ in range(2):
+        got = pa.Table.from_batches(list(ours.to_batches(batch_size=4096)))
+        assert got.equals(lance.dataset(path).to_table())
+
+
 @pytest.mark.parametrize("window_rows", [1024, 1003])
 def test_streamed_booleans_equal_pylance(tmp_path, monkeypatch, window_rows) -> None:
     """Booleans streamed in windows that start on a byte of the decoded bitmap (shared, not

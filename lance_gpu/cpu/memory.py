@@ -28,6 +28,14 @@ kernels take it as they take any other); from the pool, its ``base`` is the
 of it dies, and its memory is counted by :func:`pyarrow.total_allocated_bytes`.  Arrays
 under :data:`POOL_MIN_BYTES` always come from numpy (small allocations are served from the
 heap anyway).
+
+Buffers of more than :data:`RECYCLE_MIN_BYTES` are recycled here instead: mimalloc hands
+blocks that large back to the operating system when they are freed, so every one would be
+fresh memory again (a streaming window's 32 MiB of 128-byte embeddings faulted and zeroed
+per window: 9% of a ``to_batches`` pass's CPU time in ``perf``).  Such a buffer is a block
+of numpy memory lent out through a :class:`memoryview` of it; when the last view of that
+memoryview dies, the block returns to a free list of at most :data:`RECYCLE_KEEP_BYTES`,
+from which the next request of about its size (a block at most a quarter larger) takes it.
 """
 
 from __future__ import annotations
@@ -46,6 +54,42 @@ POOL_MIN_BYTES = 1 << 16
 recycles = [False]
 
 
+#: Buffers of more bytes than this are lent from the free list (see the module's docstring).
+RECYCLE_MIN_BYTES = 16 << 20
+#: Freed large blocks kept for reuse, at most this many bytes in all (the rest go back to
+#: the operating system).
+RECYCLE_KEEP_BYTES = 256 << 20
+
+#: id(block) -> block: freed large blocks waiting for reuse.  A dict, not a list under a
+#: lock: a block comes back from a finalizer, which may run in any thread, inside any
+#: allocation (a garbage collection), so taking and returning are single dict operations.
+_free_blocks: dict[int, np.ndarray] = {}
+
+
+def _give_back(block: np.ndarray) -> None:
+    """A lent block's last view died: keep it for reuse if the free list has room."""
+    if sum(b.nbytes for b in list(_free_blocks.values())) + block.nbytes <= RECYCLE_KEEP_BYTES:
+        _free_blocks[id(block)] = block
+
+
+def _lend(nbytes: int) -> np.ndarray:
+    """A writable uint8 array of ``nbytes`` bytes on a recycled block (a free one of
+    ``nbytes`` to ``1.25 * nbytes`` bytes, else a new one), returning to the free list when
+    the last view of it dies."""
+    block = None
+    fitting = [(b.nbytes, key) for key, b in list(_free_blocks.items()) if nbytes <= b.nbytes <= nbytes + nbytes // 4]
+    for _size, key in sorted(fitting):
+        block = _free_blocks.pop(key, None)  # (None: another thread took it first)
+        if block is not None:
+            break
+    if block is None:
+        block = np.empty(nbytes, np.uint8)
+    out = np.frombuffer(memoryview(block), np.uint8, count=nbytes)
+    # every view of ``out`` keeps its base (that memoryview) alive: its death is the lease's end
+    weakref.finalize(out.base, _give_back, block)
+    return out
+
+
 def _freed() -> None:
     recycles[0] = True
 
@@ -57,6 +101,8 @@ def empty(n: int, dtype: Any) -> np.ndarray:
     nbytes = int(n) * dt.itemsize
     if nbytes < POOL_MIN_BYTES or not recycles[0]:
         return np.empty(int(n), dt)
+    if nbytes > RECYCLE_MIN_BYTES:
+        return _lend(nbytes).view(dt)
     return np.frombuffer(pa.allocate_buffer(nbytes), dt)
 
 
