@@ -154,6 +154,34 @@ def test_populate_maps_a_released_range(tmp_path: Path) -> None:
     keeping.close()
 
 
+def test_read_scattered_reads_into_place_or_declines(tmp_path: Path) -> None:
+    """``read_scattered`` copies consecutive file bytes into the given memory ranges; it
+    declines (False) past the end of the file, for a file replaced since it was opened,
+    and for a mapping whose pages stay (a later read of them is free)."""
+    from lance_gpu.io import local
+
+    if local._libc_preadv() is None:
+        pytest.skip("preadv through ctypes is Linux only")
+    data = np.random.default_rng(1).integers(0, 256, 3 << 20, dtype=np.uint8)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data.tobytes())
+    handle = LocalStore(release_pages=True).open(str(path))
+    a, b, skip = np.zeros(1000, np.uint8), np.zeros(5000, np.uint8), np.zeros(24, np.uint8)
+    targets = np.array([[a.ctypes.data, a.size], [skip.ctypes.data, skip.size], [b.ctypes.data, b.size]], np.uint64)
+    assert handle.read_scattered(100, targets)
+    assert a.tobytes() == data[100:1100].tobytes() and b.tobytes() == data[1124:6124].tobytes()
+    assert not handle.read_scattered(data.size - 3000, targets)  # past the end
+    kept = LocalStore(release_pages=False).open(str(path))
+    assert not kept.read_scattered(100, targets)
+    kept.close()
+    other = tmp_path / "g.bin"
+    other.write_bytes(bytes(data.size))
+    os.replace(other, path)  # another file at the path now
+    a[:] = 7
+    assert not handle.read_scattered(100, targets)
+    handle.close()
+
+
 def test_coalesce_groups_near_ranges() -> None:
     groups = coalesce([(1_000_000, 10), (0, 10), (20, 10), (200_000, 5)])
     assert [(s, e, sorted(i)) for s, e, i in groups] == [(0, 30, [1, 2]), (200_000, 200_005, [3]), (1_000_000, 1_000_010, [0])]

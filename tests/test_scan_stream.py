@@ -371,3 +371,80 @@ def test_streamed_booleans_equal_pylance(tmp_path, monkeypatch, window_rows) -> 
     lance.write_dataset(table, path)
     got = pa.Table.from_batches(list(lance_gpu.dataset(path, device="cpu").to_batches(batch_size=777)))
     assert got.equals(lance.dataset(path).to_table())
+
+
+def _emb_dataset(tmp_path, rows: int = 60_000, dim: int = 32) -> tuple[str, pa.Table]:
+    rng = np.random.default_rng(11)
+    table = pa.table({
+        "id": pa.array(np.arange(rows, dtype=np.int64)),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * dim, dtype=np.float32)), dim),
+        "f": pa.array(rng.random(rows)),
+    })
+    path = str(tmp_path / "emb")
+    lance.write_dataset(table, path)
+    return path, table
+
+
+@pytest.mark.parametrize("window_rows", [16_384, 10_007])
+def test_streamed_plain_values_are_read_into_place(tmp_path, monkeypatch, window_rows) -> None:
+    """Streaming windows of a mini-block page of plain fixed-width values (embeddings) are
+    read by ``preadv`` straight into the decoded buffer (no mapping), windows starting and
+    ending inside chunks included, and equal pylance's batches; with the path turned off
+    (a store that keeps its pages mapped) the same rows come back."""
+    from lance_gpu.file import reader
+    from lance_gpu.io import local
+
+    if local._libc_preadv() is None:
+        pytest.skip("preadv through ctypes is Linux only")
+    path, table = _emb_dataset(tmp_path)
+    monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", window_rows)
+    monkeypatch.setattr(reader, "SCATTER_MIN_BYTES", 1 << 16)
+    calls = []
+    real = miniblock.decode_plain_run
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(miniblock, "decode_plain_run", counted)
+    expected = lance.dataset(path).to_table()
+    got = pa.Table.from_batches(list(lance_gpu.dataset(path, device="cpu").to_batches(batch_size=4096)))
+    assert got.equals(expected) and got.equals(table)
+    assert calls and all(calls)  # every window of ``emb`` was read into place
+    calls.clear()
+    kept = lance_gpu.dataset(path, device="cpu", store=local.LocalStore(release_pages=False))
+    assert pa.Table.from_batches(list(kept.to_batches(batch_size=4096))).equals(expected)
+    assert calls and not any(calls)  # mapped pages stay there: gathered from the map
+
+
+def test_a_wrong_chunk_header_of_plain_values_is_corrupt(tmp_path, monkeypatch) -> None:
+    """A chunk header naming another value-buffer size is not read into place: the window
+    falls back to the mapped decode, which raises CorruptFileError (as pylance refuses it)."""
+    import glob
+
+    from lance_gpu.errors import CorruptFileError
+    from lance_gpu.file import reader
+    from lance_gpu.file.container import LanceFileReader
+
+    path, _table = _emb_dataset(tmp_path)
+    (data_file,) = glob.glob(f"{path}/data/*.lance")
+    file = LanceFileReader(data_file)
+    column = 1  # emb
+    page = file.column(column).pages[0]
+    layout = reader._page_layout(file, column, 0, DecodeContext(data_file, column).at_page(0))
+    chunks = reader._chunk_layout(file, column, 0, layout.mini_block_layout, None, DecodeContext(data_file, column).at_page(0))
+    del file
+    at = int(page.buffer_offsets[1]) + int(chunks.starts[3]) + 2  # chunk 3's buffer size (u16)
+    raw = bytearray(open(data_file, "rb").read())
+    raw[at] ^= 0x40
+    with open(data_file, "wb") as f:
+        f.write(raw)
+    monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", 16_384)
+    monkeypatch.setattr(reader, "SCATTER_MIN_BYTES", 1 << 16)
+    with pytest.raises(CorruptFileError):
+        for _ in lance_gpu.dataset(path, device="cpu").to_batches(batch_size=4096, columns=["emb"]):
+            pass
+    with pytest.raises((OSError, ValueError)):  # pylance refuses the page too (a panic: ArrowInvalid)
+        for _ in lance.dataset(path).to_batches(batch_size=4096, columns=["emb"]):
+            pass

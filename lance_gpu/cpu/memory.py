@@ -84,7 +84,7 @@ def _lend(nbytes: int) -> np.ndarray:
             break
     if block is None:
         block = np.empty(nbytes, np.uint8)
-    out = np.frombuffer(memoryview(block), np.uint8, count=nbytes)
+    out = np.frombuffer(memoryview(block), np.uint8, count=nbytes)  # type: ignore[arg-type]
     # every view of ``out`` keeps its base (that memoryview) alive: its death is the lease's end
     weakref.finalize(out.base, _give_back, block)
     return out

@@ -697,6 +697,11 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             if len(bufs) < 2:
                 raise page_ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
             chunks = _chunk_layout(file, col, pi, mb, bufs[0], page_ctx)
+            leaf = _plain_run(file, field, page, mb, chunks, span, page_ctx) if span is not None else None
+            if leaf is not None:
+                check_leaf_page(leaf, field.type, page_ctx)
+                parts.append(assemble(field, [leaf], file.path))
+                continue
             if span is not None:
                 # the chunks holding the run, mapped in at once (the rest of the page is not read)
                 # (a span past the chunks is refused by the decode below)
@@ -726,6 +731,26 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     ranges = [(o, s) for pi in touched for o, s in zip(pages[pi].buffer_offsets, pages[pi].buffer_sizes)]
     file.io.release(ranges, keep=_buffers_of(out))
     return out
+
+
+#: Runs of plain fixed-width values of at least this many bytes are read into place
+#: (:func:`_plain_run`); shorter ones are gathered from the map (the read's set-up costs more).
+SCATTER_MIN_BYTES = 1 << 20
+
+
+def _plain_run(file: LanceFileReader, field: pa.Field, page: PageInfo, mb, chunks: miniblock.ChunkLayout,
+               span: tuple[int, int], ctx: DecodeContext) -> LeafPage | None:
+    """A streaming window's run of a mini-block page of plain fixed-width values read by
+    the kernel straight into the decoded buffer (:func:`miniblock.decode_plain_run`), where
+    the store can (a local file whose pages are released after decoding: mapping them
+    costs more than the copy) and the run is large; None otherwise."""
+    read_scattered = getattr(file.io, "read_scattered", None)
+    width = plain_row_bytes(field.type)
+    if read_scattered is None or width is None or len(page.buffer_offsets) < 2:
+        return None
+    if (span[1] - span[0]) * width < SCATTER_MIN_BYTES or not _plain_values(mb.value_compression, field.type):
+        return None
+    return miniblock.decode_plain_run(mb, chunks, span, width, int(page.buffer_offsets[1]), read_scattered, ctx)
 
 
 def plain_row_bytes(t: pa.DataType) -> int | None:

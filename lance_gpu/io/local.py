@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import ctypes
 import datetime as _dt
 import errno
 import fcntl
+import functools
 import gc
 import mmap
 import os
@@ -31,6 +33,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +61,26 @@ IN_PLACE_LIMIT = 4096
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 #: Ranges of fewer bytes are not populated ahead (:meth:`LocalFile.populate`): a fault maps 64 KiB.
 POPULATE_MIN_BYTES = 1 << 18
+#: Most ``iovec`` entries one ``preadv`` call takes (Linux's ``IOV_MAX``).
+IOV_MAX = 1024
+
+
+@functools.cache
+def _libc_preadv() -> Any:
+    """libc's ``preadv(fd, iov, iovcnt, offset)`` through ctypes (which releases the GIL
+    during the call), or None where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.preadv
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64]
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
 #: [whether ``MADV_POPULATE_READ`` works here]: cleared at its first failure.
 _populate_works = [hasattr(mmap.mmap, "madvise") and sys.platform.startswith("linux")]
 
@@ -269,6 +292,50 @@ class LocalFile:
             except (OSError, ValueError):
                 _populate_works[0] = False  # an older kernel (EINVAL): faults map the pages
                 return
+
+    def read_scattered(self, offset: int, targets: np.ndarray) -> bool:
+        """Read the file's bytes from ``offset`` on, back to back, into the memory ranges
+        ``targets`` (``k x 2`` uint64: address, length; one ``preadv`` per
+        :data:`IOV_MAX` of them): the kernel copies page-cache bytes straight into their
+        final places, with no mapping set up and torn down.  The caller owns every target
+        range and keeps it alive during the call.
+
+        Returns False, having read nothing reliable, where this cannot be done: no
+        ``preadv`` here, the file at the path is no longer the one opened (another inode,
+        size or change time), or a short read (a truncated file); callers then read the
+        bytes the usual way, which reports what is wrong.
+        """
+        if self._mm is None and self._map is not None:
+            return False  # read whole into memory already
+        if self._mm is not None and not self._release:
+            return False  # mapped pages stay: a later read of them costs nothing
+        preadv = _libc_preadv()
+        if preadv is None or targets.ndim != 2 or targets.shape[1] != 2 or targets.dtype != np.uint64:
+            return False
+        lengths = targets[:, 1]
+        total = int(lengths.sum())
+        if offset < 0 or offset + total > self.size:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            if file_identity(self.path, os.fstat(fd)) != self.identity:
+                return False
+            iov = np.ascontiguousarray(targets)
+            at = offset
+            for first in range(0, iov.shape[0], IOV_MAX):
+                count = min(IOV_MAX, iov.shape[0] - first)
+                want = int(lengths[first : first + count].sum())
+                got = preadv(fd, iov[first:].ctypes.data, count, at)
+                if got != want:
+                    return False
+                at += want
+        finally:
+            os.close(fd)
+        self._stats.add_gets(1, total)
+        return True
 
     def release(self, ranges: Sequence[tuple[int, int]], keep: Sequence[tuple[int, int]] = ()) -> None:
         """Drop the mapped pages of decoded ``ranges`` from this process (a hint).

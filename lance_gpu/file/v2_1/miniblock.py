@@ -14,7 +14,7 @@ the repetition index (if ``repetition_index_depth > 0``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -377,3 +377,68 @@ def decode(
             def_ = def_[cut[0] : cut[0] + cut[1]]
         num_items = num_levels = num_rows = cut[1]
     return LeafPage(values, num_items, rep, def_, num_levels, layers, num_rows, page_dictionary)
+
+
+#: Bytes of the in-band header of a chunk of one value buffer without levels: ``u16
+#: num_levels | u16 (u32 with large chunks) buffer size``, padded to 8.
+PLAIN_HEADER_BYTES = 8
+
+
+def decode_plain_run(layout, chunks: ChunkLayout, span: tuple[int, int], width: int, data_offset: int,
+                     read_scattered: Any, ctx: DecodeContext) -> LeafPage | None:
+    """A run of rows (``span``, page-local) of a page of plain fixed-width values (one value
+    buffer of ``width``-byte values: flat, or fixed-size lists of flat items without item
+    validity; no levels, no dictionary), read by the kernel straight into the decoded
+    buffer: the chunks holding the run, from the file offset ``data_offset`` of the page's
+    chunk data, as ``[header -> a scratch row | values -> their place in the output | the
+    chunk's padding -> a scratch row]`` per chunk (``read_scattered(offset, targets)``, a
+    ``preadv``).  No memory map is touched, and the values are copied once instead of being
+    mapped, copied and unmapped.
+
+    Returns None where the page is not stored so (a chunk too short for its values, a
+    header naming another buffer size) or the read could not be done: the caller then
+    decodes the page the usual way, which raises what is wrong.
+    """
+    if layout.HasField("rep_compression") or layout.HasField("def_compression") or layout.HasField("dictionary"):
+        return None
+    if int(layout.num_buffers) != 1 or width <= 0:
+        return None
+    lo, hi = span
+    first = chunks.first
+    if not 0 <= lo < hi <= int(first[-1]):
+        return None
+    c0, c1 = (np.searchsorted(first, [lo, hi - 1], side="right") - 1).tolist()
+    counts = chunks.counts[c0 : c1 + 1]
+    sizes = chunks.sizes[c0 : c1 + 1]
+    need = counts * width
+    pad = sizes - PLAIN_HEADER_BYTES - need
+    if pad.size == 0 or int(pad.min()) < 0 or int(chunks.starts[c1]) + int(sizes[-1]) - int(chunks.starts[c0]) != int(sizes.sum()):
+        return None
+    n = pad.size
+    out = memory.empty(int(need.sum()), np.uint8)
+    headers = np.zeros(n * PLAIN_HEADER_BYTES, np.uint8)
+    junk = np.empty(max(1, int(pad.max())), np.uint8)
+    value_at = np.zeros(n, np.int64)
+    np.cumsum(need[:-1], out=value_at[1:])
+    targets = np.empty((n, 3, 2), np.uint64)
+    targets[:, 0, 0] = np.uint64(headers.ctypes.data) + np.arange(n, dtype=np.uint64) * np.uint64(PLAIN_HEADER_BYTES)
+    targets[:, 0, 1] = PLAIN_HEADER_BYTES
+    targets[:, 1, 0] = np.uint64(out.ctypes.data) + value_at.astype(np.uint64)
+    targets[:, 1, 1] = need.astype(np.uint64)
+    targets[:, 2, 0] = np.uint64(junk.ctypes.data)
+    targets[:, 2, 1] = pad.astype(np.uint64)
+    if not read_scattered(data_offset + int(chunks.starts[c0]), targets.reshape(-1, 2)):
+        return None
+    rows = headers.reshape(n, PLAIN_HEADER_BYTES)
+    if layout.has_large_chunk:
+        sizes_read = rows[:, 2:6].copy().view("<u4").reshape(n).astype(np.int64)
+    else:
+        sizes_read = rows[:, 2:4].copy().view("<u2").reshape(n).astype(np.int64)
+    if not np.array_equal(sizes_read, need):
+        return None
+    # the values lie back to back: the value decoder takes them as one view, no copy
+    values = encodings.decode_miniblock(layout.value_compression, [ChunkBuffers(out, value_at, need, counts)], ctx)
+    count = hi - lo
+    values = slice_block(values, lo - int(first[c0]), count)
+    layers = tuple(int(x) for x in layout.layers)
+    return LeafPage(values, count, None, None, count, layers, count, None)

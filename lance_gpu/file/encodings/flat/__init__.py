@@ -81,9 +81,10 @@ def decode_miniblock(enc, bufs: list[ChunkBuffers], ctx: DecodeContext, select: 
     need = cb.counts * width
     if np.any(cb.sizes < need):
         raise ctx.corrupt("flat chunk shorter than its value count")
-    if len(cb.starts) == 1:
+    if len(cb.starts) == 1 or bool(np.all(cb.starts[1:] == cb.starts[:-1] + need[:-1])):
+        # one chunk, or chunks whose values abut (read into place already): one view
         s = int(cb.starts[0])
-        data = cb.data[s : s + int(need[0])]
+        data = cb.data[s : s + int(need.sum())]
     else:
         data = native.gather_ranges(cb.data, cb.starts, need)
     return FixedWidthBlock(data, bits, n)
