@@ -389,7 +389,8 @@ def _emb_dataset(tmp_path, rows: int = 60_000, dim: int = 32) -> tuple[str, pa.T
 def test_streamed_plain_values_are_read_into_place(tmp_path, monkeypatch, window_rows) -> None:
     """Streaming windows of a mini-block page of plain fixed-width values (embeddings) are
     read by ``preadv`` straight into the decoded buffer (no mapping), windows starting and
-    ending inside chunks included, and equal pylance's batches; with the path turned off
+    ending inside chunks included, and equal pylance's batches (a full read's whole pages
+    are read so too); with the path turned off
     (a store that keeps its pages mapped) the same rows come back."""
     from lance_gpu.file import reader
     from lance_gpu.io import local
@@ -412,6 +413,9 @@ def test_streamed_plain_values_are_read_into_place(tmp_path, monkeypatch, window
     got = pa.Table.from_batches(list(lance_gpu.dataset(path, device="cpu").to_batches(batch_size=4096)))
     assert got.equals(expected) and got.equals(table)
     assert calls and all(calls)  # every window of ``emb`` was read into place
+    calls.clear()
+    assert lance_gpu.dataset(path, device="cpu").to_table().equals(expected)  # whole pages so too
+    assert calls and all(calls)
     calls.clear()
     kept = lance_gpu.dataset(path, device="cpu", store=local.LocalStore(release_pages=False))
     assert pa.Table.from_batches(list(kept.to_batches(batch_size=4096))).equals(expected)

@@ -103,19 +103,44 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
     ctx = DecodeContext(file.path, column)
     info = file.column(column)
     pages = [info.pages[i] for i in page_ids]
-    ranges = [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes)]
+    # pages of plain fixed-width values read into place (a local file), the others mapped
+    plain = [_plain_page(file, column, pi, p, leaf_type, ctx.at_page(pi)) for pi, p in zip(page_ids, pages, strict=True)]
+    ranges = [(o, s) for p, leaf in zip(pages, plain, strict=True) if leaf is None
+              for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)]
     raw = file.read_buffers(ranges)
     file.populate(ranges)
     decoded = []
     k = 0
-    for pi, p in zip(page_ids, pages):
-        nb = len(p.buffer_offsets)
+    for pi, p, leaf in zip(page_ids, pages, plain, strict=True):
         page_ctx = ctx.at_page(pi)
-        leaf = decode_page(_page_layout(file, column, pi, page_ctx), p, raw[k : k + nb], page_ctx)
+        if leaf is None:
+            nb = len(p.buffer_offsets)
+            leaf = decode_page(_page_layout(file, column, pi, page_ctx), p, raw[k : k + nb], page_ctx)
+            k += nb
         _check_page(file, column, pi, leaf, leaf_type, page_ctx)
         decoded.append(leaf)
-        k += nb
     return join_leaf_pages(decoded, leaf_type, ctx)
+
+
+def _plain_page(file: LanceFileReader, column: int, page_index: int, page: PageInfo, leaf_type: pa.DataType,
+                ctx: DecodeContext) -> LeafPage | None:
+    """A whole mini-block page of plain fixed-width values read into place
+    (:func:`_plain_run` over all its rows), or None where it is not read so."""
+    if getattr(file.io, "read_scattered", None) is None or page.num_rows == 0 or len(page.buffer_offsets) < 2:
+        return None
+    layout = _page_layout(file, column, page_index, ctx)
+    if layout.WhichOneof("layout") != "mini_block_layout":
+        return None
+    mb = layout.mini_block_layout
+    if mb.HasField("rep_compression") or mb.HasField("def_compression") or mb.HasField("dictionary"):
+        return None
+    if int(mb.num_items) != page.num_rows:
+        return None  # the mapped decode names what is wrong
+    width = plain_row_bytes(leaf_type)
+    if width is None or page.num_rows * width < SCATTER_MIN_BYTES or not _plain_values(mb.value_compression, leaf_type):
+        return None
+    chunks = _chunk_layout(file, column, page_index, mb, None, ctx)
+    return miniblock.decode_plain_run(mb, chunks, (0, page.num_rows), width, int(page.buffer_offsets[1]), file.io.read_scattered, ctx)
 
 
 def join_leaf_pages(decoded: list[LeafPage], leaf_type: pa.DataType, ctx: DecodeContext) -> LeafPage:
