@@ -452,3 +452,36 @@ def test_a_wrong_chunk_header_of_plain_values_is_corrupt(tmp_path, monkeypatch) 
     with pytest.raises((OSError, ValueError)):  # pylance refuses the page too (a panic: ArrowInvalid)
         for _ in lance.dataset(path).to_batches(batch_size=4096, columns=["emb"]):
             pass
+
+
+def test_plain_chunks_past_their_page_data_are_corrupt(tmp_path, monkeypatch) -> None:
+    """Chunk metadata sizing the last chunk of a page past the page's chunk data is not
+    read into place (the bytes there belong to other buffers): the mapped decode raises
+    CorruptFileError, in a full read and in a stream."""
+    import glob
+
+    from lance_gpu.errors import CorruptFileError
+    from lance_gpu.file import reader
+    from lance_gpu.file.container import LanceFileReader
+
+    path, _table = _emb_dataset(tmp_path)
+    (data_file,) = glob.glob(f"{path}/data/*.lance")
+    file = LanceFileReader(data_file)
+    column = 1  # emb
+    page = file.column(column).pages[0]
+    mb = reader._page_layout(file, column, 0, DecodeContext(data_file, column).at_page(0)).mini_block_layout
+    del file
+    word = 4 if mb.has_large_chunk else 2
+    at = int(page.buffer_offsets[0]) + int(page.buffer_sizes[0]) - word  # the last chunk's word
+    raw = bytearray(open(data_file, "rb").read())
+    value = int.from_bytes(raw[at : at + word], "little") + (64 << 4)  # 512 bytes larger
+    raw[at : at + word] = value.to_bytes(word, "little")
+    with open(data_file, "wb") as f:
+        f.write(raw)
+    monkeypatch.setattr(reader, "SCATTER_MIN_BYTES", 1 << 16)
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset(path, device="cpu").to_table(columns=["emb"])
+    monkeypatch.setattr("lance_gpu.scan.scanner.STREAM_WINDOW_ROWS", 16_384)
+    with pytest.raises(CorruptFileError):
+        for _ in lance_gpu.dataset(path, device="cpu").to_batches(batch_size=4096, columns=["emb"]):
+            pass

@@ -140,7 +140,8 @@ def _plain_page(file: LanceFileReader, column: int, page_index: int, page: PageI
     if width is None or page.num_rows * width < SCATTER_MIN_BYTES or not _plain_values(mb.value_compression, leaf_type):
         return None
     chunks = _chunk_layout(file, column, page_index, mb, None, ctx)
-    return miniblock.decode_plain_run(mb, chunks, (0, page.num_rows), width, int(page.buffer_offsets[1]), file.io.read_scattered, ctx)
+    return miniblock.decode_plain_run(mb, chunks, (0, page.num_rows), width, int(page.buffer_offsets[1]),
+                                      int(page.buffer_sizes[1]), file.io.read_scattered, ctx)
 
 
 def join_leaf_pages(decoded: list[LeafPage], leaf_type: pa.DataType, ctx: DecodeContext) -> LeafPage:
@@ -775,7 +776,8 @@ def _plain_run(file: LanceFileReader, field: pa.Field, page: PageInfo, mb, chunk
         return None
     if (span[1] - span[0]) * width < SCATTER_MIN_BYTES or not _plain_values(mb.value_compression, field.type):
         return None
-    return miniblock.decode_plain_run(mb, chunks, span, width, int(page.buffer_offsets[1]), read_scattered, ctx)
+    return miniblock.decode_plain_run(mb, chunks, span, width, int(page.buffer_offsets[1]), int(page.buffer_sizes[1]),
+                                      read_scattered, ctx)
 
 
 def plain_row_bytes(t: pa.DataType) -> int | None:

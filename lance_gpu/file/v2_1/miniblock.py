@@ -384,20 +384,21 @@ def decode(
 PLAIN_HEADER_BYTES = 8
 
 
-def decode_plain_run(layout, chunks: ChunkLayout, span: tuple[int, int], width: int, data_offset: int,
+def decode_plain_run(layout, chunks: ChunkLayout, span: tuple[int, int], width: int, data_offset: int, data_size: int,
                      read_scattered: Any, ctx: DecodeContext) -> LeafPage | None:
     """A run of rows (``span``, page-local) of a page of plain fixed-width values (one value
     buffer of ``width``-byte values: flat, or fixed-size lists of flat items without item
     validity; no levels, no dictionary), read by the kernel straight into the decoded
-    buffer: the chunks holding the run, from the file offset ``data_offset`` of the page's
-    chunk data, as ``[header -> a scratch row | values -> their place in the output | the
-    chunk's padding -> a scratch row]`` per chunk (``read_scattered(offset, targets)``, a
-    ``preadv``).  No memory map is touched, and the values are copied once instead of being
-    mapped, copied and unmapped.
+    buffer.  The chunks holding the run are read from the file offset ``data_offset`` of
+    the page's chunk data (``data_size`` bytes: chunks past it are not read) in one pass,
+    ``[header -> a scratch row | values -> their place in the output | the chunk's padding
+    -> a scratch row]`` per chunk (``read_scattered(offset, targets)``, a ``preadv``).  No
+    memory map is touched, and the values are copied once instead of being mapped, copied
+    and unmapped.
 
-    Returns None where the page is not stored so (a chunk too short for its values, a
-    header naming another buffer size) or the read could not be done: the caller then
-    decodes the page the usual way, which raises what is wrong.
+    Returns None where the page is not stored so (a chunk too short for its values or
+    past the chunk data, a header naming another buffer size) or the read could not be
+    done: the caller then decodes the page the usual way, which raises what is wrong.
     """
     if layout.HasField("rep_compression") or layout.HasField("def_compression") or layout.HasField("dictionary"):
         return None
@@ -412,7 +413,8 @@ def decode_plain_run(layout, chunks: ChunkLayout, span: tuple[int, int], width: 
     sizes = chunks.sizes[c0 : c1 + 1]
     need = counts * width
     pad = sizes - PLAIN_HEADER_BYTES - need
-    if pad.size == 0 or int(pad.min()) < 0 or int(chunks.starts[c1]) + int(sizes[-1]) - int(chunks.starts[c0]) != int(sizes.sum()):
+    end = int(chunks.starts[c1]) + int(sizes[-1])
+    if pad.size == 0 or int(pad.min()) < 0 or end - int(chunks.starts[c0]) != int(sizes.sum()) or end > data_size:
         return None
     n = pad.size
     out = memory.empty(int(need.sum()), np.uint8)
