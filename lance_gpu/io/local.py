@@ -289,9 +289,12 @@ class LocalFile:
             lo = off - off % page
             try:
                 self._mm.madvise(MADV_POPULATE_READ, lo, off + size - lo)
-            except (OSError, ValueError):
-                _populate_works[0] = False  # an older kernel (EINVAL): faults map the pages
-                return
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:
+                    _populate_works[0] = False  # an older kernel: faults map the pages from now on
+                return  # (EFAULT: a file truncated under the map; the decode's read reports it)
+            except ValueError:
+                return  # the map was closed
 
     def read_scattered(self, offset: int, targets: np.ndarray) -> bool:
         """Read the file's bytes from ``offset`` on, back to back, into the memory ranges
