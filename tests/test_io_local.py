@@ -113,47 +113,6 @@ def _count_open_handles(store: LocalStore, small: str, large: str, small_bytes: 
     assert (local_io._open_files, local_io._open_handles) == (files_before, handles_before)
 
 
-def _mapped_pages(view: np.ndarray) -> int:
-    """How many of the OS pages under ``view`` are mapped in this process (present bit of
-    ``/proc/self/pagemap``)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    first = view.ctypes.data // page
-    count = -(-(view.ctypes.data + view.nbytes) // page) - first
-    with open("/proc/self/pagemap", "rb") as f:
-        f.seek(first * 8)
-        entries = np.frombuffer(f.read(count * 8), np.uint64)
-    return int(((entries >> np.uint64(63)) & np.uint64(1)).sum())
-
-
-def test_populate_maps_a_released_range(tmp_path: Path) -> None:
-    """``populate`` maps the pages of a range ahead of a decode that reads it, after a
-    release dropped them; small ranges, and stores that keep their pages, are left alone."""
-    from lance_gpu.io import local
-
-    if not local._populate_works[0] or not os.path.exists("/proc/self/pagemap"):
-        pytest.skip("MADV_POPULATE_READ and pagemap are Linux only")
-    size = 8 << 20
-    path = tmp_path / "big.bin"
-    path.write_bytes(np.arange(size // 8, dtype=np.int64).tobytes())
-    handle = LocalStore(release_pages=True).open(str(path))
-    view = handle.read(0, size)
-    page = os.sysconf("SC_PAGE_SIZE")
-    view[::page].sum()  # touched: mapped
-    assert _mapped_pages(view) == size // page
-    handle.release([(0, size)])
-    assert _mapped_pages(view) == 0
-    handle.populate([(0, page)])  # under POPULATE_MIN_BYTES: faults will map it
-    assert _mapped_pages(view) == 0
-    handle.populate([(page, size - page)])
-    assert _mapped_pages(view[page:]) == (size - page) // page
-    assert local._populate_works[0]
-    handle.close()
-    keeping = LocalStore(release_pages=False).open(str(path))
-    keeping.populate([(0, size)])  # its pages stay once touched: no hint needed
-    assert _mapped_pages(keeping.read(0, size)) == 0
-    keeping.close()
-
-
 def test_read_scattered_reads_into_place_or_declines(tmp_path: Path) -> None:
     """``read_scattered`` copies consecutive file bytes into the given memory ranges; it
     declines (False) past the end of the file, for a file replaced since it was opened,

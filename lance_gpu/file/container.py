@@ -512,13 +512,6 @@ class LanceFileReader:
         check = getattr(self.io, "needs_request", None)
         return bool(check(offset, size)) if check is not None else False
 
-    def populate(self, ranges: list[tuple[int, int]]) -> None:
-        """Hint that a decode is about to read all of ``ranges`` (a memory-mapped local
-        file maps their pages in one call each; other stores ignore it)."""
-        populate = getattr(self.io, "populate", None)
-        if populate is not None:
-            populate(ranges)
-
     def read_buffers(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         return self.io.read_ranges(ranges)
 

@@ -108,7 +108,6 @@ def read_leaf(file: LanceFileReader, column: int, page_ids: list[int], leaf_type
     ranges = [(o, s) for p, leaf in zip(pages, plain, strict=True) if leaf is None
               for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)]
     raw = file.read_buffers(ranges)
-    file.populate(ranges)
     decoded = []
     k = 0
     for pi, p, leaf in zip(page_ids, pages, plain, strict=True):
@@ -728,13 +727,6 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
                 check_leaf_page(leaf, field.type, page_ctx)
                 parts.append(assemble(field, [leaf], file.path))
                 continue
-            if span is not None:
-                # the chunks holding the run, mapped in at once (the rest of the page is not read)
-                # (a span past the chunks is refused by the decode below)
-                c0, c1 = (np.searchsorted(chunks.first, [span[0], max(span[0], span[1] - 1)], side="right") - 1).tolist()
-                if 0 <= c0 <= c1 < chunks.starts.size:
-                    at = page.buffer_offsets[1] + int(chunks.starts[c0])
-                    file.populate([(at, int(chunks.starts[c1]) + int(chunks.sizes[c1]) - int(chunks.starts[c0]))])
             leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, chunks=chunks, span=span)
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))

@@ -56,11 +56,6 @@ STAGING_PREFIX = ".tmp_"
 STAGING_NAME = re.compile(r"\.tmp_.+_[0-9a-f]{32}")
 #: Largest file :meth:`LocalStore.overwrite_in_place` rewrites (one page: a single write).
 IN_PLACE_LIMIT = 4096
-#: ``madvise`` advice mapping a range's pages readable in one call (Linux 5.14+; Python's
-#: ``mmap`` module names it only from 3.13 on).
-MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
-#: Ranges of fewer bytes are not populated ahead (:meth:`LocalFile.populate`): a fault maps 64 KiB.
-POPULATE_MIN_BYTES = 1 << 18
 #: Most ``iovec`` entries one ``preadv`` call takes (Linux's ``IOV_MAX``).
 IOV_MAX = 1024
 
@@ -80,9 +75,6 @@ def _libc_preadv() -> Any:
     fn.restype = ctypes.c_ssize_t
     return fn
 
-
-#: [whether ``MADV_POPULATE_READ`` works here]: cleared at its first failure.
-_populate_works = [hasattr(mmap.mmap, "madvise") and sys.platform.startswith("linux")]
 
 
 def _mtime(st: os.stat_result) -> _dt.datetime:
@@ -269,32 +261,6 @@ class LocalFile:
             self._stats.add_gets(len(groups), sum(end - start for start, end, _ in groups))
             blocks = [mapped[start:end] for start, end, _ in groups]
         return split_groups(ranges, groups, blocks)
-
-    def populate(self, ranges: Sequence[tuple[int, int]]) -> None:
-        """Map the pages of ``ranges`` into this process ahead of a decode that reads them
-        all (a hint; ``madvise(MADV_POPULATE_READ)``, Linux 5.14+).
-
-        Only where pages are released after decoding (:meth:`release`): every read of a
-        range then maps its pages afresh, and one system call per range maps them for less
-        than a page fault per 64 KiB touched (measured: 585 MB of a page-cached file mapped
-        and dropped in 68 ms, against 92 ms faulted in by touching it).  Ranges below
-        :data:`POPULATE_MIN_BYTES` are left to faults.
-        """
-        if not self._release or self._mm is None or not _populate_works[0]:
-            return
-        page = mmap.PAGESIZE
-        for off, size in ranges:
-            if size < POPULATE_MIN_BYTES or off < 0 or off + size > self.size:
-                continue
-            lo = off - off % page
-            try:
-                self._mm.madvise(MADV_POPULATE_READ, lo, off + size - lo)
-            except OSError as exc:
-                if exc.errno == errno.EINVAL:
-                    _populate_works[0] = False  # an older kernel: faults map the pages from now on
-                return  # (EFAULT: a file truncated under the map; the decode's read reports it)
-            except ValueError:
-                return  # the map was closed
 
     def read_scattered(self, offset: int, targets: np.ndarray) -> bool:
         """Read the file's bytes from ``offset`` on, back to back, into the memory ranges
