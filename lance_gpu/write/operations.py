@@ -131,17 +131,13 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         pending.clear()
         pending_rows = 0
         counts = [u.num_rows for u in group]
+        # the rows where the predicate holds (one evaluation, no filtered copy of the table),
+        # then placed by numpy: each row's unit and physical offset there
+        hit_rows = compiled.positions(table)
         offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
                                   else u.rows.astype(np.uint32) for u in group])
-        offset_column = pa.array(offsets, pa.uint32())
-        unit_column = pa.array(np.repeat(np.arange(len(group), dtype=np.int32), counts))
-        if table.num_columns == 0:  # a predicate of no column: the tables carry only their row counts
-            table = pa.table({_OFFSET: offset_column, _UNIT: unit_column})
-        else:
-            table = table.append_column(_OFFSET, offset_column).append_column(_UNIT, unit_column)
-        hits = table.filter(compiled.expression)
-        hit_offsets = hits.column(_OFFSET).to_numpy()
-        hit_units = hits.column(_UNIT).to_numpy()
+        hit_offsets = offsets[hit_rows]
+        hit_units = np.repeat(np.arange(len(group), dtype=np.int32), counts)[hit_rows]
         for u in np.unique(hit_units).tolist():
             frag = group[u].fragment
             hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
@@ -382,7 +378,7 @@ def _physical(values: pa.Table, live: np.ndarray | None, physical_rows: int, sch
     pos = np.full(physical_rows, -1, np.int64)
     pos[live] = np.arange(live.size)
     cols = []
-    for f, col in zip(schema, values.columns):
+    for f, col in zip(schema, values.columns, strict=False):
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         if f.nullable:
             idx = pa.array(pos, mask=pos < 0)
@@ -695,7 +691,7 @@ def _cast_columns(
         new_fields[field.name] = None  # type: ignore[assignment]
     lance_new = LanceSchema.from_arrow(pa.schema(arrow_new), start_id=next_id)
     _check_types(lance_new, minor)
-    for old_name, f in zip(list(new_fields), lance_new.fields):
+    for old_name, f in zip(list(new_fields), lance_new.fields, strict=False):
         new_fields[old_name] = f
     physical_new = lance_new.to_arrow(physical=True)
     table = scanner_for(ds, columns=list(new_fields), with_row_id=True).to_table()
