@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, InvalidArgumentError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
-from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan, scanner_for
+from lance_gpu.scan import ReadUnit, build_plan, concat, decode_spans, executor_for, resolve, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
@@ -70,6 +70,9 @@ _DELETION_WRITERS = 8
 #: calling thread: a thread started for a small file costs more than the overlap gains
 #: (thread start and GIL hand-offs against ~0.1 ms of work).
 _INLINE_DELETIONS = 1 << 16
+#: Live rows up to which an ``update`` reads its columns of every row and evaluates
+#: ``where`` on them at once (:func:`_small_update_rows`) instead of planning a scan.
+_SMALL_UPDATE_ROWS = 1 << 14
 
 
 class _InlineExecutor:
@@ -353,6 +356,53 @@ def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableS
 # update
 
 
+def _small_update_rows(
+    ds: TableSnapshot, read: Sequence[str], where: str | pc.Expression | None, device: str
+) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+    """The rows ``where`` selects on a small dataset (at most :data:`_SMALL_UPDATE_ROWS`
+    live rows, no blob column, a predicate of stored columns only), read on the CPU without
+    planning a scan: the columns ``read`` and ``where``'s of every live row decoded at once
+    per span of fragments (:func:`~lance_gpu.scan.decode_spans`), ``where`` evaluated once
+    per span, the hits kept.  Returns (rows as the scan gives them, in scan order; their
+    fragment ids; their physical offsets), or None where the scan is planned instead
+    (larger data, ``device="gpu"``, blobs, virtual columns).
+
+    A scan of a few small fragments spends more on planning and on late materialization
+    (a take per column of the few hits) than on decoding every row of them."""
+    from lance_gpu.filter import parse_filter
+
+    if device not in ("auto", "cpu") or sum(ds.live_counts()) > _SMALL_UPDATE_ROWS:
+        return None
+    top = {f.name: f for f in ds.lance_schema.fields}
+    compiled = None if where is None else parse_filter(where, ds.schema)
+    if compiled is not None and compiled.virtual_columns:
+        return None
+    wanted = set(read) | set(compiled.columns if compiled is not None else ())
+    fields = [f for f in ds.lance_schema.fields if f.name in wanted]
+    if any(blob_kind(f) for f in fields) or any(name not in top for name in wanted):
+        return None
+    units = [ReadUnit(frag, frag.live_rows) for frag in ds.fragments]
+    tables: list[pa.Table] = []
+    frag_ids: list[np.ndarray] = []
+    offsets: list[np.ndarray] = []
+    for group, table in decode_spans(ds, units, fields):
+        every = [np.arange(u.fragment.physical_rows, dtype=np.int64) if u.rows is None else u.rows.astype(np.int64)
+                 for u in group]
+        span_offsets = np.concatenate(every) if every else np.zeros(0, np.int64)
+        span_ids = np.repeat(np.array([u.fragment.fragment_id for u in group], np.int64), [u.num_rows for u in group])
+        if compiled is not None:
+            hits = compiled.positions(table)
+            table, span_offsets, span_ids = table.take(pa.array(hits)), span_offsets[hits], span_ids[hits]
+        tables.append(table.select(list(read)))
+        offsets.append(span_offsets)
+        frag_ids.append(span_ids)
+    schema = pa.schema([ds.schema.field(name) for name in read], metadata=ds.schema.metadata)
+    rows = pa.concat_tables(tables) if tables else schema.empty_table()
+    if not tables:
+        return rows, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return rows, np.concatenate(frag_ids), np.concatenate(offsets)
+
+
 def update(
     ds: TableSnapshot,
     updates: Mapping[str, str],
@@ -382,11 +432,15 @@ def update(
         # a column whose new value does not read its old one is never read
         read = [n for n in schema.names if n not in compiled or n in needs]
         with_row_id = any(ROW_ID in expr.virtual_columns for expr in compiled.values())
-        rows = scanner_for(target, columns=read, filter=where, with_row_address=True, with_row_id=with_row_id or None,
-                           device=device).to_table()
+        small = None if with_row_id else _small_update_rows(target, read, where, device)
+        if small is not None:
+            rows, frag_ids, offsets = small
+        else:
+            rows = scanner_for(target, columns=read, filter=where, with_row_address=True,
+                               with_row_id=with_row_id or None, device=device).to_table()
+            frag_ids, offsets = split_addresses(rows.column(ROW_ADDR).to_numpy())
         if rows.num_rows == 0:  # pylance commits an empty Update too
             return _RowChange(target).commit(None, None), {"num_rows_updated": 0}
-        frag_ids, offsets = split_addresses(rows.column(ROW_ADDR).to_numpy())
         rows = with_blob_bytes(target, rows, frag_ids, offsets)  # blob columns are rewritten from their bytes
         arrays, fields = [], []
         for field in schema:
