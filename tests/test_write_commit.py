@@ -4,21 +4,21 @@ conflicts, concurrent appends and crashed writers."""
 
 from __future__ import annotations
 
-from pathlib import Path
 import multiprocessing as mp
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
 from lance_gpu.txn import LanceOperation, commit
 from lance_gpu.txn.publish import serialize_manifest
@@ -333,7 +333,7 @@ def test_append_rebased_over_delete_and_compaction(tmp_path, winner, stable_row_
     if stable_row_ids:
         rowids = got["_rowid"].to_pylist()
         assert len(set(rowids)) == len(rowids)
-        new = [r for r, i in zip(rowids, got["id"].to_pylist()) if i >= 10_000]
+        new = [r for r, i in zip(rowids, got["id"].to_pylist(), strict=True) if i >= 10_000]
         assert sorted(new) == list(range(4000, 4700))  # fresh ids after the winner's next_row_id
         assert m.next_row_id == 4700
     # pylance can go on from here
