@@ -206,6 +206,42 @@ def test_matches_pylance(data, predicate: str) -> None:
     _assert_same(predicate, tbl, ds)
 
 
+@pytest.mark.parametrize("predicate", PREDICATES)
+def test_direct_form_evaluates_as_the_expression(data, predicate: str) -> None:
+    """Where a filter has a direct form (compute calls, no Acero plan), its mask is the
+    expression's mask, NULLs included; a filter keeps it through pickling (scan plans)."""
+    import dataclasses
+    import pickle
+
+    tbl, _ds = data
+    try:
+        compiled = parse_filter(predicate, tbl.schema)
+    except FilterError:
+        return
+    if compiled.direct is None:
+        return
+    try:
+        expected = dataclasses.replace(compiled, direct=None).mask(tbl)
+    except pa.ArrowInvalid:  # fails at execution time: so must the direct form
+        with pytest.raises(pa.ArrowInvalid):
+            compiled.mask(tbl)
+        return
+    got = compiled.mask(tbl)
+    assert got.type == pa.bool_() and got.equals(expected), (predicate, got, expected)
+    assert pickle.loads(pickle.dumps(compiled)).mask(tbl).equals(expected)
+
+
+def test_simple_predicates_have_a_direct_form(data) -> None:
+    """Comparisons of a column with a constant of its type, IS [NOT] NULL, NOT, AND, OR and
+    constants evaluate without an Acero plan; casts, functions and arithmetic do not."""
+    tbl, _ds = data
+    for predicate in ("i32 > 5", "i64 >= 3 AND i64 < 9", "s = 'apple' OR s IS NULL", "NOT (b = true)",
+                      "f64 > 2.0", "f64 <= 2.0", "ts < TIMESTAMP '2024-01-02 00:00:00'", "true", "d IS NOT NULL"):
+        assert parse_filter(predicate, tbl.schema).direct is not None, predicate
+    for predicate in ("i32 + 1 > 5", "lower(s) = 'apple'", "s LIKE 'a%'", "st.x = 3", "i32 IN (1, 2)"):
+        assert parse_filter(predicate, tbl.schema).direct is None, predicate
+
+
 def test_predicate_count() -> None:
     assert len(PREDICATES) >= 60
     assert len(set(PREDICATES)) == len(PREDICATES)
