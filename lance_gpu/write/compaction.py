@@ -313,7 +313,7 @@ def compact_once(
         raise
     rewrite.groups = groups
     rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
-    ours = [reserved] if reserved is not None and int(reserved.manifest.version) == ds.version + 1 else []
+    ours = [reserved] if reserved is not None and int(reserved.head.version) == ds.version + 1 else []
     committed = commit_file(store, root, rewrite, ds.manifest_file, ds.naming, known_since=ours)
     return ds.committed(committed), metrics
 
@@ -365,7 +365,7 @@ def reserve_fragment_ids(ds: TableSnapshot, groups: list[tuple[list, list[table_
     if not n_new:
         return None
     reserved = commit_file(ds.store, ds.root, ReserveFragments(n_new), base if base is not None else _latest(ds), ds.naming)
-    next_id = int(reserved.manifest.max_fragment_id) - n_new + 1
+    next_id = int(reserved.head.max_fragment_id) - n_new + 1  # (head: no parse of the fragments)
     for _old, new in groups:
         for frag in new:
             frag.id = next_id
