@@ -285,13 +285,25 @@ class CompiledExpression:
     virtual_columns: list[str]
     source: str
     udfs: tuple[UdfSpec, ...] = ()
+    #: The same expression as a :data:`DirectTree` (None: only as :attr:`expression`).
+    direct: tuple | None = None
 
     def evaluate(self, table: pa.Table) -> pa.ChunkedArray:
         """The expression's value for every row of ``table`` (which holds ``columns`` and
-        ``virtual_columns``); a constant expression is repeated ``table.num_rows`` times."""
+        ``virtual_columns``); a constant expression is repeated ``table.num_rows`` times.
+        Evaluated by the compute calls of :attr:`direct` where it has that form, else by a
+        one-node Acero projection."""
         from pyarrow import acero
 
         _check_virtual(self.virtual_columns, table)
+        if self.direct is not None and not self.udfs:
+            value = _evaluate_direct(self.direct, table)
+            if value is not None:
+                if isinstance(value, pa.Scalar):
+                    value = pa.repeat(value, table.num_rows)
+                if not isinstance(value, pa.ChunkedArray):
+                    value = pa.chunked_array([value], type=value.type)
+                return value if value.type == self.type else value.cast(self.type)
         filter_udfs.ensure_registered(self.udfs)
         if table.num_columns == 0:
             table = pa.table({"__rows": pa.nulls(table.num_rows)})
@@ -407,7 +419,8 @@ def _compile_expression_text(sql: str, schema: pa.Schema, role: str) -> Compiled
     compiled, ir, udfs = _compile_text(sql, schema, role)
     virtual = _collect_virtual(ir)
     _validate(compiled.expr, _with_virtual(schema, virtual), sql, project=True)
-    return CompiledExpression(compiled.expr, compiled.type, _collect_columns(ir, schema), virtual, sql, udfs)
+    direct = ("scalar", compiled.const) if compiled.const is not None else compiled.direct
+    return CompiledExpression(compiled.expr, compiled.type, _collect_columns(ir, schema), virtual, sql, udfs, direct)
 
 
 #: :func:`compile_expression` kept per (text, schema, role), as :func:`parse_filter` keeps
@@ -1714,6 +1727,8 @@ _ARITH_FN = {
     "div": pc.divide,  # integer division truncates; raises on a zero integer divisor
     "mod": _remainder,  # truncated remainder (sign of the dividend)
 }
+#: The compute function of each operator of :data:`_ARITH_FN` but ``%`` (a direct form's name).
+_ARITH_NAME = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide"}
 _OP_SQL = {
     "eq": "=", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
     "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "concat": "||",
@@ -2060,7 +2075,10 @@ class _Compiler:
         fn = _ARITH_FN[op]
         if op == "mod":
             fn = functools.partial(_remainder, floating=pa.types.is_floating(t))
-        return self.fold(fn(left.expr, right.expr), fn, [left, right], t)
+        out = self.fold(fn(left.expr, right.expr), fn, [left, right], t)
+        if op in _ARITH_NAME and _direct(left, right):
+            _with_direct(out, ("call", _ARITH_NAME[op], (left.direct, right.direct)))
+        return out
 
     def temporal_difference(self, left: _C, right: _C) -> _C:
         """``ts - ts`` (a ``duration`` of their unit) and ``date - date`` (int64 days), as

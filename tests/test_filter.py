@@ -231,6 +231,37 @@ def test_direct_form_evaluates_as_the_expression(data, predicate: str) -> None:
     assert pickle.loads(pickle.dumps(compiled)).mask(tbl).equals(expected)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["i32 + 1", "f64 * 2 + 1", "i64 - 7", "i8 * i8", "f32 / 2", "u32 + u32", "'upd'", "1", "s", "NULL", "b",
+     "i32 / 0", "i64 + i32", "i32 % 3", "ts", "d", "NOT b", "i32 > 3 AND s IS NOT NULL", "-i32"],
+)
+def test_direct_form_of_expressions_evaluates_as_the_expression(data, text: str) -> None:
+    """A projection (an update's SET value) with a direct form has the expression's value,
+    type and errors."""
+    import dataclasses
+
+    from lance_gpu.filter import compile_expression
+
+    tbl, _ds = data
+    compiled = compile_expression(text, tbl.schema)
+    general = dataclasses.replace(compiled, direct=None)
+    try:
+        expected = general.evaluate(tbl)
+    except pa.ArrowInvalid:
+        with pytest.raises(pa.ArrowInvalid):
+            compiled.evaluate(tbl)
+        return
+    got = compiled.evaluate(tbl)
+
+    def values(column: pa.ChunkedArray) -> list:  # NaN compared as a value
+        return ["NaN" if isinstance(v, float) and math.isnan(v) else v for v in column.to_pylist()]
+
+    assert got.type == expected.type == compiled.type and values(got) == values(expected), (text, got, expected)
+    if text in ("i32 + 1", "f64 * 2 + 1", "'upd'", "s", "i32 / 0"):
+        assert compiled.direct is not None, text
+
+
 def test_simple_predicates_have_a_direct_form(data) -> None:
     """Comparisons of a column with a constant of its type, IS [NOT] NULL, NOT, AND, OR and
     constants evaluate without an Acero plan; casts, functions and arithmetic do not."""
