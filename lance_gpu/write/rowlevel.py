@@ -361,46 +361,60 @@ def _small_update_rows(
 ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
     """The rows ``where`` selects on a small dataset (at most :data:`_SMALL_UPDATE_ROWS`
     live rows, no blob column, a predicate of stored columns only), read on the CPU without
-    planning a scan: the columns ``read`` and ``where``'s of every live row decoded at once
-    per span of fragments (:func:`~lance_gpu.scan.decode_spans`), ``where`` evaluated once
-    per span, the hits kept.  Returns (rows as the scan gives them, in scan order; their
-    fragment ids; their physical offsets), or None where the scan is planned instead
-    (larger data, ``device="gpu"``, blobs, virtual columns).
+    planning a scan: ``where``'s columns of every live row decoded at once per span of
+    fragments (:func:`~lance_gpu.scan.decode_spans`) and ``where`` evaluated once per span,
+    then the columns ``read`` of the rows it selects, fragment by fragment as units of their
+    rows (a fragment without a hit is not read again).  Returns (rows as the scan gives them,
+    in scan order; their fragment ids; their physical offsets), or None where the scan is
+    planned instead (larger data, ``device="gpu"``, blobs, virtual columns).
 
     A scan of a few small fragments spends more on planning and on late materialization
-    (a take per column of the few hits) than on decoding every row of them."""
+    (a take per column of the few hits) than on decoding them."""
     from lance_gpu.filter import parse_filter
 
-    if device not in ("auto", "cpu") or sum(ds.live_counts()) > _SMALL_UPDATE_ROWS:
+    if device not in ("auto", "cpu") or not read or sum(ds.live_counts()) > _SMALL_UPDATE_ROWS:
         return None
     top = {f.name: f for f in ds.lance_schema.fields}
     compiled = None if where is None else parse_filter(where, ds.schema)
     if compiled is not None and compiled.virtual_columns:
         return None
-    wanted = set(read) | set(compiled.columns if compiled is not None else ())
-    fields = [f for f in ds.lance_schema.fields if f.name in wanted]
-    if any(blob_kind(f) for f in fields) or any(name not in top for name in wanted):
+    needed = set(read) | set(compiled.columns if compiled is not None else ())
+    if any(name not in top or blob_kind(top[name]) for name in needed):
         return None
     units = [ReadUnit(frag, frag.live_rows) for frag in ds.fragments]
+    if compiled is not None:
+        units = _selected_units(ds, units, compiled, [top[n] for n in compiled.columns])
     tables: list[pa.Table] = []
-    frag_ids: list[np.ndarray] = []
-    offsets: list[np.ndarray] = []
-    for group, table in decode_spans(ds, units, fields):
-        every = [np.arange(u.fragment.physical_rows, dtype=np.int64) if u.rows is None else u.rows.astype(np.int64)
-                 for u in group]
-        span_offsets = np.concatenate(every) if every else np.zeros(0, np.int64)
-        span_ids = np.repeat(np.array([u.fragment.fragment_id for u in group], np.int64), [u.num_rows for u in group])
-        if compiled is not None:
-            hits = compiled.positions(table)
-            table, span_offsets, span_ids = table.take(pa.array(hits)), span_offsets[hits], span_ids[hits]
+    for _group, table in decode_spans(ds, units, [f for f in ds.lance_schema.fields if f.name in read]):
         tables.append(table.select(list(read)))
-        offsets.append(span_offsets)
-        frag_ids.append(span_ids)
-    schema = pa.schema([ds.schema.field(name) for name in read], metadata=ds.schema.metadata)
-    rows = pa.concat_tables(tables) if tables else schema.empty_table()
     if not tables:
-        return rows, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return rows, np.concatenate(frag_ids), np.concatenate(offsets)
+        schema = pa.schema([ds.schema.field(name) for name in read], metadata=ds.schema.metadata)
+        return schema.empty_table(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    offsets = [np.arange(u.fragment.physical_rows, dtype=np.int64) if u.rows is None else u.rows.astype(np.int64)
+               for u in units]
+    frag_ids = np.repeat(np.array([u.fragment.fragment_id for u in units], np.int64), [u.num_rows for u in units])
+    return pa.concat_tables(tables), frag_ids, np.concatenate(offsets)
+
+
+def _selected_units(ds: TableSnapshot, units: list[ReadUnit], compiled: Any, fields: list[Any]) -> list[ReadUnit]:
+    """``units`` cut to the rows ``compiled`` holds on (fields: its columns; none: it is
+    evaluated on row counts alone), dropping those without one; a unit whose every row
+    holds is kept as it was."""
+    out: list[ReadUnit] = []
+    for group, table in decode_spans(ds, units, fields):
+        hits = compiled.positions(table)
+        if not hits.size:
+            continue
+        ends = np.cumsum([u.num_rows for u in group])
+        which = np.searchsorted(ends, hits, side="right")
+        for k in np.unique(which).tolist():
+            unit = group[k]
+            local = hits[which == k] - (int(ends[k - 1]) if k else 0)
+            if local.size == unit.num_rows:
+                out.append(unit)
+            else:
+                out.append(ReadUnit(unit.fragment, local if unit.rows is None else unit.rows[local].astype(np.int64)))
+    return out
 
 
 def update(
