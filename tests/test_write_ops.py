@@ -155,6 +155,22 @@ def test_delete_written_by_us_and_edge_cases(tmp_path):
         ds.delete("no_such_column = 1")
 
 
+@pytest.mark.parametrize("stable", [False, True])
+def test_delete_by_row_id_and_address_like_pylance(tmp_path, stable):
+    """A delete's predicate may read ``_rowid`` and ``_rowaddr``, as pylance's (with stable
+    row ids a row's id is not its address); the same rows go, and pylance reads ours."""
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    lance.write_dataset(_tbl(3000), ours, max_rows_per_file=1000, enable_stable_row_ids=stable)
+    lance.dataset(ours).delete("id % 7 = 0")
+    lance.write_dataset(_tbl(10, 5000), ours, mode="append")
+    shutil.copytree(ours, ref)
+    for pred in (f"_rowid = 5 OR _rowid = {(1 << 32) + 5}", f"_rowaddr >= {(1 << 32) + 990} AND _rowaddr < {2 << 32}",
+                 "_rowid >= 3 AND _rowid < 9 AND id > 0"):
+        got = lance_gpu.dataset(ours).delete(pred)
+        assert got == lance.dataset(ref).delete(pred) and got["num_deleted_rows"] > 0, (pred, got)
+        _same(ours, ref)
+
+
 def test_pylance_reads_uncompressed_deletion_files(tmp_path):
     from lance_gpu.table.deletion_writer import encode_deletion_rows
 

@@ -37,7 +37,8 @@ from lance_gpu.errors import (
 from lance_gpu.file.writer.blobs import blob_v2_schema
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
-from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
+from lance_gpu.scan import ROW_ADDR, ROW_ID, ReadUnit, decode_spans, read_rows, scanner_for
+from lance_gpu.scan.execute import add_virtual_span
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.manifest import (
     ManifestFile,
@@ -104,6 +105,8 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
     text = compiled.source if compiled.source is not None else str(predicate)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
+    # the row-identity columns a predicate may read (a scan's offsets are not a delete's)
+    virtual = {c for c in compiled.virtual_columns if c in (ROW_ID, ROW_ADDR)}
     initial: dict[int, table_pb2.DataFragment] = {}
     affected: dict[int, np.ndarray] = {}
     updated: list[table_pb2.DataFragment] = []
@@ -156,6 +159,8 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         # decoded per span of small fragments (per fragment otherwise); the predicate
         # evaluated once per _DELETE_EVAL_ROWS rows of them
         for group, table in decode_spans(ds, units_all, fields, ahead=_DELETE_CHUNK):
+            if virtual:  # _rowid / _rowaddr of the rows, as a scan gives them
+                table = add_virtual_span(table, group, virtual, None)
             pending.append((group, table))
             pending_rows += table.num_rows
             if pending_rows >= _DELETE_EVAL_ROWS:
