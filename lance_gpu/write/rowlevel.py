@@ -57,6 +57,8 @@ from lance_gpu.write.inputs import cast_batch, coerce_input
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
+    from lance_gpu.filter import CompiledFilter
+    from lance_gpu.table.schema import LanceField
     from lance_gpu.table.snapshot import TableSnapshot
 
 __all__ = ["MergeInsertBuilder", "insert", "row_addresses", "update"]
@@ -396,7 +398,8 @@ def _small_update_rows(
     return pa.concat_tables(tables), frag_ids, np.concatenate(offsets)
 
 
-def _selected_units(ds: TableSnapshot, units: list[ReadUnit], compiled: Any, fields: list[Any]) -> list[ReadUnit]:
+def _selected_units(ds: TableSnapshot, units: list[ReadUnit], compiled: CompiledFilter,
+                    fields: list[LanceField]) -> list[ReadUnit]:
     """``units`` cut to the rows ``compiled`` holds on (fields: its columns; none: it is
     evaluated on row counts alone), dropping those without one; a unit whose every row
     holds is kept as it was."""
