@@ -343,10 +343,11 @@ def true_positions(mask: pa.BooleanArray) -> np.ndarray:
 #: (a top-level column of the table), ``("scalar", value)`` (a ``pyarrow.Scalar``) or
 #: ``("call", name, operands)`` (``pyarrow.compute.<name>`` of the operands' values).  The
 #: compiler builds one, beside the expression and from the same coerced operands, for columns,
-#: constants, comparisons that need no cast of a column, IS [NOT] NULL, NOT, AND and OR; any
-#: other construct leaves the filter without one.  Picklable (a scan plan carries its filter).
-#: An Acero plan costs ~0.15 ms more per evaluation in a process that was idle before (a
-#: delete or update of a few rows evaluates its predicate once).
+#: constants, comparisons and ``+ - * /`` whose operands need no cast of a column, IS [NOT]
+#: NULL, NOT, AND and OR; any other construct leaves the filter (or expression) without one.
+#: Picklable (a scan plan carries its filter).  An Acero plan costs ~0.15 ms more per
+#: evaluation in a process that was idle before (a delete or update of a few rows evaluates
+#: its predicate and its SET values once each).
 DirectTree = tuple
 
 
