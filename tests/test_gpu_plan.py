@@ -618,3 +618,16 @@ def test_dictionary_blocks_decoded_together_match_one_by_one():
         with pytest.raises(CorruptFileError):
             variable.decode_block(enc.variable, bad, int(n[k]), ctx)
         assert variable.decode_blocks32([*bufs[:k], bad, *bufs[k + 1 :]], n) is None
+
+
+@pytest.mark.parametrize("name", ["rich22", "many21"])
+def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
+    """``LeafPlan.page_bytes`` (what a unit's memory estimate reads instead of the pages) is
+    the sum of its pages' buffer sizes, whole reads and row selections (whose cut pages
+    count whole) alike."""
+    rows = np.unique(np.random.default_rng(2).integers(0, 200, 30))
+    for selection in (None, rows):
+        leaves = _leaves(datasets[name], selection)
+        assert leaves
+        for leaf in leaves:
+            assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path

@@ -270,6 +270,9 @@ class LeafPlan:
     #: :func:`_device_lists`): its pages' ``num_levels`` and its own are estimates, and its
     #: level regions are allocated once the pre-pass has read them (:mod:`lance_gpu.gpu.headers`)
     levels_pending: bool = False
+    #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
+    #: selection's cut pages count whole): what a read unit's memory estimate starts from
+    page_bytes: int = 0
 
     @property
     def path(self) -> str:
@@ -738,6 +741,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
+    leaf.page_bytes = sel.nbytes
     facts_of = sel.layouts
     pages = sel.pages
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
