@@ -1035,7 +1035,7 @@ class LanceDataset(pa_dataset.Dataset):
 
     def to_device_batches(self, columns: Columns = None, filter: str | pc.Expression | None = None, *,  # noqa: A002
                           on_cpu_fallback: str = "warn", batch_size: int | None = None, **kwargs: Any):
-        """Stream ``lance_gpu.gpu.columns.DeviceTable``s whose columns stay in device memory:
+        """Stream ``lance_gpu.gpu.device_table.DeviceTable``s whose columns stay in device memory:
         ``dt.to_cupy(name)``, ``dt.device_column(name)`` (DLPack), ``dt.to_cudf()``; batches of
         exactly ``batch_size`` rows across fragment ends (the last may be shorter), or one per
         fragment without it.  Needs a usable GPU (``GpuUnavailableError`` otherwise).
@@ -1099,7 +1099,7 @@ class LanceDataset(pa_dataset.Dataset):
         Transaction or None
             None when the version records no transaction.
         """
-        return read_transaction(self, version)
+        return read_transaction(self.snapshot, version)
 
     def get_transactions(self, recent_transactions: int = 10) -> list:
         """The transactions of the latest ``recent_transactions`` versions up to this one,
@@ -1110,7 +1110,7 @@ class LanceDataset(pa_dataset.Dataset):
         recent_transactions : int, default 10
             How many versions to go back.
         """
-        return get_transactions(self, recent_transactions)
+        return get_transactions(self.snapshot, recent_transactions)
 
     @staticmethod
     def drop(base_uri: str | os.PathLike[str], storage_options: dict[str, str] | None = None,

@@ -216,7 +216,7 @@ class LanceFragment:
             The fragment with its new deletion file, or None when no row is left; commit
             with ``LanceOperation.Delete``.
         """
-        return fragment_ops.delete(self, predicate)
+        return fragment_ops.delete(self.snapshot, predicate)
 
     def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
         """Delete the rows at the given physical offsets within this fragment (not committed).
@@ -231,7 +231,7 @@ class LanceFragment:
         FragmentMetadata or None
             As :meth:`delete`.
         """
-        return fragment_ops.delete_rows(self, offsets)
+        return fragment_ops.delete_rows(self.snapshot, offsets)
 
     def merge_columns(self, value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
                       reader_schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
@@ -254,7 +254,7 @@ class LanceFragment:
             The fragment with one more data file and the new schema; commit with
             ``LanceOperation.Merge``.
         """
-        return fragment_ops.merge_columns(self, value_func, columns, batch_size, reader_schema)
+        return fragment_ops.merge_columns(self.snapshot, value_func, columns, batch_size, reader_schema, device=self.dataset.device)
 
     def merge(self, data_obj: Any, left_on: str, right_on: str | None = None,
               schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
@@ -277,7 +277,7 @@ class LanceFragment:
         tuple of FragmentMetadata and LanceSchema
             Commit with ``LanceOperation.Merge``.
         """
-        return fragment_ops.merge(self, data_obj, left_on, right_on, schema)
+        return fragment_ops.merge(self.snapshot, data_obj, left_on, right_on, schema, device=self.dataset.device)
 
     def update_columns(self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
                        schema: pa.Schema | None = None, *, with_offsets: bool = False) -> tuple[Any, ...]:
@@ -302,7 +302,8 @@ class LanceFragment:
             ``(FragmentMetadata, fields_modified)`` (plus the offsets' bytes); commit with
             ``LanceOperation.Update(updated_fragments=..., fields_modified=...)``.
         """
-        return fragment_ops.update_columns(self, data_obj, left_on, right_on, schema, with_offsets=with_offsets)
+        return fragment_ops.update_columns(self.snapshot, data_obj, left_on, right_on, schema, with_offsets=with_offsets,
+                                           device=self.dataset.device)
 
 
 def _open_fragment(ds: LanceDataset, version: int, fragment_id: int) -> LanceFragment:

@@ -27,7 +27,7 @@ import pytest
 
 import lance_gpu
 from lance_gpu.errors import GpuUnavailableError, SchemaMismatchError, UnsupportedFeatureError
-from lance_gpu.gpu.columns import DeviceTable
+from lance_gpu.gpu.device_table import DeviceTable
 
 lance = pytest.importorskip("lance")
 

@@ -130,7 +130,7 @@ def test_gpu_decoder_holds_a_slot_on_the_task_device(small_ds: str, monkeypatch:
 
     # No GPU here: the executor's device decode is stood in for by the CPU decoder (host
     # columns in a DeviceTable), so what is checked is the slot and the device around it.
-    from lance_gpu.gpu.columns import DeviceTable
+    from lance_gpu.gpu.device_table import DeviceTable
     from lance_gpu.scan import CpuExecutor, GpuExecutor
 
     def cpu_decode_device(self, ds, units, fields):

@@ -199,6 +199,30 @@ def test_unknown_fields_of_unknown_numbers_stay_allowed(copy):
     assert lance_gpu.dataset(uri).to_table().num_rows == 399
 
 
+def test_parse_strict_proof_and_full_check_agree():
+    """``parse_strict`` accepts bytes that are exactly their known fields' encoding at C speed
+    and walks the tree otherwise: an encoding protobuf would not write (an overlong varint,
+    fields out of order, an undeclared field) still parses, a misplaced field inside a nested
+    message is still refused."""
+    from lance_gpu.protobuf import canonical_without_unknowns, parse_strict
+
+    frag = table_pb2.DataFragment(id=3, physical_rows=7, files=[table_pb2.DataFile(path="a.lance", fields=[0, 1], file_size_bytes=9)])
+    canonical = frag.SerializeToString()
+    assert canonical_without_unknowns(table_pb2.DataFragment, canonical)
+    overlong = b"\x08\x83\x00" + canonical[2:]  # id 3 as a two-byte varint
+    reordered = canonical[2:] + canonical[:2]
+    undeclared = canonical + b"\xf8\x3e\x01"  # field 1007, a varint
+    for data in (overlong, reordered, undeclared):
+        assert not canonical_without_unknowns(table_pb2.DataFragment, data)
+        assert parse_strict(table_pb2.DataFragment, data, "p", "fragment").physical_rows == 7
+    misplaced_file = table_pb2.DataFile(path="a.lance").SerializeToString() + b"\x32\x01\x00"  # size (6) length-delimited
+    bad = canonical + b"\x12" + _varint(len(misplaced_file)) + misplaced_file
+    assert not canonical_without_unknowns(table_pb2.DataFragment, bad)
+    with pytest.raises(CorruptFileError, match=r"DataFragment\.files\.file_size_bytes"):
+        parse_strict(table_pb2.DataFragment, bad, "p", "fragment")
+    assert not canonical_without_unknowns(table_pb2.DataFragment, b"\x0a\x05ab")  # truncated
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_row_count_disagreeing_with_data_file_is_corrupt(copy, version):
     uri = copy(version)

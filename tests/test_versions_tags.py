@@ -131,33 +131,63 @@ def test_versions_of_many_new_fragments_parse_them_together(tmp_path: Path, monk
     from lance_gpu.errors import CorruptFileError
 
     path = tmp_path / "tasks.lance"
-    lance.write_dataset(pa.table({"a": list(range(24)), "s": [str(i) for i in range(24)]}), str(path), max_rows_per_file=2)
-    assert len(lance.dataset(str(path)).get_fragments()) == 12 >= tv._BATCH_PARSE_MIN
+    table = pa.table({"a": list(range(24)), "s": [str(i) for i in range(24)]})
+    lance.write_dataset(table, str(path), max_rows_per_file=2)
+    lance.write_dataset(table.slice(0, 16), str(path), mode="append", max_rows_per_file=2)
+    assert len(lance.dataset(str(path)).get_fragments()) == 20 and 8 >= tv._BATCH_PARSE_MIN
 
     def huge(frags: list[bytes]) -> list[bytes]:
         first = table_pb2.DataFragment.FromString(frags[0])
         first.physical_rows = (1 << 64) - 1
         return [first.SerializeToString(), *frags[1:]]
 
-    calls: list[int] = []
-    real = tv._FragmentStats._add_all
-    monkeypatch.setattr(tv._FragmentStats, "_add_all", lambda self, raws, p: calls.append(len(raws)) or real(self, raws, p))
+    # the first version's 12 fragments are parsed together and remembered (the next version
+    # lists them again); the last version's 8 new ones are only summed
+    calls: list[tuple[str, int]] = []
+    real_add_all, real_totals = tv._FragmentStats._add_all, tv._column_totals
+    monkeypatch.setattr(tv._FragmentStats, "_add_all", lambda self, raws, p: calls.append(("parse", len(raws))) or real_add_all(self, raws, p))
+    monkeypatch.setattr(tv, "_column_totals", lambda raws: calls.append(("sum", len(raws))) or real_totals(raws))
     assert lance_gpu.dataset(str(path)).versions() == lance.dataset(str(path)).versions()
-    _rewrite_fragments(path, huge)
+    assert calls == [("parse", 12), ("sum", 8)]
+    _rewrite_fragments(path, huge)  # the last version's first fragment is new to it now
+    calls.clear()
     ref = lance.dataset(str(path)).versions()
     assert lance_gpu.dataset(str(path)).versions() == ref
-    assert ref[-1]["metadata"]["total_data_file_rows"] == str(((1 << 64) - 1 + 22) % (1 << 64))
-    assert calls == [12, 12]
+    assert ref[-1]["metadata"]["total_data_file_rows"] == str(((1 << 64) - 1 + 38) % (1 << 64))
+    assert calls == [("parse", 12), ("sum", 9)]
 
     # fragment 5's id (field 1, a varint) written length-delimited: opening the version
     # refuses the manifest; the summary of its fragment bytes names the one fragment
     frags = [f.SerializeToString() for f in lance_gpu.dataset(str(path)).snapshot.manifest.fragments]
     frags[5] = b"\x0a\x01\x00" + frags[5]
-    with pytest.raises(CorruptFileError, match="manifest fragment: field with the wrong wire type"):
-        tv._FragmentStats().summary(frags, "m.manifest")
+    for last in (False, True):
+        with pytest.raises(CorruptFileError, match="manifest fragment: field with the wrong wire type"):
+            tv._FragmentStats().summary(frags, "m.manifest", last=last)
     _rewrite_fragments(path, lambda raws: [*raws[:5], frags[5], *raws[6:]])
     with pytest.raises(CorruptFileError, match="wrong wire type"):
         lance_gpu.dataset(str(path)).versions()
+
+
+def test_versions_sums_new_fragments_of_every_shape(tmp_path: Path) -> None:
+    """The last version's new fragments summed together (no object per fragment) give
+    pylance's summary whatever they hold: several data files, deletion files, fragments
+    listed twice, an empty version; and the sums equal the fragment-by-fragment parse."""
+    import lance_gpu.table.versions as tv
+
+    path = tmp_path / "shapes.lance"
+    lance.write_dataset(pa.table({"a": list(range(40))}), str(path), max_rows_per_file=4)
+    ds = lance.dataset(str(path))
+    ds.add_columns({"b": "a * 2"})  # every fragment gains a data file: all ten are new bytes
+    ds = lance.dataset(str(path))
+    ds.delete("a % 7 = 0")  # deletion files on some
+    ref = lance.dataset(str(path)).versions()
+    assert lance_gpu.dataset(str(path)).versions() == ref
+    assert ref[-1]["metadata"]["total_deletion_files"] != "0" and ref[-1]["metadata"]["total_data_files"] == "20"
+    frags = [f.SerializeToString() for f in lance_gpu.dataset(str(path)).snapshot.manifest.fragments]
+    assert len(frags) >= tv._BATCH_PARSE_MIN
+    for listed in (frags, frags + frags[:3], []):
+        assert tv._FragmentStats().summary(listed, "m", last=True) == tv._FragmentStats().summary(listed, "m", last=False)
+    assert tv._column_totals(frags) == [sum(col) for col in zip(*(tv._fragment_row(tv.table_pb2.DataFragment.FromString(f)) for f in frags), strict=True)]
 
 
 def test_latest_checkout_and_storage_version(uri: str) -> None:

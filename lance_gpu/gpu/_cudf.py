@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from lance_gpu.errors import CpuDecodeWarning
 from lance_gpu.gpu import _array
-from lance_gpu.gpu.columns import DeviceTable, _is_var
-from lance_gpu.gpu.combine import CudfColumn, combine_read
+from lance_gpu.gpu.columns import _is_var
+from lance_gpu.gpu.combine import CudfColumn
 
 _INT = {
     (8, True): "INT8", (16, True): "INT16", (32, True): "INT32", (64, True): "INT64",
@@ -128,13 +128,6 @@ def _warn_once(msg: str) -> None:
     if msg not in _warned:
         _warned.add(msg)
         warnings.warn(f"lance_gpu: {msg}", CpuDecodeWarning, stacklevel=4)
-
-
-def table_to_cudf(table: DeviceTable):
-    """A ``cudf.DataFrame`` of one device table: its columns combined into cuDF's layout
-    (:func:`lance_gpu.gpu.combine.combine_read`) and wrapped without a copy."""
-    schema = pa.schema([pa.field(n, c.type) for n, c in zip(table.names, table.columns, strict=True)])
-    return combined_to_cudf(table.names, combine_read([table], schema), table.num_rows)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,8 +12,7 @@ A :class:`DeviceColumn` has the Arrow layout, with two device-friendly choices:
   ``data`` (strings) or the child (lists) directly, so a column can be a window into
   buffers shared by every column of a read unit.
 
-A :class:`DeviceTable` is what one fragment read on the GPU gives: device columns, plus
-Arrow arrays for the fields the CPU reader decoded (no GPU kernel for their encoding).
+Tables of these columns (what a GPU read gives) are :class:`lance_gpu.gpu.device_table.DeviceTable`.
 """
 
 from __future__ import annotations
@@ -302,7 +301,7 @@ def _device_validity(arr: pa.Array):
 def _numpy_layout(s: pa.DataType, n: int) -> tuple[np.dtype, tuple[int, ...]]:
     if pa.types.is_fixed_size_list(s):
         dt, shape = _numpy_layout(s.value_type, n * s.list_size)
-        return dt, (n, s.list_size) + shape[1:]
+        return dt, (n, s.list_size, *shape[1:])
     if pa.types.is_boolean(s):
         return np.dtype(np.bool_), (n,)
     if pa.types.is_floating(s):
@@ -313,67 +312,6 @@ def _numpy_layout(s: pa.DataType, n: int) -> tuple[np.dtype, tuple[int, ...]]:
     if w in (1, 2, 4, 8):
         return np.dtype(f"<i{w}"), (n,)
     return np.dtype(np.uint8), (n, w)
-
-
-# --------------------------------------------------------------------------------------------
-# Tables
-
-
-class DeviceTable:
-    """The decoded top-level fields of one fragment (after deletions and the filter).
-
-    ``columns`` maps names to :class:`DeviceColumn` (decoded on the GPU) or ``pyarrow.Array``
-    (decoded by the CPU reader); ``row_ids`` (host uint64) is set when they were asked for.
-    """
-
-    def __init__(self, names: list[str], columns: list[DeviceColumn | pa.Array], num_rows: int, row_ids=None, fragment_id: int = -1) -> None:
-        self.names = list(names)
-        self.columns = list(columns)
-        self.num_rows = int(num_rows)
-        self.row_ids = row_ids
-        self.fragment_id = fragment_id
-
-    def __repr__(self) -> str:
-        return f"DeviceTable({self.num_rows} rows, {self.names})"
-
-    def column(self, name: str) -> DeviceColumn | pa.Array:
-        return self.columns[self.names.index(name)]
-
-    def take(self, rows: np.ndarray) -> DeviceTable:
-        """The rows at the host positions ``rows``."""
-        rows = np.ascontiguousarray(rows, np.int64)
-        d_rows = _array.upload(rows) if any(isinstance(c, DeviceColumn) for c in self.columns) else None
-        cols = [c.take(d_rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows)) for c in self.columns]
-        ids = None if self.row_ids is None else self.row_ids[rows]
-        return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id)
-
-    def slice(self, lo: int, hi: int) -> DeviceTable:
-        """Rows ``[lo, hi)``: device columns as views (:meth:`DeviceColumn.slice`), Arrow
-        columns sliced."""
-        cols = [c.slice(lo, hi) if isinstance(c, DeviceColumn) else c.slice(lo, hi - lo) for c in self.columns]
-        ids = None if self.row_ids is None else self.row_ids[lo:hi]
-        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id)
-
-    def to_arrow(self) -> pa.Table:
-        """Host copy of every column (the GPU reader's ``to_table`` output)."""
-        arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in self.columns]
-        if not arrays:
-            return pa.table({"_": pa.nulls(self.num_rows)}).select([])
-        return pa.Table.from_arrays(arrays, names=self.names)
-
-    def device_column(self, name: str) -> DeviceColumn:
-        c = self.column(name)
-        return c if isinstance(c, DeviceColumn) else DeviceColumn.from_arrow(c)
-
-    def to_cupy(self, name: str, **kwargs):
-        """One numeric column as a CuPy array (see :meth:`DeviceColumn.to_cupy`)."""
-        return self.device_column(name).to_cupy(**kwargs)
-
-    def to_cudf(self):
-        """A ``cudf.DataFrame`` built on these device buffers (see :mod:`lance_gpu.gpu._cudf`)."""
-        from lance_gpu.gpu import _cudf
-
-        return _cudf.table_to_cudf(self)
 
 
 def require_cupy() -> None:

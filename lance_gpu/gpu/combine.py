@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,7 @@ from cuda_kernels.pieces import pack_bitmask_segments_gpu, rebase_offsets_segmen
 from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, _kernels
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable, _fixed_to_arrow, _is_var, _storage
+from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
 from lance_gpu.gpu.worktable import pack_columns
 
@@ -484,7 +485,18 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
     return [make(o) for o in tops]
 
 
-def combine_tables(tables: Sequence[DeviceTable], schema: pa.Schema, layout: str = "cudf",
+class ColumnsByName(Protocol):
+    """What combining reads of a table of a read (``DeviceTable``): its columns by name, in
+    order (device columns, or Arrow arrays the CPU reader decoded)."""
+
+    names: list[str]
+    columns: list[Any]
+    num_rows: int
+
+    def column(self, name: str) -> Any: ...
+
+
+def combine_tables(tables: Sequence[ColumnsByName], schema: pa.Schema, layout: str = "cudf",
                    ranges: Sequence[tuple[int, int]] | None = None) -> list:
     """The columns of ``schema`` over the rows ``ranges[k]`` (default: all) of each of
     ``tables``, combined (:func:`combine`); columns the CPU reader decoded are uploaded."""
@@ -510,7 +522,7 @@ def combine_tables(tables: Sequence[DeviceTable], schema: pa.Schema, layout: str
     return out
 
 
-def _column(table: DeviceTable, schema: pa.Schema, i: int):
+def _column(table: ColumnsByName, schema: pa.Schema, i: int):
     name = schema.field(i).name
     return table.column(name) if name in table.names else table.columns[i]
 
@@ -537,44 +549,7 @@ def _has_device_layout(t: pa.DataType) -> bool:
 __all__ = ["LAYOUTS", "CudfColumn", "Piece", "combine", "combine_tables"]
 
 
-def rebatch_device(tables, schema: pa.Schema, batch_size: int):
-    """``tables`` (device tables in reading order) cut into batches of exactly
-    ``batch_size`` rows (the last one may be shorter): a batch inside one table is a view of
-    it (:meth:`DeviceTable.slice`), one straddling tables is combined into buffers of its
-    own (``layout="device"``, one batched launch per buffer kind and source allocation)."""
-    if batch_size <= 0:
-        msg = f"batch_size must be positive, got {batch_size}"
-        raise ValueError(msg)
-    pending: list[tuple[DeviceTable, int, int]] = []
-    have = 0
-    for table in tables:
-        lo = 0
-        while lo < table.num_rows:
-            take = min(batch_size - have, table.num_rows - lo)
-            pending.append((table, lo, lo + take))
-            have += take
-            lo += take
-            if have == batch_size:
-                yield _batch(pending, schema)
-                pending, have = [], 0
-    if have:
-        yield _batch(pending, schema)
-
-
-def _batch(pending: list[tuple[DeviceTable, int, int]], schema: pa.Schema) -> DeviceTable:
-    if len(pending) == 1:
-        table, lo, hi = pending[0]
-        return table.slice(lo, hi)
-    with _array.legacy_stream(), _device.pinned_uploads(), deferred_errors():
-        cols = combine_tables([p[0] for p in pending], schema, "device", [(lo, hi) for _t, lo, hi in pending])
-    _array.sync_kernels()
-    ids = [p[0].row_ids for p in pending]
-    row_ids = None if any(i is None for i in ids) else np.concatenate([i[lo:hi] for i, (_t, lo, hi) in zip(ids, pending, strict=True)])
-    n = sum(hi - lo for _t, lo, hi in pending)
-    return DeviceTable(list(schema.names), cols, n, row_ids, pending[0][0].fragment_id)
-
-
-def combine_read(tables, schema: pa.Schema) -> list[CudfColumn]:
+def combine_read(tables: Sequence[ColumnsByName], schema: pa.Schema) -> list[CudfColumn]:
     """Every column of a read (``tables``: its device tables in order) in cuDF's layout,
     each buffer allocated once for the whole read (what ``LanceScanner.to_cudf`` wraps)."""
     with _array.legacy_stream(), _device.pinned_uploads(), _array.nvtx_range("lance_gpu.combine"):
@@ -584,4 +559,4 @@ def combine_read(tables, schema: pa.Schema) -> list[CudfColumn]:
     return cols
 
 
-__all__ += ["combine_read", "rebatch_device"]
+__all__ += ["combine_read"]

@@ -35,8 +35,9 @@ from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, headers, memory
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.assemble import build_fields
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
+from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blobs import blob_kind

@@ -31,7 +31,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -42,15 +42,13 @@ from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexE
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.io import resolve as resolve_uri
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, nested_path, resolve
 from lance_gpu.table.blobs import blob_kind, read_blob_bytes
 from lance_gpu.table.schema import LanceField
 from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot, read_field_span
-
-if TYPE_CHECKING:
-    from lance_gpu.gpu.columns import DeviceTable
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
@@ -608,7 +606,7 @@ class GpuExecutor:
         self.on_cpu_fallback = on_cpu_fallback
 
     def decode_device(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[Any]:
-        """Per unit, a :class:`~lance_gpu.gpu.columns.DeviceTable` of ``fields``."""
+        """Per unit, a :class:`~lance_gpu.gpu.device_table.DeviceTable` of ``fields``."""
         from lance_gpu.gpu.read import scan_device
 
         jobs = [(u.fragment, u.rows) for u in units]

@@ -37,7 +37,8 @@ import pyarrow as pa
 from cuda_kernels.distance import TopKState, distance_tile_gpu, keys_to_distances, segment_min_sum_gpu, topk_merge_gpu
 from lance_gpu.errors import UnsupportedFeatureError
 from lance_gpu.gpu import _array, memory
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.scan.execute import _Offsets, plan_units
 from lance_gpu.scan.nearest_query import column_type
 from lance_gpu.scan.plan import ROW_ADDR, ROW_OFFSET, resolve
@@ -204,7 +205,7 @@ def _stored_dtype(ds: TableSnapshot, column: str) -> np.dtype:
 
 
 def device_result(table: pa.Table) -> DeviceTable:
-    """A search's result as one :class:`~lance_gpu.gpu.columns.DeviceTable` (the
+    """A search's result as one :class:`~lance_gpu.gpu.device_table.DeviceTable` (the
     ``to_device_batches`` / ``to_cudf`` / ``to_cupy`` way out): the search ran on the device
     (:func:`lance_gpu.scan.nearest.run_search` with the GPU executor), its ``queries x k``
     rows (``_distance``, ``query_index`` and the projected columns of the winning rows) are

@@ -32,7 +32,7 @@ from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, build_plan, resolve
 from lance_gpu.scan.vector_index import describe_search
 
 if TYPE_CHECKING:
-    from lance_gpu.gpu.columns import DeviceTable
+    from lance_gpu.gpu.device_table import DeviceTable
     from lance_gpu.table.snapshot import TableSnapshot
 
 
@@ -200,13 +200,13 @@ class LanceScanner:
         batch_size : int, optional
             Rows per batch; a batch inside one fragment is a view of its decoded buffers,
             one spanning fragments is combined on the device
-            (:func:`lance_gpu.gpu.combine.rebatch_device`).
+            (:func:`lance_gpu.gpu.device_table.rebatch_device`).
         """
         tables = self._device_tables()
         if batch_size is None:
             yield from tables
             return
-        from lance_gpu.gpu.combine import rebatch_device
+        from lance_gpu.gpu.device_table import rebatch_device
 
         yield from rebatch_device(tables, self.projected_schema, int(batch_size))
 

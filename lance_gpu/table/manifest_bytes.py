@@ -31,7 +31,7 @@ import numpy as np
 
 from lance_gpu._proto import table_pb2
 
-__all__ = ["FRAGMENTS_FIELD", "FragmentLayout", "ManifestDraft", "entry_of_fragment_bytes", "fragment_entry"]
+__all__ = ["FRAGMENTS_FIELD", "FragmentLayout", "ManifestDraft", "entry_of_fragment_bytes", "entry_prefix", "fragment_entry", "join_fragment_entries"]
 
 #: ``Manifest.fragments``' field number.
 FRAGMENTS_FIELD = 2
@@ -120,7 +120,32 @@ def fragment_entry(fragment: table_pb2.DataFragment) -> bytes:
 
 def entry_of_fragment_bytes(body: bytes) -> bytes:
     """One ``Manifest.fragments`` entry around a serialized DataFragment ``body``."""
-    return bytes((_FRAGMENT_TAG,)) + _encode_varint(len(body)) + body
+    return entry_prefix(len(body)) + body
+
+
+_ENTRY_PREFIXES: dict[int, bytes] = {}
+
+
+def entry_prefix(length: int) -> bytes:
+    """The head of a ``Manifest.fragments`` entry of a ``length``-byte DataFragment: tag
+    ``0x12`` and the varint length (the common lengths remembered)."""
+    prefix = _ENTRY_PREFIXES.get(length)
+    if prefix is None:
+        prefix = bytes((_FRAGMENT_TAG,)) + _encode_varint(length)
+        if len(_ENTRY_PREFIXES) < 1 << 14:
+            _ENTRY_PREFIXES[length] = prefix
+    return prefix
+
+
+def join_fragment_entries(bodies: Sequence[bytes]) -> bytes:
+    """The ``Manifest.fragments`` entries of serialized DataFragments ``bodies``, in order,
+    as one byte string (a Manifest message holding only those fragments)."""
+    parts: list[bytes] = []
+    add = parts.append
+    for body in bodies:
+        add(entry_prefix(len(body)))
+        add(body)
+    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CorruptFileError, DatasetNotFoundError, VersionNotFoundError
 from lance_gpu.io.store import ObjectStore
-from lance_gpu.protobuf import parse_strict
+from lance_gpu.protobuf import canonical_without_unknowns, parse_strict
 from lance_gpu.table.manifest import VersionInfo, list_versions, parse_manifest_message
-from lance_gpu.table.manifest_bytes import entry_of_fragment_bytes
+from lance_gpu.table.manifest_bytes import join_fragment_entries
 
 # pylance counts a fragment with fewer physical rows than this as a small file.
 SMALL_FRAGMENT_ROWS = 1024
@@ -107,6 +107,76 @@ def _outline_class() -> Any:
 #: New fragments of one version parsed together (:meth:`_FragmentStats._add_all`) from this many.
 _BATCH_PARSE_MIN = 8
 
+_COLUMNS_LOCK = threading.Lock()
+_COLUMNS: tuple[Any, Any, Any] | None = None
+
+
+def _column_classes() -> tuple[Any, Any, Any]:
+    """Messages that read the summary's fields of many concatenated messages at once.
+
+    Protobuf appends every occurrence of a repeated field, so the bodies of N DataFragments
+    joined end to end, parsed as ``FragmentColumns`` (``physical_rows`` declared repeated,
+    ``files`` and ``deletion_file`` repeated bytes), give every fragment's row count and
+    every data file and deletion file; the DataFiles joined, parsed as ``FileColumns``, every
+    ``file_size_bytes``; the DeletionFiles as ``DeletionColumns``, every
+    ``num_deleted_rows``.  Field numbers and types are the table protos' own; every other
+    field of the bodies is skipped as unknown (their strictness is checked beforehand)."""
+    global _COLUMNS
+    with _COLUMNS_LOCK:
+        if _COLUMNS is None:
+            f = descriptor_pb2.FieldDescriptorProto
+            proto = descriptor_pb2.FileDescriptorProto(name="lance_gpu/summary_columns.proto", package="lance_gpu.columns", syntax="proto3")
+
+            def message(name: str, fields: list[tuple[Any, int]]) -> None:
+                msg = proto.message_type.add(name=name)
+                for fd, wire_type in fields:
+                    msg.field.add(name=fd.name, number=fd.number, type=wire_type, label=f.LABEL_REPEATED)
+
+            frag, data_file, deletion = (table_pb2.DataFragment.DESCRIPTOR, table_pb2.DataFile.DESCRIPTOR, table_pb2.DeletionFile.DESCRIPTOR)
+            message("FragmentColumns", [
+                (frag.fields_by_name["physical_rows"], f.TYPE_UINT64),
+                (frag.fields_by_name["files"], f.TYPE_BYTES),
+                (frag.fields_by_name["deletion_file"], f.TYPE_BYTES),
+            ])
+            message("FileColumns", [(data_file.fields_by_name["file_size_bytes"], f.TYPE_UINT64)])
+            message("DeletionColumns", [(deletion.fields_by_name["num_deleted_rows"], f.TYPE_UINT64)])
+            pool = descriptor_pool.Default()
+            try:
+                pool.FindFileByName(proto.name)
+            except KeyError:
+                pool.Add(proto)
+            _COLUMNS = tuple(  # type: ignore[assignment]
+                message_factory.GetMessageClass(pool.FindMessageTypeByName(f"lance_gpu.columns.{name}"))
+                for name in ("FragmentColumns", "FileColumns", "DeletionColumns")
+            )
+        assert _COLUMNS is not None
+        return _COLUMNS
+
+
+def _column_totals(raws: list[bytes]) -> list[int] | None:
+    """The summary columns (:class:`_FragmentStats`) summed over the serialized fragments
+    ``raws`` (duplicates counted), without a Python object per fragment: ``None`` unless their
+    bytes are exactly the encoding of their known fields (:func:`canonical_without_unknowns`,
+    the strict check that lets every other field be skipped); then the caller parses them one
+    by one, which also names a faulty fragment."""
+    if not canonical_without_unknowns(table_pb2.Manifest, join_fragment_entries(raws)):
+        return None
+    fragment_columns, file_columns, deletion_columns = _column_classes()
+    columns = fragment_columns.FromString(b"".join(raws))
+    sizes = file_columns.FromString(b"".join(columns.files)).file_size_bytes
+    deleted = deletion_columns.FromString(b"".join(columns.deletion_file)).num_deleted_rows
+    return [sum(columns.physical_rows), len(columns.files), sum(sizes), len(columns.deletion_file), sum(deleted)]
+
+
+def _fragment_row(fragment: table_pb2.DataFragment) -> tuple[int, int, int, int, int]:
+    """What ``fragment`` adds to a summary, in the columns of :class:`_FragmentStats`."""
+    files = fragment.files
+    count = len(files)
+    size = files[0].file_size_bytes if count == 1 else sum([df.file_size_bytes for df in files])
+    if fragment.HasField("deletion_file"):
+        return (fragment.physical_rows, count, size, 1, fragment.deletion_file.num_deleted_rows)
+    return (fragment.physical_rows, count, size, 0, 0)
+
 
 class _FragmentStats:
     """What each distinct fragment adds to a version's summary, by the fragment's exact
@@ -119,14 +189,7 @@ class _FragmentStats:
         self.exact: list[tuple[int, int, int, int, int]] = []
 
     def _add(self, raw: bytes, path: str) -> int:
-        frag = parse_strict(table_pb2.DataFragment, raw, path, "manifest fragment")
-        row = (
-            int(frag.physical_rows),
-            len(frag.files),
-            sum(int(df.file_size_bytes) for df in frag.files),
-            int(frag.HasField("deletion_file")),
-            int(frag.deletion_file.num_deleted_rows) if frag.HasField("deletion_file") else 0,
-        )
+        row = _fragment_row(parse_strict(table_pb2.DataFragment, raw, path, "manifest fragment"))
         i = len(self.exact)
         if i == len(self.values):
             self.values = np.concatenate([self.values, np.zeros_like(self.values)])
@@ -140,49 +203,60 @@ class _FragmentStats:
         a ``Manifest``'s ``fragments`` (tag ``0x12``, varint length, the bytes), parsed and
         checked at once (C speed).  Bytes that do not parse so are left to :meth:`_add`,
         which names the fault as a single fragment's."""
-        joined = b"".join(entry_of_fragment_bytes(raw) for raw in raws)
         try:
-            holder = parse_strict(table_pb2.Manifest, joined, path, "manifest fragments")
+            holder = parse_strict(table_pb2.Manifest, join_fragment_entries(raws), path, "manifest fragments")
         except CorruptFileError:
             return
         if len(holder.fragments) != len(raws):
             return
-        rows = [
-            (
-                int(f.physical_rows),
-                len(f.files),
-                sum(int(df.file_size_bytes) for df in f.files),
-                int(f.HasField("deletion_file")),
-                int(f.deletion_file.num_deleted_rows) if f.HasField("deletion_file") else 0,
-            )
-            for f in holder.fragments
-        ]
+        rows = [_fragment_row(f) for f in holder.fragments]
         start = len(self.exact)
         need = start + len(rows)
         if need > len(self.values):
             grown = np.zeros((max(need, 2 * len(self.values)), 5), np.int64)
             grown[:start] = self.values[:start]
             self.values = grown
-        block = np.minimum(np.array(rows, np.uint64), np.uint64(_EXACT_ABOVE)).astype(np.int64)
-        self.values[start:need] = block
+        try:
+            block = np.array(rows, np.int64)
+        except OverflowError:  # a count past int64: clipped here, added exactly by summary()
+            block = np.minimum(np.array(rows, np.uint64), np.uint64(_EXACT_ABOVE)).astype(np.int64)
+        self.values[start:need] = np.minimum(block, _EXACT_ABOVE)
         self.exact.extend(rows)
-        for i, raw in enumerate(raws, start):
-            self.index[raw] = i
+        self.index.update(zip(raws, range(start, need), strict=True))
 
-    def summary(self, fragments: Sequence[bytes], path: str) -> dict[str, str]:
-        """pylance's ``metadata`` dict of a version whose fragments are ``fragments``."""
+    def summary(self, fragments: Sequence[bytes], path: str, *, last: bool = False) -> dict[str, str]:
+        """pylance's ``metadata`` dict of a version whose fragments are ``fragments``.
+
+        ``last``: no later version will be summarised, so the fragments not seen before need
+        not be remembered one by one: they are summed together (:func:`_column_totals`)."""
         get = self.index.get
         idx = [get(raw, -1) for raw in fragments]
+        new_totals = None
         if -1 in idx:
-            unseen = list(dict.fromkeys(raw for i, raw in zip(idx, fragments, strict=True) if i < 0))
-            if len(unseen) >= _BATCH_PARSE_MIN:
-                self._add_all(unseen, path)
-            idx = [i if i >= 0 else self.index.get(raw, -1) for i, raw in zip(idx, fragments, strict=True)]
-            idx = [i if i >= 0 else self._add(raw, path) for i, raw in zip(idx, fragments, strict=True)]
-        rows = self.values[idx]
-        totals = [int(t) for t in rows.sum(axis=0)] if len(idx) else [0] * 5
-        if len(idx) and int(rows.max()) >= _EXACT_ABOVE:  # a huge count: add as pylance's u64s
-            totals = [sum(self.exact[i][c] for i in idx) % _U64 for c in range(5)]
+            new = [raw for i, raw in zip(idx, fragments, strict=True) if i < 0]
+            if last and len(new) >= _BATCH_PARSE_MIN:
+                new_totals = _column_totals(new)
+            if new_totals is None:
+                unseen = list(dict.fromkeys(new))
+                if len(unseen) >= _BATCH_PARSE_MIN:
+                    self._add_all(unseen, path)
+                for raw in unseen:
+                    if raw not in self.index:
+                        self._add(raw, path)
+                index = self.index
+                idx = [index[raw] for raw in fragments]
+            else:
+                idx = [i for i in idx if i >= 0]
+        totals = [0] * 5
+        if idx:
+            rows = self.values[idx]
+            if int(rows.max()) >= _EXACT_ABOVE:  # a huge count: added exactly
+                totals = [sum(self.exact[i][c] for i in idx) for c in range(5)]
+            else:
+                totals = [int(t) for t in rows.sum(axis=0)]
+        if new_totals is not None:
+            totals = [a + b for a, b in zip(totals, new_totals, strict=True)]
+        totals = [t % _U64 for t in totals]  # pylance adds the counts as u64s
         physical, deleted = totals[_PHYSICAL], totals[_DELETED]
         return {
             "total_data_file_rows": str(physical),
@@ -190,7 +264,7 @@ class _FragmentStats:
             "total_deletion_file_rows": str(deleted),
             "total_deletion_files": str(totals[_DELETION_FILES]),
             "total_files_size": str(totals[_SIZE]),
-            "total_fragments": str(len(idx)),
+            "total_fragments": str(len(fragments)),
             "total_rows": str((physical - deleted) % _U64),
         }
 
@@ -230,7 +304,7 @@ def version_entry(info: VersionInfo) -> dict:
     return {
         "version": info.version,
         "timestamp": _version_time(outline),
-        "metadata": _FragmentStats().summary(outline.fragments, info.store.uri(info.path)),
+        "metadata": _FragmentStats().summary(outline.fragments, info.store.uri(info.path), last=True),
     }
 
 
@@ -242,13 +316,14 @@ def versions(store: ObjectStore, root: str) -> list[dict]:
     that share it (a history of N appends parses N fragments, not N²/2).
     """
     stats = _FragmentStats()
+    infos = list_versions(store, root)
     return [
         {
             "version": info.version,
             "timestamp": _version_time(outline),
-            "metadata": stats.summary(outline.fragments, store.uri(info.path)),
+            "metadata": stats.summary(outline.fragments, store.uri(info.path), last=info is infos[-1]),
         }
-        for info, outline in _outlines(store, list_versions(store, root))
+        for info, outline in _outlines(store, infos)
     ]
 
 

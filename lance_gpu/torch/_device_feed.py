@@ -45,8 +45,8 @@ import torch
 
 from lance_gpu.gpu.memory import memory_limit, thread_limit
 from lance_gpu.torch._pipeline import Feed, batches_of, cut, in_background, split_reads, strided
+from lance_gpu.torch._plan import Read
 from lance_gpu.torch._source import ROW_ID
-from lance_gpu.torch.sampler import Read
 from lance_gpu.torch.tensors import (
     BF16,
     NULL_RULES,

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_gpu.torch.sampler import Plan, Read
+from lance_gpu.torch._plan import Plan, Read
 
 _DONE = object()
 #: ``(unit, start, stop)``: rows ``[start, stop)`` of a unit (see :func:`cut`).

@@ -11,7 +11,7 @@ The training feed needs four reads, all in terms of *live* rows (deleted rows ne
   1024-row ranges);
 * ``take(indices)``: rows at global live-row positions (no filter), in the order asked;
 * ``device_tables(selections)``: the filtered, projected rows of ``(pos, live rows or None)``
-  items decoded into device memory (``lance_gpu.gpu.columns.DeviceTable``), one per item.
+  items decoded into device memory (``lance_gpu.gpu.device_table.DeviceTable``), one per item.
 
 Host reads are one scan plan (projection, the filter's columns, row ids) built and resolved
 once per source and read by range with :class:`lance_gpu.scan.ranges.RangeReader` (no
@@ -30,7 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.errors import SchemaMismatchError
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.scan import LanceScanner, build_plan, resolve
 from lance_gpu.scan.plan import ROW_ID
 from lance_gpu.scan.ranges import RangeReader

@@ -24,30 +24,15 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from lance_gpu.torch._pipeline import arrow_batch, host_pieces
+from lance_gpu.torch._plan import Plan, Read
+from lance_gpu.torch._source import RowSource
+
 __all__ = ["FullScanSampler", "Plan", "Read", "Sampler", "ShardedBatchSampler", "ShardedFragmentSampler", "worker_shard"]
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    """Live rows ``[start, stop)`` of the fragment at position ``pos``; ``flush`` ends a batch
-    after these rows (a batch sampler's unit)."""
-
-    pos: int
-    start: int
-    stop: int
-    flush: bool = False
-
-
-@dataclass(slots=True)
-class Plan:
-    reads: list[Read]
-    stride: tuple[int, int] | None = None  # (first, step) over the filtered row stream
-    units: list[Any] = field(default_factory=list)
 
 
 def worker_shard() -> tuple[int, int]:
@@ -107,9 +92,6 @@ class Sampler(ABC):
         with_row_id: bool = False,
         **kwargs: Any,
     ) -> Iterator[pa.RecordBatch]:
-        from lance_gpu.torch._pipeline import arrow_batch, host_pieces
-        from lance_gpu.torch._source import RowSource
-
         source = RowSource(ds, columns, filter, with_row_id)
         for pieces in host_pieces(source, self.plan(source, batch_size), batch_size=batch_size, prefetch=2):
             yield arrow_batch(pieces)

@@ -4,7 +4,7 @@ arrays become :class:`DeviceBatch` es of :class:`~lance_gpu.gpu.columns.DeviceCo
 
 Accepted (:func:`is_device_input`):
 
-* a :class:`~lance_gpu.gpu.columns.DeviceTable` (what the GPU reader gives; its host
+* a :class:`~lance_gpu.gpu.device_table.DeviceTable` (what the GPU reader gives; its host
   columns are uploaded);
 * a ``dict`` of columns, each a :class:`DeviceColumn`, an array with
   ``__cuda_array_interface__`` (numba device arrays, CuPy, torch CUDA tensors ...) or a
@@ -44,7 +44,8 @@ from lance_gpu import _device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from lance_gpu.file.writer._jsonb import text_to_jsonb
 from lance_gpu.gpu import _array
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable
+from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.gpu.device_table import DeviceTable
 
 __all__ = [
     "DLPACK_CPU",

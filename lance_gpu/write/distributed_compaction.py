@@ -49,8 +49,9 @@ from lance_gpu.write.compaction import (
     split_touched_indices,
 )
 from lance_gpu.write.dataset_writer import DEFAULT_MAX_BYTES_PER_FILE, _write_fragments, dataset_file_minor
-from lance_gpu.write.index_remap import RowAddressMap, check_remappable, remap_index
+from lance_gpu.write.index_remap import check_remappable, remap_index
 from lance_gpu.write.operations import _commit
+from lance_gpu.write.row_address_map import RowAddressMap
 
 if TYPE_CHECKING:  # pragma: no cover
     from lance_gpu.dataset import LanceDataset

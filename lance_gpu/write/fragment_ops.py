@@ -32,7 +32,7 @@ Layouts written (the same as pylance's):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,11 +41,11 @@ from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMis
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.writer.blobs import blob_v2_schema, column_field_ids
 from lance_gpu.io import join
-from lance_gpu.scan import ReadUnit, decode_fields
+from lance_gpu.scan import LanceScanner, ReadUnit, decode_fields, scanner_for
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.schema_view import LanceSchema as SchemaView
-from lance_gpu.table.snapshot import TableSnapshot
+from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata
 from lance_gpu.txn.operations import Merge
 from lance_gpu.txn.publish import check_appendable
@@ -60,9 +60,6 @@ from lance_gpu.write.operations import (
 )
 from lance_gpu.write.udf import BatchUDF
 
-if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.fragment import LanceFragment
-
 __all__ = ["create_from_file", "delete", "delete_rows", "merge", "merge_columns", "update_columns"]
 
 _OFFSET = "__lance_gpu_row_offset__"
@@ -74,46 +71,51 @@ TOMBSTONE = -2
 # Deletes
 
 
-def delete(frag: LanceFragment, predicate: str) -> FragmentMetadata | None:
-    """Delete the live rows of ``frag`` matching the SQL ``predicate``: the fragment with a
+def delete(fragment: FragmentSnapshot, predicate: str) -> FragmentMetadata | None:
+    """Delete the live rows of ``fragment`` matching the SQL ``predicate``: the fragment with a
     new deletion file (all its deleted offsets), unchanged when no row matches, or None when
     no row is left."""
     from lance_gpu.filter import parse_filter  # loads sqlglot: only when a predicate is parsed
 
-    ds = frag.snapshot.snapshot
+    ds = fragment.snapshot
     compiled = parse_filter(predicate, ds.schema)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
-    live = frag.snapshot.live_rows
-    table = next(iter(decode_fields(ds, [ReadUnit(frag.snapshot, live)], fields)))
-    offsets = np.arange(frag.physical_rows, dtype=np.uint32) if live is None else live.astype(np.uint32)
+    live = fragment.live_rows
+    table = next(iter(decode_fields(ds, [ReadUnit(fragment, live)], fields)))
+    offsets = np.arange(fragment.physical_rows, dtype=np.uint32) if live is None else live.astype(np.uint32)
     table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
     hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
-    return _with_deleted(frag, hit)
+    return _with_deleted(fragment, hit)
 
 
-def delete_rows(frag: LanceFragment, offsets: Iterable[int]) -> FragmentMetadata | None:
-    """Delete the rows at the given physical ``offsets`` of ``frag`` (0-based within the
+def delete_rows(fragment: FragmentSnapshot, offsets: Iterable[int]) -> FragmentMetadata | None:
+    """Delete the rows at the given physical ``offsets`` of ``fragment`` (0-based within the
     fragment, deleted or not): as :func:`delete`, without evaluating a predicate."""
     rows = np.asarray(list(offsets), dtype=np.int64)
-    if rows.size and (rows.min() < 0 or rows.max() >= frag.physical_rows):
-        bad = int(rows.max() if rows.max() >= frag.physical_rows else rows.min())
-        raise IndexError(f"row offset {bad} is out of range for fragment {frag.fragment_id} of {frag.physical_rows} rows")
-    return _with_deleted(frag, rows)
+    if rows.size and (rows.min() < 0 or rows.max() >= fragment.physical_rows):
+        bad = int(rows.max() if rows.max() >= fragment.physical_rows else rows.min())
+        raise IndexError(f"row offset {bad} is out of range for fragment {fragment.fragment_id} of {fragment.physical_rows} rows")
+    return _with_deleted(fragment, rows)
 
 
-def _with_deleted(frag: LanceFragment, hit: np.ndarray) -> FragmentMetadata | None:
+def _with_deleted(fragment: FragmentSnapshot, hit: np.ndarray) -> FragmentMetadata | None:
     if hit.size == 0:
-        return frag.metadata
-    ds = frag.snapshot.snapshot
-    rows = np.union1d(frag.snapshot.deleted_rows, hit.astype(np.uint32)).astype(np.uint32)
+        return FragmentMetadata.from_pb(fragment.pb)
+    ds = fragment.snapshot
+    rows = np.union1d(fragment.deleted_rows, hit.astype(np.uint32)).astype(np.uint32)
     written: list[str] = []
-    new = fragment_with_deletions(ds.store, ds.root, frag.pb, ds.version, rows, written)
+    new = fragment_with_deletions(ds.store, ds.root, fragment.pb, ds.version, rows, written)
     return None if new is None else FragmentMetadata.from_pb(new)
 
 
 # --------------------------------------------------------------------------------------------
 # New columns
+
+
+def _scan(fragment: FragmentSnapshot, device: str | None, **arguments: Any) -> LanceScanner:
+    """A scanner over ``fragment``'s live rows alone (pylance's scanner ``arguments``)."""
+    return scanner_for(fragment.snapshot, device=device, fragments=[fragment], **arguments)
 
 
 class _Written:
@@ -123,7 +125,8 @@ class _Written:
         self.op = Merge([], LanceSchema([]))
 
 
-def _udf_batches(frag: LanceFragment, udf: Any, read_columns: Sequence[str] | None, batch_size: int | None) -> pa.Table:
+def _udf_batches(fragment: FragmentSnapshot, udf: Any, read_columns: Sequence[str] | None, batch_size: int | None,
+                 device: str | None) -> pa.Table:
     """``udf`` applied to batches of ``read_columns`` (``_rowid`` / ``_rowaddr`` allowed)
     of the fragment's live rows, concatenated."""
 
@@ -140,13 +143,13 @@ def _udf_batches(frag: LanceFragment, udf: Any, read_columns: Sequence[str] | No
         with_row_address = "_rowaddr" in read_columns
     if isinstance(udf, BatchUDF) and udf.output_schema is None:
         # inferred from the first row, as pylance does: every batch must then match it
-        sample = next(iter(frag.to_batches(columns=columns, limit=1, with_row_id=with_row_id,
-                                           with_row_address=with_row_address)), None)
+        sample = next(iter(_scan(fragment, device, columns=columns, limit=1, with_row_id=with_row_id,
+                                 with_row_address=with_row_address).to_batches()), None)
         if sample is not None:
             udf.output_schema = _as_table(udf(sample)).schema
     parts: list[pa.Table] = []
-    for batch in frag.to_batches(columns=columns, batch_size=batch_size or 1024, with_row_id=with_row_id,
-                                 with_row_address=with_row_address):
+    for batch in _scan(fragment, device, columns=columns, batch_size=batch_size or 1024, with_row_id=with_row_id,
+                       with_row_address=with_row_address).to_batches():
         out = _as_table(udf(batch))
         out_schema = udf.output_schema if isinstance(udf, BatchUDF) else (parts[0].schema if parts else None)
         if out_schema is not None:
@@ -164,18 +167,20 @@ def _udf_batches(frag: LanceFragment, udf: Any, read_columns: Sequence[str] | No
 
 
 def merge_columns(
-    frag: LanceFragment,
+    fragment: FragmentSnapshot,
     value_func: Mapping[str, str] | Any,
     columns: Sequence[str] | None = None,
     batch_size: int | None = None,
     reader_schema: pa.Schema | None = None,
+    *,
+    device: str | None = None,
 ) -> tuple[FragmentMetadata, SchemaView]:
-    """New columns for ``frag`` (as ``add_columns`` takes them: ``{"name": "sql"}``, a
+    """New columns for ``fragment`` (as ``add_columns`` takes them: ``{"name": "sql"}``, a
     function or BatchUDF of batches of ``columns``, or a reader / table of values, one row
     per live row); returns the fragment with one more data file and the dataset's schema
     with the new fields, for a ``Merge`` commit."""
 
-    ds = frag.snapshot.snapshot
+    ds = fragment.snapshot
     check_appendable(ds.manifest_file)
     if isinstance(value_func, Mapping):
         for k, v in value_func.items():
@@ -184,16 +189,16 @@ def merge_columns(
             if not isinstance(v, str):
                 raise TypeError(f"Column expressions must be a string. Got {type(v)}")
         read, run = _compile_sql_columns(ds, value_func)
-        values = _udf_batches(frag, run, read, batch_size)
+        values = _udf_batches(fragment, run, read, batch_size, device)
     elif callable(value_func) and not isinstance(value_func, (pa.RecordBatchReader, pa.Table, pa.RecordBatch)):
-        values = _udf_batches(frag, value_func, columns, batch_size)
+        values = _udf_batches(fragment, value_func, columns, batch_size, device)
     else:
         arrow, batches = coerce_input(value_func, reader_schema)
         values = pa.Table.from_batches(list(batches), schema=arrow)
-    n_live = frag.count_rows()
+    n_live = fragment.count_rows()
     if values.num_rows != n_live:
         raise RowCountMismatchError(
-            f"merge_columns: {values.num_rows} new values for the {n_live} rows of fragment {frag.fragment_id}")
+            f"merge_columns: {values.num_rows} new values for the {n_live} rows of fragment {fragment.fragment_id}")
     minor = dataset_file_minor(ds.manifest)
     dup = [n for n in values.schema.names if n in ds.schema.names]
     if dup:
@@ -201,10 +206,10 @@ def merge_columns(
     lance_new = LanceSchema.from_arrow(blob_v2_schema(values.schema, minor), start_id=_next_field_id(ds))
     _check_types(lance_new, minor)
     physical_new = lance_new.to_arrow(physical=True)
-    values = _physical(cast_to_stored(values, physical_new), frag.snapshot.live_rows, frag.physical_rows, physical_new)
+    values = _physical(cast_to_stored(values, physical_new), fragment.live_rows, fragment.physical_rows, physical_new)
     work = _Written()
     try:
-        pb = _with_new_data_file(ds, frag, values, lance_new, minor, work.op)
+        pb = _with_new_data_file(ds, fragment, values, lance_new, minor, work.op)
     except BaseException:
         work.op.cleanup(ds.store)
         raise
@@ -212,9 +217,9 @@ def merge_columns(
     return FragmentMetadata.from_pb(pb), SchemaView(schema)
 
 
-def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None = None,
-          schema: pa.Schema | None = None) -> tuple[FragmentMetadata, SchemaView]:
-    """New columns for ``frag`` from ``data_obj`` joined on ``frag.left_on =
+def merge(fragment: FragmentSnapshot, data_obj: Any, left_on: str, right_on: str | None = None,
+          schema: pa.Schema | None = None, *, device: str | None = None) -> tuple[FragmentMetadata, SchemaView]:
+    """New columns for ``fragment`` from ``data_obj`` joined on ``fragment.left_on =
     data_obj.right_on`` (a left join: rows without a match get nulls); returns the fragment
     with one more data file and the new schema, as :func:`merge_columns`."""
     right_on = left_on if right_on is None else right_on
@@ -223,10 +228,10 @@ def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None
     if right_on not in right.schema.names:
         raise SchemaMismatchError(f"merge: column {right_on!r} is not in the new data")
     virtual = left_on in ("_rowid", "_rowaddr")
-    if not virtual and left_on not in frag.dataset.schema.names:
+    if not virtual and left_on not in fragment.snapshot.schema.names:
         raise SchemaMismatchError(f"merge: column {left_on!r} is not in the dataset")
-    current = frag.to_table(columns=[] if virtual else [left_on], with_row_id=left_on == "_rowid",
-                            with_row_address=left_on == "_rowaddr")
+    current = _scan(fragment, device, columns=[] if virtual else [left_on], with_row_id=left_on == "_rowid",
+                    with_row_address=left_on == "_rowaddr").to_table()
     key = current.column(left_on).combine_chunks()
     rkey = right.column(right_on).combine_chunks()
     if not rkey.type.equals(key.type):
@@ -236,7 +241,7 @@ def merge(frag: LanceFragment, data_obj: Any, left_on: str, right_on: str | None
     pick = np.full(len(key), -1, np.int64)
     pick[lpos] = rpos
     values = added.take(pa.array(pick, mask=pick < 0))
-    return merge_columns(frag, values)
+    return merge_columns(fragment, values, device=device)
 
 
 def create_from_file(filename: str, ds: TableSnapshot, fragment_id: int) -> FragmentMetadata:
@@ -279,21 +284,22 @@ def _join_positions(left: pa.Array, right: pa.Array) -> tuple[np.ndarray, np.nda
 
 
 def update_columns(
-    frag: LanceFragment,
+    fragment: FragmentSnapshot,
     data_obj: Any,
     left_on: str = "_rowid",
     right_on: str | None = None,
     schema: pa.Schema | None = None,
     *,
     with_offsets: bool = False,
+    device: str | None = None,
 ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
-    """Existing columns of ``frag`` replaced where ``data_obj.right_on`` matches
-    ``frag.left_on`` (a left outer join; unmatched rows keep their values; ``_rowid`` /
+    """Existing columns of ``fragment`` replaced where ``data_obj.right_on`` matches
+    ``fragment.left_on`` (a left outer join; unmatched rows keep their values; ``_rowid`` /
     ``_rowaddr`` join on the row id / address); returns the fragment with one new data
     file (the old files' copies of those fields tombstoned) and the modified field ids,
     plus with ``with_offsets`` the matched physical offsets as a portable roaring bitmap."""
 
-    ds = frag.snapshot.snapshot
+    ds = fragment.snapshot
     check_appendable(ds.manifest_file)
     right_on = left_on if right_on is None else right_on
     arrow, batches = coerce_input(data_obj, schema)
@@ -319,9 +325,9 @@ def update_columns(
     _check_types(lance_new, minor)
     physical_new = lance_new.to_arrow(physical=True)
 
-    live = frag.snapshot.live_rows
-    current = frag.to_table(columns=[c for c in [left_on, *updated] if c not in meta_cols],
-                            with_row_id=left_on == "_rowid", with_row_address=left_on == "_rowaddr")
+    live = fragment.live_rows
+    current = _scan(fragment, device, columns=[c for c in [left_on, *updated] if c not in meta_cols],
+                    with_row_id=left_on == "_rowid", with_row_address=left_on == "_rowaddr").to_table()
     key = current.column(left_on)
     rkey = right.column(right_on)
     if not key.type.equals(rkey.type):
@@ -337,10 +343,10 @@ def update_columns(
     pick[lpos] = current.num_rows + rpos
     both = pa.concat_tables([old_values, new_values.cast(old_values.schema)])
     values = both.take(pa.array(pick))
-    values = _physical(values, live, frag.physical_rows, physical_new)
+    values = _physical(values, live, fragment.physical_rows, physical_new)
     work = _Written()
     try:
-        pb = _with_new_data_file(ds, frag, values, lance_new, minor, work.op)
+        pb = _with_new_data_file(ds, fragment, values, lance_new, minor, work.op)
     except BaseException:
         work.op.cleanup(ds.store)
         raise
@@ -354,6 +360,6 @@ def update_columns(
         return meta, fields_modified
     from pyroaring import BitMap
 
-    physical = np.arange(frag.physical_rows, dtype=np.uint32) if live is None else live.astype(np.uint32)
+    physical = np.arange(fragment.physical_rows, dtype=np.uint32) if live is None else live.astype(np.uint32)
     return meta, fields_modified, BitMap(physical[lpos]).serialize()
 

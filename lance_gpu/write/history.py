@@ -16,12 +16,11 @@ message is kept as ``__lance_commit_message``).  Operations lance-gpu has no cla
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lance_gpu._proto import transaction_pb2
 from lance_gpu.errors import DatasetNotFoundError, UnsupportedFeatureError
 from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
+from lance_gpu.table.snapshot import TableSnapshot
 from lance_gpu.txn.fragment import DataFile, FragmentMetadata
 from lance_gpu.txn.operations import (
     Append,
@@ -42,9 +41,6 @@ from lance_gpu.txn.operations import (
 )
 from lance_gpu.txn.publish import winner_transaction
 from lance_gpu.txn.transaction import Transaction
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lance_gpu.dataset import LanceDataset
 
 __all__ = ["get_transactions", "operation_from_pb", "read_transaction", "transaction_from_pb"]
 
@@ -117,28 +113,28 @@ def transaction_from_pb(txn: transaction_pb2.Transaction) -> Transaction:
     return Transaction(int(txn.read_version), operation_from_pb(txn), txn.uuid, dict(txn.transaction_properties))
 
 
-def read_transaction(ds: LanceDataset, version: int) -> Transaction | None:
-    """The transaction that committed ``version`` of ``ds``'s dataset, or None when the
+def read_transaction(snapshot: TableSnapshot, version: int) -> Transaction | None:
+    """The transaction that committed ``version`` of ``snapshot``'s dataset, or None when the
     version records none (written with transaction files disabled, or the file is gone).
 
     Raises :class:`~lance_gpu.errors.DatasetNotFoundError` (an ``OSError``, as pylance's)
     for a version that does not exist."""
     try:
-        location = resolve_manifest(ds.store, ds.root, int(version))
+        location = resolve_manifest(snapshot.store, snapshot.root, int(version))
     except (FileNotFoundError, KeyError, ValueError):
-        raise DatasetNotFoundError(f"version {version} of {ds.uri} was not found") from None
-    pb = winner_transaction(ds.store, ds.root, read_manifest_file(ds.store, location.path))
+        raise DatasetNotFoundError(f"version {version} of {snapshot.uri} was not found") from None
+    pb = winner_transaction(snapshot.store, snapshot.root, read_manifest_file(snapshot.store, location.path))
     return None if pb is None else transaction_from_pb(pb)
 
 
-def get_transactions(ds: LanceDataset, recent_transactions: int = 10) -> list[Transaction | None]:
-    """The transactions of the ``recent_transactions`` versions up to ``ds.version``,
+def get_transactions(snapshot: TableSnapshot, recent_transactions: int = 10) -> list[Transaction | None]:
+    """The transactions of the ``recent_transactions`` versions up to ``snapshot.version``,
     newest first (None for a version without one), as pylance's ``get_transactions``."""
     out: list[Transaction | None] = []
-    version = int(ds.version)
+    version = int(snapshot.version)
     while version >= 1 and len(out) < int(recent_transactions):
         try:
-            out.append(read_transaction(ds, version))
+            out.append(read_transaction(snapshot, version))
         except DatasetNotFoundError:  # removed by cleanup: the history ends here
             break
         version -= 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import uuid as _uuid
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -27,9 +26,7 @@ from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.scan.vector_index import AUX_FILE, INDEX_FILE, ROW_ID, read_lance_file
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.write.file_writer import LanceFileWriter
-
-if TYPE_CHECKING:
-    from lance_gpu.write.index_remap import RowAddressMap
+from lance_gpu.write.row_address_map import RowAddressMap
 
 __all__ = ["check_vector_remappable", "remap_ivf"]
 

@@ -46,7 +46,8 @@ from cuda_kernels import CorruptInputError, _device  # noqa: E402
 from lance_gpu.errors import CorruptFileError, GpuUnavailableError, UnsupportedEncodingError  # noqa: E402
 from lance_gpu.gpu import CpuDecodeWarning, memory_limit  # noqa: E402
 from lance_gpu.gpu import read as gpu_read  # noqa: E402
-from lance_gpu.gpu.columns import DeviceColumn, DeviceTable  # noqa: E402
+from lance_gpu.gpu.columns import DeviceColumn  # noqa: E402
+from lance_gpu.gpu.device_table import DeviceTable  # noqa: E402
 
 SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
 h = _device.to_host
