@@ -40,7 +40,7 @@ from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
-from lance_gpu.table.blobs import blob_kind
+from lance_gpu.table.blob_descriptions import blob_kind
 
 FALLBACK_MODES = ("warn", "raise", "allow")
 # Units of a multi-unit read: big enough that launches and syncs per unit do not matter,

@@ -171,6 +171,26 @@ def test_gather_binary_gpu_matches_cpu():
         ck.gather_binary_gpu(np.array([0, 2, 99]), data, np.array([1]))
 
 
+@pytest.mark.parametrize("warp_copy", [None, True, False])
+def test_gather_binary_gpu_by_warps_and_threads(warp_copy):
+    """Items copied a warp each (lanes on consecutive bytes) or a thread each give the same
+    bytes: lengths around the warp's width, empty items, repeated and reversed picks; the
+    default chooses by the average length (these average past the threshold)."""
+    rng = np.random.default_rng(7)
+    lengths = [0, 1, 31, 32, 33, 64, 65, 100, 0, 7]
+    items = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in lengths]
+    offs = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.frombuffer(b"".join(items), np.uint8)
+    idx = np.array([9, 7, 5, 5, 3, 0, 6, 2, 4, 1, 8])
+    assert sum(lengths[i] for i in idx) >= ck.gather.WARP_COPY_MIN_AVERAGE * idx.size
+    cpu = ck.gather_binary(offs, data, idx)
+    gpu = ck.gather_binary_gpu(offs, data, idx, warp_copy=warp_copy)
+    np.testing.assert_array_equal(h(gpu[0]), cpu[0])
+    np.testing.assert_array_equal(h(gpu[1]), cpu[1])
+    with pytest.raises(CorruptInputError):
+        ck.gather_binary_gpu(offs, data, np.array([0, 10]), warp_copy=warp_copy)
+
+
 def test_compaction_gpu_matches_cpu():
     rng = np.random.default_rng(4)
     deleted = np.array([3, 0, 9, 3])
