@@ -259,6 +259,16 @@ def gather_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
     d_offs, d_bytes, d_idx = dev.up(item_offs), dev.up(item_bytes), dev.up(idx)
     yield Case("gather", "gather_binary (1000 items of 4..40 B)", lambda: ck.gather_binary_gpu(d_offs, d_bytes, d_idx),
                lambda: ck.gather_binary(item_offs, item_bytes, idx), "offsets + bytes")
+    # long items: one warp per item (lanes on consecutive bytes) against one thread per item
+    long_lens = rng.integers(64, 513, 1000)
+    long_offs = _offsets(long_lens)
+    long_bytes = rng.integers(32, 127, int(long_offs[-1])).astype(np.uint8)
+    long_idx = rng.integers(0, 1000, max(n // 64, 1)).astype(np.uint32)
+    dl_offs, dl_bytes, dl_idx = dev.up(long_offs), dev.up(long_bytes), dev.up(long_idx)
+    for label, warp in (("warp per item", True), ("thread per item", False)):
+        yield Case("gather", f"gather_binary (1000 items of 64..512 B, {label})",
+                   lambda warp=warp: ck.gather_binary_gpu(dl_offs, dl_bytes, dl_idx, warp_copy=warp),
+                   lambda: ck.gather_binary(long_offs, long_bytes, long_idx), "offsets + bytes")
 
 
 def fsst_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:

@@ -206,6 +206,28 @@ def _binary_copy_kernel(item_offsets, item_bytes, indices, out_offsets, out_byte
         _copy_item(item_offsets, item_bytes, indices, i, out_offsets, out_bytes)
 
 
+#: Items copied by a whole warp each (lanes on consecutive bytes, coalesced loads and stores)
+#: once the gathered items average this many bytes; shorter ones one thread each.
+WARP_COPY_MIN_AVERAGE = 32
+_WARP = 32
+
+
+@gpu_kernel
+def _binary_copy_warps_kernel(item_offsets, item_bytes, indices, out_offsets, out_bytes):
+    """Warp ``w`` copies item ``indices[w]``: lane ``l`` its bytes ``l, l + 32, ...`` (the
+    lengths kernel has validated every index and offset)."""
+    t = cuda.grid(1)
+    w = t // 32
+    if w < indices.shape[0]:
+        s = np.int64(item_offsets[np.int64(indices[w])])
+        d = out_offsets[w]
+        n = out_offsets[w + 1] - d
+        k = np.int64(t % 32)
+        while k < n:
+            out_bytes[d + k] = item_bytes[s + k]
+            k += 32
+
+
 # --------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------
@@ -341,11 +363,14 @@ def gather_fixed_gpu(items, indices, *, threads_per_block=256):
     return _device.as_output(d_out, use_cp)
 
 
-def gather_binary_gpu(item_offsets, item_bytes, indices, *, threads_per_block=256):
+def gather_binary_gpu(item_offsets, item_bytes, indices, *, threads_per_block=256, warp_copy=None):
     """Gather variable-width items on the GPU: lengths kernel, scan, copy kernel.
 
     See :func:`gather_binary`.  Returns ``(out_offsets, out_bytes)`` device
-    arrays (CuPy if any input was CuPy).
+    arrays (CuPy if any input was CuPy).  The copy gives each item a warp (lanes
+    on consecutive bytes) when the items average :data:`WARP_COPY_MIN_AVERAGE`
+    bytes or more (the scan's total is on the host by then), a thread otherwise;
+    ``warp_copy`` True / False forces one way.
     """
     use_cp = _device.wants_cupy(item_offsets, item_bytes, indices)
     d_offs = _device.to_device(item_offsets)
@@ -361,6 +386,11 @@ def gather_binary_gpu(item_offsets, item_bytes, indices, *, threads_per_block=25
     d_out_offsets, total = _device.exclusive_scan(d_lens)
     d_out = _device.device_empty(total, np.uint8)
     if n and total:
-        blocks, tpb = _device.launch_dims(n, threads_per_block)
-        _binary_copy_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out)
+        by_warp = total >= WARP_COPY_MIN_AVERAGE * n if warp_copy is None else bool(warp_copy)
+        if by_warp:
+            blocks, tpb = _device.launch_dims(n * _WARP, threads_per_block)
+            _binary_copy_warps_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out)
+        else:
+            blocks, tpb = _device.launch_dims(n, threads_per_block)
+            _binary_copy_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out)
     return _device.as_output(d_out_offsets, use_cp), _device.as_output(d_out, use_cp)

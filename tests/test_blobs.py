@@ -19,7 +19,8 @@ from lance_gpu.errors import (
     RowOutOfRangeError,
     SchemaMismatchError,
 )
-from lance_gpu.table.blobs import BlobFile, description_field, read_descriptions
+from lance_gpu.table.blob_descriptions import description_field
+from lance_gpu.table.blobs import BlobFile
 
 BLOBS = [b"abc", None, b"x" * 100, b"", bytes(range(256)) * 40, None, b"tail"]
 
@@ -46,11 +47,11 @@ def test_descriptions_match_pylance(tmp_path: Path, storage: str) -> None:
     ref = lance.dataset(uri).to_table().column("b")
     ds = _ours(uri)
     field = ds.snapshot.lance_schema.fields[1]
-    ours = pa.chunked_array([read_descriptions(f, field, None) for f in ds.snapshot.fragments])
+    ours = pa.chunked_array([f.blob_descriptions(field, None) for f in ds.snapshot.fragments])
     assert ours.to_pylist() == ref.to_pylist()
     assert description_field(field, ds.schema.field("b")).type == ref.type
     rows = np.array([1, 3])
-    assert read_descriptions(ds.snapshot.fragments[0], field, rows).to_pylist() == [ref[1].as_py(), ref[3].as_py()]
+    assert ds.snapshot.fragments[0].blob_descriptions(field, rows).to_pylist() == [ref[1].as_py(), ref[3].as_py()]
 
 
 def _read_all(files) -> list:

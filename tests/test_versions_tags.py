@@ -190,6 +190,35 @@ def test_versions_sums_new_fragments_of_every_shape(tmp_path: Path) -> None:
     assert tv._column_totals(frags) == [sum(col) for col in zip(*(tv._fragment_row(tv.table_pb2.DataFragment.FromString(f)) for f in frags), strict=True)]
 
 
+def test_versions_of_appends_deletes_and_rewrites_as_pylance(tmp_path: Path) -> None:
+    """Versions that extend the previous one (appends) add only their new fragments to its
+    totals; a delete (a fragment changed in place), a compaction, an overwrite and a restore
+    break the run and are summed afresh: every summary as pylance's."""
+    import lance_gpu.table.versions as tv
+
+    path = str(tmp_path / "h.lance")
+    lance.write_dataset(pa.table({"a": [0, 1]}), path)
+    for k in range(1, 12):
+        lance.write_dataset(pa.table({"a": [2 * k, 2 * k + 1]}), path, mode="append")
+    lance.dataset(path).delete("a = 5")
+    lance.write_dataset(pa.table({"a": [100]}), path, mode="append")
+    lance.dataset(path).optimize.compact_files()
+    lance.write_dataset(pa.table({"a": [7, 8, 9]}), path, mode="overwrite")
+    lance.write_dataset(pa.table({"a": [10]}), path, mode="append")
+    lance.dataset(path, version=3).restore()
+    ref = lance.dataset(path).versions()
+    assert lance_gpu.dataset(path).versions() == ref
+    counts = [int(v["metadata"]["total_fragments"]) for v in ref]
+    assert max(counts) == 13 and counts[-1] == 3 and 1 in counts[12:]
+    # the same summaries without the append shortcut (a fresh tracker per version)
+    stats = tv._FragmentStats()
+    ours = lance_gpu.dataset(path)
+    for entry, version in zip(ref, range(1, len(ref) + 1), strict=True):
+        stats._previous = None
+        frags = [f.SerializeToString() for f in ours.checkout_version(version).snapshot.manifest.fragments]
+        assert stats.summary(frags, "m") == entry["metadata"]
+
+
 def test_latest_checkout_and_storage_version(uri: str) -> None:
     ref, ours = lance.dataset(uri, version=2), lance_gpu.dataset(uri, version=2)
     assert ours.latest_version == ref.latest_version == 5

@@ -38,7 +38,7 @@ from lance_gpu.errors import (
 )
 from lance_gpu.index.query import index_selections
 from lance_gpu.scan.nearest_query import parse_nearest
-from lance_gpu.table.blobs import blob_kind, description_field
+from lance_gpu.table.blob_descriptions import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -36,125 +35,12 @@ from lance_gpu.errors import (
     InvalidArgumentError,
     RowOutOfRangeError,
     SchemaMismatchError,
-    UnsupportedEncodingError,
     UnsupportedFeatureError,
 )
-from lance_gpu.file.container import FileVersion, LanceFileReader
-from lance_gpu.file.encodings.packed_struct import split_fixed_rows, split_variable_rows
-from lance_gpu.file.reader import read_field, take_field
-from lance_gpu.io.store import ObjectStore, ReadHandle, join
-from lance_gpu.table.schema import LanceField, column_index_map
-
-if TYPE_CHECKING:
-    from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
-
-BLOB_META_KEY = "lance-encoding:blob"
-BLOB_V2 = "lance.blob.v2"
-
-V1_DESCRIPTION = pa.struct([pa.field("position", pa.uint64()), pa.field("size", pa.uint64())])
-V2_DESCRIPTION = pa.struct(
-    [
-        pa.field("kind", pa.uint8(), nullable=False),
-        pa.field("position", pa.uint64(), nullable=False),
-        pa.field("size", pa.uint64(), nullable=False),
-        pa.field("blob_id", pa.uint32(), nullable=False),
-        pa.field("blob_uri", pa.string(), nullable=False),
-    ]
-)
-V2_DESCRIPTION_METADATA = {BLOB_META_KEY: "true", "lance-encoding:packed": "true"}
-_V2_ROW = [("fixed", 1), ("fixed", 8), ("fixed", 8), ("fixed", 4), ("variable", 4)]
-
-
-def blob_kind(field: LanceField) -> int:
-    """1 for a blob v1 field, 2 for blob v2, 0 for a field that is not a blob."""
-    meta = field.metadata
-    if field.extension_name == BLOB_V2 or meta.get("ARROW:extension:name") in (BLOB_V2, BLOB_V2.encode()):
-        return 2
-    flag = meta.get(BLOB_META_KEY)
-    if flag in ("true", b"true") and field.logical_type in ("large_binary", "binary"):
-        return 1
-    return 0
-
-
-def description_field(field: LanceField, arrow_field: pa.Field) -> pa.Field:
-    """The field ``to_table`` returns for a blob field: its descriptor struct, with the
-    blob field's metadata (v1) or the blob and packed flags (v2) as pylance reports them."""
-    if blob_kind(field) == 2:
-        return pa.field(field.name, V2_DESCRIPTION, nullable=True, metadata=V2_DESCRIPTION_METADATA)
-    return pa.field(field.name, V1_DESCRIPTION, nullable=True, metadata=arrow_field.metadata)
-
-
-def _column(frag: FragmentSnapshot, field: LanceField) -> tuple[str, int, LanceFileReader]:
-
-    for df in frag.pb.files:
-        cmap = column_index_map(df, frag.snapshot.lance_schema)
-        if field.id in cmap:
-            path = join(frag.snapshot.root, "data", df.path)
-            reader = frag.file_reader(path)
-            if not isinstance(reader, LanceFileReader):
-                raise UnsupportedEncodingError(f"{path}: blob field {field.name!r} in a legacy (0.1) data file")
-            return path, cmap[field.id], reader
-    raise UnsupportedEncodingError(f"fragment {frag.fragment_id}: no data file holds blob field {field.name!r}")
-
-
-def read_descriptions(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray | None) -> pa.Array:
-    """The descriptors of ``field`` for all physical rows of ``frag`` or the sorted ``rows``."""
-    path, column, reader = _column(frag, field)
-    kind = blob_kind(field)
-    if reader.version == FileVersion(2, 0):
-        # a packed struct<position, size> per row; nulls stay (position 1, size 0) as pylance shows
-        from lance_gpu.file.v2_0 import read_field as read_v20
-
-        desc = pa.field(field.name, V1_DESCRIPTION)
-        if rows is None:
-            return read_v20(reader, desc, [column], None)
-        if rows.size == 0:
-            return read_v20(reader, desc, [column], (0, 0))
-        lo, hi = int(rows[0]), int(rows[-1]) + 1
-        return read_v20(reader, desc, [column], (lo, hi)).take(pa.array(rows - lo))
-    stored = pa.field(field.name, pa.binary(16) if kind == 1 else pa.large_binary())
-    raw = read_field(reader, stored, [column]) if rows is None else take_field(reader, stored, [column], rows)
-    if isinstance(raw, pa.ChunkedArray):
-        raw = raw.combine_chunks()
-    if kind == 1:
-        return _v1(raw, path)
-    return _v2(raw, path)
-
-
-def _v1(raw: pa.Array, path: str) -> pa.Array:
-    n = len(raw)
-    data = np.frombuffer(raw.buffers()[1], np.uint8, n * 16, raw.offset * 16).reshape(n, 16)
-    position, size = (m.copy().view("<u8").ravel() for m in split_fixed_rows(data, [8, 8], path))
-    null = (size == 0) & (position != 0)
-    return pa.StructArray.from_arrays(
-        [pa.array(position, pa.uint64()), pa.array(size, pa.uint64())],
-        fields=list(V1_DESCRIPTION),
-        mask=pa.array(null),
-    )
-
-
-def _v2(raw: pa.Array, path: str) -> pa.Array:
-    valid = raw.is_valid().to_numpy(zero_copy_only=False)
-    present = raw.drop_null()
-    offsets = np.frombuffer(present.buffers()[1], np.int64, len(present) + 1, 8 * present.offset)
-    data = np.frombuffer(present.buffers()[2], np.uint8) if present.buffers()[2] is not None else np.zeros(0, np.uint8)
-    kinds, positions, sizes, ids, uris = split_variable_rows(offsets, data, _V2_ROW, path)
-    where = np.flatnonzero(valid)
-
-    def spread(values: list, t: pa.DataType, fill: object) -> pa.Array:
-        out = [fill] * len(raw)
-        for i, v in zip(where.tolist(), values, strict=True):
-            out[i] = v
-        return pa.array(out, t)
-
-    children = [
-        spread(kinds, pa.uint8(), 0),
-        spread(positions, pa.uint64(), 0),
-        spread(sizes, pa.uint64(), 0),
-        spread(ids, pa.uint32(), 0),
-        spread([u.decode() for u in uris], pa.string(), ""),  # type: ignore[union-attr]
-    ]
-    return pa.StructArray.from_arrays(children, fields=list(V2_DESCRIPTION), mask=pa.array(~valid))
+from lance_gpu.io.store import ObjectStore, ReadHandle
+from lance_gpu.table.blob_descriptions import BLOB_META_KEY, blob_kind
+from lance_gpu.table.schema import LanceField
+from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 
 class BlobFile(io.RawIOBase):
@@ -281,8 +167,8 @@ def _blob_path(data_path: str, d: dict) -> str:
 
 def blob_files(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray) -> list[BlobFile | None]:
     """A :class:`BlobFile` (None for a null blob) per physical row of ``rows`` (sorted, unique)."""
-    path, _column_index, _reader = _column(frag, field)
-    desc = read_descriptions(frag, field, rows)
+    path, _column_index, _reader = frag.blob_column(field)
+    desc = frag.blob_descriptions(field, rows)
     out: list[BlobFile | None] = []
     for d in desc.to_pylist():
         if d is None or (blob_kind(field) == 1 and d["size"] == 0 and d["position"] != 0):
@@ -295,8 +181,8 @@ def blob_files(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray) -> l
 def read_blob_bytes(frag: FragmentSnapshot, field: LanceField, rows: np.ndarray | None) -> pa.LargeBinaryArray:
     """The bytes of blob ``field`` for every physical row of ``frag`` or the sorted ``rows``,
     as ``large_binary`` (null blobs null): what a writer rewrites the field from."""
-    path, _column_index, reader = _column(frag, field)
-    desc = read_descriptions(frag, field, rows)
+    path, _column_index, reader = frag.blob_column(field)
+    desc = frag.blob_descriptions(field, rows)
     n = len(desc)
     position = desc.field("position").to_numpy(zero_copy_only=False).astype(np.int64)
     size = desc.field("size").to_numpy(zero_copy_only=False).astype(np.int64)

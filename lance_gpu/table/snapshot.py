@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu._proto import table_pb2
-from lance_gpu.errors import CorruptFileError
+from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import FileVersion, LanceFileReader, cached_metadata
 from lance_gpu.file.legacy import LegacyFileReader, is_legacy_file_version
@@ -58,7 +58,7 @@ from lance_gpu.file.reader import prefetch_take, read_field_files, take_field
 from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
 from lance_gpu.io.store import ObjectStore
-from lance_gpu.table.blobs import blob_kind, description_field, read_descriptions
+from lance_gpu.table.blob_descriptions import blob_kind, description_field, read_descriptions
 from lance_gpu.table.consistency import check_data_file
 from lance_gpu.table.deletion import read_deletion_file
 from lance_gpu.table.features import FLAG_STABLE_ROW_IDS, check_reader_flags
@@ -689,12 +689,30 @@ class FragmentSnapshot:
             if drop is not None:
                 drop()
 
+    def blob_column(self, field: LanceField) -> tuple[str, int, LanceFileReader]:
+        """Where blob ``field``'s descriptors are: ``(data file path, column, reader)``."""
+        for df in self.pb.files:
+            columns = column_index_map(df, self.snapshot.lance_schema)
+            if field.id in columns:
+                path = join(self.snapshot.root, "data", df.path)
+                reader = self.file_reader(path)
+                if not isinstance(reader, LanceFileReader):
+                    raise UnsupportedEncodingError(f"{path}: blob field {field.name!r} in a legacy (0.1) data file")
+                return path, columns[field.id], reader
+        raise UnsupportedEncodingError(f"fragment {self.fragment_id}: no data file holds blob field {field.name!r}")
+
+    def blob_descriptions(self, field: LanceField, rows: np.ndarray | None) -> pa.Array:
+        """The descriptors of blob ``field`` for all physical rows or the sorted ``rows``
+        (:func:`~lance_gpu.table.blob_descriptions.read_descriptions`)."""
+        path, column, reader = self.blob_column(field)
+        return read_descriptions(reader, path, column, field, rows)
+
     def read_field(self, field: LanceField, arrow_field: pa.Field, rows: np.ndarray | None) -> pa.Array | pa.ChunkedArray:
         """Decode one top-level field on the CPU, for all physical rows or the sorted ``rows``.
 
-        A blob field (:func:`~lance_gpu.table.blobs.blob_kind`) reads as its descriptors
+        A blob field (:func:`~lance_gpu.table.blob_descriptions.blob_kind`) reads as its descriptors
         (``struct<position, size>`` for blob v1), typed by
-        :func:`~lance_gpu.table.blobs.description_field`, as pylance's scans return it."""
+        :func:`~lance_gpu.table.blob_descriptions.description_field`, as pylance's scans return it."""
         blob = blob_kind(field) != 0
         if blob:
             arrow_field = description_field(field, arrow_field)
@@ -702,7 +720,7 @@ class FragmentSnapshot:
             return pa.schema([arrow_field]).empty_table().column(0).combine_chunks()
         if blob:  # one descriptor column (for blob v2 the struct's own id), not the children
             if any(int(i) == field.id for df in self.pb.files for i in df.fields):
-                return read_descriptions(self, field, rows)
+                return self.blob_descriptions(field, rows)
             src = None
         else:
             src = self.field_source(field)

@@ -41,7 +41,7 @@ from lance_gpu.file.encodings import _native
 from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
 from lance_gpu.file.writer.pages import EncodedPage, _fullzip, _miniblock, _simple_all_null, _value_chunks, _values_of
 from lance_gpu.file.writer.shred import LeafColumn
-from lance_gpu.table.blobs import BLOB_META_KEY, BLOB_V2, blob_kind
+from lance_gpu.table.blob_descriptions import BLOB_META_KEY, BLOB_V2, blob_kind
 from lance_gpu.table.schema import LanceField, LanceSchema
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ from lance_gpu.file.writer.pages_v2_0 import encode_field_v2_0
 from lance_gpu.file.writer.shred import shred
 from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, WriteHandle
-from lance_gpu.table.blobs import blob_kind
+from lance_gpu.table.blob_descriptions import blob_kind
 from lance_gpu.table.schema import LanceField, LanceSchema
 
 __all__ = [
