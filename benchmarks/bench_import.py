@@ -31,7 +31,9 @@ for op in ("import", "count"):
     for _round in range(5):
         for name, (code, tag) in cases.items():
             env = dict(os.environ, PYTHONPATH=code)
-            out = subprocess.run([sys.executable, "-c", CHILD, tag + op, path], env=env, capture_output=True, text=True, check=True)
+            # (run in ``code``: ``python -c`` puts the working directory ahead of PYTHONPATH)
+            out = subprocess.run([sys.executable, "-c", CHILD, tag + op, path], env=env, capture_output=True, text=True,
+                                 check=True, cwd=code)
             res.setdefault((op, name), []).append(json.loads(out.stdout))
 for (op, name), v in res.items():
     print(f"{op:6s} {name:8s} wall {statistics.median(x['wall'] for x in v):.2f} s cpu {statistics.median(x['cpu'] for x in v):.2f} s numba loaded {v[0]['numba']}")

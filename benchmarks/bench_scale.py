@@ -243,7 +243,9 @@ def main() -> None:
         try:
             out = subprocess.run(
                 [sys.executable, "-c", CHILD, base, str(args.repeat), str(work), ",".join(ops)],
-                check=True, capture_output=True, text=True, env=env,
+                # run in the measured checkout: ``-c`` puts the working directory first on the
+                # path, ahead of PYTHONPATH, so run from another checkout it measured that one
+                check=True, capture_output=True, text=True, env=env, cwd=str(code),
             )
         except subprocess.CalledProcessError as exc:
             sys.stderr.write(exc.stderr[-4000:])

@@ -42,9 +42,12 @@ print(json.dumps({"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rows": rows, 
 """
 
 
-def _child(engine: str, path: str, env: dict[str, str]) -> dict:
+def _child(engine: str, path: str, env: dict[str, str], cwd: str) -> dict:
+    """One fresh process; ``cwd``: the measured checkout (``python -c`` puts the working
+    directory first on the path, ahead of PYTHONPATH)."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, engine, path], check=True, capture_output=True, text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", CHILD, engine, path], check=True, capture_output=True, text=True, env=env,
+                         cwd=cwd)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     got["process_wall"] = time.perf_counter() - t0  # interpreter start included
     return got
@@ -60,17 +63,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as pycache:
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=pycache,
                    PYTHONPATH=os.pathsep.join([str(Path(args.code).resolve()), os.environ.get("PYTHONPATH", "")]))
-        subprocess.run([sys.executable, "-c", "import lance_gpu, lance"], check=True, env=env, capture_output=True)
+        code = str(Path(args.code).resolve())
+        subprocess.run([sys.executable, "-c", "import lance_gpu, lance"], check=True, env=env, capture_output=True, cwd=code)
         rows = []
         for spec in args.datasets:
             name, path = spec.split("=", 1)
             for engine in ("lance_gpu", "lance"):
-                _child(engine, path, env)  # warm the page cache
+                _child(engine, path, env, code)  # warm the page cache
             got: dict[str, list[dict]] = {"lance": [], "lance_gpu": []}
             for r in range(args.rounds):
                 for engine in (("lance", "lance_gpu") if r % 2 == 0 else ("lance_gpu", "lance")):
                     load = os.getloadavg()[0]
-                    res = _child(engine, path, env)
+                    res = _child(engine, path, env, code)
                     res["load"] = load
                     got[engine].append(res)
             assert got["lance"][0]["rows"] == got["lance_gpu"][0]["rows"]

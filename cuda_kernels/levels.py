@@ -549,19 +549,30 @@ def _unravel_scatter_kernel(
 #   seg[S, _SEG_FIELDS]  per segment: rep position (-1: none), def position (-1: none),
 #                        levels, first layer (global index), layers, first ltr entry,
 #                        max rep, max def, first flag
-#   level_start[S + 1]   exclusive prefix of the segments' level counts (thread -> segment)
+#   level_start[S + 1]   exclusive prefix of the levels of the segments with repetition
+#                        levels (0 for the others): the flags kernel's thread -> segment map
+#   thread_start[S + 1]  exclusive prefix of the scatter kernel's threads: one per level of a
+#                        segment with repetition levels, one per _WORD levels of the others
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
 #                        validity base
 #   ltr[...]             the segments' ltr tables, concatenated
 # ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
 # the error codes of each segment.
+#
+# A segment without repetition levels (no list layer: a flat nullable column, a struct of
+# them) has level ``j`` as entry ``j`` of every layer, so it needs neither flags nor scan: a
+# thread takes _WORD consecutive levels (one validity bitmask word's worth, as cuDF's
+# decoders do), checks them, writes their validity and adds the word's nulls with one atomic
+# per layer.  A unit whose leaves are all flat makes one launch (and the result's zeroing).
 _SEG_FIELDS = 9
 _LAY_FIELDS = 6
+_WORD = 32
 
 
 @gpu_kernel
 def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, flags, result, err0):
-    """flags[first flag + m * n + j] = 1 if level j of a segment has an entry at its layer m."""
+    """flags[first flag + m * n + j] = 1 if level j of a segment with repetition levels has
+    an entry at its layer m (``total``: the levels of those segments)."""
     i = cuda.grid(1)
     if i >= total:
         return
@@ -569,12 +580,9 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     b = seg0 + s * _SEG_FIELDS
     j = i - desc[ls0 + s]
     n = desc[b + 2]
-    rp = desc[b]
-    dp = desc[b + 1]
-    r = np.int64(0)
+    r = np.int64(levels[desc[b] + j])
     d = np.int64(0)
-    if rp >= 0:
-        r = np.int64(levels[rp + j])
+    dp = desc[b + 1]
     if dp >= 0:
         d = np.int64(levels[dp + j])
     l0 = desc[b + 3]
@@ -583,57 +591,70 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     fb = desc[b + 8] + j
     if not _level_ok(r, d, desc[b + 6], desc[b + 7]) or (j == 0 and r != desc[b + 6]):
         cuda.atomic.or_(result, err0 + s, ERR_BAD_LEVEL)
-        if rp >= 0:
-            for m in range(nl):
-                flags[fb + m * n] = 0
+        for m in range(nl):
+            flags[fb + m * n] = 0
         return
-    if rp < 0:
-        return  # no list layer: every level is an entry of every layer (no flags)
     for m in range(nl):
         flags[fb + m * n] = 1 if _is_entry(r, d, ltr, desc[lay0 + (l0 + m) * _LAY_FIELDS]) else 0
 
 
 @gpu_kernel
-def _unravel_segments_scatter_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, excl, offsets_all, valid_all, result, nlayers):
-    """Offsets, validity, entry and null counts of every layer of every segment."""
+def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, valid_all, result, nlayers):
+    """Offsets, validity, entry and null counts of every layer of every segment (threads:
+    ``thread_start``, see above)."""
     i = cuda.grid(1)
     if i >= total:
         return
-    s = _segment_of(desc[ls0:], nseg, i)
+    s = _segment_of(desc[ts0:], nseg, i)
     b = seg0 + s * _SEG_FIELDS
-    j = i - desc[ls0 + s]
+    j = i - desc[ts0 + s]
     n = desc[b + 2]
     rp = desc[b]
     dp = desc[b + 1]
     l0 = desc[b + 3]
     nl = desc[b + 4]
+    if rp < 0:
+        # no repetition levels: thread j takes word j, levels [32 j, 32 j + 32), which are
+        # entries [32 j, 32 j + 32) of every layer: their range checked (the segment's
+        # error code), their validity written, their nulls added (one atomic per layer)
+        lo = j * _WORD
+        hi = min(lo + _WORD, n)
+        if j == 0:
+            for m in range(nl):
+                result[l0 + m] = n
+        if dp >= 0:
+            for k in range(lo, hi):
+                if np.int64(levels[dp + k]) > desc[b + 7]:
+                    cuda.atomic.or_(result, 2 * nlayers + s, ERR_BAD_LEVEL)
+                    return
+        for m in range(nl):
+            lb = lay0 + (l0 + m) * _LAY_FIELDS
+            vb = desc[lb + 5]
+            nulls = np.int64(0)
+            for k in range(lo, hi):
+                d = np.int64(0)
+                if dp >= 0:
+                    d = np.int64(levels[dp + k])
+                ok = _is_valid(d, desc[lb + 2], desc[lb + 3])
+                valid_all[vb + k] = ok
+                if not ok:
+                    nulls += 1
+            if nulls:
+                cuda.atomic.add(result, nlayers + l0 + m, nulls)
+        return
     fb = desc[b + 8]
     if j == 0:
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
-            if rp < 0:
-                result[l0 + m] = n
-                continue
             count = excl[fb + (m + 1) * n] - excl[fb + m * n]
             result[l0 + m] = count
             if m > 0 and desc[lb + 1]:
                 offsets_all[desc[lb + 4] + count] = excl[fb + m * n] - excl[fb + (m - 1) * n]
-    r = np.int64(0)
+    r = np.int64(levels[rp + j])
     d = np.int64(0)
-    if rp >= 0:
-        r = np.int64(levels[rp + j])
     if dp >= 0:
         d = np.int64(levels[dp + j])
     if not _level_ok(r, d, desc[b + 6], desc[b + 7]):
-        return
-    if rp < 0:
-        # item layers only: level j is entry j of every layer
-        for m in range(nl):
-            lb = lay0 + (l0 + m) * _LAY_FIELDS
-            ok = _is_valid(d, desc[lb + 2], desc[lb + 3])
-            valid_all[desc[lb + 5] + j] = ok
-            if not ok:
-                cuda.atomic.add(result, nlayers + l0 + m, 1)
         return
     ltr = desc[ltr0 + desc[b + 5]:]
     for m in range(nl):
@@ -946,10 +967,13 @@ def _cached_table(kinds: tuple) -> DefTable:
 
 def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=256):
     """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
-    :class:`LevelSegment` of ``segments``, in two launches and one scan over all of them,
-    with one copy back to the host (entry counts, null counts and error codes of every
-    layer and segment).  Segments without repetition levels (no list layer: level ``j`` is
-    entry ``j`` of every layer) take no part in the scan.
+    :class:`LevelSegment` of ``segments``, with one copy back to the host (entry counts,
+    null counts and error codes of every layer and segment).  Segments with repetition
+    levels take a flags launch and one scan over all of them; segments without (no list
+    layer: level ``j`` is entry ``j`` of every layer, as in a flat nullable column) take
+    neither: a thread per 32 of their levels checks them, writes their validity and adds
+    their nulls in the one scatter launch that every segment shares.  So a unit of flat
+    leaves only makes one launch besides the result's zeroing.
 
     ``levels`` is a ``uint16`` device array holding every segment's levels.  Returns one
     :class:`Unraveled` per segment, whose arrays are views of two shared device buffers:
@@ -978,7 +1002,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
         )
         return [], _device.to_host(got)
     tabs = [_cached_table(tuple(int(k) for k in sg.layer_kinds)) for sg in segments]
-    for sg, tab in zip(segments, tabs):
+    for sg, tab in zip(segments, tabs, strict=True):
         try:
             _check_structure(tab, None if sg.rep_pos < 0 else True)
         except CorruptInputError as exc:
@@ -989,9 +1013,11 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     nlayers = int(nls.sum())
     layer_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(nls, out=layer_first[1:])
-    level_start = np.zeros(nseg + 1, np.int64)
-    np.cumsum(ns, out=level_start[1:])
     has_rep = np.array([sg.rep_pos >= 0 for sg in segments])
+    level_start = np.zeros(nseg + 1, np.int64)  # the flags kernel: segments with repetition levels
+    np.cumsum(np.where(has_rep, ns, 0), out=level_start[1:])
+    thread_start = np.zeros(nseg + 1, np.int64)  # the scatter kernel: a level, or a word of levels
+    np.cumsum(np.where(has_rep, ns, -(-ns // _WORD)), out=thread_start[1:])
     flag_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(np.where(has_rep, nls * ns, 0), out=flag_first[1:])  # flags: segments with list layers only
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
@@ -1024,12 +1050,13 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
     lay[:, 4] = off_base[:-1]
     lay[:, 5] = val_base[:-1]
-    parts = [seg.reshape(-1), level_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
+    parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
     starts = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.size for p in parts], out=starts[1:])
     desc = _device.to_device(np.concatenate(parts))
-    seg0, ls0, lay0, ltr0 = (np.int64(x) for x in starts[:4])
-    total = int(level_start[-1])
+    seg0, ls0, ts0, lay0, ltr0 = (np.int64(x) for x in starts[:5])
+    rep_levels = int(level_start[-1])
+    threads = int(thread_start[-1])
     d_levels = _device.to_device(levels) if levels is not None and levels.shape[0] else _device.device_zeros(1, np.uint16)
     # the error flags of the enclosing deferred_errors block's launches come back in the same copy
     flags_back = pending_flags()
@@ -1045,16 +1072,19 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
         result = _device.device_zeros(head, np.int64)
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
     valid_all = _device.device_empty(max(int(val_base[-1]), 1), np.bool_)
-    if total:
+    excl = result  # read by the threads of segments with repetition levels only
+    if rep_levels:
         nflags = int(flag_first[-1])
-        flags = _device.device_empty(max(nflags, 1), np.int32)
-        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        flags = _device.device_empty(nflags, np.int32)
+        blocks, tpb = _device.launch_dims(rep_levels, threads_per_block)
         _unravel_segments_flags_kernel.get()[blocks, tpb](
-            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(total), flags, result, np.int64(2 * nlayers),
+            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(rep_levels), flags, result, np.int64(2 * nlayers),
         )
-        excl = _device.exclusive_scan_device(flags[:nflags])
+        excl = _device.exclusive_scan_device(flags)
+    if threads:
+        blocks, tpb = _device.launch_dims(threads, threads_per_block)
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
-            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(total), excl, offsets_all, valid_all, result,
+            d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, valid_all, result,
             np.int64(nlayers),
         )
     host = _device.to_host(result)

@@ -206,6 +206,73 @@ def test_matches_pylance(data, predicate: str) -> None:
     _assert_same(predicate, tbl, ds)
 
 
+@pytest.mark.parametrize("predicate", PREDICATES)
+def test_direct_form_evaluates_as_the_expression(data, predicate: str) -> None:
+    """Where a filter has a direct form (compute calls, no Acero plan), its mask is the
+    expression's mask, NULLs included; a filter keeps it through pickling (scan plans)."""
+    import dataclasses
+    import pickle
+
+    tbl, _ds = data
+    try:
+        compiled = parse_filter(predicate, tbl.schema)
+    except FilterError:
+        return
+    if compiled.direct is None:
+        return
+    try:
+        expected = dataclasses.replace(compiled, direct=None).mask(tbl)
+    except pa.ArrowInvalid:  # fails at execution time: so must the direct form
+        with pytest.raises(pa.ArrowInvalid):
+            compiled.mask(tbl)
+        return
+    got = compiled.mask(tbl)
+    assert got.type == pa.bool_() and got.equals(expected), (predicate, got, expected)
+    assert pickle.loads(pickle.dumps(compiled)).mask(tbl).equals(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["i32 + 1", "f64 * 2 + 1", "i64 - 7", "i8 * i8", "f32 / 2", "u32 + u32", "'upd'", "1", "s", "NULL", "b",
+     "i32 / 0", "i64 + i32", "i32 % 3", "ts", "d", "NOT b", "i32 > 3 AND s IS NOT NULL", "-i32"],
+)
+def test_direct_form_of_expressions_evaluates_as_the_expression(data, text: str) -> None:
+    """A projection (an update's SET value) with a direct form has the expression's value,
+    type and errors."""
+    import dataclasses
+
+    from lance_gpu.filter import compile_expression
+
+    tbl, _ds = data
+    compiled = compile_expression(text, tbl.schema)
+    general = dataclasses.replace(compiled, direct=None)
+    try:
+        expected = general.evaluate(tbl)
+    except pa.ArrowInvalid:
+        with pytest.raises(pa.ArrowInvalid):
+            compiled.evaluate(tbl)
+        return
+    got = compiled.evaluate(tbl)
+
+    def values(column: pa.ChunkedArray) -> list:  # NaN compared as a value
+        return ["NaN" if isinstance(v, float) and math.isnan(v) else v for v in column.to_pylist()]
+
+    assert got.type == expected.type == compiled.type and values(got) == values(expected), (text, got, expected)
+    if text in ("i32 + 1", "f64 * 2 + 1", "'upd'", "s", "i32 / 0"):
+        assert compiled.direct is not None, text
+
+
+def test_simple_predicates_have_a_direct_form(data) -> None:
+    """Comparisons of a column with a constant of its type, IS [NOT] NULL, NOT, AND, OR and
+    constants evaluate without an Acero plan; casts, functions and arithmetic do not."""
+    tbl, _ds = data
+    for predicate in ("i32 > 5", "i64 >= 3 AND i64 < 9", "s = 'apple' OR s IS NULL", "NOT (b = true)",
+                      "f64 > 2.0", "f64 <= 2.0", "ts < TIMESTAMP '2024-01-02 00:00:00'", "true", "d IS NOT NULL"):
+        assert parse_filter(predicate, tbl.schema).direct is not None, predicate
+    for predicate in ("i32 + 1 > 5", "lower(s) = 'apple'", "s LIKE 'a%'", "st.x = 3", "i32 IN (1, 2)"):
+        assert parse_filter(predicate, tbl.schema).direct is None, predicate
+
+
 def test_predicate_count() -> None:
     assert len(PREDICATES) >= 60
     assert len(set(PREDICATES)) == len(PREDICATES)

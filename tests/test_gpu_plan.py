@@ -544,3 +544,90 @@ def test_shared_column_pages_stay_bounded(datasets, monkeypatch):
     assert _work(datasets["many21"]) == expected
     held = sum(cp.num_pages for _col, cp in pagetable._columns.values())
     assert 0 < held <= 8 or len(pagetable._columns) == 1
+
+
+def _dictionary_strings(unit: plan.UnitPlan) -> list[tuple[int, list[bytes]]]:
+    """Every variable-width dictionary work row of ``unit`` as ``(first value slot, its
+    dictionary's items)``, read through the unit's staged bytes."""
+    arena = unit.stage.host_bytes()
+    out = []
+    for lst in unit.dictionary.values():
+        a = lst.arrays()
+        for items, nitems, offsets, width, dst in zip(a["items"], a["nitems"], a["offsets"], a["width"], a["dst"], strict=True):
+            assert width == 0
+            offs = arena[int(offsets) : int(offsets) + 8 * (int(nitems) + 1)].view(np.int64)
+            out.append((int(dst), [bytes(arena[int(items) + int(offs[i]) : int(items) + int(offs[i + 1])]) for i in range(int(nitems))]))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("name", ["many21", "many22"])
+def test_a_leafs_dictionaries_are_staged_together(datasets, name, monkeypatch):
+    """The dictionary pages of a string leaf have their dictionaries checked and staged at
+    once (two staged items per leaf, not two per page), and every page's dictionary work
+    row reads the same items as when each page's dictionary is decoded and staged alone."""
+    leaves = _leaves(datasets[name])
+    together = plan.UnitPlan()
+    staged = []
+    real = plan._stage_dictionaries
+    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: staged.append(len(out := real(unit, leaf))) or out)
+    for leaf in leaves:
+        plan.place_leaf(together, leaf)
+    assert max(staged) >= 2, staged  # a leaf of several dictionary pages took the leaf-wide path
+    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: {})
+    alone = plan.UnitPlan()
+    for leaf in _leaves(datasets[name]):
+        plan.place_leaf(alone, leaf)
+    got, want = _dictionary_strings(together), _dictionary_strings(alone)
+    assert got == want and len(got) >= 2
+    assert len(together.stage.items) < len(alone.stage.items)
+
+
+def test_dictionary_blocks_decoded_together_match_one_by_one():
+    """``variable.decode_blocks32`` over many Variable dictionary blocks gives each block's
+    :func:`variable.decode_block` items; a block that fails a check makes it give None (the
+    one-by-one decode then names the fault)."""
+    import struct
+
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+    from lance_gpu.file.encodings import variable
+    from lance_gpu.file.encodings.base import DecodeContext
+
+    def block(items: list[bytes], lead: bytes = b"") -> np.ndarray:
+        offs = (len(lead) + np.cumsum([0] + [len(x) for x in items])).astype("<u4")
+        start = 8 + offs.nbytes
+        return np.frombuffer(struct.pack("<II", 32, start) + offs.tobytes() + lead + b"".join(items), np.uint8)
+
+    enc = pb.CompressiveEncoding(variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32))))
+    ctx = DecodeContext("<test>", 0)
+    rng = np.random.default_rng(3)
+    blocks = [[bytes(rng.integers(97, 123, int(rng.integers(0, 6))).astype(np.uint8)) for _ in range(int(k))] for k in (3, 0, 1, 7, 2)]
+    bufs = [block(items, b"zz" if k == 3 else b"") for k, items in enumerate(blocks)]
+    n = np.array([len(b) for b in blocks])
+    blob, start, offsets, first = variable.decode_blocks32(bufs, n)
+    for k, buf in enumerate(bufs):
+        one = variable.decode_block(enc.variable, buf, int(n[k]), ctx)
+        offs = offsets[first[k] : first[k + 1]]
+        assert offs.tolist() == one.offsets.tolist()
+        assert bytes(blob[start[k] + offs[0] : start[k] + offs[-1]]) == bytes(one.data) == b"".join(blocks[k])
+    bad_order = bufs[3].copy()
+    bad_order[8:12] = np.frombuffer(struct.pack("<I", 200), np.uint8)  # first offset past the next
+    short = bufs[0][:6]
+    past_end = bufs[4].copy()
+    past_end[8 + 4 * 2 : 8 + 4 * 3] = np.frombuffer(struct.pack("<I", 999), np.uint8)
+    for bad, k in ((bad_order, 3), (short, 0), (past_end, 4)):
+        with pytest.raises(CorruptFileError):
+            variable.decode_block(enc.variable, bad, int(n[k]), ctx)
+        assert variable.decode_blocks32([*bufs[:k], bad, *bufs[k + 1 :]], n) is None
+
+
+@pytest.mark.parametrize("name", ["rich22", "many21"])
+def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
+    """``LeafPlan.page_bytes`` (what a unit's memory estimate reads instead of the pages) is
+    the sum of its pages' buffer sizes, whole reads and row selections (whose cut pages
+    count whole) alike."""
+    rows = np.unique(np.random.default_rng(2).integers(0, 200, 30))
+    for selection in (None, rows):
+        leaves = _leaves(datasets[name], selection)
+        assert leaves
+        for leaf in leaves:
+            assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path

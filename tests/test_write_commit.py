@@ -4,21 +4,21 @@ conflicts, concurrent appends and crashed writers."""
 
 from __future__ import annotations
 
-from pathlib import Path
 import multiprocessing as mp
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_gpu.io import LOCAL, resolve
 import lance_gpu
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
+from lance_gpu.io import LOCAL, resolve
 from lance_gpu.table.manifest import list_versions, read_manifest_file, read_transaction_file
 from lance_gpu.txn import LanceOperation, commit
 from lance_gpu.txn.publish import serialize_manifest
@@ -333,7 +333,7 @@ def test_append_rebased_over_delete_and_compaction(tmp_path, winner, stable_row_
     if stable_row_ids:
         rowids = got["_rowid"].to_pylist()
         assert len(set(rowids)) == len(rowids)
-        new = [r for r, i in zip(rowids, got["id"].to_pylist()) if i >= 10_000]
+        new = [r for r, i in zip(rowids, got["id"].to_pylist(), strict=True) if i >= 10_000]
         assert sorted(new) == list(range(4000, 4700))  # fresh ids after the winner's next_row_id
         assert m.next_row_id == 4700
     # pylance can go on from here
@@ -570,8 +570,8 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     """write_fragments publishes its data files unsynced (no task waits on a disk); the commit
     fsyncs every data and deletion file its manifest adds, and only those, before the
     manifest is put -- so a committed manifest never names a file a crash could truncate.
-    The transaction file the manifest names is written unsynced and synced in the same round,
-    and so is the manifest's own staging copy (no reader sees it before it is linked)."""
+    The manifest's own staging copy (no reader sees it before it is linked) is synced in the
+    same round; the transaction file it names is not (the manifest holds the transaction)."""
     import lance_gpu.fragment
     from lance_gpu.io.local import LocalStore
 
@@ -596,24 +596,25 @@ def test_commit_syncs_the_files_it_adds_before_the_manifest(tmp_path, monkeypatc
     lance_gpu.LanceDataset.commit(uri, LanceOperation.Append(frags), read_version=read)
     [(keys, n)] = calls  # one round, while version 1 was still the latest
     assert n == 1
-    txns = [k for k in keys if "/_transactions/" in k]
+    assert not [k for k in keys if "/_transactions/" in k]
+    assert lance_gpu.dataset(uri).manifest.transaction_file  # written, named, not synced
     staged = [k for k in keys if "/_versions/" in k]
     assert len(staged) == 1 and ".manifest" in staged[0] and not os.path.exists(staged[0])  # linked, then removed
-    assert sorted(k for k in keys if k not in txns + staged) == data_keys  # the new data files only
-    assert txns == [os.path.join(uri, "_transactions", lance_gpu.dataset(uri).manifest.transaction_file)]
+    assert sorted(k for k in keys if k not in staged) == data_keys  # the new data files only
     assert lance.dataset(uri).to_table()["a"].to_pylist() == list(range(30))
 
     calls.clear()
     lance_gpu.dataset(uri).delete("a = 12")
     [(keys, _n)] = calls
-    assert len(keys) == 3 and "/_versions/" in keys[0] and "/_deletions/" in keys[1] and "/_transactions/" in keys[2]
+    assert len(keys) == 2 and "/_versions/" in keys[0] and "/_deletions/" in keys[1]
 
 
 def test_every_file_a_manifest_names_is_fsynced_before_the_manifest_appears(tmp_path, monkeypatch):
     """The commit's one round of fsyncs covers the files the new manifest adds (data,
-    deletion, transaction) and the manifest's own staging copy, and ends before the staging
-    copy is linked to its name: a crash at any moment leaves either no new version or one
-    whose every byte is on disk.  The hint is not synced (only a hint)."""
+    deletion) and the manifest's own staging copy, and ends before the staging copy is linked
+    to its name: a crash at any moment leaves either no new version or one whose every byte
+    is on disk.  The hint (only a hint) and the transaction file (the manifest holds the
+    transaction) are not synced."""
     import threading
 
     uri = str(tmp_path / "ds")
@@ -658,12 +659,42 @@ def test_every_file_a_manifest_names_is_fsynced_before_the_manifest_appears(tmp_
                 from lance_gpu.table.deletion import deletion_file_path
 
                 assert deletion_file_path(LOCAL, uri, int(frag.id), frag.deletion_file) in synced_first
-        assert os.path.join(uri, "_transactions", after.manifest.transaction_file) in synced_first
-        assert not any("latest_version_hint" in path for kind, path in events if kind == "fsync")
+        assert after.transaction is not None  # the manifest's own copy of its transaction
+        assert not any("latest_version_hint" in path or "/_transactions/" in path for kind, path in events
+                       if kind == "fsync")
     monkeypatch.undo()
     ref = lance.dataset(uri)
     assert ref.version == 4
     assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
+
+
+def test_transactions_survive_lost_transaction_files(tmp_path):
+    """What an OS crash could do to the unsynced transaction files -- leave them empty, or
+    lose them -- loses nothing: pylance and we read every version's transaction from its
+    manifest, and a pylance writer on an older version resolves its conflicts against
+    ours."""
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    stale = lance.dataset(uri)  # a writer that read version 1
+    lance_gpu.dataset(uri).delete("id = 3")
+    lance_gpu.dataset(uri).update({"x": "x + 1"}, where="id = 4")
+    tdir = os.path.join(uri, "_transactions")
+    names = sorted(os.listdir(tdir))
+    assert len(names) == 3
+    for name in names[:2]:
+        open(os.path.join(tdir, name), "wb").close()  # emptied
+    os.remove(os.path.join(tdir, names[2]))  # gone
+    expected = [("Update", 2), ("Delete", 1), ("Overwrite", 0)]
+    assert [(type(t.operation).__name__, t.read_version) for t in lance.dataset(uri).get_transactions(3)] == expected
+    ours = lance_gpu.dataset(uri)
+    assert [ours.checkout_version(v).manifest_file.transaction.WhichOneof("operation") for v in (2, 3)] == [
+        "delete", "update"]
+    # row 4 was moved by our Update: pylance's delete on version 1 conflicts with it (it reads
+    # our transaction to know), is planned again on the latest version and deletes the moved row
+    assert stale.delete("id = 4") == {"num_deleted_rows": 1}
+    assert lance.dataset(uri).version == 4
+    assert lance.dataset(uri).to_table()["id"].to_pylist() == [0, 1, 2, 5, 6, 7, 8, 9]
+    assert lance_gpu.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
 
 
 _KILLED_LOCAL = textwrap.dedent(

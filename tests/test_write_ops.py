@@ -155,6 +155,22 @@ def test_delete_written_by_us_and_edge_cases(tmp_path):
         ds.delete("no_such_column = 1")
 
 
+@pytest.mark.parametrize("stable", [False, True])
+def test_delete_by_row_id_and_address_like_pylance(tmp_path, stable):
+    """A delete's predicate may read ``_rowid`` and ``_rowaddr``, as pylance's (with stable
+    row ids a row's id is not its address); the same rows go, and pylance reads ours."""
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    lance.write_dataset(_tbl(3000), ours, max_rows_per_file=1000, enable_stable_row_ids=stable)
+    lance.dataset(ours).delete("id % 7 = 0")
+    lance.write_dataset(_tbl(10, 5000), ours, mode="append")
+    shutil.copytree(ours, ref)
+    for pred in (f"_rowid = 5 OR _rowid = {(1 << 32) + 5}", f"_rowaddr >= {(1 << 32) + 990} AND _rowaddr < {2 << 32}",
+                 "_rowid >= 3 AND _rowid < 9 AND id > 0"):
+        got = lance_gpu.dataset(ours).delete(pred)
+        assert got == lance.dataset(ref).delete(pred) and got["num_deleted_rows"] > 0, (pred, got)
+        _same(ours, ref)
+
+
 def test_pylance_reads_uncompressed_deletion_files(tmp_path):
     from lance_gpu.table.deletion_writer import encode_deletion_rows
 
@@ -169,6 +185,37 @@ def test_pylance_reads_uncompressed_deletion_files(tmp_path):
     with ipc.new_file(path, table.schema) as w:  # rewritten without compression
         w.write_table(table)
     assert lance.dataset(uri).to_table()["id"].to_pylist() == [0, 1, 2, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9, 100, 1024, 1025, 4999])
+def test_deletion_file_bytes_are_pyarrows(n):
+    """A deletion file of up to PLAIN_IPC_ROWS rows is pyarrow's uncompressed IPC file of them,
+    byte for byte (put together from a layout found once per row count); above, pyarrow
+    writes it zstd-compressed.  Either way it reads back as the rows."""
+    from lance_gpu.table.deletion_writer import PLAIN_IPC_ROWS, _ipc_file, encode_deletion_rows
+
+    rows = np.sort(np.random.default_rng(n).choice(4 * n, n, replace=False)).astype(np.uint32)
+    rows[-1] = 0xFFFFFFFF if n > 1 else rows[-1]  # the largest offset a file can hold
+    kind, data = encode_deletion_rows(rows)
+    assert kind == table_pb2.DeletionFile.ARROW_ARRAY
+    assert ipc.open_file(pa.py_buffer(data)).read_all().column("row_id").to_numpy().tolist() == rows.tolist()
+    if n <= PLAIN_IPC_ROWS:
+        assert data == _ipc_file(rows, None)
+    else:
+        assert ipc.open_file(pa.py_buffer(data)).schema == ipc.open_file(pa.py_buffer(_ipc_file(rows, "zstd"))).schema
+        assert len(data) < len(_ipc_file(rows, None))  # compressed
+
+
+def test_pylance_reads_our_deletions_of_many_counts(tmp_path):
+    """Deletes leaving 1, then 3, then 1,503 deleted rows in a fragment (uncompressed, then
+    compressed deletion files), and one emptying a fragment: pylance reads ours as the rows
+    its own deletes leave."""
+    ours, ref = _pair(tmp_path, n=9000, rows_per_file=3000)
+    for pred in ("id = 5", "id >= 3000 and id < 3003", "id >= 3100 and id < 4600", "id >= 6000"):
+        assert lance_gpu.dataset(ours).delete(pred) == lance.dataset(ref).delete(pred)
+        _same(ours, ref)
+    frags = _latest(ours).manifest.fragments
+    assert [(int(f.id), int(f.deletion_file.num_deleted_rows)) for f in frags] == [(0, 1), (1, 1503)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -365,3 +365,64 @@ def test_merge_insert_execute_uncommitted_as_pylance(tmp_path, stable: bool) -> 
     assert results["ours"][:2] == results["pylance"][:2]
     assert results["ours"][2].equals(results["pylance"][2])
     assert lance.dataset(str(tmp_path / "ours")).to_table().sort_by("id").equals(results["pylance"][2].drop_columns(["_rowid"]))
+
+
+def _nullable(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table({
+        "id": pa.array(ids),
+        "x": pa.array([None if i % 5 == 0 else i * 0.5 for i in ids], pa.float64()),
+        "s": pa.array([None if i % 7 == 0 else f"row-{i}" for i in ids]),
+    })
+
+
+@pytest.mark.parametrize(
+    ("updates", "where"),
+    [
+        ({"x": "x + 1"}, "x > 10"),  # NULLs of the predicate's column: not matched
+        ({"s": "'u'"}, "s = 'row-41'"),
+        ({"x": "id * 2"}, "s IS NULL"),  # the predicate's column is not one the update reads
+        ({"x": "0"}, "id < 0"),  # no match: an empty Update
+        ({"s": "s || '!'"}, None),  # every row
+        ({"x": "x * 2"}, "true"),
+        ({"x": "-1"}, "id % 3 = 1 AND s IS NOT NULL AND x < 30"),
+    ],
+)
+def test_small_update_reads_as_the_scan_and_pylance(tmp_path, monkeypatch, updates, where):
+    """An update of a dataset of a few small fragments reads its rows without planning a scan
+    (``_small_update_rows``): the same rows, version and fragments as pylance's update and as
+    our planned scan, on NULLs, strings, no match and every row, with deleted rows."""
+    from lance_gpu.write import rowlevel
+
+    ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
+    for i in range(6):
+        lance.write_dataset(_nullable(16, 16 * i), ours, mode="append")
+    lance.dataset(ours).delete("id % 11 = 4")
+    shutil.copytree(ours, ref)
+    planned = str(tmp_path / "planned")
+    shutil.copytree(ours, planned)
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("a small update planned a scan")
+
+    with monkeypatch.context() as m:
+        m.setattr(rowlevel, "scanner_for", no_scan)
+        got = lance_gpu.dataset(ours).update(updates, where=where)
+    assert got == lance.dataset(ref).update(updates, where=where)
+    _same(ours, ref)
+    monkeypatch.setattr(rowlevel, "_SMALL_UPDATE_ROWS", -1)  # the planned scan
+    assert lance_gpu.dataset(planned).update(updates, where=where) == got
+    assert lance.dataset(planned).to_table().equals(lance.dataset(ours).to_table())
+
+
+def test_small_update_errors_as_pylance(tmp_path):
+    """A predicate naming no column, or a value the column cannot hold, raises the class
+    pylance raises, and commits nothing."""
+    ours = str(tmp_path / "ours")
+    lance.write_dataset(_nullable(40), ours, max_rows_per_file=16)
+    for updates, where in (({"x": "1"}, "nope = 1"), ({"x": "'abc'"}, "id = 3")):
+        with pytest.raises(Exception) as theirs:
+            lance.dataset(ours).update(updates, where=where)
+        with pytest.raises(theirs.type):
+            lance_gpu.dataset(ours).update(updates, where=where)
+        assert lance.dataset(ours).version == 1

@@ -3,9 +3,11 @@
 
 Mirrors the CPU's :func:`lance_gpu.file.arrow.assemble` (same layer walk, same checks).  The
 levels of every leaf of every field of a read unit, across its fragments, are unravelled
-together on the device (``cuda_kernels.unravel_segments_gpu``: two launches, one scan and
-one copy back per unit, however many fragments and leaves), and every buffer is a view into
-the unit's shared device buffers.
+together on the device (``cuda_kernels.unravel_segments_gpu``: one copy back per unit,
+however many fragments and leaves; a flags launch and one scan for the leaves with
+repetition levels, then one launch for all, in which a leaf without them -- a flat nullable
+column -- takes 32 levels a thread with one null-count atomic per word), and every buffer is
+a view into the unit's shared device buffers.
 """
 
 from __future__ import annotations

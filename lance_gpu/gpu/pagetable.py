@@ -135,7 +135,7 @@ def layout_facts(page: PageInfo, ctx: DecodeContext) -> LayoutFacts:
 class PageSelection:
     """Some pages of a column (:meth:`ColumnPages.select`) as the planner takes them: their
     indices and ``PageInfo``, layouts (per page, and the distinct ones in order of first use),
-    buffer counts and every buffer's ``(offset, size)`` in page order."""
+    buffer counts, every buffer's ``(offset, size)`` in page order and their total size."""
 
     ids: list[int]
     pages: list[PageInfo]
@@ -143,6 +143,7 @@ class PageSelection:
     distinct: list[LayoutFacts]
     nbuf: list[int]
     ranges: list[tuple[int, int]]
+    nbytes: int  # the pages' buffer bytes, all buffers (deferred ones too)
 
 
 @dataclass(slots=True, eq=False)
@@ -189,9 +190,10 @@ class ColumnPages:
             per_page.append(facts)
             distinct.setdefault(j, facts)
         pages = [self.pages[i] for i in sel]
+        ranges = [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)]
         out = PageSelection(
-            sel, pages, per_page, list(distinct.values()), [len(p.buffer_offsets) for p in pages],
-            [(o, s) for p in pages for o, s in zip(p.buffer_offsets, p.buffer_sizes, strict=True)],
+            sel, pages, per_page, list(distinct.values()), [len(p.buffer_offsets) for p in pages], ranges,
+            sum(int(s) for _o, s in ranges),
         )
         if ids is None:
             self._all = out

@@ -89,6 +89,8 @@ from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.container import LanceFileReader, PageInfo
 from lance_gpu.file.encodings import fsst as fsst_enc
+from lance_gpu.file.encodings import general as general_enc
+from lance_gpu.file.encodings import variable as variable_enc
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
@@ -268,6 +270,9 @@ class LeafPlan:
     #: :func:`_device_lists`): its pages' ``num_levels`` and its own are estimates, and its
     #: level regions are allocated once the pre-pass has read them (:mod:`lance_gpu.gpu.headers`)
     levels_pending: bool = False
+    #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
+    #: selection's cut pages count whole): what a read unit's memory estimate starts from
+    page_bytes: int = 0
 
     @property
     def path(self) -> str:
@@ -736,6 +741,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
+    leaf.page_bytes = sel.nbytes
     facts_of = sel.layouts
     pages = sel.pages
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
@@ -848,6 +854,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     if sum(bulk) < (BULK_MIN_PAGES or 1):
         bulk = [False] * len(leaf.pages)
     batch = _Batch()
+    dictionaries = _stage_dictionaries(unit, leaf)
     for page, in_bulk in zip(leaf.pages, bulk, strict=True):
         if leaf.kind == "var":
             unit.var_checks.append((leaf.slot_lo + vpos, page.num_values, utf8, leaf.path, leaf.column, page.index))
@@ -862,7 +869,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
             batch.rep_dst.append(rep_dst)
             batch.def_dst.append(def_dst)
         elif page.kind == "mini_block_layout":
-            _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst)
+            _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst, dictionaries.get(id(page)))
         elif pending:  # a full-zip or constant page beside list pages the device parses
             work = _emit_fullzip(unit, leaf, page, vpos, -1, -1, later=True) if page.kind == "full_zip_layout" \
                 else _emit_constant(unit, leaf, page, vpos, -1, -1, later=True)
@@ -1102,9 +1109,12 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
         )
 
 
-def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int) -> None:
+def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
+                    dictionary: tuple[int, int] | None = None) -> None:
     """Stage a mini-block page's chunks and emit their work, one page alone (pages that
-    :func:`_batchable` accepts are emitted together by :func:`_emit_miniblock_batch`).
+    :func:`_batchable` accepts are emitted together by :func:`_emit_miniblock_batch`);
+    ``dictionary``: the page's dictionary where it was staged with its leaf's others
+    (:func:`_stage_dictionaries`), else staged here.
     Chunks the planner holds are emitted now; deferred ones are read from the store straight
     into the pinned slab, and their chunk headers are parsed and their work emitted there
     (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
@@ -1116,7 +1126,8 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
     if nbuf == 0 and n:
         _fill_nulls(unit, leaf, vpos, n)
     # a dictionary's items are decoded on the host and staged now; its indices are chunk work
-    dictionary = _stage_dictionary(unit, leaf, page, vpos, leaf.ctx()) if nbuf and n and mb.HasField("dictionary") else None
+    if dictionary is None and nbuf and n and mb.HasField("dictionary"):
+        dictionary = _stage_dictionary(unit, leaf, page, vpos, leaf.ctx())
     offset = int(page.info.buffer_offsets[1]) + page.data_shift
     size = p.get("data_size", int(page.info.buffer_sizes[1]))
     on_device = device_headers(mb) if facts is None else facts.device_headers
@@ -1276,13 +1287,7 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     nitems = int(mb.num_dictionary_items)
     items = encodings.decode_block(mb.dictionary, page.buffers[2], nitems, ctx)
     n = page.num_values
-    kind = _index_encoding(enc)
-    if kind == "inline_bitpacking":
-        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-    elif kind == "flat":
-        bits = int(enc.flat.bits_per_value)
-    else:
-        bits = rle_plan.value_bits(enc)  # type: ignore[assignment]
+    bits = _index_bits(enc)
     ipos = unit.alloc_index(bits, n)
     lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
     if isinstance(items, VariableWidthBlock):
@@ -1307,6 +1312,73 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
             dst=_value_dst(leaf, vpos))
     return bits, ipos
+
+
+def _index_bits(enc) -> int:
+    """Bits per dictionary index of a page's ``value_compression``."""
+    kind = _index_encoding(enc)
+    if kind == "inline_bitpacking":
+        return int(enc.inline_bitpacking.uncompressed_bits_per_value)
+    if kind == "flat":
+        return int(enc.flat.bits_per_value)
+    return rle_plan.value_bits(enc)  # type: ignore[return-value]
+
+
+def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, int]]:
+    """The dictionaries of a variable-width leaf's host-planned dictionary pages placed at
+    once (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives
+    per page): every page's Variable (32-bit offsets) dictionary block, decompressed first
+    where General wraps it, checked by one
+    :func:`variable.decode_blocks32` over all of them, the blocks staged as one buffer and
+    their int64 offsets as another (two staged items per leaf, not two per page), one
+    dictionary work row per page.  Empty (each page staged alone, with its own checks and
+    errors) for fewer than two such pages, other dictionary encodings, or a block that fails
+    a check."""
+    if leaf.kind != "var":
+        return {}
+    pages = []
+    for pg in leaf.pages:
+        if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
+            continue
+        mb = pg.layout
+        if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
+            continue
+        enc = mb.dictionary
+        general = enc.WhichOneof("compression") == "general"
+        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
+            enc = enc.general.values
+        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
+            return {}
+        off = enc.variable.offsets
+        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
+            return {}
+        pages.append((pg, general))
+    if len(pages) < 2:
+        return {}
+    ctx = leaf.ctx()
+    blocks = [general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2]
+              for pg, general in pages]
+    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg, _g in pages), np.int64, len(pages))
+    got = variable_enc.decode_blocks32(blocks, nitems)
+    if got is None:
+        return {}
+    blob, item_start, offsets, first_offset = got
+    blob_pos = unit.stage.add_bytes(blob)
+    offsets_pos = unit.stage.add_bytes(offsets)
+    vpos = {}
+    v = 0
+    for pg in leaf.pages:
+        vpos[id(pg)] = v
+        v += pg.num_values
+    out = {}
+    for k, (pg, _general) in enumerate(pages):
+        bits = _index_bits(pg.layout.value_compression)
+        ipos = unit.alloc_index(bits, pg.num_values)
+        lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
+        lst.add(start=ipos, count=pg.num_values, items=blob_pos + int(item_start[k]), nitems=int(nitems[k]), width=0,
+                offsets=offsets_pos + 8 * int(first_offset[k]), dst=_value_dst(leaf, vpos[id(pg)]))
+        out[id(pg)] = (bits, ipos)
+    return out
 
 
 def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:

@@ -129,12 +129,9 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
 
 
 def _estimate(fp: FieldPlan) -> int:
-    total = 0
-    for leaf in fp.leaves:
-        for page in leaf.pages:
-            total += sum(int(n) for n in page.info.buffer_sizes)  # deferred buffers too
-        total += leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels
-    return total
+    """Device bytes a field's decode needs, about: its pages' buffers (deferred ones too)
+    and its outputs (no page is read: the leaves' totals)."""
+    return sum(leaf.page_bytes + leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels for leaf in fp.leaves)
 
 
 def _unit_cap(frags: list[_Frag], budget: int) -> int:

@@ -9,7 +9,12 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
    store's ``sync`` (locally: fsync, several at once) before the manifest is put, so a
    committed manifest never names a file that a crash could leave incomplete.
 2. The ``lance.table.Transaction`` is written to ``_transactions/{read_version}-{uuid}.txn``
-   unless the dataset sets writer flag 32 (no transaction files).
+   unless the dataset sets writer flag 32 (no transaction files), unsynced: the manifest
+   carries the same transaction inline (its transaction section), which readers take
+   first -- ours (:func:`~lance_gpu.txn.publish.winner_transaction`) and pylance's, which
+   reads every version's transaction, and resolves conflicts against it, with the ``.txn``
+   files emptied or gone.  So a crash that loses the file's bytes loses nothing a reader
+   needs, and the file costs the commit no fsync.
 3. The manifest of version ``read_version + 1`` is ``op.apply`` on top of the version read,
    published with the store's *put-if-absent* (a hard link locally, a conditional PUT on
    object stores; ``ObjectExistsError``, a ``FileExistsError``: another writer took the
@@ -24,8 +29,9 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
 
 A commit's requests and fsyncs do not grow with the history: the version read is found from
 the hint (one read, two existence checks), nothing lists ``_versions/``, and the files the
-manifest names (data, deletion and transaction files) are synced in one parallel round before
-the manifest, the only file synced on its own; the hint is not synced.  Nor does its CPU
+manifest adds (data and deletion files) are synced in one parallel round with the manifest's
+own staging copy, before it is linked to its name; the transaction file and the hint are not
+synced.  Nor does its CPU
 grow much: an operation returns a :class:`~lance_gpu.table.manifest_bytes.ManifestDraft`
 (the base's fields, its untouched fragment entries kept as the base's bytes, the new ones
 encoded alone), the new manifest is one join of bytes, and the version committed is the
@@ -349,9 +355,8 @@ def commit_file(
             assert isinstance(m, table_pb2.Manifest)
             kinds = check_no_mixing(built, current, touched)
             added = _added_files(store, root, m, current, touched, draft)
+            # (the transaction file is not among them: the manifest holds its transaction)
             unsynced = [k for k in added if k not in synced]
-            if txn_key is not None and txn_key not in synced:
-                unsynced.append(txn_key)
             manifest = _finish_manifest(m, current, version, "" if skip_txn_file else txn_name, touched, draft)
             if skip_txn_file:
                 manifest.ClearField("transaction_file")

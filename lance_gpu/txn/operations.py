@@ -399,7 +399,7 @@ class Append(Operation):
         return ManifestDraft(head, layout, sources, new), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        self._classify(theirs, int(winner.manifest.version), ok=_APPEND_COMPATIBLE, retry=())
+        self._classify(theirs, int(winner.head.version), ok=_APPEND_COMPATIBLE, retry=())
         return False
 
 
@@ -479,7 +479,7 @@ class Overwrite(Operation):
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         # Conservative (pylance lets an overwrite win over most writers): the table the
         # caller decided to replace is not the one now committed.
-        raise self._incompatible(None if theirs is None else theirs.WhichOneof("operation"), int(winner.manifest.version))
+        raise self._incompatible(None if theirs is None else theirs.WhichOneof("operation"), int(winner.head.version))
 
 
 # --------------------------------------------------------------------------------------------
@@ -547,7 +547,7 @@ class Delete(Operation):
         return ManifestDraft(head, layout, sources, new), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
+        version = int(winner.head.version)
         kind = self._classify(
             theirs,
             version,
@@ -713,7 +713,7 @@ class Update(Operation):
         return draft, section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
+        version = int(winner.head.version)
         kind = self._classify(
             theirs,
             version,
@@ -772,7 +772,7 @@ class Merge(Operation):
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(
             theirs,
-            int(winner.manifest.version),
+            int(winner.head.version),
             ok=("create_index", "reserve_fragments", "clone", "update_config", "update_bases"),
             retry=("update", "append", "delete", "rewrite", "merge", "data_replacement", "project"),
         )
@@ -814,7 +814,7 @@ class Project(Operation):
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         self._classify(
             theirs,
-            int(winner.manifest.version),
+            int(winner.head.version),
             ok=("append", "update", "delete", "update_config", "create_index", "data_replacement",
                 "rewrite", "clone", "reserve_fragments", "update_bases"),
             retry=("merge", "project"),
@@ -854,7 +854,7 @@ class Restore(Operation):
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") == "update_mem_wal_state":
-            raise self._incompatible("update_mem_wal_state", int(winner.manifest.version))
+            raise self._incompatible("update_mem_wal_state", int(winner.head.version))
         return False
 
 
@@ -883,7 +883,7 @@ class ReserveFragments(Operation):
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
         if theirs is not None and theirs.WhichOneof("operation") in ("overwrite", "restore"):
-            raise self._incompatible(theirs.WhichOneof("operation"), int(winner.manifest.version))
+            raise self._incompatible(theirs.WhichOneof("operation"), int(winner.head.version))
         return False
 
 
@@ -1045,7 +1045,7 @@ class Rewrite(Operation):
         self.written.clear()
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
+        version = int(winner.head.version)
         kind = self._classify(
             theirs,
             version,
@@ -1105,7 +1105,7 @@ class DataReplacement(Operation):
         return ManifestDraft(head, layout, sources, new_frags), base.index_section
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
+        version = int(winner.head.version)
         kind = self._classify(
             theirs,
             version,
@@ -1242,7 +1242,7 @@ class UpdateConfig(Operation):
         return out
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
+        version = int(winner.head.version)
         kind = self._classify(
             theirs,
             version,
@@ -1350,7 +1350,7 @@ class CreateIndex(Operation):
         return ManifestDraft.keeping(layout, head), out
 
     def rebase(self, store: ObjectStore, root: str, winner: ManifestFile, theirs: transaction_pb2.Transaction | None) -> bool:
-        version = int(winner.manifest.version)
+        version = int(winner.head.version)
         kind = self._classify(
             theirs, version,
             ok=("append", "delete", "create_index", "reserve_fragments", "update_config", "update_bases", "clone",

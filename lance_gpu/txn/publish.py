@@ -274,8 +274,9 @@ def winner_transaction(store: ObjectStore, root: str, mf: ManifestFile) -> trans
 def write_transaction_file(store: ObjectStore, key: str, txn: transaction_pb2.Transaction, *, sync: bool = True) -> None:
     """``_transactions/{read_version}-{uuid}.txn``: the raw ``Transaction`` protobuf.
 
-    ``sync=False``: published unsynced; the commit syncs it with the data files, before the
-    manifest that names it."""
+    ``sync=False``: published unsynced.  A commit writes it so: its manifest carries the
+    same transaction inline, which readers (ours, pylance's) take first, so the file is
+    never the only copy a crash could lose (:mod:`lance_gpu.txn.commit`)."""
     if sync:
         store.put(key, txn.SerializeToString())
     else:

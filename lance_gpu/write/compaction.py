@@ -251,7 +251,7 @@ def compact_once(
     store, root = ds.store, ds.root
     indices = list(base.index_section.indices) if base.index_section is not None else []
     bitmaps = [fragment_bitmap(index) for index in indices]
-    for index, bitmap in zip(indices, bitmaps):
+    for index, bitmap in zip(indices, bitmaps, strict=True):
         if bitmap is None:
             raise UnsupportedFeatureError(f"{ds.uri}: index {index.name!r} records no fragment bitmap")
     tasks = plan_compaction(
@@ -267,7 +267,7 @@ def compact_once(
         return ds, metrics
     stable = bool(int(base.manifest.writer_feature_flags) & features.FLAG_STABLE_ROW_IDS)
     rewritten_ids = {f.fragment_id for task in tasks for f in task}
-    to_remap, moved = split_touched_indices(base, [i for i, b in zip(indices, bitmaps) if rewritten_ids & set(b)])
+    to_remap, moved = split_touched_indices(base, [i for i, b in zip(indices, bitmaps, strict=True) if rewritten_ids & set(b)])
     for index in to_remap:
         check_remappable(index, store.uri(root))
 
@@ -303,7 +303,7 @@ def compact_once(
         if to_remap:
             mapping = RowAddressMap.build(
                 ([(f.fragment_id, f.physical_rows, f.live_rows) for f in task], new)
-                for task, (_old, new) in zip(tasks, groups)
+                for task, (_old, new) in zip(tasks, groups, strict=True)
             )
             for index in to_remap:
                 new_uuid, files = remap_index(store, root, index, mapping, rewrite.written)
@@ -313,7 +313,7 @@ def compact_once(
         raise
     rewrite.groups = groups
     rewrite.moved = {bytes(i.uuid.uuid) for i in moved}
-    ours = [reserved] if reserved is not None and int(reserved.manifest.version) == ds.version + 1 else []
+    ours = [reserved] if reserved is not None and int(reserved.head.version) == ds.version + 1 else []
     committed = commit_file(store, root, rewrite, ds.manifest_file, ds.naming, known_since=ours)
     return ds.committed(committed), metrics
 
@@ -365,7 +365,7 @@ def reserve_fragment_ids(ds: TableSnapshot, groups: list[tuple[list, list[table_
     if not n_new:
         return None
     reserved = commit_file(ds.store, ds.root, ReserveFragments(n_new), base if base is not None else _latest(ds), ds.naming)
-    next_id = int(reserved.manifest.max_fragment_id) - n_new + 1
+    next_id = int(reserved.head.max_fragment_id) - n_new + 1  # (head: no parse of the fragments)
     for _old, new in groups:
         for frag in new:
             frag.id = next_id

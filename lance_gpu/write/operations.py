@@ -37,7 +37,8 @@ from lance_gpu.errors import (
 from lance_gpu.file.writer.blobs import blob_v2_schema
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
-from lance_gpu.scan import ReadUnit, decode_spans, read_rows, scanner_for
+from lance_gpu.scan import ROW_ADDR, ROW_ID, ReadUnit, decode_spans, read_rows, scanner_for
+from lance_gpu.scan.execute import add_virtual_span
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.manifest import (
     ManifestFile,
@@ -104,6 +105,8 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
     text = compiled.source if compiled.source is not None else str(predicate)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
+    # the row-identity columns a predicate may read (a scan's offsets are not a delete's)
+    virtual = {c for c in compiled.virtual_columns if c in (ROW_ID, ROW_ADDR)}
     initial: dict[int, table_pb2.DataFragment] = {}
     affected: dict[int, np.ndarray] = {}
     updated: list[table_pb2.DataFragment] = []
@@ -131,17 +134,13 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         pending.clear()
         pending_rows = 0
         counts = [u.num_rows for u in group]
+        # the rows where the predicate holds (one evaluation, no filtered copy of the table),
+        # then placed by numpy: each row's unit and physical offset there
+        hit_rows = compiled.positions(table)
         offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
                                   else u.rows.astype(np.uint32) for u in group])
-        offset_column = pa.array(offsets, pa.uint32())
-        unit_column = pa.array(np.repeat(np.arange(len(group), dtype=np.int32), counts))
-        if table.num_columns == 0:  # a predicate of no column: the tables carry only their row counts
-            table = pa.table({_OFFSET: offset_column, _UNIT: unit_column})
-        else:
-            table = table.append_column(_OFFSET, offset_column).append_column(_UNIT, unit_column)
-        hits = table.filter(compiled.expression)
-        hit_offsets = hits.column(_OFFSET).to_numpy()
-        hit_units = hits.column(_UNIT).to_numpy()
+        hit_offsets = offsets[hit_rows]
+        hit_units = np.repeat(np.arange(len(group), dtype=np.int32), counts)[hit_rows]
         for u in np.unique(hit_units).tolist():
             frag = group[u].fragment
             hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
@@ -160,6 +159,8 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         # decoded per span of small fragments (per fragment otherwise); the predicate
         # evaluated once per _DELETE_EVAL_ROWS rows of them
         for group, table in decode_spans(ds, units_all, fields, ahead=_DELETE_CHUNK):
+            if virtual:  # _rowid / _rowaddr of the rows, as a scan gives them
+                table = add_virtual_span(table, group, virtual, None)
             pending.append((group, table))
             pending_rows += table.num_rows
             if pending_rows >= _DELETE_EVAL_ROWS:
@@ -382,7 +383,7 @@ def _physical(values: pa.Table, live: np.ndarray | None, physical_rows: int, sch
     pos = np.full(physical_rows, -1, np.int64)
     pos[live] = np.arange(live.size)
     cols = []
-    for f, col in zip(schema, values.columns):
+    for f, col in zip(schema, values.columns, strict=False):
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         if f.nullable:
             idx = pa.array(pos, mask=pos < 0)
@@ -695,7 +696,7 @@ def _cast_columns(
         new_fields[field.name] = None  # type: ignore[assignment]
     lance_new = LanceSchema.from_arrow(pa.schema(arrow_new), start_id=next_id)
     _check_types(lance_new, minor)
-    for old_name, f in zip(list(new_fields), lance_new.fields):
+    for old_name, f in zip(list(new_fields), lance_new.fields, strict=False):
         new_fields[old_name] = f
     physical_new = lance_new.to_arrow(physical=True)
     table = scanner_for(ds, columns=list(new_fields), with_row_id=True).to_table()

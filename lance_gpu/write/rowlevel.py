@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, InvalidArgumentError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
-from lance_gpu.scan import build_plan, concat, executor_for, resolve, run_plan, scanner_for
+from lance_gpu.scan import ReadUnit, build_plan, concat, decode_spans, executor_for, resolve, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
@@ -57,6 +57,8 @@ from lance_gpu.write.inputs import cast_batch, coerce_input
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
+    from lance_gpu.filter import CompiledFilter
+    from lance_gpu.table.schema import LanceField
     from lance_gpu.table.snapshot import TableSnapshot
 
 __all__ = ["MergeInsertBuilder", "insert", "row_addresses", "update"]
@@ -70,6 +72,9 @@ _DELETION_WRITERS = 8
 #: calling thread: a thread started for a small file costs more than the overlap gains
 #: (thread start and GIL hand-offs against ~0.1 ms of work).
 _INLINE_DELETIONS = 1 << 16
+#: Live rows up to which an ``update`` reads its columns of every row and evaluates
+#: ``where`` on them at once (:func:`_small_update_rows`) instead of planning a scan.
+_SMALL_UPDATE_ROWS = 1 << 14
 
 
 class _InlineExecutor:
@@ -353,6 +358,68 @@ def _run(ds: TableSnapshot, attempt: Any, conflict_retries: int) -> tuple[TableS
 # update
 
 
+def _small_update_rows(
+    ds: TableSnapshot, read: Sequence[str], where: str | pc.Expression | None, device: str
+) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+    """The rows ``where`` selects on a small dataset (at most :data:`_SMALL_UPDATE_ROWS`
+    live rows, no blob column, a predicate of stored columns only), read on the CPU without
+    planning a scan: ``where``'s columns of every live row decoded at once per span of
+    fragments (:func:`~lance_gpu.scan.decode_spans`) and ``where`` evaluated once per span,
+    then the columns ``read`` of the rows it selects, fragment by fragment as units of their
+    rows (a fragment without a hit is not read again).  Returns (rows as the scan gives them,
+    in scan order; their fragment ids; their physical offsets), or None where the scan is
+    planned instead (larger data, ``device="gpu"``, blobs, virtual columns).
+
+    A scan of a few small fragments spends more on planning and on late materialization
+    (a take per column of the few hits) than on decoding them."""
+    from lance_gpu.filter import parse_filter
+
+    if device not in ("auto", "cpu") or not read or sum(ds.live_counts()) > _SMALL_UPDATE_ROWS:
+        return None
+    top = {f.name: f for f in ds.lance_schema.fields}
+    compiled = None if where is None else parse_filter(where, ds.schema)
+    if compiled is not None and compiled.virtual_columns:
+        return None
+    needed = set(read) | set(compiled.columns if compiled is not None else ())
+    if any(name not in top or blob_kind(top[name]) for name in needed):
+        return None
+    units = [ReadUnit(frag, frag.live_rows) for frag in ds.fragments]
+    if compiled is not None:
+        units = _selected_units(ds, units, compiled, [top[n] for n in compiled.columns])
+    tables: list[pa.Table] = []
+    for _group, table in decode_spans(ds, units, [f for f in ds.lance_schema.fields if f.name in read]):
+        tables.append(table.select(list(read)))
+    if not tables:
+        schema = pa.schema([ds.schema.field(name) for name in read], metadata=ds.schema.metadata)
+        return schema.empty_table(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    offsets = [np.arange(u.fragment.physical_rows, dtype=np.int64) if u.rows is None else u.rows.astype(np.int64)
+               for u in units]
+    frag_ids = np.repeat(np.array([u.fragment.fragment_id for u in units], np.int64), [u.num_rows for u in units])
+    return pa.concat_tables(tables), frag_ids, np.concatenate(offsets)
+
+
+def _selected_units(ds: TableSnapshot, units: list[ReadUnit], compiled: CompiledFilter,
+                    fields: list[LanceField]) -> list[ReadUnit]:
+    """``units`` cut to the rows ``compiled`` holds on (fields: its columns; none: it is
+    evaluated on row counts alone), dropping those without one; a unit whose every row
+    holds is kept as it was."""
+    out: list[ReadUnit] = []
+    for group, table in decode_spans(ds, units, fields):
+        hits = compiled.positions(table)
+        if not hits.size:
+            continue
+        ends = np.cumsum([u.num_rows for u in group])
+        which = np.searchsorted(ends, hits, side="right")
+        for k in np.unique(which).tolist():
+            unit = group[k]
+            local = hits[which == k] - (int(ends[k - 1]) if k else 0)
+            if local.size == unit.num_rows:
+                out.append(unit)
+            else:
+                out.append(ReadUnit(unit.fragment, local if unit.rows is None else unit.rows[local].astype(np.int64)))
+    return out
+
+
 def update(
     ds: TableSnapshot,
     updates: Mapping[str, str],
@@ -382,11 +449,15 @@ def update(
         # a column whose new value does not read its old one is never read
         read = [n for n in schema.names if n not in compiled or n in needs]
         with_row_id = any(ROW_ID in expr.virtual_columns for expr in compiled.values())
-        rows = scanner_for(target, columns=read, filter=where, with_row_address=True, with_row_id=with_row_id or None,
-                           device=device).to_table()
+        small = None if with_row_id else _small_update_rows(target, read, where, device)
+        if small is not None:
+            rows, frag_ids, offsets = small
+        else:
+            rows = scanner_for(target, columns=read, filter=where, with_row_address=True,
+                               with_row_id=with_row_id or None, device=device).to_table()
+            frag_ids, offsets = split_addresses(rows.column(ROW_ADDR).to_numpy())
         if rows.num_rows == 0:  # pylance commits an empty Update too
             return _RowChange(target).commit(None, None), {"num_rows_updated": 0}
-        frag_ids, offsets = split_addresses(rows.column(ROW_ADDR).to_numpy())
         rows = with_blob_bytes(target, rows, frag_ids, offsets)  # blob columns are rewritten from their bytes
         arrays, fields = [], []
         for field in schema:

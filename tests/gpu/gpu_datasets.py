@@ -275,3 +275,29 @@ def null_runs_table(n: int = 20_000) -> pa.Table:
         "l": pa.array([None if z else [i, -i] for i, z in enumerate(nulls)], pa.list_(pa.int32())),
         "y": pa.array((np.arange(n) * 20 // n).astype(np.int32), mask=nulls),
     })
+
+
+def flat_nullable_table(n: int, *, seed: int, null_p: float = 0.3) -> pa.Table:
+    """Flat nullable columns (one definition layer, no repetition) of every page kind the GPU
+    decodes, each with its own random null mask of density ``null_p``: bit-packed integers,
+    flat floats, booleans, a dictionary of a few strings, short strings, integers in runs of
+    25 (RLE), long strings and an embedding (full-zip), a constant value, and a struct of a
+    nullable integer (two item layers).  ``null_p`` 1.0 makes every page all-null
+    (constant layout)."""
+    rng = np.random.default_rng(seed)
+
+    def mask() -> np.ndarray:
+        return rng.random(n) < null_p
+
+    return pa.table({
+        "bp": pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=mask()),
+        "fl": pa.array(rng.standard_normal(n), mask=mask()),
+        "b": pa.array(rng.random(n) < 0.5, mask=mask()),
+        "d": pa.array([WORDS[i] for i in rng.integers(0, 3, n)], pa.string(), mask=mask()),
+        "s": pa.array([f"v{int(x)}" for x in rng.integers(0, 10**6, n)], pa.string(), mask=mask()),
+        "r": pa.array(np.repeat(rng.integers(0, 100, n // 25 + 1), 25)[:n].astype(np.int64), mask=mask()),
+        "long": pa.array([f"{i:05d}-" + " ".join(FSST_WORDS[j] for j in rng.integers(0, 8, 60)) for i in range(n)], pa.string(), mask=mask()),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 64).astype(np.float32)), 64, mask=pa.array(mask())),
+        "c": pa.array(np.full(n, 42, np.int32), mask=mask()),
+        "st": pa.StructArray.from_arrays([pa.array(rng.integers(0, 9, n).astype(np.int16), mask=mask())], names=["a"], mask=pa.array(mask())),
+    })

@@ -1234,6 +1234,79 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
 
 
+# The same read of a table of flat nullable columns of every page kind
+# (tests/gpu/gpu_datasets.flat_nullable_table: bit-packed, flat, boolean, dictionary, short
+# strings, RLE, FSST long strings in full-zip pages, a nullable embedding, a constant, a
+# struct of a nullable int): no list leaf, so the level unravel makes no flags launch and no
+# scan, only its result's zeroing and one launch of 32-level words.  Measured (gpulevels
+# branch): 32 launches / 4 blocking copies as 2 fragments (a fixed-width dictionary copy
+# sizes itself with a readback there), 26 / 3 as 16; before it, 34 / 28 launches.
+FLAT_BUDGET_LAUNCHES = 32
+FLAT_BUDGET_D2H = 4
+
+
+@pytest.fixture(scope="module")
+def flat_budget_datasets(root: Path) -> dict[int, str]:
+    return _split_datasets(root, gd.flat_nullable_table(320, seed=3), "flat_budget")
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
+def test_flat_nullable_read_budget_unravels_without_flags_or_scan(flat_budget_datasets, monkeypatch):
+    """One device read of flat nullable columns of every page kind: at most
+    FLAT_BUDGET_LAUNCHES launches and FLAT_BUDGET_D2H blocking copies as 2 or 16 fragments,
+    no pageable upload, no flags launch in the level unravel, the null counts known on the
+    host equal the device's validity, and the rows equal pylance's."""
+    flags = []
+    real = ck.levels._unravel_segments_flags_kernel.get
+    monkeypatch.setattr(ck.levels._unravel_segments_flags_kernel, "get", lambda **k: flags.append(1) or real(**k))
+    for nfrag, uri in flat_budget_datasets.items():
+        batches, c = _counted_read(uri, f"flat nullable budget read, {nfrag} fragments", flags.clear)
+        assert not flags, (nfrag, len(flags))
+        assert c.get("launches", 0) <= FLAT_BUDGET_LAUNCHES, (nfrag, c)
+        assert c.get("d2h_blocking", 0) <= FLAT_BUDGET_D2H, (nfrag, c)
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+        for b in batches:
+            for name in b.names:
+                col = b.column(name)
+                if isinstance(col, DeviceColumn) and col._nulls is not None:
+                    want = 0 if col.validity is None else int((~h(col.validity).astype(bool)).sum())
+                    assert col._nulls == want, (nfrag, name, col._nulls, want)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")
+def test_random_flat_nullable_columns_match_pylance_and_the_cpu(root: Path):
+    """Property: flat nullable columns of every page kind (gpu_datasets.flat_nullable_table)
+    with random null masks of density 0, some or all, page and chunk boundaries from small
+    pages and batches, 1-5 fragments, a deletion, 2.1 / 2.2: the GPU read equals pylance's
+    and the CPU path's, whole and with a filter that selects rows."""
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 10**6), n=st.integers(1, 64), null_p=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
+           frags=st.integers(1, 5), page_bytes=st.sampled_from([None, 1024]), batch=st.sampled_from([7, 33, 64]),
+           version=st.sampled_from(["2.1", "2.2"]))
+    @example(seed=1, n=50, null_p=1.0, frags=3, page_bytes=1024, batch=7, version="2.2")  # all null: constant pages
+    @example(seed=2, n=40, null_p=0.0, frags=2, page_bytes=None, batch=33, version="2.1")  # nothing null
+    def check(seed, n, null_p, frags, page_bytes, batch, version) -> None:
+        what = f"random flat nullable seed={seed} n={n} null_p={null_p} frags={frags} page_bytes={page_bytes} batch={batch} {version}"
+        uri = str(root / f"prop_flat_{seed}_{n}_{frags}_{batch}_{version}")
+        shutil.rmtree(uri, ignore_errors=True)
+        table = gd.flat_nullable_table(n, seed=seed, null_p=null_p).append_column("i", pa.array(np.arange(n, dtype=np.int64)))
+        gd.write_lists(lance, uri, table, version, rows_per_file=max(1, -(-n // frags)), page_bytes=page_bytes, batch=batch)
+        if n > 2:
+            lance.dataset(uri).delete("i % 7 = 2")
+        ref = lance.dataset(uri).to_table()
+        assert_same(lance_gpu.dataset(uri).to_table(device="cpu"), ref, what + " cpu")
+        assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, what + " gpu")
+        cols = ["bp", "b", "s", "st", "i"]
+        want = lance.dataset(uri).to_table(columns=cols, filter="i % 3 = 0")
+        got = lance_gpu.dataset(uri).to_table(columns=cols, filter="i % 3 = 0", device="gpu", on_cpu_fallback="raise")
+        assert_same(got, want, what + " gpu, filtered")
+
+    check()
+
+
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, version: str, monkeypatch):
     """List leaves whose pages pylance writes as mini-block pages beside full-zip (long

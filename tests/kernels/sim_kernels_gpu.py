@@ -408,6 +408,49 @@ def test_unravel_segments_gpu_matches_cpu_per_segment(seed):
             assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
 
 
+@pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
+def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
+    """Leaves without repetition levels (flat nullable columns, structs of them) are
+    unravelled 32 levels a thread: lengths around the word size (0, 1, 31, 32, 33, 100),
+    null densities 0 / some / all, with and without list leaves in the same call; validity
+    and null counts equal the CPU unravel's.  With flat leaves only there is no flags
+    launch and no scan: one launch besides the result's zeroing."""
+    rng = np.random.default_rng(7)
+    cases = []
+    for n in (0, 1, 31, 32, 33, 100):
+        for p in (0.0, 0.3, 1.0):
+            valid = rng.random(n) >= p
+            cases.append(([int(x) if ok else None for x, ok in zip(rng.integers(0, 9, n), valid, strict=True)], pa.int32()))
+    rows = [None if rng.random() < 0.2 else {"x": None if rng.random() < 0.3 else 1} for _ in range(70)]
+    cases.append((rows, pa.struct([("x", pa.int64())])))
+    if with_lists:
+        cases += list(_SEGMENT_CASES)
+    raveled = [_raveled(pa.array(r, t)) for r, t in cases]
+    levels, segs = _segments_and_levels(raveled)
+    d_levels = cuda.to_device(levels)
+    launches = []
+    real = ck.levels._unravel_segments_flags_kernel.get
+    try:
+        ck.levels._unravel_segments_flags_kernel.get = lambda **k: launches.append("flags") or real(**k)
+        gpu = ck.unravel_segments_gpu(d_levels, segs)
+    finally:
+        del ck.levels._unravel_segments_flags_kernel.get
+    assert launches == (["flags"] if with_lists else [])
+    for rav, g in zip(raveled, gpu, strict=True):
+        cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+        _assert_unraveled_equal(cpu, g)
+        for lc, lg in zip(cpu.layers, g.layers, strict=True):
+            assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
+    # a bad definition level in the second word of a flat leaf names that leaf
+    flat = [k for k, sg in enumerate(segs) if sg.rep_pos < 0 and sg.def_pos >= 0 and sg.num_levels > 40]
+    k = flat[-1]
+    bad = levels.copy()
+    bad[segs[k].def_pos + 37] = 9
+    with pytest.raises(CorruptInputError) as info:
+        ck.unravel_segments_gpu(cuda.to_device(bad), segs)
+    assert info.value.segment == k
+
+
 def test_unravel_segments_gpu_names_the_corrupt_segment():
     good = _raveled(pa.array([[1, 2], None, [], [3]], pa.list_(pa.int32())))
     kinds = tuple(int(k) for k in good.layer_kinds)
