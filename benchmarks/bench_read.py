@@ -427,7 +427,10 @@ def baseline_tree(rev: str) -> Path:
 def child_at(root: Path, code: str, *args: object, timeout: int = 3600) -> dict:
     """:func:`child` with ``root`` first on PYTHONPATH (another tree of the packages)."""
     env = dict(os.environ, PYTHONPATH=str(root))
-    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    # run in ``root``: ``-c`` puts the working directory first on the path, ahead of PYTHONPATH,
+    # so run from a checkout it would measure that checkout's packages instead
+    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
+                         timeout=timeout, check=False, cwd=str(root))
     if res.returncode:
         raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])
