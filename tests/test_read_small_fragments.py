@@ -467,3 +467,23 @@ def test_tiny_fragments_of_every_file_version(tmp_path, version) -> None:
     assert ours.to_table(filter="x < 0.4", with_row_id=True).equals(ref.to_table(filter="x < 0.4", with_row_id=True))
     idx = np.random.default_rng(2).choice(ref.count_rows(), 25, replace=False)
     assert ours.take(idx).equals(ref.take(idx))
+
+
+def test_rows_where_places_hits_in_their_units() -> None:
+    """A filter's hits over the rows of several units, back to back, go to the units that
+    hold them as physical offsets: whole fragments, row selections, units without a hit
+    skipped, none at all."""
+    from types import SimpleNamespace
+
+    from lance_gpu.scan import ReadUnit, rows_where
+
+    def unit(physical: int, rows: list[int] | None = None) -> ReadUnit:
+        return ReadUnit(SimpleNamespace(physical_rows=physical), None if rows is None else np.array(rows, np.int64))  # type: ignore[arg-type]
+
+    units = [unit(3), unit(10, [2, 5, 9]), unit(4), unit(6, [0, 1, 4, 5])]  # rows 0-2 | 3-5 | 6-9 | 10-13
+    got = rows_where(units, np.array([0, 2, 4, 5, 10, 13]))
+    assert [(k, rows.tolist()) for k, rows in got] == [(0, [0, 2]), (1, [5, 9]), (3, [0, 5])]
+    assert all(rows.dtype == np.int64 for _k, rows in got)
+    assert rows_where(units, np.zeros(0, np.int64)) == []
+    assert [(k, r.tolist()) for k, r in rows_where(units, np.arange(14))] == [
+        (0, [0, 1, 2]), (1, [2, 5, 9]), (2, [0, 1, 2, 3]), (3, [0, 1, 4, 5])]

@@ -116,6 +116,25 @@ class ReadUnit:
         return self.fragment.physical_rows if self.rows is None else int(self.rows.size)
 
 
+def rows_where(units: Sequence[ReadUnit], positions: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``positions`` (ascending row numbers over the rows of ``units``, one unit after the
+    other: a filter's hits on their decoded table) split by unit: ``(unit index, the physical
+    row offsets (int64) in its fragment)`` for every unit that holds one, in order."""
+    positions = np.asarray(positions, np.int64)
+    if not positions.size:
+        return []
+    ends = np.cumsum([u.num_rows for u in units])
+    which = np.searchsorted(ends, positions, side="right")
+    held = np.unique(which)
+    lo, hi = np.searchsorted(which, held, side="left"), np.searchsorted(which, held, side="right")
+    out = []
+    for k, a, b in zip(held.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        local = positions[a:b] - (int(ends[k - 1]) if k else 0)
+        rows = units[k].rows
+        out.append((k, local if rows is None else rows[local].astype(np.int64)))
+    return out
+
+
 class Executor(Protocol):
     """Decodes ``fields`` of each unit; yields one Arrow table per unit, in unit order
     (:meth:`run`: one finished table per unit or per span of units, in unit order)."""

@@ -41,7 +41,7 @@ from lance_gpu.errors import ColumnExistsError, RowCountMismatchError, SchemaMis
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.writer.blobs import blob_v2_schema, column_field_ids
 from lance_gpu.io import join
-from lance_gpu.scan import LanceScanner, ReadUnit, decode_fields, scanner_for
+from lance_gpu.scan import LanceScanner, ReadUnit, decode_fields, rows_where, scanner_for
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.table.schema_view import LanceSchema as SchemaView
@@ -62,7 +62,6 @@ from lance_gpu.write.udf import BatchUDF
 
 __all__ = ["create_from_file", "delete", "delete_rows", "merge", "merge_columns", "update_columns"]
 
-_OFFSET = "__lance_gpu_row_offset__"
 #: A fragment's data file field id that no field reads (a column replaced by an update).
 TOMBSTONE = -2
 
@@ -81,12 +80,10 @@ def delete(fragment: FragmentSnapshot, predicate: str) -> FragmentMetadata | Non
     compiled = parse_filter(predicate, ds.schema)
     top = {f.name: f for f in ds.lance_schema.fields}
     fields = [top[n] for n in compiled.columns if n in top]
-    live = fragment.live_rows
-    table = next(iter(decode_fields(ds, [ReadUnit(fragment, live)], fields)))
-    offsets = np.arange(fragment.physical_rows, dtype=np.uint32) if live is None else live.astype(np.uint32)
-    table = table.append_column(_OFFSET, pa.array(offsets, pa.uint32()))
-    hit = table.filter(compiled.expression).column(_OFFSET).to_numpy()
-    return _with_deleted(fragment, hit)
+    unit = ReadUnit(fragment, fragment.live_rows)
+    table = next(iter(decode_fields(ds, [unit], fields)))
+    hits = rows_where([unit], compiled.positions(table))
+    return _with_deleted(fragment, hits[0][1] if hits else np.zeros(0, np.int64))
 
 
 def delete_rows(fragment: FragmentSnapshot, offsets: Iterable[int]) -> FragmentMetadata | None:

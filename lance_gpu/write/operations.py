@@ -37,7 +37,7 @@ from lance_gpu.errors import (
 from lance_gpu.file.writer.blobs import blob_v2_schema
 from lance_gpu.index.query import index_selections
 from lance_gpu.io.store import join
-from lance_gpu.scan import ROW_ADDR, ROW_ID, ReadUnit, decode_spans, read_rows, scanner_for
+from lance_gpu.scan import ROW_ADDR, ROW_ID, ReadUnit, decode_spans, read_rows, rows_where, scanner_for
 from lance_gpu.scan.execute import add_virtual_span
 from lance_gpu.table.deletion_writer import fragment_with_deletions
 from lance_gpu.table.manifest import (
@@ -133,17 +133,11 @@ def plan_delete(ds: TableSnapshot, predicate: str | pc.Expression) -> tuple[Dele
         table = pending[0][1] if len(pending) == 1 else pa.concat_tables([t for _u, t in pending]).combine_chunks()
         pending.clear()
         pending_rows = 0
-        counts = [u.num_rows for u in group]
         # the rows where the predicate holds (one evaluation, no filtered copy of the table),
-        # then placed by numpy: each row's unit and physical offset there
-        hit_rows = compiled.positions(table)
-        offsets = np.concatenate([np.arange(u.fragment.physical_rows, dtype=np.uint32) if u.rows is None
-                                  else u.rows.astype(np.uint32) for u in group])
-        hit_offsets = offsets[hit_rows]
-        hit_units = np.repeat(np.arange(len(group), dtype=np.int32), counts)[hit_rows]
-        for u in np.unique(hit_units).tolist():
+        # placed by numpy: each hit's unit and physical offset there
+        for u, offsets in rows_where(group, compiled.positions(table)):
             frag = group[u].fragment
-            hit = np.unique(hit_offsets[hit_units == u].astype(np.uint32))
+            hit = offsets.astype(np.uint32)
             total += int(hit.size)
             fid = frag.fragment_id
             initial[fid] = frag.pb

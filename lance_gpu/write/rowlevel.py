@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import IncompatibleSchemaError, InvalidArgumentError, MergeInsertError, PlanNotSupportedError, SchemaMismatchError
-from lance_gpu.scan import ReadUnit, build_plan, concat, decode_spans, executor_for, resolve, run_plan, scanner_for
+from lance_gpu.scan import ReadUnit, build_plan, concat, decode_spans, executor_for, resolve, rows_where, run_plan, scanner_for
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import BLOB_META_KEY, blob_kind, with_blob_bytes
 from lance_gpu.table.deletion_writer import fragment_with_deletions
@@ -405,18 +405,9 @@ def _selected_units(ds: TableSnapshot, units: list[ReadUnit], compiled: Compiled
     holds is kept as it was."""
     out: list[ReadUnit] = []
     for group, table in decode_spans(ds, units, fields):
-        hits = compiled.positions(table)
-        if not hits.size:
-            continue
-        ends = np.cumsum([u.num_rows for u in group])
-        which = np.searchsorted(ends, hits, side="right")
-        for k in np.unique(which).tolist():
+        for k, rows in rows_where(group, compiled.positions(table)):
             unit = group[k]
-            local = hits[which == k] - (int(ends[k - 1]) if k else 0)
-            if local.size == unit.num_rows:
-                out.append(unit)
-            else:
-                out.append(ReadUnit(unit.fragment, local if unit.rows is None else unit.rows[local].astype(np.int64)))
+            out.append(unit if rows.size == unit.num_rows else ReadUnit(unit.fragment, rows))
     return out
 
 
