@@ -88,8 +88,8 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> V
 
 
 def decode_blocks32(bufs: list[np.ndarray], num_values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Many 32-bit block-form buffers (the dictionaries of a column's pages) at once, without
-    copying their bytes: ``(blob, item_start, offsets, first_offset)`` where ``blob`` is the
+    """Many 32-bit block-form buffers (the dictionaries of a column's pages) at once, their
+    bytes copied once: ``(blob, item_start, offsets, first_offset)`` where ``blob`` is the
     buffers concatenated, block ``p``'s items start at ``blob[item_start[p]]`` and its
     ``num_values[p] + 1`` int64 offsets (relative to that start, from 0) are
     ``offsets[first_offset[p] : first_offset[p + 1]]``.  The same checks as
