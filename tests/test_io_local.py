@@ -156,6 +156,53 @@ def test_put_if_absent_is_atomic_and_leaves_no_staging(tmp_path: Path) -> None:
     assert _staging(tmp_path) == []
 
 
+def test_staged_put_if_absent_links_or_removes_its_staging_file(tmp_path: Path) -> None:
+    """A manifest's staging file made beforehand (created in the background) is filled and
+    linked by the put; a put that loses (the name is taken) or one never made removes it."""
+    key = str(tmp_path / "v" / "1.manifest")
+    staged = LOCAL.stage(key)
+    LOCAL.put_if_absent_after_sync(key, b"first", [], staged=staged)
+    assert LOCAL.get(key) == b"first" and _staging(tmp_path) == []
+    with pytest.raises(ObjectExistsError):
+        LOCAL.put_if_absent_after_sync(key, b"second", [], staged=LOCAL.stage(key))
+    assert LOCAL.get(key) == b"first" and _staging(tmp_path) == []
+    other = str(tmp_path / "v" / "2.manifest")  # staged under one name, put under another
+    LOCAL.put_if_absent_after_sync(other, b"2", [], staged=LOCAL.stage(key))
+    assert LOCAL.get(other) == b"2" and _staging(tmp_path) == []
+    LOCAL.stage(key).abort()
+    assert _staging(tmp_path) == []
+
+
+def test_writer_creation_failure_is_typed_at_first_use_and_leaves_nothing(tmp_path: Path) -> None:
+    """The staging file is created in the background: a creation that fails (its directory
+    is a file) raises the translated error at the first write or close, and nothing stays."""
+    (tmp_path / "plain").write_bytes(b"not a directory")
+    for use in ("write", "close", "abort"):
+        writer = LOCAL.open_writer(str(tmp_path / "plain" / f"{use}.lance"))
+        if use == "abort":
+            writer.abort()
+            continue
+        with pytest.raises(OSError) as info:
+            writer.write(b"x") if use == "write" else writer.close()
+        assert str(tmp_path / "plain") in str(info.value)
+    assert _staging(tmp_path) == [] and os.listdir(tmp_path) == ["plain"]
+
+
+def test_background_tasks_that_submit_tasks_never_wait_on_the_pool() -> None:
+    """A task of the background I/O pool that submits another runs it at once: more nested
+    waits than the pool has threads finish (with a shared pool they would all wait)."""
+    from concurrent.futures import wait as wait_all
+
+    from lance_gpu.io.background import IO_THREADS, in_background
+
+    def outer(k: int) -> int:
+        return in_background(lambda: k * 2).result(timeout=30)
+
+    futures = [in_background(outer, k) for k in range(3 * IO_THREADS)]
+    done, pending = wait_all(futures, timeout=60)
+    assert not pending and sorted(f.result() for f in done) == [2 * k for k in range(3 * IO_THREADS)]
+
+
 def test_missing_object_and_permission_errors_are_typed(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
     with pytest.raises(ObjectNotFoundError) as info:

@@ -668,6 +668,52 @@ def test_every_file_a_manifest_names_is_fsynced_before_the_manifest_appears(tmp_
     assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
 
 
+def test_transaction_file_written_in_the_background_lands_before_the_manifest(tmp_path, monkeypatch):
+    """The transaction file is written in the background while the manifest is built and
+    staged: the manifest is linked only after it landed, and a transaction write that fails
+    fails the commit with nothing published (no version, no staging file, no data file)."""
+    import errno
+    import sys as _sys
+
+    commit_module = _sys.modules["lance_gpu.txn.commit"]
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    real_write = commit_module.write_transaction_file
+    real_link = os.link
+    seen: list[bool] = []
+
+    def link(src, dst, *args, **kwargs):
+        if dst.endswith(".manifest"):
+            txn_dir = os.path.join(uri, "_transactions")
+            seen.append(len(os.listdir(txn_dir)) == 2 and not [n for n in os.listdir(txn_dir) if n.startswith(".tmp_")])
+        real_link(src, dst, *args, **kwargs)
+
+    def slow_write(*args, **kwargs):
+        import time
+
+        time.sleep(0.05)  # still writing when the manifest is ready
+        real_write(*args, **kwargs)
+
+    monkeypatch.setattr(commit_module, "write_transaction_file", slow_write)
+    monkeypatch.setattr(os, "link", link)
+    lance_gpu.write_dataset(_tbl(10, 5), uri, mode="append")
+    assert seen == [True]
+    monkeypatch.undo()
+
+    def failing_write(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    before = sorted(os.listdir(os.path.join(uri, "data")))
+    monkeypatch.setattr(commit_module, "write_transaction_file", failing_write)
+    with pytest.raises(OSError) as info:
+        lance_gpu.write_dataset(_tbl(15, 5), uri, mode="append")
+    assert info.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert lance.dataset(uri).version == 2 and lance_gpu.dataset(uri).count_rows() == 15
+    assert sorted(os.listdir(os.path.join(uri, "data"))) == before
+    assert [f for d, _, fs in os.walk(uri) for f in fs if f.startswith(".tmp_")] == []
+
+
 def test_transactions_survive_lost_transaction_files(tmp_path):
     """What an OS crash could do to the unsynced transaction files -- leave them empty, or
     lose them -- loses nothing: pylance and we read every version's transaction from its

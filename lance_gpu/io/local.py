@@ -32,13 +32,14 @@ import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.io._errors import translate
+from lance_gpu.io.background import in_background
 from lance_gpu.io.store import (
     ObjectMeta,
     StoreStats,
@@ -331,22 +332,36 @@ class LocalFile:
 class LocalWriter:
     """Streams a new local file into a staging file; :meth:`close` fsyncs and renames it
     to its name (``close(sync=False)`` renames it unsynced: :meth:`LocalStore.sync` it
-    before a manifest names it), :meth:`abort` (or any failure) removes it."""
+    before a manifest names it), :meth:`abort` (or any failure) removes it.
+
+    The staging file is created in the background (:func:`~lance_gpu.io.background.in_background`):
+    creating a file is a journal operation of the file system (0.05-0.3 ms on ext4 here),
+    which overlaps the caller's encoding of what it writes first.  The first :meth:`write`
+    (or :meth:`close`) waits for it; a creation that failed raises there, translated as
+    before, with nothing left behind."""
 
     def __init__(self, store: LocalStore, path: str) -> None:
         self.path = path
         self._store = store
         self._staging = _staging(path)
         self._size = 0
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            self._fh = open(self._staging, "xb")  # closed in close() or abort()
-        except OSError as exc:
-            raise translate(exc, path, "write") from exc
+        self._handle: BinaryIO | None = None
+        self._creating: Future[BinaryIO] | None = in_background(_create_staging, self._staging, path)
+
+    @property
+    def _fh(self) -> BinaryIO:
+        """The staging file, once created (waits for its creation; raises its failure)."""
+        if self._handle is None:
+            creating, self._creating = self._creating, None
+            if creating is None:
+                raise ValueError(f"writer of {self.path} is closed")
+            self._handle = creating.result()  # closed in close() or abort()
+        return self._handle
 
     def write(self, data: bytes | memoryview) -> int:
+        fh = self._fh
         try:
-            n = self._fh.write(data)
+            n = fh.write(data)
         except OSError as exc:
             self.abort()
             raise translate(exc, self.path, "write") from exc
@@ -357,25 +372,54 @@ class LocalWriter:
         return self._size
 
     def close(self, sync: bool = True) -> None:
-        if self._fh.closed:
+        if self._handle is None and self._creating is None:
+            return  # aborted (or a failed creation already raised)
+        fh = self._fh
+        if fh.closed:
             return
         try:
-            self._fh.flush()
+            fh.flush()
             if sync:
-                os.fsync(self._fh.fileno())
-            self._fh.close()
+                os.fsync(fh.fileno())
+            fh.close()
             os.replace(self._staging, self.path)
         except OSError as exc:
             self.abort()
             raise translate(exc, self.path, "write") from exc
         self._store.stats.add("puts", 1, self._size)
 
-    def abort(self) -> None:
+    def fill(self, data: bytes | memoryview) -> str:
+        """Write ``data`` as the whole staging file, close it without publishing it, and
+        return its path (for :meth:`LocalStore.put_if_absent_after_sync`, which links it);
+        on a failure it is removed."""
+        self.write(data)  # (a failure removes it)
         try:
             self._fh.close()
+        except OSError as exc:
+            self.abort()
+            raise translate(exc, self.path, "write") from exc
+        return self._staging
+
+    def abort(self) -> None:
+        creating, self._creating = self._creating, None
+        if creating is not None and creating.exception() is None:
+            self._handle = creating.result()
+        if self._handle is None:
+            return  # never created
+        try:
+            self._handle.close()
         except OSError:
             pass
         _unlink_quietly(self._staging)
+
+
+def _create_staging(staging: str, path: str) -> BinaryIO:
+    """Create the staging file ``staging`` of ``path`` (and its directories), exclusively."""
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        return open(staging, "xb")
+    except OSError as exc:
+        raise translate(exc, path, "write") from exc
 
 
 class LocalStore:
@@ -540,12 +584,26 @@ class LocalStore:
         self.stats.add("puts", 1, len(padded))
         return True
 
-    def put_if_absent_after_sync(self, path: str, data: bytes | memoryview, paths: Sequence[str]) -> None:
+    def stage(self, path: str) -> LocalWriter:
+        """A staging file for a later :meth:`put_if_absent_after_sync` of ``path`` (or of
+        another name in its directory), created now in the background so that the put does
+        not wait for the file system to create it.  Hand it to that put (which consumes it,
+        whatever the outcome) or :meth:`LocalWriter.abort` it."""
+        return LocalWriter(self, path)
+
+    def put_if_absent_after_sync(self, path: str, data: bytes | memoryview, paths: Sequence[str],
+                                 staged: LocalWriter | None = None) -> None:
         """:meth:`sync` ``paths`` and :meth:`put_if_absent` ``path``, with one round of
         fsyncs: the new file's staging copy (which no reader sees) is fsync'd together with
         ``paths``, and hard-linked to ``path`` only once all of them are durable.  A commit's
-        manifest costs one fsync wait instead of two."""
-        staging = self._stage(path, data, sync=False)
+        manifest costs one fsync wait instead of two.
+
+        ``staged``: an empty staging file from :meth:`stage` to write ``data`` into (it is
+        consumed: removed, or linked to ``path``, whatever the outcome)."""
+        if staged is None:
+            staging = self._stage(path, data, sync=False)
+        else:
+            staging = staged.fill(data)
         try:
             self.sync([staging, *paths])
         except BaseException:
@@ -659,7 +717,7 @@ class LocalStore:
         call.  Every fsync has ended when this returns, the first failure raised."""
         if not paths:
             return
-        others = [_sync_pool().submit(_fsync_path, path) for path in paths[1:]]
+        others = [in_background(_fsync_path, path) for path in paths[1:]]
         try:
             _fsync_path(paths[0])
         finally:
@@ -667,33 +725,6 @@ class LocalStore:
                 future.exception()  # wait for each: none is left running
         for future in others:
             future.result()
-
-
-#: Files fsync'd at once by :meth:`LocalStore.sync`.
-_SYNC_THREADS = 8
-_SYNC_POOL: ThreadPoolExecutor | None = None
-_SYNC_POOL_LOCK = threading.Lock()
-
-
-def _sync_pool() -> ThreadPoolExecutor:
-    """The process's fsync threads, started on the first sync of several files and kept (a
-    commit used to start and join a pool of its own: ~1 ms of thread start-up per append)."""
-    global _SYNC_POOL
-    with _SYNC_POOL_LOCK:
-        if _SYNC_POOL is None:
-            _SYNC_POOL = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="lance-gpu-sync")
-        return _SYNC_POOL
-
-
-def _forget_sync_pool() -> None:
-    """In a forked child the parent's pool threads do not exist: start a new pool on use."""
-    global _SYNC_POOL, _SYNC_POOL_LOCK
-    _SYNC_POOL = None
-    _SYNC_POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_sync_pool)
 
 
 def _fsync_path(path: str) -> None:

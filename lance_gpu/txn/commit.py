@@ -14,7 +14,9 @@ Protocol (pylance's, on any store with put-if-absent; the byte-level steps live 
    first -- ours (:func:`~lance_gpu.txn.publish.winner_transaction`) and pylance's, which
    reads every version's transaction, and resolves conflicts against it, with the ``.txn``
    files emptied or gone.  So a crash that loses the file's bytes loses nothing a reader
-   needs, and the file costs the commit no fsync.
+   needs, and the file costs the commit no fsync.  It is written in the background
+   (:func:`~lance_gpu.io.background.in_background`) while the manifest is built, staged and
+   synced, and has landed before the manifest naming it is published.
 3. The manifest of version ``read_version + 1`` is ``op.apply`` on top of the version read,
    published with the store's *put-if-absent* (a hard link locally, a conditional PUT on
    object stores; ``ObjectExistsError``, a ``FileExistsError``: another writer took the
@@ -51,12 +53,14 @@ from __future__ import annotations
 import secrets
 import uuid as _uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import CommitLockError, DatasetExistsError, DatasetNotFoundError, RetryableCommitConflictError
+from lance_gpu.io.background import in_background, settle
 from lance_gpu.io.store import ObjectStore, join
 from lance_gpu.table import features
 from lance_gpu.table.deletion import deletion_file_path
@@ -78,9 +82,11 @@ from lance_gpu.txn.operations import Operation
 from lance_gpu.txn.publish import (
     SUPPORTED_WRITER_FLAGS,
     check_commit_store,
+    discard_staged,
     publish_manifest,
     serialize_draft,
     serialize_manifest,
+    stage_manifest,
     stamp_manifest,
     winner_transaction,
     write_transaction_file,
@@ -301,6 +307,10 @@ def commit_file(
     if lock is None:
         lock = DEFAULT_COMMIT_LOCK.get()
     txn_key: str | None = None  # the transaction file written, until a manifest names it
+    # its write, in the background while the manifest is built, staged and synced; it
+    # has landed before a manifest names it
+    txn_writing: Future[None] | None = None
+    staged: object = None  # the manifest's staging file, until a publish consumes it
     try:
         check_commit_store(store, root, locked=lock is not None)
         read_version = int(base.head.version) if base is not None else 0
@@ -319,15 +329,16 @@ def commit_file(
         def build_upon(winner: ManifestFile) -> None:
             """Rebase ``op`` on ``winner`` (raising if it conflicts); the next attempt
             publishes the version after it."""
-            nonlocal txn, txn_name, txn_key, current, version
+            nonlocal txn, txn_name, txn_key, txn_writing, current, version
             theirs = winner_transaction(store, root, winner)
             if op.rebase(store, root, winner, theirs):
                 old_name = txn_name
                 txn = _transaction(op, read_version, txn_uuid, transaction_properties)
                 txn_name = f"{txn.read_version}-{txn_uuid}.txn"
                 if txn_key is not None:  # written already: written again
+                    settle(txn_writing)  # (a failed write is written again)
                     txn_key = join(tdir, txn_name)
-                    write_transaction_file(store, txn_key, txn, sync=False)
+                    txn_writing = in_background(write_transaction_file, store, txn_key, txn, sync=False)
                     try:
                         store.delete(join(tdir, old_name))
                     except OSError:
@@ -341,7 +352,10 @@ def commit_file(
                 build_upon(winner)
         if not skip_txn_file:
             txn_key = join(tdir, txn_name)
-            write_transaction_file(store, txn_key, txn, sync=False)
+            txn_writing = in_background(write_transaction_file, store, txn_key, txn, sync=False)
+        if not detached:
+            # the manifest's staging file, created while the manifest is built
+            staged = stage_manifest(store, join(root, "_versions", manifest_file_name(version, naming)))
         trust_hint = True  # see _hinted_past
         synced: set[str] = set()
         while True:
@@ -372,10 +386,13 @@ def commit_file(
                 else:
                     data = serialize_manifest(manifest, txn, index_section, in_place=True,
                                               prefix=dictionary_prefix(store, root, manifest))
+                if txn_writing is not None:
+                    txn_writing.result()
                 with _user_lock(lock, version) if lock is not None else nullcontext():
                     # the files it names and the manifest's own bytes are made durable in one
                     # round of fsyncs (in parallel), before the manifest is published
-                    publish_manifest(store, target, data, locked=lock is not None, durable=unsynced)
+                    staged, staging = None, staged
+                    publish_manifest(store, target, data, locked=lock is not None, durable=unsynced, staged=staging)
                 synced.update(unsynced)
             except FileExistsError:
                 pass
@@ -412,6 +429,8 @@ def commit_file(
                 trust_hint = True
                 build_upon(winner)
     except BaseException:
+        discard_staged(staged)
+        settle(txn_writing)
         op.cleanup(store)
         if txn_key is not None:  # the manifest never landed: nothing references it
             try:

@@ -163,7 +163,7 @@ def _file(parts: list[bytes], manifest: bytes) -> bytes:
 
 
 def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool = False,
-                     durable: Sequence[str] = ()) -> None:
+                     durable: Sequence[str] = (), staged: object = None) -> None:
     """Create the manifest ``key`` holding ``data`` with the store's ``put_if_absent`` (a hard
     link of a staging file locally, a conditional PUT ``If-None-Match: *`` on object stores).
 
@@ -177,11 +177,15 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
     left unknown (a timeout, a lost response) is settled by reading the manifest back: our
     bytes there mean the commit landed, other bytes mean another writer took the version.
 
+    ``staged``: an empty staging file the store made beforehand (``LocalStore.stage``,
+    see :func:`stage_manifest`), which this call consumes whatever the outcome.
+
     ``locked``: the caller holds the user's commit lock around this call.  On a store without
     conditional writes the manifest is then published by *check, then put* (safe only because
     every writer takes the same lock): an existing ``key`` raises ``ObjectExistsError``.
     """
     if locked and not store.supports_conditional_put:
+        discard_staged(staged)
         store.sync(durable)
         if store.exists(key):
             raise ObjectExistsError(store.uri(key), "taken by another writer")
@@ -190,8 +194,12 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
     together = getattr(store, "put_if_absent_after_sync", None)
     try:
         if together is not None:
-            together(key, data, durable)
+            if staged is not None:
+                together(key, data, durable, staged=staged)
+            else:
+                together(key, data, durable)
         else:
+            discard_staged(staged)
             store.sync(durable)
             store.put_if_absent(key, data)
     except ObjectExistsError:
@@ -204,6 +212,22 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
         if landed == data:
             return  # our put landed; only its response was lost
         raise ObjectExistsError(store.uri(key), "taken by another writer") from exc
+
+
+def stage_manifest(store: ObjectStore, key: str) -> object:
+    """An empty staging file for the manifest ``key`` (or another version's, in the same
+    directory) on a store that stages puts locally (``LocalStore.stage``: created now, in the
+    background), else None.  Pass it to :func:`publish_manifest` or :func:`discard_staged`."""
+    stage = getattr(store, "stage", None)
+    if stage is None or getattr(store, "put_if_absent_after_sync", None) is None:
+        return None
+    return stage(key)
+
+
+def discard_staged(staged: object) -> None:
+    """Remove a staging file from :func:`stage_manifest` that no put will consume."""
+    if staged is not None:
+        staged.abort()  # type: ignore[attr-defined]
 
 
 def check_commit_store(store: ObjectStore, root: str, *, locked: bool = False) -> None:

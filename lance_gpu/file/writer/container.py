@@ -211,7 +211,6 @@ class HostFileWriter:
         # pages being encoded on the pool, written to the file in submission order
         self._inflight: deque[tuple[int, int, int, Future]] = deque()
         self._inflight_bytes = 0
-        self._max_inflight = 2 * encode_threads() + 2
         #: (position, size) of global buffers 1.. (:meth:`add_global_buffer`)
         self._extra_buffers: list[tuple[int, int]] = []
 
@@ -245,9 +244,9 @@ class HostFileWriter:
             col = self._host_column(batch.column(i)) if self._blob[i] else batch.column(i)
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
-                for piece in self._pieces(chunk, i):
+                for piece, nbytes in self._pieces(chunk, i):
                     self._pending[i].append(piece)
-                    self._pending_bytes[i] += self._nbytes(piece)
+                    self._pending_bytes[i] += nbytes
                     if self._pending_bytes[i] >= self.page_bytes:
                         self._flush_field(i)
         self.num_rows += n
@@ -276,15 +275,15 @@ class HostFileWriter:
         """Encode the buffered pieces of one top-level field (see :func:`encode_field_rows`)."""
         return encode_field_rows(arrays, field, minor)
 
-    def _pieces(self, chunk: pa.Array, i: int) -> list[pa.Array]:
+    def _pieces(self, chunk: pa.Array, i: int) -> list[tuple[pa.Array, int]]:
         """``chunk`` cut so that no page gets much more than :attr:`page_bytes` of it: a big
         chunk becomes several pages that encode in parallel on the pool instead of one
         page that keeps a single encoder busy while the others idle (blob fields, whose
-        bytes are written as they are flushed, are not cut)."""
+        bytes are written as they are flushed, are not cut); each piece with its bytes."""
         n = len(chunk)
         nbytes = self._nbytes(chunk)
         if not n or self._blob[i] or self._pending_bytes[i] + nbytes <= self.page_bytes:
-            return [chunk] if n else []
+            return [(chunk, nbytes)] if n else []
         per_row = nbytes / n
         first = max(1, int((self.page_bytes - self._pending_bytes[i]) / per_row))
         rows = max(1, int(self.page_bytes / per_row))
@@ -292,7 +291,8 @@ class HostFileWriter:
         if n - cuts[-1] < rows // 4 and len(cuts) > 1:
             cuts.pop()  # no sliver of a page at the end: the last piece runs a little over
         cuts.append(n)
-        return [self._slice(chunk, a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
+        pieces = [self._slice(chunk, a, b - a) for a, b in itertools.pairwise(cuts) if b > a]
+        return [(piece, self._nbytes(piece)) for piece in pieces]
 
     def _flush_field(self, i: int) -> None:
         arrays = self._pending[i]
@@ -319,8 +319,10 @@ class HostFileWriter:
             fut = _pool().submit(self._encode, arrays, self._fields[i], self.minor)
         self._inflight.append((i, first_row, nbytes, fut))
         self._inflight_bytes += nbytes
-        while len(self._inflight) > self._max_inflight:
-            self._write_next()
+        if len(self._inflight) > 2:
+            limit = 2 * encode_threads() + 2  # (looked up only for a file of many pages)
+            while len(self._inflight) > limit:
+                self._write_next()
 
     @property
     def encoding(self) -> bool:
