@@ -125,7 +125,7 @@ def _plain_page(file: LanceFileReader, column: int, page_index: int, page: PageI
                 ctx: DecodeContext) -> LeafPage | None:
     """A whole mini-block page of plain fixed-width values read into place
     (:func:`_plain_run` over all its rows), or None where it is not read so."""
-    if getattr(file.io, "read_scattered", None) is None or page.num_rows == 0 or len(page.buffer_offsets) < 2:
+    if page.num_rows == 0 or _plain_width(file, leaf_type, page, None, page.num_rows) is None:
         return None
     layout = _page_layout(file, column, page_index, ctx)
     if layout.WhichOneof("layout") != "mini_block_layout":
@@ -135,12 +135,10 @@ def _plain_page(file: LanceFileReader, column: int, page_index: int, page: PageI
         return None
     if int(mb.num_items) != page.num_rows:
         return None  # the mapped decode names what is wrong
-    width = plain_row_bytes(leaf_type)
-    if width is None or page.num_rows * width < SCATTER_MIN_BYTES or not _plain_values(mb.value_compression, leaf_type):
+    if _plain_width(file, leaf_type, page, mb, page.num_rows) is None:
         return None
     chunks = _chunk_layout(file, column, page_index, mb, None, ctx)
-    return miniblock.decode_plain_run(mb, chunks, (0, page.num_rows), width, int(page.buffer_offsets[1]),
-                                      int(page.buffer_sizes[1]), file.io.read_scattered, ctx)
+    return _plain_run(file, leaf_type, page, mb, chunks, (0, page.num_rows), ctx)
 
 
 def join_leaf_pages(decoded: list[LeafPage], leaf_type: pa.DataType, ctx: DecodeContext) -> LeafPage:
@@ -722,7 +720,7 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             if len(bufs) < 2:
                 raise page_ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
             chunks = _chunk_layout(file, col, pi, mb, bufs[0], page_ctx)
-            leaf = _plain_run(file, field, page, mb, chunks, span, page_ctx) if span is not None else None
+            leaf = _plain_run(file, field.type, page, mb, chunks, span, page_ctx) if span is not None else None
             if leaf is not None:
                 check_leaf_page(leaf, field.type, page_ctx)
                 parts.append(assemble(field, [leaf], file.path))
@@ -756,20 +754,32 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
 SCATTER_MIN_BYTES = 1 << 20
 
 
-def _plain_run(file: LanceFileReader, field: pa.Field, page: PageInfo, mb, chunks: miniblock.ChunkLayout,
-               span: tuple[int, int], ctx: DecodeContext) -> LeafPage | None:
-    """A streaming window's run of a mini-block page of plain fixed-width values read by
-    the kernel straight into the decoded buffer (:func:`miniblock.decode_plain_run`), where
-    the store can (a local file whose pages are released after decoding: mapping them
-    costs more than the copy) and the run is large; None otherwise."""
-    read_scattered = getattr(file.io, "read_scattered", None)
-    width = plain_row_bytes(field.type)
-    if read_scattered is None or width is None or len(page.buffer_offsets) < 2:
+def _plain_width(file: LanceFileReader, leaf_type: pa.DataType, page: PageInfo, mb, rows: int) -> int | None:
+    """The bytes per row of ``rows`` rows of a page read into place (:func:`_plain_run`), or
+    None where they are not: the store cannot (not a local file), the type is not plain
+    fixed-width, the page has no chunk data buffer, the run is short (under
+    :data:`SCATTER_MIN_BYTES`), or (``mb``: the page's mini-block layout, when known) its
+    values are not stored plain."""
+    width = plain_row_bytes(leaf_type)
+    if getattr(file.io, "read_scattered", None) is None or width is None or len(page.buffer_offsets) < 2:
         return None
-    if (span[1] - span[0]) * width < SCATTER_MIN_BYTES or not _plain_values(mb.value_compression, field.type):
+    if rows * width < SCATTER_MIN_BYTES or (mb is not None and not _plain_values(mb.value_compression, leaf_type)):
+        return None
+    return width
+
+
+def _plain_run(file: LanceFileReader, leaf_type: pa.DataType, page: PageInfo, mb, chunks: miniblock.ChunkLayout,
+               span: tuple[int, int], ctx: DecodeContext) -> LeafPage | None:
+    """Rows ``span`` of a mini-block page of plain fixed-width values (a streaming window's
+    run, or a whole page) read by the kernel straight into the decoded buffer
+    (:func:`miniblock.decode_plain_run`), where :func:`_plain_width` allows (a local file
+    whose pages are released after decoding: mapping them costs more than the copy); None
+    otherwise."""
+    width = _plain_width(file, leaf_type, page, mb, span[1] - span[0])
+    if width is None:
         return None
     return miniblock.decode_plain_run(mb, chunks, span, width, int(page.buffer_offsets[1]), int(page.buffer_sizes[1]),
-                                      read_scattered, ctx)
+                                      file.io.read_scattered, ctx)
 
 
 def plain_row_bytes(t: pa.DataType) -> int | None:
