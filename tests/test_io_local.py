@@ -156,7 +156,16 @@ def test_put_if_absent_is_atomic_and_leaves_no_staging(tmp_path: Path) -> None:
     assert _staging(tmp_path) == []
 
 
-def test_staged_put_if_absent_links_or_removes_its_staging_file(tmp_path: Path) -> None:
+@pytest.fixture(params=["always", "never"])
+def overlap(request, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Background I/O on (as on a machine with a spare core) and off (all cores busy)."""
+    from lance_gpu.io import background
+
+    monkeypatch.setattr(background, "OVERLAP", request.param)
+    return request.param
+
+
+def test_staged_put_if_absent_links_or_removes_its_staging_file(tmp_path: Path, overlap: str) -> None:
     """A manifest's staging file made beforehand (created in the background) is filled and
     linked by the put; a put that loses (the name is taken) or one never made removes it."""
     key = str(tmp_path / "v" / "1.manifest")
@@ -173,7 +182,7 @@ def test_staged_put_if_absent_links_or_removes_its_staging_file(tmp_path: Path) 
     assert _staging(tmp_path) == []
 
 
-def test_writer_creation_failure_is_typed_at_first_use_and_leaves_nothing(tmp_path: Path) -> None:
+def test_writer_creation_failure_is_typed_at_first_use_and_leaves_nothing(tmp_path: Path, overlap: str) -> None:
     """The staging file is created in the background: a creation that fails (its directory
     is a file) raises the translated error at the first write or close, and nothing stays."""
     (tmp_path / "plain").write_bytes(b"not a directory")
@@ -188,7 +197,7 @@ def test_writer_creation_failure_is_typed_at_first_use_and_leaves_nothing(tmp_pa
     assert _staging(tmp_path) == [] and os.listdir(tmp_path) == ["plain"]
 
 
-def test_background_tasks_that_submit_tasks_never_wait_on_the_pool() -> None:
+def test_background_tasks_that_submit_tasks_never_wait_on_the_pool(overlap: str) -> None:
     """A task of the background I/O pool that submits another runs it at once: more nested
     waits than the pool has threads finish (with a shared pool they would all wait)."""
     from concurrent.futures import wait as wait_all
@@ -201,6 +210,27 @@ def test_background_tasks_that_submit_tasks_never_wait_on_the_pool() -> None:
     futures = [in_background(outer, k) for k in range(3 * IO_THREADS)]
     done, pending = wait_all(futures, timeout=60)
     assert not pending and sorted(f.result() for f in done) == [2 * k for k in range(3 * IO_THREADS)]
+
+
+def test_spare_core_follows_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` overlaps only where the last minute's load leaves a core free (the answer is
+    kept for a second); ``always`` / ``never`` override it."""
+    import threading
+
+    from lance_gpu.io import background
+
+    monkeypatch.setattr(background, "OVERLAP", "auto")
+    monkeypatch.setattr(background, "_usable_cpus", lambda: 4)
+    for load, spare in ((0.5, True), (3.0, True), (3.5, False), (9.0, False)):
+        monkeypatch.setattr(background, "_spare", (-background.SPARE_CORE_TTL, False))  # expired
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert background.spare_core() is spare
+        ran_in = background.in_background(threading.get_ident).result()
+        assert (ran_in != threading.get_ident()) is spare
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert background.spare_core() is False  # kept for SPARE_CORE_TTL seconds
+    monkeypatch.setattr(background, "OVERLAP", "always")
+    assert background.spare_core() is True
 
 
 def test_missing_object_and_permission_errors_are_typed(tmp_path: Path) -> None:

@@ -8,18 +8,30 @@ One pool for the process, started on first use and kept (starting a pool per com
 exist there).  A task must never wait on another task of this pool (with every thread
 waiting, none would run): :func:`in_background` called from one of the pool's own threads
 runs its function there and then, so a task that submits work waits on nothing.
+
+Overlapping pays only where a core is idle.  A file creation, for one, is CPU work in the
+kernel (0.3-0.5 ms on ext4 in a VM), not a wait; on a machine whose cores are all busy a
+background thread only adds a hand-off, and a thread descheduled while holding the GIL
+stalls the caller.  So :func:`in_background` runs its function in the calling thread
+unless :func:`spare_core` says a core is free (``$LANCE_GPU_IO_OVERLAP``: ``auto``, the
+default, ``always`` or ``never``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 #: Background I/O threads: enough for one commit's fsyncs of several files at once.
 IO_THREADS = 8
+#: ``auto`` (overlap where :func:`spare_core`), ``always`` or ``never``.
+OVERLAP = os.environ.get("LANCE_GPU_IO_OVERLAP", "auto").strip().lower()
+#: Seconds a :func:`spare_core` answer is kept (the load average moves slowly).
+SPARE_CORE_TTL = 1.0
 
 T = TypeVar("T")
 
@@ -41,17 +53,61 @@ def io_pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def in_background(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-    """``fn(*args, **kwargs)`` on the background I/O pool (run at once, in the calling thread,
-    when that is one of the pool's: see the module's docstring)."""
-    if getattr(_THREAD, "in_pool", False):
-        done: Future[T] = Future()
+_spare: tuple[float, bool] = (-SPARE_CORE_TTL, False)  # (when checked, the answer)
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def spare_core() -> bool:
+    """Whether a background thread can expect a core of its own: the load average of the
+    last minute (this process's own work included) plus one fits the CPUs this process may
+    use.  Looked up at most once per :data:`SPARE_CORE_TTL` seconds."""
+    global _spare
+    if OVERLAP in ("always", "never"):
+        return OVERLAP == "always"
+    now = time.monotonic()
+    checked, answer = _spare
+    if now - checked >= SPARE_CORE_TTL:
         try:
-            done.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
-            done.set_exception(exc)
-        return done
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+        answer = load + 1.0 <= _usable_cpus()
+        _spare = (now, answer)
+    return answer
+
+
+def in_background(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+    """``fn(*args, **kwargs)`` -- work that keeps a core busy (a file creation) -- on the
+    background I/O pool; run at once in the calling thread when that is one of the pool's,
+    or when no core is spare (see the module's docstring).  Either way the caller gets a
+    future holding the outcome."""
+    if getattr(_THREAD, "in_pool", False) or not spare_core():
+        return _here(fn, *args, **kwargs)
     return io_pool().submit(fn, *args, **kwargs)
+
+
+def waiting_in_background(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+    """``fn(*args, **kwargs)`` -- work that mostly waits on a device (an fsync) -- on the
+    background I/O pool, busy cores or not (run at once only when called from one of the
+    pool's threads)."""
+    if getattr(_THREAD, "in_pool", False):
+        return _here(fn, *args, **kwargs)
+    return io_pool().submit(fn, *args, **kwargs)
+
+
+def _here(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+    done: Future[T] = Future()
+    try:
+        done.set_result(fn(*args, **kwargs))
+    except BaseException as exc:
+        done.set_exception(exc)
+    return done
 
 
 def settle(future: Future[Any] | None) -> None:

@@ -39,7 +39,7 @@ import numpy as np
 
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.io._errors import translate
-from lance_gpu.io.background import in_background
+from lance_gpu.io.background import in_background, waiting_in_background
 from lance_gpu.io.store import (
     ObjectMeta,
     StoreStats,
@@ -717,7 +717,7 @@ class LocalStore:
         call.  Every fsync has ended when this returns, the first failure raised."""
         if not paths:
             return
-        others = [in_background(_fsync_path, path) for path in paths[1:]]
+        others = [waiting_in_background(_fsync_path, path) for path in paths[1:]]
         try:
             _fsync_path(paths[0])
         finally:
