@@ -424,3 +424,42 @@ def test_file_size_vs_pylance(tmp_path, version, benchmark_table, record_propert
         print(f"\n[{version}] data bytes: lance-gpu {size(ours)}, pylance {size(theirs)}, ratio {ratio:.3f}")
     assert ratio <= 1.1
     assert lance.dataset(ours).to_table().equals(tbl)
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([1, None, 3, 4, None], pa.int64()),
+        pa.array(np.arange(16, dtype=np.float64)),
+        pa.array([[1, 2], None, [], [3, None, 5]], pa.list_(pa.int32())),
+        pa.FixedSizeListArray.from_arrays(pa.array(np.arange(24, dtype=np.float32)), 8),
+        pa.array([True, None, False, True]),
+        pa.array(["a", None, "bcd", ""]),
+        pa.array([[["x"], []], None, [["y", None]]], pa.list_(pa.list_(pa.string()))),
+    ],
+)
+def test_one_chunk_pages_assemble_as_the_general_path(array, monkeypatch):
+    """A page of one mini-block chunk is joined section by section; the bytes are those of
+    the general (per-chunk scatter) assembly."""
+    from lance_gpu.file.writer import pages
+    from lance_gpu.file.writer.shred import shred
+    from lance_gpu.table.schema import LanceSchema
+
+    field = LanceSchema.from_arrow(pa.schema([pa.field("c", array.type)])).fields[0]
+    scattered: list[bool] = []
+    real_scatter, real_assemble = pages.PageBackend.scatter, pages._assemble_chunks
+
+    def counted_scatter(self, *args):
+        scattered.append(self is pages.HOST)
+        real_scatter(self, *args)
+
+    monkeypatch.setattr(pages.PageBackend, "scatter", counted_scatter)
+    fast = [pages.encode_leaf(leaf, 2) for leaf in shred(array, field)]
+    assert True not in scattered  # the host's one-chunk pages were joined, not scattered
+    # another backend than the host's: the general path
+    monkeypatch.setattr(pages, "_assemble_chunks", lambda *args: real_assemble(*args[:6], pages.PageBackend()))
+    general_path = [pages.encode_leaf(leaf, 2) for leaf in shred(array, field)]
+    assert len(fast) == len(general_path)
+    for a, b in zip(fast, general_path, strict=True):
+        assert a.layout == b.layout
+        assert [bytes(np.asarray(x).data) for x in a.buffers] == [bytes(np.asarray(x).data) for x in b.buffers]

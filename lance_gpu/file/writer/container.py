@@ -211,6 +211,7 @@ class HostFileWriter:
         # pages being encoded on the pool, written to the file in submission order
         self._inflight: deque[tuple[int, int, int, Future]] = deque()
         self._inflight_bytes = 0
+        self._inflight_limit: int | None = None  # pages queued at most: 2 * encode_threads() + 2
         #: (position, size) of global buffers 1.. (:meth:`add_global_buffer`)
         self._extra_buffers: list[tuple[int, int]] = []
 
@@ -319,9 +320,10 @@ class HostFileWriter:
             fut = _pool().submit(self._encode, arrays, self._fields[i], self.minor)
         self._inflight.append((i, first_row, nbytes, fut))
         self._inflight_bytes += nbytes
-        if len(self._inflight) > 2:
-            limit = 2 * encode_threads() + 2  # (looked up only for a file of many pages)
-            while len(self._inflight) > limit:
+        if len(self._inflight) > 4:  # (the limit is looked up only for files of many pages)
+            if self._inflight_limit is None:
+                self._inflight_limit = 2 * encode_threads() + 2
+            while len(self._inflight) > self._inflight_limit:
                 self._write_next()
 
     @property

@@ -700,9 +700,18 @@ def _assemble_chunks(
     chunk_bytes = np.sum(padded, axis=0)
     if not large and int(chunk_bytes.max()) > 32 * 1024:
         raise UnsupportedFeatureError("mini-block chunk larger than 32 KiB in the 2.1 chunk grammar")
+    backend = backend or HOST
+    if nchunks == 1 and backend is HOST and all(np.asarray(data).dtype == np.uint8 for data, _sizes in sections):
+        # one chunk (a small page): its sections back to back, each padded to 8
+        pieces = []
+        for (data, sizes), pad in zip(sections, padded, strict=True):
+            size, padded_size = int(sizes[0]), int(pad[0])
+            pieces.append(np.asarray(data).reshape(-1)[:size])
+            if padded_size > size:
+                pieces.append(np.zeros(padded_size - size, np.uint8))
+        return np.concatenate(pieces), chunk_bytes
     chunk_start = np.zeros(nchunks, np.int64)
     np.cumsum(chunk_bytes[:-1], out=chunk_start[1:])
-    backend = backend or HOST
     out = backend.zeros(int(chunk_bytes.sum()))
     offset_in_chunk = np.zeros(nchunks, np.int64)
     for (data, sizes), pad in zip(sections, padded):
