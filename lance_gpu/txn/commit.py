@@ -376,6 +376,8 @@ def commit_file(
                 manifest.ClearField("transaction_file")
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
             target = join(root, "_versions", name)
+            if txn_writing is not None:
+                txn_writing.result()  # landed (outside the try: its failure is not a lost version)
             try:
                 if not detached and current is not None and trust_hint and _hinted_past(store, root, version):
                     # later versions exist although ``version`` does not (a cleanup removed
@@ -386,8 +388,6 @@ def commit_file(
                 else:
                     data = serialize_manifest(manifest, txn, index_section, in_place=True,
                                               prefix=dictionary_prefix(store, root, manifest))
-                if txn_writing is not None:
-                    txn_writing.result()
                 with _user_lock(lock, version) if lock is not None else nullcontext():
                     # the files it names and the manifest's own bytes are made durable in one
                     # round of fsyncs (in parallel), before the manifest is published
