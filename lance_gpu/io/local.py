@@ -334,11 +334,12 @@ class LocalWriter:
     to its name (``close(sync=False)`` renames it unsynced: :meth:`LocalStore.sync` it
     before a manifest names it), :meth:`abort` (or any failure) removes it.
 
-    The staging file is created in the background (:func:`~lance_gpu.io.background.in_background`):
-    creating a file is a journal operation of the file system (0.05-0.3 ms on ext4 here),
-    which overlaps the caller's encoding of what it writes first.  The first :meth:`write`
-    (or :meth:`close`) waits for it; a creation that failed raises there, translated as
-    before, with nothing left behind."""
+    The staging file is created in the background where a core is spare
+    (:func:`~lance_gpu.io.background.in_background`): creating a file is a journal
+    operation of the file system (0.1-0.5 ms of kernel time on ext4 in this VM), which then
+    overlaps the caller's encoding of what it writes first.  The first :meth:`write` (or
+    :meth:`close`) waits for it; a creation that failed raises there, translated, with
+    nothing left behind."""
 
     def __init__(self, store: LocalStore, path: str) -> None:
         self.path = path
