@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lance_gpu._lazy import lazy_names
+from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu.dataset import LanceDataset, LanceFragment, dataset, write_dataset
 from lance_gpu.errors import (
     ArgumentTypeError,
@@ -47,10 +47,12 @@ __version__ = "0.1.0"
 # The tools, the transaction model and the UDF decorator load on first use, as any
 # subpackage (``lance_gpu.write``...) not imported yet: ``import lance_gpu`` loads what opening
 # and reading a dataset runs (:mod:`lance_gpu._lazy`).
-__getattr__ = lazy_names(__name__, {
+_LAZY = {
     "convert": ".tools", "verify": ".tools", "batch_udf": ".write.udf",
     "FragmentMetadata": ".txn", "LanceOperation": ".txn", "Transaction": ".txn",
-})
+}
+__getattr__ = lazy_names(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 def iops_counter() -> int:

@@ -5,6 +5,7 @@ load only the modules they run.
 A package using it declares, at module level::
 
     __getattr__ = lazy_names(__name__, {"write_version": ".dataset_writer", ...})
+    __dir__ = lazy_dir(__name__, {"write_version": ".dataset_writer", ...})
 
 and imports the same names under ``if TYPE_CHECKING:`` for type checkers.  Then
 ``package.write_version`` imports ``package.dataset_writer`` on first access and binds the name
@@ -44,3 +45,13 @@ def lazy_names(module: str, exports: Mapping[str, str], *, submodules: bool = Tr
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def lazy_dir(module: str, exports: Mapping[str, str]) -> Callable[[], list[str]]:
+    """The module ``__dir__`` of ``module``: its bound names and the names of ``exports``
+    (loaded or not), as ``dir()`` lists them when they are imported eagerly."""
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[module])) | set(exports))
+
+    return __dir__

@@ -20,7 +20,7 @@ import pyarrow.dataset as pa_dataset
 
 from lance_gpu import index, ops, txn, write
 from lance_gpu._device import DEVICES
-from lance_gpu._lazy import lazy_names
+from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceError, UnsupportedFeatureError
 from lance_gpu.fragment import LanceFragment
 from lance_gpu.io import resolve
@@ -46,12 +46,14 @@ if TYPE_CHECKING:
 # packages above (``write.operations.delete``...), which load a submodule at its first use
 # (lance_gpu._lazy): opening and reading a dataset loads none of them.  pylance's
 # ``lance.dataset`` names (``AutoCleanupConfig``...) load the same way.
-__getattr__ = lazy_names(__name__, {
+_LAZY = {
     "AutoCleanupConfig": "lance_gpu.ops.housekeeping", "ColumnOrdering": "lance_gpu.ops.ordering",
     "SqlQueryBuilder": "lance_gpu.ops.sql", "DatasetStats": "lance_gpu.ops.stats",
     "DatasetOptimizer": "lance_gpu.write.compaction", "LANCE_COMMIT_MESSAGE_KEY": "lance_gpu.write.history",
     "MergeInsertBuilder": "lance_gpu.write.rowlevel",
-}, submodules=False)
+}
+__getattr__ = lazy_names(__name__, _LAZY, submodules=False)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 

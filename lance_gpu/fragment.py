@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_gpu import ops, txn, write
-from lance_gpu._lazy import lazy_names
+from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import ArgumentTypeError
 from lance_gpu.scan import scanner_for, take_rows
@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 # packages (``write.fragment_ops``...), loaded at first use (lance_gpu._lazy): reading a
 # fragment loads none of them.  pylance's ``lance.fragment`` names (``DataFile``...) load
 # the same way.
-__getattr__ = lazy_names(__name__, {
+_LAZY = {
     "DataFile": "lance_gpu.txn.fragment", "DeletionFile": "lance_gpu.txn.fragment",
     "FragmentMetadata": "lance_gpu.txn.fragment",
-}, submodules=False)
+}
+__getattr__ = lazy_names(__name__, _LAZY, submodules=False)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 class LanceFragment:

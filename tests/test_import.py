@@ -139,6 +139,8 @@ def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_import_and_count_load_no_write_txn_ops_index_or_gpu_plan(small_dataset: str) -> None:
     assert _read_only_modules_of(_loaded_by("import lance_gpu")) == []
+    # dir() lists the names that load on first use, without loading them
+    assert _read_only_modules_of(_loaded_by("import lance_gpu; assert set(lance_gpu.__all__) <= set(dir(lance_gpu))")) == []
     mods = _loaded_by("import sys, lance_gpu; assert lance_gpu.dataset(sys.argv[1]).count_rows() == 1000", small_dataset)
     assert _read_only_modules_of(mods) == []
 

@@ -24,7 +24,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from lance_gpu._lazy import lazy_names
+from lance_gpu._lazy import lazy_dir, lazy_names
 
 if TYPE_CHECKING:
     from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK as DEFAULT_COMMIT_LOCK
@@ -54,13 +54,15 @@ __all__ = [
     "run_with_retries",
 ]
 
-__getattr__ = lazy_names(__name__, {
+_LAZY = {
     "commit": ".commit", "run_with_retries": ".commit", "DEFAULT_COMMIT_LOCK": ".commit",
     "DataFile": ".fragment", "DeletionFile": ".fragment", "FragmentMetadata": ".fragment",
     "RowDatasetVersionMeta": ".fragment", "RowIdMeta": ".fragment",
     "LanceOperation": ".operations", "Operation": ".operations",
     "Transaction": ".transaction", "commit_operation": ".transaction", "commit_transactions": ".transaction",
-})
+}
+__getattr__ = lazy_names(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 class _Package(types.ModuleType):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lance_gpu._lazy import lazy_names
+from lance_gpu._lazy import lazy_dir, lazy_names
 
 if TYPE_CHECKING:
     from lance_gpu.write.dataset_writer import DatasetExistsError, write_version
@@ -39,7 +39,9 @@ __all__ = [
 
 # Every name, and every submodule (``write.operations``...), loads on first use: a process that
 # only reads never imports the writers, their encoders or the numba kernels behind them.
-__getattr__ = lazy_names(__name__, {
+_LAZY = {
     "DatasetExistsError": ".dataset_writer", "write_version": ".dataset_writer", "LanceFileWriter": ".file_writer",
     "create_fragment": ".fragments", "discard_fragments": ".fragments", "write_fragments": ".fragments",
-})
+}
+__getattr__ = lazy_names(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
