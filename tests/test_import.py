@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Import hygiene: ``import lance_gpu`` needs no CUDA, no pylance, no Spark."""
+"""Import hygiene: ``import lance_gpu`` needs no CUDA, no pylance, no Spark; it and a CPU read
+load only the modules a read runs (issue 24), the rest loading on first use with the
+post-commit auto cleanup still registered."""
 
 from __future__ import annotations
 
