@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pa_dataset
 
-from lance_gpu import index, ops, txn, write
+from lance_gpu import index, ops, table, txn, write
 from lance_gpu._device import DEVICES
 from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceError, UnsupportedFeatureError
@@ -28,16 +28,14 @@ from lance_gpu.scan import LanceScanner, scanner_for, take_addresses, take_rows
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import take_blobs
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
-from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.table.snapshot import TableSnapshot
-from lance_gpu.table.tags import Tags
-from lance_gpu.table.versions import storage_version, version_asof, versions
 
 if TYPE_CHECKING:
     from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig
     from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
     from lance_gpu.ops.sql import SqlQueryBuilder as SqlQueryBuilder
     from lance_gpu.ops.stats import DatasetStats as DatasetStats
+    from lance_gpu.table.schema_view import LanceSchema as SchemaView
     from lance_gpu.write.compaction import DatasetOptimizer as DatasetOptimizer
     from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
     from lance_gpu.write.rowlevel import MergeInsertBuilder as MergeInsertBuilder
@@ -132,7 +130,7 @@ def _open(uri: Any, version: int | str | None, asof: Any, device: str, storage_o
           store: object) -> LanceDataset:
     if asof is not None and version is None:
         resolved_store, root = resolve(uri, storage_options, store=store)
-        version = version_asof(resolved_store, root, asof)
+        version = table.versions.version_asof(resolved_store, root, asof)
         return LanceDataset(root, version, device=device, storage_options=storage_options, store=resolved_store)
     return LanceDataset(uri, version, device=device, storage_options=storage_options, store=store)
 
@@ -242,7 +240,7 @@ class LanceDataset(pa_dataset.Dataset):
     def lance_schema(self) -> SchemaView:
         """The version's schema with field ids (pylance's ``LanceSchema``:
         :class:`~lance_gpu.table.schema_view.LanceSchema`)."""
-        return SchemaView(self._snapshot.lance_schema)
+        return table.schema_view.LanceSchema(self._snapshot.lance_schema)
 
     @property
     def fragments(self) -> list[LanceFragment]:
@@ -574,12 +572,12 @@ class LanceDataset(pa_dataset.Dataset):
     def data_storage_version(self) -> str:
         """The data storage (file format) version, as pylance reports it: ``"0.1"`` for
         legacy files, ``"2.0"``, ``"2.1"``, ...; see :func:`lance_gpu.table.versions.storage_version`."""
-        return storage_version(self._snapshot.manifest)
+        return table.versions.storage_version(self._snapshot.manifest)
 
     def versions(self) -> list[dict]:
         """Every committed version, oldest first: ``version``, ``timestamp`` (naive, local) and
         ``metadata`` (pylance's summary: ``total_rows``, ``total_fragments``, ... as strings)."""
-        return versions(self.store, self.root)
+        return table.versions.versions(self.store, self.root)
 
     def checkout_version(self, version: int | str | tuple) -> LanceDataset:
         """A new dataset object at ``version``.
@@ -607,7 +605,7 @@ class LanceDataset(pa_dataset.Dataset):
     def tags(self) -> Any:
         """``ds.tags.list() / list_ordered() / get_version() / create() / update() /
         replace_metadata() / delete()``: see :class:`lance_gpu.table.tags.Tags`."""
-        return Tags(self.store, self.root, self.version)
+        return table.tags.Tags(self.store, self.root, self.version)
 
     @property
     def stats(self) -> Any:

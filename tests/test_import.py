@@ -109,11 +109,13 @@ def test_ships_py_typed() -> None:
 
 #: What opening and reading a dataset on the CPU never runs: the writers, the transaction
 #: model, the operations, the index readers (a dataset without indices), the tools, the
-#: vector search and the GPU decoder (issue 24: load only what a read needs).
+#: vector search, the GPU decoder, the version history, tags and schema view (issue 24: load
+#: only what a read needs).
 _NOT_FOR_A_READ = (
     "lance_gpu.write.", "lance_gpu.txn.", "lance_gpu.ops.", "lance_gpu.index.", "lance_gpu.tools",
     "lance_gpu.file.writer", "lance_gpu.gpu.plan", "lance_gpu.gpu.columns", "lance_gpu.gpu.device_table",
     "lance_gpu.gpu.read", "lance_gpu.scan.nearest", "lance_gpu.scan.vector_index", "lance_gpu.scan.flat_search",
+    "lance_gpu.table.versions", "lance_gpu.table.tags", "lance_gpu.table.schema_view",
 )
 
 
