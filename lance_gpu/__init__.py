@@ -8,12 +8,16 @@ on the GPU.  Nothing here imports CUDA libraries; the GPU path loads them on fir
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu.dataset import LanceDataset, LanceFragment, dataset, write_dataset
 from lance_gpu.errors import (
     ArgumentTypeError,
     CommitConflictError,
     CorruptFileError,
     CpuDecodeWarning,
+    DatasetExistsError,
     DatasetNotFoundError,
     FilterError,
     GpuFallbackWarning,
@@ -32,12 +36,23 @@ from lance_gpu.errors import (
 from lance_gpu.io.store import process_read_counters
 from lance_gpu.scan import LanceScanner, ScanPlan
 from lance_gpu.table.blobs import BlobColumn, BlobFile
-from lance_gpu.tools import convert, verify
-from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
-from lance_gpu.write import DatasetExistsError
-from lance_gpu.write.udf import batch_udf
+
+if TYPE_CHECKING:
+    from lance_gpu.tools import convert, verify
+    from lance_gpu.txn import FragmentMetadata, LanceOperation, Transaction
+    from lance_gpu.write.udf import batch_udf
 
 __version__ = "0.1.0"
+
+# The tools, the transaction model and the UDF decorator load on first use, as any
+# subpackage (``lance_gpu.write``...) not imported yet: ``import lance_gpu`` loads what opening
+# and reading a dataset runs (:mod:`lance_gpu._lazy`).
+_LAZY = {
+    "convert": ".tools", "verify": ".tools", "batch_udf": ".write.udf",
+    "FragmentMetadata": ".txn", "LanceOperation": ".txn", "Transaction": ".txn",
+}
+__getattr__ = lazy_names(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 def iops_counter() -> int:

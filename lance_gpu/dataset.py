@@ -11,43 +11,47 @@ import functools
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pa_dataset
 
+from lance_gpu import index, ops, table, txn, write
 from lance_gpu._device import DEVICES
+from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu.errors import CleanupError, InvalidArgumentError, UnknownDeviceError, UnsupportedFeatureError
 from lance_gpu.fragment import LanceFragment
-from lance_gpu.index.metadata import describe_indices, list_indices
 from lance_gpu.io import resolve
-from lance_gpu.ops.cleanup import cleanup_old_versions
-from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig  # pylance's lance.dataset names
-from lance_gpu.ops.housekeeping import drop, validate
-from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
-from lance_gpu.ops.ordering import ordered_scanner
-from lance_gpu.ops.sql import SqlQueryBuilder
-from lance_gpu.ops.stats import DatasetStats
-from lance_gpu.ops.vector_index import create_index
 from lance_gpu.scan import LanceScanner, scanner_for, take_addresses, take_rows
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID
 from lance_gpu.table.blobs import take_blobs
 from lance_gpu.table.manifest import DETACHED_VERSION_MASK, latest_version
-from lance_gpu.table.schema_view import LanceSchema as SchemaView
 from lance_gpu.table.snapshot import TableSnapshot
-from lance_gpu.table.tags import Tags
-from lance_gpu.table.versions import storage_version, version_asof, versions
-from lance_gpu.txn.commit import DEFAULT_COMMIT_LOCK
-from lance_gpu.txn.transaction import commit_operation, commit_transactions, resolve_target
-from lance_gpu.write.compaction import DatasetOptimizer
-from lance_gpu.write.dataset_writer import write_committed
-from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
-from lance_gpu.write.history import get_transactions, read_transaction
-from lance_gpu.write.indices import create_scalar_index, drop_index
-from lance_gpu.write.operations import add_columns, alter_columns, delete, drop_columns, merge, restore, update_config
-from lance_gpu.write.rowlevel import MergeInsertBuilder, insert, row_addresses, update
+
+if TYPE_CHECKING:
+    from lance_gpu.ops.housekeeping import AutoCleanupConfig as AutoCleanupConfig
+    from lance_gpu.ops.ordering import ColumnOrdering as ColumnOrdering
+    from lance_gpu.ops.sql import SqlQueryBuilder as SqlQueryBuilder
+    from lance_gpu.ops.stats import DatasetStats as DatasetStats
+    from lance_gpu.table.schema_view import LanceSchema as SchemaView
+    from lance_gpu.write.compaction import DatasetOptimizer as DatasetOptimizer
+    from lance_gpu.write.history import LANCE_COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
+    from lance_gpu.write.rowlevel import MergeInsertBuilder as MergeInsertBuilder
+
+# The mutation, history, index and housekeeping methods reach their modules through the
+# packages above (``write.operations.delete``...), which load a submodule at its first use
+# (lance_gpu._lazy): opening and reading a dataset loads none of them.  pylance's
+# ``lance.dataset`` names (``AutoCleanupConfig``...) load the same way.
+_LAZY = {
+    "AutoCleanupConfig": "lance_gpu.ops.housekeeping", "ColumnOrdering": "lance_gpu.ops.ordering",
+    "SqlQueryBuilder": "lance_gpu.ops.sql", "DatasetStats": "lance_gpu.ops.stats",
+    "DatasetOptimizer": "lance_gpu.write.compaction", "LANCE_COMMIT_MESSAGE_KEY": "lance_gpu.write.history",
+    "MergeInsertBuilder": "lance_gpu.write.rowlevel",
+}
+__getattr__ = lazy_names(__name__, _LAZY, submodules=False)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 __all__ = ["ROW_ID", "LanceDataset", "LanceFragment", "dataset", "write_dataset"]
 
@@ -113,11 +117,11 @@ def _with_commit_lock(method: Any) -> Any:
     def run(self: LanceDataset, *args: Any, **kwargs: Any) -> Any:
         if self._commit_lock is None:
             return method(self, *args, **kwargs)
-        token = DEFAULT_COMMIT_LOCK.set(self._commit_lock)
+        token = txn.DEFAULT_COMMIT_LOCK.set(self._commit_lock)
         try:
             return method(self, *args, **kwargs)
         finally:
-            DEFAULT_COMMIT_LOCK.reset(token)
+            txn.DEFAULT_COMMIT_LOCK.reset(token)
 
     return run
 
@@ -126,14 +130,14 @@ def _open(uri: Any, version: int | str | None, asof: Any, device: str, storage_o
           store: object) -> LanceDataset:
     if asof is not None and version is None:
         resolved_store, root = resolve(uri, storage_options, store=store)
-        version = version_asof(resolved_store, root, asof)
+        version = table.versions.version_asof(resolved_store, root, asof)
         return LanceDataset(root, version, device=device, storage_options=storage_options, store=resolved_store)
     return LanceDataset(uri, version, device=device, storage_options=storage_options, store=store)
 
 
 def _committed(base_uri: Any, version: int, storage_options: dict[str, str] | None) -> LanceDataset:
     """The dataset at ``base_uri`` (a URI, or a dataset whose store is reused) at ``version``."""
-    store, root = resolve_target(base_uri, storage_options)
+    store, root = txn.transaction.resolve_target(base_uri, storage_options)
     options = getattr(base_uri, "storage_options", None) or storage_options
     return LanceDataset(root, version, storage_options=options, store=store)
 
@@ -236,7 +240,7 @@ class LanceDataset(pa_dataset.Dataset):
     def lance_schema(self) -> SchemaView:
         """The version's schema with field ids (pylance's ``LanceSchema``:
         :class:`~lance_gpu.table.schema_view.LanceSchema`)."""
-        return SchemaView(self._snapshot.lance_schema)
+        return table.schema_view.LanceSchema(self._snapshot.lance_schema)
 
     @property
     def fragments(self) -> list[LanceFragment]:
@@ -289,7 +293,7 @@ class LanceDataset(pa_dataset.Dataset):
         enable_stable_row_ids : bool, optional
             For a new dataset: assign stable row ids.
         """
-        version = commit_operation(
+        version = txn.commit_operation(
             base_uri, operation, read_version, commit_lock, storage_options, enable_v2_manifest_paths, detached,
             max_retries, commit_message=commit_message, enable_stable_row_ids=enable_stable_row_ids,
         )
@@ -308,7 +312,7 @@ class LanceDataset(pa_dataset.Dataset):
     ) -> dict:
         """Merge append transactions into one commit (pylance's ``commit_batch``); returns
         ``{"dataset": LanceDataset, "merged": Transaction}``."""
-        version, merged = commit_transactions(
+        version, merged = txn.commit_transactions(
             dest, transactions, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries, **options
         )
         return {"dataset": _committed(dest, version, storage_options), "merged": merged}
@@ -338,7 +342,7 @@ class LanceDataset(pa_dataset.Dataset):
         Returns ``{"num_deleted_rows": n}``; see :func:`lance_gpu.write.operations.delete`
         for concurrent writers.
         """
-        committed, result = delete(self._snapshot, predicate, conflict_retries=conflict_retries)
+        committed, result = write.operations.delete(self._snapshot, predicate, conflict_retries=conflict_retries)
         self._advance(committed)
         return result
 
@@ -369,21 +373,21 @@ class LanceDataset(pa_dataset.Dataset):
         dict
             ``{"num_rows_updated": n}``.
         """
-        committed, result = update(self._snapshot, updates, where, conflict_retries, retry_timeout, data_storage_version,
-                                   device=self._device)
+        committed, result = write.rowlevel.update(self._snapshot, updates, where, conflict_retries, retry_timeout,
+                                                  data_storage_version, device=self._device)
         self._advance(committed)
         return result
 
     def merge_insert(self, on):
         """A :class:`~lance_gpu.write.rowlevel.MergeInsertBuilder` keyed on ``on`` (a column
         name or names), as pylance's ``merge_insert``."""
-        return MergeInsertBuilder(self._snapshot, on, device=self._device, on_commit=self._advance,
-                                  commit_lock=self._commit_lock)
+        return write.rowlevel.MergeInsertBuilder(self._snapshot, on, device=self._device, on_commit=self._advance,
+                                                 commit_lock=self._commit_lock)
 
     @_with_commit_lock
     def insert(self, data, *, mode: str = "append", **kwargs) -> None:
         """Append (or overwrite with) ``data``; this object moves to the new version."""
-        self._advance(insert(self._snapshot, data, mode=mode, **kwargs))
+        self._advance(write.rowlevel.insert(self._snapshot, data, mode=mode, **kwargs))
 
     # -- config and metadata (each one UpdateConfig transaction) ------------------------------
 
@@ -402,7 +406,7 @@ class LanceDataset(pa_dataset.Dataset):
         replace : bool, default False
             Make the config exactly the keys set in ``values``.
         """
-        self._advance(update_config(self._snapshot, config=values, replace=replace))
+        self._advance(write.operations.update_config(self._snapshot, config=values, replace=replace))
         return self.config()
 
     def delete_config_keys(self, keys: list[str]) -> None:
@@ -469,19 +473,19 @@ class LanceDataset(pa_dataset.Dataset):
     @_with_commit_lock
     def update_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) table metadata keys; returns the new metadata."""
-        self._advance(update_config(self._snapshot, table_metadata=values, replace=replace))
+        self._advance(write.operations.update_config(self._snapshot, table_metadata=values, replace=replace))
         return self.metadata
 
     @_with_commit_lock
     def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set (a value) or remove (None) schema metadata keys; returns the new metadata."""
-        self._advance(update_config(self._snapshot, schema_metadata=values, replace=replace))
+        self._advance(write.operations.update_config(self._snapshot, schema_metadata=values, replace=replace))
         return self.schema_metadata
 
     @_with_commit_lock
     def update_field_metadata(self, field_updates: Mapping[str, Mapping[str, str | None]], replace: bool = False) -> None:
         """Set (a value) or remove (None) metadata keys of fields (by name or dotted path)."""
-        self._advance(update_config(self._snapshot, field_metadata=field_updates, replace=replace))
+        self._advance(write.operations.update_config(self._snapshot, field_metadata=field_updates, replace=replace))
 
     def replace_schema_metadata(self, new_metadata: dict[str, str]) -> None:
         """The schema metadata becomes ``new_metadata`` (deprecated in pylance)."""
@@ -507,23 +511,23 @@ class LanceDataset(pa_dataset.Dataset):
         schema : pyarrow.Schema, optional
             The schema of ``data_obj``.
         """
-        self._advance(merge(self._snapshot, data_obj, left_on, right_on, schema))
+        self._advance(write.operations.merge(self._snapshot, data_obj, left_on, right_on, schema))
 
     @_with_commit_lock
     def restore(self, version: int | str | None = None) -> None:
         """Commit a new latest version whose contents are those of ``version`` (default:
         the version this object is at -- pylance's ``checkout_version(v).restore()``)."""
-        self._advance(restore(self._snapshot, version))
+        self._advance(write.operations.restore(self._snapshot, version))
 
     @_with_commit_lock
     def drop_columns(self, columns: Sequence[str]) -> None:
         """Remove columns (or dotted struct fields) from the schema; metadata only."""
-        self._advance(drop_columns(self._snapshot, columns))
+        self._advance(write.operations.drop_columns(self._snapshot, columns))
 
     @_with_commit_lock
     def alter_columns(self, *alterations: dict) -> None:
         """Rename (``{"path": "a.b", "name": "c"}``) or change nullability of columns."""
-        self._advance(alter_columns(self._snapshot, *alterations))
+        self._advance(write.operations.alter_columns(self._snapshot, *alterations))
 
     @_with_commit_lock
     def add_columns(
@@ -535,12 +539,12 @@ class LanceDataset(pa_dataset.Dataset):
     ) -> None:
         """Add columns from aligned data, a batch function, SQL expressions or all-null
         fields; see :func:`lance_gpu.write.operations.add_columns`."""
-        self._advance(add_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size))
+        self._advance(write.operations.add_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size))
 
     @property
     def optimize(self):
         """``ds.optimize.compact_files(...)``, as pylance."""
-        return DatasetOptimizer(self._snapshot, self._advance, commit_lock=self._commit_lock)
+        return write.compaction.DatasetOptimizer(self._snapshot, self._advance, commit_lock=self._commit_lock)
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -568,12 +572,12 @@ class LanceDataset(pa_dataset.Dataset):
     def data_storage_version(self) -> str:
         """The data storage (file format) version, as pylance reports it: ``"0.1"`` for
         legacy files, ``"2.0"``, ``"2.1"``, ...; see :func:`lance_gpu.table.versions.storage_version`."""
-        return storage_version(self._snapshot.manifest)
+        return table.versions.storage_version(self._snapshot.manifest)
 
     def versions(self) -> list[dict]:
         """Every committed version, oldest first: ``version``, ``timestamp`` (naive, local) and
         ``metadata`` (pylance's summary: ``total_rows``, ``total_fragments``, ... as strings)."""
-        return versions(self.store, self.root)
+        return table.versions.versions(self.store, self.root)
 
     def checkout_version(self, version: int | str | tuple) -> LanceDataset:
         """A new dataset object at ``version``.
@@ -601,12 +605,12 @@ class LanceDataset(pa_dataset.Dataset):
     def tags(self) -> Any:
         """``ds.tags.list() / list_ordered() / get_version() / create() / update() /
         replace_metadata() / delete()``: see :class:`lance_gpu.table.tags.Tags`."""
-        return Tags(self.store, self.root, self.version)
+        return table.tags.Tags(self.store, self.root, self.version)
 
     @property
     def stats(self) -> Any:
         """``ds.stats.dataset_stats()`` / ``data_stats()``: see :class:`lance_gpu.ops.stats.DatasetStats`."""
-        return DatasetStats(self._snapshot)
+        return ops.stats.DatasetStats(self._snapshot)
 
     def cleanup_old_versions(
         self,
@@ -650,7 +654,7 @@ class LanceDataset(pa_dataset.Dataset):
         for name, value in (("delete_rate_limit", delete_rate_limit), ("delete_concurrency", delete_concurrency)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise CleanupError(f"{name} must be a positive integer, got {value!r}")
-        return cleanup_old_versions(
+        return ops.cleanup.cleanup_old_versions(
             self.store,
             self.root,
             older_than,
@@ -712,7 +716,7 @@ class LanceDataset(pa_dataset.Dataset):
         sql : str
             The query; ``.table_name(name)`` on the builder names the table (default ``dataset``).
         """
-        return SqlQueryBuilder(self.scanner, sql)
+        return ops.sql.SqlQueryBuilder(self.scanner, sql)
 
     @property
     def has_index(self) -> bool:
@@ -727,13 +731,13 @@ class LanceDataset(pa_dataset.Dataset):
         warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
                       "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
         snapshot = self._snapshot
-        return list_indices(snapshot.manifest, snapshot.manifest_file.index_section)
+        return index.metadata.list_indices(snapshot.manifest, snapshot.manifest_file.index_section)
 
     def describe_indices(self) -> list:
         """One :class:`~lance_gpu.index.metadata.IndexDescription` per index, as pylance."""
         snapshot = self._snapshot
-        return describe_indices(snapshot.manifest, snapshot.manifest_file.index_section,
-                                lambda i: snapshot.fragment(i).live_count())
+        return index.metadata.describe_indices(snapshot.manifest, snapshot.manifest_file.index_section,
+                                               lambda i: snapshot.fragment(i).live_count())
 
     @_with_commit_lock
     def create_scalar_index(self, column: str, index_type: Any, name: str | None = None, *, replace: bool = True,
@@ -760,8 +764,8 @@ class LanceDataset(pa_dataset.Dataset):
 
         See :mod:`lance_gpu.write.indices`.
         """
-        self._advance(create_scalar_index(self._snapshot, column, index_type, name, replace=replace, train=train,
-                                          fragment_ids=fragment_ids, index_uuid=index_uuid, **kwargs))
+        self._advance(write.indices.create_scalar_index(self._snapshot, column, index_type, name, replace=replace, train=train,
+                                                        fragment_ids=fragment_ids, index_uuid=index_uuid, **kwargs))
 
     @_with_commit_lock
     def drop_index(self, name: str) -> None:
@@ -772,7 +776,7 @@ class LanceDataset(pa_dataset.Dataset):
         name : str
             The index name.
         """
-        self._advance(drop_index(self._snapshot, name))
+        self._advance(write.indices.drop_index(self._snapshot, name))
 
     # -- reading: every read is a scan plan run by an executor ---------------------------
 
@@ -855,7 +859,7 @@ class LanceDataset(pa_dataset.Dataset):
                 args[key] = value
         order_by = args.pop("order_by", None)
         if order_by is not None:
-            return ordered_scanner(
+            return ops.ordering.ordered_scanner(
                 lambda **kw: self.scanner(device=device, on_cpu_fallback=on_cpu_fallback, **kw), order_by, **args
             )
         return scanner_for(self._snapshot, device=device or self._device, on_cpu_fallback=on_cpu_fallback, **args)
@@ -917,7 +921,7 @@ class LanceDataset(pa_dataset.Dataset):
         ids = np.asarray(row_ids.to_numpy(zero_copy_only=False) if isinstance(row_ids, (pa.Array, pa.ChunkedArray))
                          else row_ids, dtype=np.uint64).reshape(-1)
         if self.has_stable_row_ids:
-            frag_ids, offsets = row_addresses(self._snapshot, ids)
+            frag_ids, offsets = write.rowlevel.row_addresses(self._snapshot, ids)
             ids = (frag_ids.astype(np.uint64) << np.uint64(32)) | offsets.astype(np.uint64)
         return take_addresses(self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address,
                               device=self._device)
@@ -1079,8 +1083,8 @@ class LanceDataset(pa_dataset.Dataset):
         if isinstance(index_type, str) and index_type.upper() in ("BTREE", "BITMAP", "LABEL_LIST"):
             self.create_scalar_index(column, index_type, name=name, replace=replace)  # type: ignore[arg-type]
             return self
-        self._advance(create_index(self._snapshot, column, index_type, name, metric, replace, num_partitions,
-                                   num_sub_vectors, accelerator, **kwargs))
+        self._advance(ops.vector_index.create_index(self._snapshot, column, index_type, name, metric, replace, num_partitions,
+                                                    num_sub_vectors, accelerator, **kwargs))
         return self
 
 
@@ -1099,7 +1103,7 @@ class LanceDataset(pa_dataset.Dataset):
         Transaction or None
             None when the version records no transaction.
         """
-        return read_transaction(self.snapshot, version)
+        return write.history.read_transaction(self.snapshot, version)
 
     def get_transactions(self, recent_transactions: int = 10) -> list:
         """The transactions of the latest ``recent_transactions`` versions up to this one,
@@ -1110,7 +1114,7 @@ class LanceDataset(pa_dataset.Dataset):
         recent_transactions : int, default 10
             How many versions to go back.
         """
-        return get_transactions(self.snapshot, recent_transactions)
+        return write.history.get_transactions(self.snapshot, recent_transactions)
 
     @staticmethod
     def drop(base_uri: str | os.PathLike[str], storage_options: dict[str, str] | None = None,
@@ -1126,12 +1130,12 @@ class LanceDataset(pa_dataset.Dataset):
         ignore_not_found : bool, optional
             Return quietly when nothing is there (else ``OSError``).
         """
-        drop(base_uri, storage_options, ignore_not_found)
+        ops.housekeeping.drop(base_uri, storage_options, ignore_not_found)
 
     def validate(self) -> None:
         """Check this version's metadata against its data files (pylance's ``validate``);
         raises :class:`~lance_gpu.errors.CorruptFileError` naming what is wrong."""
-        validate(self._snapshot)
+        ops.housekeeping.validate(self._snapshot)
 
 def write_dataset(
     data_obj: Any,
@@ -1147,7 +1151,7 @@ def write_dataset(
     it (pylance's ``lance.write_dataset``, its parameter names); every parameter is described at
     :func:`lance_gpu.write.dataset_writer.write_version` (``storage_options=`` / ``store=``
     reach object stores)."""
-    written_to, root, committed = write_committed(data_obj, uri, schema, mode, storage_options=storage_options,
-                                                  store=store, **options)
+    written_to, root, committed = write.dataset_writer.write_committed(data_obj, uri, schema, mode,
+                                                                       storage_options=storage_options, store=store, **options)
     # the dataset at the version the commit wrote, from its manifest file: no read
     return LanceDataset._of(TableSnapshot(written_to, root, committed, storage_options), "auto")

@@ -16,18 +16,30 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_gpu import ops, txn, write
+from lance_gpu._lazy import lazy_dir, lazy_names
 from lance_gpu._proto import table_pb2
 from lance_gpu.errors import ArgumentTypeError
-from lance_gpu.ops.ordering import ordered_scanner
 from lance_gpu.scan import scanner_for, take_rows
 from lance_gpu.table.snapshot import FragmentSnapshot
-from lance_gpu.txn.fragment import DataFile, DeletionFile, FragmentMetadata
-from lance_gpu.write import fragment_ops
-from lance_gpu.write import fragments as fragment_writer
 
 if TYPE_CHECKING:
     from lance_gpu.dataset import LanceDataset
     from lance_gpu.scan.scanner import LanceScanner
+    from lance_gpu.txn.fragment import DataFile as DataFile
+    from lance_gpu.txn.fragment import DeletionFile as DeletionFile
+    from lance_gpu.txn.fragment import FragmentMetadata as FragmentMetadata
+
+# The writes, the sorted scan and the metadata classes reach their modules through the
+# packages (``write.fragment_ops``...), loaded at first use (lance_gpu._lazy): reading a
+# fragment loads none of them.  pylance's ``lance.fragment`` names (``DataFile``...) load
+# the same way.
+_LAZY = {
+    "DataFile": "lance_gpu.txn.fragment", "DeletionFile": "lance_gpu.txn.fragment",
+    "FragmentMetadata": "lance_gpu.txn.fragment",
+}
+__getattr__ = lazy_names(__name__, _LAZY, submodules=False)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 class LanceFragment:
@@ -51,7 +63,7 @@ class LanceFragment:
         """Write ``data`` as one uncommitted fragment of the dataset at ``dataset_uri`` and
         return its :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
         ``LanceFragment.create``); see :func:`lance_gpu.write.fragments.create_fragment`."""
-        return fragment_writer.create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
+        return write.fragments.create_fragment(dataset_uri, data, fragment_id, schema, *args, **kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_open_fragment, (self.dataset, self.snapshot.snapshot.version, self.fragment_id))
@@ -85,13 +97,13 @@ class LanceFragment:
         fragment_id : int
             The id to give it (an ``Append`` commit numbers it afresh).
         """
-        return fragment_ops.create_from_file(filename, dataset.snapshot, fragment_id)
+        return write.fragment_ops.create_from_file(filename, dataset.snapshot, fragment_id)
 
     @property
     def metadata(self) -> FragmentMetadata:
         """This fragment's :class:`~lance_gpu.txn.fragment.FragmentMetadata` (pylance's
         shape: JSON round trip, pickleable)."""
-        return FragmentMetadata.from_pb(self.snapshot.pb)
+        return txn.fragment.FragmentMetadata.from_pb(self.snapshot.pb)
 
     @property
     def dataset_uri(self) -> str:
@@ -109,12 +121,12 @@ class LanceFragment:
 
     def data_files(self) -> list[DataFile]:
         """The fragment's data files, in manifest order."""
-        return [DataFile.from_pb(df) for df in self.snapshot.pb.files]
+        return [txn.fragment.DataFile.from_pb(df) for df in self.snapshot.pb.files]
 
     def deletion_file(self) -> DeletionFile | None:
         """The fragment's deletion file, or None when no row is deleted."""
         pb = self.snapshot.pb
-        return DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None
+        return txn.fragment.DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None
 
     # -- reading (pylance's API) ---------------------------------------------------------------
 
@@ -127,7 +139,7 @@ class LanceFragment:
         _refuse_search("scanner", options)
         order_by = options.pop("order_by", None)
         if order_by is not None:
-            return ordered_scanner(
+            return ops.ordering.ordered_scanner(
                 lambda **kw: self.scanner(**kw), order_by, columns=columns, limit=limit, offset=offset, filter=filter,
                 batch_size=batch_size, with_row_id=with_row_id, with_row_address=with_row_address,
                 batch_readahead=batch_readahead, **options,
@@ -216,7 +228,7 @@ class LanceFragment:
             The fragment with its new deletion file, or None when no row is left; commit
             with ``LanceOperation.Delete``.
         """
-        return fragment_ops.delete(self.snapshot, predicate)
+        return write.fragment_ops.delete(self.snapshot, predicate)
 
     def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
         """Delete the rows at the given physical offsets within this fragment (not committed).
@@ -231,7 +243,7 @@ class LanceFragment:
         FragmentMetadata or None
             As :meth:`delete`.
         """
-        return fragment_ops.delete_rows(self.snapshot, offsets)
+        return write.fragment_ops.delete_rows(self.snapshot, offsets)
 
     def merge_columns(self, value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
                       reader_schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
@@ -254,7 +266,7 @@ class LanceFragment:
             The fragment with one more data file and the new schema; commit with
             ``LanceOperation.Merge``.
         """
-        return fragment_ops.merge_columns(self.snapshot, value_func, columns, batch_size, reader_schema, device=self.dataset.device)
+        return write.fragment_ops.merge_columns(self.snapshot, value_func, columns, batch_size, reader_schema, device=self.dataset.device)
 
     def merge(self, data_obj: Any, left_on: str, right_on: str | None = None,
               schema: pa.Schema | None = None) -> tuple[FragmentMetadata, Any]:
@@ -277,7 +289,7 @@ class LanceFragment:
         tuple of FragmentMetadata and LanceSchema
             Commit with ``LanceOperation.Merge``.
         """
-        return fragment_ops.merge(self.snapshot, data_obj, left_on, right_on, schema, device=self.dataset.device)
+        return write.fragment_ops.merge(self.snapshot, data_obj, left_on, right_on, schema, device=self.dataset.device)
 
     def update_columns(self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
                        schema: pa.Schema | None = None, *, with_offsets: bool = False) -> tuple[Any, ...]:
@@ -302,7 +314,7 @@ class LanceFragment:
             ``(FragmentMetadata, fields_modified)`` (plus the offsets' bytes); commit with
             ``LanceOperation.Update(updated_fragments=..., fields_modified=...)``.
         """
-        return fragment_ops.update_columns(self.snapshot, data_obj, left_on, right_on, schema, with_offsets=with_offsets,
+        return write.fragment_ops.update_columns(self.snapshot, data_obj, left_on, right_on, schema, with_offsets=with_offsets,
                                            device=self.dataset.device)
 
 
@@ -366,4 +378,4 @@ def write_fragments(data: object, dataset_uri: Any, schema: pa.Schema | None = N
         ``data_storage_version``, ``storage_options``, ``enable_stable_row_ids``,
         ``return_transaction``...); see :func:`lance_gpu.write.fragments.write_fragments`.
     """
-    return fragment_writer.write_fragments(data, dataset_uri, schema, **kwargs)
+    return write.fragments.write_fragments(data, dataset_uri, schema, **kwargs)

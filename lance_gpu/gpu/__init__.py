@@ -30,8 +30,19 @@ Usage::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from lance_gpu._lazy import lazy_names
 from lance_gpu.errors import CpuDecodeWarning
 from lance_gpu.gpu.memory import memory_budget, memory_limit, set_memory_limit
+
+if TYPE_CHECKING:
+    from lance_gpu.gpu import columns as columns
+    from lance_gpu.gpu import device_table as device_table
+
+# The submodules load on first use (``gpu.columns``...; :mod:`lance_gpu._lazy`): the scan
+# layer refers to them through this package, so a CPU read loads none of them.
+__getattr__ = lazy_names(__name__, {})
 
 
 def scan_device(ds, fields, **kwargs):

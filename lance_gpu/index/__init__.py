@@ -13,3 +13,18 @@ and committing them is :mod:`lance_gpu.write.indices`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lance_gpu._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from lance_gpu.index import files as files
+    from lance_gpu.index import metadata as metadata
+    from lance_gpu.index import query as query
+    from lance_gpu.index import rowset as rowset
+    from lance_gpu.index import scalar as scalar
+
+# The submodules load on first use (``index.metadata``...; :mod:`lance_gpu._lazy`): a scan
+# of a dataset without indices loads none of them.
+__getattr__ = lazy_names(__name__, {})

@@ -28,7 +28,6 @@ from lance_gpu.ops.cleanup import cleanup_old_versions
 from lance_gpu.table.manifest import latest_version, list_versions
 from lance_gpu.table.schema import column_index_map
 from lance_gpu.table.snapshot import TableSnapshot
-from lance_gpu.txn.commit import POST_COMMIT_HOOKS
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -149,5 +148,3 @@ def validate(ds: TableSnapshot) -> None:
         for df in frag.pb.files:
             frag.file_reader(join(ds.root, "data", df.path))  # checks its rows and columns
 
-
-POST_COMMIT_HOOKS.append(auto_cleanup)

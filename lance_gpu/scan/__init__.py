@@ -10,6 +10,9 @@ ranges of single fragments (a training feed's batches).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from lance_gpu._lazy import lazy_names
 from lance_gpu.scan.execute import (
     CpuExecutor,
     Executor,
@@ -40,6 +43,17 @@ from lance_gpu.scan.plan import (
 )
 from lance_gpu.scan.ranges import RangeReader
 from lance_gpu.scan.scanner import LanceScanner, scanner_for
+
+if TYPE_CHECKING:
+    from lance_gpu.scan import flat_search as flat_search
+    from lance_gpu.scan import nearest as nearest
+    from lance_gpu.scan import nearest_device as nearest_device
+    from lance_gpu.scan import nearest_query as nearest_query
+    from lance_gpu.scan import vector_index as vector_index
+
+# The search modules load on first use (``scan.nearest``...; :mod:`lance_gpu._lazy`): a scan
+# without ``nearest`` loads none of them.
+__getattr__ = lazy_names(__name__, {})
 
 __all__ = [
     "ROW_ADDR",

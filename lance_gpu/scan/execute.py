@@ -31,24 +31,26 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_gpu import gpu
 from lance_gpu._device import resolve_device
 from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
 from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.reader import SELECT_SHARE_CHUNKED
 from lance_gpu.file.reader import selective_share as file_share
-from lance_gpu.gpu.columns import DeviceColumn
-from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.io import resolve as resolve_uri
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, nested_path, resolve
 from lance_gpu.table.blobs import blob_kind, read_blob_bytes
 from lance_gpu.table.schema import LanceField
 from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot, read_field_span
+
+if TYPE_CHECKING:
+    from lance_gpu.gpu.device_table import DeviceTable
 
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 STREAM_WINDOW_ROWS = 1 << 18  # rows decoded at a time (at least) when streaming on the CPU
@@ -652,7 +654,7 @@ class GpuExecutor:
                 # the base decode: a subclass holding a resource across decode_device (the
                 # Spark task's GPU slot) holds it here already, for the outer decode
                 (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
-                dt = DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
+                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
             yield project_device(resolved, dt, unit, project, offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
@@ -660,7 +662,7 @@ class GpuExecutor:
         """One finished host table per unit (whole fragments: ``unit_edges`` holds already)."""
 
         for dt in self.run_device(ds, units, resolved, offsets):
-            arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in dt.columns]
+            arrays = [c.to_arrow() if isinstance(c, gpu.columns.DeviceColumn) else c for c in dt.columns]
             if not arrays:
                 yield empty_table(dt.num_rows, resolved.schema.metadata)
             else:
@@ -677,7 +679,7 @@ def _device_host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets
     """A host copy of the columns ``names`` of ``dt`` plus the virtual columns ``virtual``."""
 
     cols = [dt.column(c) for c in names]
-    arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in cols]
+    arrays = [c.to_arrow() if isinstance(c, gpu.columns.DeviceColumn) else c for c in cols]
     base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(dt.num_rows)}).select([])
     return add_virtual(base, unit, virtual, offsets)
 
@@ -710,10 +712,10 @@ def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> De
             col = dt.column(out.path[0])
             for child in out.path[1:]:
                 idx = col.type.get_field_index(child)
-                col = col.field(idx) if isinstance(col, DeviceColumn) else pc.struct_field(col, [idx])
+                col = col.field(idx) if isinstance(col, gpu.columns.DeviceColumn) else pc.struct_field(col, [idx])
         names.append(out.name)
         cols.append(col)
-    return DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
+    return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
 
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:

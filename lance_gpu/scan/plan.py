@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_gpu import index, scan
 from lance_gpu.errors import (
     ArgumentTypeError,
     InvalidArgumentError,
@@ -36,8 +37,6 @@ from lance_gpu.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
-from lance_gpu.index.query import index_selections
-from lance_gpu.scan.nearest_query import parse_nearest
 from lance_gpu.table.blob_descriptions import blob_kind, description_field
 from lance_gpu.table.schema import LanceField
 
@@ -292,7 +291,7 @@ def build_plan(
             # as pylance: a search runs over the whole version, not over chosen fragments
             raise InvalidArgumentError("nearest: a search is not supported for a fragment scan (fragments=)")
 
-        plan = _replace(plan, nearest=parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
+        plan = _replace(plan, nearest=scan.nearest_query.parse_nearest(ds, nearest_arg, options.get("prefilter"), include_deleted_rows))
     resolve(plan, ds)  # projection and filter errors surface now, as in pylance
     # (a search's pre-filter narrows the rows searched; a post-filter must see every row)
     if isinstance(filter, str) and selections is None and (plan.nearest is None or plan.nearest.prefilter) \
@@ -309,8 +308,10 @@ def _use_scalar_indices(plan: ScanPlan, ds: TableSnapshot, filter_text: str, fra
     are dropped, fragments no index covers are read whole."""
 
     mf = ds.manifest_file
-    found = index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema,
-                             virtual_schema(ds), filter_text, frags)
+    if mf.index_section is None or not mf.index_section.indices:
+        return plan  # (no index: lance_gpu.index is not even loaded)
+    found = index.query.index_selections(ds.store, ds.root, mf.manifest, mf.index_section, ds.lance_schema,
+                                         virtual_schema(ds), filter_text, frags)
     if found is None:
         return plan
     ids: list[int] = []

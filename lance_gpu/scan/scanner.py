@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lance_gpu import scan
 from lance_gpu._device import DEVICES, gpu_unusable_reason, resolve_device
 from lance_gpu.errors import GpuUnavailableError, InvalidArgumentError, UnknownDeviceError
 from lance_gpu.scan.execute import (
@@ -26,10 +27,7 @@ from lance_gpu.scan.execute import (
     rebatch,
     run_plan,
 )
-from lance_gpu.scan.nearest import run_search
-from lance_gpu.scan.nearest_device import device_result
 from lance_gpu.scan.plan import ROW_OFFSET, ScanPlan, build_plan, resolve
-from lance_gpu.scan.vector_index import describe_search
 
 if TYPE_CHECKING:
     from lance_gpu.gpu.device_table import DeviceTable
@@ -76,7 +74,7 @@ class LanceScanner:
         """What the scan reads: fragments, rows, projection, filter, limits, batching."""
         text = self.plan.describe()
         if self.plan.nearest is not None:
-            text += "\n" + "\n".join(describe_search(self.plan, self.snapshot))
+            text += "\n" + "\n".join(scan.vector_index.describe_search(self.plan, self.snapshot))
         if verbose:
             resolved = resolve(self.plan, self.snapshot)
             # pylance's LanceRead names the fields it reads (filter columns included) "projection"
@@ -124,7 +122,7 @@ class LanceScanner:
     def to_table(self) -> pa.Table:
         """Every row of the scan in one table."""
         if self.plan.nearest is not None:
-            return run_search(self.plan, self.snapshot, self._executor())
+            return scan.nearest.run_search(self.plan, self.snapshot, self._executor())
         tables = list(run_plan(self.plan, self._executor(), self.snapshot))
         return concat(tables, self.projected_schema)
 
@@ -216,7 +214,7 @@ class LanceScanner:
         ds = self.snapshot
         plan = self.plan
         if plan.nearest is not None:  # the search's k rows per query, as one device table
-            yield device_result(run_search(plan, ds, GpuExecutor(self.on_cpu_fallback)))
+            yield scan.nearest_device.device_result(scan.nearest.run_search(plan, ds, GpuExecutor(self.on_cpu_fallback)))
             return
         resolved = resolve(plan, ds)
         executor = GpuExecutor(self.on_cpu_fallback)

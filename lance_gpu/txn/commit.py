@@ -58,6 +58,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from lance_gpu._commit_hooks import POST_COMMIT_HOOKS
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import CommitLockError, DatasetExistsError, DatasetNotFoundError, RetryableCommitConflictError
 from lance_gpu.io.background import in_background, settle
@@ -99,11 +100,6 @@ DEFAULT_CONFLICT_RETRIES = 10
 T = TypeVar("T")
 
 
-#: Called after each commit publishes a (not detached) version, as
-#: ``hook(store, root, manifest, base_version)`` (``base_version``: the latest version the
-#: commit saw before its own).  Layers above register here (the auto cleanup of
-#: :mod:`lance_gpu.ops.housekeeping`); a hook must not raise.
-POST_COMMIT_HOOKS: list[Callable[[ObjectStore, str, table_pb2.Manifest, int], None]] = []
 
 
 def _transaction(
@@ -412,7 +408,7 @@ def commit_file(
                 remember_manifest(store.uri(target), data, committed)
                 if not detached:
                     write_version_hint(store, root, version)
-                    for hook in POST_COMMIT_HOOKS:  # e.g. auto cleanup (lance_gpu.ops.housekeeping)
+                    for hook in POST_COMMIT_HOOKS:  # lance_gpu._commit_hooks: e.g. auto cleanup (lance_gpu.ops)
                         hook(store, root, manifest, int(current.head.version) if current is not None else 0)
                 return committed
             if detached:

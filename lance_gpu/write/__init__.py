@@ -19,8 +19,14 @@
 
 from __future__ import annotations
 
-from lance_gpu.write.dataset_writer import DatasetExistsError, write_version
-from lance_gpu.write.fragments import create_fragment, discard_fragments, write_fragments
+from typing import TYPE_CHECKING
+
+from lance_gpu._lazy import lazy_dir, lazy_names
+
+if TYPE_CHECKING:
+    from lance_gpu.write.dataset_writer import DatasetExistsError, write_version
+    from lance_gpu.write.file_writer import LanceFileWriter
+    from lance_gpu.write.fragments import create_fragment, discard_fragments, write_fragments
 
 __all__ = [
     "DatasetExistsError",
@@ -31,11 +37,11 @@ __all__ = [
     "write_fragments",
 ]
 
-
-def __getattr__(name: str):
-    # The encoders (and the numba kernels behind them) load on first use.
-    if name == "LanceFileWriter":
-        from lance_gpu.write.file_writer import LanceFileWriter
-
-        return LanceFileWriter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Every name, and every submodule (``write.operations``...), loads on first use: a process that
+# only reads never imports the writers, their encoders or the numba kernels behind them.
+_LAZY = {
+    "DatasetExistsError": ".dataset_writer", "write_version": ".dataset_writer", "LanceFileWriter": ".file_writer",
+    "create_fragment": ".fragments", "discard_fragments": ".fragments", "write_fragments": ".fragments",
+}
+__getattr__ = lazy_names(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
