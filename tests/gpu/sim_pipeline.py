@@ -1269,7 +1269,7 @@ def test_flat_nullable_read_budget_unravels_without_flags_or_scan(flat_budget_da
             for name in b.names:
                 col = b.column(name)
                 if isinstance(col, DeviceColumn) and col._nulls is not None:
-                    want = 0 if col.validity is None else int((~h(col.validity).astype(bool)).sum())
+                    want = 0 if col.validity is None else int((~h(col.validity.bytes()).astype(bool)).sum())
                     assert col._nulls == want, (nfrag, name, col._nulls, want)
 
 
@@ -1384,7 +1384,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
             assert col.span == (int(off[0]), int(off[col.length])), (col, col.span, off[[0, col.length]])
             checked += 1
         if col._nulls is not None:
-            want = 0 if col.validity is None else int((~col.validity.copy_to_host().astype(bool)).sum())
+            want = 0 if col.validity is None else int((~h(col.validity.bytes()).astype(bool)).sum())
             assert col._nulls == want, (col, col._nulls, want)
         for child in col.children:
             check(child)
@@ -1689,3 +1689,84 @@ def test_random_layouts_and_fragment_splits_match_pylance(root: Path):
             assert_same(pa.concat_tables([b.to_arrow() for b in batches]), ref, what + " batch_size=5")
 
     check()
+
+
+# --------------------------------------------------------------------------------------------
+# Validity as bitmask words (issue 25): written by the level unravel, kept through take,
+# slice, rebatch and combining, never made into bytes on the way
+
+
+def _bits_of(v) -> np.ndarray:
+    """A Validity's slots as host bools, read from its words (not through its bytes)."""
+    words, offset = v.words()
+    raw = h(words).view(np.uint8)
+    return np.unpackbits(raw, bitorder="little")[offset : offset + v.length].astype(bool)
+
+
+def _valid_of(arr: pa.Array) -> np.ndarray:
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 70])
+@pytest.mark.parametrize("null_p", [0.0, 0.4, 1.0], ids=["no-null", "some", "all-null"])
+def test_validity_words_round_trip_through_pieces(n, null_p):
+    """Columns whose validity is bitmask words (as the unravel and an Arrow upload give,
+    the bits around each column's slots set to the opposite of a neighbour's so a leak
+    shows) cut into pieces at unaligned rows, sliced, taken and combined in both layouts:
+    every result equals the Arrow reference, the ``device`` layout's validity is words from
+    bit 0 and the ``cudf`` layout's masks are its padded words with the null counts."""
+    from lance_gpu.gpu.combine import combine
+    from lance_gpu.gpu.validity import Validity
+
+    rng = np.random.default_rng(n * 10 + int(null_p * 10))
+    arrs = [pa.array(rng.integers(0, 99, n).astype(np.int32), mask=rng.random(n) < null_p) for _ in range(3)]
+    cols = []
+    for k, arr in enumerate(arrs):
+        valid = _valid_of(arr)
+        off = (0, 5, 31)[k]  # the column's slot 0 at bit `off` of words whose other bits are noise
+        bits = rng.random(off + n + 40) < 0.5
+        bits[off : off + n] = valid
+        raw = np.packbits(bits, bitorder="little")
+        host = np.zeros(-(-raw.size // 4) * 4, np.uint8)
+        host[: raw.size] = raw
+        col = DeviceColumn.from_arrow(arr)
+        nulls = int((~valid).sum())
+        v = Validity.of_words(cuda.to_device(host.view(np.uint32)), off, n)
+        cols.append(DeviceColumn(arr.type, n, v if nulls else None, col.data, _nulls=nulls))
+        assert cols[-1].validity is None or (cols[-1].validity.is_words and cols[-1].null_count == nulls)
+    up = DeviceColumn.from_arrow(arrs[0].slice(3) if n > 3 else arrs[0])  # an Arrow upload: words, no launch
+    assert up.validity is None or up.validity.is_words
+    ref = pa.concat_arrays(arrs)
+    # pieces at unaligned output rows: [lo, hi) of each column, cut where the rows allow
+    cuts = [(0, n), (min(1, n), n), (0, max(n - 1, 0))]
+    pieces = [(c, lo, hi) for c, (lo, hi) in zip(cols, cuts, strict=True)]
+    want = pa.concat_arrays([a.slice(lo, hi - lo) for a, (lo, hi) in zip(arrs, cuts, strict=True)])
+    (dev,) = combine([pa.int32()], [pieces], "device")
+    assert dev.to_arrow().to_pylist() == want.to_pylist()
+    if dev.validity is not None:
+        assert dev.validity.is_words and dev.validity.offset == 0
+        np.testing.assert_array_equal(_bits_of(dev.validity), _valid_of(want))
+    assert dev.null_count == want.null_count
+    (cu,) = combine([pa.int32()], [pieces], "cudf")
+    assert cu.null_count == want.null_count and cu.to_arrow().to_pylist() == want.to_pylist()
+    if cu.mask is not None:
+        bits = np.unpackbits(h(cu.mask).view(np.uint8), bitorder="little")
+        np.testing.assert_array_equal(bits[: len(want)].astype(bool), _valid_of(want))
+        assert not bits[len(want) :].any()
+    # slices (bit offsets that are not multiples of 32 or 8) and takes of words stay words
+    (whole,) = combine([pa.int32()], [[(c, 0, n) for c in cols]], "device")
+    for lo, hi in [(0, 3 * n), (1, 3 * n), (n - 1, 2 * n + 1), (3 * n - 1, 3 * n)]:
+        sl = whole.slice(lo, hi)
+        assert sl.to_arrow().to_pylist() == ref.slice(lo, hi - lo).to_pylist(), (lo, hi)
+        if sl.validity is not None:
+            assert sl.validity.is_words
+            np.testing.assert_array_equal(_bits_of(sl.validity), _valid_of(ref.slice(lo, hi - lo)))
+        idx = np.sort(rng.choice(hi - lo, size=max((hi - lo) // 2, 1), replace=False)).astype(np.int64)
+        taken = sl.take(cuda.to_device(idx))
+        assert taken.to_arrow().to_pylist() == ref.slice(lo, hi - lo).take(pa.array(idx)).to_pylist(), (lo, hi)
+        if taken.validity is not None:
+            assert taken.validity.is_words and taken.validity._bytes is None  # gathered as bits
+        assert taken.null_count == ref.slice(lo, hi - lo).take(pa.array(idx)).null_count
+    # the one conversion to bytes, where a consumer needs them
+    if whole.validity is not None:
+        np.testing.assert_array_equal(h(whole.validity.bytes()).astype(bool), _valid_of(ref))
