@@ -1770,3 +1770,66 @@ def test_validity_words_round_trip_through_pieces(n, null_p):
     # the one conversion to bytes, where a consumer needs them
     if whole.validity is not None:
         np.testing.assert_array_equal(h(whole.validity.bytes()).astype(bool), _valid_of(ref))
+
+
+@pytest.fixture(scope="module")
+def word_datasets(root: Path) -> dict[str, str]:
+    """Flat nullable columns in fragments of 1, 31, 32, 33 and 13 rows (row starts that are
+    not multiples of 32 once combined), with some nulls, none and all (per column)."""
+    out = {}
+    for null_p in (0.0, 0.4, 1.0):
+        t = gd.flat_nullable_table(110, seed=5, null_p=null_p).select(["bp", "fl", "b", "s", "st"])
+        t = t.append_column("i", pa.array(np.arange(110, dtype=np.int64)))
+        uri = str(root / f"words_{null_p}")
+        shutil.rmtree(uri, ignore_errors=True)
+        lance.write_dataset(t.slice(0, 1), uri)
+        at = 1
+        for size in (31, 32, 33, 13):
+            lance.write_dataset(t.slice(at, size), uri, mode="append")
+            at += size
+        out[str(null_p)] = uri
+    return out
+
+
+@pytest.mark.parametrize("null_p", ["0.0", "0.4", "1.0"])
+def test_flat_nullable_reads_keep_validity_as_words(word_datasets, null_p):
+    """A device read of flat nullable columns: each column's validity is the unravel's
+    bitmask words (no validity byte made), through a filter's take and through batches that
+    straddle fragments (rebatched in the device layout); the rows and the cuDF masks equal
+    pylance's."""
+    uri = word_datasets[null_p]
+    ds = lance_gpu.dataset(uri)
+    ref = lance.dataset(uri).to_table()
+
+    def words_only(tables) -> None:
+        """Every validity is words, none made into bytes (null counts included), and its bits
+        are the column's."""
+        seen = []
+        for t in tables:
+            for name in t.names:
+                col = t.column(name)
+                for c in [col, *col.children] if isinstance(col, DeviceColumn) else []:
+                    if c.validity is not None:
+                        assert c.validity.is_words, (name, c.validity)
+                        seen.append((name, c, c.null_count))
+        for name, c, nulls in seen:
+            assert c.validity._bytes is None, (name, c.validity)
+            arr = c.to_arrow()
+            np.testing.assert_array_equal(_bits_of(c.validity), _valid_of(arr), err_msg=name)
+            assert nulls == arr.null_count, name
+
+    batches = list(ds.to_device_batches(on_cpu_fallback="raise"))
+    words_only(batches)
+    assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), ref, f"words {null_p}")
+    filt = "i % 3 = 1"
+    batches = list(ds.to_device_batches(filter=filt, on_cpu_fallback="raise"))
+    words_only(batches)
+    assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), lance.dataset(uri).to_table(filter=filt),
+                f"words {null_p} filtered")
+    for size in (7, 32, 33):
+        batches = list(ds.to_device_batches(batch_size=size, on_cpu_fallback="raise"))
+        words_only(batches)
+        assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), ref, f"words {null_p} batch {size}")
+    cols, rows = ds.scanner(on_cpu_fallback="raise").to_cudf_columns()
+    assert rows == ref.num_rows
+    _assert_cudf_layout(cols, ref, f"words {null_p} cudf")

@@ -253,7 +253,14 @@ def test_unravel_gpu_matches_cpu(rows, typ):
         assert lc.kind == lg.kind and lc.length == lg.length
         assert (lc.validity is None) == (lg.validity is None)
         if lc.validity is not None:
-            np.testing.assert_array_equal(h(lg.validity), lc.validity)
+            if lg.words:  # bitmask words: exactly the entries' bits, the rest of the last word 0
+                words = h(lg.validity)
+                assert words.dtype == np.uint32 and words.size == -(-lg.length // 32)
+                bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+                np.testing.assert_array_equal(bits[: lg.length].astype(bool), lc.validity)
+                assert not bits[lg.length :].any()
+            else:
+                np.testing.assert_array_equal(h(lg.validity), lc.validity)
         assert (lc.offsets is None) == (lg.offsets is None)
         if lc.offsets is not None:
             np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
@@ -382,7 +389,14 @@ def _assert_unraveled_equal(cpu, gpu):
         assert lc.kind == lg.kind and lc.length == lg.length
         assert (lc.validity is None) == (lg.validity is None)
         if lc.validity is not None:
-            np.testing.assert_array_equal(h(lg.validity), lc.validity)
+            if lg.words:  # bitmask words: exactly the entries' bits, the rest of the last word 0
+                words = h(lg.validity)
+                assert words.dtype == np.uint32 and words.size == -(-lg.length // 32)
+                bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+                np.testing.assert_array_equal(bits[: lg.length].astype(bool), lc.validity)
+                assert not bits[lg.length :].any()
+            else:
+                np.testing.assert_array_equal(h(lg.validity), lc.validity)
         assert (lc.offsets is None) == (lg.offsets is None)
         if lc.offsets is not None:
             np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
