@@ -58,6 +58,7 @@ __all__ = [
     "pack_bitmask_segments_gpu",
     "rebase_offsets_segments",
     "rebase_offsets_segments_gpu",
+    "segment_words",
 ]
 
 
@@ -277,16 +278,16 @@ def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, 
     return out
 
 
-def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=None, *, threads_per_block=256):
+def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=None, *, words=None, threads_per_block=256):
     """See the module docstring: one launch over every destination word of every segment
     (``src`` a device array read as bytes: bool bytes, or bitmaps where ``bits[s]``; ``out``
     zeroed uint32 device words, ``nulls`` an int64 device array of per-column null counts,
-    both updated in place; ``bits`` None: every source bytes)."""
+    both updated in place; ``bits`` None: every source bytes).  ``words``: the destination
+    words of each segment (:func:`segment_words`), where the caller has them (a work
+    table's scanned column: its prefix needs no upload of its own)."""
     counts = _i64(counts)
-    dst = _i64(dst)
-    first = dst >> 5
-    last = (dst + counts - 1) >> 5
-    words = np.where(counts > 0, last - first + 1, 0)
+    if words is None:
+        words = segment_words(dst, counts)
     prefix = _prefix_host(words)
     total = int(prefix[-1])
     if total:
@@ -303,6 +304,12 @@ def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=Non
         )
         raise_if_flagged(err, "pack_bitmask_segments_gpu")
     return out
+
+
+def segment_words(dst, counts) -> np.ndarray:
+    """The destination words a bitmask segment of ``counts`` bits at bit ``dst`` touches."""
+    dst, counts = _i64(dst), _i64(counts)
+    return np.where(counts > 0, ((dst + counts - 1) >> 5) - (dst >> 5) + 1, 0)
 
 
 def copy_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, *, threads_per_block=256):

@@ -69,6 +69,8 @@ class DeviceColumn:
 
     def __post_init__(self) -> None:
         self.validity = as_validity(self.validity, self.length)
+        if isinstance(self.item_validity, Validity):  # item validity stays bytes (one layer of items)
+            self.item_validity = self.item_validity.bytes()
 
     # -- basics -----------------------------------------------------------------------------
 

@@ -162,7 +162,8 @@ class _Builder:
         self.unknown_nulls = False
         self.copies: dict[object, list] = {}  # key -> [whole, src, len, dst] (values arena)
         self.rebase: dict[tuple[object, int], list] = {}  # (key, width) -> [whole64, at, n, base, shift, stride, dst]
-        # key -> [whole, at (a byte, or a bit where bits), n, dst bit, column, bits (1: the source is words)]
+        # key -> [whole, at (a byte, or a bit where bits), n, dst bit, column, bits (1: the source
+        # is words), destination words (scanned with the work table: the launch's threads)]
         self.masks: dict[object, list] = {}
         # cudf: depth -> [None, dst word, src word, words, column]: struct children's masks AND
         # their parent's (after the packs, a launch per depth, outer first)
@@ -241,14 +242,15 @@ class _Builder:
                 continue
             words = False
             if col.validity is None:
-                entry = self.masks.setdefault("generated", [None, [], [], [], [], []])
+                entry = self.masks.setdefault("generated", [None, [], [], [], [], [], []])
                 at = -1
             else:
                 src, first, words = col.validity.source()
                 key, whole, off = _loc(src)
                 at = 8 * off + first + lo if words else off + lo  # a bit of the allocation, or a byte
-                entry = self.masks.setdefault(key, [whole, [], [], [], [], []])
-            for j, v in enumerate((at, k, 32 * out.mask + row, out.counter, int(words)), start=1):
+                entry = self.masks.setdefault(key, [whole, [], [], [], [], [], []])
+            d = 32 * out.mask + row
+            for j, v in enumerate((at, k, d, out.counter, int(words), ((d + k - 1) >> 5) - (d >> 5) + 1), start=1):
                 entry[j].append(v)
             row += k
         if inherit:
@@ -443,7 +445,7 @@ def _merge_generated(b: _Builder) -> None:
     if gen_mask is not None:
         other = next((e for k2, e in b.masks.items() if k2 != "generated"), None)
         if other is not None:
-            for k in range(1, 6):
+            for k in range(1, 7):
                 other[k].extend(gen_mask[k])
             del b.masks["generated"]
 
@@ -457,6 +459,8 @@ def _is_length(entry: list, k: int, b: _Builder) -> bool:
         return k == 2
     if any(entry is e for e in b.ands.values()):
         return k == 3
+    if any(entry is e for e in b.masks.values()):
+        return k == 6
     return False
 
 
@@ -472,8 +476,9 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         ck.copy_ranges_gpu(whole, src, nbytes, values, dst)
     for (key, w), entry in b.rebase.items():
         _rebase_launch(offsets[w] if key == "generated" else entry[0], entry, offsets[w])
-    for key, (whole, at, n, dst, column, bits) in b.masks.items():
-        pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters, bits)
+    for key, (whole, at, n, dst, column, bits, words) in b.masks.items():
+        pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters, bits,
+                                  words=words)
     for depth in sorted(b.ands):  # a child's parent is AND-ed with its own parent first
         _none, dst, src, n, column = b.ands[depth]
         and_bitmask_segments_gpu(valid, dst, src, n, column, counters)
