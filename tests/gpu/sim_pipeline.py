@@ -1398,7 +1398,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # What to_cudf wraps: the whole read in cuDF's layout, buffers allocated once (issue 25, item 3)
 CUDF_LAUNCHES = 37  # measured as 2 fragments (30 as 16): the read's, and 6-7 combining launches
 CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
-CUDF_H2D = 45  # the read's, and the combining work table
+CUDF_H2D = 44  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own)
 
 
 def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
@@ -1479,6 +1479,39 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
     few, many = counts[2], counts[16]
     for key in ("launches", "d2h_blocking", "h2d_async"):
         assert many.get(key, 0) <= 1.25 * max(few.get(key, 0), 1), (key, counts)
+
+
+# to_cudf of the flat nullable table (a struct of a nullable int among its columns): validity
+# words from the unravel packed into the read's masks, one pack per source allocation, and the
+# struct child's mask AND-ed with its parent's in the arena in one launch.  Measured (bitmask
+# branch): 39 launches / 6 blocking copies as 2 fragments, 33 / 5 as 16; before it (validity
+# bytes; a conversion and an AND launch per struct piece) 42 / 6 and 64 / 5.
+FLAT_CUDF_LAUNCHES = 39
+FLAT_CUDF_D2H = 6
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
+def test_flat_nullable_to_cudf_budget(flat_budget_datasets):
+    """``to_cudf`` of flat nullable columns of every page kind as 2 and 16 fragments: at most
+    FLAT_CUDF_LAUNCHES launches and FLAT_CUDF_D2H blocking copies, no more as 16 fragments
+    than as 2 (struct children's parent nulls are not superimposed per piece), and
+    pylance's values, null counts and masks."""
+    from traffic import count_device_traffic
+
+    counts = {}
+    for nfrag, uri in flat_budget_datasets.items():
+        lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()  # compile first
+        with count_device_traffic() as c:
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        ref = lance.dataset(uri).to_table()
+        assert rows == ref.num_rows
+        _assert_cudf_layout(cols, ref, f"flat nullable to_cudf, {nfrag} fragments")
+        counts[nfrag] = dict(c)
+    for nfrag, c in counts.items():
+        assert c.get("launches", 0) <= FLAT_CUDF_LAUNCHES, (nfrag, c)
+        assert c.get("d2h_blocking", 0) <= FLAT_CUDF_D2H, (nfrag, c)
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+    assert counts[16].get("launches", 0) <= counts[2].get("launches", 0), counts
 
 
 @pytest.mark.parametrize("filter_", [None, "i32n > 300 OR id % 5 = 0"])
