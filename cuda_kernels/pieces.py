@@ -30,6 +30,9 @@ over every piece of every column that lives in one source allocation:
   parent's: cuDF's children carry the parent's nulls) and adds the nulls that made to
   ``nulls[column[s]]`` (population counts before and after); one thread per word.  The
   bits past a column's rows are 0 in both, so whole words are AND-ed.
+* :func:`count_zero_bits` -- the 0 bits (nulls) among bits ``[offset, offset + n)`` of uint32
+  bitmask words: one thread per word, a population count and one atomic each, no descriptor
+  to upload.
 * :func:`gather_bits` -- the bits ``offset + indices[i]`` of uint32 bitmask words as new
   words from bit 0 (the bits past ``len(indices)`` 0): a take of a validity held as words,
   one thread per output word.
@@ -52,6 +55,8 @@ __all__ = [
     "and_bitmask_segments_gpu",
     "copy_bitmask_segments",
     "copy_bitmask_segments_gpu",
+    "count_zero_bits",
+    "count_zero_bits_gpu",
     "gather_bits",
     "gather_bits_gpu",
     "pack_bitmask_segments",
@@ -130,6 +135,14 @@ def and_bitmask_segments(out, dst, src, counts, column, nulls):
         lost = np.unpackbits(before.view(np.uint8)).sum() - np.unpackbits(out[d : d + n].view(np.uint8)).sum()
         nulls[c] += int(lost)
     return out
+
+
+def count_zero_bits(words, offset, n):
+    """CPU reference of :func:`count_zero_bits_gpu`."""
+    bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
+    if offset < 0 or offset + n > bits.size:
+        raise CorruptInputError("count_zero_bits: the bits reach outside the words", ERR_OUT_OF_BOUNDS)
+    return int(n - np.count_nonzero(bits[offset : offset + n]))
 
 
 def gather_bits(words, offset, indices):
@@ -237,6 +250,20 @@ def _and_bits_kernel(out, dst, src, column, prefix, nseg, total, nulls, err):
 
 
 @gpu_kernel
+def _count_zero_bits_kernel(words, offset, n, first, total, out):
+    k = cuda.grid(1)
+    if k >= total:
+        return
+    w = first + k
+    lo = max(offset, w * 32)
+    hi = min(offset + n, w * 32 + 32)
+    keep = ((np.uint64(1) << np.uint64(hi - lo)) - np.uint64(1)) << np.uint64(lo - w * 32)
+    zeros = (hi - lo) - np.int64(cuda.popc(np.uint64(words[w]) & keep))
+    if zeros:
+        cuda.atomic.add(out, 0, zeros)
+
+
+@gpu_kernel
 def _gather_bits_kernel(words, offset, indices, out, err):
     w = cuda.grid(1)
     if w >= out.shape[0]:
@@ -334,6 +361,22 @@ def and_bitmask_segments_gpu(out, dst, src, counts, column, nulls, *, threads_pe
         )
         raise_if_flagged(err, "and_bitmask_segments_gpu")
     return out
+
+
+def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
+    """See the module docstring (``words`` uint32 device words holding the bits; one
+    launch and one readback of the count)."""
+    offset, n = int(offset), int(n)
+    if offset < 0 or offset + n > int(words.shape[0]) * 32:
+        raise CorruptInputError("count_zero_bits_gpu: the bits reach outside the words", ERR_OUT_OF_BOUNDS)
+    if not n:
+        return 0
+    first = offset >> 5
+    total = ((offset + n - 1) >> 5) - first + 1
+    out = _device.device_zeros(1, np.int64)
+    blocks, tpb = _device.launch_dims(total, threads_per_block)
+    _count_zero_bits_kernel.get()[blocks, tpb](words, np.int64(offset), np.int64(n), np.int64(first), np.int64(total), out)
+    return int(_device.to_host(out)[0])
 
 
 def gather_bits_gpu(words, offset, indices, *, threads_per_block=256):

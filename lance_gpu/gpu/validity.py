@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 import cuda_kernels as ck
-from cuda_kernels.pieces import gather_bits_gpu, pack_bitmask_segments_gpu
+from cuda_kernels.pieces import count_zero_bits_gpu, gather_bits_gpu
 from lance_gpu.gpu import _array, _kernels
 from lance_gpu.gpu._array import DeviceArray
 
@@ -120,19 +120,14 @@ class Validity:
     # -- counts and row selection -------------------------------------------------------------
 
     def null_count(self) -> int:
-        """Counted on the device (one launch and one readback): words by a population count
-        (:func:`~cuda_kernels.pieces.pack_bitmask_segments_gpu` into a scratch mask), bytes
-        by counting."""
+        """Counted on the device: words by a population count
+        (:func:`~cuda_kernels.pieces.count_zero_bits_gpu`: one launch, no upload), bytes by
+        counting; one readback."""
         if not self.length:
             return 0
         if self._words is None:
             return _array.count_false(self.bytes())
-        scratch = _array.zeros(-(-self.length // 32), np.uint32)
-        nulls = _array.zeros(1, np.int64)
-        one = np.ones(1, np.int64)
-        pack_bitmask_segments_gpu(self._words, np.array([self.offset], np.int64), np.array([self.length], np.int64),
-                                  np.zeros(1, np.int64), np.zeros(1, np.int64), scratch, nulls, one)
-        return int(_array.to_host(nulls)[0])
+        return count_zero_bits_gpu(self._words, self.offset, self.length)
 
     def slice(self, lo: int, hi: int) -> Validity:
         """Slots ``[lo, hi)``, views of the same buffers (no launch)."""

@@ -692,6 +692,22 @@ def test_and_bitmask_segments_match_cpu():
         and_bitmask_segments_gpu(cuda.to_device(words), [11], [0], [2], [0], cuda.to_device(np.zeros(1, np.int64)))
 
 
+@pytest.mark.parametrize(("offset", "n"), [(0, 0), (0, 1), (5, 31), (0, 32), (31, 33), (7, 70)])
+def test_count_zero_bits_matches_cpu(offset, n):
+    """Nulls of a word validity at a bit offset, the bits around it set and clear at random:
+    only ``[offset, offset + n)`` counts; bits past the words are refused."""
+    from cuda_kernels.pieces import count_zero_bits, count_zero_bits_gpu
+
+    rng = np.random.default_rng(offset + n)
+    bits = rng.random(offset + n + 40) < 0.5
+    words = _words_of(bits)
+    want = int(n - bits[offset : offset + n].sum())
+    assert count_zero_bits(words, offset, n) == want
+    assert count_zero_bits_gpu(cuda.to_device(words), offset, n) == want
+    with pytest.raises(CorruptInputError):
+        count_zero_bits_gpu(cuda.to_device(words), offset, words.size * 32 - offset + 1)
+
+
 @pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 70])
 def test_gather_bits_matches_cpu(n):
     """A take of bitmask words at a bit offset: new words from bit 0, the rest of the last
