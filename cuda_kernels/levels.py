@@ -113,7 +113,9 @@ class LayerResult(NamedTuple):
     """One unravelled layer.
 
     ``validity``: bool per entry, or None when the layer has no null entry
-    (always None for kinds that cannot hold nulls).  ``offsets``: int64
+    (always None for kinds that cannot hold nulls); with ``words``, uint32 bitmask words
+    instead (Arrow's bit order: entry ``i`` is bit ``i & 31`` of word ``i >> 5``, 1 = valid;
+    the bits past ``length`` in the last word are 0).  ``offsets``: int64
     ``[length + 1]`` into the entries of the next-inner layer (list layers),
     or None (item layers).  ``length``: number of entries.
     """
@@ -123,6 +125,7 @@ class LayerResult(NamedTuple):
     offsets: object
     length: int
     null_count: int = -1  # null entries, where the unraveller counted them (-1: not counted)
+    words: bool = False  # validity as bitmask words (the segmented unravel's layers without repetition levels)
 
 
 class Unraveled(NamedTuple):
@@ -554,7 +557,8 @@ def _unravel_scatter_kernel(
 #   thread_start[S + 1]  exclusive prefix of the scatter kernel's threads: one per level of a
 #                        segment with repetition levels, one per _WORD levels of the others
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
-#                        validity base
+#                        validity base (a byte of ``valid_all`` for a segment with
+#                        repetition levels, a word of ``words_all`` for one without)
 #   ltr[...]             the segments' ltr tables, concatenated
 # ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
 # the error codes of each segment.
@@ -562,8 +566,10 @@ def _unravel_scatter_kernel(
 # A segment without repetition levels (no list layer: a flat nullable column, a struct of
 # them) has level ``j`` as entry ``j`` of every layer, so it needs neither flags nor scan: a
 # thread takes _WORD consecutive levels (one validity bitmask word's worth, as cuDF's
-# decoders do), checks them, writes their validity and adds the word's nulls with one atomic
-# per layer.  A unit whose leaves are all flat makes one launch (and the result's zeroing).
+# decoders do), checks them, writes their validity as one uint32 bitmask word per layer
+# (Arrow's bit order, into ``words_all``: no byte per entry, no atomic on the word: each
+# layer's words start at a word of their own) and adds the word's nulls with one atomic per
+# layer.  A unit whose leaves are all flat makes one launch (and the result's zeroing).
 _SEG_FIELDS = 9
 _LAY_FIELDS = 6
 _WORD = 32
@@ -599,7 +605,8 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
 
 
 @gpu_kernel
-def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, valid_all, result, nlayers):
+def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, valid_all, words_all,
+                                     result, nlayers):
     """Offsets, validity, entry and null counts of every layer of every segment (threads:
     ``thread_start``, see above)."""
     i = cuda.grid(1)
@@ -616,7 +623,8 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
     if rp < 0:
         # no repetition levels: thread j takes word j, levels [32 j, 32 j + 32), which are
         # entries [32 j, 32 j + 32) of every layer: their range checked (the segment's
-        # error code), their validity written, their nulls added (one atomic per layer)
+        # error code), their validity written as one bitmask word per layer, their nulls
+        # added (one atomic per layer)
         lo = j * _WORD
         hi = min(lo + _WORD, n)
         if j == 0:
@@ -631,14 +639,16 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
             lb = lay0 + (l0 + m) * _LAY_FIELDS
             vb = desc[lb + 5]
             nulls = np.int64(0)
+            bits = np.uint32(0)
             for k in range(lo, hi):
                 d = np.int64(0)
                 if dp >= 0:
                     d = np.int64(levels[dp + k])
-                ok = _is_valid(d, desc[lb + 2], desc[lb + 3])
-                valid_all[vb + k] = ok
-                if not ok:
+                if _is_valid(d, desc[lb + 2], desc[lb + 3]):
+                    bits |= np.uint32(1) << np.uint32(k - lo)
+                else:
                     nulls += 1
+            words_all[vb + j] = bits
             if nulls:
                 cuda.atomic.add(result, nlayers + l0 + m, nulls)
         return
@@ -971,13 +981,16 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     null counts and error codes of every layer and segment).  Segments with repetition
     levels take a flags launch and one scan over all of them; segments without (no list
     layer: level ``j`` is entry ``j`` of every layer, as in a flat nullable column) take
-    neither: a thread per 32 of their levels checks them, writes their validity and adds
+    neither: a thread per 32 of their levels checks them, writes their validity (a bitmask word) and adds
     their nulls in the one scatter launch that every segment shares.  So a unit of flat
     leaves only makes one launch besides the result's zeroing.
 
     ``levels`` is a ``uint16`` device array holding every segment's levels.  Returns one
-    :class:`Unraveled` per segment, whose arrays are views of two shared device buffers:
-    ``int64`` offsets and ``bool`` validity (``None`` for a layer without null entries).
+    :class:`Unraveled` per segment, whose arrays are views of three shared device buffers:
+    ``int64`` offsets, ``bool`` validity of the layers of segments with repetition levels, and
+    ``uint32`` bitmask words (``LayerResult.words``; Arrow's bit order, each layer from bit 0
+    of a word of its own, the bits past its entries 0) of the layers of the others; validity
+    is ``None`` for a layer without null entries.
     Every host-side descriptor travels in one upload.
 
     ``read_also``: optional ``(values, positions)``, a device ``int64`` array and host
@@ -1038,8 +1051,11 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    val_base = np.zeros(nlayers + 1, np.int64)
-    np.cumsum(cap, out=val_base[1:])
+    rep_layer = has_rep[seg_of_layer]
+    val_base = np.zeros(nlayers + 1, np.int64)  # bytes: the layers of segments with repetition levels
+    np.cumsum(np.where(rep_layer, cap, 0), out=val_base[1:])
+    word_base = np.zeros(nlayers + 1, np.int64)  # words: the layers of the others
+    np.cumsum(np.where(rep_layer, 0, -(-cap // _WORD)), out=word_base[1:])
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1049,7 +1065,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     lay[:, 2] = np.concatenate([t.below for t in tabs])
     lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
     lay[:, 4] = off_base[:-1]
-    lay[:, 5] = val_base[:-1]
+    lay[:, 5] = np.where(rep_layer, val_base[:-1], word_base[:-1])
     parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
     starts = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.size for p in parts], out=starts[1:])
@@ -1071,7 +1087,12 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     else:
         result = _device.device_zeros(head, np.int64)
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
-    valid_all = _device.device_empty(max(int(val_base[-1]), 1), np.bool_)
+    # the validity bytes and, after them, the words (every one written): one allocation, so
+    # that combining packs both from it in one launch
+    vbytes = -(-max(int(val_base[-1]), 1) // 8) * 8
+    valid_block = _device.device_empty(vbytes + 4 * max(int(word_base[-1]), 1), np.uint8)
+    valid_all = valid_block[: max(int(val_base[-1]), 1)].view(np.bool_)
+    words_all = valid_block[vbytes:].view(np.uint32)
     excl = result  # read by the threads of segments with repetition levels only
     if rep_levels:
         nflags = int(flag_first[-1])
@@ -1084,8 +1105,8 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     if threads:
         blocks, tpb = _device.launch_dims(threads, threads_per_block)
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
-            d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, valid_all, result,
-            np.int64(nlayers),
+            d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, valid_all, words_all,
+            result, np.int64(nlayers),
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
@@ -1116,11 +1137,15 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
             kind = int(tab.kinds[m])
             validity = None
             if kind in _NULLABLE_KINDS and nulls[g]:
-                validity = valid_all[val_base[g] : val_base[g] + cnt]
+                if rep_layer[g]:
+                    validity = valid_all[val_base[g] : val_base[g] + cnt]
+                else:
+                    validity = words_all[word_base[g] : word_base[g] + -(-cnt // _WORD)]
             offsets = None
             if tab.is_list[m]:
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
-            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0))
+            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0,
+                                      words=validity is not None and not rep_layer[g]))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out if read_also is None else (out, also)
 

@@ -14,9 +14,28 @@ over every piece of every column that lives in one source allocation:
   gather of single values (the bounds of pieces whose span the host does not know).
 * :func:`pack_bitmask_segments` -- segment ``s`` sets the ``counts[s]`` validity bits
   starting at bit ``dst[s]`` of the uint32 words ``out`` (LSB first, Arrow's order) from
-  the bool bytes ``src[at[s]:]`` (``at[s] == -1``: all valid, ``-2``: all null), and adds
-  the segment's nulls to ``nulls[column[s]]``.  Words shared by two segments are OR-ed
-  atomically, so ``out`` must start zeroed; one thread per destination word of a segment.
+  its source in ``src`` (viewed as bytes), and adds the segment's nulls to
+  ``nulls[column[s]]``.  The source is the bool bytes ``src[at[s]:]``, or, where
+  ``bits[s]`` is 1, the bits from bit ``at[s]`` of ``src`` read as an Arrow bitmap (uint32
+  bitmask words are one: their bytes in memory order); ``at[s] == -1``: all valid, ``-2``:
+  all null.  One thread per destination word of a segment: from bits it reads the (at most
+  five) source bytes covering the word's bits, shifts them into place and counts the nulls
+  with a population count, so a piece lands at any bit whatever its source bit.  Words
+  shared by two segments are OR-ed atomically, so ``out`` must start zeroed.  Bytes and
+  bits sources of one allocation go in the same launch.
+* :func:`copy_bitmask_segments` -- the same with every segment's source bits of uint32
+  bitmask words ``src`` (``at`` a bit position).
+* :func:`and_bitmask_segments` -- segment ``s`` ANDs the ``counts[s]`` words
+  ``out[dst[s]:]`` with the words ``out[src[s]:]`` (a struct child's mask with its
+  parent's: cuDF's children carry the parent's nulls) and adds the nulls that made to
+  ``nulls[column[s]]`` (population counts before and after); one thread per word.  The
+  bits past a column's rows are 0 in both, so whole words are AND-ed.
+* :func:`count_zero_bits` -- the 0 bits (nulls) among bits ``[offset, offset + n)`` of uint32
+  bitmask words: one thread per word, a population count and one atomic each, no descriptor
+  to upload.
+* :func:`gather_bits` -- the bits ``offset + indices[i]`` of uint32 bitmask words as new
+  words from bit 0 (the bits past ``len(indices)`` 0): a take of a validity held as words,
+  one thread per output word.
 
 A source outside its array flags ``ERR_OUT_OF_BOUNDS`` (``CorruptInputError``), as the other
 segment primitives do.  The CPU functions of the same names are the references.
@@ -32,10 +51,19 @@ from .segments import _descriptor, _i64, _prefix_host, _segment_of
 cuda = LAZY_CUDA
 
 __all__ = [
+    "and_bitmask_segments",
+    "and_bitmask_segments_gpu",
+    "copy_bitmask_segments",
+    "copy_bitmask_segments_gpu",
+    "count_zero_bits",
+    "count_zero_bits_gpu",
+    "gather_bits",
+    "gather_bits_gpu",
     "pack_bitmask_segments",
     "pack_bitmask_segments_gpu",
     "rebase_offsets_segments",
     "rebase_offsets_segments_gpu",
+    "segment_words",
 ]
 
 
@@ -61,23 +89,72 @@ def rebase_offsets_segments(src, at, counts, base, shift, stride, out, dst):
     return out
 
 
-def pack_bitmask_segments(src, at, counts, dst, column, out, nulls):
+def pack_bitmask_segments(src, at, counts, dst, column, out, nulls, bits=None):
     """CPU reference of :func:`pack_bitmask_segments_gpu` (``out`` uint32 words, OR-ed into)."""
     src = np.asarray(src)
-    bits = np.unpackbits(out.view(np.uint8), bitorder="little").astype(bool)
-    for a, n, d, c in zip(*(_i64(x).tolist() for x in (at, counts, dst, column)), strict=True):
+    as_bits = None
+    out_bits = np.unpackbits(out.view(np.uint8), bitorder="little").astype(bool)
+    kinds = np.zeros(len(_i64(at)), np.int64) if bits is None else _i64(bits)
+    for a, n, d, c, k in zip(*(_i64(x).tolist() for x in (at, counts, dst, column, kinds)), strict=True):
         if not n:
             continue
-        if a >= 0:
+        if a >= 0 and k:
+            if as_bits is None:
+                as_bits = np.unpackbits(np.ascontiguousarray(src).view(np.uint8), bitorder="little")
+            if a + n > as_bits.size:
+                raise CorruptInputError("pack_bitmask_segments: a segment reaches outside its source", ERR_OUT_OF_BOUNDS)
+            valid = as_bits[a : a + n] != 0
+        elif a >= 0:
             if a + n > src.size:
                 raise CorruptInputError("pack_bitmask_segments: a segment reaches outside its source", ERR_OUT_OF_BOUNDS)
             valid = src[a : a + n] != 0
         else:
             valid = np.full(n, a == -1)
-        bits[d : d + n] |= valid
+        out_bits[d : d + n] |= valid
         nulls[c] += int(n - np.count_nonzero(valid))
-    out[:] = np.packbits(bits, bitorder="little").view(out.dtype)
+    out[:] = np.packbits(out_bits, bitorder="little").view(out.dtype)
     return out
+
+
+def copy_bitmask_segments(src, at, counts, dst, column, out, nulls):
+    """CPU reference of :func:`copy_bitmask_segments_gpu` (``src`` and ``out`` uint32
+    words, ``at`` bit positions; ``out`` OR-ed into)."""
+    words = np.ascontiguousarray(src, np.uint32)
+    return pack_bitmask_segments(words, at, counts, dst, column, out, nulls, np.ones(len(_i64(at)), np.int64))
+
+
+def and_bitmask_segments(out, dst, src, counts, column, nulls):
+    """CPU reference of :func:`and_bitmask_segments_gpu` (``out`` uint32 words, in place)."""
+    for d, sr, n, c in zip(*(_i64(x).tolist() for x in (dst, src, counts, column)), strict=True):
+        if not n:
+            continue
+        if min(d, sr) < 0 or max(d, sr) + n > out.size:
+            raise CorruptInputError("and_bitmask_segments: a segment reaches outside its words", ERR_OUT_OF_BOUNDS)
+        before = out[d : d + n].copy()
+        out[d : d + n] &= out[sr : sr + n]
+        lost = np.unpackbits(before.view(np.uint8)).sum() - np.unpackbits(out[d : d + n].view(np.uint8)).sum()
+        nulls[c] += int(lost)
+    return out
+
+
+def count_zero_bits(words, offset, n):
+    """CPU reference of :func:`count_zero_bits_gpu`."""
+    bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
+    if offset < 0 or offset + n > bits.size:
+        raise CorruptInputError("count_zero_bits: the bits reach outside the words", ERR_OUT_OF_BOUNDS)
+    return int(n - np.count_nonzero(bits[offset : offset + n]))
+
+
+def gather_bits(words, offset, indices):
+    """CPU reference of :func:`gather_bits_gpu`."""
+    bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
+    idx = _i64(indices) + int(offset)
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= bits.size):
+        raise CorruptInputError("gather_bits: an index outside the bitmask", ERR_OUT_OF_BOUNDS)
+    out = np.zeros(-(-idx.size // 32) * 4, np.uint8)
+    got = np.packbits(bits[idx], bitorder="little")
+    out[: got.size] = got
+    return out.view(np.uint32)
 
 
 # --------------------------------------------------------------------------
@@ -108,7 +185,10 @@ def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, 
 
 
 @gpu_kernel
-def _bitmask_kernel(src, at, counts, dst, column, prefix, nseg, total, out, nulls, err):
+def _bitmask_kernel(src, at, counts, dst, column, bits, prefix, nseg, total, out, nulls, err):
+    """Destination word ``word`` of segment ``s`` takes the segment's bits ``[lo, hi)`` (at
+    most 32) from its source: bool bytes, or the bits from ``at + lo - dst`` of ``src`` read
+    as a bitmap (the bytes covering them gathered as 64 bits and shifted)."""
     k = cuda.grid(1)
     if k >= total:
         return
@@ -119,25 +199,88 @@ def _bitmask_kernel(src, at, counts, dst, column, prefix, nseg, total, out, null
     word = (d0 >> 5) + rel
     lo = max(d0, word * 32)
     hi = min(d0 + n, word * 32 + 32)
+    nb = hi - lo
     a = np.int64(at[s])
-    if (a >= 0 and a + (hi - d0) > src.shape[0]) or word >= out.shape[0]:
+    from_bits = a >= 0 and bits[s] != 0
+    if word >= out.shape[0] or (a >= 0 and not from_bits and a + (hi - d0) > src.shape[0]) or (
+        from_bits and a + (hi - d0) > src.shape[0] * 8
+    ):
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         return
-    bits = np.uint32(0)
-    zeros = np.int64(0)
-    for b in range(lo, hi):
-        if a >= 0:
-            valid = src[a + (b - d0)] != 0
-        else:
-            valid = a == -1
-        if valid:
-            bits |= np.uint32(1) << np.uint32(b & 31)
-        else:
-            zeros += 1
-    if bits:
-        cuda.atomic.or_(out, word, bits)
+    keep = (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
+    v = np.uint64(0)
+    if from_bits:
+        sb = a + (lo - d0)
+        first = sb >> 3
+        last = (sb + nb - 1) >> 3
+        for i in range(first, last + 1):
+            v |= np.uint64(src[i]) << np.uint64(8 * (i - first))
+        v = (v >> np.uint64(sb & 7)) & keep
+    elif a >= 0:
+        for b in range(lo, hi):
+            if src[a + (b - d0)] != 0:
+                v |= np.uint64(1) << np.uint64(b - lo)
+    elif a == -1:
+        v = keep
+    zeros = nb - np.int64(cuda.popc(v))
+    if v:
+        cuda.atomic.or_(out, word, np.uint32(v << np.uint64(lo & 31)))
     if zeros:
         cuda.atomic.add(nulls, np.int64(column[s]), zeros)
+
+
+@gpu_kernel
+def _and_bits_kernel(out, dst, src, column, prefix, nseg, total, nulls, err):
+    k = cuda.grid(1)
+    if k >= total:
+        return
+    s = _segment_of(prefix, nseg, k)
+    rel = k - np.int64(prefix[s])
+    w = np.int64(dst[s]) + rel
+    p = np.int64(src[s]) + rel
+    if w < 0 or p < 0 or w >= out.shape[0] or p >= out.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    before = out[w]
+    after = before & out[p]
+    out[w] = after
+    lost = np.int64(cuda.popc(before)) - np.int64(cuda.popc(after))
+    if lost:
+        cuda.atomic.add(nulls, np.int64(column[s]), lost)
+
+
+@gpu_kernel
+def _count_zero_bits_kernel(words, offset, n, first, total, out):
+    k = cuda.grid(1)
+    if k >= total:
+        return
+    w = first + k
+    lo = max(offset, w * 32)
+    hi = min(offset + n, w * 32 + 32)
+    keep = ((np.uint64(1) << np.uint64(hi - lo)) - np.uint64(1)) << np.uint64(lo - w * 32)
+    zeros = (hi - lo) - np.int64(cuda.popc(np.uint64(words[w]) & keep))
+    if zeros:
+        cuda.atomic.add(out, 0, zeros)
+
+
+@gpu_kernel
+def _gather_bits_kernel(words, offset, indices, out, err):
+    w = cuda.grid(1)
+    if w >= out.shape[0]:
+        return
+    n = indices.shape[0]
+    lo = w * 32
+    hi = min(lo + 32, n)
+    limit = words.shape[0] * 32
+    bits = np.uint32(0)
+    for i in range(lo, hi):
+        b = np.int64(indices[i]) + offset
+        if b < 0 or b >= limit:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+            return
+        if (np.uint32(words[b >> 5]) >> np.uint32(b & 31)) & np.uint32(1):
+            bits |= np.uint32(1) << np.uint32(i - lo)
+    out[w] = bits
 
 
 # --------------------------------------------------------------------------
@@ -162,23 +305,89 @@ def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, 
     return out
 
 
-def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, *, threads_per_block=256):
+def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=None, *, words=None, threads_per_block=256):
     """See the module docstring: one launch over every destination word of every segment
-    (``src`` a uint8 / bool device array, ``out`` zeroed uint32 device words, ``nulls`` an
-    int64 device array of per-column null counts, both updated in place)."""
+    (``src`` a device array read as bytes: bool bytes, or bitmaps where ``bits[s]``; ``out``
+    zeroed uint32 device words, ``nulls`` an int64 device array of per-column null counts,
+    both updated in place; ``bits`` None: every source bytes).  ``words``: the destination
+    words of each segment (:func:`segment_words`), where the caller has them (a work
+    table's scanned column: its prefix needs no upload of its own)."""
     counts = _i64(counts)
-    dst = _i64(dst)
-    first = dst >> 5
-    last = (dst + counts - 1) >> 5
-    words = np.where(counts > 0, last - first + 1, 0)
+    if words is None:
+        words = segment_words(dst, counts)
     prefix = _prefix_host(words)
     total = int(prefix[-1])
     if total:
+        if bits is None:
+            bits = np.zeros(counts.size, np.int64)
+        d_src = _device.to_device(src)
+        if d_src.dtype != np.uint8:
+            d_src = (d_src.reshape(-1) if d_src.ndim > 1 else d_src).view(np.uint8)
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _bitmask_kernel.get()[blocks, tpb](
-            _device.to_device(src), _descriptor(at), _descriptor(counts), _descriptor(dst), _descriptor(column),
+            d_src, _descriptor(at), _descriptor(counts), _descriptor(dst), _descriptor(column), _descriptor(bits),
             _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
         )
         raise_if_flagged(err, "pack_bitmask_segments_gpu")
     return out
+
+
+def segment_words(dst, counts) -> np.ndarray:
+    """The destination words a bitmask segment of ``counts`` bits at bit ``dst`` touches."""
+    dst, counts = _i64(dst), _i64(counts)
+    return np.where(counts > 0, ((dst + counts - 1) >> 5) - (dst >> 5) + 1, 0)
+
+
+def copy_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, *, threads_per_block=256):
+    """See the module docstring: :func:`pack_bitmask_segments_gpu` with every source bits of
+    the uint32 device words ``src`` (``at``: bit positions in them)."""
+    n = len(_i64(at))
+    return pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, np.ones(n, np.int64), threads_per_block=threads_per_block)
+
+
+def and_bitmask_segments_gpu(out, dst, src, counts, column, nulls, *, threads_per_block=256):
+    """See the module docstring: one launch over every word of every segment (``out``
+    uint32 device words and ``nulls`` int64 device counters, updated in place).  A segment's
+    source words must not be another segment's destination in the same launch."""
+    prefix = _prefix_host(counts)
+    total = int(prefix[-1])
+    if total:
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        _and_bits_kernel.get()[blocks, tpb](
+            out, _descriptor(dst), _descriptor(src), _descriptor(column), _device.to_device(prefix), np.int64(prefix.size - 1),
+            np.int64(total), nulls, err,
+        )
+        raise_if_flagged(err, "and_bitmask_segments_gpu")
+    return out
+
+
+def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
+    """See the module docstring (``words`` uint32 device words holding the bits; one
+    launch and one readback of the count)."""
+    offset, n = int(offset), int(n)
+    if offset < 0 or offset + n > int(words.shape[0]) * 32:
+        raise CorruptInputError("count_zero_bits_gpu: the bits reach outside the words", ERR_OUT_OF_BOUNDS)
+    if not n:
+        return 0
+    first = offset >> 5
+    total = ((offset + n - 1) >> 5) - first + 1
+    out = _device.device_zeros(1, np.int64)
+    blocks, tpb = _device.launch_dims(total, threads_per_block)
+    _count_zero_bits_kernel.get()[blocks, tpb](words, np.int64(offset), np.int64(n), np.int64(first), np.int64(total), out)
+    return int(_device.to_host(out)[0])
+
+
+def gather_bits_gpu(words, offset, indices, *, threads_per_block=256):
+    """See the module docstring: ``ceil(len(indices) / 32)`` new uint32 device words
+    (``words`` uint32 device words, ``indices`` a device or host int64 array)."""
+    d_idx = _device.to_device(_i64(indices)) if isinstance(indices, np.ndarray) else indices
+    n = int(d_idx.shape[0])
+    out = _device.device_empty(max(-(-n // 32), 1), np.uint32)
+    if n:
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(int(out.shape[0]), threads_per_block)
+        _gather_bits_kernel.get()[blocks, tpb](words, np.int64(offset), d_idx, out, err)
+        raise_if_flagged(err, "gather_bits_gpu")
+    return out[: -(-n // 32)]

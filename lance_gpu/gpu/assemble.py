@@ -6,8 +6,11 @@ levels of every leaf of every field of a read unit, across its fragments, are un
 together on the device (``cuda_kernels.unravel_segments_gpu``: one copy back per unit,
 however many fragments and leaves; a flags launch and one scan for the leaves with
 repetition levels, then one launch for all, in which a leaf without them -- a flat nullable
-column -- takes 32 levels a thread with one null-count atomic per word), and every buffer is
-a view into the unit's shared device buffers.
+column -- takes 32 levels a thread, writes them as one validity bitmask word and adds the
+word's nulls with one atomic), and every buffer is a view into the unit's shared device
+buffers.  A layer's validity is a :class:`~lance_gpu.gpu.validity.Validity`: the words
+(from bit 0 of a word of the layer's own) where the unravel wrote words, else its bytes; no
+validity byte is allocated for a leaf without repetition levels.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, _storage
 from lance_gpu.gpu.decode import UnitBuffers
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan
+from lance_gpu.gpu.validity import Validity
 
 
 class _Slots:
     __slots__ = ("count", "nulls", "offsets", "validity")
 
-    def __init__(self, validity, offsets, count: int, nulls: int | None = None) -> None:
+    def __init__(self, validity: Validity | None, offsets, count: int, nulls: int | None = None) -> None:
         self.validity = validity
         self.offsets = offsets
         self.count = count
@@ -77,7 +81,7 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
     for k, result in zip(leveled, results, strict=True):
         out[k] = [
             _Slots(
-                None if lr.validity is None else _array.as_device(lr.validity),
+                _layer_validity(lr),
                 None if lr.offsets is None else _array.as_device(lr.offsets),
                 int(lr.length),
                 None if lr.null_count < 0 else int(lr.null_count),
@@ -86,6 +90,14 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
         ]
     spans = {k: (int(bounds[2 * j]), int(bounds[2 * j + 1])) for j, k in enumerate(var)}
     return out, spans
+
+
+def _layer_validity(lr: ck.LayerResult) -> Validity | None:
+    if lr.validity is None:
+        return None
+    if lr.words:
+        return Validity.of_words(_array.as_device(lr.validity), 0, int(lr.length))
+    return Validity.of_bytes(_array.as_device(lr.validity), int(lr.length))
 
 
 @functools.lru_cache(maxsize=256)

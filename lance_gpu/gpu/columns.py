@@ -4,8 +4,12 @@ copy), CuPy / DLPack (numeric columns).
 
 A :class:`DeviceColumn` has the Arrow layout, with two device-friendly choices:
 
-* validity is one bool **byte** per slot (None: no nulls), turned into Arrow / cuDF
-  bitmaps on the device when a column leaves;
+* validity is a :class:`~lance_gpu.gpu.validity.Validity` (None: no nulls): bitmask words
+  with a bit offset (what the level unravel writes for leaves without repetition levels,
+  what combining and Arrow uploads give) or one bool byte per slot (the unravel of leaves
+  with repetition levels, gathers of bytes), each made from the other once, on demand (see
+  :mod:`lance_gpu.gpu.validity`); a device bool array given to the constructor is taken
+  as the bytes;
 * booleans are one byte per value (cuDF's BOOL8); fixed-size lists are fixed-width values
   (``data`` holds ``length * width`` bytes, booleans one byte per item);
 * ``offsets`` (strings, binary, lists, maps) are int64 and may start above 0: they index
@@ -25,9 +29,10 @@ import pyarrow as pa
 import cuda_kernels as ck
 from lance_gpu.errors import GpuUnavailableError, UnsupportedEncodingError
 from lance_gpu.file.jsonb import jsonb_to_text
-from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu import _array
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
+from lance_gpu.gpu.validity import Validity, and_validity, as_validity
 
 
 def _storage(t: pa.DataType) -> pa.DataType:
@@ -49,7 +54,8 @@ def _is_nested(s: pa.DataType) -> bool:
 class DeviceColumn:
     type: pa.DataType
     length: int
-    validity: DeviceArray | None = None  # device bool[length]
+    #: None: no nulls (a device bool array given here is taken as the bytes of a Validity)
+    validity: Validity | None = None
     data: DeviceArray = None  # device uint8 (None for struct and list columns)
     offsets: DeviceArray = None  # device int64[length + 1] (None for fixed-width and struct columns)
     children: list[DeviceColumn] = field(default_factory=list)
@@ -61,12 +67,17 @@ class DeviceColumn:
     #: is null (one layer of items; None: every item valid)
     item_validity: DeviceArray | None = None
 
+    def __post_init__(self) -> None:
+        self.validity = as_validity(self.validity, self.length)
+        if isinstance(self.item_validity, Validity):  # item validity stays bytes (one layer of items)
+            self.item_validity = self.item_validity.bytes()
+
     # -- basics -----------------------------------------------------------------------------
 
     @property
     def null_count(self) -> int:
         if self._nulls is None:
-            self._nulls = 0 if self.validity is None else _array.count_false(self.validity)
+            self._nulls = 0 if self.validity is None else self.validity.null_count()
         return self._nulls
 
     @property
@@ -86,8 +97,7 @@ class DeviceColumn:
         """The rows at ``indices`` (a device int64 array), as a new column."""
         n = int(indices.shape[0])
         s = _storage(self.type)
-        validity = None if self.validity is None else ck.gather_fixed_gpu(self.validity, indices)
-        validity = None if validity is None else _array.as_device(validity)
+        validity = None if self.validity is None else self.validity.take(indices)
         if pa.types.is_struct(s):
             return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children])
         if _is_var(s):
@@ -121,7 +131,7 @@ class DeviceColumn:
         if (lo, hi) == (0, self.length):
             return self
         s = _storage(self.type)
-        validity = None if self.validity is None else self.validity[lo:hi]
+        validity = None if self.validity is None else self.validity.slice(lo, hi)
         nulls = 0 if validity is None else None
         if pa.types.is_struct(s):
             return DeviceColumn(self.type, n, validity, children=[c.slice(lo, hi) for c in self.children], _nulls=nulls)
@@ -137,7 +147,7 @@ class DeviceColumn:
         """Child ``index`` of a struct column, null where the struct is null (as
         ``pyarrow.compute.struct_field``)."""
         child = self.children[index]
-        validity = _kernels.and_validity(self.validity, child.validity)
+        validity = and_validity(self.validity, child.validity)
         return DeviceColumn(child.type, child.length, validity, child.data, child.offsets, child.children, span=child.span)
 
     # -- to the host --------------------------------------------------------------------------
@@ -147,7 +157,7 @@ class DeviceColumn:
         t = self.type
         s = _storage(t)
         n = self.length
-        mask = _host_bitmap(self.validity) if self.validity is not None and self.null_count else None
+        mask = self.validity.host_bitmap() if self.validity is not None and self.null_count else None
         if pa.types.is_struct(s):
             children = [c.to_arrow() for c in self.children]
             arr = pa.Array.from_buffers(s, n, [mask], children=children)
@@ -219,7 +229,7 @@ class DeviceColumn:
         if isinstance(arr, pa.ExtensionArray):
             arr = arr.storage
         n = len(arr)
-        validity = _device_validity(arr)
+        validity = Validity.of_arrow(arr)
         if pa.types.is_struct(s):
             children = [cls.from_arrow(arr.field(i)) for i in range(s.num_fields)]
             return cls(t, n, validity, children=children)

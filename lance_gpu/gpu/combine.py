@@ -13,17 +13,30 @@ writes them into final buffers sized for the whole read, in one of two layouts:
     large strings); validity as uint32 bitmask words (Arrow's bit order), every column's
     mask padded to 64 bytes, with its null count; fixed-size lists as lists over their
     items (generated offsets ``i * dim``); struct children with the parent's nulls
-    superimposed (what ``cudf.DataFrame.from_arrow`` gives).
+    superimposed (what ``cudf.DataFrame.from_arrow`` gives): a child's mask is AND-ed with
+    its parent's in the arena (``cuda_kernels.pieces.and_bitmask_segments_gpu``, one launch
+    per struct depth, after the packs), its nulls counted there.
 ``"device"`` (:class:`DeviceColumn`, for :meth:`LanceScanner.to_device_batches` batches
     that straddle fragments)
-    the device column layout: int64 offsets from 0, one validity byte per slot.
+    the device column layout: int64 offsets from 0; validity as the same bitmask words
+    (a :class:`~lance_gpu.gpu.validity.Validity` of words from bit 0 of the column's own
+    64-byte slot of the bitmask arena).
+
+Validity pieces: a piece's rows land at any row of its output column (its row start need
+not be a multiple of 32), so its bits are placed by shifting: every destination word of a
+piece is OR-ed (atomically) into the zeroed arena from the source bits it covers, and words
+shared by two pieces get both.  A piece's source is its column's validity as held
+(:meth:`Validity.source`): bitmask words at a bit offset (read as the bitmap they are in
+memory: at most five bytes per destination word) or bool bytes; a piece without validity
+is an all-valid run; ``cuda_kernels.pieces.pack_bitmask_segments_gpu`` takes all three,
+by segment, and adds the nulls to the column's counter.
 
 Buffers: one values arena (uint8: every column's data, 64-byte aligned slots), one int32 and
-one int64 offsets arena, one zeroed bitmask arena (or one validity-byte arena), one array of
-null counters.  Work: per *source allocation* (the pool block a piece's buffer lives in,
-found by ``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
-(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width and one bitmask pack
-(``pack_bitmask_segments_gpu``), so the launches grow with the allocations the pieces come
+one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
+*source allocation* (the pool block a piece's buffer lives in, found by
+``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
+(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width and one bitmask
+pack (words and bytes alike), so the launches grow with the allocations the pieces come
 from (a handful per read unit), not with fragments, columns or pages.  Readbacks: the null
 counts, once, only where a piece's count is not known on the host; and, per nesting depth,
 the offsets bounding pieces whose span the host does not know (row ranges cut out of a
@@ -42,12 +55,13 @@ import pyarrow as pa
 import cuda_kernels as ck
 from cuda_kernels import _device
 from cuda_kernels.errors import deferred_errors
-from cuda_kernels.pieces import pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
+from cuda_kernels.pieces import and_bitmask_segments_gpu, pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
 from lance_gpu.file.jsonb import jsonb_to_text
-from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu import _array
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
+from lance_gpu.gpu.validity import Validity
 from lance_gpu.gpu.worktable import pack_columns
 
 LAYOUTS = ("cudf", "device")
@@ -106,19 +120,20 @@ class CudfColumn:
 class _Out:
     """An output column being planned: where its buffers go in the arenas."""
 
-    __slots__ = ("children", "counter", "data", "length", "mask", "nulls", "offsets", "span", "type", "unknown")
+    __slots__ = ("children", "counter", "data", "depth", "length", "mask", "nulls", "offsets", "span", "type", "unknown")
 
     def __init__(self, t: pa.DataType, length: int) -> None:
         self.type = t
         self.length = length
         self.data: tuple[int, int] | None = None  # (byte position, bytes) in the values arena
         self.offsets: tuple[int, int] | None = None  # (4 | 8 bytes, first item) in an offsets arena
-        self.mask: int | None = None  # first word (cudf) / byte (device) of the validity
+        self.mask: int | None = None  # first word of the validity in the bitmask arena
         self.nulls = 0  # nulls known on the host
         self.counter = -1  # null counter on the device (-1: no validity)
         self.unknown = False  # the null count is not known on the host (cudf: counted on the device)
         self.span = 0  # offsets[length] (bytes or child items)
         self.children: list[_Out] = []
+        self.depth = 0  # struct children of a column with a mask: their parent's + 1
 
 
 def _loc(arr) -> tuple[object, DeviceArray, int]:
@@ -142,14 +157,17 @@ class _Builder:
         self.cudf = layout == "cudf"
         self.values = 0
         self.off = {4: 0, 8: 0}  # items of the int32 / int64 offsets arenas
-        self.valid = 0  # words (cudf) or bytes (device)
+        self.valid = 0  # words of the bitmask arena
         self.counters = 0
         self.unknown_nulls = False
         self.copies: dict[object, list] = {}  # key -> [whole, src, len, dst] (values arena)
-        self.vcopies: dict[object, list] = {}  # device layout: validity bytes
-        self.vfills: list[tuple[int, int]] = []
         self.rebase: dict[tuple[object, int], list] = {}  # (key, width) -> [whole64, at, n, base, shift, stride, dst]
-        self.masks: dict[object, list] = {}  # key -> [whole, at, n, dst, column]
+        # key -> [whole, at (a byte, or a bit where bits), n, dst bit, column, bits (1: the source
+        # is words), destination words (scanned with the work table: the launch's threads)]
+        self.masks: dict[object, list] = {}
+        # cudf: depth -> [None, dst word, src word, words, column]: struct children's masks AND
+        # their parent's (after the packs, a launch per depth, outer first)
+        self.ands: dict[int, list] = {}
 
     # -- slots ------------------------------------------------------------------------------
 
@@ -188,7 +206,10 @@ class _Builder:
 
     # -- validity ---------------------------------------------------------------------------
 
-    def _validity(self, out: _Out, pieces: Sequence[Piece]) -> None:
+    def _validity(self, out: _Out, pieces: Sequence[Piece], parent: _Out | None = None) -> None:
+        """Place the column's validity (pieces' bits at their output rows) in the bitmask
+        arena.  In the cudf layout a struct's child whose parent has a mask gets one too,
+        AND-ed with the parent's after the packs (its nulls then counted on the device)."""
         known = 0
         unknown = False
         for col, lo, hi in pieces:
@@ -198,6 +219,9 @@ class _Builder:
                 known += col._nulls
             else:
                 unknown = True
+        inherit = self.cudf and parent is not None and parent.mask is not None and pa.types.is_struct(_storage(parent.type))
+        if inherit:
+            unknown = True
         if not unknown and not known:
             return
         n = out.length
@@ -209,56 +233,53 @@ class _Builder:
             self.unknown_nulls = self.unknown_nulls or self.cudf  # the device layout counts lazily
         else:
             out.nulls = known
-        if self.cudf:
-            words = -(-max(n, 1) // 512) * 16  # 64-byte multiples
-            out.mask = self.valid
-            self.valid += words
-        else:
-            out.mask = self.valid
-            self.valid += max(n, 1)
+        out.mask = self.valid
+        self.valid += _mask_words(n)
         row = 0
         for col, lo, hi in pieces:
             k = hi - lo
             if not k:
                 continue
-            if self.cudf:
-                if col.validity is None:
-                    entry = self.masks.setdefault("generated", [None, [], [], [], []])
-                    at = -1
-                else:
-                    key, whole, off = _loc(col.validity)
-                    entry = self.masks.setdefault(key, [whole, [], [], [], []])
-                    at = off + lo
-                for j, v in enumerate((at, k, 32 * out.mask + row, out.counter), start=1):
-                    entry[j].append(v)
-            elif col.validity is None:
-                self.vfills.append((out.mask + row, k))
+            words = False
+            if col.validity is None:
+                entry = self.masks.setdefault("generated", [None, [], [], [], [], [], []])
+                at = -1
             else:
-                key, whole, off = _loc(col.validity)
-                entry = self.vcopies.setdefault(key, [whole, [], [], []])
-                entry[1].append(off + lo)
-                entry[2].append(k)
-                entry[3].append(out.mask + row)
+                src, first, words = col.validity.source()
+                key, whole, off = _loc(src)
+                at = 8 * off + first + lo if words else off + lo  # a bit of the allocation, or a byte
+                entry = self.masks.setdefault(key, [whole, [], [], [], [], [], []])
+            d = 32 * out.mask + row
+            for j, v in enumerate((at, k, d, out.counter, int(words), ((d + k - 1) >> 5) - (d >> 5) + 1), start=1):
+                entry[j].append(v)
             row += k
+        if inherit:
+            assert parent is not None and parent.mask is not None
+            out.depth = parent.depth + 1
+            job = self.ands.setdefault(out.depth, [None, [], [], [], []])
+            for j, v in enumerate((out.mask, parent.mask, _mask_words(n), out.counter), start=1):
+                job[j].append(v)
 
     # -- columns ----------------------------------------------------------------------------
 
-    def plan(self, t: pa.DataType, pieces: Sequence[Piece], bounds: list[tuple[int, int]] | None) -> tuple[_Out, list]:
-        """Plan one column; returns it and its children still to plan: ``(out slot index in
-        parent, type, pieces)`` triples (planned at the next depth, after their bounds)."""
+    def plan(self, t: pa.DataType, pieces: Sequence[Piece], bounds: list[tuple[int, int]] | None,
+             parent: _Out | None = None) -> tuple[_Out, list]:
+        """Plan one column (a child of ``parent``); returns it and its children still to
+        plan: ``(parent, type, pieces)`` triples (planned at the next depth, after their
+        bounds)."""
         s = _storage(t)
         n = sum(hi - lo for _c, lo, hi in pieces)
         out = _Out(t, n)
         later: list = []
         if pa.types.is_struct(s):
-            self._validity(out, pieces)
+            self._validity(out, pieces, parent)
             for i in range(s.num_fields):
-                child_pieces = [(self._child_of_struct(col, i), lo, hi) for col, lo, hi in pieces]
+                child_pieces = [(col.children[i], lo, hi) for col, lo, hi in pieces]
                 later.append((out, s.field(i).type, child_pieces))
             return out, later
         if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or _is_var(s):
             assert bounds is not None
-            self._validity(out, pieces)
+            self._validity(out, pieces, parent)
             total = sum(b1 - b0 for b0, b1 in bounds)
             out.span = total
             width = 8 if not self.cudf or total > INT32_MAX else 4
@@ -284,7 +305,7 @@ class _Builder:
                 later.append((out, value_type, child_pieces))
             return out, later
         w = leaf_kind(t)[1]
-        self._validity(out, pieces)
+        self._validity(out, pieces, parent)
         at = self._values(n * w)
         out.data = (at, n * w)
         row = 0
@@ -315,13 +336,6 @@ class _Builder:
         self._arith(4, n + 1, 0, s.list_size, first)
         out.children.append(self._fsl_items(s, n, at))
 
-    def _child_of_struct(self, col: DeviceColumn, i: int) -> DeviceColumn:
-        child = col.children[i]
-        if not self.cudf or col.validity is None or col._nulls == 0:
-            return child
-        validity = _kernels.and_validity(col.validity, child.validity)
-        nulls = col._nulls if child.validity is None else None
-        return DeviceColumn(child.type, child.length, validity, child.data, child.offsets, child.children, _nulls=nulls, span=child.span)
 
 
 def _bounds(levels: list[tuple[pa.DataType, list[Piece]]]) -> list[list[tuple[int, int]] | None]:
@@ -383,7 +397,7 @@ def combine(types: Sequence[pa.DataType], pieces: Sequence[Sequence[Piece]], lay
         bounds = _bounds([(t, p) for _parent, t, p in level])
         nxt: list = []
         for (parent, t, p), bd in zip(level, bounds, strict=True):
-            out, later = b.plan(t, p, bd)
+            out, later = b.plan(t, p, bd, parent)
             if parent is None:
                 tops.append(out)
             else:
@@ -391,6 +405,11 @@ def combine(types: Sequence[pa.DataType], pieces: Sequence[Sequence[Piece]], lay
             nxt.extend(later)
         level = nxt
     return _run(b, tops)
+
+
+def _mask_words(n: int) -> int:
+    """Words of a column's bitmask in the arena: ``n`` bits padded to 64 bytes."""
+    return -(-max(n, 1) // 512) * 16
 
 
 def _rebase_launch(src, entry: list, out) -> None:
@@ -402,7 +421,7 @@ def _run(b: _Builder, tops: list[_Out]) -> list:
     """Allocate the arenas and launch the combining work, whose descriptors go up as one
     work table (:func:`lance_gpu.gpu.worktable.pack_columns`) in one copy."""
     _merge_generated(b)
-    cols = [(entry, k) for entry in [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.vcopies.values()]
+    cols = [(entry, k) for entry in [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.ands.values()]
             for k in range(1, len(entry))]
     scanned = [_is_length(entry, k, b) for entry, k in cols]
     host, views, scans = pack_columns([entry[k] for entry, k in cols], scanned)
@@ -426,7 +445,7 @@ def _merge_generated(b: _Builder) -> None:
     if gen_mask is not None:
         other = next((e for k2, e in b.masks.items() if k2 != "generated"), None)
         if other is not None:
-            for k in range(1, 5):
+            for k in range(1, 7):
                 other[k].extend(gen_mask[k])
             del b.masks["generated"]
 
@@ -434,36 +453,35 @@ def _merge_generated(b: _Builder) -> None:
 def _is_length(entry: list, k: int, b: _Builder) -> bool:
     """Column ``k`` of a work entry is the lengths a wrapper scans (copies' byte counts,
     offsets segments' counts)."""
-    if any(entry is e for e in b.copies.values()) or any(entry is e for e in b.vcopies.values()):
+    if any(entry is e for e in b.copies.values()):
         return k == 2
     if any(entry is e for e in b.rebase.values()):
         return k == 2
+    if any(entry is e for e in b.ands.values()):
+        return k == 3
+    if any(entry is e for e in b.masks.values()):
+        return k == 6
     return False
 
 
 def _launch(b: _Builder, tops: list[_Out]) -> list:
     values = _array.empty(max(b.values, 1), np.uint8)
     offsets = {w: _array.empty(max(n, 1), np.int32 if w == 4 else np.int64) for w, n in b.off.items()}
-    # the bitmask words / validity bytes and, after them, the null counters: one zeroed block
-    item = 4 if b.cudf else 1
-    head = -(-max(b.valid, 1) * item // 8) * 8
+    # the bitmask words and, after them, the null counters: one zeroed block
+    head = -(-max(b.valid, 1) * 4 // 8) * 8
     zeroed = _array.zeros(head + 8 * max(b.counters, 1), np.uint8)
-    valid = zeroed[: max(b.valid, 1) * item].view(np.uint32 if b.cudf else np.uint8)
+    valid = zeroed[: max(b.valid, 1) * 4].view(np.uint32)
     counters = zeroed[head:].view(np.int64)
     for whole, src, nbytes, dst in b.copies.values():
         ck.copy_ranges_gpu(whole, src, nbytes, values, dst)
     for (key, w), entry in b.rebase.items():
         _rebase_launch(offsets[w] if key == "generated" else entry[0], entry, offsets[w])
-    if b.cudf:
-        for key, (whole, at, n, dst, column) in b.masks.items():
-            pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters)
-    else:
-        for whole, src, n, dst in b.vcopies.values():
-            ck.copy_ranges_gpu(whole, src, n, valid, dst)
-        if b.vfills:
-            d = np.array([f[0] for f in b.vfills], np.int64)
-            n = np.array([f[1] for f in b.vfills], np.int64)
-            ck.fill_patterns_gpu(valid, d, n, np.ones(1, np.uint8), np.zeros(d.size, np.int64), np.ones(d.size, np.int64))
+    for key, (whole, at, n, dst, column, bits, words) in b.masks.items():
+        pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters, bits,
+                                  words=words)
+    for depth in sorted(b.ands):  # a child's parent is AND-ed with its own parent first
+        _none, dst, src, n, column = b.ands[depth]
+        and_bitmask_segments_gpu(valid, dst, src, n, column, counters)
     nulls = _array.to_host(counters) if b.unknown_nulls else None
 
     def make(o: _Out):
@@ -475,10 +493,12 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         if b.cudf:
             mask = None
             if o.mask is not None and o.nulls:
-                mask = valid[o.mask : o.mask + -(-max(o.length, 1) // 512) * 16]
+                mask = valid[o.mask : o.mask + _mask_words(o.length)]
             return CudfColumn(o.type, o.length, data, offs, mask, o.nulls if mask is not None else 0, children)
         known = o.counter < 0 or not o.unknown
-        validity = None if o.mask is None or (known and not o.nulls) else valid[o.mask : o.mask + o.length].view(np.bool_)
+        validity = None
+        if o.mask is not None and not (known and not o.nulls):
+            validity = Validity.of_words(valid[o.mask : o.mask + _mask_words(o.length)], 0, o.length)
         span = None if o.offsets is None else (0, o.span)
         return DeviceColumn(o.type, o.length, validity, data, offs, children, _nulls=(o.nulls if known else None), span=span)
 

@@ -99,7 +99,7 @@ def _device_vectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any]:
     n = col.length
     raw = col.data[: n * dim * dtype.itemsize]
     vectors = _array.as_device(raw).view(dtype).reshape(n, dim) if n else _array.empty(0, dtype).reshape(0, dim)
-    validity = col.validity if col.validity is not None and col.null_count else None
+    validity = col.validity.bytes() if col.validity is not None and col.null_count else None
     return vectors, validity
 
 
@@ -118,7 +118,7 @@ def _device_multivectors(col: Any, dim: int, dtype: np.dtype) -> tuple[Any, Any,
             child = pa.FixedSizeListArray.from_arrays(inner, dim, mask=child.is_null() if child.null_count else None)
         col = DeviceColumn.from_arrow(pa.ListArray.from_arrays(col.offsets, child, mask=col.is_null() if col.null_count else None))
     vectors, inner = _device_vectors(col.children[0], dim, dtype)
-    validity = col.validity if col.validity is not None and col.null_count else None
+    validity = col.validity.bytes() if col.validity is not None and col.null_count else None
     return vectors, inner, col.offsets, validity
 
 

@@ -131,7 +131,7 @@ def column_tensors(name: str, col: Any, meta, nulls: str, device: torch.device) 
     if col.validity is not None and col.null_count:
         if nulls == "raise":
             raise NullValueError(f"column {name!r} holds {col.null_count} nulls (nulls='raise'); use nulls='mask'")
-        valid = _device_view(col.validity, n).view(torch.bool)
+        valid = _device_view(col.validity.bytes(), n).view(torch.bool)
         tensor = tensor.clone()
         tensor[~valid] = float("nan") if tensor.is_floating_point() else 0
         out = {name: tensor, f"{name}_valid": valid}

@@ -26,7 +26,8 @@ Accepted (:func:`is_device_input`):
   columns without a host copy; category and interval columns (and every column of a cuDF
   without ``Series.to_pylibcudf``, before 24.12) go through cuDF's ``to_arrow()``.
 
-Columns keep the device layout of :class:`DeviceColumn`: validity one bool byte per slot,
+Columns keep the device layout of :class:`DeviceColumn`: validity a
+:class:`~lance_gpu.gpu.validity.Validity` (a cuDF null mask's words as they are),
 booleans one byte per value, int64 offsets that index ``data`` directly.  Nothing here
 copies values to the host.
 """
@@ -46,6 +47,7 @@ from lance_gpu.file.writer._jsonb import text_to_jsonb
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.device_table import DeviceTable
+from lance_gpu.gpu.validity import Validity
 
 __all__ = [
     "DLPACK_CPU",
@@ -292,16 +294,20 @@ def _span_bytes(span: Any):
     return dev.view(np.uint8)
 
 
-def _plc_validity(col: Any, first: int, length: int):
-    """Device validity bytes of rows ``first : first + length`` of a pylibcudf column's null
-    mask (libcudf's: Arrow's LSB-first bits, bit ``i`` for row ``i`` of the unsliced
-    buffers), None when it has no mask."""
+def _plc_validity(col: Any, first: int, length: int) -> Validity | None:
+    """The validity of rows ``first : first + length`` of a pylibcudf column's null mask
+    (libcudf's: Arrow's LSB-first bits in uint32 words, bit ``i`` for row ``i`` of the
+    unsliced buffers), None when it has no mask: the mask's words themselves (no copy, no
+    launch), or, for a mask whose size is not whole words, its bytes (one launch)."""
     from cuda_kernels.levels import bitmap_to_validity_gpu
 
     mask = col.null_mask()
     if mask is None:
         return None
-    return _array.as_device(bitmap_to_validity_gpu(_span_bytes(mask), length, first))
+    raw = _span_bytes(mask)
+    if int(raw.shape[0]) % 4 == 0 and int(raw.shape[0]) * 8 >= first + length:
+        return Validity.of_words(raw.view(np.uint32), first, length)
+    return Validity.of_bytes(_array.as_device(bitmap_to_validity_gpu(raw, length, first)), length)
 
 
 def _plc_offsets(child: Any, first: int, length: int):
@@ -316,8 +322,8 @@ def _plc_offsets(child: Any, first: int, length: int):
 def _plc_column(name: str, col: Any, t: pa.DataType, extra: int, length: int) -> DeviceColumn:
     """Rows ``extra : extra + length`` of a pylibcudf column (those of its view: libcudf
     columns carry an ``offset()`` into unsliced buffers) as a device column, sharing its
-    buffers: libcudf's layout is Arrow's but for the validity (bits, made into bytes here)
-    and booleans (BOOL8: one byte a value, as device columns hold them).
+    buffers: libcudf's layout is Arrow's (the validity: the mask's words at the rows' bit
+    offset) but for booleans (BOOL8: one byte a value, as device columns hold them).
 
     * fixed width: ``data()`` holds the values (decimal32 / decimal64 are widened to
       decimal128 on the device, see :func:`_lance_type`);
@@ -520,7 +526,7 @@ def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
     if offset == 0 and length == col.length:
         return col
     a, b = offset, offset + length
-    valid = None if col.validity is None else col.validity[a:b]
+    valid = None if col.validity is None else col.validity.slice(a, b)
     if col.children:
         if col.offsets is None:  # struct
             return DeviceColumn(col.type, length, valid, children=[slice_column(c, a, length) for c in col.children])
@@ -581,7 +587,7 @@ def _concat_validity(cols: list[DeviceColumn], n: int):
     pos = 0
     for c in cols:
         if c.length:
-            src = c.validity if c.validity is not None else _array.full(c.length, np.bool_, True)
+            src = c.validity.bytes() if c.validity is not None else _array.full(c.length, np.bool_, True)
             copy_ranges_gpu(src, [0], [c.length], valid, [pos])
         pos += c.length
     return valid

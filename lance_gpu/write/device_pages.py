@@ -295,8 +295,9 @@ def encode_device_column(col: DeviceColumn, field: LanceField, minor: int) -> En
     if nulls:
         from cuda_kernels.encode import def_levels_from_validity_gpu
 
-        leaf.def_ = def_levels_from_validity_gpu(col.validity)
-        leaf.validity = col.validity[:n]  # type: ignore[index]
+        valid = col.validity.bytes()  # type: ignore[union-attr]
+        leaf.def_ = def_levels_from_validity_gpu(valid)
+        leaf.validity = valid
         leaf.layers = (NULLABLE_ITEM,)
     if pa.types.is_fixed_size_list(s):
         return _fsl_page(leaf, col, s, minor)
@@ -568,10 +569,10 @@ def _is_leaf_type(s: pa.DataType) -> bool:
 
 
 def _device_validity(col: DeviceColumn):
-    """The column's device validity, None when nothing is null (as the shredder's)."""
+    """The column's device validity bytes, None when nothing is null (as the shredder's)."""
     if col.validity is None or not col.null_count:
         return None
-    return col.validity[: col.length]
+    return col.validity.bytes()
 
 
 def _or_of_levels(levels) -> int:

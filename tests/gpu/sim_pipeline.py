@@ -1269,7 +1269,7 @@ def test_flat_nullable_read_budget_unravels_without_flags_or_scan(flat_budget_da
             for name in b.names:
                 col = b.column(name)
                 if isinstance(col, DeviceColumn) and col._nulls is not None:
-                    want = 0 if col.validity is None else int((~h(col.validity).astype(bool)).sum())
+                    want = 0 if col.validity is None else int((~h(col.validity.bytes()).astype(bool)).sum())
                     assert col._nulls == want, (nfrag, name, col._nulls, want)
 
 
@@ -1384,7 +1384,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
             assert col.span == (int(off[0]), int(off[col.length])), (col, col.span, off[[0, col.length]])
             checked += 1
         if col._nulls is not None:
-            want = 0 if col.validity is None else int((~col.validity.copy_to_host().astype(bool)).sum())
+            want = 0 if col.validity is None else int((~h(col.validity.bytes()).astype(bool)).sum())
             assert col._nulls == want, (col, col._nulls, want)
         for child in col.children:
             check(child)
@@ -1398,7 +1398,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # What to_cudf wraps: the whole read in cuDF's layout, buffers allocated once (issue 25, item 3)
 CUDF_LAUNCHES = 37  # measured as 2 fragments (30 as 16): the read's, and 6-7 combining launches
 CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
-CUDF_H2D = 45  # the read's, and the combining work table
+CUDF_H2D = 44  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own)
 
 
 def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
@@ -1479,6 +1479,39 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
     few, many = counts[2], counts[16]
     for key in ("launches", "d2h_blocking", "h2d_async"):
         assert many.get(key, 0) <= 1.25 * max(few.get(key, 0), 1), (key, counts)
+
+
+# to_cudf of the flat nullable table (a struct of a nullable int among its columns): validity
+# words from the unravel packed into the read's masks, one pack per source allocation, and the
+# struct child's mask AND-ed with its parent's in the arena in one launch.  Measured (bitmask
+# branch): 39 launches / 6 blocking copies as 2 fragments, 33 / 5 as 16; before it (validity
+# bytes; a conversion and an AND launch per struct piece) 42 / 6 and 64 / 5.
+FLAT_CUDF_LAUNCHES = 39
+FLAT_CUDF_D2H = 6
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
+def test_flat_nullable_to_cudf_budget(flat_budget_datasets):
+    """``to_cudf`` of flat nullable columns of every page kind as 2 and 16 fragments: at most
+    FLAT_CUDF_LAUNCHES launches and FLAT_CUDF_D2H blocking copies, no more as 16 fragments
+    than as 2 (struct children's parent nulls are not superimposed per piece), and
+    pylance's values, null counts and masks."""
+    from traffic import count_device_traffic
+
+    counts = {}
+    for nfrag, uri in flat_budget_datasets.items():
+        lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()  # compile first
+        with count_device_traffic() as c:
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        ref = lance.dataset(uri).to_table()
+        assert rows == ref.num_rows
+        _assert_cudf_layout(cols, ref, f"flat nullable to_cudf, {nfrag} fragments")
+        counts[nfrag] = dict(c)
+    for nfrag, c in counts.items():
+        assert c.get("launches", 0) <= FLAT_CUDF_LAUNCHES, (nfrag, c)
+        assert c.get("d2h_blocking", 0) <= FLAT_CUDF_D2H, (nfrag, c)
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+    assert counts[16].get("launches", 0) <= counts[2].get("launches", 0), counts
 
 
 @pytest.mark.parametrize("filter_", [None, "i32n > 300 OR id % 5 = 0"])
@@ -1689,3 +1722,147 @@ def test_random_layouts_and_fragment_splits_match_pylance(root: Path):
             assert_same(pa.concat_tables([b.to_arrow() for b in batches]), ref, what + " batch_size=5")
 
     check()
+
+
+# --------------------------------------------------------------------------------------------
+# Validity as bitmask words (issue 25): written by the level unravel, kept through take,
+# slice, rebatch and combining, never made into bytes on the way
+
+
+def _bits_of(v) -> np.ndarray:
+    """A Validity's slots as host bools, read from its words (not through its bytes)."""
+    words, offset = v.words()
+    raw = h(words).view(np.uint8)
+    return np.unpackbits(raw, bitorder="little")[offset : offset + v.length].astype(bool)
+
+
+def _valid_of(arr: pa.Array) -> np.ndarray:
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 70])
+@pytest.mark.parametrize("null_p", [0.0, 0.4, 1.0], ids=["no-null", "some", "all-null"])
+def test_validity_words_round_trip_through_pieces(n, null_p):
+    """Columns whose validity is bitmask words (as the unravel and an Arrow upload give,
+    the bits around each column's slots set to the opposite of a neighbour's so a leak
+    shows) cut into pieces at unaligned rows, sliced, taken and combined in both layouts:
+    every result equals the Arrow reference, the ``device`` layout's validity is words from
+    bit 0 and the ``cudf`` layout's masks are its padded words with the null counts."""
+    from lance_gpu.gpu.combine import combine
+    from lance_gpu.gpu.validity import Validity
+
+    rng = np.random.default_rng(n * 10 + int(null_p * 10))
+    arrs = [pa.array(rng.integers(0, 99, n).astype(np.int32), mask=rng.random(n) < null_p) for _ in range(3)]
+    cols = []
+    for k, arr in enumerate(arrs):
+        valid = _valid_of(arr)
+        off = (0, 5, 31)[k]  # the column's slot 0 at bit `off` of words whose other bits are noise
+        bits = rng.random(off + n + 40) < 0.5
+        bits[off : off + n] = valid
+        raw = np.packbits(bits, bitorder="little")
+        host = np.zeros(-(-raw.size // 4) * 4, np.uint8)
+        host[: raw.size] = raw
+        col = DeviceColumn.from_arrow(arr)
+        nulls = int((~valid).sum())
+        v = Validity.of_words(cuda.to_device(host.view(np.uint32)), off, n)
+        cols.append(DeviceColumn(arr.type, n, v if nulls else None, col.data, _nulls=nulls))
+        assert cols[-1].validity is None or (cols[-1].validity.is_words and cols[-1].null_count == nulls)
+    up = DeviceColumn.from_arrow(arrs[0].slice(3) if n > 3 else arrs[0])  # an Arrow upload: words, no launch
+    assert up.validity is None or up.validity.is_words
+    ref = pa.concat_arrays(arrs)
+    # pieces at unaligned output rows: [lo, hi) of each column, cut where the rows allow
+    cuts = [(0, n), (min(1, n), n), (0, max(n - 1, 0))]
+    pieces = [(c, lo, hi) for c, (lo, hi) in zip(cols, cuts, strict=True)]
+    want = pa.concat_arrays([a.slice(lo, hi - lo) for a, (lo, hi) in zip(arrs, cuts, strict=True)])
+    (dev,) = combine([pa.int32()], [pieces], "device")
+    assert dev.to_arrow().to_pylist() == want.to_pylist()
+    if dev.validity is not None:
+        assert dev.validity.is_words and dev.validity.offset == 0
+        np.testing.assert_array_equal(_bits_of(dev.validity), _valid_of(want))
+    assert dev.null_count == want.null_count
+    (cu,) = combine([pa.int32()], [pieces], "cudf")
+    assert cu.null_count == want.null_count and cu.to_arrow().to_pylist() == want.to_pylist()
+    if cu.mask is not None:
+        bits = np.unpackbits(h(cu.mask).view(np.uint8), bitorder="little")
+        np.testing.assert_array_equal(bits[: len(want)].astype(bool), _valid_of(want))
+        assert not bits[len(want) :].any()
+    # slices (bit offsets that are not multiples of 32 or 8) and takes of words stay words
+    (whole,) = combine([pa.int32()], [[(c, 0, n) for c in cols]], "device")
+    for lo, hi in [(0, 3 * n), (1, 3 * n), (n - 1, 2 * n + 1), (3 * n - 1, 3 * n)]:
+        sl = whole.slice(lo, hi)
+        assert sl.to_arrow().to_pylist() == ref.slice(lo, hi - lo).to_pylist(), (lo, hi)
+        if sl.validity is not None:
+            assert sl.validity.is_words
+            np.testing.assert_array_equal(_bits_of(sl.validity), _valid_of(ref.slice(lo, hi - lo)))
+        idx = np.sort(rng.choice(hi - lo, size=max((hi - lo) // 2, 1), replace=False)).astype(np.int64)
+        taken = sl.take(cuda.to_device(idx))
+        assert taken.to_arrow().to_pylist() == ref.slice(lo, hi - lo).take(pa.array(idx)).to_pylist(), (lo, hi)
+        if taken.validity is not None:
+            assert taken.validity.is_words and taken.validity._bytes is None  # gathered as bits
+        assert taken.null_count == ref.slice(lo, hi - lo).take(pa.array(idx)).null_count
+    # the one conversion to bytes, where a consumer needs them
+    if whole.validity is not None:
+        np.testing.assert_array_equal(h(whole.validity.bytes()).astype(bool), _valid_of(ref))
+
+
+@pytest.fixture(scope="module")
+def word_datasets(root: Path) -> dict[str, str]:
+    """Flat nullable columns in fragments of 1, 31, 32, 33 and 13 rows (row starts that are
+    not multiples of 32 once combined), with some nulls, none and all (per column)."""
+    out = {}
+    for null_p in (0.0, 0.4, 1.0):
+        t = gd.flat_nullable_table(110, seed=5, null_p=null_p).select(["bp", "fl", "b", "s", "st"])
+        t = t.append_column("i", pa.array(np.arange(110, dtype=np.int64)))
+        uri = str(root / f"words_{null_p}")
+        shutil.rmtree(uri, ignore_errors=True)
+        lance.write_dataset(t.slice(0, 1), uri)
+        at = 1
+        for size in (31, 32, 33, 13):
+            lance.write_dataset(t.slice(at, size), uri, mode="append")
+            at += size
+        out[str(null_p)] = uri
+    return out
+
+
+@pytest.mark.parametrize("null_p", ["0.0", "0.4", "1.0"])
+def test_flat_nullable_reads_keep_validity_as_words(word_datasets, null_p):
+    """A device read of flat nullable columns: each column's validity is the unravel's
+    bitmask words (no validity byte made), through a filter's take and through batches that
+    straddle fragments (rebatched in the device layout); the rows and the cuDF masks equal
+    pylance's."""
+    uri = word_datasets[null_p]
+    ds = lance_gpu.dataset(uri)
+    ref = lance.dataset(uri).to_table()
+
+    def words_only(tables) -> None:
+        """Every validity is words, none made into bytes (null counts included), and its bits
+        are the column's."""
+        seen = []
+        for t in tables:
+            for name in t.names:
+                col = t.column(name)
+                for c in [col, *col.children] if isinstance(col, DeviceColumn) else []:
+                    if c.validity is not None:
+                        assert c.validity.is_words, (name, c.validity)
+                        seen.append((name, c, c.null_count))
+        for name, c, nulls in seen:
+            assert c.validity._bytes is None, (name, c.validity)
+            arr = c.to_arrow()
+            np.testing.assert_array_equal(_bits_of(c.validity), _valid_of(arr), err_msg=name)
+            assert nulls == arr.null_count, name
+
+    batches = list(ds.to_device_batches(on_cpu_fallback="raise"))
+    words_only(batches)
+    assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), ref, f"words {null_p}")
+    filt = "i % 3 = 1"
+    batches = list(ds.to_device_batches(filter=filt, on_cpu_fallback="raise"))
+    words_only(batches)
+    assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), lance.dataset(uri).to_table(filter=filt),
+                f"words {null_p} filtered")
+    for size in (7, 32, 33):
+        batches = list(ds.to_device_batches(batch_size=size, on_cpu_fallback="raise"))
+        words_only(batches)
+        assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), ref, f"words {null_p} batch {size}")
+    cols, rows = ds.scanner(on_cpu_fallback="raise").to_cudf_columns()
+    assert rows == ref.num_rows
+    _assert_cudf_layout(cols, ref, f"words {null_p} cudf")

@@ -253,7 +253,14 @@ def test_unravel_gpu_matches_cpu(rows, typ):
         assert lc.kind == lg.kind and lc.length == lg.length
         assert (lc.validity is None) == (lg.validity is None)
         if lc.validity is not None:
-            np.testing.assert_array_equal(h(lg.validity), lc.validity)
+            if lg.words:  # bitmask words: exactly the entries' bits, the rest of the last word 0
+                words = h(lg.validity)
+                assert words.dtype == np.uint32 and words.size == -(-lg.length // 32)
+                bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+                np.testing.assert_array_equal(bits[: lg.length].astype(bool), lc.validity)
+                assert not bits[lg.length :].any()
+            else:
+                np.testing.assert_array_equal(h(lg.validity), lc.validity)
         assert (lc.offsets is None) == (lg.offsets is None)
         if lc.offsets is not None:
             np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
@@ -382,7 +389,14 @@ def _assert_unraveled_equal(cpu, gpu):
         assert lc.kind == lg.kind and lc.length == lg.length
         assert (lc.validity is None) == (lg.validity is None)
         if lc.validity is not None:
-            np.testing.assert_array_equal(h(lg.validity), lc.validity)
+            if lg.words:  # bitmask words: exactly the entries' bits, the rest of the last word 0
+                words = h(lg.validity)
+                assert words.dtype == np.uint32 and words.size == -(-lg.length // 32)
+                bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+                np.testing.assert_array_equal(bits[: lg.length].astype(bool), lc.validity)
+                assert not bits[lg.length :].any()
+            else:
+                np.testing.assert_array_equal(h(lg.validity), lc.validity)
         assert (lc.offsets is None) == (lg.offsets is None)
         if lc.offsets is not None:
             np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
@@ -603,6 +617,114 @@ def test_pack_bitmask_segments_match_cpu(starts):
     n0 = cuda.to_device(np.zeros(1, np.int64))
     pack_bitmask_segments_gpu(cuda.to_device(src), [-2], [20], [3], [0], allnull, n0)
     assert h(allnull)[0] == 0 and h(n0)[0] == 20
+
+
+def _words_of(bits: np.ndarray) -> np.ndarray:
+    """Bool bits as uint32 words (Arrow's order), the last word zero-padded."""
+    raw = np.packbits(bits.astype(bool), bitorder="little")
+    out = np.zeros(-(-max(bits.size, 1) // 32) * 4, np.uint8)
+    out[: raw.size] = raw
+    return out.view(np.uint32)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_copy_bitmask_segments_match_cpu_and_the_bytes(seed):
+    """Bits of bitmask words moved from any source bit to any destination bit (0, 1, 31,
+    32, 33 long and longer runs; all-valid and all-null runs between them), OR-ed into shared
+    words, with per-column null counts: the GPU equals the CPU reference, which equals packing
+    the same bits from bytes; the source's bits outside a segment never leak in."""
+    from cuda_kernels.pieces import copy_bitmask_segments, copy_bitmask_segments_gpu, pack_bitmask_segments
+
+    rng = np.random.default_rng(seed)
+    nsrc = 150
+    src_bits = rng.random(nsrc) < (0.0, 0.5, 1.0, 0.7, 0.3, 0.9)[seed]
+    words = _words_of(src_bits)
+    words[-1] |= np.uint32(0xFFFFFFFF) << np.uint32(nsrc % 32)  # set bits past the source's end: never read
+    at, counts, dst, column = [], [], [], []
+    pos = int(rng.integers(0, 40))
+    for k, n in enumerate((0, 1, 31, 32, 33, 45)):
+        at.append([int(rng.integers(0, nsrc - n + 1)), -1, -2][k % 3] if k % 2 == 0 else int(rng.integers(0, nsrc - n + 1)))
+        counts.append(n)
+        dst.append(pos)
+        column.append(k % 2)
+        pos += n
+    nw = -(-pos // 32) + 1
+    want, want_nulls = np.zeros(nw, np.uint32), np.zeros(2, np.int64)
+    copy_bitmask_segments(words, at, counts, dst, column, want, want_nulls)
+    ref, ref_nulls = np.zeros(nw, np.uint32), np.zeros(2, np.int64)
+    pack_bitmask_segments(src_bits.astype(np.uint8), at, counts, dst, column, ref, ref_nulls)
+    np.testing.assert_array_equal(want, ref)
+    np.testing.assert_array_equal(want_nulls, ref_nulls)
+    got, nulls = cuda.to_device(np.zeros(nw, np.uint32)), cuda.to_device(np.zeros(2, np.int64))
+    copy_bitmask_segments_gpu(cuda.to_device(words), at, counts, dst, column, got, nulls)
+    np.testing.assert_array_equal(h(got), want)
+    np.testing.assert_array_equal(h(nulls), want_nulls)
+    bits = np.unpackbits(h(got).view(np.uint8), bitorder="little")
+    assert not bits[pos:].any()
+    with pytest.raises(CorruptInputError):  # a source past its words
+        copy_bitmask_segments_gpu(cuda.to_device(words[:1]), [10], [30], [0], [0], cuda.to_device(np.zeros(2, np.uint32)),
+                                  cuda.to_device(np.zeros(1, np.int64)))
+
+
+def test_and_bitmask_segments_match_cpu():
+    """Struct children's masks AND-ed with their parents' words, the nulls that adds counted
+    per column: the GPU equals the CPU reference and the bitwise AND; a segment outside the
+    words is refused."""
+    from cuda_kernels.pieces import and_bitmask_segments, and_bitmask_segments_gpu
+
+    rng = np.random.default_rng(3)
+    words = rng.integers(0, 2**32, 12, dtype=np.uint64).astype(np.uint32)
+    dst, src, counts, column = [4, 8, 10], [0, 4, 0], [3, 2, 0], [0, 1, 1]
+    want = words.copy()
+    want_nulls = np.zeros(2, np.int64)
+    and_bitmask_segments(want, dst, src, counts, column, want_nulls)
+    np.testing.assert_array_equal(want[4:7], words[4:7] & words[0:3])
+    np.testing.assert_array_equal(want[8:10], words[8:10] & want[4:6])  # the CPU goes in order
+    got = cuda.to_device(words)
+    nulls = cuda.to_device(np.zeros(2, np.int64))
+    and_bitmask_segments_gpu(got, dst[:1], src[:1], counts[:1], column[:1], nulls)  # a launch per depth
+    and_bitmask_segments_gpu(got, dst[1:], src[1:], counts[1:], column[1:], nulls)
+    np.testing.assert_array_equal(h(got), want)
+    np.testing.assert_array_equal(h(nulls), want_nulls)
+    lost = sum(bin(int(a)).count("1") - bin(int(b)).count("1") for a, b in zip(words[4:7], want[4:7], strict=True))
+    assert want_nulls[0] == lost
+    with pytest.raises(CorruptInputError):
+        and_bitmask_segments_gpu(cuda.to_device(words), [11], [0], [2], [0], cuda.to_device(np.zeros(1, np.int64)))
+
+
+@pytest.mark.parametrize(("offset", "n"), [(0, 0), (0, 1), (5, 31), (0, 32), (31, 33), (7, 70)])
+def test_count_zero_bits_matches_cpu(offset, n):
+    """Nulls of a word validity at a bit offset, the bits around it set and clear at random:
+    only ``[offset, offset + n)`` counts; bits past the words are refused."""
+    from cuda_kernels.pieces import count_zero_bits, count_zero_bits_gpu
+
+    rng = np.random.default_rng(offset + n)
+    bits = rng.random(offset + n + 40) < 0.5
+    words = _words_of(bits)
+    want = int(n - bits[offset : offset + n].sum())
+    assert count_zero_bits(words, offset, n) == want
+    assert count_zero_bits_gpu(cuda.to_device(words), offset, n) == want
+    with pytest.raises(CorruptInputError):
+        count_zero_bits_gpu(cuda.to_device(words), offset, words.size * 32 - offset + 1)
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 70])
+def test_gather_bits_matches_cpu(n):
+    """A take of bitmask words at a bit offset: new words from bit 0, the rest of the last
+    word 0; an index outside the words is refused."""
+    from cuda_kernels.pieces import gather_bits, gather_bits_gpu
+
+    rng = np.random.default_rng(n)
+    src_bits = rng.random(90) < 0.5
+    words = _words_of(src_bits)
+    idx = rng.integers(0, 85, n).astype(np.int64)
+    want = gather_bits(words, 5, idx)
+    np.testing.assert_array_equal(np.unpackbits(want.view(np.uint8), bitorder="little")[:n].astype(bool), src_bits[idx + 5])
+    assert want.size == -(-n // 32) and not np.unpackbits(want.view(np.uint8), bitorder="little")[n:].any()
+    np.testing.assert_array_equal(h(gather_bits_gpu(cuda.to_device(words), 5, cuda.to_device(idx))), want)
+    if n:
+        with pytest.raises(CorruptInputError):
+            gather_bits_gpu(cuda.to_device(words), 5, cuda.to_device(np.array([92], np.int64)))
 
 
 def test_allocation_of_finds_the_whole_allocation():
