@@ -132,7 +132,8 @@ def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     for name, lst in named.items():
         out[name] = rows_of(name, lst.arrays()) if len(lst) else []
     out["stage"] = [(it.pos, it.size) for it in unit.stage.items]
-    out["fsst"] = sorted((a, b, n, s.tobytes(), ln.tobytes()) for a, b, s, ln, n in unit.fsst)
+    arena = unit.stage.host_bytes()  # each FSST segment's symbol table, read where it was staged
+    out["fsst"] = sorted((a, b, n, arena[t : t + plan.TABLE_BYTES].tobytes()) for a, b, t, n in unit.fsst)
     out["fills"] = (sorted(unit.fill_fixed), sorted((at(d, 2), n, p) for d, n, p in unit.fill_level), sorted(unit.fill_slots))
     out["checks"] = sorted(unit.var_checks)
     out["remap"] = sorted((at(a), b, t.tobytes()) for a, b, t in unit.remap)

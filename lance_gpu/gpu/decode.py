@@ -236,8 +236,8 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
         both = _array.empty(2 * n, np.int64)  # decoded lengths, then the bytes to copy: one launch
         ck.copy_ranges_gpu(src_len, [0, 0], [8 * n, 8 * n], both, [0, 8 * n])
         out_len, copy_len = both[:n], both[n:]
-        seg_bounds, sym, sl, nsym = _fsst_segments(unit)
-        ck.fsst_lengths_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
+        seg_bounds, table_pos, nsym = _fsst_segments(unit)
+        ck.fsst_lengths_segments_gpu(arena, table_pos, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
         # FSST slots are written by the decode pass, not copied
         _fill(copy_len.view(np.uint8), [(8 * lo, 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst])
     offsets, total = _device.exclusive_scan(out_len)
@@ -245,15 +245,12 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
     if total:
         ck.copy_ranges_gpu(arena, src_start[:n], copy_len, data, offsets[:n], max_total=total)  # plain bytes <= all bytes
     if unit.fsst and total:
-        ck.fsst_decode_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
+        ck.fsst_decode_segments_gpu(arena, table_pos, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
     return offsets, data, int(total)
 
 
-def _fsst_segments(unit: UnitPlan):
-    """The FSST pages as ``[lo, hi)`` slot ranges with their symbol tables."""
-    segs = sorted(unit.fsst, key=lambda s: s[0])
-    ranges = np.array([[lo, hi] for lo, hi, *_ in segs], np.int64).reshape(-1, 2)
-    sym = np.stack([s[2] for s in segs])
-    sl = np.stack([s[3] for s in segs])
-    nsym = np.array([s[4] for s in segs], np.int64)
-    return ranges, sym, sl, nsym
+def _fsst_segments(unit: UnitPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The FSST pages as ``[lo, hi)`` slot ranges, the arena byte of each one's symbol table
+    (staged with its leaf's others, :func:`plan._stage_fsst_tables`) and its symbol count."""
+    segs = np.array(sorted(unit.fsst), np.int64).reshape(-1, 4)
+    return segs[:, :2], segs[:, 2], segs[:, 3]

@@ -445,9 +445,7 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
         if leaf.kind != "var" or block.dictionary is not None:
             continue
         for j, page in zip(range(edges[k], edges[k + 1]), block.pages, strict=True):
-            mb = page.layout
-            if page.num_values and mb.value_compression.WhichOneof("compression") == "fsst":
-                _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(table.vpos[j])), page.num_values, leaf.ctx())
+            _add_fsst(unit, page, _value_dst(leaf, int(table.vpos[j])), page.num_values)
 
 
 def _distinct_layouts(pages: list[PagePlan]) -> list[PagePlan]:

@@ -83,6 +83,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
@@ -389,8 +390,11 @@ class UnitPlan:
         self.dictionary: dict[int, _Lists] = {}
         # remap of definition levels: (level position, count, table)
         self.remap: list[tuple[int, int, np.ndarray]] = []
-        # fsst segments: (first slot, end slot, symbols, lengths, n_symbols)
-        self.fsst: list[tuple[int, int, np.ndarray, np.ndarray, int]] = []
+        # fsst segments: (first slot, end slot, arena byte of its symbol table, n_symbols)
+        self.fsst: list[tuple[int, int, int, int]] = []
+        #: the staged symbol tables of the FSST pages whose strings are compressed, by ``id``
+        #: of the page: (arena byte of its table, n_symbols) (:func:`_stage_fsst_tables`)
+        self.fsst_tables: dict[int, tuple[int, int]] = {}
         # validation of the decoded variable-width values, one entry per page of a var leaf:
         # (first slot, values, must be UTF-8, file, column, page)
         self.var_checks: list[tuple[int, int, bool, str, int, int]] = []
@@ -842,6 +846,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    _stage_fsst_tables(unit, leaf)
     if _device_leaf(leaf):
         _place_device_leaf(unit, leaf)
         return
@@ -1179,8 +1184,7 @@ def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, di
     mb = page.layout
     if leaf.kind == "var" and int(mb.num_buffers) and page.num_values and dictionary is None:
         if mb.value_compression.WhichOneof("compression") == "fsst":
-            _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0),
-                      page.num_values, leaf.ctx())
+            _add_fsst(unit, page, _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0), page.num_values)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -1261,10 +1265,55 @@ def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray,
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
 
 
-def _add_fsst(unit: UnitPlan, raw_table: bytes, slot: int, n: int, ctx) -> None:
-    table = fsst_enc.SymbolTable(raw_table, ctx)
-    if table.compressed and n:
-        unit.fsst.append((slot, slot + n, table.symbols, table.lengths, table.n_symbols))
+def _add_fsst(unit: UnitPlan, page: PagePlan, slot: int, n: int) -> None:
+    """Slots ``[slot, slot + n)`` decoded with ``page``'s symbol table, where its leaf's
+    tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
+    table = unit.fsst_tables.get(id(page))
+    if table is not None and n:
+        unit.fsst.append((slot, slot + n, table[0], table[1]))
+
+
+def _fsst_encoding(page: PagePlan):
+    """The ``Fsst`` message of a page whose values are FSST strings (a mini-block page with
+    values and without a dictionary, or a variable-width full-zip page), else None."""
+    if page.kind == "mini_block_layout":
+        mb = page.layout
+        nbuf = int(mb.num_buffers) if page.facts is None else page.facts.num_buffers
+        if not nbuf or mb.HasField("dictionary"):
+            return None
+    elif page.kind != "full_zip_layout" or page.layout.WhichOneof("details") != "bits_per_offset":
+        return None
+    enc = page.layout.value_compression
+    return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
+
+
+def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
+    """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
+    together (:func:`fsst_enc.symbol_tables`, which refuses a bad one as the CPU reader
+    does), those whose strings are compressed staged as **one** item (table ``j`` at byte
+    ``TABLE_BYTES * j``: 256 little-endian u64 symbols, then 256 u8 lengths, the layout
+    ``cuda_kernels.fsst``'s segmented kernels read in the arena) and recorded in
+    :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
+    each FSST segment names its table's arena byte)."""
+    if leaf.kind != "var":
+        return
+    pages = []
+    raws = []
+    for pg in leaf.pages:
+        enc = _fsst_encoding(pg) if pg.num_values else None
+        if enc is not None:
+            pages.append(pg)
+            raws.append(enc.symbol_table)
+    if not pages:
+        return
+    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, leaf.ctx())
+    keep = np.flatnonzero(compressed)
+    if not keep.size:
+        return
+    packed = np.concatenate([symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]], axis=1)
+    at = unit.stage.add_bytes(packed)
+    for k, j in enumerate(keep.tolist()):
+        unit.fsst_tables[id(pages[j])] = (at + TABLE_BYTES * k, int(nsym[j]))
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
@@ -1527,7 +1576,7 @@ def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: 
         if leaf.kind == "var" and pages[0].layout.value_compression.WhichOneof("compression") == "fsst":
             for i in members:
                 pg = batch.pages[i]
-                _add_fsst(unit, pg.layout.value_compression.fsst.symbol_table, _value_dst(leaf, batch.vpos[i]), pg.num_values, ctx)
+                _add_fsst(unit, pg, _value_dst(leaf, batch.vpos[i]), pg.num_values)
 
 
 # -- full-zip ---------------------------------------------------------------------------------
@@ -1588,10 +1637,6 @@ def _stage_fullzip_bytes(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, lo: int
     return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi], leaf.reader.mapped)
 
 
-def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst: int, n: int, ctx) -> None:
-    fz = page.layout
-    if not shape.fixed and fz.value_compression.WhichOneof("compression") == "fsst":
-        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, n, ctx)
 
 
 def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
@@ -1634,7 +1679,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
     inv_pos = unit.add_invisible(inv)
-    _add_fullzip_fsst(unit, page, z, dst, vis, ctx)
+    _add_fsst(unit, page, dst, vis)
 
     def work(rep_dst: int, def_dst: int) -> None:
         unit.fullzip.add(
@@ -1714,7 +1759,7 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
         def_dst=def_dst + before if z.bits_def else -1, val_dst=dst + before * z.valb if z.fixed else dst + before,
         items=lengths, visible=lengths,
     )
-    _add_fullzip_fsst(unit, page, z, dst, page.num_values, ctx)
+    _add_fsst(unit, page, dst, page.num_values)
 
 
 # -- constant / all-null ---------------------------------------------------------------------
