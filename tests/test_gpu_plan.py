@@ -42,6 +42,7 @@ def datasets(root: Path) -> dict[str, str]:
         "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
         "mixed21": gd.write_mixed_list_pages(lance, root, "2.1"),
         "mixed22": gd.write_mixed_list_pages(lance, root, "2.2"),
+        "fixdict22": gd.write_fixed_dictionaries(lance, root, "2.2"),
     }
 
 
@@ -141,14 +142,14 @@ def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     return out
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "fixdict22"])
 def test_bulk_pages_plan_the_same_work_as_page_by_page(datasets, name, monkeypatch):
     """Every leaf's mini-block pages in bulk (threshold 1) against page by page (None), and
     the default threshold: the same work items, staged bytes, fills, FSST tables, checks."""
     uri = datasets[name]
     monkeypatch.setattr(plan, "BULK_MIN_PAGES", None)
     by_page = _work(uri)
-    assert any(by_page[k] for k in ("copy_fixed", "var_chunks", "bits")), "nothing planned"
+    assert any(by_page[k] for k in by_page if k.startswith(("copy_fixed", "var_chunks", "bits", "unpack", "dictionary"))), "nothing planned"
     for threshold in (1, 4):
         monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
         assert _work(uri) == by_page, f"{name}: bulk threshold {threshold}"
@@ -339,7 +340,7 @@ _bad_rle_levels = _chunk_edit("_bad_rle_levels", 8, 3, 8, "The first chunk's Rle
 _huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's value buffer size far past the chunk.")
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22", "fixdict22"])
 def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
     """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
     its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the
@@ -547,40 +548,51 @@ def test_shared_column_pages_stay_bounded(datasets, monkeypatch):
     assert 0 < held <= 8 or len(pagetable._columns) == 1
 
 
-def _dictionary_strings(unit: plan.UnitPlan) -> list[tuple[int, list[bytes]]]:
-    """Every variable-width dictionary work row of ``unit`` as ``(first value slot, its
-    dictionary's items)``, read through the unit's staged bytes."""
+def _dictionary_items(unit: plan.UnitPlan) -> list[tuple[int, int, list[bytes]]]:
+    """Every dictionary work row of ``unit`` as ``(first value slot or byte, item width,
+    its dictionary's items)``, read through the unit's staged bytes (variable width: through
+    its staged offsets)."""
     arena = unit.stage.host_bytes()
     out = []
     for lst in unit.dictionary.values():
         a = lst.arrays()
         for items, nitems, offsets, width, dst in zip(a["items"], a["nitems"], a["offsets"], a["width"], a["dst"], strict=True):
-            assert width == 0
-            offs = arena[int(offsets) : int(offsets) + 8 * (int(nitems) + 1)].view(np.int64)
-            out.append((int(dst), [bytes(arena[int(items) + int(offs[i]) : int(items) + int(offs[i + 1])]) for i in range(int(nitems))]))
+            at, n, w = int(items), int(nitems), int(width)
+            if w:
+                out.append((int(dst), w, [bytes(arena[at + w * i : at + w * (i + 1)]) for i in range(n)]))
+                continue
+            offs = arena[int(offsets) : int(offsets) + 8 * (n + 1)].view(np.int64)
+            out.append((int(dst), 0, [bytes(arena[at + int(offs[i]) : at + int(offs[i + 1])]) for i in range(n)]))
     return sorted(out)
 
 
-@pytest.mark.parametrize("name", ["many21", "many22"])
+@pytest.mark.parametrize("name", ["many21", "many22", "fixdict22"])
 def test_a_leafs_dictionaries_are_staged_together(datasets, name, monkeypatch):
-    """The dictionary pages of a string leaf have their dictionaries checked and staged at
-    once (two staged items per leaf, not two per page), and every page's dictionary work
-    row reads the same items as when each page's dictionary is decoded and staged alone."""
+    """The dictionary pages of a leaf have their dictionaries placed at once: a string
+    leaf's checked together and staged as two items (blocks, offsets), a fixed-width leaf's
+    items as one, not one or two per page; every page's dictionary work row reads the same
+    items as when each page's dictionary is decoded and staged alone."""
     leaves = _leaves(datasets[name])
     together = plan.UnitPlan()
     staged = []
     real = plan._stage_dictionaries
-    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: staged.append(len(out := real(unit, leaf))) or out)
+    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: staged.append((leaf.kind, len(out := real(unit, leaf)))) or out)
     for leaf in leaves:
         plan.place_leaf(together, leaf)
-    assert max(staged) >= 2, staged  # a leaf of several dictionary pages took the leaf-wide path
+    placed = {kind for kind, n in staged if n >= 2}  # leaves of several dictionary pages took the leaf-wide path
+    assert placed == ({"var", "fixed"} if name == "fixdict22" else {"var"}), staged
     monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: {})
     alone = plan.UnitPlan()
     for leaf in _leaves(datasets[name]):
         plan.place_leaf(alone, leaf)
-    got, want = _dictionary_strings(together), _dictionary_strings(alone)
+    got, want = _dictionary_items(together), _dictionary_items(alone)
     assert got == want and len(got) >= 2
-    assert len(together.stage.items) < len(alone.stage.items)
+    pages = sum(n for _kind, n in staged)
+    leaves_placed = sum(1 for _kind, n in staged if n >= 2)
+    # per page: one item (fixed) or two (var) alone; per leaf together
+    assert len(alone.stage.items) - len(together.stage.items) >= pages - 2 * leaves_placed
+    if name == "fixdict22":
+        assert any(w for _d, w, _items in got)
 
 
 def test_dictionary_blocks_decoded_together_match_one_by_one():
@@ -632,3 +644,32 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         assert leaves
         for leaf in leaves:
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
+
+
+def test_symbol_tables_parsed_together_match_one_by_one():
+    """``fsst.symbol_tables`` over many FSST symbol tables gives each one's
+    :class:`fsst.SymbolTable` (symbols, lengths, count, compressed flag), and refuses a bad
+    table with its error."""
+    import struct
+
+    from lance_gpu.file.encodings import fsst
+    from lance_gpu.file.encodings.base import DecodeContext
+
+    def raw(symbols: list[bytes], compressed: bool) -> bytes:
+        header = (0x46535354 << 32) | (int(compressed) << 24) | len(symbols)
+        return struct.pack("<Q", header) + b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
+
+    ctx = DecodeContext("<test>", 0)
+    rng = np.random.default_rng(8)
+    raws = [raw([bytes(rng.integers(97, 123, int(rng.integers(1, 9))).astype(np.uint8)) for _ in range(k)], k % 2 == 1)
+            for k in (0, 3, 255, 17, 1)]
+    symbols, lengths, n, compressed = fsst.symbol_tables(raws, ctx)
+    for j, r in enumerate(raws):
+        one = fsst.SymbolTable(r, ctx)
+        assert symbols[j].tolist() == one.symbols.tolist() and lengths[j].tolist() == one.lengths.tolist()
+        assert (int(n[j]), bool(compressed[j])) == (one.n_symbols, one.compressed)
+    bad_magic = b"\0" + raws[1][1:8][:3] + b"XXXX" + raws[1][8:]
+    bad_length = raws[1][:-1] + b"\x09"
+    for bad, message in ((raws[2][:100], "truncated"), (bad_magic, "magic"), (bad_length, "outside 1..8"), (b"\0" * 4, "shorter")):
+        with pytest.raises(CorruptFileError, match=message):
+            fsst.symbol_tables([raws[0], bad, raws[1]], ctx)

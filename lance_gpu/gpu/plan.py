@@ -1347,6 +1347,16 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
         lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=0, offsets=offsets_pos,
                 dst=_value_dst(leaf, vpos))
         return bits, ipos
+    raw = _fixed_items(leaf, items, ctx)
+    items_pos = unit.stage.add_bytes(raw)
+    lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
+            dst=_value_dst(leaf, vpos))
+    return bits, ipos
+
+
+def _fixed_items(leaf: LeafPlan, items, ctx) -> np.ndarray:
+    """A fixed-width or boolean leaf's decoded dictionary block as the gather reads it:
+    ``leaf.width`` bytes per item (booleans one byte per bit)."""
     if not isinstance(items, FixedWidthBlock) or leaf.kind == "var":
         raise ctx.corrupt("fixed-width dictionary for a variable-width column")
     if leaf.kind == "bool":
@@ -1357,10 +1367,7 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
         if items.bits_per_value != 8 * leaf.width:
             raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
         raw = items.as_bytes()[: items.num_values * leaf.width]
-    items_pos = unit.stage.add_bytes(np.ascontiguousarray(raw, np.uint8))
-    lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
-            dst=_value_dst(leaf, vpos))
-    return bits, ipos
+    return np.ascontiguousarray(raw, np.uint8)
 
 
 def _index_bits(enc) -> int:
@@ -1374,17 +1381,19 @@ def _index_bits(enc) -> int:
 
 
 def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, int]]:
-    """The dictionaries of a variable-width leaf's host-planned dictionary pages placed at
-    once (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives
-    per page): every page's Variable (32-bit offsets) dictionary block, decompressed first
-    where General wraps it, checked by one
-    :func:`variable.decode_blocks32` over all of them, the blocks staged as one buffer and
-    their int64 offsets as another (two staged items per leaf, not two per page), one
-    dictionary work row per page.  Empty (each page staged alone, with its own checks and
-    errors) for fewer than two such pages, other dictionary encodings, or a block that fails
-    a check."""
-    if leaf.kind != "var":
-        return {}
+    """The dictionaries of a leaf's host-planned dictionary pages placed at once
+    (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives per
+    page): one staged item per leaf and kind, not one per page, and one dictionary work row
+    per page naming its items in it (the gather indexes them by page).
+
+    * variable width: every page's Variable (32-bit offsets) block, decompressed first
+      where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
+      them, the blocks staged as one buffer and their int64 offsets as another;
+    * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
+      refusing what the per-page path refuses) and the items staged back to back.
+
+    Empty (each page staged alone, with its own checks and errors) for fewer than two such
+    pages, other variable-width dictionary encodings, or a Variable block that fails a check."""
     pages = []
     for pg in leaf.pages:
         if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
@@ -1392,42 +1401,63 @@ def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, 
         mb = pg.layout
         if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
             continue
-        enc = mb.dictionary
-        general = enc.WhichOneof("compression") == "general"
-        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
-            enc = enc.general.values
-        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
-            return {}
-        off = enc.variable.offsets
-        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
-            return {}
-        pages.append((pg, general))
+        pages.append(pg)
     if len(pages) < 2:
         return {}
     ctx = leaf.ctx()
-    blocks = [general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2]
-              for pg, general in pages]
-    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg, _g in pages), np.int64, len(pages))
-    got = variable_enc.decode_blocks32(blocks, nitems)
-    if got is None:
-        return {}
-    blob, item_start, offsets, first_offset = got
-    blob_pos = unit.stage.add_bytes(blob)
-    offsets_pos = unit.stage.add_bytes(offsets)
+    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg in pages), np.int64, len(pages))
+    if leaf.kind == "var":
+        got = _variable_dictionaries(pages, nitems, ctx)
+        if got is None:
+            return {}
+        blob, item_start, offsets, first_offset = got
+        blob_pos = unit.stage.add_bytes(blob)
+        offsets_pos = unit.stage.add_bytes(offsets)
+        items_at = blob_pos + item_start[: len(pages)]
+        offsets_at = offsets_pos + 8 * first_offset[: len(pages)]
+        width = 0
+    else:
+        decoded = [encodings.decode_block(pg.layout.dictionary, pg.buffers[2], int(n), ctx)
+                   for pg, n in zip(pages, nitems.tolist(), strict=True)]
+        blocks = [_fixed_items(leaf, items, ctx) for items in decoded]
+        sizes = np.fromiter((b.size for b in blocks), np.int64, len(blocks))
+        items_at = unit.stage.add_bytes(np.concatenate(blocks)) + miniblock.exclusive_scan(sizes)[:-1]
+        nitems = np.fromiter((items.num_values for items in decoded), np.int64, len(decoded))
+        offsets_at = np.zeros(len(pages), np.int64)
+        width = leaf.width
     vpos = {}
     v = 0
     for pg in leaf.pages:
         vpos[id(pg)] = v
         v += pg.num_values
     out = {}
-    for k, (pg, _general) in enumerate(pages):
+    for k, pg in enumerate(pages):
         bits = _index_bits(pg.layout.value_compression)
         ipos = unit.alloc_index(bits, pg.num_values)
         lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
-        lst.add(start=ipos, count=pg.num_values, items=blob_pos + int(item_start[k]), nitems=int(nitems[k]), width=0,
-                offsets=offsets_pos + 8 * int(first_offset[k]), dst=_value_dst(leaf, vpos[id(pg)]))
+        lst.add(start=ipos, count=pg.num_values, items=int(items_at[k]), nitems=int(nitems[k]), width=width,
+                offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[id(pg)]))
         out[id(pg)] = (bits, ipos)
     return out
+
+
+def _variable_dictionaries(pages: list[PagePlan], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
+    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks of
+    ``pages`` (decompressed first where General wraps them); None where a page's dictionary
+    is encoded otherwise or a block fails a check."""
+    blocks = []
+    for pg in pages:
+        enc = pg.layout.dictionary
+        general = enc.WhichOneof("compression") == "general"
+        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
+            enc = enc.general.values
+        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
+            return None
+        off = enc.variable.offsets
+        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
+            return None
+        blocks.append(general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2])
+    return variable_enc.decode_blocks32(blocks, nitems)
 
 
 def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
