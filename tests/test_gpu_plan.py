@@ -136,7 +136,11 @@ def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     arena = unit.stage.host_bytes()  # each FSST segment's symbol table, read where it was staged
     out["fsst"] = sorted((a, b, n, arena[t : t + plan.TABLE_BYTES].tobytes()) for a, b, t, n in unit.fsst)
     out["fills"] = (sorted(unit.fill_fixed), sorted((at(d, 2), n, p) for d, n, p in unit.fill_level), sorted(unit.fill_slots))
-    out["checks"] = sorted(unit.var_checks)
+    out["checks"] = sorted(unit.var_checks + [  # a table leaf's checks as the per-page entries
+        (slot, n, utf8, path, column, page)
+        for slots, counts, utf8, path, column, pages in unit.var_check_rows
+        for slot, n, page in zip(slots.tolist(), counts.tolist(), pages.tolist(), strict=True)
+    ])
     out["remap"] = sorted((at(a), b, t.tobytes()) for a, b, t in unit.remap)
     out["sizes"] = (unit.fixed_size, unit.level_size, unit.nslots, dict(unit.index_size))
     return out
@@ -195,24 +199,30 @@ def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
     assert calls["pages"] >= pages // 2  # most pages (all but dictionary / tiny leaves)
 
 
-@pytest.mark.parametrize("name", ["many21", "many22", "rich22"])
+@pytest.mark.parametrize("name", ["many21", "many22", "rich22", "rich21"])
 def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, monkeypatch):
-    """A leaf whose pages are all planned for the device pre-pass is placed as one
-    :class:`plan.DeviceBlock` (its pages' chunk buffers staged by ``add_file_buffers``,
-    neighbours as one range), with the work the page-by-page placement gives (every page a
-    block of its own: ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop)."""
+    """A leaf whose pages are all planned for the device pre-pass is planned as a table of
+    its pages (``LeafPlan.table``: no PagePlan) and placed as one :class:`plan.DeviceBlock`
+    over its rows (its pages' chunk buffers staged by ``add_file_buffers``, neighbours as one
+    range), with the work PagePlan leaves give: placed as one block (``TABLE_LEAVES`` off;
+    ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop) and page by page (every
+    page a block of its own)."""
     uri = datasets[name]
     leaves = _leaves(uri)
     unit = plan.UnitPlan()
     for leaf in leaves:
         plan.place_leaf(unit, leaf)
-    whole_leaves = [leaf for leaf in leaves if plan._device_leaf(leaf)]
-    assert whole_leaves, "no leaf took the device path"
+    table_leaves = [leaf for leaf in leaves if leaf.table is not None]
+    assert table_leaves, "no leaf was planned as a table"
+    assert all(not leaf.pages for leaf in table_leaves)
+    assert any(leaf.levels_pending for leaf in table_leaves)  # a list leaf (levels settled after the pre-pass)
     blocks = {id(b.leaf): b for b in unit.device_blocks}
-    for leaf in whole_leaves:
+    for leaf in table_leaves:
         block = blocks[id(leaf)]
-        assert block.pages == leaf.pages and len(block.data_pos) == len(leaf.pages)
+        assert block.rows is leaf.table and not block.pages and len(block.data_pos) == len(leaf.table)
     together = _work(uri)
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    assert len([leaf for leaf in _leaves(uri) if plan._device_leaf(leaf)]) == len(table_leaves)
     for threshold in (1, 10**9):
         monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
         assert _work(uri) == together, threshold
@@ -503,11 +513,11 @@ def test_page_layouts_are_parsed_once_per_distinct_protobuf(datasets):
     pagetable.clear()
     before = pagetable.layout_parses
     leaves = _leaves(datasets["many21"])
-    pages = sum(len(leaf.pages) for leaf in leaves)
+    pages = sum(leaf.num_pages for leaf in leaves)
     first = pagetable.layout_parses - before
     assert 0 < first < pages
     again = pagetable.layout_parses
-    assert sum(len(leaf.pages) for leaf in _leaves(datasets["many21"])) == pages
+    assert sum(leaf.num_pages for leaf in _leaves(datasets["many21"])) == pages
     assert pagetable.layout_parses == again
 
 
@@ -643,6 +653,9 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         leaves = _leaves(datasets[name], selection)
         assert leaves
         for leaf in leaves:
+            if leaf.table is not None:  # planned as a table of its pages
+                assert leaf.page_bytes == int(leaf.table.sizes.sum()) > 0, leaf.path
+                continue
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
 
 
@@ -673,3 +686,102 @@ def test_symbol_tables_parsed_together_match_one_by_one():
     for bad, message in ((raws[2][:100], "truncated"), (bad_magic, "magic"), (bad_length, "outside 1..8"), (b"\0" * 4, "shorter")):
         with pytest.raises(CorruptFileError, match=message):
             fsst.symbol_tables([raws[0], bad, raws[1]], ctx)
+
+
+def _device_only_table(n: int, seed: int):
+    """Columns whose pages all go to the device pre-pass (no page dictionary, no FSST, no
+    full-zip or constant pages): integers, nullable ones, floats, booleans, distinct strings, lists."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "i32n": pa.array(rng.integers(0, 1 << 20, n).astype(np.int32), mask=rng.random(n) < 0.2),
+        "f64": pa.array(rng.standard_normal(n)),
+        "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+        "s": pa.array([f"v{i}-{int(x)}" for i, x in enumerate(rng.integers(0, 10**9, n))], mask=rng.random(n) < 0.1),
+        "li": pa.array([None if i % 7 == 0 else [int(v) for v in rng.integers(0, 1000, i % 4)] for i in range(n)], pa.list_(pa.int32())),
+    })
+
+
+def _traced_plan(uri: str) -> tuple[int, int, int]:
+    """``(pages, Python lines run in lance_gpu / cuda_kernels, PagePlans made)`` of planning a
+    whole read of ``uri`` (every leaf planned and placed, the chunk table laid out, and after
+    the pre-pass's CPU form -- not counted -- the levels settled and the work emitted), after
+    one untraced plan (the per-process page selections and layouts are made once).  Not
+    counted: the stager's registration of each range it could not join to the one before
+    (``staging.py``: an item per page where a column's pages lie far apart in the file)."""
+    snap = lance_gpu.dataset(uri)._snapshot
+    (frag,) = snap.fragments
+    sources = [(frag.file_reader(src.path), snap.schema.field(f.name), src.columns)
+               for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
+    made = []
+
+    class CountedPagePlan(plan.PagePlan):
+        __slots__ = ()
+
+        def __init__(self, *args, **kwargs) -> None:
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    def run() -> tuple[int, plan.UnitPlan, list[plan.LeafPlan]]:
+        unit = plan.UnitPlan()
+        leaves = [leaf for reader, af, columns in sources for leaf in plan.plan_field_leaves(reader, af, columns)]
+        for leaf in leaves:
+            plan.place_leaf(unit, leaf)
+        headers.stage(unit)
+        return sum(leaf.num_pages for leaf in leaves), unit, leaves
+
+    run()
+    roots = (str(Path(plan.__file__).parents[1]), str(Path(headers.chk.__file__).parent))
+    lines = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            lines[0] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        name = frame.f_code.co_filename
+        return local if name.startswith(roots) and not name.endswith("staging.py") else None
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan, "PagePlan", CountedPagePlan)
+        sys.settrace(tracer)
+        try:
+            pages, unit, leaves = run()
+        finally:
+            sys.settrace(None)
+        table, _at = unit.chunk_table
+        headers.parse_on_host(table, unit.stage.host_bytes())
+        headers.check(table)
+        sys.settrace(tracer)
+        try:
+            headers.settle_levels(unit, table)
+            headers.emit(unit, table)
+        finally:
+            sys.settrace(None)
+    assert all(leaf.table is not None for leaf in leaves), [leaf.column for leaf in leaves if leaf.table is None]
+    return pages, lines[0], len(made)
+
+
+def test_planning_runs_no_python_per_page(root):
+    """Leaves whose pages all go to the device pre-pass are planned as tables of their pages:
+    a read of ten times the pages (over 1,000) makes no PagePlan and runs about the same
+    Python lines in the planner (plan, place, chunk table, level settling, emission): O(leaves
+    and distinct layouts), not O(pages) -- counted, not timed."""
+    import pyarrow as pa
+
+    uris = []
+    for n in (2000, 20000):
+        uri = str(root / f"device_only_{n}")
+        tbl = _device_only_table(n, seed=9)
+        batches = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100))
+        lance.write_dataset(batches, uri, data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048,
+                            data_cache_bytes=8 * 2048)
+        uris.append(uri)
+    small_pages, small_lines, small_made = _traced_plan(uris[0])
+    big_pages, big_lines, big_made = _traced_plan(uris[1])
+    assert big_pages >= 1000 and big_pages >= 8 * small_pages, (small_pages, big_pages)
+    assert small_made == big_made == 0
+    assert big_lines <= 1.1 * small_lines + 100, (small_pages, small_lines, big_pages, big_lines)

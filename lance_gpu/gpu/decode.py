@@ -169,21 +169,33 @@ def _decode_pages(unit: UnitPlan, arena) -> UnitBuffers:
 def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int) -> None:
     """One launch over every variable-width value of the unit (``n_bytes``: their total,
     ``offsets[nslots]``); a bad value raises ``CorruptFileError`` naming its file, column
-    and page."""
+    and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
+    leaves planned as tables (:attr:`UnitPlan.var_check_rows`, arrays per leaf)."""
     checks = [c for c in unit.var_checks if c[1]]
-    if not checks:
+    blocks = unit.var_check_rows
+    slot = np.concatenate([np.array([c[0] for c in checks], np.int64), *(b[0] for b in blocks)])
+    count = np.concatenate([np.array([c[1] for c in checks], np.int64), *(b[1] for b in blocks)])
+    utf8 = np.concatenate([np.array([c[2] for c in checks], np.bool_), *(np.full(b[0].size, b[2], np.bool_) for b in blocks)])
+    held = count > 0
+    if not held.any():
         return
-    slot = np.array([c[0] for c in checks], np.int64)
-    count = np.array([c[1] for c in checks], np.int64)
-    utf8 = np.array([c[2] for c in checks], np.bool_)
+    at = np.flatnonzero(held)  # the entries checked, in slot order: a bad one's index maps back through this
+    at = at[np.argsort(slot[at], kind="stable")]
+    edges = np.cumsum([len(checks)] + [b[0].size for b in blocks])
 
     def bad_value(bad: int) -> CorruptFileError:
-        _s, _n, is_utf8, path, column, page = checks[bad]
+        k = int(at[bad])
+        if k < len(checks):
+            _s, _n, is_utf8, path, column, page = checks[k]
+        else:
+            b = int(np.searchsorted(edges, k, side="right")) - 1
+            _sl, _cn, is_utf8, path, column, pages = blocks[b]
+            page = int(pages[k - int(edges[b])])
         what = "invalid utf-8 sequence" if is_utf8 else "variable-width offsets out of order or out of bounds"
         return CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
 
     # read back only if a value is bad (with the unit's other error flags)
-    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot, count, utf8, on_bad=bad_value)
+    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot[at], count[at], utf8[at], on_bad=bad_value)
 
 
 def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:

@@ -62,9 +62,15 @@ Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is p
 classified once per process, and a column's pages are read from its page selection
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
-struct of arrays.  What remains per page on the host is its :class:`PagePlan`, its staging
-registration; device-parsed pages are placed as one :class:`DeviceBlock` per leaf, with
-array operations over its pages.
+struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_leaf`:
+mini-block pages without dictionaries, their chunks in the file's memory map; most flat and
+list columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+:attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
+its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
+emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
+layout -- no Python object per page.  Other leaves (page dictionaries, full-zip and constant
+pages, object stores' deferred pages, row selections) still make a :class:`PagePlan` per
+page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -119,6 +125,10 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
+#: a leaf whose pages all go to the device pre-pass is planned as a table of its pages
+#: (:func:`_table_leaf`: arrays, no :class:`PagePlan`); False: a PagePlan per page (the
+#: tests compare both)
+TABLE_LEAVES = True
 
 
 class Unsupported(Exception):
@@ -219,7 +229,8 @@ def _index_encoding(enc) -> str:
 
 @dataclass(slots=True)
 class PagePlan:
-    """One page of a leaf, parsed on the host (its work is emitted once the leaf is placed)."""
+    """One page of a leaf, parsed on the host (its work is emitted once the leaf is placed);
+    a leaf planned as a table of its pages (:attr:`LeafPlan.table`) has none."""
 
     info: PageInfo
     kind: str  # "mini_block_layout" | "full_zip_layout" | "constant_layout"
@@ -274,10 +285,17 @@ class LeafPlan:
     #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
+    #: a leaf whose pages all go to the device pre-pass (:func:`_table_leaf`) is planned as
+    #: a table of its pages (``pages`` is empty): no per-page Python object
+    table: pagetable.LeafPages | None = None
 
     @property
     def path(self) -> str:
         return self.reader.path
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.table) if self.table is not None else len(self.pages)
 
     def ctx(self) -> DecodeContext:
         return DecodeContext(self.reader.path, self.column)
@@ -393,11 +411,17 @@ class UnitPlan:
         # fsst segments: (first slot, end slot, arena byte of its symbol table, n_symbols)
         self.fsst: list[tuple[int, int, int, int]] = []
         #: the staged symbol tables of the FSST pages whose strings are compressed, by ``id``
-        #: of the page: (arena byte of its table, n_symbols) (:func:`_stage_fsst_tables`)
-        self.fsst_tables: dict[int, tuple[int, int]] = {}
+        #: of the page (``(id(leaf), row)`` of a leaf planned as a table): (arena byte of its
+        #: table, n_symbols) (:func:`_stage_fsst_tables`)
+        self.fsst_tables: dict[object, tuple[int, int]] = {}
+        #: the rows of those pages, per ``id`` of a leaf planned as a table
+        self.fsst_rows: dict[int, np.ndarray] = {}
         # validation of the decoded variable-width values, one entry per page of a var leaf:
         # (first slot, values, must be UTF-8, file, column, page)
         self.var_checks: list[tuple[int, int, bool, str, int, int]] = []
+        # the same of the leaves planned as tables, per leaf: (first slots, values, must be
+        # UTF-8, file, column, pages) (arrays over its pages)
+        self.var_check_rows: list[tuple[np.ndarray, np.ndarray, bool, str, int, np.ndarray]] = []
         self.paths: set[str] = set()
         #: pages whose value bytes are read from the object store straight into the pinned
         #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
@@ -677,6 +701,32 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
             pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
+def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of every page of ``leaves`` (planned as tables, :attr:`LeafPlan.table`),
+    in order, as :func:`miniblock.chunk_layouts` gives them: ``(bounds, starts, sizes,
+    counts)``, decoded from the metadata words (buffer 0) read in each file's memory map (no
+    Python per page).  A page whose counts do not add up raises the host parser's
+    ``CorruptFileError`` naming its file."""
+    metas, large, items, nbytes = [], [], [], []
+    for leaf in leaves:
+        t = leaf.table
+        assert t is not None and leaf.reader.mapped is not None  # _table_leaf
+        off, size = t.offsets[:, 0], t.sizes[:, 0]
+        metas.append(leaf.reader.mapped[miniblock.concat_ranges(off, off + size)])
+        large.append(t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_))
+        items.append(t.num_values)
+        nbytes.append(size)
+    if not leaves:
+        return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
+    try:
+        return miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
+                                              np.concatenate(nbytes), leaves[0].ctx())
+    except CorruptFileError:
+        for k, leaf in enumerate(leaves):  # name the file of the first bad page
+            miniblock.chunk_layouts_packed(large[k], items[k], metas[k], nbytes[k], leaf.ctx())
+        raise
+
+
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
     """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
     (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
@@ -705,20 +755,24 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], per_page: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
-    """Whether a leaf's pages (``layouts``: its distinct layouts; ``per_page``: each page's,
-    with its buffer count ``nbuf``) are list pages whose mini-block chunk headers the device
-    pre-pass parses: some have repetition levels, every mini-block page has at most two value
-    buffers and its chunks, and the others are full-zip or constant pages.  The mini-block
-    pages' level counts are in-band, so the leaf's level regions are allocated after the
-    pre-pass reads them back (:attr:`LeafPlan.levels_pending`), and the level work of its
-    full-zip and constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
-    return (  # most leaves have no repetition levels: asked first
+def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pagetable.LayoutFacts], layout: np.ndarray,
+                  nbuf: np.ndarray) -> bool:
+    """Whether a leaf's pages (``layouts``: its distinct layouts; page ``j`` has layout
+    ``column_layouts[layout[j]]`` and ``nbuf[j]`` buffers) are list pages whose mini-block
+    chunk headers the device pre-pass parses: some have repetition levels, every mini-block
+    page has at most two value buffers and its chunks, and the others are full-zip or
+    constant pages.  The mini-block pages' level counts are in-band, so the leaf's level
+    regions are allocated after the pre-pass reads them back (:attr:`LeafPlan.levels_pending`),
+    and the level work of its full-zip and constant pages is emitted then
+    (:attr:`UnitPlan.level_work`)."""
+    if not (  # most leaves have no repetition levels: asked first
         DEVICE_HEADERS and any(f.has_rep for f in layouts if f.kind == "mini_block_layout")
         and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
         and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
-        and all(nb >= 2 for f, nb in zip(per_page, nbuf, strict=True) if f.kind == "mini_block_layout")
-    )
+    ):
+        return False
+    mini = np.asarray([f.kind == "mini_block_layout" for f in column_layouts], np.bool_).reshape(len(column_layouts))
+    return bool(np.all(nbuf[mini[layout]] >= 2))
 
 
 #: the page kinds of a list leaf whose mini-block pages the device pre-pass parses
@@ -751,7 +805,12 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    lists_on_device = _device_lists(sel.distinct, sel.layouts, sel.nbuf)
+    ca = cp.arrays()
+    at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
+    lists_on_device = _device_lists(sel.distinct, cp.layouts, ca.layout[at], ca.nbuf[at])
+    if page_ids is None and _table_leaf(reader, cp, sel, lists_on_device):
+        _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
+        return leaf
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -823,6 +882,42 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     return leaf
 
 
+def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
+    """Whether a whole column's pages (``sel``) all go to the device pre-pass with their
+    chunks in the file's memory map: mini-block pages with values and their chunks, without
+    a dictionary, whose chunk headers the device parses (:func:`device_headers`, or list
+    pages :func:`_device_lists` accepts) -- the leaf is then planned as a table of its pages
+    (:func:`_plan_table_leaf`)."""
+    if not (TABLE_LEAVES and DEVICE_HEADERS) or reader.mapped is None or not sel.ids:
+        return False
+    if getattr(reader.io, "needs_request", None) is not None:  # an object store: chunks may be deferred
+        return False
+    for facts in sel.distinct:
+        if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
+            return False
+        if not (lists_on_device or facts.device_headers):
+            return False
+    return int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
+
+
+def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, distinct: list[pagetable.LayoutFacts], lists_on_device: bool) -> None:
+    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table (array
+    work; one step per distinct layout), counted and given their layers as the per-page
+    path does; their chunk layouts are decoded with the pass's others (:mod:`headers`)."""
+    leaf.table = table
+    leaf.levels_pending = lists_on_device
+    distinct_layers = list(dict.fromkeys(f.layers for f in distinct))
+    try:
+        leaf.layers = common_layers(distinct_layers)
+    except ValueError as exc:
+        raise leaf.ctx().corrupt(str(exc)) from exc
+    leaf.has_rep = any(f.has_rep for f in distinct)
+    leaf.has_def = any(f.has_def for f in distinct) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    leaf.num_values = int(table.num_values.sum())
+    leaf.num_levels = int(table.num_levels.sum())
+    leaf.num_rows = int(table.num_rows.sum())
+
+
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
     """Definition level d of a page with layers ``src`` in terms of ``target`` (levels.renumber)."""
     target_index = {m: d + 1 for d, m in enumerate(def_meaning(target))}
@@ -847,6 +942,9 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
+    if leaf.table is not None:
+        _place_table_leaf(unit, leaf, leaf.table)
+        return
     if _device_leaf(leaf):
         _place_device_leaf(unit, leaf)
         return
@@ -971,6 +1069,54 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         return  # no page needs a fill or a remap
     for pg, r, d in zip(pages, _ints(rep_dst), _ints(def_dst), strict=True):
         page_level_fills(unit, leaf, pg, r, d)
+
+
+def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf planned as a table (:func:`_table_leaf`): its pages'
+    values and levels placed by scans of their counts, their chunks staged together
+    (:meth:`Stager.add_file_buffers`), one :class:`DeviceBlock` over the table's rows; the
+    level fills and remaps of pages whose layout lacks the leaf's levels or layers
+    (:func:`table_level_fills`) where the leaf's levels are known now."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    pending = leaf.levels_pending
+    rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
+    def_at = leaf.def_pos if leaf.has_def and not pending else -1
+    vpos = miniblock.exclusive_scan(t.num_values)[:-1]
+    lpos = miniblock.exclusive_scan(t.num_levels)[:-1]
+    n = len(t)
+    rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
+    def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
+    sizes = np.ascontiguousarray(t.sizes[:, 1])
+    data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
+    if leaf.kind == "var":
+        unit.var_check_rows.append((leaf.slot_lo + vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
+    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
+    if not pending:
+        table_level_fills(unit, leaf, t, rep_dst, def_dst)
+
+
+def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+    """:func:`page_level_fills` of every page of a leaf planned as a table, decided per
+    distinct layout: a loop only over the pages of layouts that need a fill or a remap."""
+    if not (leaf.has_rep or leaf.has_def):
+        return
+    needs = [
+        (leaf.has_rep and not f.has_rep) or (leaf.has_def and (not f.has_def or f.layers != leaf.layers))
+        for f in t.layouts
+    ]
+    if not any(needs):
+        return
+    for j in np.flatnonzero(t.per_layout(needs, np.bool_)).tolist():
+        f = t.layouts[int(t.layout[j])]
+        n = int(t.num_levels[j])
+        if leaf.has_rep and not f.has_rep:
+            unit.fill_level.append((2 * int(rep_dst[j]), 2 * n, b"\x00\x00"))
+        if leaf.has_def:
+            if not f.has_def:
+                unit.fill_level.append((2 * int(def_dst[j]), 2 * n, b"\x00\x00"))
+            elif f.layers != leaf.layers:
+                unit.remap.append((int(def_dst[j]), n, _renumber_table(f.layers, leaf.layers)))
 
 
 def _ints(values: np.ndarray | list[int]) -> list[int]:
@@ -1184,7 +1330,7 @@ def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, di
     mb = page.layout
     if leaf.kind == "var" and int(mb.num_buffers) and page.num_values and dictionary is None:
         if mb.value_compression.WhichOneof("compression") == "fsst":
-            _add_fsst(unit, page, _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0), page.num_values)
+            _add_fsst(unit, id(page), _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0), page.num_values)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -1265,25 +1411,26 @@ def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray,
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
 
 
-def _add_fsst(unit: UnitPlan, page: PagePlan, slot: int, n: int) -> None:
-    """Slots ``[slot, slot + n)`` decoded with ``page``'s symbol table, where its leaf's
-    tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
-    table = unit.fsst_tables.get(id(page))
+def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
+    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (a
+    :class:`PagePlan`'s ``id``, or ``(id(leaf), row)`` of a leaf planned as a table), where
+    its leaf's tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
+    table = unit.fsst_tables.get(key)
     if table is not None and n:
         unit.fsst.append((slot, slot + n, table[0], table[1]))
 
 
-def _fsst_encoding(page: PagePlan):
-    """The ``Fsst`` message of a page whose values are FSST strings (a mini-block page with
-    values and without a dictionary, or a variable-width full-zip page), else None."""
-    if page.kind == "mini_block_layout":
-        mb = page.layout
-        nbuf = int(mb.num_buffers) if page.facts is None else page.facts.num_buffers
-        if not nbuf or mb.HasField("dictionary"):
+def _layout_fsst(facts: pagetable.LayoutFacts | None, body) -> Any:
+    """The ``Fsst`` message of a layout (``body``: its mini-block / full-zip message) whose
+    values are FSST strings (a mini-block layout with values and without a dictionary, or a
+    variable-width full-zip layout), else None."""
+    if body.DESCRIPTOR.name == "MiniBlockLayout":
+        nbuf = int(body.num_buffers) if facts is None else facts.num_buffers
+        if not nbuf or body.HasField("dictionary"):
             return None
-    elif page.kind != "full_zip_layout" or page.layout.WhichOneof("details") != "bits_per_offset":
+    elif body.DESCRIPTOR.name != "FullZipLayout" or body.WhichOneof("details") != "bits_per_offset":
         return None
-    enc = page.layout.value_compression
+    enc = body.value_compression
     return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
 
 
@@ -1294,17 +1441,28 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     ``TABLE_BYTES * j``: 256 little-endian u64 symbols, then 256 u8 lengths, the layout
     ``cuda_kernels.fsst``'s segmented kernels read in the arena) and recorded in
     :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
-    each FSST segment names its table's arena byte)."""
+    each FSST segment names its table's arena byte).  A leaf planned as a table is looked
+    at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
     if leaf.kind != "var":
         return
-    pages = []
+    keys: list[object] = []
     raws = []
-    for pg in leaf.pages:
-        enc = _fsst_encoding(pg) if pg.num_values else None
-        if enc is not None:
-            pages.append(pg)
-            raws.append(enc.symbol_table)
-    if not pages:
+    t = leaf.table
+    if t is not None:
+        encs = [_layout_fsst(f, f.body) for f in t.layouts]
+        if all(e is None for e in encs):
+            return
+        rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
+        for j in rows.tolist():
+            keys.append((id(leaf), j))
+            raws.append(encs[int(t.layout[j])].symbol_table)
+    else:
+        for pg in leaf.pages:
+            enc = _layout_fsst(pg.facts, pg.layout) if pg.num_values and pg.kind != "constant_layout" else None
+            if enc is not None:
+                keys.append(id(pg))
+                raws.append(enc.symbol_table)
+    if not raws:
         return
     symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, leaf.ctx())
     keep = np.flatnonzero(compressed)
@@ -1313,7 +1471,9 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     packed = np.concatenate([symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]], axis=1)
     at = unit.stage.add_bytes(packed)
     for k, j in enumerate(keep.tolist()):
-        unit.fsst_tables[id(pages[j])] = (at + TABLE_BYTES * k, int(nsym[j]))
+        unit.fsst_tables[keys[j]] = (at + TABLE_BYTES * k, int(nsym[j]))
+    if t is not None:
+        unit.fsst_rows[id(leaf)] = np.asarray([keys[j][1] for j in keep.tolist()], np.int64)  # type: ignore[index]
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
@@ -1555,6 +1715,13 @@ class DeviceBlock:
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, int] | None = None
+    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows
+    #: (``pages`` is empty)
+    rows: pagetable.LeafPages | None = None
+
+    @property
+    def npages(self) -> int:
+        return len(self.rows) if self.rows is not None else len(self.pages)
 
     @classmethod
     def one(cls, leaf: LeafPlan, page: PagePlan, data_pos: int, size: int, vpos: int, rep_dst: int, def_dst: int,
@@ -1606,7 +1773,7 @@ def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: 
         if leaf.kind == "var" and pages[0].layout.value_compression.WhichOneof("compression") == "fsst":
             for i in members:
                 pg = batch.pages[i]
-                _add_fsst(unit, pg, _value_dst(leaf, batch.vpos[i]), pg.num_values)
+                _add_fsst(unit, id(pg), _value_dst(leaf, batch.vpos[i]), pg.num_values)
 
 
 # -- full-zip ---------------------------------------------------------------------------------
@@ -1709,7 +1876,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
     inv_pos = unit.add_invisible(inv)
-    _add_fsst(unit, page, dst, vis)
+    _add_fsst(unit, id(page), dst, vis)
 
     def work(rep_dst: int, def_dst: int) -> None:
         unit.fullzip.add(
@@ -1789,7 +1956,7 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
         def_dst=def_dst + before if z.bits_def else -1, val_dst=dst + before * z.valb if z.fixed else dst + before,
         items=lengths, visible=lengths,
     )
-    _add_fsst(unit, page, dst, page.num_values)
+    _add_fsst(unit, id(page), dst, page.num_values)
 
 
 # -- constant / all-null ---------------------------------------------------------------------
