@@ -206,8 +206,11 @@ def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, mo
     over its rows (its pages' chunk buffers staged by ``add_file_buffers``, neighbours as one
     range), with the work PagePlan leaves give: placed as one block (``TABLE_LEAVES`` off;
     ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop) and page by page (every
-    page a block of its own)."""
+    page a block of its own).  Every such leaf (``TABLE_MIN_PAGES`` 1), and the default."""
     uri = datasets[name]
+    if name.startswith("many"):  # their leaves have enough pages for the default too
+        assert any(leaf.table is not None for leaf in _leaves(uri))
+    monkeypatch.setattr(plan, "TABLE_MIN_PAGES", 1)
     leaves = _leaves(uri)
     unit = plan.UnitPlan()
     for leaf in leaves:
@@ -427,7 +430,9 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
         monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
         on_host = _work(uri)
         monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
-        assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version)
+        for table_min in (1, 10**9):  # list leaves planned as tables of their pages, and with PagePlans
+            monkeypatch.setattr(plan, "TABLE_MIN_PAGES", table_min)
+            assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version, table_min)
         leaves = _leaves(uri)
         list_pages = [pg for leaf in leaves for pg in leaf.pages if pg.has_rep and pg.kind == "mini_block_layout"]
         assert all(leaf.levels_pending for leaf in leaves if any(pg in list_pages for pg in leaf.pages)
@@ -765,7 +770,7 @@ def _traced_plan(uri: str) -> tuple[int, int, int]:
     return pages, lines[0], len(made)
 
 
-def test_planning_runs_no_python_per_page(root):
+def test_planning_runs_no_python_per_page(root, monkeypatch):
     """Leaves whose pages all go to the device pre-pass are planned as tables of their pages:
     a read of ten times the pages (over 1,000) makes no PagePlan and runs about the same
     Python lines in the planner (plan, place, chunk table, level settling, emission): O(leaves
@@ -780,6 +785,7 @@ def test_planning_runs_no_python_per_page(root):
         lance.write_dataset(batches, uri, data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048,
                             data_cache_bytes=8 * 2048)
         uris.append(uri)
+    monkeypatch.setattr(plan, "TABLE_MIN_PAGES", 1)  # the small read's leaves of a few pages too
     small_pages, small_lines, small_made = _traced_plan(uris[0])
     big_pages, big_lines, big_made = _traced_plan(uris[1])
     assert big_pages >= 1000 and big_pages >= 8 * small_pages, (small_pages, big_pages)

@@ -488,13 +488,17 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
     Pages are grouped per device block and distinct layout (array work within a block)."""
     groups: dict[tuple, tuple[list[int], list[int]]] = {}  # key: page row ranges, in order
     edges = table.edges.tolist()
+    layout_of = table.page_layout.tolist()
     for k, block in enumerate(table.device_blocks):
         leaf, lo, hi = block.leaf, edges[k], edges[k + 1]
         if block.dictionary is not None:
             key = ("dictionary", block.dictionary[0], _dictionary_key(table.body(lo)))
+        elif hi - lo == 1:
+            d = layout_of[lo]
+            key = (leaf.kind, leaf.width, _layout_group_key(leaf, table.layout_facts[d], table.layout_body[d]))
         else:
             lay = table.page_layout[lo:hi]
-            here = [int(x) for x in (lay[:1] if hi - lo == 1 else dict.fromkeys(lay.tolist()))]
+            here = list(dict.fromkeys(layout_of[lo:hi]))
             keys = {d: (leaf.kind, leaf.width, _layout_group_key(leaf, table.layout_facts[d], table.layout_body[d])) for d in here}
             if len(set(keys.values())) > 1:  # pages encoded otherwise within the leaf: their rows in each group
                 for d, key in keys.items():

@@ -129,6 +129,9 @@ DEVICE_HEADERS = True
 #: (:func:`_table_leaf`: arrays, no :class:`PagePlan`); False: a PagePlan per page (the
 #: tests compare both)
 TABLE_LEAVES = True
+#: ... from this many pages on (below, a PagePlan per page: the table's fixed NumPy cost per
+#: leaf exceeds a few pages' Python, e.g. many small fragments of one page per leaf)
+TABLE_MIN_PAGES = 8
 
 
 class Unsupported(Exception):
@@ -755,16 +758,16 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pagetable.LayoutFacts], layout: np.ndarray,
-                  nbuf: np.ndarray) -> bool:
+def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pagetable.LayoutFacts], layout: Callable[[], np.ndarray],
+                  nbuf: Callable[[], np.ndarray]) -> bool:
     """Whether a leaf's pages (``layouts``: its distinct layouts; page ``j`` has layout
-    ``column_layouts[layout[j]]`` and ``nbuf[j]`` buffers) are list pages whose mini-block
-    chunk headers the device pre-pass parses: some have repetition levels, every mini-block
-    page has at most two value buffers and its chunks, and the others are full-zip or
-    constant pages.  The mini-block pages' level counts are in-band, so the leaf's level
-    regions are allocated after the pre-pass reads them back (:attr:`LeafPlan.levels_pending`),
-    and the level work of its full-zip and constant pages is emitted then
-    (:attr:`UnitPlan.level_work`)."""
+    ``column_layouts[layout()[j]]`` and ``nbuf()[j]`` buffers, asked for only when the rest
+    holds) are list pages whose mini-block chunk headers the device pre-pass parses: some
+    have repetition levels, every mini-block page has at most two value buffers and its
+    chunks, and the others are full-zip or constant pages.  The mini-block pages' level
+    counts are in-band, so the leaf's level regions are allocated after the pre-pass reads
+    them back (:attr:`LeafPlan.levels_pending`), and the level work of its full-zip and
+    constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
     if not (  # most leaves have no repetition levels: asked first
         DEVICE_HEADERS and any(f.has_rep for f in layouts if f.kind == "mini_block_layout")
         and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
@@ -772,7 +775,7 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pag
     ):
         return False
     mini = np.asarray([f.kind == "mini_block_layout" for f in column_layouts], np.bool_).reshape(len(column_layouts))
-    return bool(np.all(nbuf[mini[layout]] >= 2))
+    return bool(np.all(nbuf()[mini[layout()]] >= 2))
 
 
 #: the page kinds of a list leaf whose mini-block pages the device pre-pass parses
@@ -805,9 +808,8 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    ca = cp.arrays()
     at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
-    lists_on_device = _device_lists(sel.distinct, cp.layouts, ca.layout[at], ca.nbuf[at])
+    lists_on_device = _device_lists(sel.distinct, cp.layouts, lambda: cp.arrays().layout[at], lambda: cp.arrays().nbuf[at])
     if page_ids is None and _table_leaf(reader, cp, sel, lists_on_device):
         _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
         return leaf
@@ -883,12 +885,12 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
 
 
 def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
-    """Whether a whole column's pages (``sel``) all go to the device pre-pass with their
-    chunks in the file's memory map: mini-block pages with values and their chunks, without
+    """Whether a whole column's pages (``sel``, at least :data:`TABLE_MIN_PAGES`) all go to
+    the device pre-pass with their chunks in the file's memory map: mini-block pages with values and their chunks, without
     a dictionary, whose chunk headers the device parses (:func:`device_headers`, or list
     pages :func:`_device_lists` accepts) -- the leaf is then planned as a table of its pages
     (:func:`_plan_table_leaf`)."""
-    if not (TABLE_LEAVES and DEVICE_HEADERS) or reader.mapped is None or not sel.ids:
+    if not (TABLE_LEAVES and DEVICE_HEADERS) or reader.mapped is None or len(sel.ids) < max(TABLE_MIN_PAGES, 1):
         return False
     if getattr(reader.io, "needs_request", None) is not None:  # an object store: chunks may be deferred
         return False
@@ -1420,15 +1422,14 @@ def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
         unit.fsst.append((slot, slot + n, table[0], table[1]))
 
 
-def _layout_fsst(facts: pagetable.LayoutFacts | None, body) -> Any:
-    """The ``Fsst`` message of a layout (``body``: its mini-block / full-zip message) whose
-    values are FSST strings (a mini-block layout with values and without a dictionary, or a
-    variable-width full-zip layout), else None."""
-    if body.DESCRIPTOR.name == "MiniBlockLayout":
-        nbuf = int(body.num_buffers) if facts is None else facts.num_buffers
+def _layout_fsst(kind: str, body, nbuf: int) -> Any:
+    """The ``Fsst`` message of a layout (``kind``; ``body``: its mini-block / full-zip
+    message, with ``nbuf`` value buffers) whose values are FSST strings (a mini-block layout
+    with values and without a dictionary, or a variable-width full-zip layout), else None."""
+    if kind == "mini_block_layout":
         if not nbuf or body.HasField("dictionary"):
             return None
-    elif body.DESCRIPTOR.name != "FullZipLayout" or body.WhichOneof("details") != "bits_per_offset":
+    elif kind != "full_zip_layout" or body.WhichOneof("details") != "bits_per_offset":
         return None
     enc = body.value_compression
     return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
@@ -1449,7 +1450,7 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     raws = []
     t = leaf.table
     if t is not None:
-        encs = [_layout_fsst(f, f.body) for f in t.layouts]
+        encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
         if all(e is None for e in encs):
             return
         rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
@@ -1458,7 +1459,8 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
             raws.append(encs[int(t.layout[j])].symbol_table)
     else:
         for pg in leaf.pages:
-            enc = _layout_fsst(pg.facts, pg.layout) if pg.num_values and pg.kind != "constant_layout" else None
+            nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
+            enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
             if enc is not None:
                 keys.append(id(pg))
                 raws.append(enc.symbol_table)
