@@ -664,7 +664,7 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
 
 
-def test_symbol_tables_parsed_together_match_one_by_one():
+def test_symbol_tables_parsed_together_match_one_by_one(monkeypatch):
     """``fsst.symbol_tables`` over many FSST symbol tables gives each one's
     :class:`fsst.SymbolTable` (symbols, lengths, count, compressed flag), and refuses a bad
     table with its error."""
@@ -681,13 +681,16 @@ def test_symbol_tables_parsed_together_match_one_by_one():
     rng = np.random.default_rng(8)
     raws = [raw([bytes(rng.integers(97, 123, int(rng.integers(1, 9))).astype(np.uint8)) for _ in range(k)], k % 2 == 1)
             for k in (0, 3, 255, 17, 1)]
-    symbols, lengths, n, compressed = fsst.symbol_tables(raws, ctx)
-    for j, r in enumerate(raws):
-        one = fsst.SymbolTable(r, ctx)
-        assert symbols[j].tolist() == one.symbols.tolist() and lengths[j].tolist() == one.lengths.tolist()
-        assert (int(n[j]), bool(compressed[j])) == (one.n_symbols, one.compressed)
+    for few in (1, 10**9):  # the NumPy path, and one by one
+        monkeypatch.setattr(fsst, "_FEW_TABLES", few)
+        symbols, lengths, n, compressed = fsst.symbol_tables(raws, ctx)
+        for j, r in enumerate(raws):
+            one = fsst.SymbolTable(r, ctx)
+            assert symbols[j].tolist() == one.symbols.tolist() and lengths[j].tolist() == one.lengths.tolist()
+            assert (int(n[j]), bool(compressed[j])) == (one.n_symbols, one.compressed)
     bad_magic = b"\0" + raws[1][1:8][:3] + b"XXXX" + raws[1][8:]
     bad_length = raws[1][:-1] + b"\x09"
+    monkeypatch.setattr(fsst, "_FEW_TABLES", 1)  # refused by the NumPy path
     for bad, message in ((raws[2][:100], "truncated"), (bad_magic, "magic"), (bad_length, "outside 1..8"), (b"\0" * 4, "shorter")):
         with pytest.raises(CorruptFileError, match=message):
             fsst.symbol_tables([raws[0], bad, raws[1]], ctx)

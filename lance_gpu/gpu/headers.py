@@ -203,10 +203,9 @@ class ChunkTable:
 
         pos, size = cat("data_pos"), cat("size")
         self.vpos, self.rep_dst, self.def_dst = cat("vpos"), cat("rep_dst"), cat("def_dst")
-        self.num_values = np.concatenate([
-            b.rows.num_values if b.rows is not None else np.fromiter((pg.num_values for pg in b.pages), np.int64, len(b.pages))
-            for b in blocks
-        ]) if blocks else _NO_END
+        self.num_values = np.fromiter(itertools.chain.from_iterable(
+            b.rows.num_values.tolist() if b.rows is not None else [pg.num_values for pg in b.pages] for b in blocks
+        ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
         index = np.fromiter((-1 if b.dictionary is None else b.dictionary[1] for b in blocks), np.int64, nblocks)

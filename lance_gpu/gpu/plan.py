@@ -768,9 +768,13 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pag
     counts are in-band, so the leaf's level regions are allocated after the pre-pass reads
     them back (:attr:`LeafPlan.levels_pending`), and the level work of its full-zip and
     constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
-    if not (  # most leaves have no repetition levels: asked first
-        DEVICE_HEADERS and any(f.has_rep for f in layouts if f.kind == "mini_block_layout")
-        and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
+    for f in layouts:  # most leaves have no repetition levels: asked first
+        if f.has_rep and f.kind == "mini_block_layout":
+            break
+    else:
+        return False
+    if not (
+        DEVICE_HEADERS and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
         and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
     ):
         return False
@@ -810,7 +814,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # fetched now but read at upload time straight into the pinned staging slabs.
     at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
     lists_on_device = _device_lists(sel.distinct, cp.layouts, lambda: cp.arrays().layout[at], lambda: cp.arrays().nbuf[at])
-    if page_ids is None and _table_leaf(reader, cp, sel, lists_on_device):
+    if page_ids is None and len(sel.ids) >= TABLE_MIN_PAGES and _table_leaf(reader, cp, sel, lists_on_device):
         _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
         return leaf
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
@@ -1470,7 +1474,10 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     keep = np.flatnonzero(compressed)
     if not keep.size:
         return
-    packed = np.concatenate([symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]], axis=1)
+    if keep.size == nsym.size:  # all compressed (the usual case)
+        packed = np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
+    else:
+        packed = np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
     at = unit.stage.add_bytes(packed)
     for k, j in enumerate(keep.tolist()):
         unit.fsst_tables[keys[j]] = (at + TABLE_BYTES * k, int(nsym[j]))

@@ -19,6 +19,8 @@ from lance_gpu.file.encodings import dispatch, variable
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 _MAGIC = 0x46535354
+#: :func:`symbol_tables` of fewer tables parses them one by one
+_FEW_TABLES = 4
 _FSST_ERRORS = {-1: "a string ends with an escape byte", -2: "a code beyond the symbol table", -3: "offsets outside the data"}
 
 
@@ -52,6 +54,15 @@ def symbol_tables(raws: list[bytes], ctx: DecodeContext) -> tuple[np.ndarray, np
     compressed bool[k])``, row ``j`` as :class:`SymbolTable` gives for ``raws[j]`` (entries
     past ``n_symbols`` zero).  A bad table raises :class:`SymbolTable`'s error for the first."""
     k = len(raws)
+    if 0 < k < _FEW_TABLES:  # a few: parsed one by one (the NumPy path's fixed cost is higher)
+        symbols = np.empty((k, 256), np.uint64)
+        lengths = np.empty((k, 256), np.uint8)
+        n = np.empty(k, np.int64)
+        compressed = np.empty(k, np.bool_)
+        for j, raw in enumerate(raws):
+            t = SymbolTable(raw, ctx)
+            symbols[j], lengths[j], n[j], compressed[j] = t.symbols, t.lengths, t.n_symbols, t.compressed
+        return symbols, lengths, n, compressed
     size = np.fromiter(map(len, raws), np.int64, k)
     if not k or int(size.min()) < 8:
         _refuse(raws, ctx)
