@@ -758,16 +758,15 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pagetable.LayoutFacts], layout: Callable[[], np.ndarray],
-                  nbuf: Callable[[], np.ndarray]) -> bool:
-    """Whether a leaf's pages (``layouts``: its distinct layouts; page ``j`` has layout
-    ``column_layouts[layout()[j]]`` and ``nbuf()[j]`` buffers, asked for only when the rest
-    holds) are list pages whose mini-block chunk headers the device pre-pass parses: some
-    have repetition levels, every mini-block page has at most two value buffers and its
-    chunks, and the others are full-zip or constant pages.  The mini-block pages' level
-    counts are in-band, so the leaf's level regions are allocated after the pre-pass reads
-    them back (:attr:`LeafPlan.levels_pending`), and the level work of its full-zip and
-    constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
+def _device_lists(layouts: list[pagetable.LayoutFacts], cp: pagetable.ColumnPages, at: slice | np.ndarray) -> bool:
+    """Whether a leaf's pages (``layouts``: their distinct layouts; the pages: ``at`` of the
+    column's page arrays ``cp``, read only when the rest holds) are list pages whose
+    mini-block chunk headers the device pre-pass parses: some have repetition levels, every
+    mini-block page has at most two value buffers and its chunks, and the others are
+    full-zip or constant pages.  The mini-block pages' level counts are in-band, so the
+    leaf's level regions are allocated after the pre-pass reads them back
+    (:attr:`LeafPlan.levels_pending`), and the level work of its full-zip and constant pages
+    is emitted then (:attr:`UnitPlan.level_work`)."""
     for f in layouts:  # most leaves have no repetition levels: asked first
         if f.has_rep and f.kind == "mini_block_layout":
             break
@@ -778,8 +777,9 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], column_layouts: list[pag
         and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
     ):
         return False
-    mini = np.asarray([f.kind == "mini_block_layout" for f in column_layouts], np.bool_).reshape(len(column_layouts))
-    return bool(np.all(nbuf()[mini[layout()]] >= 2))
+    ca = cp.arrays()
+    mini = np.asarray([f.kind == "mini_block_layout" for f in cp.layouts], np.bool_).reshape(len(cp.layouts))
+    return bool(np.all(ca.nbuf[at][mini[ca.layout[at]]] >= 2))
 
 
 #: the page kinds of a list leaf whose mini-block pages the device pre-pass parses
@@ -813,7 +813,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
     at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
-    lists_on_device = _device_lists(sel.distinct, cp.layouts, lambda: cp.arrays().layout[at], lambda: cp.arrays().nbuf[at])
+    lists_on_device = _device_lists(sel.distinct, cp, at)
     if page_ids is None and len(sel.ids) >= TABLE_MIN_PAGES and _table_leaf(reader, cp, sel, lists_on_device):
         _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
         return leaf
