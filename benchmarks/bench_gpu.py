@@ -295,12 +295,14 @@ def fsst_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
     nsym = np.full(nseg, st.n_symbols, np.int64)
     starts, lens = offs[:-1].copy(), np.diff(offs)
     d_starts, d_lens, out_lens = dev.up(starts), dev.up(lens), dev.empty(nstr, np.int64)
+    tables, table_pos, _n = ck.pack_tables(sym2, len2, nsym)
+    d_tables = dev.up(tables)
 
     def segments() -> tuple:
-        ck.fsst_lengths_segments_gpu(sym2, len2, nsym, d_comp, d_starts, d_lens, bounds, out_lens)
+        ck.fsst_lengths_segments_gpu(d_tables, table_pos, nsym, d_comp, d_starts, d_lens, bounds, out_lens)
         out_offs, total = _device.exclusive_scan(out_lens)
         data = dev.empty(max(total, 1), np.uint8)
-        ck.fsst_decode_segments_gpu(sym2, len2, nsym, d_comp, d_starts, d_lens, bounds, out_offs, data)
+        ck.fsst_decode_segments_gpu(d_tables, table_pos, d_comp, d_starts, d_lens, bounds, out_offs, data)
         return out_offs, data[:total]
 
     yield Case("fsst", f"fsst segments: lengths+scan+decode ({nseg} tables)", segments,

@@ -47,6 +47,7 @@ from .fsst import (
     fsst_decode_segments,
     fsst_decode_segments_gpu,
     fsst_lengths_segments_gpu,
+    pack_tables,
 )
 from .gather import gather_binary, gather_binary_gpu, gather_fixed, gather_fixed_gpu
 from .levels import (
@@ -105,6 +106,7 @@ __all__ = [
     "fsst_decode_segments",
     "fsst_lengths_segments_gpu",
     "fsst_decode_segments_gpu",
+    "pack_tables",
     # rle
     "rle_expand",
     "rle_expand_gpu",

@@ -50,11 +50,16 @@ __all__ = [
     "fsst_decoded_lengths",
     "fsst_decode_segments",
     "fsst_lengths_segments_gpu",
+    "pack_tables",
     "fsst_decode_segments_gpu",
 ]
 
 ESCAPE = 255
 MAX_SYMBOLS = 255
+#: bytes of a symbol table as the segmented kernels read it (:func:`pack_tables`): 256
+#: little-endian u64 symbols, then 256 u8 lengths (a multiple of 8: tables packed back to
+#: back stay aligned)
+TABLE_BYTES = 256 * 8 + 256
 
 # Negative lengths returned by the length core; mapped to error bits.
 _E_TRUNCATED = -1
@@ -378,19 +383,35 @@ def _decode_kernel(symbols, sym_lens, comp, in_offsets, out_offsets, out):
 
 # Segmented kernels: strings of many segments (pages), each with its own symbol
 # table.  CUDA block b works on strings blk_first[b]..blk_end[b] of segment
-# blk_seg[b] only, so the block loads one table into shared memory.
+# blk_seg[b] only, so the block loads one table into shared memory.  The tables
+# are bytes (``tables``, e.g. the staging arena the strings are in): segment s's
+# table starts at byte ``table_pos[s]`` and is TABLE_BYTES long (256 little-endian
+# u64 symbols, then 256 u8 lengths; see :func:`pack_tables`).
+
+
+@dual
+def _table_symbol(tables, at):
+    """The little-endian u64 symbol at byte ``at`` of ``tables``."""
+    v = np.uint64(0)
+    for k in range(8):
+        v |= np.uint64(tables[at + k]) << np.uint64(8 * k)
+    return v
 
 
 @gpu_kernel
-def _seg_lengths_kernel(sym_lens2d, n_symbols, comp, starts, lengths, blk_seg, blk_first, blk_end, out_lens, err):
+def _seg_lengths_kernel(tables, table_pos, n_symbols, comp, starts, lengths, blk_seg, blk_first, blk_end, out_lens, err):
     sh_lens = cuda.shared.array(256, numba.uint8)
     b = cuda.blockIdx.x
     s = np.int64(blk_seg[b])
+    base = np.int64(table_pos[s])
+    ok = base >= 0 and base + TABLE_BYTES <= tables.shape[0]
     t = cuda.threadIdx.x
-    while t < 256:
-        sh_lens[t] = sym_lens2d[s, t]
+    while t < 256:  # an out-of-range table: no symbols (flagged below)
+        sh_lens[t] = tables[base + 2048 + t] if ok else 0
         t += cuda.blockDim.x
     cuda.syncthreads()
+    if not ok and cuda.threadIdx.x == 0:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
     i = np.int64(blk_first[b]) + cuda.threadIdx.x
     if i < np.int64(blk_end[b]):
         st = np.int64(starts[i])
@@ -402,17 +423,21 @@ def _seg_lengths_kernel(sym_lens2d, n_symbols, comp, starts, lengths, blk_seg, b
 
 
 @gpu_kernel
-def _seg_decode_kernel(symbols2d, sym_lens2d, comp, starts, lengths, blk_seg, blk_first, blk_end, out_offsets, out, err):
+def _seg_decode_kernel(tables, table_pos, comp, starts, lengths, blk_seg, blk_first, blk_end, out_offsets, out, err):
     sh_sym = cuda.shared.array(256, numba.uint64)
     sh_lens = cuda.shared.array(256, numba.uint8)
     b = cuda.blockIdx.x
     s = np.int64(blk_seg[b])
+    base = np.int64(table_pos[s])
+    ok = base >= 0 and base + TABLE_BYTES <= tables.shape[0]
     t = cuda.threadIdx.x
-    while t < 256:
-        sh_sym[t] = symbols2d[s, t]
-        sh_lens[t] = sym_lens2d[s, t]
+    while t < 256:  # an out-of-range table: no symbols (flagged below)
+        sh_sym[t] = _table_symbol(tables, base + 8 * t) if ok else np.uint64(0)
+        sh_lens[t] = tables[base + 2048 + t] if ok else 0
         t += cuda.blockDim.x
     cuda.syncthreads()
+    if not ok and cuda.threadIdx.x == 0:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
     i = np.int64(blk_first[b]) + cuda.threadIdx.x
     if i < np.int64(blk_end[b]):
         st = np.int64(starts[i])
@@ -660,20 +685,34 @@ def fsst_decode_segments(symbols2d, lengths2d, n_symbols, compressed, starts, le
     return np.concatenate(offs_parts), out
 
 
-def fsst_lengths_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, segments, out_lens, *, threads_per_block=128):
+def pack_tables(symbols2d, lengths2d, n_symbols):
+    """Per-segment tables as the segmented kernels read them: ``(tables uint8[S *
+    TABLE_BYTES], table_pos int64[S], n_symbols int64[S])``, table ``s`` at byte
+    ``table_pos[s]`` (256 little-endian u64 symbols, then 256 u8 lengths), each validated
+    as :func:`fsst_decode` validates its table."""
+    sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
+    tables = np.concatenate([sym.view(np.uint8).reshape(-1, 2048), sl.reshape(-1, 256)], axis=1).reshape(-1)
+    return tables, TABLE_BYTES * np.arange(nsym.size, dtype=np.int64), nsym
+
+
+def fsst_lengths_segments_gpu(tables, table_pos, n_symbols, compressed, starts, lengths, segments, out_lens, *, threads_per_block=128):
     """Decoded lengths of the strings of every segment (pass 1), one launch for all
     segments: ``out_lens[i]`` is written for every string ``i`` of a segment (in place;
     strings outside the segments are left alone).
 
-    Strings are given as spans, segments as in :func:`fsst_decode_segments`; the segments
-    and tables are host arrays, the spans and ``compressed`` host or device arrays.
+    Strings are given as spans, segments as in :func:`fsst_decode_segments`; segment ``s``
+    uses the table at byte ``table_pos[s]`` of ``tables`` (:func:`pack_tables`' layout;
+    ``tables`` may be the array the strings are in) with ``n_symbols[s]`` symbols (codes
+    past them are corrupt).  The tables are trusted to hold symbol lengths in 0..8 (as
+    :func:`pack_tables` checks); one outside ``tables`` raises.  ``segments``,
+    ``table_pos`` and ``n_symbols`` are host arrays, the rest host or device arrays.
     """
-    sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
     seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
         _seg_lengths_kernel.get()[seg.size, threads_per_block](
-            _device.to_device(sl), _device.to_device(nsym), _device.to_device(compressed, np.uint8),
+            _device.to_device(tables, np.uint8), _device.to_device(np.asarray(table_pos, np.int64)),
+            _device.to_device(np.asarray(n_symbols, np.int64)), _device.to_device(compressed, np.uint8),
             _device.to_device(starts), _device.to_device(lengths),
             _device.to_device(seg), _device.to_device(first), _device.to_device(end), _device.to_device(out_lens), err,
         )
@@ -681,17 +720,17 @@ def fsst_lengths_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, start
     return out_lens
 
 
-def fsst_decode_segments_gpu(symbols2d, lengths2d, n_symbols, compressed, starts, lengths, segments, out_offsets, out_bytes, *, threads_per_block=128):
+def fsst_decode_segments_gpu(tables, table_pos, compressed, starts, lengths, segments, out_offsets, out_bytes, *, threads_per_block=128):
     """Write the decoded strings of every segment (pass 2): string ``i`` goes to
     ``out_bytes[out_offsets[i]:out_offsets[i + 1]]``, where ``out_offsets`` is an exclusive
-    scan of lengths that include pass 1's.  One launch for all segments (in place)."""
-    sym, sl, nsym = _prepare_tables(symbols2d, lengths2d, n_symbols)
+    scan of lengths that include pass 1's (which checked the codes).  Tables as in
+    :func:`fsst_lengths_segments_gpu`.  One launch for all segments (in place)."""
     seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
         _seg_decode_kernel.get()[seg.size, threads_per_block](
-            _device.to_device(sym), _device.to_device(sl), _device.to_device(compressed, np.uint8),
-            _device.to_device(starts), _device.to_device(lengths),
+            _device.to_device(tables, np.uint8), _device.to_device(np.asarray(table_pos, np.int64)),
+            _device.to_device(compressed, np.uint8), _device.to_device(starts), _device.to_device(lengths),
             _device.to_device(seg), _device.to_device(first), _device.to_device(end),
             _device.to_device(out_offsets), _device.to_device(out_bytes, np.uint8), err,
         )

@@ -42,6 +42,7 @@ def datasets(root: Path) -> dict[str, str]:
         "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
         "mixed21": gd.write_mixed_list_pages(lance, root, "2.1"),
         "mixed22": gd.write_mixed_list_pages(lance, root, "2.2"),
+        "fixdict22": gd.write_fixed_dictionaries(lance, root, "2.2"),
     }
 
 
@@ -132,22 +133,27 @@ def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
     for name, lst in named.items():
         out[name] = rows_of(name, lst.arrays()) if len(lst) else []
     out["stage"] = [(it.pos, it.size) for it in unit.stage.items]
-    out["fsst"] = sorted((a, b, n, s.tobytes(), ln.tobytes()) for a, b, s, ln, n in unit.fsst)
+    arena = unit.stage.host_bytes()  # each FSST segment's symbol table, read where it was staged
+    out["fsst"] = sorted((a, b, n, arena[t : t + plan.TABLE_BYTES].tobytes()) for a, b, t, n in unit.fsst)
     out["fills"] = (sorted(unit.fill_fixed), sorted((at(d, 2), n, p) for d, n, p in unit.fill_level), sorted(unit.fill_slots))
-    out["checks"] = sorted(unit.var_checks)
+    out["checks"] = sorted(unit.var_checks + [  # a table leaf's checks as the per-page entries
+        (slot, n, utf8, path, column, page)
+        for slots, counts, utf8, path, column, pages in unit.var_check_rows
+        for slot, n, page in zip(slots.tolist(), counts.tolist(), pages.tolist(), strict=True)
+    ])
     out["remap"] = sorted((at(a), b, t.tobytes()) for a, b, t in unit.remap)
     out["sizes"] = (unit.fixed_size, unit.level_size, unit.nslots, dict(unit.index_size))
     return out
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "fixdict22"])
 def test_bulk_pages_plan_the_same_work_as_page_by_page(datasets, name, monkeypatch):
     """Every leaf's mini-block pages in bulk (threshold 1) against page by page (None), and
     the default threshold: the same work items, staged bytes, fills, FSST tables, checks."""
     uri = datasets[name]
     monkeypatch.setattr(plan, "BULK_MIN_PAGES", None)
     by_page = _work(uri)
-    assert any(by_page[k] for k in ("copy_fixed", "var_chunks", "bits")), "nothing planned"
+    assert any(by_page[k] for k in by_page if k.startswith(("copy_fixed", "var_chunks", "bits", "unpack", "dictionary"))), "nothing planned"
     for threshold in (1, 4):
         monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
         assert _work(uri) == by_page, f"{name}: bulk threshold {threshold}"
@@ -193,24 +199,33 @@ def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
     assert calls["pages"] >= pages // 2  # most pages (all but dictionary / tiny leaves)
 
 
-@pytest.mark.parametrize("name", ["many21", "many22", "rich22"])
+@pytest.mark.parametrize("name", ["many21", "many22", "rich22", "rich21"])
 def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, monkeypatch):
-    """A leaf whose pages are all planned for the device pre-pass is placed as one
-    :class:`plan.DeviceBlock` (its pages' chunk buffers staged by ``add_file_buffers``,
-    neighbours as one range), with the work the page-by-page placement gives (every page a
-    block of its own: ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop)."""
+    """A leaf whose pages are all planned for the device pre-pass is planned as a table of
+    its pages (``LeafPlan.table``: no PagePlan) and placed as one :class:`plan.DeviceBlock`
+    over its rows (its pages' chunk buffers staged by ``add_file_buffers``, neighbours as one
+    range), with the work PagePlan leaves give: placed as one block (``TABLE_LEAVES`` off;
+    ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop) and page by page (every
+    page a block of its own).  Every such leaf (``TABLE_MIN_PAGES`` 1), and the default."""
     uri = datasets[name]
+    if name.startswith("many"):  # their leaves have enough pages for the default too
+        assert any(leaf.table is not None for leaf in _leaves(uri))
+    monkeypatch.setattr(plan, "TABLE_MIN_PAGES", 1)
     leaves = _leaves(uri)
     unit = plan.UnitPlan()
     for leaf in leaves:
         plan.place_leaf(unit, leaf)
-    whole_leaves = [leaf for leaf in leaves if plan._device_leaf(leaf)]
-    assert whole_leaves, "no leaf took the device path"
+    table_leaves = [leaf for leaf in leaves if leaf.table is not None]
+    assert table_leaves, "no leaf was planned as a table"
+    assert all(not leaf.pages for leaf in table_leaves)
+    assert any(leaf.levels_pending for leaf in table_leaves)  # a list leaf (levels settled after the pre-pass)
     blocks = {id(b.leaf): b for b in unit.device_blocks}
-    for leaf in whole_leaves:
+    for leaf in table_leaves:
         block = blocks[id(leaf)]
-        assert block.pages == leaf.pages and len(block.data_pos) == len(leaf.pages)
+        assert block.rows is leaf.table and not block.pages and len(block.data_pos) == len(leaf.table)
     together = _work(uri)
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    assert len([leaf for leaf in _leaves(uri) if plan._device_leaf(leaf)]) == len(table_leaves)
     for threshold in (1, 10**9):
         monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
         assert _work(uri) == together, threshold
@@ -338,7 +353,7 @@ _bad_rle_levels = _chunk_edit("_bad_rle_levels", 8, 3, 8, "The first chunk's Rle
 _huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's value buffer size far past the chunk.")
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22"])
+@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22", "fixdict22"])
 def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
     """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
     its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the
@@ -415,7 +430,9 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
         monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
         on_host = _work(uri)
         monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
-        assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version)
+        for table_min in (1, 10**9):  # list leaves planned as tables of their pages, and with PagePlans
+            monkeypatch.setattr(plan, "TABLE_MIN_PAGES", table_min)
+            assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version, table_min)
         leaves = _leaves(uri)
         list_pages = [pg for leaf in leaves for pg in leaf.pages if pg.has_rep and pg.kind == "mini_block_layout"]
         assert all(leaf.levels_pending for leaf in leaves if any(pg in list_pages for pg in leaf.pages)
@@ -501,11 +518,11 @@ def test_page_layouts_are_parsed_once_per_distinct_protobuf(datasets):
     pagetable.clear()
     before = pagetable.layout_parses
     leaves = _leaves(datasets["many21"])
-    pages = sum(len(leaf.pages) for leaf in leaves)
+    pages = sum(leaf.num_pages for leaf in leaves)
     first = pagetable.layout_parses - before
     assert 0 < first < pages
     again = pagetable.layout_parses
-    assert sum(len(leaf.pages) for leaf in _leaves(datasets["many21"])) == pages
+    assert sum(leaf.num_pages for leaf in _leaves(datasets["many21"])) == pages
     assert pagetable.layout_parses == again
 
 
@@ -546,40 +563,51 @@ def test_shared_column_pages_stay_bounded(datasets, monkeypatch):
     assert 0 < held <= 8 or len(pagetable._columns) == 1
 
 
-def _dictionary_strings(unit: plan.UnitPlan) -> list[tuple[int, list[bytes]]]:
-    """Every variable-width dictionary work row of ``unit`` as ``(first value slot, its
-    dictionary's items)``, read through the unit's staged bytes."""
+def _dictionary_items(unit: plan.UnitPlan) -> list[tuple[int, int, list[bytes]]]:
+    """Every dictionary work row of ``unit`` as ``(first value slot or byte, item width,
+    its dictionary's items)``, read through the unit's staged bytes (variable width: through
+    its staged offsets)."""
     arena = unit.stage.host_bytes()
     out = []
     for lst in unit.dictionary.values():
         a = lst.arrays()
         for items, nitems, offsets, width, dst in zip(a["items"], a["nitems"], a["offsets"], a["width"], a["dst"], strict=True):
-            assert width == 0
-            offs = arena[int(offsets) : int(offsets) + 8 * (int(nitems) + 1)].view(np.int64)
-            out.append((int(dst), [bytes(arena[int(items) + int(offs[i]) : int(items) + int(offs[i + 1])]) for i in range(int(nitems))]))
+            at, n, w = int(items), int(nitems), int(width)
+            if w:
+                out.append((int(dst), w, [bytes(arena[at + w * i : at + w * (i + 1)]) for i in range(n)]))
+                continue
+            offs = arena[int(offsets) : int(offsets) + 8 * (n + 1)].view(np.int64)
+            out.append((int(dst), 0, [bytes(arena[at + int(offs[i]) : at + int(offs[i + 1])]) for i in range(n)]))
     return sorted(out)
 
 
-@pytest.mark.parametrize("name", ["many21", "many22"])
+@pytest.mark.parametrize("name", ["many21", "many22", "fixdict22"])
 def test_a_leafs_dictionaries_are_staged_together(datasets, name, monkeypatch):
-    """The dictionary pages of a string leaf have their dictionaries checked and staged at
-    once (two staged items per leaf, not two per page), and every page's dictionary work
-    row reads the same items as when each page's dictionary is decoded and staged alone."""
+    """The dictionary pages of a leaf have their dictionaries placed at once: a string
+    leaf's checked together and staged as two items (blocks, offsets), a fixed-width leaf's
+    items as one, not one or two per page; every page's dictionary work row reads the same
+    items as when each page's dictionary is decoded and staged alone."""
     leaves = _leaves(datasets[name])
     together = plan.UnitPlan()
     staged = []
     real = plan._stage_dictionaries
-    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: staged.append(len(out := real(unit, leaf))) or out)
+    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: staged.append((leaf.kind, len(out := real(unit, leaf)))) or out)
     for leaf in leaves:
         plan.place_leaf(together, leaf)
-    assert max(staged) >= 2, staged  # a leaf of several dictionary pages took the leaf-wide path
+    placed = {kind for kind, n in staged if n >= 2}  # leaves of several dictionary pages took the leaf-wide path
+    assert placed == ({"var", "fixed"} if name == "fixdict22" else {"var"}), staged
     monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: {})
     alone = plan.UnitPlan()
     for leaf in _leaves(datasets[name]):
         plan.place_leaf(alone, leaf)
-    got, want = _dictionary_strings(together), _dictionary_strings(alone)
+    got, want = _dictionary_items(together), _dictionary_items(alone)
     assert got == want and len(got) >= 2
-    assert len(together.stage.items) < len(alone.stage.items)
+    pages = sum(n for _kind, n in staged)
+    leaves_placed = sum(1 for _kind, n in staged if n >= 2)
+    # per page: one item (fixed) or two (var) alone; per leaf together
+    assert len(alone.stage.items) - len(together.stage.items) >= pages - 2 * leaves_placed
+    if name == "fixdict22":
+        assert any(w for _d, w, _items in got)
 
 
 def test_dictionary_blocks_decoded_together_match_one_by_one():
@@ -630,4 +658,139 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         leaves = _leaves(datasets[name], selection)
         assert leaves
         for leaf in leaves:
+            if leaf.table is not None:  # planned as a table of its pages
+                assert leaf.page_bytes == int(leaf.table.sizes.sum()) > 0, leaf.path
+                continue
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
+
+
+def test_symbol_tables_parsed_together_match_one_by_one(monkeypatch):
+    """``fsst.symbol_tables`` over many FSST symbol tables gives each one's
+    :class:`fsst.SymbolTable` (symbols, lengths, count, compressed flag), and refuses a bad
+    table with its error."""
+    import struct
+
+    from lance_gpu.file.encodings import fsst
+    from lance_gpu.file.encodings.base import DecodeContext
+
+    def raw(symbols: list[bytes], compressed: bool) -> bytes:
+        header = (0x46535354 << 32) | (int(compressed) << 24) | len(symbols)
+        return struct.pack("<Q", header) + b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
+
+    ctx = DecodeContext("<test>", 0)
+    rng = np.random.default_rng(8)
+    raws = [raw([bytes(rng.integers(97, 123, int(rng.integers(1, 9))).astype(np.uint8)) for _ in range(k)], k % 2 == 1)
+            for k in (0, 3, 255, 17, 1)]
+    for few in (1, 10**9):  # the NumPy path, and one by one
+        monkeypatch.setattr(fsst, "_FEW_TABLES", few)
+        symbols, lengths, n, compressed = fsst.symbol_tables(raws, ctx)
+        for j, r in enumerate(raws):
+            one = fsst.SymbolTable(r, ctx)
+            assert symbols[j].tolist() == one.symbols.tolist() and lengths[j].tolist() == one.lengths.tolist()
+            assert (int(n[j]), bool(compressed[j])) == (one.n_symbols, one.compressed)
+    bad_magic = b"\0" + raws[1][1:8][:3] + b"XXXX" + raws[1][8:]
+    bad_length = raws[1][:-1] + b"\x09"
+    monkeypatch.setattr(fsst, "_FEW_TABLES", 1)  # refused by the NumPy path
+    for bad, message in ((raws[2][:100], "truncated"), (bad_magic, "magic"), (bad_length, "outside 1..8"), (b"\0" * 4, "shorter")):
+        with pytest.raises(CorruptFileError, match=message):
+            fsst.symbol_tables([raws[0], bad, raws[1]], ctx)
+
+
+def _device_only_table(n: int, seed: int):
+    """Columns whose pages all go to the device pre-pass (no page dictionary, no FSST, no
+    full-zip or constant pages): integers, nullable ones, floats, booleans, distinct strings, lists."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "i32n": pa.array(rng.integers(0, 1 << 20, n).astype(np.int32), mask=rng.random(n) < 0.2),
+        "f64": pa.array(rng.standard_normal(n)),
+        "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+        "s": pa.array([f"v{i}-{int(x)}" for i, x in enumerate(rng.integers(0, 10**9, n))], mask=rng.random(n) < 0.1),
+        "li": pa.array([None if i % 7 == 0 else [int(v) for v in rng.integers(0, 1000, i % 4)] for i in range(n)], pa.list_(pa.int32())),
+    })
+
+
+def _traced_plan(uri: str) -> tuple[int, int, int]:
+    """``(pages, Python lines run in lance_gpu / cuda_kernels, PagePlans made)`` of planning a
+    whole read of ``uri`` (every leaf planned and placed, the chunk table laid out, and after
+    the pre-pass's CPU form -- not counted -- the levels settled and the work emitted), after
+    one untraced plan (the per-process page selections and layouts are made once).  Not
+    counted: the stager's registration of each range it could not join to the one before
+    (``staging.py``: an item per page where a column's pages lie far apart in the file)."""
+    snap = lance_gpu.dataset(uri)._snapshot
+    (frag,) = snap.fragments
+    sources = [(frag.file_reader(src.path), snap.schema.field(f.name), src.columns)
+               for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
+    made = []
+
+    class CountedPagePlan(plan.PagePlan):
+        __slots__ = ()
+
+        def __init__(self, *args, **kwargs) -> None:
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    def run() -> tuple[int, plan.UnitPlan, list[plan.LeafPlan]]:
+        unit = plan.UnitPlan()
+        leaves = [leaf for reader, af, columns in sources for leaf in plan.plan_field_leaves(reader, af, columns)]
+        for leaf in leaves:
+            plan.place_leaf(unit, leaf)
+        headers.stage(unit)
+        return sum(leaf.num_pages for leaf in leaves), unit, leaves
+
+    run()
+    roots = (str(Path(plan.__file__).parents[1]), str(Path(headers.chk.__file__).parent))
+    lines = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            lines[0] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        name = frame.f_code.co_filename
+        return local if name.startswith(roots) and not name.endswith("staging.py") else None
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan, "PagePlan", CountedPagePlan)
+        sys.settrace(tracer)
+        try:
+            pages, unit, leaves = run()
+        finally:
+            sys.settrace(None)
+        table, _at = unit.chunk_table
+        headers.parse_on_host(table, unit.stage.host_bytes())
+        headers.check(table)
+        sys.settrace(tracer)
+        try:
+            headers.settle_levels(unit, table)
+            headers.emit(unit, table)
+        finally:
+            sys.settrace(None)
+    assert all(leaf.table is not None for leaf in leaves), [leaf.column for leaf in leaves if leaf.table is None]
+    return pages, lines[0], len(made)
+
+
+def test_planning_runs_no_python_per_page(root, monkeypatch):
+    """Leaves whose pages all go to the device pre-pass are planned as tables of their pages:
+    a read of ten times the pages (over 1,000) makes no PagePlan and runs about the same
+    Python lines in the planner (plan, place, chunk table, level settling, emission): O(leaves
+    and distinct layouts), not O(pages) -- counted, not timed."""
+    import pyarrow as pa
+
+    uris = []
+    for n in (2000, 20000):
+        uri = str(root / f"device_only_{n}")
+        tbl = _device_only_table(n, seed=9)
+        batches = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100))
+        lance.write_dataset(batches, uri, data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048,
+                            data_cache_bytes=8 * 2048)
+        uris.append(uri)
+    monkeypatch.setattr(plan, "TABLE_MIN_PAGES", 1)  # the small read's leaves of a few pages too
+    small_pages, small_lines, small_made = _traced_plan(uris[0])
+    big_pages, big_lines, big_made = _traced_plan(uris[1])
+    assert big_pages >= 1000 and big_pages >= 8 * small_pages, (small_pages, big_pages)
+    assert small_made == big_made == 0
+    assert big_lines <= 1.1 * small_lines + 100, (small_pages, small_lines, big_pages, big_lines)

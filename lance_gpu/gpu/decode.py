@@ -169,21 +169,33 @@ def _decode_pages(unit: UnitPlan, arena) -> UnitBuffers:
 def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int) -> None:
     """One launch over every variable-width value of the unit (``n_bytes``: their total,
     ``offsets[nslots]``); a bad value raises ``CorruptFileError`` naming its file, column
-    and page."""
+    and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
+    leaves planned as tables (:attr:`UnitPlan.var_check_rows`, arrays per leaf)."""
     checks = [c for c in unit.var_checks if c[1]]
-    if not checks:
+    blocks = unit.var_check_rows
+    slot = np.concatenate([np.array([c[0] for c in checks], np.int64), *(b[0] for b in blocks)])
+    count = np.concatenate([np.array([c[1] for c in checks], np.int64), *(b[1] for b in blocks)])
+    utf8 = np.concatenate([np.array([c[2] for c in checks], np.bool_), *(np.full(b[0].size, b[2], np.bool_) for b in blocks)])
+    held = count > 0
+    if not held.any():
         return
-    slot = np.array([c[0] for c in checks], np.int64)
-    count = np.array([c[1] for c in checks], np.int64)
-    utf8 = np.array([c[2] for c in checks], np.bool_)
+    at = np.flatnonzero(held)  # the entries checked, in slot order: a bad one's index maps back through this
+    at = at[np.argsort(slot[at], kind="stable")]
+    edges = np.cumsum([len(checks)] + [b[0].size for b in blocks])
 
     def bad_value(bad: int) -> CorruptFileError:
-        _s, _n, is_utf8, path, column, page = checks[bad]
+        k = int(at[bad])
+        if k < len(checks):
+            _s, _n, is_utf8, path, column, page = checks[k]
+        else:
+            b = int(np.searchsorted(edges, k, side="right")) - 1
+            _sl, _cn, is_utf8, path, column, pages = blocks[b]
+            page = int(pages[k - int(edges[b])])
         what = "invalid utf-8 sequence" if is_utf8 else "variable-width offsets out of order or out of bounds"
         return CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
 
     # read back only if a value is bad (with the unit's other error flags)
-    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot, count, utf8, on_bad=bad_value)
+    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot[at], count[at], utf8[at], on_bad=bad_value)
 
 
 def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:
@@ -236,8 +248,8 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
         both = _array.empty(2 * n, np.int64)  # decoded lengths, then the bytes to copy: one launch
         ck.copy_ranges_gpu(src_len, [0, 0], [8 * n, 8 * n], both, [0, 8 * n])
         out_len, copy_len = both[:n], both[n:]
-        seg_bounds, sym, sl, nsym = _fsst_segments(unit)
-        ck.fsst_lengths_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
+        seg_bounds, table_pos, nsym = _fsst_segments(unit)
+        ck.fsst_lengths_segments_gpu(arena, table_pos, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
         # FSST slots are written by the decode pass, not copied
         _fill(copy_len.view(np.uint8), [(8 * lo, 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst])
     offsets, total = _device.exclusive_scan(out_len)
@@ -245,15 +257,12 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
     if total:
         ck.copy_ranges_gpu(arena, src_start[:n], copy_len, data, offsets[:n], max_total=total)  # plain bytes <= all bytes
     if unit.fsst and total:
-        ck.fsst_decode_segments_gpu(sym, sl, nsym, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
+        ck.fsst_decode_segments_gpu(arena, table_pos, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
     return offsets, data, int(total)
 
 
-def _fsst_segments(unit: UnitPlan):
-    """The FSST pages as ``[lo, hi)`` slot ranges with their symbol tables."""
-    segs = sorted(unit.fsst, key=lambda s: s[0])
-    ranges = np.array([[lo, hi] for lo, hi, *_ in segs], np.int64).reshape(-1, 2)
-    sym = np.stack([s[2] for s in segs])
-    sl = np.stack([s[3] for s in segs])
-    nsym = np.array([s[4] for s in segs], np.int64)
-    return ranges, sym, sl, nsym
+def _fsst_segments(unit: UnitPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The FSST pages as ``[lo, hi)`` slot ranges, the arena byte of each one's symbol table
+    (staged with its leaf's others, :func:`plan._stage_fsst_tables`) and its symbol count."""
+    segs = np.array(sorted(unit.fsst), np.int64).reshape(-1, 4)
+    return segs[:, :2], segs[:, 2], segs[:, 3]

@@ -7,9 +7,12 @@ mini-block page of a list leaf whose other pages are full-zip or constant pages
 (:func:`plan._device_lists`: their
 level counts are in-band, the leaf's level regions wait for the pre-pass); it stages their
 chunks (buffer 1) without reading them (:class:`plan.DeviceBlock`: one per leaf whose pages
-all go to the pre-pass, placed with array operations); their chunk metadata (buffer 0: chunk
-starts, sizes and value counts) is decoded for every page of the pass at once, every leaf and
-file (:func:`miniblock.chunk_layouts`: NumPy over all the words).
+all go to the pre-pass, over the rows of its page table, :attr:`plan.LeafPlan.table`); their
+chunk metadata (buffer 0: chunk starts, sizes and value counts) is decoded for every page of
+the pass at once, every leaf and file (:func:`plan.table_chunk_layouts` reads the words in
+the files' maps, :func:`miniblock.chunk_layouts` those of :class:`plan.PagePlan` pages:
+NumPy over all the words).  Pages are keyed by their row in the chunk table (and, for a leaf
+planned as a table, by their row in its page table), not by Python objects.
 Once the unit's bytes are on the device, :func:`parse_and_emit`
 
 1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
@@ -44,10 +47,10 @@ from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
+from lance_gpu.gpu.pagetable import LayoutFacts
 from lance_gpu.gpu.plan import (
     DeviceBlock,
     LeafPlan,
-    PagePlan,
     UnitPlan,
     _add_fsst,
     _Chunks,
@@ -58,6 +61,8 @@ from lance_gpu.gpu.plan import (
     _level_key,
     _value_dst,
     page_level_fills,
+    table_chunk_layouts,
+    table_level_fills,
 )
 
 _NO_END = np.zeros(0, np.int64)
@@ -95,25 +100,25 @@ def _chunk_shape(mb) -> tuple[int, int]:
     return shape, word
 
 
-def _layout_shape(page: PagePlan) -> tuple[int, int]:
-    """:func:`_chunk_shape` of a page, derived once per distinct layout (``LayoutFacts``)."""
-    facts = page.facts
+def _layout_shape(facts: LayoutFacts | None, body) -> tuple[int, int]:
+    """:func:`_chunk_shape` of a layout (``body``), derived once per distinct layout (``facts``)."""
     if facts is None:
-        return _chunk_shape(page.layout)
+        return _chunk_shape(body)
     if facts.chunk_shape is None:
         facts.chunk_shape = _chunk_shape(facts.body)
     return facts.chunk_shape
 
 
-def _chunk_layouts(blocks: list[DeviceBlock], pages: list[PagePlan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(chunks per page, starts, sizes, counts)`` of ``pages`` (the blocks' pages in
-    order): decoded from every page's metadata words at once (:func:`miniblock.chunk_layouts`),
-    but for pages whose chunk layout the planner holds (``parsed``: a row selection's cut
-    pages, :mod:`lance_gpu.gpu.rows`).  A page whose counts do not add up raises the host
-    parser's ``CorruptFileError`` naming its file."""
+def _plan_page_layouts(blocks: list[DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunks per page, starts, sizes, counts)`` of the :class:`PagePlan` pages of
+    ``blocks`` in order: decoded from every page's metadata words at once
+    (:func:`miniblock.chunk_layouts`), but for pages whose chunk layout the planner holds
+    (``parsed``: a row selection's cut pages, :mod:`lance_gpu.gpu.rows`).  A page whose
+    counts do not add up raises the host parser's ``CorruptFileError`` naming its file."""
+    pages = [pg for b in blocks for pg in b.pages]
+    leaves = [b.leaf for b in blocks for _pg in b.pages]
     held = [i for i, pg in enumerate(pages) if "counts" in pg.parsed]
     todo = [i for i, pg in enumerate(pages) if "counts" not in pg.parsed] if held else list(range(len(pages)))
-    leaves = [b.leaf for b in blocks for _pg in b.pages]
     if todo:
         layouts = [pages[i].layout for i in todo]
         metas = [pages[i].buffers[0] for i in todo]
@@ -140,22 +145,55 @@ def _chunk_layouts(blocks: list[DeviceBlock], pages: list[PagePlan]) -> tuple[np
     return per_page, cat[0], cat[1], cat[2]
 
 
+def _chunk_layouts(blocks: list[DeviceBlock], edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunks per page, starts, sizes, counts)`` of every page of ``blocks`` in order (block
+    ``k``'s pages: ``edges[k]:edges[k + 1]``): the pages of leaves planned as tables decoded
+    together (:func:`plan.table_chunk_layouts`, no Python per page), the :class:`PagePlan`
+    pages together (:func:`_plan_page_layouts`), merged in page order."""
+    npages = int(edges[-1])
+    in_table = np.zeros(npages, np.bool_)
+    for k, b in enumerate(blocks):
+        if b.rows is not None:
+            in_table[edges[k] : edges[k + 1]] = True
+    sources = []
+    if in_table.any():
+        bounds, starts, sizes, counts = table_chunk_layouts([b.leaf for b in blocks if b.rows is not None])
+        sources.append((np.flatnonzero(in_table), np.diff(bounds), starts, sizes, counts))
+    if not in_table.all():
+        sources.append((np.flatnonzero(~in_table), *_plan_page_layouts([b for b in blocks if b.rows is None])))
+    if len(sources) == 1:
+        return sources[0][1:]
+    per_page = np.zeros(npages, np.int64)
+    for at, pp, *_rest in sources:
+        per_page[at] = pp
+    bounds = miniblock.exclusive_scan(per_page)
+    n = int(bounds[-1])
+    out = [np.zeros(n, np.int64) for _ in range(3)]
+    for at, _pp, *cols in sources:
+        rows = miniblock.concat_ranges(bounds[at], bounds[at + 1])
+        for dst, col in zip(out, cols, strict=True):
+            dst[rows] = col
+    return per_page, out[0], out[1], out[2]
+
+
 class ChunkTable:
     """The chunk table of a unit's device-parsed pages (host side), before and after the
-    pre-pass.  Its pages are the device blocks' pages in order (``pages``; page ``j`` of the table is
-    of block ``page_block[j]``; per page, as arrays: ``data_pos``, ``vpos``, ``rep_dst``,
-    ``def_dst``, ``num_values``, ``base`` (its leaf's first value slot or byte), ``index_pos``
-    (a dictionary page's index scratch, else -1)); page ``j``'s chunks are rows
-    ``bounds[j]:bounds[j + 1]``; chunk ``i``'s inline blocks are rows ``block_first[i]:block_first[i] + nblocks[i]``
-    of the block table."""
+    pre-pass.  Its pages are the device blocks' pages in order (block ``k``'s are rows
+    ``edges[k]:edges[k + 1]``: the rows of its leaf's page table, or its :class:`PagePlan`
+    pages); per page, as arrays: ``page_block``, ``data_pos``, ``vpos``, ``rep_dst``,
+    ``def_dst``, ``num_values``, ``base`` (its leaf's first value slot or byte),
+    ``index_pos`` (a dictionary page's index scratch, else -1) and ``page_layout`` (its
+    distinct layout: ``layout_body[k]``, ``layout_facts[k]``, each once); page ``j``'s
+    chunks are rows ``bounds[j]:bounds[j + 1]``; chunk ``i``'s inline blocks are rows
+    ``block_first[i]:block_first[i] + nblocks[i]`` of the block table."""
 
     def __init__(self, blocks: list[DeviceBlock]) -> None:
         self.device_blocks = blocks
         nblocks = len(blocks)
-        per_block = np.fromiter((len(b.pages) for b in blocks), np.int64, nblocks)
+        per_block = np.fromiter((b.npages for b in blocks), np.int64, nblocks)
+        self.edges = miniblock.exclusive_scan(per_block)
         self.page_block = np.repeat(np.arange(nblocks, dtype=np.int64), per_block)
-        self.pages = pages = [pg for b in blocks for pg in b.pages]
-        npages = len(pages)
+        npages = int(self.edges[-1])
 
         def cat(name: str) -> np.ndarray:
             parts = [getattr(b, name) for b in blocks]
@@ -165,28 +203,44 @@ class ChunkTable:
 
         pos, size = cat("data_pos"), cat("size")
         self.vpos, self.rep_dst, self.def_dst = cat("vpos"), cat("rep_dst"), cat("def_dst")
-        self.num_values = np.fromiter((pg.num_values for pg in pages), np.int64, npages)
+        self.num_values = np.fromiter(itertools.chain.from_iterable(
+            b.rows.num_values.tolist() if b.rows is not None else [pg.num_values for pg in b.pages] for b in blocks
+        ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
         index = np.fromiter((-1 if b.dictionary is None else b.dictionary[1] for b in blocks), np.int64, nblocks)
         self.index_pos = index[self.page_block]
-        per_page, starts, sizes, counts = _chunk_layouts(blocks, pages)
+        # each distinct layout once (most pages share a few)
+        self.layout_facts: list[LayoutFacts | None] = []
+        self.layout_body: list = []
+        distinct: dict[int, int] = {}
+
+        def index_of(facts: LayoutFacts | None, body) -> int:
+            key = id(facts) if facts is not None else id(body)
+            k = distinct.get(key)
+            if k is None:
+                k = distinct[key] = len(self.layout_body)
+                self.layout_facts.append(facts)
+                self.layout_body.append(body)
+            return k
+
+        which = np.empty(npages, np.int64)
+        for k, b in enumerate(blocks):
+            lo = int(self.edges[k])
+            if b.rows is not None:
+                remap = np.fromiter((index_of(f, f.body) for f in b.rows.layouts), np.int64, len(b.rows.layouts))
+                which[lo : lo + len(b.rows)] = remap[b.rows.layout]
+            else:
+                for j, pg in enumerate(b.pages):
+                    which[lo + j] = index_of(pg.facts, pg.layout)
+        self.page_layout = which
+        per_page, starts, sizes, counts = _chunk_layouts(blocks, self.edges)
         self.bounds = miniblock.exclusive_scan(per_page)
         self.counts = counts
         self.start = starts + np.repeat(pos, per_page)
         self.size = sizes
         self.limit = np.repeat(pos + size, per_page)
-        # each distinct layout's shape once (most pages share a few)
-        distinct: dict[int, int] = {}
-        shape_rows: list[tuple[int, int]] = []
-        which = np.empty(npages, np.int64)
-        for j, pg in enumerate(pages):
-            key = id(pg.facts) if pg.facts is not None else id(pg.layout)
-            k = distinct.get(key)
-            if k is None:
-                k = distinct[key] = len(shape_rows)
-                shape_rows.append(_layout_shape(pg))
-            which[j] = k
+        shape_rows = [_layout_shape(f, body) for f, body in zip(self.layout_facts, self.layout_body, strict=True)]
         shape_word = np.array(shape_rows, np.int64).reshape(-1, 2)[which] if npages else np.zeros((0, 2), np.int64)
         shapes, words = shape_word[:, 0], shape_word[:, 1]
         self.shape = np.repeat(shapes, per_page)
@@ -201,6 +255,10 @@ class ChunkTable:
     def leaf(self, j: int) -> LeafPlan:
         """The leaf of page ``j``."""
         return self.device_blocks[int(self.page_block[j])].leaf
+
+    def body(self, j: int):
+        """The layout message (``MiniBlockLayout``) of page ``j``."""
+        return self.layout_body[int(self.page_layout[j])]
 
     @property
     def nchunks(self) -> int:
@@ -269,11 +327,6 @@ def check(table: ChunkTable) -> None:
             raise leaf.ctx().corrupt(message)
 
 
-def _block_edges(table: ChunkTable) -> list[int]:
-    """The table's page rows of device block ``k``: ``edges[k]:edges[k + 1]``."""
-    return miniblock.exclusive_scan(np.fromiter((len(b.pages) for b in table.device_blocks), np.int64, len(table.device_blocks))).tolist()
-
-
 def _rows(los: list[int], his: list[int]) -> np.ndarray:
     return miniblock.concat_ranges(np.asarray(los, np.int64), np.asarray(his, np.int64))
 
@@ -285,22 +338,31 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     has repetition levels), its leaf's, the leaf's rep / def regions (after every region the
     planner allocated) and each page's first rep / def level; then the level work of the
     leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
-    level fills and remaps (:func:`plan.page_level_fills`).  Call after :func:`check`."""
-    pending: dict[int, tuple[LeafPlan, dict[int, int]]] = {}
-    edges = _block_edges(table)
+    level fills and remaps (:func:`plan.page_level_fills`, :func:`plan.table_level_fills`
+    for a leaf planned as a table: array work over its rows).  Leaves in order of their
+    first block.  Call after :func:`check`."""
+    edges = table.edges.tolist()
+    pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
     for k, block in enumerate(table.device_blocks):
         if block.leaf.levels_pending:
+            if block.rows is not None:  # the leaf's one block: its rows
+                pending[id(block.leaf)] = (block.leaf, edges[k])
+                continue
             _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
-            row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))
+            row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))  # type: ignore[union-attr]
     if not pending:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
-    in_band = (scan[table.bounds[1:]] - scan[table.bounds[:-1]]).tolist()
-    for leaf, row_of in pending.values():
+    in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
+    for leaf, rows in pending.values():
+        if isinstance(rows, int):
+            _settle_table_leaf(unit, table, leaf, rows, in_band)
+            continue
+        levels = in_band.tolist()
         for page in leaf.pages:
-            j = row_of.get(id(page))
+            j = rows.get(id(page))
             if j is not None and page.has_rep:
-                page.num_levels = in_band[j]
+                page.num_levels = levels[j]
         leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
         leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
@@ -308,7 +370,7 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
         for page in leaf.pages:  # in order: the pre-pass's pages and the others
             r = leaf.rep_pos + lpos if leaf.has_rep else -1
             d = leaf.def_pos + lpos if leaf.has_def else -1
-            j = row_of.get(id(page))
+            j = rows.get(id(page))
             if j is not None:
                 table.rep_dst[j] = r
                 table.def_dst[j] = d
@@ -316,6 +378,24 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
                 unit.level_work.pop(id(page))(r, d)
             page_level_fills(unit, leaf, page, r, d)
             lpos += page.num_levels
+
+
+def _settle_table_leaf(unit: UnitPlan, table: ChunkTable, leaf: LeafPlan, lo: int, in_band: np.ndarray) -> None:
+    """:func:`settle_levels` of a leaf planned as a table, whose rows are the chunk table's
+    pages ``lo:lo + len(leaf.table)``: array work, no Python per page."""
+    t = leaf.table
+    assert t is not None
+    hi = lo + len(t)
+    t.num_levels = np.where(t.has_rep, in_band[lo:hi], t.num_levels)
+    leaf.num_levels = int(t.num_levels.sum())
+    leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
+    leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
+    lpos = miniblock.exclusive_scan(t.num_levels)[:-1]
+    r = leaf.rep_pos + lpos if leaf.has_rep else np.full(len(t), -1, np.int64)
+    d = leaf.def_pos + lpos if leaf.has_def else np.full(len(t), -1, np.int64)
+    table.rep_dst[lo:hi] = r
+    table.def_dst[lo:hi] = d
+    table_level_fills(unit, leaf, t, r, d)
 
 
 def _blocks(table: ChunkTable, rows: np.ndarray, at: np.ndarray, nitems: np.ndarray) -> InlineBlocks:
@@ -382,17 +462,16 @@ def _dictionary_key(mb) -> tuple:
 def _emit_group(unit: UnitPlan, table: ChunkTable, members: np.ndarray) -> None:
     j = int(members[0])
     block = table.device_blocks[int(table.page_block[j])]
-    leaf, mb = block.leaf, table.pages[j].layout
+    leaf = block.leaf
     ch = _chunks(table, members)
     dictionary = None if block.dictionary is None else (block.dictionary[0], 0)  # positions in ch.index_first
-    _emit_chunk_work(unit, leaf, mb, ch, int(table.num_values[members].sum()), dictionary, leaf.ctx())
+    _emit_chunk_work(unit, leaf, table.body(j), ch, int(table.num_values[members].sum()), dictionary, leaf.ctx())
 
 
-def _page_group_key(leaf: LeafPlan, page: PagePlan) -> tuple:
-    """:func:`plan._group_key` of a page, derived once per distinct layout and leaf kind."""
-    facts = page.facts
+def _layout_group_key(leaf: LeafPlan, facts: LayoutFacts | None, body) -> tuple:
+    """:func:`plan._group_key` of a layout, derived once per distinct layout and leaf kind."""
     if facts is None:
-        return _group_key(leaf, page.layout)
+        return _group_key(leaf, body)
     key = facts.group_keys.get(leaf.kind)
     if key is None:
         key = facts.group_keys[leaf.kind] = _group_key(leaf, facts.body)
@@ -407,25 +486,27 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
     group is emitted again leaf by leaf, so that the error names its file and column.
     Pages are grouped per device block and distinct layout (array work within a block)."""
     groups: dict[tuple, tuple[list[int], list[int]]] = {}  # key: page row ranges, in order
-    edges = _block_edges(table)
+    edges = table.edges.tolist()
+    layout_of = table.page_layout.tolist()
     for k, block in enumerate(table.device_blocks):
         leaf, lo, hi = block.leaf, edges[k], edges[k + 1]
         if block.dictionary is not None:
-            key = ("dictionary", block.dictionary[0], _dictionary_key(table.pages[lo].layout))
+            key = ("dictionary", block.dictionary[0], _dictionary_key(table.body(lo)))
         elif hi - lo == 1:
-            key = (leaf.kind, leaf.width, _page_group_key(leaf, block.pages[0]))
+            d = layout_of[lo]
+            key = (leaf.kind, leaf.width, _layout_group_key(leaf, table.layout_facts[d], table.layout_body[d]))
         else:
-            keys = {
-                id(pg.facts) if pg.facts is not None else id(pg.layout): (leaf.kind, leaf.width, _page_group_key(leaf, pg))
-                for pg in _distinct_layouts(block.pages)
-            }
-            if len(keys) > 1:  # pages encoded otherwise within the leaf: one range each
-                for j, pg in zip(range(lo, hi), block.pages, strict=True):
-                    los, his = groups.setdefault(keys[id(pg.facts) if pg.facts is not None else id(pg.layout)], ([], []))
-                    los.append(j)
-                    his.append(j + 1)
+            lay = table.page_layout[lo:hi]
+            here = list(dict.fromkeys(layout_of[lo:hi]))
+            keys = {d: (leaf.kind, leaf.width, _layout_group_key(leaf, table.layout_facts[d], table.layout_body[d])) for d in here}
+            if len(set(keys.values())) > 1:  # pages encoded otherwise within the leaf: their rows in each group
+                for d, key in keys.items():
+                    rows = lo + np.flatnonzero(lay == d)
+                    los, his = groups.setdefault(key, ([], []))
+                    los.extend(rows.tolist())
+                    his.extend((rows + 1).tolist())
                 continue
-            (key,) = keys.values()
+            key = keys[here[0]]
         los, his = groups.setdefault(key, ([], []))
         los.append(lo)
         his.append(hi)
@@ -440,22 +521,17 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
             for pages in by_leaf.values():
                 _emit_group(UnitPlan(), table, np.asarray(pages, np.int64))  # raises for the first corrupt leaf
             raise
-    for k, block in enumerate(table.device_blocks):  # FSST symbol tables, per page
+    for k, block in enumerate(table.device_blocks):  # FSST segments: the pages with a symbol table
         leaf = block.leaf
         if leaf.kind != "var" or block.dictionary is not None:
             continue
-        for j, page in zip(range(edges[k], edges[k + 1]), block.pages, strict=True):
-            mb = page.layout
-            if page.num_values and mb.value_compression.WhichOneof("compression") == "fsst":
-                _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(table.vpos[j])), page.num_values, leaf.ctx())
-
-
-def _distinct_layouts(pages: list[PagePlan]) -> list[PagePlan]:
-    """One page of each distinct layout among ``pages`` (by ``LayoutFacts``, else protobuf), in order."""
-    seen: dict[int, PagePlan] = {}
-    for pg in pages:
-        seen.setdefault(id(pg.facts) if pg.facts is not None else id(pg.layout), pg)
-    return list(seen.values())
+        lo = edges[k]
+        if block.rows is not None:
+            for j in unit.fsst_rows.get(id(leaf), _NO_END).tolist():
+                _add_fsst(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))
+            continue
+        for j, page in zip(range(lo, edges[k + 1]), block.pages, strict=True):
+            _add_fsst(unit, id(page), _value_dst(leaf, int(table.vpos[j])), page.num_values)
 
 
 def parse_and_emit(unit: UnitPlan, arena) -> None:

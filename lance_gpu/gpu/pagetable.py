@@ -27,11 +27,15 @@ and a pass's :class:`PageTable` is their concatenation over the pass's leaves (`
 ``page[i]``: which leaf and which page of its column row ``i`` is), with the per-layout
 scalars broadcast by one take each (``kind``, ``num_items``, ``num_visible``, ``has_rep``,
 ``has_def``, ``device_headers``): O(pages) array work, no Python per page once a column's
-arrays exist.  (The planner reads the column selections; the work emission of a leaf whose
-pages all go to the device pre-pass is array work over them, :func:`plan._place_device_leaf`,
-but its pages are still :class:`plan.PagePlan` objects.)  Invariants: ``layouts`` holds each distinct layout of the table once (by
+arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table once (by
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
+
+A leaf whose pages all go to the device pre-pass is planned from its column's arrays as a
+:class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_leaf``): the
+planner, the pre-pass's chunk table (``headers.ChunkTable``), the level settling and the
+work emission key its pages by row, with no per-page Python object; the other leaves
+still plan a ``plan.PagePlan`` per page.
 """
 
 from __future__ import annotations
@@ -199,6 +203,11 @@ class ColumnPages:
             self._all = out
         return out
 
+    def leaf_pages(self, ids: list[int] | None) -> LeafPages:
+        """Pages ``ids`` (None: all) as a :class:`LeafPages` table: array work over the
+        column's arrays and one step per distinct layout."""
+        return _leaf_pages(self, ids)
+
     def arrays(self) -> ColumnArrays:
         """The page arrays (:class:`ColumnArrays`), made once."""
         if self._arrays is not None:
@@ -215,6 +224,57 @@ class ColumnPages:
         num_rows = np.fromiter((p.num_rows for p in pages), np.int64, n)
         self._arrays = ColumnArrays(offsets, sizes, nbuf, num_rows, np.asarray(self.index, np.int32).reshape(n))
         return self._arrays
+
+
+@dataclass(slots=True, eq=False)
+class LeafPages:
+    """Some pages of one leaf column as a table (struct of arrays, ``int64`` unless noted;
+    row ``j`` is the ``j``-th page the leaf decodes, :meth:`ColumnPages.leaf_pages`)::
+
+        ids[j]                 the page's index in its column (error messages)
+        layout[j]   (int32)    its LayoutFacts: ``layouts[layout[j]]`` (every one parses)
+        offsets[j, b], sizes[j, b]   buffer b of the page (padding: 0, 0)
+        num_rows[j]            top-level rows
+        num_values[j]          values (mini-block ``num_items``, full-zip visible items)
+        num_levels[j]          repetition / definition levels: ``num_values``, or with
+                               repetition levels the estimate ``num_values + num_rows`` until
+                               the device pre-pass reads the in-band counts (then theirs)
+        has_rep[j], has_def[j]  (bool)
+
+    A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``)."""
+
+    ids: np.ndarray
+    layout: np.ndarray
+    layouts: list[LayoutFacts]
+    offsets: np.ndarray
+    sizes: np.ndarray
+    num_rows: np.ndarray
+    num_values: np.ndarray
+    num_levels: np.ndarray
+    has_rep: np.ndarray
+    has_def: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def per_layout(self, values: list, dtype) -> np.ndarray:
+        """``values[k]`` (one per distinct layout) of every page."""
+        return np.asarray(values, dtype).reshape(len(self.layouts))[self.layout]
+
+
+def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
+    ca = cp.arrays()
+    sel = np.arange(cp.num_pages, dtype=np.int64) if ids is None else np.asarray(ids, np.int64).reshape(-1)
+    layout = ca.layout[sel]
+    if layout.size and int(layout.min()) < 0:
+        msg = "leaf pages of a page whose layout does not parse (layout_facts raises why)"
+        raise ValueError(msg)
+    layouts = cp.layouts
+    num_rows = ca.num_rows[sel]
+    n = np.asarray([f.num_visible for f in layouts], np.int64).reshape(len(layouts))[layout]
+    rep = np.asarray([f.has_rep for f in layouts], np.bool_).reshape(len(layouts))[layout]
+    dfn = np.asarray([f.has_def for f in layouts], np.bool_).reshape(len(layouts))[layout]
+    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(rep, n + num_rows, n), rep, dfn)
 
 
 def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:
@@ -328,4 +388,4 @@ def clear() -> None:
         _column_pages_held = 0
 
 
-__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "LeafPages", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]

@@ -62,9 +62,15 @@ Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is p
 classified once per process, and a column's pages are read from its page selection
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
-struct of arrays.  What remains per page on the host is its :class:`PagePlan`, its staging
-registration; device-parsed pages are placed as one :class:`DeviceBlock` per leaf, with
-array operations over its pages.
+struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_leaf`:
+mini-block pages without dictionaries, their chunks in the file's memory map; most flat and
+list columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+:attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
+its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
+emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
+layout -- no Python object per page.  Other leaves (page dictionaries, full-zip and constant
+pages, object stores' deferred pages, row selections) still make a :class:`PagePlan` per
+page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -83,6 +89,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
@@ -118,6 +125,13 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
+#: a leaf whose pages all go to the device pre-pass is planned as a table of its pages
+#: (:func:`_table_leaf`: arrays, no :class:`PagePlan`); False: a PagePlan per page (the
+#: tests compare both)
+TABLE_LEAVES = True
+#: ... from this many pages on (below, a PagePlan per page: the table's fixed NumPy cost per
+#: leaf exceeds a few pages' Python, e.g. many small fragments of one page per leaf)
+TABLE_MIN_PAGES = 8
 
 
 class Unsupported(Exception):
@@ -218,7 +232,8 @@ def _index_encoding(enc) -> str:
 
 @dataclass(slots=True)
 class PagePlan:
-    """One page of a leaf, parsed on the host (its work is emitted once the leaf is placed)."""
+    """One page of a leaf, parsed on the host (its work is emitted once the leaf is placed);
+    a leaf planned as a table of its pages (:attr:`LeafPlan.table`) has none."""
 
     info: PageInfo
     kind: str  # "mini_block_layout" | "full_zip_layout" | "constant_layout"
@@ -273,10 +288,17 @@ class LeafPlan:
     #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
+    #: a leaf whose pages all go to the device pre-pass (:func:`_table_leaf`) is planned as
+    #: a table of its pages (``pages`` is empty): no per-page Python object
+    table: pagetable.LeafPages | None = None
 
     @property
     def path(self) -> str:
         return self.reader.path
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.table) if self.table is not None else len(self.pages)
 
     def ctx(self) -> DecodeContext:
         return DecodeContext(self.reader.path, self.column)
@@ -389,11 +411,20 @@ class UnitPlan:
         self.dictionary: dict[int, _Lists] = {}
         # remap of definition levels: (level position, count, table)
         self.remap: list[tuple[int, int, np.ndarray]] = []
-        # fsst segments: (first slot, end slot, symbols, lengths, n_symbols)
-        self.fsst: list[tuple[int, int, np.ndarray, np.ndarray, int]] = []
+        # fsst segments: (first slot, end slot, arena byte of its symbol table, n_symbols)
+        self.fsst: list[tuple[int, int, int, int]] = []
+        #: the staged symbol tables of the FSST pages whose strings are compressed, by ``id``
+        #: of the page (``(id(leaf), row)`` of a leaf planned as a table): (arena byte of its
+        #: table, n_symbols) (:func:`_stage_fsst_tables`)
+        self.fsst_tables: dict[object, tuple[int, int]] = {}
+        #: the rows of those pages, per ``id`` of a leaf planned as a table
+        self.fsst_rows: dict[int, np.ndarray] = {}
         # validation of the decoded variable-width values, one entry per page of a var leaf:
         # (first slot, values, must be UTF-8, file, column, page)
         self.var_checks: list[tuple[int, int, bool, str, int, int]] = []
+        # the same of the leaves planned as tables, per leaf: (first slots, values, must be
+        # UTF-8, file, column, pages) (arrays over its pages)
+        self.var_check_rows: list[tuple[np.ndarray, np.ndarray, bool, str, int, np.ndarray]] = []
         self.paths: set[str] = set()
         #: pages whose value bytes are read from the object store straight into the pinned
         #: slabs (mini-block chunks, full-zip data), by layout: {"mini_block_layout": n, ...}
@@ -673,6 +704,32 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
             pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
+def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of every page of ``leaves`` (planned as tables, :attr:`LeafPlan.table`),
+    in order, as :func:`miniblock.chunk_layouts` gives them: ``(bounds, starts, sizes,
+    counts)``, decoded from the metadata words (buffer 0) read in each file's memory map (no
+    Python per page).  A page whose counts do not add up raises the host parser's
+    ``CorruptFileError`` naming its file."""
+    metas, large, items, nbytes = [], [], [], []
+    for leaf in leaves:
+        t = leaf.table
+        assert t is not None and leaf.reader.mapped is not None  # _table_leaf
+        off, size = t.offsets[:, 0], t.sizes[:, 0]
+        metas.append(leaf.reader.mapped[miniblock.concat_ranges(off, off + size)])
+        large.append(t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_))
+        items.append(t.num_values)
+        nbytes.append(size)
+    if not leaves:
+        return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
+    try:
+        return miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
+                                              np.concatenate(nbytes), leaves[0].ctx())
+    except CorruptFileError:
+        for k, leaf in enumerate(leaves):  # name the file of the first bad page
+            miniblock.chunk_layouts_packed(large[k], items[k], metas[k], nbytes[k], leaf.ctx())
+        raise
+
+
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
     """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
     (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
@@ -701,20 +758,28 @@ def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
         facts.accepted.add(key)
 
 
-def _device_lists(layouts: list[pagetable.LayoutFacts], per_page: list[pagetable.LayoutFacts], nbuf: list[int]) -> bool:
-    """Whether a leaf's pages (``layouts``: its distinct layouts; ``per_page``: each page's,
-    with its buffer count ``nbuf``) are list pages whose mini-block chunk headers the device
-    pre-pass parses: some have repetition levels, every mini-block page has at most two value
-    buffers and its chunks, and the others are full-zip or constant pages.  The mini-block
-    pages' level counts are in-band, so the leaf's level regions are allocated after the
-    pre-pass reads them back (:attr:`LeafPlan.levels_pending`), and the level work of its
-    full-zip and constant pages is emitted then (:attr:`UnitPlan.level_work`)."""
-    return (  # most leaves have no repetition levels: asked first
-        DEVICE_HEADERS and any(f.has_rep for f in layouts if f.kind == "mini_block_layout")
-        and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
+def _device_lists(layouts: list[pagetable.LayoutFacts], cp: pagetable.ColumnPages, at: slice | np.ndarray) -> bool:
+    """Whether a leaf's pages (``layouts``: their distinct layouts; the pages: ``at`` of the
+    column's page arrays ``cp``, read only when the rest holds) are list pages whose
+    mini-block chunk headers the device pre-pass parses: some have repetition levels, every
+    mini-block page has at most two value buffers and its chunks, and the others are
+    full-zip or constant pages.  The mini-block pages' level counts are in-band, so the
+    leaf's level regions are allocated after the pre-pass reads them back
+    (:attr:`LeafPlan.levels_pending`), and the level work of its full-zip and constant pages
+    is emitted then (:attr:`UnitPlan.level_work`)."""
+    for f in layouts:  # most leaves have no repetition levels: asked first
+        if f.has_rep and f.kind == "mini_block_layout":
+            break
+    else:
+        return False
+    if not (
+        DEVICE_HEADERS and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
         and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
-        and all(nb >= 2 for f, nb in zip(per_page, nbuf, strict=True) if f.kind == "mini_block_layout")
-    )
+    ):
+        return False
+    ca = cp.arrays()
+    mini = np.asarray([f.kind == "mini_block_layout" for f in cp.layouts], np.bool_).reshape(len(cp.layouts))
+    return bool(np.all(ca.nbuf[at][mini[ca.layout[at]]] >= 2))
 
 
 #: the page kinds of a list leaf whose mini-block pages the device pre-pass parses
@@ -747,7 +812,11 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    lists_on_device = _device_lists(sel.distinct, sel.layouts, sel.nbuf)
+    at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
+    lists_on_device = _device_lists(sel.distinct, cp, at)
+    if page_ids is None and len(sel.ids) >= TABLE_MIN_PAGES and _table_leaf(reader, cp, sel, lists_on_device):
+        _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
+        return leaf
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -819,6 +888,42 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     return leaf
 
 
+def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
+    """Whether a whole column's pages (``sel``, at least :data:`TABLE_MIN_PAGES`) all go to
+    the device pre-pass with their chunks in the file's memory map: mini-block pages with values and their chunks, without
+    a dictionary, whose chunk headers the device parses (:func:`device_headers`, or list
+    pages :func:`_device_lists` accepts) -- the leaf is then planned as a table of its pages
+    (:func:`_plan_table_leaf`)."""
+    if not (TABLE_LEAVES and DEVICE_HEADERS) or reader.mapped is None or len(sel.ids) < max(TABLE_MIN_PAGES, 1):
+        return False
+    if getattr(reader.io, "needs_request", None) is not None:  # an object store: chunks may be deferred
+        return False
+    for facts in sel.distinct:
+        if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
+            return False
+        if not (lists_on_device or facts.device_headers):
+            return False
+    return int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
+
+
+def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, distinct: list[pagetable.LayoutFacts], lists_on_device: bool) -> None:
+    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table (array
+    work; one step per distinct layout), counted and given their layers as the per-page
+    path does; their chunk layouts are decoded with the pass's others (:mod:`headers`)."""
+    leaf.table = table
+    leaf.levels_pending = lists_on_device
+    distinct_layers = list(dict.fromkeys(f.layers for f in distinct))
+    try:
+        leaf.layers = common_layers(distinct_layers)
+    except ValueError as exc:
+        raise leaf.ctx().corrupt(str(exc)) from exc
+    leaf.has_rep = any(f.has_rep for f in distinct)
+    leaf.has_def = any(f.has_def for f in distinct) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    leaf.num_values = int(table.num_values.sum())
+    leaf.num_levels = int(table.num_levels.sum())
+    leaf.num_rows = int(table.num_rows.sum())
+
+
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
     """Definition level d of a page with layers ``src`` in terms of ``target`` (levels.renumber)."""
     target_index = {m: d + 1 for d, m in enumerate(def_meaning(target))}
@@ -842,6 +947,10 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    _stage_fsst_tables(unit, leaf)
+    if leaf.table is not None:
+        _place_table_leaf(unit, leaf, leaf.table)
+        return
     if _device_leaf(leaf):
         _place_device_leaf(unit, leaf)
         return
@@ -966,6 +1075,54 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         return  # no page needs a fill or a remap
     for pg, r, d in zip(pages, _ints(rep_dst), _ints(def_dst), strict=True):
         page_level_fills(unit, leaf, pg, r, d)
+
+
+def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf planned as a table (:func:`_table_leaf`): its pages'
+    values and levels placed by scans of their counts, their chunks staged together
+    (:meth:`Stager.add_file_buffers`), one :class:`DeviceBlock` over the table's rows; the
+    level fills and remaps of pages whose layout lacks the leaf's levels or layers
+    (:func:`table_level_fills`) where the leaf's levels are known now."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    pending = leaf.levels_pending
+    rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
+    def_at = leaf.def_pos if leaf.has_def and not pending else -1
+    vpos = miniblock.exclusive_scan(t.num_values)[:-1]
+    lpos = miniblock.exclusive_scan(t.num_levels)[:-1]
+    n = len(t)
+    rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
+    def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
+    sizes = np.ascontiguousarray(t.sizes[:, 1])
+    data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
+    if leaf.kind == "var":
+        unit.var_check_rows.append((leaf.slot_lo + vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
+    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
+    if not pending:
+        table_level_fills(unit, leaf, t, rep_dst, def_dst)
+
+
+def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+    """:func:`page_level_fills` of every page of a leaf planned as a table, decided per
+    distinct layout: a loop only over the pages of layouts that need a fill or a remap."""
+    if not (leaf.has_rep or leaf.has_def):
+        return
+    needs = [
+        (leaf.has_rep and not f.has_rep) or (leaf.has_def and (not f.has_def or f.layers != leaf.layers))
+        for f in t.layouts
+    ]
+    if not any(needs):
+        return
+    for j in np.flatnonzero(t.per_layout(needs, np.bool_)).tolist():
+        f = t.layouts[int(t.layout[j])]
+        n = int(t.num_levels[j])
+        if leaf.has_rep and not f.has_rep:
+            unit.fill_level.append((2 * int(rep_dst[j]), 2 * n, b"\x00\x00"))
+        if leaf.has_def:
+            if not f.has_def:
+                unit.fill_level.append((2 * int(def_dst[j]), 2 * n, b"\x00\x00"))
+            elif f.layers != leaf.layers:
+                unit.remap.append((int(def_dst[j]), n, _renumber_table(f.layers, leaf.layers)))
 
 
 def _ints(values: np.ndarray | list[int]) -> list[int]:
@@ -1179,8 +1336,7 @@ def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, di
     mb = page.layout
     if leaf.kind == "var" and int(mb.num_buffers) and page.num_values and dictionary is None:
         if mb.value_compression.WhichOneof("compression") == "fsst":
-            _add_fsst(unit, mb.value_compression.fsst.symbol_table, _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0),
-                      page.num_values, leaf.ctx())
+            _add_fsst(unit, id(page), _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0), page.num_values)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -1261,10 +1417,72 @@ def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray,
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
 
 
-def _add_fsst(unit: UnitPlan, raw_table: bytes, slot: int, n: int, ctx) -> None:
-    table = fsst_enc.SymbolTable(raw_table, ctx)
-    if table.compressed and n:
-        unit.fsst.append((slot, slot + n, table.symbols, table.lengths, table.n_symbols))
+def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
+    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (a
+    :class:`PagePlan`'s ``id``, or ``(id(leaf), row)`` of a leaf planned as a table), where
+    its leaf's tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
+    table = unit.fsst_tables.get(key)
+    if table is not None and n:
+        unit.fsst.append((slot, slot + n, table[0], table[1]))
+
+
+def _layout_fsst(kind: str, body, nbuf: int) -> Any:
+    """The ``Fsst`` message of a layout (``kind``; ``body``: its mini-block / full-zip
+    message, with ``nbuf`` value buffers) whose values are FSST strings (a mini-block layout
+    with values and without a dictionary, or a variable-width full-zip layout), else None."""
+    if kind == "mini_block_layout":
+        if not nbuf or body.HasField("dictionary"):
+            return None
+    elif kind != "full_zip_layout" or body.WhichOneof("details") != "bits_per_offset":
+        return None
+    enc = body.value_compression
+    return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
+
+
+def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
+    """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
+    together (:func:`fsst_enc.symbol_tables`, which refuses a bad one as the CPU reader
+    does), those whose strings are compressed staged as **one** item (table ``j`` at byte
+    ``TABLE_BYTES * j``: 256 little-endian u64 symbols, then 256 u8 lengths, the layout
+    ``cuda_kernels.fsst``'s segmented kernels read in the arena) and recorded in
+    :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
+    each FSST segment names its table's arena byte).  A leaf planned as a table is looked
+    at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
+    if leaf.kind != "var":
+        return
+    keys: list[object] = []
+    raws = []
+    t = leaf.table
+    if t is not None:
+        encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
+        if all(e is None for e in encs):
+            return
+        rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
+        for j in rows.tolist():
+            keys.append((id(leaf), j))
+            raws.append(encs[int(t.layout[j])].symbol_table)
+    else:
+        for pg in leaf.pages:
+            nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
+            enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
+            if enc is not None:
+                keys.append(id(pg))
+                raws.append(enc.symbol_table)
+    if not raws:
+        return
+    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, leaf.ctx())
+    keep = np.flatnonzero(compressed)
+    if not keep.size:
+        return
+    if keep.size == nsym.size:  # all compressed (the usual case)
+        packed = np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
+    else:
+        packed = np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
+    at = unit.stage.add_bytes(packed)
+    for k, j in enumerate(keep.tolist()):
+        unit.fsst_tables[keys[j]] = (at + TABLE_BYTES * k, int(nsym[j]))
+    if t is not None:
+        unit.fsst_rows[id(leaf)] = np.asarray([keys[j][1] for j in keep.tolist()], np.int64)  # type: ignore[index]
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
@@ -1298,6 +1516,16 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
         lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=0, offsets=offsets_pos,
                 dst=_value_dst(leaf, vpos))
         return bits, ipos
+    raw = _fixed_items(leaf, items, ctx)
+    items_pos = unit.stage.add_bytes(raw)
+    lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
+            dst=_value_dst(leaf, vpos))
+    return bits, ipos
+
+
+def _fixed_items(leaf: LeafPlan, items, ctx) -> np.ndarray:
+    """A fixed-width or boolean leaf's decoded dictionary block as the gather reads it:
+    ``leaf.width`` bytes per item (booleans one byte per bit)."""
     if not isinstance(items, FixedWidthBlock) or leaf.kind == "var":
         raise ctx.corrupt("fixed-width dictionary for a variable-width column")
     if leaf.kind == "bool":
@@ -1308,10 +1536,7 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
         if items.bits_per_value != 8 * leaf.width:
             raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
         raw = items.as_bytes()[: items.num_values * leaf.width]
-    items_pos = unit.stage.add_bytes(np.ascontiguousarray(raw, np.uint8))
-    lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
-            dst=_value_dst(leaf, vpos))
-    return bits, ipos
+    return np.ascontiguousarray(raw, np.uint8)
 
 
 def _index_bits(enc) -> int:
@@ -1325,17 +1550,19 @@ def _index_bits(enc) -> int:
 
 
 def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, int]]:
-    """The dictionaries of a variable-width leaf's host-planned dictionary pages placed at
-    once (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives
-    per page): every page's Variable (32-bit offsets) dictionary block, decompressed first
-    where General wraps it, checked by one
-    :func:`variable.decode_blocks32` over all of them, the blocks staged as one buffer and
-    their int64 offsets as another (two staged items per leaf, not two per page), one
-    dictionary work row per page.  Empty (each page staged alone, with its own checks and
-    errors) for fewer than two such pages, other dictionary encodings, or a block that fails
-    a check."""
-    if leaf.kind != "var":
-        return {}
+    """The dictionaries of a leaf's host-planned dictionary pages placed at once
+    (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives per
+    page): one staged item per leaf and kind, not one per page, and one dictionary work row
+    per page naming its items in it (the gather indexes them by page).
+
+    * variable width: every page's Variable (32-bit offsets) block, decompressed first
+      where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
+      them, the blocks staged as one buffer and their int64 offsets as another;
+    * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
+      refusing what the per-page path refuses) and the items staged back to back.
+
+    Empty (each page staged alone, with its own checks and errors) for fewer than two such
+    pages, other variable-width dictionary encodings, or a Variable block that fails a check."""
     pages = []
     for pg in leaf.pages:
         if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
@@ -1343,42 +1570,63 @@ def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, 
         mb = pg.layout
         if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
             continue
-        enc = mb.dictionary
-        general = enc.WhichOneof("compression") == "general"
-        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
-            enc = enc.general.values
-        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
-            return {}
-        off = enc.variable.offsets
-        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
-            return {}
-        pages.append((pg, general))
+        pages.append(pg)
     if len(pages) < 2:
         return {}
     ctx = leaf.ctx()
-    blocks = [general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2]
-              for pg, general in pages]
-    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg, _g in pages), np.int64, len(pages))
-    got = variable_enc.decode_blocks32(blocks, nitems)
-    if got is None:
-        return {}
-    blob, item_start, offsets, first_offset = got
-    blob_pos = unit.stage.add_bytes(blob)
-    offsets_pos = unit.stage.add_bytes(offsets)
+    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg in pages), np.int64, len(pages))
+    if leaf.kind == "var":
+        got = _variable_dictionaries(pages, nitems, ctx)
+        if got is None:
+            return {}
+        blob, item_start, offsets, first_offset = got
+        blob_pos = unit.stage.add_bytes(blob)
+        offsets_pos = unit.stage.add_bytes(offsets)
+        items_at = blob_pos + item_start[: len(pages)]
+        offsets_at = offsets_pos + 8 * first_offset[: len(pages)]
+        width = 0
+    else:
+        decoded = [encodings.decode_block(pg.layout.dictionary, pg.buffers[2], int(n), ctx)
+                   for pg, n in zip(pages, nitems.tolist(), strict=True)]
+        blocks = [_fixed_items(leaf, items, ctx) for items in decoded]
+        sizes = np.fromiter((b.size for b in blocks), np.int64, len(blocks))
+        items_at = unit.stage.add_bytes(np.concatenate(blocks)) + miniblock.exclusive_scan(sizes)[:-1]
+        nitems = np.fromiter((items.num_values for items in decoded), np.int64, len(decoded))
+        offsets_at = np.zeros(len(pages), np.int64)
+        width = leaf.width
     vpos = {}
     v = 0
     for pg in leaf.pages:
         vpos[id(pg)] = v
         v += pg.num_values
     out = {}
-    for k, (pg, _general) in enumerate(pages):
+    for k, pg in enumerate(pages):
         bits = _index_bits(pg.layout.value_compression)
         ipos = unit.alloc_index(bits, pg.num_values)
         lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
-        lst.add(start=ipos, count=pg.num_values, items=blob_pos + int(item_start[k]), nitems=int(nitems[k]), width=0,
-                offsets=offsets_pos + 8 * int(first_offset[k]), dst=_value_dst(leaf, vpos[id(pg)]))
+        lst.add(start=ipos, count=pg.num_values, items=int(items_at[k]), nitems=int(nitems[k]), width=width,
+                offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[id(pg)]))
         out[id(pg)] = (bits, ipos)
     return out
+
+
+def _variable_dictionaries(pages: list[PagePlan], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
+    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks of
+    ``pages`` (decompressed first where General wraps them); None where a page's dictionary
+    is encoded otherwise or a block fails a check."""
+    blocks = []
+    for pg in pages:
+        enc = pg.layout.dictionary
+        general = enc.WhichOneof("compression") == "general"
+        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
+            enc = enc.general.values
+        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
+            return None
+        off = enc.variable.offsets
+        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
+            return None
+        blocks.append(general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2])
+    return variable_enc.decode_blocks32(blocks, nitems)
 
 
 def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
@@ -1476,6 +1724,13 @@ class DeviceBlock:
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, int] | None = None
+    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows
+    #: (``pages`` is empty)
+    rows: pagetable.LeafPages | None = None
+
+    @property
+    def npages(self) -> int:
+        return len(self.rows) if self.rows is not None else len(self.pages)
 
     @classmethod
     def one(cls, leaf: LeafPlan, page: PagePlan, data_pos: int, size: int, vpos: int, rep_dst: int, def_dst: int,
@@ -1527,7 +1782,7 @@ def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: 
         if leaf.kind == "var" and pages[0].layout.value_compression.WhichOneof("compression") == "fsst":
             for i in members:
                 pg = batch.pages[i]
-                _add_fsst(unit, pg.layout.value_compression.fsst.symbol_table, _value_dst(leaf, batch.vpos[i]), pg.num_values, ctx)
+                _add_fsst(unit, id(pg), _value_dst(leaf, batch.vpos[i]), pg.num_values)
 
 
 # -- full-zip ---------------------------------------------------------------------------------
@@ -1588,10 +1843,6 @@ def _stage_fullzip_bytes(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, lo: int
     return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi], leaf.reader.mapped)
 
 
-def _add_fullzip_fsst(unit: UnitPlan, page: PagePlan, shape: _FullZipShape, dst: int, n: int, ctx) -> None:
-    fz = page.layout
-    if not shape.fixed and fz.value_compression.WhichOneof("compression") == "fsst":
-        _add_fsst(unit, fz.value_compression.fsst.symbol_table, dst, n, ctx)
 
 
 def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
@@ -1634,7 +1885,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
             raise ctx.corrupt("full-zip buffer shorter than its values")
     inv = invisible_levels(page.layers)
     inv_pos = unit.add_invisible(inv)
-    _add_fullzip_fsst(unit, page, z, dst, vis, ctx)
+    _add_fsst(unit, id(page), dst, vis)
 
     def work(rep_dst: int, def_dst: int) -> None:
         unit.fullzip.add(
@@ -1714,7 +1965,7 @@ def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int
         def_dst=def_dst + before if z.bits_def else -1, val_dst=dst + before * z.valb if z.fixed else dst + before,
         items=lengths, visible=lengths,
     )
-    _add_fullzip_fsst(unit, page, z, dst, page.num_values, ctx)
+    _add_fsst(unit, id(page), dst, page.num_values)
 
 
 # -- constant / all-null ---------------------------------------------------------------------

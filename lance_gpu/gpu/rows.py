@@ -29,7 +29,7 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import pagetable
-from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, plan_leaf
+from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, plan_leaf, table_chunk_layouts
 
 __all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
 
@@ -246,7 +246,14 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
     """What a plan decodes: ``pages``, mini-block ``chunks``, full-zip ``fullzip_rows`` and
     all ``rows`` (summed over the leaves), for tests and explain output."""
     pages = chunks = fz_rows = 0
+    tables = [leaf for leaf in leaves if leaf.table is not None]
+    if tables:  # leaves planned as tables of their pages: their chunk layouts decoded together
+        bounds = table_chunk_layouts(tables)[0]
+        pages += int(bounds.size - 1)
+        chunks += int(bounds[-1])
     for leaf in leaves:
+        if leaf.table is not None:
+            continue
         # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
         fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout"])
         for pp in leaf.pages:

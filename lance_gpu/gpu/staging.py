@@ -173,7 +173,7 @@ class Stager:
         out = np.zeros(offsets.size, np.int64)
         keys = list(zip([path] * offsets.size, offsets.tolist(), sizes.tolist(), strict=True))
         held = sizes > 0
-        if any(k in self._ranges for k in keys) or int((offsets + sizes).max(initial=0)) > whole.size:
+        if not self._ranges.keys().isdisjoint(keys) or int((offsets + sizes).max(initial=0)) > whole.size:
             for i in np.flatnonzero(held).tolist():  # asked before: as one by one
                 out[i] = self.add_buffer(path, int(offsets[i]), whole[offsets[i] : offsets[i] + sizes[i]], whole)
             return out
@@ -210,7 +210,7 @@ class Stager:
             run_file.append(lo)
         pos = np.asarray(run_pos, np.int64)[run] + off - np.asarray(run_file, np.int64)[run]
         out[idx] = pos
-        self._ranges.update(zip([keys[i] for i in idx.tolist()], pos.tolist(), strict=True))
+        self._ranges.update(zip(zip([path] * idx.size, off.tolist(), size.tolist(), strict=True), pos.tolist(), strict=True))
         return out
 
     @property

@@ -164,6 +164,24 @@ def write_many_pages(lance, root: Path, version: str, n: int = 1600) -> str:
     return uri
 
 
+def write_fixed_dictionaries(lance, root: Path, version: str = "2.2", n: int = 4000) -> str:
+    """One fragment whose low-cardinality fixed-width columns (int64 and float64 in runs;
+    2.2 writes them with page dictionaries, LZ4-compressed) and a dictionary string column
+    span several small pages each, beside a nullable int32 column in runs."""
+    uri = str(root / f"fixed_dictionaries_{version}")
+    rng = np.random.default_rng(3)
+    tbl = pa.table({
+        "runs": pa.array(np.repeat(rng.integers(0, 100, n // 25 + 1), 25)[:n]),
+        "r32": pa.array(np.repeat(rng.integers(0, 50, n // 10 + 1), 10)[:n].astype(np.int32), mask=rng.random(n) < 0.1),
+        "f": pa.array(np.repeat(rng.standard_normal(40), n // 40 + 1)[:n]),
+        "cat": pa.array([WORDS[i] for i in rng.integers(0, 3, n)]),
+    })
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=500))
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_group=500, max_page_bytes=2048,
+                        data_cache_bytes=8 * 2048)
+    return uri
+
+
 def _random_lists(rng: np.random.Generator, n: int, depth: int, null_p: float, empty_p: float, leaf) -> list:
     """``n`` random lists nested ``depth`` deep (null lists with probability ``null_p`` at
     every level, empty ones with ``empty_p``), their items from ``leaf(count)``."""

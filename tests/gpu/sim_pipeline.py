@@ -181,19 +181,25 @@ def test_fsst_segments_match_cpu():
     segments = np.array([[0, 2], [2, 4], [4, 5]])
     offs, data = ck.fsst_decode_segments(sym, sl, nsym, comp, starts, lens, segments)
     assert bytes(data) == b"abcdeAabzzzzcdeB"
+    tables, at, nsym = ck.pack_tables(sym, sl, nsym)
+    # the tables read where they lie among other bytes (the staging arena: after the strings)
+    both = np.concatenate([comp, np.zeros(8 - comp.size % 8, np.uint8), tables])
+    at = at + (both.size - tables.size)
     out_len = _device.to_device(np.zeros(5, np.int64))
-    ck.fsst_lengths_segments_gpu(sym, sl, nsym, comp, starts, lens, segments, out_len)
+    ck.fsst_lengths_segments_gpu(both, at, nsym, both, starts, lens, segments, out_len)
     goffs, total = _device.exclusive_scan(out_len)
     gdata = _device.device_empty(total, np.uint8)
-    ck.fsst_decode_segments_gpu(sym, sl, nsym, comp, starts, lens, segments, goffs, gdata)
+    ck.fsst_decode_segments_gpu(_device.to_device(both), at, both, starts, lens, segments, goffs, gdata)
     np.testing.assert_array_equal(h(goffs), offs)
     assert bytes(h(gdata)) == bytes(data)
     # segments may leave strings out (they keep their lengths); bad codes raise
     out_len = _device.to_device(np.full(5, -1, np.int64))
-    ck.fsst_lengths_segments_gpu(sym[:1], sl[:1], nsym[:1], comp, starts, lens, np.array([[0, 2]]), out_len)
+    ck.fsst_lengths_segments_gpu(both, at[:1], nsym[:1], both, starts, lens, np.array([[0, 2]]), out_len)
     assert h(out_len).tolist() == [6, 2, -1, -1, -1]
     with pytest.raises(CorruptInputError):
-        ck.fsst_lengths_segments_gpu(sym[1:2], sl[1:2], nsym[1:2], comp, starts, lens, np.array([[0, 1]]), out_len)
+        ck.fsst_lengths_segments_gpu(both, at[1:2], nsym[1:2], both, starts, lens, np.array([[0, 1]]), out_len)
+    with pytest.raises(CorruptInputError):  # a table past the bytes
+        ck.fsst_lengths_segments_gpu(both, at[2:] + 8, nsym[2:], both, starts, lens, np.array([[4, 5]]), out_len)
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,6 +338,16 @@ def test_rich_22_planned_in_bulk_matches_pylance(rich22, monkeypatch):
 
 def test_fsst_miniblock(fsst):
     assert_same(lance_gpu.dataset(fsst).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(fsst).to_table(), "fsst")
+
+
+def test_fixed_width_dictionaries_of_many_pages(root):
+    """Fixed-width dictionary pages (int64, float64), several a leaf, their items staged per
+    leaf and gathered by page, and a row selection of them: the GPU read equals pylance's."""
+    uri = gd.write_fixed_dictionaries(lance, root)
+    ours = lance_gpu.dataset(uri)
+    assert_same(ours.to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(uri).to_table(), "fixed dictionaries")
+    rows = [3, 4, 900, 1777, 2500, 3999]
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), "fixed dictionaries take")
 
 
 def test_auto_routes_to_the_gpu(rich22, monkeypatch):

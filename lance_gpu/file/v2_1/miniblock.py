@@ -167,18 +167,45 @@ def chunk_layouts(layouts: list, metas: list[np.ndarray], ctx: DecodeContext) ->
     if np.any(nbytes % word):
         raise ctx.corrupt("mini-block chunk metadata has a partial word")
     per_page = nbytes // word
-    bounds = exclusive_scan(per_page)
     if not npages:
         w = np.zeros(0, np.int64)
     elif not large.any() or large.all():  # one word size: all pages' words in one view
         w = np.concatenate(metas).view("<u4" if large[0] else "<u2").astype(np.int64)
     else:
         w = np.concatenate([m.view("<u4" if lg else "<u2") for m, lg in zip(metas, large.tolist(), strict=True)]).astype(np.int64)
+    num_items = np.fromiter((int(mb.num_items) for mb in layouts), np.int64, npages)
+    return _layouts_of_words(w, per_page, num_items, ctx)
+
+
+def chunk_layouts_packed(large: np.ndarray, num_items: np.ndarray, meta: np.ndarray, meta_sizes: np.ndarray,
+                         ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`chunk_layouts` of pages given as arrays (no Python per page): page ``i``'s
+    metadata (buffer 0) is the next ``meta_sizes[i]`` bytes of ``meta`` (every page's back to
+    back), its ``has_large_chunk`` is ``large[i]`` (u32 words, else u16) and its item count
+    ``num_items[i]``."""
+    large = np.asarray(large, np.bool_)
+    nbytes = np.asarray(meta_sizes, np.int64)
+    word = np.where(large, 4, 2)
+    if np.any(nbytes % word):
+        raise ctx.corrupt("mini-block chunk metadata has a partial word")
+    per_page = nbytes // word
+    first = exclusive_scan(per_page)
+    page_of = np.repeat(np.arange(per_page.size), per_page)
+    at = np.repeat(exclusive_scan(nbytes)[:-1], per_page) + (np.arange(int(first[-1])) - first[:-1][page_of]) * word[page_of]
+    raw = np.concatenate([np.asarray(meta, np.uint8).reshape(-1), np.zeros(4, np.uint8)]).astype(np.int64)
+    w = raw[at] | (raw[at + 1] << 8)
+    wide = large[page_of]
+    w[wide] |= (raw[at[wide] + 2] << 16) | (raw[at[wide] + 3] << 24)
+    return _layouts_of_words(w, per_page, np.asarray(num_items, np.int64), ctx)
+
+
+def _layouts_of_words(w: np.ndarray, per_page: np.ndarray, num_items: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`chunk_layouts` from every page's metadata words ``w`` (``per_page[i]`` of page ``i``)."""
+    bounds = exclusive_scan(per_page)
     sizes = ((w >> 4) + 1) * 8
     in_file = exclusive_scan(sizes)
     starts = in_file[:-1] - np.repeat(in_file[bounds[:-1]], per_page)
     counts = np.left_shift(np.int64(1), w & 0xF)
-    num_items = np.fromiter((int(mb.num_items) for mb in layouts), np.int64, npages)
     nonempty = per_page > 0
     if np.any(num_items[~nonempty] != 0):
         raise ctx.corrupt("mini-block chunk metadata does not add up to num_items")

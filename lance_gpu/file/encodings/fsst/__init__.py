@@ -19,6 +19,8 @@ from lance_gpu.file.encodings import dispatch, variable
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
 _MAGIC = 0x46535354
+#: :func:`symbol_tables` of fewer tables parses them one by one
+_FEW_TABLES = 4
 _FSST_ERRORS = {-1: "a string ends with an escape byte", -2: "a code beyond the symbol table", -3: "offsets outside the data"}
 
 
@@ -44,6 +46,52 @@ class SymbolTable:
         self.symbols = symbols
         self.lengths = lengths
         self.n_symbols = n
+
+
+def symbol_tables(raws: list[bytes], ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Many ``symbol_table`` protobuf fields parsed together (NumPy over all their bytes, no
+    Python per table): ``(symbols uint64[k, 256], lengths uint8[k, 256], n_symbols int64[k],
+    compressed bool[k])``, row ``j`` as :class:`SymbolTable` gives for ``raws[j]`` (entries
+    past ``n_symbols`` zero).  A bad table raises :class:`SymbolTable`'s error for the first."""
+    k = len(raws)
+    if 0 < k < _FEW_TABLES:  # a few: parsed one by one (the NumPy path's fixed cost is higher)
+        symbols = np.empty((k, 256), np.uint64)
+        lengths = np.empty((k, 256), np.uint8)
+        n = np.empty(k, np.int64)
+        compressed = np.empty(k, np.bool_)
+        for j, raw in enumerate(raws):
+            t = SymbolTable(raw, ctx)
+            symbols[j], lengths[j], n[j], compressed[j] = t.symbols, t.lengths, t.n_symbols, t.compressed
+        return symbols, lengths, n, compressed
+    size = np.fromiter(map(len, raws), np.int64, k)
+    if not k or int(size.min()) < 8:
+        _refuse(raws, ctx)
+        if not k:
+            return np.zeros((0, 256), np.uint64), np.zeros((0, 256), np.uint8), np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    start = np.zeros(k, np.int64)
+    np.cumsum(size[:-1], out=start[1:])
+    # padded so that every table's 256 symbol and length slots can be gathered
+    blob = np.frombuffer(b"".join(raws) + bytes(9 * 256 + 8), np.uint8)
+    header = np.ascontiguousarray(blob[start[:, None] + np.arange(8)]).view("<u8").reshape(k)
+    n = (header & np.uint64(0xFF)).astype(np.int64)
+    compressed = ((header >> np.uint64(24)) & np.uint64(1)).astype(np.bool_)
+    slot = np.arange(256)
+    held = slot[None, :] < n[:, None]
+    at = start[:, None] + 8 + 8 * slot[None, :]
+    symbols = np.ascontiguousarray(blob[at[:, :, None] + np.arange(8)]).view("<u8").reshape(k, 256)
+    lengths = blob[start[:, None] + 8 + 8 * n[:, None] + slot[None, :]]
+    symbols = np.where(held, symbols, np.uint64(0))
+    lengths = np.where(held, lengths, np.uint8(0)).astype(np.uint8)
+    bad = ((header >> np.uint64(32)) != _MAGIC) | (size < 8 + 9 * n) | np.any(held & ((lengths < 1) | (lengths > 8)), axis=1)
+    if bad.any():
+        _refuse(raws, ctx)
+    return symbols, lengths, n, compressed
+
+
+def _refuse(raws: list[bytes], ctx: DecodeContext) -> None:
+    """Raise :class:`SymbolTable`'s error for the first bad table of ``raws`` (none: return)."""
+    for raw in raws:
+        SymbolTable(raw, ctx)
 
 
 def decompress(table: SymbolTable, compressed: VariableWidthBlock, ctx: DecodeContext) -> VariableWidthBlock:
