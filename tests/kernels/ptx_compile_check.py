@@ -105,11 +105,18 @@ def _pipeline_cases():
         cases.append((bitunpack._unpack_scatter_kernel, {"T": t}, (z(4, dt), z(2, i64), z(2, i64), z(2, i64), z(2, i64), z(9, dt), z(1, i32))))
     spans11 = [z(2, i64)] * 11
     cases += [
-        (fsst._seg_lengths_kernel, {}, (z((2, 256), u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(3, i64), z(1, i32))),
+        # tables: pack_tables' arena (uint8, a table at each table_pos), then n_symbols per segment
+        (
+            fsst._seg_lengths_kernel,
+            {},
+            (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64),
+             z(3, i64), z(1, i32)),
+        ),
         (
             fsst._seg_decode_kernel,
             {},
-            (z((2, 256), u64), z((2, 256), u8), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64), z(9, u8), z(1, i32)),
+            (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64),
+             z(9, u8), z(1, i32)),
         ),
         (segments._copy_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32))),
         (segments._fill_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32))),
