@@ -88,7 +88,7 @@ def in_background(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[
     or when no core is spare (see the module's docstring).  Either way the caller gets a
     future holding the outcome."""
     if getattr(_THREAD, "in_pool", False) or not spare_core():
-        return _here(fn, *args, **kwargs)
+        return done_now(fn, *args, **kwargs)
     return io_pool().submit(fn, *args, **kwargs)
 
 
@@ -97,11 +97,13 @@ def waiting_in_background(fn: Callable[..., T], /, *args: Any, **kwargs: Any) ->
     background I/O pool, busy cores or not (run at once only when called from one of the
     pool's threads)."""
     if getattr(_THREAD, "in_pool", False):
-        return _here(fn, *args, **kwargs)
+        return done_now(fn, *args, **kwargs)
     return io_pool().submit(fn, *args, **kwargs)
 
 
-def _here(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+def done_now(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+    """``fn(*args, **kwargs)`` run now, in the calling thread, as a finished future holding its
+    result or exception (for callers that hand out futures whether the work ran here or on a pool)."""
     done: Future[T] = Future()
     try:
         done.set_result(fn(*args, **kwargs))

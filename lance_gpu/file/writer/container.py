@@ -44,6 +44,7 @@ from lance_gpu.file.writer.blobs import column_field_ids, encode_blob_page, v2_0
 from lance_gpu.file.writer.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.file.writer.pages_v2_0 import encode_field_v2_0
 from lance_gpu.file.writer.shred import shred
+from lance_gpu.io.background import done_now
 from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blob_descriptions import blob_kind
@@ -311,11 +312,7 @@ class HostFileWriter:
             fut: Future = Future()
             fut.set_result([(0, page, 0)])
         elif self._encode_now(arrays, nbytes):
-            fut = Future()
-            try:
-                fut.set_result(self._encode(arrays, self._fields[i], self.minor))
-            except BaseException as exc:
-                fut.set_exception(exc)
+            fut = done_now(self._encode, arrays, self._fields[i], self.minor)
         else:
             fut = _pool().submit(self._encode, arrays, self._fields[i], self.minor)
         self._inflight.append((i, first_row, nbytes, fut))
