@@ -248,37 +248,39 @@ def write_lists(lance, uri: str, table: pa.Table, version: str, *, rows_per_file
     return uri
 
 
-def mixed_list_pages_table(n: int = 4000, *, seed: int = 1) -> pa.Table:
+def mixed_list_pages_table(n: int = 4000, *, seed: int = 1, run: int = 500) -> pa.Table:
     """List columns whose pages pylance 14 writes in more than one layout (with
-    :func:`write_mixed_list_pages`): ``ls`` short strings in runs of 500 rows between runs of
-    long ones (mini-block and full-zip pages), ``li`` null in rows 2000-2999 (constant pages
-    between mini-block ones), ``lc`` one constant list in rows 1000-1999 (a constant page in
-    2.2), ``ln`` null items and null / empty lists beside the all-null rows (definition
-    levels of every kind)."""
+    :func:`write_mixed_list_pages`): ``ls`` short strings in runs of ``run`` rows between runs
+    of long ones (mini-block and full-zip pages), ``li`` null in the third pair of runs (rows
+    2000-2999 with the default ``run``: constant pages between mini-block ones), ``lc`` one
+    constant list in the second pair (a constant page in 2.2), ``ln`` null items and null /
+    empty lists beside the all-null fourth pair (definition levels of every kind).  Down to
+    ``n=2000, run=250`` pylance 14 still writes every one of these layouts."""
     rng = np.random.default_rng(seed)
 
     def strs(i: int) -> list[str] | None:
         if i % 97 == 5:
             return None
-        if (i // 500) % 2:
+        if (i // run) % 2:
             return [("x" * int(rng.integers(200, 400))) + str(i) for _ in range(i % 3)]
         return [str(i)] * (i % 3)
 
     return pa.table({
         "ls": pa.array([strs(i) for i in range(n)], pa.list_(pa.string())),
-        "li": pa.array([None if (i // 1000) == 2 else [i, i + 1] for i in range(n)], pa.list_(pa.int64())),
-        "lc": pa.array([[7, 7] if (i // 1000) == 1 else [int(x) for x in rng.integers(0, 1000, 2)] for i in range(n)],
+        "li": pa.array([None if i // (2 * run) == 2 else [i, i + 1] for i in range(n)], pa.list_(pa.int64())),
+        "lc": pa.array([[7, 7] if i // (2 * run) == 1 else [int(x) for x in rng.integers(0, 1000, 2)] for i in range(n)],
                        pa.list_(pa.int64())),
-        "ln": pa.array([None if (i // 1000) == 3 or i % 11 == 0 else [] if i % 13 == 0 else [None if i % 3 == 0 else i]
+        "ln": pa.array([None if i // (2 * run) == 3 or i % 11 == 0 else [] if i % 13 == 0 else [None if i % 3 == 0 else i]
                         for i in range(n)], pa.list_(pa.int32())),
     })
 
 
-def write_mixed_list_pages(lance, root: Path, version: str, n: int = 4000) -> str:
-    """:func:`mixed_list_pages_table` in batches of 500 rows and pages of at most 8 KiB."""
-    uri = str(root / f"mixed_list_pages_{version}")
-    tbl = mixed_list_pages_table(n)
-    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=500))
+def write_mixed_list_pages(lance, root: Path, version: str, n: int = 4000, run: int = 500) -> str:
+    """:func:`mixed_list_pages_table` in batches of ``run`` rows (one page per column each) and
+    pages of at most 8 KiB."""
+    uri = str(root / f"mixed_list_pages_{version}_{n}")
+    tbl = mixed_list_pages_table(n, run=run)
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=run))
     lance.write_dataset(reader, uri, data_storage_version=version, max_page_bytes=8192, data_cache_bytes=4 * 8192)
     return uri
 

@@ -1173,11 +1173,13 @@ def _split_datasets(root: Path, table: pa.Table, prefix: str) -> dict[int, str]:
 
 
 def _counted_read(uri: str, what: str, warmed=None) -> tuple[list, dict]:
-    """One device read of ``uri`` (after a first read that compiles the kernels, then
-    ``warmed()``), its device traffic counted; its rows must equal pylance's."""
+    """One device read of ``uri`` (on a GPU after a first read that compiles the kernels; the
+    simulator compiles nothing, and its counts of a first and a second read are equal), after
+    ``warmed()``, its device traffic counted; its rows must equal pylance's."""
     from traffic import count_device_traffic
 
-    list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))  # compile first
+    if not SIMULATOR:
+        list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))  # compile first
     if warmed is not None:
         warmed()
     with count_device_traffic() as c:
@@ -1289,8 +1291,15 @@ def test_flat_nullable_read_budget_unravels_without_flags_or_scan(flat_budget_da
                     assert col._nulls == want, (nfrag, name, col._nulls, want)
 
 
+# Property tests take a few examples in the default run and more with the slow cases.
+def _examples(default: int, slow: int):
+    return pytest.mark.parametrize("examples", [
+        pytest.param(default, id=f"{default}-examples"), pytest.param(slow, id=f"{slow}-examples", marks=pytest.mark.slow)])
+
+
 @pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")
-def test_random_flat_nullable_columns_match_pylance_and_the_cpu(root: Path):
+@_examples(2, 10)
+def test_random_flat_nullable_columns_match_pylance_and_the_cpu(root: Path, examples: int):
     """Property: flat nullable columns of every page kind (gpu_datasets.flat_nullable_table)
     with random null masks of density 0, some or all, page and chunk boundaries from small
     pages and batches, 1-5 fragments, a deletion, 2.1 / 2.2: the GPU read equals pylance's
@@ -1298,7 +1307,7 @@ def test_random_flat_nullable_columns_match_pylance_and_the_cpu(root: Path):
     from hypothesis import HealthCheck, example, given, settings
     from hypothesis import strategies as st
 
-    @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(seed=st.integers(0, 10**6), n=st.integers(1, 64), null_p=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
            frags=st.integers(1, 5), page_bytes=st.sampled_from([None, 1024]), batch=st.sampled_from([7, 33, 64]),
            version=st.sampled_from(["2.1", "2.2"]))
@@ -1333,7 +1342,8 @@ def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, v
     from lance_gpu.file.v2_1 import miniblock
     from lance_gpu.gpu import plan
 
-    uri = gd.write_mixed_list_pages(lance, root, version)
+    # half the rows of test_gpu_plan's copy, the same page layouts (runs of 250 rows, one page each)
+    uri = gd.write_mixed_list_pages(lance, root, version, n=2000, run=250)
     ref = lance.dataset(uri).to_table()
     assert_same(lance_gpu.dataset(uri).to_table(device="cpu"), ref, f"mixed list pages {version} cpu")
     host_parses = []
@@ -1349,14 +1359,15 @@ def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, v
     assert_same(got, ref, f"mixed list pages {version} gpu")
     # measured: 34 / 35 launches (2.1 / 2.2), 3 blocking copies (the pre-pass's one among them)
     assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H and c.get("h2d_pageable", 0) == 0, dict(c)
-    rows = [0, 5, 999, 1000, 1500, 2000, 2999, 3000, 3998]
+    rows = [0, 5, 499, 500, 750, 1000, 1499, 1500, 1998]
     assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed list pages {version} take")
     monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
     assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, f"mixed list pages {version} host parse")
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")
-def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch):
+@_examples(3, 12)
+def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch, examples: int):
     """Property: random list-heavy tables (lists nested 1-3 deep, lists of structs, structs
     of lists, null / empty list and null item densities, page and chunk boundaries from small pages and batches, 1-4 fragments
     with a deletion, 2.1 / 2.2): the GPU read, its list pages' chunk headers parsed by the
@@ -1366,7 +1377,7 @@ def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch):
 
     from lance_gpu.gpu import plan
 
-    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(seed=st.integers(0, 10**6), n=st.integers(1, 160), depth=st.integers(1, 3), null_p=st.sampled_from([0.0, 0.3, 1.0]),
            empty_p=st.sampled_from([0.0, 0.4]), frags=st.integers(1, 4), page_bytes=st.sampled_from([None, 1024]),
            batch=st.sampled_from([7, 64]), version=st.sampled_from(["2.1", "2.2"]))
@@ -1611,8 +1622,15 @@ def test_device_list_levels_check_matches_the_cpu_check():
     assert seen[True] and seen[False], seen
 
 
+# Of the 40 flipped pairs, the CPU path reads 9 (values changed, lists intact: 1, 10, 13, 15,
+# 22, 24, 30, 32, 38) and refuses the rest; the default run takes those 9 and 4 refused ones
+# (36 puts an item in a null list), the slow run all 40.
+_DEFAULT_FLIPS = (0, 1, 2, 10, 13, 15, 22, 24, 30, 32, 35, 36, 38)
+
+
 @pytest.mark.skipif(not SIMULATOR, reason="flips bytes of a file: a small case under the simulator")
-def test_list_levels_flipped_bytes_on_the_gpu_agree_with_the_cpu(tmp_path: Path):
+@pytest.mark.parametrize("flips", [pytest.param(_DEFAULT_FLIPS, id="some"), pytest.param(None, id="all", marks=pytest.mark.slow)])
+def test_list_levels_flipped_bytes_on_the_gpu_agree_with_the_cpu(tmp_path: Path, flips):
     """Bytes flipped in the chunks of a ``list<int32>`` page: wherever the CPU path refuses
     the file (CorruptFileError naming it), so does the GPU path; where it reads, the GPU
     path reads the same lists."""
@@ -1625,7 +1643,8 @@ def test_list_levels_flipped_bytes_on_the_gpu_agree_with_the_cpu(tmp_path: Path)
     _ci, chunk_off, chunk_size = _page_buffers(f)[1]
     original = f.read_bytes()
     refused = 0
-    for pair in _list_page_flips(7, 40, chunk_size):  # flip 36 puts an item in a null list
+    pairs = _list_page_flips(7, 40, chunk_size)
+    for pair in pairs if flips is None else [pairs[k] for k in flips]:
         data = bytearray(original)
         for p in pair:
             data[chunk_off + p] ^= 0xFF
@@ -1705,7 +1724,8 @@ def _random_layout_table(seed: int, n: int, null_p: float) -> pa.Table:
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the property runs small cases under the simulator")
-def test_random_layouts_and_fragment_splits_match_pylance(root: Path):
+@_examples(3, 12)
+def test_random_layouts_and_fragment_splits_match_pylance(root: Path, examples: int):
     """Random rows (null densities 0, 0.3, 1), random fragment splits (1-4 fragments with a
     deletion), file versions 2.1 / 2.2: the GPU read equals pylance's, and the device
     traffic of the read does not grow with the split."""
@@ -1713,7 +1733,7 @@ def test_random_layouts_and_fragment_splits_match_pylance(root: Path):
     from hypothesis import strategies as st
     from traffic import count_device_traffic
 
-    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(seed=st.integers(0, 10**6), n=st.integers(1, 48), null_p=st.sampled_from([0.0, 0.3, 1.0]),
            frags=st.integers(1, 4), version=st.sampled_from(["2.1", "2.2"]))
     def check(seed: int, n: int, null_p: float, frags: int, version: str) -> None:
