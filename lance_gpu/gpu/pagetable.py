@@ -172,6 +172,9 @@ class ColumnPages:
     layouts: list[LayoutFacts]
     _all: PageSelection | None = None
     _arrays: ColumnArrays | None = None
+    _whole: LeafPages | None = None
+    #: the planner's decisions about the whole column, made once (``plan._table_leaf``)
+    memo: dict = field(default_factory=dict)
 
     @property
     def num_pages(self) -> int:
@@ -204,8 +207,13 @@ class ColumnPages:
         return out
 
     def leaf_pages(self, ids: list[int] | None) -> LeafPages:
-        """Pages ``ids`` (None: all) as a :class:`LeafPages` table: array work over the
-        column's arrays and one step per distinct layout."""
+        """Pages ``ids`` (None: all, made once and shared by every leaf reading the whole
+        column: never mutated, see :class:`LeafPages`) as a :class:`LeafPages` table: array
+        work over the column's arrays and one step per distinct layout."""
+        if ids is None:
+            if self._whole is None:
+                self._whole = _leaf_pages(self, None)
+            return self._whole
         return _leaf_pages(self, ids)
 
     def arrays(self) -> ColumnArrays:
@@ -241,7 +249,12 @@ class LeafPages:
                                the device pre-pass reads the in-band counts (then theirs)
         has_rep[j], has_def[j]  (bool)
 
-    A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``)."""
+    A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
+    A whole column's table is shared by the leaves of every file reading that column
+    (:meth:`ColumnPages.leaf_pages`): nobody mutates one; a leaf whose level counts are
+    in-band gets a copy with its own ``num_levels`` (``headers.settle_levels``).  ``memo``
+    holds what is derived from the table once (:meth:`derived`, the planner's per-column
+    decisions); a copy starts with an empty one."""
 
     ids: np.ndarray
     layout: np.ndarray
@@ -253,13 +266,52 @@ class LeafPages:
     num_levels: np.ndarray
     has_rep: np.ndarray
     has_def: np.ndarray
+    memo: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.ids.size)
 
+    def derived(self) -> Derived:
+        """The table's :class:`Derived` scalars and lists, made once."""
+        got = self.memo.get("derived")
+        if got is None:
+            got = self.memo["derived"] = _derived(self)
+        return got
+
     def per_layout(self, values: list, dtype) -> np.ndarray:
         """``values[k]`` (one per distinct layout) of every page."""
         return np.asarray(values, dtype).reshape(len(self.layouts))[self.layout]
+
+
+@dataclass(slots=True, frozen=True)
+class Derived:
+    """What the planner reads of a :class:`LeafPages` table many times, made once: the
+    totals of its values, levels and rows; each page's first value within the table
+    (``vpos``: the exclusive scan of ``num_values``, an array, and ``vpos_list``); and, for
+    tables of a few pages, the values, the chunk buffers' (1) and the chunk metadata's (0)
+    offsets and sizes as lists (scalar placement: NumPy's per-call cost exceeds the loop's).
+    Tables are at least 2 buffers wide (``plan._table_column``)."""
+
+    num_values: int
+    num_levels: int
+    num_rows: int
+    vpos: np.ndarray
+    vpos_list: list[int]
+    values_list: list[int]
+    chunk_offsets: list[int]
+    chunk_sizes: list[int]
+    meta_offsets: list[int]
+    meta_sizes: list[int]
+
+
+def _derived(t: LeafPages) -> Derived:
+    vpos = np.zeros(len(t), np.int64)
+    np.cumsum(t.num_values[:-1], out=vpos[1:])
+    width = t.offsets.shape[1]
+    off = t.offsets[:, 1].tolist() if width > 1 else [0] * len(t)
+    size = t.sizes[:, 1].tolist() if width > 1 else [0] * len(t)
+    return Derived(int(t.num_values.sum()), int(t.num_levels.sum()), int(t.num_rows.sum()), vpos, vpos.tolist(),
+                   t.num_values.tolist(), off, size, t.offsets[:, 0].tolist(), t.sizes[:, 0].tolist())
 
 
 def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
@@ -388,4 +440,4 @@ def clear() -> None:
         _column_pages_held = 0
 
 
-__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "LeafPages", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "Derived", "LayoutFacts", "LeafPages", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]

@@ -126,12 +126,9 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
 #: a leaf whose pages all go to the device pre-pass is planned as a table of its pages
-#: (:func:`_table_leaf`: arrays, no :class:`PagePlan`); False: a PagePlan per page (the
-#: tests compare both)
+#: (:func:`_table_leaf`: arrays, no :class:`PagePlan`), whatever its page count; False: a
+#: PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
-#: ... from this many pages on (below, a PagePlan per page: the table's fixed NumPy cost per
-#: leaf exceeds a few pages' Python, e.g. many small fragments of one page per leaf)
-TABLE_MIN_PAGES = 8
 
 
 class Unsupported(Exception):
@@ -710,15 +707,19 @@ def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray,
     counts)``, decoded from the metadata words (buffer 0) read in each file's memory map (no
     Python per page).  A page whose counts do not add up raises the host parser's
     ``CorruptFileError`` naming its file."""
-    metas, large, items, nbytes = [], [], [], []
+    metas: list[np.ndarray] = []
+    large, items, nbytes = [], [], []
     for leaf in leaves:
         t = leaf.table
         assert t is not None and leaf.reader.mapped is not None  # _table_leaf
-        off, size = t.offsets[:, 0], t.sizes[:, 0]
-        metas.append(leaf.reader.mapped[miniblock.concat_ranges(off, off + size)])
-        large.append(t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_))
+        metas.extend(_table_metas(leaf))
+        got = t.memo.get("chunk_meta")
+        if got is None:  # per column, once
+            got = t.memo["chunk_meta"] = (t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_),
+                                          np.ascontiguousarray(t.sizes[:, 0]))
+        large.append(got[0])
         items.append(t.num_values)
-        nbytes.append(size)
+        nbytes.append(got[1])
     if not leaves:
         return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
     try:
@@ -726,8 +727,20 @@ def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray,
                                               np.concatenate(nbytes), leaves[0].ctx())
     except CorruptFileError:
         for k, leaf in enumerate(leaves):  # name the file of the first bad page
-            miniblock.chunk_layouts_packed(large[k], items[k], metas[k], nbytes[k], leaf.ctx())
+            miniblock.chunk_layouts_packed(large[k], items[k], np.concatenate(_table_metas(leaf)), nbytes[k], leaf.ctx())
         raise
+
+
+def _table_metas(leaf: LeafPlan) -> list[np.ndarray]:
+    """The chunk metadata words (buffer 0) of a table leaf's pages, read in its file's map:
+    slices for a few pages, one gather for more."""
+    t, whole = leaf.table, leaf.reader.mapped
+    assert t is not None and whole is not None
+    if len(t) < DEVICE_BLOCK_MIN_PAGES:
+        d = t.derived()
+        return [whole[o : o + z] for o, z in zip(d.meta_offsets, d.meta_sizes, strict=True)]
+    off, size = t.offsets[:, 0], t.sizes[:, 0]
+    return [whole[miniblock.concat_ranges(off, off + size)]]
 
 
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
@@ -812,11 +825,17 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
-    lists_on_device = _device_lists(sel.distinct, cp, at)
-    if page_ids is None and len(sel.ids) >= TABLE_MIN_PAGES and _table_leaf(reader, cp, sel, lists_on_device):
-        _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
-        return leaf
+    if page_ids is None:
+        got = cp.memo.get(DEVICE_HEADERS)
+        if got is None:  # the column's decisions, made once: its device lists, its table
+            lists = _device_lists(sel.distinct, cp, slice(None))
+            got = cp.memo[DEVICE_HEADERS] = (lists, _table_column(cp, sel, lists))
+        lists_on_device, table_column = got
+        if table_column and _table_leaf(reader):
+            _plan_table_leaf(leaf, cp.leaf_pages(None), lists_on_device)
+            return leaf
+    else:
+        lists_on_device = _device_lists(sel.distinct, cp, np.asarray(sel.ids, np.int64))
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -888,15 +907,12 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     return leaf
 
 
-def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
-    """Whether a whole column's pages (``sel``, at least :data:`TABLE_MIN_PAGES`) all go to
-    the device pre-pass with their chunks in the file's memory map: mini-block pages with values and their chunks, without
-    a dictionary, whose chunk headers the device parses (:func:`device_headers`, or list
-    pages :func:`_device_lists` accepts) -- the leaf is then planned as a table of its pages
-    (:func:`_plan_table_leaf`)."""
-    if not (TABLE_LEAVES and DEVICE_HEADERS) or reader.mapped is None or len(sel.ids) < max(TABLE_MIN_PAGES, 1):
-        return False
-    if getattr(reader.io, "needs_request", None) is not None:  # an object store: chunks may be deferred
+def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
+    """Whether a whole column's pages (``sel``) all go to the device pre-pass: mini-block
+    pages with values and their chunks, without a dictionary, whose chunk headers the device
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts).  Asked once
+    per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on the file."""
+    if not DEVICE_HEADERS or not sel.ids:
         return False
     for facts in sel.distinct:
         if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
@@ -906,22 +922,34 @@ def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetab
     return int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
-def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, distinct: list[pagetable.LayoutFacts], lists_on_device: bool) -> None:
-    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table (array
-    work; one step per distinct layout), counted and given their layers as the per-page
-    path does; their chunk layouts are decoded with the pass's others (:mod:`headers`)."""
+def _table_leaf(reader: LanceFileReader) -> bool:
+    """Whether a column :func:`_table_column` accepts is planned as a table of its pages
+    (:func:`_plan_table_leaf`) in ``reader``'s file: its chunks are in the file's memory map
+    (not an object store, whose chunks may be deferred)."""
+    return TABLE_LEAVES and reader.mapped is not None and getattr(reader.io, "needs_request", None) is None
+
+
+def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
+    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table,
+    counted and given their layers as the per-page path does (from the table's derived
+    totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
+    decoded with the pass's others (:mod:`headers`)."""
     leaf.table = table
     leaf.levels_pending = lists_on_device
-    distinct_layers = list(dict.fromkeys(f.layers for f in distinct))
-    try:
-        leaf.layers = common_layers(distinct_layers)
-    except ValueError as exc:
-        raise leaf.ctx().corrupt(str(exc)) from exc
-    leaf.has_rep = any(f.has_rep for f in distinct)
-    leaf.has_def = any(f.has_def for f in distinct) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
-    leaf.num_values = int(table.num_values.sum())
-    leaf.num_levels = int(table.num_levels.sum())
-    leaf.num_rows = int(table.num_rows.sum())
+    layers = table.memo.get("layers")
+    if layers is None:
+        distinct = table.layouts
+        distinct_layers = list(dict.fromkeys(f.layers for f in distinct))
+        try:
+            common = common_layers(distinct_layers)
+        except ValueError as exc:
+            raise leaf.ctx().corrupt(str(exc)) from exc
+        has_rep = any(f.has_rep for f in distinct)
+        has_def = any(f.has_def for f in distinct) or (len(distinct_layers) > 1 and bool(def_meaning(common)))
+        layers = table.memo["layers"] = (common, has_rep, has_def)
+    leaf.layers, leaf.has_rep, leaf.has_def = layers
+    d = table.derived()
+    leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
 
 
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
@@ -1079,8 +1107,10 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
 
 def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned as a table (:func:`_table_leaf`): its pages'
-    values and levels placed by scans of their counts, their chunks staged together
-    (:meth:`Stager.add_file_buffers`), one :class:`DeviceBlock` over the table's rows; the
+    values and levels placed by the table's scan of its counts (made once per column,
+    :meth:`pagetable.LeafPages.derived`), their chunks staged together
+    (:meth:`Stager.add_file_buffers`; a table of fewer than :data:`DEVICE_BLOCK_MIN_PAGES`
+    pages with scalars), one :class:`DeviceBlock` over the table's rows; the
     level fills and remaps of pages whose layout lacks the leaf's levels or layers
     (:func:`table_level_fills`) where the leaf's levels are known now."""
     whole = leaf.reader.mapped
@@ -1088,21 +1118,36 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     pending = leaf.levels_pending
     rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
     def_at = leaf.def_pos if leaf.has_def and not pending else -1
-    vpos = miniblock.exclusive_scan(t.num_values)[:-1]
-    lpos = miniblock.exclusive_scan(t.num_levels)[:-1]
+    # without pending levels a table leaf has no repetition levels (_table_column): one
+    # level per value, so its pages' first levels are their first values
+    d = t.derived()
     n = len(t)
-    rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
-    def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
-    sizes = np.ascontiguousarray(t.sizes[:, 1])
-    data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
+    data_pos: np.ndarray | list[int]
+    sizes: np.ndarray | list[int]
+    vpos: np.ndarray | list[int]
+    rep_dst: np.ndarray | list[int]
+    def_dst: np.ndarray | list[int]
+    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+        path, add = leaf.path, unit.stage.add_buffer
+        sizes, vpos = d.chunk_sizes, d.vpos_list
+        data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.chunk_offsets, sizes, strict=True)]
+        rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
+        def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
+    else:
+        vpos = d.vpos
+        rep_dst = rep_at + vpos if rep_at >= 0 else np.full(n, -1, np.int64)
+        def_dst = def_at + vpos if def_at >= 0 else np.full(n, -1, np.int64)
+        sizes = np.ascontiguousarray(t.sizes[:, 1])
+        data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
     if leaf.kind == "var":
-        unit.var_check_rows.append((leaf.slot_lo + vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
+        unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
-    if not pending:
+    if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
 
 
-def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray | list[int],
+                      def_dst: np.ndarray | list[int]) -> None:
     """:func:`page_level_fills` of every page of a leaf planned as a table, decided per
     distinct layout: a loop only over the pages of layouts that need a fill or a remap."""
     if not (leaf.has_rep or leaf.has_def):
@@ -1450,39 +1495,63 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
     if leaf.kind != "var":
         return
-    keys: list[object] = []
-    raws = []
     t = leaf.table
     if t is not None:
-        encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
-        if all(e is None for e in encs):
+        got = t.memo.get("fsst")
+        if got is None:  # per column, once: its tables parsed and packed
+            got = t.memo["fsst"] = _table_fsst(t, leaf.ctx())
+        if got is None:
             return
-        rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
-        for j in rows.tolist():
-            keys.append((id(leaf), j))
-            raws.append(encs[int(t.layout[j])].symbol_table)
-    else:
-        for pg in leaf.pages:
-            nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
-            enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
-            if enc is not None:
-                keys.append(id(pg))
-                raws.append(enc.symbol_table)
+        rows, nsym, packed = got
+        at = unit.stage.add_bytes(packed)
+        key = id(leaf)
+        for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
+            unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
+        unit.fsst_rows[key] = rows
+        return
+    keys: list[object] = []
+    raws = []
+    for pg in leaf.pages:
+        nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
+        enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
+        if enc is not None:
+            keys.append(id(pg))
+            raws.append(enc.symbol_table)
     if not raws:
         return
     symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, leaf.ctx())
     keep = np.flatnonzero(compressed)
     if not keep.size:
         return
-    if keep.size == nsym.size:  # all compressed (the usual case)
-        packed = np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
-    else:
-        packed = np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
+    packed = _pack_fsst(symbols, lengths, keep, nsym.size)
     at = unit.stage.add_bytes(packed)
     for k, j in enumerate(keep.tolist()):
         unit.fsst_tables[keys[j]] = (at + TABLE_BYTES * k, int(nsym[j]))
-    if t is not None:
-        unit.fsst_rows[id(leaf)] = np.asarray([keys[j][1] for j in keep.tolist()], np.int64)  # type: ignore[index]
+
+
+def _pack_fsst(symbols: np.ndarray, lengths: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
+    """Tables ``keep`` (of ``n``) in the arena layout (:func:`_stage_fsst_tables`)."""
+    if keep.size == n:  # all compressed (the usual case)
+        return np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
+    return np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
+
+
+def _table_fsst(t: pagetable.LeafPages, ctx: DecodeContext) -> tuple[np.ndarray, list[int], np.ndarray] | None:
+    """The FSST symbol tables of a table leaf's pages, made once per column: the rows whose
+    strings are compressed, their symbol counts and their tables packed in the arena layout
+    (None: no such page)."""
+    encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
+    if all(e is None for e in encs):
+        return None
+    rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
+    raws = [encs[int(t.layout[j])].symbol_table for j in rows.tolist()]  # type: ignore[union-attr]
+    if not raws:
+        return None
+    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, ctx)
+    keep = np.flatnonzero(compressed)
+    if not keep.size:
+        return None
+    return rows[keep], nsym[keep].tolist(), _pack_fsst(symbols, lengths, keep, nsym.size)
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
