@@ -212,7 +212,7 @@ def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, mo
     unit = plan.UnitPlan()
     for leaf in leaves:
         plan.place_leaf(unit, leaf)
-    table_leaves = [leaf for leaf in leaves if leaf.table is not None]
+    table_leaves = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "mini_block_layout"]
     assert table_leaves, "no leaf was planned as a table"
     assert all(not leaf.pages for leaf in table_leaves)
     assert any(leaf.levels_pending for leaf in table_leaves)  # a list leaf (levels settled after the pre-pass)
@@ -792,21 +792,21 @@ def test_planning_runs_no_python_per_page(root, monkeypatch):
 
 
 def test_one_page_leaves_plan_as_tables(root):
-    """Many small fragments (one page per leaf) are planned as tables of their pages too: no
-    PagePlan, and the Python lines run per leaf (plan, place, chunk table, levels, emission)
-    stay what they are for a few fragments (O(leaves): four times the fragments, about four
-    times the lines) and no more than a leaf of many pages takes -- counted, not timed."""
+    """Many small fragments (one page per leaf: mini-block pages, and the full-zip pages of
+    long strings and embeddings) are planned as tables of their pages: no PagePlan, and the
+    Python lines run per leaf (plan, place, chunk table, levels, emission) stay what they
+    are for a few fragments (O(leaves): four times the fragments, about four times the
+    lines) and no more than a leaf of many pages takes -- counted, not timed."""
     import pyarrow as pa
 
+    names = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]
     counted = {}
     for nfrag in (4, 16):
         uri = str(root / f"one_page_{nfrag}")
-        tbl = _device_only_table(20 * nfrag, seed=5)
-        lance.write_dataset(tbl, uri, data_storage_version="2.1", max_rows_per_file=20)
+        lance.write_dataset(gd.rich_table(20 * nfrag, seed=5).select(names), uri, data_storage_version="2.1", max_rows_per_file=20)
         counted[nfrag] = _traced_plan(uri)
-    leaves = 6  # the table's columns: one leaf each, one page per leaf and fragment
     for nfrag, (pages, _lines, made) in counted.items():
-        assert pages == leaves * nfrag and made == 0, (nfrag, pages, made)
+        assert pages == len(names) * nfrag and made == 0, (nfrag, pages, made)
     few, many = counted[4][1], counted[16][1]
     assert many <= 4.4 * few, (few, many)
     uri = str(root / "one_fragment_many_pages")
@@ -814,5 +814,32 @@ def test_one_page_leaves_plan_as_tables(root):
     lance.write_dataset(pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100)), uri,
                         data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048, data_cache_bytes=8 * 2048)
     pages, lines, made = _traced_plan(uri)
-    assert pages >= 8 * leaves and made == 0
-    assert many / (16 * leaves) <= 1.1 * lines / leaves, (many, lines)
+    assert pages >= 8 * 6 and made == 0
+    assert many / (16 * len(names)) <= 1.1 * lines / 6, (many, lines)
+
+
+@pytest.mark.parametrize(("what", "message"), [
+    ("data", "full-zip buffer shorter than its values"),
+    ("index", "full-zip repetition index has an impossible width"),
+])
+def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message):
+    """A leaf of full-zip pages planned as a table is checked over its rows at once, with
+    the per-page path's messages naming the file: a data buffer shorter than its values, a
+    repetition index whose size is not a whole width per row."""
+    import dataclasses
+
+    uri = str(root / "fullzip_checks")
+    if not Path(uri).exists():
+        lance.write_dataset(gd.rich_table(300, seed=2).select(["emb", "long"]), uri, data_storage_version="2.1")
+    leaves = _leaves(uri)
+    leaf = next(lf for lf in leaves if lf.table is not None and lf.table.layouts[0].kind == "full_zip_layout"
+                and (what == "data" or lf.kind == "var"))
+    sizes = leaf.table.sizes.copy()
+    if what == "data":
+        sizes[0, 0] = 1
+    else:
+        sizes[0, 1] += 1
+    leaf.table = dataclasses.replace(leaf.table, sizes=sizes, memo={})
+    with pytest.raises(CorruptFileError, match=message) as got:
+        plan.place_leaf(plan.UnitPlan(), leaf)
+    assert leaf.path in str(got.value)

@@ -31,11 +31,13 @@ arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table o
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 
-A leaf whose pages all go to the device pre-pass is planned from its column's arrays as a
-:class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_leaf``): the
-planner, the pre-pass's chunk table (``headers.ChunkTable``), the level settling and the
-work emission key its pages by row, with no per-page Python object; the other leaves
-still plan a ``plan.PagePlan`` per page.
+A leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
+from its column's arrays as a :class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`;
+``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
+the level settling and the work emission key its pages by row, with no per-page Python
+object; a whole column's table, and what the planner derives from it, is made once and
+shared by every file reading the column.  The other leaves (dictionaries, constant pages,
+row selections, object stores) still plan a ``plan.PagePlan`` per page.
 """
 
 from __future__ import annotations
@@ -244,9 +246,10 @@ class LeafPages:
         offsets[j, b], sizes[j, b]   buffer b of the page (padding: 0, 0)
         num_rows[j]            top-level rows
         num_values[j]          values (mini-block ``num_items``, full-zip visible items)
-        num_levels[j]          repetition / definition levels: ``num_values``, or with
-                               repetition levels the estimate ``num_values + num_rows`` until
-                               the device pre-pass reads the in-band counts (then theirs)
+        num_levels[j]          repetition / definition levels: a full-zip page's items; a
+                               mini-block page's ``num_values``, or with repetition levels
+                               the estimate ``num_values + num_rows`` until the device
+                               pre-pass reads the in-band counts (then theirs)
         has_rep[j], has_def[j]  (bool)
 
     A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
@@ -286,31 +289,35 @@ class LeafPages:
 @dataclass(slots=True, frozen=True)
 class Derived:
     """What the planner reads of a :class:`LeafPages` table many times, made once: the
-    totals of its values, levels and rows; each page's first value within the table
-    (``vpos``: the exclusive scan of ``num_values``, an array, and ``vpos_list``); and, for
-    tables of a few pages, the values, the chunk buffers' (1) and the chunk metadata's (0)
-    offsets and sizes as lists (scalar placement: NumPy's per-call cost exceeds the loop's).
-    Tables are at least 2 buffers wide (``plan._table_column``)."""
+    totals of its values, levels and rows; each page's first value and level within the
+    table (``vpos``, ``lpos``: exclusive scans of ``num_values``, ``num_levels``; and
+    ``vpos_list``); and, for tables of a few pages, the values and the offsets and sizes of
+    buffers 0 and 1 (mini-block: chunk metadata and chunks; full-zip: data and repetition
+    index; 0 where a page has no such buffer) as lists (scalar placement: NumPy's per-call
+    cost exceeds the loop's)."""
 
     num_values: int
     num_levels: int
     num_rows: int
     vpos: np.ndarray
+    lpos: np.ndarray
     vpos_list: list[int]
     values_list: list[int]
-    chunk_offsets: list[int]
-    chunk_sizes: list[int]
-    meta_offsets: list[int]
-    meta_sizes: list[int]
+    buf1_offsets: list[int]
+    buf1_sizes: list[int]
+    buf0_offsets: list[int]
+    buf0_sizes: list[int]
 
 
 def _derived(t: LeafPages) -> Derived:
     vpos = np.zeros(len(t), np.int64)
     np.cumsum(t.num_values[:-1], out=vpos[1:])
+    lpos = np.zeros(len(t), np.int64)
+    np.cumsum(t.num_levels[:-1], out=lpos[1:])
     width = t.offsets.shape[1]
     off = t.offsets[:, 1].tolist() if width > 1 else [0] * len(t)
     size = t.sizes[:, 1].tolist() if width > 1 else [0] * len(t)
-    return Derived(int(t.num_values.sum()), int(t.num_levels.sum()), int(t.num_rows.sum()), vpos, vpos.tolist(),
+    return Derived(int(t.num_values.sum()), int(t.num_levels.sum()), int(t.num_rows.sum()), vpos, lpos, vpos.tolist(),
                    t.num_values.tolist(), off, size, t.offsets[:, 0].tolist(), t.sizes[:, 0].tolist())
 
 
@@ -323,10 +330,15 @@ def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
         raise ValueError(msg)
     layouts = cp.layouts
     num_rows = ca.num_rows[sel]
-    n = np.asarray([f.num_visible for f in layouts], np.int64).reshape(len(layouts))[layout]
-    rep = np.asarray([f.has_rep for f in layouts], np.bool_).reshape(len(layouts))[layout]
-    dfn = np.asarray([f.has_def for f in layouts], np.bool_).reshape(len(layouts))[layout]
-    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(rep, n + num_rows, n), rep, dfn)
+    k = len(layouts)
+    n = np.asarray([f.num_visible for f in layouts], np.int64).reshape(k)[layout]
+    rep = np.asarray([f.has_rep for f in layouts], np.bool_).reshape(k)[layout]
+    dfn = np.asarray([f.has_def for f in layouts], np.bool_).reshape(k)[layout]
+    # levels: a full-zip page's items; a mini-block page's values, or with repetition levels
+    # the estimate values + rows
+    items = np.asarray([f.num_items if f.kind == "full_zip_layout" else f.num_visible for f in layouts], np.int64).reshape(k)[layout]
+    estimate = np.asarray([f.has_rep and f.kind == "mini_block_layout" for f in layouts], np.bool_).reshape(k)[layout]
+    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(estimate, items + num_rows, items), rep, dfn)
 
 
 def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:

@@ -68,9 +68,13 @@ list columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
-layout -- no Python object per page.  Other leaves (page dictionaries, full-zip and constant
-pages, object stores' deferred pages, row selections) still make a :class:`PagePlan` per
-page and register its staging page by page.
+layout -- no Python object per page; so is a leaf of full-zip pages only (long strings,
+embeddings: :func:`_place_fullzip_table`).  What such a table derives from its column (its
+totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
+and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
+scalar steps.  Other leaves (page dictionaries, constant pages, full-zip pages beside
+mini-block ones, object stores' deferred pages, row selections) still make a
+:class:`PagePlan` per page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -285,8 +289,9 @@ class LeafPlan:
     #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
-    #: a leaf whose pages all go to the device pre-pass (:func:`_table_leaf`) is planned as
-    #: a table of its pages (``pages`` is empty): no per-page Python object
+    #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages
+    #: (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
+    #: per-page Python object
     table: pagetable.LeafPages | None = None
 
     @property
@@ -738,7 +743,7 @@ def _table_metas(leaf: LeafPlan) -> list[np.ndarray]:
     assert t is not None and whole is not None
     if len(t) < DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
-        return [whole[o : o + z] for o, z in zip(d.meta_offsets, d.meta_sizes, strict=True)]
+        return [whole[o : o + z] for o, z in zip(d.buf0_offsets, d.buf0_sizes, strict=True)]
     off, size = t.offsets[:, 0], t.sizes[:, 0]
     return [whole[miniblock.concat_ranges(off, off + size)]]
 
@@ -908,11 +913,17 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
 
 
 def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
-    """Whether a whole column's pages (``sel``) all go to the device pre-pass: mini-block
-    pages with values and their chunks, without a dictionary, whose chunk headers the device
-    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts).  Asked once
-    per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on the file."""
-    if not DEVICE_HEADERS or not sel.ids:
+    """Whether a whole column's pages (``sel``) are planned as a table: all full-zip pages
+    with their data buffer (:func:`_place_fullzip_table`), or all going to the device
+    pre-pass: mini-block pages with values and their chunks, without a dictionary, whose
+    chunk headers the device parses (:func:`device_headers`, or list pages
+    :func:`_device_lists` accepts).  Asked once per column (``ColumnPages.memo``);
+    :func:`_table_leaf` adds what depends on the file."""
+    if not sel.ids:
+        return False
+    if all(f.kind == "full_zip_layout" for f in sel.distinct):
+        return int(cp.arrays().nbuf.min()) >= 1
+    if not DEVICE_HEADERS:
         return False
     for facts in sel.distinct:
         if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
@@ -977,7 +988,10 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
     if leaf.table is not None:
-        _place_table_leaf(unit, leaf, leaf.table)
+        if leaf.table.layouts[0].kind == "full_zip_layout":  # (a table's pages are of one kind)
+            _place_fullzip_table(unit, leaf, leaf.table)
+        else:
+            _place_table_leaf(unit, leaf, leaf.table)
         return
     if _device_leaf(leaf):
         _place_device_leaf(unit, leaf)
@@ -1129,8 +1143,8 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     def_dst: np.ndarray | list[int]
     if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
         path, add = leaf.path, unit.stage.add_buffer
-        sizes, vpos = d.chunk_sizes, d.vpos_list
-        data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.chunk_offsets, sizes, strict=True)]
+        sizes, vpos = d.buf1_sizes, d.vpos_list
+        data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, sizes, strict=True)]
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
         def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
     else:
@@ -1144,6 +1158,135 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
     if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
+
+
+@dataclass(slots=True, eq=False)
+class _FullZipTable:
+    """What the work of a table of full-zip pages needs that does not depend on the file or
+    the unit, made once per column (``LeafPages.memo``; the page facts of its distinct
+    layouts broadcast to its rows): ``indexed``, per page: it reads its repetition index
+    (buffer 1: repetition levels or variable-width values); ``copy``: the rows of fixed
+    values without control words (a plain copy of ``copy_len`` bytes); ``walk``: the other
+    rows (a full-zip walk each), with the walk's columns that do not depend on placement
+    (``cols``), ``rep``, ``defs`` (the rows with repetition / definition levels), ``inv``
+    (their invisible-level tables back to back) and ``inv_at`` (each one's first entry);
+    ``all_walk``: ``walk`` is every row."""
+
+    indexed: np.ndarray
+    copy: np.ndarray
+    copy_len: np.ndarray
+    walk: np.ndarray
+    all_walk: bool
+    cols: dict[str, np.ndarray]
+    rep: np.ndarray
+    defs: np.ndarray
+    inv: np.ndarray
+    inv_at: np.ndarray
+
+
+def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
+    """:class:`_FullZipTable` of ``t``, after the checks :func:`parse_page` and
+    :func:`_emit_fullzip` make of each page (over the rows at once; the first bad page, in
+    page order, raises the per-page path's message, naming ``leaf``'s file)."""
+    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv")}
+    invs = []
+    for f in t.layouts:
+        fz = f.body
+        fixed = fz.WhichOneof("details") == "bits_per_value"
+        br, bd = int(fz.bits_rep), int(fz.bits_def)
+        inv = np.asarray(invisible_levels(f.layers), np.bool_).reshape(-1)
+        for k, v in (("bits_rep", br), ("bits_def", bd), ("ctrl", _ctrl_bytes(br + bd)), ("fixed", fixed),
+                     ("valb", int(fz.bits_per_value) // 8 if fixed else 0), ("offb", 0 if fixed else int(fz.bits_per_offset) // 8),
+                     ("ninv", inv.size)):
+            facts[k].append(v)
+        invs.append(inv)
+    lay = t.layout
+    per = {k: np.asarray(v, np.bool_ if k == "fixed" else np.int64).reshape(len(t.layouts))[lay] for k, v in facts.items()}
+    n, vis, rows, size0 = t.num_levels, t.num_values, t.num_rows, np.ascontiguousarray(t.sizes[:, 0])
+    copy = per["fixed"] & (per["ctrl"] == 0)
+    indexed = (per["bits_rep"] > 0) | ~per["fixed"]
+    stride = per["ctrl"] + per["valb"]
+    has_index = t.offsets.shape[1] > 1
+    size1 = np.ascontiguousarray(t.sizes[:, 1]) if has_index else np.zeros(len(t), np.int64)
+    iwidth, rem = np.divmod(size1, rows + 1)
+    bad_index = indexed & ((rem != 0) | ~np.isin(iwidth, (1, 2, 4, 8)))
+    bad = (copy & ((size0 < n * per["valb"]) | (vis != n))) | (~copy & bad_index) | \
+        (~copy & ~indexed & ((rows != n) | (size0 < n * stride)))
+    if bad.any():
+        ctx = leaf.ctx()
+        j = int(np.flatnonzero(bad)[0])
+        if copy[j] and size0[j] >= n[j] * per["valb"][j]:
+            raise ctx.corrupt(f"full-zip page has {int(n[j])} values, expected {int(vis[j])}")
+        if bad_index[j] and not has_index:
+            raise ctx.corrupt("full-zip page lacks its repetition index")
+        raise ctx.corrupt("full-zip repetition index has an impossible width" if bad_index[j] else "full-zip buffer shorter than its values")
+    walk = np.flatnonzero(~copy)
+    w_ix = indexed[walk]
+    cols = {
+        "rows": rows[walk], "size": size0[walk], "iwidth": np.where(w_ix, iwidth[walk], 0), "stride": np.where(w_ix, 0, stride[walk]),
+        "ctrl": per["ctrl"][walk], "bits_def": per["bits_def"][walk], "offb": per["offb"][walk], "valb": per["valb"][walk],
+        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk],
+    }
+    inv_lo = miniblock.exclusive_scan(np.asarray(facts["ninv"], np.int64))[:-1][lay[walk]]
+    inv = np.concatenate(invs)[miniblock.concat_ranges(inv_lo, inv_lo + cols["ninv"])] if invs else np.zeros(0, np.bool_)
+    return _FullZipTable(indexed, np.flatnonzero(copy), (n * per["valb"])[copy], walk, bool(walk.size == len(t)), cols,
+                         per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1])
+
+
+def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf of full-zip pages planned as a table (:func:`_table_column`):
+    the work :func:`_emit_fullzip` gives page by page, from what is made once per column
+    (:func:`_fullzip_table`) and a few array operations per leaf: each page's data (buffer
+    0) and, where read, repetition index (buffer 1) staged in page order (scalars for fewer
+    than :data:`DEVICE_BLOCK_MIN_PAGES` pages), fixed values without control words copied,
+    the others one full-zip walk row each with their invisible-level tables registered;
+    FSST segments of the pages with a symbol table; the level fills of pages whose layout
+    lacks the leaf's levels."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    z = t.memo.get("fullzip")
+    if z is None:
+        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+    d = t.derived()
+    npages = len(t)
+    path = leaf.path
+    if npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
+        add = unit.stage.add_buffer
+        got = []
+        for o, s, o1, s1, ix in zip(d.buf0_offsets, d.buf0_sizes, d.buf1_offsets, d.buf1_sizes, z.indexed.tolist(), strict=True):
+            got.append(add(path, o, whole[o : o + s], whole) if s else 0)
+            got.append((add(path, o1, whole[o1 : o1 + s1], whole) if s1 else 0) if ix else -1)
+        pos = np.asarray(got, np.int64).reshape(npages, 2)
+    else:
+        take = np.zeros((npages, 2), np.bool_)
+        take[:, 0] = True
+        take[:, 1] = z.indexed
+        width = min(2, t.offsets.shape[1])
+        pos = np.full((npages, 2), -1, np.int64)
+        pos[:, :width][take[:, :width]] = unit.stage.add_file_buffers(path, whole, t.offsets[:, :width][take[:, :width]],
+                                                                      t.sizes[:, :width][take[:, :width]])
+    dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
+    rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
+    def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
+    if z.copy.size:
+        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
+    if z.walk.size:
+        w = slice(None) if z.all_walk else z.walk
+        unit.fullzip.add(
+            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=unit.invisible_size + z.inv_at,
+            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
+        )
+        unit.invisible.append(z.inv)
+        unit.invisible_size += z.inv.size
+    if leaf.kind == "var":
+        unit.var_check_rows.append((dst, t.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
+        rows = unit.fsst_rows.get(id(leaf))
+        if rows is not None:
+            key = id(leaf)
+            for j, slot, count in zip(rows.tolist(), dst[rows].tolist(), t.num_values[rows].tolist(), strict=True):
+                _add_fsst(unit, (key, j), slot, count)
+    if leaf.has_rep or leaf.has_def:
+        table_level_fills(unit, leaf, t, rep_at, def_at)
 
 
 def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray | list[int],
