@@ -129,9 +129,9 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
-#: a leaf whose pages all go to the device pre-pass is planned as a table of its pages
-#: (:func:`_table_leaf`: arrays, no :class:`PagePlan`), whatever its page count; False: a
-#: PagePlan per page (the tests compare both)
+#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
+#: as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
+#: its page count; False: a PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
 
 
