@@ -206,16 +206,13 @@ def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, mo
     over its rows (its pages' chunk buffers staged by ``add_file_buffers``, neighbours as one
     range), with the work PagePlan leaves give: placed as one block (``TABLE_LEAVES`` off;
     ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop) and page by page (every
-    page a block of its own).  Every such leaf (``TABLE_MIN_PAGES`` 1), and the default."""
+    page a block of its own).  Every such leaf, whatever its page count."""
     uri = datasets[name]
-    if name.startswith("many"):  # their leaves have enough pages for the default too
-        assert any(leaf.table is not None for leaf in _leaves(uri))
-    monkeypatch.setattr(plan, "TABLE_MIN_PAGES", 1)
     leaves = _leaves(uri)
     unit = plan.UnitPlan()
     for leaf in leaves:
         plan.place_leaf(unit, leaf)
-    table_leaves = [leaf for leaf in leaves if leaf.table is not None]
+    table_leaves = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "mini_block_layout"]
     assert table_leaves, "no leaf was planned as a table"
     assert all(not leaf.pages for leaf in table_leaves)
     assert any(leaf.levels_pending for leaf in table_leaves)  # a list leaf (levels settled after the pre-pass)
@@ -430,9 +427,9 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
         monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
         on_host = _work(uri)
         monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
-        for table_min in (1, 10**9):  # list leaves planned as tables of their pages, and with PagePlans
-            monkeypatch.setattr(plan, "TABLE_MIN_PAGES", table_min)
-            assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version, table_min)
+        for tables in (True, False):  # list leaves planned as tables of their pages, and with PagePlans
+            monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
+            assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version, tables)
         leaves = _leaves(uri)
         list_pages = [pg for leaf in leaves for pg in leaf.pages if pg.has_rep and pg.kind == "mini_block_layout"]
         assert all(leaf.levels_pending for leaf in leaves if any(pg in list_pages for pg in leaf.pages)
@@ -714,15 +711,14 @@ def _device_only_table(n: int, seed: int):
 
 def _traced_plan(uri: str) -> tuple[int, int, int]:
     """``(pages, Python lines run in lance_gpu / cuda_kernels, PagePlans made)`` of planning a
-    whole read of ``uri`` (every leaf planned and placed, the chunk table laid out, and after
+    whole read of ``uri`` (all its fragments; every leaf planned and placed, the chunk table laid out, and after
     the pre-pass's CPU form -- not counted -- the levels settled and the work emitted), after
     one untraced plan (the per-process page selections and layouts are made once).  Not
     counted: the stager's registration of each range it could not join to the one before
     (``staging.py``: an item per page where a column's pages lie far apart in the file)."""
     snap = lance_gpu.dataset(uri)._snapshot
-    (frag,) = snap.fragments
     sources = [(frag.file_reader(src.path), snap.schema.field(f.name), src.columns)
-               for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
+               for frag in snap.fragments for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
     made = []
 
     class CountedPagePlan(plan.PagePlan):
@@ -788,9 +784,62 @@ def test_planning_runs_no_python_per_page(root, monkeypatch):
         lance.write_dataset(batches, uri, data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048,
                             data_cache_bytes=8 * 2048)
         uris.append(uri)
-    monkeypatch.setattr(plan, "TABLE_MIN_PAGES", 1)  # the small read's leaves of a few pages too
     small_pages, small_lines, small_made = _traced_plan(uris[0])
     big_pages, big_lines, big_made = _traced_plan(uris[1])
     assert big_pages >= 1000 and big_pages >= 8 * small_pages, (small_pages, big_pages)
     assert small_made == big_made == 0
     assert big_lines <= 1.1 * small_lines + 100, (small_pages, small_lines, big_pages, big_lines)
+
+
+def test_one_page_leaves_plan_as_tables(root):
+    """Many small fragments (one page per leaf: mini-block pages, and the full-zip pages of
+    long strings and embeddings) are planned as tables of their pages: no PagePlan, and the
+    Python lines run per leaf (plan, place, chunk table, levels, emission) stay what they
+    are for a few fragments (O(leaves): four times the fragments, about four times the
+    lines) and no more than a leaf of many pages takes -- counted, not timed."""
+    import pyarrow as pa
+
+    names = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]
+    counted = {}
+    for nfrag in (4, 16):
+        uri = str(root / f"one_page_{nfrag}")
+        lance.write_dataset(gd.rich_table(20 * nfrag, seed=5).select(names), uri, data_storage_version="2.1", max_rows_per_file=20)
+        counted[nfrag] = _traced_plan(uri)
+    for nfrag, (pages, _lines, made) in counted.items():
+        assert pages == len(names) * nfrag and made == 0, (nfrag, pages, made)
+    few, many = counted[4][1], counted[16][1]
+    assert many <= 4.4 * few, (few, many)
+    uri = str(root / "one_fragment_many_pages")
+    tbl = _device_only_table(2000, seed=9)
+    lance.write_dataset(pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100)), uri,
+                        data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048, data_cache_bytes=8 * 2048)
+    pages, lines, made = _traced_plan(uri)
+    assert pages >= 8 * 6 and made == 0
+    assert many / (16 * len(names)) <= 1.1 * lines / 6, (many, lines)
+
+
+@pytest.mark.parametrize(("what", "message"), [
+    ("data", "full-zip buffer shorter than its values"),
+    ("index", "full-zip repetition index has an impossible width"),
+])
+def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message):
+    """A leaf of full-zip pages planned as a table is checked over its rows at once, with
+    the per-page path's messages naming the file: a data buffer shorter than its values, a
+    repetition index whose size is not a whole width per row."""
+    import dataclasses
+
+    uri = str(root / "fullzip_checks")
+    if not Path(uri).exists():
+        lance.write_dataset(gd.rich_table(300, seed=2).select(["emb", "long"]), uri, data_storage_version="2.1")
+    leaves = _leaves(uri)
+    leaf = next(lf for lf in leaves if lf.table is not None and lf.table.layouts[0].kind == "full_zip_layout"
+                and (what == "data" or lf.kind == "var"))
+    sizes = leaf.table.sizes.copy()
+    if what == "data":
+        sizes[0, 0] = 1
+    else:
+        sizes[0, 1] += 1
+    leaf.table = dataclasses.replace(leaf.table, sizes=sizes, memo={})
+    with pytest.raises(CorruptFileError, match=message) as got:
+        plan.place_leaf(plan.UnitPlan(), leaf)
+    assert leaf.path in str(got.value)

@@ -37,6 +37,7 @@ Where the unit has no such pages nothing is launched or read back.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -204,7 +205,7 @@ class ChunkTable:
         pos, size = cat("data_pos"), cat("size")
         self.vpos, self.rep_dst, self.def_dst = cat("vpos"), cat("rep_dst"), cat("def_dst")
         self.num_values = np.fromiter(itertools.chain.from_iterable(
-            b.rows.num_values.tolist() if b.rows is not None else [pg.num_values for pg in b.pages] for b in blocks
+            b.rows.derived().values_list if b.rows is not None else [pg.num_values for pg in b.pages] for b in blocks
         ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
@@ -343,10 +344,12 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     first block.  Call after :func:`check`."""
     edges = table.edges.tolist()
     pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
+    table_blocks: dict[int, DeviceBlock] = {}
     for k, block in enumerate(table.device_blocks):
         if block.leaf.levels_pending:
             if block.rows is not None:  # the leaf's one block: its rows
                 pending[id(block.leaf)] = (block.leaf, edges[k])
+                table_blocks[id(block.leaf)] = block
                 continue
             _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
             row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))  # type: ignore[union-attr]
@@ -357,6 +360,7 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     for leaf, rows in pending.values():
         if isinstance(rows, int):
             _settle_table_leaf(unit, table, leaf, rows, in_band)
+            table_blocks[id(leaf)].rows = leaf.table
             continue
         levels = in_band.tolist()
         for page in leaf.pages:
@@ -383,10 +387,11 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
 def _settle_table_leaf(unit: UnitPlan, table: ChunkTable, leaf: LeafPlan, lo: int, in_band: np.ndarray) -> None:
     """:func:`settle_levels` of a leaf planned as a table, whose rows are the chunk table's
     pages ``lo:lo + len(leaf.table)``: array work, no Python per page."""
-    t = leaf.table
-    assert t is not None
-    hi = lo + len(t)
-    t.num_levels = np.where(t.has_rep, in_band[lo:hi], t.num_levels)
+    shared = leaf.table
+    assert shared is not None
+    hi = lo + len(shared)
+    # the column's table is shared (pagetable.LeafPages): the leaf's in-band counts go to a copy
+    t = leaf.table = dataclasses.replace(shared, num_levels=np.where(shared.has_rep, in_band[lo:hi], shared.num_levels), memo={})
     leaf.num_levels = int(t.num_levels.sum())
     leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
     leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1

@@ -31,11 +31,13 @@ arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table o
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 
-A leaf whose pages all go to the device pre-pass is planned from its column's arrays as a
-:class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_leaf``): the
-planner, the pre-pass's chunk table (``headers.ChunkTable``), the level settling and the
-work emission key its pages by row, with no per-page Python object; the other leaves
-still plan a ``plan.PagePlan`` per page.
+A leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
+from its column's arrays as a :class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`;
+``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
+the level settling and the work emission key its pages by row, with no per-page Python
+object; a whole column's table, and what the planner derives from it, is made once and
+shared by every file reading the column.  The other leaves (dictionaries, constant pages,
+row selections, object stores) still plan a ``plan.PagePlan`` per page.
 """
 
 from __future__ import annotations
@@ -172,6 +174,9 @@ class ColumnPages:
     layouts: list[LayoutFacts]
     _all: PageSelection | None = None
     _arrays: ColumnArrays | None = None
+    _whole: LeafPages | None = None
+    #: the planner's decisions about the whole column, made once (``plan._table_leaf``)
+    memo: dict = field(default_factory=dict)
 
     @property
     def num_pages(self) -> int:
@@ -204,8 +209,13 @@ class ColumnPages:
         return out
 
     def leaf_pages(self, ids: list[int] | None) -> LeafPages:
-        """Pages ``ids`` (None: all) as a :class:`LeafPages` table: array work over the
-        column's arrays and one step per distinct layout."""
+        """Pages ``ids`` (None: all, made once and shared by every leaf reading the whole
+        column: never mutated, see :class:`LeafPages`) as a :class:`LeafPages` table: array
+        work over the column's arrays and one step per distinct layout."""
+        if ids is None:
+            if self._whole is None:
+                self._whole = _leaf_pages(self, None)
+            return self._whole
         return _leaf_pages(self, ids)
 
     def arrays(self) -> ColumnArrays:
@@ -236,12 +246,18 @@ class LeafPages:
         offsets[j, b], sizes[j, b]   buffer b of the page (padding: 0, 0)
         num_rows[j]            top-level rows
         num_values[j]          values (mini-block ``num_items``, full-zip visible items)
-        num_levels[j]          repetition / definition levels: ``num_values``, or with
-                               repetition levels the estimate ``num_values + num_rows`` until
-                               the device pre-pass reads the in-band counts (then theirs)
+        num_levels[j]          repetition / definition levels: a full-zip page's items; a
+                               mini-block page's ``num_values``, or with repetition levels
+                               the estimate ``num_values + num_rows`` until the device
+                               pre-pass reads the in-band counts (then theirs)
         has_rep[j], has_def[j]  (bool)
 
-    A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``)."""
+    A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
+    A whole column's table is shared by the leaves of every file reading that column
+    (:meth:`ColumnPages.leaf_pages`): nobody mutates one; a leaf whose level counts are
+    in-band gets a copy with its own ``num_levels`` (``headers.settle_levels``).  ``memo``
+    holds what is derived from the table once (:meth:`derived`, the planner's per-column
+    decisions); a copy starts with an empty one."""
 
     ids: np.ndarray
     layout: np.ndarray
@@ -253,13 +269,56 @@ class LeafPages:
     num_levels: np.ndarray
     has_rep: np.ndarray
     has_def: np.ndarray
+    memo: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.ids.size)
 
+    def derived(self) -> Derived:
+        """The table's :class:`Derived` scalars and lists, made once."""
+        got = self.memo.get("derived")
+        if got is None:
+            got = self.memo["derived"] = _derived(self)
+        return got
+
     def per_layout(self, values: list, dtype) -> np.ndarray:
         """``values[k]`` (one per distinct layout) of every page."""
         return np.asarray(values, dtype).reshape(len(self.layouts))[self.layout]
+
+
+@dataclass(slots=True, frozen=True)
+class Derived:
+    """What the planner reads of a :class:`LeafPages` table many times, made once: the
+    totals of its values, levels and rows; each page's first value and level within the
+    table (``vpos``, ``lpos``: exclusive scans of ``num_values``, ``num_levels``; and
+    ``vpos_list``); and, for tables of a few pages, the values and the offsets and sizes of
+    buffers 0 and 1 (mini-block: chunk metadata and chunks; full-zip: data and repetition
+    index; 0 where a page has no such buffer) as lists (scalar placement: NumPy's per-call
+    cost exceeds the loop's)."""
+
+    num_values: int
+    num_levels: int
+    num_rows: int
+    vpos: np.ndarray
+    lpos: np.ndarray
+    vpos_list: list[int]
+    values_list: list[int]
+    buf1_offsets: list[int]
+    buf1_sizes: list[int]
+    buf0_offsets: list[int]
+    buf0_sizes: list[int]
+
+
+def _derived(t: LeafPages) -> Derived:
+    vpos = np.zeros(len(t), np.int64)
+    np.cumsum(t.num_values[:-1], out=vpos[1:])
+    lpos = np.zeros(len(t), np.int64)
+    np.cumsum(t.num_levels[:-1], out=lpos[1:])
+    width = t.offsets.shape[1]
+    off = t.offsets[:, 1].tolist() if width > 1 else [0] * len(t)
+    size = t.sizes[:, 1].tolist() if width > 1 else [0] * len(t)
+    return Derived(int(t.num_values.sum()), int(t.num_levels.sum()), int(t.num_rows.sum()), vpos, lpos, vpos.tolist(),
+                   t.num_values.tolist(), off, size, t.offsets[:, 0].tolist(), t.sizes[:, 0].tolist())
 
 
 def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
@@ -271,10 +330,15 @@ def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
         raise ValueError(msg)
     layouts = cp.layouts
     num_rows = ca.num_rows[sel]
-    n = np.asarray([f.num_visible for f in layouts], np.int64).reshape(len(layouts))[layout]
-    rep = np.asarray([f.has_rep for f in layouts], np.bool_).reshape(len(layouts))[layout]
-    dfn = np.asarray([f.has_def for f in layouts], np.bool_).reshape(len(layouts))[layout]
-    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(rep, n + num_rows, n), rep, dfn)
+    k = len(layouts)
+    n = np.asarray([f.num_visible for f in layouts], np.int64).reshape(k)[layout]
+    rep = np.asarray([f.has_rep for f in layouts], np.bool_).reshape(k)[layout]
+    dfn = np.asarray([f.has_def for f in layouts], np.bool_).reshape(k)[layout]
+    # levels: a full-zip page's items; a mini-block page's values, or with repetition levels
+    # the estimate values + rows
+    items = np.asarray([f.num_items if f.kind == "full_zip_layout" else f.num_visible for f in layouts], np.int64).reshape(k)[layout]
+    estimate = np.asarray([f.has_rep and f.kind == "mini_block_layout" for f in layouts], np.bool_).reshape(k)[layout]
+    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(estimate, items + num_rows, items), rep, dfn)
 
 
 def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:
@@ -388,4 +452,4 @@ def clear() -> None:
         _column_pages_held = 0
 
 
-__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "LayoutFacts", "LeafPages", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "Derived", "LayoutFacts", "LeafPages", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]

@@ -68,9 +68,13 @@ list columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
-layout -- no Python object per page.  Other leaves (page dictionaries, full-zip and constant
-pages, object stores' deferred pages, row selections) still make a :class:`PagePlan` per
-page and register its staging page by page.
+layout -- no Python object per page; so is a leaf of full-zip pages only (long strings,
+embeddings: :func:`_place_fullzip_table`).  What such a table derives from its column (its
+totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
+and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
+scalar steps.  Other leaves (page dictionaries, constant pages, full-zip pages beside
+mini-block ones, object stores' deferred pages, row selections) still make a
+:class:`PagePlan` per page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -125,13 +129,10 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
-#: a leaf whose pages all go to the device pre-pass is planned as a table of its pages
-#: (:func:`_table_leaf`: arrays, no :class:`PagePlan`); False: a PagePlan per page (the
-#: tests compare both)
+#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
+#: as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
+#: its page count; False: a PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
-#: ... from this many pages on (below, a PagePlan per page: the table's fixed NumPy cost per
-#: leaf exceeds a few pages' Python, e.g. many small fragments of one page per leaf)
-TABLE_MIN_PAGES = 8
 
 
 class Unsupported(Exception):
@@ -288,8 +289,9 @@ class LeafPlan:
     #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
-    #: a leaf whose pages all go to the device pre-pass (:func:`_table_leaf`) is planned as
-    #: a table of its pages (``pages`` is empty): no per-page Python object
+    #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages
+    #: (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
+    #: per-page Python object
     table: pagetable.LeafPages | None = None
 
     @property
@@ -710,15 +712,19 @@ def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray,
     counts)``, decoded from the metadata words (buffer 0) read in each file's memory map (no
     Python per page).  A page whose counts do not add up raises the host parser's
     ``CorruptFileError`` naming its file."""
-    metas, large, items, nbytes = [], [], [], []
+    metas: list[np.ndarray] = []
+    large, items, nbytes = [], [], []
     for leaf in leaves:
         t = leaf.table
         assert t is not None and leaf.reader.mapped is not None  # _table_leaf
-        off, size = t.offsets[:, 0], t.sizes[:, 0]
-        metas.append(leaf.reader.mapped[miniblock.concat_ranges(off, off + size)])
-        large.append(t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_))
+        metas.extend(_table_metas(leaf))
+        got = t.memo.get("chunk_meta")
+        if got is None:  # per column, once
+            got = t.memo["chunk_meta"] = (t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_),
+                                          np.ascontiguousarray(t.sizes[:, 0]))
+        large.append(got[0])
         items.append(t.num_values)
-        nbytes.append(size)
+        nbytes.append(got[1])
     if not leaves:
         return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
     try:
@@ -726,8 +732,20 @@ def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray,
                                               np.concatenate(nbytes), leaves[0].ctx())
     except CorruptFileError:
         for k, leaf in enumerate(leaves):  # name the file of the first bad page
-            miniblock.chunk_layouts_packed(large[k], items[k], metas[k], nbytes[k], leaf.ctx())
+            miniblock.chunk_layouts_packed(large[k], items[k], np.concatenate(_table_metas(leaf)), nbytes[k], leaf.ctx())
         raise
+
+
+def _table_metas(leaf: LeafPlan) -> list[np.ndarray]:
+    """The chunk metadata words (buffer 0) of a table leaf's pages, read in its file's map:
+    slices for a few pages, one gather for more."""
+    t, whole = leaf.table, leaf.reader.mapped
+    assert t is not None and whole is not None
+    if len(t) < DEVICE_BLOCK_MIN_PAGES:
+        d = t.derived()
+        return [whole[o : o + z] for o, z in zip(d.buf0_offsets, d.buf0_sizes, strict=True)]
+    off, size = t.offsets[:, 0], t.sizes[:, 0]
+    return [whole[miniblock.concat_ranges(off, off + size)]]
 
 
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
@@ -812,11 +830,17 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     # The value bytes of full-zip pages, and the chunks of mini-block pages that
     # _defers_chunks accepts, are not parsed on the host: on object stores they are not
     # fetched now but read at upload time straight into the pinned staging slabs.
-    at = slice(None) if page_ids is None else np.asarray(sel.ids, np.int64)
-    lists_on_device = _device_lists(sel.distinct, cp, at)
-    if page_ids is None and len(sel.ids) >= TABLE_MIN_PAGES and _table_leaf(reader, cp, sel, lists_on_device):
-        _plan_table_leaf(leaf, cp.leaf_pages(None), sel.distinct, lists_on_device)
-        return leaf
+    if page_ids is None:
+        got = cp.memo.get(DEVICE_HEADERS)
+        if got is None:  # the column's decisions, made once: its device lists, its table
+            lists = _device_lists(sel.distinct, cp, slice(None))
+            got = cp.memo[DEVICE_HEADERS] = (lists, _table_column(cp, sel, lists))
+        lists_on_device, table_column = got
+        if table_column and _table_leaf(reader):
+            _plan_table_leaf(leaf, cp.leaf_pages(None), lists_on_device)
+            return leaf
+    else:
+        lists_on_device = _device_lists(sel.distinct, cp, np.asarray(sel.ids, np.int64))
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -888,15 +912,18 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     return leaf
 
 
-def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
-    """Whether a whole column's pages (``sel``, at least :data:`TABLE_MIN_PAGES`) all go to
-    the device pre-pass with their chunks in the file's memory map: mini-block pages with values and their chunks, without
-    a dictionary, whose chunk headers the device parses (:func:`device_headers`, or list
-    pages :func:`_device_lists` accepts) -- the leaf is then planned as a table of its pages
-    (:func:`_plan_table_leaf`)."""
-    if not (TABLE_LEAVES and DEVICE_HEADERS) or reader.mapped is None or len(sel.ids) < max(TABLE_MIN_PAGES, 1):
+def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
+    """Whether a whole column's pages (``sel``) are planned as a table: all full-zip pages
+    with their data buffer (:func:`_place_fullzip_table`), or all going to the device
+    pre-pass: mini-block pages with values and their chunks, without a dictionary, whose
+    chunk headers the device parses (:func:`device_headers`, or list pages
+    :func:`_device_lists` accepts).  Asked once per column (``ColumnPages.memo``);
+    :func:`_table_leaf` adds what depends on the file."""
+    if not sel.ids:
         return False
-    if getattr(reader.io, "needs_request", None) is not None:  # an object store: chunks may be deferred
+    if all(f.kind == "full_zip_layout" for f in sel.distinct):
+        return int(cp.arrays().nbuf.min()) >= 1
+    if not DEVICE_HEADERS:
         return False
     for facts in sel.distinct:
         if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
@@ -906,22 +933,34 @@ def _table_leaf(reader: LanceFileReader, cp: pagetable.ColumnPages, sel: pagetab
     return int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
-def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, distinct: list[pagetable.LayoutFacts], lists_on_device: bool) -> None:
-    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table (array
-    work; one step per distinct layout), counted and given their layers as the per-page
-    path does; their chunk layouts are decoded with the pass's others (:mod:`headers`)."""
+def _table_leaf(reader: LanceFileReader) -> bool:
+    """Whether a column :func:`_table_column` accepts is planned as a table of its pages
+    (:func:`_plan_table_leaf`) in ``reader``'s file: its chunks are in the file's memory map
+    (not an object store, whose chunks may be deferred)."""
+    return TABLE_LEAVES and reader.mapped is not None and getattr(reader.io, "needs_request", None) is None
+
+
+def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
+    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table,
+    counted and given their layers as the per-page path does (from the table's derived
+    totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
+    decoded with the pass's others (:mod:`headers`)."""
     leaf.table = table
     leaf.levels_pending = lists_on_device
-    distinct_layers = list(dict.fromkeys(f.layers for f in distinct))
-    try:
-        leaf.layers = common_layers(distinct_layers)
-    except ValueError as exc:
-        raise leaf.ctx().corrupt(str(exc)) from exc
-    leaf.has_rep = any(f.has_rep for f in distinct)
-    leaf.has_def = any(f.has_def for f in distinct) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
-    leaf.num_values = int(table.num_values.sum())
-    leaf.num_levels = int(table.num_levels.sum())
-    leaf.num_rows = int(table.num_rows.sum())
+    layers = table.memo.get("layers")
+    if layers is None:
+        distinct = table.layouts
+        distinct_layers = list(dict.fromkeys(f.layers for f in distinct))
+        try:
+            common = common_layers(distinct_layers)
+        except ValueError as exc:
+            raise leaf.ctx().corrupt(str(exc)) from exc
+        has_rep = any(f.has_rep for f in distinct)
+        has_def = any(f.has_def for f in distinct) or (len(distinct_layers) > 1 and bool(def_meaning(common)))
+        layers = table.memo["layers"] = (common, has_rep, has_def)
+    leaf.layers, leaf.has_rep, leaf.has_def = layers
+    d = table.derived()
+    leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
 
 
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
@@ -949,7 +988,10 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
     if leaf.table is not None:
-        _place_table_leaf(unit, leaf, leaf.table)
+        if leaf.table.layouts[0].kind == "full_zip_layout":  # (a table's pages are of one kind)
+            _place_fullzip_table(unit, leaf, leaf.table)
+        else:
+            _place_table_leaf(unit, leaf, leaf.table)
         return
     if _device_leaf(leaf):
         _place_device_leaf(unit, leaf)
@@ -1079,8 +1121,10 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
 
 def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned as a table (:func:`_table_leaf`): its pages'
-    values and levels placed by scans of their counts, their chunks staged together
-    (:meth:`Stager.add_file_buffers`), one :class:`DeviceBlock` over the table's rows; the
+    values and levels placed by the table's scan of its counts (made once per column,
+    :meth:`pagetable.LeafPages.derived`), their chunks staged together
+    (:meth:`Stager.add_file_buffers`; a table of fewer than :data:`DEVICE_BLOCK_MIN_PAGES`
+    pages with scalars), one :class:`DeviceBlock` over the table's rows; the
     level fills and remaps of pages whose layout lacks the leaf's levels or layers
     (:func:`table_level_fills`) where the leaf's levels are known now."""
     whole = leaf.reader.mapped
@@ -1088,21 +1132,165 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     pending = leaf.levels_pending
     rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
     def_at = leaf.def_pos if leaf.has_def and not pending else -1
-    vpos = miniblock.exclusive_scan(t.num_values)[:-1]
-    lpos = miniblock.exclusive_scan(t.num_levels)[:-1]
+    # without pending levels a table leaf has no repetition levels (_table_column): one
+    # level per value, so its pages' first levels are their first values
+    d = t.derived()
     n = len(t)
-    rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
-    def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
-    sizes = np.ascontiguousarray(t.sizes[:, 1])
-    data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
+    data_pos: np.ndarray | list[int]
+    sizes: np.ndarray | list[int]
+    vpos: np.ndarray | list[int]
+    rep_dst: np.ndarray | list[int]
+    def_dst: np.ndarray | list[int]
+    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+        path, add = leaf.path, unit.stage.add_buffer
+        sizes, vpos = d.buf1_sizes, d.vpos_list
+        data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, sizes, strict=True)]
+        rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
+        def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
+    else:
+        vpos = d.vpos
+        rep_dst = rep_at + vpos if rep_at >= 0 else np.full(n, -1, np.int64)
+        def_dst = def_at + vpos if def_at >= 0 else np.full(n, -1, np.int64)
+        sizes = np.ascontiguousarray(t.sizes[:, 1])
+        data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
     if leaf.kind == "var":
-        unit.var_check_rows.append((leaf.slot_lo + vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
+        unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
-    if not pending:
+    if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
 
 
-def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+@dataclass(slots=True, eq=False)
+class _FullZipTable:
+    """What the work of a table of full-zip pages needs that does not depend on the file or
+    the unit, made once per column (``LeafPages.memo``; the page facts of its distinct
+    layouts broadcast to its rows): ``indexed``, per page: it reads its repetition index
+    (buffer 1: repetition levels or variable-width values); ``copy``: the rows of fixed
+    values without control words (a plain copy of ``copy_len`` bytes); ``walk``: the other
+    rows (a full-zip walk each), with the walk's columns that do not depend on placement
+    (``cols``), ``rep``, ``defs`` (the rows with repetition / definition levels), ``inv``
+    (their invisible-level tables back to back) and ``inv_at`` (each one's first entry);
+    ``all_walk``: ``walk`` is every row."""
+
+    indexed: np.ndarray
+    copy: np.ndarray
+    copy_len: np.ndarray
+    walk: np.ndarray
+    all_walk: bool
+    cols: dict[str, np.ndarray]
+    rep: np.ndarray
+    defs: np.ndarray
+    inv: np.ndarray
+    inv_at: np.ndarray
+
+
+def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
+    """:class:`_FullZipTable` of ``t``, after the checks :func:`parse_page` and
+    :func:`_emit_fullzip` make of each page (over the rows at once; the first bad page, in
+    page order, raises the per-page path's message, naming ``leaf``'s file)."""
+    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv")}
+    invs = []
+    for f in t.layouts:
+        fz = f.body
+        fixed = fz.WhichOneof("details") == "bits_per_value"
+        br, bd = int(fz.bits_rep), int(fz.bits_def)
+        inv = np.asarray(invisible_levels(f.layers), np.bool_).reshape(-1)
+        for k, v in (("bits_rep", br), ("bits_def", bd), ("ctrl", _ctrl_bytes(br + bd)), ("fixed", fixed),
+                     ("valb", int(fz.bits_per_value) // 8 if fixed else 0), ("offb", 0 if fixed else int(fz.bits_per_offset) // 8),
+                     ("ninv", inv.size)):
+            facts[k].append(v)
+        invs.append(inv)
+    lay = t.layout
+    per = {k: np.asarray(v, np.bool_ if k == "fixed" else np.int64).reshape(len(t.layouts))[lay] for k, v in facts.items()}
+    n, vis, rows, size0 = t.num_levels, t.num_values, t.num_rows, np.ascontiguousarray(t.sizes[:, 0])
+    copy = per["fixed"] & (per["ctrl"] == 0)
+    indexed = (per["bits_rep"] > 0) | ~per["fixed"]
+    stride = per["ctrl"] + per["valb"]
+    has_index = t.offsets.shape[1] > 1
+    size1 = np.ascontiguousarray(t.sizes[:, 1]) if has_index else np.zeros(len(t), np.int64)
+    iwidth, rem = np.divmod(size1, rows + 1)
+    bad_index = indexed & ((rem != 0) | ~np.isin(iwidth, (1, 2, 4, 8)))
+    bad = (copy & ((size0 < n * per["valb"]) | (vis != n))) | (~copy & bad_index) | \
+        (~copy & ~indexed & ((rows != n) | (size0 < n * stride)))
+    if bad.any():
+        ctx = leaf.ctx()
+        j = int(np.flatnonzero(bad)[0])
+        if copy[j] and size0[j] >= n[j] * per["valb"][j]:
+            raise ctx.corrupt(f"full-zip page has {int(n[j])} values, expected {int(vis[j])}")
+        if bad_index[j] and not has_index:
+            raise ctx.corrupt("full-zip page lacks its repetition index")
+        raise ctx.corrupt("full-zip repetition index has an impossible width" if bad_index[j] else "full-zip buffer shorter than its values")
+    walk = np.flatnonzero(~copy)
+    w_ix = indexed[walk]
+    cols = {
+        "rows": rows[walk], "size": size0[walk], "iwidth": np.where(w_ix, iwidth[walk], 0), "stride": np.where(w_ix, 0, stride[walk]),
+        "ctrl": per["ctrl"][walk], "bits_def": per["bits_def"][walk], "offb": per["offb"][walk], "valb": per["valb"][walk],
+        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk],
+    }
+    inv_lo = miniblock.exclusive_scan(np.asarray(facts["ninv"], np.int64))[:-1][lay[walk]]
+    inv = np.concatenate(invs)[miniblock.concat_ranges(inv_lo, inv_lo + cols["ninv"])] if invs else np.zeros(0, np.bool_)
+    return _FullZipTable(indexed, np.flatnonzero(copy), (n * per["valb"])[copy], walk, bool(walk.size == len(t)), cols,
+                         per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1])
+
+
+def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf of full-zip pages planned as a table (:func:`_table_column`):
+    the work :func:`_emit_fullzip` gives page by page, from what is made once per column
+    (:func:`_fullzip_table`) and a few array operations per leaf: each page's data (buffer
+    0) and, where read, repetition index (buffer 1) staged in page order (scalars for fewer
+    than :data:`DEVICE_BLOCK_MIN_PAGES` pages), fixed values without control words copied,
+    the others one full-zip walk row each with their invisible-level tables registered;
+    FSST segments of the pages with a symbol table; the level fills of pages whose layout
+    lacks the leaf's levels."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    z = t.memo.get("fullzip")
+    if z is None:
+        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+    d = t.derived()
+    npages = len(t)
+    path = leaf.path
+    if npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
+        add = unit.stage.add_buffer
+        got = []
+        for o, s, o1, s1, ix in zip(d.buf0_offsets, d.buf0_sizes, d.buf1_offsets, d.buf1_sizes, z.indexed.tolist(), strict=True):
+            got.append(add(path, o, whole[o : o + s], whole) if s else 0)
+            got.append((add(path, o1, whole[o1 : o1 + s1], whole) if s1 else 0) if ix else -1)
+        pos = np.asarray(got, np.int64).reshape(npages, 2)
+    else:
+        take = np.zeros((npages, 2), np.bool_)
+        take[:, 0] = True
+        take[:, 1] = z.indexed
+        width = min(2, t.offsets.shape[1])
+        pos = np.full((npages, 2), -1, np.int64)
+        pos[:, :width][take[:, :width]] = unit.stage.add_file_buffers(path, whole, t.offsets[:, :width][take[:, :width]],
+                                                                      t.sizes[:, :width][take[:, :width]])
+    dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
+    rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
+    def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
+    if z.copy.size:
+        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
+    if z.walk.size:
+        w = slice(None) if z.all_walk else z.walk
+        unit.fullzip.add(
+            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=unit.invisible_size + z.inv_at,
+            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
+        )
+        unit.invisible.append(z.inv)
+        unit.invisible_size += z.inv.size
+    if leaf.kind == "var":
+        unit.var_check_rows.append((dst, t.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
+        rows = unit.fsst_rows.get(id(leaf))
+        if rows is not None:
+            key = id(leaf)
+            for j, slot, count in zip(rows.tolist(), dst[rows].tolist(), t.num_values[rows].tolist(), strict=True):
+                _add_fsst(unit, (key, j), slot, count)
+    if leaf.has_rep or leaf.has_def:
+        table_level_fills(unit, leaf, t, rep_at, def_at)
+
+
+def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray | list[int],
+                      def_dst: np.ndarray | list[int]) -> None:
     """:func:`page_level_fills` of every page of a leaf planned as a table, decided per
     distinct layout: a loop only over the pages of layouts that need a fill or a remap."""
     if not (leaf.has_rep or leaf.has_def):
@@ -1450,39 +1638,63 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
     if leaf.kind != "var":
         return
-    keys: list[object] = []
-    raws = []
     t = leaf.table
     if t is not None:
-        encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
-        if all(e is None for e in encs):
+        got = t.memo.get("fsst")
+        if got is None:  # per column, once: its tables parsed and packed
+            got = t.memo["fsst"] = _table_fsst(t, leaf.ctx())
+        if got is None:
             return
-        rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
-        for j in rows.tolist():
-            keys.append((id(leaf), j))
-            raws.append(encs[int(t.layout[j])].symbol_table)
-    else:
-        for pg in leaf.pages:
-            nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
-            enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
-            if enc is not None:
-                keys.append(id(pg))
-                raws.append(enc.symbol_table)
+        rows, nsym, packed = got
+        at = unit.stage.add_bytes(packed)
+        key = id(leaf)
+        for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
+            unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
+        unit.fsst_rows[key] = rows
+        return
+    keys: list[object] = []
+    raws = []
+    for pg in leaf.pages:
+        nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
+        enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
+        if enc is not None:
+            keys.append(id(pg))
+            raws.append(enc.symbol_table)
     if not raws:
         return
     symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, leaf.ctx())
     keep = np.flatnonzero(compressed)
     if not keep.size:
         return
-    if keep.size == nsym.size:  # all compressed (the usual case)
-        packed = np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
-    else:
-        packed = np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
+    packed = _pack_fsst(symbols, lengths, keep, nsym.size)
     at = unit.stage.add_bytes(packed)
     for k, j in enumerate(keep.tolist()):
         unit.fsst_tables[keys[j]] = (at + TABLE_BYTES * k, int(nsym[j]))
-    if t is not None:
-        unit.fsst_rows[id(leaf)] = np.asarray([keys[j][1] for j in keep.tolist()], np.int64)  # type: ignore[index]
+
+
+def _pack_fsst(symbols: np.ndarray, lengths: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
+    """Tables ``keep`` (of ``n``) in the arena layout (:func:`_stage_fsst_tables`)."""
+    if keep.size == n:  # all compressed (the usual case)
+        return np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
+    return np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
+
+
+def _table_fsst(t: pagetable.LeafPages, ctx: DecodeContext) -> tuple[np.ndarray, list[int], np.ndarray] | None:
+    """The FSST symbol tables of a table leaf's pages, made once per column: the rows whose
+    strings are compressed, their symbol counts and their tables packed in the arena layout
+    (None: no such page)."""
+    encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
+    if all(e is None for e in encs):
+        return None
+    rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
+    raws = [encs[int(t.layout[j])].symbol_table for j in rows.tolist()]  # type: ignore[union-attr]
+    if not raws:
+        return None
+    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, ctx)
+    keep = np.flatnonzero(compressed)
+    if not keep.size:
+        return None
+    return rows[keep], nsym[keep].tolist(), _pack_fsst(symbols, lengths, keep, nsym.size)
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:

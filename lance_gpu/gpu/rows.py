@@ -246,13 +246,16 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
     """What a plan decodes: ``pages``, mini-block ``chunks``, full-zip ``fullzip_rows`` and
     all ``rows`` (summed over the leaves), for tests and explain output."""
     pages = chunks = fz_rows = 0
-    tables = [leaf for leaf in leaves if leaf.table is not None]
-    if tables:  # leaves planned as tables of their pages: their chunk layouts decoded together
+    tables = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "mini_block_layout"]
+    if tables:  # leaves of mini-block pages planned as tables: their chunk layouts decoded together
         bounds = table_chunk_layouts(tables)[0]
         pages += int(bounds.size - 1)
         chunks += int(bounds[-1])
     for leaf in leaves:
         if leaf.table is not None:
+            if leaf.table.layouts[0].kind == "full_zip_layout":  # (no row selection: every row)
+                pages += len(leaf.table)
+                fz_rows += int(leaf.table.num_levels.sum())
             continue
         # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
         fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout"])
