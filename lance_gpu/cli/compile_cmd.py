@@ -11,6 +11,11 @@ values -- lists, structs, fixed-size lists) with our writer at file versions 2.0
 2.2 into a temporary directory, then read them back the ways reads go (``to_table``,
 projected and filtered reads, ``to_batches``, ``take``, ``count_rows``).  Idempotent: a
 second run finds every signature in the cache and only loads it.
+
+Then it builds the ahead-of-time module of every signature the reads ran
+(:mod:`cuda_kernels._aot`, needs a C compiler): a fresh process reading with kernels
+of that module does not import numba.  Without it (no compiler, a build error) reads go
+through numba's cache as before.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 import lance_gpu
-from cuda_kernels import _jitcache
+from cuda_kernels import _aot, _jitcache
 
 FILE_VERSIONS = ("2.0", "2.1", "2.2")
 
@@ -131,6 +136,7 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
     (``loaded``).  Twins must not have been decided yet in this process (they are
     decided at the first kernel call), else ``RuntimeError``."""
     os.environ[_jitcache.TWINS_ENV] = "0"
+    os.environ[_aot.AOT_ENV] = "0"  # every signature must go through numba here, to be listed
     if _jitcache.twins_enabled():
         raise RuntimeError("kernel twins are already on in this process; run `lance-gpu compile` in a fresh process")
     if _jitcache.cache_dir() is None:
@@ -152,6 +158,19 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
     }
 
 
+def compile_aot() -> tuple[int, str | None]:
+    """After :func:`compile_kernels` in this process: build the AOT module of every signature
+    it ran (:mod:`cuda_kernels._aot`).  Returns (signatures exported, None), or (0, why) when
+    it cannot be built (no C compiler, a pycc failure): reads then run through numba as
+    before."""
+    exports = _jitcache.exportable()
+    try:
+        _jitcache.build_aot()
+    except Exception as exc:  # noqa: BLE001 - any build failure leaves reads on numba
+        return 0, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    return len(exports), None
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "compile", parents=[common], help="compile the CPU kernels into the per-user cache (once, after install)",
@@ -159,11 +178,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
             "Compile every CPU kernel signature reads use into the per-user kernel cache "
             "($LANCE_GPU_CACHE_DIR, else ~/.cache/lance_gpu), so that the first read of each new "
             "process loads compiled code.  Reads work without it, slower at first.  A second run only "
-            "loads what the first compiled."
+            "loads what the first compiled.  Then (unless --no-aot, and if a C compiler is there) it links "
+            "those kernels into one extension module for this CPU, which reads load without numba."
         ),
         epilog="examples:\n  lance-gpu compile\n  LANCE_GPU_CACHE_DIR=/opt/cache lance-gpu compile",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--no-aot", action="store_true",
+                   help="do not build the ahead-of-time module (numba-free kernel loading for reads)")
     p.set_defaults(func=cmd_compile)
 
 
@@ -179,4 +201,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
         f"kernel cache {_jitcache.cache_dir()}: {got['compiled']} signatures compiled, "
         f"{got['loaded']} already cached, in {time.perf_counter() - t0:.1f} s"
     )
+    if args.no_aot:
+        return 0
+    if not args.quiet:
+        print("building the ahead-of-time module (reads that load without numba)", flush=True)
+    exported, why = compile_aot()
+    if why is None:
+        print(f"ahead-of-time module: {exported} signatures, in {time.perf_counter() - t0:.1f} s")
+    else:
+        print(f"no ahead-of-time module ({why}): reads load the kernels through numba")
     return 0
