@@ -36,9 +36,9 @@ fails to load, ``LANCE_GPU_AOT=0`` -- means no AOT kernels: every call goes thro
 as before.
 
 Dispatch key (:func:`type_key`): per argument what numba's ``typeof`` types, spelled in
-NumPy terms: an ``ndarray`` (exact type) as ``(dtype.str, ndim, layout, readonly,
-aligned)`` with numba's layout rule ('C' if C-contiguous, else 'F' if F-contiguous, else
-'A'); a scalar as its dtype string (``bool`` ``|b1``, ``int`` ``<i8`` -- ``<u8`` from 2**63
+NumPy terms: an ``ndarray`` (exact type) as ``(dtype.str, ndim, layout, readonly)`` with
+numba's layout rule ('C' if C-contiguous, else 'F' if F-contiguous, else 'A'; numba types
+every array as aligned); a scalar as its dtype string (``bool`` ``|b1``, ``int`` ``<i8`` -- ``<u8`` from 2**63
 -- ``float`` ``<f8``, a NumPy scalar its own dtype).  Any other argument (None, tuples,
 Python objects) gives no key, and the call goes to numba.  A call runs the AOT function
 only when its key equals the key of an exported signature, so it runs the code numba would
@@ -53,7 +53,6 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -66,8 +65,8 @@ import numpy as np
 
 __all__ = [
     "AOT_ENV",
-    "Export",
     "MODULE_NAME",
+    "Export",
     "build",
     "cpu_key",
     "functions",
@@ -98,7 +97,7 @@ def type_key(args: Sequence[Any]) -> Key | None:
         if t is np.ndarray:
             f = a.flags
             layout = "C" if f.c_contiguous else ("F" if f.f_contiguous else "A")
-            key.append((a.dtype.str, a.ndim, layout, not f.writeable, f.aligned))
+            key.append((a.dtype.str, a.ndim, layout, not f.writeable))
         elif t is bool:
             key.append("|b1")
         elif t is int:
@@ -127,7 +126,9 @@ def _numba_type_key(argtypes: Sequence[Any]) -> Key | None:
     for t in argtypes:
         try:
             if isinstance(t, types.Array):
-                key.append((as_dtype(t.dtype).str, t.ndim, t.layout, not t.mutable, bool(t.aligned)))
+                if not t.aligned:  # numba's typeof never gives one
+                    return None
+                key.append((as_dtype(t.dtype).str, t.ndim, t.layout, not t.mutable))
             elif isinstance(t, (types.Boolean, types.Integer, types.Float, types.NPDatetime, types.NPTimedelta)):
                 key.append(as_dtype(t).str)
             else:
@@ -145,6 +146,8 @@ def _as_key(obj: Any) -> Any:
 def cpu_key() -> str:
     """A hash of what the compiled code depends on in this CPU: the machine, and on Linux
     the first processor's model name and feature flags in ``/proc/cpuinfo``."""
+    import platform
+
     h = hashlib.sha256(platform.machine().encode())
     with contextlib.suppress(OSError):
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
@@ -191,21 +194,22 @@ def _dispatcher_flags(exports: dict[int, Export]) -> Iterator[None]:
     original = pycc_compiler.compile_extra
 
     def compile_extra(typingctx: Any, targetctx: Any, func: Any, args: Any, return_type: Any, flags: Any,
-                      locals: dict[str, Any], library: Any = None, pipeline_class: Any = None) -> Any:
+                      **kw: Any) -> Any:
         entry = exports.get(id(func))
         if entry is None:  # not one of ours
-            return original(typingctx, targetctx, func, args, return_type, flags, locals, library=library)
+            return original(typingctx, targetctx, func, args, return_type, flags, **kw)
         d = entry.dispatcher
-        mine = Flags()
+        mine: Any = Flags()
         options = {k: v for k, v in d.targetoptions.items() if k != "parallel"}
         d.targetdescr.options.parse_as_flags(mine, options)
         mine.no_compile = flags.no_compile
         mine.no_cpython_wrapper = flags.no_cpython_wrapper
         mine.no_cfunc_wrapper = flags.no_cfunc_wrapper
         mine.nrt = flags.nrt
-        return original(typingctx, targetctx, func, args, return_type, mine, dict(d.locals), library=library)
+        kw["locals"] = dict(d.locals)
+        return original(typingctx, targetctx, func, args, return_type, mine, **kw)
 
-    pycc_compiler.compile_extra = compile_extra
+    pycc_compiler.compile_extra = compile_extra  # type: ignore[assignment]
     try:
         yield
     finally:
