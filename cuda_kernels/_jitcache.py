@@ -91,6 +91,17 @@ process as before) when ``$LANCE_GPU_JIT_TWINS`` is ``0`` or no cache
 directory is usable.  Kernels called from other compiled code cannot be
 twinned (numba must see a dispatcher there).
 
+Ahead-of-time kernels.  ``lance-gpu compile`` also links every signature its reads ran
+into one extension module (:mod:`cuda_kernels._aot`) under the cache directory.  A kernel
+called from Python (:class:`LazyDispatcher`, :class:`TwinnedKernel`,
+:class:`ForkSafeKernel`) whose arguments' types match an exported signature exactly runs
+that module's function, without importing numba (:func:`_aot_function`); any other call
+goes on as described here.  The location is resolved without importing numba
+(:func:`numba_version` reads numba's version file), and so are thread counts
+(:func:`get_num_threads`, :func:`set_num_threads`, which :data:`LAZY_NUMBA` hands out for
+``numba.get_num_threads`` / ``numba.set_num_threads``): a process whose reads find every
+kernel in the module never imports numba.
+
 Fork safety.  numba's GNU OpenMP threading layer ("omp", the one numba picks when
 ``tbb`` is not installed) is not fork-safe: a process forked from one whose OpenMP
 pool was started (numba starts it at the first ``numba.get_num_threads()`` or
@@ -509,8 +520,7 @@ class TwinnedKernel:
         fn = _aot_function(self, args)
         if fn is not None:
             return fn(*args)
-        if self._aot_parallel:
-            _apply_num_threads()
+        _apply_num_threads()
         if self._armed is False or (self._armed is None and not self._arm()):
             return self.dispatcher(*args)
         if self.dispatcher.overloads:  # else the call would only fail (and set up numba's typing first)
@@ -1034,9 +1044,10 @@ _threads = threading.local()  # .n: this thread's numba thread count, if set; .a
 
 
 def set_num_threads(n: int) -> None:
-    """``numba.set_num_threads(n)`` for this thread, without importing numba: if numba is
-    not loaded, the count is kept and given to numba before this thread runs numba's
-    parallel code (:func:`get_num_threads`, :class:`ForkSafeKernel`)."""
+    """``numba.set_num_threads(n)`` for this thread, without importing numba: unless numba's
+    thread pool runs already, the count is kept, and given to numba before this thread
+    next calls a kernel through numba (or asks :func:`get_num_threads`); a thread that only
+    runs AOT kernels never imports numba for it."""
     _threads.n = n
     _threads.applied = False
     if "numba" in sys.modules and _parallel_pool_started():
@@ -1116,8 +1127,7 @@ class LazyDispatcher:
             fn = _aot_function(self, args)
             if fn is not None:
                 return fn(*args)
-        if self._aot_parallel:
-            _apply_num_threads()
+        _apply_num_threads()
         return self.real(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
