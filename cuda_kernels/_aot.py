@@ -41,8 +41,9 @@ numba's layout rule ('C' if C-contiguous, else 'F' if F-contiguous, else 'A'; nu
 every array as aligned); a scalar as its dtype string (``bool`` ``|b1``, ``int`` ``<i8`` -- ``<u8`` from 2**63
 -- ``float`` ``<f8``, a NumPy scalar its own dtype).  Any other argument (None, tuples,
 Python objects) gives no key, and the call goes to numba.  A call runs the AOT function
-only when its key equals the key of an exported signature, so it runs the code numba would
-have picked for it (the JIT's exact-match overload).  Errors: the kernels report corrupt
+whose key equals its own, else (:func:`match`) one that differs only in taking read-only
+some arrays the call passes writable (numba's own safe conversion, where it has no exact
+overload: that code never writes those arrays); else it goes to numba.  Errors: the kernels report corrupt
 input through returned codes, and the wrappers raise; an exception raised inside compiled
 code is raised by the extension's wrapper as numba's is.
 """
@@ -71,6 +72,7 @@ __all__ = [
     "cpu_key",
     "functions",
     "loaded",
+    "match",
     "type_key",
 ]
 
@@ -114,6 +116,32 @@ def type_key(args: Sequence[Any]) -> Key | None:
         else:
             return None
     return tuple(key)
+
+
+def _converts(given: Any, exported: Any) -> bool:
+    """Whether an argument of key ``given`` may run code exported for ``exported``: equal,
+    or a writable array where the export takes the same array read-only (numba's own safe
+    conversion: code typed for a read-only array never writes it)."""
+    if given == exported:
+        return True
+    return type(given) is tuple and type(exported) is tuple and given[:3] == exported[:3] and exported[3] and not given[3]
+
+
+def match(table: dict[Key, Callable[..., Any]], key: Key) -> Callable[..., Any] | None:
+    """The function of ``table`` (one kernel's) for a call of key ``key``: the exact export,
+    else one whose arguments ``key``'s convert to (:func:`_converts`), else None.  What a
+    key resolves to is remembered in ``table`` (None included)."""
+    try:
+        return table[key]
+    except KeyError:
+        pass
+    found = None
+    for exported, fn in list(table.items()):
+        if fn is not None and len(exported) == len(key) and all(map(_converts, key, exported)):
+            found = fn
+            break
+    table[key] = found  # type: ignore[assignment]
+    return found
 
 
 def _numba_type_key(argtypes: Sequence[Any]) -> Key | None:

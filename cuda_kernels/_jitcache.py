@@ -999,7 +999,7 @@ def _aot_function(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any] | No
     if not table or (kernel._aot_parallel and _parallel_pool_started()):
         return None
     key = _aot.type_key(args)
-    return None if key is None else table.get(key)
+    return None if key is None else _aot.match(table, key)
 
 
 def exportable() -> list[_aot.Export]:

@@ -62,6 +62,21 @@ def test_type_key_refuses_what_it_cannot_spell() -> None:
         assert _aot.type_key([np.arange(2), value]) is None, repr(value)
 
 
+def test_match_converts_writable_to_read_only_only() -> None:
+    """A writable array may run code exported for it read-only (numba's safe conversion),
+    never the reverse (that code may write it); an exact export wins."""
+    ro, rw = ("<u8", 1, "C", True), ("<u8", 1, "C", False)
+    exact, relaxed = object(), object()
+    table = {(ro, "<i8"): relaxed}
+    assert _aot.match(dict(table), (rw, "<i8")) is relaxed
+    assert _aot.match(dict(table), (ro, "<i8")) is relaxed
+    assert _aot.match({(rw, "<i8"): exact}, (ro, "<i8")) is None
+    assert _aot.match({(ro, "<i8"): relaxed, (rw, "<i8"): exact}, (rw, "<i8")) is exact
+    assert _aot.match(dict(table), (("<u4", 1, "C", False), "<i8")) is None
+    assert _aot.match(dict(table), (rw, "<i4")) is None
+    assert _aot.match(dict(table), (rw,)) is None
+
+
 # Builds the tiny module in a child: twins and AOT off, every call compiles through numba,
 # then the same build as `lance-gpu compile`.
 CHILD_BUILD = r"""
