@@ -94,9 +94,9 @@ twinned (numba must see a dispatcher there).
 Ahead-of-time kernels.  ``lance-gpu compile`` also links every signature its reads ran
 into one extension module (:mod:`cuda_kernels._aot`) under the cache directory.  A kernel
 called from Python (:class:`LazyDispatcher`, :class:`TwinnedKernel`,
-:class:`ForkSafeKernel`) whose arguments' types match an exported signature exactly runs
-that module's function, without importing numba (:func:`_aot_function`); any other call
-goes on as described here.  The location is resolved without importing numba
+:class:`ForkSafeKernel`) whose arguments' types match an exported signature (the rule is
+:func:`cuda_kernels._aot.match`) runs that module's function, without importing numba
+(:func:`_aot_function`); any other call goes on as described here.  The location is resolved without importing numba
 (:func:`numba_version` reads numba's version file), and so are thread counts
 (:func:`get_num_threads`, :func:`set_num_threads`, which :data:`LAZY_NUMBA` hands out for
 ``numba.get_num_threads`` / ``numba.set_num_threads``): a process whose reads find every
