@@ -259,12 +259,36 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def build(exports: Sequence[Export], cache: Path, fingerprint: str, numba_version: str) -> Path:
-    """Compile ``exports`` into one extension module for this CPU and publish it with its
-    manifest under ``cache/aot`` (module docstring); returns the manifest's path.
+def _header(fingerprint: str, numba_version: str) -> dict[str, Any]:
+    """What a manifest must say to be used by this process (besides its module and kernels)."""
+    return {
+        "format": FORMAT,
+        "fingerprint": fingerprint,
+        "numba": numba_version,
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "cpu": cpu_key(),
+    }
 
-    Signatures without a key (:func:`_numba_type_key`) are left out.  Raises what pycc or
-    the C compiler raise (the caller then has no AOT module, and reads go through numba).
+
+def _read_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        with open(directory / _MANIFEST, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def build(exports: Sequence[Export], cache: Path, fingerprint: str, numba_version: str) -> tuple[Path, bool]:
+    """Compile ``exports`` into one extension module for this CPU and publish it with its
+    manifest under ``cache/aot`` (module docstring); returns the manifest's path and whether
+    a module was built: not when the published one already exports the same signatures for
+    this process (a second ``lance-gpu compile``).
+
+    Exports are named in a sorted order (``k0``, ``k1``...), so that the same signatures give
+    the same listing.  Signatures without a key (:func:`_numba_type_key`) are left out.
+    Raises what pycc or the C compiler raise (the caller then has no AOT module, and reads
+    go through numba).
     """
     import types
 
@@ -272,28 +296,33 @@ def build(exports: Sequence[Export], cache: Path, fingerprint: str, numba_versio
 
     directory = cache / _SUBDIR
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keyed = sorted(
+        ((e.module, e.qualname, key, e) for e in exports if (key := _numba_type_key(e.argtypes)) is not None),
+        key=lambda item: (item[0], item[1], repr(item[2])),
+    )
+    if not keyed:
+        raise ValueError("no kernel signature to export")
     kernels: dict[str, list[list[Any]]] = {}
+    for n, (module, qualname, key, _) in enumerate(keyed):
+        kernels.setdefault(_kernel_id(module, qualname), []).append([f"k{n}", list(key)])
+    header = _header(fingerprint, numba_version)
+    old = _read_manifest(directory)
+    if (old is not None and all(old.get(k) == v for k, v in header.items())
+            and old.get("kernels") == json.loads(json.dumps(kernels))
+            and (directory / str(old.get("module"))).is_file()):
+        return directory / _MANIFEST, False
     by_func: dict[int, Export] = {}
     with tempfile.TemporaryDirectory(dir=directory, prefix="build-") as tmp:
         cc = CC(MODULE_NAME, source_module=sys.modules[__name__])
         cc.output_dir = tmp
         cc.target_cpu = "host"
-        n = 0
-        for e in exports:
-            key = _numba_type_key(e.argtypes)
-            if key is None:
-                continue
-            name = f"k{n}"
-            n += 1
+        for n, (_, _, _, e) in enumerate(keyed):
             # one function object per export: the flags hook finds its dispatcher by id
             f = e.dispatcher.py_func
             func = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
             func.__qualname__, func.__module__, func.__kwdefaults__ = f.__qualname__, f.__module__, f.__kwdefaults__
             by_func[id(func)] = e
-            cc.export(name, e.restype(*e.argtypes))(func)
-            kernels.setdefault(_kernel_id(e.module, e.qualname), []).append([name, list(key)])
-        if not n:
-            raise ValueError("no kernel signature to export")
+            cc.export(f"k{n}", e.restype(*e.argtypes))(func)
         with _dispatcher_flags(by_func):
             cc.compile()
         built = Path(tmp) / cc.output_file
@@ -301,24 +330,16 @@ def build(exports: Sequence[Export], cache: Path, fingerprint: str, numba_versio
             token = hashlib.sha256(built.read_bytes()).hexdigest()[:16]
             so_name = f"{MODULE_NAME}-{token}{Path(cc.output_file).suffix}"
             os.replace(built, directory / so_name)
-            manifest = {
-                "format": FORMAT,
-                "fingerprint": fingerprint,
-                "numba": numba_version,
-                "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-                "cpu": cpu_key(),
-                "module": so_name,
-                "kernels": kernels,
-            }
+            manifest = {**header, "module": so_name, "kernels": kernels}
             fd, tmp_manifest = tempfile.mkstemp(dir=directory, prefix=".manifest-")
             with os.fdopen(fd, "w") as fh:
                 json.dump(manifest, fh)
             os.replace(tmp_manifest, directory / _MANIFEST)
-            for old in directory.glob(f"{MODULE_NAME}-*"):
-                if old.name != so_name:
+            for stale in directory.glob(f"{MODULE_NAME}-*"):
+                if stale.name != so_name:
                     with contextlib.suppress(OSError):
-                        old.unlink()
-    return directory / _MANIFEST
+                        stale.unlink()
+    return directory / _MANIFEST, True
 
 
 _lock = threading.Lock()
@@ -331,20 +352,8 @@ def _read(cache: Path | None, fingerprint: str, numba_version: str) -> dict[str,
     if cache is None or os.environ.get(AOT_ENV, "1") == "0":
         return {}
     directory = cache / _SUBDIR
-    try:
-        with open(directory / _MANIFEST, encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except (OSError, ValueError):
-        return {}
-    want = {
-        "format": FORMAT,
-        "fingerprint": fingerprint,
-        "numba": numba_version,
-        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-    }
-    if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in want.items()):
-        return {}
-    if manifest.get("cpu") != cpu_key():
+    manifest = _read_manifest(directory)
+    if manifest is None or any(manifest.get(k) != v for k, v in _header(fingerprint, numba_version).items()):
         return {}
     import importlib.machinery
     import importlib.util

@@ -88,8 +88,8 @@ from cuda_kernels import _jitcache, utf8
 offsets = np.array([0, 2, 6, 9], np.int64)
 utf8.check_variable(offsets, np.frombuffer("abcdéfgh".encode(), np.uint8), True)
 utf8.check_variable(offsets, np.frombuffer(b"abcdefghi", np.uint8), True)
-manifest = _jitcache.build_aot()
-print(json.dumps({"manifest": str(manifest), "kernels": sorted(json.load(open(manifest))["kernels"])}))
+manifest, built = _jitcache.build_aot()
+print(json.dumps({"manifest": str(manifest), "built": built, "kernels": sorted(json.load(open(manifest))["kernels"])}))
 """
 
 # Calls the checks in a fresh process: what they return or raise, and whether numba came in.
@@ -118,9 +118,13 @@ print(json.dumps(got))
 
 def test_tiny_module_runs_without_numba(tmp_path: Path) -> None:
     built = _run(CHILD_BUILD, tmp_path)
+    assert built["built"] is True
     assert built["kernels"] == ["cuda_kernels.utf8:_check_variable_cpu", "cuda_kernels.utf8:_utf8_valid_cpu"]
     manifest = Path(built["manifest"])
     (module,) = manifest.parent.glob(f"{_aot.MODULE_NAME}-*")
+    again = _run(CHILD_BUILD, tmp_path)  # the same signatures: the published module stays
+    assert again["built"] is False and again["kernels"] == built["kernels"]
+    assert list(manifest.parent.glob(f"{_aot.MODULE_NAME}-*")) == [module]
 
     aot = _run(CHILD_CALL, tmp_path, "int64")
     assert aot.pop("numba") is False and aot.pop("aot") is True

@@ -158,17 +158,18 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
     }
 
 
-def compile_aot() -> tuple[int, str | None]:
+def compile_aot() -> tuple[int, bool, str | None]:
     """After :func:`compile_kernels` in this process: build the AOT module of every signature
-    it ran (:mod:`cuda_kernels._aot`).  Returns (signatures exported, None), or (0, why) when
-    it cannot be built (no C compiler, a pycc failure): reads then run through numba as
-    before."""
+    it ran (:mod:`cuda_kernels._aot`).  Returns (signatures exported, whether a module was
+    built -- not when the published one has the same signatures --, None), or (0, False,
+    why) when it cannot be built (no C compiler, a pycc failure): reads then run through
+    numba as before."""
     exports = _jitcache.exportable()
     try:
-        _jitcache.build_aot()
+        _, built = _jitcache.build_aot()
     except Exception as exc:  # noqa: BLE001 - any build failure leaves reads on numba
-        return 0, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-    return len(exports), None
+        return 0, False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    return len(exports), built, None
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -205,9 +206,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return 0
     if not args.quiet:
         print("building the ahead-of-time module (reads that load without numba)", flush=True)
-    exported, why = compile_aot()
+    exported, built, why = compile_aot()
     if why is None:
-        print(f"ahead-of-time module: {exported} signatures, in {time.perf_counter() - t0:.1f} s")
+        state = "built" if built else "already built"
+        print(f"ahead-of-time module: {exported} signatures, {state}, in {time.perf_counter() - t0:.1f} s")
     else:
         print(f"no ahead-of-time module ({why}): reads load the kernels through numba")
     return 0
