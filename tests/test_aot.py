@@ -6,7 +6,8 @@
   exact-match overload would.
 * A tiny module (UTF-8 and offsets checks, built in a child as ``lance-gpu compile`` builds
   it, into a temporary ``LANCE_GPU_CACHE_DIR``): a fresh process runs it without importing
-  numba, with the results and exceptions of the numba path; arguments of other types go to
+  numba, with the results and exceptions of the numba path (the wrappers' errors and ones
+  raised inside compiled code); arguments of other types go to
   numba; a stale manifest (another fingerprint) is ignored.
 * Slow: a pylance-written table of the common encodings read in a fresh process after the
   module is built from a read of it imports no numba and equals numba's read and pylance's.
@@ -110,6 +111,14 @@ got = {"valid": check([0, 2, 6, 11], "abcdé€gh".encode()),
        "split_char": check([0, 5, 6, 9], "abcdéfgh".encode()),
        "bad_offsets": check([0, 5, 3, 9], b"abcdefghi"),
        "beyond": check([0, 5, 30], b"abcdefghi")}
+def raised(*args):  # exceptions raised inside compiled code (nchunks 0 divides by zero, -1 sizes an array)
+    try:
+        return ["returned", utf8._utf8_valid_cpu(*args)]
+    except Exception as exc:
+        return [type(exc).__name__, str(exc)]
+ro = np.frombuffer(b"abc", np.uint8)
+got["zero_chunks"] = raised(ro, 0, 3, 0)
+got["negative_chunks"] = raised(ro, 0, 3, -1)
 got["numba"] = "numba" in sys.modules
 got["aot"] = "lance_gpu_aot" in sys.modules
 print(json.dumps(got))
@@ -132,6 +141,7 @@ def test_tiny_module_runs_without_numba(tmp_path: Path) -> None:
     assert jit.pop("numba") is True and jit.pop("aot") is False
     assert aot == jit
     assert aot["valid"] == "ok" and aot["bad_utf8"][2] == 16 and aot["bad_offsets"][2] == 1
+    assert aot["zero_chunks"][0] == "ZeroDivisionError" and aot["negative_chunks"][0] == "ValueError"
 
     # int32 offsets: a signature the module does not have -> numba, same results
     other = _run(CHILD_CALL, tmp_path, "int32")
