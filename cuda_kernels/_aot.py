@@ -279,11 +279,21 @@ def _read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) else None
 
 
+def _signatures(kernels: Any) -> set[tuple[str, Key]]:
+    """The (kernel, key) pairs a manifest's ``kernels`` lists (empty if it is garbled)."""
+    try:
+        return {(kernel, _as_key(key)) for kernel, entries in kernels.items() for _, key in entries}
+    except (AttributeError, TypeError, ValueError):
+        return set()
+
+
 def build(exports: Sequence[Export], cache: Path, fingerprint: str, numba_version: str) -> tuple[Path, bool]:
     """Compile ``exports`` into one extension module for this CPU and publish it with its
     manifest under ``cache/aot`` (module docstring); returns the manifest's path and whether
-    a module was built: not when the published one already exports the same signatures for
-    this process (a second ``lance-gpu compile``).
+    a module was built: not when the published one, made for this process's sources,
+    versions and CPU, already exports every one of them (a second ``lance-gpu compile``,
+    which loads from the cache what the first compiled: kernels the first compiled only as
+    callees of others are then not among its signatures).
 
     Exports are named in a sorted order (``k0``, ``k1``...), so that the same signatures give
     the same listing.  Signatures without a key (:func:`_numba_type_key`) are left out.
@@ -308,7 +318,7 @@ def build(exports: Sequence[Export], cache: Path, fingerprint: str, numba_versio
     header = _header(fingerprint, numba_version)
     old = _read_manifest(directory)
     if (old is not None and all(old.get(k) == v for k, v in header.items())
-            and old.get("kernels") == json.loads(json.dumps(kernels))
+            and _signatures(kernels) <= _signatures(old.get("kernels"))
             and (directory / str(old.get("module"))).is_file()):
         return directory / _MANIFEST, False
     by_func: dict[int, Export] = {}

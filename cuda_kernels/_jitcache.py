@@ -1028,7 +1028,7 @@ def exportable() -> list[_aot.Export]:
 def build_aot() -> tuple[Path, bool]:
     """Compile every signature this process compiled or loaded (:func:`exportable`) into the
     AOT module of the kernel cache (:func:`cuda_kernels._aot.build`); returns its manifest
-    and whether a module was built (not when the published one has the same signatures).
+    and whether a module was built (not when the published one has all these signatures).
     Raises OSError without a cache directory, and what pycc or the C compiler raise."""
     base = cache_dir()
     if base is None:

@@ -161,7 +161,7 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
 def compile_aot() -> tuple[int, bool, str | None]:
     """After :func:`compile_kernels` in this process: build the AOT module of every signature
     it ran (:mod:`cuda_kernels._aot`).  Returns (signatures exported, whether a module was
-    built -- not when the published one has the same signatures --, None), or (0, False,
+    built -- not when the published one has all of them --, None), or (0, False,
     why) when it cannot be built (no C compiler, a pycc failure): reads then run through
     numba as before."""
     exports = _jitcache.exportable()
