@@ -38,7 +38,8 @@ rows = lib.dataset(path).to_table().num_rows
 wall = time.perf_counter() - t0
 ru = resource.getrusage(resource.RUSAGE_SELF)
 numba_context = "numba.np.arraymath" in sys.modules
-print(json.dumps({"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rows": rows, "numba_context": numba_context}))
+print(json.dumps({"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rows": rows, "numba_context": numba_context,
+                  "numba": "numba" in sys.modules}))
 """
 
 
@@ -81,11 +82,12 @@ def main() -> None:
             med = {e: {k: sorted(x[k] for x in v)[len(v) // 2] for k in ("process_wall", "cpu")} for e, v in got.items()}
             loads = [x["load"] for v in got.values() for x in v]
             row = {"shape": name, "median": med, "rounds": got, "load_min": min(loads), "load_max": max(loads),
-                   "numba_context": any(x["numba_context"] for x in got["lance_gpu"])}
+                   "numba_context": any(x["numba_context"] for x in got["lance_gpu"]),
+                   "numba": any(x["numba"] for x in got["lance_gpu"])}
             rows.append(row)
             print(f"{name:12s} wall ours {med['lance_gpu']['process_wall']:.2f} s pylance {med['lance']['process_wall']:.2f} s | "
                   f"cpu ours {med['lance_gpu']['cpu']:.2f} s pylance {med['lance']['cpu']:.2f} s | load {min(loads):.1f}-{max(loads):.1f}"
-                  f" | numba context set up: {row['numba_context']}", flush=True)
+                  f" | numba imported: {row['numba']}, its context set up: {row['numba_context']}", flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = [
@@ -95,14 +97,14 @@ def main() -> None:
         "wall = interpreter start to table; cpu = the process's user + system time. "
         "Produced by `python3 benchmarks/bench_startup.py`; every round in the JSON.",
         "",
-        "| table | ours wall s | pylance wall s | ours cpu s | pylance cpu s | cpu ratio | load | numba context set up |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| table | ours wall s | pylance wall s | ours cpu s | pylance cpu s | cpu ratio | load | numba imported | numba context set up |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for r in rows:
         m = r["median"]
         lines.append(f"| {r['shape']} | {m['lance_gpu']['process_wall']:.2f} | {m['lance']['process_wall']:.2f} | "
                      f"{m['lance_gpu']['cpu']:.2f} | {m['lance']['cpu']:.2f} | {m['lance']['cpu'] / m['lance_gpu']['cpu']:.2f} | "
-                     f"{r['load_min']:.1f}-{r['load_max']:.1f} | {r['numba_context']} |")
+                     f"{r['load_min']:.1f}-{r['load_max']:.1f} | {r['numba']} | {r['numba_context']} |")
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 

@@ -1,4 +1,5 @@
-"""CPU-only helpers for the njit loops: unaligned little-endian 64-bit loads and stores.
+"""CPU-only helpers for the njit loops: unaligned little-endian 64-bit loads and stores,
+and read-only views of the arrays drivers only read (:func:`read_only`).
 
 numba gives byte arrays no unaligned wide access, and LLVM does not merge eight byte
 stores into one.  These intrinsics emit a single ``load``/``store`` of ``i64`` with
@@ -18,7 +19,19 @@ from ._jitcache import lazy_intrinsic
 if sys.byteorder != "little":  # pragma: no cover - no big-endian targets
     raise ImportError("cuda_kernels._cpu assumes a little-endian host")
 
-__all__ = ["load_u64", "store_u64"]
+__all__ = ["load_u64", "read_only", "store_u64"]
+
+
+def read_only(a):
+    """A read-only view of ``a`` (``a`` itself when it already is): one array flavour for
+    the compiled drivers of arguments they only read, which come both from read-only file
+    maps and from writable decode buffers (numba compiles, and the ahead-of-time module
+    exports, per flavour)."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def _byte_pointer(context, builder, arrty, arr, pos):

@@ -91,6 +91,17 @@ process as before) when ``$LANCE_GPU_JIT_TWINS`` is ``0`` or no cache
 directory is usable.  Kernels called from other compiled code cannot be
 twinned (numba must see a dispatcher there).
 
+Ahead-of-time kernels.  ``lance-gpu compile`` also links every signature its reads ran
+into one extension module (:mod:`cuda_kernels._aot`) under the cache directory.  A kernel
+called from Python (:class:`LazyDispatcher`, :class:`TwinnedKernel`,
+:class:`ForkSafeKernel`) whose arguments' types match an exported signature (the rule is
+:func:`cuda_kernels._aot.match`) runs that module's function, without importing numba
+(:func:`_aot_function`); any other call goes on as described here.  The location is resolved without importing numba
+(:func:`numba_version` reads numba's version file), and so are thread counts
+(:func:`get_num_threads`, :func:`set_num_threads`, which :data:`LAZY_NUMBA` hands out for
+``numba.get_num_threads`` / ``numba.set_num_threads``): a process whose reads find every
+kernel in the module never imports numba.
+
 Fork safety.  numba's GNU OpenMP threading layer ("omp", the one numba picks when
 ``tbb`` is not installed) is not fork-safe: a process forked from one whose OpenMP
 pool was started (numba starts it at the first ``numba.get_num_threads()`` or
@@ -120,6 +131,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import _aot
+
 __all__ = [
     "CACHE_DIR_ENV",
     "LAZY_NUMBA",
@@ -129,13 +142,18 @@ __all__ = [
     "LazyDispatcher",
     "LazyIntrinsic",
     "TwinnedKernel",
+    "build_aot",
     "cache_dir",
     "cache_stats",
     "enable_cache",
+    "exportable",
+    "get_num_threads",
     "lazy_intrinsic",
     "njit",
+    "numba_version",
     "prange",
     "serial_only",
+    "set_num_threads",
     "source_fingerprint",
     "twin_stats",
     "twins_enabled",
@@ -201,6 +219,27 @@ def source_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+_numba_version: list[str | None] = []
+
+
+def numba_version() -> str | None:
+    """numba's ``__version__`` read from its ``_version.py`` without importing numba (what
+    ``numba/__init__.py`` sets it from), or None if that file cannot be read."""
+    if not _numba_version:
+        import importlib.util
+        import re
+
+        found = None
+        with contextlib.suppress(ImportError, ValueError, OSError):
+            spec = importlib.util.find_spec("numba")
+            if spec is not None and spec.origin:
+                text = (Path(spec.origin).parent / "_version.py").read_text(encoding="utf-8")
+                m = re.search(r'"version":\s*"([^"]+)"', text)
+                found = m.group(1) if m else None
+        _numba_version.append(found)
+    return _numba_version[0]
+
+
 def _candidates() -> tuple[list[Path], bool]:
     """Base directories to try, in order, and whether the first one was given explicitly."""
     explicit = os.environ.get(CACHE_DIR_ENV)
@@ -242,9 +281,12 @@ def cache_dir() -> Path | None:
     with _lock:
         if _resolved:
             return _resolved[0]
-        import numba
+        version = numba_version()
+        if version is None:
+            import numba
 
-        leaf = f"numba-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{source_fingerprint_cached()}"
+            version = numba.__version__
+        leaf = f"numba-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{source_fingerprint_cached()}"
         bases, explicit = _candidates()
         found = None
         for base in bases:
@@ -454,6 +496,8 @@ class TwinnedKernel:
         self._next_look: dict[tuple[Any, ...], float] = {}
         self._look_lock = threading.Lock()
         self.twin_calls = 0
+        self._aot_table: dict[Any, Callable[..., Any]] | None = None
+        self._aot_parallel = bool(dispatcher._options.get("parallel"))
 
     @property
     def dispatcher(self) -> Any:
@@ -473,6 +517,10 @@ class TwinnedKernel:
         return bool(self._armed)
 
     def __call__(self, *args: Any) -> Any:
+        fn = _aot_function(self, args)
+        if fn is not None:
+            return fn(*args)
+        _apply_num_threads()
         if self._armed is False or (self._armed is None and not self._arm()):
             return self.dispatcher(*args)
         if self.dispatcher.overloads:  # else the call would only fail (and set up numba's typing first)
@@ -766,6 +814,8 @@ class ForkSafeKernel:
         self._cache = cache
         self._serial: Any = None
         self._serial_lock = threading.Lock()
+        self._aot_table: dict[Any, Callable[..., Any]] | None = None
+        self._aot_parallel = True
 
     @property
     def dispatcher(self) -> Any:
@@ -791,8 +841,12 @@ class ForkSafeKernel:
         return self._serial
 
     def __call__(self, *args: Any) -> Any:
+        fn = _aot_function(self, args)  # serial code, fork-safe
+        if fn is not None:
+            return fn(*args)
         if _serial_only[0]:
             return self.serial(*args)
+        _apply_num_threads()
         return self._call(*args)
 
     def __getattr__(self, name: str) -> Any:
@@ -812,6 +866,10 @@ class _LazyNumba:
     numba's; compiled code sees numba itself (:func:`_bind_for_numba`)."""
 
     def __getattr__(self, name: str) -> Any:
+        if name == "get_num_threads":  # no numba import where AOT kernels run (see there)
+            return get_num_threads
+        if name == "set_num_threads":
+            return set_num_threads
         import numba
 
         return getattr(numba, name)
@@ -918,6 +976,112 @@ def with_globals(func: Callable[..., Any], glb: dict[str, Any]) -> Callable[...,
     return copy
 
 
+def _parallel_pool_started() -> bool:
+    """Whether numba's parallel backend has started its thread pool in this process."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return parallel is not None and bool(getattr(parallel, "_is_initialized", False))
+
+
+def _aot_function(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
+    """The ahead-of-time compiled function (:mod:`cuda_kernels._aot`) that runs ``kernel``
+    for ``args`` in this process, or None (the call then goes through numba).
+
+    ``kernel`` (a :class:`LazyDispatcher`, :class:`TwinnedKernel` or :class:`ForkSafeKernel`)
+    has ``_aot_table`` (None until its first call) and ``_aot_parallel``.  A
+    ``parallel=True`` kernel's AOT code is its serial compile: it is used only while
+    numba's thread pool is not started here (once it is, numba's parallel code is loaded
+    or compiled anyway, and runs on every thread).
+    """
+    table = kernel._aot_table
+    if table is None:
+        _aot.load(cache_dir, source_fingerprint_cached, numba_version)
+        table = kernel._aot_table = _aot.functions(kernel.__module__, kernel.__qualname__)
+    if not table or (kernel._aot_parallel and _parallel_pool_started()):
+        return None
+    key = _aot.type_key(args)
+    return None if key is None else _aot.match(table, key)
+
+
+def exportable() -> list[_aot.Export]:
+    """Every compiled signature of the dispatchers made by :func:`njit` in this process that
+    Python calls (not cores inlined into their callers, ``inline="always"``, nor functions
+    defined inside functions or the serial variants of parallel kernels): what
+    :func:`cuda_kernels._aot.build` exports after ``lance-gpu compile`` ran them all."""
+    out: list[_aot.Export] = []
+    seen: set[tuple[str, str, tuple[Any, ...]]] = set()
+    for d in tuple(_dispatchers):
+        f = d.py_func
+        if d.targetoptions.get("inline", "never") != "never" or "<locals>" in f.__qualname__:
+            continue
+        if f.__closure__ or f.__qualname__.endswith("__serial"):
+            continue
+        for sig in d.signatures:
+            ident = (f.__module__, f.__qualname__, tuple(sig))
+            if ident in seen:  # a driver's twinned and plain dispatchers compile the same code
+                continue
+            seen.add(ident)
+            restype = d.overloads[sig].signature.return_type
+            out.append(_aot.Export(f.__module__, f.__qualname__, d, tuple(sig), restype))
+    return out
+
+
+def build_aot() -> tuple[Path, bool]:
+    """Compile every signature this process compiled or loaded (:func:`exportable`) into the
+    AOT module of the kernel cache (:func:`cuda_kernels._aot.build`); returns its manifest
+    and whether a module was built (not when the published one has all these signatures).
+    Raises OSError without a cache directory, and what pycc or the C compiler raise."""
+    base = cache_dir()
+    if base is None:
+        raise OSError("no writable kernel cache directory")
+    version = numba_version()
+    if version is None:
+        import numba
+
+        version = numba.__version__
+    return _aot.build(exportable(), base, source_fingerprint_cached(), version)
+
+
+_threads = threading.local()  # .n: this thread's numba thread count, if set; .applied: numba has it
+
+
+def set_num_threads(n: int) -> None:
+    """``numba.set_num_threads(n)`` for this thread, without importing numba: unless numba's
+    thread pool runs already, the count is kept, and given to numba before this thread
+    next calls a kernel through numba (or asks :func:`get_num_threads`); a thread that only
+    runs AOT kernels never imports numba for it."""
+    _threads.n = n
+    _threads.applied = False
+    if "numba" in sys.modules and _parallel_pool_started():
+        _apply_num_threads()
+
+
+def _apply_num_threads() -> None:
+    n = getattr(_threads, "n", None)
+    if n is not None and not getattr(_threads, "applied", False):
+        import numba
+
+        numba.set_num_threads(n)
+        _threads.applied = True
+
+
+def get_num_threads() -> int:
+    """``numba.get_num_threads()`` for this thread, without importing numba where it is not
+    needed: the count :func:`set_num_threads` set here, else 1 in a process running AOT
+    kernels (:mod:`cuda_kernels._aot`, which are serial) while numba is not loaded, else
+    numba's."""
+    if "numba" not in sys.modules:
+        n = getattr(_threads, "n", None)
+        if n is not None:
+            return int(n)
+        _aot.load(cache_dir, source_fingerprint_cached, numba_version)
+        if _aot.loaded():
+            return 1
+    import numba
+
+    _apply_num_threads()
+    return int(numba.get_num_threads())
+
+
 class LazyDispatcher:
     """An njit kernel whose numba dispatcher is made on first use (a call, or an attribute
     numba's dispatcher has): importing a module of kernels imports no numba.
@@ -933,6 +1097,8 @@ class LazyDispatcher:
         self._options = options
         self._cache = cache
         self._real: Any = None
+        self._aot_table: dict[Any, Callable[..., Any]] | None = None
+        self._aot_parallel = bool(options.get("parallel"))
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
         self.__module__ = func.__module__
@@ -958,10 +1124,15 @@ class LazyDispatcher:
         return self.real
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            fn = _aot_function(self, args)
+            if fn is not None:
+                return fn(*args)
+        _apply_num_threads()
         return self.real(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_real", "py_func", "_options", "_cache"):
+        if name.startswith("__") or name in ("_real", "py_func", "_options", "_cache", "_aot_table", "_aot_parallel"):
             raise AttributeError(name)
         return getattr(self.real, name)
 

@@ -190,6 +190,8 @@ class CpuDriver:
     :mod:`cuda_kernels._jitcache`).  A ``parallel=True`` driver called from Python
     runs its serial variant in a process forked from one using GNU OpenMP (see "Fork
     safety" in :mod:`cuda_kernels._jitcache`); compiled callers get :attr:`dispatcher`.
+    Calls from Python whose argument types the ahead-of-time module exports run its
+    function instead, without numba (:mod:`cuda_kernels._aot`; serial for a parallel driver).
     """
 
     def __init__(self, pyfunc, twin=None, **options):

@@ -32,6 +32,7 @@ import sys
 import numpy as np
 
 from . import _device, _twins
+from ._cpu import read_only
 from ._jitcache import LAZY_NUMBA as numba
 from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
@@ -412,7 +413,7 @@ def unpack_blocks(words, block_word_offsets, bit_widths, out=None):
     :returns: ``uintT[nblocks * 1024]``, the values in logical order.
     :raises CorruptInputError: a width exceeds T or a block runs past the end of ``words``.
     """
-    words = _as_unsigned_words(words)
+    words = read_only(_as_unsigned_words(words))  # one flavour: file maps are read-only
     offsets = np.ascontiguousarray(block_word_offsets, dtype=np.int64)
     widths = np.ascontiguousarray(bit_widths)
     if widths.dtype.kind not in "ui":

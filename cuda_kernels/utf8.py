@@ -22,6 +22,7 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
 import numpy as np
 
 from . import _device, _twins
+from ._cpu import read_only
 from ._jitcache import LAZY_NUMBA as numba
 from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
@@ -288,15 +289,6 @@ def _check_variable_cpu(offsets, data, utf8, bytes_ok):
     return VALID, np.int64(-1)
 
 
-def _read_only(a):
-    """A read-only view of ``a`` (``a`` itself when it already is)."""
-    if not a.flags.writeable:
-        return a
-    view = a.view()
-    view.flags.writeable = False
-    return view
-
-
 def _utf8_verdict(data, lo, hi):
     """:func:`_utf8_valid_cpu` of ``data[lo:hi]`` in chunks of about ``_CHUNK`` bytes.
 
@@ -330,7 +322,7 @@ def check_variable(offsets, data, utf8):
     data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
     # One array flavour for the compiled drivers: bytes and offsets come both from read-only
     # file maps and from writable decode buffers, and numba compiles (seconds) per flavour.
-    offsets, data = _read_only(offsets), _read_only(data)
+    offsets, data = read_only(offsets), read_only(data)
     bytes_ok = False
     if utf8 and offsets.size > 1:
         # the bytes as a whole, in parallel; the exact place is only searched for on failure

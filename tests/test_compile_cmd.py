@@ -118,7 +118,9 @@ def test_after_compile_a_fresh_read_compiles_nothing_and_runs_no_twin(
 def test_a_second_compile_only_loads(compiled_cache: tuple[Path, str]) -> None:
     cache, first = compiled_cache
     assert " 0 already cached" in first
+    assert ", built," in first, first  # the ahead-of-time module (a C compiler is here)
     proc = subprocess.run([sys.executable, "-m", "lance_gpu", "compile", "--quiet"], env=_env(cache), text=True,
                           capture_output=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ": 0 signatures compiled," in proc.stdout, proc.stdout
+    assert ", already built," in proc.stdout, proc.stdout  # the ahead-of-time module is not rebuilt

@@ -9,8 +9,14 @@ encodings the readers decode (bit-packed integers of every width, floats, bools,
 dates/timestamps, nullable columns, strings and binary -- plain, FSST, dictionary, large
 values -- lists, structs, fixed-size lists) with our writer at file versions 2.0, 2.1 and
 2.2 into a temporary directory, then read them back the ways reads go (``to_table``,
-projected and filtered reads, ``to_batches``, ``take``, ``count_rows``).  Idempotent: a
+projected and filtered reads, ``to_batches``, ``take``, ``count_rows``), and run the
+kernels of layouts only pylance writes on tiny inputs (:func:`_pylance_only_layouts`).  Idempotent: a
 second run finds every signature in the cache and only loads it.
+
+Then it builds the ahead-of-time module of every signature the reads ran
+(:mod:`cuda_kernels._aot`, needs a C compiler): a fresh process reading with kernels
+of that module does not import numba.  Without it (no compiler, a build error) reads go
+through numba's cache as before.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 import lance_gpu
-from cuda_kernels import _jitcache
+from cuda_kernels import _aot, _jitcache
 
 FILE_VERSIONS = ("2.0", "2.1", "2.2")
 
@@ -125,12 +131,24 @@ def _read_all(ds: Any, rows: int, rng: np.random.Generator) -> int:
     return seen
 
 
+def _pylance_only_layouts() -> None:
+    """Run, on tiny inputs of the flavours the readers pass, the kernels of layouts pylance
+    writes and lance-gpu's writer does not, so that the coverage reads cannot reach them:
+    boolean mini-block chunks whose value counts are not multiples of 8 (``bits_concat``;
+    pylance cuts 2,500 booleans of a 2.1 / 2.2 file so)."""
+    from lance_gpu.cpu import native
+
+    out = np.zeros(1, np.uint8)
+    native.bits_concat(np.array([0b10110101, 0b1], np.uint8), np.array([0, 1], np.int64), np.array([5, 3], np.int64), out)
+
+
 def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
     """Write and read the coverage datasets in this process with twins off; returns the
     numbers of signatures this process compiled (``compiled``) and loaded from the cache
     (``loaded``).  Twins must not have been decided yet in this process (they are
     decided at the first kernel call), else ``RuntimeError``."""
     os.environ[_jitcache.TWINS_ENV] = "0"
+    os.environ[_aot.AOT_ENV] = "0"  # every signature must go through numba here, to be listed
     if _jitcache.twins_enabled():
         raise RuntimeError("kernel twins are already on in this process; run `lance-gpu compile` in a fresh process")
     if _jitcache.cache_dir() is None:
@@ -145,11 +163,26 @@ def compile_kernels(rows: int = 6000, progress: Any = None) -> dict[str, int]:
             uri = f"{tmp}/v{version}.lance"
             lance_gpu.write_dataset(table, uri, data_storage_version=version, max_rows_per_file=rows // 2)
             _read_all(lance_gpu.dataset(uri, device="cpu"), rows, rng)
+    _pylance_only_layouts()
     stats = _jitcache.cache_stats()
     return {
         "compiled": sum(s["misses"] for s in stats.values()),
         "loaded": sum(s["hits"] for s in stats.values()),
     }
+
+
+def compile_aot() -> tuple[int, bool, str | None]:
+    """After :func:`compile_kernels` in this process: build the AOT module of every signature
+    it ran (:mod:`cuda_kernels._aot`).  Returns (signatures exported, whether a module was
+    built -- not when the published one has all of them --, None), or (0, False,
+    why) when it cannot be built (no C compiler, a pycc failure): reads then run through
+    numba as before."""
+    exports = _jitcache.exportable()
+    try:
+        _, built = _jitcache.build_aot()
+    except Exception as exc:  # noqa: BLE001 - any build failure leaves reads on numba
+        return 0, False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    return len(exports), built, None
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -159,11 +192,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
             "Compile every CPU kernel signature reads use into the per-user kernel cache "
             "($LANCE_GPU_CACHE_DIR, else ~/.cache/lance_gpu), so that the first read of each new "
             "process loads compiled code.  Reads work without it, slower at first.  A second run only "
-            "loads what the first compiled."
+            "loads what the first compiled.  Then (unless --no-aot, and if a C compiler is there) it links "
+            "those kernels into one extension module for this CPU, which reads load without numba."
         ),
         epilog="examples:\n  lance-gpu compile\n  LANCE_GPU_CACHE_DIR=/opt/cache lance-gpu compile",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--no-aot", action="store_true",
+                   help="do not build the ahead-of-time module (numba-free kernel loading for reads)")
     p.set_defaults(func=cmd_compile)
 
 
@@ -179,4 +215,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         f"kernel cache {_jitcache.cache_dir()}: {got['compiled']} signatures compiled, "
         f"{got['loaded']} already cached, in {time.perf_counter() - t0:.1f} s"
     )
+    if args.no_aot:
+        return 0
+    if not args.quiet:
+        print("building the ahead-of-time module (reads that load without numba)", flush=True)
+    exported, built, why = compile_aot()
+    if why is None:
+        state = "built" if built else "already built"
+        print(f"ahead-of-time module: {exported} signatures, {state}, in {time.perf_counter() - t0:.1f} s")
+    else:
+        print(f"no ahead-of-time module ({why}): reads load the kernels through numba")
     return 0

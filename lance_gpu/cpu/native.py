@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_kernels._jitcache import njit, prange
+from cuda_kernels._jitcache import get_num_threads, njit, prange
 from lance_gpu.cpu import memory, twins
 
 _JIT = {"cache": True, "nogil": True}
@@ -709,8 +709,6 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     decodes in one pass into a buffer sized from the compressed bytes, growing it if a
     chunk expands beyond the estimate; with more, lengths pass, scan, then a parallel write.
     """
-    import numba
-
     counts = np.ascontiguousarray(counts, np.int64)
     first = np.zeros(counts.size, np.int64)
     if counts.size > 1:
@@ -718,7 +716,7 @@ def fsst_decode_chunks(data, starts, sizes, counts, offset_bytes, symbols, sym_l
     n = int(counts.sum())
     out_offsets = memory.empty(n + 1, np.int64)
     out_offsets[0] = 0
-    threads = numba.get_num_threads()
+    threads = get_num_threads()
     sym_next = symbol_next(symbols, sym_lens, nsym)
     ngroups = max(1, min(4 * threads, counts.size // 16)) if threads > 1 and n >= 65536 else 1
     if ngroups == 1:

@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cuda_kernels._jitcache import set_num_threads
 from lance_gpu import gpu
 from lance_gpu._device import resolve_device
 from lance_gpu.errors import ArgumentTypeError, NegativeArgumentError, RowIndexError, UnsupportedFeatureError
@@ -154,10 +155,9 @@ class Executor(Protocol):
 
 
 def _serial_kernels() -> None:
-    """Pool-thread initializer: this thread's numba kernels use one thread (thread-local)."""
-    import numba
-
-    numba.set_num_threads(1)
+    """Pool-thread initializer: this thread's numba kernels use one thread (thread-local;
+    numba is told when it is loaded, see :func:`cuda_kernels._jitcache.set_num_threads`)."""
+    set_num_threads(1)
 
 
 def empty_table(num_rows: int, metadata: dict | None = None) -> pa.Table:
