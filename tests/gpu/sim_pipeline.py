@@ -1223,6 +1223,13 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
 # per-fragment cost.
 LIST_BUDGET_LAUNCHES = 32
 LIST_BUDGET_D2H = 3
+# to_cudf of the same table (lists' and their items' masks, a struct holding a list): the
+# read, and combining's zeroed arena, 2 batched copies, 2 offsets rebases, one bitmask pack
+# (every layer's validity words of a unit are one allocation since the bitmask2 branch:
+# list and item layers too) and one AND of the struct's child masks.  Measured: 27 / 5 as
+# 2 fragments, 40 / 5 as 16 (the RLE pages' launches, as above).
+LIST_CUDF_LAUNCHES = 40
+LIST_CUDF_D2H = 5
 
 
 @pytest.fixture(scope="module")
@@ -1235,7 +1242,10 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
     """One device read of a list-heavy table: at most LIST_BUDGET_LAUNCHES launches and
     LIST_BUDGET_D2H blocking copies back as 2 or 16 fragments, no pageable upload, no chunk
     header parsed on the host (the list pages' in-band level counts come back with the
-    pre-pass's one copy), and the rows equal pylance's."""
+    pre-pass's one copy), and the rows equal pylance's.  Then ``to_cudf`` of it: at most
+    LIST_CUDF_LAUNCHES / LIST_CUDF_D2H, and every mask (list children's and a struct's
+    list included) and null count equal to pylance's."""
+    from traffic import count_device_traffic
     from lance_gpu.file.v2_1 import miniblock
 
     host_parses = []
@@ -1247,6 +1257,12 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         assert not host_parses, (nfrag, host_parses)
         assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, c)
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+        with count_device_traffic() as c:  # the kernels compiled by the read above
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        _assert_cudf_layout(cols, lance.dataset(uri).to_table(), f"list to_cudf, {nfrag} fragments")
+        assert c.get("launches", 0) <= LIST_CUDF_LAUNCHES, (nfrag, c)
+        assert c.get("d2h_blocking", 0) <= LIST_CUDF_D2H, (nfrag, c)
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
 
 
