@@ -354,10 +354,9 @@ def levels_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
             r = None if sg.rep_pos < 0 else level_buf[sg.rep_pos : sg.rep_pos + sg.num_levels]
             u = ck.unravel_levels(r, level_buf[sg.def_pos : sg.def_pos + sg.num_levels], list(sg.layer_kinds), num_levels=sg.num_levels)
             # the segmented unravel also counts null entries (the CPU one leaves -1), and gives
-            # a segment without repetition levels its validity as uint32 bitmask words
+            # every layer's validity as uint32 bitmask words
             layers = [lr._replace(null_count=0 if lr.validity is None else int((~lr.validity).sum())) for lr in u.layers]
-            if r is None:
-                layers = [lr if lr.validity is None else lr._replace(validity=_words(lr.validity), words=True) for lr in layers]
+            layers = [lr if lr.validity is None else lr._replace(validity=_words(lr.validity), words=True) for lr in layers]
             out.append(u._replace(layers=layers))
         return out
 

@@ -125,7 +125,7 @@ class LayerResult(NamedTuple):
     offsets: object
     length: int
     null_count: int = -1  # null entries, where the unraveller counted them (-1: not counted)
-    words: bool = False  # validity as bitmask words (the segmented unravel's layers without repetition levels)
+    words: bool = False  # validity as bitmask words (every layer of the segmented unravel)
 
 
 class Unraveled(NamedTuple):
@@ -555,10 +555,11 @@ def _unravel_scatter_kernel(
 #   level_start[S + 1]   exclusive prefix of the levels of the segments with repetition
 #                        levels (0 for the others): the flags kernel's thread -> segment map
 #   thread_start[S + 1]  exclusive prefix of the scatter kernel's threads: one per level of a
-#                        segment with repetition levels, one per _WORD levels of the others
+#                        segment with repetition levels (one if it has none: it writes the
+#                        final offsets), one per _WORD levels of the others
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
-#                        validity base (a byte of ``valid_all`` for a segment with
-#                        repetition levels, a word of ``words_all`` for one without)
+#                        validity base (a word of ``words_all``: every layer's words
+#                        start at a word of their own, room for one bit per level)
 #   ltr[...]             the segments' ltr tables, concatenated
 # ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
 # the error codes of each segment.
@@ -570,15 +571,24 @@ def _unravel_scatter_kernel(
 # (Arrow's bit order, into ``words_all``: no byte per entry, no atomic on the word: each
 # layer's words start at a word of their own) and adds the word's nulls with one atomic per
 # layer.  A unit whose leaves are all flat makes one launch (and the result's zeroing).
+#
+# A segment with repetition levels writes its layers' validity as the same words: an entry's
+# position is known only after the scan, so the flags launch sets every word of its layers
+# to all-valid (the thread of level 32 k, word k: a layer has at most one entry per level),
+# and the scatter clears the bit of each null entry with one atomic AND (beside the atomic
+# that counts it), and the thread of level 0 clears the bits past the layer's entries in
+# its last word.  No validity byte is written for any layer.
 _SEG_FIELDS = 9
 _LAY_FIELDS = 6
 _WORD = 32
 
 
 @gpu_kernel
-def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, flags, result, err0):
+def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, flags, words_all, result, err0):
     """flags[first flag + m * n + j] = 1 if level j of a segment with repetition levels has
-    an entry at its layer m (``total``: the levels of those segments)."""
+    an entry at its layer m (``total``: the levels of those segments); the thread of level
+    ``32 k`` also sets word ``k`` of every layer's validity words to all-valid (the scatter
+    clears the null entries' bits and the bits past the layer's entries)."""
     i = cuda.grid(1)
     if i >= total:
         return
@@ -586,6 +596,9 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     b = seg0 + s * _SEG_FIELDS
     j = i - desc[ls0 + s]
     n = desc[b + 2]
+    if j % _WORD == 0:
+        for m in range(desc[b + 4]):
+            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 5] + j // _WORD] = np.uint32(0xFFFFFFFF)
     r = np.int64(levels[desc[b] + j])
     d = np.int64(0)
     dp = desc[b + 1]
@@ -605,8 +618,7 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
 
 
 @gpu_kernel
-def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, valid_all, words_all,
-                                     result, nlayers):
+def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, words_all, result, nlayers):
     """Offsets, validity, entry and null counts of every layer of every segment (threads:
     ``thread_start``, see above)."""
     i = cuda.grid(1)
@@ -660,6 +672,11 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
             result[l0 + m] = count
             if m > 0 and desc[lb + 1]:
                 offsets_all[desc[lb + 4] + count] = excl[fb + m * n] - excl[fb + (m - 1) * n]
+            if count % _WORD:  # the bits past the layer's entries in its last word: 0
+                keep = (np.uint32(1) << np.uint32(count % _WORD)) - np.uint32(1)
+                cuda.atomic.and_(words_all, desc[lb + 5] + count // _WORD, keep)
+    if j >= n:  # the one thread of a segment without levels
+        return
     r = np.int64(levels[rp + j])
     d = np.int64(0)
     if dp >= 0:
@@ -675,9 +692,8 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
             if desc[lb + 1]:
                 inner = at - n
                 offsets_all[desc[lb + 4] + p] = excl[inner + j] - excl[inner]
-            ok = _is_valid(d, desc[lb + 2], desc[lb + 3])
-            valid_all[desc[lb + 5] + p] = ok
-            if not ok:
+            if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit cleared
+                cuda.atomic.and_(words_all, desc[lb + 5] + p // _WORD, ~(np.uint32(1) << np.uint32(p % _WORD)))
                 cuda.atomic.add(result, nlayers + l0 + m, 1)
 
 
@@ -986,11 +1002,12 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     leaves only makes one launch besides the result's zeroing.
 
     ``levels`` is a ``uint16`` device array holding every segment's levels.  Returns one
-    :class:`Unraveled` per segment, whose arrays are views of three shared device buffers:
-    ``int64`` offsets, ``bool`` validity of the layers of segments with repetition levels, and
-    ``uint32`` bitmask words (``LayerResult.words``; Arrow's bit order, each layer from bit 0
-    of a word of its own, the bits past its entries 0) of the layers of the others; validity
-    is ``None`` for a layer without null entries.
+    :class:`Unraveled` per segment, whose arrays are views of two shared device buffers:
+    ``int64`` offsets, and the validity of every layer as ``uint32`` bitmask words
+    (``LayerResult.words`` is True for all: Arrow's bit order, each layer from bit 0 of a word
+    of its own, the bits past its entries 0; layers of segments with repetition levels
+    included, their null bits cleared by atomics after the scan); validity is ``None`` for a
+    layer without null entries.
     Every host-side descriptor travels in one upload.
 
     ``read_also``: optional ``(values, positions)``, a device ``int64`` array and host
@@ -1030,7 +1047,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     level_start = np.zeros(nseg + 1, np.int64)  # the flags kernel: segments with repetition levels
     np.cumsum(np.where(has_rep, ns, 0), out=level_start[1:])
     thread_start = np.zeros(nseg + 1, np.int64)  # the scatter kernel: a level, or a word of levels
-    np.cumsum(np.where(has_rep, ns, -(-ns // _WORD)), out=thread_start[1:])
+    np.cumsum(np.where(has_rep, np.maximum(ns, 1), -(-ns // _WORD)), out=thread_start[1:])  # an empty list leaf: its final offsets
     flag_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(np.where(has_rep, nls * ns, 0), out=flag_first[1:])  # flags: segments with list layers only
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
@@ -1051,11 +1068,8 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    rep_layer = has_rep[seg_of_layer]
-    val_base = np.zeros(nlayers + 1, np.int64)  # bytes: the layers of segments with repetition levels
-    np.cumsum(np.where(rep_layer, cap, 0), out=val_base[1:])
-    word_base = np.zeros(nlayers + 1, np.int64)  # words: the layers of the others
-    np.cumsum(np.where(rep_layer, 0, -(-cap // _WORD)), out=word_base[1:])
+    word_base = np.zeros(nlayers + 1, np.int64)  # validity words: a bit per level of the layer's segment
+    np.cumsum(-(-cap // _WORD), out=word_base[1:])
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1065,7 +1079,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     lay[:, 2] = np.concatenate([t.below for t in tabs])
     lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
     lay[:, 4] = off_base[:-1]
-    lay[:, 5] = np.where(rep_layer, val_base[:-1], word_base[:-1])
+    lay[:, 5] = word_base[:-1]
     parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
     starts = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.size for p in parts], out=starts[1:])
@@ -1087,26 +1101,23 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     else:
         result = _device.device_zeros(head, np.int64)
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
-    # the validity bytes and, after them, the words (every one written): one allocation, so
-    # that combining packs both from it in one launch
-    vbytes = -(-max(int(val_base[-1]), 1) // 8) * 8
-    valid_block = _device.device_empty(vbytes + 4 * max(int(word_base[-1]), 1), np.uint8)
-    valid_all = valid_block[: max(int(val_base[-1]), 1)].view(np.bool_)
-    words_all = valid_block[vbytes:].view(np.uint32)
+    # every layer's validity words (every one written: by the scatter for a segment without
+    # repetition levels, set by the flags launch and cleared bit by bit for the others)
+    words_all = _device.device_empty(max(int(word_base[-1]), 1), np.uint32)
     excl = result  # read by the threads of segments with repetition levels only
     if rep_levels:
         nflags = int(flag_first[-1])
         flags = _device.device_empty(nflags, np.int32)
         blocks, tpb = _device.launch_dims(rep_levels, threads_per_block)
         _unravel_segments_flags_kernel.get()[blocks, tpb](
-            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(rep_levels), flags, result, np.int64(2 * nlayers),
+            d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(rep_levels), flags, words_all, result, np.int64(2 * nlayers),
         )
         excl = _device.exclusive_scan_device(flags)
     if threads:
         blocks, tpb = _device.launch_dims(threads, threads_per_block)
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
-            d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, valid_all, words_all,
-            result, np.int64(nlayers),
+            d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
+            np.int64(nlayers),
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
@@ -1137,15 +1148,12 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
             kind = int(tab.kinds[m])
             validity = None
             if kind in _NULLABLE_KINDS and nulls[g]:
-                if rep_layer[g]:
-                    validity = valid_all[val_base[g] : val_base[g] + cnt]
-                else:
-                    validity = words_all[word_base[g] : word_base[g] + -(-cnt // _WORD)]
+                validity = words_all[word_base[g] : word_base[g] + -(-cnt // _WORD)]
             offsets = None
             if tab.is_list[m]:
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
             layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0,
-                                      words=validity is not None and not rep_layer[g]))
+                                      words=validity is not None))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out if read_also is None else (out, also)
 

@@ -8,9 +8,9 @@ however many fragments and leaves; a flags launch and one scan for the leaves wi
 repetition levels, then one launch for all, in which a leaf without them -- a flat nullable
 column -- takes 32 levels a thread, writes them as one validity bitmask word and adds the
 word's nulls with one atomic), and every buffer is a view into the unit's shared device
-buffers.  A layer's validity is a :class:`~lance_gpu.gpu.validity.Validity`: the words
-(from bit 0 of a word of the layer's own) where the unravel wrote words, else its bytes; no
-validity byte is allocated for a leaf without repetition levels.
+buffers.  A layer's validity is a :class:`~lance_gpu.gpu.validity.Validity` of the words
+the unravel wrote (from bit 0 of a word of the layer's own), list and item layers of leaves
+with repetition levels as well as flat ones: no validity byte is allocated on a read.
 """
 
 from __future__ import annotations
@@ -95,9 +95,8 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
 def _layer_validity(lr: ck.LayerResult) -> Validity | None:
     if lr.validity is None:
         return None
-    if lr.words:
-        return Validity.of_words(_array.as_device(lr.validity), 0, int(lr.length))
-    return Validity.of_bytes(_array.as_device(lr.validity), int(lr.length))
+    assert lr.words, "the segmented unravel writes every layer's validity as words"
+    return Validity.of_words(_array.as_device(lr.validity), 0, int(lr.length))
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,11 +5,11 @@ copy), CuPy / DLPack (numeric columns).
 A :class:`DeviceColumn` has the Arrow layout, with two device-friendly choices:
 
 * validity is a :class:`~lance_gpu.gpu.validity.Validity` (None: no nulls): bitmask words
-  with a bit offset (what the level unravel writes for leaves without repetition levels,
-  what combining and Arrow uploads give) or one bool byte per slot (the unravel of leaves
-  with repetition levels, gathers of bytes), each made from the other once, on demand (see
-  :mod:`lance_gpu.gpu.validity`); a device bool array given to the constructor is taken
-  as the bytes;
+  with a bit offset (what the level unravel writes for every layer, what combining and
+  Arrow uploads give) or one bool byte per slot (gathers of bytes), each made from the
+  other once, on demand (see :mod:`lance_gpu.gpu.validity`); a device bool array given to
+  the constructor is taken as the bytes; a fixed-size list's item validity
+  (``item_validity``) is a Validity of ``length * list_size`` slots the same way;
 * booleans are one byte per value (cuDF's BOOL8); fixed-size lists are fixed-width values
   (``data`` holds ``length * width`` bytes, booleans one byte per item);
 * ``offsets`` (strings, binary, lists, maps) are int64 and may start above 0: they index
@@ -63,14 +63,15 @@ class DeviceColumn:
     #: ``(offsets[0], offsets[length])`` where known on the host (from the read's one
     #: readback), so that handing the column out reads nothing back; None: not known
     span: tuple[int, int] | None = None
-    #: a fixed-size list's item validity (device bool[length * list_size]) when an item
-    #: is null (one layer of items; None: every item valid)
-    item_validity: DeviceArray | None = None
+    #: a fixed-size list's item validity, ``length * list_size`` slots (one layer of items;
+    #: words from an Arrow upload, bytes from a gather; a device bool array given here is
+    #: taken as the bytes), when an item is null; None: every item valid
+    item_validity: Validity | None = None
 
     def __post_init__(self) -> None:
         self.validity = as_validity(self.validity, self.length)
-        if isinstance(self.item_validity, Validity):  # item validity stays bytes (one layer of items)
-            self.item_validity = self.item_validity.bytes()
+        if self.item_validity is not None and not isinstance(self.item_validity, Validity):
+            self.item_validity = as_validity(self.item_validity, self.length * _storage(self.type).list_size)
 
     # -- basics -----------------------------------------------------------------------------
 
@@ -118,10 +119,10 @@ class DeviceColumn:
             taken = ck.gather_fixed_gpu(rows.reshape(self.length, w), indices)
             data = _array.as_device(taken).reshape(n * w)
         items = None
-        if self.item_validity is not None:
+        if self.item_validity is not None:  # a row's items: a row of dim bytes gathered
             dim = s.list_size
-            got = ck.gather_fixed_gpu(self.item_validity[: self.length * dim].view(np.uint8).reshape(self.length, dim), indices)
-            items = _array.as_device(got).reshape(n * dim).view(np.bool_)
+            got = ck.gather_fixed_gpu(self.item_validity.bytes().view(np.uint8).reshape(self.length, dim), indices)
+            items = Validity.of_bytes(_array.as_device(got).reshape(n * dim), n * dim)
         return DeviceColumn(self.type, n, validity, data, item_validity=items)
 
     def slice(self, lo: int, hi: int) -> DeviceColumn:
@@ -140,7 +141,7 @@ class DeviceColumn:
         w = self.width
         items = None
         if self.item_validity is not None:
-            items = self.item_validity[lo * s.list_size : hi * s.list_size]
+            items = self.item_validity.slice(lo * s.list_size, hi * s.list_size)
         return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls, item_validity=items)
 
     def field(self, index: int) -> DeviceColumn:
@@ -259,7 +260,7 @@ class DeviceColumn:
             raise TypeError(f"cannot upload a column of {t}: {exc}") from exc
         items = None
         if pa.types.is_fixed_size_list(s) and not pa.types.is_fixed_size_list(s.value_type):
-            items = _device_validity(arr.values.slice(arr.offset * s.list_size, n * s.list_size))
+            items = Validity.of_arrow(arr.values.slice(arr.offset * s.list_size, n * s.list_size))  # words: no launch
         return cls(t, n, validity, _array.upload(_fixed_bytes(s, arr, kind, w)), item_validity=items)
 
 
@@ -271,9 +272,9 @@ def _host_bitmap(validity) -> pa.Buffer:
     return pa.py_buffer(_array.to_host(ck.validity_to_bitmap_gpu(validity)))
 
 
-def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None, items=None) -> pa.Array:
+def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None, items: Validity | None = None) -> pa.Array:
     if pa.types.is_fixed_size_list(s):
-        inner_mask = _host_bitmap(items[: n * s.list_size]) if items is not None and n else None
+        inner_mask = items.host_bitmap() if items is not None and n else None
         inner = _fixed_to_arrow(s.value_type, n * s.list_size, data, inner_mask)
         return pa.Array.from_buffers(s, n, [mask], children=[inner])
     if pa.types.is_boolean(s):
@@ -297,15 +298,6 @@ def _fixed_bytes(s: pa.DataType, arr: pa.Array, kind: str, w: int) -> np.ndarray
     buf = arr.buffers()[1]
     raw = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
     return np.ascontiguousarray(raw[arr.offset * w : (arr.offset + n) * w])
-
-
-def _device_validity(arr: pa.Array):
-    if arr.null_count == 0 or pa.types.is_null(arr.type):
-        return None
-    buf = arr.buffers()[0]
-    if buf is None:
-        return None
-    return _array.as_device(ck.bitmap_to_validity_gpu(np.frombuffer(buf, np.uint8), len(arr), arr.offset))
 
 
 def _numpy_layout(s: pa.DataType, n: int) -> tuple[np.dtype, tuple[int, ...]]:

@@ -12,7 +12,8 @@ writes them into final buffers sized for the whole read, in one of two layouts:
     starting at 0, int32 where the column's total fits (int64 only beyond 2^31 - 1: cuDF's
     large strings); validity as uint32 bitmask words (Arrow's bit order), every column's
     mask padded to 64 bytes, with its null count; fixed-size lists as lists over their
-    items (generated offsets ``i * dim``); struct children with the parent's nulls
+    items (generated offsets ``i * dim``), the items' mask from the pieces' item validity
+    (one layer of items: ``DeviceColumn.item_validity``); struct children with the parent's nulls
     superimposed (what ``cudf.DataFrame.from_arrow`` gives): a child's mask is AND-ed with
     its parent's in the arena (``cuda_kernels.pieces.and_bitmask_segments_gpu``, one launch
     per struct depth, after the packs), its nulls counted there.
@@ -20,7 +21,7 @@ writes them into final buffers sized for the whole read, in one of two layouts:
     that straddle fragments)
     the device column layout: int64 offsets from 0; validity as the same bitmask words
     (a :class:`~lance_gpu.gpu.validity.Validity` of words from bit 0 of the column's own
-    64-byte slot of the bitmask arena).
+    64-byte slot of the bitmask arena; a fixed-size list's item validity the same way).
 
 Validity pieces: a piece's rows land at any row of its output column (its row start need
 not be a multiple of 32), so its bits are placed by shifting: every destination word of a
@@ -120,7 +121,7 @@ class CudfColumn:
 class _Out:
     """An output column being planned: where its buffers go in the arenas."""
 
-    __slots__ = ("children", "counter", "data", "depth", "length", "mask", "nulls", "offsets", "span", "type", "unknown")
+    __slots__ = ("children", "counter", "data", "depth", "items", "length", "mask", "nulls", "offsets", "span", "type", "unknown")
 
     def __init__(self, t: pa.DataType, length: int) -> None:
         self.type = t
@@ -134,6 +135,28 @@ class _Out:
         self.span = 0  # offsets[length] (bytes or child items)
         self.children: list[_Out] = []
         self.depth = 0  # struct children of a column with a mask: their parent's + 1
+        self.items: _Out | None = None  # a fixed-size list's items (their validity: cudf children[0], device item_validity)
+
+
+class _Slots(Protocol):
+    """What placing validity reads of a piece's column (a :class:`DeviceColumn`, or a
+    fixed-size list's items: :class:`_ItemSlots`)."""
+
+    validity: Validity | None
+    length: int
+    _nulls: int | None
+
+
+class _ItemSlots:
+    """What :meth:`_Builder._validity` reads of a fixed-size list's items: their validity
+    (``item_validity``) over ``length * dim`` slots, nulls not known on the host."""
+
+    __slots__ = ("_nulls", "length", "validity")
+
+    def __init__(self, col: DeviceColumn, dim: int) -> None:
+        self.validity: Validity | None = col.item_validity
+        self.length = col.length * dim
+        self._nulls: int | None = None
 
 
 def _loc(arr) -> tuple[object, DeviceArray, int]:
@@ -206,7 +229,7 @@ class _Builder:
 
     # -- validity ---------------------------------------------------------------------------
 
-    def _validity(self, out: _Out, pieces: Sequence[Piece], parent: _Out | None = None) -> None:
+    def _validity(self, out: _Out, pieces: Sequence[tuple[_Slots, int, int]], parent: _Out | None = None) -> None:
         """Place the column's validity (pieces' bits at their output rows) in the bitmask
         arena.  In the cudf layout a struct's child whose parent has a mask gets one too,
         AND-ed with the parent's after the packs (its nulls then counted on the device)."""
@@ -314,7 +337,16 @@ class _Builder:
             row += hi - lo
         if self.cudf and pa.types.is_fixed_size_list(s):
             self._fsl(out, s, n, at)
+        if pa.types.is_fixed_size_list(s) and any(col.item_validity is not None for col, _lo, _hi in pieces):
+            self._item_validity(out, s.list_size, pieces)
         return out, later
+
+    def _item_validity(self, out: _Out, dim: int, pieces: Sequence[Piece]) -> None:
+        """A fixed-size list's item validity (one layer of items) placed like a column's:
+        the items of rows ``[lo, hi)`` of a piece are its item slots ``[lo * dim, hi * dim)``."""
+        items = out.children[0] if out.children else _Out(out.type, out.length * dim)
+        out.items = items
+        self._validity(items, [(_ItemSlots(col, dim), lo * dim, hi * dim) for col, lo, hi in pieces])
 
     def _fsl_items(self, s: pa.DataType, n: int, at: int) -> _Out:
         """The items of a fixed-size list in cuDF's list form (viewing the list's bytes at
@@ -500,7 +532,11 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         if o.mask is not None and not (known and not o.nulls):
             validity = Validity.of_words(valid[o.mask : o.mask + _mask_words(o.length)], 0, o.length)
         span = None if o.offsets is None else (0, o.span)
-        return DeviceColumn(o.type, o.length, validity, data, offs, children, _nulls=(o.nulls if known else None), span=span)
+        items = None
+        if o.items is not None and o.items.mask is not None:
+            items = Validity.of_words(valid[o.items.mask : o.items.mask + _mask_words(o.items.length)], 0, o.items.length)
+        return DeviceColumn(o.type, o.length, validity, data, offs, children, _nulls=(o.nulls if known else None), span=span,
+                            item_validity=items)
 
     return [make(o) for o in tops]
 

@@ -14,14 +14,15 @@ words
     around it), so every reader masks them: the segmented bit copy of
     :func:`cuda_kernels.pieces.pack_bitmask_segments_gpu`, :func:`~cuda_kernels.pieces.gather_bits_gpu`,
     the conversion to bytes and :meth:`Validity.host_bitmap` do.  This is what the level
-    unravel writes for leaves without repetition levels (flat nullable columns, structs of
-    them: one word per 32 levels, from bit 0 of a word of the leaf's own), what combining
+    unravel writes for every layer (from bit 0 of a word of the layer's own: flat nullable
+    columns and structs of them one word per 32 levels, list and item layers of leaves with
+    repetition levels bit by bit after the scan), what combining
     writes (cuDF's masks, the ``"device"`` layout of :mod:`.combine`), what a take of words
     gives (:meth:`Validity.take`) and what an upload of an Arrow bitmap gives.
 bytes
-    device ``bool[length]``, one byte per slot: what the unravel of leaves with repetition
-    levels writes, and what consumers that index slots read (``bytes()``: the writer's
-    level encoding, the torch feed, vector search masks, struct-field AND).
+    device ``bool[length]``, one byte per slot: what consumers that index slots read
+    (``bytes()``: the writer's level encoding, the torch feed, vector search masks,
+    struct-field AND), made from the words on demand; and what a gather of bytes gives.
 
 A conversion is one launch (:func:`cuda_kernels.levels.bitmap_to_validity_gpu` for words to
 bytes; :func:`cuda_kernels.levels.validity_to_bitmap_gpu` for the Arrow bitmap of bytes).

@@ -537,7 +537,7 @@ def slice_column(col: DeviceColumn, offset: int, length: int) -> DeviceColumn:
     items = None
     if col.item_validity is not None:
         dim = _storage(col.type).list_size
-        items = col.item_validity[a * dim : b * dim]
+        items = col.item_validity.slice(a * dim, b * dim)
     return DeviceColumn(col.type, length, valid, col.data[a * w : b * w], item_validity=items)
 
 
@@ -605,7 +605,7 @@ def _concat_item_validity(cols: list[DeviceColumn], n: int):
     for c in cols:
         m = c.length * dim
         if m:
-            src = c.item_validity if c.item_validity is not None else _array.full(m, np.bool_, True)
+            src = c.item_validity.bytes() if c.item_validity is not None else _array.full(m, np.bool_, True)
             copy_ranges_gpu(src, [0], [m], items, [pos])
         pos += m
     return items

@@ -59,6 +59,7 @@ from lance_gpu.file.writer.shred import LeafColumn
 from lance_gpu.gpu import _array
 from lance_gpu.gpu import _array as arrays
 from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.gpu.validity import Validity
 from lance_gpu.table.schema import LanceField
 from lance_gpu.write.device_input import concat_columns, offset_ends, slice_column
 
@@ -444,7 +445,7 @@ def _fsl_page(leaf: DeviceLeaf, col: DeviceColumn, s: pa.DataType, minor: int, *
         data = _array.as_device(ck.validity_to_bitmap_gpu(col.data[: n * dim].view(np.bool_)))
     else:
         data = col.data[: n * bits // 8]
-    items = col.item_validity[: n * dim] if col.item_validity is not None and len(dims) == 1 else None
+    items = col.item_validity.bytes()[: n * dim] if col.item_validity is not None and len(dims) == 1 else None
     if items is not None and not items_null_in_valid_rows_gpu(items, leaf.validity if rows_valid is None else rows_valid, dim):
         items = None
     all_null = items is not None and _array.count_false(items) == n * dim
@@ -652,11 +653,11 @@ def _nested_pages(col: DeviceColumn, field: LanceField, minor: int) -> list[tupl
                 # take makes a null row's items null (and every null item's bytes zero)
                 dim = s.list_size
                 if leaf_col.item_validity is not None:
-                    items = _array.as_device(ck.gather_fixed_gpu(leaf_col.item_validity[: n * dim].reshape(n, dim), rav.value_index)).reshape(nvals * dim)
+                    items = _array.as_device(ck.gather_fixed_gpu(leaf_col.item_validity.bytes()[: n * dim].reshape(n, dim), rav.value_index)).reshape(nvals * dim)
                 else:
                     items = _array.full(nvals * dim, np.bool_, True)
                 mask_fsl_items_gpu(data, items, rows_valid, dim, w // dim)
-                values.item_validity = items
+                values.item_validity = Validity.of_bytes(items, nvals * dim)
         leaf = DeviceLeaf(
             f, rav.def_, layers, nvals, rep=rep, visible=visible, max_rep=sum(1 for k in layers if k in LIST_LAYERS),
             rows=num_rows, levels=rav.num_levels, max_level=_or_of_levels(rav.def_) if rav.def_ is not None else 0,

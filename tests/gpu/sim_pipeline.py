@@ -1225,6 +1225,13 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
 # per-fragment cost.
 LIST_BUDGET_LAUNCHES = 32
 LIST_BUDGET_D2H = 3
+# to_cudf of the same table (lists' and their items' masks, a struct holding a list): the
+# read, and combining's zeroed arena, 2 batched copies, 2 offsets rebases, one bitmask pack
+# (every layer's validity words of a unit are one allocation since the bitmask2 branch:
+# list and item layers too) and one AND of the struct's child masks.  Measured: 27 / 5 as
+# 2 fragments, 40 / 5 as 16 (the RLE pages' launches, as above).
+LIST_CUDF_LAUNCHES = 40
+LIST_CUDF_D2H = 5
 
 
 @pytest.fixture(scope="module")
@@ -1237,7 +1244,10 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
     """One device read of a list-heavy table: at most LIST_BUDGET_LAUNCHES launches and
     LIST_BUDGET_D2H blocking copies back as 2 or 16 fragments, no pageable upload, no chunk
     header parsed on the host (the list pages' in-band level counts come back with the
-    pre-pass's one copy), and the rows equal pylance's."""
+    pre-pass's one copy), and the rows equal pylance's.  Then ``to_cudf`` of it: at most
+    LIST_CUDF_LAUNCHES / LIST_CUDF_D2H, and every mask (list children's and a struct's
+    list included) and null count equal to pylance's."""
+    from traffic import count_device_traffic
     from lance_gpu.file.v2_1 import miniblock
 
     host_parses = []
@@ -1249,6 +1259,12 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         assert not host_parses, (nfrag, host_parses)
         assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, c)
+        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+        with count_device_traffic() as c:  # the kernels compiled by the read above
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        _assert_cudf_layout(cols, lance.dataset(uri).to_table(), f"list to_cudf, {nfrag} fragments")
+        assert c.get("launches", 0) <= LIST_CUDF_LAUNCHES, (nfrag, c)
+        assert c.get("d2h_blocking", 0) <= LIST_CUDF_D2H, (nfrag, c)
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
 
 
@@ -1459,10 +1475,12 @@ def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
         if pa.types.is_struct(s):
             for i, child in enumerate(col.children):
                 check(child, pa.compute.struct_field(exp, [i]), f"{name}.{s.field(i).name}")  # parent nulls superimposed
-        elif pa.types.is_list(s) or pa.types.is_fixed_size_list(s):
-            flat = exp.values if pa.types.is_fixed_size_list(s) else exp.flatten()
-            if not pa.types.is_fixed_size_list(s):
-                check(col.children[0], flat, name + "[]")
+        elif pa.types.is_fixed_size_list(s):
+            if not pa.types.is_fixed_size_list(s.value_type):  # the items: their mask and null count too
+                dim = s.list_size
+                check(col.children[0], exp.values.slice(exp.offset * dim, len(exp) * dim), name + "[]")
+        elif pa.types.is_list(s):
+            check(col.children[0], exp.flatten(), name + "[]")
 
     for f, col in zip(ref.schema, cols, strict=True):
         exp = ref.column(f.name).combine_chunks()
@@ -1913,3 +1931,71 @@ def test_flat_nullable_reads_keep_validity_as_words(word_datasets, null_p):
     cols, rows = ds.scanner(on_cpu_fallback="raise").to_cudf_columns()
     assert rows == ref.num_rows
     _assert_cudf_layout(cols, ref, f"words {null_p} cudf")
+
+
+# Lists, structs of lists and fixed-size lists with null items: every layer's validity is
+# the unravel's words (list and item layers of leaves with repetition levels too), a
+# fixed-size list's item validity words from its upload; cuDF's masks (the items' too) and
+# null counts equal pylance's.
+
+
+@pytest.fixture(scope="module")
+def list_word_datasets(root: Path) -> dict[str, str]:
+    n = 48
+    t = gd.list_table(n, seed=5, depth=2)
+    rng = np.random.default_rng(5)
+    items = pa.array([None if z else float(x) for z, x in zip(rng.random(n * 3) < 0.3, rng.random(n * 3), strict=True)], pa.float32())
+    t = t.append_column("fsl", pa.FixedSizeListArray.from_arrays(items, 3, mask=pa.array(rng.random(n) < 0.2)))
+    out = {}
+    for version in ("2.1", "2.2"):
+        uri = str(root / f"list_words_{version}")
+        lance.write_dataset(t, uri, max_rows_per_file=24, data_storage_version=version)
+        out[version] = uri
+    return out
+
+
+def _assert_words_only(tables, what: str) -> None:
+    """Every validity (a list's children and a fixed-size list's items included) of the
+    device columns of ``tables`` is words, none made into bytes (its bits are checked by
+    the rows: ``to_arrow`` reads the words)."""
+    seen = []
+
+    def walk(c: DeviceColumn, name: str) -> None:
+        for v, tag in ((c.validity, ""), (c.item_validity, "[items]")):
+            if v is not None:
+                seen.append(name + tag)
+                assert v.is_words and v._bytes is None, (what, name + tag, v)
+        for k, child in enumerate(c.children):
+            walk(child, f"{name}.{k}")
+
+    for t in tables:
+        for name in t.names:
+            col = t.column(name)
+            if isinstance(col, DeviceColumn):
+                walk(col, name)
+    assert any("." in name for name in seen), (what, seen)  # list children among them
+
+
+@pytest.mark.parametrize("version", [pytest.param("2.1", marks=pytest.mark.slow), "2.2"])  # ~30 s each under the simulator
+def test_list_reads_keep_validity_as_words(list_word_datasets, version):
+    """A device read of lists nested two deep (null and empty lists, null items), a list of
+    structs, a struct holding a list and a fixed-size list with null items (the CPU reader
+    decodes it; its upload keeps words): every layer's validity is words, per fragment and
+    in batches that straddle fragments; the rows and to_cudf's masks and null counts (the
+    fixed-size list's items' included) equal pylance's."""
+    uri = list_word_datasets[version]
+    ds = lance_gpu.dataset(uri)
+    ref = lance.dataset(uri).to_table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CpuDecodeWarning)
+        for size in (None, 17):
+            batches = list(ds.to_device_batches(batch_size=size) if size else ds.to_device_batches())
+            _assert_words_only(batches, f"{version} batch {size}")
+            assert_same(pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks(), ref, f"list words {version} batch {size}")
+            _assert_words_only(batches, f"{version} batch {size}, after to_arrow")
+        assert any(b.column("fsl").item_validity is not None for b in batches if isinstance(b.column("fsl"), DeviceColumn))
+        cols, rows = ds.scanner().to_cudf_columns()
+    assert rows == ref.num_rows
+    _assert_cudf_layout(cols, ref, f"list words {version} cudf")
+    fsl = cols[ref.schema.get_field_index("fsl")]
+    assert fsl.children[0].null_count == ref.column("fsl").combine_chunks().values.null_count > 0

@@ -465,6 +465,37 @@ def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
     assert info.value.segment == k
 
 
+def test_unravel_segments_gpu_list_leaves_by_words():
+    """Leaves with repetition levels write their layers' validity as bitmask words too (set
+    all-valid by the flags launch, null bits cleared by the scatter): item and list layers of
+    0, 1, 31, 32, 33 and 100 entries (word boundaries), null densities 0 / some / all, side by
+    side in one call (a layer's last word shares nothing with the next layer's), the bits
+    past each layer's entries 0; words and null counts equal the CPU unravel's."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for n in (0, 1, 31, 32, 33, 100):
+        for p in (0.0, 0.3, 1.0):
+            items = [None if rng.random() < p else int(x) for x in rng.integers(0, 9, n)]
+            rows, at = [], 0
+            while at < n:  # lists of 0-4 items over the n items, some lists null
+                k = int(rng.integers(0, 5))
+                rows.append(items[at : at + k])
+                at += k
+                if rng.random() < p:
+                    rows.append(None)
+            cases.append((rows, pa.list_(pa.int32())))
+            cases.append(([None if rng.random() < p else [[1]] * int(rng.integers(0, 3)) for _ in range(n)], pa.list_(pa.list_(pa.int8()))))
+    raveled = [_raveled(pa.array(r, t)) for r, t in cases]
+    levels, segs = _segments_and_levels(raveled)
+    gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs)
+    for rav, g in zip(raveled, gpu, strict=True):
+        cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+        assert all(lg.words for lg in g.layers if lg.validity is not None)
+        _assert_unraveled_equal(cpu, g)
+        for lc, lg in zip(cpu.layers, g.layers, strict=True):
+            assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
+
+
 def test_unravel_segments_gpu_names_the_corrupt_segment():
     good = _raveled(pa.array([[1, 2], None, [], [3]], pa.list_(pa.int32())))
     kinds = tuple(int(k) for k in good.layer_kinds)
