@@ -915,10 +915,11 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
 def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
     """Whether a whole column's pages (``sel``) are planned as a table: all full-zip pages
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
-    pre-pass: mini-block pages with values and their chunks, without a dictionary, whose
-    chunk headers the device parses (:func:`device_headers`, or list pages
-    :func:`_device_lists` accepts).  Asked once per column (``ColumnPages.memo``);
-    :func:`_table_leaf` adds what depends on the file."""
+    pre-pass: mini-block pages with values and their chunks whose chunk headers the device
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
+    none with a dictionary or all with one (and with values and a dictionary buffer).
+    Asked once per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on
+    the file."""
     if not sel.ids:
         return False
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
@@ -926,11 +927,14 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     if not DEVICE_HEADERS:
         return False
     for facts in sel.distinct:
-        if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
+        if facts.kind != "mini_block_layout" or not facts.num_buffers:
             return False
         if not (lists_on_device or facts.device_headers):
             return False
-    return int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
+    dictionary = {f.dictionary for f in sel.distinct}
+    if dictionary == {True}:
+        return min(f.num_visible for f in sel.distinct) > 0 and int(cp.arrays().nbuf.min()) >= 3
+    return dictionary == {False} and int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
 def _table_leaf(reader: LanceFileReader) -> bool:
@@ -1141,7 +1145,27 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     vpos: np.ndarray | list[int]
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
-    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+    dictionary: tuple[int, list[int]] | None = None
+    alone = False  # dictionary pages each staging their own dictionary before their chunks
+    if t.layouts[0].dictionary:  # every page has one (_table_column)
+        bodies = [t.layouts[k].body for k in t.layout.tolist()]
+        bufs = [whole[o : o + z] for o, z in zip(t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist(), strict=True)]
+        together = _dictionaries_together(unit, leaf, bodies, bufs, d.values_list, d.vpos_list)
+        alone = together is None
+        if together is not None:
+            dictionary = (together[0][0], [ipos for _bits, ipos in together])
+    if alone:  # as the per-page path: each page's dictionary, then its chunks
+        path, add, ctx = leaf.path, unit.stage.add_buffer, leaf.ctx()
+        sizes, vpos = d.buf1_sizes, d.vpos_list
+        data_pos, index = [], []
+        for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, vpos, d.buf1_offsets, sizes, strict=True):
+            bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx)
+            index.append(ipos)
+            data_pos.append(add(path, o, whole[o : o + z], whole) if z else 0)
+        dictionary = (bits, index)
+        rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
+        def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
+    elif n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
         path, add = leaf.path, unit.stage.add_buffer
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, sizes, strict=True)]
@@ -1155,7 +1179,7 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
         data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
     if leaf.kind == "var":
         unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
-    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
+    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, dictionary, rows=t))
     if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
 
@@ -1710,13 +1734,18 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     """Decode a dictionary page's items on the host (buffer 2; small), stage them and
     register the gather from the page's index scratch; returns ``(index bits, first index
     item)`` for :func:`_emit_indices`."""
-    mb = page.layout
-    enc = mb.value_compression
     if len(page.buffers) < 3:
         raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
+    return _stage_one_dictionary(unit, leaf, page.layout, page.buffers[2], page.num_values, vpos, ctx)
+
+
+def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n: int, vpos: int, ctx) -> tuple[int, int]:
+    """:func:`_stage_dictionary` of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
+    dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a
+    :class:`PagePlan`'s or a table row's)."""
+    enc = mb.value_compression
     nitems = int(mb.num_dictionary_items)
-    items = encodings.decode_block(mb.dictionary, page.buffers[2], nitems, ctx)
-    n = page.num_values
+    items = encodings.decode_block(mb.dictionary, buf, nitems, ctx)
     bits = _index_bits(enc)
     ipos = unit.alloc_index(bits, n)
     lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
@@ -1764,8 +1793,33 @@ def _index_bits(enc) -> int:
 def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, int]]:
     """The dictionaries of a leaf's host-planned dictionary pages placed at once
     (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives per
-    page): one staged item per leaf and kind, not one per page, and one dictionary work row
-    per page naming its items in it (the gather indexes them by page).
+    page; :func:`_dictionaries_together`).  Empty (each page staged alone, with its own
+    checks and errors) where that refuses."""
+    pages = []
+    vpos = []
+    v = 0
+    for pg in leaf.pages:
+        at, v = v, v + pg.num_values
+        if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
+            continue
+        mb = pg.layout
+        if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
+            continue
+        pages.append(pg)
+        vpos.append(at)
+    got = _dictionaries_together(unit, leaf, [pg.layout for pg in pages], [pg.buffers[2] for pg in pages],
+                                 [pg.num_values for pg in pages], vpos)
+    return {} if got is None else {id(pg): d for pg, d in zip(pages, got, strict=True)}
+
+
+def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: list[np.ndarray], nvalues: list[int],
+                           vpos: list[int]) -> list[tuple[int, int]] | None:
+    """The dictionaries of dictionary pages of one leaf placed at once: page ``k`` encoded
+    as ``layouts[k]`` (``MiniBlockLayout``), its dictionary buffer ``bufs[k]``, ``nvalues[k]``
+    values from value ``vpos[k]`` of its leaf (:class:`PagePlan` s or a table's rows).  One
+    staged item per leaf and kind, not one per page, and one dictionary work row per page
+    naming its items in it (the gather indexes them by page); returns each page's ``(index
+    bits, first index item)``.
 
     * variable width: every page's Variable (32-bit offsets) block, decompressed first
       where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
@@ -1773,62 +1827,51 @@ def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, 
     * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
       refusing what the per-page path refuses) and the items staged back to back.
 
-    Empty (each page staged alone, with its own checks and errors) for fewer than two such
-    pages, other variable-width dictionary encodings, or a Variable block that fails a check."""
-    pages = []
-    for pg in leaf.pages:
-        if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
-            continue
-        mb = pg.layout
-        if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
-            continue
-        pages.append(pg)
-    if len(pages) < 2:
-        return {}
+    None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) for
+    fewer than two pages, other variable-width dictionary encodings, or a Variable block
+    that fails a check."""
+    n = len(layouts)
+    if n < 2:
+        return None
     ctx = leaf.ctx()
-    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg in pages), np.int64, len(pages))
+    nitems = np.fromiter((int(mb.num_dictionary_items) for mb in layouts), np.int64, n)
     if leaf.kind == "var":
-        got = _variable_dictionaries(pages, nitems, ctx)
+        got = _variable_dictionaries(layouts, bufs, nitems, ctx)
         if got is None:
-            return {}
+            return None
         blob, item_start, offsets, first_offset = got
         blob_pos = unit.stage.add_bytes(blob)
         offsets_pos = unit.stage.add_bytes(offsets)
-        items_at = blob_pos + item_start[: len(pages)]
-        offsets_at = offsets_pos + 8 * first_offset[: len(pages)]
+        items_at = blob_pos + item_start[:n]
+        offsets_at = offsets_pos + 8 * first_offset[:n]
         width = 0
     else:
-        decoded = [encodings.decode_block(pg.layout.dictionary, pg.buffers[2], int(n), ctx)
-                   for pg, n in zip(pages, nitems.tolist(), strict=True)]
+        decoded = [encodings.decode_block(mb.dictionary, buf, int(k), ctx)
+                   for mb, buf, k in zip(layouts, bufs, nitems.tolist(), strict=True)]
         blocks = [_fixed_items(leaf, items, ctx) for items in decoded]
         sizes = np.fromiter((b.size for b in blocks), np.int64, len(blocks))
         items_at = unit.stage.add_bytes(np.concatenate(blocks)) + miniblock.exclusive_scan(sizes)[:-1]
         nitems = np.fromiter((items.num_values for items in decoded), np.int64, len(decoded))
-        offsets_at = np.zeros(len(pages), np.int64)
+        offsets_at = np.zeros(n, np.int64)
         width = leaf.width
-    vpos = {}
-    v = 0
-    for pg in leaf.pages:
-        vpos[id(pg)] = v
-        v += pg.num_values
-    out = {}
-    for k, pg in enumerate(pages):
-        bits = _index_bits(pg.layout.value_compression)
-        ipos = unit.alloc_index(bits, pg.num_values)
+    out = []
+    for k, mb in enumerate(layouts):
+        bits = _index_bits(mb.value_compression)
+        ipos = unit.alloc_index(bits, nvalues[k])
         lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
-        lst.add(start=ipos, count=pg.num_values, items=int(items_at[k]), nitems=int(nitems[k]), width=width,
-                offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[id(pg)]))
-        out[id(pg)] = (bits, ipos)
+        lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
+                offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[k]))
+        out.append((bits, ipos))
     return out
 
 
-def _variable_dictionaries(pages: list[PagePlan], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
-    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks of
-    ``pages`` (decompressed first where General wraps them); None where a page's dictionary
-    is encoded otherwise or a block fails a check."""
+def _variable_dictionaries(layouts: list, bufs: list[np.ndarray], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
+    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks
+    ``bufs`` of pages encoded as ``layouts`` (decompressed first where General wraps them);
+    None where a page's dictionary is encoded otherwise or a block fails a check."""
     blocks = []
-    for pg in pages:
-        enc = pg.layout.dictionary
+    for mb, buf in zip(layouts, bufs, strict=True):
+        enc = mb.dictionary
         general = enc.WhichOneof("compression") == "general"
         if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
             enc = enc.general.values
@@ -1837,7 +1880,7 @@ def _variable_dictionaries(pages: list[PagePlan], nitems: np.ndarray, ctx) -> tu
         off = enc.variable.offsets
         if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
             return None
-        blocks.append(general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2])
+        blocks.append(general_enc.decompress(mb.dictionary.general.compression, buf, ctx) if general else buf)
     return variable_enc.decode_blocks32(blocks, nitems)
 
 
@@ -1878,6 +1921,14 @@ def _group_key(leaf: LeafPlan, mb) -> tuple:
     else:
         value = ("flat", flat_plan.fixed_items(enc))
     return rep, dfn, int(mb.num_buffers), value
+
+
+def _dictionary_key(mb) -> tuple:
+    """What the work of a dictionary page's chunks depends on besides its index bits: the
+    index bits, the index encoding, the level encodings and the buffer count."""
+    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    return _index_bits(mb.value_compression), _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
 
 
 def _level_key(enc) -> tuple:
@@ -1922,8 +1973,11 @@ class DeviceBlock:
     ``size[j]`` bytes of chunks at arena byte ``data_pos[j]``, its values go to value
     ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
-    :attr:`LeafPlan.levels_pending`); ``dictionary``: :func:`_stage_dictionary`'s result for
-    a block of one dictionary page.  A leaf whose pages all go to the pre-pass is one block,
+    :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
+    (one page: :func:`_stage_dictionary`'s result; a table's rows: one row's index bits
+    and each row's first index item, :func:`_place_table_leaf`), ``(index bits, first index
+    item(s))``; the emission takes each page's index bits from its layout
+    (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
     placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
     leaves are a block each (:func:`_emit_miniblock`)."""
 
@@ -1935,7 +1989,7 @@ class DeviceBlock:
     vpos: np.ndarray | list[int]
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
-    dictionary: tuple[int, int] | None = None
+    dictionary: tuple[int, int] | tuple[int, list[int]] | None = None
     #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows
     #: (``pages`` is empty)
     rows: pagetable.LeafPages | None = None
