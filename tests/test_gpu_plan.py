@@ -664,7 +664,9 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         assert leaves
         for leaf in leaves:
             if leaf.table is not None:  # planned as a table of its pages
-                assert leaf.page_bytes == int(leaf.table.sizes.sum()) > 0, leaf.path
+                # (a constant column may have no buffers: all null, no levels)
+                assert leaf.page_bytes == int(leaf.table.sizes.sum()), leaf.path
+                assert leaf.page_bytes > 0 or leaf.table.layouts[0].kind == "constant_layout", leaf.path
                 continue
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
 
@@ -855,7 +857,9 @@ def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, mes
 
 def _dictionary_table(n: int, seed: int):
     """Columns of few distinct values (pylance gives their pages dictionaries): strings,
-    nullable strings, integers (2.2: fixed-width dictionaries)."""
+    nullable strings, integers (2.2: fixed-width dictionaries); and of one value or none
+    (constant and all-null pages): null integers and strings, a constant integer and
+    string (2.2: constant pages, the string's in a value buffer)."""
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
@@ -864,15 +868,20 @@ def _dictionary_table(n: int, seed: int):
         "cat": pa.array(words[rng.integers(0, 12, n)].tolist()),
         "catn": pa.array(words[rng.integers(0, 5, n)].tolist(), mask=rng.random(n) < 0.3),
         "code": pa.array(rng.integers(0, 7, n).astype(np.int64) * 1_000_003),
+        "nulls": pa.nulls(n, pa.int32()),
+        "snulls": pa.nulls(n, pa.string()),
+        "const": pa.array(np.full(n, 42, np.int64)),
+        "sconst": pa.array(["the same string"] * n),
     })
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
-def test_dictionary_leaves_plan_as_tables(root, monkeypatch, version):
-    """Leaves of dictionary pages (one or many pages a leaf, one or many fragments) are
-    planned as tables of their pages: no PagePlan (counted), their dictionaries placed by
-    table row, with the work the PagePlan path gives (``TABLE_LEAVES`` off), dictionaries
-    placed together and each page's alone (its dictionary staged before its chunks)."""
+def test_dictionary_and_constant_leaves_plan_as_tables(root, monkeypatch, version):
+    """Leaves of dictionary pages and of constant / all-null pages (one or many pages a
+    leaf, one or many fragments) are planned as tables of their pages: no PagePlan
+    (counted), their dictionaries placed by table row, with the work the PagePlan path gives
+    (``TABLE_LEAVES`` off), dictionaries placed together and each page's alone (its
+    dictionary staged before its chunks)."""
     import pyarrow as pa
 
     uris = []
@@ -888,6 +897,8 @@ def test_dictionary_leaves_plan_as_tables(root, monkeypatch, version):
         dict_leaves = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].dictionary]
         assert {leaf.kind for leaf in dict_leaves} == ({"var", "fixed"} if version == "2.2" else {"var"}), \
             [(leaf.column, leaf.kind, leaf.table is not None) for leaf in leaves]
+        constant = {leaf.column for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "constant_layout"}
+        assert constant >= ({3, 4, 5, 6} if version == "2.2" else {3, 4}), constant
         pages, _lines, made = _traced_plan(uri)
         assert made == 0 and pages >= len(leaves)
         for together in (True, False):

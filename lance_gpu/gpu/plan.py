@@ -86,6 +86,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -917,13 +918,15 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
     pre-pass: mini-block pages with values and their chunks whose chunk headers the device
     parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
-    none with a dictionary or all with one (and with values and a dictionary buffer).
-    Asked once per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on
+    none with a dictionary or all with one (and with values and a dictionary buffer); or
+    all constant / all-null pages (:func:`_plan_constant_table`).  Asked once per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on
     the file."""
     if not sel.ids:
         return False
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
         return int(cp.arrays().nbuf.min()) >= 1
+    if all(f.kind == "constant_layout" for f in sel.distinct):
+        return True  # all-null or constant pages only (_plan_constant_table)
     if not DEVICE_HEADERS:
         return False
     for facts in sel.distinct:
@@ -949,6 +952,9 @@ def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device
     counted and given their layers as the per-page path does (from the table's derived
     totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
     decoded with the pass's others (:mod:`headers`)."""
+    if table.layouts[0].kind == "constant_layout":  # (a table's pages are of one kind)
+        _plan_constant_table(leaf, table)
+        return
     leaf.table = table
     leaf.levels_pending = lists_on_device
     layers = table.memo.get("layers")
@@ -965,6 +971,53 @@ def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device
     leaf.layers, leaf.has_rep, leaf.has_def = layers
     d = table.derived()
     leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
+
+
+def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
+    """:func:`_plan_table_leaf` of a leaf of constant / all-null pages only: their counts
+    and levels are in their buffers (:func:`constant_layout.decode`, read in the file's
+    map), so the leaf gets a copy of its column's table with its file's counts, each row's
+    decoded page in ``memo["constant"]`` for :func:`_place_constant_table`; its layers and
+    levels as the per-page path gives them."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    ctx = leaf.ctx()
+    offsets, sizes, nbuf = shared.offsets.tolist(), shared.sizes.tolist(), shared.nbuf.tolist()
+    pages = []
+    for j, (k, rows) in enumerate(zip(shared.layout.tolist(), shared.num_rows.tolist(), strict=True)):
+        bufs = [whole[o : o + z] for o, z in zip(offsets[j][: nbuf[j]], sizes[j][: nbuf[j]], strict=True)]
+        pages.append(constant_layout.decode(shared.layouts[k].body, bufs, rows, ctx))
+    n = len(pages)
+    t = leaf.table = dataclasses.replace(
+        shared, memo={"constant": pages},
+        num_values=np.fromiter((lp.num_values for lp in pages), np.int64, n),
+        num_levels=np.fromiter((lp.num_levels for lp in pages), np.int64, n),
+        has_rep=np.fromiter((lp.rep is not None for lp in pages), np.bool_, n),
+        has_def=np.fromiter((lp.def_ is not None for lp in pages), np.bool_, n),
+    )
+    distinct_layers = list(dict.fromkeys(lp.layers for lp in pages))
+    try:
+        leaf.layers = common_layers(distinct_layers)
+    except ValueError as exc:
+        raise ctx.corrupt(str(exc)) from exc
+    leaf.has_rep = bool(t.has_rep.any())
+    leaf.has_def = bool(t.has_def.any()) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    d = t.derived()
+    leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
+
+
+def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf planned by :func:`_plan_constant_table`: each row's
+    levels and values as :func:`_emit_constant` gives a page's, in page order (a step per
+    row: their levels are staged bytes)."""
+    d = t.derived()
+    if leaf.kind == "var":
+        unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
+    for lp, v, lv in zip(t.memo["constant"], d.vpos_list, d.lpos.tolist(), strict=True):
+        rep_dst = leaf.rep_pos + lv if leaf.has_rep else -1
+        def_dst = leaf.def_pos + lv if leaf.has_def else -1
+        _emit_constant_page(unit, leaf, lp, v, rep_dst, def_dst)
+        _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rep_dst, def_dst)
 
 
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
@@ -992,8 +1045,11 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
     if leaf.table is not None:
-        if leaf.table.layouts[0].kind == "full_zip_layout":  # (a table's pages are of one kind)
+        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind)
+        if kind == "full_zip_layout":
             _place_fullzip_table(unit, leaf, leaf.table)
+        elif kind == "constant_layout":
+            _place_constant_table(unit, leaf, leaf.table)
         else:
             _place_table_leaf(unit, leaf, leaf.table)
         return
@@ -1345,13 +1401,20 @@ def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: in
     """The level work of a page its encodings do not give: zero levels where the leaf has
     repetition / definition levels and the page has none, definition levels renumbered
     where its layers differ from the leaf's."""
-    if leaf.has_rep and not page.has_rep:
-        unit.fill_level.append((2 * rep_dst, 2 * page.num_levels, b"\x00\x00"))
+    _level_fills(unit, leaf, page.has_rep, page.has_def, page.layers, page.num_levels, rep_dst, def_dst)
+
+
+def _level_fills(unit: UnitPlan, leaf: LeafPlan, has_rep: bool, has_def: bool, layers: tuple[int, ...], n: int,
+                 rep_dst: int, def_dst: int) -> None:
+    """:func:`page_level_fills` of a page (a :class:`PagePlan` or a table row) with these
+    levels, layers and ``n`` levels."""
+    if leaf.has_rep and not has_rep:
+        unit.fill_level.append((2 * rep_dst, 2 * n, b"\x00\x00"))
     if leaf.has_def:
-        if not page.has_def:
-            unit.fill_level.append((2 * def_dst, 2 * page.num_levels, b"\x00\x00"))
-        elif page.layers != leaf.layers:
-            unit.remap.append((def_dst, page.num_levels, _renumber_table(page.layers, leaf.layers)))
+        if not has_def:
+            unit.fill_level.append((2 * def_dst, 2 * n, b"\x00\x00"))
+        elif layers != leaf.layers:
+            unit.remap.append((def_dst, n, _renumber_table(layers, leaf.layers)))
 
 
 def _value_dst(leaf: LeafPlan, vpos: int) -> int:
@@ -2241,7 +2304,13 @@ def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, re
                    later: bool = False) -> LevelWork | None:
     """A constant (or all-null) page's levels and values; ``later``: as :func:`_emit_fullzip`
     (its levels staged now, their copies returned, to be emitted once placed)."""
-    lp = page.parsed["page"]
+    return _emit_constant_page(unit, leaf, page.parsed["page"], vpos, rep_dst, def_dst, later)
+
+
+def _emit_constant_page(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int, rep_dst: int, def_dst: int,
+                        later: bool = False) -> LevelWork | None:
+    """:func:`_emit_constant` of a decoded constant page ``lp`` (``constant_layout.decode``:
+    a :class:`PagePlan`'s or a table row's)."""
     staged = []
     for levels, which in ((lp.rep, 0), (lp.def_, 1)):
         if levels is not None and levels.size:
@@ -2253,13 +2322,12 @@ def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, re
 
     if not later:
         work(rep_dst, def_dst)
-    _constant_values(unit, leaf, page, vpos)
+    _constant_values(unit, leaf, lp, vpos)
     return work if later else None
 
 
-def _constant_values(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int) -> None:
-    lp = page.parsed["page"]
-    n = page.num_values
+def _constant_values(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int) -> None:
+    n = lp.num_values
     if not n:
         return
     if lp.values is None:
