@@ -87,6 +87,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -982,27 +983,39 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
     whole = leaf.reader.mapped
     assert whole is not None  # _table_leaf
     ctx = leaf.ctx()
-    offsets, sizes, nbuf = shared.offsets.tolist(), shared.sizes.tolist(), shared.nbuf.tolist()
-    pages = []
-    for j, (k, rows) in enumerate(zip(shared.layout.tolist(), shared.num_rows.tolist(), strict=True)):
-        bufs = [whole[o : o + z] for o, z in zip(offsets[j][: nbuf[j]], sizes[j][: nbuf[j]], strict=True)]
-        pages.append(constant_layout.decode(shared.layouts[k].body, bufs, rows, ctx))
+    rows = shared.memo.get("constant_rows")
+    if rows is None:  # per column, once: each row's layout, buffer ranges and top-level rows
+        nbuf = shared.nbuf.tolist()
+        rows = shared.memo["constant_rows"] = [
+            (shared.layouts[k].body, list(zip(o[:nb], z[:nb], strict=True)), r)
+            for k, o, z, nb, r in zip(shared.layout.tolist(), shared.offsets.tolist(), shared.sizes.tolist(), nbuf,
+                                      shared.num_rows.tolist(), strict=True)
+        ]
+    pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in rows]
     n = len(pages)
+    values = [lp.num_values for lp in pages]
+    levels = [lp.num_levels for lp in pages]
     t = leaf.table = dataclasses.replace(
         shared, memo={"constant": pages},
-        num_values=np.fromiter((lp.num_values for lp in pages), np.int64, n),
-        num_levels=np.fromiter((lp.num_levels for lp in pages), np.int64, n),
-        has_rep=np.fromiter((lp.rep is not None for lp in pages), np.bool_, n),
-        has_def=np.fromiter((lp.def_ is not None for lp in pages), np.bool_, n),
+        num_values=np.array(values, np.int64).reshape(n), num_levels=np.array(levels, np.int64).reshape(n),
+        has_rep=np.array([lp.rep is not None for lp in pages], np.bool_).reshape(n),
+        has_def=np.array([lp.def_ is not None for lp in pages], np.bool_).reshape(n),
     )
+    # the table's Derived from the lists (NumPy's per-call cost exceeds the loop's for a few pages;
+    # its buffer lists, read only for mini-block and full-zip tables, zeros)
+    vpos = [0, *itertools.accumulate(values)][:n]
+    lpos = [0, *itertools.accumulate(levels)][:n]
+    zeros = [0] * n
+    t.memo["derived"] = pagetable.Derived(sum(values), sum(levels), sum(r for _b, _z, r in rows), np.array(vpos, np.int64).reshape(n),
+                                          np.array(lpos, np.int64).reshape(n), vpos, values, zeros, zeros, zeros, zeros)
     distinct_layers = list(dict.fromkeys(lp.layers for lp in pages))
     try:
         leaf.layers = common_layers(distinct_layers)
     except ValueError as exc:
         raise ctx.corrupt(str(exc)) from exc
-    leaf.has_rep = bool(t.has_rep.any())
-    leaf.has_def = bool(t.has_def.any()) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
-    d = t.derived()
+    leaf.has_rep = any(lp.rep is not None for lp in pages)
+    leaf.has_def = any(lp.def_ is not None for lp in pages) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    d = t.memo["derived"]
     leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
 
 
