@@ -31,13 +31,14 @@ arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table o
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 
-A leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
-from its column's arrays as a :class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`;
-``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
+A leaf whose pages all go to the device pre-pass (dictionary pages too), or are all
+full-zip pages, or all constant pages, is planned from its column's arrays as a
+:class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
 the level settling and the work emission key its pages by row, with no per-page Python
 object; a whole column's table, and what the planner derives from it, is made once and
-shared by every file reading the column.  The other leaves (dictionaries, constant pages,
-row selections, object stores) still plan a ``plan.PagePlan`` per page.
+shared by every file reading the column.  The other leaves (constant or full-zip pages
+beside mini-block ones, row selections, object stores) still plan a ``plan.PagePlan`` per
+page.
 """
 
 from __future__ import annotations

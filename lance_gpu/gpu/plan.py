@@ -63,17 +63,19 @@ classified once per process, and a column's pages are read from its page selecti
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
 struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_leaf`:
-mini-block pages without dictionaries, their chunks in the file's memory map; most flat and
-list columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+mini-block pages, all with page dictionaries or none, their chunks in the file's memory
+map; most flat, list and low-cardinality columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
-layout -- no Python object per page; so is a leaf of full-zip pages only (long strings,
-embeddings: :func:`_place_fullzip_table`).  What such a table derives from its column (its
+layout -- no Python object per page (its dictionaries placed by table row,
+:func:`_dictionaries_together`); so is a leaf of full-zip pages only (long strings,
+embeddings: :func:`_place_fullzip_table`), and one of constant / all-null pages only (a step
+per row: their counts and levels are in their buffers, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  Other leaves (page dictionaries, constant pages, full-zip pages beside
-mini-block ones, object stores' deferred pages, row selections) still make a
+scalar steps.  Other leaves (constant pages beside mini-block or full-zip ones, full-zip
+pages beside mini-block ones, object stores' deferred pages, row selections) still make a
 :class:`PagePlan` per page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
@@ -131,8 +133,8 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
-#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
-#: as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
+#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
+#: constant pages, is planned as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
 #: its page count; False: a PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
 
@@ -291,8 +293,8 @@ class LeafPlan:
     #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
-    #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages
-    #: (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
+    #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
+    #: constant pages (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
     #: per-page Python object
     table: pagetable.LeafPages | None = None
 
