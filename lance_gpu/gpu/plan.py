@@ -88,7 +88,6 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -997,11 +996,11 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
     n = len(pages)
     values = [lp.num_values for lp in pages]
     levels = [lp.num_levels for lp in pages]
-    t = leaf.table = dataclasses.replace(
-        shared, memo={"constant": pages},
-        num_values=np.array(values, np.int64).reshape(n), num_levels=np.array(levels, np.int64).reshape(n),
-        has_rep=np.array([lp.rep is not None for lp in pages], np.bool_).reshape(n),
-        has_def=np.array([lp.def_ is not None for lp in pages], np.bool_).reshape(n),
+    t = leaf.table = pagetable.LeafPages(  # (the shared table's other columns, not copied)
+        shared.ids, shared.layout, shared.layouts, shared.offsets, shared.sizes, shared.num_rows,
+        np.array(values, np.int64).reshape(n), np.array(levels, np.int64).reshape(n),
+        np.array([lp.rep is not None for lp in pages], np.bool_).reshape(n),
+        np.array([lp.def_ is not None for lp in pages], np.bool_).reshape(n), shared.nbuf, {"constant": pages},
     )
     # the table's Derived from the lists (NumPy's per-call cost exceeds the loop's for a few pages;
     # its buffer lists, read only for mini-block and full-zip tables, zeros)
