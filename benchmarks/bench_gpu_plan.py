@@ -20,7 +20,11 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
     per-leaf and per-file costs, one page per leaf);
 ``lists``
     ``tests/gpu/gpu_datasets.list_table`` (lists of ints, strings, booleans nested two deep,
-    null and empty lists, null items) of 60,000 rows, small pages.
+    null and empty lists, null items) of 60,000 rows, small pages;
+``dicts64``
+    columns of page dictionaries and constant pages (low-cardinality strings, nullable ones
+    and int64, all-null int32 and strings, a constant int64 and string; 2.2) of 64,000 rows
+    as 64 fragments of a few pages per leaf.
 
 Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
@@ -107,7 +111,28 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
 
         write_lists(lance, str(uri), list_table(60_000, seed=5, depth=2), "2.1", rows_per_file=60_000, page_bytes=16 * 1024, batch=1000)
     out["lists"] = (str(uri), ["i", "li", "ls", "lb", "l16"])
+    uri = root / "dicts64"
+    if not uri.exists():
+        tbl = _dicts_table(64_000)
+        reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=1000))
+        lance.write_dataset(reader, str(uri), data_storage_version="2.2", max_rows_per_file=1000, max_page_bytes=2048,
+                            data_cache_bytes=8 * 2048)
+    out["dicts64"] = (str(uri), ["cat", "catn", "code", "nulls", "snulls", "const", "sconst"])
     return out
+
+
+def _dicts_table(n: int) -> pa.Table:
+    rng = np.random.default_rng(12)
+    words = np.array([f"word-{i}" for i in range(12)])
+    return pa.table({
+        "cat": pa.array(words[rng.integers(0, 12, n)].tolist()),
+        "catn": pa.array(words[rng.integers(0, 5, n)].tolist(), mask=rng.random(n) < 0.3),
+        "code": pa.array(rng.integers(0, 7, n).astype(np.int64) * 1_000_003),
+        "nulls": pa.nulls(n, pa.int32()),
+        "snulls": pa.nulls(n, pa.string()),
+        "const": pa.array(np.full(n, 42, np.int64)),
+        "sconst": pa.array(["the same string"] * n),
+    })
 
 
 def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[int, int]:

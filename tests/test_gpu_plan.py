@@ -222,7 +222,9 @@ def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, mo
         assert block.rows is leaf.table and not block.pages and len(block.data_pos) == len(leaf.table)
     together = _work(uri)
     monkeypatch.setattr(plan, "TABLE_LEAVES", False)
-    assert len([leaf for leaf in _leaves(uri) if plan._device_leaf(leaf)]) == len(table_leaves)
+    # dictionary leaves are tables too; PagePlan leaves of dictionary pages are placed page by page
+    plain = [leaf for leaf in table_leaves if not leaf.table.layouts[0].dictionary]
+    assert len([leaf for leaf in _leaves(uri) if plan._device_leaf(leaf)]) == len(plain)
     for threshold in (1, 10**9):
         monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
         assert _work(uri) == together, threshold
@@ -587,13 +589,19 @@ def test_a_leafs_dictionaries_are_staged_together(datasets, name, monkeypatch):
     leaves = _leaves(datasets[name])
     together = plan.UnitPlan()
     staged = []
-    real = plan._stage_dictionaries
-    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: staged.append((leaf.kind, len(out := real(unit, leaf)))) or out)
+    real = plan._dictionaries_together  # (PagePlan leaves and table leaves alike)
+
+    def counted(unit, leaf, *pages):
+        out = real(unit, leaf, *pages)
+        staged.append((leaf.kind, len(out or ())))
+        return out
+
+    monkeypatch.setattr(plan, "_dictionaries_together", counted)
     for leaf in leaves:
         plan.place_leaf(together, leaf)
     placed = {kind for kind, n in staged if n >= 2}  # leaves of several dictionary pages took the leaf-wide path
     assert placed == ({"var", "fixed"} if name == "fixdict22" else {"var"}), staged
-    monkeypatch.setattr(plan, "_stage_dictionaries", lambda unit, leaf: {})
+    monkeypatch.setattr(plan, "_dictionaries_together", lambda *args: None)
     alone = plan.UnitPlan()
     for leaf in _leaves(datasets[name]):
         plan.place_leaf(alone, leaf)
@@ -656,7 +664,9 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         assert leaves
         for leaf in leaves:
             if leaf.table is not None:  # planned as a table of its pages
-                assert leaf.page_bytes == int(leaf.table.sizes.sum()) > 0, leaf.path
+                # (a constant column may have no buffers: all null, no levels)
+                assert leaf.page_bytes == int(leaf.table.sizes.sum()), leaf.path
+                assert leaf.page_bytes > 0 or leaf.table.layouts[0].kind == "constant_layout", leaf.path
                 continue
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
 
@@ -843,3 +853,61 @@ def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, mes
     with pytest.raises(CorruptFileError, match=message) as got:
         plan.place_leaf(plan.UnitPlan(), leaf)
     assert leaf.path in str(got.value)
+
+
+def _dictionary_table(n: int, seed: int):
+    """Columns of few distinct values (pylance gives their pages dictionaries): strings,
+    nullable strings, integers (2.2: fixed-width dictionaries); and of one value or none
+    (constant and all-null pages): null integers and strings, a constant integer and
+    string (2.2: constant pages, the string's in a value buffer)."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    words = np.array([f"word-{i}" for i in range(12)])
+    return pa.table({
+        "cat": pa.array(words[rng.integers(0, 12, n)].tolist()),
+        "catn": pa.array(words[rng.integers(0, 5, n)].tolist(), mask=rng.random(n) < 0.3),
+        "code": pa.array(rng.integers(0, 7, n).astype(np.int64) * 1_000_003),
+        "nulls": pa.nulls(n, pa.int32()),
+        "snulls": pa.nulls(n, pa.string()),
+        "const": pa.array(np.full(n, 42, np.int64)),
+        "sconst": pa.array(["the same string"] * n),
+    })
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_dictionary_and_constant_leaves_plan_as_tables(root, monkeypatch, version):
+    """Leaves of dictionary pages and of constant / all-null pages (one or many pages a
+    leaf, one or many fragments) are planned as tables of their pages: no PagePlan
+    (counted), their dictionaries placed by table row, with the work the PagePlan path gives
+    (``TABLE_LEAVES`` off), dictionaries placed together and each page's alone (its
+    dictionary staged before its chunks)."""
+    import pyarrow as pa
+
+    uris = []
+    for nfrag, rows, page_bytes in ((1, 6000, 1024), (8, 800, 1 << 20)):
+        uri = str(root / f"dictionaries_{version}_{nfrag}")
+        tbl = _dictionary_table(rows, seed=nfrag)
+        lance.write_dataset(pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100)), uri,
+                            data_storage_version=version, max_rows_per_file=rows // nfrag, max_page_bytes=page_bytes,
+                            data_cache_bytes=8 * page_bytes)
+        uris.append(uri)
+    for uri in uris:
+        leaves = _leaves(uri)
+        dict_leaves = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].dictionary]
+        assert {leaf.kind for leaf in dict_leaves} == ({"var", "fixed"} if version == "2.2" else {"var"}), \
+            [(leaf.column, leaf.kind, leaf.table is not None) for leaf in leaves]
+        constant = {leaf.column for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "constant_layout"}
+        assert constant >= ({3, 4, 5, 6} if version == "2.2" else {3, 4}), constant
+        pages, _lines, made = _traced_plan(uri)
+        assert made == 0 and pages >= len(leaves)
+        for together in (True, False):
+            if not together:
+                monkeypatch.setattr(plan, "_dictionaries_together", lambda *args: None)
+            monkeypatch.setattr(plan, "TABLE_LEAVES", True)
+            tables = _work(uri)
+            assert any(v for k, v in tables.items() if k.startswith("dictionary")), uri
+            monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(uri) == tables, (uri, together)
+            monkeypatch.undo()
+    assert max(len(leaf.table) for leaf in _leaves(uris[0]) if leaf.table is not None) > 1  # many pages a leaf

@@ -55,11 +55,10 @@ from lance_gpu.gpu.plan import (
     UnitPlan,
     _add_fsst,
     _Chunks,
+    _dictionary_key,
     _emit_chunk_work,
     _group_key,
-    _index_encoding,
     _level_encoding,
-    _level_key,
     _value_dst,
     page_level_fills,
     table_chunk_layouts,
@@ -209,8 +208,11 @@ class ChunkTable:
         ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
-        index = np.fromiter((-1 if b.dictionary is None else b.dictionary[1] for b in blocks), np.int64, nblocks)
-        self.index_pos = index[self.page_block]
+        # each page's first index item (a dictionary page's index scratch), else -1
+        self.index_pos = np.fromiter(itertools.chain.from_iterable(
+            [-1] * b.npages if b.dictionary is None else b.dictionary[1] if isinstance(b.dictionary[1], list) else [b.dictionary[1]]
+            for b in blocks
+        ), np.int64, npages)
         # each distinct layout once (most pages share a few)
         self.layout_facts: list[LayoutFacts | None] = []
         self.layout_body: list = []
@@ -456,20 +458,13 @@ def _chunks(table: ChunkTable, members: np.ndarray) -> _Chunks:
     )
 
 
-def _dictionary_key(mb) -> tuple:
-    """What the work of a dictionary page's chunks depends on besides its index bits: the
-    index encoding, the level encodings and the buffer count."""
-    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
-    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    return _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
-
-
 def _emit_group(unit: UnitPlan, table: ChunkTable, members: np.ndarray) -> None:
     j = int(members[0])
     block = table.device_blocks[int(table.page_block[j])]
     leaf = block.leaf
     ch = _chunks(table, members)
-    dictionary = None if block.dictionary is None else (block.dictionary[0], 0)  # positions in ch.index_first
+    # index bits: the layout's; index positions in ch.index_first
+    dictionary = None if block.dictionary is None else (_dictionary_key(table.body(j))[0], 0)
     _emit_chunk_work(unit, leaf, table.body(j), ch, int(table.num_values[members].sum()), dictionary, leaf.ctx())
 
 
@@ -481,6 +476,22 @@ def _layout_group_key(leaf: LeafPlan, facts: LayoutFacts | None, body) -> tuple:
     if key is None:
         key = facts.group_keys[leaf.kind] = _group_key(leaf, facts.body)
     return key
+
+
+def _emit_key(table: ChunkTable, block: DeviceBlock, d: int) -> tuple:
+    """The emission group of ``block``'s pages of distinct layout ``d``: dictionary pages by
+    :func:`_dictionary_key` (their indices go to index scratch, whatever the leaf), the
+    others by their leaf's value kind and :func:`_layout_group_key`."""
+    facts, body = table.layout_facts[d], table.layout_body[d]
+    if block.dictionary is not None:
+        if facts is None:
+            return ("dictionary", _dictionary_key(body))
+        key = facts.group_keys.get("dictionary")
+        if key is None:
+            key = facts.group_keys["dictionary"] = ("dictionary", _dictionary_key(body))
+        return key
+    leaf = block.leaf
+    return (leaf.kind, leaf.width, _layout_group_key(leaf, facts, body))
 
 
 def emit(unit: UnitPlan, table: ChunkTable) -> None:
@@ -495,15 +506,12 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
     layout_of = table.page_layout.tolist()
     for k, block in enumerate(table.device_blocks):
         leaf, lo, hi = block.leaf, edges[k], edges[k + 1]
-        if block.dictionary is not None:
-            key = ("dictionary", block.dictionary[0], _dictionary_key(table.body(lo)))
-        elif hi - lo == 1:
-            d = layout_of[lo]
-            key = (leaf.kind, leaf.width, _layout_group_key(leaf, table.layout_facts[d], table.layout_body[d]))
+        if hi - lo == 1:
+            key = _emit_key(table, block, layout_of[lo])
         else:
             lay = table.page_layout[lo:hi]
             here = list(dict.fromkeys(layout_of[lo:hi]))
-            keys = {d: (leaf.kind, leaf.width, _layout_group_key(leaf, table.layout_facts[d], table.layout_body[d])) for d in here}
+            keys = {d: _emit_key(table, block, d) for d in here}
             if len(set(keys.values())) > 1:  # pages encoded otherwise within the leaf: their rows in each group
                 for d, key in keys.items():
                     rows = lo + np.flatnonzero(lay == d)

@@ -31,13 +31,14 @@ arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table o
 identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
 counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 
-A leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
-from its column's arrays as a :class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`;
-``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
+A leaf whose pages all go to the device pre-pass (dictionary pages too), or are all
+full-zip pages, or all constant pages, is planned from its column's arrays as a
+:class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
 the level settling and the work emission key its pages by row, with no per-page Python
 object; a whole column's table, and what the planner derives from it, is made once and
-shared by every file reading the column.  The other leaves (dictionaries, constant pages,
-row selections, object stores) still plan a ``plan.PagePlan`` per page.
+shared by every file reading the column.  The other leaves (constant or full-zip pages
+beside mini-block ones, row selections, object stores) still plan a ``plan.PagePlan`` per
+page.
 """
 
 from __future__ import annotations
@@ -251,8 +252,11 @@ class LeafPages:
                                the estimate ``num_values + num_rows`` until the device
                                pre-pass reads the in-band counts (then theirs)
         has_rep[j], has_def[j]  (bool)
+        nbuf[j]                buffers of the page
 
-    A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
+    A constant page's counts and levels are in its buffers: a column's table holds -1 values
+    and no levels for it; a leaf of constant pages gets a copy with its file's
+    (``plan._plan_constant_table``).  A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
     A whole column's table is shared by the leaves of every file reading that column
     (:meth:`ColumnPages.leaf_pages`): nobody mutates one; a leaf whose level counts are
     in-band gets a copy with its own ``num_levels`` (``headers.settle_levels``).  ``memo``
@@ -269,6 +273,7 @@ class LeafPages:
     num_levels: np.ndarray
     has_rep: np.ndarray
     has_def: np.ndarray
+    nbuf: np.ndarray
     memo: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -317,8 +322,10 @@ def _derived(t: LeafPages) -> Derived:
     width = t.offsets.shape[1]
     off = t.offsets[:, 1].tolist() if width > 1 else [0] * len(t)
     size = t.sizes[:, 1].tolist() if width > 1 else [0] * len(t)
+    off0 = t.offsets[:, 0].tolist() if width else [0] * len(t)  # (pages without buffers: all-null columns)
+    size0 = t.sizes[:, 0].tolist() if width else [0] * len(t)
     return Derived(int(t.num_values.sum()), int(t.num_levels.sum()), int(t.num_rows.sum()), vpos, lpos, vpos.tolist(),
-                   t.num_values.tolist(), off, size, t.offsets[:, 0].tolist(), t.sizes[:, 0].tolist())
+                   t.num_values.tolist(), off, size, off0, size0)
 
 
 def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
@@ -338,7 +345,8 @@ def _leaf_pages(cp: ColumnPages, ids: list[int] | None) -> LeafPages:
     # the estimate values + rows
     items = np.asarray([f.num_items if f.kind == "full_zip_layout" else f.num_visible for f in layouts], np.int64).reshape(k)[layout]
     estimate = np.asarray([f.has_rep and f.kind == "mini_block_layout" for f in layouts], np.bool_).reshape(k)[layout]
-    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(estimate, items + num_rows, items), rep, dfn)
+    return LeafPages(sel, layout, layouts, ca.offsets[sel], ca.sizes[sel], num_rows, n, np.where(estimate, items + num_rows, items), rep, dfn,
+                     ca.nbuf[sel])
 
 
 def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:

@@ -63,17 +63,19 @@ classified once per process, and a column's pages are read from its page selecti
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
 struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_leaf`:
-mini-block pages without dictionaries, their chunks in the file's memory map; most flat and
-list columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+mini-block pages, all with page dictionaries or none, their chunks in the file's memory
+map; most flat, list and low-cardinality columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
-layout -- no Python object per page; so is a leaf of full-zip pages only (long strings,
-embeddings: :func:`_place_fullzip_table`).  What such a table derives from its column (its
+layout -- no Python object per page (its dictionaries placed by table row,
+:func:`_dictionaries_together`); so is a leaf of full-zip pages only (long strings,
+embeddings: :func:`_place_fullzip_table`), and one of constant / all-null pages only (a step
+per row: their counts and levels are in their buffers, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  Other leaves (page dictionaries, constant pages, full-zip pages beside
-mini-block ones, object stores' deferred pages, row selections) still make a
+scalar steps.  Other leaves (constant pages beside mini-block or full-zip ones, full-zip
+pages beside mini-block ones, object stores' deferred pages, row selections) still make a
 :class:`PagePlan` per page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
@@ -86,6 +88,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,8 +132,8 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
-#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, is planned
-#: as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
+#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
+#: constant pages, is planned as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
 #: its page count; False: a PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
 
@@ -289,8 +292,8 @@ class LeafPlan:
     #: the bytes of its pages' buffers in the file (all of them, deferred ones too; a row
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
-    #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages
-    #: (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
+    #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
+    #: constant pages (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
     #: per-page Python object
     table: pagetable.LeafPages | None = None
 
@@ -915,22 +918,28 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
 def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
     """Whether a whole column's pages (``sel``) are planned as a table: all full-zip pages
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
-    pre-pass: mini-block pages with values and their chunks, without a dictionary, whose
-    chunk headers the device parses (:func:`device_headers`, or list pages
-    :func:`_device_lists` accepts).  Asked once per column (``ColumnPages.memo``);
-    :func:`_table_leaf` adds what depends on the file."""
+    pre-pass: mini-block pages with values and their chunks whose chunk headers the device
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
+    none with a dictionary or all with one (and with values and a dictionary buffer); or
+    all constant / all-null pages (:func:`_plan_constant_table`).  Asked once per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on
+    the file."""
     if not sel.ids:
         return False
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
         return int(cp.arrays().nbuf.min()) >= 1
+    if all(f.kind == "constant_layout" for f in sel.distinct):
+        return True  # all-null or constant pages only (_plan_constant_table)
     if not DEVICE_HEADERS:
         return False
     for facts in sel.distinct:
-        if facts.kind != "mini_block_layout" or facts.dictionary or not facts.num_buffers:
+        if facts.kind != "mini_block_layout" or not facts.num_buffers:
             return False
         if not (lists_on_device or facts.device_headers):
             return False
-    return int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
+    dictionary = {f.dictionary for f in sel.distinct}
+    if dictionary == {True}:
+        return min(f.num_visible for f in sel.distinct) > 0 and int(cp.arrays().nbuf.min()) >= 3
+    return dictionary == {False} and int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
 def _table_leaf(reader: LanceFileReader) -> bool:
@@ -945,6 +954,9 @@ def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device
     counted and given their layers as the per-page path does (from the table's derived
     totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
     decoded with the pass's others (:mod:`headers`)."""
+    if table.layouts[0].kind == "constant_layout":  # (a table's pages are of one kind)
+        _plan_constant_table(leaf, table)
+        return
     leaf.table = table
     leaf.levels_pending = lists_on_device
     layers = table.memo.get("layers")
@@ -961,6 +973,65 @@ def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device
     leaf.layers, leaf.has_rep, leaf.has_def = layers
     d = table.derived()
     leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
+
+
+def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
+    """:func:`_plan_table_leaf` of a leaf of constant / all-null pages only: their counts
+    and levels are in their buffers (:func:`constant_layout.decode`, read in the file's
+    map), so the leaf gets a copy of its column's table with its file's counts, each row's
+    decoded page in ``memo["constant"]`` for :func:`_place_constant_table`; its layers and
+    levels as the per-page path gives them."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    ctx = leaf.ctx()
+    rows = shared.memo.get("constant_rows")
+    if rows is None:  # per column, once: each row's layout, buffer ranges and top-level rows
+        nbuf = shared.nbuf.tolist()
+        rows = shared.memo["constant_rows"] = [
+            (shared.layouts[k].body, list(zip(o[:nb], z[:nb], strict=True)), r)
+            for k, o, z, nb, r in zip(shared.layout.tolist(), shared.offsets.tolist(), shared.sizes.tolist(), nbuf,
+                                      shared.num_rows.tolist(), strict=True)
+        ]
+    pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in rows]
+    n = len(pages)
+    values = [lp.num_values for lp in pages]
+    levels = [lp.num_levels for lp in pages]
+    t = leaf.table = pagetable.LeafPages(  # (the shared table's other columns, not copied)
+        shared.ids, shared.layout, shared.layouts, shared.offsets, shared.sizes, shared.num_rows,
+        np.array(values, np.int64).reshape(n), np.array(levels, np.int64).reshape(n),
+        np.array([lp.rep is not None for lp in pages], np.bool_).reshape(n),
+        np.array([lp.def_ is not None for lp in pages], np.bool_).reshape(n), shared.nbuf, {"constant": pages},
+    )
+    # the table's Derived from the lists (NumPy's per-call cost exceeds the loop's for a few pages;
+    # its buffer lists, read only for mini-block and full-zip tables, zeros)
+    vpos = [0, *itertools.accumulate(values)][:n]
+    lpos = [0, *itertools.accumulate(levels)][:n]
+    zeros = [0] * n
+    t.memo["derived"] = pagetable.Derived(sum(values), sum(levels), sum(r for _b, _z, r in rows), np.array(vpos, np.int64).reshape(n),
+                                          np.array(lpos, np.int64).reshape(n), vpos, values, zeros, zeros, zeros, zeros)
+    distinct_layers = list(dict.fromkeys(lp.layers for lp in pages))
+    try:
+        leaf.layers = common_layers(distinct_layers)
+    except ValueError as exc:
+        raise ctx.corrupt(str(exc)) from exc
+    leaf.has_rep = any(lp.rep is not None for lp in pages)
+    leaf.has_def = any(lp.def_ is not None for lp in pages) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    d = t.memo["derived"]
+    leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
+
+
+def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf planned by :func:`_plan_constant_table`: each row's
+    levels and values as :func:`_emit_constant` gives a page's, in page order (a step per
+    row: their levels are staged bytes)."""
+    d = t.derived()
+    if leaf.kind == "var":
+        unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
+    for lp, v, lv in zip(t.memo["constant"], d.vpos_list, d.lpos.tolist(), strict=True):
+        rep_dst = leaf.rep_pos + lv if leaf.has_rep else -1
+        def_dst = leaf.def_pos + lv if leaf.has_def else -1
+        _emit_constant_page(unit, leaf, lp, v, rep_dst, def_dst)
+        _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rep_dst, def_dst)
 
 
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
@@ -988,8 +1059,11 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
     if leaf.table is not None:
-        if leaf.table.layouts[0].kind == "full_zip_layout":  # (a table's pages are of one kind)
+        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind)
+        if kind == "full_zip_layout":
             _place_fullzip_table(unit, leaf, leaf.table)
+        elif kind == "constant_layout":
+            _place_constant_table(unit, leaf, leaf.table)
         else:
             _place_table_leaf(unit, leaf, leaf.table)
         return
@@ -1141,7 +1215,27 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     vpos: np.ndarray | list[int]
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
-    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+    dictionary: tuple[int, list[int]] | None = None
+    alone = False  # dictionary pages each staging their own dictionary before their chunks
+    if t.layouts[0].dictionary:  # every page has one (_table_column)
+        bodies = [t.layouts[k].body for k in t.layout.tolist()]
+        bufs = [whole[o : o + z] for o, z in zip(t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist(), strict=True)]
+        together = _dictionaries_together(unit, leaf, bodies, bufs, d.values_list, d.vpos_list)
+        alone = together is None
+        if together is not None:
+            dictionary = (together[0][0], [ipos for _bits, ipos in together])
+    if alone:  # as the per-page path: each page's dictionary, then its chunks
+        path, add, ctx = leaf.path, unit.stage.add_buffer, leaf.ctx()
+        sizes, vpos = d.buf1_sizes, d.vpos_list
+        data_pos, index = [], []
+        for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, vpos, d.buf1_offsets, sizes, strict=True):
+            bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx)
+            index.append(ipos)
+            data_pos.append(add(path, o, whole[o : o + z], whole) if z else 0)
+        dictionary = (bits, index)
+        rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
+        def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
+    elif n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
         path, add = leaf.path, unit.stage.add_buffer
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, sizes, strict=True)]
@@ -1155,7 +1249,7 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
         data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
     if leaf.kind == "var":
         unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
-    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, rows=t))
+    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, dictionary, rows=t))
     if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
 
@@ -1321,13 +1415,20 @@ def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: in
     """The level work of a page its encodings do not give: zero levels where the leaf has
     repetition / definition levels and the page has none, definition levels renumbered
     where its layers differ from the leaf's."""
-    if leaf.has_rep and not page.has_rep:
-        unit.fill_level.append((2 * rep_dst, 2 * page.num_levels, b"\x00\x00"))
+    _level_fills(unit, leaf, page.has_rep, page.has_def, page.layers, page.num_levels, rep_dst, def_dst)
+
+
+def _level_fills(unit: UnitPlan, leaf: LeafPlan, has_rep: bool, has_def: bool, layers: tuple[int, ...], n: int,
+                 rep_dst: int, def_dst: int) -> None:
+    """:func:`page_level_fills` of a page (a :class:`PagePlan` or a table row) with these
+    levels, layers and ``n`` levels."""
+    if leaf.has_rep and not has_rep:
+        unit.fill_level.append((2 * rep_dst, 2 * n, b"\x00\x00"))
     if leaf.has_def:
-        if not page.has_def:
-            unit.fill_level.append((2 * def_dst, 2 * page.num_levels, b"\x00\x00"))
-        elif page.layers != leaf.layers:
-            unit.remap.append((def_dst, page.num_levels, _renumber_table(page.layers, leaf.layers)))
+        if not has_def:
+            unit.fill_level.append((2 * def_dst, 2 * n, b"\x00\x00"))
+        elif layers != leaf.layers:
+            unit.remap.append((def_dst, n, _renumber_table(layers, leaf.layers)))
 
 
 def _value_dst(leaf: LeafPlan, vpos: int) -> int:
@@ -1710,13 +1811,18 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     """Decode a dictionary page's items on the host (buffer 2; small), stage them and
     register the gather from the page's index scratch; returns ``(index bits, first index
     item)`` for :func:`_emit_indices`."""
-    mb = page.layout
-    enc = mb.value_compression
     if len(page.buffers) < 3:
         raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
+    return _stage_one_dictionary(unit, leaf, page.layout, page.buffers[2], page.num_values, vpos, ctx)
+
+
+def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n: int, vpos: int, ctx) -> tuple[int, int]:
+    """:func:`_stage_dictionary` of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
+    dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a
+    :class:`PagePlan`'s or a table row's)."""
+    enc = mb.value_compression
     nitems = int(mb.num_dictionary_items)
-    items = encodings.decode_block(mb.dictionary, page.buffers[2], nitems, ctx)
-    n = page.num_values
+    items = encodings.decode_block(mb.dictionary, buf, nitems, ctx)
     bits = _index_bits(enc)
     ipos = unit.alloc_index(bits, n)
     lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
@@ -1764,8 +1870,33 @@ def _index_bits(enc) -> int:
 def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, int]]:
     """The dictionaries of a leaf's host-planned dictionary pages placed at once
     (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives per
-    page): one staged item per leaf and kind, not one per page, and one dictionary work row
-    per page naming its items in it (the gather indexes them by page).
+    page; :func:`_dictionaries_together`).  Empty (each page staged alone, with its own
+    checks and errors) where that refuses."""
+    pages = []
+    vpos = []
+    v = 0
+    for pg in leaf.pages:
+        at, v = v, v + pg.num_values
+        if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
+            continue
+        mb = pg.layout
+        if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
+            continue
+        pages.append(pg)
+        vpos.append(at)
+    got = _dictionaries_together(unit, leaf, [pg.layout for pg in pages], [pg.buffers[2] for pg in pages],
+                                 [pg.num_values for pg in pages], vpos)
+    return {} if got is None else {id(pg): d for pg, d in zip(pages, got, strict=True)}
+
+
+def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: list[np.ndarray], nvalues: list[int],
+                           vpos: list[int]) -> list[tuple[int, int]] | None:
+    """The dictionaries of dictionary pages of one leaf placed at once: page ``k`` encoded
+    as ``layouts[k]`` (``MiniBlockLayout``), its dictionary buffer ``bufs[k]``, ``nvalues[k]``
+    values from value ``vpos[k]`` of its leaf (:class:`PagePlan` s or a table's rows).  One
+    staged item per leaf and kind, not one per page, and one dictionary work row per page
+    naming its items in it (the gather indexes them by page); returns each page's ``(index
+    bits, first index item)``.
 
     * variable width: every page's Variable (32-bit offsets) block, decompressed first
       where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
@@ -1773,62 +1904,51 @@ def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, 
     * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
       refusing what the per-page path refuses) and the items staged back to back.
 
-    Empty (each page staged alone, with its own checks and errors) for fewer than two such
-    pages, other variable-width dictionary encodings, or a Variable block that fails a check."""
-    pages = []
-    for pg in leaf.pages:
-        if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
-            continue
-        mb = pg.layout
-        if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
-            continue
-        pages.append(pg)
-    if len(pages) < 2:
-        return {}
+    None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) for
+    fewer than two pages, other variable-width dictionary encodings, or a Variable block
+    that fails a check."""
+    n = len(layouts)
+    if n < 2:
+        return None
     ctx = leaf.ctx()
-    nitems = np.fromiter((int(pg.layout.num_dictionary_items) for pg in pages), np.int64, len(pages))
+    nitems = np.fromiter((int(mb.num_dictionary_items) for mb in layouts), np.int64, n)
     if leaf.kind == "var":
-        got = _variable_dictionaries(pages, nitems, ctx)
+        got = _variable_dictionaries(layouts, bufs, nitems, ctx)
         if got is None:
-            return {}
+            return None
         blob, item_start, offsets, first_offset = got
         blob_pos = unit.stage.add_bytes(blob)
         offsets_pos = unit.stage.add_bytes(offsets)
-        items_at = blob_pos + item_start[: len(pages)]
-        offsets_at = offsets_pos + 8 * first_offset[: len(pages)]
+        items_at = blob_pos + item_start[:n]
+        offsets_at = offsets_pos + 8 * first_offset[:n]
         width = 0
     else:
-        decoded = [encodings.decode_block(pg.layout.dictionary, pg.buffers[2], int(n), ctx)
-                   for pg, n in zip(pages, nitems.tolist(), strict=True)]
+        decoded = [encodings.decode_block(mb.dictionary, buf, int(k), ctx)
+                   for mb, buf, k in zip(layouts, bufs, nitems.tolist(), strict=True)]
         blocks = [_fixed_items(leaf, items, ctx) for items in decoded]
         sizes = np.fromiter((b.size for b in blocks), np.int64, len(blocks))
         items_at = unit.stage.add_bytes(np.concatenate(blocks)) + miniblock.exclusive_scan(sizes)[:-1]
         nitems = np.fromiter((items.num_values for items in decoded), np.int64, len(decoded))
-        offsets_at = np.zeros(len(pages), np.int64)
+        offsets_at = np.zeros(n, np.int64)
         width = leaf.width
-    vpos = {}
-    v = 0
-    for pg in leaf.pages:
-        vpos[id(pg)] = v
-        v += pg.num_values
-    out = {}
-    for k, pg in enumerate(pages):
-        bits = _index_bits(pg.layout.value_compression)
-        ipos = unit.alloc_index(bits, pg.num_values)
+    out = []
+    for k, mb in enumerate(layouts):
+        bits = _index_bits(mb.value_compression)
+        ipos = unit.alloc_index(bits, nvalues[k])
         lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
-        lst.add(start=ipos, count=pg.num_values, items=int(items_at[k]), nitems=int(nitems[k]), width=width,
-                offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[id(pg)]))
-        out[id(pg)] = (bits, ipos)
+        lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
+                offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[k]))
+        out.append((bits, ipos))
     return out
 
 
-def _variable_dictionaries(pages: list[PagePlan], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
-    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks of
-    ``pages`` (decompressed first where General wraps them); None where a page's dictionary
-    is encoded otherwise or a block fails a check."""
+def _variable_dictionaries(layouts: list, bufs: list[np.ndarray], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
+    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks
+    ``bufs`` of pages encoded as ``layouts`` (decompressed first where General wraps them);
+    None where a page's dictionary is encoded otherwise or a block fails a check."""
     blocks = []
-    for pg in pages:
-        enc = pg.layout.dictionary
+    for mb, buf in zip(layouts, bufs, strict=True):
+        enc = mb.dictionary
         general = enc.WhichOneof("compression") == "general"
         if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
             enc = enc.general.values
@@ -1837,7 +1957,7 @@ def _variable_dictionaries(pages: list[PagePlan], nitems: np.ndarray, ctx) -> tu
         off = enc.variable.offsets
         if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
             return None
-        blocks.append(general_enc.decompress(pg.layout.dictionary.general.compression, pg.buffers[2], ctx) if general else pg.buffers[2])
+        blocks.append(general_enc.decompress(mb.dictionary.general.compression, buf, ctx) if general else buf)
     return variable_enc.decode_blocks32(blocks, nitems)
 
 
@@ -1878,6 +1998,14 @@ def _group_key(leaf: LeafPlan, mb) -> tuple:
     else:
         value = ("flat", flat_plan.fixed_items(enc))
     return rep, dfn, int(mb.num_buffers), value
+
+
+def _dictionary_key(mb) -> tuple:
+    """What the work of a dictionary page's chunks depends on besides its index bits: the
+    index bits, the index encoding, the level encodings and the buffer count."""
+    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    return _index_bits(mb.value_compression), _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
 
 
 def _level_key(enc) -> tuple:
@@ -1922,8 +2050,11 @@ class DeviceBlock:
     ``size[j]`` bytes of chunks at arena byte ``data_pos[j]``, its values go to value
     ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
-    :attr:`LeafPlan.levels_pending`); ``dictionary``: :func:`_stage_dictionary`'s result for
-    a block of one dictionary page.  A leaf whose pages all go to the pre-pass is one block,
+    :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
+    (one page: :func:`_stage_dictionary`'s result; a table's rows: one row's index bits
+    and each row's first index item, :func:`_place_table_leaf`), ``(index bits, first index
+    item(s))``; the emission takes each page's index bits from its layout
+    (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
     placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
     leaves are a block each (:func:`_emit_miniblock`)."""
 
@@ -1935,7 +2066,7 @@ class DeviceBlock:
     vpos: np.ndarray | list[int]
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
-    dictionary: tuple[int, int] | None = None
+    dictionary: tuple[int, int] | tuple[int, list[int]] | None = None
     #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows
     #: (``pages`` is empty)
     rows: pagetable.LeafPages | None = None
@@ -2187,7 +2318,13 @@ def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, re
                    later: bool = False) -> LevelWork | None:
     """A constant (or all-null) page's levels and values; ``later``: as :func:`_emit_fullzip`
     (its levels staged now, their copies returned, to be emitted once placed)."""
-    lp = page.parsed["page"]
+    return _emit_constant_page(unit, leaf, page.parsed["page"], vpos, rep_dst, def_dst, later)
+
+
+def _emit_constant_page(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int, rep_dst: int, def_dst: int,
+                        later: bool = False) -> LevelWork | None:
+    """:func:`_emit_constant` of a decoded constant page ``lp`` (``constant_layout.decode``:
+    a :class:`PagePlan`'s or a table row's)."""
     staged = []
     for levels, which in ((lp.rep, 0), (lp.def_, 1)):
         if levels is not None and levels.size:
@@ -2199,13 +2336,12 @@ def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, re
 
     if not later:
         work(rep_dst, def_dst)
-    _constant_values(unit, leaf, page, vpos)
+    _constant_values(unit, leaf, lp, vpos)
     return work if later else None
 
 
-def _constant_values(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int) -> None:
-    lp = page.parsed["page"]
-    n = page.num_values
+def _constant_values(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int) -> None:
+    n = lp.num_values
     if not n:
         return
     if lp.values is None:

@@ -253,8 +253,10 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
         chunks += int(bounds[-1])
     for leaf in leaves:
         if leaf.table is not None:
-            if leaf.table.layouts[0].kind == "full_zip_layout":  # (no row selection: every row)
+            kind = leaf.table.layouts[0].kind  # (no row selection: every row)
+            if kind != "mini_block_layout":
                 pages += len(leaf.table)
+            if kind == "full_zip_layout":
                 fz_rows += int(leaf.table.num_levels.sum())
             continue
         # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
