@@ -21,7 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
-from lance_gpu.gpu import headers, plan, staging  # noqa: E402
+from lance_gpu.gpu import headers, pagetable, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
 
@@ -899,6 +899,12 @@ def test_dictionary_and_constant_leaves_plan_as_tables(root, monkeypatch, versio
             [(leaf.column, leaf.kind, leaf.table is not None) for leaf in leaves]
         constant = {leaf.column for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "constant_layout"}
         assert constant >= ({3, 4, 5, 6} if version == "2.2" else {3, 4}), constant
+        for leaf in leaves:  # a constant leaf: its column's shared table, its file's decoded pages beside it
+            if leaf.table is not None and leaf.table.layouts[0].kind == "constant_layout":
+                shared = pagetable.column_pages(leaf.reader.column(leaf.column), leaf.ctx()).leaf_pages(None)
+                assert leaf.table is shared and leaf.constant_pages is not None and len(leaf.constant_pages) == len(shared)
+                assert leaf.num_values == sum(lp.num_values for lp in leaf.constant_pages)
+                assert leaf.num_levels == sum(lp.num_levels for lp in leaf.constant_pages)
         pages, _lines, made = _traced_plan(uri)
         assert made == 0 and pages >= len(leaves)
         for together in (True, False):

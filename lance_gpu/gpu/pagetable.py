@@ -255,8 +255,9 @@ class LeafPages:
         nbuf[j]                buffers of the page
 
     A constant page's counts and levels are in its buffers: a column's table holds -1 values
-    and no levels for it; a leaf of constant pages gets a copy with its file's
-    (``plan._plan_constant_table``).  A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
+    and no levels for it: a leaf of constant pages keeps the column's table and its file's
+    decoded pages beside it (``plan.LeafPlan.constant_pages``, ``plan._plan_constant_table``;
+    nobody reads such a table's counts or :meth:`derived`).  A leaf planned as such a table has no per-page Python object (``plan.LeafPlan.table``).
     A whole column's table is shared by the leaves of every file reading that column
     (:meth:`ColumnPages.leaf_pages`): nobody mutates one; a leaf whose level counts are
     in-band gets a copy with its own ``num_levels`` (``headers.settle_levels``).  ``memo``

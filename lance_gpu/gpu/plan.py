@@ -71,7 +71,8 @@ emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per di
 layout -- no Python object per page (its dictionaries placed by table row,
 :func:`_dictionaries_together`); so is a leaf of full-zip pages only (long strings,
 embeddings: :func:`_place_fullzip_table`), and one of constant / all-null pages only (a step
-per row: their counts and levels are in their buffers, :func:`_plan_constant_table`).  What such a table derives from its column (its
+per row: their counts and levels are in their buffers, decoded per leaf into
+:attr:`LeafPlan.constant_pages` beside the column's shared table, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
 scalar steps.  Other leaves (constant pages beside mini-block or full-zip ones, full-zip
@@ -88,7 +89,6 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,6 +296,9 @@ class LeafPlan:
     #: constant pages (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
     #: per-page Python object
     table: pagetable.LeafPages | None = None
+    #: a leaf of constant / all-null pages planned as a table (its column's shared ``table``):
+    #: each row's decoded page (:func:`constant_layout.decode`: counts, levels, value), row order
+    constant_pages: list | None = None
 
     @property
     def path(self) -> str:
@@ -978,9 +981,12 @@ def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device
 def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
     """:func:`_plan_table_leaf` of a leaf of constant / all-null pages only: their counts
     and levels are in their buffers (:func:`constant_layout.decode`, read in the file's
-    map), so the leaf gets a copy of its column's table with its file's counts, each row's
-    decoded page in ``memo["constant"]`` for :func:`_place_constant_table`; its layers and
-    levels as the per-page path gives them."""
+    map), so the leaf keeps its column's shared table (``table``: rows, buffers; its counts
+    for constant pages are -1, never read) and each row's decoded page in
+    :attr:`LeafPlan.constant_pages` (counts, levels, value) for
+    :func:`_place_constant_table`: no per-leaf table copy, array or :class:`pagetable.Derived`
+    (a one-page leaf of a small fragment costs about what its :class:`PagePlan` did); its
+    layers and levels as the per-page path gives them."""
     whole = leaf.reader.mapped
     assert whole is not None  # _table_leaf
     ctx = leaf.ctx()
@@ -992,23 +998,17 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
             for k, o, z, nb, r in zip(shared.layout.tolist(), shared.offsets.tolist(), shared.sizes.tolist(), nbuf,
                                       shared.num_rows.tolist(), strict=True)
         ]
+        shared.memo["constant_num_rows"] = sum(r for _b, _z, r in rows)
     pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in rows]
-    n = len(pages)
-    values = [lp.num_values for lp in pages]
-    levels = [lp.num_levels for lp in pages]
-    t = leaf.table = pagetable.LeafPages(  # (the shared table's other columns, not copied)
-        shared.ids, shared.layout, shared.layouts, shared.offsets, shared.sizes, shared.num_rows,
-        np.array(values, np.int64).reshape(n), np.array(levels, np.int64).reshape(n),
-        np.array([lp.rep is not None for lp in pages], np.bool_).reshape(n),
-        np.array([lp.def_ is not None for lp in pages], np.bool_).reshape(n), shared.nbuf, {"constant": pages},
-    )
-    # the table's Derived from the lists (NumPy's per-call cost exceeds the loop's for a few pages;
-    # its buffer lists, read only for mini-block and full-zip tables, zeros)
-    vpos = [0, *itertools.accumulate(values)][:n]
-    lpos = [0, *itertools.accumulate(levels)][:n]
-    zeros = [0] * n
-    t.memo["derived"] = pagetable.Derived(sum(values), sum(levels), sum(r for _b, _z, r in rows), np.array(vpos, np.int64).reshape(n),
-                                          np.array(lpos, np.int64).reshape(n), vpos, values, zeros, zeros, zeros, zeros)
+    leaf.table = shared
+    leaf.constant_pages = pages
+    leaf.num_rows = shared.memo["constant_num_rows"]
+    if len(pages) == 1:  # (one page of a small fragment: scalars)
+        lp = pages[0]
+        leaf.layers = tuple(lp.layers)
+        leaf.has_rep, leaf.has_def = lp.rep is not None, lp.def_ is not None
+        leaf.num_values, leaf.num_levels = lp.num_values, lp.num_levels
+        return
     distinct_layers = list(dict.fromkeys(lp.layers for lp in pages))
     try:
         leaf.layers = common_layers(distinct_layers)
@@ -1016,22 +1016,29 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
         raise ctx.corrupt(str(exc)) from exc
     leaf.has_rep = any(lp.rep is not None for lp in pages)
     leaf.has_def = any(lp.def_ is not None for lp in pages) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
-    d = t.memo["derived"]
-    leaf.num_values, leaf.num_levels, leaf.num_rows = d.num_values, d.num_levels, d.num_rows
+    leaf.num_values = sum(lp.num_values for lp in pages)
+    leaf.num_levels = sum(lp.num_levels for lp in pages)
 
 
 def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned by :func:`_plan_constant_table`: each row's
     levels and values as :func:`_emit_constant` gives a page's, in page order (a step per
-    row: their levels are staged bytes)."""
-    d = t.derived()
-    if leaf.kind == "var":
-        unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
-    for lp, v, lv in zip(t.memo["constant"], d.vpos_list, d.lpos.tolist(), strict=True):
+    row: their levels are staged bytes; a variable-width leaf's rows checked as pages,
+    :attr:`UnitPlan.var_checks`)."""
+    pages = leaf.constant_pages
+    assert pages is not None  # _plan_constant_table
+    utf8 = leaf.kind == "var" and is_utf8_type(leaf.arrow_type)
+    ids = t.ids.tolist() if leaf.kind == "var" else ()
+    v = lv = 0
+    for j, lp in enumerate(pages):
+        if leaf.kind == "var":
+            unit.var_checks.append((leaf.slot_lo + v, lp.num_values, utf8, leaf.path, leaf.column, ids[j]))
         rep_dst = leaf.rep_pos + lv if leaf.has_rep else -1
         def_dst = leaf.def_pos + lv if leaf.has_def else -1
         _emit_constant_page(unit, leaf, lp, v, rep_dst, def_dst)
         _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rep_dst, def_dst)
+        v += lp.num_values
+        lv += lp.num_levels
 
 
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
