@@ -212,6 +212,38 @@ def test_background_tasks_that_submit_tasks_never_wait_on_the_pool(overlap: str)
     assert not pending and sorted(f.result() for f in done) == [2 * k for k in range(3 * IO_THREADS)]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_process_pools_start_afresh_in_a_forked_child() -> None:
+    """A ``ProcessPool`` is started once and kept; a forked child, where the parent's pool
+    threads do not exist, starts its own on first use and its tasks run (they would hang
+    on the parent's pool), while the parent keeps its pool."""
+    import threading
+
+    from lance_gpu.io.background import ProcessPool
+
+    started = []
+    pool = ProcessPool(lambda: started.append(1) or 2, "test-pool")
+    parent = pool.get()
+    assert pool.get() is parent and started == [1]
+    assert parent.submit(threading.get_ident).result(timeout=30) != threading.get_ident()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave without running the parent's cleanups
+        try:
+            child = pool.get()
+            ok = child is not parent and child.submit(lambda: 41 + 1).result(timeout=30) == 42
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert pool.get() is parent and started == [1]
+
+
 def test_spare_core_follows_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
     """``auto`` overlaps only where the last minute's load leaves a core free (the answer is
     kept for a second); ``always`` / ``never`` override it."""

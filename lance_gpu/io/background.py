@@ -35,22 +35,49 @@ SPARE_CORE_TTL = 1.0
 
 T = TypeVar("T")
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
 _THREAD = threading.local()
+
+
+class ProcessPool:
+    """A process-wide ``ThreadPoolExecutor`` started on first use (:meth:`get`) and kept,
+    and started afresh in a forked child, where the parent's pool threads do not exist
+    (the fork resets it: ``os.register_at_fork``).  ``threads`` is called when the pool
+    starts; ``name`` prefixes its threads' names."""
+
+    def __init__(self, threads: Callable[[], int], name: str, initializer: Callable[[], None] | None = None) -> None:
+        self._threads = threads
+        self._name = name
+        self._initializer = initializer
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    def get(self) -> ThreadPoolExecutor:
+        """The pool, started now if this process has none."""
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self._threads(), thread_name_prefix=self._name, initializer=self._initializer)
+                pool = self._pool
+        return pool
+
+    def _forget(self) -> None:
+        self._pool = None
+        self._lock = threading.Lock()
 
 
 def _mark_pool_thread() -> None:
     _THREAD.in_pool = True
 
 
+_IO_POOL = ProcessPool(lambda: IO_THREADS, "lance-gpu-io", _mark_pool_thread)
+
+
 def io_pool() -> ThreadPoolExecutor:
     """The process's background I/O pool (:data:`IO_THREADS` threads)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lance-gpu-io", initializer=_mark_pool_thread)
-        return _POOL
+    return _IO_POOL.get()
 
 
 _spare: tuple[float, bool] = (-SPARE_CORE_TTL, False)  # (when checked, the answer)
@@ -117,14 +144,3 @@ def settle(future: Future[Any] | None) -> None:
     or nobody's (a cleanup path that only needs the task to have ended)."""
     if future is not None:
         future.exception()
-
-
-def _forget_pool() -> None:
-    """In a forked child the parent's pool threads do not exist: start a new pool on use."""
-    global _POOL, _POOL_LOCK
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)

@@ -31,6 +31,7 @@ from lance_gpu.file.legacy import LEGACY_MAJOR, LEGACY_MINOR
 from lance_gpu.file.writer.blobs import blob_v2_schema, column_field_ids, is_blob_input
 from lance_gpu.file.writer.container import check_writable_types
 from lance_gpu.io import ObjectStore, join, resolve
+from lance_gpu.io.background import ProcessPool
 from lance_gpu.io.resolve import is_memory_uri, renew_memory_root
 from lance_gpu.io.store import remove_quietly
 from lance_gpu.progress import count_rows
@@ -179,7 +180,6 @@ def _append_plan(target: pa.Schema, incoming: pa.Schema) -> list[int]:
     return order
 
 
-_SYNC_POOL: ThreadPoolExecutor | None = None
 #: Data files at least this large start their fsync in the background as soon as they are
 #: published (their write-back overlaps the encoding of the next file); smaller ones are
 #: synced by the commit's one round alone -- an early fsync of a small file only makes the
@@ -188,21 +188,12 @@ _SYNC_POOL: ThreadPoolExecutor | None = None
 EARLY_SYNC_BYTES = 4 * 1024 * 1024
 
 
+_SYNC_POOL = ProcessPool(lambda: 1, "lance-gpu-fsync")
+
+
 def _sync_pool() -> ThreadPoolExecutor:
-    """One thread that fsyncs published data files while the next is encoded."""
-    global _SYNC_POOL
-    if _SYNC_POOL is None:
-        _SYNC_POOL = ThreadPoolExecutor(1, thread_name_prefix="lance-gpu-fsync")
-    return _SYNC_POOL
-
-
-def _forget_sync_pool() -> None:
-    global _SYNC_POOL
-    _SYNC_POOL = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_sync_pool)
+    """One thread that fsyncs published data files while the next is encoded (FIFO)."""
+    return _SYNC_POOL.get()
 
 
 def _sync_quietly(store: ObjectStore, key: str) -> None:

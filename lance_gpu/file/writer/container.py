@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import os
 import struct
-import threading
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,7 +43,7 @@ from lance_gpu.file.writer.blobs import column_field_ids, encode_blob_page, v2_0
 from lance_gpu.file.writer.pages import EncodedPage, LevelOverflow, encode_leaf
 from lance_gpu.file.writer.pages_v2_0 import encode_field_v2_0
 from lance_gpu.file.writer.shred import shred
-from lance_gpu.io.background import done_now
+from lance_gpu.io.background import ProcessPool, done_now
 from lance_gpu.io.resolve import resolve
 from lance_gpu.io.store import ObjectStore, WriteHandle
 from lance_gpu.table.blob_descriptions import blob_kind
@@ -70,19 +69,10 @@ COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 MAGIC = b"LANC"
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
 def _pool() -> ThreadPoolExecutor:
     """The process-wide page-encoding pool (:func:`encode_threads` threads; the encoders'
-    numba kernels release the GIL)."""
-    global _POOL
-    if _POOL is None:
-        with _POOL_LOCK:
-            if _POOL is None:
-                _POOL = ThreadPoolExecutor(encode_threads(), thread_name_prefix="lance-gpu-encode")
-    return _POOL
+    numba kernels release the GIL), started afresh in a forked child."""
+    return _ENCODE_POOL.get()
 
 
 def encode_threads() -> int:
@@ -101,15 +91,7 @@ def encode_threads() -> int:
     return 2 * max(1, os.cpu_count() or 1)
 
 
-def _forget_pool() -> None:
-    """In a forked child the parent's pool threads do not exist: start a new pool on use."""
-    global _POOL, _POOL_LOCK
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+_ENCODE_POOL = ProcessPool(encode_threads, "lance-gpu-encode")
 
 
 @runtime_checkable
