@@ -122,17 +122,9 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
 
 
 def _dicts_table(n: int) -> pa.Table:
-    rng = np.random.default_rng(12)
-    words = np.array([f"word-{i}" for i in range(12)])
-    return pa.table({
-        "cat": pa.array(words[rng.integers(0, 12, n)].tolist()),
-        "catn": pa.array(words[rng.integers(0, 5, n)].tolist(), mask=rng.random(n) < 0.3),
-        "code": pa.array(rng.integers(0, 7, n).astype(np.int64) * 1_000_003),
-        "nulls": pa.nulls(n, pa.int32()),
-        "snulls": pa.nulls(n, pa.string()),
-        "const": pa.array(np.full(n, 42, np.int64)),
-        "sconst": pa.array(["the same string"] * n),
-    })
+    from gpu_datasets import dictionary_constant_table
+
+    return dictionary_constant_table(n, seed=12)
 
 
 def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[int, int]:

@@ -856,23 +856,7 @@ def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, mes
 
 
 def _dictionary_table(n: int, seed: int):
-    """Columns of few distinct values (pylance gives their pages dictionaries): strings,
-    nullable strings, integers (2.2: fixed-width dictionaries); and of one value or none
-    (constant and all-null pages): null integers and strings, a constant integer and
-    string (2.2: constant pages, the string's in a value buffer)."""
-    import pyarrow as pa
-
-    rng = np.random.default_rng(seed)
-    words = np.array([f"word-{i}" for i in range(12)])
-    return pa.table({
-        "cat": pa.array(words[rng.integers(0, 12, n)].tolist()),
-        "catn": pa.array(words[rng.integers(0, 5, n)].tolist(), mask=rng.random(n) < 0.3),
-        "code": pa.array(rng.integers(0, 7, n).astype(np.int64) * 1_000_003),
-        "nulls": pa.nulls(n, pa.int32()),
-        "snulls": pa.nulls(n, pa.string()),
-        "const": pa.array(np.full(n, 42, np.int64)),
-        "sconst": pa.array(["the same string"] * n),
-    })
+    return gd.dictionary_constant_table(n, seed=seed)
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])

@@ -321,3 +321,21 @@ def flat_nullable_table(n: int, *, seed: int, null_p: float = 0.3) -> pa.Table:
         "c": pa.array(np.full(n, 42, np.int32), mask=mask()),
         "st": pa.StructArray.from_arrays([pa.array(rng.integers(0, 9, n).astype(np.int16), mask=mask())], names=["a"], mask=pa.array(mask())),
     })
+
+
+def dictionary_constant_table(n: int, *, seed: int) -> pa.Table:
+    """Columns of few distinct values (pylance gives their pages dictionaries): strings,
+    nullable strings, integers (2.2: fixed-width dictionaries); and of one value or none
+    (constant and all-null pages): null integers and strings, a constant integer and
+    string (2.2: constant pages, the string's in a value buffer)."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"word-{i}" for i in range(12)])
+    return pa.table({
+        "cat": pa.array(words[rng.integers(0, 12, n)].tolist()),
+        "catn": pa.array(words[rng.integers(0, 5, n)].tolist(), mask=rng.random(n) < 0.3),
+        "code": pa.array(rng.integers(0, 7, n).astype(np.int64) * 1_000_003),
+        "nulls": pa.nulls(n, pa.int32()),
+        "snulls": pa.nulls(n, pa.string()),
+        "const": pa.array(np.full(n, 42, np.int64)),
+        "sconst": pa.array(["the same string"] * n),
+    })
