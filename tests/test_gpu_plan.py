@@ -21,7 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
-from lance_gpu.gpu import headers, pagetable, plan, staging  # noqa: E402
+from lance_gpu.gpu import headers, pagetable, passplan, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
 
@@ -93,14 +93,19 @@ class _LevelRegions:
         return (*self.labels[r], level - int(self.starts[r]), rest)
 
 
-def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
+def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) -> dict[str, object]:
     """The unit's work of a whole read, order-free: each work list's rows sorted, the
     staged layout, fills, FSST tables, checks and remaps (level positions relative to their
-    leaf's region: :class:`_LevelRegions`)."""
+    leaf's region: :class:`_LevelRegions`); leaf by leaf (``plan.place_leaf``), or
+    ``by_unit`` as a read places a unit (``passplan.place_unit``: a column of many
+    fragments as one table)."""
     unit = plan.UnitPlan()
     leaves = _leaves(uri, rows)
-    for leaf in leaves:
-        plan.place_leaf(unit, leaf)
+    if by_unit:
+        passplan.place_unit(unit, leaves)
+    else:
+        for leaf in leaves:
+            plan.place_leaf(unit, leaf)
     # pages whose chunk headers the device parses: the pre-pass's CPU form over the staged bytes
     headers.parse_and_emit_on_host(unit)
     at = _LevelRegions(leaves)
@@ -255,6 +260,65 @@ def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
     for leaf in leaves:
         plan.place_leaf(apart, leaf)
     assert len(apart.stage.items) >= len(unit.stage.items) + len(unit.device_blocks) - len(files)
+
+
+def _fragments(root: Path, name: str, nfrags: int, rows: int = 40, version: str = "2.1") -> str:
+    """``gd.rich_table`` as ``nfrags`` fragments of ``rows`` rows (one page per leaf)."""
+    uri = root / f"{name}_{nfrags}"
+    if not uri.exists():
+        lance.write_dataset(gd.rich_table(nfrags * rows, seed=4), str(uri), data_storage_version=version, max_rows_per_file=rows)
+    return str(uri)
+
+
+@pytest.mark.parametrize("name", ["frags21", "frags22", "rich21", "rich22", "fsst", "many21", "many22", "runs22", "fixdict22"])
+def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, monkeypatch):
+    """A unit places the same column of its fragments as one pass table
+    (``passplan.place_unit``: one device block over every fragment's rows) with the work,
+    regions and staged ranges of leaf-by-leaf placement (``plan.place_leaf`` in unit
+    order), whatever the page count (both staging branches) and with pass tables off."""
+    uri = _fragments(root, name, 12, version=name[-2] + "." + name[-1]) if name.startswith("frags") else datasets[name]
+    leaves = _leaves(uri)
+    unit = plan.UnitPlan()
+    passplan.place_unit(unit, leaves)
+    passes = [b for b in unit.device_blocks if b.leaves is not None]
+    if name.startswith("frags"):
+        assert passes, "no column placed as one table"
+        assert all(len(b.leaves) >= 6 and b.npages == int(b.leaf_rows[-1]) for b in passes)
+        assert len({b.leaf.column for b in passes}) == len(passes)  # one block per column
+    by_leaf = _work(uri)
+    assert _work(uri, by_unit=True) == by_leaf
+    monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", 1)
+    assert _work(uri, by_unit=True) == _work(uri)
+    monkeypatch.setattr(passplan, "PASS_TABLES", False)
+    assert _work(uri, by_unit=True) == _work(uri)
+
+
+def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
+    """4 and 32 fragments of the same columns: the same number of pass blocks (one per
+    column a group takes), no leaf of theirs placed on its own (``plan._place_table_leaf``),
+    and the device pre-pass's chunk table made from one block per such column."""
+    placed_alone = []
+    real = plan._place_table_leaf
+
+    def spy(unit, leaf, t):
+        placed_alone.append(leaf)
+        return real(unit, leaf, t)
+
+    monkeypatch.setattr(plan, "_place_table_leaf", spy)
+    counts = []
+    for nfrags in (4, 32):
+        leaves = _leaves(_fragments(root, "grow", nfrags))
+        placed_alone.clear()
+        unit = plan.UnitPlan()
+        passplan.place_unit(unit, leaves)
+        grouped = [leaf for leaf in leaves if passplan.pass_key(leaf) is not None]
+        assert len(grouped) >= 4 * nfrags
+        assert all(leaf.levels_pending for leaf in placed_alone)  # (list leaves: their level counts in-band)
+        passes = [b for b in unit.device_blocks if b.leaves is not None]
+        assert sorted(id(leaf) for b in passes for leaf in b.leaves) == sorted(map(id, grouped))
+        counts.append(len(passes))
+        headers.parse_and_emit_on_host(unit)  # the chunk table of the pass blocks (and of the list leaves)
+    assert counts[0] == counts[1] > 0
 
 
 @pytest.mark.parametrize("name", ["mixed21", "mixed22"])
@@ -440,7 +504,7 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
     check()
 
 
-# -- the page table (lance_gpu.gpu.pagetable) ---------------------------------------------
+# -- page tables (lance_gpu.gpu.pagetable) ---------------------------------------------
 
 
 def _column_infos(uri: str) -> list[tuple[LanceFileReader, int]]:
@@ -480,28 +544,33 @@ def _page_by_page(reader: LanceFileReader, column: int) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
-def test_page_table_holds_what_the_per_page_path_reads(datasets, name):
-    """Every page of every column of every file of the dataset, in one table: kinds,
-    buffers, rows, counts, levels and layouts equal the per-page protobuf parse's."""
+def test_a_pass_table_holds_what_the_per_page_path_reads(datasets, name):
+    """Every column of every file of the dataset as one pass table (``pagetable.concat`` of
+    their tables): each row's layout, buffers and rows equal the per-page protobuf parse's,
+    its counts and levels its own table's; each distinct layout held once."""
     from lance_gpu.file.encodings.base import DecodeContext
-    from lance_gpu.gpu import pagetable
 
     cols = _column_infos(datasets[name])
-    table = pagetable.page_table([(pagetable.column_pages(r.column(c), DecodeContext(r.path, c)), None) for r, c in cols])
+    tables = [pagetable.column_pages(r.column(c), DecodeContext(r.path, c)).leaf_pages(None) for r, c in cols]
+    table, edges = pagetable.concat(tables)
     expected = [(k, p, row) for k, (r, c) in enumerate(cols) for p, row in enumerate(_page_by_page(r, c))]
     assert len(table) == len(expected) > 0
+    assert edges.tolist() == [0, *np.cumsum([len(t) for t in tables]).tolist()]
     kinds = set()
     for i, (k, p, row) in enumerate(expected):
-        assert (int(table.leaf[i]), int(table.page[i])) == (k, p)
+        assert edges[k] <= i < edges[k + 1] and int(table.ids[i]) == p
         facts = table.layouts[int(table.layout[i])]
         assert facts.kind == row["kind"] and facts.message == row["message"]
-        assert int(table.kind[i]) == pagetable.KIND_CODES[row["kind"]]
         nb = len(row["offsets"])
-        assert int(table.nbuf[i]) == nb
+        assert int(table.nbuf[i]) == nb and int(table.num_rows[i]) == row["num_rows"]
         assert tuple(table.offsets[i, :nb].tolist()) == row["offsets"] and tuple(table.sizes[i, :nb].tolist()) == row["sizes"]
         assert not table.offsets[i, nb:].any() and not table.sizes[i, nb:].any()
-        for key in ("num_rows", "num_items", "num_visible", "has_rep", "has_def", "device_headers"):
-            assert getattr(table, key)[i] == row[key], (i, key)
+        if row["kind"] != "constant_layout":
+            assert int(table.num_values[i]) == row["num_visible"]
+            assert (bool(table.has_rep[i]), bool(table.has_def[i])) == (row["has_rep"], row["has_def"])
+        own, j = tables[k], i - int(edges[k])
+        for key in ("num_values", "num_levels", "has_rep", "has_def"):
+            assert getattr(table, key)[i] == getattr(own, key)[j], (i, key)
         kinds.add(row["kind"])
     assert len({id(f) for f in table.layouts}) == len(table.layouts)  # each distinct layout once
     assert "mini_block_layout" in kinds

@@ -12,7 +12,10 @@ chunk metadata (buffer 0: chunk starts, sizes and value counts) is decoded for e
 the pass at once, every leaf and file (:func:`plan.table_chunk_layouts` reads the words in
 the files' maps, :func:`miniblock.chunk_layouts` those of :class:`plan.PagePlan` pages:
 NumPy over all the words).  Pages are keyed by their row in the chunk table (and, for a leaf
-planned as a table, by their row in its page table), not by Python objects.
+planned as a table, by their row in its page table), not by Python objects; the same
+column of a unit's fragments is one *pass block* (:mod:`lance_gpu.gpu.passplan`: its leaves'
+rows back to back, each row's leaf and value base kept), so the table is made from a block
+per column, not per leaf and fragment.
 Once the unit's bytes are on the device, :func:`parse_and_emit`
 
 1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
@@ -157,7 +160,7 @@ def _chunk_layouts(blocks: list[DeviceBlock], edges: np.ndarray) -> tuple[np.nda
             in_table[edges[k] : edges[k + 1]] = True
     sources = []
     if in_table.any():
-        bounds, starts, sizes, counts = table_chunk_layouts([b.leaf for b in blocks if b.rows is not None])
+        bounds, starts, sizes, counts = table_chunk_layouts([b for b in blocks if b.rows is not None])
         sources.append((np.flatnonzero(in_table), np.diff(bounds), starts, sizes, counts))
     if not in_table.all():
         sources.append((np.flatnonzero(~in_table), *_plan_page_layouts([b for b in blocks if b.rows is None])))
@@ -208,6 +211,9 @@ class ChunkTable:
         ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
+        for k, b in enumerate(blocks):  # pass blocks: each row's leaf's
+            if b.base is not None:
+                self.base[self.edges[k] : self.edges[k + 1]] = b.base
         # each page's first index item (a dictionary page's index scratch), else -1
         self.index_pos = np.fromiter(itertools.chain.from_iterable(
             [-1] * b.npages if b.dictionary is None else b.dictionary[1] if isinstance(b.dictionary[1], list) else [b.dictionary[1]]
@@ -256,8 +262,9 @@ class ChunkTable:
         self.blocks = np.zeros((0, 2), np.int64)
 
     def leaf(self, j: int) -> LeafPlan:
-        """The leaf of page ``j``."""
-        return self.device_blocks[int(self.page_block[j])].leaf
+        """The leaf of page ``j`` (of a pass block: its row's)."""
+        k = int(self.page_block[j])
+        return self.device_blocks[k].leaf_of(j - int(self.edges[k]))
 
     def body(self, j: int):
         """The layout message (``MiniBlockLayout``) of page ``j``."""
@@ -539,6 +546,13 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
         if leaf.kind != "var" or block.dictionary is not None:
             continue
         lo = edges[k]
+        if block.leaves is not None:  # a pass block: each leaf's rows
+            assert block.leaf_rows is not None
+            for m, first in zip(block.leaves, block.leaf_rows.tolist(), strict=False):
+                at = lo + first
+                for j in unit.fsst_rows.get(id(m), _NO_END).tolist():
+                    _add_fsst(unit, (id(m), j), _value_dst(m, int(table.vpos[at + j])), int(table.num_values[at + j]))
+            continue
         if block.rows is not None:
             for j in unit.fsst_rows.get(id(leaf), _NO_END).tolist():
                 _add_fsst(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))

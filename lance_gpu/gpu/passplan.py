@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Placement of a read unit's leaves: the same column of many fragments as one table.
+
+A unit (:mod:`lance_gpu.gpu.read`) holds the fields of many fragments, and each fragment's
+leaf is planned on its own (:func:`plan.plan_leaf`: one file, one column).  On a dataset of
+many small fragments every leaf is one page, so placing them leaf by leaf
+(:func:`plan.place_leaf`) costs the Python of a leaf per page.  :func:`place_unit` instead
+gathers the unit's leaves that read the same column alike (:func:`pass_key`: planned as a
+table of its pages, same value kind, width and type) and places each such
+group as one *pass table* (:func:`pagetable.concat`: their tables' rows back to back):
+
+* one :class:`plan.DeviceBlock` over all their rows (a *pass block*: ``leaves``,
+  ``leaf_rows``, each row's value ``base``), so the device pre-pass's chunk table
+  (:mod:`lance_gpu.gpu.headers`) has a block per column, not per leaf and fragment, and
+  emits the work of all their pages with array operations; each row's value base, first
+  value and first levels, and the level fills, by array operations over the pass table.
+
+What stays per leaf is what differs per file, in unit order (so that the arena holds what
+leaf-by-leaf placement puts there, where it puts it): its output regions (a few scalar
+allocations), its FSST symbol tables and its chunks staged from its file's map (a file's
+neighbouring buffers joined into one range, as leaf by leaf), its variable-width check
+entry (naming its file).  Leaves no group takes (row
+selections, object stores, dictionary, constant and full-zip pages, list leaves whose level
+counts the pre-pass reads; a column of one fragment) are placed by :func:`plan.place_leaf`
+where they come.  :data:`PASS_TABLES` turns this off.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lance_gpu.file.v2_1 import miniblock
+from lance_gpu.file.validate import is_utf8_type
+from lance_gpu.gpu import pagetable, plan
+from lance_gpu.gpu.plan import DeviceBlock, LeafPlan, UnitPlan, _stage_fsst_tables, place_leaf, table_level_fills
+
+#: place the same column of a unit's fragments as one table (:func:`place_unit`); False:
+#: leaf by leaf (the tests compare both)
+PASS_TABLES = True
+
+
+def pass_key(leaf: LeafPlan) -> tuple | None:
+    """The group of ``leaf`` in a pass table, or None where it is placed on its own: a leaf
+    planned as a table of mini-block pages without dictionaries whose chunk headers the
+    device parses and whose level counts are known (``plan._place_table_leaf``'s case);
+    leaves of one group read values alike (kind, width, type); their levels and layers may
+    differ (a fragment without nulls has no definition levels)."""
+    t = leaf.table
+    if t is None or leaf.levels_pending or not plan.DEVICE_HEADERS:
+        return None
+    f = t.layouts[0]
+    if f.kind != "mini_block_layout" or f.dictionary:
+        return None
+    return ("mini_block", leaf.kind, leaf.width, leaf.arrow_type)
+
+
+@dataclass(slots=True, eq=False)
+class _Pass:
+    """A group's leaves as they are placed (unit order) and each one's staged chunk positions."""
+
+    leaves: list[LeafPlan] = field(default_factory=list)
+    data_pos: list[list[int]] = field(default_factory=list)
+
+
+def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> None:
+    """:func:`plan.place_leaf` of every leaf of a unit, in order, each group :func:`pass_key`
+    makes (the same column of several fragments) placed as one pass table (the module
+    docstring): the same regions, staged ranges and work as leaf by leaf."""
+    keys = [pass_key(leaf) if PASS_TABLES else None for leaf in leaves]
+    sizes = Counter(keys)
+    groups: dict[tuple, _Pass] = {}
+    for leaf, key in zip(leaves, keys, strict=True):
+        if key is None or sizes[key] == 1:
+            place_leaf(unit, leaf)
+            continue
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = _Pass()
+        _reserve(unit, leaf, g)
+    for g in groups.values():
+        _place_miniblock_pass(unit, g)
+
+
+def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass) -> None:
+    """What :func:`plan.place_leaf` does first for a leaf of a group: its output regions,
+    its FSST symbol tables and its chunks staged (from its file's map, where leaf by leaf
+    would: neighbouring buffers of a file join one range)."""
+    t = leaf.table
+    whole = leaf.reader.mapped
+    assert t is not None and whole is not None  # pass_key: plan._table_leaf
+    path = leaf.path
+    unit.paths.add(path)
+    if leaf.kind == "var":
+        leaf.slot_lo = unit.alloc_slots(leaf.num_values)
+    else:
+        leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width)
+    if leaf.has_rep:
+        leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
+    if leaf.has_def:
+        leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    if leaf.kind == "var":
+        _stage_fsst_tables(unit, leaf)
+    if len(t) < plan.DEVICE_BLOCK_MIN_PAGES:
+        d = t.derived()
+        add = unit.stage.add_buffer
+        g.data_pos.append([add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, d.buf1_sizes, strict=True)])
+    else:
+        g.data_pos.append(unit.stage.add_file_buffers(path, whole, t.offsets[:, 1], t.sizes[:, 1]).tolist())
+    g.leaves.append(leaf)
+
+
+def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
+    """``plan._place_table_leaf`` of every leaf of a group (:func:`pass_key`; regions and
+    staging already done by :func:`_reserve`), as one pass table: one pass
+    :class:`plan.DeviceBlock` over all their rows, each row's value base, first value and
+    first levels (-1 where its leaf has none) by array operations; the variable-width check
+    entries per leaf (naming its file); the level fills of the leaves of levels or layers
+    some row's layout lacks (``plan.table_level_fills``)."""
+    leaves = g.leaves
+    first = leaves[0]
+    n = len(leaves)
+    tables = [leaf.table for leaf in leaves]
+    pt, edges = pagetable.concat(tables)  # type: ignore[arg-type]
+    d = pt.derived()
+    leaf_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(edges))
+    var = first.kind == "var"
+    attr = "slot_lo" if var else "value_pos"
+    base = np.fromiter((getattr(leaf, attr) for leaf in leaves), np.int64, n)[leaf_of]
+    vstart = miniblock.exclusive_scan(np.fromiter((leaf.num_values for leaf in leaves), np.int64, n))
+    vpos = d.vpos - vstart[:-1][leaf_of]  # each row's first value within its leaf
+    # without levels in-band one level per value (pass_key): a row's first level is its first
+    # value; -1: its leaf has no such levels
+    rep_dst = _level_dst(np.fromiter((leaf.rep_pos if leaf.has_rep else -1 for leaf in leaves), np.int64, n)[leaf_of], vpos)
+    def_dst = _level_dst(np.fromiter((leaf.def_pos if leaf.has_def else -1 for leaf in leaves), np.int64, n)[leaf_of], vpos)
+    data_pos = np.fromiter(itertools.chain.from_iterable(g.data_pos), np.int64, len(pt))
+    bounds = edges.tolist()
+    if var:
+        utf8 = is_utf8_type(first.arrow_type)
+        slots = base + vpos
+        for k, (leaf, t) in enumerate(zip(leaves, tables, strict=True)):
+            assert t is not None
+            unit.var_check_rows.append((slots[bounds[k] : bounds[k + 1]], t.num_values, utf8, leaf.path, leaf.column, t.ids))
+    unit.device_blocks.append(DeviceBlock(first, [], data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
+                                          rows=pt, leaves=leaves, leaf_rows=edges, base=base))
+    # the leaves' kinds of levels and layers, each decided once over the pass's layouts
+    needs: dict[tuple, bool] = {}
+    for k, (leaf, t) in enumerate(zip(leaves, tables, strict=True)):
+        if not (leaf.has_rep or leaf.has_def):
+            continue
+        key = (leaf.has_rep, leaf.has_def, leaf.layers)
+        need = needs.get(key)
+        if need is None:
+            need = needs[key] = any((leaf.has_rep and not f.has_rep) or (leaf.has_def and (not f.has_def or f.layers != leaf.layers))
+                                    for f in pt.layouts)
+        if need:
+            lo, hi = bounds[k], bounds[k + 1]
+            table_level_fills(unit, leaf, t, rep_dst[lo:hi], def_dst[lo:hi])  # type: ignore[arg-type]
+
+
+def _level_dst(first: np.ndarray, vpos: np.ndarray) -> np.ndarray:
+    """Each row's first level: its leaf's region ``first`` (-1: none) plus its first value."""
+    return np.where(first >= 0, first + vpos, -1) if int(first.min(initial=0)) < 0 else first + vpos
+
+
+__all__ = ["PASS_TABLES", "pass_key", "place_unit"]
