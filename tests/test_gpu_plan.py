@@ -96,7 +96,8 @@ class _LevelRegions:
 def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) -> dict[str, object]:
     """The unit's work of a whole read, order-free: each work list's rows sorted, the
     staged layout, fills, FSST tables, checks and remaps (level positions relative to their
-    leaf's region: :class:`_LevelRegions`); leaf by leaf (``plan.place_leaf``), or
+    leaf's region: :class:`_LevelRegions`; a full-zip walk's invisible-level table by its
+    entries); leaf by leaf (``plan.place_leaf``), or
     ``by_unit`` as a read places a unit (``passplan.place_unit``: a column of many
     fragments as one table)."""
     unit = plan.UnitPlan()
@@ -111,6 +112,8 @@ def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) ->
     at = _LevelRegions(leaves)
     level = plan._DESTS.index("level")
 
+    invisible = np.concatenate(unit.invisible) if unit.invisible else np.zeros(0, np.bool_)
+
     def rows_of(name: str, cols: dict) -> list:
         keys = sorted(cols)
         n = len(cols[keys[0]])
@@ -123,6 +126,8 @@ def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) ->
                     row.append(at(v, 2))
                 elif (name == "unpack('level', 16)" and c == "dst") or (name == "fullzip" and c in ("rep_dst", "def_dst")):
                     row.append(at(v))
+                elif name == "fullzip" and c == "inv":  # a walk's invisible-level table: its entries
+                    row.append(tuple(invisible[v : v + int(cols["ninv"][i])].tolist()))
                 else:
                     row.append((v,))
             out.append(row)
@@ -295,27 +300,31 @@ def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, mon
 
 def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
     """4 and 32 fragments of the same columns: the same number of pass blocks (one per
-    column a group takes), no leaf of theirs placed on its own (``plan._place_table_leaf``),
-    and the device pre-pass's chunk table made from one block per such column."""
-    placed_alone = []
-    real = plan._place_table_leaf
+    mini-block column a group takes), no leaf a group takes placed on its own
+    (``plan._place_table_leaf``, ``plan._place_fullzip_table``), and the device pre-pass's
+    chunk table made from one block per such column."""
+    placed_alone: list[plan.LeafPlan] = []
+    for name in ("_place_table_leaf", "_place_fullzip_table"):
+        real = getattr(plan, name)
 
-    def spy(unit, leaf, t):
-        placed_alone.append(leaf)
-        return real(unit, leaf, t)
+        def spy(unit, leaf, t, real=real):
+            placed_alone.append(leaf)
+            return real(unit, leaf, t)
 
-    monkeypatch.setattr(plan, "_place_table_leaf", spy)
+        monkeypatch.setattr(plan, name, spy)
     counts = []
     for nfrags in (4, 32):
         leaves = _leaves(_fragments(root, "grow", nfrags))
         placed_alone.clear()
         unit = plan.UnitPlan()
         passplan.place_unit(unit, leaves)
-        grouped = [leaf for leaf in leaves if passplan.pass_key(leaf) is not None]
-        assert len(grouped) >= 4 * nfrags
+        keys = [passplan.pass_key(leaf) for leaf in leaves]
+        mini = [leaf for leaf, key in zip(leaves, keys, strict=True) if key is not None and key[0] == "mini_block_layout"]
+        full_zip = [leaf for leaf, key in zip(leaves, keys, strict=True) if key is not None and key[0] == "full_zip_layout"]
+        assert len(mini) >= 4 * nfrags and len(full_zip) >= nfrags
         assert all(leaf.levels_pending for leaf in placed_alone)  # (list leaves: their level counts in-band)
         passes = [b for b in unit.device_blocks if b.leaves is not None]
-        assert sorted(id(leaf) for b in passes for leaf in b.leaves) == sorted(map(id, grouped))
+        assert sorted(id(leaf) for b in passes for leaf in b.leaves) == sorted(map(id, mini))
         counts.append(len(passes))
         headers.parse_and_emit_on_host(unit)  # the chunk table of the pass blocks (and of the list leaves)
     assert counts[0] == counts[1] > 0
@@ -897,22 +906,26 @@ def test_one_page_leaves_plan_as_tables(root):
     assert many / (16 * len(names)) <= 1.1 * lines / 6, (many, lines)
 
 
+@pytest.mark.parametrize("by_unit", [False, True])
 @pytest.mark.parametrize(("what", "message"), [
     ("data", "full-zip buffer shorter than its values"),
     ("index", "full-zip repetition index has an impossible width"),
 ])
-def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message):
+def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message, by_unit):
     """A leaf of full-zip pages planned as a table is checked over its rows at once, with
     the per-page path's messages naming the file: a data buffer shorter than its values, a
-    repetition index whose size is not a whole width per row."""
+    repetition index whose size is not a whole width per row; ``by_unit``: the middle one
+    of three fragments' leaves placed as one pass table names its own file."""
     import dataclasses
 
     uri = str(root / "fullzip_checks")
     if not Path(uri).exists():
-        lance.write_dataset(gd.rich_table(300, seed=2).select(["emb", "long"]), uri, data_storage_version="2.1")
+        lance.write_dataset(gd.rich_table(300, seed=2).select(["emb", "long"]), uri, data_storage_version="2.1",
+                            max_rows_per_file=100)
     leaves = _leaves(uri)
-    leaf = next(lf for lf in leaves if lf.table is not None and lf.table.layouts[0].kind == "full_zip_layout"
-                and (what == "data" or lf.kind == "var"))
+    found = [lf for lf in leaves if lf.table is not None and lf.table.layouts[0].kind == "full_zip_layout"
+             and (lf.kind == "var") == (what == "index")]
+    leaf = found[len(found) // 2 if by_unit else 0]
     sizes = leaf.table.sizes.copy()
     if what == "data":
         sizes[0, 0] = 1
@@ -920,7 +933,11 @@ def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, mes
         sizes[0, 1] += 1
     leaf.table = dataclasses.replace(leaf.table, sizes=sizes, memo={})
     with pytest.raises(CorruptFileError, match=message) as got:
-        plan.place_leaf(plan.UnitPlan(), leaf)
+        if by_unit:
+            assert len({lf.path for lf in found}) == 3
+            passplan.place_unit(plan.UnitPlan(), leaves)
+        else:
+            plan.place_leaf(plan.UnitPlan(), leaf)
     assert leaf.path in str(got.value)
 
 

@@ -6,21 +6,24 @@ leaf is planned on its own (:func:`plan.plan_leaf`: one file, one column).  On a
 many small fragments every leaf is one page, so placing them leaf by leaf
 (:func:`plan.place_leaf`) costs the Python of a leaf per page.  :func:`place_unit` instead
 gathers the unit's leaves that read the same column alike (:func:`pass_key`: planned as a
-table of its pages, same value kind, width and type) and places each such
-group as one *pass table* (:func:`pagetable.concat`: their tables' rows back to back):
+table of its mini-block or full-zip pages, same value kind, width and type) and places each
+such group as one *pass table* (:func:`pagetable.concat`: their tables' rows back to back):
 
-* one :class:`plan.DeviceBlock` over all their rows (a *pass block*: ``leaves``,
+* mini-block pages: one :class:`plan.DeviceBlock` over all their rows (a *pass block*: ``leaves``,
   ``leaf_rows``, each row's value ``base``), so the device pre-pass's chunk table
   (:mod:`lance_gpu.gpu.headers`) has a block per column, not per leaf and fragment, and
   emits the work of all their pages with array operations; each row's value base, first
-  value and first levels, and the level fills, by array operations over the pass table.
+  value and first levels, and the level fills, by array operations over the pass table;
+* full-zip pages (long strings, embeddings): their checks and facts
+  (:func:`plan.fullzip_facts`) made once over the pass table, the copies and walk rows of
+  all of them added at once, one invisible-level table.
 
 What stays per leaf is what differs per file, in unit order (so that the arena holds what
 leaf-by-leaf placement puts there, where it puts it): its output regions (a few scalar
 allocations), its FSST symbol tables and its chunks staged from its file's map (a file's
 neighbouring buffers joined into one range, as leaf by leaf), its variable-width check
 entry (naming its file).  Leaves no group takes (row
-selections, object stores, dictionary, constant and full-zip pages, list leaves whose level
+selections, object stores, dictionary and constant pages, list leaves whose level
 counts the pre-pass reads; a column of one fragment) are placed by :func:`plan.place_leaf`
 where they come.  :data:`PASS_TABLES` turns this off.
 """
@@ -37,7 +40,7 @@ import numpy as np
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu import pagetable, plan
-from lance_gpu.gpu.plan import DeviceBlock, LeafPlan, UnitPlan, _stage_fsst_tables, place_leaf, table_level_fills
+from lance_gpu.gpu.plan import DeviceBlock, LeafPlan, UnitPlan, _add_fsst, _stage_fsst_tables, place_leaf, table_level_fills
 
 #: place the same column of a unit's fragments as one table (:func:`place_unit`); False:
 #: leaf by leaf (the tests compare both)
@@ -47,21 +50,26 @@ PASS_TABLES = True
 def pass_key(leaf: LeafPlan) -> tuple | None:
     """The group of ``leaf`` in a pass table, or None where it is placed on its own: a leaf
     planned as a table of mini-block pages without dictionaries whose chunk headers the
-    device parses and whose level counts are known (``plan._place_table_leaf``'s case);
+    device parses and whose level counts are known (``plan._place_table_leaf``'s case), or
+    of full-zip pages (``plan._place_fullzip_table``'s);
     leaves of one group read values alike (kind, width, type); their levels and layers may
     differ (a fragment without nulls has no definition levels)."""
     t = leaf.table
-    if t is None or leaf.levels_pending or not plan.DEVICE_HEADERS:
+    if t is None or leaf.levels_pending:
         return None
-    f = t.layouts[0]
-    if f.kind != "mini_block_layout" or f.dictionary:
+    f = t.layouts[0]  # (a table's pages are of one kind)
+    if f.kind == "full_zip_layout":
+        return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
+    if f.kind != "mini_block_layout" or f.dictionary or not plan.DEVICE_HEADERS:
         return None
-    return ("mini_block", leaf.kind, leaf.width, leaf.arrow_type)
+    return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
 
 
 @dataclass(slots=True, eq=False)
 class _Pass:
-    """A group's leaves as they are placed (unit order) and each one's staged chunk positions."""
+    """A group's leaves as they are placed (unit order) and each one's staged positions:
+    a mini-block page's chunks; a full-zip page's data, then its repetition index (-1 where
+    not read)."""
 
     leaves: list[LeafPlan] = field(default_factory=list)
     data_pos: list[list[int]] = field(default_factory=list)
@@ -81,15 +89,19 @@ def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> None:
         g = groups.get(key)
         if g is None:
             g = groups[key] = _Pass()
-        _reserve(unit, leaf, g)
-    for g in groups.values():
-        _place_miniblock_pass(unit, g)
+        _reserve(unit, leaf, g, key[0] == "full_zip_layout")
+    for key, g in groups.items():
+        if key[0] == "full_zip_layout":
+            _place_fullzip_pass(unit, g)
+        else:
+            _place_miniblock_pass(unit, g)
 
 
-def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass) -> None:
+def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool) -> None:
     """What :func:`plan.place_leaf` does first for a leaf of a group: its output regions,
-    its FSST symbol tables and its chunks staged (from its file's map, where leaf by leaf
-    would: neighbouring buffers of a file join one range)."""
+    its FSST symbol tables and its pages' buffers staged (from its file's map, where leaf by
+    leaf would: neighbouring buffers of a file join one range): mini-block chunks, or
+    ``full_zip`` pages' data and, where read, repetition index."""
     t = leaf.table
     whole = leaf.reader.mapped
     assert t is not None and whole is not None  # pass_key: plan._table_leaf
@@ -105,13 +117,41 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass) -> None:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.kind == "var":
         _stage_fsst_tables(unit, leaf)
+    g.leaves.append(leaf)
+    if full_zip:
+        g.data_pos.append(_stage_fullzip(unit, leaf, t, whole))
+        return
     if len(t) < plan.DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
         add = unit.stage.add_buffer
         g.data_pos.append([add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, d.buf1_sizes, strict=True)])
     else:
         g.data_pos.append(unit.stage.add_file_buffers(path, whole, t.offsets[:, 1], t.sizes[:, 1]).tolist())
-    g.leaves.append(leaf)
+
+
+def _stage_fullzip(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, whole: np.ndarray) -> list[int]:
+    """A full-zip leaf's pages staged as ``plan._place_fullzip_table`` stages them: per page
+    its data (buffer 0) and, where read, its repetition index (buffer 1); their positions,
+    two per page (-1: not read)."""
+    z = plan.fullzip_facts(leaf, t)
+    path = leaf.path
+    npages = len(t)
+    if npages < plan.DEVICE_BLOCK_MIN_PAGES:  # data, then the index where read, page by page
+        add = unit.stage.add_buffer
+        d = t.derived()
+        got = []
+        for o, s, o1, s1, ix in zip(d.buf0_offsets, d.buf0_sizes, d.buf1_offsets, d.buf1_sizes, z.indexed.tolist(), strict=True):
+            got.append(add(path, o, whole[o : o + s], whole) if s else 0)
+            got.append((add(path, o1, whole[o1 : o1 + s1], whole) if s1 else 0) if ix else -1)
+        return got
+    take = np.zeros((npages, 2), np.bool_)
+    take[:, 0] = True
+    take[:, 1] = z.indexed
+    width = min(2, t.offsets.shape[1])
+    pos = np.full((npages, 2), -1, np.int64)
+    pos[:, :width][take[:, :width]] = unit.stage.add_file_buffers(path, whole, t.offsets[:, :width][take[:, :width]],
+                                                                  t.sizes[:, :width][take[:, :width]])
+    return pos.reshape(-1).tolist()
 
 
 def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
@@ -147,7 +187,66 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
             unit.var_check_rows.append((slots[bounds[k] : bounds[k + 1]], t.num_values, utf8, leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(first, [], data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
                                           rows=pt, leaves=leaves, leaf_rows=edges, base=base))
-    # the leaves' kinds of levels and layers, each decided once over the pass's layouts
+    _level_fills(unit, leaves, tables, pt, bounds, rep_dst, def_dst)
+
+
+def _place_fullzip_pass(unit: UnitPlan, g: _Pass) -> None:
+    """``plan._place_fullzip_table`` of every leaf of a group of full-zip leaves (regions
+    and staging done by :func:`_reserve`, which checked each leaf's pages), as one pass
+    table: the per-page facts of :func:`plan.fullzip_facts` made once over all their rows,
+    fixed values without control words copied and the other pages one full-zip walk row
+    each, every row's destinations by array operations, one invisible-level table for the
+    pass; FSST segments, variable-width checks and level fills per leaf."""
+    leaves = g.leaves
+    n = len(leaves)
+    tables = [leaf.table for leaf in leaves]
+    pt, edges = pagetable.concat(tables)  # type: ignore[arg-type]
+    first = leaves[0]
+    z = plan.fullzip_facts(first, pt)  # (every leaf's rows passed its checks when staged, _stage_fullzip)
+    d = pt.derived()
+    npages = len(pt)
+    leaf_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(edges))
+    vstart = miniblock.exclusive_scan(np.fromiter((leaf.num_values for leaf in leaves), np.int64, n))
+    lstart = miniblock.exclusive_scan(np.fromiter((leaf.num_levels for leaf in leaves), np.int64, n))
+    vpos = d.vpos - vstart[:-1][leaf_of]
+    lpos = d.lpos - lstart[:-1][leaf_of]
+    var = first.kind == "var"
+    if var:
+        dst = np.fromiter((leaf.slot_lo for leaf in leaves), np.int64, n)[leaf_of] + vpos
+    else:
+        dst = np.fromiter((leaf.value_pos for leaf in leaves), np.int64, n)[leaf_of] + vpos * first.width
+    rep_at = _level_dst(np.fromiter((leaf.rep_pos if leaf.has_rep else -1 for leaf in leaves), np.int64, n)[leaf_of], lpos)
+    def_at = _level_dst(np.fromiter((leaf.def_pos if leaf.has_def else -1 for leaf in leaves), np.int64, n)[leaf_of], lpos)
+    pos = np.fromiter(itertools.chain.from_iterable(g.data_pos), np.int64, 2 * npages).reshape(npages, 2)
+    if z.copy.size:
+        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
+    if z.walk.size:
+        w = slice(None) if z.all_walk else z.walk
+        unit.fullzip.add(
+            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=unit.invisible_size + z.inv_at,
+            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
+        )
+        unit.invisible.append(z.inv)
+        unit.invisible_size += z.inv.size
+    bounds = edges.tolist()
+    if var:
+        utf8 = is_utf8_type(first.arrow_type)
+        for k, (leaf, t) in enumerate(zip(leaves, tables, strict=True)):
+            assert t is not None
+            lo, hi = bounds[k], bounds[k + 1]
+            unit.var_check_rows.append((dst[lo:hi], t.num_values, utf8, leaf.path, leaf.column, t.ids))
+            rows = unit.fsst_rows.get(id(leaf))
+            if rows is not None:
+                key = id(leaf)
+                for j, slot, count in zip(rows.tolist(), dst[lo + rows].tolist(), t.num_values[rows].tolist(), strict=True):
+                    _add_fsst(unit, (key, j), slot, count)
+    _level_fills(unit, leaves, tables, pt, bounds, rep_at, def_at)
+
+
+def _level_fills(unit: UnitPlan, leaves: list[LeafPlan], tables: list, pt: pagetable.LeafPages, bounds: list[int],
+                 rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+    """``plan.table_level_fills`` of the leaves of a pass whose levels or layers some row's
+    layout lacks (decided once per kind of leaf over the pass's layouts)."""
     needs: dict[tuple, bool] = {}
     for k, (leaf, t) in enumerate(zip(leaves, tables, strict=True)):
         if not (leaf.has_rep or leaf.has_def):
@@ -159,7 +258,7 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
                                     for f in pt.layouts)
         if need:
             lo, hi = bounds[k], bounds[k + 1]
-            table_level_fills(unit, leaf, t, rep_dst[lo:hi], def_dst[lo:hi])  # type: ignore[arg-type]
+            table_level_fills(unit, leaf, t, rep_dst[lo:hi], def_dst[lo:hi])
 
 
 def _level_dst(first: np.ndarray, vpos: np.ndarray) -> np.ndarray:

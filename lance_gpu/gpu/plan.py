@@ -1347,6 +1347,15 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
                          per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1])
 
 
+def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
+    """:func:`_fullzip_table` of ``t`` (a table of ``leaf``'s full-zip pages), made once per
+    table (``LeafPages.memo``; a column's shared table: once per column)."""
+    z = t.memo.get("fullzip")
+    if z is None:
+        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+    return z
+
+
 def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf of full-zip pages planned as a table (:func:`_table_column`):
     the work :func:`_emit_fullzip` gives page by page, from what is made once per column
@@ -1358,9 +1367,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     lacks the leaf's levels."""
     whole = leaf.reader.mapped
     assert whole is not None  # _table_leaf
-    z = t.memo.get("fullzip")
-    if z is None:
-        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+    z = fullzip_facts(leaf, t)
     d = t.derived()
     npages = len(t)
     path = leaf.path
