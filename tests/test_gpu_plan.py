@@ -300,7 +300,8 @@ def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, mon
 
 def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
     """4 and 32 fragments of the same columns: the same number of pass blocks (one per
-    mini-block column a group takes), no leaf a group takes placed on its own
+    mini-block column, list columns too), no leaf of a table of mini-block or full-zip
+    pages placed on its own
     (``plan._place_table_leaf``, ``plan._place_fullzip_table``), and the device pre-pass's
     chunk table made from one block per such column."""
     placed_alone: list[plan.LeafPlan] = []
@@ -322,7 +323,7 @@ def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
         mini = [leaf for leaf, key in zip(leaves, keys, strict=True) if key is not None and key[0] == "mini_block_layout"]
         full_zip = [leaf for leaf, key in zip(leaves, keys, strict=True) if key is not None and key[0] == "full_zip_layout"]
         assert len(mini) >= 4 * nfrags and len(full_zip) >= nfrags
-        assert all(leaf.levels_pending for leaf in placed_alone)  # (list leaves: their level counts in-band)
+        assert not placed_alone  # (list leaves too: a pass of their own, settled after the pre-pass)
         passes = [b for b in unit.device_blocks if b.leaves is not None]
         assert sorted(id(leaf) for b in passes for leaf in b.leaves) == sorted(map(id, mini))
         counts.append(len(passes))

@@ -52,6 +52,7 @@ from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
 from lance_gpu.gpu.pagetable import LayoutFacts
+from lance_gpu.gpu.passplan import settle_pass
 from lance_gpu.gpu.plan import (
     DeviceBlock,
     LeafPlan,
@@ -349,23 +350,31 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     planner allocated) and each page's first rep / def level; then the level work of the
     leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
     level fills and remaps (:func:`plan.page_level_fills`, :func:`plan.table_level_fills`
-    for a leaf planned as a table: array work over its rows).  Leaves in order of their
-    first block.  Call after :func:`check`."""
+    for a leaf planned as a table: array work over its rows).  The leaves of pass blocks
+    first (:func:`passplan.settle_pass`: array work over the pass's rows, a few scalars per
+    leaf), then the others in order of their first block.  Call after :func:`check`."""
     edges = table.edges.tolist()
     pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
     table_blocks: dict[int, DeviceBlock] = {}
+    passes: list[tuple[int, DeviceBlock]] = []
     for k, block in enumerate(table.device_blocks):
         if block.leaf.levels_pending:
+            if block.leaves is not None:  # a pass block: its leaves' rows (passplan.settle_pass)
+                passes.append((edges[k], block))
+                continue
             if block.rows is not None:  # the leaf's one block: its rows
                 pending[id(block.leaf)] = (block.leaf, edges[k])
                 table_blocks[id(block.leaf)] = block
                 continue
             _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
             row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))  # type: ignore[union-attr]
-    if not pending:
+    if not pending and not passes:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
     in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
+    for lo, block in passes:
+        hi = lo + block.npages
+        table.rep_dst[lo:hi], table.def_dst[lo:hi] = settle_pass(unit, block, in_band[lo:hi])
     for leaf, rows in pending.values():
         if isinstance(rows, int):
             _settle_table_leaf(unit, table, leaf, rows, in_band)

@@ -30,6 +30,7 @@ where they come.  :data:`PASS_TABLES` turns this off.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Sequence
@@ -50,19 +51,20 @@ PASS_TABLES = True
 def pass_key(leaf: LeafPlan) -> tuple | None:
     """The group of ``leaf`` in a pass table, or None where it is placed on its own: a leaf
     planned as a table of mini-block pages without dictionaries whose chunk headers the
-    device parses and whose level counts are known (``plan._place_table_leaf``'s case), or
-    of full-zip pages (``plan._place_fullzip_table``'s);
-    leaves of one group read values alike (kind, width, type); their levels and layers may
-    differ (a fragment without nulls has no definition levels)."""
+    device parses (``plan._place_table_leaf``'s case; list leaves whose level counts are
+    in-band, ``LeafPlan.levels_pending``, a group of their own), or of full-zip pages
+    (``plan._place_fullzip_table``'s); leaves of one group read values alike (kind, width,
+    type); their levels and layers may differ (a fragment without nulls has no definition
+    levels)."""
     t = leaf.table
-    if t is None or leaf.levels_pending:
+    if t is None:
         return None
     f = t.layouts[0]  # (a table's pages are of one kind)
     if f.kind == "full_zip_layout":
         return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
     if f.kind != "mini_block_layout" or f.dictionary or not plan.DEVICE_HEADERS:
         return None
-    return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
+    return (f.kind, leaf.kind, leaf.width, leaf.arrow_type, leaf.levels_pending)
 
 
 @dataclass(slots=True, eq=False)
@@ -111,10 +113,11 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool) -> None:
         leaf.slot_lo = unit.alloc_slots(leaf.num_values)
     else:
         leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width)
-    if leaf.has_rep:
-        leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
-    if leaf.has_def:
-        leaf.def_pos = unit.alloc_levels(leaf.num_levels)
+    if not leaf.levels_pending:  # (else allocated once the pre-pass has read the counts: settle_pass)
+        if leaf.has_rep:
+            leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
+        if leaf.has_def:
+            leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.kind == "var":
         _stage_fsst_tables(unit, leaf)
     g.leaves.append(leaf)
@@ -173,10 +176,14 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
     base = np.fromiter((getattr(leaf, attr) for leaf in leaves), np.int64, n)[leaf_of]
     vstart = miniblock.exclusive_scan(np.fromiter((leaf.num_values for leaf in leaves), np.int64, n))
     vpos = d.vpos - vstart[:-1][leaf_of]  # each row's first value within its leaf
-    # without levels in-band one level per value (pass_key): a row's first level is its first
-    # value; -1: its leaf has no such levels
-    rep_dst = _level_dst(np.fromiter((leaf.rep_pos if leaf.has_rep else -1 for leaf in leaves), np.int64, n)[leaf_of], vpos)
-    def_dst = _level_dst(np.fromiter((leaf.def_pos if leaf.has_def else -1 for leaf in leaves), np.int64, n)[leaf_of], vpos)
+    pending = first.levels_pending  # (every leaf's: pass_key)
+    if pending:  # the level regions wait for the pre-pass (settle_pass)
+        rep_dst = def_dst = np.full(len(pt), -1, np.int64)
+    else:
+        # without levels in-band one level per value: a row's first level is its first
+        # value; -1: its leaf has no such levels
+        rep_dst = _level_dst(np.fromiter((leaf.rep_pos if leaf.has_rep else -1 for leaf in leaves), np.int64, n)[leaf_of], vpos)
+        def_dst = _level_dst(np.fromiter((leaf.def_pos if leaf.has_def else -1 for leaf in leaves), np.int64, n)[leaf_of], vpos)
     data_pos = np.fromiter(itertools.chain.from_iterable(g.data_pos), np.int64, len(pt))
     bounds = edges.tolist()
     if var:
@@ -187,7 +194,42 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
             unit.var_check_rows.append((slots[bounds[k] : bounds[k + 1]], t.num_values, utf8, leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(first, [], data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
                                           rows=pt, leaves=leaves, leaf_rows=edges, base=base))
-    _level_fills(unit, leaves, tables, pt, bounds, rep_dst, def_dst)
+    if not pending:
+        _level_fills(unit, leaves, tables, pt, bounds, rep_dst, def_dst)
+
+
+def settle_pass(unit: UnitPlan, block: DeviceBlock, in_band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``headers._settle_table_leaf`` of every leaf of a pass block of list leaves
+    (:attr:`plan.LeafPlan.levels_pending`), from ``in_band``, each row's level count as the
+    pre-pass read it (rows with repetition levels; the others keep theirs): the pass
+    table's counts settled in a copy (``block.rows``), each leaf's count and regions
+    allocated leaf after leaf (repetition, then definition), the level fills of the leaves
+    that need them (with a copy of their table holding the settled counts); returns each
+    row's first repetition / definition level (-1: none)."""
+    pt = block.rows
+    leaves = block.leaves
+    assert pt is not None and leaves is not None and block.leaf_rows is not None
+    n = len(leaves)
+    edges = block.leaf_rows
+    num_levels = np.where(pt.has_rep, in_band, pt.num_levels)
+    block.rows = pt = dataclasses.replace(pt, num_levels=num_levels, memo={})
+    scan = miniblock.exclusive_scan(num_levels)
+    per_leaf = (scan[edges[1:]] - scan[edges[:-1]]).tolist()
+    rep_at, def_at = [], []
+    for leaf, nl in zip(leaves, per_leaf, strict=True):
+        leaf.num_levels = nl
+        leaf.rep_pos = unit.alloc_levels(nl) if leaf.has_rep else -1
+        leaf.def_pos = unit.alloc_levels(nl) if leaf.has_def else -1
+        rep_at.append(leaf.rep_pos)
+        def_at.append(leaf.def_pos)
+    leaf_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(edges))
+    lpos = scan[:-1] - scan[edges[:-1]][leaf_of]  # each row's first level within its leaf
+    r = _level_dst(np.asarray(rep_at, np.int64)[leaf_of], lpos)
+    d = _level_dst(np.asarray(def_at, np.int64)[leaf_of], lpos)
+    bounds = edges.tolist()
+    tables = [leaf.table for leaf in leaves]
+    _level_fills(unit, leaves, tables, pt, bounds, r, d, settled=num_levels)
+    return r, d
 
 
 def _place_fullzip_pass(unit: UnitPlan, g: _Pass) -> None:
@@ -244,9 +286,10 @@ def _place_fullzip_pass(unit: UnitPlan, g: _Pass) -> None:
 
 
 def _level_fills(unit: UnitPlan, leaves: list[LeafPlan], tables: list, pt: pagetable.LeafPages, bounds: list[int],
-                 rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+                 rep_dst: np.ndarray, def_dst: np.ndarray, settled: np.ndarray | None = None) -> None:
     """``plan.table_level_fills`` of the leaves of a pass whose levels or layers some row's
-    layout lacks (decided once per kind of leaf over the pass's layouts)."""
+    layout lacks (decided once per kind of leaf over the pass's layouts); ``settled``: the
+    rows' level counts the pre-pass read (such a leaf's table is then a copy holding them)."""
     needs: dict[tuple, bool] = {}
     for k, (leaf, t) in enumerate(zip(leaves, tables, strict=True)):
         if not (leaf.has_rep or leaf.has_def):
@@ -258,6 +301,8 @@ def _level_fills(unit: UnitPlan, leaves: list[LeafPlan], tables: list, pt: paget
                                     for f in pt.layouts)
         if need:
             lo, hi = bounds[k], bounds[k + 1]
+            if settled is not None:
+                t = leaf.table = dataclasses.replace(t, num_levels=settled[lo:hi], memo={})
             table_level_fills(unit, leaf, t, rep_dst[lo:hi], def_dst[lo:hi])
 
 
@@ -266,4 +311,4 @@ def _level_dst(first: np.ndarray, vpos: np.ndarray) -> np.ndarray:
     return np.where(first >= 0, first + vpos, -1) if int(first.min(initial=0)) < 0 else first + vpos
 
 
-__all__ = ["PASS_TABLES", "pass_key", "place_unit"]
+__all__ = ["PASS_TABLES", "pass_key", "place_unit", "settle_pass"]
