@@ -37,6 +37,7 @@ page.  A read unit places the same column of its many fragments (files) as one *
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -398,24 +399,25 @@ def concat(tables: list[LeafPages]) -> tuple[LeafPages, np.ndarray]:
                     layouts.append(f)
                 renumber.append(j)
         first[k] = at
-    counts = np.fromiter((t.ids.size for t in tables), np.int64, n)
+    # the tables' columns as one list each (one attribute fetch per table, not per column)
+    ids, lay, offs, sizes_, rows, values, levels, rep, dfn, nbuf = zip(*map(_COLUMNS, tables), strict=True)
+    counts = np.fromiter(map(len, ids), np.int64, n)
     edges = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=edges[1:])
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(t, name) for t in tables])
-
-    layout = np.asarray(renumber, np.int32)[cat("layout") + np.repeat(first, counts)]
-    widths = {t.offsets.shape[1] for t in tables}
+    layout = np.asarray(renumber, np.int32)[np.concatenate(lay) + np.repeat(first, counts)]
+    widths = {o.shape[1] for o in offs}
     if len(widths) == 1:
-        offsets, sizes = cat("offsets"), cat("sizes")
+        offsets, sizes = np.concatenate(offs), np.concatenate(sizes_)
     else:  # files whose pages hold more buffers: padded (0, 0)
         w = max(widths)
-        offsets = np.concatenate([np.pad(t.offsets, ((0, 0), (0, w - t.offsets.shape[1]))) for t in tables])
-        sizes = np.concatenate([np.pad(t.sizes, ((0, 0), (0, w - t.sizes.shape[1]))) for t in tables])
-    out = LeafPages(cat("ids"), layout, layouts, offsets, sizes, cat("num_rows"), cat("num_values"), cat("num_levels"),
-                    cat("has_rep"), cat("has_def"), cat("nbuf"))
+        offsets = np.concatenate([np.pad(o, ((0, 0), (0, w - o.shape[1]))) for o in offs])
+        sizes = np.concatenate([np.pad(z, ((0, 0), (0, w - z.shape[1]))) for z in sizes_])
+    out = LeafPages(np.concatenate(ids), layout, layouts, offsets, sizes, np.concatenate(rows), np.concatenate(values),
+                    np.concatenate(levels), np.concatenate(rep), np.concatenate(dfn), np.concatenate(nbuf))
     return out, edges
+
+
+_COLUMNS = operator.attrgetter("ids", "layout", "offsets", "sizes", "num_rows", "num_values", "num_levels", "has_rep", "has_def", "nbuf")
 
 
 def clear() -> None:
