@@ -465,7 +465,8 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
     definition levels, a list page's repetition levels) and chunk headers pointing past
     their chunk (a flat page's value buffer, a list page's repetition levels): the same
     CorruptFileError from bulk and page-by-page planning and from the device pre-pass's
-    parse, and from the CPU reader; pylance refuses each too."""
+    parse (leaf by leaf, and a unit's columns as pass tables), and from the CPU reader;
+    pylance refuses each too."""
     uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}_{edit.__name__}", column, buffer, edit)
     errors = []
     for on_device in (False, True):
@@ -475,6 +476,9 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
             with pytest.raises(CorruptFileError) as exc:
                 _work(uri)
             errors.append(str(exc.value))
+    with pytest.raises(CorruptFileError) as exc:  # a unit's fragments' columns as pass tables
+        _work(uri, by_unit=True)
+    errors.append(str(exc.value))
     assert len(set(errors)) == 1 and message in errors[0], errors
     with pytest.raises(CorruptFileError):
         lance_gpu.dataset(uri).to_table(device="cpu")

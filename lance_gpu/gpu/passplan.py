@@ -75,6 +75,8 @@ class _Pass:
 
     leaves: list[LeafPlan] = field(default_factory=list)
     data_pos: list[list[int]] = field(default_factory=list)
+    #: mini-block pages: their chunk metadata words (``plan.DeviceBlock.metas``)
+    metas: list[np.ndarray] = field(default_factory=list)
 
 
 def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> None:
@@ -130,6 +132,7 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool) -> None:
         g.data_pos.append([add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, d.buf1_sizes, strict=True)])
     else:
         g.data_pos.append(unit.stage.add_file_buffers(path, whole, t.offsets[:, 1], t.sizes[:, 1]).tolist())
+    g.metas.extend(plan._table_metas(leaf, t, whole))
 
 
 def _stage_fullzip(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, whole: np.ndarray) -> list[int]:
@@ -193,7 +196,7 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
             assert t is not None
             unit.var_check_rows.append((slots[bounds[k] : bounds[k + 1]], t.num_values, utf8, leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(first, [], data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
-                                          rows=pt, leaves=leaves, leaf_rows=edges, base=base))
+                                          rows=pt, leaves=leaves, leaf_rows=edges, base=base, metas=g.metas))
     if not pending:
         _level_fills(unit, leaves, tables, pt, bounds, rep_dst, def_dst)
 

@@ -731,9 +731,12 @@ def table_chunk_layouts(sources: list[LeafPlan] | list[DeviceBlock]) -> tuple[np
             t = src.table
             here = [(src, t)]  # type: ignore[list-item]
         assert t is not None
-        for leaf, lt in here:
-            assert leaf.reader.mapped is not None  # _table_leaf
-            metas.extend(_table_metas(leaf, lt))
+        if isinstance(src, DeviceBlock) and src.metas is not None:  # read when its leaves were staged
+            metas.extend(src.metas)
+        else:
+            for leaf, lt in here:
+                assert leaf.reader.mapped is not None  # _table_leaf
+                metas.extend(_table_metas(leaf, lt))
         parts.extend(here)
         got = t.memo.get("chunk_meta")
         if got is None:  # per column (a pass table: per pass), once
@@ -755,10 +758,12 @@ def table_chunk_layouts(sources: list[LeafPlan] | list[DeviceBlock]) -> tuple[np
         raise
 
 
-def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages) -> list[np.ndarray]:
+def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages, whole: np.ndarray | None = None) -> list[np.ndarray]:
     """The chunk metadata words (buffer 0) of a table leaf's pages (``t``: its table), read
-    in its file's map: slices for a few pages, one gather for more."""
-    whole = leaf.reader.mapped
+    in its file's map (``whole``: the map, where the caller holds it): slices for a few
+    pages, one gather for more."""
+    if whole is None:
+        whole = leaf.reader.mapped
     assert whole is not None
     if len(t) < DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
@@ -2104,6 +2109,9 @@ class DeviceBlock:
     leaves: list[LeafPlan] | None = None
     leaf_rows: np.ndarray | None = None
     base: np.ndarray | None = None
+    #: a pass block's chunk metadata words (buffer 0 of its rows, in order: views of its
+    #: files' maps), read as its leaves were staged (:func:`table_chunk_layouts` decodes them)
+    metas: list[np.ndarray] | None = None
 
     def leaf_of(self, j: int) -> LeafPlan:
         """The leaf of the block's page (row) ``j``."""
