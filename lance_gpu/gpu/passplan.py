@@ -9,23 +9,26 @@ gathers the unit's leaves that read the same column alike (:func:`pass_key`: pla
 table of its mini-block or full-zip pages, same value kind, width and type) and places each
 such group as one *pass table* (:func:`pagetable.concat`: their tables' rows back to back):
 
-* mini-block pages: one :class:`plan.DeviceBlock` over all their rows (a *pass block*: ``leaves``,
-  ``leaf_rows``, each row's value ``base``), so the device pre-pass's chunk table
-  (:mod:`lance_gpu.gpu.headers`) has a block per column, not per leaf and fragment, and
-  emits the work of all their pages with array operations; each row's value base, first
-  value and first levels, and the level fills, by array operations over the pass table;
-* full-zip pages (long strings, embeddings): their checks and facts
+* mini-block pages: one :class:`plan.DeviceBlock` over all their rows (a *pass block*:
+  ``leaves``, ``leaf_rows``, each row's value ``base``, the chunk metadata words), so the
+  device pre-pass's chunk table (:mod:`lance_gpu.gpu.headers`) has a block per column,
+  not per leaf and fragment, and emits the work of all their pages with array operations;
+  each row's value base, first value and first levels, and the level fills, by array
+  operations over the pass table; list leaves whose level counts are in-band (their own
+  groups) have their level regions settled after the pre-pass the same way
+  (:func:`settle_pass`);
+* full-zip pages (long strings, embeddings): their per-page facts
   (:func:`plan.fullzip_facts`) made once over the pass table, the copies and walk rows of
   all of them added at once, one invisible-level table.
 
 What stays per leaf is what differs per file, in unit order (so that the arena holds what
 leaf-by-leaf placement puts there, where it puts it): its output regions (a few scalar
-allocations), its FSST symbol tables and its chunks staged from its file's map (a file's
-neighbouring buffers joined into one range, as leaf by leaf), its variable-width check
-entry (naming its file).  Leaves no group takes (row
-selections, object stores, dictionary and constant pages, list leaves whose level
-counts the pre-pass reads; a column of one fragment) are placed by :func:`plan.place_leaf`
-where they come.  :data:`PASS_TABLES` turns this off.
+allocations), its FSST symbol tables, its pages' checks (full-zip) and its buffers staged
+from its file's map (a file's neighbouring buffers joined into one range, as leaf by
+leaf), its variable-width check entry (naming its file).  Leaves no group takes (row
+selections, object stores, dictionary and constant pages; a column of fewer fragments than
+:data:`PASS_MIN_LEAVES`) are placed by :func:`plan.place_leaf` where they come.
+:data:`PASS_TABLES` turns this off.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ from lance_gpu.gpu.plan import DeviceBlock, LeafPlan, UnitPlan, _add_fsst, _stag
 #: place the same column of a unit's fragments as one table (:func:`place_unit`); False:
 #: leaf by leaf (the tests compare both)
 PASS_TABLES = True
+#: the least leaves a group is placed as a pass table with, per page kind: below, a pass's
+#: fixed NumPy cost (its concatenation and scans; for full-zip pages the per-page facts,
+#: ``plan.fullzip_facts``, made anew per pass where a leaf's are kept per column) exceeds
+#: what it saves per leaf
+PASS_MIN_LEAVES = {"mini_block_layout": 8, "full_zip_layout": 32}
 
 
 def pass_key(leaf: LeafPlan) -> tuple | None:
@@ -87,7 +95,7 @@ def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> None:
     sizes = Counter(keys)
     groups: dict[tuple, _Pass] = {}
     for leaf, key in zip(leaves, keys, strict=True):
-        if key is None or sizes[key] == 1:
+        if key is None or sizes[key] < max(2, PASS_MIN_LEAVES[key[0]]):
             place_leaf(unit, leaf)
             continue
         g = groups.get(key)
