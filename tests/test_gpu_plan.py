@@ -281,9 +281,9 @@ def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, mon
     (``passplan.place_unit``: one device block over every fragment's rows) with the work,
     regions and staged ranges of leaf-by-leaf placement (``plan.place_leaf`` in unit
     order), whatever the page count (both staging branches), from two leaves a pass and at
-    the default thresholds, and with pass tables off."""
+    the default threshold, and with pass tables off."""
     uri = _fragments(root, name, 12, version=name[-2] + "." + name[-1]) if name.startswith("frags") else datasets[name]
-    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", {"mini_block_layout": 2, "full_zip_layout": 2})
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
     leaves = _leaves(uri)
     unit = plan.UnitPlan()
     passplan.place_unit(unit, leaves)
@@ -296,7 +296,7 @@ def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, mon
     assert _work(uri, by_unit=True) == by_leaf
     monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", 1)
     assert _work(uri, by_unit=True) == _work(uri)
-    monkeypatch.undo()  # the default thresholds
+    monkeypatch.undo()  # the default threshold
     assert _work(uri, by_unit=True) == by_leaf
     monkeypatch.setattr(passplan, "PASS_TABLES", False)
     assert _work(uri, by_unit=True) == _work(uri)
@@ -317,7 +317,7 @@ def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
             return real(unit, leaf, t)
 
         monkeypatch.setattr(plan, name, spy)
-    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", {"mini_block_layout": 2, "full_zip_layout": 2})
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
     counts = []
     for nfrags in (4, 32):
         leaves = _leaves(_fragments(root, "grow", nfrags))
@@ -481,7 +481,7 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
             with pytest.raises(CorruptFileError) as exc:
                 _work(uri)
             errors.append(str(exc.value))
-    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", {"mini_block_layout": 2, "full_zip_layout": 2})
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
     with pytest.raises(CorruptFileError) as exc:  # a unit's fragments' columns as pass tables
         _work(uri, by_unit=True)
     errors.append(str(exc.value))
@@ -946,7 +946,7 @@ def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, mes
     with pytest.raises(CorruptFileError, match=message) as got:
         if by_unit:
             assert len({lf.path for lf in found}) == 3
-            monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", {"mini_block_layout": 2, "full_zip_layout": 2})
+            monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
             passplan.place_unit(plan.UnitPlan(), leaves)
         else:
             plan.place_leaf(plan.UnitPlan(), leaf)

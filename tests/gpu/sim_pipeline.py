@@ -1221,7 +1221,7 @@ def test_pass_tables_decode_as_pylance(budget_datasets, list_budget_datasets, mo
     the rows of pylance (and one pass block per column planned, not one per fragment)."""
     from lance_gpu.gpu import passplan
 
-    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", {"mini_block_layout": 2, "full_zip_layout": 2})
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
     groups = []
     real = passplan._place_miniblock_pass
 
