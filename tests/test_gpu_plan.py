@@ -302,6 +302,31 @@ def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, mon
     assert _work(uri, by_unit=True) == _work(uri)
 
 
+def test_fsst_strings_of_many_fragments_place_as_one_table(root, monkeypatch):
+    """FSST-compressed string pages (mini-block chunks; full-zip long strings) of three
+    fragments as pass tables: every fragment's symbol tables staged and its FSST segments
+    emitted, the work of leaf-by-leaf placement."""
+    import pyarrow as pa
+
+    uri = root / "fsst_frags"
+    if not uri.exists():
+        n = 3 * 1300
+        rng = np.random.default_rng(5)
+        vals = [" ".join(gd.FSST_WORDS[j] for j in rng.integers(0, 8, 5)) + f" {i}" for i in range(n)]
+        long = [v * 40 for v in vals]  # long strings: full-zip pages
+        lance.write_dataset(pa.table({"text": pa.array(vals, mask=rng.random(n) < 0.05), "long": pa.array(long)}), str(uri),
+                            data_storage_version="2.2", max_rows_per_file=1300)
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    leaves = _leaves(str(uri))
+    unit = plan.UnitPlan()
+    passplan.place_unit(unit, leaves)
+    assert [len(b.leaves) for b in unit.device_blocks if b.leaves is not None] == [3]
+    headers.parse_and_emit_on_host(unit)
+    assert unit.fsst, "no FSST segment"
+    assert {leaf.path for leaf in leaves if id(leaf) in unit.fsst_rows} == {leaf.path for leaf in leaves}
+    assert _work(str(uri), by_unit=True) == _work(str(uri))
+
+
 def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
     """4 and 32 fragments of the same columns: the same number of pass blocks (one per
     mini-block column, list columns too), no leaf of a table of mini-block or full-zip
