@@ -1215,6 +1215,29 @@ def test_device_traffic_budget_does_not_grow_with_fragments(budget_datasets):
         assert many.get(key, 0) <= 1.25 * max(few.get(key, 0), 1), (key, counts)
 
 
+def test_pass_tables_decode_as_pylance(budget_datasets, list_budget_datasets, monkeypatch):
+    """16 fragments of the mixed and of the list-heavy table read with every column a pass
+    table takes (``passplan``, from two leaves a pass: full-zip columns too) placed as one:
+    the rows of pylance (and one pass block per column planned, not one per fragment)."""
+    from lance_gpu.gpu import passplan
+
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    groups = []
+    real = passplan._place_miniblock_pass
+
+    def counted(unit, g):
+        groups.append(len(g.leaves))
+        return real(unit, g)
+
+    monkeypatch.setattr(passplan, "_place_miniblock_pass", counted)
+    for uri in (budget_datasets[16], list_budget_datasets[16]):
+        groups.clear()
+        batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
+        got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
+        assert_same(got, lance.dataset(uri).to_table(), "pass tables")
+        assert groups and max(groups) >= 8, groups
+
+
 # The same read of a list-heavy table (lists of ints, strings, booleans nested two deep, a
 # list of structs, a struct holding a list, null and empty lists, null items;
 # tests/gpu/gpu_datasets.list_table): every list page's chunk headers parsed by the device
