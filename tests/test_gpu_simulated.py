@@ -49,7 +49,7 @@ def test_gpu_pipeline_under_cuda_simulator(request: pytest.FixtureRequest) -> No
 @pytest.mark.slow
 @runs_in_background(lambda: _pipeline(simulator=True, marks="slow"))
 def test_gpu_pipeline_slow_cases_under_cuda_simulator(request: pytest.FixtureRequest) -> None:
-    """The pipeline's heavier cases (every page kind staged from memory:// and S3; the chunks a GPU take decodes)."""
+    """The pipeline's property tests with more examples."""
     _check_pipeline(request)
 
 

@@ -862,7 +862,6 @@ def staged_extents(monkeypatch):
     return seen
 
 
-@pytest.mark.slow  # ~80 s under the simulator (tests/test_gpu_simulated.py runs it with -m slow)
 def test_gpu_take_decodes_only_the_chunks_and_rows_it_selects(selective, staged_extents):
     gpu = lance_gpu.dataset(selective, device="gpu")
     cpu = lance_gpu.dataset(selective, device="cpu")
@@ -1049,7 +1048,6 @@ def _assert_all_direct(units, sizes, want, want_bytes):
     assert sum(sizes) >= want_bytes  # every deferred buffer went store -> slab
 
 
-@pytest.mark.slow  # ~2 min each under the simulator: tests/test_gpu_simulated.py runs them with -m slow
 def test_memory_store_every_page_kind_lands_in_the_slabs(direct21, monkeypatch):
     store = _memory_copy(direct21, "direct21")
     want, want_bytes = _expected_direct(store, "ds")
@@ -1072,7 +1070,6 @@ def test_memory_store_every_page_kind_lands_in_the_slabs(direct21, monkeypatch):
     assert_same(got, lance.dataset(direct21).take(idx), "take from memory://, gpu")
 
 
-@pytest.mark.slow  # ~2 min each under the simulator: tests/test_gpu_simulated.py runs them with -m slow
 def test_s3_every_page_kind_lands_in_the_slabs(s3, monkeypatch):
     name = f"direct-{np.random.default_rng().integers(1 << 30)}"
     uri = f"s3://{s3.bucket}/{name}"
@@ -1993,7 +1990,7 @@ def _assert_words_only(tables, what: str) -> None:
     assert any("." in name for name in seen), (what, seen)  # list children among them
 
 
-@pytest.mark.parametrize("version", [pytest.param("2.1", marks=pytest.mark.slow), "2.2"])  # ~30 s each under the simulator
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_list_reads_keep_validity_as_words(list_word_datasets, version):
     """A device read of lists nested two deep (null and empty lists, null items), a list of
     structs, a struct holding a list and a fixed-size list with null items (the CPU reader
