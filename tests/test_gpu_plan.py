@@ -42,6 +42,8 @@ def datasets(root: Path) -> dict[str, str]:
         "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
         "mixed21": gd.write_mixed_list_pages(lance, root, "2.1"),
         "mixed22": gd.write_mixed_list_pages(lance, root, "2.2"),
+        "mixedflat21": gd.write_mixed_flat_pages(lance, root, "2.1"),
+        "mixedflat22": gd.write_mixed_flat_pages(lance, root, "2.2"),
         "fixdict22": gd.write_fixed_dictionaries(lance, root, "2.2"),
     }
 
@@ -260,25 +262,53 @@ def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
 @pytest.mark.parametrize("name", ["mixed21", "mixed22"])
 def test_list_leaves_with_full_zip_or_constant_pages_go_to_the_device(datasets, name, monkeypatch):
     """List leaves whose pages pylance writes as mini-block pages beside full-zip pages (long
-    strings) or constant pages (all-null or one repeated list): their mini-block pages are
-    planned for the device pre-pass (no chunk parsed on the host), the leaf's levels wait for
-    it, and the work equals the host parse's (level positions relative to the leaf's region)."""
+    strings) or constant pages (all-null or one repeated list): planned as tables of their
+    pages split by kind (``LeafPlan.mixed``: no PagePlan), their mini-block pages planned for
+    the device pre-pass (no chunk parsed on the host), the leaf's levels wait for it, and the
+    work equals the PagePlan path's (``TABLE_LEAVES`` off) and the host parse's (level
+    positions relative to the leaf's region)."""
     from lance_gpu.file.v2_1 import miniblock
 
     uri = datasets[name]
     leaves = _leaves(uri)
-    mixed = [leaf for leaf in leaves if leaf.has_rep and len({pg.kind for pg in leaf.pages}) > 1]
-    kinds = {pg.kind for leaf in mixed for pg in leaf.pages}
+    mixed = [leaf for leaf in leaves if leaf.mixed is not None]
+    assert all(not leaf.pages for leaf in mixed)
+    kinds = {f.kind for leaf in mixed for f in leaf.table.layouts}
     assert {"mini_block_layout", "full_zip_layout", "constant_layout"} <= kinds, kinds  # pylance wrote the mix
-    assert all(leaf.levels_pending for leaf in mixed)
+    assert all(leaf.levels_pending for leaf in mixed if leaf.has_rep)
     host_parses = []
     for fn in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
         real = getattr(miniblock, fn)
         monkeypatch.setattr(miniblock, fn, lambda *a, _real=real, _fn=fn, **k: host_parses.append(_fn) or _real(*a, **k))
     on_device = _work(uri)
     assert not host_parses, host_parses
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    by_page = _leaves(uri)
+    assert len([leaf for leaf in by_page if len({pg.kind for pg in leaf.pages}) > 1]) == len(mixed)
+    assert _work(uri) == on_device
     monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
     assert _work(uri) == on_device
+
+
+@pytest.mark.parametrize("name", ["mixed21", "mixed22", "mixedflat21", "mixedflat22"])
+def test_leaves_of_several_page_kinds_plan_as_tables(datasets, name, monkeypatch):
+    """Leaves whose pages are of several kinds (mini-block pages beside full-zip or constant
+    ones; lists, and flat strings / integers whose levels are known while planning) make no
+    PagePlan (counted) and plan the work the PagePlan path gives (``TABLE_LEAVES`` off):
+    staged in page order, values, levels and level fills placed across kinds, FSST segments
+    and checks per row; with repetition levels, after the device pre-pass's counts."""
+    uri = datasets[name]
+    mixed = [leaf for leaf in _leaves(uri) if leaf.mixed is not None]
+    assert mixed and all(not leaf.pages for leaf in mixed)
+    assert {leaf.levels_pending for leaf in mixed} == ({True} if name.startswith("mixed2") else {False})
+    if name.startswith("mixedflat"):
+        assert {leaf.kind for leaf in mixed} == {"var", "fixed"}
+        assert {f.kind for leaf in mixed for f in leaf.table.layouts} == {"mini_block_layout", "full_zip_layout", "constant_layout"}
+    pages, _lines, made = _traced_plan(uri)
+    assert made == 0 and pages >= 4 * len(mixed)
+    tables = _work(uri)
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    assert _work(uri) == tables
 
 
 def test_mapped_buffers_are_views_of_the_map(datasets):

@@ -61,6 +61,7 @@ from lance_gpu.gpu.plan import (
     _level_encoding,
     _value_dst,
     page_level_fills,
+    settle_mixed_levels,
     table_chunk_layouts,
     table_level_fills,
 )
@@ -157,7 +158,7 @@ def _chunk_layouts(blocks: list[DeviceBlock], edges: np.ndarray) -> tuple[np.nda
             in_table[edges[k] : edges[k + 1]] = True
     sources = []
     if in_table.any():
-        bounds, starts, sizes, counts = table_chunk_layouts([b.leaf for b in blocks if b.rows is not None])
+        bounds, starts, sizes, counts = table_chunk_layouts([(b.leaf, b.rows) for b in blocks if b.rows is not None])
         sources.append((np.flatnonzero(in_table), np.diff(bounds), starts, sizes, counts))
     if not in_table.all():
         sources.append((np.flatnonzero(~in_table), *_plan_page_layouts([b for b in blocks if b.rows is None])))
@@ -342,8 +343,9 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     planner allocated) and each page's first rep / def level; then the level work of the
     leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
     level fills and remaps (:func:`plan.page_level_fills`, :func:`plan.table_level_fills`
-    for a leaf planned as a table: array work over its rows).  Leaves in order of their
-    first block.  Call after :func:`check`."""
+    for a leaf planned as a table: array work over its rows; one of several page kinds:
+    :func:`plan.settle_mixed_levels`).  Leaves in order of their first block.  Call after
+    :func:`check`."""
     edges = table.edges.tolist()
     pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
     table_blocks: dict[int, DeviceBlock] = {}
@@ -361,6 +363,11 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
     for leaf, rows in pending.values():
         if isinstance(rows, int):
+            if leaf.mixed is not None:  # its block: its mini-block rows
+                block = table_blocks[id(leaf)]
+                hi = rows + block.npages
+                table.rep_dst[rows:hi], table.def_dst[rows:hi], block.rows = settle_mixed_levels(unit, leaf, in_band[rows:hi])
+                continue
             _settle_table_leaf(unit, table, leaf, rows, in_band)
             table_blocks[id(leaf)].rows = leaf.table
             continue

@@ -36,9 +36,11 @@ full-zip pages, or all constant pages, is planned from its column's arrays as a
 :class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
 the level settling and the work emission key its pages by row, with no per-page Python
 object; a whole column's table, and what the planner derives from it, is made once and
-shared by every file reading the column.  The other leaves (constant or full-zip pages
-beside mini-block ones, row selections, object stores) still plan a ``plan.PagePlan`` per
-page.
+shared by every file reading the column.  So is a leaf whose pages are of several of these
+kinds (mini-block pages beside full-zip or constant ones): its table's rows split by kind
+(:meth:`LeafPages.take`, ``plan._MixedColumn``), each kind placed by what places a table of
+it.  The other leaves (mini-block pages with dictionaries beside other kinds, row
+selections, object stores) still plan a ``plan.PagePlan`` per page.
 """
 
 from __future__ import annotations
@@ -290,6 +292,18 @@ class LeafPages:
     def per_layout(self, values: list, dtype) -> np.ndarray:
         """``values[k]`` (one per distinct layout) of every page."""
         return np.asarray(values, dtype).reshape(len(self.layouts))[self.layout]
+
+    def take(self, rows: np.ndarray) -> LeafPages:
+        """The table of rows ``rows`` (increasing) only, its ``layouts`` the ones they use (in
+        the order of this table's) and an empty ``memo``: the pages of one kind of a leaf
+        whose pages are of several (``plan._MixedColumn``)."""
+        rows = np.asarray(rows, np.int64)
+        used = np.unique(self.layout[rows])
+        remap = np.full(len(self.layouts), -1, np.int32)
+        remap[used] = np.arange(used.size, dtype=np.int32)
+        return LeafPages(self.ids[rows], remap[self.layout[rows]], [self.layouts[int(k)] for k in used.tolist()],
+                         self.offsets[rows], self.sizes[rows], self.num_rows[rows], self.num_values[rows],
+                         self.num_levels[rows], self.has_rep[rows], self.has_def[rows], self.nbuf[rows])
 
 
 @dataclass(slots=True, frozen=True)

@@ -75,9 +75,14 @@ per row: their counts and levels are in their buffers, decoded per leaf into
 :attr:`LeafPlan.constant_pages` beside the column's shared table, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  Other leaves (constant pages beside mini-block or full-zip ones, full-zip
-pages beside mini-block ones, object stores' deferred pages, row selections) still make a
-:class:`PagePlan` per page and register its staging page by page.
+scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages without
+dictionaries beside full-zip or constant ones: strings whose long pages go full-zip, lists
+or nullable columns with all-null or constant pages) is a table too, its rows split by kind
+once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in page order,
+each kind placed by what places a table of it at the leaf's value and level positions (with
+in-band list levels: after the pre-pass, :func:`settle_mixed_levels`).  Other leaves
+(dictionary pages beside other kinds, object stores' deferred pages, row selections) still
+make a :class:`PagePlan` per page and register its staging page by page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -90,7 +95,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -133,8 +138,9 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
 #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
-#: constant pages, is planned as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
-#: its page count; False: a PagePlan per page (the tests compare both)
+#: constant pages, or a mix of these (:func:`_mixed_column`), is planned as a table of its
+#: pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever its page count;
+#: False: a PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
 
 
@@ -293,12 +299,17 @@ class LeafPlan:
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
     #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
-    #: constant pages (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
-    #: per-page Python object
+    #: constant pages, or a mix of these (:func:`_table_column`), is planned as a table of its
+    #: pages (``pages`` is empty): no per-page Python object
     table: pagetable.LeafPages | None = None
     #: a leaf of constant / all-null pages planned as a table (its column's shared ``table``):
     #: each row's decoded page (:func:`constant_layout.decode`: counts, levels, value), row order
+    #: (a leaf of several page kinds, :attr:`mixed`: its constant rows', in row order)
     constant_pages: list | None = None
+    #: a leaf whose pages are of several kinds (mini-block pages beside full-zip or constant
+    #: ones) planned as a table (its column's shared ``table``): its rows by kind and counts
+    #: (:func:`_plan_mixed_table`)
+    mixed: _MixedLeaf | None = None
 
     @property
     def path(self) -> str:
@@ -442,6 +453,10 @@ class UnitPlan:
         #: the level work of the full-zip and constant pages of list leaves whose levels wait
         #: for the pre-pass (by ``id`` of the page), emitted by :func:`headers.settle_levels`
         self.level_work: dict[int, LevelWork] = {}
+        #: the same for a leaf planned as a table of pages of several kinds (its full-zip and
+        #: constant rows' level work and every row's level fills), keyed by the leaf's id,
+        #: called with every row's first levels (:func:`settle_mixed_levels`)
+        self.mixed_work: dict[int, Callable[[np.ndarray, np.ndarray], None]] = {}
         #: their chunk table and its arena position, once staged (:func:`headers.stage`)
         self.chunk_table: tuple[Any, int] | None = None
 
@@ -712,18 +727,18 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
             pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
-def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The chunk layouts of every page of ``leaves`` (planned as tables, :attr:`LeafPlan.table`),
-    in order, as :func:`miniblock.chunk_layouts` gives them: ``(bounds, starts, sizes,
-    counts)``, decoded from the metadata words (buffer 0) read in each file's memory map (no
-    Python per page).  A page whose counts do not add up raises the host parser's
-    ``CorruptFileError`` naming its file."""
+def table_chunk_layouts(tables: list[tuple[LeafPlan, pagetable.LeafPages]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of every page of ``(leaf, its mini-block rows)`` (leaves planned as
+    tables, :attr:`LeafPlan.table`; the rows: :func:`miniblock_rows`), in order, as
+    :func:`miniblock.chunk_layouts` gives them: ``(bounds, starts, sizes, counts)``, decoded
+    from the metadata words (buffer 0) read in each file's memory map (no Python per page).
+    A page whose counts do not add up raises the host parser's ``CorruptFileError`` naming
+    its file."""
     metas: list[np.ndarray] = []
     large, items, nbytes = [], [], []
-    for leaf in leaves:
-        t = leaf.table
-        assert t is not None and leaf.reader.mapped is not None  # _table_leaf
-        metas.extend(_table_metas(leaf))
+    for leaf, t in tables:
+        assert leaf.reader.mapped is not None  # _table_leaf
+        metas.extend(_table_metas(leaf, t))
         got = t.memo.get("chunk_meta")
         if got is None:  # per column, once
             got = t.memo["chunk_meta"] = (t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_),
@@ -731,22 +746,31 @@ def table_chunk_layouts(leaves: list[LeafPlan]) -> tuple[np.ndarray, np.ndarray,
         large.append(got[0])
         items.append(t.num_values)
         nbytes.append(got[1])
-    if not leaves:
+    if not tables:
         return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
     try:
         return miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
-                                              np.concatenate(nbytes), leaves[0].ctx())
+                                              np.concatenate(nbytes), tables[0][0].ctx())
     except CorruptFileError:
-        for k, leaf in enumerate(leaves):  # name the file of the first bad page
-            miniblock.chunk_layouts_packed(large[k], items[k], np.concatenate(_table_metas(leaf)), nbytes[k], leaf.ctx())
+        for k, (leaf, t) in enumerate(tables):  # name the file of the first bad page
+            miniblock.chunk_layouts_packed(large[k], items[k], np.concatenate(_table_metas(leaf, t)), nbytes[k], leaf.ctx())
         raise
 
 
-def _table_metas(leaf: LeafPlan) -> list[np.ndarray]:
-    """The chunk metadata words (buffer 0) of a table leaf's pages, read in its file's map:
-    slices for a few pages, one gather for more."""
-    t, whole = leaf.table, leaf.reader.mapped
-    assert t is not None and whole is not None
+def miniblock_rows(leaf: LeafPlan) -> pagetable.LeafPages | None:
+    """The table of a table leaf's mini-block pages (its own, or a mixed leaf's mini-block
+    rows, :attr:`LeafPlan.mixed`); None where it has none or is not a table."""
+    if leaf.mixed is not None:
+        return leaf.mixed.column.mini
+    t = leaf.table
+    return t if t is not None and t.layouts[0].kind == "mini_block_layout" else None
+
+
+def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages) -> list[np.ndarray]:
+    """The chunk metadata words (buffer 0) of mini-block pages ``t`` of a table leaf, read
+    in its file's map: slices for a few pages, one gather for more."""
+    whole = leaf.reader.mapped
+    assert whole is not None
     if len(t) < DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
         return [whole[o : o + z] for o, z in zip(d.buf0_offsets, d.buf0_sizes, strict=True)]
@@ -924,8 +948,9 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     pre-pass: mini-block pages with values and their chunks whose chunk headers the device
     parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
     none with a dictionary or all with one (and with values and a dictionary buffer); or
-    all constant / all-null pages (:func:`_plan_constant_table`).  Asked once per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on
-    the file."""
+    all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
+    these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``);
+    :func:`_table_leaf` adds what depends on the file."""
     if not sel.ids:
         return False
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
@@ -934,6 +959,8 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
         return True  # all-null or constant pages only (_plan_constant_table)
     if not DEVICE_HEADERS:
         return False
+    if len({f.kind for f in sel.distinct}) > 1:
+        return _mixed_column(cp, sel.distinct, lists_on_device)
     for facts in sel.distinct:
         if facts.kind != "mini_block_layout" or not facts.num_buffers:
             return False
@@ -957,7 +984,10 @@ def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device
     counted and given their layers as the per-page path does (from the table's derived
     totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
     decoded with the pass's others (:mod:`headers`)."""
-    if table.layouts[0].kind == "constant_layout":  # (a table's pages are of one kind)
+    if len(table.layouts) > 1 and len({f.kind for f in table.layouts}) > 1:
+        _plan_mixed_table(leaf, table, lists_on_device)
+        return
+    if table.layouts[0].kind == "constant_layout":  # (otherwise a table's pages are of one kind)
         _plan_constant_table(leaf, table)
         return
     leaf.table = table
@@ -1041,6 +1071,236 @@ def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages
         lv += lp.num_levels
 
 
+def _mixed_column(cp: pagetable.ColumnPages, distinct: list[pagetable.LayoutFacts], lists_on_device: bool) -> bool:
+    """:func:`_table_column` of a column whose pages are of several kinds: mini-block pages
+    beside full-zip or constant ones (strings whose long pages go full-zip, lists whose
+    pages are partly all-null or constant).  Each kind as a table of it takes: mini-block
+    pages with values and their chunks, without a dictionary, whose chunk headers the device
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip
+    pages with their data buffer; constant pages."""
+    for f in distinct:
+        if f.kind not in _LIST_PAGE_KINDS:
+            return False
+        if f.kind == "mini_block_layout" and (not f.num_buffers or f.dictionary or not (lists_on_device or f.device_headers)):
+            return False
+    ca = cp.arrays()
+    code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout]
+    return bool(np.all(ca.nbuf[code == 0] >= 2) and np.all(ca.nbuf[code == 1] >= 1))
+
+
+@dataclass(slots=True, eq=False)
+class _MixedColumn:
+    """A column :func:`_mixed_column` accepts, split by page kind once (``memo["mixed"]`` of
+    its shared table, :func:`_mixed_of`): the rows (increasing) of its mini-block, full-zip
+    and constant pages (``mini_at``, ``full_zip_at``, ``constant_at``); the tables of the
+    first two (:meth:`pagetable.LeafPages.take`: each placed by what places a table of its
+    kind, at the leaf's value and level positions), None where there are none; each
+    constant row's layout, buffer ranges and top-level rows (decoded per leaf: their counts
+    and levels are in their buffers); the distinct layers and whether any non-constant page
+    has repetition / definition levels; the column's top-level rows; ``memo``: what placing
+    derives once (the buffers each row stages)."""
+
+    mini_at: np.ndarray
+    full_zip_at: np.ndarray
+    constant_at: np.ndarray
+    mini: pagetable.LeafPages | None
+    full_zip: pagetable.LeafPages | None
+    constant_rows: list[tuple[Any, list[tuple[int, int]], int]]
+    layers: list[tuple[int, ...]]
+    has_rep: bool
+    has_def: bool
+    num_rows: int
+    memo: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class _MixedLeaf:
+    """A leaf planned by :func:`_plan_mixed_table`: its column's split (``column``) and, per
+    row of its table, its values and levels (constant rows: their decoded pages'; mini-block
+    rows with repetition levels: the estimate until the device pre-pass reads them,
+    :func:`settle_mixed_levels`)."""
+
+    column: _MixedColumn
+    num_values: np.ndarray
+    num_levels: np.ndarray
+
+
+def _mixed_of(shared: pagetable.LeafPages) -> _MixedColumn:
+    """The :class:`_MixedColumn` of a column's shared table, made once."""
+    got = shared.memo.get("mixed")
+    if got is not None:
+        return got
+    code = shared.per_layout([pagetable.KIND_CODES[f.kind] for f in shared.layouts], np.int8)
+    at = [np.flatnonzero(code == k) for k in range(3)]
+    const = at[2].tolist()
+    nbuf = shared.nbuf[at[2]].tolist()
+    constant_rows = [
+        (shared.layouts[int(shared.layout[j])].body, list(zip(shared.offsets[j, :nb].tolist(), shared.sizes[j, :nb].tolist(), strict=True)),
+         int(shared.num_rows[j]))
+        for j, nb in zip(const, nbuf, strict=True)
+    ]
+    others = [f for f in shared.layouts if f.kind != "constant_layout"]
+    got = shared.memo["mixed"] = _MixedColumn(
+        at[0], at[1], at[2], shared.take(at[0]) if at[0].size else None, shared.take(at[1]) if at[1].size else None,
+        constant_rows, list(dict.fromkeys(f.layers for f in others)), any(f.has_rep for f in others),
+        any(f.has_def for f in others), int(shared.num_rows.sum()),
+    )
+    return got
+
+
+def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_device: bool) -> None:
+    """:func:`_plan_table_leaf` of a leaf whose pages are of several kinds
+    (:func:`_mixed_column`): it keeps its column's shared table, split by kind once
+    (:class:`_MixedColumn`); its constant pages are decoded (:attr:`LeafPlan.constant_pages`)
+    and its per-row counts made (:class:`_MixedLeaf`); its layers, levels and counts as the
+    per-page path gives them.  No :class:`PagePlan`."""
+    whole = leaf.reader.mapped
+    assert whole is not None  # _table_leaf
+    ctx = leaf.ctx()
+    col = _mixed_of(shared)
+    pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in col.constant_rows]
+    nv, nl = shared.num_values, shared.num_levels
+    if pages:
+        nv, nl = nv.copy(), nl.copy()
+        nv[col.constant_at] = [lp.num_values for lp in pages]
+        nl[col.constant_at] = [lp.num_levels for lp in pages]
+    leaf.table = shared
+    leaf.constant_pages = pages
+    leaf.mixed = _MixedLeaf(col, nv, nl)
+    leaf.levels_pending = lists_on_device
+    distinct_layers = list(dict.fromkeys([*col.layers, *(lp.layers for lp in pages)]))
+    try:
+        leaf.layers = common_layers(distinct_layers)
+    except ValueError as exc:
+        raise ctx.corrupt(str(exc)) from exc
+    leaf.has_rep = col.has_rep or any(lp.rep is not None for lp in pages)
+    leaf.has_def = col.has_def or any(lp.def_ is not None for lp in pages) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    leaf.num_values = int(nv.sum())
+    leaf.num_levels = int(nl.sum())
+    leaf.num_rows = col.num_rows
+
+
+def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf planned by :func:`_plan_mixed_table`, staging in page
+    order as the per-page path does (each run of mini-block and full-zip rows between
+    constant rows by one :meth:`Stager.add_file_buffers`: a mini-block page's chunks, a
+    full-zip page's data and, where read, repetition index; a constant row's levels and
+    value as :func:`_emit_constant_page` stages them); its values placed by a scan of its
+    rows' counts; the mini-block rows one :class:`DeviceBlock` (its sub-table's rows); the
+    full-zip rows' work as :func:`_place_fullzip_table` gives it; FSST segments and
+    variable-width checks of all rows.  Where the leaf's levels wait for the device pre-pass
+    (:attr:`LeafPlan.levels_pending`), the full-zip and constant rows' level work and every
+    row's level fills are emitted by :func:`settle_mixed_levels`; otherwise now."""
+    m = leaf.mixed
+    whole = leaf.reader.mapped
+    pages = leaf.constant_pages
+    assert m is not None and whole is not None and pages is not None  # _plan_mixed_table
+    col = m.column
+    n = len(t)
+    pending = leaf.levels_pending
+    z = None
+    if col.full_zip is not None:
+        z = col.full_zip.memo.get("fullzip")
+        if z is None:
+            z = col.full_zip.memo["fullzip"] = _fullzip_table(leaf, col.full_zip)
+    take = col.memo.get("take")
+    if take is None:  # per column, once: the buffers each row stages (the module docstring of pagetable: b < 2)
+        take = np.zeros((n, 2), np.bool_)
+        take[col.mini_at, 1] = True
+        if z is not None:
+            take[col.full_zip_at, 0] = True
+            take[col.full_zip_at, 1] = z.indexed
+        width = min(2, t.offsets.shape[1])
+        take[:, width:] = False
+        off = np.zeros((n, 2), np.int64)
+        size = np.zeros((n, 2), np.int64)
+        off[:, :width], size[:, :width] = t.offsets[:, :width], t.sizes[:, :width]
+        take = col.memo["take"] = (take, off, size)
+    take_at, off, size = take
+    vpos = miniblock.exclusive_scan(m.num_values)
+    lpos = miniblock.exclusive_scan(m.num_levels)[:-1]
+    vpos = vpos[:-1]
+    rep_at = leaf.rep_pos + lpos if leaf.has_rep and not pending else np.full(n, -1, np.int64)
+    def_at = leaf.def_pos + lpos if leaf.has_def and not pending else np.full(n, -1, np.int64)
+    pos = np.full((n, 2), -1, np.int64)
+    works: list[LevelWork] = []
+    lo = 0
+    vlist, rlist, dlist = vpos[col.constant_at].tolist(), rep_at[col.constant_at].tolist(), def_at[col.constant_at].tolist()
+    for k, c in enumerate([*col.constant_at.tolist(), n]):
+        if c > lo:
+            tk = take_at[lo:c]
+            pos[lo:c][tk] = unit.stage.add_file_buffers(leaf.path, whole, off[lo:c][tk], size[lo:c][tk])
+        if c < n:
+            lp = pages[k]
+            emitted = _emit_constant_page(unit, leaf, lp, vlist[k], rlist[k], dlist[k], later=pending)
+            if pending:
+                assert emitted is not None  # later=True returns the work
+                works.append(emitted)
+            else:
+                _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rlist[k], dlist[k])
+        lo = c + 1
+    if col.mini is not None:
+        mi = col.mini_at
+        unit.device_blocks.append(DeviceBlock(leaf, [], pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
+                                              rep_at[mi], def_at[mi], rows=col.mini))
+        if not pending:
+            table_level_fills(unit, leaf, col.mini, rep_at[mi], def_at[mi])
+    later = None
+    if z is not None:
+        assert col.full_zip is not None
+        fi = col.full_zip_at
+        dst = leaf.slot_lo + vpos[fi] if leaf.kind == "var" else leaf.value_pos + vpos[fi] * leaf.width
+        later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending)
+    if leaf.kind == "var":
+        path = leaf.path
+        unit.var_check_rows.append((leaf.slot_lo + vpos, m.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
+        rows = unit.fsst_rows.pop(id(leaf), None)  # (keyed by the leaf's rows: emitted here, not by the pre-pass)
+        if rows is not None:
+            key = id(leaf)
+            for j, slot, count in zip(rows.tolist(), (leaf.slot_lo + vpos[rows]).tolist(), m.num_values[rows].tolist(), strict=True):
+                _add_fsst(unit, (key, j), slot, count)
+    if pending:
+        def work(rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+            if later is not None:
+                fi = col.full_zip_at
+                later(rep_dst[fi], def_dst[fi])
+            c = col.constant_at
+            for lp, emit, r, d in zip(pages, works, rep_dst[c].tolist(), def_dst[c].tolist(), strict=True):
+                emit(r, d)
+                _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, r, d)
+
+        unit.mixed_work[id(leaf)] = work
+
+
+def settle_mixed_levels(unit: UnitPlan, leaf: LeafPlan, in_band: np.ndarray) -> tuple[np.ndarray, np.ndarray, pagetable.LeafPages]:
+    """:func:`headers.settle_levels` of a leaf planned by :func:`_plan_mixed_table` whose
+    levels waited for the device pre-pass: ``in_band``, its mini-block rows' level counts
+    read by the pre-pass (those with repetition levels replace the estimates); allocates the
+    leaf's level regions, emits its full-zip and constant rows' level work and every row's
+    level fills; returns its mini-block rows' first repetition / definition levels and their
+    table with the settled counts (a copy: the column's is shared)."""
+    m = leaf.mixed
+    assert m is not None
+    col = m.column
+    mini = col.mini
+    assert mini is not None  # (pending levels: list pages the pre-pass parses)
+    mi = col.mini_at
+    nl = m.num_levels.copy()
+    nl[mi] = np.where(mini.has_rep, in_band, mini.num_levels)
+    m.num_levels = nl
+    leaf.num_levels = int(nl.sum())
+    leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
+    leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
+    lpos = miniblock.exclusive_scan(nl)[:-1]
+    n = nl.size
+    r = leaf.rep_pos + lpos if leaf.has_rep else np.full(n, -1, np.int64)
+    d = leaf.def_pos + lpos if leaf.has_def else np.full(n, -1, np.int64)
+    unit.mixed_work.pop(id(leaf))(r, d)
+    settled = replace(mini, num_levels=nl[mi], memo={})
+    table_level_fills(unit, leaf, settled, r[mi], d[mi])
+    return r[mi], d[mi], settled
+
+
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
     """Definition level d of a page with layers ``src`` in terms of ``target`` (levels.renumber)."""
     target_index = {m: d + 1 for d, m in enumerate(def_meaning(target))}
@@ -1065,8 +1325,12 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
+    if leaf.mixed is not None:
+        assert leaf.table is not None
+        _place_mixed_table(unit, leaf, leaf.table)
+        return
     if leaf.table is not None:
-        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind)
+        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind, but a mixed leaf's)
         if kind == "full_zip_layout":
             _place_fullzip_table(unit, leaf, leaf.table)
         elif kind == "constant_layout":
@@ -1369,16 +1633,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
     rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
     def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
-    if z.copy.size:
-        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
-    if z.walk.size:
-        w = slice(None) if z.all_walk else z.walk
-        unit.fullzip.add(
-            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=unit.invisible_size + z.inv_at,
-            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
-        )
-        unit.invisible.append(z.inv)
-        unit.invisible_size += z.inv.size
+    _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
     if leaf.kind == "var":
         unit.var_check_rows.append((dst, t.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
         rows = unit.fsst_rows.get(id(leaf))
@@ -1386,6 +1641,41 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
             key = id(leaf)
             for j, slot, count in zip(rows.tolist(), dst[rows].tolist(), t.num_values[rows].tolist(), strict=True):
                 _add_fsst(unit, (key, j), slot, count)
+
+
+def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray,
+                        dst: np.ndarray, rep_at: np.ndarray, def_at: np.ndarray,
+                        later: bool = False) -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """The work of full-zip rows ``t`` (:func:`_fullzip_table`'s ``z``) staged at ``pos``
+    (``[rows, 2]``: data, repetition index or -1), their values to ``dst`` (slots or bytes),
+    their first levels ``rep_at`` / ``def_at``: fixed values without control words copied,
+    the others' invisible-level tables registered and their walk rows added, and the level
+    fills of rows whose layout lacks the leaf's levels; ``later``: the leaf's levels wait for
+    the device pre-pass: what depends on them (walk rows, fills) is returned as a function
+    of every row's first levels."""
+    if z.copy.size:
+        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
+    inv_at = None
+    if z.walk.size:
+        inv_at = unit.invisible_size + z.inv_at
+        unit.invisible.append(z.inv)
+        unit.invisible_size += z.inv.size
+    if later:
+        return lambda rep, dfn: _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, np.asarray(rep), np.asarray(dfn))
+    _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, rep_at, def_at)
+    return None
+
+
+def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray, dst: np.ndarray,
+                   inv_at: np.ndarray | None, rep_at: np.ndarray, def_at: np.ndarray) -> None:
+    """:func:`_fullzip_table_work`'s walk rows and level fills (``inv_at``: each walk row's
+    invisible-level table, registered; None: no walk row)."""
+    if inv_at is not None:
+        w = slice(None) if z.all_walk else z.walk
+        unit.fullzip.add(
+            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
+            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
+        )
     if leaf.has_rep or leaf.has_def:
         table_level_fills(unit, leaf, t, rep_at, def_at)
 
@@ -2074,8 +2364,8 @@ class DeviceBlock:
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, int] | tuple[int, list[int]] | None = None
-    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows
-    #: (``pages`` is empty)
+    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows,
+    #: or a mixed leaf's mini-block rows (:func:`_place_mixed_table`) (``pages`` is empty)
     rows: pagetable.LeafPages | None = None
 
     @property

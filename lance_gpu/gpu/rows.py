@@ -29,7 +29,7 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import pagetable
-from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, plan_leaf, table_chunk_layouts
+from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, miniblock_rows, plan_leaf, table_chunk_layouts
 
 __all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
 
@@ -246,18 +246,18 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
     """What a plan decodes: ``pages``, mini-block ``chunks``, full-zip ``fullzip_rows`` and
     all ``rows`` (summed over the leaves), for tests and explain output."""
     pages = chunks = fz_rows = 0
-    tables = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "mini_block_layout"]
-    if tables:  # leaves of mini-block pages planned as tables: their chunk layouts decoded together
+    tables = [(leaf, t) for leaf in leaves if (t := miniblock_rows(leaf)) is not None]
+    if tables:  # mini-block pages of leaves planned as tables: their chunk layouts decoded together
         bounds = table_chunk_layouts(tables)[0]
         pages += int(bounds.size - 1)
         chunks += int(bounds[-1])
     for leaf in leaves:
-        if leaf.table is not None:
-            kind = leaf.table.layouts[0].kind  # (no row selection: every row)
-            if kind != "mini_block_layout":
-                pages += len(leaf.table)
-            if kind == "full_zip_layout":
-                fz_rows += int(leaf.table.num_levels.sum())
+        if leaf.table is not None:  # (no row selection: every row)
+            mini = miniblock_rows(leaf)
+            pages += len(leaf.table) - (len(mini) if mini is not None else 0)
+            fz = leaf.mixed.column.full_zip if leaf.mixed is not None else leaf.table if leaf.table.layouts[0].kind == "full_zip_layout" else None
+            if fz is not None:
+                fz_rows += int(fz.num_levels.sum())
             continue
         # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
         fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout"])
