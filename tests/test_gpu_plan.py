@@ -53,9 +53,14 @@ def _write(path: Path, table, version: str) -> str:
     return str(path)
 
 
-def _leaves(uri: str, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
+def _snapshot(uri):
+    """The snapshot of dataset ``uri`` (a path, or ``(name, store)`` on an object store)."""
+    return (lance_gpu.dataset(uri) if isinstance(uri, str) else lance_gpu.dataset(uri[0], store=uri[1]))._snapshot
+
+
+def _leaves(uri, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
     """Every GPU-planned leaf of every field of every fragment (``rows``: a row selection)."""
-    snap = lance_gpu.dataset(uri)._snapshot
+    snap = _snapshot(uri)
     leaves = []
     for frag in snap.fragments:
         for f in snap.lance_schema.fields:
@@ -95,7 +100,7 @@ class _LevelRegions:
         return (*self.labels[r], level - int(self.starts[r]), rest)
 
 
-def _work(uri: str, rows: np.ndarray | None = None) -> dict[str, object]:
+def _work(uri, rows: np.ndarray | None = None) -> dict[str, object]:
     """The unit's work of a whole read, order-free: each work list's rows sorted, the
     staged layout, fills, FSST tables, checks and remaps (level positions relative to their
     leaf's region: :class:`_LevelRegions`)."""
@@ -311,6 +316,56 @@ def test_leaves_of_several_page_kinds_plan_as_tables(datasets, name, monkeypatch
     assert _work(uri) == tables
 
 
+def _memory_copy(local: str, prefix: str):
+    """An obstore memory:// store holding a copy of dataset ``local`` as ``ds`` (data files
+    read by ranges, as large files on object stores are: their buffers are requests)."""
+    import obstore.store
+
+    from lance_gpu.io import ObstoreStore
+
+    store = ObstoreStore(obstore.store.MemoryStore(), f"memory://{prefix}", whole_object_below=0)
+    for path in Path(local).rglob("*"):
+        if path.is_file():
+            store.put(f"ds/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return store
+
+
+@pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22"])
+def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
+    """On an object store (memory://, ranged reads), leaves are planned as tables of their
+    pages too (no PagePlan, counted): their chunks, full-zip data and repetition indexes
+    staged straight from the store into the slabs as the per-page path defers them (the
+    same staged ranges, counted pages and work as ``TABLE_LEAVES`` off), their chunk
+    metadata, dictionaries and constant pages read on the host."""
+    pytest.importorskip("obstore")
+    from lance_gpu.file import container
+    from lance_gpu.gpu import staging
+
+    monkeypatch.setattr(container, "TAIL_READ", 4096)  # (pages not read with the file's tail, as in large files)
+    src = ("ds", _memory_copy(datasets[name], name))
+    leaves = _leaves(src)
+    assert leaves and all(leaf.table is not None and not leaf.pages for leaf in leaves)
+    assert leaves[0].reader.mapped is None
+    _pages, _lines, made = _traced_plan(src)
+    assert made == 0
+    ranges: list[tuple] = []
+    real = staging.Stager.add_range
+    monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
+
+    def direct() -> tuple[dict[str, object], dict[str, int]]:
+        unit = plan.UnitPlan()
+        for leaf in _leaves(src):
+            plan.place_leaf(unit, leaf)
+        return _work(src), unit.direct_pages
+
+    tables = direct()
+    deferred, ranges[:] = sorted(ranges), []
+    assert deferred and tables[1].get("mini_block_layout", 0) > 0
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    assert direct() == tables
+    assert sorted(ranges) == deferred
+
+
 def test_mapped_buffers_are_views_of_the_map(datasets):
     """The bulk path reads chunk headers and bit widths through ``LanceFileReader.mapped``
     at the pages' file offsets: a mapped file's buffers are views of its map there."""
@@ -475,7 +530,7 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
 
 def _column_infos(uri: str) -> list[tuple[LanceFileReader, int]]:
     """``(reader, column)`` of every column of every data file of a dataset."""
-    snap = lance_gpu.dataset(uri)._snapshot
+    snap = _snapshot(uri)
     out = []
     for frag in snap.fragments:
         for f in snap.lance_schema.fields:
@@ -749,14 +804,14 @@ def _device_only_table(n: int, seed: int):
     })
 
 
-def _traced_plan(uri: str) -> tuple[int, int, int]:
+def _traced_plan(uri) -> tuple[int, int, int]:
     """``(pages, Python lines run in lance_gpu / cuda_kernels, PagePlans made)`` of planning a
     whole read of ``uri`` (all its fragments; every leaf planned and placed, the chunk table laid out, and after
     the pre-pass's CPU form -- not counted -- the levels settled and the work emitted), after
     one untraced plan (the per-process page selections and layouts are made once).  Not
     counted: the stager's registration of each range it could not join to the one before
     (``staging.py``: an item per page where a column's pages lie far apart in the file)."""
-    snap = lance_gpu.dataset(uri)._snapshot
+    snap = _snapshot(uri)
     sources = [(frag.file_reader(src.path), snap.schema.field(f.name), src.columns)
                for frag in snap.fragments for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
     made = []

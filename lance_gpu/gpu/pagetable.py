@@ -39,8 +39,9 @@ object; a whole column's table, and what the planner derives from it, is made on
 shared by every file reading the column.  So is a leaf whose pages are of several of these
 kinds (mini-block pages beside full-zip or constant ones): its table's rows split by kind
 (:meth:`LeafPages.take`, ``plan._MixedColumn``), each kind placed by what places a table of
-it.  The other leaves (mini-block pages with dictionaries beside other kinds, row
-selections, object stores) still plan a ``plan.PagePlan`` per page.
+it.  In any file, memory-mapped or on an object store.  The other leaves (mini-block pages
+with dictionaries beside other kinds, row selections) still plan a ``plan.PagePlan`` per
+page.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ class ColumnPages:
     _all: PageSelection | None = None
     _arrays: ColumnArrays | None = None
     _whole: LeafPages | None = None
-    #: the planner's decisions about the whole column, made once (``plan._table_leaf``)
+    #: the planner's decisions about the whole column, made once (``plan.plan_leaf``)
     memo: dict = field(default_factory=dict)
 
     @property

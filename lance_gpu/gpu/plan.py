@@ -62,9 +62,9 @@ Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is p
 classified once per process, and a column's pages are read from its page selection
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
-struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_leaf`:
-mini-block pages, all with page dictionaries or none, their chunks in the file's memory
-map; most flat, list and low-cardinality columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_column`:
+mini-block pages, all with page dictionaries or none; most flat, list and low-cardinality
+columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
@@ -80,9 +80,14 @@ dictionaries beside full-zip or constant ones: strings whose long pages go full-
 or nullable columns with all-null or constant pages) is a table too, its rows split by kind
 once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in page order,
 each kind placed by what places a table of it at the leaf's value and level positions (with
-in-band list levels: after the pre-pass, :func:`settle_mixed_levels`).  Other leaves
-(dictionary pages beside other kinds, object stores' deferred pages, row selections) still
-make a :class:`PagePlan` per page and register its staging page by page.
+in-band list levels: after the pre-pass, :func:`settle_mixed_levels`).  In a memory-mapped
+file a table's buffers are views of the map (staged by :meth:`Stager.add_file_buffers`); on
+an object store (:func:`_stage_rows`, :func:`_read_rows`) its chunks, full-zip data and
+repetition indexes are deferred to the slab fill as the per-page path defers them, and
+what planning reads (chunk metadata, dictionaries, constant pages) is read with
+:meth:`LanceFileReader.read_buffers`.  Other leaves (dictionary pages beside other kinds,
+row selections) still make a :class:`PagePlan` per page and register its staging page by
+page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -488,8 +493,10 @@ class UnitPlan:
             self.unpack[key] = _Lists("words", "width", "dst", "count")
         return self.unpack[key]
 
-    def count_direct(self, page: PagePlan) -> None:
-        self.direct_pages[page.kind] = self.direct_pages.get(page.kind, 0) + 1
+    def count_direct(self, kind: str, n: int = 1) -> None:
+        """``n`` pages of layout ``kind`` staged straight from the store (their data deferred)."""
+        if n:
+            self.direct_pages[kind] = self.direct_pages.get(kind, 0) + n
 
     def add_invisible(self, table: np.ndarray) -> int:
         pos = self.invisible_size
@@ -737,7 +744,6 @@ def table_chunk_layouts(tables: list[tuple[LeafPlan, pagetable.LeafPages]]) -> t
     metas: list[np.ndarray] = []
     large, items, nbytes = [], [], []
     for leaf, t in tables:
-        assert leaf.reader.mapped is not None  # _table_leaf
         metas.extend(_table_metas(leaf, t))
         got = t.memo.get("chunk_meta")
         if got is None:  # per column, once
@@ -770,12 +776,44 @@ def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages) -> list[np.ndarray]:
     """The chunk metadata words (buffer 0) of mini-block pages ``t`` of a table leaf, read
     in its file's map: slices for a few pages, one gather for more."""
     whole = leaf.reader.mapped
-    assert whole is not None
-    if len(t) < DEVICE_BLOCK_MIN_PAGES:
+    if whole is None or len(t) < DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
-        return [whole[o : o + z] for o, z in zip(d.buf0_offsets, d.buf0_sizes, strict=True)]
+        return _read_rows(leaf, d.buf0_offsets, d.buf0_sizes)
     off, size = t.offsets[:, 0], t.sizes[:, 0]
     return [whole[miniblock.concat_ranges(off, off + size)]]
+
+
+def _read_rows(leaf: LeafPlan, offsets: list[int], sizes: list[int]) -> list[np.ndarray]:
+    """Buffers ``(offsets[k], sizes[k])`` of a table leaf's file on the host: views of its
+    memory map, or read (one :meth:`LanceFileReader.read_buffers`: an object store's
+    requests, coalesced as the per-page path's)."""
+    whole = leaf.reader.mapped
+    if whole is not None:
+        return [whole[o : o + z] for o, z in zip(offsets, sizes, strict=True)]
+    return leaf.reader.read_buffers(list(zip(offsets, sizes, strict=True)))
+
+
+def _stage_rows(unit: UnitPlan, leaf: LeafPlan, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Stage buffers ``(offsets[k], sizes[k])`` of a table leaf's file in order, as the
+    per-page path stages them: a mapped file's by :meth:`Stager.add_file_buffers`; on an
+    object store each buffer whose read would be a request is read from the store straight
+    into the slab when it is filled (:meth:`Stager.add_range`), the others (bytes already
+    held) are read now.  Returns each buffer's arena position (0: no bytes) and which were
+    deferred to the slab fill (None: a mapped file, none)."""
+    whole = leaf.reader.mapped
+    if whole is not None:
+        return unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes), None
+    reader = leaf.reader
+    off, size = np.asarray(offsets, np.int64).tolist(), np.asarray(sizes, np.int64).tolist()
+    deferred = np.fromiter((z > 0 and reader.needs_request(o, z) for o, z in zip(off, size, strict=True)), np.bool_, len(off))
+    held = iter(reader.read_buffers([(o, z) for o, z, d in zip(off, size, deferred.tolist(), strict=True) if z and not d]))
+    pos = np.zeros(len(off), np.int64)
+    for k, (o, z, d) in enumerate(zip(off, size, deferred.tolist(), strict=True)):
+        if d:
+            pos[k] = unit.stage.add_range(reader.store, reader.key, o, z)
+        elif z:
+            pos[k] = unit.stage.add_buffer(leaf.path, o, next(held))
+    return pos, deferred
 
 
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
@@ -866,7 +904,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
             lists = _device_lists(sel.distinct, cp, slice(None))
             got = cp.memo[DEVICE_HEADERS] = (lists, _table_column(cp, sel, lists))
         lists_on_device, table_column = got
-        if table_column and _table_leaf(reader):
+        if table_column and TABLE_LEAVES:  # (in any file: mapped, or on an object store, _stage_rows)
             _plan_table_leaf(leaf, cp.leaf_pages(None), lists_on_device)
             return leaf
     else:
@@ -950,7 +988,7 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     none with a dictionary or all with one (and with values and a dictionary buffer); or
     all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
     these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``);
-    :func:`_table_leaf` adds what depends on the file."""
+    :data:`TABLE_LEAVES` turns tables off."""
     if not sel.ids:
         return False
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
@@ -972,15 +1010,8 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     return dictionary == {False} and int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
-def _table_leaf(reader: LanceFileReader) -> bool:
-    """Whether a column :func:`_table_column` accepts is planned as a table of its pages
-    (:func:`_plan_table_leaf`) in ``reader``'s file: its chunks are in the file's memory map
-    (not an object store, whose chunks may be deferred)."""
-    return TABLE_LEAVES and reader.mapped is not None and getattr(reader.io, "needs_request", None) is None
-
-
 def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
-    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table,
+    """:func:`plan_leaf` of a leaf :func:`_table_column` accepts: its pages as a table,
     counted and given their layers as the per-page path does (from the table's derived
     totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
     decoded with the pass's others (:mod:`headers`)."""
@@ -1017,8 +1048,6 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
     :func:`_place_constant_table`: no per-leaf table copy, array or :class:`pagetable.Derived`
     (a one-page leaf of a small fragment costs about what its :class:`PagePlan` did); its
     layers and levels as the per-page path gives them."""
-    whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     ctx = leaf.ctx()
     rows = shared.memo.get("constant_rows")
     if rows is None:  # per column, once: each row's layout, buffer ranges and top-level rows
@@ -1029,7 +1058,8 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
                                       shared.num_rows.tolist(), strict=True)
         ]
         shared.memo["constant_num_rows"] = sum(r for _b, _z, r in rows)
-    pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in rows]
+    pages = [constant_layout.decode(body, _read_rows(leaf, [o for o, _z in ranges], [z for _o, z in ranges]), r, ctx)
+             for body, ranges, r in rows]
     leaf.table = shared
     leaf.constant_pages = pages
     leaf.num_rows = shared.memo["constant_num_rows"]
@@ -1154,11 +1184,10 @@ def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_devi
     (:class:`_MixedColumn`); its constant pages are decoded (:attr:`LeafPlan.constant_pages`)
     and its per-row counts made (:class:`_MixedLeaf`); its layers, levels and counts as the
     per-page path gives them.  No :class:`PagePlan`."""
-    whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     ctx = leaf.ctx()
     col = _mixed_of(shared)
-    pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in col.constant_rows]
+    pages = [constant_layout.decode(body, _read_rows(leaf, [o for o, _z in ranges], [z for _o, z in ranges]), r, ctx)
+             for body, ranges, r in col.constant_rows]
     nv, nl = shared.num_values, shared.num_levels
     if pages:
         nv, nl = nv.copy(), nl.copy()
@@ -1192,9 +1221,8 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
     (:attr:`LeafPlan.levels_pending`), the full-zip and constant rows' level work and every
     row's level fills are emitted by :func:`settle_mixed_levels`; otherwise now."""
     m = leaf.mixed
-    whole = leaf.reader.mapped
     pages = leaf.constant_pages
-    assert m is not None and whole is not None and pages is not None  # _plan_mixed_table
+    assert m is not None and pages is not None  # _plan_mixed_table
     col = m.column
     n = len(t)
     pending = leaf.levels_pending
@@ -1223,13 +1251,16 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
     rep_at = leaf.rep_pos + lpos if leaf.has_rep and not pending else np.full(n, -1, np.int64)
     def_at = leaf.def_pos + lpos if leaf.has_def and not pending else np.full(n, -1, np.int64)
     pos = np.full((n, 2), -1, np.int64)
+    deferred = np.zeros((n, 2), np.bool_)
     works: list[LevelWork] = []
     lo = 0
     vlist, rlist, dlist = vpos[col.constant_at].tolist(), rep_at[col.constant_at].tolist(), def_at[col.constant_at].tolist()
     for k, c in enumerate([*col.constant_at.tolist(), n]):
         if c > lo:
             tk = take_at[lo:c]
-            pos[lo:c][tk] = unit.stage.add_file_buffers(leaf.path, whole, off[lo:c][tk], size[lo:c][tk])
+            pos[lo:c][tk], got = _stage_rows(unit, leaf, off[lo:c][tk], size[lo:c][tk])
+            if got is not None:
+                deferred[lo:c][tk] = got
         if c < n:
             lp = pages[k]
             emitted = _emit_constant_page(unit, leaf, lp, vlist[k], rlist[k], dlist[k], later=pending)
@@ -1239,6 +1270,8 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
             else:
                 _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rlist[k], dlist[k])
         lo = c + 1
+    unit.count_direct("mini_block_layout", int(deferred[col.mini_at, 1].sum()))
+    unit.count_direct("full_zip_layout", int(deferred[col.full_zip_at, 0].sum()))
     if col.mini is not None:
         mi = col.mini_at
         unit.device_blocks.append(DeviceBlock(leaf, [], pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
@@ -1465,7 +1498,7 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
 
 
 def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
-    """:func:`place_leaf` of a leaf planned as a table (:func:`_table_leaf`): its pages'
+    """:func:`place_leaf` of a leaf planned as a table (:func:`_table_column`): its pages'
     values and levels placed by the table's scan of its counts (made once per column,
     :meth:`pagetable.LeafPages.derived`), their chunks staged together
     (:meth:`Stager.add_file_buffers`; a table of fewer than :data:`DEVICE_BLOCK_MIN_PAGES`
@@ -1473,7 +1506,6 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     level fills and remaps of pages whose layout lacks the leaf's levels or layers
     (:func:`table_level_fills`) where the leaf's levels are known now."""
     whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     pending = leaf.levels_pending
     rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
     def_at = leaf.def_pos if leaf.has_def and not pending else -1
@@ -1490,23 +1522,26 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     alone = False  # dictionary pages each staging their own dictionary before their chunks
     if t.layouts[0].dictionary:  # every page has one (_table_column)
         bodies = [t.layouts[k].body for k in t.layout.tolist()]
-        bufs = [whole[o : o + z] for o, z in zip(t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist(), strict=True)]
+        bufs = _read_rows(leaf, t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist())
         together = _dictionaries_together(unit, leaf, bodies, bufs, d.values_list, d.vpos_list)
         alone = together is None
         if together is not None:
             dictionary = (together[0][0], [ipos for _bits, ipos in together])
     if alone:  # as the per-page path: each page's dictionary, then its chunks
-        path, add, ctx = leaf.path, unit.stage.add_buffer, leaf.ctx()
+        ctx = leaf.ctx()
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos, index = [], []
         for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, vpos, d.buf1_offsets, sizes, strict=True):
             bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx)
             index.append(ipos)
-            data_pos.append(add(path, o, whole[o : o + z], whole) if z else 0)
+            got, deferred = _stage_rows(unit, leaf, np.asarray([o], np.int64), np.asarray([z], np.int64))
+            data_pos.append(int(got[0]))
+            if deferred is not None:
+                unit.count_direct("mini_block_layout", int(deferred[0]))
         dictionary = (bits, index)
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
         def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
-    elif n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+    elif whole is not None and n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
         path, add = leaf.path, unit.stage.add_buffer
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, sizes, strict=True)]
@@ -1517,7 +1552,9 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
         rep_dst = rep_at + vpos if rep_at >= 0 else np.full(n, -1, np.int64)
         def_dst = def_at + vpos if def_at >= 0 else np.full(n, -1, np.int64)
         sizes = np.ascontiguousarray(t.sizes[:, 1])
-        data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
+        data_pos, deferred = _stage_rows(unit, leaf, t.offsets[:, 1], sizes)
+        if deferred is not None:
+            unit.count_direct("mini_block_layout", int(deferred.sum()))
     if leaf.kind == "var":
         unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, dictionary, rows=t))
@@ -1608,14 +1645,13 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     FSST segments of the pages with a symbol table; the level fills of pages whose layout
     lacks the leaf's levels."""
     whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     z = t.memo.get("fullzip")
     if z is None:
         z = t.memo["fullzip"] = _fullzip_table(leaf, t)
     d = t.derived()
     npages = len(t)
     path = leaf.path
-    if npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
+    if whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
         add = unit.stage.add_buffer
         got = []
         for o, s, o1, s1, ix in zip(d.buf0_offsets, d.buf0_sizes, d.buf1_offsets, d.buf1_sizes, z.indexed.tolist(), strict=True):
@@ -1628,8 +1664,10 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         take[:, 1] = z.indexed
         width = min(2, t.offsets.shape[1])
         pos = np.full((npages, 2), -1, np.int64)
-        pos[:, :width][take[:, :width]] = unit.stage.add_file_buffers(path, whole, t.offsets[:, :width][take[:, :width]],
-                                                                      t.sizes[:, :width][take[:, :width]])
+        tk = take[:, :width]
+        pos[:, :width][tk], deferred = _stage_rows(unit, leaf, t.offsets[:, :width][tk], t.sizes[:, :width][tk])
+        if deferred is not None:  # (a page counted by its data buffer, the first of its row)
+            unit.count_direct("full_zip_layout", int(deferred[miniblock.exclusive_scan(tk.sum(axis=1))[:-1]].sum()))
     dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
     rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
     def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
@@ -1880,7 +1918,7 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
             data_pos = 0
         elif page.data_deferred:
             data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
-            unit.count_direct(page)
+            unit.count_direct(page.kind)
         else:
             data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped)
         unit.device_blocks.append(DeviceBlock.one(leaf, page, data_pos, size, vpos, rep_dst, def_dst, dictionary))
@@ -1901,7 +1939,7 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
         _land_chunks(unit, leaf, page, data, at[0], vpos, rep_dst, def_dst, dictionary)
 
     at.append(unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size, land=land))
-    unit.count_direct(page)
+    unit.count_direct(page.kind)
 
 
 def _land_chunks(unit, leaf, page, data, data_pos, vpos, rep_dst, def_dst, dictionary) -> None:
@@ -2491,7 +2529,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
     not known yet (its leaf's levels wait for the device pre-pass): the bytes are staged now
     and the work is returned, to be emitted with them (:data:`LevelWork`)."""
     if page.data_deferred:
-        unit.count_direct(page)
+        unit.count_direct(page.kind)
     if page.row_runs is not None:
         if later:
             raise CorruptFileError(leaf.path, "row selection of a full-zip page with repetition")

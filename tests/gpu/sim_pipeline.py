@@ -1000,9 +1000,9 @@ def _spy_direct(monkeypatch) -> tuple[list[str], list[int]]:
     sizes: list[int] = []
     count_direct, add_range = plan.UnitPlan.count_direct, staging.Stager.add_range
 
-    def spy_count(self, page):
-        kinds.append(page.kind)
-        return count_direct(self, page)
+    def spy_count(self, kind, n=1):
+        kinds.extend([kind] * n)
+        return count_direct(self, kind, n)
 
     def spy_add(self, st, key, offset, size, **kw):
         sizes.append(size)
