@@ -24,7 +24,12 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
 ``dicts64``
     columns of page dictionaries and constant pages (low-cardinality strings, nullable ones
     and int64, all-null int32 and strings, a constant int64 and string; 2.2) of 64,000 rows
-    as 64 fragments of a few pages per leaf.
+    as 64 fragments of a few pages per leaf;
+``mixedlists``, ``mixedflat``
+    leaves whose pages are of several kinds (``tests/gpu/gpu_datasets.mixed_list_pages_table``:
+    lists beside full-zip and constant pages, 2.2; ``mixed_flat_pages_table``: strings
+    whose long runs go full-zip, integers with all-null pages, 2.1), 40,000 rows in runs
+    of 500 (one page per column each, 8 KiB pages).
 
 Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
@@ -118,6 +123,13 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
         lance.write_dataset(reader, str(uri), data_storage_version="2.2", max_rows_per_file=1000, max_page_bytes=2048,
                             data_cache_bytes=8 * 2048)
     out["dicts64"] = (str(uri), ["cat", "catn", "code", "nulls", "snulls", "const", "sconst"])
+    from gpu_datasets import write_mixed_flat_pages, write_mixed_list_pages
+
+    # (written once under --data: each writer names its directory by version and rows)
+    got = root / "mixed_list_pages_2.2_40000"
+    out["mixedlists"] = (str(got) if got.exists() else write_mixed_list_pages(lance, root, "2.2", n=40_000), ["ls", "li", "lc", "ln"])
+    got = root / "mixed_flat_pages_2.1_40000"
+    out["mixedflat"] = (str(got) if got.exists() else write_mixed_flat_pages(lance, root, "2.1", n=40_000), ["s", "i", "e", "c"])
     return out
 
 

@@ -1534,10 +1534,12 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
         for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, vpos, d.buf1_offsets, sizes, strict=True):
             bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx)
             index.append(ipos)
+            if whole is not None:  # (a mapped file: a view of its map; one-page leaves of many fragments: no NumPy)
+                data_pos.append(unit.stage.add_buffer(leaf.path, o, whole[o : o + z], whole) if z else 0)
+                continue
             got, deferred = _stage_rows(unit, leaf, np.asarray([o], np.int64), np.asarray([z], np.int64))
             data_pos.append(int(got[0]))
-            if deferred is not None:
-                unit.count_direct("mini_block_layout", int(deferred[0]))
+            unit.count_direct("mini_block_layout", int(deferred.sum()) if deferred is not None else 0)
         dictionary = (bits, index)
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
         def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
