@@ -335,8 +335,8 @@ def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     """On an object store (memory://, ranged reads), leaves are planned as tables of their
     pages too (no PagePlan, counted): their chunks, full-zip data and repetition indexes
     staged straight from the store into the slabs as the per-page path defers them (the
-    same staged ranges, counted pages and work as ``TABLE_LEAVES`` off), their chunk
-    metadata, dictionaries and constant pages read on the host."""
+    same staged ranges, counted pages and work as ``TABLE_LEAVES`` off, whole and for a row
+    selection), their chunk metadata, dictionaries and constant pages read on the host."""
     pytest.importorskip("obstore")
     from lance_gpu.file import container
     from lance_gpu.gpu import staging
@@ -361,9 +361,45 @@ def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     tables = direct()
     deferred, ranges[:] = sorted(ranges), []
     assert deferred and tables[1].get("mini_block_layout", 0) > 0
+    rows = np.unique(np.random.default_rng(3).integers(0, lance.dataset(datasets[name]).count_rows(), 60))
+    selected = _work(src, rows)  # a row selection: cut chunks read from the store into the slabs
+    cut = ranges[:]
+    ranges[:] = []
     monkeypatch.setattr(plan, "TABLE_LEAVES", False)
     assert direct() == tables
     assert sorted(ranges) == deferred
+    ranges[:] = []
+    assert _work(src, rows) == selected
+    assert ranges == cut
+
+
+@pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst"])
+def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
+    """A row selection's pages are planned as a table of them (no PagePlan) where the
+    selection cuts none of them or they are mini-block pages (their chunks cut over the
+    table at once, ``plan.ChunkCut``): the work, staged bytes and decoded extent equal the
+    PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows, of a run and of
+    many rows (object stores: test_object_store_leaves_plan_as_tables)."""
+    from lance_gpu.gpu.rows import extent
+
+    uri = datasets[name]
+    rng = np.random.default_rng(7)
+    n = lance.dataset(uri).count_rows()
+    selections = [np.unique(rng.integers(0, n, 25)), np.arange(n // 3, n // 3 + 700), np.unique(rng.integers(0, n, 400))]
+    cut = made = 0
+    for rows in selections:
+        leaves = _leaves(uri, rows)
+        tables = [leaf for leaf in leaves if leaf.table is not None]
+        assert tables and all(not leaf.pages for leaf in tables)
+        cut += sum("cut" in leaf.table.memo for leaf in tables)
+        made += sum(len(leaf.pages) for leaf in leaves)
+        got = (_work(uri, rows), extent(leaves))
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, name
+    assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst")), (name, cut)
+    if name not in ("rich21", "rich22", "mixedflat22"):  # (their cut full-zip pages: row runs, planned page by page)
+        assert made == 0, (name, made)
 
 
 def test_mapped_buffers_are_views_of_the_map(datasets):
@@ -749,8 +785,9 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         assert leaves
         for leaf in leaves:
             if leaf.table is not None:  # planned as a table of its pages
-                # (a constant column may have no buffers: all null, no levels)
-                assert leaf.page_bytes == int(leaf.table.sizes.sum()), leaf.path
+                # (a constant column may have no buffers: all null, no levels; cut pages count whole)
+                pages = leaf.reader.column(leaf.column).pages
+                assert leaf.page_bytes == sum(int(s) for i in leaf.table.ids.tolist() for s in pages[i].buffer_sizes), leaf.path
                 assert leaf.page_bytes > 0 or leaf.table.layouts[0].kind == "constant_layout", leaf.path
                 continue
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path

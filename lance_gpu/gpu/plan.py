@@ -750,17 +750,56 @@ def table_chunk_layouts(tables: list[tuple[LeafPlan, pagetable.LeafPages]]) -> t
             got = t.memo["chunk_meta"] = (t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_),
                                           np.ascontiguousarray(t.sizes[:, 0]))
         large.append(got[0])
-        items.append(t.num_values)
+        cut = t.memo.get("cut")
+        items.append(t.num_values if cut is None else cut.num_values)
         nbytes.append(got[1])
     if not tables:
         return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
     try:
-        return miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
-                                              np.concatenate(nbytes), tables[0][0].ctx())
+        out = miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
+                                             np.concatenate(nbytes), tables[0][0].ctx())
     except CorruptFileError:
         for k, (leaf, t) in enumerate(tables):  # name the file of the first bad page
             miniblock.chunk_layouts_packed(large[k], items[k], np.concatenate(_table_metas(leaf, t)), nbytes[k], leaf.ctx())
         raise
+    if any("cut" in t.memo for _leaf, t in tables):
+        return _cut_chunks([t for _leaf, t in tables], *out)
+    return out
+
+
+@dataclass(slots=True, frozen=True)
+class ChunkCut:
+    """A row selection's cut of a table of mini-block pages without repetition levels
+    (``LeafPages.memo["cut"]``, made by ``rows._restrict_table``): which chunks of its pages
+    are kept (``keep``: per chunk of their chunk layouts, in order; a page not cut keeps
+    all), where each page's kept chunks start in its chunk buffer (``shift``: the table's
+    buffer 1 starts there and ends at its last kept chunk's end; 0 for a page not cut) and
+    the pages' full value counts (``num_values``: what their chunk metadata adds up to; the
+    table's own are the kept values)."""
+
+    keep: np.ndarray
+    shift: np.ndarray
+    num_values: np.ndarray
+
+
+def _cut_chunks(tables: list[pagetable.LeafPages], bounds: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of ``tables`` (:func:`table_chunk_layouts`) less the chunks their
+    :class:`ChunkCut` drops, each kept chunk's start rebased to its page's cut buffer."""
+    keep = np.ones(counts.size, np.bool_)
+    shift = np.zeros(bounds.size - 1, np.int64)
+    row = 0
+    for t in tables:
+        cut = t.memo.get("cut")
+        if cut is not None:
+            lo, hi = int(bounds[row]), int(bounds[row + len(t)])
+            keep[lo:hi] = cut.keep
+            shift[row : row + len(t)] = cut.shift
+        row += len(t)
+    per_page = np.diff(bounds)
+    starts = starts - np.repeat(shift, per_page)
+    kept = np.bincount(np.repeat(np.arange(per_page.size), per_page)[keep], minlength=per_page.size)
+    return miniblock.exclusive_scan(kept), starts[keep], sizes[keep], counts[keep]
 
 
 def miniblock_rows(leaf: LeafPlan) -> pagetable.LeafPages | None:
@@ -872,9 +911,11 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], cp: pagetable.ColumnPage
 _LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
-def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
+def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None,
+              table: bool = True) -> LeafPlan:
     """Classify and parse every page of one leaf column (``page_ids``; None: all; no device
-    work is registered yet).
+    work is registered yet); ``table``: the pages may be planned as a table (a row selection
+    that cuts pages a table cannot cut passes False, :mod:`lance_gpu.gpu.rows`).
 
     The pages' layouts, buffers and rows come from the column's page arrays
     (:func:`pagetable.column_pages`: each distinct layout parsed and classified once per
@@ -909,6 +950,9 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
             return leaf
     else:
         lists_on_device = _device_lists(sel.distinct, cp, np.asarray(sel.ids, np.int64))
+        if table and TABLE_LEAVES and _table_column(cp, sel, lists_on_device):  # a row selection's pages
+            _plan_table_leaf(leaf, cp.leaf_pages(sel.ids), lists_on_device)
+            return leaf
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -981,24 +1025,25 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
 
 
 def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
-    """Whether a whole column's pages (``sel``) are planned as a table: all full-zip pages
+    """Whether a column's pages (``sel``: all, or a row selection's) are planned as a table: all full-zip pages
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
     pre-pass: mini-block pages with values and their chunks whose chunk headers the device
     parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
     none with a dictionary or all with one (and with values and a dictionary buffer); or
     all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
-    these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``);
-    :data:`TABLE_LEAVES` turns tables off."""
+    these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``) for
+    all its pages; :data:`TABLE_LEAVES` turns tables off."""
     if not sel.ids:
         return False
+    nbuf = cp.arrays().nbuf if len(sel.ids) == cp.num_pages else cp.arrays().nbuf[np.asarray(sel.ids, np.int64)]
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
-        return int(cp.arrays().nbuf.min()) >= 1
+        return int(nbuf.min()) >= 1
     if all(f.kind == "constant_layout" for f in sel.distinct):
         return True  # all-null or constant pages only (_plan_constant_table)
     if not DEVICE_HEADERS:
         return False
     if len({f.kind for f in sel.distinct}) > 1:
-        return _mixed_column(cp, sel.distinct, lists_on_device)
+        return _mixed_column(cp, sel, lists_on_device)
     for facts in sel.distinct:
         if facts.kind != "mini_block_layout" or not facts.num_buffers:
             return False
@@ -1006,8 +1051,8 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
             return False
     dictionary = {f.dictionary for f in sel.distinct}
     if dictionary == {True}:
-        return min(f.num_visible for f in sel.distinct) > 0 and int(cp.arrays().nbuf.min()) >= 3
-    return dictionary == {False} and int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
+        return min(f.num_visible for f in sel.distinct) > 0 and int(nbuf.min()) >= 3
+    return dictionary == {False} and int(nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
 def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
@@ -1101,21 +1146,23 @@ def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages
         lv += lp.num_levels
 
 
-def _mixed_column(cp: pagetable.ColumnPages, distinct: list[pagetable.LayoutFacts], lists_on_device: bool) -> bool:
+def _mixed_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
     """:func:`_table_column` of a column whose pages are of several kinds: mini-block pages
     beside full-zip or constant ones (strings whose long pages go full-zip, lists whose
     pages are partly all-null or constant).  Each kind as a table of it takes: mini-block
     pages with values and their chunks, without a dictionary, whose chunk headers the device
     parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip
     pages with their data buffer; constant pages."""
-    for f in distinct:
+    for f in sel.distinct:
         if f.kind not in _LIST_PAGE_KINDS:
             return False
         if f.kind == "mini_block_layout" and (not f.num_buffers or f.dictionary or not (lists_on_device or f.device_headers)):
             return False
     ca = cp.arrays()
-    code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout]
-    return bool(np.all(ca.nbuf[code == 0] >= 2) and np.all(ca.nbuf[code == 1] >= 1))
+    at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
+    code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout[at]]
+    nbuf = ca.nbuf[at]
+    return bool(np.all(nbuf[code == 0] >= 2) and np.all(nbuf[code == 1] >= 1))
 
 
 @dataclass(slots=True, eq=False)
