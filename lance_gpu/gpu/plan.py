@@ -34,7 +34,9 @@ headers are parsed there, on the landed bytes, by the file layer's parser
 device and emits the work that depends on them (:func:`_emit_miniblock`).  Still fetched
 while planning: chunk metadata, page dictionaries, full-zip repetition indices and the
 chunks of pages with repetition levels (whose level counts are only in their headers) that
-the device pre-pass does not parse (see below).
+the device pre-pass does not parse (see below); a leaf planned as a table of its pages reads
+its chunk metadata when the unit's chunk table is laid out and its dictionaries when it is
+placed (:func:`_read_rows`), its constant pages while planning.
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
