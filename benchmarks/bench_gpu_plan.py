@@ -5,7 +5,8 @@ The GPU read turns every page of every requested column into device work on the 
 page layouts (protobuf), mini-block chunk tables and headers, and the work items of every
 kernel family (:mod:`lance_gpu.gpu.plan`).  This script times that host work alone --
 ``plan_field_leaves`` for every (fragment, field) as ``scan_device`` plans them, then
-``place_leaf`` of every leaf into one unit -- without staging, uploading or decoding (under the
+the placement of every leaf into one unit (``passplan.place_unit`` where the checkout has
+it: the same column of many fragments as one table; else ``place_leaf`` per leaf) -- without staging, uploading or decoding (under the
 CUDA simulator those would time the simulator, not a GPU).  Datasets (written by pylance):
 
 ``pages1000``
@@ -38,7 +39,7 @@ Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
 (``time.thread_time``: steadier than wall time on a loaded machine) and it per page and per
 chunk, split into parsing (``plan_field_leaves``: protobufs, chunk tables) and placing
-(``place_leaf``: work items; and, where chunk headers are parsed on the device
+(``place_unit`` / ``place_leaf``: work items; and, where chunk headers are parsed on the device
 (``lance_gpu.gpu.headers``), the chunk table staged for the pre-pass and the work emitted
 after its readback) per page (least of each); the pre-pass itself is device work, run here
 by its CPU form and left out of the times, and, for scale, pylance's ``to_table`` of the same columns in the same process
@@ -147,7 +148,7 @@ def _dicts_table(n: int) -> pa.Table:
 def plan_read(ds, names: list[str], phases: list[float] | None = None, take: np.ndarray | None = None) -> tuple[int, int]:
     """Plan a full read of ``names`` as ``scan_device`` does (no staging; ``take``: of these
     sorted rows of a one-fragment dataset); returns (pages, chunks); ``phases`` gets the CPU
-    seconds of parsing (``plan_field_leaves``) and of placing (``place_leaf``)."""
+    seconds of parsing (``plan_field_leaves``) and of placing (``place_unit`` or ``place_leaf``)."""
     from lance_gpu.gpu.plan import UnitPlan, place_leaf, plan_field_leaves
     from lance_gpu.gpu.rows import plan_field_rows
 
@@ -166,8 +167,13 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None, take: np.
                 leaves.extend(plan_field_rows(reader, arrow_fields[f.name], src.columns, take)[0])
     t1 = time.thread_time()
     unit = UnitPlan()
-    for leaf in leaves:
-        place_leaf(unit, leaf)
+    try:  # the unit's placement as scan_device's: the same column of its fragments as one table
+        from lance_gpu.gpu.passplan import place_unit
+    except ImportError:  # a checkout that places leaf by leaf
+        for leaf in leaves:
+            place_leaf(unit, leaf)
+    else:
+        place_unit(unit, leaves)
     device = gather = 0.0  # the device pre-pass's own work (stood in for by its CPU form): not the host's
     device_chunks = 0
     if getattr(unit, "device_pages", None) or getattr(unit, "device_blocks", None):

@@ -55,6 +55,7 @@ cache does not hash globals); they specialise on argument types instead.
 import threading
 import types
 
+from . import _simulator
 from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, njit, prange, with_globals
 
 __all__ = [
@@ -89,9 +90,12 @@ _lock = threading.RLock()
 
 
 def cuda_module():
-    """Import and return :mod:`numba.cuda` (lazily, at first GPU use)."""
+    """Import and return :mod:`numba.cuda` (lazily, at first GPU use); under the CUDA
+    simulator, blocks of kernels whose threads never wait on each other run without a
+    Python thread per CUDA thread (:mod:`cuda_kernels._simulator`)."""
     from numba import cuda
 
+    _simulator.install()
     return cuda
 
 

@@ -21,7 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
-from lance_gpu.gpu import headers, pagetable, plan, staging  # noqa: E402
+from lance_gpu.gpu import headers, pagetable, passplan, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
 
@@ -100,18 +100,26 @@ class _LevelRegions:
         return (*self.labels[r], level - int(self.starts[r]), rest)
 
 
-def _work(uri, rows: np.ndarray | None = None) -> dict[str, object]:
+def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) -> dict[str, object]:
     """The unit's work of a whole read, order-free: each work list's rows sorted, the
     staged layout, fills, FSST tables, checks and remaps (level positions relative to their
-    leaf's region: :class:`_LevelRegions`)."""
+    leaf's region: :class:`_LevelRegions`; a full-zip walk's invisible-level table by its
+    entries); leaf by leaf (``plan.place_leaf``), or
+    ``by_unit`` as a read places a unit (``passplan.place_unit``: a column of many
+    fragments as one table)."""
     unit = plan.UnitPlan()
     leaves = _leaves(uri, rows)
-    for leaf in leaves:
-        plan.place_leaf(unit, leaf)
+    if by_unit:
+        passplan.place_unit(unit, leaves)
+    else:
+        for leaf in leaves:
+            plan.place_leaf(unit, leaf)
     # pages whose chunk headers the device parses: the pre-pass's CPU form over the staged bytes
     headers.parse_and_emit_on_host(unit)
     at = _LevelRegions(leaves)
     level = plan._DESTS.index("level")
+
+    invisible = np.concatenate(unit.invisible) if unit.invisible else np.zeros(0, np.bool_)
 
     def rows_of(name: str, cols: dict) -> list:
         keys = sorted(cols)
@@ -125,6 +133,8 @@ def _work(uri, rows: np.ndarray | None = None) -> dict[str, object]:
                     row.append(at(v, 2))
                 elif (name == "unpack('level', 16)" and c == "dst") or (name == "fullzip" and c in ("rep_dst", "def_dst")):
                     row.append(at(v))
+                elif name == "fullzip" and c == "inv":  # a walk's invisible-level table: its entries
+                    row.append(tuple(invisible[v : v + int(cols["ninv"][i])].tolist()))
                 else:
                     row.append((v,))
             out.append(row)
@@ -262,6 +272,100 @@ def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
     for leaf in leaves:
         plan.place_leaf(apart, leaf)
     assert len(apart.stage.items) >= len(unit.stage.items) + len(unit.device_blocks) - len(files)
+
+
+def _fragments(root: Path, name: str, nfrags: int, rows: int = 40, version: str = "2.1") -> str:
+    """``gd.rich_table`` as ``nfrags`` fragments of ``rows`` rows (one page per leaf)."""
+    uri = root / f"{name}_{nfrags}"
+    if not uri.exists():
+        lance.write_dataset(gd.rich_table(nfrags * rows, seed=4), str(uri), data_storage_version=version, max_rows_per_file=rows)
+    return str(uri)
+
+
+@pytest.mark.parametrize("name", ["frags21", "frags22", "rich21", "rich22", "fsst", "many21", "many22", "runs22", "fixdict22"])
+def test_a_units_fragments_place_a_column_as_one_table(datasets, root, name, monkeypatch):
+    """A unit places the same column of its fragments as one pass table
+    (``passplan.place_unit``: one device block over every fragment's rows) with the work,
+    regions and staged ranges of leaf-by-leaf placement (``plan.place_leaf`` in unit
+    order), whatever the page count (both staging branches), from two leaves a pass and at
+    the default threshold, and with pass tables off."""
+    uri = _fragments(root, name, 12, version=name[-2] + "." + name[-1]) if name.startswith("frags") else datasets[name]
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    leaves = _leaves(uri)
+    unit = plan.UnitPlan()
+    passplan.place_unit(unit, leaves)
+    passes = [b for b in unit.device_blocks if b.leaves is not None]
+    if name.startswith("frags"):
+        assert passes, "no column placed as one table"
+        assert all(len(b.leaves) >= 6 and b.npages == int(b.leaf_rows[-1]) for b in passes)
+        assert len({b.leaf.column for b in passes}) == len(passes)  # one block per column
+    by_leaf = _work(uri)
+    assert _work(uri, by_unit=True) == by_leaf
+    monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", 1)
+    assert _work(uri, by_unit=True) == _work(uri)
+    monkeypatch.undo()  # the default threshold
+    assert _work(uri, by_unit=True) == by_leaf
+    monkeypatch.setattr(passplan, "PASS_TABLES", False)
+    assert _work(uri, by_unit=True) == _work(uri)
+
+
+def test_fsst_strings_of_many_fragments_place_as_one_table(root, monkeypatch):
+    """FSST-compressed string pages (mini-block chunks; full-zip long strings) of three
+    fragments as pass tables: every fragment's symbol tables staged and its FSST segments
+    emitted, the work of leaf-by-leaf placement."""
+    import pyarrow as pa
+
+    uri = root / "fsst_frags"
+    if not uri.exists():
+        n = 3 * 1300
+        rng = np.random.default_rng(5)
+        vals = [" ".join(gd.FSST_WORDS[j] for j in rng.integers(0, 8, 5)) + f" {i}" for i in range(n)]
+        long = [v * 40 for v in vals]  # long strings: full-zip pages
+        lance.write_dataset(pa.table({"text": pa.array(vals, mask=rng.random(n) < 0.05), "long": pa.array(long)}), str(uri),
+                            data_storage_version="2.2", max_rows_per_file=1300)
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    leaves = _leaves(str(uri))
+    unit = plan.UnitPlan()
+    passplan.place_unit(unit, leaves)
+    assert [len(b.leaves) for b in unit.device_blocks if b.leaves is not None] == [3]
+    headers.parse_and_emit_on_host(unit)
+    assert unit.fsst, "no FSST segment"
+    assert {leaf.path for leaf in leaves if id(leaf) in unit.fsst_rows} == {leaf.path for leaf in leaves}
+    assert _work(str(uri), by_unit=True) == _work(str(uri))
+
+
+def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
+    """4 and 32 fragments of the same columns: the same number of pass blocks (one per
+    mini-block column, list columns too), no leaf of a table of mini-block or full-zip
+    pages placed on its own
+    (``plan._place_table_leaf``, ``plan._place_fullzip_table``), and the device pre-pass's
+    chunk table made from one block per such column."""
+    placed_alone: list[plan.LeafPlan] = []
+    for name in ("_place_table_leaf", "_place_fullzip_table"):
+        real = getattr(plan, name)
+
+        def spy(unit, leaf, t, real=real):
+            placed_alone.append(leaf)
+            return real(unit, leaf, t)
+
+        monkeypatch.setattr(plan, name, spy)
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    counts = []
+    for nfrags in (4, 32):
+        leaves = _leaves(_fragments(root, "grow", nfrags))
+        placed_alone.clear()
+        unit = plan.UnitPlan()
+        passplan.place_unit(unit, leaves)
+        keys = [passplan.pass_key(leaf) for leaf in leaves]
+        mini = [leaf for leaf, key in zip(leaves, keys, strict=True) if key is not None and key[0] == "mini_block_layout"]
+        full_zip = [leaf for leaf, key in zip(leaves, keys, strict=True) if key is not None and key[0] == "full_zip_layout"]
+        assert len(mini) >= 4 * nfrags and len(full_zip) >= nfrags
+        assert not placed_alone  # (list leaves too: a pass of their own, settled after the pre-pass)
+        passes = [b for b in unit.device_blocks if b.leaves is not None]
+        assert sorted(id(leaf) for b in passes for leaf in b.leaves) == sorted(map(id, mini))
+        counts.append(len(passes))
+        headers.parse_and_emit_on_host(unit)  # the chunk table of the pass blocks (and of the list leaves)
+    assert counts[0] == counts[1] > 0
 
 
 @pytest.mark.parametrize("name", ["mixed21", "mixed22"])
@@ -512,7 +616,8 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
     definition levels, a list page's repetition levels) and chunk headers pointing past
     their chunk (a flat page's value buffer, a list page's repetition levels): the same
     CorruptFileError from bulk and page-by-page planning and from the device pre-pass's
-    parse, and from the CPU reader; pylance refuses each too."""
+    parse (leaf by leaf, and a unit's columns as pass tables), and from the CPU reader;
+    pylance refuses each too."""
     uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}_{edit.__name__}", column, buffer, edit)
     errors = []
     for on_device in (False, True):
@@ -522,6 +627,10 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
             with pytest.raises(CorruptFileError) as exc:
                 _work(uri)
             errors.append(str(exc.value))
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    with pytest.raises(CorruptFileError) as exc:  # a unit's fragments' columns as pass tables
+        _work(uri, by_unit=True)
+    errors.append(str(exc.value))
     assert len(set(errors)) == 1 and message in errors[0], errors
     with pytest.raises(CorruptFileError):
         lance_gpu.dataset(uri).to_table(device="cpu")
@@ -561,7 +670,7 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
     check()
 
 
-# -- the page table (lance_gpu.gpu.pagetable) ---------------------------------------------
+# -- page tables (lance_gpu.gpu.pagetable) ---------------------------------------------
 
 
 def _column_infos(uri: str) -> list[tuple[LanceFileReader, int]]:
@@ -601,28 +710,33 @@ def _page_by_page(reader: LanceFileReader, column: int) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22"])
-def test_page_table_holds_what_the_per_page_path_reads(datasets, name):
-    """Every page of every column of every file of the dataset, in one table: kinds,
-    buffers, rows, counts, levels and layouts equal the per-page protobuf parse's."""
+def test_a_pass_table_holds_what_the_per_page_path_reads(datasets, name):
+    """Every column of every file of the dataset as one pass table (``pagetable.concat`` of
+    their tables): each row's layout, buffers and rows equal the per-page protobuf parse's,
+    its counts and levels its own table's; each distinct layout held once."""
     from lance_gpu.file.encodings.base import DecodeContext
-    from lance_gpu.gpu import pagetable
 
     cols = _column_infos(datasets[name])
-    table = pagetable.page_table([(pagetable.column_pages(r.column(c), DecodeContext(r.path, c)), None) for r, c in cols])
+    tables = [pagetable.column_pages(r.column(c), DecodeContext(r.path, c)).leaf_pages(None) for r, c in cols]
+    table, edges = pagetable.concat(tables)
     expected = [(k, p, row) for k, (r, c) in enumerate(cols) for p, row in enumerate(_page_by_page(r, c))]
     assert len(table) == len(expected) > 0
+    assert edges.tolist() == [0, *np.cumsum([len(t) for t in tables]).tolist()]
     kinds = set()
     for i, (k, p, row) in enumerate(expected):
-        assert (int(table.leaf[i]), int(table.page[i])) == (k, p)
+        assert edges[k] <= i < edges[k + 1] and int(table.ids[i]) == p
         facts = table.layouts[int(table.layout[i])]
         assert facts.kind == row["kind"] and facts.message == row["message"]
-        assert int(table.kind[i]) == pagetable.KIND_CODES[row["kind"]]
         nb = len(row["offsets"])
-        assert int(table.nbuf[i]) == nb
+        assert int(table.nbuf[i]) == nb and int(table.num_rows[i]) == row["num_rows"]
         assert tuple(table.offsets[i, :nb].tolist()) == row["offsets"] and tuple(table.sizes[i, :nb].tolist()) == row["sizes"]
         assert not table.offsets[i, nb:].any() and not table.sizes[i, nb:].any()
-        for key in ("num_rows", "num_items", "num_visible", "has_rep", "has_def", "device_headers"):
-            assert getattr(table, key)[i] == row[key], (i, key)
+        if row["kind"] != "constant_layout":
+            assert int(table.num_values[i]) == row["num_visible"]
+            assert (bool(table.has_rep[i]), bool(table.has_def[i])) == (row["has_rep"], row["has_def"])
+        own, j = tables[k], i - int(edges[k])
+        for key in ("num_values", "num_levels", "has_rep", "has_def"):
+            assert getattr(table, key)[i] == getattr(own, key)[j], (i, key)
         kinds.add(row["kind"])
     assert len({id(f) for f in table.layouts}) == len(table.layouts)  # each distinct layout once
     assert "mini_block_layout" in kinds
@@ -950,22 +1064,26 @@ def test_one_page_leaves_plan_as_tables(root):
     assert many / (16 * len(names)) <= 1.1 * lines / 6, (many, lines)
 
 
+@pytest.mark.parametrize("by_unit", [False, True])
 @pytest.mark.parametrize(("what", "message"), [
     ("data", "full-zip buffer shorter than its values"),
     ("index", "full-zip repetition index has an impossible width"),
 ])
-def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message):
+def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message, by_unit, monkeypatch):
     """A leaf of full-zip pages planned as a table is checked over its rows at once, with
     the per-page path's messages naming the file: a data buffer shorter than its values, a
-    repetition index whose size is not a whole width per row."""
+    repetition index whose size is not a whole width per row; ``by_unit``: the middle one
+    of three fragments' leaves placed as one pass table names its own file."""
     import dataclasses
 
     uri = str(root / "fullzip_checks")
     if not Path(uri).exists():
-        lance.write_dataset(gd.rich_table(300, seed=2).select(["emb", "long"]), uri, data_storage_version="2.1")
+        lance.write_dataset(gd.rich_table(300, seed=2).select(["emb", "long"]), uri, data_storage_version="2.1",
+                            max_rows_per_file=100)
     leaves = _leaves(uri)
-    leaf = next(lf for lf in leaves if lf.table is not None and lf.table.layouts[0].kind == "full_zip_layout"
-                and (what == "data" or lf.kind == "var"))
+    found = [lf for lf in leaves if lf.table is not None and lf.table.layouts[0].kind == "full_zip_layout"
+             and (lf.kind == "var") == (what == "index")]
+    leaf = found[len(found) // 2 if by_unit else 0]
     sizes = leaf.table.sizes.copy()
     if what == "data":
         sizes[0, 0] = 1
@@ -973,7 +1091,12 @@ def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, mes
         sizes[0, 1] += 1
     leaf.table = dataclasses.replace(leaf.table, sizes=sizes, memo={})
     with pytest.raises(CorruptFileError, match=message) as got:
-        plan.place_leaf(plan.UnitPlan(), leaf)
+        if by_unit:
+            assert len({lf.path for lf in found}) == 3
+            monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+            passplan.place_unit(plan.UnitPlan(), leaves)
+        else:
+            plan.place_leaf(plan.UnitPlan(), leaf)
     assert leaf.path in str(got.value)
 
 

@@ -12,7 +12,10 @@ chunk metadata (buffer 0: chunk starts, sizes and value counts) is decoded for e
 the pass at once, every leaf and file (:func:`plan.table_chunk_layouts` reads the words in
 the files' maps, :func:`miniblock.chunk_layouts` those of :class:`plan.PagePlan` pages:
 NumPy over all the words).  Pages are keyed by their row in the chunk table (and, for a leaf
-planned as a table, by their row in its page table), not by Python objects.
+planned as a table, by their row in its page table), not by Python objects; the same
+column of a unit's fragments is one *pass block* (:mod:`lance_gpu.gpu.passplan`: its leaves'
+rows back to back, each row's leaf and value base kept), so the table is made from a block
+per column, not per leaf and fragment.
 Once the unit's bytes are on the device, :func:`parse_and_emit`
 
 1. lays out one chunk table for every such page of the unit (struct of arrays, ``int64``:
@@ -49,6 +52,7 @@ from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
 from lance_gpu.gpu.pagetable import LayoutFacts
+from lance_gpu.gpu.passplan import settle_pass
 from lance_gpu.gpu.plan import (
     DeviceBlock,
     LeafPlan,
@@ -158,7 +162,7 @@ def _chunk_layouts(blocks: list[DeviceBlock], edges: np.ndarray) -> tuple[np.nda
             in_table[edges[k] : edges[k + 1]] = True
     sources = []
     if in_table.any():
-        bounds, starts, sizes, counts = table_chunk_layouts([(b.leaf, b.rows) for b in blocks if b.rows is not None])
+        bounds, starts, sizes, counts = table_chunk_layouts([b for b in blocks if b.rows is not None])
         sources.append((np.flatnonzero(in_table), np.diff(bounds), starts, sizes, counts))
     if not in_table.all():
         sources.append((np.flatnonzero(~in_table), *_plan_page_layouts([b for b in blocks if b.rows is None])))
@@ -209,6 +213,9 @@ class ChunkTable:
         ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
+        for k, b in enumerate(blocks):  # pass blocks: each row's leaf's
+            if b.base is not None:
+                self.base[self.edges[k] : self.edges[k + 1]] = b.base
         # each page's first index item (a dictionary page's index scratch), else -1
         self.index_pos = np.fromiter(itertools.chain.from_iterable(
             [-1] * b.npages if b.dictionary is None else b.dictionary[1] if isinstance(b.dictionary[1], list) else [b.dictionary[1]]
@@ -257,8 +264,9 @@ class ChunkTable:
         self.blocks = np.zeros((0, 2), np.int64)
 
     def leaf(self, j: int) -> LeafPlan:
-        """The leaf of page ``j``."""
-        return self.device_blocks[int(self.page_block[j])].leaf
+        """The leaf of page ``j`` (of a pass block: its row's)."""
+        k = int(self.page_block[j])
+        return self.device_blocks[k].leaf_of(j - int(self.edges[k]))
 
     def body(self, j: int):
         """The layout message (``MiniBlockLayout``) of page ``j``."""
@@ -344,23 +352,31 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
     level fills and remaps (:func:`plan.page_level_fills`, :func:`plan.table_level_fills`
     for a leaf planned as a table: array work over its rows; one of several page kinds:
-    :func:`plan.settle_mixed_levels`).  Leaves in order of their first block.  Call after
-    :func:`check`."""
+    :func:`plan.settle_mixed_levels`).  The leaves of pass blocks first
+    (:func:`passplan.settle_pass`: array work over the pass's rows, a few scalars per leaf),
+    then the others in order of their first block.  Call after :func:`check`."""
     edges = table.edges.tolist()
     pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
     table_blocks: dict[int, DeviceBlock] = {}
+    passes: list[tuple[int, DeviceBlock]] = []
     for k, block in enumerate(table.device_blocks):
         if block.leaf.levels_pending:
+            if block.leaves is not None:  # a pass block: its leaves' rows (passplan.settle_pass)
+                passes.append((edges[k], block))
+                continue
             if block.rows is not None:  # the leaf's one block: its rows
                 pending[id(block.leaf)] = (block.leaf, edges[k])
                 table_blocks[id(block.leaf)] = block
                 continue
             _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
             row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))  # type: ignore[union-attr]
-    if not pending:
+    if not pending and not passes:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
     in_band = scan[table.bounds[1:]] - scan[table.bounds[:-1]]
+    for lo, block in passes:
+        hi = lo + block.npages
+        table.rep_dst[lo:hi], table.def_dst[lo:hi] = settle_pass(unit, block, in_band[lo:hi])
     for leaf, rows in pending.values():
         if isinstance(rows, int):
             if leaf.mixed is not None:  # its block: its mini-block rows
@@ -546,6 +562,13 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
         if leaf.kind != "var" or block.dictionary is not None:
             continue
         lo = edges[k]
+        if block.leaves is not None:  # a pass block: each leaf's rows
+            assert block.leaf_rows is not None
+            for m, first in zip(block.leaves, block.leaf_rows.tolist(), strict=False):
+                at = lo + first
+                for j in unit.fsst_rows.get(id(m), _NO_END).tolist():
+                    _add_fsst(unit, (id(m), j), _value_dst(m, int(table.vpos[at + j])), int(table.num_values[at + j]))
+            continue
         if block.rows is not None:
             for j in unit.fsst_rows.get(id(leaf), _NO_END).tolist():
                 _add_fsst(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))

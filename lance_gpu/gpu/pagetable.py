@@ -15,21 +15,13 @@ Per column of a file (:class:`ColumnPages`, one per parsed ``ColumnInfo``, which
 written alike share) each page's layout is found once; what the planner reads of a column
 (:meth:`ColumnPages.select`: the pages' ``PageInfo``, layouts, buffer counts and buffer
 ranges) is made in one Python pass over its pages, once per column and process; and the
-pages as arrays (:class:`ColumnArrays`, ``int64`` unless noted), made when a page table asks::
+pages as arrays (:class:`ColumnArrays`, ``int64`` unless noted), made when a leaf's table asks::
 
     offsets[p, b], sizes[p, b]   buffer b of page p (b < max buffers; padding: 0, 0)
     nbuf[p]                      buffers of page p
     num_rows[p]                  top-level rows of page p
     layout[p]   (int32)          its LayoutFacts: ``layouts[layout[p]]`` (-1: it does not
                                  parse; :func:`layout_facts` raises why, naming the file)
-
-and a pass's :class:`PageTable` is their concatenation over the pass's leaves (``leaf[i]``,
-``page[i]``: which leaf and which page of its column row ``i`` is), with the per-layout
-scalars broadcast by one take each (``kind``, ``num_items``, ``num_visible``, ``has_rep``,
-``has_def``, ``device_headers``): O(pages) array work, no Python per page once a column's
-arrays exist.  Invariants: ``layouts`` holds each distinct layout of the table once (by
-identity), ``0 <= layout < len(layouts)``, and for a constant page ``num_items`` is -1 (its
-counts come from its buffers, :mod:`lance_gpu.file.v2_1.constant`).
 
 A leaf whose pages all go to the device pre-pass (dictionary pages too), or are all
 full-zip pages, or all constant pages, is planned from its column's arrays as a
@@ -41,11 +33,14 @@ kinds (mini-block pages beside full-zip or constant ones): its table's rows spli
 (:meth:`LeafPages.take`, ``plan._MixedColumn``), each kind placed by what places a table of
 it.  In any file, memory-mapped or on an object store.  The other leaves (mini-block pages
 with dictionaries beside other kinds, row selections) still plan a ``plan.PagePlan`` per
-page.
+page.  A read unit places the same column of its many fragments (files) as one *pass table*
+(:func:`concat`: their leaves' tables back to back, each distinct layout once;
+``passplan``), so that what costs per page is array work, not Python per leaf.
 """
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +51,8 @@ from lance_gpu.file.container import ColumnInfo, PageInfo
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.reader import parse_layout
 
-#: page kinds as ``PageTable.kind`` codes
+#: page kinds as codes (a mixed leaf's rows split by kind: ``plan._MixedColumn``; -1:
+#: another layout, which the planner refuses)
 KIND_CODES = {"mini_block_layout": 0, "full_zip_layout": 1, "constant_layout": 2}
 #: layouts (protobuf bytes) larger than this are parsed per page, not kept (FSST symbol
 #: tables make layouts that rarely repeat)
@@ -397,74 +393,49 @@ def column_pages(column: ColumnInfo, ctx: DecodeContext) -> ColumnPages:
     return out
 
 
-@dataclass(slots=True, eq=False)
-class PageTable:
-    """Every page of a pass's leaves, struct of arrays (the module docstring)."""
-
-    leaf: np.ndarray  # int32: the leaf (position in the list given to :func:`page_table`)
-    page: np.ndarray  # int64: the page's index in its column
-    layout: np.ndarray  # int32: ``layouts[layout[i]]``
-    layouts: list[LayoutFacts]
-    kind: np.ndarray  # int8: KIND_CODES (-1: another layout, refused by the planner)
-    offsets: np.ndarray  # int64 [n, max buffers]
-    sizes: np.ndarray
-    nbuf: np.ndarray
-    num_rows: np.ndarray
-    num_items: np.ndarray
-    num_visible: np.ndarray
-    has_rep: np.ndarray  # bool
-    has_def: np.ndarray
-    device_headers: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.leaf.size)
-
-
-def page_table(columns: list[tuple[ColumnPages, np.ndarray | None]]) -> PageTable:
-    """The :class:`PageTable` of ``(column pages, page indices or None for all)`` per leaf:
-    concatenation and one take per per-layout scalar (no Python per page)."""
+def concat(tables: list[LeafPages]) -> tuple[LeafPages, np.ndarray]:
+    """The rows of ``tables`` back to back as one :class:`LeafPages` (a *pass table*: the
+    same column of several files, ``passplan``), and ``edges`` (``int64``, one more than
+    ``tables``): table ``k``'s rows are ``edges[k]:edges[k + 1]``.  Each distinct layout is
+    held once (by identity; ``layout`` renumbered with one take over all rows), buffer
+    columns padded to the widest table; one concatenation per column, no Python per row.
+    The result is new (its ``memo`` empty); the tables are not changed."""
+    n = len(tables)
     distinct: dict[int, int] = {}
     layouts: list[LayoutFacts] = []
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("leaf", "page", "layout", "offsets", "sizes", "nbuf", "num_rows")}
-    arrays = [cp.arrays() for cp, _ids in columns]
-    width = max((ca.offsets.shape[1] for ca in arrays), default=0)
-    for li, ((cp, ids), ca) in enumerate(zip(columns, arrays, strict=True)):
-        sel = np.arange(cp.num_pages, dtype=np.int64) if ids is None else np.asarray(ids, np.int64)
-        if sel.size and int(ca.layout[sel].min()) < 0:
-            msg = "page table of a page whose layout does not parse (layout_facts raises why)"
-            raise ValueError(msg)
-        remap = np.empty(len(cp.layouts), np.int32)
-        for j, facts in enumerate(cp.layouts):
-            k = distinct.get(id(facts))
-            if k is None:
-                k = distinct[id(facts)] = len(layouts)
-                layouts.append(facts)
-            remap[j] = k
-        pad = width - ca.offsets.shape[1]
-        parts["leaf"].append(np.full(sel.size, li, np.int32))
-        parts["page"].append(sel)
-        parts["layout"].append(remap[ca.layout[sel]])
-        parts["offsets"].append(np.pad(ca.offsets[sel], ((0, 0), (0, pad))))
-        parts["sizes"].append(np.pad(ca.sizes[sel], ((0, 0), (0, pad))))
-        parts["nbuf"].append(ca.nbuf[sel])
-        parts["num_rows"].append(ca.num_rows[sel])
-    cat = {
-        k: np.concatenate(v) if v else np.zeros((0, width) if k in ("offsets", "sizes") else 0, np.int32 if k in ("leaf", "layout") else np.int64)
-        for k, v in parts.items()
-    }
-    lay = cat["layout"]
+    remaps: dict[int, int] = {}  # id(a table's layouts) -> its first entry in ``renumber``
+    renumber: list[int] = []
+    first = np.empty(n, np.int64)
+    for k, t in enumerate(tables):
+        at = remaps.get(id(t.layouts))
+        if at is None:
+            at = remaps[id(t.layouts)] = len(renumber)
+            for f in t.layouts:
+                j = distinct.get(id(f))
+                if j is None:
+                    j = distinct[id(f)] = len(layouts)
+                    layouts.append(f)
+                renumber.append(j)
+        first[k] = at
+    # the tables' columns as one list each (one attribute fetch per table, not per column)
+    ids, lay, offs, sizes_, rows, values, levels, rep, dfn, nbuf = zip(*map(_COLUMNS, tables), strict=True)
+    counts = np.fromiter(map(len, ids), np.int64, n)
+    edges = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=edges[1:])
+    layout = np.asarray(renumber, np.int32)[np.concatenate(lay) + np.repeat(first, counts)]
+    widths = {o.shape[1] for o in offs}
+    if len(widths) == 1:
+        offsets, sizes = np.concatenate(offs), np.concatenate(sizes_)
+    else:  # files whose pages hold more buffers: padded (0, 0)
+        w = max(widths)
+        offsets = np.concatenate([np.pad(o, ((0, 0), (0, w - o.shape[1]))) for o in offs])
+        sizes = np.concatenate([np.pad(z, ((0, 0), (0, w - z.shape[1]))) for z in sizes_])
+    out = LeafPages(np.concatenate(ids), layout, layouts, offsets, sizes, np.concatenate(rows), np.concatenate(values),
+                    np.concatenate(levels), np.concatenate(rep), np.concatenate(dfn), np.concatenate(nbuf))
+    return out, edges
 
-    def per_layout(values: list, dtype) -> np.ndarray:
-        return np.asarray(values, dtype)[lay] if layouts else np.zeros(0, dtype)
 
-    return PageTable(
-        cat["leaf"], cat["page"], lay, layouts,
-        per_layout([KIND_CODES.get(f.kind, -1) for f in layouts], np.int8),
-        cat["offsets"], cat["sizes"], cat["nbuf"], cat["num_rows"],
-        per_layout([f.num_items for f in layouts], np.int64), per_layout([f.num_visible for f in layouts], np.int64),
-        per_layout([f.has_rep for f in layouts], np.bool_), per_layout([f.has_def for f in layouts], np.bool_),
-        per_layout([f.device_headers for f in layouts], np.bool_),
-    )
+_COLUMNS = operator.attrgetter("ids", "layout", "offsets", "sizes", "num_rows", "num_values", "num_levels", "has_rep", "has_def", "nbuf")
 
 
 def clear() -> None:
@@ -476,4 +447,4 @@ def clear() -> None:
         _column_pages_held = 0
 
 
-__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "Derived", "LayoutFacts", "LeafPages", "PageSelection", "PageTable", "clear", "column_pages", "layout_facts", "page_table"]
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "Derived", "LayoutFacts", "LeafPages", "PageSelection", "clear", "column_pages", "concat", "layout_facts"]

@@ -63,10 +63,11 @@ and small leaves go page by page; both paths emit the same work (tests/test_gpu_
 Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and
 classified once per process, and a column's pages are read from its page selection
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
-parsed ``ColumnInfo``); :func:`pagetable.page_table` lays out every page of a pass as one
-struct of arrays.  A leaf whose pages all go to the device pre-pass (:func:`_table_column`:
-mini-block pages, all with page dictionaries or none; most flat, list and low-cardinality
-columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+parsed ``ColumnInfo``); a read unit places the same column of its many fragments as one
+table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A leaf
+whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, all
+with page dictionaries or none; most flat, list and low-cardinality columns) is planned as
+a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
@@ -101,7 +102,7 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -736,36 +737,57 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
             pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
-def table_chunk_layouts(tables: list[tuple[LeafPlan, pagetable.LeafPages]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The chunk layouts of every page of ``(leaf, its mini-block rows)`` (leaves planned as
-    tables, :attr:`LeafPlan.table`; the rows: :func:`miniblock_rows`), in order, as
+def table_chunk_layouts(sources: Sequence[tuple[LeafPlan, pagetable.LeafPages] | DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of every page of ``sources``, in order: ``(leaf, its mini-block
+    rows)`` (a leaf planned as a table, :attr:`LeafPlan.table`; the rows:
+    :func:`miniblock_rows`), or device blocks of table rows (a leaf's, a mixed leaf's
+    mini-block rows, or a pass block of several leaves, :attr:`DeviceBlock.leaves`), as
     :func:`miniblock.chunk_layouts` gives them: ``(bounds, starts, sizes, counts)``, decoded
-    from the metadata words (buffer 0) read in each file's memory map (no Python per page).
-    A page whose counts do not add up raises the host parser's ``CorruptFileError`` naming
-    its file."""
+    from the metadata words (buffer 0) read in each file's memory map or from its object
+    store (no Python per page; the per-layout facts once per table; a pass block's words
+    read as its leaves were staged, :attr:`DeviceBlock.metas`).  A page whose counts do not
+    add up raises the host parser's ``CorruptFileError`` naming its file."""
     metas: list[np.ndarray] = []
     large, items, nbytes = [], [], []
-    for leaf, t in tables:
-        metas.extend(_table_metas(leaf, t))
+    tables: list[pagetable.LeafPages] = []
+    parts: list[tuple[LeafPlan, pagetable.LeafPages]] = []
+    for src in sources:
+        if isinstance(src, DeviceBlock):
+            t = src.rows
+            here = src.parts()
+        else:
+            t = src[1]
+            here = [src]
+        assert t is not None
+        if isinstance(src, DeviceBlock) and src.metas is not None:  # read when its leaves were staged
+            metas.extend(src.metas)
+        else:
+            for leaf, lt in here:
+                metas.extend(_table_metas(leaf, lt))
+        tables.append(t)
+        parts.extend(here)
         got = t.memo.get("chunk_meta")
-        if got is None:  # per column, once
+        if got is None:  # per column (a pass table: per pass), once
             got = t.memo["chunk_meta"] = (t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_),
                                           np.ascontiguousarray(t.sizes[:, 0]))
         large.append(got[0])
         cut = t.memo.get("cut")
         items.append(t.num_values if cut is None else cut.num_values)
         nbytes.append(got[1])
-    if not tables:
+    if not parts:
         return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
     try:
         out = miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
-                                             np.concatenate(nbytes), tables[0][0].ctx())
+                                             np.concatenate(nbytes), parts[0][0].ctx())
     except CorruptFileError:
-        for k, (leaf, t) in enumerate(tables):  # name the file of the first bad page
-            miniblock.chunk_layouts_packed(large[k], items[k], np.concatenate(_table_metas(leaf, t)), nbytes[k], leaf.ctx())
+        for leaf, lt in parts:  # name the file of the first bad page
+            lt_large = lt.per_layout([bool(f.body.has_large_chunk) for f in lt.layouts], np.bool_)
+            cut = lt.memo.get("cut")
+            miniblock.chunk_layouts_packed(lt_large, lt.num_values if cut is None else cut.num_values,
+                                           np.concatenate(_table_metas(leaf, lt)), np.ascontiguousarray(lt.sizes[:, 0]), leaf.ctx())
         raise
-    if any("cut" in t.memo for _leaf, t in tables):
-        return _cut_chunks([t for _leaf, t in tables], *out)
+    if any("cut" in t.memo for t in tables):
+        return _cut_chunks(tables, *out)
     return out
 
 
@@ -813,10 +835,12 @@ def miniblock_rows(leaf: LeafPlan) -> pagetable.LeafPages | None:
     return t if t is not None and t.layouts[0].kind == "mini_block_layout" else None
 
 
-def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages) -> list[np.ndarray]:
+def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages, whole: np.ndarray | None = None) -> list[np.ndarray]:
     """The chunk metadata words (buffer 0) of mini-block pages ``t`` of a table leaf, read
-    in its file's map: slices for a few pages, one gather for more."""
-    whole = leaf.reader.mapped
+    in its file's map (``whole``: the map, where the caller holds it; on an object store
+    read from the store, :func:`_read_rows`): slices for a few pages, one gather for more."""
+    if whole is None:
+        whole = leaf.reader.mapped
     if whole is None or len(t) < DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
         return _read_rows(leaf, d.buf0_offsets, d.buf0_sizes)
@@ -1277,9 +1301,7 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
     pending = leaf.levels_pending
     z = None
     if col.full_zip is not None:
-        z = col.full_zip.memo.get("fullzip")
-        if z is None:
-            z = col.full_zip.memo["fullzip"] = _fullzip_table(leaf, col.full_zip)
+        z = fullzip_facts(leaf, col.full_zip)
     take = col.memo.get("take")
     if take is None:  # per column, once: the buffers each row stages (the module docstring of pagetable: b < 2)
         take = np.zeros((n, 2), np.bool_)
@@ -1686,6 +1708,15 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
                          per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1])
 
 
+def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
+    """:func:`_fullzip_table` of ``t`` (a table of ``leaf``'s full-zip pages), made once per
+    table (``LeafPages.memo``; a column's shared table: once per column)."""
+    z = t.memo.get("fullzip")
+    if z is None:
+        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+    return z
+
+
 def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf of full-zip pages planned as a table (:func:`_table_column`):
     the work :func:`_emit_fullzip` gives page by page, from what is made once per column
@@ -1696,9 +1727,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     FSST segments of the pages with a symbol table; the level fills of pages whose layout
     lacks the leaf's levels."""
     whole = leaf.reader.mapped
-    z = t.memo.get("fullzip")
-    if z is None:
-        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+    z = fullzip_facts(leaf, t)
     d = t.derived()
     npages = len(t)
     path = leaf.path
@@ -2456,6 +2485,30 @@ class DeviceBlock:
     #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows,
     #: or a mixed leaf's mini-block rows (:func:`_place_mixed_table`) (``pages`` is empty)
     rows: pagetable.LeafPages | None = None
+    #: a pass block (``passplan``: the same column of several fragments placed as one table):
+    #: its leaves (``leaf`` is the first; they read values alike), ``rows`` their tables'
+    #: rows back to back (:func:`pagetable.concat`), leaf ``k``'s rows ``leaf_rows[k]:leaf_rows[k + 1]``;
+    #: ``vpos`` is then within each row's leaf, whose first value slot / byte is ``base[j]``
+    leaves: list[LeafPlan] | None = None
+    leaf_rows: np.ndarray | None = None
+    base: np.ndarray | None = None
+    #: a pass block's chunk metadata words (buffer 0 of its rows, in order: views of its
+    #: files' maps), read as its leaves were staged (:func:`table_chunk_layouts` decodes them)
+    metas: list[np.ndarray] | None = None
+
+    def leaf_of(self, j: int) -> LeafPlan:
+        """The leaf of the block's page (row) ``j``."""
+        if self.leaves is None:
+            return self.leaf
+        assert self.leaf_rows is not None
+        return self.leaves[int(np.searchsorted(self.leaf_rows, j, side="right")) - 1]
+
+    def parts(self) -> list[tuple[LeafPlan, pagetable.LeafPages]]:
+        """``(leaf, its table)`` of each leaf of a block of table rows, in row order."""
+        if self.leaves is None:
+            assert self.rows is not None
+            return [(self.leaf, self.rows)]
+        return [(leaf, leaf.table) for leaf in self.leaves]  # type: ignore[misc]
 
     @property
     def npages(self) -> int:

@@ -32,13 +32,13 @@ from cuda_kernels import _device
 from cuda_kernels.errors import CorruptInputError, deferred_errors
 from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
 from lance_gpu.file.container import FileVersion
-from lance_gpu.gpu import _array, headers, memory
+from lance_gpu.gpu import _array, headers, memory, passplan
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
-from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, place_leaf, plan_field_leaves
+from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
 
@@ -168,12 +168,11 @@ class _Staged:
 
 
 def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
-    """Plan a unit's pages and copy its bytes to the device (runs in the staging thread)."""
+    """Plan a unit's pages and copy its bytes to the device (runs in the staging thread):
+    the same column of its fragments placed as one table (:func:`passplan.place_unit`)."""
     with _array.nvtx_range("lance_gpu.plan_unit"):
         unit = UnitPlan()
-        for _k, fp in items:
-            for leaf in fp.leaves:
-                place_leaf(unit, leaf)
+        passplan.place_unit(unit, [leaf for _k, fp in items for leaf in fp.leaves])
         headers.stage(unit)  # the chunk table of the pages whose headers the device parses
     with _array.nvtx_range("lance_gpu.stage"):
         return _Staged(items, unit, unit.stage.upload())

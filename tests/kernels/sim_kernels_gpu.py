@@ -9,7 +9,8 @@ other tests).  On a machine with a real GPU it can also be run directly::
     python -m pytest tests/kernels/sim_kernels_gpu.py -q                          # real GPU
     NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/kernels/sim_kernels_gpu.py -q   # simulator
 
-The simulator runs every CUDA thread as a Python thread, so inputs are kept tiny.
+The simulator is slow (numba runs every CUDA thread of a kernel with a barrier as a Python
+thread; the others one thread after another, ``cuda_kernels._simulator``), so inputs are kept tiny.
 """
 
 import numpy as np

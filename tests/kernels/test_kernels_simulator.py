@@ -24,9 +24,10 @@ def _env(**extra):
 
 
 def test_gpu_kernels_under_cuda_simulator():
-    """[CUDA simulator] every GPU kernel against its CPU twin, in a subprocess."""
+    """[CUDA simulator] every GPU kernel against its CPU twin, and the simulator's sequential
+    block runner against numba's (``sim_block_runner.py``), in a subprocess."""
     cmd = [
-        sys.executable, "-m", "pytest", str(HERE / "sim_kernels_gpu.py"),
+        sys.executable, "-m", "pytest", str(HERE / "sim_kernels_gpu.py"), str(HERE / "sim_block_runner.py"),
         "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-W", "error::FutureWarning",
     ]
     proc = subprocess.run(
