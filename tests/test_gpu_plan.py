@@ -506,6 +506,51 @@ def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
         assert made == 0, (name, made)
 
 
+def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
+    """A unit of three fragments (pass tables from two leaves) whose leaves a pass table
+    cannot place: a column of pages of several kinds in every fragment (``LeafPlan.mixed``),
+    a row selection cutting mini-block chunks of every fragment (``memo["cut"]``) and leaves
+    on an object store (memory://, not mapped): ``passplan.pass_key`` gives them no group,
+    and the unit plans the work of ``TABLE_LEAVES`` off (and of leaf by leaf), beside the
+    pass tables of the columns a pass does take."""
+    pytest.importorskip("obstore")
+    import pyarrow as pa
+
+    from lance_gpu.file import container
+
+    def write(name: str, tbl: pa.Table, rows: int, batch: int, page: int, cache: int) -> str:
+        uri = root / name
+        if not uri.exists():
+            reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=batch))
+            lance.write_dataset(reader, str(uri), data_storage_version="2.2", max_rows_per_file=rows, max_rows_per_group=batch,
+                                max_page_bytes=page, data_cache_bytes=cache)
+        return str(uri)
+
+    mixed = write("pass_mixed", gd.mixed_flat_pages_table(3000, run=250), 1000, 250, 8192, 4 * 8192)
+    many = write("pass_many", gd.many_pages_table(2400, seed=12), 800, 200, 2048, 8 * 2048)
+    monkeypatch.setattr(container, "TAIL_READ", 4096)  # (the memory:// copy's pages not read with its tail)
+    store = ("ds", _memory_copy(mixed, "pass_mixed"))
+    selection = np.unique(np.random.default_rng(11).integers(0, 800, 40))
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    for src, rows, alone in ((mixed, None, lambda leaf: leaf.mixed is not None),
+                             (many, selection, lambda leaf: leaf.table is not None and "cut" in leaf.table.memo),
+                             (store, None, lambda leaf: leaf.table is not None)):
+        leaves = _leaves(src, rows)
+        odd = [leaf for leaf in leaves if alone(leaf)]
+        assert len({leaf.path for leaf in odd}) == 3, src  # in every fragment
+        assert all(passplan.pass_key(leaf) is None for leaf in odd)
+        unit = plan.UnitPlan()
+        passplan.place_unit(unit, leaves)
+        placed = {id(leaf) for b in unit.device_blocks if b.leaves is not None for leaf in b.leaves}
+        assert not placed & set(map(id, odd))
+        assert bool(placed) == (src is not store), src  # (a selection's uncut tables in passes too; on the store none)
+        got = _work(src, rows, by_unit=True)
+        assert got == _work(src, rows), src
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(src, rows, by_unit=True) == got, src
+
+
 def test_mapped_buffers_are_views_of_the_map(datasets):
     """The bulk path reads chunk headers and bit widths through ``LanceFileReader.mapped``
     at the pages' file offsets: a mapped file's buffers are views of its map there."""
