@@ -25,7 +25,15 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
 ``dicts64``
     columns of page dictionaries and constant pages (low-cardinality strings, nullable ones
     and int64, all-null int32 and strings, a constant int64 and string; 2.2) of 64,000 rows
-    as 64 fragments of a few pages per leaf.
+    as 64 fragments of a few pages per leaf;
+``mixedlists``, ``mixedflat``
+    leaves whose pages are of several kinds (``tests/gpu/gpu_datasets.mixed_list_pages_table``:
+    lists beside full-zip and constant pages, 2.2; ``mixed_flat_pages_table``: strings
+    whose long runs go full-zip, integers with all-null pages, 2.1), 40,000 rows in runs
+    of 500 (one page per column each, 8 KiB pages);
+``take2000``
+    a take of 2,000 random rows of ``pages1000`` (``gpu.rows.plan_field_rows``: the pages,
+    chunks and full-zip rows holding them; pylance: ``take``).
 
 Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
@@ -84,7 +92,7 @@ def _pages_table(n: int) -> pa.Table:
     })
 
 
-def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
+def write_data(root: Path) -> dict[str, tuple]:
     import lance
     from gpu_datasets import rich_table
 
@@ -119,6 +127,15 @@ def write_data(root: Path) -> dict[str, tuple[str, list[str]]]:
         lance.write_dataset(reader, str(uri), data_storage_version="2.2", max_rows_per_file=1000, max_page_bytes=2048,
                             data_cache_bytes=8 * 2048)
     out["dicts64"] = (str(uri), ["cat", "catn", "code", "nulls", "snulls", "const", "sconst"])
+    from gpu_datasets import write_mixed_flat_pages, write_mixed_list_pages
+
+    # (written once under --data: each writer names its directory by version and rows)
+    got = root / "mixed_list_pages_2.2_40000"
+    out["mixedlists"] = (str(got) if got.exists() else write_mixed_list_pages(lance, root, "2.2", n=40_000), ["ls", "li", "lc", "ln"])
+    got = root / "mixed_flat_pages_2.1_40000"
+    out["mixedflat"] = (str(got) if got.exists() else write_mixed_flat_pages(lance, root, "2.1", n=40_000), ["s", "i", "e", "c"])
+    take = np.unique(np.random.default_rng(13).integers(0, 137_000, 2000))
+    out["take2000"] = (out["pages1000"][0], out["pages1000"][1], take)  # type: ignore[assignment]
     return out
 
 
@@ -128,11 +145,12 @@ def _dicts_table(n: int) -> pa.Table:
     return dictionary_constant_table(n, seed=12)
 
 
-def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[int, int]:
-    """Plan a full read of ``names`` as ``scan_device`` does (no staging); returns (pages,
-    chunks); ``phases`` gets the CPU seconds of parsing (``plan_field_leaves``) and of
-    placing (``place_unit`` or ``place_leaf``)."""
+def plan_read(ds, names: list[str], phases: list[float] | None = None, take: np.ndarray | None = None) -> tuple[int, int]:
+    """Plan a full read of ``names`` as ``scan_device`` does (no staging; ``take``: of these
+    sorted rows of a one-fragment dataset); returns (pages, chunks); ``phases`` gets the CPU
+    seconds of parsing (``plan_field_leaves``) and of placing (``place_unit`` or ``place_leaf``)."""
     from lance_gpu.gpu.plan import UnitPlan, place_leaf, plan_field_leaves
+    from lance_gpu.gpu.rows import plan_field_rows
 
     snap = ds._snapshot
     arrow_fields = {f.name: snap.schema.field(f.name) for f in snap.lance_schema.fields}
@@ -143,7 +161,10 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None) -> tuple[
         for f in fields:
             src = frag.field_source(f)
             reader = frag.file_reader(src.path)
-            leaves.extend(plan_field_leaves(reader, arrow_fields[f.name], src.columns))
+            if take is None:
+                leaves.extend(plan_field_leaves(reader, arrow_fields[f.name], src.columns))
+            else:
+                leaves.extend(plan_field_rows(reader, arrow_fields[f.name], src.columns, take)[0])
     t1 = time.thread_time()
     unit = UnitPlan()
     try:  # the unit's placement as scan_device's: the same column of its fragments as one table
@@ -213,7 +234,7 @@ def main() -> None:
     import lance_gpu
 
     rows = []
-    for name, (uri, cols) in sets.items():
+    for name, (uri, cols, *take) in sets.items():
         times, cpu, ptimes, parse, place, gather = [], [], [], [], [], []
         for r in range(args.repeat + 1):
             ds = lance_gpu.dataset(uri)
@@ -222,10 +243,13 @@ def main() -> None:
             c0 = time.thread_time()
             t0 = time.perf_counter()
             phases: list[float] = []
-            pages, chunks = plan_read(ds, cols, phases)
+            pages, chunks = plan_read(ds, cols, phases, *take)
             t1 = time.perf_counter()
             c1 = time.thread_time()
-            lance.dataset(uri).to_table(columns=cols)
+            if take:
+                lance.dataset(uri).take(take[0], columns=cols)
+            else:
+                lance.dataset(uri).to_table(columns=cols)
             t2 = time.perf_counter()
             if r:
                 times.append(t1 - t0 - phases[2])

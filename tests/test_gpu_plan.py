@@ -42,6 +42,8 @@ def datasets(root: Path) -> dict[str, str]:
         "runs22": _write(root / "runs22", gd.null_runs_table(), "2.2"),
         "mixed21": gd.write_mixed_list_pages(lance, root, "2.1"),
         "mixed22": gd.write_mixed_list_pages(lance, root, "2.2"),
+        "mixedflat21": gd.write_mixed_flat_pages(lance, root, "2.1"),
+        "mixedflat22": gd.write_mixed_flat_pages(lance, root, "2.2"),
         "fixdict22": gd.write_fixed_dictionaries(lance, root, "2.2"),
     }
 
@@ -51,9 +53,14 @@ def _write(path: Path, table, version: str) -> str:
     return str(path)
 
 
-def _leaves(uri: str, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
+def _snapshot(uri):
+    """The snapshot of dataset ``uri`` (a path, or ``(name, store)`` on an object store)."""
+    return (lance_gpu.dataset(uri) if isinstance(uri, str) else lance_gpu.dataset(uri[0], store=uri[1]))._snapshot
+
+
+def _leaves(uri, rows: np.ndarray | None = None) -> list[plan.LeafPlan]:
     """Every GPU-planned leaf of every field of every fragment (``rows``: a row selection)."""
-    snap = lance_gpu.dataset(uri)._snapshot
+    snap = _snapshot(uri)
     leaves = []
     for frag in snap.fragments:
         for f in snap.lance_schema.fields:
@@ -364,25 +371,184 @@ def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
 @pytest.mark.parametrize("name", ["mixed21", "mixed22"])
 def test_list_leaves_with_full_zip_or_constant_pages_go_to_the_device(datasets, name, monkeypatch):
     """List leaves whose pages pylance writes as mini-block pages beside full-zip pages (long
-    strings) or constant pages (all-null or one repeated list): their mini-block pages are
-    planned for the device pre-pass (no chunk parsed on the host), the leaf's levels wait for
-    it, and the work equals the host parse's (level positions relative to the leaf's region)."""
+    strings) or constant pages (all-null or one repeated list): planned as tables of their
+    pages split by kind (``LeafPlan.mixed``: no PagePlan), their mini-block pages planned for
+    the device pre-pass (no chunk parsed on the host), the leaf's levels wait for it, and the
+    work equals the PagePlan path's (``TABLE_LEAVES`` off) and the host parse's (level
+    positions relative to the leaf's region)."""
     from lance_gpu.file.v2_1 import miniblock
 
     uri = datasets[name]
     leaves = _leaves(uri)
-    mixed = [leaf for leaf in leaves if leaf.has_rep and len({pg.kind for pg in leaf.pages}) > 1]
-    kinds = {pg.kind for leaf in mixed for pg in leaf.pages}
+    mixed = [leaf for leaf in leaves if leaf.mixed is not None]
+    assert all(not leaf.pages for leaf in mixed)
+    kinds = {f.kind for leaf in mixed for f in leaf.table.layouts}
     assert {"mini_block_layout", "full_zip_layout", "constant_layout"} <= kinds, kinds  # pylance wrote the mix
-    assert all(leaf.levels_pending for leaf in mixed)
+    assert all(leaf.levels_pending for leaf in mixed if leaf.has_rep)
     host_parses = []
     for fn in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
         real = getattr(miniblock, fn)
         monkeypatch.setattr(miniblock, fn, lambda *a, _real=real, _fn=fn, **k: host_parses.append(_fn) or _real(*a, **k))
     on_device = _work(uri)
     assert not host_parses, host_parses
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    by_page = _leaves(uri)
+    assert len([leaf for leaf in by_page if len({pg.kind for pg in leaf.pages}) > 1]) == len(mixed)
+    assert _work(uri) == on_device
     monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
     assert _work(uri) == on_device
+
+
+@pytest.mark.parametrize("name", ["mixed21", "mixed22", "mixedflat21", "mixedflat22"])
+def test_leaves_of_several_page_kinds_plan_as_tables(datasets, name, monkeypatch):
+    """Leaves whose pages are of several kinds (mini-block pages beside full-zip or constant
+    ones; lists, and flat strings / integers whose levels are known while planning) make no
+    PagePlan (counted) and plan the work the PagePlan path gives (``TABLE_LEAVES`` off):
+    staged in page order, values, levels and level fills placed across kinds, FSST segments
+    and checks per row; with repetition levels, after the device pre-pass's counts."""
+    uri = datasets[name]
+    mixed = [leaf for leaf in _leaves(uri) if leaf.mixed is not None]
+    assert mixed and all(not leaf.pages for leaf in mixed)
+    assert {leaf.levels_pending for leaf in mixed} == ({True} if name.startswith("mixed2") else {False})
+    if name.startswith("mixedflat"):
+        assert {leaf.kind for leaf in mixed} == {"var", "fixed"}
+        assert {f.kind for leaf in mixed for f in leaf.table.layouts} == {"mini_block_layout", "full_zip_layout", "constant_layout"}
+    pages, _lines, made = _traced_plan(uri)
+    assert made == 0 and pages >= 4 * len(mixed)
+    tables = _work(uri)
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    assert _work(uri) == tables
+
+
+def _memory_copy(local: str, prefix: str):
+    """An obstore memory:// store holding a copy of dataset ``local`` as ``ds`` (data files
+    read by ranges, as large files on object stores are: their buffers are requests)."""
+    import obstore.store
+
+    from lance_gpu.io import ObstoreStore
+
+    store = ObstoreStore(obstore.store.MemoryStore(), f"memory://{prefix}", whole_object_below=0)
+    for path in Path(local).rglob("*"):
+        if path.is_file():
+            store.put(f"ds/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return store
+
+
+@pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22"])
+def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
+    """On an object store (memory://, ranged reads), leaves are planned as tables of their
+    pages too (no PagePlan, counted): their chunks, full-zip data and repetition indexes
+    staged straight from the store into the slabs as the per-page path defers them (the
+    same staged ranges, counted pages and work as ``TABLE_LEAVES`` off, whole and for a row
+    selection), their chunk metadata, dictionaries and constant pages read on the host."""
+    pytest.importorskip("obstore")
+    from lance_gpu.file import container
+    from lance_gpu.gpu import staging
+
+    monkeypatch.setattr(container, "TAIL_READ", 4096)  # (pages not read with the file's tail, as in large files)
+    src = ("ds", _memory_copy(datasets[name], name))
+    leaves = _leaves(src)
+    assert leaves and all(leaf.table is not None and not leaf.pages for leaf in leaves)
+    assert leaves[0].reader.mapped is None
+    _pages, _lines, made = _traced_plan(src)
+    assert made == 0
+    ranges: list[tuple] = []
+    real = staging.Stager.add_range
+    monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
+
+    def direct() -> tuple[dict[str, object], dict[str, int]]:
+        unit = plan.UnitPlan()
+        for leaf in _leaves(src):
+            plan.place_leaf(unit, leaf)
+        return _work(src), unit.direct_pages
+
+    tables = direct()
+    deferred, ranges[:] = sorted(ranges), []
+    assert deferred and tables[1].get("mini_block_layout", 0) > 0
+    rows = np.unique(np.random.default_rng(3).integers(0, lance.dataset(datasets[name]).count_rows(), 60))
+    selected = _work(src, rows)  # a row selection: cut chunks read from the store into the slabs
+    cut = ranges[:]
+    ranges[:] = []
+    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
+    assert direct() == tables
+    assert sorted(ranges) == deferred
+    ranges[:] = []
+    assert _work(src, rows) == selected
+    assert ranges == cut
+
+
+@pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst"])
+def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
+    """A row selection's pages are planned as a table of them (no PagePlan) where the
+    selection cuts none of them or they are mini-block pages (their chunks cut over the
+    table at once, ``plan.ChunkCut``): the work, staged bytes and decoded extent equal the
+    PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows, of a run and of
+    many rows (object stores: test_object_store_leaves_plan_as_tables)."""
+    from lance_gpu.gpu.rows import extent
+
+    uri = datasets[name]
+    rng = np.random.default_rng(7)
+    n = lance.dataset(uri).count_rows()
+    selections = [np.unique(rng.integers(0, n, 25)), np.arange(n // 3, n // 3 + 700), np.unique(rng.integers(0, n, 400))]
+    cut = made = 0
+    for rows in selections:
+        leaves = _leaves(uri, rows)
+        tables = [leaf for leaf in leaves if leaf.table is not None]
+        assert tables and all(not leaf.pages for leaf in tables)
+        cut += sum("cut" in leaf.table.memo for leaf in tables)
+        made += sum(len(leaf.pages) for leaf in leaves)
+        got = (_work(uri, rows), extent(leaves))
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, name
+    assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst")), (name, cut)
+    if name not in ("rich21", "rich22", "mixedflat22"):  # (their cut full-zip pages: row runs, planned page by page)
+        assert made == 0, (name, made)
+
+
+def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
+    """A unit of three fragments (pass tables from two leaves) whose leaves a pass table
+    cannot place: a column of pages of several kinds in every fragment (``LeafPlan.mixed``),
+    a row selection cutting mini-block chunks of every fragment (``memo["cut"]``) and leaves
+    on an object store (memory://, not mapped): ``passplan.pass_key`` gives them no group,
+    and the unit plans the work of ``TABLE_LEAVES`` off (and of leaf by leaf), beside the
+    pass tables of the columns a pass does take."""
+    pytest.importorskip("obstore")
+    import pyarrow as pa
+
+    from lance_gpu.file import container
+
+    def write(name: str, tbl: pa.Table, rows: int, batch: int, page: int, cache: int) -> str:
+        uri = root / name
+        if not uri.exists():
+            reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=batch))
+            lance.write_dataset(reader, str(uri), data_storage_version="2.2", max_rows_per_file=rows, max_rows_per_group=batch,
+                                max_page_bytes=page, data_cache_bytes=cache)
+        return str(uri)
+
+    mixed = write("pass_mixed", gd.mixed_flat_pages_table(3000, run=250), 1000, 250, 8192, 4 * 8192)
+    many = write("pass_many", gd.many_pages_table(2400, seed=12), 800, 200, 2048, 8 * 2048)
+    monkeypatch.setattr(container, "TAIL_READ", 4096)  # (the memory:// copy's pages not read with its tail)
+    store = ("ds", _memory_copy(mixed, "pass_mixed"))
+    selection = np.unique(np.random.default_rng(11).integers(0, 800, 40))
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    for src, rows, alone in ((mixed, None, lambda leaf: leaf.mixed is not None),
+                             (many, selection, lambda leaf: leaf.table is not None and "cut" in leaf.table.memo),
+                             (store, None, lambda leaf: leaf.table is not None)):
+        leaves = _leaves(src, rows)
+        odd = [leaf for leaf in leaves if alone(leaf)]
+        assert len({leaf.path for leaf in odd}) == 3, src  # in every fragment
+        assert all(passplan.pass_key(leaf) is None for leaf in odd)
+        unit = plan.UnitPlan()
+        passplan.place_unit(unit, leaves)
+        placed = {id(leaf) for b in unit.device_blocks if b.leaves is not None for leaf in b.leaves}
+        assert not placed & set(map(id, odd))
+        assert bool(placed) == (src is not store), src  # (a selection's uncut tables in passes too; on the store none)
+        got = _work(src, rows, by_unit=True)
+        assert got == _work(src, rows), src
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(src, rows, by_unit=True) == got, src
 
 
 def test_mapped_buffers_are_views_of_the_map(datasets):
@@ -554,7 +720,7 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
 
 def _column_infos(uri: str) -> list[tuple[LanceFileReader, int]]:
     """``(reader, column)`` of every column of every data file of a dataset."""
-    snap = lance_gpu.dataset(uri)._snapshot
+    snap = _snapshot(uri)
     out = []
     for frag in snap.fragments:
         for f in snap.lance_schema.fields:
@@ -778,8 +944,9 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         assert leaves
         for leaf in leaves:
             if leaf.table is not None:  # planned as a table of its pages
-                # (a constant column may have no buffers: all null, no levels)
-                assert leaf.page_bytes == int(leaf.table.sizes.sum()), leaf.path
+                # (a constant column may have no buffers: all null, no levels; cut pages count whole)
+                pages = leaf.reader.column(leaf.column).pages
+                assert leaf.page_bytes == sum(int(s) for i in leaf.table.ids.tolist() for s in pages[i].buffer_sizes), leaf.path
                 assert leaf.page_bytes > 0 or leaf.table.layouts[0].kind == "constant_layout", leaf.path
                 continue
             assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
@@ -833,14 +1000,14 @@ def _device_only_table(n: int, seed: int):
     })
 
 
-def _traced_plan(uri: str) -> tuple[int, int, int]:
+def _traced_plan(uri) -> tuple[int, int, int]:
     """``(pages, Python lines run in lance_gpu / cuda_kernels, PagePlans made)`` of planning a
     whole read of ``uri`` (all its fragments; every leaf planned and placed, the chunk table laid out, and after
     the pre-pass's CPU form -- not counted -- the levels settled and the work emitted), after
     one untraced plan (the per-process page selections and layouts are made once).  Not
     counted: the stager's registration of each range it could not join to the one before
     (``staging.py``: an item per page where a column's pages lie far apart in the file)."""
-    snap = lance_gpu.dataset(uri)._snapshot
+    snap = _snapshot(uri)
     sources = [(frag.file_reader(src.path), snap.schema.field(f.name), src.columns)
                for frag in snap.fragments for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
     made = []

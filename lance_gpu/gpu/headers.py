@@ -65,6 +65,7 @@ from lance_gpu.gpu.plan import (
     _level_encoding,
     _value_dst,
     page_level_fills,
+    settle_mixed_levels,
     table_chunk_layouts,
     table_level_fills,
 )
@@ -350,9 +351,10 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     planner allocated) and each page's first rep / def level; then the level work of the
     leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
     level fills and remaps (:func:`plan.page_level_fills`, :func:`plan.table_level_fills`
-    for a leaf planned as a table: array work over its rows).  The leaves of pass blocks
-    first (:func:`passplan.settle_pass`: array work over the pass's rows, a few scalars per
-    leaf), then the others in order of their first block.  Call after :func:`check`."""
+    for a leaf planned as a table: array work over its rows; one of several page kinds:
+    :func:`plan.settle_mixed_levels`).  The leaves of pass blocks first
+    (:func:`passplan.settle_pass`: array work over the pass's rows, a few scalars per leaf),
+    then the others in order of their first block.  Call after :func:`check`."""
     edges = table.edges.tolist()
     pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
     table_blocks: dict[int, DeviceBlock] = {}
@@ -377,6 +379,11 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
         table.rep_dst[lo:hi], table.def_dst[lo:hi] = settle_pass(unit, block, in_band[lo:hi])
     for leaf, rows in pending.values():
         if isinstance(rows, int):
+            if leaf.mixed is not None:  # its block: its mini-block rows
+                block = table_blocks[id(leaf)]
+                hi = rows + block.npages
+                table.rep_dst[rows:hi], table.def_dst[rows:hi], block.rows = settle_mixed_levels(unit, leaf, in_band[rows:hi])
+                continue
             _settle_table_leaf(unit, table, leaf, rows, in_band)
             table_blocks[id(leaf)].rows = leaf.table
             continue

@@ -28,8 +28,11 @@ full-zip pages, or all constant pages, is planned from its column's arrays as a
 :class:`LeafPages` table (:meth:`ColumnPages.leaf_pages`; ``plan._table_column``): the planner, the pre-pass's chunk table (``headers.ChunkTable``),
 the level settling and the work emission key its pages by row, with no per-page Python
 object; a whole column's table, and what the planner derives from it, is made once and
-shared by every file reading the column.  The other leaves (constant or full-zip pages
-beside mini-block ones, row selections, object stores) still plan a ``plan.PagePlan`` per
+shared by every file reading the column.  So is a leaf whose pages are of several of these
+kinds (mini-block pages beside full-zip or constant ones): its table's rows split by kind
+(:meth:`LeafPages.take`, ``plan._MixedColumn``), each kind placed by what places a table of
+it.  In any file, memory-mapped or on an object store.  The other leaves (mini-block pages
+with dictionaries beside other kinds, row selections) still plan a ``plan.PagePlan`` per
 page.  A read unit places the same column of its many fragments (files) as one *pass table*
 (:func:`concat`: their leaves' tables back to back, each distinct layout once;
 ``passplan``), so that what costs per page is array work, not Python per leaf.
@@ -48,6 +51,9 @@ from lance_gpu.file.container import ColumnInfo, PageInfo
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.reader import parse_layout
 
+#: page kinds as codes (a mixed leaf's rows split by kind: ``plan._MixedColumn``; -1:
+#: another layout, which the planner refuses)
+KIND_CODES = {"mini_block_layout": 0, "full_zip_layout": 1, "constant_layout": 2}
 #: layouts (protobuf bytes) larger than this are parsed per page, not kept (FSST symbol
 #: tables make layouts that rarely repeat)
 SHARED_LAYOUT_BYTES = 4096
@@ -169,7 +175,7 @@ class ColumnPages:
     _all: PageSelection | None = None
     _arrays: ColumnArrays | None = None
     _whole: LeafPages | None = None
-    #: the planner's decisions about the whole column, made once (``plan._table_leaf``)
+    #: the planner's decisions about the whole column, made once (``plan.plan_leaf``)
     memo: dict = field(default_factory=dict)
 
     @property
@@ -283,6 +289,18 @@ class LeafPages:
     def per_layout(self, values: list, dtype) -> np.ndarray:
         """``values[k]`` (one per distinct layout) of every page."""
         return np.asarray(values, dtype).reshape(len(self.layouts))[self.layout]
+
+    def take(self, rows: np.ndarray) -> LeafPages:
+        """The table of rows ``rows`` (increasing) only, its ``layouts`` the ones they use (in
+        the order of this table's) and an empty ``memo``: the pages of one kind of a leaf
+        whose pages are of several (``plan._MixedColumn``)."""
+        rows = np.asarray(rows, np.int64)
+        used = np.unique(self.layout[rows])
+        remap = np.full(len(self.layouts), -1, np.int32)
+        remap[used] = np.arange(used.size, dtype=np.int32)
+        return LeafPages(self.ids[rows], remap[self.layout[rows]], [self.layouts[int(k)] for k in used.tolist()],
+                         self.offsets[rows], self.sizes[rows], self.num_rows[rows], self.num_values[rows],
+                         self.num_levels[rows], self.has_rep[rows], self.has_def[rows], self.nbuf[rows])
 
 
 @dataclass(slots=True, frozen=True)
@@ -429,4 +447,4 @@ def clear() -> None:
         _column_pages_held = 0
 
 
-__all__ = ["ColumnArrays", "ColumnPages", "Derived", "LayoutFacts", "LeafPages", "PageSelection", "clear", "column_pages", "concat", "layout_facts"]
+__all__ = ["KIND_CODES", "ColumnArrays", "ColumnPages", "Derived", "LayoutFacts", "LeafPages", "PageSelection", "clear", "column_pages", "concat", "layout_facts"]

@@ -25,9 +25,10 @@ What stays per leaf is what differs per file, in unit order (so that the arena h
 leaf-by-leaf placement puts there, where it puts it): its output regions (a few scalar
 allocations), its FSST symbol tables, its pages' checks (full-zip) and its buffers staged
 from its file's map (a file's neighbouring buffers joined into one range, as leaf by
-leaf), its variable-width check entry (naming its file).  Leaves no group takes (row
-selections, object stores, dictionary and constant pages; a column of fewer fragments than
-:data:`PASS_MIN_LEAVES`) are placed by :func:`plan.place_leaf` where they come.
+leaf), its variable-width check entry (naming its file).  Leaves no group takes (pages of
+several kinds, row selections that cut chunks, object stores, dictionary and constant
+pages; a column of fewer fragments than :data:`PASS_MIN_LEAVES`) are placed by
+:func:`plan.place_leaf` where they come.
 :data:`PASS_TABLES` turns this off.
 """
 
@@ -64,9 +65,13 @@ def pass_key(leaf: LeafPlan) -> tuple | None:
     in-band, ``LeafPlan.levels_pending``, a group of their own), or of full-zip pages
     (``plan._place_fullzip_table``'s); leaves of one group read values alike (kind, width,
     type); their levels and layers may differ (a fragment without nulls has no definition
-    levels)."""
+    levels).  None too for a table leaf a pass cannot place: one whose pages are of several
+    kinds (``LeafPlan.mixed``: its ``layouts[0]`` says nothing of the others), a row
+    selection's table whose chunks it cuts (``memo["cut"]``, ``plan.ChunkCut``: the chunk
+    table drops chunks per leaf, a pass's concatenated table would not) and a leaf not in
+    a memory-mapped file (an object store's: :func:`_reserve` stages from the map)."""
     t = leaf.table
-    if t is None:
+    if t is None or leaf.mixed is not None or "cut" in t.memo or leaf.reader.mapped is None:
         return None
     f = t.layouts[0]  # (a table's pages are of one kind)
     if f.kind == "full_zip_layout":
@@ -117,7 +122,7 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool) -> None:
     ``full_zip`` pages' data and, where read, repetition index."""
     t = leaf.table
     whole = leaf.reader.mapped
-    assert t is not None and whole is not None  # pass_key: plan._table_leaf
+    assert t is not None and whole is not None  # pass_key: a mapped file
     path = leaf.path
     unit.paths.add(path)
     if leaf.kind == "var":

@@ -34,7 +34,9 @@ headers are parsed there, on the landed bytes, by the file layer's parser
 device and emits the work that depends on them (:func:`_emit_miniblock`).  Still fetched
 while planning: chunk metadata, page dictionaries, full-zip repetition indices and the
 chunks of pages with repetition levels (whose level counts are only in their headers) that
-the device pre-pass does not parse (see below).
+the device pre-pass does not parse (see below); a leaf planned as a table of its pages reads
+its chunk metadata when the unit's chunk table is laid out and its dictionaries when it is
+placed (:func:`_read_rows`), its constant pages while planning.
 :attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
 
 Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
@@ -62,9 +64,10 @@ Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is p
 classified once per process, and a column's pages are read from its page selection
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); a read unit places the same column of its many fragments as one
-table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A leaf whose pages all go to the device pre-pass (:func:`_table_leaf`:
-mini-block pages, all with page dictionaries or none, their chunks in the file's memory
-map; most flat, list and low-cardinality columns) is planned as a table of its pages (:class:`pagetable.LeafPages`,
+table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A leaf
+whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, all
+with page dictionaries or none; most flat, list and low-cardinality columns) is planned as
+a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
@@ -75,9 +78,19 @@ per row: their counts and levels are in their buffers, decoded per leaf into
 :attr:`LeafPlan.constant_pages` beside the column's shared table, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  Other leaves (constant pages beside mini-block or full-zip ones, full-zip
-pages beside mini-block ones, object stores' deferred pages, row selections) still make a
-:class:`PagePlan` per page and register its staging page by page.
+scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages without
+dictionaries beside full-zip or constant ones: strings whose long pages go full-zip, lists
+or nullable columns with all-null or constant pages) is a table too, its rows split by kind
+once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in page order,
+each kind placed by what places a table of it at the leaf's value and level positions (with
+in-band list levels: after the pre-pass, :func:`settle_mixed_levels`).  In a memory-mapped
+file a table's buffers are views of the map (staged by :meth:`Stager.add_file_buffers`); on
+an object store (:func:`_stage_rows`, :func:`_read_rows`) its chunks, full-zip data and
+repetition indexes are deferred to the slab fill as the per-page path defers them, and
+what planning reads (chunk metadata, dictionaries, constant pages) is read with
+:meth:`LanceFileReader.read_buffers`.  Other leaves (dictionary pages beside other kinds,
+row selections) still make a :class:`PagePlan` per page and register its staging page by
+page.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -89,8 +102,8 @@ is read by the CPU reader instead (:class:`Unsupported` says why).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -133,8 +146,9 @@ DEVICE_BLOCK_MIN_PAGES = 8
 #: not on the host; False: on the host (the tests compare both)
 DEVICE_HEADERS = True
 #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
-#: constant pages, is planned as a table of its pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever
-#: its page count; False: a PagePlan per page (the tests compare both)
+#: constant pages, or a mix of these (:func:`_mixed_column`), is planned as a table of its
+#: pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever its page count;
+#: False: a PagePlan per page (the tests compare both)
 TABLE_LEAVES = True
 
 
@@ -293,12 +307,17 @@ class LeafPlan:
     #: selection's cut pages count whole): what a read unit's memory estimate starts from
     page_bytes: int = 0
     #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
-    #: constant pages (:func:`_table_column`), is planned as a table of its pages (``pages`` is empty): no
-    #: per-page Python object
+    #: constant pages, or a mix of these (:func:`_table_column`), is planned as a table of its
+    #: pages (``pages`` is empty): no per-page Python object
     table: pagetable.LeafPages | None = None
     #: a leaf of constant / all-null pages planned as a table (its column's shared ``table``):
     #: each row's decoded page (:func:`constant_layout.decode`: counts, levels, value), row order
+    #: (a leaf of several page kinds, :attr:`mixed`: its constant rows', in row order)
     constant_pages: list | None = None
+    #: a leaf whose pages are of several kinds (mini-block pages beside full-zip or constant
+    #: ones) planned as a table (its column's shared ``table``): its rows by kind and counts
+    #: (:func:`_plan_mixed_table`)
+    mixed: _MixedLeaf | None = None
 
     @property
     def path(self) -> str:
@@ -442,6 +461,10 @@ class UnitPlan:
         #: the level work of the full-zip and constant pages of list leaves whose levels wait
         #: for the pre-pass (by ``id`` of the page), emitted by :func:`headers.settle_levels`
         self.level_work: dict[int, LevelWork] = {}
+        #: the same for a leaf planned as a table of pages of several kinds (its full-zip and
+        #: constant rows' level work and every row's level fills), keyed by the leaf's id,
+        #: called with every row's first levels (:func:`settle_mixed_levels`)
+        self.mixed_work: dict[int, Callable[[np.ndarray, np.ndarray], None]] = {}
         #: their chunk table and its arena position, once staged (:func:`headers.stage`)
         self.chunk_table: tuple[Any, int] | None = None
 
@@ -473,8 +496,10 @@ class UnitPlan:
             self.unpack[key] = _Lists("words", "width", "dst", "count")
         return self.unpack[key]
 
-    def count_direct(self, page: PagePlan) -> None:
-        self.direct_pages[page.kind] = self.direct_pages.get(page.kind, 0) + 1
+    def count_direct(self, kind: str, n: int = 1) -> None:
+        """``n`` pages of layout ``kind`` staged straight from the store (their data deferred)."""
+        if n:
+            self.direct_pages[kind] = self.direct_pages.get(kind, 0) + n
 
     def add_invisible(self, table: np.ndarray) -> int:
         pos = self.invisible_size
@@ -712,64 +737,148 @@ def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
             pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
-def table_chunk_layouts(sources: list[LeafPlan] | list[DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The chunk layouts of every page of ``sources`` (leaves planned as tables,
-    :attr:`LeafPlan.table`, or device blocks of table rows: a leaf's, or a pass block of
-    several such leaves, :attr:`DeviceBlock.leaves`), in order, as
+def table_chunk_layouts(sources: Sequence[tuple[LeafPlan, pagetable.LeafPages] | DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of every page of ``sources``, in order: ``(leaf, its mini-block
+    rows)`` (a leaf planned as a table, :attr:`LeafPlan.table`; the rows:
+    :func:`miniblock_rows`), or device blocks of table rows (a leaf's, a mixed leaf's
+    mini-block rows, or a pass block of several leaves, :attr:`DeviceBlock.leaves`), as
     :func:`miniblock.chunk_layouts` gives them: ``(bounds, starts, sizes, counts)``, decoded
-    from the metadata words (buffer 0) read in each file's memory map (no Python per page;
-    the per-layout facts once per table).  A page whose counts do not add up raises the
-    host parser's ``CorruptFileError`` naming its file."""
+    from the metadata words (buffer 0) read in each file's memory map or from its object
+    store (no Python per page; the per-layout facts once per table; a pass block's words
+    read as its leaves were staged, :attr:`DeviceBlock.metas`).  A page whose counts do not
+    add up raises the host parser's ``CorruptFileError`` naming its file."""
     metas: list[np.ndarray] = []
     large, items, nbytes = [], [], []
+    tables: list[pagetable.LeafPages] = []
     parts: list[tuple[LeafPlan, pagetable.LeafPages]] = []
     for src in sources:
         if isinstance(src, DeviceBlock):
             t = src.rows
             here = src.parts()
         else:
-            t = src.table
-            here = [(src, t)]  # type: ignore[list-item]
+            t = src[1]
+            here = [src]
         assert t is not None
         if isinstance(src, DeviceBlock) and src.metas is not None:  # read when its leaves were staged
             metas.extend(src.metas)
         else:
             for leaf, lt in here:
-                assert leaf.reader.mapped is not None  # _table_leaf
                 metas.extend(_table_metas(leaf, lt))
+        tables.append(t)
         parts.extend(here)
         got = t.memo.get("chunk_meta")
         if got is None:  # per column (a pass table: per pass), once
             got = t.memo["chunk_meta"] = (t.per_layout([bool(f.body.has_large_chunk) for f in t.layouts], np.bool_),
                                           np.ascontiguousarray(t.sizes[:, 0]))
         large.append(got[0])
-        items.append(t.num_values)
+        cut = t.memo.get("cut")
+        items.append(t.num_values if cut is None else cut.num_values)
         nbytes.append(got[1])
     if not parts:
         return np.zeros(1, np.int64), *(np.zeros(0, np.int64),) * 3  # type: ignore[return-value]
     try:
-        return miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
-                                              np.concatenate(nbytes), parts[0][0].ctx())
+        out = miniblock.chunk_layouts_packed(np.concatenate(large), np.concatenate(items), np.concatenate(metas),
+                                             np.concatenate(nbytes), parts[0][0].ctx())
     except CorruptFileError:
         for leaf, lt in parts:  # name the file of the first bad page
             lt_large = lt.per_layout([bool(f.body.has_large_chunk) for f in lt.layouts], np.bool_)
-            miniblock.chunk_layouts_packed(lt_large, lt.num_values, np.concatenate(_table_metas(leaf, lt)),
-                                           np.ascontiguousarray(lt.sizes[:, 0]), leaf.ctx())
+            cut = lt.memo.get("cut")
+            miniblock.chunk_layouts_packed(lt_large, lt.num_values if cut is None else cut.num_values,
+                                           np.concatenate(_table_metas(leaf, lt)), np.ascontiguousarray(lt.sizes[:, 0]), leaf.ctx())
         raise
+    if any("cut" in t.memo for t in tables):
+        return _cut_chunks(tables, *out)
+    return out
+
+
+@dataclass(slots=True, frozen=True)
+class ChunkCut:
+    """A row selection's cut of a table of mini-block pages without repetition levels
+    (``LeafPages.memo["cut"]``, made by ``rows._restrict_table``): which chunks of its pages
+    are kept (``keep``: per chunk of their chunk layouts, in order; a page not cut keeps
+    all), where each page's kept chunks start in its chunk buffer (``shift``: the table's
+    buffer 1 starts there and ends at its last kept chunk's end; 0 for a page not cut) and
+    the pages' full value counts (``num_values``: what their chunk metadata adds up to; the
+    table's own are the kept values)."""
+
+    keep: np.ndarray
+    shift: np.ndarray
+    num_values: np.ndarray
+
+
+def _cut_chunks(tables: list[pagetable.LeafPages], bounds: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk layouts of ``tables`` (:func:`table_chunk_layouts`) less the chunks their
+    :class:`ChunkCut` drops, each kept chunk's start rebased to its page's cut buffer."""
+    keep = np.ones(counts.size, np.bool_)
+    shift = np.zeros(bounds.size - 1, np.int64)
+    row = 0
+    for t in tables:
+        cut = t.memo.get("cut")
+        if cut is not None:
+            lo, hi = int(bounds[row]), int(bounds[row + len(t)])
+            keep[lo:hi] = cut.keep
+            shift[row : row + len(t)] = cut.shift
+        row += len(t)
+    per_page = np.diff(bounds)
+    starts = starts - np.repeat(shift, per_page)
+    kept = np.bincount(np.repeat(np.arange(per_page.size), per_page)[keep], minlength=per_page.size)
+    return miniblock.exclusive_scan(kept), starts[keep], sizes[keep], counts[keep]
+
+
+def miniblock_rows(leaf: LeafPlan) -> pagetable.LeafPages | None:
+    """The table of a table leaf's mini-block pages (its own, or a mixed leaf's mini-block
+    rows, :attr:`LeafPlan.mixed`); None where it has none or is not a table."""
+    if leaf.mixed is not None:
+        return leaf.mixed.column.mini
+    t = leaf.table
+    return t if t is not None and t.layouts[0].kind == "mini_block_layout" else None
 
 
 def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages, whole: np.ndarray | None = None) -> list[np.ndarray]:
-    """The chunk metadata words (buffer 0) of a table leaf's pages (``t``: its table), read
-    in its file's map (``whole``: the map, where the caller holds it): slices for a few
-    pages, one gather for more."""
+    """The chunk metadata words (buffer 0) of mini-block pages ``t`` of a table leaf, read
+    in its file's map (``whole``: the map, where the caller holds it; on an object store
+    read from the store, :func:`_read_rows`): slices for a few pages, one gather for more."""
     if whole is None:
         whole = leaf.reader.mapped
-    assert whole is not None
-    if len(t) < DEVICE_BLOCK_MIN_PAGES:
+    if whole is None or len(t) < DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
-        return [whole[o : o + z] for o, z in zip(d.buf0_offsets, d.buf0_sizes, strict=True)]
+        return _read_rows(leaf, d.buf0_offsets, d.buf0_sizes)
     off, size = t.offsets[:, 0], t.sizes[:, 0]
     return [whole[miniblock.concat_ranges(off, off + size)]]
+
+
+def _read_rows(leaf: LeafPlan, offsets: list[int], sizes: list[int]) -> list[np.ndarray]:
+    """Buffers ``(offsets[k], sizes[k])`` of a table leaf's file on the host: views of its
+    memory map, or read (one :meth:`LanceFileReader.read_buffers`: an object store's
+    requests, coalesced as the per-page path's)."""
+    whole = leaf.reader.mapped
+    if whole is not None:
+        return [whole[o : o + z] for o, z in zip(offsets, sizes, strict=True)]
+    return leaf.reader.read_buffers(list(zip(offsets, sizes, strict=True)))
+
+
+def _stage_rows(unit: UnitPlan, leaf: LeafPlan, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Stage buffers ``(offsets[k], sizes[k])`` of a table leaf's file in order, as the
+    per-page path stages them: a mapped file's by :meth:`Stager.add_file_buffers`; on an
+    object store each buffer whose read would be a request is read from the store straight
+    into the slab when it is filled (:meth:`Stager.add_range`), the others (bytes already
+    held) are read now.  Returns each buffer's arena position (0: no bytes) and which were
+    deferred to the slab fill (None: a mapped file, none)."""
+    whole = leaf.reader.mapped
+    if whole is not None:
+        return unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes), None
+    reader = leaf.reader
+    off, size = np.asarray(offsets, np.int64).tolist(), np.asarray(sizes, np.int64).tolist()
+    deferred = np.fromiter((z > 0 and reader.needs_request(o, z) for o, z in zip(off, size, strict=True)), np.bool_, len(off))
+    held = iter(reader.read_buffers([(o, z) for o, z, d in zip(off, size, deferred.tolist(), strict=True) if z and not d]))
+    pos = np.zeros(len(off), np.int64)
+    for k, (o, z, d) in enumerate(zip(off, size, deferred.tolist(), strict=True)):
+        if d:
+            pos[k] = unit.stage.add_range(reader.store, reader.key, o, z)
+        elif z:
+            pos[k] = unit.stage.add_buffer(leaf.path, o, next(held))
+    return pos, deferred
 
 
 def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
@@ -828,9 +937,11 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], cp: pagetable.ColumnPage
 _LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
-def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
+def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None,
+              table: bool = True) -> LeafPlan:
     """Classify and parse every page of one leaf column (``page_ids``; None: all; no device
-    work is registered yet).
+    work is registered yet); ``table``: the pages may be planned as a table (a row selection
+    that cuts pages a table cannot cut passes False, :mod:`lance_gpu.gpu.rows`).
 
     The pages' layouts, buffers and rows come from the column's page arrays
     (:func:`pagetable.column_pages`: each distinct layout parsed and classified once per
@@ -860,11 +971,14 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
             lists = _device_lists(sel.distinct, cp, slice(None))
             got = cp.memo[DEVICE_HEADERS] = (lists, _table_column(cp, sel, lists))
         lists_on_device, table_column = got
-        if table_column and _table_leaf(reader):
+        if table_column and TABLE_LEAVES:  # (in any file: mapped, or on an object store, _stage_rows)
             _plan_table_leaf(leaf, cp.leaf_pages(None), lists_on_device)
             return leaf
     else:
         lists_on_device = _device_lists(sel.distinct, cp, np.asarray(sel.ids, np.int64))
+        if table and TABLE_LEAVES and _table_column(cp, sel, lists_on_device):  # a row selection's pages
+            _plan_table_leaf(leaf, cp.leaf_pages(sel.ids), lists_on_device)
+            return leaf
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
         deferred: list[tuple[int, ...]] = [()] * len(pages)
         raw = reader.read_buffers(sel.ranges)
@@ -937,21 +1051,25 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
 
 
 def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
-    """Whether a whole column's pages (``sel``) are planned as a table: all full-zip pages
+    """Whether a column's pages (``sel``: all, or a row selection's) are planned as a table: all full-zip pages
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
     pre-pass: mini-block pages with values and their chunks whose chunk headers the device
     parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
     none with a dictionary or all with one (and with values and a dictionary buffer); or
-    all constant / all-null pages (:func:`_plan_constant_table`).  Asked once per column (``ColumnPages.memo``); :func:`_table_leaf` adds what depends on
-    the file."""
+    all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
+    these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``) for
+    all its pages; :data:`TABLE_LEAVES` turns tables off."""
     if not sel.ids:
         return False
+    nbuf = cp.arrays().nbuf if len(sel.ids) == cp.num_pages else cp.arrays().nbuf[np.asarray(sel.ids, np.int64)]
     if all(f.kind == "full_zip_layout" for f in sel.distinct):
-        return int(cp.arrays().nbuf.min()) >= 1
+        return int(nbuf.min()) >= 1
     if all(f.kind == "constant_layout" for f in sel.distinct):
         return True  # all-null or constant pages only (_plan_constant_table)
     if not DEVICE_HEADERS:
         return False
+    if len({f.kind for f in sel.distinct}) > 1:
+        return _mixed_column(cp, sel, lists_on_device)
     for facts in sel.distinct:
         if facts.kind != "mini_block_layout" or not facts.num_buffers:
             return False
@@ -959,23 +1077,19 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
             return False
     dictionary = {f.dictionary for f in sel.distinct}
     if dictionary == {True}:
-        return min(f.num_visible for f in sel.distinct) > 0 and int(cp.arrays().nbuf.min()) >= 3
-    return dictionary == {False} and int(cp.arrays().nbuf.min()) >= 2  # every page: chunk metadata and chunks
-
-
-def _table_leaf(reader: LanceFileReader) -> bool:
-    """Whether a column :func:`_table_column` accepts is planned as a table of its pages
-    (:func:`_plan_table_leaf`) in ``reader``'s file: its chunks are in the file's memory map
-    (not an object store, whose chunks may be deferred)."""
-    return TABLE_LEAVES and reader.mapped is not None and getattr(reader.io, "needs_request", None) is None
+        return min(f.num_visible for f in sel.distinct) > 0 and int(nbuf.min()) >= 3
+    return dictionary == {False} and int(nbuf.min()) >= 2  # every page: chunk metadata and chunks
 
 
 def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
-    """:func:`plan_leaf` of a leaf :func:`_table_leaf` accepts: its pages as a table,
+    """:func:`plan_leaf` of a leaf :func:`_table_column` accepts: its pages as a table,
     counted and given their layers as the per-page path does (from the table's derived
     totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
     decoded with the pass's others (:mod:`headers`)."""
-    if table.layouts[0].kind == "constant_layout":  # (a table's pages are of one kind)
+    if len(table.layouts) > 1 and len({f.kind for f in table.layouts}) > 1:
+        _plan_mixed_table(leaf, table, lists_on_device)
+        return
+    if table.layouts[0].kind == "constant_layout":  # (otherwise a table's pages are of one kind)
         _plan_constant_table(leaf, table)
         return
     leaf.table = table
@@ -1005,8 +1119,6 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
     :func:`_place_constant_table`: no per-leaf table copy, array or :class:`pagetable.Derived`
     (a one-page leaf of a small fragment costs about what its :class:`PagePlan` did); its
     layers and levels as the per-page path gives them."""
-    whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     ctx = leaf.ctx()
     rows = shared.memo.get("constant_rows")
     if rows is None:  # per column, once: each row's layout, buffer ranges and top-level rows
@@ -1017,7 +1129,8 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
                                       shared.num_rows.tolist(), strict=True)
         ]
         shared.memo["constant_num_rows"] = sum(r for _b, _z, r in rows)
-    pages = [constant_layout.decode(body, [whole[o : o + z] for o, z in ranges], r, ctx) for body, ranges, r in rows]
+    pages = [constant_layout.decode(body, _read_rows(leaf, [o for o, _z in ranges], [z for _o, z in ranges]), r, ctx)
+             for body, ranges, r in rows]
     leaf.table = shared
     leaf.constant_pages = pages
     leaf.num_rows = shared.memo["constant_num_rows"]
@@ -1059,6 +1172,239 @@ def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages
         lv += lp.num_levels
 
 
+def _mixed_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
+    """:func:`_table_column` of a column whose pages are of several kinds: mini-block pages
+    beside full-zip or constant ones (strings whose long pages go full-zip, lists whose
+    pages are partly all-null or constant).  Each kind as a table of it takes: mini-block
+    pages with values and their chunks, without a dictionary, whose chunk headers the device
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip
+    pages with their data buffer; constant pages."""
+    for f in sel.distinct:
+        if f.kind not in _LIST_PAGE_KINDS:
+            return False
+        if f.kind == "mini_block_layout" and (not f.num_buffers or f.dictionary or not (lists_on_device or f.device_headers)):
+            return False
+    ca = cp.arrays()
+    at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
+    code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout[at]]
+    nbuf = ca.nbuf[at]
+    return bool(np.all(nbuf[code == 0] >= 2) and np.all(nbuf[code == 1] >= 1))
+
+
+@dataclass(slots=True, eq=False)
+class _MixedColumn:
+    """A column :func:`_mixed_column` accepts, split by page kind once (``memo["mixed"]`` of
+    its shared table, :func:`_mixed_of`): the rows (increasing) of its mini-block, full-zip
+    and constant pages (``mini_at``, ``full_zip_at``, ``constant_at``); the tables of the
+    first two (:meth:`pagetable.LeafPages.take`: each placed by what places a table of its
+    kind, at the leaf's value and level positions), None where there are none; each
+    constant row's layout, buffer ranges and top-level rows (decoded per leaf: their counts
+    and levels are in their buffers); the distinct layers and whether any non-constant page
+    has repetition / definition levels; the column's top-level rows; ``memo``: what placing
+    derives once (the buffers each row stages)."""
+
+    mini_at: np.ndarray
+    full_zip_at: np.ndarray
+    constant_at: np.ndarray
+    mini: pagetable.LeafPages | None
+    full_zip: pagetable.LeafPages | None
+    constant_rows: list[tuple[Any, list[tuple[int, int]], int]]
+    layers: list[tuple[int, ...]]
+    has_rep: bool
+    has_def: bool
+    num_rows: int
+    memo: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class _MixedLeaf:
+    """A leaf planned by :func:`_plan_mixed_table`: its column's split (``column``) and, per
+    row of its table, its values and levels (constant rows: their decoded pages'; mini-block
+    rows with repetition levels: the estimate until the device pre-pass reads them,
+    :func:`settle_mixed_levels`)."""
+
+    column: _MixedColumn
+    num_values: np.ndarray
+    num_levels: np.ndarray
+
+
+def _mixed_of(shared: pagetable.LeafPages) -> _MixedColumn:
+    """The :class:`_MixedColumn` of a column's shared table, made once."""
+    got = shared.memo.get("mixed")
+    if got is not None:
+        return got
+    code = shared.per_layout([pagetable.KIND_CODES[f.kind] for f in shared.layouts], np.int8)
+    at = [np.flatnonzero(code == k) for k in range(3)]
+    const = at[2].tolist()
+    nbuf = shared.nbuf[at[2]].tolist()
+    constant_rows = [
+        (shared.layouts[int(shared.layout[j])].body, list(zip(shared.offsets[j, :nb].tolist(), shared.sizes[j, :nb].tolist(), strict=True)),
+         int(shared.num_rows[j]))
+        for j, nb in zip(const, nbuf, strict=True)
+    ]
+    others = [f for f in shared.layouts if f.kind != "constant_layout"]
+    got = shared.memo["mixed"] = _MixedColumn(
+        at[0], at[1], at[2], shared.take(at[0]) if at[0].size else None, shared.take(at[1]) if at[1].size else None,
+        constant_rows, list(dict.fromkeys(f.layers for f in others)), any(f.has_rep for f in others),
+        any(f.has_def for f in others), int(shared.num_rows.sum()),
+    )
+    return got
+
+
+def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_device: bool) -> None:
+    """:func:`_plan_table_leaf` of a leaf whose pages are of several kinds
+    (:func:`_mixed_column`): it keeps its column's shared table, split by kind once
+    (:class:`_MixedColumn`); its constant pages are decoded (:attr:`LeafPlan.constant_pages`)
+    and its per-row counts made (:class:`_MixedLeaf`); its layers, levels and counts as the
+    per-page path gives them.  No :class:`PagePlan`."""
+    ctx = leaf.ctx()
+    col = _mixed_of(shared)
+    pages = [constant_layout.decode(body, _read_rows(leaf, [o for o, _z in ranges], [z for _o, z in ranges]), r, ctx)
+             for body, ranges, r in col.constant_rows]
+    nv, nl = shared.num_values, shared.num_levels
+    if pages:
+        nv, nl = nv.copy(), nl.copy()
+        nv[col.constant_at] = [lp.num_values for lp in pages]
+        nl[col.constant_at] = [lp.num_levels for lp in pages]
+    leaf.table = shared
+    leaf.constant_pages = pages
+    leaf.mixed = _MixedLeaf(col, nv, nl)
+    leaf.levels_pending = lists_on_device
+    distinct_layers = list(dict.fromkeys([*col.layers, *(lp.layers for lp in pages)]))
+    try:
+        leaf.layers = common_layers(distinct_layers)
+    except ValueError as exc:
+        raise ctx.corrupt(str(exc)) from exc
+    leaf.has_rep = col.has_rep or any(lp.rep is not None for lp in pages)
+    leaf.has_def = col.has_def or any(lp.def_ is not None for lp in pages) or (len(distinct_layers) > 1 and bool(def_meaning(leaf.layers)))
+    leaf.num_values = int(nv.sum())
+    leaf.num_levels = int(nl.sum())
+    leaf.num_rows = col.num_rows
+
+
+def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
+    """:func:`place_leaf` of a leaf planned by :func:`_plan_mixed_table`, staging in page
+    order as the per-page path does (each run of mini-block and full-zip rows between
+    constant rows by one :meth:`Stager.add_file_buffers`: a mini-block page's chunks, a
+    full-zip page's data and, where read, repetition index; a constant row's levels and
+    value as :func:`_emit_constant_page` stages them); its values placed by a scan of its
+    rows' counts; the mini-block rows one :class:`DeviceBlock` (its sub-table's rows); the
+    full-zip rows' work as :func:`_place_fullzip_table` gives it; FSST segments and
+    variable-width checks of all rows.  Where the leaf's levels wait for the device pre-pass
+    (:attr:`LeafPlan.levels_pending`), the full-zip and constant rows' level work and every
+    row's level fills are emitted by :func:`settle_mixed_levels`; otherwise now."""
+    m = leaf.mixed
+    pages = leaf.constant_pages
+    assert m is not None and pages is not None  # _plan_mixed_table
+    col = m.column
+    n = len(t)
+    pending = leaf.levels_pending
+    z = None
+    if col.full_zip is not None:
+        z = fullzip_facts(leaf, col.full_zip)
+    take = col.memo.get("take")
+    if take is None:  # per column, once: the buffers each row stages (the module docstring of pagetable: b < 2)
+        take = np.zeros((n, 2), np.bool_)
+        take[col.mini_at, 1] = True
+        if z is not None:
+            take[col.full_zip_at, 0] = True
+            take[col.full_zip_at, 1] = z.indexed
+        width = min(2, t.offsets.shape[1])
+        take[:, width:] = False
+        off = np.zeros((n, 2), np.int64)
+        size = np.zeros((n, 2), np.int64)
+        off[:, :width], size[:, :width] = t.offsets[:, :width], t.sizes[:, :width]
+        take = col.memo["take"] = (take, off, size)
+    take_at, off, size = take
+    vpos = miniblock.exclusive_scan(m.num_values)
+    lpos = miniblock.exclusive_scan(m.num_levels)[:-1]
+    vpos = vpos[:-1]
+    rep_at = leaf.rep_pos + lpos if leaf.has_rep and not pending else np.full(n, -1, np.int64)
+    def_at = leaf.def_pos + lpos if leaf.has_def and not pending else np.full(n, -1, np.int64)
+    pos = np.full((n, 2), -1, np.int64)
+    deferred = np.zeros((n, 2), np.bool_)
+    works: list[LevelWork] = []
+    lo = 0
+    vlist, rlist, dlist = vpos[col.constant_at].tolist(), rep_at[col.constant_at].tolist(), def_at[col.constant_at].tolist()
+    for k, c in enumerate([*col.constant_at.tolist(), n]):
+        if c > lo:
+            tk = take_at[lo:c]
+            pos[lo:c][tk], got = _stage_rows(unit, leaf, off[lo:c][tk], size[lo:c][tk])
+            if got is not None:
+                deferred[lo:c][tk] = got
+        if c < n:
+            lp = pages[k]
+            emitted = _emit_constant_page(unit, leaf, lp, vlist[k], rlist[k], dlist[k], later=pending)
+            if pending:
+                assert emitted is not None  # later=True returns the work
+                works.append(emitted)
+            else:
+                _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rlist[k], dlist[k])
+        lo = c + 1
+    unit.count_direct("mini_block_layout", int(deferred[col.mini_at, 1].sum()))
+    unit.count_direct("full_zip_layout", int(deferred[col.full_zip_at, 0].sum()))
+    if col.mini is not None:
+        mi = col.mini_at
+        unit.device_blocks.append(DeviceBlock(leaf, [], pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
+                                              rep_at[mi], def_at[mi], rows=col.mini))
+        if not pending:
+            table_level_fills(unit, leaf, col.mini, rep_at[mi], def_at[mi])
+    later = None
+    if z is not None:
+        assert col.full_zip is not None
+        fi = col.full_zip_at
+        dst = leaf.slot_lo + vpos[fi] if leaf.kind == "var" else leaf.value_pos + vpos[fi] * leaf.width
+        later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending)
+    if leaf.kind == "var":
+        path = leaf.path
+        unit.var_check_rows.append((leaf.slot_lo + vpos, m.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
+        rows = unit.fsst_rows.pop(id(leaf), None)  # (keyed by the leaf's rows: emitted here, not by the pre-pass)
+        if rows is not None:
+            key = id(leaf)
+            for j, slot, count in zip(rows.tolist(), (leaf.slot_lo + vpos[rows]).tolist(), m.num_values[rows].tolist(), strict=True):
+                _add_fsst(unit, (key, j), slot, count)
+    if pending:
+        def work(rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
+            if later is not None:
+                fi = col.full_zip_at
+                later(rep_dst[fi], def_dst[fi])
+            c = col.constant_at
+            for lp, emit, r, d in zip(pages, works, rep_dst[c].tolist(), def_dst[c].tolist(), strict=True):
+                emit(r, d)
+                _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, r, d)
+
+        unit.mixed_work[id(leaf)] = work
+
+
+def settle_mixed_levels(unit: UnitPlan, leaf: LeafPlan, in_band: np.ndarray) -> tuple[np.ndarray, np.ndarray, pagetable.LeafPages]:
+    """:func:`headers.settle_levels` of a leaf planned by :func:`_plan_mixed_table` whose
+    levels waited for the device pre-pass: ``in_band``, its mini-block rows' level counts
+    read by the pre-pass (those with repetition levels replace the estimates); allocates the
+    leaf's level regions, emits its full-zip and constant rows' level work and every row's
+    level fills; returns its mini-block rows' first repetition / definition levels and their
+    table with the settled counts (a copy: the column's is shared)."""
+    m = leaf.mixed
+    assert m is not None
+    col = m.column
+    mini = col.mini
+    assert mini is not None  # (pending levels: list pages the pre-pass parses)
+    mi = col.mini_at
+    nl = m.num_levels.copy()
+    nl[mi] = np.where(mini.has_rep, in_band, mini.num_levels)
+    m.num_levels = nl
+    leaf.num_levels = int(nl.sum())
+    leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
+    leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
+    lpos = miniblock.exclusive_scan(nl)[:-1]
+    n = nl.size
+    r = leaf.rep_pos + lpos if leaf.has_rep else np.full(n, -1, np.int64)
+    d = leaf.def_pos + lpos if leaf.has_def else np.full(n, -1, np.int64)
+    unit.mixed_work.pop(id(leaf))(r, d)
+    settled = replace(mini, num_levels=nl[mi], memo={})
+    table_level_fills(unit, leaf, settled, r[mi], d[mi])
+    return r[mi], d[mi], settled
+
+
 def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
     """Definition level d of a page with layers ``src`` in terms of ``target`` (levels.renumber)."""
     target_index = {m: d + 1 for d, m in enumerate(def_meaning(target))}
@@ -1083,8 +1429,12 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     _stage_fsst_tables(unit, leaf)
+    if leaf.mixed is not None:
+        assert leaf.table is not None
+        _place_mixed_table(unit, leaf, leaf.table)
+        return
     if leaf.table is not None:
-        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind)
+        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind, but a mixed leaf's)
         if kind == "full_zip_layout":
             _place_fullzip_table(unit, leaf, leaf.table)
         elif kind == "constant_layout":
@@ -1219,7 +1569,7 @@ def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
 
 
 def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
-    """:func:`place_leaf` of a leaf planned as a table (:func:`_table_leaf`): its pages'
+    """:func:`place_leaf` of a leaf planned as a table (:func:`_table_column`): its pages'
     values and levels placed by the table's scan of its counts (made once per column,
     :meth:`pagetable.LeafPages.derived`), their chunks staged together
     (:meth:`Stager.add_file_buffers`; a table of fewer than :data:`DEVICE_BLOCK_MIN_PAGES`
@@ -1227,7 +1577,6 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     level fills and remaps of pages whose layout lacks the leaf's levels or layers
     (:func:`table_level_fills`) where the leaf's levels are known now."""
     whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     pending = leaf.levels_pending
     rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
     def_at = leaf.def_pos if leaf.has_def and not pending else -1
@@ -1244,23 +1593,28 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     alone = False  # dictionary pages each staging their own dictionary before their chunks
     if t.layouts[0].dictionary:  # every page has one (_table_column)
         bodies = [t.layouts[k].body for k in t.layout.tolist()]
-        bufs = [whole[o : o + z] for o, z in zip(t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist(), strict=True)]
+        bufs = _read_rows(leaf, t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist())
         together = _dictionaries_together(unit, leaf, bodies, bufs, d.values_list, d.vpos_list)
         alone = together is None
         if together is not None:
             dictionary = (together[0][0], [ipos for _bits, ipos in together])
     if alone:  # as the per-page path: each page's dictionary, then its chunks
-        path, add, ctx = leaf.path, unit.stage.add_buffer, leaf.ctx()
+        ctx = leaf.ctx()
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos, index = [], []
         for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, vpos, d.buf1_offsets, sizes, strict=True):
             bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx)
             index.append(ipos)
-            data_pos.append(add(path, o, whole[o : o + z], whole) if z else 0)
+            if whole is not None:  # (a mapped file: a view of its map; one-page leaves of many fragments: no NumPy)
+                data_pos.append(unit.stage.add_buffer(leaf.path, o, whole[o : o + z], whole) if z else 0)
+                continue
+            got, deferred = _stage_rows(unit, leaf, np.asarray([o], np.int64), np.asarray([z], np.int64))
+            data_pos.append(int(got[0]))
+            unit.count_direct("mini_block_layout", int(deferred.sum()) if deferred is not None else 0)
         dictionary = (bits, index)
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
         def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
-    elif n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
+    elif whole is not None and n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
         path, add = leaf.path, unit.stage.add_buffer
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = [add(path, o, whole[o : o + z], whole) if z else 0 for o, z in zip(d.buf1_offsets, sizes, strict=True)]
@@ -1271,7 +1625,9 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
         rep_dst = rep_at + vpos if rep_at >= 0 else np.full(n, -1, np.int64)
         def_dst = def_at + vpos if def_at >= 0 else np.full(n, -1, np.int64)
         sizes = np.ascontiguousarray(t.sizes[:, 1])
-        data_pos = unit.stage.add_file_buffers(leaf.path, whole, t.offsets[:, 1], sizes)
+        data_pos, deferred = _stage_rows(unit, leaf, t.offsets[:, 1], sizes)
+        if deferred is not None:
+            unit.count_direct("mini_block_layout", int(deferred.sum()))
     if leaf.kind == "var":
         unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, dictionary, rows=t))
@@ -1371,12 +1727,11 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     FSST segments of the pages with a symbol table; the level fills of pages whose layout
     lacks the leaf's levels."""
     whole = leaf.reader.mapped
-    assert whole is not None  # _table_leaf
     z = fullzip_facts(leaf, t)
     d = t.derived()
     npages = len(t)
     path = leaf.path
-    if npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
+    if whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
         add = unit.stage.add_buffer
         got = []
         for o, s, o1, s1, ix in zip(d.buf0_offsets, d.buf0_sizes, d.buf1_offsets, d.buf1_sizes, z.indexed.tolist(), strict=True):
@@ -1389,21 +1744,14 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         take[:, 1] = z.indexed
         width = min(2, t.offsets.shape[1])
         pos = np.full((npages, 2), -1, np.int64)
-        pos[:, :width][take[:, :width]] = unit.stage.add_file_buffers(path, whole, t.offsets[:, :width][take[:, :width]],
-                                                                      t.sizes[:, :width][take[:, :width]])
+        tk = take[:, :width]
+        pos[:, :width][tk], deferred = _stage_rows(unit, leaf, t.offsets[:, :width][tk], t.sizes[:, :width][tk])
+        if deferred is not None:  # (a page counted by its data buffer, the first of its row)
+            unit.count_direct("full_zip_layout", int(deferred[miniblock.exclusive_scan(tk.sum(axis=1))[:-1]].sum()))
     dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
     rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
     def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
-    if z.copy.size:
-        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
-    if z.walk.size:
-        w = slice(None) if z.all_walk else z.walk
-        unit.fullzip.add(
-            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=unit.invisible_size + z.inv_at,
-            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
-        )
-        unit.invisible.append(z.inv)
-        unit.invisible_size += z.inv.size
+    _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
     if leaf.kind == "var":
         unit.var_check_rows.append((dst, t.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
         rows = unit.fsst_rows.get(id(leaf))
@@ -1411,6 +1759,41 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
             key = id(leaf)
             for j, slot, count in zip(rows.tolist(), dst[rows].tolist(), t.num_values[rows].tolist(), strict=True):
                 _add_fsst(unit, (key, j), slot, count)
+
+
+def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray,
+                        dst: np.ndarray, rep_at: np.ndarray, def_at: np.ndarray,
+                        later: bool = False) -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """The work of full-zip rows ``t`` (:func:`_fullzip_table`'s ``z``) staged at ``pos``
+    (``[rows, 2]``: data, repetition index or -1), their values to ``dst`` (slots or bytes),
+    their first levels ``rep_at`` / ``def_at``: fixed values without control words copied,
+    the others' invisible-level tables registered and their walk rows added, and the level
+    fills of rows whose layout lacks the leaf's levels; ``later``: the leaf's levels wait for
+    the device pre-pass: what depends on them (walk rows, fills) is returned as a function
+    of every row's first levels."""
+    if z.copy.size:
+        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
+    inv_at = None
+    if z.walk.size:
+        inv_at = unit.invisible_size + z.inv_at
+        unit.invisible.append(z.inv)
+        unit.invisible_size += z.inv.size
+    if later:
+        return lambda rep, dfn: _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, np.asarray(rep), np.asarray(dfn))
+    _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, rep_at, def_at)
+    return None
+
+
+def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray, dst: np.ndarray,
+                   inv_at: np.ndarray | None, rep_at: np.ndarray, def_at: np.ndarray) -> None:
+    """:func:`_fullzip_table_work`'s walk rows and level fills (``inv_at``: each walk row's
+    invisible-level table, registered; None: no walk row)."""
+    if inv_at is not None:
+        w = slice(None) if z.all_walk else z.walk
+        unit.fullzip.add(
+            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
+            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
+        )
     if leaf.has_rep or leaf.has_def:
         table_level_fills(unit, leaf, t, rep_at, def_at)
 
@@ -1615,7 +1998,7 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
             data_pos = 0
         elif page.data_deferred:
             data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
-            unit.count_direct(page)
+            unit.count_direct(page.kind)
         else:
             data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped)
         unit.device_blocks.append(DeviceBlock.one(leaf, page, data_pos, size, vpos, rep_dst, def_dst, dictionary))
@@ -1636,7 +2019,7 @@ def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, r
         _land_chunks(unit, leaf, page, data, at[0], vpos, rep_dst, def_dst, dictionary)
 
     at.append(unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size, land=land))
-    unit.count_direct(page)
+    unit.count_direct(page.kind)
 
 
 def _land_chunks(unit, leaf, page, data, data_pos, vpos, rep_dst, def_dst, dictionary) -> None:
@@ -2099,8 +2482,8 @@ class DeviceBlock:
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, int] | tuple[int, list[int]] | None = None
-    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows
-    #: (``pages`` is empty)
+    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows,
+    #: or a mixed leaf's mini-block rows (:func:`_place_mixed_table`) (``pages`` is empty)
     rows: pagetable.LeafPages | None = None
     #: a pass block (``passplan``: the same column of several fragments placed as one table):
     #: its leaves (``leaf`` is the first; they read values alike), ``rows`` their tables'
@@ -2250,7 +2633,7 @@ def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep
     not known yet (its leaf's levels wait for the device pre-pass): the bytes are staged now
     and the work is returned, to be emitted with them (:data:`LevelWork`)."""
     if page.data_deferred:
-        unit.count_direct(page)
+        unit.count_direct(page.kind)
     if page.row_runs is not None:
         if later:
             raise CorruptFileError(leaf.path, "row selection of a full-zip page with repetition")

@@ -20,6 +20,8 @@ selected rows are then gathered from the decoded column at :func:`positions`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 
@@ -29,7 +31,16 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import pagetable
-from lance_gpu.gpu.plan import LeafPlan, PagePlan, check_field_leaves, fill_chunk_layouts, plan_leaf, table_chunk_layouts
+from lance_gpu.gpu.plan import (
+    ChunkCut,
+    LeafPlan,
+    PagePlan,
+    check_field_leaves,
+    fill_chunk_layouts,
+    miniblock_rows,
+    plan_leaf,
+    table_chunk_layouts,
+)
 
 __all__ = ["extent", "plan_field_rows", "positions", "ranges_of"]
 
@@ -174,8 +185,71 @@ def _restrict_miniblock(pp: PagePlan, runs: np.ndarray, ctx: DecodeContext) -> N
     pp.num_levels = int(p["levels"].sum()) if (pp.has_rep or pp.has_def) else kept
 
 
+def _selected_before(ranges: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row ``r``, how many rows of the sorted disjoint ``ranges`` lie below it."""
+    if not ranges.size:
+        return np.zeros(rows.size, np.int64)
+    lengths = ranges[:, 1] - ranges[:, 0]
+    before = miniblock.exclusive_scan(lengths)
+    i = np.searchsorted(ranges[:, 0], rows, side="right") - 1
+    inside = np.minimum(rows - ranges[np.maximum(i, 0), 0], lengths[np.maximum(i, 0)])
+    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0)
+
+
+def _cut_pages(units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per page of ``page_ids``: the rows of ``ranges`` it holds, and whether that is fewer
+    than all its rows (the selection cuts it)."""
+    ids = np.asarray(page_ids, np.int64)
+    lo, hi = units.page_start[ids], units.page_start[ids + 1]
+    want = _selected_before(ranges, hi) - _selected_before(ranges, lo)
+    return want, want < hi - lo
+
+
+def _restrict_table(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
+    """:func:`_restrict` of a leaf planned as a table of the selected pages: pages it does
+    not cut stay whole (any kind); a table of mini-block pages without repetition levels
+    (``plan_field_rows`` plans no other as a table where pages are cut) keeps the chunks
+    holding the rows of ``ranges``, over all its chunks at once: its chunk buffers cut to
+    them (buffer 1 from the first kept chunk's start to the last one's end), its value and
+    level counts the kept ones, and the cut (:class:`plan.ChunkCut`) kept for the chunk
+    table (:func:`plan.table_chunk_layouts`)."""
+    t = leaf.table
+    assert t is not None
+    leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
+    want, cut = _cut_pages(units, page_ids, ranges)
+    if not cut.any():
+        return
+    ctx = leaf.ctx()
+    if leaf.mixed is not None or t.layouts[0].kind != "mini_block_layout" or bool(t.has_rep[cut].any()):
+        raise ctx.corrupt(f"row selection cuts page {page_ids[int(np.flatnonzero(cut)[0])]}, which decodes only whole")
+    bounds, starts, sizes, counts = table_chunk_layouts([(leaf, t)])
+    per_page = np.diff(bounds)
+    page_of = np.repeat(np.arange(len(t)), per_page)
+    scan = miniblock.exclusive_scan(counts)
+    first = units.page_start[np.asarray(page_ids, np.int64)][page_of] + scan[:-1] - scan[bounds[:-1]][page_of]
+    keep = _covered(first, ranges)
+    kept = np.bincount(page_of[keep], weights=counts[keep], minlength=len(t)).astype(np.int64)
+    if not np.array_equal(kept, want):
+        raise ctx.corrupt("row selection does not fall on mini-block chunk boundaries")
+    lo = np.full(len(t), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(lo, page_of[keep], starts[keep])
+    hi = np.zeros(len(t), np.int64)
+    np.maximum.at(hi, page_of[keep], (starts + sizes)[keep])
+    shift = np.where(cut, lo, 0)
+    offsets, nbytes = t.offsets.copy(), t.sizes.copy()
+    offsets[:, 1] += shift
+    nbytes[cut, 1] = (hi - lo)[cut]
+    leaf.table = t = replace(t, offsets=offsets, sizes=nbytes, num_values=kept, num_levels=np.where(cut, kept, t.num_levels),
+                             memo={"cut": ChunkCut(np.where(np.repeat(cut, per_page), keep, True), shift, t.num_values)})
+    d = t.derived()
+    leaf.num_values, leaf.num_levels = d.num_values, d.num_levels
+
+
 def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
     """Cut the planned pages of ``leaf`` to the rows of ``ranges`` (aligned to its units)."""
+    if leaf.table is not None:
+        _restrict_table(leaf, units, page_ids, ranges)
+        return
     ctx = leaf.ctx()
     fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout" and not pp.has_rep])
     for pid, pp in zip(page_ids, leaf.pages, strict=True):
@@ -193,6 +267,17 @@ def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np
     leaf.num_values = sum(pp.num_values for pp in leaf.pages)
     leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
     leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
+
+
+def _table_cuts(reader: LanceFileReader, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> bool:
+    """Whether the selected pages of a leaf may be planned as a table: the selection cuts
+    none of them, or they are all mini-block pages (whose chunks a table cuts,
+    :func:`_restrict_table`; full-zip row runs are cut page by page)."""
+    if not page_ids or not _cut_pages(units, page_ids, ranges)[1].any():
+        return True
+    cp = pagetable.column_pages(reader.column(units.column), DecodeContext(reader.path, units.column))
+    kinds = {cp.layouts[j].kind if j >= 0 else None for j in (cp.index[p] for p in page_ids)}
+    return kinds == {"mini_block_layout"}
 
 
 def plan_field_rows(
@@ -220,7 +305,7 @@ def plan_field_rows(
         last = np.searchsorted(ranges[:, 0], ends, side="left") - 1
         hit = (last >= 0) & (ranges[np.maximum(last, 0), 1] > starts)
         page_ids = np.flatnonzero(hit).tolist()
-        leaf = plan_leaf(reader, col, t, page_ids)
+        leaf = plan_leaf(reader, col, t, page_ids, table=_table_cuts(reader, lu, page_ids, ranges))
         _restrict(leaf, lu, page_ids, ranges)
         leaves.append(leaf)
     check_field_leaves(reader, arrow_field, leaves)
@@ -246,18 +331,18 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
     """What a plan decodes: ``pages``, mini-block ``chunks``, full-zip ``fullzip_rows`` and
     all ``rows`` (summed over the leaves), for tests and explain output."""
     pages = chunks = fz_rows = 0
-    tables = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "mini_block_layout"]
-    if tables:  # leaves of mini-block pages planned as tables: their chunk layouts decoded together
+    tables = [(leaf, t) for leaf in leaves if (t := miniblock_rows(leaf)) is not None]
+    if tables:  # mini-block pages of leaves planned as tables: their chunk layouts decoded together
         bounds = table_chunk_layouts(tables)[0]
         pages += int(bounds.size - 1)
         chunks += int(bounds[-1])
     for leaf in leaves:
-        if leaf.table is not None:
-            kind = leaf.table.layouts[0].kind  # (no row selection: every row)
-            if kind != "mini_block_layout":
-                pages += len(leaf.table)
-            if kind == "full_zip_layout":
-                fz_rows += int(leaf.table.num_levels.sum())
+        if leaf.table is not None:  # (no row selection: every row)
+            mini = miniblock_rows(leaf)
+            pages += len(leaf.table) - (len(mini) if mini is not None else 0)
+            fz = leaf.mixed.column.full_zip if leaf.mixed is not None else leaf.table if leaf.table.layouts[0].kind == "full_zip_layout" else None
+            if fz is not None:
+                fz_rows += int(fz.num_levels.sum())
             continue
         # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
         fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout"])

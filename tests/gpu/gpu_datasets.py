@@ -285,6 +285,35 @@ def write_mixed_list_pages(lance, root: Path, version: str, n: int = 4000, run: 
     return uri
 
 
+def mixed_flat_pages_table(n: int = 4000, *, run: int = 500) -> pa.Table:
+    """Flat columns whose pages pylance 14 writes in more than one layout (with
+    :func:`write_mixed_flat_pages`): ``s`` short strings in runs of ``run`` rows between runs
+    of long ones (mini-block and full-zip pages, a few nulls), ``i`` nullable integers null
+    in the third run (an all-null constant page between mini-block ones), and two columns of
+    one layout (``e``, ``c``)."""
+
+    def s(i: int) -> str | None:
+        if i % 97 == 5:
+            return None
+        return ("y" * (200 + i % 200)) + str(i) if (i // run) % 2 else str(i)
+
+    return pa.table({
+        "s": pa.array([s(i) for i in range(n)], pa.string()),
+        "i": pa.array([None if i // run == 2 or i % 7 == 0 else i for i in range(n)], pa.int32()),
+        "e": pa.array([None if i // run == 3 else i * 3 for i in range(n)], pa.int64()),
+        "c": pa.array([5 if i // run == 1 else i for i in range(n)], pa.int64()),
+    })
+
+
+def write_mixed_flat_pages(lance, root: Path, version: str, n: int = 4000, run: int = 500) -> str:
+    """:func:`mixed_flat_pages_table` as :func:`write_mixed_list_pages` writes its table."""
+    uri = str(root / f"mixed_flat_pages_{version}_{n}")
+    tbl = mixed_flat_pages_table(n, run=run)
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=run))
+    lance.write_dataset(reader, uri, data_storage_version=version, max_page_bytes=8192, data_cache_bytes=4 * 8192)
+    return uri
+
+
 def null_runs_table(n: int = 20_000) -> pa.Table:
     """Columns null in runs of 500 rows (a flat int64, a list<int32>, a run-length int32):
     pylance 14 writes their definition levels run-length encoded (Rle) in 2.2 files,

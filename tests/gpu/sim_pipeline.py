@@ -999,9 +999,9 @@ def _spy_direct(monkeypatch) -> tuple[list[str], list[int]]:
     sizes: list[int] = []
     count_direct, add_range = plan.UnitPlan.count_direct, staging.Stager.add_range
 
-    def spy_count(self, page):
-        kinds.append(page.kind)
-        return count_direct(self, page)
+    def spy_count(self, kind, n=1):
+        kinds.extend([kind] * n)
+        return count_direct(self, kind, n)
 
     def spy_add(self, st, key, offset, size, **kw):
         sizes.append(size)
@@ -1398,6 +1398,30 @@ def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, v
     assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed list pages {version} take")
     monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
     assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, f"mixed list pages {version} host parse")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_flat_leaves_of_several_page_kinds_match_pylance(root: Path, version: str):
+    """Flat leaves whose pages pylance writes in several layouts (short strings between
+    full-zip runs of long ones, integers with an all-null constant page between mini-block
+    ones), planned as tables of their pages split by kind (no PagePlan): the GPU read
+    equals pylance's, whole and a take."""
+    from lance_gpu.gpu import plan
+
+    uri = gd.write_mixed_flat_pages(lance, root, version, n=2000, run=250)
+    real, made = plan.PagePlan.__init__, []
+
+    def counted(self, *args, **kwargs) -> None:
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan.PagePlan, "__init__", counted)
+        got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+    assert not made
+    assert_same(got, lance.dataset(uri).to_table(), f"mixed flat pages {version} gpu")
+    rows = [0, 5, 249, 250, 600, 1000, 1499, 1500, 1998]
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed flat pages {version} take")
 
 
 def _pylance_or_written(uri: str, written: pa.Table, rows_per_file: int) -> pa.Table:
