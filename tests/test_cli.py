@@ -35,6 +35,37 @@ def run_cli(*args: str, ok: bool = True, env: dict[str, str] | None = None) -> s
     return out
 
 
+# Runs ``lance_gpu.cli.main`` (what ``python3 -m lance_gpu`` runs) on each argv of a JSON list in
+# one interpreter, each with its own stdout/stderr, and prints ``[[status, stdout, stderr], ...]``.
+_MANY = r"""
+import contextlib, io, json, sys
+from lance_gpu.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    results.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def run_cli_many(argvs: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
+    """The outcome of each command line of ``argvs``, as :func:`run_cli` (``ok=False``) gives
+    it, from one subprocess: one interpreter start-up (~1 s) instead of one per command.  For
+    checks of ``main``'s exit status and output; :func:`run_cli` runs the real entry point."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    proc = subprocess.run([sys.executable, "-c", _MANY, json.dumps(argvs)], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == len(argvs)
+    return [subprocess.CompletedProcess(argv, code, out, err) for argv, (code, out, err) in zip(argvs, results, strict=True)]
+
+
 def sample() -> pa.Table:
     n = 60
     struct = pa.struct([("x", pa.int32()), ("y", pa.list_(pa.int64()))])
@@ -366,13 +397,15 @@ def _errors(pylance_ds: str, tmp_path: Path) -> list[tuple[list[str], str, int]]
 
 def test_common_mistakes_print_one_line(pylance_ds: str, tmp_path: Path) -> None:
     Path(tmp_path / "t.txt").write_text("x")
-    for args, needle, code in _errors(pylance_ds, tmp_path):
-        out = run_cli(*args, ok=False)
+    errors = _errors(pylance_ds, tmp_path)
+    # the first through the real entry point, the rest (and the first again) in one interpreter
+    outs = [run_cli(*errors[0][0], ok=False), *run_cli_many([args for args, _, _ in errors])]
+    for (args, needle, code), out in zip([errors[0], *errors], outs, strict=True):
         lines = out.stderr.strip().splitlines()
         assert out.returncode == code, (args, out.stderr)
         assert len(lines) == 1 and lines[0].startswith("lance-gpu: error: ") and needle in lines[0], (args, out.stderr)
         assert out.stdout == ""
-    out = run_cli("info", pylance_ds, "--storage-option", "novalue", ok=False)
+    (out,) = run_cli_many([["info", pylance_ds, "--storage-option", "novalue"]])
     assert out.returncode == 2 and "expected key=value" in out.stderr
 
 
