@@ -105,9 +105,16 @@ def test_top_level_help_lists_every_command() -> None:
     assert "examples:" in out
 
 
+@pytest.fixture(scope="module")
+def command_helps() -> dict[str, subprocess.CompletedProcess[str]]:
+    """``lance-gpu CMD --help`` of every command, from one interpreter."""
+    return dict(zip(COMMANDS, run_cli_many([[cmd, "--help"] for cmd in COMMANDS]), strict=True))
+
+
 @pytest.mark.parametrize("cmd", COMMANDS)
-def test_each_command_has_help_and_examples(cmd: str) -> None:
-    out = run_cli(cmd, "--help").stdout
+def test_each_command_has_help_and_examples(cmd: str, command_helps: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    assert command_helps[cmd].returncode == 0, command_helps[cmd].stderr
+    out = command_helps[cmd].stdout
     assert f"lance-gpu {cmd}" in out and "examples:" in out
     if cmd not in ("demo", "convert"):
         assert "--storage-option" in out
