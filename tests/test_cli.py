@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ``lance-gpu`` command line, run as users run it: ``python3 -m lance_gpu ...`` in a
 subprocess (with this checkout first on ``PYTHONPATH``), on pylance-written data, each
-output checked against pylance's view of the same data."""
+output checked against pylance's view of the same data.  Where a test runs several commands
+whose exit status and output is all it checks, they run in one subprocess
+(:func:`run_cli_many`: ``lance_gpu.cli.main`` per command line, what ``python3 -m lance_gpu``
+runs), saving an interpreter start-up and the kernel loads of each."""
 
 from __future__ import annotations
 
@@ -209,13 +212,17 @@ def test_scan_to_parquet_and_csv_match_pylance(pylance_ds: str, tmp_path: Path) 
 def test_convert_parquet_to_lance_to_parquet_round_trips(tmp_path: Path) -> None:
     table = sample()
     pq.write_table(table, tmp_path / "in.parquet", row_group_size=16)
-    out = run_cli("convert", str(tmp_path / "in.parquet"), str(tmp_path / "c.lance"), "--batch-size", "10", "--max-rows-per-file", "25").stdout
-    assert "converted 60 rows" in out
+    # in order, in one interpreter (a writing command's first run loads its kernels: ~2 s)
+    runs = run_cli_many([
+        ["convert", str(tmp_path / "in.parquet"), str(tmp_path / "c.lance"), "--batch-size", "10", "--max-rows-per-file", "25"],
+        ["convert", str(tmp_path / "c.lance"), str(tmp_path / "back.parquet")],
+        ["convert", str(tmp_path / "c.lance"), str(tmp_path / "part.parquet"), "-c", "id,name", "-f", "id > 50"],
+    ])
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
+    assert "converted 60 rows" in runs[0].stdout
     ref = lance.dataset(str(tmp_path / "c.lance"))
     assert ref.to_table().equals(table) and len(ref.get_fragments()) == 3
-    run_cli("convert", str(tmp_path / "c.lance"), str(tmp_path / "back.parquet"))
     assert pq.read_table(tmp_path / "back.parquet").equals(table)
-    run_cli("convert", str(tmp_path / "c.lance"), str(tmp_path / "part.parquet"), "-c", "id,name", "-f", "id > 50")
     assert pq.read_table(tmp_path / "part.parquet").equals(ref.to_table(columns=["id", "name"], filter="id > 50"))
 
 
@@ -229,10 +236,11 @@ def test_convert_csv_ipc_and_directories_to_lance(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     pq.write_table(flat.slice(0, 30), tmp_path / "dir" / "a.parquet")
     pq.write_table(flat.slice(30), tmp_path / "dir" / "b.parquet")
-    for name in ("in.csv", "in.arrow", "in.arrows", "dir"):
-        dest = str(tmp_path / f"{name}.lance")
-        run_cli("convert", str(tmp_path / name), dest, "-q")
-        got = lance.dataset(dest).to_table()
+    names = ("in.csv", "in.arrow", "in.arrows", "dir")
+    runs = run_cli_many([["convert", str(tmp_path / name), str(tmp_path / f"{name}.lance"), "-q"] for name in names])
+    for name, run in zip(names, runs, strict=True):
+        assert run.returncode == 0, (name, run.stderr)
+        got = lance.dataset(str(tmp_path / f"{name}.lance")).to_table()
         assert got.num_rows == 60, name
         assert got.sort_by("id").equals(flat.cast(got.schema)), name
     run_cli("convert", str(tmp_path / "in.csv"), str(tmp_path / "in.csv.lance"), "--mode", "append")
