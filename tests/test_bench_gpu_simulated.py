@@ -12,20 +12,28 @@ import sys
 from pathlib import Path
 
 import pytest
+from background_runs import Command, finished, runs_in_background
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_gpu.py"
 
 
-def _run(args: list[str], **env: str) -> subprocess.CompletedProcess:
+def _command(args: list[str], **env: str) -> Command:
     full = dict(os.environ)
     full.update(env)
     full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, str(BENCH), *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=600)
+    return [sys.executable, str(BENCH), *args], full, str(ROOT)
 
 
-def test_kernel_cases_match_cpu_under_simulator() -> None:
-    proc = _run(["--simulate", "--kernels-only", "--quick"], NUMBA_ENABLE_CUDASIM="1")
+def _run(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    argv, full, cwd = _command(args, **env)
+    return subprocess.run(argv, cwd=cwd, env=full, capture_output=True, text=True, timeout=600)
+
+
+@runs_in_background(lambda: _command(["--simulate", "--kernels-only", "--quick"], NUMBA_ENABLE_CUDASIM="1"))
+def test_kernel_cases_match_cpu_under_simulator(request: pytest.FixtureRequest) -> None:
+    """(Started when collection ends, beside the rest of the suite: tests/background_runs.py.)"""
+    proc = finished(request.node.nodeid, request.function)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "FAILED" not in proc.stdout
 

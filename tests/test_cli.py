@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ``lance-gpu`` command line, run as users run it: ``python3 -m lance_gpu ...`` in a
 subprocess (with this checkout first on ``PYTHONPATH``), on pylance-written data, each
-output checked against pylance's view of the same data."""
+output checked against pylance's view of the same data.  Where a test runs several commands
+whose exit status and output is all it checks, they run in one subprocess
+(:func:`run_cli_many`: ``lance_gpu.cli.main`` per command line, what ``python3 -m lance_gpu``
+runs), saving an interpreter start-up and the kernel loads of each."""
 
 from __future__ import annotations
 
@@ -33,6 +36,37 @@ def run_cli(*args: str, ok: bool = True, env: dict[str, str] | None = None) -> s
     if ok:
         assert out.returncode == 0, out.stderr
     return out
+
+
+# Runs ``lance_gpu.cli.main`` (what ``python3 -m lance_gpu`` runs) on each argv of a JSON list in
+# one interpreter, each with its own stdout/stderr, and prints ``[[status, stdout, stderr], ...]``.
+_MANY = r"""
+import contextlib, io, json, sys
+from lance_gpu.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    results.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def run_cli_many(argvs: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
+    """The outcome of each command line of ``argvs``, as :func:`run_cli` (``ok=False``) gives
+    it, from one subprocess: one interpreter start-up (~1 s) instead of one per command.  For
+    checks of ``main``'s exit status and output; :func:`run_cli` runs the real entry point."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    proc = subprocess.run([sys.executable, "-c", _MANY, json.dumps(argvs)], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == len(argvs)
+    return [subprocess.CompletedProcess(argv, code, out, err) for argv, (code, out, err) in zip(argvs, results, strict=True)]
 
 
 def sample() -> pa.Table:
@@ -74,9 +108,16 @@ def test_top_level_help_lists_every_command() -> None:
     assert "examples:" in out
 
 
+@pytest.fixture(scope="module")
+def command_helps() -> dict[str, subprocess.CompletedProcess[str]]:
+    """``lance-gpu CMD --help`` of every command, from one interpreter."""
+    return dict(zip(COMMANDS, run_cli_many([[cmd, "--help"] for cmd in COMMANDS]), strict=True))
+
+
 @pytest.mark.parametrize("cmd", COMMANDS)
-def test_each_command_has_help_and_examples(cmd: str) -> None:
-    out = run_cli(cmd, "--help").stdout
+def test_each_command_has_help_and_examples(cmd: str, command_helps: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    assert command_helps[cmd].returncode == 0, command_helps[cmd].stderr
+    out = command_helps[cmd].stdout
     assert f"lance-gpu {cmd}" in out and "examples:" in out
     if cmd not in ("demo", "convert"):
         assert "--storage-option" in out
@@ -171,13 +212,17 @@ def test_scan_to_parquet_and_csv_match_pylance(pylance_ds: str, tmp_path: Path) 
 def test_convert_parquet_to_lance_to_parquet_round_trips(tmp_path: Path) -> None:
     table = sample()
     pq.write_table(table, tmp_path / "in.parquet", row_group_size=16)
-    out = run_cli("convert", str(tmp_path / "in.parquet"), str(tmp_path / "c.lance"), "--batch-size", "10", "--max-rows-per-file", "25").stdout
-    assert "converted 60 rows" in out
+    # in order, in one interpreter (a writing command's first run loads its kernels: ~2 s)
+    runs = run_cli_many([
+        ["convert", str(tmp_path / "in.parquet"), str(tmp_path / "c.lance"), "--batch-size", "10", "--max-rows-per-file", "25"],
+        ["convert", str(tmp_path / "c.lance"), str(tmp_path / "back.parquet")],
+        ["convert", str(tmp_path / "c.lance"), str(tmp_path / "part.parquet"), "-c", "id,name", "-f", "id > 50"],
+    ])
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
+    assert "converted 60 rows" in runs[0].stdout
     ref = lance.dataset(str(tmp_path / "c.lance"))
     assert ref.to_table().equals(table) and len(ref.get_fragments()) == 3
-    run_cli("convert", str(tmp_path / "c.lance"), str(tmp_path / "back.parquet"))
     assert pq.read_table(tmp_path / "back.parquet").equals(table)
-    run_cli("convert", str(tmp_path / "c.lance"), str(tmp_path / "part.parquet"), "-c", "id,name", "-f", "id > 50")
     assert pq.read_table(tmp_path / "part.parquet").equals(ref.to_table(columns=["id", "name"], filter="id > 50"))
 
 
@@ -191,10 +236,11 @@ def test_convert_csv_ipc_and_directories_to_lance(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     pq.write_table(flat.slice(0, 30), tmp_path / "dir" / "a.parquet")
     pq.write_table(flat.slice(30), tmp_path / "dir" / "b.parquet")
-    for name in ("in.csv", "in.arrow", "in.arrows", "dir"):
-        dest = str(tmp_path / f"{name}.lance")
-        run_cli("convert", str(tmp_path / name), dest, "-q")
-        got = lance.dataset(dest).to_table()
+    names = ("in.csv", "in.arrow", "in.arrows", "dir")
+    runs = run_cli_many([["convert", str(tmp_path / name), str(tmp_path / f"{name}.lance"), "-q"] for name in names])
+    for name, run in zip(names, runs, strict=True):
+        assert run.returncode == 0, (name, run.stderr)
+        got = lance.dataset(str(tmp_path / f"{name}.lance")).to_table()
         assert got.num_rows == 60, name
         assert got.sort_by("id").equals(flat.cast(got.schema)), name
     run_cli("convert", str(tmp_path / "in.csv"), str(tmp_path / "in.csv.lance"), "--mode", "append")
@@ -366,13 +412,15 @@ def _errors(pylance_ds: str, tmp_path: Path) -> list[tuple[list[str], str, int]]
 
 def test_common_mistakes_print_one_line(pylance_ds: str, tmp_path: Path) -> None:
     Path(tmp_path / "t.txt").write_text("x")
-    for args, needle, code in _errors(pylance_ds, tmp_path):
-        out = run_cli(*args, ok=False)
+    errors = _errors(pylance_ds, tmp_path)
+    # the first through the real entry point, the rest (and the first again) in one interpreter
+    outs = [run_cli(*errors[0][0], ok=False), *run_cli_many([args for args, _, _ in errors])]
+    for (args, needle, code), out in zip([errors[0], *errors], outs, strict=True):
         lines = out.stderr.strip().splitlines()
         assert out.returncode == code, (args, out.stderr)
         assert len(lines) == 1 and lines[0].startswith("lance-gpu: error: ") and needle in lines[0], (args, out.stderr)
         assert out.stdout == ""
-    out = run_cli("info", pylance_ds, "--storage-option", "novalue", ok=False)
+    (out,) = run_cli_many([["info", pylance_ds, "--storage-option", "novalue"]])
     assert out.returncode == 2 and "expected key=value" in out.stderr
 
 

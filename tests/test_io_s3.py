@@ -31,17 +31,35 @@ from lance_gpu.io import FaultInjectingStore, resolve
 pytestmark = pytest.mark.filterwarnings("ignore::lance_gpu._device.GpuFallbackWarning")
 
 
-_APPENDER = textwrap.dedent(
+# Appenders racing: one interpreter imports lance-gpu and writes a local scratch dataset once
+# (its kernels load once; lance-gpu's pools reset in a forked child), then forks argv[3]
+# appenders at once, each appending two tables; prints their exit statuses.
+_APPENDERS = textwrap.dedent(
     """
-    import json, sys, warnings
+    import json, os, sys, tempfile, traceback, warnings
     warnings.simplefilter("ignore")
     import numpy as np, pyarrow as pa
     import lance_gpu
-    uri, opts, k = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-    for j in range(2):
-        start = 1000 * k + 100 * j
-        tbl = pa.table({"id": pa.array(np.arange(start, start + 10))})
-        lance_gpu.write_dataset(tbl, uri, mode="append", storage_options=opts)
+    uri, opts, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    with tempfile.TemporaryDirectory() as scratch:
+        lance_gpu.write_dataset(pa.table({"id": pa.array(np.arange(10))}), os.path.join(scratch, "warm.lance"))
+    pids = []
+    for k in range(n):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                for j in range(2):
+                    start = 1000 * k + 100 * j
+                    tbl = pa.table({"id": pa.array(np.arange(start, start + 10))})
+                    lance_gpu.write_dataset(tbl, uri, mode="append", storage_options=opts)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+                sys.stderr.flush()
+            os._exit(code)
+        pids.append(pid)
+    print(json.dumps([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]))
     """
 )
 
@@ -53,13 +71,10 @@ def test_concurrent_appends_each_land_once(s3_server) -> None:
     uri = s3_server.uri("conc")
     lance_gpu.write_dataset(pa.table({"id": pa.array(np.arange(-10, 0))}), uri, storage_options=opts)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _APPENDER, uri, json.dumps(opts), str(k)], env=env, stderr=subprocess.PIPE)
-        for k in range(4)
-    ]
-    for p in procs:
-        _out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err.decode()[-2000:]
+    proc = subprocess.run([sys.executable, "-c", _APPENDERS, uri, json.dumps(opts), "4"], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, 0, 0, 0], proc.stderr[-3000:]
     expected = sorted([*range(-10, 0), *(1000 * k + 100 * j + i for k in range(4) for j in range(2) for i in range(10))])
     ref = lance.dataset(uri, storage_options=opts)
     assert ref.version == 9

@@ -217,9 +217,9 @@ def test_signatures_get_their_own_data_files(tmp_path: Path, monkeypatch: pytest
     assert sum(again.stats.cache_misses.values()) == 0
 
 
-def test_cold_read_runs_twins_while_the_worker_fills_the_cache(tmp_path: Path, data: str) -> None:
-    cache = tmp_path / "c"
-    first = _read(cache, data, "id,v,s", twins="1")
+def test_cold_read_runs_twins_while_the_worker_fills_the_cache(cold_twins: tuple[Path, dict], data: str) -> None:
+    cache, got = cold_twins
+    first = {"digest": got["digest"], "twins": got["twins1"], "stats": got["stats1"]}  # the cold read
     assert first["digest"] == _expected(data, ["id", "v", "s"])
     assert first["twins"], "numpy twins stood in for kernels not compiled yet"
     compiled_here = {name for name, s in first["stats"].items() if s["misses"]}
@@ -254,33 +254,45 @@ def test_small_reads_do_not_set_up_numba(tmp_path: Path) -> None:
     assert _totals(warm["stats"]) == (0, 0)  # nothing loaded, nothing compiled
 
 
-# Two reads in one fresh process with twins on: what the first read set up, then the second
-# read after the worker finished (the process loads its compiled code in the background).
+# Two reads in one fresh process with twins on and an empty cache: the first read (its digest,
+# whether it set up numba's target context, the twins it ran, and the cache stats once the
+# worker it started is done: what CHILD prints), then the second read after the worker finished
+# (the process loads its compiled code in the background).
 CHILD_SWITCH = r"""
-import json, sys
+import hashlib, json, sys
 import lance_gpu
 from cuda_kernels import _jitcache
 path = sys.argv[1]
 first = lance_gpu.dataset(path, device="cpu").to_table()
+digest = hashlib.sha256(str(first.to_pydict()).encode()).hexdigest()
 context = "numba.np.arraymath" in sys.modules  # imported when numba sets up its target context
-twins1 = sum(_jitcache.twin_stats().values())
+twins1 = _jitcache.twin_stats()
 assert _jitcache.wait_for_worker(600)
+stats1 = _jitcache.cache_stats()
 second = lance_gpu.dataset(path, device="cpu").to_table()
-twins2 = sum(_jitcache.twin_stats().values()) - twins1
-print(json.dumps({"same": first.equals(second), "context": context, "twins1": twins1, "twins2": twins2,
-                  "stats": _jitcache.cache_stats()}))
+twins2 = sum(_jitcache.twin_stats().values()) - sum(twins1.values())
+print(json.dumps({"digest": digest, "same": first.equals(second), "context": context, "twins1": twins1, "stats1": stats1,
+                  "twins2": twins2, "stats": _jitcache.cache_stats()}))
 """
 
 
-def test_cold_process_switches_to_compiled_code_in_the_background(tmp_path: Path, data: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LANCE_GPU_CACHE_DIR=str(tmp_path / "c"), LANCE_GPU_JIT_TWINS="1")
+@pytest.fixture(scope="module")
+def cold_twins(tmp_path_factory: pytest.TempPathFactory, data: str) -> tuple[Path, dict]:
+    """CHILD_SWITCH's two reads with an empty cache (one cold compile by the worker serves
+    the two tests of a cold process with twins): the cache it leaves and what it printed."""
+    cache = tmp_path_factory.mktemp("twins-cache")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LANCE_GPU_CACHE_DIR=str(cache), LANCE_GPU_JIT_TWINS="1")
     env.pop("NUMBA_CACHE_DIR", None)
     proc = subprocess.run([sys.executable, "-c", CHILD_SWITCH, data], env=env, text=True, capture_output=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return cache, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cold_process_switches_to_compiled_code_in_the_background(cold_twins: tuple[Path, dict]) -> None:
+    got = cold_twins[1]
     assert got["same"]
     # the first read ran twins only: nothing compiled or loaded in the process, no target context
-    assert got["twins1"] > 0 and not got["context"]
+    assert sum(got["twins1"].values()) > 0 and not got["context"]
     # once the worker was done, the process had loaded its code: the second read ran no twin
     assert got["twins2"] == 0
     hits, misses = _totals(got["stats"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from background_runs import Command, finished, runs_in_background
 
 torch = pytest.importorskip("torch")
 lance = pytest.importorskip("lance")
@@ -497,15 +498,17 @@ def test_map_dataset_takes_equal_pylance(uri, live_ids) -> None:
 # -- the GPU feed ------------------------------------------------------------------------------
 
 
-def test_device_feed_under_cuda_simulator() -> None:
-    """tests/test_torch_device.py (gpu-marked) with the numba CUDA simulator as the device."""
+def _device_feed_tests() -> Command:
     import os
 
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LANCE_GPU_TEST_SIM_DEVICE="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_torch_device.py"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
+    return [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_torch_device.py"], env, str(ROOT)
+
+
+@runs_in_background(_device_feed_tests)  # beside the rest of the suite (tests/background_runs.py)
+def test_device_feed_under_cuda_simulator(request: pytest.FixtureRequest) -> None:
+    """tests/test_torch_device.py (gpu-marked) with the numba CUDA simulator as the device."""
+    proc = finished(request.node.nodeid, request.function)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
 

@@ -394,26 +394,46 @@ def test_cleanup_removes_what_pylance_removes(tmp_path: Path, prepare, kwargs) -
     assert ours.to_table().equals(lance.dataset(str(tmp_path / "ref.lance")).to_table())
 
 
-_KILLED_WRITER = """
-import os, signal, sys, warnings
+# Writers killed (SIGKILL) before publishing: one interpreter imports lance-gpu and writes a
+# scratch dataset once (lance-gpu's pools reset in a forked child), then for each of argv[2:] forks a writer that kills itself at that step ("data": before a data file is
+# renamed into place, "manifest": before the manifest is linked, "hint": before a new version
+# hint is renamed into place), waits for it and prints its exit status and the staging files
+# (``.tmp_*``) it left, a JSON line each.
+_KILLED_WRITERS = """
+import json, os, signal, sys, tempfile, warnings
 warnings.simplefilter("ignore")
 import pyarrow as pa
 import lance_gpu
-uri, where = sys.argv[1], sys.argv[2]
-real_link, real_replace = os.link, os.replace
-def die_on(dst, fragment):
-    if fragment in str(dst):
-        os.kill(os.getpid(), signal.SIGKILL)
-def link(src, dst, *a, **k):
-    die_on(dst, "/_versions/" if where == "manifest" else "<never>")
-    return real_link(src, dst, *a, **k)
-def replace(src, dst, *a, **k):
-    die_on(dst, {"hint": "latest_version_hint.json", "data": "/data/"}.get(where, "<never>"))
-    return real_replace(src, dst, *a, **k)
-os.link, os.replace = link, replace
-if where == "hint":  # an existing hint is rewritten in place: only a new one is staged
-    os.unlink(os.path.join(uri, "_versions", "latest_version_hint.json"))
-lance_gpu.write_dataset(pa.table({"a": [70, 80], "s": ["x", "y"]}), uri, mode="append")
+uri = sys.argv[1]
+def staged():
+    return {os.path.join(d, f) for d, _, fs in os.walk(uri) for f in fs if f.startswith(".tmp_")}
+def write_and_die(where):
+    real_link, real_replace = os.link, os.replace
+    def die_on(dst, fragment):
+        if fragment in str(dst):
+            os.kill(os.getpid(), signal.SIGKILL)
+    def link(src, dst, *a, **k):
+        die_on(dst, "/_versions/" if where == "manifest" else "<never>")
+        return real_link(src, dst, *a, **k)
+    def replace(src, dst, *a, **k):
+        die_on(dst, {"hint": "latest_version_hint.json", "data": "/data/"}.get(where, "<never>"))
+        return real_replace(src, dst, *a, **k)
+    os.link, os.replace = link, replace
+    if where == "hint":  # an existing hint is rewritten in place: only a new one is staged
+        os.unlink(os.path.join(uri, "_versions", "latest_version_hint.json"))
+    lance_gpu.write_dataset(pa.table({"a": [70, 80], "s": ["x", "y"]}), uri, mode="append")
+with tempfile.TemporaryDirectory() as scratch:  # a write first: its kernels load once, not in every writer
+    lance_gpu.write_dataset(pa.table({"a": [70, 80], "s": ["x", "y"]}), os.path.join(scratch, "warm.lance"))
+for where in sys.argv[2:]:
+    before = staged()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            write_and_die(where)
+        finally:
+            os._exit(3)  # survived: the parent reports 3
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"where": where, "status": os.waitstatus_to_exitcode(status), "left": sorted(staged() - before)}), flush=True)
 """
 
 
@@ -426,17 +446,22 @@ def test_cleanup_removes_a_killed_writers_staging_files(tmp_path: Path) -> None:
     hint (where none was left to rewrite in place) leave their staging files (``.tmp_{name}_{uuid}``).  pylance's cleanup leaves
     them; ours removes them once older than the retention (and 7 days, unless
     delete_unverified), and the dataset still reads as pylance reads it."""
+    import json
     import subprocess
     import sys
 
     uri = str(tmp_path / "ours.lance")
     _history(uri)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    for where in ("data", "manifest", "hint"):
-        before = set(_staging_files(uri))
-        proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, uri, where], env=env, capture_output=True, timeout=300, check=False)
-        assert proc.returncode == -9, (where, proc.returncode, proc.stderr.decode()[-2000:])
-        assert set(_staging_files(uri)) - before, where  # the killed writer left one
+    wheres = ["data", "manifest", "hint"]
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITERS, uri, *wheres], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    writers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [w["where"] for w in writers] == wheres, (proc.stdout, proc.stderr[-2000:])
+    for w in writers:
+        assert w["status"] == -9, (w, proc.stderr[-2000:])
+        assert w["left"], w  # the killed writer left one
     staged = _staging_files(uri)
     assert any(f.startswith("_versions/.tmp_latest_version_hint.json_") for f in staged)
     assert any(f.startswith("_versions/.tmp_") and ".manifest_" in f for f in staged)

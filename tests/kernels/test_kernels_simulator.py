@@ -12,6 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from background_runs import Command, finished, runs_in_background
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
@@ -23,16 +26,19 @@ def _env(**extra):
     return env
 
 
-def test_gpu_kernels_under_cuda_simulator():
-    """[CUDA simulator] every GPU kernel against its CPU twin, and the simulator's sequential
-    block runner against numba's (``sim_block_runner.py``), in a subprocess."""
+def _simulated_kernel_tests() -> Command:
     cmd = [
         sys.executable, "-m", "pytest", str(HERE / "sim_kernels_gpu.py"), str(HERE / "sim_block_runner.py"),
         "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-W", "error::FutureWarning",
     ]
-    proc = subprocess.run(
-        cmd, cwd=ROOT, env=_env(NUMBA_ENABLE_CUDASIM="1"), capture_output=True, text=True, timeout=600
-    )
+    return cmd, _env(NUMBA_ENABLE_CUDASIM="1"), str(ROOT)
+
+
+@runs_in_background(_simulated_kernel_tests)  # beside the rest of the suite (tests/background_runs.py)
+def test_gpu_kernels_under_cuda_simulator(request: pytest.FixtureRequest) -> None:
+    """[CUDA simulator] every GPU kernel against its CPU twin, and the simulator's sequential
+    block runner against numba's (``sim_block_runner.py``), in a subprocess."""
+    proc = finished(request.node.nodeid, request.function)
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-4000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
 
