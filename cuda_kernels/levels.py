@@ -126,6 +126,7 @@ class LayerResult(NamedTuple):
     length: int
     null_count: int = -1  # null entries, where the unraveller counted them (-1: not counted)
     words: bool = False  # validity as bitmask words (every layer of the segmented unravel)
+    bit_offset: int = 0  # words: entry ``i`` is bit ``bit_offset + i`` (a segment of a run)
 
 
 class Unraveled(NamedTuple):
@@ -558,8 +559,10 @@ def _unravel_scatter_kernel(
 #                        segment with repetition levels (one if it has none: it writes the
 #                        final offsets), one per _WORD levels of the others
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
-#                        validity base (a word of ``words_all``: every layer's words
-#                        start at a word of their own, room for one bit per level)
+#                        validity base (a *bit* of ``words_all``: a layer's words
+#                        start at a 64-byte aligned slot of their own, room for one bit
+#                        per level, or -- the layers of a segment of a run, see below --
+#                        at the run's bit of its segment in the slot the run shares)
 #   ltr[...]             the segments' ltr tables, concatenated
 # ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
 # the error codes of each segment.
@@ -568,9 +571,13 @@ def _unravel_scatter_kernel(
 # them) has level ``j`` as entry ``j`` of every layer, so it needs neither flags nor scan: a
 # thread takes _WORD consecutive levels (one validity bitmask word's worth, as cuDF's
 # decoders do), checks them, writes their validity as one uint32 bitmask word per layer
-# (Arrow's bit order, into ``words_all``: no byte per entry, no atomic on the word: each
-# layer's words start at a word of their own) and adds the word's nulls with one atomic per
-# layer.  A unit whose leaves are all flat makes one launch (and the result's zeroing).
+# (Arrow's bit order, into ``words_all``: no byte per entry; a word the segment's bits fill
+# is stored, the others -- its last partial word, and every word of a segment whose bits
+# start inside a word -- OR-ed atomically into the zeroed words) and adds the word's nulls
+# with one atomic per layer.  A unit whose leaves are all flat makes one launch (and the
+# zeroing of the result and the words, one launch).  The segments of a *run* (a column's
+# leaves of consecutive fragments: ``LevelSegment.run``) write each layer's bits one after
+# the other into one slot, which is then the column's whole validity mask.
 #
 # A segment with repetition levels writes its layers' validity as the same words: an entry's
 # position is known only after the scan, so the flags launch sets every word of its layers
@@ -598,7 +605,7 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     n = desc[b + 2]
     if j % _WORD == 0:
         for m in range(desc[b + 4]):
-            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 5] + j // _WORD] = np.uint32(0xFFFFFFFF)
+            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 5] // _WORD + j // _WORD] = np.uint32(0xFFFFFFFF)
     r = np.int64(levels[desc[b] + j])
     d = np.int64(0)
     dp = desc[b + 1]
@@ -649,7 +656,7 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                     return
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
-            vb = desc[lb + 5]
+            at = desc[lb + 5] + lo  # the bit of level lo
             nulls = np.int64(0)
             bits = np.uint32(0)
             for k in range(lo, hi):
@@ -660,7 +667,16 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                     bits |= np.uint32(1) << np.uint32(k - lo)
                 else:
                     nulls += 1
-            words_all[vb + j] = bits
+            w = at // _WORD
+            sh = at % _WORD
+            if sh == 0 and hi - lo == _WORD:
+                words_all[w] = bits  # a word of this segment's only
+            elif sh == 0:
+                cuda.atomic.or_(words_all, w, bits)
+            else:  # bits start inside a word: its high part, then the next word's low part
+                cuda.atomic.or_(words_all, w, bits << np.uint32(sh))
+                if hi - lo > _WORD - sh:
+                    cuda.atomic.or_(words_all, w + 1, bits >> np.uint32(_WORD - sh))
             if nulls:
                 cuda.atomic.add(result, nlayers + l0 + m, nulls)
         return
@@ -674,7 +690,7 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                 offsets_all[desc[lb + 4] + count] = excl[fb + m * n] - excl[fb + (m - 1) * n]
             if count % _WORD:  # the bits past the layer's entries in its last word: 0
                 keep = (np.uint32(1) << np.uint32(count % _WORD)) - np.uint32(1)
-                cuda.atomic.and_(words_all, desc[lb + 5] + count // _WORD, keep)
+                cuda.atomic.and_(words_all, desc[lb + 5] // _WORD + count // _WORD, keep)
     if j >= n:  # the one thread of a segment without levels
         return
     r = np.int64(levels[rp + j])
@@ -693,16 +709,18 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                 inner = at - n
                 offsets_all[desc[lb + 4] + p] = excl[inner + j] - excl[inner]
             if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit cleared
-                cuda.atomic.and_(words_all, desc[lb + 5] + p // _WORD, ~(np.uint32(1) << np.uint32(p % _WORD)))
+                cuda.atomic.and_(words_all, desc[lb + 5] // _WORD + p // _WORD, ~(np.uint32(1) << np.uint32(p % _WORD)))
                 cuda.atomic.add(result, nlayers + l0 + m, 1)
 
 
 @gpu_kernel
 def _gather_into_kernel(src, positions, flags, nflags, out, base):
     """``out[:base] = 0``, then ``out[base + i] = src[positions[i]]`` (-1 outside ``src``),
-    then the first ``nflags`` of ``flags`` (one launch of ``base + len(positions) + nflags``
-    threads)."""
+    then the first ``nflags`` of ``flags``, then zeros to the end of ``out`` (one launch of
+    ``out.size`` threads)."""
     t = cuda.grid(1)
+    if t >= out.shape[0]:
+        return
     if t < base:
         out[t] = 0
         return
@@ -716,6 +734,8 @@ def _gather_into_kernel(src, positions, flags, nflags, out, base):
             out[t] = -1
     elif i < n + nflags:
         out[t] = flags[i - n]
+    else:
+        out[t] = 0
 
 
 @gpu_kernel
@@ -979,6 +999,11 @@ class LevelSegment(NamedTuple):
     def_pos: int
     num_levels: int
     layer_kinds: tuple
+    #: segments without repetition levels of one run (>= 0; the same layer kinds) write each
+    #: layer's validity bits one after the other, in segment order, into one 64-byte aligned
+    #: slot padded to 64 bytes (a column's mask over its leaves of consecutive fragments);
+    #: -1: the layers' own slots
+    run: int = -1
 
 
 _tables: dict[tuple, DefTable] = {}
@@ -989,6 +1014,40 @@ def _cached_table(kinds: tuple) -> DefTable:
     if tab is None:
         tab = _tables[kinds] = def_table(kinds)
     return tab
+
+
+_SLOT_WORDS = 16  # a validity slot: 64 bytes (cuDF's mask padding)
+
+
+def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray, int]:
+    """The first validity bit of every layer (room for a bit per level of its segment) and
+    the words of all: every layer a slot of its own of whole 64-byte blocks, but the layers
+    of a run's segments (``LevelSegment.run``, no repetition levels), which take the bits
+    after the previous segment's in the slot of their run and layer."""
+    nlayers = int(layer_first[-1])
+    bit_base = np.zeros(nlayers, np.int64)
+    runs: dict[int, list[int]] = {}
+    for s, sg in enumerate(segments):
+        if sg.run >= 0 and not has_rep[s]:
+            runs.setdefault(int(sg.run), []).append(s)
+    in_run = np.zeros(len(segments), np.bool_)
+    word = 0
+    for s in range(len(segments)):
+        if in_run[s]:
+            continue
+        members = runs.get(int(segments[s].run), [s]) if segments[s].run >= 0 and not has_rep[s] else [s]
+        if len({int(nls[k]) for k in members}) != 1:
+            members = [s]
+        total = int(sum(int(ns[k]) for k in members))
+        slot = -(-max(total, 1) // (_WORD * _SLOT_WORDS)) * _SLOT_WORDS
+        for m in range(int(nls[s])):
+            bit = _WORD * word
+            for k in members:
+                in_run[k] = True
+                bit_base[int(layer_first[k]) + m] = bit
+                bit += int(ns[k])
+            word += slot
+    return bit_base, word
 
 
 def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=256):
@@ -1068,8 +1127,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    word_base = np.zeros(nlayers + 1, np.int64)  # validity words: a bit per level of the layer's segment
-    np.cumsum(-(-cap // _WORD), out=word_base[1:])
+    bit_base, nwords = _validity_slots(segments, has_rep, ns, nls, layer_first)
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1079,7 +1137,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     lay[:, 2] = np.concatenate([t.below for t in tabs])
     lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
     lay[:, 4] = off_base[:-1]
-    lay[:, 5] = word_base[:-1]
+    lay[:, 5] = bit_base
     parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
     starts = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.size for p in parts], out=starts[1:])
@@ -1092,18 +1150,19 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     flags_back = pending_flags()
     nback = 0 if flags_back is None else flags_back[1]
     head = 2 * nlayers + nseg  # entry counts, null counts, error codes: zeroed by the gather launch
-    if extra or nback:
-        result = _device.device_empty(head + extra + nback, np.int64)
-        src = read_also[0] if extra else result
-        pos = _device.to_device(np.asarray(read_also[1] if extra else np.zeros(0), np.int64))
-        flag_src = flags_back[0] if nback else result
-        _gather_into_kernel.get()[_device.launch_dims(head + extra + nback)](src, pos, flag_src, np.int64(nback), result, np.int64(head))
-    else:
-        result = _device.device_zeros(head, np.int64)
+    back = head + extra + nback  # what is read back
+    # after them, every layer's validity words, zeroed with them (OR-ed by the scatter for a
+    # segment without repetition levels, set by the flags launch and cleared bit by bit for
+    # the others): one allocation, one zeroing launch
+    at = -(-back // 8) * 8  # the words from a 64-byte boundary of the block
+    block = _device.device_empty(at + -(-max(nwords, 1) // 2), np.int64)
+    result = block[:back]
+    words_all = block[at:].view(np.uint32)
+    src = read_also[0] if extra else block
+    pos = _device.to_device(np.asarray(read_also[1] if extra else np.zeros(0), np.int64))
+    flag_src = flags_back[0] if nback else block
+    _gather_into_kernel.get()[_device.launch_dims(block.shape[0])](src, pos, flag_src, np.int64(nback), block, np.int64(head))
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
-    # every layer's validity words (every one written: by the scatter for a segment without
-    # repetition levels, set by the flags launch and cleared bit by bit for the others)
-    words_all = _device.device_empty(max(int(word_base[-1]), 1), np.uint32)
     excl = result  # read by the threads of segments with repetition levels only
     if rep_levels:
         nflags = int(flag_first[-1])
@@ -1147,13 +1206,14 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
             cnt = int(counts[g])
             kind = int(tab.kinds[m])
             validity = None
+            first_bit = int(bit_base[g])
             if kind in _NULLABLE_KINDS and nulls[g]:
-                validity = words_all[word_base[g] : word_base[g] + -(-cnt // _WORD)]
+                validity = words_all[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]
             offsets = None
             if tab.is_list[m]:
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
             layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0,
-                                      words=validity is not None))
+                                      words=validity is not None, bit_offset=first_bit % _WORD if validity is not None else 0))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out if read_also is None else (out, also)
 

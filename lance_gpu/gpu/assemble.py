@@ -9,8 +9,12 @@ repetition levels, then one launch for all, in which a leaf without them -- a fl
 column -- takes 32 levels a thread, writes them as one validity bitmask word and adds the
 word's nulls with one atomic), and every buffer is a view into the unit's shared device
 buffers.  A layer's validity is a :class:`~lance_gpu.gpu.validity.Validity` of the words
-the unravel wrote (from bit 0 of a word of the layer's own), list and item layers of leaves
-with repetition levels as well as flat ones: no validity byte is allocated on a read.
+the unravel wrote, list and item layers of leaves with repetition levels as well as flat
+ones: no validity byte is allocated on a read.  A layer of a leaf with repetition levels
+starts at bit 0 of a 64-byte slot of its own; the layers of a column's leaves without them
+(the same field's leaf in each fragment of the unit) are consecutive bits of one slot
+(their fragments' own validity at bit offsets), so that a one-unit read's column mask is
+written once, there, and combining takes it as it is.
 """
 
 from __future__ import annotations
@@ -51,11 +55,14 @@ class _Leaf:
         self.span = span
 
 
-def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
+def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
     """The slots of every layer of every leaf (leaves without levels directly, the others in
     one segmented unravel over the unit's level buffer), and the span ``(offsets[0],
     offsets[n])`` of every variable-width leaf's values, read back in the same copy (so that
-    no column needs a readback on its way out)."""
+    no column needs a readback on its way out).  ``runs[k]``: the output column of leaf
+    ``k``; the validity of a column's leaves without repetition levels is one run of bits
+    (``LevelSegment.run``): its fragments' masks are consecutive bits of one 64-byte slot,
+    which combining then takes as the column's mask, as it is."""
     out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels, 0) for _ in leaf.layers] for leaf in leaves]
     leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def]
     var = [k for k, leaf in enumerate(leaves) if leaf.kind == "var"]
@@ -64,7 +71,7 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers) -> tuple[list[list[_
     segments = [
         ck.LevelSegment(
             leaves[k].rep_pos if leaves[k].has_rep else -1, leaves[k].def_pos if leaves[k].has_def else -1,
-            leaves[k].num_levels, tuple(leaves[k].layers),
+            leaves[k].num_levels, tuple(leaves[k].layers), runs[k],
         )
         for k in leveled
     ]
@@ -96,7 +103,7 @@ def _layer_validity(lr: ck.LayerResult) -> Validity | None:
     if lr.validity is None:
         return None
     assert lr.words, "the segmented unravel writes every layer's validity as words"
-    return Validity.of_words(_array.as_device(lr.validity), 0, int(lr.length))
+    return Validity.of_words(_array.as_device(lr.validity), int(lr.bit_offset), int(lr.length))
 
 
 @functools.lru_cache(maxsize=256)
@@ -166,7 +173,9 @@ def build_fields(fps: list[FieldPlan], bufs: UnitBuffers) -> list[DeviceColumn]:
     """The device columns of a unit's planned fields (each: all the physical rows its
     fragment decoded), with the levels of all their leaves unravelled at once."""
     flat = [lp for fp in fps for lp in fp.leaves]
-    slots, spans = _unravel_all(flat, bufs)
+    columns: dict[tuple[str, int], int] = {}
+    runs = [columns.setdefault((fp.name, j), len(columns)) for fp in fps for j in range(len(fp.leaves))]
+    slots, spans = _unravel_all(flat, bufs, runs)
     cols = []
     at = 0
     for fp in fps:

@@ -32,8 +32,20 @@ memory: at most five bytes per destination word) or bool bytes; a piece without 
 is an all-valid run; ``cuda_kernels.pieces.pack_bitmask_segments_gpu`` takes all three,
 by segment, and adds the nulls to the column's counter.
 
-Buffers: one values arena (uint8: every column's data, 64-byte aligned slots), one int32 and
-one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
+Written once where it can be: a column whose pieces' values are one run of bytes of one
+buffer (fixed width: from a 64-byte boundary) is that run, as the decode wrote it, and a
+column (not a struct) whose pieces' validity is one run of bits from a 64-byte boundary of
+one buffer, room for its padded mask, null counts known, is those words.  That is what a
+read decoded in one unit with no gather gives: the unit places each column's leaves of its
+fragments one after the other (:func:`lance_gpu.gpu.read._columns`), the string bytes
+follow their slots, and the level unravel writes the validity of a column's leaves without
+repetition levels as consecutive bits of one slot (``cuda_kernels.LevelSegment.run``).
+Offsets are still written here (int32, from 0), and the pieces of several units, of
+gathers (deletions, filters, takes), list layers' validity and struct masks are copied /
+packed as below.
+
+Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
+int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
 *source allocation* (the pool block a piece's buffer lives in, found by
 ``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
 (``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width and one bitmask
@@ -121,14 +133,18 @@ class CudfColumn:
 class _Out:
     """An output column being planned: where its buffers go in the arenas."""
 
-    __slots__ = ("children", "counter", "data", "depth", "items", "length", "mask", "nulls", "offsets", "span", "type", "unknown")
+    __slots__ = ("children", "counter", "data", "depth", "items", "length", "mask", "mask_view", "nulls", "offsets", "span", "type",
+                 "unknown")
 
     def __init__(self, t: pa.DataType, length: int) -> None:
         self.type = t
         self.length = length
-        self.data: tuple[int, int] | None = None  # (byte position, bytes) in the values arena
+        #: (buffer, byte position, bytes): the buffer None is the values arena; else the
+        #: pieces' own buffer, which holds the column's values as one run (:func:`_one_run`)
+        self.data: tuple[DeviceArray | None, int, int] | None = None
         self.offsets: tuple[int, int] | None = None  # (4 | 8 bytes, first item) in an offsets arena
         self.mask: int | None = None  # first word of the validity in the bitmask arena
+        self.mask_view: DeviceArray | None = None  # or its words as the unravel wrote them (:func:`_mask_run`)
         self.nulls = 0  # nulls known on the host
         self.counter = -1  # null counter on the device (-1: no validity)
         self.unknown = False  # the null count is not known on the host (cudf: counted on the device)
@@ -161,6 +177,73 @@ class _ItemSlots:
 
 def _loc(arr) -> tuple[object, DeviceArray, int]:
     return _device.allocation_of(arr)
+
+
+def _extent(arr) -> tuple[object, DeviceArray, int, int, int]:
+    """``(key, whole, offset)`` of :func:`cuda_kernels._device.allocation_of` and the bytes
+    ``[lo, hi)`` of ``whole`` that the buffer ``arr`` is a view of spans: on a GPU the
+    allocation found may be a pool block holding other arrays, and a run viewed as one array
+    must lie in one buffer (the view keeps that buffer alive, and only that one).  Under the
+    simulator the allocation is the buffer."""
+    key, whole, off = _loc(arr)
+    size = int(whole.shape[0])
+    owner = getattr(getattr(arr, "gpu_data", None), "owner", None)
+    if owner is None or _device.is_simulator():  # the allocation itself (numba's, or the simulator's)
+        return key, whole, off, 0, size
+    cai = getattr(owner, "__cuda_array_interface__", None)
+    if cai is None:  # not known: the array's own bytes only
+        return key, whole, off, off, off + int(arr.nbytes)
+    lo = int(cai["data"][0]) - int(whole.__cuda_array_interface__["data"][0])
+    return key, whole, off, lo, lo + int(owner.nbytes)
+
+
+def _one_run(runs: Sequence[tuple[DeviceArray, int, int]], aligned: bool) -> tuple[DeviceArray, int] | None:
+    """``(whole, first byte)`` where the ``(array, first byte, bytes)`` ``runs`` are one run
+    of bytes of one buffer (each starting where the one before ends; with ``aligned`` the
+    run starts at a multiple of 64 bytes of the allocation), else None."""
+    first: tuple[object, DeviceArray, int, int, int] | None = None
+    start = end = 0
+    for arr, lo, k in runs:
+        if k <= 0:
+            continue
+        ext = _extent(arr)
+        at = ext[2] + lo
+        if first is None:
+            first, start = ext, at
+        elif ext[0] != first[0] or ext[3:] != first[3:] or at != end:
+            return None
+        end = at + k
+    if first is None or end > first[4] or (aligned and start % _ALIGN):
+        return None
+    return first[1], start
+
+
+def _mask_run(pieces: Sequence[tuple[_Slots, int, int]], n: int) -> DeviceArray | None:
+    """A column's mask as it is (``_mask_words(n)`` words), where its pieces' validity is
+    one run of bits of one buffer from bit 0 of a 64-byte block that holds the padded mask:
+    what the unravel writes for a column's leaves of one unit (``LevelSegment.run``); else
+    None (the pieces' bits are packed into the bitmask arena)."""
+    first: tuple[object, DeviceArray, int, int, int] | None = None
+    start = end = 0
+    for col, lo, hi in pieces:
+        if hi == lo:
+            continue
+        if col.validity is None:
+            return None
+        src, bit, words = col.validity.source()
+        if not words:
+            return None
+        ext = _extent(src)
+        at = 8 * ext[2] + bit + lo
+        if first is None:
+            first, start = ext, at
+        elif ext[0] != first[0] or ext[3:] != first[3:] or at != end:
+            return None
+        end = at + hi - lo
+    nbytes = 4 * _mask_words(n)
+    if first is None or start % (8 * _ALIGN) or start // 8 < first[3] or start // 8 + nbytes > first[4]:
+        return None
+    return first[1][start // 8 : start // 8 + nbytes].view(np.uint32)
 
 
 def _loc64(arr) -> tuple[object, DeviceArray, int]:
@@ -204,6 +287,23 @@ class _Builder:
         self.off[width] = at + n + 1
         return at
 
+    def _place(self, runs: list[tuple[DeviceArray, int, int]], nbytes: int, aligned: bool) -> tuple[DeviceArray | None, int, int]:
+        """Where a column's ``nbytes`` of values go (:attr:`_Out.data`), ``runs`` being its
+        pieces' ``(array, first byte, bytes)`` in order: where they are one run of one buffer
+        (starting 64 bytes into it when ``aligned``: fixed width), that run as it is (written
+        once, by the decode: a one-unit read with no gather, whose unit placed each column's
+        leaves one after the other, :func:`lance_gpu.gpu.read._columns`); else a slot of the
+        values arena, each run copied there."""
+        run = _one_run(runs, aligned)
+        if run is not None:
+            return run[0], run[1], nbytes
+        at = self._values(nbytes)
+        done = 0
+        for arr, lo, k in runs:
+            self._copy(arr, lo, k, at + done)
+            done += k
+        return None, at, nbytes
+
     def _copy(self, arr, lo_byte: int, nbytes: int, dst: int) -> None:
         if nbytes <= 0:
             return
@@ -231,7 +331,8 @@ class _Builder:
 
     def _validity(self, out: _Out, pieces: Sequence[tuple[_Slots, int, int]], parent: _Out | None = None) -> None:
         """Place the column's validity (pieces' bits at their output rows) in the bitmask
-        arena.  In the cudf layout a struct's child whose parent has a mask gets one too,
+        arena, or take it as it is where the pieces' bits already are the column's mask (a
+        run the unravel wrote, :func:`_mask_run`; not a struct's).  In the cudf layout a struct's child whose parent has a mask gets one too,
         AND-ed with the parent's after the packs (its nulls then counted on the device)."""
         known = 0
         unknown = False
@@ -248,6 +349,11 @@ class _Builder:
         if not unknown and not known:
             return
         n = out.length
+        if not unknown and not pa.types.is_struct(_storage(out.type)):  # (a struct's mask is AND-ed into its children's)
+            out.mask_view = _mask_run(pieces, n)
+            if out.mask_view is not None:
+                out.nulls = known
+                return
         out.nulls = 0
         out.counter = self.counters
         self.counters += 1
@@ -316,12 +422,8 @@ class _Builder:
                 shift += b1 - b0
             self._arith(width, 1, total, 0, first + n)
             if _is_var(s):
-                at = self._values(total)
-                out.data = (at, total)
-                done = 0
-                for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True):
-                    self._copy(col.data, b0, b1 - b0, at + done)
-                    done += b1 - b0
+                runs = [(col.data, b0, b1 - b0) for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True)]
+                out.data = self._place(runs, total, aligned=False)
             else:
                 value_type = pa.struct([s.key_field, s.item_field]) if pa.types.is_map(s) else s.value_type
                 child_pieces = [(col.children[0], b0, b1) for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True)]
@@ -329,14 +431,9 @@ class _Builder:
             return out, later
         w = leaf_kind(t)[1]
         self._validity(out, pieces, parent)
-        at = self._values(n * w)
-        out.data = (at, n * w)
-        row = 0
-        for col, lo, hi in pieces:
-            self._copy(col.data, lo * w, (hi - lo) * w, at + row * w)
-            row += hi - lo
+        out.data = self._place([(col.data, lo * w, (hi - lo) * w) for col, lo, hi in pieces], n * w, aligned=True)
         if self.cudf and pa.types.is_fixed_size_list(s):
-            self._fsl(out, s, n, at)
+            self._fsl(out, s, n, out.data)
         if pa.types.is_fixed_size_list(s) and any(col.item_validity is not None for col, _lo, _hi in pieces):
             self._item_validity(out, s.list_size, pieces)
         return out, later
@@ -348,25 +445,25 @@ class _Builder:
         out.items = items
         self._validity(items, [(_ItemSlots(col, dim), lo * dim, hi * dim) for col, lo, hi in pieces])
 
-    def _fsl_items(self, s: pa.DataType, n: int, at: int) -> _Out:
-        """The items of a fixed-size list in cuDF's list form (viewing the list's bytes at
-        ``at``); the caller's column gets the generated offsets ``i * dim``."""
+    def _fsl_items(self, s: pa.DataType, n: int, data: tuple[DeviceArray | None, int, int]) -> _Out:
+        """The items of a fixed-size list in cuDF's list form (viewing the list's bytes,
+        ``data``); the caller's column gets the generated offsets ``i * dim``."""
         dim = s.list_size
         if n * dim > INT32_MAX:
             msg = "fixed-size list items beyond 2^31 - 1 do not fit cuDF's int32 list offsets"
             raise OverflowError(msg)
         items = _Out(s.value_type, n * dim)
-        items.data = (at, n * dim * leaf_kind(s.value_type)[1])
+        items.data = (data[0], data[1], n * dim * leaf_kind(s.value_type)[1])
         vs = _storage(s.value_type)
         if pa.types.is_fixed_size_list(vs):
-            self._fsl(items, vs, n * dim, at)
+            self._fsl(items, vs, n * dim, data)
         return items
 
-    def _fsl(self, out: _Out, s: pa.DataType, n: int, at: int) -> None:
+    def _fsl(self, out: _Out, s: pa.DataType, n: int, data: tuple[DeviceArray | None, int, int]) -> None:
         first = self._offsets(4, n)
         out.offsets = (4, first)
         self._arith(4, n + 1, 0, s.list_size, first)
-        out.children.append(self._fsl_items(s, n, at))
+        out.children.append(self._fsl_items(s, n, data))
 
 
 
@@ -497,13 +594,17 @@ def _is_length(entry: list, k: int, b: _Builder) -> bool:
 
 
 def _launch(b: _Builder, tops: list[_Out]) -> list:
-    values = _array.empty(max(b.values, 1), np.uint8)
+    values: DeviceArray = _array.empty(b.values, np.uint8) if b.values else None
     offsets = {w: _array.empty(max(n, 1), np.int32 if w == 4 else np.int64) for w, n in b.off.items()}
-    # the bitmask words and, after them, the null counters: one zeroed block
-    head = -(-max(b.valid, 1) * 4 // 8) * 8
-    zeroed = _array.zeros(head + 8 * max(b.counters, 1), np.uint8)
-    valid = zeroed[: max(b.valid, 1) * 4].view(np.uint32)
-    counters = zeroed[head:].view(np.int64)
+    # the bitmask words and, after them, the null counters: one zeroed block (none where
+    # every mask is a view and every null count known)
+    valid: DeviceArray = None
+    counters: DeviceArray = None
+    if b.valid or b.counters:
+        head = -(-max(b.valid, 1) * 4 // 8) * 8
+        zeroed = _array.zeros(head + 8 * max(b.counters, 1), np.uint8)
+        valid = zeroed[: max(b.valid, 1) * 4].view(np.uint32)
+        counters = zeroed[head:].view(np.int64)
     for whole, src, nbytes, dst in b.copies.values():
         ck.copy_ranges_gpu(whole, src, nbytes, values, dst)
     for (key, w), entry in b.rebase.items():
@@ -520,15 +621,18 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         if o.counter >= 0 and o.unknown and nulls is not None:
             o.nulls = int(nulls[o.counter])
         children = [make(c) for c in o.children]
-        data = None if o.data is None else values[o.data[0] : o.data[0] + o.data[1]]
+        data = None
+        if o.data is not None:
+            buf, at, nbytes = o.data
+            data = (values if buf is None else buf)[at : at + nbytes]
         offs = None if o.offsets is None else offsets[o.offsets[0]][o.offsets[1] : o.offsets[1] + o.length + 1]
         if b.cudf:
-            mask = None
+            mask = o.mask_view
             if o.mask is not None and o.nulls:
                 mask = valid[o.mask : o.mask + _mask_words(o.length)]
             return CudfColumn(o.type, o.length, data, offs, mask, o.nulls if mask is not None else 0, children)
         known = o.counter < 0 or not o.unknown
-        validity = None
+        validity = None if o.mask_view is None else Validity.of_words(o.mask_view, 0, o.length)
         if o.mask is not None and not (known and not o.nulls):
             validity = Validity.of_words(valid[o.mask : o.mask + _mask_words(o.length)], 0, o.length)
         span = None if o.offsets is None else (0, o.span)

@@ -93,21 +93,22 @@ class _Pass:
     metas: list[np.ndarray] = field(default_factory=list)
 
 
-def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> None:
+def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan], values_placed: bool = False) -> None:
     """:func:`plan.place_leaf` of every leaf of a unit, in order, each group :func:`pass_key`
     makes (the same column of several fragments) placed as one pass table (the module
-    docstring): the same regions, staged ranges and work as leaf by leaf."""
+    docstring): the same regions, staged ranges and work as leaf by leaf (``values_placed``:
+    the leaves' value regions are given already, :func:`plan.place_values`)."""
     keys = [pass_key(leaf) if PASS_TABLES else None for leaf in leaves]
     sizes = Counter(keys)
     groups: dict[tuple, _Pass] = {}
     for leaf, key in zip(leaves, keys, strict=True):
         if key is None or sizes[key] < max(2, PASS_MIN_LEAVES):
-            place_leaf(unit, leaf)
+            place_leaf(unit, leaf, values_placed)
             continue
         g = groups.get(key)
         if g is None:
             g = groups[key] = _Pass()
-        _reserve(unit, leaf, g, key[0] == "full_zip_layout")
+        _reserve(unit, leaf, g, key[0] == "full_zip_layout", values_placed)
     for key, g in groups.items():
         if key[0] == "full_zip_layout":
             _place_fullzip_pass(unit, g)
@@ -115,7 +116,7 @@ def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> None:
             _place_miniblock_pass(unit, g)
 
 
-def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool) -> None:
+def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool, values_placed: bool = False) -> None:
     """What :func:`plan.place_leaf` does first for a leaf of a group: its output regions,
     its FSST symbol tables and its pages' buffers staged (from its file's map, where leaf by
     leaf would: neighbouring buffers of a file join one range): mini-block chunks, or
@@ -125,10 +126,8 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool) -> None:
     assert t is not None and whole is not None  # pass_key: a mapped file
     path = leaf.path
     unit.paths.add(path)
-    if leaf.kind == "var":
-        leaf.slot_lo = unit.alloc_slots(leaf.num_values)
-    else:
-        leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width)
+    if not values_placed:
+        plan.place_values(unit, leaf)
     if not leaf.levels_pending:  # (else allocated once the pre-pass has read the counts: settle_pass)
         if leaf.has_rep:
             leaf.rep_pos = unit.alloc_levels(leaf.num_levels)

@@ -408,6 +408,7 @@ class UnitPlan:
         self.stage = Stager()
         self.fields: list[FieldPlan] = []
         self.fixed_size = 0  # bytes of the fixed arena
+        self.fixed_end = 0  # end of its last region (fixed_size is that, 64-byte aligned)
         self.level_size = 0  # u16 items of the level arena
         self.nslots = 0  # variable-width value slots
         self.index_size = {bits: 0 for bits in _WORD_BITS}  # dictionary index scratch, in items
@@ -470,9 +471,12 @@ class UnitPlan:
 
     # -- allocation -----------------------------------------------------------------------
 
-    def alloc_fixed(self, nbytes: int) -> int:
-        pos = self.fixed_size
-        self.fixed_size = -(-(pos + nbytes) // 64) * 64
+    def alloc_fixed(self, nbytes: int, follow: bool = False) -> int:
+        """A region of the fixed arena: 64-byte aligned, or (``follow``) right after the last
+        one, with no gap (a leaf continuing the previous leaf's column: :func:`place_values`)."""
+        pos = self.fixed_end if follow else self.fixed_size
+        self.fixed_end = pos + nbytes
+        self.fixed_size = -(-self.fixed_end // 64) * 64
         return pos
 
     def alloc_levels(self, n: int) -> int:
@@ -1415,14 +1419,24 @@ def _renumber_table(src: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray
     return table
 
 
-def place_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
-    """Give the leaf its output regions and emit the work of every page (a leaf whose pages
-    all go to the device pre-pass: :func:`_place_device_leaf`)."""
-    unit.paths.add(leaf.path)
+def place_values(unit: UnitPlan, leaf: LeafPlan, follow: bool = False) -> None:
+    """Give the leaf its value region: variable-width value slots (consecutive leaves'
+    slots, hence their bytes, are adjacent), or bytes of the fixed arena, 64-byte aligned
+    or (``follow``: the leaf continues the column of the leaf placed just before, of the same
+    width) right after the previous region, so that the column's values are one run."""
     if leaf.kind == "var":
         leaf.slot_lo = unit.alloc_slots(leaf.num_values)
     else:
-        leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width)
+        leaf.value_pos = unit.alloc_fixed(leaf.num_values * leaf.width, follow)
+
+
+def place_leaf(unit: UnitPlan, leaf: LeafPlan, values_placed: bool = False) -> None:
+    """Give the leaf its output regions (its value region already, with ``values_placed``:
+    :func:`place_values`) and emit the work of every page (a leaf whose pages all go to the
+    device pre-pass: :func:`_place_device_leaf`)."""
+    unit.paths.add(leaf.path)
+    if not values_placed:
+        place_values(unit, leaf)
     pending = leaf.levels_pending  # level regions allocated after the device pre-pass
     if leaf.has_rep and not pending:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)

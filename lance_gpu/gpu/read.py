@@ -38,7 +38,7 @@ from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
-from lance_gpu.gpu.plan import FieldPlan, UnitPlan, Unsupported, plan_field_leaves
+from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, place_values, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
 
@@ -167,12 +167,30 @@ class _Staged:
     arena: DeviceArray  # the unit's staged bytes on the device
 
 
+def _columns(items: list[tuple[int, FieldPlan]]) -> list[list[LeafPlan]]:
+    """The unit's leaves by output column: the ``j``-th leaf of a field in every fragment that
+    holds it, in fragment order (fields and leaves in their first fragment's order).  A
+    column's leaves get adjacent value regions (:func:`place_values`), so that when the unit
+    is the whole read :func:`lance_gpu.gpu.combine.combine` finds each column's values as
+    one run and views them instead of copying them."""
+    columns: dict[tuple[str, int], list[LeafPlan]] = {}
+    for _k, fp in items:
+        for j, leaf in enumerate(fp.leaves):
+            columns.setdefault((fp.name, j), []).append(leaf)
+    return list(columns.values())
+
+
 def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
     """Plan a unit's pages and copy its bytes to the device (runs in the staging thread):
-    the same column of its fragments placed as one table (:func:`passplan.place_unit`)."""
+    each column's value regions adjacent across the fragments (:func:`_columns`), then the
+    same column of its fragments placed as one table (:func:`passplan.place_unit`)."""
     with _array.nvtx_range("lance_gpu.plan_unit"):
         unit = UnitPlan()
-        passplan.place_unit(unit, [leaf for _k, fp in items for leaf in fp.leaves])
+        for column in _columns(items):
+            for j, leaf in enumerate(column):
+                place_values(unit, leaf, follow=j > 0 and leaf.kind != "var" and leaf.width == column[j - 1].width)
+        # the pages' work (and staged bytes) in fragment order
+        passplan.place_unit(unit, [leaf for _k, fp in items for leaf in fp.leaves], values_placed=True)
         headers.stage(unit)  # the chunk table of the pages whose headers the device parses
     with _array.nvtx_range("lance_gpu.stage"):
         return _Staged(items, unit, unit.stage.upload())

@@ -1249,8 +1249,9 @@ LIST_BUDGET_D2H = 3
 # read, and combining's zeroed arena, 2 batched copies, 2 offsets rebases, one bitmask pack
 # (every layer's validity words of a unit are one allocation since the bitmask2 branch:
 # list and item layers too) and one AND of the struct's child masks.  Measured: 27 / 5 as
-# 2 fragments, 40 / 5 as 16 (the RLE pages' launches, as above).
-LIST_CUDF_LAUNCHES = 40
+# 2 fragments, 40 / 5 as 16 (the RLE pages' launches, as above); 25 / 38 since the arena
+# branch (values and string bytes viewed where the decode wrote them: no batched copy).
+LIST_CUDF_LAUNCHES = 38
 LIST_CUDF_D2H = 5
 
 
@@ -1496,7 +1497,9 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 
 
 # What to_cudf wraps: the whole read in cuDF's layout, buffers allocated once (issue 25, item 3)
-CUDF_LAUNCHES = 37  # measured as 2 fragments (30 as 16): the read's, and 6-7 combining launches
+# measured as 2 fragments (28 as 16, 29 as one): the read's, and 3-5 combining launches (7
+# before the arena branch: values copied, every mask packed)
+CUDF_LAUNCHES = 35
 CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
 CUDF_H2D = 44  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own)
 
@@ -1571,7 +1574,9 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
 
         for col in cols:
             walk(col)
-        assert len(arenas) <= 4, (nfrag, len(arenas))  # values, int32 offsets, int64 offsets, bitmasks
+        # the unit's fixed-width values, string bytes and validity words (viewed: written once,
+        # by the decode), the int32 and int64 offsets arenas, the bitmask arena (packed masks)
+        assert len(arenas) <= 6, (nfrag, len(arenas))
         counts[nfrag] = dict(c)
     for nfrag, c in counts.items():
         assert c.get("launches", 0) <= CUDF_LAUNCHES, (nfrag, c)
@@ -1587,8 +1592,10 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
 # words from the unravel packed into the read's masks, one pack per source allocation, and the
 # struct child's mask AND-ed with its parent's in the arena in one launch.  Measured (bitmask
 # branch): 39 launches / 6 blocking copies as 2 fragments, 33 / 5 as 16; before it (validity
-# bytes; a conversion and an AND launch per struct piece) 42 / 6 and 64 / 5.
-FLAT_CUDF_LAUNCHES = 39
+# bytes; a conversion and an AND launch per struct piece) 42 / 6 and 64 / 5.  37 / 31 since
+# the arena branch (values viewed; the flat columns' masks are the unravel's words: the pack
+# and the AND are the struct's and its child's only).
+FLAT_CUDF_LAUNCHES = 37
 FLAT_CUDF_D2H = 6
 
 
@@ -1614,6 +1621,74 @@ def test_flat_nullable_to_cudf_budget(flat_budget_datasets):
         assert c.get("d2h_blocking", 0) <= FLAT_CUDF_D2H, (nfrag, c)
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
     assert counts[16].get("launches", 0) <= counts[2].get("launches", 0), counts
+
+
+def _combining(where) -> dict[str, int]:
+    """The traffic counted (``count_device_traffic(where)``) of callers in gpu/combine.py."""
+    out: dict[str, int] = {}
+    for (key, caller), v in where.items():
+        if caller.startswith("gpu/combine.py"):
+            out[key] = out.get(key, 0) + v
+    return out
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    """A read decoded in one unit with no gather is written once: the unit places each
+    column's leaves one after the other (fixed width from a 64-byte aligned start), so
+    ``to_cudf``'s values and string bytes are views of what the decode wrote: combining
+    copies no byte (counted at the range copy's launches) and allocates offsets, masks and
+    counters only.  With a filter the pieces are gathered per fragment, and copied."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    from lance_gpu.gpu.columns import _is_var
+
+    reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
+    reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
+    reads += [(f"list, {n} fragments", uri) for n, uri in list_budget_datasets.items()]
+    for what, uri in reads:
+        where: Counter = Counter()
+        with count_device_traffic(where):
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        ref = lance.dataset(uri).to_table()
+        _assert_cudf_layout(cols, ref, what)
+        combining = _combining(where)
+        assert combining.get("copy_bytes", 0) == 0, (what, combining)
+        if not what.startswith("list"):  # (the list table's offsets outweigh its values)
+            values = sum(int(col.data.nbytes) for col in cols if col.data is not None)
+            assert combining.get("alloc_bytes", 0) < values / 4, (what, combining, values)
+
+        def aligned(col, name: str) -> None:
+            if col.data is not None and not _is_var(col.type) and col.length:
+                assert _device.allocation_of(col.data)[2] % 64 == 0, name
+            for child in col.children:
+                aligned(child, name)
+
+        for f, col in zip(ref.schema, cols, strict=True):
+            aligned(col, f"{what}: {f.name}")
+    where = Counter()
+    with count_device_traffic(where):
+        cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, lance.dataset(budget_datasets[2]).to_table(filter="id % 3 = 1"), "gathered")
+    assert _combining(where).get("copy_bytes", 0) > 0
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_multi_unit_to_cudf_copies_what_differs(budget_datasets):
+    """A read of several units (a memory budget of one byte: every (fragment, field) a unit
+    of its own) is combined by copying its pieces, and equals pylance's."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    uri = budget_datasets[2]
+    where: Counter = Counter()
+    with memory_limit(1), count_device_traffic(where):
+        cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, lance.dataset(uri).to_table(), "one field per unit")
+    assert _combining(where).get("copy_bytes", 0) > 0
 
 
 @pytest.mark.parametrize("filter_", [None, "i32n > 300 OR id % 5 = 0"])

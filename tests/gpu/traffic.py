@@ -25,7 +25,13 @@ pageable memory is staged by the driver and serialises with the streams.
     the device;
 ``h2d_async``
     other copies to the device given a stream (asynchronous: the code under test stages
-    them in pinned memory made before the block).
+    them in pinned memory made before the block);
+``alloc_bytes``
+    bytes of the device arrays allocated (``cuda.device_array``: what every device buffer
+    of the reader comes from under the simulator; uploads are not counted here);
+``copy_bytes``
+    bytes copied device to device by the batched range copy
+    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument), per launch.
 
 Only meaningful with ``NUMBA_ENABLE_CUDASIM=1`` (it raises otherwise).
 """
@@ -62,7 +68,7 @@ def _caller() -> str:
     kernel_site = None
     while frame is not None:
         name = frame.f_code.co_filename
-        if "/lance_gpu/" in name:
+        if "/lance_gpu/" in name and not name.endswith("/lance_gpu/gpu/_array.py"):  # an allocation's caller, not its helper
             return f"{name.rsplit('/lance_gpu/', 1)[1]}:{frame.f_code.co_name}" + (f" <- {kernel_site}" if kernel_site else "")
         if "/cuda_kernels/" in name and kernel_site is None:
             kernel_site = frame.f_code.co_name
@@ -97,6 +103,7 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
     copy_to_device = sim_array.FakeCUDAArray.copy_to_device
     to_device = sim_array.to_device
     pinned_array = sim_array.pinned_array
+    device_array = sim_array.device_array
 
     def counted_call(self, *args):
         if not (self._device or sim_kernel._kernel_context):
@@ -105,7 +112,14 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
             if host_args:
                 bump("h2d_pageable", host_args)
                 bump("d2h_blocking", host_args)
+            if getattr(self.fn, "__name__", "") == "_copy_kernel":
+                bump("copy_bytes", int(args[6]))  # (src, src_starts, dst, dst_starts, prefix, n, total, ...)
         return fake_call(self, *args)
+
+    def counted_device_array(*args, **kwargs):
+        arr = device_array(*args, **kwargs)
+        bump("alloc_bytes", int(arr.nbytes))
+        return arr
 
     def counted_copy_to_host(self, ary=None, stream=0):
         if not stream:
@@ -135,6 +149,8 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
         (cuda, "to_device", counted_to_device),
         (sim_array, "pinned_array", marked_pinned_array),
         (cuda, "pinned_array", marked_pinned_array),
+        (sim_array, "device_array", counted_device_array),
+        (cuda, "device_array", counted_device_array),
     ]
     saved = [(obj, name, getattr(obj, name)) for obj, name, _new in patches]
     for obj, name, new in patches:

@@ -424,6 +424,55 @@ def test_unravel_segments_gpu_matches_cpu_per_segment(seed):
 
 
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
+def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
+    """Segments of one run (a column's flat leaves of consecutive fragments, interleaved
+    with other segments) write each layer's bits one after the other into one slot from a
+    64-byte boundary: every segment's validity (at its bit offset) and null count equal the
+    CPU unravel's, the run's slot is the concatenation of their bits with zeros after it, and
+    segments outside runs still start at bit 0 of a word of their own."""
+    from cuda_kernels import _device
+
+    rng = np.random.default_rng(11)
+    struct_t = pa.struct([("x", pa.int64())])
+    cases, runs = [], []
+    for k, n in enumerate((37, 0, 5, 64, 70, 1)):  # fragments' lengths around the word size
+        cases.append(([None if rng.random() < 0.3 else int(v) for v in rng.integers(0, 9, n)], pa.int32()))
+        runs.append(0)
+        rows = [None if rng.random() < 0.2 else {"x": None if rng.random() < 0.3 else 1} for _ in range(n + k)]
+        cases.append((rows, struct_t))
+        runs.append(1)
+        cases.append(([None if rng.random() < 0.5 else 1 for _ in range(n + 3)], pa.int8()))  # no run
+        runs.append(-1)
+    if with_lists:
+        cases += list(_SEGMENT_CASES)
+        runs += [-1] * len(_SEGMENT_CASES)
+    raveled = [_raveled(pa.array(r, t)) for r, t in cases]
+    levels, segs = _segments_and_levels(raveled)
+    segs = [sg._replace(run=r) for sg, r in zip(segs, runs, strict=True)]
+    gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs)
+    wanted: dict[tuple[int, int], list] = {}
+    for rav, g, run in zip(raveled, gpu, runs, strict=True):
+        cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+        for m, (lc, lg) in enumerate(zip(cpu.layers, g.layers, strict=True)):
+            assert lg.length == lc.length and (lc.validity is None) == (lg.validity is None)
+            assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
+            if run < 0 or lg.validity is None:
+                assert lg.bit_offset == 0
+            bit = None
+            if lg.validity is not None:
+                bits = np.unpackbits(h(lg.validity).view(np.uint8), bitorder="little")
+                np.testing.assert_array_equal(bits[lg.bit_offset : lg.bit_offset + lg.length].astype(bool), lc.validity)
+                bit = 8 * _device.allocation_of(lg.validity)[2] + lg.bit_offset
+            if run >= 0:
+                wanted.setdefault((run, m), []).append((bit, lg.length))
+    assert {r for r, _m in wanted} == {0, 1}
+    for (run, m), parts in wanted.items():
+        firsts = [bit - sum(n for _b, n in parts[:k]) for k, (bit, _n) in enumerate(parts) if bit is not None]
+        assert firsts and len(set(firsts)) == 1, (run, m)  # every segment's bits right after the ones before
+        assert firsts[0] % 512 == 0, (run, m)  # the run's slot: from a 64-byte boundary
+
+
+@pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
 def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
     """Leaves without repetition levels (flat nullable columns, structs of them) are
     unravelled 32 levels a thread: lengths around the word size (0, 1, 31, 32, 33, 100),
