@@ -930,12 +930,12 @@ prange = _LazyPrange()
 _lazy_lock = threading.RLock()
 
 
-def _global_names(code: types.CodeType) -> set[str]:
+def global_names(code: types.CodeType) -> set[str]:
     """Names that ``code`` (and the code objects nested in it) may load as globals."""
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _global_names(const)
+            names |= global_names(const)
     return names
 
 
@@ -951,7 +951,7 @@ def _bind_for_numba(func: Callable[..., Any]) -> Callable[..., Any]:
     """``func``, or a copy of it whose globals name what compiled code must see
     (:func:`_compiled`) where the module holds a lazy stand-in."""
     glb: dict[str, Any] | None = None
-    for name in _global_names(func.__code__):
+    for name in global_names(func.__code__):
         if name not in func.__globals__:
             continue
         value = func.__globals__[name]

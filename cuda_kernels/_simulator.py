@@ -37,6 +37,8 @@ import threading
 import types
 from typing import Any
 
+from ._jitcache import global_names
+
 #: names whose use makes a kernel's threads depend on each other within a block
 BLOCK_SYNC_NAMES = frozenset({
     "syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
@@ -53,14 +55,6 @@ _install_lock = threading.Lock()
 _installed = False
 
 
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
 def _reaches_block_sync(fn: Any, seen: set[int], device: list[Any]) -> bool:
     """Whether ``fn`` (a Python function, or a simulator kernel / device function wrapping
     one) may reach a name of :data:`BLOCK_SYNC_NAMES` (module docstring); the Python
@@ -73,7 +67,7 @@ def _reaches_block_sync(fn: Any, seen: set[int], device: list[Any]) -> bool:
     if code is None or id(fn) in seen:
         return False
     seen.add(id(fn))
-    names = _code_names(code)
+    names = global_names(code)
     if names & BLOCK_SYNC_NAMES:
         return True
     glb = getattr(fn, "__globals__", {})

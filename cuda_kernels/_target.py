@@ -53,10 +53,9 @@ cache does not hash globals); they specialise on argument types instead.
 """
 
 import threading
-import types
 
 from . import _simulator
-from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, njit, prange, with_globals
+from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, global_names, njit, prange, with_globals
 
 __all__ = [
     "LAZY_CUDA",
@@ -99,21 +98,12 @@ def cuda_module():
     return cuda
 
 
-def _global_names(code):
-    """Names that ``code`` (and the code objects nested in it) may load as globals."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
-
-
 def _rebind(pyfunc, target, constants=None):
     """Copy ``pyfunc`` with globals bound for ``target`` ('cpu' or 'gpu')."""
     glb = dict(pyfunc.__globals__)
     # Only the global names the code actually uses are rebound (this also
     # keeps lazily built cores from compiling each other needlessly).
-    for name in _global_names(pyfunc.__code__):
+    for name in global_names(pyfunc.__code__):
         if name not in glb:
             continue
         value = glb[name]
