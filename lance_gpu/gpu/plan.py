@@ -2511,9 +2511,9 @@ class DeviceBlock:
     ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
     :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
-    (one page: :func:`_stage_dictionary`'s result; a table's rows: one row's index bits
-    and each row's first index item, :func:`_place_table_leaf`), ``(index bits, first index
-    item(s))``; the emission takes each page's index bits from its layout
+    (one page: :func:`_stage_dictionary`'s result; a table's rows, or a pass block's: one
+    row's index bits and each row's first index item, :func:`stage_table_dictionaries`),
+    ``(index bits, first index item(s))``; the emission takes each page's index bits from its layout
     (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
     placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
     leaves are a block each (:func:`_emit_miniblock`)."""
