@@ -1191,3 +1191,44 @@ def test_dictionary_and_constant_leaves_plan_as_tables(root, monkeypatch, versio
             assert _work(uri) == tables, (uri, together)
             monkeypatch.undo()
     assert max(len(leaf.table) for leaf in _leaves(uris[0]) if leaf.table is not None) > 1  # many pages a leaf
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_dictionary_leaves_of_many_fragments_place_as_one_table(root, monkeypatch, version):
+    """The dictionary leaves of a column of several fragments (one page a leaf, and several:
+    dictionaries placed together per leaf, or each page's alone) are placed as one pass
+    table (``passplan.place_unit``: a device block over every fragment's rows, each row's
+    first index item) with the work, regions, staged ranges and dictionary rows of
+    leaf-by-leaf placement, whatever the page count (both staging branches) and with pass
+    tables off."""
+    import pyarrow as pa
+
+    for nfrag, rows, page_bytes in ((6, 600, 1 << 20), (4, 2400, 1024)):
+        uri = str(root / f"dictionary_passes_{version}_{nfrag}")
+        if not Path(uri).exists():
+            tbl = _dictionary_table(rows, seed=nfrag)
+            lance.write_dataset(pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100)), uri,
+                                data_storage_version=version, max_rows_per_file=rows // nfrag, max_page_bytes=page_bytes,
+                                data_cache_bytes=8 * page_bytes)
+        monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+        leaves = _leaves(uri)
+        dict_leaves = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].dictionary]
+        assert dict_leaves and all(passplan.pass_key(leaf) is not None for leaf in dict_leaves)
+        unit = plan.UnitPlan()
+        passplan.place_unit(unit, leaves)
+        passes = [b for b in unit.device_blocks if b.leaves is not None and b.dictionary is not None]
+        assert sorted(id(leaf) for b in passes for leaf in b.leaves) == sorted(map(id, dict_leaves))
+        # (columns read alike, strings with and without nulls, share a pass)
+        assert all(len(b.leaves) % nfrag == 0 and len(b.dictionary[1]) == b.npages for b in passes)
+        for together in (True, False):
+            if not together:
+                monkeypatch.setattr(plan, "_dictionaries_together", lambda *args: None)
+            by_leaf = _work(uri)
+            assert any(v for k, v in by_leaf.items() if k.startswith("dictionary")), uri
+            assert _work(uri, by_unit=True) == by_leaf, (uri, together)
+            monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", 1)
+            assert _work(uri, by_unit=True) == _work(uri), (uri, together)
+            monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", 10**9)
+            assert _work(uri, by_unit=True) == _work(uri), (uri, together)
+        monkeypatch.undo()
+        assert max(len(leaf.table) for leaf in dict_leaves) > (1 if page_bytes == 1024 else 0)

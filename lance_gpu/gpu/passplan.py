@@ -17,18 +17,21 @@ such group as one *pass table* (:func:`pagetable.concat`: their tables' rows bac
   operations over the pass table; list leaves whose level counts are in-band (their own
   groups) have their level regions settled after the pre-pass the same way
   (:func:`settle_pass`);
+  dictionary pages (their own groups) with each row's first index item (``dictionary``),
+  each leaf's dictionaries staged as leaf by leaf (``plan.stage_table_dictionaries``) and
+  the dictionary work rows of the pages staged alone added once per pass;
 * full-zip pages (long strings, embeddings): their per-page facts
   (:func:`plan.fullzip_facts`) made once over the pass table, the copies and walk rows of
   all of them added at once, one invisible-level table.
 
 What stays per leaf is what differs per file, in unit order (so that the arena holds what
 leaf-by-leaf placement puts there, where it puts it): its output regions (a few scalar
-allocations), its FSST symbol tables, its pages' checks (full-zip) and its buffers staged
-from its file's map (a file's neighbouring buffers joined into one range, as leaf by
-leaf), its variable-width check entry (naming its file).  Leaves no group takes (pages of
-several kinds, row selections that cut chunks, object stores, dictionary and constant
-pages; a column of fewer fragments than :data:`PASS_MIN_LEAVES`) are placed by
-:func:`plan.place_leaf` where they come.
+allocations), its FSST symbol tables, its dictionaries (decoded and staged), its pages'
+checks (full-zip) and its buffers staged from its file's map (a file's neighbouring
+buffers joined into one range, as leaf by leaf), its variable-width check entry (naming
+its file).  Leaves no group takes (pages of several kinds, row selections that cut
+chunks, object stores, constant pages; a column of fewer fragments than
+:data:`PASS_MIN_LEAVES`) are placed by :func:`plan.place_leaf` where they come.
 :data:`PASS_TABLES` turns this off.
 """
 
@@ -60,10 +63,10 @@ PASS_MIN_LEAVES = 32
 
 def pass_key(leaf: LeafPlan) -> tuple | None:
     """The group of ``leaf`` in a pass table, or None where it is placed on its own: a leaf
-    planned as a table of mini-block pages without dictionaries whose chunk headers the
-    device parses (``plan._place_table_leaf``'s case; list leaves whose level counts are
-    in-band, ``LeafPlan.levels_pending``, a group of their own), or of full-zip pages
-    (``plan._place_fullzip_table``'s); leaves of one group read values alike (kind, width,
+    planned as a table of mini-block pages whose chunk headers the device parses
+    (``plan._place_table_leaf``'s case; list leaves whose level counts are in-band,
+    ``LeafPlan.levels_pending``, and leaves of dictionary pages, groups of their own), or
+    of full-zip pages (``plan._place_fullzip_table``'s); leaves of one group read values alike (kind, width,
     type); their levels and layers may differ (a fragment without nulls has no definition
     levels).  None too for a table leaf a pass cannot place: one whose pages are of several
     kinds (``LeafPlan.mixed``: its ``layouts[0]`` says nothing of the others), a row
@@ -76,9 +79,9 @@ def pass_key(leaf: LeafPlan) -> tuple | None:
     f = t.layouts[0]  # (a table's pages are of one kind)
     if f.kind == "full_zip_layout":
         return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
-    if f.kind != "mini_block_layout" or f.dictionary or not plan.DEVICE_HEADERS:
+    if f.kind != "mini_block_layout" or not plan.DEVICE_HEADERS:
         return None
-    return (f.kind, leaf.kind, leaf.width, leaf.arrow_type, leaf.levels_pending)
+    return (f.kind, leaf.kind, leaf.width, leaf.arrow_type, leaf.levels_pending, f.dictionary)
 
 
 @dataclass(slots=True, eq=False)
@@ -91,6 +94,12 @@ class _Pass:
     data_pos: list[list[int]] = field(default_factory=list)
     #: mini-block pages: their chunk metadata words (``plan.DeviceBlock.metas``)
     metas: list[np.ndarray] = field(default_factory=list)
+    #: dictionary pages: each row's first index item and index bits (of the first row: the
+    #: emission takes each page's from its layout), and the dictionary work rows of the
+    #: pages staged alone, by index bits (``plan.stage_table_dictionaries``), added at once
+    index: list[int] = field(default_factory=list)
+    bits: int = 0
+    dictionary_rows: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
 
 
 def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan], values_placed: bool = False) -> None:
@@ -139,6 +148,15 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool, values_pl
     if full_zip:
         g.data_pos.append(_stage_fullzip(unit, leaf, t, whole))
         return
+    if t.layouts[0].dictionary:  # each page's dictionary staged before its chunks, or the leaf's together
+        (bits, index), staged = plan.stage_table_dictionaries(unit, leaf, t, g.dictionary_rows)
+        if not g.index:
+            g.bits = bits
+        g.index.extend(index)
+        if staged is not None:
+            g.data_pos.append(staged)
+            g.metas.extend(plan._table_metas(leaf, t, whole))
+            return
     if len(t) < plan.DEVICE_BLOCK_MIN_PAGES:
         d = t.derived()
         add = unit.stage.add_buffer
@@ -208,8 +226,12 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
         for k, (leaf, t) in enumerate(zip(leaves, tables, strict=True)):
             assert t is not None
             unit.var_check_rows.append((slots[bounds[k] : bounds[k + 1]], t.num_values, utf8, leaf.path, leaf.column, t.ids))
+    dictionary = (g.bits, g.index) if first.table.layouts[0].dictionary else None  # type: ignore[union-attr]
+    for bits, rows in g.dictionary_rows.items():
+        cols = np.asarray(rows, np.int64).T  # (a row per page: plan.DICTIONARY_COLUMNS)
+        unit.dictionary_rows(bits).add(**{c: np.ascontiguousarray(v) for c, v in zip(plan.DICTIONARY_COLUMNS, cols, strict=True)})
     unit.device_blocks.append(DeviceBlock(first, [], data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
-                                          rows=pt, leaves=leaves, leaf_rows=edges, base=base, metas=g.metas))
+                                          dictionary, rows=pt, leaves=leaves, leaf_rows=edges, base=base, metas=g.metas))
     if not pending:
         _level_fills(unit, leaves, tables, pt, bounds, rep_dst, def_dst)
 

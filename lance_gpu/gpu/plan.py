@@ -401,6 +401,10 @@ def _ranges() -> _Lists:
 LevelWork = Callable[[int, int], None]
 
 
+#: the columns of a unit's dictionary work rows (``UnitPlan.dictionary``, per index bits)
+DICTIONARY_COLUMNS = ("start", "count", "items", "nitems", "width", "offsets", "dst")
+
+
 class UnitPlan:
     """Every work item of one read unit, grouped by kernel family."""
 
@@ -488,6 +492,13 @@ class UnitPlan:
         pos = self.nslots
         self.nslots += n
         return pos
+
+    def dictionary_rows(self, bits: int) -> _Lists:
+        """The dictionary work rows of ``bits``-bit indices (:data:`DICTIONARY_COLUMNS`)."""
+        lst = self.dictionary.get(bits)
+        if lst is None:
+            lst = self.dictionary[bits] = _Lists(*DICTIONARY_COLUMNS)
+        return lst
 
     def alloc_index(self, bits: int, n: int) -> int:
         pos = self.index_size[bits]
@@ -1604,28 +1615,12 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, list[int]] | None = None
-    alone = False  # dictionary pages each staging their own dictionary before their chunks
+    staged: list[int] | None = None  # dictionary pages each staging their own dictionary before their chunks
     if t.layouts[0].dictionary:  # every page has one (_table_column)
-        bodies = [t.layouts[k].body for k in t.layout.tolist()]
-        bufs = _read_rows(leaf, t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist())
-        together = _dictionaries_together(unit, leaf, bodies, bufs, d.values_list, d.vpos_list)
-        alone = together is None
-        if together is not None:
-            dictionary = (together[0][0], [ipos for _bits, ipos in together])
-    if alone:  # as the per-page path: each page's dictionary, then its chunks
-        ctx = leaf.ctx()
+        dictionary, staged = stage_table_dictionaries(unit, leaf, t)
+    if staged is not None:  # as the per-page path: each page's dictionary, then its chunks
         sizes, vpos = d.buf1_sizes, d.vpos_list
-        data_pos, index = [], []
-        for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, vpos, d.buf1_offsets, sizes, strict=True):
-            bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx)
-            index.append(ipos)
-            if whole is not None:  # (a mapped file: a view of its map; one-page leaves of many fragments: no NumPy)
-                data_pos.append(unit.stage.add_buffer(leaf.path, o, whole[o : o + z], whole) if z else 0)
-                continue
-            got, deferred = _stage_rows(unit, leaf, np.asarray([o], np.int64), np.asarray([z], np.int64))
-            data_pos.append(int(got[0]))
-            unit.count_direct("mini_block_layout", int(deferred.sum()) if deferred is not None else 0)
-        dictionary = (bits, index)
+        data_pos = staged
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
         def_dst = [def_at + v for v in vpos] if def_at >= 0 else [-1] * n
     elif whole is not None and n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
@@ -1647,6 +1642,38 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, dictionary, rows=t))
     if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
+
+
+def stage_table_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages,
+                             rows: dict[int, list[tuple[int, ...]]] | None = None) -> tuple[tuple[int, list[int]], list[int] | None]:
+    """The dictionaries of a table leaf of dictionary pages (:func:`_table_column`: every
+    row has one) staged as :func:`_place_table_leaf` stages them: together
+    (:func:`_dictionaries_together`), or, where that refuses (one page, say), as the
+    per-page path: each page's dictionary (:func:`_stage_one_dictionary`), then its chunks.
+    Returns ``(index bits, each row's first index item)`` and, in the second case, each
+    row's staged chunks (arena position, 0: no bytes; else None: the caller stages them).
+    ``rows``: the dictionary work rows of pages staged alone are collected there by index
+    bits (:func:`_stage_one_dictionary`) for the caller to add, not added."""
+    whole = leaf.reader.mapped
+    d = t.derived()
+    bodies = [t.layouts[k].body for k in t.layout.tolist()]
+    bufs = _read_rows(leaf, t.offsets[:, 2].tolist(), t.sizes[:, 2].tolist())
+    together = _dictionaries_together(unit, leaf, bodies, bufs, d.values_list, d.vpos_list)
+    if together is not None:
+        return (together[0][0], [ipos for _bits, ipos in together]), None
+    ctx = leaf.ctx()
+    data_pos, index = [], []
+    bits = 0
+    for mb, buf, nv, v, o, z in zip(bodies, bufs, d.values_list, d.vpos_list, d.buf1_offsets, d.buf1_sizes, strict=True):
+        bits, ipos = _stage_one_dictionary(unit, leaf, mb, buf, nv, v, ctx, rows)
+        index.append(ipos)
+        if whole is not None:  # (a mapped file: a view of its map; one-page leaves of many fragments: no NumPy)
+            data_pos.append(unit.stage.add_buffer(leaf.path, o, whole[o : o + z], whole) if z else 0)
+            continue
+        got, deferred = _stage_rows(unit, leaf, np.asarray([o], np.int64), np.asarray([z], np.int64))
+        data_pos.append(int(got[0]))
+        unit.count_direct("mini_block_layout", int(deferred.sum()) if deferred is not None else 0)
+    return (bits, index), data_pos
 
 
 @dataclass(slots=True, eq=False)
@@ -2245,28 +2272,32 @@ def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int,
     return _stage_one_dictionary(unit, leaf, page.layout, page.buffers[2], page.num_values, vpos, ctx)
 
 
-def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n: int, vpos: int, ctx) -> tuple[int, int]:
+def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n: int, vpos: int, ctx,
+                          rows: dict[int, list[tuple[int, ...]]] | None = None) -> tuple[int, int]:
     """:func:`_stage_dictionary` of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
     dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a
-    :class:`PagePlan`'s or a table row's)."""
+    :class:`PagePlan`'s or a table row's); its dictionary work row (:data:`DICTIONARY_COLUMNS`)
+    added to the unit's, or, given ``rows``, appended to ``rows[index bits]`` (the caller adds
+    them, many at once)."""
     enc = mb.value_compression
     nitems = int(mb.num_dictionary_items)
     items = encodings.decode_block(mb.dictionary, buf, nitems, ctx)
     bits = _index_bits(enc)
     ipos = unit.alloc_index(bits, n)
-    lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
     if isinstance(items, VariableWidthBlock):
         if leaf.kind != "var":
             raise ctx.corrupt("variable-width dictionary for a fixed-width column")
         items_pos = unit.stage.add_bytes(np.ascontiguousarray(items.data, np.uint8))
         offsets_pos = unit.stage.add_bytes(np.ascontiguousarray(items.offsets, np.int64))
-        lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=0, offsets=offsets_pos,
-                dst=_value_dst(leaf, vpos))
-        return bits, ipos
-    raw = _fixed_items(leaf, items, ctx)
-    items_pos = unit.stage.add_bytes(raw)
-    lst.add(start=ipos, count=n, items=items_pos, nitems=items.num_values, width=leaf.width, offsets=0,
-            dst=_value_dst(leaf, vpos))
+        row = (ipos, n, items_pos, items.num_values, 0, offsets_pos, _value_dst(leaf, vpos))
+    else:
+        raw = _fixed_items(leaf, items, ctx)
+        items_pos = unit.stage.add_bytes(raw)
+        row = (ipos, n, items_pos, items.num_values, leaf.width, 0, _value_dst(leaf, vpos))
+    if rows is not None:
+        rows.setdefault(bits, []).append(row)
+    else:
+        unit.dictionary_rows(bits).add(**dict(zip(DICTIONARY_COLUMNS, row, strict=True)))
     return bits, ipos
 
 
@@ -2364,7 +2395,7 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     for k, mb in enumerate(layouts):
         bits = _index_bits(mb.value_compression)
         ipos = unit.alloc_index(bits, nvalues[k])
-        lst = unit.dictionary.setdefault(bits, _Lists("start", "count", "items", "nitems", "width", "offsets", "dst"))
+        lst = unit.dictionary_rows(bits)
         lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
                 offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[k]))
         out.append((bits, ipos))
@@ -2480,9 +2511,9 @@ class DeviceBlock:
     ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
     :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
-    (one page: :func:`_stage_dictionary`'s result; a table's rows: one row's index bits
-    and each row's first index item, :func:`_place_table_leaf`), ``(index bits, first index
-    item(s))``; the emission takes each page's index bits from its layout
+    (one page: :func:`_stage_dictionary`'s result; a table's rows, or a pass block's: one
+    row's index bits and each row's first index item, :func:`stage_table_dictionaries`),
+    ``(index bits, first index item(s))``; the emission takes each page's index bits from its layout
     (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
     placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
     leaves are a block each (:func:`_emit_miniblock`)."""

@@ -1235,6 +1235,35 @@ def test_pass_tables_decode_as_pylance(budget_datasets, list_budget_datasets, mo
         assert groups and max(groups) >= 8, groups
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_dictionary_pass_tables_decode_as_pylance(root, version, monkeypatch):
+    """Dictionary strings (with and without nulls) and 2.2's fixed-width dictionaries of 6
+    fragments, one page a leaf, beside constant and all-null columns, each dictionary column
+    placed as one pass table (``passplan``, from two leaves a pass: a device block over
+    every fragment's rows, each fragment's dictionary staged and gathered by page): the rows
+    of pylance."""
+    from lance_gpu.gpu import passplan
+
+    uri = str(root / f"dictionary_passes_{version}")
+    if not Path(uri).exists():
+        lance.write_dataset(gd.dictionary_constant_table(1200, seed=9), uri, data_storage_version=version, max_rows_per_file=200)
+    monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
+    groups = []
+    real = passplan._place_miniblock_pass
+
+    def counted(unit, g):
+        if g.index:
+            groups.append(len(g.leaves))
+        return real(unit, g)
+
+    monkeypatch.setattr(passplan, "_place_miniblock_pass", counted)
+    batches = list(lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"))
+    got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
+    assert_same(got, lance.dataset(uri).to_table(), "dictionary pass tables")
+    # (2.1 writes the constant string with a dictionary too; columns read alike share a pass)
+    assert groups and min(groups) >= 6 and sum(groups) % 6 == 0 and sum(groups) >= 12, groups
+
+
 # The same read of a list-heavy table (lists of ints, strings, booleans nested two deep, a
 # list of structs, a struct holding a list, null and empty lists, null items;
 # tests/gpu/gpu_datasets.list_table): every list page's chunk headers parsed by the device
