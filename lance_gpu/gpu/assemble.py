@@ -31,7 +31,7 @@ from lance_gpu.file.v2_1.repdef import restart_levels
 from lance_gpu.gpu import _array
 from lance_gpu.gpu.columns import DeviceColumn, _storage
 from lance_gpu.gpu.decode import UnitBuffers
-from lance_gpu.gpu.plan import FieldPlan, LeafPlan
+from lance_gpu.gpu.plan import FieldPlan, LeafPlan, output_columns
 from lance_gpu.gpu.validity import Validity
 
 
@@ -173,9 +173,7 @@ def build_fields(fps: list[FieldPlan], bufs: UnitBuffers) -> list[DeviceColumn]:
     """The device columns of a unit's planned fields (each: all the physical rows its
     fragment decoded), with the levels of all their leaves unravelled at once."""
     flat = [lp for fp in fps for lp in fp.leaves]
-    columns: dict[tuple[str, int], int] = {}
-    runs = [columns.setdefault((fp.name, j), len(columns)) for fp in fps for j in range(len(fp.leaves))]
-    slots, spans = _unravel_all(flat, bufs, runs)
+    slots, spans = _unravel_all(flat, bufs, output_columns(fps))
     cols = []
     at = 0
     for fp in fps:

@@ -345,6 +345,15 @@ class FieldPlan:
     ranges: np.ndarray | None = None
 
 
+def output_columns(fps: list[FieldPlan]) -> list[int]:
+    """The output column of every leaf of ``fps`` (in order, leaf by leaf): the ``j``-th leaf
+    of a field is the same column in every fragment of a unit, numbered in order of first
+    appearance.  A column's leaves get adjacent value regions (``read._stage``) and one run
+    of validity bits (``assemble``), so that a one-unit read's columns are combined as they are."""
+    columns: dict[tuple[str, int], int] = {}
+    return [columns.setdefault((fp.name, j), len(columns)) for fp in fps for j in range(len(fp.leaves))]
+
+
 class _Lists:
     """Append-only columns of int64 values (a work list), turned into arrays at the end."""
 

@@ -38,7 +38,7 @@ from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
-from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, place_values, plan_field_leaves
+from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
 
@@ -168,16 +168,14 @@ class _Staged:
 
 
 def _columns(items: list[tuple[int, FieldPlan]]) -> list[list[LeafPlan]]:
-    """The unit's leaves by output column: the ``j``-th leaf of a field in every fragment that
-    holds it, in fragment order (fields and leaves in their first fragment's order).  A
-    column's leaves get adjacent value regions (:func:`place_values`), so that when the unit
-    is the whole read :func:`lance_gpu.gpu.combine.combine` finds each column's values as
-    one run and views them instead of copying them."""
-    columns: dict[tuple[str, int], list[LeafPlan]] = {}
-    for _k, fp in items:
-        for j, leaf in enumerate(fp.leaves):
-            columns.setdefault((fp.name, j), []).append(leaf)
-    return list(columns.values())
+    """The unit's leaves by output column (:func:`output_columns`), in fragment order."""
+    fps = [fp for _k, fp in items]
+    columns: list[list[LeafPlan]] = []
+    for c, leaf in zip(output_columns(fps), (leaf for fp in fps for leaf in fp.leaves), strict=True):
+        if c == len(columns):
+            columns.append([])
+        columns[c].append(leaf)
+    return columns
 
 
 def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
