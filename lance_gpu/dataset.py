@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import threading
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -458,8 +460,6 @@ class LanceDataset(pa_dataset.Dataset):
         **kwargs
             As :meth:`take`.
         """
-        import random
-
         total = self.count_rows()
         if not isinstance(num_rows, int) or isinstance(num_rows, bool) or num_rows < 0:
             raise InvalidArgumentError(f"sample: num_rows must be a non-negative integer, not {num_rows!r}")
@@ -726,8 +726,6 @@ class LanceDataset(pa_dataset.Dataset):
     def list_indices(self) -> list[dict]:
         """The indices of this version, as pylance: one dict per entry, sorted by name
         (``name``, ``type``, ``uuid``, ``fields``, ``version``, ``fragment_ids``, ``base_id``)."""
-        import warnings
-
         warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
                       "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
         snapshot = self._snapshot

@@ -21,6 +21,8 @@ host copy, which is exactly what ``cudf.DataFrame.from_arrow(pylance_table)`` do
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 
@@ -122,8 +124,6 @@ _warned: set[str] = set()
 
 
 def _warn_once(msg: str) -> None:
-    import warnings
-
 
     if msg not in _warned:
         _warned.add(msg)

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+
 from lance_gpu.errors import IndexStatsNotFoundError
 from lance_gpu.file.legacy import is_legacy_file_version
 from lance_gpu.index.metadata import fragment_bitmap, index_type_name
@@ -122,9 +125,6 @@ class DatasetStats:
 def _show(value: object, t: object) -> str:
     """A value as pylance's index statistics print it (DataFusion's scalar display: floats
     in the shortest plain digits, ``49`` for 49.0; NULL)."""
-    import numpy as np
-    import pyarrow as pa
-
     if value is None:
         return "NULL"
     if isinstance(t, pa.DataType) and pa.types.is_floating(t):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -360,8 +360,6 @@ def _push_down_window(plan: ScanPlan, frags: list[FragmentSnapshot]) -> ScanPlan
 
 
 def _replace(plan: ScanPlan, **changes: Any) -> ScanPlan:
-    from dataclasses import replace
-
     return replace(plan, **changes)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -163,15 +164,11 @@ class LanceScanner:
             # the manifest's counts, each checked once against its data file's footer
             return sum(snapshot.fragment(i).live_count() for i in self.plan.fragment_ids)
         # Counting needs no output column: only the filter's columns are decoded.
-        from dataclasses import replace
-
         counting = replace(self.plan, columns=(), with_row_id=False, with_row_address=False)
         return sum(t.num_rows for t in run_plan(counting, self._executor(), self.snapshot))
 
     def head(self, num_rows: int) -> pa.Table:
         """The first ``num_rows`` rows of the scan."""
-        from dataclasses import replace
-
         plan = self.plan
         limit = num_rows if plan.limit is None else min(num_rows, plan.limit)
         if plan.filter is None and plan.nearest is None:

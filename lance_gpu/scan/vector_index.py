@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -209,9 +211,7 @@ CACHE_ENTRIES = 8
 def load_index(ds: TableSnapshot, index: table_pb2.IndexMetadata) -> IvfIndex:
     """The IVF index of manifest entry ``index``, read whole (the last ``CACHE_ENTRIES`` read
     stay in memory: an index's files never change under its uuid)."""
-    import uuid as _uuid
-
-    uid = str(_uuid.UUID(bytes=bytes(index.uuid.uuid)))
+    uid = str(uuid.UUID(bytes=bytes(index.uuid.uuid)))
     key = (ds.uri, uid)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
@@ -613,8 +613,6 @@ def indexed_search(plan: ScanPlan, ds: TableSnapshot, executor: Executor,
         return None
     index = load_index(ds, meta)
     if nq.metric_given and nq.metric != index.metric:
-        import warnings
-
         warnings.warn(f"Requested metric {nq.metric} is incompatible with index metric {index.metric}, "
                       "falling back to brute-force search", stacklevel=4)
         return None

@@ -33,6 +33,7 @@ updated_fragments, new_fragments, fields_modified, ...)``, ``Merge(fragments, sc
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -1281,12 +1282,8 @@ def _index_pb(index: Any) -> table_pb2.IndexMetadata:
     """An index entry as a protobuf (see :class:`CreateIndex`)."""
     if isinstance(index, table_pb2.IndexMetadata):
         return index
-    import uuid as _uuid
-
-    from pyroaring import BitMap
-
     pb = table_pb2.IndexMetadata(
-        uuid=table_pb2.UUID(uuid=_uuid.UUID(str(index.uuid)).bytes), name=str(index.name),
+        uuid=table_pb2.UUID(uuid=uuid.UUID(str(index.uuid)).bytes), name=str(index.name),
         fields=[int(f) for f in index.fields], dataset_version=int(index.dataset_version),
         index_version=int(index.index_version),
     )
