@@ -197,6 +197,46 @@ def test_writer_creation_failure_is_typed_at_first_use_and_leaves_nothing(tmp_pa
     assert _staging(tmp_path) == [] and os.listdir(tmp_path) == ["plain"]
 
 
+def test_files_in_existing_directories_are_created_without_making_them(tmp_path: Path, overlap: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit's directories exist: its files are created straight away (no ``makedirs``:
+    a stat, a failing mkdir and a stat per file); a missing directory is made on demand,
+    nested ones included; ``get`` reads whole files, empty ones too, and refuses directories."""
+    from lance_gpu.io import local
+
+    made: list[str] = []
+    real = os.makedirs
+
+    def counted(path, *args, **kwargs):
+        made.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(local.os, "makedirs", counted)
+    existing = tmp_path / "data"
+    existing.mkdir()
+    writer = LOCAL.open_writer(str(existing / "a.lance"))
+    writer.write(b"abc")
+    writer.close(sync=False)
+    LOCAL.put(str(existing / "b.bin"), b"")
+    key = str(tmp_path / "_versions" / "1.manifest")
+    (tmp_path / "_versions").mkdir()
+    LOCAL.put_if_absent_after_sync(key, b"m", [str(existing / "a.lance")], staged=LOCAL.stage(key))
+    assert made == []
+    deep = tmp_path / "x" / "y" / "c.lance"
+    writer = LOCAL.open_writer(str(deep))
+    writer.write(b"z" * 70_000)
+    writer.close()
+    LOCAL.put(str(tmp_path / "p" / "q" / "d.bin"), b"d")
+    # (os.makedirs makes the parents by calling itself: those calls are counted too)
+    assert {str(tmp_path / "x" / "y"), str(tmp_path / "p" / "q")} <= set(made)
+    assert LOCAL.get(str(deep)) == b"z" * 70_000 and LOCAL.get(str(existing / "b.bin")) == b""
+    assert LOCAL.get(str(existing / "a.lance")) == b"abc" and LOCAL.get(key) == b"m"
+    with pytest.raises(StorageError) as info:
+        LOCAL.get(str(existing))
+    assert info.value.errno == errno.EISDIR and not isinstance(info.value, FileNotFoundError)
+    assert _staging(tmp_path) == []
+
+
 def test_background_tasks_that_submit_tasks_never_wait_on_the_pool(overlap: str) -> None:
     """A task of the background I/O pool that submits another runs it at once: more nested
     waits than the pool has threads finish (with a shared pool they would all wait)."""

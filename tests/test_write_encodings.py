@@ -29,6 +29,33 @@ CTX = DecodeContext("<test>")
 
 
 @pytest.mark.parametrize("bits", [8, 16, 32, 64])
+def test_one_block_shortcuts_agree_with_the_general_forms(bits):
+    """Pages of at most one block / chunk take shortcuts (the bit width as the OR's bit
+    length, no kernel; Python integers for the chunk's counts and sizes): the same widths as
+    the kernel's, the same inline size and chunks as the general formulas, at every size
+    around the block boundary, zeros and full-width values included."""
+    from cuda_kernels.bitunpack import block_bit_widths as kernel_widths
+
+    rng = np.random.default_rng(bits)
+    dt = np.dtype(f"<u{bits // 8}")
+    for n in (0, 1, 2, 16, 1023, 1024, 1025, 3000):
+        for top in (1, 2 ** (bits // 2), 2**bits):
+            values = rng.integers(0, top, n, dtype=np.uint64).astype(dt) if n else np.zeros(0, dt)
+            widths = bitpacking.block_bit_widths(values)
+            assert widths.dtype == np.int64
+            assert widths.tolist() == kernel_widths(values).tolist()
+            assert bitpacking.inline_size(widths, bits) == int((128 * widths).sum()) + widths.size * (bits // 8)
+            data = values.view(np.uint8)
+            chunks = flat.encode_miniblock(data, bits, n)
+            vpc = flat.values_per_chunk(bits)
+            nchunks = max(1, -(-n // vpc))
+            counts = [vpc] * (nchunks - 1) + [n - vpc * (nchunks - 1)]
+            assert chunks.counts.tolist() == counts
+            sizes = [(c * bits + 7) // 8 for c in counts[:-1]]
+            assert chunks.buffers[0][1].tolist() == [*sizes, data.size - sum(sizes)]
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
 def test_inline_bitpacking_round_trip(bits):
     rng = np.random.default_rng(bits)
     dt = np.dtype(f"<u{bits // 8}")

@@ -278,11 +278,14 @@ def _maybe_constant(leaf: LeafColumn, vals: _Values) -> EncodedPage | None:
 # value compression for mini-block pages
 
 
+_UINT = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
+
+
 def _uint_view(data: np.ndarray, bits: int) -> np.ndarray:
-    dt = np.dtype(f"<u{bits // 8}")
-    if data.ctypes.data % dt.itemsize:
-        data = data.copy()
-    return data.view(dt)
+    """``data`` (bytes) as ``bits``-bit unsigned words, copied first where its address is
+    not a multiple of the word size (``flags.aligned`` of the view: no ctypes object made)."""
+    words = data.view(_UINT[bits])
+    return words if words.flags.aligned else data.copy().view(_UINT[bits])
 
 
 def _wants_fsst(vals: _Values, compression: str | None) -> bool:
@@ -684,6 +687,11 @@ def _assemble_chunks(
     # header: u16 num_levels | [u16 rep bytes] | [u16 def bytes] | value buffer sizes | pad 8
     head_len = 2 + 2 * len(level_sections) + size_word.itemsize * nbuf
     head_pad = (head_len + 7) // 8 * 8
+    if nchunks == 1 and (backend is None or backend is HOST) and all(
+        np.asarray(data).dtype == np.uint8 for data, _sizes in [*level_sections, *chunks.buffers]
+    ):
+        return _assemble_one_chunk(chunks, level_sections, int(nlevels[0]) if bounds is not None else 0,
+                                   large, size_word, head_pad)
     header = np.full((nchunks, head_pad), _PAD_HEADER, np.uint8)
     header[:, 0:2] = nlevels.astype("<u2").view(np.uint8).reshape(nchunks, 2) if bounds is not None else 0
     col = 2
@@ -701,15 +709,6 @@ def _assemble_chunks(
     if not large and int(chunk_bytes.max()) > 32 * 1024:
         raise UnsupportedFeatureError("mini-block chunk larger than 32 KiB in the 2.1 chunk grammar")
     backend = backend or HOST
-    if nchunks == 1 and backend is HOST and all(np.asarray(data).dtype == np.uint8 for data, _sizes in sections):
-        # one chunk (a small page): its sections back to back, each padded to 8
-        pieces = []
-        for (data, sizes), pad in zip(sections, padded, strict=True):
-            size, padded_size = int(sizes[0]), int(pad[0])
-            pieces.append(np.asarray(data).reshape(-1)[:size])
-            if padded_size > size:
-                pieces.append(np.zeros(padded_size - size, np.uint8))
-        return np.concatenate(pieces), chunk_bytes
     chunk_start = np.zeros(nchunks, np.int64)
     np.cumsum(chunk_bytes[:-1], out=chunk_start[1:])
     out = backend.zeros(int(chunk_bytes.sum()))
@@ -720,6 +719,47 @@ def _assemble_chunks(
         backend.scatter(out, chunk_start + offset_in_chunk, data, src, sizes.astype(np.int64))
         offset_in_chunk += pad
     return out, chunk_bytes
+
+
+def _assemble_one_chunk(
+    chunks: MiniBlockChunks,
+    level_sections: list[tuple[np.ndarray, np.ndarray]],
+    nlevels: int,
+    large: bool,
+    size_word: np.dtype,
+    head_pad: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_assemble_chunks` of a page of one chunk on the host (every small page), from
+    Python integers: the chunk's header (``u16`` level count, ``u16`` level section sizes,
+    ``size_word`` value buffer sizes, each cast as the general path casts them, then
+    :data:`_PAD_HEADER` bytes to ``head_pad``), then each section's bytes padded with zeros
+    to a multiple of 8.  Same bytes as the general path (a page's few numpy calls per section
+    cost more than its values here); every section is ``uint8``."""
+    word = size_word.itemsize
+    word_mask = (1 << (8 * word)) - 1
+    header = bytearray([_PAD_HEADER]) * head_pad
+    header[0:2] = (nlevels & 0xFFFF).to_bytes(2, "little")
+    col = 2
+    for _data, sizes in level_sections:
+        header[col : col + 2] = (int(sizes[0]) & 0xFFFF).to_bytes(2, "little")
+        col += 2
+    for _data, sizes in chunks.buffers:
+        size = int(sizes[0])
+        if not large and size > 0xFFFF:
+            raise UnsupportedFeatureError("mini-block chunk buffer too large for the 2.1 chunk grammar")
+        header[col : col + word] = (size & word_mask).to_bytes(word, "little")
+        col += word
+    parts: list[tuple[np.ndarray, int]] = [(np.frombuffer(header, np.uint8), head_pad)]
+    parts += [(np.asarray(data).reshape(-1), int(sizes[0])) for data, sizes in [*level_sections, *chunks.buffers]]
+    total = sum((size + 7) // 8 * 8 for _data, size in parts)
+    if not large and total > 32 * 1024:
+        raise UnsupportedFeatureError("mini-block chunk larger than 32 KiB in the 2.1 chunk grammar")
+    out = np.zeros(total, np.uint8)
+    pos = 0
+    for data, size in parts:
+        out[pos : pos + size] = data[:size]
+        pos += (size + 7) // 8 * 8
+    return out, np.array([total], np.int64)
 
 
 def _miniblock(
@@ -761,8 +801,12 @@ def _miniblock(
             chunks.materialize()
         out, chunk_bytes = _assemble_chunks(chunks, level_sections, nlevels, bounds, large, size_word, backend)
         out = backend.finish(out)
-    words = ((chunk_bytes // 8 - 1) << 4) | chunks.log2_counts
-    meta = words.astype(size_word).view(np.uint8)
+    if nchunks == 1:  # (log2 count 0: the last chunk)
+        word = (((int(chunk_bytes[0]) // 8 - 1) << 4) & ((1 << (8 * size_word.itemsize)) - 1))
+        meta = np.frombuffer(bytearray(word.to_bytes(size_word.itemsize, "little")), np.uint8)
+    else:
+        words = ((chunk_bytes // 8 - 1) << 4) | chunks.log2_counts
+        meta = words.astype(size_word).view(np.uint8)
     buffers = [meta, out]
     mb = pb.MiniBlockLayout(
         value_compression=chunks.encoding,

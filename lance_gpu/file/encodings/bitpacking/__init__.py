@@ -130,6 +130,11 @@ def bit_length(values: np.ndarray) -> np.ndarray:
 
 def block_bit_widths(values: np.ndarray) -> np.ndarray:
     """Bit width of each 1024-value block of unsigned ``values`` (the last block padded with 0)."""
+    if values.ndim == 1 and values.dtype.kind == "u" and values.size <= 1024:
+        # one block (a small page): the bit length of the OR of its values, without a
+        # kernel dispatch
+        top = int(np.bitwise_or.reduce(values)) if values.size else 0
+        return np.array([top.bit_length()], np.int64)
     from cuda_kernels.bitunpack import block_bit_widths as widths_of
 
     return widths_of(values)
@@ -137,6 +142,8 @@ def block_bit_widths(values: np.ndarray) -> np.ndarray:
 
 def inline_size(widths: np.ndarray, bits: int) -> int:
     """Bytes of the InlineBitpacking chunks for these block widths (one width word each)."""
+    if widths.size == 1:  # one block (a small page)
+        return 128 * int(widths[0]) + bits // 8
     return int((128 * widths).sum()) + widths.size * (bits // 8)
 
 

@@ -136,11 +136,15 @@ def encode_miniblock(data: np.ndarray, bits: int, num_values: int, encoding=None
     mini-block chunks; ``encoding`` defaults to ``Flat{bits}``."""
 
     vpc = values_per_chunk(bits)
-    nchunks = max(1, -(-num_values // vpc))
-    counts = np.full(nchunks, vpc, np.int64)
-    counts[-1] = num_values - vpc * (nchunks - 1)
-    sizes = (counts * bits + 7) // 8
-    sizes[-1] = data.size - int(sizes[:-1].sum())
+    if num_values <= vpc:  # one chunk (a small page)
+        counts = np.array([num_values], np.int64)
+        sizes = np.array([data.size], np.int64)
+    else:
+        nchunks = -(-num_values // vpc)
+        counts = np.full(nchunks, vpc, np.int64)
+        counts[-1] = num_values - vpc * (nchunks - 1)
+        sizes = (counts * bits + 7) // 8
+        sizes[-1] = data.size - int(sizes[:-1].sum())
     if encoding is None:
         encoding = pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits))
     return MiniBlockChunks(counts, [(data, sizes)], encoding)
