@@ -45,6 +45,9 @@ def datasets(root: Path) -> dict[str, str]:
         "mixedflat21": gd.write_mixed_flat_pages(lance, root, "2.1"),
         "mixedflat22": gd.write_mixed_flat_pages(lance, root, "2.2"),
         "fixdict22": gd.write_fixed_dictionaries(lance, root, "2.2"),
+        # (pages of many chunks: a row selection cuts a mixed leaf's mini-block and full-zip pages)
+        "mixedcut21": gd.write_mixed_flat_pages(lance, root, "2.1", n=12000, run=1500),
+        "mixedcut22": gd.write_mixed_flat_pages(lance, root, "2.2", n=12000, run=1500),
     }
 
 
@@ -434,7 +437,7 @@ def _memory_copy(local: str, prefix: str):
     return store
 
 
-@pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22"])
+@pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22", "mixedcut22"])
 def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     """On an object store (memory://, ranged reads), leaves are planned as tables of their
     pages too (no PagePlan, counted): their chunks, full-zip data and repetition indexes
@@ -477,33 +480,141 @@ def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     assert ranges == cut
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst"])
+def _full_zip_rows(leaf: plan.LeafPlan) -> pagetable.LeafPages | None:
+    """The table of a table leaf's full-zip pages (its own, or a mixed leaf's full-zip rows)."""
+    if leaf.mixed is not None:
+        return leaf.mixed.column.full_zip
+    return leaf.table if leaf.table.layouts[0].kind == "full_zip_layout" else None
+
+
+@pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst",
+                                  "mixedcut21", "mixedcut22"])
 def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
-    """A row selection's pages are planned as a table of them (no PagePlan) where the
-    selection cuts none of them or they are mini-block pages (their chunks cut over the
-    table at once, ``plan.ChunkCut``): the work, staged bytes and decoded extent equal the
-    PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows, of a run and of
-    many rows (object stores: test_object_store_leaves_plan_as_tables)."""
+    """A row selection's pages are planned as a table of them (no PagePlan): pages it does
+    not cut whole, mini-block pages it cuts to their chunks (``plan.ChunkCut``, over the
+    table at once), full-zip pages to row runs (``plan.RowRuns``: long strings and
+    embeddings of rich21 / rich22), and both in a leaf of several page kinds (mixedflat22):
+    the work, staged bytes and decoded extent equal the PagePlan path's (``TABLE_LEAVES``
+    off), for selections of a few rows, of a run and of many rows (object stores:
+    test_object_store_leaves_plan_as_tables)."""
     from lance_gpu.gpu.rows import extent
 
     uri = datasets[name]
     rng = np.random.default_rng(7)
     n = lance.dataset(uri).count_rows()
     selections = [np.unique(rng.integers(0, n, 25)), np.arange(n // 3, n // 3 + 700), np.unique(rng.integers(0, n, 400))]
-    cut = made = 0
+    cut = runs = made = mixed_both = 0
     for rows in selections:
         leaves = _leaves(uri, rows)
         tables = [leaf for leaf in leaves if leaf.table is not None]
         assert tables and all(not leaf.pages for leaf in tables)
-        cut += sum("cut" in leaf.table.memo for leaf in tables)
+        cut += sum("cut" in t.memo for t in map(plan.miniblock_rows, tables) if t is not None)
+        runs += sum("runs" in t.memo for t in map(_full_zip_rows, tables) if t is not None)
         made += sum(len(leaf.pages) for leaf in leaves)
+        mixed_both += sum(leaf.mixed is not None and "cut" in leaf.mixed.column.mini.memo and "runs" in leaf.mixed.column.full_zip.memo
+                          for leaf in tables if leaf.mixed is not None and leaf.mixed.column.full_zip is not None
+                          and leaf.mixed.column.mini is not None)
         got = (_work(uri, rows), extent(leaves))
         with monkeypatch.context() as mp:
             mp.setattr(plan, "TABLE_LEAVES", False)
             assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, name
-    assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst")), (name, cut)
-    if name not in ("rich21", "rich22", "mixedflat22"):  # (their cut full-zip pages: row runs, planned page by page)
-        assert made == 0, (name, made)
+    assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst", "mixedcut21", "mixedcut22")), (name, cut)
+    assert (runs > 0) == (name in ("rich21", "rich22", "mixedflat22", "mixedcut21", "mixedcut22")), (name, runs)
+    assert made == 0, (name, made)
+    if name.startswith("mixedcut"):  # a leaf of several kinds with its mini-block and full-zip pages both cut
+        assert mixed_both, name
+
+
+def _made_page_plans(fn) -> tuple[object, int]:
+    """``fn()`` and the :class:`plan.PagePlan` objects it made (counted)."""
+    real, made = plan.PagePlan.__init__, []
+
+    def counted(self, *args, **kwargs) -> None:
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan.PagePlan, "__init__", counted)
+        got = fn()
+    return got, len(made)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_row_selections_cut_full_zip_pages_as_tables(root, version, monkeypatch):
+    """Full-zip pages a row selection cuts (nullable long FSST strings: control words and a
+    repetition index; nullable and plain embeddings: fixed width with and without control
+    words; twelve pages a column; long strings with an all-null page: a leaf of several
+    page kinds) are planned as a table of the selected pages, the cut ones to row runs
+    (``plan.RowRuns``), with no PagePlan (counted): the work, the staged
+    bytes (each cut page's spans, then its runs' rebased index entries) and the decoded
+    extent equal the PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows,
+    a run that keeps whole pages beside a cut one, and many rows; with the default staging
+    gap and a small one (many spans a page); on a memory:// copy, the same ranges read
+    from the store into the slabs."""
+    from lance_gpu.file import container
+    from lance_gpu.gpu.rows import extent
+
+    uri = gd.write_full_zip_pages(lance, root, version)
+    n = 3000
+    rng = np.random.default_rng(11)
+    selections = [np.unique(rng.integers(0, n, 25)), np.arange(1000, 1700), np.unique(rng.integers(0, n, 400)),
+                  np.array([249, 250, 2999])]
+    for gap in (plan.FULLZIP_STAGE_GAP, 512):
+        monkeypatch.setattr(plan, "FULLZIP_STAGE_GAP", gap)
+        for rows in selections:
+            leaves, made = _made_page_plans(lambda rows=rows: _leaves(uri, rows))
+            assert made == 0 and all(leaf.table is not None for leaf in leaves)
+            cut = [(leaf, t) for leaf in leaves if (t := _full_zip_rows(leaf)) is not None and "runs" in t.memo]
+            assert {leaf.kind for leaf, _t in cut} == {"var", "fixed"}
+            assert any(leaf.mixed is not None for leaf, _t in cut)  # (``gap``: an all-null page between full-zip ones)
+            assert any(len(t) > int(np.unique(t.memo["runs"].row).size) for _leaf, t in cut) or rows.size != 700
+            got, made = _made_page_plans(lambda rows=rows: (_work(uri, rows), extent(_leaves(uri, rows))))
+            assert made == 0
+            with monkeypatch.context() as mp:
+                mp.setattr(plan, "TABLE_LEAVES", False)
+                assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, (version, gap, rows.size)
+    pytest.importorskip("obstore")
+    from lance_gpu.gpu import staging
+
+    monkeypatch.setattr(container, "TAIL_READ", 4096)
+    src = ("ds", _memory_copy(uri, f"fz{version}"))
+    ranges: list[tuple] = []
+    real = staging.Stager.add_range
+    monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
+    for rows in selections:
+        leaves = _leaves(src, rows)
+        assert leaves[0].reader.mapped is None and any("runs" in leaf.table.memo for leaf in leaves)
+        ranges[:] = []
+        got = _work(src, rows)
+        read = ranges[:]
+        assert read
+        ranges[:] = []
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(src, rows) == got
+        assert ranges == read
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version, monkeypatch):
+    """A full-zip page of long strings whose repetition index's last entry points past its
+    data buffer: a selection of its last row is refused by the table of cut pages with the
+    per-page path's message, naming the file; a selection not reading that entry is not."""
+    src = gd.write_full_zip_pages(lance, tmp_path, version)
+
+    def past_the_end(index: bytes) -> bytes:
+        raw = bytearray(index)
+        width = len(raw) // 251  # (250 rows a page: 251 offsets)
+        raw[-width:] = (2 ** (8 * width) - 1).to_bytes(width, "little")
+        return bytes(raw)
+
+    uri = _corrupt_copy(src, tmp_path / "bad_index", 1, 1, past_the_end)
+    for tables in (True, False):
+        monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
+        with pytest.raises(CorruptFileError, match="full-zip rows point outside the page") as got:
+            _work(uri, np.array([3, 249]))
+        assert "bad_index" in str(got.value)
+        assert _work(uri, np.array([3, 248]))["fullzip"]
 
 
 def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):

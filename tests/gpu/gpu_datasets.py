@@ -314,6 +314,27 @@ def write_mixed_flat_pages(lance, root: Path, version: str, n: int = 4000, run: 
     return uri
 
 
+def write_full_zip_pages(lance, root: Path, version: str, n: int = 3000, batch: int = 250) -> str:
+    """Full-zip columns of many pages (pylance 14 writes a page per batch of ``batch`` rows
+    here): ``long`` nullable long strings (variable width, control words, a repetition
+    index), ``embn`` a nullable embedding (fixed width with control words), ``emb`` one
+    without nulls (fixed width, no control words: copied), beside an ``id``; ``gap`` long
+    strings null in the fifth batch (an all-null constant page between full-zip ones)."""
+    uri = str(root / f"full_zip_pages_{version}_{n}")
+    flat = flat_nullable_table(n, seed=5, null_p=0.2)
+    rng = np.random.default_rng(6)
+    tbl = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "long": flat["long"],
+        "embn": flat["emb"],
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 64).astype(np.float32)), 64),
+        "gap": pa.array(flat["long"].to_pylist()[::-1], pa.string(), mask=(np.arange(n) // batch) == 4),
+    })
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=batch))
+    lance.write_dataset(reader, uri, data_storage_version=version, max_page_bytes=16384, data_cache_bytes=4 * 16384)
+    return uri
+
+
 def null_runs_table(n: int = 20_000) -> pa.Table:
     """Columns null in runs of 500 rows (a flat int64, a list<int32>, a run-length int32):
     pylance 14 writes their definition levels run-length encoded (Rle) in 2.2 files,
