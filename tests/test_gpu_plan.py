@@ -48,6 +48,8 @@ def datasets(root: Path) -> dict[str, str]:
         # (pages of many chunks: a row selection cuts a mixed leaf's mini-block and full-zip pages)
         "mixedcut21": gd.write_mixed_flat_pages(lance, root, "2.1", n=12000, run=1500),
         "mixedcut22": gd.write_mixed_flat_pages(lance, root, "2.2", n=12000, run=1500),
+        "dictplain21": gd.write_dictionary_beside_plain_pages(lance, root, "2.1"),
+        "dictplain22": gd.write_dictionary_beside_plain_pages(lance, root, "2.2"),
     }
 
 
@@ -615,6 +617,55 @@ def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version,
             _work(uri, np.array([3, 249]))
         assert "bad_index" in str(got.value)
         assert _work(uri, np.array([3, 248]))["fullzip"]
+
+
+@pytest.mark.parametrize("name", ["dictplain21", "dictplain22"])
+def test_dictionary_pages_beside_other_kinds_plan_as_tables(datasets, name, monkeypatch):
+    """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
+    strings with runs of few values, beside all-null constant pages; integers, 2.2; short
+    strings' dictionary pages beside long strings' full-zip pages) make no PagePlan
+    (counted) and plan the work the PagePlan path gives (``TABLE_LEAVES`` off): the
+    dictionaries staged together (or a lone one before its page's chunks), one block of
+    mini-block rows whose dictionary rows name their index scratch; whole, for row
+    selections and on a memory:// copy (the same ranges read from the store)."""
+    from lance_gpu.file import container
+    from lance_gpu.gpu import staging
+    from lance_gpu.gpu.rows import extent
+
+    uri = datasets[name]
+    leaves, made = _made_page_plans(lambda: _leaves(uri))
+    assert made == 0 and all(leaf.table is not None for leaf in leaves)
+    partly = [leaf for leaf in leaves if (t := plan.miniblock_rows(leaf)) is not None
+              and (rows := plan.dictionary_rows(t)) is not None and (rows.size < len(t) or leaf.mixed is not None)]
+    assert {leaf.mixed is not None for leaf in partly} == ({True, False} if name.endswith("22") else {True})
+    assert any(leaf.levels_pending for leaf in partly) and any(leaf.mixed is not None and leaf.mixed.column.full_zip is not None
+                                                               for leaf in partly)
+    got, made = _made_page_plans(lambda: _work(uri))
+    assert made == 0 and any(rows for key, rows in got.items() if key.startswith("dictionary"))
+    n = lance.dataset(uri).count_rows()
+    selections = [np.unique(np.random.default_rng(5).integers(0, n, 40)), np.arange(1200, 2600)]
+    selected = [_made_page_plans(lambda rows=rows: (_work(uri, rows), extent(_leaves(uri, rows)))) for rows in selections]
+    assert all(made == 0 for _got, made in selected)
+    with monkeypatch.context() as mp:
+        mp.setattr(plan, "TABLE_LEAVES", False)
+        assert _work(uri) == got
+        for rows, (want, _made) in zip(selections, selected, strict=True):
+            assert (_work(uri, rows), extent(_leaves(uri, rows))) == want
+    pytest.importorskip("obstore")
+    monkeypatch.setattr(container, "TAIL_READ", 4096)
+    src = ("ds", _memory_copy(uri, name))
+    ranges: list[tuple] = []
+    real = staging.Stager.add_range
+    monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
+    for rows in (None, selections[0]):
+        (work, made), read = _made_page_plans(lambda rows=rows: _work(src, rows)), ranges[:]
+        assert made == 0 and read
+        ranges[:] = []
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(src, rows) == work
+        assert ranges == read
+        ranges[:] = []
 
 
 def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):

@@ -65,21 +65,23 @@ classified once per process, and a column's pages are read from its page selecti
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); a read unit places the same column of its many fragments as one
 table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A leaf
-whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, all
-with page dictionaries or none; most flat, list and low-cardinality columns) is planned as
+whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, with
+page dictionaries or not; most flat, list and low-cardinality columns) is planned as
 a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
 layout -- no Python object per page (its dictionaries placed by table row,
-:func:`_dictionaries_together`); so is a leaf of full-zip pages only (long strings,
+:func:`_dictionaries_together`; where only some pages have one, :func:`_some_dictionaries`:
+together, or each before its page's chunks, the block's other rows naming no index
+scratch); so is a leaf of full-zip pages only (long strings,
 embeddings: :func:`_place_fullzip_table`), and one of constant / all-null pages only (a step
 per row: their counts and levels are in their buffers, decoded per leaf into
 :attr:`LeafPlan.constant_pages` beside the column's shared table, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages without
-dictionaries beside full-zip or constant ones: strings whose long pages go full-zip, lists
+scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages, with
+or without dictionaries, beside full-zip or constant ones: strings whose long pages go full-zip, lists
 or nullable columns with all-null or constant pages) is a table too, its rows split by kind
 once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in page order,
 each kind placed by what places a table of it at the leaf's value and level positions (with
@@ -91,10 +93,11 @@ what planning reads (chunk metadata, dictionaries, constant pages) is read with
 :meth:`LanceFileReader.read_buffers`.  A row selection's pages are a table of the selected
 pages too where it cuts none of them, or they are mini-block pages (their chunks cut,
 :class:`ChunkCut`) or full-zip pages (cut to row runs, :class:`RowRuns`: each cut page's
-spans and rebased repetition index staged in page order, a walk or copy row per run).
-Other leaves (dictionary pages beside other kinds, row selections cutting a leaf of
-several page kinds) still make a :class:`PagePlan` per page and register its staging page
-by page.
+spans and rebased repetition index staged in page order, a walk or copy row per run), or
+both in a leaf of several page kinds.  Other leaves (dictionary pages without values,
+mini-block pages without value buffers, list pages the device pre-pass does not parse)
+still make a :class:`PagePlan` per page and register its staging page by page, as every
+leaf does with :data:`TABLE_LEAVES` or :data:`DEVICE_HEADERS` off.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -1086,8 +1089,8 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     """Whether a column's pages (``sel``: all, or a row selection's) are planned as a table: all full-zip pages
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
     pre-pass: mini-block pages with values and their chunks whose chunk headers the device
-    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
-    none with a dictionary or all with one (and with values and a dictionary buffer); or
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), those
+    with a dictionary with values and a dictionary buffer (:func:`_miniblock_buffers`); or
     all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
     these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``) for
     all its pages; :data:`TABLE_LEAVES` turns tables off."""
@@ -1107,10 +1110,24 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
             return False
         if not (lists_on_device or facts.device_headers):
             return False
-    dictionary = {f.dictionary for f in sel.distinct}
-    if dictionary == {True}:
-        return min(f.num_visible for f in sel.distinct) > 0 and int(nbuf.min()) >= 3
-    return dictionary == {False} and int(nbuf.min()) >= 2  # every page: chunk metadata and chunks
+    if not any(f.dictionary for f in sel.distinct):
+        return int(nbuf.min()) >= 2  # every page: chunk metadata and chunks
+    return _miniblock_buffers(cp, sel)
+
+
+def _miniblock_buffers(cp: pagetable.ColumnPages, sel: pagetable.PageSelection) -> bool:
+    """Whether the mini-block pages of ``sel`` (some with a page dictionary) hold what a
+    table of them stages: chunk metadata and chunks, and a dictionary where they have one
+    (a dictionary page with no values is planned page by page: it stages no dictionary)."""
+    if min((f.num_visible for f in sel.distinct if f.dictionary), default=1) <= 0:
+        return False
+    ca = cp.arrays()
+    at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
+    k = len(cp.layouts)
+    lay = ca.layout[at]
+    mini = np.asarray([f.kind == "mini_block_layout" for f in cp.layouts], np.bool_).reshape(k)[lay]
+    need = np.where(np.asarray([f.dictionary for f in cp.layouts], np.bool_).reshape(k)[lay], 3, 2)
+    return bool(np.all(ca.nbuf[at][mini] >= need[mini]))
 
 
 def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
@@ -1208,19 +1225,20 @@ def _mixed_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     """:func:`_table_column` of a column whose pages are of several kinds: mini-block pages
     beside full-zip or constant ones (strings whose long pages go full-zip, lists whose
     pages are partly all-null or constant).  Each kind as a table of it takes: mini-block
-    pages with values and their chunks, without a dictionary, whose chunk headers the device
-    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip
-    pages with their data buffer; constant pages."""
+    pages with values and their chunks (and a dictionary, where they have one:
+    :func:`_miniblock_buffers`), whose chunk headers the device parses
+    (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip pages
+    with their data buffer; constant pages."""
     for f in sel.distinct:
         if f.kind not in _LIST_PAGE_KINDS:
             return False
-        if f.kind == "mini_block_layout" and (not f.num_buffers or f.dictionary or not (lists_on_device or f.device_headers)):
+        if f.kind == "mini_block_layout" and (not f.num_buffers or not (lists_on_device or f.device_headers)):
             return False
     ca = cp.arrays()
     at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
     code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout[at]]
     nbuf = ca.nbuf[at]
-    return bool(np.all(nbuf[code == 0] >= 2) and np.all(nbuf[code == 1] >= 1))
+    return bool(_miniblock_buffers(cp, sel) and np.all(nbuf[code == 1] >= 1))
 
 
 @dataclass(slots=True, eq=False)
@@ -1369,7 +1387,13 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
 
     after: list[tuple[int, Any]] = [(c, constant(k)) for k, c in enumerate(col.constant_at.tolist())]
     if cut is not None and cut.blobs:  # each cut variable-width page's rebased index, after its spans
-        after = sorted(after + [(int(col.full_zip_at[j]), b) for j, b in cut.blobs], key=lambda a: a[0])
+        after += [(int(col.full_zip_at[j]), b) for j, b in cut.blobs]
+    some = dictionary_rows(col.mini) if col.mini is not None else None
+    index = None
+    if some is not None:  # mini-block pages with a dictionary: staged first, or each before its chunks
+        index, alone, bits = _some_dictionaries(unit, leaf, t, col.mini_at[some], vpos)
+        after += alone
+    after.sort(key=lambda a: a[0])  # (stable: a constant page or a blob before the next row's dictionary)
     pos, spans, blobs, deferred = _stage_ordered(unit, leaf, ranges, after, n)
     if deferred is not None:  # (a page counted by its first buffer: its chunks, data or first span)
         first = ranges.row[ranges.first]
@@ -1379,7 +1403,8 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
     if col.mini is not None:
         mi = col.mini_at
         unit.device_blocks.append(DeviceBlock(leaf, [], pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
-                                              rep_at[mi], def_at[mi], rows=col.mini))
+                                              rep_at[mi], def_at[mi], None if index is None else (bits, index[mi].tolist()),
+                                              rows=col.mini))
         if not pending:
             table_level_fills(unit, leaf, col.mini, rep_at[mi], def_at[mi])
     later = None
@@ -1637,9 +1662,22 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, list[int]] | None = None
     staged: list[int] | None = None  # dictionary pages each staging their own dictionary before their chunks
-    if t.layouts[0].dictionary:  # every page has one (_table_column)
+    some = dictionary_rows(t)
+    if some is not None and some.size == n:  # every page has one
         dictionary, staged = stage_table_dictionaries(unit, leaf, t)
-    if staged is not None:  # as the per-page path: each page's dictionary, then its chunks
+    if some is not None and some.size < n:  # some pages have one: dictionaries and chunks in page order
+        index, after, bits = _some_dictionaries(unit, leaf, t, some, d.vpos)
+        vpos = d.vpos
+        rep_dst = rep_at + vpos if rep_at >= 0 else np.full(n, -1, np.int64)
+        def_dst = def_at + vpos if def_at >= 0 else np.full(n, -1, np.int64)
+        sizes = np.ascontiguousarray(t.sizes[:, 1])
+        rows = np.arange(n, dtype=np.int64)
+        got, _spans, _blobs, deferred = _stage_ordered(unit, leaf, _ordered_ranges([_part(rows, t.offsets[:, 1], sizes, 1)]), after, n)
+        data_pos = got[:, 1]
+        if deferred is not None:
+            unit.count_direct("mini_block_layout", int(deferred.sum()))
+        dictionary = (bits, index.tolist())
+    elif staged is not None:  # as the per-page path: each page's dictionary, then its chunks
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = staged
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
@@ -1695,6 +1733,47 @@ def stage_table_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPa
         data_pos.append(int(got[0]))
         unit.count_direct("mini_block_layout", int(deferred.sum()) if deferred is not None else 0)
     return (bits, index), data_pos
+
+
+def dictionary_rows(t: pagetable.LeafPages) -> np.ndarray | None:
+    """The rows of mini-block table ``t`` whose pages have a page dictionary (all of them
+    in a leaf of dictionary pages; some where its column mixes dictionary and plain pages),
+    made once per table; None: none."""
+    if not any(f.dictionary for f in t.layouts):
+        return None
+    got = t.memo.get("dictionary_rows")
+    if got is None:
+        got = t.memo["dictionary_rows"] = np.flatnonzero(t.per_layout([f.dictionary for f in t.layouts], np.bool_))
+    return got
+
+
+def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rows: np.ndarray,
+                       vpos: np.ndarray) -> tuple[np.ndarray, list[tuple[int, Callable[[], None]]], int]:
+    """The dictionaries of rows ``rows`` of ``leaf``'s table ``t`` (its pages with one, beside
+    pages without: :func:`dictionary_rows`; ``vpos``: each row's first value of the leaf),
+    as the per-page path stages them: together now (:func:`_dictionaries_together`), or,
+    where that refuses (one page, say), each just before its page's chunks
+    (:func:`_stage_one_dictionary`): returned as :func:`_stage_ordered` items (after the
+    row before).  Returns each row's first index item (-1: no dictionary; filled as the
+    items run), those items and the first dictionary row's index bits."""
+    bodies = [t.layouts[k].body for k in t.layout[rows].tolist()]
+    bufs = _read_rows(leaf, t.offsets[rows, 2].tolist(), t.sizes[rows, 2].tolist())
+    nv, vp = t.num_values[rows].tolist(), vpos[rows].tolist()
+    index = np.full(len(t), -1, np.int64)
+    bits = _index_bits(bodies[0].value_compression)
+    together = _dictionaries_together(unit, leaf, bodies, bufs, nv, vp)
+    if together is not None:
+        index[rows] = [ipos for _bits, ipos in together]
+        return index, [], bits
+    ctx = leaf.ctx()
+
+    def alone(k: int) -> Callable[[], None]:
+        def stage() -> None:
+            index[rows[k]] = _stage_one_dictionary(unit, leaf, bodies[k], bufs[k], nv[k], vp[k], ctx)[1]
+
+        return stage
+
+    return index, [(int(rows[k]) - 1, alone(k)) for k in range(rows.size)], bits
 
 
 @dataclass(slots=True, eq=False)
@@ -2843,7 +2922,8 @@ class DeviceBlock:
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
     :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
     (one page: :func:`_stage_dictionary`'s result; a table's rows, or a pass block's: one
-    row's index bits and each row's first index item, :func:`stage_table_dictionaries`),
+    row's index bits and each row's first index item, :func:`stage_table_dictionaries`,
+    -1 for a row without a dictionary beside rows with one, :func:`_some_dictionaries`),
     ``(index bits, first index item(s))``; the emission takes each page's index bits from its layout
     (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
     placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other

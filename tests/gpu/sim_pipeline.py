@@ -1463,6 +1463,26 @@ def test_flat_leaves_of_several_page_kinds_match_pylance(root: Path, version: st
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_dictionary_pages_beside_other_kinds_match_pylance(root: Path, version: str):
+    """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
+    strings beside plain and all-null pages, integers, short strings beside long strings'
+    full-zip pages), planned as tables (no PagePlan, counted): the GPU read equals
+    pylance's, whole, a take and a filter."""
+    uri = gd.write_dictionary_beside_plain_pages(lance, root, version)
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(), f"dictionary beside plain pages {version}")
+    rows = [0, 3, 499, 500, 501, 777, 1600, 2100, 2999, 3999]
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).take(rows), f"dictionary beside plain pages {version} take")
+    f = "iv % 5 = 2"
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(filter=f), f"dictionary beside plain pages {version} filter")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_selections_cutting_leaves_of_several_page_kinds_match_pylance(root: Path, version: str):
     """Leaves of several page kinds whose mini-block pages (many chunks) and full-zip pages
     a take and a filter cut (chunks kept, row runs), planned as tables (no PagePlan,
