@@ -21,6 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
+from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
 from lance_gpu.gpu import headers, pagetable, passplan, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
@@ -598,10 +599,12 @@ def test_row_selections_cut_full_zip_pages_as_tables(root, version, monkeypatch)
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
-def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version, monkeypatch):
-    """A full-zip page of long strings whose repetition index's last entry points past its
-    data buffer: a selection of its last row is refused by the table of cut pages with the
-    per-page path's message, naming the file; a selection not reading that entry is not."""
+@pytest.mark.parametrize("column", [1, 4])
+def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version, column, monkeypatch):
+    """A full-zip page of long strings (``long``; ``gap``: a leaf of several page kinds)
+    whose repetition index's last entry points past its data buffer: a selection of its
+    last row is refused by the table of cut pages with the per-page path's message, naming
+    the file; a selection not reading that entry is not."""
     src = gd.write_full_zip_pages(lance, tmp_path, version)
 
     def past_the_end(index: bytes) -> bytes:
@@ -610,13 +613,15 @@ def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version,
         raw[-width:] = (2 ** (8 * width) - 1).to_bytes(width, "little")
         return bytes(raw)
 
-    uri = _corrupt_copy(src, tmp_path / "bad_index", 1, 1, past_the_end)
+    uri = _corrupt_copy(src, tmp_path / "bad_index", column, 1, past_the_end)
+    rows = np.array([3, 249, 1100])  # (1100: in ``gap``'s all-null page)
+    assert any(leaf.mixed is not None for leaf in _leaves(uri, rows) if leaf.column == column) == (column == 4)
     for tables in (True, False):
         monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
         with pytest.raises(CorruptFileError, match="full-zip rows point outside the page") as got:
-            _work(uri, np.array([3, 249]))
+            _work(uri, rows)
         assert "bad_index" in str(got.value)
-        assert _work(uri, np.array([3, 248]))["fullzip"]
+        assert _work(uri, np.array([3, 248, 1100]))["fullzip"]
 
 
 @pytest.mark.parametrize("name", ["dictplain21", "dictplain22"])
@@ -666,6 +671,34 @@ def test_dictionary_pages_beside_other_kinds_plan_as_tables(datasets, name, monk
             assert _work(src, rows) == work
         assert ranges == read
         ranges[:] = []
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize(("column", "nth"), [(0, 0), (1, 1)])
+def test_dictionary_pages_beside_other_kinds_refuse_what_the_page_path_refuses(tmp_path, version, column, nth, monkeypatch):
+    """A corrupt dictionary buffer (its first bytes overwritten) of a dictionary page beside
+    plain pages -- the lone one of ``s`` (staged alone, before its chunks), the second of
+    ``li`` (staged with the others) -- is refused by the table path as by the per-page path:
+    a ``CorruptFileError`` with the same message, naming the file."""
+    src = gd.write_dictionary_beside_plain_pages(lance, tmp_path, version)
+    dst = tmp_path / "bad_dictionary"
+    shutil.copytree(src, dst)
+    path = next(Path(dst, "data").glob("*.lance"))
+    reader = LanceFileReader(path)
+    cp = pagetable.column_pages(reader.column(column), DecodeContext(str(path), column))
+    info = [pg for pg, j in zip(cp.pages, cp.index, strict=True) if cp.layouts[j].dictionary][nth]
+    raw = bytearray(path.read_bytes())
+    at = int(info.buffer_offsets[2])
+    raw[at : at + 8] = b"\xff" * 8
+    path.write_bytes(bytes(raw))
+    messages = []
+    for tables in (True, False):
+        monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
+        with pytest.raises(CorruptFileError) as got:
+            _work(str(dst))
+        assert str(path) in str(got.value) or path.name in str(got.value)
+        messages.append(str(got.value))
+    assert messages[0] == messages[1]
 
 
 def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
