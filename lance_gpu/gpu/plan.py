@@ -1251,7 +1251,8 @@ class _MixedColumn:
     constant row's layout, buffer ranges and top-level rows (decoded per leaf: their counts
     and levels are in their buffers); the distinct layers and whether any non-constant page
     has repetition / definition levels; the column's top-level rows; ``memo``: what placing
-    derives once (the buffers each row stages)."""
+    derives once (the buffers each row stages, :class:`_OrderedRanges`; a row selection's
+    cut leaf has a split of its own, ``rows._restrict_mixed``)."""
 
     mini_at: np.ndarray
     full_zip_at: np.ndarray
@@ -1334,13 +1335,16 @@ def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_devi
 
 def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned by :func:`_plan_mixed_table`, staging in page
-    order as the per-page path does (each run of mini-block and full-zip rows between
+    order as the per-page path does (:func:`_stage_ordered` over the buffers each row
+    stages, made once per column: each run of mini-block and full-zip rows between
     constant rows by one :meth:`Stager.add_file_buffers`: a mini-block page's chunks, a
-    full-zip page's data and, where read, repetition index; a constant row's levels and
-    value as :func:`_emit_constant_page` stages them); its values placed by a scan of its
-    rows' counts; the mini-block rows one :class:`DeviceBlock` (its sub-table's rows); the
-    full-zip rows' work as :func:`_place_fullzip_table` gives it; FSST segments and
-    variable-width checks of all rows.  Where the leaf's levels wait for the device pre-pass
+    full-zip page's data and, where read, repetition index, or a cut one's spans and then
+    its rebased index; a constant row's levels and value as :func:`_emit_constant_page`
+    stages them; page dictionaries together first, or each before its page's chunks,
+    :func:`_some_dictionaries`); its values placed by a scan of its rows' counts; the
+    mini-block rows one :class:`DeviceBlock` (its sub-table's rows); the full-zip rows' work
+    as :func:`_place_fullzip_table` gives it (cut rows: :func:`_fullzip_run_work`); FSST
+    segments and variable-width checks of all rows.  Where the leaf's levels wait for the device pre-pass
     (:attr:`LeafPlan.levels_pending`), the full-zip and constant rows' level work and every
     row's level fills are emitted by :func:`settle_mixed_levels`; otherwise now."""
     m = leaf.mixed
@@ -2093,6 +2097,9 @@ _RangePart = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, n
 def _ordered_ranges(parts: list[_RangePart]) -> _OrderedRanges:
     """The buffers of ``parts`` in row order (a row's buffers in the order of the parts
     given: its data before its index)."""
+    if not parts:
+        none = np.zeros(0, np.int64)
+        return _OrderedRanges(none, none, none, none, none, np.zeros(0, np.int8), none, none)
     cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
     order = np.argsort(cols[0], kind="stable")
     row, off, size, ask_off, ask_size, kind, ref = (c[order] for c in cols)
