@@ -1808,7 +1808,10 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
     """Per distinct layout of a table of full-zip pages (``t.layouts``): its repetition /
     definition bits, control word bytes, whether its values are fixed-width, their bytes
     (fixed) or offset word bytes (variable) and its invisible levels' count (lists, one
-    entry per layout), and its invisible-level tables."""
+    entry per layout), and its invisible-level tables; made once per table (``memo``)."""
+    got = t.memo.get("layout_facts")
+    if got is not None:
+        return got
     facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv")}
     invs = []
     for f in t.layouts:
@@ -1821,6 +1824,7 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
                      ("ninv", inv.size)):
             facts[k].append(v)
         invs.append(inv)
+    t.memo["layout_facts"] = (facts, invs)
     return facts, invs
 
 
@@ -1870,6 +1874,8 @@ def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
         cut = t.memo.get("runs")  # (a row selection's cut: the facts of the pages whole)
         whole = t if cut is None else replace(t, num_values=cut.num_values, num_levels=cut.num_levels, memo={})
         z = t.memo["fullzip"] = _fullzip_table(leaf, whole)
+        if cut is not None:  # (its layouts' facts: the cut's too)
+            t.memo["layout_facts"] = whole.memo["layout_facts"]
     return z
 
 
@@ -2133,6 +2139,11 @@ def _fullzip_parts(t: pagetable.LeafPages, z: _FullZipTable, cut: _FullZipCut | 
     return parts
 
 
+#: a run of at most this many buffers of a mapped file is staged by scalar
+#: :meth:`Stager.add_buffer` calls (:func:`_stage_ordered`; the same positions and items)
+_FEW_BUFFERS = 4
+
+
 def _stage_ordered(unit: UnitPlan, leaf: LeafPlan, r: _OrderedRanges, after: Sequence[tuple[int, Any]],
                    nrows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Stage the buffers ``r`` in order as :func:`_stage_rows` does (deferral decided by
@@ -2148,8 +2159,14 @@ def _stage_ordered(unit: UnitPlan, leaf: LeafPlan, r: _OrderedRanges, after: Seq
     deferred = None if leaf.reader.mapped is not None else np.zeros(r.off.size, np.bool_)
     bounds = np.searchsorted(r.row, np.asarray([a for a, _i in after], np.int64), side="right").tolist() if after else []
     lo = 0
+    whole = leaf.reader.mapped
     for hi, (_row, item) in zip([*bounds, r.off.size], [*after, (None, None)], strict=True):
-        if hi > lo:
+        if whole is not None and 0 < hi - lo <= _FEW_BUFFERS:  # (a few: add_buffer's scalars cost less than NumPy's calls)
+            add, path = unit.stage.add_buffer, leaf.path
+            pos[lo:hi] = [add(path, o, whole[o : o + z], whole) if z else 0
+                          for o, z in zip(r.off[lo:hi].tolist(), r.size[lo:hi].tolist(), strict=True)]
+            lo = hi
+        elif hi > lo:
             pos[lo:hi], got = _stage_rows(unit, leaf, r.off[lo:hi], r.size[lo:hi], (r.ask_off[lo:hi], r.ask_size[lo:hi]))
             if got is not None and deferred is not None:
                 deferred[lo:hi] = got
