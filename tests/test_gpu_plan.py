@@ -701,6 +701,19 @@ def test_dictionary_pages_beside_other_kinds_refuse_what_the_page_path_refuses(t
     assert messages[0] == messages[1]
 
 
+def test_default_planning_makes_no_page_plan(datasets):
+    """With the default switches, no leaf of any of this module's pylance datasets (flat,
+    list, full-zip, FSST, dictionary, constant and mixed-kind pages; 2.1 and 2.2) makes a
+    :class:`plan.PagePlan` (counted), whole or for a selection of random rows: every leaf
+    is a table of its pages (the per-page path is the reference the switches turn on)."""
+    rng = np.random.default_rng(21)
+    for name, uri in datasets.items():
+        rows = np.unique(rng.integers(0, lance.dataset(uri).count_rows(), 50))
+        for sel in (None, rows):
+            (_got, made) = _made_page_plans(lambda sel=sel, uri=uri: _work(uri, sel))
+            assert made == 0, (name, sel is None)
+
+
 def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
     """A unit of three fragments (pass tables from two leaves) whose leaves a pass table
     cannot place: a column of pages of several kinds in every fragment (``LeafPlan.mixed``),
