@@ -33,7 +33,18 @@ CUDA simulator those would time the simulator, not a GPU).  Datasets (written by
     of 500 (one page per column each, 8 KiB pages);
 ``take2000``
     a take of 2,000 random rows of ``pages1000`` (``gpu.rows.plan_field_rows``: the pages,
-    chunks and full-zip rows holding them; pylance: ``take``).
+    chunks and full-zip rows holding them; pylance: ``take``);
+``takefz``
+    a take of 2,000 random rows of ``tests/gpu/gpu_datasets.write_full_zip_pages`` (40,000
+    rows, 2.2: FSST long strings, nullable and plain embeddings, long strings with all-null
+    runs; a full-zip page per 250 rows): full-zip pages cut to row runs;
+``takemixed``
+    a take of 2,000 random rows of ``mixedflat`` (mini-block and full-zip pages of one
+    leaf cut together);
+``dictplain``
+    ``tests/gpu/gpu_datasets.write_dictionary_beside_plain_pages`` (40,000 rows in runs of
+    500, 2.2): leaves whose mini-block pages are partly dictionary pages, beside plain,
+    all-null and full-zip pages.
 
 Reported: pages and mini-block chunks planned, median wall seconds of ``--repeat`` plans
 (after a warm-up: numba compilation excluded), the least CPU time of the planning thread
@@ -136,6 +147,16 @@ def write_data(root: Path) -> dict[str, tuple]:
     out["mixedflat"] = (str(got) if got.exists() else write_mixed_flat_pages(lance, root, "2.1", n=40_000), ["s", "i", "e", "c"])
     take = np.unique(np.random.default_rng(13).integers(0, 137_000, 2000))
     out["take2000"] = (out["pages1000"][0], out["pages1000"][1], take)  # type: ignore[assignment]
+    from gpu_datasets import write_dictionary_beside_plain_pages, write_full_zip_pages
+
+    got = root / "full_zip_pages_2.2_40000"
+    uri_fz = str(got) if got.exists() else write_full_zip_pages(lance, root, "2.2", n=40_000)
+    take = np.unique(np.random.default_rng(14).integers(0, 40_000, 2000))
+    out["takefz"] = (uri_fz, ["id", "long", "embn", "emb", "gap"], take)
+    out["takemixed"] = (out["mixedflat"][0], out["mixedflat"][1], take)
+    got = root / "dictionary_beside_plain_2.2_40000"
+    out["dictplain"] = (str(got) if got.exists() else write_dictionary_beside_plain_pages(lance, root, "2.2", n=40_000),
+                        ["s", "li", "iv", "ls"])
     return out
 
 
@@ -222,6 +243,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--code", default=None, help="another checkout whose lance_gpu to time")
     ap.add_argument("--label", default="")
+    ap.add_argument("--only", help="comma-separated data names to time (default: all)")
     ap.add_argument("--cold", action="store_true",
                     help="forget the planner's shared page layouts and column page arrays before every plan "
                          "(lance_gpu.gpu.pagetable, where the checkout has it): a first read's cost")
@@ -229,6 +251,8 @@ def main() -> None:
     root = Path(args.data)
     root.mkdir(parents=True, exist_ok=True)
     sets = write_data(root)
+    if args.only:
+        sets = {name: sets[name] for name in args.only.split(",")}
     import lance
 
     import lance_gpu

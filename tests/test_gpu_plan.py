@@ -21,6 +21,7 @@ import gpu_datasets as gd  # noqa: E402
 import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
+from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
 from lance_gpu.gpu import headers, pagetable, passplan, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
@@ -45,6 +46,11 @@ def datasets(root: Path) -> dict[str, str]:
         "mixedflat21": gd.write_mixed_flat_pages(lance, root, "2.1"),
         "mixedflat22": gd.write_mixed_flat_pages(lance, root, "2.2"),
         "fixdict22": gd.write_fixed_dictionaries(lance, root, "2.2"),
+        # (pages of many chunks: a row selection cuts a mixed leaf's mini-block and full-zip pages)
+        "mixedcut21": gd.write_mixed_flat_pages(lance, root, "2.1", n=12000, run=1500),
+        "mixedcut22": gd.write_mixed_flat_pages(lance, root, "2.2", n=12000, run=1500),
+        "dictplain21": gd.write_dictionary_beside_plain_pages(lance, root, "2.1"),
+        "dictplain22": gd.write_dictionary_beside_plain_pages(lance, root, "2.2"),
     }
 
 
@@ -434,7 +440,7 @@ def _memory_copy(local: str, prefix: str):
     return store
 
 
-@pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22"])
+@pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22", "mixedcut22"])
 def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     """On an object store (memory://, ranged reads), leaves are planned as tables of their
     pages too (no PagePlan, counted): their chunks, full-zip data and repetition indexes
@@ -477,33 +483,235 @@ def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     assert ranges == cut
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst"])
+def _full_zip_rows(leaf: plan.LeafPlan) -> pagetable.LeafPages | None:
+    """The table of a table leaf's full-zip pages (its own, or a mixed leaf's full-zip rows)."""
+    if leaf.mixed is not None:
+        return leaf.mixed.column.full_zip
+    return leaf.table if leaf.table.layouts[0].kind == "full_zip_layout" else None
+
+
+@pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst",
+                                  "mixedcut21", "mixedcut22"])
 def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
-    """A row selection's pages are planned as a table of them (no PagePlan) where the
-    selection cuts none of them or they are mini-block pages (their chunks cut over the
-    table at once, ``plan.ChunkCut``): the work, staged bytes and decoded extent equal the
-    PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows, of a run and of
-    many rows (object stores: test_object_store_leaves_plan_as_tables)."""
+    """A row selection's pages are planned as a table of them (no PagePlan): pages it does
+    not cut whole, mini-block pages it cuts to their chunks (``plan.ChunkCut``, over the
+    table at once), full-zip pages to row runs (``plan.RowRuns``: long strings and
+    embeddings of rich21 / rich22), and both in a leaf of several page kinds (mixedflat22):
+    the work, staged bytes and decoded extent equal the PagePlan path's (``TABLE_LEAVES``
+    off), for selections of a few rows, of a run and of many rows (object stores:
+    test_object_store_leaves_plan_as_tables)."""
     from lance_gpu.gpu.rows import extent
 
     uri = datasets[name]
     rng = np.random.default_rng(7)
     n = lance.dataset(uri).count_rows()
     selections = [np.unique(rng.integers(0, n, 25)), np.arange(n // 3, n // 3 + 700), np.unique(rng.integers(0, n, 400))]
-    cut = made = 0
+    cut = runs = made = mixed_both = 0
     for rows in selections:
         leaves = _leaves(uri, rows)
         tables = [leaf for leaf in leaves if leaf.table is not None]
         assert tables and all(not leaf.pages for leaf in tables)
-        cut += sum("cut" in leaf.table.memo for leaf in tables)
+        cut += sum("cut" in t.memo for t in map(plan.miniblock_rows, tables) if t is not None)
+        runs += sum("runs" in t.memo for t in map(_full_zip_rows, tables) if t is not None)
         made += sum(len(leaf.pages) for leaf in leaves)
+        mixed_both += sum(leaf.mixed is not None and "cut" in leaf.mixed.column.mini.memo and "runs" in leaf.mixed.column.full_zip.memo
+                          for leaf in tables if leaf.mixed is not None and leaf.mixed.column.full_zip is not None
+                          and leaf.mixed.column.mini is not None)
         got = (_work(uri, rows), extent(leaves))
         with monkeypatch.context() as mp:
             mp.setattr(plan, "TABLE_LEAVES", False)
             assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, name
-    assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst")), (name, cut)
-    if name not in ("rich21", "rich22", "mixedflat22"):  # (their cut full-zip pages: row runs, planned page by page)
-        assert made == 0, (name, made)
+    assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst", "mixedcut21", "mixedcut22")), (name, cut)
+    assert (runs > 0) == (name in ("rich21", "rich22", "mixedflat22", "mixedcut21", "mixedcut22")), (name, runs)
+    assert made == 0, (name, made)
+    if name.startswith("mixedcut"):  # a leaf of several kinds with its mini-block and full-zip pages both cut
+        assert mixed_both, name
+
+
+def _made_page_plans(fn) -> tuple[object, int]:
+    """``fn()`` and the :class:`plan.PagePlan` objects it made (counted)."""
+    real, made = plan.PagePlan.__init__, []
+
+    def counted(self, *args, **kwargs) -> None:
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan.PagePlan, "__init__", counted)
+        got = fn()
+    return got, len(made)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_row_selections_cut_full_zip_pages_as_tables(root, version, monkeypatch):
+    """Full-zip pages a row selection cuts (nullable long FSST strings: control words and a
+    repetition index; nullable and plain embeddings: fixed width with and without control
+    words; twelve pages a column; long strings with an all-null page: a leaf of several
+    page kinds) are planned as a table of the selected pages, the cut ones to row runs
+    (``plan.RowRuns``), with no PagePlan (counted): the work, the staged
+    bytes (each cut page's spans, then its runs' rebased index entries) and the decoded
+    extent equal the PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows,
+    a run that keeps whole pages beside a cut one, and many rows; with the default staging
+    gap and a small one (many spans a page); on a memory:// copy, the same ranges read
+    from the store into the slabs."""
+    from lance_gpu.file import container
+    from lance_gpu.gpu.rows import extent
+
+    uri = gd.write_full_zip_pages(lance, root, version)
+    n = 3000
+    rng = np.random.default_rng(11)
+    selections = [np.unique(rng.integers(0, n, 25)), np.arange(1000, 1700), np.unique(rng.integers(0, n, 400)),
+                  np.array([249, 250, 2999])]
+    for gap in (plan.FULLZIP_STAGE_GAP, 512):
+        monkeypatch.setattr(plan, "FULLZIP_STAGE_GAP", gap)
+        for rows in selections:
+            leaves, made = _made_page_plans(lambda rows=rows: _leaves(uri, rows))
+            assert made == 0 and all(leaf.table is not None for leaf in leaves)
+            cut = [(leaf, t) for leaf in leaves if (t := _full_zip_rows(leaf)) is not None and "runs" in t.memo]
+            assert {leaf.kind for leaf, _t in cut} == {"var", "fixed"}
+            assert any(leaf.mixed is not None for leaf, _t in cut)  # (``gap``: an all-null page between full-zip ones)
+            assert any(len(t) > int(np.unique(t.memo["runs"].row).size) for _leaf, t in cut) or rows.size != 700
+            got, made = _made_page_plans(lambda rows=rows: (_work(uri, rows), extent(_leaves(uri, rows))))
+            assert made == 0
+            with monkeypatch.context() as mp:
+                mp.setattr(plan, "TABLE_LEAVES", False)
+                assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, (version, gap, rows.size)
+    pytest.importorskip("obstore")
+    from lance_gpu.gpu import staging
+
+    monkeypatch.setattr(container, "TAIL_READ", 4096)
+    src = ("ds", _memory_copy(uri, f"fz{version}"))
+    ranges: list[tuple] = []
+    real = staging.Stager.add_range
+    monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
+    for rows in selections:
+        leaves = _leaves(src, rows)
+        assert leaves[0].reader.mapped is None and any("runs" in leaf.table.memo for leaf in leaves)
+        ranges[:] = []
+        got = _work(src, rows)
+        read = ranges[:]
+        assert read
+        ranges[:] = []
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(src, rows) == got
+        assert ranges == read
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("column", [1, 4])
+def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version, column, monkeypatch):
+    """A full-zip page of long strings (``long``; ``gap``: a leaf of several page kinds)
+    whose repetition index's last entry points past its data buffer: a selection of its
+    last row is refused by the table of cut pages with the per-page path's message, naming
+    the file; a selection not reading that entry is not."""
+    src = gd.write_full_zip_pages(lance, tmp_path, version)
+
+    def past_the_end(index: bytes) -> bytes:
+        raw = bytearray(index)
+        width = len(raw) // 251  # (250 rows a page: 251 offsets)
+        raw[-width:] = (2 ** (8 * width) - 1).to_bytes(width, "little")
+        return bytes(raw)
+
+    uri = _corrupt_copy(src, tmp_path / "bad_index", column, 1, past_the_end)
+    rows = np.array([3, 249, 1100])  # (1100: in ``gap``'s all-null page)
+    assert any(leaf.mixed is not None for leaf in _leaves(uri, rows) if leaf.column == column) == (column == 4)
+    for tables in (True, False):
+        monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
+        with pytest.raises(CorruptFileError, match="full-zip rows point outside the page") as got:
+            _work(uri, rows)
+        assert "bad_index" in str(got.value)
+        assert _work(uri, np.array([3, 248, 1100]))["fullzip"]
+
+
+@pytest.mark.parametrize("name", ["dictplain21", "dictplain22"])
+def test_dictionary_pages_beside_other_kinds_plan_as_tables(datasets, name, monkeypatch):
+    """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
+    strings with runs of few values, beside all-null constant pages; integers, 2.2; short
+    strings' dictionary pages beside long strings' full-zip pages) make no PagePlan
+    (counted) and plan the work the PagePlan path gives (``TABLE_LEAVES`` off): the
+    dictionaries staged together (or a lone one before its page's chunks), one block of
+    mini-block rows whose dictionary rows name their index scratch; whole, for row
+    selections and on a memory:// copy (the same ranges read from the store)."""
+    from lance_gpu.file import container
+    from lance_gpu.gpu import staging
+    from lance_gpu.gpu.rows import extent
+
+    uri = datasets[name]
+    leaves, made = _made_page_plans(lambda: _leaves(uri))
+    assert made == 0 and all(leaf.table is not None for leaf in leaves)
+    partly = [leaf for leaf in leaves if (t := plan.miniblock_rows(leaf)) is not None
+              and (rows := plan.dictionary_rows(t)) is not None and (rows.size < len(t) or leaf.mixed is not None)]
+    assert {leaf.mixed is not None for leaf in partly} == ({True, False} if name.endswith("22") else {True})
+    assert any(leaf.levels_pending for leaf in partly) and any(leaf.mixed is not None and leaf.mixed.column.full_zip is not None
+                                                               for leaf in partly)
+    got, made = _made_page_plans(lambda: _work(uri))
+    assert made == 0 and any(rows for key, rows in got.items() if key.startswith("dictionary"))
+    n = lance.dataset(uri).count_rows()
+    selections = [np.unique(np.random.default_rng(5).integers(0, n, 40)), np.arange(1200, 2600)]
+    selected = [_made_page_plans(lambda rows=rows: (_work(uri, rows), extent(_leaves(uri, rows)))) for rows in selections]
+    assert all(made == 0 for _got, made in selected)
+    with monkeypatch.context() as mp:
+        mp.setattr(plan, "TABLE_LEAVES", False)
+        assert _work(uri) == got
+        for rows, (want, _made) in zip(selections, selected, strict=True):
+            assert (_work(uri, rows), extent(_leaves(uri, rows))) == want
+    pytest.importorskip("obstore")
+    monkeypatch.setattr(container, "TAIL_READ", 4096)
+    src = ("ds", _memory_copy(uri, name))
+    ranges: list[tuple] = []
+    real = staging.Stager.add_range
+    monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
+    for rows in (None, selections[0]):
+        (work, made), read = _made_page_plans(lambda rows=rows: _work(src, rows)), ranges[:]
+        assert made == 0 and read
+        ranges[:] = []
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "TABLE_LEAVES", False)
+            assert _work(src, rows) == work
+        assert ranges == read
+        ranges[:] = []
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize(("column", "nth"), [(0, 0), (1, 1)])
+def test_dictionary_pages_beside_other_kinds_refuse_what_the_page_path_refuses(tmp_path, version, column, nth, monkeypatch):
+    """A corrupt dictionary buffer (its first bytes overwritten) of a dictionary page beside
+    plain pages -- the lone one of ``s`` (staged alone, before its chunks), the second of
+    ``li`` (staged with the others) -- is refused by the table path as by the per-page path:
+    a ``CorruptFileError`` with the same message, naming the file."""
+    src = gd.write_dictionary_beside_plain_pages(lance, tmp_path, version)
+    dst = tmp_path / "bad_dictionary"
+    shutil.copytree(src, dst)
+    path = next(Path(dst, "data").glob("*.lance"))
+    reader = LanceFileReader(path)
+    cp = pagetable.column_pages(reader.column(column), DecodeContext(str(path), column))
+    info = [pg for pg, j in zip(cp.pages, cp.index, strict=True) if cp.layouts[j].dictionary][nth]
+    raw = bytearray(path.read_bytes())
+    at = int(info.buffer_offsets[2])
+    raw[at : at + 8] = b"\xff" * 8
+    path.write_bytes(bytes(raw))
+    messages = []
+    for tables in (True, False):
+        monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
+        with pytest.raises(CorruptFileError) as got:
+            _work(str(dst))
+        assert str(path) in str(got.value) or path.name in str(got.value)
+        messages.append(str(got.value))
+    assert messages[0] == messages[1]
+
+
+def test_default_planning_makes_no_page_plan(datasets):
+    """With the default switches, no leaf of any of this module's pylance datasets (flat,
+    list, full-zip, FSST, dictionary, constant and mixed-kind pages; 2.1 and 2.2) makes a
+    :class:`plan.PagePlan` (counted), whole or for a selection of random rows: every leaf
+    is a table of its pages (the per-page path is the reference the switches turn on)."""
+    rng = np.random.default_rng(21)
+    for name, uri in datasets.items():
+        rows = np.unique(rng.integers(0, lance.dataset(uri).count_rows(), 50))
+        for sel in (None, rows):
+            (_got, made) = _made_page_plans(lambda sel=sel, uri=uri: _work(uri, sel))
+            assert made == 0, (name, sel is None)
 
 
 def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):

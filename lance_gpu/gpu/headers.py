@@ -487,7 +487,7 @@ def _emit_group(unit: UnitPlan, table: ChunkTable, members: np.ndarray) -> None:
     leaf = block.leaf
     ch = _chunks(table, members)
     # index bits: the layout's; index positions in ch.index_first
-    dictionary = None if block.dictionary is None else (_dictionary_key(table.body(j))[0], 0)
+    dictionary = None if block.dictionary is None or int(table.index_pos[j]) < 0 else (_dictionary_key(table.body(j))[0], 0)
     _emit_chunk_work(unit, leaf, table.body(j), ch, int(table.num_values[members].sum()), dictionary, leaf.ctx())
 
 
@@ -506,7 +506,7 @@ def _emit_key(table: ChunkTable, block: DeviceBlock, d: int) -> tuple:
     :func:`_dictionary_key` (their indices go to index scratch, whatever the leaf), the
     others by their leaf's value kind and :func:`_layout_group_key`."""
     facts, body = table.layout_facts[d], table.layout_body[d]
-    if block.dictionary is not None:
+    if block.dictionary is not None and (facts.dictionary if facts is not None else body.HasField("dictionary")):
         if facts is None:
             return ("dictionary", _dictionary_key(body))
         key = facts.group_keys.get("dictionary")
@@ -559,7 +559,7 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
             raise
     for k, block in enumerate(table.device_blocks):  # FSST segments: the pages with a symbol table
         leaf = block.leaf
-        if leaf.kind != "var" or block.dictionary is not None:
+        if leaf.kind != "var":  # (dictionary pages have no symbol table: no FSST rows)
             continue
         lo = edges[k]
         if block.leaves is not None:  # a pass block: each leaf's rows

@@ -31,9 +31,11 @@ object; a whole column's table, and what the planner derives from it, is made on
 shared by every file reading the column.  So is a leaf whose pages are of several of these
 kinds (mini-block pages beside full-zip or constant ones): its table's rows split by kind
 (:meth:`LeafPages.take`, ``plan._MixedColumn``), each kind placed by what places a table of
-it.  In any file, memory-mapped or on an object store.  The other leaves (mini-block pages
-with dictionaries beside other kinds, row selections) still plan a ``plan.PagePlan`` per
-page.  A read unit places the same column of its many fragments (files) as one *pass table*
+it (mini-block pages with dictionaries or not).  In any file, memory-mapped or on an object
+store; a row selection's pages too (mini-block pages cut to chunks, ``plan.ChunkCut``;
+full-zip pages to row runs, ``plan.RowRuns``).  The other leaves (dictionary pages without
+values, mini-block pages without value buffers, list pages the device pre-pass does not
+parse) still plan a ``plan.PagePlan`` per page.  A read unit places the same column of its many fragments (files) as one *pass table*
 (:func:`concat`: their leaves' tables back to back, each distinct layout once;
 ``passplan``), so that what costs per page is array work, not Python per leaf.
 """

@@ -71,15 +71,19 @@ def pass_key(leaf: LeafPlan) -> tuple | None:
     levels).  None too for a table leaf a pass cannot place: one whose pages are of several
     kinds (``LeafPlan.mixed``: its ``layouts[0]`` says nothing of the others), a row
     selection's table whose chunks it cuts (``memo["cut"]``, ``plan.ChunkCut``: the chunk
-    table drops chunks per leaf, a pass's concatenated table would not) and a leaf not in
+    table drops chunks per leaf, a pass's concatenated table would not) or whose full-zip
+    pages it cuts to row runs (``memo["runs"]``, ``plan.RowRuns``), one whose pages are
+    partly dictionary pages (``plan.dictionary_rows``) and a leaf not in
     a memory-mapped file (an object store's: :func:`_reserve` stages from the map)."""
     t = leaf.table
-    if t is None or leaf.mixed is not None or "cut" in t.memo or leaf.reader.mapped is None:
+    if t is None or leaf.mixed is not None or "cut" in t.memo or "runs" in t.memo or leaf.reader.mapped is None:
         return None
     f = t.layouts[0]  # (a table's pages are of one kind)
     if f.kind == "full_zip_layout":
         return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
     if f.kind != "mini_block_layout" or not plan.DEVICE_HEADERS:
+        return None
+    if f.dictionary != all(g.dictionary for g in t.layouts):  # (dictionary pages beside plain ones: placed alone)
         return None
     return (f.kind, leaf.kind, leaf.width, leaf.arrow_type, leaf.levels_pending, f.dictionary)
 

@@ -65,21 +65,23 @@ classified once per process, and a column's pages are read from its page selecti
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); a read unit places the same column of its many fragments as one
 table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A leaf
-whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, all
-with page dictionaries or none; most flat, list and low-cardinality columns) is planned as
+whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, with
+page dictionaries or not; most flat, list and low-cardinality columns) is planned as
 a table of its pages (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
 its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
 emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
 layout -- no Python object per page (its dictionaries placed by table row,
-:func:`_dictionaries_together`); so is a leaf of full-zip pages only (long strings,
+:func:`_dictionaries_together`; where only some pages have one, :func:`_some_dictionaries`:
+together, or each before its page's chunks, the block's other rows naming no index
+scratch); so is a leaf of full-zip pages only (long strings,
 embeddings: :func:`_place_fullzip_table`), and one of constant / all-null pages only (a step
 per row: their counts and levels are in their buffers, decoded per leaf into
 :attr:`LeafPlan.constant_pages` beside the column's shared table, :func:`_plan_constant_table`).  What such a table derives from its column (its
 totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
 and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages without
-dictionaries beside full-zip or constant ones: strings whose long pages go full-zip, lists
+scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages, with
+or without dictionaries, beside full-zip or constant ones: strings whose long pages go full-zip, lists
 or nullable columns with all-null or constant pages) is a table too, its rows split by kind
 once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in page order,
 each kind placed by what places a table of it at the leaf's value and level positions (with
@@ -88,9 +90,14 @@ file a table's buffers are views of the map (staged by :meth:`Stager.add_file_bu
 an object store (:func:`_stage_rows`, :func:`_read_rows`) its chunks, full-zip data and
 repetition indexes are deferred to the slab fill as the per-page path defers them, and
 what planning reads (chunk metadata, dictionaries, constant pages) is read with
-:meth:`LanceFileReader.read_buffers`.  Other leaves (dictionary pages beside other kinds,
-row selections) still make a :class:`PagePlan` per page and register its staging page by
-page.
+:meth:`LanceFileReader.read_buffers`.  A row selection's pages are a table of the selected
+pages too where it cuts none of them, or they are mini-block pages (their chunks cut,
+:class:`ChunkCut`) or full-zip pages (cut to row runs, :class:`RowRuns`: each cut page's
+spans and rebased repetition index staged in page order, a walk or copy row per run), or
+both in a leaf of several page kinds.  Other leaves (dictionary pages without values,
+mini-block pages without value buffers, list pages the device pre-pass does not parse)
+still make a :class:`PagePlan` per page and register its staging page by page, as every
+leaf does with :data:`TABLE_LEAVES` or :data:`DEVICE_HEADERS` off.
 
 Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
 width word of each 1024-value block (both read in the pinned slab for deferred pages), page
@@ -882,19 +889,24 @@ def _read_rows(leaf: LeafPlan, offsets: list[int], sizes: list[int]) -> list[np.
     return leaf.reader.read_buffers(list(zip(offsets, sizes, strict=True)))
 
 
-def _stage_rows(unit: UnitPlan, leaf: LeafPlan, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+def _stage_rows(unit: UnitPlan, leaf: LeafPlan, offsets: np.ndarray, sizes: np.ndarray,
+                ask: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Stage buffers ``(offsets[k], sizes[k])`` of a table leaf's file in order, as the
     per-page path stages them: a mapped file's by :meth:`Stager.add_file_buffers`; on an
     object store each buffer whose read would be a request is read from the store straight
     into the slab when it is filled (:meth:`Stager.add_range`), the others (bytes already
-    held) are read now.  Returns each buffer's arena position (0: no bytes) and which were
-    deferred to the slab fill (None: a mapped file, none)."""
+    held) are read now (``ask``: per buffer, the range whose read decides that, where not
+    the buffer itself: a cut full-zip page's spans go as its data buffer would).  Returns
+    each buffer's arena position (0: no bytes) and which were deferred to the slab fill
+    (None: a mapped file, none)."""
     whole = leaf.reader.mapped
     if whole is not None:
         return unit.stage.add_file_buffers(leaf.path, whole, offsets, sizes), None
     reader = leaf.reader
     off, size = np.asarray(offsets, np.int64).tolist(), np.asarray(sizes, np.int64).tolist()
-    deferred = np.fromiter((z > 0 and reader.needs_request(o, z) for o, z in zip(off, size, strict=True)), np.bool_, len(off))
+    ask_off, ask_size = (off, size) if ask is None else (np.asarray(ask[0], np.int64).tolist(), np.asarray(ask[1], np.int64).tolist())
+    deferred = np.fromiter((z > 0 and reader.needs_request(o, a) for o, z, a in zip(ask_off, size, ask_size, strict=True)),
+                           np.bool_, len(off))
     held = iter(reader.read_buffers([(o, z) for o, z, d in zip(off, size, deferred.tolist(), strict=True) if z and not d]))
     pos = np.zeros(len(off), np.int64)
     for k, (o, z, d) in enumerate(zip(off, size, deferred.tolist(), strict=True)):
@@ -961,11 +973,10 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], cp: pagetable.ColumnPage
 _LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
-def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None,
-              table: bool = True) -> LeafPlan:
+def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
     """Classify and parse every page of one leaf column (``page_ids``; None: all; no device
-    work is registered yet); ``table``: the pages may be planned as a table (a row selection
-    that cuts pages a table cannot cut passes False, :mod:`lance_gpu.gpu.rows`).
+    work is registered yet; a row selection's pages are cut afterwards, whatever their
+    kind: :mod:`lance_gpu.gpu.rows`).
 
     The pages' layouts, buffers and rows come from the column's page arrays
     (:func:`pagetable.column_pages`: each distinct layout parsed and classified once per
@@ -1000,7 +1011,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
             return leaf
     else:
         lists_on_device = _device_lists(sel.distinct, cp, np.asarray(sel.ids, np.int64))
-        if table and TABLE_LEAVES and _table_column(cp, sel, lists_on_device):  # a row selection's pages
+        if TABLE_LEAVES and _table_column(cp, sel, lists_on_device):  # a row selection's pages
             _plan_table_leaf(leaf, cp.leaf_pages(sel.ids), lists_on_device)
             return leaf
     if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
@@ -1078,8 +1089,8 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     """Whether a column's pages (``sel``: all, or a row selection's) are planned as a table: all full-zip pages
     with their data buffer (:func:`_place_fullzip_table`), or all going to the device
     pre-pass: mini-block pages with values and their chunks whose chunk headers the device
-    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), either
-    none with a dictionary or all with one (and with values and a dictionary buffer); or
+    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts), those
+    with a dictionary with values and a dictionary buffer (:func:`_miniblock_buffers`); or
     all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
     these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``) for
     all its pages; :data:`TABLE_LEAVES` turns tables off."""
@@ -1099,10 +1110,24 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
             return False
         if not (lists_on_device or facts.device_headers):
             return False
-    dictionary = {f.dictionary for f in sel.distinct}
-    if dictionary == {True}:
-        return min(f.num_visible for f in sel.distinct) > 0 and int(nbuf.min()) >= 3
-    return dictionary == {False} and int(nbuf.min()) >= 2  # every page: chunk metadata and chunks
+    if not any(f.dictionary for f in sel.distinct):
+        return int(nbuf.min()) >= 2  # every page: chunk metadata and chunks
+    return _miniblock_buffers(cp, sel)
+
+
+def _miniblock_buffers(cp: pagetable.ColumnPages, sel: pagetable.PageSelection) -> bool:
+    """Whether the mini-block pages of ``sel`` (some with a page dictionary) hold what a
+    table of them stages: chunk metadata and chunks, and a dictionary where they have one
+    (a dictionary page with no values is planned page by page: it stages no dictionary)."""
+    if min((f.num_visible for f in sel.distinct if f.dictionary), default=1) <= 0:
+        return False
+    ca = cp.arrays()
+    at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
+    k = len(cp.layouts)
+    lay = ca.layout[at]
+    mini = np.asarray([f.kind == "mini_block_layout" for f in cp.layouts], np.bool_).reshape(k)[lay]
+    need = np.where(np.asarray([f.dictionary for f in cp.layouts], np.bool_).reshape(k)[lay], 3, 2)
+    return bool(np.all(ca.nbuf[at][mini] >= need[mini]))
 
 
 def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
@@ -1200,19 +1225,20 @@ def _mixed_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     """:func:`_table_column` of a column whose pages are of several kinds: mini-block pages
     beside full-zip or constant ones (strings whose long pages go full-zip, lists whose
     pages are partly all-null or constant).  Each kind as a table of it takes: mini-block
-    pages with values and their chunks, without a dictionary, whose chunk headers the device
-    parses (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip
-    pages with their data buffer; constant pages."""
+    pages with values and their chunks (and a dictionary, where they have one:
+    :func:`_miniblock_buffers`), whose chunk headers the device parses
+    (:func:`device_headers`, or list pages :func:`_device_lists` accepts); full-zip pages
+    with their data buffer; constant pages."""
     for f in sel.distinct:
         if f.kind not in _LIST_PAGE_KINDS:
             return False
-        if f.kind == "mini_block_layout" and (not f.num_buffers or f.dictionary or not (lists_on_device or f.device_headers)):
+        if f.kind == "mini_block_layout" and (not f.num_buffers or not (lists_on_device or f.device_headers)):
             return False
     ca = cp.arrays()
     at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
     code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout[at]]
     nbuf = ca.nbuf[at]
-    return bool(np.all(nbuf[code == 0] >= 2) and np.all(nbuf[code == 1] >= 1))
+    return bool(_miniblock_buffers(cp, sel) and np.all(nbuf[code == 1] >= 1))
 
 
 @dataclass(slots=True, eq=False)
@@ -1225,7 +1251,8 @@ class _MixedColumn:
     constant row's layout, buffer ranges and top-level rows (decoded per leaf: their counts
     and levels are in their buffers); the distinct layers and whether any non-constant page
     has repetition / definition levels; the column's top-level rows; ``memo``: what placing
-    derives once (the buffers each row stages)."""
+    derives once (the buffers each row stages, :class:`_OrderedRanges`; a row selection's
+    cut leaf has a split of its own, ``rows._restrict_mixed``)."""
 
     mini_at: np.ndarray
     full_zip_at: np.ndarray
@@ -1308,13 +1335,16 @@ def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_devi
 
 def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned by :func:`_plan_mixed_table`, staging in page
-    order as the per-page path does (each run of mini-block and full-zip rows between
+    order as the per-page path does (:func:`_stage_ordered` over the buffers each row
+    stages, made once per column: each run of mini-block and full-zip rows between
     constant rows by one :meth:`Stager.add_file_buffers`: a mini-block page's chunks, a
-    full-zip page's data and, where read, repetition index; a constant row's levels and
-    value as :func:`_emit_constant_page` stages them); its values placed by a scan of its
-    rows' counts; the mini-block rows one :class:`DeviceBlock` (its sub-table's rows); the
-    full-zip rows' work as :func:`_place_fullzip_table` gives it; FSST segments and
-    variable-width checks of all rows.  Where the leaf's levels wait for the device pre-pass
+    full-zip page's data and, where read, repetition index, or a cut one's spans and then
+    its rebased index; a constant row's levels and value as :func:`_emit_constant_page`
+    stages them; page dictionaries together first, or each before its page's chunks,
+    :func:`_some_dictionaries`); its values placed by a scan of its rows' counts; the
+    mini-block rows one :class:`DeviceBlock` (its sub-table's rows); the full-zip rows' work
+    as :func:`_place_fullzip_table` gives it (cut rows: :func:`_fullzip_run_work`); FSST
+    segments and variable-width checks of all rows.  Where the leaf's levels wait for the device pre-pass
     (:attr:`LeafPlan.levels_pending`), the full-zip and constant rows' level work and every
     row's level fills are emitted by :func:`settle_mixed_levels`; otherwise now."""
     m = leaf.mixed
@@ -1323,40 +1353,32 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
     col = m.column
     n = len(t)
     pending = leaf.levels_pending
-    z = None
+    z = cut = None
     if col.full_zip is not None:
         z = fullzip_facts(leaf, col.full_zip)
-    take = col.memo.get("take")
-    if take is None:  # per column, once: the buffers each row stages (the module docstring of pagetable: b < 2)
-        take = np.zeros((n, 2), np.bool_)
-        take[col.mini_at, 1] = True
+        runs = col.full_zip.memo.get("runs")  # a row selection's cut pages (rows._restrict_table)
+        if runs is not None:
+            if pending:
+                raise CorruptFileError(leaf.path, "row selection of a full-zip page with repetition")
+            cut = _fullzip_cut(leaf, col.full_zip, z, runs)
+    ranges = col.memo.get("ranges")
+    if ranges is None:  # per column (a row selection's cut: per leaf), once: the buffers each row stages in order
+        mi = col.mini_at
+        parts = [_part(mi, t.offsets[mi, 1], t.sizes[mi, 1], 1)] if mi.size else []
         if z is not None:
-            take[col.full_zip_at, 0] = True
-            take[col.full_zip_at, 1] = z.indexed
-        width = min(2, t.offsets.shape[1])
-        take[:, width:] = False
-        off = np.zeros((n, 2), np.int64)
-        size = np.zeros((n, 2), np.int64)
-        off[:, :width], size[:, :width] = t.offsets[:, :width], t.sizes[:, :width]
-        take = col.memo["take"] = (take, off, size)
-    take_at, off, size = take
+            assert col.full_zip is not None
+            parts += _fullzip_parts(col.full_zip, z, cut, col.full_zip_at)
+        ranges = col.memo["ranges"] = _ordered_ranges(parts)
     vpos = miniblock.exclusive_scan(m.num_values)
     lpos = miniblock.exclusive_scan(m.num_levels)[:-1]
     vpos = vpos[:-1]
     rep_at = leaf.rep_pos + lpos if leaf.has_rep and not pending else np.full(n, -1, np.int64)
     def_at = leaf.def_pos + lpos if leaf.has_def and not pending else np.full(n, -1, np.int64)
-    pos = np.full((n, 2), -1, np.int64)
-    deferred = np.zeros((n, 2), np.bool_)
     works: list[LevelWork] = []
-    lo = 0
     vlist, rlist, dlist = vpos[col.constant_at].tolist(), rep_at[col.constant_at].tolist(), def_at[col.constant_at].tolist()
-    for k, c in enumerate([*col.constant_at.tolist(), n]):
-        if c > lo:
-            tk = take_at[lo:c]
-            pos[lo:c][tk], got = _stage_rows(unit, leaf, off[lo:c][tk], size[lo:c][tk])
-            if got is not None:
-                deferred[lo:c][tk] = got
-        if c < n:
+
+    def constant(k: int) -> Callable[[], None]:
+        def emit() -> None:  # a constant row's levels and value, staged between its neighbours' buffers
             lp = pages[k]
             emitted = _emit_constant_page(unit, leaf, lp, vlist[k], rlist[k], dlist[k], later=pending)
             if pending:
@@ -1364,13 +1386,29 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
                 works.append(emitted)
             else:
                 _level_fills(unit, leaf, lp.rep is not None, lp.def_ is not None, lp.layers, lp.num_levels, rlist[k], dlist[k])
-        lo = c + 1
-    unit.count_direct("mini_block_layout", int(deferred[col.mini_at, 1].sum()))
-    unit.count_direct("full_zip_layout", int(deferred[col.full_zip_at, 0].sum()))
+
+        return emit
+
+    after: list[tuple[int, Any]] = [(c, constant(k)) for k, c in enumerate(col.constant_at.tolist())]
+    if cut is not None and cut.blobs:  # each cut variable-width page's rebased index, after its spans
+        after += [(int(col.full_zip_at[j]), b) for j, b in cut.blobs]
+    some = dictionary_rows(col.mini) if col.mini is not None else None
+    index = None
+    if some is not None:  # mini-block pages with a dictionary: staged first, or each before its chunks
+        index, alone, bits = _some_dictionaries(unit, leaf, t, col.mini_at[some], vpos)
+        after += alone
+    after.sort(key=lambda a: a[0])  # (stable: a constant page or a blob before the next row's dictionary)
+    pos, spans, blobs, deferred = _stage_ordered(unit, leaf, ranges, after, n)
+    if deferred is not None:  # (a page counted by its first buffer: its chunks, data or first span)
+        first = ranges.row[ranges.first]
+        got = deferred[ranges.first]
+        unit.count_direct("mini_block_layout", int(got[np.isin(first, col.mini_at)].sum()))
+        unit.count_direct("full_zip_layout", int(got[np.isin(first, col.full_zip_at)].sum()))
     if col.mini is not None:
         mi = col.mini_at
         unit.device_blocks.append(DeviceBlock(leaf, [], pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
-                                              rep_at[mi], def_at[mi], rows=col.mini))
+                                              rep_at[mi], def_at[mi], None if index is None else (bits, index[mi].tolist()),
+                                              rows=col.mini))
         if not pending:
             table_level_fills(unit, leaf, col.mini, rep_at[mi], def_at[mi])
     later = None
@@ -1378,7 +1416,10 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         assert col.full_zip is not None
         fi = col.full_zip_at
         dst = leaf.slot_lo + vpos[fi] if leaf.kind == "var" else leaf.value_pos + vpos[fi] * leaf.width
-        later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending)
+        later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending,
+                                    whole_rows=None if cut is None else ~cut.is_cut)
+        if cut is not None:
+            _fullzip_run_work(unit, cut, spans, blobs, dst, def_at[fi])
     if leaf.kind == "var":
         path = leaf.path
         unit.var_check_rows.append((leaf.slot_lo + vpos, m.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
@@ -1625,9 +1666,22 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     def_dst: np.ndarray | list[int]
     dictionary: tuple[int, list[int]] | None = None
     staged: list[int] | None = None  # dictionary pages each staging their own dictionary before their chunks
-    if t.layouts[0].dictionary:  # every page has one (_table_column)
+    some = dictionary_rows(t)
+    if some is not None and some.size == n:  # every page has one
         dictionary, staged = stage_table_dictionaries(unit, leaf, t)
-    if staged is not None:  # as the per-page path: each page's dictionary, then its chunks
+    if some is not None and some.size < n:  # some pages have one: dictionaries and chunks in page order
+        index, after, bits = _some_dictionaries(unit, leaf, t, some, d.vpos)
+        vpos = d.vpos
+        rep_dst = rep_at + vpos if rep_at >= 0 else np.full(n, -1, np.int64)
+        def_dst = def_at + vpos if def_at >= 0 else np.full(n, -1, np.int64)
+        sizes = np.ascontiguousarray(t.sizes[:, 1])
+        rows = np.arange(n, dtype=np.int64)
+        got, _spans, _blobs, deferred = _stage_ordered(unit, leaf, _ordered_ranges([_part(rows, t.offsets[:, 1], sizes, 1)]), after, n)
+        data_pos = got[:, 1]
+        if deferred is not None:
+            unit.count_direct("mini_block_layout", int(deferred.sum()))
+        dictionary = (bits, index.tolist())
+    elif staged is not None:  # as the per-page path: each page's dictionary, then its chunks
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = staged
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
@@ -1685,6 +1739,47 @@ def stage_table_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPa
     return (bits, index), data_pos
 
 
+def dictionary_rows(t: pagetable.LeafPages) -> np.ndarray | None:
+    """The rows of mini-block table ``t`` whose pages have a page dictionary (all of them
+    in a leaf of dictionary pages; some where its column mixes dictionary and plain pages),
+    made once per table; None: none."""
+    if not any(f.dictionary for f in t.layouts):
+        return None
+    got = t.memo.get("dictionary_rows")
+    if got is None:
+        got = t.memo["dictionary_rows"] = np.flatnonzero(t.per_layout([f.dictionary for f in t.layouts], np.bool_))
+    return got
+
+
+def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rows: np.ndarray,
+                       vpos: np.ndarray) -> tuple[np.ndarray, list[tuple[int, Callable[[], None]]], int]:
+    """The dictionaries of rows ``rows`` of ``leaf``'s table ``t`` (its pages with one, beside
+    pages without: :func:`dictionary_rows`; ``vpos``: each row's first value of the leaf),
+    as the per-page path stages them: together now (:func:`_dictionaries_together`), or,
+    where that refuses (one page, say), each just before its page's chunks
+    (:func:`_stage_one_dictionary`): returned as :func:`_stage_ordered` items (after the
+    row before).  Returns each row's first index item (-1: no dictionary; filled as the
+    items run), those items and the first dictionary row's index bits."""
+    bodies = [t.layouts[k].body for k in t.layout[rows].tolist()]
+    bufs = _read_rows(leaf, t.offsets[rows, 2].tolist(), t.sizes[rows, 2].tolist())
+    nv, vp = t.num_values[rows].tolist(), vpos[rows].tolist()
+    index = np.full(len(t), -1, np.int64)
+    bits = _index_bits(bodies[0].value_compression)
+    together = _dictionaries_together(unit, leaf, bodies, bufs, nv, vp)
+    if together is not None:
+        index[rows] = [ipos for _bits, ipos in together]
+        return index, [], bits
+    ctx = leaf.ctx()
+
+    def alone(k: int) -> Callable[[], None]:
+        def stage() -> None:
+            index[rows[k]] = _stage_one_dictionary(unit, leaf, bodies[k], bufs[k], nv[k], vp[k], ctx)[1]
+
+        return stage
+
+    return index, [(int(rows[k]) - 1, alone(k)) for k in range(rows.size)], bits
+
+
 @dataclass(slots=True, eq=False)
 class _FullZipTable:
     """What the work of a table of full-zip pages needs that does not depend on the file or
@@ -1709,10 +1804,14 @@ class _FullZipTable:
     inv_at: np.ndarray
 
 
-def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
-    """:class:`_FullZipTable` of ``t``, after the checks :func:`parse_page` and
-    :func:`_emit_fullzip` make of each page (over the rows at once; the first bad page, in
-    page order, raises the per-page path's message, naming ``leaf``'s file)."""
+def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list[np.ndarray]]:
+    """Per distinct layout of a table of full-zip pages (``t.layouts``): its repetition /
+    definition bits, control word bytes, whether its values are fixed-width, their bytes
+    (fixed) or offset word bytes (variable) and its invisible levels' count (lists, one
+    entry per layout), and its invisible-level tables; made once per table (``memo``)."""
+    got = t.memo.get("layout_facts")
+    if got is not None:
+        return got
     facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv")}
     invs = []
     for f in t.layouts:
@@ -1725,8 +1824,17 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
                      ("ninv", inv.size)):
             facts[k].append(v)
         invs.append(inv)
+    t.memo["layout_facts"] = (facts, invs)
+    return facts, invs
+
+
+def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
+    """:class:`_FullZipTable` of ``t``, after the checks :func:`parse_page` and
+    :func:`_emit_fullzip` make of each page (over the rows at once; the first bad page, in
+    page order, raises the per-page path's message, naming ``leaf``'s file)."""
+    facts, invs = _fullzip_layout_facts(t)
     lay = t.layout
-    per = {k: np.asarray(v, np.bool_ if k == "fixed" else np.int64).reshape(len(t.layouts))[lay] for k, v in facts.items()}
+    per = {k: t.per_layout(v, np.bool_ if k == "fixed" else np.int64) for k, v in facts.items()}
     n, vis, rows, size0 = t.num_levels, t.num_values, t.num_rows, np.ascontiguousarray(t.sizes[:, 0])
     copy = per["fixed"] & (per["ctrl"] == 0)
     indexed = (per["bits_rep"] > 0) | ~per["fixed"]
@@ -1763,7 +1871,11 @@ def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
     table (``LeafPages.memo``; a column's shared table: once per column)."""
     z = t.memo.get("fullzip")
     if z is None:
-        z = t.memo["fullzip"] = _fullzip_table(leaf, t)
+        cut = t.memo.get("runs")  # (a row selection's cut: the facts of the pages whole)
+        whole = t if cut is None else replace(t, num_values=cut.num_values, num_levels=cut.num_levels, memo={})
+        z = t.memo["fullzip"] = _fullzip_table(leaf, whole)
+        if cut is not None:  # (its layouts' facts: the cut's too)
+            t.memo["layout_facts"] = whole.memo["layout_facts"]
     return z
 
 
@@ -1775,19 +1887,34 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     than :data:`DEVICE_BLOCK_MIN_PAGES` pages), fixed values without control words copied,
     the others one full-zip walk row each with their invisible-level tables registered;
     FSST segments of the pages with a symbol table; the level fills of pages whose layout
-    lacks the leaf's levels."""
+    lacks the leaf's levels.  Pages a row selection cuts to row runs (``memo["runs"]``,
+    :class:`RowRuns`) decode only those, as :func:`_emit_fullzip_rows` gives them
+    (:func:`_fullzip_cut`)."""
     whole = leaf.reader.mapped
     z = fullzip_facts(leaf, t)
     d = t.derived()
     npages = len(t)
     path = leaf.path
-    if whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
+    dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
+    rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
+    def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
+    runs = t.memo.get("runs")
+    if runs is not None:  # a row selection cuts some pages to row runs
+        cut = _fullzip_cut(leaf, t, z, runs)
+        ranges = _ordered_ranges(_fullzip_parts(t, z, cut))
+        pos, spans, blobs, deferred = _stage_ordered(unit, leaf, ranges, cut.blobs, npages)
+        if deferred is not None:  # (a page counted by its first buffer: its data, or its first span)
+            unit.count_direct("full_zip_layout", int(deferred[ranges.first].sum()))
+        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, whole_rows=~cut.is_cut)
+        _fullzip_run_work(unit, cut, spans, blobs, dst, def_at)
+    elif whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
         add = unit.stage.add_buffer
         got = []
         for o, s, o1, s1, ix in zip(d.buf0_offsets, d.buf0_sizes, d.buf1_offsets, d.buf1_sizes, z.indexed.tolist(), strict=True):
             got.append(add(path, o, whole[o : o + s], whole) if s else 0)
             got.append((add(path, o1, whole[o1 : o1 + s1], whole) if s1 else 0) if ix else -1)
         pos = np.asarray(got, np.int64).reshape(npages, 2)
+        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
     else:
         take = np.zeros((npages, 2), np.bool_)
         take[:, 0] = True
@@ -1798,10 +1925,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         pos[:, :width][tk], deferred = _stage_rows(unit, leaf, t.offsets[:, :width][tk], t.sizes[:, :width][tk])
         if deferred is not None:  # (a page counted by its data buffer, the first of its row)
             unit.count_direct("full_zip_layout", int(deferred[miniblock.exclusive_scan(tk.sum(axis=1))[:-1]].sum()))
-    dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
-    rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
-    def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
-    _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
+        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
     if leaf.kind == "var":
         unit.var_check_rows.append((dst, t.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
         rows = unit.fsst_rows.get(id(leaf))
@@ -1811,41 +1935,342 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
                 _add_fsst(unit, (key, j), slot, count)
 
 
+@dataclass(slots=True, frozen=True)
+class RowRuns:
+    """A row selection's cut of a table's full-zip pages without repetition levels
+    (``LeafPages.memo["runs"]``, made by ``rows._restrict_table``): the rows each cut page
+    decodes, as runs -- ``row[k]``, the table row of run ``k`` (non-decreasing), and
+    ``runs[k]``, its page-local ``[start, end)`` rows (a page's runs sorted, disjoint, not
+    empty); and the pages' whole counts (``num_values``, ``num_levels``: what their layouts
+    say; the table's own are the rows decoded).  A page without a run decodes whole."""
+
+    row: np.ndarray
+    runs: np.ndarray
+    num_values: np.ndarray
+    num_levels: np.ndarray
+
+
+@dataclass(slots=True, eq=False)
+class _FullZipCut:
+    """The staging and work of the row runs of a full-zip table's cut pages
+    (:func:`_fullzip_cut`), as :func:`_emit_fullzip_rows` gives them page by page: per row
+    of the table, whether it is cut (``is_cut``); per staging span (runs of one page less
+    than :data:`FULLZIP_STAGE_GAP` bytes apart share one, in row order): its row and bytes
+    within the page's data buffer (``span_row``, ``span_lo``, ``span_hi``); per run
+    (:class:`RowRuns` order): its span, bytes within the page's data buffer (``byte_lo``,
+    ``byte_hi``), its rows (``length``), the page's values before it (``before``), its
+    layout's facts (:func:`_fullzip_layout_facts`: ``per``) and index width (``iwidth``:
+    variable-width values; 0: fixed, stride ``ctrl + valb``), its first entry in its page's
+    rebased index (``entry``: -1 for fixed values); ``blobs``: each cut variable-width
+    page's row and its runs' index entries rebased to their spans (``(rows + 1) *
+    iwidth`` bytes per run, staged after the page's spans); the tables' invisible levels
+    per layout (``invs``)."""
+
+    is_cut: np.ndarray
+    span_row: np.ndarray
+    span_lo: np.ndarray
+    span_hi: np.ndarray
+    row: np.ndarray
+    span: np.ndarray
+    byte_lo: np.ndarray
+    byte_hi: np.ndarray
+    length: np.ndarray
+    before: np.ndarray
+    per: dict[str, np.ndarray]
+    iwidth: np.ndarray
+    entry: np.ndarray
+    blobs: list[tuple[int, np.ndarray]]
+    layout: np.ndarray
+    invs: list[np.ndarray]
+
+
+def _fullzip_cut(leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, runs: RowRuns) -> _FullZipCut:
+    """:class:`_FullZipCut` of the cut pages of full-zip table ``t`` (``z``: its pages'
+    facts, checked whole), refusing what :func:`_emit_fullzip_rows` refuses (the first bad
+    page in row order): a fixed-width page's buffer shorter than its rows, a variable-width
+    page's row runs pointing outside it (their index entries read in the file's map, or
+    its repetition indexes read from the store at once)."""
+    ctx = leaf.ctx()
+    n = len(t)
+    r = runs.row
+    rr = runs.runs
+    facts, invs = _fullzip_layout_facts(t)
+    lay = t.layout[r]
+    per = {k: np.asarray(v, np.bool_ if k == "fixed" else np.int64).reshape(len(t.layouts))[lay] for k, v in facts.items()}
+    is_cut = np.zeros(n, np.bool_)
+    is_cut[r] = True
+    length = rr[:, 1] - rr[:, 0]
+    first = np.ones(r.size, np.bool_)
+    first[1:] = r[1:] != r[:-1]
+    group = np.cumsum(first) - 1
+    scan = miniblock.exclusive_scan(length)[:-1]
+    starts = np.flatnonzero(first)
+    before = scan - scan[starts][group]
+    nth = np.arange(r.size, dtype=np.int64) - starts[group]  # the run's place among its page's
+    fixed = per["fixed"]
+    stride = per["ctrl"] + per["valb"]
+    size0 = t.sizes[r, 0]
+    byte_lo = rr[:, 0] * stride
+    byte_hi = rr[:, 1] * stride
+    bad = np.zeros(r.size, np.bool_)
+    bad[fixed] = size0[fixed] < t.num_rows[r][fixed] * stride[fixed]
+    iwidth = np.zeros(r.size, np.int64)
+    entry = np.full(r.size, -1, np.int64)
+    blobs: list[tuple[int, np.ndarray]] = []
+    var = np.flatnonzero(~fixed)
+    if var.size:
+        vrows, vfirst = np.unique(r[var], return_index=True)  # (increasing: runs are in row order)
+        iw = t.sizes[vrows, 1] // (t.num_rows[vrows] + 1)  # (widths checked with the pages whole: fullzip_facts)
+        iwidth[var] = np.repeat(iw, np.diff(np.append(vfirst, var.size)))
+        counts = length[var] + 1  # each run's row starts and its end
+        entries = miniblock.concat_ranges(rr[var, 0], rr[var, 1] + 1)
+        run_of = np.repeat(np.arange(var.size), counts)
+        values = _index_entries(leaf, t, vrows, iw, np.searchsorted(vrows, r[var])[run_of], entries)
+        at = miniblock.exclusive_scan(counts)
+        byte_lo[var] = values[at[:-1]]
+        byte_hi[var] = values[at[1:] - 1]
+        prev = np.zeros(var.size, np.bool_)
+        prev[1:] = ~first[var][1:] & (byte_lo[var][1:] < byte_hi[var][:-1])
+        bad[var] |= (byte_hi[var] < byte_lo[var]) | (byte_hi[var] > size0[var]) | prev
+        rebased = values - np.repeat(byte_lo[var], counts)
+        entry[var] = before[var] + nth[var]
+        page_at = miniblock.exclusive_scan(np.bincount(np.searchsorted(vrows, r[var]), weights=counts, minlength=vrows.size).astype(np.int64))
+        for k, (j, w) in enumerate(zip(vrows.tolist(), iw.tolist(), strict=True)):
+            blobs.append((j, rebased[page_at[k] : page_at[k + 1]].astype(f"<u{w}")))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ctx.corrupt("full-zip buffer shorter than its values" if fixed[k] else "full-zip rows point outside the page")
+    new_span = first.copy()
+    new_span[1:] |= byte_lo[1:] - byte_hi[:-1] > FULLZIP_STAGE_GAP
+    span = np.cumsum(new_span) - 1
+    firsts = np.flatnonzero(new_span)
+    lasts = np.append(firsts[1:] - 1, r.size - 1)
+    return _FullZipCut(is_cut, r[firsts], byte_lo[firsts], byte_hi[lasts], r, span, byte_lo, byte_hi, length, before, per,
+                       iwidth, entry, blobs, lay, invs)
+
+
+def _index_entries(leaf: LeafPlan, t: pagetable.LeafPages, rows: np.ndarray, width: np.ndarray, at: np.ndarray,
+                   entries: np.ndarray) -> np.ndarray:
+    """Entries ``entries`` of the repetition indexes (buffer 1: ``width[k]``-byte
+    little-endian offsets) of full-zip pages ``rows`` of ``t`` (entry ``i`` of page
+    ``rows[at[i]]``), as int64: gathered from the file's map, or from the indexes read at
+    once from its store."""
+    off, size = t.offsets[rows, 1], t.sizes[rows, 1]
+    whole = leaf.reader.mapped
+    if whole is not None:
+        if int((off + size).max(initial=0)) > whole.size:
+            raise leaf.ctx().corrupt("full-zip repetition index has an impossible width")
+        buf, base = whole, off
+    else:
+        bufs = _read_rows(leaf, off.tolist(), size.tolist())
+        if any(b.size != z for b, z in zip(bufs, size.tolist(), strict=True)):
+            raise leaf.ctx().corrupt("full-zip repetition index has an impossible width")
+        buf, base = np.concatenate(bufs), miniblock.exclusive_scan(size)[:-1]
+    w = width[at]
+    pos = base[at] + entries * w
+    out = np.empty(entries.size, np.int64)
+    for k in np.unique(w).tolist():
+        m = w == k
+        raw = np.ascontiguousarray(buf[pos[m][:, None] + np.arange(k)])
+        out[m] = raw.view(f"<u{k}").reshape(-1).astype(np.int64)
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class _OrderedRanges:
+    """File buffers to stage in order (:func:`_stage_ordered`): per buffer its table row
+    (non-decreasing), ``(off, size)`` in the file, the range whose read decides whether it is
+    deferred to the slab fill on an object store (``ask_off``, ``ask_size``: a cut page's
+    spans are deferred where its whole data buffer would be, as the per-page path decides),
+    what it is (``kind``: 0 a full-zip page's data, 1 its repetition index or a mini-block
+    page's chunks, 2 a span of a cut full-zip page) and which (``ref``: the row, or the
+    span); ``first``: each row's first buffer (a page's data, chunks or first span)."""
+
+    row: np.ndarray
+    off: np.ndarray
+    size: np.ndarray
+    ask_off: np.ndarray
+    ask_size: np.ndarray
+    kind: np.ndarray
+    ref: np.ndarray
+    first: np.ndarray
+
+
+#: columns of a part of :class:`_OrderedRanges`: row, off, size, ask_off, ask_size, kind, ref
+_RangePart = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _ordered_ranges(parts: list[_RangePart]) -> _OrderedRanges:
+    """The buffers of ``parts`` in row order (a row's buffers in the order of the parts
+    given: its data before its index)."""
+    if not parts:
+        none = np.zeros(0, np.int64)
+        return _OrderedRanges(none, none, none, none, none, np.zeros(0, np.int8), none, none)
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    order = np.argsort(cols[0], kind="stable")
+    row, off, size, ask_off, ask_size, kind, ref = (c[order] for c in cols)
+    first = np.flatnonzero(np.append(True, row[1:] != row[:-1])) if row.size else np.zeros(0, np.int64)
+    return _OrderedRanges(row, off, size, ask_off, ask_size, kind, ref, first)
+
+
+def _part(row: np.ndarray, off: np.ndarray, size: np.ndarray, kind: int, ref: np.ndarray | None = None,
+          ask: tuple[np.ndarray, np.ndarray] | None = None) -> _RangePart:
+    ask_off, ask_size = (off, size) if ask is None else ask
+    return row, off, size, ask_off, ask_size, np.full(row.size, kind, np.int8), row if ref is None else ref
+
+
+def _fullzip_parts(t: pagetable.LeafPages, z: _FullZipTable, cut: _FullZipCut | None, rows: np.ndarray | None = None) -> list[_RangePart]:
+    """The buffers full-zip table ``t`` stages, as parts of :class:`_OrderedRanges`: a
+    whole page's data, then its repetition index where read (:attr:`_FullZipTable.indexed`);
+    a cut page's spans (``cut``; None: no page is cut); ``rows``: each of ``t``'s rows'
+    row in the leaf's table (a mixed leaf's full-zip rows), None: the same."""
+    n = len(t)
+    whole = np.arange(n, dtype=np.int64) if cut is None else np.flatnonzero(~cut.is_cut)
+    ix = whole[z.indexed[whole]]
+    at = (lambda j: j) if rows is None else (lambda j: rows[j])  # noqa: E731
+    data_off, data_size = t.offsets[:, 0], t.sizes[:, 0]
+    parts = [_part(at(whole), data_off[whole], data_size[whole], 0)]
+    if ix.size:  # (an indexed page has its index column: fullzip_facts)
+        parts.append(_part(at(ix), t.offsets[ix, 1], t.sizes[ix, 1], 1))
+    if cut is not None:
+        sr = cut.span_row
+        parts.append(_part(at(sr), data_off[sr] + cut.span_lo, cut.span_hi - cut.span_lo, 2,
+                           np.arange(sr.size, dtype=np.int64), (data_off[sr], data_size[sr])))
+    return parts
+
+
+#: a run of at most this many buffers of a mapped file is staged by scalar
+#: :meth:`Stager.add_buffer` calls (:func:`_stage_ordered`; the same positions and items)
+_FEW_BUFFERS = 4
+
+
+def _stage_ordered(unit: UnitPlan, leaf: LeafPlan, r: _OrderedRanges, after: Sequence[tuple[int, Any]],
+                   nrows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Stage the buffers ``r`` in order as :func:`_stage_rows` does (deferral decided by
+    each one's ``ask`` range), and ``after``'s items where the per-page path stages them:
+    ``(row, item)`` (rows increasing) once every buffer of rows up to ``row`` is: a blob
+    (host bytes: :meth:`Stager.add_bytes`) or a function to call (a constant page's
+    staging).  Returns each of the ``nrows`` rows' data (or chunks) and repetition index
+    positions (``[nrows, 2]``, -1 where none), each span's position, each blob's position
+    and which buffers were deferred (None: a mapped file).  A Python step
+    per item of ``after``: the blobs of cut variable-width pages, constant pages."""
+    pos = np.zeros(r.off.size, np.int64)
+    blobs: list[int] = []
+    deferred = None if leaf.reader.mapped is not None else np.zeros(r.off.size, np.bool_)
+    bounds = np.searchsorted(r.row, np.asarray([a for a, _i in after], np.int64), side="right").tolist() if after else []
+    lo = 0
+    whole = leaf.reader.mapped
+    for hi, (_row, item) in zip([*bounds, r.off.size], [*after, (None, None)], strict=True):
+        if whole is not None and 0 < hi - lo <= _FEW_BUFFERS:  # (a few: add_buffer's scalars cost less than NumPy's calls)
+            add, path = unit.stage.add_buffer, leaf.path
+            pos[lo:hi] = [add(path, o, whole[o : o + z], whole) if z else 0
+                          for o, z in zip(r.off[lo:hi].tolist(), r.size[lo:hi].tolist(), strict=True)]
+            lo = hi
+        elif hi > lo:
+            pos[lo:hi], got = _stage_rows(unit, leaf, r.off[lo:hi], r.size[lo:hi], (r.ask_off[lo:hi], r.ask_size[lo:hi]))
+            if got is not None and deferred is not None:
+                deferred[lo:hi] = got
+            lo = hi
+        if isinstance(item, np.ndarray):
+            blobs.append(unit.stage.add_bytes(item))
+        elif item is not None:
+            item()
+    rows = np.full((nrows, 2), -1, np.int64)
+    spans = np.zeros(int((r.kind == 2).sum()), np.int64)
+    for k in (0, 1):
+        m = r.kind == k
+        rows[r.ref[m], k] = pos[m]
+    spans[r.ref[r.kind == 2]] = pos[r.kind == 2]
+    return rows, spans, np.asarray(blobs, np.int64), deferred
+
+
 def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray,
-                        dst: np.ndarray, rep_at: np.ndarray, def_at: np.ndarray,
-                        later: bool = False) -> Callable[[np.ndarray, np.ndarray], None] | None:
+                        dst: np.ndarray, rep_at: np.ndarray, def_at: np.ndarray, later: bool = False,
+                        whole_rows: np.ndarray | None = None) -> Callable[[np.ndarray, np.ndarray], None] | None:
     """The work of full-zip rows ``t`` (:func:`_fullzip_table`'s ``z``) staged at ``pos``
     (``[rows, 2]``: data, repetition index or -1), their values to ``dst`` (slots or bytes),
     their first levels ``rep_at`` / ``def_at``: fixed values without control words copied,
     the others' invisible-level tables registered and their walk rows added, and the level
     fills of rows whose layout lacks the leaf's levels; ``later``: the leaf's levels wait for
     the device pre-pass: what depends on them (walk rows, fills) is returned as a function
-    of every row's first levels."""
-    if z.copy.size:
-        unit.copy_fixed.add(src=pos[z.copy, 0], len=z.copy_len, dst=dst[z.copy])
+    of every row's first levels; ``whole_rows``: the rows decoded whole (the others, cut
+    by a row selection, have their runs' work from :func:`_fullzip_run_work`; their level
+    fills are made here with the others'), None: all."""
+    copy, copy_len = z.copy, z.copy_len
+    if whole_rows is not None:
+        keep = whole_rows[copy]
+        copy, copy_len = copy[keep], copy_len[keep]
+    if copy.size:
+        unit.copy_fixed.add(src=pos[copy, 0], len=copy_len, dst=dst[copy])
     inv_at = None
     if z.walk.size:
         inv_at = unit.invisible_size + z.inv_at
         unit.invisible.append(z.inv)
         unit.invisible_size += z.inv.size
     if later:
-        return lambda rep, dfn: _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, np.asarray(rep), np.asarray(dfn))
-    _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, rep_at, def_at)
+        return lambda rep, dfn: _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, np.asarray(rep), np.asarray(dfn), whole_rows)
+    _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, rep_at, def_at, whole_rows)
     return None
 
 
 def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray, dst: np.ndarray,
-                   inv_at: np.ndarray | None, rep_at: np.ndarray, def_at: np.ndarray) -> None:
+                   inv_at: np.ndarray | None, rep_at: np.ndarray, def_at: np.ndarray, whole_rows: np.ndarray | None = None) -> None:
     """:func:`_fullzip_table_work`'s walk rows and level fills (``inv_at``: each walk row's
-    invisible-level table, registered; None: no walk row)."""
+    invisible-level table, registered; None: no walk row; ``whole_rows``: as there)."""
     if inv_at is not None:
-        w = slice(None) if z.all_walk else z.walk
-        unit.fullzip.add(
-            **z.cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
-            rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
-        )
+        if whole_rows is None:
+            w = slice(None) if z.all_walk else z.walk
+            cols, rep, defs = z.cols, z.rep, z.defs
+        else:
+            keep = whole_rows[z.walk]
+            w, inv_at = z.walk[keep], inv_at[keep]
+            cols, rep, defs = {k: v[keep] for k, v in z.cols.items()}, z.rep[keep], z.defs[keep]
+        if inv_at.size:
+            unit.fullzip.add(
+                **cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
+                rep_dst=np.where(rep, rep_at[w], -1), def_dst=np.where(defs, def_at[w], -1), val_dst=dst[w],
+            )
     if leaf.has_rep or leaf.has_def:
         table_level_fills(unit, leaf, t, rep_at, def_at)
+
+
+def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs: np.ndarray, dst: np.ndarray,
+                      def_at: np.ndarray) -> None:
+    """The work of the row runs of a full-zip table's cut pages (:class:`_FullZipCut`; their
+    spans staged at ``spans``, their rebased indexes at ``blobs``; ``dst``, ``def_at``: each
+    row's first value and definition level), as :func:`_emit_fullzip_rows` gives it: runs of
+    fixed values without control words copied, the others one full-zip walk row each, the
+    invisible-level table of each layout registered once."""
+    per = cut.per
+    r = cut.row
+    run_pos = spans[cut.span] + cut.byte_lo - cut.span_lo[cut.span]
+    nbytes = cut.byte_hi - cut.byte_lo
+    fixed = per["fixed"]
+    val_dst = dst[r] + np.where(fixed, cut.before * per["valb"], cut.before)
+    copy = fixed & (per["ctrl"] == 0)
+    if copy.any():
+        unit.copy_fixed.add(src=run_pos[copy], len=nbytes[copy], dst=val_dst[copy])
+    w = np.flatnonzero(~copy)
+    if not w.size:
+        return
+    used = np.unique(cut.layout[w])
+    inv_pos = np.zeros(len(cut.invs), np.int64)
+    for k in used.tolist():
+        inv_pos[k] = unit.add_invisible(cut.invs[k])
+    ninv = np.asarray([inv.size for inv in cut.invs], np.int64)
+    index = np.full(w.size, -1, np.int64)
+    var = ~fixed[w]
+    if var.any():  # each cut page's rebased index, its runs' entries in turn
+        page = np.searchsorted(np.asarray([j for j, _b in cut.blobs], np.int64), r[w][var])
+        index[var] = blobs[page] + cut.entry[w][var] * cut.iwidth[w][var]
+    lay = cut.layout[w]
+    unit.fullzip.add(
+        rows=cut.length[w], data=run_pos[w], size=nbytes[w], index=index, iwidth=cut.iwidth[w],
+        stride=np.where(fixed[w], per["ctrl"][w] + per["valb"][w], 0), ctrl=per["ctrl"][w], bits_def=per["bits_def"][w],
+        offb=per["offb"][w], valb=per["valb"][w], inv=inv_pos[lay], ninv=ninv[lay], rep_dst=-1,
+        def_dst=np.where(per["bits_def"][w] > 0, def_at[r[w]] + cut.before[w], -1), val_dst=val_dst[w], items=cut.length[w],
+        visible=cut.length[w],
+    )
 
 
 def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray | list[int],
@@ -2521,7 +2946,8 @@ class DeviceBlock:
     ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
     :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
     (one page: :func:`_stage_dictionary`'s result; a table's rows, or a pass block's: one
-    row's index bits and each row's first index item, :func:`stage_table_dictionaries`),
+    row's index bits and each row's first index item, :func:`stage_table_dictionaries`,
+    -1 for a row without a dictionary beside rows with one, :func:`_some_dictionaries`),
     ``(index bits, first index item(s))``; the emission takes each page's index bits from its layout
     (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
     placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other

@@ -35,6 +35,7 @@ from lance_gpu.gpu.plan import (
     ChunkCut,
     LeafPlan,
     PagePlan,
+    RowRuns,
     check_field_leaves,
     fill_chunk_layouts,
     miniblock_rows,
@@ -207,12 +208,11 @@ def _cut_pages(units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> tu
 
 def _restrict_table(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
     """:func:`_restrict` of a leaf planned as a table of the selected pages: pages it does
-    not cut stay whole (any kind); a table of mini-block pages without repetition levels
-    (``plan_field_rows`` plans no other as a table where pages are cut) keeps the chunks
-    holding the rows of ``ranges``, over all its chunks at once: its chunk buffers cut to
-    them (buffer 1 from the first kept chunk's start to the last one's end), its value and
-    level counts the kept ones, and the cut (:class:`plan.ChunkCut`) kept for the chunk
-    table (:func:`plan.table_chunk_layouts`)."""
+    not cut stay whole (any kind); mini-block pages without repetition levels keep the
+    chunks holding the rows of ``ranges`` (:func:`_cut_miniblock`), full-zip pages without
+    them those rows (:func:`_cut_fullzip`), over all the table's pages at once; a leaf of
+    several page kinds (:attr:`LeafPlan.mixed`) has its mini-block and full-zip rows cut so,
+    its counts and buffers the kept ones.  Any other page cut is refused, as page by page."""
     t = leaf.table
     assert t is not None
     leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
@@ -220,8 +220,28 @@ def _restrict_table(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], rang
     if not cut.any():
         return
     ctx = leaf.ctx()
-    if leaf.mixed is not None or t.layouts[0].kind != "mini_block_layout" or bool(t.has_rep[cut].any()):
-        raise ctx.corrupt(f"row selection cuts page {page_ids[int(np.flatnonzero(cut)[0])]}, which decodes only whole")
+    whole_only = t.has_rep | ~t.per_layout([f.kind in _CUT_KINDS for f in t.layouts], np.bool_)
+    if bool((cut & whole_only).any()):
+        raise ctx.corrupt(f"row selection cuts page {page_ids[int(np.flatnonzero(cut & whole_only)[0])]}, which decodes only whole")
+    if leaf.mixed is not None:
+        _restrict_mixed(leaf, units, page_ids, ranges, want, cut)
+        return
+    if t.layouts[0].kind == "full_zip_layout":
+        leaf.table = t = _cut_fullzip(t, units, page_ids, ranges, want, cut)
+    else:
+        leaf.table = t = _cut_miniblock(leaf, t, units, page_ids, ranges, want, cut)
+    d = t.derived()
+    leaf.num_values, leaf.num_levels = d.num_values, d.num_levels
+
+
+def _cut_miniblock(leaf: LeafPlan, t: pagetable.LeafPages, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray,
+                   want: np.ndarray, cut: np.ndarray) -> pagetable.LeafPages:
+    """A table of ``leaf``'s mini-block pages without repetition levels where ``cut``
+    keeping the chunks that hold the rows of ``ranges`` (``want`` a page), over all its
+    chunks at once (their first rows against the ranges; kept counts checked against
+    ``want``): its chunk buffers cut to them (buffer 1 from the first kept chunk's start to
+    the last one's end), its value and level counts the kept ones, and the cut
+    (:class:`plan.ChunkCut`) kept for the chunk table (:func:`plan.table_chunk_layouts`)."""
     bounds, starts, sizes, counts = table_chunk_layouts([(leaf, t)])
     per_page = np.diff(bounds)
     page_of = np.repeat(np.arange(len(t)), per_page)
@@ -230,7 +250,7 @@ def _restrict_table(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], rang
     keep = _covered(first, ranges)
     kept = np.bincount(page_of[keep], weights=counts[keep], minlength=len(t)).astype(np.int64)
     if not np.array_equal(kept, want):
-        raise ctx.corrupt("row selection does not fall on mini-block chunk boundaries")
+        raise leaf.ctx().corrupt("row selection does not fall on mini-block chunk boundaries")
     lo = np.full(len(t), np.iinfo(np.int64).max, np.int64)
     np.minimum.at(lo, page_of[keep], starts[keep])
     hi = np.zeros(len(t), np.int64)
@@ -239,10 +259,71 @@ def _restrict_table(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], rang
     offsets, nbytes = t.offsets.copy(), t.sizes.copy()
     offsets[:, 1] += shift
     nbytes[cut, 1] = (hi - lo)[cut]
-    leaf.table = t = replace(t, offsets=offsets, sizes=nbytes, num_values=kept, num_levels=np.where(cut, kept, t.num_levels),
-                             memo={"cut": ChunkCut(np.where(np.repeat(cut, per_page), keep, True), shift, t.num_values)})
-    d = t.derived()
-    leaf.num_values, leaf.num_levels = d.num_values, d.num_levels
+    return replace(t, offsets=offsets, sizes=nbytes, num_values=kept, num_levels=np.where(cut, kept, t.num_levels),
+                   memo={"cut": ChunkCut(np.where(np.repeat(cut, per_page), keep, True), shift, t.num_values)})
+
+
+def _restrict_mixed(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray, want: np.ndarray,
+                    cut: np.ndarray) -> None:
+    """:func:`_restrict_table` of a leaf of several page kinds (:attr:`LeafPlan.mixed`;
+    its cut pages are mini-block or full-zip pages without repetition levels): its
+    mini-block rows' table cut by :func:`_cut_miniblock`, its full-zip rows' by
+    :func:`_cut_fullzip`, its own table's buffers and counts and its per-row counts the
+    kept ones (a new split of its own: the column's is shared)."""
+    m = leaf.mixed
+    t = leaf.table
+    assert m is not None and t is not None
+    col = m.column
+    ids = np.asarray(page_ids, np.int64)
+    nv, nl = m.num_values.copy(), m.num_levels.copy()
+    offsets, sizes = t.offsets, t.sizes
+    mini, full_zip = col.mini, col.full_zip
+    mi, fi = col.mini_at, col.full_zip_at
+    if mini is not None and cut[mi].any():
+        mini = _cut_miniblock(leaf, mini, units, ids[mi].tolist(), ranges, want[mi], cut[mi])
+        nv[mi], nl[mi] = mini.num_values, mini.num_levels
+        offsets, sizes = offsets.copy(), sizes.copy()
+        offsets[mi], sizes[mi] = mini.offsets, mini.sizes
+    if full_zip is not None and cut[fi].any():
+        full_zip = _cut_fullzip(full_zip, units, ids[fi].tolist(), ranges, want[fi], cut[fi])
+        nv[fi], nl[fi] = full_zip.num_values, full_zip.num_levels
+    leaf.table = replace(t, offsets=offsets, sizes=sizes, num_values=np.where(cut, want, t.num_values),
+                         num_levels=np.where(cut, want, t.num_levels), memo={})
+    leaf.mixed = replace(m, column=replace(col, mini=mini, full_zip=full_zip, memo={}), num_values=nv, num_levels=nl)
+    leaf.num_values, leaf.num_levels = int(nv.sum()), int(nl.sum())
+
+
+#: the page kinds a row selection cuts (without repetition levels): mini-block pages to
+#: their chunks, full-zip pages to row runs
+_CUT_KINDS = ("mini_block_layout", "full_zip_layout")
+
+
+def _page_runs(ranges: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_clip` of ``ranges`` to each page ``[lo[j], hi[j])`` at once: each run's page
+    ``j`` (non-decreasing) and its page-local ``[start, end)`` rows."""
+    first = np.searchsorted(ranges[:, 1], lo, side="right")
+    last = np.searchsorted(ranges[:, 0], hi, side="left")
+    count = np.maximum(last - first, 0)
+    at = miniblock.concat_ranges(first, first + count)
+    page = np.repeat(np.arange(lo.size, dtype=np.int64), count)
+    a = np.maximum(ranges[at, 0], lo[page])
+    b = np.minimum(ranges[at, 1], hi[page])
+    keep = b > a
+    page = page[keep]
+    return page, np.stack([a[keep] - lo[page], b[keep] - lo[page]], axis=1)
+
+
+def _cut_fullzip(t: pagetable.LeafPages, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray, want: np.ndarray,
+                 cut: np.ndarray) -> pagetable.LeafPages:
+    """A table of full-zip pages without repetition levels where ``cut``: its cut pages'
+    row runs (:class:`plan.RowRuns`, ``memo["runs"]``) and their counts the rows they keep
+    (``want``), as :func:`_restrict` cuts a page's ``row_runs``."""
+    rows = np.flatnonzero(cut)
+    ids = np.asarray(page_ids, np.int64)[rows]
+    page, runs = _page_runs(ranges, units.page_start[ids], units.page_start[ids + 1])
+    kept = np.where(cut, want, t.num_values)
+    return replace(t, num_values=kept, num_levels=np.where(cut, want, t.num_levels),
+                   memo={"runs": RowRuns(rows[page], runs, t.num_values, t.num_levels)})
 
 
 def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
@@ -267,17 +348,6 @@ def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np
     leaf.num_values = sum(pp.num_values for pp in leaf.pages)
     leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
     leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
-
-
-def _table_cuts(reader: LanceFileReader, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> bool:
-    """Whether the selected pages of a leaf may be planned as a table: the selection cuts
-    none of them, or they are all mini-block pages (whose chunks a table cuts,
-    :func:`_restrict_table`; full-zip row runs are cut page by page)."""
-    if not page_ids or not _cut_pages(units, page_ids, ranges)[1].any():
-        return True
-    cp = pagetable.column_pages(reader.column(units.column), DecodeContext(reader.path, units.column))
-    kinds = {cp.layouts[j].kind if j >= 0 else None for j in (cp.index[p] for p in page_ids)}
-    return kinds == {"mini_block_layout"}
 
 
 def plan_field_rows(
@@ -305,7 +375,7 @@ def plan_field_rows(
         last = np.searchsorted(ranges[:, 0], ends, side="left") - 1
         hit = (last >= 0) & (ranges[np.maximum(last, 0), 1] > starts)
         page_ids = np.flatnonzero(hit).tolist()
-        leaf = plan_leaf(reader, col, t, page_ids, table=_table_cuts(reader, lu, page_ids, ranges))
+        leaf = plan_leaf(reader, col, t, page_ids)
         _restrict(leaf, lu, page_ids, ranges)
         leaves.append(leaf)
     check_field_leaves(reader, arrow_field, leaves)

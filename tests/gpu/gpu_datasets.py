@@ -314,6 +314,69 @@ def write_mixed_flat_pages(lance, root: Path, version: str, n: int = 4000, run: 
     return uri
 
 
+def write_full_zip_pages(lance, root: Path, version: str, n: int = 3000, batch: int = 250) -> str:
+    """Full-zip columns of many pages (pylance 14 writes a page per batch of ``batch`` rows
+    here): ``long`` nullable long strings (variable width, control words, a repetition
+    index), ``embn`` a nullable embedding (fixed width with control words), ``emb`` one
+    without nulls (fixed width, no control words: copied), beside an ``id``; ``gap`` long
+    strings null in the fifth batch (an all-null constant page between full-zip ones)."""
+    uri = str(root / f"full_zip_pages_{version}_{n}")
+    flat = flat_nullable_table(n, seed=5, null_p=0.2)
+    rng = np.random.default_rng(6)
+    tbl = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "long": flat["long"],
+        "embn": flat["emb"],
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 64).astype(np.float32)), 64),
+        "gap": pa.array(flat["long"].to_pylist()[::-1], pa.string(), mask=(np.arange(n) // batch) == 4),
+    })
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=batch))
+    lance.write_dataset(reader, uri, data_storage_version=version, max_page_bytes=16384, data_cache_bytes=4 * 16384)
+    return uri
+
+
+def dictionary_beside_plain_table(n: int = 4000, run: int = 500) -> pa.Table:
+    """Columns whose pages pylance 14 writes with a page dictionary in some runs of ``run``
+    rows (few distinct values) and without in others (with
+    :func:`write_dictionary_beside_plain_pages`): ``s`` strings, null in every fourth run
+    (all-null constant pages; one dictionary page), ``li`` lists of strings, null in the
+    sixth run, ``iv`` integers (2.2: dictionary pages beside plain ones), ``ls`` long
+    strings (full-zip pages) beside runs of a few short ones (dictionary pages)."""
+
+    def s(i: int) -> str | None:
+        b = i // run
+        if b % 4 == 1:
+            return ["aa", "bb", "cc"][i % 3]
+        return None if b % 4 == 3 else f"value-{i * 7919 % 100000}"
+
+    def li(i: int) -> list[str] | None:
+        b = i // run
+        if b == 5:
+            return None
+        if b % 2:
+            return [["x", "y", "zz"][(i + j) % 3] for j in range(i % 4)]
+        return [f"item-{i}-{j}" for j in range(i % 4)]
+
+    def ls(i: int) -> str:
+        return ["pp", "qq", "rr"][i % 3] if (i // run) % 2 else f"{i:05d}-" + "long " * 60
+
+    return pa.table({
+        "s": pa.array([s(i) for i in range(n)], pa.string()),
+        "li": pa.array([li(i) for i in range(n)], pa.list_(pa.string())),
+        "iv": pa.array([(i % 3) * 1000 if (i // run) % 2 else i * 7919 % 1000003 for i in range(n)], pa.int64()),
+        "ls": pa.array([ls(i) for i in range(n)], pa.string()),
+    })
+
+
+def write_dictionary_beside_plain_pages(lance, root: Path, version: str, n: int = 4000, run: int = 500) -> str:
+    """:func:`dictionary_beside_plain_table` written as :func:`write_mixed_list_pages` writes its table."""
+    uri = str(root / f"dictionary_beside_plain_{version}_{n}")
+    tbl = dictionary_beside_plain_table(n, run)
+    reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=run))
+    lance.write_dataset(reader, uri, data_storage_version=version, max_page_bytes=8192, data_cache_bytes=4 * 8192)
+    return uri
+
+
 def null_runs_table(n: int = 20_000) -> pa.Table:
     """Columns null in runs of 500 rows (a flat int64, a list<int32>, a run-length int32):
     pylance 14 writes their definition levels run-length encoded (Rle) in 2.2 files,

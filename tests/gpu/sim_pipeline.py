@@ -1398,6 +1398,22 @@ def test_random_flat_nullable_columns_match_pylance_and_the_cpu(root: Path, exam
     check()
 
 
+def _page_plans_made(fn):
+    """``fn()`` and how many ``plan.PagePlan`` objects it made (counted)."""
+    from lance_gpu.gpu import plan
+
+    real, made = plan.PagePlan.__init__, []
+
+    def counted(self, *args, **kwargs) -> None:
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan.PagePlan, "__init__", counted)
+        got = fn()
+    return got, len(made)
+
+
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, version: str, monkeypatch):
     """List leaves whose pages pylance writes as mini-block pages beside full-zip (long
@@ -1435,23 +1451,72 @@ def test_flat_leaves_of_several_page_kinds_match_pylance(root: Path, version: st
     """Flat leaves whose pages pylance writes in several layouts (short strings between
     full-zip runs of long ones, integers with an all-null constant page between mini-block
     ones), planned as tables of their pages split by kind (no PagePlan): the GPU read
-    equals pylance's, whole and a take."""
-    from lance_gpu.gpu import plan
-
+    equals pylance's, whole and a take (no PagePlan either)."""
     uri = gd.write_mixed_flat_pages(lance, root, version, n=2000, run=250)
-    real, made = plan.PagePlan.__init__, []
-
-    def counted(self, *args, **kwargs) -> None:
-        made.append(1)
-        real(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plan.PagePlan, "__init__", counted)
-        got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
     assert not made
     assert_same(got, lance.dataset(uri).to_table(), f"mixed flat pages {version} gpu")
     rows = [0, 5, 249, 250, 600, 1000, 1499, 1500, 1998]
-    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed flat pages {version} take")
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).take(rows), f"mixed flat pages {version} take")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_dictionary_pages_beside_other_kinds_match_pylance(root: Path, version: str):
+    """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
+    strings beside plain and all-null pages, integers, short strings beside long strings'
+    full-zip pages), planned as tables (no PagePlan, counted): the GPU read equals
+    pylance's, whole, a take and a filter."""
+    uri = gd.write_dictionary_beside_plain_pages(lance, root, version)
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(), f"dictionary beside plain pages {version}")
+    rows = [0, 3, 499, 500, 501, 777, 1600, 2100, 2999, 3999]
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).take(rows), f"dictionary beside plain pages {version} take")
+    f = "iv % 5 = 2"
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(filter=f), f"dictionary beside plain pages {version} filter")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_selections_cutting_leaves_of_several_page_kinds_match_pylance(root: Path, version: str):
+    """Leaves of several page kinds whose mini-block pages (many chunks) and full-zip pages
+    a take and a filter cut (chunks kept, row runs), planned as tables (no PagePlan,
+    counted): the GPU read equals pylance's."""
+    uri = gd.write_mixed_flat_pages(lance, root, version, n=12000, run=1500)
+    rows = [0, 7, 1499, 1500, 1501, 3100, 4000, 4001, 6100, 7777, 11999]
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).take(rows), f"mixed cut pages {version} take")
+    f = "e % 11 = 3"
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(filter=f), f"mixed cut pages {version} filter")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_full_zip_pages_cut_by_a_selection_match_pylance(root: Path, version: str):
+    """Full-zip pages (nullable long FSST strings, nullable and plain embeddings; twelve
+    pages a column) cut to row runs by a take, a filter (late materialization) and
+    deletions, planned as tables of the selected pages (no PagePlan, counted): the GPU read
+    equals pylance's."""
+    uri = gd.write_full_zip_pages(lance, root, version)
+    rows = [0, 5, 249, 250, 251, 1000, 1001, 1499, 2100, 2999]
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).take(rows), f"full-zip pages {version} take")
+    f = "id % 7 = 3 OR (id >= 1200 AND id < 1300)"
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(filter=f), f"full-zip pages {version} filter")
+    lance.dataset(uri).delete("id % 5 = 1 OR (id >= 600 AND id < 640)")
+    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
+    assert made == 0
+    assert_same(got, lance.dataset(uri).to_table(), f"full-zip pages {version} deletions")
 
 
 def _pylance_or_written(uri: str, written: pa.Table, rows_per_file: int) -> pa.Table:
