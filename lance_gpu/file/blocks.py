@@ -18,7 +18,7 @@ A block of fixed-size lists whose items can be null also carries the items' vali
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import cast, overload
 
 import numpy as np
 
@@ -155,6 +155,12 @@ def _variable_run(block: VariableWidthBlock, lo: int, hi: int) -> VariableWidthB
     return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])], block.offsets_valid, block.utf8_valid)
 
 
+@overload
+def select_block(block: FixedWidthBlock, idx: np.ndarray) -> FixedWidthBlock: ...
+@overload
+def select_block(block: VariableWidthBlock, idx: np.ndarray) -> VariableWidthBlock: ...
+@overload
+def select_block(block: Block, idx: np.ndarray) -> Block: ...
 def select_block(block: Block, idx: np.ndarray) -> Block:
     """The values of ``block`` at positions ``idx`` (in that order); a run of consecutive
     positions is a slice (the bytes are not copied)."""
