@@ -358,7 +358,7 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
             first_ctx = first_ctx or ctx
             if len(page.buffer_offsets) < 2:
                 raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-            mb = _page_layout(file, column, pi, ctx).mini_block_layout  # type: ignore[attr-defined]
+            mb = _page_layout(file, column, pi, ctx).mini_block_layout
             last_info, last_meta = page, b""
         meta_at, meta_size = page.buffer_offsets[0], page.buffer_sizes[0]
         if whole is None or meta_at + meta_size > whole.size or meta_size > SHARED_CHUNK_META_BYTES:
