@@ -11,6 +11,7 @@ simulator's "device" arrays live in host memory.
 
 import contextlib
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -41,27 +42,30 @@ __all__ = [
 
 DEFAULT_TPB = 256
 
-_cupy_state = []
+_cupy_state: list[Any] = []  # [the cupy module, or None] once get_cupy has looked
 
 
 def is_simulator():
     """True when numba.cuda is the CUDA simulator."""
     from numba import config
 
-    return bool(config.ENABLE_CUDASIM)
+    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]  # numba.config sets its options at import, from the environment
 
 
 def get_cupy():
     """Return the cupy module, or None (not installed, or simulator on)."""
     if not _cupy_state:
-        mod = None
-        if not is_simulator():
-            try:
-                import cupy as mod  # noqa: F811
-            except Exception:  # ImportError, or a CUDA runtime problem
-                mod = None
-        _cupy_state.append(mod)
+        _cupy_state.append(None if is_simulator() else _import_cupy())
     return _cupy_state[0]
+
+
+def _import_cupy() -> Any:
+    """The cupy module, or None where it cannot be imported."""
+    try:
+        import cupy
+    except Exception:  # ImportError, or a CUDA runtime problem
+        return None
+    return cupy
 
 
 def wants_cupy(*arrays):

@@ -53,6 +53,7 @@ cache does not hash globals); they specialise on argument types instead.
 """
 
 import threading
+from typing import Any
 
 from . import _simulator
 from ._jitcache import LAZY_NUMBA, ForkSafeKernel, _compiled, global_names, njit, prange, with_globals
@@ -190,12 +191,12 @@ class CpuDriver:
 
     def __init__(self, pyfunc, twin=None, **options):
         self.py = pyfunc
-        self._options = dict(cache=True, nogil=True)
+        self._options: dict[str, Any] = dict(cache=True, nogil=True)
         self._options.update(options)
         self._dispatcher = None
         self.twin = twin
         self._twinned = None
-        self._kernel = None  # what calls from Python run (a ForkSafeKernel when parallel)
+        self._kernel: Any = None  # what calls from Python run (a ForkSafeKernel when parallel)
         self.__name__ = pyfunc.__name__
         self.__qualname__ = pyfunc.__qualname__
         self.__doc__ = pyfunc.__doc__

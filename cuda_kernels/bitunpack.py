@@ -40,6 +40,10 @@ from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_
 
 cuda = LAZY_CUDA
 
+#: bits per word in the GPU kernels: a compile-time constant bound by each specialisation
+#: (``kernel.get(T=32)``); declared only (no module global exists)
+T: int
+
 __all__ = [
     "BLOCK_SIZE",
     "FL_ORDER",

@@ -62,6 +62,10 @@ class CorruptInputError(ValueError):
     CPU path raised without a code).
     """
 
+    #: the position of the value at fault, set only by raisers that know it
+    #: (:func:`cuda_kernels.utf8.check_variable`); absent otherwise
+    index: int
+
     def __init__(self, message, code=0):
         super().__init__(message)
         self.code = int(code)

@@ -91,7 +91,7 @@ def _fsst_decoded_len(sym_lens, n_symbols, comp, n_comp, start, end):
     """Decoded length of ``comp[start:end]``, or a negative error code."""
     if start < 0 or end < start or end > n_comp:
         return -3
-    n = 0
+    n: int | np.int64 = 0  # a local annotation: the compiled bytecode is unchanged
     i = start
     while i < end:
         c = np.int64(comp[i])
@@ -304,7 +304,7 @@ def decode_checked_cpu(symbols, sym_lens, sym_next, byte_next, n_symbols, comp, 
         else:
             if c >= n_symbols:
                 return np.int64(-2), st
-            store_u64(out, pos, symbols[c])
+            store_u64(out, pos, symbols[c])  # type: ignore[operator]  # a LazyIntrinsic: compiled code calls it
             if st == 0:
                 st = np.int64(sym_next[c])
             else:
@@ -329,7 +329,7 @@ def decode_stream_cpu(symbols, sym_lens, sym_next, byte_next, comp, start, end, 
             pos += 1
             i += 2
         else:
-            store_u64(out, pos, symbols[c])
+            store_u64(out, pos, symbols[c])  # type: ignore[operator]  # a LazyIntrinsic: compiled code calls it
             if st == 0:
                 st = np.int64(sym_next[c])
             else:

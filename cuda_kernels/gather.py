@@ -151,7 +151,7 @@ def _binary_copy_range(item_offsets, item_bytes, indices, out_offsets, out_bytes
         n = out_offsets[i + 1] - d
         k = 0
         while k < n and d + k + 8 <= limit and s + k + 8 <= nb:
-            store_u64(out_bytes, d + k, load_u64(item_bytes, s + k))
+            store_u64(out_bytes, d + k, load_u64(item_bytes, s + k))  # type: ignore[operator]  # LazyIntrinsics: compiled code calls them
             k += 8
         while k < n:
             out_bytes[d + k] = item_bytes[s + k]

@@ -273,8 +273,8 @@ def _check_variable_cpu(offsets, data, utf8, bytes_ok):
     bad = np.int64(-1) if bytes_ok else _utf8_first_invalid(data, first, last)
     if bad >= 0:
         # the value holding byte ``bad``: the last i with offsets[i] <= bad
-        i = np.int64(np.searchsorted(offsets, bad, side="right")) - 1
-        return BAD_UTF8, min(i, np.int64(n - 1))
+        holder = np.int64(np.searchsorted(offsets, bad, side="right")) - 1
+        return BAD_UTF8, min(holder, np.int64(n - 1))
     # no value may start inside a character (the last offset may equal ``last``)
     inner = False
     if last > first:
@@ -283,8 +283,8 @@ def _check_variable_cpu(offsets, data, utf8, bytes_ok):
             inner |= (o < np.uint64(last)) & ((data[min(o, np.uint64(last - 1))] & 0xC0) == 0x80)
     if inner:
         for i in range(1, n):
-            o = np.int64(offsets[i])
-            if o < last and _is_cont(data[o]):
+            start = np.int64(offsets[i])
+            if start < last and _is_cont(data[start]):
                 return BAD_UTF8, np.int64(i - 1)
     return VALID, np.int64(-1)
 

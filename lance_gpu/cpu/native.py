@@ -9,12 +9,14 @@ of chunks, never per value from Python, and releases the GIL so columns decode i
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cuda_kernels._jitcache import get_num_threads, njit, prange
 from lance_gpu.cpu import memory, twins
 
-_JIT = {"cache": True, "nogil": True}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True}
 
 
 @njit(**_JIT, twin=twins.chunk_layout)
@@ -28,7 +30,7 @@ def chunk_layout(meta_words, num_items, large):  # pragma: no cover - compiled
     starts = np.empty(n, np.int64)
     sizes = np.empty(n, np.int64)
     counts = np.empty(n, np.int64)
-    pos = 0
+    pos: int | np.int64 = 0  # local annotations: the compiled bytecode is unchanged
     seen = 0
     ok = True
     for i in range(n):
@@ -74,8 +76,8 @@ def chunk_headers(data, starts, sizes, has_rep, has_def, num_buffers, large):  #
         p = s
         levels[i] = np.int64(data[p]) | (np.int64(data[p + 1]) << 8)
         p += 2
-        rb = 0
-        db = 0
+        rb: int | np.int64 = 0
+        db: int | np.int64 = 0
         if has_rep:
             rb = np.int64(data[p]) | (np.int64(data[p + 1]) << 8)
             p += 2
@@ -490,7 +492,7 @@ def fullzip_scan(data, num_items, ctrl_bytes, bits_def, offset_bytes, value_byte
     dfn = np.zeros(num_items, np.uint16)
     vstart = np.empty(num_items, np.int64)
     vlen = np.empty(num_items, np.int64)
-    p = 0
+    p: int | np.int64 = 0  # a local annotation: the compiled bytecode is unchanged
     k = 0
     total = data.size
     ok = True

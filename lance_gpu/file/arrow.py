@@ -200,10 +200,14 @@ def dictionary_to_arrow(dictionary: tuple[Block, np.ndarray], t: pa.DataType, n:
 
 
 class _Leaf:
-    __slots__ = ("page", "slots", "k")
+    """One leaf column's page, its values resolved to a block (an all-null or constant page's
+    values built), and its levels unravelled into per-layer slots (outer layer first)."""
 
-    def __init__(self, page: LeafPage, slots: list[LayerSlots]) -> None:
+    __slots__ = ("page", "values", "slots", "k")
+
+    def __init__(self, page: LeafPage, values: Block, slots: list[LayerSlots]) -> None:
         self.page = page
+        self.values = values
         self.slots = slots
         self.k = len(slots)
 
@@ -223,13 +227,14 @@ def assemble(field: pa.Field, pages: list[LeafPage], path: str) -> pa.Array:
             # All-null page without levels: every item is null at the item layer.
             def_ = np.ones(page.num_levels, np.uint16) if page.layers and page.layers[0] == 3 else None
         page = LeafPage(values, page.num_values, page.rep, def_, page.num_levels, page.layers, page.num_rows, page.dictionary)
+        slots: list[LayerSlots] | None
         if page.rep is None and page.def_ is None:
             slots = [LayerSlots(None, None, page.num_levels) for _ in page.layers]
         else:
             slots = unravel(page.rep, page.def_, page.num_levels, page.layers)
             if slots is None:
                 raise CorruptFileError(path, "repetition / definition levels do not fit the column's layers")
-        leaves.append(_Leaf(page, slots))
+        leaves.append(_Leaf(page, values, slots))
     cursor = [0]
     arr = _build(field.type, leaves, cursor, 0, path)
     return arr
@@ -290,4 +295,4 @@ def _build(
     slots = leaf.slots[0]
     if leaf.page.dictionary is not None and pa.types.is_dictionary(_storage(t)):
         return dictionary_to_arrow(leaf.page.dictionary, t, slots.count, slots.validity, path)
-    return values_to_arrow(leaf.page.values, t, slots.count, slots.validity, path)
+    return values_to_arrow(leaf.values, t, slots.count, slots.validity, path)

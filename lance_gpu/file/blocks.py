@@ -18,6 +18,7 @@ A block of fixed-size lists whose items can be null also carries the items' vali
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast, overload
 
 import numpy as np
 
@@ -74,39 +75,45 @@ def uint_dtype(bits: int, path: object = "<page>") -> np.dtype:
 
 
 def concat_blocks(blocks: list[Block]) -> Block:
-    """Concatenate blocks of the same kind (pages of one column)."""
+    """Concatenate blocks of the same kind (pages of one column).
+
+    All blocks are of the first one's class (the pages of one column decode to one kind of
+    block); the casts below state that contract, they do not check it.
+    """
     if len(blocks) == 1:
         return blocks[0]
     first = blocks[0]
     if isinstance(first, VariableWidthBlock):
-        sizes = [b.data.size for b in blocks]  # type: ignore[union-attr]
+        var_blocks = cast(list[VariableWidthBlock], blocks)
+        sizes = [b.data.size for b in var_blocks]
         shifts = np.cumsum([0, *sizes[:-1]])
         offsets = np.concatenate(
             [first.offsets[:1].astype(np.int64)]
-            + [b.offsets[1:].astype(np.int64) + s for b, s in zip(blocks, shifts)]
+            + [b.offsets[1:].astype(np.int64) + s for b, s in zip(var_blocks, shifts)]
         )
-        data = np.concatenate([b.data for b in blocks])  # type: ignore[union-attr]
+        data = np.concatenate([b.data for b in var_blocks])
         return VariableWidthBlock(offsets, data)
+    fixed_blocks = cast(list[FixedWidthBlock], blocks)
     bits = first.bits_per_value
-    n = sum(b.num_values for b in blocks)
-    validity = _concat_validity(blocks)
+    n = sum(b.num_values for b in fixed_blocks)
+    validity = _concat_validity(fixed_blocks)
     if bits % 8:
         # Bit-packed values (booleans, or fixed-size lists of booleans): join as bits.
         bools = np.concatenate(
-            [np.unpackbits(b.as_bytes(), bitorder="little")[: b.num_values * bits] for b in blocks]  # type: ignore[union-attr]
+            [np.unpackbits(b.as_bytes(), bitorder="little")[: b.num_values * bits] for b in fixed_blocks]
         )
         return FixedWidthBlock(np.packbits(bools, bitorder="little"), bits, n, validity)
     nbytes = bits // 8
-    data = np.concatenate([b.as_bytes()[: b.num_values * nbytes] for b in blocks])  # type: ignore[union-attr]
+    data = np.concatenate([b.as_bytes()[: b.num_values * nbytes] for b in fixed_blocks])
     return FixedWidthBlock(data, bits, n, validity)
 
 
-def _concat_validity(blocks: list[Block]) -> tuple[np.ndarray | None, ...]:
+def _concat_validity(blocks: list[FixedWidthBlock]) -> tuple[np.ndarray | None, ...]:
     """Item validity of concatenated fixed-size-list blocks (all valid where a block has none)."""
-    depth = max(len(b.fsl_validity) for b in blocks)  # type: ignore[union-attr]
+    depth = max(len(b.fsl_validity) for b in blocks)
     out: list[np.ndarray | None] = []
     for k in range(depth):
-        layer = [b.fsl_validity[k] if k < len(b.fsl_validity) else None for b in blocks]  # type: ignore[union-attr]
+        layer = [b.fsl_validity[k] if k < len(b.fsl_validity) else None for b in blocks]
         if all(v is None for v in layer):
             out.append(None)
             continue
@@ -148,6 +155,12 @@ def _variable_run(block: VariableWidthBlock, lo: int, hi: int) -> VariableWidthB
     return VariableWidthBlock(offsets - first, block.data[first : int(offsets[-1])], block.offsets_valid, block.utf8_valid)
 
 
+@overload
+def select_block(block: FixedWidthBlock, idx: np.ndarray) -> FixedWidthBlock: ...
+@overload
+def select_block(block: VariableWidthBlock, idx: np.ndarray) -> VariableWidthBlock: ...
+@overload
+def select_block(block: Block, idx: np.ndarray) -> Block: ...
 def select_block(block: Block, idx: np.ndarray) -> Block:
     """The values of ``block`` at positions ``idx`` (in that order); a run of consecutive
     positions is a slice (the bytes are not copied)."""

@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar, overload
+from typing import Generic, Protocol, TypeVar, cast, overload
 
 import numpy as np
 from google.protobuf.any_pb2 import Any
@@ -163,6 +163,29 @@ def _offset_pairs(raw: bytes, count: int) -> tuple[tuple[int, int], ...]:
     return tuple(zip(flat[0::2], flat[1::2], strict=True))
 
 
+class MappedHandle(Protocol):
+    """A :class:`~lance_gpu.io.store.ReadHandle` of a memory-mapped local file
+    (:mod:`lance_gpu.io.local`): ``mapped`` is the whole file as a read-only ``uint8`` view
+    (None when not mapped), and reads served from it are recorded in the store's counters
+    with ``count_reads``.  Other stores' handles have neither: callers test
+    ``getattr(io, "mapped", None)`` first, then use the handle as one of these."""
+
+    @property
+    def mapped(self) -> np.ndarray | None: ...
+
+    def count_reads(self, requests: int, nbytes: int) -> None: ...
+
+
+class ScatterHandle(Protocol):
+    """A :class:`~lance_gpu.io.store.ReadHandle` that reads a run of the file's bytes
+    straight into scattered memory ranges (a local file: ``preadv``; see
+    :meth:`lance_gpu.io.local.LocalFile.read_scattered`), returning False where it
+    cannot.  Other stores' handles lack it: callers test
+    ``getattr(io, "read_scattered", None)`` first."""
+
+    def read_scattered(self, offset: int, targets: np.ndarray) -> bool: ...
+
+
 class FileMetadata:
     """What a data file's tail says -- footer, offset tables, column metadata, the
     ``FileDescriptor`` -- parsed once, plus what decoders derive from the pages
@@ -178,6 +201,12 @@ class FileMetadata:
 
     __slots__ = ("_cmo", "_columns", "_descriptor", "_descriptor_bytes", "_gbo", "_meta", "_meta_start", "_page_meta", "file_size", "num_columns", "num_global_buffers", "path", "version")
 
+    #: the descriptor's bytes, when the tail holds them (else read through a handle)
+    _descriptor_bytes: bytes | None
+    #: Parsed columns by index; shared by the files written alike (a function of the
+    #: bytes of the shared key and the file size alone).
+    _columns: dict[int, ColumnInfo]
+
     def __init__(self, path: str, size: int, tail_arr: np.ndarray, read: Callable[[int, int], np.ndarray]) -> None:
         """Parse the file's tail (``tail_arr``: its last bytes; ``read(offset, size)``
         fetches anything before them); raises :class:`CorruptFileError` naming ``path``."""
@@ -192,7 +221,7 @@ class FileMetadata:
                     file_version_from_footer(major, minor, path)
             raise CorruptFileError(path, f"file of {size} bytes is too small for a Lance footer")
         tail_start = size - tail_arr.size
-        tail = memoryview(tail_arr)  # no copy yet: only the metadata section is kept (copied)
+        tail = tail_arr.data  # memoryview(tail_arr): no copy yet: only the metadata section is kept (copied)
         if tail[-4:] != MAGIC:
             raise CorruptFileError(path, "missing LANC magic at the end of the file")
         major, minor = struct.unpack_from("<HH", tail, len(tail) - 8)
@@ -233,15 +262,12 @@ class FileMetadata:
         self._gbo = gbo
         self._meta = grab(a, b - a)
         self._meta_start = a
-        # the descriptor's bytes, when the tail holds them (else read through a handle)
-        self._descriptor_bytes: bytes | None = None
+        self._descriptor_bytes = None
         if ngb and gbo[0][0] >= tail_start:
             self._descriptor_bytes = grab(*gbo[0])
         global footer_parses
         footer_parses += 1
-        #: Parsed columns by index; shared by the files written alike (a function of the
-        #: bytes of the shared key and the file size alone).
-        self._columns: dict[int, ColumnInfo] = {}
+        self._columns = {}
         if shared_key is not None:
             _SHARED_FOOTERS.put(shared_key, (cmo, gbo, self._meta, a, self._descriptor_bytes, self._columns))
 
@@ -542,7 +568,7 @@ class LanceFileReader:
             # A memory-mapped local file: gather straight out of the map.
             if int(starts[0]) < 0 or int(lengths.min()) < 0 or int((starts + lengths).max()) > whole.size:
                 raise CorruptFileError(self.path, "byte ranges lie outside the file")
-            self.io.count_reads(int(starts.size), int(lengths.sum()))
+            cast(MappedHandle, self.io).count_reads(int(starts.size), int(lengths.sum()))  # it has a map
             if starts.size == 1:
                 return whole[int(starts[0]) : int(starts[0] + lengths[0])]
             return native.gather_ranges(whole, starts, lengths)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +19,7 @@ from lance_gpu._proto import encodings_v2_1_pb2
 from lance_gpu.errors import CorruptFileError, LanceGpuError
 from lance_gpu.file.arrow import assemble, constant_block, leaf_types, null_block_for
 from lance_gpu.file.blocks import per_bucket
-from lance_gpu.file.container import FileVersion, LanceFileReader, PageInfo, SharedParses
+from lance_gpu.file.container import FileVersion, LanceFileReader, MappedHandle, PageInfo, ScatterHandle, SharedParses
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
@@ -349,7 +349,7 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
     last_info: PageInfo | None = None
     last_meta = b""
     chunks: miniblock.ChunkLayout | None = None
-    counter = None  # the handle whose store counts the reads served from memory
+    counter: MappedHandle | None = None  # the handle whose store counts the reads served from memory
     mapped_reads = mapped_bytes = 0
     for file, column, pi, page in run:
         whole = getattr(file.io, "mapped", None)
@@ -358,7 +358,7 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
             first_ctx = first_ctx or ctx
             if len(page.buffer_offsets) < 2:
                 raise ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
-            mb = _page_layout(file, column, pi, ctx).mini_block_layout  # type: ignore[attr-defined]
+            mb = _page_layout(file, column, pi, ctx).mini_block_layout
             last_info, last_meta = page, b""
         meta_at, meta_size = page.buffer_offsets[0], page.buffer_sizes[0]
         if whole is None or meta_at + meta_size > whole.size or meta_size > SHARED_CHUNK_META_BYTES:
@@ -367,7 +367,7 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
             last_meta = b""
         else:
             meta = whole[meta_at : meta_at + meta_size]
-            counter = file.io
+            counter = cast(MappedHandle, file.io)  # it has a map (whole is not None)
             mapped_reads += 1
             mapped_bytes += meta_size
             meta_bytes = meta.tobytes()
@@ -378,7 +378,7 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
         offset = page.buffer_offsets[1]
         if whole is not None and offset + end <= whole.size:
             datas.append(whole[offset : offset + end])  # a view of the file's bytes: no request
-            counter = file.io
+            counter = cast(MappedHandle, file.io)  # it has a map (whole is not None)
             mapped_reads += 1
             mapped_bytes += end
         else:
@@ -707,7 +707,11 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             check_leaf_page(leaf, field.type, page_ctx)
             parts.append(assemble(field, [leaf], file.path))
             continue
-        count = len(local_rows) if span is None else span[1] - span[0]
+        if span is not None:
+            count = span[1] - span[0]
+        else:
+            assert local_rows is not None  # scattered rows: set exactly when there is no span
+            count = len(local_rows)
         if _fetches_by_chunk(file, page, layout, count, run=span is not None):
             wanted = np.asarray(local_rows) if span is None else np.arange(*span, dtype=np.int64)
             leaf = _take_chunks(file, col, pi, layout, wanted, page_ctx)
@@ -720,10 +724,10 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
             if len(bufs) < 2:
                 raise page_ctx.corrupt("mini-block page needs chunk metadata and chunk data buffers")
             chunks = _chunk_layout(file, col, pi, mb, bufs[0], page_ctx)
-            leaf = _plain_run(file, field.type, page, mb, chunks, span, page_ctx) if span is not None else None
-            if leaf is not None:
-                check_leaf_page(leaf, field.type, page_ctx)
-                parts.append(assemble(field, [leaf], file.path))
+            plain = _plain_run(file, field.type, page, mb, chunks, span, page_ctx) if span is not None else None
+            if plain is not None:
+                check_leaf_page(plain, field.type, page_ctx)
+                parts.append(assemble(field, [plain], file.path))
                 continue
             leaf = miniblock.decode(mb, bufs, page.num_rows, page_ctx, rows=local_rows, chunks=chunks, span=span)
             check_leaf_page(leaf, field.type, page_ctx)
@@ -779,7 +783,7 @@ def _plain_run(file: LanceFileReader, leaf_type: pa.DataType, page: PageInfo, mb
     if width is None:
         return None
     return miniblock.decode_plain_run(mb, chunks, span, width, int(page.buffer_offsets[1]), int(page.buffer_sizes[1]),
-                                      file.io.read_scattered, ctx)
+                                      cast(ScatterHandle, file.io).read_scattered, ctx)  # _plain_width checked it
 
 
 def plain_row_bytes(t: pa.DataType) -> int | None:

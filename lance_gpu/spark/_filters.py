@@ -26,7 +26,7 @@ column's type, ``IN`` lists holding NULL, columns whose Spark type is not listed
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -42,11 +42,12 @@ _COMPARE = {
     sds.LessThan: "<",
     sds.LessThanOrEqual: "<=",
 }
-_STRING_MATCH = {
-    sds.StringStartsWith: pc.starts_with,
-    sds.StringEndsWith: pc.ends_with,
-    sds.StringContains: pc.match_substring,
-}
+#: LIKE prefix / suffix / substring filters (each with a ``str`` ``value``) and their pyarrow
+#: functions
+_LIKE = (sds.StringStartsWith, sds.StringEndsWith, sds.StringContains)
+_STRING_MATCH: dict[type[sds.Filter], Callable[..., pc.Expression]] = dict(
+    zip(_LIKE, (pc.starts_with, pc.ends_with, pc.match_substring), strict=True)
+)
 # Spark types (as the Arrow types Spark reads them in) whose comparisons we evaluate.
 _COMPARABLE = (
     pa.types.is_boolean,
@@ -135,7 +136,7 @@ def _translate(f: Any, schema: pa.Schema) -> pc.Expression:  # noqa: C901 - one 
     if isinstance(f, (sds.IsNull, sds.IsNotNull)):
         col, _t = _column(f, schema)
         return col.is_null() if isinstance(f, sds.IsNull) else col.is_valid()
-    if isinstance(f, tuple(_STRING_MATCH)):
+    if isinstance(f, _LIKE):
         col, t = _column(f, schema)
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or not isinstance(f.value, str):
             raise _NotPushable
@@ -168,7 +169,8 @@ def _translate(f: Any, schema: pa.Schema) -> pc.Expression:  # noqa: C901 - one 
 
 def split_filters(filters: Sequence[Any], schema: pa.Schema) -> tuple[list[Any], list[Any]]:
     """(filters we evaluate, filters Spark must evaluate), each in the given order."""
-    pushed, rest = [], []
+    pushed: list[Any] = []
+    rest: list[Any] = []
     for f in filters:
         (pushed if to_expression(f, schema) is not None else rest).append(f)
     return pushed, rest

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -57,10 +58,10 @@ from lance_gpu.spark._options import (
 )
 from lance_gpu.spark._types import spark_arrow_schema, to_spark_type
 from lance_gpu.table.features import check_writer_flags
-from lance_gpu.table.manifest import read_manifest_file, resolve_manifest
+from lance_gpu.table.manifest import NamingScheme, read_manifest_file, resolve_manifest
 from lance_gpu.table.schema import LanceSchema
 from lance_gpu.txn.commit import commit
-from lance_gpu.txn.operations import LanceOperation
+from lance_gpu.txn.operations import LanceOperation, Operation
 from lance_gpu.txn.publish import SUPPORTED_WRITER_FLAGS, check_appendable, latest
 from lance_gpu.write import dataset_writer
 from lance_gpu.write.device_input import DeviceBatch, upload_arrow
@@ -75,7 +76,7 @@ class WritePlan:
     root: str  # the dataset URI
     overwrite: bool
     read_version: int | None  # the version the write is based on; None: no dataset yet
-    naming: str
+    naming: NamingScheme
     arrow_schema: pa.Schema  # the schema of the files (the dataset's, for an append)
     minor: int  # data storage version 2.<minor> (-1: legacy 0.1)
     max_rows_per_file: int
@@ -96,6 +97,13 @@ class LanceCommitMessage(WriterCommitMessage):
     fragments: list[bytes] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     rows: int = 0
+
+
+def _ours(messages: list[WriterCommitMessage | None]) -> list[LanceCommitMessage | None]:
+    """The messages Spark hands :meth:`LanceWriter.commit` / ``abort``: what this writer's
+    ``write`` returned, one per task (None for a task that returned none), so all of them
+    are :class:`LanceCommitMessage` objects (pyspark types them as their base class)."""
+    return cast(list[LanceCommitMessage | None], messages)
 
 
 def _dataset_writer():  # noqa: ANN202 - a module
@@ -265,24 +273,24 @@ class LanceWriter(DataSourceArrowWriter):
             rows=sum(int(f.physical_rows) for f in fragments),
         )
 
-    def commit(self, messages: list[LanceCommitMessage | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
 
         plan = self.plan
         base = _base(plan)
-        fragments = [table_pb2.DataFragment.FromString(raw) for m in messages if m is not None for raw in m.fragments]
+        fragments = [table_pb2.DataFragment.FromString(raw) for m in _ours(messages) if m is not None for raw in m.fragments]
         if base is not None and not plan.overwrite:
-            op: LanceOperation.BaseOperation = LanceOperation.Append(fragments)
+            op: Operation = LanceOperation.Append(fragments)
         else:
             op = LanceOperation.Overwrite(_lance_schema(plan, base), fragments, data_storage_version=_dataset_writer().storage_version_name(plan.minor))
         try:
             store, root = plan.store()
-            commit(store, root, op, base, plan.naming)  # type: ignore[arg-type]
+            commit(store, root, op, base, plan.naming)
         except BaseException:
             self.abort(messages)
             raise
 
-    def abort(self, messages: list[LanceCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         store, root = self.plan.store()
         remove_quietly(
-            store, [join(root, "data", name) for m in messages if m is not None for name in m.files]
+            store, [join(root, "data", name) for m in _ours(messages) if m is not None for name in m.files]
         )

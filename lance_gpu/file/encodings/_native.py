@@ -8,10 +8,12 @@ Everything else in the writer is vectorised numpy; these are the loops that are 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from cuda_kernels._jitcache import njit
 
-_JIT = {"cache": True, "nogil": True}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True}
 
 
 @njit(**_JIT)

@@ -14,10 +14,14 @@ Decoders come in the shapes Lance uses them in:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
+
+if TYPE_CHECKING:
+    from lance_gpu._proto.encodings_v2_1_pb2 import CompressiveEncoding
 
 
 @dataclass(slots=True)
@@ -86,7 +90,7 @@ class MiniBlockChunks:
 
     counts: np.ndarray
     buffers: list[tuple[np.ndarray, np.ndarray]]
-    encoding: object
+    encoding: CompressiveEncoding
 
     @property
     def log2_counts(self) -> np.ndarray:

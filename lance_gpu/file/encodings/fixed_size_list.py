@@ -17,6 +17,8 @@ validity travels with the values:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from lance_gpu.file.blocks import FixedWidthBlock, select_block
@@ -73,9 +75,10 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> F
     return _wrap(dispatch.decode_block(enc.values, buf, num_values * dim, ctx), dim, num_values, ctx)
 
 
-def _layers(enc, ctx: DecodeContext) -> tuple[list[tuple[int, bool]], object]:
-    """(dimension, has_validity) per layer, outer first, and the inner-most values encoding."""
-    layers = []
+def _layers(enc) -> tuple[list[tuple[int, bool]], Any]:
+    """(dimension, has_validity) per layer, outer first, and the inner-most values encoding
+    (a protobuf message)."""
+    layers: list[tuple[int, bool]] = []
     while True:
         layers.append((int(enc.items_per_value), bool(enc.has_validity)))
         inner = enc.values
@@ -85,14 +88,14 @@ def _layers(enc, ctx: DecodeContext) -> tuple[list[tuple[int, bool]], object]:
 
 
 def has_validity(enc) -> bool:
-    layers, _inner = _layers(enc, None)
+    layers, _inner = _layers(enc)
     return any(v for _d, v in layers)
 
 
 def item_bits(enc, ctx: DecodeContext) -> int:
     """Bits per (whole list) value, for fixed-width per-value layouts: the values' bits plus,
     with item validity, each validity layer's bytes."""
-    layers, inner = _layers(enc, ctx)
+    layers, inner = _layers(enc)
     total = int(np.prod([d for d, _v in layers]))
     bits = 0 if inner.WhichOneof("compression") == "constant" else total * dispatch.fixed_bits(inner, ctx)
     cum = 1
@@ -106,7 +109,7 @@ def item_bits(enc, ctx: DecodeContext) -> int:
 def unzip_per_value(enc, raw: FixedWidthBlock, ctx: DecodeContext) -> FixedWidthBlock:
     """Full-zip values of fixed-size lists with item validity: split each row into its
     validity bits and its value bytes (see the module docstring)."""
-    layers, inner = _layers(enc, ctx)
+    layers, inner = _layers(enc)
     n = raw.num_values
     row = raw.bits_per_value // 8
     rows = raw.as_bytes()[: n * row].reshape(n, row)

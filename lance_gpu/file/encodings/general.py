@@ -17,12 +17,13 @@ import struct
 
 import numpy as np
 
+from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import LanceGpuError
 from lance_gpu.file.encodings import dispatch
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
 
-LZ4 = 1
-ZSTD = 2
+LZ4 = pb.COMPRESSION_ALGORITHM_LZ4  # 1
+ZSTD = pb.COMPRESSION_ALGORITHM_ZSTD  # 2
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 

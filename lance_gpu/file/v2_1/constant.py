@@ -75,6 +75,8 @@ def decode(layout, buffers: list[np.ndarray], num_rows: int, ctx: DecodeContext)
         value = bytes(layout.inline_value)
     bufs = list(buffers)
     if nrep or ndef:
+        rep_buf: np.ndarray | None
+        def_buf: np.ndarray | None
         if len(bufs) >= 2:
             rep_buf, def_buf = bufs[0], bufs[1]
         elif len(bufs) == 1 and not (nrep and ndef):

@@ -34,7 +34,7 @@ _EVENTS = {
 
 def def_meaning(layers: tuple[int, ...]) -> list[tuple[int, str]]:
     """Level d (1-based) means ``def_meaning(layers)[d - 1]`` = (layer index, event)."""
-    out = []
+    out: list[tuple[int, str]] = []
     for i, layer in enumerate(layers):
         out.extend((i, ev) for ev in _EVENTS[layer])
     return out

@@ -52,7 +52,9 @@ constants, ``fsst`` forces FSST; ``lance-encoding:structural-encoding`` (``minib
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard, cast
 
 import numpy as np
 import pyarrow as pa
@@ -132,6 +134,12 @@ class _Values:
     fsl: tuple[tuple[int, np.ndarray | None], ...] = ()
 
     @property
+    def var_offsets(self) -> np.ndarray:
+        """``offsets`` of variable-width values (set exactly when ``variable``)."""
+        assert self.offsets is not None, "fixed-width values have no offsets"
+        return self.offsets
+
+    @property
     def fsl_dim(self) -> int:
         """Items per value of a fixed-size list (all layers), 0 for anything else."""
         return int(np.prod([d for d, _v in self.fsl])) if self.fsl else 0
@@ -143,7 +151,7 @@ class _Values:
     @property
     def max_len(self) -> int:
         if self.variable:
-            return int(np.diff(self.offsets).max()) if self.num_values else 0
+            return int(np.diff(self.var_offsets).max()) if self.num_values else 0
         return self.bits // 8
 
     def item_encoding(self) -> pb.CompressiveEncoding:
@@ -183,8 +191,14 @@ def _meta(leaf: LeafColumn, key: str) -> str | None:
     return (raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)).strip().lower()
 
 
-def _layers(leaf: LeafColumn) -> list[int]:
-    return list(leaf.layers)
+def _layer_values(layers: Sequence[int]) -> list[pb.RepDefLayer]:
+    """``layers`` (:mod:`lance_gpu.file.page`'s numbers of the proto's ``RepDefLayer``
+    values) as that enum, which the generated stubs type as its own ``int`` subclass."""
+    return cast(list[pb.RepDefLayer], list(layers))
+
+
+def _layers(leaf: LeafColumn) -> list[pb.RepDefLayer]:
+    return _layer_values(leaf.layers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,20 +215,13 @@ def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
         return _complex_all_null(leaf)
     if nulls is not None and bool(nulls.all()) and leaf.rep is None and leaf.layers == (NULLABLE_ITEM,):
         return _simple_all_null(leaf)
-    vals = _values_of(leaf.values) if leaf.dictionary is None else None
-    if (
-        minor >= 2
-        and vals is not None
-        and leaf.rep is None
-        and leaf.def_ is None
-        and compression != "none"
-        and structural is None
-    ):
+    if leaf.dictionary is not None:
+        return _dictionary_page(leaf, minor, _values_of(leaf.dictionary), _index_values(leaf.values))
+    vals = _values_of(leaf.values)
+    if minor >= 2 and leaf.rep is None and leaf.def_ is None and compression != "none" and structural is None:
         page = _maybe_constant(leaf, vals)
         if page is not None:
             return page
-    if leaf.dictionary is not None:
-        return _dictionary_page(leaf, minor, _values_of(leaf.dictionary), _index_values(leaf.values))
     if compression != "none" and structural != "fullzip":
         plan = _dictionary_plan(leaf, vals, minor)
         if plan is not None:
@@ -224,7 +231,7 @@ def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
     if structural == "miniblock" or (narrow and structural != "fullzip"):
         if vals.variable and wants_general_chunks(compression, vals.data.size):
             level = _meta(leaf, COMPRESSION_LEVEL_KEY)
-            chunks = variable.variable_chunks(vals.offsets, vals.data, vals.offset_bits)
+            chunks = variable.variable_chunks(vals.var_offsets, vals.data, vals.offset_bits)
             return _miniblock(leaf, minor, general_chunks(chunks, compression, None if level is None else int(level)))
         return _miniblock(leaf, minor, _value_chunks(vals, compression))
     return _fullzip(leaf, vals, compression)
@@ -235,7 +242,7 @@ def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
 
 
 def _simple_all_null(leaf: LeafColumn) -> EncodedPage:
-    layout = pb.PageLayout(constant_layout=pb.ConstantLayout(layers=[NULLABLE_ITEM]))
+    layout = pb.PageLayout(constant_layout=pb.ConstantLayout(layers=_layer_values([NULLABLE_ITEM])))
     return EncodedPage(layout, [], leaf.num_rows)
 
 
@@ -300,7 +307,7 @@ def _wants_fsst(vals: _Values, compression: str | None) -> bool:
 
 def _fsst_values(vals: _Values, compression: str | None) -> tuple[bytes, _Values] | None:
     """FSST-compressed values, or None when compression does not pay (unless forced)."""
-    table, co, cd = fsst.compress_strings(vals.offsets, vals.data)
+    table, co, cd = fsst.compress_strings(vals.var_offsets, vals.data)
     if compression != "fsst" and cd.size + len(table) >= vals.data.size:
         return None
     return table, _Values(True, cd, offsets=co, offset_bits=vals.offset_bits, num_values=vals.num_values)
@@ -316,7 +323,7 @@ def _fsst_encoding(table: bytes, inner: pb.CompressiveEncoding) -> pb.Compressiv
     return pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=table, values=inner))
 
 
-def wants_general_chunks(compression: str | None, value_bytes: int) -> bool:
+def wants_general_chunks(compression: str | None, value_bytes: int) -> TypeGuard[str]:
     """Whether mini-block strings / binaries of ``value_bytes`` are chunk-compressed with a
     general scheme (``compression`` of ``zstd`` / ``lz4`` and 32 KiB of values: pylance's rule)."""
     return compression in GENERAL_SCHEMES and value_bytes >= GENERAL_MINIBLOCK_MIN_BYTES
@@ -347,12 +354,12 @@ def _value_chunks(vals: _Values, compression: str | None) -> MiniBlockChunks:
             got = _fsst_values(vals, compression)
             if got is not None:
                 table, comp = got
-                chunks = variable.variable_chunks(comp.offsets, comp.data, comp.offset_bits)
+                chunks = variable.variable_chunks(comp.var_offsets, comp.data, comp.offset_bits)
                 bounds = np.concatenate([[0], np.cumsum(chunks.counts)])
-                if _decodable(np.diff(vals.offsets[bounds]), np.diff(comp.offsets[bounds])):
+                if _decodable(np.diff(vals.var_offsets[bounds]), np.diff(comp.var_offsets[bounds])):
                     chunks.encoding = _fsst_encoding(table, chunks.encoding)
                     return chunks
-        return variable.variable_chunks(vals.offsets, vals.data, vals.offset_bits)
+        return variable.variable_chunks(vals.var_offsets, vals.data, vals.offset_bits)
     if vals.fsl:
         return _fsl_chunks(vals)
     if vals.bits in (8, 16, 32, 64) and compression != "none":
@@ -560,7 +567,7 @@ def _dictionary_block(items: _Values, minor: int) -> tuple[pb.CompressiveEncodin
     if packed is not None:
         return packed
     if items.variable:
-        buf = variable.encode_block(items.offsets, items.data, items.offset_bits)
+        buf = variable.encode_block(items.var_offsets, items.data, items.offset_bits)
     else:
         buf = items.data
     enc = items.item_encoding()
@@ -776,22 +783,26 @@ def _miniblock(
     large = minor >= 2
     counts = chunks.counts
     nchunks = counts.size
-    has_rep = leaf.rep is not None
-    has_def = leaf.def_ is not None
+    rep, def_ = leaf.rep, leaf.def_
     level_sections: list[tuple[np.ndarray, np.ndarray]] = []
     rep_enc = def_enc = None
-    bounds = _level_bounds(leaf, counts) if (has_rep or has_def) else None
-    nlevels = np.diff(bounds) if bounds is not None else np.zeros(nchunks, np.int64)
-    if bounds is not None and int(nlevels.max()) > 0xFFFF:
-        raise LevelOverflow(f"field {leaf.field.dotted_path!r}: more than 65535 levels in one mini-block chunk")
-    if has_rep:
-        w = max(1, int(bitpacking.bit_length(np.array([backend.level_max(leaf.rep)]))[0]))
-        level_sections.append(backend.level_chunks(leaf.rep, bounds, w))
-        rep_enc = bitpacking.out_of_line_encoding(16, w)
-    if has_def:
-        w = max(1, int(bitpacking.bit_length(np.array([backend.level_max(leaf.def_)]))[0]))
-        level_sections.append(backend.level_chunks(leaf.def_, bounds, w))
-        def_enc = bitpacking.out_of_line_encoding(16, w)
+    # the chunks' level ranges, where the leaf has levels
+    bounds: np.ndarray | None = None
+    if rep is not None or def_ is not None:
+        bounds = _level_bounds(leaf, counts)
+        nlevels = np.diff(bounds)
+        if int(nlevels.max()) > 0xFFFF:
+            raise LevelOverflow(f"field {leaf.field.dotted_path!r}: more than 65535 levels in one mini-block chunk")
+        if rep is not None:
+            w = max(1, int(bitpacking.bit_length(np.array([backend.level_max(rep)]))[0]))
+            level_sections.append(backend.level_chunks(rep, bounds, w))
+            rep_enc = bitpacking.out_of_line_encoding(16, w)
+        if def_ is not None:
+            w = max(1, int(bitpacking.bit_length(np.array([backend.level_max(def_)]))[0]))
+            level_sections.append(backend.level_chunks(def_, bounds, w))
+            def_enc = bitpacking.out_of_line_encoding(16, w)
+    else:
+        nlevels = np.zeros(nchunks, np.int64)
     nbuf = len(chunks.buffers)
     size_word = np.dtype("<u4") if large else np.dtype("<u2")
     if isinstance(chunks, variable.VariableChunks) and chunks.data is not None and bounds is None:
@@ -825,9 +836,10 @@ def _miniblock(
         mb.dictionary.CopyFrom(enc)
         mb.num_dictionary_items = count
         buffers.append(buf)
-    if has_rep:
+    if rep is not None:
+        assert bounds is not None  # computed above for a leaf with levels
         mb.repetition_index_depth = 1
-        buffers.append(_repetition_index(leaf.rep, bounds, leaf.max_rep).view(np.uint8))
+        buffers.append(_repetition_index(rep, bounds, leaf.max_rep).view(np.uint8))
     return EncodedPage(pb.PageLayout(mini_block_layout=mb), buffers, leaf.num_rows)
 
 
@@ -859,9 +871,9 @@ def _zstd_values(vals: _Values, valid: np.ndarray | None) -> tuple[_Values, pb.C
 
 
     cctx = zstandard.ZstdCompressor(level=3)  # what zstd's level 0 ("default") means
-    offs = vals.offsets
+    offs = vals.var_offsets
     keep = np.ones(vals.num_values, np.bool_) if valid is None else valid
-    raw = memoryview(vals.data)
+    raw = vals.data.data  # memoryview(vals.data)
     parts = [
         (b - a).to_bytes(8, "little") + cctx.compress(raw[a:b]) if k else b""
         for a, b, k in zip(offs[:-1].tolist(), offs[1:].tolist(), keep.tolist())
@@ -890,8 +902,8 @@ def _fullzip(leaf: LeafColumn, vals: _Values, compression: str | None = None) ->
         got = _fsst_values(vals, compression)
         if got is not None:
             table, comp = got
-            raw_total = vals.offsets[-1:] - vals.offsets[:1]
-            comp_total = comp.offsets[-1:] - comp.offsets[:1]
+            raw_total = vals.var_offsets[-1:] - vals.var_offsets[:1]
+            comp_total = comp.var_offsets[-1:] - comp.var_offsets[:1]
             if _decodable(raw_total, comp_total):
                 vals = comp
                 value_encoding = _fsst_encoding(table, comp.item_encoding())
@@ -906,7 +918,7 @@ def _fullzip(leaf: LeafColumn, vals: _Values, compression: str | None = None) ->
     # per visible value: bytes stored after the control word
     if vals.variable:
         obytes = vals.offset_bits // 8
-        lengths = np.diff(vals.offsets)
+        lengths = np.diff(vals.var_offsets)
         nulls = leaf.null_values
         valid = np.ones(n, np.bool_) if nulls is None else ~nulls
         body = np.where(valid, obytes + lengths, 0)
@@ -935,7 +947,7 @@ def _fullzip(leaf: LeafColumn, vals: _Values, compression: str | None = None) ->
         lb = lens.astype(f"<u{obytes}").view(np.uint8).reshape(-1, obytes)
         idx = vs[:, None] + np.arange(obytes)[None, :]
         out[idx.reshape(-1)] = lb.reshape(-1)
-        _native.scatter_ranges(out, vs + obytes, vals.data, vals.offsets[:-1][valid], lens.astype(np.int64))
+        _native.scatter_ranges(out, vs + obytes, vals.data, vals.var_offsets[:-1][valid], lens.astype(np.int64))
         details = {"bits_per_offset": vals.offset_bits}
     else:
         width = vals.bits // 8

@@ -231,8 +231,8 @@ def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
         if off % 8 == 0:
             data = raw[off // 8 : off // 8 + (n + 7) // 8].copy()
         else:
-            bits = np.unpackbits(raw, bitorder="little")[off : off + n]
-            data = np.packbits(bits, bitorder="little")
+            flags = np.unpackbits(raw, bitorder="little")[off : off + n]
+            data = np.packbits(flags, bitorder="little")
         if n % 8:
             data[-1] &= (1 << (n % 8)) - 1
         return data, 1

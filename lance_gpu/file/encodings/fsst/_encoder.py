@@ -29,6 +29,9 @@ concatenations of pairs) with the highest ``count * length`` gain that fit their
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -36,7 +39,11 @@ from numba.extending import intrinsic
 
 from cuda_kernels._jitcache import njit
 
-_JIT = {"cache": True, "nogil": True}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True}
+#: numba's ``intrinsic`` (the same function), typed as returning Any: compiled code calls an
+#: intrinsic without the typing context its definition takes first, which numba's hints
+#: would make every call here lack
+_intrinsic: Callable[[Callable[..., Any]], Any] = intrinsic
 
 ESCAPE = 255
 MAX_SYMBOLS = 255
@@ -79,7 +86,7 @@ def _at(builder, ary, offset, ty):
     return builder.bitcast(builder.gep(ary.data, [offset]), ty.as_pointer())
 
 
-@intrinsic
+@_intrinsic
 def _load_u64(typingctx, arr, idx):  # pragma: no cover - compiled
     """``arr[idx:idx+8]`` (uint8, C-contiguous) as a little-endian u64, unaligned."""
     if not (_c1(arr) and arr.dtype == types.uint8):
@@ -92,7 +99,7 @@ def _load_u64(typingctx, arr, idx):  # pragma: no cover - compiled
     return types.uint64(arr, types.intp), codegen
 
 
-@intrinsic
+@_intrinsic
 def _store_u64(typingctx, arr, idx, val):  # pragma: no cover - compiled
     """``arr[idx:idx+8] = val`` (little-endian u64), unaligned."""
     if not (_c1(arr) and arr.dtype == types.uint8):
@@ -106,7 +113,7 @@ def _store_u64(typingctx, arr, idx, val):  # pragma: no cover - compiled
     return types.none(arr, types.intp, types.uint64), codegen
 
 
-@intrinsic
+@_intrinsic
 def _ld(typingctx, arr, idx):  # pragma: no cover - compiled
     """``arr[idx]`` for 0 <= idx < arr.size (C-contiguous 1-d array)."""
     if not _c1(arr):
@@ -119,7 +126,7 @@ def _ld(typingctx, arr, idx):  # pragma: no cover - compiled
     return arr.dtype(arr, types.intp), codegen
 
 
-@intrinsic
+@_intrinsic
 def _st(typingctx, arr, idx, val):  # pragma: no cover - compiled
     """``arr[idx] = val`` for 0 <= idx < arr.size (C-contiguous 1-d array)."""
     if not _c1(arr):
@@ -134,7 +141,7 @@ def _st(typingctx, arr, idx, val):  # pragma: no cover - compiled
     return types.none(arr, types.intp, arr.dtype), codegen
 
 
-@intrinsic
+@_intrinsic
 def _ld16(typingctx, tab, off):  # pragma: no cover - compiled
     """The u16 at byte ``off`` of the lookup buffer, as int64."""
     if not (_c1(tab) and tab.dtype == types.uint8):
@@ -147,7 +154,7 @@ def _ld16(typingctx, tab, off):  # pragma: no cover - compiled
     return types.int64(tab, types.intp), codegen
 
 
-@intrinsic
+@_intrinsic
 def _bucket(typingctx, tab, start, w, av):  # pragma: no cover - compiled
     """Index in its bucket (entries ``start .. start + BUCKET``) of the first symbol that is
     a prefix of the bytes ``w`` and at most ``av`` long, or BUCKET: one vector compare."""

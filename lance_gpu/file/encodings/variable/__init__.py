@@ -71,6 +71,7 @@ def decode_block(enc, buf: np.ndarray, num_values: int, ctx: DecodeContext) -> V
     hdr = 8 if bits == 32 else 16
     if raw.size < hdr:
         raise ctx.corrupt("variable block shorter than its header")
+    dt: np.dtype
     if bits == 32:
         bpo, start = struct.unpack_from("<II", raw.tobytes()[:8])
         dt = np.dtype("<u4")
