@@ -285,7 +285,7 @@ def _maybe_constant(leaf: LeafColumn, vals: _Values) -> EncodedPage | None:
 # value compression for mini-block pages
 
 
-_UINT = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_UINT: dict[int, np.dtype] = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
 
 
 def _uint_view(data: np.ndarray, bits: int) -> np.ndarray:
