@@ -135,7 +135,8 @@ def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffer
     n = leaf.num_values
     if leaf.kind == "var":
         offsets = bufs.var_offsets[leaf.slot_lo : leaf.slot_lo + n + 1]
-        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span)
+        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span,
+                            cudf_offsets=bufs.cudf_offsets_of(leaf.slot_lo, n))
     data = bufs.fixed[leaf.value_pos : leaf.value_pos + n * leaf.width]
     return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls)
 

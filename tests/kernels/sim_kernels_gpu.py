@@ -611,6 +611,36 @@ def test_check_variable_segments_gpu_matches_cpu():
         assert got == want
 
 
+def test_check_variable_segments_gpu_writes_column_offsets_from_0():
+    """``rebased``: the validation launch writes each column's offsets from 0 (its values'
+    offsets less its first's), int32 or int64, the final one after each column's last value;
+    segments left out (base -1) write nothing."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 6, 30)
+    offsets = np.zeros(31, np.int64)
+    offsets[1:] = np.cumsum(lengths)
+    offsets += 5  # the values' bytes need not start at 0
+    data = np.full(int(offsets[-1]) + 1, 0x41, np.uint8)
+    # columns [0, 12) and [12, 30), as segments (pages) of 4 / 8 / 3 / 7 / 8 values; the
+    # third column [30, 30) is empty; segment 3 left out
+    seg_slot = np.array([0, 4, 12, 15, 22], np.int64)
+    seg_count = np.array([4, 8, 3, 7, 8], np.int64)
+    base = np.array([0, 0, 12, -1, 12], np.int64)
+    end = np.array([12, 12, 30, 30, 30], np.int64)
+    dst = np.array([0, 4, 13, 16, 23], np.int64)
+    for dtype in (np.int32, np.int64):
+        out = _device.to_device(np.full(32, -7, dtype))
+        got = ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), int(offsets[-1]), seg_slot, seg_count,
+                                             np.zeros(5, np.bool_), rebased=(out, base, end, dst))
+        assert got == -1
+        res = _device.to_host(out)
+        assert res.dtype == dtype
+        np.testing.assert_array_equal(res[:13], offsets[0:13] - offsets[0])
+        np.testing.assert_array_equal(res[13:16], offsets[12:15] - offsets[12])
+        assert (res[16:23] == -7).all()  # left out
+        np.testing.assert_array_equal(res[23:32], offsets[22:31] - offsets[12])
+
+
 def test_check_variable_segments_gpu_bad_offsets():
     offsets = np.array([0, 2, 1, 4, 9], np.int64)
     data = np.frombuffer(b"abcdefgh", np.uint8)
