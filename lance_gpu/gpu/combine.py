@@ -40,11 +40,14 @@ read decoded in one unit with no gather gives: the unit places each column's lea
 fragments one after the other (:func:`lance_gpu.gpu.read._columns`), the string bytes
 follow their slots, and the level unravel writes the validity of a column's leaves without
 repetition levels as consecutive bits of one slot (``cuda_kernels.LevelSegment.run``).  A
-string / binary column whose pieces are the unit's column of every fragment, whole and in
-order, takes the int32 offsets from 0 that the decode wrote for it in its validation launch
-(``DeviceColumn.cudf_offsets``, :class:`lance_gpu.gpu.decode.CudfOffsets`).  The other
-offsets (lists; every column of several units or of a gather: deletions, filters, takes)
-are rebased here, and list layers' validity and struct masks are packed, as below.
+string, binary, list or map column whose pieces are the unit's column of every fragment,
+whole and in order, takes the int32 offsets from 0 that the decode wrote for it
+(``DeviceColumn.cudf_offsets``: strings' in the validation launch,
+:class:`lance_gpu.gpu.decode.CudfOffsets`; lists' by the level unravel, which numbers a
+column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  The offsets of
+every column of several units or of a gather (deletions, filters, takes), and fixed-size
+lists' generated ones, are written here, and list layers' validity and struct masks are
+packed, as below.
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
@@ -249,19 +252,24 @@ def _mask_run(pieces: Sequence[tuple[_Slots, int, int]], n: int) -> DeviceArray 
 
 
 def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
-    """A column's int32 offsets from 0 as the decode wrote them (``DeviceColumn.cudf_offsets``),
-    where its non-empty pieces are whole columns whose rows in one unit column's offsets
-    follow one another from row 0 to the last (a one-unit read with no gather: the unit's
-    column of every fragment); else None (the offsets are rebased here)."""
+    """A column's int32 offsets from 0 as the decode wrote them (``DeviceColumn.cudf_offsets``:
+    strings' by the check launch, lists' by the level unravel), where its non-empty pieces
+    are whole columns whose rows in one unit column's offsets follow one another from row 0
+    to the last (a one-unit read with no gather: the unit's column of every fragment); else
+    None (the offsets are rebased here)."""
     whole: DeviceArray | None = None
+    where = None
     row = 0
     for col, lo, hi in pieces:
         if hi == lo:
             continue
         got = col.cudf_offsets
-        if got is None or lo or hi != col.length or got[1] != row or (whole is not None and got[0] is not whole):
+        if got is None or lo or hi != col.length or got[1] != row:
             return None
-        whole = got[0]
+        at = (*_loc(got[0])[::2], int(got[0].shape[0]))  # (allocation, byte offset, entries): the same view
+        if whole is not None and at != where:
+            return None
+        whole, where = got[0], at
         row += hi - lo
     if whole is None or row != n or int(whole.shape[0]) != n + 1 or np.dtype(whole.dtype) != np.int32:
         return None

@@ -1530,7 +1530,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # before the arena branch: values copied, every mask packed)
 CUDF_LAUNCHES = 34  # 35 before the offsets32 branch (strings' offsets: the decode's, no rebase launch of their own)
 CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
-CUDF_H2D = 40  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own; 44 before offsets32: the string check's descriptors had three uploads)
+CUDF_H2D = 41  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own; 44 before offsets32: the string check's descriptors had three uploads; 40-41 measured)
 
 
 def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
@@ -1722,24 +1722,24 @@ def test_multi_unit_to_cudf_copies_what_differs(budget_datasets):
 
 def _offsets_written_by_combine(cols) -> int:
     """Bytes of the offsets of ``to_cudf`` columns that combining still writes in a one-unit
-    read with no gather: lists' (rebased from the level unravel's) and fixed-size lists'
-    (generated ``i * dim``); strings' and binaries' are the decode's (none)."""
-    from lance_gpu.gpu.columns import _is_var
+    read with no gather: fixed-size lists' (generated ``i * dim``) only; strings' and
+    binaries' are the decode's check launch's, lists' the level unravel's."""
 
     def walk(col) -> int:
         s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
-        own = 0 if col.offsets is None or _is_var(s) else int(col.offsets.nbytes)
+        own = int(col.offsets.nbytes) if col.offsets is not None and pa.types.is_fixed_size_list(s) else 0
         return own + sum(walk(c) for c in col.children)
 
     return sum(walk(c) for c in cols)
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_one_unit_to_cudf_string_offsets_are_the_decodes(flat_budget_datasets, budget_datasets, list_budget_datasets):
-    """A one-unit read with no gather: every string column's int32 offsets from 0 are what
-    the decode wrote (in its validation launch, ``decode.CudfOffsets``), in one buffer of the
-    unit, not rebased by combining (its offsets bytes are the other columns' only); with a
-    filter they are rebased again (gathered pieces)."""
+def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    """A one-unit read with no gather: every string and list column's int32 offsets from 0
+    are what the decode wrote (strings' in the validation launch, ``decode.CudfOffsets``, in
+    one buffer of the unit; lists' by the level unravel, ``LayerResult.cudf_offsets``), not
+    rebased by combining (its offsets bytes are the fixed-size lists' generated ones only);
+    with a filter they are rebased again (gathered pieces)."""
     from collections import Counter
 
     from traffic import count_device_traffic

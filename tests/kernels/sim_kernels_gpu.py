@@ -472,6 +472,54 @@ def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
         assert firsts[0] % 512 == 0, (run, m)  # the run's slot: from a 64-byte boundary
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
+    """``cudf=True``: the list layers of a run's segments (a column's leaves of consecutive
+    fragments, interleaved with other segments; their null / empty kinds differing by
+    fragment, empty fragments among them) are also written as one column's int32 offsets
+    from 0: each segment's view at its row is its own offsets plus the entries before it,
+    the view's last entry the run's inner total; every per-segment result is the CPU's."""
+    rng = np.random.default_rng(seed)
+    types = [pa.list_(pa.int32()), pa.list_(pa.list_(pa.int16())), pa.struct([("x", pa.list_(pa.int8()))])]
+    cases, runs = [], []
+    for k in range(5):
+        for r, typ in enumerate(types):
+            n = 0 if (k == 2 and r == 0) else int(rng.integers(1, 12))
+            rows = _random_rows(rng, typ, n)
+            if k == 1 and r == 0:
+                rows = [[1, 2] for _ in range(n)]  # no null / empty list: other layer kinds
+            cases.append((rows, typ))
+            runs.append(r)
+        cases.append((_random_rows(rng, pa.list_(pa.int32()), 4), pa.list_(pa.int32())))  # no run
+        runs.append(-1)
+    raveled = [_raveled(pa.array(r, t)) for r, t in cases]
+    levels, segs = _segments_and_levels(raveled)
+    segs = [sg._replace(run=r) for sg, r in zip(segs, runs, strict=True)]
+    gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs, cudf=True)
+    seen: dict[tuple[int, int], list] = {}
+    for rav, g, run in zip(raveled, gpu, runs, strict=True):
+        cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+        _assert_unraveled_equal(cpu, g)
+        for m, lg in enumerate(g.layers):
+            if run < 0 or lg.offsets is None or rav.rep is None:
+                assert lg.cudf_offsets is None
+                continue
+            assert lg.cudf_offsets is not None
+            seen.setdefault((run, m), []).append((h(lg.offsets), lg.cudf_row, h(lg.cudf_offsets)))
+    assert {r for r, _m in seen} == {0, 1, 2}
+    for (run, m), parts in seen.items():
+        whole = parts[0][2]
+        assert whole.dtype == np.int32 and whole[0] == 0
+        row = shift = 0
+        for own, at, view in parts:
+            np.testing.assert_array_equal(view, whole)
+            assert at == row, (run, m)
+            np.testing.assert_array_equal(whole[row : row + own.size], own + shift, err_msg=f"{run}/{m}")
+            row += own.size - 1
+            shift += int(own[-1])
+        assert whole.size == row + 1 and whole[-1] == shift, (run, m)
+
+
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
 def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
     """Leaves without repetition levels (flat nullable columns, structs of them) are
