@@ -595,7 +595,10 @@ def _unravel_scatter_kernel(
 # to all-valid (the thread of level 32 k, word k: a layer has at most one entry per level),
 # and the scatter clears the bit of each null entry with one atomic AND (beside the atomic
 # that counts it), and the thread of level 0 clears the bits past the layer's entries in
-# its last word.  No validity byte is written for any layer.
+# its last word.  No validity byte is written for any layer.  Segments of a run with
+# repetition levels (``cudf``) do the same over the run: level and entry positions are the
+# run's (the level's place in the run, the scan's position less the run's layer start), one
+# slot per layer, the bits past the run's entries cleared by its first segment.
 _SEG_FIELDS = 11
 _LAY_FIELDS = 7
 _WORD = 32
@@ -614,9 +617,10 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     b = seg0 + s * _SEG_FIELDS
     j = i - desc[ls0 + s]
     n = desc[b + 2]
-    if j % _WORD == 0:
+    lev = desc[b + 8] - desc[b + 10] + j  # the level's place in its run (j: a segment alone)
+    if lev % _WORD == 0:
         for m in range(desc[b + 4]):
-            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 6] // _WORD + j // _WORD] = np.uint32(0xFFFFFFFF)
+            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 6] // _WORD + lev // _WORD] = np.uint32(0xFFFFFFFF)
     r = np.int64(levels[desc[b] + j])
     d = np.int64(0)
     dp = desc[b + 1]
@@ -706,9 +710,11 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                 if desc[lb + 5] >= 0 and fb == rb:  # the run's final offset (its first segment's thread)
                     cudf_all[desc[lb + 5] + excl[rb + (m + 1) * stride] - excl[rb + m * stride]] = (
                         excl[rb + m * stride] - excl[rb + (m - 1) * stride])
-            if count % _WORD:  # the bits past the layer's entries in its last word: 0
-                keep = (np.uint32(1) << np.uint32(count % _WORD)) - np.uint32(1)
-                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + count // _WORD, keep)
+            # the bits past the run's layer's entries in its last word: 0 (by its first segment)
+            total = excl[rb + m * stride + stride] - excl[rb + m * stride]
+            if fb == rb and total % _WORD:
+                keep = (np.uint32(1) << np.uint32(total % _WORD)) - np.uint32(1)
+                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + total // _WORD, keep)
     if j >= n:  # the one thread of a segment without levels
         return
     r = np.int64(levels[rp + j])
@@ -728,8 +734,9 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                 offsets_all[desc[lb + 4] + p] = excl[inner + j] - excl[inner]
                 if desc[lb + 5] >= 0:  # the run's entry, at its position in the run's layer
                     cudf_all[desc[lb + 5] + excl[at + j] - excl[rb + m * stride]] = excl[inner + j] - excl[rb + (m - 1) * stride]
-            if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit cleared
-                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + p // _WORD, ~(np.uint32(1) << np.uint32(p % _WORD)))
+            if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit (at its run place) cleared
+                q = excl[at + j] - excl[rb + m * stride]
+                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + q // _WORD, ~(np.uint32(1) << np.uint32(q % _WORD)))
                 cuda.atomic.add(result, nlayers + l0 + m, 1)
 
 
@@ -1099,24 +1106,22 @@ def _cudf_slots(runs, tabs, ns, layer_first, nlayers) -> tuple[np.ndarray, int]:
 
 
 def _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls) -> tuple[dict[int, int], dict[int, object]]:
-    """Per global list layer of a run's segment: the row of its first entry in the run's
-    layer (the entries of the run's segments before it) and the run's cuDF offsets view
-    (its entries + 1)."""
+    """Per global layer of a run's segment: the row of its first entry in the run's layer
+    (the entries of the run's segments before it: its validity's bit in the run's slot),
+    and, per list layer, the run's cuDF offsets view (its entries + 1)."""
     rows: dict[int, int] = {}
     views: dict[int, object] = {}
     for g in runs:
         for m in range(int(nls[g[0]])):
-            b = int(cudf_base[int(layer_first[g[0]]) + m])
-            if b < 0:
-                continue
             layers = [int(layer_first[k]) + m for k in g]
-            total = int(sum(int(counts[x]) for x in layers))
-            view = cudf_all[b : b + total + 1]
             row = 0
             for x in layers:
                 rows[x] = row
-                views[x] = view
                 row += int(counts[x])
+            b = int(cudf_base[layers[0]])
+            if b >= 0:
+                view = cudf_all[b : b + row + 1]
+                views.update((x, view) for x in layers)
     return rows, views
 
 
@@ -1130,7 +1135,7 @@ def _cached_table(kinds: tuple) -> DefTable:
 _SLOT_WORDS = 16  # a validity slot: 64 bytes (cuDF's mask padding)
 
 
-def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray, int]:
+def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=()) -> tuple[np.ndarray, int, list[list[int]]]:
     """The first validity bit of every layer (room for a bit per level of its segment) and
     the words of all: every layer a slot of its own of whole 64-byte blocks, but the layers
     of a run's segments (``LevelSegment.run``, no repetition levels), which take the bits
@@ -1142,9 +1147,21 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray
         if sg.run >= 0 and not has_rep[s]:
             runs.setdefault(int(sg.run), []).append(s)
     in_run = np.zeros(len(segments), np.bool_)
+    rep_run_of = {k: g for g in rep_runs for k in g}
+    shared: list[list[int]] = []  # the layers of each slot that runs share
     word = 0
     for s in range(len(segments)):
         if in_run[s]:
+            continue
+        if s in rep_run_of:  # a run of segments with repetition levels (_flag_layout): each
+            members = rep_run_of[s]  # layer one slot, its entries at their run places
+            slot = -(-max(int(sum(int(ns[k]) for k in members)), 1) // (_WORD * _SLOT_WORDS)) * _SLOT_WORDS
+            for m in range(int(nls[s])):
+                for k in members:
+                    in_run[k] = True
+                    bit_base[int(layer_first[k]) + m] = _WORD * word
+                shared.append([int(layer_first[k]) + m for k in members])
+                word += slot
             continue
         members = runs.get(int(segments[s].run), [s]) if segments[s].run >= 0 and not has_rep[s] else [s]
         if len({int(nls[k]) for k in members}) != 1:
@@ -1157,8 +1174,10 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray
                 in_run[k] = True
                 bit_base[int(layer_first[k]) + m] = bit
                 bit += int(ns[k])
+            if len(members) > 1:
+                shared.append([int(layer_first[k]) + m for k in members])
             word += slot
-    return bit_base, word
+    return bit_base, word, shared
 
 
 def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, threads_per_block=256):
@@ -1188,8 +1207,15 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
     leaves of consecutive fragments, the same layers) lay each layer's flags one after the
     other, so that the one scan numbers the run's entries as one column's; the scatter then
     also writes every list layer of the run as one column's int32 offsets from 0 (cuDF's
-    list offsets: ``LayerResult.cudf_offsets`` and ``cudf_row``), beside each segment's own.
+    list offsets: ``LayerResult.cudf_offsets`` and ``cudf_row``), beside each segment's own,
+    and every layer's validity bits at the entries' run places in one slot per layer (a
+    segment's validity: from bit ``cudf_row`` of it), which is then the column's mask.
     Not for a run of more than 2^31 - 1 levels (its offsets would not fit).
+
+    In a run's layer (either kind of run) with a null anywhere, a segment without nulls also
+    gets its validity (all valid, null count 0): its bits of the run's slot, so that every
+    segment of the run has them (not for a list layer of a kind that cannot be null: the
+    bits of its empty lists are cleared, and are no validity).
 
     :raises CorruptInputError: a segment's levels are out of range for its layers or its
         first level does not start a row; ``segment`` on the exception is the index of the
@@ -1246,7 +1272,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    bit_base, nwords = _validity_slots(segments, has_rep, ns, nls, layer_first)
+    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs)
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1323,6 +1349,12 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
         exc.segment = s
         raise exc
     cudf_rows, cudf_views = _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls)
+    # a run's layer with a null anywhere: every segment's validity is its bits of the run's
+    # slot (written for all), so that the run's slot is the column's whole mask
+    # (a layer of a kind that cannot be null counts its empty lists as nulls: its bits are no
+    # validity, and where it has such, the segment's own validity stays None)
+    nullable = np.isin(np.concatenate([t.kinds for t in tabs]), list(_NULLABLE_KINDS))
+    in_nulls_run = {g for layers in shared if any(nulls[x] and nullable[x] for x in layers) for g in layers}
     out = []
     for s in range(nseg):
         tab = tabs[s]
@@ -1332,13 +1364,13 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
             cnt = int(counts[g])
             kind = int(tab.kinds[m])
             validity = None
-            first_bit = int(bit_base[g])
-            if kind in _NULLABLE_KINDS and nulls[g]:
+            first_bit = int(bit_base[g]) + cudf_rows.get(g, 0)  # (a run's layers: its entries' place in the run)
+            if (nulls[g] and kind in _NULLABLE_KINDS) or (cnt and g in in_nulls_run and (kind in _NULLABLE_KINDS or not nulls[g])):
                 validity = words_all[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]
             offsets = None
             if tab.is_list[m]:
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
-            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0,
+            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None and kind in _NULLABLE_KINDS else 0,
                                       words=validity is not None, bit_offset=first_bit % _WORD if validity is not None else 0,
                                       cudf_offsets=cudf_views.get(g), cudf_row=cudf_rows.get(g, 0)))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))

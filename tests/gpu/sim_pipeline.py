@@ -1528,7 +1528,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # What to_cudf wraps: the whole read in cuDF's layout, buffers allocated once (issue 25, item 3)
 # measured as 2 fragments (28 as 16, 29 as one): the read's, and 3-5 combining launches (7
 # before the arena branch: values copied, every mask packed)
-CUDF_LAUNCHES = 34  # 35 before the offsets32 branch (strings' offsets: the decode's, no rebase launch of their own)
+CUDF_LAUNCHES = 32  # 35 before the offsets32 branch (strings' and lists' offsets and the list's mask: the decode's, no rebase or pack launch)
 CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
 CUDF_H2D = 41  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own; 44 before offsets32: the string check's descriptors had three uploads; 40-41 measured)
 
@@ -1770,6 +1770,8 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
         assert strings, what
         held = {_device.allocation_of(col.offsets)[0] for col in strings}
         assert len(held) == 1, what  # the unit's one buffer of cuDF offsets
+        if what == "mixed, 2 fragments":  # every mask too: flat runs' and the list column's run (its layers' bits at run places)
+            assert _combining(where).get("mask_bytes", 0) == 0, (what, _combining(where))
     where = Counter()
     with count_device_traffic(where):
         cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()

@@ -384,18 +384,29 @@ def _segments_and_levels(raveled):
     return levels, segs
 
 
-def _assert_unraveled_equal(cpu, gpu):
+def _run_validity(lc, lg, in_run: bool):
+    """The CPU's layer ``lc`` with all-valid validity where ``lg`` is a run's segment's layer
+    without nulls given the run's bits (a null elsewhere in the run's layer), else as is."""
+    if in_run and lc.validity is None and lg.validity is not None:
+        assert lg.null_count == 0 and lg.words
+        return lc._replace(validity=np.ones(lc.length, np.bool_))
+    return lc
+
+
+def _assert_unraveled_equal(cpu, gpu, in_run=False):
     assert (gpu.num_values, gpu.num_rows) == (cpu.num_values, cpu.num_rows)
     for lc, lg in zip(cpu.layers, gpu.layers, strict=True):
         assert lc.kind == lg.kind and lc.length == lg.length
+        lc = _run_validity(lc, lg, in_run)
         assert (lc.validity is None) == (lg.validity is None)
         if lc.validity is not None:
-            if lg.words:  # bitmask words: exactly the entries' bits, the rest of the last word 0
+            if lg.words:  # bitmask words: exactly the entries' bits (from the bit offset of a run's segment)
                 words = h(lg.validity)
-                assert words.dtype == np.uint32 and words.size == -(-lg.length // 32)
+                assert words.dtype == np.uint32 and words.size == -(-(lg.bit_offset + lg.length) // 32)
                 bits = np.unpackbits(words.view(np.uint8), bitorder="little")
-                np.testing.assert_array_equal(bits[: lg.length].astype(bool), lc.validity)
-                assert not bits[lg.length :].any()
+                np.testing.assert_array_equal(bits[lg.bit_offset : lg.bit_offset + lg.length].astype(bool), lc.validity)
+                if not in_run:  # (a run's later segments' bits follow)
+                    assert not bits[lg.length :].any()
             else:
                 np.testing.assert_array_equal(h(lg.validity), lc.validity)
         assert (lc.offsets is None) == (lg.offsets is None)
@@ -454,6 +465,7 @@ def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
     for rav, g, run in zip(raveled, gpu, runs, strict=True):
         cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
         for m, (lc, lg) in enumerate(zip(cpu.layers, g.layers, strict=True)):
+            lc = _run_validity(lc, lg, run >= 0)
             assert lg.length == lc.length and (lc.validity is None) == (lg.validity is None)
             assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
             if run < 0 or lg.validity is None:
@@ -478,7 +490,11 @@ def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
     fragments, interleaved with other segments; their null / empty kinds differing by
     fragment, empty fragments among them) are also written as one column's int32 offsets
     from 0: each segment's view at its row is its own offsets plus the entries before it,
-    the view's last entry the run's inner total; every per-segment result is the CPU's."""
+    the view's last entry the run's inner total; every layer's validity bits are the run's,
+    one slot per layer from a 64-byte boundary, a segment's at its row; every per-segment
+    result is the CPU's."""
+    from cuda_kernels import _device
+
     rng = np.random.default_rng(seed)
     types = [pa.list_(pa.int32()), pa.list_(pa.list_(pa.int16())), pa.struct([("x", pa.list_(pa.int8()))])]
     cases, runs = [], []
@@ -497,10 +513,13 @@ def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
     segs = [sg._replace(run=r) for sg, r in zip(segs, runs, strict=True)]
     gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs, cudf=True)
     seen: dict[tuple[int, int], list] = {}
+    slots: dict[tuple[int, int], set] = {}
     for rav, g, run in zip(raveled, gpu, runs, strict=True):
         cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
-        _assert_unraveled_equal(cpu, g)
+        _assert_unraveled_equal(cpu, g, in_run=run >= 0)
         for m, lg in enumerate(g.layers):
+            if run >= 0 and lg.validity is not None and rav.rep is not None:  # bits at the entries' run places
+                slots.setdefault((run, m), set()).add(8 * _device.allocation_of(lg.validity)[2] + lg.bit_offset - lg.cudf_row)
             if run < 0 or lg.offsets is None or rav.rep is None:
                 assert lg.cudf_offsets is None
                 continue
@@ -518,6 +537,9 @@ def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
             row += own.size - 1
             shift += int(own[-1])
         assert whole.size == row + 1 and whole[-1] == shift, (run, m)
+    assert slots
+    for key, firsts in slots.items():  # one slot per run and layer, from a 64-byte boundary
+        assert len(firsts) == 1 and next(iter(firsts)) % 512 == 0, key
 
 
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
