@@ -68,9 +68,12 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> 
     no column needs a readback on its way out).  ``runs[k]``: the output column of leaf
     ``k``; the validity of a column's leaves without repetition levels is one run of bits
     (``LevelSegment.run``): its fragments' masks are consecutive bits of one 64-byte slot,
-    which combining then takes as the column's mask, as it is."""
+    which combining then takes as the column's mask, as it is.  A leaf without levels (a
+    fragment with no null) of such a column joins its run, so that its all-valid bits are in
+    the run's slot too (threads of the one scatter launch, no launch of its own)."""
     out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels, 0) for _ in leaf.layers] for leaf in leaves]
-    leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def]
+    flat_runs = {runs[k] for k, leaf in enumerate(leaves) if leaf.has_def and not leaf.has_rep}
+    leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def or runs[k] in flat_runs]
     var = [k for k, leaf in enumerate(leaves) if leaf.kind == "var"]
     if not leveled and not var:
         return out, {}
