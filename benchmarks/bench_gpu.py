@@ -609,9 +609,9 @@ def phases(lance_uri: str, sync: Callable[[], None]) -> dict:
         staged_bytes.append(out.unit.stage.nbytes)
         return out
 
-    def decode(unit, arena=None):
+    def decode(unit, arena=None, *rest):
         t0 = time.perf_counter()
-        out = real_decode(unit, arena)
+        out = real_decode(unit, arena, *rest)
         sync()
         decode_s.append(time.perf_counter() - t0)
         return out

@@ -127,6 +127,11 @@ class LayerResult(NamedTuple):
     null_count: int = -1  # null entries, where the unraveller counted them (-1: not counted)
     words: bool = False  # validity as bitmask words (every layer of the segmented unravel)
     bit_offset: int = 0  # words: entry ``i`` is bit ``bit_offset + i`` (a segment of a run)
+    #: a list layer of a segment of a run (``unravel_segments_gpu(cudf=True)``): the run's
+    #: layer's offsets from 0 over its segments in order, int32 (cuDF's list offsets), and the
+    #: entry of this segment's first in them; None: not written
+    cudf_offsets: object = None
+    cudf_row: int = 0
 
 
 class Unraveled(NamedTuple):
@@ -552,14 +557,20 @@ def _unravel_scatter_kernel(
 # holding, at the positions given by the scalar arguments:
 #   seg[S, _SEG_FIELDS]  per segment: rep position (-1: none), def position (-1: none),
 #                        levels, first layer (global index), layers, first ltr entry,
-#                        max rep, max def, first flag
+#                        max rep, max def, first flag, flag stride (layer m's flags of the
+#                        segment start at first flag + m * stride), first flag of its run
+#                        (the segments of a run with repetition levels lay each layer's flags
+#                        one after the other: stride = the run's levels, so the scan's
+#                        positions less the run's layer start are the run's entries)
 #   level_start[S + 1]   exclusive prefix of the levels of the segments with repetition
 #                        levels (0 for the others): the flags kernel's thread -> segment map
 #   thread_start[S + 1]  exclusive prefix of the scatter kernel's threads: one per level of a
 #                        segment with repetition levels (one if it has none: it writes the
 #                        final offsets), one per _WORD levels of the others
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
-#                        validity base (a *bit* of ``words_all``: a layer's words
+#                        cuDF offsets base (-1: none; the run's layer's int32 offsets from
+#                        0 in ``cudf_all``, written by its segments' entries), validity
+#                        base (a *bit* of ``words_all``: a layer's words
 #                        start at a 64-byte aligned slot of their own, room for one bit
 #                        per level, or -- the layers of a segment of a run, see below --
 #                        at the run's bit of its segment in the slot the run shares)
@@ -584,15 +595,18 @@ def _unravel_scatter_kernel(
 # to all-valid (the thread of level 32 k, word k: a layer has at most one entry per level),
 # and the scatter clears the bit of each null entry with one atomic AND (beside the atomic
 # that counts it), and the thread of level 0 clears the bits past the layer's entries in
-# its last word.  No validity byte is written for any layer.
-_SEG_FIELDS = 9
-_LAY_FIELDS = 6
+# its last word.  No validity byte is written for any layer.  Segments of a run with
+# repetition levels (``cudf``) do the same over the run: level and entry positions are the
+# run's (the level's place in the run, the scan's position less the run's layer start), one
+# slot per layer, the bits past the run's entries cleared by its first segment.
+_SEG_FIELDS = 11
+_LAY_FIELDS = 7
 _WORD = 32
 
 
 @gpu_kernel
 def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, total, flags, words_all, result, err0):
-    """flags[first flag + m * n + j] = 1 if level j of a segment with repetition levels has
+    """flags[first flag + m * stride + j] = 1 if level j of a segment with repetition levels has
     an entry at its layer m (``total``: the levels of those segments); the thread of level
     ``32 k`` also sets word ``k`` of every layer's validity words to all-valid (the scatter
     clears the null entries' bits and the bits past the layer's entries)."""
@@ -603,9 +617,10 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     b = seg0 + s * _SEG_FIELDS
     j = i - desc[ls0 + s]
     n = desc[b + 2]
-    if j % _WORD == 0:
+    lev = desc[b + 8] - desc[b + 10] + j  # the level's place in its run (j: a segment alone)
+    if lev % _WORD == 0:
         for m in range(desc[b + 4]):
-            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 5] // _WORD + j // _WORD] = np.uint32(0xFFFFFFFF)
+            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 6] // _WORD + lev // _WORD] = np.uint32(0xFFFFFFFF)
     r = np.int64(levels[desc[b] + j])
     d = np.int64(0)
     dp = desc[b + 1]
@@ -615,19 +630,21 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     nl = desc[b + 4]
     ltr = desc[ltr0 + desc[b + 5]:]
     fb = desc[b + 8] + j
+    stride = desc[b + 9]
     if not _level_ok(r, d, desc[b + 6], desc[b + 7]) or (j == 0 and r != desc[b + 6]):
         cuda.atomic.or_(result, err0 + s, ERR_BAD_LEVEL)
         for m in range(nl):
-            flags[fb + m * n] = 0
+            flags[fb + m * stride] = 0
         return
     for m in range(nl):
-        flags[fb + m * n] = 1 if _is_entry(r, d, ltr, desc[lay0 + (l0 + m) * _LAY_FIELDS]) else 0
+        flags[fb + m * stride] = 1 if _is_entry(r, d, ltr, desc[lay0 + (l0 + m) * _LAY_FIELDS]) else 0
 
 
 @gpu_kernel
-def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, words_all, result, nlayers):
+def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, words_all, result, nlayers,
+                                     cudf_all):
     """Offsets, validity, entry and null counts of every layer of every segment (threads:
-    ``thread_start``, see above)."""
+    ``thread_start``, see above), and the runs' list layers' cuDF offsets."""
     i = cuda.grid(1)
     if i >= total:
         return
@@ -656,7 +673,7 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                     return
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
-            at = desc[lb + 5] + lo  # the bit of level lo
+            at = desc[lb + 6] + lo  # the bit of level lo
             nulls = np.int64(0)
             bits = np.uint32(0)
             for k in range(lo, hi):
@@ -681,16 +698,23 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                 cuda.atomic.add(result, nlayers + l0 + m, nulls)
         return
     fb = desc[b + 8]
+    stride = desc[b + 9]
+    rb = desc[b + 10]  # the run's first flag (its layer m's: rb + m * stride)
     if j == 0:
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
-            count = excl[fb + (m + 1) * n] - excl[fb + m * n]
+            count = excl[fb + m * stride + n] - excl[fb + m * stride]
             result[l0 + m] = count
             if m > 0 and desc[lb + 1]:
-                offsets_all[desc[lb + 4] + count] = excl[fb + m * n] - excl[fb + (m - 1) * n]
-            if count % _WORD:  # the bits past the layer's entries in its last word: 0
-                keep = (np.uint32(1) << np.uint32(count % _WORD)) - np.uint32(1)
-                cuda.atomic.and_(words_all, desc[lb + 5] // _WORD + count // _WORD, keep)
+                offsets_all[desc[lb + 4] + count] = excl[fb + (m - 1) * stride + n] - excl[fb + (m - 1) * stride]
+                if desc[lb + 5] >= 0 and fb == rb:  # the run's final offset (its first segment's thread)
+                    cudf_all[desc[lb + 5] + excl[rb + (m + 1) * stride] - excl[rb + m * stride]] = (
+                        excl[rb + m * stride] - excl[rb + (m - 1) * stride])
+            # the bits past the run's layer's entries in its last word: 0 (by its first segment)
+            total = excl[rb + m * stride + stride] - excl[rb + m * stride]
+            if fb == rb and total % _WORD:
+                keep = (np.uint32(1) << np.uint32(total % _WORD)) - np.uint32(1)
+                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + total // _WORD, keep)
     if j >= n:  # the one thread of a segment without levels
         return
     r = np.int64(levels[rp + j])
@@ -703,13 +727,16 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
     for m in range(nl):
         lb = lay0 + (l0 + m) * _LAY_FIELDS
         if _is_entry(r, d, ltr, desc[lb]):
-            at = fb + m * n
+            at = fb + m * stride
             p = excl[at + j] - excl[at]
             if desc[lb + 1]:
-                inner = at - n
+                inner = at - stride
                 offsets_all[desc[lb + 4] + p] = excl[inner + j] - excl[inner]
-            if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit cleared
-                cuda.atomic.and_(words_all, desc[lb + 5] // _WORD + p // _WORD, ~(np.uint32(1) << np.uint32(p % _WORD)))
+                if desc[lb + 5] >= 0:  # the run's entry, at its position in the run's layer
+                    cudf_all[desc[lb + 5] + excl[at + j] - excl[rb + m * stride]] = excl[inner + j] - excl[rb + (m - 1) * stride]
+            if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit (at its run place) cleared
+                q = excl[at + j] - excl[rb + m * stride]
+                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + q // _WORD, ~(np.uint32(1) << np.uint32(q % _WORD)))
                 cuda.atomic.add(result, nlayers + l0 + m, 1)
 
 
@@ -1008,6 +1035,95 @@ class LevelSegment(NamedTuple):
 
 _tables: dict[tuple, DefTable] = {}
 
+#: the most levels a run's list offsets are written for as int32 (``unravel_segments_gpu(cudf=True)``)
+CUDF_RUN_MAX_LEVELS = 2**31 - 1
+
+
+def _flag_layout(segments, has_rep, ns, nls, cudf: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
+    """Where the flags of every segment with repetition levels go: ``(first flag (S + 1:
+    the last is the total), stride, the first flag of its run, runs)``.  A segment's layer
+    ``m`` flags start at its first flag + ``m * stride``.  Alone, a segment's layers follow
+    one another (stride: its levels); with ``cudf``, the segments of a run (two or more, or
+    one; their list layers at the same places, repetition levels all) lay each layer's flags one after the other
+    (stride: the run's levels; a segment's first flag: the run's plus the levels of the
+    run's segments before it).  ``runs``: the segments of each run so laid out, in order."""
+    nseg = len(segments)
+    first = np.zeros(nseg + 1, np.int64)
+    stride = np.array(ns, np.int64)
+    run_first = np.zeros(nseg, np.int64)
+    groups: dict[int, list[int]] = {}
+    if cudf:
+        for k, sg in enumerate(segments):
+            if has_rep[k] and sg.run >= 0:
+                groups.setdefault(int(sg.run), []).append(k)
+    runs = [g for g in groups.values() if len({_list_layers(segments[k].layer_kinds) for k in g}) == 1
+            and int(sum(int(ns[k]) for k in g)) <= CUDF_RUN_MAX_LEVELS]
+    in_run = {k: r for r, g in enumerate(runs) for k in g}
+    at = 0
+    placed = set()
+    for k in range(nseg):
+        if not has_rep[k] or k in placed:
+            continue
+        r = in_run.get(k)
+        members = [k] if r is None else runs[r]
+        total = int(sum(int(ns[x]) for x in members))
+        lev = 0
+        for x in members:
+            first[x] = at + lev
+            stride[x] = total
+            run_first[x] = at
+            lev += int(ns[x])
+            placed.add(x)
+        at += total * int(nls[k])
+    first[nseg] = at
+    for k in range(nseg):
+        if not has_rep[k]:
+            first[k] = at  # (no flags)
+            run_first[k] = at
+    return first, stride, run_first, runs
+
+
+def _list_layers(kinds) -> tuple[bool, ...]:
+    """Which layers (inner-most first) are lists: the segments of a run lay their flags out
+    together where these agree (their layers' null / empty kinds may differ by fragment)."""
+    return tuple(bool(_cached_table(tuple(int(k) for k in kinds)).is_list[m]) for m in range(len(kinds)))
+
+
+def _cudf_slots(runs, tabs, ns, layer_first, nlayers) -> tuple[np.ndarray, int]:
+    """The first int32 of every run's list layer's cuDF offsets (room for an entry per level
+    of the run, and the final one), set on every layer of the run's segments; -1 elsewhere."""
+    base = np.full(nlayers, -1, np.int64)
+    size = 0
+    for g in runs:
+        tab = tabs[g[0]]
+        total = int(sum(int(ns[k]) for k in g))
+        for m in range(tab.kinds.shape[0]):
+            if tab.is_list[m]:
+                for k in g:
+                    base[int(layer_first[k]) + m] = size
+                size += total + 1
+    return base, size
+
+
+def _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls) -> tuple[dict[int, int], dict[int, object]]:
+    """Per global layer of a run's segment: the row of its first entry in the run's layer
+    (the entries of the run's segments before it: its validity's bit in the run's slot),
+    and, per list layer, the run's cuDF offsets view (its entries + 1)."""
+    rows: dict[int, int] = {}
+    views: dict[int, object] = {}
+    for g in runs:
+        for m in range(int(nls[g[0]])):
+            layers = [int(layer_first[k]) + m for k in g]
+            row = 0
+            for x in layers:
+                rows[x] = row
+                row += int(counts[x])
+            b = int(cudf_base[layers[0]])
+            if b >= 0:
+                view = cudf_all[b : b + row + 1]
+                views.update((x, view) for x in layers)
+    return rows, views
+
 
 def _cached_table(kinds: tuple) -> DefTable:
     tab = _tables.get(kinds)
@@ -1019,7 +1135,7 @@ def _cached_table(kinds: tuple) -> DefTable:
 _SLOT_WORDS = 16  # a validity slot: 64 bytes (cuDF's mask padding)
 
 
-def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray, int]:
+def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=()) -> tuple[np.ndarray, int, list[list[int]]]:
     """The first validity bit of every layer (room for a bit per level of its segment) and
     the words of all: every layer a slot of its own of whole 64-byte blocks, but the layers
     of a run's segments (``LevelSegment.run``, no repetition levels), which take the bits
@@ -1031,9 +1147,21 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray
         if sg.run >= 0 and not has_rep[s]:
             runs.setdefault(int(sg.run), []).append(s)
     in_run = np.zeros(len(segments), np.bool_)
+    rep_run_of = {k: g for g in rep_runs for k in g}
+    shared: list[list[int]] = []  # the layers of each slot that runs share
     word = 0
     for s in range(len(segments)):
         if in_run[s]:
+            continue
+        if s in rep_run_of:  # a run of segments with repetition levels (_flag_layout): each
+            members = rep_run_of[s]  # layer one slot, its entries at their run places
+            slot = -(-max(int(sum(int(ns[k]) for k in members)), 1) // (_WORD * _SLOT_WORDS)) * _SLOT_WORDS
+            for m in range(int(nls[s])):
+                for k in members:
+                    in_run[k] = True
+                    bit_base[int(layer_first[k]) + m] = _WORD * word
+                shared.append([int(layer_first[k]) + m for k in members])
+                word += slot
             continue
         members = runs.get(int(segments[s].run), [s]) if segments[s].run >= 0 and not has_rep[s] else [s]
         if len({int(nls[k]) for k in members}) != 1:
@@ -1046,11 +1174,13 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first) -> tuple[np.ndarray
                 in_run[k] = True
                 bit_base[int(layer_first[k]) + m] = bit
                 bit += int(ns[k])
+            if len(members) > 1:
+                shared.append([int(layer_first[k]) + m for k in members])
             word += slot
-    return bit_base, word
+    return bit_base, word, shared
 
 
-def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=256):
+def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, threads_per_block=256):
     """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
     :class:`LevelSegment` of ``segments``, with one copy back to the host (entry counts,
     null counts and error codes of every layer and segment).  Segments with repetition
@@ -1072,6 +1202,20 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     ``read_also``: optional ``(values, positions)``, a device ``int64`` array and host
     positions in it, read back in the same copy; then ``(results, values[positions])`` is
     returned (-1 for a position outside ``values``).
+
+    ``cudf``: the segments with repetition levels of a run (``LevelSegment.run``: a column's
+    leaves of consecutive fragments, the same layers) lay each layer's flags one after the
+    other, so that the one scan numbers the run's entries as one column's; the scatter then
+    also writes every list layer of the run as one column's int32 offsets from 0 (cuDF's
+    list offsets: ``LayerResult.cudf_offsets`` and ``cudf_row``), beside each segment's own,
+    and every layer's validity bits at the entries' run places in one slot per layer (a
+    segment's validity: from bit ``cudf_row`` of it), which is then the column's mask.
+    Not for a run of more than 2^31 - 1 levels (its offsets would not fit).
+
+    In a run's layer (either kind of run) with a null anywhere, a segment without nulls also
+    gets its validity (all valid, null count 0): its bits of the run's slot, so that every
+    segment of the run has them (not for a list layer of a kind that cannot be null: the
+    bits of its empty lists are cleared, and are no validity).
 
     :raises CorruptInputError: a segment's levels are out of range for its layers or its
         first level does not start a row; ``segment`` on the exception is the index of the
@@ -1107,8 +1251,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     np.cumsum(np.where(has_rep, ns, 0), out=level_start[1:])
     thread_start = np.zeros(nseg + 1, np.int64)  # the scatter kernel: a level, or a word of levels
     np.cumsum(np.where(has_rep, np.maximum(ns, 1), -(-ns // _WORD)), out=thread_start[1:])  # an empty list leaf: its final offsets
-    flag_first = np.zeros(nseg + 1, np.int64)
-    np.cumsum(np.where(has_rep, nls * ns, 0), out=flag_first[1:])  # flags: segments with list layers only
+    flag_first, stride, run_first, runs = _flag_layout(segments, has_rep, ns, nls, cudf)
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
     ltr_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(ltr_len, out=ltr_first[1:])
@@ -1122,12 +1265,14 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     seg[:, 6] = [t.max_rep for t in tabs]
     seg[:, 7] = [t.max_def for t in tabs]
     seg[:, 8] = flag_first[:-1]
+    seg[:, 9] = stride
+    seg[:, 10] = run_first
     # every layer gets room for one entry per level of its segment (the entry counts are
     # only known after the scan); list layers one more offset
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    bit_base, nwords = _validity_slots(segments, has_rep, ns, nls, layer_first)
+    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs)
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1137,7 +1282,9 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     lay[:, 2] = np.concatenate([t.below for t in tabs])
     lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
     lay[:, 4] = off_base[:-1]
-    lay[:, 5] = bit_base
+    cudf_base, cudf_size = _cudf_slots(runs, tabs, ns, layer_first, nlayers)
+    lay[:, 5] = cudf_base
+    lay[:, 6] = bit_base
     parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
     starts = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.size for p in parts], out=starts[1:])
@@ -1153,15 +1300,19 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
     back = head + extra + nback  # what is read back
     # after them, every layer's validity words, zeroed with them (OR-ed by the scatter for a
     # segment without repetition levels, set by the flags launch and cleared bit by bit for
-    # the others): one allocation, one zeroing launch
+    # the others): one allocation, one zeroing launch; then (not zeroed: every entry is
+    # written) the runs' cuDF list offsets
     at = -(-back // 8) * 8  # the words from a 64-byte boundary of the block
-    block = _device.device_empty(at + -(-max(nwords, 1) // 2), np.int64)
+    words_end = at + -(-max(nwords, 1) // 2)  # (a 64-byte boundary: whole slots of words)
+    block = _device.device_empty(words_end + -(-cudf_size // 2), np.int64)
+    zeroed = block[:words_end]
     result = block[:back]
-    words_all = block[at:].view(np.uint32)
+    words_all = zeroed[at:].view(np.uint32)
+    cudf_all = block[words_end:].view(np.int32) if cudf_size else block[:1].view(np.int32)  # (else never written)
     src = read_also[0] if extra else block
     pos = _device.to_device(np.asarray(read_also[1] if extra else np.zeros(0), np.int64))
     flag_src = flags_back[0] if nback else block
-    _gather_into_kernel.get()[_device.launch_dims(block.shape[0])](src, pos, flag_src, np.int64(nback), block, np.int64(head))
+    _gather_into_kernel.get()[_device.launch_dims(zeroed.shape[0])](src, pos, flag_src, np.int64(nback), zeroed, np.int64(head))
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
     excl = result  # read by the threads of segments with repetition levels only
     if rep_levels:
@@ -1176,7 +1327,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
         blocks, tpb = _device.launch_dims(threads, threads_per_block)
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
-            np.int64(nlayers),
+            np.int64(nlayers), cudf_all,
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
@@ -1197,6 +1348,13 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
         )
         exc.segment = s
         raise exc
+    cudf_rows, cudf_views = _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls)
+    # a run's layer with a null anywhere: every segment's validity is its bits of the run's
+    # slot (written for all), so that the run's slot is the column's whole mask
+    # (a layer of a kind that cannot be null counts its empty lists as nulls: its bits are no
+    # validity, and where it has such, the segment's own validity stays None)
+    nullable = np.isin(np.concatenate([t.kinds for t in tabs]), list(_NULLABLE_KINDS))
+    in_nulls_run = {g for layers in shared if any(nulls[x] and nullable[x] for x in layers) for g in layers}
     out = []
     for s in range(nseg):
         tab = tabs[s]
@@ -1206,14 +1364,15 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, threads_per_block=
             cnt = int(counts[g])
             kind = int(tab.kinds[m])
             validity = None
-            first_bit = int(bit_base[g])
-            if kind in _NULLABLE_KINDS and nulls[g]:
+            first_bit = int(bit_base[g]) + cudf_rows.get(g, 0)  # (a run's layers: its entries' place in the run)
+            if (nulls[g] and kind in _NULLABLE_KINDS) or (cnt and g in in_nulls_run and (kind in _NULLABLE_KINDS or not nulls[g])):
                 validity = words_all[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]
             offsets = None
             if tab.is_list[m]:
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
-            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None else 0,
-                                      words=validity is not None, bit_offset=first_bit % _WORD if validity is not None else 0))
+            layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None and kind in _NULLABLE_KINDS else 0,
+                                      words=validity is not None, bit_offset=first_bit % _WORD if validity is not None else 0,
+                                      cudf_offsets=cudf_views.get(g), cudf_row=cudf_rows.get(g, 0)))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out if read_also is None else (out, also)
 

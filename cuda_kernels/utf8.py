@@ -16,7 +16,9 @@ Cores: :func:`_utf8_error_bits` (one byte against the three before it, branch-fr
   character starts is valid UTF-8 in every piece, so this equals a per-value check.
 * GPU (:func:`check_variable_segments_gpu`): one thread per value, over many segments
   (pages) of one offsets / bytes pair at once; the first failing segment is reported with
-  an atomic minimum, so that the caller can name the page.
+  an atomic minimum, so that the caller can name the page.  The same threads may write each
+  value's offset relative to the first of its column (``rebased``): a column's offsets from
+  0 in the width asked for, what cuDF takes, with no launch of their own.
 """
 
 import numpy as np
@@ -357,18 +359,37 @@ def _segment_of_value(seg_first, nseg, t):
 
 
 @gpu_kernel
-def _check_segments_kernel(offsets, data, n_bytes, seg_slot, seg_first, seg_utf8, nseg, first_bad, err):
+def _check_segments_kernel(offsets, data, n_bytes, desc, nseg, first_bad, err, emit, out):
+    """``desc``: per segment its first slot, UTF-8 flag, column base, column end and output
+    position (5 x ``nseg``), then the segments' first threads (``nseg + 1``)."""
     t = cuda.grid(1)
+    seg_first = desc[5 * nseg :]
     if t >= np.int64(seg_first[nseg]):
         return
     s = _segment_of_value(seg_first, nseg, t)
-    i = np.int64(seg_slot[s]) + (t - np.int64(seg_first[s]))
-    if i < 0 or i + 1 >= offsets.shape[0] or _value_ok(offsets, data, n_bytes, i, seg_utf8[s] != 0) != VALID:
+    rel = t - np.int64(seg_first[s])
+    i = np.int64(desc[s]) + rel
+    if i < 0 or i + 1 >= offsets.shape[0] or _value_ok(offsets, data, n_bytes, i, desc[nseg + s] != 0) != VALID:
         cuda.atomic.min(first_bad, 0, s)
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)  # the error flag in the same launch
+        return
+    if emit:
+        b = np.int64(desc[2 * nseg + s])
+        if b < 0:
+            return
+        d = np.int64(desc[4 * nseg + s]) + rel
+        last = i + 1 == np.int64(desc[3 * nseg + s])
+        if b > i or d < 0 or d + (1 if last else 0) >= out.shape[0]:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+            return
+        base = np.int64(offsets[b])
+        out[d] = np.int64(offsets[i]) - base
+        if last:
+            out[d + 1] = np.int64(offsets[i + 1]) - base
 
 
-def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg_utf8, *, on_bad=None, threads_per_block=256):
+def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg_utf8, *, on_bad=None, rebased=None,
+                                threads_per_block=256):
     """Validate segments of device variable-width values in one launch.
 
     :param offsets: device ``int64[m + 1]`` offsets into ``data``.
@@ -379,25 +400,43 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
     :param on_bad: optional ``on_bad(index)`` returning the exception to raise for the
         first bad segment ``index``; with it nothing is read back unless a value is bad,
         and inside :func:`cuda_kernels.errors.deferred_errors` not before the block ends.
+    :param rebased: optional ``(out, base, end, dst)``: the same launch also writes every
+        value's offset relative to a *column* of consecutive values ``[base[s], end[s])``
+        holding segment ``s``: ``out[dst[s] + j] = offsets[slot + j] - offsets[base[s]]``
+        for the segment's ``j``-th value (``slot = seg_slot[s]``), and the column's final
+        offset ``out[dst[s] + j + 1]`` after its last value (``slot + j + 1 == end[s]``);
+        ``out`` is a device int32 or int64 array, ``base[s] < 0`` leaves segment ``s`` out.
+        So a column whose values the segments cover is its offsets from 0, in ``out``'s
+        width (cuDF's layout), written by the launch that reads them for validation.
     :returns: the index of the first segment holding a bad value, or -1 (always -1 with
         ``on_bad``, which raises instead).
+
+    The descriptors go up in one copy (with ``first_bad``, two uploads per call).
     """
     seg_count = np.asarray(seg_count, np.int64)
     nseg = seg_count.size
     if not nseg:
         return -1
-    seg_first = np.zeros(nseg + 1, np.int64)
-    np.cumsum(seg_count, out=seg_first[1:])
-    total = int(seg_first[-1])
+    desc = np.zeros(6 * nseg + 1, np.int64)
+    np.cumsum(seg_count, out=desc[5 * nseg + 1 :])
+    total = int(desc[-1])
     if not total:
         return -1
+    desc[:nseg] = np.asarray(seg_slot, np.int64)
+    desc[nseg : 2 * nseg] = np.asarray(seg_utf8, np.bool_)
     dev = _device.to_device
+    if rebased is None:
+        out = _device.device_empty(1, np.int64)  # not written
+    else:
+        out, base, end, dst = rebased
+        desc[2 * nseg : 3 * nseg] = base
+        desc[3 * nseg : 4 * nseg] = end
+        desc[4 * nseg : 5 * nseg] = dst
     first_bad = dev(np.full(1, nseg, np.int64))
     err = new_error_flag() if on_bad is not None else dev(np.zeros(1, np.int32))
     blocks, tpb = _device.launch_dims(total, threads_per_block)
     _check_segments_kernel.get()[blocks, tpb](
-        offsets, data, np.int64(n_bytes), dev(np.asarray(seg_slot, np.int64)), dev(seg_first),
-        dev(np.asarray(seg_utf8, np.uint8)), np.int64(nseg), first_bad, err,
+        offsets, data, np.int64(n_bytes), dev(desc), np.int64(nseg), first_bad, err, np.int64(rebased is not None), out,
     )
     if on_bad is not None:
         raise_if_flagged(err, "check_variable_segments_gpu", explain=lambda: on_bad(int(_device.to_host(first_bad)[0])))

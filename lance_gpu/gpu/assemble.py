@@ -14,7 +14,10 @@ ones: no validity byte is allocated on a read.  A layer of a leaf with repetitio
 starts at bit 0 of a 64-byte slot of its own; the layers of a column's leaves without them
 (the same field's leaf in each fragment of the unit) are consecutive bits of one slot
 (their fragments' own validity at bit offsets), so that a one-unit read's column mask is
-written once, there, and combining takes it as it is.
+written once, there, and combining takes it as it is.  Likewise a list layer of a column's
+leaves with repetition levels is also written as the column's int32 offsets from 0 over
+the unit's fragments (``unravel_segments_gpu(cudf=True)``; ``DeviceColumn.cudf_offsets``),
+what ``to_cudf`` hands out.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from cuda_kernels.errors import CorruptInputError
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.v2_1.repdef import restart_levels
 from lance_gpu.gpu import _array
+from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, _storage
 from lance_gpu.gpu.decode import UnitBuffers
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, output_columns
@@ -36,13 +40,15 @@ from lance_gpu.gpu.validity import Validity
 
 
 class _Slots:
-    __slots__ = ("count", "nulls", "offsets", "validity")
+    __slots__ = ("count", "cudf_offsets", "nulls", "offsets", "validity")
 
-    def __init__(self, validity: Validity | None, offsets, count: int, nulls: int | None = None) -> None:
+    def __init__(self, validity: Validity | None, offsets, count: int, nulls: int | None = None,
+                 cudf_offsets: tuple[DeviceArray, int] | None = None) -> None:
         self.validity = validity
         self.offsets = offsets
         self.count = count
         self.nulls = nulls  # null entries, counted on the device (None: count when asked)
+        self.cudf_offsets = cudf_offsets  # a list layer's: its column's int32 offsets in the unit, its first row in them
 
 
 class _Leaf:
@@ -62,9 +68,12 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> 
     no column needs a readback on its way out).  ``runs[k]``: the output column of leaf
     ``k``; the validity of a column's leaves without repetition levels is one run of bits
     (``LevelSegment.run``): its fragments' masks are consecutive bits of one 64-byte slot,
-    which combining then takes as the column's mask, as it is."""
+    which combining then takes as the column's mask, as it is.  A leaf without levels (a
+    fragment with no null) of such a column joins its run, so that its all-valid bits are in
+    the run's slot too (threads of the one scatter launch, no launch of its own)."""
     out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels, 0) for _ in leaf.layers] for leaf in leaves]
-    leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def]
+    flat_runs = {runs[k] for k, leaf in enumerate(leaves) if leaf.has_def and not leaf.has_rep}
+    leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def or runs[k] in flat_runs]
     var = [k for k, leaf in enumerate(leaves) if leaf.kind == "var"]
     if not leveled and not var:
         return out, {}
@@ -78,7 +87,7 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> 
     _check_restarts(leaves, leveled, bufs)
     positions = np.array([[leaves[k].slot_lo, leaves[k].slot_lo + leaves[k].num_values] for k in var], np.int64).reshape(-1)
     try:
-        results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions))
+        results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions), cudf=True)
     except (CorruptInputError, ValueError) as exc:
         if getattr(exc, "earlier", False) or isinstance(exc, CorruptFileError):
             raise  # an earlier launch's flag (read back with the unravel's results), or its explanation
@@ -92,6 +101,7 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> 
                 None if lr.offsets is None else _array.as_device(lr.offsets),
                 int(lr.length),
                 None if lr.null_count < 0 else int(lr.null_count),
+                None if lr.cudf_offsets is None else (_array.as_device(lr.cudf_offsets), int(lr.cudf_row)),
             )
             for lr in result.layers
         ]
@@ -135,7 +145,8 @@ def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffer
     n = leaf.num_values
     if leaf.kind == "var":
         offsets = bufs.var_offsets[leaf.slot_lo : leaf.slot_lo + n + 1]
-        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span)
+        return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span,
+                            cudf_offsets=bufs.cudf_offsets_of(leaf.slot_lo, n))
     data = bufs.fixed[leaf.value_pos : leaf.value_pos + n * leaf.width]
     return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls)
 
@@ -161,7 +172,8 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
         else:
             child = _build(s.value_type, leaves, cursor, depth + 1, bufs, path)
         # the unravelled offsets start at 0 and end at the child's length
-        return DeviceColumn(t, slots.count, slots.validity, offsets=slots.offsets, children=[child], _nulls=slots.nulls, span=(0, child.length))
+        return DeviceColumn(t, slots.count, slots.validity, offsets=slots.offsets, children=[child], _nulls=slots.nulls, span=(0, child.length),
+                            cudf_offsets=slots.cudf_offsets)
     leaf = leaves[cursor[0]]
     cursor[0] += 1
     if leaf.k - 1 - depth != 0:

@@ -67,6 +67,11 @@ class DeviceColumn:
     #: words from an Arrow upload, bytes from a gather; a device bool array given here is
     #: taken as the bytes), when an item is null; None: every item valid
     item_validity: Validity | None = None
+    #: ``(offsets, row)``: this column's offsets also written in cuDF's layout by the decode,
+    #: as rows ``[row, row + length]`` of ``offsets`` (int32 from 0), the offsets of the unit's
+    #: output column it is a fragment's part of (:class:`lance_gpu.gpu.decode.CudfOffsets`);
+    #: what ``to_cudf`` of a one-unit read hands out.  None: not written (slices, gathers)
+    cudf_offsets: tuple[DeviceArray, int] | None = None
 
     def __post_init__(self) -> None:
         self.validity = as_validity(self.validity, self.length)

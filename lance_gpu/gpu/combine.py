@@ -39,10 +39,15 @@ one buffer, room for its padded mask, null counts known, is those words.  That i
 read decoded in one unit with no gather gives: the unit places each column's leaves of its
 fragments one after the other (:func:`lance_gpu.gpu.read._columns`), the string bytes
 follow their slots, and the level unravel writes the validity of a column's leaves without
-repetition levels as consecutive bits of one slot (``cuda_kernels.LevelSegment.run``).
-Offsets are still written here (int32, from 0), and the pieces of several units, of
-gathers (deletions, filters, takes), list layers' validity and struct masks are copied /
-packed as below.
+repetition levels as consecutive bits of one slot (``cuda_kernels.LevelSegment.run``).  A
+string, binary, list or map column whose pieces are the unit's column of every fragment,
+whole and in order, takes the int32 offsets from 0 that the decode wrote for it
+(``DeviceColumn.cudf_offsets``: strings' in the validation launch,
+:class:`lance_gpu.gpu.decode.CudfOffsets`; lists' by the level unravel, which numbers a
+column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  The offsets of
+every column of several units or of a gather (deletions, filters, takes), and fixed-size
+lists' generated ones, are written here, and list layers' validity and struct masks are
+packed, as below.
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
@@ -70,7 +75,7 @@ from cuda_kernels import _device
 from cuda_kernels.errors import deferred_errors
 from cuda_kernels.pieces import and_bitmask_segments_gpu, pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
 from lance_gpu.file.jsonb import jsonb_to_text
-from lance_gpu.gpu import _array
+from lance_gpu.gpu import _array, decode
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
@@ -78,7 +83,6 @@ from lance_gpu.gpu.validity import Validity
 from lance_gpu.gpu.worktable import pack_columns
 
 LAYOUTS = ("cudf", "device")
-INT32_MAX = 2**31 - 1
 _ALIGN = 64  # bytes: every buffer of the values arena, every column's bitmask
 
 #: a row range ``[lo, hi)`` of a column
@@ -133,8 +137,8 @@ class CudfColumn:
 class _Out:
     """An output column being planned: where its buffers go in the arenas."""
 
-    __slots__ = ("children", "counter", "data", "depth", "items", "length", "mask", "mask_view", "nulls", "offsets", "span", "type",
-                 "unknown")
+    __slots__ = ("children", "counter", "data", "depth", "items", "length", "mask", "mask_view", "nulls", "offsets", "offsets_view",
+                 "span", "type", "unknown")
 
     def __init__(self, t: pa.DataType, length: int) -> None:
         self.type = t
@@ -143,6 +147,7 @@ class _Out:
         #: pieces' own buffer, which holds the column's values as one run (:func:`_one_run`)
         self.data: tuple[DeviceArray | None, int, int] | None = None
         self.offsets: tuple[int, int] | None = None  # (4 | 8 bytes, first item) in an offsets arena
+        self.offsets_view: DeviceArray | None = None  # or the int32 offsets the decode wrote (:func:`_offsets_run`)
         self.mask: int | None = None  # first word of the validity in the bitmask arena
         self.mask_view: DeviceArray | None = None  # or its words as the unravel wrote them (:func:`_mask_run`)
         self.nulls = 0  # nulls known on the host
@@ -244,6 +249,31 @@ def _mask_run(pieces: Sequence[tuple[_Slots, int, int]], n: int) -> DeviceArray 
     if first is None or start % (8 * _ALIGN) or start // 8 < first[3] or start // 8 + nbytes > first[4]:
         return None
     return first[1][start // 8 : start // 8 + nbytes].view(np.uint32)
+
+
+def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
+    """A column's int32 offsets from 0 as the decode wrote them (``DeviceColumn.cudf_offsets``:
+    strings' by the check launch, lists' by the level unravel), where its non-empty pieces
+    are whole columns whose rows in one unit column's offsets follow one another from row 0
+    to the last (a one-unit read with no gather: the unit's column of every fragment); else
+    None (the offsets are rebased here)."""
+    whole: DeviceArray | None = None
+    where = None
+    row = 0
+    for col, lo, hi in pieces:
+        if hi == lo:
+            continue
+        got = col.cudf_offsets
+        if got is None or lo or hi != col.length or got[1] != row:
+            return None
+        at = (*_loc(got[0])[::2], int(got[0].shape[0]))  # (allocation, byte offset, entries): the same view
+        if whole is not None and at != where:
+            return None
+        whole, where = got[0], at
+        row += hi - lo
+    if whole is None or row != n or int(whole.shape[0]) != n + 1 or np.dtype(whole.dtype) != np.int32:
+        return None
+    return whole
 
 
 def _loc64(arr) -> tuple[object, DeviceArray, int]:
@@ -411,16 +441,18 @@ class _Builder:
             self._validity(out, pieces, parent)
             total = sum(b1 - b0 for b0, b1 in bounds)
             out.span = total
-            width = 8 if not self.cudf or total > INT32_MAX else 4
-            first = self._offsets(width, n)
-            out.offsets = (width, first)
-            row = 0
-            shift = 0
-            for (col, lo, hi), (b0, b1) in zip(pieces, bounds, strict=True):
-                self._rebase(width, col.offsets, lo, hi - lo, b0, shift, first + row)
-                row += hi - lo
-                shift += b1 - b0
-            self._arith(width, 1, total, 0, first + n)
+            width = 8 if not self.cudf or total > decode.OFFSETS32_MAX else 4
+            out.offsets_view = _offsets_run(pieces, n) if self.cudf and width == 4 else None
+            if out.offsets_view is None:
+                first = self._offsets(width, n)
+                out.offsets = (width, first)
+                row = 0
+                shift = 0
+                for (col, lo, hi), (b0, b1) in zip(pieces, bounds, strict=True):
+                    self._rebase(width, col.offsets, lo, hi - lo, b0, shift, first + row)
+                    row += hi - lo
+                    shift += b1 - b0
+                self._arith(width, 1, total, 0, first + n)
             if _is_var(s):
                 runs = [(col.data, b0, b1 - b0) for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True)]
                 out.data = self._place(runs, total, aligned=False)
@@ -449,7 +481,7 @@ class _Builder:
         """The items of a fixed-size list in cuDF's list form (viewing the list's bytes,
         ``data``); the caller's column gets the generated offsets ``i * dim``."""
         dim = s.list_size
-        if n * dim > INT32_MAX:
+        if n * dim > decode.OFFSETS32_MAX:
             msg = "fixed-size list items beyond 2^31 - 1 do not fit cuDF's int32 list offsets"
             raise OverflowError(msg)
         items = _Out(s.value_type, n * dim)
@@ -595,7 +627,7 @@ def _is_length(entry: list, k: int, b: _Builder) -> bool:
 
 def _launch(b: _Builder, tops: list[_Out]) -> list:
     values: DeviceArray = _array.empty(b.values, np.uint8) if b.values else None
-    offsets = {w: _array.empty(max(n, 1), np.int32 if w == 4 else np.int64) for w, n in b.off.items()}
+    offsets = {w: _array.empty(n, np.int32 if w == 4 else np.int64) for w, n in b.off.items() if n}
     # the bitmask words and, after them, the null counters: one zeroed block (none where
     # every mask is a view and every null count known)
     valid: DeviceArray = None
@@ -625,7 +657,7 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         if o.data is not None:
             buf, at, nbytes = o.data
             data = (values if buf is None else buf)[at : at + nbytes]
-        offs = None if o.offsets is None else offsets[o.offsets[0]][o.offsets[1] : o.offsets[1] + o.length + 1]
+        offs = o.offsets_view if o.offsets is None else offsets[o.offsets[0]][o.offsets[1] : o.offsets[1] + o.length + 1]
         if b.cudf:
             mask = o.mask_view
             if o.mask is not None and o.nulls:

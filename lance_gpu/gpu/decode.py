@@ -23,7 +23,8 @@ levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,12 +38,40 @@ from lance_gpu.gpu.plan import _DESTS, UnitPlan, work_lists
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
+#: the most bytes a variable-width column's offsets hold as int32 (cuDF's strings; beyond it
+#: cuDF's large strings take int64); a unit whose variable-width bytes exceed it writes no
+#: cuDF offsets (:attr:`UnitBuffers.cudf_offsets`: combining then sizes each column's own)
+OFFSETS32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class CudfOffsets:
+    """A variable-width output column's offsets in cuDF's layout, written by the decode:
+    ``offsets`` (int32, ``count + 1``, from 0) cover the unit's value slots ``[slot,
+    slot + count)``, the column's leaves of every fragment of the unit one after the other."""
+
+    slot: int
+    count: int
+    offsets: DeviceArray
+
+
 @dataclass(slots=True)
 class UnitBuffers:
     fixed: DeviceArray  # uint8: fixed-width values (booleans one byte per item)
     levels: DeviceArray  # uint16: repetition / definition levels
     var_offsets: DeviceArray  # int64[nslots + 1]: variable-width offsets into var_bytes
     var_bytes: DeviceArray  # uint8
+    #: the variable-width columns' offsets in cuDF's layout (slot order; see
+    #: :func:`_check_variable`); empty where the caller gave no columns
+    cudf_offsets: list[CudfOffsets] = field(default_factory=list)
+
+    def cudf_offsets_of(self, slot: int, count: int) -> tuple[DeviceArray, int] | None:
+        """``(column's cuDF offsets, row of slot in them)`` of a leaf's slots ``[slot, slot +
+        count)`` lying in a column of :attr:`cudf_offsets`, else None (an empty leaf too)."""
+        for col in self.cudf_offsets:
+            if count and col.slot <= slot and slot + count <= col.slot + col.count:
+                return col.offsets, slot - col.slot
+        return None
 
 
 def _patterns(items: list[tuple[int, int, bytes]]) -> tuple[np.ndarray, ...]:
@@ -73,11 +102,14 @@ def _fill(dst, items) -> None:
         ck.fill_patterns_gpu(dst, d, n, pats, ps, pl)
 
 
-def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
+def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = ()) -> UnitBuffers:
     """Decode every page of the unit (see the module docstring) from ``arena``, its staged
     bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
     flags corrupt input.  Every page work item of the unit goes up first, as one work table
-    (:mod:`.worktable`) in one copy, which the launches index."""
+    (:mod:`.worktable`) in one copy, which the launches index.  ``var_columns``: the
+    ``(first slot, slots)`` of every variable-width output column of the unit (its leaves'
+    slots one after the other), whose offsets are also written in cuDF's layout
+    (:attr:`UnitBuffers.cudf_offsets`)."""
     if arena is None:
         headers.stage(unit)
         arena = unit.stage.upload()
@@ -85,10 +117,10 @@ def decode_unit(unit: UnitPlan, arena=None) -> UnitBuffers:
     headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):
-        return _decode_pages(unit, arena)
+        return _decode_pages(unit, arena, var_columns)
 
 
-def _decode_pages(unit: UnitPlan, arena) -> UnitBuffers:
+def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]]) -> UnitBuffers:
     fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
     index = {bits: _array.empty(max(n, 8), _UINT[bits]) for bits, n in unit.index_size.items()}
@@ -162,15 +194,23 @@ def _decode_pages(unit: UnitPlan, arena) -> UnitBuffers:
     # 8. variable-width values, then their validation (offsets in order and in bounds,
     #    UTF-8 for string columns)
     var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len)
-    _check_variable(unit, var_offsets, var_bytes, n_bytes)
-    return UnitBuffers(fixed, levels, var_offsets, var_bytes)
+    cudf = _check_variable(unit, var_offsets, var_bytes, n_bytes, var_columns)
+    return UnitBuffers(fixed, levels, var_offsets, var_bytes, cudf)
 
 
-def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int) -> None:
+def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequence[tuple[int, int]] = ()) -> list[CudfOffsets]:
     """One launch over every variable-width value of the unit (``n_bytes``: their total,
     ``offsets[nslots]``); a bad value raises ``CorruptFileError`` naming its file, column
     and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
-    leaves planned as tables (:attr:`UnitPlan.var_check_rows`, arrays per leaf)."""
+    leaves planned as tables (:attr:`UnitPlan.var_check_rows`, arrays per leaf).
+
+    The same launch writes the offsets of each of ``columns`` (``(first slot, slots)``) in
+    cuDF's layout, int32 from 0, into one buffer (each column's ``slots + 1`` after the
+    previous one's): every value's offset less its column's first.  That is what
+    ``to_cudf`` of a one-unit read hands out (combining neither rebases nor copies them).
+    A column whose slots the checked pages do not cover exactly once is left out (as are
+    empty ones, and every column of a unit of more than :data:`OFFSETS32_MAX` bytes: the
+    width is then the column's own, which only combining knows)."""
     checks = [c for c in unit.var_checks if c[1]]
     blocks = unit.var_check_rows
     slot = np.concatenate([np.array([c[0] for c in checks], np.int64), *(b[0] for b in blocks)])
@@ -178,9 +218,10 @@ def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int) -> None:
     utf8 = np.concatenate([np.array([c[2] for c in checks], np.bool_), *(np.full(b[0].size, b[2], np.bool_) for b in blocks)])
     held = count > 0
     if not held.any():
-        return
+        return []
     at = np.flatnonzero(held)  # the entries checked, in slot order: a bad one's index maps back through this
     at = at[np.argsort(slot[at], kind="stable")]
+    rebased, cudf = _rebased(slot[at], count[at], columns if n_bytes <= OFFSETS32_MAX else ())
     edges = np.cumsum([len(checks)] + [b[0].size for b in blocks])
 
     def bad_value(bad: int) -> CorruptFileError:
@@ -195,7 +236,34 @@ def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int) -> None:
         return CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
 
     # read back only if a value is bad (with the unit's other error flags)
-    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot[at], count[at], utf8[at], on_bad=bad_value)
+    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot[at], count[at], utf8[at], on_bad=bad_value, rebased=rebased)
+    return cudf
+
+
+def _rebased(slot: np.ndarray, count: np.ndarray, columns: Sequence[tuple[int, int]]) -> tuple[tuple | None, list[CudfOffsets]]:
+    """The ``rebased`` argument of ``check_variable_segments_gpu`` for the checked segments
+    ``(slot, count)`` (ascending, non-empty) and the columns they cover exactly (each
+    column's segments one after the other from its first slot to its last), with those
+    columns' :class:`CudfOffsets` in one int32 buffer."""
+    base = np.full(slot.size, -1, np.int64)
+    end = np.zeros(slot.size, np.int64)
+    dst = np.zeros(slot.size, np.int64)
+    kept: list[tuple[int, int, int]] = []  # (first slot, slots, position in the buffer)
+    size = 0
+    for lo, n in columns:
+        a, b = np.searchsorted(slot, [lo, lo + n])
+        seg_end = slot[a:b] + count[a:b]
+        if not n or b == a or slot[a] != lo or seg_end[-1] != lo + n or np.any(slot[a + 1 : b] != seg_end[:-1]):
+            continue  # not covered exactly once
+        base[a:b] = lo
+        end[a:b] = lo + n
+        dst[a:b] = size + slot[a:b] - lo
+        kept.append((lo, n, size))
+        size += n + 1
+    if not kept:
+        return None, []
+    out = _array.empty(size, np.int32)
+    return (out, base, end, dst), [CudfOffsets(lo, n, out[at : at + n + 1]) for lo, n, at in kept]
 
 
 def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:

@@ -194,13 +194,31 @@ def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
         return _Staged(items, unit, unit.stage.upload())
 
 
+def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
+    """``(first slot, slots)`` of the unit's variable-width output columns whose leaves'
+    value slots are one after the other (:func:`_stage` places them so): the decode writes
+    their offsets in cuDF's layout too (:attr:`~lance_gpu.gpu.decode.UnitBuffers.cudf_offsets`)."""
+    out = []
+    for column in _columns(items):
+        if column[0].kind != "var":
+            continue
+        lo = end = column[0].slot_lo
+        for leaf in column:
+            if leaf.kind != "var" or leaf.slot_lo != end:
+                break
+            end += leaf.num_values
+        else:
+            out.append((lo, end - lo))
+    return out
+
+
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
         with _array.nvtx_range("lance_gpu.decode"):
-            bufs = decode_unit(staged.unit, staged.arena)
+            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items))
         with _array.nvtx_range("lance_gpu.assemble"):
             return build_fields([fp for _k, fp in items], bufs)
 

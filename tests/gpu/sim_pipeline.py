@@ -420,9 +420,9 @@ def test_memory_budget_splits_units(rich22, monkeypatch):
     calls = []
     real = gpu_read.decode_unit
 
-    def spy(unit, arena=None):
+    def spy(unit, arena=None, *rest):
         calls.append(len(unit.paths))
-        return real(unit, arena)
+        return real(unit, arena, *rest)
 
     monkeypatch.setattr(gpu_read, "decode_unit", spy)
     cols = ["id", "s", "li"]
@@ -448,12 +448,12 @@ def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
             second_staging.set()
         return real_stage(items)
 
-    def decode(unit, arena=None):
+    def decode(unit, arena=None, *rest):
         k = sum(1 for e in events if e[0] == "decode")
         events.append(("decode", k, threading.get_ident()))
         if k == 0:
             assert second_staging.wait(60), "unit 1 was not staged while unit 0 decoded"
-        return real_decode(unit, arena)
+        return real_decode(unit, arena, *rest)
 
     monkeypatch.setattr(gpu_read, "_stage", stage)
     monkeypatch.setattr(gpu_read, "decode_unit", decode)
@@ -504,9 +504,9 @@ def test_staging_copies_are_ordered_by_events(rich22, monkeypatch):
     monkeypatch.setattr(FakeCUDAKernel, "__call__", call)
     real_decode = gpu_read.decode_unit
 
-    def decode(unit, arena=None):
+    def decode(unit, arena=None, *rest):
         log.append(("decode", len(unit.stage.ready), threading.get_ident()))
-        return real_decode(unit, arena)
+        return real_decode(unit, arena, *rest)
 
     monkeypatch.setattr(gpu_read, "decode_unit", decode)
     cols = ["id", "s", "li"]
@@ -1593,9 +1593,9 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # What to_cudf wraps: the whole read in cuDF's layout, buffers allocated once (issue 25, item 3)
 # measured as 2 fragments (28 as 16, 29 as one): the read's, and 3-5 combining launches (7
 # before the arena branch: values copied, every mask packed)
-CUDF_LAUNCHES = 35
+CUDF_LAUNCHES = 32  # 35 before the offsets32 branch (strings' and lists' offsets and the list's mask: the decode's, no rebase or pack launch)
 CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
-CUDF_H2D = 44  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own)
+CUDF_H2D = 41  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own; 44 before offsets32: the string check's descriptors had three uploads; 40-41 measured)
 
 
 def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
@@ -1783,6 +1783,128 @@ def test_multi_unit_to_cudf_copies_what_differs(budget_datasets):
         cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
     _assert_cudf_layout(cols, lance.dataset(uri).to_table(), "one field per unit")
     assert _combining(where).get("copy_bytes", 0) > 0
+
+
+def _offsets_written_by_combine(cols) -> int:
+    """Bytes of the offsets of ``to_cudf`` columns that combining still writes in a one-unit
+    read with no gather: fixed-size lists' (generated ``i * dim``) only; strings' and
+    binaries' are the decode's check launch's, lists' the level unravel's."""
+
+    def walk(col) -> int:
+        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+        own = int(col.offsets.nbytes) if col.offsets is not None and pa.types.is_fixed_size_list(s) else 0
+        return own + sum(walk(c) for c in col.children)
+
+    return sum(walk(c) for c in cols)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    """A one-unit read with no gather: every string and list column's int32 offsets from 0
+    are what the decode wrote (strings' in the validation launch, ``decode.CudfOffsets``, in
+    one buffer of the unit; lists' by the level unravel, ``LayerResult.cudf_offsets``), not
+    rebased by combining (its offsets bytes are the fixed-size lists' generated ones only);
+    with a filter they are rebased again (gathered pieces)."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    from lance_gpu.gpu.columns import _is_var
+
+    reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
+    reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
+    reads += [(f"list, {n} fragments", uri) for n, uri in list_budget_datasets.items()]
+    for what, uri in reads:
+        where: Counter = Counter()
+        with count_device_traffic(where):
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        ref = lance.dataset(uri).to_table()
+        _assert_cudf_layout(cols, ref, what)
+        assert _combining(where).get("offsets_bytes", 0) == _offsets_written_by_combine(cols), (what, _combining(where))
+        strings = []
+
+        def walk(col) -> None:
+            s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+            if _is_var(s) and col.length:
+                strings.append(col)
+            for child in col.children:
+                walk(child)
+
+        for col in cols:
+            walk(col)
+        assert strings, what
+        held = {_device.allocation_of(col.offsets)[0] for col in strings}
+        assert len(held) == 1, what  # the unit's one buffer of cuDF offsets
+        if what.startswith("mixed"):  # every mask too: flat runs' (a fragment without nulls among them: its
+            # leaf joins the run's unravel) and the list column's run (its layers' bits at run places)
+            assert _combining(where).get("mask_bytes", 0) == 0, (what, _combining(where))
+    where = Counter()
+    with count_device_traffic(where):
+        cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, lance.dataset(budget_datasets[2]).to_table(filter="id % 3 = 1"), "gathered")
+    assert _combining(where).get("offsets_bytes", 0) > _offsets_written_by_combine(cols)
+
+
+def test_to_cudf_string_offsets_past_the_int32_limit(budget_datasets, monkeypatch):
+    """With the int32 limit patched down to 200 bytes, a unit holding more string bytes than
+    that writes no cuDF offsets: combining gives each string column int64 offsets where its
+    own bytes pass the limit and int32 ones where they do not, with pylance's values."""
+    from lance_gpu.gpu import decode
+
+    monkeypatch.setattr(decode, "OFFSETS32_MAX", 200)
+    names = ["id", "s", "long"]
+    ref = lance.dataset(budget_datasets[2]).to_table(columns=names)
+    cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(columns=names, on_cpu_fallback="raise").to_cudf_columns()
+    seen = set()
+    for f, col in zip(ref.schema, cols, strict=True):
+        exp = ref.column(f.name).combine_chunks()
+        assert col.to_arrow().to_pylist() == exp.to_pylist(), f.name
+        if pa.types.is_string(f.type):
+            off = h(col.offsets)
+            nbytes = pa.compute.sum(pa.compute.binary_length(exp)).as_py() or 0
+            assert off[0] == 0 and int(off[-1]) == nbytes
+            assert off.dtype == (np.int64 if nbytes > 200 else np.int32), (f.name, nbytes, off.dtype)
+            seen.add(off.dtype.itemsize)
+    assert 8 in seen, seen
+    # at the limit itself: int32 (cuDF's strings hold 2^31 - 1 bytes)
+    nbytes = sum(pa.compute.sum(pa.compute.binary_length(ref.column(name))).as_py() or 0 for name in ("s", "long"))
+    monkeypatch.setattr(decode, "OFFSETS32_MAX", nbytes)
+    cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(columns=names, on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, ref, "at the int32 limit")
+    assert len({_device.allocation_of(col.offsets)[0] for col in cols[1:]}) == 1  # the decode's buffer
+
+
+@pytest.mark.parametrize("nfrag", [1, 7])
+def test_to_cudf_string_offsets_edge_cases(root, nfrag, monkeypatch):
+    """String offsets written by the decode for every fragment of a one-unit read: empty
+    strings, all-null and all-empty columns, one row per fragment, many small fragments,
+    list<string> children and nested lists; pylance's values in cuDF's layout, and the
+    decode's offsets taken for every non-empty top-level string column."""
+    from lance_gpu.gpu import combine
+
+    taken: list = []
+    run = combine._offsets_run
+    monkeypatch.setattr(combine, "_offsets_run", lambda pieces, n: taken.append((pieces[0][0].type, run(pieces, n))) or taken[-1][1])
+    rng = np.random.default_rng(nfrag)
+    n = 3 * nfrag
+    table = pa.table({
+        "empty": pa.array([""] * n, pa.string()),
+        "nulls": pa.array([None] * n, pa.string()),
+        "some": pa.array([None if i % 3 == 0 else "x" * (i % 4) for i in range(n)], pa.string()),
+        "bin": pa.array([bytes(rng.integers(0, 256, i % 5, dtype=np.uint8)) for i in range(n)], pa.binary()),
+        "ls": pa.array([[] if i % 4 == 0 else None if i % 4 == 1 else [f"w{i}", ""] for i in range(n)], pa.list_(pa.string())),
+        "lls": pa.array([[[f"a{i}"], [], None] if i % 2 else [] for i in range(n)], pa.list_(pa.list_(pa.string()))),
+    })
+    for rows_per in (1, 3):
+        uri = str(root / f"str_edges_{nfrag}_{rows_per}")
+        lance.write_dataset(table.slice(0, nfrag * rows_per), uri, max_rows_per_file=rows_per, data_storage_version="2.1")
+        ref = lance.dataset(uri).to_table()
+        taken.clear()
+        cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        assert rows == ref.num_rows
+        _assert_cudf_layout(cols, ref, f"{nfrag} fragments of {rows_per}")
+        viewed = sum(1 for _t, got in taken if got is not None)
+        assert viewed >= 4, (nfrag, rows_per, taken)  # empty, nulls, some, bin (and the lists' strings where non-empty)
 
 
 @pytest.mark.parametrize("filter_", [None, "i32n > 300 OR id % 5 = 0"])

@@ -31,7 +31,13 @@ pageable memory is staged by the driver and serialises with the streams.
     of the reader comes from under the simulator; uploads are not counted here);
 ``copy_bytes``
     bytes copied device to device by the batched range copy
-    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument), per launch.
+    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument), per launch;
+``offsets_bytes``
+    offsets written by the offsets rebase (``cuda_kernels.pieces._rebase_kernel``: its
+    entries times their width), per launch;
+``mask_bytes``
+    bitmask words written by the bitmask pack and AND (``cuda_kernels.pieces._bitmask_kernel``,
+    ``_and_bits_kernel``: their words, 4 bytes each), per launch.
 
 Only meaningful with ``NUMBA_ENABLE_CUDASIM=1`` (it raises otherwise).
 """
@@ -112,8 +118,15 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
             if host_args:
                 bump("h2d_pageable", host_args)
                 bump("d2h_blocking", host_args)
-            if getattr(self.fn, "__name__", "") == "_copy_kernel":
+            name = getattr(self.fn, "__name__", "")
+            if name == "_copy_kernel":
                 bump("copy_bytes", int(args[6]))  # (src, src_starts, dst, dst_starts, prefix, n, total, ...)
+            elif name == "_rebase_kernel":  # (src, at, base, shift, stride, dst, prefix, nseg, total, out, err)
+                bump("offsets_bytes", int(args[8]) * int(args[9].dtype.itemsize))
+            elif name == "_bitmask_kernel":  # (src, at, counts, dst, column, bits, prefix, nseg, total, ...): words
+                bump("mask_bytes", 4 * int(args[8]))
+            elif name == "_and_bits_kernel":  # (out, dst, src, column, prefix, nseg, total, ...): words
+                bump("mask_bytes", 4 * int(args[6]))
         return fake_call(self, *args)
 
     def counted_device_array(*args, **kwargs):

@@ -84,7 +84,7 @@ def main():
             levels._unravel_segments_scatter_kernel,
             {},
             (z(9, u16), z(40, i64), i64(0), i64(9), i64(12), i64(30), i64(1), i64(9), z(19, i64), z(9, i64), z(4, np.uint32),
-             z(5, i64), i64(2)),
+             z(5, i64), i64(2), z(4, i32)),
         ),
         (levels._to_bitmap_kernel, {}, (z(9, b1), i64(9), z(2, u8))),
         (levels._from_bitmap_kernel, {}, (z(2, u8), i64(0), z(9, b1))),
@@ -157,6 +157,10 @@ def _pipeline_cases():
                 (z(4, idx), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32)),
             )
         )
+    from cuda_kernels import utf8
+
+    for out in (i32, i64):  # the variable-width check, writing cuDF offsets in either width
+        cases.append((utf8._check_segments_kernel, {}, (z(5, i64), z(9, u8), i64(9), z(13, i64), i64(2), z(1, i64), z(1, i32), i64(1), z(5, out))))
     return cases
 
 

@@ -384,18 +384,29 @@ def _segments_and_levels(raveled):
     return levels, segs
 
 
-def _assert_unraveled_equal(cpu, gpu):
+def _run_validity(lc, lg, in_run: bool):
+    """The CPU's layer ``lc`` with all-valid validity where ``lg`` is a run's segment's layer
+    without nulls given the run's bits (a null elsewhere in the run's layer), else as is."""
+    if in_run and lc.validity is None and lg.validity is not None:
+        assert lg.null_count == 0 and lg.words
+        return lc._replace(validity=np.ones(lc.length, np.bool_))
+    return lc
+
+
+def _assert_unraveled_equal(cpu, gpu, in_run=False):
     assert (gpu.num_values, gpu.num_rows) == (cpu.num_values, cpu.num_rows)
     for lc, lg in zip(cpu.layers, gpu.layers, strict=True):
         assert lc.kind == lg.kind and lc.length == lg.length
+        lc = _run_validity(lc, lg, in_run)
         assert (lc.validity is None) == (lg.validity is None)
         if lc.validity is not None:
-            if lg.words:  # bitmask words: exactly the entries' bits, the rest of the last word 0
+            if lg.words:  # bitmask words: exactly the entries' bits (from the bit offset of a run's segment)
                 words = h(lg.validity)
-                assert words.dtype == np.uint32 and words.size == -(-lg.length // 32)
+                assert words.dtype == np.uint32 and words.size == -(-(lg.bit_offset + lg.length) // 32)
                 bits = np.unpackbits(words.view(np.uint8), bitorder="little")
-                np.testing.assert_array_equal(bits[: lg.length].astype(bool), lc.validity)
-                assert not bits[lg.length :].any()
+                np.testing.assert_array_equal(bits[lg.bit_offset : lg.bit_offset + lg.length].astype(bool), lc.validity)
+                if not in_run:  # (a run's later segments' bits follow)
+                    assert not bits[lg.length :].any()
             else:
                 np.testing.assert_array_equal(h(lg.validity), lc.validity)
         assert (lc.offsets is None) == (lg.offsets is None)
@@ -454,6 +465,7 @@ def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
     for rav, g, run in zip(raveled, gpu, runs, strict=True):
         cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
         for m, (lc, lg) in enumerate(zip(cpu.layers, g.layers, strict=True)):
+            lc = _run_validity(lc, lg, run >= 0)
             assert lg.length == lc.length and (lc.validity is None) == (lg.validity is None)
             assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
             if run < 0 or lg.validity is None:
@@ -470,6 +482,64 @@ def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
         firsts = [bit - sum(n for _b, n in parts[:k]) for k, (bit, _n) in enumerate(parts) if bit is not None]
         assert firsts and len(set(firsts)) == 1, (run, m)  # every segment's bits right after the ones before
         assert firsts[0] % 512 == 0, (run, m)  # the run's slot: from a 64-byte boundary
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
+    """``cudf=True``: the list layers of a run's segments (a column's leaves of consecutive
+    fragments, interleaved with other segments; their null / empty kinds differing by
+    fragment, empty fragments among them) are also written as one column's int32 offsets
+    from 0: each segment's view at its row is its own offsets plus the entries before it,
+    the view's last entry the run's inner total; every layer's validity bits are the run's,
+    one slot per layer from a 64-byte boundary, a segment's at its row; every per-segment
+    result is the CPU's."""
+    from cuda_kernels import _device
+
+    rng = np.random.default_rng(seed)
+    types = [pa.list_(pa.int32()), pa.list_(pa.list_(pa.int16())), pa.struct([("x", pa.list_(pa.int8()))])]
+    cases, runs = [], []
+    for k in range(5):
+        for r, typ in enumerate(types):
+            n = 0 if (k == 2 and r == 0) else int(rng.integers(1, 12))
+            rows = _random_rows(rng, typ, n)
+            if k == 1 and r == 0:
+                rows = [[1, 2] for _ in range(n)]  # no null / empty list: other layer kinds
+            cases.append((rows, typ))
+            runs.append(r)
+        cases.append((_random_rows(rng, pa.list_(pa.int32()), 4), pa.list_(pa.int32())))  # no run
+        runs.append(-1)
+    raveled = [_raveled(pa.array(r, t)) for r, t in cases]
+    levels, segs = _segments_and_levels(raveled)
+    segs = [sg._replace(run=r) for sg, r in zip(segs, runs, strict=True)]
+    gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs, cudf=True)
+    seen: dict[tuple[int, int], list] = {}
+    slots: dict[tuple[int, int], set] = {}
+    for rav, g, run in zip(raveled, gpu, runs, strict=True):
+        cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+        _assert_unraveled_equal(cpu, g, in_run=run >= 0)
+        for m, lg in enumerate(g.layers):
+            if run >= 0 and lg.validity is not None and rav.rep is not None:  # bits at the entries' run places
+                slots.setdefault((run, m), set()).add(8 * _device.allocation_of(lg.validity)[2] + lg.bit_offset - lg.cudf_row)
+            if run < 0 or lg.offsets is None or rav.rep is None:
+                assert lg.cudf_offsets is None
+                continue
+            assert lg.cudf_offsets is not None
+            seen.setdefault((run, m), []).append((h(lg.offsets), lg.cudf_row, h(lg.cudf_offsets)))
+    assert {r for r, _m in seen} == {0, 1, 2}
+    for (run, m), parts in seen.items():
+        whole = parts[0][2]
+        assert whole.dtype == np.int32 and whole[0] == 0
+        row = shift = 0
+        for own, at, view in parts:
+            np.testing.assert_array_equal(view, whole)
+            assert at == row, (run, m)
+            np.testing.assert_array_equal(whole[row : row + own.size], own + shift, err_msg=f"{run}/{m}")
+            row += own.size - 1
+            shift += int(own[-1])
+        assert whole.size == row + 1 and whole[-1] == shift, (run, m)
+    assert slots
+    for key, firsts in slots.items():  # one slot per run and layer, from a 64-byte boundary
+        assert len(firsts) == 1 and next(iter(firsts)) % 512 == 0, key
 
 
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
@@ -609,6 +679,36 @@ def test_check_variable_segments_gpu_matches_cpu():
                 break
         got = ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), int(offsets[-1]), seg_slot, seg_count, seg_utf8)
         assert got == want
+
+
+def test_check_variable_segments_gpu_writes_column_offsets_from_0():
+    """``rebased``: the validation launch writes each column's offsets from 0 (its values'
+    offsets less its first's), int32 or int64, the final one after each column's last value;
+    segments left out (base -1) write nothing."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 6, 30)
+    offsets = np.zeros(31, np.int64)
+    offsets[1:] = np.cumsum(lengths)
+    offsets += 5  # the values' bytes need not start at 0
+    data = np.full(int(offsets[-1]) + 1, 0x41, np.uint8)
+    # columns [0, 12) and [12, 30), as segments (pages) of 4 / 8 / 3 / 7 / 8 values; the
+    # third column [30, 30) is empty; segment 3 left out
+    seg_slot = np.array([0, 4, 12, 15, 22], np.int64)
+    seg_count = np.array([4, 8, 3, 7, 8], np.int64)
+    base = np.array([0, 0, 12, -1, 12], np.int64)
+    end = np.array([12, 12, 30, 30, 30], np.int64)
+    dst = np.array([0, 4, 13, 16, 23], np.int64)
+    for dtype in (np.int32, np.int64):
+        out = _device.to_device(np.full(32, -7, dtype))
+        got = ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), int(offsets[-1]), seg_slot, seg_count,
+                                             np.zeros(5, np.bool_), rebased=(out, base, end, dst))
+        assert got == -1
+        res = _device.to_host(out)
+        assert res.dtype == dtype
+        np.testing.assert_array_equal(res[:13], offsets[0:13] - offsets[0])
+        np.testing.assert_array_equal(res[13:16], offsets[12:15] - offsets[12])
+        assert (res[16:23] == -7).all()  # left out
+        np.testing.assert_array_equal(res[23:32], offsets[22:31] - offsets[12])
 
 
 def test_check_variable_segments_gpu_bad_offsets():
