@@ -68,7 +68,6 @@ from lance_gpu.gpu.plan import (
 )
 
 _NO_END = np.zeros(0, np.int64)
-_EMPTY = np.zeros(0, np.uint8)
 _MESSAGES = (
     (chk.BAD_HEADER, "mini-block chunk header points past its chunk"),
     (chk.BAD_LEVELS, "mini-block chunk holds a level count other than its item count"),
@@ -377,7 +376,7 @@ def _chunks(table: ChunkTable, members: np.ndarray) -> _Chunks:
     if int(table.index_pos[sel[0]]) >= 0:  # dictionary pages
         index_first = np.repeat(table.index_pos[sel], per_page) + in_page
     return _Chunks(
-        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
+        counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
         np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
         value, rep_dst, def_dst, blocks, np.repeat(table.base[sel], per_page), index_first,
         **found,  # type: ignore[arg-type]

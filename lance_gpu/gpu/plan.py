@@ -1913,21 +1913,11 @@ def _value_dst(leaf: LeafPlan, vpos: int) -> int:
 @dataclass(slots=True)
 class _Chunks:
     """The chunks of mini-block pages whose work is emitted together (a group of the device
-    pre-pass's chunk table, ``headers._chunks``).
+    pre-pass's chunk table, ``headers._chunks``): every span (``bufs``, ``rep``, ``dfn``:
+    ``(start, size)`` per chunk) is an arena position, as the pre-pass found it (nothing is
+    read on the host).  Per chunk: its first value is value ``value`` of the leaf; its first
+    repetition / definition level goes to level ``rep_dst`` / ``def_dst``."""
 
-    Every span (``bufs``, ``rep``, ``dfn``: ``(start, size)`` per chunk, as the pre-pass
-    found them) is an arena position less ``shift``; ``data`` is empty (nothing is read on
-    the host: the blocks and runs below are the pre-pass's).  Per chunk: byte ``x`` of ``data`` lies at arena position ``x + shift``; its page's chunk
-    data ends at ``end`` in ``data``; its first value is value ``value`` of the leaf; its
-    first repetition / definition level goes to level ``rep_dst`` / ``def_dst``.  Every
-    ``shift`` is a multiple of ``align`` (1, 2, 4 or 8); ``in_map``: ``data`` is the file map
-    (blocks read in it must be checked against their page's ``end``)."""
-
-    data: np.ndarray
-    shift: int | np.ndarray  # one int for all chunks of one page
-    align: int
-    in_map: bool
-    end: np.ndarray
     counts: np.ndarray
     levels: np.ndarray
     rep: np.ndarray
@@ -1953,16 +1943,11 @@ class _Chunks:
     def_runs: np.ndarray | None = None
 
 
-def _shift(ch: _Chunks, index: np.ndarray) -> int | np.ndarray:
-    """``ch.shift`` of the chunks ``index``."""
-    return ch.shift if isinstance(ch.shift, int) else ch.shift[index]
-
-
 def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx,
                  blocks: bitpacking_plan.InlineBlocks | None = None, runs: np.ndarray | None = None) -> None:
     """The per-chunk level buffers ``spans`` of ``ch``, chunk ``i``'s to ``levels[dst[i]:]``
     (u16 items); ``blocks`` / ``runs``: their inline bit-packed blocks / RLE run counts as the
-    device pre-pass found them (else read in ``ch.data``)."""
+    device pre-pass found them (where the encoding has them)."""
     kind = _level_encoding(enc)
     nlevels = ch.levels
     starts = np.ascontiguousarray(spans[:, 0])
@@ -1970,32 +1955,27 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     if kind == "flat":
         if np.any(sizes < 2 * nlevels):
             raise ctx.corrupt("mini-block level buffer shorter than its levels")
-        unit.copy_level.add(src=ch.shift + starts, len=2 * nlevels, dst=2 * dst)
+        unit.copy_level.add(src=starts, len=2 * nlevels, dst=2 * dst)
         return
     if kind == "inline_bitpacking":
         _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
         return
     if kind == "rle":
-        if runs is None:
-            vals, lens, nruns = rle_plan.level_runs(ch.data, starts, sizes, ctx)
-        else:  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
-            vals, lens, nruns = starts + 8, starts + 8 + 2 * runs, runs
+        assert runs is not None  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=ch.shift + vals, runs=ch.shift + lens, nruns=nruns, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
+        lst.add(vals=starts + 8, runs=starts + 8 + 2 * runs, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
     ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
-    if ch.align % 2:
-        raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
     if ool.words.size:
         chunk = ool.chunk
         unit.unpack_list("level", 16).add(
-            words=_shift(ch, chunk) // 2 + ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
+            words=ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
             count=ool.counts,
         )
     tails = np.flatnonzero(ool.tail_len)
     if tails.size:
         unit.copy_level.add(
-            src=_shift(ch, tails) + 2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
+            src=2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
             dst=2 * (dst[tails] + ool.packed[tails]),
         )
 
@@ -2021,7 +2001,7 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     if leaf.kind == "var":
         width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
         slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
-        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=slot)
+        unit.var_chunks.add(start=starts, size=sizes, width=width, count=counts, dst=slot)
         return
     dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if vk == "inline_bitpacking":
@@ -2036,28 +2016,23 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         need = (counts * dim + 7) // 8
         if np.any(sizes < need):
             raise ctx.corrupt("boolean chunk shorter than its value count")
-        unit.bits.add(src=8 * (ch.shift + starts), count=counts * dim, dst=dst)
+        unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
         return
     nbytes = counts * dim * (bits // 8)
     if np.any(sizes < nbytes):
         raise ctx.corrupt("flat chunk shorter than its value count")
-    unit.copy_fixed.add(src=ch.shift + starts, len=nbytes, dst=dst)
+    unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
 
 
 def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx,
                  blocks: bitpacking_plan.InlineBlocks | None) -> None:
-    """InlineBitpacking chunks (buffers at ``starts`` of ``ch.data``): chunk ``i``'s values go
+    """InlineBitpacking chunks (buffers at arena bytes ``starts``): chunk ``i``'s values go
     to item ``dst_item[i]`` (items of ``bits``) of the destination; ``blocks``: theirs as the
-    device pre-pass found them (else read in ``ch.data``)."""
-    word = bits // 8
-    # blocks must end inside their page's chunk data when ch.data is the file's map
-    if blocks is None:
-        blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
-    if ch.align % word:
-        raise ctx.corrupt("misaligned bit-packed buffer")
+    device pre-pass found them."""
+    assert blocks is not None
     chunk = blocks.chunk
     unit.unpack_list(dest, bits).add(
-        words=_shift(ch, chunk) // word + blocks.word_off, width=blocks.widths,
+        words=blocks.word_off, width=blocks.widths,
         dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
     )
 
@@ -2070,7 +2045,7 @@ def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray,
     nruns = rle_plan.chunk_runs(ch.bufs, vbits // 8, ctx)
     lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
     lst.add(
-        vals=ch.shift + ch.bufs[:, 0, 0], runs=ch.shift + ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
+        vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
         dest=_DESTS.index(dest), dst=dst_byte,
     )
 
@@ -2301,7 +2276,7 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
         nbytes = ch.counts * word
         if np.any(ch.bufs[:, 0, 1] < nbytes):
             raise ctx.corrupt("flat chunk shorter than its value count")
-        unit.copy_index[bits].add(src=ch.shift + starts, len=nbytes, dst=first * word)
+        unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
     else:
         _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
 
