@@ -88,7 +88,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -742,8 +742,8 @@ _LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
-    """Classify and parse every page of one leaf column (``page_ids``; None: all; no device
-    work is registered yet; a row selection's pages are cut afterwards, whatever their
+    """Classify the pages of one leaf column (``page_ids``; None: all) and plan them as a
+    table (no device work is registered yet; a row selection's pages are cut afterwards, whatever their
     kind: :mod:`lance_gpu.gpu.rows`).
 
     The pages' layouts, buffers and rows come from the column's page arrays
@@ -782,7 +782,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     return leaf
 
 
-def _refuse(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, ctx: DecodeContext) -> None:
+def _refuse(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, ctx: DecodeContext) -> NoReturn:
     """Raise why the pages ``sel`` of a column that :func:`check_page` accepted are not
     planned as a table (:func:`_table_column`): a full-zip page without its data buffer is
     corrupt (``CorruptFileError`` naming the file); the others are pages pylance does not
