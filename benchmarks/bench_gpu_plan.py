@@ -220,10 +220,11 @@ def plan_read(ds, names: list[str], phases: list[float] | None = None, take: np.
             gather = time.thread_time() - g0
             device += gather
         phases[:] = [t1 - t0, time.thread_time() - t1 - device, device, gather]
-    pages = sum(getattr(leaf, "num_pages", len(leaf.pages)) for leaf in leaves)  # leaves planned as tables: no PagePlans
-    # chunks of the pages the host parsed, and of those the device pre-pass parses (whose chunk
-    # layouts, on a checkout with device blocks, live in the chunk table alone)
-    host_chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in leaf.pages if "counts" in p.parsed and "bufs" in p.parsed)
+    pages = sum(leaf.num_pages for leaf in leaves)
+    # chunks of the pages the host parsed (a checkout with per-page plans: ``leaf.pages``), and of
+    # those the device pre-pass parses (whose chunk layouts live in the chunk table alone)
+    host_chunks = sum(int(p.parsed["counts"].size) for leaf in leaves for p in getattr(leaf, "pages", ())
+                      if "counts" in p.parsed and "bufs" in p.parsed)
     chunks = host_chunks + device_chunks
     return pages, chunks
 

@@ -159,7 +159,7 @@ def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) ->
     arena = unit.stage.host_bytes()  # each FSST segment's symbol table, read where it was staged
     out["fsst"] = sorted((a, b, n, arena[t : t + plan.TABLE_BYTES].tobytes()) for a, b, t, n in unit.fsst)
     out["fills"] = (sorted(unit.fill_fixed), sorted((at(d, 2), n, p) for d, n, p in unit.fill_level), sorted(unit.fill_slots))
-    out["checks"] = sorted(unit.var_checks + [  # a table leaf's checks as the per-page entries
+    out["checks"] = sorted(unit.var_checks + [  # a table leaf's checks, a row each
         (slot, n, utf8, path, column, page)
         for slots, counts, utf8, path, column, pages in unit.var_check_rows
         for slot, n, page in zip(slots.tolist(), counts.tolist(), pages.tolist(), strict=True)
@@ -169,67 +169,103 @@ def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) ->
     return out
 
 
-@pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "fixdict22"])
-def test_bulk_pages_plan_the_same_work_as_page_by_page(datasets, name, monkeypatch):
-    """Every leaf's mini-block pages in bulk (threshold 1) against page by page (None), and
-    the default threshold: the same work items, staged bytes, fills, FSST tables, checks."""
-    uri = datasets[name]
-    monkeypatch.setattr(plan, "BULK_MIN_PAGES", None)
-    by_page = _work(uri)
-    assert any(by_page[k] for k in by_page if k.startswith(("copy_fixed", "var_chunks", "bits", "unpack", "dictionary"))), "nothing planned"
-    for threshold in (1, 4):
-        monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
-        assert _work(uri) == by_page, f"{name}: bulk threshold {threshold}"
+def _prepass_matches_the_host_parser(uri, rows: np.ndarray | None = None) -> int:
+    """The device pre-pass's CPU form (``headers.parse_on_host`` over a read's staged bytes;
+    tests/gpu/sim_pipeline.py runs the kernel against it) against the file layer's host
+    parser, the CPU reader's (``miniblock.chunk_table`` of each page alone): per chunk of
+    every page the pre-pass parses, its item count, level count and the spans of its level
+    sections and value buffers (starts relative to the chunk's).  A page a row selection
+    cuts is compared for the chunks it keeps (``plan.ChunkCut``).  Returns the chunks
+    compared."""
+    import cuda_kernels.chunkheaders as chk
+    from lance_gpu.file.v2_1 import miniblock
 
-
-@pytest.mark.parametrize("name", ["many21", "many22", "rich22"])
-def test_bulk_pages_of_a_row_selection_plan_the_same_work(datasets, name, monkeypatch):
-    """A row selection cuts pages to the chunks holding its rows (``data_shift``): bulk
-    planning of the cut pages gives the page-by-page work."""
-    uri = datasets[name]
-    rows = np.unique(np.random.default_rng(4).integers(0, 1600, 40))
-    monkeypatch.setattr(plan, "BULK_MIN_PAGES", None)
-    by_page = _work(uri, rows)
-    monkeypatch.setattr(plan, "BULK_MIN_PAGES", 1)
-    assert _work(uri, rows) == by_page
-
-
-def test_a_many_page_read_is_planned_in_bulk(datasets, monkeypatch):
-    """At the default threshold the many-page table's leaves take the bulk path: chunk
-    tables parsed once per leaf, work emitted once per group, not once per page."""
-    calls = {"parse": 0, "emit": 0, "pages": 0}
-    parse, emit = plan._parse_miniblock_pages, plan._emit_miniblock_batch
-
-    def spy_parse(leaf, whole, pages):
-        calls["parse"] += 1
-        return parse(leaf, whole, pages)
-
-    def spy_emit(unit, leaf, batch, whole):
-        calls["emit"] += 1
-        calls["pages"] += len(batch.pages)
-        return emit(unit, leaf, batch, whole)
-
-    monkeypatch.setattr(plan, "_parse_miniblock_pages", spy_parse)
-    monkeypatch.setattr(plan, "_emit_miniblock_batch", spy_emit)
-    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)  # the host's parse (else the device parses nearly every page)
-    leaves = _leaves(datasets["many22"])
     unit = plan.UnitPlan()
-    for leaf in leaves:
+    for leaf in _leaves(uri, rows):
         plan.place_leaf(unit, leaf)
-    pages = sum(len(leaf.pages) for leaf in leaves)
-    assert pages >= 50
-    assert 0 < calls["parse"] <= len(leaves) and 0 < calls["emit"] <= len(leaves)
-    assert calls["pages"] >= pages // 2  # most pages (all but dictionary / tiny leaves)
+    if not unit.device_blocks:
+        return 0
+    table = headers.ChunkTable(unit.device_blocks)
+    headers.parse_on_host(table, unit.stage.host_bytes())
+    headers.check(table)
+    out = table.out
+    row = compared = 0
+    for block in table.device_blocks:
+        for leaf, t in block.parts():
+            assert t is not None
+            pages = leaf.reader.column(leaf.column).pages
+            cut = t.memo.get("cut")
+            kept = 0  # chunks of ``cut.keep`` before this row's
+            for r in range(len(t)):
+                info = pages[int(t.ids[r])]
+                bufs = leaf.reader.read_buffers(list(zip(info.buffer_offsets, info.buffer_sizes, strict=True)))
+                got = miniblock.chunk_table(t.layouts[int(t.layout[r])].body, bufs, leaf.ctx())
+                starts, counts, levels, rep, dfn, vals = got[4], got[6], got[7], got[8], got[9], got[10]
+                if cut is not None:
+                    keep = cut.keep[kept : kept + counts.size]
+                    kept += counts.size
+                    starts, counts, levels, rep, dfn, vals = starts[keep], counts[keep], levels[keep], rep[keep], dfn[keep], vals[keep]
+                lo, hi = int(table.bounds[row]), int(table.bounds[row + 1])
+                assert hi - lo == counts.size, (leaf.path, leaf.column, r)
+                assert np.array_equal(table.counts[lo:hi], counts) and np.array_equal(out[lo:hi, chk.OUT_LEVELS], levels)
+                spans = [(rep, chk.OUT_REP), (dfn, chk.OUT_DEF)] + [(vals[:, b], chk.OUT_BUF0 + 2 * b) for b in range(min(vals.shape[1], 2))]
+                for want, col in spans:
+                    size = out[lo:hi, col + 1]
+                    assert np.array_equal(size, want[:, 1]), (leaf.path, leaf.column, r, col)
+                    some = size > 0
+                    assert np.array_equal((out[lo:hi, col] - table.start[lo:hi])[some], (want[:, 0] - starts)[some])
+                row += 1
+                compared += counts.size
+    assert row == table.bounds.size - 1
+    return compared
+
+
+def _mixed_rows_partition_the_leaf(leaves: list[plan.LeafPlan]) -> int:
+    """Each leaf of several page kinds (``LeafPlan.mixed``): its table's rows are its
+    mini-block, full-zip and constant rows, each once, and its per-row value and level
+    counts add up to the leaf's (its constant rows' to their decoded pages').  Returns the
+    leaves checked."""
+    mixed = [leaf for leaf in leaves if leaf.mixed is not None]
+    for leaf in mixed:
+        col, n = leaf.mixed.column, len(leaf.table)
+        assert np.array_equal(np.sort(np.concatenate([col.mini_at, col.full_zip_at, col.constant_at])), np.arange(n))
+        assert leaf.mixed.num_values.size == leaf.mixed.num_levels.size == n
+        assert int(leaf.mixed.num_values.sum()) == leaf.num_values and int(leaf.mixed.num_levels.sum()) == leaf.num_levels
+        consts = leaf.constant_pages or []
+        assert len(consts) == col.constant_at.size
+        assert [lp.num_values for lp in consts] == leaf.mixed.num_values[col.constant_at].tolist()
+    return len(mixed)
+
+
+def _work_rows(work: dict[str, object]) -> dict[str, int]:
+    """How many rows each work list of :func:`_work` has (not where they read: a store's
+    read stages its ranges apart where a mapped file's joins neighbours)."""
+    return {k: len(v) for k, v in work.items() if isinstance(v, list) and k != "stage"}
+
+
+def _ranges_are_page_buffers(src, rows: np.ndarray | None, ranges: list[tuple]) -> None:
+    """Every range read from the store straight into the slabs (``ranges``: ``(key, offset,
+    size)``) lies in one buffer of a page of the read's leaves (chunks, full-zip data or
+    repetition index); of a whole read, it is that buffer."""
+    bufs: dict[str, list[tuple[int, int]]] = {}
+    for leaf in _leaves(src, rows):
+        for info in leaf.reader.column(leaf.column).pages:
+            bufs.setdefault(leaf.reader.key, []).extend(zip(map(int, info.buffer_offsets), map(int, info.buffer_sizes), strict=True))
+    for key, o, z in set(ranges):
+        inside = [(bo, bz) for bo, bz in bufs[key] if bo <= o and o + z <= bo + bz]
+        assert inside, (key, o, z)
+        if rows is None:
+            assert (o, z) in inside, (key, o, z)
 
 
 @pytest.mark.parametrize("name", ["many21", "many22", "rich22", "rich21"])
 def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, monkeypatch):
     """A leaf whose pages are all planned for the device pre-pass is planned as a table of
-    its pages (``LeafPlan.table``: no PagePlan) and placed as one :class:`plan.DeviceBlock`
-    over its rows (its pages' chunk buffers staged by ``add_file_buffers``, neighbours as one
-    range), with the work PagePlan leaves give: placed as one block (``TABLE_LEAVES`` off;
-    ``DEVICE_BLOCK_MIN_PAGES`` past any leaf, and the scalar loop) and page by page (every
-    page a block of its own).  Every such leaf, whatever its page count."""
+    its pages (``LeafPlan.table``) and placed as one :class:`plan.DeviceBlock` over its rows
+    (its pages' chunk buffers staged by ``add_file_buffers``, neighbours as one range),
+    with the same work from the array branch (``DEVICE_BLOCK_MIN_PAGES`` 1) and the scalar
+    loop (past any leaf).  Every such leaf, whatever its page count; the pre-pass's parse
+    of every block row equals the host parser's (:func:`_prepass_matches_the_host_parser`)."""
     uri = datasets[name]
     leaves = _leaves(uri)
     unit = plan.UnitPlan()
@@ -237,22 +273,16 @@ def test_a_leaf_whose_pages_all_go_to_the_device_is_one_block(datasets, name, mo
         plan.place_leaf(unit, leaf)
     table_leaves = [leaf for leaf in leaves if leaf.table is not None and leaf.table.layouts[0].kind == "mini_block_layout"]
     assert table_leaves, "no leaf was planned as a table"
-    assert all(not leaf.pages for leaf in table_leaves)
     assert any(leaf.levels_pending for leaf in table_leaves)  # a list leaf (levels settled after the pre-pass)
     blocks = {id(b.leaf): b for b in unit.device_blocks}
     for leaf in table_leaves:
         block = blocks[id(leaf)]
-        assert block.rows is leaf.table and not block.pages and len(block.data_pos) == len(leaf.table)
+        assert block.rows is leaf.table and len(block.data_pos) == len(leaf.table)
     together = _work(uri)
-    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
-    # dictionary leaves are tables too; PagePlan leaves of dictionary pages are placed page by page
-    plain = [leaf for leaf in table_leaves if not leaf.table.layouts[0].dictionary]
-    assert len([leaf for leaf in _leaves(uri) if plan._device_leaf(leaf)]) == len(plain)
     for threshold in (1, 10**9):
         monkeypatch.setattr(plan, "DEVICE_BLOCK_MIN_PAGES", threshold)
         assert _work(uri) == together, threshold
-    monkeypatch.setattr(plan, "_device_leaf", lambda leaf: False)  # the per-page path (a block per page)
-    assert _work(uri) == together
+    assert _prepass_matches_the_host_parser(uri) > 0
 
 
 def test_many_small_fragments_stage_one_range_per_file(root, monkeypatch):
@@ -378,16 +408,16 @@ def test_pass_tables_do_not_grow_per_fragment(root, monkeypatch):
 def test_list_leaves_with_full_zip_or_constant_pages_go_to_the_device(datasets, name, monkeypatch):
     """List leaves whose pages pylance writes as mini-block pages beside full-zip pages (long
     strings) or constant pages (all-null or one repeated list): planned as tables of their
-    pages split by kind (``LeafPlan.mixed``: no PagePlan), their mini-block pages planned for
-    the device pre-pass (no chunk parsed on the host), the leaf's levels wait for it, and the
-    work equals the PagePlan path's (``TABLE_LEAVES`` off) and the host parse's (level
-    positions relative to the leaf's region)."""
+    pages split by kind (``LeafPlan.mixed``), their mini-block pages planned for
+    the device pre-pass (no chunk parsed on the host), the leaf's levels wait for it, and
+    the pre-pass's parse of their chunks equals the host parser's; whole and for a row
+    selection (tests/gpu/sim_pipeline.py:
+    test_list_leaves_with_full_zip_or_constant_pages_match_pylance decodes them)."""
     from lance_gpu.file.v2_1 import miniblock
 
     uri = datasets[name]
     leaves = _leaves(uri)
     mixed = [leaf for leaf in leaves if leaf.mixed is not None]
-    assert all(not leaf.pages for leaf in mixed)
     kinds = {f.kind for leaf in mixed for f in leaf.table.layouts}
     assert {"mini_block_layout", "full_zip_layout", "constant_layout"} <= kinds, kinds  # pylance wrote the mix
     assert all(leaf.levels_pending for leaf in mixed if leaf.has_rep)
@@ -395,35 +425,32 @@ def test_list_leaves_with_full_zip_or_constant_pages_go_to_the_device(datasets, 
     for fn in ("chunk_headers", "chunk_table", "chunk_tables_mapped"):
         real = getattr(miniblock, fn)
         monkeypatch.setattr(miniblock, fn, lambda *a, _real=real, _fn=fn, **k: host_parses.append(_fn) or _real(*a, **k))
-    on_device = _work(uri)
+    assert _work(uri)["var_chunks"] or _work(uri)["copy_fixed"]
     assert not host_parses, host_parses
-    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
-    by_page = _leaves(uri)
-    assert len([leaf for leaf in by_page if len({pg.kind for pg in leaf.pages}) > 1]) == len(mixed)
-    assert _work(uri) == on_device
-    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
-    assert _work(uri) == on_device
+    monkeypatch.undo()
+    rows = np.unique(np.random.default_rng(6).integers(0, lance.dataset(uri).count_rows(), 50))
+    assert _prepass_matches_the_host_parser(uri) > 0 and _prepass_matches_the_host_parser(uri, rows) > 0
 
 
 @pytest.mark.parametrize("name", ["mixed21", "mixed22", "mixedflat21", "mixedflat22"])
 def test_leaves_of_several_page_kinds_plan_as_tables(datasets, name, monkeypatch):
     """Leaves whose pages are of several kinds (mini-block pages beside full-zip or constant
-    ones; lists, and flat strings / integers whose levels are known while planning) make no
-    PagePlan (counted) and plan the work the PagePlan path gives (``TABLE_LEAVES`` off):
-    staged in page order, values, levels and level fills placed across kinds, FSST segments
-    and checks per row; with repetition levels, after the device pre-pass's counts."""
+    ones; lists, and flat strings / integers whose levels are known while planning) are
+    tables split by kind, each row once, their counts the leaf's
+    (:func:`_mixed_rows_partition_the_leaf`), and a row selection of every row plans the work of the whole read (the decoded
+    columns: tests/gpu/sim_pipeline.py, test_flat_leaves_of_several_page_kinds_match_pylance
+    and test_list_leaves_with_full_zip_or_constant_pages_match_pylance)."""
     uri = datasets[name]
     mixed = [leaf for leaf in _leaves(uri) if leaf.mixed is not None]
-    assert mixed and all(not leaf.pages for leaf in mixed)
+    assert mixed
     assert {leaf.levels_pending for leaf in mixed} == ({True} if name.startswith("mixed2") else {False})
     if name.startswith("mixedflat"):
         assert {leaf.kind for leaf in mixed} == {"var", "fixed"}
         assert {f.kind for leaf in mixed for f in leaf.table.layouts} == {"mini_block_layout", "full_zip_layout", "constant_layout"}
-    pages, _lines, made = _traced_plan(uri)
-    assert made == 0 and pages >= 4 * len(mixed)
-    tables = _work(uri)
-    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
-    assert _work(uri) == tables
+    pages, _lines = _traced_plan(uri)
+    assert pages >= 4 * len(mixed)
+    assert _mixed_rows_partition_the_leaf(_leaves(uri)) == len(mixed)
+    assert _work(uri, np.arange(lance.dataset(uri).count_rows())) == _work(uri)
 
 
 def _memory_copy(local: str, prefix: str):
@@ -443,10 +470,11 @@ def _memory_copy(local: str, prefix: str):
 @pytest.mark.parametrize("name", ["rich22", "many21", "mixed21", "mixedflat22", "fixdict22", "mixedcut22"])
 def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     """On an object store (memory://, ranged reads), leaves are planned as tables of their
-    pages too (no PagePlan, counted): their chunks, full-zip data and repetition indexes
-    staged straight from the store into the slabs as the per-page path defers them (the
-    same staged ranges, counted pages and work as ``TABLE_LEAVES`` off, whole and for a row
-    selection), their chunk metadata, dictionaries and constant pages read on the host."""
+    pages too: their chunks, full-zip data and repetition indexes staged straight from the
+    store into the slabs (each range one page buffer, or within one for a row selection),
+    the work of the local (memory-mapped) copy's read but for where it is staged, their
+    chunk metadata, dictionaries and constant pages read on the host (the decoded columns:
+    tests/gpu/sim_pipeline.py, test_memory_store_every_page_kind_lands_in_the_slabs)."""
     pytest.importorskip("obstore")
     from lance_gpu.file import container
     from lance_gpu.gpu import staging
@@ -454,10 +482,9 @@ def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
     monkeypatch.setattr(container, "TAIL_READ", 4096)  # (pages not read with the file's tail, as in large files)
     src = ("ds", _memory_copy(datasets[name], name))
     leaves = _leaves(src)
-    assert leaves and all(leaf.table is not None and not leaf.pages for leaf in leaves)
+    assert leaves and all(leaf.table is not None for leaf in leaves)
     assert leaves[0].reader.mapped is None
-    _pages, _lines, made = _traced_plan(src)
-    assert made == 0
+    _traced_plan(src)
     ranges: list[tuple] = []
     real = staging.Stager.add_range
     monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
@@ -469,18 +496,16 @@ def test_object_store_leaves_plan_as_tables(datasets, name, monkeypatch):
         return _work(src), unit.direct_pages
 
     tables = direct()
-    deferred, ranges[:] = sorted(ranges), []
-    assert deferred and tables[1].get("mini_block_layout", 0) > 0
+    _ranges_are_page_buffers(src, None, ranges)
+    assert ranges and tables[1].get("mini_block_layout", 0) > 0
+    ranges[:] = []
     rows = np.unique(np.random.default_rng(3).integers(0, lance.dataset(datasets[name]).count_rows(), 60))
     selected = _work(src, rows)  # a row selection: cut chunks read from the store into the slabs
-    cut = ranges[:]
-    ranges[:] = []
-    monkeypatch.setattr(plan, "TABLE_LEAVES", False)
-    assert direct() == tables
-    assert sorted(ranges) == deferred
-    ranges[:] = []
-    assert _work(src, rows) == selected
-    assert ranges == cut
+    assert ranges
+    _ranges_are_page_buffers(src, rows, ranges)
+    local = _work(datasets[name], rows)  # (the same work rows, staged elsewhere in the arena)
+    assert _work_rows(selected) == _work_rows(local)
+    assert selected["sizes"] == local["sizes"]
 
 
 def _full_zip_rows(leaf: plan.LeafPlan) -> pagetable.LeafPages | None:
@@ -493,12 +518,15 @@ def _full_zip_rows(leaf: plan.LeafPlan) -> pagetable.LeafPages | None:
 @pytest.mark.parametrize("name", ["rich21", "rich22", "many21", "many22", "runs22", "mixed21", "mixedflat22", "fixdict22", "fsst",
                                   "mixedcut21", "mixedcut22"])
 def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
-    """A row selection's pages are planned as a table of them (no PagePlan): pages it does
-    not cut whole, mini-block pages it cuts to their chunks (``plan.ChunkCut``, over the
-    table at once), full-zip pages to row runs (``plan.RowRuns``: long strings and
-    embeddings of rich21 / rich22), and both in a leaf of several page kinds (mixedflat22):
-    the work, staged bytes and decoded extent equal the PagePlan path's (``TABLE_LEAVES``
-    off), for selections of a few rows, of a run and of many rows (object stores:
+    """A row selection's pages are planned as a table of them: pages it does not cut whole,
+    mini-block pages it cuts to their chunks (``plan.ChunkCut``, over the table at once),
+    full-zip pages to row runs (``plan.RowRuns``: long strings and embeddings of rich21 /
+    rich22), and both in a leaf of several page kinds (mixedflat22), for selections of a
+    few rows, of a run and of many rows: the kept chunks' headers parsed by the pre-pass as
+    the host parser parses them, the decoded extent no more than the whole read's, and the
+    extent of a selection of every row the whole read's (the decoded rows:
+    tests/gpu/sim_pipeline.py, test_selections_cutting_leaves_of_several_page_kinds_match_pylance
+    and test_gpu_take_decodes_only_the_chunks_and_rows_it_selects; object stores:
     test_object_store_leaves_plan_as_tables)."""
     from lance_gpu.gpu.rows import extent
 
@@ -506,40 +534,26 @@ def test_row_selections_plan_as_tables(datasets, name, monkeypatch):
     rng = np.random.default_rng(7)
     n = lance.dataset(uri).count_rows()
     selections = [np.unique(rng.integers(0, n, 25)), np.arange(n // 3, n // 3 + 700), np.unique(rng.integers(0, n, 400))]
-    cut = runs = made = mixed_both = 0
+    cut = runs = mixed_both = 0
+    whole = extent(_leaves(uri))
+    assert extent(_leaves(uri, np.arange(n))) == whole
     for rows in selections:
         leaves = _leaves(uri, rows)
         tables = [leaf for leaf in leaves if leaf.table is not None]
-        assert tables and all(not leaf.pages for leaf in tables)
+        assert tables and len(tables) == len(leaves)
         cut += sum("cut" in t.memo for t in map(plan.miniblock_rows, tables) if t is not None)
         runs += sum("runs" in t.memo for t in map(_full_zip_rows, tables) if t is not None)
-        made += sum(len(leaf.pages) for leaf in leaves)
         mixed_both += sum(leaf.mixed is not None and "cut" in leaf.mixed.column.mini.memo and "runs" in leaf.mixed.column.full_zip.memo
                           for leaf in tables if leaf.mixed is not None and leaf.mixed.column.full_zip is not None
                           and leaf.mixed.column.mini is not None)
-        got = (_work(uri, rows), extent(leaves))
-        with monkeypatch.context() as mp:
-            mp.setattr(plan, "TABLE_LEAVES", False)
-            assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, name
+        got = extent(leaves)
+        assert all(got[k] <= whole[k] for k in got) and got["rows"] >= rows.size, (name, got, whole)
+        _prepass_matches_the_host_parser(uri, rows)
+        _mixed_rows_partition_the_leaf(leaves)
     assert (cut > 0) == (name in ("many21", "many22", "runs22", "mixedflat22", "fsst", "mixedcut21", "mixedcut22")), (name, cut)
     assert (runs > 0) == (name in ("rich21", "rich22", "mixedflat22", "mixedcut21", "mixedcut22")), (name, runs)
-    assert made == 0, (name, made)
     if name.startswith("mixedcut"):  # a leaf of several kinds with its mini-block and full-zip pages both cut
         assert mixed_both, name
-
-
-def _made_page_plans(fn) -> tuple[object, int]:
-    """``fn()`` and the :class:`plan.PagePlan` objects it made (counted)."""
-    real, made = plan.PagePlan.__init__, []
-
-    def counted(self, *args, **kwargs) -> None:
-        made.append(1)
-        real(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plan.PagePlan, "__init__", counted)
-        got = fn()
-    return got, len(made)
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
@@ -548,12 +562,11 @@ def test_row_selections_cut_full_zip_pages_as_tables(root, version, monkeypatch)
     repetition index; nullable and plain embeddings: fixed width with and without control
     words; twelve pages a column; long strings with an all-null page: a leaf of several
     page kinds) are planned as a table of the selected pages, the cut ones to row runs
-    (``plan.RowRuns``), with no PagePlan (counted): the work, the staged
-    bytes (each cut page's spans, then its runs' rebased index entries) and the decoded
-    extent equal the PagePlan path's (``TABLE_LEAVES`` off), for selections of a few rows,
-    a run that keeps whole pages beside a cut one, and many rows; with the default staging
-    gap and a small one (many spans a page); on a memory:// copy, the same ranges read
-    from the store into the slabs."""
+    (``plan.RowRuns``), for selections of a few rows, a run that keeps whole pages beside a
+    cut one, and many rows; with the default staging gap and a small one (many spans a
+    page: more staged items, the same work rows); on a memory:// copy, each range read from
+    the store into the slabs within one page buffer, and the local copy's work rows (the
+    decoded rows: tests/gpu/sim_pipeline.py, test_full_zip_pages_cut_by_a_selection_match_pylance)."""
     from lance_gpu.file import container
     from lance_gpu.gpu.rows import extent
 
@@ -562,20 +575,22 @@ def test_row_selections_cut_full_zip_pages_as_tables(root, version, monkeypatch)
     rng = np.random.default_rng(11)
     selections = [np.unique(rng.integers(0, n, 25)), np.arange(1000, 1700), np.unique(rng.integers(0, n, 400)),
                   np.array([249, 250, 2999])]
+    by_gap: dict[int, list] = {}
     for gap in (plan.FULLZIP_STAGE_GAP, 512):
         monkeypatch.setattr(plan, "FULLZIP_STAGE_GAP", gap)
         for rows in selections:
-            leaves, made = _made_page_plans(lambda rows=rows: _leaves(uri, rows))
-            assert made == 0 and all(leaf.table is not None for leaf in leaves)
+            leaves = _leaves(uri, rows)
+            assert all(leaf.table is not None for leaf in leaves)
             cut = [(leaf, t) for leaf in leaves if (t := _full_zip_rows(leaf)) is not None and "runs" in t.memo]
             assert {leaf.kind for leaf, _t in cut} == {"var", "fixed"}
             assert any(leaf.mixed is not None for leaf, _t in cut)  # (``gap``: an all-null page between full-zip ones)
             assert any(len(t) > int(np.unique(t.memo["runs"].row).size) for _leaf, t in cut) or rows.size != 700
-            got, made = _made_page_plans(lambda rows=rows: (_work(uri, rows), extent(_leaves(uri, rows))))
-            assert made == 0
-            with monkeypatch.context() as mp:
-                mp.setattr(plan, "TABLE_LEAVES", False)
-                assert (_work(uri, rows), extent(_leaves(uri, rows))) == got, (version, gap, rows.size)
+            got = _work(uri, rows)
+            by_gap.setdefault(gap, []).append(({k: v for k, v in got.items() if k not in ("stage", "fullzip")},
+                                               len(got["fullzip"]), len(got["stage"]), extent(leaves)))
+    for (work, walks, staged, ext), (work2, walks2, staged2, ext2) in zip(*by_gap.values(), strict=True):
+        # (a small gap stages a cut page's spans as more items, moving what follows in the arena)
+        assert walks == walks2 and ext == ext2 and staged <= staged2 and work["sizes"] == work2["sizes"]
     pytest.importorskip("obstore")
     from lance_gpu.gpu import staging
 
@@ -589,22 +604,20 @@ def test_row_selections_cut_full_zip_pages_as_tables(root, version, monkeypatch)
         assert leaves[0].reader.mapped is None and any("runs" in leaf.table.memo for leaf in leaves)
         ranges[:] = []
         got = _work(src, rows)
-        read = ranges[:]
-        assert read
-        ranges[:] = []
-        with monkeypatch.context() as mp:
-            mp.setattr(plan, "TABLE_LEAVES", False)
-            assert _work(src, rows) == got
-        assert ranges == read
+        assert ranges
+        _ranges_are_page_buffers(src, rows, ranges)
+        local = _work(uri, rows)
+        assert _work_rows(got) == _work_rows(local)
+        assert got["sizes"] == local["sizes"]
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("column", [1, 4])
-def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version, column, monkeypatch):
+def test_cut_full_zip_pages_refuse_a_corrupt_index(tmp_path, version, column, monkeypatch):
     """A full-zip page of long strings (``long``; ``gap``: a leaf of several page kinds)
     whose repetition index's last entry points past its data buffer: a selection of its
-    last row is refused by the table of cut pages with the per-page path's message, naming
-    the file; a selection not reading that entry is not."""
+    last row is refused by the table of cut pages (``CorruptFileError`` naming the file), as
+    the CPU reader refuses it; a selection not reading that entry is not."""
     src = gd.write_full_zip_pages(lance, tmp_path, version)
 
     def past_the_end(index: bytes) -> bytes:
@@ -616,46 +629,47 @@ def test_cut_full_zip_pages_refuse_what_the_page_path_refuses(tmp_path, version,
     uri = _corrupt_copy(src, tmp_path / "bad_index", column, 1, past_the_end)
     rows = np.array([3, 249, 1100])  # (1100: in ``gap``'s all-null page)
     assert any(leaf.mixed is not None for leaf in _leaves(uri, rows) if leaf.column == column) == (column == 4)
-    for tables in (True, False):
-        monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
-        with pytest.raises(CorruptFileError, match="full-zip rows point outside the page") as got:
-            _work(uri, rows)
-        assert "bad_index" in str(got.value)
-        assert _work(uri, np.array([3, 248, 1100]))["fullzip"]
+    with pytest.raises(CorruptFileError, match="full-zip rows point outside the page") as got:
+        _work(uri, rows)
+    assert "bad_index" in str(got.value)
+    assert _work(uri, np.array([3, 248, 1100]))["fullzip"]
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset(uri, device="cpu").take(rows.tolist())
 
 
 @pytest.mark.parametrize("name", ["dictplain21", "dictplain22"])
 def test_dictionary_pages_beside_other_kinds_plan_as_tables(datasets, name, monkeypatch):
     """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
     strings with runs of few values, beside all-null constant pages; integers, 2.2; short
-    strings' dictionary pages beside long strings' full-zip pages) make no PagePlan
-    (counted) and plan the work the PagePlan path gives (``TABLE_LEAVES`` off): the
+    strings' dictionary pages beside long strings' full-zip pages) are tables: the
     dictionaries staged together (or a lone one before its page's chunks), one block of
-    mini-block rows whose dictionary rows name their index scratch; whole, for row
-    selections and on a memory:// copy (the same ranges read from the store)."""
+    mini-block rows whose dictionary rows name their index scratch and whose chunk headers
+    the pre-pass parses as the host parser does; whole, for row selections and on a
+    memory:// copy (each range read from the store a page buffer, or within one; the local
+    copy's work rows).  The decoded columns: tests/gpu/sim_pipeline.py,
+    test_dictionary_pages_beside_other_kinds_match_pylance."""
     from lance_gpu.file import container
     from lance_gpu.gpu import staging
     from lance_gpu.gpu.rows import extent
 
     uri = datasets[name]
-    leaves, made = _made_page_plans(lambda: _leaves(uri))
-    assert made == 0 and all(leaf.table is not None for leaf in leaves)
+    leaves = _leaves(uri)
+    assert all(leaf.table is not None for leaf in leaves)
     partly = [leaf for leaf in leaves if (t := plan.miniblock_rows(leaf)) is not None
               and (rows := plan.dictionary_rows(t)) is not None and (rows.size < len(t) or leaf.mixed is not None)]
     assert {leaf.mixed is not None for leaf in partly} == ({True, False} if name.endswith("22") else {True})
     assert any(leaf.levels_pending for leaf in partly) and any(leaf.mixed is not None and leaf.mixed.column.full_zip is not None
                                                                for leaf in partly)
-    got, made = _made_page_plans(lambda: _work(uri))
-    assert made == 0 and any(rows for key, rows in got.items() if key.startswith("dictionary"))
+    got = _work(uri)
+    assert any(rows for key, rows in got.items() if key.startswith("dictionary"))
     n = lance.dataset(uri).count_rows()
     selections = [np.unique(np.random.default_rng(5).integers(0, n, 40)), np.arange(1200, 2600)]
-    selected = [_made_page_plans(lambda rows=rows: (_work(uri, rows), extent(_leaves(uri, rows)))) for rows in selections]
-    assert all(made == 0 for _got, made in selected)
-    with monkeypatch.context() as mp:
-        mp.setattr(plan, "TABLE_LEAVES", False)
-        assert _work(uri) == got
-        for rows, (want, _made) in zip(selections, selected, strict=True):
-            assert (_work(uri, rows), extent(_leaves(uri, rows))) == want
+    whole = extent(leaves)
+    assert _prepass_matches_the_host_parser(uri) > 0 and _mixed_rows_partition_the_leaf(leaves)
+    for rows in selections:
+        assert _prepass_matches_the_host_parser(uri, rows) > 0
+        part = extent(_leaves(uri, rows))
+        assert all(part[k] <= whole[k] for k in part)
     pytest.importorskip("obstore")
     monkeypatch.setattr(container, "TAIL_READ", 4096)
     src = ("ds", _memory_copy(uri, name))
@@ -663,23 +677,22 @@ def test_dictionary_pages_beside_other_kinds_plan_as_tables(datasets, name, monk
     real = staging.Stager.add_range
     monkeypatch.setattr(staging.Stager, "add_range", lambda self, st, key, o, z, **kw: ranges.append((key, o, z)) or real(self, st, key, o, z, **kw))
     for rows in (None, selections[0]):
-        (work, made), read = _made_page_plans(lambda rows=rows: _work(src, rows)), ranges[:]
-        assert made == 0 and read
+        work = _work(src, rows)
+        assert ranges
+        _ranges_are_page_buffers(src, rows, ranges)
         ranges[:] = []
-        with monkeypatch.context() as mp:
-            mp.setattr(plan, "TABLE_LEAVES", False)
-            assert _work(src, rows) == work
-        assert ranges == read
-        ranges[:] = []
+        local = _work(uri, rows)
+        assert _work_rows(work) == _work_rows(local)
+        assert work["sizes"] == local["sizes"]
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize(("column", "nth"), [(0, 0), (1, 1)])
-def test_dictionary_pages_beside_other_kinds_refuse_what_the_page_path_refuses(tmp_path, version, column, nth, monkeypatch):
+def test_dictionary_pages_beside_other_kinds_refuse_a_corrupt_dictionary(tmp_path, version, column, nth, monkeypatch):
     """A corrupt dictionary buffer (its first bytes overwritten) of a dictionary page beside
     plain pages -- the lone one of ``s`` (staged alone, before its chunks), the second of
-    ``li`` (staged with the others) -- is refused by the table path as by the per-page path:
-    a ``CorruptFileError`` with the same message, naming the file."""
+    ``li`` (staged with the others) -- is refused by the planner (a ``CorruptFileError``
+    naming the file) as by the CPU reader."""
     src = gd.write_dictionary_beside_plain_pages(lance, tmp_path, version)
     dst = tmp_path / "bad_dictionary"
     shutil.copytree(src, dst)
@@ -691,27 +704,28 @@ def test_dictionary_pages_beside_other_kinds_refuse_what_the_page_path_refuses(t
     at = int(info.buffer_offsets[2])
     raw[at : at + 8] = b"\xff" * 8
     path.write_bytes(bytes(raw))
-    messages = []
-    for tables in (True, False):
-        monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
-        with pytest.raises(CorruptFileError) as got:
-            _work(str(dst))
-        assert str(path) in str(got.value) or path.name in str(got.value)
-        messages.append(str(got.value))
-    assert messages[0] == messages[1]
+    with pytest.raises(CorruptFileError) as got:
+        _work(str(dst))
+    assert str(path) in str(got.value) or path.name in str(got.value)
+    with pytest.raises(CorruptFileError):
+        lance_gpu.dataset(str(dst)).to_table(device="cpu")
 
 
-def test_default_planning_makes_no_page_plan(datasets):
-    """With the default switches, no leaf of any of this module's pylance datasets (flat,
-    list, full-zip, FSST, dictionary, constant and mixed-kind pages; 2.1 and 2.2) makes a
-    :class:`plan.PagePlan` (counted), whole or for a selection of random rows: every leaf
-    is a table of its pages (the per-page path is the reference the switches turn on)."""
+def test_every_leaf_is_a_table_of_its_pages(datasets):
+    """Every leaf of every field of this module's pylance datasets (flat, list, full-zip,
+    FSST, dictionary, constant and mixed-kind pages; 2.1 and 2.2) is planned on the GPU as
+    a table of its pages (no field falls back to the CPU reader), whole or for a selection
+    of random rows, and its work is planned."""
     rng = np.random.default_rng(21)
     for name, uri in datasets.items():
+        snap = _snapshot(uri)
+        fields = sum(frag.field_source(f) is not None for frag in snap.fragments for f in snap.lance_schema.fields)
         rows = np.unique(rng.integers(0, lance.dataset(uri).count_rows(), 50))
         for sel in (None, rows):
-            (_got, made) = _made_page_plans(lambda sel=sel, uri=uri: _work(uri, sel))
-            assert made == 0, (name, sel is None)
+            leaves = _leaves(uri, sel)
+            assert all(leaf.table is not None for leaf in leaves), name
+            assert len({(leaf.path, leaf.column) for leaf in leaves}) >= fields, name  # (no field left out: Unsupported)
+            assert _work(uri, sel)["stage"], name
 
 
 def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
@@ -719,8 +733,8 @@ def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
     cannot place: a column of pages of several kinds in every fragment (``LeafPlan.mixed``),
     a row selection cutting mini-block chunks of every fragment (``memo["cut"]``) and leaves
     on an object store (memory://, not mapped): ``passplan.pass_key`` gives them no group,
-    and the unit plans the work of ``TABLE_LEAVES`` off (and of leaf by leaf), beside the
-    pass tables of the columns a pass does take."""
+    and the unit plans the work of leaf by leaf, beside the pass tables of the columns a
+    pass does take."""
     pytest.importorskip("obstore")
     import pyarrow as pa
 
@@ -752,16 +766,12 @@ def test_leaves_pass_tables_cannot_place_are_placed_alone(root, monkeypatch):
         placed = {id(leaf) for b in unit.device_blocks if b.leaves is not None for leaf in b.leaves}
         assert not placed & set(map(id, odd))
         assert bool(placed) == (src is not store), src  # (a selection's uncut tables in passes too; on the store none)
-        got = _work(src, rows, by_unit=True)
-        assert got == _work(src, rows), src
-        with monkeypatch.context() as mp:
-            mp.setattr(plan, "TABLE_LEAVES", False)
-            assert _work(src, rows, by_unit=True) == got, src
+        assert _work(src, rows, by_unit=True) == _work(src, rows), src
 
 
 def test_mapped_buffers_are_views_of_the_map(datasets):
-    """The bulk path reads chunk headers and bit widths through ``LanceFileReader.mapped``
-    at the pages' file offsets: a mapped file's buffers are views of its map there."""
+    """Table leaves stage their buffers as views of ``LanceFileReader.mapped`` at the pages'
+    file offsets (``Stager.add_file_buffers``): a mapped file's buffers are views of its map there."""
     path = next(Path(datasets["many22"], "data").glob("*.lance"))
     reader = LanceFileReader(path)
     whole = reader.mapped
@@ -831,28 +841,15 @@ _huge_buffer = _chunk_edit("_huge_buffer", 2, 0xFFF0, 2, "The first chunk's valu
 
 
 @pytest.mark.parametrize("name", ["rich21", "rich22", "fsst", "binary", "many21", "many22", "runs22", "mixed21", "mixed22", "fixdict22"])
-def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, name, monkeypatch):
-    """Chunk headers and bit widths parsed by the device pre-pass (``cuda_kernels.chunkheaders``,
-    its CPU form here; tests/gpu/sim_pipeline.py runs the kernel) give exactly the work the
-    host's parse gives, for whole reads and row selections, in bulk or page by page."""
+def test_device_parsed_chunk_headers_equal_the_host_parser(datasets, name):
+    """Chunk headers parsed by the device pre-pass (``cuda_kernels.chunkheaders``, its CPU
+    form here; tests/gpu/sim_pipeline.py runs the kernel) give, chunk by chunk, the item and
+    level counts and the level / value spans the file layer's host parser (the CPU
+    reader's) gives, for whole reads and row selections (their kept chunks)."""
     uri = datasets[name]
     rows = np.unique(np.random.default_rng(5).integers(0, 1600, 40))
-    seen = []
-    parse = headers.parse_on_host
-
-    def spy(table, data):
-        seen.append(table.nchunks)
-        return parse(table, data)
-
-    monkeypatch.setattr(headers, "parse_on_host", spy)
-    for threshold in (None, 4):
-        monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
-        for selection in (None, rows):
-            monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
-            on_host = _work(uri, selection)
-            monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
-            assert _work(uri, selection) == on_host, (name, threshold, selection is not None)
-    assert sum(seen), "no page took the device pre-pass"
+    assert _prepass_matches_the_host_parser(uri) > 0, "no page took the device pre-pass"
+    _prepass_matches_the_host_parser(uri, rows)
 
 
 @pytest.mark.parametrize(("name", "column", "buffer", "edit", "message"), [
@@ -864,22 +861,18 @@ def test_device_parsed_chunk_headers_plan_the_same_work_as_the_host(datasets, na
     ("runs22", 0, 1, _bad_rle_levels, "RLE level buffer sections out of range"),
     ("many21", 0, 1, _huge_buffer, "points past its chunk"),
 ], ids=["chunk-metadata", "bit-width", "level-bit-width", "list-rep-width", "list-rep-section", "rle-def-levels", "chunk-header"])
-def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkeypatch, name, column, buffer, edit, message):
+def test_corrupt_chunks_are_refused_as_the_cpu_reader_refuses_them(datasets, root, monkeypatch, name, column, buffer, edit, message):
     """Corrupt chunk metadata (counts beyond the page), corrupt bit widths (values,
     definition levels, a list page's repetition levels) and chunk headers pointing past
     their chunk (a flat page's value buffer, a list page's repetition levels): the same
-    CorruptFileError from bulk and page-by-page planning and from the device pre-pass's
-    parse (leaf by leaf, and a unit's columns as pass tables), and from the CPU reader;
-    pylance refuses each too."""
+    CorruptFileError, naming the file, from the device pre-pass's parse (leaf by leaf, and
+    a unit's columns as pass tables); the CPU reader and pylance refuse each too."""
     uri = _corrupt_copy(datasets[name], root / f"corrupt_{name}_{column}_{buffer}_{edit.__name__}", column, buffer, edit)
     errors = []
-    for on_device in (False, True):
-        monkeypatch.setattr(plan, "DEVICE_HEADERS", on_device)
-        for threshold in (None, 1):
-            monkeypatch.setattr(plan, "BULK_MIN_PAGES", threshold)
-            with pytest.raises(CorruptFileError) as exc:
-                _work(uri)
-            errors.append(str(exc.value))
+    with pytest.raises(CorruptFileError) as exc:
+        _work(uri)
+    errors.append(str(exc.value))
+    assert str(Path(uri).name) in errors[0] or "corrupt_" in errors[0]
     monkeypatch.setattr(passplan, "PASS_MIN_LEAVES", 2)
     with pytest.raises(CorruptFileError) as exc:  # a unit's fragments' columns as pass tables
         _work(uri, by_unit=True)
@@ -891,12 +884,13 @@ def test_bulk_and_page_by_page_refuse_the_same_corruption(datasets, root, monkey
         lance.dataset(uri).to_table()
 
 
-def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root, monkeypatch):
+def test_random_list_layouts_parse_on_the_device_as_on_the_host(root, monkeypatch):
     """Property: random list-heavy tables (lists of ints, strings, booleans nested 1-3 deep,
     a list of structs, a struct of a list, null and empty lists and null items at random densities, page and chunk boundaries from
-    small pages and batches, 1-4 fragments, 2.1 / 2.2): the device pre-pass's CPU form plans
-    exactly the work the host's parse of the list pages' chunks plans (level positions
-    relative to their leaf's region), and it parses every list page it can."""
+    small pages and batches, 1-4 fragments, 2.1 / 2.2): every leaf is a table, the device
+    pre-pass's CPU form parses every list page's chunks as the file layer's host parser
+    does, and a list leaf of mini-block pages waits for its in-band level counts (the
+    decoded columns: tests/gpu/sim_pipeline.py, test_random_list_layouts_match_pylance_and_the_cpu)."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
@@ -909,16 +903,12 @@ def test_random_list_layouts_plan_the_same_work_on_the_device_and_the_host(root,
         shutil.rmtree(uri, ignore_errors=True)
         table = gd.list_table(n, seed=seed, depth=depth, null_p=null_p, empty_p=empty_p)
         gd.write_lists(lance, uri, table, version, rows_per_file=max(1, -(-n // frags)), page_bytes=page_bytes, batch=batch)
-        monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
-        on_host = _work(uri)
-        monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
-        for tables in (True, False):  # list leaves planned as tables of their pages, and with PagePlans
-            monkeypatch.setattr(plan, "TABLE_LEAVES", tables)
-            assert _work(uri) == on_host, (seed, n, depth, null_p, empty_p, frags, page_bytes, batch, version, tables)
         leaves = _leaves(uri)
-        list_pages = [pg for leaf in leaves for pg in leaf.pages if pg.has_rep and pg.kind == "mini_block_layout"]
-        assert all(leaf.levels_pending for leaf in leaves if any(pg in list_pages for pg in leaf.pages)
-                   and all(pg.kind == "mini_block_layout" for pg in leaf.pages))
+        assert all(leaf.table is not None for leaf in leaves)
+        _prepass_matches_the_host_parser(uri)
+        _work(uri)
+        assert all(leaf.levels_pending for leaf in leaves
+                   if any(f.has_rep and f.kind == "mini_block_layout" for f in leaf.table.layouts))
 
     check()
 
@@ -1077,7 +1067,7 @@ def test_a_leafs_dictionaries_are_staged_together(datasets, name, monkeypatch):
     leaves = _leaves(datasets[name])
     together = plan.UnitPlan()
     staged = []
-    real = plan._dictionaries_together  # (PagePlan leaves and table leaves alike)
+    real = plan._dictionaries_together
 
     def counted(unit, leaf, *pages):
         out = real(unit, leaf, *pages)
@@ -1151,13 +1141,11 @@ def test_a_leafs_page_bytes_are_its_pages_buffers(datasets, name):
         leaves = _leaves(datasets[name], selection)
         assert leaves
         for leaf in leaves:
-            if leaf.table is not None:  # planned as a table of its pages
-                # (a constant column may have no buffers: all null, no levels; cut pages count whole)
-                pages = leaf.reader.column(leaf.column).pages
-                assert leaf.page_bytes == sum(int(s) for i in leaf.table.ids.tolist() for s in pages[i].buffer_sizes), leaf.path
-                assert leaf.page_bytes > 0 or leaf.table.layouts[0].kind == "constant_layout", leaf.path
-                continue
-            assert leaf.page_bytes == sum(int(s) for pg in leaf.pages for s in pg.info.buffer_sizes), leaf.path
+            assert leaf.table is not None  # planned as a table of its pages
+            # (a constant column may have no buffers: all null, no levels; cut pages count whole)
+            pages = leaf.reader.column(leaf.column).pages
+            assert leaf.page_bytes == sum(int(s) for i in leaf.table.ids.tolist() for s in pages[i].buffer_sizes), leaf.path
+            assert leaf.page_bytes > 0 or leaf.table.layouts[0].kind == "constant_layout", leaf.path
 
 
 def test_symbol_tables_parsed_together_match_one_by_one(monkeypatch):
@@ -1208,8 +1196,8 @@ def _device_only_table(n: int, seed: int):
     })
 
 
-def _traced_plan(uri) -> tuple[int, int, int]:
-    """``(pages, Python lines run in lance_gpu / cuda_kernels, PagePlans made)`` of planning a
+def _traced_plan(uri) -> tuple[int, int]:
+    """``(pages, Python lines run in lance_gpu / cuda_kernels)`` of planning a
     whole read of ``uri`` (all its fragments; every leaf planned and placed, the chunk table laid out, and after
     the pre-pass's CPU form -- not counted -- the levels settled and the work emitted), after
     one untraced plan (the per-process page selections and layouts are made once).  Not
@@ -1218,15 +1206,6 @@ def _traced_plan(uri) -> tuple[int, int, int]:
     snap = _snapshot(uri)
     sources = [(frag.file_reader(src.path), snap.schema.field(f.name), src.columns)
                for frag in snap.fragments for f in snap.lance_schema.fields if (src := frag.field_source(f)) is not None]
-    made = []
-
-    class CountedPagePlan(plan.PagePlan):
-        __slots__ = ()
-
-        def __init__(self, *args, **kwargs) -> None:
-            made.append(1)
-            super().__init__(*args, **kwargs)
-
     def run() -> tuple[int, plan.UnitPlan, list[plan.LeafPlan]]:
         unit = plan.UnitPlan()
         leaves = [leaf for reader, af, columns in sources for leaf in plan.plan_field_leaves(reader, af, columns)]
@@ -1248,29 +1227,27 @@ def _traced_plan(uri) -> tuple[int, int, int]:
         name = frame.f_code.co_filename
         return local if name.startswith(roots) and not name.endswith("staging.py") else None
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plan, "PagePlan", CountedPagePlan)
-        sys.settrace(tracer)
-        try:
-            pages, unit, leaves = run()
-        finally:
-            sys.settrace(None)
-        table, _at = unit.chunk_table
-        headers.parse_on_host(table, unit.stage.host_bytes())
-        headers.check(table)
-        sys.settrace(tracer)
-        try:
-            headers.settle_levels(unit, table)
-            headers.emit(unit, table)
-        finally:
-            sys.settrace(None)
+    sys.settrace(tracer)
+    try:
+        pages, unit, leaves = run()
+    finally:
+        sys.settrace(None)
+    table, _at = unit.chunk_table
+    headers.parse_on_host(table, unit.stage.host_bytes())
+    headers.check(table)
+    sys.settrace(tracer)
+    try:
+        headers.settle_levels(unit, table)
+        headers.emit(unit, table)
+    finally:
+        sys.settrace(None)
     assert all(leaf.table is not None for leaf in leaves), [leaf.column for leaf in leaves if leaf.table is None]
-    return pages, lines[0], len(made)
+    return pages, lines[0]
 
 
 def test_planning_runs_no_python_per_page(root, monkeypatch):
     """Leaves whose pages all go to the device pre-pass are planned as tables of their pages:
-    a read of ten times the pages (over 1,000) makes no PagePlan and runs about the same
+    a read of ten times the pages (over 1,000) runs about the same
     Python lines in the planner (plan, place, chunk table, level settling, emission): O(leaves
     and distinct layouts), not O(pages) -- counted, not timed."""
     import pyarrow as pa
@@ -1283,16 +1260,15 @@ def test_planning_runs_no_python_per_page(root, monkeypatch):
         lance.write_dataset(batches, uri, data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048,
                             data_cache_bytes=8 * 2048)
         uris.append(uri)
-    small_pages, small_lines, small_made = _traced_plan(uris[0])
-    big_pages, big_lines, big_made = _traced_plan(uris[1])
+    small_pages, small_lines = _traced_plan(uris[0])
+    big_pages, big_lines = _traced_plan(uris[1])
     assert big_pages >= 1000 and big_pages >= 8 * small_pages, (small_pages, big_pages)
-    assert small_made == big_made == 0
     assert big_lines <= 1.1 * small_lines + 100, (small_pages, small_lines, big_pages, big_lines)
 
 
 def test_one_page_leaves_plan_as_tables(root):
     """Many small fragments (one page per leaf: mini-block pages, and the full-zip pages of
-    long strings and embeddings) are planned as tables of their pages: no PagePlan, and the
+    long strings and embeddings) are planned as tables of their pages, and the
     Python lines run per leaf (plan, place, chunk table, levels, emission) stay what they
     are for a few fragments (O(leaves): four times the fragments, about four times the
     lines) and no more than a leaf of many pages takes -- counted, not timed."""
@@ -1304,16 +1280,16 @@ def test_one_page_leaves_plan_as_tables(root):
         uri = str(root / f"one_page_{nfrag}")
         lance.write_dataset(gd.rich_table(20 * nfrag, seed=5).select(names), uri, data_storage_version="2.1", max_rows_per_file=20)
         counted[nfrag] = _traced_plan(uri)
-    for nfrag, (pages, _lines, made) in counted.items():
-        assert pages == len(names) * nfrag and made == 0, (nfrag, pages, made)
+    for nfrag, (pages, _lines) in counted.items():
+        assert pages == len(names) * nfrag, (nfrag, pages)
     few, many = counted[4][1], counted[16][1]
     assert many <= 4.4 * few, (few, many)
     uri = str(root / "one_fragment_many_pages")
     tbl = _device_only_table(2000, seed=9)
     lance.write_dataset(pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=100)), uri,
                         data_storage_version="2.1", max_rows_per_group=100, max_page_bytes=2048, data_cache_bytes=8 * 2048)
-    pages, lines, made = _traced_plan(uri)
-    assert pages >= 8 * 6 and made == 0
+    pages, lines = _traced_plan(uri)
+    assert pages >= 8 * 6
     assert many / (16 * len(names)) <= 1.1 * lines / 6, (many, lines)
 
 
@@ -1322,9 +1298,9 @@ def test_one_page_leaves_plan_as_tables(root):
     ("data", "full-zip buffer shorter than its values"),
     ("index", "full-zip repetition index has an impossible width"),
 ])
-def test_full_zip_table_checks_refuse_what_the_page_path_refuses(root, what, message, by_unit, monkeypatch):
+def test_full_zip_table_checks_refuse_bad_buffers(root, what, message, by_unit, monkeypatch):
     """A leaf of full-zip pages planned as a table is checked over its rows at once, with
-    the per-page path's messages naming the file: a data buffer shorter than its values, a
+    messages naming the file: a data buffer shorter than its values, a
     repetition index whose size is not a whole width per row; ``by_unit``: the middle one
     of three fragments' leaves placed as one pass table names its own file."""
     import dataclasses
@@ -1360,10 +1336,11 @@ def _dictionary_table(n: int, seed: int):
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_dictionary_and_constant_leaves_plan_as_tables(root, monkeypatch, version):
     """Leaves of dictionary pages and of constant / all-null pages (one or many pages a
-    leaf, one or many fragments) are planned as tables of their pages: no PagePlan
-    (counted), their dictionaries placed by table row, with the work the PagePlan path gives
-    (``TABLE_LEAVES`` off), dictionaries placed together and each page's alone (its
-    dictionary staged before its chunks)."""
+    leaf, one or many fragments) are planned as tables of their pages, their dictionaries
+    placed by table row: the same dictionary work rows placed together and each page's
+    alone (its dictionary staged before its chunks), the pre-pass's parse of their chunks
+    the host parser's (the decoded columns: tests/gpu/sim_pipeline.py,
+    test_dictionary_pass_tables_decode_as_pylance)."""
     import pyarrow as pa
 
     uris = []
@@ -1387,17 +1364,18 @@ def test_dictionary_and_constant_leaves_plan_as_tables(root, monkeypatch, versio
                 assert leaf.table is shared and leaf.constant_pages is not None and len(leaf.constant_pages) == len(shared)
                 assert leaf.num_values == sum(lp.num_values for lp in leaf.constant_pages)
                 assert leaf.num_levels == sum(lp.num_levels for lp in leaf.constant_pages)
-        pages, _lines, made = _traced_plan(uri)
-        assert made == 0 and pages >= len(leaves)
-        for together in (True, False):
-            if not together:
-                monkeypatch.setattr(plan, "_dictionaries_together", lambda *args: None)
-            monkeypatch.setattr(plan, "TABLE_LEAVES", True)
-            tables = _work(uri)
-            assert any(v for k, v in tables.items() if k.startswith("dictionary")), uri
-            monkeypatch.setattr(plan, "TABLE_LEAVES", False)
-            assert _work(uri) == tables, (uri, together)
-            monkeypatch.undo()
+        pages, _lines = _traced_plan(uri)
+        assert pages >= len(leaves)
+        assert _prepass_matches_the_host_parser(uri) > 0
+        tables = _work(uri)
+        assert any(v for k, v in tables.items() if k.startswith("dictionary")), uri
+        with monkeypatch.context() as mp:
+            mp.setattr(plan, "_dictionaries_together", lambda *args: None)
+            alone = _work(uri)
+        # (the same rows, reading each page's dictionary where it was staged alone)
+        assert {k: len(v) for k, v in alone.items() if k.startswith("dictionary")} == \
+            {k: len(v) for k, v in tables.items() if k.startswith("dictionary")}, uri
+        assert len(alone["stage"]) >= len(tables["stage"]) and alone["sizes"][:3] == tables["sizes"][:3], uri
     assert max(len(leaf.table) for leaf in _leaves(uris[0]) if leaf.table is not None) > 1  # many pages a leaf
 
 
@@ -1440,3 +1418,85 @@ def test_dictionary_leaves_of_many_fragments_place_as_one_table(root, monkeypatc
             assert _work(uri, by_unit=True) == _work(uri), (uri, together)
         monkeypatch.undo()
         assert max(len(leaf.table) for leaf in dict_leaves) > (1 if page_bytes == 1024 else 0)
+
+
+def _drop_buffers(monkeypatch, kind: str, keep: int) -> None:
+    """``LanceFileReader.column`` answers for the first column with a page of layout
+    ``kind`` with that page cut to its first ``keep`` buffers (a page pylance never writes:
+    its column metadata edited)."""
+    import dataclasses
+
+    from lance_gpu.file.reader import parse_layout
+
+    real = LanceFileReader.column
+    target: list[int] = []
+
+    def first(self, index: int) -> int:
+        for k, page in enumerate(real(self, index).pages):
+            if parse_layout(page, DecodeContext(self.path, index)).WhichOneof("layout") == kind:
+                return k
+        return -1
+
+    def column(self, index: int):
+        info = real(self, index)
+        if not target:
+            target.append(next(c for c in range(self.num_columns) if first(self, c) >= 0))
+        if index != target[0]:
+            return info
+        pages = list(info.pages)
+        k = first(self, index)
+        pages[k] = dataclasses.replace(pages[k], buffer_offsets=pages[k].buffer_offsets[:keep], buffer_sizes=pages[k].buffer_sizes[:keep])
+        return dataclasses.replace(info, pages=pages)
+
+    monkeypatch.setattr(LanceFileReader, "column", column)
+
+
+def test_pages_no_table_takes_fall_back_to_the_cpu_reader_or_are_refused(datasets, monkeypatch):
+    """Pages no table takes (pylance writes none: made here by editing the pages' buffer
+    lists): a mini-block page without its chunk buffer makes its field raise
+    ``plan.Unsupported`` -- the read sends the field to the CPU reader (reported as a
+    fallback: ``on_cpu_fallback`` 'warn' names it, 'raise' refuses), which refuses the page
+    as the GPU path would not decode it; a full-zip page without its data buffer is a
+    ``CorruptFileError`` naming the file; whole and for a row selection."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lance_gpu.errors import UnsupportedEncodingError
+    from lance_gpu.gpu import read
+
+    uri = datasets["rich22"]
+    snap = _snapshot(uri)
+    frag = snap.fragments[0]
+    fields = [f for f in snap.lance_schema.fields if frag.field_source(f) is not None]
+    arrow = {f.name: snap.schema.field(f.name) for f in fields}
+    whole = read._plan_fragment(frag, None, fields, arrow, "warn", ThreadPoolExecutor(1), {})
+    assert not whole.cpu and len(whole.gpu) == len(fields)
+    rows = np.arange(3, 40, 5)
+    with monkeypatch.context() as mp:
+        _drop_buffers(mp, "mini_block_layout", 1)
+        pagetable.clear()
+        refused = []
+        for f in fields:
+            src = frag.field_source(f)
+            try:
+                plan.plan_field_leaves(frag.file_reader(src.path), arrow[f.name], src.columns)
+            except plan.Unsupported:
+                refused.append(f.name)
+        assert len(refused) == 1, refused
+        for sel in (None, rows):
+            seen: dict[str, list[str]] = {}
+            with ThreadPoolExecutor(2) as pool:
+                got = read._plan_fragment(frag, sel, fields, arrow, "warn", pool, seen)
+                assert list(got.cpu) == refused and len(got.gpu) == len(fields) - 1, (sorted(got.cpu), sel is None)
+                assert [names for names in seen.values()] == [list(got.cpu)]
+                with pytest.raises(CorruptFileError):  # the CPU reader refuses the page too
+                    next(iter(got.cpu.values())).result()
+                with pytest.raises(UnsupportedEncodingError, match="no GPU decoder"):
+                    read._plan_fragment(frag, sel, fields, arrow, "raise", pool, {})
+    with monkeypatch.context() as mp:
+        _drop_buffers(mp, "full_zip_layout", 0)
+        pagetable.clear()
+        for sel in (None, rows):
+            with pytest.raises(CorruptFileError, match="full-zip page without a data buffer") as exc:
+                read._plan_fragment(frag, sel, fields, arrow, "warn", ThreadPoolExecutor(1), {})
+            assert frag.field_source(fields[0]).path.split("/")[-1] in str(exc.value)
+    pagetable.clear()

@@ -6,7 +6,7 @@ Importing this package loads no CUDA library (CuPy, cuDF, ``numba.cuda`` are imp
 first use), so ``lance_gpu._device.gpu_unusable_reason`` can import it to learn that the
 decoder exists.  Modules:
 
-* :mod:`.plan` -- per-page decode plans from the file layer's parsed layouts, grouped by
+* :mod:`.plan` -- decode plans (a table of each leaf's pages) from the file layer's parsed layouts, grouped by
   kernel family (which encodings decode on the GPU, and why others do not);
 * :mod:`.staging` -- the requested byte ranges gathered into pinned host memory and sent to
   the device in large, double-buffered transfers;

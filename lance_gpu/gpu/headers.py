@@ -1,18 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The device pre-pass of a read unit: mini-block chunk headers parsed where the chunks lie.
 
-The planner places mini-block pages without repetition levels (:func:`plan.device_headers`)
-from their protobuf alone (``num_items`` values, one definition level each), and so every
-mini-block page of a list leaf whose other pages are full-zip or constant pages
-(:func:`plan._device_lists`: their
-level counts are in-band, the leaf's level regions wait for the pre-pass); it stages their
-chunks (buffer 1) without reading them (:class:`plan.DeviceBlock`: one per leaf whose pages
-all go to the pre-pass, over the rows of its page table, :attr:`plan.LeafPlan.table`); their
-chunk metadata (buffer 0: chunk starts, sizes and value counts) is decoded for every page of
-the pass at once, every leaf and file (:func:`plan.table_chunk_layouts` reads the words in
-the files' maps, :func:`miniblock.chunk_layouts` those of :class:`plan.PagePlan` pages:
-NumPy over all the words).  Pages are keyed by their row in the chunk table (and, for a leaf
-planned as a table, by their row in its page table), not by Python objects; the same
+The planner places every mini-block page from its protobuf alone: without repetition
+levels (:func:`plan.device_headers`) ``num_items`` values, one definition level each; a
+list leaf's pages (:func:`plan._device_lists`) with in-band level counts, its level regions
+waiting for the pre-pass.  It stages their chunks (buffer 1) without reading them
+(:class:`plan.DeviceBlock`: one per leaf, over the rows of its page table,
+:attr:`plan.LeafPlan.table`, or a mixed leaf's mini-block rows); their chunk metadata
+(buffer 0: chunk starts, sizes and value counts) is decoded for every page of the pass at
+once, every leaf and file (:func:`plan.table_chunk_layouts`: NumPy over all the words, read
+in the files' maps or from their stores).  Pages are keyed by their row in the chunk table
+and in their leaf's page table, not by Python objects; the same
 column of a unit's fragments is one *pass block* (:mod:`lance_gpu.gpu.passplan`: its leaves'
 rows back to back, each row's leaf and value base kept), so the table is made from a block
 per column, not per leaf and fragment.
@@ -64,14 +62,12 @@ from lance_gpu.gpu.plan import (
     _group_key,
     _level_encoding,
     _value_dst,
-    page_level_fills,
     settle_mixed_levels,
     table_chunk_layouts,
     table_level_fills,
 )
 
 _NO_END = np.zeros(0, np.int64)
-_EMPTY = np.zeros(0, np.uint8)
 _MESSAGES = (
     (chk.BAD_HEADER, "mini-block chunk header points past its chunk"),
     (chk.BAD_LEVELS, "mini-block chunk holds a level count other than its item count"),
@@ -105,87 +101,25 @@ def _chunk_shape(mb) -> tuple[int, int]:
     return shape, word
 
 
-def _layout_shape(facts: LayoutFacts | None, body) -> tuple[int, int]:
-    """:func:`_chunk_shape` of a layout (``body``), derived once per distinct layout (``facts``)."""
-    if facts is None:
-        return _chunk_shape(body)
+def _layout_shape(facts: LayoutFacts) -> tuple[int, int]:
+    """:func:`_chunk_shape` of a distinct layout, derived once."""
     if facts.chunk_shape is None:
         facts.chunk_shape = _chunk_shape(facts.body)
     return facts.chunk_shape
 
 
-def _plan_page_layouts(blocks: list[DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(chunks per page, starts, sizes, counts)`` of the :class:`PagePlan` pages of
-    ``blocks`` in order: decoded from every page's metadata words at once
-    (:func:`miniblock.chunk_layouts`), but for pages whose chunk layout the planner holds
-    (``parsed``: a row selection's cut pages, :mod:`lance_gpu.gpu.rows`).  A page whose
-    counts do not add up raises the host parser's ``CorruptFileError`` naming its file."""
-    pages = [pg for b in blocks for pg in b.pages]
-    leaves = [b.leaf for b in blocks for _pg in b.pages]
-    held = [i for i, pg in enumerate(pages) if "counts" in pg.parsed]
-    todo = [i for i, pg in enumerate(pages) if "counts" not in pg.parsed] if held else list(range(len(pages)))
-    if todo:
-        layouts = [pages[i].layout for i in todo]
-        metas = [pages[i].buffers[0] for i in todo]
-        try:
-            bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, metas, leaves[todo[0]].ctx())
-        except CorruptFileError:
-            for i in todo:  # name the file of the first bad page
-                miniblock.chunk_layouts([pages[i].layout], [pages[i].buffers[0]], leaves[i].ctx())
-            raise
-    else:
-        bounds, starts, sizes, counts = np.zeros(1, np.int64), _NO_END, _NO_END, _NO_END
-    if not held:
-        return np.diff(bounds), starts, sizes, counts
-    edges = bounds.tolist()
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(_NO_END, _NO_END, _NO_END)] * len(pages)
-    for j, i in enumerate(todo):
-        lo, hi = edges[j], edges[j + 1]
-        parts[i] = (starts[lo:hi], sizes[lo:hi], counts[lo:hi])
-    for i in held:
-        p = pages[i].parsed
-        parts[i] = (p["starts"], p["sizes"], p["counts"])
-    per_page = np.fromiter((c.size for _s, _z, c in parts), np.int64, len(parts))
-    cat = [np.concatenate([part[k] for part in parts]) if parts else _NO_END for k in range(3)]
-    return per_page, cat[0], cat[1], cat[2]
-
-
-def _chunk_layouts(blocks: list[DeviceBlock], edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(chunks per page, starts, sizes, counts)`` of every page of ``blocks`` in order (block
-    ``k``'s pages: ``edges[k]:edges[k + 1]``): the pages of leaves planned as tables decoded
-    together (:func:`plan.table_chunk_layouts`, no Python per page), the :class:`PagePlan`
-    pages together (:func:`_plan_page_layouts`), merged in page order."""
-    npages = int(edges[-1])
-    in_table = np.zeros(npages, np.bool_)
-    for k, b in enumerate(blocks):
-        if b.rows is not None:
-            in_table[edges[k] : edges[k + 1]] = True
-    sources = []
-    if in_table.any():
-        bounds, starts, sizes, counts = table_chunk_layouts([b for b in blocks if b.rows is not None])
-        sources.append((np.flatnonzero(in_table), np.diff(bounds), starts, sizes, counts))
-    if not in_table.all():
-        sources.append((np.flatnonzero(~in_table), *_plan_page_layouts([b for b in blocks if b.rows is None])))
-    if len(sources) == 1:
-        return sources[0][1:]
-    per_page = np.zeros(npages, np.int64)
-    for at, pp, *_rest in sources:
-        per_page[at] = pp
-    bounds = miniblock.exclusive_scan(per_page)
-    n = int(bounds[-1])
-    out = [np.zeros(n, np.int64) for _ in range(3)]
-    for at, _pp, *cols in sources:
-        rows = miniblock.concat_ranges(bounds[at], bounds[at + 1])
-        for dst, col in zip(out, cols, strict=True):
-            dst[rows] = col
-    return per_page, out[0], out[1], out[2]
+def _chunk_layouts(blocks: list[DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunks per page, starts, sizes, counts)`` of every row of ``blocks`` in order,
+    decoded together (:func:`plan.table_chunk_layouts`, no Python per page)."""
+    bounds, starts, sizes, counts = table_chunk_layouts(blocks)
+    return np.diff(bounds), starts, sizes, counts
 
 
 class ChunkTable:
     """The chunk table of a unit's device-parsed pages (host side), before and after the
-    pre-pass.  Its pages are the device blocks' pages in order (block ``k``'s are rows
-    ``edges[k]:edges[k + 1]``: the rows of its leaf's page table, or its :class:`PagePlan`
-    pages); per page, as arrays: ``page_block``, ``data_pos``, ``vpos``, ``rep_dst``,
+    pre-pass.  Its pages are the device blocks' rows in order (block ``k``'s are rows
+    ``edges[k]:edges[k + 1]``: the rows of its leaf's page table, or of a pass block's
+    leaves'); per page, as arrays: ``page_block``, ``data_pos``, ``vpos``, ``rep_dst``,
     ``def_dst``, ``num_values``, ``base`` (its leaf's first value slot or byte),
     ``index_pos`` (a dictionary page's index scratch, else -1) and ``page_layout`` (its
     distinct layout: ``layout_body[k]``, ``layout_facts[k]``, each once); page ``j``'s
@@ -209,7 +143,7 @@ class ChunkTable:
         pos, size = cat("data_pos"), cat("size")
         self.vpos, self.rep_dst, self.def_dst = cat("vpos"), cat("rep_dst"), cat("def_dst")
         self.num_values = np.fromiter(itertools.chain.from_iterable(
-            b.rows.derived().values_list if b.rows is not None else [pg.num_values for pg in b.pages] for b in blocks
+            b.rows.derived().values_list for b in blocks
         ), np.int64, npages)
         base = np.fromiter((b.leaf.slot_lo if b.leaf.kind == "var" else b.leaf.value_pos for b in blocks), np.int64, nblocks)
         self.base = base[self.page_block]
@@ -218,40 +152,34 @@ class ChunkTable:
                 self.base[self.edges[k] : self.edges[k + 1]] = b.base
         # each page's first index item (a dictionary page's index scratch), else -1
         self.index_pos = np.fromiter(itertools.chain.from_iterable(
-            [-1] * b.npages if b.dictionary is None else b.dictionary[1] if isinstance(b.dictionary[1], list) else [b.dictionary[1]]
-            for b in blocks
+            [-1] * b.npages if b.dictionary is None else b.dictionary[1] for b in blocks
         ), np.int64, npages)
         # each distinct layout once (most pages share a few)
-        self.layout_facts: list[LayoutFacts | None] = []
+        self.layout_facts: list[LayoutFacts] = []
         self.layout_body: list = []
         distinct: dict[int, int] = {}
 
-        def index_of(facts: LayoutFacts | None, body) -> int:
-            key = id(facts) if facts is not None else id(body)
-            k = distinct.get(key)
+        def index_of(facts: LayoutFacts) -> int:
+            k = distinct.get(id(facts))
             if k is None:
-                k = distinct[key] = len(self.layout_body)
+                k = distinct[id(facts)] = len(self.layout_body)
                 self.layout_facts.append(facts)
-                self.layout_body.append(body)
+                self.layout_body.append(facts.body)
             return k
 
         which = np.empty(npages, np.int64)
         for k, b in enumerate(blocks):
             lo = int(self.edges[k])
-            if b.rows is not None:
-                remap = np.fromiter((index_of(f, f.body) for f in b.rows.layouts), np.int64, len(b.rows.layouts))
-                which[lo : lo + len(b.rows)] = remap[b.rows.layout]
-            else:
-                for j, pg in enumerate(b.pages):
-                    which[lo + j] = index_of(pg.facts, pg.layout)
+            remap = np.fromiter((index_of(f) for f in b.rows.layouts), np.int64, len(b.rows.layouts))
+            which[lo : lo + len(b.rows)] = remap[b.rows.layout]
         self.page_layout = which
-        per_page, starts, sizes, counts = _chunk_layouts(blocks, self.edges)
+        per_page, starts, sizes, counts = _chunk_layouts(blocks)
         self.bounds = miniblock.exclusive_scan(per_page)
         self.counts = counts
         self.start = starts + np.repeat(pos, per_page)
         self.size = sizes
         self.limit = np.repeat(pos + size, per_page)
-        shape_rows = [_layout_shape(f, body) for f, body in zip(self.layout_facts, self.layout_body, strict=True)]
+        shape_rows = [_layout_shape(f) for f in self.layout_facts]
         shape_word = np.array(shape_rows, np.int64).reshape(-1, 2)[which] if npages else np.zeros((0, 2), np.int64)
         shapes, words = shape_word[:, 0], shape_word[:, 1]
         self.shape = np.repeat(shapes, per_page)
@@ -348,15 +276,14 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
     (:attr:`plan.LeafPlan.levels_pending`), from the level counts the pre-pass read back:
     every mini-block page's ``num_levels`` (the sum of its chunks' ``num_levels`` where it
     has repetition levels), its leaf's, the leaf's rep / def regions (after every region the
-    planner allocated) and each page's first rep / def level; then the level work of the
-    leaf's full-zip and constant pages (:attr:`plan.UnitPlan.level_work`) and every page's
-    level fills and remaps (:func:`plan.page_level_fills`, :func:`plan.table_level_fills`
-    for a leaf planned as a table: array work over its rows; one of several page kinds:
-    :func:`plan.settle_mixed_levels`).  The leaves of pass blocks first
+    planner allocated) and each page's first rep / def level; then every page's level
+    fills and remaps (:func:`plan.table_level_fills`: array work over the leaf's rows; a
+    leaf of several page kinds: :func:`plan.settle_mixed_levels`, with the level work of
+    its full-zip and constant pages).  The leaves of pass blocks first
     (:func:`passplan.settle_pass`: array work over the pass's rows, a few scalars per leaf),
     then the others in order of their first block.  Call after :func:`check`."""
     edges = table.edges.tolist()
-    pending: dict[int, tuple[LeafPlan, dict[int, int] | int]] = {}
+    pending: dict[int, tuple[LeafPlan, int]] = {}
     table_blocks: dict[int, DeviceBlock] = {}
     passes: list[tuple[int, DeviceBlock]] = []
     for k, block in enumerate(table.device_blocks):
@@ -364,12 +291,8 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
             if block.leaves is not None:  # a pass block: its leaves' rows (passplan.settle_pass)
                 passes.append((edges[k], block))
                 continue
-            if block.rows is not None:  # the leaf's one block: its rows
-                pending[id(block.leaf)] = (block.leaf, edges[k])
-                table_blocks[id(block.leaf)] = block
-                continue
-            _leaf, row_of = pending.setdefault(id(block.leaf), (block.leaf, {}))
-            row_of.update(zip(map(id, block.pages), range(edges[k], edges[k + 1]), strict=True))  # type: ignore[union-attr]
+            pending[id(block.leaf)] = (block.leaf, edges[k])  # the leaf's one block: its rows
+            table_blocks[id(block.leaf)] = block
     if not pending and not passes:
         return
     scan = miniblock.exclusive_scan(table.out[:, chk.OUT_LEVELS] if table.nchunks else _NO_END)
@@ -378,35 +301,14 @@ def settle_levels(unit: UnitPlan, table: ChunkTable) -> None:
         hi = lo + block.npages
         table.rep_dst[lo:hi], table.def_dst[lo:hi] = settle_pass(unit, block, in_band[lo:hi])
     for leaf, rows in pending.values():
-        if isinstance(rows, int):
-            if leaf.mixed is not None:  # its block: its mini-block rows
-                block = table_blocks[id(leaf)]
-                hi = rows + block.npages
-                table.rep_dst[rows:hi], table.def_dst[rows:hi], block.rows = settle_mixed_levels(unit, leaf, in_band[rows:hi])
-                continue
-            _settle_table_leaf(unit, table, leaf, rows, in_band)
-            table_blocks[id(leaf)].rows = leaf.table
+        if leaf.mixed is not None:  # its block: its mini-block rows
+            block = table_blocks[id(leaf)]
+            hi = rows + block.npages
+            table.rep_dst[rows:hi], table.def_dst[rows:hi], block.rows = settle_mixed_levels(unit, leaf, in_band[rows:hi])
             continue
-        levels = in_band.tolist()
-        for page in leaf.pages:
-            j = rows.get(id(page))
-            if j is not None and page.has_rep:
-                page.num_levels = levels[j]
-        leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
-        leaf.rep_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_rep else -1
-        leaf.def_pos = unit.alloc_levels(leaf.num_levels) if leaf.has_def else -1
-        lpos = 0
-        for page in leaf.pages:  # in order: the pre-pass's pages and the others
-            r = leaf.rep_pos + lpos if leaf.has_rep else -1
-            d = leaf.def_pos + lpos if leaf.has_def else -1
-            j = rows.get(id(page))
-            if j is not None:
-                table.rep_dst[j] = r
-                table.def_dst[j] = d
-            else:
-                unit.level_work.pop(id(page))(r, d)
-            page_level_fills(unit, leaf, page, r, d)
-            lpos += page.num_levels
+        _settle_table_leaf(unit, table, leaf, rows, in_band)
+        assert leaf.table is not None
+        table_blocks[id(leaf)].rows = leaf.table
 
 
 def _settle_table_leaf(unit: UnitPlan, table: ChunkTable, leaf: LeafPlan, lo: int, in_band: np.ndarray) -> None:
@@ -474,7 +376,7 @@ def _chunks(table: ChunkTable, members: np.ndarray) -> _Chunks:
     if int(table.index_pos[sel[0]]) >= 0:  # dictionary pages
         index_first = np.repeat(table.index_pos[sel], per_page) + in_page
     return _Chunks(
-        _EMPTY, 0, 8, False, _NO_END, counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
+        counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
         np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
         value, rep_dst, def_dst, blocks, np.repeat(table.base[sel], per_page), index_first,
         **found,  # type: ignore[arg-type]
@@ -491,10 +393,8 @@ def _emit_group(unit: UnitPlan, table: ChunkTable, members: np.ndarray) -> None:
     _emit_chunk_work(unit, leaf, table.body(j), ch, int(table.num_values[members].sum()), dictionary, leaf.ctx())
 
 
-def _layout_group_key(leaf: LeafPlan, facts: LayoutFacts | None, body) -> tuple:
-    """:func:`plan._group_key` of a layout, derived once per distinct layout and leaf kind."""
-    if facts is None:
-        return _group_key(leaf, body)
+def _layout_group_key(leaf: LeafPlan, facts: LayoutFacts) -> tuple:
+    """:func:`plan._group_key` of a distinct layout, derived once per leaf kind."""
     key = facts.group_keys.get(leaf.kind)
     if key is None:
         key = facts.group_keys[leaf.kind] = _group_key(leaf, facts.body)
@@ -505,16 +405,14 @@ def _emit_key(table: ChunkTable, block: DeviceBlock, d: int) -> tuple:
     """The emission group of ``block``'s pages of distinct layout ``d``: dictionary pages by
     :func:`_dictionary_key` (their indices go to index scratch, whatever the leaf), the
     others by their leaf's value kind and :func:`_layout_group_key`."""
-    facts, body = table.layout_facts[d], table.layout_body[d]
-    if block.dictionary is not None and (facts.dictionary if facts is not None else body.HasField("dictionary")):
-        if facts is None:
-            return ("dictionary", _dictionary_key(body))
+    facts = table.layout_facts[d]
+    if block.dictionary is not None and facts.dictionary:
         key = facts.group_keys.get("dictionary")
         if key is None:
-            key = facts.group_keys["dictionary"] = ("dictionary", _dictionary_key(body))
+            key = facts.group_keys["dictionary"] = ("dictionary", _dictionary_key(facts.body))
         return key
     leaf = block.leaf
-    return (leaf.kind, leaf.width, _layout_group_key(leaf, facts, body))
+    return (leaf.kind, leaf.width, _layout_group_key(leaf, facts))
 
 
 def emit(unit: UnitPlan, table: ChunkTable) -> None:
@@ -569,12 +467,8 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
                 for j in unit.fsst_rows.get(id(m), _NO_END).tolist():
                     _add_fsst(unit, (id(m), j), _value_dst(m, int(table.vpos[at + j])), int(table.num_values[at + j]))
             continue
-        if block.rows is not None:
-            for j in unit.fsst_rows.get(id(leaf), _NO_END).tolist():
-                _add_fsst(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))
-            continue
-        for j, page in zip(range(lo, edges[k + 1]), block.pages, strict=True):
-            _add_fsst(unit, id(page), _value_dst(leaf, int(table.vpos[j])), page.num_values)
+        for j in unit.fsst_rows.get(id(leaf), _NO_END).tolist():
+            _add_fsst(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))
 
 
 def parse_and_emit(unit: UnitPlan, arena) -> None:

@@ -33,9 +33,9 @@ kinds (mini-block pages beside full-zip or constant ones): its table's rows spli
 (:meth:`LeafPages.take`, ``plan._MixedColumn``), each kind placed by what places a table of
 it (mini-block pages with dictionaries or not).  In any file, memory-mapped or on an object
 store; a row selection's pages too (mini-block pages cut to chunks, ``plan.ChunkCut``;
-full-zip pages to row runs, ``plan.RowRuns``).  The other leaves (dictionary pages without
-values, mini-block pages without value buffers, list pages the device pre-pass does not
-parse) still plan a ``plan.PagePlan`` per page.  A read unit places the same column of its many fragments (files) as one *pass table*
+full-zip pages to row runs, ``plan.RowRuns``).  Every leaf the planner takes is such a
+table (pages no table takes make their field fall back to the CPU reader,
+``plan._refuse``).  A read unit places the same column of its many fragments (files) as one *pass table*
 (:func:`concat`: their leaves' tables back to back, each distinct layout once;
 ``passplan``), so that what costs per page is array work, not Python per leaf.
 """

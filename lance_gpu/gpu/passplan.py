@@ -81,7 +81,7 @@ def pass_key(leaf: LeafPlan) -> tuple | None:
     f = t.layouts[0]  # (a table's pages are of one kind)
     if f.kind == "full_zip_layout":
         return (f.kind, leaf.kind, leaf.width, leaf.arrow_type)
-    if f.kind != "mini_block_layout" or not plan.DEVICE_HEADERS:
+    if f.kind != "mini_block_layout":
         return None
     if f.dictionary != all(g.dictionary for g in t.layouts):  # (dictionary pages beside plain ones: placed alone)
         return None
@@ -234,8 +234,8 @@ def _place_miniblock_pass(unit: UnitPlan, g: _Pass) -> None:
     for bits, rows in g.dictionary_rows.items():
         cols = np.asarray(rows, np.int64).T  # (a row per page: plan.DICTIONARY_COLUMNS)
         unit.dictionary_rows(bits).add(**{c: np.ascontiguousarray(v) for c, v in zip(plan.DICTIONARY_COLUMNS, cols, strict=True)})
-    unit.device_blocks.append(DeviceBlock(first, [], data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
-                                          dictionary, rows=pt, leaves=leaves, leaf_rows=edges, base=base, metas=g.metas))
+    unit.device_blocks.append(DeviceBlock(first, pt, data_pos, np.ascontiguousarray(pt.sizes[:, 1]), vpos, rep_dst, def_dst,
+                                          dictionary, leaves=leaves, leaf_rows=edges, base=base, metas=g.metas))
     if not pending:
         _level_fills(unit, leaves, tables, pt, bounds, rep_dst, def_dst)
 

@@ -24,85 +24,62 @@ family                          pages that feed it
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
 ==============================  ========================================================
 
-On object stores, the data buffer of every full-zip page and the chunks of every mini-block
-page without repetition levels (flat, bit-packed, RLE, plain / FSST strings, dictionary
-indices, definition levels) are not fetched while planning: those pages are planned from
-their chunk metadata (:func:`miniblock.chunk_layout`) and their bytes registered with
-:meth:`Stager.add_range`, which reads them straight into the pinned staging slabs; the chunk
-headers are parsed there, on the landed bytes, by the file layer's parser
-(:func:`miniblock.chunk_headers`), which refuses bad headers before anything reaches the
-device and emits the work that depends on them (:func:`_emit_miniblock`).  Still fetched
-while planning: chunk metadata, page dictionaries, full-zip repetition indices and the
-chunks of pages with repetition levels (whose level counts are only in their headers) that
-the device pre-pass does not parse (see below); a leaf planned as a table of its pages reads
-its chunk metadata when the unit's chunk table is laid out and its dictionaries when it is
-placed (:func:`_read_rows`), its constant pages while planning.
-:attr:`UnitPlan.direct_pages` counts the pages staged straight from the store.
-
-Mini-block pages without repetition levels (:func:`device_headers`: flat columns, their
-definition levels in any form), and every mini-block page of a list leaf whose other pages
-are full-zip or constant pages (:func:`_device_lists`), are planned from their protobuf alone: their
-chunk metadata is decoded for every such page of the pass at once (:func:`fill_chunk_layouts`)
-and their chunk headers, level sections and inline bit widths are parsed on the device,
-after staging, by :mod:`lance_gpu.gpu.headers` (one launch and one readback per unit), which
-emits their work for every leaf and file of the unit together.  A list leaf's level counts
-are in-band, so its level regions are allocated after that readback
-(:attr:`LeafPlan.levels_pending`, :func:`headers.settle_levels`).  :data:`DEVICE_HEADERS`
-turns this off (the tests compare both).  What follows describes the host parse, which the
-other mini-block pages (list pages of a leaf with full-zip or constant pages too) still take.
-
-Mini-block pages of memory-mapped files are planned in bulk, per leaf of at least
-:data:`BULK_MIN_PAGES` pages: their chunk tables (metadata words and in-band headers) are
-parsed together (:func:`miniblock.chunk_tables_mapped`: NumPy over the pages' words, one
-native header parse over the file map per header shape), and their work is emitted with one
-set of NumPy calls per group of pages encoded alike (:func:`_emit_miniblock_batch`), the
-chunk spans addressed in the file map; what is left per page is its protobuf, its staging
-registration and a few scalars.  Pages with dictionaries, deferred chunks (object stores)
-and small leaves go page by page; both paths emit the same work (tests/test_gpu_plan.py).
-
-Page layouts are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and
-classified once per process, and a column's pages are read from its page selection
+Every leaf is planned as a *table of its pages* (:class:`pagetable.LeafPages`,
+:attr:`LeafPlan.table`; :func:`_table_column`): no Python object per page.  Page layouts
+are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and classified
+once per process, and a column's pages are read from its page selection
 (:mod:`lance_gpu.gpu.pagetable`: layouts, buffer ranges and counts per column, made once per
 parsed ``ColumnInfo``); a read unit places the same column of its many fragments as one
-table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A leaf
-whose pages all go to the device pre-pass (:func:`_table_column`: mini-block pages, with
-page dictionaries or not; most flat, list and low-cardinality columns) is planned as
-a table of its pages (:class:`pagetable.LeafPages`,
-:attr:`LeafPlan.table`): counted, placed, staged (one :class:`DeviceBlock` over its rows),
-its chunk layouts decoded (:func:`table_chunk_layouts`), its levels settled and its work
-emitted (:mod:`lance_gpu.gpu.headers`) with array operations and one step per distinct
-layout -- no Python object per page (its dictionaries placed by table row,
-:func:`_dictionaries_together`; where only some pages have one, :func:`_some_dictionaries`:
-together, or each before its page's chunks, the block's other rows naming no index
-scratch); so is a leaf of full-zip pages only (long strings,
-embeddings: :func:`_place_fullzip_table`), and one of constant / all-null pages only (a step
-per row: their counts and levels are in their buffers, decoded per leaf into
-:attr:`LeafPlan.constant_pages` beside the column's shared table, :func:`_plan_constant_table`).  What such a table derives from its column (its
-totals and scans, layers, FSST tables, full-zip facts and checks) is made once per column
-and shared by every file reading it, so a one-page leaf (many small fragments) costs a few
-scalar steps.  A leaf whose pages are of several of these kinds (mini-block pages, with
-or without dictionaries, beside full-zip or constant ones: strings whose long pages go full-zip, lists
-or nullable columns with all-null or constant pages) is a table too, its rows split by kind
-once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in page order,
-each kind placed by what places a table of it at the leaf's value and level positions (with
-in-band list levels: after the pre-pass, :func:`settle_mixed_levels`).  In a memory-mapped
-file a table's buffers are views of the map (staged by :meth:`Stager.add_file_buffers`); on
-an object store (:func:`_stage_rows`, :func:`_read_rows`) its chunks, full-zip data and
-repetition indexes are deferred to the slab fill as the per-page path defers them, and
-what planning reads (chunk metadata, dictionaries, constant pages) is read with
-:meth:`LanceFileReader.read_buffers`.  A row selection's pages are a table of the selected
-pages too where it cuts none of them, or they are mini-block pages (their chunks cut,
-:class:`ChunkCut`) or full-zip pages (cut to row runs, :class:`RowRuns`: each cut page's
-spans and rebased repetition index staged in page order, a walk or copy row per run), or
-both in a leaf of several page kinds.  Other leaves (dictionary pages without values,
-mini-block pages without value buffers, list pages the device pre-pass does not parse)
-still make a :class:`PagePlan` per page and register its staging page by page, as every
-leaf does with :data:`TABLE_LEAVES` or :data:`DEVICE_HEADERS` off.
+table of their pages (:mod:`lance_gpu.gpu.passplan`, :func:`pagetable.concat`).  A table is
+counted, placed, staged, its work emitted with array operations and one step per
+distinct layout; what it derives from its column (its totals and scans, layers, FSST
+tables, full-zip facts and checks) is made once per column and shared by every file
+reading it, so a one-page leaf (many small fragments) costs a few scalar steps.  By kind:
 
-Host work is limited to metadata: protobufs, mini-block chunk tables and headers, the
-width word of each 1024-value block (both read in the pinned slab for deferred pages), page
-dictionaries (small; decoded with the CPU decoders, LZ4 included) and the levels of
-constant pages.  A field whose pages use anything
+* mini-block pages (flat and list pages, with page dictionaries or not): planned from
+  their protobuf alone and staged as one :class:`DeviceBlock` over the table's rows; their
+  chunk metadata is decoded for every such page of the pass at once
+  (:func:`table_chunk_layouts`) and their chunk headers, level sections and inline bit
+  widths are parsed on the device, after staging, by :mod:`lance_gpu.gpu.headers` (one
+  launch and one readback per unit), which emits their work for every leaf and file of
+  the unit together.  Without repetition levels (:func:`device_headers`) a page's level
+  and value counts follow from its chunk metadata; a list leaf's level counts are in-band
+  (:func:`_device_lists`), so its level regions are allocated after that readback
+  (:attr:`LeafPlan.levels_pending`, :func:`headers.settle_levels`).  Dictionaries are
+  placed by table row (:func:`_dictionaries_together`; where only some pages have one,
+  :func:`_some_dictionaries`: together, or each before its page's chunks, the block's
+  other rows naming no index scratch);
+* full-zip pages (long strings, embeddings: :func:`_place_fullzip_table`);
+* constant / all-null pages (a step per row: their counts and levels are in their
+  buffers, decoded per leaf into :attr:`LeafPlan.constant_pages` beside the column's
+  shared table, :func:`_plan_constant_table`);
+* a leaf whose pages are of several of these kinds (strings whose long pages go
+  full-zip, lists or nullable columns with all-null or constant pages) has its rows split
+  by kind once per column (:class:`_MixedColumn`, :func:`_plan_mixed_table`): staged in
+  page order, each kind placed by what places a table of it at the leaf's value and level
+  positions (with in-band list levels: after the pre-pass, :func:`settle_mixed_levels`).
+
+In a memory-mapped file a table's buffers are views of the map (staged by
+:meth:`Stager.add_file_buffers`); on an object store (:func:`_stage_rows`,
+:func:`_read_rows`) its chunks, full-zip data and repetition indexes are not fetched while
+planning but read from the store straight into the pinned staging slabs
+(:meth:`Stager.add_range`; :attr:`UnitPlan.direct_pages` counts them), and what planning
+reads (chunk metadata, dictionaries, constant pages) is read with
+:meth:`LanceFileReader.read_buffers`.  A row selection's pages are a table of the selected
+pages too: pages it does not cut whole, mini-block pages cut to their chunks
+(:class:`ChunkCut`), full-zip pages cut to row runs (:class:`RowRuns`: each cut page's
+spans and rebased repetition index staged in page order, a walk or copy row per run), or
+both in a leaf of several page kinds.
+
+Pages no table takes -- pages pylance does not write: mini-block pages without value
+buffers or without their chunks, dictionary pages without values, list pages the device
+pre-pass does not parse -- make their field raise :class:`Unsupported` (the field is read by
+the CPU reader, which decodes or refuses them); a full-zip page without its data buffer is
+corrupt (:func:`_refuse`).
+
+Host work is limited to metadata: protobufs, mini-block chunk metadata words, page
+dictionaries (small; decoded with the CPU decoders, LZ4 included), full-zip repetition
+indexes a row selection reads and the levels of constant pages.  A field whose pages use anything
 else (General/zstd or LZ4 chunks, byte-stream-split, 2.0 files, Arrow dictionary types, ...)
 is read by the CPU reader instead (:class:`Unsupported` says why).
 """
@@ -111,7 +88,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -121,7 +98,7 @@ from lance_gpu.errors import CorruptFileError
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
-from lance_gpu.file.container import LanceFileReader, PageInfo
+from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings import fsst as fsst_enc
 from lance_gpu.file.encodings import general as general_enc
 from lance_gpu.file.encodings import variable as variable_enc
@@ -140,25 +117,9 @@ from lance_gpu.gpu import pagetable
 from lance_gpu.gpu.staging import Stager
 
 _WORD_BITS = (8, 16, 32, 64)
-#: a leaf with at least this many mini-block pages in a mapped file has their chunk tables
-#: parsed and their work emitted together (:func:`_parse_miniblock_pages`,
-#: :func:`_emit_miniblock_batch`; below it the fixed cost of doing so exceeds the per-page
-#: path's); None: always page by page (the tests compare both)
-BULK_MIN_PAGES: int | None = 4
-#: a leaf whose pages all go to the device pre-pass is placed with array operations
-#: (:func:`_place_device_leaf`) from this many pages on; below, with a loop over scalars
+#: a table of mini-block pages (:func:`_place_table_leaf`, ``passplan``) is staged with array
+#: operations from this many pages on; below, with a loop over scalars
 DEVICE_BLOCK_MIN_PAGES = 8
-#: mini-block pages without repetition levels (:func:`device_headers`) have their chunk
-#: headers and bit widths parsed on the device after staging (:mod:`lance_gpu.gpu.headers`),
-#: not on the host; False: on the host (the tests compare both)
-DEVICE_HEADERS = True
-#: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
-#: constant pages, or a mix of these (:func:`_mixed_column`), is planned as a table of its
-#: pages (:func:`_table_column`: arrays, no :class:`PagePlan`), whatever its page count;
-#: False: a PagePlan per page (the tests compare both)
-TABLE_LEAVES = True
-
-
 class Unsupported(Exception):
     """A page (or type) the GPU decoder has no kernel for; the field is read on the CPU."""
 
@@ -256,46 +217,12 @@ def _index_encoding(enc) -> str:
 
 
 @dataclass(slots=True)
-class PagePlan:
-    """One page of a leaf, parsed on the host (its work is emitted once the leaf is placed);
-    a leaf planned as a table of its pages (:attr:`LeafPlan.table`) has none."""
-
-    info: PageInfo
-    kind: str  # "mini_block_layout" | "full_zip_layout" | "constant_layout"
-    layout: Any  # the page's layout protobuf message (MiniBlockLayout, FullZipLayout, ...)
-    buffers: list[np.ndarray]
-    layers: tuple[int, ...]
-    num_values: int  # visible values
-    num_levels: int
-    has_rep: bool
-    has_def: bool
-    parsed: dict = field(default_factory=dict)
-    index: int = -1  # the page's index in its column (for error messages)
-    #: the page's value bytes were not read while planning (their buffer is an empty array):
-    #: the slab fill reads them from the object store straight into the pinned staging
-    #: buffer.  Full-zip pages defer buffer 0; mini-block pages that :func:`_defers_chunks`
-    #: accepts defer buffer 1 (the chunks), planned from the chunk metadata alone.
-    data_deferred: bool = False
-    #: a full-zip page's repetition index (buffer 1) was not read while planning either: it
-    #: is staged straight from the store, or read when a row selection needs it on the host
-    index_deferred: bool = False
-    #: a row selection (:mod:`lance_gpu.gpu.rows`): a mini-block page's ``buffers[1]`` may be
-    #: cut to the chunks kept, starting ``data_shift`` bytes into the file's buffer; a full-zip
-    #: page without repetition decodes only ``row_runs`` (page-local ``[start, end)`` rows)
-    data_shift: int = 0
-    row_runs: np.ndarray | None = None
-    #: the page's distinct layout (:mod:`lance_gpu.gpu.pagetable`), where planned from it
-    facts: pagetable.LayoutFacts | None = None
-
-
-@dataclass(slots=True)
 class LeafPlan:
     reader: LanceFileReader
     column: int
     arrow_type: pa.DataType
     kind: str
     width: int
-    pages: list[PagePlan]
     layers: tuple[int, ...] = (1,)
     num_values: int = 0
     num_levels: int = 0
@@ -315,7 +242,7 @@ class LeafPlan:
     page_bytes: int = 0
     #: a leaf whose pages all go to the device pre-pass, or are all full-zip pages, or all
     #: constant pages, or a mix of these (:func:`_table_column`), is planned as a table of its
-    #: pages (``pages`` is empty): no per-page Python object
+    #: pages: no per-page Python object (None: a leaf without pages)
     table: pagetable.LeafPages | None = None
     #: a leaf of constant / all-null pages planned as a table (its column's shared ``table``):
     #: each row's decoded page (:func:`constant_layout.decode`: counts, levels, value), row order
@@ -332,7 +259,7 @@ class LeafPlan:
 
     @property
     def num_pages(self) -> int:
-        return len(self.table) if self.table is not None else len(self.pages)
+        return len(self.table) if self.table is not None else 0
 
     def ctx(self) -> DecodeContext:
         return DecodeContext(self.reader.path, self.column)
@@ -479,12 +406,10 @@ class UnitPlan:
         self.direct_pages: dict[str, int] = {}
         #: mini-block pages whose chunk headers the device parses (:mod:`lance_gpu.gpu.headers`)
         self.device_blocks: list[DeviceBlock] = []
-        #: the level work of the full-zip and constant pages of list leaves whose levels wait
-        #: for the pre-pass (by ``id`` of the page), emitted by :func:`headers.settle_levels`
-        self.level_work: dict[int, LevelWork] = {}
-        #: the same for a leaf planned as a table of pages of several kinds (its full-zip and
-        #: constant rows' level work and every row's level fills), keyed by the leaf's id,
-        #: called with every row's first levels (:func:`settle_mixed_levels`)
+        #: the level work of a list leaf of pages of several kinds whose levels wait for the
+        #: pre-pass (its full-zip and constant rows' level work and every row's level
+        #: fills), keyed by the leaf's id, called with every row's first levels
+        #: (:func:`settle_mixed_levels`)
         self.mixed_work: dict[int, Callable[[np.ndarray, np.ndarray], None]] = {}
         #: their chunk table and its arena position, once staged (:func:`headers.stage`)
         self.chunk_table: tuple[Any, int] | None = None
@@ -621,20 +546,6 @@ def check_page(layout, leaf: LeafPlan) -> None:
 # Parsing (host metadata) and placement
 
 
-def _defers_chunks(layout) -> bool:
-    """True for mini-block pages the planner can place from the chunk metadata (buffer 0)
-    alone, without the chunks (buffer 1): every page without repetition levels.  Their item
-    and level counts follow from the metadata (a page with definition levels holds one level
-    per item), so the output regions are allocated while planning; the chunk headers and what
-    depends on them (value / level spans, bit-packing widths, RLE headers) are parsed where
-    the chunks land in the pinned staging slab (:func:`_emit_miniblock`), which refuses what
-    the CPU reader refuses.  Pages with repetition levels have per-chunk level counts only
-    in-band, so their chunks are fetched while planning."""
-    if layout.WhichOneof("layout") != "mini_block_layout":
-        return False
-    return not layout.mini_block_layout.HasField("rep_compression")
-
-
 def device_headers(layout) -> bool:
     """Whether a mini-block page (its ``MiniBlockLayout``) can have its chunk headers parsed
     by the device pre-pass (:mod:`lance_gpu.gpu.headers`): no repetition levels (its level
@@ -643,129 +554,6 @@ def device_headers(layout) -> bool:
     the GPU decodes (Flat, OutOfLineBitpacking: spans; InlineBitpacking: block widths; Rle:
     run counts), are parsed there too."""
     return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
-
-
-def parse_page(leaf: LeafPlan, info: PageInfo, layout, buffers: list[np.ndarray], deferred: bool = False) -> PagePlan:
-    """Parse one page's host metadata: its counts, levels and layers (``deferred``: the
-    value bytes were not read, see :attr:`PagePlan.data_deferred`)."""
-    ctx = leaf.ctx()
-    kind = layout.WhichOneof("layout")
-    if kind == "mini_block_layout":
-        mb = layout.mini_block_layout
-        has_rep = mb.HasField("rep_compression")
-        has_def = mb.HasField("def_compression")
-        if deferred:
-            # chunk metadata only: the chunk headers are parsed where the chunks land
-            chunks = miniblock.chunk_layout(mb, buffers[0], ctx)
-            num_items, starts, sizes, counts = int(mb.num_items), chunks.starts, chunks.sizes, chunks.counts
-            levels = counts if has_def else np.zeros(counts.size, np.int64)
-            parsed = {"counts": counts, "levels": levels, "starts": starts, "sizes": sizes}
-        else:
-            table = miniblock.chunk_table(mb, buffers, ctx)
-            _meta, _data, _large, num_items, starts, sizes, counts, levels, rep_spans, def_spans, cbufs = table
-            parsed = {
-                "counts": counts, "levels": levels, "rep": rep_spans, "def": def_spans, "bufs": cbufs,
-                "starts": starts, "sizes": sizes,
-            }
-        nlev = int(levels.sum()) if (has_rep or has_def) else num_items
-        layers = tuple(int(x) for x in mb.layers)
-        return PagePlan(info, kind, mb, buffers, layers, num_items, nlev, has_rep, has_def, parsed)
-    if kind == "full_zip_layout":
-        fz = layout.full_zip_layout
-        if not buffers:
-            raise ctx.corrupt("full-zip page without a data buffer")
-        layers = tuple(int(x) for x in fz.layers)
-        n = int(fz.num_items)
-        vis = int(fz.num_visible_items)
-        return PagePlan(info, kind, fz, buffers, layers, vis, n, int(fz.bits_rep) > 0, int(fz.bits_def) > 0)
-    if kind == "constant_layout":
-        lp = constant_layout.decode(layout.constant_layout, buffers, info.num_rows, ctx)
-        return PagePlan(
-            info, kind, layout.constant_layout, buffers, lp.layers, lp.num_values, lp.num_levels,
-            lp.rep is not None, lp.def_ is not None, {"page": lp},
-        )
-    raise Unsupported(f"page layout {kind}")
-
-
-def _parse_pages(leaf: LeafPlan, pages: list[tuple[int, PageInfo, Any, list[np.ndarray]]]) -> list[PagePlan]:
-    """:func:`parse_page` of mini-block pages ``(index, info, page layout, buffers)`` one by one."""
-    out = []
-    for index, info, layout, bufs in pages:
-        page = parse_page(leaf, info, layout, bufs)
-        page.index = index
-        out.append(page)
-    return out
-
-
-def _parse_miniblock_pages(leaf: LeafPlan, whole: np.ndarray, pages: list[tuple[int, PageInfo, Any, list[np.ndarray]]]) -> list[PagePlan]:
-    """:func:`parse_page` of many mini-block pages ``(index, info, page layout, buffers)`` of
-    ``leaf`` whose chunks (buffer 1) are views of the file's map ``whole``: their chunk
-    tables parsed together (:func:`miniblock.chunk_tables_mapped`), each page's parsed
-    arrays views of the shared ones."""
-    layouts = [layout.mini_block_layout for _i, _info, layout, _b in pages]
-    offsets = np.fromiter((int(info.buffer_offsets[1]) for _i, info, _mb, _b in pages), np.int64, len(pages))
-    sizes = np.fromiter((b[1].size for _i, _info, _mb, b in pages), np.int64, len(pages))
-    t = miniblock.chunk_tables_mapped(layouts, [b[0] for _i, _info, _mb, b in pages], whole, offsets, sizes, leaf.ctx())
-    level_scan = miniblock.exclusive_scan(t.levels)
-    bounds = t.bounds.tolist()
-    out = []
-    for j, ((index, info, _layout, bufs), mb) in enumerate(zip(pages, layouts, strict=True)):
-        lo, hi = bounds[j], bounds[j + 1]
-        has_rep, has_def = mb.HasField("rep_compression"), mb.HasField("def_compression")
-        parsed = {
-            "counts": t.counts[lo:hi], "levels": t.levels[lo:hi], "rep": t.rep[lo:hi], "def": t.dfn[lo:hi],
-            "bufs": t.bufs[lo:hi, : max(int(mb.num_buffers), 1)], "starts": t.starts[lo:hi], "sizes": t.sizes[lo:hi],
-        }
-        num_items = int(mb.num_items)
-        nlev = int(level_scan[hi] - level_scan[lo]) if (has_rep or has_def) else num_items
-        layers = tuple(int(x) for x in mb.layers)
-        page = PagePlan(info, "mini_block_layout", mb, bufs, layers, num_items, nlev, has_rep, has_def, parsed)
-        page.index = index
-        out.append(page)
-    return out
-
-
-_EMPTY = np.zeros(0, np.uint8)
-
-
-def _metadata_page(info: PageInfo, facts: pagetable.LayoutFacts, bufs: list[np.ndarray]) -> PagePlan:
-    """A mini-block page planned from its protobuf alone (``facts``: its layout): its value
-    count is ``num_items``; without repetition levels it has one definition level per value,
-    so its output regions are known (with them, ``num_levels`` is the estimate ``num_items +
-    num_rows`` -- a bound for one list layer, where a row's null or empty list is a level
-    without an item -- until the device pre-pass reads the in-band counts); its chunk layout
-    (buffer 0) is decoded later with every other such page of the pass
-    (:func:`fill_chunk_layouts`), its chunk headers on the device."""
-    n = facts.num_items
-    levels = n + int(info.num_rows) if facts.has_rep else n
-    return PagePlan(info, "mini_block_layout", facts.body, bufs, facts.layers, n, levels, facts.has_rep, facts.has_def, {},
-                    facts=facts)
-
-
-def fill_chunk_layouts(pages: list[tuple[LeafPlan, PagePlan]]) -> None:
-    """The chunk layouts (``counts``, ``levels``, ``starts``, ``sizes`` in ``parsed``) of the
-    pages :func:`_metadata_page` planned, for ``(leaf, page)`` of any leaves and files: one
-    :func:`miniblock.chunk_layouts` over all their metadata words (NumPy, no Python per
-    chunk).  A page whose counts do not add up to its ``num_items`` raises the host parser's
-    ``CorruptFileError`` naming its file."""
-    todo = [(leaf, pg) for leaf, pg in pages if "counts" not in pg.parsed]
-    if not todo:
-        return
-    layouts = [pg.layout for _leaf, pg in todo]
-    try:
-        bounds, starts, sizes, counts = miniblock.chunk_layouts(layouts, [pg.buffers[0] for _leaf, pg in todo], todo[0][0].ctx())
-    except CorruptFileError:
-        for leaf, pg in todo:  # name the file of the first bad page
-            miniblock.chunk_layouts([pg.layout], [pg.buffers[0]], leaf.ctx())
-        raise
-    edges = bounds.tolist()
-    none = np.zeros(counts.size, np.int64)  # the levels of pages without definition levels
-    for j, (_leaf, pg) in enumerate(todo):
-        lo, hi = edges[j], edges[j + 1]
-        c = counts[lo:hi]
-        pg.parsed.update(counts=c, starts=starts[lo:hi], sizes=sizes[lo:hi])
-        if not pg.has_rep:  # with repetition levels, their counts are in-band
-            pg.parsed["levels"] = c if pg.has_def else none[lo:hi]
 
 
 def table_chunk_layouts(sources: Sequence[tuple[LeafPlan, pagetable.LeafPages] | DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -882,7 +670,7 @@ def _table_metas(leaf: LeafPlan, t: pagetable.LeafPages, whole: np.ndarray | Non
 def _read_rows(leaf: LeafPlan, offsets: list[int], sizes: list[int]) -> list[np.ndarray]:
     """Buffers ``(offsets[k], sizes[k])`` of a table leaf's file on the host: views of its
     memory map, or read (one :meth:`LanceFileReader.read_buffers`: an object store's
-    requests, coalesced as the per-page path's)."""
+    requests coalesced)."""
     whole = leaf.reader.mapped
     if whole is not None:
         return [whole[o : o + z] for o, z in zip(offsets, sizes, strict=True)]
@@ -891,8 +679,8 @@ def _read_rows(leaf: LeafPlan, offsets: list[int], sizes: list[int]) -> list[np.
 
 def _stage_rows(unit: UnitPlan, leaf: LeafPlan, offsets: np.ndarray, sizes: np.ndarray,
                 ask: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Stage buffers ``(offsets[k], sizes[k])`` of a table leaf's file in order, as the
-    per-page path stages them: a mapped file's by :meth:`Stager.add_file_buffers`; on an
+    """Stage buffers ``(offsets[k], sizes[k])`` of a table leaf's file in order: a mapped
+    file's by :meth:`Stager.add_file_buffers`; on an
     object store each buffer whose read would be a request is read from the store straight
     into the slab when it is filled (:meth:`Stager.add_range`), the others (bytes already
     held) are read now (``ask``: per buffer, the range whose read decides that, where not
@@ -917,26 +705,6 @@ def _stage_rows(unit: UnitPlan, leaf: LeafPlan, offsets: np.ndarray, sizes: np.n
     return pos, deferred
 
 
-def _deferred_buffers(reader: LanceFileReader, page: PageInfo, layout, lists_on_device: bool = False) -> tuple[int, ...]:
-    """The buffers of ``page`` the slab fill reads instead of the planner: the data buffer
-    (0) and repetition index (1) of a full-zip page, or the chunks (1) of a mini-block page
-    :func:`_defers_chunks` accepts (or of any page of a leaf whose list pages the device
-    parses, ``lists_on_device``), where reading them would be a request to the store (not
-    a mapped file, not bytes already held)."""
-    kind = layout.WhichOneof("layout")
-    if kind == "full_zip_layout":
-        candidates: tuple[int, ...] = (0, 1)
-    elif _defers_chunks(layout) or (lists_on_device and kind == "mini_block_layout"):
-        candidates = (1,)
-    else:
-        return ()
-    return tuple(
-        j
-        for j in candidates
-        if len(page.buffer_offsets) > j and reader.needs_request(int(page.buffer_offsets[j]), int(page.buffer_sizes[j]))
-    )
-
-
 def check_layout(facts: pagetable.LayoutFacts, leaf: LeafPlan) -> None:
     """:func:`check_page` of a distinct layout, once per kind of leaf it is read as."""
     key = (leaf.kind, leaf.width)
@@ -953,14 +721,14 @@ def _device_lists(layouts: list[pagetable.LayoutFacts], cp: pagetable.ColumnPage
     full-zip or constant pages.  The mini-block pages' level counts are in-band, so the
     leaf's level regions are allocated after the pre-pass reads them back
     (:attr:`LeafPlan.levels_pending`), and the level work of its full-zip and constant pages
-    is emitted then (:attr:`UnitPlan.level_work`)."""
+    is emitted then (:attr:`UnitPlan.mixed_work`)."""
     for f in layouts:  # most leaves have no repetition levels: asked first
         if f.has_rep and f.kind == "mini_block_layout":
             break
     else:
         return False
     if not (
-        DEVICE_HEADERS and all(f.kind in _LIST_PAGE_KINDS for f in layouts)
+        all(f.kind in _LIST_PAGE_KINDS for f in layouts)
         and all(f.num_buffers <= 2 for f in layouts if f.kind == "mini_block_layout")
     ):
         return False
@@ -974,16 +742,17 @@ _LIST_PAGE_KINDS = ("mini_block_layout", "full_zip_layout", "constant_layout")
 
 
 def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, page_ids: list[int] | None = None) -> LeafPlan:
-    """Classify and parse every page of one leaf column (``page_ids``; None: all; no device
-    work is registered yet; a row selection's pages are cut afterwards, whatever their
+    """Classify the pages of one leaf column (``page_ids``; None: all) and plan them as a
+    table (no device work is registered yet; a row selection's pages are cut afterwards, whatever their
     kind: :mod:`lance_gpu.gpu.rows`).
 
     The pages' layouts, buffers and rows come from the column's page arrays
     (:func:`pagetable.column_pages`: each distinct layout parsed and classified once per
-    process; a whole column's selection kept with them); what is left per page is its
-    :class:`PagePlan`."""
+    process; a whole column's selection kept with them); the leaf is a table of them
+    (:func:`_plan_table_leaf`), or its field raises :class:`Unsupported` (or
+    ``CorruptFileError``) where no table takes its pages (:func:`_refuse`)."""
     kind, width = leaf_kind(arrow_type)
-    leaf = LeafPlan(reader, column, arrow_type, kind, width, [])
+    leaf = LeafPlan(reader, column, arrow_type, kind, width)
     ctx = leaf.ctx()
     info = reader.column(column)
     cp = pagetable.column_pages(info, ctx)
@@ -995,94 +764,38 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
     leaf.page_bytes = sel.nbytes
-    facts_of = sel.layouts
-    pages = sel.pages
-    # The value bytes of full-zip pages, and the chunks of mini-block pages that
-    # _defers_chunks accepts, are not parsed on the host: on object stores they are not
-    # fetched now but read at upload time straight into the pinned staging slabs.
+    if not sel.ids:  # no page (an empty column): nothing to place
+        return leaf
     if page_ids is None:
-        got = cp.memo.get(DEVICE_HEADERS)
+        got = cp.memo.get("table")
         if got is None:  # the column's decisions, made once: its device lists, its table
             lists = _device_lists(sel.distinct, cp, slice(None))
-            got = cp.memo[DEVICE_HEADERS] = (lists, _table_column(cp, sel, lists))
+            got = cp.memo["table"] = (lists, _table_column(cp, sel, lists))
         lists_on_device, table_column = got
-        if table_column and TABLE_LEAVES:  # (in any file: mapped, or on an object store, _stage_rows)
-            _plan_table_leaf(leaf, cp.leaf_pages(None), lists_on_device)
-            return leaf
-    else:
+    else:  # a row selection's pages
         lists_on_device = _device_lists(sel.distinct, cp, np.asarray(sel.ids, np.int64))
-        if TABLE_LEAVES and _table_column(cp, sel, lists_on_device):  # a row selection's pages
-            _plan_table_leaf(leaf, cp.leaf_pages(sel.ids), lists_on_device)
-            return leaf
-    if getattr(reader.io, "needs_request", None) is None:  # a local file: nothing is a request
-        deferred: list[tuple[int, ...]] = [()] * len(pages)
-        raw = reader.read_buffers(sel.ranges)
-    else:
-        deferred = [
-            _deferred_buffers(reader, p, f.message, lists_on_device) for p, f in zip(pages, facts_of, strict=True)
-        ]
-        ranges = [
-            (o, s)
-            for p, d in zip(pages, deferred, strict=True)
-            for j, (o, s) in enumerate(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
-            if j not in d
-        ]
-        fetched = iter(reader.read_buffers(ranges))
-        raw = [
-            _EMPTY if j in d else next(fetched)
-            for p, d in zip(pages, deferred, strict=True)
-            for j in range(len(p.buffer_offsets))
-        ]
-    # mini-block pages whose chunks are views of the file's map: chunk tables parsed in bulk
-    # (a mapped file's buffers are views of its map: LanceFileReader.mapped)
-    whole = reader.mapped if BULK_MIN_PAGES is not None and len(pages) >= BULK_MIN_PAGES else None
-    bulk: list[tuple[int, PageInfo, Any, list[np.ndarray]]] = []
-    plans: list[PagePlan | None] = []
-    k = 0
-    for pi, p, facts, d, nb in zip(sel.ids, pages, facts_of, deferred, sel.nbuf, strict=True):
-        bufs = raw[k : k + nb]
-        k += nb
-        lay = facts.kind
-        if lay == "mini_block_layout" and (lists_on_device or (DEVICE_HEADERS and nb >= 2 and facts.device_headers)):
-            # planned from chunk metadata alone; the chunk layouts of the pass are decoded together
-            page_plan = _metadata_page(p, facts, bufs)
-            page_plan.index, page_plan.data_deferred = pi, 1 in d
-            plans.append(page_plan)
-            continue
-        if whole is not None and lay == "mini_block_layout" and not d and nb >= 2:
-            bulk.append((pi, p, facts.message, bufs))
-            plans.append(None)
-            continue
-        full_zip = lay == "full_zip_layout"
-        data_deferred = (0 if full_zip else 1) in d
-        page_plan = parse_page(leaf, p, facts.message, bufs, deferred=data_deferred)
-        page_plan.index = pi
-        page_plan.data_deferred = data_deferred
-        page_plan.index_deferred = full_zip and 1 in d
-        plans.append(page_plan)
-    if bulk:
-        if len(bulk) >= BULK_MIN_PAGES:  # type: ignore[operator]
-            parsed = iter(_parse_miniblock_pages(leaf, whole, bulk))  # type: ignore[arg-type]
-        else:
-            parsed = iter(_parse_pages(leaf, bulk))
-        plans = [pp if pp is not None else next(parsed) for pp in plans]
-    leaf.pages = plans  # type: ignore[assignment]
-    leaf.levels_pending = lists_on_device
-    if leaf.pages:
-        distinct_layers = list(dict.fromkeys(pp.layers for pp in leaf.pages))  # merging is a join: once each
-        try:
-            leaf.layers = common_layers(distinct_layers)
-        except ValueError as exc:
-            raise ctx.corrupt(str(exc)) from exc
-        differ = len(distinct_layers) > 1
-        leaf.has_rep = any(pp.has_rep for pp in leaf.pages)
-        leaf.has_def = any(pp.has_def for pp in leaf.pages) or (differ and bool(def_meaning(leaf.layers)))
-    else:
-        leaf.layers = (1,)
-    leaf.num_values = sum(pp.num_values for pp in leaf.pages)
-    leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
-    leaf.num_rows = sum(pp.info.num_rows for pp in leaf.pages)
+        table_column = _table_column(cp, sel, lists_on_device)
+    if not table_column:
+        _refuse(cp, sel, ctx)
+    # (in any file: mapped, or on an object store, _stage_rows)
+    _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
     return leaf
+
+
+def _refuse(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, ctx: DecodeContext) -> NoReturn:
+    """Raise why the pages ``sel`` of a column that :func:`check_page` accepted are not
+    planned as a table (:func:`_table_column`): a full-zip page without its data buffer is
+    corrupt (``CorruptFileError`` naming the file); the others are pages pylance does not
+    write -- mini-block pages without value buffers or chunks, dictionary pages without
+    values, list pages the device pre-pass does not parse -- and raise :class:`Unsupported`:
+    the field is read by the CPU reader, which decodes or refuses them."""
+    ca = cp.arrays()
+    at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
+    kinds = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))
+    fullzip = kinds[ca.layout[at]] == pagetable.KIND_CODES["full_zip_layout"]
+    if np.any(ca.nbuf[at][fullzip] < 1):
+        raise ctx.corrupt("full-zip page without a data buffer")
+    raise Unsupported("mini-block pages without values or chunks, or with a dictionary without values")
 
 
 def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists_on_device: bool) -> bool:
@@ -1093,7 +806,7 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
     with a dictionary with values and a dictionary buffer (:func:`_miniblock_buffers`); or
     all constant / all-null pages (:func:`_plan_constant_table`); or pages of several of
     these kinds (:func:`_mixed_column`).  Asked once per column (``ColumnPages.memo``) for
-    all its pages; :data:`TABLE_LEAVES` turns tables off."""
+    all its pages."""
     if not sel.ids:
         return False
     nbuf = cp.arrays().nbuf if len(sel.ids) == cp.num_pages else cp.arrays().nbuf[np.asarray(sel.ids, np.int64)]
@@ -1101,8 +814,6 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
         return int(nbuf.min()) >= 1
     if all(f.kind == "constant_layout" for f in sel.distinct):
         return True  # all-null or constant pages only (_plan_constant_table)
-    if not DEVICE_HEADERS:
-        return False
     if len({f.kind for f in sel.distinct}) > 1:
         return _mixed_column(cp, sel, lists_on_device)
     for facts in sel.distinct:
@@ -1118,7 +829,7 @@ def _table_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
 def _miniblock_buffers(cp: pagetable.ColumnPages, sel: pagetable.PageSelection) -> bool:
     """Whether the mini-block pages of ``sel`` (some with a page dictionary) hold what a
     table of them stages: chunk metadata and chunks, and a dictionary where they have one
-    (a dictionary page with no values is planned page by page: it stages no dictionary)."""
+    (a dictionary page with no values has no dictionary: no table takes it)."""
     if min((f.num_visible for f in sel.distinct if f.dictionary), default=1) <= 0:
         return False
     ca = cp.arrays()
@@ -1132,7 +843,7 @@ def _miniblock_buffers(cp: pagetable.ColumnPages, sel: pagetable.PageSelection) 
 
 def _plan_table_leaf(leaf: LeafPlan, table: pagetable.LeafPages, lists_on_device: bool) -> None:
     """:func:`plan_leaf` of a leaf :func:`_table_column` accepts: its pages as a table,
-    counted and given their layers as the per-page path does (from the table's derived
+    counted and given their layers (the common layers of its pages; from the table's derived
     totals and layers, made once per column: no NumPy per leaf); their chunk layouts are
     decoded with the pass's others (:mod:`headers`)."""
     if len(table.layouts) > 1 and len({f.kind for f in table.layouts}) > 1:
@@ -1166,8 +877,8 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
     for constant pages are -1, never read) and each row's decoded page in
     :attr:`LeafPlan.constant_pages` (counts, levels, value) for
     :func:`_place_constant_table`: no per-leaf table copy, array or :class:`pagetable.Derived`
-    (a one-page leaf of a small fragment costs about what its :class:`PagePlan` did); its
-    layers and levels as the per-page path gives them."""
+    (a one-page leaf of a small fragment costs a few scalar steps); its layers and levels
+    the common ones of its pages."""
     ctx = leaf.ctx()
     rows = shared.memo.get("constant_rows")
     if rows is None:  # per column, once: each row's layout, buffer ranges and top-level rows
@@ -1202,7 +913,7 @@ def _plan_constant_table(leaf: LeafPlan, shared: pagetable.LeafPages) -> None:
 
 def _place_constant_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned by :func:`_plan_constant_table`: each row's
-    levels and values as :func:`_emit_constant` gives a page's, in page order (a step per
+    levels and values (:func:`_emit_constant_page`), in page order (a step per
     row: their levels are staged bytes; a variable-width leaf's rows checked as pages,
     :attr:`UnitPlan.var_checks`)."""
     pages = leaf.constant_pages
@@ -1306,8 +1017,8 @@ def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_devi
     """:func:`_plan_table_leaf` of a leaf whose pages are of several kinds
     (:func:`_mixed_column`): it keeps its column's shared table, split by kind once
     (:class:`_MixedColumn`); its constant pages are decoded (:attr:`LeafPlan.constant_pages`)
-    and its per-row counts made (:class:`_MixedLeaf`); its layers, levels and counts as the
-    per-page path gives them.  No :class:`PagePlan`."""
+    and its per-row counts made (:class:`_MixedLeaf`); its layers the common ones of its
+    pages, its levels and counts their sums."""
     ctx = leaf.ctx()
     col = _mixed_of(shared)
     pages = [constant_layout.decode(body, _read_rows(leaf, [o for o, _z in ranges], [z for _o, z in ranges]), r, ctx)
@@ -1335,7 +1046,7 @@ def _plan_mixed_table(leaf: LeafPlan, shared: pagetable.LeafPages, lists_on_devi
 
 def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf planned by :func:`_plan_mixed_table`, staging in page
-    order as the per-page path does (:func:`_stage_ordered` over the buffers each row
+    order (:func:`_stage_ordered` over the buffers each row
     stages, made once per column: each run of mini-block and full-zip rows between
     constant rows by one :meth:`Stager.add_file_buffers`: a mini-block page's chunks, a
     full-zip page's data and, where read, repetition index, or a cut one's spans and then
@@ -1406,9 +1117,8 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         unit.count_direct("full_zip_layout", int(got[np.isin(first, col.full_zip_at)].sum()))
     if col.mini is not None:
         mi = col.mini_at
-        unit.device_blocks.append(DeviceBlock(leaf, [], pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
-                                              rep_at[mi], def_at[mi], None if index is None else (bits, index[mi].tolist()),
-                                              rows=col.mini))
+        unit.device_blocks.append(DeviceBlock(leaf, col.mini, pos[mi, 1], np.ascontiguousarray(col.mini.sizes[:, 1]), vpos[mi],
+                                              rep_at[mi], def_at[mi], None if index is None else (bits, index[mi].tolist())))
         if not pending:
             table_level_fills(unit, leaf, col.mini, rep_at[mi], def_at[mi])
     later = None
@@ -1493,8 +1203,8 @@ def place_values(unit: UnitPlan, leaf: LeafPlan, follow: bool = False) -> None:
 
 def place_leaf(unit: UnitPlan, leaf: LeafPlan, values_placed: bool = False) -> None:
     """Give the leaf its output regions (its value region already, with ``values_placed``:
-    :func:`place_values`) and emit the work of every page (a leaf whose pages all go to the
-    device pre-pass: :func:`_place_device_leaf`)."""
+    :func:`place_values`) and emit the work of its table of pages by kind (a leaf without
+    pages: nothing)."""
     unit.paths.add(leaf.path)
     if not values_placed:
         place_values(unit, leaf)
@@ -1508,139 +1218,16 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan, values_placed: bool = False) -> N
         assert leaf.table is not None
         _place_mixed_table(unit, leaf, leaf.table)
         return
-    if leaf.table is not None:
-        kind = leaf.table.layouts[0].kind  # (a table's pages are of one kind, but a mixed leaf's)
-        if kind == "full_zip_layout":
-            _place_fullzip_table(unit, leaf, leaf.table)
-        elif kind == "constant_layout":
-            _place_constant_table(unit, leaf, leaf.table)
-        else:
-            _place_table_leaf(unit, leaf, leaf.table)
+    t = leaf.table
+    if t is None:  # no page
         return
-    if _device_leaf(leaf):
-        _place_device_leaf(unit, leaf)
-        return
-    vpos = 0  # values before the page
-    lpos = 0  # levels before the page
-    utf8 = is_utf8_type(leaf.arrow_type)
-    # mini-block pages emitted together (a leaf of at least BULK_MIN_PAGES such pages)
-    whole = leaf.reader.mapped if BULK_MIN_PAGES is not None and len(leaf.pages) >= BULK_MIN_PAGES else None
-    bulk = [_batchable(page, whole) for page in leaf.pages]
-    if sum(bulk) < (BULK_MIN_PAGES or 1):
-        bulk = [False] * len(leaf.pages)
-    batch = _Batch()
-    dictionaries = _stage_dictionaries(unit, leaf)
-    for page, in_bulk in zip(leaf.pages, bulk, strict=True):
-        if leaf.kind == "var":
-            unit.var_checks.append((leaf.slot_lo + vpos, page.num_values, utf8, leaf.path, leaf.column, page.index))
-        rep_dst = leaf.rep_pos + lpos if leaf.has_rep and not pending else -1
-        def_dst = leaf.def_pos + lpos if leaf.has_def and not pending else -1
-        if in_bulk:
-            # staged now (arena order as page by page); its work is emitted with the others
-            offset = int(page.info.buffer_offsets[1]) + page.data_shift
-            batch.pages.append(page)
-            batch.data_pos.append(unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped))
-            batch.vpos.append(vpos)
-            batch.rep_dst.append(rep_dst)
-            batch.def_dst.append(def_dst)
-        elif page.kind == "mini_block_layout":
-            _emit_miniblock(unit, leaf, page, vpos, rep_dst, def_dst, dictionaries.get(id(page)))
-        elif pending:  # a full-zip or constant page beside list pages the device parses
-            work = _emit_fullzip(unit, leaf, page, vpos, -1, -1, later=True) if page.kind == "full_zip_layout" \
-                else _emit_constant(unit, leaf, page, vpos, -1, -1, later=True)
-            assert work is not None  # later=True returns the work
-            unit.level_work[id(page)] = work
-        elif page.kind == "full_zip_layout":
-            _emit_fullzip(unit, leaf, page, vpos, rep_dst, def_dst)
-        else:
-            _emit_constant(unit, leaf, page, vpos, rep_dst, def_dst)
-        if not pending:
-            page_level_fills(unit, leaf, page, rep_dst, def_dst)
-        vpos += page.num_values
-        lpos += page.num_levels
-    if batch.pages:
-        assert whole is not None
-        _emit_miniblock_batch(unit, leaf, batch, whole)
-
-
-def _device_leaf(leaf: LeafPlan) -> bool:
-    """Whether every page of ``leaf`` is a mini-block page planned from its protobuf for the
-    device pre-pass (:func:`_metadata_page`), with values, without a dictionary, its chunks
-    in the file's memory map (not deferred, not cut by a row selection)."""
-    if not DEVICE_HEADERS or leaf.reader.mapped is None or not leaf.pages:
-        return False
-    for page in leaf.pages:
-        facts = page.facts
-        if (
-            facts is None or facts.kind != "mini_block_layout" or page.parsed or page.data_deferred or page.data_shift
-            or facts.dictionary or not facts.num_buffers
-            or not (leaf.levels_pending or facts.device_headers)
-        ):
-            return False
-    return True
-
-
-def _place_device_leaf(unit: UnitPlan, leaf: LeafPlan) -> None:
-    """:func:`place_leaf`'s page loop for a leaf :func:`_device_leaf` accepts, with array
-    operations over its pages: their values and levels placed by scans of their counts,
-    their chunks staged together (:meth:`Stager.add_file_buffers`: neighbours one range),
-    one :class:`DeviceBlock`; what is left per page is its variable-width check entry and,
-    where its leaf's levels are known now, the level fills :func:`page_level_fills` gives
-    (pages without the leaf's levels, or with other layers)."""
-    pages = leaf.pages
-    n = len(pages)
-    pending = leaf.levels_pending
-    whole = leaf.reader.mapped
-    assert whole is not None  # _device_leaf
-    rep_at = leaf.rep_pos if leaf.has_rep and not pending else -1
-    def_at = leaf.def_pos if leaf.has_def and not pending else -1
-    data_pos: np.ndarray | list[int]
-    sizes: np.ndarray | list[int]
-    vpos: np.ndarray | list[int]
-    rep_dst: np.ndarray | list[int]
-    def_dst: np.ndarray | list[int]
-    num_values: np.ndarray | list[int]
-    if n < DEVICE_BLOCK_MIN_PAGES:  # a few pages: scalars (NumPy's per-call cost exceeds the loop's)
-        cols: tuple[list[int], ...] = ([], [], [], [], [], [])
-        v = lv = 0
-        for pg in pages:
-            size = int(pg.info.buffer_sizes[1])
-            cols[0].append(unit.stage.add_buffer(leaf.path, int(pg.info.buffer_offsets[1]), pg.buffers[1], whole) if size else 0)
-            cols[1].append(size)
-            cols[2].append(v)
-            cols[3].append(rep_at + lv if rep_at >= 0 else -1)
-            cols[4].append(def_at + lv if def_at >= 0 else -1)
-            cols[5].append(pg.num_values)
-            v += pg.num_values
-            lv += pg.num_levels
-        data_pos, sizes, vpos, rep_dst, def_dst, num_values = cols
+    kind = t.layouts[0].kind  # (a table's pages are of one kind, but a mixed leaf's)
+    if kind == "full_zip_layout":
+        _place_fullzip_table(unit, leaf, t)
+    elif kind == "constant_layout":
+        _place_constant_table(unit, leaf, t)
     else:
-        counts = np.fromiter((pg.num_values for pg in pages), np.int64, n)
-        num_values = counts
-        vpos = miniblock.exclusive_scan(counts)[:-1]
-        lpos = miniblock.exclusive_scan(np.fromiter((pg.num_levels for pg in pages), np.int64, n))[:-1]
-        rep_dst = rep_at + lpos if rep_at >= 0 else np.full(n, -1, np.int64)
-        def_dst = def_at + lpos if def_at >= 0 else np.full(n, -1, np.int64)
-        offsets = np.fromiter((pg.info.buffer_offsets[1] for pg in pages), np.int64, n)
-        nbytes = np.fromiter((pg.info.buffer_sizes[1] for pg in pages), np.int64, n)
-        sizes = nbytes
-        data_pos = unit.stage.add_file_buffers(leaf.path, whole, offsets, nbytes)
-    if leaf.kind == "var":
-        utf8 = is_utf8_type(leaf.arrow_type)
-        path, column, slot = leaf.path, leaf.column, leaf.slot_lo
-        unit.var_checks.extend(
-            (slot + v, nv, utf8, path, column, pg.index)
-            for v, nv, pg in zip(_ints(vpos), _ints(num_values), pages, strict=True)
-        )
-    unit.device_blocks.append(DeviceBlock(leaf, pages, data_pos, sizes, vpos, rep_dst, def_dst))
-    if pending or not (leaf.has_rep or leaf.has_def):
-        return
-    distinct = {id(pg.facts): pg.facts for pg in pages if pg.facts is not None}  # every page's (_device_leaf)
-    if all((f.has_rep or not leaf.has_rep) and (f.has_def or not leaf.has_def) and (f.layers == leaf.layers or not leaf.has_def)
-           for f in distinct.values()):
-        return  # no page needs a fill or a remap
-    for pg, r, d in zip(pages, _ints(rep_dst), _ints(def_dst), strict=True):
-        page_level_fills(unit, leaf, pg, r, d)
+        _place_table_leaf(unit, leaf, t)
 
 
 def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
@@ -1681,7 +1268,7 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
         if deferred is not None:
             unit.count_direct("mini_block_layout", int(deferred.sum()))
         dictionary = (bits, index.tolist())
-    elif staged is not None:  # as the per-page path: each page's dictionary, then its chunks
+    elif staged is not None:  # each page's dictionary, then its chunks
         sizes, vpos = d.buf1_sizes, d.vpos_list
         data_pos = staged
         rep_dst = [rep_at + v for v in vpos] if rep_at >= 0 else [-1] * n
@@ -1702,7 +1289,7 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
             unit.count_direct("mini_block_layout", int(deferred.sum()))
     if leaf.kind == "var":
         unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
-    unit.device_blocks.append(DeviceBlock(leaf, [], data_pos, sizes, vpos, rep_dst, def_dst, dictionary, rows=t))
+    unit.device_blocks.append(DeviceBlock(leaf, t, data_pos, sizes, vpos, rep_dst, def_dst, dictionary))
     if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
 
@@ -1711,8 +1298,8 @@ def stage_table_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPa
                              rows: dict[int, list[tuple[int, ...]]] | None = None) -> tuple[tuple[int, list[int]], list[int] | None]:
     """The dictionaries of a table leaf of dictionary pages (:func:`_table_column`: every
     row has one) staged as :func:`_place_table_leaf` stages them: together
-    (:func:`_dictionaries_together`), or, where that refuses (one page, say), as the
-    per-page path: each page's dictionary (:func:`_stage_one_dictionary`), then its chunks.
+    (:func:`_dictionaries_together`), or, where that refuses (one page, say), each page's
+    dictionary (:func:`_stage_one_dictionary`), then its chunks.
     Returns ``(index bits, each row's first index item)`` and, in the second case, each
     row's staged chunks (arena position, 0: no bytes; else None: the caller stages them).
     ``rows``: the dictionary work rows of pages staged alone are collected there by index
@@ -1755,7 +1342,7 @@ def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, r
                        vpos: np.ndarray) -> tuple[np.ndarray, list[tuple[int, Callable[[], None]]], int]:
     """The dictionaries of rows ``rows`` of ``leaf``'s table ``t`` (its pages with one, beside
     pages without: :func:`dictionary_rows`; ``vpos``: each row's first value of the leaf),
-    as the per-page path stages them: together now (:func:`_dictionaries_together`), or,
+    staged together now (:func:`_dictionaries_together`), or,
     where that refuses (one page, say), each just before its page's chunks
     (:func:`_stage_one_dictionary`): returned as :func:`_stage_ordered` items (after the
     row before).  Returns each row's first index item (-1: no dictionary; filled as the
@@ -1829,9 +1416,10 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
 
 
 def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
-    """:class:`_FullZipTable` of ``t``, after the checks :func:`parse_page` and
-    :func:`_emit_fullzip` make of each page (over the rows at once; the first bad page, in
-    page order, raises the per-page path's message, naming ``leaf``'s file)."""
+    """:class:`_FullZipTable` of ``t``, after the checks of each page (a data buffer, one
+    long enough for its values, a repetition index of a whole width per row; over the rows
+    at once: the first bad page, in page order, raises ``CorruptFileError`` naming
+    ``leaf``'s file)."""
     facts, invs = _fullzip_layout_facts(t)
     lay = t.layout
     per = {k: t.per_layout(v, np.bool_ if k == "fixed" else np.int64) for k, v in facts.items()}
@@ -1881,7 +1469,7 @@ def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
 
 def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -> None:
     """:func:`place_leaf` of a leaf of full-zip pages planned as a table (:func:`_table_column`):
-    the work :func:`_emit_fullzip` gives page by page, from what is made once per column
+    each page's copy or walk work, from what is made once per column
     (:func:`_fullzip_table`) and a few array operations per leaf: each page's data (buffer
     0) and, where read, repetition index (buffer 1) staged in page order (scalars for fewer
     than :data:`DEVICE_BLOCK_MIN_PAGES` pages), fixed values without control words copied,
@@ -1953,7 +1541,7 @@ class RowRuns:
 @dataclass(slots=True, eq=False)
 class _FullZipCut:
     """The staging and work of the row runs of a full-zip table's cut pages
-    (:func:`_fullzip_cut`), as :func:`_emit_fullzip_rows` gives them page by page: per row
+    (:func:`_fullzip_cut`): per row
     of the table, whether it is cut (``is_cut``); per staging span (runs of one page less
     than :data:`FULLZIP_STAGE_GAP` bytes apart share one, in row order): its row and bytes
     within the page's data buffer (``span_row``, ``span_lo``, ``span_hi``); per run
@@ -2081,7 +1669,7 @@ class _OrderedRanges:
     """File buffers to stage in order (:func:`_stage_ordered`): per buffer its table row
     (non-decreasing), ``(off, size)`` in the file, the range whose read decides whether it is
     deferred to the slab fill on an object store (``ask_off``, ``ask_size``: a cut page's
-    spans are deferred where its whole data buffer would be, as the per-page path decides),
+    spans are deferred where its whole data buffer would be),
     what it is (``kind``: 0 a full-zip page's data, 1 its repetition index or a mini-block
     page's chunks, 2 a span of a cut full-zip page) and which (``ref``: the row, or the
     span); ``first``: each row's first buffer (a page's data, chunks or first span)."""
@@ -2147,7 +1735,7 @@ _FEW_BUFFERS = 4
 def _stage_ordered(unit: UnitPlan, leaf: LeafPlan, r: _OrderedRanges, after: Sequence[tuple[int, Any]],
                    nrows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Stage the buffers ``r`` in order as :func:`_stage_rows` does (deferral decided by
-    each one's ``ask`` range), and ``after``'s items where the per-page path stages them:
+    each one's ``ask`` range), and ``after``'s items in page order:
     ``(row, item)`` (rows increasing) once every buffer of rows up to ``row`` is: a blob
     (host bytes: :meth:`Stager.add_bytes`) or a function to call (a constant page's
     staging).  Returns each of the ``nrows`` rows' data (or chunks) and repetition index
@@ -2275,7 +1863,7 @@ def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs
 
 def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, rep_dst: np.ndarray | list[int],
                       def_dst: np.ndarray | list[int]) -> None:
-    """:func:`page_level_fills` of every page of a leaf planned as a table, decided per
+    """:func:`_level_fills` of every page of a leaf planned as a table, decided per
     distinct layout: a loop only over the pages of layouts that need a fill or a remap."""
     if not (leaf.has_rep or leaf.has_def):
         return
@@ -2297,21 +1885,12 @@ def table_level_fills(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, re
                 unit.remap.append((int(def_dst[j]), n, _renumber_table(f.layers, leaf.layers)))
 
 
-def _ints(values: np.ndarray | list[int]) -> list[int]:
-    return values if isinstance(values, list) else values.tolist()
-
-
-def page_level_fills(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, rep_dst: int, def_dst: int) -> None:
-    """The level work of a page its encodings do not give: zero levels where the leaf has
-    repetition / definition levels and the page has none, definition levels renumbered
-    where its layers differ from the leaf's."""
-    _level_fills(unit, leaf, page.has_rep, page.has_def, page.layers, page.num_levels, rep_dst, def_dst)
-
-
 def _level_fills(unit: UnitPlan, leaf: LeafPlan, has_rep: bool, has_def: bool, layers: tuple[int, ...], n: int,
                  rep_dst: int, def_dst: int) -> None:
-    """:func:`page_level_fills` of a page (a :class:`PagePlan` or a table row) with these
-    levels, layers and ``n`` levels."""
+    """The level work of a table row its encodings do not give, for a row with these
+    levels, layers and ``n`` levels: zero levels where the leaf has repetition / definition
+    levels and the row has none, definition levels renumbered where its layers differ from
+    the leaf's."""
     if leaf.has_rep and not has_rep:
         unit.fill_level.append((2 * rep_dst, 2 * n, b"\x00\x00"))
     if leaf.has_def:
@@ -2333,22 +1912,12 @@ def _value_dst(leaf: LeafPlan, vpos: int) -> int:
 
 @dataclass(slots=True)
 class _Chunks:
-    """The chunks of one or more mini-block pages of a leaf whose work is emitted together.
+    """The chunks of mini-block pages whose work is emitted together (a group of the device
+    pre-pass's chunk table, ``headers._chunks``): every span (``bufs``, ``rep``, ``dfn``:
+    ``(start, size)`` per chunk) is an arena position, as the pre-pass found it (nothing is
+    read on the host).  Per chunk: its first value is value ``value`` of the leaf; its first
+    repetition / definition level goes to level ``rep_dst`` / ``def_dst``."""
 
-    Every span (``bufs``, ``rep``, ``dfn``: ``(start, size)`` per chunk, as
-    :func:`miniblock.chunk_headers` gives them) indexes ``data``: one page's chunk data, or the
-    whole memory-mapped file for a batch of pages (spans rebased by each page's file offset).
-    Per chunk: byte ``x`` of ``data`` lies at arena position ``x + shift``; its page's chunk
-    data ends at ``end`` in ``data``; its first value is value ``value`` of the leaf; its
-    first repetition / definition level goes to level ``rep_dst`` / ``def_dst``.  Every
-    ``shift`` is a multiple of ``align`` (1, 2, 4 or 8); ``in_map``: ``data`` is the file map
-    (blocks read in it must be checked against their page's ``end``)."""
-
-    data: np.ndarray
-    shift: int | np.ndarray  # one int for all chunks of one page
-    align: int
-    in_map: bool
-    end: np.ndarray
     counts: np.ndarray
     levels: np.ndarray
     rep: np.ndarray
@@ -2374,40 +1943,11 @@ class _Chunks:
     def_runs: np.ndarray | None = None
 
 
-_NO_END = np.zeros(0, np.int64)  # _Chunks.end where data is one page's chunks (not read)
-
-
-def _page_chunks(page: PagePlan, data: np.ndarray, data_pos: int, chunks: tuple, vpos: int, rep_dst: int, def_dst: int) -> _Chunks:
-    """One page's chunks (``data`` at arena ``data_pos``; ``chunks``: its chunk headers)."""
-    levels, rep_spans, def_spans, cbufs = chunks
-    counts = page.parsed["counts"]
-    value = vpos + miniblock.exclusive_scan(counts)[:-1]
-    if page.has_rep or page.has_def:
-        first_level = miniblock.exclusive_scan(levels)[:-1]
-        rep_first, def_first = rep_dst + first_level, def_dst + first_level
-    else:  # no level work reads them
-        rep_first = def_first = value
-    return _Chunks(
-        data, int(data_pos), _alignment(data_pos), False, _NO_END, counts, levels, rep_spans, def_spans,
-        cbufs, value, rep_first, def_first,
-    )
-
-
-def _shift(ch: _Chunks, index: np.ndarray) -> int | np.ndarray:
-    """``ch.shift`` of the chunks ``index``."""
-    return ch.shift if isinstance(ch.shift, int) else ch.shift[index]
-
-
-def _alignment(pos: int) -> int:
-    """The largest of 1, 2, 4, 8 dividing ``pos`` (of every value OR-ed into ``pos``)."""
-    return 8 if pos % 8 == 0 else 4 if pos % 4 == 0 else 2 if pos % 2 == 0 else 1
-
-
 def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx,
                  blocks: bitpacking_plan.InlineBlocks | None = None, runs: np.ndarray | None = None) -> None:
     """The per-chunk level buffers ``spans`` of ``ch``, chunk ``i``'s to ``levels[dst[i]:]``
     (u16 items); ``blocks`` / ``runs``: their inline bit-packed blocks / RLE run counts as the
-    device pre-pass found them (else read in ``ch.data``)."""
+    device pre-pass found them (where the encoding has them)."""
     kind = _level_encoding(enc)
     nlevels = ch.levels
     starts = np.ascontiguousarray(spans[:, 0])
@@ -2415,107 +1955,29 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     if kind == "flat":
         if np.any(sizes < 2 * nlevels):
             raise ctx.corrupt("mini-block level buffer shorter than its levels")
-        unit.copy_level.add(src=ch.shift + starts, len=2 * nlevels, dst=2 * dst)
+        unit.copy_level.add(src=starts, len=2 * nlevels, dst=2 * dst)
         return
     if kind == "inline_bitpacking":
         _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
         return
     if kind == "rle":
-        if runs is None:
-            vals, lens, nruns = rle_plan.level_runs(ch.data, starts, sizes, ctx)
-        else:  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
-            vals, lens, nruns = starts + 8, starts + 8 + 2 * runs, runs
+        assert runs is not None  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=ch.shift + vals, runs=ch.shift + lens, nruns=nruns, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
+        lst.add(vals=starts + 8, runs=starts + 8 + 2 * runs, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
     ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
-    if ch.align % 2:
-        raise ctx.corrupt("mini-block level buffers are truncated or misaligned")
     if ool.words.size:
         chunk = ool.chunk
         unit.unpack_list("level", 16).add(
-            words=_shift(ch, chunk) // 2 + ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
+            words=ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
             count=ool.counts,
         )
     tails = np.flatnonzero(ool.tail_len)
     if tails.size:
         unit.copy_level.add(
-            src=_shift(ch, tails) + 2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
+            src=2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
             dst=2 * (dst[tails] + ool.packed[tails]),
         )
-
-
-def _emit_miniblock(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
-                    dictionary: tuple[int, int] | None = None) -> None:
-    """Stage a mini-block page's chunks and emit their work, one page alone (pages that
-    :func:`_batchable` accepts are emitted together by :func:`_emit_miniblock_batch`);
-    ``dictionary``: the page's dictionary where it was staged with its leaf's others
-    (:func:`_stage_dictionaries`), else staged here.
-    Chunks the planner holds are emitted now; deferred ones are read from the store straight
-    into the pinned slab, and their chunk headers are parsed and their work emitted there
-    (:meth:`Stager.add_range` ``land``), before the slab goes to the device."""
-    mb = page.layout
-    p = page.parsed
-    facts = page.facts
-    nbuf = int(mb.num_buffers) if facts is None else facts.num_buffers
-    n = page.num_values
-    if nbuf == 0 and n:
-        _fill_nulls(unit, leaf, vpos, n)
-    # a dictionary's items are decoded on the host and staged now; its indices are chunk work
-    if dictionary is None and nbuf and n and mb.HasField("dictionary"):
-        dictionary = _stage_dictionary(unit, leaf, page, vpos, leaf.ctx())
-    offset = int(page.info.buffer_offsets[1]) + page.data_shift
-    size = p.get("data_size", int(page.info.buffer_sizes[1]))
-    on_device = device_headers(mb) if facts is None else facts.device_headers
-    if leaf.levels_pending or (DEVICE_HEADERS and "bufs" not in p and on_device):
-        # staged now; its chunk headers are parsed on the device, its work emitted then
-        if not size:  # no chunks (an empty page, or a row selection kept none of its chunks)
-            data_pos = 0
-        elif page.data_deferred:
-            data_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size)
-            unit.count_direct(page.kind)
-        else:
-            data_pos = unit.stage.add_buffer(leaf.path, offset, page.buffers[1], leaf.reader.mapped)
-        unit.device_blocks.append(DeviceBlock.one(leaf, page, data_pos, size, vpos, rep_dst, def_dst, dictionary))
-        return
-    if not page.data_deferred:
-        data = page.buffers[1]
-        data_pos = unit.stage.add_buffer(leaf.path, offset, data, leaf.reader.mapped)
-        chunks = (p["levels"], p["rep"], p["def"], p["bufs"])
-        _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
-        return
-    # a row selection cut the page to the bytes of its kept chunks (data_shift on)
-    if not size:
-        _land_chunks(unit, leaf, page, _EMPTY, 0, vpos, rep_dst, def_dst, dictionary)
-        return
-    at: list[int] = []
-
-    def land(data: np.ndarray) -> None:
-        _land_chunks(unit, leaf, page, data, at[0], vpos, rep_dst, def_dst, dictionary)
-
-    at.append(unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, size, land=land))
-    unit.count_direct(page.kind)
-
-
-def _land_chunks(unit, leaf, page, data, data_pos, vpos, rep_dst, def_dst, dictionary) -> None:
-    """The chunks of a deferred page have landed (``data``, at arena ``data_pos``): parse
-    their headers with the file layer's parser, check the level counts the plan allocated
-    for, and emit their work."""
-    ctx = leaf.ctx()
-    p = page.parsed
-    chunks = miniblock.chunk_headers(page.layout, data, p["starts"], p["sizes"], ctx)
-    if page.has_def and not np.array_equal(chunks[0], p["levels"]):
-        raise ctx.corrupt("mini-block chunk holds a level count other than its item count")
-    _emit_chunks(unit, leaf, page, _page_chunks(page, data, data_pos, chunks, vpos, rep_dst, def_dst), dictionary)
-
-
-def _emit_chunks(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, ch: _Chunks, dictionary) -> None:
-    """The work of one mini-block page's chunks ``ch``."""
-    _emit_chunk_work(unit, leaf, page.layout, ch, page.num_values, dictionary, leaf.ctx())
-    mb = page.layout
-    if leaf.kind == "var" and int(mb.num_buffers) and page.num_values and dictionary is None:
-        if mb.value_compression.WhichOneof("compression") == "fsst":
-            _add_fsst(unit, id(page), _value_dst(leaf, int(ch.value[0]) if ch.value.size else 0), page.num_values)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -2539,7 +2001,7 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     if leaf.kind == "var":
         width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
         slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
-        unit.var_chunks.add(start=ch.shift + starts, size=sizes, width=width, count=counts, dst=slot)
+        unit.var_chunks.add(start=starts, size=sizes, width=width, count=counts, dst=slot)
         return
     dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if vk == "inline_bitpacking":
@@ -2554,28 +2016,23 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         need = (counts * dim + 7) // 8
         if np.any(sizes < need):
             raise ctx.corrupt("boolean chunk shorter than its value count")
-        unit.bits.add(src=8 * (ch.shift + starts), count=counts * dim, dst=dst)
+        unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
         return
     nbytes = counts * dim * (bits // 8)
     if np.any(sizes < nbytes):
         raise ctx.corrupt("flat chunk shorter than its value count")
-    unit.copy_fixed.add(src=ch.shift + starts, len=nbytes, dst=dst)
+    unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
 
 
 def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx,
                  blocks: bitpacking_plan.InlineBlocks | None) -> None:
-    """InlineBitpacking chunks (buffers at ``starts`` of ``ch.data``): chunk ``i``'s values go
+    """InlineBitpacking chunks (buffers at arena bytes ``starts``): chunk ``i``'s values go
     to item ``dst_item[i]`` (items of ``bits``) of the destination; ``blocks``: theirs as the
-    device pre-pass found them (else read in ``ch.data``)."""
-    word = bits // 8
-    # blocks must end inside their page's chunk data when ch.data is the file's map
-    if blocks is None:
-        blocks = bitpacking_plan.inline_blocks(ch.data, starts, counts, word, ctx, ch.end if ch.in_map else None)
-    if ch.align % word:
-        raise ctx.corrupt("misaligned bit-packed buffer")
+    device pre-pass found them."""
+    assert blocks is not None
     chunk = blocks.chunk
     unit.unpack_list(dest, bits).add(
-        words=_shift(ch, chunk) // word + blocks.word_off, width=blocks.widths,
+        words=blocks.word_off, width=blocks.widths,
         dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
     )
 
@@ -2588,7 +2045,7 @@ def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray,
     nruns = rle_plan.chunk_runs(ch.bufs, vbits // 8, ctx)
     lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
     lst.add(
-        vals=ch.shift + ch.bufs[:, 0, 0], runs=ch.shift + ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
+        vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
         dest=_DESTS.index(dest), dst=dst_byte,
     )
 
@@ -2597,8 +2054,8 @@ _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
 
 
 def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
-    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (a
-    :class:`PagePlan`'s ``id``, or ``(id(leaf), row)`` of a leaf planned as a table), where
+    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (``(id(leaf),
+    row)``: a row of its table), where
     its leaf's tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
     table = unit.fsst_tables.get(key)
     if table is not None and n:
@@ -2630,37 +2087,19 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     if leaf.kind != "var":
         return
     t = leaf.table
-    if t is not None:
-        got = t.memo.get("fsst")
-        if got is None:  # per column, once: its tables parsed and packed
-            got = t.memo["fsst"] = _table_fsst(t, leaf.ctx())
-        if got is None:
-            return
-        rows, nsym, packed = got
-        at = unit.stage.add_bytes(packed)
-        key = id(leaf)
-        for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
-            unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
-        unit.fsst_rows[key] = rows
+    if t is None:
         return
-    keys: list[object] = []
-    raws = []
-    for pg in leaf.pages:
-        nbuf = (int(pg.layout.num_buffers) if pg.facts is None else pg.facts.num_buffers) if pg.kind == "mini_block_layout" else 0
-        enc = _layout_fsst(pg.kind, pg.layout, nbuf) if pg.num_values else None
-        if enc is not None:
-            keys.append(id(pg))
-            raws.append(enc.symbol_table)
-    if not raws:
+    got = t.memo.get("fsst")
+    if got is None:  # per column, once: its tables parsed and packed
+        got = t.memo["fsst"] = _table_fsst(t, leaf.ctx())
+    if got is None:
         return
-    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, leaf.ctx())
-    keep = np.flatnonzero(compressed)
-    if not keep.size:
-        return
-    packed = _pack_fsst(symbols, lengths, keep, nsym.size)
+    rows, nsym, packed = got
     at = unit.stage.add_bytes(packed)
-    for k, j in enumerate(keep.tolist()):
-        unit.fsst_tables[keys[j]] = (at + TABLE_BYTES * k, int(nsym[j]))
+    key = id(leaf)
+    for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
+        unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
+    unit.fsst_rows[key] = rows
 
 
 def _pack_fsst(symbols: np.ndarray, lengths: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
@@ -2697,20 +2136,11 @@ def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
         unit.fill_fixed.append((_value_dst(leaf, vpos), n * leaf.width, b"\x00"))
 
 
-def _stage_dictionary(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, ctx) -> tuple[int, int]:
-    """Decode a dictionary page's items on the host (buffer 2; small), stage them and
-    register the gather from the page's index scratch; returns ``(index bits, first index
-    item)`` for :func:`_emit_indices`."""
-    if len(page.buffers) < 3:
-        raise ctx.corrupt("dictionary-encoded page lacks its dictionary buffer")
-    return _stage_one_dictionary(unit, leaf, page.layout, page.buffers[2], page.num_values, vpos, ctx)
-
-
 def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n: int, vpos: int, ctx,
                           rows: dict[int, list[tuple[int, ...]]] | None = None) -> tuple[int, int]:
-    """:func:`_stage_dictionary` of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
-    dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a
-    :class:`PagePlan`'s or a table row's); its dictionary work row (:data:`DICTIONARY_COLUMNS`)
+    """The dictionary of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
+    dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a table
+    row's), decoded and staged alone; its dictionary work row (:data:`DICTIONARY_COLUMNS`)
     added to the unit's, or, given ``rows``, appended to ``rows[index bits]`` (the caller adds
     them, many at once)."""
     enc = mb.value_compression
@@ -2761,33 +2191,11 @@ def _index_bits(enc) -> int:
     return rle_plan.value_bits(enc)  # type: ignore[return-value]
 
 
-def _stage_dictionaries(unit: UnitPlan, leaf: LeafPlan) -> dict[int, tuple[int, int]]:
-    """The dictionaries of a leaf's host-planned dictionary pages placed at once
-    (``{id(page): (index bits, first index item)}``, as :func:`_stage_dictionary` gives per
-    page; :func:`_dictionaries_together`).  Empty (each page staged alone, with its own
-    checks and errors) where that refuses."""
-    pages = []
-    vpos = []
-    v = 0
-    for pg in leaf.pages:
-        at, v = v, v + pg.num_values
-        if pg.kind != "mini_block_layout" or not pg.num_values or len(pg.buffers) < 3:
-            continue
-        mb = pg.layout
-        if not mb.HasField("dictionary") or not (int(mb.num_buffers) if pg.facts is None else pg.facts.num_buffers):
-            continue
-        pages.append(pg)
-        vpos.append(at)
-    got = _dictionaries_together(unit, leaf, [pg.layout for pg in pages], [pg.buffers[2] for pg in pages],
-                                 [pg.num_values for pg in pages], vpos)
-    return {} if got is None else {id(pg): d for pg, d in zip(pages, got, strict=True)}
-
-
 def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: list[np.ndarray], nvalues: list[int],
                            vpos: list[int]) -> list[tuple[int, int]] | None:
     """The dictionaries of dictionary pages of one leaf placed at once: page ``k`` encoded
     as ``layouts[k]`` (``MiniBlockLayout``), its dictionary buffer ``bufs[k]``, ``nvalues[k]``
-    values from value ``vpos[k]`` of its leaf (:class:`PagePlan` s or a table's rows).  One
+    values from value ``vpos[k]`` of its leaf (a table's rows).  One
     staged item per leaf and kind, not one per page, and one dictionary work row per page
     naming its items in it (the gather indexes them by page); returns each page's ``(index
     bits, first index item)``.
@@ -2796,7 +2204,7 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
       where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
       them, the blocks staged as one buffer and their int64 offsets as another;
     * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
-      refusing what the per-page path refuses) and the items staged back to back.
+      refusing what the CPU decoders refuse) and the items staged back to back.
 
     None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) for
     fewer than two pages, other variable-width dictionary encodings, or a Variable block
@@ -2868,12 +2276,12 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
         nbytes = ch.counts * word
         if np.any(ch.bufs[:, 0, 1] < nbytes):
             raise ctx.corrupt("flat chunk shorter than its value count")
-        unit.copy_index[bits].add(src=ch.shift + starts, len=nbytes, dst=first * word)
+        unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
     else:
         _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
 
 
-# -- mini-block pages in bulk ----------------------------------------------------------------
+# -- emission groups of mini-block pages -----------------------------------------------------
 
 
 def _group_key(leaf: LeafPlan, mb) -> tuple:
@@ -2909,62 +2317,29 @@ def _level_key(enc) -> tuple:
     return (kind,)
 
 
-def _batchable(page: PagePlan, whole: np.ndarray | None) -> bool:
-    """Whether a mini-block page's work can be emitted with others of its leaf: its chunks
-    are a view of the file's memory map ``whole`` (:attr:`LanceFileReader.mapped`: every
-    buffer read from a mapped file is one) 8-byte aligned in the file, and it has values and
-    no dictionary."""
-    if whole is None or page.kind != "mini_block_layout" or page.data_deferred or not page.num_values:
-        return False
-    if "bufs" not in page.parsed:  # chunk headers parsed on the device
-        return False
-    mb = page.layout
-    if not int(mb.num_buffers) or mb.HasField("dictionary"):
-        return False
-    offset = int(page.info.buffer_offsets[1]) + page.data_shift
-    return offset % 8 == 0 and offset + page.buffers[1].size <= whole.size
-
-
-@dataclass(slots=True)
-class _Batch:
-    """Mini-block pages of one leaf placed (staged, given their output positions) whose
-    work is emitted together by :func:`_emit_miniblock_batch`."""
-
-    pages: list[PagePlan] = field(default_factory=list)
-    data_pos: list[int] = field(default_factory=list)
-    vpos: list[int] = field(default_factory=list)
-    rep_dst: list[int] = field(default_factory=list)
-    def_dst: list[int] = field(default_factory=list)
-
-
 @dataclass(slots=True, eq=False)
 class DeviceBlock:
-    """Mini-block pages of one leaf, staged, whose chunk headers the device pre-pass parses
-    (:func:`device_headers`, :func:`_device_lists`), as arrays over ``pages``: page ``j`` has
-    ``size[j]`` bytes of chunks at arena byte ``data_pos[j]``, its values go to value
-    ``vpos[j]`` of its leaf, its repetition / definition levels to level ``rep_dst[j]`` /
-    ``def_dst[j]`` (-1: none, or not known yet where the leaf's levels are in-band,
-    :attr:`LeafPlan.levels_pending`); ``dictionary``: for a block of dictionary pages
-    (one page: :func:`_stage_dictionary`'s result; a table's rows, or a pass block's: one
-    row's index bits and each row's first index item, :func:`stage_table_dictionaries`,
-    -1 for a row without a dictionary beside rows with one, :func:`_some_dictionaries`),
-    ``(index bits, first index item(s))``; the emission takes each page's index bits from its layout
-    (:func:`_dictionary_key`).  A leaf whose pages all go to the pre-pass is one block,
-    placed with array operations (:func:`_place_device_leaf`); the pre-pass's pages of other
-    leaves are a block each (:func:`_emit_miniblock`)."""
+    """Mini-block pages, staged, whose chunk headers the device pre-pass parses
+    (:func:`device_headers`, :func:`_device_lists`): the rows of a table (``rows``: a leaf's
+    own, :func:`_place_table_leaf`; a mixed leaf's mini-block rows, :func:`_place_mixed_table`;
+    or a pass block's, below), as arrays over them: row ``j`` has ``size[j]`` bytes of
+    chunks at arena byte ``data_pos[j]``, its values go to value ``vpos[j]`` of its leaf,
+    its repetition / definition levels to level ``rep_dst[j]`` / ``def_dst[j]`` (-1: none,
+    or not known yet where the leaf's levels are in-band, :attr:`LeafPlan.levels_pending`);
+    ``dictionary``: for a block of dictionary pages, ``(index bits, each row's first index
+    item)`` (:func:`stage_table_dictionaries`; -1 for a row without a dictionary beside rows
+    with one, :func:`_some_dictionaries`); the emission takes each row's index bits from its
+    layout (:func:`_dictionary_key`)."""
 
     leaf: LeafPlan
-    pages: list[PagePlan]
-    #: per page (``int64`` arrays; lists of ints for blocks of a few pages)
+    rows: pagetable.LeafPages
+    #: per row (``int64`` arrays; lists of ints for blocks of a few rows)
     data_pos: np.ndarray | list[int]
     size: np.ndarray | list[int]
     vpos: np.ndarray | list[int]
     rep_dst: np.ndarray | list[int]
     def_dst: np.ndarray | list[int]
-    dictionary: tuple[int, int] | tuple[int, list[int]] | None = None
-    #: a leaf planned as a table (:func:`_place_table_leaf`): the block's pages are its rows,
-    #: or a mixed leaf's mini-block rows (:func:`_place_mixed_table`) (``pages`` is empty)
-    rows: pagetable.LeafPages | None = None
+    dictionary: tuple[int, list[int]] | None = None
     #: a pass block (``passplan``: the same column of several fragments placed as one table):
     #: its leaves (``leaf`` is the first; they read values alike), ``rows`` their tables'
     #: rows back to back (:func:`pagetable.concat`), leaf ``k``'s rows ``leaf_rows[k]:leaf_rows[k + 1]``;
@@ -2977,273 +2352,39 @@ class DeviceBlock:
     metas: list[np.ndarray] | None = None
 
     def leaf_of(self, j: int) -> LeafPlan:
-        """The leaf of the block's page (row) ``j``."""
+        """The leaf of the block's row ``j``."""
         if self.leaves is None:
             return self.leaf
         assert self.leaf_rows is not None
         return self.leaves[int(np.searchsorted(self.leaf_rows, j, side="right")) - 1]
 
     def parts(self) -> list[tuple[LeafPlan, pagetable.LeafPages]]:
-        """``(leaf, its table)`` of each leaf of a block of table rows, in row order."""
+        """``(leaf, its table)`` of each leaf of the block, in row order."""
         if self.leaves is None:
-            assert self.rows is not None
             return [(self.leaf, self.rows)]
         return [(leaf, leaf.table) for leaf in self.leaves]  # type: ignore[misc]
 
     @property
     def npages(self) -> int:
-        return len(self.rows) if self.rows is not None else len(self.pages)
-
-    @classmethod
-    def one(cls, leaf: LeafPlan, page: PagePlan, data_pos: int, size: int, vpos: int, rep_dst: int, def_dst: int,
-            dictionary: tuple[int, int] | None) -> DeviceBlock:
-        """A block of one page."""
-        return cls(leaf, [page], [data_pos], [size], [vpos], [rep_dst], [def_dst], dictionary)
-
-
-def _emit_miniblock_batch(unit: UnitPlan, leaf: LeafPlan, batch: _Batch, whole: np.ndarray) -> None:
-    """The work of many mini-block pages of ``leaf`` (chunks of mapped files), one set of
-    NumPy calls per group of pages encoded alike (:func:`_group_key`) instead of per page:
-    their chunk tables concatenated, spans rebased into the file map ``whole``."""
-    ctx = leaf.ctx()
-    groups: dict[tuple, list[int]] = {}
-    for i, page in enumerate(batch.pages):
-        groups.setdefault(_group_key(leaf, page.layout), []).append(i)
-    for members in groups.values():
-        pages = [batch.pages[i] for i in members]
-        parsed = [pg.parsed for pg in pages]
-        nchunks = np.fromiter((p["counts"].size for p in parsed), np.int64, len(pages))
-        sel = np.asarray(members, np.int64)
-        offset = np.fromiter((int(pg.info.buffer_offsets[1]) + pg.data_shift for pg in pages), np.int64, len(pages))
-        size = np.fromiter((pg.buffers[1].size for pg in pages), np.int64, len(pages))
-        at = np.repeat(offset, nchunks)
-        counts = np.concatenate([p["counts"] for p in parsed])
-        levels = np.concatenate([p["levels"] for p in parsed])
-        rep = np.concatenate([p["rep"] for p in parsed])
-        dfn = np.concatenate([p["def"] for p in parsed])
-        bufs = np.concatenate([p["bufs"] for p in parsed])
-        rep[:, 0] += at
-        dfn[:, 0] += at
-        bufs[:, :, 0] += at[:, None]
-        # chunk positions within their page
-        first_chunk = miniblock.exclusive_scan(nchunks)
-        page_of = np.repeat(np.arange(len(pages)), nchunks)
-        value_in_page = miniblock.exclusive_scan(counts)[:-1]
-        value_in_page -= value_in_page[first_chunk[:-1]][page_of]  # every batched page has chunks
-        level_in_page = miniblock.exclusive_scan(levels)[:-1]
-        level_in_page -= level_in_page[first_chunk[:-1]][page_of]
-        shift = np.asarray(batch.data_pos, np.int64)[sel] - offset
-        ch = _Chunks(
-            whole, np.repeat(shift, nchunks), _alignment(int(np.bitwise_or.reduce(shift))), True,
-            np.repeat(offset + size, nchunks),
-            counts, levels, rep, dfn, bufs, np.repeat(np.asarray(batch.vpos, np.int64)[sel], nchunks) + value_in_page,
-            np.repeat(np.asarray(batch.rep_dst, np.int64)[sel], nchunks) + level_in_page,
-            np.repeat(np.asarray(batch.def_dst, np.int64)[sel], nchunks) + level_in_page,
-        )
-        _emit_chunk_work(unit, leaf, pages[0].layout, ch, sum(pg.num_values for pg in pages), None, ctx)
-        if leaf.kind == "var" and pages[0].layout.value_compression.WhichOneof("compression") == "fsst":
-            for i in members:
-                pg = batch.pages[i]
-                _add_fsst(unit, id(pg), _value_dst(leaf, batch.vpos[i]), pg.num_values)
+        return len(self.rows)
 
 
 # -- full-zip ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _FullZipShape:
-    """The facts of a full-zip page's layout its work items need."""
-
-    data_size: int  # bytes of the data buffer (buffer 0)
-    bits_rep: int
-    bits_def: int
-    ctrl: int  # control word bytes per item
-    rows: int
-    fixed: bool  # fixed-width values (else: each value a length/offset word and its bytes)
-    valb: int  # value bytes (fixed)
-    offb: int  # offset word bytes (variable)
-
-
-def _fullzip_shape(page: PagePlan) -> _FullZipShape:
-    fz = page.layout
-    bits_rep, bits_def = int(fz.bits_rep), int(fz.bits_def)
-    fixed = fz.WhichOneof("details") == "bits_per_value"
-    return _FullZipShape(
-        int(page.info.buffer_sizes[0]), bits_rep, bits_def, _ctrl_bytes(bits_rep + bits_def), page.info.num_rows, fixed,
-        int(fz.bits_per_value) // 8 if fixed else 0, 0 if fixed else int(fz.bits_per_offset) // 8,
-    )
-
-
-def _fullzip_index_width(page: PagePlan, rows: int, ctx) -> int:
-    """The width of a full-zip page's repetition index (buffer 1: ``rows + 1`` byte offsets)."""
-    if len(page.info.buffer_sizes) < 2:
-        raise ctx.corrupt("full-zip page lacks its repetition index")
-    width, rem = divmod(int(page.info.buffer_sizes[1]), rows + 1)
-    if rem or width not in (1, 2, 4, 8):
-        raise ctx.corrupt("full-zip repetition index has an impossible width")
-    return width
-
-
-def _fullzip_index(leaf: LeafPlan, page: PagePlan, rows: int, ctx) -> tuple[np.ndarray, int]:
-    """A full-zip page's repetition index on the host (read now if it was deferred) and its width."""
-    width = _fullzip_index_width(page, rows, ctx)
-    if page.index_deferred:
-        (raw,) = leaf.reader.read_buffers([(int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1]))])
-    else:
-        raw = page.buffers[1]
-    if raw.size != (rows + 1) * width:
-        raise ctx.corrupt("full-zip repetition index has an impossible width")
-    return raw, width
-
-
-def _stage_fullzip_bytes(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, lo: int, hi: int) -> int:
-    """Stage bytes ``[lo, hi)`` of a full-zip page's data buffer: read from the store straight
-    into the slab when the page's data is deferred, else from the bytes the planner holds."""
-    offset = int(page.info.buffer_offsets[0]) + lo
-    if page.data_deferred:
-        return unit.stage.add_range(leaf.reader.store, leaf.reader.key, offset, hi - lo)
-    return unit.stage.add_buffer(leaf.path, offset, page.buffers[0][lo:hi], leaf.reader.mapped)
-
-
-
-
-def _emit_fullzip(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
-                  later: bool = False) -> LevelWork | None:
-    """Stage a full-zip page's bytes and emit its work; ``later``: its level positions are
-    not known yet (its leaf's levels wait for the device pre-pass): the bytes are staged now
-    and the work is returned, to be emitted with them (:data:`LevelWork`)."""
-    if page.data_deferred:
-        unit.count_direct(page.kind)
-    if page.row_runs is not None:
-        if later:
-            raise CorruptFileError(leaf.path, "row selection of a full-zip page with repetition")
-        _emit_fullzip_rows(unit, leaf, page, vpos, def_dst)
-        return None
-    ctx = leaf.ctx()
-    z = _fullzip_shape(page)
-    n = page.num_levels
-    vis = page.num_values
-    data_pos = _stage_fullzip_bytes(unit, leaf, page, 0, z.data_size)
-    dst = _value_dst(leaf, vpos)
-    if z.fixed and z.ctrl == 0:
-        if z.data_size < n * z.valb:
-            raise ctx.corrupt("full-zip buffer shorter than its values")
-        if vis != n:
-            raise ctx.corrupt(f"full-zip page has {n} values, expected {vis}")
-        unit.copy_fixed.add(src=data_pos, len=n * z.valb, dst=dst)
-        return (lambda _rep, _def: None) if later else None
-    if z.bits_rep or not z.fixed:
-        width = _fullzip_index_width(page, z.rows, ctx)
-        index_at, index_size = int(page.info.buffer_offsets[1]), int(page.info.buffer_sizes[1])
-        if page.index_deferred:
-            index_pos = unit.stage.add_range(leaf.reader.store, leaf.reader.key, index_at, index_size)
-        else:
-            index_pos = unit.stage.add_buffer(leaf.path, index_at, page.buffers[1], leaf.reader.mapped)
-        stride = 0
-    else:
-        # No lists: one item per row, each a control word and a value.
-        index_pos, width, stride = -1, 0, z.ctrl + z.valb
-        if z.rows != n or z.data_size < n * stride:
-            raise ctx.corrupt("full-zip buffer shorter than its values")
-    inv = invisible_levels(page.layers)
-    inv_pos = unit.add_invisible(inv)
-    _add_fsst(unit, id(page), dst, vis)
-
-    def work(rep_dst: int, def_dst: int) -> None:
-        unit.fullzip.add(
-            rows=z.rows, data=data_pos, size=z.data_size, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
-            bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=inv_pos, ninv=inv.size,
-            rep_dst=rep_dst if z.bits_rep else -1, def_dst=def_dst if z.bits_def else -1, val_dst=dst, items=n, visible=vis,
-        )
-
-    if later:
-        return work
-    work(rep_dst, def_dst)
-    return None
 
 
 #: rows of a selection whose bytes are at most this far apart are staged as one span
 FULLZIP_STAGE_GAP = 1 << 16
 
 
-def _emit_fullzip_rows(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, def_dst: int) -> None:
-    """Only the rows of ``page.row_runs`` of a full-zip page without repetition, where every
-    row is one item: fixed-width rows have a fixed stride (control word + value), variable
-    ones start where the repetition index (buffer 1, ``num_rows + 1`` byte offsets) says.
-
-    The runs' bytes are staged in spans (runs less than :data:`FULLZIP_STAGE_GAP` bytes
-    apart share one; read from the store straight into the slab when the page's data is
-    deferred); each run is one work item, its index entries staged rebased to its span."""
-    ctx = leaf.ctx()
-    z = _fullzip_shape(page)
-    if z.bits_rep:
-        raise ctx.corrupt("row selection of a full-zip page with repetition")
-    runs = np.asarray(page.row_runs, np.int64).reshape(-1, 2)
-    lengths = runs[:, 1] - runs[:, 0]
-    before = np.zeros(runs.shape[0], np.int64)
-    np.cumsum(lengths[:-1], out=before[1:])
-    index = None
-    width = 0
-    stride = 0
-    if z.fixed:
-        stride = z.ctrl + z.valb
-        if z.data_size < z.rows * stride:
-            raise ctx.corrupt("full-zip buffer shorter than its values")
-        byte_lo, byte_hi = runs[:, 0] * stride, runs[:, 1] * stride
-    else:
-        raw, width = _fullzip_index(leaf, page, z.rows, ctx)
-        index = np.ascontiguousarray(raw).view(f"<u{width}").astype(np.int64)
-        byte_lo, byte_hi = index[runs[:, 0]], index[runs[:, 1]]
-        if np.any(byte_hi < byte_lo) or np.any(byte_lo[1:] < byte_hi[:-1]) or (byte_hi.size and int(byte_hi.max()) > z.data_size):
-            raise ctx.corrupt("full-zip rows point outside the page")
-    # staging spans: runs whose bytes are close share one
-    new_span = np.ones(runs.shape[0], np.bool_)
-    new_span[1:] = byte_lo[1:] - byte_hi[:-1] > FULLZIP_STAGE_GAP
-    span_of = np.cumsum(new_span) - 1
-    firsts = np.flatnonzero(new_span)
-    lasts = np.concatenate([firsts[1:] - 1, [runs.shape[0] - 1]])
-    span_lo, span_hi = byte_lo[firsts], byte_hi[lasts]
-    span_pos = np.array(
-        [_stage_fullzip_bytes(unit, leaf, page, lo, hi) for lo, hi in zip(span_lo.tolist(), span_hi.tolist(), strict=True)],
-        np.int64,
-    )
-    run_pos = span_pos[span_of] + (byte_lo - span_lo[span_of])
-    dst = _value_dst(leaf, vpos)
-    if z.fixed and z.ctrl == 0:
-        unit.copy_fixed.add(src=run_pos, len=byte_hi - byte_lo, dst=dst + before * z.valb)
-        return
-    if index is None:
-        index_pos = np.full(runs.shape[0], -1, np.int64)
-    else:
-        entries = miniblock.concat_ranges(runs[:, 0], runs[:, 1] + 1)  # each run's row starts and its end
-        rebased = index[entries] - np.repeat(byte_lo, lengths + 1)
-        staged_at = unit.stage.add_bytes(rebased.astype(f"<u{width}"))
-        first_entry = before + np.arange(runs.shape[0], dtype=np.int64)
-        index_pos = staged_at + first_entry * width
-    inv = invisible_levels(page.layers)
-    unit.fullzip.add(
-        rows=lengths, data=run_pos, size=byte_hi - byte_lo, index=index_pos, iwidth=width, stride=stride, ctrl=z.ctrl,
-        bits_def=z.bits_def, offb=z.offb, valb=z.valb, inv=unit.add_invisible(inv), ninv=inv.size, rep_dst=-1,
-        def_dst=def_dst + before if z.bits_def else -1, val_dst=dst + before * z.valb if z.fixed else dst + before,
-        items=lengths, visible=lengths,
-    )
-    _add_fsst(unit, id(page), dst, page.num_values)
-
-
 # -- constant / all-null ---------------------------------------------------------------------
-
-
-def _emit_constant(unit: UnitPlan, leaf: LeafPlan, page: PagePlan, vpos: int, rep_dst: int, def_dst: int,
-                   later: bool = False) -> LevelWork | None:
-    """A constant (or all-null) page's levels and values; ``later``: as :func:`_emit_fullzip`
-    (its levels staged now, their copies returned, to be emitted once placed)."""
-    return _emit_constant_page(unit, leaf, page.parsed["page"], vpos, rep_dst, def_dst, later)
 
 
 def _emit_constant_page(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int, rep_dst: int, def_dst: int,
                         later: bool = False) -> LevelWork | None:
-    """:func:`_emit_constant` of a decoded constant page ``lp`` (``constant_layout.decode``:
-    a :class:`PagePlan`'s or a table row's)."""
+    """The work of a decoded constant page ``lp`` (``constant_layout.decode``: a table
+    row's): its value and its levels at value ``vpos`` and levels ``rep_dst`` / ``def_dst``
+    of ``leaf`` (``later``: the leaf's levels wait for the pre-pass: the level work is
+    returned, to be called with them)."""
     staged = []
     for levels, which in ((lp.rep, 0), (lp.def_, 1)):
         if levels is not None and levels.size:

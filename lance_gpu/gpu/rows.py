@@ -34,10 +34,8 @@ from lance_gpu.gpu import pagetable
 from lance_gpu.gpu.plan import (
     ChunkCut,
     LeafPlan,
-    PagePlan,
     RowRuns,
     check_field_leaves,
-    fill_chunk_layouts,
     miniblock_rows,
     plan_leaf,
     table_chunk_layouts,
@@ -82,14 +80,6 @@ def _covered(points: np.ndarray, ranges: np.ndarray) -> np.ndarray:
     out = np.zeros(points.size, np.bool_)
     out[ok] = points[ok] < ranges[i[ok], 1]
     return out
-
-
-def _clip(ranges: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """``ranges`` cut to ``[lo, hi)``, shifted to start at ``lo`` (page-local)."""
-    a = np.maximum(ranges[:, 0], lo)
-    b = np.minimum(ranges[:, 1], hi)
-    keep = b > a
-    return np.stack([a[keep] - lo, b[keep] - lo], axis=1)
 
 
 class _LeafUnits:
@@ -152,40 +142,6 @@ class _LeafUnits:
         return _merge(np.stack([new_a, new_b], axis=1))
 
 
-def _restrict_miniblock(pp: PagePlan, runs: np.ndarray, ctx: DecodeContext) -> None:
-    """Keep the chunks of a mini-block page (no repetition) whose rows lie in ``runs``; cut
-    its data buffer to their bytes and rebase every span to the cut."""
-    p = pp.parsed
-    counts = p["counts"]
-    first = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=first[1:])
-    sel = np.flatnonzero(_covered(first[:-1], runs))
-    kept = int(counts[sel].sum())
-    if kept != int((runs[:, 1] - runs[:, 0]).sum()):
-        raise ctx.corrupt("row selection does not fall on mini-block chunk boundaries")
-    starts, sizes = p["starts"][sel], p["sizes"][sel]
-    lo = int(starts.min()) if sel.size else 0
-    hi = int((starts + sizes).max()) if sel.size else 0
-    # a page whose chunks are deferred holds no header spans ("bufs", "rep", "def") yet:
-    # they are parsed where the cut chunks land, from the rebased starts
-    for key in ("counts", "levels", "starts", "sizes", "bufs", "rep", "def"):
-        if isinstance(p.get(key), np.ndarray) and p[key].shape[:1] == counts.shape:
-            p[key] = p[key][sel].copy()
-    p["starts"] -= lo
-    if "bufs" in p and p["bufs"].size:
-        p["bufs"][:, :, 0] -= lo
-    if pp.has_rep and "rep" in p:
-        p["rep"][:, 0] -= lo
-    if pp.has_def and "def" in p:
-        p["def"][:, 0] -= lo
-    pp.buffers = list(pp.buffers)
-    pp.buffers[1] = pp.buffers[1][lo:hi]  # empty when the page's chunks are deferred
-    pp.data_shift = lo
-    p["data_size"] = hi - lo
-    pp.num_values = kept
-    pp.num_levels = int(p["levels"].sum()) if (pp.has_rep or pp.has_def) else kept
-
-
 def _selected_before(ranges: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Per row ``r``, how many rows of the sorted disjoint ``ranges`` lie below it."""
     if not ranges.size:
@@ -212,7 +168,7 @@ def _restrict_table(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], rang
     chunks holding the rows of ``ranges`` (:func:`_cut_miniblock`), full-zip pages without
     them those rows (:func:`_cut_fullzip`), over all the table's pages at once; a leaf of
     several page kinds (:attr:`LeafPlan.mixed`) has its mini-block and full-zip rows cut so,
-    its counts and buffers the kept ones.  Any other page cut is refused, as page by page."""
+    its counts and buffers the kept ones.  Any other page cut is refused (``CorruptFileError``)."""
     t = leaf.table
     assert t is not None
     leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
@@ -327,27 +283,10 @@ def _cut_fullzip(t: pagetable.LeafPages, units: _LeafUnits, page_ids: list[int],
 
 
 def _restrict(leaf: LeafPlan, units: _LeafUnits, page_ids: list[int], ranges: np.ndarray) -> None:
-    """Cut the planned pages of ``leaf`` to the rows of ``ranges`` (aligned to its units)."""
+    """Cut the planned pages of ``leaf`` (its table; a leaf without pages: none) to the rows of
+    ``ranges`` (aligned to its units)."""
     if leaf.table is not None:
         _restrict_table(leaf, units, page_ids, ranges)
-        return
-    ctx = leaf.ctx()
-    fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout" and not pp.has_rep])
-    for pid, pp in zip(page_ids, leaf.pages, strict=True):
-        lo, hi = int(units.page_start[pid]), int(units.page_start[pid + 1])
-        runs = _clip(ranges, lo, hi)
-        if runs.shape[0] == 1 and int(runs[0, 0]) == 0 and int(runs[0, 1]) == hi - lo:
-            continue  # the whole page
-        if pp.kind == "mini_block_layout" and not pp.has_rep:
-            _restrict_miniblock(pp, runs, ctx)
-        elif pp.kind == "full_zip_layout" and not pp.has_rep:
-            pp.row_runs = runs
-            pp.num_values = pp.num_levels = int((runs[:, 1] - runs[:, 0]).sum())
-        else:
-            raise ctx.corrupt(f"row selection cuts page {pid}, which decodes only whole")
-    leaf.num_values = sum(pp.num_values for pp in leaf.pages)
-    leaf.num_levels = sum(pp.num_levels for pp in leaf.pages)
-    leaf.num_rows = int((ranges[:, 1] - ranges[:, 0]).sum())
 
 
 def plan_field_rows(
@@ -407,19 +346,11 @@ def extent(leaves: list[LeafPlan]) -> dict[str, int]:
         pages += int(bounds.size - 1)
         chunks += int(bounds[-1])
     for leaf in leaves:
-        if leaf.table is not None:  # (no row selection: every row)
-            mini = miniblock_rows(leaf)
-            pages += len(leaf.table) - (len(mini) if mini is not None else 0)
-            fz = leaf.mixed.column.full_zip if leaf.mixed is not None else leaf.table if leaf.table.layouts[0].kind == "full_zip_layout" else None
-            if fz is not None:
-                fz_rows += int(fz.num_levels.sum())
+        if leaf.table is None:  # no page
             continue
-        # (pages planned from their protobuf: flat ones, and list pages the device pre-pass parses)
-        fill_chunk_layouts([(leaf, pp) for pp in leaf.pages if pp.kind == "mini_block_layout"])
-        for pp in leaf.pages:
-            pages += 1
-            if pp.kind == "mini_block_layout":
-                chunks += int(pp.parsed["counts"].size)
-            elif pp.kind == "full_zip_layout":
-                fz_rows += pp.num_levels if pp.row_runs is None or pp.has_rep else int((pp.row_runs[:, 1] - pp.row_runs[:, 0]).sum())
+        mini = miniblock_rows(leaf)
+        pages += len(leaf.table) - (len(mini) if mini is not None else 0)
+        fz = leaf.mixed.column.full_zip if leaf.mixed is not None else leaf.table if leaf.table.layouts[0].kind == "full_zip_layout" else None
+        if fz is not None:
+            fz_rows += int(fz.num_levels.sum())
     return {"pages": pages, "chunks": chunks, "fullzip_rows": fz_rows, "rows": sum(leaf.num_rows for leaf in leaves)}

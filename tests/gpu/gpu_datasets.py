@@ -155,7 +155,7 @@ def many_pages_table(n: int, *, seed: int) -> pa.Table:
 
 def write_many_pages(lance, root: Path, version: str, n: int = 1600) -> str:
     """One fragment whose columns span many mini-block pages each (small batches, small
-    ``max_page_bytes``): the planner's bulk path (``plan.BULK_MIN_PAGES``) plans them."""
+    ``max_page_bytes``): tables of many pages a leaf."""
     uri = str(root / f"many_pages_{version}")
     tbl = many_pages_table(n, seed=12)
     reader = pa.RecordBatchReader.from_batches(tbl.schema, tbl.to_batches(max_chunksize=200))

@@ -245,20 +245,19 @@ def test_projection_filter_batches_row_ids(rich22):
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
-def test_many_page_columns_planned_in_bulk_match_pylance(root, version, monkeypatch):
-    """Columns of many mini-block pages each, whose chunk tables are parsed and work emitted
-    in bulk (``plan.BULK_MIN_PAGES``): the device read equals pylance's, whole and for a
-    take (pages cut to the chunks holding its rows)."""
+def test_many_page_columns_match_pylance(root, version, monkeypatch):
+    """Columns of many mini-block pages each, planned as tables of their pages (one device
+    block a leaf, or a pass table): the device read equals pylance's, whole and for a take
+    (pages cut to the chunks holding its rows)."""
     from lance_gpu.gpu import plan
 
-    calls = []
-    bulk = plan._emit_miniblock_batch
-    monkeypatch.setattr(plan, "_emit_miniblock_batch", lambda *a: calls.append(1) or bulk(*a))
-    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)  # the host's parse (else the device parses nearly every page)
+    blocks = []
+    place = plan._place_table_leaf
+    monkeypatch.setattr(plan, "_place_table_leaf", lambda unit, leaf, t: blocks.append(len(t)) or place(unit, leaf, t))
     uri = _many_pages(root, version)
     ref = lance.dataset(uri)
     assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"many pages {version}")
-    assert calls, "the bulk path did not run"
+    assert blocks and max(blocks) >= 4, blocks
     rows = [3, 250, 251, 777, 1200, 1599]
     assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), ref.take(rows), f"many pages {version} take")
 
@@ -273,9 +272,10 @@ def test_device_chunk_headers_equal_the_host_parse(root, rich22, rich21, fsst, n
     """The device pre-pass (``cuda_kernels.chunkheaders``, one launch per unit) gives the
     chunk and block tables its CPU form gives over the same staged bytes, for every
     device-parsed page of a read (flat and list pages; definition levels bit-packed inline
-    or out of line, or run-length encoded: ``runs22``); the read equals pylance's with it
-    and without it."""
-    from lance_gpu.gpu import headers, plan
+    or out of line, or run-length encoded: ``runs22``); the read equals pylance's (the CPU
+    form against the file layer's host parser: tests/test_gpu_plan.py,
+    test_device_parsed_chunk_headers_equal_the_host_parser)."""
+    from lance_gpu.gpu import headers
 
     if name == "runs22" and not (root / "runs22").exists():
         lance.write_dataset(gd.null_runs_table(), str(root / "runs22"), data_storage_version="2.2")
@@ -295,8 +295,6 @@ def test_device_chunk_headers_equal_the_host_parse(root, rich22, rich21, fsst, n
     want = lance.dataset(uri).to_table()
     assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), want, f"{name}, device headers")
     assert sum(compared), "no page took the device pre-pass"
-    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
-    assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), want, f"{name}, host headers")
 
 
 def test_device_chunk_header_corruption_is_the_readers_error(root):
@@ -325,15 +323,6 @@ def test_device_chunk_header_corruption_is_the_readers_error(root):
         assert path.name in str(info.value)
         with pytest.raises(CorruptFileError):
             lance_gpu.dataset(str(bad)).to_table(device="cpu")
-
-
-def test_rich_22_planned_in_bulk_matches_pylance(rich22, monkeypatch):
-    """Every leaf's mini-block pages planned in bulk, however few (threshold 1)."""
-    from lance_gpu.gpu import plan
-
-    monkeypatch.setattr(plan, "BULK_MIN_PAGES", 1)
-    gpu = lance_gpu.dataset(rich22).to_table(device="gpu", on_cpu_fallback="raise")
-    assert_same(gpu, lance.dataset(rich22).to_table(), "rich-2.2 bulk gpu vs pylance")
 
 
 def test_fsst_miniblock(fsst):
@@ -396,16 +385,18 @@ def test_device_side_corruption_is_a_corrupt_file_error(root, monkeypatch):
     bad = root / "binary_corrupt"
     shutil.copytree(uri, bad)
     from lance_gpu.file.container import LanceFileReader
-    from lance_gpu.gpu import plan
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.reader import parse_layout
+    from lance_gpu.file.v2_1 import miniblock
 
     path = next(Path(bad, "data").glob("*.lance"))
-    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)  # the chunk headers parsed here, on the host
-    leaf = plan.plan_leaf(LanceFileReader(path), 0, pa.binary(), [0])
-    monkeypatch.undo()
-    page = leaf.pages[0]
-    chunk_start = int(page.parsed["bufs"][0, 0, 0])
+    reader = LanceFileReader(path)
+    info = reader.column(0).pages[0]
+    ctx = DecodeContext(str(path), 0)
+    bufs = reader.read_buffers(list(zip(info.buffer_offsets, info.buffer_sizes, strict=True)))
+    chunk_start = int(miniblock.chunk_table(parse_layout(info, ctx).mini_block_layout, bufs, ctx)[10][0, 0, 0])  # the host parse
     # The first chunk's second value offset (u32, relative to the chunk buffer) -> far away.
-    at = page.info.buffer_offsets[1] + chunk_start + 4
+    at = info.buffer_offsets[1] + chunk_start + 4
     raw = bytearray(path.read_bytes())
     raw[at : at + 4] = (1 << 30).to_bytes(4, "little")
     path.write_bytes(bytes(raw))
@@ -1398,31 +1389,14 @@ def test_random_flat_nullable_columns_match_pylance_and_the_cpu(root: Path, exam
     check()
 
 
-def _page_plans_made(fn):
-    """``fn()`` and how many ``plan.PagePlan`` objects it made (counted)."""
-    from lance_gpu.gpu import plan
-
-    real, made = plan.PagePlan.__init__, []
-
-    def counted(self, *args, **kwargs) -> None:
-        made.append(1)
-        real(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plan.PagePlan, "__init__", counted)
-        got = fn()
-    return got, len(made)
-
-
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, version: str, monkeypatch):
     """List leaves whose pages pylance writes as mini-block pages beside full-zip (long
     strings) and constant pages (all-null runs, a repeated list): their mini-block pages'
     chunk headers parsed by the device pre-pass, the other pages' levels placed after it;
-    the GPU read equals pylance's and the CPU path's, whole and with a row selection, and
-    equals the host-parsed GPU read; no chunk header is parsed on the host."""
+    the GPU read equals pylance's and the CPU path's, whole and with a row selection; no
+    chunk header is parsed on the host."""
     from lance_gpu.file.v2_1 import miniblock
-    from lance_gpu.gpu import plan
 
     uri = gd.write_mixed_list_pages(lance, root, version)
     ref = lance.dataset(uri).to_table()
@@ -1442,23 +1416,19 @@ def test_list_leaves_with_full_zip_or_constant_pages_match_pylance(root: Path, v
     assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H and c.get("h2d_pageable", 0) == 0, dict(c)
     rows = [0, 5, 999, 1000, 1500, 2000, 2999, 3000, 3998]
     assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), lance.dataset(uri).take(rows), f"mixed list pages {version} take")
-    monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
-    assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, f"mixed list pages {version} host parse")
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_flat_leaves_of_several_page_kinds_match_pylance(root: Path, version: str):
     """Flat leaves whose pages pylance writes in several layouts (short strings between
     full-zip runs of long ones, integers with an all-null constant page between mini-block
-    ones), planned as tables of their pages split by kind (no PagePlan): the GPU read
-    equals pylance's, whole and a take (no PagePlan either)."""
+    ones), planned as tables of their pages split by kind: the GPU read
+    equals pylance's, whole and a take."""
     uri = gd.write_mixed_flat_pages(lance, root, version, n=2000, run=250)
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
-    assert not made
+    got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(), f"mixed flat pages {version} gpu")
     rows = [0, 5, 249, 250, 600, 1000, 1499, 1500, 1998]
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
-    assert made == 0
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
     assert_same(got, lance.dataset(uri).take(rows), f"mixed flat pages {version} take")
 
 
@@ -1466,35 +1436,30 @@ def test_flat_leaves_of_several_page_kinds_match_pylance(root: Path, version: st
 def test_dictionary_pages_beside_other_kinds_match_pylance(root: Path, version: str):
     """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
     strings beside plain and all-null pages, integers, short strings beside long strings'
-    full-zip pages), planned as tables (no PagePlan, counted): the GPU read equals
+    full-zip pages), planned as tables: the GPU read equals
     pylance's, whole, a take and a filter."""
     uri = gd.write_dictionary_beside_plain_pages(lance, root, version)
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
-    assert made == 0
+    got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(), f"dictionary beside plain pages {version}")
     rows = [0, 3, 499, 500, 501, 777, 1600, 2100, 2999, 3999]
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
-    assert made == 0
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
     assert_same(got, lance.dataset(uri).take(rows), f"dictionary beside plain pages {version} take")
     f = "iv % 5 = 2"
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
-    assert made == 0
+    got = lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(filter=f), f"dictionary beside plain pages {version} filter")
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_selections_cutting_leaves_of_several_page_kinds_match_pylance(root: Path, version: str):
     """Leaves of several page kinds whose mini-block pages (many chunks) and full-zip pages
-    a take and a filter cut (chunks kept, row runs), planned as tables (no PagePlan,
-    counted): the GPU read equals pylance's."""
+    a take and a filter cut (chunks kept, row runs), planned as tables: the GPU read
+    equals pylance's."""
     uri = gd.write_mixed_flat_pages(lance, root, version, n=12000, run=1500)
     rows = [0, 7, 1499, 1500, 1501, 3100, 4000, 4001, 6100, 7777, 11999]
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
-    assert made == 0
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
     assert_same(got, lance.dataset(uri).take(rows), f"mixed cut pages {version} take")
     f = "e % 11 = 3"
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
-    assert made == 0
+    got = lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(filter=f), f"mixed cut pages {version} filter")
 
 
@@ -1502,20 +1467,17 @@ def test_selections_cutting_leaves_of_several_page_kinds_match_pylance(root: Pat
 def test_full_zip_pages_cut_by_a_selection_match_pylance(root: Path, version: str):
     """Full-zip pages (nullable long FSST strings, nullable and plain embeddings; twelve
     pages a column) cut to row runs by a take, a filter (late materialization) and
-    deletions, planned as tables of the selected pages (no PagePlan, counted): the GPU read
+    deletions, planned as tables of the selected pages: the GPU read
     equals pylance's."""
     uri = gd.write_full_zip_pages(lance, root, version)
     rows = [0, 5, 249, 250, 251, 1000, 1001, 1499, 2100, 2999]
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri, device="gpu").take(rows))
-    assert made == 0
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
     assert_same(got, lance.dataset(uri).take(rows), f"full-zip pages {version} take")
     f = "id % 7 = 3 OR (id >= 1200 AND id < 1300)"
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise"))
-    assert made == 0
+    got = lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(filter=f), f"full-zip pages {version} filter")
     lance.dataset(uri).delete("id % 5 = 1 OR (id >= 600 AND id < 640)")
-    got, made = _page_plans_made(lambda: lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"))
-    assert made == 0
+    got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(), f"full-zip pages {version} deletions")
 
 
@@ -1539,11 +1501,9 @@ def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch, 
     """Property: random list-heavy tables (lists nested 1-3 deep, lists of structs, structs
     of lists, null / empty list and null item densities, page and chunk boundaries from small pages and batches, 1-4 fragments
     with a deletion, 2.1 / 2.2): the GPU read, its list pages' chunk headers parsed by the
-    device pre-pass, equals pylance's and the CPU path's, and the host-parsed GPU read."""
+    device pre-pass, equals pylance's and the CPU path's."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-
-    from lance_gpu.gpu import plan
 
     @settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(seed=st.integers(0, 10**6), n=st.integers(1, 160), depth=st.integers(1, 3), null_p=st.sampled_from([0.0, 0.3, 1.0]),
@@ -1559,11 +1519,7 @@ def test_random_list_layouts_match_pylance_and_the_cpu(root: Path, monkeypatch, 
             lance.dataset(uri).delete("i % 5 = 1")
         ref = _pylance_or_written(uri, table, max(1, -(-n // frags)))
         assert_same(lance_gpu.dataset(uri).to_table(device="cpu"), ref, what + " cpu")
-        monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
         assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, what + " gpu")
-        monkeypatch.setattr(plan, "DEVICE_HEADERS", False)
-        assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), ref, what + " gpu, host headers")
-        monkeypatch.setattr(plan, "DEVICE_HEADERS", True)
 
     check()
 

@@ -40,25 +40,6 @@ class InlineBlocks(NamedTuple):
     first: np.ndarray
 
 
-def inline_blocks(
-    data: np.ndarray, starts: np.ndarray, counts: np.ndarray, word: int, ctx: DecodeContext,
-    chunk_end: np.ndarray | None = None,
-) -> InlineBlocks:
-    """The blocks of the InlineBitpacking buffers at ``starts`` of ``data`` holding
-    ``counts`` values of ``word`` bytes each; ``chunk_end`` (per chunk, optional): where
-    each chunk's bytes end in ``data`` (when ``data`` holds more than the chunks: a file's
-    map), no block may pass it.  Raises ``ctx.corrupt`` on a bad width or a truncated block."""
-    word_off, widths, nvals, ok = native.inline_bitpack_blocks(data, starts, counts, word)
-    if not ok:
-        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
-    nblk = -(-counts // 1024)
-    chunk = np.repeat(np.arange(nblk.size), nblk)
-    if chunk_end is not None and np.any((word_off + 1024 * widths // (8 * word)) * word > chunk_end[chunk]):
-        raise ctx.corrupt("inline bit-packed chunk is malformed (bad width or truncated)")
-    first = _exclusive_scan(nvals)[:-1] - _exclusive_scan(counts)[chunk]
-    return InlineBlocks(word_off, widths, nvals, chunk, first)
-
-
 class LevelBlocks(NamedTuple):
     """The OutOfLineBitpacking level buffers of some chunks: block ``k`` (``width`` bits)
     at u16 word ``words[k]`` of the data holds levels ``1024 * within[k]`` on of chunk
@@ -94,4 +75,4 @@ def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray
     return LevelBlocks(width, boff, bcount, chunk, within, tail_off, tail_len, packed)
 
 
-__all__ = ["InlineBlocks", "LevelBlocks", "inline_blocks", "level_blocks"]
+__all__ = ["InlineBlocks", "LevelBlocks", "level_blocks"]

@@ -38,16 +38,4 @@ def chunk_runs(bufs: np.ndarray, value_bytes: int, ctx: DecodeContext) -> np.nda
     return nruns
 
 
-def level_runs(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where the run values and run lengths of block-form RLE level buffers ``(starts,
-    sizes)`` of ``data`` lie, and their run counts: ``(values, lengths, runs)``."""
-    if np.any(sizes < 8):
-        raise ctx.corrupt("RLE level buffer shorter than its header")
-    head = data[starts[:, None] + np.arange(8)].copy().view("<u8").reshape(-1).astype(np.int64)
-    nruns = head // 2
-    if np.any(head % 2) or np.any(8 + head + nruns > sizes):
-        raise ctx.corrupt("RLE level buffer sections out of range")
-    return starts + 8, starts + 8 + head, nruns
-
-
-__all__ = ["WORD_BITS", "chunk_runs", "level_runs", "value_bits"]
+__all__ = ["WORD_BITS", "chunk_runs", "value_bits"]
