@@ -17,7 +17,10 @@ starts at bit 0 of a 64-byte slot of its own; the layers of a column's leaves wi
 written once, there, and combining takes it as it is.  Likewise a list layer of a column's
 leaves with repetition levels is also written as the column's int32 offsets from 0 over
 the unit's fragments (``unravel_segments_gpu(cudf=True)``; ``DeviceColumn.cudf_offsets``),
-what ``to_cudf`` hands out.
+what ``to_cudf`` hands out.  A struct's layer is such a run too, and its children's layers
+are null wherever it is (a struct's null is a definition level above its children's:
+``DeviceColumn.children_hold_nulls``), so ``to_cudf`` takes a struct's mask and its
+children's as they are, with no AND.
 """
 
 from __future__ import annotations
@@ -164,7 +167,9 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
             for c in children:
                 if c.length != slots.count:
                     raise CorruptFileError(path, f"struct field of {c.length} rows under a struct of {slots.count}")
-            return DeviceColumn(t, slots.count, slots.validity, children=children, _nulls=slots.nulls)
+            # a struct's null is a null of every layer below it (its def level is above theirs):
+            # each child's layer validity is already null there
+            return DeviceColumn(t, slots.count, slots.validity, children=children, _nulls=slots.nulls, children_hold_nulls=True)
         if slots.offsets is None:
             raise CorruptFileError(path, "list column without list levels")
         if pa.types.is_map(s):

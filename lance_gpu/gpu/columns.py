@@ -72,6 +72,12 @@ class DeviceColumn:
     #: output column it is a fragment's part of (:class:`lance_gpu.gpu.decode.CudfOffsets`);
     #: what ``to_cudf`` of a one-unit read hands out.  None: not written (slices, gathers)
     cudf_offsets: tuple[DeviceArray, int] | None = None
+    #: a struct's: every child with a validity is null where this struct is null (its mask is
+    #: already AND-ed with the struct's: what ``to_cudf`` hands out).  Lance's definition
+    #: levels give that -- a struct's null is a null of every layer below it, so the level
+    #: unravel's child layers hold it (set by :func:`lance_gpu.gpu.assemble.build_fields`);
+    #: slices and takes keep it.  False: not known (Arrow uploads), combining AND-s the masks
+    children_hold_nulls: bool = False
 
     def __post_init__(self) -> None:
         self.validity = as_validity(self.validity, self.length)
@@ -105,7 +111,8 @@ class DeviceColumn:
         s = _storage(self.type)
         validity = None if self.validity is None else self.validity.take(indices)
         if pa.types.is_struct(s):
-            return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children])
+            return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children],
+                                children_hold_nulls=self.children_hold_nulls)
         if _is_var(s):
             off, data = ck.gather_binary_gpu(self.offsets, self.data, indices)
             # the gathered bytes are allocated to their total: the span is known here
@@ -140,7 +147,8 @@ class DeviceColumn:
         validity = None if self.validity is None else self.validity.slice(lo, hi)
         nulls = 0 if validity is None else None
         if pa.types.is_struct(s):
-            return DeviceColumn(self.type, n, validity, children=[c.slice(lo, hi) for c in self.children], _nulls=nulls)
+            return DeviceColumn(self.type, n, validity, children=[c.slice(lo, hi) for c in self.children], _nulls=nulls,
+                                children_hold_nulls=self.children_hold_nulls)
         if _is_var(s) or _is_nested(s):
             return DeviceColumn(self.type, n, validity, self.data, self.offsets[lo : hi + 1], self.children, _nulls=nulls)
         w = self.width

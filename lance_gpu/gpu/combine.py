@@ -14,14 +14,17 @@ writes them into final buffers sized for the whole read, in one of two layouts:
     mask padded to 64 bytes, with its null count; fixed-size lists as lists over their
     items (generated offsets ``i * dim``), the items' mask from the pieces' item validity
     (one layer of items: ``DeviceColumn.item_validity``); struct children with the parent's nulls
-    superimposed (what ``cudf.DataFrame.from_arrow`` gives): a child's mask is AND-ed with
-    its parent's in the arena (``cuda_kernels.pieces.and_bitmask_segments_gpu``, one launch
-    per struct depth, after the packs), its nulls counted there.
+    superimposed (what ``cudf.DataFrame.from_arrow`` gives): what a decoded child's validity
+    already is (Lance's definition levels: a struct's null is a null of every layer below
+    it; ``DeviceColumn.children_hold_nulls``), else a child's mask is AND-ed with its
+    parent's in the arena (``cuda_kernels.pieces.and_bitmask_segments_gpu``, one launch per
+    struct depth, after the packs), its nulls counted there.
 ``"device"`` (:class:`DeviceColumn`, for :meth:`LanceScanner.to_device_batches` batches
     that straddle fragments)
     the device column layout: int64 offsets from 0; validity as the same bitmask words
     (a :class:`~lance_gpu.gpu.validity.Validity` of words from bit 0 of the column's own
-    64-byte slot of the bitmask arena; a fixed-size list's item validity the same way).
+    64-byte slot of the bitmask arena, or of the run the unravel wrote, as below; a
+    fixed-size list's item validity the same way).
 
 Validity pieces: a piece's rows land at any row of its output column (its row start need
 not be a multiple of 32), so its bits are placed by shifting: every destination word of a
@@ -34,8 +37,10 @@ by segment, and adds the nulls to the column's counter.
 
 Written once where it can be: a column whose pieces' values are one run of bytes of one
 buffer (fixed width: from a 64-byte boundary) is that run, as the decode wrote it, and a
-column (not a struct) whose pieces' validity is one run of bits from a 64-byte boundary of
-one buffer, room for its padded mask, null counts known, is those words.  That is what a
+column whose pieces' validity is one run of bits from a 64-byte boundary of one buffer,
+room for its padded mask, null counts known, is those words (a struct's child in the cudf
+layout only where every piece's struct says its children hold its nulls; a struct's mask
+so taken is packed into the arena too only where a child's mask is AND-ed with it).  That is what a
 read decoded in one unit with no gather gives: the unit places each column's leaves of its
 fragments one after the other (:func:`lance_gpu.gpu.read._columns`), the string bytes
 follow their slots, and the level unravel writes the validity of a column's leaves without
@@ -44,10 +49,12 @@ string, binary, list or map column whose pieces are the unit's column of every f
 whole and in order, takes the int32 offsets from 0 that the decode wrote for it
 (``DeviceColumn.cudf_offsets``: strings' in the validation launch,
 :class:`lance_gpu.gpu.decode.CudfOffsets`; lists' by the level unravel, which numbers a
-column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  The offsets of
-every column of several units or of a gather (deletions, filters, takes), and fixed-size
-lists' generated ones, are written here, and list layers' validity and struct masks are
-packed, as below.
+column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  So a one-unit
+read with no gather packs no mask of a column the device decoded, structs' and their
+children's included.  The
+offsets of every column of several units or of a gather (deletions, filters, takes), and
+fixed-size lists' generated ones, are written here, and those reads' masks are packed, as
+below.
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
@@ -137,8 +144,8 @@ class CudfColumn:
 class _Out:
     """An output column being planned: where its buffers go in the arenas."""
 
-    __slots__ = ("children", "counter", "data", "depth", "items", "length", "mask", "mask_view", "nulls", "offsets", "offsets_view",
-                 "span", "type", "unknown")
+    __slots__ = ("children", "counter", "data", "depth", "holds", "items", "length", "mask", "mask_view", "nulls", "offsets",
+                 "offsets_view", "span", "type", "unknown", "vpieces")
 
     def __init__(self, t: pa.DataType, length: int) -> None:
         self.type = t
@@ -157,6 +164,11 @@ class _Out:
         self.children: list[_Out] = []
         self.depth = 0  # struct children of a column with a mask: their parent's + 1
         self.items: _Out | None = None  # a fixed-size list's items (their validity: cudf children[0], device item_validity)
+        #: a struct's: every piece's children hold its nulls (``DeviceColumn.children_hold_nulls``)
+        self.holds = False
+        #: a struct's validity pieces where its mask is a view (``mask_view``): packed into the
+        #: arena only if a child's mask is AND-ed with it (:meth:`_Builder._parent_mask`)
+        self.vpieces: Sequence[tuple[_Slots, int, int]] = ()
 
 
 class _Slots(Protocol):
@@ -362,8 +374,12 @@ class _Builder:
     def _validity(self, out: _Out, pieces: Sequence[tuple[_Slots, int, int]], parent: _Out | None = None) -> None:
         """Place the column's validity (pieces' bits at their output rows) in the bitmask
         arena, or take it as it is where the pieces' bits already are the column's mask (a
-        run the unravel wrote, :func:`_mask_run`; not a struct's).  In the cudf layout a struct's child whose parent has a mask gets one too,
-        AND-ed with the parent's after the packs (its nulls then counted on the device)."""
+        run the unravel wrote, :func:`_mask_run`; structs too).  In the cudf layout a
+        struct's child whose parent has a mask gets one too, null where the parent is: as
+        it is where the parent's pieces' children hold their nulls (``holds``: what the
+        unravel writes, Lance's definition levels) and the child's bits are such a run;
+        else AND-ed with the parent's after the packs (its nulls then counted on the
+        device; a parent whose mask is a view is packed into the arena for it)."""
         known = 0
         unknown = False
         for col, lo, hi in pieces:
@@ -373,17 +389,40 @@ class _Builder:
                 known += col._nulls
             else:
                 unknown = True
-        inherit = self.cudf and parent is not None and parent.mask is not None and pa.types.is_struct(_storage(parent.type))
-        if inherit:
-            unknown = True
-        if not unknown and not known:
+        inherit = (self.cudf and parent is not None and pa.types.is_struct(_storage(parent.type))
+                   and (parent.mask is not None or parent.mask_view is not None))
+        if not unknown and not known and not inherit:
             return
         n = out.length
-        if not unknown and not pa.types.is_struct(_storage(out.type)):  # (a struct's mask is AND-ed into its children's)
+        if not unknown and (not inherit or (parent is not None and parent.holds)):
             out.mask_view = _mask_run(pieces, n)
             if out.mask_view is not None:
                 out.nulls = known
+                out.vpieces = pieces
                 return
+        if inherit:
+            unknown = True
+        self._pack(out, pieces, known, unknown)
+        if inherit:
+            assert parent is not None
+            src = self._parent_mask(parent)
+            out.depth = parent.depth + 1
+            job = self.ands.setdefault(out.depth, [None, [], [], [], []])
+            for j, v in enumerate((out.mask, src, _mask_words(n), out.counter), start=1):
+                job[j].append(v)
+
+    def _parent_mask(self, parent: _Out) -> int:
+        """The first word of a struct's mask in the arena, its pieces packed there where its
+        mask is a view (its nulls known: the view's)."""
+        if parent.mask is None:
+            self._pack(parent, parent.vpieces, parent.nulls, False)
+        assert parent.mask is not None
+        return parent.mask
+
+    def _pack(self, out: _Out, pieces: Sequence[tuple[_Slots, int, int]], known: int, unknown: bool) -> None:
+        """A slot of the bitmask arena and a null counter for the column, and its pieces'
+        bits packed there (a piece without validity: an all-valid run)."""
+        n = out.length
         out.nulls = 0
         out.counter = self.counters
         self.counters += 1
@@ -412,12 +451,6 @@ class _Builder:
             for j, v in enumerate((at, k, d, out.counter, int(words), ((d + k - 1) >> 5) - (d >> 5) + 1), start=1):
                 entry[j].append(v)
             row += k
-        if inherit:
-            assert parent is not None and parent.mask is not None
-            out.depth = parent.depth + 1
-            job = self.ands.setdefault(out.depth, [None, [], [], [], []])
-            for j, v in enumerate((out.mask, parent.mask, _mask_words(n), out.counter), start=1):
-                job[j].append(v)
 
     # -- columns ----------------------------------------------------------------------------
 
@@ -431,6 +464,7 @@ class _Builder:
         out = _Out(t, n)
         later: list = []
         if pa.types.is_struct(s):
+            out.holds = all(getattr(col, "children_hold_nulls", False) for col, lo, hi in pieces if hi > lo)
             self._validity(out, pieces, parent)
             for i in range(s.num_fields):
                 child_pieces = [(col.children[i], lo, hi) for col, lo, hi in pieces]
@@ -659,13 +693,13 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
             data = (values if buf is None else buf)[at : at + nbytes]
         offs = o.offsets_view if o.offsets is None else offsets[o.offsets[0]][o.offsets[1] : o.offsets[1] + o.length + 1]
         if b.cudf:
-            mask = o.mask_view
-            if o.mask is not None and o.nulls:
+            mask = o.mask_view  # (a struct's view, packed too only as the source of its children's AND)
+            if mask is None and o.mask is not None and o.nulls:
                 mask = valid[o.mask : o.mask + _mask_words(o.length)]
             return CudfColumn(o.type, o.length, data, offs, mask, o.nulls if mask is not None else 0, children)
         known = o.counter < 0 or not o.unknown
         validity = None if o.mask_view is None else Validity.of_words(o.mask_view, 0, o.length)
-        if o.mask is not None and not (known and not o.nulls):
+        if validity is None and o.mask is not None and not (known and not o.nulls):
             validity = Validity.of_words(valid[o.mask : o.mask + _mask_words(o.length)], 0, o.length)
         span = None if o.offsets is None else (0, o.span)
         items = None

@@ -1271,8 +1271,10 @@ LIST_BUDGET_D2H = 3
 # list and item layers too) and one AND of the struct's child masks.  Measured: 27 / 5 as
 # 2 fragments, 40 / 5 as 16 (the RLE pages' launches, as above); 25 / 38 since the arena
 # branch (values and string bytes viewed where the decode wrote them: no batched copy).
-LIST_CUDF_LAUNCHES = 38
-LIST_CUDF_D2H = 5
+# 19 / 3 and 32 / 3 since the structmask branch (every mask and offsets the unravel's and
+# the decode's: combining launches nothing and reads nothing back).
+LIST_CUDF_LAUNCHES = 32
+LIST_CUDF_D2H = 3
 
 
 @pytest.fixture(scope="module")
@@ -1644,9 +1646,10 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
 # branch): 39 launches / 6 blocking copies as 2 fragments, 33 / 5 as 16; before it (validity
 # bytes; a conversion and an AND launch per struct piece) 42 / 6 and 64 / 5.  37 / 31 since
 # the arena branch (values viewed; the flat columns' masks are the unravel's words: the pack
-# and the AND are the struct's and its child's only).
-FLAT_CUDF_LAUNCHES = 37
-FLAT_CUDF_D2H = 6
+# and the AND are the struct's and its child's only).  34 / 5 and 28 / 4 since the structmask
+# branch (the struct's mask and its child's are the unravel's words too: no pack, no AND).
+FLAT_CUDF_LAUNCHES = 34
+FLAT_CUDF_D2H = 5
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
@@ -1791,14 +1794,121 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
         assert strings, what
         held = {_device.allocation_of(col.offsets)[0] for col in strings}
         assert len(held) == 1, what  # the unit's one buffer of cuDF offsets
-        if what.startswith("mixed"):  # every mask too: flat runs' (a fragment without nulls among them: its
-            # leaf joins the run's unravel) and the list column's run (its layers' bits at run places)
-            assert _combining(where).get("mask_bytes", 0) == 0, (what, _combining(where))
     where = Counter()
     with count_device_traffic(where):
         cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
     _assert_cudf_layout(cols, lance.dataset(budget_datasets[2]).to_table(filter="id % 3 = 1"), "gathered")
     assert _combining(where).get("offsets_bytes", 0) > _offsets_written_by_combine(cols)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_one_unit_to_cudf_packs_no_mask(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    """A one-unit read with no gather: every mask ``to_cudf`` hands out is words the level
+    unravel wrote -- flat runs' (a fragment without nulls among them: its leaf joins the
+    run), list layers' at their run places, structs' layers too, and struct children's as
+    they are (Lance's definition levels make a child null where its struct is:
+    ``DeviceColumn.children_hold_nulls``), so combining packs and AND-s no mask word, as 2
+    and as 16 fragments; with a filter the pieces are gathered, and packed."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
+    reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
+    reads += [(f"list, {n} fragments", uri) for n, uri in list_budget_datasets.items()]
+    for what, uri in reads:
+        where: Counter = Counter()
+        with count_device_traffic(where):
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        ref = lance.dataset(uri).to_table()
+        _assert_cudf_layout(cols, ref, what)
+        assert _combining(where).get("mask_bytes", 0) == 0, (what, _combining(where))
+        masks = []
+
+        def walk(col) -> None:
+            if col.mask is not None and col.null_count:
+                masks.append(col)
+            for child in col.children:
+                walk(child)
+
+        for col in cols:
+            walk(col)
+        structs = [c for c in masks if pa.types.is_struct(c.type)]
+        assert structs or what.startswith("mixed"), what  # (the mixed table has no struct)
+    for uri, filter_ in ((flat_budget_datasets[2], "bp % 3 = 1"), (list_budget_datasets[2], "i % 3 = 1")):
+        where = Counter()
+        with count_device_traffic(where):
+            cols, rows = lance_gpu.dataset(uri).scanner(filter=filter_, on_cpu_fallback="raise").to_cudf_columns()
+        _assert_cudf_layout(cols, lance.dataset(uri).to_table(filter=filter_), f"gathered {uri}")
+        assert _combining(where).get("mask_bytes", 0) > 0, uri
+
+
+def _struct_edges_table(n: int) -> pa.Table:
+    """Structs of every nesting with nulls at each level: struct<struct<int, string>, int>,
+    struct<list<int>, int16>, list<struct<int16, string>> (null lists, null structs in
+    them), an all-null struct, a struct with nulls in the second half only (fragments
+    without nulls beside ones with them), a nullable struct of a non-nullable int."""
+
+    def v(i: int, k: int) -> int | None:
+        return None if (i * 7 + k) % 5 == 0 else i
+
+    inner = pa.struct([("x", pa.int32()), ("s", pa.string())])
+    ss = pa.array([None if i % 6 == 1 else {"inner": None if i % 4 == 2 else {"x": v(i, 1), "s": None if i % 3 == 0 else f"s{i}"},
+                                            "y": v(i, 2)} for i in range(n)], pa.struct([("inner", inner), ("y", pa.int64())]))
+    sl = pa.array([None if i % 5 == 3 else {"l": None if i % 7 == 0 else list(range(i % 3)), "z": v(i, 3)} for i in range(n)],
+                  pa.struct([("l", pa.list_(pa.int32())), ("z", pa.int16())]))
+    ls = pa.array([None if i % 9 == 4 else [None if (i + j) % 4 == 0 else {"a": v(i + j, 4), "b": f"b{j}"} for j in range(i % 4)]
+                   for i in range(n)], pa.list_(pa.struct([("a", pa.int16()), ("b", pa.string())])))
+    an = pa.array([None] * n, pa.struct([("x", pa.int32())]))
+    half = pa.array([{"x": i} if i < n // 2 or i % 3 else None for i in range(n)], pa.struct([("x", pa.int32())]))
+    nn = pa.array([None if i % 4 == 1 else {"x": i} for i in range(n)], pa.struct([pa.field("x", pa.int32(), nullable=False)]))
+    return pa.table({"id": pa.array(np.arange(n)), "ss": ss, "sl": sl, "ls": ls, "an": an, "half": half, "nn": nn})
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+@pytest.mark.parametrize(("n", "rows_per"), [(40, 10), (40, 40), (1, 1)], ids=["4-fragments", "1-fragment", "one-row"])
+def test_to_cudf_struct_masks_are_the_unravels(root, n, rows_per):
+    """Struct masks and their children's (the struct's nulls superimposed, as
+    ``cudf.DataFrame.from_arrow`` gives) written once by the level unravel for every
+    nesting of :func:`_struct_edges_table`: each column read alone as one unit, pylance's
+    values, masks and null counts, and no mask word packed by combining."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    uri = str(root / f"struct_edges_{n}_{rows_per}")
+    if not Path(uri).exists():
+        lance.write_dataset(_struct_edges_table(n), uri, max_rows_per_file=rows_per)
+    ref = lance.dataset(uri).to_table()
+    # what the unravel's layers hold: a struct's child is null wherever the struct is
+    seen = 0
+
+    def holds(col: DeviceColumn) -> None:
+        nonlocal seen
+        if pa.types.is_struct(col.type):
+            assert col.children_hold_nulls
+            if col.validity is not None:
+                parent = _bits_of(col.validity)
+                for child in col.children:
+                    if child.validity is not None:
+                        assert not (_bits_of(child.validity) & ~parent).any(), child.type
+                        seen += int((~parent).any())
+        for child in col.children:
+            holds(child)
+
+    for batch in lance_gpu.dataset(uri).to_device_batches(on_cpu_fallback="raise"):
+        for name in batch.names:
+            holds(batch.column(name))
+    assert seen, "no struct null under which to look"
+    for name in ref.column_names:
+        where: Counter = Counter()
+        with count_device_traffic(where):
+            cols, rows = lance_gpu.dataset(uri).scanner(columns=[name], on_cpu_fallback="raise").to_cudf_columns()
+        assert rows == n
+        _assert_cudf_layout(cols, ref.select([name]), f"{name}, {n} rows of {rows_per} a fragment")
+        assert _combining(where).get("mask_bytes", 0) == 0, (name, _combining(where))
+    cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()  # all at once
+    _assert_cudf_layout(cols, ref, f"all columns, {n} rows of {rows_per} a fragment")
 
 
 def test_to_cudf_string_offsets_past_the_int32_limit(budget_datasets, monkeypatch):
@@ -2284,3 +2394,64 @@ def test_list_reads_keep_validity_as_words(list_word_datasets, version):
     _assert_cudf_layout(cols, ref, f"list words {version} cudf")
     fsl = cols[ref.schema.get_field_index("fsl")]
     assert fsl.children[0].null_count == ref.column("fsl").combine_chunks().values.null_count > 0
+
+
+@pytest.mark.parametrize("case", ["holds", "not-known", "child-without-validity", "beside-an-upload"])
+def test_combine_struct_masks_are_taken_where_children_hold_the_nulls(case):
+    """A struct's mask that is one run of words from bit 0 of a 64-byte block (what the
+    level unravel writes) is taken as it is in both layouts; in the cudf layout its child's
+    mask is taken as it is too where the struct's column says its children hold its nulls
+    (``children_hold_nulls``: the unravel's, from Lance's definition levels), and AND-ed
+    with the struct's otherwise: a struct not known to (an Arrow upload's child is valid
+    under a null struct), a child without validity (the struct's words packed for the AND),
+    a piece beside one of an upload.  Every mask and null count is
+    ``pyarrow.compute.struct_field``'s."""
+    from lance_gpu.gpu.combine import combine
+    from lance_gpu.gpu.validity import Validity
+
+    n = 70
+    rng = np.random.default_rng(5)
+    parent = rng.random(n) < 0.6
+    own = rng.random(n) < 0.8
+    hold = case != "not-known"
+    child_bits = own & parent if hold else own
+
+    def run(bits: np.ndarray):  # a 64-byte block of words, the bits from bit 0
+        host = np.zeros(16 * -(-n // 512), np.uint32)
+        raw = np.packbits(bits, bitorder="little")
+        host.view(np.uint8)[: raw.size] = raw
+        return cuda.to_device(host)
+
+    t = pa.struct([("x", pa.int32())])
+    values = pa.array(rng.integers(0, 99, n).astype(np.int32))
+    data = DeviceColumn.from_arrow(values).data
+    words = run(parent)
+    child_valid = None if case == "child-without-validity" else Validity.of_words(run(child_bits), 0, n)
+    child = DeviceColumn(pa.int32(), n, child_valid, data, _nulls=0 if child_valid is None else int((~child_bits).sum()))
+    col = DeviceColumn(t, n, Validity.of_words(words, 0, n), children=[child], _nulls=int((~parent).sum()), children_hold_nulls=hold)
+    child_mask = None if child_valid is None else pa.array(child_bits).buffers()[1]
+    arrow = pa.StructArray.from_buffers(t, n, [pa.array(parent).buffers()[1]],
+                                        children=[pa.Array.from_buffers(pa.int32(), n, [child_mask, values.buffers()[1]])])
+    pieces = [(col, 0, n)]
+    if case == "beside-an-upload":  # a child valid where its struct is null, uploaded from Arrow
+        up = pa.StructArray.from_arrays([pa.array([1, 2, None, 4], pa.int32())], fields=[pa.field("x", pa.int32())],
+                                        mask=pa.array([False, True, False, True]))
+        assert up.field(0).is_valid()[1].as_py()  # (valid under a null struct)
+        pieces.append((DeviceColumn.from_arrow(up), 0, len(up)))
+        arrow = pa.concat_arrays([arrow, up])
+    (cu,) = combine([t], [pieces], "cudf")
+    got = cu.to_arrow()
+    assert got.to_pylist() == arrow.to_pylist()
+    for c, exp in [(cu, arrow), (cu.children[0], pa.compute.struct_field(arrow, [0]))]:
+        assert c.null_count == exp.null_count, case
+        bits = np.unpackbits(h(c.mask).view(np.uint8), bitorder="little")[: len(exp)].astype(bool)
+        np.testing.assert_array_equal(bits, _valid_of(exp), err_msg=case)
+    taken = _device.allocation_of(cu.mask)[0] == _device.allocation_of(words)[0]
+    assert taken == (case != "beside-an-upload"), case
+    child_taken = child_valid is not None and _device.allocation_of(cu.children[0].mask)[0] == _device.allocation_of(child_valid.words()[0])[0]
+    assert child_taken == (case == "holds"), case
+    (dev,) = combine([t], [pieces], "device")
+    assert dev.to_arrow().to_pylist() == arrow.to_pylist()
+    assert dev.null_count == arrow.null_count
+    if case != "beside-an-upload":
+        assert _device.allocation_of(dev.validity.words()[0])[0] == _device.allocation_of(words)[0]
