@@ -99,12 +99,12 @@ from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.container import LanceFileReader
-from lance_gpu.file.encodings import fsst as fsst_enc
 from lance_gpu.file.encodings import general as general_enc
 from lance_gpu.file.encodings import variable as variable_enc
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
+from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1 import constant as constant_layout
@@ -2062,25 +2062,12 @@ def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
         unit.fsst.append((slot, slot + n, table[0], table[1]))
 
 
-def _layout_fsst(kind: str, body, nbuf: int) -> Any:
-    """The ``Fsst`` message of a layout (``kind``; ``body``: its mini-block / full-zip
-    message, with ``nbuf`` value buffers) whose values are FSST strings (a mini-block layout
-    with values and without a dictionary, or a variable-width full-zip layout), else None."""
-    if kind == "mini_block_layout":
-        if not nbuf or body.HasField("dictionary"):
-            return None
-    elif kind != "full_zip_layout" or body.WhichOneof("details") != "bits_per_offset":
-        return None
-    enc = body.value_compression
-    return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
-
-
 def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
-    together (:func:`fsst_enc.symbol_tables`, which refuses a bad one as the CPU reader
+    together (:func:`fsst_plan.page_tables`, which refuses a bad one as the CPU reader
     does), those whose strings are compressed staged as **one** item (table ``j`` at byte
-    ``TABLE_BYTES * j``: 256 little-endian u64 symbols, then 256 u8 lengths, the layout
-    ``cuda_kernels.fsst``'s segmented kernels read in the arena) and recorded in
+    ``TABLE_BYTES * j``: the arena layout of :mod:`lance_gpu.file.encodings.fsst.gpu_plan`)
+    and recorded in
     :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
     each FSST segment names its table's arena byte).  A leaf planned as a table is looked
     at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
@@ -2091,7 +2078,8 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
         return
     got = t.memo.get("fsst")
     if got is None:  # per column, once: its tables parsed and packed
-        got = t.memo["fsst"] = _table_fsst(t, leaf.ctx())
+        encs = [fsst_plan.layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
+        got = t.memo["fsst"] = fsst_plan.page_tables(encs, t.layout, t.num_values, leaf.ctx())
     if got is None:
         return
     rows, nsym, packed = got
@@ -2100,31 +2088,6 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
         unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
     unit.fsst_rows[key] = rows
-
-
-def _pack_fsst(symbols: np.ndarray, lengths: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
-    """Tables ``keep`` (of ``n``) in the arena layout (:func:`_stage_fsst_tables`)."""
-    if keep.size == n:  # all compressed (the usual case)
-        return np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
-    return np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
-
-
-def _table_fsst(t: pagetable.LeafPages, ctx: DecodeContext) -> tuple[np.ndarray, list[int], np.ndarray] | None:
-    """The FSST symbol tables of a table leaf's pages, made once per column: the rows whose
-    strings are compressed, their symbol counts and their tables packed in the arena layout
-    (None: no such page)."""
-    encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
-    if all(e is None for e in encs):
-        return None
-    rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
-    raws = [encs[int(t.layout[j])].symbol_table for j in rows.tolist()]  # type: ignore[union-attr]
-    if not raws:
-        return None
-    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, ctx)
-    keep = np.flatnonzero(compressed)
-    if not keep.size:
-        return None
-    return rows[keep], nsym[keep].tolist(), _pack_fsst(symbols, lengths, keep, nsym.size)
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
