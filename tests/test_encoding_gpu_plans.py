@@ -10,7 +10,9 @@ import pytest
 
 from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.blocks import FixedWidthBlock
 from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 
 CTX = DecodeContext("t.lance", 0)
@@ -72,3 +74,64 @@ def test_page_tables_refuse_a_bad_table():
     bad = _fsst_layout(b"\0" * 8)  # no magic
     with pytest.raises(CorruptFileError, match="magic"):
         fsst_plan.page_tables([bad.value_compression.fsst], np.zeros(5, np.int32), np.ones(5, np.int64), CTX)
+
+
+def _dictionary_page(items: np.ndarray, index_bits: int = 32):
+    """A dictionary page's ``MiniBlockLayout`` with Flat items of ``items``' width and Flat indices."""
+    mb = pb.MiniBlockLayout()
+    mb.dictionary.flat.bits_per_value = 8 * items.dtype.itemsize
+    mb.num_dictionary_items = items.size
+    mb.value_compression.flat.bits_per_value = index_bits
+    mb.num_buffers = 1
+    return mb
+
+
+def test_index_key_names_the_index_encodings_the_device_decodes():
+    enc = pb.CompressiveEncoding()
+    enc.flat.bits_per_value = 16
+    assert dictionary_plan.index_key(enc) == (16, "flat")
+    enc.flat.bits_per_value = 12  # not a word
+    assert dictionary_plan.index_key(enc) is None
+    enc = pb.CompressiveEncoding()
+    enc.inline_bitpacking.uncompressed_bits_per_value = 32
+    assert dictionary_plan.index_key(enc) == (32, "inline_bitpacking")
+    enc.inline_bitpacking.values.SetInParent()  # a compressed buffer: not on the device
+    assert dictionary_plan.index_key(enc) is None
+    enc = pb.CompressiveEncoding()
+    enc.rle.values.flat.bits_per_value = 8
+    enc.rle.run_lengths.flat.bits_per_value = 8
+    assert dictionary_plan.index_key(enc) == (8, "rle")
+    enc.rle.run_lengths.flat.bits_per_value = 16
+    assert dictionary_plan.index_key(enc) is None
+    enc = pb.CompressiveEncoding()
+    enc.fsst.symbol_table = b""
+    assert dictionary_plan.index_key(enc) is None
+
+
+def test_fixed_items_lay_out_bytes_per_item_and_refuse_other_widths():
+    items = FixedWidthBlock(np.array([7, -1, 300], "<i4").view(np.uint8), 32, 3)
+    assert dictionary_plan.fixed_items(items, "fixed", 4, "int32", CTX).tobytes() == np.array([7, -1, 300], "<i4").tobytes()
+    with pytest.raises(CorruptFileError, match="32-bit dictionary items for int64"):
+        dictionary_plan.fixed_items(items, "fixed", 8, "int64", CTX)
+    bits = FixedWidthBlock(np.packbits(np.array([1, 0, 1, 1, 0], np.uint8), bitorder="little"), 1, 5)
+    assert dictionary_plan.fixed_items(bits, "bool", 1, "bool", CTX).tolist() == [1, 0, 1, 1, 0]
+    with pytest.raises(CorruptFileError, match="fixed-width dictionary for a variable-width column"):
+        dictionary_plan.fixed_items(items, "var", 0, "string", CTX)
+
+
+def test_dictionaries_together_put_fixed_items_back_to_back():
+    """Two pages' Flat dictionaries decoded together: one blob, page k's items at item_start[k];
+    one page alone gives the same bytes; fewer than two pages are not decoded together."""
+    a, b = np.array([1, 2, 3], "<i8"), np.array([9, 8], "<i8")
+    pages = [_dictionary_page(a), _dictionary_page(b, 8)]
+    bufs = [a.view(np.uint8), b.view(np.uint8)]
+    got = dictionary_plan.together(pages, bufs, "fixed", 8, "int64", CTX)
+    assert got is not None and got.offsets is None
+    assert got.blob.tobytes() == a.tobytes() + b.tobytes()
+    assert got.item_start.tolist() == [0, 24] and got.nitems.tolist() == [3, 2] and got.first_offset.tolist() == [0, 0]
+    items, offsets, n = dictionary_plan.one(pages[1], bufs[1], "fixed", 8, "int64", CTX)
+    assert (items.tobytes(), offsets, n) == (b.tobytes(), None, 2)
+    assert dictionary_plan.together(pages[:1], bufs[:1], "fixed", 8, "int64", CTX) is None
+    with pytest.raises(CorruptFileError, match="64-bit dictionary items for int32"):
+        dictionary_plan.together(pages, bufs, "fixed", 4, "int32", CTX)
+    assert dictionary_plan.together(pages, bufs, "var", 0, "string", CTX) is None  # Flat items: not Variable

@@ -95,14 +95,11 @@ import pyarrow as pa
 
 from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
-from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.container import LanceFileReader
-from lance_gpu.file.encodings import general as general_enc
-from lance_gpu.file.encodings import variable as variable_enc
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
+from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
@@ -116,7 +113,6 @@ from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu import pagetable
 from lance_gpu.gpu.staging import Stager
 
-_WORD_BITS = (8, 16, 32, 64)
 #: a table of mini-block pages (:func:`_place_table_leaf`, ``passplan``) is staged with array
 #: operations from this many pages on; below, with a loop over scalars
 DEVICE_BLOCK_MIN_PAGES = 8
@@ -199,17 +195,13 @@ def _variable_width(enc) -> int:
     return int(off.flat.bits_per_value) // 8
 
 
-def _index_encoding(enc) -> str:
-    """Kind of a dictionary-index value encoding the GPU decodes."""
-    kind = enc.WhichOneof("compression")
-    if kind == "flat" and not enc.flat.HasField("data") and int(enc.flat.bits_per_value) in _WORD_BITS:
-        return kind
-    if kind == "inline_bitpacking" and not enc.inline_bitpacking.HasField("values"):
-        if int(enc.inline_bitpacking.uncompressed_bits_per_value) in _WORD_BITS:
-            return kind
-    if kind == "rle" and rle_plan.value_bits(enc) is not None:
-        return kind
-    raise Unsupported(f"{kind} dictionary indices")
+def _index_key(enc) -> tuple[int, str]:
+    """``(bits per index, kind)`` of a dictionary-index value encoding the GPU decodes
+    (:func:`dictionary_plan.index_key`); raises :class:`Unsupported` for another."""
+    key = dictionary_plan.index_key(enc)
+    if key is None:
+        raise Unsupported(f"{enc.WhichOneof('compression')} dictionary indices")
+    return key
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,11 +350,11 @@ class UnitPlan:
         self.fixed_end = 0  # end of its last region (fixed_size is that, 64-byte aligned)
         self.level_size = 0  # u16 items of the level arena
         self.nslots = 0  # variable-width value slots
-        self.index_size = {bits: 0 for bits in _WORD_BITS}  # dictionary index scratch, in items
+        self.index_size = {bits: 0 for bits in rle_plan.WORD_BITS}  # dictionary index scratch, in items
         # copy family: (arena byte, bytes, destination byte) per destination array
         self.copy_fixed = _ranges()
         self.copy_level = _ranges()
-        self.copy_index = {bits: _ranges() for bits in _WORD_BITS}
+        self.copy_index = {bits: _ranges() for bits in rle_plan.WORD_BITS}
         # unpack family: per (destination, word bits)
         self.unpack: dict[tuple[str, int], _Lists] = {}
         # bits family (booleans): arena bit, count, fixed-arena byte
@@ -490,7 +482,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
         if mb.HasField("dictionary"):
             if nbuf != (2 if vk == "rle" else 1):
                 raise Unsupported(f"mini-block page with {nbuf} buffers")
-            _index_encoding(enc)
+            _index_key(enc)
             return
         if vk == "rle":
             if nbuf != 2 or leaf.kind != "fixed" or rle_plan.value_bits(enc) != 8 * leaf.width:
@@ -1351,7 +1343,7 @@ def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, r
     bufs = _read_rows(leaf, t.offsets[rows, 2].tolist(), t.sizes[rows, 2].tolist())
     nv, vp = t.num_values[rows].tolist(), vpos[rows].tolist()
     index = np.full(len(t), -1, np.int64)
-    bits = _index_bits(bodies[0].value_compression)
+    bits = _index_key(bodies[0].value_compression)[0]
     together = _dictionaries_together(unit, leaf, bodies, bufs, nv, vp)
     if together is not None:
         index[rows] = [ipos for _bits, ipos in together]
@@ -2103,55 +2095,22 @@ def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n
                           rows: dict[int, list[tuple[int, ...]]] | None = None) -> tuple[int, int]:
     """The dictionary of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
     dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a table
-    row's), decoded and staged alone; its dictionary work row (:data:`DICTIONARY_COLUMNS`)
+    row's), decoded alone (:func:`dictionary_plan.one`) and staged; its dictionary work row (:data:`DICTIONARY_COLUMNS`)
     added to the unit's, or, given ``rows``, appended to ``rows[index bits]`` (the caller adds
     them, many at once)."""
-    enc = mb.value_compression
-    nitems = int(mb.num_dictionary_items)
-    items = encodings.decode_block(mb.dictionary, buf, nitems, ctx)
-    bits = _index_bits(enc)
+    items, offsets, nitems = dictionary_plan.one(mb, buf, leaf.kind, leaf.width, leaf.arrow_type, ctx)
+    bits = _index_key(mb.value_compression)[0]
     ipos = unit.alloc_index(bits, n)
-    if isinstance(items, VariableWidthBlock):
-        if leaf.kind != "var":
-            raise ctx.corrupt("variable-width dictionary for a fixed-width column")
-        items_pos = unit.stage.add_bytes(np.ascontiguousarray(items.data, np.uint8))
-        offsets_pos = unit.stage.add_bytes(np.ascontiguousarray(items.offsets, np.int64))
-        row = (ipos, n, items_pos, items.num_values, 0, offsets_pos, _value_dst(leaf, vpos))
+    items_pos = unit.stage.add_bytes(items)
+    if offsets is not None:
+        row = (ipos, n, items_pos, nitems, 0, unit.stage.add_bytes(offsets), _value_dst(leaf, vpos))
     else:
-        raw = _fixed_items(leaf, items, ctx)
-        items_pos = unit.stage.add_bytes(raw)
-        row = (ipos, n, items_pos, items.num_values, leaf.width, 0, _value_dst(leaf, vpos))
+        row = (ipos, n, items_pos, nitems, leaf.width, 0, _value_dst(leaf, vpos))
     if rows is not None:
         rows.setdefault(bits, []).append(row)
     else:
         unit.dictionary_rows(bits).add(**dict(zip(DICTIONARY_COLUMNS, row, strict=True)))
     return bits, ipos
-
-
-def _fixed_items(leaf: LeafPlan, items, ctx) -> np.ndarray:
-    """A fixed-width or boolean leaf's decoded dictionary block as the gather reads it:
-    ``leaf.width`` bytes per item (booleans one byte per bit)."""
-    if not isinstance(items, FixedWidthBlock) or leaf.kind == "var":
-        raise ctx.corrupt("fixed-width dictionary for a variable-width column")
-    if leaf.kind == "bool":
-        if items.bits_per_value != leaf.width:
-            raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
-        raw = np.unpackbits(items.as_bytes(), bitorder="little")[: items.num_values * leaf.width]
-    else:
-        if items.bits_per_value != 8 * leaf.width:
-            raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
-        raw = items.as_bytes()[: items.num_values * leaf.width]
-    return np.ascontiguousarray(raw, np.uint8)
-
-
-def _index_bits(enc) -> int:
-    """Bits per dictionary index of a page's ``value_compression``."""
-    kind = _index_encoding(enc)
-    if kind == "inline_bitpacking":
-        return int(enc.inline_bitpacking.uncompressed_bits_per_value)
-    if kind == "flat":
-        return int(enc.flat.bits_per_value)
-    return rle_plan.value_bits(enc)  # type: ignore[return-value]
 
 
 def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: list[np.ndarray], nvalues: list[int],
@@ -2161,44 +2120,27 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     values from value ``vpos[k]`` of its leaf (a table's rows).  One
     staged item per leaf and kind, not one per page, and one dictionary work row per page
     naming its items in it (the gather indexes them by page); returns each page's ``(index
-    bits, first index item)``.
+    bits, first index item)``.  The items are decoded together by
+    :func:`dictionary_plan.together` (variable width: the blocks staged as one buffer and
+    their int64 offsets as another; fixed width and booleans: the items back to back).
 
-    * variable width: every page's Variable (32-bit offsets) block, decompressed first
-      where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
-      them, the blocks staged as one buffer and their int64 offsets as another;
-    * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
-      refusing what the CPU decoders refuse) and the items staged back to back.
-
-    None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) for
-    fewer than two pages, other variable-width dictionary encodings, or a Variable block
-    that fails a check."""
-    n = len(layouts)
-    if n < 2:
+    None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) where
+    that refuses: fewer than two pages, other variable-width dictionary encodings, or a
+    Variable block that fails a check."""
+    got = dictionary_plan.together(layouts, bufs, leaf.kind, leaf.width, leaf.arrow_type, leaf.ctx())
+    if got is None:
         return None
-    ctx = leaf.ctx()
-    nitems = np.fromiter((int(mb.num_dictionary_items) for mb in layouts), np.int64, n)
-    if leaf.kind == "var":
-        got = _variable_dictionaries(layouts, bufs, nitems, ctx)
-        if got is None:
-            return None
-        blob, item_start, offsets, first_offset = got
-        blob_pos = unit.stage.add_bytes(blob)
-        offsets_pos = unit.stage.add_bytes(offsets)
-        items_at = blob_pos + item_start[:n]
-        offsets_at = offsets_pos + 8 * first_offset[:n]
+    items_at = unit.stage.add_bytes(got.blob) + got.item_start
+    if got.offsets is not None:
+        offsets_at = unit.stage.add_bytes(got.offsets) + 8 * got.first_offset
         width = 0
     else:
-        decoded = [encodings.decode_block(mb.dictionary, buf, int(k), ctx)
-                   for mb, buf, k in zip(layouts, bufs, nitems.tolist(), strict=True)]
-        blocks = [_fixed_items(leaf, items, ctx) for items in decoded]
-        sizes = np.fromiter((b.size for b in blocks), np.int64, len(blocks))
-        items_at = unit.stage.add_bytes(np.concatenate(blocks)) + miniblock.exclusive_scan(sizes)[:-1]
-        nitems = np.fromiter((items.num_values for items in decoded), np.int64, len(decoded))
-        offsets_at = np.zeros(n, np.int64)
+        offsets_at = got.first_offset
         width = leaf.width
+    nitems = got.nitems
     out = []
     for k, mb in enumerate(layouts):
-        bits = _index_bits(mb.value_compression)
+        bits = _index_key(mb.value_compression)[0]
         ipos = unit.alloc_index(bits, nvalues[k])
         lst = unit.dictionary_rows(bits)
         lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
@@ -2207,29 +2149,10 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     return out
 
 
-def _variable_dictionaries(layouts: list, bufs: list[np.ndarray], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
-    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks
-    ``bufs`` of pages encoded as ``layouts`` (decompressed first where General wraps them);
-    None where a page's dictionary is encoded otherwise or a block fails a check."""
-    blocks = []
-    for mb, buf in zip(layouts, bufs, strict=True):
-        enc = mb.dictionary
-        general = enc.WhichOneof("compression") == "general"
-        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
-            enc = enc.general.values
-        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
-            return None
-        off = enc.variable.offsets
-        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
-            return None
-        blocks.append(general_enc.decompress(mb.dictionary.general.compression, buf, ctx) if general else buf)
-    return variable_enc.decode_blocks32(blocks, nitems)
-
-
 def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
     """The dictionary indices of one page's chunks ``ch``, to the index scratch from ``dictionary``."""
     bits, ipos = dictionary
-    kind = _index_encoding(enc)
+    kind = _index_key(enc)[1]
     word = bits // 8
     # index items of the page's chunks
     first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
@@ -2270,7 +2193,7 @@ def _dictionary_key(mb) -> tuple:
     index bits, the index encoding, the level encodings and the buffer count."""
     dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
     rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    return _index_bits(mb.value_compression), _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
+    return (*_index_key(mb.value_compression), dfn, rep, int(mb.num_buffers))
 
 
 def _level_key(enc) -> tuple:
