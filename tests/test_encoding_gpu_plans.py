@@ -12,8 +12,11 @@ from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.blocks import FixedWidthBlock
 from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
+from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
+from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 
 CTX = DecodeContext("t.lance", 0)
 
@@ -135,3 +138,53 @@ def test_dictionaries_together_put_fixed_items_back_to_back():
     with pytest.raises(CorruptFileError, match="64-bit dictionary items for int32"):
         dictionary_plan.together(pages, bufs, "fixed", 4, "int32", CTX)
     assert dictionary_plan.together(pages, bufs, "var", 0, "string", CTX) is None  # Flat items: not Variable
+
+
+def test_flat_chunk_and_level_bytes_refuse_short_buffers():
+    counts = np.array([3, 10], np.int64)
+    assert flat_plan.chunk_bytes(np.array([12, 40]), counts, 1, 32, CTX).tolist() == [12, 40]
+    assert flat_plan.chunk_bytes(np.array([1, 3]), counts, 2, 1, CTX).tolist() == [1, 3]  # booleans: ceil(bits / 8)
+    with pytest.raises(CorruptFileError, match="flat chunk shorter"):
+        flat_plan.chunk_bytes(np.array([12, 39]), counts, 1, 32, CTX)
+    with pytest.raises(CorruptFileError, match="boolean chunk shorter"):
+        flat_plan.chunk_bytes(np.array([1, 2]), counts, 2, 1, CTX)
+    assert flat_plan.level_bytes(np.array([6, 20]), counts, CTX).tolist() == [6, 20]
+    with pytest.raises(CorruptFileError, match="level buffer shorter"):
+        flat_plan.level_bytes(np.array([5, 20]), counts, CTX)
+
+
+def _levels(kind: str, bits: int = 16) -> pb.CompressiveEncoding:
+    enc = pb.CompressiveEncoding()
+    if kind == "flat":
+        enc.flat.bits_per_value = bits
+    elif kind == "inline_bitpacking":
+        enc.inline_bitpacking.uncompressed_bits_per_value = bits
+    elif kind == "out_of_line_bitpacking":
+        enc.out_of_line_bitpacking.uncompressed_bits_per_value = bits
+        enc.out_of_line_bitpacking.values.flat.bits_per_value = 3
+    else:
+        enc.rle.values.flat.bits_per_value = bits
+        enc.rle.run_lengths.flat.bits_per_value = 8
+    return enc
+
+
+@pytest.mark.parametrize("kind", ["flat", "inline_bitpacking", "out_of_line_bitpacking", "rle"])
+def test_level_encodings_are_claimed_by_their_encoding_only(kind):
+    """A 16-bit level encoding is claimed by exactly its own module; 32-bit levels by none."""
+    enc = _levels(kind)
+    claims = {"flat": flat_plan.is_level(enc), "bitpacking": bitpacking_plan.level_kind(enc) is not None,
+              "rle": rle_plan.value_bits(enc) == 16}
+    assert [k for k, v in claims.items() if v] == [{"flat": "flat", "rle": "rle"}.get(kind, "bitpacking")]
+    wide = _levels(kind, 32)
+    assert not flat_plan.is_level(wide) and bitpacking_plan.level_kind(wide) is None and rle_plan.value_bits(wide) != 16
+    if kind == "out_of_line_bitpacking":
+        assert bitpacking_plan.level_width(enc) == 3
+
+
+def test_rle_runs_lie_where_the_layouts_say():
+    vals, lens = rle_plan.level_runs(np.array([0, 100], np.int64), np.array([4, 1], np.int64))
+    assert vals.tolist() == [8, 108] and lens.tolist() == [16, 110]  # u64 values_bytes | u16 values | u8 lengths
+    bufs = np.array([[[0, 8], [8, 2]], [[16, 4], [20, 3]]], np.int64)  # chunks x (values, lengths) x (start, size)
+    assert rle_plan.chunk_runs(bufs[:1], 4, CTX).tolist() == [2]
+    with pytest.raises(CorruptFileError, match="RLE values buffer shorter"):
+        rle_plan.chunk_runs(bufs, 4, CTX)  # chunk 1: 3 runs of 4 bytes in 4 bytes

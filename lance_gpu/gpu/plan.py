@@ -161,25 +161,17 @@ def leaf_kind(t: pa.DataType) -> tuple[str, int]:
 
 
 def _level_encoding(enc) -> str:
-    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16},
-    OutOfLineBitpacking{16, Flat}, InlineBitpacking{16} or Rle{Flat16, Flat8} (the block
-    forms of each)."""
-    kind = enc.WhichOneof("compression")
-    if kind == "flat":
-        if int(enc.flat.bits_per_value) == 16 and not enc.flat.HasField("data"):
-            return kind
-    elif kind == "out_of_line_bitpacking":
-        ool = enc.out_of_line_bitpacking
-        if int(ool.uncompressed_bits_per_value) == 16 and ool.values.WhichOneof("compression") == "flat":
-            return kind
-    elif kind == "inline_bitpacking":
-        ib = enc.inline_bitpacking
-        if int(ib.uncompressed_bits_per_value) == 16 and not ib.HasField("values"):
-            return kind
-    elif kind == "rle":
-        if rle_plan.value_bits(enc) == 16:
-            return kind
-    raise Unsupported(f"{kind} repetition/definition levels")
+    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16}
+    (:func:`flat_plan.is_level`), OutOfLineBitpacking{16, Flat} or InlineBitpacking{16}
+    (:func:`bitpacking_plan.level_kind`) or Rle{Flat16, Flat8} (the block forms of each)."""
+    if flat_plan.is_level(enc):
+        return "flat"
+    kind = bitpacking_plan.level_kind(enc)
+    if kind is not None:
+        return kind
+    if rle_plan.value_bits(enc) == 16:
+        return "rle"
+    raise Unsupported(f"{enc.WhichOneof('compression')} repetition/definition levels")
 
 
 def _variable_width(enc) -> int:
@@ -1945,17 +1937,16 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     starts = np.ascontiguousarray(spans[:, 0])
     sizes = np.ascontiguousarray(spans[:, 1])
     if kind == "flat":
-        if np.any(sizes < 2 * nlevels):
-            raise ctx.corrupt("mini-block level buffer shorter than its levels")
-        unit.copy_level.add(src=starts, len=2 * nlevels, dst=2 * dst)
+        unit.copy_level.add(src=starts, len=flat_plan.level_bytes(sizes, nlevels, ctx), dst=2 * dst)
         return
     if kind == "inline_bitpacking":
         _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
         return
     if kind == "rle":
-        assert runs is not None  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
+        assert runs is not None  # found by the device pre-pass
+        vals, lens = rle_plan.level_runs(starts, runs)
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=starts + 8, runs=starts + 8 + 2 * runs, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
+        lst.add(vals=vals, runs=lens, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
     ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
     if ool.words.size:
@@ -2004,15 +1995,10 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         _emit_rle(unit, "fixed", enc, ch, dst, ctx)
         return
     dim, bits = flat_plan.fixed_items(enc)  # type: ignore[misc]
+    nbytes = flat_plan.chunk_bytes(sizes, counts, dim, bits, ctx)
     if bits == 1:
-        need = (counts * dim + 7) // 8
-        if np.any(sizes < need):
-            raise ctx.corrupt("boolean chunk shorter than its value count")
         unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
         return
-    nbytes = counts * dim * (bits // 8)
-    if np.any(sizes < nbytes):
-        raise ctx.corrupt("flat chunk shorter than its value count")
     unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
 
 
@@ -2159,9 +2145,7 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
     if kind == "inline_bitpacking":
         _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx, ch.blocks)
     elif kind == "flat":
-        nbytes = ch.counts * word
-        if np.any(ch.bufs[:, 0, 1] < nbytes):
-            raise ctx.corrupt("flat chunk shorter than its value count")
+        nbytes = flat_plan.chunk_bytes(ch.bufs[:, 0, 1], ch.counts, 1, bits, ctx)
         unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
     else:
         _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
@@ -2199,7 +2183,7 @@ def _dictionary_key(mb) -> tuple:
 def _level_key(enc) -> tuple:
     kind = _level_encoding(enc)
     if kind == "out_of_line_bitpacking":
-        return kind, int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
+        return kind, bitpacking_plan.level_width(enc)
     return (kind,)
 
 
