@@ -24,6 +24,28 @@ family                          pages that feed it
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
 ==============================  ========================================================
 
+What an encoding's pages need -- its protobuf parsed, the byte layout of its buffers, the
+checks that refuse a corrupt page -- is computed by the encoding's own planning module,
+``lance_gpu.file.encodings.<name>.gpu_plan`` (pure functions over protobufs and NumPy
+arrays, below this layer); this module registers what they give into a unit's work lists
+(units, staging and the layout walks are its own):
+
+==============================  ========================================================
+module (``file.encodings.``)    planning it holds (caller here)
+==============================  ========================================================
+``flat.gpu_plan``               Flat / FixedSizeList item widths, chunk and Flat16 level
+                                sizes (:func:`_emit_chunk_work`, :func:`_emit_levels`)
+``bitpacking.gpu_plan``         inline blocks, out-of-line level blocks, bit-packed level
+                                kinds (``headers``, :func:`_emit_levels`)
+``rle.gpu_plan``                value bits, run counts, level run positions
+                                (:func:`_emit_rle`, :func:`_emit_levels`)
+``dictionary.gpu_plan``         index encodings and bits, dictionary items decoded alone
+                                or together (:func:`_stage_one_dictionary`,
+                                :func:`_dictionaries_together`, :func:`_dictionary_key`)
+``fsst.gpu_plan``               FSST pages' symbol tables packed in the arena layout
+                                (:func:`_stage_fsst_tables`)
+==============================  ========================================================
+
 Every leaf is planned as a *table of its pages* (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`; :func:`_table_column`): no Python object per page.  Page layouts
 are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and classified
