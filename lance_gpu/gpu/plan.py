@@ -24,6 +24,28 @@ family                          pages that feed it
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
 ==============================  ========================================================
 
+What an encoding's pages need -- its protobuf parsed, the byte layout of its buffers, the
+checks that refuse a corrupt page -- is computed by the encoding's own planning module,
+``lance_gpu.file.encodings.<name>.gpu_plan`` (pure functions over protobufs and NumPy
+arrays, below this layer); this module registers what they give into a unit's work lists
+(units, staging and the layout walks are its own):
+
+==============================  ========================================================
+module (``file.encodings.``)    planning it holds (caller here)
+==============================  ========================================================
+``flat.gpu_plan``               Flat / FixedSizeList item widths, chunk and Flat16 level
+                                sizes (:func:`_emit_chunk_work`, :func:`_emit_levels`)
+``bitpacking.gpu_plan``         inline blocks, out-of-line level blocks, bit-packed level
+                                kinds (``headers``, :func:`_emit_levels`)
+``rle.gpu_plan``                value bits, run counts, level run positions
+                                (:func:`_emit_rle`, :func:`_emit_levels`)
+``dictionary.gpu_plan``         index encodings and bits, dictionary items decoded alone
+                                or together (:func:`_stage_one_dictionary`,
+                                :func:`_dictionaries_together`, :func:`_dictionary_key`)
+``fsst.gpu_plan``               FSST pages' symbol tables packed in the arena layout
+                                (:func:`_stage_fsst_tables`)
+==============================  ========================================================
+
 Every leaf is planned as a *table of its pages* (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`; :func:`_table_column`): no Python object per page.  Page layouts
 are not parsed per page: each distinct ``PageLayout`` protobuf is parsed and classified
@@ -95,16 +117,13 @@ import pyarrow as pa
 
 from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
-from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.container import LanceFileReader
-from lance_gpu.file.encodings import fsst as fsst_enc
-from lance_gpu.file.encodings import general as general_enc
-from lance_gpu.file.encodings import variable as variable_enc
 from lance_gpu.file.encodings.base import DecodeContext
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
+from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
+from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1 import constant as constant_layout
@@ -116,7 +135,6 @@ from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu import pagetable
 from lance_gpu.gpu.staging import Stager
 
-_WORD_BITS = (8, 16, 32, 64)
 #: a table of mini-block pages (:func:`_place_table_leaf`, ``passplan``) is staged with array
 #: operations from this many pages on; below, with a loop over scalars
 DEVICE_BLOCK_MIN_PAGES = 8
@@ -165,25 +183,17 @@ def leaf_kind(t: pa.DataType) -> tuple[str, int]:
 
 
 def _level_encoding(enc) -> str:
-    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16},
-    OutOfLineBitpacking{16, Flat}, InlineBitpacking{16} or Rle{Flat16, Flat8} (the block
-    forms of each)."""
-    kind = enc.WhichOneof("compression")
-    if kind == "flat":
-        if int(enc.flat.bits_per_value) == 16 and not enc.flat.HasField("data"):
-            return kind
-    elif kind == "out_of_line_bitpacking":
-        ool = enc.out_of_line_bitpacking
-        if int(ool.uncompressed_bits_per_value) == 16 and ool.values.WhichOneof("compression") == "flat":
-            return kind
-    elif kind == "inline_bitpacking":
-        ib = enc.inline_bitpacking
-        if int(ib.uncompressed_bits_per_value) == 16 and not ib.HasField("values"):
-            return kind
-    elif kind == "rle":
-        if rle_plan.value_bits(enc) == 16:
-            return kind
-    raise Unsupported(f"{kind} repetition/definition levels")
+    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16}
+    (:func:`flat_plan.is_level`), OutOfLineBitpacking{16, Flat} or InlineBitpacking{16}
+    (:func:`bitpacking_plan.level_kind`) or Rle{Flat16, Flat8} (the block forms of each)."""
+    if flat_plan.is_level(enc):
+        return "flat"
+    kind = bitpacking_plan.level_kind(enc)
+    if kind is not None:
+        return kind
+    if rle_plan.value_bits(enc) == 16:
+        return "rle"
+    raise Unsupported(f"{enc.WhichOneof('compression')} repetition/definition levels")
 
 
 def _variable_width(enc) -> int:
@@ -199,17 +209,13 @@ def _variable_width(enc) -> int:
     return int(off.flat.bits_per_value) // 8
 
 
-def _index_encoding(enc) -> str:
-    """Kind of a dictionary-index value encoding the GPU decodes."""
-    kind = enc.WhichOneof("compression")
-    if kind == "flat" and not enc.flat.HasField("data") and int(enc.flat.bits_per_value) in _WORD_BITS:
-        return kind
-    if kind == "inline_bitpacking" and not enc.inline_bitpacking.HasField("values"):
-        if int(enc.inline_bitpacking.uncompressed_bits_per_value) in _WORD_BITS:
-            return kind
-    if kind == "rle" and rle_plan.value_bits(enc) is not None:
-        return kind
-    raise Unsupported(f"{kind} dictionary indices")
+def _index_key(enc) -> tuple[int, str]:
+    """``(bits per index, kind)`` of a dictionary-index value encoding the GPU decodes
+    (:func:`dictionary_plan.index_key`); raises :class:`Unsupported` for another."""
+    key = dictionary_plan.index_key(enc)
+    if key is None:
+        raise Unsupported(f"{enc.WhichOneof('compression')} dictionary indices")
+    return key
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,11 +364,11 @@ class UnitPlan:
         self.fixed_end = 0  # end of its last region (fixed_size is that, 64-byte aligned)
         self.level_size = 0  # u16 items of the level arena
         self.nslots = 0  # variable-width value slots
-        self.index_size = {bits: 0 for bits in _WORD_BITS}  # dictionary index scratch, in items
+        self.index_size = {bits: 0 for bits in rle_plan.WORD_BITS}  # dictionary index scratch, in items
         # copy family: (arena byte, bytes, destination byte) per destination array
         self.copy_fixed = _ranges()
         self.copy_level = _ranges()
-        self.copy_index = {bits: _ranges() for bits in _WORD_BITS}
+        self.copy_index = {bits: _ranges() for bits in rle_plan.WORD_BITS}
         # unpack family: per (destination, word bits)
         self.unpack: dict[tuple[str, int], _Lists] = {}
         # bits family (booleans): arena bit, count, fixed-arena byte
@@ -490,7 +496,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
         if mb.HasField("dictionary"):
             if nbuf != (2 if vk == "rle" else 1):
                 raise Unsupported(f"mini-block page with {nbuf} buffers")
-            _index_encoding(enc)
+            _index_key(enc)
             return
         if vk == "rle":
             if nbuf != 2 or leaf.kind != "fixed" or rle_plan.value_bits(enc) != 8 * leaf.width:
@@ -1351,7 +1357,7 @@ def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, r
     bufs = _read_rows(leaf, t.offsets[rows, 2].tolist(), t.sizes[rows, 2].tolist())
     nv, vp = t.num_values[rows].tolist(), vpos[rows].tolist()
     index = np.full(len(t), -1, np.int64)
-    bits = _index_bits(bodies[0].value_compression)
+    bits = _index_key(bodies[0].value_compression)[0]
     together = _dictionaries_together(unit, leaf, bodies, bufs, nv, vp)
     if together is not None:
         index[rows] = [ipos for _bits, ipos in together]
@@ -1953,17 +1959,16 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     starts = np.ascontiguousarray(spans[:, 0])
     sizes = np.ascontiguousarray(spans[:, 1])
     if kind == "flat":
-        if np.any(sizes < 2 * nlevels):
-            raise ctx.corrupt("mini-block level buffer shorter than its levels")
-        unit.copy_level.add(src=starts, len=2 * nlevels, dst=2 * dst)
+        unit.copy_level.add(src=starts, len=flat_plan.level_bytes(sizes, nlevels, ctx), dst=2 * dst)
         return
     if kind == "inline_bitpacking":
         _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
         return
     if kind == "rle":
-        assert runs is not None  # u64 value bytes | u16 run values | u8 run lengths, checked on the device
+        assert runs is not None  # found by the device pre-pass
+        vals, lens = rle_plan.level_runs(starts, runs)
         lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=starts + 8, runs=starts + 8 + 2 * runs, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
+        lst.add(vals=vals, runs=lens, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
         return
     ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
     if ool.words.size:
@@ -2012,15 +2017,10 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         _emit_rle(unit, "fixed", enc, ch, dst, ctx)
         return
     dim, bits = flat_plan.fixed_items(enc)  # type: ignore[misc]
+    nbytes = flat_plan.chunk_bytes(sizes, counts, dim, bits, ctx)
     if bits == 1:
-        need = (counts * dim + 7) // 8
-        if np.any(sizes < need):
-            raise ctx.corrupt("boolean chunk shorter than its value count")
         unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
         return
-    nbytes = counts * dim * (bits // 8)
-    if np.any(sizes < nbytes):
-        raise ctx.corrupt("flat chunk shorter than its value count")
     unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
 
 
@@ -2062,25 +2062,12 @@ def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
         unit.fsst.append((slot, slot + n, table[0], table[1]))
 
 
-def _layout_fsst(kind: str, body, nbuf: int) -> Any:
-    """The ``Fsst`` message of a layout (``kind``; ``body``: its mini-block / full-zip
-    message, with ``nbuf`` value buffers) whose values are FSST strings (a mini-block layout
-    with values and without a dictionary, or a variable-width full-zip layout), else None."""
-    if kind == "mini_block_layout":
-        if not nbuf or body.HasField("dictionary"):
-            return None
-    elif kind != "full_zip_layout" or body.WhichOneof("details") != "bits_per_offset":
-        return None
-    enc = body.value_compression
-    return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
-
-
 def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
-    together (:func:`fsst_enc.symbol_tables`, which refuses a bad one as the CPU reader
+    together (:func:`fsst_plan.page_tables`, which refuses a bad one as the CPU reader
     does), those whose strings are compressed staged as **one** item (table ``j`` at byte
-    ``TABLE_BYTES * j``: 256 little-endian u64 symbols, then 256 u8 lengths, the layout
-    ``cuda_kernels.fsst``'s segmented kernels read in the arena) and recorded in
+    ``TABLE_BYTES * j``: the arena layout of :mod:`lance_gpu.file.encodings.fsst.gpu_plan`)
+    and recorded in
     :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
     each FSST segment names its table's arena byte).  A leaf planned as a table is looked
     at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
@@ -2091,7 +2078,8 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
         return
     got = t.memo.get("fsst")
     if got is None:  # per column, once: its tables parsed and packed
-        got = t.memo["fsst"] = _table_fsst(t, leaf.ctx())
+        encs = [fsst_plan.layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
+        got = t.memo["fsst"] = fsst_plan.page_tables(encs, t.layout, t.num_values, leaf.ctx())
     if got is None:
         return
     rows, nsym, packed = got
@@ -2100,31 +2088,6 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
         unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
     unit.fsst_rows[key] = rows
-
-
-def _pack_fsst(symbols: np.ndarray, lengths: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
-    """Tables ``keep`` (of ``n``) in the arena layout (:func:`_stage_fsst_tables`)."""
-    if keep.size == n:  # all compressed (the usual case)
-        return np.concatenate((symbols.view(np.uint8).reshape(-1, 2048), lengths), axis=1)
-    return np.concatenate((symbols[keep].view(np.uint8).reshape(-1, 2048), lengths[keep]), axis=1)
-
-
-def _table_fsst(t: pagetable.LeafPages, ctx: DecodeContext) -> tuple[np.ndarray, list[int], np.ndarray] | None:
-    """The FSST symbol tables of a table leaf's pages, made once per column: the rows whose
-    strings are compressed, their symbol counts and their tables packed in the arena layout
-    (None: no such page)."""
-    encs = [_layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
-    if all(e is None for e in encs):
-        return None
-    rows = np.flatnonzero(t.per_layout([e is not None for e in encs], np.bool_) & (t.num_values > 0))
-    raws = [encs[int(t.layout[j])].symbol_table for j in rows.tolist()]  # type: ignore[union-attr]
-    if not raws:
-        return None
-    symbols, lengths, nsym, compressed = fsst_enc.symbol_tables(raws, ctx)
-    keep = np.flatnonzero(compressed)
-    if not keep.size:
-        return None
-    return rows[keep], nsym[keep].tolist(), _pack_fsst(symbols, lengths, keep, nsym.size)
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
@@ -2140,55 +2103,22 @@ def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n
                           rows: dict[int, list[tuple[int, ...]]] | None = None) -> tuple[int, int]:
     """The dictionary of a page encoded as ``mb`` (its ``MiniBlockLayout``) with
     dictionary buffer ``buf``, ``n`` values, its first value ``vpos`` of its leaf (a table
-    row's), decoded and staged alone; its dictionary work row (:data:`DICTIONARY_COLUMNS`)
+    row's), decoded alone (:func:`dictionary_plan.one`) and staged; its dictionary work row (:data:`DICTIONARY_COLUMNS`)
     added to the unit's, or, given ``rows``, appended to ``rows[index bits]`` (the caller adds
     them, many at once)."""
-    enc = mb.value_compression
-    nitems = int(mb.num_dictionary_items)
-    items = encodings.decode_block(mb.dictionary, buf, nitems, ctx)
-    bits = _index_bits(enc)
+    items, offsets, nitems = dictionary_plan.one(mb, buf, leaf.kind, leaf.width, leaf.arrow_type, ctx)
+    bits = _index_key(mb.value_compression)[0]
     ipos = unit.alloc_index(bits, n)
-    if isinstance(items, VariableWidthBlock):
-        if leaf.kind != "var":
-            raise ctx.corrupt("variable-width dictionary for a fixed-width column")
-        items_pos = unit.stage.add_bytes(np.ascontiguousarray(items.data, np.uint8))
-        offsets_pos = unit.stage.add_bytes(np.ascontiguousarray(items.offsets, np.int64))
-        row = (ipos, n, items_pos, items.num_values, 0, offsets_pos, _value_dst(leaf, vpos))
+    items_pos = unit.stage.add_bytes(items)
+    if offsets is not None:
+        row = (ipos, n, items_pos, nitems, 0, unit.stage.add_bytes(offsets), _value_dst(leaf, vpos))
     else:
-        raw = _fixed_items(leaf, items, ctx)
-        items_pos = unit.stage.add_bytes(raw)
-        row = (ipos, n, items_pos, items.num_values, leaf.width, 0, _value_dst(leaf, vpos))
+        row = (ipos, n, items_pos, nitems, leaf.width, 0, _value_dst(leaf, vpos))
     if rows is not None:
         rows.setdefault(bits, []).append(row)
     else:
         unit.dictionary_rows(bits).add(**dict(zip(DICTIONARY_COLUMNS, row, strict=True)))
     return bits, ipos
-
-
-def _fixed_items(leaf: LeafPlan, items, ctx) -> np.ndarray:
-    """A fixed-width or boolean leaf's decoded dictionary block as the gather reads it:
-    ``leaf.width`` bytes per item (booleans one byte per bit)."""
-    if not isinstance(items, FixedWidthBlock) or leaf.kind == "var":
-        raise ctx.corrupt("fixed-width dictionary for a variable-width column")
-    if leaf.kind == "bool":
-        if items.bits_per_value != leaf.width:
-            raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
-        raw = np.unpackbits(items.as_bytes(), bitorder="little")[: items.num_values * leaf.width]
-    else:
-        if items.bits_per_value != 8 * leaf.width:
-            raise ctx.corrupt(f"decoded {items.bits_per_value}-bit dictionary items for {leaf.arrow_type}")
-        raw = items.as_bytes()[: items.num_values * leaf.width]
-    return np.ascontiguousarray(raw, np.uint8)
-
-
-def _index_bits(enc) -> int:
-    """Bits per dictionary index of a page's ``value_compression``."""
-    kind = _index_encoding(enc)
-    if kind == "inline_bitpacking":
-        return int(enc.inline_bitpacking.uncompressed_bits_per_value)
-    if kind == "flat":
-        return int(enc.flat.bits_per_value)
-    return rle_plan.value_bits(enc)  # type: ignore[return-value]
 
 
 def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: list[np.ndarray], nvalues: list[int],
@@ -2198,44 +2128,27 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     values from value ``vpos[k]`` of its leaf (a table's rows).  One
     staged item per leaf and kind, not one per page, and one dictionary work row per page
     naming its items in it (the gather indexes them by page); returns each page's ``(index
-    bits, first index item)``.
+    bits, first index item)``.  The items are decoded together by
+    :func:`dictionary_plan.together` (variable width: the blocks staged as one buffer and
+    their int64 offsets as another; fixed width and booleans: the items back to back).
 
-    * variable width: every page's Variable (32-bit offsets) block, decompressed first
-      where General wraps it, checked by one :func:`variable.decode_blocks32` over all of
-      them, the blocks staged as one buffer and their int64 offsets as another;
-    * fixed width and booleans: every page's block decoded (:func:`encodings.decode_block`,
-      refusing what the CPU decoders refuse) and the items staged back to back.
-
-    None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) for
-    fewer than two pages, other variable-width dictionary encodings, or a Variable block
-    that fails a check."""
-    n = len(layouts)
-    if n < 2:
+    None (nothing placed: each page is staged alone, :func:`_stage_one_dictionary`) where
+    that refuses: fewer than two pages, other variable-width dictionary encodings, or a
+    Variable block that fails a check."""
+    got = dictionary_plan.together(layouts, bufs, leaf.kind, leaf.width, leaf.arrow_type, leaf.ctx())
+    if got is None:
         return None
-    ctx = leaf.ctx()
-    nitems = np.fromiter((int(mb.num_dictionary_items) for mb in layouts), np.int64, n)
-    if leaf.kind == "var":
-        got = _variable_dictionaries(layouts, bufs, nitems, ctx)
-        if got is None:
-            return None
-        blob, item_start, offsets, first_offset = got
-        blob_pos = unit.stage.add_bytes(blob)
-        offsets_pos = unit.stage.add_bytes(offsets)
-        items_at = blob_pos + item_start[:n]
-        offsets_at = offsets_pos + 8 * first_offset[:n]
+    items_at = unit.stage.add_bytes(got.blob) + got.item_start
+    if got.offsets is not None:
+        offsets_at = unit.stage.add_bytes(got.offsets) + 8 * got.first_offset
         width = 0
     else:
-        decoded = [encodings.decode_block(mb.dictionary, buf, int(k), ctx)
-                   for mb, buf, k in zip(layouts, bufs, nitems.tolist(), strict=True)]
-        blocks = [_fixed_items(leaf, items, ctx) for items in decoded]
-        sizes = np.fromiter((b.size for b in blocks), np.int64, len(blocks))
-        items_at = unit.stage.add_bytes(np.concatenate(blocks)) + miniblock.exclusive_scan(sizes)[:-1]
-        nitems = np.fromiter((items.num_values for items in decoded), np.int64, len(decoded))
-        offsets_at = np.zeros(n, np.int64)
+        offsets_at = got.first_offset
         width = leaf.width
+    nitems = got.nitems
     out = []
     for k, mb in enumerate(layouts):
-        bits = _index_bits(mb.value_compression)
+        bits = _index_key(mb.value_compression)[0]
         ipos = unit.alloc_index(bits, nvalues[k])
         lst = unit.dictionary_rows(bits)
         lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
@@ -2244,38 +2157,17 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     return out
 
 
-def _variable_dictionaries(layouts: list, bufs: list[np.ndarray], nitems: np.ndarray, ctx) -> tuple[np.ndarray, ...] | None:
-    """:func:`variable.decode_blocks32` of the Variable (32-bit offsets) dictionary blocks
-    ``bufs`` of pages encoded as ``layouts`` (decompressed first where General wraps them);
-    None where a page's dictionary is encoded otherwise or a block fails a check."""
-    blocks = []
-    for mb, buf in zip(layouts, bufs, strict=True):
-        enc = mb.dictionary
-        general = enc.WhichOneof("compression") == "general"
-        if general:  # a compressed block (pylance 2.2: LZ4): decompressed page by page
-            enc = enc.general.values
-        if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
-            return None
-        off = enc.variable.offsets
-        if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) != 32:
-            return None
-        blocks.append(general_enc.decompress(mb.dictionary.general.compression, buf, ctx) if general else buf)
-    return variable_enc.decode_blocks32(blocks, nitems)
-
-
 def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
     """The dictionary indices of one page's chunks ``ch``, to the index scratch from ``dictionary``."""
     bits, ipos = dictionary
-    kind = _index_encoding(enc)
+    kind = _index_key(enc)[1]
     word = bits // 8
     # index items of the page's chunks
     first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
     if kind == "inline_bitpacking":
         _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx, ch.blocks)
     elif kind == "flat":
-        nbytes = ch.counts * word
-        if np.any(ch.bufs[:, 0, 1] < nbytes):
-            raise ctx.corrupt("flat chunk shorter than its value count")
+        nbytes = flat_plan.chunk_bytes(ch.bufs[:, 0, 1], ch.counts, 1, bits, ctx)
         unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
     else:
         _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
@@ -2307,13 +2199,13 @@ def _dictionary_key(mb) -> tuple:
     index bits, the index encoding, the level encodings and the buffer count."""
     dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
     rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    return _index_bits(mb.value_compression), _index_encoding(mb.value_compression), dfn, rep, int(mb.num_buffers)
+    return (*_index_key(mb.value_compression), dfn, rep, int(mb.num_buffers))
 
 
 def _level_key(enc) -> tuple:
     kind = _level_encoding(enc)
     if kind == "out_of_line_bitpacking":
-        return kind, int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
+        return kind, bitpacking_plan.level_width(enc)
     return (kind,)
 
 

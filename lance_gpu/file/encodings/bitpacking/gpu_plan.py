@@ -56,11 +56,31 @@ class LevelBlocks(NamedTuple):
     packed: np.ndarray
 
 
+def level_kind(enc) -> str | None:
+    """The kind of a bit-packed level encoding the device unpacks: OutOfLineBitpacking{16,
+    Flat} or InlineBitpacking{16} without a values encoding (None: another)."""
+    kind = enc.WhichOneof("compression")
+    if kind == "out_of_line_bitpacking":
+        ool = enc.out_of_line_bitpacking
+        if int(ool.uncompressed_bits_per_value) == 16 and ool.values.WhichOneof("compression") == "flat":
+            return kind
+    elif kind == "inline_bitpacking":
+        ib = enc.inline_bitpacking
+        if int(ib.uncompressed_bits_per_value) == 16 and not ib.HasField("values"):
+            return kind
+    return None
+
+
+def level_width(enc) -> int:
+    """The packed bit width of an OutOfLineBitpacking{16, Flat{W}} level encoding (W)."""
+    return int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
+
+
 def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> LevelBlocks:
     """Plan the OutOfLineBitpacking{16, Flat} level buffers ``(starts, sizes)`` (bytes of
     the data) holding ``nlevels`` levels each; raises ``ctx.corrupt`` where they are
     truncated, misaligned or do not match their counts."""
-    width = int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
+    width = level_width(enc)
     if not 0 <= width <= 16:
         raise ctx.corrupt(f"level bit width {width}")
     boff, bcount, tail_off, tail_len, ok = native.ool_chunk_plan(starts, sizes, nlevels, width, 2)
@@ -75,4 +95,4 @@ def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray
     return LevelBlocks(width, boff, bcount, chunk, within, tail_off, tail_len, packed)
 
 
-__all__ = ["InlineBlocks", "LevelBlocks", "level_blocks"]
+__all__ = ["InlineBlocks", "LevelBlocks", "level_blocks", "level_kind", "level_width"]

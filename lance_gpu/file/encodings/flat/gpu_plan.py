@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Device planning of Flat chunks (host side): a Flat{bits} chunk buffer, possibly under
 FixedSizeList wrappers without validity, is ``count * items_per_value`` items of ``bits``
-each, back to back; the device copies them (bytes) or spreads them (booleans, one bit each)."""
+each, back to back; the device copies them (bytes) or spreads them (booleans, one bit each).
+Flat{16} levels (per chunk) are ``count`` u16 levels, copied."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from lance_gpu.file.encodings.base import DecodeContext
 
 
 def fixed_items(enc) -> tuple[int, int] | None:
@@ -21,4 +26,32 @@ def fixed_items(enc) -> tuple[int, int] | None:
     return dim, int(enc.flat.bits_per_value)
 
 
-__all__ = ["fixed_items"]
+def chunk_bytes(sizes: np.ndarray, counts: np.ndarray, dim: int, bits: int, ctx: DecodeContext) -> np.ndarray:
+    """The bytes of Flat chunks of ``counts`` values (``dim`` items of ``bits`` each, bits a
+    multiple of 8; booleans: ``bits`` 1, the bytes their bits fill); raises ``ctx.corrupt``
+    where a chunk's buffer (``sizes`` bytes) is shorter."""
+    if bits == 1:
+        need = (counts * dim + 7) // 8
+        if np.any(sizes < need):
+            raise ctx.corrupt("boolean chunk shorter than its value count")
+        return need
+    nbytes = counts * dim * (bits // 8)
+    if np.any(sizes < nbytes):
+        raise ctx.corrupt("flat chunk shorter than its value count")
+    return nbytes
+
+
+def is_level(enc) -> bool:
+    """Whether a level encoding is Flat{16} without a compressed data section."""
+    return enc.WhichOneof("compression") == "flat" and int(enc.flat.bits_per_value) == 16 and not enc.flat.HasField("data")
+
+
+def level_bytes(sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> np.ndarray:
+    """The bytes of Flat{16} level buffers of ``nlevels`` levels; raises ``ctx.corrupt``
+    where a buffer (``sizes`` bytes) is shorter."""
+    if np.any(sizes < 2 * nlevels):
+        raise ctx.corrupt("mini-block level buffer shorter than its levels")
+    return 2 * nlevels
+
+
+__all__ = ["chunk_bytes", "fixed_items", "is_level", "level_bytes"]

@@ -38,4 +38,12 @@ def chunk_runs(bufs: np.ndarray, value_bytes: int, ctx: DecodeContext) -> np.nda
     return nruns
 
 
-__all__ = ["WORD_BITS", "chunk_runs", "value_bits"]
+def level_runs(starts: np.ndarray, nruns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the run values and run lengths of block-form Rle{Flat16, Flat8} level buffers
+    at bytes ``starts`` with ``nruns`` runs lie: ``(starts + 8, starts + 8 + 2 * nruns)``
+    (after the u64 values_bytes word; the counts are checked on the device)."""
+    vals = starts + 8
+    return vals, vals + 2 * nruns
+
+
+__all__ = ["WORD_BITS", "chunk_runs", "level_runs", "value_bits"]
