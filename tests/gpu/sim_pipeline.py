@@ -1434,6 +1434,14 @@ def test_flat_leaves_of_several_page_kinds_match_pylance(root: Path, version: st
     assert_same(got, lance.dataset(uri).take(rows), f"mixed flat pages {version} take")
 
 
+def _take_and_filter_match_pylance(uri: str, rows: list[int], flt: str, label: str) -> None:
+    """A GPU take of ``rows`` and a GPU scan filtered by ``flt`` equal pylance's."""
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
+    assert_same(got, lance.dataset(uri).take(rows), f"{label} take")
+    got = lance_gpu.dataset(uri).to_table(filter=flt, device="gpu", on_cpu_fallback="raise")
+    assert_same(got, lance.dataset(uri).to_table(filter=flt), f"{label} filter")
+
+
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_dictionary_pages_beside_other_kinds_match_pylance(root: Path, version: str):
     """Leaves whose mini-block pages are partly dictionary pages (strings and lists of
@@ -1444,11 +1452,7 @@ def test_dictionary_pages_beside_other_kinds_match_pylance(root: Path, version: 
     got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(), f"dictionary beside plain pages {version}")
     rows = [0, 3, 499, 500, 501, 777, 1600, 2100, 2999, 3999]
-    got = lance_gpu.dataset(uri, device="gpu").take(rows)
-    assert_same(got, lance.dataset(uri).take(rows), f"dictionary beside plain pages {version} take")
-    f = "iv % 5 = 2"
-    got = lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise")
-    assert_same(got, lance.dataset(uri).to_table(filter=f), f"dictionary beside plain pages {version} filter")
+    _take_and_filter_match_pylance(uri, rows, "iv % 5 = 2", f"dictionary beside plain pages {version}")
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
@@ -1458,11 +1462,7 @@ def test_selections_cutting_leaves_of_several_page_kinds_match_pylance(root: Pat
     equals pylance's."""
     uri = gd.write_mixed_flat_pages(lance, root, version, n=12000, run=1500)
     rows = [0, 7, 1499, 1500, 1501, 3100, 4000, 4001, 6100, 7777, 11999]
-    got = lance_gpu.dataset(uri, device="gpu").take(rows)
-    assert_same(got, lance.dataset(uri).take(rows), f"mixed cut pages {version} take")
-    f = "e % 11 = 3"
-    got = lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise")
-    assert_same(got, lance.dataset(uri).to_table(filter=f), f"mixed cut pages {version} filter")
+    _take_and_filter_match_pylance(uri, rows, "e % 11 = 3", f"mixed cut pages {version}")
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
@@ -1473,11 +1473,7 @@ def test_full_zip_pages_cut_by_a_selection_match_pylance(root: Path, version: st
     equals pylance's."""
     uri = gd.write_full_zip_pages(lance, root, version)
     rows = [0, 5, 249, 250, 251, 1000, 1001, 1499, 2100, 2999]
-    got = lance_gpu.dataset(uri, device="gpu").take(rows)
-    assert_same(got, lance.dataset(uri).take(rows), f"full-zip pages {version} take")
-    f = "id % 7 = 3 OR (id >= 1200 AND id < 1300)"
-    got = lance_gpu.dataset(uri).to_table(filter=f, device="gpu", on_cpu_fallback="raise")
-    assert_same(got, lance.dataset(uri).to_table(filter=f), f"full-zip pages {version} filter")
+    _take_and_filter_match_pylance(uri, rows, "id % 7 = 3 OR (id >= 1200 AND id < 1300)", f"full-zip pages {version}")
     lance.dataset(uri).delete("id % 5 = 1 OR (id >= 600 AND id < 640)")
     got = lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
     assert_same(got, lance.dataset(uri).to_table(), f"full-zip pages {version} deletions")
