@@ -1681,18 +1681,13 @@ def _combining(where) -> dict[str, int]:
     return out
 
 
-@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_datasets, list_budget_datasets):
-    """A read decoded in one unit with no gather is written once: the unit places each
-    column's leaves one after the other (fixed width from a 64-byte aligned start), so
-    ``to_cudf``'s values and string bytes are views of what the decode wrote: combining
-    copies no byte (counted at the range copy's launches) and allocates offsets, masks and
-    counters only.  With a filter the pieces are gathered per fragment, and copied."""
+def _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    """``(what, columns, pylance's table, combining's traffic)`` of a ``to_cudf_columns()``
+    read of every budget table as 2 and as 16 fragments (one unit, no gather), its cuDF
+    layout checked against pylance's read."""
     from collections import Counter
 
     from traffic import count_device_traffic
-
-    from lance_gpu.gpu.columns import _is_var
 
     reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
     reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
@@ -1700,28 +1695,53 @@ def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_dat
     for what, uri in reads:
         where: Counter = Counter()
         with count_device_traffic(where):
-            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+            cols, _rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
         ref = lance.dataset(uri).to_table()
         _assert_cudf_layout(cols, ref, what)
-        combining = _combining(where)
+        yield what, cols, ref, _combining(where)
+
+
+def _gathered_cudf_read(uri: str, filter_: str) -> tuple[list, dict[str, int]]:
+    """The columns and combining's traffic of a filtered ``to_cudf_columns()`` read (pieces
+    gathered per fragment), its cuDF layout checked against pylance's filtered read."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    where: Counter = Counter()
+    with count_device_traffic(where):
+        cols, _rows = lance_gpu.dataset(uri).scanner(filter=filter_, on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, lance.dataset(uri).to_table(filter=filter_), f"gathered {uri}")
+    return cols, _combining(where)
+
+
+def _every_column(cols):
+    """Each column of ``cols`` and, depth first, each of its children."""
+    for col in cols:
+        yield col
+        yield from _every_column(col.children)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    """A read decoded in one unit with no gather is written once: the unit places each
+    column's leaves one after the other (fixed width from a 64-byte aligned start), so
+    ``to_cudf``'s values and string bytes are views of what the decode wrote: combining
+    copies no byte (counted at the range copy's launches) and allocates offsets, masks and
+    counters only.  With a filter the pieces are gathered per fragment, and copied."""
+    from lance_gpu.gpu.columns import _is_var
+
+    for what, cols, ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
         assert combining.get("copy_bytes", 0) == 0, (what, combining)
         if not what.startswith("list"):  # (the list table's offsets outweigh its values)
             values = sum(int(col.data.nbytes) for col in cols if col.data is not None)
             assert combining.get("alloc_bytes", 0) < values / 4, (what, combining, values)
-
-        def aligned(col, name: str) -> None:
-            if col.data is not None and not _is_var(col.type) and col.length:
-                assert _device.allocation_of(col.data)[2] % 64 == 0, name
-            for child in col.children:
-                aligned(child, name)
-
-        for f, col in zip(ref.schema, cols, strict=True):
-            aligned(col, f"{what}: {f.name}")
-    where = Counter()
-    with count_device_traffic(where):
-        cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
-    _assert_cudf_layout(cols, lance.dataset(budget_datasets[2]).to_table(filter="id % 3 = 1"), "gathered")
-    assert _combining(where).get("copy_bytes", 0) > 0
+        for f, top in zip(ref.schema, cols, strict=True):
+            for col in _every_column([top]):
+                if col.data is not None and not _is_var(col.type) and col.length:
+                    assert _device.allocation_of(col.data)[2] % 64 == 0, f"{what}: {f.name}"
+    _cols, combining = _gathered_cudf_read(budget_datasets[2], "id % 3 = 1")
+    assert combining.get("copy_bytes", 0) > 0
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
@@ -1760,41 +1780,17 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
     one buffer of the unit; lists' by the level unravel, ``LayerResult.cudf_offsets``), not
     rebased by combining (its offsets bytes are the fixed-size lists' generated ones only);
     with a filter they are rebased again (gathered pieces)."""
-    from collections import Counter
-
-    from traffic import count_device_traffic
-
     from lance_gpu.gpu.columns import _is_var
 
-    reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
-    reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
-    reads += [(f"list, {n} fragments", uri) for n, uri in list_budget_datasets.items()]
-    for what, uri in reads:
-        where: Counter = Counter()
-        with count_device_traffic(where):
-            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
-        ref = lance.dataset(uri).to_table()
-        _assert_cudf_layout(cols, ref, what)
-        assert _combining(where).get("offsets_bytes", 0) == _offsets_written_by_combine(cols), (what, _combining(where))
-        strings = []
-
-        def walk(col) -> None:
-            s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
-            if _is_var(s) and col.length:
-                strings.append(col)
-            for child in col.children:
-                walk(child)
-
-        for col in cols:
-            walk(col)
+    for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
+        assert combining.get("offsets_bytes", 0) == _offsets_written_by_combine(cols), (what, combining)
+        strings = [col for col in _every_column(cols) if col.length and _is_var(
+            col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type)]
         assert strings, what
         held = {_device.allocation_of(col.offsets)[0] for col in strings}
         assert len(held) == 1, what  # the unit's one buffer of cuDF offsets
-    where = Counter()
-    with count_device_traffic(where):
-        cols, rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
-    _assert_cudf_layout(cols, lance.dataset(budget_datasets[2]).to_table(filter="id % 3 = 1"), "gathered")
-    assert _combining(where).get("offsets_bytes", 0) > _offsets_written_by_combine(cols)
+    cols, combining = _gathered_cudf_read(budget_datasets[2], "id % 3 = 1")
+    assert combining.get("offsets_bytes", 0) > _offsets_written_by_combine(cols)
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
@@ -1805,38 +1801,13 @@ def test_one_unit_to_cudf_packs_no_mask(flat_budget_datasets, budget_datasets, l
     they are (Lance's definition levels make a child null where its struct is:
     ``DeviceColumn.children_hold_nulls``), so combining packs and AND-s no mask word, as 2
     and as 16 fragments; with a filter the pieces are gathered, and packed."""
-    from collections import Counter
-
-    from traffic import count_device_traffic
-
-    reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
-    reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
-    reads += [(f"list, {n} fragments", uri) for n, uri in list_budget_datasets.items()]
-    for what, uri in reads:
-        where: Counter = Counter()
-        with count_device_traffic(where):
-            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
-        ref = lance.dataset(uri).to_table()
-        _assert_cudf_layout(cols, ref, what)
-        assert _combining(where).get("mask_bytes", 0) == 0, (what, _combining(where))
-        masks = []
-
-        def walk(col) -> None:
-            if col.mask is not None and col.null_count:
-                masks.append(col)
-            for child in col.children:
-                walk(child)
-
-        for col in cols:
-            walk(col)
-        structs = [c for c in masks if pa.types.is_struct(c.type)]
+    for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
+        assert combining.get("mask_bytes", 0) == 0, (what, combining)
+        structs = [c for c in _every_column(cols) if c.mask is not None and c.null_count and pa.types.is_struct(c.type)]
         assert structs or what.startswith("mixed"), what  # (the mixed table has no struct)
     for uri, filter_ in ((flat_budget_datasets[2], "bp % 3 = 1"), (list_budget_datasets[2], "i % 3 = 1")):
-        where = Counter()
-        with count_device_traffic(where):
-            cols, rows = lance_gpu.dataset(uri).scanner(filter=filter_, on_cpu_fallback="raise").to_cudf_columns()
-        _assert_cudf_layout(cols, lance.dataset(uri).to_table(filter=filter_), f"gathered {uri}")
-        assert _combining(where).get("mask_bytes", 0) > 0, uri
+        _cols, combining = _gathered_cudf_read(uri, filter_)
+        assert combining.get("mask_bytes", 0) > 0, uri
 
 
 def _struct_edges_table(n: int) -> pa.Table:
