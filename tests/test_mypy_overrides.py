@@ -15,7 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 STILL_IGNORED = frozenset({
     "cuda_kernels.levels",
     "cuda_kernels.segments",
-    "lance_gpu.write.operations",
 })
 
 
