@@ -65,6 +65,12 @@ class CorruptInputError(ValueError):
     #: the position of the value at fault, set only by raisers that know it
     #: (:func:`cuda_kernels.utf8.check_variable`); absent otherwise
     index: int
+    #: the segment at fault, set by the batched (many-segment) raisers that know it
+    #: (:func:`cuda_kernels.levels.unravel_segments_gpu`); absent otherwise
+    segment: int
+    #: True when the fault is an earlier launch's, settled by a later call (not that call's
+    #: input: :func:`cuda_kernels.levels.unravel_segments_gpu`); absent otherwise
+    earlier: bool
 
     def __init__(self, message, code=0):
         super().__init__(message)

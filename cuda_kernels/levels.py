@@ -285,7 +285,7 @@ def _unravel_count_range(rep, has_rep, def_, has_def, c, ltr, max_rep, max_def, 
         return 0
     for m in range(c.shape[0]):
         cm = c[m]
-        cnt = 0
+        cnt: int | np.int64 = 0  # a local annotation: the compiled bytecode is unchanged
         for i in range(lo, hi):
             cnt += np.int64(_is_entry(_level_at(rep, has_rep, i), _level_at(def_, has_def, i), ltr, cm))
         counts[m] = cnt
@@ -1341,13 +1341,13 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
     bad = np.flatnonzero(errs)
     if bad.size:
         s = int(bad[0])
-        exc = CorruptInputError(
+        err = CorruptInputError(
             f"unravel_segments_gpu: segment {s}: corrupt input ({describe_error_code(int(errs[s]))}): levels out of range for "
             f"layers {tabs[s].kinds.tolist()} or the first level does not start a row",
             int(errs[s]),
         )
-        exc.segment = s
-        raise exc
+        err.segment = s
+        raise err
     cudf_rows, cudf_views = _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls)
     # a run's layer with a null anywhere: every segment's validity is its bits of the run's
     # slot (written for all), so that the run's slot is the column's whole mask
@@ -1465,7 +1465,7 @@ def ravel_levels(layers, num_rows, layer_kinds=None):
     for m in range(nl - 1, -1, -1):
         v = vals[m]
         has_v = v is not None
-        if has_v and v.shape[0] != n_entries:
+        if v is not None and v.shape[0] != n_entries:
             msg = f"layer {m}: validity has {v.shape[0]} entries, expected {n_entries}"
             raise ValueError(msg)
         if not tab.is_list[m]:
@@ -1475,6 +1475,7 @@ def ravel_levels(layers, num_rows, layer_kinds=None):
                 raise ValueError(msg)
             continue
         o = offs[m]
+        assert o is not None  # a list layer has offsets (a forced kind is a list kind exactly when the data's is)
         if o.shape[0] != n_entries + 1:
             msg = f"layer {m}: offsets have {o.shape[0]} entries, expected {n_entries + 1}"
             raise ValueError(msg)
@@ -1755,7 +1756,7 @@ def _restart_check_kernel(levels, seg_rep, seg_def, prefix, nseg, total, restart
     if not need:
         return
     rep = np.int64(seg_rep[s])
-    bad = np.int64(levels[rep + rel]) < need
+    bad: bool | np.bool_ = np.int64(levels[rep + rel]) < need  # a local annotation: the compiled bytecode is unchanged
     if rel + 1 < n and np.int64(levels[rep + rel + 1]) < need:
         bad = True
     if bad:

@@ -83,7 +83,7 @@ def _segment_of(prefix, nseg, k):
             lo = mid + 1
         else:
             hi = mid
-    s = lo - 1
+    s: int | np.int64 = lo - 1  # a local annotation: the compiled bytecode is unchanged
     if s >= nseg:
         s = nseg - 1
     if s < 0:

@@ -27,10 +27,10 @@ refused before anything is written).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +59,8 @@ from lance_gpu.write.operations import update_config
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
+    from pyroaring import BitMap
+
     from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot
 
 __all__ = ["CompactionMetrics", "DatasetOptimizer", "compact_files", "plan_compaction"]
@@ -79,13 +81,21 @@ def _files(frag: table_pb2.DataFragment) -> int:
     return len(frag.files) + (1 if frag.HasField("deletion_file") else 0)
 
 
+class FragmentIds(Protocol):
+    """The fragment ids an index covers, as :func:`plan_compaction` asks of them: membership
+    of an id (a pyroaring ``BitMap``, a ``set``).  Not ``Container[int]``: ``BitMap`` takes
+    only ints, ``Container`` any object."""
+
+    def __contains__(self, fragment_id: int, /) -> bool: ...
+
+
 def plan_compaction(
     fragments: Sequence[FragmentSnapshot],
     target_rows_per_fragment: int,
     materialize_deletions: bool = True,
     materialize_deletions_threshold: float = 0.1,
     excluded_fragment_ids: Sequence[int] = (),
-    index_fragments: Sequence[Container[int]] = (),
+    index_fragments: Sequence[FragmentIds] = (),
 ) -> list[list[FragmentSnapshot]]:
     """The tasks (lists of adjacent fragments) a compaction rewrites.  ``index_fragments``:
     the fragment ids each index of the dataset covers; a bin ends where that set changes."""
@@ -250,10 +260,11 @@ def compact_once(
     check_appendable(base)
     store, root = ds.store, ds.root
     indices = list(base.index_section.indices) if base.index_section is not None else []
-    bitmaps = [fragment_bitmap(index) for index in indices]
-    for index, bitmap in zip(indices, bitmaps, strict=True):
+    bitmaps: list[BitMap] = []  # every index's, read before the first missing one raises
+    for index, bitmap in zip(indices, [fragment_bitmap(index) for index in indices], strict=True):
         if bitmap is None:
             raise UnsupportedFeatureError(f"{ds.uri}: index {index.name!r} records no fragment bitmap")
+        bitmaps.append(bitmap)
     tasks = plan_compaction(
         ds.fragments,
         target,
@@ -321,17 +332,16 @@ def compact_once(
 def _carry_row_ids(ds: TableSnapshot, old: Sequence[FragmentSnapshot], new: list[table_pb2.DataFragment]) -> None:
     """Stable row ids (and their created / last-updated versions) of the live rows of
     ``old``, in order, handed to the fragments ``new`` that now hold those rows."""
-    def live(values: np.ndarray | None, frag: FragmentSnapshot) -> np.ndarray | None:
-        if values is None:
-            return None
+    def live(values: np.ndarray, frag: FragmentSnapshot) -> np.ndarray:
         rows = frag.live_rows
         return values if rows is None else values[rows]
 
     ids = np.concatenate([live(f.row_ids, f) for f in old]) if old else np.zeros(0, np.uint64)
-    versions = {}
+    versions: dict[str, np.ndarray | None] = {}
     for which in ("created_at", "last_updated_at"):
-        parts = [live(read_fragment_versions(ds.store, ds.root, f.pb, which), f) for f in old]
-        versions[which] = None if any(p is None for p in parts) else np.concatenate(parts)
+        parts = [read_fragment_versions(ds.store, ds.root, f.pb, which) for f in old]
+        present = [live(p, f) for p, f in zip(parts, old, strict=True) if p is not None]
+        versions[which] = np.concatenate(present) if len(present) == len(parts) else None  # None: a fragment has none
     start = 0
     for frag in new:
         n = int(frag.physical_rows)

@@ -28,7 +28,6 @@ Plans, tasks and results pickle and round-trip through ``json()`` / ``from_json`
 from __future__ import annotations
 
 import json
-from collections.abc import Container
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,7 @@ from lance_gpu.txn.operations import Rewrite
 from lance_gpu.txn.publish import check_appendable
 from lance_gpu.write.compaction import (
     CompactionMetrics,
+    FragmentIds,
     _carry_row_ids,
     _files,
     _live_tables,
@@ -239,7 +239,7 @@ class Compaction:
         snap = dataset.snapshot
         base = snap.manifest_file
         indices = list(base.index_section.indices) if base.index_section is not None else []
-        bitmaps: list[Container[int]] = [fragment_bitmap(index) or set() for index in indices]  # type: ignore[misc]
+        bitmaps: list[FragmentIds] = [fragment_bitmap(index) or set() for index in indices]
         groups = plan_compaction(
             snap.fragments, target, bool(opts.get("materialize_deletions", True)),
             float(opts.get("materialize_deletions_threshold", 0.1)), opts.get("excluded_fragment_ids") or (), bitmaps,

@@ -14,9 +14,9 @@ lives in :mod:`lance_gpu.write.compaction`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -511,8 +511,7 @@ def _add_columns_once(
         return LanceSchema(list(ds.lance_schema.fields) + list(lance_new.fields), ds.lance_schema.metadata)
 
     if isinstance(transforms, pa.Schema):
-        lance_new = new_schema(transforms)
-        return _commit(ds, Merge([f.pb for f in ds.fragments], merged_schema(lance_new)))
+        return _commit(ds, Merge([f.pb for f in ds.fragments], merged_schema(new_schema(transforms))))
 
     fn: Callable[[pa.RecordBatch], pa.Table] | None = None
     source = None
@@ -549,17 +548,19 @@ def _add_columns_once(
     arrow_new: pa.Schema | None = None
     pending: list[pa.RecordBatch] = []  # rows of ``source`` not yet used
 
-    def take_rows(n: int) -> pa.Table:
+    def take_rows(batches: Iterator[pa.RecordBatch], n: int) -> pa.Table:
+        """The next ``n`` rows of ``batches`` (``pending`` first); what is left over stays in ``pending``."""
         got = sum(b.num_rows for b in pending)
         while got < n:
             try:
-                b = next(source)
+                b = next(batches)
             except StopIteration:
                 raise RowCountMismatchError("Stream ended before producing values for all rows in dataset") from None
             if b.num_rows:
                 pending.append(b)
                 got += b.num_rows
-        t = pa.Table.from_batches(pending) if pending else None
+        # nothing pending: n <= 0 rows asked for (a fragment without live rows), none taken
+        t = pa.Table.from_batches(pending) if pending else _schema.empty_table()
         head = t.slice(0, n)
         rest = t.slice(n)
         pending[:] = rest.to_batches() if rest.num_rows else []
@@ -585,7 +586,8 @@ def _add_columns_once(
                     parts.append(out)
                 values = pa.concat_tables(parts) if parts else None
             else:
-                values = take_rows(n_live)
+                assert source is not None  # no function: the values come from ``source``
+                values = take_rows(source, n_live)
             if lance_new is None:
                 assert values is not None
                 arrow_new = values.schema
@@ -634,6 +636,10 @@ def update_config(
     """Commit one UpdateConfig: keys set (a value) or removed (None) in the table config,
     table metadata, schema metadata or the named fields' metadata (``replace``: each given
     map becomes exactly its set keys); ``ds`` moves to the new version."""
+    @overload
+    def checked(values: Mapping[str, str | None]) -> UpdateMap: ...
+    @overload
+    def checked(values: None) -> None: ...
     def checked(values: Mapping[str, str | None] | None) -> UpdateMap | None:
         if values is None:
             return None
@@ -643,7 +649,7 @@ def update_config(
         return UpdateMap(dict(values), replace)
 
     def plan(target: TableSnapshot) -> Operation:
-        fields = {}
+        fields: dict[int, UpdateMap] = {}
         for name, values in (field_metadata or {}).items():
             try:
                 fid = target.lance_schema.field(name).id
