@@ -767,8 +767,7 @@ def _refuse(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, ctx: Decode
     the field is read by the CPU reader, which decodes or refuses them."""
     ca = cp.arrays()
     at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
-    kinds = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))
-    fullzip = kinds[ca.layout[at]] == pagetable.KIND_CODES["full_zip_layout"]
+    fullzip = cp.kind_codes(at) == pagetable.KIND_CODES["full_zip_layout"]
     if np.any(ca.nbuf[at][fullzip] < 1):
         raise ctx.corrupt("full-zip page without a data buffer")
     raise Unsupported("mini-block pages without values or chunks, or with a dictionary without values")
@@ -923,9 +922,9 @@ def _mixed_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
             return False
     ca = cp.arrays()
     at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
-    code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout[at]]
+    code = cp.kind_codes(at)
     nbuf = ca.nbuf[at]
-    return bool(_miniblock_buffers(cp, sel) and np.all(nbuf[code == 1] >= 1))
+    return bool(_miniblock_buffers(cp, sel) and np.all(nbuf[code == pagetable.KIND_CODES["full_zip_layout"]] >= 1))
 
 
 @dataclass(slots=True, eq=False)
