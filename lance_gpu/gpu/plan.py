@@ -128,7 +128,6 @@ from typing import Any, NoReturn
 import numpy as np
 import pyarrow as pa
 
-from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
@@ -2053,7 +2052,7 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     at = unit.stage.add_bytes(packed)
     key = id(leaf)
     for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
-        unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
+        unit.fsst_tables[(key, j)] = (at + fsst_plan.TABLE_BYTES * k, ns)
     unit.fsst_rows[key] = rows
 
 
