@@ -22,6 +22,7 @@ from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.encodings.base import DecodeContext, DeviceUnsupported
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
+from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fixed_size_list_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
@@ -341,6 +342,29 @@ def test_level_and_full_zip_forms_through_the_registry():
     assert encodings.device_full_zip_form(_variable(32)) == ("var",)
     assert encodings.device_full_zip_form(_levels("rle")) is None
     assert encodings.device_full_zip_form(pb.CompressiveEncoding()) is None  # an empty oneof
+
+
+def test_fixed_size_lists_are_flat_items_without_item_validity():
+    """Nested FixedSizeList(2, FixedSizeList(3, Flat32)) is 6 items of 32 bits per value, in
+    mini-block and full-zip pages alike; item validity at any layer, or compressed Flat items,
+    leave it to the CPU."""
+    enc = pb.CompressiveEncoding()
+    enc.fixed_size_list.items_per_value = 2
+    inner = enc.fixed_size_list.values.fixed_size_list
+    inner.items_per_value = 3
+    inner.values.flat.bits_per_value = 32
+    assert fixed_size_list_plan.flat_items(enc) == (6, 32)
+    assert encodings.device_full_zip_form(enc) == ("flat", (6, 32))
+    assert encodings.device_value_form(enc, _leaf("fixed", 24), 1) == ("flat", (6, 32))
+    with pytest.raises(DeviceUnsupported, match=r"^32-bit Flat values for int32$"):
+        encodings.device_value_form(enc, _leaf("fixed", 4), 1)
+    inner.values.flat.data.scheme = 1
+    assert fixed_size_list_plan.flat_items(enc) is None and encodings.device_full_zip_form(enc) is None
+    inner.values.flat.ClearField("data")
+    inner.has_validity = True
+    assert fixed_size_list_plan.flat_items(enc) is None
+    with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
+        encodings.device_value_form(enc, _leaf("fixed", 24), 1)
 
 
 def test_inline_word_is_the_packed_word_of_inline_bitpacking_only():

@@ -42,9 +42,10 @@ is a direct call into that encoding's ``gpu_plan`` from the branch emitting that
 ==============================  ========================================================
 module (``file.encodings.``)    planning it holds (caller here)
 ==============================  ========================================================
-``flat.gpu_plan``               Flat / FixedSizeList value forms and item widths, chunk
-                                and Flat16 level sizes (:func:`_emit_chunk_work`,
+``flat.gpu_plan``               Flat value forms and widths (copy or spread to bytes),
+                                chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
                                 :func:`_emit_levels`, :func:`_emit_indices`)
+``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value
 ``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
                                 packed in the arena layout (:func:`_stage_fsst_tables`)

@@ -26,7 +26,8 @@ the device kernels that decode it and its encoders.  From it:
 field                      home; device planning; device decoding kernels
 =========================  ===========================================================
 ``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
-``fixed_size_list``        :mod:`.fixed_size_list`; ``flat.gpu_plan`` (items of Flat)
+``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
+                           items); batched copy, bits to bytes
 ``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans
 ``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; FSST lengths / decode
 ``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``; scatter unpack
@@ -71,6 +72,7 @@ from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import device as dictionary_device
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.dispatch import decode_block, decode_miniblock, fixed_bits, register
+from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fixed_size_list_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import device as fsst_device
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
@@ -133,8 +135,7 @@ ENCODINGS: dict[str, Registration] = {
     "fixed_size_list": Registration(
         fixed_size_list, fixed_size_list.decode_miniblock, fixed_size_list.decode_block, selecting=True,
         fixed_bits=fixed_size_list.item_bits,
-        # without validity, Flat items: planned by Flat's planning (flat_plan.fixed_items)
-        gpu_plan=flat_plan, values=flat_plan.value_form, full_zip=flat_plan.full_zip_form,
+        gpu_plan=fixed_size_list_plan, values=fixed_size_list_plan.value_form, full_zip=fixed_size_list_plan.full_zip_form,
         kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
     ),
     "variable": Registration(
