@@ -212,7 +212,7 @@ def test_every_encoding_module_and_package_part_is_registered():
     module holds a registered device encoder; every ``CompressiveEncoding`` field is
     registered (but ``variable_packed_struct``, which nothing decodes) and nothing else."""
     homes = {reg.home.__name__ for reg in encodings.ENCODINGS.values()}
-    plans = {reg.gpu_plan.__name__ for reg in encodings.ENCODINGS.values() if reg.gpu_plan is not None}
+    plans = {f"{encodings.__name__}.{reg.gpu_plan}" for reg in encodings.ENCODINGS.values() if reg.gpu_plan is not None}
     device_encoders = {e.device.__module__ for e in encodings.ENCODERS.values() if e.device is not None}
     for info in pkgutil.iter_modules(encodings.__path__):
         if info.name in _NOT_ENCODINGS:
@@ -231,18 +231,19 @@ def test_every_encoding_module_and_package_part_is_registered():
 
 
 def test_registered_planning_functions_and_kernels_are_where_the_registry_says():
-    """The planning functions of an encoding are its ``gpu_plan``'s; every kernel named
-    exists; an encoding the device plans values, levels or full-zip values of names kernels
-    (and one it does not plan names none)."""
+    """Each form an encoding's registration plans is a function of its ``gpu_plan``; every
+    kernel named exists; an encoding the device plans values, levels or full-zip values of
+    names kernels (and one it does not plan names none, but page dictionaries)."""
     for kind, reg in encodings.ENCODINGS.items():
-        for fn in (reg.values, reg.levels, reg.full_zip):
-            if fn is not None:
-                assert reg.gpu_plan is not None and fn.__module__ == reg.gpu_plan.__name__, (kind, fn)
-        planned = reg.values is not None or reg.levels is not None or reg.full_zip is not None
-        assert bool(reg.kernels) == (planned or kind == "dictionary"), kind
+        module = encodings.gpu_plan(kind)
+        assert (module is None) == (reg.gpu_plan is None), kind
+        assert set(reg.plans) <= set(encodings.FORM_FUNCTIONS), kind
+        for what in reg.plans:
+            assert module is not None and callable(getattr(module, encodings.FORM_FUNCTIONS[what])), (kind, what)
+        assert bool(reg.kernels) == (bool(reg.plans) or kind == "dictionary"), kind
         for name in reg.kernels:
-            module, _, function = name.partition(":")
-            assert callable(getattr(importlib.import_module(module), function)), name
+            module_name, _, function = name.partition(":")
+            assert callable(getattr(importlib.import_module(module_name), function)), name
 
 
 def test_encoders_and_cpu_decoders_come_from_the_registry():

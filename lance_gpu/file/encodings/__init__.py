@@ -19,8 +19,11 @@ the device kernels that decode it and its encoders.  From it:
   values (the dispatch on the oneof: anything not registered is read on the CPU,
   :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why); what one form needs
   besides (an encoding's block or run positions) it calls in that encoding's ``gpu_plan``;
-* the writers take the encoders from :data:`ENCODERS` (CPU and device, used by
-  ``lance_gpu.file.writer.pages`` and ``lance_gpu.write.device_pages``).
+* the device page writer (``lance_gpu.write.device_pages``) takes its device encoders from
+  :data:`ENCODERS` by name (tests swap them there); the CPU page writer
+  (``lance_gpu.file.writer.pages``) calls each encoding's encoder directly, beside the same
+  encoding's size estimators it chooses by (run counts, bit widths, inline sizes), which
+  are not encoders and have no place in a registry.
 
 =========================  ===========================================================
 field                      home; device planning; device decoding kernels
@@ -28,26 +31,31 @@ field                      home; device planning; device decoding kernels
 ``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
                            items); batched copy, bits to bytes
-``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans
-``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; FSST lengths / decode
+``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
+                           full-zip walk
+``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
+                           lengths / decode
 ``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``; scatter unpack
-``out_of_line_bitpacking`` :mod:`.bitpacking`; ``bitpacking.gpu_plan`` (levels)
+``out_of_line_bitpacking`` :mod:`.bitpacking`; ``bitpacking.gpu_plan`` (levels);
+                           scatter unpack, batched copy (tails)
 ``rle``                    :mod:`.rle`; ``rle.gpu_plan``; RLE chunks
 ``dictionary``             :mod:`.dictionary`; ``dictionary.gpu_plan`` (page
                            dictionaries, a layout feature); dictionary spans
-``constant``, ``general``, :mod:`.constant`, :mod:`.general`, :mod:`.byte_stream_split`,
-``byte_stream_split``,     :mod:`.packed_struct`: CPU only (a page using them is read by
-``packed_struct``          the CPU reader)
 =========================  ===========================================================
 
-``variable_packed_struct`` has no decoder (it raises as unsupported).  The device kernels are
-named as ``"module:function"`` (:attr:`Registration.kernels`), not imported: the Lance-aware
-ones live in ``lance_gpu.gpu._kernels``, above this layer, the format-agnostic ones in
-``cuda_kernels`` (numba loads on first use).
+``constant``, ``general``, ``byte_stream_split`` and ``packed_struct`` (:mod:`.constant`,
+:mod:`.general`, :mod:`.byte_stream_split`, :mod:`.packed_struct`) are decoded on the CPU
+only: a page using them is read by the CPU reader; ``variable_packed_struct`` has no decoder
+(it raises as unsupported).  The planning modules are named, not imported, here
+(:attr:`Registration.gpu_plan`, imported by :func:`gpu_plan` on the GPU planner's first
+use, so a CPU read loads none), and so are the device kernels, as ``"module:function"``
+(:attr:`Registration.kernels`): the Lance-aware ones live in ``lance_gpu.gpu._kernels``,
+above this layer, the format-agnostic ones in ``cuda_kernels`` (numba loads on first use).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -68,18 +76,11 @@ from lance_gpu.file.encodings import (
 )
 from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
-from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import device as dictionary_device
-from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.dispatch import decode_block, decode_miniblock, fixed_bits, register
-from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fixed_size_list_plan
-from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import device as fsst_device
-from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import device as rle_device
-from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.encodings.variable import device as variable_device
-from lance_gpu.file.encodings.variable import gpu_plan as variable_plan
 
 
 class Encoder(NamedTuple):
@@ -98,10 +99,12 @@ class Registration:
     * ``miniblock`` / ``block`` / ``fixed_bits``: its CPU decoders (mini-block chunks, one
       buffer, bits per value of a full-zip page), as :func:`dispatch.register` takes them;
       ``selecting``: ``miniblock`` takes ``select=``;
-    * ``gpu_plan``: the module of its device planning (host side), None where the device does
-      not decode it; ``values`` / ``levels`` / ``full_zip`` the functions of it the planner's
-      dispatch calls (:func:`device_value_form`, :func:`device_level_form`,
-      :func:`device_full_zip_form`), None where the device does not decode it so;
+    * ``gpu_plan``: the module of its device planning (host side; its name under this
+      package, imported on the planner's first use, :func:`gpu_plan`, so that a CPU read
+      loads none), None where the device does not decode it; ``plans``: which of its forms
+      the planner's dispatch asks it for this field -- ``"values"`` (``value_form``,
+      :func:`device_value_form`), ``"levels"`` (``level_form``, :func:`device_level_form`),
+      ``"full_zip"`` (``full_zip_form``, :func:`device_full_zip_form`);
     * ``kernels``: the device kernels that decode it, ``"module:function"``;
     * ``encoders``: its encoders by the name the writers ask for (:data:`ENCODERS`).
     """
@@ -111,14 +114,14 @@ class Registration:
     block: Callable[..., Any] | None = None
     selecting: bool = False
     fixed_bits: Callable[[Any, DecodeContext], int] | None = None
-    gpu_plan: ModuleType | None = None
-    values: Callable[[Any, DeviceLeaf, int], tuple] | None = None
-    levels: Callable[[Any], str | None] | None = None
-    full_zip: Callable[[Any], tuple | None] | None = None
+    gpu_plan: str | None = None
+    plans: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
     encoders: dict[str, Encoder] = field(default_factory=dict)
 
 
+#: the function of a planning module that gives each form (:attr:`Registration.plans`)
+FORM_FUNCTIONS = {"values": "value_form", "levels": "level_form", "full_zip": "full_zip_form"}
 _COPY = ("cuda_kernels.segments:copy_ranges_gpu",)
 _UNPACK = ("cuda_kernels.bitunpack:unpack_blocks_scatter_gpu",)
 
@@ -127,7 +130,7 @@ ENCODINGS: dict[str, Registration] = {
     "flat": Registration(
         flat, flat.decode_miniblock, flat.decode_block, selecting=True,
         fixed_bits=lambda enc, ctx: int(enc.bits_per_value),
-        gpu_plan=flat_plan, values=flat_plan.value_form, levels=flat_plan.level_form, full_zip=flat_plan.full_zip_form,
+        gpu_plan="flat.gpu_plan", plans=("values", "levels", "full_zip"),
         kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
         # Flat chunks are slices of the values' bytes, host or device alike
         encoders={"flat": Encoder(flat.encode_miniblock, flat.encode_miniblock)},
@@ -135,44 +138,44 @@ ENCODINGS: dict[str, Registration] = {
     "fixed_size_list": Registration(
         fixed_size_list, fixed_size_list.decode_miniblock, fixed_size_list.decode_block, selecting=True,
         fixed_bits=fixed_size_list.item_bits,
-        gpu_plan=fixed_size_list_plan, values=fixed_size_list_plan.value_form, full_zip=fixed_size_list_plan.full_zip_form,
+        gpu_plan="fixed_size_list.gpu_plan", plans=("values", "full_zip"),
         kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
     ),
     "variable": Registration(
         variable, variable.decode_miniblock, variable.decode_block, selecting=True,
-        gpu_plan=variable_plan, values=variable_plan.value_form, full_zip=variable_plan.full_zip_form,
+        gpu_plan="variable.gpu_plan", plans=("values", "full_zip"),
         kernels=("lance_gpu.gpu._kernels:variable_spans", "lance_gpu.gpu._kernels:fullzip_walk"),
         encoders={"variable": Encoder(variable.variable_chunks, variable_device.variable_chunks)},
     ),
     "fsst": Registration(
         fsst, fsst.decode_miniblock, fsst.decode_block, selecting=True,
-        gpu_plan=fsst_plan, values=fsst_plan.value_form, full_zip=fsst_plan.full_zip_form,
+        gpu_plan="fsst.gpu_plan", plans=("values", "full_zip"),
         kernels=("lance_gpu.gpu._kernels:variable_spans", "cuda_kernels.fsst:fsst_lengths_segments_gpu",
                  "cuda_kernels.fsst:fsst_decode_segments_gpu"),
         encoders={"fsst": Encoder(fsst.compress_strings, fsst_device.compress_strings)},
     ),
     "inline_bitpacking": Registration(
         bitpacking, bitpacking.decode_miniblock, bitpacking.decode_inline_block, selecting=True,
-        gpu_plan=bitpacking_plan, values=bitpacking_plan.value_form, levels=bitpacking_plan.level_form,
+        gpu_plan="bitpacking.gpu_plan", plans=("values", "levels"),
         kernels=_UNPACK,
         encoders={"inline_bitpacking": Encoder(bitpacking.encode_miniblock, bitpacking_device.encode_miniblock)},
     ),
     "out_of_line_bitpacking": Registration(
         bitpacking, None, bitpacking.decode_block,
-        gpu_plan=bitpacking_plan, levels=bitpacking_plan.level_form,
+        gpu_plan="bitpacking.gpu_plan", plans=("levels",),
         kernels=(*_UNPACK, *_COPY),  # whole blocks unpacked, raw tails copied
         encoders={"out_of_line_bitpacking": Encoder(bitpacking.encode_level_chunks, bitpacking_device.encode_level_chunks)},
     ),
     "rle": Registration(
         rle, rle.decode_miniblock, rle.decode_block,
-        gpu_plan=rle_plan, values=rle_plan.value_form, levels=rle_plan.level_form,
+        gpu_plan="rle.gpu_plan", plans=("values", "levels"),
         kernels=("lance_gpu.gpu._kernels:rle_chunks",),
         encoders={"rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock)},
     ),
     "dictionary": Registration(
         dictionary, dictionary.decode_miniblock, dictionary.decode_block,
         # page dictionaries (a mini-block layout feature; the planner calls dictionary_plan)
-        gpu_plan=dictionary_plan,
+        gpu_plan="dictionary.gpu_plan",
         kernels=("lance_gpu.gpu._kernels:dictionary_spans",),
         # the CPU page dictionary is built by lance_gpu.file.writer.pages (Arrow's dictionary_encode)
         encoders={
@@ -194,9 +197,28 @@ for _kind, _reg in ENCODINGS.items():
     register(_kind, miniblock=_reg.miniblock, block=_reg.block, selecting=_reg.selecting, fixed_bits=_reg.fixed_bits)
 
 
-def _registered(enc: Any) -> tuple[str, Registration | None]:
+def gpu_plan(kind: str) -> ModuleType | None:
+    """The device planning module of the encoding ``kind`` (imported now if it is not yet),
+    None where it has none."""
+    reg = ENCODINGS.get(kind)
+    if reg is None or reg.gpu_plan is None:
+        return None
+    return importlib.import_module(f"{__name__}.{reg.gpu_plan}")
+
+
+_forms: dict[tuple[str, str], Callable[..., Any] | None] = {}
+
+
+def _form(enc: Any, what: str) -> tuple[str, Callable[..., Any] | None]:
+    """The oneof field of ``enc`` and the function of its planning that gives form ``what``
+    (None where its registration does not plan it), looked up once."""
     name = enc.WhichOneof("compression")
-    return name, ENCODINGS.get(name)
+    key = (name, what)
+    if key not in _forms:
+        reg = ENCODINGS.get(name)
+        module = gpu_plan(name) if reg is not None and what in reg.plans else None
+        _forms[key] = None if module is None else getattr(module, FORM_FUNCTIONS[what])
+    return name, _forms[key]
 
 
 def device_value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
@@ -206,19 +228,20 @@ def device_value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
     bytes)``, ``("inline_bitpacking", bits)``, ``("rle", bits)``), which names the kernel
     family and is the page's group key.  Raises :class:`DeviceUnsupported` (why) where the
     device does not decode them."""
-    name, reg = _registered(enc)
-    if reg is None or reg.values is None:
+    name, fn = _form(enc, "values")
+    if fn is None:
         one_chunk_buffer(nbuf)
         raise refuse_values(name, leaf)
-    return reg.values(enc, leaf, nbuf)
+    form: tuple = fn(enc, leaf, nbuf)
+    return form
 
 
 def device_level_form(enc: Any) -> str:
     """How the device decodes repetition / definition levels encoded ``enc`` (u16 levels,
     per chunk): ``"flat"``, ``"inline_bitpacking"``, ``"out_of_line_bitpacking"`` or
     ``"rle"``; raises :class:`DeviceUnsupported` for another encoding."""
-    name, reg = _registered(enc)
-    form = reg.levels(enc) if reg is not None and reg.levels is not None else None
+    name, fn = _form(enc, "levels")
+    form: str | None = None if fn is None else fn(enc)
     if form is None:
         raise DeviceUnsupported(f"{name} repetition/definition levels")
     return form
@@ -228,11 +251,12 @@ def device_full_zip_form(enc: Any) -> tuple | None:
     """How the device decodes full-zip values encoded ``enc``: ``("flat", (items, bits))``
     (fixed width, copied), ``("var",)`` (walked: Variable and FSST strings), None where it
     does not (the planner says why)."""
-    _name, reg = _registered(enc)
-    return reg.full_zip(enc) if reg is not None and reg.full_zip is not None else None
+    _name, fn = _form(enc, "full_zip")
+    form: tuple | None = None if fn is None else fn(enc)
+    return form
 
 
 __all__ = [
-    "ENCODERS", "ENCODINGS", "ChunkBuffers", "DecodeContext", "DeviceUnsupported", "Encoder", "Registration", "decode_block",
-    "decode_miniblock", "device_full_zip_form", "device_level_form", "device_value_form", "fixed_bits",
+    "ENCODERS", "ENCODINGS", "FORM_FUNCTIONS", "ChunkBuffers", "DecodeContext", "DeviceUnsupported", "Encoder", "Registration", "decode_block",
+    "decode_miniblock", "device_full_zip_form", "device_level_form", "device_value_form", "fixed_bits", "gpu_plan",
 ]
