@@ -5,18 +5,28 @@ End to end (planned reads against pylance) they are covered by tests/test_gpu_pl
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from lance_gpu._proto import encodings_v2_1_pb2 as pb
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.file.blocks import FixedWidthBlock
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file import encodings
+from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
+from lance_gpu.file.encodings.base import DecodeContext, DeviceUnsupported
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
+from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fixed_size_list_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
+from lance_gpu.file.encodings.variable import gpu_plan as variable_plan
 
 CTX = DecodeContext("t.lance", 0)
 
@@ -188,3 +198,250 @@ def test_rle_runs_lie_where_the_layouts_say():
     assert rle_plan.chunk_runs(bufs[:1], 4, CTX).tolist() == [2]
     with pytest.raises(CorruptFileError, match="RLE values buffer shorter"):
         rle_plan.chunk_runs(bufs, 4, CTX)  # chunk 1: 3 runs of 4 bytes in 4 bytes
+
+
+# -- one registry ------------------------------------------------------------------------------
+
+#: modules of the encodings package that are not an encoding's home
+_NOT_ENCODINGS = {"base", "dispatch", "_native"}
+
+
+def test_every_encoding_module_and_package_part_is_registered():
+    """Each module / package of ``lance_gpu.file.encodings`` is the home of a registered
+    encoding; each package's ``gpu_plan`` is the device planning of one, each ``device``
+    module holds a registered device encoder; every ``CompressiveEncoding`` field is
+    registered (but ``variable_packed_struct``, which nothing decodes) and nothing else."""
+    homes = {reg.home.__name__ for reg in encodings.ENCODINGS.values()}
+    plans = {f"{encodings.__name__}.{reg.gpu_plan}" for reg in encodings.ENCODINGS.values() if reg.gpu_plan is not None}
+    device_encoders = {e.device.__module__ for e in encodings.ENCODERS.values() if e.device is not None}
+    for info in pkgutil.iter_modules(encodings.__path__):
+        if info.name in _NOT_ENCODINGS:
+            continue
+        name = f"{encodings.__name__}.{info.name}"
+        assert name in homes, f"{name} is not registered in lance_gpu.file.encodings.ENCODINGS"
+        if not info.ispkg:
+            continue
+        parts = {p.name for p in pkgutil.iter_modules(importlib.import_module(name).__path__)}
+        if "gpu_plan" in parts:
+            assert f"{name}.gpu_plan" in plans, f"{name}.gpu_plan is no encoding's device planning"
+        if "device" in parts:
+            assert f"{name}.device" in device_encoders, f"{name}.device holds no registered device encoder"
+    fields = {f.name for f in pb.CompressiveEncoding.DESCRIPTOR.oneofs_by_name["compression"].fields}
+    assert set(encodings.ENCODINGS) == fields - {"variable_packed_struct"}
+
+
+def test_registered_planning_functions_and_kernels_are_where_the_registry_says():
+    """Each form an encoding's registration plans is a function of its ``gpu_plan``; every
+    kernel named exists; an encoding the device plans values, levels or full-zip values of
+    names kernels (and one it does not plan names none, but page dictionaries)."""
+    for kind, reg in encodings.ENCODINGS.items():
+        module = encodings.gpu_plan(kind)
+        assert (module is None) == (reg.gpu_plan is None), kind
+        assert set(reg.plans) <= set(encodings.FORM_FUNCTIONS), kind
+        for what in reg.plans:
+            assert module is not None and callable(getattr(module, encodings.FORM_FUNCTIONS[what])), (kind, what)
+        assert bool(reg.kernels) == (bool(reg.plans) or kind == "dictionary"), kind
+        for name in reg.kernels:
+            module_name, _, function = name.partition(":")
+            assert callable(getattr(importlib.import_module(module_name), function)), name
+
+
+def test_encoders_and_cpu_decoders_come_from_the_registry():
+    """:data:`ENCODERS` is the registrations' encoders; the CPU dispatch decodes with the
+    registered decoders (a Flat block of three u16 values through ``decode_block``)."""
+    assert encodings.ENCODERS["out_of_line_bitpacking"] is encodings.ENCODINGS["out_of_line_bitpacking"].encoders["out_of_line_bitpacking"]
+    assert {"dictionary", "dictionary_strings"} <= set(encodings.ENCODINGS["dictionary"].encoders)
+    enc = pb.CompressiveEncoding()
+    enc.flat.bits_per_value = 16
+    block = encodings.decode_block(enc, np.array([1, 2, 3], "<u2").view(np.uint8), 3, CTX)
+    assert block.as_uint().tolist() == [1, 2, 3]
+
+
+# -- value forms ----------------------------------------------------------------------------------
+
+
+def _leaf(kind: str, width: int, arrow_type: pa.DataType | None = None):
+    """A leaf as the device planning reads it (:class:`base.DeviceLeaf`)."""
+    return SimpleNamespace(kind=kind, width=width, arrow_type=pa.int32() if arrow_type is None else arrow_type)
+
+
+def _variable(offset_bits: int) -> pb.CompressiveEncoding:
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.flat.bits_per_value = offset_bits
+    return enc
+
+
+def test_variable_offset_bytes_and_refusals():
+    assert variable_plan.offset_bytes(_variable(32)) == 4 and variable_plan.offset_bytes(_variable(64)) == 8
+    with pytest.raises(DeviceUnsupported, match="Variable offsets other than Flat32 / Flat64"):
+        variable_plan.offset_bytes(_variable(16))
+    packed = pb.CompressiveEncoding()
+    packed.variable.offsets.inline_bitpacking.uncompressed_bits_per_value = 32
+    with pytest.raises(DeviceUnsupported, match="Variable offsets other than"):
+        variable_plan.offset_bytes(packed)
+    compressed = _variable(32)
+    compressed.variable.values.scheme = 1
+    with pytest.raises(DeviceUnsupported, match="Variable with compressed values"):
+        variable_plan.offset_bytes(compressed)
+    with pytest.raises(DeviceUnsupported, match=r"^flat strings$"):
+        variable_plan.offset_bytes(_levels("flat"))
+
+
+def test_value_forms_name_the_family_and_refuse_with_the_reason():
+    """Through the registry (:func:`encodings.device_value_form`): each encoding's form for
+    the leaves it decodes into, and the reasons for the others."""
+    var, fsst = _variable(64), pb.CompressiveEncoding()
+    fsst.fsst.symbol_table = b"x"
+    fsst.fsst.values.CopyFrom(_variable(32))
+    strings = _leaf("var", 0, pa.string())
+    assert encodings.device_value_form(var, strings, 1) == ("var", 8)
+    assert encodings.device_value_form(fsst, strings, 1) == ("var", 4)
+    with pytest.raises(DeviceUnsupported, match=r"^variable values in mini-block pages$"):
+        encodings.device_value_form(var, _leaf("fixed", 4), 1)
+    with pytest.raises(DeviceUnsupported, match=r"^mini-block page with 2 buffers$"):
+        encodings.device_value_form(fsst, strings, 2)
+    flat = _levels("flat", 32)
+    assert encodings.device_value_form(flat, _leaf("fixed", 4), 1) == ("flat", (1, 32))
+    with pytest.raises(DeviceUnsupported, match=r"^32-bit Flat values for int64$"):
+        encodings.device_value_form(flat, _leaf("fixed", 8, pa.int64()), 1)
+    with pytest.raises(DeviceUnsupported, match=r"^flat strings$"):
+        encodings.device_value_form(flat, strings, 1)
+    fsl = pb.CompressiveEncoding()
+    fsl.fixed_size_list.items_per_value = 3
+    fsl.fixed_size_list.values.flat.bits_per_value = 1
+    assert encodings.device_value_form(fsl, _leaf("bool", 3), 1) == ("flat", (3, 1))
+    fsl.fixed_size_list.has_validity = True
+    with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
+        encodings.device_value_form(fsl, _leaf("bool", 3), 1)
+    inline = _levels("inline_bitpacking", 64)
+    assert encodings.device_value_form(inline, _leaf("fixed", 8), 1) == ("inline_bitpacking", 64)
+    with pytest.raises(DeviceUnsupported, match=r"^this InlineBitpacking layout$"):
+        encodings.device_value_form(inline, _leaf("bool", 8), 1)
+    rle = _levels("rle", 32)
+    assert encodings.device_value_form(rle, _leaf("fixed", 4), 2) == ("rle", 32)
+    for leaf, nbuf in ((_leaf("fixed", 4), 1), (_leaf("fixed", 8), 2), (strings, 2)):
+        with pytest.raises(DeviceUnsupported, match=r"^this Rle layout$"):
+            encodings.device_value_form(rle, leaf, nbuf)
+    general = pb.CompressiveEncoding()
+    general.general.values.CopyFrom(flat)  # no device planning: refused by the registry
+    with pytest.raises(DeviceUnsupported, match=r"^general values in mini-block pages$"):
+        encodings.device_value_form(general, _leaf("fixed", 4), 1)
+    with pytest.raises(DeviceUnsupported, match=r"^general strings$"):
+        encodings.device_value_form(general, strings, 1)
+    with pytest.raises(DeviceUnsupported, match=r"^out_of_line_bitpacking values in mini-block pages$"):
+        encodings.device_value_form(_levels("out_of_line_bitpacking"), _leaf("fixed", 2), 1)
+
+
+def test_level_and_full_zip_forms_through_the_registry():
+    for kind in ("flat", "inline_bitpacking", "out_of_line_bitpacking", "rle"):
+        assert encodings.device_level_form(_levels(kind)) == kind
+        with pytest.raises(DeviceUnsupported, match=rf"^{kind} repetition/definition levels$"):
+            encodings.device_level_form(_levels(kind, 32))
+    with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
+        encodings.device_level_form(_variable(32))
+    assert encodings.device_full_zip_form(_levels("flat", 32)) == ("flat", (1, 32))
+    assert encodings.device_full_zip_form(_variable(32)) == ("var",)
+    assert encodings.device_full_zip_form(_levels("rle")) is None
+    assert encodings.device_full_zip_form(pb.CompressiveEncoding()) is None  # an empty oneof
+
+
+def test_fixed_size_lists_are_flat_items_without_item_validity():
+    """Nested FixedSizeList(2, FixedSizeList(3, Flat32)) is 6 items of 32 bits per value, in
+    mini-block and full-zip pages alike; item validity at any layer, or compressed Flat items,
+    leave it to the CPU."""
+    enc = pb.CompressiveEncoding()
+    enc.fixed_size_list.items_per_value = 2
+    inner = enc.fixed_size_list.values.fixed_size_list
+    inner.items_per_value = 3
+    inner.values.flat.bits_per_value = 32
+    assert fixed_size_list_plan.flat_items(enc) == (6, 32)
+    assert encodings.device_full_zip_form(enc) == ("flat", (6, 32))
+    assert encodings.device_value_form(enc, _leaf("fixed", 24), 1) == ("flat", (6, 32))
+    with pytest.raises(DeviceUnsupported, match=r"^32-bit Flat values for int32$"):
+        encodings.device_value_form(enc, _leaf("fixed", 4), 1)
+    inner.values.flat.data.scheme = 1
+    assert fixed_size_list_plan.flat_items(enc) is None and encodings.device_full_zip_form(enc) is None
+    inner.values.flat.ClearField("data")
+    inner.has_validity = True
+    assert fixed_size_list_plan.flat_items(enc) is None
+    with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
+        encodings.device_value_form(enc, _leaf("fixed", 24), 1)
+
+
+def test_inline_word_is_the_packed_word_of_inline_bitpacking_only():
+    assert bitpacking_plan.inline_word(_levels("inline_bitpacking", 32)) == 4
+    assert bitpacking_plan.inline_word(_levels("out_of_line_bitpacking")) == 0
+    assert bitpacking_plan.inline_word(_levels("flat", 32)) == 0
+
+
+@pytest.fixture(scope="module")
+def pylance_datasets(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    lance = pytest.importorskip("lance")
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    import gpu_datasets as gd
+
+    root = tmp_path_factory.mktemp("encoding_gpu_plans")
+    return [gd.write_rich(lance, root, "2.1"), gd.write_rich(lance, root, "2.2"), gd.write_fsst(lance, root),
+            gd.write_binary(lance, root), gd.write_many_pages(lance, root, "2.2"), gd.write_fallback(lance, root)]
+
+
+def _value_pages(uri: str):
+    """``(layout, buffers, num_rows, leaf, ctx)`` of every mini-block page with values and
+    without a dictionary of every leaf column of a dataset's data files."""
+    import lance_gpu
+    from lance_gpu.file.arrow import leaf_types
+    from lance_gpu.file.reader import parse_layout
+    from lance_gpu.gpu.plan import leaf_kind
+
+    snap = lance_gpu.dataset(uri)._snapshot
+    for frag in snap.fragments:
+        for f in snap.lance_schema.fields:
+            src = frag.field_source(f)
+            if src is None:
+                continue
+            reader = frag.file_reader(src.path)
+            for column, t in zip(src.columns, leaf_types(f.to_arrow().type), strict=True):
+                try:
+                    kind, width = leaf_kind(t)
+                except DeviceUnsupported:
+                    continue
+                for page in reader.column(column).pages:
+                    ctx = DecodeContext(reader.path, column)
+                    layout = parse_layout(page, ctx)
+                    mb = layout.mini_block_layout
+                    if layout.WhichOneof("layout") != "mini_block_layout" or mb.HasField("dictionary") or not mb.num_buffers:
+                        continue
+                    bufs = reader.read_buffers(list(zip(page.buffer_offsets, page.buffer_sizes, strict=True)))
+                    yield mb, bufs, page.num_rows, _leaf(kind, width, t), ctx
+
+
+def test_value_forms_of_pylance_pages_match_what_the_cpu_decoder_decodes(pylance_datasets):
+    """Every mini-block page pylance wrote (flat and bit-packed integers, floats, booleans,
+    fixed-size lists, plain and FSST strings, binary, byte-stream-split): where the device
+    planning takes its values, the CPU decoder decodes the page to values of the width the
+    form promises (fixed: ``8 * width`` bits, ``items * bits`` of Flat; booleans: one bit per
+    item; strings: variable width); where it does not, it says why."""
+    from lance_gpu.file.v2_1 import miniblock
+
+    forms, refused = set(), set()
+    for uri in pylance_datasets:
+        for mb, bufs, num_rows, leaf, ctx in _value_pages(uri):
+            try:
+                family, arg = encodings.device_value_form(mb.value_compression, leaf, int(mb.num_buffers))
+            except DeviceUnsupported as exc:
+                refused.add(str(exc))
+                continue
+            forms.add(family)
+            values = miniblock.decode(mb, bufs, num_rows, ctx).values
+            if family == "var":
+                assert isinstance(values, VariableWidthBlock)
+                continue
+            assert isinstance(values, FixedWidthBlock)
+            if family == "flat":
+                dim, bits = arg
+                assert values.bits_per_value == dim * bits
+                assert values.bits_per_value == (leaf.width if leaf.kind == "bool" else 8 * leaf.width)
+            else:
+                assert values.bits_per_value == arg == 8 * leaf.width
+    assert {"var", "flat", "inline_bitpacking", "rle"} <= forms, forms
+    assert any("values in mini-block pages" in r for r in refused), refused  # byte-stream-split / general

@@ -22,6 +22,7 @@ import lance_gpu  # noqa: E402
 from lance_gpu.errors import CorruptFileError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
 from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
+from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan  # noqa: E402
 from lance_gpu.gpu import headers, pagetable, passplan, plan, staging  # noqa: E402
 from lance_gpu.gpu.rows import plan_field_rows  # noqa: E402
 
@@ -157,7 +158,7 @@ def _work(uri: str, rows: np.ndarray | None = None, *, by_unit: bool = False) ->
         out[name] = rows_of(name, lst.arrays()) if len(lst) else []
     out["stage"] = [(it.pos, it.size) for it in unit.stage.items]
     arena = unit.stage.host_bytes()  # each FSST segment's symbol table, read where it was staged
-    out["fsst"] = sorted((a, b, n, arena[t : t + plan.TABLE_BYTES].tobytes()) for a, b, t, n in unit.fsst)
+    out["fsst"] = sorted((a, b, n, arena[t : t + fsst_plan.TABLE_BYTES].tobytes()) for a, b, t, n in unit.fsst)
     out["fills"] = (sorted(unit.fill_fixed), sorted((at(d, 2), n, p) for d, n, p in unit.fill_level), sorted(unit.fill_slots))
     out["checks"] = sorted(unit.var_checks + [  # a table leaf's checks, a row each
         (slot, n, utf8, path, column, page)
@@ -985,6 +986,22 @@ def test_a_pass_table_holds_what_the_per_page_path_reads(datasets, name):
     assert "mini_block_layout" in kinds
     if name in ("rich21", "rich22"):
         assert {"full_zip_layout", "constant_layout"} <= kinds  # embeddings / long strings; constant or all-null pages
+
+
+@pytest.mark.parametrize("name", ["mixed21", "mixedflat22"])
+def test_kind_codes_are_the_page_kinds_of_the_per_page_parse(datasets, name):
+    """``ColumnPages.kind_codes`` of a column's pages, all or some (a selection's indices),
+    are the codes of the kinds the per-page protobuf parse gives (pylance wrote mini-block,
+    full-zip and constant pages into these columns)."""
+    seen = set()
+    for reader, column in _column_infos(datasets[name]):
+        cp = pagetable.column_pages(reader.column(column), DecodeContext(reader.path, column))
+        kinds = [pagetable.KIND_CODES.get(row["kind"], -1) for row in _page_by_page(reader, column)]
+        assert cp.kind_codes(slice(None)).tolist() == kinds
+        some = np.arange(cp.num_pages)[::-2]
+        assert cp.kind_codes(some).tolist() == [kinds[i] for i in some]
+        seen.update(kinds)
+    assert seen == {0, 1, 2}, seen
 
 
 def test_page_layouts_are_parsed_once_per_distinct_protobuf(datasets):

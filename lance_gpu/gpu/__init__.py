@@ -7,7 +7,8 @@ first use), so ``lance_gpu._device.gpu_unusable_reason`` can import it to learn 
 decoder exists.  Modules:
 
 * :mod:`.plan` -- decode plans (a table of each leaf's pages) from the file layer's parsed layouts, grouped by
-  kernel family (which encodings decode on the GPU, and why others do not);
+  kernel family; which encodings decode on the GPU, and why others do not, their device planning says
+  (``lance_gpu.file.encodings.<name>.gpu_plan``, registered in ``lance_gpu.file.encodings.ENCODINGS``);
 * :mod:`.staging` -- the requested byte ranges gathered into pinned host memory and sent to
   the device in large, double-buffered transfers;
 * :mod:`.worktable` -- every page work item of a read unit as one struct-of-arrays table,

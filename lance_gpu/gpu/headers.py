@@ -46,6 +46,7 @@ import numpy as np
 import cuda_kernels.chunkheaders as chk
 from cuda_kernels import _device
 from lance_gpu.errors import CorruptFileError
+from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
@@ -85,17 +86,10 @@ def _level_form(mb, name: str) -> int:
     return _LEVEL_FORMS.get(_level_encoding(getattr(mb, name)), chk.LEVELS_SPANS)
 
 
-def _inline_word(mb) -> int:
-    enc = mb.value_compression
-    if enc.WhichOneof("compression") != "inline_bitpacking":
-        return 0
-    return int(enc.inline_bitpacking.uncompressed_bits_per_value) // 8
-
-
 def _chunk_shape(mb) -> tuple[int, int]:
     """``(chunkheaders shape bits, inline value word bytes)`` of a mini-block layout ``mb``."""
     has_rep, has_def = mb.HasField("rep_compression"), mb.HasField("def_compression")
-    word = _inline_word(mb)
+    word = bitpacking_plan.inline_word(mb.value_compression)
     shape = chk.shape_bits(has_rep, has_def, bool(mb.has_large_chunk), has_def and not has_rep, int(mb.num_buffers), word,
                            _level_form(mb, "rep_compression"), _level_form(mb, "def_compression"))
     return shape, word

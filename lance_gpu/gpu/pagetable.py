@@ -220,6 +220,12 @@ class ColumnPages:
             return self._whole
         return _leaf_pages(self, ids)
 
+    def kind_codes(self, at: slice | np.ndarray) -> np.ndarray:
+        """The page kind (:data:`KIND_CODES`, -1 for another layout) of pages ``at`` (a
+        slice or indices into the column's pages), int8."""
+        codes = np.asarray([KIND_CODES.get(f.kind, -1) for f in self.layouts], np.int8).reshape(len(self.layouts))
+        return codes[self.arrays().layout[at]]
+
     def arrays(self) -> ColumnArrays:
         """The page arrays (:class:`ColumnArrays`), made once."""
         if self._arrays is not None:

@@ -27,23 +27,37 @@ family                          pages that feed it
 What an encoding's pages need -- its protobuf parsed, the byte layout of its buffers, the
 checks that refuse a corrupt page -- is computed by the encoding's own planning module,
 ``lance_gpu.file.encodings.<name>.gpu_plan`` (pure functions over protobufs and NumPy
-arrays, below this layer); this module registers what they give into a unit's work lists
-(units, staging and the layout walks are its own):
+arrays, below this layer), registered with the rest of the encoding in one place
+(``lance_gpu.file.encodings.ENCODINGS``); this module registers what they give into a
+unit's work lists (units, staging and the layout walks are its own).  Which kernel family
+takes a page's values, levels or full-zip values is asked of the registry, which dispatches
+on the ``CompressiveEncoding`` oneof to the encoding's planning
+(:func:`encodings.device_value_form`: :func:`check_page`, :func:`_group_key`,
+:func:`_emit_chunk_work`; :func:`encodings.device_level_form`: :func:`_level_encoding`;
+:func:`encodings.device_full_zip_form`: :func:`check_page`), and refuses, saying why, what
+no encoding's planning takes (``DeviceUnsupported``, which is :class:`Unsupported`).  What a
+family then needs of one encoding (its blocks, runs, chunk bytes, dictionaries, FSST tables)
+is a direct call into that encoding's ``gpu_plan`` from the branch emitting that family:
 
 ==============================  ========================================================
 module (``file.encodings.``)    planning it holds (caller here)
 ==============================  ========================================================
-``flat.gpu_plan``               Flat / FixedSizeList item widths, chunk and Flat16 level
-                                sizes (:func:`_emit_chunk_work`, :func:`_emit_levels`)
-``bitpacking.gpu_plan``         inline blocks, out-of-line level blocks, bit-packed level
-                                kinds (``headers``, :func:`_emit_levels`)
-``rle.gpu_plan``                value bits, run counts, level run positions
+``flat.gpu_plan``               Flat value forms and widths (copy or spread to bytes),
+                                chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
+                                :func:`_emit_levels`, :func:`_emit_indices`)
+``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value
+``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
+``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
+                                packed in the arena layout (:func:`_stage_fsst_tables`)
+``bitpacking.gpu_plan``         inline value forms, inline blocks and words, out-of-line
+                                level blocks, bit-packed level kinds (``headers``,
+                                :func:`_emit_levels`, :func:`_level_key`)
+``rle.gpu_plan``                value forms and bits, run counts, level run positions
                                 (:func:`_emit_rle`, :func:`_emit_levels`)
-``dictionary.gpu_plan``         index encodings and bits, dictionary items decoded alone
-                                or together (:func:`_stage_one_dictionary`,
+``dictionary.gpu_plan``         index encodings, bits and chunk buffers, dictionary items
+                                decoded alone or together (:func:`check_page`,
+                                :func:`_stage_one_dictionary`,
                                 :func:`_dictionaries_together`, :func:`_dictionary_key`)
-``fsst.gpu_plan``               FSST pages' symbol tables packed in the arena layout
-                                (:func:`_stage_fsst_tables`)
 ==============================  ========================================================
 
 Every leaf is planned as a *table of its pages* (:class:`pagetable.LeafPages`,
@@ -115,11 +129,11 @@ from typing import Any, NoReturn
 import numpy as np
 import pyarrow as pa
 
-from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.errors import CorruptFileError
+from lance_gpu.file import encodings
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import LanceFileReader
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.base import DecodeContext, DeviceUnsupported
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
@@ -138,8 +152,9 @@ from lance_gpu.gpu.staging import Stager
 #: a table of mini-block pages (:func:`_place_table_leaf`, ``passplan``) is staged with array
 #: operations from this many pages on; below, with a loop over scalars
 DEVICE_BLOCK_MIN_PAGES = 8
-class Unsupported(Exception):
-    """A page (or type) the GPU decoder has no kernel for; the field is read on the CPU."""
+#: A page (or type) the GPU decoder has no kernel for; the field is read on the CPU (raised
+#: here and by the encodings' device planning, which says why).
+Unsupported = DeviceUnsupported
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,30 +198,10 @@ def leaf_kind(t: pa.DataType) -> tuple[str, int]:
 
 
 def _level_encoding(enc) -> str:
-    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16}
-    (:func:`flat_plan.is_level`), OutOfLineBitpacking{16, Flat} or InlineBitpacking{16}
-    (:func:`bitpacking_plan.level_kind`) or Rle{Flat16, Flat8} (the block forms of each)."""
-    if flat_plan.is_level(enc):
-        return "flat"
-    kind = bitpacking_plan.level_kind(enc)
-    if kind is not None:
-        return kind
-    if rle_plan.value_bits(enc) == 16:
-        return "rle"
-    raise Unsupported(f"{enc.WhichOneof('compression')} repetition/definition levels")
-
-
-def _variable_width(enc) -> int:
-    """Offset bytes of a Variable encoding the GPU decodes (Flat32 / Flat64 offsets)."""
-    if enc.WhichOneof("compression") != "variable":
-        raise Unsupported(f"{enc.WhichOneof('compression')} strings")
-    var = enc.variable
-    if var.HasField("values"):
-        raise Unsupported("Variable with compressed values")
-    off = var.offsets
-    if off.WhichOneof("compression") != "flat" or int(off.flat.bits_per_value) not in (32, 64):
-        raise Unsupported("Variable offsets other than Flat32 / Flat64")
-    return int(off.flat.bits_per_value) // 8
+    """Kind of a per-chunk level encoding the GPU decodes (u16 levels): Flat{16},
+    OutOfLineBitpacking{16, Flat} or InlineBitpacking{16} or Rle{Flat16, Flat8} (the block
+    forms of each), as its encoding's planning says (:func:`encodings.device_level_form`)."""
+    return encodings.device_level_form(enc)
 
 
 def _index_key(enc) -> tuple[int, str]:
@@ -492,45 +487,21 @@ def check_page(layout, leaf: LeafPlan) -> None:
         nbuf = int(mb.num_buffers)
         if nbuf == 0:
             return
-        vk = enc.WhichOneof("compression")
         if mb.HasField("dictionary"):
-            if nbuf != (2 if vk == "rle" else 1):
+            if nbuf != dictionary_plan.index_buffers(enc):
                 raise Unsupported(f"mini-block page with {nbuf} buffers")
             _index_key(enc)
             return
-        if vk == "rle":
-            if nbuf != 2 or leaf.kind != "fixed" or rle_plan.value_bits(enc) != 8 * leaf.width:
-                raise Unsupported("this Rle layout")
-            return
-        if nbuf != 1:
-            raise Unsupported(f"mini-block page with {nbuf} buffers")
-        if leaf.kind == "var":
-            if vk == "fsst":
-                _variable_width(enc.fsst.values)
-                return
-            _variable_width(enc)
-            return
-        if vk == "inline_bitpacking":
-            ib = enc.inline_bitpacking
-            if leaf.kind == "fixed" and not ib.HasField("values") and int(ib.uncompressed_bits_per_value) == 8 * leaf.width:
-                return
-            raise Unsupported("this InlineBitpacking layout")
-        ff = flat_plan.fixed_items(enc)
-        if ff is None:
-            raise Unsupported(f"{vk} values in mini-block pages")
-        dim, bits = ff
-        if leaf.kind == "bool" and bits == 1 and dim == leaf.width:
-            return
-        if leaf.kind == "fixed" and bits % 8 == 0 and dim * bits == 8 * leaf.width:
-            return
-        raise Unsupported(f"{bits}-bit Flat values for {leaf.arrow_type}")
+        encodings.device_value_form(enc, leaf, nbuf)
+        return
     if kind == "full_zip_layout":
         fz = layout.full_zip_layout
         det = fz.WhichOneof("details")
         enc = fz.value_compression
+        form = encodings.device_full_zip_form(enc)
         if det == "bits_per_value":
-            ff = flat_plan.fixed_items(enc)
-            if leaf.kind != "fixed" or ff is None or ff[0] * ff[1] != int(fz.bits_per_value) or int(fz.bits_per_value) != 8 * leaf.width:
+            bits = int(fz.bits_per_value)
+            if leaf.kind != "fixed" or form is None or form[0] != "flat" or form[1][0] * form[1][1] != bits or bits != 8 * leaf.width:
                 raise Unsupported("this full-zip fixed-width layout")
             if int(fz.bits_rep) == 0 and invisible_levels(tuple(int(x) for x in fz.layers)).any():
                 raise Unsupported("full-zip items without values and without repetition")
@@ -538,9 +509,8 @@ def check_page(layout, leaf: LeafPlan) -> None:
         if det == "bits_per_offset":
             if leaf.kind != "var" or int(fz.bits_per_offset) not in (32, 64):
                 raise Unsupported("this full-zip variable-width layout")
-            vk = enc.WhichOneof("compression")
-            if vk not in ("variable", "fsst"):
-                raise Unsupported(f"full-zip {vk} values (e.g. per-value zstd)")
+            if form is None or form[0] != "var":
+                raise Unsupported(f"full-zip {enc.WhichOneof('compression')} values (e.g. per-value zstd)")
             return
         raise Unsupported("full-zip layout without value details")
     if kind == "constant_layout":
@@ -797,8 +767,7 @@ def _refuse(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, ctx: Decode
     the field is read by the CPU reader, which decodes or refuses them."""
     ca = cp.arrays()
     at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
-    kinds = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))
-    fullzip = kinds[ca.layout[at]] == pagetable.KIND_CODES["full_zip_layout"]
+    fullzip = cp.kind_codes(at) == pagetable.KIND_CODES["full_zip_layout"]
     if np.any(ca.nbuf[at][fullzip] < 1):
         raise ctx.corrupt("full-zip page without a data buffer")
     raise Unsupported("mini-block pages without values or chunks, or with a dictionary without values")
@@ -953,9 +922,9 @@ def _mixed_column(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, lists
             return False
     ca = cp.arrays()
     at = slice(None) if len(sel.ids) == cp.num_pages else np.asarray(sel.ids, np.int64)
-    code = np.asarray([pagetable.KIND_CODES.get(f.kind, -1) for f in cp.layouts], np.int8).reshape(len(cp.layouts))[ca.layout[at]]
+    code = cp.kind_codes(at)
     nbuf = ca.nbuf[at]
-    return bool(_miniblock_buffers(cp, sel) and np.all(nbuf[code == 1] >= 1))
+    return bool(_miniblock_buffers(cp, sel) and np.all(nbuf[code == pagetable.KIND_CODES["full_zip_layout"]] >= 1))
 
 
 @dataclass(slots=True, eq=False)
@@ -1996,27 +1965,25 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     if int(mb.num_buffers) == 0 or not nvalues:
         return
     enc = mb.value_compression
-    vk = enc.WhichOneof("compression")
     counts = ch.counts
     starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
     sizes = ch.bufs[:, 0, 1]
     if dictionary is not None:
         _emit_indices(unit, enc, dictionary, ch, starts, ctx)
         return
-    if leaf.kind == "var":
-        width = _variable_width(enc.fsst.values if vk == "fsst" else enc)
+    family, arg = encodings.device_value_form(enc, leaf, int(mb.num_buffers))
+    if family == "var":
         slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
-        unit.var_chunks.add(start=starts, size=sizes, width=width, count=counts, dst=slot)
+        unit.var_chunks.add(start=starts, size=sizes, width=arg, count=counts, dst=slot)
         return
     dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
-    if vk == "inline_bitpacking":
-        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-        _emit_inline(unit, "fixed", bits, ch, starts, counts, dst // (bits // 8), ctx, ch.blocks)
+    if family == "inline_bitpacking":
+        _emit_inline(unit, "fixed", arg, ch, starts, counts, dst // (arg // 8), ctx, ch.blocks)
         return
-    if vk == "rle":
+    if family == "rle":
         _emit_rle(unit, "fixed", enc, ch, dst, ctx)
         return
-    dim, bits = flat_plan.fixed_items(enc)  # type: ignore[misc]
+    dim, bits = arg
     nbytes = flat_plan.chunk_bytes(sizes, counts, dim, bits, ctx)
     if bits == 1:
         unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
@@ -2086,7 +2053,7 @@ def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
     at = unit.stage.add_bytes(packed)
     key = id(leaf)
     for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
-        unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
+        unit.fsst_tables[(key, j)] = (at + fsst_plan.TABLE_BYTES * k, ns)
     unit.fsst_rows[key] = rows
 
 
@@ -2181,17 +2148,7 @@ def _group_key(leaf: LeafPlan, mb) -> tuple:
     emit their chunks' work together."""
     rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
     dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
-    enc = mb.value_compression
-    vk = enc.WhichOneof("compression")
-    if leaf.kind == "var":
-        value: tuple = ("var", _variable_width(enc.fsst.values if vk == "fsst" else enc))
-    elif vk == "inline_bitpacking":
-        value = (vk, int(enc.inline_bitpacking.uncompressed_bits_per_value))
-    elif vk == "rle":
-        value = (vk, rle_plan.value_bits(enc))
-    else:
-        value = ("flat", flat_plan.fixed_items(enc))
-    return rep, dfn, int(mb.num_buffers), value
+    return rep, dfn, int(mb.num_buffers), encodings.device_value_form(mb.value_compression, leaf, int(mb.num_buffers))
 
 
 def _dictionary_key(mb) -> tuple:

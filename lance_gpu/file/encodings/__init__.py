@@ -4,19 +4,61 @@
 One home per encoding: a module, or a package holding the encoding's CPU decoder and CPU
 encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels), its compiled
 CPU loops (``_native.py`` / ``_encoder.py``) and the host side of its device decoding
-(``gpu_plan.py``: where its blocks / runs lie in the staged chunk bytes, for
-:mod:`lance_gpu.gpu.plan`; Flat, bit-packing and RLE so far).  This module registers them in one
-place: the decoders (into the tables of :mod:`~lance_gpu.file.encodings.dispatch`, whose
-:func:`decode_miniblock`, :func:`decode_block` and :func:`fixed_bits` it hands on: the
-exhaustive dispatch on the ``CompressiveEncoding`` oneof; anything not registered raises
-:class:`~lance_gpu.errors.UnsupportedEncodingError` naming it) and the encoders
-(:data:`ENCODERS`, CPU and device, used by ``lance_gpu.file.writer.pages`` and
-``lance_gpu.write.device_pages``).
+(``gpu_plan.py``: which of its forms the device decodes, and where its blocks / runs /
+offsets lie in the staged chunk bytes, pure functions over protobufs and NumPy arrays, for
+:mod:`lance_gpu.gpu.plan`).  This module registers them in **one** place, :data:`ENCODINGS`:
+per ``CompressiveEncoding`` oneof field, its home, its CPU decoders, its device planning,
+the device kernels that decode it and its encoders.  From it:
+
+* the CPU decoders go into the tables of :mod:`~lance_gpu.file.encodings.dispatch`, whose
+  :func:`decode_miniblock`, :func:`decode_block` and :func:`fixed_bits` this module hands
+  on (anything not registered raises :class:`~lance_gpu.errors.UnsupportedEncodingError`
+  naming it);
+* the GPU planner asks :func:`device_value_form`, :func:`device_level_form` and
+  :func:`device_full_zip_form` how the device decodes a page's values, levels and full-zip
+  values (the dispatch on the oneof: anything not registered is read on the CPU,
+  :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why); what one form needs
+  besides (an encoding's block or run positions) it calls in that encoding's ``gpu_plan``;
+* the device page writer (``lance_gpu.write.device_pages``) takes its device encoders from
+  :data:`ENCODERS` by name (tests swap them there); the CPU page writer
+  (``lance_gpu.file.writer.pages``) calls each encoding's encoder directly, beside the same
+  encoding's size estimators it chooses by (run counts, bit widths, inline sizes), which
+  are not encoders and have no place in a registry.
+
+=========================  ===========================================================
+field                      home; device planning; device decoding kernels
+=========================  ===========================================================
+``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
+``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
+                           items); batched copy, bits to bytes
+``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
+                           full-zip walk
+``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
+                           lengths / decode
+``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``; scatter unpack
+``out_of_line_bitpacking`` :mod:`.bitpacking`; ``bitpacking.gpu_plan`` (levels);
+                           scatter unpack, batched copy (tails)
+``rle``                    :mod:`.rle`; ``rle.gpu_plan``; RLE chunks
+``dictionary``             :mod:`.dictionary`; ``dictionary.gpu_plan`` (page
+                           dictionaries, a layout feature); dictionary spans
+=========================  ===========================================================
+
+``constant``, ``general``, ``byte_stream_split`` and ``packed_struct`` (:mod:`.constant`,
+:mod:`.general`, :mod:`.byte_stream_split`, :mod:`.packed_struct`) are decoded on the CPU
+only: a page using them is read by the CPU reader; ``variable_packed_struct`` has no decoder
+(it raises as unsupported).  The planning modules are named, not imported, here
+(:attr:`Registration.gpu_plan`, imported by :func:`gpu_plan` on the GPU planner's first
+use, so a CPU read loads none), and so are the device kernels, as ``"module:function"``
+(:attr:`Registration.kernels`): the Lance-aware ones live in ``lance_gpu.gpu._kernels``,
+above this layer, the format-agnostic ones in ``cuda_kernels`` (numba loads on first use).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from lance_gpu.file.encodings import (
@@ -32,7 +74,7 @@ from lance_gpu.file.encodings import (
     rle,
     variable,
 )
-from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext
+from lance_gpu.file.encodings.base import ChunkBuffers, DecodeContext, DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
 from lance_gpu.file.encodings.bitpacking import device as bitpacking_device
 from lance_gpu.file.encodings.dictionary import device as dictionary_device
 from lance_gpu.file.encodings.dispatch import decode_block, decode_miniblock, fixed_bits, register
@@ -49,39 +91,172 @@ class Encoder(NamedTuple):
     device: Callable[..., Any] | None
 
 
-#: Encoders by ``CompressiveEncoding`` name (levels: ``out_of_line_bitpacking``).
-ENCODERS: dict[str, Encoder] = {
-    # Flat chunks are slices of the values' bytes, host or device alike
-    "flat": Encoder(flat.encode_miniblock, flat.encode_miniblock),
-    "inline_bitpacking": Encoder(bitpacking.encode_miniblock, bitpacking_device.encode_miniblock),
-    "out_of_line_bitpacking": Encoder(bitpacking.encode_level_chunks, bitpacking_device.encode_level_chunks),
-    "rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock),
-    "variable": Encoder(variable.variable_chunks, variable_device.variable_chunks),
-    "fsst": Encoder(fsst.compress_strings, fsst_device.compress_strings),
-    # the CPU page dictionary is built by lance_gpu.file.writer.pages (Arrow's dictionary_encode)
-    "dictionary": Encoder(None, dictionary_device.dictionary_of_sample),
-    "dictionary_strings": Encoder(None, dictionary_device.string_dictionary_of_sample),
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One ``CompressiveEncoding`` oneof field: everything of it, named in one place.
+
+    * ``home``: the module or package holding its CPU decoder (and CPU encoder);
+    * ``miniblock`` / ``block`` / ``fixed_bits``: its CPU decoders (mini-block chunks, one
+      buffer, bits per value of a full-zip page), as :func:`dispatch.register` takes them;
+      ``selecting``: ``miniblock`` takes ``select=``;
+    * ``gpu_plan``: the module of its device planning (host side; its name under this
+      package, imported on the planner's first use, :func:`gpu_plan`, so that a CPU read
+      loads none), None where the device does not decode it; ``plans``: which of its forms
+      the planner's dispatch asks it for this field -- ``"values"`` (``value_form``,
+      :func:`device_value_form`), ``"levels"`` (``level_form``, :func:`device_level_form`),
+      ``"full_zip"`` (``full_zip_form``, :func:`device_full_zip_form`);
+    * ``kernels``: the device kernels that decode it, ``"module:function"``;
+    * ``encoders``: its encoders by the name the writers ask for (:data:`ENCODERS`).
+    """
+
+    home: ModuleType
+    miniblock: Callable[..., Any] | None = None
+    block: Callable[..., Any] | None = None
+    selecting: bool = False
+    fixed_bits: Callable[[Any, DecodeContext], int] | None = None
+    gpu_plan: str | None = None
+    plans: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()
+    encoders: dict[str, Encoder] = field(default_factory=dict)
+
+
+#: the function of a planning module that gives each form (:attr:`Registration.plans`)
+FORM_FUNCTIONS = {"values": "value_form", "levels": "level_form", "full_zip": "full_zip_form"}
+_COPY = ("cuda_kernels.segments:copy_ranges_gpu",)
+_UNPACK = ("cuda_kernels.bitunpack:unpack_blocks_scatter_gpu",)
+
+#: Every encoding, by ``CompressiveEncoding`` field (see the module docstring).
+ENCODINGS: dict[str, Registration] = {
+    "flat": Registration(
+        flat, flat.decode_miniblock, flat.decode_block, selecting=True,
+        fixed_bits=lambda enc, ctx: int(enc.bits_per_value),
+        gpu_plan="flat.gpu_plan", plans=("values", "levels", "full_zip"),
+        kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
+        # Flat chunks are slices of the values' bytes, host or device alike
+        encoders={"flat": Encoder(flat.encode_miniblock, flat.encode_miniblock)},
+    ),
+    "fixed_size_list": Registration(
+        fixed_size_list, fixed_size_list.decode_miniblock, fixed_size_list.decode_block, selecting=True,
+        fixed_bits=fixed_size_list.item_bits,
+        gpu_plan="fixed_size_list.gpu_plan", plans=("values", "full_zip"),
+        kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
+    ),
+    "variable": Registration(
+        variable, variable.decode_miniblock, variable.decode_block, selecting=True,
+        gpu_plan="variable.gpu_plan", plans=("values", "full_zip"),
+        kernels=("lance_gpu.gpu._kernels:variable_spans", "lance_gpu.gpu._kernels:fullzip_walk"),
+        encoders={"variable": Encoder(variable.variable_chunks, variable_device.variable_chunks)},
+    ),
+    "fsst": Registration(
+        fsst, fsst.decode_miniblock, fsst.decode_block, selecting=True,
+        gpu_plan="fsst.gpu_plan", plans=("values", "full_zip"),
+        kernels=("lance_gpu.gpu._kernels:variable_spans", "cuda_kernels.fsst:fsst_lengths_segments_gpu",
+                 "cuda_kernels.fsst:fsst_decode_segments_gpu"),
+        encoders={"fsst": Encoder(fsst.compress_strings, fsst_device.compress_strings)},
+    ),
+    "inline_bitpacking": Registration(
+        bitpacking, bitpacking.decode_miniblock, bitpacking.decode_inline_block, selecting=True,
+        gpu_plan="bitpacking.gpu_plan", plans=("values", "levels"),
+        kernels=_UNPACK,
+        encoders={"inline_bitpacking": Encoder(bitpacking.encode_miniblock, bitpacking_device.encode_miniblock)},
+    ),
+    "out_of_line_bitpacking": Registration(
+        bitpacking, None, bitpacking.decode_block,
+        gpu_plan="bitpacking.gpu_plan", plans=("levels",),
+        kernels=(*_UNPACK, *_COPY),  # whole blocks unpacked, raw tails copied
+        encoders={"out_of_line_bitpacking": Encoder(bitpacking.encode_level_chunks, bitpacking_device.encode_level_chunks)},
+    ),
+    "rle": Registration(
+        rle, rle.decode_miniblock, rle.decode_block,
+        gpu_plan="rle.gpu_plan", plans=("values", "levels"),
+        kernels=("lance_gpu.gpu._kernels:rle_chunks",),
+        encoders={"rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock)},
+    ),
+    "dictionary": Registration(
+        dictionary, dictionary.decode_miniblock, dictionary.decode_block,
+        # page dictionaries (a mini-block layout feature; the planner calls dictionary_plan)
+        gpu_plan="dictionary.gpu_plan",
+        kernels=("lance_gpu.gpu._kernels:dictionary_spans",),
+        # the CPU page dictionary is built by lance_gpu.file.writer.pages (Arrow's dictionary_encode)
+        encoders={
+            "dictionary": Encoder(None, dictionary_device.dictionary_of_sample),
+            "dictionary_strings": Encoder(None, dictionary_device.string_dictionary_of_sample),
+        },
+    ),
+    "constant": Registration(constant, constant.decode_miniblock, constant.decode_block),
+    "byte_stream_split": Registration(byte_stream_split, byte_stream_split.decode_miniblock, byte_stream_split.decode_block),
+    "general": Registration(general, general.decode_miniblock, general.decode_block),
+    "packed_struct": Registration(packed_struct, packed_struct.decode_miniblock),
 }
 
-for _kind, _miniblock, _block in (
-    ("flat", flat.decode_miniblock, flat.decode_block),
-    ("variable", variable.decode_miniblock, variable.decode_block),
-    ("constant", constant.decode_miniblock, constant.decode_block),
-    ("inline_bitpacking", bitpacking.decode_miniblock, bitpacking.decode_inline_block),
-    ("out_of_line_bitpacking", None, bitpacking.decode_block),
-    ("fsst", fsst.decode_miniblock, fsst.decode_block),
-    ("dictionary", dictionary.decode_miniblock, dictionary.decode_block),
-    ("rle", rle.decode_miniblock, rle.decode_block),
-    ("byte_stream_split", byte_stream_split.decode_miniblock, byte_stream_split.decode_block),
-    ("general", general.decode_miniblock, general.decode_block),
-    ("fixed_size_list", fixed_size_list.decode_miniblock, fixed_size_list.decode_block),
-    ("packed_struct", packed_struct.decode_miniblock, None),
-):
-    # decoders that can skip work for values that are not selected take ``select=``
-    register(_kind, miniblock=_miniblock, block=_block,
-             selecting=_kind in ("flat", "fixed_size_list", "inline_bitpacking", "variable", "fsst"))
-register("flat", fixed_bits=lambda enc, ctx: int(enc.bits_per_value))
-register("fixed_size_list", fixed_bits=fixed_size_list.item_bits)
+#: Encoders by the name the writers ask for (levels: ``out_of_line_bitpacking``; the
+#: dictionary of a string page: ``dictionary_strings``), from :data:`ENCODINGS`.
+ENCODERS: dict[str, Encoder] = {name: enc for reg in ENCODINGS.values() for name, enc in reg.encoders.items()}
+
+for _kind, _reg in ENCODINGS.items():
+    register(_kind, miniblock=_reg.miniblock, block=_reg.block, selecting=_reg.selecting, fixed_bits=_reg.fixed_bits)
 
 
-__all__ = ["ENCODERS", "ChunkBuffers", "DecodeContext", "Encoder", "decode_block", "decode_miniblock", "fixed_bits"]
+def gpu_plan(kind: str) -> ModuleType | None:
+    """The device planning module of the encoding ``kind`` (imported now if it is not yet),
+    None where it has none."""
+    reg = ENCODINGS.get(kind)
+    if reg is None or reg.gpu_plan is None:
+        return None
+    return importlib.import_module(f"{__name__}.{reg.gpu_plan}")
+
+
+_forms: dict[tuple[str, str], Callable[..., Any] | None] = {}
+
+
+def _form(enc: Any, what: str) -> tuple[str, Callable[..., Any] | None]:
+    """The oneof field of ``enc`` and the function of its planning that gives form ``what``
+    (None where its registration does not plan it), looked up once."""
+    name = enc.WhichOneof("compression")
+    key = (name, what)
+    if key not in _forms:
+        reg = ENCODINGS.get(name)
+        module = gpu_plan(name) if reg is not None and what in reg.plans else None
+        _forms[key] = None if module is None else getattr(module, FORM_FUNCTIONS[what])
+    return name, _forms[key]
+
+
+def device_value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
+    """How the device decodes the values of a mini-block page encoded ``enc`` (its
+    ``value_compression``, without a page dictionary; ``nbuf`` chunk buffers) for ``leaf``:
+    the form its encoding's planning gives (``("flat", (items, bits))``, ``("var", offset
+    bytes)``, ``("inline_bitpacking", bits)``, ``("rle", bits)``), which names the kernel
+    family and is the page's group key.  Raises :class:`DeviceUnsupported` (why) where the
+    device does not decode them."""
+    name, fn = _form(enc, "values")
+    if fn is None:
+        one_chunk_buffer(nbuf)
+        raise refuse_values(name, leaf)
+    form: tuple = fn(enc, leaf, nbuf)
+    return form
+
+
+def device_level_form(enc: Any) -> str:
+    """How the device decodes repetition / definition levels encoded ``enc`` (u16 levels,
+    per chunk): ``"flat"``, ``"inline_bitpacking"``, ``"out_of_line_bitpacking"`` or
+    ``"rle"``; raises :class:`DeviceUnsupported` for another encoding."""
+    name, fn = _form(enc, "levels")
+    form: str | None = None if fn is None else fn(enc)
+    if form is None:
+        raise DeviceUnsupported(f"{name} repetition/definition levels")
+    return form
+
+
+def device_full_zip_form(enc: Any) -> tuple | None:
+    """How the device decodes full-zip values encoded ``enc``: ``("flat", (items, bits))``
+    (fixed width, copied), ``("var",)`` (walked: Variable and FSST strings), None where it
+    does not (the planner says why)."""
+    _name, fn = _form(enc, "full_zip")
+    form: tuple | None = None if fn is None else fn(enc)
+    return form
+
+
+__all__ = [
+    "ENCODERS", "ENCODINGS", "FORM_FUNCTIONS", "ChunkBuffers", "DecodeContext", "DeviceUnsupported", "Encoder", "Registration", "decode_block",
+    "decode_miniblock", "device_full_zip_form", "device_level_form", "device_value_form", "fixed_bits", "gpu_plan",
+]

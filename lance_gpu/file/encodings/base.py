@@ -14,7 +14,7 @@ Decoders come in the shapes Lance uses them in:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -71,6 +71,46 @@ def which(enc: object, ctx: DecodeContext) -> str:
     if kind is None:
         raise ctx.corrupt("empty CompressiveEncoding")
     return kind
+
+
+# --------------------------------------------------------------------------------------------
+# Device planning (the encodings' ``gpu_plan`` modules)
+
+
+class DeviceUnsupported(Exception):  # noqa: N818 (the planner's name for it is ``Unsupported``)
+    """A page (or type) the GPU decoder has no kernel for; the field is read on the CPU.
+
+    Raised by the encodings' device planning (``<name>.gpu_plan``) with the reason, and by
+    :mod:`lance_gpu.gpu.plan` (which knows it as ``Unsupported``): never an error of the
+    file, which the CPU reader then decodes or refuses."""
+
+
+class DeviceLeaf(Protocol):
+    """What the device planning of an encoding reads of the leaf a page decodes into:
+    ``kind`` ``"fixed"`` | ``"bool"`` | ``"var"`` and ``width`` (bytes per value; one per
+    item for booleans; 0 for variable width) as ``lance_gpu.gpu.plan.leaf_kind`` gives
+    them, and its ``arrow_type`` (messages)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def arrow_type(self) -> Any: ...
+
+
+def refuse_values(name: str, leaf: DeviceLeaf) -> DeviceUnsupported:
+    """Why the device does not decode a mini-block page's values encoded ``name`` (a
+    ``CompressiveEncoding`` field) for ``leaf``: no string kernel (variable-width leaves) or
+    no value kernel for it."""
+    return DeviceUnsupported(f"{name} strings" if leaf.kind == "var" else f"{name} values in mini-block pages")
+
+
+def one_chunk_buffer(nbuf: int) -> None:
+    """Raise :class:`DeviceUnsupported` unless a mini-block page's values take one chunk
+    buffer (every encoding the device decodes but RLE's two)."""
+    if nbuf != 1:
+        raise DeviceUnsupported(f"mini-block page with {nbuf} buffers")
 
 
 # --------------------------------------------------------------------------------------------

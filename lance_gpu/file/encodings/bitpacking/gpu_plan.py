@@ -13,12 +13,12 @@ found here one unpack work item (the device unpacks); this module knows the byte
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from lance_gpu.cpu import native
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
 
 
 def _exclusive_scan(values: np.ndarray) -> np.ndarray:
@@ -54,6 +54,32 @@ class LevelBlocks(NamedTuple):
     tail_off: np.ndarray
     tail_len: np.ndarray
     packed: np.ndarray
+
+
+def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
+    """``("inline_bitpacking", bits)`` of a mini-block page's InlineBitpacking{bits} values
+    (``enc``, ``nbuf`` chunk buffers, without a values encoding) unpacked for a fixed-width
+    ``leaf`` of ``bits / 8`` bytes; raises :class:`DeviceUnsupported` otherwise."""
+    one_chunk_buffer(nbuf)
+    if leaf.kind == "var":
+        raise refuse_values("inline_bitpacking", leaf)
+    ib = enc.inline_bitpacking
+    if leaf.kind == "fixed" and not ib.HasField("values") and int(ib.uncompressed_bits_per_value) == 8 * leaf.width:
+        return "inline_bitpacking", int(ib.uncompressed_bits_per_value)
+    raise DeviceUnsupported("this InlineBitpacking layout")
+
+
+def inline_word(enc: Any) -> int:
+    """Bytes of the words an InlineBitpacking encoding packs (its block headers' size, which
+    the device pre-pass reads); 0 for another encoding."""
+    if enc.WhichOneof("compression") != "inline_bitpacking":
+        return 0
+    return int(enc.inline_bitpacking.uncompressed_bits_per_value) // 8
+
+
+def level_form(enc: Any) -> str | None:
+    """:func:`level_kind` (the level encodings of both bit-packed forms are planned here)."""
+    return level_kind(enc)
 
 
 def level_kind(enc) -> str | None:
@@ -95,4 +121,4 @@ def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray
     return LevelBlocks(width, boff, bcount, chunk, within, tail_off, tail_len, packed)
 
 
-__all__ = ["InlineBlocks", "LevelBlocks", "level_blocks", "level_kind", "level_width"]
+__all__ = ["InlineBlocks", "LevelBlocks", "inline_word", "level_blocks", "level_form", "level_kind", "level_width", "value_form"]

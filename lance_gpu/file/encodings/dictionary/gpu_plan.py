@@ -44,6 +44,12 @@ def index_key(enc: Any) -> tuple[int, str] | None:
     return None
 
 
+def index_buffers(enc: Any) -> int:
+    """Chunk buffers the indices of a dictionary page encoded ``enc`` take: two for Rle
+    (run values, run lengths), else one."""
+    return 2 if enc.WhichOneof("compression") == "rle" else 1
+
+
 def fixed_items(items: Any, kind: str, width: int, arrow_type: Any, ctx: DecodeContext) -> np.ndarray:
     """A fixed-width (``kind`` "fixed", ``width`` bytes) or boolean (``kind`` "bool", width
     1) leaf's decoded dictionary block as the gather reads it: ``width`` bytes per item
@@ -141,4 +147,4 @@ def together(layouts: list, bufs: list[np.ndarray], kind: str, width: int, arrow
     return Together(np.concatenate(blocks), item_start, nitems, None, np.zeros(n, np.int64))
 
 
-__all__ = ["Together", "fixed_items", "index_key", "one", "together", "variable_blocks"]
+__all__ = ["Together", "fixed_items", "index_buffers", "index_key", "one", "together", "variable_blocks"]

@@ -1,29 +1,61 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Device planning of Flat chunks (host side): a Flat{bits} chunk buffer, possibly under
-FixedSizeList wrappers without validity, is ``count * items_per_value`` items of ``bits``
-each, back to back; the device copies them (bytes) or spreads them (booleans, one bit each).
-Flat{16} levels (per chunk) are ``count`` u16 levels, copied."""
+"""Device planning of Flat chunks (host side): a Flat{bits} chunk buffer is ``count`` values
+of ``bits`` each, back to back; the device copies them (bytes) or spreads them (booleans, one
+bit each).  Flat{16} levels (per chunk) are ``count`` u16 levels, copied.
+
+FixedSizeList(Flat) values are Flat items, ``items`` of them per value
+(:mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`, which forms them with
+:func:`items_form`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
 
 
-def fixed_items(enc) -> tuple[int, int] | None:
-    """``(items per value, bits per item)`` of Flat or FixedSizeList(...Flat) without a
-    validity bitmap or a compressed data section (None: another layout)."""
-    dim = 1
-    while enc.WhichOneof("compression") == "fixed_size_list":
-        fsl = enc.fixed_size_list
-        if fsl.has_validity:
-            return None
-        dim *= int(fsl.items_per_value)
-        enc = fsl.values
+def flat_bits(enc: Any) -> int | None:
+    """``bits_per_value`` of a Flat encoding without a compressed data section (None:
+    another encoding)."""
     if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
         return None
-    return dim, int(enc.flat.bits_per_value)
+    return int(enc.flat.bits_per_value)
+
+
+def items_form(items: int, bits: int, leaf: DeviceLeaf) -> tuple:
+    """``("flat", (items, bits))``: values of ``items`` Flat items of ``bits`` each, copied
+    for a fixed-width ``leaf`` of as many bytes per value, spread to one byte per item for a
+    boolean leaf of ``items`` 1-bit items; raises :class:`DeviceUnsupported` otherwise."""
+    if leaf.kind == "bool" and bits == 1 and items == leaf.width:
+        return "flat", (items, bits)
+    if leaf.kind == "fixed" and bits % 8 == 0 and items * bits == 8 * leaf.width:
+        return "flat", (items, bits)
+    raise DeviceUnsupported(f"{bits}-bit Flat values for {leaf.arrow_type}")
+
+
+def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
+    """:func:`items_form` of a mini-block page's Flat values (``enc``, ``nbuf`` chunk
+    buffers), one item per value; raises :class:`DeviceUnsupported` where the device does
+    not decode them for ``leaf``."""
+    one_chunk_buffer(nbuf)
+    bits = flat_bits(enc) if leaf.kind != "var" else None
+    if bits is None:
+        raise refuse_values("flat", leaf)
+    return items_form(1, bits, leaf)
+
+
+def level_form(enc: Any) -> str | None:
+    """``"flat"`` for Flat{16} levels (:func:`is_level`), else None."""
+    return "flat" if is_level(enc) else None
+
+
+def full_zip_form(enc: Any) -> tuple | None:
+    """``("flat", (1, bits))`` of full-zip Flat values (copied), None with a compressed data
+    section."""
+    bits = flat_bits(enc)
+    return None if bits is None else ("flat", (1, bits))
 
 
 def chunk_bytes(sizes: np.ndarray, counts: np.ndarray, dim: int, bits: int, ctx: DecodeContext) -> np.ndarray:
@@ -43,7 +75,7 @@ def chunk_bytes(sizes: np.ndarray, counts: np.ndarray, dim: int, bits: int, ctx:
 
 def is_level(enc) -> bool:
     """Whether a level encoding is Flat{16} without a compressed data section."""
-    return enc.WhichOneof("compression") == "flat" and int(enc.flat.bits_per_value) == 16 and not enc.flat.HasField("data")
+    return flat_bits(enc) == 16
 
 
 def level_bytes(sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> np.ndarray:
@@ -54,4 +86,4 @@ def level_bytes(sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> n
     return 2 * nlevels
 
 
-__all__ = ["chunk_bytes", "fixed_items", "is_level", "level_bytes"]
+__all__ = ["chunk_bytes", "flat_bits", "full_zip_form", "is_level", "items_form", "level_bytes", "level_form", "value_form"]

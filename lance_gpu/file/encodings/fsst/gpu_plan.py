@@ -9,6 +9,10 @@ Packed tables (the *arena layout*, :func:`arena_tables`): one uint8 array of sha
 of it (``TABLE_BYTES`` is a multiple of 8: every table stays u64 aligned), the layout
 ``cuda_kernels.fsst``'s segmented kernels read in the staging arena.  Tables whose encoder
 switch is off (strings stored uncompressed) are not packed.
+
+The compressed strings themselves are a Variable block: their chunk buffers are planned as
+Variable values (:func:`value_form`, :mod:`lance_gpu.file.encodings.variable.gpu_plan`),
+decoded to spans of the compressed bytes, which the FSST kernels then expand.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import numpy as np
 
 from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.file.encodings import fsst as fsst_enc
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, one_chunk_buffer, refuse_values
+from lance_gpu.file.encodings.variable import gpu_plan as variable_plan
 
 #: bytes of the 256 u64 symbols of a packed table (its lengths follow)
 _SYMBOL_BYTES = 256 * 8
@@ -36,6 +41,21 @@ def layout_fsst(kind: str, body: Any, nbuf: int) -> Any:
         return None
     enc = body.value_compression
     return enc.fsst if enc.WhichOneof("compression") == "fsst" else None
+
+
+def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
+    """``("var", offset bytes)`` of a mini-block page's FSST strings (``enc``, ``nbuf`` chunk
+    buffers): their Variable chunks (:func:`variable_plan.offset_bytes` of the ``values``)
+    decoded as spans for a variable-width ``leaf``; raises ``DeviceUnsupported`` otherwise."""
+    one_chunk_buffer(nbuf)
+    if leaf.kind != "var":
+        raise refuse_values("fsst", leaf)
+    return "var", variable_plan.offset_bytes(enc.fsst.values)
+
+
+def full_zip_form(enc: Any) -> tuple:
+    """``("var",)``: full-zip FSST strings are walked like Variable ones, then expanded."""
+    return ("var",)
 
 
 def arena_tables(symbols: np.ndarray, lengths: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -69,4 +89,4 @@ def page_tables(encs: list[Any], layout: np.ndarray, num_values: np.ndarray,
     return rows[keep], nsym[keep].tolist(), arena_tables(symbols, lengths, keep)
 
 
-__all__ = ["TABLE_BYTES", "arena_tables", "layout_fsst", "page_tables"]
+__all__ = ["TABLE_BYTES", "arena_tables", "full_zip_form", "layout_fsst", "page_tables", "value_form"]

@@ -10,9 +10,11 @@ and run lengths lie and how many runs it has; the device expands them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported
 
 WORD_BITS = (8, 16, 32, 64)
 
@@ -27,6 +29,21 @@ def value_bits(enc) -> int | None:
         return None
     bits = int(v.flat.bits_per_value)
     return bits if bits in WORD_BITS else None
+
+
+def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
+    """``("rle", value bits)`` of a mini-block page's Rle{Flat, Flat8} values (two chunk
+    buffers: run values, run lengths) expanded for a fixed-width ``leaf`` of as many bytes;
+    raises :class:`DeviceUnsupported` otherwise."""
+    bits = value_bits(enc)
+    if nbuf != 2 or leaf.kind != "fixed" or bits != 8 * leaf.width:
+        raise DeviceUnsupported("this Rle layout")
+    return "rle", bits
+
+
+def level_form(enc: Any) -> str | None:
+    """``"rle"`` for block-form Rle{Flat16, Flat8} levels, else None."""
+    return "rle" if value_bits(enc) == 16 else None
 
 
 def chunk_runs(bufs: np.ndarray, value_bytes: int, ctx: DecodeContext) -> np.ndarray:
@@ -46,4 +63,4 @@ def level_runs(starts: np.ndarray, nruns: np.ndarray) -> tuple[np.ndarray, np.nd
     return vals, vals + 2 * nruns
 
 
-__all__ = ["WORD_BITS", "chunk_runs", "level_runs", "value_bits"]
+__all__ = ["WORD_BITS", "chunk_runs", "level_form", "level_runs", "value_bits", "value_form"]

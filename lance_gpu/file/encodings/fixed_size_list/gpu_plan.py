@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Device planning of FixedSizeList values (host side): a FixedSizeList{items_per_value}
+without item validity (``has_validity`` false), possibly nested, over Flat{bits} is Flat
+items, ``items`` (the product of the nested ``items_per_value``) of them per value, back to
+back: planned as Flat values of that many items (:func:`flat_plan.items_form`; the device
+copies or spreads them).  Item validity (a chunk buffer of bits per layer, or bytes zipped
+with each full-zip row) is decoded on the CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lance_gpu.file.encodings.base import DeviceLeaf, one_chunk_buffer, refuse_values
+from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
+
+
+def flat_items(enc: Any) -> tuple[int, int] | None:
+    """``(items per value, bits per item)`` of FixedSizeList(...(Flat)) without item
+    validity and without a compressed data section (None: another layout)."""
+    items = 1
+    while enc.WhichOneof("compression") == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        if fsl.has_validity:
+            return None
+        items *= int(fsl.items_per_value)
+        enc = fsl.values
+    bits = flat_plan.flat_bits(enc)
+    return None if bits is None else (items, bits)
+
+
+def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
+    """``("flat", (items, bits))`` of a mini-block page's FixedSizeList(Flat) values
+    (``enc``, ``nbuf`` chunk buffers) for ``leaf`` (:func:`flat_plan.items_form`); raises
+    ``DeviceUnsupported`` where the device does not decode them."""
+    one_chunk_buffer(nbuf)
+    got = flat_items(enc) if leaf.kind != "var" else None
+    if got is None:
+        raise refuse_values("fixed_size_list", leaf)
+    return flat_plan.items_form(*got, leaf)
+
+
+def full_zip_form(enc: Any) -> tuple | None:
+    """``("flat", (items, bits))`` of full-zip FixedSizeList(Flat) values (copied), None with
+    item validity or another inner encoding."""
+    got = flat_items(enc)
+    return None if got is None else ("flat", got)
+
+
+__all__ = ["flat_items", "full_zip_form", "value_form"]
