@@ -160,6 +160,15 @@ def _bit_at(src, bit):
 
 
 @dual
+def _read_le(data, p, w):
+    """Unsigned little-endian integer of ``w`` bytes at ``data[p]`` (caller checks bounds)."""
+    v = np.int64(0)
+    for q in range(w):
+        v |= np.int64(data[p + q]) << (8 * q)
+    return v
+
+
+@dual
 def _expand_one(starts, offsets, nranges, k, out):
     r = _segment_of(offsets, nranges, k)
     out[k] = np.int64(starts[r]) + (k - np.int64(offsets[r]))

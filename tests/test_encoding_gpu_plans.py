@@ -209,11 +209,13 @@ _NOT_ENCODINGS = {"base", "dispatch", "_native"}
 def test_every_encoding_module_and_package_part_is_registered():
     """Each module / package of ``lance_gpu.file.encodings`` is the home of a registered
     encoding; each package's ``gpu_plan`` is the device planning of one, each ``device``
-    module holds a registered device encoder; every ``CompressiveEncoding`` field is
-    registered (but ``variable_packed_struct``, which nothing decodes) and nothing else."""
+    module holds a registered device encoder, each ``decode_kernels`` module a registered
+    device decoding kernel; every ``CompressiveEncoding`` field is registered (but
+    ``variable_packed_struct``, which nothing decodes) and nothing else."""
     homes = {reg.home.__name__ for reg in encodings.ENCODINGS.values()}
     plans = {f"{encodings.__name__}.{reg.gpu_plan}" for reg in encodings.ENCODINGS.values() if reg.gpu_plan is not None}
     device_encoders = {e.device.__module__ for e in encodings.ENCODERS.values() if e.device is not None}
+    kernel_modules = {k.partition(":")[0] for reg in encodings.ENCODINGS.values() for k in reg.kernels}
     for info in pkgutil.iter_modules(encodings.__path__):
         if info.name in _NOT_ENCODINGS:
             continue
@@ -226,6 +228,8 @@ def test_every_encoding_module_and_package_part_is_registered():
             assert f"{name}.gpu_plan" in plans, f"{name}.gpu_plan is no encoding's device planning"
         if "device" in parts:
             assert f"{name}.device" in device_encoders, f"{name}.device holds no registered device encoder"
+        if "decode_kernels" in parts:
+            assert f"{name}.decode_kernels" in kernel_modules, f"{name}.decode_kernels holds no registered kernel"
     fields = {f.name for f in pb.CompressiveEncoding.DESCRIPTOR.oneofs_by_name["compression"].fields}
     assert set(encodings.ENCODINGS) == fields - {"variable_packed_struct"}
 

@@ -156,8 +156,9 @@ def test_a_cpu_read_loads_only_the_read_path(small_dataset: str) -> None:
         small_dataset,
     )
     assert _read_only_modules_of(mods) == []
-    # nor the encodings' device planning, which their registry names but imports on first use
-    assert [m for m in mods if m.endswith(".gpu_plan")] == []
+    # nor the encodings' device planning and decoding kernels, which their registry names but
+    # imports on first use
+    assert [m for m in mods if m.endswith((".gpu_plan", ".decode_kernels", ".fullzip_kernels"))] == []
     # the names the read did not use still load on first use
     mods = _loaded_by("import lance_gpu\nlance_gpu.LanceOperation.Append\nlance_gpu.write.operations.delete")
     assert {"lance_gpu.txn.operations", "lance_gpu.write.operations"} <= mods

@@ -31,7 +31,11 @@ import numpy as np
 import cuda_kernels as ck
 from cuda_kernels import _device
 from lance_gpu.errors import CorruptFileError
-from lance_gpu.gpu import _array, _kernels, headers, worktable
+from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
+from lance_gpu.file.encodings.rle import decode_kernels as rle_kernels
+from lance_gpu.file.encodings.variable import decode_kernels as variable_kernels
+from lance_gpu.file.v2_1 import fullzip_kernels
+from lance_gpu.gpu import _array, headers, worktable
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.plan import _DESTS, UnitPlan, work_lists
 
@@ -168,9 +172,9 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]])
     # 5. full-zip pages and mini-block strings
     if len(unit.fullzip):
         inv = np.concatenate(unit.invisible) if unit.invisible else np.zeros(1, np.bool_)
-        _kernels.fullzip_walk(arena, unit.fullzip.arrays(), inv, levels, fixed, src_start, src_len)
+        fullzip_kernels.fullzip_walk(arena, unit.fullzip.arrays(), inv, levels, fixed, src_start, src_len)
     if len(unit.var_chunks):
-        _kernels.variable_spans(arena, unit.var_chunks.arrays(), src_start, src_len)
+        variable_kernels.variable_spans(arena, unit.var_chunks.arrays(), src_start, src_len)
 
     # 6. page dictionaries
     for bits, lst in unit.dictionary.items():
@@ -181,7 +185,7 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]])
         flen = _array.empty(max(n, 1), np.int64)
         widths = a["width"]
         _fill(flen.view(np.uint8), _width_fill(a["count"], widths))
-        _kernels.dictionary_spans(index[bits], a, arena, fsrc, fdst, src_start, src_len)
+        dictionary_kernels.dictionary_spans(index[bits], a, arena, fsrc, fdst, src_start, src_len)
         if np.any(widths > 0):
             ck.copy_ranges_gpu(arena, fsrc[:n], flen[:n], fixed, fdst[:n])
 
@@ -299,7 +303,7 @@ def _run_rle(arena, vbits: int, lst, dest) -> None:
     # every chunk's runs must add up to its count (else its values would land in the next):
     # checked on the device, with the expansion
     expanded = _array.empty(max(int(first[-1]), 1), _UINT[vbits])
-    _kernels.rle_chunks(vals, runs, first_run, first, expanded)
+    rle_kernels.rle_chunks(vals, runs, first_run, first, expanded)
     for k, name in enumerate(_DESTS):
         sel = np.flatnonzero(a["dest"] == k)
         if sel.size:

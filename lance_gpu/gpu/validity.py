@@ -34,9 +34,13 @@ import numpy as np
 import pyarrow as pa
 
 import cuda_kernels as ck
+from cuda_kernels import _device
+from cuda_kernels._target import LAZY_CUDA, gpu_kernel
 from cuda_kernels.pieces import count_zero_bits_gpu, gather_bits_gpu
-from lance_gpu.gpu import _array, _kernels
+from lance_gpu.gpu import _array
 from lance_gpu.gpu._array import DeviceArray
+
+cuda = LAZY_CUDA
 
 
 class Validity:
@@ -159,13 +163,27 @@ def as_validity(v, length: int) -> Validity | None:
     return Validity.of_bytes(v, length)
 
 
+@gpu_kernel
+def _and_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] and b[i]
+
+
 def and_validity(a: Validity | None, b: Validity | None) -> Validity | None:
-    """Valid where both are (either None: all valid); one launch on the bytes."""
+    """Valid where both are (either None: all valid); one launch on the bytes
+    (``out[i] = a[i] and b[i]`` over ``a``'s bytes)."""
     if a is None:
         return b
     if b is None:
         return a
-    return Validity.of_bytes(_kernels.and_validity(a.bytes(), b.bytes()), a.length)
+    ab, bb = a.bytes(), b.bytes()
+    n = int(ab.shape[0])
+    out = _array.empty(n, np.bool_)
+    if n:
+        blocks, tpb = _device.launch_dims(n)
+        _and_kernel.get()[blocks, tpb](ab, bb, out)
+    return Validity.of_bytes(out, a.length)
 
 
 __all__ = ["Validity", "and_validity", "as_validity"]

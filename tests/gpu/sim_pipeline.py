@@ -2075,21 +2075,38 @@ def test_deferred_error_flags_still_name_a_corrupt_launch():
 def test_rle_chunks_expand_and_check_runs_on_the_device():
     """Many chunks' runs expanded in one launch; a chunk whose runs do not add up to its
     values is flagged (nothing written past the output), with nothing read back before."""
-    from lance_gpu.gpu import _kernels
+    from lance_gpu.file.encodings.rle import decode_kernels as rle_kernels
 
     values = np.array([5, 6, 7, 8, 9], np.uint32)
     runs = np.array([2, 1, 3, 1, 2], np.uint8)
     first_run = np.array([0, 2, 2, 5], np.int64)  # chunk 1 has no runs and no values
     first = np.array([0, 3, 3, 9], np.int64)
     out = cuda.to_device(np.zeros(9, np.uint32))
-    _kernels.rle_chunks(cuda.to_device(values), cuda.to_device(runs), first_run, first, out)
+    rle_kernels.rle_chunks(cuda.to_device(values), cuda.to_device(runs), first_run, first, out)
     np.testing.assert_array_equal(out.copy_to_host(), [5, 5, 6, 7, 7, 7, 8, 9, 9])
     short = np.array([0, 2, 2, 5], np.int64), np.array([0, 4, 4, 9], np.int64)  # chunk 0 claims 4 values
     with pytest.raises(CorruptInputError, match="do not add up"):
-        _kernels.rle_chunks(cuda.to_device(values), cuda.to_device(runs), *short, cuda.to_device(np.zeros(9, np.uint32)))
+        rle_kernels.rle_chunks(cuda.to_device(values), cuda.to_device(runs), *short, cuda.to_device(np.zeros(9, np.uint32)))
     long_runs = np.array([2, 1, 3, 1, 200], np.uint8)  # the last run reaches past the output
     with pytest.raises(CorruptInputError):
-        _kernels.rle_chunks(cuda.to_device(values), cuda.to_device(long_runs), first_run, first, cuda.to_device(np.zeros(9, np.uint32)))
+        rle_kernels.rle_chunks(cuda.to_device(values), cuda.to_device(long_runs), first_run, first, cuda.to_device(np.zeros(9, np.uint32)))
+
+
+def test_struct_field_is_null_where_its_struct_or_itself_is():
+    """``DeviceColumn.field`` ANDs the struct's validity with its child's on the device
+    (:func:`lance_gpu.gpu.validity.and_validity`, one launch over the bytes), as
+    ``pyarrow.compute.struct_field``; either side without nulls is taken as it is."""
+    from lance_gpu.gpu.validity import and_validity
+
+    x = pa.array([1, None, 3, None, 5, 6, 7], pa.int32())
+    y = pa.array([1, 2, 3, 4, 5, 6, 7], pa.int32())
+    arr = pa.StructArray.from_arrays([x, y], names=["x", "y"], mask=pa.array([False, False, True, True, False, False, True]))
+    col = DeviceColumn.from_arrow(arr)
+    for i in range(2):
+        got = col.field(i)
+        assert got.to_arrow().equals(pa.compute.struct_field(arr, [i])), i
+    assert col.field(1).validity is col.validity  # y has no nulls: the struct's validity itself
+    assert and_validity(None, col.validity) is col.validity and and_validity(col.validity, None) is col.validity
 
 
 # --------------------------------------------------------------------------------------------

@@ -105,10 +105,14 @@ def main():
 
 def _pipeline_cases():
     """The batched kernels of cuda_kernels.segments, the scatter unpack, the segmented FSST
-    passes and the GPU reader's Lance-layout kernels (lance_gpu.gpu._kernels)."""
+    passes, the GPU reader's kernels that know Lance layouts (each encoding's
+    ``decode_kernels``, the full-zip walk) and the validity AND."""
     from cuda_kernels import bitunpack, chunkheaders, fsst, segments
 
-    from lance_gpu.gpu import _kernels
+    from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
+    from lance_gpu.file.encodings.variable import decode_kernels as variable_kernels
+    from lance_gpu.file.v2_1 import fullzip_kernels
+    from lance_gpu.gpu import validity
 
     z = np.zeros
     i32, i64, u8, u16, u32, u64, b1 = np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_
@@ -138,21 +142,21 @@ def _pipeline_cases():
         (segments._take_ranges_kernel, {}, (z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(1, i32))),
         (segments._add_base_kernel, {}, (z(3, u16), z(3, i64), i64(2), z(2, i64), z(3, i64))),
         (segments._remap_kernel, {}, (z(3, u16), z(3, i64), i64(2), z((1, 4), u16), z(3, u16), z(1, i32))),
-        (_kernels._variable_spans_kernel, {}, (z(9, u8), z(2, i64), z(2, i64), z(2, i64), z(3, i64), i64(2), z(2, i64), z(4, i64), z(4, i64), z(1, i32))),
-        (_kernels._fullzip_count_kernel, {}, (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(4, i64), z(4, i64), z(1, i32))),
+        (variable_kernels._variable_spans_kernel, {}, (z(9, u8), z(2, i64), z(2, i64), z(2, i64), z(3, i64), i64(2), z(2, i64), z(4, i64), z(4, i64), z(1, i32))),
+        (fullzip_kernels._fullzip_count_kernel, {}, (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(4, i64), z(4, i64), z(1, i32))),
         (
-            _kernels._fullzip_fill_kernel,
+            fullzip_kernels._fullzip_fill_kernel,
             {},
             (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(5, i64), z(5, i64), z(2, i64), z(2, i64), z(2, i64), z(9, u16), z(9, u8), z(4, i64), z(4, i64), z(1, i32)),
         ),
-        (_kernels._and_kernel, {}, (z(3, b1), z(3, b1), z(3, b1))),
+        (validity._and_kernel, {}, (z(3, b1), z(3, b1), z(3, b1))),
         # the read pre-pass over mini-block chunk headers (level sections and inline blocks too)
         (chunkheaders._parse_kernel, {}, (z(9, u8), *[z(2, i64)] * 6, z((2, chunkheaders.OUT_COLUMNS), i64), z((2, 2), i64))),
     ]
     for idx in (u32, u64):
         cases.append(
             (
-                _kernels._dictionary_spans_kernel,
+                dictionary_kernels._dictionary_spans_kernel,
                 {},
                 (z(4, idx), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32)),
             )

@@ -3,10 +3,11 @@
 
 One home per encoding: a module, or a package holding the encoding's CPU decoder and CPU
 encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels), its compiled
-CPU loops (``_native.py`` / ``_encoder.py``) and the host side of its device decoding
+CPU loops (``_native.py`` / ``_encoder.py``), the host side of its device decoding
 (``gpu_plan.py``: which of its forms the device decodes, and where its blocks / runs /
 offsets lie in the staged chunk bytes, pure functions over protobufs and NumPy arrays, for
-:mod:`lance_gpu.gpu.plan`).  This module registers them in **one** place, :data:`ENCODINGS`:
+:mod:`lance_gpu.gpu.plan`) and the device decoding kernels that know its bytes
+(``decode_kernels.py``, numba-cuda, launched by :mod:`lance_gpu.gpu.decode`).  This module registers them in **one** place, :data:`ENCODINGS`:
 per ``CompressiveEncoding`` oneof field, its home, its CPU decoders, its device planning,
 the device kernels that decode it and its encoders.  From it:
 
@@ -49,8 +50,9 @@ only: a page using them is read by the CPU reader; ``variable_packed_struct`` ha
 (it raises as unsupported).  The planning modules are named, not imported, here
 (:attr:`Registration.gpu_plan`, imported by :func:`gpu_plan` on the GPU planner's first
 use, so a CPU read loads none), and so are the device kernels, as ``"module:function"``
-(:attr:`Registration.kernels`): the Lance-aware ones live in ``lance_gpu.gpu._kernels``,
-above this layer, the format-agnostic ones in ``cuda_kernels`` (numba loads on first use).
+(:attr:`Registration.kernels`): the ones that know an encoding's bytes in its package's
+``decode_kernels``, the full-zip walk in the layout's home (``lance_gpu.file.v2_1.fullzip_kernels``),
+the format-agnostic ones in ``cuda_kernels`` (numba loads on first use).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class Registration:
 FORM_FUNCTIONS = {"values": "value_form", "levels": "level_form", "full_zip": "full_zip_form"}
 _COPY = ("cuda_kernels.segments:copy_ranges_gpu",)
 _UNPACK = ("cuda_kernels.bitunpack:unpack_blocks_scatter_gpu",)
+_VARIABLE_SPANS = "lance_gpu.file.encodings.variable.decode_kernels:variable_spans"
 
 #: Every encoding, by ``CompressiveEncoding`` field (see the module docstring).
 ENCODINGS: dict[str, Registration] = {
@@ -144,13 +147,13 @@ ENCODINGS: dict[str, Registration] = {
     "variable": Registration(
         variable, variable.decode_miniblock, variable.decode_block, selecting=True,
         gpu_plan="variable.gpu_plan", plans=("values", "full_zip"),
-        kernels=("lance_gpu.gpu._kernels:variable_spans", "lance_gpu.gpu._kernels:fullzip_walk"),
+        kernels=(_VARIABLE_SPANS, "lance_gpu.file.v2_1.fullzip_kernels:fullzip_walk"),
         encoders={"variable": Encoder(variable.variable_chunks, variable_device.variable_chunks)},
     ),
     "fsst": Registration(
         fsst, fsst.decode_miniblock, fsst.decode_block, selecting=True,
         gpu_plan="fsst.gpu_plan", plans=("values", "full_zip"),
-        kernels=("lance_gpu.gpu._kernels:variable_spans", "cuda_kernels.fsst:fsst_lengths_segments_gpu",
+        kernels=(_VARIABLE_SPANS, "cuda_kernels.fsst:fsst_lengths_segments_gpu",
                  "cuda_kernels.fsst:fsst_decode_segments_gpu"),
         encoders={"fsst": Encoder(fsst.compress_strings, fsst_device.compress_strings)},
     ),
@@ -169,14 +172,14 @@ ENCODINGS: dict[str, Registration] = {
     "rle": Registration(
         rle, rle.decode_miniblock, rle.decode_block,
         gpu_plan="rle.gpu_plan", plans=("values", "levels"),
-        kernels=("lance_gpu.gpu._kernels:rle_chunks",),
+        kernels=("lance_gpu.file.encodings.rle.decode_kernels:rle_chunks",),
         encoders={"rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock)},
     ),
     "dictionary": Registration(
         dictionary, dictionary.decode_miniblock, dictionary.decode_block,
         # page dictionaries (a mini-block layout feature; the planner calls dictionary_plan)
         gpu_plan="dictionary.gpu_plan",
-        kernels=("lance_gpu.gpu._kernels:dictionary_spans",),
+        kernels=("lance_gpu.file.encodings.dictionary.decode_kernels:dictionary_spans",),
         # the CPU page dictionary is built by lance_gpu.file.writer.pages (Arrow's dictionary_encode)
         encoders={
             "dictionary": Encoder(None, dictionary_device.dictionary_of_sample),

@@ -11,6 +11,8 @@ Buffer 0 holds one entry per item: ``[control word] [value length] [value bytes]
 
 Buffer 1 (variable width, or with repetition) is the repetition index: ``num_rows + 1``
 byte offsets into buffer 0, each 1, 2, 4 or 8 bytes wide; needed only for random access.
+
+This module is the CPU decode; the device walks full-zip pages with :mod:`.fullzip_kernels`.
 """
 
 from __future__ import annotations

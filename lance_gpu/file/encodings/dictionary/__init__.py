@@ -6,6 +6,10 @@ In 2.1 / 2.2 pages the dictionary is a page-level feature of the mini-block layo
 block decoder named there; in 2.2 always General{LZ4} over Flat or block Variable).  The
 chunk values are 0-based indices, usually InlineBitpacking{32}.  The nested
 CompressiveEncoding.Dictionary form (indices, items) is decoded the same way.
+
+This module is the CPU decode; the package holds the rest of the encoding:
+:mod:`.gpu_plan` (device planning), :mod:`.decode_kernels` (device decoding: indices to item
+spans) and :mod:`.device` (device encoders: the dictionaries of samples).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@
 Buffer 0 holds the run values (``values``, a Flat encoding), buffer 1 the run lengths
 (``run_lengths``, Flat{8}: u8, runs above 255 split).  Example: ``[1,1,1,2,2,3,3,3,3]`` →
 values ``[1,2,3]``, lengths ``[3,2,4]``.  Runs never cross chunks.
+
+This module is the CPU decode and encoder; the package holds the rest of the encoding:
+:mod:`.gpu_plan` (device planning), :mod:`.decode_kernels` (device decoding: run expansion),
+:mod:`.device` (device encoder) and :mod:`._native` (compiled CPU loops).
 """
 
 from __future__ import annotations

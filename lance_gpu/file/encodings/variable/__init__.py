@@ -6,6 +6,10 @@
   the bytes, padded to 4 (or 8) with 0x48.
 * Block form (dictionary items): ``u32 bits_per_offset | u32 bytes_start | offsets[n+1] |
   bytes`` with offsets relative to ``bytes_start`` (the 64-bit form uses u64 headers).
+
+This module is the CPU decode and encoder; the package holds the rest of the encoding:
+:mod:`.gpu_plan` (device planning), :mod:`.decode_kernels` (device decoding: value spans),
+:mod:`.device` (device encoder) and :mod:`._native` (compiled CPU loops).
 """
 
 from __future__ import annotations

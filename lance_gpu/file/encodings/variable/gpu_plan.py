@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Device planning of Variable values (host side): the offset width the device's
-``variable spans`` kernel (``lance_gpu.gpu._kernels.variable_spans``) reads.
+``variable spans`` kernel (:func:`.decode_kernels.variable_spans`) reads.
 
 A mini-block chunk buffer of Variable values is ``offsets[count + 1]`` (u32 for Flat32
 offsets, u64 for Flat64), measured from the start of the chunk buffer, then the bytes; the
