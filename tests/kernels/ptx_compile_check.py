@@ -106,10 +106,11 @@ def main():
 def _pipeline_cases():
     """The batched kernels of cuda_kernels.segments, the scatter unpack, the segmented FSST
     passes, the GPU reader's kernels that know Lance layouts (each encoding's
-    ``decode_kernels``, the full-zip walk) and the validity AND."""
+    ``decode_kernels``, the full-zip walk and its page check) and the validity AND."""
     from cuda_kernels import bitunpack, chunkheaders, fsst, segments
 
     from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
+    from lance_gpu.file.encodings.rle import decode_kernels as rle_kernels
     from lance_gpu.file.encodings.variable import decode_kernels as variable_kernels
     from lance_gpu.file.v2_1 import fullzip_kernels
     from lance_gpu.gpu import validity
@@ -149,6 +150,7 @@ def _pipeline_cases():
             {},
             (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(5, i64), z(5, i64), z(2, i64), z(2, i64), z(2, i64), z(9, u16), z(9, u8), z(4, i64), z(4, i64), z(1, i32)),
         ),
+        (fullzip_kernels._fullzip_check_kernel, {}, (z(5, i64), z(5, i64), z(3, i64), i64(2), z(2, i64), z(2, i64), z(1, i32))),
         (validity._and_kernel, {}, (z(3, b1), z(3, b1), z(3, b1))),
         # the read pre-pass over mini-block chunk headers (level sections and inline blocks too)
         (chunkheaders._parse_kernel, {}, (z(9, u8), *[z(2, i64)] * 6, z((2, chunkheaders.OUT_COLUMNS), i64), z((2, 2), i64))),
@@ -161,6 +163,8 @@ def _pipeline_cases():
                 (z(4, idx), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32)),
             )
         )
+    for dt in (u8, u16, u32, u64):  # RLE runs expanded, per value width
+        cases.append((rle_kernels._rle_chunks_kernel, {}, (z(4, dt), z(4, u8), z(4, i64), z(3, i64), z(3, i64), i64(2), i64(4), z(9, dt), z(1, i32))))
     from cuda_kernels import utf8
 
     for out in (i32, i64):  # the variable-width check, writing cuDF offsets in either width
