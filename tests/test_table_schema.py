@@ -272,3 +272,14 @@ def test_manifest_schema_sees_extension_types_registered_later() -> None:
     finally:
         pa.unregister_extension_type("lance_gpu_tests.late")
     assert LanceSchema.from_manifest(_manifest([f]), "m").to_arrow().field("e").type == pa.int64()
+
+
+def test_file_schema_bytes_start_the_file_descriptor(all_types: tuple[pa.Schema, Path]) -> None:
+    """A data file's FileDescriptor is the schema's kept part and then its row count: the
+    bytes of the whole message serialized at once, for every row count."""
+    schema, _uri = all_types
+    for ls in (LanceSchema.from_arrow(schema), LanceSchema.from_arrow(pa.schema([("a", pa.int64())]))):
+        for rows in (0, 1, 16, 127, 128, 300, 1 << 40):
+            whole = file_pb2.FileDescriptor(schema=file_pb2.Schema(fields=ls.to_protos(), metadata=ls.metadata), length=rows)
+            assert ls.file_schema_bytes() + file_pb2.FileDescriptor(length=rows).SerializeToString() == whole.SerializeToString()
+        assert ls.file_schema_bytes() is ls.file_schema_bytes()

@@ -38,6 +38,7 @@ import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -494,9 +495,10 @@ class LanceSchema:
             if f.id in self.by_id:
                 raise CorruptFileError(self.source, f"duplicate field id {f.id}")
             self.by_id[f.id] = f
-        #: :meth:`to_arrow`'s schemas by ``physical`` (shared by the schemas of one field tree
-        #: that :meth:`from_manifest` hands out)
-        self._arrow: dict[bool, pa.Schema] = {}
+        #: What is derived from the fields and metadata alone (:meth:`to_arrow`'s schemas by
+        #: ``physical``, :meth:`file_schema_bytes`), shared by the schemas of one field tree
+        #: that :meth:`from_manifest` hands out
+        self._derived: dict[object, Any] = {}
 
     # -- construction ------------------------------------------------------------------------
 
@@ -564,7 +566,7 @@ class LanceSchema:
         out.metadata = dict(self.metadata)
         out.source = os.fspath(source)
         out.by_id = dict(self.by_id)
-        out._arrow = self._arrow
+        out._derived = self._derived
         return out
 
     @classmethod
@@ -708,7 +710,7 @@ class LanceSchema:
         columns their stored type (large_binary, JSONB) instead of ``arrow.json``, blob v2
         fields ``large_binary`` marked ``lance-encoding:blob`` (their bytes).
         """
-        kept = self._arrow.get(physical)
+        kept = self._derived.get(physical)
         if kept is not None:
             return kept
         try:
@@ -721,8 +723,19 @@ class LanceSchema:
             # the IPC reader instantiates every registered extension type, at any depth (the
             # types registered now: not kept, a type may be registered later)
             return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
-        self._arrow[physical] = schema  # (an Arrow schema is immutable)
+        self._derived[physical] = schema  # (an Arrow schema is immutable)
         return schema
+
+    def file_schema_bytes(self) -> bytes:
+        """A data file's ``FileDescriptor`` holding only this schema (``lance.file.Schema``:
+        :meth:`to_protos` and the metadata), serialized; a descriptor's bytes are these
+        followed by those of ``FileDescriptor(length=rows)`` (fields in number order, as
+        serializing the whole message gives them)."""
+        kept = self._derived.get("file schema")
+        if kept is None:
+            schema = file_pb2.Schema(fields=self.to_protos(), metadata=self.metadata)
+            kept = self._derived["file schema"] = file_pb2.FileDescriptor(schema=schema).SerializeToString()
+        return kept  # type: ignore[no-any-return]
 
 
 def _has_extension_markers(schema: pa.Schema) -> bool:
