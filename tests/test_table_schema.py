@@ -243,7 +243,7 @@ def test_manifest_schemas_share_their_field_tree(all_types: tuple[pa.Schema, Pat
     for source in ("one.manifest", "two.manifest"):
         with pytest.raises(UnsupportedFeatureError, match=source):
             LanceSchema.from_manifest(_manifest(bad), source).to_arrow()
-    with pytest.raises(CorruptFileError, match="dup.manifest"):
+    with pytest.raises(CorruptFileError, match=r"dup\.manifest"):
         LanceSchema.from_manifest(_manifest([base[0], base[0]]), "dup.manifest")
 
 
