@@ -202,3 +202,84 @@ def test_column_index_map_edge_cases() -> None:
         column_index_map(table_pb2.DataFile(path="f.lance", fields=[0, 1], column_indices=[0]))
     with pytest.raises(CorruptFileError, match="twice"):
         column_index_map(table_pb2.DataFile(path="f.lance", fields=[0, 1], column_indices=[0, 0]))
+
+
+def _manifest(fields: list[file_pb2.Field], metadata: dict[str, bytes] | None = None) -> table_pb2.Manifest:
+    m = table_pb2.Manifest()
+    m.fields.extend(fields)
+    for k, v in (metadata or {}).items():
+        m.schema_metadata[k] = v
+    return m
+
+
+def test_manifest_schemas_share_their_field_tree(all_types: tuple[pa.Schema, Path]) -> None:
+    """Manifests of equal fields (every version of a dataset, a commit's new version) give
+    schemas sharing one field tree and one Arrow schema, each naming its own manifest; other
+    fields or other schema metadata give other schemas."""
+    _schema, uri = all_types
+    mf = load_manifest(*resolve(uri))
+    again = table_pb2.Manifest()
+    again.CopyFrom(mf.manifest)
+    a = LanceSchema.from_manifest(mf.manifest, "v1.manifest")
+    b = LanceSchema.from_manifest(again, "v2.manifest")
+    assert (a.source, b.source) == ("v1.manifest", "v2.manifest")
+    assert a.fields is not b.fields and all(x is y for x, y in zip(a.fields, b.fields, strict=True))
+    assert a == b and a.by_id == b.by_id and a.metadata == b.metadata and a.metadata is not b.metadata
+    # (extension types here: converted anew each time, see the next test)
+    assert b.to_arrow().equals(lance.dataset(str(uri)).schema, check_metadata=True)
+
+    f = file_pb2.Field
+    base = [f(name="a", id=0, parent_id=-1, logical_type="int32"), f(name="b", id=1, parent_id=-1, logical_type="string")]
+    plain = LanceSchema.from_manifest(_manifest(base), "p")
+    renamed = LanceSchema.from_manifest(_manifest([base[0], f(name="c", id=1, parent_id=-1, logical_type="string")]), "r")
+    tagged = LanceSchema.from_manifest(_manifest(base, {"k": b"v"}), "t")
+    assert plain.to_arrow().names == ["a", "b"] and renamed.to_arrow().names == ["a", "c"]
+    same = LanceSchema.from_manifest(_manifest(base), "p2")
+    assert same.to_arrow() is plain.to_arrow() and same.to_arrow(physical=True) is plain.to_arrow(physical=True)
+    assert plain.fields[0] is not renamed.fields[0]
+    assert plain.to_arrow().metadata is None and tagged.to_arrow().metadata == {b"k": b"v"}
+    # a field list that cannot be converted names each manifest it came from
+    bad = [f(name="q", id=0, parent_id=-1, logical_type="quaternion")]
+    for source in ("one.manifest", "two.manifest"):
+        with pytest.raises(UnsupportedFeatureError, match=source):
+            LanceSchema.from_manifest(_manifest(bad), source).to_arrow()
+    with pytest.raises(CorruptFileError, match=r"dup\.manifest"):
+        LanceSchema.from_manifest(_manifest([base[0], base[0]]), "dup.manifest")
+
+
+class _LateType(pa.ExtensionType):
+    def __init__(self) -> None:
+        super().__init__(pa.int64(), "lance_gpu_tests.late")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> _LateType:
+        return cls()
+
+
+def test_manifest_schema_sees_extension_types_registered_later() -> None:
+    """A schema naming an extension type is converted anew each time: a type registered
+    after the first conversion appears in the next one (the field tree is still shared)."""
+    f = file_pb2.Field(name="e", id=0, parent_id=-1, logical_type="int64", extension_name="lance_gpu_tests.late")
+    first = LanceSchema.from_manifest(_manifest([f]), "m").to_arrow()
+    assert first.field("e").type == pa.int64()
+    pa.register_extension_type(_LateType())
+    try:
+        later = LanceSchema.from_manifest(_manifest([f]), "m").to_arrow()
+        assert isinstance(later.field("e").type, _LateType)
+    finally:
+        pa.unregister_extension_type("lance_gpu_tests.late")
+    assert LanceSchema.from_manifest(_manifest([f]), "m").to_arrow().field("e").type == pa.int64()
+
+
+def test_file_schema_bytes_start_the_file_descriptor(all_types: tuple[pa.Schema, Path]) -> None:
+    """A data file's FileDescriptor is the schema's kept part and then its row count: the
+    bytes of the whole message serialized at once, for every row count."""
+    schema, _uri = all_types
+    for ls in (LanceSchema.from_arrow(schema), LanceSchema.from_arrow(pa.schema([("a", pa.int64())]))):
+        for rows in (0, 1, 16, 127, 128, 300, 1 << 40):
+            whole = file_pb2.FileDescriptor(schema=file_pb2.Schema(fields=ls.to_protos(), metadata=ls.metadata), length=rows)
+            assert ls.file_schema_bytes() + file_pb2.FileDescriptor(length=rows).SerializeToString() == whole.SerializeToString()
+        assert ls.file_schema_bytes() is ls.file_schema_bytes()

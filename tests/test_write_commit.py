@@ -718,6 +718,49 @@ def test_transaction_file_written_in_the_background_lands_before_the_manifest(tm
     assert [f for d, _, fs in os.walk(uri) for f in fs if f.startswith(".tmp_")] == []
 
 
+def test_transaction_file_write_overlaps_the_fsync_round(tmp_path, monkeypatch):
+    """The commit waits for its background transaction write only once its fsync round is
+    over (the write runs while the committing thread waits on the disk), and still before
+    the manifest is linked: a write that can only end after the manifest's staging copy was
+    fsync'd ends, and the transaction file is there when the manifest appears."""
+    import sys as _sys
+    import threading
+
+    from lance_gpu.io import background
+
+    monkeypatch.setattr(background, "OVERLAP", "always")  # as with a spare core
+    commit_module = _sys.modules["lance_gpu.txn.commit"]
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 10), uri)
+    real_write, real_fsync, real_link = commit_module.write_transaction_file, os.fsync, os.link
+    staged_synced = threading.Event()
+    waited: list[bool] = []
+    landed: list[bool] = []
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        if "/_versions/.tmp_" in os.readlink(f"/proc/self/fd/{fd}"):
+            staged_synced.set()
+
+    def write_after_the_round(*args, **kwargs):
+        waited.append(staged_synced.wait(timeout=30))  # (False: the commit waited for us first)
+        real_write(*args, **kwargs)
+
+    def link(src, dst, *args, **kwargs):
+        if dst.endswith(".manifest"):
+            names = os.listdir(os.path.join(uri, "_transactions"))
+            landed.append(len(names) == 2 and not [n for n in names if n.startswith(".tmp_")])
+        real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(commit_module, "write_transaction_file", write_after_the_round)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    lance_gpu.write_dataset(_tbl(10, 5), uri, mode="append")
+    monkeypatch.undo()
+    assert waited == [True] and landed == [True]
+    assert lance.dataset(uri).version == 2 and lance.dataset(uri).count_rows() == 15
+
+
 def test_transactions_survive_lost_transaction_files(tmp_path):
     """What an OS crash could do to the unsynced transaction files -- leave them empty, or
     lose them -- loses nothing: pylance and we read every version's transaction from its

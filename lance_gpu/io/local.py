@@ -612,20 +612,27 @@ class LocalStore:
         return LocalWriter(self, path)
 
     def put_if_absent_after_sync(self, path: str, data: bytes | memoryview, paths: Sequence[str],
-                                 staged: LocalWriter | None = None) -> None:
+                                 staged: LocalWriter | None = None, landed: Sequence[Future[Any]] = ()) -> None:
         """:meth:`sync` ``paths`` and :meth:`put_if_absent` ``path``, with one round of
         fsyncs: the new file's staging copy (which no reader sees) is fsync'd together with
         ``paths``, and hard-linked to ``path`` only once all of them are durable.  A commit's
         manifest costs one fsync wait instead of two.
 
         ``staged``: an empty staging file from :meth:`stage` to write ``data`` into (it is
-        consumed: removed, or linked to ``path``, whatever the outcome)."""
+        consumed: removed, or linked to ``path``, whatever the outcome).
+
+        ``landed``: background writes (a commit's transaction file) that must have ended
+        before ``path`` appears, waited for once the fsyncs are over: they run while this
+        thread waits on the disk (it holds no GIL then); the first failure is raised, with
+        nothing published."""
         if staged is None:
             staging = self._stage(path, data, sync=False)
         else:
             staging = staged.fill(data)
         try:
             self.sync([staging, *paths])
+            for future in landed:
+                future.result()
         except BaseException:
             _unlink_quietly(staging)
             raise

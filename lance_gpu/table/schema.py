@@ -38,6 +38,7 @@ import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -468,6 +469,12 @@ def _field_from_arrow(
 # schema
 
 
+#: :meth:`LanceSchema.from_manifest`'s field trees, by the manifest fields' bytes and the
+#: schema metadata; emptied when it holds :data:`MANIFEST_SCHEMAS_KEPT` of them.
+MANIFEST_SCHEMAS: dict[tuple[tuple[bytes, ...], tuple[tuple[str, bytes], ...]], LanceSchema] = {}
+MANIFEST_SCHEMAS_KEPT = 64
+
+
 class LanceSchema:
     """A Lance schema: the field tree, id lookup, leaf order and projection.
 
@@ -488,6 +495,10 @@ class LanceSchema:
             if f.id in self.by_id:
                 raise CorruptFileError(self.source, f"duplicate field id {f.id}")
             self.by_id[f.id] = f
+        #: What is derived from the fields and metadata alone (:meth:`to_arrow`'s schemas by
+        #: ``physical``, :meth:`file_schema_bytes`), shared by the schemas of one field tree
+        #: that :meth:`from_manifest` hands out
+        self._derived: dict[object, Any] = {}
 
     # -- construction ------------------------------------------------------------------------
 
@@ -526,8 +537,37 @@ class LanceSchema:
     def from_manifest(
         cls, manifest: table_pb2.Manifest, source: str | os.PathLike[str] = "<manifest>"
     ) -> LanceSchema:
-        """Schema of a manifest (fields 1 and 5)."""
-        return cls.from_protos(manifest.fields, dict(manifest.schema_metadata), source)
+        """Schema of a manifest (fields 1 and 5).
+
+        The field tree of a schema this process read before is shared, not built again
+        (:data:`MANIFEST_SCHEMAS`: every version of a dataset, and every commit's new
+        version, carries the same fields): the returned schema is a new object naming
+        ``source``, its fields (never modified once built: changes make new ones,
+        ``dataclasses.replace``) and :meth:`to_arrow`'s schemas those of the first."""
+        fields = manifest.fields
+        metadata = dict(manifest.schema_metadata)
+        # the fields' bytes: equal bytes are equal fields (equal fields may serialise their
+        # metadata maps in another order: a miss, never a wrong hit)
+        key = (tuple(pb.SerializeToString() for pb in fields), tuple(sorted(metadata.items())))
+        built = MANIFEST_SCHEMAS.get(key)
+        if built is None:
+            built = cls.from_protos(fields, metadata, source)
+            if len(MANIFEST_SCHEMAS) >= MANIFEST_SCHEMAS_KEPT:
+                MANIFEST_SCHEMAS.clear()
+            MANIFEST_SCHEMAS[key] = built
+            return built._sharing(source)
+        return built._sharing(source)
+
+    def _sharing(self, source: str | os.PathLike[str]) -> LanceSchema:
+        """A schema of the same field tree (shared), metadata (copied) and :meth:`to_arrow`
+        cache (shared), naming ``source``."""
+        out = object.__new__(type(self))
+        out.fields = list(self.fields)
+        out.metadata = dict(self.metadata)
+        out.source = os.fspath(source)
+        out.by_id = dict(self.by_id)
+        out._derived = self._derived
+        return out
 
     @classmethod
     def from_arrow(cls, schema: pa.Schema, start_id: int = 0) -> LanceSchema:
@@ -670,6 +710,9 @@ class LanceSchema:
         columns their stored type (large_binary, JSONB) instead of ``arrow.json``, blob v2
         fields ``large_binary`` marked ``lance-encoding:blob`` (their bytes).
         """
+        kept = self._derived.get(physical)
+        if kept is not None:
+            return kept
         try:
             fields = [f.to_arrow(physical) for f in self.fields]
         except (_TypeError, ValueError) as exc:
@@ -677,9 +720,22 @@ class LanceSchema:
         meta = {k.encode(): v for k, v in self.metadata.items()} or None
         schema = pa.schema(fields, metadata=meta)
         if _has_extension_markers(schema):
-            # the IPC reader instantiates every registered extension type, at any depth
-            schema = pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
+            # the IPC reader instantiates every registered extension type, at any depth (the
+            # types registered now: not kept, a type may be registered later)
+            return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
+        self._derived[physical] = schema  # (an Arrow schema is immutable)
         return schema
+
+    def file_schema_bytes(self) -> bytes:
+        """A data file's ``FileDescriptor`` holding only this schema (``lance.file.Schema``:
+        :meth:`to_protos` and the metadata), serialized; a descriptor's bytes are these
+        followed by those of ``FileDescriptor(length=rows)`` (fields in number order, as
+        serializing the whole message gives them)."""
+        kept = self._derived.get("file schema")
+        if kept is None:
+            schema = file_pb2.Schema(fields=self.to_protos(), metadata=self.metadata)
+            kept = self._derived["file schema"] = file_pb2.FileDescriptor(schema=schema).SerializeToString()
+        return kept  # type: ignore[no-any-return]
 
 
 def _has_extension_markers(schema: pa.Schema) -> bool:

@@ -372,8 +372,6 @@ def commit_file(
                 manifest.ClearField("transaction_file")
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
             target = join(root, "_versions", name)
-            if txn_writing is not None:
-                txn_writing.result()  # landed (outside the try: its failure is not a lost version)
             try:
                 if not detached and current is not None and trust_hint and _hinted_past(store, root, version):
                     # later versions exist although ``version`` does not (a cleanup removed
@@ -388,10 +386,14 @@ def commit_file(
                     # the files it names and the manifest's own bytes are made durable in one
                     # round of fsyncs (in parallel), before the manifest is published
                     staged, staging = None, staged
-                    publish_manifest(store, target, data, locked=lock is not None, durable=unsynced, staged=staging)
+                    # the transaction file has landed before the manifest naming it appears
+                    # (its write overlaps the fsync round)
+                    publish_manifest(store, target, data, locked=lock is not None, durable=unsynced, staged=staging,
+                                     landed=[txn_writing] if txn_writing is not None else [])
                 synced.update(unsynced)
             except FileExistsError:
-                pass
+                if txn_writing is not None and txn_writing.done() and txn_writing.exception() is not None:
+                    raise  # the transaction file's write failed: not a version lost to another writer
             else:
                 txn_key = None
                 # the next read of this version (the dataset a write returns, the next

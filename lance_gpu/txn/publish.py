@@ -24,6 +24,8 @@ import json
 import struct
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
 
 from lance_gpu._proto import table_pb2, transaction_pb2
 from lance_gpu.errors import (
@@ -163,7 +165,8 @@ def _file(parts: list[bytes], manifest: bytes) -> bytes:
 
 
 def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool = False,
-                     durable: Sequence[str] = (), staged: object = None) -> None:
+                     durable: Sequence[str] = (), staged: object = None,
+                     landed: Sequence[Future[Any]] = ()) -> None:
     """Create the manifest ``key`` holding ``data`` with the store's ``put_if_absent`` (a hard
     link of a staging file locally, a conditional PUT ``If-None-Match: *`` on object stores).
 
@@ -177,6 +180,10 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
     left unknown (a timeout, a lost response) is settled by reading the manifest back: our
     bytes there mean the commit landed, other bytes mean another writer took the version.
 
+    ``landed``: background writes that must have ended before the manifest appears (the
+    commit's transaction file): a local store waits for them after its fsync round, which
+    they overlap; other stores before the put.  Their first failure is raised, nothing put.
+
     ``staged``: an empty staging file the store made beforehand (``LocalStore.stage``,
     see :func:`stage_manifest`), which this call consumes whatever the outcome.
 
@@ -187,6 +194,8 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
     if locked and not store.supports_conditional_put:
         discard_staged(staged)
         store.sync(durable)
+        for future in landed:
+            future.result()
         if store.exists(key):
             raise ObjectExistsError(store.uri(key), "taken by another writer")
         store.put(key, data)
@@ -194,22 +203,21 @@ def publish_manifest(store: ObjectStore, key: str, data: bytes, *, locked: bool 
     together = getattr(store, "put_if_absent_after_sync", None)
     try:
         if together is not None:
-            if staged is not None:
-                together(key, data, durable, staged=staged)
-            else:
-                together(key, data, durable)
+            together(key, data, durable, staged=staged, landed=landed)
         else:
             discard_staged(staged)
             store.sync(durable)
+            for future in landed:
+                future.result()
             store.put_if_absent(key, data)
     except ObjectExistsError:
         raise
     except StorageError as exc:
         try:
-            landed = store.get(key)
+            there = store.get(key)
         except (FileNotFoundError, StorageError):
             raise exc from None
-        if landed == data:
+        if there == data:
             return  # our put landed; only its response was lost
         raise ObjectExistsError(store.uri(key), "taken by another writer") from exc
 

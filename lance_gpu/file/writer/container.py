@@ -25,6 +25,7 @@ file is finished; rows whose rep / def levels overflow a mini-block chunk's u16 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import struct
@@ -146,6 +147,13 @@ def _encode_rows(a: pa.Array, first: int, field: LanceField, minor: int, out: li
 def _any(url: str, msg) -> file2_pb2.Encoding:
     wrapped = Any(type_url=url, value=msg.SerializeToString())
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
+
+
+@functools.cache
+def _column_encoding(blob: bool) -> file2_pb2.Encoding:
+    """Every column's ``ColumnMetadata.encoding`` (``values{}``; a 2.0 blob column's
+    ``blob{inner: values{}}``), built once: callers copy it into their messages, never change it."""
+    return _any(COLUMN_ENCODING_URL, v2_0_blob_column_encoding() if blob else encodings_v2_0_pb2.ColumnEncoding(values={}))
 
 
 #: Pages of fewer Arrow bytes than this are encoded by the writing thread, not the pool.
@@ -380,18 +388,14 @@ class HostFileWriter:
         for i in range(len(self._fields)):
             self._flush_field(i)
         self._drain()
-        descriptor = file_pb2.FileDescriptor(
-            schema=file_pb2.Schema(fields=self.schema.to_protos(), metadata=self.schema.metadata),
-            length=self.num_rows,
-        )
-        gb_pos, gb_size = self._write_buffer(descriptor.SerializeToString())
-        column_encoding = _any(COLUMN_ENCODING_URL, encodings_v2_0_pb2.ColumnEncoding(values={}))
-        blob_encoding = _any(COLUMN_ENCODING_URL, v2_0_blob_column_encoding())
+        # FileDescriptor{schema, length}: the schema's part kept with the schema
+        descriptor = self.schema.file_schema_bytes() + file_pb2.FileDescriptor(length=self.num_rows).SerializeToString()
+        gb_pos, gb_size = self._write_buffer(descriptor)
         blob_columns = {self._first_col[i] for i, blob in enumerate(self._blob) if blob and self.minor == 0}
         meta_start = self._pos
         cmo = []
         for c, pages in enumerate(self._columns):
-            cm = file2_pb2.ColumnMetadata(encoding=blob_encoding if c in blob_columns else column_encoding, pages=pages)
+            cm = file2_pb2.ColumnMetadata(encoding=_column_encoding(c in blob_columns), pages=pages)
             raw = cm.SerializeToString()
             cmo.append((self._pos, len(raw)))
             self._fh.write(raw)
