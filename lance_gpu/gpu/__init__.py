@@ -39,6 +39,7 @@ from lance_gpu.gpu.memory import memory_budget, memory_limit, set_memory_limit
 if TYPE_CHECKING:
     from lance_gpu.gpu import columns as columns
     from lance_gpu.gpu import device_table as device_table
+    from lance_gpu.gpu import gathered as gathered
 
 # The submodules load on first use (``gpu.columns``...; :mod:`lance_gpu._lazy`): the scan
 # layer refers to them through this package, so a CPU read loads none of them.

@@ -38,6 +38,7 @@ from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
+from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
@@ -241,11 +242,11 @@ def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None =
 
 
 def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
-    """The fragment's columns with only the selected rows (gathered on the device from the
-    rows each field decoded: all of them, or the ranges of its row selection)."""
+    """The fragment's columns with only the selected rows: each field's selection of the
+    rows it decoded (all of them, or the ranges of its row selection), kept on the host
+    (:class:`~lance_gpu.gpu.gathered.Gathered`) until the rows are written out, once."""
     frag, rows = fw.frag, fw.rows
-    uploaded: dict[bytes, DeviceArray] = {}
-    cols = []
+    cols: list[Any] = []
     for name in names:
         if name not in fw.done:
             cols.append(fw.cpu[name].result())
@@ -253,14 +254,14 @@ def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
         col = fw.done[name]
         fp = fw.gpu.get(name)
         pos = None if rows is None or fp is None else positions(rows, fp.ranges)
-        if pos is not None:
-            key = pos.tobytes()
-            if key not in uploaded:
-                uploaded[key] = _array.upload(np.ascontiguousarray(pos, np.int64))
-            col = col.take(uploaded[key])
-        cols.append(col)
+        cols.append(col if pos is None or _identity(pos, col.length) else Gathered(col, pos))
     n = frag.physical_rows if rows is None else int(rows.size)
     return DeviceTable(names, cols, n, None, frag.fragment_id)
+
+
+def _identity(pos: np.ndarray, n: int) -> bool:
+    """Whether the positions ``pos`` select every one of ``n`` rows, in order."""
+    return pos.size == n and (not n or (int(pos[0]) == 0 and int(pos[-1]) == n - 1 and bool((np.diff(pos) == 1).all())))
 
 
 def scan_device(

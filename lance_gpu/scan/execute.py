@@ -654,7 +654,7 @@ class GpuExecutor:
                 # the base decode: a subclass holding a resource across decode_device (the
                 # Spark task's GPU slot) holds it here already, for the outer decode
                 (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
-                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
+                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None, dt.fragment_id)
             yield project_device(resolved, dt, unit, project, offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
@@ -709,10 +709,10 @@ def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> De
             col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         else:
-            col = dt.column(out.path[0])
+            col = dt.raw_column(out.path[0])  # a selection stays one until written out (once)
             for child in out.path[1:]:
                 idx = col.type.get_field_index(child)
-                col = col.field(idx) if isinstance(col, gpu.columns.DeviceColumn) else pc.struct_field(col, [idx])
+                col = col.field(idx) if isinstance(col, (gpu.columns.DeviceColumn, gpu.gathered.Gathered)) else pc.struct_field(col, [idx])
         names.append(out.name)
         cols.append(col)
     return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)

@@ -37,7 +37,12 @@ pageable memory is staged by the driver and serialises with the streams.
     entries times their width), per launch;
 ``mask_bytes``
     bitmask words written by the bitmask pack and AND (``cuda_kernels.pieces._bitmask_kernel``,
-    ``_and_bits_kernel``: their words, 4 bytes each), per launch.
+    ``_and_bits_kernel``: their words, 4 bytes each), per launch;
+``gather_bytes``
+    bytes written by the gather kernels (``cuda_kernels.gather``'s fixed-width, row and
+    binary gathers, ``cuda_kernels.pieces._gather_bits_kernel``, and the list gathers'
+    ``segments._take_ranges_kernel`` / ``_expand_kernel``: their outputs' bytes), per launch
+    (a dictionary decode's gathers among them: count by caller to tell).
 
 Only meaningful with ``NUMBA_ENABLE_CUDASIM=1`` (it raises otherwise).
 """
@@ -127,6 +132,12 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
                 bump("mask_bytes", 4 * int(args[8]))
             elif name == "_and_bits_kernel":  # (out, dst, src, column, prefix, nseg, total, ...): words
                 bump("mask_bytes", 4 * int(args[6]))
+            elif name in ("_gather_kernel", "_gather_rows_kernel", "_gather_bits_kernel", "_expand_kernel"):
+                bump("gather_bytes", int(args[-2].nbytes if name != "_expand_kernel" else args[-1].nbytes))  # (..., out, err) / (..., out)
+            elif name in ("_binary_copy_kernel", "_binary_copy_warps_kernel"):  # (offsets, bytes, indices, out_offsets, out_bytes)
+                bump("gather_bytes", int(args[3].nbytes) + int(args[4].nbytes))
+            elif name == "_take_ranges_kernel":  # (offsets, indices, starts, lengths, err)
+                bump("gather_bytes", int(args[2].nbytes) + int(args[3].nbytes))
         return fake_call(self, *args)
 
     def counted_device_array(*args, **kwargs):
