@@ -80,7 +80,13 @@ import pyarrow as pa
 import cuda_kernels as ck
 from cuda_kernels import _device
 from cuda_kernels.errors import deferred_errors
-from cuda_kernels.pieces import and_bitmask_segments_gpu, pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
+from cuda_kernels.pieces import (
+    and_bitmask_segments_gpu,
+    gather_bits_segments_gpu,
+    gather_rows_segments_gpu,
+    pack_bitmask_segments_gpu,
+    rebase_offsets_segments_gpu,
+)
 from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, decode
 from lance_gpu.gpu._array import DeviceArray
@@ -115,6 +121,13 @@ def _before(k: np.ndarray) -> np.ndarray:
     if k.size > 1:
         np.cumsum(k[:-1], out=out[1:])
     return out
+
+
+def _short(runs: int, rows: int) -> bool:
+    """Whether a selection's runs are short enough (fewer than 16 rows each, on average)
+    that its rows are gathered by position (a position per row, shared by its columns, and
+    a descriptor per column) rather than copied run by run (a descriptor per run and column)."""
+    return rows < 16 * runs
 
 
 def _flat(column: list) -> Any:
@@ -348,8 +361,30 @@ class _Builder:
         # cudf: depth -> [None, dst word, src word, words, column]: struct children's masks AND
         # their parent's (after the packs, a launch per depth, outer first)
         self.ands: dict[int, list] = {}
+        # selections of short runs, gathered by their rows' positions (one column of the work
+        # table, shared by the pieces of one selection: ``pos_at``, by the runs' bytes):
+        # key -> [whole, at (a byte), first position, width, dst byte, bytes] (values arena)
+        self.gathers: dict[object, list] = {}
+        # key -> [whole, at (a byte, or a bit where bits), first position, n, dst bit, column, bits, words]
+        self.gbits: dict[object, list] = {}
+        self.pos: list[np.ndarray] = []
+        self.npos = 0
+        self.pos_at: dict[bytes, int] = {}
 
     # -- slots ------------------------------------------------------------------------------
+
+    def _positions(self, lo: np.ndarray, hi: np.ndarray) -> int:
+        """The first item of the rows of the runs ``[lo, hi)`` in the positions column (added
+        once per selection: its columns' pieces share them)."""
+        key = lo.tobytes() + hi.tobytes()
+        at = self.pos_at.get(key)
+        if at is None:
+            k = hi - lo
+            rows = np.arange(int(k.sum()), dtype=np.int64) + np.repeat(lo - _before(k), k)
+            at = self.pos_at[key] = self.npos
+            self.pos.append(rows)
+            self.npos += rows.size
+        return at
 
     def _values(self, nbytes: int) -> int:
         at = self.values
@@ -361,7 +396,8 @@ class _Builder:
         self.off[width] = at + n + 1
         return at
 
-    def _place(self, runs: list[tuple[DeviceArray, Any, Any]], nbytes: int, aligned: bool) -> tuple[DeviceArray | None, int, int]:
+    def _place(self, runs: list[tuple[DeviceArray, Any, Any]], nbytes: int, aligned: bool,
+               width: int = 0) -> tuple[DeviceArray | None, int, int]:
         """Where a column's ``nbytes`` of values go (:attr:`_Out.data`), ``runs`` being its
         pieces' ``(array, first byte, bytes)`` in order: where they are one run of one buffer
         (starting 64 bytes into it when ``aligned``: fixed width), that run as it is (written
@@ -376,7 +412,10 @@ class _Builder:
         done = 0
         for arr, lo, k in runs:
             if _is_runs(k):  # a gathered piece's runs, one after the other
-                self._copy(arr, lo, k, at + done + _before(k))
+                if width and _short(lo.size, int(k.sum()) // width):  # rows of fixed width, by position
+                    self._gather(arr, lo // width, (lo + k) // width, width, at + done)
+                else:
+                    self._copy(arr, lo, k, at + done + _before(k))
                 done += int(k.sum())
                 continue
             self._copy(arr, lo, k, at + done)
@@ -398,6 +437,17 @@ class _Builder:
         entry[1].append(off + lo_byte)
         entry[2].append(nbytes)
         entry[3].append(dst)
+
+    def _gather(self, arr, lo: np.ndarray, hi: np.ndarray, width: int, dst: int) -> None:
+        """The rows of the runs ``[lo, hi)`` of ``width`` bytes each of ``arr`` (from its first
+        byte) gathered by position to byte ``dst`` of the values arena."""
+        total = int((hi - lo).sum())
+        if not total:
+            return
+        key, whole, off = _loc(arr)
+        entry = self.gathers.setdefault(key, [whole, [], [], [], [], []])
+        for k, v in enumerate((off, self._positions(lo, hi), width, dst, total * width), start=1):
+            entry[k].append(v)
 
     def _rebase(self, width: int, offsets, lo, n, base, shift, dst) -> None:
         """Offsets ``lo ..`` of ``offsets`` (``n`` of them) less ``base`` plus ``shift`` at
@@ -523,11 +573,18 @@ class _Builder:
             for j, v in enumerate((-1, total, d0, out.counter, 0, ((d0 + total - 1) >> 5) - (d0 >> 5) + 1), start=1):
                 entry[j].append(v)
             return total
+        src, first, words = col.validity.source()
+        key, whole, off = _loc(src)
+        if _short(lo.size, total):  # one segment, its rows' bits gathered by position
+            d0 = 32 * out.mask + row
+            g = self.gbits.setdefault(key, [whole, [], [], [], [], [], [], []])
+            for j, v in enumerate((8 * off + first if words else off, self._positions(lo, hi), total, d0, out.counter, int(words),
+                                   ((d0 + total - 1) >> 5) - (d0 >> 5) + 1), start=1):
+                g[j].append(v)
+            return total
         keep = k > 0
         d = (32 * out.mask + row + _before(k))[keep]
         lo, k = lo[keep], k[keep]
-        src, first, words = col.validity.source()
-        key, whole, off = _loc(src)
         at = 8 * off + first + lo if words else off + lo  # bits of the allocation, or bytes
         entry = self.masks.setdefault(key, [whole, [], [], [], [], [], []])
         m = k.size
@@ -587,7 +644,7 @@ class _Builder:
             return out, later
         w = leaf_kind(t)[1]
         self._validity(out, pieces, parent)
-        out.data = self._place([(col.data, lo * w, (hi - lo) * w) for col, lo, hi in pieces], n * w, aligned=True)
+        out.data = self._place([(col.data, lo * w, (hi - lo) * w) for col, lo, hi in pieces], n * w, aligned=True, width=w)
         if self.cudf and pa.types.is_fixed_size_list(s):
             self._fsl(out, s, n, out.data)
         if pa.types.is_fixed_size_list(s) and any(col.item_validity is not None for col, _lo, _hi in pieces):
@@ -655,20 +712,21 @@ def _bounds(levels: list[tuple[pa.DataType, list[Piece]]]) -> list[list[tuple[An
         out.append(got)
     if not nwanted:
         return out
-    groups: dict[object, list] = {}
+    # one gather by position per allocation holding offsets (a handful per read), into one buffer
+    groups: dict[object, list] = {}  # key -> [whole, byte of each column's offsets, their rows, first value]
     k = 0
     for col, rows in wanted:
         key, whole, off = _loc64(col.offsets)
-        entry = groups.setdefault(key, [whole, [], []])
-        entry[1].append(off + rows)
-        entry[2].append(np.arange(k, k + rows.size, dtype=np.int64))
+        entry = groups.setdefault(key, [whole, [], [], []])
+        entry[1].append(8 * off)
+        entry[2].append(rows)
+        entry[3].append(k)
         k += rows.size
     values = _array.empty(nwanted, np.int64)
-    for whole, at_parts, dst_parts in groups.values():
-        at, dst = np.concatenate(at_parts), np.concatenate(dst_parts)
-        m = at.size
-        rebase_offsets_segments_gpu(whole, at, np.ones(m, np.int64), np.zeros(m, np.int64), np.zeros(m, np.int64),
-                                    np.zeros(m, np.int64), values, dst)
+    for whole, at, rows, dst in groups.values():
+        sizes = np.array([r.size for r in rows], np.int64)
+        gather_rows_segments_gpu(whole, np.concatenate(rows), at, _before(sizes), np.full(sizes.size, 8, np.int64), 8 * sizes,
+                                 values.view(np.uint8), 8 * np.asarray(dst, np.int64))
     host = _array.to_host(values)
     for resolved in out:
         if resolved is None:
@@ -721,14 +779,18 @@ def _run(b: _Builder, tops: list[_Out]) -> list:
     """Allocate the arenas and launch the combining work, whose descriptors go up as one
     work table (:func:`lance_gpu.gpu.worktable.pack_columns`) in one copy."""
     _merge_generated(b)
-    cols = [(entry, k) for entry in [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.ands.values()]
-            for k in range(1, len(entry))]
+    positions = [np.concatenate(b.pos) if b.pos else np.zeros(0, np.int64)]
+    lists = [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.ands.values(), *b.gathers.values(), *b.gbits.values(),
+             positions]
+    cols = [(entry, k) for entry in lists for k in range(1 if entry is not positions else 0, len(entry))]
     for entry, k in cols:
-        entry[k] = _flat(entry[k])
+        if entry is not positions:
+            entry[k] = _flat(entry[k])
     scanned = [_is_length(entry, k, b) for entry, k in cols]
     host, views, scans = pack_columns([entry[k] for entry, k in cols], scanned)
     for (entry, k), v in zip(cols, views, strict=True):
         entry[k] = v
+    b.pos = positions
     with _device.work_table(host, scans):
         return _launch(b, tops)
 
@@ -763,6 +825,10 @@ def _is_length(entry: list, k: int, b: _Builder) -> bool:
         return k == 3
     if any(entry is e for e in b.masks.values()):
         return k == 6
+    if any(entry is e for e in b.gathers.values()):
+        return k == 5
+    if any(entry is e for e in b.gbits.values()):
+        return k == 7
     return False
 
 
@@ -785,6 +851,10 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
     for key, (whole, at, n, dst, column, bits, words) in b.masks.items():
         pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters, bits,
                                   words=words)
+    for whole, at, first, width, dst, nbytes in b.gathers.values():
+        gather_rows_segments_gpu(whole, b.pos[0], at, first, width, nbytes, values, dst)
+    for whole, at, first, n, dst, column, bits, words in b.gbits.values():
+        gather_bits_segments_gpu(whole, b.pos[0], at, first, n, dst, column, valid, counters, bits, words=words)
     for depth in sorted(b.ands):  # a child's parent is AND-ed with its own parent first
         _none, dst, src, n, column = b.ands[depth]
         and_bitmask_segments_gpu(valid, dst, src, n, column, counters)

@@ -31,13 +31,14 @@ pageable memory is staged by the driver and serialises with the streams.
     of the reader comes from under the simulator; uploads are not counted here);
 ``copy_bytes``
     bytes copied device to device by the batched range copy
-    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument), per launch;
+    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument) and by the batched row
+    gather by position (``cuda_kernels.pieces._gather_rows_segments_kernel``), per launch;
 ``offsets_bytes``
     offsets written by the offsets rebase (``cuda_kernels.pieces._rebase_kernel``: its
     entries times their width), per launch;
 ``mask_bytes``
-    bitmask words written by the bitmask pack and AND (``cuda_kernels.pieces._bitmask_kernel``,
-    ``_and_bits_kernel``: their words, 4 bytes each), per launch;
+    bitmask words written by the bitmask pack, gather and AND (``cuda_kernels.pieces._bitmask_kernel``,
+    ``_gather_bits_segments_kernel``, ``_and_bits_kernel``: their words, 4 bytes each), per launch;
 ``gather_bytes``
     bytes written by the gather kernels (``cuda_kernels.gather``'s fixed-width, row and
     binary gathers, ``cuda_kernels.pieces._gather_bits_kernel``, and the list gathers'
@@ -132,6 +133,10 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
                 bump("mask_bytes", 4 * int(args[8]))
             elif name == "_and_bits_kernel":  # (out, dst, src, column, prefix, nseg, total, ...): words
                 bump("mask_bytes", 4 * int(args[6]))
+            elif name == "_gather_rows_segments_kernel":  # (src, pos, at, first, width, dst, prefix, nseg, total, ...): bytes
+                bump("copy_bytes", int(args[8]))
+            elif name == "_gather_bits_segments_kernel":  # (..., prefix, nseg, total, out, nulls, err): words
+                bump("mask_bytes", 4 * int(args[10]))
             elif name in ("_gather_kernel", "_gather_rows_kernel", "_gather_bits_kernel", "_expand_kernel"):
                 bump("gather_bytes", int(args[-2].nbytes if name != "_expand_kernel" else args[-1].nbytes))  # (..., out, err) / (..., out)
             elif name in ("_binary_copy_kernel", "_binary_copy_warps_kernel"):  # (offsets, bytes, indices, out_offsets, out_bytes)
