@@ -43,9 +43,6 @@ over every piece of every column that lives in one source allocation:
 * :func:`count_zero_bits` -- the 0 bits (nulls) among bits ``[offset, offset + n)`` of uint32
   bitmask words: one thread per word, a population count and one atomic each, no descriptor
   to upload.
-* :func:`gather_bits` -- the bits ``offset + indices[i]`` of uint32 bitmask words as new
-  words from bit 0 (the bits past ``len(indices)`` 0): a take of a validity held as words,
-  one thread per output word.
 
 A source outside its array flags ``ERR_OUT_OF_BOUNDS`` (``CorruptInputError``), as the other
 segment primitives do.  The CPU functions of the same names are the references.
@@ -67,8 +64,6 @@ __all__ = [
     "copy_bitmask_segments_gpu",
     "count_zero_bits",
     "count_zero_bits_gpu",
-    "gather_bits",
-    "gather_bits_gpu",
     "gather_bits_segments",
     "gather_bits_segments_gpu",
     "gather_rows_segments",
@@ -196,18 +191,6 @@ def count_zero_bits(words, offset, n):
     if offset < 0 or offset + n > bits.size:
         raise CorruptInputError("count_zero_bits: the bits reach outside the words", ERR_OUT_OF_BOUNDS)
     return int(n - np.count_nonzero(bits[offset : offset + n]))
-
-
-def gather_bits(words, offset, indices):
-    """CPU reference of :func:`gather_bits_gpu`."""
-    bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
-    idx = _i64(indices) + int(offset)
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= bits.size):
-        raise CorruptInputError("gather_bits: an index outside the bitmask", ERR_OUT_OF_BOUNDS)
-    out = np.zeros(-(-idx.size // 32) * 4, np.uint8)
-    got = np.packbits(bits[idx], bitorder="little")
-    out[: got.size] = got
-    return out.view(np.uint32)
 
 
 # --------------------------------------------------------------------------
@@ -377,26 +360,6 @@ def _count_zero_bits_kernel(words, offset, n, first, total, out):
         cuda.atomic.add(out, 0, zeros)
 
 
-@gpu_kernel
-def _gather_bits_kernel(words, offset, indices, out, err):
-    w = cuda.grid(1)
-    if w >= out.shape[0]:
-        return
-    n = indices.shape[0]
-    lo = w * 32
-    hi = min(lo + 32, n)
-    limit = words.shape[0] * 32
-    bits = np.uint32(0)
-    for i in range(lo, hi):
-        b = np.int64(indices[i]) + offset
-        if b < 0 or b >= limit:
-            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
-            return
-        if (np.uint32(words[b >> 5]) >> np.uint32(b & 31)) & np.uint32(1):
-            bits |= np.uint32(1) << np.uint32(i - lo)
-    out[w] = bits
-
-
 # --------------------------------------------------------------------------
 # Wrappers
 # --------------------------------------------------------------------------
@@ -538,17 +501,3 @@ def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
     blocks, tpb = _device.launch_dims(total, threads_per_block)
     _count_zero_bits_kernel.get()[blocks, tpb](words, np.int64(offset), np.int64(n), np.int64(first), np.int64(total), out)
     return int(_device.to_host(out)[0])
-
-
-def gather_bits_gpu(words, offset, indices, *, threads_per_block=256):
-    """See the module docstring: ``ceil(len(indices) / 32)`` new uint32 device words
-    (``words`` uint32 device words, ``indices`` a device or host int64 array)."""
-    d_idx = _device.to_device(_i64(indices)) if isinstance(indices, np.ndarray) else indices
-    n = int(d_idx.shape[0])
-    out = _device.device_empty(max(-(-n // 32), 1), np.uint32)
-    if n:
-        err = new_error_flag()
-        blocks, tpb = _device.launch_dims(int(out.shape[0]), threads_per_block)
-        _gather_bits_kernel.get()[blocks, tpb](words, np.int64(offset), d_idx, out, err)
-        raise_if_flagged(err, "gather_bits_gpu")
-    return out[: -(-n // 32)]

@@ -41,7 +41,7 @@ pageable memory is staged by the driver and serialises with the streams.
     ``_gather_bits_segments_kernel``, ``_and_bits_kernel``: their words, 4 bytes each), per launch;
 ``gather_bytes``
     bytes written by the gather kernels (``cuda_kernels.gather``'s fixed-width, row and
-    binary gathers, ``cuda_kernels.pieces._gather_bits_kernel``, and the list gathers'
+    binary gathers and the list gathers'
     ``segments._take_ranges_kernel`` / ``_expand_kernel``: their outputs' bytes), per launch
     (a dictionary decode's gathers among them: count by caller to tell).
 
@@ -137,7 +137,7 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
                 bump("copy_bytes", int(args[8]))
             elif name == "_gather_bits_segments_kernel":  # (..., prefix, nseg, total, out, nulls, err): words
                 bump("mask_bytes", 4 * int(args[10]))
-            elif name in ("_gather_kernel", "_gather_rows_kernel", "_gather_bits_kernel", "_expand_kernel"):
+            elif name in ("_gather_kernel", "_gather_rows_kernel", "_expand_kernel"):
                 bump("gather_bytes", int(args[-2].nbytes if name != "_expand_kernel" else args[-1].nbytes))  # (..., out, err) / (..., out)
             elif name in ("_binary_copy_kernel", "_binary_copy_warps_kernel"):  # (offsets, bytes, indices, out_offsets, out_bytes)
                 bump("gather_bytes", int(args[3].nbytes) + int(args[4].nbytes))

@@ -971,25 +971,6 @@ def test_count_zero_bits_matches_cpu(offset, n):
         count_zero_bits_gpu(cuda.to_device(words), offset, words.size * 32 - offset + 1)
 
 
-@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 70])
-def test_gather_bits_matches_cpu(n):
-    """A take of bitmask words at a bit offset: new words from bit 0, the rest of the last
-    word 0; an index outside the words is refused."""
-    from cuda_kernels.pieces import gather_bits, gather_bits_gpu
-
-    rng = np.random.default_rng(n)
-    src_bits = rng.random(90) < 0.5
-    words = _words_of(src_bits)
-    idx = rng.integers(0, 85, n).astype(np.int64)
-    want = gather_bits(words, 5, idx)
-    np.testing.assert_array_equal(np.unpackbits(want.view(np.uint8), bitorder="little")[:n].astype(bool), src_bits[idx + 5])
-    assert want.size == -(-n // 32) and not np.unpackbits(want.view(np.uint8), bitorder="little")[n:].any()
-    np.testing.assert_array_equal(h(gather_bits_gpu(cuda.to_device(words), 5, cuda.to_device(idx))), want)
-    if n:
-        with pytest.raises(CorruptInputError):
-            gather_bits_gpu(cuda.to_device(words), 5, cuda.to_device(np.array([92], np.int64)))
-
-
 def test_allocation_of_finds_the_whole_allocation():
     """Views of one device allocation share its key; the byte offset locates them."""
     whole = cuda.to_device(np.arange(64, dtype=np.int64))
