@@ -1954,6 +1954,165 @@ def test_to_cudf_columns_of_every_type_match_pylance(rich22, filter_):
     _assert_cudf_layout(cols, ref, f"filter={filter_}")
 
 
+# --------------------------------------------------------------------------------------------
+# Gathered reads written once (issue 25 item 3): deletions, takes and filters are selections of
+# the decoded columns (lance_gpu.gpu.gathered.Gathered) that combining writes straight into
+# to_cudf's final buffers, once -- no per-fragment, per-column gather into buffers of its own.
+
+
+def _mixed_nulls_table(n: int) -> pa.Table:
+    """Fragments of 40 rows (write with ``max_rows_per_file=40``): an all-null fragment, a
+    no-null one, then some nulls, for ints, booleans, binary, strings, lists of strings,
+    structs and fixed-size lists' items."""
+
+    def null(i: int) -> bool:
+        frag = i // 40
+        return frag % 3 == 0 or (frag % 3 == 2 and i % 4 == 1)
+
+    ids = list(range(n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "x": pa.array([None if null(i) else i * 3 for i in ids], pa.int32()),
+        "b": pa.array([None if null(i) else i % 3 == 0 for i in ids], pa.bool_()),
+        "bin": pa.array([None if null(i) else bytes([i % 251]) * (i % 5) for i in ids], pa.binary()),
+        "s": pa.array([None if null(i) else f"v{i}" * (i % 4) for i in ids], pa.string()),
+        "ls": pa.array([None if null(i) else [f"e{i}{j}" for j in range(i % 3)] for i in ids], pa.list_(pa.string())),
+        "st": pa.array([None if null(i) else {"a": i, "t": None if i % 5 == 0 else f"t{i}"} for i in ids],
+                       pa.struct([("a", pa.int16()), ("t", pa.string())])),
+        # (rows not null: a null row's items are null in pylance's read, valid in ours -- as on main)
+        "fl": pa.array([[None if null(i) else float(i), None if null(i) or i % 7 == 0 else 1.5] for i in ids], pa.list_(pa.float32(), 2)),
+    })
+
+
+@pytest.fixture(scope="module")
+def mixed_nulls(root: Path) -> str:
+    uri = str(root / "mixed_nulls")
+    lance.write_dataset(_mixed_nulls_table(240), uri, max_rows_per_file=40)
+    return uri
+
+
+def _selected_cudf(uri: str, live: list[int], columns: list[str] | None = None) -> tuple[list, int, pa.Table]:
+    """``to_cudf_columns()`` of a take of the (sorted) live rows ``live``, read as a scan of
+    their physical rows per fragment, and pylance's take of them."""
+    from lance_gpu.scan.scanner import scanner_for
+
+    addrs = lance.dataset(uri).to_table(columns=[], with_row_address=True).column("_rowaddr").to_numpy()[np.asarray(live, np.int64)]
+    sel: dict[int, list[int]] = {}
+    for a in addrs.tolist():
+        sel.setdefault(a >> 32, []).append(a & 0xFFFFFFFF)
+    scan = scanner_for(lance_gpu.dataset(uri)._snapshot, device="gpu", on_cpu_fallback="allow", columns=columns,
+                       selections={fid: np.asarray(rows, np.int64) for fid, rows in sel.items()})
+    cols, n = scan.to_cudf_columns()
+    return cols, n, lance.dataset(uri).take(list(live), columns=columns)
+
+
+def _gathers_match_pylance(uri: str, columns: list[str], filters: list[str], takes: list[list[int]], what: str) -> None:
+    """``to_cudf`` (cuDF's layout), ``to_table`` and ``to_device_batches`` (the device
+    layout) of ``uri`` filtered by each of ``filters``, and ``to_cudf`` of each take of
+    live rows ``takes``, equal pylance's."""
+    ds = lance_gpu.dataset(uri)
+    for flt in filters:
+        ref = lance.dataset(uri).to_table(columns=columns, filter=flt)
+        cols, n = ds.scanner(columns=columns, filter=flt, on_cpu_fallback="allow").to_cudf_columns()
+        assert n == ref.num_rows, (what, flt)
+        _assert_cudf_layout(cols, ref, f"{what}: filter {flt}")
+        assert_same(ds.to_table(columns=columns, filter=flt, device="gpu", on_cpu_fallback="allow"), ref, f"{what}: to_table {flt}")
+        batches = list(ds.to_device_batches(columns=columns, filter=flt, batch_size=23, on_cpu_fallback="allow"))
+        got = pa.Table.from_batches([rb for b in batches for rb in b.to_arrow().to_batches()], schema=ref.schema) if batches else ref.slice(0, 0)
+        assert_same(got, ref, f"{what}: device batches {flt}")
+    for live in takes:
+        cols, n, ref = _selected_cudf(uri, live, columns)
+        assert n == ref.num_rows, what
+        _assert_cudf_layout(cols, ref, f"{what}: take {live[:4]}")
+
+
+def test_gathered_to_cudf_of_every_type_matches_pylance(rich22, fsst, mixed_nulls):
+    """Selections (filters, takes, deleted rows: rich22 has a deletion file) of fixed-width
+    columns, booleans, strings and binary (plain and FSST), lists (of strings, nested),
+    structs, fixed-size lists (item nulls), constants and all-null columns, fragments with
+    no nulls beside all-null ones, one row and none: ``to_cudf``'s columns are pylance's in
+    cuDF's layout, and so are the device layout's (``to_table``, ``to_device_batches``)."""
+    rich_cols = ["id", "i32n", "f64", "b", "s", "fsb", "ts", "dec", "emb", "embn", "long", "li", "llong", "st", "const", "null_s"]
+    _gathers_match_pylance(rich22, rich_cols, ["i32n > 300 OR id % 5 = 0", "id = 17", "id < 0", "id % 2 = 0"],
+                           [[0, 1, 2, 5, 9, 40, 41, 119, 120, 200, *range(230, 280)], [3]], "rich 2.2")
+    _gathers_match_pylance(fsst, ["id", "text"], ["id % 3 = 1", "id >= 1299", "id < 0"], [[0, 2, 3, 4, 700, 1299], [9]], "fsst")
+    mixed = list(_mixed_nulls_table(1).column_names)
+    _gathers_match_pylance(mixed_nulls, mixed, ["id % 3 = 1", "id >= 35 AND id < 45", "id = 0", "id < 0"],
+                           [[1, 2, 39, 40, 45, 46, 47, 70, *range(80, 120), 180], [0], [200]], "mixed nulls")
+
+
+GATHERED_TABLES = {"mixed": "id", "flat": "bp", "list": "i"}  # the budget tables and a column to select by
+# to_cudf of a take or of a table with deleted rows, as 2 and 16 fragments: measured 30 - 45
+# launches and 6 - 8 blocking copies (the decode's, combining's bounds readback and null counts);
+# before the gatherfinal branch 108 - 2069 and 31 - 727 (a gather per fragment and column, a
+# readback per string / list gather).
+GATHERED_CUDF_LAUNCHES = 45
+GATHERED_CUDF_D2H = 8
+
+
+def _gathered_reads(budget_datasets, flat_budget_datasets, list_budget_datasets, root: Path):
+    """``(what, fragments, kind, uri, read)`` for a filter, a take and deleted rows of every
+    budget table as 2 and 16 fragments (``read()``: its ``to_cudf_columns()``)."""
+    sets = {"mixed": budget_datasets, "flat": flat_budget_datasets, "list": list_budget_datasets}
+    for name, key in GATHERED_TABLES.items():
+        for nfrag, uri in sets[name].items():
+            flt = f"{key} % 3 = 1"
+            yield f"{name} {nfrag} filter", nfrag, "filter", uri, flt, (
+                lambda uri=uri, flt=flt: lance_gpu.dataset(uri).scanner(filter=flt, on_cpu_fallback="raise").to_cudf_columns())
+            rows = lance.dataset(uri).count_rows()
+            live = sorted(np.random.default_rng(5).choice(rows, size=rows // 4, replace=False).tolist())
+            yield f"{name} {nfrag} take", nfrag, "take", uri, live, lambda uri=uri, live=live: _selected_cudf(uri, live)
+            dele = str(root / f"gathered_{name}_{nfrag}")
+            if not Path(dele).exists():
+                shutil.copytree(uri, dele)
+                lance.dataset(dele).delete(f"{key} % 5 = 1 OR ({key} >= 100 AND {key} < 140)")
+            yield f"{name} {nfrag} deletions", nfrag, "deletions", dele, None, (
+                lambda dele=dele: lance_gpu.dataset(dele).scanner(on_cpu_fallback="raise").to_cudf_columns())
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches and bytes at the CUDA simulator's API")
+def test_gathered_to_cudf_is_written_once(budget_datasets, flat_budget_datasets, list_budget_datasets, root):
+    """Filters, takes and deleted rows of the budget tables as 2 and 16 fragments: ``to_cudf``
+    equals pylance's read in cuDF's layout; no gather kernel runs outside the decode (each
+    column's selected values, string bytes, offsets and validity are written once, by
+    combining, into the final buffers: its bytes are at most the columns' own plus the
+    offsets bounding the selection's runs); takes and deletions at most
+    GATHERED_CUDF_LAUNCHES launches and GATHERED_CUDF_D2H blocking copies whatever the
+    fragments, filters (a host probe and a late decode per fragment) within a bound per
+    fragment."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    def own_bytes(col) -> int:
+        got = sum(int(b.nbytes) for b in (col.data, col.offsets, col.mask) if b is not None)
+        return got + sum(own_bytes(c) for c in col.children)
+
+    for what, nfrag, kind, uri, arg, read in _gathered_reads(budget_datasets, flat_budget_datasets, list_budget_datasets, root):
+        where: Counter = Counter()
+        with count_device_traffic(where) as c:
+            cols, rows, *_ref = read()
+        if kind == "filter":
+            ref = lance.dataset(uri).to_table(filter=arg)
+        elif kind == "take":
+            ref = lance.dataset(uri).take(arg)
+        else:
+            ref = lance.dataset(uri).to_table()
+        assert rows == ref.num_rows, what
+        _assert_cudf_layout(cols, ref, what)
+        gathers = {caller: v for (key, caller), v in where.items() if key == "gather_bytes" and not caller.startswith(("gpu/decode", "file/"))}
+        assert not gathers, (what, gathers)
+        combining = _combining(where)
+        written = combining.get("copy_bytes", 0) + combining.get("offsets_bytes", 0) + combining.get("mask_bytes", 0)
+        bounds = 16 * sum(int(col.length) + 1 for col in _every_column(cols) if col.offsets is not None)
+        assert written <= sum(own_bytes(col) for col in cols) + bounds, (what, combining)
+        if kind == "filter":
+            assert c["launches"] <= 32 * nfrag + 40 and c["d2h_blocking"] <= 5 * nfrag + 10, (what, dict(c))
+        else:
+            assert c["launches"] <= GATHERED_CUDF_LAUNCHES and c["d2h_blocking"] <= GATHERED_CUDF_D2H, (what, dict(c))
+        assert c.get("h2d_pageable", 0) == 0, (what, dict(c))
+
+
 def test_device_batches_of_a_requested_size_cross_fragments(rich22):
     """``to_device_batches(batch_size=k)``: every batch but the last has k rows, batches
     straddle fragment ends (combined on the device, offsets from 0, null counts known or
