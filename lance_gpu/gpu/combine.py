@@ -2,10 +2,12 @@
 """A read's pieces put into one set of buffers, allocated once for the whole read.
 
 A GPU read decodes its fragments unit by unit; each fragment's columns are views into the
-buffers of the unit that decoded it (or, after a deletion / filter gather, buffers of their
-own).  :func:`combine` takes, for every output column, the list of its *pieces* -- row
-ranges ``[lo, hi)`` of :class:`~lance_gpu.gpu.columns.DeviceColumn`s, in order -- and
-writes them into final buffers sized for the whole read, in one of two layouts:
+buffers of the unit that decoded it, and a deletion, take or filter selects rows of them on
+the host (:class:`~lance_gpu.gpu.gathered.Gathered`: nothing gathered yet).
+:func:`combine` takes, for every output column, the list of its *pieces* -- row ranges
+``[lo, hi)`` of :class:`~lance_gpu.gpu.columns.DeviceColumn`s, or a selection's *runs* of
+consecutive rows (``lo`` and ``hi`` arrays) -- in order, and writes them into final buffers
+sized for the whole read, in one of two layouts:
 
 ``"cudf"`` (:class:`CudfColumn`, what :mod:`._cudf` wraps without a copy)
     fixed-width values as is (booleans one byte each: cuDF's BOOL8); string chars; offsets
@@ -52,20 +54,31 @@ whole and in order, takes the int32 offsets from 0 that the decode wrote for it
 column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  So a one-unit
 read with no gather packs no mask of a column the device decoded, structs' and their
 children's included.  The
-offsets of every column of several units or of a gather (deletions, filters, takes), and
+offsets of every column of several units or of a selection (deletions, filters, takes), and
 fixed-size lists' generated ones, are written here, and those reads' masks are packed, as
 below.
+
+Selections are written once too, here, straight from the decode's buffers: a selection's
+runs are pieces like any (their bytes copied, offsets rebased, bits packed: a descriptor per
+run), except where its runs are short (fewer than 16 rows each on average, :func:`_short`):
+then its fixed-width values and its validity bits are gathered by position
+(``cuda_kernels.pieces.gather_rows_segments_gpu`` / ``gather_bits_segments_gpu``: the
+selection's row positions one column of the work table, shared by its columns; a
+descriptor per column).  String bytes and list offsets go run by run whatever their length
+(their byte / item bounds per run come back in the per-depth readback below, gathered by
+position, 16 bytes a bound).
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
 *source allocation* (the pool block a piece's buffer lives in, found by
 ``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
-(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width and one bitmask
-pack (words and bytes alike), so the launches grow with the allocations the pieces come
-from (a handful per read unit), not with fragments, columns or pages.  Readbacks: the null
-counts, once, only where a piece's count is not known on the host; and, per nesting depth,
-the offsets bounding pieces whose span the host does not know (row ranges cut out of a
-column, columns gathered by a take), in one copy.
+(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width, one bitmask
+pack (words and bytes alike) and, for selections of short runs, one row gather and one
+bit gather, so the launches grow with the allocations the pieces come
+from (a handful per read unit), not with fragments, columns, pages or selections.  Readbacks: the null
+counts, once, only where a piece's count is not known on the host (a selection's never is);
+and, per nesting depth, the offsets bounding pieces whose span the host does not know (row
+ranges cut out of a column, a selection's runs), in one copy.
 """
 
 from __future__ import annotations

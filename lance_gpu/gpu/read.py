@@ -13,9 +13,11 @@ staging thread plans the next unit and copies its file bytes to the device (pinn
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap.  The job's selected rows
-(live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
-filter on a host copy of the columns it reads only and gathers the surviving rows on the
-device.
+(live rows, a take, late-materialized rows) are selected on the host
+(:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
+decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
+columns it reads only) narrows that selection; the rows are written once, where the read is
+combined (``to_cudf``: into its final buffers, :mod:`.combine`) or first used.
 """
 
 from __future__ import annotations

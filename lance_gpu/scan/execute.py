@@ -686,8 +686,9 @@ def _device_host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets
 
 def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[DeviceTable, Any]:
     """The rows of ``dt`` passing the plan's filter, evaluated on a host copy of the columns
-    it reads (virtual columns included) and gathered on the device; and the unit of those
-    rows (its ``rows``: the surviving physical rows)."""
+    it reads (virtual columns included), as a selection of its device columns (written once,
+    where the read is combined: :class:`lance_gpu.gpu.gathered.Gathered`); and the unit of
+    those rows (its ``rows``: the surviving physical rows)."""
     if resolved.filter is None:
         return dt, unit
     probe = _device_host_table(dt, [c for c in resolved.filter.columns if c in dt.names], unit, resolved.virtual, offsets)

@@ -1703,7 +1703,8 @@ def _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_data
 
 def _gathered_cudf_read(uri: str, filter_: str) -> tuple[list, dict[str, int]]:
     """The columns and combining's traffic of a filtered ``to_cudf_columns()`` read (pieces
-    gathered per fragment), its cuDF layout checked against pylance's filtered read."""
+    that are selections of the decoded columns), its cuDF layout checked against pylance's
+    filtered read."""
     from collections import Counter
 
     from traffic import count_device_traffic
@@ -1728,7 +1729,7 @@ def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_dat
     column's leaves one after the other (fixed width from a 64-byte aligned start), so
     ``to_cudf``'s values and string bytes are views of what the decode wrote: combining
     copies no byte (counted at the range copy's launches) and allocates offsets, masks and
-    counters only.  With a filter the pieces are gathered per fragment, and copied."""
+    counters only.  With a filter the pieces are selections, copied (once) by combining."""
     from lance_gpu.gpu.columns import _is_var
 
     for what, cols, ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
@@ -1779,7 +1780,7 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
     are what the decode wrote (strings' in the validation launch, ``decode.CudfOffsets``, in
     one buffer of the unit; lists' by the level unravel, ``LayerResult.cudf_offsets``), not
     rebased by combining (its offsets bytes are the fixed-size lists' generated ones only);
-    with a filter they are rebased again (gathered pieces)."""
+    with a filter combining writes them (a selection's runs rebased)."""
     from lance_gpu.gpu.columns import _is_var
 
     for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
@@ -1800,7 +1801,8 @@ def test_one_unit_to_cudf_packs_no_mask(flat_budget_datasets, budget_datasets, l
     run), list layers' at their run places, structs' layers too, and struct children's as
     they are (Lance's definition levels make a child null where its struct is:
     ``DeviceColumn.children_hold_nulls``), so combining packs and AND-s no mask word, as 2
-    and as 16 fragments; with a filter the pieces are gathered, and packed."""
+    and as 16 fragments; with a filter the pieces are selections, their bits packed or
+    gathered by combining."""
     for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
         assert combining.get("mask_bytes", 0) == 0, (what, combining)
         structs = [c for c in _every_column(cols) if c.mask is not None and c.null_count and pa.types.is_struct(c.type)]
@@ -1944,7 +1946,7 @@ def test_to_cudf_string_offsets_edge_cases(root, nfrag, monkeypatch):
 def test_to_cudf_columns_of_every_type_match_pylance(rich22, filter_):
     """Structs (parent nulls on the children), lists of strings, fixed-size lists, decimals,
     timestamps, constants, all-null strings, over fragments with deletions; with a filter the
-    pieces are gathered columns whose spans and null counts the host does not know (read
+    pieces are selections whose runs' spans and null counts the host does not know (read
     back once per depth / once for all)."""
     cols_wanted = ["id", "i32n", "b", "s", "ts", "dec", "emb", "embn", "long", "li", "llong", "st", "const", "null_s"]
     ours = lance_gpu.dataset(rich22).scanner(columns=cols_wanted, filter=filter_, on_cpu_fallback="allow")
