@@ -36,16 +36,25 @@ class DeviceTable:
     written once, into the final buffers); :attr:`columns` and :meth:`column` give device
     columns, a selection's rows combined into buffers of its own (device layout) on first
     use.  ``row_ids`` (host uint64) is set when they were asked for.
+
+    ``hold_sources``: whether a selection may keep the decoded buffers it selects from until
+    it is written (true where the whole read fits the device memory budget: the read holds
+    them anyway).  False (a read larger than the budget, decoded unit by unit): selections
+    are written out at once (device layout), so that each unit's buffers go as soon as its
+    fragments are done; ``to_cudf`` then copies those, as before the selections were kept.
     """
 
     def __init__(self, names: list[str], columns: Sequence[DeviceColumn | Gathered | pa.Array], num_rows: int, row_ids=None,
-                 fragment_id: int = -1) -> None:
+                 fragment_id: int = -1, *, hold_sources: bool = True) -> None:
         self.names = list(names)
         self.raw_columns = list(columns)
         self.num_rows = int(num_rows)
         self.row_ids = row_ids
         self.fragment_id = fragment_id
+        self.hold_sources = hold_sources
         self._made: dict[int, DeviceColumn] = {}  # selections written out (device layout), by index
+        if not hold_sources:
+            self.raw_columns = self.columns  # written out now: the buffers they selected from can go
 
     def __repr__(self) -> str:
         return f"DeviceTable({self.num_rows} rows, {self.names})"
@@ -83,14 +92,14 @@ class DeviceTable:
         cols = [c.take(rows) if isinstance(c, Gathered) else Gathered(c, rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows))
                 for c in self.raw_columns]
         ids = None if self.row_ids is None else self.row_ids[rows]
-        return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id)
+        return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id, hold_sources=self.hold_sources)
 
     def slice(self, lo: int, hi: int) -> DeviceTable:
         """Rows ``[lo, hi)``: device columns as views (:meth:`DeviceColumn.slice`), selections
         and Arrow columns sliced."""
         cols = [c.slice(lo, hi) if isinstance(c, (DeviceColumn, Gathered)) else c.slice(lo, hi - lo) for c in self.raw_columns]
         ids = None if self.row_ids is None else self.row_ids[lo:hi]
-        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id)
+        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id, hold_sources=self.hold_sources)
 
     def to_arrow(self) -> pa.Table:
         """Host copy of every column (the GPU reader's ``to_table`` output)."""

@@ -243,10 +243,12 @@ def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None =
         raise CorruptFileError(", ".join(paths), f"device decode: {exc}") from exc
 
 
-def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
+def _finish_fragment(fw: _Frag, names: list[str], hold: bool = True) -> DeviceTable:
     """The fragment's columns with only the selected rows: each field's selection of the
     rows it decoded (all of them, or the ranges of its row selection), kept on the host
-    (:class:`~lance_gpu.gpu.gathered.Gathered`) until the rows are written out, once."""
+    (:class:`~lance_gpu.gpu.gathered.Gathered`) until the rows are written out, once; without
+    ``hold`` (a read larger than the memory budget) written out now, so that the unit's
+    buffers can go (:class:`DeviceTable`'s ``hold_sources``)."""
     frag, rows = fw.frag, fw.rows
     cols: list[Any] = []
     for name in names:
@@ -258,7 +260,7 @@ def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
         pos = None if rows is None or fp is None else positions(rows, fp.ranges)
         cols.append(col if pos is None or _identity(pos, col.length) else Gathered(col, pos))
     n = frag.physical_rows if rows is None else int(rows.size)
-    return DeviceTable(names, cols, n, None, frag.fragment_id)
+    return DeviceTable(names, cols, n, None, frag.fragment_id, hold_sources=hold)
 
 
 def _identity(pos: np.ndarray, n: int) -> bool:
@@ -287,12 +289,14 @@ def scan_device(
             frags = [_plan_fragment(frag, rows, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag, rows in jobs]
         _warn_fallbacks(on_cpu_fallback, seen)
         budget = memory.memory_budget()
+        # selections keep the decoded buffers they select from only where the whole read fits
+        hold = sum(_estimate(fp) for fw in frags for fp in fw.gpu.values()) <= budget
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
 
         def finish(k: int) -> DeviceTable:
             with _array.legacy_stream(), _device.pinned_uploads(), _array.nvtx_range("lance_gpu.finish"):
-                table = _finish_fragment(frags[k], names)
+                table = _finish_fragment(frags[k], names, hold)
                 _array.sync_kernels()  # the caller may use it from any stream
             return table
 

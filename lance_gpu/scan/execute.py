@@ -654,7 +654,8 @@ class GpuExecutor:
                 # the base decode: a subclass holding a resource across decode_device (the
                 # Spark task's GPU slot) holds it here already, for the outer decode
                 (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
-                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None, dt.fragment_id)
+                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None,
+                                                  dt.fragment_id, hold_sources=dt.hold_sources and rest.hold_sources)
             yield project_device(resolved, dt, unit, project, offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
@@ -716,7 +717,7 @@ def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> De
                 col = col.field(idx) if isinstance(col, (gpu.columns.DeviceColumn, gpu.gathered.Gathered)) else pc.struct_field(col, [idx])
         names.append(out.name)
         cols.append(col)
-    return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
+    return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id, hold_sources=dt.hold_sources)
 
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:

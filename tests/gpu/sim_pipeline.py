@@ -15,6 +15,7 @@ through: the simulator stands in for the device.  On a GPU machine it runs as is
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import threading
@@ -2041,6 +2042,28 @@ def test_gathered_to_cudf_of_every_type_matches_pylance(rich22, fsst, mixed_null
     mixed = list(_mixed_nulls_table(1).column_names)
     _gathers_match_pylance(mixed_nulls, mixed, ["id % 3 = 1", "id >= 35 AND id < 45", "id = 0", "id < 0"],
                            [[1, 2, 39, 40, 45, 46, 47, 70, *range(80, 120), 180], [0], [200]], "mixed nulls")
+
+
+def test_selections_of_a_read_over_the_budget_are_written_out_at_once(rich22):
+    """A read that fits the memory budget keeps its selections (deleted rows, a filter's
+    survivors) as selections of the decoded columns until they are combined; one over the
+    budget (decoded unit by unit) writes them out at once, so that each unit's buffers go:
+    both equal pylance's."""
+    from lance_gpu.gpu.gathered import Gathered
+
+    cols = ["id", "s", "li", "st", "emb", "b"]
+    flt = "id % 3 = 1"
+    ref = lance.dataset(rich22).to_table(columns=cols, filter=flt)
+    ds = lance_gpu.dataset(rich22)
+    for limit, kept in ((None, True), (1, False)):
+        with memory_limit(limit) if limit else contextlib.nullcontext():
+            tables = list(ds.to_device_batches(columns=cols, filter=flt, on_cpu_fallback="raise"))
+            got, n = ds.scanner(columns=cols, filter=flt, on_cpu_fallback="raise").to_cudf_columns()
+        assert any(isinstance(c, Gathered) for t in tables for c in t.raw_columns) == kept, limit
+        assert all(t.hold_sources == kept for t in tables), limit
+        assert_same(pa.Table.from_batches([rb for t in tables for rb in t.to_arrow().to_batches()], schema=ref.schema), ref, f"limit {limit}")
+        assert n == ref.num_rows
+        _assert_cudf_layout(got, ref, f"to_cudf, limit {limit}")
 
 
 GATHERED_TABLES = {"mixed": "id", "flat": "bp", "list": "i"}  # the budget tables and a column to select by
