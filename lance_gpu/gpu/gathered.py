@@ -18,6 +18,12 @@ they are needed, once:
   the column combined in the device layout
   (:meth:`lance_gpu.gpu.device_table.DeviceTable.columns`).
 
+A selection keeps the decoded buffers it selects from alive until it is written: where the
+whole read fits the device memory budget (it holds them anyway); a read over the budget
+writes its selections out as soon as they are made
+(:class:`~lance_gpu.gpu.device_table.DeviceTable`'s ``hold_sources``), so each unit's
+buffers go.
+
 The work per gather grows with its runs (a deletion vector's or a filter's runs of
 surviving rows; a random take: a run per row), as host-built segment lists, not with its
 rows times its columns' nesting.
