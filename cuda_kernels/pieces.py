@@ -30,12 +30,19 @@ over every piece of every column that lives in one source allocation:
   parent's: cuDF's children carry the parent's nulls) and adds the nulls that made to
   ``nulls[column[s]]`` (population counts before and after); one thread per word.  The
   bits past a column's rows are 0 in both, so whole words are AND-ed.
+* :func:`gather_rows_segments` -- segment ``s`` writes ``counts[s]`` rows of ``width[s]``
+  bytes at byte ``dst[s]`` of ``out``: row ``i`` is the row ``pos[first[s] + i]`` of the
+  rows starting at byte ``at[s]`` of ``src`` (bytes), i.e. a gather of rows by host-known
+  positions straight into a final buffer; ``pos`` is shared by the segments (columns of one
+  selection), the descriptors are per segment, one thread per output byte.
+* :func:`gather_bits_segments` -- :func:`pack_bitmask_segments` with a gather: segment ``s``
+  sets the ``counts[s]`` bits from bit ``dst[s]`` of ``out`` to the validity of the rows
+  ``pos[first[s] + i]`` of its source (bool bytes from byte ``at[s]``, or, where
+  ``bits[s]``, bits from bit ``at[s]``), one thread per destination word, and adds its nulls
+  to ``nulls[column[s]]``.
 * :func:`count_zero_bits` -- the 0 bits (nulls) among bits ``[offset, offset + n)`` of uint32
   bitmask words: one thread per word, a population count and one atomic each, no descriptor
   to upload.
-* :func:`gather_bits` -- the bits ``offset + indices[i]`` of uint32 bitmask words as new
-  words from bit 0 (the bits past ``len(indices)`` 0): a take of a validity held as words,
-  one thread per output word.
 
 A source outside its array flags ``ERR_OUT_OF_BOUNDS`` (``CorruptInputError``), as the other
 segment primitives do.  The CPU functions of the same names are the references.
@@ -57,8 +64,10 @@ __all__ = [
     "copy_bitmask_segments_gpu",
     "count_zero_bits",
     "count_zero_bits_gpu",
-    "gather_bits",
-    "gather_bits_gpu",
+    "gather_bits_segments",
+    "gather_bits_segments_gpu",
+    "gather_rows_segments",
+    "gather_rows_segments_gpu",
     "pack_bitmask_segments",
     "pack_bitmask_segments_gpu",
     "rebase_offsets_segments",
@@ -137,24 +146,51 @@ def and_bitmask_segments(out, dst, src, counts, column, nulls):
     return out
 
 
+def gather_rows_segments(src, pos, at, first, width, nbytes, out, dst):
+    """CPU reference of :func:`gather_rows_segments_gpu` (``src`` and ``out`` bytes, ``out``
+    written in place; ``nbytes[s]`` = rows times ``width[s]``)."""
+    src = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+    pos = _i64(pos)
+    for a, f, w, nb, d in zip(*(_i64(x).tolist() for x in (at, first, width, nbytes, dst)), strict=True):
+        if not nb:
+            continue
+        n = nb // w
+        p = pos[f : f + n] if 0 <= f and f + n <= pos.size else None
+        if p is None or (n and (int(p.min()) < 0 or a < 0 or a + (int(p.max()) + 1) * w > src.size)) or d < 0 or d + nb > out.size:
+            raise CorruptInputError("gather_rows_segments: a segment reaches outside its arrays", ERR_OUT_OF_BOUNDS)
+        out[d : d + nb] = src[a + p[:, None] * w + np.arange(w)].reshape(-1)
+    return out
+
+
+def gather_bits_segments(src, pos, at, first, counts, dst, column, out, nulls, bits=None):
+    """CPU reference of :func:`gather_bits_segments_gpu` (``out`` uint32 words, OR-ed into)."""
+    src = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+    pos = _i64(pos)
+    as_bits = np.unpackbits(src, bitorder="little")
+    out_bits = np.unpackbits(out.view(np.uint8), bitorder="little").astype(bool)
+    kinds = np.zeros(len(_i64(at)), np.int64) if bits is None else _i64(bits)
+    for a, f, n, d, c, k in zip(*(_i64(x).tolist() for x in (at, first, counts, dst, column, kinds)), strict=True):
+        if not n:
+            continue
+        if f < 0 or f + n > pos.size:
+            raise CorruptInputError("gather_bits_segments: a segment reaches outside its positions", ERR_OUT_OF_BOUNDS)
+        idx = a + pos[f : f + n]
+        source = as_bits if k else src
+        if int(idx.min()) < 0 or int(idx.max()) >= source.size or d < 0 or d + n > out_bits.size:
+            raise CorruptInputError("gather_bits_segments: a segment reaches outside its arrays", ERR_OUT_OF_BOUNDS)
+        valid = source[idx] != 0
+        out_bits[d : d + n] |= valid
+        nulls[c] += int(n - np.count_nonzero(valid))
+    out[:] = np.packbits(out_bits, bitorder="little").view(out.dtype)
+    return out
+
+
 def count_zero_bits(words, offset, n):
     """CPU reference of :func:`count_zero_bits_gpu`."""
     bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
     if offset < 0 or offset + n > bits.size:
         raise CorruptInputError("count_zero_bits: the bits reach outside the words", ERR_OUT_OF_BOUNDS)
     return int(n - np.count_nonzero(bits[offset : offset + n]))
-
-
-def gather_bits(words, offset, indices):
-    """CPU reference of :func:`gather_bits_gpu`."""
-    bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
-    idx = _i64(indices) + int(offset)
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= bits.size):
-        raise CorruptInputError("gather_bits: an index outside the bitmask", ERR_OUT_OF_BOUNDS)
-    out = np.zeros(-(-idx.size // 32) * 4, np.uint8)
-    got = np.packbits(bits[idx], bitorder="little")
-    out[: got.size] = got
-    return out.view(np.uint32)
 
 
 # --------------------------------------------------------------------------
@@ -250,6 +286,67 @@ def _and_bits_kernel(out, dst, src, column, prefix, nseg, total, nulls, err):
 
 
 @gpu_kernel
+def _gather_rows_segments_kernel(src, pos, at, first, width, dst, prefix, nseg, total, out, err):
+    k = cuda.grid(1)
+    if k >= total:
+        return
+    s = _segment_of(prefix, nseg, k)
+    rel = k - np.int64(prefix[s])
+    w = np.int64(width[s])
+    i = rel // w
+    q = np.int64(first[s]) + i
+    d = np.int64(dst[s]) + rel
+    if q < 0 or q >= pos.shape[0] or d < 0 or d >= out.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    p = np.int64(pos[q])
+    a = np.int64(at[s]) + p * w + (rel - i * w)
+    if p < 0 or a < 0 or a >= src.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    out[d] = src[a]
+
+
+@gpu_kernel
+def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits, prefix, nseg, total, out, nulls, err):
+    """Destination word ``word`` of segment ``s`` takes the validity of the rows of its bits
+    ``[lo, hi)`` (at most 32), each row's source bit or byte read through ``pos``."""
+    k = cuda.grid(1)
+    if k >= total:
+        return
+    s = _segment_of(prefix, nseg, k)
+    rel = k - np.int64(prefix[s])
+    d0 = np.int64(dst[s])
+    n = np.int64(counts[s])
+    word = (d0 >> 5) + rel
+    lo = max(d0, word * 32)
+    hi = min(d0 + n, word * 32 + 32)
+    a = np.int64(at[s])
+    f = np.int64(first[s])
+    from_bits = bits[s] != 0
+    if word < 0 or word >= out.shape[0] or f < 0 or f + (hi - d0) > pos.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    limit = src.shape[0] * 8 if from_bits else src.shape[0]
+    v = np.uint64(0)
+    for b in range(lo, hi):
+        j = a + np.int64(pos[f + (b - d0)])
+        if j < 0 or j >= limit:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+            return
+        if from_bits:
+            one = (np.uint64(src[j >> 3]) >> np.uint64(j & 7)) & np.uint64(1)
+        else:
+            one = np.uint64(1) if src[j] != 0 else np.uint64(0)
+        v |= one << np.uint64(b - lo)
+    zeros = (hi - lo) - np.int64(cuda.popc(v))
+    if v:
+        cuda.atomic.or_(out, word, np.uint32(v << np.uint64(lo & 31)))
+    if zeros:
+        cuda.atomic.add(nulls, np.int64(column[s]), zeros)
+
+
+@gpu_kernel
 def _count_zero_bits_kernel(words, offset, n, first, total, out):
     k = cuda.grid(1)
     if k >= total:
@@ -261,26 +358,6 @@ def _count_zero_bits_kernel(words, offset, n, first, total, out):
     zeros = (hi - lo) - np.int64(cuda.popc(np.uint64(words[w]) & keep))
     if zeros:
         cuda.atomic.add(out, 0, zeros)
-
-
-@gpu_kernel
-def _gather_bits_kernel(words, offset, indices, out, err):
-    w = cuda.grid(1)
-    if w >= out.shape[0]:
-        return
-    n = indices.shape[0]
-    lo = w * 32
-    hi = min(lo + 32, n)
-    limit = words.shape[0] * 32
-    bits = np.uint32(0)
-    for i in range(lo, hi):
-        b = np.int64(indices[i]) + offset
-        if b < 0 or b >= limit:
-            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
-            return
-        if (np.uint32(words[b >> 5]) >> np.uint32(b & 31)) & np.uint32(1):
-            bits |= np.uint32(1) << np.uint32(i - lo)
-    out[w] = bits
 
 
 # --------------------------------------------------------------------------
@@ -363,6 +440,53 @@ def and_bitmask_segments_gpu(out, dst, src, counts, column, nulls, *, threads_pe
     return out
 
 
+def gather_rows_segments_gpu(src, pos, at, first, width, nbytes, out, dst, *, threads_per_block=256):
+    """See the module docstring: one launch over every output byte of every segment (``src``
+    a device array read as bytes, ``pos`` the int64 row positions, host or device, ``out`` a
+    uint8 device array written in place; ``nbytes[s]``: the segment's rows times
+    ``width[s]``).  Returns ``out``."""
+    prefix = _prefix_host(nbytes)
+    total = int(prefix[-1])
+    if total:
+        d_src = _device.to_device(src)
+        if d_src.dtype != np.uint8 or d_src.ndim > 1:
+            d_src = d_src.reshape(-1).view(np.uint8)
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        _gather_rows_segments_kernel.get()[blocks, tpb](
+            d_src, _descriptor(pos), _descriptor(at), _descriptor(first), _descriptor(width), _descriptor(dst),
+            _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, err,
+        )
+        raise_if_flagged(err, "gather_rows_segments_gpu")
+    return out
+
+
+def gather_bits_segments_gpu(src, pos, at, first, counts, dst, column, out, nulls, bits=None, *, words=None, threads_per_block=256):
+    """See the module docstring: one launch over every destination word of every segment
+    (``src`` a device array read as bytes; ``pos`` the int64 row positions, host or device;
+    ``out`` zeroed uint32 device words and ``nulls`` int64 device counters, updated in place;
+    ``words`` as :func:`pack_bitmask_segments_gpu`'s)."""
+    counts = _i64(counts)
+    if words is None:
+        words = segment_words(dst, counts)
+    prefix = _prefix_host(words)
+    total = int(prefix[-1])
+    if total:
+        if bits is None:
+            bits = np.zeros(counts.size, np.int64)
+        d_src = _device.to_device(src)
+        if d_src.dtype != np.uint8 or d_src.ndim > 1:
+            d_src = d_src.reshape(-1).view(np.uint8)
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        _gather_bits_segments_kernel.get()[blocks, tpb](
+            d_src, _descriptor(pos), _descriptor(at), _descriptor(first), _descriptor(counts), _descriptor(dst), _descriptor(column),
+            _descriptor(bits), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
+        )
+        raise_if_flagged(err, "gather_bits_segments_gpu")
+    return out
+
+
 def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
     """See the module docstring (``words`` uint32 device words holding the bits; one
     launch and one readback of the count)."""
@@ -377,17 +501,3 @@ def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
     blocks, tpb = _device.launch_dims(total, threads_per_block)
     _count_zero_bits_kernel.get()[blocks, tpb](words, np.int64(offset), np.int64(n), np.int64(first), np.int64(total), out)
     return int(_device.to_host(out)[0])
-
-
-def gather_bits_gpu(words, offset, indices, *, threads_per_block=256):
-    """See the module docstring: ``ceil(len(indices) / 32)`` new uint32 device words
-    (``words`` uint32 device words, ``indices`` a device or host int64 array)."""
-    d_idx = _device.to_device(_i64(indices)) if isinstance(indices, np.ndarray) else indices
-    n = int(d_idx.shape[0])
-    out = _device.device_empty(max(-(-n // 32), 1), np.uint32)
-    if n:
-        err = new_error_flag()
-        blocks, tpb = _device.launch_dims(int(out.shape[0]), threads_per_block)
-        _gather_bits_kernel.get()[blocks, tpb](words, np.int64(offset), d_idx, out, err)
-        raise_if_flagged(err, "gather_bits_gpu")
-    return out[: -(-n // 32)]

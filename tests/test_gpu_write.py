@@ -545,13 +545,14 @@ def test_field_metadata_steers_the_device_encoder(tmp_path: Path, version: str) 
 def test_device_columns_keep_item_validity() -> None:
     """A fixed-size-list device column keeps its items' validity through upload, take,
     slice and the copy back to Arrow (it used to be dropped: null items came back valid)."""
-    from lance_gpu.gpu import _array
     from lance_gpu.gpu.columns import DeviceColumn
+    from lance_gpu.gpu.device_table import DeviceTable
 
     arr = pa.FixedSizeListArray.from_arrays(pa.array([1.0, None, 3, 4, None, 6], pa.float32()), 2, mask=pa.array([False, False, True]))
     col = DeviceColumn.from_arrow(arr)
     assert col.to_arrow().equals(arr)
-    assert col.take(_array.upload(np.array([1, 0], np.int64))).to_arrow().equals(arr.take(pa.array([1, 0])))
+    taken = DeviceTable(["f"], [col], len(arr)).take(np.array([1, 0], np.int64))  # gathered by combining
+    assert taken.column("f").to_arrow().equals(arr.take(pa.array([1, 0])))
     assert col.slice(1, 3).to_arrow().equals(arr.slice(1, 2))
 
 

@@ -15,7 +15,8 @@ decoder exists.  Modules:
   uploaded in one copy, which the launches index;
 * :mod:`.decode` -- one launch per kernel family over every page of a read unit;
 * :mod:`.assemble` -- levels to validity and offsets, fields to device column trees;
-* :mod:`.columns` -- device columns and tables: take, slice, Arrow, CuPy / DLPack;
+* :mod:`.columns` -- device columns: slice, Arrow, CuPy / DLPack; :mod:`.gathered` -- a
+  selection of a column's rows (deletions, takes, filters) kept on the host until combined;
 * :mod:`.combine` -- a read's pieces into one set of buffers allocated once (cuDF's layout
   for ``to_cudf``: int32 offsets, bitmask words, null counts; or device batches of a
   requested size across fragments); :mod:`._cudf` wraps them without a copy;
@@ -40,6 +41,7 @@ from lance_gpu.gpu.memory import memory_budget, memory_limit, set_memory_limit
 if TYPE_CHECKING:
     from lance_gpu.gpu import columns as columns
     from lance_gpu.gpu import device_table as device_table
+    from lance_gpu.gpu import gathered as gathered
 
 # The submodules load on first use (``gpu.columns``...; :mod:`lance_gpu._lazy`): the scan
 # layer refers to them through this package, so a CPU read loads none of them.

@@ -105,38 +105,6 @@ class DeviceColumn:
 
     # -- row selection ----------------------------------------------------------------------
 
-    def take(self, indices) -> DeviceColumn:
-        """The rows at ``indices`` (a device int64 array), as a new column."""
-        n = int(indices.shape[0])
-        s = _storage(self.type)
-        validity = None if self.validity is None else self.validity.take(indices)
-        if pa.types.is_struct(s):
-            return DeviceColumn(self.type, n, validity, children=[c.take(indices) for c in self.children],
-                                children_hold_nulls=self.children_hold_nulls)
-        if _is_var(s):
-            off, data = ck.gather_binary_gpu(self.offsets, self.data, indices)
-            # the gathered bytes are allocated to their total: the span is known here
-            return DeviceColumn(self.type, n, validity, _array.as_device(data), _array.as_device(off), span=(0, int(data.shape[0])))
-        if _is_nested(s):
-            starts, lengths = ck.take_ranges_gpu(self.offsets, indices)
-            child_idx, offsets = ck.expand_ranges_gpu(starts, lengths)
-            child = self.children[0].take(_array.as_device(child_idx))
-            return DeviceColumn(self.type, n, validity, offsets=_array.as_device(offsets), children=[child], span=(0, child.length))
-        w = self.width
-        rows = self.data[: self.length * w]
-        if w in (1, 2, 4, 8):
-            taken = ck.gather_fixed_gpu(rows.view(np.dtype(f"u{w}")), indices)
-            data = _array.as_device(taken).view(np.uint8)
-        else:
-            taken = ck.gather_fixed_gpu(rows.reshape(self.length, w), indices)
-            data = _array.as_device(taken).reshape(n * w)
-        items = None
-        if self.item_validity is not None:  # a row's items: a row of dim bytes gathered
-            dim = s.list_size
-            got = ck.gather_fixed_gpu(self.item_validity.bytes().view(np.uint8).reshape(self.length, dim), indices)
-            items = Validity.of_bytes(_array.as_device(got).reshape(n * dim), n * dim)
-        return DeviceColumn(self.type, n, validity, data, item_validity=items)
-
     def slice(self, lo: int, hi: int) -> DeviceColumn:
         """Rows ``[lo, hi)`` as views of the same buffers (no copy, no launch): offsets keep
         indexing the whole ``data`` / child, as a column's offsets may."""

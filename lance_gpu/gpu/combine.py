@@ -2,10 +2,12 @@
 """A read's pieces put into one set of buffers, allocated once for the whole read.
 
 A GPU read decodes its fragments unit by unit; each fragment's columns are views into the
-buffers of the unit that decoded it (or, after a deletion / filter gather, buffers of their
-own).  :func:`combine` takes, for every output column, the list of its *pieces* -- row
-ranges ``[lo, hi)`` of :class:`~lance_gpu.gpu.columns.DeviceColumn`s, in order -- and
-writes them into final buffers sized for the whole read, in one of two layouts:
+buffers of the unit that decoded it, and a deletion, take or filter selects rows of them on
+the host (:class:`~lance_gpu.gpu.gathered.Gathered`: nothing gathered yet).
+:func:`combine` takes, for every output column, the list of its *pieces* -- row ranges
+``[lo, hi)`` of :class:`~lance_gpu.gpu.columns.DeviceColumn`s, or a selection's *runs* of
+consecutive rows (``lo`` and ``hi`` arrays) -- in order, and writes them into final buffers
+sized for the whole read, in one of two layouts:
 
 ``"cudf"`` (:class:`CudfColumn`, what :mod:`._cudf` wraps without a copy)
     fixed-width values as is (booleans one byte each: cuDF's BOOL8); string chars; offsets
@@ -52,20 +54,31 @@ whole and in order, takes the int32 offsets from 0 that the decode wrote for it
 column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  So a one-unit
 read with no gather packs no mask of a column the device decoded, structs' and their
 children's included.  The
-offsets of every column of several units or of a gather (deletions, filters, takes), and
+offsets of every column of several units or of a selection (deletions, filters, takes), and
 fixed-size lists' generated ones, are written here, and those reads' masks are packed, as
 below.
+
+Selections are written once too, here, straight from the decode's buffers: a selection's
+runs are pieces like any (their bytes copied, offsets rebased, bits packed: a descriptor per
+run), except where its runs are short (fewer than 16 rows each on average, :func:`_short`):
+then its fixed-width values and its validity bits are gathered by position
+(``cuda_kernels.pieces.gather_rows_segments_gpu`` / ``gather_bits_segments_gpu``: the
+selection's row positions one column of the work table, shared by its columns; a
+descriptor per column).  String bytes and list offsets go run by run whatever their length
+(their byte / item bounds per run come back in the per-depth readback below, gathered by
+position, 16 bytes a bound).
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
 *source allocation* (the pool block a piece's buffer lives in, found by
 ``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
-(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width and one bitmask
-pack (words and bytes alike), so the launches grow with the allocations the pieces come
-from (a handful per read unit), not with fragments, columns or pages.  Readbacks: the null
-counts, once, only where a piece's count is not known on the host; and, per nesting depth,
-the offsets bounding pieces whose span the host does not know (row ranges cut out of a
-column, columns gathered by a take), in one copy.
+(``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width, one bitmask
+pack (words and bytes alike) and, for selections of short runs, one row gather and one
+bit gather, so the launches grow with the allocations the pieces come
+from (a handful per read unit), not with fragments, columns, pages or selections.  Readbacks: the null
+counts, once, only where a piece's count is not known on the host (a selection's never is);
+and, per nesting depth, the offsets bounding pieces whose span the host does not know (row
+ranges cut out of a column, a selection's runs), in one copy.
 """
 
 from __future__ import annotations
@@ -80,11 +93,18 @@ import pyarrow as pa
 import cuda_kernels as ck
 from cuda_kernels import _device
 from cuda_kernels.errors import deferred_errors
-from cuda_kernels.pieces import and_bitmask_segments_gpu, pack_bitmask_segments_gpu, rebase_offsets_segments_gpu
+from cuda_kernels.pieces import (
+    and_bitmask_segments_gpu,
+    gather_bits_segments_gpu,
+    gather_rows_segments_gpu,
+    pack_bitmask_segments_gpu,
+    rebase_offsets_segments_gpu,
+)
 from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, decode
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage
+from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
 from lance_gpu.gpu.validity import Validity
 from lance_gpu.gpu.worktable import pack_columns
@@ -92,8 +112,42 @@ from lance_gpu.gpu.worktable import pack_columns
 LAYOUTS = ("cudf", "device")
 _ALIGN = 64  # bytes: every buffer of the values arena, every column's bitmask
 
-#: a row range ``[lo, hi)`` of a column
-Piece = tuple[DeviceColumn, int, int]
+#: a row range ``[lo, hi)`` of a column; or *runs* of its rows, ``lo`` and ``hi`` int64
+#: arrays of equal length: the rows ``concat(arange(lo[k], hi[k]))`` (a gather whose positions
+#: the host knows, :class:`lance_gpu.gpu.gathered.Gathered`: its rows written once, here)
+Piece = tuple[DeviceColumn, Any, Any]
+
+
+def _is_runs(lo: object) -> bool:
+    """A piece's ``lo`` that is runs (arrays) rather than one row range."""
+    return isinstance(lo, np.ndarray)
+
+
+def _count(lo, hi) -> int:
+    """The rows of a piece (a range or runs), the bytes of a bounds pair alike."""
+    return int((hi - lo).sum()) if isinstance(lo, np.ndarray) else int(hi - lo)
+
+
+def _before(k: np.ndarray) -> np.ndarray:
+    """The exclusive prefix sums of ``k``: where each run lands after the ones before it."""
+    out = np.zeros(k.size, np.int64)
+    if k.size > 1:
+        np.cumsum(k[:-1], out=out[1:])
+    return out
+
+
+def _short(runs: int, rows: int) -> bool:
+    """Whether a selection's runs are short enough (fewer than 16 rows each, on average)
+    that its rows are gathered by position (a position per row, shared by its columns, and
+    a descriptor per column) rather than copied run by run (a descriptor per run and column)."""
+    return rows < 16 * runs
+
+
+def _flat(column: list) -> Any:
+    """A work list column as one int64 array where some of its entries are arrays (runs)."""
+    if not any(isinstance(v, np.ndarray) for v in column):
+        return column
+    return np.concatenate([np.asarray(v, np.int64).reshape(-1) for v in column]) if column else np.zeros(0, np.int64)
 
 
 @dataclass(slots=True, eq=False)
@@ -168,7 +222,7 @@ class _Out:
         self.holds = False
         #: a struct's validity pieces where its mask is a view (``mask_view``): packed into the
         #: arena only if a child's mask is AND-ed with it (:meth:`_Builder._parent_mask`)
-        self.vpieces: Sequence[tuple[_Slots, int, int]] = ()
+        self.vpieces: Sequence[tuple[_Slots, Any, Any]] = ()
 
 
 class _Slots(Protocol):
@@ -235,7 +289,7 @@ def _one_run(runs: Sequence[tuple[DeviceArray, int, int]], aligned: bool) -> tup
     return first[1], start
 
 
-def _mask_run(pieces: Sequence[tuple[_Slots, int, int]], n: int) -> DeviceArray | None:
+def _mask_run(pieces: Sequence[tuple[_Slots, Any, Any]], n: int) -> DeviceArray | None:
     """A column's mask as it is (``_mask_words(n)`` words), where its pieces' validity is
     one run of bits of one buffer from bit 0 of a 64-byte block that holds the padded mask:
     what the unravel writes for a column's leaves of one unit (``LevelSegment.run``); else
@@ -243,6 +297,8 @@ def _mask_run(pieces: Sequence[tuple[_Slots, int, int]], n: int) -> DeviceArray 
     first: tuple[object, DeviceArray, int, int, int] | None = None
     start = end = 0
     for col, lo, hi in pieces:
+        if _is_runs(lo):
+            return None
         if hi == lo:
             continue
         if col.validity is None:
@@ -273,6 +329,8 @@ def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
     where = None
     row = 0
     for col, lo, hi in pieces:
+        if _is_runs(lo):
+            return None
         if hi == lo:
             continue
         got = col.cudf_offsets
@@ -316,8 +374,30 @@ class _Builder:
         # cudf: depth -> [None, dst word, src word, words, column]: struct children's masks AND
         # their parent's (after the packs, a launch per depth, outer first)
         self.ands: dict[int, list] = {}
+        # selections of short runs, gathered by their rows' positions (one column of the work
+        # table, shared by the pieces of one selection: ``pos_at``, by the runs' bytes):
+        # key -> [whole, at (a byte), first position, width, dst byte, bytes] (values arena)
+        self.gathers: dict[object, list] = {}
+        # key -> [whole, at (a byte, or a bit where bits), first position, n, dst bit, column, bits, words]
+        self.gbits: dict[object, list] = {}
+        self.pos: list[np.ndarray] = []
+        self.npos = 0
+        self.pos_at: dict[bytes, int] = {}
 
     # -- slots ------------------------------------------------------------------------------
+
+    def _positions(self, lo: np.ndarray, hi: np.ndarray) -> int:
+        """The first item of the rows of the runs ``[lo, hi)`` in the positions column (added
+        once per selection: its columns' pieces share them)."""
+        key = lo.tobytes() + hi.tobytes()
+        at = self.pos_at.get(key)
+        if at is None:
+            k = hi - lo
+            rows = np.arange(int(k.sum()), dtype=np.int64) + np.repeat(lo - _before(k), k)
+            at = self.pos_at[key] = self.npos
+            self.pos.append(rows)
+            self.npos += rows.size
+        return at
 
     def _values(self, nbytes: int) -> int:
         at = self.values
@@ -329,25 +409,41 @@ class _Builder:
         self.off[width] = at + n + 1
         return at
 
-    def _place(self, runs: list[tuple[DeviceArray, int, int]], nbytes: int, aligned: bool) -> tuple[DeviceArray | None, int, int]:
+    def _place(self, runs: list[tuple[DeviceArray, Any, Any]], nbytes: int, aligned: bool,
+               width: int = 0) -> tuple[DeviceArray | None, int, int]:
         """Where a column's ``nbytes`` of values go (:attr:`_Out.data`), ``runs`` being its
         pieces' ``(array, first byte, bytes)`` in order: where they are one run of one buffer
         (starting 64 bytes into it when ``aligned``: fixed width), that run as it is (written
         once, by the decode: a one-unit read with no gather, whose unit placed each column's
         leaves one after the other, :func:`lance_gpu.gpu.read._columns`); else a slot of the
         values arena, each run copied there."""
-        run = _one_run(runs, aligned)
+        gathered = any(_is_runs(k) for _arr, _lo, k in runs)
+        run = None if gathered else _one_run(runs, aligned)
         if run is not None:
             return run[0], run[1], nbytes
         at = self._values(nbytes)
         done = 0
         for arr, lo, k in runs:
+            if _is_runs(k):  # a gathered piece's runs, one after the other
+                if width and _short(lo.size, int(k.sum()) // width):  # rows of fixed width, by position
+                    self._gather(arr, lo // width, (lo + k) // width, width, at + done)
+                else:
+                    self._copy(arr, lo, k, at + done + _before(k))
+                done += int(k.sum())
+                continue
             self._copy(arr, lo, k, at + done)
             done += k
         return None, at, nbytes
 
-    def _copy(self, arr, lo_byte: int, nbytes: int, dst: int) -> None:
-        if nbytes <= 0:
+    def _copy(self, arr, lo_byte, nbytes, dst) -> None:
+        """Copy ``nbytes`` from byte ``lo_byte`` of ``arr`` to byte ``dst`` of the values
+        arena (scalars, or arrays: a gathered piece's runs)."""
+        if _is_runs(nbytes):
+            keep = nbytes > 0
+            lo_byte, nbytes, dst = lo_byte[keep], nbytes[keep], dst[keep]
+            if not nbytes.size:
+                return
+        elif nbytes <= 0:
             return
         key, whole, off = _loc(arr)
         entry = self.copies.setdefault(key, [whole, [], [], []])
@@ -355,12 +451,32 @@ class _Builder:
         entry[2].append(nbytes)
         entry[3].append(dst)
 
-    def _rebase(self, width: int, offsets, lo: int, n: int, base: int, shift: int, dst: int) -> None:
-        if n <= 0:
+    def _gather(self, arr, lo: np.ndarray, hi: np.ndarray, width: int, dst: int) -> None:
+        """The rows of the runs ``[lo, hi)`` of ``width`` bytes each of ``arr`` (from its first
+        byte) gathered by position to byte ``dst`` of the values arena."""
+        total = int((hi - lo).sum())
+        if not total:
+            return
+        key, whole, off = _loc(arr)
+        entry = self.gathers.setdefault(key, [whole, [], [], [], [], []])
+        for k, v in enumerate((off, self._positions(lo, hi), width, dst, total * width), start=1):
+            entry[k].append(v)
+
+    def _rebase(self, width: int, offsets, lo, n, base, shift, dst) -> None:
+        """Offsets ``lo ..`` of ``offsets`` (``n`` of them) less ``base`` plus ``shift`` at
+        ``dst`` of the ``width`` arena (scalars, or arrays: a gathered piece's runs)."""
+        stride: Any = 0
+        if _is_runs(n):
+            keep = n > 0
+            lo, n, base, shift, dst = lo[keep], n[keep], base[keep], shift[keep], dst[keep]
+            if not n.size:
+                return
+            stride = np.zeros(n.size, np.int64)
+        elif n <= 0:
             return
         key, whole, off = _loc64(offsets)
         entry = self.rebase.setdefault((key, width), [whole, [], [], [], [], [], []])
-        for k, v in enumerate((off + lo, n, base, shift, 0, dst), start=1):
+        for k, v in enumerate((off + lo, n, base, shift, stride, dst), start=1):
             entry[k].append(v)
 
     def _arith(self, width: int, n: int, shift: int, stride: int, dst: int) -> None:
@@ -371,7 +487,7 @@ class _Builder:
 
     # -- validity ---------------------------------------------------------------------------
 
-    def _validity(self, out: _Out, pieces: Sequence[tuple[_Slots, int, int]], parent: _Out | None = None) -> None:
+    def _validity(self, out: _Out, pieces: Sequence[tuple[_Slots, Any, Any]], parent: _Out | None = None) -> None:
         """Place the column's validity (pieces' bits at their output rows) in the bitmask
         arena, or take it as it is where the pieces' bits already are the column's mask (a
         run the unravel wrote, :func:`_mask_run`; structs too).  In the cudf layout a
@@ -383,9 +499,9 @@ class _Builder:
         known = 0
         unknown = False
         for col, lo, hi in pieces:
-            if col.validity is None or hi == lo:
+            if col.validity is None or not _count(lo, hi):
                 continue
-            if lo == 0 and hi == col.length and col._nulls is not None:
+            if not _is_runs(lo) and lo == 0 and hi == col.length and col._nulls is not None:
                 known += col._nulls
             else:
                 unknown = True
@@ -419,7 +535,7 @@ class _Builder:
         assert parent.mask is not None
         return parent.mask
 
-    def _pack(self, out: _Out, pieces: Sequence[tuple[_Slots, int, int]], known: int, unknown: bool) -> None:
+    def _pack(self, out: _Out, pieces: Sequence[tuple[_Slots, Any, Any]], known: int, unknown: bool) -> None:
         """A slot of the bitmask arena and a null counter for the column, and its pieces'
         bits packed there (a piece without validity: an all-valid run)."""
         n = out.length
@@ -435,6 +551,9 @@ class _Builder:
         self.valid += _mask_words(n)
         row = 0
         for col, lo, hi in pieces:
+            if _is_runs(lo):
+                row += self._pack_runs(out, col, lo, hi, row)
+                continue
             k = hi - lo
             if not k:
                 continue
@@ -452,19 +571,54 @@ class _Builder:
                 entry[j].append(v)
             row += k
 
+    def _pack_runs(self, out: _Out, col: _Slots, lo: np.ndarray, hi: np.ndarray, row: int) -> int:
+        """:meth:`_pack`'s segments of a gathered piece (runs ``[lo, hi)`` landing one after
+        the other from output row ``row``); returns its rows.  Runs of a column without
+        validity are one all-valid segment (their output rows are consecutive)."""
+        k = hi - lo
+        total = int(k.sum())
+        if not total:
+            return 0
+        assert out.mask is not None
+        if col.validity is None:
+            entry = self.masks.setdefault("generated", [None, [], [], [], [], [], []])
+            d0 = 32 * out.mask + row
+            for j, v in enumerate((-1, total, d0, out.counter, 0, ((d0 + total - 1) >> 5) - (d0 >> 5) + 1), start=1):
+                entry[j].append(v)
+            return total
+        src, first, words = col.validity.source()
+        key, whole, off = _loc(src)
+        if _short(lo.size, total):  # one segment, its rows' bits gathered by position
+            d0 = 32 * out.mask + row
+            g = self.gbits.setdefault(key, [whole, [], [], [], [], [], [], []])
+            for j, v in enumerate((8 * off + first if words else off, self._positions(lo, hi), total, d0, out.counter, int(words),
+                                   ((d0 + total - 1) >> 5) - (d0 >> 5) + 1), start=1):
+                g[j].append(v)
+            return total
+        keep = k > 0
+        d = (32 * out.mask + row + _before(k))[keep]
+        lo, k = lo[keep], k[keep]
+        at = 8 * off + first + lo if words else off + lo  # bits of the allocation, or bytes
+        entry = self.masks.setdefault(key, [whole, [], [], [], [], [], []])
+        m = k.size
+        for j, v in enumerate((at, k, d, np.full(m, out.counter, np.int64), np.full(m, int(words), np.int64),
+                               ((d + k - 1) >> 5) - (d >> 5) + 1), start=1):
+            entry[j].append(v)
+        return total
+
     # -- columns ----------------------------------------------------------------------------
 
-    def plan(self, t: pa.DataType, pieces: Sequence[Piece], bounds: list[tuple[int, int]] | None,
+    def plan(self, t: pa.DataType, pieces: Sequence[Piece], bounds: list[tuple[Any, Any]] | None,
              parent: _Out | None = None) -> tuple[_Out, list]:
         """Plan one column (a child of ``parent``); returns it and its children still to
         plan: ``(parent, type, pieces)`` triples (planned at the next depth, after their
         bounds)."""
         s = _storage(t)
-        n = sum(hi - lo for _c, lo, hi in pieces)
+        n = sum(_count(lo, hi) for _c, lo, hi in pieces)
         out = _Out(t, n)
         later: list = []
         if pa.types.is_struct(s):
-            out.holds = all(getattr(col, "children_hold_nulls", False) for col, lo, hi in pieces if hi > lo)
+            out.holds = all(getattr(col, "children_hold_nulls", False) for col, lo, hi in pieces if _count(lo, hi))
             self._validity(out, pieces, parent)
             for i in range(s.num_fields):
                 child_pieces = [(col.children[i], lo, hi) for col, lo, hi in pieces]
@@ -473,7 +627,7 @@ class _Builder:
         if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or _is_var(s):
             assert bounds is not None
             self._validity(out, pieces, parent)
-            total = sum(b1 - b0 for b0, b1 in bounds)
+            total = sum(_count(b0, b1) for b0, b1 in bounds)
             out.span = total
             width = 8 if not self.cudf or total > decode.OFFSETS32_MAX else 4
             out.offsets_view = _offsets_run(pieces, n) if self.cudf and width == 4 else None
@@ -483,6 +637,12 @@ class _Builder:
                 row = 0
                 shift = 0
                 for (col, lo, hi), (b0, b1) in zip(pieces, bounds, strict=True):
+                    if _is_runs(lo):  # a gathered piece: each run's offsets after the runs before it
+                        k, span = hi - lo, b1 - b0
+                        self._rebase(width, col.offsets, lo, k, b0, shift + _before(span), first + row + _before(k))
+                        row += int(k.sum())
+                        shift += int(span.sum())
+                        continue
                     self._rebase(width, col.offsets, lo, hi - lo, b0, shift, first + row)
                     row += hi - lo
                     shift += b1 - b0
@@ -497,7 +657,7 @@ class _Builder:
             return out, later
         w = leaf_kind(t)[1]
         self._validity(out, pieces, parent)
-        out.data = self._place([(col.data, lo * w, (hi - lo) * w) for col, lo, hi in pieces], n * w, aligned=True)
+        out.data = self._place([(col.data, lo * w, (hi - lo) * w) for col, lo, hi in pieces], n * w, aligned=True, width=w)
         if self.cudf and pa.types.is_fixed_size_list(s):
             self._fsl(out, s, n, out.data)
         if pa.types.is_fixed_size_list(s) and any(col.item_validity is not None for col, _lo, _hi in pieces):
@@ -533,49 +693,65 @@ class _Builder:
 
 
 
-def _bounds(levels: list[tuple[pa.DataType, list[Piece]]]) -> list[list[tuple[int, int]] | None]:
+def _bounds(levels: list[tuple[pa.DataType, list[Piece]]]) -> list[list[tuple[Any, Any]] | None]:
     """The ``(offsets[lo], offsets[hi])`` of every piece of the variable-width and list
-    columns of one depth: from the spans the host knows, the rest in one readback."""
-    out: list[list[tuple[int, int]] | None] = []
-    wanted: list[tuple[DeviceColumn, int]] = []
+    columns of one depth (arrays for a gathered piece: each run's), from the spans the host
+    knows, the rest in one readback."""
+    out: list[list[tuple[Any, Any]] | None] = []
+    wanted: list[tuple[DeviceColumn, np.ndarray]] = []  # (column, rows whose offsets are read back)
+    nwanted = 0
     for t, pieces in levels:
         s = _storage(t)
         if not (pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or _is_var(s)):
             out.append(None)
             continue
-        got: list[tuple[int, int]] = []
+        got: list[tuple[Any, Any]] = []
         for col, lo, hi in pieces:
-            if lo == 0 and hi == col.length and col.span is not None:
+            if _is_runs(lo):
+                got.append((-1 - nwanted, lo.size))  # placeholder: the runs' los, then their his
+                rows = np.concatenate((lo, hi))
+            elif lo == 0 and hi == col.length and col.span is not None:
                 got.append(col.span)
+                continue
             elif hi == lo and col.span is not None and lo in (0, col.length):
                 edge = col.span[0] if lo == 0 else col.span[1]
                 got.append((edge, edge))
+                continue
             else:
-                got.append((-1 - len(wanted), 0))  # placeholder: index into the readback
-                wanted.append((col, lo))
-                wanted.append((col, hi))
+                got.append((-1 - nwanted, None))  # placeholder: index into the readback
+                rows = np.array([lo, hi], np.int64)
+            wanted.append((col, rows))
+            nwanted += rows.size
         out.append(got)
-    if not wanted:
+    if not nwanted:
         return out
-    groups: dict[object, list] = {}
-    for k, (col, row) in enumerate(wanted):
+    # one gather by position per allocation holding offsets (a handful per read), into one buffer
+    groups: dict[object, list] = {}  # key -> [whole, byte of each column's offsets, their rows, first value]
+    k = 0
+    for col, rows in wanted:
         key, whole, off = _loc64(col.offsets)
-        entry = groups.setdefault(key, [whole, [], []])
-        entry[1].append(off + row)
-        entry[2].append(k)
-    values = _array.empty(len(wanted), np.int64)
-    for whole, at, dst in groups.values():
-        m = len(at)
-        rebase_offsets_segments_gpu(whole, at, np.ones(m, np.int64), np.zeros(m, np.int64), np.zeros(m, np.int64),
-                                    np.zeros(m, np.int64), values, dst)
+        entry = groups.setdefault(key, [whole, [], [], []])
+        entry[1].append(8 * off)
+        entry[2].append(rows)
+        entry[3].append(k)
+        k += rows.size
+    values = _array.empty(nwanted, np.int64)
+    for whole, at, rows, dst in groups.values():
+        sizes = np.array([r.size for r in rows], np.int64)
+        gather_rows_segments_gpu(whole, np.concatenate(rows), at, _before(sizes), np.full(sizes.size, 8, np.int64), 8 * sizes,
+                                 values.view(np.uint8), 8 * np.asarray(dst, np.int64))
     host = _array.to_host(values)
     for resolved in out:
         if resolved is None:
             continue
-        for j, (first, _b) in enumerate(resolved):
-            if first < 0:
-                k = -1 - first
-                resolved[j] = (int(host[k]), int(host[k + 1]))
+        for j, (first, m) in enumerate(resolved):
+            if not (isinstance(first, (int, np.integer)) and first < 0):
+                continue
+            i = -1 - int(first)
+            if m is None:
+                resolved[j] = (int(host[i]), int(host[i + 1]))
+            else:  # a gathered piece's runs
+                resolved[j] = (host[i : i + m].astype(np.int64), host[i + m : i + 2 * m].astype(np.int64))
     return out
 
 
@@ -616,12 +792,18 @@ def _run(b: _Builder, tops: list[_Out]) -> list:
     """Allocate the arenas and launch the combining work, whose descriptors go up as one
     work table (:func:`lance_gpu.gpu.worktable.pack_columns`) in one copy."""
     _merge_generated(b)
-    cols = [(entry, k) for entry in [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.ands.values()]
-            for k in range(1, len(entry))]
+    positions = [np.concatenate(b.pos) if b.pos else np.zeros(0, np.int64)]
+    lists = [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.ands.values(), *b.gathers.values(), *b.gbits.values(),
+             positions]
+    cols = [(entry, k) for entry in lists for k in range(1 if entry is not positions else 0, len(entry))]
+    for entry, k in cols:
+        if entry is not positions:
+            entry[k] = _flat(entry[k])
     scanned = [_is_length(entry, k, b) for entry, k in cols]
     host, views, scans = pack_columns([entry[k] for entry, k in cols], scanned)
     for (entry, k), v in zip(cols, views, strict=True):
         entry[k] = v
+    b.pos = positions
     with _device.work_table(host, scans):
         return _launch(b, tops)
 
@@ -656,6 +838,10 @@ def _is_length(entry: list, k: int, b: _Builder) -> bool:
         return k == 3
     if any(entry is e for e in b.masks.values()):
         return k == 6
+    if any(entry is e for e in b.gathers.values()):
+        return k == 5
+    if any(entry is e for e in b.gbits.values()):
+        return k == 7
     return False
 
 
@@ -678,6 +864,10 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
     for key, (whole, at, n, dst, column, bits, words) in b.masks.items():
         pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters, bits,
                                   words=words)
+    for whole, at, first, width, dst, nbytes in b.gathers.values():
+        gather_rows_segments_gpu(whole, b.pos[0], at, first, width, nbytes, values, dst)
+    for whole, at, first, n, dst, column, bits, words in b.gbits.values():
+        gather_bits_segments_gpu(whole, b.pos[0], at, first, n, dst, column, valid, counters, bits, words=words)
     for depth in sorted(b.ands):  # a child's parent is AND-ed with its own parent first
         _none, dst, src, n, column = b.ands[depth]
         and_bitmask_segments_gpu(valid, dst, src, n, column, counters)
@@ -713,13 +903,14 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
 
 class ColumnsByName(Protocol):
     """What combining reads of a table of a read (``DeviceTable``): its columns by name, in
-    order (device columns, or Arrow arrays the CPU reader decoded)."""
+    order, as held (device columns, selections of them still to gather:
+    :class:`~lance_gpu.gpu.gathered.Gathered`, or Arrow arrays the CPU reader decoded)."""
 
     names: list[str]
-    columns: list[Any]
+    raw_columns: list[Any]
     num_rows: int
 
-    def column(self, name: str) -> Any: ...
+    def raw_column(self, name: str) -> Any: ...
 
 
 def combine_tables(tables: Sequence[ColumnsByName], schema: pa.Schema, layout: str = "cudf",
@@ -733,6 +924,9 @@ def combine_tables(tables: Sequence[ColumnsByName], schema: pa.Schema, layout: s
     for table, (lo, hi) in zip(tables, ranges, strict=True):
         for j, i in enumerate(device):
             col = _column(table, schema, i)
+            if isinstance(col, Gathered):
+                pieces[j].append(col.piece(lo, hi))
+                continue
             if not isinstance(col, DeviceColumn):
                 col = DeviceColumn.from_arrow(col)
             pieces[j].append((col, lo, hi))
@@ -750,7 +944,7 @@ def combine_tables(tables: Sequence[ColumnsByName], schema: pa.Schema, layout: s
 
 def _column(table: ColumnsByName, schema: pa.Schema, i: int):
     name = schema.field(i).name
-    return table.column(name) if name in table.names else table.columns[i]
+    return table.raw_column(name) if name in table.names else table.raw_columns[i]
 
 
 def _has_device_layout(t: pa.DataType) -> bool:

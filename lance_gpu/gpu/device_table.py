@@ -10,7 +10,7 @@ without a copy).  :func:`rebatch_device` cuts a read's tables into batches of a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,8 @@ from cuda_kernels.errors import deferred_errors
 from lance_gpu.gpu import _array
 from lance_gpu.gpu._cudf import combined_to_cudf
 from lance_gpu.gpu.columns import DeviceColumn
-from lance_gpu.gpu.combine import combine_read, combine_tables
+from lance_gpu.gpu.combine import combine, combine_read, combine_tables
+from lance_gpu.gpu.gathered import Gathered
 
 __all__ = ["DeviceTable", "rebatch_device"]
 
@@ -28,37 +29,77 @@ __all__ = ["DeviceTable", "rebatch_device"]
 class DeviceTable:
     """The decoded top-level fields of one fragment (after deletions and the filter).
 
-    ``columns`` maps names to :class:`DeviceColumn` (decoded on the GPU) or ``pyarrow.Array``
-    (decoded by the CPU reader); ``row_ids`` (host uint64) is set when they were asked for.
+    ``raw_columns`` holds, by name, a :class:`DeviceColumn` (decoded on the GPU), a
+    :class:`~lance_gpu.gpu.gathered.Gathered` (rows of one, selected on the host: deletions,
+    takes, filters; not yet written anywhere) or a ``pyarrow.Array`` (decoded by the CPU
+    reader).  ``to_cudf`` and :func:`rebatch_device` combine them as held (a selection's rows
+    written once, into the final buffers); :attr:`columns` and :meth:`column` give device
+    columns, a selection's rows combined into buffers of its own (device layout) on first
+    use.  ``row_ids`` (host uint64) is set when they were asked for.
+
+    ``hold_sources``: whether a selection may keep the decoded buffers it selects from until
+    it is written (true where the whole read fits the device memory budget: the read holds
+    them anyway).  False (a read larger than the budget, decoded unit by unit): selections
+    are written out at once (device layout), so that each unit's buffers go as soon as its
+    fragments are done; ``to_cudf`` then copies those, as before the selections were kept.
     """
 
-    def __init__(self, names: list[str], columns: list[DeviceColumn | pa.Array], num_rows: int, row_ids=None, fragment_id: int = -1) -> None:
+    def __init__(self, names: list[str], columns: Sequence[DeviceColumn | Gathered | pa.Array], num_rows: int, row_ids=None,
+                 fragment_id: int = -1, *, hold_sources: bool = True) -> None:
         self.names = list(names)
-        self.columns = list(columns)
+        self.raw_columns = list(columns)
         self.num_rows = int(num_rows)
         self.row_ids = row_ids
         self.fragment_id = fragment_id
+        self.hold_sources = hold_sources
+        self._made: dict[int, DeviceColumn] = {}  # selections written out (device layout), by index
+        if not hold_sources:
+            self.raw_columns = self.columns  # written out now: the buffers they selected from can go
 
     def __repr__(self) -> str:
         return f"DeviceTable({self.num_rows} rows, {self.names})"
 
+    @property
+    def columns(self) -> list[DeviceColumn | pa.Array]:
+        """Every column as a device column or Arrow array: the selections not yet written
+        out are, together (one :func:`~lance_gpu.gpu.combine.combine` in the device layout)."""
+        self._write_out([i for i, c in enumerate(self.raw_columns) if isinstance(c, Gathered)])
+        return [self._made.get(i, c) for i, c in enumerate(self.raw_columns)]
+
     def column(self, name: str) -> DeviceColumn | pa.Array:
-        return self.columns[self.names.index(name)]
+        i = self.names.index(name)
+        self._write_out([i] if isinstance(self.raw_columns[i], Gathered) else [])
+        return self._made.get(i, self.raw_columns[i])
+
+    def raw_column(self, name: str) -> DeviceColumn | Gathered | pa.Array:
+        """The column ``name`` as held (a selection not written out: see the class docstring)."""
+        return self.raw_columns[self.names.index(name)]
+
+    def _write_out(self, wanted: list[int]) -> None:
+        todo = [i for i in wanted if i not in self._made]
+        if not todo:
+            return
+        cols = [c for c in (self.raw_columns[i] for i in todo) if isinstance(c, Gathered)]
+        with _array.legacy_stream(), _device.pinned_uploads(), deferred_errors():
+            made = combine([c.type for c in cols], [[c.piece(0, c.length)] for c in cols], "device")
+        _array.sync_kernels()
+        self._made.update(zip(todo, made, strict=True))
 
     def take(self, rows: np.ndarray) -> DeviceTable:
-        """The rows at the host positions ``rows``."""
+        """The rows at the host positions ``rows``: device columns as selections (nothing is
+        gathered until written out), Arrow columns taken."""
         rows = np.ascontiguousarray(rows, np.int64)
-        d_rows = _array.upload(rows) if any(isinstance(c, DeviceColumn) for c in self.columns) else None
-        cols = [c.take(d_rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows)) for c in self.columns]
+        cols = [c.take(rows) if isinstance(c, Gathered) else Gathered(c, rows) if isinstance(c, DeviceColumn) else c.take(pa.array(rows))
+                for c in self.raw_columns]
         ids = None if self.row_ids is None else self.row_ids[rows]
-        return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id)
+        return DeviceTable(self.names, cols, rows.size, ids, self.fragment_id, hold_sources=self.hold_sources)
 
     def slice(self, lo: int, hi: int) -> DeviceTable:
-        """Rows ``[lo, hi)``: device columns as views (:meth:`DeviceColumn.slice`), Arrow
-        columns sliced."""
-        cols = [c.slice(lo, hi) if isinstance(c, DeviceColumn) else c.slice(lo, hi - lo) for c in self.columns]
+        """Rows ``[lo, hi)``: device columns as views (:meth:`DeviceColumn.slice`), selections
+        and Arrow columns sliced."""
+        cols = [c.slice(lo, hi) if isinstance(c, (DeviceColumn, Gathered)) else c.slice(lo, hi - lo) for c in self.raw_columns]
         ids = None if self.row_ids is None else self.row_ids[lo:hi]
-        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id)
+        return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id, hold_sources=self.hold_sources)
 
     def to_arrow(self) -> pa.Table:
         """Host copy of every column (the GPU reader's ``to_table`` output)."""
@@ -79,7 +120,7 @@ class DeviceTable:
         """A ``cudf.DataFrame`` of this table: its columns combined into cuDF's layout
         (:func:`lance_gpu.gpu.combine.combine_read`) and wrapped without a copy
         (:mod:`lance_gpu.gpu._cudf`)."""
-        schema = pa.schema([pa.field(n, c.type) for n, c in zip(self.names, self.columns, strict=True)])
+        schema = pa.schema([pa.field(n, c.type) for n, c in zip(self.names, self.raw_columns, strict=True)])
         return combined_to_cudf(self.names, combine_read([self], schema), self.num_rows)
 
 

@@ -13,9 +13,11 @@ staging thread plans the next unit and copies its file bytes to the device (pinn
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap.  The job's selected rows
-(live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
-filter on a host copy of the columns it reads only and gathers the surviving rows on the
-device.
+(live rows, a take, late-materialized rows) are selected on the host
+(:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
+decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
+columns it reads only) narrows that selection; the rows are written once, where the read is
+combined (``to_cudf``: into its final buffers, :mod:`.combine`) or first used.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from lance_gpu.gpu.assemble import build_fields
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
+from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
@@ -240,12 +243,14 @@ def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None =
         raise CorruptFileError(", ".join(paths), f"device decode: {exc}") from exc
 
 
-def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
-    """The fragment's columns with only the selected rows (gathered on the device from the
-    rows each field decoded: all of them, or the ranges of its row selection)."""
+def _finish_fragment(fw: _Frag, names: list[str], hold: bool = True) -> DeviceTable:
+    """The fragment's columns with only the selected rows: each field's selection of the
+    rows it decoded (all of them, or the ranges of its row selection), kept on the host
+    (:class:`~lance_gpu.gpu.gathered.Gathered`) until the rows are written out, once; without
+    ``hold`` (a read larger than the memory budget) written out now, so that the unit's
+    buffers can go (:class:`DeviceTable`'s ``hold_sources``)."""
     frag, rows = fw.frag, fw.rows
-    uploaded: dict[bytes, DeviceArray] = {}
-    cols = []
+    cols: list[Any] = []
     for name in names:
         if name not in fw.done:
             cols.append(fw.cpu[name].result())
@@ -253,14 +258,14 @@ def _finish_fragment(fw: _Frag, names: list[str]) -> DeviceTable:
         col = fw.done[name]
         fp = fw.gpu.get(name)
         pos = None if rows is None or fp is None else positions(rows, fp.ranges)
-        if pos is not None:
-            key = pos.tobytes()
-            if key not in uploaded:
-                uploaded[key] = _array.upload(np.ascontiguousarray(pos, np.int64))
-            col = col.take(uploaded[key])
-        cols.append(col)
+        cols.append(col if pos is None or _identity(pos, col.length) else Gathered(col, pos))
     n = frag.physical_rows if rows is None else int(rows.size)
-    return DeviceTable(names, cols, n, None, frag.fragment_id)
+    return DeviceTable(names, cols, n, None, frag.fragment_id, hold_sources=hold)
+
+
+def _identity(pos: np.ndarray, n: int) -> bool:
+    """Whether the positions ``pos`` select every one of ``n`` rows, in order."""
+    return pos.size == n and (not n or (int(pos[0]) == 0 and int(pos[-1]) == n - 1 and bool((np.diff(pos) == 1).all())))
 
 
 def scan_device(
@@ -284,12 +289,14 @@ def scan_device(
             frags = [_plan_fragment(frag, rows, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag, rows in jobs]
         _warn_fallbacks(on_cpu_fallback, seen)
         budget = memory.memory_budget()
+        # selections keep the decoded buffers they select from only where the whole read fits
+        hold = sum(_estimate(fp) for fw in frags for fp in fw.gpu.values()) <= budget
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
 
         def finish(k: int) -> DeviceTable:
             with _array.legacy_stream(), _device.pinned_uploads(), _array.nvtx_range("lance_gpu.finish"):
-                table = _finish_fragment(frags[k], names)
+                table = _finish_fragment(frags[k], names, hold)
                 _array.sync_kernels()  # the caller may use it from any stream
             return table
 

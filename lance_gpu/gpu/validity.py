@@ -12,17 +12,17 @@ words
     as bits); the words hold at least ``offset + length`` bits, and the bits outside
     ``[offset, offset + length)`` are **unspecified** (a slice shares the words of the rows
     around it), so every reader masks them: the segmented bit copy of
-    :func:`cuda_kernels.pieces.pack_bitmask_segments_gpu`, :func:`~cuda_kernels.pieces.gather_bits_gpu`,
+    :func:`cuda_kernels.pieces.pack_bitmask_segments_gpu` and ``gather_bits_segments_gpu``,
     the conversion to bytes and :meth:`Validity.host_bitmap` do.  This is what the level
     unravel writes for every layer (from bit 0 of a word of the layer's own: flat nullable
     columns and structs of them one word per 32 levels, list and item layers of leaves with
     repetition levels bit by bit after the scan), what combining
-    writes (cuDF's masks, the ``"device"`` layout of :mod:`.combine`), what a take of words
-    gives (:meth:`Validity.take`) and what an upload of an Arrow bitmap gives.
+    writes (cuDF's masks, the ``"device"`` layout of :mod:`.combine`, gathered selections
+    too) and what an upload of an Arrow bitmap gives.
 bytes
     device ``bool[length]``, one byte per slot: what consumers that index slots read
     (``bytes()``: the writer's level encoding, the torch feed, vector search masks,
-    struct-field AND), made from the words on demand; and what a gather of bytes gives.
+    struct-field AND), made from the words on demand.
 
 A conversion is one launch (:func:`cuda_kernels.levels.bitmap_to_validity_gpu` for words to
 bytes; :func:`cuda_kernels.levels.validity_to_bitmap_gpu` for the Arrow bitmap of bytes).
@@ -36,7 +36,7 @@ import pyarrow as pa
 import cuda_kernels as ck
 from cuda_kernels import _device
 from cuda_kernels._target import LAZY_CUDA, gpu_kernel
-from cuda_kernels.pieces import count_zero_bits_gpu, gather_bits_gpu
+from cuda_kernels.pieces import count_zero_bits_gpu
 from lance_gpu.gpu import _array
 from lance_gpu.gpu._array import DeviceArray
 
@@ -140,14 +140,6 @@ class Validity:
         if self._words is None:
             return Validity(hi - lo, valid_bytes=b)
         return Validity(hi - lo, words=self._words, offset=self.offset + lo, valid_bytes=b)
-
-    def take(self, indices: DeviceArray) -> Validity:
-        """The slots at ``indices`` (device int64): words from words
-        (:func:`~cuda_kernels.pieces.gather_bits_gpu`), bytes from bytes; one launch."""
-        n = int(indices.shape[0])
-        if self._words is not None:
-            return Validity.of_words(_array.as_device(gather_bits_gpu(self._words, self.offset, indices)), 0, n)
-        return Validity.of_bytes(_array.as_device(ck.gather_fixed_gpu(self.bytes(), indices)), n)
 
     def __len__(self) -> int:
         return self.length

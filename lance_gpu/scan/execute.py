@@ -654,7 +654,8 @@ class GpuExecutor:
                 # the base decode: a subclass holding a resource across decode_device (the
                 # Spark task's GPU slot) holds it here already, for the outer decode
                 (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
-                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.columns, *rest.columns], dt.num_rows, None, dt.fragment_id)
+                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None,
+                                                  dt.fragment_id, hold_sources=dt.hold_sources and rest.hold_sources)
             yield project_device(resolved, dt, unit, project, offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
@@ -686,8 +687,9 @@ def _device_host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets
 
 def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[DeviceTable, Any]:
     """The rows of ``dt`` passing the plan's filter, evaluated on a host copy of the columns
-    it reads (virtual columns included) and gathered on the device; and the unit of those
-    rows (its ``rows``: the surviving physical rows)."""
+    it reads (virtual columns included), as a selection of its device columns (written once,
+    where the read is combined: :class:`lance_gpu.gpu.gathered.Gathered`); and the unit of
+    those rows (its ``rows``: the surviving physical rows)."""
     if resolved.filter is None:
         return dt, unit
     probe = _device_host_table(dt, [c for c in resolved.filter.columns if c in dt.names], unit, resolved.virtual, offsets)
@@ -709,13 +711,13 @@ def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> De
             col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         else:
-            col = dt.column(out.path[0])
+            col = dt.raw_column(out.path[0])  # a selection stays one until written out (once)
             for child in out.path[1:]:
                 idx = col.type.get_field_index(child)
-                col = col.field(idx) if isinstance(col, gpu.columns.DeviceColumn) else pc.struct_field(col, [idx])
+                col = col.field(idx) if isinstance(col, (gpu.columns.DeviceColumn, gpu.gathered.Gathered)) else pc.struct_field(col, [idx])
         names.append(out.name)
         cols.append(col)
-    return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id)
+    return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id, hold_sources=dt.hold_sources)
 
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:

@@ -15,6 +15,7 @@ through: the simulator stands in for the device.  On a GPU machine it runs as is
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import threading
@@ -1703,7 +1704,8 @@ def _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_data
 
 def _gathered_cudf_read(uri: str, filter_: str) -> tuple[list, dict[str, int]]:
     """The columns and combining's traffic of a filtered ``to_cudf_columns()`` read (pieces
-    gathered per fragment), its cuDF layout checked against pylance's filtered read."""
+    that are selections of the decoded columns), its cuDF layout checked against pylance's
+    filtered read."""
     from collections import Counter
 
     from traffic import count_device_traffic
@@ -1728,7 +1730,7 @@ def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_dat
     column's leaves one after the other (fixed width from a 64-byte aligned start), so
     ``to_cudf``'s values and string bytes are views of what the decode wrote: combining
     copies no byte (counted at the range copy's launches) and allocates offsets, masks and
-    counters only.  With a filter the pieces are gathered per fragment, and copied."""
+    counters only.  With a filter the pieces are selections, copied (once) by combining."""
     from lance_gpu.gpu.columns import _is_var
 
     for what, cols, ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
@@ -1779,7 +1781,7 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
     are what the decode wrote (strings' in the validation launch, ``decode.CudfOffsets``, in
     one buffer of the unit; lists' by the level unravel, ``LayerResult.cudf_offsets``), not
     rebased by combining (its offsets bytes are the fixed-size lists' generated ones only);
-    with a filter they are rebased again (gathered pieces)."""
+    with a filter combining writes them (a selection's runs rebased)."""
     from lance_gpu.gpu.columns import _is_var
 
     for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
@@ -1800,7 +1802,8 @@ def test_one_unit_to_cudf_packs_no_mask(flat_budget_datasets, budget_datasets, l
     run), list layers' at their run places, structs' layers too, and struct children's as
     they are (Lance's definition levels make a child null where its struct is:
     ``DeviceColumn.children_hold_nulls``), so combining packs and AND-s no mask word, as 2
-    and as 16 fragments; with a filter the pieces are gathered, and packed."""
+    and as 16 fragments; with a filter the pieces are selections, their bits packed or
+    gathered by combining."""
     for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
         assert combining.get("mask_bytes", 0) == 0, (what, combining)
         structs = [c for c in _every_column(cols) if c.mask is not None and c.null_count and pa.types.is_struct(c.type)]
@@ -1944,7 +1947,7 @@ def test_to_cudf_string_offsets_edge_cases(root, nfrag, monkeypatch):
 def test_to_cudf_columns_of_every_type_match_pylance(rich22, filter_):
     """Structs (parent nulls on the children), lists of strings, fixed-size lists, decimals,
     timestamps, constants, all-null strings, over fragments with deletions; with a filter the
-    pieces are gathered columns whose spans and null counts the host does not know (read
+    pieces are selections whose runs' spans and null counts the host does not know (read
     back once per depth / once for all)."""
     cols_wanted = ["id", "i32n", "b", "s", "ts", "dec", "emb", "embn", "long", "li", "llong", "st", "const", "null_s"]
     ours = lance_gpu.dataset(rich22).scanner(columns=cols_wanted, filter=filter_, on_cpu_fallback="allow")
@@ -1952,6 +1955,187 @@ def test_to_cudf_columns_of_every_type_match_pylance(rich22, filter_):
     ref = lance.dataset(rich22).to_table(columns=cols_wanted, filter=filter_)
     assert rows == ref.num_rows
     _assert_cudf_layout(cols, ref, f"filter={filter_}")
+
+
+# --------------------------------------------------------------------------------------------
+# Gathered reads written once (issue 25 item 3): deletions, takes and filters are selections of
+# the decoded columns (lance_gpu.gpu.gathered.Gathered) that combining writes straight into
+# to_cudf's final buffers, once -- no per-fragment, per-column gather into buffers of its own.
+
+
+def _mixed_nulls_table(n: int) -> pa.Table:
+    """Fragments of 40 rows (write with ``max_rows_per_file=40``): an all-null fragment, a
+    no-null one, then some nulls, for ints, booleans, binary, strings, lists of strings,
+    structs and fixed-size lists' items."""
+
+    def null(i: int) -> bool:
+        frag = i // 40
+        return frag % 3 == 0 or (frag % 3 == 2 and i % 4 == 1)
+
+    ids = list(range(n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "x": pa.array([None if null(i) else i * 3 for i in ids], pa.int32()),
+        "b": pa.array([None if null(i) else i % 3 == 0 for i in ids], pa.bool_()),
+        "bin": pa.array([None if null(i) else bytes([i % 251]) * (i % 5) for i in ids], pa.binary()),
+        "s": pa.array([None if null(i) else f"v{i}" * (i % 4) for i in ids], pa.string()),
+        "ls": pa.array([None if null(i) else [f"e{i}{j}" for j in range(i % 3)] for i in ids], pa.list_(pa.string())),
+        "st": pa.array([None if null(i) else {"a": i, "t": None if i % 5 == 0 else f"t{i}"} for i in ids],
+                       pa.struct([("a", pa.int16()), ("t", pa.string())])),
+        # (rows not null: a null row's items are null in pylance's read, valid in ours -- as on main)
+        "fl": pa.array([[None if null(i) else float(i), None if null(i) or i % 7 == 0 else 1.5] for i in ids], pa.list_(pa.float32(), 2)),
+    })
+
+
+@pytest.fixture(scope="module")
+def mixed_nulls(root: Path) -> str:
+    uri = str(root / "mixed_nulls")
+    lance.write_dataset(_mixed_nulls_table(240), uri, max_rows_per_file=40)
+    return uri
+
+
+def _selected_cudf(uri: str, live: list[int], columns: list[str] | None = None) -> tuple[list, int, pa.Table]:
+    """``to_cudf_columns()`` of a take of the (sorted) live rows ``live``, read as a scan of
+    their physical rows per fragment, and pylance's take of them."""
+    from lance_gpu.scan.scanner import scanner_for
+
+    addrs = lance.dataset(uri).to_table(columns=[], with_row_address=True).column("_rowaddr").to_numpy()[np.asarray(live, np.int64)]
+    sel: dict[int, list[int]] = {}
+    for a in addrs.tolist():
+        sel.setdefault(a >> 32, []).append(a & 0xFFFFFFFF)
+    scan = scanner_for(lance_gpu.dataset(uri)._snapshot, device="gpu", on_cpu_fallback="allow", columns=columns,
+                       selections={fid: np.asarray(rows, np.int64) for fid, rows in sel.items()})
+    cols, n = scan.to_cudf_columns()
+    return cols, n, lance.dataset(uri).take(list(live), columns=columns)
+
+
+def _gathers_match_pylance(uri: str, columns: list[str], filters: list[str], takes: list[list[int]], what: str) -> None:
+    """``to_cudf`` (cuDF's layout), ``to_table`` and ``to_device_batches`` (the device
+    layout) of ``uri`` filtered by each of ``filters``, and ``to_cudf`` of each take of
+    live rows ``takes``, equal pylance's."""
+    ds = lance_gpu.dataset(uri)
+    for flt in filters:
+        ref = lance.dataset(uri).to_table(columns=columns, filter=flt)
+        cols, n = ds.scanner(columns=columns, filter=flt, on_cpu_fallback="allow").to_cudf_columns()
+        assert n == ref.num_rows, (what, flt)
+        _assert_cudf_layout(cols, ref, f"{what}: filter {flt}")
+        assert_same(ds.to_table(columns=columns, filter=flt, device="gpu", on_cpu_fallback="allow"), ref, f"{what}: to_table {flt}")
+        batches = list(ds.to_device_batches(columns=columns, filter=flt, batch_size=23, on_cpu_fallback="allow"))
+        got = pa.Table.from_batches([rb for b in batches for rb in b.to_arrow().to_batches()], schema=ref.schema) if batches else ref.slice(0, 0)
+        assert_same(got, ref, f"{what}: device batches {flt}")
+    for live in takes:
+        cols, n, ref = _selected_cudf(uri, live, columns)
+        assert n == ref.num_rows, what
+        _assert_cudf_layout(cols, ref, f"{what}: take {live[:4]}")
+
+
+def test_gathered_to_cudf_of_every_type_matches_pylance(rich22, fsst, mixed_nulls):
+    """Selections (filters, takes, deleted rows: rich22 has a deletion file) of fixed-width
+    columns, booleans, strings and binary (plain and FSST), lists (of strings, nested),
+    structs, fixed-size lists (item nulls), constants and all-null columns, fragments with
+    no nulls beside all-null ones, one row and none: ``to_cudf``'s columns are pylance's in
+    cuDF's layout, and so are the device layout's (``to_table``, ``to_device_batches``)."""
+    rich_cols = ["id", "i32n", "f64", "b", "s", "fsb", "ts", "dec", "emb", "embn", "long", "li", "llong", "st", "const", "null_s"]
+    _gathers_match_pylance(rich22, rich_cols, ["i32n > 300 OR id % 5 = 0", "id = 17", "id < 0", "id % 2 = 0"],
+                           [[0, 1, 2, 5, 9, 40, 41, 119, 120, 200, *range(230, 280)], [3]], "rich 2.2")
+    _gathers_match_pylance(fsst, ["id", "text"], ["id % 3 = 1", "id >= 1299", "id < 0"], [[0, 2, 3, 4, 700, 1299], [9]], "fsst")
+    mixed = list(_mixed_nulls_table(1).column_names)
+    _gathers_match_pylance(mixed_nulls, mixed, ["id % 3 = 1", "id >= 35 AND id < 45", "id = 0", "id < 0"],
+                           [[1, 2, 39, 40, 45, 46, 47, 70, *range(80, 120), 180], [0], [200]], "mixed nulls")
+
+
+def test_selections_of_a_read_over_the_budget_are_written_out_at_once(rich22):
+    """A read that fits the memory budget keeps its selections (deleted rows, a filter's
+    survivors) as selections of the decoded columns until they are combined; one over the
+    budget (decoded unit by unit) writes them out at once, so that each unit's buffers go:
+    both equal pylance's."""
+    from lance_gpu.gpu.gathered import Gathered
+
+    cols = ["id", "s", "li", "st", "emb", "b"]
+    flt = "id % 3 = 1"
+    ref = lance.dataset(rich22).to_table(columns=cols, filter=flt)
+    ds = lance_gpu.dataset(rich22)
+    for limit, kept in ((None, True), (1, False)):
+        with memory_limit(limit) if limit else contextlib.nullcontext():
+            tables = list(ds.to_device_batches(columns=cols, filter=flt, on_cpu_fallback="raise"))
+            got, n = ds.scanner(columns=cols, filter=flt, on_cpu_fallback="raise").to_cudf_columns()
+        assert any(isinstance(c, Gathered) for t in tables for c in t.raw_columns) == kept, limit
+        assert all(t.hold_sources == kept for t in tables), limit
+        assert_same(pa.Table.from_batches([rb for t in tables for rb in t.to_arrow().to_batches()], schema=ref.schema), ref, f"limit {limit}")
+        assert n == ref.num_rows
+        _assert_cudf_layout(got, ref, f"to_cudf, limit {limit}")
+
+
+GATHERED_TABLES = {"mixed": "id", "flat": "bp", "list": "i"}  # the budget tables and a column to select by
+# to_cudf of a take or of a table with deleted rows, as 2 and 16 fragments: measured 30 - 45
+# launches and 6 - 8 blocking copies (the decode's, combining's bounds readback and null counts);
+# before the gatherfinal branch 108 - 2069 and 31 - 727 (a gather per fragment and column, a
+# readback per string / list gather).
+GATHERED_CUDF_LAUNCHES = 45
+GATHERED_CUDF_D2H = 8
+
+
+def _gathered_reads(budget_datasets, flat_budget_datasets, list_budget_datasets, root: Path):
+    """``(what, fragments, kind, uri, read)`` for a filter, a take and deleted rows of every
+    budget table as 2 and 16 fragments (``read()``: its ``to_cudf_columns()``)."""
+    sets = {"mixed": budget_datasets, "flat": flat_budget_datasets, "list": list_budget_datasets}
+    for name, key in GATHERED_TABLES.items():
+        for nfrag, uri in sets[name].items():
+            flt = f"{key} % 3 = 1"
+            yield f"{name} {nfrag} filter", nfrag, "filter", uri, flt, (
+                lambda uri=uri, flt=flt: lance_gpu.dataset(uri).scanner(filter=flt, on_cpu_fallback="raise").to_cudf_columns())
+            rows = lance.dataset(uri).count_rows()
+            live = sorted(np.random.default_rng(5).choice(rows, size=rows // 4, replace=False).tolist())
+            yield f"{name} {nfrag} take", nfrag, "take", uri, live, lambda uri=uri, live=live: _selected_cudf(uri, live)
+            dele = str(root / f"gathered_{name}_{nfrag}")
+            if not Path(dele).exists():
+                shutil.copytree(uri, dele)
+                lance.dataset(dele).delete(f"{key} % 5 = 1 OR ({key} >= 100 AND {key} < 140)")
+            yield f"{name} {nfrag} deletions", nfrag, "deletions", dele, None, (
+                lambda dele=dele: lance_gpu.dataset(dele).scanner(on_cpu_fallback="raise").to_cudf_columns())
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches and bytes at the CUDA simulator's API")
+def test_gathered_to_cudf_is_written_once(budget_datasets, flat_budget_datasets, list_budget_datasets, root):
+    """Filters, takes and deleted rows of the budget tables as 2 and 16 fragments: ``to_cudf``
+    equals pylance's read in cuDF's layout; no gather kernel runs outside the decode (each
+    column's selected values, string bytes, offsets and validity are written once, by
+    combining, into the final buffers: its bytes are at most the columns' own plus the
+    offsets bounding the selection's runs); takes and deletions at most
+    GATHERED_CUDF_LAUNCHES launches and GATHERED_CUDF_D2H blocking copies whatever the
+    fragments, filters (a host probe and a late decode per fragment) within a bound per
+    fragment."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    def own_bytes(col) -> int:
+        got = sum(int(b.nbytes) for b in (col.data, col.offsets, col.mask) if b is not None)
+        return got + sum(own_bytes(c) for c in col.children)
+
+    for what, nfrag, kind, uri, arg, read in _gathered_reads(budget_datasets, flat_budget_datasets, list_budget_datasets, root):
+        where: Counter = Counter()
+        with count_device_traffic(where) as c:
+            cols, rows, *_ref = read()
+        if kind == "filter":
+            ref = lance.dataset(uri).to_table(filter=arg)
+        elif kind == "take":
+            ref = lance.dataset(uri).take(arg)
+        else:
+            ref = lance.dataset(uri).to_table()
+        assert rows == ref.num_rows, what
+        _assert_cudf_layout(cols, ref, what)
+        gathers = {caller: v for (key, caller), v in where.items() if key == "gather_bytes" and not caller.startswith(("gpu/decode", "file/"))}
+        assert not gathers, (what, gathers)
+        combining = _combining(where)
+        written = combining.get("copy_bytes", 0) + combining.get("offsets_bytes", 0) + combining.get("mask_bytes", 0)
+        bounds = 16 * sum(int(col.length) + 1 for col in _every_column(cols) if col.offsets is not None)
+        assert written <= sum(own_bytes(col) for col in cols) + bounds, (what, combining)
+        if kind == "filter":
+            assert c["launches"] <= 32 * nfrag + 40 and c["d2h_blocking"] <= 5 * nfrag + 10, (what, dict(c))
+        else:
+            assert c["launches"] <= GATHERED_CUDF_LAUNCHES and c["d2h_blocking"] <= GATHERED_CUDF_D2H, (what, dict(c))
+        assert c.get("h2d_pageable", 0) == 0, (what, dict(c))
 
 
 def test_device_batches_of_a_requested_size_cross_fragments(rich22):
@@ -2239,7 +2423,7 @@ def test_validity_words_round_trip_through_pieces(n, null_p):
             assert sl.validity.is_words
             np.testing.assert_array_equal(_bits_of(sl.validity), _valid_of(ref.slice(lo, hi - lo)))
         idx = np.sort(rng.choice(hi - lo, size=max((hi - lo) // 2, 1), replace=False)).astype(np.int64)
-        taken = sl.take(cuda.to_device(idx))
+        taken = DeviceTable(["v"], [sl], hi - lo).take(idx).column("v")  # gathered by combining
         assert taken.to_arrow().to_pylist() == ref.slice(lo, hi - lo).take(pa.array(idx)).to_pylist(), (lo, hi)
         if taken.validity is not None:
             assert taken.validity.is_words and taken.validity._bytes is None  # gathered as bits

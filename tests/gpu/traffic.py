@@ -31,13 +31,19 @@ pageable memory is staged by the driver and serialises with the streams.
     of the reader comes from under the simulator; uploads are not counted here);
 ``copy_bytes``
     bytes copied device to device by the batched range copy
-    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument), per launch;
+    (``cuda_kernels.segments._copy_kernel``: its ``total`` argument) and by the batched row
+    gather by position (``cuda_kernels.pieces._gather_rows_segments_kernel``), per launch;
 ``offsets_bytes``
     offsets written by the offsets rebase (``cuda_kernels.pieces._rebase_kernel``: its
     entries times their width), per launch;
 ``mask_bytes``
-    bitmask words written by the bitmask pack and AND (``cuda_kernels.pieces._bitmask_kernel``,
-    ``_and_bits_kernel``: their words, 4 bytes each), per launch.
+    bitmask words written by the bitmask pack, gather and AND (``cuda_kernels.pieces._bitmask_kernel``,
+    ``_gather_bits_segments_kernel``, ``_and_bits_kernel``: their words, 4 bytes each), per launch;
+``gather_bytes``
+    bytes written by the gather kernels (``cuda_kernels.gather``'s fixed-width, row and
+    binary gathers and the list gathers'
+    ``segments._take_ranges_kernel`` / ``_expand_kernel``: their outputs' bytes), per launch
+    (a dictionary decode's gathers among them: count by caller to tell).
 
 Only meaningful with ``NUMBA_ENABLE_CUDASIM=1`` (it raises otherwise).
 """
@@ -127,6 +133,16 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
                 bump("mask_bytes", 4 * int(args[8]))
             elif name == "_and_bits_kernel":  # (out, dst, src, column, prefix, nseg, total, ...): words
                 bump("mask_bytes", 4 * int(args[6]))
+            elif name == "_gather_rows_segments_kernel":  # (src, pos, at, first, width, dst, prefix, nseg, total, ...): bytes
+                bump("copy_bytes", int(args[8]))
+            elif name == "_gather_bits_segments_kernel":  # (..., prefix, nseg, total, out, nulls, err): words
+                bump("mask_bytes", 4 * int(args[10]))
+            elif name in ("_gather_kernel", "_gather_rows_kernel", "_expand_kernel"):
+                bump("gather_bytes", int(args[-2].nbytes if name != "_expand_kernel" else args[-1].nbytes))  # (..., out, err) / (..., out)
+            elif name in ("_binary_copy_kernel", "_binary_copy_warps_kernel"):  # (offsets, bytes, indices, out_offsets, out_bytes)
+                bump("gather_bytes", int(args[3].nbytes) + int(args[4].nbytes))
+            elif name == "_take_ranges_kernel":  # (offsets, indices, starts, lengths, err)
+                bump("gather_bytes", int(args[2].nbytes) + int(args[3].nbytes))
         return fake_call(self, *args)
 
     def counted_device_array(*args, **kwargs):

@@ -165,6 +165,17 @@ def _pipeline_cases():
         )
     for dt in (u8, u16, u32, u64):  # RLE runs expanded, per value width
         cases.append((rle_kernels._rle_chunks_kernel, {}, (z(4, dt), z(4, u8), z(4, i64), z(3, i64), z(3, i64), i64(2), i64(4), z(9, dt), z(1, i32))))
+    from cuda_kernels import pieces
+
+    # combining's gathers of rows by host-known positions (to_cudf of deletions, takes, filters)
+    cases += [
+        (pieces._gather_rows_segments_kernel, {}, (z(9, u8), z(4, i64), *[z(2, i64)] * 4, z(3, i64), i64(2), i64(9), z(9, u8), z(1, i32))),
+        (
+            pieces._gather_bits_segments_kernel,
+            {},
+            (z(9, u8), z(4, i64), *[z(2, i64)] * 6, z(3, i64), i64(2), i64(3), z(4, u32), z(2, i64), z(1, i32)),
+        ),
+    ]
     from cuda_kernels import utf8
 
     for out in (i32, i64):  # the variable-width check, writing cuDF offsets in either width

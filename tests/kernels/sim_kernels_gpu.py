@@ -847,6 +847,88 @@ def test_copy_bitmask_segments_match_cpu_and_the_bytes(seed):
                                   cuda.to_device(np.zeros(1, np.int64)))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_gather_rows_segments_match_cpu_and_take(seed):
+    """Rows of 1, 4, 8 and 12 bytes gathered by shared host positions (any order, repeats)
+    from their place in one source buffer to any byte of the output: the GPU equals the CPU
+    reference, which equals numpy's take; a position past the rows is refused."""
+    from cuda_kernels.pieces import gather_rows_segments, gather_rows_segments_gpu
+
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, 256, 1000, dtype=np.uint8)
+    nrows = 20
+    pos = np.concatenate([np.sort(rng.choice(nrows, 7, replace=False)), rng.integers(0, nrows, 5), [3, 3]]).astype(np.int64)
+    at, first, width, nbytes, dst = [], [], [], [], []
+    out_at = int(rng.integers(0, 9))
+    for k, w in enumerate((1, 4, 8, 12)):
+        f = [0, 7, 2, 0][k]
+        n = [7, 7, 0, pos.size][k]
+        at.append(k * 250)
+        first.append(f)
+        width.append(w)
+        nbytes.append(n * w)
+        dst.append(out_at)
+        out_at += n * w + 3
+    want = gather_rows_segments(src, pos, at, first, width, nbytes, np.zeros(out_at, np.uint8), dst)
+    for a, f, w, nb, d in zip(at, first, width, nbytes, dst, strict=True):
+        rows = src[a : a + nrows * w].reshape(nrows, w)
+        np.testing.assert_array_equal(want[d : d + nb], rows[pos[f : f + nb // w]].reshape(-1))
+    got = h(gather_rows_segments_gpu(cuda.to_device(src), pos, at, first, width, nbytes, cuda.to_device(np.zeros(out_at, np.uint8)), dst))
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(CorruptInputError):
+        gather_rows_segments_gpu(cuda.to_device(src[:40]), pos, [0], [0], [4], [4 * pos.size], cuda.to_device(np.zeros(80, np.uint8)), [0])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gather_bits_segments_match_cpu_and_the_packed_take(seed):
+    """Validity gathered by shared host positions from bool bytes and from bitmask words
+    (any source bit offset) to any destination bit, OR-ed into shared words, with per-column
+    null counts: the GPU equals the CPU reference, which equals packing the taken bits; a
+    position past the source is refused."""
+    from cuda_kernels.pieces import gather_bits_segments, gather_bits_segments_gpu, pack_bitmask_segments
+
+    rng = np.random.default_rng(seed)
+    nsrc = 100
+    valid = rng.random(nsrc) < (0.0, 0.5, 1.0, 0.8)[seed]
+    words = _words_of(valid)
+    as_bytes = valid.astype(np.uint8)
+    pos = np.concatenate([np.sort(rng.choice(60, 40, replace=False)), rng.integers(0, 60, 9)]).astype(np.int64)
+    # bytes from byte 5, bits from bit 7 (rows 0..59 of each source), a repeat of the bits at another place
+    segs = [(5, 0, 33, 1, 0), (7, 0, 49, 0, 1), (7, 33, 16, 0, 1)]  # (at, first, counts, dst gap, bits)
+    at, first, counts, dst, column, bits = [], [], [], [], [], []
+    d = int(rng.integers(0, 40))
+    for k, (a, f, n, gap, b) in enumerate(segs):
+        d += gap
+        at.append(a)
+        first.append(f)
+        counts.append(n)
+        dst.append(d)
+        column.append(k % 2)
+        bits.append(b)
+        d += n
+    nw = -(-d // 32) + 1
+    # one source buffer holding both: bytes at byte 5.., then (for bits) the words' bytes at byte 128
+    buf = np.zeros(128 + words.nbytes, np.uint8)
+    buf[5 : 5 + nsrc] = as_bytes
+    buf[128:] = words.view(np.uint8)
+    at = [a + (8 * 128 if b else 0) for a, b in zip(at, bits, strict=True)]
+    want, want_nulls = np.zeros(nw, np.uint32), np.zeros(2, np.int64)
+    gather_bits_segments(buf, pos, at, first, counts, dst, column, want, want_nulls, bits)
+    ref, ref_nulls = np.zeros(nw, np.uint32), np.zeros(2, np.int64)
+    for a, f, n, dd, c, b in zip(at, first, counts, dst, column, bits, strict=True):
+        taken = valid[(a - 8 * 128 if b else a - 5) + pos[f : f + n]]
+        pack_bitmask_segments(taken.astype(np.uint8), [0], [n], [dd], [c], ref, ref_nulls)
+    np.testing.assert_array_equal(want, ref)
+    np.testing.assert_array_equal(want_nulls, ref_nulls)
+    got, nulls = cuda.to_device(np.zeros(nw, np.uint32)), cuda.to_device(np.zeros(2, np.int64))
+    gather_bits_segments_gpu(cuda.to_device(buf), pos, at, first, counts, dst, column, got, nulls, bits)
+    np.testing.assert_array_equal(h(got), want)
+    np.testing.assert_array_equal(h(nulls), want_nulls)
+    with pytest.raises(CorruptInputError):
+        gather_bits_segments_gpu(cuda.to_device(buf[:4]), pos, [0], [0], [pos.size], [0], [0], cuda.to_device(np.zeros(4, np.uint32)),
+                                 cuda.to_device(np.zeros(1, np.int64)), [1])
+
+
 def test_and_bitmask_segments_match_cpu():
     """Struct children's masks AND-ed with their parents' words, the nulls that adds counted
     per column: the GPU equals the CPU reference and the bitwise AND; a segment outside the
@@ -887,25 +969,6 @@ def test_count_zero_bits_matches_cpu(offset, n):
     assert count_zero_bits_gpu(cuda.to_device(words), offset, n) == want
     with pytest.raises(CorruptInputError):
         count_zero_bits_gpu(cuda.to_device(words), offset, words.size * 32 - offset + 1)
-
-
-@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 70])
-def test_gather_bits_matches_cpu(n):
-    """A take of bitmask words at a bit offset: new words from bit 0, the rest of the last
-    word 0; an index outside the words is refused."""
-    from cuda_kernels.pieces import gather_bits, gather_bits_gpu
-
-    rng = np.random.default_rng(n)
-    src_bits = rng.random(90) < 0.5
-    words = _words_of(src_bits)
-    idx = rng.integers(0, 85, n).astype(np.int64)
-    want = gather_bits(words, 5, idx)
-    np.testing.assert_array_equal(np.unpackbits(want.view(np.uint8), bitorder="little")[:n].astype(bool), src_bits[idx + 5])
-    assert want.size == -(-n // 32) and not np.unpackbits(want.view(np.uint8), bitorder="little")[n:].any()
-    np.testing.assert_array_equal(h(gather_bits_gpu(cuda.to_device(words), 5, cuda.to_device(idx))), want)
-    if n:
-        with pytest.raises(CorruptInputError):
-            gather_bits_gpu(cuda.to_device(words), 5, cuda.to_device(np.array([92], np.int64)))
 
 
 def test_allocation_of_finds_the_whole_allocation():
