@@ -56,6 +56,29 @@ offsets of every column of several units or of a gather (deletions, filters, tak
 fixed-size lists' generated ones, are written here, and those reads' masks are packed, as
 below.
 
+A read of several units with no gather, for ``to_cudf`` (``scan_device(whole_read=True)``),
+has its fixed-width values written once too: every unit decodes them into one *read fixed
+arena* allocated before the first unit, each column's leaves of every fragment one after
+the other from a 64-byte aligned start (:func:`lance_gpu.gpu.read._place_read_fixed`: a
+leaf's value count is known on the host before any unit decodes), so a fixed-width
+column's pieces are one run of it (:func:`_one_run`): values, booleans, list items, struct
+children and fixed-size lists' items, copied by no launch (a read with a gather -- a
+filter, deletions, a take -- keeps each unit's own buffers: the gather writes new ones).
+What such a read still has written here, and why:
+
+* string and binary bytes, copied (one batched copy per unit's byte buffer): a unit's byte
+  total is known only once its decode has scanned its lengths (FSST's decoded lengths
+  included), so a column's bytes over the read have no place before its last unit decodes;
+* string, binary, list and map offsets, rebased (int32 from 0; one launch per unit's
+  offsets buffer and width): each unit writes its own from 0 (the check launch's,
+  ``unravel_segments_gpu(cudf=True)``'s), and neither kernel takes the shift of the
+  earlier units' bytes or items (known on the host when the next unit launches: the spans
+  come back with each unit's unravel);
+* masks, packed (one launch per unit's validity block; their null counts are the unravel's,
+  known on the host): the unravel writes a unit's validity words in a zeroed block of its
+  own, not at the unit's rows of a read-wide one;
+* fixed-size lists' generated offsets (as in any read).
+
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
 *source allocation* (the pool block a piece's buffer lives in, found by

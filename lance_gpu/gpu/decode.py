@@ -102,14 +102,17 @@ def _fill(dst, items) -> None:
         ck.fill_patterns_gpu(dst, d, n, pats, ps, pl)
 
 
-def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = ()) -> UnitBuffers:
+def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = (), fixed: DeviceArray | None = None) -> UnitBuffers:
     """Decode every page of the unit (see the module docstring) from ``arena``, its staged
     bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
     flags corrupt input.  Every page work item of the unit goes up first, as one work table
     (:mod:`.worktable`) in one copy, which the launches index.  ``var_columns``: the
     ``(first slot, slots)`` of every variable-width output column of the unit (its leaves'
     slots one after the other), whose offsets are also written in cuDF's layout
-    (:attr:`UnitBuffers.cudf_offsets`)."""
+    (:attr:`UnitBuffers.cudf_offsets`).  ``fixed``: the buffer the fixed-width values go
+    to, where the leaves' ``value_pos`` are bytes of it (a multi-unit read's fixed arena,
+    :func:`lance_gpu.gpu.read._place_read_fixed`); None: one of the unit's own
+    (``unit.fixed_size``)."""
     if arena is None:
         headers.stage(unit)
         arena = unit.stage.upload()
@@ -117,11 +120,12 @@ def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int
     headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):
-        return _decode_pages(unit, arena, var_columns)
+        return _decode_pages(unit, arena, var_columns, fixed)
 
 
-def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]]) -> UnitBuffers:
-    fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
+def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]], fixed: DeviceArray | None) -> UnitBuffers:
+    if fixed is None:
+        fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
     index = {bits: _array.empty(max(n, 8), _UINT[bits]) for bits, n in unit.index_size.items()}
     nslots = unit.nslots

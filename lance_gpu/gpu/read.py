@@ -12,7 +12,9 @@ family (:mod:`.decode`), then cut into columns (:mod:`.assemble`).  Units are pi
 staging thread plans the next unit and copies its file bytes to the device (pinned slabs,
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
-:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  The job's selected rows
+:data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
+several units with no gather decodes every unit's fixed-width values into one arena in
+cuDF's final layout, :func:`_place_read_fixed`).  The job's selected rows
 (live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
 filter on a host copy of the columns it reads only and gathers the surviving rows on the
 device.
@@ -20,6 +22,7 @@ device.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -128,29 +131,32 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
     return out
 
 
-def _estimate(fp: FieldPlan) -> int:
+def _estimate(fp: FieldPlan, placed: bool = False) -> int:
     """Device bytes a field's decode needs, about: its pages' buffers (deferred ones too)
-    and its outputs (no page is read: the leaves' totals)."""
-    return sum(leaf.page_bytes + leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels for leaf in fp.leaves)
+    and its outputs (no page is read: the leaves' totals); with ``placed`` its fixed-width
+    leaves' values are not the unit's (they are written into the read's fixed arena,
+    :func:`_place_read_fixed`, counted once for the read)."""
+    return sum(leaf.page_bytes + leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels
+               - (leaf.num_values * leaf.width if placed and leaf.kind != "var" else 0) for leaf in fp.leaves)
 
 
-def _unit_cap(frags: list[_Frag], budget: int) -> int:
+def _unit_cap(frags: list[_Frag], budget: int, placed: bool = False) -> int:
     """The estimate a unit may reach: the whole budget when everything fits one unit; else
     half of it (the next unit is staged while one decodes), at most UNIT_TARGET_BYTES."""
-    total = sum(_estimate(fp) for fw in frags for fp in fw.gpu.values())
+    total = sum(_estimate(fp, placed) for fw in frags for fp in fw.gpu.values())
     if total <= min(budget, UNIT_TARGET_BYTES):
         return budget
     return max(min(budget // 2, UNIT_TARGET_BYTES), 1)
 
 
-def _units(frags: list[_Frag], budget: int) -> Iterator[list[tuple[int, FieldPlan]]]:
+def _units(frags: list[_Frag], budget: int, placed: bool = False) -> Iterator[list[tuple[int, FieldPlan]]]:
     """Pack (fragment, field) plans into units whose estimate fits the budget (a plan
     larger than the budget is a unit of its own)."""
     unit: list[tuple[int, FieldPlan]] = []
     size = 0
     for k, fw in enumerate(frags):
         for fp in fw.gpu.values():
-            est = _estimate(fp)
+            est = _estimate(fp, placed)
             if unit and size + est > budget:
                 yield unit
                 unit, size = [], 0
@@ -178,14 +184,47 @@ def _columns(items: list[tuple[int, FieldPlan]]) -> list[list[LeafPlan]]:
     return columns
 
 
-def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
+def _place_read_fixed(frags: list[_Frag]) -> int:
+    """Place the fixed-width values of every leaf of the read in one *read fixed arena*
+    (what the decode of every unit writes into, instead of a fixed buffer of its own:
+    :func:`lance_gpu.gpu.decode.decode_unit`'s ``fixed``), in cuDF's final layout: the same
+    field's leaf ``j`` of every fragment one after the other in fragment order, from a
+    64-byte aligned start (a new one where the width changes), so that a column's values
+    over the whole read are one run, whichever unit decoded each fragment, and combining
+    takes them as they are (:func:`lance_gpu.gpu.combine._one_run`).  Every leaf's value
+    count is known on the host before any unit decodes (only list leaves' level counts may
+    wait for the device pre-pass).  Sets each fixed-width leaf's ``value_pos`` (then
+    :func:`_stage` leaves it); returns the arena's bytes."""
+    groups: dict[tuple[str, int], list[LeafPlan]] = {}
+    for fw in frags:
+        for name, fp in fw.gpu.items():
+            for j, leaf in enumerate(fp.leaves):
+                if leaf.kind != "var":
+                    groups.setdefault((name, j), []).append(leaf)
+    size = 0
+    for leaves in groups.values():
+        at = size
+        for i, leaf in enumerate(leaves):
+            if i and leaf.width != leaves[i - 1].width:
+                at = -(-at // 64) * 64
+            leaf.value_pos = at
+            at += leaf.num_values * leaf.width
+        size = -(-at // 64) * 64
+    return size
+
+
+def _stage(items: list[tuple[int, FieldPlan]], placed: bool = False) -> _Staged:
     """Plan a unit's pages and copy its bytes to the device (runs in the staging thread):
-    each column's value regions adjacent across the fragments (:func:`_columns`), then the
-    same column of its fragments placed as one table (:func:`passplan.place_unit`)."""
+    each column's value regions adjacent across the fragments (:func:`_columns`; with
+    ``placed`` the fixed-width ones are the read fixed arena's already,
+    :func:`_place_read_fixed`), then the same column of its fragments placed as one table
+    (:func:`passplan.place_unit`)."""
     with _array.nvtx_range("lance_gpu.plan_unit"):
         unit = UnitPlan()
         for column in _columns(items):
             for j, leaf in enumerate(column):
+                if placed and leaf.kind != "var":
+                    continue
                 place_values(unit, leaf, follow=j > 0 and leaf.kind != "var" and leaf.width == column[j - 1].width)
         # the pages' work (and staged bytes) in fragment order
         passplan.place_unit(unit, [leaf for _k, fp in items for leaf in fp.leaves], values_placed=True)
@@ -212,22 +251,26 @@ def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
     return out
 
 
-def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
+def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None) -> list[DeviceColumn]:
+    """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
+    arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
         with _array.nvtx_range("lance_gpu.decode"):
-            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items))
+            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed)
         with _array.nvtx_range("lance_gpu.assemble"):
             return build_fields([fp for _k, fp in items], bufs)
 
 
-def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
+def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
+                    fixed: DeviceArray | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
-    (a unit spanning several files is decoded again file by file to find it)."""
+    (a unit spanning several files is decoded again file by file to find it, each in
+    buffers of its own)."""
     try:
-        return _decode(items, staged)
+        return _decode(items, staged, fixed)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -269,10 +312,21 @@ def scan_device(
     jobs: Sequence[tuple[object, np.ndarray | None]],
     *,
     on_cpu_fallback: str = "warn",
+    whole_read: bool = False,
 ) -> Iterator[tuple[object, DeviceTable]]:
     """Decode ``fields`` (``LanceField``s) of each ``(fragment, rows)`` job on the GPU, in
     job order: the fragment's pages are decoded, then the sorted physical ``rows`` (None:
     every row) are gathered on the device.  Yields ``(fragment, DeviceTable)``.
+
+    ``whole_read``: the caller keeps every table until the read ends and combines them
+    (``to_cudf``, :func:`lance_gpu.gpu.combine.combine_read`).  A read of several units
+    with no gather (every job's ``rows`` None) then decodes the fixed-width values of every
+    unit into one read fixed arena allocated before the first unit, each column's values
+    over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), which
+    combining takes as it is.  The memory budget then counts that arena for the whole read
+    and, per unit, the rest of the unit's estimate: the units are cut from the budget less
+    the arena (at least a quarter of the budget: the arena is the read's result, which
+    combining the units' own buffers would have allocated beside them).
     """
     check_fallback_mode(on_cpu_fallback)
     memory.use_rmm_if_available()
@@ -284,6 +338,15 @@ def scan_device(
             frags = [_plan_fragment(frag, rows, fields, arrow_fields, on_cpu_fallback, pool, seen) for frag, rows in jobs]
         _warn_fallbacks(on_cpu_fallback, seen)
         budget = memory.memory_budget()
+        plan = list(_units(frags, _unit_cap(frags, budget)))
+        placed = whole_read and len(plan) > 1 and all(fw.rows is None for fw in frags)
+        read_fixed: DeviceArray | None = None
+        if placed:
+            size = _place_read_fixed(frags)
+            room = max(budget - size, budget // 4)
+            plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
+            read_fixed = _array.empty(max(size, 64), np.uint8)
+        stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
 
@@ -293,22 +356,24 @@ def scan_device(
                 _array.sync_kernels()  # the caller may use it from any stream
             return table
 
-        units = _units(frags, _unit_cap(frags, budget))
+        units = iter(plan)
         first = next(units, None)
-        ahead: Future | None = stager.submit(_stage, first) if first is not None else None
+        ahead: Future | None = stager.submit(stage, first) if first is not None else None
         while ahead is not None:
             staged = ahead.result()
             following = next(units, None)
             # the next unit's host gathering and copies overlap this unit's kernels
-            ahead = stager.submit(_stage, following) if following is not None else None
+            ahead = stager.submit(stage, following) if following is not None else None
             # kernel arguments go up through pinned memory without waiting for the device
             with _array.legacy_stream(), _device.pinned_uploads():
-                cols = _decode_located(staged.items, staged)
+                cols = _decode_located(staged.items, staged, read_fixed)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
             for (k, fp), col in zip(staged.items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
             del staged
+            if ahead is None:
+                read_fixed = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done
