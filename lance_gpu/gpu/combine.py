@@ -62,9 +62,15 @@ arena* allocated before the first unit, each column's leaves of every fragment o
 the other from a 64-byte aligned start (:func:`lance_gpu.gpu.read._place_read_fixed`: a
 leaf's value count is known on the host before any unit decodes), so a fixed-width
 column's pieces are one run of it (:func:`_one_run`): values, booleans, list items, struct
-children and fixed-size lists' items, copied by no launch (a read with a gather -- a
-filter, deletions, a take -- keeps each unit's own buffers: the gather writes new ones).
-What such a read still has written here, and why:
+children and fixed-size lists' items, copied by no launch; and the unravel of every
+unit writes the validity of the columns whose leaves have no repetition levels (flat
+columns, strings, structs' layers and their children's) into one zeroed *read mask arena*
+at the unit's rows (:func:`lance_gpu.gpu.read._place_read_masks`,
+``unravel_segments_gpu(words_into=...)``: the words two units share OR-ed), so their
+masks are one run of bits (:func:`_mask_run`) with null counts known: packed by no launch,
+nor counted on the device.  (A read with a gather -- a filter, deletions, a take -- keeps
+each unit's own buffers: the gather writes new ones.)  What such a read still has written
+here, and why:
 
 * string and binary bytes, copied (one batched copy per unit's byte buffer): a unit's byte
   total is known only once its decode has scanned its lengths (FSST's decoded lengths
@@ -74,9 +80,10 @@ What such a read still has written here, and why:
   ``unravel_segments_gpu(cudf=True)``'s), and neither kernel takes the shift of the
   earlier units' bytes or items (known on the host when the next unit launches: the spans
   come back with each unit's unravel);
-* masks, packed (one launch per unit's validity block; their null counts are the unravel's,
-  known on the host): the unravel writes a unit's validity words in a zeroed block of its
-  own, not at the unit's rows of a read-wide one;
+* the masks of list and map columns, of their items and of structs holding one (leaves
+  with repetition levels), packed (one launch per unit's validity block): the unravel
+  numbers such a leaf's entries in its flags scan, per unit, and writes their bits in a
+  slot of its own (their entry counts are known on the host only after it);
 * fixed-size lists' generated offsets (as in any read).
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one

@@ -13,8 +13,9 @@ staging thread plans the next unit and copies its file bytes to the device (pinn
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
-several units with no gather decodes every unit's fixed-width values into one arena in
-cuDF's final layout, :func:`_place_read_fixed`).  The job's selected rows
+several units with no gather decodes every unit's fixed-width values and flat columns'
+validity into arenas in cuDF's final layout, :func:`_place_read_fixed`,
+:func:`_place_read_masks`).  The job's selected rows
 (live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
 filter on a host copy of the columns it reads only and gathers the surviving rows on the
 device.
@@ -37,7 +38,7 @@ from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEnco
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, headers, memory, passplan
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.assemble import build_fields
+from lance_gpu.gpu.assemble import ReadMasks, build_fields
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.decode import decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
@@ -213,6 +214,37 @@ def _place_read_fixed(frags: list[_Frag]) -> int:
     return size
 
 
+def _place_read_masks(frags: list[_Frag]) -> tuple[int, dict[int, tuple[int, ...]]]:
+    """Place the validity of every column of the read whose leaves have no repetition levels
+    (flat columns, strings, structs' layers) in one zeroed *read mask arena*, in cuDF's
+    final layout: each layer of the same field's leaf ``j`` a slot of whole 64-byte blocks,
+    its fragments' bits one after the other in fragment order (a leaf's levels: its rows),
+    which the level unravel of every unit writes (``unravel_segments_gpu(words_into=...)``,
+    OR-ing the words two units share) and combining takes as the column's mask
+    (:func:`lance_gpu.gpu.combine._mask_run`).  Columns without a null anywhere (no leaf
+    with definition levels) get none.  Returns the arena's words and the first bit of each
+    layer of each leaf placed, by ``id`` (:data:`lance_gpu.gpu.assemble.ReadMasks`)."""
+    groups: dict[tuple[str, int], list[LeafPlan]] = {}
+    for fw in frags:
+        for name, fp in fw.gpu.items():
+            for j, leaf in enumerate(fp.leaves):
+                groups.setdefault((name, j), []).append(leaf)
+    bits: dict[int, tuple[int, ...]] = {}
+    words = 0
+    for leaves in groups.values():
+        nl = len(leaves[0].layers)
+        if (any(leaf.has_rep or leaf.levels_pending or len(leaf.layers) != nl for leaf in leaves)
+                or not any(leaf.has_def for leaf in leaves)):
+            continue
+        slot = -(-max(sum(leaf.num_levels for leaf in leaves), 1) // 512) * 16  # words: whole 64-byte blocks
+        at = 0
+        for leaf in leaves:
+            bits[id(leaf)] = tuple(32 * (words + m * slot) + at for m in range(nl))
+            at += leaf.num_levels
+        words += nl * slot
+    return words, bits
+
+
 def _stage(items: list[tuple[int, FieldPlan]], placed: bool = False) -> _Staged:
     """Plan a unit's pages and copy its bytes to the device (runs in the staging thread):
     each column's value regions adjacent across the fragments (:func:`_columns`; with
@@ -251,9 +283,11 @@ def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
     return out
 
 
-def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None) -> list[DeviceColumn]:
+def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None,
+            masks: ReadMasks | None = None) -> list[DeviceColumn]:
     """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
-    arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None."""
+    arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None;
+    ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`)."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
@@ -261,16 +295,16 @@ def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, f
         with _array.nvtx_range("lance_gpu.decode"):
             bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed)
         with _array.nvtx_range("lance_gpu.assemble"):
-            return build_fields([fp for _k, fp in items], bufs)
+            return build_fields([fp for _k, fp in items], bufs, masks)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
-                    fixed: DeviceArray | None = None) -> list[DeviceColumn]:
+                    fixed: DeviceArray | None = None, masks: ReadMasks | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
     (a unit spanning several files is decoded again file by file to find it, each in
     buffers of its own)."""
     try:
-        return _decode(items, staged, fixed)
+        return _decode(items, staged, fixed, masks)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -322,11 +356,13 @@ def scan_device(
     (``to_cudf``, :func:`lance_gpu.gpu.combine.combine_read`).  A read of several units
     with no gather (every job's ``rows`` None) then decodes the fixed-width values of every
     unit into one read fixed arena allocated before the first unit, each column's values
-    over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), which
-    combining takes as it is.  The memory budget then counts that arena for the whole read
-    and, per unit, the rest of the unit's estimate: the units are cut from the budget less
-    the arena (at least a quarter of the budget: the arena is the read's result, which
-    combining the units' own buffers would have allocated beside them).
+    over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), and
+    writes the validity of its columns without repetition levels into one zeroed read mask
+    arena (:func:`_place_read_masks`), which combining takes as they are.  The memory
+    budget then counts both arenas for the whole read and, per unit, the rest of the unit's
+    estimate: the units are cut from the budget less the arenas (at least a quarter of the
+    budget: the arenas are the read's result, which combining the units' own buffers would
+    have allocated beside them).
     """
     check_fallback_mode(on_cpu_fallback)
     memory.use_rmm_if_available()
@@ -341,11 +377,14 @@ def scan_device(
         plan = list(_units(frags, _unit_cap(frags, budget)))
         placed = whole_read and len(plan) > 1 and all(fw.rows is None for fw in frags)
         read_fixed: DeviceArray | None = None
+        read_masks: ReadMasks | None = None
         if placed:
             size = _place_read_fixed(frags)
-            room = max(budget - size, budget // 4)
+            words, mask_bits = _place_read_masks(frags)
+            room = max(budget - size - 4 * words, budget // 4)
             plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
             read_fixed = _array.empty(max(size, 64), np.uint8)
+            read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
         stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
@@ -366,14 +405,14 @@ def scan_device(
             ahead = stager.submit(stage, following) if following is not None else None
             # kernel arguments go up through pinned memory without waiting for the device
             with _array.legacy_stream(), _device.pinned_uploads():
-                cols = _decode_located(staged.items, staged, read_fixed)
+                cols = _decode_located(staged.items, staged, read_fixed, read_masks)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
             for (k, fp), col in zip(staged.items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
             del staged
             if ahead is None:
-                read_fixed = None  # (held by the columns' views only)
+                read_fixed = read_masks = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done

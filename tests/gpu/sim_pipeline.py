@@ -1774,12 +1774,35 @@ def _multi_unit_cudf_read(uri: str, budget: int, monkeypatch) -> tuple[list, int
     return cols, len(units), _combining(where)
 
 
+def _has_list(t: pa.DataType, fixed_size: bool = True) -> bool:
+    """Whether ``t`` is or holds a list or map (or, with ``fixed_size``, a fixed-size list)."""
+    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or (fixed_size and pa.types.is_fixed_size_list(s)):
+        return True
+    return pa.types.is_struct(s) and any(_has_list(f.type, fixed_size) for f in s)
+
+
+def _masks_outside_lists(cols):
+    """The columns with a mask that neither hold a list nor are inside one (nor a fixed-size
+    list's items): their validity is the unravel's flat runs' (leaves without repetition
+    levels)."""
+    return [col for col in _every_column([c for c in cols if not _has_list(c.type)])
+            if col.mask is not None and not _has_list(col.type)]
+
+
 def _assert_fixed_written_once(cols, combining: dict[str, int], what: str) -> None:
     """Combining copied the variable-width columns' bytes only (each column's chars: its last
-    offset), and every fixed-width column's values (list items, struct children, fixed-size
-    lists' items, booleans included) are a 64-byte aligned run of one allocation: the read's
-    fixed arena the units decoded into."""
+    offset), every fixed-width column's values (list items, struct children, fixed-size
+    lists' items, booleans included) are a 64-byte aligned run of one allocation (the read's
+    fixed arena the units decoded into), and the masks of the columns outside lists are
+    words of one allocation (the read's mask arena the units' unravels wrote), none packed
+    where the table has no list."""
     from lance_gpu.gpu.columns import _is_var
+
+    masks = {_device.allocation_of(col.mask)[0] for col in _masks_outside_lists(cols)}
+    assert len(masks) <= 1, (what, len(masks))
+    if not any(_has_list(c.type, fixed_size=False) for c in cols):
+        assert combining.get("mask_bytes", 0) == 0, (what, combining)
 
     chars = 0
     arenas = set()
@@ -1801,7 +1824,10 @@ def _assert_fixed_written_once(cols, combining: dict[str, int], what: str) -> No
 def test_multi_unit_to_cudf_writes_fixed_values_once(flat_budget_datasets, budget_datasets, list_budget_datasets, monkeypatch):
     """A read of several units with no gather (MULTI_UNIT_BUDGET) decodes every unit's
     fixed-width values into the read's fixed arena at the unit's rows (``scan_device
-    (whole_read=True)``): combining copies the string bytes only, and the columns equal
+    (whole_read=True)``), and the unravel of each unit writes the validity of its columns
+    without repetition levels into the read's mask arena at the unit's rows (words two
+    units share OR-ed): combining copies the string bytes only, packs no mask of a table
+    without lists, and the columns equal
     pylance's and the one-unit read's, as 2 and as 16 fragments, flat nullable columns
     (booleans, an embedding, a struct, a constant), the mixed table and the list table
     (list items, lists of structs); with a filter (a gather) the units keep their own
