@@ -1399,6 +1399,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
             validity = None
             first_bit = int(bit_base[g]) + cudf_rows.get(g, 0)  # (a run's layers: its entries' place in the run)
             if first_bit < 0:  # a run of words_into: every segment with entries has its bits there
+                assert into_words is not None
                 first_bit = -1 - first_bit
                 if cnt:
                     validity = into_words[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]

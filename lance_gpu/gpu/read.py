@@ -383,8 +383,9 @@ def scan_device(
             words, mask_bits = _place_read_masks(frags)
             room = max(budget - size - 4 * words, budget // 4)
             plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
-            read_fixed = _array.empty(max(size, 64), np.uint8)
-            read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
+            with _array.legacy_stream():  # (zeroed on the stream the units' kernels use)
+                read_fixed = _array.empty(max(size, 64), np.uint8)
+                read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
         stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
