@@ -68,18 +68,22 @@ columns, strings, structs' layers and their children's) into one zeroed *read ma
 at the unit's rows (:func:`lance_gpu.gpu.read._place_read_masks`,
 ``unravel_segments_gpu(words_into=...)``: the words two units share OR-ed), so their
 masks are one run of bits (:func:`_mask_run`) with null counts known: packed by no launch,
-nor counted on the device.  (A read with a gather -- a filter, deletions, a take -- keeps
+nor counted on the device; and the check launch of every unit writes the int32 offsets of
+its string and binary columns (lists' string items included) into one *read offsets
+arena* at the unit's rows, shifted by the bytes of the column's earlier units (known on the
+host when the unit launches: each unit's unravel reads its spans back;
+``lance_gpu.gpu.read._ReadOffsets``, ``decode_unit(offsets_into=...)``), so they are the
+column's offsets from 0 (:func:`_offsets_run`), rebased by no launch.  (A read with a gather -- a filter, deletions, a take -- keeps
 each unit's own buffers: the gather writes new ones.)  What such a read still has written
 here, and why:
 
 * string and binary bytes, copied (one batched copy per unit's byte buffer): a unit's byte
   total is known only once its decode has scanned its lengths (FSST's decoded lengths
   included), so a column's bytes over the read have no place before its last unit decodes;
-* string, binary, list and map offsets, rebased (int32 from 0; one launch per unit's
-  offsets buffer and width): each unit writes its own from 0 (the check launch's,
-  ``unravel_segments_gpu(cudf=True)``'s), and neither kernel takes the shift of the
-  earlier units' bytes or items (known on the host when the next unit launches: the spans
-  come back with each unit's unravel);
+* list and map offsets, rebased (int32 from 0; one launch per unit's offsets buffer):
+  each unit's unravel writes its own from 0 (``unravel_segments_gpu(cudf=True)``), taking
+  no shift of the earlier units' items (and the offsets of a string column whose bytes
+  over the read pass 2^31 - 1: int64, cuDF's large strings);
 * the masks of list and map columns, of their items and of structs holding one (leaves
   with repetition levels), packed (one launch per unit's validity block): the unravel
   numbers such a leaf's entries in its flags scan, per unit, and writes their bits in a

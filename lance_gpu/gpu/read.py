@@ -13,9 +13,9 @@ staging thread plans the next unit and copies its file bytes to the device (pinn
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
-several units with no gather decodes every unit's fixed-width values and flat columns'
-validity into arenas in cuDF's final layout, :func:`_place_read_fixed`,
-:func:`_place_read_masks`).  The job's selected rows
+several units with no gather decodes every unit's fixed-width values, flat columns'
+validity and string offsets into arenas in cuDF's final layout, :func:`_place_read_fixed`,
+:func:`_place_read_masks`, :class:`_ReadOffsets`).  The job's selected rows
 (live rows, a take, a limit) are gathered on the device; :func:`finish_device` evaluates a
 filter on a host copy of the columns it reads only and gathers the surviving rows on the
 device.
@@ -40,7 +40,7 @@ from lance_gpu.gpu import _array, headers, memory, passplan
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.assemble import ReadMasks, build_fields
 from lance_gpu.gpu.columns import DeviceColumn
-from lance_gpu.gpu.decode import decode_unit
+from lance_gpu.gpu.decode import OffsetsInto, decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
 from lance_gpu.gpu.rows import plan_field_rows, positions
@@ -269,6 +269,11 @@ def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
     """``(first slot, slots)`` of the unit's variable-width output columns whose leaves'
     value slots are one after the other (:func:`_stage` places them so): the decode writes
     their offsets in cuDF's layout too (:attr:`~lance_gpu.gpu.decode.UnitBuffers.cudf_offsets`)."""
+    return [(lo, n) for lo, n, _leaves in _var_column_leaves(items)]
+
+
+def _var_column_leaves(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int, list[LeafPlan]]]:
+    """:func:`_var_columns` with each column's leaves."""
     out = []
     for column in _columns(items):
         if column[0].kind != "var":
@@ -279,32 +284,109 @@ def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
                 break
             end += leaf.num_values
         else:
-            out.append((lo, end - lo))
+            out.append((lo, end - lo, column))
     return out
 
 
+class _ReadOffsets:
+    """The read's offsets arena of a ``to_cudf`` read of several units: the int32 cuDF
+    offsets of every variable-width column over the whole read (the same field's leaf ``j``
+    of every fragment one after the other, ``rows + 1`` entries), which the check launch of
+    each unit writes at the unit's rows, shifted by the bytes of the column's earlier units
+    (``decode_unit(offsets_into=...)``): known on the host when the unit launches, the spans
+    of every variable-width leaf coming back with each unit's unravel."""
+
+    def __init__(self, frags: list[_Frag]) -> None:
+        groups: dict[tuple[str, int], list[LeafPlan]] = {}
+        for fw in frags:
+            for name, fp in fw.gpu.items():
+                for j, leaf in enumerate(fp.leaves):
+                    if leaf.kind == "var":
+                        groups.setdefault((name, j), []).append(leaf)
+        #: id(leaf) -> (its column, first entry of the column, rows of the column, the leaf's first row)
+        self.place: dict[int, tuple[tuple[str, int], int, int, int]] = {}
+        #: per column: (rows, bytes) decoded so far, None where a unit left it out
+        self.done: dict[tuple[str, int], tuple[int, int] | None] = {}
+        self.entries = 0
+        for key, leaves in groups.items():
+            rows = sum(leaf.num_values for leaf in leaves)
+            row = 0
+            for leaf in leaves:
+                self.place[id(leaf)] = (key, self.entries, rows, row)
+                row += leaf.num_values
+            self.done[key] = (0, 0)
+            self.entries += rows + 1
+        self.arena: DeviceArray | None = None
+
+    def targets(self, items: list[tuple[int, FieldPlan]]) -> OffsetsInto | None:
+        """``decode_unit``'s ``offsets_into`` for the unit ``items``: its variable-width
+        columns (:func:`_var_columns`) whose leaves continue their column's rows."""
+        if self.arena is None:
+            return None
+        out: list[tuple[int, int, int, int] | None] = []
+        for _lo, _n, leaves in _var_column_leaves(items):
+            first = self.place.get(id(leaves[0]))
+            done = None if first is None else self.done[first[0]]
+            row = -1 if first is None else first[3]
+            ok = first is not None and done is not None and done[0] == row
+            for leaf in leaves:
+                p = self.place.get(id(leaf))
+                ok = ok and p is not None and first is not None and p[0] == first[0] and p[3] == row
+                row += leaf.num_values
+            out.append((first[1], first[2], first[3], done[1]) if ok and first is not None and done is not None else None)
+        return self.arena, out
+
+    def decoded(self, items: list[tuple[int, FieldPlan]], cols: list[DeviceColumn]) -> None:
+        """Count the rows and bytes of the unit's variable-width leaves (their columns'
+        ``span``); a column whose leaves do not follow on is left out from then on."""
+        for (_k, fp), col in zip(items, cols, strict=True):
+            var = [leaf for leaf in fp.leaves if leaf.kind == "var"]
+            got = list(_var_leaf_columns(col))
+            for leaf, c in zip(var, got, strict=False):
+                p = self.place.get(id(leaf))
+                if p is None:
+                    continue
+                done = self.done[p[0]]
+                if done is None or done[0] != p[3] or len(var) != len(got) or c.span is None or c.length != leaf.num_values:
+                    self.done[p[0]] = None
+                    continue
+                self.done[p[0]] = (done[0] + leaf.num_values, done[1] + c.span[1] - c.span[0])
+
+
+def _var_leaf_columns(col: DeviceColumn) -> Iterator[DeviceColumn]:
+    """The variable-width leaf columns of ``col``, depth first (its leaves' order)."""
+    if col.children:
+        for c in col.children:
+            yield from _var_leaf_columns(c)
+    elif col.offsets is not None and col.data is not None:
+        yield col
+
+
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None,
-            masks: ReadMasks | None = None) -> list[DeviceColumn]:
+            masks: ReadMasks | None = None, offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
     """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
     arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None;
-    ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`)."""
+    ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`);
+    ``offsets``: where its columns' cuDF offsets go in the read's offsets arena
+    (:class:`_ReadOffsets`)."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
         with _array.nvtx_range("lance_gpu.decode"):
-            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed)
+            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets)
         with _array.nvtx_range("lance_gpu.assemble"):
             return build_fields([fp for _k, fp in items], bufs, masks)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
-                    fixed: DeviceArray | None = None, masks: ReadMasks | None = None) -> list[DeviceColumn]:
+                    fixed: DeviceArray | None = None, masks: ReadMasks | None = None,
+                    offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
     (a unit spanning several files is decoded again file by file to find it, each in
     buffers of its own)."""
     try:
-        return _decode(items, staged, fixed, masks)
+        return _decode(items, staged, fixed, masks, offsets)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -358,8 +440,9 @@ def scan_device(
     unit into one read fixed arena allocated before the first unit, each column's values
     over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), and
     writes the validity of its columns without repetition levels into one zeroed read mask
-    arena (:func:`_place_read_masks`), which combining takes as they are.  The memory
-    budget then counts both arenas for the whole read and, per unit, the rest of the unit's
+    arena (:func:`_place_read_masks`) and its string columns' int32 offsets into one read
+    offsets arena (:class:`_ReadOffsets`), which combining takes as they are.  The memory
+    budget then counts the arenas for the whole read and, per unit, the rest of the unit's
     estimate: the units are cut from the budget less the arenas (at least a quarter of the
     budget: the arenas are the read's result, which combining the units' own buffers would
     have allocated beside them).
@@ -378,14 +461,17 @@ def scan_device(
         placed = whole_read and len(plan) > 1 and all(fw.rows is None for fw in frags)
         read_fixed: DeviceArray | None = None
         read_masks: ReadMasks | None = None
+        read_offsets: _ReadOffsets | None = None
         if placed:
             size = _place_read_fixed(frags)
             words, mask_bits = _place_read_masks(frags)
-            room = max(budget - size - 4 * words, budget // 4)
+            read_offsets = _ReadOffsets(frags)
+            room = max(budget - size - 4 * words - 4 * read_offsets.entries, budget // 4)
             plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
             with _array.legacy_stream():  # (zeroed on the stream the units' kernels use)
                 read_fixed = _array.empty(max(size, 64), np.uint8)
                 read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
+                read_offsets.arena = _array.empty(read_offsets.entries, np.int32) if read_offsets.entries else None
         stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
@@ -406,14 +492,17 @@ def scan_device(
             ahead = stager.submit(stage, following) if following is not None else None
             # kernel arguments go up through pinned memory without waiting for the device
             with _array.legacy_stream(), _device.pinned_uploads():
-                cols = _decode_located(staged.items, staged, read_fixed, read_masks)
+                into = None if read_offsets is None else read_offsets.targets(staged.items)
+                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into)
+                if read_offsets is not None:
+                    read_offsets.decoded(staged.items, cols)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
             for (k, fp), col in zip(staged.items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
             del staged
             if ahead is None:
-                read_fixed = read_masks = None  # (held by the columns' views only)
+                read_fixed = read_masks = read_offsets = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done

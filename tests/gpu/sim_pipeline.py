@@ -1790,15 +1790,23 @@ def _masks_outside_lists(cols):
             if col.mask is not None and not _has_list(col.type)]
 
 
-def _assert_fixed_written_once(cols, combining: dict[str, int], what: str) -> None:
+def _assert_written_once(cols, combining: dict[str, int], what: str) -> None:
     """Combining copied the variable-width columns' bytes only (each column's chars: its last
     offset), every fixed-width column's values (list items, struct children, fixed-size
     lists' items, booleans included) are a 64-byte aligned run of one allocation (the read's
-    fixed arena the units decoded into), and the masks of the columns outside lists are
+    fixed arena the units decoded into), the offsets combining wrote are the list and map
+    columns' and the fixed-size lists' generated ones only (strings', lists' string items'
+    too, are the units' check launches', shifted), and the masks of the columns outside lists are
     words of one allocation (the read's mask arena the units' unravels wrote), none packed
     where the table has no list."""
     from lance_gpu.gpu.columns import _is_var
 
+    lists = 0  # the list and map columns' offsets: rebased by combining (each unit's from 0)
+    for col in _every_column(cols):
+        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+        if col.offsets is not None and (pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)):
+            lists += int(col.offsets.nbytes)
+    assert combining.get("offsets_bytes", 0) == lists + _offsets_written_by_combine(cols), (what, combining, lists)
     masks = {_device.allocation_of(col.mask)[0] for col in _masks_outside_lists(cols)}
     assert len(masks) <= 1, (what, len(masks))
     if not any(_has_list(c.type, fixed_size=False) for c in cols):
@@ -1821,14 +1829,15 @@ def _assert_fixed_written_once(cols, combining: dict[str, int], what: str) -> No
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_multi_unit_to_cudf_writes_fixed_values_once(flat_budget_datasets, budget_datasets, list_budget_datasets, monkeypatch):
+def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budget_datasets, list_budget_datasets, monkeypatch):
     """A read of several units with no gather (MULTI_UNIT_BUDGET) decodes every unit's
     fixed-width values into the read's fixed arena at the unit's rows (``scan_device
-    (whole_read=True)``), and the unravel of each unit writes the validity of its columns
+    (whole_read=True)``), the unravel of each unit writes the validity of its columns
     without repetition levels into the read's mask arena at the unit's rows (words two
-    units share OR-ed): combining copies the string bytes only, packs no mask of a table
-    without lists, and the columns equal
-    pylance's and the one-unit read's, as 2 and as 16 fragments, flat nullable columns
+    units share OR-ed), and the check launch of each unit writes its string columns' int32
+    offsets into the read's offsets arena at the unit's rows, shifted by the earlier units'
+    bytes: combining copies the string bytes only, rebases list offsets only, packs no
+    mask of a table without lists, and the columns equal pylance's and the one-unit read's, as 2 and as 16 fragments, flat nullable columns
     (booleans, an embedding, a struct, a constant), the mixed table and the list table
     (list items, lists of structs); with a filter (a gather) the units keep their own
     buffers, and their values are copied."""
@@ -1838,7 +1847,7 @@ def test_multi_unit_to_cudf_writes_fixed_values_once(flat_budget_datasets, budge
     for what, uri in reads:
         cols, units, combining = _multi_unit_cudf_read(uri, MULTI_UNIT_BUDGET, monkeypatch)
         assert units >= 2, (what, units)
-        _assert_fixed_written_once(cols, combining, what)
+        _assert_written_once(cols, combining, what)
         if what.endswith(", 2"):
             one, _rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
             for a, b in zip(cols, one, strict=True):
@@ -1856,7 +1865,7 @@ def test_multi_unit_to_cudf_writes_fixed_values_once(flat_budget_datasets, budge
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_one_row_per_unit_to_cudf_writes_fixed_values_once(root, monkeypatch):
+def test_one_row_per_unit_to_cudf_writes_final_buffers_once(root, monkeypatch):
     """Fragments of one row, every (fragment, field) a unit of its own (a budget of one
     byte): booleans, bytes of a byte wide column and validity at odd rows land at their
     rows of the read's arena, nested and all-null columns too; the columns equal pylance's.
@@ -1872,7 +1881,7 @@ def test_one_row_per_unit_to_cudf_writes_fixed_values_once(root, monkeypatch):
             lance.write_dataset(table, uri, max_rows_per_file=1)
         cols, units, combining = _multi_unit_cudf_read(uri, 1, monkeypatch)
         assert units >= table.num_rows * 2, (name, units)
-        _assert_fixed_written_once(cols, combining, name)
+        _assert_written_once(cols, combining, name)
 
 
 def _offsets_written_by_combine(cols) -> int:

@@ -764,6 +764,17 @@ def test_check_variable_segments_gpu_writes_column_offsets_from_0():
         np.testing.assert_array_equal(res[13:16], offsets[12:15] - offsets[12])
         assert (res[16:23] == -7).all()  # left out
         np.testing.assert_array_equal(res[23:32], offsets[22:31] - offsets[12])
+    # with shifts (the bytes of a column's rows decoded by an earlier call): the same, plus
+    # the shift, left where it was not written
+    shift = np.array([100, 100, 7, 7, 7], np.int64)
+    out = _device.to_device(np.full(32, -7, np.int32))
+    ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), int(offsets[-1]), seg_slot, seg_count,
+                                   np.zeros(5, np.bool_), rebased=(out, base, end, dst, shift))
+    res = _device.to_host(out)
+    np.testing.assert_array_equal(res[:13], offsets[0:13] - offsets[0] + 100)
+    np.testing.assert_array_equal(res[13:16], offsets[12:15] - offsets[12] + 7)
+    assert (res[16:23] == -7).all()
+    np.testing.assert_array_equal(res[23:32], offsets[22:31] - offsets[12] + 7)
 
 
 def test_check_variable_segments_gpu_bad_offsets():
