@@ -642,9 +642,11 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
 
 @gpu_kernel
 def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, words_all, result, nlayers,
-                                     cudf_all):
+                                     cudf_all, words_into):
     """Offsets, validity, entry and null counts of every layer of every segment (threads:
-    ``thread_start``, see above), and the runs' list layers' cuDF offsets."""
+    ``thread_start``, see above), and the runs' list layers' cuDF offsets.  A layer of a
+    segment without repetition levels whose first bit (``desc[lb + 6]``) is negative writes
+    its bits from bit ``-1 - first bit`` of ``words_into`` instead of ``words_all``."""
     i = cuda.grid(1)
     if i >= total:
         return
@@ -673,7 +675,9 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                     return
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
-            at = desc[lb + 6] + lo  # the bit of level lo
+            first = desc[lb + 6]
+            into = first < 0  # the caller's words (words_into), from bit -1 - first
+            at = (-1 - first if into else first) + lo  # the bit of level lo
             nulls = np.int64(0)
             bits = np.uint32(0)
             for k in range(lo, hi):
@@ -686,7 +690,16 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
                     nulls += 1
             w = at // _WORD
             sh = at % _WORD
-            if sh == 0 and hi - lo == _WORD:
+            if into:  # (the same writes: another unit's bits may share the first and last words)
+                if sh == 0 and hi - lo == _WORD:
+                    words_into[w] = bits
+                elif sh == 0:
+                    cuda.atomic.or_(words_into, w, bits)
+                else:
+                    cuda.atomic.or_(words_into, w, bits << np.uint32(sh))
+                    if hi - lo > _WORD - sh:
+                        cuda.atomic.or_(words_into, w + 1, bits >> np.uint32(_WORD - sh))
+            elif sh == 0 and hi - lo == _WORD:
                 words_all[w] = bits  # a word of this segment's only
             elif sh == 0:
                 cuda.atomic.or_(words_all, w, bits)
@@ -1135,11 +1148,13 @@ def _cached_table(kinds: tuple) -> DefTable:
 _SLOT_WORDS = 16  # a validity slot: 64 bytes (cuDF's mask padding)
 
 
-def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=()) -> tuple[np.ndarray, int, list[list[int]]]:
+def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=None) -> tuple[np.ndarray, int, list[list[int]]]:
     """The first validity bit of every layer (room for a bit per level of its segment) and
     the words of all: every layer a slot of its own of whole 64-byte blocks, but the layers
     of a run's segments (``LevelSegment.run``, no repetition levels), which take the bits
-    after the previous segment's in the slot of their run and layer."""
+    after the previous segment's in the slot of their run and layer; a run of ``into``
+    (``{run: first bit of each layer}``) takes them from those bits of the caller's words,
+    written ``-1 - bit`` (no slot)."""
     nlayers = int(layer_first[-1])
     bit_base = np.zeros(nlayers, np.int64)
     runs: dict[int, list[int]] = {}
@@ -1166,6 +1181,15 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=()) -> tup
         members = runs.get(int(segments[s].run), [s]) if segments[s].run >= 0 and not has_rep[s] else [s]
         if len({int(nls[k]) for k in members}) != 1:
             members = [s]
+        given = None if into is None or segments[s].run < 0 or has_rep[s] else into.get(int(segments[s].run))
+        if given is not None and len(members) == len(runs.get(int(segments[s].run), ())) and len(given) == int(nls[s]):
+            for m in range(int(nls[s])):
+                bit = int(given[m])
+                for k in members:
+                    in_run[k] = True
+                    bit_base[int(layer_first[k]) + m] = -1 - bit
+                    bit += int(ns[k])
+            continue
         total = int(sum(int(ns[k]) for k in members))
         slot = -(-max(total, 1) // (_WORD * _SLOT_WORDS)) * _SLOT_WORDS
         for m in range(int(nls[s])):
@@ -1180,7 +1204,7 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=()) -> tup
     return bit_base, word, shared
 
 
-def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, threads_per_block=256):
+def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_into=None, threads_per_block=256):
     """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
     :class:`LevelSegment` of ``segments``, with one copy back to the host (entry counts,
     null counts and error codes of every layer and segment).  Segments with repetition
@@ -1211,6 +1235,14 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
     and every layer's validity bits at the entries' run places in one slot per layer (a
     segment's validity: from bit ``cudf_row`` of it), which is then the column's mask.
     Not for a run of more than 2^31 - 1 levels (its offsets would not fit).
+
+    ``words_into``: optional ``(words, {run: first bit of each layer})``, ``words`` a zeroed
+    ``uint32`` device array: each such run of segments without repetition levels (all of
+    the run's segments here, layers alike) writes each layer's bits one after the other from
+    that bit of ``words`` (OR-ed: the words it shares with bits written before, by another
+    call, keep those), instead of a slot of the result's; every segment of it with entries
+    gets its validity (a view of ``words``), nulls or not (a read's column mask over
+    several units, written once: ``lance_gpu.gpu.read``).
 
     In a run's layer (either kind of run) with a null anywhere, a segment without nulls also
     gets its validity (all valid, null count 0): its bits of the run's slot, so that every
@@ -1272,7 +1304,8 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs)
+    into_words, into_runs = (None, None) if words_into is None else words_into
+    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs, into_runs)
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1327,7 +1360,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
         blocks, tpb = _device.launch_dims(threads, threads_per_block)
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
-            np.int64(nlayers), cudf_all,
+            np.int64(nlayers), cudf_all, into_words if into_words is not None else words_all,
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
@@ -1365,7 +1398,12 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, thread
             kind = int(tab.kinds[m])
             validity = None
             first_bit = int(bit_base[g]) + cudf_rows.get(g, 0)  # (a run's layers: its entries' place in the run)
-            if (nulls[g] and kind in _NULLABLE_KINDS) or (cnt and g in in_nulls_run and (kind in _NULLABLE_KINDS or not nulls[g])):
+            if first_bit < 0:  # a run of words_into: every segment with entries has its bits there
+                assert into_words is not None
+                first_bit = -1 - first_bit
+                if cnt:
+                    validity = into_words[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]
+            elif (nulls[g] and kind in _NULLABLE_KINDS) or (cnt and g in in_nulls_run and (kind in _NULLABLE_KINDS or not nulls[g])):
                 validity = words_all[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]
             offsets = None
             if tab.is_list[m]:

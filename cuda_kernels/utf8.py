@@ -360,10 +360,10 @@ def _segment_of_value(seg_first, nseg, t):
 
 @gpu_kernel
 def _check_segments_kernel(offsets, data, n_bytes, desc, nseg, first_bad, err, emit, out):
-    """``desc``: per segment its first slot, UTF-8 flag, column base, column end and output
-    position (5 x ``nseg``), then the segments' first threads (``nseg + 1``)."""
+    """``desc``: per segment its first slot, UTF-8 flag, column base, column end, output
+    position and shift (6 x ``nseg``), then the segments' first threads (``nseg + 1``)."""
     t = cuda.grid(1)
-    seg_first = desc[5 * nseg :]
+    seg_first = desc[6 * nseg :]
     if t >= np.int64(seg_first[nseg]):
         return
     s = _segment_of_value(seg_first, nseg, t)
@@ -382,7 +382,7 @@ def _check_segments_kernel(offsets, data, n_bytes, desc, nseg, first_bad, err, e
         if b > i or d < 0 or d + (1 if last else 0) >= out.shape[0]:
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
             return
-        base = np.int64(offsets[b])
+        base = np.int64(offsets[b]) - np.int64(desc[5 * nseg + s])  # (less the column's shift)
         out[d] = np.int64(offsets[i]) - base
         if last:
             out[d + 1] = np.int64(offsets[i + 1]) - base
@@ -400,14 +400,16 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
     :param on_bad: optional ``on_bad(index)`` returning the exception to raise for the
         first bad segment ``index``; with it nothing is read back unless a value is bad,
         and inside :func:`cuda_kernels.errors.deferred_errors` not before the block ends.
-    :param rebased: optional ``(out, base, end, dst)``: the same launch also writes every
-        value's offset relative to a *column* of consecutive values ``[base[s], end[s])``
-        holding segment ``s``: ``out[dst[s] + j] = offsets[slot + j] - offsets[base[s]]``
-        for the segment's ``j``-th value (``slot = seg_slot[s]``), and the column's final
+    :param rebased: optional ``(out, base, end, dst)`` or ``(out, base, end, dst, shift)``:
+        the same launch also writes every value's offset relative to a *column* of
+        consecutive values ``[base[s], end[s])`` holding segment ``s``: ``out[dst[s] + j] =
+        offsets[slot + j] - offsets[base[s]] + shift[s]`` (``shift`` 0 where not given) for
+        the segment's ``j``-th value (``slot = seg_slot[s]``), and the column's final
         offset ``out[dst[s] + j + 1]`` after its last value (``slot + j + 1 == end[s]``);
         ``out`` is a device int32 or int64 array, ``base[s] < 0`` leaves segment ``s`` out.
-        So a column whose values the segments cover is its offsets from 0, in ``out``'s
-        width (cuDF's layout), written by the launch that reads them for validation.
+        So a column whose values the segments cover is its offsets from 0 (from ``shift``:
+        the bytes of the column's rows before them, which an earlier call wrote), in
+        ``out``'s width (cuDF's layout), written by the launch that reads them for validation.
     :returns: the index of the first segment holding a bad value, or -1 (always -1 with
         ``on_bad``, which raises instead).
 
@@ -417,8 +419,8 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
     nseg = seg_count.size
     if not nseg:
         return -1
-    desc = np.zeros(6 * nseg + 1, np.int64)
-    np.cumsum(seg_count, out=desc[5 * nseg + 1 :])
+    desc = np.zeros(7 * nseg + 1, np.int64)
+    np.cumsum(seg_count, out=desc[6 * nseg + 1 :])
     total = int(desc[-1])
     if not total:
         return -1
@@ -428,10 +430,12 @@ def check_variable_segments_gpu(offsets, data, n_bytes, seg_slot, seg_count, seg
     if rebased is None:
         out = _device.device_empty(1, np.int64)  # not written
     else:
-        out, base, end, dst = rebased
+        out, base, end, dst = rebased[:4]
         desc[2 * nseg : 3 * nseg] = base
         desc[3 * nseg : 4 * nseg] = end
         desc[4 * nseg : 5 * nseg] = dst
+        if len(rebased) > 4:
+            desc[5 * nseg : 6 * nseg] = rebased[4]
     first_bad = dev(np.full(1, nseg, np.int64))
     err = new_error_flag() if on_bad is not None else dev(np.zeros(1, np.int32))
     blocks, tpb = _device.launch_dims(total, threads_per_block)

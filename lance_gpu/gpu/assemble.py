@@ -17,7 +17,9 @@ starts at bit 0 of a 64-byte slot of its own; the layers of a column's leaves wi
 written once, there, and combining takes it as it is.  Likewise a list layer of a column's
 leaves with repetition levels is also written as the column's int32 offsets from 0 over
 the unit's fragments (``unravel_segments_gpu(cudf=True)``; ``DeviceColumn.cudf_offsets``),
-what ``to_cudf`` hands out.  A struct's layer is such a run too, and its children's layers
+what ``to_cudf`` hands out.  In a ``to_cudf`` read of several units the read places the
+flat runs' bits at the unit's rows of one zeroed arena for the whole read instead
+(``build_fields``'s ``masks``).  A struct's layer is such a run too, and its children's layers
 are null wherever it is (a struct's null is a definition level above its children's:
 ``DeviceColumn.children_hold_nulls``), so ``to_cudf`` takes a struct's mask and its
 children's as they are, with no AND.
@@ -64,7 +66,35 @@ class _Leaf:
         self.span = span
 
 
-def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
+#: where a read writes the validity of its columns' flat leaves (``build_fields``'s
+#: ``masks``): a zeroed ``uint32`` device array, and the first bit of each layer of a leaf
+#: there, by ``id`` of its :class:`LeafPlan`
+ReadMasks = tuple[DeviceArray, dict[int, tuple[int, ...]]]
+
+
+def _into_runs(leaves: list[LeafPlan], runs: list[int], masks: ReadMasks | None) -> dict[int, tuple[int, ...]]:
+    """The runs of the unit whose layers' bits go to ``masks`` (``{run: first bit of each
+    layer}``): every leaf of the run placed there, none with repetition levels, each
+    layer's bits right after the previous leaf's (the run's leaves being consecutive
+    fragments' of a column the read placed so)."""
+    if masks is None:
+        return {}
+    members: dict[int, list[LeafPlan]] = {}
+    for k, leaf in enumerate(leaves):
+        members.setdefault(runs[k], []).append(leaf)
+    out = {}
+    for run, group in members.items():
+        got = [masks[1].get(id(leaf)) for leaf in group]
+        bits = [b for b in got if b is not None]
+        if len(bits) < len(group) or any(leaf.has_rep or len(b) != len(leaf.layers) for leaf, b in zip(group, bits, strict=True)):
+            continue
+        if all(nxt[m] == cur[m] + leaf.num_levels for cur, nxt, leaf in zip(bits, bits[1:], group, strict=False) for m in range(len(cur))):
+            out[run] = bits[0]
+    return out
+
+
+def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int],
+                 masks: ReadMasks | None = None) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
     """The slots of every layer of every leaf (leaves without levels directly, the others in
     one segmented unravel over the unit's level buffer), and the span ``(offsets[0],
     offsets[n])`` of every variable-width leaf's values, read back in the same copy (so that
@@ -73,9 +103,12 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> 
     (``LevelSegment.run``): its fragments' masks are consecutive bits of one 64-byte slot,
     which combining then takes as the column's mask, as it is.  A leaf without levels (a
     fragment with no null) of such a column joins its run, so that its all-valid bits are in
-    the run's slot too (threads of the one scatter launch, no launch of its own)."""
+    the run's slot too (threads of the one scatter launch, no launch of its own).  ``masks``:
+    the runs whose leaves the read placed there (:func:`_into_runs`) write their bits there,
+    every leaf of them (``unravel_segments_gpu(words_into=...)``)."""
     out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels, 0) for _ in leaf.layers] for leaf in leaves]
-    flat_runs = {runs[k] for k, leaf in enumerate(leaves) if leaf.has_def and not leaf.has_rep}
+    into = _into_runs(leaves, runs, masks)
+    flat_runs = {runs[k] for k, leaf in enumerate(leaves) if leaf.has_def and not leaf.has_rep} | set(into)
     leveled = [k for k, leaf in enumerate(leaves) if leaf.has_rep or leaf.has_def or runs[k] in flat_runs]
     var = [k for k, leaf in enumerate(leaves) if leaf.kind == "var"]
     if not leveled and not var:
@@ -90,7 +123,8 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int]) -> 
     _check_restarts(leaves, leveled, bufs)
     positions = np.array([[leaves[k].slot_lo, leaves[k].slot_lo + leaves[k].num_values] for k in var], np.int64).reshape(-1)
     try:
-        results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions), cudf=True)
+        results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions), cudf=True,
+                                                  words_into=(masks[0], into) if into and masks is not None else None)
     except (CorruptInputError, ValueError) as exc:
         if getattr(exc, "earlier", False) or isinstance(exc, CorruptFileError):
             raise  # an earlier launch's flag (read back with the unravel's results), or its explanation
@@ -186,11 +220,12 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
     return _leaf_column(t, leaf.plan, leaf.slots[0], bufs, leaf.span)
 
 
-def build_fields(fps: list[FieldPlan], bufs: UnitBuffers) -> list[DeviceColumn]:
+def build_fields(fps: list[FieldPlan], bufs: UnitBuffers, masks: ReadMasks | None = None) -> list[DeviceColumn]:
     """The device columns of a unit's planned fields (each: all the physical rows its
-    fragment decoded), with the levels of all their leaves unravelled at once."""
+    fragment decoded), with the levels of all their leaves unravelled at once; ``masks``:
+    where the read wants the validity of its flat leaves (:data:`ReadMasks`)."""
     flat = [lp for fp in fps for lp in fp.leaves]
-    slots, spans = _unravel_all(flat, bufs, output_columns(fps))
+    slots, spans = _unravel_all(flat, bufs, output_columns(fps), masks)
     cols = []
     at = 0
     for fp in fps:

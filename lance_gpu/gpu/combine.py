@@ -58,6 +58,40 @@ offsets of every column of several units or of a selection (deletions, filters, 
 fixed-size lists' generated ones, are written here, and those reads' masks are packed, as
 below.
 
+A read of several units with no gather, for ``to_cudf`` (``scan_device(whole_read=True)``),
+has its fixed-width values written once too: every unit decodes them into one *read fixed
+arena* allocated before the first unit, each column's leaves of every fragment one after
+the other from a 64-byte aligned start (:func:`lance_gpu.gpu.read._place_read_fixed`: a
+leaf's value count is known on the host before any unit decodes), so a fixed-width
+column's pieces are one run of it (:func:`_one_run`): values, booleans, list items, struct
+children and fixed-size lists' items, copied by no launch; and the unravel of every
+unit writes the validity of the columns whose leaves have no repetition levels (flat
+columns, strings, structs' layers and their children's) into one zeroed *read mask arena*
+at the unit's rows (:func:`lance_gpu.gpu.read._place_read_masks`,
+``unravel_segments_gpu(words_into=...)``: the words two units share OR-ed), so their
+masks are one run of bits (:func:`_mask_run`) with null counts known: packed by no launch,
+nor counted on the device; and the check launch of every unit writes the int32 offsets of
+its string and binary columns (lists' string items included) into one *read offsets
+arena* at the unit's rows, shifted by the bytes of the column's earlier units (known on the
+host when the unit launches: each unit's unravel reads its spans back;
+``lance_gpu.gpu.read._ReadOffsets``, ``decode_unit(offsets_into=...)``), so they are the
+column's offsets from 0 (:func:`_offsets_run`), rebased by no launch.  (A read with a
+gather -- a filter, deletions, a take -- keeps each unit's own buffers, and its selections
+are written here, as below.)  What such a read still has written here, and why:
+
+* string and binary bytes, copied (one batched copy per unit's byte buffer): a unit's byte
+  total is known only once its decode has scanned its lengths (FSST's decoded lengths
+  included), so a column's bytes over the read have no place before its last unit decodes;
+* list and map offsets, rebased (int32 from 0; one launch per unit's offsets buffer):
+  each unit's unravel writes its own from 0 (``unravel_segments_gpu(cudf=True)``), taking
+  no shift of the earlier units' items (and the offsets of a string column whose bytes
+  over the read pass 2^31 - 1: int64, cuDF's large strings);
+* the masks of list and map columns, of their items and of structs holding one (leaves
+  with repetition levels), packed (one launch per unit's validity block): the unravel
+  numbers such a leaf's entries in its flags scan, per unit, and writes their bits in a
+  slot of its own (their entry counts are known on the host only after it);
+* fixed-size lists' generated offsets (as in any read).
+
 Selections are written once too, here, straight from the decode's buffers: a selection's
 runs are pieces like any (their bytes copied, offsets rebased, bits packed: a descriptor per
 run), except where its runs are short (fewer than 16 rows each on average, :func:`_short`):

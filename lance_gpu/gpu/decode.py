@@ -57,6 +57,9 @@ class CudfOffsets:
     slot: int
     count: int
     offsets: DeviceArray
+    #: the entry of value ``slot`` in ``offsets`` (0 but in a read's offsets arena,
+    #: :data:`OffsetsInto`, where ``offsets`` is the column's over the whole read)
+    row: int = 0
 
 
 @dataclass(slots=True)
@@ -74,7 +77,7 @@ class UnitBuffers:
         count)`` lying in a column of :attr:`cudf_offsets`, else None (an empty leaf too)."""
         for col in self.cudf_offsets:
             if count and col.slot <= slot and slot + count <= col.slot + col.count:
-                return col.offsets, slot - col.slot
+                return col.offsets, col.row + slot - col.slot
         return None
 
 
@@ -106,14 +109,28 @@ def _fill(dst, items) -> None:
         ck.fill_patterns_gpu(dst, d, n, pats, ps, pl)
 
 
-def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = ()) -> UnitBuffers:
+#: where a read of several units wants the unit's variable-width columns' cuDF offsets
+#: (``decode_unit``'s ``offsets_into``): the read's int32 offsets arena and, per column of
+#: ``var_columns``, ``(first entry of the column's offsets over the read, its rows over the
+#: read, the entry of the unit's first value, the bytes of the column's earlier rows)``, or
+#: None (the unit's own buffer)
+OffsetsInto = tuple[DeviceArray, Sequence[tuple[int, int, int, int] | None]]
+
+
+def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = (), fixed: DeviceArray | None = None,
+                offsets_into: OffsetsInto | None = None) -> UnitBuffers:
     """Decode every page of the unit (see the module docstring) from ``arena``, its staged
     bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
     flags corrupt input.  Every page work item of the unit goes up first, as one work table
     (:mod:`.worktable`) in one copy, which the launches index.  ``var_columns``: the
     ``(first slot, slots)`` of every variable-width output column of the unit (its leaves'
     slots one after the other), whose offsets are also written in cuDF's layout
-    (:attr:`UnitBuffers.cudf_offsets`)."""
+    (:attr:`UnitBuffers.cudf_offsets`).  ``fixed``: the buffer the fixed-width values go
+    to, where the leaves' ``value_pos`` are bytes of it (a multi-unit read's fixed arena,
+    :func:`lance_gpu.gpu.read._place_read_fixed`); None: one of the unit's own
+    (``unit.fixed_size``).  ``offsets_into``: the columns whose cuDF offsets go to the
+    read's offsets arena at the unit's rows, shifted by the bytes of the earlier units
+    (:data:`OffsetsInto`), where they fit int32."""
     if arena is None:
         headers.stage(unit)
         arena = unit.stage.upload()
@@ -121,11 +138,13 @@ def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int
     headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):
-        return _decode_pages(unit, arena, var_columns)
+        return _decode_pages(unit, arena, var_columns, fixed, offsets_into)
 
 
-def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]]) -> UnitBuffers:
-    fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
+def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]], fixed: DeviceArray | None,
+                  offsets_into: OffsetsInto | None = None) -> UnitBuffers:
+    if fixed is None:
+        fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
     index = {bits: _array.empty(max(n, 8), _UINT[bits]) for bits, n in unit.index_size.items()}
     nslots = unit.nslots
@@ -198,11 +217,12 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]])
     # 8. variable-width values, then their validation (offsets in order and in bounds,
     #    UTF-8 for string columns)
     var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len)
-    cudf = _check_variable(unit, var_offsets, var_bytes, n_bytes, var_columns)
+    cudf = _check_variable(unit, var_offsets, var_bytes, n_bytes, var_columns, offsets_into)
     return UnitBuffers(fixed, levels, var_offsets, var_bytes, cudf)
 
 
-def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequence[tuple[int, int]] = ()) -> list[CudfOffsets]:
+def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequence[tuple[int, int]] = (),
+                    into: OffsetsInto | None = None) -> list[CudfOffsets]:
     """One launch over every variable-width value of the unit (``n_bytes``: their total,
     ``offsets[nslots]``); a bad value raises ``CorruptFileError`` naming its file, column
     and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
@@ -214,7 +234,9 @@ def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequen
     ``to_cudf`` of a one-unit read hands out (combining neither rebases nor copies them).
     A column whose slots the checked pages do not cover exactly once is left out (as are
     empty ones, and every column of a unit of more than :data:`OFFSETS32_MAX` bytes: the
-    width is then the column's own, which only combining knows)."""
+    width is then the column's own, which only combining knows).  ``into``: the columns
+    whose offsets go to a read's offsets arena instead (:data:`OffsetsInto`; one whose
+    earlier bytes and the unit's may pass :data:`OFFSETS32_MAX` is left out)."""
     checks = [c for c in unit.var_checks if c[1]]
     blocks = unit.var_check_rows
     slot = np.concatenate([np.array([c[0] for c in checks], np.int64), *(b[0] for b in blocks)])
@@ -225,7 +247,9 @@ def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequen
         return []
     at = np.flatnonzero(held)  # the entries checked, in slot order: a bad one's index maps back through this
     at = at[np.argsort(slot[at], kind="stable")]
-    rebased, cudf = _rebased(slot[at], count[at], columns if n_bytes <= OFFSETS32_MAX else ())
+    if into is not None:
+        into = (into[0], [t if t is not None and t[3] + n_bytes <= OFFSETS32_MAX else None for t in into[1]])
+    rebased, cudf = _rebased(slot[at], count[at], columns if n_bytes <= OFFSETS32_MAX else (), into)
     edges = np.cumsum([len(checks)] + [b[0].size for b in blocks])
 
     def bad_value(bad: int) -> CorruptFileError:
@@ -244,30 +268,44 @@ def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequen
     return cudf
 
 
-def _rebased(slot: np.ndarray, count: np.ndarray, columns: Sequence[tuple[int, int]]) -> tuple[tuple | None, list[CudfOffsets]]:
+def _rebased(slot: np.ndarray, count: np.ndarray, columns: Sequence[tuple[int, int]],
+             into: OffsetsInto | None = None) -> tuple[tuple | None, list[CudfOffsets]]:
     """The ``rebased`` argument of ``check_variable_segments_gpu`` for the checked segments
     ``(slot, count)`` (ascending, non-empty) and the columns they cover exactly (each
     column's segments one after the other from its first slot to its last), with those
-    columns' :class:`CudfOffsets` in one int32 buffer."""
+    columns' :class:`CudfOffsets` in one int32 buffer; with ``into``, in the read's offsets
+    arena at the unit's rows, shifted (the columns it places; no other)."""
     base = np.full(slot.size, -1, np.int64)
     end = np.zeros(slot.size, np.int64)
     dst = np.zeros(slot.size, np.int64)
-    kept: list[tuple[int, int, int]] = []  # (first slot, slots, position in the buffer)
+    shift = np.zeros(slot.size, np.int64)
+    kept: list[tuple[int, int, int, int, int]] = []  # (first slot, slots, first entry, entries, row of the first slot)
     size = 0
-    for lo, n in columns:
+    for c, (lo, n) in enumerate(columns):
         a, b = np.searchsorted(slot, [lo, lo + n])
         seg_end = slot[a:b] + count[a:b]
         if not n or b == a or slot[a] != lo or seg_end[-1] != lo + n or np.any(slot[a + 1 : b] != seg_end[:-1]):
             continue  # not covered exactly once
+        if into is not None:
+            target = into[1][c]
+            if target is None:
+                continue
+            first, rows, row, earlier = target
+            base[a:b] = lo
+            end[a:b] = lo + n
+            dst[a:b] = first + row + slot[a:b] - lo
+            shift[a:b] = earlier
+            kept.append((lo, n, first, rows + 1, row))
+            continue
         base[a:b] = lo
         end[a:b] = lo + n
         dst[a:b] = size + slot[a:b] - lo
-        kept.append((lo, n, size))
+        kept.append((lo, n, size, n + 1, 0))
         size += n + 1
     if not kept:
         return None, []
-    out = _array.empty(size, np.int32)
-    return (out, base, end, dst), [CudfOffsets(lo, n, out[at : at + n + 1]) for lo, n, at in kept]
+    out = into[0] if into is not None else _array.empty(size, np.int32)
+    return (out, base, end, dst, shift), [CudfOffsets(lo, n, out[at : at + m], row) for lo, n, at, m, row in kept]
 
 
 def _width_fill(counts: np.ndarray, widths: np.ndarray) -> list[tuple[int, int, bytes]]:

@@ -8,7 +8,13 @@
   with a ``K``/``M``/``G`` suffix), else 60% of the device memory free when first asked,
   and never more than 60% of the RMM pool the RAPIDS Accelerator gives a Python worker
   (``RAPIDS_POOLED_MEM_MAX_SIZE`` / ``RAPIDS_POOLED_MEM_SIZE``).
-  Decoded columns handed to the caller are not counted (they are the result).
+  Decoded columns handed to the caller are not counted (they are the result), but for a
+  ``to_cudf`` read of several units with no gather: the fixed-width values, the flat
+  columns' validity and the string offsets of every unit are decoded into arenas allocated
+  for the whole read,
+  which the budget counts first; its units are cut from the budget less those arenas, at
+  least a quarter of the budget
+  (:func:`lance_gpu.gpu.read.scan_device`).
 * **Allocator.** When ``rmm`` is importable (it comes with cuDF), its current device
   resource pools memory (cuDF's pool, an async resource ...) and CuPy is not already
   allocating through it, CuPy is pointed at that resource so that the reader shares cuDF's

@@ -12,7 +12,10 @@ family (:mod:`.decode`), then cut into columns (:mod:`.assemble`).  Units are pi
 staging thread plans the next unit and copies its file bytes to the device (pinned slabs,
 non-blocking streams) while the current unit's kernels run, so when a read spans several
 units each unit is at most half the budget, and a large read is cut into units of about
-:data:`UNIT_TARGET_BYTES` so that there is something to overlap.  The job's selected rows
+:data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
+several units with no gather decodes every unit's fixed-width values, flat columns'
+validity and string offsets into arenas in cuDF's final layout, :func:`_place_read_fixed`,
+:func:`_place_read_masks`, :class:`_ReadOffsets`).  The job's selected rows
 (live rows, a take, late-materialized rows) are selected on the host
 (:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
 decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
@@ -22,6 +25,7 @@ combined (``to_cudf``: into its final buffers, :mod:`.combine`) or first used.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,9 +40,9 @@ from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEnco
 from lance_gpu.file.container import FileVersion
 from lance_gpu.gpu import _array, headers, memory, passplan
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.assemble import build_fields
+from lance_gpu.gpu.assemble import ReadMasks, build_fields
 from lance_gpu.gpu.columns import DeviceColumn
-from lance_gpu.gpu.decode import decode_unit
+from lance_gpu.gpu.decode import OffsetsInto, decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
@@ -131,29 +135,32 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
     return out
 
 
-def _estimate(fp: FieldPlan) -> int:
+def _estimate(fp: FieldPlan, placed: bool = False) -> int:
     """Device bytes a field's decode needs, about: its pages' buffers (deferred ones too)
-    and its outputs (no page is read: the leaves' totals)."""
-    return sum(leaf.page_bytes + leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels for leaf in fp.leaves)
+    and its outputs (no page is read: the leaves' totals); with ``placed`` its fixed-width
+    leaves' values are not the unit's (they are written into the read's fixed arena,
+    :func:`_place_read_fixed`, counted once for the read)."""
+    return sum(leaf.page_bytes + leaf.num_values * max(leaf.width, 16) + 4 * leaf.num_levels
+               - (leaf.num_values * leaf.width if placed and leaf.kind != "var" else 0) for leaf in fp.leaves)
 
 
-def _unit_cap(frags: list[_Frag], budget: int) -> int:
+def _unit_cap(frags: list[_Frag], budget: int, placed: bool = False) -> int:
     """The estimate a unit may reach: the whole budget when everything fits one unit; else
     half of it (the next unit is staged while one decodes), at most UNIT_TARGET_BYTES."""
-    total = sum(_estimate(fp) for fw in frags for fp in fw.gpu.values())
+    total = sum(_estimate(fp, placed) for fw in frags for fp in fw.gpu.values())
     if total <= min(budget, UNIT_TARGET_BYTES):
         return budget
     return max(min(budget // 2, UNIT_TARGET_BYTES), 1)
 
 
-def _units(frags: list[_Frag], budget: int) -> Iterator[list[tuple[int, FieldPlan]]]:
+def _units(frags: list[_Frag], budget: int, placed: bool = False) -> Iterator[list[tuple[int, FieldPlan]]]:
     """Pack (fragment, field) plans into units whose estimate fits the budget (a plan
     larger than the budget is a unit of its own)."""
     unit: list[tuple[int, FieldPlan]] = []
     size = 0
     for k, fw in enumerate(frags):
         for fp in fw.gpu.values():
-            est = _estimate(fp)
+            est = _estimate(fp, placed)
             if unit and size + est > budget:
                 yield unit
                 unit, size = [], 0
@@ -181,14 +188,78 @@ def _columns(items: list[tuple[int, FieldPlan]]) -> list[list[LeafPlan]]:
     return columns
 
 
-def _stage(items: list[tuple[int, FieldPlan]]) -> _Staged:
+def _place_read_fixed(frags: list[_Frag]) -> int:
+    """Place the fixed-width values of every leaf of the read in one *read fixed arena*
+    (what the decode of every unit writes into, instead of a fixed buffer of its own:
+    :func:`lance_gpu.gpu.decode.decode_unit`'s ``fixed``), in cuDF's final layout: the same
+    field's leaf ``j`` of every fragment one after the other in fragment order, from a
+    64-byte aligned start (a new one where the width changes), so that a column's values
+    over the whole read are one run, whichever unit decoded each fragment, and combining
+    takes them as they are (:func:`lance_gpu.gpu.combine._one_run`).  Every leaf's value
+    count is known on the host before any unit decodes (only list leaves' level counts may
+    wait for the device pre-pass).  Sets each fixed-width leaf's ``value_pos`` (then
+    :func:`_stage` leaves it); returns the arena's bytes."""
+    groups: dict[tuple[str, int], list[LeafPlan]] = {}
+    for fw in frags:
+        for name, fp in fw.gpu.items():
+            for j, leaf in enumerate(fp.leaves):
+                if leaf.kind != "var":
+                    groups.setdefault((name, j), []).append(leaf)
+    size = 0
+    for leaves in groups.values():
+        at = size
+        for i, leaf in enumerate(leaves):
+            if i and leaf.width != leaves[i - 1].width:
+                at = -(-at // 64) * 64
+            leaf.value_pos = at
+            at += leaf.num_values * leaf.width
+        size = -(-at // 64) * 64
+    return size
+
+
+def _place_read_masks(frags: list[_Frag]) -> tuple[int, dict[int, tuple[int, ...]]]:
+    """Place the validity of every column of the read whose leaves have no repetition levels
+    (flat columns, strings, structs' layers) in one zeroed *read mask arena*, in cuDF's
+    final layout: each layer of the same field's leaf ``j`` a slot of whole 64-byte blocks,
+    its fragments' bits one after the other in fragment order (a leaf's levels: its rows),
+    which the level unravel of every unit writes (``unravel_segments_gpu(words_into=...)``,
+    OR-ing the words two units share) and combining takes as the column's mask
+    (:func:`lance_gpu.gpu.combine._mask_run`).  Columns without a null anywhere (no leaf
+    with definition levels) get none.  Returns the arena's words and the first bit of each
+    layer of each leaf placed, by ``id`` (:data:`lance_gpu.gpu.assemble.ReadMasks`)."""
+    groups: dict[tuple[str, int], list[LeafPlan]] = {}
+    for fw in frags:
+        for name, fp in fw.gpu.items():
+            for j, leaf in enumerate(fp.leaves):
+                groups.setdefault((name, j), []).append(leaf)
+    bits: dict[int, tuple[int, ...]] = {}
+    words = 0
+    for leaves in groups.values():
+        nl = len(leaves[0].layers)
+        if (any(leaf.has_rep or leaf.levels_pending or len(leaf.layers) != nl for leaf in leaves)
+                or not any(leaf.has_def for leaf in leaves)):
+            continue
+        slot = -(-max(sum(leaf.num_levels for leaf in leaves), 1) // 512) * 16  # words: whole 64-byte blocks
+        at = 0
+        for leaf in leaves:
+            bits[id(leaf)] = tuple(32 * (words + m * slot) + at for m in range(nl))
+            at += leaf.num_levels
+        words += nl * slot
+    return words, bits
+
+
+def _stage(items: list[tuple[int, FieldPlan]], placed: bool = False) -> _Staged:
     """Plan a unit's pages and copy its bytes to the device (runs in the staging thread):
-    each column's value regions adjacent across the fragments (:func:`_columns`), then the
-    same column of its fragments placed as one table (:func:`passplan.place_unit`)."""
+    each column's value regions adjacent across the fragments (:func:`_columns`; with
+    ``placed`` the fixed-width ones are the read fixed arena's already,
+    :func:`_place_read_fixed`), then the same column of its fragments placed as one table
+    (:func:`passplan.place_unit`)."""
     with _array.nvtx_range("lance_gpu.plan_unit"):
         unit = UnitPlan()
         for column in _columns(items):
             for j, leaf in enumerate(column):
+                if placed and leaf.kind != "var":
+                    continue
                 place_values(unit, leaf, follow=j > 0 and leaf.kind != "var" and leaf.width == column[j - 1].width)
         # the pages' work (and staged bytes) in fragment order
         passplan.place_unit(unit, [leaf for _k, fp in items for leaf in fp.leaves], values_placed=True)
@@ -201,6 +272,11 @@ def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
     """``(first slot, slots)`` of the unit's variable-width output columns whose leaves'
     value slots are one after the other (:func:`_stage` places them so): the decode writes
     their offsets in cuDF's layout too (:attr:`~lance_gpu.gpu.decode.UnitBuffers.cudf_offsets`)."""
+    return [(lo, n) for lo, n, _leaves in _var_column_leaves(items)]
+
+
+def _var_column_leaves(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int, list[LeafPlan]]]:
+    """:func:`_var_columns` with each column's leaves."""
     out = []
     for column in _columns(items):
         if column[0].kind != "var":
@@ -211,26 +287,109 @@ def _var_columns(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, int]]:
                 break
             end += leaf.num_values
         else:
-            out.append((lo, end - lo))
+            out.append((lo, end - lo, column))
     return out
 
 
-def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
+class _ReadOffsets:
+    """The read's offsets arena of a ``to_cudf`` read of several units: the int32 cuDF
+    offsets of every variable-width column over the whole read (the same field's leaf ``j``
+    of every fragment one after the other, ``rows + 1`` entries), which the check launch of
+    each unit writes at the unit's rows, shifted by the bytes of the column's earlier units
+    (``decode_unit(offsets_into=...)``): known on the host when the unit launches, the spans
+    of every variable-width leaf coming back with each unit's unravel."""
+
+    def __init__(self, frags: list[_Frag]) -> None:
+        groups: dict[tuple[str, int], list[LeafPlan]] = {}
+        for fw in frags:
+            for name, fp in fw.gpu.items():
+                for j, leaf in enumerate(fp.leaves):
+                    if leaf.kind == "var":
+                        groups.setdefault((name, j), []).append(leaf)
+        #: id(leaf) -> (its column, first entry of the column, rows of the column, the leaf's first row)
+        self.place: dict[int, tuple[tuple[str, int], int, int, int]] = {}
+        #: per column: (rows, bytes) decoded so far, None where a unit left it out
+        self.done: dict[tuple[str, int], tuple[int, int] | None] = {}
+        self.entries = 0
+        for key, leaves in groups.items():
+            rows = sum(leaf.num_values for leaf in leaves)
+            row = 0
+            for leaf in leaves:
+                self.place[id(leaf)] = (key, self.entries, rows, row)
+                row += leaf.num_values
+            self.done[key] = (0, 0)
+            self.entries += rows + 1
+        self.arena: DeviceArray | None = None
+
+    def targets(self, items: list[tuple[int, FieldPlan]]) -> OffsetsInto | None:
+        """``decode_unit``'s ``offsets_into`` for the unit ``items``: its variable-width
+        columns (:func:`_var_columns`) whose leaves continue their column's rows."""
+        if self.arena is None:
+            return None
+        out: list[tuple[int, int, int, int] | None] = []
+        for _lo, _n, leaves in _var_column_leaves(items):
+            first = self.place.get(id(leaves[0]))
+            done = None if first is None else self.done[first[0]]
+            row = -1 if first is None else first[3]
+            ok = first is not None and done is not None and done[0] == row
+            for leaf in leaves:
+                p = self.place.get(id(leaf))
+                ok = ok and p is not None and first is not None and p[0] == first[0] and p[3] == row
+                row += leaf.num_values
+            out.append((first[1], first[2], first[3], done[1]) if ok and first is not None and done is not None else None)
+        return self.arena, out
+
+    def decoded(self, items: list[tuple[int, FieldPlan]], cols: list[DeviceColumn]) -> None:
+        """Count the rows and bytes of the unit's variable-width leaves (their columns'
+        ``span``); a column whose leaves do not follow on is left out from then on."""
+        for (_k, fp), col in zip(items, cols, strict=True):
+            var = [leaf for leaf in fp.leaves if leaf.kind == "var"]
+            got = list(_var_leaf_columns(col))
+            for leaf, c in zip(var, got, strict=False):
+                p = self.place.get(id(leaf))
+                if p is None:
+                    continue
+                done = self.done[p[0]]
+                if done is None or done[0] != p[3] or len(var) != len(got) or c.span is None or c.length != leaf.num_values:
+                    self.done[p[0]] = None
+                    continue
+                self.done[p[0]] = (done[0] + leaf.num_values, done[1] + c.span[1] - c.span[0])
+
+
+def _var_leaf_columns(col: DeviceColumn) -> Iterator[DeviceColumn]:
+    """The variable-width leaf columns of ``col``, depth first (its leaves' order)."""
+    if col.children:
+        for c in col.children:
+            yield from _var_leaf_columns(c)
+    elif col.offsets is not None and col.data is not None:
+        yield col
+
+
+def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None,
+            masks: ReadMasks | None = None, offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
+    """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
+    arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None;
+    ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`);
+    ``offsets``: where its columns' cuDF offsets go in the read's offsets arena
+    (:class:`_ReadOffsets`)."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
         with _array.nvtx_range("lance_gpu.decode"):
-            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items))
+            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets)
         with _array.nvtx_range("lance_gpu.assemble"):
-            return build_fields([fp for _k, fp in items], bufs)
+            return build_fields([fp for _k, fp in items], bufs, masks)
 
 
-def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None) -> list[DeviceColumn]:
+def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
+                    fixed: DeviceArray | None = None, masks: ReadMasks | None = None,
+                    offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
-    (a unit spanning several files is decoded again file by file to find it)."""
+    (a unit spanning several files is decoded again file by file to find it, each in
+    buffers of its own)."""
     try:
-        return _decode(items, staged)
+        return _decode(items, staged, fixed, masks, offsets)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -274,10 +433,24 @@ def scan_device(
     jobs: Sequence[tuple[object, np.ndarray | None]],
     *,
     on_cpu_fallback: str = "warn",
+    whole_read: bool = False,
 ) -> Iterator[tuple[object, DeviceTable]]:
     """Decode ``fields`` (``LanceField``s) of each ``(fragment, rows)`` job on the GPU, in
     job order: the fragment's pages are decoded, then the sorted physical ``rows`` (None:
     every row) are gathered on the device.  Yields ``(fragment, DeviceTable)``.
+
+    ``whole_read``: the caller keeps every table until the read ends and combines them
+    (``to_cudf``, :func:`lance_gpu.gpu.combine.combine_read`).  A read of several units
+    with no gather (every job's ``rows`` None) then decodes the fixed-width values of every
+    unit into one read fixed arena allocated before the first unit, each column's values
+    over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), and
+    writes the validity of its columns without repetition levels into one zeroed read mask
+    arena (:func:`_place_read_masks`) and its string columns' int32 offsets into one read
+    offsets arena (:class:`_ReadOffsets`), which combining takes as they are.  The memory
+    budget then counts the arenas for the whole read and, per unit, the rest of the unit's
+    estimate: the units are cut from the budget less the arenas (at least a quarter of the
+    budget: the arenas are the read's result, which combining the units' own buffers would
+    have allocated beside them).
     """
     check_fallback_mode(on_cpu_fallback)
     memory.use_rmm_if_available()
@@ -291,6 +464,22 @@ def scan_device(
         budget = memory.memory_budget()
         # selections keep the decoded buffers they select from only where the whole read fits
         hold = sum(_estimate(fp) for fw in frags for fp in fw.gpu.values()) <= budget
+        plan = list(_units(frags, _unit_cap(frags, budget)))
+        placed = whole_read and len(plan) > 1 and all(fw.rows is None for fw in frags)
+        read_fixed: DeviceArray | None = None
+        read_masks: ReadMasks | None = None
+        read_offsets: _ReadOffsets | None = None
+        if placed:
+            size = _place_read_fixed(frags)
+            words, mask_bits = _place_read_masks(frags)
+            read_offsets = _ReadOffsets(frags)
+            room = max(budget - size - 4 * words - 4 * read_offsets.entries, budget // 4)
+            plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
+            with _array.legacy_stream():  # (zeroed on the stream the units' kernels use)
+                read_fixed = _array.empty(max(size, 64), np.uint8)
+                read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
+                read_offsets.arena = _array.empty(read_offsets.entries, np.int32) if read_offsets.entries else None
+        stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
 
@@ -300,22 +489,27 @@ def scan_device(
                 _array.sync_kernels()  # the caller may use it from any stream
             return table
 
-        units = _units(frags, _unit_cap(frags, budget))
+        units = iter(plan)
         first = next(units, None)
-        ahead: Future | None = stager.submit(_stage, first) if first is not None else None
+        ahead: Future | None = stager.submit(stage, first) if first is not None else None
         while ahead is not None:
             staged = ahead.result()
             following = next(units, None)
             # the next unit's host gathering and copies overlap this unit's kernels
-            ahead = stager.submit(_stage, following) if following is not None else None
+            ahead = stager.submit(stage, following) if following is not None else None
             # kernel arguments go up through pinned memory without waiting for the device
             with _array.legacy_stream(), _device.pinned_uploads():
-                cols = _decode_located(staged.items, staged)
+                into = None if read_offsets is None else read_offsets.targets(staged.items)
+                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into)
+                if read_offsets is not None:
+                    read_offsets.decoded(staged.items, cols)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
             for (k, fp), col in zip(staged.items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
             del staged
+            if ahead is None:
+                read_fixed = read_masks = read_offsets = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done

@@ -620,18 +620,23 @@ class GpuExecutor:
     name = "gpu"
     whole_fragments = True
 
-    def __init__(self, on_cpu_fallback: str = "warn") -> None:
+    def __init__(self, on_cpu_fallback: str = "warn", whole_read: bool = False) -> None:
         from lance_gpu.gpu.read import check_fallback_mode
 
         check_fallback_mode(on_cpu_fallback)
         self.on_cpu_fallback = on_cpu_fallback
+        #: every table is kept to the end of the read and combined (``to_cudf``): a read of
+        #: several units decodes into the read's final fixed-width buffers
+        #: (``scan_device(whole_read=True)``)
+        self.whole_read = whole_read
 
     def decode_device(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField]) -> Iterator[Any]:
         """Per unit, a :class:`~lance_gpu.gpu.device_table.DeviceTable` of ``fields``."""
         from lance_gpu.gpu.read import scan_device
 
         jobs = [(u.fragment, u.rows) for u in units]
-        for _frag, dt in scan_device(ds, list(fields), jobs, on_cpu_fallback=self.on_cpu_fallback):
+        for _frag, dt in scan_device(ds, list(fields), jobs, on_cpu_fallback=self.on_cpu_fallback,
+                                     whole_read=self.whole_read):
             yield dt
 
     def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]:

@@ -205,7 +205,10 @@ class LanceScanner:
 
         yield from rebatch_device(tables, self.projected_schema, int(batch_size))
 
-    def _device_tables(self) -> Iterator[DeviceTable]:
+    def _device_tables(self, whole_read: bool = False) -> Iterator[DeviceTable]:
+        """The read's device tables, one per fragment; ``whole_read``: the caller keeps them
+        all and combines them (``to_cudf``), so a read with no filter decodes its units'
+        fixed-width values into the read's final buffers (``GpuExecutor.whole_read``)."""
 
         resolve_device("gpu")
         ds = self.snapshot
@@ -214,7 +217,7 @@ class LanceScanner:
             yield scan.nearest_device.device_result(scan.nearest.run_search(plan, ds, GpuExecutor(self.on_cpu_fallback)))
             return
         resolved = resolve(plan, ds)
-        executor = GpuExecutor(self.on_cpu_fallback)
+        executor = GpuExecutor(self.on_cpu_fallback, whole_read=whole_read and resolved.filter is None)
         units = plan_units(plan, ds, None)
         skip, left = plan.offset, plan.limit
         offsets = _Offsets(ds) if ROW_OFFSET in resolved.virtual else None
@@ -254,7 +257,7 @@ class LanceScanner:
         count: the whole read in cuDF's layout, without cuDF."""
         from lance_gpu.gpu.combine import combine_read
 
-        tables = list(self._device_tables())
+        tables = list(self._device_tables(whole_read=True))
         return combine_read(tables, self.projected_schema), sum(t.num_rows for t in tables)
 
 

@@ -1746,20 +1746,144 @@ def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_dat
     assert combining.get("copy_bytes", 0) > 0
 
 
-@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_multi_unit_to_cudf_copies_what_differs(budget_datasets):
-    """A read of several units (a memory budget of one byte: every (fragment, field) a unit
-    of its own) is combined by copying its pieces, and equals pylance's."""
+#: a memory budget that cuts every budget table into several units (2 to 16) as 2 and as 16
+#: fragments (each unit's estimate: its pages' bytes, 16 bytes a value, 4 a level)
+MULTI_UNIT_BUDGET = 250_000
+
+
+def _multi_unit_cudf_read(uri: str, budget: int, monkeypatch) -> tuple[list, int, dict[str, int]]:
+    """The columns, units and combining's traffic of a ``to_cudf_columns()`` read of ``uri``
+    under a memory budget of ``budget`` bytes, its cuDF layout checked against pylance's."""
     from collections import Counter
 
     from traffic import count_device_traffic
 
-    uri = budget_datasets[2]
+    units = []
+    real = gpu_read.decode_unit
+
+    def spy(unit, arena=None, *rest):
+        units.append(1)
+        return real(unit, arena, *rest)
+
+    monkeypatch.setattr(gpu_read, "decode_unit", spy)
     where: Counter = Counter()
-    with memory_limit(1), count_device_traffic(where):
+    with memory_limit(budget), count_device_traffic(where):
         cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
-    _assert_cudf_layout(cols, lance.dataset(uri).to_table(), "one field per unit")
-    assert _combining(where).get("copy_bytes", 0) > 0
+    monkeypatch.setattr(gpu_read, "decode_unit", real)
+    ref = lance.dataset(uri).to_table()
+    assert rows == ref.num_rows
+    _assert_cudf_layout(cols, ref, f"{uri} in {len(units)} units")
+    return cols, len(units), _combining(where)
+
+
+def _has_list(t: pa.DataType, fixed_size: bool = True) -> bool:
+    """Whether ``t`` is or holds a list or map (or, with ``fixed_size``, a fixed-size list)."""
+    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s) or (fixed_size and pa.types.is_fixed_size_list(s)):
+        return True
+    return pa.types.is_struct(s) and any(_has_list(f.type, fixed_size) for f in s)
+
+
+def _masks_outside_lists(cols):
+    """The columns with a mask that neither hold a list nor are inside one (nor a fixed-size
+    list's items): their validity is the unravel's flat runs' (leaves without repetition
+    levels)."""
+    return [col for col in _every_column([c for c in cols if not _has_list(c.type)])
+            if col.mask is not None and not _has_list(col.type)]
+
+
+def _assert_written_once(cols, combining: dict[str, int], what: str) -> None:
+    """Combining copied the variable-width columns' bytes only (each column's chars: its last
+    offset), every fixed-width column's values (list items, struct children, fixed-size
+    lists' items, booleans included) are a 64-byte aligned run of one allocation (the read's
+    fixed arena the units decoded into), the offsets combining wrote are the list and map
+    columns' and the fixed-size lists' generated ones only (strings', lists' string items'
+    too, are the units' check launches', shifted), and the masks of the columns outside lists are
+    words of one allocation (the read's mask arena the units' unravels wrote), none packed
+    where the table has no list."""
+    from lance_gpu.gpu.columns import _is_var
+
+    lists = 0  # the list and map columns' offsets: rebased by combining (each unit's from 0)
+    for col in _every_column(cols):
+        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+        if col.offsets is not None and (pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)):
+            lists += int(col.offsets.nbytes)
+    assert combining.get("offsets_bytes", 0) == lists + _offsets_written_by_combine(cols), (what, combining, lists)
+    masks = {_device.allocation_of(col.mask)[0] for col in _masks_outside_lists(cols)}
+    assert len(masks) <= 1, (what, len(masks))
+    if not any(_has_list(c.type, fixed_size=False) for c in cols):
+        assert combining.get("mask_bytes", 0) == 0, (what, combining)
+
+    chars = 0
+    arenas = set()
+    for col in _every_column(cols):
+        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+        if col.host is not None or not col.length:
+            continue
+        if _is_var(s):
+            chars += int(h(col.offsets)[-1])
+        elif col.data is not None:
+            key, _whole, at = _device.allocation_of(col.data)
+            assert at % 64 == 0, what
+            arenas.add(key)
+    assert combining.get("copy_bytes", 0) == chars, (what, combining, chars)
+    assert len(arenas) == 1, (what, len(arenas))
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budget_datasets, list_budget_datasets, monkeypatch):
+    """A read of several units with no gather (MULTI_UNIT_BUDGET) decodes every unit's
+    fixed-width values into the read's fixed arena at the unit's rows (``scan_device
+    (whole_read=True)``), the unravel of each unit writes the validity of its columns
+    without repetition levels into the read's mask arena at the unit's rows (words two
+    units share OR-ed), and the check launch of each unit writes its string columns' int32
+    offsets into the read's offsets arena at the unit's rows, shifted by the earlier units'
+    bytes: combining copies the string bytes only, rebases list offsets only, packs no
+    mask of a table without lists, and the columns equal pylance's and the one-unit read's, as 2 and as 16 fragments, flat nullable columns
+    (booleans, an embedding, a struct, a constant), the mixed table and the list table
+    (list items, lists of structs); with a filter (a gather) the units keep their own
+    buffers, and their values are copied."""
+    reads = [(f"flat, {n}", uri) for n, uri in flat_budget_datasets.items()]
+    reads += [(f"mixed, {n}", uri) for n, uri in budget_datasets.items()]
+    reads += [(f"list, {n}", uri) for n, uri in list_budget_datasets.items()]
+    for what, uri in reads:
+        cols, units, combining = _multi_unit_cudf_read(uri, MULTI_UNIT_BUDGET, monkeypatch)
+        assert units >= 2, (what, units)
+        _assert_written_once(cols, combining, what)
+        if what.endswith(", 2"):
+            one, _rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+            for a, b in zip(cols, one, strict=True):
+                assert a.to_arrow().equals(b.to_arrow()), what
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    where: Counter = Counter()
+    with memory_limit(MULTI_UNIT_BUDGET), count_device_traffic(where):
+        cols, _rows = lance_gpu.dataset(budget_datasets[2]).scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, lance.dataset(budget_datasets[2]).to_table(filter="id % 3 = 1"), "filtered, several units")
+    chars = sum(int(h(c.offsets)[-1]) for c in _every_column(cols) if c.offsets is not None and c.length and c.data is not None)
+    assert _combining(where).get("copy_bytes", 0) > chars
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_one_row_per_unit_to_cudf_writes_final_buffers_once(root, monkeypatch):
+    """Fragments of one row, every (fragment, field) a unit of its own (a budget of one
+    byte): booleans, bytes of a byte wide column and validity at odd rows land at their
+    rows of the read's arena, nested and all-null columns too; the columns equal pylance's.
+    (Not the embedding: a fragment whose one row is a null embedding gets null items from
+    pylance, valid ones from the device read, one unit or several alike.)"""
+    flat = gd.flat_nullable_table(5, seed=5)
+    flat = flat.drop_columns(["emb"])
+    allnull = gd.flat_nullable_table(4, seed=6, null_p=1.0)
+    allnull = allnull.drop_columns(["emb"])
+    for name, table in (("flat1", flat), ("allnull1", allnull), ("list1", gd.list_table(4, seed=5, depth=2))):
+        uri = str(root / f"one_row_units_{name}")
+        if not Path(uri).exists():
+            lance.write_dataset(table, uri, max_rows_per_file=1)
+        cols, units, combining = _multi_unit_cudf_read(uri, 1, monkeypatch)
+        assert units >= table.num_rows * 2, (name, units)
+        _assert_written_once(cols, combining, name)
 
 
 def _offsets_written_by_combine(cols) -> int:

@@ -484,6 +484,61 @@ def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
         assert firsts[0] % 512 == 0, (run, m)  # the run's slot: from a 64-byte boundary
 
 
+def test_unravel_segments_gpu_runs_into_callers_words():
+    """``words_into``: two calls (two read units) write the runs of a column's flat leaves
+    (an int, a struct's two layers; fragments with and without nulls, lengths around the
+    word size) into one zeroed array of the caller's, each run's layers from the bits given
+    (the second call's from a bit inside a word the first call's bits share): every
+    segment's validity (given with nulls or not) and null count equal the CPU unravel's,
+    the caller's words are the concatenation of all the segments' bits with zeros after
+    them, and a segment outside the runs keeps a slot of its own."""
+    rng = np.random.default_rng(7)
+    struct_t = pa.struct([("x", pa.int64())])
+    words = cuda.to_device(np.zeros(64, np.uint32))
+    slots = {0: (0,), 1: (512, 1024)}  # run 0: an int (one layer), run 1: a struct (two)
+    written = {0: 0, 1: 0}  # levels of each run written so far (by earlier calls)
+    expect: dict[tuple[int, int], list[np.ndarray]] = {}
+    for lengths in ((37, 0, 5), (70, 1, 33)):
+        cases, runs = [], []
+        for k, n in enumerate(lengths):
+            p = 0.0 if k == 1 else 0.3  # the middle fragment without nulls (no definition levels)
+            cases.append(([None if rng.random() < p else int(v) for v in rng.integers(0, 9, n)], pa.int32()))
+            runs.append(0)
+            cases.append(([None if rng.random() < p else {"x": None if rng.random() < p else 1} for _ in range(n + 2)], struct_t))
+            runs.append(1)
+            cases.append(([None if rng.random() < 0.5 else 1 for _ in range(n + 3)], pa.int8()))  # no run
+            runs.append(-1)
+        raveled = [_raveled(pa.array(r, t)) for r, t in cases]
+        levels, segs = _segments_and_levels(raveled)
+        segs = [sg._replace(run=r) for sg, r in zip(segs, runs, strict=True)]
+        into = {r: tuple(b + written[r] for b in bits) for r, bits in slots.items()}
+        gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs, words_into=(words, into))
+        for rav, g, run in zip(raveled, gpu, runs, strict=True):
+            cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+            for m, (lc, lg) in enumerate(zip(cpu.layers, g.layers, strict=True)):
+                valid = np.ones(lc.length, np.bool_) if lc.validity is None else np.asarray(lc.validity)
+                assert lg.null_count == int((~valid).sum())
+                if run < 0:
+                    assert lg.bit_offset == 0 and (lg.validity is None) == (lc.validity is None)
+                    continue
+                assert (lg.validity is not None) == bool(lc.length)
+                if lc.length:
+                    bit = 8 * _device.allocation_of(lg.validity)[2] + lg.bit_offset
+                    assert _device.allocation_of(lg.validity)[0] == _device.allocation_of(words)[0]
+                    assert bit == slots[run][m] + sum(x.size for x in expect.get((run, m), []))
+                    got = np.unpackbits(h(lg.validity).view(np.uint8), bitorder="little")[lg.bit_offset : lg.bit_offset + lc.length]
+                    np.testing.assert_array_equal(got.astype(bool), valid)
+                expect.setdefault((run, m), []).append(valid)
+        for r in written:
+            written[r] += sum(rav.num_levels for rav, run in zip(raveled, runs, strict=True) if run == r)
+    all_bits = np.unpackbits(h(words).view(np.uint8), bitorder="little").astype(bool)
+    for (run, m), parts in expect.items():
+        want = np.concatenate(parts)
+        first = slots[run][m]
+        np.testing.assert_array_equal(all_bits[first : first + want.size], want)
+        assert not all_bits[first + want.size : first + 512].any(), (run, m)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
     """``cudf=True``: the list layers of a run's segments (a column's leaves of consecutive
@@ -709,6 +764,17 @@ def test_check_variable_segments_gpu_writes_column_offsets_from_0():
         np.testing.assert_array_equal(res[13:16], offsets[12:15] - offsets[12])
         assert (res[16:23] == -7).all()  # left out
         np.testing.assert_array_equal(res[23:32], offsets[22:31] - offsets[12])
+    # with shifts (the bytes of a column's rows decoded by an earlier call): the same, plus
+    # the shift, left where it was not written
+    shift = np.array([100, 100, 7, 7, 7], np.int64)
+    out = _device.to_device(np.full(32, -7, np.int32))
+    ck.check_variable_segments_gpu(_device.to_device(offsets), _device.to_device(data), int(offsets[-1]), seg_slot, seg_count,
+                                   np.zeros(5, np.bool_), rebased=(out, base, end, dst, shift))
+    res = _device.to_host(out)
+    np.testing.assert_array_equal(res[:13], offsets[0:13] - offsets[0] + 100)
+    np.testing.assert_array_equal(res[13:16], offsets[12:15] - offsets[12] + 7)
+    assert (res[16:23] == -7).all()
+    np.testing.assert_array_equal(res[23:32], offsets[22:31] - offsets[12] + 7)
 
 
 def test_check_variable_segments_gpu_bad_offsets():
