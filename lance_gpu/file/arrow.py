@@ -73,7 +73,9 @@ def _storage(t: pa.DataType) -> pa.DataType:
 
 
 def null_block_for(t: pa.DataType, n: int) -> Block:
-    """Zero-filled values standing in for the slots of an all-null page."""
+    """Zero-filled values standing in for the slots of an all-null page.  A fixed-size
+    list's items are null too, every layer of them (as pylance reads them: the items of a
+    null list are null)."""
     t = _storage(t)
     if pa.types.is_dictionary(t):
         t = t.value_type
@@ -82,7 +84,13 @@ def null_block_for(t: pa.DataType, n: int) -> Block:
     if pa.types.is_struct(t):  # an empty struct's column: levels only, no values
         return FixedWidthBlock(np.zeros(0, np.uint8), 0, n)
     bits = fixed_bits_of(t)
-    return FixedWidthBlock(np.zeros((n * bits + 7) // 8, np.uint8), bits, n)
+    items_null: list[np.ndarray | None] = []
+    layer, items = t, n
+    while pa.types.is_fixed_size_list(layer):
+        items *= layer.list_size
+        items_null.append(np.zeros(items, np.bool_))
+        layer = _storage(layer.value_type)
+    return FixedWidthBlock(np.zeros((n * bits + 7) // 8, np.uint8), bits, n, tuple(items_null))
 
 
 def _is_variable(t: pa.DataType) -> bool:
