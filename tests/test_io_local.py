@@ -305,6 +305,43 @@ def test_spare_core_follows_the_load_average(monkeypatch: pytest.MonkeyPatch) ->
     assert background.spare_core() is True
 
 
+def test_done_now_futures_behave_as_finished_futures() -> None:
+    """:func:`done_now`'s cheap :class:`Finished` futures answer every ``Future`` method and
+    ``concurrent.futures.wait`` as a finished ``Future`` does, mixed with pending ones too."""
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
+
+    from lance_gpu.io.background import Finished, done_now, io_pool
+
+    ok = done_now(lambda a, b=0: a + b, 2, b=3)
+    failed = done_now(lambda: 1 // 0)
+    assert isinstance(ok, Future) and isinstance(ok, Finished)
+    assert ok.done() and not ok.running() and not ok.cancelled() and not ok.cancel()
+    assert ok.result() == 5 and ok.result(timeout=0) == 5 and ok.exception() is None
+    assert isinstance(failed.exception(), ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()
+    with pytest.raises(ZeroDivisionError):
+        failed.result()  # again: a finished future keeps its outcome
+    seen: list[object] = []
+    ok.add_done_callback(seen.append)  # a finished future runs the callback at once
+    assert seen == [ok]
+    with pytest.raises(InvalidStateError):
+        ok.set_result(6)
+    assert ok.result() == 5
+    gate = threading.Event()
+    pending = io_pool().submit(gate.wait, 30)
+    try:
+        done, not_done = wait([ok, failed, pending], timeout=0)
+        assert done == {ok, failed} and not_done == {pending}
+        done, _ = wait([ok, pending], return_when=FIRST_COMPLETED)
+        assert done == {ok}
+    finally:
+        gate.set()
+    done, not_done = wait([ok, failed, pending], timeout=30)
+    assert done == {ok, failed, pending} and not not_done
+
+
 def test_missing_object_and_permission_errors_are_typed(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
     with pytest.raises(ObjectNotFoundError) as info:
