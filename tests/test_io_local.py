@@ -29,7 +29,7 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
 )
 from lance_gpu.io import LOCAL, FaultInjectingStore, LocalStore, ObstoreStore, resolve
-from lance_gpu.io.store import coalesce
+from lance_gpu.io.store import coalesce, join
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,6 +144,28 @@ def test_read_scattered_reads_into_place_or_declines(tmp_path: Path) -> None:
 def test_coalesce_groups_near_ranges() -> None:
     groups = coalesce([(1_000_000, 10), (0, 10), (20, 10), (200_000, 5)])
     assert [(s, e, sorted(i)) for s, e, i in groups] == [(0, 30, [1, 2]), (200_000, 200_005, [3]), (1_000_000, 1_000_010, [0])]
+
+
+@pytest.mark.parametrize(("root", "parts", "key"), [
+    ("/d/ds", ("data", "f.lance"), "/d/ds/data/f.lance"),
+    ("/d/ds/", ("/_versions/", "1.manifest"), "/d/ds/_versions/1.manifest"),
+    ("/d/ds", (), "/d/ds"),
+    ("/d/ds//", (), "/d/ds"),
+    ("/d/ds", ("", "x", ""), "/d/ds/x"),
+    ("/d/ds", ("/",), "/d/ds/"),
+    ("/", ("x",), "/x"),
+    ("//", (), "/"),
+    ("/", (), "/"),
+    ("", ("a", "b/"), "a/b"),
+    ("", (), ""),
+    ("", ("/",), ""),
+    ("bucket/p", ("q",), "bucket/p/q"),
+    ("bucket/p/", (), "bucket/p"),
+])
+def test_join_keys(root: str, parts: tuple[str, ...], key: str) -> None:
+    """Store keys: parts stripped of slashes after the root without its trailing ones; an
+    absolute root keeps its leading slash, the file system's top included; empty parts skipped."""
+    assert join(root, *parts) == key
 
 
 def test_put_if_absent_is_atomic_and_leaves_no_staging(tmp_path: Path) -> None:
