@@ -256,14 +256,17 @@ def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: 
 def _read_files_together(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field,
                          types: list[pa.DataType]) -> pa.Array:
     leaves = []
+    expected = 0  # the rows the files' first columns hold
     for leaf, leaf_type in enumerate(types):
         pages: list[_FilePage] = []
         for file, columns in parts:
             column = columns[leaf]
-            pages.extend((file, column, pi, info) for pi, info in enumerate(file.column(column).pages))
+            info = file.column(column)
+            if not leaf:
+                expected += info.num_rows
+            pages += [(file, column, pi, page) for pi, page in enumerate(info.pages)]
         leaves.append(_read_pages_of_files(pages, leaf_type))
     arr = assemble(field, leaves, parts[0][0].path)
-    expected = sum(file.column(columns[0]).num_rows for file, columns in parts)
     if len(arr) != expected:
         raise CorruptFileError(parts[0][0].path, f"field {field.name!r} decoded to {len(arr)} rows where its pages hold {expected}")
     return arr
