@@ -223,3 +223,27 @@ def test_gpu_scan_reads_blob_descriptors(tmp_path: Path, storage: str) -> None:
         ours = lance_gpu.dataset(uri, device="gpu").to_table(filter="id > 0")
     assert ours.schema == ref.schema
     assert ours.to_pylist() == ref.to_pylist()
+
+
+@pytest.mark.parametrize(("logical_type", "metadata", "extension_name", "kind"), [
+    ("int64", {}, "", 0),
+    ("large_binary", {}, "", 0),
+    ("struct", {}, "lance.blob.v2", 2),
+    ("struct", {"ARROW:extension:name": b"lance.blob.v2"}, "", 2),
+    ("struct", {"ARROW:extension:name": "lance.blob.v2"}, "", 2),
+    ("large_binary", {"lance-encoding:blob": b"true"}, "", 1),
+    ("binary", {"lance-encoding:blob": "true"}, "", 1),
+    ("large_binary", {"lance-encoding:blob": b"false"}, "", 0),
+    ("string", {"lance-encoding:blob": b"true"}, "", 0),
+    ("large_binary", {"other": b"x"}, "", 0),
+    ("large_binary", {"other": b"x"}, "lance.blob.v2", 2),
+])
+def test_blob_kind_of_fields(logical_type: str, metadata: dict, extension_name: str, kind: int) -> None:
+    """Blob v2 by extension name (the field's, or its metadata's), v1 by the blob flag on a
+    binary field; any other field, with metadata or without, is no blob."""
+    from lance_gpu.table.blob_descriptions import blob_kind
+    from lance_gpu.table.schema import LanceField
+
+    field = LanceField(id=0, parent_id=-1, name="b", logical_type=logical_type, metadata=metadata,
+                       extension_name=extension_name)
+    assert blob_kind(field) == kind

@@ -29,7 +29,7 @@ from lance_gpu.errors import (
     UnsupportedFeatureError,
 )
 from lance_gpu.io import LOCAL, FaultInjectingStore, LocalStore, ObstoreStore, resolve
-from lance_gpu.io.store import coalesce
+from lance_gpu.io.store import coalesce, join
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,6 +144,28 @@ def test_read_scattered_reads_into_place_or_declines(tmp_path: Path) -> None:
 def test_coalesce_groups_near_ranges() -> None:
     groups = coalesce([(1_000_000, 10), (0, 10), (20, 10), (200_000, 5)])
     assert [(s, e, sorted(i)) for s, e, i in groups] == [(0, 30, [1, 2]), (200_000, 200_005, [3]), (1_000_000, 1_000_010, [0])]
+
+
+@pytest.mark.parametrize(("root", "parts", "key"), [
+    ("/d/ds", ("data", "f.lance"), "/d/ds/data/f.lance"),
+    ("/d/ds/", ("/_versions/", "1.manifest"), "/d/ds/_versions/1.manifest"),
+    ("/d/ds", (), "/d/ds"),
+    ("/d/ds//", (), "/d/ds"),
+    ("/d/ds", ("", "x", ""), "/d/ds/x"),
+    ("/d/ds", ("/",), "/d/ds/"),
+    ("/", ("x",), "/x"),
+    ("//", (), "/"),
+    ("/", (), "/"),
+    ("", ("a", "b/"), "a/b"),
+    ("", (), ""),
+    ("", ("/",), ""),
+    ("bucket/p", ("q",), "bucket/p/q"),
+    ("bucket/p/", (), "bucket/p"),
+])
+def test_join_keys(root: str, parts: tuple[str, ...], key: str) -> None:
+    """Store keys: parts stripped of slashes after the root without its trailing ones; an
+    absolute root keeps its leading slash, the file system's top included; empty parts skipped."""
+    assert join(root, *parts) == key
 
 
 def test_put_if_absent_is_atomic_and_leaves_no_staging(tmp_path: Path) -> None:
@@ -303,6 +325,43 @@ def test_spare_core_follows_the_load_average(monkeypatch: pytest.MonkeyPatch) ->
     assert background.spare_core() is False  # kept for SPARE_CORE_TTL seconds
     monkeypatch.setattr(background, "OVERLAP", "always")
     assert background.spare_core() is True
+
+
+def test_done_now_futures_behave_as_finished_futures() -> None:
+    """:func:`done_now`'s cheap :class:`Finished` futures answer every ``Future`` method and
+    ``concurrent.futures.wait`` as a finished ``Future`` does, mixed with pending ones too."""
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
+
+    from lance_gpu.io.background import Finished, done_now, io_pool
+
+    ok = done_now(lambda a, b=0: a + b, 2, b=3)
+    failed = done_now(lambda: 1 // 0)
+    assert isinstance(ok, Future) and isinstance(ok, Finished)
+    assert ok.done() and not ok.running() and not ok.cancelled() and not ok.cancel()
+    assert ok.result() == 5 and ok.result(timeout=0) == 5 and ok.exception() is None
+    assert isinstance(failed.exception(), ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()
+    with pytest.raises(ZeroDivisionError):
+        failed.result()  # again: a finished future keeps its outcome
+    seen: list[object] = []
+    ok.add_done_callback(seen.append)  # a finished future runs the callback at once
+    assert seen == [ok]
+    with pytest.raises(InvalidStateError):
+        ok.set_result(6)
+    assert ok.result() == 5
+    gate = threading.Event()
+    pending = io_pool().submit(gate.wait, 30)
+    try:
+        done, not_done = wait([ok, failed, pending], timeout=0)
+        assert done == {ok, failed} and not_done == {pending}
+        done, _ = wait([ok, pending], return_when=FIRST_COMPLETED)
+        assert done == {ok}
+    finally:
+        gate.set()
+    done, not_done = wait([ok, failed, pending], timeout=30)
+    assert done == {ok, failed, pending} and not not_done
 
 
 def test_missing_object_and_permission_errors_are_typed(tmp_path: Path) -> None:

@@ -487,3 +487,33 @@ def test_rows_where_places_hits_in_their_units() -> None:
     assert rows_where(units, np.zeros(0, np.int64)) == []
     assert [(k, r.tolist()) for k, r in rows_where(units, np.arange(14))] == [
         (0, [0, 1, 2]), (1, [2, 5, 9]), (2, [0, 1, 2, 3]), (3, [0, 1, 4, 5])]
+
+
+def test_files_read_together_hold_the_rows_their_first_columns_claim(tmp_path, monkeypatch) -> None:
+    """Several files' pages decoded as one give every file's rows in order, and are refused
+    (naming the field) where the rows decoded differ from those the files' first columns
+    claim: here one file's column claims a row more than its pages hold."""
+    import dataclasses
+
+    from lance_gpu.file.arrow import leaf_types
+    from lance_gpu.file.container import LanceFileReader
+    from lance_gpu.file.reader import _read_files_together
+
+    uri = str(tmp_path / "t")
+    for k in range(3):
+        table = pa.table({"id": pa.array(np.arange(4 * k, 4 * k + 4), pa.int64())})
+        lance.write_dataset(table, uri, mode="append" if k else "create", data_storage_version="2.1")
+    readers = [LanceFileReader(os.path.join(uri, "data", f.data_files()[0].path))
+               for f in lance.dataset(uri).get_fragments()]
+    field = pa.field("id", pa.int64())
+    parts = [(r, [0]) for r in readers]
+    assert _read_files_together(parts, field, leaf_types(field.type)).to_pylist() == list(range(12))
+    real = LanceFileReader.column
+
+    def column(self, index: int):
+        info = real(self, index)
+        return dataclasses.replace(info, num_rows=info.num_rows + 1) if self is readers[1] else info
+
+    monkeypatch.setattr(LanceFileReader, "column", column)
+    with pytest.raises(CorruptFileError, match="field 'id' decoded to 12 rows where its pages hold 13"):
+        _read_files_together(parts, field, leaf_types(field.type))

@@ -125,6 +125,32 @@ def test_snapshot_fragments_are_columnar(tmp_path: Path) -> None:
     assert snap.get_fragment(2) is snap.fragments[2] and snap.get_fragment(7) is None
 
 
+def test_reader_locks_are_made_once_on_first_use(tmp_path: Path) -> None:
+    """A snapshot makes its fragments' reader locks when a fragment first needs one (a
+    commit's new snapshot mostly never does), one tuple for all threads asking at once, from
+    which each fragment takes the lock of its id."""
+    uri = str(tmp_path / "locks")
+    lance.write_dataset(_batch(0), uri, max_rows_per_file=1)  # ten fragments, ids 0..9
+    snap = lance_gpu.dataset(uri).snapshot
+    assert snap._reader_locks is None
+    seen: list[object] = []
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        seen.append(snap.reader_locks)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 8 and all(locks is seen[0] for locks in seen) and len(seen[0]) == 16
+    assert len({id(lock) for lock in seen[0]}) == 16
+    frags = snap.fragments
+    assert frags[3]._readers_lock is snap.reader_locks[3] and frags[9]._readers_lock is snap.reader_locks[9]
+
+
 def _settled(value: Callable[[], object], expected: object, within: float = 5.0) -> object:
     """``value()`` once it equals ``expected``, or its last value after ``within`` seconds: a
     pool thread that ran a read's task drops that task (and what it refers to) just after

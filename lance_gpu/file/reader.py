@@ -25,7 +25,7 @@ from lance_gpu.file.page import LeafPage, concat_pages
 from lance_gpu.file.v2_1 import constant, fullzip, miniblock
 from lance_gpu.file.v2_1.levels import common_layers, renumber
 from lance_gpu.file.validate import check_leaf_page
-from lance_gpu.io.store import COALESCE_GAP
+from lance_gpu.io.store import COALESCE_GAP, ReadHandle
 from lance_gpu.protobuf import check_strict
 
 PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
@@ -94,7 +94,8 @@ def pages_in_range(pages: list[PageInfo], start: int, stop: int) -> list[int]:
 
 def page_starts(pages: list[PageInfo]) -> np.ndarray:
     starts = np.zeros(len(pages) + 1, np.int64)
-    np.cumsum([p.num_rows for p in pages], out=starts[1:])
+    # (an array's own cumsum: np.cumsum of a list goes through numpy's wrappers, ~8 calls)
+    np.array([p.num_rows for p in pages], np.int64).cumsum(out=starts[1:])
     return starts
 
 
@@ -256,14 +257,17 @@ def read_field_files(parts: Sequence[tuple[LanceFileReader, list[int]]], field: 
 def _read_files_together(parts: Sequence[tuple[LanceFileReader, list[int]]], field: pa.Field,
                          types: list[pa.DataType]) -> pa.Array:
     leaves = []
+    expected = 0  # the rows the files' first columns hold
     for leaf, leaf_type in enumerate(types):
         pages: list[_FilePage] = []
         for file, columns in parts:
             column = columns[leaf]
-            pages.extend((file, column, pi, info) for pi, info in enumerate(file.column(column).pages))
+            info = file.column(column)
+            if not leaf:
+                expected += info.num_rows
+            pages += [(file, column, pi, page) for pi, page in enumerate(info.pages)]
         leaves.append(_read_pages_of_files(pages, leaf_type))
     arr = assemble(field, leaves, parts[0][0].path)
-    expected = sum(file.column(columns[0]).num_rows for file, columns in parts)
     if len(arr) != expected:
         raise CorruptFileError(parts[0][0].path, f"field {field.name!r} decoded to {len(arr)} rows where its pages hold {expected}")
     return arr
@@ -340,19 +344,18 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
     mostly carry the same chunk metadata bytes: the chunk table is parsed again only where
     a page's differ from the page before it."""
     datas: list[np.ndarray] = []
-    starts: list[np.ndarray] = []
-    sizes: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
+    placed: list[tuple[miniblock.ChunkLayout, int]] = []  # per page: its chunk table, where its data lands
     at = items = rows = 0
     first_ctx: DecodeContext | None = None
     mb = None
     last_info: PageInfo | None = None
     last_meta = b""
     chunks: miniblock.ChunkLayout | None = None
-    counter: MappedHandle | None = None  # the handle whose store counts the reads served from memory
+    counter: ReadHandle | None = None  # a mapped handle: its store counts the reads served from memory
     mapped_reads = mapped_bytes = 0
     for file, column, pi, page in run:
-        whole = getattr(file.io, "mapped", None)
+        io = file.io
+        whole = getattr(io, "mapped", None)
         if page is not last_info:
             ctx = DecodeContext(file.path, column).at_page(pi)
             first_ctx = first_ctx or ctx
@@ -367,7 +370,7 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
             last_meta = b""
         else:
             meta = whole[meta_at : meta_at + meta_size]
-            counter = cast(MappedHandle, file.io)  # it has a map (whole is not None)
+            counter = io  # it has a map (whole is not None)
             mapped_reads += 1
             mapped_bytes += meta_size
             meta_bytes = meta.tobytes()
@@ -378,27 +381,26 @@ def _decode_together(run: list[_FilePage], leaf_type: pa.DataType) -> LeafPage:
         offset = page.buffer_offsets[1]
         if whole is not None and offset + end <= whole.size:
             datas.append(whole[offset : offset + end])  # a view of the file's bytes: no request
-            counter = cast(MappedHandle, file.io)  # it has a map (whole is not None)
+            counter = io  # it has a map (whole is not None)
             mapped_reads += 1
             mapped_bytes += end
         else:
-            datas.append(file.io.read(offset, end))
-        starts.append(chunks.starts + at)
-        sizes.append(chunks.sizes)
-        counts.append(chunks.counts)
+            datas.append(io.read(offset, end))
+        placed.append((chunks, at))
         at += end
         items += int(chunks.first[-1])
         rows += page.num_rows
     if counter is not None:
-        counter.count_reads(mapped_reads, mapped_bytes)
+        cast(MappedHandle, counter).count_reads(mapped_reads, mapped_bytes)
     assert mb is not None and first_ctx is not None
     joined = type(mb)()
     joined.CopyFrom(mb)
     joined.num_items = items
-    all_counts = np.concatenate(counts)
+    all_counts = np.concatenate([c.counts for c, _at in placed])
     first = np.zeros(all_counts.size + 1, np.int64)
     np.cumsum(all_counts, out=first[1:])
-    joint = miniblock.ChunkLayout(np.concatenate(starts), np.concatenate(sizes), all_counts, first)
+    joint = miniblock.ChunkLayout(np.concatenate([c.starts + a for c, a in placed]),
+                                  np.concatenate([c.sizes for c, _at in placed]), all_counts, first)
     leaf = miniblock.decode(joined, [np.zeros(0, np.uint8), np.concatenate(datas)], rows, first_ctx, chunks=joint)
     check_leaf_page(leaf, leaf_type, first_ctx)
     return leaf
@@ -684,7 +686,7 @@ def take_field(file: LanceFileReader, field: pa.Field, columns: list[int], rows:
     if run:
         # A run of rows (streaming): each page's share is a slice, no per-row search.
         first, last = np.searchsorted(starts, [lo, hi - 1], side="right") - 1
-        cuts = np.clip(starts[first : last + 2], lo, hi) - lo
+        cuts = np.minimum(np.maximum(starts[first : last + 2], lo), hi) - lo  # (np.clip: ~9 calls)
         spans = [(int(first) + k, slice(int(cuts[k]), int(cuts[k + 1]))) for k in range(int(last) - int(first) + 1)]
         touched = {pi for pi, _sl in spans}
     else:

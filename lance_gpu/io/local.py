@@ -360,7 +360,9 @@ class LocalWriter:
         return self._handle
 
     def write(self, data: bytes | memoryview) -> int:
-        fh = self._fh
+        fh = self._handle
+        if fh is None:
+            fh = self._fh  # (the first write waits for the creation)
         try:
             n = fh.write(data)
         except OSError as exc:

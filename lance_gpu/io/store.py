@@ -51,13 +51,17 @@ COALESCE_GAP = 64 * 1024
 
 
 def join(root: str, *parts: str) -> str:
-    """The key of ``parts`` beneath ``root`` (``root`` may be ``""``: the store's top)."""
-    pieces = [root.rstrip("/")] if root.strip("/") or root.startswith("/") else []
-    pieces.extend(p.strip("/") for p in parts if p)
-    out = "/".join(pieces)
-    if root.startswith("/") and not out.startswith("/"):
-        out = "/" + out
-    return out
+    """The key of ``parts`` beneath ``root`` (``root`` may be ``""``: the store's top): the
+    non-empty parts stripped of their slashes, after ``root`` without its trailing ones (a
+    root of only slashes, the file system's top, keeps one)."""
+    tail = [p.strip("/") for p in parts if p]
+    if not root:
+        return "/".join(tail)
+    head = root.rstrip("/")
+    if tail:
+        tail.insert(0, head)
+        return "/".join(tail)
+    return head or "/"
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,10 +41,17 @@ V2_DESCRIPTION_METADATA = {BLOB_META_KEY: "true", "lance-encoding:packed": "true
 _V2_ROW = [("fixed", 1), ("fixed", 8), ("fixed", 8), ("fixed", 4), ("variable", 4)]
 
 
+#: The extension name of blob v2 fields, as a field's metadata may hold it.
+_BLOB_V2_NAMES = (BLOB_V2, BLOB_V2.encode())
+
+
 def blob_kind(field: LanceField) -> int:
-    """1 for a blob v1 field, 2 for blob v2, 0 for a field that is not a blob."""
+    """1 for a blob v1 field, 2 for blob v2, 0 for a field that is not a blob.  (Asked per
+    field by every write and read: a field without metadata answers from its extension name.)"""
     meta = field.metadata
-    if field.extension_name == BLOB_V2 or meta.get("ARROW:extension:name") in (BLOB_V2, BLOB_V2.encode()):
+    if not meta:
+        return 2 if field.extension_name == BLOB_V2 else 0
+    if field.extension_name == BLOB_V2 or meta.get("ARROW:extension:name") in _BLOB_V2_NAMES:
         return 2
     flag = meta.get(BLOB_META_KEY)
     if flag in ("true", b"true") and field.logical_type in ("large_binary", "binary"):

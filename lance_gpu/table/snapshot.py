@@ -104,6 +104,9 @@ _NO_ROWS.flags.writeable = False
 _NOWHERE = object()
 _MISSING = object()
 
+#: Held while a snapshot makes its :attr:`TableSnapshot.reader_locks` (once per snapshot).
+_READER_LOCKS_MADE = threading.Lock()
+
 
 class TableSnapshot:
     """One committed version of a table (see the module docstring); immutable.
@@ -138,13 +141,25 @@ class TableSnapshot:
         #: Where fields live in fragments of one data-file layout, by (the fragment's
         #: ``layout_key``, field id): computed once per layout, not per fragment.
         self.field_locations: dict[tuple[Any, int], object] = {}
-        #: Locks the fragments share, by fragment id, for opening their file readers.
-        self.reader_locks = tuple(threading.Lock() for _ in range(16))
+        self._reader_locks: tuple[threading.Lock, ...] | None = None
         #: Caches of reading each fragment (:class:`_FragmentState`), by manifest position:
         #: they outlive the :class:`FragmentSnapshot` objects, which are views made on demand.
         self._states: dict[int, _FragmentState] = {}
         #: The fragment objects made so far, held weakly (see :attr:`fragments`).
         self._fragment_refs: list[weakref.ref[FragmentSnapshot] | None] = [None] * manifest_file.fragment_count
+
+    @property
+    def reader_locks(self) -> tuple[threading.Lock, ...]:
+        """Locks the fragments share, by fragment id, for opening their file readers: 16,
+        made on first use (a commit's new snapshot, one per commit, mostly opens no file),
+        the same tuple for every caller even when several threads ask first at once."""
+        locks = self._reader_locks
+        if locks is None:
+            with _READER_LOCKS_MADE:
+                if self._reader_locks is None:
+                    self._reader_locks = tuple([threading.Lock() for _ in range(16)])
+                locks = self._reader_locks
+        return locks
 
     @property
     def manifest(self) -> table_pb2.Manifest:
