@@ -24,7 +24,7 @@ def _frags(*sizes_per_fragment: list[int]) -> list:
 
 @pytest.fixture(autouse=True)
 def _estimate_is_the_plan(monkeypatch):
-    monkeypatch.setattr(gpu_read, "_estimate", lambda fp: fp)
+    monkeypatch.setattr(gpu_read, "_estimate", lambda fp, placed=False: fp)
 
 
 def _sizes(frags, budget):
