@@ -214,6 +214,11 @@ def _place_read_fixed(frags: list[_Frag]) -> int:
             leaf.value_pos = at
             at += leaf.num_values * leaf.width
         size = -(-at // 64) * 64
+    for leaves in groups.values():  # item validity bytes (fixed-size lists), after every column's run
+        for leaf in leaves:
+            if leaf.item_dim:
+                leaf.item_pos = size
+                size = -(-(size + leaf.num_values * leaf.item_dim) // 64) * 64
     return size
 
 
