@@ -14,7 +14,9 @@ family                          pages that feed it
                                 control words, level tails, constant-page levels
 ``unpack`` (per word size)      InlineBitpacking values and dictionary indices,
                                 OutOfLineBitpacking rep/def levels (scatter unpack)
-``bits``                        boolean Flat{1} chunks (to one byte per value)
+``bits``                        boolean Flat{1} chunks (to one byte per value), the item
+                                validity bits of FixedSizeList{has_validity} chunks (to a
+                                byte per item: :attr:`LeafPlan.item_pos`)
 ``fill``                        constant and all-null pages (values, levels, spans)
 ``rle`` (per value size)        Rle{Flat, Flat8} chunks
 ``variable spans``              Variable chunk buffers (plain and FSST strings)
@@ -45,7 +47,8 @@ module (``file.encodings.``)    planning it holds (caller here)
 ``flat.gpu_plan``               Flat value forms and widths (copy or spread to bytes),
                                 chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
                                 :func:`_emit_levels`, :func:`_emit_indices`)
-``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value
+``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value; one
+                                layer with item validity (``fsl_valid``: two chunk buffers)
 ``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
                                 packed in the arena layout (:func:`_stage_fsst_tables`)
