@@ -750,7 +750,9 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
-    leaf.item_dim = _item_validity_dim(sel.distinct, leaf)
+    fsl_dim = _null_items_dim(arrow_type)  # (other leaves: no layout looked at again)
+    if fsl_dim:
+        leaf.item_dim = _item_validity_dim(sel.distinct, leaf)
     leaf.page_bytes = sel.nbytes
     if not sel.ids:  # no page (an empty column): nothing to place
         return leaf
@@ -767,8 +769,8 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         _refuse(cp, sel, ctx)
     # (in any file: mapped, or on an object store, _stage_rows)
     _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
-    if leaf.constant_pages is not None and leaf.mixed is None and any(lp.values is None for lp in leaf.constant_pages):
-        leaf.item_dim = _null_items_dim(arrow_type)
+    if fsl_dim and leaf.constant_pages is not None and leaf.mixed is None and any(lp.values is None for lp in leaf.constant_pages):
+        leaf.item_dim = fsl_dim
     return leaf
 
 

@@ -2760,7 +2760,7 @@ _FSL_NULLS = ("rows", "items", "both", "allnull", "none")
 def _fsl_validity_table(n: int) -> pa.Table:
     """Fixed-size lists of dims 1 / 2 / 3 / 8 / 13 over float32 / int8 / float64, each with
     nulls in rows only, in items only, in both, every row null, or none (the patterns cycled
-    so that each meets several dims and types)."""
+    so that each meets several dims and types), and booleans of dim 5 with both."""
     cols: dict[str, pa.Array] = {"id": pa.array(np.arange(n), pa.int64())}
     types = (pa.float32(), pa.int8(), pa.float64())
     for i, dim in enumerate((1, 2, 3, 8, 13)):
@@ -2774,6 +2774,9 @@ def _fsl_validity_table(n: int) -> pa.Table:
             inner = pa.array(vals, t, mask=item_null)
             mask = pa.array(row_null) if row_null.any() else None
             cols[f"{pat}_{t}_{dim}"] = pa.FixedSizeListArray.from_arrays(inner, dim, mask=mask)
+    rng = np.random.default_rng(99)  # booleans: items bit-packed, spread to a byte per item like their validity
+    inner = pa.array(rng.random(n * 5) < 0.5, mask=rng.random(n * 5) < 0.2)
+    cols["both_bool_5"] = pa.FixedSizeListArray.from_arrays(inner, 5, mask=pa.array(rng.random(n) < 0.1))
     return pa.table(cols)
 
 
