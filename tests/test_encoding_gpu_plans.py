@@ -314,9 +314,22 @@ def test_value_forms_name_the_family_and_refuse_with_the_reason():
     fsl.fixed_size_list.items_per_value = 3
     fsl.fixed_size_list.values.flat.bits_per_value = 1
     assert encodings.device_value_form(fsl, _leaf("bool", 3), 1) == ("flat", (3, 1))
-    fsl.fixed_size_list.has_validity = True
+    fsl.fixed_size_list.has_validity = True  # item validity: a chunk buffer of bits before the items
+    assert encodings.device_value_form(fsl, _leaf("bool", 3), 2) == ("fsl_valid", (3, 1))
+    fsl.fixed_size_list.values.flat.bits_per_value = 32
+    assert encodings.device_value_form(fsl, _leaf("fixed", 12), 2) == ("fsl_valid", (3, 32))
+    with pytest.raises(DeviceUnsupported, match=r"^fixed-size list with item validity in 1 chunk buffers$"):
+        encodings.device_value_form(fsl, _leaf("fixed", 12), 1)
+    with pytest.raises(DeviceUnsupported, match=r"^32-bit Flat values for int64$"):
+        encodings.device_value_form(fsl, _leaf("fixed", 8, pa.int64()), 2)
+    nested = pb.CompressiveEncoding()
+    nested.fixed_size_list.items_per_value = 2
+    nested.fixed_size_list.values.CopyFrom(fsl)  # item validity of the inner layer: on the CPU
     with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
-        encodings.device_value_form(fsl, _leaf("bool", 3), 1)
+        encodings.device_value_form(nested, _leaf("fixed", 24), 1)
+    nested.fixed_size_list.has_validity = True
+    with pytest.raises(DeviceUnsupported, match=r"^nested fixed-size lists with item validity"):
+        encodings.device_value_form(nested, _leaf("fixed", 24), 3)
     inline = _levels("inline_bitpacking", 64)
     assert encodings.device_value_form(inline, _leaf("fixed", 8), 1) == ("inline_bitpacking", 64)
     with pytest.raises(DeviceUnsupported, match=r"^this InlineBitpacking layout$"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -1517,3 +1518,47 @@ def test_pages_no_table_takes_fall_back_to_the_cpu_reader_or_are_refused(dataset
                 read._plan_fragment(frag, sel, fields, arrow, "warn", ThreadPoolExecutor(1), {})
             assert frag.field_source(fields[0]).path.split("/")[-1] in str(exc.value)
     pagetable.clear()
+
+
+def test_fixed_size_list_item_validity_is_planned_as_bits_to_bytes(tmp_path):
+    """A fixed-size list whose mini-block pages carry item validity (pylance writes
+    FixedSizeList{has_validity} where items are null) is planned on the device: each leaf
+    gets ``dim`` items per value and an item validity region of a byte per item, which the
+    chunks' validity bits are spread to (``bits`` work rows covering every item), its values
+    copied from the chunks' second buffer; a leaf of all-null pages fills its items null;
+    pages with item validity beside other pages are refused (read on the CPU)."""
+    import pyarrow as pa
+
+    n, dim = 3000, 3
+    items = pa.array(np.arange(n * dim, dtype=np.float32), mask=np.arange(n * dim) % 5 == 1)
+    fsl = pa.FixedSizeListArray.from_arrays(items, dim, mask=pa.array(np.arange(n) % 7 == 0))
+    uri = str(tmp_path / "fsl")
+    lance.write_dataset(pa.table({"v": fsl, "z": pa.nulls(n, fsl.type)}), uri, data_storage_version="2.2")
+    leaves = _leaves(uri)
+    assert [(leaf.item_dim, leaf.num_values) for leaf in leaves] == [(dim, n), (dim, n)]
+    unit = plan.UnitPlan()
+    for leaf in leaves:
+        plan.place_leaf(unit, leaf)
+    headers.parse_and_emit_on_host(unit)
+    v, z = leaves
+    assert v.item_pos >= v.value_pos + n * v.width and z.item_pos >= z.value_pos + n * z.width
+    bits = unit.bits.arrays()
+    assert int(bits["count"].sum()) == n * dim  # every item's bit, to its byte
+    assert sorted((bits["dst"] - v.item_pos).tolist())[0] == 0 and int((bits["dst"] + bits["count"]).max()) == v.item_pos + n * dim
+    assert (z.item_pos, n * dim, b"\x00") in unit.fill_fixed
+    copied = unit.copy_fixed.arrays()
+    assert int(copied["len"].sum()) == n * v.width  # the values: the second chunk buffer, as Flat
+
+    def facts(valid: bool, kind: str = "mini_block_layout") -> SimpleNamespace:
+        from lance_gpu._proto import encodings_v2_1_pb2 as pb
+
+        mb = pb.MiniBlockLayout()
+        mb.value_compression.fixed_size_list.items_per_value = dim
+        mb.value_compression.fixed_size_list.has_validity = valid
+        mb.value_compression.fixed_size_list.values.flat.bits_per_value = 32
+        return SimpleNamespace(kind=kind, dictionary=False, num_buffers=2 if valid else 1, body=mb, has_rep=False)
+
+    assert plan._item_validity_dim([facts(True), facts(True)], v) == dim
+    assert plan._item_validity_dim([facts(False)], v) == 0
+    with pytest.raises(plan.Unsupported, match="item validity beside other pages"):
+        plan._item_validity_dim([facts(True), facts(False)], v)

@@ -185,7 +185,10 @@ def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffer
         return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span,
                             cudf_offsets=bufs.cudf_offsets_of(leaf.slot_lo, n))
     data = bufs.fixed[leaf.value_pos : leaf.value_pos + n * leaf.width]
-    return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls)
+    items = None
+    if leaf.item_dim:  # fixed-size lists with item validity: a byte per item
+        items = Validity.of_bytes(bufs.fixed[leaf.item_pos : leaf.item_pos + n * leaf.item_dim])
+    return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls, item_validity=items)
 
 
 def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, bufs: UnitBuffers, path: str) -> DeviceColumn:

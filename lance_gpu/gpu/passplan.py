@@ -111,7 +111,8 @@ def place_unit(unit: UnitPlan, leaves: Sequence[LeafPlan], values_placed: bool =
     makes (the same column of several fragments) placed as one pass table (the module
     docstring): the same regions, staged ranges and work as leaf by leaf (``values_placed``:
     the leaves' value regions are given already, :func:`plan.place_values`)."""
-    keys = [pass_key(leaf) if PASS_TABLES else None for leaf in leaves]
+    # (leaves with item validity are placed leaf by leaf: their item regions, plan.place_item_validity)
+    keys = [pass_key(leaf) if PASS_TABLES and not leaf.item_dim else None for leaf in leaves]
     sizes = Counter(keys)
     groups: dict[tuple, _Pass] = {}
     for leaf, key in zip(leaves, keys, strict=True):

@@ -14,7 +14,9 @@ family                          pages that feed it
                                 control words, level tails, constant-page levels
 ``unpack`` (per word size)      InlineBitpacking values and dictionary indices,
                                 OutOfLineBitpacking rep/def levels (scatter unpack)
-``bits``                        boolean Flat{1} chunks (to one byte per value)
+``bits``                        boolean Flat{1} chunks (to one byte per value), the item
+                                validity bits of FixedSizeList{has_validity} chunks (to a
+                                byte per item: :attr:`LeafPlan.item_pos`)
 ``fill``                        constant and all-null pages (values, levels, spans)
 ``rle`` (per value size)        Rle{Flat, Flat8} chunks
 ``variable spans``              Variable chunk buffers (plain and FSST strings)
@@ -45,7 +47,8 @@ module (``file.encodings.``)    planning it holds (caller here)
 ``flat.gpu_plan``               Flat value forms and widths (copy or spread to bytes),
                                 chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
                                 :func:`_emit_levels`, :func:`_emit_indices`)
-``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value
+``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value; one
+                                layer with item validity (``fsl_valid``: two chunk buffers)
 ``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
                                 packed in the arena layout (:func:`_stage_fsst_tables`)
@@ -232,6 +235,14 @@ class LeafPlan:
     has_def: bool = False
     value_pos: int = -1  # fixed / bool: byte position in the fixed arena
     slot_lo: int = -1  # var: first value slot
+    #: fixed-size lists whose mini-block pages carry item validity (``("fsl_valid", ...)``
+    #: value forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`): items per
+    #: value (0: none), and the byte of the fixed arena where its ``num_values * item_dim``
+    #: item validity bytes (one 0 / 1 byte per item, value-major) go (:func:`place_item_validity`);
+    #: also a one-layer fixed-size list leaf of constant pages only, some all-null
+    #: (:func:`_null_items_dim`: their items are null)
+    item_dim: int = 0
+    item_pos: int = -1
     rep_pos: int = -1  # first level in the level arena
     def_pos: int = -1
     #: the leaf's level counts are in-band (list pages whose chunk headers the device parses,
@@ -739,6 +750,9 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
+    fsl_dim = _null_items_dim(arrow_type)  # (other leaves: no layout looked at again)
+    if fsl_dim:
+        leaf.item_dim = _item_validity_dim(sel.distinct, leaf)
     leaf.page_bytes = sel.nbytes
     if not sel.ids:  # no page (an empty column): nothing to place
         return leaf
@@ -755,7 +769,49 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         _refuse(cp, sel, ctx)
     # (in any file: mapped, or on an object store, _stage_rows)
     _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
+    if fsl_dim and leaf.constant_pages is not None and leaf.mixed is None and any(lp.values is None for lp in leaf.constant_pages):
+        leaf.item_dim = fsl_dim
     return leaf
+
+
+def _null_items_dim(t: pa.DataType) -> int:
+    """Items per value of a leaf of type ``t`` that is one layer of fixed-size list (0: any
+    other type, nested fixed-size lists included): the items of an all-null page's lists
+    are null, as pylance reads them (:func:`_constant_values` writes them)."""
+    s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    if not pa.types.is_fixed_size_list(s):
+        return 0
+    v = s.value_type
+    return 0 if pa.types.is_fixed_size_list(v.storage_type if isinstance(v, pa.BaseExtensionType) else v) else int(s.list_size)
+
+
+def _item_validity_dim(layouts: Sequence[pagetable.LayoutFacts], leaf: LeafPlan) -> int:
+    """Items per value of a fixed-size list leaf whose pages (``layouts``: their distinct
+    layouts, accepted by :func:`check_page`) carry item validity (0: none do).  The device
+    writes the item validity of every page of such a leaf, so all of them must: mini-block
+    pages without repetition levels or a page dictionary whose values are the
+    ``"fsl_valid"`` form; a leaf mixing them with other pages (without item validity,
+    constant / all-null, full-zip) or under a list raises :class:`Unsupported`."""
+    def valid_form(f: pagetable.LayoutFacts) -> bool:
+        if f.kind != "mini_block_layout" or f.dictionary or not f.num_buffers:
+            return False
+        enc = f.body.value_compression
+        return enc.WhichOneof("compression") == "fixed_size_list" and bool(enc.fixed_size_list.has_validity)
+
+    valid = [valid_form(f) for f in layouts]
+    if not any(valid):
+        return 0
+    if not all(valid) or any(f.has_rep for f in layouts):
+        raise Unsupported("fixed-size list pages with item validity beside other pages, or under a list")
+    return int(layouts[0].body.value_compression.fixed_size_list.items_per_value)
+
+
+def place_item_validity(unit: UnitPlan, leaf: LeafPlan) -> None:
+    """Give a leaf with item validity (:attr:`LeafPlan.item_dim`) its item validity region
+    in the unit's fixed arena, once (a read that placed its fixed-width values in the read
+    fixed arena placed these there too: ``read._place_read_fixed``)."""
+    if leaf.item_dim and leaf.item_pos < 0:
+        leaf.item_pos = unit.alloc_fixed(leaf.num_values * leaf.item_dim)
 
 
 def _refuse(cp: pagetable.ColumnPages, sel: pagetable.PageSelection, ctx: DecodeContext) -> NoReturn:
@@ -1183,6 +1239,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan, values_placed: bool = False) -> N
     unit.paths.add(leaf.path)
     if not values_placed:
         place_values(unit, leaf)
+    place_item_validity(unit, leaf)
     pending = leaf.levels_pending  # level regions allocated after the device pre-pass
     if leaf.has_rep and not pending:
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
@@ -1916,6 +1973,9 @@ class _Chunks:
     def_blocks: bitpacking_plan.InlineBlocks | None = None
     rep_runs: np.ndarray | None = None
     def_runs: np.ndarray | None = None
+    #: per chunk, where its leaf's item validity bytes start in the fixed arena (leaves with
+    #: item validity, :attr:`LeafPlan.item_pos`); None: the ``leaf`` passed along
+    item_base: np.ndarray | None = None
 
 
 def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx,
@@ -1984,6 +2044,14 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         _emit_rle(unit, "fixed", enc, ch, dst, ctx)
         return
     dim, bits = arg
+    if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
+        nitems = counts * dim
+        if np.any(sizes < (nitems + 7) // 8):
+            raise ctx.corrupt("fixed-size-list validity chunk shorter than its items")
+        item_base = leaf.item_pos if ch.item_base is None else ch.item_base
+        unit.bits.add(src=8 * starts, count=nitems, dst=item_base + ch.value * dim)
+        starts = np.ascontiguousarray(ch.bufs[:, 1, 0])
+        sizes = ch.bufs[:, 1, 1]
     nbytes = flat_plan.chunk_bytes(sizes, counts, dim, bits, ctx)
     if bits == 1:
         unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
@@ -2253,6 +2321,9 @@ def _constant_values(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int) -> None:
     n = lp.num_values
     if not n:
         return
+    if leaf.item_dim:  # fixed-size lists' items: null in an all-null page, valid under a constant
+        d = leaf.item_dim
+        unit.fill_fixed.append((leaf.item_pos + vpos * d, n * d, b"\x00" if lp.values is None else b"\x01"))
     if lp.values is None:
         _fill_nulls(unit, leaf, vpos, n)
         return

@@ -198,7 +198,9 @@ def _place_read_fixed(frags: list[_Frag]) -> int:
     takes them as they are (:func:`lance_gpu.gpu.combine._one_run`).  Every leaf's value
     count is known on the host before any unit decodes (only list leaves' level counts may
     wait for the device pre-pass).  Sets each fixed-width leaf's ``value_pos`` (then
-    :func:`_stage` leaves it); returns the arena's bytes."""
+    :func:`_stage` leaves it), and the item validity region (``item_pos``: a byte per item,
+    after every column's run) of each fixed-size list leaf with item validity; returns the
+    arena's bytes."""
     groups: dict[tuple[str, int], list[LeafPlan]] = {}
     for fw in frags:
         for name, fp in fw.gpu.items():
@@ -214,6 +216,11 @@ def _place_read_fixed(frags: list[_Frag]) -> int:
             leaf.value_pos = at
             at += leaf.num_values * leaf.width
         size = -(-at // 64) * 64
+    for leaves in groups.values():  # item validity bytes (fixed-size lists), after every column's run
+        for leaf in leaves:
+            if leaf.item_dim:
+                leaf.item_pos = size
+                size = -(-(size + leaf.num_values * leaf.item_dim) // 64) * 64
     return size
 
 

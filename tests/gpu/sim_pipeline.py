@@ -2106,8 +2106,9 @@ def _mixed_nulls_table(n: int) -> pa.Table:
         "ls": pa.array([None if null(i) else [f"e{i}{j}" for j in range(i % 3)] for i in ids], pa.list_(pa.string())),
         "st": pa.array([None if null(i) else {"a": i, "t": None if i % 5 == 0 else f"t{i}"} for i in ids],
                        pa.struct([("a", pa.int16()), ("t", pa.string())])),
-        # (rows not null: a null row's items are null in pylance's read, valid in ours -- as on main)
-        "fl": pa.array([[None if null(i) else float(i), None if null(i) or i % 7 == 0 else 1.5] for i in ids], pa.list_(pa.float32(), 2)),
+        # (null rows too: their items are null in pylance's read and in ours)
+        "fl": pa.array([None if null(i) and i % 3 == 0 else [None if null(i) else float(i), None if null(i) or i % 7 == 0 else 1.5]
+                        for i in ids], pa.list_(pa.float32(), 2)),
     })
 
 
@@ -2747,3 +2748,73 @@ def test_combine_struct_masks_are_taken_where_children_hold_the_nulls(case):
     assert dev.null_count == arrow.null_count
     if case != "beside-an-upload":
         assert _device.allocation_of(dev.validity.words()[0])[0] == _device.allocation_of(words)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Fixed-size lists with item validity (issue 25): FixedSizeList{has_validity} mini-block pages
+
+
+_FSL_NULLS = ("rows", "items", "both", "allnull", "none")
+
+
+def _fsl_validity_table(n: int) -> pa.Table:
+    """Fixed-size lists of dims 1 / 2 / 3 / 8 / 13 over float32 / int8 / float64, each with
+    nulls in rows only, in items only, in both, every row null, or none (the patterns cycled
+    so that each meets several dims and types), and booleans of dim 5 with both."""
+    cols: dict[str, pa.Array] = {"id": pa.array(np.arange(n), pa.int64())}
+    types = (pa.float32(), pa.int8(), pa.float64())
+    for i, dim in enumerate((1, 2, 3, 8, 13)):
+        for j, t in enumerate(types):
+            pat = _FSL_NULLS[(i + 2 * j) % len(_FSL_NULLS)]
+            rng = np.random.default_rng(7 * i + j)
+            vals = (np.arange(n * dim) % 101).astype(t.to_pandas_dtype())
+            item_null = rng.random(n * dim) < (0.2 if pat in ("items", "both") else 0.0)
+            row_null = rng.random(n) < (0.15 if pat in ("rows", "both") else 0.0)
+            row_null |= pat == "allnull"
+            inner = pa.array(vals, t, mask=item_null)
+            mask = pa.array(row_null) if row_null.any() else None
+            cols[f"{pat}_{t}_{dim}"] = pa.FixedSizeListArray.from_arrays(inner, dim, mask=mask)
+    rng = np.random.default_rng(99)  # booleans: items bit-packed, spread to a byte per item like their validity
+    inner = pa.array(rng.random(n * 5) < 0.5, mask=rng.random(n * 5) < 0.2)
+    cols["both_bool_5"] = pa.FixedSizeListArray.from_arrays(inner, 5, mask=pa.array(rng.random(n) < 0.1))
+    return pa.table(cols)
+
+
+def _same_items(got: pa.Table, ref: pa.Table, what: str) -> None:
+    """``got`` equals ``ref`` and so do its fixed-size lists' items, those under null rows
+    included (``Table.equals`` does not compare them)."""
+    assert_same(got, ref, what)
+    for name in ref.column_names:
+        if pa.types.is_fixed_size_list(ref.schema.field(name).type):
+            a, b = got.column(name).combine_chunks(), ref.column(name).combine_chunks()
+            assert a.values.equals(b.values), (what, name, a.values.null_count, b.values.null_count)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fixed_size_lists_with_item_validity_decode_on_the_gpu(root, version):
+    """FixedSizeList{items_per_value, has_validity} mini-block pages (a chunk buffer of item
+    validity bits before the Flat items) and all-null pages of fixed-size lists decode on
+    the GPU (no CPU fallback): ``to_table``, a filter and ``to_cudf`` equal pylance, values,
+    row validity and the items under null rows (null, as pylance reads them); a take equals
+    pylance's rows and the CPU reader's items (pylance's take keeps the items under a null
+    row as stored, its scans do not)."""
+    uri = str(root / f"fsl_validity_{version}")
+    table = _fsl_validity_table(3000)  # several chunks a page, three fragments
+    lance.write_dataset(table, uri, data_storage_version=version, max_rows_per_file=1200)
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+    _same_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
+    flt = "id % 7 = 3 OR id > 2990"
+    _same_items(ours.to_table(device="gpu", filter=flt, on_cpu_fallback="raise"), ref.to_table(filter=flt), f"{version} filter")
+    cols, n = ours.scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
+    exp = ref.to_table(filter="id % 3 = 1")
+    assert n == exp.num_rows
+    _assert_cudf_layout(cols, exp, f"{version} to_cudf")
+    some = ["id", *(c for c in table.column_names[1:] if c.endswith(("_2", "_13")))]
+    with memory_limit(1):  # every (fragment, field) its own unit, no gather: item validity in the read's fixed arena
+        cols, n = ours.scanner(columns=some, on_cpu_fallback="raise").to_cudf_columns()
+        _assert_cudf_layout(cols, ref.to_table(columns=some), f"{version} to_cudf, several units")
+        _same_items(ours.to_table(columns=some, device="gpu", on_cpu_fallback="raise"), ref.to_table(columns=some), f"{version} units")
+    rows = [0, 5, 1199, 1200, 1201, 2999, 7]
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
+    assert_same(got, ref.take(rows), f"{version} take")
+    _same_items(got, lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take, the CPU reader's items")

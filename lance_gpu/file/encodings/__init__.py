@@ -31,7 +31,8 @@ field                      home; device planning; device decoding kernels
 =========================  ===========================================================
 ``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
-                           items); batched copy, bits to bytes
+                           items, one layer of item validity); batched copy, bits to
+                           bytes (booleans, item validity)
 ``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
                            full-zip walk
 ``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
@@ -227,8 +228,9 @@ def _form(enc: Any, what: str) -> tuple[str, Callable[..., Any] | None]:
 def device_value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
     """How the device decodes the values of a mini-block page encoded ``enc`` (its
     ``value_compression``, without a page dictionary; ``nbuf`` chunk buffers) for ``leaf``:
-    the form its encoding's planning gives (``("flat", (items, bits))``, ``("var", offset
-    bytes)``, ``("inline_bitpacking", bits)``, ``("rle", bits)``), which names the kernel
+    the form its encoding's planning gives (``("flat", (items, bits))``, ``("fsl_valid",
+    (items, bits))``, ``("var", offset bytes)``, ``("inline_bitpacking", bits)``, ``("rle",
+    bits)``), which names the kernel
     family and is the page's group key.  Raises :class:`DeviceUnsupported` (why) where the
     device does not decode them."""
     name, fn = _form(enc, "values")

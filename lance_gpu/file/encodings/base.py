@@ -108,7 +108,7 @@ def refuse_values(name: str, leaf: DeviceLeaf) -> DeviceUnsupported:
 
 def one_chunk_buffer(nbuf: int) -> None:
     """Raise :class:`DeviceUnsupported` unless a mini-block page's values take one chunk
-    buffer (every encoding the device decodes but RLE's two)."""
+    buffer (every encoding the device decodes but RLE's two and item-validity fixed-size lists' two)."""
     if nbuf != 1:
         raise DeviceUnsupported(f"mini-block page with {nbuf} buffers")
 

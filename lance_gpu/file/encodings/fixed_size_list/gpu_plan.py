@@ -3,15 +3,21 @@
 without item validity (``has_validity`` false), possibly nested, over Flat{bits} is Flat
 items, ``items`` (the product of the nested ``items_per_value``) of them per value, back to
 back: planned as Flat values of that many items (:func:`flat_plan.items_form`; the device
-copies or spreads them).  Item validity (a chunk buffer of bits per layer, or bytes zipped
-with each full-zip row) is decoded on the CPU.
+copies or spreads them).
+
+One layer of FixedSizeList{items_per_value, has_validity} over Flat{bits} in a mini-block
+page (two chunk buffers: the chunk's items' validity bits, LSB first, then its Flat items)
+is ``("fsl_valid", (items, bits))``: the values copied (or spread) from buffer 1 as Flat
+values are, the validity bits of buffer 0 spread to one byte per item into the leaf's item
+validity region (``LeafPlan.item_pos``, ``DeviceColumn.item_validity``).  Nested item
+validity, and item validity zipped with each full-zip row, are decoded on the CPU.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lance_gpu.file.encodings.base import DeviceLeaf, one_chunk_buffer, refuse_values
+from lance_gpu.file.encodings.base import DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 
 
@@ -29,10 +35,30 @@ def flat_items(enc: Any) -> tuple[int, int] | None:
     return None if bits is None else (items, bits)
 
 
+def valid_items(enc: Any) -> tuple[int, int] | None:
+    """``(items per value, bits per item)`` of one layer of FixedSizeList with item validity
+    over Flat items without a compressed data section (None: another layout, nested lists
+    included)."""
+    fsl = enc.fixed_size_list
+    if not fsl.has_validity or fsl.values.WhichOneof("compression") != "flat":
+        return None
+    bits = flat_plan.flat_bits(fsl.values)
+    return None if bits is None else (int(fsl.items_per_value), bits)
+
+
 def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
     """``("flat", (items, bits))`` of a mini-block page's FixedSizeList(Flat) values
-    (``enc``, ``nbuf`` chunk buffers) for ``leaf`` (:func:`flat_plan.items_form`); raises
-    ``DeviceUnsupported`` where the device does not decode them."""
+    (``enc``, ``nbuf`` chunk buffers) for ``leaf`` (:func:`flat_plan.items_form`), or
+    ``("fsl_valid", (items, bits))`` of one layer with item validity (two chunk buffers,
+    the module docstring); raises ``DeviceUnsupported`` where the device does not decode
+    them."""
+    if enc.fixed_size_list.has_validity and leaf.kind != "var":
+        got = valid_items(enc)
+        if got is None:
+            raise DeviceUnsupported("nested fixed-size lists with item validity, or items other than Flat")
+        if nbuf != 2:
+            raise DeviceUnsupported(f"fixed-size list with item validity in {nbuf} chunk buffers")
+        return "fsl_valid", flat_plan.items_form(*got, leaf)[1]
     one_chunk_buffer(nbuf)
     got = flat_items(enc) if leaf.kind != "var" else None
     if got is None:
@@ -47,4 +73,4 @@ def full_zip_form(enc: Any) -> tuple | None:
     return None if got is None else ("flat", got)
 
 
-__all__ = ["flat_items", "full_zip_form", "value_form"]
+__all__ = ["flat_items", "full_zip_form", "valid_items", "value_form"]
