@@ -2623,8 +2623,8 @@ def test_flat_nullable_reads_keep_validity_as_words(word_datasets, null_p):
 
 # Lists, structs of lists and fixed-size lists with null items: every layer's validity is
 # the unravel's words (list and item layers of leaves with repetition levels too), a
-# fixed-size list's item validity words from its upload; cuDF's masks (the items' too) and
-# null counts equal pylance's.
+# fixed-size list's item validity a byte per item as its decode writes it; cuDF's masks (the
+# items' too) and null counts equal pylance's.
 
 
 @pytest.fixture(scope="module")
@@ -2643,16 +2643,22 @@ def list_word_datasets(root: Path) -> dict[str, str]:
 
 
 def _assert_words_only(tables, what: str) -> None:
-    """Every validity (a list's children and a fixed-size list's items included) of the
-    device columns of ``tables`` is words, none made into bytes (its bits are checked by
-    the rows: ``to_arrow`` reads the words)."""
+    """Every validity (a list's children included) of the device columns of ``tables`` is
+    words, none made into bytes (its bits are checked by the rows: ``to_arrow`` reads the
+    words).  A fixed-size list's items are the exception the decode makes: their validity
+    is a byte per item, as the ``bits`` family spreads the page's item bits (combining packs
+    them for ``to_cudf``); checked as exactly that."""
     seen = []
 
     def walk(c: DeviceColumn, name: str) -> None:
-        for v, tag in ((c.validity, ""), (c.item_validity, "[items]")):
-            if v is not None:
-                seen.append(name + tag)
-                assert v.is_words and v._bytes is None, (what, name + tag, v)
+        if c.item_validity is not None:
+            seen.append(name + "[items]")
+            v = c.item_validity
+            assert v.is_words or len(v.bytes()) == len(c) * c.type.list_size, (what, name, v)
+        if c.validity is not None:
+            seen.append(name)
+            v = c.validity
+            assert v.is_words and v._bytes is None, (what, name, v)
         for k, child in enumerate(c.children):
             walk(child, f"{name}.{k}")
 
@@ -2667,10 +2673,10 @@ def _assert_words_only(tables, what: str) -> None:
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_list_reads_keep_validity_as_words(list_word_datasets, version):
     """A device read of lists nested two deep (null and empty lists, null items), a list of
-    structs, a struct holding a list and a fixed-size list with null items (the CPU reader
-    decodes it; its upload keeps words): every layer's validity is words, per fragment and
-    in batches that straddle fragments; the rows and to_cudf's masks and null counts (the
-    fixed-size list's items' included) equal pylance's."""
+    structs, a struct holding a list and a fixed-size list with null items (decoded on the
+    device: its items' validity a byte per item): every other layer's validity is words, per
+    fragment and in batches that straddle fragments; the rows and to_cudf's masks and null
+    counts (the fixed-size list's items' included) equal pylance's."""
     uri = list_word_datasets[version]
     ds = lance_gpu.dataset(uri)
     ref = lance.dataset(uri).to_table()
