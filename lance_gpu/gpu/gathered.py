@@ -37,21 +37,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_gpu.gpu.columns import DeviceColumn
+from lance_gpu.gpu.rows import ranges_of
 
-__all__ = ["Gathered", "runs_of"]
-
-
-def runs_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, hi)``: the maximal runs of consecutive ascending positions of ``rows`` (int64),
-    in order: ``rows == concat(arange(lo[k], hi[k]))``."""
-    rows = np.asarray(rows, np.int64)
-    if not rows.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cut = np.flatnonzero(np.diff(rows) != 1) + 1
-    starts = np.concatenate(([0], cut))
-    ends = np.concatenate((cut, [rows.size]))
-    lo = rows[starts]
-    return lo, lo + (ends - starts)
+__all__ = ["Gathered"]
 
 
 class Gathered:
@@ -98,8 +86,9 @@ class Gathered:
         """Rows ``[lo, hi)`` of the selection as a piece of ``column`` for combining
         (:data:`lance_gpu.gpu.combine.Piece`): one row range where they are one run (written
         then as any range is: a view where the decode's buffers allow), else their runs
-        (:func:`runs_of`: ``lo`` and ``hi`` arrays)."""
-        runs_lo, runs_hi = runs_of(self.rows[lo:hi])
+        (:func:`~lance_gpu.gpu.rows.ranges_of`: ``lo`` and ``hi`` arrays)."""
+        runs = ranges_of(self.rows[lo:hi])
+        runs_lo, runs_hi = runs[:, 0], runs[:, 1]
         if runs_lo.size <= 1:
             return (self.column, int(runs_lo[0]), int(runs_hi[0])) if runs_lo.size else (self.column, 0, 0)
         return self.column, runs_lo, runs_hi

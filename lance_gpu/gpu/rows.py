@@ -47,7 +47,8 @@ _NO_RANGES = np.zeros((0, 2), np.int64)
 
 
 def ranges_of(rows: np.ndarray) -> np.ndarray:
-    """Sorted unique ``rows`` as maximal ``[start, end)`` runs (k x 2)."""
+    """``rows`` (any order) as maximal ``[start, end)`` runs of consecutive ascending
+    positions, in order (k x 2): ``rows == concat(arange(start, end))``."""
     rows = np.asarray(rows, np.int64)
     if not rows.size:
         return _NO_RANGES
