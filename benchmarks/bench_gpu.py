@@ -652,7 +652,7 @@ def nested_table(n: int, seed: int = 2) -> pa.Table:
     cuDF has no map type (``cudf.read_parquet`` gives a list of structs), so a map column would
     compare unlike things.  About 100 bytes a row in Arrow."""
     rng = np.random.default_rng(seed)
-    vocab = np.array([f"{WORDS[i % WORDS.size]}_{i}" + "x" * (i % 23) for i in range(1000)])
+    vocab = pa.array([f"{WORDS[i % WORDS.size]}_{i}" + "x" * (i % 23) for i in range(1000)])
 
     def lists(count: int, most: int, items: Callable[[int], pa.Array], null_share: float = 0.1) -> pa.Array:
         nulls = rng.random(count) < null_share
@@ -663,8 +663,8 @@ def nested_table(n: int, seed: int = 2) -> pa.Table:
     def ints(k: int, dt) -> pa.Array:
         return pa.array(rng.integers(-(10**6), 10**6, k).astype(dt), mask=rng.random(k) < 0.05)
 
-    def strs(k: int) -> pa.Array:
-        return pa.array(vocab[rng.integers(0, vocab.size, k)], mask=rng.random(k) < 0.05)
+    def strs(k: int, null_share: float = 0.05) -> pa.Array:  # a null index takes a null
+        return vocab.take(pa.array(rng.integers(0, len(vocab), k), mask=rng.random(k) < null_share))
 
     def floats(k: int) -> pa.Array:
         return pa.array(rng.random(k, dtype=np.float32), mask=rng.random(k) < 0.05)
@@ -672,7 +672,7 @@ def nested_table(n: int, seed: int = 2) -> pa.Table:
     struct_nulls = rng.random(n) < 0.1
     st = pa.StructArray.from_arrays(
         [pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=rng.random(n) < 0.1),
-         pa.array(vocab[rng.integers(0, vocab.size, n)], mask=rng.random(n) < 0.1),
+         strs(n, 0.1),
          lists(n, 4, floats)],
         names=["a", "b", "c"], mask=pa.array(struct_nulls))
     return pa.table({
@@ -932,6 +932,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=None, help="default benchmarks/results (none written under --simulate)")
     ap.add_argument("--kernels-only", action="store_true", help="bandwidth and kernels, no end-to-end reads")
     ap.add_argument("--e2e-only", action="store_true", help="end-to-end reads and phases only (no bandwidth, no kernels)")
+    ap.add_argument("--data-only", action="store_true", help="write the end-to-end datasets under --data (if absent), then stop")
     ap.add_argument("--code", type=Path, default=None, help="import lance_gpu / cuda_kernels from this checkout (a baseline)")
     ap.add_argument("--tag", default="", help="suffix of the results files (gpu_<device>_<tag>)")
     ap.add_argument("--engines", type=lambda v: [e for e in v.split(",") if e], default=None,
@@ -943,6 +944,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sim = args.simulate
+    q = args.quick
+    args.rows = args.rows or (100_000 if q else 5_000_000)
+    args.emb_rows = args.emb_rows or (10_000 if q else 500_000)
+    args.nested_rows = args.nested_rows or (20_000 if q else 1_000_000)
+    if args.data_only:
+        import bench_read
+
+        data = Path(args.data) if args.data else bench_read.DATA
+        pylance, _why = _import("lance")
+        t0 = time.perf_counter()
+        writer = make_data(data, args.rows, args.emb_rows, args.nested_rows, pylance)
+        print(f"datasets under {data} ({writer}): {time.perf_counter() - t0:.0f} s", flush=True)
+        return 0
     if sim and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         print("bench_gpu: --simulate needs NUMBA_ENABLE_CUDASIM=1 in the environment", file=sys.stderr)
         return 2
@@ -957,10 +971,6 @@ def main(argv: list[str] | None = None) -> int:
         if reason is not None:
             print(f"bench_gpu: no usable GPU ({reason}); nothing measured", file=sys.stderr)
             return 2
-    q = args.quick
-    args.rows = args.rows or (100_000 if q else 5_000_000)
-    args.emb_rows = args.emb_rows or (10_000 if q else 500_000)
-    args.nested_rows = args.nested_rows or (20_000 if q else 1_000_000)
     args.repeat = (0 if sim else 3 if q else 5) if args.repeat is None else args.repeat
     args.kernel_n = args.kernel_n or (2048 if sim else 1 << 20 if q else 1 << 26)
     warnings.filterwarnings("ignore", category=FutureWarning)
