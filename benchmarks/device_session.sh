@@ -8,15 +8,15 @@
 #     bash ../shared/tools/cudf-carry.sh 58 && bash benchmarks/device_session.sh pack cudf .carry/wheels 58
 #                                            # cuDF 26.10 wheels -> .carry/cudf/part-NN + sha256 (~6 parts)
 #     (pylance, numpy ... the same way: pip download into a folder, then `pack BUNDLE FOLDER 58`)
-#     bash benchmarks/device_session.sh pack-nsys-libs   # Debian's libdw1 + libelf1 -> .carry/nsyslibs (~1 MB)
+#     bash benchmarks/device_session.sh pack-nsys-libs   # Debian's libdw1 + libelf1 -> .carry/nsyslibs (~2 MB)
 #     bash benchmarks/device_session.sh check            # bash -n, the Python parts' --help, the timeouts' sum
 #   There, one call per part (carry=[".carry/B/part-NN", ".carry/B/sha256"], timeout_s 60), back to back:
 #     bash benchmarks/device_session.sh receive B NN
-#   then ONE call (carry=[".carry/nsyslibs"], timeout_s 600) that installs and runs everything:
-#     bash benchmarks/device_session.sh install cudf OTHER... && bash benchmarks/device_session.sh all
+#   then one call (carry=[".carry/nsyslibs"], ~30 s):   bash benchmarks/device_session.sh install cudf OTHER... nsyslibs
+#   then ONE call (timeout_s 600) that runs everything:  bash benchmarks/device_session.sh all
 #   `all` = compile, data, bench (end to end first, then kernels), tests (cuDF hand-off, the pipeline
-#   on the device, the other gpu-marked tests), nsys; each under its own timeout, summing to
-#   ALL_BUDGET (525 s, under 540): the call ends by ~9 minutes, leaving a short rerun
+#   on the device, the other gpu-marked tests), nsys; each under its own timeout (ALL_STEPS), summing to
+#   525 s (under 540): the call ends by ~9 minutes, leaving a short rerun
 #   (e.g. `verify`, or one step) inside the lease.  Results: $OUT/all.txt (each step's outcome
 #   and seconds), gpu_<device>.md (end to end, phases, checks), gpu_<device>_kernels.md,
 #   tests.log, nsys.txt, raw.tgz (logs, JSON, the profile's SQLite export): 6 files (8 come back).
@@ -103,7 +103,7 @@ step_compile() {  # the CPU kernels into the cache (a read's host work); COMPILE
 
 step_data() {
     STEP_NAME=data bounded "${DATA_TIMEOUT:-120}" "$OUT/bench.log" python3 benchmarks/bench_gpu.py --data-only --data "$DATA" \
-        ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"}
+        ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"} || rm -rf "$DATA"  # never half-written tables (bench_gpu.py writes what is absent)
 }
 
 step_bench() {
