@@ -12,12 +12,13 @@ simulator must be on before ``numba.cuda`` loads."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from background_runs import Command, finished, runs_in_background
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,10 +107,18 @@ print("wrap ok")
 """
 
 
-def test_combined_to_plc_wraps_the_reads_buffers_under_simulator() -> None:
-    pytest.importorskip("lance")
+def _command() -> Command | None:
+    if importlib.util.find_spec("lance") is None:
+        return None
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return [sys.executable, "-c", _SCRIPT], env, str(ROOT)
+
+
+@runs_in_background(_command)
+def test_combined_to_plc_wraps_the_reads_buffers_under_simulator(request: pytest.FixtureRequest) -> None:
+    """(Started when collection ends, beside the rest of the suite: tests/background_runs.py.)"""
+    pytest.importorskip("lance")
+    proc = finished(request.node.nodeid, request.function)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "wrap ok" in proc.stdout
