@@ -485,11 +485,14 @@ def pieces_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
 FAMILIES = (unpack_cases, gather_cases, fsst_cases, rle_cases, levels_cases, compact_cases, segment_cases, pieces_cases)
 
 
-def run_kernels(n: int, dev: Dev, repeat: int, check: bool, ref_gb_s: float | None) -> list[dict]:
-    """Time every case of every family; one row per case (``error`` set when it failed)."""
+def run_kernels(n: int, dev: Dev, repeat: int, check: bool, ref_gb_s: float | None,
+                checkpoint: Callable[[list[dict]], None] = lambda rows: None) -> list[dict]:
+    """Time every case of every family; one row per case (``error`` set when it failed);
+    ``checkpoint`` gets the rows so far after each family."""
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     for family in FAMILIES:
+        checkpoint(rows)
         cases = family(n, rng, dev)
         while True:
             row: dict = {"family": family.__name__.removesuffix("_cases")}
@@ -736,9 +739,11 @@ def same_as_pylance(lance_uri: str, pylance: object | None) -> str:
     return "yes"
 
 
-def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dict) -> tuple[list[dict], list[dict]]:
+def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dict,
+            checkpoint: Callable[[list[dict], list[dict]], None] = lambda rows, ratios: None) -> tuple[list[dict], list[dict]]:
     """Every engine on every dataset, its phases and its check, then the ratio rows; ``info``
-    gets where the data came from, the phases and the checks."""
+    gets where the data came from, the phases and the checks; ``checkpoint`` gets the rows
+    and ratios so far after each dataset."""
     import bench_read
 
     data = Path(args.data) if args.data else bench_read.DATA
@@ -784,6 +789,7 @@ def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dic
         info.setdefault("checks", {})[name] = check
         print(f"  {name:10s} to_table(device='gpu') equals pylance: {check}", flush=True)
         dev.free()
+        checkpoint(rows, _ratios(rows, [name for name, _ in sets if name in info["checks"]]))
     return rows, _ratios(rows, [name for name, _ in sets])
 
 
@@ -977,6 +983,11 @@ def main(argv: list[str] | None = None) -> int:
     dev = Dev(sim)
     res: dict = {"meta": meta(args, sim), "bandwidth": [], "ref_gb_s": None, "kernels": [], "e2e": [], "ratios": [], "not_run": []}
     print(f"device: {res['meta']['device']}", flush=True)
+    writes = not sim or args.results_dir is not None
+
+    def save(part: dict) -> None:  # the results so far, so that a run cut short by a timeout leaves them
+        if writes:
+            write_results(args.results_dir or RESULTS, {**res, **part})
     import lance_gpu
 
     res["meta"]["code"] = str(Path(lance_gpu.__file__).resolve().parents[1])
@@ -1001,7 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.e2e_only:
         t0 = time.perf_counter()
         print(f"kernels ({args.kernel_n} values per case):", flush=True)
-        res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"])
+        res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"],
+                                     lambda rows: save({"kernels": rows}))
         below = [r["kernel"] for r in res["kernels"] if r.get("of_copy", 1.0) < KERNEL_TARGET]
         print(f"kernels done in {time.perf_counter() - t0:.0f} s" + (f"; below {KERNEL_TARGET:.2f} of copy: {', '.join(below)}" if below else ""), flush=True)
     if args.kernels_only or (sim and not args.e2e_only):
@@ -1020,13 +1032,13 @@ def main(argv: list[str] | None = None) -> int:
                 res["not_run"].append(f"rows needing {name}: {why[name]}")
         t0 = time.perf_counter()
         print("end to end:", flush=True)
-        res["e2e"], res["ratios"] = run_e2e(args, dev, mods, why, res["meta"])
+        res["e2e"], res["ratios"] = run_e2e(args, dev, mods, why, res["meta"], lambda rows, ratios: save({"e2e": rows, "ratios": ratios}))
         print(f"end to end done in {time.perf_counter() - t0:.0f} s", flush=True)
         for r in res["ratios"]:
             if "ratio" in r:
                 tgt = "" if r["target"] is None else f"  (target {'>' if r['target'] == TARGET_VS_CUDF_PARQUET else '>='} {r['target']:g}x: {'met' if r['met'] else 'NOT met'})"
                 print(f"  {r['dataset']:10s} {r['theirs']} / {r['ours']}: {r['ratio']:.2f}x{tgt}", flush=True)
-    if not sim or args.results_dir is not None:
+    if writes:
         print(f"results: {write_results(args.results_dir or RESULTS, res)}")
     failed = [r["kernel"] for r in res["kernels"] if "error" in r] + [f"{r['dataset']}/{r['engine']}" for r in res["e2e"] if "error" in r]
     failed += [f"{name}/phases" for name, ph in res["meta"].get("phases", {}).items() if "error" in ph]
