@@ -220,7 +220,10 @@ probe)
     python3 -m pip list 2>/dev/null | grep -iE "^(numpy|numba|numba-cuda|cupy|pyarrow|pandas|cuda-python|nvtx|protobuf|tqdm) "
     nsys=$(nsys_bin)
     echo "nsys: $nsys"
-    [ -n "$nsys" ] && imp=$(importer_bin "$nsys") && [ -n "$imp" ] && echo "importer $imp lacks: $(ldd "$imp" | grep "not found" | tr -s ' \t\n' ' ')"
+    if [ -n "$nsys" ]; then
+        imp=$(importer_bin "$nsys")
+        echo "importer: ${imp:-none}${imp:+; lacks: $(ldd "$imp" | grep "not found" | tr -s ' \t\n' ' ')}"
+    fi
     ;;
 receive)
     bundle=$1 part=$2
