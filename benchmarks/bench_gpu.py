@@ -15,7 +15,8 @@
    (all arrays returned: values, offsets, validity) / time, unless the row says otherwise,
    and as a fraction of the D2D copy bandwidth (target >= 0.30).  Each kernel's warm-up
    output is checked against its CPU twin (skip with --no-check).
-3. End to end on bench_read.py's datasets ("mixed", "embeddings"): ours -- ``scan_device``
+3. End to end on bench_read.py's datasets ("mixed": flat columns, "embeddings") and a table of
+   lists and structs ("nested", :func:`nested_table`): ours -- ``scan_device``
    (device-resident columns, consumed fully), ``to_table(device="gpu")`` (Arrow on the host),
    ``to_cudf()`` -- against pylance ``to_table`` + upload of every buffer with CuPy,
    pylance + ``cudf.DataFrame.from_arrow``, ``cudf.read_parquet``, and our CPU path.  Median
@@ -23,15 +24,18 @@
    their time / ours (above 1: we are faster).  Targets: >= 10x vs pylance + upload, > 1x vs
    cudf.read_parquet.  Rows whose library is missing are listed with the reason.  Then one
    ``scan_device`` read per dataset with its phases timed (units, bytes staged, staging and
-   decoding seconds, and how much of them overlapped).
+   decoding seconds, and how much of them overlapped), and one check per dataset that
+   ``to_table(device="gpu")`` equals pylance's ``to_table()``.
 
 Output: stdout and benchmarks/results/gpu_<device>.{md,json}.  Without a usable GPU it exits
 with status 2 and a one-line message.
 
-    python3 benchmarks/bench_gpu.py [--rows 5000000 --emb-rows 500000 --repeat 5]
+    python3 benchmarks/bench_gpu.py [--rows 5000000 --emb-rows 500000 --nested-rows 1000000 --repeat 5]
     python3 benchmarks/bench_gpu.py --quick                  # small sizes (smoke run)
     python3 benchmarks/bench_gpu.py --kernels-only --data DIR
     NUMBA_ENABLE_CUDASIM=1 python3 benchmarks/bench_gpu.py --simulate --kernels-only --quick
+    NUMBA_ENABLE_CUDASIM=1 python3 benchmarks/bench_gpu.py --simulate --e2e-only --rows 3000 --emb-rows 300 \
+        --nested-rows 600 --data DIR --results-dir DIR    # the end-to-end path on tiny tables (no CuPy, no cuDF rows)
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -480,11 +485,14 @@ def pieces_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
 FAMILIES = (unpack_cases, gather_cases, fsst_cases, rle_cases, levels_cases, compact_cases, segment_cases, pieces_cases)
 
 
-def run_kernels(n: int, dev: Dev, repeat: int, check: bool, ref_gb_s: float | None) -> list[dict]:
-    """Time every case of every family; one row per case (``error`` set when it failed)."""
+def run_kernels(n: int, dev: Dev, repeat: int, check: bool, ref_gb_s: float | None,
+                checkpoint: Callable[[list[dict]], None] = lambda rows: None) -> list[dict]:
+    """Time every case of every family; one row per case (``error`` set when it failed);
+    ``checkpoint`` gets the rows so far after each family."""
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     for family in FAMILIES:
+        checkpoint(rows)
         cases = family(n, rng, dev)
         while True:
             row: dict = {"family": family.__name__.removesuffix("_cases")}
@@ -527,12 +535,12 @@ def _kernel_line(r: dict) -> str:
 # --------------------------------------------------------------------------------------------
 # 3. End to end
 
-ENGINES = (  # key, label, libraries needed besides CuPy
+ENGINES = (  # key, label, libraries needed (CuPy: a real GPU, not the simulator)
     ("scan_device", "ours: scan_device (device-resident)", ()),
     ("to_table_gpu", "ours: to_table(device='gpu') (Arrow on host)", ()),
     ("to_cudf", "ours: to_cudf()", ("cudf",)),
     ("pylance_table", "pylance to_table (host only)", ("lance",)),
-    ("pylance_upload", "pylance to_table + CuPy upload", ("lance",)),
+    ("pylance_upload", "pylance to_table + CuPy upload", ("lance", "cupy")),
     ("pylance_cudf", "pylance to_table + cudf.from_arrow", ("lance", "cudf")),
     ("cudf_parquet", "cudf.read_parquet", ("cudf",)),
     ("cpu", "ours: to_table(device='cpu')", ()),
@@ -547,7 +555,7 @@ COMPARISONS = (  # ours, theirs, target (ratio must reach it), strict
 )
 
 
-def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], int]:
+def _engine(key: str, lance_uri: str, parquet: str, mods: dict, sync: Callable[[], None]) -> Callable[[], int]:
     """A call reading one dataset fully with engine ``key``; returns the row count."""
     import lance_gpu
 
@@ -558,7 +566,7 @@ def _engine(key: str, lance_uri: str, parquet: str, mods: dict) -> Callable[[], 
         def run() -> int:
             snap = lance_gpu.dataset(lance_uri, device="gpu").snapshot
             tables = [dt for _frag, dt in scan_device(snap, list(snap.lance_schema.fields), [(f, f.live_rows) for f in snap.fragments])]
-            cp.cuda.Device().synchronize()
+            sync()
             return sum(t.num_rows for t in tables)
         return run
     if key == "to_table_gpu":
@@ -639,46 +647,114 @@ def _import(name: str) -> tuple[object | None, str | None]:
         return None, f"{name} absent ({type(exc).__name__})" if isinstance(exc, ImportError) else f"{name} unusable ({exc})"
 
 
-def make_data(data: Path, rows: int, emb_rows: int, pylance: object | None) -> str:
-    """bench_read.make_data into ``data``; without pylance the Lance copies are written by
-    ``lance_gpu.write_dataset`` instead.  Returns who wrote them."""
-    import bench_read
+def nested_table(n: int, seed: int = 2) -> pa.Table:
+    """The "nested" dataset: ``id``; ``li`` list<int64>; ``ls`` list<string>; ``st``
+    struct<a: int32, b: string, c: list<float32>>; ``lli`` list<list<int32>>.  Nulls at every
+    level: ~10% null lists / structs (with no items), ~10% null struct fields and inner lists,
+    ~5% null items; lists of 0..6 items (0..3 for the inner ones), empty ones included.  No map:
+    cuDF has no map type (``cudf.read_parquet`` gives a list of structs), so a map column would
+    compare unlike things.  About 100 bytes a row in Arrow."""
+    rng = np.random.default_rng(seed)
+    vocab = pa.array([f"{WORDS[i % WORDS.size]}_{i}" + "x" * (i % 23) for i in range(1000)])
 
-    bench_read.DATA = data
-    if pylance is not None:
-        bench_read.make_data(rows, emb_rows)
-        return "pylance"
+    def lists(count: int, most: int, items: Callable[[int], pa.Array], null_share: float = 0.1) -> pa.Array:
+        nulls = rng.random(count) < null_share
+        lengths = np.where(nulls, 0, rng.integers(0, most + 1, count))
+        offsets = pa.array(_offsets(lengths).astype(np.int32))
+        return pa.ListArray.from_arrays(offsets, items(int(lengths.sum())), mask=pa.array(nulls))
+
+    def ints(k: int, dt) -> pa.Array:
+        return pa.array(rng.integers(-(10**6), 10**6, k).astype(dt), mask=rng.random(k) < 0.05)
+
+    def strs(k: int, null_share: float = 0.05) -> pa.Array:  # a null index takes a null
+        return vocab.take(pa.array(rng.integers(0, len(vocab), k), mask=rng.random(k) < null_share))
+
+    def floats(k: int) -> pa.Array:
+        return pa.array(rng.random(k, dtype=np.float32), mask=rng.random(k) < 0.05)
+
+    struct_nulls = rng.random(n) < 0.1
+    st = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=rng.random(n) < 0.1),
+         strs(n, 0.1),
+         lists(n, 4, floats)],
+        names=["a", "b", "c"], mask=pa.array(struct_nulls))
+    return pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "li": lists(n, 6, lambda k: ints(k, np.int64)),
+        "ls": lists(n, 4, strs),
+        "st": st,
+        "lli": lists(n, 3, lambda k: lists(k, 3, lambda j: ints(j, np.int32))),
+    })
+
+
+def make_data(data: Path, rows: int, emb_rows: int, nested_rows: int, pylance: object | None) -> str:
+    """bench_read.make_data into ``data`` ("mixed", "embeddings"), and the "nested" table
+    (:func:`nested_table`); each as Lance and Parquet (``pyarrow.parquet``, default options:
+    what ``cudf.read_parquet`` reads).  Without pylance the Lance copies are written by
+    ``lance_gpu.write_dataset`` instead.  Returns who wrote them."""
     import types
+
+    import bench_read
+    import pyarrow.parquet as pq
 
     import lance_gpu
 
-    shim = types.ModuleType("lance")
-    shim.write_dataset = lambda table, uri: lance_gpu.write_dataset(table, uri)  # type: ignore[attr-defined]
+    bench_read.DATA = data
+    write = pylance.write_dataset if pylance is not None else lambda table, uri: lance_gpu.write_dataset(table, uri)  # type: ignore[attr-defined]
     saved = sys.modules.get("lance")
-    sys.modules["lance"] = shim
+    if pylance is None:
+        shim = types.ModuleType("lance")
+        shim.write_dataset = write  # type: ignore[attr-defined]
+        sys.modules["lance"] = shim
     try:
         bench_read.make_data(rows, emb_rows)
     finally:
-        if saved is None:
-            sys.modules.pop("lance", None)
-        else:
-            sys.modules["lance"] = saved
-    return "lance_gpu.write_dataset (pylance absent)"
+        if pylance is None:
+            if saved is None:
+                sys.modules.pop("lance", None)
+            else:
+                sys.modules["lance"] = saved
+    nested = data / f"nested_{nested_rows}"
+    if not nested.with_suffix(".lance").exists() or not nested.with_suffix(".parquet").exists():
+        tbl = nested_table(nested_rows)
+        write(tbl, str(nested.with_suffix(".lance")))
+        pq.write_table(tbl, str(nested.with_suffix(".parquet")))
+    return "pylance" if pylance is not None else "lance_gpu.write_dataset (pylance absent)"
 
 
-def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dict) -> tuple[list[dict], list[dict]]:
-    """Every engine on both datasets, then the ratio rows; ``info`` gets where the data came from."""
+def same_as_pylance(lance_uri: str, pylance: object | None) -> str:
+    """Whether ``to_table(device="gpu")`` equals pylance's ``to_table()`` of the dataset: "yes",
+    "**no**: ..." (the first differing column) or why it was not checked."""
+    import lance_gpu
+
+    if pylance is None:
+        return "not checked: pylance absent"
+    got = lance_gpu.dataset(lance_uri, device="gpu").to_table(device="gpu")
+    want = pylance.dataset(lance_uri).to_table()  # type: ignore[attr-defined]
+    if got.schema != want.schema:
+        return f"**no**: schema {got.schema} != {want.schema}"
+    for name in want.column_names:
+        if not got.column(name).equals(want.column(name)):
+            return f"**no**: column {name!r} differs"
+    return "yes"
+
+
+def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dict,
+            checkpoint: Callable[[list[dict], list[dict]], None] = lambda rows, ratios: None) -> tuple[list[dict], list[dict]]:
+    """Every engine on every dataset, its phases and its check, then the ratio rows; ``info``
+    gets where the data came from, the phases and the checks; ``checkpoint`` gets the rows
+    and ratios so far after each dataset."""
     import bench_read
 
     data = Path(args.data) if args.data else bench_read.DATA
-    sets = (("mixed", args.rows), ("embeddings", args.emb_rows))
+    sets = (("mixed", args.rows), ("embeddings", args.emb_rows), ("nested", args.nested_rows))
     paths = {name: data / f"{name}_{n}" for name, n in sets}
     missing = [p.with_suffix(s) for p in paths.values() for s in (".lance", ".parquet") if not p.with_suffix(s).exists()]
     info["data"] = str(data)
     info["data_writer"] = "found in place"
     if missing:
         print(f"writing datasets under {data} ...", flush=True)
-        info["data_writer"] = make_data(data, args.rows, args.emb_rows, mods.get("lance"))
+        info["data_writer"] = make_data(data, args.rows, args.emb_rows, args.nested_rows, mods.get("lance"))
     rows: list[dict] = []
     from lance_gpu._device import GpuFallbackWarning
     from lance_gpu.gpu import read as gpu_read
@@ -697,21 +773,30 @@ def run_e2e(args: argparse.Namespace, dev: Dev, mods: dict, why: dict, info: dic
             rows.append(row)
             dev.free()
             print(f"  {name:10s} {label:46s} " + (f"{row['s']:8.3f} s" if "s" in row else row.get("error", f"not run: {row.get('not_run')}")), flush=True)
+        lance_uri = str(paths[name].with_suffix(".lance"))
         try:
-            ph = phases(str(paths[name].with_suffix(".lance")), dev.sync)
+            ph = phases(lance_uri, dev.sync)
             info.setdefault("phases", {})[name] = ph
             print(f"  {name:10s} phases of scan_device: {ph['units']} unit(s), {ph['staged_mb']:.0f} MB staged in {ph['stage_s']:.3f} s, "
                   f"decode {ph['decode_s']:.3f} s, wall {ph['wall_s']:.3f} s, overlap {ph['overlap_s']:.3f} s", flush=True)
         except Exception as exc:
             info.setdefault("phases", {})[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         dev.free()
+        try:
+            check = same_as_pylance(lance_uri, mods.get("lance"))
+        except Exception as exc:
+            check = f"**no**: {type(exc).__name__}: {str(exc)[:300]}"
+        info.setdefault("checks", {})[name] = check
+        print(f"  {name:10s} to_table(device='gpu') equals pylance: {check}", flush=True)
+        dev.free()
+        checkpoint(rows, _ratios(rows, [name for name, _ in sets if name in info["checks"]]))
     return rows, _ratios(rows, [name for name, _ in sets])
 
 
 def _run_engine(row: dict, path: Path, mods: dict, dev: Dev, repeat: int, fallback: type) -> None:
     """Time one engine on one dataset into ``row`` (seconds, CPU-fallback notes or the error)."""
     try:
-        fn = _engine(row["engine"], str(path.with_suffix(".lance")), str(path.with_suffix(".parquet")), mods)
+        fn = _engine(row["engine"], str(path.with_suffix(".lance")), str(path.with_suffix(".parquet")), mods, dev.sync)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             nrows, times = timed(fn, dev.sync, repeat)
@@ -758,6 +843,7 @@ def meta(args: argparse.Namespace, simulate: bool) -> dict:
 
     m = {"date": time.strftime("%Y-%m-%d %H:%M"), "python": platform.python_version(), "machine": platform.machine(),
          "cpus": os.cpu_count(), "repeat": args.repeat, "kernel_values": args.kernel_n, "rows": args.rows, "emb_rows": args.emb_rows,
+         "nested_rows": args.nested_rows,
          **{dist: version(dist) for dist in ("numpy", "pyarrow", "numba", "numba-cuda", "pylance")}}
     if simulate:
         return {**m, "device": "numba CUDA simulator (timings meaningless)", "slug": "simulator"}
@@ -780,7 +866,8 @@ def write_results(out_dir: Path, res: dict) -> Path:
     ver = ", ".join(f"{k} {m[k]}" for k in ("cuda_driver", "cuda_runtime", "cupy", "numba", "numba-cuda", "pyarrow", "pylance", "cudf") if k in m)
     lines = [f"# GPU benchmark: {m['device']}, {m['date']}", "",
              f"{ver}; Python {m['python']}, {m['cpus']} CPU cores; kernel inputs {m['kernel_values']} values; "
-             f"datasets {m['rows']} / {m['emb_rows']} rows; median of {m['repeat']} after one warm-up.", "",
+             f"datasets mixed {m['rows']} / embeddings {m['emb_rows']} / nested {m.get('nested_rows')} rows; "
+             f"median of {m['repeat']} after one warm-up.", "",
              f"Code timed: `{m.get('code', '?')}`.", ""]
     if res["bandwidth"]:
         lines += ["## Copy bandwidth (GB/s of bytes copied)", "", "| copy | MB | GB/s |", "|---|---|---|"]
@@ -828,6 +915,9 @@ def write_results(out_dir: Path, res: dict) -> Path:
             gbs = f"{ph['stage_gb_s']:.1f}" if ph["stage_gb_s"] else ""
             lines.append(f"| {name} | {ph['units']} | {ph['staged_mb']:.0f} | {ph['stage_s']:.3f} | {gbs} | {ph['decode_s']:.3f} | "
                          f"{ph['wall_s']:.3f} | {ph['overlap_s']:.3f} |")
+    if m.get("checks"):
+        lines += ["", "`to_table(device='gpu')` equals pylance's `to_table()`: "
+                  + "; ".join(f"{name} {check}" for name, check in m["checks"].items()) + "."]
     if res["not_run"]:
         lines += ["", "## Not run", ""] + [f"- {s}" for s in res["not_run"]]
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
@@ -841,40 +931,63 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=None, help="rows of the 'mixed' dataset (default 5_000_000; --quick 100_000)")
     ap.add_argument("--emb-rows", type=int, default=None, help="rows of 'embeddings' (default 500_000; --quick 10_000)")
+    ap.add_argument("--nested-rows", type=int, default=None, help="rows of 'nested', lists and structs (default 1_000_000; --quick 20_000)")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs after one warm-up (default 5; --quick 3)")
     ap.add_argument("--kernel-n", type=int, default=None, help="values per kernel case (default 2**26; --quick 2**20)")
     ap.add_argument("--data", type=Path, default=None, help="directory holding (or to receive) bench_read's datasets")
     ap.add_argument("--results-dir", type=Path, default=None, help="default benchmarks/results (none written under --simulate)")
     ap.add_argument("--kernels-only", action="store_true", help="bandwidth and kernels, no end-to-end reads")
     ap.add_argument("--e2e-only", action="store_true", help="end-to-end reads and phases only (no bandwidth, no kernels)")
+    ap.add_argument("--data-only", action="store_true", help="write the end-to-end datasets under --data (if absent), then stop")
     ap.add_argument("--code", type=Path, default=None, help="import lance_gpu / cuda_kernels from this checkout (a baseline)")
     ap.add_argument("--tag", default="", help="suffix of the results files (gpu_<device>_<tag>)")
     ap.add_argument("--engines", type=lambda v: [e for e in v.split(",") if e], default=None,
                     help=f"end-to-end engines to run (comma-separated; default all: {','.join(k for k, _l, _n in ENGINES)})")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--no-check", action="store_true", help="skip comparing kernel outputs with their CPU twins")
-    ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)  # kernels under NUMBA_ENABLE_CUDASIM=1, tiny sizes
+    # under NUMBA_ENABLE_CUDASIM=1, tiny sizes: the kernels, or with --e2e-only the end-to-end rows
+    # that need neither CuPy nor cuDF, the phases and the checks (the simulator stands in for the device)
+    ap.add_argument("--simulate", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sim = args.simulate
+    q = args.quick
+    args.rows = args.rows or (100_000 if q else 5_000_000)
+    args.emb_rows = args.emb_rows or (10_000 if q else 500_000)
+    args.nested_rows = args.nested_rows or (20_000 if q else 1_000_000)
+    if args.data_only:
+        import bench_read
+
+        data = Path(args.data) if args.data else bench_read.DATA
+        pylance, _why = _import("lance")
+        t0 = time.perf_counter()
+        writer = make_data(data, args.rows, args.emb_rows, args.nested_rows, pylance)
+        print(f"datasets under {data} ({writer}): {time.perf_counter() - t0:.0f} s", flush=True)
+        return 0
     if sim and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         print("bench_gpu: --simulate needs NUMBA_ENABLE_CUDASIM=1 in the environment", file=sys.stderr)
         return 2
-    if not sim:
+    if sim:
+        import lance_gpu._device as device_mod
+
+        device_mod.gpu_unusable_reason = lambda: None  # the simulator stands in for the device
+    else:
         from lance_gpu._device import gpu_unusable_reason
 
         reason = gpu_unusable_reason()
         if reason is not None:
             print(f"bench_gpu: no usable GPU ({reason}); nothing measured", file=sys.stderr)
             return 2
-    q = args.quick
-    args.rows = args.rows or (100_000 if q else 5_000_000)
-    args.emb_rows = args.emb_rows or (10_000 if q else 500_000)
     args.repeat = (0 if sim else 3 if q else 5) if args.repeat is None else args.repeat
     args.kernel_n = args.kernel_n or (2048 if sim else 1 << 20 if q else 1 << 26)
     warnings.filterwarnings("ignore", category=FutureWarning)
     dev = Dev(sim)
     res: dict = {"meta": meta(args, sim), "bandwidth": [], "ref_gb_s": None, "kernels": [], "e2e": [], "ratios": [], "not_run": []}
     print(f"device: {res['meta']['device']}", flush=True)
+    writes = not sim or args.results_dir is not None
+
+    def save(part: dict) -> None:  # the results so far, so that a run cut short by a timeout leaves them
+        if writes:
+            write_results(args.results_dir or RESULTS, {**res, **part})
     import lance_gpu
 
     res["meta"]["code"] = str(Path(lance_gpu.__file__).resolve().parents[1])
@@ -882,7 +995,9 @@ def main(argv: list[str] | None = None) -> int:
         res["meta"]["slug"] += f"_{re.sub(r'[^a-z0-9]+', '-', args.tag.lower())}"
     print(f"code: {res['meta']['code']}", flush=True)
     if sim:
-        res["not_run"].append("bandwidth and end to end: CUDA simulator (kernels called once on tiny inputs, checked against the CPU)")
+        res["not_run"].append("bandwidth: CUDA simulator" + (
+            "; end to end with CuPy or cuDF: simulator (timings meaningless)" if args.e2e_only
+            else "; end to end: --simulate without --e2e-only (kernels called once on tiny inputs, checked against the CPU)"))
     elif args.e2e_only:
         res["not_run"].append("bandwidth and kernels: --e2e-only")
     else:
@@ -897,31 +1012,37 @@ def main(argv: list[str] | None = None) -> int:
     if not args.e2e_only:
         t0 = time.perf_counter()
         print(f"kernels ({args.kernel_n} values per case):", flush=True)
-        res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"])
+        res["kernels"] = run_kernels(args.kernel_n, dev, args.repeat, not args.no_check, res["ref_gb_s"],
+                                     lambda rows: save({"kernels": rows}))
         below = [r["kernel"] for r in res["kernels"] if r.get("of_copy", 1.0) < KERNEL_TARGET]
         print(f"kernels done in {time.perf_counter() - t0:.0f} s" + (f"; below {KERNEL_TARGET:.2f} of copy: {', '.join(below)}" if below else ""), flush=True)
-    if args.kernels_only or sim:
+    if args.kernels_only or (sim and not args.e2e_only):
         if not sim:
             res["not_run"].append("end to end: --kernels-only")
     else:
         mods: dict = {"cupy": dev.cp}
-        why: dict = {}
+        why: dict = {"cupy": "CuPy: CUDA simulator"}
         for name in ("lance", "cudf"):
-            mods[name], why[name] = _import(name)
+            if sim and name == "cudf":
+                mods[name], why[name] = None, "cuDF: CUDA simulator"
+            else:
+                mods[name], why[name] = _import(name)
             res["meta"][name] = getattr(mods[name], "__version__", "?") if mods[name] else why[name]
             if why[name]:
                 res["not_run"].append(f"rows needing {name}: {why[name]}")
         t0 = time.perf_counter()
         print("end to end:", flush=True)
-        res["e2e"], res["ratios"] = run_e2e(args, dev, mods, why, res["meta"])
+        res["e2e"], res["ratios"] = run_e2e(args, dev, mods, why, res["meta"], lambda rows, ratios: save({"e2e": rows, "ratios": ratios}))
         print(f"end to end done in {time.perf_counter() - t0:.0f} s", flush=True)
         for r in res["ratios"]:
             if "ratio" in r:
                 tgt = "" if r["target"] is None else f"  (target {'>' if r['target'] == TARGET_VS_CUDF_PARQUET else '>='} {r['target']:g}x: {'met' if r['met'] else 'NOT met'})"
                 print(f"  {r['dataset']:10s} {r['theirs']} / {r['ours']}: {r['ratio']:.2f}x{tgt}", flush=True)
-    if not sim or args.results_dir is not None:
+    if writes:
         print(f"results: {write_results(args.results_dir or RESULTS, res)}")
     failed = [r["kernel"] for r in res["kernels"] if "error" in r] + [f"{r['dataset']}/{r['engine']}" for r in res["e2e"] if "error" in r]
+    failed += [f"{name}/phases" for name, ph in res["meta"].get("phases", {}).items() if "error" in ph]
+    failed += [f"{name}/check" for name, check in res["meta"].get("checks", {}).items() if check.startswith("**no**")]
     if failed:
         print(f"bench_gpu: {len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One dataset read on the GPU a few times, for a profiler (Nsight Systems): each read in an
-NVTX range ``read <engine> <k>``, inside which the read path marks its own phases
+"""Datasets read on the GPU a few times each, for a profiler (Nsight Systems): each read in an
+NVTX range ``read <engine> <dataset> <k>``, inside which the read path marks its own phases
 (``lance_gpu.plan``, ``.stage``, ``.decode``, ``.assemble``, ``.finish``).
 
-    nsys profile -t cuda,nvtx -o prof python3 benchmarks/profile_read.py DATASET.lance [--engine to_cudf] [--reads 3]
+    nsys profile -t cuda,nvtx -o prof python3 benchmarks/profile_read.py A.lance [B.lance ...] [--engine to_cudf] [--reads 3]
     nsys stats -r nvtx_sum,cuda_api_sum,cuda_gpu_kern_sum prof.nsys-rep
 """
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("uri")
+    ap.add_argument("uris", nargs="+", metavar="uri")
     ap.add_argument("--engine", choices=("scan_device", "to_cudf"), default="scan_device")
     ap.add_argument("--reads", type=int, default=3, help="profiled reads after one warm-up")
     args = ap.parse_args(argv)
@@ -27,21 +27,23 @@ def main(argv: list[str] | None = None) -> int:
 
     import lance_gpu
 
-    def read() -> int:
-        ds = lance_gpu.dataset(args.uri, device="gpu")
+    def read(uri: str) -> int:
+        ds = lance_gpu.dataset(uri, device="gpu")
         if args.engine == "to_cudf":
             return len(ds.to_cudf())
         return sum(dt.num_rows for dt in ds.to_device_batches())
 
-    read()  # compile and warm the caches
-    cp.cuda.Device().synchronize()
-    for k in range(args.reads):
-        cp.cuda.nvtx.RangePush(f"read {args.engine} {k}")
-        t0 = time.perf_counter()
-        rows = read()
+    for uri in args.uris:
+        name = Path(uri).name
+        read(uri)  # compile and warm the caches
         cp.cuda.Device().synchronize()
-        cp.cuda.nvtx.RangePop()
-        print(f"read {k}: {rows} rows in {time.perf_counter() - t0:.3f} s", flush=True)
+        for k in range(args.reads):
+            cp.cuda.nvtx.RangePush(f"read {args.engine} {name} {k}")
+            t0 = time.perf_counter()
+            rows = read(uri)
+            cp.cuda.Device().synchronize()
+            cp.cuda.nvtx.RangePop()
+            print(f"{name} read {k}: {rows} rows in {time.perf_counter() - t0:.3f} s", flush=True)
     return 0
 
 

@@ -72,6 +72,45 @@ def write_rich(lance, root: Path, version: str) -> str:
     return uri
 
 
+def nested_table(n: int, *, seed: int, start: int = 0) -> pa.Table:
+    """Lists and structs with nulls at every level (as ``benchmarks/bench_gpu.py``'s "nested"
+    dataset, smaller): ``li`` list<int64>, ``ls`` list<string>, ``st`` struct<a: int32,
+    b: string, c: list<float32>>, ``lli`` list<list<int32>>; null lists and structs, null
+    fields and inner lists, null items, empty lists."""
+    rng = np.random.default_rng(seed)
+
+    def lists(count: int, most: int, items) -> pa.Array:
+        nulls = rng.random(count) < 0.12
+        lengths = np.where(nulls, 0, rng.integers(0, most + 1, count))
+        offsets = np.zeros(count + 1, np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), items(int(offsets[-1])), mask=pa.array(nulls))
+
+    def strs(k: int) -> pa.Array:
+        return pa.array([WORDS[i % len(WORDS)] + str(i) for i in rng.integers(0, 500, k)], mask=rng.random(k) < 0.1)
+
+    st = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=rng.random(n) < 0.1), strs(n),
+         lists(n, 4, lambda k: pa.array(rng.random(k, dtype=np.float32), mask=rng.random(k) < 0.1))],
+        names=["a", "b", "c"], mask=pa.array(rng.random(n) < 0.1))
+    return pa.table({
+        "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+        "li": lists(n, 6, lambda k: pa.array(rng.integers(-(10**9), 10**9, k), mask=rng.random(k) < 0.1)),
+        "ls": lists(n, 4, strs),
+        "st": st,
+        "lli": lists(n, 3, lambda k: lists(k, 3, lambda j: pa.array(rng.integers(0, 100, j).astype(np.int32), mask=rng.random(j) < 0.1))),
+    })
+
+
+def write_nested(lance, root: Path, version: str = "2.2") -> str:
+    """:func:`nested_table` in two fragments plus an appended one, with a deletion file."""
+    uri = str(root / f"nested_{version}")
+    lance.write_dataset(nested_table(400, seed=3), uri, data_storage_version=version, max_rows_per_file=200)
+    lance.write_dataset(nested_table(150, seed=4, start=400), uri, mode="append", data_storage_version=version)
+    lance.dataset(uri).delete("id % 7 = 2 OR (id >= 100 AND id < 130)")
+    return uri
+
+
 def write_fsst(lance, root: Path, version: str = "2.2") -> str:
     """One fragment of strings long enough (>= 32 KiB a page) for pylance to FSST them in
     mini-block chunks, nulls included."""
