@@ -1526,7 +1526,8 @@ def test_fixed_size_list_item_validity_is_planned_as_bits_to_bytes(tmp_path):
     gets ``dim`` items per value and an item validity region of a byte per item, which the
     chunks' validity bits are spread to (``bits`` work rows covering every item), its values
     copied from the chunks' second buffer; a leaf of all-null pages fills its items null;
-    pages with item validity beside other pages are refused (read on the CPU)."""
+    pages with item validity beside other pages (mini-block, full-zip, constant) give the
+    leaf item validity too; under a list they are refused (read on the CPU)."""
     import pyarrow as pa
 
     n, dim = 3000, 3
@@ -1556,9 +1557,13 @@ def test_fixed_size_list_item_validity_is_planned_as_bits_to_bytes(tmp_path):
         mb.value_compression.fixed_size_list.items_per_value = dim
         mb.value_compression.fixed_size_list.has_validity = valid
         mb.value_compression.fixed_size_list.values.flat.bits_per_value = 32
-        return SimpleNamespace(kind=kind, dictionary=False, num_buffers=2 if valid else 1, body=mb, has_rep=False)
+        return SimpleNamespace(kind=kind, dictionary=False, num_buffers=2 if valid else 1, body=mb, has_rep=has_rep)
 
-    assert plan._item_validity_dim([facts(True), facts(True)], v) == dim
-    assert plan._item_validity_dim([facts(False)], v) == 0
-    with pytest.raises(plan.Unsupported, match="item validity beside other pages"):
-        plan._item_validity_dim([facts(True), facts(False)], v)
+    has_rep = False
+    assert plan._item_validity_dim([facts(True), facts(True)], dim) == dim
+    assert plan._item_validity_dim([facts(False)], dim) == 0
+    assert plan._item_validity_dim([facts(True), facts(False), facts(False, "constant_layout")], dim) == dim
+    has_rep = True
+    assert plan._item_validity_dim([facts(False)], dim) == 0
+    with pytest.raises(plan.Unsupported, match="item validity under a list"):
+        plan._item_validity_dim([facts(True), facts(False)], dim)

@@ -254,8 +254,9 @@ def device_level_form(enc: Any) -> str:
 
 def device_full_zip_form(enc: Any) -> tuple | None:
     """How the device decodes full-zip values encoded ``enc``: ``("flat", (items, bits))``
-    (fixed width, copied), ``("var",)`` (walked: Variable and FSST strings), None where it
-    does not (the planner says why)."""
+    (fixed width, copied), ``("fsl_valid", (items, bits))`` (fixed-size lists with item
+    validity: each row's validity bits then its items, split by the walk), ``("var",)``
+    (walked: Variable and FSST strings), None where it does not (the planner says why)."""
     _name, fn = _form(enc, "full_zip")
     form: tuple | None = None if fn is None else fn(enc)
     return form
