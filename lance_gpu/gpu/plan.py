@@ -17,10 +17,13 @@ family                          pages that feed it
 ``bits``                        boolean Flat{1} chunks (to one byte per value), the item
                                 validity bits of FixedSizeList{has_validity} chunks (to a
                                 byte per item: :attr:`LeafPlan.item_pos`)
-``fill``                        constant and all-null pages (values, levels, spans)
+``fill``                        constant and all-null pages (values, levels, spans; the
+                                items of fixed-size lists without item validity beside
+                                pages with it: :func:`_fill_valid_items`)
 ``rle`` (per value size)        Rle{Flat, Flat8} chunks
 ``variable spans``              Variable chunk buffers (plain and FSST strings)
-``full-zip walk``               full-zip pages with control words or lengths
+``full-zip walk``               full-zip pages with control words or lengths, or with
+                                fixed-size list item validity (split to a byte per item)
 ``dictionary spans``            mini-block pages with a page dictionary
 ``remap``                       definition levels of pages whose layers differ
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
@@ -236,12 +239,12 @@ class LeafPlan:
     has_def: bool = False
     value_pos: int = -1  # fixed / bool: byte position in the fixed arena
     slot_lo: int = -1  # var: first value slot
-    #: fixed-size lists whose mini-block pages carry item validity (``("fsl_valid", ...)``
-    #: value forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`): items per
-    #: value (0: none), and the byte of the fixed arena where its ``num_values * item_dim``
-    #: item validity bytes (one 0 / 1 byte per item, value-major) go (:func:`place_item_validity`);
-    #: also a one-layer fixed-size list leaf of constant pages only, some all-null
-    #: (:func:`_null_items_dim`: their items are null)
+    #: one-layer fixed-size lists some of whose mini-block or full-zip pages carry item
+    #: validity (``("fsl_valid", ...)`` forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`),
+    #: or some of whose pages are all null (:func:`_null_items_dim`: their items are null):
+    #: items per value (0: none), and the byte of the fixed arena where its ``num_values *
+    #: item_dim`` item validity bytes (one 0 / 1 byte per item, value-major) go
+    #: (:func:`place_item_validity`); every page writes its own (:func:`_item_validity_dim`)
     item_dim: int = 0
     item_pos: int = -1
     rep_pos: int = -1  # first level in the level arena
@@ -773,8 +776,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         _refuse(cp, sel, ctx)
     # (in any file: mapped, or on an object store, _stage_rows)
     _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
-    if (fsl_dim and leaf.constant_pages is not None and (leaf.mixed is None or not leaf.has_rep)
-            and any(lp.values is None for lp in leaf.constant_pages)):
+    if fsl_dim and leaf.constant_pages is not None and any(lp.values is None for lp in leaf.constant_pages):
         leaf.item_dim = fsl_dim  # (the items of its other pages: valid, _fill_valid_items)
     return leaf
 
@@ -813,8 +815,6 @@ def _item_validity_dim(layouts: Sequence[pagetable.LayoutFacts], dim: int) -> in
     :class:`Unsupported`."""
     if not any(_has_item_validity(f) for f in layouts):
         return 0
-    if any(f.has_rep for f in layouts):
-        raise Unsupported("fixed-size lists with item validity under a list")
     return dim
 
 

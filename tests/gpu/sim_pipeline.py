@@ -2875,15 +2875,14 @@ def test_fixed_size_lists_with_item_validity_in_every_page_kind_decode_on_the_gp
     uri = str(root / f"fsl_pages_{version}")
     batches = _fsl_pages_batches(40)
     reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
-    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=160, max_page_bytes=2048,
-                        data_cache_bytes=4 * 2048)
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=160, max_page_bytes=256,
+                        data_cache_bytes=256)
     ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
-    layouts = set()
-    for frag in ref.get_fragments():
-        file = LanceFileReader(str(Path(uri) / "data" / frag.data_files()[0].path))
-        for page in file.column(1).pages:  # zip_f32_64: full-zip pages with and without item validity, constant ones
-            layouts.add(parse_layout(page, DecodeContext("", 1)).WhichOneof("layout"))
-    assert layouts == {"full_zip_layout", "constant_layout"}, layouts
+    for column, kinds in ((1, {"full_zip_layout", "constant_layout"}), (5, {"mini_block_layout", "constant_layout"})):
+        for frag in ref.get_fragments():  # (zip_f32_64, mini_i8_5): pages of values and all-null pages in each file
+            file = LanceFileReader(str(Path(uri) / "data" / frag.data_files()[0].path))
+            got = {parse_layout(page, DecodeContext("", column)).WhichOneof("layout") for page in file.column(column).pages}
+            assert got == kinds, (column, got)
     _same_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
     flt = "id % 7 = 3 OR id > 270"
     _same_items(ours.to_table(device="gpu", filter=flt, on_cpu_fallback="raise"), ref.to_table(filter=flt), f"{version} filter")
@@ -2899,3 +2898,54 @@ def test_fixed_size_lists_with_item_validity_in_every_page_kind_decode_on_the_gp
     got = lance_gpu.dataset(uri, device="gpu").take(rows)
     assert_same(got, ref.take(rows), f"{version} take")
     _same_items(got, lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take, the CPU reader's items")
+
+
+def _fsl_lists_batches(run: int) -> list[pa.RecordBatch]:
+    """Batches of ``run`` rows of lists (0 to 3 each, some null) of fixed-size lists of 8
+    (mini-block pages) and 64 float32 items (full-zip pages): with null items and null
+    lists of items, null lists of items only, every list of items null (all-null pages),
+    every list null."""
+    out = []
+    for b, mode in enumerate(("items", "rows", "fslnull", "items", "allnull", "rows")):
+        rng = np.random.default_rng(b)
+        cols: dict[str, pa.Array] = {"id": pa.array(np.arange(b * run, (b + 1) * run), pa.int64())}
+        for name, dim in (("lists_8", 8), ("lists_64", 64)):
+            offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 4, run))]).astype(np.int32)
+            n = int(offsets[-1])
+            inner = pa.array(rng.integers(-50, 50, n * dim).astype(np.float32), mask=rng.random(n * dim) < (0.1 if mode == "items" else 0.0))
+            fsl_null = np.full(n, mode in ("fslnull", "allnull")) | (rng.random(n) < (0.15 if mode in ("items", "rows") else 0.0))
+            fsl = pa.FixedSizeListArray.from_arrays(inner, dim, mask=pa.array(fsl_null))
+            list_null = np.full(run, mode == "allnull") | (rng.random(run) < 0.1)
+            cols[name] = pa.ListArray.from_arrays(pa.array(offsets), fsl, mask=pa.array(list_null))
+        out.append(pa.record_batch(cols))
+    return out
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fixed_size_lists_with_item_validity_under_lists_decode_on_the_gpu(root, version):
+    """Lists of fixed-size lists with item validity (mini-block pages with repetition
+    levels, full-zip pages with a repetition index), beside pages without item validity and
+    all-null pages, decode on the GPU (no CPU fallback) and equal pylance, the items of the
+    null fixed-size lists included: ``to_table``, a filter, ``to_cudf``, a take."""
+    uri = str(root / f"fsl_lists_{version}")
+    batches = _fsl_lists_batches(30)
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=120, max_page_bytes=2048, data_cache_bytes=8192)
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+
+    def same(got: pa.Table, want: pa.Table, what: str) -> None:
+        assert_same(got, want, what)
+        for name in ("lists_8", "lists_64"):
+            a, b = got.column(name).combine_chunks().flatten(), want.column(name).combine_chunks().flatten()
+            assert a.values.equals(b.values), (what, name, a.values.null_count, b.values.null_count)
+
+    same(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
+    flt = "id % 3 = 1"
+    same(ours.to_table(device="gpu", filter=flt, on_cpu_fallback="raise"), ref.to_table(filter=flt), f"{version} filter")
+    cols, n = ours.scanner(filter=flt, on_cpu_fallback="raise").to_cudf_columns()
+    assert n == ref.count_rows(filter=flt)
+    for col, name in zip(cols, ("id", "lists_8", "lists_64"), strict=True):
+        assert col.to_arrow().to_pylist() == ref.to_table(filter=flt).column(name).to_pylist(), name
+    rows = [0, 31, 95, 120, 179, 100]
+    same(lance_gpu.dataset(uri, device="gpu").take(rows), lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take")
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), ref.take(rows), f"{version} take, pylance")
