@@ -2900,6 +2900,23 @@ def test_fixed_size_lists_with_item_validity_in_every_page_kind_decode_on_the_gp
     _same_items(got, lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take, the CPU reader's items")
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_non_nullable_fixed_size_lists_with_null_items_decode_on_the_gpu(root, version):
+    """Non-nullable fixed-size list fields whose items are null: mini-block pages, and
+    full-zip rows without control words (each row: its item validity bytes, then its items;
+    walked, not copied), equal pylance on the GPU, items included."""
+    rng = np.random.default_rng(11)
+    n = 100
+    cols, fields = [], []
+    for dim in (5, 64):
+        inner = pa.array(rng.random(n * dim).astype(np.float32), mask=rng.random(n * dim) < 0.2)
+        cols.append(pa.FixedSizeListArray.from_arrays(inner, dim))
+        fields.append(pa.field(f"d{dim}", cols[-1].type, nullable=False))
+    uri = str(root / f"fsl_not_null_{version}")
+    lance.write_dataset(pa.Table.from_arrays(cols, schema=pa.schema(fields)), uri, data_storage_version=version)
+    _same_items(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(uri).to_table(), version)
+
+
 def _fsl_lists_batches(run: int) -> list[pa.RecordBatch]:
     """Batches of ``run`` rows of lists (0 to 3 each, some null) of fixed-size lists of 8
     (mini-block pages) and 64 float32 items (full-zip pages): with null items and null
