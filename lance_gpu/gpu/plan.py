@@ -51,7 +51,9 @@ module (``file.encodings.``)    planning it holds (caller here)
                                 chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
                                 :func:`_emit_levels`, :func:`_emit_indices`)
 ``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value; one
-                                layer with item validity (``fsl_valid``: two chunk buffers)
+                                layer with item validity (``fsl_valid``: two chunk buffers,
+                                or full-zip rows of validity bytes then items:
+                                :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
                                 packed in the arena layout (:func:`_stage_fsst_tables`)

@@ -32,7 +32,8 @@ field                      home; device planning; device decoding kernels
 ``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
                            items, one layer of item validity); batched copy, bits to
-                           bytes (booleans, item validity)
+                           bytes (booleans, item validity), full-zip walk (item
+                           validity split from each row)
 ``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
                            full-zip walk
 ``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
