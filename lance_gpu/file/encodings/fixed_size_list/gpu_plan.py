@@ -13,7 +13,7 @@ validity region (``LeafPlan.item_pos``, ``DeviceColumn.item_validity``).
 
 The same layer in a full-zip page (each row, after its control word: ``ceil(items / 8)``
 bytes of its items' validity bits, LSB first, then its Flat items; what pylance writes
-for values of more than 128 bytes) is ``("fsl_valid", (items, bits))`` too: the full-zip
+for values of 256 bytes or more) is ``("fsl_valid", (items, bits))`` too: the full-zip
 walk spreads each row's bits to a byte per item and copies the items after them.  Nested
 item validity (and boolean items with it in full-zip pages) is decoded on the CPU.
 """
