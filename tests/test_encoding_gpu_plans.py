@@ -383,6 +383,21 @@ def test_fixed_size_lists_are_flat_items_without_item_validity():
     assert fixed_size_list_plan.flat_items(enc) is None
     with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
         encodings.device_value_form(enc, _leaf("fixed", 24), 1)
+    assert encodings.device_full_zip_form(enc) is None  # (nested item validity: the CPU)
+
+
+def test_full_zip_fixed_size_lists_with_item_validity_are_split_by_the_walk():
+    """One layer of FixedSizeList{has_validity} over whole-byte Flat items in a full-zip
+    page is the ``fsl_valid`` form (the walk splits each row's validity bytes from its
+    items); over booleans, or nested, it is left to the CPU."""
+    enc = pb.CompressiveEncoding()
+    enc.fixed_size_list.items_per_value = 13
+    enc.fixed_size_list.has_validity = True
+    enc.fixed_size_list.values.flat.bits_per_value = 16
+    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (13, 16))
+    assert fixed_size_list_plan.validity_bytes(13) == 2 and fixed_size_list_plan.validity_bytes(64) == 8
+    enc.fixed_size_list.values.flat.bits_per_value = 1
+    assert encodings.device_full_zip_form(enc) is None
 
 
 def test_inline_word_is_the_packed_word_of_inline_bitpacking_only():

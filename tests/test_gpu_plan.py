@@ -1526,7 +1526,8 @@ def test_fixed_size_list_item_validity_is_planned_as_bits_to_bytes(tmp_path):
     gets ``dim`` items per value and an item validity region of a byte per item, which the
     chunks' validity bits are spread to (``bits`` work rows covering every item), its values
     copied from the chunks' second buffer; a leaf of all-null pages fills its items null;
-    pages with item validity beside other pages are refused (read on the CPU)."""
+    pages with item validity beside other pages (mini-block, full-zip, constant), or under a
+    list, give the leaf item validity too."""
     import pyarrow as pa
 
     n, dim = 3000, 3
@@ -1556,9 +1557,47 @@ def test_fixed_size_list_item_validity_is_planned_as_bits_to_bytes(tmp_path):
         mb.value_compression.fixed_size_list.items_per_value = dim
         mb.value_compression.fixed_size_list.has_validity = valid
         mb.value_compression.fixed_size_list.values.flat.bits_per_value = 32
-        return SimpleNamespace(kind=kind, dictionary=False, num_buffers=2 if valid else 1, body=mb, has_rep=False)
+        return SimpleNamespace(kind=kind, dictionary=False, num_buffers=2 if valid else 1, body=mb, has_rep=has_rep)
 
-    assert plan._item_validity_dim([facts(True), facts(True)], v) == dim
-    assert plan._item_validity_dim([facts(False)], v) == 0
-    with pytest.raises(plan.Unsupported, match="item validity beside other pages"):
-        plan._item_validity_dim([facts(True), facts(False)], v)
+    has_rep = False
+    assert plan._item_validity_dim([facts(True), facts(True)], dim) == dim
+    assert plan._item_validity_dim([facts(False)], dim) == 0
+    assert plan._item_validity_dim([facts(True), facts(False), facts(False, "constant_layout")], dim) == dim
+    has_rep = True  # (under a list too)
+    assert plan._item_validity_dim([facts(False)], dim) == 0
+    assert plan._item_validity_dim([facts(True), facts(False)], dim) == dim
+
+
+@pytest.mark.parametrize("dim", [3, 64])
+def test_fixed_size_list_pages_without_item_validity_fill_their_items_valid(tmp_path, dim):
+    """A fixed-size list leaf whose pages (one per batch; mini-block for dim 3, full-zip for
+    dim 64) carry item validity, carry none, or are all null has item validity: the pages
+    with it write their bits (bits work rows, or the full-zip walk's ``idim``), the page
+    without it fills its items valid, the all-null page null, each over its own items."""
+    import pyarrow as pa
+
+    run = 40
+    rng = np.random.default_rng(dim)
+
+    def batch(item_p: float, all_null: bool) -> pa.RecordBatch:
+        items = pa.array(rng.random(run * dim).astype(np.float32), mask=rng.random(run * dim) < item_p)
+        rows = np.full(run, all_null) | (rng.random(run) < 0.2)
+        return pa.record_batch({"v": pa.FixedSizeListArray.from_arrays(items, dim, mask=pa.array(rows))})
+
+    batches = [batch(0.2, False), batch(0.0, False), batch(0.0, True)]
+    uri = str(tmp_path / "fsl")
+    lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), uri, data_storage_version="2.2",
+                        max_page_bytes=256, data_cache_bytes=256)
+    (leaf,) = _leaves(uri)
+    assert leaf.item_dim == dim and leaf.mixed is not None
+    unit = plan.UnitPlan()
+    plan.place_leaf(unit, leaf)
+    headers.parse_and_emit_on_host(unit)
+    fills = sorted((d - leaf.item_pos, n, pat) for d, n, pat in unit.fill_fixed if leaf.item_pos <= d < leaf.item_pos + leaf.num_values * dim)
+    assert fills == [(run * dim, run * dim, b"\x01"), (2 * run * dim, run * dim, b"\x00")]
+    if dim == 3:
+        bits = unit.bits.arrays()
+        assert int(bits["count"].sum()) == run * dim and int(bits["dst"].min()) == leaf.item_pos
+    else:
+        walk = unit.fullzip.arrays()
+        assert walk["idim"].tolist() == [dim, 0] and walk["item_dst"].tolist() == [leaf.item_pos, -1]

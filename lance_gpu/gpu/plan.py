@@ -17,10 +17,13 @@ family                          pages that feed it
 ``bits``                        boolean Flat{1} chunks (to one byte per value), the item
                                 validity bits of FixedSizeList{has_validity} chunks (to a
                                 byte per item: :attr:`LeafPlan.item_pos`)
-``fill``                        constant and all-null pages (values, levels, spans)
+``fill``                        constant and all-null pages (values, levels, spans; the
+                                items of fixed-size lists without item validity beside
+                                pages with it: :func:`_fill_valid_items`)
 ``rle`` (per value size)        Rle{Flat, Flat8} chunks
 ``variable spans``              Variable chunk buffers (plain and FSST strings)
-``full-zip walk``               full-zip pages with control words or lengths
+``full-zip walk``               full-zip pages with control words or lengths, or with
+                                fixed-size list item validity (split to a byte per item)
 ``dictionary spans``            mini-block pages with a page dictionary
 ``remap``                       definition levels of pages whose layers differ
 ``fsst``                        FSST pages (lengths pass, scan, decode pass)
@@ -48,7 +51,9 @@ module (``file.encodings.``)    planning it holds (caller here)
                                 chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
                                 :func:`_emit_levels`, :func:`_emit_indices`)
 ``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value; one
-                                layer with item validity (``fsl_valid``: two chunk buffers)
+                                layer with item validity (``fsl_valid``: two chunk buffers,
+                                or full-zip rows of validity bytes then items:
+                                :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
                                 packed in the arena layout (:func:`_stage_fsst_tables`)
@@ -139,6 +144,7 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext, DeviceUnsupported
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
+from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fsl_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
@@ -235,12 +241,12 @@ class LeafPlan:
     has_def: bool = False
     value_pos: int = -1  # fixed / bool: byte position in the fixed arena
     slot_lo: int = -1  # var: first value slot
-    #: fixed-size lists whose mini-block pages carry item validity (``("fsl_valid", ...)``
-    #: value forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`): items per
-    #: value (0: none), and the byte of the fixed arena where its ``num_values * item_dim``
-    #: item validity bytes (one 0 / 1 byte per item, value-major) go (:func:`place_item_validity`);
-    #: also a one-layer fixed-size list leaf of constant pages only, some all-null
-    #: (:func:`_null_items_dim`: their items are null)
+    #: one-layer fixed-size lists some of whose mini-block or full-zip pages carry item
+    #: validity (``("fsl_valid", ...)`` forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`),
+    #: or some of whose pages are all null (:func:`_null_items_dim`: their items are null):
+    #: items per value (0: none), and the byte of the fixed arena where its ``num_values *
+    #: item_dim`` item validity bytes (one 0 / 1 byte per item, value-major) go
+    #: (:func:`place_item_validity`); every page writes its own (:func:`_item_validity_dim`)
     item_dim: int = 0
     item_pos: int = -1
     rep_pos: int = -1  # first level in the level arena
@@ -390,7 +396,7 @@ class UnitPlan:
         # full-zip walk
         self.fullzip = _Lists(
             "rows", "data", "size", "index", "iwidth", "stride", "ctrl", "bits_def", "offb", "valb",
-            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible",
+            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible", "idim", "item_dst",
         )
         self.invisible: list[np.ndarray] = []
         self.invisible_size = 0
@@ -512,7 +518,10 @@ def check_page(layout, leaf: LeafPlan) -> None:
         form = encodings.device_full_zip_form(enc)
         if det == "bits_per_value":
             bits = int(fz.bits_per_value)
-            if leaf.kind != "fixed" or form is None or form[0] != "flat" or form[1][0] * form[1][1] != bits or bits != 8 * leaf.width:
+            if form is not None and form[0] == "fsl_valid":  # a row's item validity bytes, then its items
+                bits -= 8 * fsl_plan.validity_bytes(form[1][0])
+            if (leaf.kind != "fixed" or form is None or form[0] not in ("flat", "fsl_valid") or form[1][0] * form[1][1] != bits
+                    or bits != 8 * leaf.width):
                 raise Unsupported("this full-zip fixed-width layout")
             if int(fz.bits_rep) == 0 and invisible_levels(tuple(int(x) for x in fz.layers)).any():
                 raise Unsupported("full-zip items without values and without repetition")
@@ -752,7 +761,7 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         check_layout(facts, leaf)
     fsl_dim = _null_items_dim(arrow_type)  # (other leaves: no layout looked at again)
     if fsl_dim:
-        leaf.item_dim = _item_validity_dim(sel.distinct, leaf)
+        leaf.item_dim = _item_validity_dim(sel.distinct, fsl_dim)
     leaf.page_bytes = sel.nbytes
     if not sel.ids:  # no page (an empty column): nothing to place
         return leaf
@@ -769,8 +778,8 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         _refuse(cp, sel, ctx)
     # (in any file: mapped, or on an object store, _stage_rows)
     _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
-    if fsl_dim and leaf.constant_pages is not None and leaf.mixed is None and any(lp.values is None for lp in leaf.constant_pages):
-        leaf.item_dim = fsl_dim
+    if fsl_dim and leaf.constant_pages is not None and any(lp.values is None for lp in leaf.constant_pages):
+        leaf.item_dim = fsl_dim  # (the items of its other pages: valid, _fill_valid_items)
     return leaf
 
 
@@ -785,25 +794,55 @@ def _null_items_dim(t: pa.DataType) -> int:
     return 0 if pa.types.is_fixed_size_list(v.storage_type if isinstance(v, pa.BaseExtensionType) else v) else int(s.list_size)
 
 
-def _item_validity_dim(layouts: Sequence[pagetable.LayoutFacts], leaf: LeafPlan) -> int:
-    """Items per value of a fixed-size list leaf whose pages (``layouts``: their distinct
-    layouts, accepted by :func:`check_page`) carry item validity (0: none do).  The device
-    writes the item validity of every page of such a leaf, so all of them must: mini-block
-    pages without repetition levels or a page dictionary whose values are the
-    ``"fsl_valid"`` form; a leaf mixing them with other pages (without item validity,
-    constant / all-null, full-zip) or under a list raises :class:`Unsupported`."""
-    def valid_form(f: pagetable.LayoutFacts) -> bool:
-        if f.kind != "mini_block_layout" or f.dictionary or not f.num_buffers:
-            return False
+def _has_item_validity(f: pagetable.LayoutFacts) -> bool:
+    """Whether pages of layout ``f`` carry fixed-size list item validity (FixedSizeList
+    {has_validity} values of a mini-block page without a dictionary, or of a full-zip
+    page)."""
+    if f.kind == "mini_block_layout" and not f.dictionary and f.num_buffers:
         enc = f.body.value_compression
-        return enc.WhichOneof("compression") == "fixed_size_list" and bool(enc.fixed_size_list.has_validity)
+    elif f.kind == "full_zip_layout":
+        enc = f.body.value_compression
+    else:
+        return False
+    return enc.WhichOneof("compression") == "fixed_size_list" and bool(enc.fixed_size_list.has_validity)
 
-    valid = [valid_form(f) for f in layouts]
-    if not any(valid):
+
+def _item_validity_dim(layouts: Sequence[pagetable.LayoutFacts], dim: int) -> int:
+    """Items per value (``dim``) of a one-layer fixed-size list leaf some of whose pages
+    (``layouts``: their distinct layouts, accepted by :func:`check_page`) carry item
+    validity (0: none do).  Every page of such a leaf writes its items' validity: mini-block
+    and full-zip pages with it their bits (``fsl_valid`` forms), constant pages null or
+    valid items (:func:`_constant_values`), the others valid items
+    (:func:`_fill_valid_items`).  Under a list (repetition levels) it raises
+    :class:`Unsupported`."""
+    if not any(_has_item_validity(f) for f in layouts):
         return 0
-    if not all(valid) or any(f.has_rep for f in layouts):
-        raise Unsupported("fixed-size list pages with item validity beside other pages, or under a list")
-    return int(layouts[0].body.value_compression.fixed_size_list.items_per_value)
+    return dim
+
+
+def _fill_valid_items(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, vpos: np.ndarray | Sequence[int],
+                      num_values: np.ndarray | None = None) -> None:
+    """Item validity (:attr:`LeafPlan.item_dim`) of the rows of ``t`` whose pages write
+    none (mini-block and full-zip pages without item validity: their items are valid; a
+    mixed leaf's constant rows write theirs, :func:`_constant_values`): one fill of 1 bytes
+    per run of such rows whose values are adjacent (``vpos``: each row's first value in the
+    leaf; ``num_values``: each row's values, None: ``t.num_values``)."""
+    d = leaf.item_dim
+    if not d:
+        return
+    writes = t.per_layout([_has_item_validity(f) or f.kind == "constant_layout" for f in t.layouts], np.bool_)
+    nv = t.num_values if num_values is None else num_values
+    lack = ~writes & (nv > 0)
+    if not lack.any():
+        return
+    start = np.asarray(vpos, np.int64)[lack]
+    count = nv[lack]
+    new = np.ones(start.size, np.bool_)
+    new[1:] = start[1:] != start[:-1] + count[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], start.size) - 1
+    for lo, hi in zip(start[first].tolist(), (start[last] + count[last]).tolist(), strict=True):
+        unit.fill_fixed.append((leaf.item_pos + lo * d, (hi - lo) * d, b"\x01"))
 
 
 def place_item_validity(unit: UnitPlan, leaf: LeafPlan) -> None:
@@ -1157,10 +1196,12 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         assert col.full_zip is not None
         fi = col.full_zip_at
         dst = leaf.slot_lo + vpos[fi] if leaf.kind == "var" else leaf.value_pos + vpos[fi] * leaf.width
+        items_at = leaf.item_pos + vpos[fi] * leaf.item_dim if leaf.item_dim else None
         later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending,
-                                    whole_rows=None if cut is None else ~cut.is_cut)
+                                    whole_rows=None if cut is None else ~cut.is_cut, items_at=items_at)
         if cut is not None:
-            _fullzip_run_work(unit, cut, spans, blobs, dst, def_at[fi])
+            _fullzip_run_work(unit, cut, spans, blobs, dst, def_at[fi], items_at)
+    _fill_valid_items(unit, leaf, t, vpos, m.num_values)
     if leaf.kind == "var":
         path = leaf.path
         unit.var_check_rows.append((leaf.slot_lo + vpos, m.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
@@ -1322,6 +1363,7 @@ def _place_table_leaf(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) ->
     if leaf.kind == "var":
         unit.var_check_rows.append((leaf.slot_lo + d.vpos, t.num_values, is_utf8_type(leaf.arrow_type), leaf.path, leaf.column, t.ids))
     unit.device_blocks.append(DeviceBlock(leaf, t, data_pos, sizes, vpos, rep_dst, def_dst, dictionary))
+    _fill_valid_items(unit, leaf, t, vpos)
     if not pending and (leaf.has_rep or leaf.has_def):
         table_level_fills(unit, leaf, t, rep_dst, def_dst)
 
@@ -1409,7 +1451,9 @@ class _FullZipTable:
     rows (a full-zip walk each), with the walk's columns that do not depend on placement
     (``cols``), ``rep``, ``defs`` (the rows with repetition / definition levels), ``inv``
     (their invisible-level tables back to back) and ``inv_at`` (each one's first entry);
-    ``all_walk``: ``walk`` is every row."""
+    ``all_walk``: ``walk`` is every row.  Rows of fixed-size lists with item validity
+    (``cols["idim"]`` > 0) are walked, control words or not: the walk splits each value
+    into its item validity bytes and its items."""
 
     indexed: np.ndarray
     copy: np.ndarray
@@ -1426,21 +1470,27 @@ class _FullZipTable:
 def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list[np.ndarray]]:
     """Per distinct layout of a table of full-zip pages (``t.layouts``): its repetition /
     definition bits, control word bytes, whether its values are fixed-width, their bytes
-    (fixed) or offset word bytes (variable) and its invisible levels' count (lists, one
-    entry per layout), and its invisible-level tables; made once per table (``memo``)."""
+    (fixed: ``valb``, a row's item validity bytes included) or offset word bytes (variable),
+    its invisible levels' count, the items of a fixed-size list value with item validity
+    (``idim``, 0: none) and the bytes each value leaves in the output (``outb``: ``valb``
+    less the validity bytes) (lists, one entry per layout), and its invisible-level tables;
+    made once per table (``memo``)."""
     got = t.memo.get("layout_facts")
     if got is not None:
         return got
-    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv")}
+    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv", "idim", "outb")}
     invs = []
     for f in t.layouts:
         fz = f.body
         fixed = fz.WhichOneof("details") == "bits_per_value"
         br, bd = int(fz.bits_rep), int(fz.bits_def)
         inv = np.asarray(invisible_levels(f.layers), np.bool_).reshape(-1)
+        valb = int(fz.bits_per_value) // 8 if fixed else 0
+        form = encodings.device_full_zip_form(fz.value_compression) if fixed else None
+        idim = form[1][0] if form is not None and form[0] == "fsl_valid" else 0
         for k, v in (("bits_rep", br), ("bits_def", bd), ("ctrl", _ctrl_bytes(br + bd)), ("fixed", fixed),
-                     ("valb", int(fz.bits_per_value) // 8 if fixed else 0), ("offb", 0 if fixed else int(fz.bits_per_offset) // 8),
-                     ("ninv", inv.size)):
+                     ("valb", valb), ("offb", 0 if fixed else int(fz.bits_per_offset) // 8),
+                     ("ninv", inv.size), ("idim", idim), ("outb", valb - (fsl_plan.validity_bytes(idim) if idim else 0))):
             facts[k].append(v)
         invs.append(inv)
     t.memo["layout_facts"] = (facts, invs)
@@ -1456,7 +1506,7 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
     lay = t.layout
     per = {k: t.per_layout(v, np.bool_ if k == "fixed" else np.int64) for k, v in facts.items()}
     n, vis, rows, size0 = t.num_levels, t.num_values, t.num_rows, np.ascontiguousarray(t.sizes[:, 0])
-    copy = per["fixed"] & (per["ctrl"] == 0)
+    copy = per["fixed"] & (per["ctrl"] == 0) & (per["idim"] == 0)
     indexed = (per["bits_rep"] > 0) | ~per["fixed"]
     stride = per["ctrl"] + per["valb"]
     has_index = t.offsets.shape[1] > 1
@@ -1478,7 +1528,7 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
     cols = {
         "rows": rows[walk], "size": size0[walk], "iwidth": np.where(w_ix, iwidth[walk], 0), "stride": np.where(w_ix, 0, stride[walk]),
         "ctrl": per["ctrl"][walk], "bits_def": per["bits_def"][walk], "offb": per["offb"][walk], "valb": per["valb"][walk],
-        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk],
+        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk], "idim": per["idim"][walk],
     }
     inv_lo = miniblock.exclusive_scan(np.asarray(facts["ninv"], np.int64))[:-1][lay[walk]]
     inv = np.concatenate(invs)[miniblock.concat_ranges(inv_lo, inv_lo + cols["ninv"])] if invs else np.zeros(0, np.bool_)
@@ -1516,6 +1566,8 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     npages = len(t)
     path = leaf.path
     dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
+    items_at = leaf.item_pos + d.vpos * leaf.item_dim if leaf.item_dim else None
+    _fill_valid_items(unit, leaf, t, d.vpos)
     rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
     def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
     runs = t.memo.get("runs")
@@ -1525,8 +1577,8 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         pos, spans, blobs, deferred = _stage_ordered(unit, leaf, ranges, cut.blobs, npages)
         if deferred is not None:  # (a page counted by its first buffer: its data, or its first span)
             unit.count_direct("full_zip_layout", int(deferred[ranges.first].sum()))
-        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, whole_rows=~cut.is_cut)
-        _fullzip_run_work(unit, cut, spans, blobs, dst, def_at)
+        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, whole_rows=~cut.is_cut, items_at=items_at)
+        _fullzip_run_work(unit, cut, spans, blobs, dst, def_at, items_at)
     elif whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
         add = unit.stage.add_buffer
         got = []
@@ -1534,7 +1586,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
             got.append(add(path, o, whole[o : o + s], whole) if s else 0)
             got.append((add(path, o1, whole[o1 : o1 + s1], whole) if s1 else 0) if ix else -1)
         pos = np.asarray(got, np.int64).reshape(npages, 2)
-        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
+        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, items_at=items_at)
     else:
         take = np.zeros((npages, 2), np.bool_)
         take[:, 0] = True
@@ -1545,7 +1597,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         pos[:, :width][tk], deferred = _stage_rows(unit, leaf, t.offsets[:, :width][tk], t.sizes[:, :width][tk])
         if deferred is not None:  # (a page counted by its data buffer, the first of its row)
             unit.count_direct("full_zip_layout", int(deferred[miniblock.exclusive_scan(tk.sum(axis=1))[:-1]].sum()))
-        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at)
+        _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, items_at=items_at)
     if leaf.kind == "var":
         unit.var_check_rows.append((dst, t.num_values, is_utf8_type(leaf.arrow_type), path, leaf.column, t.ids))
         rows = unit.fsst_rows.get(id(leaf))
@@ -1806,7 +1858,8 @@ def _stage_ordered(unit: UnitPlan, leaf: LeafPlan, r: _OrderedRanges, after: Seq
 
 def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray,
                         dst: np.ndarray, rep_at: np.ndarray, def_at: np.ndarray, later: bool = False,
-                        whole_rows: np.ndarray | None = None) -> Callable[[np.ndarray, np.ndarray], None] | None:
+                        whole_rows: np.ndarray | None = None,
+                        items_at: np.ndarray | None = None) -> Callable[[np.ndarray, np.ndarray], None] | None:
     """The work of full-zip rows ``t`` (:func:`_fullzip_table`'s ``z``) staged at ``pos``
     (``[rows, 2]``: data, repetition index or -1), their values to ``dst`` (slots or bytes),
     their first levels ``rep_at`` / ``def_at``: fixed values without control words copied,
@@ -1815,7 +1868,8 @@ def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, 
     the device pre-pass: what depends on them (walk rows, fills) is returned as a function
     of every row's first levels; ``whole_rows``: the rows decoded whole (the others, cut
     by a row selection, have their runs' work from :func:`_fullzip_run_work`; their level
-    fills are made here with the others'), None: all."""
+    fills are made here with the others'), None: all; ``items_at``: each row's first item
+    validity byte (a leaf with item validity, :attr:`LeafPlan.item_pos`), None: none."""
     copy, copy_len = z.copy, z.copy_len
     if whole_rows is not None:
         keep = whole_rows[copy]
@@ -1828,15 +1882,18 @@ def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, 
         unit.invisible.append(z.inv)
         unit.invisible_size += z.inv.size
     if later:
-        return lambda rep, dfn: _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, np.asarray(rep), np.asarray(dfn), whole_rows)
-    _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, rep_at, def_at, whole_rows)
+        return lambda rep, dfn: _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, np.asarray(rep), np.asarray(dfn), whole_rows,
+                                               items_at)
+    _fullzip_walks(unit, leaf, t, z, pos, dst, inv_at, rep_at, def_at, whole_rows, items_at)
     return None
 
 
 def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _FullZipTable, pos: np.ndarray, dst: np.ndarray,
-                   inv_at: np.ndarray | None, rep_at: np.ndarray, def_at: np.ndarray, whole_rows: np.ndarray | None = None) -> None:
+                   inv_at: np.ndarray | None, rep_at: np.ndarray, def_at: np.ndarray, whole_rows: np.ndarray | None = None,
+                   items_at: np.ndarray | None = None) -> None:
     """:func:`_fullzip_table_work`'s walk rows and level fills (``inv_at``: each walk row's
-    invisible-level table, registered; None: no walk row; ``whole_rows``: as there)."""
+    invisible-level table, registered; None: no walk row; ``whole_rows``, ``items_at``: as
+    there)."""
     if inv_at is not None:
         if whole_rows is None:
             w = slice(None) if z.all_walk else z.walk
@@ -1846,28 +1903,30 @@ def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _F
             w, inv_at = z.walk[keep], inv_at[keep]
             cols, rep, defs = {k: v[keep] for k, v in z.cols.items()}, z.rep[keep], z.defs[keep]
         if inv_at.size:
+            item_dst = -1 if items_at is None else np.where(cols["idim"] > 0, items_at[w], -1)
             unit.fullzip.add(
                 **cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
-                rep_dst=np.where(rep, rep_at[w], -1), def_dst=np.where(defs, def_at[w], -1), val_dst=dst[w],
+                rep_dst=np.where(rep, rep_at[w], -1), def_dst=np.where(defs, def_at[w], -1), val_dst=dst[w], item_dst=item_dst,
             )
     if leaf.has_rep or leaf.has_def:
         table_level_fills(unit, leaf, t, rep_at, def_at)
 
 
 def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs: np.ndarray, dst: np.ndarray,
-                      def_at: np.ndarray) -> None:
+                      def_at: np.ndarray, items_at: np.ndarray | None = None) -> None:
     """The work of the row runs of a full-zip table's cut pages (:class:`_FullZipCut`; their
     spans staged at ``spans``, their rebased indexes at ``blobs``; ``dst``, ``def_at``: each
-    row's first value and definition level), as :func:`_emit_fullzip_rows` gives it: runs of
-    fixed values without control words copied, the others one full-zip walk row each, the
-    invisible-level table of each layout registered once."""
+    row's first value and definition level; ``items_at``: its first item validity byte,
+    None: no item validity), as :func:`_emit_fullzip_rows` gives it: runs of fixed values
+    without control words or item validity copied, the others one full-zip walk row each,
+    the invisible-level table of each layout registered once."""
     per = cut.per
     r = cut.row
     run_pos = spans[cut.span] + cut.byte_lo - cut.span_lo[cut.span]
     nbytes = cut.byte_hi - cut.byte_lo
     fixed = per["fixed"]
-    val_dst = dst[r] + np.where(fixed, cut.before * per["valb"], cut.before)
-    copy = fixed & (per["ctrl"] == 0)
+    val_dst = dst[r] + np.where(fixed, cut.before * per["outb"], cut.before)
+    copy = fixed & (per["ctrl"] == 0) & (per["idim"] == 0)
     if copy.any():
         unit.copy_fixed.add(src=run_pos[copy], len=nbytes[copy], dst=val_dst[copy])
     w = np.flatnonzero(~copy)
@@ -1889,7 +1948,8 @@ def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs
         stride=np.where(fixed[w], per["ctrl"][w] + per["valb"][w], 0), ctrl=per["ctrl"][w], bits_def=per["bits_def"][w],
         offb=per["offb"][w], valb=per["valb"][w], inv=inv_pos[lay], ninv=ninv[lay], rep_dst=-1,
         def_dst=np.where(per["bits_def"][w] > 0, def_at[r[w]] + cut.before[w], -1), val_dst=val_dst[w], items=cut.length[w],
-        visible=cut.length[w],
+        visible=cut.length[w], idim=per["idim"][w],
+        item_dst=-1 if items_at is None else np.where(per["idim"][w] > 0, items_at[r[w]] + cut.before[w] * per["idim"][w], -1),
     )
 
 

@@ -45,6 +45,9 @@ import lance_gpu  # noqa: E402
 import lance_gpu._device as device_mod  # noqa: E402
 from cuda_kernels import CorruptInputError, _device  # noqa: E402
 from lance_gpu.errors import CorruptFileError, GpuUnavailableError, UnsupportedEncodingError  # noqa: E402
+from lance_gpu.file.container import LanceFileReader  # noqa: E402
+from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
+from lance_gpu.file.reader import parse_layout  # noqa: E402
 from lance_gpu.gpu import CpuDecodeWarning, memory_limit  # noqa: E402
 from lance_gpu.gpu import read as gpu_read  # noqa: E402
 from lance_gpu.gpu.columns import DeviceColumn  # noqa: E402
@@ -2824,3 +2827,142 @@ def test_fixed_size_lists_with_item_validity_decode_on_the_gpu(root, version):
     got = lance_gpu.dataset(uri, device="gpu").take(rows)
     assert_same(got, ref.take(rows), f"{version} take")
     _same_items(got, lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take, the CPU reader's items")
+
+
+#: per column of :func:`_fsl_pages_table`: (items per value, item type, each batch's nulls:
+#: "items" item and row nulls, "rows" row nulls only, "allnull" every row, "items_only" item
+#: nulls without row nulls, "none")
+_FSL_PAGES = {
+    "zip_f32_64": (64, pa.float32(), ("items", "rows", "allnull", "items", "rows", "allnull", "items")),
+    "zip_i8_256": (256, pa.int8(), ("rows", "items", "allnull", "rows", "allnull", "rows", "items")),
+    "zip_f64_40": (40, pa.float64(), ("items_only", "none", "items_only", "items_only", "none", "none", "items_only")),
+    "mini_f32_6": (6, pa.float32(), ("items", "rows", "allnull", "rows", "items", "allnull", "rows")),
+    "mini_i8_5": (5, pa.int8(), ("rows", "allnull", "rows", "rows", "allnull", "rows", "rows")),
+    "zip_f32_70": (70, pa.float32(), ("rows", "allnull", "rows", "rows", "allnull", "rows", "rows")),
+}
+
+
+def _fsl_pages_batches(run: int) -> list[pa.RecordBatch]:
+    """Batches of ``run`` rows (a page per column each, with small pages) of fixed-size lists
+    that pylance 14 writes in full-zip pages (values of 256 bytes or more: ``zip_*``) or
+    mini-block pages (``mini_*``), each batch's nulls as :data:`_FSL_PAGES` says: pages with
+    and without item validity, all-null (constant) pages, in one file."""
+    out = []
+    for b in range(len(next(iter(_FSL_PAGES.values()))[2])):
+        cols: dict[str, pa.Array] = {"id": pa.array(np.arange(b * run, (b + 1) * run), pa.int64())}
+        for k, (name, (dim, t, modes)) in enumerate(_FSL_PAGES.items()):
+            rng = np.random.default_rng(100 * b + k)
+            mode = modes[b]
+            vals = rng.integers(-100, 100, run * dim).astype(t.to_pandas_dtype())
+            item_null = rng.random(run * dim) < (0.15 if mode in ("items", "items_only") else 0.0)
+            row_null = (rng.random(run) < 0.2) if mode in ("items", "rows") else np.full(run, mode == "allnull")
+            inner = pa.array(vals, t, mask=item_null)
+            cols[name] = pa.FixedSizeListArray.from_arrays(inner, dim, mask=pa.array(row_null) if mode != "none" else None)
+        out.append(pa.record_batch(cols))
+    return out
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fixed_size_lists_with_item_validity_in_every_page_kind_decode_on_the_gpu(root, version):
+    """Fixed-size lists with item validity in full-zip pages (each row's item validity bits
+    before its items: large nullable embeddings), pages with and without item validity and
+    all-null pages of one leaf (what pylance writes batch by batch), mini-block or full-zip,
+    and leaves whose only null items are those of all-null pages beside pages of values,
+    decode on the GPU (no CPU fallback) and equal pylance, the items under null rows
+    included (null under an all-null page's rows, as pylance's scans read them):
+    ``to_table``, a filter (full-zip pages cut to row runs), ``to_cudf`` in one unit and in
+    several, a take (pylance's rows; the CPU reader's items)."""
+    uri = str(root / f"fsl_pages_{version}")
+    batches = _fsl_pages_batches(40)
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=160, max_page_bytes=256,
+                        data_cache_bytes=256)
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+    for column, kinds in ((1, {"full_zip_layout", "constant_layout"}), (5, {"mini_block_layout", "constant_layout"})):
+        for frag in ref.get_fragments():  # (zip_f32_64, mini_i8_5): pages of values and all-null pages in each file
+            file = LanceFileReader(str(Path(uri) / "data" / frag.data_files()[0].path))
+            got = {parse_layout(page, DecodeContext("", column)).WhichOneof("layout") for page in file.column(column).pages}
+            assert got == kinds, (column, got)
+    _same_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
+    flt = "id % 7 = 3 OR id > 270"
+    _same_items(ours.to_table(device="gpu", filter=flt, on_cpu_fallback="raise"), ref.to_table(filter=flt), f"{version} filter")
+    cols, n = ours.scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
+    exp = ref.to_table(filter="id % 3 = 1")
+    assert n == exp.num_rows
+    _assert_cudf_layout(cols, exp, f"{version} to_cudf")
+    with memory_limit(1):  # every (fragment, field) its own unit: item validity in the read's fixed arena
+        cols, n = ours.scanner(on_cpu_fallback="raise").to_cudf_columns()
+        _assert_cudf_layout(cols, ref.to_table(), f"{version} to_cudf, several units")
+        _same_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} units")
+    rows = [0, 5, 85, 100, 159, 160, 200, 279, 7]
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
+    assert_same(got, ref.take(rows), f"{version} take")
+    _same_items(got, lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take, the CPU reader's items")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_non_nullable_fixed_size_lists_with_null_items_decode_on_the_gpu(root, version):
+    """Non-nullable fixed-size list fields whose items are null: mini-block pages, and
+    full-zip rows without control words (each row: its item validity bytes, then its items;
+    walked, not copied), equal pylance on the GPU, items included."""
+    rng = np.random.default_rng(11)
+    n = 100
+    cols, fields = [], []
+    for dim in (5, 64):
+        inner = pa.array(rng.random(n * dim).astype(np.float32), mask=rng.random(n * dim) < 0.2)
+        cols.append(pa.FixedSizeListArray.from_arrays(inner, dim))
+        fields.append(pa.field(f"d{dim}", cols[-1].type, nullable=False))
+    uri = str(root / f"fsl_not_null_{version}")
+    lance.write_dataset(pa.Table.from_arrays(cols, schema=pa.schema(fields)), uri, data_storage_version=version)
+    _same_items(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(uri).to_table(), version)
+
+
+def _fsl_lists_batches(run: int) -> list[pa.RecordBatch]:
+    """Batches of ``run`` rows of lists (0 to 3 each, some null) of fixed-size lists of 8
+    (mini-block pages) and 64 float32 items (full-zip pages): with null items and null
+    lists of items, null lists of items only, every list of items null (all-null pages),
+    every list null."""
+    out = []
+    for b, mode in enumerate(("items", "rows", "fslnull", "items", "allnull", "rows")):
+        rng = np.random.default_rng(b)
+        cols: dict[str, pa.Array] = {"id": pa.array(np.arange(b * run, (b + 1) * run), pa.int64())}
+        for name, dim in (("lists_8", 8), ("lists_64", 64)):
+            offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 4, run))]).astype(np.int32)
+            n = int(offsets[-1])
+            inner = pa.array(rng.integers(-50, 50, n * dim).astype(np.float32), mask=rng.random(n * dim) < (0.1 if mode == "items" else 0.0))
+            fsl_null = np.full(n, mode in ("fslnull", "allnull")) | (rng.random(n) < (0.15 if mode in ("items", "rows") else 0.0))
+            fsl = pa.FixedSizeListArray.from_arrays(inner, dim, mask=pa.array(fsl_null))
+            list_null = np.full(run, mode == "allnull") | (rng.random(run) < 0.1)
+            cols[name] = pa.ListArray.from_arrays(pa.array(offsets), fsl, mask=pa.array(list_null))
+        out.append(pa.record_batch(cols))
+    return out
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fixed_size_lists_with_item_validity_under_lists_decode_on_the_gpu(root, version):
+    """Lists of fixed-size lists with item validity (mini-block pages with repetition
+    levels, full-zip pages with a repetition index), beside pages without item validity and
+    all-null pages, decode on the GPU (no CPU fallback) and equal pylance, the items of the
+    null fixed-size lists included: ``to_table``, a filter, ``to_cudf``, a take."""
+    uri = str(root / f"fsl_lists_{version}")
+    batches = _fsl_lists_batches(30)
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=120, max_page_bytes=2048, data_cache_bytes=8192)
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+
+    def same(got: pa.Table, want: pa.Table, what: str) -> None:
+        assert_same(got, want, what)
+        for name in ("lists_8", "lists_64"):
+            a, b = got.column(name).combine_chunks().flatten(), want.column(name).combine_chunks().flatten()
+            assert a.values.equals(b.values), (what, name, a.values.null_count, b.values.null_count)
+
+    same(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
+    flt = "id % 3 = 1"
+    same(ours.to_table(device="gpu", filter=flt, on_cpu_fallback="raise"), ref.to_table(filter=flt), f"{version} filter")
+    cols, n = ours.scanner(filter=flt, on_cpu_fallback="raise").to_cudf_columns()
+    assert n == ref.count_rows(filter=flt)
+    for col, name in zip(cols, ("id", "lists_8", "lists_64"), strict=True):
+        assert col.to_arrow().to_pylist() == ref.to_table(filter=flt).column(name).to_pylist(), name
+    rows = [0, 31, 95, 120, 179, 100]
+    same(lance_gpu.dataset(uri, device="gpu").take(rows), lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take")
+    assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), ref.take(rows), f"{version} take, pylance")

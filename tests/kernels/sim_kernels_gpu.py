@@ -1206,3 +1206,55 @@ def test_unravel_reads_the_earlier_launches_flags_back_with_its_results():
             errors.raise_if_flagged(flag, "second")
             ck.unravel_segments_gpu(cuda.to_device(levels), segs, read_also=(values, np.array([1])))
     assert getattr(info.value, "earlier", False)
+
+
+# ------------------------------------------------------------------ full-zip walk: item validity
+
+
+@pytest.mark.parametrize("dim", [1, 8, 13])
+def test_fullzip_walk_splits_item_validity_as_the_cpu_decode(dim):
+    """Fixed-stride full-zip rows of fixed-size lists with item validity (a control word,
+    ``ceil(dim / 8)`` bytes of item bits, ``dim`` int16 items) beside rows of a page without
+    item validity: the walk writes each value's items and a byte per item of its validity
+    as the CPU decode (``fixed_size_list.unzip_per_value``) splits them, and the definition
+    levels of the control words."""
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+    from lance_gpu.file.blocks import FixedWidthBlock
+    from lance_gpu.file.encodings import fixed_size_list
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.v2_1 import fullzip_kernels
+
+    rng = np.random.default_rng(dim)
+    vb = (dim + 7) // 8
+    rows = (5, 7)
+    valid_rows = rng.integers(0, 256, (rows[0], vb + 2 * dim), dtype=np.uint8)
+    plain_rows = rng.integers(0, 256, (rows[1], 2 * dim), dtype=np.uint8)
+    defs = [rng.integers(0, 2, r).astype(np.uint8) for r in rows]
+    pages = [np.concatenate([d[:, None], v], axis=1).reshape(-1) for d, v in zip(defs, (valid_rows, plain_rows), strict=True)]
+    arena = np.concatenate(pages)
+    enc = pb.CompressiveEncoding()
+    enc.fixed_size_list.items_per_value = dim
+    enc.fixed_size_list.has_validity = True
+    enc.fixed_size_list.values.flat.bits_per_value = 16
+    cpu = fixed_size_list.unzip_per_value(enc.fixed_size_list, FixedWidthBlock(valid_rows.reshape(-1), 8 * (vb + 2 * dim), rows[0]),
+                                          DecodeContext("t.lance", 0))
+    out_values = (rows[0] + rows[1]) * 2 * dim
+    item_at = out_values + 3  # item validity bytes after the values (any byte)
+    fixed_size = item_at + rows[0] * dim
+    a = lambda *v: np.asarray(v, np.int64)  # noqa: E731
+    work = {
+        "rows": a(*rows), "data": a(0, pages[0].size), "size": a(pages[0].size, pages[1].size), "index": a(-1, -1),
+        "iwidth": a(0, 0), "stride": a(1 + vb + 2 * dim, 1 + 2 * dim), "ctrl": a(1, 1), "bits_def": a(1, 1), "offb": a(0, 0),
+        "valb": a(vb + 2 * dim, 2 * dim), "inv": a(0, 0), "ninv": a(2, 2), "rep_dst": a(-1, -1), "def_dst": a(0, rows[0]),
+        "val_dst": a(0, rows[0] * 2 * dim), "items": a(*rows), "visible": a(*rows), "idim": a(dim, 0), "item_dst": a(item_at, -1),
+    }
+    fixed = cuda.to_device(np.full(fixed_size, 0xEE, np.uint8))
+    levels = cuda.to_device(np.zeros(sum(rows), np.uint16))
+    slots = cuda.to_device(np.zeros(1, np.int64))
+    fullzip_kernels.fullzip_walk(cuda.to_device(arena), work, np.zeros(2, np.bool_), levels, fixed, slots, slots)
+    got = h(fixed)
+    np.testing.assert_array_equal(got[: rows[0] * 2 * dim], cpu.as_bytes())
+    np.testing.assert_array_equal(got[rows[0] * 2 * dim : out_values], plain_rows.reshape(-1))
+    np.testing.assert_array_equal(got[item_at:fixed_size], cpu.fsl_validity[0].astype(np.uint8))
+    np.testing.assert_array_equal(got[out_values:item_at], 0xEE)  # nothing written between
+    np.testing.assert_array_equal(h(levels), np.concatenate(defs))

@@ -32,7 +32,8 @@ field                      home; device planning; device decoding kernels
 ``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
                            items, one layer of item validity); batched copy, bits to
-                           bytes (booleans, item validity)
+                           bytes (booleans, item validity), full-zip walk (item
+                           validity split from each row)
 ``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
                            full-zip walk
 ``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
@@ -254,8 +255,9 @@ def device_level_form(enc: Any) -> str:
 
 def device_full_zip_form(enc: Any) -> tuple | None:
     """How the device decodes full-zip values encoded ``enc``: ``("flat", (items, bits))``
-    (fixed width, copied), ``("var",)`` (walked: Variable and FSST strings), None where it
-    does not (the planner says why)."""
+    (fixed width, copied), ``("fsl_valid", (items, bits))`` (fixed-size lists with item
+    validity: each row's validity bits then its items, split by the walk), ``("var",)``
+    (walked: Variable and FSST strings), None where it does not (the planner says why)."""
     _name, fn = _form(enc, "full_zip")
     form: tuple | None = None if fn is None else fn(enc)
     return form

@@ -5,7 +5,9 @@
   found through the repetition index or a fixed stride), one thread per row: a count pass,
   a scan, a check of each page's item counts against its header, then a fill pass writing
   levels and values.  A page is a *segment* found by binary search over the prefix of the
-  pages' row counts.
+  pages' row counts.  A fixed-width value of a fixed-size list with item validity (a page's
+  ``idim`` > 0) is split as it is written: its first ``ceil(idim / 8)`` bytes, the items'
+  validity bits (LSB first), to ``idim`` bytes of 0 / 1, the rest, its items, to the values.
 
 Written in the ``cuda_kernels._target`` style (plain-Python cores bound at compile time,
 so they run on a GPU and under the numba CUDA simulator alike); nothing here imports CUDA
@@ -124,7 +126,7 @@ def _fullzip_check_kernel(item_off, vis_off, p_rows, npages, items, visible, err
 def _fullzip_fill_kernel(
     arena, p_rows, npages, p_data, p_size, p_index, p_iwidth, p_stride, p_ctrl, p_bits_def,
     p_offb, p_valb, p_inv, p_ninv, invisible, item_off, vis_off,
-    p_rep_dst, p_def_dst, p_val_dst, levels, fixed, out_start, out_len, err,
+    p_rep_dst, p_def_dst, p_val_dst, p_idim, p_item_dst, levels, fixed, out_start, out_len, err,
 ):
     g = cuda.grid(1)
     if g >= np.int64(p_rows[npages]):
@@ -146,6 +148,10 @@ def _fullzip_fill_kernel(
     rep_dst = np.int64(p_rep_dst[p])
     def_dst = np.int64(p_def_dst[p])
     val_dst = np.int64(p_val_dst[p])
+    idim = np.int64(p_idim[p])
+    item_dst = np.int64(p_item_dst[p])
+    vb = (idim + 7) // 8  # a value's item validity bytes, before its items
+    outb = valb - vb
     nlev = levels.shape[0]
     while pos < end:
         c = np.int64(0)
@@ -177,12 +183,20 @@ def _fullzip_fill_kernel(
             else:
                 cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         else:
-            o = val_dst + vi * valb
-            if o < 0 or o + valb > fixed.shape[0]:
+            o = val_dst + vi * outb
+            if idim:
+                b = item_dst + vi * idim
+                if b < 0 or b + idim > fixed.shape[0] or outb < 0:
+                    cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+                    o = np.int64(-1)
+                else:
+                    for q in range(idim):
+                        fixed[b + q] = (arena[pos + q // 8] >> (q % 8)) & 1
+            if o < 0 or o + outb > fixed.shape[0]:
                 cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
             else:
-                for q in range(valb):
-                    fixed[o + q] = arena[pos + q]
+                for q in range(outb):
+                    fixed[o + q] = arena[pos + vb + q]
             pos += valb
         vi += 1
 
@@ -198,7 +212,9 @@ def fullzip_walk(arena, pages: dict, invisible: np.ndarray, levels, fixed, out_s
     bytes), ``inv`` / ``ninv`` (the page's slice of ``invisible``), ``rep_dst`` / ``def_dst``
     (first level of the page in ``levels``, -1 for none) and ``val_dst`` (byte position in
     ``fixed``, or first slot), ``items`` / ``visible`` (what the page header promises;
-    checked on the device, every write bounded by its array).
+    checked on the device, every write bounded by its array); optionally ``idim`` /
+    ``item_dst`` (fixed-size lists with item validity: items per value, and the byte of
+    ``fixed`` where the page's first item's validity byte goes; absent: none).
     """
     rows = pages["rows"]
     npages = rows.size
@@ -227,6 +243,7 @@ def fullzip_walk(arena, pages: dict, invisible: np.ndarray, levels, fixed, out_s
     raise_if_flagged(check, "full-zip pages hold other item counts than their headers say")
     _fullzip_fill_kernel.get()[blocks, tpb](
         arena, d_rows, np.int64(npages), *geo, d_inv, item_off, vis_off,
-        dev(pages["rep_dst"]), dev(pages["def_dst"]), dev(pages["val_dst"]), levels, fixed, out_start, out_len, err,
+        dev(pages["rep_dst"]), dev(pages["def_dst"]), dev(pages["val_dst"]), dev(pages.get("idim", np.zeros(npages, np.int64))),
+        dev(pages.get("item_dst", np.full(npages, -1, np.int64))), levels, fixed, out_start, out_len, err,
     )
     raise_if_flagged(err, "full-zip walk")

@@ -9,8 +9,13 @@ One layer of FixedSizeList{items_per_value, has_validity} over Flat{bits} in a m
 page (two chunk buffers: the chunk's items' validity bits, LSB first, then its Flat items)
 is ``("fsl_valid", (items, bits))``: the values copied (or spread) from buffer 1 as Flat
 values are, the validity bits of buffer 0 spread to one byte per item into the leaf's item
-validity region (``LeafPlan.item_pos``, ``DeviceColumn.item_validity``).  Nested item
-validity, and item validity zipped with each full-zip row, are decoded on the CPU.
+validity region (``LeafPlan.item_pos``, ``DeviceColumn.item_validity``).
+
+The same layer in a full-zip page (each row, after its control word: ``ceil(items / 8)``
+bytes of its items' validity bits, LSB first, then its Flat items; what pylance writes
+for values of 256 bytes or more) is ``("fsl_valid", (items, bits))`` too: the full-zip
+walk spreads each row's bits to a byte per item and copies the items after them.  Nested
+item validity (and boolean items with it in full-zip pages) is decoded on the CPU.
 """
 
 from __future__ import annotations
@@ -67,10 +72,20 @@ def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
 
 
 def full_zip_form(enc: Any) -> tuple | None:
-    """``("flat", (items, bits))`` of full-zip FixedSizeList(Flat) values (copied), None with
-    item validity or another inner encoding."""
+    """``("flat", (items, bits))`` of full-zip FixedSizeList(Flat) values (copied), or
+    ``("fsl_valid", (items, bits))`` of one layer with item validity over whole-byte Flat
+    items (each row's validity bytes before its items: the module docstring); None with
+    nested item validity, boolean items with item validity or another inner encoding."""
+    if enc.fixed_size_list.has_validity:
+        got = valid_items(enc)
+        return None if got is None or got[1] % 8 else ("fsl_valid", got)
     got = flat_items(enc)
     return None if got is None else ("flat", got)
 
 
-__all__ = ["flat_items", "full_zip_form", "valid_items", "value_form"]
+def validity_bytes(items: int) -> int:
+    """Bytes of one value's item validity bits (``items`` of them) in a full-zip row."""
+    return (items + 7) // 8
+
+
+__all__ = ["flat_items", "full_zip_form", "valid_items", "validity_bytes", "value_form"]
