@@ -15,10 +15,14 @@ Order (each step one launch, or one per word size / destination, and skipped whe
 6. ``dictionary spans`` then one ``copy`` of the fixed-width dictionary values;
 7. ``remap`` of definition levels where a column's pages describe their layers differently;
 8. variable width: lengths (span lengths, FSST lengths pass over every FSST page with its own
-   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass.
+   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass (into a read's
+   bytes arena: each column's ends read back with the scan's total, one rebase of the
+   offsets to the arena first, :class:`BytesInto`).
 
 The result is four device buffers shared by every column of the unit: fixed-width values,
-levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.
+levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.  (A
+read of several units may give the fixed-width values' and the bytes' buffers: arenas of
+the whole read that each unit writes its part of.)
 """
 
 from __future__ import annotations
