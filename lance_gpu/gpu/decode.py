@@ -34,6 +34,7 @@ import numpy as np
 
 import cuda_kernels as ck
 from cuda_kernels import _device
+from cuda_kernels.errors import ERR_OUT_OF_BOUNDS, CorruptInputError
 from cuda_kernels.pieces import rebase_offsets_segments_gpu
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
@@ -139,11 +140,26 @@ class BytesInto:
     the arena (one launch: each column's slots and its end slot, whose offset is the
     column's end) and the plain copy and the FSST decode write there: the unit has no byte
     buffer of its own.  ``placed``: whether the decode did (False where the columns do not
-    tile the unit's slots: its bytes are then the unit's own)."""
+    tile the unit's slots: its bytes are then the unit's own).
+
+    ``room()``: where the host bounds every column's bytes of the unit (``bound``: its
+    pages' buffer bytes, which plain strings' spans lie in), the arena and each column's
+    first byte with room for the bound, the bytes so far not advanced (``exact`` False: the
+    caller counts them from the unit's spans).  A unit of such columns only (no FSST page,
+    no dictionary, no constant value, no empty column: :meth:`bounded`) reads back no
+    column end: the offsets rebased to the arena by the check kernel's rebase (from each
+    column's first offset on the device, into a buffer of their own: one launch)."""
 
     columns: Sequence[tuple[int, int]]
     reserve: Callable[[np.ndarray], tuple[DeviceArray, np.ndarray]]
+    room: Callable[[], tuple[DeviceArray, np.ndarray]] | None = None
     placed: bool = False
+    exact: bool = True
+
+    def bounded(self, unit: UnitPlan) -> bool:
+        """Whether the host bounds the unit's bytes of every column (:attr:`room`)."""
+        return (self.room is not None and not unit.fsst and not unit.dictionary
+                and not any(ln for _s, _n, _st, ln in unit.fill_slots) and all(n for _lo, n in self.columns))
 
     def tiles(self, nslots: int) -> bool:
         """Whether the columns and their end slots tile ``[0, nslots)``."""
@@ -226,8 +242,9 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]],
     _fill(levels.view(np.uint8), unit.fill_level)
     if bytes_into is not None and not bytes_into.tiles(nslots):
         bytes_into = None
-    ends = bytes_into.ends() if bytes_into is not None else []
-    if unit.fill_slots or ends:  # (end slots: empty, their lengths zeroed with the fills')
+    # end slots: empty, their lengths zeroed with the fills' (with FSST pages: in _variable)
+    ends = bytes_into.ends() if bytes_into is not None and not unit.fsst else []
+    if unit.fill_slots or ends:
         starts = [(8 * s, 8 * n, int(st).to_bytes(8, "little", signed=True)) for s, n, st, _ln in unit.fill_slots]
         lens = [(8 * s, 8 * n, int(ln).to_bytes(8, "little", signed=True)) for s, n, _st, ln in unit.fill_slots]
         _fill(src_start.view(np.uint8), starts)
@@ -416,11 +433,15 @@ def _variable(arena, unit: UnitPlan, src_start, src_len, into: BytesInto | None 
         out_len, copy_len = both[:n], both[n:]
         seg_bounds, table_pos, nsym = _fsst_segments(unit)
         ck.fsst_lengths_segments_gpu(arena, table_pos, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
-        # FSST slots are written by the decode pass, not copied
-        _fill(copy_len.view(np.uint8), [(8 * lo, 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst])
+        # FSST slots are written by the decode pass, not copied; end slots (into) are empty
+        ends = into.ends() if into is not None else []
+        _fill(both.view(np.uint8), [(8 * (n + lo), 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst]
+              + [(8 * (h + e), 8, bytes(8)) for e in ends for h in (0, n)])
     if into is None:
         offsets, total = _device.exclusive_scan(out_len)
         data = _array.empty(max(total, 1), np.uint8)
+    elif into.bounded(unit):
+        offsets, total, data = _into_room(out_len, n, into)
     else:
         offsets, total, data = _into_arena(out_len, n, into)
     if total:
@@ -452,6 +473,27 @@ def _into_arena(out_len, n: int, into: BytesInto) -> tuple[DeviceArray, int, Dev
     count = np.array([c[1] + 1 for c in into.columns], np.int64)  # its slots and the end (slot, or n)
     rebase_offsets_segments_gpu(offsets, lo, count, first, np.asarray(pos, np.int64), np.zeros(lo.size, np.int64), offsets, lo)
     return offsets, int(at_end[-1]), data
+
+
+def _into_room(out_len, n: int, into: BytesInto) -> tuple[DeviceArray, int, DeviceArray]:
+    """:func:`_into_arena` where the host bounds each column's bytes (``into.room``): the
+    scan's total read back as ever, no column end; the offsets rebased from each column's
+    first on the device (the check kernel's rebase, offsets validated on the way) into a
+    buffer of their own.  Returns ``(offsets, the unit's bytes, the arena)``."""
+    assert into.room is not None
+    scanned, total = _device.exclusive_scan(out_len)
+    data, pos = into.room()
+    into.placed, into.exact = True, False
+    lo = np.array([c[0] for c in into.columns], np.int64)
+    count = np.array([c[1] for c in into.columns], np.int64)
+    offsets = _array.empty(n + 1, np.int64)
+
+    def bad(_k: int) -> CorruptInputError:
+        return CorruptInputError("variable-width offsets out of order or out of bounds (device decode)", ERR_OUT_OF_BOUNDS)
+
+    ck.check_variable_segments_gpu(scanned, data, total, lo, count, np.zeros(lo.size, np.bool_), on_bad=bad,
+                                   rebased=(offsets, lo, lo + count, lo, np.asarray(pos, np.int64)))
+    return offsets, int(total), data
 
 
 def _fsst_segments(unit: UnitPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

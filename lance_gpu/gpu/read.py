@@ -459,7 +459,23 @@ class _ReadBytes:
             for key in keys:
                 self.rows[key] = None
             return None
-        return BytesInto([(lo, n) for lo, n, _leaves in cols], lambda totals: self._reserve(keys, pages, totals))
+        return BytesInto([(lo, n) for lo, n, _leaves in cols], lambda totals: self._reserve(keys, pages, totals),
+                         lambda: self._room(keys, pages))
+
+    def _room(self, keys: list[tuple[str, int]], pages: list[int]) -> tuple[DeviceArray, np.ndarray]:
+        """Room for the unit's columns ``keys`` whose bytes are at most ``pages`` (their
+        leaves' pages' bytes): the arena and each one's first byte in it; the bytes are
+        counted once decoded (:meth:`decoded`, from the columns' spans)."""
+        grow: dict[tuple[str, int], int] = {}
+        for key, p in zip(keys, pages, strict=True):
+            self.pages_done[key] += p
+            need = self.used[key] + p
+            if need > self.cap[key]:
+                grow[key] = _round64(need + (self.pages[key] - self.pages_done[key]))  # the rest by the same bound
+        if self.arena is None or grow:
+            self._allocate(grow)
+        assert self.arena is not None
+        return self.arena, np.array([self.start[key] + self.used[key] for key in keys], np.int64)
 
     def _reserve(self, keys: list[tuple[str, int]], pages: list[int], totals: np.ndarray) -> tuple[DeviceArray, np.ndarray]:
         """Room for the unit's ``totals`` bytes of the columns ``keys`` (``pages``: their
@@ -516,11 +532,15 @@ class _ReadBytes:
                 p = self.place.get(id(leaf))
                 if p is None or self.rows[p[0]] is None:
                     continue
-                if into is None or not into.placed or len(var) != len(got) or c.data is not self.arena:
+                if (into is None or not into.placed or len(var) != len(got) or c.data is not self.arena
+                        or (not into.exact and c.span is None)):
                     self.rows[p[0]] = None
                     continue
                 self.rows[p[0]] = p[1] + leaf.num_values
                 self.views[p[0]].append([c, 0])
+                if not into.exact:  # (room made for a bound: the bytes written are the spans')
+                    assert c.span is not None
+                    self.used[p[0]] += c.span[1] - c.span[0]
 
 
 def _round64(n: int) -> int:

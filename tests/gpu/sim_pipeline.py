@@ -1925,7 +1925,8 @@ def test_multi_unit_to_cudf_writes_string_bytes_once(root, monkeypatch):
     binary bytes (plain, FSST, dictionary, large_string, lists' string items, a struct's
     string and binary children) straight into
     the read's bytes arena, each column a region of its own at the column's bytes so far
-    (``read._ReadBytes``, ``decode.BytesInto``): every unit's column placed (none left out),
+    (``read._ReadBytes``, ``decode.BytesInto``; units of plain strings only with no column
+    end read back, the others with theirs): every unit's column placed (none left out),
     each column's chars exactly its bytes from a 64-byte boundary of one allocation, combining
     copies no byte; the arena grows at most twice (a region's first guess, its pages' bytes,
     short of an FSST or dictionary column's first unit), copying only the bytes written
@@ -1946,11 +1947,19 @@ def test_multi_unit_to_cudf_writes_string_bytes_once(root, monkeypatch):
     kinds: list = []
     real_decode = gpu_read.decode_unit
     monkeypatch.setattr(gpu_read, "decode_unit", lambda unit, *a: kinds.append((bool(unit.fsst), bool(unit.dictionary))) or real_decode(unit, *a))
+    from lance_gpu.gpu import decode as gpu_decode
+
+    paths: list = []  # the units whose column ends were read back / whose bytes the host bounds
+    for name in ("_into_arena", "_into_room"):
+        real = getattr(gpu_decode, name)
+        monkeypatch.setattr(gpu_decode, name, lambda *a, _real=real, _name=name: paths.append(_name) or _real(*a))
     for budget in (60_000, 150_000):
         arenas.clear()
         kinds.clear()
+        paths.clear()
         cols, units, combining = _multi_unit_cudf_read(uri, budget, monkeypatch)
         assert units >= 4 and any(f for f, _d in kinds) and any(d for _f, d in kinds), (budget, units, kinds)
+        assert set(paths) == {"_into_arena", "_into_room"}, paths
         _assert_written_once(cols, combining, f"strings, {budget}")
         for a, b in zip(cols, one, strict=True):
             assert a.to_arrow().equals(b.to_arrow()), budget
