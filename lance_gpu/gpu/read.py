@@ -394,7 +394,9 @@ class _ReadBytes:
     holds then sized from that unit's bytes per page byte where that is more (scaled to the
     column's pages, 1/16 spare).  A unit's column that does not fit its region grows the
     arena the same way: a new one, every region's bytes so far copied there (one batched
-    copy), the earlier units' columns re-pointed at it (:attr:`grown` counts these).  A
+    copy), the earlier units' columns re-pointed at it (:attr:`grown` counts these).  A unit
+    of plain strings only is given room for its pages' bytes instead (:meth:`_room`: no
+    column end read back), its bytes counted from its columns' spans.  A
     column whose leaves of a unit do not continue its rows (or a unit whose columns do not
     tile its slots) keeps the unit's own bytes from then on (combining copies them)."""
 
@@ -429,6 +431,8 @@ class _ReadBytes:
             self.views[key] = []
         self.arena: DeviceArray | None = None
         self.grown = 0  # reallocations after the first allocation
+        #: the room :meth:`_room` made for the unit being decoded, by column
+        self.bound: dict[tuple[str, int], int] = {}
 
     @property
     def size(self) -> int:
@@ -467,6 +471,7 @@ class _ReadBytes:
         leaves' pages' bytes): the arena and each one's first byte in it; the bytes are
         counted once decoded (:meth:`decoded`, from the columns' spans)."""
         grow: dict[tuple[str, int], int] = {}
+        self.bound = dict(zip(keys, pages, strict=True))
         for key, p in zip(keys, pages, strict=True):
             self.pages_done[key] += p
             need = self.used[key] + p
@@ -524,7 +529,10 @@ class _ReadBytes:
     def decoded(self, items: list[tuple[int, FieldPlan]], cols: list[DeviceColumn], into: BytesInto | None) -> None:
         """Count the rows of the unit's columns written into the arena and keep their leaf
         columns (re-pointed should the arena grow); a unit that wrote none leaves its
-        columns out from then on."""
+        columns out from then on.  A unit given room for a bound (:meth:`_room`) whose
+        bytes of a column passed it (spans of a corrupt file reading bytes twice) raises
+        ``CorruptFileError``: they ran into the next region."""
+        wrote: dict[tuple[str, int], int] = {}
         for (_k, fp), col in zip(items, cols, strict=True):
             var = [leaf for leaf in fp.leaves if leaf.kind == "var"]
             got = list(_var_leaf_columns(col))
@@ -541,6 +549,9 @@ class _ReadBytes:
                 if not into.exact:  # (room made for a bound: the bytes written are the spans')
                     assert c.span is not None
                     self.used[p[0]] += c.span[1] - c.span[0]
+                    wrote[p[0]] = wrote.get(p[0], 0) + c.span[1] - c.span[0]
+                    if wrote[p[0]] > self.bound.get(p[0], 0):
+                        raise CorruptFileError(leaf.path, f"column {leaf.column}: variable-width bytes past its pages' buffers")
 
 
 def _round64(n: int) -> int:

@@ -2000,6 +2000,21 @@ def test_multi_unit_to_cudf_writes_string_bytes_once(root, monkeypatch):
     _assert_written_once(cols, combining, "strings, one row")
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_multi_unit_bytes_past_their_room_raise(flat_budget_datasets, monkeypatch):
+    """A unit of plain strings only is given room in the read's bytes arena for its pages'
+    bytes, its column ends not read back (``read._ReadBytes._room``): bytes past that room
+    (what spans of a corrupt file reading bytes twice would write: here the room is made
+    for none) raise ``CorruptFileError`` once the unit's spans come back, rather than
+    leaving the next region's bytes overwritten."""
+    real = gpu_read._ReadBytes._room
+    rooms: list = []
+    monkeypatch.setattr(gpu_read._ReadBytes, "_room", lambda self, keys, pages: rooms.append(pages) or real(self, keys, [0] * len(pages)))
+    with memory_limit(MULTI_UNIT_BUDGET), pytest.raises(CorruptFileError, match="past its pages' buffers"):
+        lance_gpu.dataset(flat_budget_datasets[16]).scanner(on_cpu_fallback="raise").to_cudf_columns()
+    assert rooms
+
+
 def _offsets_written_by_combine(cols) -> int:
     """Bytes of the offsets of ``to_cudf`` columns that combining still writes in a one-unit
     read with no gather: fixed-size lists' (generated ``i * dim``) only; strings' and
