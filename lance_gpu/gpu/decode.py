@@ -289,9 +289,9 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]],
 def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequence[tuple[int, int]] = (),
                     into: OffsetsInto | None = None, bound: int | None = None) -> list[CudfOffsets]:
     """One launch over every variable-width value of the unit (``n_bytes``: their total;
-    ``bound``: the bytes of ``data`` the offsets may reach, ``n_bytes`` where None: the
-    read's bytes arena where the unit wrote into it, :class:`BytesInto`); a bad value raises ``CorruptFileError`` naming its file, column
-    and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
+    ``bound``: the bytes of ``data`` the offsets may reach, ``n_bytes`` where None, else
+    the read's bytes arena the unit wrote into, :class:`BytesInto`); a bad value raises
+    ``CorruptFileError`` naming its file, column and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
     leaves planned as tables (:attr:`UnitPlan.var_check_rows`, arrays per leaf).
 
     The same launch writes the offsets of each of ``columns`` (``(first slot, slots)``) in
